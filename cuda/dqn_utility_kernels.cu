@@ -1,0 +1,43 @@
+/* dqn_utility_kernels.cu — elementwise vector utilities used by every trainer.
+ *
+ * Math:       fill  y[i] = value
+ *             copy  dst[i] = src[i]
+ *             saxpy y[i] = fma(a, x[i], y[i])        (abi::saxpy_element)
+ *             scale y[i] = y[i] * alpha              (in place)
+ * Layout:     flat float arrays of n elements (n < 2^31).
+ * Launch:     1-D, any grid and block size: grid-stride loops (src/ops/cuda/ uses 256 threads
+ *             and enough blocks to cover n, capped).
+ * Determinism: exact and run-to-run identical (no reductions, no atomics); bit-identical to the
+ *             CPU twins in src/ops/cpu/cpu_ops.cpp (same fma), tested in tests/ops/.
+ * Aliasing:   copy and saxpy take __restrict__ pointers: their buffers must not overlap (the host
+ *             wrapper refuses overlap). In-place scaling is dqn_scale_f32_kernel, a single pointer,
+ *             never saxpy(y, y, alpha - 1), which is undefined behaviour under __restrict__ and
+ *             produced NaNs in the earlier system (seeds/003).
+ * Signatures: cuda/abi/dqn_utility_abi.h (checked below).
+ */
+#include "abi/dqn_utility_abi.h"
+#include "common_device_functions.cuh"
+
+using fh::device::global_thread_index;
+using fh::device::grid_thread_count;
+
+extern "C" __global__ void dqn_fill_f32_kernel(float* y, float value, int n) {
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) y[i] = value;
+}
+
+extern "C" __global__ void dqn_copy_f32_kernel(float* __restrict__ dst,
+                                               const float* __restrict__ src, int n) {
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) dst[i] = src[i];
+}
+
+extern "C" __global__ void dqn_saxpy_f32_kernel(float* __restrict__ y,
+                                                const float* __restrict__ x, float a, int n) {
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count())
+        y[i] = fh::abi::saxpy_element(y[i], a, x[i]);
+}
+
+extern "C" __global__ void dqn_scale_f32_kernel(float* y, float alpha, int n) {
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) y[i] *= alpha;
+}
+
+FH_DQN_UTILITY_KERNELS(FH_CHECK_KERNEL_ABI)

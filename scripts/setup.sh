@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages foxhunt-train needs (idempotent), configures and builds.
+# Usage: scripts/setup.sh [meson options...]   e.g. scripts/setup.sh -Dgpu_archs=86
+# Environment: BUILD_DIR (default: build), TOOLKIT_DIR (default: /usr/local/cuda).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+TOOLKIT_DIR=${TOOLKIT_DIR:-/usr/local/cuda}
+
+packages=(meson ninja-build g++ pkg-config python3 libcli11-dev libtomlplusplus-dev
+          libspdlog-dev libfmt-dev catch2)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}" >&2
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x "$TOOLKIT_DIR/bin/nvcc" ]; then
+    echo "setup: the CUDA 13 toolkit is required at $TOOLKIT_DIR (nvcc, cudart_static, cuBLAS);" \
+         "set TOOLKIT_DIR if it lives elsewhere" >&2
+    exit 1
+fi
+
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+    meson setup "$BUILD_DIR" -Dtoolkit_dir="$TOOLKIT_DIR" "$@" >/dev/null
+elif [ $# -gt 0 ]; then
+    meson configure "$BUILD_DIR" "$@" >/dev/null
+fi
+ninja -C "$BUILD_DIR" >&2

@@ -1,0 +1,75 @@
+/// @file log.cpp
+/// @brief The only translation unit that includes spdlog.
+#include "util/log.hpp"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <mutex>
+
+namespace fh::log {
+namespace {
+
+std::mutex g_mutex;
+std::shared_ptr<spdlog::logger> g_logger;
+Format g_format = Format::text;
+
+spdlog::level::level_enum to_spdlog(Level l) {
+    switch (l) {
+        case Level::debug: return spdlog::level::debug;
+        case Level::info: return spdlog::level::info;
+        case Level::warn: return spdlog::level::warn;
+        case Level::error: return spdlog::level::err;
+        case Level::off: return spdlog::level::off;
+    }
+    return spdlog::level::info;
+}
+
+std::string json_escape(std::string_view s) {
+    std::string out;
+    out.reserve(s.size() + 8);
+    for (char c : s) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", c);
+                else out += c;
+        }
+    }
+    return out;
+}
+
+spdlog::logger& logger() {
+    if (!g_logger) {
+        g_logger = spdlog::stderr_color_mt("foxhunt");
+        g_logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v");
+    }
+    return *g_logger;
+}
+
+}  // namespace
+
+void configure(Level level, Format format) {
+    std::lock_guard lock(g_mutex);
+    auto& l = logger();
+    l.set_level(to_spdlog(level));
+    g_format = format;
+    if (format == Format::json)
+        l.set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e","level":"%l",%v})");
+    else
+        l.set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v");
+}
+
+void emit(Level level, std::string_view message) {
+    std::lock_guard lock(g_mutex);
+    auto& l = logger();
+    if (g_format == Format::json)
+        l.log(to_spdlog(level), "\"message\":\"{}\"", json_escape(message));
+    else
+        l.log(to_spdlog(level), "{}", message);
+}
+
+}  // namespace fh::log
