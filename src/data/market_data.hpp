@@ -1,0 +1,59 @@
+/// @file market_data.hpp
+/// @brief What the rest of the program gets from the data layer: the bars, their normalised
+///        core42 features, the time splits and the statistics a checkpoint must carry.
+///        Host-side and device-agnostic; the environment uploads it to the device once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fh::data {
+
+/// Bars of one instrument in strictly increasing time. A series may hold several contiguous
+/// segments (one per CSV file of a contract directory; one for a single file or the synthetic
+/// market): an episode never spans a segment boundary.
+struct BarSeries {
+    std::vector<std::int64_t> time;  ///< bar timestamp, Unix seconds UTC
+    std::vector<double> open, high, low, close;
+    std::vector<double> volume;  ///< 0 everywhere when the source has no volume
+    bool has_volume = false;
+    std::vector<std::size_t> segment_starts{0};  ///< first bar of each segment; [0] == 0
+    std::vector<std::string> segment_names;      ///< source file per segment, or "synthetic"
+
+    std::size_t size() const noexcept { return close.size(); }
+    /// Index one past the last bar of the segment that contains bar i.
+    std::size_t segment_end(std::size_t i) const noexcept;
+    /// Index of the first bar of the segment that contains bar i.
+    std::size_t segment_begin(std::size_t i) const noexcept;
+};
+
+/// Bars [begin, end) of the series.
+struct SplitRange {
+    std::size_t begin = 0;
+    std::size_t end = 0;
+    std::size_t size() const noexcept { return end - begin; }
+};
+
+/// Per-feature statistics of the training split: z = clamp((x - mean) / stddev, -clip, clip).
+struct NormalizationStats {
+    std::vector<float> mean;
+    std::vector<float> stddev;
+    float clip = 5.0f;
+};
+
+struct MarketData {
+    BarSeries bars;
+    int market_dim = 0;                     ///< features per bar (42 for core42)
+    std::vector<std::string> feature_names; ///< market_dim names, docs/features.md order
+    std::vector<float> features;            ///< (bars, market_dim) row-major, normalised, clipped
+    std::vector<double> atr;                ///< ATR(14) per bar in price units (limit orders)
+    std::size_t warmup_bars = 0;            ///< bars at each segment's start lacking full history
+    SplitRange train, val, test;
+    double bars_per_year = 0;               ///< from the profile, or inferred from spacing
+    NormalizationStats norm;
+    std::string source;                     ///< file/directory path, or "synthetic(seed=N)"
+};
+
+}  // namespace fh::data
