@@ -54,6 +54,21 @@ struct MarketData {
     double bars_per_year = 0;               ///< from the profile, or inferred from spacing
     NormalizationStats norm;
     std::string source;                     ///< file/directory path, or "synthetic(seed=N)"
+
+    // Added by the data layer (informational; the environment does not need them).
+    std::string feature_set = "core42";     ///< name of the feature set in `features`
+    bool bars_per_year_inferred = false;    ///< true when bars_per_year came from the spacing
+    std::int64_t median_spacing_s = 0;      ///< median time between consecutive bars (seconds)
+    bool daily_calendar = false;            ///< calendar features in daily mode (docs/features.md)
+    std::string cache_path;                 ///< fxcache file used, "" when none
+    std::string cache_status;               ///< "reused", "built", "rebuilt (<why>)", "off"
 };
+
+/// True when an episode may start at bar t of the split: t >= segment_begin(t) + warmup_bars
+/// and t + 1 is still inside both the split and t's segment.
+bool valid_episode_start(const MarketData& md, const SplitRange& split, std::size_t t) noexcept;
+
+/// Number of bars of the split where an episode may start (valid_episode_start).
+std::size_t count_episode_starts(const MarketData& md, const SplitRange& split) noexcept;
 
 }  // namespace fh::data
