@@ -1,0 +1,290 @@
+/// @file fxcache.cpp
+/// @brief fxcache encoding, validation and atomic writes.
+#include "data/fxcache.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "data/csv_bars.hpp"
+#include "util/errors.hpp"
+
+namespace fh::data {
+namespace {
+
+constexpr char kMagic[8] = {'F', 'H', 'X', 'C', 'A', 'C', 'H', 'E'};
+
+constexpr std::uint64_t P1 = 11400714785074694791ull, P2 = 14029467366897019727ull,
+                        P3 = 1609587929392839161ull, P4 = 9650029242287828579ull,
+                        P5 = 2870177450012600261ull;
+
+inline std::uint64_t rotl(std::uint64_t x, int r) noexcept { return (x << r) | (x >> (64 - r)); }
+inline std::uint64_t rd64(const unsigned char* p) noexcept {
+    std::uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;  // little-endian hosts only (x86-64, aarch64)
+}
+inline std::uint32_t rd32(const unsigned char* p) noexcept {
+    std::uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+inline std::uint64_t round(std::uint64_t acc, std::uint64_t in) noexcept {
+    acc += in * P2;
+    return rotl(acc, 31) * P1;
+}
+inline std::uint64_t merge(std::uint64_t acc, std::uint64_t v) noexcept {
+    acc ^= round(0, v);
+    return acc * P1 + P4;
+}
+
+/// Appends raw bytes of trivially copyable values.
+struct Writer {
+    std::string& out;
+    template <class T> void put(const T& v) { out.append(reinterpret_cast<const char*>(&v), sizeof(T)); }
+    template <class T> void put_array(const std::vector<T>& v) {
+        out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+    }
+};
+
+/// Bounds-checked reads; ok turns false (and stays false) on the first overrun.
+struct Reader {
+    std::string_view in;
+    std::size_t pos = 0;
+    bool ok = true;
+    template <class T> T get() {
+        T v{};
+        if (!ok || in.size() - pos < sizeof(T)) {
+            ok = false;
+            return v;
+        }
+        std::memcpy(&v, in.data() + pos, sizeof(T));
+        pos += sizeof(T);
+        return v;
+    }
+    template <class T> void get_array(std::vector<T>* v, std::size_t n) {
+        if (!ok || n > (in.size() - pos) / sizeof(T)) {
+            ok = false;
+            return;
+        }
+        v->resize(n);
+        std::memcpy(v->data(), in.data() + pos, n * sizeof(T));
+        pos += n * sizeof(T);
+    }
+};
+
+}  // namespace
+
+std::uint64_t xxh64(const void* data, std::size_t len, std::uint64_t seed) noexcept {
+    const auto* p = static_cast<const unsigned char*>(data);
+    const unsigned char* const end = p + len;
+    std::uint64_t h;
+    if (len >= 32) {
+        std::uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
+        const unsigned char* const limit = end - 32;
+        do {
+            v1 = round(v1, rd64(p));
+            v2 = round(v2, rd64(p + 8));
+            v3 = round(v3, rd64(p + 16));
+            v4 = round(v4, rd64(p + 24));
+            p += 32;
+        } while (p <= limit);
+        h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
+        h = merge(h, v1);
+        h = merge(h, v2);
+        h = merge(h, v3);
+        h = merge(h, v4);
+    } else {
+        h = seed + P5;
+    }
+    h += static_cast<std::uint64_t>(len);
+    for (; end - p >= 8; p += 8) h = rotl(h ^ round(0, rd64(p)), 27) * P1 + P4;
+    if (end - p >= 4) {
+        h = rotl(h ^ (static_cast<std::uint64_t>(rd32(p)) * P1), 23) * P2 + P3;
+        p += 4;
+    }
+    for (; p < end; ++p) h = rotl(h ^ (*p * P5), 11) * P1;
+    h ^= h >> 33;
+    h *= P2;
+    h ^= h >> 29;
+    h *= P3;
+    h ^= h >> 32;
+    return h;
+}
+
+std::uint64_t feature_config_hash(const std::string& feature_set) {
+    return xxh64(fmt::format("feature_set={};feature_code={};fxcache={}", feature_set, kFeatureCodeVersion,
+                             kFxcacheVersion));
+}
+
+std::string encode_fxcache(const CacheKey& key, const CachePayload& pl) {
+    const auto& b = pl.bars;
+    const std::size_t n = b.size();
+    std::string payload;
+    payload.reserve(n * (8 * 7 + 4 * static_cast<std::size_t>(pl.raw.dim)) + 1024);
+    Writer w{payload};
+    w.put(static_cast<std::uint64_t>((b.has_volume ? 1u : 0u) | (pl.daily_calendar ? 2u : 0u)));
+    w.put(static_cast<std::uint64_t>(b.segment_starts.size()));
+    for (std::size_t s = 0; s < b.segment_starts.size(); ++s) {
+        const std::string& name = s < b.segment_names.size() ? b.segment_names[s] : std::string();
+        w.put(static_cast<std::uint64_t>(b.segment_starts[s]));
+        w.put(static_cast<std::uint64_t>(name.size()));
+        payload.append(name);
+    }
+    w.put_array(b.time);
+    w.put_array(b.open);
+    w.put_array(b.high);
+    w.put_array(b.low);
+    w.put_array(b.close);
+    w.put_array(b.volume);
+    w.put_array(pl.raw.atr);
+    w.put_array(pl.raw.values);
+
+    std::string out;
+    out.reserve(kFxcacheHeaderBytes + payload.size());
+    Writer h{out};
+    out.append(kMagic, 8);
+    h.put(kFxcacheVersion);
+    h.put(static_cast<std::uint32_t>(kFxcacheHeaderBytes));
+    h.put(key.source_hash);
+    h.put(key.config_hash);
+    h.put(static_cast<std::uint64_t>(payload.size()));
+    h.put(xxh64(payload));
+    h.put(static_cast<std::uint64_t>(n));
+    h.put(static_cast<std::uint32_t>(pl.raw.dim));
+    h.put(std::uint32_t{0});
+    out += payload;
+    return out;
+}
+
+bool decode_fxcache(std::string_view bytes, const CacheKey& expected, CachePayload* out, std::string* why) {
+    auto bad = [&](std::string w) {
+        if (why) *why = std::move(w);
+        return false;
+    };
+    if (bytes.size() < kFxcacheHeaderBytes)
+        return bad(fmt::format("truncated: {} bytes, shorter than the {}-byte header", bytes.size(), kFxcacheHeaderBytes));
+    if (std::memcmp(bytes.data(), kMagic, 8) != 0) return bad("not an fxcache file (bad magic)");
+    Reader r{bytes, 8};
+    const auto version = r.get<std::uint32_t>();
+    const auto header_bytes = r.get<std::uint32_t>();
+    if (version != kFxcacheVersion || header_bytes != kFxcacheHeaderBytes)
+        return bad(fmt::format("format version {}, expected {}", version, kFxcacheVersion));
+    CacheKey key;
+    key.source_hash = r.get<std::uint64_t>();
+    key.config_hash = r.get<std::uint64_t>();
+    const auto payload_bytes = r.get<std::uint64_t>();
+    const auto checksum = r.get<std::uint64_t>();
+    const auto n = r.get<std::uint64_t>();
+    const auto dim = r.get<std::uint32_t>();
+    if (bytes.size() - kFxcacheHeaderBytes != payload_bytes)
+        return bad(fmt::format("truncated: {} payload bytes, the header says {}", bytes.size() - kFxcacheHeaderBytes,
+                               payload_bytes));
+    if (key.source_hash != expected.source_hash)
+        return bad(fmt::format("stale: the source data changed (hash {:016x}, cache made from {:016x})",
+                               expected.source_hash, key.source_hash));
+    if (key.config_hash != expected.config_hash)
+        return bad("stale: the feature configuration or code version changed");
+    const std::string_view payload = bytes.substr(kFxcacheHeaderBytes);
+    if (xxh64(payload) != checksum) return bad("corrupt: payload checksum mismatch");
+
+    Reader p{payload};
+    CachePayload pl;
+    const auto flags = p.get<std::uint64_t>();
+    pl.bars.has_volume = (flags & 1u) != 0;
+    pl.daily_calendar = (flags & 2u) != 0;
+    const auto nseg = p.get<std::uint64_t>();
+    if (!p.ok || nseg == 0 || nseg > n) return bad("corrupt: bad segment count");
+    pl.bars.segment_starts.clear();
+    for (std::uint64_t s = 0; s < nseg && p.ok; ++s) {
+        const auto start = p.get<std::uint64_t>();
+        const auto len = p.get<std::uint64_t>();
+        if (!p.ok || len > payload.size() - p.pos) return bad("corrupt: bad segment name");
+        pl.bars.segment_starts.push_back(static_cast<std::size_t>(start));
+        pl.bars.segment_names.emplace_back(payload.substr(p.pos, len));
+        p.pos += len;
+    }
+    const auto N = static_cast<std::size_t>(n);
+    p.get_array(&pl.bars.time, N);
+    p.get_array(&pl.bars.open, N);
+    p.get_array(&pl.bars.high, N);
+    p.get_array(&pl.bars.low, N);
+    p.get_array(&pl.bars.close, N);
+    p.get_array(&pl.bars.volume, N);
+    p.get_array(&pl.raw.atr, N);
+    p.get_array(&pl.raw.values, N * dim);
+    pl.raw.dim = static_cast<int>(dim);
+    if (!p.ok || p.pos != payload.size()) return bad("corrupt: payload size does not match its contents");
+    if (pl.bars.segment_starts.front() != 0) return bad("corrupt: first segment does not start at bar 0");
+    for (std::size_t s = 1; s < pl.bars.segment_starts.size(); ++s)
+        if (pl.bars.segment_starts[s] <= pl.bars.segment_starts[s - 1] || pl.bars.segment_starts[s] >= N)
+            return bad("corrupt: segment starts out of order");
+    *out = std::move(pl);
+    return true;
+}
+
+bool read_fxcache(const std::string& path, const CacheKey& expected, CachePayload* out, std::string* why) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+        if (why) *why = "no cache file";
+        return false;
+    }
+    std::string bytes;
+    try {
+        bytes = read_file_bytes(path);
+    } catch (const DataError& e) {
+        if (why) *why = e.what();
+        return false;
+    }
+    return decode_fxcache(bytes, expected, out, why);
+}
+
+bool write_fxcache(const std::string& path, const CacheKey& key, const CachePayload& payload, std::string* why) {
+    namespace fs = std::filesystem;
+    const fs::path target(path);
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) {
+        if (why) *why = fmt::format("cannot create {}: {}", dir.string(), ec.message());
+        return false;
+    }
+    const std::string bytes = encode_fxcache(key, payload);
+    const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+    auto fail = [&](const char* what) {
+        if (why) *why = fmt::format("{} {}: {}", what, tmp, std::strerror(errno));
+        ::unlink(tmp.c_str());
+        return false;
+    };
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return fail("cannot create");
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+        const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            ::close(fd);
+            return fail("cannot write");
+        }
+        done += static_cast<std::size_t>(w);
+    }
+    if (::fsync(fd) != 0) {
+        ::close(fd);
+        return fail("cannot fsync");
+    }
+    if (::close(fd) != 0) return fail("cannot close");
+    if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("cannot rename");
+    if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+        ::fsync(dfd);
+        ::close(dfd);
+    }
+    return true;
+}
+
+}  // namespace fh::data

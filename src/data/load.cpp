@@ -1,0 +1,218 @@
+/// @file load.cpp
+/// @brief load_market: source -> (fxcache | parse + features) -> splits -> normalisation.
+#include "data/load.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "data/csv_bars.hpp"
+#include "data/features.hpp"
+#include "data/fxcache.hpp"
+#include "data/splits.hpp"
+#include "data/synthetic_market.hpp"
+#include "util/errors.hpp"
+#include "util/log.hpp"
+
+namespace fh::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// One source file's name and bytes.
+struct SourceFile {
+    std::string name;
+    std::string bytes;
+};
+
+bool is_directory(const std::string& path) {
+    std::error_code ec;
+    return fs::is_directory(path, ec);
+}
+
+std::string synthetic_descriptor(const DataOptions& o) {
+    return fmt::format("synthetic;bars={};seed={};planted={:a};generator={}", o.synthetic_bars, o.seed,
+                       o.planted_signal, kSyntheticVersion);
+}
+
+void check_options(const DataOptions& o) {
+    if (o.format != "auto" && o.format != "csv")
+        throw UsageError(fmt::format("data.format = \"{}\": expected \"auto\" or \"csv\"", o.format));
+    if (!(o.bars_per_year >= 0) || !std::isfinite(o.bars_per_year))
+        throw UsageError(fmt::format("instrument.bars_per_year = {}: expected 0 (infer) or a positive number",
+                                     o.bars_per_year));
+    if (!(o.norm_clip > 0)) throw UsageError("the normalisation clip must be positive");
+}
+
+/// Reads the source files (a file, or every *.csv of a directory sorted by name).
+std::vector<SourceFile> read_sources(const std::string& path) {
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+        throw DataError(fmt::format("{}: no such file or directory; data.path must name a CSV file or a directory "
+                                    "of CSV files (or be empty for the synthetic market)",
+                                    path));
+    std::vector<SourceFile> files;
+    if (is_directory(path)) {
+        for (auto& f : list_csv_files(path)) files.push_back({f, read_file_bytes(f)});
+        if (files.empty())
+            throw DataError(fmt::format("{}: no *.csv files in the directory; expected one CSV file per contract", path));
+    } else {
+        files.push_back({path, read_file_bytes(path)});
+    }
+    return files;
+}
+
+std::uint64_t hash_sources(const std::vector<SourceFile>& files) {
+    std::string acc;
+    for (const auto& f : files) {
+        const std::string base = fs::path(f.name).filename().string();
+        acc += fmt::format("{}:{}:{:016x};", base, f.bytes.size(), xxh64(f.bytes));
+    }
+    return xxh64(acc);
+}
+
+/// Parses every file and joins them as consecutive contracts ordered by their first bar.
+BarSeries parse_sources(const std::vector<SourceFile>& files) {
+    std::vector<BarSeries> parts;
+    parts.reserve(files.size());
+    for (const auto& f : files) parts.push_back(parse_csv_bars(f.bytes, f.name));
+    std::stable_sort(parts.begin(), parts.end(),
+                     [](const BarSeries& a, const BarSeries& b) { return a.time.front() < b.time.front(); });
+    BarSeries out;
+    for (auto& p : parts) append_segment(out, std::move(p));
+    return out;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::string fxcache_path(const DataOptions& o) {
+    if (!o.use_cache) return "";
+    if (o.path.empty()) {
+        if (o.cache_dir.empty()) return "";
+        return (fs::path(o.cache_dir) / fmt::format("synthetic-{:016x}.fxcache", xxh64(synthetic_descriptor(o)))).string();
+    }
+    std::error_code ec;
+    fs::path src = fs::weakly_canonical(fs::path(o.path), ec);
+    if (ec) src = fs::absolute(fs::path(o.path));
+    if (!src.has_filename()) src = src.parent_path();  // "dir/" -> "dir"
+    if (o.cache_dir.empty()) return src.string() + ".fxcache";  // next to the data
+    return (fs::path(o.cache_dir) /
+            fmt::format("{}-{:08x}.fxcache", src.filename().string(), xxh64(src.string()) & 0xffffffffu))
+        .string();
+}
+
+MarketData load_market(const DataOptions& o) {
+    const auto t0 = std::chrono::steady_clock::now();
+    check_options(o);
+    const bool synthetic = o.path.empty();
+
+    std::vector<SourceFile> files;
+    CacheKey key;
+    key.config_hash = feature_config_hash(o.feature_set);
+    if (synthetic) {
+        key.source_hash = xxh64(synthetic_descriptor(o));
+    } else {
+        files = read_sources(o.path);
+        key.source_hash = hash_sources(files);
+    }
+
+    const std::string cache = fxcache_path(o);
+    CachePayload payload;
+    std::string status = cache.empty() ? "off" : "";
+    if (!cache.empty()) {
+        std::string why;
+        if (read_fxcache(cache, key, &payload, &why) && payload.raw.dim == kCore42Dim) {
+            status = "reused";
+        } else if (why != "no cache file") {
+            if (why.empty()) why = "unexpected feature dimension";
+            log::warn("fxcache: {}: {}; rebuilding", cache, why);
+            status = fmt::format("rebuilt ({})", why);
+        } else {
+            status = "built";
+        }
+    }
+    if (status != "reused") {
+        payload.bars = synthetic ? generate_synthetic({o.synthetic_bars, o.seed, o.planted_signal}) : parse_sources(files);
+        payload.daily_calendar = median_spacing(payload.bars) >= 20 * 3600;
+        payload.raw = compute_features(payload.bars, FeatureConfig{o.feature_set, payload.daily_calendar});
+        if (!cache.empty()) {
+            std::string why;
+            if (!write_fxcache(cache, key, payload, &why)) {
+                log::warn("fxcache: not written: {}; features will be recomputed next time", why);
+                status += " (not written)";
+            }
+        }
+    }
+    files.clear();
+    files.shrink_to_fit();
+
+    MarketData md;
+    md.bars = std::move(payload.bars);
+    md.source = synthetic ? fmt::format("synthetic(seed={})", o.seed) : o.path;
+    md.feature_set = o.feature_set;
+    md.market_dim = payload.raw.dim;
+    md.feature_names = core42_names();
+    md.atr = std::move(payload.raw.atr);
+    md.warmup_bars = kCore42Warmup;
+    md.daily_calendar = payload.daily_calendar;
+    md.median_spacing_s = median_spacing(md.bars);
+    md.bars_per_year = o.bars_per_year > 0 ? o.bars_per_year : infer_bars_per_year(md.bars);
+    md.bars_per_year_inferred = !(o.bars_per_year > 0);
+    md.cache_path = cache;
+    md.cache_status = status;
+    make_splits(md, SplitFractions{o.train_fraction, o.val_fraction, o.test_fraction});
+
+    if (count_episode_starts(md, md.train) == 0)
+        throw DataError(fmt::format(
+            "{}: {} bars give the training split [{}, {}) no episode start: every segment needs more than the "
+            "{}-bar feature warm-up plus one bar inside the split; provide more data or raise data.train_fraction",
+            md.source, md.bars.size(), md.train.begin, md.train.end, md.warmup_bars));
+    for (const auto* sp : {&md.val, &md.test})
+        if (sp->size() > 0 && count_episode_starts(md, *sp) == 0)
+            log::warn("data: the {} split [{}, {}) has no episode start past the {}-bar warm-up",
+                      sp == &md.val ? "validation" : "test", sp->begin, sp->end, md.warmup_bars);
+
+    md.norm = training_stats(payload.raw, md.bars, md.train, md.warmup_bars, o.norm_clip);
+    md.features = normalize(payload.raw, md.norm);
+    log::info("data: {} bars from {} in {:.3f} s (fxcache {})", md.bars.size(), md.source, seconds_since(t0),
+              md.cache_status);
+    return md;
+}
+
+std::string describe(const MarketData& md) {
+    const auto& b = md.bars;
+    std::string s;
+    s += fmt::format("data:           {}\n", md.source);
+    s += fmt::format("bars:           {} in {} segment{} (volume: {})\n", b.size(), b.segment_starts.size(),
+                     b.segment_starts.size() == 1 ? "" : "s", b.has_volume ? "yes" : "no");
+    if (b.size() > 0)
+        s += fmt::format("time range:     {} .. {}\n", format_time(b.time.front()), format_time(b.time.back()));
+    s += fmt::format("bar spacing:    median {} s ({} calendar features)\n", md.median_spacing_s,
+                     md.daily_calendar ? "daily" : "intraday");
+    s += fmt::format("bars_per_year:  {:.1f} ({})\n", md.bars_per_year,
+                     md.bars_per_year_inferred ? "inferred from the data" : "from the profile");
+    s += fmt::format("features:       {} ({} per bar), warm-up {} bars per segment\n", md.feature_set, md.market_dim,
+                     md.warmup_bars);
+    auto split = [&](const char* name, const SplitRange& r) {
+        return fmt::format("  {:<5} {:>10} bars [{}, {}), {} episode starts{}\n", name, r.size(), r.begin, r.end,
+                           count_episode_starts(md, r),
+                           r.size() > 0 ? fmt::format(", {} .. {}", format_time(b.time[r.begin]),
+                                                      format_time(b.time[r.end - 1]))
+                                        : std::string());
+    };
+    s += "splits:\n" + split("train", md.train) + split("val", md.val) + split("test", md.test);
+    s += fmt::format("fxcache:        {}{}\n", md.cache_status, md.cache_path.empty() ? "" : " " + md.cache_path);
+    return s;
+}
+
+}  // namespace fh::data

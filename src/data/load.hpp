@@ -1,0 +1,42 @@
+/// @file load.hpp
+/// @brief The data layer's entry point: DataOptions (filled from the profile's [data],
+///        [instrument] bars_per_year and [run] seed) -> MarketData, and its printable summary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "data/market_data.hpp"
+
+namespace fh::data {
+
+/// Everything load_market needs. Profile keys in brackets.
+struct DataOptions {
+    std::string path;                 ///< [data] path: CSV file or directory of contract CSVs; "" = synthetic
+    std::string format = "auto";      ///< [data] format: "auto" or "csv"
+    double train_fraction = 0.7;      ///< [data] train_fraction (time order: train, val, test)
+    double val_fraction = 0.15;       ///< [data] val_fraction
+    double test_fraction = 0.15;      ///< [data] test_fraction
+    std::string feature_set = "core42";  ///< [data] feature_set
+    std::string cache_dir;            ///< [data] cache_dir: "" = next to the data (synthetic: no cache)
+    std::int64_t synthetic_bars = 100000;  ///< [data] synthetic_bars
+    double planted_signal = 0;        ///< [data] planted_signal in (-1, 1) (synthetic only)
+    std::uint64_t seed = 1;           ///< [run] seed (synthetic market)
+    double bars_per_year = 0;         ///< [instrument] bars_per_year: 0 = infer from the data
+    float norm_clip = 5.0f;           ///< clip of the z-scores
+    bool use_cache = true;            ///< false: neither read nor write the fxcache
+};
+
+/// Loads (or generates) the bars, computes or reuses the features through the fxcache, splits
+/// by time and normalises with the training split's statistics.
+/// Throws DataError (exit 3) for bad data ("<file>:<line>: ..."), UsageError for bad options.
+MarketData load_market(const DataOptions& options);
+
+/// The fxcache file load_market uses for these options ("" when none).
+std::string fxcache_path(const DataOptions& options);
+
+/// Multi-line data summary for `foxhunt-train check`: source, bars, time range, spacing,
+/// bars_per_year, features and warm-up, split sizes and episode starts, fxcache status.
+std::string describe(const MarketData& md);
+
+}  // namespace fh::data
