@@ -1,0 +1,411 @@
+/// @file resolve.cpp
+/// @brief Profile resolution: defaults < profile < command line, then validation of every key
+///        and of the cross-key rules. Every problem is collected, none stops the others.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "config/profile.hpp"
+#include "config/schema.hpp"
+#include "config/toml_reader.hpp"
+
+namespace fh::config {
+namespace {
+
+std::string join_problems(const std::vector<std::string>& problems) {
+    std::string s;
+    for (const auto& p : problems) s += p + "\n";
+    s += fmt::format("({} problem{} in the profile; docs/profiles.md lists every key, and "
+                     "`foxhunt-train check PROFILE` prints the resolved profile)",
+                     problems.size(), problems.size() == 1 ? "" : "s");
+    return s;
+}
+
+bool is_string_key(std::string_view section, std::string_view key) {
+    const auto* d = find_key(section, key);
+    return d != nullptr && d->type == KeyType::string;
+}
+
+std::vector<std::string> section_names() {
+    std::vector<std::string> out;
+    for (const auto& s : sections()) out.emplace_back(s.name);
+    return out;
+}
+
+std::vector<std::string> keys_of(std::string_view section) {
+    std::vector<std::string> out;
+    for (const auto& k : schema())
+        if (k.section == section) out.emplace_back(k.key);
+    return out;
+}
+
+/// Sections that have a key of this name.
+std::vector<std::string> owners_of(std::string_view key) {
+    std::vector<std::string> out;
+    for (const auto& k : schema())
+        if (k.key == key) out.emplace_back(k.section);
+    return out;
+}
+
+std::string list(const std::vector<std::string>& items, std::string_view before = "",
+                 std::string_view after = "") {
+    std::string s;
+    for (const auto& i : items) s += fmt::format("{}{}{}{}", s.empty() ? "" : ", ", before, i, after);
+    return s;
+}
+
+class Resolver {
+public:
+    explicit Resolver(std::string_view origin) : origin_(origin) {}
+
+    void apply_document(const TomlValue& root) {
+        for (std::size_t i = 0; i < root.items.size(); ++i) {
+            const auto& name = root.keys[i];
+            const auto& value = root.items[i];
+            const auto& where = root.key_where[i];
+            if (value.kind != TomlValue::Kind::table) {
+                const auto owners = owners_of(name);
+                if (!owners.empty())
+                    problem(where, fmt::format("'{}' is outside any section; it belongs under [{}] "
+                                               "(put it after a [{}] line)",
+                                               name, owners.front(), owners.front()));
+                else if (is_section(name))
+                    problem(where, fmt::format("[{}] must be a table (a [{}] header followed by "
+                                               "keys), not {}",
+                                               name, name, kind_phrase(value.kind)));
+                else
+                    problem(where, fmt::format("unknown key '{}' outside any section{}", name,
+                                               suggestion_for_section(name)));
+                continue;
+            }
+            if (!is_section(name)) {
+                problem(value.where.line > 0 ? value.where : where,
+                        fmt::format("unknown section [{}]{}", name, suggestion_for_section(name)));
+                continue;
+            }
+            if (name == "run" && value.where.line > 0) run_header_ = value.where;
+            for (std::size_t j = 0; j < value.items.size(); ++j)
+                apply_value(name, value.keys[j], value.items[j], value.key_where[j], false);
+        }
+    }
+
+    void apply_overrides(const std::vector<std::string>& overrides) {
+        for (const auto& text : overrides) {
+            Override o;
+            try {
+                o = parse_override(text, &is_string_key);
+            } catch (const ProfileError& e) {
+                for (const auto& p : e.problems()) problems_.push_back(p);
+                continue;
+            }
+            if (!is_section(o.section)) {
+                problem(o.where,
+                        fmt::format("unknown section [{}]{}", o.section, suggestion_for_section(o.section)));
+                continue;
+            }
+            // The alias pair: a command-line value of one replaces a profile value of the other.
+            static const std::map<std::string, std::string> partner = {
+                {"replay_buffer.buffer_size", "training.buffer_size"},
+                {"training.buffer_size", "replay_buffer.buffer_size"}};
+            if (const auto it = partner.find(o.section + "." + o.key); it != partner.end()) {
+                const auto s = set_at_.find(it->second);
+                if (s != set_at_.end() && !from_cli_.count(it->second)) {
+                    const auto* other = find_key_by_name(it->second);
+                    set_value(profile_, *other, get_value(Profile{}, *other));
+                    set_at_.erase(s);
+                }
+            }
+            apply_value(o.section, o.key, o.value, o.where, true);
+        }
+    }
+
+    Profile finish() {
+        check_required();
+        resolve_alias();
+        std::set<std::string> bad;
+        for (const auto& d : schema()) {
+            if (d.required && !set_at_.count(d.full_name())) continue;
+            const auto msg = d.check(get_value(profile_, d));
+            if (!msg.empty()) {
+                problem(where_of(d.full_name()), msg);
+                bad.insert(d.full_name());
+            }
+        }
+        check_cross_keys(bad);
+        if (!problems_.empty()) throw ProfileError(problems_);
+        return profile_;
+    }
+
+    std::vector<std::string>& problems() { return problems_; }
+
+private:
+    static const KeyDescriptor* find_key_by_name(const std::string& full) {
+        const auto dot = full.find('.');
+        return find_key(std::string_view(full).substr(0, dot), std::string_view(full).substr(dot + 1));
+    }
+
+    void problem(const Location& where, const std::string& message) {
+        problems_.push_back(fmt::format("{}: {}", where.text(), message));
+    }
+
+    std::string suggestion_for_section(const std::string& name) const {
+        if (const auto g = closest(name, section_names()))
+            return fmt::format("; did you mean [{}]?", *g);
+        const auto owners = owners_of(name);
+        if (!owners.empty())
+            return fmt::format("; '{}' is a key of [{}], not a section", name, owners.front());
+        return fmt::format("; the sections are {}", list(section_names(), "[", "]"));
+    }
+
+    void apply_value(const std::string& section, const std::string& key, const TomlValue& value,
+                     const Location& key_where, bool cli) {
+        const auto* d = find_key(section, key);
+        if (d == nullptr) {
+            std::string hint;
+            if (const auto g = closest(key, keys_of(section)))
+                hint = fmt::format("; did you mean '{}'?", *g);
+            else if (const auto owners = owners_of(key); !owners.empty())
+                hint = fmt::format("; '{}' is a key of [{}]", key, list(owners));
+            else
+                hint = fmt::format("; the keys of [{}] are {}", section, list(keys_of(section)));
+            problem(key_where, fmt::format("unknown key '{}' in [{}]{}", key, section, hint));
+            return;
+        }
+        std::string error;
+        const auto v = convert(*d, value, error);
+        if (!v) {
+            problem(value.where.line > 0 || cli ? value.where : key_where, error);
+            return;
+        }
+        set_value(profile_, *d, *v);
+        const auto name = d->full_name();
+        set_at_[name] = value.where.line > 0 || cli ? value.where : key_where;
+        if (cli) from_cli_.insert(name);
+        else from_cli_.erase(name);
+    }
+
+    static std::optional<KeyValue> convert(const KeyDescriptor& d, const TomlValue& v,
+                                           std::string& error) {
+        using K = TomlValue::Kind;
+        const auto got = [&](const TomlValue& x) {
+            switch (x.kind) {
+                case K::string: return fmt::format("{} ({})", kind_phrase(x.kind), toml_quote(x.string.substr(0, 40)));
+                case K::integer: return fmt::format("{} ({})", kind_phrase(x.kind), x.integer);
+                case K::floating: return fmt::format("{} ({})", kind_phrase(x.kind), x.floating);
+                default: return std::string(kind_phrase(x.kind));
+            }
+        };
+        switch (d.type) {
+            case KeyType::integer:
+                if (v.kind == K::integer) return KeyValue{v.integer};
+                error = fmt::format("{} must be an integer, got {}{}", d.full_name(), got(v),
+                                    v.kind == K::floating ? " (write 100000, not 1e5 or 100000.0)" : "");
+                return std::nullopt;
+            case KeyType::number:
+                if (v.kind == K::floating) return KeyValue{v.floating};
+                if (v.kind == K::integer) return KeyValue{static_cast<double>(v.integer)};
+                error = fmt::format("{} must be a number, got {}", d.full_name(), got(v));
+                return std::nullopt;
+            case KeyType::boolean:
+                if (v.kind == K::boolean) return KeyValue{v.boolean};
+                error = fmt::format("{} must be true or false, got {}", d.full_name(), got(v));
+                return std::nullopt;
+            case KeyType::string:
+                if (v.kind == K::string) return KeyValue{v.string};
+                error = fmt::format("{} must be a string (in quotes), got {}", d.full_name(), got(v));
+                return std::nullopt;
+            case KeyType::int_array: {
+                if (v.kind != K::array) {
+                    error = fmt::format("{} must be an array of integers like [256, 256], got {}",
+                                        d.full_name(), got(v));
+                    return std::nullopt;
+                }
+                std::vector<std::int64_t> out;
+                for (std::size_t i = 0; i < v.items.size(); ++i) {
+                    if (v.items[i].kind != K::integer) {
+                        error = fmt::format("{} must be an array of integers like [256, 256]; "
+                                            "element {} is {}",
+                                            d.full_name(), i, got(v.items[i]));
+                        return std::nullopt;
+                    }
+                    out.push_back(v.items[i].integer);
+                }
+                return KeyValue{std::move(out)};
+            }
+        }
+        return std::nullopt;
+    }
+
+    Location where_of(const std::string& name) const {
+        if (const auto it = set_at_.find(name); it != set_at_.end()) return it->second;
+        return Location{origin_, 1, 1};
+    }
+
+    void check_required() {
+        for (const auto& d : schema()) {
+            if (!d.required || set_at_.count(d.full_name())) continue;
+            const std::string fix = d.choices.empty()
+                                        ? std::string()
+                                        : fmt::format(" ({})", d.range_text());
+            if (run_header_.line > 0 && d.section == "run")
+                problem(run_header_, fmt::format("[{}] has no '{}', which is required{}: add e.g. "
+                                                 "{} = \"{}\" under this header",
+                                                 d.section, d.key, fix, d.key,
+                                                 d.choices.substr(0, d.choices.find('|'))));
+            else
+                problem(Location{origin_, 1, 1},
+                        fmt::format("missing required key {}{}: add a [{}] section with e.g. "
+                                    "{} = \"{}\", or pass --set {}={}",
+                                    d.full_name(), fix, d.section, d.key,
+                                    d.choices.substr(0, d.choices.find('|')), d.full_name(),
+                                    d.choices.substr(0, d.choices.find('|'))));
+        }
+    }
+
+    void resolve_alias() {
+        auto& p = profile_;
+        const bool alias_set = set_at_.count("training.buffer_size") && p.training.buffer_size != 0;
+        if (alias_set) {
+            if (set_at_.count("replay_buffer.buffer_size") &&
+                p.replay_buffer.buffer_size != p.training.buffer_size) {
+                problem(where_of("training.buffer_size"),
+                        fmt::format("training.buffer_size = {} contradicts replay_buffer.buffer_size "
+                                    "= {} (set at {}); they are the same setting: keep one",
+                                    p.training.buffer_size, p.replay_buffer.buffer_size,
+                                    where_of("replay_buffer.buffer_size").text()));
+            } else {
+                p.replay_buffer.buffer_size = p.training.buffer_size;
+                set_at_["replay_buffer.buffer_size"] = where_of("training.buffer_size");
+            }
+        }
+        // The resolved profile shows the alias with the value in force.
+        if (!alias_set) p.training.buffer_size = p.replay_buffer.buffer_size;
+    }
+
+    /// The most relevant place for a rule over several keys: a command-line value, else the
+    /// last one set in the file, else the top of the file.
+    Location where_of_any(std::initializer_list<std::string> names) const {
+        std::optional<Location> best;
+        bool best_cli = false;
+        for (const auto& n : names) {
+            const auto it = set_at_.find(n);
+            if (it == set_at_.end()) continue;
+            const bool cli = from_cli_.count(n) > 0;
+            if (!best || (cli && !best_cli) ||
+                (cli == best_cli && !cli && it->second.line > best->line)) {
+                best = it->second;
+                best_cli = cli;
+            }
+        }
+        return best ? *best : Location{origin_, 1, 1};
+    }
+
+    void check_cross_keys(const std::set<std::string>& bad) {
+        const auto& p = profile_;
+        const auto rule = [&](std::initializer_list<std::string> keys, bool violated,
+                              const std::string& message) {
+            for (const auto& k : keys)
+                if (bad.count(k)) return;  // already reported; a second message would be noise
+            if (violated) problem(where_of_any(keys), message);
+        };
+        const double sum = p.data.train_fraction + p.data.val_fraction + p.data.test_fraction;
+        rule({"data.train_fraction", "data.val_fraction", "data.test_fraction"}, sum > 1.0 + 1e-9,
+             fmt::format("data.train_fraction + val_fraction + test_fraction = {} + {} + {} = {} "
+                         "exceeds 1",
+                         p.data.train_fraction, p.data.val_fraction, p.data.test_fraction, sum));
+        rule({"data.format", "data.path"}, p.data.format == "csv" && p.data.path.empty(),
+             "data.format = \"csv\" but data.path is empty: give the CSV with data.path or --data");
+        rule({"data.val_fraction", "early_stopping.patience"},
+             p.data.val_fraction == 0 && p.early_stopping.patience > 0,
+             "early stopping (early_stopping.patience > 0) needs a validation split: set "
+             "data.val_fraction > 0, or early_stopping.patience = 0");
+        rule({"replay_buffer.min_replay_size", "replay_buffer.buffer_size", "training.buffer_size"},
+             p.replay_buffer.min_replay_size > p.replay_buffer.buffer_size,
+             fmt::format("replay_buffer.min_replay_size = {} exceeds buffer_size = {}: training "
+                         "would never start",
+                         p.replay_buffer.min_replay_size, p.replay_buffer.buffer_size));
+        rule({"replay_buffer.batch_size", "replay_buffer.buffer_size", "training.buffer_size"},
+             p.replay_buffer.batch_size > p.replay_buffer.buffer_size,
+             fmt::format("replay_buffer.batch_size = {} exceeds buffer_size = {}",
+                         p.replay_buffer.batch_size, p.replay_buffer.buffer_size));
+        rule({"replay_buffer.batch_size", "replay_buffer.min_replay_size", "run.trainer"},
+             p.run.trainer == "dqn" && p.replay_buffer.batch_size > p.replay_buffer.min_replay_size,
+             fmt::format("replay_buffer.batch_size = {} exceeds min_replay_size = {}: the first "
+                         "updates would sample the same few transitions many times",
+                         p.replay_buffer.batch_size, p.replay_buffer.min_replay_size));
+        rule({"experience.n_step", "experience.gpu_timesteps_per_episode"},
+             p.experience.n_step >= p.experience.gpu_timesteps_per_episode,
+             fmt::format("experience.n_step = {} must be shorter than an episode "
+                         "(gpu_timesteps_per_episode = {})",
+                         p.experience.n_step, p.experience.gpu_timesteps_per_episode));
+        rule({"dqn.v_min", "dqn.v_max"}, !(p.dqn.v_min < p.dqn.v_max),
+             fmt::format("dqn.v_min = {} must be below dqn.v_max = {}", p.dqn.v_min, p.dqn.v_max));
+        rule({"training.epsilon_start", "training.epsilon_end"},
+             p.training.epsilon_end > p.training.epsilon_start,
+             fmt::format("training.epsilon_end = {} exceeds epsilon_start = {}",
+                         p.training.epsilon_end, p.training.epsilon_start));
+        const auto rollout = p.experience.gpu_n_episodes * p.experience.gpu_timesteps_per_episode;
+        rule({"ppo.minibatches", "experience.gpu_n_episodes", "experience.gpu_timesteps_per_episode",
+              "run.trainer"},
+             p.run.trainer == "ppo" && p.ppo.minibatches > rollout,
+             fmt::format("ppo.minibatches = {} exceeds the rollout's {} transitions "
+                         "(gpu_n_episodes * gpu_timesteps_per_episode)",
+                         p.ppo.minibatches, rollout));
+        rule({"replay_buffer.batch_size", "iql.dataset_size", "run.trainer"},
+             p.run.trainer == "iql" && p.replay_buffer.batch_size > p.iql.dataset_size,
+             fmt::format("replay_buffer.batch_size = {} exceeds iql.dataset_size = {}",
+                         p.replay_buffer.batch_size, p.iql.dataset_size));
+        rule({"iql.dataset"}, p.iql.dataset.empty(),
+             "iql.dataset is empty: use \"behaviour\" or the path of a replay dump");
+    }
+
+    std::string origin_;
+    Profile profile_;
+    Location run_header_;
+    std::map<std::string, Location> set_at_;  ///< where each key's value came from
+    std::set<std::string> from_cli_;          ///< keys whose value came from the command line
+    std::vector<std::string> problems_;
+};
+
+}  // namespace
+
+ProfileError::ProfileError(std::vector<std::string> problems)
+    : UsageError(join_problems(problems)), problems_(std::move(problems)) {}
+
+Profile resolve_profile_text(std::string_view text, std::string_view origin,
+                             const std::vector<std::string>& overrides) {
+    Resolver r(origin);
+    r.apply_document(parse_toml(text, origin));  // a syntax error ends here: nothing to check
+    r.apply_overrides(overrides);
+    return r.finish();
+}
+
+Profile resolve_profile_file(const std::string& path, const std::vector<std::string>& overrides) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        throw UsageError(fmt::format("{}: is a directory, not a profile", path));
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw UsageError(fmt::format("{}: cannot open the profile", path));
+    std::string text;
+    text.resize(kMaxProfileBytes + 1);
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    if (in.bad()) throw UsageError(fmt::format("{}: cannot read the profile", path));
+    text.resize(static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxProfileBytes)
+        throw ProfileError({fmt::format("{}: the profile is larger than {} bytes (1 MiB): is this "
+                                        "really a profile?",
+                                        path, kMaxProfileBytes)});
+    return resolve_profile_text(text, path, overrides);
+}
+
+Profile resolve_profile(const ProfileSource& source) {
+    return resolve_profile_file(locate_profile(source.path_or_name), source.overrides);
+}
+
+}  // namespace fh::config

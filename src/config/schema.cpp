@@ -1,0 +1,505 @@
+/// @file schema.cpp
+/// @brief The schema table (every profile key) and the helpers built on it.
+#include "config/schema.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace fh::config {
+namespace {
+
+#define FH_FIELD(member) [](Profile& p) -> FieldPtr { return &p.member; }
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Bounds any() { return {}; }
+Bounds at_least(double lo) { return {lo, kInf, false, false}; }
+Bounds above(double lo) { return {lo, kInf, true, false}; }
+Bounds closed(double lo, double hi) { return {lo, hi, false, false}; }
+Bounds open(double lo, double hi) { return {lo, hi, true, true}; }
+Bounds open_closed(double lo, double hi) { return {lo, hi, true, false}; }
+Bounds closed_open(double lo, double hi) { return {lo, hi, false, true}; }
+
+KeyDescriptor integer(std::string_view s, std::string_view k, Bounds b, std::string_view doc,
+                      FieldPtr (*f)(Profile&), Rule rule = Rule::none) {
+    return {s, k, KeyType::integer, b, "", rule, 0, 0, false, doc, f};
+}
+KeyDescriptor number(std::string_view s, std::string_view k, Bounds b, std::string_view doc,
+                     FieldPtr (*f)(Profile&)) {
+    return {s, k, KeyType::number, b, "", Rule::none, 0, 0, false, doc, f};
+}
+KeyDescriptor boolean(std::string_view s, std::string_view k, std::string_view doc,
+                      FieldPtr (*f)(Profile&)) {
+    return {s, k, KeyType::boolean, any(), "", Rule::none, 0, 0, false, doc, f};
+}
+KeyDescriptor text(std::string_view s, std::string_view k, std::string_view choices,
+                   std::string_view doc, FieldPtr (*f)(Profile&), Rule rule = Rule::no_newline) {
+    return {s, k, KeyType::string, any(), choices, rule, 0, 0, false, doc, f};
+}
+KeyDescriptor layers(std::string_view s, std::string_view doc, FieldPtr (*f)(Profile&)) {
+    return {s, "hidden", KeyType::int_array, closed(1, 16384), "", Rule::none, 1, 16, false, doc, f};
+}
+KeyDescriptor required(KeyDescriptor k) {
+    k.required = true;
+    return k;
+}
+
+constexpr double kMaxCount = 9.0e15;  // integers stay exact in a double below 2^53
+
+std::vector<KeyDescriptor> build_schema() {
+    return {
+        // [run]
+        text("run", "name", "", "run name, used for the run directory; \"\" = <trainer>-<date>-<time>",
+             FH_FIELD(run.name)),
+        required(text("run", "trainer", "dqn|ppo|iql", "the trainer (required)",
+                      FH_FIELD(run.trainer))),
+        integer("run", "seed", closed(0, kMaxCount), "master seed: same profile, seed and device give identical results",
+                FH_FIELD(run.seed)),
+        text("run", "device", "", "compute device: auto (GPU if present, else CPU with a warning), cpu, cuda, cuda:N",
+             FH_FIELD(run.device), Rule::device),
+        text("run", "output_dir", "", "root directory of run directories", FH_FIELD(run.output_dir)),
+        integer("run", "total_steps", closed(1, kMaxCount), "training budget: environment steps (DQN, PPO) or gradient updates (IQL)",
+                FH_FIELD(run.total_steps)),
+        integer("run", "log_interval", closed(1, kMaxCount), "steps between metrics.jsonl lines",
+                FH_FIELD(run.log_interval)),
+        integer("run", "eval_interval", closed(0, kMaxCount), "steps between validation backtests; 0 = only at the end",
+                FH_FIELD(run.eval_interval)),
+        integer("run", "checkpoint_interval", closed(0, kMaxCount), "steps between checkpoints; 0 = only at the end",
+                FH_FIELD(run.checkpoint_interval)),
+        // [data]
+        text("data", "path", "", "CSV file or directory of bars; \"\" = the embedded synthetic market",
+             FH_FIELD(data.path)),
+        text("data", "format", "auto|csv", "format of data.path; auto = from the file name",
+             FH_FIELD(data.format)),
+        number("data", "train_fraction", open_closed(0, 1), "leading share of the bars used for training",
+               FH_FIELD(data.train_fraction)),
+        number("data", "val_fraction", closed_open(0, 1), "following share used for validation (early stopping)",
+               FH_FIELD(data.val_fraction)),
+        number("data", "test_fraction", closed_open(0, 1), "following share used for the final test; the three sum to at most 1",
+               FH_FIELD(data.test_fraction)),
+        text("data", "feature_set", "core42", "market features per bar (docs/features.md)",
+             FH_FIELD(data.feature_set)),
+        text("data", "cache_dir", "", "fxcache directory for computed features; \"\" = no cache",
+             FH_FIELD(data.cache_dir)),
+        integer("data", "synthetic_bars", closed(1000, 100'000'000), "bars of the synthetic market (when data.path is \"\")",
+                FH_FIELD(data.synthetic_bars)),
+        number("data", "planted_signal", closed(0, 10), "strength of the synthetic market's planted predictable component; 0 = none",
+               FH_FIELD(data.planted_signal)),
+        // [instrument]
+        number("instrument", "multiplier", above(0), "currency per point per contract",
+               FH_FIELD(instrument.multiplier)),
+        number("instrument", "tick_size", above(0), "minimum price increment, in points",
+               FH_FIELD(instrument.tick_size)),
+        number("instrument", "commission", at_least(0), "commission per contract per side, currency",
+               FH_FIELD(instrument.commission)),
+        number("instrument", "slippage_ticks", at_least(0), "ticks against the trader on every market-order fill",
+               FH_FIELD(instrument.slippage_ticks)),
+        number("instrument", "initial_equity", above(0), "starting account equity, currency",
+               FH_FIELD(instrument.initial_equity)),
+        integer("instrument", "max_contracts", closed(1, 100000), "contracts held at the extreme position level",
+                FH_FIELD(instrument.max_contracts)),
+        number("instrument", "bars_per_year", at_least(0), "bars per year for annualised metrics; 0 = infer from timestamps",
+               FH_FIELD(instrument.bars_per_year)),
+        // [env]
+        integer("env", "position_levels", closed(3, 101), "target position levels -(L-1)/2 .. (L-1)/2, scaled to max_contracts",
+                FH_FIELD(env.position_levels), Rule::odd),
+        integer("env", "urgency_levels", closed(1, 3), "order types: market, + passive limit, + far limit",
+                FH_FIELD(env.urgency_levels)),
+        number("env", "reward_scale", above(0), "reward = equity change / initial_equity * reward_scale",
+               FH_FIELD(env.reward_scale)),
+        number("env", "drawdown_penalty", at_least(0), "weight of the increase in drawdown subtracted from the reward",
+               FH_FIELD(env.drawdown_penalty)),
+        number("env", "bankruptcy_fraction", closed_open(0, 1), "an episode ends when equity < this * initial_equity",
+               FH_FIELD(env.bankruptcy_fraction)),
+        number("env", "limit_offset_ticks", at_least(0), "passive limit order distance from the close, in ticks",
+               FH_FIELD(env.limit_offset_ticks)),
+        number("env", "limit_atr_mult", at_least(0), "far limit order distance from the close, in multiples of ATR(14)",
+               FH_FIELD(env.limit_atr_mult)),
+        // [experience]
+        integer("experience", "gpu_n_episodes", closed(1, 1 << 20), "environments stepped in parallel",
+                FH_FIELD(experience.gpu_n_episodes)),
+        integer("experience", "gpu_timesteps_per_episode", closed(1, 10'000'000), "bars per episode (shorter at the data end or on bankruptcy)",
+                FH_FIELD(experience.gpu_timesteps_per_episode)),
+        integer("experience", "n_step", closed(1, 64), "n of the n-step return",
+                FH_FIELD(experience.n_step)),
+        // [replay_buffer]
+        integer("replay_buffer", "buffer_size", closed(1, 1LL << 31), "transitions kept in the device replay buffer",
+                FH_FIELD(replay_buffer.buffer_size)),
+        integer("replay_buffer", "min_replay_size", closed(1, 1LL << 31), "transitions collected before the first update",
+                FH_FIELD(replay_buffer.min_replay_size)),
+        integer("replay_buffer", "batch_size", closed(1, 1 << 20), "transitions per gradient update",
+                FH_FIELD(replay_buffer.batch_size)),
+        // [training]
+        number("training", "learning_rate", open_closed(0, 1), "Adam step size",
+               FH_FIELD(training.learning_rate)),
+        number("training", "gamma", closed(0, 1), "discount factor per bar",
+               FH_FIELD(training.gamma)),
+        number("training", "grad_clip_norm", at_least(0), "global gradient-norm clip; 0 = off",
+               FH_FIELD(training.grad_clip_norm)),
+        integer("training", "updates_per_iteration", closed(1, 1024), "gradient updates per collection step",
+                FH_FIELD(training.updates_per_iteration)),
+        integer("training", "buffer_size", closed(0, 1LL << 31), "alias of replay_buffer.buffer_size (both set and different = error); 0 = unset",
+                FH_FIELD(training.buffer_size)),
+        number("training", "tau", closed(0, 1), "soft target update rate per update; 0 = copy every target_update_period updates",
+               FH_FIELD(training.tau)),
+        integer("training", "target_update_period", closed(1, kMaxCount), "updates between target-network copies when tau = 0",
+                FH_FIELD(training.target_update_period)),
+        number("training", "epsilon_start", closed(0, 1), "initial epsilon-greedy exploration rate",
+               FH_FIELD(training.epsilon_start)),
+        number("training", "epsilon_end", closed(0, 1), "final exploration rate (at most epsilon_start)",
+               FH_FIELD(training.epsilon_end)),
+        integer("training", "epsilon_decay_steps", closed(0, kMaxCount), "environment steps of the linear decay; 0 = epsilon_end from the start",
+                FH_FIELD(training.epsilon_decay_steps)),
+        integer("training", "max_bad_updates", closed(1, kMaxCount), "training guard: skipped non-finite updates before the run stops (exit 5)",
+                FH_FIELD(training.max_bad_updates)),
+        // [dqn]
+        layers("dqn", "widths of the MLP trunk's hidden layers", FH_FIELD(dqn.hidden)),
+        boolean("dqn", "dueling", "separate value and advantage heads", FH_FIELD(dqn.dueling)),
+        integer("dqn", "num_atoms", closed(2, 1001), "atoms of the C51 support (51 or 101 typical)",
+                FH_FIELD(dqn.num_atoms)),
+        number("dqn", "v_min", any(), "lowest value of the C51 support (below v_max)",
+               FH_FIELD(dqn.v_min)),
+        number("dqn", "v_max", any(), "highest value of the C51 support",
+               FH_FIELD(dqn.v_max)),
+        number("dqn", "mse_blend_alpha", closed(0, 1), "weight of the C51 loss; the MSE loss on the expected Q gets 1 - alpha",
+               FH_FIELD(dqn.mse_blend_alpha)),
+        boolean("dqn", "double_dqn", "double-DQN targets: the online net selects, the target net evaluates",
+                FH_FIELD(dqn.double_dqn)),
+        number("dqn", "cql_alpha", at_least(0), "weight of the CQL regulariser against action collapse; 0 = off",
+               FH_FIELD(dqn.cql_alpha)),
+        integer("dqn", "ensemble_size", closed(1, 32), "independent Q heads",
+                FH_FIELD(dqn.ensemble_size)),
+        text("dqn", "head", "c51|iqn|mse", "output head: C51 distribution, IQN quantiles, or plain Q (MSE)",
+             FH_FIELD(dqn.head)),
+        boolean("dqn", "attention", "feature attention before the trunk", FH_FIELD(dqn.attention)),
+        boolean("dqn", "curiosity", "ICM curiosity bonus", FH_FIELD(dqn.curiosity)),
+        boolean("dqn", "her", "hindsight relabelling of replayed transitions", FH_FIELD(dqn.her)),
+        // [ppo]
+        layers("ppo", "widths of the actor's and critic's hidden layers", FH_FIELD(ppo.hidden)),
+        number("ppo", "clip", open_closed(0, 1), "clip range of the surrogate objective",
+               FH_FIELD(ppo.clip)),
+        number("ppo", "gae_lambda", closed(0, 1), "lambda of GAE", FH_FIELD(ppo.gae_lambda)),
+        integer("ppo", "epochs", closed(1, 100), "passes over each rollout", FH_FIELD(ppo.epochs)),
+        integer("ppo", "minibatches", closed(1, 1 << 20), "minibatches per epoch", FH_FIELD(ppo.minibatches)),
+        number("ppo", "entropy_coef", at_least(0), "weight of the entropy bonus",
+               FH_FIELD(ppo.entropy_coef)),
+        number("ppo", "value_coef", at_least(0), "weight of the value loss", FH_FIELD(ppo.value_coef)),
+        integer("ppo", "diversity_window", closed(1, 1'000'000), "steps over which action diversity is measured",
+                FH_FIELD(ppo.diversity_window)),
+        number("ppo", "diversity_coef", at_least(0), "weight of the low-action-diversity penalty; 0 = off",
+               FH_FIELD(ppo.diversity_coef)),
+        boolean("ppo", "curiosity", "ICM curiosity bonus", FH_FIELD(ppo.curiosity)),
+        // [iql]
+        layers("iql", "widths of the Q, V and policy networks' hidden layers", FH_FIELD(iql.hidden)),
+        number("iql", "expectile", open(0, 1), "expectile of the V regression (0.5 = mean)",
+               FH_FIELD(iql.expectile)),
+        number("iql", "beta", above(0), "inverse temperature of the advantage-weighted policy extraction",
+               FH_FIELD(iql.beta)),
+        text("iql", "dataset", "", "\"behaviour\" (collect with a behaviour policy on the training split) or the path of a replay dump",
+             FH_FIELD(iql.dataset)),
+        integer("iql", "dataset_size", closed(1, 1LL << 31), "transitions in the offline dataset",
+                FH_FIELD(iql.dataset_size)),
+        // [eval]
+        integer("eval", "segments", closed(1, 4096), "equal parts of the split backtested in parallel",
+                FH_FIELD(eval.segments)),
+        boolean("eval", "deterministic", "greedy actions in backtests", FH_FIELD(eval.deterministic)),
+        // [early_stopping]
+        text("early_stopping", "metric", "val_sharpe|val_return|val_sortino", "validation metric that decides the best checkpoint",
+             FH_FIELD(early_stopping.metric)),
+        integer("early_stopping", "patience", closed(0, 1'000'000), "evaluations without improvement before stopping; 0 = never stop early",
+                FH_FIELD(early_stopping.patience)),
+        number("early_stopping", "min_delta", at_least(0), "smallest improvement of the metric that counts",
+               FH_FIELD(early_stopping.min_delta)),
+        integer("early_stopping", "min_steps", closed(0, kMaxCount), "no early stop before this many steps",
+                FH_FIELD(early_stopping.min_steps)),
+        // [gpu]
+        text("gpu", "profile", "", "\"auto\" (read the device) or a named device class such as rtx3050, a100, h100",
+             FH_FIELD(gpu.profile), Rule::device_class),
+        boolean("gpu", "cuda_graphs", "capture repeated kernel sequences in CUDA Graphs",
+                FH_FIELD(gpu.cuda_graphs)),
+        boolean("gpu", "tf32", "allow TF32 tensor-core GEMMs (faster, about 1e-3 relative error)",
+                FH_FIELD(gpu.tf32)),
+        number("gpu", "memory_fraction", open_closed(0, 1), "share of device memory the run may use",
+               FH_FIELD(gpu.memory_fraction)),
+    };
+}
+
+#undef FH_FIELD
+
+std::string number_text(double x, bool integral) {
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    if (integral) return fmt::format("{}", static_cast<std::int64_t>(x));
+    return fmt::format("{}", x);
+}
+
+std::vector<std::string_view> split_choices(std::string_view s) {
+    std::vector<std::string_view> out;
+    while (!s.empty()) {
+        const auto bar = s.find('|');
+        out.push_back(s.substr(0, bar));
+        if (bar == std::string_view::npos) break;
+        s.remove_prefix(bar + 1);
+    }
+    return out;
+}
+
+std::string bounds_text(const Bounds& b, bool integral) {
+    const bool has_lo = !std::isinf(b.lo), has_hi = !std::isinf(b.hi);
+    if (has_lo && has_hi)
+        return fmt::format("{}{}, {}{}", b.lo_open ? '(' : '[', number_text(b.lo, integral),
+                           number_text(b.hi, integral), b.hi_open ? ')' : ']');
+    if (has_lo) return fmt::format("{} {}", b.lo_open ? ">" : ">=", number_text(b.lo, integral));
+    if (has_hi) return fmt::format("{} {}", b.hi_open ? "<" : "<=", number_text(b.hi, integral));
+    return "any";
+}
+
+bool in_bounds(const Bounds& b, double x) {
+    if (std::isnan(x)) return false;
+    if (b.lo_open ? !(x > b.lo) : !(x >= b.lo)) return false;
+    if (b.hi_open ? !(x < b.hi) : !(x <= b.hi)) return false;
+    return true;
+}
+
+bool valid_device(std::string_view s) {
+    if (s == "auto" || s == "cpu" || s == "cuda") return true;
+    if (s.substr(0, 5) != "cuda:" || s.size() == 5 || s.size() > 8) return false;
+    return std::all_of(s.begin() + 5, s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+        }
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+}  // namespace
+
+std::string_view type_name(KeyType t) {
+    switch (t) {
+        case KeyType::integer: return "integer";
+        case KeyType::number: return "float";
+        case KeyType::boolean: return "bool";
+        case KeyType::string: return "string";
+        case KeyType::int_array: return "array of integers";
+    }
+    return "?";
+}
+
+std::string KeyDescriptor::full_name() const { return fmt::format("{}.{}", section, key); }
+
+std::string KeyDescriptor::range_text() const {
+    switch (type) {
+        case KeyType::integer: {
+            std::string s = bounds_text(bounds, true);
+            if (rule == Rule::odd) s = "odd, " + s;
+            return s;
+        }
+        case KeyType::number: return bounds_text(bounds, false) + ", finite";
+        case KeyType::boolean: return "true, false";
+        case KeyType::int_array:
+            return fmt::format("{} to {} values, each {}", min_items, max_items,
+                               bounds_text(bounds, true));
+        case KeyType::string: {
+            if (rule == Rule::device) return "auto, cpu, cuda, cuda:N";
+            if (rule == Rule::device_class) return "auto, or a name of a-z 0-9 _ -";
+            if (choices.empty()) return "any text";
+            std::string s;
+            for (auto c : split_choices(choices)) s += fmt::format("{}{}", s.empty() ? "" : ", ", c);
+            return s;
+        }
+    }
+    return "";
+}
+
+std::string KeyDescriptor::check(const KeyValue& value) const {
+    switch (type) {
+        case KeyType::integer: {
+            const auto v = std::get<std::int64_t>(value);
+            if (!in_bounds(bounds, static_cast<double>(v)))
+                return fmt::format("{} must be {}, got {}", full_name(), range_text(), v);
+            if (rule == Rule::odd && v % 2 == 0)
+                return fmt::format("{} must be odd (a flat level in the middle), got {}; try {}",
+                                   full_name(), v, v + 1);
+            return "";
+        }
+        case KeyType::number: {
+            const auto v = std::get<double>(value);
+            if (!std::isfinite(v) || !in_bounds(bounds, v))
+                return fmt::format("{} must be {}, got {}", full_name(), range_text(), v);
+            return "";
+        }
+        case KeyType::boolean: return "";
+        case KeyType::int_array: {
+            const auto& v = std::get<std::vector<std::int64_t>>(value);
+            const auto n = static_cast<std::int64_t>(v.size());
+            if (n < min_items || n > max_items)
+                return fmt::format("{} must have {} to {} values, got {}", full_name(), min_items,
+                                   max_items, n);
+            for (std::size_t i = 0; i < v.size(); ++i)
+                if (!in_bounds(bounds, static_cast<double>(v[i])))
+                    return fmt::format("{}[{}] must be {}, got {}", full_name(), i,
+                                       bounds_text(bounds, true), v[i]);
+            return "";
+        }
+        case KeyType::string: {
+            const auto& s = std::get<std::string>(value);
+            for (unsigned char c : s)
+                if (c < 0x20 || c == 0x7f)
+                    return fmt::format("{} must not contain control characters", full_name());
+            if (rule == Rule::device && !valid_device(s))
+                return fmt::format("{} must be one of auto, cpu, cuda, cuda:N; got {}", full_name(),
+                                   toml_quote(s));
+            if (rule == Rule::device_class) {
+                const bool ok = !s.empty() && s.size() <= 64 &&
+                                std::all_of(s.begin(), s.end(), [](char c) {
+                                    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                                           c == '_' || c == '-';
+                                });
+                if (!ok)
+                    return fmt::format("{} must be \"auto\" or a device class name of a-z 0-9 _ -; "
+                                       "got {}", full_name(), toml_quote(s));
+            }
+            if (!choices.empty()) {
+                const auto options = split_choices(choices);
+                if (std::find(options.begin(), options.end(), s) == options.end()) {
+                    std::vector<std::string> names(options.begin(), options.end());
+                    const auto guess = closest(s, names);
+                    return fmt::format("{} must be one of {}; got {}{}", full_name(), range_text(),
+                                       toml_quote(s),
+                                       guess ? fmt::format(" (did you mean \"{}\"?)", *guess) : "");
+                }
+            }
+            return "";
+        }
+    }
+    return "";
+}
+
+const std::vector<KeyDescriptor>& schema() {
+    static const std::vector<KeyDescriptor> table = build_schema();
+    return table;
+}
+
+const std::vector<SectionDescriptor>& sections() {
+    static const std::vector<SectionDescriptor> table = {
+        {"run", "what to train, on which device, for how long"},
+        {"data", "the bars, their features and the time splits"},
+        {"instrument", "the futures contract (defaults: CME E-mini S&P 500)"},
+        {"env", "the trading environment and its action space"},
+        {"experience", "parallel environments and n-step returns"},
+        {"replay_buffer", "uniform replay on the device (DQN)"},
+        {"training", "optimisation shared by the trainers"},
+        {"dqn", "distributional DQN"},
+        {"ppo", "PPO actor-critic"},
+        {"iql", "implicit Q-learning from a fixed dataset"},
+        {"eval", "validation and test backtests"},
+        {"early_stopping", "stopping on a validation metric"},
+        {"gpu", "device settings"},
+    };
+    return table;
+}
+
+const KeyDescriptor* find_key(std::string_view section, std::string_view key) {
+    for (const auto& k : schema())
+        if (k.section == section && k.key == key) return &k;
+    return nullptr;
+}
+
+bool is_section(std::string_view section) {
+    for (const auto& s : sections())
+        if (s.name == section) return true;
+    return false;
+}
+
+KeyValue get_value(const Profile& p, const KeyDescriptor& k) {
+    // The binding needs a mutable Profile; reading through it does not modify anything.
+    const FieldPtr f = k.field(const_cast<Profile&>(p));
+    return std::visit([](auto* ptr) -> KeyValue { return *ptr; }, f);
+}
+
+void set_value(Profile& p, const KeyDescriptor& k, const KeyValue& v) {
+    std::visit(
+        [&](auto* ptr) {
+            using T = std::remove_pointer_t<decltype(ptr)>;
+            *ptr = std::get<T>(v);
+        },
+        k.field(p));
+}
+
+std::string toml_quote(std::string_view s) {
+    std::string out = "\"";
+    for (char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\t': out += "\\t"; break;
+            case '\r': out += "\\r"; break;
+            default:
+                if (c < 0x20 || c == 0x7f) out += fmt::format("\\u{:04X}", c);
+                else out += ch;
+        }
+    }
+    return out + "\"";
+}
+
+std::string toml_value_text(const KeyValue& v) {
+    struct Visitor {
+        std::string operator()(std::int64_t x) const { return fmt::format("{}", x); }
+        std::string operator()(double x) const {
+            if (std::isnan(x)) return "nan";
+            if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+            std::string s = fmt::format("{}", x);  // shortest form that reads back exactly
+            if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+            return s;
+        }
+        std::string operator()(bool x) const { return x ? "true" : "false"; }
+        std::string operator()(const std::string& x) const { return toml_quote(x); }
+        std::string operator()(const std::vector<std::int64_t>& x) const {
+            std::string s = "[";
+            for (std::size_t i = 0; i < x.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", x[i]);
+            return s + "]";
+        }
+    };
+    return std::visit(Visitor{}, v);
+}
+
+std::optional<std::string> closest(std::string_view word, const std::vector<std::string>& candidates) {
+    const std::string w = lower(word);
+    std::optional<std::string> best;
+    std::size_t best_d = 0;
+    for (const auto& c : candidates) {
+        const std::string lc = lower(c);
+        std::size_t d = edit_distance(w, lc);
+        // A prefix or containment match ("lr" vs "learning_rate" is not; "buffer" vs
+        // "buffer_size" is) counts as close.
+        if (w.size() >= 4 && lc.find(w) != std::string::npos) d = std::min<std::size_t>(d, 2);
+        if (!best || d < best_d) {
+            best = c;
+            best_d = d;
+        }
+    }
+    const std::size_t limit = std::max<std::size_t>(2, w.size() / 3);
+    if (best && best_d <= limit && !w.empty()) return best;
+    return std::nullopt;
+}
+
+}  // namespace fh::config
