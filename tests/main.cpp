@@ -24,9 +24,14 @@ int main(int argc, char** argv) {
         }
         std::printf("NOTICE: no CUDA device (%s): [gpu] tests are excluded from this run\n",
                     why.c_str());
-        if (filters.empty()) filters.push_back("~[gpu]");
-        else
-            for (auto& f : filters) f += "~[gpu]";
+        // In a Catch2 spec ',' separates alternatives and juxtaposition means AND: exclude [gpu]
+        // from every alternative.
+        if (filters.empty()) filters.push_back("");
+        for (auto& f : filters) {
+            std::string out;
+            for (char c : f) out += c == ',' ? std::string("~[gpu],") : std::string(1, c);
+            f = out + "~[gpu]";
+        }
         session.useConfigData(session.configData());
     }
     return session.run();

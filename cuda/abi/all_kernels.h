@@ -5,5 +5,8 @@
 #pragma once
 
 #include "abi/dqn_utility_abi.h"
+#include "abi/experience_abi.h"
 
-#define FH_ALL_KERNELS(X) FH_DQN_UTILITY_KERNELS(X)
+#define FH_ALL_KERNELS(X) \
+    FH_DQN_UTILITY_KERNELS(X)  \
+    FH_EXPERIENCE_KERNELS(X)

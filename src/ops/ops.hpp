@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "abi/futures_env.h"
 #include "util/errors.hpp"
 
 namespace fh::ops {
@@ -128,6 +129,24 @@ public:
     /// y[i] *= alpha, in place.
     void scale(View<float> y, float alpha);
 
+    // ---- vectorized environment (cuda/experience_kernels.cu, abi/futures_env.h) -------------
+    // n_envs = state.size(). `market` points into this backend's memory (env::DeviceMarket).
+    /// Resets the environments whose mask entry is non-zero; an empty mask resets all.
+    /// portfolio (n_envs * PORTFOLIO_STRIDE), mask (n_envs) or empty.
+    void env_reset(View<env::EnvState> state, View<float> portfolio, View<const std::uint8_t> mask,
+                   const env::MarketView& market, const env::EnvParams& params);
+    /// Steps every environment; actions must lie in [0, position_levels * urgency_levels).
+    /// reward, done, info, actions (n_envs); all buffers distinct.
+    void env_step(View<env::EnvState> state, View<float> portfolio, View<float> reward,
+                  View<std::uint8_t> done, View<env::StepInfo> info, View<const int> actions,
+                  const env::MarketView& market, const env::EnvParams& params);
+    /// states (n_envs * state_dim) = [features of bar t | portfolio features] per environment.
+    void gather_states(View<float> states, View<const env::EnvState> state,
+                       View<const float> portfolio, const env::MarketView& market,
+                       const env::EnvParams& params);
+    /// actions[e] uniformly random in [0, num_actions), a function of (seed, e, step) only.
+    void random_actions(View<int> actions, std::uint64_t seed, std::uint64_t step, int num_actions);
+
 protected:
     virtual void* allocate_bytes(std::size_t bytes) = 0;
     virtual void release_bytes(void* p) noexcept = 0;
@@ -138,6 +157,19 @@ protected:
     virtual void copy_impl(View<float> dst, View<const float> src) = 0;
     virtual void saxpy_impl(View<float> y, float a, View<const float> x) = 0;
     virtual void scale_impl(View<float> y, float alpha) = 0;
+
+    virtual void env_reset_impl(View<env::EnvState> state, View<float> portfolio,
+                                View<const std::uint8_t> mask, const env::MarketView& market,
+                                const env::EnvParams& params) = 0;
+    virtual void env_step_impl(View<env::EnvState> state, View<float> portfolio, View<float> reward,
+                               View<std::uint8_t> done, View<env::StepInfo> info,
+                               View<const int> actions, const env::MarketView& market,
+                               const env::EnvParams& params) = 0;
+    virtual void gather_states_impl(View<float> states, View<const env::EnvState> state,
+                                    View<const float> portfolio, const env::MarketView& market,
+                                    const env::EnvParams& params) = 0;
+    virtual void random_actions_impl(View<int> actions, std::uint64_t seed, std::uint64_t step,
+                                     int num_actions) = 0;
 
     static void require_same_size(std::size_t a, std::size_t b, const char* op);
     /// Kernels index with int: refuse sizes they cannot address.

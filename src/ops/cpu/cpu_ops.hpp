@@ -23,6 +23,18 @@ protected:
     void copy_impl(View<float> dst, View<const float> src) override;
     void saxpy_impl(View<float> y, float a, View<const float> x) override;
     void scale_impl(View<float> y, float alpha) override;
+
+    void env_reset_impl(View<env::EnvState> state, View<float> portfolio,
+                        View<const std::uint8_t> mask, const env::MarketView& market,
+                        const env::EnvParams& params) override;
+    void env_step_impl(View<env::EnvState> state, View<float> portfolio, View<float> reward,
+                       View<std::uint8_t> done, View<env::StepInfo> info, View<const int> actions,
+                       const env::MarketView& market, const env::EnvParams& params) override;
+    void gather_states_impl(View<float> states, View<const env::EnvState> state,
+                            View<const float> portfolio, const env::MarketView& market,
+                            const env::EnvParams& params) override;
+    void random_actions_impl(View<int> actions, std::uint64_t seed, std::uint64_t step,
+                             int num_actions) override;
 };
 
 }  // namespace fh::ops

@@ -1,0 +1,108 @@
+/// @file vec_env.cpp
+#include "env/vec_env.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "util/errors.hpp"
+
+namespace fh::env {
+
+EpisodeStarts episode_starts(const data::BarSeries& bars, std::size_t warmup, data::SplitRange split) {
+    EpisodeStarts out;
+    const auto& seg = bars.segment_starts;
+    for (std::size_t k = 0; k < seg.size(); ++k) {
+        const std::size_t seg_begin = seg[k];
+        const std::size_t seg_end = k + 1 < seg.size() ? seg[k + 1] : bars.size();
+        const std::size_t first = std::max(seg_begin + warmup, split.begin);
+        const std::size_t end = std::min(seg_end, split.end);
+        for (std::size_t t = first; t + 1 < end; ++t) {
+            out.starts.push_back(static_cast<int>(t));
+            out.ends.push_back(static_cast<int>(end));
+        }
+    }
+    return out;
+}
+
+namespace {
+const char* split_name(Split s) {
+    switch (s) {
+        case Split::train: return "train";
+        case Split::val: return "validation";
+        case Split::test: return "test";
+    }
+    return "?";
+}
+}  // namespace
+
+DeviceMarket::DeviceMarket(ops::Ops& ops, const data::MarketData& m) {
+    const auto& b = m.bars;
+    if (b.size() > static_cast<std::size_t>(std::numeric_limits<int>::max() / std::max(1, m.market_dim)))
+        throw DataError(fmt::format("{}: {} bars is more than the environment can index", m.source, b.size()));
+    if (m.features.size() != b.size() * static_cast<std::size_t>(m.market_dim) || m.atr.size() != b.size())
+        throw std::invalid_argument("DeviceMarket: features/atr do not match the bar count");
+    market_dim_ = m.market_dim;
+    n_bars_ = static_cast<int>(b.size());
+    open_ = ops.from_host<double>(b.open);
+    high_ = ops.from_host<double>(b.high);
+    low_ = ops.from_host<double>(b.low);
+    close_ = ops.from_host<double>(b.close);
+    atr_ = ops.from_host<double>(m.atr);
+    features_ = ops.from_host<float>(m.features);
+    const data::SplitRange ranges[3] = {m.train, m.val, m.test};
+    for (int s = 0; s < 3; ++s) {
+        const EpisodeStarts st = episode_starts(b, m.warmup_bars, ranges[s]);
+        splits_[s].starts = ops.from_host<int>(st.starts);
+        splits_[s].ends = ops.from_host<int>(st.ends);
+        splits_[s].count = static_cast<int>(st.starts.size());
+    }
+}
+
+MarketView DeviceMarket::view(Split split) const {
+    const auto& s = splits_[static_cast<int>(split)];
+    if (s.count == 0)
+        throw DataError(fmt::format("the {} split has no bar where an episode can start (it needs "
+                                    "bars after the feature warm-up with a following bar): use more "
+                                    "data or change the split fractions",
+                                    split_name(split)));
+    return MarketView{open_.view().data(),     high_.view().data(), low_.view().data(),
+                      close_.view().data(),    atr_.view().data(),  features_.view().data(),
+                      s.starts.view().data(),  s.ends.view().data(), s.count, n_bars_};
+}
+
+VecEnv::VecEnv(ops::Ops& ops, const DeviceMarket& market, Split split, const EnvParams& params,
+               int n_envs)
+    : ops_(ops), market_(market.view(split)), params_(params), n_envs_(n_envs) {
+    if (n_envs < 1) throw std::invalid_argument("VecEnv: n_envs must be >= 1");
+    if (params.market_dim != market.market_dim())
+        throw std::invalid_argument(fmt::format("VecEnv: params.market_dim {} != the market's {}",
+                                                params.market_dim, market.market_dim()));
+    const auto n = static_cast<std::size_t>(n_envs);
+    state_ = ops.alloc<EnvState>(n);
+    portfolio_ = ops.alloc<float>(n * PORTFOLIO_STRIDE);
+    states_ = ops.alloc<float>(n * static_cast<std::size_t>(params.state_dim));
+    next_states_ = ops.alloc<float>(n * static_cast<std::size_t>(params.state_dim));
+    reward_ = ops.alloc<float>(n);
+    done_ = ops.alloc<std::uint8_t>(n);
+    info_ = ops.alloc<StepInfo>(n);
+    // Episode counters start at 0 so that episode k of environment e is the same on every backend.
+    const std::vector<EnvState> zero(n, EnvState{});
+    ops.upload<EnvState>(state_.view(), zero);
+}
+
+void VecEnv::reset_all() {
+    ops_.env_reset(state_.view(), portfolio_.view(), {}, market_, params_);
+    ops_.gather_states(states_.view(), state_.cview(), portfolio_.cview(), market_, params_);
+}
+
+void VecEnv::step(ops::View<const int> actions) {
+    ops_.env_step(state_.view(), portfolio_.view(), reward_.view(), done_.view(), info_.view(),
+                  actions, market_, params_);
+    ops_.gather_states(next_states_.view(), state_.cview(), portfolio_.cview(), market_, params_);
+    ops_.env_reset(state_.view(), portfolio_.view(), done_.cview(), market_, params_);
+    ops_.gather_states(states_.view(), state_.cview(), portfolio_.cview(), market_, params_);
+}
+
+}  // namespace fh::env

@@ -1,0 +1,89 @@
+/// @file vec_env.hpp
+/// @brief The vectorized environment's host side: the market uploaded once to a backend, the
+///        valid episode starts of each split, and VecEnv, which owns the per-environment buffers
+///        and sequences the env ops of one collection step.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "abi/futures_env.h"
+#include "data/market_data.hpp"
+#include "ops/ops.hpp"
+
+namespace fh::env {
+
+enum class Split { train, val, test };
+
+/// Bars where an episode may start, with the exclusive end of the bars it may use.
+struct EpisodeStarts {
+    std::vector<int> starts;
+    std::vector<int> ends;
+};
+
+/// The starts of `split`: bars t with t >= split.begin, t >= segment begin + warmup (every
+/// feature has its full history), and t + 1 < min(segment end, split.end) (there is a next bar
+/// to execute in). An episode never crosses a segment (contract) or split boundary.
+EpisodeStarts episode_starts(const data::BarSeries& bars, std::size_t warmup, data::SplitRange split);
+
+/// num_actions of the action space: position_levels * urgency_levels.
+inline int num_actions(const EnvParams& p) { return p.position_levels * p.urgency_levels; }
+
+/// The market of one run in a backend's memory (uploaded once).
+class DeviceMarket {
+public:
+    DeviceMarket(ops::Ops& ops, const data::MarketData& market);
+    /// The view of one split (a split without a valid start throws DataError).
+    MarketView view(Split split) const;
+    int market_dim() const noexcept { return market_dim_; }
+    int n_bars() const noexcept { return n_bars_; }
+
+private:
+    struct SplitStarts {
+        ops::Buffer<int> starts, ends;
+        int count = 0;
+    };
+    int market_dim_ = 0;
+    int n_bars_ = 0;
+    ops::Buffer<double> open_, high_, low_, close_, atr_;
+    ops::Buffer<float> features_;
+    SplitStarts splits_[3];
+};
+
+/// n_envs environments stepping in lock-step on one split.
+///
+/// step(actions) runs, on the backend's stream and without host synchronisation:
+///   env_step -> gather next_states (the observation after the step: terminal for finished
+///   episodes) -> reset finished environments -> gather states (the next decision's input).
+/// A transition is (states before step, action, reward, next_states, done).
+class VecEnv {
+public:
+    VecEnv(ops::Ops& ops, const DeviceMarket& market, Split split, const EnvParams& params,
+           int n_envs);
+
+    /// Starts a fresh episode in every environment and gathers the first states.
+    void reset_all();
+    /// Advances every environment one bar with actions (n_envs, in [0, num_actions)).
+    void step(ops::View<const int> actions);
+
+    int n_envs() const noexcept { return n_envs_; }
+    const EnvParams& params() const noexcept { return params_; }
+    ops::View<const float> states() const noexcept { return states_.view(); }        ///< (n_envs, state_dim)
+    ops::View<const float> next_states() const noexcept { return next_states_.view(); }  ///< (n_envs, state_dim)
+    ops::View<const float> rewards() const noexcept { return reward_.view(); }       ///< (n_envs)
+    ops::View<const std::uint8_t> done() const noexcept { return done_.view(); }     ///< (n_envs) DoneFlag
+    ops::View<const StepInfo> info() const noexcept { return info_.view(); }         ///< (n_envs)
+    ops::View<const EnvState> state() const noexcept { return state_.view(); }       ///< (n_envs)
+
+private:
+    ops::Ops& ops_;
+    MarketView market_;
+    EnvParams params_;
+    int n_envs_;
+    ops::Buffer<EnvState> state_;
+    ops::Buffer<float> portfolio_, states_, next_states_, reward_;
+    ops::Buffer<std::uint8_t> done_;
+    ops::Buffer<StepInfo> info_;
+};
+
+}  // namespace fh::env
