@@ -243,6 +243,10 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
                 break;  // blank lines at the end of the file
             fail(name, line_no, "empty line; expected a data row (blank lines are allowed only at the end of the file)");
         }
+        if (ncols > 1 && line.find(',') == std::string_view::npos &&
+            (line.find(';') != std::string_view::npos || line.find('\t') != std::string_view::npos))
+            fail(name, line_no, fmt::format("wrong delimiter: no comma in {}; expected {} comma-separated fields as in the header",
+                                            show(line), ncols));
         std::int64_t t = 0;
         double v[7] = {0, 0, 0, 0, 0, 0, 0};
         std::size_t k = 0, start = 0;
