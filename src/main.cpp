@@ -1,6 +1,6 @@
 /// @file main.cpp
 /// @brief Command-line wiring only: options and subcommands to fh::cli entry points, exceptions
-///        to exit codes (README "Exit codes").
+///        to exit codes (README "Exit codes", SPEC section 3).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -14,13 +14,30 @@
 
 namespace {
 
-constexpr const char* kFooter = R"(Examples:
-  foxhunt-train info                      devices and embedded kernel modules
-  foxhunt-train info --device cpu
+constexpr const char* kDescription =
+    "foxhunt-train: trains reinforcement-learning agents (DQN, PPO, IQL) to trade a futures\n"
+    "contract from bar data, on the GPU (or on the CPU reference backend).\n"
+    "A run is described by a TOML profile (docs/profiles.md lists every key); with no\n"
+    "subcommand, foxhunt-train trains.";
+
+constexpr const char* kFooter = R"(Profiles:
+  --profile takes a file path or the name of a shipped profile (dqn-smoketest, dqn-full,
+  ppo-smoketest, ppo-full, iql-smoketest, iql-full; ".toml" optional), looked up in the
+  source tree's and the install prefix's profiles/ folders. Precedence: built-in defaults <
+  profile < command line (--set, then --data/--seed/--device/--output). A --set value is TOML:
+  numbers as is, strings quoted (a bare word is accepted for string keys), arrays in brackets.
+
+Examples:
+  foxhunt-train check dqn-smoketest                       validate, print the resolved profile
+  foxhunt-train check dqn-full --set dqn.hidden=[512,512] --set training.learning_rate=3e-4
+  foxhunt-train --profile dqn-smoketest                   train (the default subcommand)
+  foxhunt-train --profile dqn-full --data es_5m.csv --seed 7 --device cuda:1
+  foxhunt-train check my.toml > resolved.toml             the output is itself a profile
+  foxhunt-train info                                      devices and embedded kernel modules
 
 Exit codes:
   0    success (also an early-stopped run)
-  2    usage or profile error
+  2    usage or profile error (every problem is listed as file:line:col: message)
   3    data error
   4    device error (no device, no cubin for its architecture, out of memory)
   5    training diverged (the guard gave up)
@@ -39,25 +56,64 @@ void configure_logging(const fh::cli::GlobalOptions& g) {
 
 int main(int argc, char** argv) {
     fh::cli::GlobalOptions g;
-    CLI::App app{"foxhunt-train: GPU trainer for reinforcement-learning futures trading agents",
-                 "foxhunt-train"};
+    std::int64_t seed = 0;
+    std::string check_profile;
+
+    CLI::App app{kDescription, "foxhunt-train"};
     app.footer(kFooter);
     app.set_version_flag("--version", std::string("foxhunt-train ") + FH_VERSION);
-    app.require_subcommand(1);
-    app.add_option("--device", g.device, "Compute device: auto (GPU if present), cpu, cuda, cuda:N")
-        ->capture_default_str();
+    app.require_subcommand(0, 1);
+
+    app.add_option("-p,--profile", g.profile,
+                   "Profile: a TOML file, or the name of a shipped profile (e.g. dqn-smoketest)")
+        ->type_name("PATH|NAME");
+    app.add_option("--set", g.overrides,
+                   "Override one profile key, repeatable; the value is TOML, e.g. "
+                   "--set dqn.hidden=[512,512] --set run.name='\"es-7\"'. Unknown keys are errors")
+        ->type_name("SECTION.KEY=VALUE")
+        ->allow_extra_args(false);
+    app.add_option("--data", g.data, "Bar data (CSV file or directory); overrides data.path")
+        ->type_name("PATH");
+    auto* seed_opt = app.add_option("--seed", seed, "Master seed; overrides run.seed")
+                         ->type_name("N")
+                         ->check(CLI::NonNegativeNumber);
+    app.add_option("--device", g.device,
+                   "Compute device, overrides run.device: auto (GPU if present, else CPU with a "
+                   "warning), cpu, cuda, cuda:N")
+        ->type_name("DEVICE");
+    app.add_option("--output", g.output, "Root directory of run directories; overrides run.output_dir")
+        ->type_name("DIR");
+    app.add_option("--resume", g.resume,
+                   "Continue the run in RUN_DIR from its last checkpoint (its config.toml is the "
+                   "profile unless --profile is given)")
+        ->type_name("RUN_DIR");
     auto* quiet = app.add_flag("-q,--quiet", g.quiet, "Only warnings and errors");
     app.add_flag("-v,--verbose", g.verbose, "Debug output")->excludes(quiet);
-    app.add_option("--log-format", g.log_format, "Log line format")
+    app.add_option("--log-format", g.log_format, "Log line format: text or json (one object per line)")
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
     app.add_flag("--cuda-sync-debug", g.cuda_sync_debug,
                  "Synchronize after every kernel launch so that a GPU fault names its kernel (slow)");
 
+    auto* train = app.add_subcommand(
+        "train", "Train an agent from the profile (the default when no subcommand is given)");
+    auto* check = app.add_subcommand(
+        "check",
+        "Validate a profile and print it resolved (as TOML) with the estimated device memory; "
+        "no GPU needed");
+    check->add_option("PROFILE", check_profile, "Profile file or shipped profile name")
+        ->type_name("PATH|NAME");
     auto* info = app.add_subcommand("info", "Show the GPU(s), driver and the embedded kernel modules");
+    for (auto* sub : {train, check, info}) sub->fallthrough();  // global options after it too
 
     try {
         app.parse(argc, argv);
+        if (!check_profile.empty()) {
+            if (!g.profile.empty() && g.profile != check_profile)
+                throw CLI::ValidationError("check", "give the profile once: as PROFILE or --profile");
+            g.profile = check_profile;
+        }
+        if (seed_opt->count() > 0) g.seed = seed;
     } catch (const CLI::ParseError& e) {
         const int code = app.exit(e);
         return code == 0 ? 0 : static_cast<int>(fh::ExitCode::usage);
@@ -66,6 +122,8 @@ int main(int argc, char** argv) {
     try {
         configure_logging(g);
         if (info->parsed()) return fh::cli::run_info(g);
+        if (check->parsed()) return fh::cli::run_check(g);
+        return fh::cli::run_train(g);
     } catch (const fh::Error& e) {
         fh::log::error("{}", e.what());
         return static_cast<int>(e.code());
@@ -73,5 +131,4 @@ int main(int argc, char** argv) {
         fh::log::error("internal error: {}", e.what());
         return 1;
     }
-    return 0;
 }

@@ -2,18 +2,43 @@
 /// @brief The subcommands' entry points; main.cpp only wires the command line to them.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "config/profile.hpp"
 
 namespace fh::cli {
 
-/// Options every subcommand accepts.
+/// Options every subcommand accepts (SPEC section 3).
 struct GlobalOptions {
-    std::string device = "auto";  ///< auto | cpu | cuda | cuda:N
+    std::string profile;                 ///< --profile PATH|NAME
+    std::vector<std::string> overrides;  ///< --set section.key=value, in order
+    std::string data;                    ///< --data PATH (overrides data.path); "" = not given
+    std::optional<std::int64_t> seed;    ///< --seed N (overrides run.seed)
+    std::string device;                  ///< --device (overrides run.device); "" = not given
+    std::string output;                  ///< --output DIR (overrides run.output_dir)
+    std::string resume;                  ///< --resume RUN_DIR
     bool quiet = false;
     bool verbose = false;
     std::string log_format = "text";  ///< text | json
     bool cuda_sync_debug = false;
 };
+
+/// The overrides in precedence order: --set values, then the dedicated options (--data,
+/// --seed, --device, --output), which win over a --set of the same key.
+std::vector<std::string> all_overrides(const GlobalOptions& options);
+
+/// The profile the options name, resolved (defaults < profile < command line). With --resume
+/// and no --profile, the run directory's config.toml. Throws UsageError (exit 2).
+config::Profile resolve_from_options(const GlobalOptions& options, std::string* path = nullptr);
+
+/// `foxhunt-train [train]`: resolves and validates the profile, then trains.
+int run_train(const GlobalOptions& options);
+
+/// `foxhunt-train check PROFILE`: validates, prints the resolved profile as TOML and the
+/// estimated device memory (as TOML comments, so the output feeds back as a profile).
+int run_check(const GlobalOptions& options);
 
 /// `foxhunt-train info`: the devices, and the embedded kernel modules with their architectures.
 int run_info(const GlobalOptions& options);

@@ -28,7 +28,12 @@ std::vector<fs::path> profile_dirs() {
     }
     dirs.emplace_back(fs::path(FH_SOURCE_DIR) / "profiles");
     dirs.emplace_back(fs::path(FH_INSTALL_DATADIR) / "profiles");
-    return dirs;
+    std::vector<fs::path> unique;
+    for (auto& d : dirs) {
+        d = d.lexically_normal();
+        if (std::find(unique.begin(), unique.end(), d) == unique.end()) unique.push_back(d);
+    }
+    return unique;
 }
 
 bool is_file(const fs::path& p) {

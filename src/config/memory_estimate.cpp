@@ -104,9 +104,7 @@ std::vector<MemoryItem> estimate_device_memory(const Profile& p, std::uint64_t b
         net_key = "dqn.hidden";
         act_key = "replay_buffer.batch_size";
     }
-    items.push_back({fmt::format("networks ({} parameters; weights, gradients, Adam moments, "
-                                 "target and last-good copies)",
-                                 params),
+    items.push_back({fmt::format("networks ({} parameters, with gradients, Adam moments, copies)", params),
                      copies_bytes, net_key});
     // Forward activations, their gradients, and pre-activations: 3 floats per unit per row.
     items.push_back({fmt::format("batch activations ({} rows)", activation_rows),
