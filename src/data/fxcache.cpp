@@ -3,6 +3,8 @@
 #include "data/fxcache.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -126,16 +128,17 @@ std::uint64_t feature_config_hash(const std::string& feature_set) {
 std::string encode_fxcache(const CacheKey& key, const CachePayload& pl) {
     const auto& b = pl.bars;
     const std::size_t n = b.size();
-    std::string payload;
-    payload.reserve(n * (8 * 7 + 4 * static_cast<std::size_t>(pl.raw.dim)) + 1024);
-    Writer w{payload};
+    std::string out;
+    out.reserve(kFxcacheHeaderBytes + n * (8 * 7 + 4 * static_cast<std::size_t>(pl.raw.dim)) + 1024);
+    out.resize(kFxcacheHeaderBytes);  // filled in below, once the payload's size and checksum are known
+    Writer w{out};
     w.put(static_cast<std::uint64_t>((b.has_volume ? 1u : 0u) | (pl.daily_calendar ? 2u : 0u)));
     w.put(static_cast<std::uint64_t>(b.segment_starts.size()));
     for (std::size_t s = 0; s < b.segment_starts.size(); ++s) {
         const std::string& name = s < b.segment_names.size() ? b.segment_names[s] : std::string();
         w.put(static_cast<std::uint64_t>(b.segment_starts[s]));
         w.put(static_cast<std::uint64_t>(name.size()));
-        payload.append(name);
+        out.append(name);
     }
     w.put_array(b.time);
     w.put_array(b.open);
@@ -146,10 +149,10 @@ std::string encode_fxcache(const CacheKey& key, const CachePayload& pl) {
     w.put_array(pl.raw.atr);
     w.put_array(pl.raw.values);
 
-    std::string out;
-    out.reserve(kFxcacheHeaderBytes + payload.size());
-    Writer h{out};
-    out.append(kMagic, 8);
+    const std::string_view payload = std::string_view(out).substr(kFxcacheHeaderBytes);
+    std::string header;
+    Writer h{header};
+    header.append(kMagic, 8);
     h.put(kFxcacheVersion);
     h.put(static_cast<std::uint32_t>(kFxcacheHeaderBytes));
     h.put(key.source_hash);
@@ -159,7 +162,7 @@ std::string encode_fxcache(const CacheKey& key, const CachePayload& pl) {
     h.put(static_cast<std::uint64_t>(n));
     h.put(static_cast<std::uint32_t>(pl.raw.dim));
     h.put(std::uint32_t{0});
-    out += payload;
+    std::memcpy(out.data(), header.data(), kFxcacheHeaderBytes);
     return out;
 }
 
@@ -230,19 +233,32 @@ bool decode_fxcache(std::string_view bytes, const CacheKey& expected, CachePaylo
 }
 
 bool read_fxcache(const std::string& path, const CacheKey& expected, CachePayload* out, std::string* why) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) {
-        if (why) *why = "no cache file";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (why) *why = errno == ENOENT ? std::string("no cache file") : fmt::format("cannot open: {}", std::strerror(errno));
         return false;
     }
-    std::string bytes;
-    try {
-        bytes = read_file_bytes(path);
-    } catch (const DataError& e) {
-        if (why) *why = e.what();
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        if (why) *why = fmt::format("cannot stat: {}", std::strerror(errno));
+        ::close(fd);
         return false;
     }
-    return decode_fxcache(bytes, expected, out, why);
+    const auto size = static_cast<std::size_t>(st.st_size);
+    if (size == 0) {
+        ::close(fd);
+        return decode_fxcache(std::string_view(), expected, out, why);
+    }
+    // Mapped read: the payload is copied once, straight into the result's vectors.
+    void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED) {
+        if (why) *why = fmt::format("cannot map: {}", std::strerror(errno));
+        return false;
+    }
+    const bool ok = decode_fxcache(std::string_view(static_cast<const char*>(map), size), expected, out, why);
+    ::munmap(map, size);
+    return ok;
 }
 
 bool write_fxcache(const std::string& path, const CacheKey& key, const CachePayload& payload, std::string* why) {

@@ -183,7 +183,8 @@ MarketData load_market(const DataOptions& o) {
                       sp == &md.val ? "validation" : "test", sp->begin, sp->end, md.warmup_bars);
 
     md.norm = training_stats(payload.raw, md.bars, md.train, md.warmup_bars, o.norm_clip);
-    md.features = normalize(payload.raw, md.norm);
+    md.features = std::move(payload.raw.values);
+    normalize_in_place(md.features, md.norm);
     log::info("data: {} bars from {} in {:.3f} s (fxcache {})", md.bars.size(), md.source, seconds_since(t0),
               md.cache_status);
     return md;

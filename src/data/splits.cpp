@@ -102,14 +102,16 @@ NormalizationStats training_stats(const RawFeatures& raw, const BarSeries& bars,
     return st;
 }
 
+void normalize_in_place(std::vector<float>& values, const NormalizationStats& st) {
+    const std::size_t D = st.mean.size();
+    for (std::size_t row = 0; row + D <= values.size(); row += D)
+        for (std::size_t k = 0; k < D; ++k)
+            values[row + k] = std::clamp((values[row + k] - st.mean[k]) / st.stddev[k], -st.clip, st.clip);
+}
+
 std::vector<float> normalize(const RawFeatures& raw, const NormalizationStats& st) {
-    const auto D = static_cast<std::size_t>(raw.dim);
-    std::vector<float> out(raw.values.size());
-    for (std::size_t i = 0; i < out.size(); ++i) {
-        const std::size_t k = i % D;
-        const float z = (raw.values[i] - st.mean[k]) / st.stddev[k];
-        out[i] = std::clamp(z, -st.clip, st.clip);
-    }
+    std::vector<float> out = raw.values;
+    normalize_in_place(out, st);
     return out;
 }
 

@@ -37,4 +37,7 @@ NormalizationStats training_stats(const RawFeatures& raw, const BarSeries& bars,
 /// z = clamp((x - mean) / stddev, -clip, clip), (bars, dim) row-major.
 std::vector<float> normalize(const RawFeatures& raw, const NormalizationStats& stats);
 
+/// The same, in place on a (bars, stats.mean.size()) row-major matrix.
+void normalize_in_place(std::vector<float>& values, const NormalizationStats& stats);
+
 }  // namespace fh::data
