@@ -364,17 +364,21 @@ void append_segment(BarSeries& into, BarSeries&& next) {
     for (auto& n : next.segment_names) into.segment_names.push_back(std::move(n));
 }
 
+BarSeries join_contracts(std::vector<BarSeries> parts) {
+    std::stable_sort(parts.begin(), parts.end(),
+                     [](const BarSeries& a, const BarSeries& b) { return a.time.front() < b.time.front(); });
+    BarSeries out;
+    for (auto& part : parts) append_segment(out, std::move(part));
+    return out;
+}
+
 BarSeries read_csv_directory(const std::string& dir) {
     const auto files = list_csv_files(dir);
     if (files.empty()) throw DataError(fmt::format("{}: no *.csv files in the directory; expected one CSV file per contract", dir));
     std::vector<BarSeries> parts;
     parts.reserve(files.size());
     for (const auto& f : files) parts.push_back(read_csv_file(f));
-    std::stable_sort(parts.begin(), parts.end(),
-                     [](const BarSeries& a, const BarSeries& b) { return a.time.front() < b.time.front(); });
-    BarSeries out;
-    for (auto& part : parts) append_segment(out, std::move(part));
-    return out;
+    return join_contracts(std::move(parts));
 }
 
 }  // namespace fh::data

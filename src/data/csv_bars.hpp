@@ -39,6 +39,9 @@ std::vector<std::string> list_csv_files(const std::string& dir);
 /// (consecutive contracts do not overlap: docs/data.md "Contract directories").
 void append_segment(BarSeries& into, BarSeries&& next);
 
+/// Joins contract files (each one segment) ordered by their first bar (append_segment rules).
+BarSeries join_contracts(std::vector<BarSeries> parts);
+
 /// Reads every *.csv file of a directory as consecutive contracts, ordered by first timestamp.
 BarSeries read_csv_directory(const std::string& dir);
 

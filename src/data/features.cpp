@@ -69,7 +69,6 @@ RawFeatures compute_core42(const BarSeries& b, const FeatureConfig& config) {
     std::vector<double> lv(n, 0.0);   // ln(1 + volume)
     std::vector<double> pk(n, 0.0);   // ln(h / l)^2 (Parkinson)
     std::vector<double> r2(n, 0.0);   // r^2
-    std::vector<double> sk(n, 0.0);   // stoch_k, kept for nothing but symmetry of the loops
     std::vector<double> sma32(n, 0.0);
 
     for (std::size_t seg = 0; seg < b.segment_starts.size(); ++seg) {
@@ -143,8 +142,7 @@ RawFeatures compute_core42(const BarSeries& b, const FeatureConfig& config) {
             f[22] = safe_div(gain - loss, gain + loss);
             const double hh14 = *std::max_element(b.high.begin() + static_cast<std::ptrdiff_t>(lo(14)), b.high.begin() + static_cast<std::ptrdiff_t>(t) + 1);
             const double ll14 = *std::min_element(b.low.begin() + static_cast<std::ptrdiff_t>(lo(14)), b.low.begin() + static_cast<std::ptrdiff_t>(t) + 1);
-            sk[t] = 2.0 * safe_div(c - ll14, hh14 - ll14) - 1.0;
-            f[23] = sk[t];
+            f[23] = 2.0 * safe_div(c - ll14, hh14 - ll14) - 1.0;
             const double tp_sma = mean(tp, lo(20), t);
             double md = 0;
             for (std::size_t j = lo(20); j <= t; ++j) md += std::abs(tp[j] - tp_sma);

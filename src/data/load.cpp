@@ -47,6 +47,9 @@ void check_options(const DataOptions& o) {
     if (!(o.bars_per_year >= 0) || !std::isfinite(o.bars_per_year))
         throw UsageError(fmt::format("instrument.bars_per_year = {}: expected 0 (infer) or a positive number",
                                      o.bars_per_year));
+    if (o.feature_set != "core42")
+        throw UsageError(fmt::format("data.feature_set = \"{}\" is not a known feature set; expected \"core42\"",
+                                     o.feature_set));
     if (!(o.norm_clip > 0)) throw UsageError("the normalisation clip must be positive");
 }
 
@@ -82,11 +85,7 @@ BarSeries parse_sources(const std::vector<SourceFile>& files) {
     std::vector<BarSeries> parts;
     parts.reserve(files.size());
     for (const auto& f : files) parts.push_back(parse_csv_bars(f.bytes, f.name));
-    std::stable_sort(parts.begin(), parts.end(),
-                     [](const BarSeries& a, const BarSeries& b) { return a.time.front() < b.time.front(); });
-    BarSeries out;
-    for (auto& p : parts) append_segment(out, std::move(p));
-    return out;
+    return join_contracts(std::move(parts));
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

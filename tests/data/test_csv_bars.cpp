@@ -2,6 +2,7 @@
 /// @brief CSV reader: bad files name the right line and problem; good variants load.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -215,4 +216,45 @@ TEST_CASE("csv: a directory of contract files gives one segment per file", "[dat
     }
     fh::test::TempDir empty;
     CHECK_THROWS_AS(fh::data::read_csv_directory(empty.path.string()), fh::DataError);
+}
+
+TEST_CASE("csv: mutated files either load or raise a DataError naming a line", "[data]") {
+    // A cheap fuzz: random byte edits of a good file never crash or throw anything else.
+    std::string base = "timestamp,open,high,low,close,volume\n";
+    char row[96];
+    for (int i = 0; i < 40; ++i) {
+        std::snprintf(row, sizeof row, "2024-01-%02dT%02d:00:00Z,100,101,99,100.5,1000\n", 1 + i / 24, i % 24);
+        base += row;
+    }
+    std::uint64_t x = 12345;
+    auto rnd = [&] { return x = x * 6364136223846793005ull + 1442695040888963407ull, x >> 33; };
+    const char alphabet[] = "0123456789,.-+:TZ \r\n\"eE;\t\xEF\xBB\xBFnai";
+    int loaded = 0, rejected = 0;
+    for (int trial = 0; trial < 3000; ++trial) {
+        std::string s = base;
+        const int edits = 1 + static_cast<int>(rnd() % 4);
+        for (int e = 0; e < edits; ++e) {
+            const std::size_t pos = rnd() % s.size();
+            switch (rnd() % 3) {
+                case 0: s[pos] = alphabet[rnd() % (sizeof alphabet - 1)]; break;
+                case 1: s.erase(pos, 1 + rnd() % 8); break;
+                default: s.insert(pos, 1, alphabet[rnd() % (sizeof alphabet - 1)]);
+            }
+            if (s.empty()) s.push_back('x');
+        }
+        try {
+            const auto b = parse_csv_bars(s, "fuzz.csv");
+            ++loaded;
+            for (std::size_t i = 0; i < b.size(); ++i) {
+                REQUIRE(b.low[i] <= std::min(b.open[i], b.close[i]));
+                REQUIRE(b.high[i] >= std::max(b.open[i], b.close[i]));
+                if (i > 0) REQUIRE(b.time[i] > b.time[i - 1]);
+            }
+        } catch (const fh::DataError& e) {
+            ++rejected;
+            REQUIRE(std::string(e.what()).rfind("fuzz.csv:", 0) == 0);
+        }
+    }
+    CHECK(loaded > 0);
+    CHECK(rejected > 0);
 }

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <numbers>
 #include <set>
 
 #include "data/csv_bars.hpp"
@@ -139,9 +140,9 @@ TEST_CASE("core42: known values on a small series", "[data]") {
     // Calendar, daily mode: Monday -> dow angle 0; Wednesday -> 2/7 of a turn.
     CHECK(at(0, "dow_sin") == approx(0.0));
     CHECK(at(0, "dow_cos") == approx(1.0));
-    CHECK(at(2, "dow_sin") == approx(std::sin(2 * M_PI * 2 / 7)));
+    CHECK(at(2, "dow_sin") == approx(std::sin(2 * std::numbers::pi * 2 / 7)));
     const double doy = std::fmod(static_cast<double>(b.time[0] / 86400), 365.2425) / 365.2425;
-    CHECK(at(0, "cal_cycle_sin") == approx(std::sin(2 * M_PI * doy)));
+    CHECK(at(0, "cal_cycle_sin") == approx(std::sin(2 * std::numbers::pi * doy)));
     // Intraday mode: time of day 06:00 UTC -> a quarter turn.
     BarSeries i = b;
     for (auto& t : i.time) t += 6 * 3600;
