@@ -203,3 +203,23 @@ TEST_CASE("fxcache: a contract directory is cached as one source", "[data]") {
     fh::test::write_text(dir.file("es/ESM24.csv"), fh::test::to_csv(b, 400, 799));
     CHECK(load_market(o).cache_status.rfind("rebuilt (stale", 0) == 0);
 }
+
+TEST_CASE("fxcache: the synthetic market is cached only with a cache_dir, keyed by its parameters", "[data]") {
+    fh::test::TempDir dir;
+    DataOptions o;
+    o.synthetic_bars = 1000;
+    o.seed = 9;
+    CHECK(fxcache_path(o).empty());
+    CHECK(load_market(o).cache_status == "off");
+    o.cache_dir = dir.file("cache");
+    const auto a = load_market(o);
+    CHECK(a.cache_status == "built");
+    const auto b = load_market(o);
+    CHECK(b.cache_status == "reused");
+    CHECK(b.features == a.features);
+    o.seed = 10;  // another market, another file
+    CHECK(fxcache_path(o) != a.cache_path);
+    CHECK(load_market(o).cache_status == "built");
+    o.planted_signal = 0.1;
+    CHECK(load_market(o).cache_status == "built");
+}
