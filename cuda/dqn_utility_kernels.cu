@@ -4,11 +4,13 @@
  *             copy  dst[i] = src[i]
  *             saxpy y[i] = fma(a, x[i], y[i])        (abi::saxpy_element)
  *             scale y[i] = y[i] * alpha              (in place)
+ *             mean  out[0] = sum(x) / n              (one block, fixed-order tree)
  * Layout:     flat float arrays of n elements (n < 2^31).
  * Launch:     1-D, any grid and block size: grid-stride loops (src/ops/cuda/ uses 256 threads
  *             and enough blocks to cover n, capped).
- * Determinism: exact and run-to-run identical (no reductions, no atomics); bit-identical to the
- *             CPU twins in src/ops/cpu/cpu_ops.cpp (same fma), tested in tests/ops/.
+ * Determinism: exact and run-to-run identical (no atomics); fill/copy/saxpy/scale are
+ *             bit-identical to the CPU twins in src/ops/cpu/cpu_ops.cpp (same fma); mean sums
+ *             in another order than the CPU, so it agrees within float rounding. Tests: tests/ops/.
  * Aliasing:   copy and saxpy take __restrict__ pointers: their buffers must not overlap (the host
  *             wrapper refuses overlap). In-place scaling is dqn_scale_f32_kernel, a single pointer,
  *             never saxpy(y, y, alpha - 1), which is undefined behaviour under __restrict__ and
@@ -38,6 +40,19 @@ extern "C" __global__ void dqn_saxpy_f32_kernel(float* __restrict__ y,
 
 extern "C" __global__ void dqn_scale_f32_kernel(float* y, float alpha, int n) {
     for (long long i = global_thread_index(); i < n; i += grid_thread_count()) y[i] *= alpha;
+}
+
+extern "C" __global__ void dqn_mean_f32_kernel(float* __restrict__ out, const float* __restrict__ x, int n) {
+    __shared__ float partial[fh::abi::kMeanThreads];
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < n; i += fh::abi::kMeanThreads) sum += x[i];
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int stride = fh::abi::kMeanThreads / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[0] = partial[0] / static_cast<float>(n);
 }
 
 FH_DQN_UTILITY_KERNELS(FH_CHECK_KERNEL_ABI)

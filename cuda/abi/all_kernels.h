@@ -6,7 +6,21 @@
 
 #include "abi/dqn_utility_abi.h"
 #include "abi/experience_abi.h"
+#include "abi/network_abi.h"
+#include "abi/c51_loss_abi.h"
+#include "abi/epsilon_greedy_abi.h"
+#include "abi/monitoring_abi.h"
+#include "abi/mse_loss_abi.h"
+#include "abi/nstep_abi.h"
+#include "abi/training_guard_abi.h"
 
 #define FH_ALL_KERNELS(X) \
     FH_DQN_UTILITY_KERNELS(X)  \
-    FH_EXPERIENCE_KERNELS(X)
+    FH_NETWORK_KERNELS(X)      \
+    FH_EXPERIENCE_KERNELS(X)   \
+    FH_C51_LOSS_KERNELS(X)     \
+    FH_MSE_LOSS_KERNELS(X)     \
+    FH_NSTEP_KERNELS(X)        \
+    FH_EPSILON_GREEDY_KERNELS(X) \
+    FH_TRAINING_GUARD_KERNELS(X) \
+    FH_MONITORING_KERNELS(X)

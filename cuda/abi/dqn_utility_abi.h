@@ -19,6 +19,11 @@ using DqnSaxpyF32 = void(float* __restrict__ y, const float* __restrict__ x, flo
 /// y[i] *= alpha, in place; a single pointer, so nothing can alias.
 using DqnScaleF32 = void(float* y, float alpha, int n);
 
+/// out[0] = (sum of x) / n. Launch exactly one block of kMeanThreads threads: each thread sums a
+/// fixed stride, then a fixed tree (deterministic run to run). out and x must not overlap.
+using DqnMeanF32 = void(float* __restrict__ out, const float* __restrict__ x, int n);
+constexpr int kMeanThreads = 256;
+
 /// The saxpy element, shared by the kernel and the CPU twin so both round identically
 /// (an explicit fma: nvcc would contract a*x+y into one anyway, g++ on x86-64 would not).
 FH_HD float saxpy_element(float y, float a, float x) { return __builtin_fmaf(a, x, y); }
@@ -30,4 +35,5 @@ FH_HD float saxpy_element(float y, float a, float x) { return __builtin_fmaf(a, 
     FH_KERNEL(dqn_utility_kernels, dqn_fill_f32_kernel, DqnFillF32)   \
     FH_KERNEL(dqn_utility_kernels, dqn_copy_f32_kernel, DqnCopyF32)   \
     FH_KERNEL(dqn_utility_kernels, dqn_saxpy_f32_kernel, DqnSaxpyF32) \
-    FH_KERNEL(dqn_utility_kernels, dqn_scale_f32_kernel, DqnScaleF32)
+    FH_KERNEL(dqn_utility_kernels, dqn_scale_f32_kernel, DqnScaleF32) \
+    FH_KERNEL(dqn_utility_kernels, dqn_mean_f32_kernel, DqnMeanF32)

@@ -13,12 +13,20 @@
 #include <utility>
 #include <vector>
 
+#include "abi/c51_loss_abi.h"
 #include "abi/futures_env.h"
+#include "abi/monitoring_abi.h"
+#include "abi/training_guard_abi.h"
+#include "abi/network_abi.h"
 #include "util/errors.hpp"
 
 namespace fh::ops {
 
 enum class Backend { cpu, cuda };
+
+/// Network types shared with the kernels (cuda/abi/network_abi.h).
+using Activation = abi::Activation;
+using AdamParams = abi::AdamParams;
 
 /// `count` elements of T in a backend's memory: host memory for the CPU backend, device memory
 /// for CUDA. Deliberately has no operator[]: only a backend's own code dereferences data().
@@ -147,6 +155,86 @@ public:
     /// actions[e] uniformly random in [0, num_actions), a function of (seed, e, step) only.
     void random_actions(View<int> actions, std::uint64_t seed, std::uint64_t step, int num_actions);
 
+    // ---- network: linear layers, gradient norm, Adam (cuda/network_kernels.cu + cuBLAS) ------
+    // Row-major matrices; shapes beside each view. Every size must be >= 1. Outputs must not
+    // overlap any other operand (checked: the kernels' pointers are __restrict__ and cuBLAS
+    // forbids C overlapping A or B). CPU twins: src/ops/cpu/cpu_nn_ops.cpp (src/nn/reference.hpp).
+    /// Y = act(X W^T + b). Y (batch, out), X (batch, in), W (out, in), b (out) or empty (no bias).
+    void linear_forward(View<float> Y, View<const float> X, View<const float> W,
+                        View<const float> b, int batch, int in, int out, Activation act);
+    /// Backward of linear_forward. dY (batch, out) holds dL/dY (the activated output) and is
+    /// overwritten in place with dL/dZ (the pre-activation gradient). Y (batch, out) is the
+    /// activated output of the forward, X (batch, in) and W (out, in) its inputs.
+    /// dW (out, in) and db (out) are set, or added to when `accumulate`; db may be empty (no
+    /// bias). dX (batch, in) is set (never accumulated), or skipped when empty.
+    void linear_backward(View<float> dX, View<float> dW, View<float> db, View<float> dY,
+                         View<const float> Y, View<const float> X, View<const float> W, int batch,
+                         int in, int out, Activation act, bool accumulate);
+    /// Floats of scratch that global_norm needs (one partial sum per block of its fixed grid).
+    static constexpr std::size_t global_norm_scratch_size() noexcept {
+        return static_cast<std::size_t>(abi::kNormBlocks);
+    }
+    /// out[0] = sqrt(sum_i x[i]^2), deterministic (a fixed reduction order on each backend).
+    /// out (1), x (n >= 0), scratch (>= global_norm_scratch_size()); all distinct.
+    void global_norm(View<float> out, View<const float> x, View<float> scratch);
+    /// One Adam update with global-norm clipping (abi::adam_element, abi::clip_scale):
+    /// params, m, v, grads (n), all distinct. grad_norm (1): read when p.clip_norm > 0 (may be
+    /// empty otherwise). gate (1) or empty: when gate[0] == 0 nothing at all is written (the
+    /// training guard's skip, decided on the device). p.step >= 1 is this update's number.
+    void adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                   View<const float> grad_norm, View<const int> gate, const AdamParams& p);
+
+    // ---- DQN: head, losses, replay, exploration, guard, monitoring ---------------------------
+    // (cuda/c51_loss_kernel.cu, mse_loss_kernel.cu, nstep_kernel.cu, epsilon_greedy_kernel.cu,
+    // training_guard_kernel.cu, monitoring_kernel.cu; math in cuda/abi/dqn_math.h; CPU twins in
+    // src/ops/cpu/cpu_dqn_ops.cpp). B = batch, A = num_actions, Z = num_atoms. All buffers of
+    // one call must be distinct (checked).
+    /// dst = src for any trivially copyable T (a device-to-device copy on CUDA).
+    template <class T> void copy_raw(View<T> dst, View<const T> src) {
+        require_same_size(dst.size(), src.size(), "copy_raw");
+        if (overlaps(dst, src)) throw std::invalid_argument("ops::copy_raw: dst and src overlap");
+        if (!dst.empty()) copy_bytes(dst.data(), src.data(), dst.size() * sizeof(T));
+    }
+    /// out[0] = mean of x (n >= 1), in a fixed order.
+    void mean(View<float> out, View<const float> x);
+    /// logits, probs (B, A, Z) and q (B, A) of the C51 head from value (B, Z; empty without
+    /// dueling) and adv (B, A*Z).
+    void c51_head_forward(View<float> logits, View<float> probs, View<float> q, View<const float> value,
+                          View<const float> adv, const dqn::HeadParams& head, int batch);
+    /// d_value (B, Z; empty without dueling) and d_adv (B, A*Z) from d_logits (B, A, Z).
+    void c51_head_backward(View<float> d_value, View<float> d_adv, View<const float> d_logits,
+                           const dqn::HeadParams& head, int batch);
+    /// Per-sample C51 cross-entropy loss (B) and d_logits (B, A, Z) of the batch-mean loss.
+    /// q_next_select (B, A) picks a* (online Q(s') for double DQN); probs_next_target (B, A, Z).
+    void c51_loss(View<float> loss, View<float> d_logits, View<const float> logits,
+                  View<const float> probs, View<const float> q_next_select,
+                  View<const float> probs_next_target, View<const int> actions,
+                  View<const float> returns, View<const float> discounts,
+                  const dqn::HeadParams& head, int batch);
+    /// Per-sample MSE loss on the expected Q (B), d_logits (B, A, Z) and TD errors (B).
+    void mse_loss(View<float> loss, View<float> d_logits, View<float> td, View<const float> probs,
+                  View<const float> q, View<const float> q_next_select, View<const float> q_next_target,
+                  View<const int> actions, View<const float> returns, View<const float> discounts,
+                  const dqn::HeadParams& head, int batch);
+    /// A batch of n-step transitions from the replay ring (dqn::sample_nstep).
+    /// states, next_states (B, state_dim); actions, returns, discounts (B).
+    void nstep_sample(View<float> states, View<float> next_states, View<int> actions,
+                      View<float> returns, View<float> discounts, const dqn::ReplayView& replay,
+                      const dqn::SampleParams& params, int batch);
+    /// actions (n) epsilon-greedy from q (n, num_actions).
+    void epsilon_greedy(View<int> actions, View<const float> q, int num_actions, float epsilon,
+                        std::uint64_t seed, std::uint64_t step);
+    /// gate (1) = 1 when every loss (n_losses) and the gradient norm (1) are finite; updates the
+    /// guard counters (1).
+    void training_guard(View<int> gate, View<abi::GuardState> state, View<const float> losses,
+                        View<const float> grad_norm, long long update);
+    /// Accumulates one update's statistics: losses (2), q (B, A), actions (B), td (B), grad_norm (1).
+    void monitor_update(View<abi::MonitorStats> stats, View<const float> losses, View<const float> q,
+                        View<const int> actions, View<const float> td, View<const float> grad_norm,
+                        int num_actions, int batch);
+    /// histogram (num_actions) += counts of actions (n).
+    void monitor_actions(View<unsigned long long> histogram, View<const int> actions, int num_actions);
+
 protected:
     virtual void* allocate_bytes(std::size_t bytes) = 0;
     virtual void release_bytes(void* p) noexcept = 0;
@@ -170,6 +258,55 @@ protected:
                                     const env::EnvParams& params) = 0;
     virtual void random_actions_impl(View<int> actions, std::uint64_t seed, std::uint64_t step,
                                      int num_actions) = 0;
+
+    // network (src/ops/nn_ops.cpp checked the arguments)
+    virtual void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W,
+                                     View<const float> b, int batch, int in, int out,
+                                     Activation act) = 0;
+    virtual void linear_backward_impl(View<float> dX, View<float> dW, View<float> db,
+                                      View<float> dY, View<const float> Y, View<const float> X,
+                                      View<const float> W, int batch, int in, int out,
+                                      Activation act, bool accumulate) = 0;
+    virtual void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) = 0;
+    virtual void adam_step_impl(View<float> params, View<float> m, View<float> v,
+                                View<const float> grads, View<const float> grad_norm,
+                                View<const int> gate, const abi::AdamConstants& c) = 0;
+
+    // DQN (src/ops/dqn_ops.cpp checked the arguments)
+    virtual void copy_bytes(void* dst, const void* src, std::size_t bytes) = 0;
+    virtual void mean_impl(View<float> out, View<const float> x) = 0;
+    virtual void c51_head_forward_impl(View<float> logits, View<float> probs, View<float> q,
+                                       View<const float> value, View<const float> adv,
+                                       const dqn::HeadParams& head, int batch) = 0;
+    virtual void c51_head_backward_impl(View<float> d_value, View<float> d_adv,
+                                        View<const float> d_logits, const dqn::HeadParams& head,
+                                        int batch) = 0;
+    virtual void c51_loss_impl(View<float> loss, View<float> d_logits, View<const float> logits,
+                               View<const float> probs, View<const float> q_next_select,
+                               View<const float> probs_next_target, View<const int> actions,
+                               View<const float> returns, View<const float> discounts,
+                               const dqn::HeadParams& head, int batch) = 0;
+    virtual void mse_loss_impl(View<float> loss, View<float> d_logits, View<float> td,
+                               View<const float> probs, View<const float> q,
+                               View<const float> q_next_select, View<const float> q_next_target,
+                               View<const int> actions, View<const float> returns,
+                               View<const float> discounts, const dqn::HeadParams& head,
+                               int batch) = 0;
+    virtual void nstep_sample_impl(View<float> states, View<float> next_states, View<int> actions,
+                                   View<float> returns, View<float> discounts,
+                                   const dqn::ReplayView& replay, const dqn::SampleParams& params,
+                                   int batch) = 0;
+    virtual void epsilon_greedy_impl(View<int> actions, View<const float> q, int num_actions,
+                                     float epsilon, std::uint64_t seed, std::uint64_t step) = 0;
+    virtual void training_guard_impl(View<int> gate, View<abi::GuardState> state,
+                                     View<const float> losses, View<const float> grad_norm,
+                                     long long update) = 0;
+    virtual void monitor_update_impl(View<abi::MonitorStats> stats, View<const float> losses,
+                                     View<const float> q, View<const int> actions,
+                                     View<const float> td, View<const float> grad_norm,
+                                     int num_actions, int batch) = 0;
+    virtual void monitor_actions_impl(View<unsigned long long> histogram, View<const int> actions,
+                                      int num_actions) = 0;
 
     static void require_same_size(std::size_t a, std::size_t b, const char* op);
     /// Kernels index with int: refuse sizes they cannot address.

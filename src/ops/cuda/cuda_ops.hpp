@@ -26,6 +26,10 @@ public:
     cudaStream_t stream() const noexcept { return stream_.get(); }
     const cuda::KernelTable& kernels() const noexcept { return registry_.kernels(); }
     cublasHandle_t cublas() const noexcept { return cublas_.get(); }
+    /// TF32 tensor-core math for the cuBLAS SGEMMs of the network ops (faster, ~10-bit
+    /// mantissa products); off by default (full FP32). src/ops/cuda/cuda_nn_ops.cpp.
+    void set_tf32(bool on);
+    bool tf32() const noexcept { return tf32_; }
 
 protected:
     void* allocate_bytes(std::size_t bytes) override;
@@ -50,11 +54,56 @@ protected:
     void random_actions_impl(View<int> actions, std::uint64_t seed, std::uint64_t step,
                              int num_actions) override;
 
+    // ---- network ops (src/ops/cuda/cuda_nn_ops.cpp) ----------------------------------------
+    void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W,
+                             View<const float> b, int batch, int in, int out,
+                             Activation act) override;
+    void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
+                              View<const float> Y, View<const float> X, View<const float> W,
+                              int batch, int in, int out, Activation act,
+                              bool accumulate) override;
+    void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) override;
+    void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                        View<const float> grad_norm, View<const int> gate,
+                        const abi::AdamConstants& c) override;
+
+
+    // DQN (cuda/*_loss_kernel.cu, nstep, epsilon_greedy, training_guard, monitoring)
+    void copy_bytes(void* dst, const void* src, std::size_t bytes) override;
+    void mean_impl(View<float> out, View<const float> x) override;
+    void c51_head_forward_impl(View<float> logits, View<float> probs, View<float> q,
+                               View<const float> value, View<const float> adv,
+                               const dqn::HeadParams& head, int batch) override;
+    void c51_head_backward_impl(View<float> d_value, View<float> d_adv, View<const float> d_logits,
+                                const dqn::HeadParams& head, int batch) override;
+    void c51_loss_impl(View<float> loss, View<float> d_logits, View<const float> logits,
+                       View<const float> probs, View<const float> q_next_select,
+                       View<const float> probs_next_target, View<const int> actions,
+                       View<const float> returns, View<const float> discounts,
+                       const dqn::HeadParams& head, int batch) override;
+    void mse_loss_impl(View<float> loss, View<float> d_logits, View<float> td, View<const float> probs,
+                       View<const float> q, View<const float> q_next_select,
+                       View<const float> q_next_target, View<const int> actions,
+                       View<const float> returns, View<const float> discounts,
+                       const dqn::HeadParams& head, int batch) override;
+    void nstep_sample_impl(View<float> states, View<float> next_states, View<int> actions,
+                           View<float> returns, View<float> discounts, const dqn::ReplayView& replay,
+                           const dqn::SampleParams& params, int batch) override;
+    void epsilon_greedy_impl(View<int> actions, View<const float> q, int num_actions, float epsilon,
+                             std::uint64_t seed, std::uint64_t step) override;
+    void training_guard_impl(View<int> gate, View<abi::GuardState> state, View<const float> losses,
+                             View<const float> grad_norm, long long update) override;
+    void monitor_update_impl(View<abi::MonitorStats> stats, View<const float> losses,
+                             View<const float> q, View<const int> actions, View<const float> td,
+                             View<const float> grad_norm, int num_actions, int batch) override;
+    void monitor_actions_impl(View<unsigned long long> histogram, View<const int> actions,
+                              int num_actions) override;
 private:
     cuda::DeviceInfo device_;
     cuda::Stream stream_;
     cuda::KernelRegistry registry_;
     cuda::CublasHandle cublas_;
+    bool tf32_ = false;  ///< network ops: cuBLAS math mode (set_tf32)
 };
 
 }  // namespace fh::ops

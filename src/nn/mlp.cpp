@@ -1,0 +1,99 @@
+/// @file mlp.cpp
+/// @brief Mlp: forward and backward as chains of Ops::linear_forward / linear_backward.
+#include "nn/mlp.hpp"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "nn/init.hpp"
+
+namespace fh::nn {
+
+using ops::View;
+
+Mlp::Mlp(ParamLayout& layout, std::string name, MlpConfig config) : name_(std::move(name)) {
+    if (config.sizes.size() < 2)
+        throw std::invalid_argument(fmt::format("nn::Mlp '{}': sizes needs {{in, ..., out}}", name_));
+    for (int s : config.sizes)
+        if (s < 1) throw std::invalid_argument(fmt::format("nn::Mlp '{}': layer sizes must be >= 1", name_));
+    const std::size_t n_layers = config.sizes.size() - 1;
+    for (std::size_t l = 0; l < n_layers; ++l) {
+        Layer layer;
+        layer.in = config.sizes[l];
+        layer.out = config.sizes[l + 1];
+        const bool last = l + 1 == n_layers;
+        layer.act = last ? config.output : config.hidden;
+        InitSpec w_init{InitSpec::Kind::uniform_fan_in, layer.in,
+                        init_gain(layer.act) * (last ? config.output_init_scale : 1.f)};
+        const std::size_t w = layout.add(fmt::format("{}.l{}.w", name_, l),
+                                         static_cast<std::size_t>(layer.out) * layer.in, w_init);
+        const std::size_t b = layout.add(fmt::format("{}.l{}.b", name_, l),
+                                         static_cast<std::size_t>(layer.out), InitSpec{});
+        layer.weight = layout.slice(w);
+        layer.bias = layout.slice(b);
+        layers_.push_back(std::move(layer));
+    }
+}
+
+View<const float> Mlp::Workspace::output() const {
+    if (batch_ == 0) throw std::logic_error("nn::Mlp::Workspace::output: no forward yet");
+    return act_.back().cview().subview(0, static_cast<std::size_t>(batch_) * widths_.back());
+}
+
+Mlp::Workspace Mlp::make_workspace(ops::Ops& ops, int max_batch) const {
+    if (max_batch < 1) throw std::invalid_argument("nn::Mlp::make_workspace: max_batch must be >= 1");
+    Workspace ws;
+    ws.max_batch_ = max_batch;
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+        const std::size_t n = static_cast<std::size_t>(max_batch) * layers_[l].out;
+        ws.widths_.push_back(layers_[l].out);
+        ws.act_.push_back(ops.alloc<float>(n));
+        if (l + 1 < layers_.size()) ws.grad_.push_back(ops.alloc<float>(n));
+    }
+    return ws;
+}
+
+View<const float> Mlp::forward(ops::Ops& ops, View<const float> params, View<const float> X,
+                               int batch, Workspace& ws) const {
+    if (batch < 1 || batch > ws.max_batch_)
+        throw std::invalid_argument(fmt::format("nn::Mlp '{}'::forward: batch {} outside [1, {}] "
+                                                "(the workspace's max_batch)", name_, batch, ws.max_batch_));
+    if (ws.widths_.size() != layers_.size())
+        throw std::invalid_argument(fmt::format("nn::Mlp '{}'::forward: the workspace belongs to another network", name_));
+    const std::size_t rows = static_cast<std::size_t>(batch);
+    View<const float> x = X;
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+        const Layer& L = layers_[l];
+        View<float> y = ws.act_[l].view().subview(0, rows * L.out);
+        ops.linear_forward(y, x, params.subview(L.weight.offset, L.weight.size),
+                           params.subview(L.bias.offset, L.bias.size), batch, L.in, L.out, L.act);
+        x = y;
+    }
+    ws.input_ = X;
+    ws.batch_ = batch;
+    return x;
+}
+
+void Mlp::backward(ops::Ops& ops, View<const float> params, View<float> grads, View<float> dOut,
+                   View<float> dX, int batch, Workspace& ws, bool accumulate) const {
+    if (ws.batch_ == 0 || batch != ws.batch_)
+        throw std::invalid_argument(fmt::format(
+            "nn::Mlp '{}'::backward: batch {} does not match the workspace's last forward ({})",
+            name_, batch, ws.batch_));
+    const std::size_t rows = static_cast<std::size_t>(batch);
+    for (std::size_t l = layers_.size(); l-- > 0;) {
+        const Layer& L = layers_[l];
+        const bool last = l + 1 == layers_.size();
+        View<float> dy = last ? dOut : ws.grad_[l].view().subview(0, rows * L.out);
+        View<const float> y = ws.act_[l].cview().subview(0, rows * L.out);
+        View<const float> x = l == 0 ? ws.input_ : ws.act_[l - 1].cview().subview(0, rows * L.in);
+        View<float> dx = l == 0 ? dX : ws.grad_[l - 1].view().subview(0, rows * L.in);
+        ops.linear_backward(dx, grads.subview(L.weight.offset, L.weight.size),
+                            grads.subview(L.bias.offset, L.bias.size), dy, y, x,
+                            params.subview(L.weight.offset, L.weight.size), batch, L.in, L.out,
+                            L.act, accumulate);
+    }
+}
+
+}  // namespace fh::nn

@@ -1,0 +1,81 @@
+/// @file mlp.hpp
+/// @brief A multi-layer perceptron of linear layers over a flat parameter buffer (ParamLayout),
+///        run through ops::Ops on either backend. Weights live in the caller's buffer; the
+///        activations backward needs live in a Workspace (one per network and batch shape, so
+///        the same weights can run on several batches, e.g. the online net on s and on s').
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nn/param_layout.hpp"
+#include "ops/ops.hpp"
+
+namespace fh::nn {
+
+struct MlpConfig {
+    std::vector<int> sizes;                            ///< {in, h1, ..., out}: >= 2 entries, each >= 1
+    ops::Activation hidden = ops::Activation::relu;   ///< after every layer but the last
+    ops::Activation output = ops::Activation::none;   ///< after the last layer
+    float output_init_scale = 1.f;                     ///< multiplies the last layer's init bound
+};
+
+class Mlp {
+public:
+    /// One linear layer: Y (batch, out) = act(X (batch, in) W^T + b); W (out, in) and b (out)
+    /// are the slices `weight` and `bias` of the layout ("<name>.l<i>.w" / "<name>.l<i>.b").
+    struct Layer {
+        int in = 0, out = 0;
+        ops::Activation act = ops::Activation::none;
+        ParamSlice weight, bias;
+    };
+
+    /// Activations of one forward pass (kept for backward) and the hidden gradients, sized for
+    /// up to max_batch rows. Remembers the input view of the last forward: keep X alive and
+    /// unchanged until backward.
+    class Workspace {
+    public:
+        int max_batch() const noexcept { return max_batch_; }
+        int batch() const noexcept { return batch_; }
+        /// The output of the last forward, (batch, out).
+        ops::View<const float> output() const;
+
+    private:
+        friend class Mlp;
+        int max_batch_ = 0;
+        int batch_ = 0;  ///< rows of the last forward (0: none yet)
+        std::vector<ops::Buffer<float>> act_;   ///< per layer (max_batch, out_l)
+        std::vector<ops::Buffer<float>> grad_;  ///< per hidden layer (max_batch, out_l)
+        ops::View<const float> input_;
+        std::vector<int> widths_;
+    };
+
+    /// Registers the weights of every layer in `layout` (weights uniform_fan_in with the gain of
+    /// the layer's activation, biases zero).
+    Mlp(ParamLayout& layout, std::string name, MlpConfig config);
+
+    const std::string& name() const noexcept { return name_; }
+    const std::vector<Layer>& layers() const noexcept { return layers_; }
+    int in_dim() const noexcept { return layers_.front().in; }
+    int out_dim() const noexcept { return layers_.back().out; }
+
+    Workspace make_workspace(ops::Ops& ops, int max_batch) const;
+
+    /// Runs the network on X (batch, in_dim) with the weights in `params` (the layout's buffer);
+    /// returns the output (batch, out_dim), a view into `ws`.
+    ops::View<const float> forward(ops::Ops& ops, ops::View<const float> params,
+                                   ops::View<const float> X, int batch, Workspace& ws) const;
+
+    /// Backward of the last forward on `ws` (same batch). dOut (batch, out_dim) = dL/dOutput,
+    /// overwritten (scratch). grads (the layout's buffer): every layer's dW, db are set, or added
+    /// to when `accumulate`; padding is untouched. dX (batch, in_dim) = dL/dX, or empty to skip.
+    void backward(ops::Ops& ops, ops::View<const float> params, ops::View<float> grads,
+                  ops::View<float> dOut, ops::View<float> dX, int batch, Workspace& ws,
+                  bool accumulate) const;
+
+private:
+    std::string name_;
+    std::vector<Layer> layers_;
+};
+
+}  // namespace fh::nn

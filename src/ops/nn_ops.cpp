@@ -1,0 +1,147 @@
+/// @file nn_ops.cpp
+/// @brief The checked network ops (linear layers, global norm, Adam): sizes and aliasing are
+///        verified here, once, before a backend's *_impl runs.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <initializer_list>
+
+#include "ops/ops.hpp"
+
+namespace fh::ops {
+
+namespace {
+
+void require_positive(int v, const char* what, const char* op) {
+    if (v < 1) throw std::invalid_argument(fmt::format("ops::{}: {} must be >= 1, got {}", op, what, v));
+}
+
+void require_size(std::size_t got, std::size_t want, const char* what, const char* op) {
+    if (got != want)
+        throw std::invalid_argument(
+            fmt::format("ops::{}: {} has {} elements, expected {}", op, what, got, want));
+}
+
+void require_activation(Activation a, const char* op) {
+    const int v = static_cast<int>(a);
+    if (v < 0 || v > 2) throw std::invalid_argument(fmt::format("ops::{}: unknown activation {}", op, v));
+}
+
+/// Throws when the output `out` overlaps any of `others` (the kernels and cuBLAS need distinct
+/// buffers). Empty views never overlap.
+void require_distinct(View<const float> out, const char* out_name,
+                      std::initializer_list<std::pair<View<const float>, const char*>> others,
+                      const char* op) {
+    for (const auto& [v, name] : others)
+        if (overlaps(out, v))
+            throw std::invalid_argument(fmt::format(
+                "ops::{}: {} overlaps {}; the operands must be distinct buffers (the kernels' "
+                "pointers are __restrict__ and cuBLAS forbids an output aliasing an input)",
+                op, out_name, name));
+}
+
+std::size_t mul(int a, int b) { return static_cast<std::size_t>(a) * static_cast<std::size_t>(b); }
+
+/// The per-launch Adam constants, bias corrections computed in double on the host.
+abi::AdamConstants adam_constants(const AdamParams& p) {
+    abi::AdamConstants c{};
+    c.lr = p.lr;
+    c.beta1 = p.beta1;
+    c.beta2 = p.beta2;
+    c.eps = p.eps;
+    c.clip_norm = p.clip_norm;
+    c.weight_decay = p.weight_decay;
+    c.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), p.step));
+    c.bias_correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), p.step));
+    return c;
+}
+
+}  // namespace
+
+void Ops::linear_forward(View<float> Y, View<const float> X, View<const float> W,
+                         View<const float> b, int batch, int in, int out, Activation act) {
+    const char* op = "linear_forward";
+    require_positive(batch, "batch", op);
+    require_positive(in, "in", op);
+    require_positive(out, "out", op);
+    require_activation(act, op);
+    require_size(Y.size(), mul(batch, out), "Y (batch, out)", op);
+    require_size(X.size(), mul(batch, in), "X (batch, in)", op);
+    require_size(W.size(), mul(out, in), "W (out, in)", op);
+    if (!b.empty()) require_size(b.size(), static_cast<std::size_t>(out), "b (out)", op);
+    checked_int_size(Y.size(), op);
+    checked_int_size(X.size(), op);
+    checked_int_size(W.size(), op);
+    require_distinct(Y, "Y", {{X, "X"}, {W, "W"}, {b, "b"}}, op);
+    linear_forward_impl(Y, X, W, b, batch, in, out, act);
+}
+
+void Ops::linear_backward(View<float> dX, View<float> dW, View<float> db, View<float> dY,
+                          View<const float> Y, View<const float> X, View<const float> W, int batch,
+                          int in, int out, Activation act, bool accumulate) {
+    const char* op = "linear_backward";
+    require_positive(batch, "batch", op);
+    require_positive(in, "in", op);
+    require_positive(out, "out", op);
+    require_activation(act, op);
+    if (!dX.empty()) require_size(dX.size(), mul(batch, in), "dX (batch, in)", op);
+    require_size(dW.size(), mul(out, in), "dW (out, in)", op);
+    if (!db.empty()) require_size(db.size(), static_cast<std::size_t>(out), "db (out)", op);
+    require_size(dY.size(), mul(batch, out), "dY (batch, out)", op);
+    require_size(Y.size(), mul(batch, out), "Y (batch, out)", op);
+    require_size(X.size(), mul(batch, in), "X (batch, in)", op);
+    require_size(W.size(), mul(out, in), "W (out, in)", op);
+    checked_int_size(dY.size(), op);
+    checked_int_size(X.size(), op);
+    checked_int_size(W.size(), op);
+    // Every written buffer (dX, dW, db, dY) is distinct from every other operand.
+    require_distinct(dX, "dX", {{dW, "dW"}, {db, "db"}, {dY, "dY"}, {Y, "Y"}, {X, "X"}, {W, "W"}}, op);
+    require_distinct(dW, "dW", {{db, "db"}, {dY, "dY"}, {Y, "Y"}, {X, "X"}, {W, "W"}}, op);
+    require_distinct(db, "db", {{dY, "dY"}, {Y, "Y"}, {X, "X"}, {W, "W"}}, op);
+    require_distinct(dY, "dY", {{Y, "Y"}, {X, "X"}, {W, "W"}}, op);
+    linear_backward_impl(dX, dW, db, dY, Y, X, W, batch, in, out, act, accumulate);
+}
+
+void Ops::global_norm(View<float> out, View<const float> x, View<float> scratch) {
+    const char* op = "global_norm";
+    require_size(out.size(), 1, "out", op);
+    if (scratch.size() < global_norm_scratch_size())
+        throw std::invalid_argument(fmt::format("ops::global_norm: scratch has {} floats, needs {} "
+                                                "(Ops::global_norm_scratch_size())",
+                                                scratch.size(), global_norm_scratch_size()));
+    checked_int_size(x.size(), op);
+    require_distinct(out, "out", {{x, "x"}, {scratch, "scratch"}}, op);
+    require_distinct(scratch, "scratch", {{x, "x"}}, op);
+    global_norm_impl(out, x, scratch.subview(0, global_norm_scratch_size()));
+}
+
+void Ops::adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                    View<const float> grad_norm, View<const int> gate, const AdamParams& p) {
+    const char* op = "adam_step";
+    const std::size_t n = params.size();
+    require_size(m.size(), n, "m", op);
+    require_size(v.size(), n, "v", op);
+    require_size(grads.size(), n, "grads", op);
+    checked_int_size(n, op);
+    if (p.clip_norm > 0.f) require_size(grad_norm.size(), 1, "grad_norm (clip_norm > 0)", op);
+    if (!gate.empty()) require_size(gate.size(), 1, "gate", op);
+    if (p.step < 1) throw std::invalid_argument(fmt::format("ops::adam_step: step must be >= 1 (1-based), got {}", p.step));
+    if (!(p.lr >= 0.f) || !(p.beta1 >= 0.f && p.beta1 < 1.f) || !(p.beta2 >= 0.f && p.beta2 < 1.f) ||
+        !(p.eps > 0.f) || !(p.weight_decay >= 0.f) || std::isnan(p.clip_norm))
+        throw std::invalid_argument(fmt::format(
+            "ops::adam_step: invalid hyper-parameters (lr {}, beta1 {}, beta2 {}, eps {}, "
+            "weight_decay {}, clip_norm {}): need lr >= 0, betas in [0, 1), eps > 0, "
+            "weight_decay >= 0",
+            p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.clip_norm));
+    const View<const int> gate_c = gate;
+    const bool gate_overlaps = overlaps(params, gate_c) || overlaps(m, gate_c) || overlaps(v, gate_c);
+    if (gate_overlaps) throw std::invalid_argument("ops::adam_step: gate overlaps an updated buffer");
+    const View<const float> norm = p.clip_norm > 0.f ? grad_norm : View<const float>();
+    require_distinct(params, "params", {{m, "m"}, {v, "v"}, {grads, "grads"}, {norm, "grad_norm"}}, op);
+    require_distinct(m, "m", {{v, "v"}, {grads, "grads"}, {norm, "grad_norm"}}, op);
+    require_distinct(v, "v", {{grads, "grads"}, {norm, "grad_norm"}}, op);
+    if (n == 0) return;
+    adam_step_impl(params, m, v, grads, norm, gate, adam_constants(p));
+}
+
+}  // namespace fh::ops

@@ -1,0 +1,218 @@
+/// @file test_mlp.cpp
+/// @brief ParamLayout offsets, init_params (deterministic, bounds, zero biases) and Mlp forward /
+///        backward on the CPU backend against the double reference; [gpu] Mlp GPU vs CPU.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "nn/init.hpp"
+#include "nn/mlp.hpp"
+#include "nn/param_layout.hpp"
+#include "nn/reference.hpp"
+#include "ops/cpu/cpu_ops.hpp"
+#include "support/compare.hpp"
+#include "support/gpu.hpp"
+
+using fh::nn::InitSpec;
+using fh::nn::Mlp;
+using fh::nn::MlpConfig;
+using fh::nn::ParamLayout;
+using fh::ops::Activation;
+using fh::ops::CpuOps;
+
+TEST_CASE("ParamLayout places aligned, named slices in one buffer", "[nn]") {
+    ParamLayout layout;
+    CHECK(layout.total() == 0);
+    CHECK(layout.add("a", 5) == 0);
+    CHECK(layout.add("b", 1, InitSpec{InitSpec::Kind::uniform_fan_in, 4, 1.f}) == 1);
+    CHECK(layout.add("c", 64) == 2);
+    CHECK(layout.slice(0).offset == 0);
+    CHECK(layout.slice(1).offset == 32);
+    CHECK(layout.slice(2).offset == 64);
+    CHECK(layout.total() == 128);
+    CHECK(layout.find("c").size == 64);
+    CHECK_THROWS_WITH(layout.find("zz"), Catch::Contains("known: a, b, c"));
+    CHECK_THROWS(layout.add("a", 3));                                          // duplicate
+    CHECK_THROWS(layout.add("d", 0));                                          // empty
+    CHECK_THROWS(layout.add("e", 3, InitSpec{InitSpec::Kind::uniform_fan_in, 0, 1.f}));  // fan_in 0
+    CHECK(layout.total() == 128);
+
+    CpuOps ops;
+    auto buf = fh::nn::alloc_zeroed(ops, layout);
+    REQUIRE(buf.size() == 128);
+    for (float x : ops.to_host(buf.cview())) REQUIRE(x == 0.f);
+    CHECK(layout.view(buf.view(), 1).data() == buf.view().data() + 32);
+    auto small = ops.alloc<float>(100);
+    CHECK_THROWS_WITH(layout.view(small.view(), 0), Catch::Contains("alloc_zeroed"));
+}
+
+TEST_CASE("init_params is deterministic, bounded, zero on biases and padding", "[nn]") {
+    ParamLayout layout;
+    const Mlp net(layout, "q", MlpConfig{{42, 129, 3}, Activation::relu, Activation::none, 0.5f});
+    const auto a = fh::nn::initial_params(layout, 1234);
+    const auto b = fh::nn::initial_params(layout, 1234);
+    const auto c = fh::nn::initial_params(layout, 1235);
+    REQUIRE(a.size() == layout.total());
+    CHECK(a == b);
+    CHECK(a != c);
+
+    std::vector<bool> covered(a.size(), false);
+    for (const auto& s : layout.slices()) {
+        INFO("slice " << s.name);
+        double lo = 0, hi = 0, sum = 0;
+        for (std::size_t k = 0; k < s.size; ++k) {
+            const float x = a[s.offset + k];
+            covered[s.offset + k] = true;
+            lo = std::min<double>(lo, x);
+            hi = std::max<double>(hi, x);
+            sum += x;
+        }
+        if (s.init.kind == InitSpec::Kind::zeros) {
+            CHECK(lo == 0.0);
+            CHECK(hi == 0.0);
+            continue;
+        }
+        const double bound = s.init.bound();
+        CHECK(-lo <= static_cast<float>(bound));
+        CHECK(hi <= static_cast<float>(bound));
+        CHECK(hi > 0.9 * bound);  // uniform over the whole range
+        CHECK(-lo > 0.9 * bound);
+        CHECK(std::abs(sum / static_cast<double>(s.size)) < 0.1 * bound);
+    }
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (!covered[i]) REQUIRE(a[i] == 0.f);  // padding
+
+    // The documented bounds: He-uniform for the ReLU layer, scaled LeCun for the linear output.
+    CHECK(layout.find("q.l0.w").init.bound() == Approx(std::sqrt(6.0 / 42)).epsilon(1e-6));
+    CHECK(layout.find("q.l1.w").init.bound() == Approx(0.5 * std::sqrt(3.0 / 129)).epsilon(1e-6));
+
+    CpuOps ops;
+    auto params = fh::nn::alloc_zeroed(ops, layout);
+    fh::nn::init_params(ops, params.view(), layout, 1234);
+    CHECK(ops.to_host(params.cview()) == a);
+}
+
+namespace {
+
+/// The MLP {sizes} in double with the reference, loss = sum of squared outputs; returns the
+/// outputs and (in *grads, laid out like the parameters) dL/dparams, and dL/dX.
+struct DoubleRun {
+    std::vector<double> out, grads, dX;
+};
+DoubleRun run_double(const Mlp& net, std::size_t total, const std::vector<float>& params,
+                     const std::vector<float>& Xf, int batch) {
+    const std::vector<double> P(params.begin(), params.end());
+    std::vector<std::vector<double>> acts;
+    std::vector<double> x(Xf.begin(), Xf.end());
+    for (const auto& L : net.layers()) {
+        std::vector<double> y(static_cast<std::size_t>(batch) * L.out);
+        fh::nn::ref::linear_forward(y.data(), (acts.empty() ? x : acts.back()).data(),
+                                    P.data() + L.weight.offset, P.data() + L.bias.offset, batch,
+                                    L.in, L.out, L.act);
+        acts.push_back(std::move(y));
+    }
+    DoubleRun r;
+    r.out = acts.back();
+    r.grads.assign(total, 0.0);
+    std::vector<double> dy(r.out.size());
+    for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = 2 * r.out[i];
+    for (std::size_t l = net.layers().size(); l-- > 0;) {
+        const auto& L = net.layers()[l];
+        std::vector<double> dx(static_cast<std::size_t>(batch) * L.in);
+        fh::nn::ref::linear_backward(dx.data(), r.grads.data() + L.weight.offset,
+                                     r.grads.data() + L.bias.offset, dy.data(), acts[l].data(),
+                                     (l == 0 ? x : acts[l - 1]).data(), P.data() + L.weight.offset,
+                                     batch, L.in, L.out, L.act, false);
+        dy = std::move(dx);
+    }
+    r.dX = dy;
+    return r;
+}
+
+struct OpsRun {
+    std::vector<float> out, grads, grads_twice, dX;
+};
+OpsRun run_ops(fh::ops::Ops& ops, const Mlp& net, const ParamLayout& layout,
+               const std::vector<float>& params_h, const std::vector<float>& Xh, int batch,
+               int max_batch) {
+    auto params = ops.from_host<float>(params_h);
+    auto X = ops.from_host<float>(Xh);
+    auto grads = fh::nn::alloc_zeroed(ops, layout);
+    auto dX = ops.alloc<float>(Xh.size());
+    auto ws = net.make_workspace(ops, max_batch);
+    OpsRun r;
+    for (int pass = 0; pass < 2; ++pass) {
+        const auto out = net.forward(ops, params.cview(), X.cview(), batch, ws);
+        r.out = ops.to_host(out);
+        std::vector<float> d(r.out.size());
+        for (std::size_t i = 0; i < d.size(); ++i) d[i] = 2 * r.out[i];
+        auto dOut = ops.from_host<float>(d);
+        net.backward(ops, params.cview(), grads.view(), dOut.view(), dX.view(), batch, ws, pass == 1);
+        (pass == 0 ? r.grads : r.grads_twice) = ops.to_host(grads.cview());
+    }
+    r.dX = ops.to_host(dX.cview());
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("Mlp forward/backward on the CPU match the double reference; accumulate adds", "[nn]") {
+    for (auto [hidden, output] : {std::pair{Activation::relu, Activation::none},
+                                  std::pair{Activation::tanh, Activation::tanh}}) {
+        INFO("hidden " << static_cast<int>(hidden) << " output " << static_cast<int>(output));
+        ParamLayout layout;
+        const Mlp net(layout, "net", MlpConfig{{5, 7, 6, 3}, hidden, output});
+        CHECK(net.in_dim() == 5);
+        CHECK(net.out_dim() == 3);
+        CHECK(net.layers().size() == 3);
+        auto params = fh::nn::initial_params(layout, 7);
+        // Non-zero biases so that they matter.
+        for (const auto& L : net.layers())
+            for (std::size_t k = 0; k < L.bias.size; ++k)
+                params[L.bias.offset + k] = 0.05f * static_cast<float>(k + 1);
+        const int batch = 4;
+        const auto X = fh::test::random_floats(batch * 5, 3, -1.f, 1.f);
+        CpuOps ops;
+        const OpsRun got = run_ops(ops, net, layout, params, X, batch, 9);
+        const DoubleRun want = run_double(net, layout.total(), params, X, batch);
+        FH_REQUIRE_CLOSE(std::vector<double>(got.out.begin(), got.out.end()), want.out, 1e-5, 1e-5);
+        FH_REQUIRE_CLOSE(std::vector<double>(got.grads.begin(), got.grads.end()), want.grads, 1e-5, 1e-5);
+        FH_REQUIRE_CLOSE(std::vector<double>(got.dX.begin(), got.dX.end()), want.dX, 1e-5, 1e-5);
+        std::vector<double> twice(want.grads.size());
+        for (std::size_t i = 0; i < twice.size(); ++i) twice[i] = 2 * want.grads[i];
+        FH_REQUIRE_CLOSE(std::vector<double>(got.grads_twice.begin(), got.grads_twice.end()), twice,
+                         2e-5, 1e-5);
+    }
+}
+
+TEST_CASE("Mlp checks batch against its workspace", "[nn]") {
+    ParamLayout layout;
+    const Mlp net(layout, "n", MlpConfig{{3, 4, 2}});
+    CpuOps ops;
+    auto params = fh::nn::alloc_zeroed(ops, layout);
+    auto X = ops.from_host<float>(fh::test::random_floats(3 * 8, 1));
+    auto ws = net.make_workspace(ops, 4);
+    CHECK_THROWS_WITH(net.forward(ops, params.cview(), X.cview(), 8, ws), Catch::Contains("max_batch"));
+    auto dOut = ops.alloc<float>(2 * 2);
+    CHECK_THROWS(net.backward(ops, params.cview(), params.view(), dOut.view(), {}, 2, ws, false));
+    CHECK_THROWS(Mlp(layout, "bad", MlpConfig{{3}}));
+    CHECK_THROWS(Mlp(layout, "n", MlpConfig{{3, 2}}));  // names already registered
+}
+
+TEST_CASE("CUDA Mlp equals the CPU Mlp within tolerance", "[gpu][nn]") {
+    ParamLayout layout;
+    const Mlp net(layout, "net", MlpConfig{{42, 129, 65, 7}, Activation::relu, Activation::none});
+    const auto params = fh::nn::initial_params(layout, 99);
+    for (int batch : {1, 7, 65, 257}) {
+        INFO("batch " << batch);
+        const auto X = fh::test::random_floats(static_cast<std::size_t>(batch) * 42, batch, -1.f, 1.f);
+        CpuOps cpu;
+        const OpsRun c = run_ops(cpu, net, layout, params, X, batch, 257);
+        const OpsRun g = run_ops(fh::test::gpu_ops(), net, layout, params, X, batch, 257);
+        FH_REQUIRE_CLOSE(g.out, c.out, 1e-5, 1e-4);
+        FH_REQUIRE_CLOSE(g.grads, c.grads, 1e-4, 1e-4);
+        FH_REQUIRE_CLOSE(g.grads_twice, c.grads_twice, 2e-4, 1e-4);
+        FH_REQUIRE_CLOSE(g.dX, c.dX, 1e-5, 1e-4);
+    }
+}

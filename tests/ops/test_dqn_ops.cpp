@@ -1,0 +1,303 @@
+/// @file test_dqn_ops.cpp
+/// @brief The DQN ops: C51 projection against hand-computed cases, n-step returns across episode
+///        ends, the guard, epsilon-greedy; [gpu] every DQN kernel against its CPU twin.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "abi/dqn_math.h"
+#include "ops/cpu/cpu_ops.hpp"
+#include "support/compare.hpp"
+#include "support/gpu.hpp"
+
+using fh::dqn::HeadParams;
+using fh::test::random_floats;
+
+namespace {
+
+const HeadParams kFive{/*num_actions*/ 1, /*num_atoms*/ 5, /*dueling*/ 0, /*v_min*/ -2.f, /*v_max*/ 2.f};
+
+std::vector<double> project(std::vector<double> p, double r, double discount, const HeadParams& h = kFive) {
+    std::vector<double> m(p.size());
+    fh::dqn::c51_project<double>(p.data(), r, discount, m.data(), h);
+    return m;
+}
+
+void require_vec(const std::vector<double>& got, const std::vector<double>& want) {
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        INFO("atom " << i);
+        REQUIRE(got[i] == Approx(want[i]).margin(1e-12));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("C51 projection: hand-computed cases", "[dqn]") {
+    // Support -2 -1 0 1 2.
+    SECTION("mass between two atoms splits by distance") {
+        require_vec(project({0, 0, 1, 0, 0}, 0.5, 1.0), {0, 0, 0.5, 0.5, 0});
+    }
+    SECTION("terminal transition: all mass around the reward") {
+        require_vec(project({0.2, 0.2, 0.2, 0.2, 0.2}, 0.3, 0.0), {0, 0, 0.7, 0.3, 0});
+    }
+    SECTION("rewards beyond v_max and v_min clamp to the edge atoms") {
+        require_vec(project({0.2, 0.2, 0.2, 0.2, 0.2}, 5.0, 0.9), {0, 0, 0, 0, 1});
+        require_vec(project({0.2, 0.2, 0.2, 0.2, 0.2}, -10.0, 0.9), {1, 0, 0, 0, 0});
+    }
+    SECTION("mass on the support edge landing exactly on an atom") {
+        require_vec(project({0, 0, 0, 0, 1}, 0.0, 0.5), {0, 0, 0, 1, 0});
+        require_vec(project({1, 0, 0, 0, 0}, 0.0, 1.0), {1, 0, 0, 0, 0});
+    }
+    SECTION("a general distribution, shifted by a quarter atom") {
+        require_vec(project({0.1, 0.2, 0.3, 0.4, 0.0}, 0.25, 1.0), {0.075, 0.175, 0.275, 0.375, 0.1});
+    }
+    SECTION("the projection keeps total mass for 51 and 101 atoms") {
+        for (int Z : {51, 101}) {
+            const HeadParams h{1, Z, 0, -10.f, 10.f};
+            std::vector<double> p(Z);
+            double s = 0;
+            for (int j = 0; j < Z; ++j) s += p[j] = 1.0 + (j * 7 % 13);
+            for (auto& x : p) x /= s;
+            for (double r : {-30.0, -1.3, 0.0, 0.77, 25.0})
+                for (double d : {0.0, 0.5, 0.99}) {
+                    const auto m = project(p, r, d, h);
+                    double total = 0;
+                    for (double x : m) { REQUIRE(x >= 0); total += x; }
+                    REQUIRE(total == Approx(1.0).margin(1e-12));
+                }
+        }
+    }
+}
+
+TEST_CASE("C51 cross-entropy gradient is p - m on the taken action only", "[dqn]") {
+    const HeadParams h{3, 5, 1, -2.f, 2.f};
+    const int B = 2, AZ = 15;
+    std::vector<double> value(B * 5), adv(B * AZ), logits(B * AZ), probs(B * AZ), q(B * 3);
+    for (int i = 0; i < B * 5; ++i) value[i] = 0.1 * i - 0.3;
+    for (int i = 0; i < B * AZ; ++i) adv[i] = std::sin(1.7 * i);
+    for (int b = 0; b < B; ++b)
+        fh::dqn::head_forward<double>(&value[b * 5], &adv[b * AZ], &logits[b * AZ], &probs[b * AZ], &q[b * 3], h);
+    std::vector<double> probs_next = probs, q_next = q, d(B * AZ, 99.0);
+    const std::vector<int> actions{2, 0};
+    const std::vector<double> returns{0.5, -0.25}, discounts{0.9, 0.0};
+    for (int b = 0; b < B; ++b) {
+        const double loss = fh::dqn::c51_sample_loss<double>(b, logits.data(), probs.data(), q_next.data(),
+                                                             probs_next.data(), actions.data(), returns.data(),
+                                                             discounts.data(), d.data(), 1.0, h);
+        const int a_star = fh::dqn::argmax(&q_next[b * 3], 3);
+        const auto m = project({&probs_next[b * AZ + a_star * 5], &probs_next[b * AZ + a_star * 5] + 5},
+                               returns[b], discounts[b], h);
+        double want_loss = 0;
+        for (int z = 0; z < 5; ++z) want_loss -= m[z] * std::log(probs[b * AZ + actions[b] * 5 + z]);
+        CHECK(loss == Approx(want_loss).epsilon(1e-12));
+        for (int a = 0; a < 3; ++a)
+            for (int z = 0; z < 5; ++z) {
+                const double want = a == actions[b] ? probs[b * AZ + a * 5 + z] - m[z] : 0.0;
+                CHECK(d[b * AZ + a * 5 + z] == Approx(want).margin(1e-12));
+            }
+    }
+}
+
+TEST_CASE("n-step returns stop at episode ends; terminations do not bootstrap", "[dqn]") {
+    // One environment, a ring of 8 steps; state row of step s = {s}, next state = {100 + s}.
+    const int cap = 8;
+    std::vector<float> states(cap), next(cap), rewards{1, 2, 4, 8, 16, 32, 64, 128};
+    std::vector<int> actions{0, 1, 2, 3, 4, 5, 6, 7};
+    for (int s = 0; s < cap; ++s) { states[s] = static_cast<float>(s); next[s] = 100.f + s; }
+    auto sample = [&](std::vector<std::uint8_t> done, long long step, int n) {
+        const fh::dqn::ReplayView r{states.data(), next.data(), actions.data(), rewards.data(), done.data(), cap, 1, 1};
+        const fh::dqn::SampleParams p{1, 0, step, 1, n, 0.5f};
+        float s = 0, ns = 0, ret = 0, disc = 0;
+        int a = 0;
+        fh::dqn::sample_nstep(0, r, p, &s, &ns, a, ret, disc);
+        CHECK(s == static_cast<float>(step % cap));
+        CHECK(a == step % cap);
+        return std::tuple{ret, disc, ns};
+    };
+    using fh::env::kTerminated;
+    using fh::env::kTruncated;
+    const std::vector<std::uint8_t> running(cap, 0);
+    SECTION("a full window") {
+        auto [ret, disc, ns] = sample(running, 1, 3);  // 2 + 0.5*4 + 0.25*8
+        CHECK(ret == 6.0f);
+        CHECK(disc == 0.125f);
+        CHECK(ns == 103.f);
+    }
+    SECTION("a truncated episode stops the sum and bootstraps from its last state") {
+        auto d = running; d[2] = kTruncated;
+        auto [ret, disc, ns] = sample(d, 1, 3);  // 2 + 0.5*4
+        CHECK(ret == 4.0f);
+        CHECK(disc == 0.25f);
+        CHECK(ns == 102.f);
+    }
+    SECTION("a termination stops the sum and does not bootstrap") {
+        auto d = running; d[2] = kTerminated;
+        auto [ret, disc, ns] = sample(d, 1, 3);
+        CHECK(ret == 4.0f);
+        CHECK(disc == 0.0f);
+        CHECK(ns == 102.f);
+        auto [r0, d0, n0] = sample(d, 2, 3);  // terminates at once
+        CHECK(r0 == 4.0f);
+        CHECK(d0 == 0.0f);
+        CHECK(n0 == 102.f);
+    }
+    SECTION("the window wraps around the ring") {
+        auto [ret, disc, ns] = sample(running, 14, 3);  // slots 6, 7, 0
+        CHECK(ret == 64.0f + 0.5f * 128.0f + 0.25f * 1.0f);
+        CHECK(disc == 0.125f);
+        CHECK(ns == 100.f);
+    }
+    SECTION("1-step") {
+        auto [ret, disc, ns] = sample(running, 5, 1);
+        CHECK(ret == 32.0f);
+        CHECK(disc == 0.5f);
+        CHECK(ns == 105.f);
+    }
+}
+
+TEST_CASE("the training guard skips non-finite updates and names the first bad quantity", "[dqn][guard]") {
+    fh::ops::CpuOps ops;
+    auto gate = ops.alloc<int>(1);
+    auto state = ops.from_host<fh::abi::GuardState>(std::vector<fh::abi::GuardState>{{0, 0, -1, 0, 0}});
+    auto losses = ops.alloc<float>(2);
+    auto norm = ops.alloc<float>(1);
+    auto run = [&](float l0, float l1, float n, long long update) {
+        ops.upload<float>(losses.view(), std::vector<float>{l0, l1});
+        ops.upload<float>(norm.view(), std::vector<float>{n});
+        ops.training_guard(gate.view(), state.view(), losses.cview(), norm.cview(), update);
+        return ops.to_host(gate.cview())[0];
+    };
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    CHECK(run(1.f, 2.f, 3.f, 1) == 1);
+    CHECK(run(1.f, 2.f, inf, 2) == 0);
+    CHECK(run(nan, 2.f, 3.f, 3) == 0);
+    auto s = ops.to_host(state.cview())[0];
+    CHECK(s.bad_total == 2);
+    CHECK(s.bad_consecutive == 2);
+    CHECK(s.first_bad_quantity == 2);  // the gradient norm (index n_losses) went bad first
+    CHECK(s.first_bad_update == 2);
+    CHECK(run(1.f, 2.f, 3.f, 4) == 1);
+    s = ops.to_host(state.cview())[0];
+    CHECK(s.bad_consecutive == 0);
+    CHECK(s.applied_updates == 2);
+}
+
+TEST_CASE("epsilon-greedy: greedy at 0, uniform at 1, ties to the lowest action", "[dqn]") {
+    fh::ops::CpuOps ops;
+    const int n = 3000, A = 9;
+    std::vector<float> qh(n * A);
+    for (int e = 0; e < n; ++e)
+        for (int a = 0; a < A; ++a) qh[e * A + a] = (a == (e % A) || a == (e % A + 3) % A) ? 1.f : 0.f;
+    auto q = ops.from_host<float>(qh);
+    auto actions = ops.alloc<int>(n);
+    ops.epsilon_greedy(actions.view(), q.cview(), A, 0.f, 3, 7);
+    auto a0 = ops.to_host(actions.cview());
+    for (int e = 0; e < n; ++e) REQUIRE(a0[e] == std::min(e % A, (e % A + 3) % A));
+    ops.epsilon_greedy(actions.view(), q.cview(), A, 1.f, 3, 7);
+    std::vector<int> hist(A, 0);
+    for (int v : ops.to_host(actions.cview())) ++hist[v];
+    for (int h : hist) CHECK(h > 250);  // ~333 each
+}
+
+TEST_CASE("the DQN kernels equal their CPU twins", "[gpu][dqn]") {
+    fh::ops::CpuOps cpu;
+    auto& gpu = fh::test::gpu_ops();
+    for (int Z : {51, 101}) {
+        for (int B : {1, 7, 65, 257}) {
+            INFO("Z " << Z << " B " << B);
+            const HeadParams h{9, Z, 1, -10.f, 10.f};
+            const std::size_t AZ = 9 * static_cast<std::size_t>(Z);
+            const auto value = random_floats(B * Z, 1 + B);
+            const auto adv = random_floats(B * AZ, 2 + B);
+            const auto value2 = random_floats(B * Z, 3 + B);
+            const auto adv2 = random_floats(B * AZ, 4 + B);
+            std::vector<int> acts(B);
+            for (int b = 0; b < B; ++b) acts[b] = (b * 5 + 3) % 9;
+            const auto returns = random_floats(B, 5 + B, -3.f, 3.f);
+            auto discounts = random_floats(B, 6 + B, 0.f, 0.99f);
+            discounts[0] = 0.f;  // a terminal one
+            struct Out { std::vector<float> logits, probs, q, loss_c51, d_c51, loss_mse, d_mse, td, dv, da; };
+            auto run = [&](fh::ops::Ops& ops) {
+                Out o;
+                auto v = ops.from_host<float>(value), a = ops.from_host<float>(adv);
+                auto v2 = ops.from_host<float>(value2), a2 = ops.from_host<float>(adv2);
+                auto logits = ops.alloc<float>(B * AZ), probs = ops.alloc<float>(B * AZ), q = ops.alloc<float>(B * 9);
+                auto logits2 = ops.alloc<float>(B * AZ), probs2 = ops.alloc<float>(B * AZ), q2 = ops.alloc<float>(B * 9);
+                ops.c51_head_forward(logits.view(), probs.view(), q.view(), v.cview(), a.cview(), h, B);
+                ops.c51_head_forward(logits2.view(), probs2.view(), q2.view(), v2.cview(), a2.cview(), h, B);
+                auto act = ops.from_host<int>(acts);
+                auto ret = ops.from_host<float>(returns), disc = ops.from_host<float>(discounts);
+                auto loss = ops.alloc<float>(B), d = ops.alloc<float>(B * AZ);
+                ops.c51_loss(loss.view(), d.view(), logits.cview(), probs.cview(), q.cview(), probs2.cview(),
+                             act.cview(), ret.cview(), disc.cview(), h, B);
+                auto lm = ops.alloc<float>(B), dm = ops.alloc<float>(B * AZ), td = ops.alloc<float>(B);
+                ops.mse_loss(lm.view(), dm.view(), td.view(), probs.cview(), q.cview(), q.cview(), q2.cview(),
+                             act.cview(), ret.cview(), disc.cview(), h, B);
+                auto dv = ops.alloc<float>(B * Z), da = ops.alloc<float>(B * AZ);
+                ops.c51_head_backward(dv.view(), da.view(), d.cview(), h, B);
+                o.logits = ops.to_host(logits.cview()); o.probs = ops.to_host(probs.cview()); o.q = ops.to_host(q.cview());
+                o.loss_c51 = ops.to_host(loss.cview()); o.d_c51 = ops.to_host(d.cview());
+                o.loss_mse = ops.to_host(lm.cview()); o.d_mse = ops.to_host(dm.cview()); o.td = ops.to_host(td.cview());
+                o.dv = ops.to_host(dv.cview()); o.da = ops.to_host(da.cview());
+                return o;
+            };
+            const Out c = run(cpu), g = run(gpu);
+            FH_REQUIRE_CLOSE(g.logits, c.logits, 1e-5, 1e-5);
+            FH_REQUIRE_CLOSE(g.probs, c.probs, 1e-6, 1e-4);
+            FH_REQUIRE_CLOSE(g.q, c.q, 1e-5, 1e-4);
+            FH_REQUIRE_CLOSE(g.loss_c51, c.loss_c51, 1e-5, 1e-4);
+            FH_REQUIRE_CLOSE(g.d_c51, c.d_c51, 1e-6, 1e-4);
+            FH_REQUIRE_CLOSE(g.loss_mse, c.loss_mse, 1e-5, 1e-4);
+            FH_REQUIRE_CLOSE(g.d_mse, c.d_mse, 1e-6, 1e-4);
+            FH_REQUIRE_CLOSE(g.td, c.td, 1e-5, 1e-4);
+            FH_REQUIRE_CLOSE(g.dv, c.dv, 1e-6, 1e-4);
+            FH_REQUIRE_CLOSE(g.da, c.da, 1e-6, 1e-4);
+        }
+    }
+}
+
+TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal the CPU", "[gpu][dqn]") {
+    fh::ops::CpuOps cpu;
+    auto& gpu = fh::test::gpu_ops();
+    const int cap = 37, n_envs = 13, D = 11, B = 301;
+    const auto states = random_floats(cap * n_envs * D, 1), next = random_floats(cap * n_envs * D, 2);
+    const auto rewards = random_floats(cap * n_envs, 3);
+    std::vector<int> acts(cap * n_envs);
+    std::vector<std::uint8_t> done(cap * n_envs);
+    for (int i = 0; i < cap * n_envs; ++i) { acts[i] = i % 9; done[i] = static_cast<std::uint8_t>(i % 17 == 0 ? 1 : i % 11 == 0 ? 2 : 0); }
+    const auto q = random_floats(4099 * 9, 4);
+    auto run = [&](fh::ops::Ops& ops) {
+        auto rs = ops.from_host<float>(states), rn = ops.from_host<float>(next), rr = ops.from_host<float>(rewards);
+        auto ra = ops.from_host<int>(acts);
+        auto rd = ops.from_host<std::uint8_t>(done);
+        const fh::dqn::ReplayView r{rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(),
+                                    rd.cview().data(), cap, n_envs, D};
+        auto bs = ops.alloc<float>(B * D), bn = ops.alloc<float>(B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B);
+        auto ba = ops.alloc<int>(B);
+        ops.nstep_sample(bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
+                         fh::dqn::SampleParams{42, 9, 50, 30, 3, 0.97f}, B);
+        auto qb = ops.from_host<float>(q);
+        auto ea = ops.alloc<int>(4099);
+        ops.epsilon_greedy(ea.view(), qb.cview(), 9, 0.3f, 5, 11);
+        auto m = ops.alloc<float>(1);
+        ops.mean(m.view(), br.cview());
+        auto hist = ops.from_host<unsigned long long>(std::vector<unsigned long long>(9, 0));
+        ops.monitor_actions(hist.view(), ea.cview(), 9);
+        return std::tuple{ops.to_host(bs.cview()), ops.to_host(bn.cview()), ops.to_host(ba.cview()),
+                          ops.to_host(br.cview()), ops.to_host(bd.cview()), ops.to_host(ea.cview()),
+                          ops.to_host(m.cview()), ops.to_host(hist.cview())};
+    };
+    const auto c = run(cpu);
+    const auto g = run(gpu);
+    CHECK(std::get<0>(g) == std::get<0>(c));
+    CHECK(std::get<1>(g) == std::get<1>(c));
+    CHECK(std::get<2>(g) == std::get<2>(c));
+    CHECK(std::get<3>(g) == std::get<3>(c));  // --fmad=false: bit for bit
+    CHECK(std::get<4>(g) == std::get<4>(c));
+    CHECK(std::get<5>(g) == std::get<5>(c));
+    FH_REQUIRE_CLOSE(std::get<6>(g), std::get<6>(c), 1e-6, 1e-5);
+    CHECK(std::get<7>(g) == std::get<7>(c));
+}

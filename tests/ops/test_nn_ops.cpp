@@ -1,0 +1,195 @@
+/// @file test_nn_ops.cpp
+/// @brief The network ops on the CPU backend: Adam against a hand-computed two-step case,
+///        clipping, the gate, the global norm against a direct sum, argument and aliasing checks.
+///        (Linear layers: tests/nn/test_reference_grad.cpp; GPU vs CPU: test_nn_ops_gpu.cpp.)
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "ops/cpu/cpu_ops.hpp"
+#include "support/compare.hpp"
+
+using fh::ops::Activation;
+using fh::ops::AdamParams;
+using fh::ops::CpuOps;
+using fh::ops::View;
+using fh::test::random_floats;
+
+TEST_CASE("Adam: two steps by hand", "[nn]") {
+    CpuOps ops;
+    auto p = ops.from_host<float>(std::vector<float>{1.f, -2.f});
+    auto m = ops.from_host<float>(std::vector<float>{0.f, 0.f});
+    auto v = ops.from_host<float>(std::vector<float>{0.f, 0.f});
+    auto g = ops.from_host<float>(std::vector<float>{0.5f, -1.f});
+    AdamParams hp;
+    hp.lr = 0.1f;
+    hp.step = 1;
+    ops.adam_step(p.view(), m.view(), v.view(), g.cview(), {}, {}, hp);
+    // Step 1: mhat = g, vhat = g^2, so p -= lr * sign(g) (up to eps).
+    auto ph = ops.to_host(p.cview());
+    CHECK(ph[0] == Approx(0.9).epsilon(1e-6));
+    CHECK(ph[1] == Approx(-1.9).epsilon(1e-6));
+    auto mh = ops.to_host(m.cview()), vh = ops.to_host(v.cview());
+    CHECK(mh[0] == Approx(0.05).epsilon(1e-6));
+    CHECK(mh[1] == Approx(-0.1).epsilon(1e-6));
+    CHECK(vh[0] == Approx(0.00025).epsilon(1e-6));
+    CHECK(vh[1] == Approx(0.001).epsilon(1e-6));
+
+    ops.upload<float>(g.view(), std::vector<float>{-0.25f, 2.f});
+    hp.step = 2;
+    ops.adam_step(p.view(), m.view(), v.view(), g.cview(), {}, {}, hp);
+    // Step 2: m = (0.02, 0.11), v = (0.00031225, 0.004999), bias corrections 0.19 and 0.001999:
+    // p0 = 0.9 - 0.1 * (0.02 / 0.19) / sqrt(0.00031225 / 0.001999) = 0.8733663
+    // p1 = -1.9 - 0.1 * (0.11 / 0.19) / sqrt(0.004999 / 0.001999) = -1.9366104
+    ph = ops.to_host(p.cview());
+    mh = ops.to_host(m.cview());
+    vh = ops.to_host(v.cview());
+    CHECK(ph[0] == Approx(0.8733663).epsilon(1e-6));
+    CHECK(ph[1] == Approx(-1.9366104).epsilon(1e-6));
+    CHECK(mh[0] == Approx(0.02).epsilon(1e-5));
+    CHECK(mh[1] == Approx(0.11).epsilon(1e-6));
+    CHECK(vh[0] == Approx(0.00031225).epsilon(1e-5));
+    CHECK(vh[1] == Approx(0.004999).epsilon(1e-6));
+}
+
+TEST_CASE("Adam: decoupled weight decay", "[nn]") {
+    CpuOps ops;
+    auto p = ops.from_host<float>(std::vector<float>{2.f});
+    auto m = ops.from_host<float>(std::vector<float>{0.f});
+    auto v = ops.from_host<float>(std::vector<float>{0.f});
+    auto g = ops.from_host<float>(std::vector<float>{1.f});
+    AdamParams hp;
+    hp.lr = 0.01f;
+    hp.weight_decay = 0.5f;
+    ops.adam_step(p.view(), m.view(), v.view(), g.cview(), {}, {}, hp);
+    // p = 2 - 0.01 * (1 + 0.5 * 2) = 1.98
+    CHECK(ops.to_host(p.cview())[0] == Approx(1.98).epsilon(1e-6));
+}
+
+namespace {
+
+struct AdamState {
+    std::vector<float> p, m, v;
+};
+
+AdamState run_adam(CpuOps& ops, const std::vector<float>& grads, float clip, float norm, int gate_value,
+                   bool with_gate = true) {
+    const std::size_t n = grads.size();
+    auto p = ops.from_host<float>(random_floats(n, 1));
+    auto m = ops.from_host<float>(random_floats(n, 2, -0.1f, 0.1f));
+    auto v = ops.from_host<float>(random_floats(n, 3, 0.f, 0.1f));
+    auto g = ops.from_host<float>(grads);
+    auto nb = ops.from_host<float>(std::vector<float>{norm});
+    auto gate = ops.from_host<int>(std::vector<int>{gate_value});
+    AdamParams hp;
+    hp.lr = 0.01f;
+    hp.clip_norm = clip;
+    hp.step = 3;
+    ops.adam_step(p.view(), m.view(), v.view(), g.cview(), nb.cview(),
+                  with_gate ? gate.cview() : View<const int>(), hp);
+    return {ops.to_host(p.cview()), ops.to_host(m.cview()), ops.to_host(v.cview())};
+}
+
+}  // namespace
+
+TEST_CASE("Adam: global-norm clipping scales the gradient exactly", "[nn]") {
+    CpuOps ops;
+    const auto grads = random_floats(37, 9, -3.f, 3.f);
+    double sq = 0;
+    for (float x : grads) sq += static_cast<double>(x) * x;
+    const float norm = static_cast<float>(std::sqrt(sq));
+    const float clip = 0.25f * norm;
+    const float s = clip / (norm + 1e-6f);
+    std::vector<float> scaled(grads.size());
+    for (std::size_t i = 0; i < grads.size(); ++i) scaled[i] = grads[i] * s;
+
+    const AdamState clipped = run_adam(ops, grads, clip, norm, 1);
+    const AdamState manual = run_adam(ops, scaled, 0.f, 0.f, 1);
+    CHECK(clipped.p == manual.p);
+    CHECK(clipped.m == manual.m);
+    CHECK(clipped.v == manual.v);
+
+    // A norm below clip_norm leaves the gradient alone.
+    const AdamState loose = run_adam(ops, grads, 2 * norm, norm, 1);
+    const AdamState plain = run_adam(ops, grads, 0.f, 0.f, 1);
+    CHECK(loose.p == plain.p);
+    CHECK(loose.m == plain.m);
+    CHECK(fh::abi::clip_scale(norm, 0.f) == 1.f);
+    CHECK(fh::abi::clip_scale(std::nanf(""), 1.f) == 1.f);
+}
+
+TEST_CASE("Adam: gate = 0 leaves params and moments untouched", "[nn]") {
+    CpuOps ops;
+    const auto grads = random_floats(19, 4);
+    const AdamState before{random_floats(19, 1), random_floats(19, 2, -0.1f, 0.1f),
+                           random_floats(19, 3, 0.f, 0.1f)};
+    const AdamState skipped = run_adam(ops, grads, 1.f, 5.f, 0);
+    CHECK(skipped.p == before.p);
+    CHECK(skipped.m == before.m);
+    CHECK(skipped.v == before.v);
+    const AdamState applied = run_adam(ops, grads, 1.f, 5.f, 1);
+    CHECK(applied.p != before.p);
+    const AdamState no_gate = run_adam(ops, grads, 1.f, 5.f, 0, false);
+    CHECK(no_gate.p == applied.p);  // an empty gate always applies
+    // Even NaN gradients are not read when the gate is closed.
+    std::vector<float> bad(19, std::nanf(""));
+    const AdamState nan_skipped = run_adam(ops, bad, 1.f, std::nanf(""), 0);
+    CHECK(nan_skipped.p == before.p);
+}
+
+TEST_CASE("global_norm equals a direct sum", "[nn]") {
+    CpuOps ops;
+    auto scratch = ops.alloc<float>(CpuOps::global_norm_scratch_size());
+    auto out = ops.alloc<float>(1);
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{65},
+                          std::size_t{4099}, (std::size_t{1} << 20) + 3}) {
+        INFO("n = " << n);
+        const auto x = random_floats(n, n + 5);
+        auto xb = ops.from_host<float>(x);
+        ops.global_norm(out.view(), xb.cview(), scratch.view());
+        double sq = 0;
+        for (float e : x) sq += static_cast<double>(e) * e;
+        CHECK(ops.to_host(out.cview())[0] == Approx(std::sqrt(sq)).epsilon(1e-6).margin(1e-30));
+    }
+}
+
+TEST_CASE("network ops check sizes and refuse aliased outputs", "[nn][aliasing]") {
+    CpuOps ops;
+    auto buf = ops.from_host<float>(random_floats(256, 1));
+    const auto a = buf.view();
+    // linear_forward: Y (2,3), X (2,4), W (3,4), b (3)
+    const auto Y = a.subview(0, 6), X = a.subview(8, 8), W = a.subview(16, 12), b = a.subview(32, 3);
+    CHECK_NOTHROW(ops.linear_forward(Y, X, W, b, 2, 4, 3, Activation::relu));
+    CHECK_NOTHROW(ops.linear_forward(Y, X, W, {}, 2, 4, 3, Activation::relu));
+    CHECK_THROWS_WITH(ops.linear_forward(a.subview(4, 6), X, W, b, 2, 4, 3, Activation::relu),
+                      Catch::Contains("Y overlaps X"));
+    CHECK_THROWS_WITH(ops.linear_forward(Y, X, W, b, 2, 5, 3, Activation::relu), Catch::Contains("X (batch, in)"));
+    CHECK_THROWS(ops.linear_forward(Y, X, W, b, 0, 4, 3, Activation::relu));
+    CHECK_THROWS(ops.linear_forward(Y, X, W, b, 2, 4, 3, static_cast<Activation>(7)));
+    // linear_backward: dX (2,4), dW (3,4), db (3), dY (2,3)
+    const auto dX = a.subview(40, 8), dW = a.subview(48, 12), db = a.subview(64, 3), dY = a.subview(72, 6);
+    CHECK_NOTHROW(ops.linear_backward(dX, dW, db, dY, Y, X, W, 2, 4, 3, Activation::tanh, false));
+    CHECK_NOTHROW(ops.linear_backward({}, dW, {}, dY, Y, X, W, 2, 4, 3, Activation::tanh, true));
+    CHECK_THROWS(ops.linear_backward(dX, W, db, dY, Y, X, W, 2, 4, 3, Activation::tanh, false));
+    CHECK_THROWS(ops.linear_backward(dX, dW, db, a.subview(0, 6), Y, X, W, 2, 4, 3, Activation::tanh, false));
+    CHECK_THROWS(ops.linear_backward(a.subview(44, 8), dW, db, dY, Y, X, W, 2, 4, 3, Activation::tanh, false));
+    // global_norm
+    auto out = a.subview(100, 1), scratch = a.subview(0, 0);
+    auto sbuf = ops.alloc<float>(CpuOps::global_norm_scratch_size());
+    CHECK_THROWS_WITH(ops.global_norm(out, X, scratch), Catch::Contains("global_norm_scratch_size"));
+    CHECK_THROWS(ops.global_norm(a.subview(8, 1), X, sbuf.view()));
+    CHECK_NOTHROW(ops.global_norm(out, X, sbuf.view()));
+    // adam_step
+    const auto p = a.subview(120, 10), m = a.subview(130, 10), v = a.subview(140, 10), g = a.subview(150, 10);
+    AdamParams hp;
+    CHECK_NOTHROW(ops.adam_step(p, m, v, g, {}, {}, hp));
+    CHECK_THROWS(ops.adam_step(p, a.subview(125, 10), v, g, {}, {}, hp));
+    CHECK_THROWS(ops.adam_step(p, m, v, a.subview(145, 10), {}, {}, hp));
+    hp.clip_norm = 1.f;
+    CHECK_THROWS_WITH(ops.adam_step(p, m, v, g, {}, {}, hp), Catch::Contains("grad_norm"));
+    CHECK_THROWS(ops.adam_step(p, m, v, g, a.subview(121, 1), {}, hp));  // norm inside params
+    hp.clip_norm = 0.f;
+    hp.step = 0;
+    CHECK_THROWS_WITH(ops.adam_step(p, m, v, g, {}, {}, hp), Catch::Contains("1-based"));
+}
