@@ -398,14 +398,10 @@ Profile resolve_profile_file(const std::string& path, const std::vector<std::str
     if (in.bad()) throw UsageError(fmt::format("{}: cannot read the profile", path));
     text.resize(static_cast<std::size_t>(in.gcount()));
     if (text.size() > kMaxProfileBytes)
-        throw ProfileError({fmt::format("{}: the profile is larger than {} bytes (1 MiB): is this "
+        throw ProfileError({fmt::format("{}:1:1: the profile is larger than {} bytes (1 MiB): is this "
                                         "really a profile?",
                                         path, kMaxProfileBytes)});
     return resolve_profile_text(text, path, overrides);
-}
-
-Profile resolve_profile(const ProfileSource& source) {
-    return resolve_profile_file(locate_profile(source.path_or_name), source.overrides);
 }
 
 }  // namespace fh::config

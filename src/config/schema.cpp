@@ -52,7 +52,7 @@ constexpr double kMaxCount = 9.0e15;  // integers stay exact in a double below 2
 std::vector<KeyDescriptor> build_schema() {
     return {
         // [run]
-        text("run", "name", "", "run name, used for the run directory; \"\" = <trainer>-<date>-<time>",
+        text("run", "name", "", "run name, used for the run directory; \"\" = TRAINER-DATE-TIME",
              FH_FIELD(run.name)),
         required(text("run", "trainer", "dqn|ppo|iql", "the trainer (required)",
                       FH_FIELD(run.trainer))),

@@ -8,11 +8,13 @@
 // the parser reports such inputs as ordinary syntax errors once the asserts are gone.
 #define TOML_ASSERT(expr) static_cast<void>(0)
 #define TOML_ENABLE_FORMATTERS 0  // we never use toml++'s printer (see emit.cpp)
+#define TOML_ENABLE_UNRELEASED_FEATURES 0  // no unicode bare keys (their table has the bug below)
 #include <toml++/toml.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "config/profile.hpp"
 
@@ -166,9 +168,148 @@ bool validate_utf8(std::string_view text, int& line, int& column) {
     return true;
 }
 
+namespace {
+
+/// True for the code points on which toml++ 3.3.0's generated
+/// `impl::is_non_ascii_horizontal_whitespace` reaches `__builtin_unreachable` (undefined
+/// behaviour, found by fuzz/): its range table misses most of [U+00A1, U+0499] and
+/// [U+2C5E, U+3058]. This mirrors the table exactly.
+bool tomlpp_whitespace_ub(std::uint32_t c) {
+    if (c < 0xA0 || c > 0xFEFF) return false;
+    const std::uint64_t child = (static_cast<std::uint64_t>(c) - 0xA0u) / 0x3FAu;
+    if ((1ull << child) & 0x7FFFFFFFFFFFF75Eull) return false;
+    if (c == 0xA0 || c == 0x3000 || c == 0xFEFF) return false;
+    return child != 5 && child != 7;
+}
+
+/// What toml++ counts as whitespace (ASCII and the non-ASCII code points it knows).
+bool tomlpp_whitespace(std::uint32_t c) {
+    return c == ' ' || c == '\t' || (c >= '\n' && c <= '\r') || c == 0xA0 || c == 0x1680 ||
+           c == 0x180E || (c >= 0x2000 && c <= 0x200B) || c == 0x202F || c == 0x205F ||
+           c == 0x2060 || c == 0x3000 || c == 0xFEFF || c == 0x2028 || c == 0x2029 || c == 0x85;
+}
+
+/// Finds, in valid UTF-8, the places where toml++ 3.3.0 would test a non-ASCII character for
+/// whitespace (outside strings and comments, after a backslash in a basic string, and after a
+/// line-ending backslash in a multi-line basic string), which is undefined behaviour for many
+/// code points. Outside strings and comments non-ASCII is never valid TOML 1.0 anyway. A tiny
+/// lexer of strings and comments: exact for valid TOML; on the first definite syntax error (a
+/// line break in a single-line string) it stops, since toml++ stops there too.
+bool find_tomlpp_hazard(std::string_view text, int& line, int& column, std::string& why) {
+    enum class S { normal, comment, basic, literal, ml_basic, ml_literal } state = S::normal;
+    const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+    const std::size_t n = text.size();
+    std::size_t i = 0;
+    line = 1;
+    column = 1;
+    const auto decode = [&](std::size_t at, std::size_t& len) -> std::uint32_t {
+        const unsigned char c = s[at];
+        if (c < 0x80) { len = 1; return c; }
+        len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+        std::uint32_t cp = c & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
+        for (std::size_t j = 1; j < len && at + j < n; ++j) cp = (cp << 6) | (s[at + j] & 0x3F);
+        return cp;
+    };
+    const auto advance = [&](std::size_t len, std::uint32_t cp) {
+        i += len;
+        if (cp == '\n') { ++line; column = 1; } else { ++column; }
+    };
+    const auto starts = [&](const char* three) {
+        return i + 3 <= n && std::memcmp(s + i, three, 3) == 0;
+    };
+    while (i < n) {
+        std::size_t len = 0;
+        const std::uint32_t cp = decode(i, len);
+        switch (state) {
+            case S::normal:
+                if (cp == '#') state = S::comment;
+                else if (starts("\"\"\"")) { advance(1, cp); advance(1, cp); state = S::ml_basic; }
+                else if (cp == '"') state = S::basic;
+                else if (starts("'''")) { advance(1, cp); advance(1, cp); state = S::ml_literal; }
+                else if (cp == '\'') state = S::literal;
+                else if (cp >= 0x80) {
+                    why = "non-ASCII character outside a string or comment (keys are ASCII; put "
+                          "text in quotes)";
+                    return true;
+                }
+                advance(len, cp);
+                break;
+            case S::comment:
+                if (cp == '\n') state = S::normal;
+                advance(len, cp);
+                break;
+            case S::literal:
+                if (cp == '\n') return false;
+                if (cp == '\'') state = S::normal;
+                advance(len, cp);
+                break;
+            case S::ml_literal:
+                if (starts("'''")) {
+                    for (int k = 0; k < 3; ++k) advance(1, '\'');
+                    for (int k = 0; k < 2 && i < n && s[i] == '\''; ++k) advance(1, '\'');
+                    state = S::normal;
+                    continue;
+                }
+                advance(len, cp);
+                break;
+            case S::basic:
+            case S::ml_basic: {
+                if (cp == '\n' && state == S::basic) return false;
+                if (state == S::ml_basic && starts("\"\"\"")) {
+                    for (int k = 0; k < 3; ++k) advance(1, '"');
+                    for (int k = 0; k < 2 && i < n && s[i] == '"'; ++k) advance(1, '"');
+                    state = S::normal;
+                    continue;
+                }
+                if (cp == '"' && state == S::basic) {
+                    state = S::normal;
+                    advance(len, cp);
+                    continue;
+                }
+                if (cp != '\\') {
+                    advance(len, cp);
+                    continue;
+                }
+                advance(len, cp);  // the backslash
+                if (i >= n) return false;
+                std::size_t len2 = 0;
+                const std::uint32_t next = decode(i, len2);
+                if (next >= 0x80) {
+                    why = "a backslash in a string must start an escape such as \\n, \\t, "
+                          "\\\", \\\\ or \\uXXXX";
+                    return true;
+                }
+                if (state == S::ml_basic && tomlpp_whitespace(next)) {
+                    // a line-ending backslash: toml++ skips whitespace, testing each character
+                    while (i < n) {
+                        std::size_t l = 0;
+                        const std::uint32_t c = decode(i, l);
+                        if (!tomlpp_whitespace(c)) {
+                            if (tomlpp_whitespace_ub(c)) {
+                                why = "toml++ 3.3.0 cannot read this character right after a "
+                                      "line-ending backslash (a bug in the library); move it to "
+                                      "the previous line or remove the backslash";
+                                return true;
+                            }
+                            break;
+                        }
+                        advance(l, c);
+                    }
+                    continue;
+                }
+                advance(len2, next);  // the escaped character
+                break;
+            }
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
 TomlValue parse_toml(std::string_view text, std::string_view origin) {
     if (text.size() > kMaxProfileBytes)
-        throw ProfileError({fmt::format("{}: the profile is {} bytes; the limit is {} (1 MiB): is "
+        throw ProfileError({fmt::format("{}:1:1: the profile is {} bytes; the limit is {} (1 MiB): is "
                                         "this really a profile?",
                                         origin, text.size(), kMaxProfileBytes)});
     int line = 0, column = 0;
@@ -176,6 +317,9 @@ TomlValue parse_toml(std::string_view text, std::string_view origin) {
         throw ProfileError({fmt::format("{}:{}:{}: invalid UTF-8 (a profile is UTF-8 text; is this "
                                         "a binary file or in another encoding?)",
                                         origin, line, column)});
+    std::string why;
+    if (find_tomlpp_hazard(text, line, column, why))
+        throw ProfileError({fmt::format("{}:{}:{}: TOML syntax error: {}", origin, line, column, why)});
     try {
         const toml::table t = toml::parse(text, origin);
         return convert_table(t, origin);
@@ -212,6 +356,16 @@ Override parse_override(std::string_view text,
         throw fail("the value must be on one line");
 
     const std::string doc = fmt::format("v = {}\n", value);
+    if (std::string why; find_tomlpp_hazard(doc, line, column, why)) {
+        if (is_string_key != nullptr && is_string_key(o.section, o.key) &&
+            value.find_first_of("\"'[]{}=#\\") == std::string_view::npos) {
+            o.value.kind = TomlValue::Kind::string;  // a bare non-ASCII word: --set run.name=Zürich
+            o.value.string = std::string(value);
+            o.value.where = o.where;
+            return o;
+        }
+        throw fail(fmt::format("the value is not valid TOML ({})", why));
+    }
     try {
         const toml::table t = toml::parse(std::string_view(doc), std::string_view("--set"));
         const toml::node* v = t.get("v");

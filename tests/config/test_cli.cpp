@@ -1,0 +1,119 @@
+/// @file test_cli.cpp
+/// @brief The executable: `check`, `train`, `--help`, exit codes (FH_TRAIN_EXE, set by meson test).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "support.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+    int code = -1;
+    std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+/// Runs the executable with `args` (already shell-quoted); stdout and stderr captured apart.
+Run run_exe(const std::string& args) {
+    const char* exe = std::getenv("FH_TRAIN_EXE");
+    Run r;
+    if (exe == nullptr) return r;
+    const auto dir = fs::temp_directory_path() / ("fh-cli-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::string cmd = std::string("'") + exe + "' " + args + " >'" + (dir / "out").string() +
+                            "' 2>'" + (dir / "err").string() + "'";
+    const int status = std::system(cmd.c_str());
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(dir / "out");
+    r.err = slurp(dir / "err");
+    fs::remove_all(dir);
+    return r;
+}
+
+fs::path write_temp(const std::string& name, const std::string& text) {
+    const auto p = fs::temp_directory_path() / (std::to_string(::getpid()) + "-" + name);
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+}
+
+bool have_exe() {
+    if (std::getenv("FH_TRAIN_EXE") != nullptr) return true;
+    WARN("FH_TRAIN_EXE not set (run through meson test): executable tests not run");
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("cli: check prints a resolved profile that feeds back to the same resolution", "[config]") {
+    if (!have_exe()) return;
+    const auto first = run_exe("check dqn-smoketest --set dqn.hidden=[32,32] --seed 9 --data x.csv");
+    INFO(first.err);
+    REQUIRE(first.code == 0);
+    CHECK(first.out.find("hidden = [32, 32]") != std::string::npos);
+    CHECK(first.out.find("seed = 9") != std::string::npos);
+    CHECK(first.out.find("path = \"x.csv\"") != std::string::npos);
+    CHECK(first.out.find("# Estimated device memory") != std::string::npos);
+    CHECK(first.out.find("(replay_buffer.buffer_size)") != std::string::npos);
+    const auto resolved = write_temp("resolved.toml", first.out);
+    const auto second = run_exe("check '" + resolved.string() + "'");
+    REQUIRE(second.code == 0);
+    // identical apart from the first line, which names the file
+    CHECK(first.out.substr(first.out.find('\n')) == second.out.substr(second.out.find('\n')));
+    fs::remove(resolved);
+}
+
+TEST_CASE("cli: profile errors and usage errors exit with 2", "[config]") {
+    if (!have_exe()) return;
+    const auto bad = write_temp("bad.toml", "[run]\ntrainer = \"dqn\"\n[training]\ngamma = 7\n");
+    auto r = run_exe("check '" + bad.string() + "'");
+    CHECK(r.code == 2);
+    CHECK(r.err.find(bad.string() + ":4:9: training.gamma must be [0, 1]") != std::string::npos);
+    r = run_exe("--profile '" + bad.string() + "'");  // train validates too
+    CHECK(r.code == 2);
+    fs::remove(bad);
+
+    r = run_exe("check dqn-smoketest --set dqn.hiden=[1]");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("did you mean 'hidden'") != std::string::npos);
+    r = run_exe("check no-such-profile");
+    CHECK(r.code == 2);
+    r = run_exe("--no-such-option");
+    CHECK(r.code == 2);
+    r = run_exe("check dqn-smoketest --seed -3");
+    CHECK(r.code == 2);
+    r = run_exe("");  // train without a profile
+    CHECK(r.code == 2);
+    CHECK(r.err.find("no profile") != std::string::npos);
+}
+
+TEST_CASE("cli: train validates, then says honestly that it cannot train yet", "[config]") {
+    if (!have_exe()) return;
+    const auto r = run_exe("--profile dqn-smoketest --device cpu");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("not built yet") != std::string::npos);
+    CHECK(r.err.find("nothing was trained") != std::string::npos);
+}
+
+TEST_CASE("cli: --help names every option, examples and exit codes", "[config]") {
+    if (!have_exe()) return;
+    const auto r = run_exe("--help");
+    CHECK(r.code == 0);
+    for (const char* s : {"--profile", "--set", "--data", "--seed", "--device", "--output",
+                          "--resume", "--quiet", "--verbose", "--log-format", "check", "train",
+                          "info", "Examples:", "Exit codes:", "130"})
+        CHECK(r.out.find(s) != std::string::npos);
+}

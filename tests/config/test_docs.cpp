@@ -1,0 +1,106 @@
+/// @file test_docs.cpp
+/// @brief docs/profiles.md and the schema agree: every key with its type, default, range and
+///        meaning. `foxhunt-tests "[.docs-generate]"` prints the tables the document should hold.
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "build_config.hpp"
+#include "config/schema.hpp"
+#include "support.hpp"
+
+namespace {
+
+using Row = std::vector<std::string>;  // key, type, default, range, meaning
+
+std::string trim(const std::string& s) {
+    const auto b = s.find_first_not_of(' ');
+    const auto e = s.find_last_not_of(' ');
+    return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::string strip_ticks(std::string s) {
+    if (s.size() >= 2 && s.front() == '`' && s.back() == '`') s = s.substr(1, s.size() - 2);
+    return s;
+}
+
+Row expected_row(const fh::config::KeyDescriptor& k) {
+    const fh::config::Profile defaults;
+    return {std::string(k.key), std::string(fh::config::type_name(k.type)),
+            k.required ? "(required)" : fh::config::toml_value_text(fh::config::get_value(defaults, k)),
+            k.range_text(), std::string(k.doc)};
+}
+
+std::string markdown_row(const Row& r) {
+    return "| `" + r[0] + "` | " + r[1] + " | `" + r[2] + "` | " + r[3] + " | " + r[4] + " |";
+}
+
+std::string docs_path() {
+    const char* s = std::getenv("FH_SOURCE_DIR");
+    return std::string(s != nullptr ? s : FH_SOURCE_DIR) + "/docs/profiles.md";
+}
+
+/// section -> rows, from the "## [section]" headings and the table rows under them.
+std::map<std::string, std::vector<Row>> parse_docs(const std::string& path) {
+    std::ifstream in(path);
+    REQUIRE(in);
+    std::map<std::string, std::vector<Row>> out;
+    std::string line, section;
+    while (std::getline(in, line)) {
+        if (line.rfind("## [", 0) == 0) {
+            section = line.substr(4, line.find(']') - 4);
+            out[section];
+            continue;
+        }
+        if (section.empty() || line.rfind("| `", 0) != 0) continue;
+        Row cells;
+        std::stringstream ss(line.substr(1));
+        std::string cell;
+        while (std::getline(ss, cell, '|')) cells.push_back(trim(cell));
+        if (!cells.empty() && cells.back().empty()) cells.pop_back();
+        for (int i : {0, 2})
+            if (static_cast<int>(cells.size()) > i) cells[i] = strip_ticks(cells[i]);
+        out[section].push_back(cells);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("docs/profiles.md lists every key exactly as the schema does", "[config]") {
+    const auto docs = parse_docs(docs_path());
+    std::size_t rows = 0;
+    for (const auto& [section, list] : docs) {
+        INFO("section [" << section << "] in docs/profiles.md");
+        CHECK(fh::config::is_section(section));
+        rows += list.size();
+    }
+    for (const auto& s : fh::config::sections()) {
+        const auto it = docs.find(std::string(s.name));
+        INFO("section [" << s.name << "]");
+        REQUIRE(it != docs.end());
+        std::vector<Row> want;
+        for (const auto& k : fh::config::schema())
+            if (k.section == s.name) want.push_back(expected_row(k));
+        const auto& have = it->second;
+        CHECK(have.size() == want.size());
+        for (std::size_t i = 0; i < std::min(have.size(), want.size()); ++i) {
+            INFO("expected: " << markdown_row(want[i]));
+            INFO("found:    " << markdown_row(have[i].size() == 5 ? have[i] : Row(5, "?")));
+            CHECK(have[i] == want[i]);
+        }
+    }
+    CHECK(rows == fh::config::schema().size());
+}
+
+TEST_CASE("print the key tables of docs/profiles.md", "[.docs-generate]") {
+    for (const auto& s : fh::config::sections()) {
+        std::cout << "## [" << s.name << "]\n\n" << s.doc << ".\n\n"
+                  << "| key | type | default | range | meaning |\n|---|---|---|---|---|\n";
+        for (const auto& k : fh::config::schema())
+            if (k.section == s.name) std::cout << markdown_row(expected_row(k)) << "\n";
+        std::cout << "\n";
+    }
+}

@@ -1,0 +1,156 @@
+/// @file test_profiles.cpp
+/// @brief The shipped profiles, defaults, the schema's own consistency and the round trip of
+///        the resolved-profile emitter.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "build_config.hpp"
+#include "config/memory_estimate.hpp"
+#include "config/schema.hpp"
+#include "support.hpp"
+
+namespace fs = std::filesystem;
+using fh::test::resolve;
+
+namespace {
+
+std::string source_dir() {
+    const char* s = std::getenv("FH_SOURCE_DIR");
+    return s != nullptr ? s : FH_SOURCE_DIR;
+}
+
+const std::vector<std::string> kShipped = {"dqn-smoketest", "dqn-full",      "ppo-smoketest",
+                                           "ppo-full",      "iql-smoketest", "iql-full"};
+
+}  // namespace
+
+TEST_CASE("every shipped profile parses, validates and round-trips", "[config]") {
+    for (const auto& name : kShipped) {
+        INFO("profile " << name);
+        const auto path = (fs::path(source_dir()) / "profiles" / (name + ".toml")).string();
+        REQUIRE(fs::is_regular_file(path));
+        const auto p = fh::config::resolve_profile_file(path);
+        CHECK(p.run.trainer == name.substr(0, 3));
+        CHECK(p.run.name == name);
+        const auto text = fh::config::to_toml(p);
+        const auto again = resolve(text);
+        REQUIRE(again.ok);
+        CHECK(again.profile == p);
+        CHECK(fh::config::to_toml(again.profile) == text);
+        // memory estimate: every consumer named, the total within an H100's 80 GB
+        const auto items = fh::config::estimate_device_memory(p);
+        CHECK(items.size() >= 5);
+        CHECK(fh::config::total_bytes(items) < (80ull << 30));
+    }
+    // every *.toml in profiles/ is one of the list above, or at least valid
+    for (const auto& e : fs::directory_iterator(fs::path(source_dir()) / "profiles")) {
+        if (e.path().extension() != ".toml") continue;
+        INFO(e.path());
+        CHECK_NOTHROW(fh::config::resolve_profile_file(e.path().string()));
+    }
+}
+
+TEST_CASE("smoketest profiles are small", "[config]") {
+    const auto dqn = fh::config::resolve_profile(fh::config::ProfileSource{"dqn-smoketest", {}});
+    CHECK(dqn.run.trainer == "dqn");
+    CHECK(dqn.replay_buffer.buffer_size == 256);
+    CHECK(dqn.training.buffer_size == 256);  // the alias shows the value in force
+    CHECK(dqn.replay_buffer.min_replay_size == 64);
+    CHECK(dqn.experience.gpu_timesteps_per_episode == 50);
+    CHECK(dqn.experience.gpu_n_episodes == 4);
+    CHECK(dqn.data.path.empty());
+
+    const auto ppo = fh::config::resolve_profile(fh::config::ProfileSource{"ppo-smoketest.toml", {}});
+    CHECK(ppo.run.trainer == "ppo");
+    CHECK(ppo.env.position_levels == 15);
+    CHECK(ppo.num_actions() == 45);
+    CHECK(ppo.ppo.diversity_window == 100);
+
+    const auto iql = fh::config::resolve_profile(fh::config::ProfileSource{"iql-smoketest", {}});
+    CHECK(iql.run.trainer == "iql");
+    CHECK(iql.iql.dataset == "behaviour");
+    CHECK(iql.iql.dataset_size <= 10000);
+
+    for (const auto* p : {&dqn, &ppo, &iql}) {
+        CHECK(p->run.total_steps <= 10000);
+        CHECK(p->experience.gpu_n_episodes <= 16);
+        CHECK(p->data.synthetic_bars <= 20000);
+    }
+    const auto full = fh::config::resolve_profile(fh::config::ProfileSource{"ppo-full", {}});
+    CHECK(full.env.position_levels == 15);
+    CHECK(full.experience.gpu_n_episodes >= 1024);
+}
+
+TEST_CASE("shipped profiles are found by name, with or without .toml", "[config]") {
+    const auto a = fh::config::locate_profile("dqn-full");
+    const auto b = fh::config::locate_profile("dqn-full.toml");
+    CHECK(a == b);
+    CHECK(fs::path(a).filename() == "dqn-full.toml");
+    const auto names = fh::config::shipped_profile_names();
+    for (const auto& n : kShipped) CHECK(std::find(names.begin(), names.end(), n) != names.end());
+    try {
+        fh::config::locate_profile("dqn-smoketst");
+        FAIL("no error");
+    } catch (const fh::UsageError& e) {
+        CHECK(std::string(e.what()).find("Did you mean 'dqn-smoketest'?") != std::string::npos);
+        CHECK(e.code() == fh::ExitCode::usage);
+    }
+    CHECK_THROWS_AS(fh::config::locate_profile("no/such/file.toml"), fh::UsageError);
+    CHECK_THROWS_AS(fh::config::resolve_profile_file(source_dir()), fh::UsageError);  // a directory
+}
+
+TEST_CASE("defaults: only run.trainer is required, and every default is valid", "[config]") {
+    for (const char* t : {"dqn", "ppo", "iql"}) {
+        const auto o = resolve(fmt::format("[run]\ntrainer = \"{}\"\n", t));
+        INFO(o.message);
+        REQUIRE(o.ok);
+        fh::config::Profile expected;
+        expected.run.trainer = t;
+        expected.training.buffer_size = expected.replay_buffer.buffer_size;
+        CHECK(o.profile == expected);
+    }
+    const fh::config::Profile defaults;
+    for (const auto& k : fh::config::schema()) {
+        if (k.required) continue;
+        INFO(k.full_name());
+        CHECK(k.check(fh::config::get_value(defaults, k)).empty());
+    }
+}
+
+TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]") {
+    std::set<std::string> names;
+    std::set<const void*> fields;
+    fh::config::Profile p;
+    for (const auto& k : fh::config::schema()) {
+        CHECK(names.insert(k.full_name()).second);
+        CHECK(fh::config::is_section(k.section));
+        CHECK_FALSE(k.doc.empty());
+        CHECK(k.doc.find('|') == std::string_view::npos);
+        const void* f = std::visit([](auto* ptr) -> const void* { return ptr; }, k.field(p));
+        CHECK(fields.insert(f).second);
+    }
+    // the keys other parts of the program depend on
+    for (const char* n : {"run.trainer", "run.device", "data.synthetic_bars", "data.planted_signal",
+                          "env.position_levels", "experience.gpu_n_episodes", "training.tau",
+                          "training.max_bad_updates", "dqn.mse_blend_alpha", "ppo.diversity_window",
+                          "iql.expectile", "early_stopping.metric", "gpu.memory_fraction"})
+        CHECK(names.count(n) == 1);
+    CHECK(names.size() == 87);
+}
+
+TEST_CASE("the emitter writes every key and its text resolves to the same profile", "[config]") {
+    auto o = resolve(fh::test::kMinimal +
+                     "name = \"a \\\"quoted\\\" \\\\ name\"\n[dqn]\nhidden = [1, 2, 3]\n"
+                     "v_min = -0.1\nv_max = 1e300\n[training]\nlearning_rate = 1e-9\n");
+    REQUIRE(o.ok);
+    const auto text = fh::config::to_toml(o.profile);
+    for (const auto& k : fh::config::schema())
+        CHECK(text.find(fmt::format("\n{} = ", k.key)) != std::string::npos);
+    const auto again = resolve(text);
+    REQUIRE(again.ok);
+    CHECK(again.profile == o.profile);
+    CHECK(again.profile.run.name == "a \"quoted\" \\ name");
+}
