@@ -33,8 +33,9 @@ TEST_CASE("Adam: two steps by hand", "[nn]") {
     auto mh = ops.to_host(m.cview()), vh = ops.to_host(v.cview());
     CHECK(mh[0] == Approx(0.05).epsilon(1e-6));
     CHECK(mh[1] == Approx(-0.1).epsilon(1e-6));
-    CHECK(vh[0] == Approx(0.00025).epsilon(1e-6));
-    CHECK(vh[1] == Approx(0.001).epsilon(1e-6));
+    // 1 - beta2 is 1 - 0.999f = 0.00099998713 in float: 1.3e-5 relative off the decimal value.
+    CHECK(vh[0] == Approx(0.00025).epsilon(5e-5));
+    CHECK(vh[1] == Approx(0.001).epsilon(5e-5));
 
     ops.upload<float>(g.view(), std::vector<float>{-0.25f, 2.f});
     hp.step = 2;
@@ -49,8 +50,8 @@ TEST_CASE("Adam: two steps by hand", "[nn]") {
     CHECK(ph[1] == Approx(-1.9366104).epsilon(1e-6));
     CHECK(mh[0] == Approx(0.02).epsilon(1e-5));
     CHECK(mh[1] == Approx(0.11).epsilon(1e-6));
-    CHECK(vh[0] == Approx(0.00031225).epsilon(1e-5));
-    CHECK(vh[1] == Approx(0.004999).epsilon(1e-6));
+    CHECK(vh[0] == Approx(0.00031225).epsilon(5e-5));
+    CHECK(vh[1] == Approx(0.004999).epsilon(5e-5));
 }
 
 TEST_CASE("Adam: decoupled weight decay", "[nn]") {
