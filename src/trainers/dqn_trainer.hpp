@@ -1,0 +1,107 @@
+/// @file dqn_trainer.hpp
+/// @brief The distributional DQN of SPEC section 7: dueling C51 head blended with an MSE loss on
+///        the expected Q, double-DQN targets, n-step returns, uniform replay on the device,
+///        epsilon-greedy collection, soft or periodic target updates, Adam with global-norm
+///        clipping, and the training guard. Runs on either backend through ops::Ops.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "abi/monitoring_abi.h"
+#include "abi/training_guard_abi.h"
+#include "config/profile.hpp"
+#include "env/vec_env.hpp"
+#include "ops/ops.hpp"
+#include "trainers/q_network.hpp"
+
+namespace fh::trainers {
+
+/// One metrics line (SPEC section 8), averaged over the log interval.
+struct DqnMetrics {
+    long long step = 0;        ///< collection steps
+    long long env_steps = 0;   ///< step * n_envs
+    long long updates = 0;
+    double loss = 0, loss_c51 = 0, loss_mse = 0;
+    double q_mean = 0, q_min = 0, q_max = 0, td_abs = 0;
+    double grad_norm = 0, grad_norm_max = 0;
+    double epsilon = 0;
+    long long skipped_updates = 0;
+    std::vector<unsigned long long> action_histogram;
+    double env_steps_per_s = 0, updates_per_s = 0;
+};
+
+struct DqnResult {
+    long long steps = 0, env_steps = 0, updates = 0;
+    double wall_seconds = 0;
+    std::vector<DqnMetrics> log;  ///< one entry per log interval
+};
+
+/// Test and diagnosis hooks.
+struct DqnHooks {
+    /// Replaces the batch loss with NaN at these update numbers (1-based): the guard must skip them.
+    std::vector<long long> inject_nan_at_updates;
+    /// Called with every metrics line as it is produced.
+    std::function<void(const DqnMetrics&)> on_log;
+};
+
+class DqnTrainer {
+public:
+    DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market,
+               DqnHooks hooks = {});
+
+    /// Trains for run.total_steps environment steps. Throws DivergedError (exit 5) when the
+    /// guard has skipped training.max_bad_updates updates.
+    DqnResult train();
+
+    /// Greedy actions (n) of the online network for states (n, state_dim); n <= gpu_n_episodes.
+    void greedy_actions(ops::View<int> actions, ops::View<const float> states, int n);
+
+    const QNetwork& network() const noexcept { return net_; }
+    ops::View<const float> online_params() const noexcept { return online_.cview(); }
+    const env::EnvParams& env_params() const noexcept { return env_params_; }
+
+private:
+    void collect(long long step);
+    void update(long long update_number);
+    DqnMetrics read_metrics(long long step, double seconds_since_last_log, long long updates_since_last_log);
+    float epsilon_at(long long step) const;
+
+    ops::Ops& ops_;
+    config::Profile profile_;
+    DqnHooks hooks_;
+    env::EnvParams env_params_;
+    env::VecEnv env_;
+    int n_envs_, batch_, num_actions_;
+    QNetwork net_;
+
+    // Parameters, target copy, gradients and Adam moments: one flat buffer each (same layout).
+    ops::Buffer<float> online_, target_, grads_, adam_m_, adam_v_;
+    QNetwork::Workspace ws_act_, ws_s_, ws_next_online_, ws_next_target_;
+
+    // Replay ring: capacity_steps collection steps of n_envs transitions.
+    int capacity_steps_ = 0;
+    long long pushed_steps_ = 0;
+    ops::Buffer<float> ring_states_, ring_next_, ring_rewards_;
+    ops::Buffer<int> ring_actions_;
+    ops::Buffer<std::uint8_t> ring_done_;
+
+    // One batch.
+    ops::Buffer<float> b_states_, b_next_, b_returns_, b_discounts_;
+    ops::Buffer<int> b_actions_;
+    ops::Buffer<float> loss_c51_, loss_mse_, td_, d_c51_, d_mse_, batch_losses_, grad_norm_, norm_scratch_;
+
+    // Guard, monitoring, exploration.
+    ops::Buffer<int> gate_, actions_;
+    ops::Buffer<abi::GuardState> guard_;
+    ops::Buffer<abi::MonitorStats> stats_;
+    ops::Buffer<unsigned long long> histogram_;
+};
+
+/// "loss C51", "loss MSE" or "gradient norm": the quantity a GuardState names.
+std::string guard_quantity_name(int index);
+
+}  // namespace fh::trainers
