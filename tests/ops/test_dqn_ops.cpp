@@ -301,3 +301,22 @@ TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal
     FH_REQUIRE_CLOSE(std::get<6>(g), std::get<6>(c), 1e-6, 1e-5);
     CHECK(std::get<7>(g) == std::get<7>(c));
 }
+
+TEST_CASE("DQN ops: read-only inputs may share a buffer, outputs may not overlap anything", "[dqn][aliasing]") {
+    fh::ops::CpuOps ops;
+    const HeadParams h{3, 5, 1, -2.f, 2.f};
+    const int B = 4;
+    auto probs = ops.from_host<float>(random_floats(B * 15, 1, 0.01f, 0.2f));
+    auto q = ops.from_host<float>(random_floats(B * 3, 2));
+    auto act = ops.from_host<int>(std::vector<int>{0, 1, 2, 0});
+    auto ret = ops.from_host<float>(random_floats(B, 3));
+    auto disc = ops.from_host<float>(random_floats(B, 4, 0.f, 1.f));
+    auto loss = ops.alloc<float>(B), d = ops.alloc<float>(B * 15), td = ops.alloc<float>(B);
+    // Without double DQN the target network's Q both selects and evaluates: one buffer twice.
+    CHECK_NOTHROW(ops.mse_loss(loss.view(), d.view(), td.view(), probs.cview(), q.cview(), q.cview(), q.cview(),
+                               act.cview(), ret.cview(), disc.cview(), h, B));
+    // An output aliasing an input is refused.
+    CHECK_THROWS_AS(ops.mse_loss(loss.view(), d.view(), td.view(), probs.cview(), q.cview(), q.cview(), q.cview(),
+                                 act.cview(), loss.cview(), disc.cview(), h, B),
+                    std::invalid_argument);
+}

@@ -73,6 +73,22 @@ TEST_CASE("DQN smoke run on the CPU: finite metrics, every step counted", "[trai
     CHECK(result.log.back().loss > 0);
 }
 
+TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 atoms, 5-step", "[trainers][dqn]") {
+    ops::CpuOps ops;
+    for (const char* variant : {"dqn.double_dqn=false", "dqn.dueling=false", "training.tau=0", "dqn.num_atoms=101",
+                                "experience.n_step=5"}) {
+        INFO(variant);
+        const auto p = with(profile(""), {variant, "run.total_steps=600", "run.log_interval=600"});
+        const auto market = data::load_market(trainers::data_options(p));
+        env::DeviceMarket dm(ops, market);
+        trainers::DqnTrainer trainer(ops, p, dm);
+        const auto r = trainer.train();
+        CHECK(r.updates > 0);
+        CHECK(std::isfinite(r.log.back().loss));
+        CHECK(r.log.back().skipped_updates == 0);
+    }
+}
+
 TEST_CASE("DQN is deterministic: same seed, same metrics", "[trainers][dqn]") {
     auto run = [](const config::Profile& p) {
         ops::CpuOps ops;
