@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
         ->type_name("PATH|NAME");
     app.add_option("--set", g.overrides,
                    "Override one profile key, repeatable; the value is TOML, e.g. "
-                   "--set dqn.hidden=[512,512] --set run.name='\"es-7\"'. Unknown keys are errors")
+                   "--set dqn.hidden=[512,512] --set run.trainer=ppo. Unknown keys are errors")
         ->type_name("SECTION.KEY=VALUE")
         ->allow_extra_args(false);
     app.add_option("--data", g.data, "Bar data (CSV file or directory); overrides data.path")

@@ -47,7 +47,8 @@ std::vector<Case> cases() {
         {"fuzz: non-ASCII bare key", std::string("\xc3\xa9na\x05\x00&", 7), "p.toml:1:1:", "non-ASCII character outside a string"},
         {"non-ASCII value without quotes", R + "name = Zürich\n", "p.toml:3:9:", "non-ASCII character outside a string"},
         {"CJK after a value", R + "seed = 1 、\n", "p.toml:3:10:", "non-ASCII character outside a string"},
-        {"non-ASCII after a line-ending backslash", R + "name = \"\"\"\\\n   élan\"\"\"\n", "p.toml:4:4:", "line-ending backslash"},
+        {"fuzz: non-ASCII scanned inside a bad value", std::string("a.b.a = 1dddddddddddPPPPPPPPPPPPPPPPddddD\0\0\0\0\0\0\0'[\xc3\xa3'[=]\0da.b", 61), "p.toml:1:", "TOML syntax error"},
+        {"non-ASCII in a bad number", R + "seed = 1x'é'\n", "p.toml:3:", "TOML syntax error"},
         {"non-ASCII escape", R + "name = \"a\\é\"\n", "p.toml:3:11:", "must start an escape"},
         // --- missing and unknown -----------------------------------------------------------
         {"empty file", "", "p.toml:1:1:", "missing required key run.trainer"},
@@ -208,6 +209,10 @@ TEST_CASE("multi-line and literal strings with non-ASCII text still parse", "[co
     INFO(o.message);
     REQUIRE(o.ok);
     CHECK(o.profile.run.name == "abc");
+    o = resolve(R + "name = \"\"\"\\\n   élan\"\"\"\n");  // non-ASCII after a line-ending backslash
+    INFO(o.message);
+    REQUIRE(o.ok);
+    CHECK(o.profile.run.name == "élan");
     o = resolve(R + "name = 'it''s'\n");  // not a multi-line opener: a syntax error, no crash
     CHECK(o.exit_code == 2);
 }

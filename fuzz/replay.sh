@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Replays the profile corpus through the fuzz harness built by g++ at -O0 without NDEBUG, with
+# AddressSanitizer and UndefinedBehaviorSanitizer (the debug build type that toml++ 3.3.0's
+# assertions would abort in):  fuzz/replay.sh [FILES_OR_DIRS...]  (default: fuzz/corpus/profile)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(dirname "$here")"
+out="$here/build/replay"
+mkdir -p "$out"
+CXX="${CXX:-g++}"
+flags=(-std=c++20 -g -O0 -fsanitize=address,undefined -fno-sanitize-recover=undefined
+       -DFMT_HEADER_ONLY -DTOML_HEADER_ONLY=1 -I"$root/src" -I"$root")
+objs=()
+for s in schema.cpp toml_reader.cpp resolve.cpp emit.cpp; do
+  "$CXX" "${flags[@]}" -c "$root/src/config/$s" -o "$out/${s%.cpp}.o"
+  objs+=("$out/${s%.cpp}.o")
+done
+"$CXX" "${flags[@]}" "$here/profile_fuzzer.cpp" "$here/replay_main.cpp" "${objs[@]}" -o "$out/replay"
+if [ $# -eq 0 ]; then set -- "$here/corpus/profile"; fi
+"$out/replay" "$@"
