@@ -1,10 +1,8 @@
 /// @file train.cpp
-/// @brief `foxhunt-train [train]`. The trainers do not exist yet: the profile is resolved and
-///        validated, then the command fails honestly instead of pretending to train.
-#include <fmt/format.h>
-
+/// @brief `foxhunt-train [train]`: resolve the profile, then run the trainer pipeline
+///        (src/trainers/pipeline.cpp), which writes the run directory.
 #include "cli/commands.hpp"
-#include "util/errors.hpp"
+#include "trainers/pipeline.hpp"
 #include "util/log.hpp"
 
 namespace fh::cli {
@@ -12,13 +10,10 @@ namespace fh::cli {
 int run_train(const GlobalOptions& g) {
     std::string path;
     const config::Profile profile = resolve_from_options(g, &path);
-    log::info("profile {}: trainer {}, device {}, {} steps, seed {}", path, profile.run.trainer,
+    log::info("profile {}: trainer {}, device {}, {} env steps, seed {}", path, profile.run.trainer,
               profile.run.device, profile.run.total_steps, profile.run.seed);
-    // TODO(trainers): build the data, the environment and the trainer from `profile` here.
-    throw UsageError(fmt::format(
-        "the {} trainer is not built yet in this version of foxhunt-train, so nothing was "
-        "trained. The profile {} is valid; `foxhunt-train check {}` prints it resolved.",
-        profile.run.trainer, path, path));
+    trainers::train(profile);
+    return 0;
 }
 
 }  // namespace fh::cli

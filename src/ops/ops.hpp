@@ -104,7 +104,10 @@ public:
 
     // ---- memory ---------------------------------------------------------------------------
     template <class T> Buffer<T> alloc(std::size_t count) {
-        return Buffer<T>(this, static_cast<T*>(allocate_bytes(count * sizeof(T))), count);
+        T* p = static_cast<T*>(allocate_bytes(count * sizeof(T)));
+        bytes_in_use_ += count * sizeof(T);
+        if (bytes_in_use_ > peak_bytes_) peak_bytes_ = bytes_in_use_;
+        return Buffer<T>(this, p, count);
     }
     template <class T> void upload(View<T> dst, std::span<const T> src) {
         require_same_size(dst.size(), src.size(), "upload");
@@ -124,7 +127,14 @@ public:
         upload(b.view(), src);
         return b;
     }
-    void free_bytes(void* p) noexcept { release_bytes(p); }
+    void free_bytes(void* p, std::size_t bytes) noexcept {
+        release_bytes(p);
+        bytes_in_use_ -= bytes;
+    }
+    /// Bytes held in Buffers now, and the most ever held at once (libraries' own workspaces,
+    /// e.g. cuBLAS's, are not counted).
+    std::size_t bytes_in_use() const noexcept { return bytes_in_use_; }
+    std::size_t peak_bytes() const noexcept { return peak_bytes_; }
 
     // ---- utility ops (cuda/dqn_utility_kernels.cu) -----------------------------------------
     /// y[i] = value
@@ -311,6 +321,10 @@ protected:
     static void require_same_size(std::size_t a, std::size_t b, const char* op);
     /// Kernels index with int: refuse sizes they cannot address.
     static int checked_int_size(std::size_t n, const char* op);
+
+private:
+    std::size_t bytes_in_use_ = 0;
+    std::size_t peak_bytes_ = 0;
 };
 
 /// The C51/MSE gradient blend of SPEC section 2: c51_grad = alpha * c51_grad + (1 - alpha) *
@@ -325,7 +339,7 @@ template <class T> View<T> View<T>::subview(std::size_t offset, std::size_t coun
 }
 
 template <class T> void Buffer<T>::release() noexcept {
-    if (owner_ && data_) owner_->free_bytes(data_);
+    if (owner_ && data_) owner_->free_bytes(data_, count_ * sizeof(T));
     data_ = nullptr;
     count_ = 0;
 }

@@ -117,7 +117,18 @@ DqnTrainer::DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env:
     guard_ = ops.from_host<abi::GuardState>(std::vector<abi::GuardState>{{0, 0, -1, 0, 0}});
     stats_ = ops.from_host<abi::MonitorStats>(std::vector<abi::MonitorStats>{abi::MonitorStats{}});
     histogram_ = ops.from_host<unsigned long long>(std::vector<unsigned long long>(static_cast<std::size_t>(num_actions_), 0));
+    env_.reset_all();
 }
+
+void DqnTrainer::collect_step() { collect(steps_++); }
+
+bool DqnTrainer::ready_to_update() const noexcept {
+    const long long min_steps = std::max<long long>(
+        (profile_.replay_buffer.min_replay_size + n_envs_ - 1) / n_envs_, profile_.experience.n_step);
+    return pushed_steps_ >= min_steps;
+}
+
+void DqnTrainer::update_step() { update(++updates_); }
 
 float DqnTrainer::epsilon_at(long long step) const {
     const auto& t = profile_.training;
@@ -220,7 +231,7 @@ void DqnTrainer::update(long long u) {
     (void)D;
 }
 
-DqnMetrics DqnTrainer::read_metrics(long long step, double seconds, long long updates_in_interval) {
+DqnMetrics DqnTrainer::read_metrics(long long step) {
     const abi::MonitorStats s = ops_.to_host(stats_.cview())[0];
     const abi::GuardState g = ops_.to_host(guard_.cview())[0];
     DqnMetrics m;
@@ -242,8 +253,6 @@ DqnMetrics DqnTrainer::read_metrics(long long step, double seconds, long long up
     m.epsilon = epsilon_at(step);
     m.skipped_updates = g.bad_total;
     m.action_histogram = ops_.to_host(histogram_.cview());
-    m.env_steps_per_s = seconds > 0 ? static_cast<double>(profile_.run.log_interval) / seconds : 0;
-    m.updates_per_s = seconds > 0 ? static_cast<double>(updates_in_interval) / seconds : 0;
     // Start the next interval from zero.
     ops_.upload<abi::MonitorStats>(stats_.view(), std::vector<abi::MonitorStats>{abi::MonitorStats{}});
     ops_.upload<unsigned long long>(histogram_.view(), std::vector<unsigned long long>(static_cast<std::size_t>(num_actions_), 0));
@@ -262,36 +271,33 @@ DqnResult DqnTrainer::train() {
     const auto& r = profile_.run;
     const long long total_steps = std::max<long long>(1, r.total_steps / n_envs_);  // collection steps
     const long long log_every = std::max<long long>(1, r.log_interval / n_envs_);
-    const long long min_steps_before_updates =
-        std::max<long long>((profile_.replay_buffer.min_replay_size + n_envs_ - 1) / n_envs_,
-                            profile_.experience.n_step);
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
     auto t_log = t0;
-    long long updates = 0, updates_at_log = 0;
+    long long updates_at_log = 0, env_steps_at_log = 0;
     DqnResult result;
 
-    env_.reset_all();
-    for (long long step = 0; step < total_steps; ++step) {
-        collect(step);
-        if (pushed_steps_ >= min_steps_before_updates)
-            for (long long k = 0; k < profile_.training.updates_per_iteration; ++k) update(++updates);
-        if ((step + 1) % log_every == 0 || step + 1 == total_steps) {
+    while (steps_ < total_steps) {
+        collect_step();
+        if (ready_to_update())
+            for (long long k = 0; k < profile_.training.updates_per_iteration; ++k) update_step();
+        if (steps_ % log_every == 0 || steps_ == total_steps) {
+            DqnMetrics m = read_metrics(steps_);  // synchronises: once per log interval
             const auto now = clock::now();
-            DqnMetrics m = read_metrics(step + 1, std::chrono::duration<double>(now - t_log).count(),
-                                        updates - updates_at_log);
-            m.env_steps_per_s = static_cast<double>((step + 1) * n_envs_ - (result.log.empty() ? 0 : result.log.back().env_steps)) /
-                                std::max(1e-9, std::chrono::duration<double>(now - t_log).count());
+            const double seconds = std::max(1e-9, std::chrono::duration<double>(now - t_log).count());
+            m.env_steps_per_s = static_cast<double>(m.env_steps - env_steps_at_log) / seconds;
+            m.updates_per_s = static_cast<double>(updates_ - updates_at_log) / seconds;
             t_log = now;
-            updates_at_log = updates;
+            updates_at_log = updates_;
+            env_steps_at_log = m.env_steps;
             if (hooks_.on_log) hooks_.on_log(m);
             result.log.push_back(std::move(m));
         }
     }
     ops_.synchronize();
-    result.steps = total_steps;
-    result.env_steps = total_steps * n_envs_;
-    result.updates = updates;
+    result.steps = steps_;
+    result.env_steps = steps_ * n_envs_;
+    result.updates = updates_;
     result.wall_seconds = std::chrono::duration<double>(clock::now() - t0).count();
     return result;
 }

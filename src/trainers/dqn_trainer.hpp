@@ -53,9 +53,23 @@ public:
     DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market,
                DqnHooks hooks = {});
 
+    /// The metrics accumulated since the last call (synchronises with the device), then resets
+    /// the accumulators. Throws DivergedError (exit 5) when the guard has skipped
+    /// training.max_bad_updates updates.
+    DqnMetrics read_metrics(long long step);
+
     /// Trains for run.total_steps environment steps. Throws DivergedError (exit 5) when the
     /// guard has skipped training.max_bad_updates updates.
     DqnResult train();
+
+    /// One collection step of every environment (epsilon-greedy, env step, push to the ring).
+    void collect_step();
+    /// True once the ring holds training.min_replay_size transitions with their n-step futures.
+    bool ready_to_update() const noexcept;
+    /// One gradient update.
+    void update_step();
+    long long steps() const noexcept { return steps_; }
+    long long updates() const noexcept { return updates_; }
 
     /// Greedy actions (n) of the online network for states (n, state_dim); n <= gpu_n_episodes.
     void greedy_actions(ops::View<int> actions, ops::View<const float> states, int n);
@@ -67,7 +81,7 @@ public:
 private:
     void collect(long long step);
     void update(long long update_number);
-    DqnMetrics read_metrics(long long step, double seconds_since_last_log, long long updates_since_last_log);
+    long long steps_ = 0, updates_ = 0;
     float epsilon_at(long long step) const;
 
     ops::Ops& ops_;

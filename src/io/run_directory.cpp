@@ -1,0 +1,97 @@
+/// @file run_directory.cpp
+#include "io/run_directory.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "util/errors.hpp"
+
+namespace fh::io {
+
+namespace fs = std::filesystem;
+
+RunDirectory RunDirectory::create(const std::string& root, const std::string& name) {
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    if (ec) throw UsageError(fmt::format("cannot create the output directory {}: {} (set run.output_dir or --output)", root, ec.message()));
+    for (int k = 1; k < 10000; ++k) {
+        const fs::path candidate = fs::path(root) / (k == 1 ? name : fmt::format("{}-{}", name, k));
+        if (fs::create_directory(candidate, ec)) return RunDirectory(candidate.string());
+        if (ec) throw UsageError(fmt::format("cannot create the run directory {}: {}", candidate.string(), ec.message()));
+    }
+    throw UsageError(fmt::format("too many runs named {} in {}", name, root));
+}
+
+RunDirectory::RunDirectory(std::string path) : path_(std::move(path)) {
+    const std::string metrics = (fs::path(path_) / "metrics.jsonl").string();
+    metrics_ = std::fopen(metrics.c_str(), "a");
+    if (!metrics_) throw UsageError(fmt::format("cannot write {}: {}", metrics, std::strerror(errno)));
+}
+
+RunDirectory::RunDirectory(RunDirectory&& o) noexcept : path_(std::move(o.path_)), metrics_(o.metrics_) { o.metrics_ = nullptr; }
+
+RunDirectory::~RunDirectory() {
+    if (metrics_) std::fclose(metrics_);
+}
+
+void RunDirectory::write_file(const std::string& file, const std::string& text) const {
+    write_file_atomically((fs::path(path_) / file).string(), text);
+}
+
+void RunDirectory::append_metrics(const std::string& json_object) {
+    std::fputs(json_object.c_str(), metrics_);
+    std::fputc('\n', metrics_);
+    std::fflush(metrics_);
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw UsageError(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+    std::size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            const int e = errno;
+            ::close(fd);
+            throw UsageError(fmt::format("cannot write {}: {}", tmp, std::strerror(e)));
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    if (::fsync(fd) != 0 || ::close(fd) != 0)
+        throw UsageError(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+        throw UsageError(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(errno)));
+}
+
+std::string json_number(double v) {
+    if (!std::isfinite(v)) return "null";
+    return fmt::format("{}", v);
+}
+
+std::string json_string(const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
+                else out += c;
+        }
+    }
+    return out + "\"";
+}
+
+}  // namespace fh::io
