@@ -75,7 +75,7 @@ TEST_CASE("fxcache: round trip", "[data]") {
     CHECK(q.bars.segment_starts == p.bars.segment_starts);
     CHECK(q.bars.segment_names == p.bars.segment_names);
     CHECK(q.raw.dim == 42);
-    CHECK(q.raw.values == p.raw.values);
+    CHECK((q.raw.values == p.raw.values));
     CHECK(q.raw.atr == p.raw.atr);
     CHECK(q.daily_calendar);
 }
@@ -139,10 +139,10 @@ TEST_CASE("fxcache: load_market builds, reuses, and rebuilds when data, config o
     CHECK(fs::exists(a.cache_path));
     const auto b = load_market(o);
     CHECK(b.cache_status == "reused");
-    CHECK(b.features == a.features);
-    CHECK(b.atr == a.atr);
-    CHECK(b.bars.close == a.bars.close);
-    CHECK(b.bars.time == a.bars.time);
+    CHECK((b.features == a.features));
+    CHECK((b.atr == a.atr));
+    CHECK((b.bars.close == a.bars.close));
+    CHECK((b.bars.time == a.bars.time));
 
     // Different split fractions reuse the cache (normalisation is recomputed).
     o.train_fraction = 0.6;
@@ -216,7 +216,7 @@ TEST_CASE("fxcache: the synthetic market is cached only with a cache_dir, keyed 
     CHECK(a.cache_status == "built");
     const auto b = load_market(o);
     CHECK(b.cache_status == "reused");
-    CHECK(b.features == a.features);
+    CHECK((b.features == a.features));
     o.seed = 10;  // another market, another file
     CHECK(fxcache_path(o) != a.cache_path);
     CHECK(load_market(o).cache_status == "built");

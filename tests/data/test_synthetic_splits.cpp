@@ -17,11 +17,11 @@ TEST_CASE("synthetic: deterministic for a seed, different across seeds", "[data]
     const auto a = generate_synthetic({5000, 42, 0.1});
     const auto b = generate_synthetic({5000, 42, 0.1});
     const auto c = generate_synthetic({5000, 43, 0.1});
-    CHECK(a.close == b.close);
+    CHECK((a.close == b.close));
     CHECK(a.high == b.high);
     CHECK(a.volume == b.volume);
     CHECK(a.time == b.time);
-    CHECK(a.close != c.close);
+    CHECK((a.close != c.close));
     // A shorter run is a prefix of a longer one.
     const auto s = generate_synthetic({1000, 42, 0.1});
     CHECK(std::equal(s.close.begin(), s.close.end(), a.close.begin()));
