@@ -154,3 +154,44 @@ TEST_CASE("the emitter writes every key and its text resolves to the same profil
     CHECK(again.profile == o.profile);
     CHECK(again.profile.run.name == "a \"quoted\" \\ name");
 }
+
+TEST_CASE("memory estimate: consumers, keys and napkin sizes", "[config]") {
+    auto o = resolve(fh::test::kMinimal + "[replay_buffer]\nbuffer_size = 1000000\n");
+    REQUIRE(o.ok);
+    const auto items = fh::config::estimate_device_memory(o.profile, 100000);
+    REQUIRE(!items.empty());
+    const auto find = [&](const std::string& key) -> const fh::config::MemoryItem* {
+        for (const auto& i : items)
+            if (i.key == key) return &i;
+        return nullptr;
+    };
+    // state (50 floats) twice, plus action, reward, done, discount: 416 bytes per transition
+    REQUIRE(find("replay_buffer.buffer_size") != nullptr);
+    CHECK(find("replay_buffer.buffer_size")->bytes == 1000000ull * 416);
+    REQUIRE(find("data.synthetic_bars") != nullptr);
+    CHECK(find("data.synthetic_bars")->bytes == 100000ull * (42 * 4 + 7 * 8));
+    CHECK(find("dqn.hidden") != nullptr);
+    CHECK(find("experience.gpu_n_episodes") != nullptr);
+    CHECK(find("replay_buffer.batch_size") != nullptr);
+    for (std::size_t i = 1; i < items.size(); ++i) CHECK(items[i - 1].bytes >= items[i].bytes);
+    // doubling the buffer doubles its line
+    o = resolve(fh::test::kMinimal, {"replay_buffer.buffer_size=2000000"});
+    REQUIRE(o.ok);
+    for (const auto& i : fh::config::estimate_device_memory(o.profile, 100000))
+        if (i.key == "replay_buffer.buffer_size") CHECK(i.bytes == 2000000ull * 416);
+    // PPO and IQL name their own consumers
+    o = resolve("[run]\ntrainer = \"ppo\"\n");
+    REQUIRE(o.ok);
+    bool rollout = false;
+    for (const auto& i : fh::config::estimate_device_memory(o.profile))
+        rollout |= i.consumer.rfind("rollout buffer", 0) == 0;
+    CHECK(rollout);
+    o = resolve("[run]\ntrainer = \"iql\"\n");
+    REQUIRE(o.ok);
+    bool dataset = false;
+    for (const auto& i : fh::config::estimate_device_memory(o.profile))
+        dataset |= i.key == "iql.dataset_size";
+    CHECK(dataset);
+    CHECK(fh::config::format_bytes(512) == "512 B");
+    CHECK(fh::config::format_bytes(3u << 20) == "3.0 MiB");
+}
