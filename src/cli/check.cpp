@@ -23,9 +23,10 @@ int run_check(const GlobalOptions& g) {
     fmt::print("\n{}", config::to_toml(profile));
 
     // ---- DATA SUMMARY (hook for the data layer) ----------------------------------------------
-    // When `check --data PATH` (or data.path) names a CSV, the data layer will load or describe
-    // it here (bars, span, splits, fxcache state) and pass the real bar count to the estimate.
-    // Until then the estimate uses data.synthetic_bars as a placeholder.
+    // When `check --data PATH` (or data.path) names a CSV, the data layer loads it here
+    // (fh::data::load_market with DataOptions filled from [data], [run] seed and [instrument]
+    // bars_per_year, then fh::data::describe printed as "# " comment lines), and the real bar
+    // count goes to the estimate. Until that is wired, the estimate uses data.synthetic_bars.
     std::uint64_t bars = 0;
     const bool bars_known = profile.data.path.empty();
     // ------------------------------------------------------------------------------------------

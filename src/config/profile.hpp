@@ -38,7 +38,7 @@ struct DataConfig {
     double val_fraction = 0.15;        ///< following share for validation
     double test_fraction = 0.15;       ///< following share for the final test
     std::string feature_set = "core42";  ///< feature set (docs/features.md)
-    std::string cache_dir = ".fxcache";  ///< fxcache directory; "" = no cache
+    std::string cache_dir;             ///< fxcache directory; "" = next to the data
     std::int64_t synthetic_bars = 20'000;  ///< bars of the synthetic market
     double planted_signal = 0.0;       ///< strength of the synthetic market's predictable part
     bool operator==(const DataConfig&) const = default;

@@ -82,11 +82,11 @@ std::vector<KeyDescriptor> build_schema() {
                FH_FIELD(data.test_fraction)),
         text("data", "feature_set", "core42", "market features per bar (docs/features.md)",
              FH_FIELD(data.feature_set)),
-        text("data", "cache_dir", "", "fxcache directory for computed features; \"\" = no cache",
+        text("data", "cache_dir", "", "fxcache directory for computed features; \"\" = next to the data (the synthetic market is not cached)",
              FH_FIELD(data.cache_dir)),
         integer("data", "synthetic_bars", closed(1000, 100'000'000), "bars of the synthetic market (when data.path is \"\")",
                 FH_FIELD(data.synthetic_bars)),
-        number("data", "planted_signal", closed(0, 10), "strength of the synthetic market's planted predictable component; 0 = none",
+        number("data", "planted_signal", closed_open(0, 1), "strength of the synthetic market's planted predictable component; 0 = none",
                FH_FIELD(data.planted_signal)),
         // [instrument]
         number("instrument", "multiplier", above(0), "currency per point per contract",
