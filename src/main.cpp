@@ -34,6 +34,7 @@ Examples:
   foxhunt-train --profile dqn-full --data es_5m.csv --seed 7 --device cuda:1
   foxhunt-train check my.toml > resolved.toml             the output is itself a profile
   foxhunt-train info                                      devices and embedded kernel modules
+  foxhunt-train bench --profile dqn-full --device cuda    throughput figures as JSON
 
 Exit codes:
   0    success (also an early-stopped run)
@@ -104,7 +105,10 @@ int main(int argc, char** argv) {
     check->add_option("PROFILE", check_profile, "Profile file or shipped profile name")
         ->type_name("PATH|NAME");
     auto* info = app.add_subcommand("info", "Show the GPU(s), driver and the embedded kernel modules");
-    for (auto* sub : {train, check, info}) sub->fallthrough();  // global options after it too
+    auto* bench = app.add_subcommand(
+        "bench", "Measure the profile's throughput and print it as JSON (collection env steps/s, "
+                 "updates/s, end-to-end env steps/s, time to first kernel, peak device memory)");
+    for (auto* sub : {train, check, info, bench}) sub->fallthrough();  // global options after it too
 
     try {
         app.parse(argc, argv);
@@ -123,6 +127,7 @@ int main(int argc, char** argv) {
         configure_logging(g);
         if (info->parsed()) return fh::cli::run_info(g);
         if (check->parsed()) return fh::cli::run_check(g);
+        if (bench->parsed()) return fh::cli::run_bench(g);
         return fh::cli::run_train(g);
     } catch (const fh::Error& e) {
         fh::log::error("{}", e.what());

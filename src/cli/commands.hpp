@@ -40,6 +40,9 @@ int run_train(const GlobalOptions& options);
 /// estimated device memory (as TOML comments, so the output feeds back as a profile).
 int run_check(const GlobalOptions& options);
 
+/// `foxhunt-train bench --profile P`: throughput figures as one JSON object on stdout.
+int run_bench(const GlobalOptions& options);
+
 /// `foxhunt-train info`: the devices, and the embedded kernel modules with their architectures.
 int run_info(const GlobalOptions& options);
 
