@@ -8,6 +8,8 @@
 
 #include "cli/commands.hpp"
 #include "config/memory_estimate.hpp"
+#include "data/load.hpp"
+#include "trainers/setup.hpp"
 #include "util/log.hpp"
 
 namespace fh::cli {
@@ -22,20 +24,22 @@ int run_check(const GlobalOptions& g) {
                    all_overrides(g).size() == 1 ? "" : "s");
     fmt::print("\n{}", config::to_toml(profile));
 
-    // ---- DATA SUMMARY (hook for the data layer) ----------------------------------------------
-    // When `check --data PATH` (or data.path) names a CSV, the data layer loads it here
-    // (fh::data::load_market with DataOptions filled from [data], [run] seed and [instrument]
-    // bars_per_year, then fh::data::describe printed as "# " comment lines), and the real bar
-    // count goes to the estimate. Until that is wired, the estimate uses data.synthetic_bars.
-    std::uint64_t bars = 0;
-    const bool bars_known = profile.data.path.empty();
-    // ------------------------------------------------------------------------------------------
+    // ---- the data: loaded and validated (a data error exits with 3 and names the line), the
+    // fxcache built or reused, a summary printed as comments, the real bar count estimated.
+    const auto market = data::load_market(trainers::data_options(profile));
+    fmt::print("\n# Data:\n");
+    std::string summary = data::describe(market);
+    std::size_t start = 0;
+    while (start < summary.size()) {
+        std::size_t end = summary.find('\n', start);
+        if (end == std::string::npos) end = summary.size();
+        fmt::print("#   {}\n", std::string_view(summary).substr(start, end - start));
+        start = end + 1;
+    }
+    const std::uint64_t bars = market.bars.size();
 
     const auto items = config::estimate_device_memory(profile, bars);
-    fmt::print("\n# Estimated device memory ({}):\n", bars_known
-                                                        ? "synthetic market"
-                                                        : "data size not read yet: market data "
-                                                          "assumes data.synthetic_bars bars");
+    fmt::print("\n# Estimated device memory ({} bars of market data):\n", bars);
     std::size_t width = 0;
     for (const auto& i : items) width = std::max(width, i.consumer.size());
     for (const auto& i : items)

@@ -4,6 +4,9 @@
 ///        allocates anything. An estimate: layouts may differ slightly from the trainers' own.
 #pragma once
 
+#include "abi/futures_env.h"
+#include "data/features.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,8 +23,8 @@ struct MemoryItem {
 };
 
 /// Sizes the estimate assumes (from the environment's observation layout).
-inline constexpr std::int64_t kMarketDim = 42;     ///< core42 features per bar
-inline constexpr std::int64_t kPortfolioDim = 8;   ///< portfolio features per observation
+inline constexpr std::int64_t kMarketDim = data::kCore42Dim;            ///< core42 features per bar
+inline constexpr std::int64_t kPortfolioDim = env::kPortfolioFeatures;  ///< portfolio features per observation
 inline constexpr std::int64_t kStateDim = kMarketDim + kPortfolioDim;
 
 /// Estimated device memory by consumer, largest first.

@@ -2,6 +2,7 @@
 /// @brief The executable: `check`, `train`, `--help`, exit codes (FH_TRAIN_EXE, set by meson test).
 #include <sys/wait.h>
 #include <algorithm>
+#include <cmath>
 #include <unistd.h>
 
 #include <cstdio>
@@ -61,20 +62,45 @@ bool have_exe() {
 
 TEST_CASE("cli: check prints a resolved profile that feeds back to the same resolution", "[config]") {
     if (!have_exe()) return;
-    const auto first = run_exe("check dqn-smoketest --set dqn.hidden=[32,32] --seed 9 --data x.csv");
+    // 600 daily bars: enough for the features' warm-up and three splits.
+    std::string csv = "timestamp,open,high,low,close,volume\n";
+    for (int d = 0; d < 600; ++d) {
+        const double c = 100.0 + 10.0 * std::sin(d * 0.05) + d * 0.01;
+        csv += std::to_string(1'600'000'000LL + d * 86'400LL) + "," + std::to_string(c - 0.2) + "," +
+               std::to_string(c + 1.0) + "," + std::to_string(c - 1.0) + "," + std::to_string(c) + ",1000\n";
+    }
+    const auto bars = write_temp("bars.csv", csv);
+    const auto first = run_exe("check dqn-smoketest --set dqn.hidden=[32,32] --seed 9 --set data.cache_dir='\"" +
+                               (fs::temp_directory_path() / "fh-cli-cache").string() + "\"' --data '" + bars.string() + "'");
     INFO(first.err);
     REQUIRE(first.code == 0);
     CHECK(first.out.find("hidden = [32, 32]") != std::string::npos);
     CHECK(first.out.find("seed = 9") != std::string::npos);
-    CHECK(first.out.find("path = \"x.csv\"") != std::string::npos);
+    CHECK(first.out.find("path = \"" + bars.string() + "\"") != std::string::npos);
+    CHECK(first.out.find("#   bars:           600") != std::string::npos);  // the data summary
     CHECK(first.out.find("# Estimated device memory") != std::string::npos);
     CHECK(first.out.find("(replay_buffer.buffer_size)") != std::string::npos);
     const auto resolved = write_temp("resolved.toml", first.out);
     const auto second = run_exe("check '" + resolved.string() + "'");
     REQUIRE(second.code == 0);
-    // identical apart from the first line, which names the file
-    CHECK(first.out.substr(first.out.find('\n')) == second.out.substr(second.out.find('\n')));
+    // identical apart from the first line, which names the file, and the fxcache status line
+    // (built by the first run, reused by the second)
+    auto without_cache_line = [](std::string s) {
+        const auto at = s.find("#   fxcache:");
+        if (at != std::string::npos) s.erase(at, s.find('\n', at) - at);
+        return s.substr(s.find('\n'));
+    };
+    CHECK(without_cache_line(first.out) == without_cache_line(second.out));
     fs::remove(resolved);
+
+    // A data error is exit code 3 and names the file and line.
+    const auto bad = write_temp("bad.csv", "timestamp,open,high,low,close\n2024-01-02,1,2,0.5,1.5\n2024-01-01,1,2,0.5,1.5\n");
+    const auto r = run_exe("check dqn-smoketest --data '" + bad.string() + "'");
+    CHECK(r.code == 3);
+    CHECK(r.err.find(bad.string() + ":3:") != std::string::npos);
+    fs::remove(bad);
+    fs::remove(bars);
+    fs::remove_all(fs::temp_directory_path() / "fh-cli-cache");
 }
 
 TEST_CASE("cli: profile errors and usage errors exit with 2", "[config]") {
