@@ -46,8 +46,6 @@ void require_supported(const config::Profile& p) {
     }
 }
 
-template <class T> ops::View<T> first(ops::Buffer<T>& b, std::size_t n) { return b.view().subview(0, n); }
-
 }  // namespace
 
 std::string guard_quantity_name(int index) {
@@ -70,7 +68,6 @@ DqnTrainer::DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env:
       batch_(static_cast<int>(profile.replay_buffer.batch_size)),
       num_actions_(static_cast<int>(profile.num_actions())),
       net_((require_supported(profile), network_config(profile, env_params_.state_dim))) {
-    const std::size_t P = net_.layout().total();
     const std::size_t D = static_cast<std::size_t>(env_params_.state_dim);
     const std::size_t B = static_cast<std::size_t>(batch_);
     const std::size_t AZ = static_cast<std::size_t>(num_actions_) * static_cast<std::size_t>(net_.head().num_atoms);
@@ -82,7 +79,6 @@ DqnTrainer::DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env:
     grads_ = nn::alloc_zeroed(ops, net_.layout());
     adam_m_ = nn::alloc_zeroed(ops, net_.layout());
     adam_v_ = nn::alloc_zeroed(ops, net_.layout());
-    (void)P;
 
     ws_act_ = net_.make_workspace(ops, n_envs_);
     ws_s_ = net_.make_workspace(ops, batch_);
@@ -168,7 +164,6 @@ void DqnTrainer::update(long long u) {
     const auto& t = profile_.training;
     const auto& h = net_.head();
     const int B = batch_;
-    const std::size_t D = static_cast<std::size_t>(env_params_.state_dim);
     const std::size_t AZ = static_cast<std::size_t>(num_actions_) * static_cast<std::size_t>(h.num_atoms);
     const auto n_step = static_cast<int>(profile_.experience.n_step);
 
@@ -228,7 +223,6 @@ void DqnTrainer::update(long long u) {
 
     ops_.monitor_update(stats_.view(), batch_losses_.cview(), q, b_actions_.cview(), td_.cview(),
                         grad_norm_.cview(), num_actions_, B);
-    (void)D;
 }
 
 DqnMetrics DqnTrainer::read_metrics(long long step) {

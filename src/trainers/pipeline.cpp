@@ -84,15 +84,30 @@ std::string metrics_json(const DqnMetrics& m) {
         json_number(m.updates_per_s));
 }
 
+/// What every run sets up first: the backend, the data (host) and the market on the device,
+/// after checking that the run fits. Members in destruction order: the device market before its
+/// backend.
+struct Session {
+    std::unique_ptr<ops::Ops> ops;
+    data::MarketData market;
+    std::unique_ptr<env::DeviceMarket> device_market;
+
+    explicit Session(const config::Profile& p) {
+        require_trainer_built(p);
+        ops = make_backend(p);
+        market = data::load_market(data_options(p));
+        check_device_memory(*ops, p, market.bars.size());
+        device_market = std::make_unique<env::DeviceMarket>(*ops, market);
+    }
+};
+
 }  // namespace
 
 std::string train(const config::Profile& p) {
-    require_trainer_built(p);
     const auto t0 = clock::now();
-    auto ops = make_backend(p);
-    const auto market = data::load_market(data_options(p));
-    check_device_memory(*ops, p, market.bars.size());
-    env::DeviceMarket dm(*ops, market);
+    Session session(p);
+    auto& ops = session.ops;
+    const auto& dm = *session.device_market;
 
     auto dir = io::RunDirectory::create(p.run.output_dir, run_name(p));
     dir.write_file("config.toml", config::to_toml(p));
@@ -147,13 +162,10 @@ std::string train(const config::Profile& p) {
 }
 
 std::string bench(const config::Profile& p) {
-    require_trainer_built(p);
     const auto t_start = clock::now();
-    auto ops = make_backend(p);
-    const auto market = data::load_market(data_options(p));
-    check_device_memory(*ops, p, market.bars.size());
-    env::DeviceMarket dm(*ops, market);
-    DqnTrainer trainer(*ops, p, dm);
+    Session session(p);
+    auto& ops = session.ops;
+    DqnTrainer trainer(*ops, p, *session.device_market);
     ops->synchronize();
     const double first_kernel_s = std::chrono::duration<double>(clock::now() - t_start).count();
 
