@@ -75,6 +75,15 @@ public:
     ops::View<const StepInfo> info() const noexcept { return info_.view(); }         ///< (n_envs)
     ops::View<const EnvState> state() const noexcept { return state_.view(); }       ///< (n_envs)
 
+    /// The buffers that carry the environments from one step to the next (checkpoints save and
+    /// restore them; everything else is rewritten by every step).
+    struct Persistent {
+        ops::View<EnvState> state;   ///< (n_envs)
+        ops::View<float> portfolio;  ///< (n_envs, PORTFOLIO_STRIDE)
+        ops::View<float> states;     ///< (n_envs, state_dim)
+    };
+    Persistent persistent() noexcept { return {state_.view(), portfolio_.view(), states_.view()}; }
+
 private:
     ops::Ops& ops_;
     MarketView market_;

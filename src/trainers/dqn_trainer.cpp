@@ -118,6 +118,47 @@ DqnTrainer::DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env:
 
 void DqnTrainer::collect_step() { collect(steps_++); }
 
+namespace {
+template <class T> StateTensor tensor(std::string name, std::string dtype, std::vector<std::int64_t> shape,
+                                      ops::View<T> v) {
+    return StateTensor{std::move(name), std::move(dtype), std::move(shape),
+                       ops::View<std::byte>(reinterpret_cast<std::byte*>(v.data()), v.size() * sizeof(T))};
+}
+}  // namespace
+
+std::vector<StateTensor> DqnTrainer::state_tensors() {
+    const auto P = static_cast<std::int64_t>(net_.layout().total());
+    const auto D = static_cast<std::int64_t>(env_params_.state_dim);
+    const auto rows = static_cast<std::int64_t>(capacity_steps_) * n_envs_;
+    const auto n = static_cast<std::int64_t>(n_envs_);
+    auto env = env_.persistent();
+    return {
+        tensor("params/online", "F32", {P}, online_.view()),
+        tensor("params/target", "F32", {P}, target_.view()),
+        tensor("adam/m", "F32", {P}, adam_m_.view()),
+        tensor("adam/v", "F32", {P}, adam_v_.view()),
+        tensor("replay/states", "F32", {rows, D}, ring_states_.view()),
+        tensor("replay/next_states", "F32", {rows, D}, ring_next_.view()),
+        tensor("replay/rewards", "F32", {rows}, ring_rewards_.view()),
+        tensor("replay/actions", "I32", {rows}, ring_actions_.view()),
+        tensor("replay/done", "U8", {rows}, ring_done_.view()),
+        tensor("env/state", "U8", {n, static_cast<std::int64_t>(sizeof(env::EnvState))}, env.state),
+        tensor("env/portfolio", "F32", {n, env::PORTFOLIO_STRIDE}, env.portfolio),
+        tensor("env/states", "F32", {n, D}, env.states),
+        tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(abi::GuardState))}, guard_.view()),
+        tensor("monitor/stats", "U8", {static_cast<std::int64_t>(sizeof(abi::MonitorStats))}, stats_.view()),
+        tensor("monitor/histogram", "U64", {static_cast<std::int64_t>(num_actions_)}, histogram_.view()),
+    };
+}
+
+void DqnTrainer::restore_counters(const DqnCounters& c) {
+    if (c.steps < 0 || c.updates < 0 || c.pushed_steps < 0 || c.pushed_steps != c.steps)
+        throw UsageError("checkpoint counters are inconsistent (steps, updates, pushed steps)");
+    steps_ = c.steps;
+    updates_ = c.updates;
+    pushed_steps_ = c.pushed_steps;
+}
+
 bool DqnTrainer::ready_to_update() const noexcept {
     const long long min_steps = std::max<long long>(
         (profile_.replay_buffer.min_replay_size + n_envs_ - 1) / n_envs_, profile_.experience.n_step);

@@ -48,6 +48,20 @@ struct DqnHooks {
     std::function<void(const DqnMetrics&)> on_log;
 };
 
+/// A named piece of a trainer's state in the backend's memory, as raw bytes (checkpoints).
+struct StateTensor {
+    std::string name;                 ///< e.g. "params/online"
+    std::string dtype;                ///< safetensors dtype: F32, I32, U8, U64
+    std::vector<std::int64_t> shape;
+    ops::View<std::byte> bytes;
+};
+
+/// Host-side counters that, with the seed, determine every later random draw (all randomness is
+/// Philox of (seed, purpose, stream, counter)).
+struct DqnCounters {
+    std::int64_t steps = 0, updates = 0, pushed_steps = 0;
+};
+
 class DqnTrainer {
 public:
     DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market,
@@ -70,6 +84,15 @@ public:
     void update_step();
     long long steps() const noexcept { return steps_; }
     long long updates() const noexcept { return updates_; }
+
+    /// Every device buffer a resumed run needs (weights, target, Adam moments, the replay ring,
+    /// the environments, the guard and monitoring accumulators), in a fixed order.
+    std::vector<StateTensor> state_tensors();
+    DqnCounters counters() const noexcept { return {steps_, updates_, pushed_steps_}; }
+    /// Continues from a checkpoint's counters (after its tensors were uploaded).
+    void restore_counters(const DqnCounters& c);
+    /// The online weights, for keeping the best ones and restoring them.
+    ops::View<float> mutable_online_params() noexcept { return online_.view(); }
 
     /// Greedy actions (n) of the online network for states (n, state_dim); n <= gpu_n_episodes.
     void greedy_actions(ops::View<int> actions, ops::View<const float> states, int n);
