@@ -1,0 +1,438 @@
+/// @file json.cpp
+#include "io/json.hpp"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+namespace fh::io::json {
+
+ParseError::ParseError(std::size_t offset, const std::string& message)
+    : std::runtime_error(fmt::format("at byte {}: {}", offset, message)),
+      offset_(offset),
+      reason_(message) {}
+
+Value Value::boolean(bool b) {
+    Value v;
+    v.kind_ = Kind::boolean;
+    v.bool_ = b;
+    return v;
+}
+Value Value::integer(bool negative, std::uint64_t magnitude) {
+    Value v;
+    v.kind_ = Kind::integer;
+    v.negative_ = negative && magnitude != 0;
+    v.magnitude_ = magnitude;
+    return v;
+}
+Value Value::string(std::string s) {
+    Value v;
+    v.kind_ = Kind::string;
+    v.string_ = std::move(s);
+    return v;
+}
+Value Value::array(Array a) {
+    Value v;
+    v.kind_ = Kind::array;
+    v.array_ = std::make_shared<const Array>(std::move(a));
+    return v;
+}
+Value Value::object(Object o) {
+    Value v;
+    v.kind_ = Kind::object;
+    v.object_ = std::make_shared<const Object>(std::move(o));
+    return v;
+}
+
+namespace {
+[[noreturn]] void wrong_kind(Value::Kind want, Value::Kind have) {
+    throw std::logic_error(fmt::format("json: expected {}, have {}", kind_name(want), kind_name(have)));
+}
+}  // namespace
+
+bool Value::as_bool() const {
+    if (kind_ != Kind::boolean) wrong_kind(Kind::boolean, kind_);
+    return bool_;
+}
+bool Value::is_negative() const {
+    if (kind_ != Kind::integer) wrong_kind(Kind::integer, kind_);
+    return negative_;
+}
+std::uint64_t Value::magnitude() const {
+    if (kind_ != Kind::integer) wrong_kind(Kind::integer, kind_);
+    return magnitude_;
+}
+std::uint64_t Value::as_u64() const {
+    if (kind_ != Kind::integer) wrong_kind(Kind::integer, kind_);
+    if (negative_) throw std::logic_error("json: negative integer read as unsigned");
+    return magnitude_;
+}
+std::int64_t Value::as_i64() const {
+    if (kind_ != Kind::integer) wrong_kind(Kind::integer, kind_);
+    constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    if (!negative_) {
+        if (magnitude_ > max) throw std::logic_error("json: integer above int64 range");
+        return static_cast<std::int64_t>(magnitude_);
+    }
+    if (magnitude_ > max + 1) throw std::logic_error("json: integer below int64 range");
+    return magnitude_ == max + 1 ? std::numeric_limits<std::int64_t>::min()
+                                 : -static_cast<std::int64_t>(magnitude_);
+}
+const std::string& Value::as_string() const {
+    if (kind_ != Kind::string) wrong_kind(Kind::string, kind_);
+    return string_;
+}
+const Array& Value::as_array() const {
+    if (kind_ != Kind::array) wrong_kind(Kind::array, kind_);
+    return *array_;
+}
+const Object& Value::as_object() const {
+    if (kind_ != Kind::object) wrong_kind(Kind::object, kind_);
+    return *object_;
+}
+const Value* Value::find(std::string_view key) const {
+    for (const auto& [k, v] : as_object())
+        if (k == key) return &v;
+    return nullptr;
+}
+
+const char* kind_name(Value::Kind k) noexcept {
+    switch (k) {
+        case Value::Kind::null: return "null";
+        case Value::Kind::boolean: return "boolean";
+        case Value::Kind::integer: return "integer";
+        case Value::Kind::string: return "string";
+        case Value::Kind::array: return "array";
+        case Value::Kind::object: return "object";
+    }
+    return "?";
+}
+
+namespace {
+
+class Parser {
+public:
+    Parser(std::string_view text, const Limits& limits) : s_(text), limits_(limits) {}
+
+    Value document() {
+        if (s_.size() > limits_.max_bytes)
+            fail(0, fmt::format("input of {} bytes exceeds the limit of {} bytes", s_.size(),
+                                limits_.max_bytes));
+        skip_ws();
+        Value v = value(0);
+        skip_ws();
+        if (pos_ != s_.size()) fail(pos_, "trailing characters after the JSON value");
+        return v;
+    }
+
+private:
+    std::string_view s_;
+    Limits limits_;
+    std::size_t pos_ = 0;
+
+    [[noreturn]] static void fail(std::size_t at, const std::string& msg) { throw ParseError(at, msg); }
+
+    bool at_end() const { return pos_ >= s_.size(); }
+    unsigned char peek() const { return static_cast<unsigned char>(s_[pos_]); }
+
+    static std::string describe(unsigned char c) {
+        if (c >= 0x20 && c < 0x7f) return fmt::format("'{}'", static_cast<char>(c));
+        return fmt::format("byte 0x{:02x}", c);
+    }
+
+    void skip_ws() {
+        while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r')) ++pos_;
+    }
+
+    void expect_literal(std::string_view word) {
+        if (s_.substr(pos_, word.size()) != word) fail(pos_, fmt::format("invalid literal, expected {}", word));
+        pos_ += word.size();
+    }
+
+    Value value(int depth) {
+        if (at_end()) fail(pos_, "unexpected end of input, expected a value");
+        const unsigned char c = peek();
+        switch (c) {
+            case '{': return object(depth + 1);
+            case '[': return array(depth + 1);
+            case '"': return Value::string(string());
+            case 't': expect_literal("true"); return Value::boolean(true);
+            case 'f': expect_literal("false"); return Value::boolean(false);
+            case 'n': expect_literal("null"); return Value();
+            default:
+                if (c == '-' || (c >= '0' && c <= '9')) return number();
+                fail(pos_, fmt::format("unexpected {}, expected a value", describe(c)));
+        }
+    }
+
+    void check_depth(int depth) const {
+        if (depth > limits_.max_depth)
+            fail(pos_, fmt::format("nesting deeper than {} levels", limits_.max_depth));
+    }
+
+    Value object(int depth) {
+        check_depth(depth);
+        ++pos_;  // '{'
+        Object members;
+        skip_ws();
+        if (!at_end() && peek() == '}') {
+            ++pos_;
+            return Value::object(std::move(members));
+        }
+        for (;;) {
+            skip_ws();
+            if (at_end() || peek() != '"') fail(pos_, "expected a string key in the object");
+            const std::size_t key_at = pos_;
+            std::string key = string();
+            for (const auto& m : members)
+                if (m.first == key) fail(key_at, fmt::format("duplicate key {}", quote(key)));
+            skip_ws();
+            if (at_end() || peek() != ':') fail(pos_, "expected ':' after the object key");
+            ++pos_;
+            skip_ws();
+            Value v = value(depth);
+            members.emplace_back(std::move(key), std::move(v));
+            skip_ws();
+            if (at_end()) fail(pos_, "unexpected end of input inside an object");
+            if (peek() == ',') {
+                ++pos_;
+                continue;
+            }
+            if (peek() == '}') {
+                ++pos_;
+                return Value::object(std::move(members));
+            }
+            fail(pos_, fmt::format("unexpected {}, expected ',' or '}}' in the object", describe(peek())));
+        }
+    }
+
+    Value array(int depth) {
+        check_depth(depth);
+        ++pos_;  // '['
+        Array items;
+        skip_ws();
+        if (!at_end() && peek() == ']') {
+            ++pos_;
+            return Value::array(std::move(items));
+        }
+        for (;;) {
+            skip_ws();
+            items.push_back(value(depth));
+            skip_ws();
+            if (at_end()) fail(pos_, "unexpected end of input inside an array");
+            if (peek() == ',') {
+                ++pos_;
+                continue;
+            }
+            if (peek() == ']') {
+                ++pos_;
+                return Value::array(std::move(items));
+            }
+            fail(pos_, fmt::format("unexpected {}, expected ',' or ']' in the array", describe(peek())));
+        }
+    }
+
+    Value number() {
+        const std::size_t start = pos_;
+        bool negative = false;
+        if (peek() == '-') {
+            negative = true;
+            ++pos_;
+        }
+        if (at_end() || peek() < '0' || peek() > '9') fail(pos_, "expected a digit");
+        if (peek() == '0' && pos_ + 1 < s_.size() && s_[pos_ + 1] >= '0' && s_[pos_ + 1] <= '9')
+            fail(pos_, "leading zeros are not allowed");
+        std::uint64_t m = 0;
+        while (!at_end() && peek() >= '0' && peek() <= '9') {
+            const std::uint64_t d = peek() - '0';
+            if (m > (std::numeric_limits<std::uint64_t>::max() - d) / 10)
+                fail(start, "integer out of range");
+            m = m * 10 + d;
+            ++pos_;
+        }
+        if (!at_end() && (peek() == '.' || peek() == 'e' || peek() == 'E'))
+            fail(start, "numbers with a fraction or an exponent are not supported (integers only)");
+        if (negative && m > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) + 1)
+            fail(start, "integer out of range");
+        return Value::integer(negative, m);
+    }
+
+    unsigned hex4() {
+        if (s_.size() - pos_ < 4) fail(pos_, "truncated \\u escape");
+        unsigned v = 0;
+        for (int i = 0; i < 4; ++i) {
+            const unsigned char c = peek();
+            unsigned d;
+            if (c >= '0' && c <= '9') d = c - '0';
+            else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+            else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+            else fail(pos_, fmt::format("invalid hex digit {} in a \\u escape", describe(c)));
+            v = v * 16 + d;
+            ++pos_;
+        }
+        return v;
+    }
+
+    static void append_utf8(std::string& out, std::uint32_t cp) {
+        if (cp < 0x80) {
+            out += static_cast<char>(cp);
+        } else if (cp < 0x800) {
+            out += static_cast<char>(0xC0 | (cp >> 6));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            out += static_cast<char>(0xE0 | (cp >> 12));
+            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+        } else {
+            out += static_cast<char>(0xF0 | (cp >> 18));
+            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+        }
+    }
+
+    // One raw UTF-8 sequence starting at pos_ (first byte >= 0x80), validated (no overlongs,
+    // no surrogates, <= U+10FFFF) and copied.
+    void utf8_sequence(std::string& out) {
+        const std::size_t at = pos_;
+        const unsigned char c = peek();
+        int extra;
+        std::uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) extra = 1, cp = c & 0x1F;
+        else if (c >= 0xE0 && c <= 0xEF) extra = 2, cp = c & 0x0F;
+        else if (c >= 0xF0 && c <= 0xF4) extra = 3, cp = c & 0x07;
+        else fail(at, "invalid UTF-8");
+        if (s_.size() - pos_ < static_cast<std::size_t>(extra) + 1) fail(at, "truncated UTF-8 sequence");
+        for (int i = 1; i <= extra; ++i) {
+            const unsigned char cc = static_cast<unsigned char>(s_[pos_ + i]);
+            if ((cc & 0xC0) != 0x80) fail(at, "invalid UTF-8");
+            cp = (cp << 6) | (cc & 0x3F);
+        }
+        if ((extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            fail(at, "invalid UTF-8");
+        out.append(s_.substr(pos_, extra + 1));
+        pos_ += extra + 1;
+    }
+
+    std::string string() {
+        const std::size_t start = pos_;
+        ++pos_;  // '"'
+        std::string out;
+        for (;;) {
+            if (at_end()) fail(start, "unterminated string");
+            const unsigned char c = peek();
+            if (c == '"') {
+                ++pos_;
+                return out;
+            }
+            if (c < 0x20) fail(pos_, fmt::format("raw control character {} in a string (escape it)", describe(c)));
+            if (c >= 0x80) {
+                utf8_sequence(out);
+                continue;
+            }
+            if (c != '\\') {
+                out += static_cast<char>(c);
+                ++pos_;
+                continue;
+            }
+            const std::size_t esc = pos_;
+            ++pos_;
+            if (at_end()) fail(esc, "unterminated escape");
+            const unsigned char e = peek();
+            ++pos_;
+            switch (e) {
+                case '"': out += '"'; break;
+                case '\\': out += '\\'; break;
+                case '/': out += '/'; break;
+                case 'b': out += '\b'; break;
+                case 'f': out += '\f'; break;
+                case 'n': out += '\n'; break;
+                case 'r': out += '\r'; break;
+                case 't': out += '\t'; break;
+                case 'u': {
+                    std::uint32_t cp = hex4();
+                    if (cp >= 0xDC00 && cp <= 0xDFFF) fail(esc, "lone low surrogate in a \\u escape");
+                    if (cp >= 0xD800 && cp <= 0xDBFF) {
+                        if (s_.substr(pos_, 2) != "\\u") fail(esc, "high surrogate without its low surrogate");
+                        pos_ += 2;
+                        const std::uint32_t lo = hex4();
+                        if (lo < 0xDC00 || lo > 0xDFFF) fail(esc, "high surrogate without its low surrogate");
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    }
+                    append_utf8(out, cp);
+                    break;
+                }
+                default: fail(esc, fmt::format("invalid escape \\{}", describe(e)));
+            }
+        }
+    }
+};
+
+void serialize_to(std::string& out, const Value& v) {
+    switch (v.kind()) {
+        case Value::Kind::null: out += "null"; return;
+        case Value::Kind::boolean: out += v.as_bool() ? "true" : "false"; return;
+        case Value::Kind::integer:
+            if (v.is_negative()) out += '-';
+            out += fmt::format("{}", v.magnitude());
+            return;
+        case Value::Kind::string: out += quote(v.as_string()); return;
+        case Value::Kind::array: {
+            out += '[';
+            bool first = true;
+            for (const auto& item : v.as_array()) {
+                if (!first) out += ',';
+                first = false;
+                serialize_to(out, item);
+            }
+            out += ']';
+            return;
+        }
+        case Value::Kind::object: {
+            out += '{';
+            bool first = true;
+            for (const auto& [k, item] : v.as_object()) {
+                if (!first) out += ',';
+                first = false;
+                out += quote(k);
+                out += ':';
+                serialize_to(out, item);
+            }
+            out += '}';
+            return;
+        }
+    }
+}
+
+}  // namespace
+
+Value parse(std::string_view text, const Limits& limits) { return Parser(text, limits).document(); }
+
+std::string quote(std::string_view s) {
+    std::string out = "\"";
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\b': out += "\\b"; break;
+            case '\f': out += "\\f"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (c < 0x20) out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+                else out += ch;
+        }
+    }
+    return out + "\"";
+}
+
+std::string serialize(const Value& v) {
+    std::string out;
+    serialize_to(out, v);
+    return out;
+}
+
+}  // namespace fh::io::json

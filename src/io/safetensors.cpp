@@ -1,0 +1,555 @@
+/// @file safetensors.cpp
+#include "io/safetensors.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "data/fxcache.hpp"
+#include "io/json.hpp"
+
+namespace fh::io {
+
+namespace {
+
+constexpr Dtype kAllDtypes[] = {Dtype::F32, Dtype::F64, Dtype::I32, Dtype::I64, Dtype::U8, Dtype::U64};
+
+// safetensors writes wider dtypes first (its Dtype enum order, descending): U64, I64, F64,
+// F32, I32, U8; then by name. Keeping that order makes our files byte-identical to Python's
+// for the same tensors and metadata, and aligns every tensor to its element size.
+int write_rank(Dtype d) {
+    switch (d) {
+        case Dtype::U64: return 0;
+        case Dtype::I64: return 1;
+        case Dtype::F64: return 2;
+        case Dtype::F32: return 3;
+        case Dtype::I32: return 4;
+        case Dtype::U8: return 5;
+    }
+    return 6;
+}
+
+bool is_reserved_key(std::string_view k) {
+    return k == kMetaFormat || k == kMetaVersion || k == kMetaChecksum;
+}
+
+// Element count of `shape`, or nullopt on overflow.
+std::optional<std::uint64_t> element_count(const Shape& shape) {
+    std::uint64_t n = 1;
+    for (const std::uint64_t d : shape) {
+        if (d != 0 && n > std::numeric_limits<std::uint64_t>::max() / d) return std::nullopt;
+        n *= d;
+    }
+    return n;
+}
+
+std::string hex16(std::uint64_t v) { return fmt::format("{:016x}", v); }
+
+constexpr std::uint64_t P1 = 0x9E3779B185EBCA87ULL;
+constexpr std::uint64_t P2 = 0xC2B2AE3D27D4EB4FULL;
+constexpr std::uint64_t P3 = 0x165667B19E3779F9ULL;
+constexpr std::uint64_t P4 = 0x85EBCA77C2B2AE63ULL;
+constexpr std::uint64_t P5 = 0x27D4EB2F165667C5ULL;
+inline std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+inline std::uint64_t round(std::uint64_t acc, std::uint64_t in) { return rotl(acc + in * P2, 31) * P1; }
+inline std::uint64_t merge(std::uint64_t acc, std::uint64_t v) { return (acc ^ round(0, v)) * P1 + P4; }
+inline std::uint64_t rd64(const unsigned char* p) {
+    std::uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+}
+inline std::uint32_t rd32(const unsigned char* p) {
+    std::uint32_t v = 0;
+    for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+}
+
+void write_all(int fd, const void* data, std::size_t size, const std::string& what) {
+    const auto* p = static_cast<const char*>(data);
+    while (size > 0) {
+        const ssize_t n = ::write(fd, p, std::min<std::size_t>(size, std::size_t{1} << 30));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            throw CheckpointError(fmt::format("checkpoint {}: cannot write: {}", what, std::strerror(errno)));
+        }
+        p += n;
+        size -= static_cast<std::size_t>(n);
+    }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// dtypes
+
+std::string_view dtype_name(Dtype d) noexcept {
+    switch (d) {
+        case Dtype::F32: return "F32";
+        case Dtype::F64: return "F64";
+        case Dtype::I32: return "I32";
+        case Dtype::I64: return "I64";
+        case Dtype::U8: return "U8";
+        case Dtype::U64: return "U64";
+    }
+    return "?";
+}
+
+std::optional<Dtype> dtype_from_name(std::string_view name) noexcept {
+    for (const Dtype d : kAllDtypes)
+        if (dtype_name(d) == name) return d;
+    return std::nullopt;
+}
+
+std::size_t dtype_size(Dtype d) noexcept {
+    switch (d) {
+        case Dtype::U8: return 1;
+        case Dtype::F32:
+        case Dtype::I32: return 4;
+        case Dtype::F64:
+        case Dtype::I64:
+        case Dtype::U64: return 8;
+    }
+    return 0;
+}
+
+std::string shape_string(const Shape& s) {
+    return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Xxh64Stream
+
+Xxh64Stream::Xxh64Stream(std::uint64_t seed) noexcept
+    : v_{seed + P1 + P2, seed + P2, seed, seed - P1}, seed_(seed), buf_{} {}
+
+void Xxh64Stream::update(const void* data, std::size_t size) noexcept {
+    const auto* p = static_cast<const unsigned char*>(data);
+    total_ += size;
+    if (buffered_ > 0) {
+        const std::size_t take = std::min(size, 32 - buffered_);
+        std::memcpy(buf_ + buffered_, p, take);
+        buffered_ += take;
+        p += take;
+        size -= take;
+        if (buffered_ < 32) return;
+        for (int i = 0; i < 4; ++i) v_[i] = round(v_[i], rd64(buf_ + 8 * i));
+        buffered_ = 0;
+    }
+    while (size >= 32) {
+        for (int i = 0; i < 4; ++i) v_[i] = round(v_[i], rd64(p + 8 * i));
+        p += 32;
+        size -= 32;
+    }
+    if (size > 0) {
+        std::memcpy(buf_, p, size);
+        buffered_ = size;
+    }
+}
+
+std::uint64_t Xxh64Stream::digest() const noexcept {
+    std::uint64_t h;
+    if (total_ >= 32) {
+        h = rotl(v_[0], 1) + rotl(v_[1], 7) + rotl(v_[2], 12) + rotl(v_[3], 18);
+        for (int i = 0; i < 4; ++i) h = merge(h, v_[i]);
+    } else {
+        h = seed_ + P5;
+    }
+    h += total_;
+    const unsigned char* p = buf_;
+    const unsigned char* const end = buf_ + buffered_;
+    for (; end - p >= 8; p += 8) h = rotl(h ^ round(0, rd64(p)), 27) * P1 + P4;
+    if (end - p >= 4) {
+        h = rotl(h ^ (static_cast<std::uint64_t>(rd32(p)) * P1), 23) * P2 + P3;
+        p += 4;
+    }
+    for (; p < end; ++p) h = rotl(h ^ (*p * P5), 11) * P1;
+    h ^= h >> 33;
+    h *= P2;
+    h ^= h >> 29;
+    h *= P3;
+    h ^= h >> 32;
+    return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TensorFileWriter
+
+void TensorFileWriter::add_entry(Entry e) {
+    if (e.name.empty()) throw CheckpointError("checkpoint tensor: empty tensor name");
+    if (e.name == "__metadata__")
+        throw CheckpointError("checkpoint tensor: the name __metadata__ is reserved by safetensors");
+    for (const auto& x : entries_)
+        if (x.name == e.name) throw CheckpointError(fmt::format("checkpoint tensor {}: added twice", e.name));
+    const auto n = element_count(e.shape);
+    if (!n || *n > std::numeric_limits<std::uint64_t>::max() / dtype_size(e.dtype) ||
+        *n * dtype_size(e.dtype) != e.bytes.size())
+        throw CheckpointError(fmt::format(
+            "checkpoint tensor {}: {} bytes given, shape {} of {} needs {}", e.name, e.bytes.size(),
+            shape_string(e.shape), dtype_name(e.dtype),
+            n ? fmt::format("{}", *n * dtype_size(e.dtype)) : std::string("more than 2^64")));
+    entries_.push_back(std::move(e));
+}
+
+void TensorFileWriter::add(const std::string& name, Dtype dtype, const Shape& shape,
+                           std::span<const std::byte> bytes) {
+    auto owned = std::make_shared<std::vector<std::byte>>(bytes.begin(), bytes.end());
+    const std::span<const std::byte> view(owned->data(), owned->size());
+    add_entry(Entry{name, dtype, shape, std::move(owned), view});
+}
+
+void TensorFileWriter::add_borrowed(const std::string& name, Dtype dtype, const Shape& shape,
+                                    std::span<const std::byte> bytes) {
+    add_entry(Entry{name, dtype, shape, nullptr, bytes});
+}
+
+void TensorFileWriter::set_metadata(const std::string& key, const std::string& value) {
+    if (is_reserved_key(key))
+        throw CheckpointError(fmt::format("checkpoint metadata: the key {} is written by the format itself", key));
+    metadata_[key] = value;
+}
+
+std::vector<const TensorFileWriter::Entry*> TensorFileWriter::ordered() const {
+    std::vector<const Entry*> order;
+    for (const auto& e : entries_) order.push_back(&e);
+    std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+        const int ra = write_rank(a->dtype), rb = write_rank(b->dtype);
+        return ra != rb ? ra < rb : a->name < b->name;
+    });
+    return order;
+}
+
+std::uint64_t TensorFileWriter::checksum(const std::vector<const Entry*>& order) const {
+    Xxh64Stream h;
+    for (const Entry* e : order) h.update(e->bytes.data(), e->bytes.size());
+    return h.digest();
+}
+
+std::string TensorFileWriter::header(const std::vector<const Entry*>& order, std::uint64_t sum) const {
+    std::map<std::string, std::string> meta = metadata_;
+    meta[std::string(kMetaFormat)] = std::string(kFormatMarker);
+    meta[std::string(kMetaVersion)] = fmt::format("{}", kFormatVersion);
+    meta[std::string(kMetaChecksum)] = hex16(sum);
+
+    std::string h = "{\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [k, v] : meta) {
+        if (!first) h += ',';
+        first = false;
+        h += json::quote(k);
+        h += ':';
+        h += json::quote(v);
+    }
+    h += '}';
+    std::uint64_t offset = 0;
+    for (const Entry* e : order) {
+        h += ',';
+        h += json::quote(e->name);
+        h += fmt::format(":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+                         dtype_name(e->dtype), fmt::join(e->shape, ","), offset, offset + e->bytes.size());
+        offset += e->bytes.size();
+    }
+    h += '}';
+    h.append((8 - h.size() % 8) % 8, ' ');
+    return h;
+}
+
+std::vector<std::byte> TensorFileWriter::serialize() const {
+    const auto order = ordered();
+    const std::string h = header(order, checksum(order));
+    std::size_t total = 8 + h.size();
+    for (const Entry* e : order) total += e->bytes.size();
+    std::vector<std::byte> out(total);
+    const std::uint64_t n = h.size();
+    for (std::size_t i = 0; i < 8; ++i) out[i] = static_cast<std::byte>((n >> (8 * i)) & 0xFF);
+    std::memcpy(out.data() + 8, h.data(), h.size());
+    std::size_t at = 8 + h.size();
+    for (const Entry* e : order) {
+        if (!e->bytes.empty()) std::memcpy(out.data() + at, e->bytes.data(), e->bytes.size());
+        at += e->bytes.size();
+    }
+    return out;
+}
+
+void TensorFileWriter::write(const std::string& path) const {
+    namespace fs = std::filesystem;
+    const auto order = ordered();
+    const std::string h = header(order, checksum(order));
+    unsigned char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((h.size() >> (8 * i)) & 0xFF);
+
+    const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        throw CheckpointError(fmt::format("checkpoint {}: cannot create {}: {} (is the directory writable?)",
+                                          path, tmp, std::strerror(errno)));
+    try {
+        write_all(fd, len, sizeof len, tmp);
+        write_all(fd, h.data(), h.size(), tmp);
+        for (const Entry* e : order) write_all(fd, e->bytes.data(), e->bytes.size(), tmp);
+        if (::fsync(fd) != 0)
+            throw CheckpointError(fmt::format("checkpoint {}: fsync failed: {}", tmp, std::strerror(errno)));
+    } catch (...) {
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw;
+    }
+    if (::close(fd) != 0) {
+        const int e = errno;
+        ::unlink(tmp.c_str());
+        throw CheckpointError(fmt::format("checkpoint {}: cannot write: {}", tmp, std::strerror(e)));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(tmp.c_str());
+        throw CheckpointError(fmt::format("checkpoint {}: cannot rename {} over it: {}", path, tmp, std::strerror(e)));
+    }
+    // Make the rename itself durable.
+    fs::path dir = fs::path(path).parent_path();
+    if (dir.empty()) dir = ".";
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || ::fsync(dfd) != 0) {
+        const int e = errno;
+        if (dfd >= 0) ::close(dfd);
+        throw CheckpointError(fmt::format("checkpoint {}: cannot fsync directory {}: {}", path, dir.string(), std::strerror(e)));
+    }
+    ::close(dfd);
+}
+
+// ---------------------------------------------------------------------------------------------
+// TensorFile
+
+TensorFile::TensorFile(TensorFile&& o) noexcept { *this = std::move(o); }
+
+TensorFile& TensorFile::operator=(TensorFile&& o) noexcept {
+    if (this == &o) return *this;
+    release();
+    path_ = std::move(o.path_);
+    base_ = o.base_;
+    size_ = o.size_;
+    mapping_ = o.mapping_;
+    // Moving a vector keeps its buffer, so views into memory_ stay valid.
+    memory_ = std::move(o.memory_);
+    data_begin_ = o.data_begin_;
+    metadata_ = std::move(o.metadata_);
+    tensors_ = std::move(o.tensors_);
+    order_ = std::move(o.order_);
+    o.base_ = nullptr;
+    o.size_ = 0;
+    o.mapping_ = nullptr;
+    o.tensors_.clear();
+    return *this;
+}
+
+TensorFile::~TensorFile() { release(); }
+
+void TensorFile::release() noexcept {
+    if (mapping_) ::munmap(mapping_, size_);
+    mapping_ = nullptr;
+}
+
+void TensorFile::fail(const std::string& what) const {
+    throw CheckpointError(fmt::format("checkpoint {}: {}", path_, what));
+}
+
+TensorFile TensorFile::read(const std::string& path, const ReadOptions& options) {
+    TensorFile f;
+    f.path_ = path;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) f.fail(fmt::format("cannot open: {}", std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        const int e = errno;
+        ::close(fd);
+        f.fail(fmt::format("cannot stat: {}", std::strerror(e)));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        f.fail("not a regular file");
+    }
+    f.size_ = static_cast<std::size_t>(st.st_size);
+    if (f.size_ > 0) {
+        void* m = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            const int e = errno;
+            ::close(fd);
+            f.fail(fmt::format("cannot map: {}", std::strerror(e)));
+        }
+        f.mapping_ = m;
+        f.base_ = static_cast<const std::byte*>(m);
+    }
+    ::close(fd);
+    f.validate(options);
+    return f;
+}
+
+TensorFile TensorFile::from_bytes(std::vector<std::byte> bytes, const std::string& label,
+                                  const ReadOptions& options) {
+    TensorFile f;
+    f.path_ = label;
+    f.memory_ = std::move(bytes);
+    f.base_ = f.memory_.data();
+    f.size_ = f.memory_.size();
+    f.validate(options);
+    return f;
+}
+
+void TensorFile::validate(const ReadOptions& options) {
+    if (size_ < 8)
+        fail(fmt::format("too short: {} bytes (a safetensors file starts with an 8-byte header length); "
+                         "the file is truncated or not a checkpoint",
+                         size_));
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint8_t>(base_[i]);
+    if (n > kMaxHeaderBytes)
+        fail(fmt::format("header length {} is larger than the limit of {} bytes; not a safetensors file?",
+                         n, kMaxHeaderBytes));
+    if (n > size_ - 8)
+        fail(fmt::format("header length {} extends beyond the end of the file ({} bytes); the file is truncated",
+                         n, size_));
+    if (n == 0) fail("invalid JSON header: empty header");
+    data_begin_ = 8 + static_cast<std::size_t>(n);
+    const std::uint64_t data_size = size_ - data_begin_;
+
+    const std::string_view text(reinterpret_cast<const char*>(base_ + 8), static_cast<std::size_t>(n));
+    json::Value root;
+    try {
+        root = json::parse(text, json::Limits{kMaxHeaderBytes, 64});
+    } catch (const json::ParseError& e) {
+        fail(fmt::format("invalid JSON header at header byte {}: {}", e.offset(), e.reason()));
+    }
+    if (!root.is_object())
+        fail(fmt::format("invalid header: the JSON is {}, expected an object", json::kind_name(root.kind())));
+
+    struct Info {
+        std::string name;
+        std::uint64_t begin, end;
+    };
+    std::vector<Info> infos;
+    for (const auto& [name, v] : root.as_object()) {
+        if (name == "__metadata__") {
+            if (!v.is_object()) fail("invalid header: __metadata__ is not an object");
+            for (const auto& [k, mv] : v.as_object()) {
+                if (!mv.is_string())
+                    fail(fmt::format("invalid header: metadata {} is {}, expected a string", k,
+                                     json::kind_name(mv.kind())));
+                metadata_[k] = mv.as_string();
+            }
+            continue;
+        }
+        if (name.empty()) fail("invalid header: a tensor has an empty name");
+        if (!v.is_object()) fail(fmt::format("invalid header: tensor {} is not an object", name));
+        const json::Value* dt = nullptr;
+        const json::Value* sh = nullptr;
+        const json::Value* off = nullptr;
+        for (const auto& [k, fv] : v.as_object()) {
+            if (k == "dtype") dt = &fv;
+            else if (k == "shape") sh = &fv;
+            else if (k == "data_offsets") off = &fv;
+            else fail(fmt::format("invalid header: tensor {} has an unknown field {}", name, k));
+        }
+        if (!dt || !sh || !off)
+            fail(fmt::format("invalid header: tensor {} lacks {}", name,
+                             !dt ? "dtype" : !sh ? "shape" : "data_offsets"));
+        if (!dt->is_string()) fail(fmt::format("invalid header: tensor {}: dtype is not a string", name));
+        const auto dtype = dtype_from_name(dt->as_string());
+        if (!dtype)
+            fail(fmt::format("unknown dtype {} for tensor {} (supported: F32, F64, I32, I64, U8, U64)",
+                             json::quote(dt->as_string()), name));
+        if (!sh->is_array()) fail(fmt::format("invalid header: tensor {}: shape is not an array", name));
+        Shape shape;
+        for (const auto& d : sh->as_array()) {
+            if (!d.is_integer() || d.is_negative())
+                fail(fmt::format("invalid header: tensor {}: shape entries must be integers >= 0", name));
+            shape.push_back(d.as_u64());
+        }
+        if (!off->is_array() || off->as_array().size() != 2 || !off->as_array()[0].is_integer() ||
+            !off->as_array()[1].is_integer() || off->as_array()[0].is_negative() ||
+            off->as_array()[1].is_negative())
+            fail(fmt::format("invalid header: tensor {}: data_offsets must be [begin, end], integers >= 0", name));
+        const std::uint64_t b = off->as_array()[0].as_u64(), e = off->as_array()[1].as_u64();
+        if (b > e || e > data_size)
+            fail(fmt::format("tensor {}: data_offsets [{}, {}] lie outside the data section of {} bytes",
+                             name, b, e, data_size));
+        const auto count = element_count(shape);
+        if (!count || *count > std::numeric_limits<std::uint64_t>::max() / dtype_size(*dtype) ||
+            *count * dtype_size(*dtype) != e - b)
+            fail(fmt::format("tensor {}: size {} bytes does not match shape {} of {} ({} bytes per element)",
+                             name, e - b, shape_string(shape), dtype_name(*dtype), dtype_size(*dtype)));
+        tensors_[name] = TensorView{*dtype, shape,
+                                    std::span<const std::byte>(base_ + data_begin_ + b, static_cast<std::size_t>(e - b))};
+        infos.push_back(Info{name, b, e});
+    }
+
+    // Tensors must tile the data section exactly, as safetensors requires.
+    std::stable_sort(infos.begin(), infos.end(), [](const Info& a, const Info& b) {
+        return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+    });
+    std::uint64_t at = 0;
+    for (std::size_t i = 0; i < infos.size(); ++i) {
+        const Info& t = infos[i];
+        if (t.begin < at)
+            fail(fmt::format("tensors {} and {} overlap (data_offsets must be sorted and disjoint)",
+                             infos[i - 1].name, t.name));
+        if (t.begin > at)
+            fail(fmt::format("gap in the data before tensor {} (bytes {}..{} belong to no tensor)", t.name, at, t.begin));
+        at = t.end;
+        order_.push_back(t.name);
+    }
+    if (at != data_size)
+        fail(fmt::format("the tensors cover {} bytes but the data section holds {} (trailing or missing bytes)",
+                         at, data_size));
+
+    if (!options.require_checkpoint) return;
+    const auto marker = metadata(std::string(kMetaFormat));
+    if (marker != std::string(kFormatMarker))
+        fail(fmt::format("not a foxhunt checkpoint: metadata {} is {} (expected \"{}\")", kMetaFormat,
+                         marker ? json::quote(*marker) : std::string("missing"), kFormatMarker));
+    const auto version = metadata(std::string(kMetaVersion));
+    if (version != fmt::format("{}", kFormatVersion))
+        fail(fmt::format("checkpoint format version {} is not supported by this build (it reads version {})",
+                         version ? json::quote(*version) : std::string("missing"), kFormatVersion));
+    const auto sum = metadata(std::string(kMetaChecksum));
+    if (!sum) fail(fmt::format("metadata {} (the data checksum) is missing", kMetaChecksum));
+    const std::string actual = hex16(fh::data::xxh64(base_ + data_begin_, static_cast<std::size_t>(data_size)));
+    if (*sum != actual)
+        fail(fmt::format("checksum mismatch: the data hashes to {} but the header says {}; the file is "
+                         "corrupt (use another checkpoint)",
+                         actual, *sum));
+}
+
+std::optional<std::string> TensorFile::metadata(const std::string& key) const {
+    const auto it = metadata_.find(key);
+    if (it == metadata_.end()) return std::nullopt;
+    return it->second;
+}
+
+bool TensorFile::has(const std::string& name) const { return tensors_.count(name) != 0; }
+
+std::vector<std::string> TensorFile::names() const { return order_; }
+
+TensorView TensorFile::tensor(const std::string& name) const {
+    const auto it = tensors_.find(name);
+    if (it == tensors_.end()) fail(fmt::format("missing tensor {}", name));
+    return it->second;
+}
+
+TensorView TensorFile::checked(const std::string& name, Dtype dtype, const Shape& expected) const {
+    TensorView v = tensor(name);
+    if (v.dtype != dtype)
+        fail(fmt::format("tensor {} has dtype {}, expected {}", name, dtype_name(v.dtype), dtype_name(dtype)));
+    if (v.shape != expected)
+        fail(fmt::format("tensor {} has shape {}, expected {} (was the checkpoint written with another profile?)",
+                         name, shape_string(v.shape), shape_string(expected)));
+    return v;
+}
+
+}  // namespace fh::io
