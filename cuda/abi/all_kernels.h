@@ -7,6 +7,7 @@
 #include "abi/dqn_utility_abi.h"
 #include "abi/experience_abi.h"
 #include "abi/network_abi.h"
+#include "abi/backtest_abi.h"
 #include "abi/c51_loss_abi.h"
 #include "abi/epsilon_greedy_abi.h"
 #include "abi/monitoring_abi.h"
@@ -23,4 +24,7 @@
     FH_NSTEP_KERNELS(X)        \
     FH_EPSILON_GREEDY_KERNELS(X) \
     FH_TRAINING_GUARD_KERNELS(X) \
-    FH_MONITORING_KERNELS(X)
+    FH_MONITORING_KERNELS(X)   \
+    FH_BACKTEST_ENV_KERNELS(X) \
+    FH_BACKTEST_GATHER_KERNELS(X) \
+    FH_BACKTEST_METRICS_KERNELS(X)

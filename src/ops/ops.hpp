@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "abi/backtest.h"
 #include "abi/c51_loss_abi.h"
 #include "abi/futures_env.h"
 #include "abi/monitoring_abi.h"
@@ -165,6 +166,27 @@ public:
     /// actions[e] uniformly random in [0, num_actions), a function of (seed, e, step) only.
     void random_actions(View<int> actions, std::uint64_t seed, std::uint64_t step, int num_actions);
 
+    // ---- backtest (cuda/backtest_{env,gather,metrics}_kernel.cu, abi/backtest.h) ------------
+    // Segments evaluated in lock-step from flat (src/eval/backtest.hpp). n_segments =
+    // state.size() = segments.size(); records hold every segment's bars (Segment::offset).
+    // CPU twins: src/ops/cpu/cpu_backtest_ops.cpp. Checked in src/ops/backtest_ops.cpp.
+    /// Starts every segment flat at its first bar and writes its first record.
+    void backtest_reset(View<backtest::SegmentState> state, View<backtest::BarRecord> records,
+                        View<const backtest::Segment> segments, const env::EnvParams& params);
+    /// One step of every running segment with actions (n_segments); finished ones idle.
+    void backtest_step(View<backtest::SegmentState> state, View<backtest::BarRecord> records,
+                       View<const backtest::Segment> segments, View<const int> actions,
+                       const env::MarketView& market, const env::EnvParams& params);
+    /// states (n_segments * state_dim) = [features of bar t | portfolio features] per segment.
+    void backtest_gather(View<float> states, View<const backtest::SegmentState> state,
+                         const env::MarketView& market, const env::EnvParams& params);
+    /// out (1) and histogram (num_actions) = the metrics of the records (fixed order, double).
+    void backtest_metrics(View<backtest::MetricsOut> out, View<long long> histogram,
+                          View<const backtest::BarRecord> records,
+                          View<const backtest::SegmentState> state,
+                          View<const backtest::Segment> segments, const env::MarketView& market,
+                          const backtest::MetricsParams& params);
+
     // ---- network: linear layers, gradient norm, Adam (cuda/network_kernels.cu + cuBLAS) ------
     // Row-major matrices; shapes beside each view. Every size must be >= 1. Outputs must not
     // overlap any other operand (checked: the kernels' pointers are __restrict__ and cuBLAS
@@ -268,6 +290,26 @@ protected:
                                     const env::EnvParams& params) = 0;
     virtual void random_actions_impl(View<int> actions, std::uint64_t seed, std::uint64_t step,
                                      int num_actions) = 0;
+
+    // backtest (src/ops/backtest_ops.cpp checked the arguments)
+    virtual void backtest_reset_impl(View<backtest::SegmentState> state,
+                                     View<backtest::BarRecord> records,
+                                     View<const backtest::Segment> segments,
+                                     const env::EnvParams& params) = 0;
+    virtual void backtest_step_impl(View<backtest::SegmentState> state,
+                                    View<backtest::BarRecord> records,
+                                    View<const backtest::Segment> segments,
+                                    View<const int> actions, const env::MarketView& market,
+                                    const env::EnvParams& params) = 0;
+    virtual void backtest_gather_impl(View<float> states, View<const backtest::SegmentState> state,
+                                      const env::MarketView& market,
+                                      const env::EnvParams& params) = 0;
+    virtual void backtest_metrics_impl(View<backtest::MetricsOut> out, View<long long> histogram,
+                                       View<const backtest::BarRecord> records,
+                                       View<const backtest::SegmentState> state,
+                                       View<const backtest::Segment> segments,
+                                       const env::MarketView& market,
+                                       const backtest::MetricsParams& params) = 0;
 
     // network (src/ops/nn_ops.cpp checked the arguments)
     virtual void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W,

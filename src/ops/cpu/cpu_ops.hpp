@@ -36,6 +36,21 @@ protected:
     void random_actions_impl(View<int> actions, std::uint64_t seed, std::uint64_t step,
                              int num_actions) override;
 
+    // ---- backtest ops (src/ops/cpu/cpu_backtest_ops.cpp) ---------------------------------
+    void backtest_reset_impl(View<backtest::SegmentState> state, View<backtest::BarRecord> records,
+                             View<const backtest::Segment> segments,
+                             const env::EnvParams& params) override;
+    void backtest_step_impl(View<backtest::SegmentState> state, View<backtest::BarRecord> records,
+                            View<const backtest::Segment> segments, View<const int> actions,
+                            const env::MarketView& market, const env::EnvParams& params) override;
+    void backtest_gather_impl(View<float> states, View<const backtest::SegmentState> state,
+                              const env::MarketView& market, const env::EnvParams& params) override;
+    void backtest_metrics_impl(View<backtest::MetricsOut> out, View<long long> histogram,
+                               View<const backtest::BarRecord> records,
+                               View<const backtest::SegmentState> state,
+                               View<const backtest::Segment> segments, const env::MarketView& market,
+                               const backtest::MetricsParams& params) override;
+
     // ---- network ops (src/ops/cpu/cpu_nn_ops.cpp) ----------------------------------------
     void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W,
                              View<const float> b, int batch, int in, int out,

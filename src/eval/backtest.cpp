@@ -1,0 +1,250 @@
+/// @file backtest.cpp
+#include "eval/backtest.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ctime>
+#include <stdexcept>
+
+#include "io/run_directory.hpp"
+#include "util/errors.hpp"
+
+namespace fh::eval {
+
+namespace {
+
+data::SplitRange split_range(const data::MarketData& md, env::Split split) {
+    switch (split) {
+        case env::Split::train: return md.train;
+        case env::Split::val: return md.val;
+        case env::Split::test: return md.test;
+    }
+    return md.test;
+}
+
+Metrics to_metrics(const backtest::MetricsOut& m, std::vector<long long> histogram) {
+    Metrics out;
+    out.total_return = m.total_return;
+    out.annual_return = m.annual_return;
+    out.sharpe = m.sharpe;
+    out.sortino = m.sortino;
+    out.max_drawdown = m.max_drawdown;
+    out.calmar = m.calmar;
+    out.trades = m.trades;
+    out.win_rate = m.win_rate;
+    out.profit_factor = m.profit_factor;
+    out.exposure = m.exposure;
+    out.turnover = m.turnover;
+    out.action_histogram = std::move(histogram);
+    return out;
+}
+
+/// The bars of segment s of one run, and the metrics, on the backend.
+struct Run {
+    ops::Buffer<backtest::SegmentState> state;
+    ops::Buffer<backtest::BarRecord> records;
+};
+
+Run run_policy(ops::Ops& ops, const env::MarketView& market, const env::EnvParams& params,
+               ops::View<const backtest::Segment> segments, std::size_t total_bars, int max_steps,
+               const Policy& policy) {
+    const int n = static_cast<int>(segments.size());
+    Run run{ops.alloc<backtest::SegmentState>(segments.size()), ops.alloc<backtest::BarRecord>(total_bars)};
+    auto states = ops.alloc<float>(segments.size() * static_cast<std::size_t>(params.state_dim));
+    auto actions = ops.alloc<int>(segments.size());
+    ops.backtest_reset(run.state.view(), run.records.view(), segments, params);
+    for (int step = 0; step < max_steps; ++step) {
+        ops.backtest_gather(states.view(), run.state.cview(), market, params);
+        policy(actions.view(), states.cview(), n);
+        ops.backtest_step(run.state.view(), run.records.view(), segments, actions.cview(), market, params);
+    }
+    return run;
+}
+
+Metrics device_metrics(ops::Ops& ops, const Run& run, ops::View<const backtest::Segment> segments,
+                       const env::MarketView& market, const backtest::MetricsParams& mp) {
+    auto out = ops.alloc<backtest::MetricsOut>(1);
+    auto histogram = ops.alloc<long long>(static_cast<std::size_t>(mp.num_actions));
+    ops.backtest_metrics(out.view(), histogram.view(), run.records.cview(), run.state.cview(), segments,
+                         market, mp);
+    const auto m = ops.to_host(out.cview());
+    return to_metrics(m[0], ops.to_host(histogram.cview()));
+}
+
+std::string iso_time(std::int64_t unix_seconds) {
+    const std::time_t t = static_cast<std::time_t>(unix_seconds);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                       tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+const char* order_type_name(int type) {
+    switch (type) {
+        case env::kMarket: return "market";
+        case env::kPassiveLimit: return "passive_limit";
+        case env::kFarLimit: return "far_limit";
+        default: return "none";
+    }
+}
+
+}  // namespace
+
+std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, data::SplitRange split,
+                                                 int segments) {
+    if (segments < 1) throw std::invalid_argument(fmt::format("backtest: segments must be >= 1, got {}", segments));
+    const auto& b = md.bars;
+    const std::size_t end = std::min(split.end, b.size());
+    const std::size_t begin = std::min(split.begin, end);
+    const std::size_t len = end - begin;
+    std::vector<backtest::Segment> out;
+    int offset = 0;
+    for (int part = 0; part < segments; ++part) {
+        const std::size_t pb = begin + len * static_cast<std::size_t>(part) / static_cast<std::size_t>(segments);
+        const std::size_t pe = begin + len * static_cast<std::size_t>(part + 1) / static_cast<std::size_t>(segments);
+        for (std::size_t k = 0; k < b.segment_starts.size(); ++k) {
+            const std::size_t seg_begin = b.segment_starts[k];
+            const std::size_t seg_end = k + 1 < b.segment_starts.size() ? b.segment_starts[k + 1] : b.size();
+            const std::size_t first = std::max({seg_begin + md.warmup_bars, pb});
+            const std::size_t last = std::min(seg_end, pe);
+            if (first + 1 >= last) continue;  // needs a bar to decide at and one to execute in
+            out.push_back(backtest::Segment{static_cast<int>(first), static_cast<int>(last), offset});
+            offset += static_cast<int>(last - first);
+        }
+    }
+    return out;
+}
+
+BacktestReport backtest(ops::Ops& ops, const env::DeviceMarket& market, const data::MarketData& md,
+                        env::Split split, const env::EnvParams& params, const Policy& policy,
+                        int segments, bool keep_records) {
+    if (!(md.bars_per_year > 0))
+        throw std::invalid_argument("backtest: MarketData::bars_per_year must be positive (annualisation)");
+    const env::MarketView view = market.view(split);  // throws DataError for an empty split
+    const auto segs = backtest_segments(md, split_range(md, split), segments);
+    if (segs.empty()) throw DataError("backtest: the split has no bar to trade after the feature warm-up");
+    std::size_t total_bars = 0;
+    int max_steps = 0;
+    for (const auto& s : segs) {
+        total_bars += static_cast<std::size_t>(s.end - s.start);
+        max_steps = std::max(max_steps, s.end - s.start - 1);
+    }
+    const auto dev_segs = ops.from_host<backtest::Segment>(segs);
+    const backtest::MetricsParams mp{params.multiplier, params.initial_equity, md.bars_per_year,
+                                     env::num_actions(params)};
+
+    BacktestReport report;
+    report.initial_equity = params.initial_equity;
+    report.multiplier = params.multiplier;
+    report.bars_per_year = md.bars_per_year;
+    report.segments = segs;
+
+    {
+        const Run run = run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy);
+        report.strategy = device_metrics(ops, run, dev_segs.cview(), view, mp);
+        const auto st = ops.to_host(run.state.cview());
+        for (const auto& s : st) report.segment_bars.push_back(s.bars);
+        if (keep_records) report.records = ops.to_host(run.records.cview());
+    }
+    {
+        // Buy-and-hold: the extreme long level by a market order at every decision (one fill at
+        // the first bar's next open, then the target equals the position: no further orders).
+        const int hold = (params.position_levels - 1) * params.urgency_levels;
+        const auto hold_actions = ops.from_host<int>(std::vector<int>(segs.size(), hold));
+        const Policy buy_and_hold = [&](ops::View<int> actions, ops::View<const float>, int) {
+            ops.copy_raw(actions, hold_actions.cview());
+        };
+        const Run run = run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, buy_and_hold);
+        report.buy_and_hold = device_metrics(ops, run, dev_segs.cview(), view, mp);
+    }
+    return report;
+}
+
+Metrics compute_metrics(const std::vector<backtest::BarRecord>& records,
+                        const std::vector<backtest::Segment>& segments,
+                        const std::vector<int>& segment_bars, const std::vector<double>& close,
+                        const backtest::MetricsParams& params) {
+    if (segment_bars.size() != segments.size())
+        throw std::invalid_argument("compute_metrics: one bar count per segment");
+    std::vector<backtest::SegmentState> state(segments.size());
+    for (std::size_t s = 0; s < segments.size(); ++s) {
+        if (segment_bars[s] < 1 || segment_bars[s] > segments[s].end - segments[s].start ||
+            static_cast<std::size_t>(segments[s].offset + segment_bars[s]) > records.size() ||
+            static_cast<std::size_t>(segments[s].end) > close.size())
+            throw std::invalid_argument("compute_metrics: a segment lies outside the records or bars");
+        state[s].bars = segment_bars[s];
+    }
+    backtest::MetricsOut out{};
+    std::vector<long long> histogram(static_cast<std::size_t>(std::max(0, params.num_actions)));
+    backtest::compute_metrics(out, histogram.data(), records.data(), state.data(), segments.data(),
+                              static_cast<int>(segments.size()), close.data(), params);
+    return to_metrics(out, std::move(histogram));
+}
+
+Metrics curve_metrics(const std::vector<double>& equity, double bars_per_year) {
+    if (equity.empty()) throw std::invalid_argument("curve_metrics: empty curve");
+    std::vector<backtest::BarRecord> records(equity.size());
+    for (std::size_t i = 0; i < equity.size(); ++i) {
+        records[i] = backtest::BarRecord{};
+        records[i].equity = equity[i];
+        records[i].order_type = env::kNoOrder;
+        records[i].action = -1;
+    }
+    const int n = static_cast<int>(equity.size());
+    const std::vector<backtest::Segment> segs{{0, n, 0}};
+    const std::vector<double> close(equity.size(), 0.0);
+    return compute_metrics(records, segs, {n}, close, backtest::MetricsParams{1.0, equity[0], bars_per_year, 1});
+}
+
+void write_equity_csv(const std::string& path, const BacktestReport& r, const data::MarketData& md) {
+    std::string out = "segment,bar,time,close,action,position,equity,drawdown\n";
+    for (std::size_t s = 0; s < r.segments.size(); ++s) {
+        const auto& seg = r.segments[s];
+        double peak = 0;
+        for (int i = 0; i < r.segment_bars[s]; ++i) {
+            const auto& rec = r.records.at(static_cast<std::size_t>(seg.offset + i));
+            const auto bar = static_cast<std::size_t>(seg.start + i);
+            peak = i == 0 ? rec.equity : std::max(peak, rec.equity);
+            out += fmt::format("{},{},{},{},{},{},{},{}\n", s, bar, iso_time(md.bars.time.at(bar)),
+                               md.bars.close.at(bar), rec.action, rec.position, rec.equity,
+                               (peak - rec.equity) / peak);
+        }
+    }
+    io::write_file_atomically(path, out);
+}
+
+void write_trades_csv(const std::string& path, const BacktestReport& r, const data::MarketData& md) {
+    std::string out = "segment,bar,time,side,contracts,price,order_type,commission\n";
+    for (std::size_t s = 0; s < r.segments.size(); ++s) {
+        const auto& seg = r.segments[s];
+        for (int i = 0; i < r.segment_bars[s]; ++i) {
+            const auto& rec = r.records.at(static_cast<std::size_t>(seg.offset + i));
+            if (rec.filled_contracts == 0) continue;
+            const auto bar = static_cast<std::size_t>(seg.start + i);
+            out += fmt::format("{},{},{},{},{},{},{},{}\n", s, bar, iso_time(md.bars.time.at(bar)),
+                               rec.filled_contracts > 0 ? "buy" : "sell",
+                               std::abs(rec.filled_contracts), rec.fill_price,
+                               order_type_name(rec.order_type), rec.commission);
+        }
+    }
+    io::write_file_atomically(path, out);
+}
+
+std::string metrics_json(const Metrics& m) {
+    std::string h;
+    for (std::size_t a = 0; a < m.action_histogram.size(); ++a) {
+        if (a) h += ',';
+        h += fmt::format("{}", m.action_histogram[a]);
+    }
+    return fmt::format(
+        "{{\"total_return\":{},\"annual_return\":{},\"sharpe\":{},\"sortino\":{},\"max_drawdown\":{},"
+        "\"calmar\":{},\"trades\":{},\"win_rate\":{},\"profit_factor\":{},\"exposure\":{},"
+        "\"turnover\":{},\"action_histogram\":[{}]}}",
+        io::json_number(m.total_return), io::json_number(m.annual_return), io::json_number(m.sharpe),
+        io::json_number(m.sortino), io::json_number(m.max_drawdown), io::json_number(m.calmar), m.trades,
+        io::json_number(m.win_rate), io::json_number(m.profit_factor), io::json_number(m.exposure),
+        io::json_number(m.turnover), h);
+}
+
+}  // namespace fh::eval

@@ -1,0 +1,69 @@
+/// @file backtest.hpp
+/// @brief The backtest evaluator of SPEC section 8: a policy run from flat over a split in
+///        contiguous segments stepping in lock-step on the backend, buy-and-hold on the same
+///        segments, the metrics of docs/metrics.md computed on the backend, and the CSV/JSON
+///        outputs (backtest/equity.csv, backtest/trades.csv).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "abi/backtest.h"
+#include "data/market_data.hpp"
+#include "env/vec_env.hpp"
+#include "ops/ops.hpp"
+
+namespace fh::eval {
+
+/// The metrics of docs/metrics.md.
+struct Metrics {
+    double total_return = 0, annual_return = 0, sharpe = 0, sortino = 0, max_drawdown = 0, calmar = 0;
+    long long trades = 0;
+    double win_rate = 0, profit_factor = 0, exposure = 0, turnover = 0;
+    std::vector<long long> action_histogram;  ///< num_actions counts of the actions taken
+};
+
+/// What a backtest returns. records are filled only when keep_records was asked for.
+struct BacktestReport {
+    Metrics strategy, buy_and_hold;
+    double initial_equity = 0, multiplier = 0, bars_per_year = 0;
+    std::vector<backtest::Segment> segments;  ///< the segments evaluated, in order
+    std::vector<int> segment_bars;            ///< bars recorded per segment (shorter on bankruptcy)
+    std::vector<backtest::BarRecord> records; ///< the strategy's per-bar records (Segment::offset)
+};
+
+/// Chooses n actions (device memory) from n states (n, state_dim) (device memory).
+using Policy = std::function<void(ops::View<int> actions, ops::View<const float> states, int n)>;
+
+/// The segments of a backtest over `split`: `segments` equal contiguous parts of the split, each
+/// further cut at contract (BarSeries segment) boundaries and starting after the feature warm-up;
+/// parts with fewer than 2 bars are dropped. segments == 1 gives one exact sequential pass.
+std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, data::SplitRange split,
+                                                 int segments);
+
+/// Runs `policy` greedily over `split` from flat (each segment starts flat at initial equity),
+/// then buy-and-hold (long max_contracts by a market order at the first decision) on the same
+/// segments, and computes both metrics on the backend. No host synchronisation per step beyond
+/// what the policy does. Throws DataError when the split has no bar to trade.
+BacktestReport backtest(ops::Ops& ops, const env::DeviceMarket& market, const data::MarketData& md,
+                        env::Split split, const env::EnvParams& params, const Policy& policy,
+                        int segments, bool keep_records);
+
+/// The metrics of host-side records (the CPU twin of the metrics kernel; for tests and tools).
+Metrics compute_metrics(const std::vector<backtest::BarRecord>& records,
+                        const std::vector<backtest::Segment>& segments,
+                        const std::vector<int>& segment_bars, const std::vector<double>& close,
+                        const backtest::MetricsParams& params);
+
+/// The metrics of one equity curve without fills (equity[0] is the start).
+Metrics curve_metrics(const std::vector<double>& equity, double bars_per_year);
+
+/// backtest/equity.csv: segment,bar,time,close,action,position,equity,drawdown (docs/metrics.md).
+void write_equity_csv(const std::string& path, const BacktestReport& report, const data::MarketData& md);
+/// backtest/trades.csv: segment,bar,time,side,contracts,price,order_type,commission per fill.
+void write_trades_csv(const std::string& path, const BacktestReport& report, const data::MarketData& md);
+/// One JSON object with every metric (NaN/infinity as null).
+std::string metrics_json(const Metrics& m);
+
+}  // namespace fh::eval

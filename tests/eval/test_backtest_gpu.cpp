@@ -1,0 +1,77 @@
+/// @file test_backtest_gpu.cpp
+/// @brief [gpu][eval] The CUDA backtest (env, gather and metrics kernels) equals the CPU twin.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "eval/backtest.hpp"
+#include "ops/cpu/cpu_ops.hpp"
+#include "support/gpu.hpp"
+#include "support/market_fixture.hpp"
+
+using namespace fh;
+using Approx = Catch::Detail::Approx;
+
+namespace {
+
+/// A policy of the states (downloaded) so that the gathered states are compared too.
+eval::Policy state_policy(ops::Ops& ops, int num_actions, int state_dim) {
+    return [&ops, num_actions, state_dim](ops::View<int> actions, ops::View<const float> states, int n) {
+        const auto s = ops.to_host(states);
+        std::vector<int> a(static_cast<std::size_t>(n));
+        for (int i = 0; i < n; ++i) {
+            const float* row = s.data() + static_cast<std::size_t>(i) * state_dim;
+            const double v = std::abs(row[0]) * 7.0 + std::abs(row[state_dim - 7]) * 5.0 + row[state_dim - 8] * 2.0;
+            a[static_cast<std::size_t>(i)] = static_cast<int>(std::floor(std::abs(v) * 10.0)) % num_actions;
+        }
+        ops.upload<int>(actions, a);
+    };
+}
+
+void require_same(const eval::Metrics& c, const eval::Metrics& g) {
+    INFO("cpu " << eval::metrics_json(c) << "\ngpu " << eval::metrics_json(g));
+    CHECK(c.total_return == g.total_return);
+    CHECK(c.sharpe == g.sharpe);
+    CHECK(c.sortino == g.sortino);
+    CHECK(c.max_drawdown == g.max_drawdown);
+    CHECK(c.annual_return == Approx(g.annual_return).epsilon(1e-12));  // pow: an ulp apart at most
+    CHECK(c.calmar == Approx(g.calmar).epsilon(1e-12));
+    CHECK(c.trades == g.trades);
+    CHECK(c.win_rate == g.win_rate);
+    CHECK(c.profit_factor == g.profit_factor);
+    CHECK(c.exposure == g.exposure);
+    CHECK(c.turnover == g.turnover);
+    CHECK(c.action_histogram == g.action_histogram);
+}
+
+}  // namespace
+
+TEST_CASE("the CUDA backtest equals the CPU backtest", "[gpu][eval]") {
+    ops::CpuOps cpu;
+    auto& gpu = test::gpu_ops();
+    auto md = test::random_walk_market(20011, 23, 42, {0, 7001, 13007, 17003});
+    md.bars_per_year = 252.0 * 78;
+    auto p = test::es_params(42, 15, 7);
+    p.bankruptcy_fraction = 0.97;  // some segments go bankrupt and stop
+    env::DeviceMarket cm(cpu, md), gm(gpu, md);
+    const int A = env::num_actions(p);
+    for (int segments : {1, 7, 64}) {
+        INFO("segments " << segments);
+        const auto c = eval::backtest(cpu, cm, md, env::Split::test, p, state_policy(cpu, A, p.state_dim),
+                                      segments, true);
+        const auto g = eval::backtest(gpu, gm, md, env::Split::test, p, state_policy(gpu, A, p.state_dim),
+                                      segments, true);
+        REQUIRE(c.segment_bars == g.segment_bars);
+        REQUIRE(c.records.size() == g.records.size());
+        for (std::size_t s = 0; s < c.segments.size(); ++s)
+            for (int i = 0; i < c.segment_bars[s]; ++i) {
+                const std::size_t j = static_cast<std::size_t>(c.segments[s].offset + i);
+                REQUIRE(std::memcmp(&c.records[j], &g.records[j], sizeof(backtest::BarRecord)) == 0);
+            }
+        require_same(c.strategy, g.strategy);
+        require_same(c.buy_and_hold, g.buy_and_hold);
+    }
+}
