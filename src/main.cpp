@@ -35,6 +35,8 @@ Examples:
   foxhunt-train check my.toml > resolved.toml             the output is itself a profile
   foxhunt-train info                                      devices and embedded kernel modules
   foxhunt-train bench --profile dqn-full --device cuda    throughput figures as JSON
+  foxhunt-train eval --checkpoint runs/x/checkpoints/best.safetensors --split test --data other.csv
+  foxhunt-train --resume runs/x                           continue an interrupted run
 
 Exit codes:
   0    success (also an early-stopped run)
@@ -105,10 +107,18 @@ int main(int argc, char** argv) {
     check->add_option("PROFILE", check_profile, "Profile file or shipped profile name")
         ->type_name("PATH|NAME");
     auto* info = app.add_subcommand("info", "Show the GPU(s), driver and the embedded kernel modules");
+    std::string eval_checkpoint, eval_split = "test";
+    auto* eval = app.add_subcommand(
+        "eval", "Backtest a saved policy (a checkpoint) on the validation or test split of its profile's "
+                "data, or of --data, normalised as in training; prints the metrics as JSON");
+    eval->add_option("--checkpoint", eval_checkpoint, "Checkpoint file (run/checkpoints/best.safetensors)")
+        ->required()
+        ->type_name("FILE");
+    eval->add_option("--split", eval_split, "Split to backtest")->check(CLI::IsMember({"val", "test"}))->capture_default_str();
     auto* bench = app.add_subcommand(
         "bench", "Measure the profile's throughput and print it as JSON (collection env steps/s, "
                  "updates/s, end-to-end env steps/s, time to first kernel, peak device memory)");
-    for (auto* sub : {train, check, info, bench}) sub->fallthrough();  // global options after it too
+    for (auto* sub : {train, check, info, bench, eval}) sub->fallthrough();  // global options after it too
 
     try {
         app.parse(argc, argv);
@@ -128,6 +138,7 @@ int main(int argc, char** argv) {
         if (info->parsed()) return fh::cli::run_info(g);
         if (check->parsed()) return fh::cli::run_check(g);
         if (bench->parsed()) return fh::cli::run_bench(g);
+        if (eval->parsed()) return fh::cli::run_eval(g, eval_checkpoint, eval_split);
         return fh::cli::run_train(g);
     } catch (const fh::Error& e) {
         fh::log::error("{}", e.what());

@@ -1,5 +1,6 @@
 /// @file bench.cpp
-/// @brief `foxhunt-train bench`: throughput of the profile's trainer as JSON (SPEC section 9).
+/// @brief `foxhunt-train bench` (throughput as JSON, SPEC section 9) and `eval` (a checkpoint's
+///        backtest as JSON): the two subcommands that report without training.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -12,6 +13,12 @@ namespace fh::cli {
 int run_bench(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g);
     fmt::print("{}\n", trainers::bench(profile));
+    std::fflush(stdout);
+    return 0;
+}
+
+int run_eval(const GlobalOptions& g, const std::string& checkpoint, const std::string& split) {
+    fmt::print("{}\n", trainers::evaluate(checkpoint, split, g.data, g.device));
     std::fflush(stdout);
     return 0;
 }

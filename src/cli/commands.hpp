@@ -43,6 +43,9 @@ int run_check(const GlobalOptions& options);
 /// `foxhunt-train bench --profile P`: throughput figures as one JSON object on stdout.
 int run_bench(const GlobalOptions& options);
 
+/// `foxhunt-train eval --checkpoint FILE [--split val|test] [--data PATH]`: backtest report as JSON.
+int run_eval(const GlobalOptions& options, const std::string& checkpoint, const std::string& split);
+
 /// `foxhunt-train info`: the devices, and the embedded kernel modules with their architectures.
 int run_info(const GlobalOptions& options);
 

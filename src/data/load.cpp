@@ -181,7 +181,15 @@ MarketData load_market(const DataOptions& o) {
             log::warn("data: the {} split [{}, {}) has no episode start past the {}-bar warm-up",
                       sp == &md.val ? "validation" : "test", sp->begin, sp->end, md.warmup_bars);
 
-    md.norm = training_stats(payload.raw, md.bars, md.train, md.warmup_bars, o.norm_clip);
+    if (o.normalization) {
+        if (o.normalization->mean.size() != static_cast<std::size_t>(md.market_dim) ||
+            o.normalization->stddev.size() != o.normalization->mean.size())
+            throw UsageError(fmt::format("data: the given normalisation statistics have {} features, the data has {}",
+                                         o.normalization->mean.size(), md.market_dim));
+        md.norm = *o.normalization;
+    } else {
+        md.norm = training_stats(payload.raw, md.bars, md.train, md.warmup_bars, o.norm_clip);
+    }
     md.features = std::move(payload.raw.values);
     normalize_in_place(md.features, md.norm);
     log::info("data: {} bars from {} in {:.3f} s (fxcache {})", md.bars.size(), md.source, seconds_since(t0),

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "data/market_data.hpp"
@@ -25,6 +26,9 @@ struct DataOptions {
     double bars_per_year = 0;         ///< [instrument] bars_per_year: 0 = infer from the data
     float norm_clip = 5.0f;           ///< clip of the z-scores
     bool use_cache = true;            ///< false: neither read nor write the fxcache
+    /// Normalise with these statistics instead of the training split's: a checkpoint's, so that
+    /// `eval` on other data normalises exactly as its training did. Must have one entry per feature.
+    std::optional<NormalizationStats> normalization;
 };
 
 /// Loads (or generates) the bars, computes or reuses the features through the fxcache, splits

@@ -29,6 +29,29 @@ RunDirectory RunDirectory::create(const std::string& root, const std::string& na
     throw UsageError(fmt::format("too many runs named {} in {}", name, root));
 }
 
+RunDirectory RunDirectory::open(const std::string& path) {
+    if (!fs::is_directory(path))
+        throw UsageError(fmt::format("--resume {}: no such run directory", path));
+    return RunDirectory(path);
+}
+
+void RunDirectory::append_eval(const std::string& json_object) const {
+    const std::string file = (fs::path(path_) / "eval.jsonl").string();
+    std::FILE* f = std::fopen(file.c_str(), "a");
+    if (!f) throw UsageError(fmt::format("cannot write {}: {}", file, std::strerror(errno)));
+    std::fputs(json_object.c_str(), f);
+    std::fputc('\n', f);
+    std::fclose(f);
+}
+
+std::string RunDirectory::file_path(const std::string& relative) const {
+    const fs::path p = fs::path(path_) / relative;
+    std::error_code ec;
+    fs::create_directories(p.parent_path(), ec);
+    if (ec) throw UsageError(fmt::format("cannot create {}: {}", p.parent_path().string(), ec.message()));
+    return p.string();
+}
+
 RunDirectory::RunDirectory(std::string path) : path_(std::move(path)) {
     const std::string metrics = (fs::path(path_) / "metrics.jsonl").string();
     metrics_ = std::fopen(metrics.c_str(), "a");

@@ -14,6 +14,8 @@ public:
     /// Creates `root/name`, or `root/name-2`, `-3`, ... when it exists (a run never overwrites
     /// another). Throws UsageError when the directory cannot be created.
     static RunDirectory create(const std::string& root, const std::string& name);
+    /// Opens an existing run directory to continue it (--resume); metrics.jsonl is appended to.
+    static RunDirectory open(const std::string& path);
 
     RunDirectory(RunDirectory&& o) noexcept;
     RunDirectory& operator=(RunDirectory&&) = delete;
@@ -25,6 +27,10 @@ public:
     void write_file(const std::string& file, const std::string& text) const;
     /// Appends one line to metrics.jsonl and flushes it (a crash loses at most the line being written).
     void append_metrics(const std::string& json_object);
+    /// Appends one line to eval.jsonl.
+    void append_eval(const std::string& json_object) const;
+    /// `path()/relative`, creating its parent folder.
+    std::string file_path(const std::string& relative) const;
 
 private:
     explicit RunDirectory(std::string path);

@@ -17,8 +17,6 @@
 #include "util/log.hpp"
 
 namespace fh::trainers {
-namespace {
-
 QNetworkConfig network_config(const config::Profile& p, int state_dim) {
     QNetworkConfig c;
     c.state_dim = state_dim;
@@ -28,6 +26,8 @@ QNetworkConfig network_config(const config::Profile& p, int state_dim) {
                              static_cast<float>(p.dqn.v_max)};
     return c;
 }
+
+namespace {
 
 /// Options the DQN trainer does not implement yet are refused, never silently ignored.
 void require_supported(const config::Profile& p) {
@@ -175,7 +175,8 @@ float DqnTrainer::epsilon_at(long long step) const {
 }
 
 void DqnTrainer::greedy_actions(ops::View<int> actions, ops::View<const float> states, int n) {
-    const auto q = net_.forward(ops_, online_.cview(), states, n, ws_act_);
+    if (n > ws_eval_.max_batch) ws_eval_ = net_.make_workspace(ops_, n);  // evaluation batch sizes vary
+    const auto q = net_.forward(ops_, online_.cview(), states, n, ws_eval_);
     ops_.epsilon_greedy(actions, q, num_actions_, 0.0f, 0, 0);
 }
 
@@ -328,6 +329,7 @@ DqnResult DqnTrainer::train() {
             if (hooks_.on_log) hooks_.on_log(m);
             result.log.push_back(std::move(m));
         }
+        if (hooks_.after_step && !hooks_.after_step(steps_)) break;
     }
     ops_.synchronize();
     result.steps = steps_;

@@ -46,6 +46,9 @@ struct DqnHooks {
     std::vector<long long> inject_nan_at_updates;
     /// Called with every metrics line as it is produced.
     std::function<void(const DqnMetrics&)> on_log;
+    /// Called after every collection step (and its updates) with the steps taken so far; returning
+    /// false ends training there (evaluation, early stopping, checkpoints, interrupts live here).
+    std::function<bool(long long steps)> after_step;
 };
 
 /// A named piece of a trainer's state in the backend's memory, as raw bytes (checkpoints).
@@ -94,7 +97,7 @@ public:
     /// The online weights, for keeping the best ones and restoring them.
     ops::View<float> mutable_online_params() noexcept { return online_.view(); }
 
-    /// Greedy actions (n) of the online network for states (n, state_dim); n <= gpu_n_episodes.
+    /// Greedy actions (n) of the online network for states (n, state_dim), any n >= 1.
     void greedy_actions(ops::View<int> actions, ops::View<const float> states, int n);
 
     const QNetwork& network() const noexcept { return net_; }
@@ -117,7 +120,7 @@ private:
 
     // Parameters, target copy, gradients and Adam moments: one flat buffer each (same layout).
     ops::Buffer<float> online_, target_, grads_, adam_m_, adam_v_;
-    QNetwork::Workspace ws_act_, ws_s_, ws_next_online_, ws_next_target_;
+    QNetwork::Workspace ws_act_, ws_s_, ws_next_online_, ws_next_target_, ws_eval_;
 
     // Replay ring: capacity_steps collection steps of n_envs transitions.
     int capacity_steps_ = 0;
@@ -137,6 +140,9 @@ private:
     ops::Buffer<abi::MonitorStats> stats_;
     ops::Buffer<unsigned long long> histogram_;
 };
+
+/// The network a DQN profile describes, for observations of state_dim floats.
+QNetworkConfig network_config(const config::Profile& profile, int state_dim);
 
 /// "loss C51", "loss MSE" or "gradient norm": the quantity a GuardState names.
 std::string guard_quantity_name(int index);

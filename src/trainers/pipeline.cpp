@@ -5,9 +5,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <filesystem>
 #include <ctime>
+#include <optional>
 
 #include "config/memory_estimate.hpp"
+#include "eval/backtest.hpp"
+#include "io/progress.hpp"
+#include "io/safetensors.hpp"
+#include "trainers/checkpoint.hpp"
+#include "trainers/early_stopping.hpp"
+#include "util/signals.hpp"
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "io/run_directory.hpp"
@@ -103,62 +112,184 @@ struct Session {
 
 }  // namespace
 
-std::string train(const config::Profile& p) {
+namespace {
+
+double select_metric(const eval::Metrics& m, const std::string& name) {
+    if (name == "val_return") return m.total_return;
+    if (name == "val_sortino") return m.sortino;
+    return m.sharpe;
+}
+
+std::string backtest_json(const eval::BacktestReport& r) {
+    return fmt::format("{{\"strategy\":{},\"buy_and_hold\":{}}}", eval::metrics_json(r.strategy),
+                       eval::metrics_json(r.buy_and_hold));
+}
+
+}  // namespace
+
+std::string train(const config::Profile& p, const std::string& resume_dir) {
     const auto t0 = clock::now();
     Session session(p);
     auto& ops = session.ops;
     const auto& dm = *session.device_market;
+    const auto& market = session.market;
 
-    auto dir = io::RunDirectory::create(p.run.output_dir, run_name(p));
-    dir.write_file("config.toml", config::to_toml(p));
+    auto dir = resume_dir.empty() ? io::RunDirectory::create(p.run.output_dir, run_name(p))
+                                  : io::RunDirectory::open(resume_dir);
+    if (resume_dir.empty()) dir.write_file("config.toml", config::to_toml(p));
+    const std::string last_ckpt = dir.file_path("checkpoints/last.safetensors");
+    const std::string best_ckpt = dir.file_path("checkpoints/best.safetensors");
     log::info("run directory: {}", dir.path());
 
+    io::Progress progress(static_cast<std::uint64_t>(p.run.total_steps),
+                          io::stderr_is_terminal() && log::current_format() == log::Format::text);
+    EarlyStopping early(p.early_stopping.patience, p.early_stopping.min_delta, p.early_stopping.min_steps);
+    std::optional<double> last_val;
+    std::optional<eval::BacktestReport> best_val_report;
+    std::vector<float> best_weights;
+    std::string status = "completed";
+    const long long n_envs = p.experience.gpu_n_episodes;
+
     DqnHooks hooks;
+    DqnTrainer* trainer_ptr = nullptr;
     hooks.on_log = [&](const DqnMetrics& m) {
         dir.append_metrics(metrics_json(m));
+        progress.clear();
         log::info("step {:>9} env steps | loss {:.4f} (c51 {:.4f}, mse {:.4f}) | Q {:+.3f} | eps {:.3f} | "
                   "{:.3g} env steps/s, {:.3g} updates/s",
                   m.env_steps, m.loss, m.loss_c51, m.loss_mse, m.q_mean, m.epsilon, m.env_steps_per_s, m.updates_per_s);
+        progress.update(static_cast<std::uint64_t>(m.env_steps), m.env_steps_per_s, m.updates_per_s, m.loss, last_val,
+                        p.early_stopping.metric);
     };
+    auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer_ptr->greedy_actions(a, s, n); };
+    auto crossed = [&](long long steps, long long interval) {  // env-step interval crossed by this step
+        return interval > 0 && (steps * n_envs) / interval != ((steps - 1) * n_envs) / interval;
+    };
+    hooks.after_step = [&](long long steps) {
+        DqnTrainer& trainer = *trainer_ptr;
+        if (signals::interrupt_requested()) {
+            status = "interrupted";
+            return false;
+        }
+        if (crossed(steps, p.run.eval_interval)) {
+            const auto report = eval::backtest(*ops, dm, market, env::Split::val, trainer.env_params(), greedy,
+                                               static_cast<int>(p.eval.segments), false);
+            const double metric = select_metric(report.strategy, p.early_stopping.metric);
+            last_val = metric;
+            const auto decision = early.observe(steps * n_envs, metric);
+            dir.append_eval(fmt::format("{{\"env_steps\":{},\"split\":\"val\",\"metric\":{},\"value\":{},\"best\":{},"
+                                        "\"strategy\":{},\"buy_and_hold\":{}}}",
+                                        steps * n_envs, io::json_string(p.early_stopping.metric),
+                                        io::json_number(metric), decision.improved ? "true" : "false",
+                                        eval::metrics_json(report.strategy), eval::metrics_json(report.buy_and_hold)));
+            progress.clear();
+            log::info("validation at {} env steps: {} {:.4f}{}", steps * n_envs, p.early_stopping.metric, metric,
+                      decision.improved ? " (best so far)" : "");
+            if (decision.improved) {
+                best_weights = ops->to_host(trainer.online_params());
+                best_val_report = report;
+                save_checkpoint(best_ckpt, *ops, trainer, p, market, early);
+            }
+            if (decision.stop) {
+                status = "early_stopped";
+                log::info("early stopping: {} evaluations without improvement (best {} {:.4f} at {} env steps)",
+                          early.evaluations_without_improvement(), p.early_stopping.metric, *early.best(),
+                          early.best_step());
+                return false;
+            }
+        }
+        if (crossed(steps, p.run.checkpoint_interval)) save_checkpoint(last_ckpt, *ops, trainer, p, market, early);
+        return true;
+    };
+
     DqnTrainer trainer(*ops, p, dm, hooks);
-    std::string status = "completed";
+    trainer_ptr = &trainer;
+    if (!resume_dir.empty()) {
+        load_checkpoint(last_ckpt, *ops, trainer, &early);
+        if (early.best() && std::filesystem::exists(best_ckpt))  // the best weights before the interruption
+            best_weights = io::TensorFile::read(best_ckpt).get<float>("params/online",
+                                                                     {static_cast<std::uint64_t>(trainer.online_params().size())});
+        log::info("resumed from {} at {} env steps", last_ckpt, trainer.steps() * n_envs);
+    }
+    signals::install_interrupt_handlers();
     DqnResult result;
     try {
         result = trainer.train();
     } catch (const DivergedError& e) {
+        progress.finish();
         dir.write_file("summary.json", fmt::format("{{\"status\":\"diverged\",\"trainer\":\"dqn\",\"error\":{}}}\n",
                                                    io::json_string(e.what())));
         throw;
     }
-
-    // A quick validation check of the greedy policy against flat and random ones on the same
-    // episodes (the full backtest with trading metrics is docs/metrics.md's evaluator).
-    const auto params = trainer.env_params();
-    const int eval_envs = std::min<int>(64, static_cast<int>(p.experience.gpu_n_episodes));
-    const int eval_steps = static_cast<int>(std::min<long long>(500, p.experience.gpu_timesteps_per_episode * 2));
-    const int flat_action = params.position_levels / 2 * params.urgency_levels;
-    const double greedy = mean_step_reward(*ops, dm, env::Split::val, params, eval_envs, eval_steps,
-        [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.greedy_actions(a, s, n); });
-    long long k = 0;
-    const double random = mean_step_reward(*ops, dm, env::Split::val, params, eval_envs, eval_steps,
-        [&](ops::View<int> a, ops::View<const float>, int) { ops->random_actions(a, static_cast<std::uint64_t>(p.run.seed) + 1, k++, env::num_actions(params)); });
-    const double flat = mean_step_reward(*ops, dm, env::Split::val, params, eval_envs, eval_steps,
-        [&](ops::View<int> a, ops::View<const float>, int n) { ops->upload<int>(a, std::vector<int>(static_cast<std::size_t>(n), flat_action)); });
+    progress.finish();
+    save_checkpoint(last_ckpt, *ops, trainer, p, market, early);
     const double wall = std::chrono::duration<double>(clock::now() - t0).count();
-    log::info("validation mean reward per step: greedy {:.5f}, flat {:.5f}, random {:.5f}", greedy, flat, random);
+    const std::string common = fmt::format(
+        "\"trainer\":\"dqn\",\"device\":{},\"env_steps\":{},\"updates\":{},\"wall_seconds\":{},\"env_steps_per_s\":{},"
+        "\"final\":{}",
+        io::json_string(ops->description()), trainer.steps() * n_envs, trainer.updates(), io::json_number(wall),
+        io::json_number(result.wall_seconds > 0 ? static_cast<double>(result.env_steps) / result.wall_seconds : 0),
+        result.log.empty() ? "null" : metrics_json(result.log.back()));
+    if (status == "interrupted") {
+        dir.write_file("summary.json", fmt::format("{{\"status\":\"interrupted\",{}}}\n", common));
+        throw InterruptedError(fmt::format("interrupted at {} env steps; checkpoint {}; continue with --resume {}",
+                                           trainer.steps() * n_envs, last_ckpt, dir.path()));
+    }
 
-    const auto& last = result.log.back();
+    // The final test backtest: one exact sequential pass with the best weights (the last ones
+    // when no validation ran).
+    if (!best_weights.empty()) ops->upload<float>(trainer.mutable_online_params(), best_weights);
+    const auto test = eval::backtest(*ops, dm, market, env::Split::test, trainer.env_params(), greedy, 1, true);
+    eval::write_equity_csv(dir.file_path("backtest/equity.csv"), test, market);
+    eval::write_trades_csv(dir.file_path("backtest/trades.csv"), test, market);
+    if (best_weights.empty()) save_checkpoint(best_ckpt, *ops, trainer, p, market, early);
+    log::info("test backtest: return {:.4f}, Sharpe {:.3f}, max drawdown {:.4f}, {} trades (buy-and-hold: return {:.4f}, "
+              "Sharpe {:.3f})",
+              test.strategy.total_return, test.strategy.sharpe, test.strategy.max_drawdown, test.strategy.trades,
+              test.buy_and_hold.total_return, test.buy_and_hold.sharpe);
     dir.write_file("summary.json",
-                   fmt::format("{{\"status\":\"{}\",\"trainer\":\"dqn\",\"device\":{},\"env_steps\":{},\"updates\":{},"
-                               "\"wall_seconds\":{},\"env_steps_per_s\":{},\"final\":{},"
-                               "\"validation_quick\":{{\"episodes_steps\":{},\"envs\":{},\"greedy_mean_step_reward\":{},"
-                               "\"flat_mean_step_reward\":{},\"random_mean_step_reward\":{}}}}}\n",
-                               status, io::json_string(ops->description()), result.env_steps, result.updates,
-                               io::json_number(wall), io::json_number(static_cast<double>(result.env_steps) / result.wall_seconds),
-                               metrics_json(last), eval_steps, eval_envs, io::json_number(greedy), io::json_number(flat),
-                               io::json_number(random)));
-    log::info("done: {} env steps, {} updates in {:.1f} s; {}", result.env_steps, result.updates, wall, dir.path());
+                   fmt::format("{{\"status\":\"{}\",{},\"best\":{{\"env_steps\":{},\"metric\":{},\"value\":{}}},"
+                               "\"validation\":{},\"test\":{}}}\n",
+                               status, common, early.best_step(), io::json_string(p.early_stopping.metric),
+                               io::json_number(early.best().value_or(std::nan(""))),
+                               best_val_report ? backtest_json(*best_val_report) : "null", backtest_json(test)));
+    log::info("done ({}): {} env steps, {} updates in {:.1f} s; {}", status, trainer.steps() * n_envs, trainer.updates(),
+              wall, dir.path());
     return dir.path();
+}
+
+std::string evaluate(const std::string& checkpoint, const std::string& split_name, const std::string& data_path,
+                     const std::string& device) {
+    if (split_name != "val" && split_name != "test")
+        throw UsageError("eval --split: expected val or test, got '" + split_name + "'");
+    std::vector<std::string> overrides;
+    if (!data_path.empty()) overrides.push_back("data.path=" + io::json_string(data_path));
+    if (!device.empty()) overrides.push_back("run.device=" + io::json_string(device));
+    const auto p = config::resolve_profile_text(checkpoint_profile_toml(checkpoint), checkpoint, overrides);
+    require_trainer_built(p);
+    auto ops = make_backend(p);
+    auto options = data_options(p);
+    options.normalization = checkpoint_normalization(checkpoint);
+    const auto market = data::load_market(options);
+    env::DeviceMarket dm(*ops, market);
+    const auto params = env_params(p, market.market_dim);
+
+    // Only the network: the checkpoint's online weights.
+    const QNetwork net(network_config(p, params.state_dim));
+    const auto file = io::TensorFile::read(checkpoint);
+    const auto weights = file.get<float>("params/online", {net.layout().total()});
+    const auto online = ops->from_host<float>(weights);
+    QNetwork::Workspace ws;
+    const int num_actions = env::num_actions(params);
+    auto policy = [&](ops::View<int> a, ops::View<const float> s, int n) {
+        if (n > ws.max_batch) ws = net.make_workspace(*ops, n);
+        ops->epsilon_greedy(a, net.forward(*ops, online.cview(), s, n, ws), num_actions, 0.0f, 0, 0);
+    };
+    const auto report = eval::backtest(*ops, dm, market, split_name == "val" ? env::Split::val : env::Split::test,
+                                       params, policy, 1, false);
+    return fmt::format("{{\"checkpoint\":{},\"split\":\"{}\",\"data\":{},\"strategy\":{},\"buy_and_hold\":{}}}",
+                       io::json_string(checkpoint), split_name, io::json_string(market.source),
+                       eval::metrics_json(report.strategy), eval::metrics_json(report.buy_and_hold));
 }
 
 std::string bench(const config::Profile& p) {

@@ -36,6 +36,9 @@ struct DataError : Error {
 struct DeviceError : Error {
     explicit DeviceError(const std::string& m) : Error(ExitCode::device, m) {}
 };
+struct InterruptedError : Error {
+    explicit InterruptedError(const std::string& m) : Error(ExitCode::interrupted, m) {}
+};
 struct DivergedError : Error {
     explicit DivergedError(const std::string& m) : Error(ExitCode::diverged, m) {}
 };

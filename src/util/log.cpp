@@ -63,6 +63,8 @@ void configure(Level level, Format format) {
         l.set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v");
 }
 
+Format current_format() noexcept { return g_format; }
+
 void emit(Level level, std::string_view message) {
     std::lock_guard lock(g_mutex);
     auto& l = logger();

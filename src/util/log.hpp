@@ -15,6 +15,8 @@ enum class Format { text, json };
 /// Sets up the process-wide logger (stderr). Safe to call again to change level or format.
 void configure(Level level, Format format);
 void emit(Level level, std::string_view message);
+/// The format set by configure() (text by default).
+Format current_format() noexcept;
 
 template <class... A> void debug(fmt::format_string<A...> f, A&&... a) {
     emit(Level::debug, fmt::format(f, std::forward<A>(a)...));

@@ -1,0 +1,87 @@
+/// @file checkpoint.cpp
+#include "trainers/checkpoint.hpp"
+
+#include <fmt/format.h>
+
+#include <span>
+
+#include "io/safetensors.hpp"
+
+namespace fh::trainers {
+namespace {
+
+io::Shape to_shape(const std::vector<std::int64_t>& s) { return io::Shape(s.begin(), s.end()); }
+
+io::Dtype dtype(const StateTensor& t) {
+    const auto d = io::dtype_from_name(t.dtype);
+    if (!d) throw std::logic_error("state tensor " + t.name + " has no safetensors dtype " + t.dtype);
+    return *d;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, ops::Ops& ops, DqnTrainer& trainer, const config::Profile& profile,
+                     const data::MarketData& market, const EarlyStopping& es) {
+    io::TensorFileWriter w;
+    for (const auto& t : trainer.state_tensors()) {
+        const auto bytes = ops.to_host<std::byte>(t.bytes);
+        w.add(t.name, dtype(t), to_shape(t.shape), std::span<const std::byte>(bytes));
+    }
+    const auto c = trainer.counters();
+    const std::vector<std::int64_t> counters{c.steps, c.updates, c.pushed_steps};
+    w.add<std::int64_t>("counters/steps_updates_pushed", {3}, counters);
+    const std::uint64_t dim = market.norm.mean.size();
+    w.add<float>("norm/mean", {dim}, market.norm.mean);
+    w.add<float>("norm/stddev", {dim}, market.norm.stddev);
+    w.set_metadata("trainer", profile.run.trainer);
+    w.set_metadata("profile", config::to_toml(profile));
+    w.set_metadata("norm_clip", fmt::format("{}", market.norm.clip));
+    w.set_metadata("feature_set", profile.data.feature_set);
+    w.set_metadata("data_source", market.source);
+    w.set_metadata("early_stopping_best", es.best() ? fmt::format("{}", *es.best()) : "none");
+    w.set_metadata("early_stopping_best_step", fmt::format("{}", es.best_step()));
+    w.set_metadata("early_stopping_stale", fmt::format("{}", es.evaluations_without_improvement()));
+    w.write(path);
+}
+
+void load_checkpoint(const std::string& path, ops::Ops& ops, DqnTrainer& trainer, EarlyStopping* es) {
+    const auto file = io::TensorFile::read(path);
+    if (file.metadata("trainer").value_or("") != "dqn")
+        throw io::CheckpointError(fmt::format("checkpoint {}: not a DQN checkpoint", path));
+    for (const auto& t : trainer.state_tensors()) {
+        const auto v = file.tensor(t.name);
+        if (v.dtype != dtype(t) || v.shape != to_shape(t.shape))
+            throw io::CheckpointError(fmt::format("checkpoint {}: tensor {} is {} {}, this run needs {} {} (was the "
+                                                  "profile changed since the checkpoint was written?)",
+                                                  path, t.name, io::dtype_name(v.dtype), io::shape_string(v.shape),
+                                                  t.dtype, io::shape_string(to_shape(t.shape))));
+        ops.upload<std::byte>(t.bytes, v.bytes);
+    }
+    const auto c = file.get<std::int64_t>("counters/steps_updates_pushed", {3});
+    trainer.restore_counters(DqnCounters{c[0], c[1], c[2]});
+    if (es) {
+        const std::string best = file.metadata("early_stopping_best").value_or("none");
+        es->restore(best == "none" ? std::nullopt : std::optional<double>(std::stod(best)),
+                    std::stoll(file.metadata("early_stopping_best_step").value_or("-1")),
+                    std::stoll(file.metadata("early_stopping_stale").value_or("0")));
+    }
+}
+
+std::string checkpoint_profile_toml(const std::string& path) {
+    const auto file = io::TensorFile::read(path);
+    const auto p = file.metadata("profile");
+    if (!p) throw io::CheckpointError(fmt::format("checkpoint {}: no resolved profile in its metadata", path));
+    return *p;
+}
+
+data::NormalizationStats checkpoint_normalization(const std::string& path) {
+    const auto file = io::TensorFile::read(path);
+    const auto mean = file.tensor("norm/mean");
+    data::NormalizationStats s;
+    s.mean = file.get<float>("norm/mean", mean.shape);
+    s.stddev = file.get<float>("norm/stddev", mean.shape);
+    s.clip = std::stof(file.metadata("norm_clip").value_or("5"));
+    return s;
+}
+
+}  // namespace fh::trainers

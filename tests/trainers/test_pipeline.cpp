@@ -1,0 +1,142 @@
+/// @file test_pipeline.cpp
+/// @brief The training pipeline through the executable (FH_TRAIN_EXE, set by meson test): the run
+///        directory, eval reproducing the test metrics, SIGINT -> exit 130 -> --resume, a corrupted
+///        checkpoint refused, early stopping.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "io/safetensors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+    int code = -1;
+    std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+fs::path scratch(const std::string& name) {
+    const fs::path p = fs::temp_directory_path() / ("fh-pipeline-" + std::to_string(::getpid()) + "-" + name);
+    fs::remove_all(p);
+    fs::create_directories(p);
+    return p;
+}
+
+/// Runs a shell command line with the executable as $EXE; stdout/stderr captured.
+Result sh(const std::string& script, const fs::path& dir) {
+    const char* exe = std::getenv("FH_TRAIN_EXE");
+    REQUIRE(exe != nullptr);
+    const std::string cmd = "EXE='" + std::string(exe) + "'; " + script + " >'" + (dir / "out").string() + "' 2>'" +
+                            (dir / "err").string() + "'";
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(dir / "out");
+    r.err = slurp(dir / "err");
+    return r;
+}
+
+/// The text of the JSON object that follows `key` (objects nested one level deep at most).
+std::string object_after(const std::string& json, const std::string& key) {
+    const auto at = json.find(key);
+    REQUIRE(at != std::string::npos);
+    const auto open = json.find('{', at);
+    return json.substr(open, json.find('}', open) - open + 1);
+}
+
+}  // namespace
+
+TEST_CASE("train writes the complete run directory and eval reproduces its test metrics", "[trainers][pipeline]") {
+    const auto dir = scratch("run");
+    const auto r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + dir.string() + "'", dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const fs::path run = dir / "dqn-smoketest";
+    for (const char* f : {"config.toml", "metrics.jsonl", "eval.jsonl", "summary.json", "checkpoints/last.safetensors",
+                          "checkpoints/best.safetensors", "backtest/equity.csv", "backtest/trades.csv"})
+        CHECK(fs::exists(run / f));
+    const std::string summary = slurp(run / "summary.json");
+    CHECK(summary.find("\"status\":\"completed\"") != std::string::npos);
+    const std::string evals = slurp(run / "eval.jsonl");
+    CHECK(std::count(evals.begin(), evals.end(), '\n') == 2);  // eval_interval 1000 of 2000 env steps
+    CHECK(slurp(run / "backtest/equity.csv").rfind("segment,bar,time,close,action,position,equity,drawdown", 0) == 0);
+    // The weights load as a plain safetensors file too.
+    const auto best = fh::io::TensorFile::read((run / "checkpoints/best.safetensors").string(), {false});
+    CHECK(best.has("params/online"));
+
+    const auto e = sh("\"$EXE\" eval --checkpoint '" + (run / "checkpoints/best.safetensors").string() +
+                          "' --split test --device cpu",
+                      dir);
+    INFO(e.err);
+    REQUIRE(e.code == 0);
+    CHECK(object_after(e.out, "\"strategy\":") == object_after(summary.substr(summary.find("\"test\":")), "\"strategy\":"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("SIGINT saves a checkpoint and the summary, exits 130; --resume finishes the run", "[trainers][pipeline]") {
+    const auto dir = scratch("sigint");
+    const auto r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + dir.string() +
+                          "' --set run.total_steps=100000000 --set run.log_interval=4000 & pid=$!; sleep 3; "
+                          "kill -INT $pid; wait $pid",
+                      dir);
+    INFO(r.err);
+    REQUIRE(r.code == 130);
+    const fs::path run = dir / "dqn-smoketest";
+    CHECK(slurp(run / "summary.json").find("\"status\":\"interrupted\"") != std::string::npos);
+    const auto ckpt = fh::io::TensorFile::read((run / "checkpoints/last.safetensors").string());
+    CHECK(ckpt.has("replay/states"));
+
+    const auto resumed = sh("\"$EXE\" --resume '" + run.string() + "' --device cpu --set run.total_steps=12000", dir);
+    INFO(resumed.err);
+    CHECK(resumed.code == 0);
+    CHECK(slurp(run / "summary.json").find("\"status\":\"completed\"") != std::string::npos);
+
+    // A corrupted checkpoint is refused with a clear error (exit 2), never used.
+    {
+        std::fstream f(run / "checkpoints/last.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(-5, std::ios::end);
+        f.put('\x7f');
+    }
+    const auto bad = sh("\"$EXE\" --resume '" + run.string() + "' --device cpu --set run.total_steps=16000", dir);
+    CHECK(bad.code == 2);
+    CHECK(bad.err.find("checkpoint") != std::string::npos);
+    fs::resize_file(run / "checkpoints/last.safetensors", 100);  // cut short
+    const auto cut = sh("\"$EXE\" --resume '" + run.string() + "' --device cpu --set run.total_steps=16000", dir);
+    CHECK(cut.code == 2);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("early stopping ends the run cleanly with status early_stopped", "[trainers][pipeline]") {
+    const auto dir = scratch("early");
+    // Evaluate every 200 env steps; one evaluation without improvement stops the run.
+    const auto r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + dir.string() +
+                          "' --set run.total_steps=20000 --set run.eval_interval=200 --set early_stopping.patience=1",
+                      dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const fs::path run = dir / "dqn-smoketest";
+    const std::string summary = slurp(run / "summary.json");
+    CHECK(summary.find("\"status\":\"early_stopped\"") != std::string::npos);
+    const std::string evals = slurp(run / "eval.jsonl");
+    const auto last_line = evals.substr(evals.rfind('\n', evals.size() - 2) + 1);
+    CHECK(last_line.find("\"best\":false") != std::string::npos);  // it stopped on a non-improvement
+    CHECK(summary.find("\"test\":{\"strategy\"") != std::string::npos);  // and still reported the test split
+    fs::remove_all(dir);
+}
