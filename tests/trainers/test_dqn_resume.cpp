@@ -9,6 +9,7 @@
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "ops/cpu/cpu_ops.hpp"
+#include "support/gpu.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/setup.hpp"
 
@@ -60,8 +61,7 @@ void restore(ops::Ops& ops, trainers::DqnTrainer& t, const Snapshot& s) {
 
 }  // namespace
 
-TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][dqn][resume]") {
-    ops::CpuOps ops;
+static void check_resume_equivalence(ops::Ops& ops) {
     const auto full = resume_profile(1600);
     const auto market = data::load_market(trainers::data_options(full));
     env::DeviceMarket dm(ops, market);
@@ -90,4 +90,13 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, ex
     }
     const auto sa = save(ops, straight), sb = save(ops, resumed);
     CHECK(sa.tensors == sb.tensors);  // every byte of state, replay and environments included
+}
+
+TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][dqn][resume]") {
+    ops::CpuOps ops;
+    check_resume_equivalence(ops);
+}
+
+TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][dqn][resume]") {
+    check_resume_equivalence(fh::test::gpu_ops());
 }
