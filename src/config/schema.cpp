@@ -205,7 +205,7 @@ std::vector<KeyDescriptor> build_schema() {
         // [eval]
         integer("eval", "segments", closed(1, 4096), "equal parts of the split backtested in parallel",
                 FH_FIELD(eval.segments)),
-        boolean("eval", "deterministic", "greedy actions in backtests", FH_FIELD(eval.deterministic)),
+        boolean("eval", "deterministic", "greedy actions in backtests (false is not implemented yet: refused)", FH_FIELD(eval.deterministic)),
         // [early_stopping]
         text("early_stopping", "metric", "val_sharpe|val_return|val_sortino", "validation metric that decides the best checkpoint",
              FH_FIELD(early_stopping.metric)),
@@ -216,9 +216,9 @@ std::vector<KeyDescriptor> build_schema() {
         integer("early_stopping", "min_steps", closed(0, kMaxCount), "no early stop before this many steps",
                 FH_FIELD(early_stopping.min_steps)),
         // [gpu]
-        text("gpu", "profile", "", "\"auto\" (read the device) or a named device class such as rtx3050, a100, h100",
+        text("gpu", "profile", "", "\"auto\" (read the device) or a named device class such as rtx3050, a100, h100 (classes are not implemented yet: warned, the device is read)",
              FH_FIELD(gpu.profile), Rule::device_class),
-        boolean("gpu", "cuda_graphs", "capture repeated kernel sequences in CUDA Graphs",
+        boolean("gpu", "cuda_graphs", "capture repeated kernel sequences in CUDA Graphs (not implemented yet: noted at start, kernels launch directly)",
                 FH_FIELD(gpu.cuda_graphs)),
         boolean("gpu", "tf32", "allow TF32 tensor-core GEMMs (faster, about 1e-3 relative error)",
                 FH_FIELD(gpu.tf32)),

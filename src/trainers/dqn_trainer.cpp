@@ -38,6 +38,7 @@ void require_supported(const config::Profile& p) {
     if (p.dqn.attention) missing.push_back("dqn.attention");
     if (p.dqn.curiosity) missing.push_back("dqn.curiosity");
     if (p.dqn.her) missing.push_back("dqn.her");
+    if (!p.eval.deterministic) missing.push_back("eval.deterministic = false (only greedy evaluation exists)");
     if (!missing.empty()) {
         std::string list;
         for (const auto& m : missing) list += "\n  " + m;

@@ -40,6 +40,12 @@ void require_trainer_built(const config::Profile& p) {
 }
 
 std::unique_ptr<ops::Ops> make_backend(const config::Profile& p) {
+    // Keys accepted by the schema that this version does not act on yet: said once, not ignored silently.
+    if (p.gpu.cuda_graphs)
+        log::info("gpu.cuda_graphs: CUDA Graph capture is not implemented yet; kernels are launched directly");
+    if (p.gpu.profile != "auto")
+        log::warn("gpu.profile = \"{}\": named device classes are not implemented yet; the device is read at start",
+                  p.gpu.profile);
     auto ops = ops::make_ops(ops::parse_device_spec(p.run.device));
     if (auto* cuda = dynamic_cast<ops::CudaOps*>(ops.get())) cuda->set_tf32(p.gpu.tf32);
     log::info("device: {}", ops->description());
