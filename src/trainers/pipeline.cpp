@@ -147,8 +147,9 @@ std::string train(const config::Profile& p, const std::string& resume_dir) {
     const std::string best_ckpt = dir.file_path("checkpoints/best.safetensors");
     log::info("run directory: {}", dir.path());
 
-    io::Progress progress(static_cast<std::uint64_t>(p.run.total_steps),
-                          io::stderr_is_terminal() && log::current_format() == log::Format::text);
+    io::Progress progress(static_cast<std::uint64_t>(p.run.total_steps), io::stderr_is_terminal() &&
+                              log::current_format() == log::Format::text && log::shows(log::Level::info));
+    const std::string metric_label = p.early_stopping.metric.substr(p.early_stopping.metric.find('_') + 1);  // "sharpe"
     EarlyStopping early(p.early_stopping.patience, p.early_stopping.min_delta, p.early_stopping.min_steps);
     std::optional<double> last_val;
     std::optional<eval::BacktestReport> best_val_report;
@@ -165,7 +166,7 @@ std::string train(const config::Profile& p, const std::string& resume_dir) {
                   "{:.3g} env steps/s, {:.3g} updates/s",
                   m.env_steps, m.loss, m.loss_c51, m.loss_mse, m.q_mean, m.epsilon, m.env_steps_per_s, m.updates_per_s);
         progress.update(static_cast<std::uint64_t>(m.env_steps), m.env_steps_per_s, m.updates_per_s, m.loss, last_val,
-                        p.early_stopping.metric);
+                        metric_label);
     };
     auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer_ptr->greedy_actions(a, s, n); };
     auto crossed = [&](long long steps, long long interval) {  // env-step interval crossed by this step

@@ -65,6 +65,8 @@ void configure(Level level, Format format) {
 
 Format current_format() noexcept { return g_format; }
 
+bool shows(Level level) noexcept { return g_logger == nullptr || g_logger->should_log(to_spdlog(level)); }
+
 void emit(Level level, std::string_view message) {
     std::lock_guard lock(g_mutex);
     auto& l = logger();

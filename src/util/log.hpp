@@ -17,6 +17,8 @@ void configure(Level level, Format format);
 void emit(Level level, std::string_view message);
 /// The format set by configure() (text by default).
 Format current_format() noexcept;
+/// True when messages of `level` are shown (false for info under --quiet).
+bool shows(Level level) noexcept;
 
 template <class... A> void debug(fmt::format_string<A...> f, A&&... a) {
     emit(Level::debug, fmt::format(f, std::forward<A>(a)...));
