@@ -92,8 +92,11 @@ TEST_CASE("train writes the complete run directory and eval reproduces its test 
 
 TEST_CASE("SIGINT saves a checkpoint and the summary, exits 130; --resume finishes the run", "[trainers][pipeline]") {
     const auto dir = scratch("sigint");
+    // Signal once training is running (its first metrics line is written), however slow the machine.
+    const std::string metrics = (dir / "dqn-smoketest" / "metrics.jsonl").string();
     const auto r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + dir.string() +
-                          "' --set run.total_steps=100000000 --set run.log_interval=4000 & pid=$!; sleep 3; "
+                          "' --set run.total_steps=100000000 --set run.log_interval=400 & pid=$!; "
+                          "for i in $(seq 600); do [ -s '" + metrics + "' ] && break; sleep 0.1; done; "
                           "kill -INT $pid; wait $pid",
                       dir);
     INFO(r.err);
