@@ -22,29 +22,6 @@ namespace {
 
 constexpr char kMagic[8] = {'F', 'H', 'X', 'C', 'A', 'C', 'H', 'E'};
 
-constexpr std::uint64_t P1 = 11400714785074694791ull, P2 = 14029467366897019727ull,
-                        P3 = 1609587929392839161ull, P4 = 9650029242287828579ull,
-                        P5 = 2870177450012600261ull;
-
-inline std::uint64_t rotl(std::uint64_t x, int r) noexcept { return (x << r) | (x >> (64 - r)); }
-inline std::uint64_t rd64(const unsigned char* p) noexcept {
-    std::uint64_t v;
-    std::memcpy(&v, p, 8);
-    return v;  // little-endian hosts only (x86-64, aarch64)
-}
-inline std::uint32_t rd32(const unsigned char* p) noexcept {
-    std::uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
-inline std::uint64_t round(std::uint64_t acc, std::uint64_t in) noexcept {
-    acc += in * P2;
-    return rotl(acc, 31) * P1;
-}
-inline std::uint64_t merge(std::uint64_t acc, std::uint64_t v) noexcept {
-    acc ^= round(0, v);
-    return acc * P1 + P4;
-}
 
 /// Appends raw bytes of trivially copyable values.
 struct Writer {
@@ -83,42 +60,6 @@ struct Reader {
 
 }  // namespace
 
-std::uint64_t xxh64(const void* data, std::size_t len, std::uint64_t seed) noexcept {
-    const auto* p = static_cast<const unsigned char*>(data);
-    const unsigned char* const end = p + len;
-    std::uint64_t h;
-    if (len >= 32) {
-        std::uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
-        const unsigned char* const limit = end - 32;
-        do {
-            v1 = round(v1, rd64(p));
-            v2 = round(v2, rd64(p + 8));
-            v3 = round(v3, rd64(p + 16));
-            v4 = round(v4, rd64(p + 24));
-            p += 32;
-        } while (p <= limit);
-        h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
-        h = merge(h, v1);
-        h = merge(h, v2);
-        h = merge(h, v3);
-        h = merge(h, v4);
-    } else {
-        h = seed + P5;
-    }
-    h += static_cast<std::uint64_t>(len);
-    for (; end - p >= 8; p += 8) h = rotl(h ^ round(0, rd64(p)), 27) * P1 + P4;
-    if (end - p >= 4) {
-        h = rotl(h ^ (static_cast<std::uint64_t>(rd32(p)) * P1), 23) * P2 + P3;
-        p += 4;
-    }
-    for (; p < end; ++p) h = rotl(h ^ (*p * P5), 11) * P1;
-    h ^= h >> 33;
-    h *= P2;
-    h ^= h >> 29;
-    h *= P3;
-    h ^= h >> 32;
-    return h;
-}
 
 std::uint64_t feature_config_hash(const std::string& feature_set) {
     return xxh64(fmt::format("feature_set={};feature_code={};fxcache={}", feature_set, kFeatureCodeVersion,

@@ -4,6 +4,8 @@
 ///        payload checksum, atomic write. Format in docs/data.md "fxcache".
 #pragma once
 
+#include "util/xxh64.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -19,7 +21,9 @@ constexpr std::uint32_t kFxcacheVersion = 1;
 constexpr std::size_t kFxcacheHeaderBytes = 64;
 
 /// XXH64 (Yann Collet's 64-bit xxHash), written from its specification.
-std::uint64_t xxh64(const void* data, std::size_t size, std::uint64_t seed = 0) noexcept;
+inline std::uint64_t xxh64(const void* data, std::size_t size, std::uint64_t seed = 0) noexcept {
+    return util::xxh64(data, size, seed);
+}
 inline std::uint64_t xxh64(std::string_view s, std::uint64_t seed = 0) noexcept {
     return xxh64(s.data(), s.size(), seed);
 }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "util/errors.hpp"
+#include "util/xxh64.hpp"
 
 namespace fh::io {
 
@@ -169,19 +170,7 @@ private:
     std::vector<std::string> order_;
 };
 
-/// Streaming XXH64, equal to fh::data::xxh64 of the concatenated input.
-class Xxh64Stream {
-public:
-    explicit Xxh64Stream(std::uint64_t seed = 0) noexcept;
-    void update(const void* data, std::size_t size) noexcept;
-    std::uint64_t digest() const noexcept;
-
-private:
-    std::uint64_t v_[4];
-    std::uint64_t seed_;
-    std::uint64_t total_ = 0;
-    unsigned char buf_[32];
-    std::size_t buffered_ = 0;
-};
+/// Streaming XXH64 (src/util/xxh64.hpp), equal to fh::data::xxh64 of the concatenated input.
+using Xxh64Stream = util::Xxh64Stream;
 
 }  // namespace fh::io
