@@ -2,6 +2,7 @@
 /// @brief Argument checks of the backtest ops (both backends), then the backend's _impl.
 #include <fmt/format.h>
 
+#include "ops/checks.hpp"
 #include "ops/ops.hpp"
 
 namespace fh::ops {
@@ -24,8 +25,8 @@ void Ops::backtest_reset(View<backtest::SegmentState> state, View<backtest::BarR
     require_same_size(segments.size(), state.size(), "backtest_reset (segments)");
     checked_int_size(state.size(), "backtest_reset");
     checked_int_size(records.size(), "backtest_reset (records)");
-    if (overlaps(state, records) || overlaps(state, segments) || overlaps(records, segments))
-        throw std::invalid_argument("ops::backtest_reset: buffers overlap");
+    detail::require_distinct("backtest_reset", {detail::range("state", state), detail::range("records", records),
+                                                detail::range("segments", segments)});
     if (!state.empty()) backtest_reset_impl(state, records, segments, params);
 }
 
@@ -36,9 +37,8 @@ void Ops::backtest_step(View<backtest::SegmentState> state, View<backtest::BarRe
     require_same_size(segments.size(), state.size(), "backtest_step (segments)");
     require_same_size(actions.size(), state.size(), "backtest_step (actions)");
     checked_int_size(state.size(), "backtest_step");
-    if (overlaps(state, records) || overlaps(state, segments) || overlaps(state, actions) ||
-        overlaps(records, segments) || overlaps(records, actions) || overlaps(segments, actions))
-        throw std::invalid_argument("ops::backtest_step: buffers overlap");
+    detail::require_distinct("backtest_step", {detail::range("state", state), detail::range("records", records),
+                                               detail::range("segments", segments), detail::range("actions", actions)});
     if (market.n_bars < 2) throw std::invalid_argument("ops::backtest_step: the market has < 2 bars");
     if (!state.empty()) backtest_step_impl(state, records, segments, actions, market, params);
 }
@@ -49,7 +49,7 @@ void Ops::backtest_gather(View<float> states, View<const backtest::SegmentState>
     require_same_size(states.size(), state.size() * static_cast<std::size_t>(params.state_dim),
                       "backtest_gather");
     checked_int_size(states.size(), "backtest_gather");
-    if (overlaps(states, state)) throw std::invalid_argument("ops::backtest_gather: the output overlaps the input");
+    detail::require_distinct("backtest_gather", {detail::range("states", states), detail::range("state", state)});
     if (!state.empty()) backtest_gather_impl(states, state, market, params);
 }
 
@@ -67,10 +67,9 @@ void Ops::backtest_metrics(View<backtest::MetricsOut> out, View<long long> histo
         throw std::invalid_argument(fmt::format("ops::backtest_metrics: num_actions ({}), initial_equity "
                                                 "and bars_per_year ({}) must be positive",
                                                 params.num_actions, params.bars_per_year));
-    if (overlaps(out, histogram) || overlaps(out, records) || overlaps(out, state) ||
-        overlaps(out, segments) || overlaps(histogram, records) || overlaps(histogram, state) ||
-        overlaps(histogram, segments))
-        throw std::invalid_argument("ops::backtest_metrics: an output overlaps another buffer");
+    detail::require_distinct("backtest_metrics", {detail::range("out", out), detail::range("histogram", histogram),
+                                                  detail::range("records", records), detail::range("state", state),
+                                                  detail::range("segments", segments)});
     backtest_metrics_impl(out, histogram, records, state, segments, market, params);
 }
 

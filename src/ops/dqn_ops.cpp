@@ -5,36 +5,14 @@
 
 #include <initializer_list>
 
+#include "ops/checks.hpp"
 #include "ops/ops.hpp"
 
 namespace fh::ops {
 namespace {
 
-struct Range {
-    const char* name;
-    std::uintptr_t begin;
-    std::size_t bytes;
-    bool written;  ///< an output of the call
-};
-/// An output (written through a __restrict__ pointer): it may overlap nothing.
-template <class T> Range range(const char* name, View<T> v) {
-    return Range{name, reinterpret_cast<std::uintptr_t>(v.data()), v.size() * sizeof(T), true};
-}
-/// A read-only input: it may share memory with other read-only inputs (restrict only forbids
-/// overlap where one of the pointers writes).
-template <class T> Range range(const char* name, View<const T> v) {
-    return Range{name, reinterpret_cast<std::uintptr_t>(v.data()), v.size() * sizeof(T), false};
-}
-
-/// Throws when an output shares a byte with any other non-empty range.
-void require_distinct(const char* op, std::initializer_list<Range> ranges) {
-    for (auto a = ranges.begin(); a != ranges.end(); ++a)
-        for (auto b = a + 1; b != ranges.end(); ++b)
-            if ((a->written || b->written) && a->bytes && b->bytes && a->begin < b->begin + b->bytes &&
-                b->begin < a->begin + a->bytes)
-                throw std::invalid_argument(fmt::format(
-                    "ops::{}: {} and {} overlap; the kernel's pointers are __restrict__", op, a->name, b->name));
-}
+using detail::range;
+using detail::require_distinct;
 
 void require_size(std::size_t got, std::size_t want, const char* op, const char* what) {
     if (got != want)

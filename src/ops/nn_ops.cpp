@@ -6,6 +6,7 @@
 #include <cmath>
 #include <initializer_list>
 
+#include "ops/checks.hpp"
 #include "ops/ops.hpp"
 
 namespace fh::ops {
@@ -27,18 +28,6 @@ void require_activation(Activation a, const char* op) {
     if (v < 0 || v > 2) throw std::invalid_argument(fmt::format("ops::{}: unknown activation {}", op, v));
 }
 
-/// Throws when the output `out` overlaps any of `others` (the kernels and cuBLAS need distinct
-/// buffers). Empty views never overlap.
-void require_distinct(View<const float> out, const char* out_name,
-                      std::initializer_list<std::pair<View<const float>, const char*>> others,
-                      const char* op) {
-    for (const auto& [v, name] : others)
-        if (overlaps(out, v))
-            throw std::invalid_argument(fmt::format(
-                "ops::{}: {} overlaps {}; the operands must be distinct buffers (the kernels' "
-                "pointers are __restrict__ and cuBLAS forbids an output aliasing an input)",
-                op, out_name, name));
-}
 
 std::size_t mul(int a, int b) { return static_cast<std::size_t>(a) * static_cast<std::size_t>(b); }
 
@@ -72,7 +61,8 @@ void Ops::linear_forward(View<float> Y, View<const float> X, View<const float> W
     checked_int_size(Y.size(), op);
     checked_int_size(X.size(), op);
     checked_int_size(W.size(), op);
-    require_distinct(Y, "Y", {{X, "X"}, {W, "W"}, {b, "b"}}, op);
+    detail::require_distinct(op, {detail::range("Y", Y), detail::range("X", X), detail::range("W", W),
+                                  detail::range("b", b)});
     linear_forward_impl(Y, X, W, b, batch, in, out, act);
 }
 
@@ -95,10 +85,9 @@ void Ops::linear_backward(View<float> dX, View<float> dW, View<float> db, View<f
     checked_int_size(X.size(), op);
     checked_int_size(W.size(), op);
     // Every written buffer (dX, dW, db, dY) is distinct from every other operand.
-    require_distinct(dX, "dX", {{dW, "dW"}, {db, "db"}, {dY, "dY"}, {Y, "Y"}, {X, "X"}, {W, "W"}}, op);
-    require_distinct(dW, "dW", {{db, "db"}, {dY, "dY"}, {Y, "Y"}, {X, "X"}, {W, "W"}}, op);
-    require_distinct(db, "db", {{dY, "dY"}, {Y, "Y"}, {X, "X"}, {W, "W"}}, op);
-    require_distinct(dY, "dY", {{Y, "Y"}, {X, "X"}, {W, "W"}}, op);
+    detail::require_distinct(op, {detail::range("dX", dX), detail::range("dW", dW), detail::range("db", db),
+                                  detail::range("dY", dY), detail::range("Y", Y), detail::range("X", X),
+                                  detail::range("W", W)});
     linear_backward_impl(dX, dW, db, dY, Y, X, W, batch, in, out, act, accumulate);
 }
 
@@ -110,8 +99,8 @@ void Ops::global_norm(View<float> out, View<const float> x, View<float> scratch)
                                                 "(Ops::global_norm_scratch_size())",
                                                 scratch.size(), global_norm_scratch_size()));
     checked_int_size(x.size(), op);
-    require_distinct(out, "out", {{x, "x"}, {scratch, "scratch"}}, op);
-    require_distinct(scratch, "scratch", {{x, "x"}}, op);
+    detail::require_distinct(op, {detail::range("out", out), detail::range("x", x),
+                                  detail::range("scratch", scratch)});
     global_norm_impl(out, x, scratch.subview(0, global_norm_scratch_size()));
 }
 
@@ -137,9 +126,9 @@ void Ops::adam_step(View<float> params, View<float> m, View<float> v, View<const
     const bool gate_overlaps = overlaps(params, gate_c) || overlaps(m, gate_c) || overlaps(v, gate_c);
     if (gate_overlaps) throw std::invalid_argument("ops::adam_step: gate overlaps an updated buffer");
     const View<const float> norm = p.clip_norm > 0.f ? grad_norm : View<const float>();
-    require_distinct(params, "params", {{m, "m"}, {v, "v"}, {grads, "grads"}, {norm, "grad_norm"}}, op);
-    require_distinct(m, "m", {{v, "v"}, {grads, "grads"}, {norm, "grad_norm"}}, op);
-    require_distinct(v, "v", {{grads, "grads"}, {norm, "grad_norm"}}, op);
+    detail::require_distinct(op, {detail::range("params", params), detail::range("m", m), detail::range("v", v),
+                                  detail::range("grads", grads), detail::range("grad_norm", norm),
+                                  detail::range("gate", gate)});
     if (n == 0) return;
     adam_step_impl(params, m, v, grads, norm, gate, adam_constants(p));
 }

@@ -1,5 +1,6 @@
 /// @file ops.cpp
 /// @brief The checks shared by both backends, and the ops composed from others.
+#include "ops/checks.hpp"
 #include "ops/ops.hpp"
 
 #include <fmt/format.h>
@@ -75,8 +76,8 @@ void Ops::env_reset(View<env::EnvState> state, View<float> portfolio, View<const
     checked_int_size(n, "env_reset");
     require_same_size(portfolio.size(), n * env::PORTFOLIO_STRIDE, "env_reset (portfolio)");
     if (!mask.empty()) require_same_size(mask.size(), n, "env_reset (mask)");
-    if (overlaps(state, portfolio) || overlaps(state, mask) || overlaps(portfolio, mask))
-        throw std::invalid_argument("ops::env_reset: buffers overlap");
+    detail::require_distinct("env_reset", {detail::range("state", state), detail::range("portfolio", portfolio),
+                                           detail::range("mask", mask)});
     if (n) env_reset_impl(state, portfolio, mask, market, params);
 }
 
@@ -91,14 +92,9 @@ void Ops::env_step(View<env::EnvState> state, View<float> portfolio, View<float>
     require_same_size(done.size(), n, "env_step (done)");
     require_same_size(info.size(), n, "env_step (info)");
     require_same_size(actions.size(), n, "env_step (actions)");
-    // The kernel's pointers are __restrict__: every buffer must be distinct.
-    const bool any_overlap =
-        overlaps(state, portfolio) || overlaps(state, reward) || overlaps(state, done) ||
-        overlaps(state, info) || overlaps(state, actions) || overlaps(portfolio, reward) ||
-        overlaps(portfolio, done) || overlaps(portfolio, info) || overlaps(portfolio, actions) ||
-        overlaps(reward, done) || overlaps(reward, info) || overlaps(reward, actions) ||
-        overlaps(done, info) || overlaps(done, actions) || overlaps(info, actions);
-    if (any_overlap) throw std::invalid_argument("ops::env_step: buffers overlap");
+    detail::require_distinct("env_step", {detail::range("state", state), detail::range("portfolio", portfolio),
+                                          detail::range("reward", reward), detail::range("done", done),
+                                          detail::range("info", info), detail::range("actions", actions)});
     if (n) env_step_impl(state, portfolio, reward, done, info, actions, market, params);
 }
 
@@ -110,8 +106,8 @@ void Ops::gather_states(View<float> states, View<const env::EnvState> state,
     require_same_size(states.size(), n * static_cast<std::size_t>(params.state_dim), "gather_states");
     require_same_size(portfolio.size(), n * env::PORTFOLIO_STRIDE, "gather_states (portfolio)");
     checked_int_size(states.size(), "gather_states");
-    if (overlaps(states, state) || overlaps(states, portfolio))
-        throw std::invalid_argument("ops::gather_states: the output overlaps an input");
+    detail::require_distinct("gather_states", {detail::range("states", states), detail::range("state", state),
+                                               detail::range("portfolio", portfolio)});
     if (n) gather_states_impl(states, state, portfolio, market, params);
 }
 
