@@ -41,7 +41,9 @@ enum class Purpose : std::uint32_t {
     exploration = 3,     ///< epsilon-greedy coin flips
     replay_sample = 4,   ///< stream = batch row, counter = update number
     init = 5,            ///< parameter initialisation
-    minibatch = 6,       ///< shuffles
+    minibatch = 6,       ///< shuffles: stream = epoch, counter = permutation round
+    policy_sample = 7,   ///< PPO action sampling: stream = environment index, counter = global step
+    behaviour = 8,       ///< IQL behaviour policy: stream = environment index, counter = global step
 };
 
 /// Four independent 32-bit words for (seed, purpose, stream, counter).
