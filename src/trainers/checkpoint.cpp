@@ -20,16 +20,15 @@ io::Dtype dtype(const StateTensor& t) {
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, ops::Ops& ops, DqnTrainer& trainer, const config::Profile& profile,
+void save_checkpoint(const std::string& path, ops::Ops& ops, Trainer& trainer, const config::Profile& profile,
                      const data::MarketData& market, const EarlyStopping& es) {
     io::TensorFileWriter w;
     for (const auto& t : trainer.state_tensors()) {
         const auto bytes = ops.to_host<std::byte>(t.bytes);
         w.add(t.name, dtype(t), to_shape(t.shape), std::span<const std::byte>(bytes));
     }
-    const auto c = trainer.counters();
-    const std::vector<std::int64_t> counters{c.steps, c.updates, c.pushed_steps};
-    w.add<std::int64_t>("counters/steps_updates_pushed", {3}, counters);
+    const auto counters = trainer.counter_values();
+    w.add<std::int64_t>("counters", {counters.size()}, counters);
     const std::uint64_t dim = market.norm.mean.size();
     w.add<float>("norm/mean", {dim}, market.norm.mean);
     w.add<float>("norm/stddev", {dim}, market.norm.stddev);
@@ -44,10 +43,13 @@ void save_checkpoint(const std::string& path, ops::Ops& ops, DqnTrainer& trainer
     w.write(path);
 }
 
-void load_checkpoint(const std::string& path, ops::Ops& ops, DqnTrainer& trainer, EarlyStopping* es) {
+void load_checkpoint(const std::string& path, ops::Ops& ops, Trainer& trainer, const config::Profile& profile,
+                     EarlyStopping* es) {
     const auto file = io::TensorFile::read(path);
-    if (file.metadata("trainer").value_or("") != "dqn")
-        throw io::CheckpointError(fmt::format("checkpoint {}: not a DQN checkpoint", path));
+    const auto trainer_name = file.metadata("trainer").value_or("");
+    if (trainer_name != profile.run.trainer)
+        throw io::CheckpointError(fmt::format("checkpoint {}: written by the '{}' trainer, this run is '{}'", path,
+                                              trainer_name, profile.run.trainer));
     for (const auto& t : trainer.state_tensors()) {
         const auto v = file.tensor(t.name);
         if (v.dtype != dtype(t) || v.shape != to_shape(t.shape))
@@ -57,8 +59,8 @@ void load_checkpoint(const std::string& path, ops::Ops& ops, DqnTrainer& trainer
                                                   t.dtype, io::shape_string(to_shape(t.shape))));
         ops.upload<std::byte>(t.bytes, v.bytes);
     }
-    const auto c = file.get<std::int64_t>("counters/steps_updates_pushed", {3});
-    trainer.restore_counters(DqnCounters{c[0], c[1], c[2]});
+    const auto c = file.get<std::int64_t>("counters", {trainer.counter_values().size()});
+    trainer.restore_counter_values(c);
     if (es) {
         const std::string best = file.metadata("early_stopping_best").value_or("none");
         es->restore(best == "none" ? std::nullopt : std::optional<double>(std::stod(best)),

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <limits>
 
+#include "io/run_directory.hpp"
 #include "nn/init.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -68,7 +69,8 @@ DqnTrainer::DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env:
       n_envs_(static_cast<int>(profile.experience.gpu_n_episodes)),
       batch_(static_cast<int>(profile.replay_buffer.batch_size)),
       num_actions_(static_cast<int>(profile.num_actions())),
-      net_((require_supported(profile), network_config(profile, env_params_.state_dim))) {
+      net_((require_supported(profile), network_config(profile, env_params_.state_dim))),
+      policy_(network_config(profile, env_params_.state_dim)) {
     const std::size_t D = static_cast<std::size_t>(env_params_.state_dim);
     const std::size_t B = static_cast<std::size_t>(batch_);
     const std::size_t AZ = static_cast<std::size_t>(num_actions_) * static_cast<std::size_t>(net_.head().num_atoms);
@@ -119,13 +121,21 @@ DqnTrainer::DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env:
 
 void DqnTrainer::collect_step() { collect(steps_++); }
 
-namespace {
-template <class T> StateTensor tensor(std::string name, std::string dtype, std::vector<std::int64_t> shape,
-                                      ops::View<T> v) {
-    return StateTensor{std::move(name), std::move(dtype), std::move(shape),
-                       ops::View<std::byte>(reinterpret_cast<std::byte*>(v.data()), v.size() * sizeof(T))};
+void DqnTrainer::iterate() {
+    collect_step();
+    if (ready_to_update())
+        for (long long k = 0; k < profile_.training.updates_per_iteration; ++k) update_step();
 }
-}  // namespace
+
+void DqnGreedyPolicy::act(ops::Ops& ops, ops::View<const float> weights, ops::View<int> actions,
+                          ops::View<const float> states, int n) {
+    if (&ops != ws_owner_ || n > ws_.max_batch) {  // evaluation batch sizes vary
+        ws_ = net_.make_workspace(ops, n);
+        ws_owner_ = &ops;
+    }
+    const auto q = net_.forward(ops, weights, states, n, ws_);
+    ops.epsilon_greedy(actions, q, net_.head().num_actions, 0.0f, 0, 0);
+}
 
 std::vector<StateTensor> DqnTrainer::state_tensors() {
     const auto P = static_cast<std::int64_t>(net_.layout().total());
@@ -134,21 +144,21 @@ std::vector<StateTensor> DqnTrainer::state_tensors() {
     const auto n = static_cast<std::int64_t>(n_envs_);
     auto env = env_.persistent();
     return {
-        tensor("params/online", "F32", {P}, online_.view()),
-        tensor("params/target", "F32", {P}, target_.view()),
-        tensor("adam/m", "F32", {P}, adam_m_.view()),
-        tensor("adam/v", "F32", {P}, adam_v_.view()),
-        tensor("replay/states", "F32", {rows, D}, ring_states_.view()),
-        tensor("replay/next_states", "F32", {rows, D}, ring_next_.view()),
-        tensor("replay/rewards", "F32", {rows}, ring_rewards_.view()),
-        tensor("replay/actions", "I32", {rows}, ring_actions_.view()),
-        tensor("replay/done", "U8", {rows}, ring_done_.view()),
-        tensor("env/state", "U8", {n, static_cast<std::int64_t>(sizeof(env::EnvState))}, env.state),
-        tensor("env/portfolio", "F32", {n, env::PORTFOLIO_STRIDE}, env.portfolio),
-        tensor("env/states", "F32", {n, D}, env.states),
-        tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(abi::GuardState))}, guard_.view()),
-        tensor("monitor/stats", "U8", {static_cast<std::int64_t>(sizeof(abi::MonitorStats))}, stats_.view()),
-        tensor("monitor/histogram", "U64", {static_cast<std::int64_t>(num_actions_)}, histogram_.view()),
+        state_tensor("params/online", "F32", {P}, online_.view()),
+        state_tensor("params/target", "F32", {P}, target_.view()),
+        state_tensor("adam/m", "F32", {P}, adam_m_.view()),
+        state_tensor("adam/v", "F32", {P}, adam_v_.view()),
+        state_tensor("replay/states", "F32", {rows, D}, ring_states_.view()),
+        state_tensor("replay/next_states", "F32", {rows, D}, ring_next_.view()),
+        state_tensor("replay/rewards", "F32", {rows}, ring_rewards_.view()),
+        state_tensor("replay/actions", "I32", {rows}, ring_actions_.view()),
+        state_tensor("replay/done", "U8", {rows}, ring_done_.view()),
+        state_tensor("env/state", "U8", {n, static_cast<std::int64_t>(sizeof(env::EnvState))}, env.state),
+        state_tensor("env/portfolio", "F32", {n, env::PORTFOLIO_STRIDE}, env.portfolio),
+        state_tensor("env/states", "F32", {n, D}, env.states),
+        state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(abi::GuardState))}, guard_.view()),
+        state_tensor("monitor/stats", "U8", {static_cast<std::int64_t>(sizeof(abi::MonitorStats))}, stats_.view()),
+        state_tensor("monitor/histogram", "U64", {static_cast<std::int64_t>(num_actions_)}, histogram_.view()),
     };
 }
 
@@ -158,6 +168,13 @@ void DqnTrainer::restore_counters(const DqnCounters& c) {
     steps_ = c.steps;
     updates_ = c.updates;
     pushed_steps_ = c.pushed_steps;
+    updates_at_log_ = updates_;
+    env_steps_at_log_ = steps_ * n_envs_;
+}
+
+void DqnTrainer::restore_counter_values(std::span<const std::int64_t> v) {
+    if (v.size() != 3) throw UsageError("checkpoint counters: expected 3 values (steps, updates, pushed steps)");
+    restore_counters(DqnCounters{v[0], v[1], v[2]});
 }
 
 bool DqnTrainer::ready_to_update() const noexcept {
@@ -176,9 +193,7 @@ float DqnTrainer::epsilon_at(long long step) const {
 }
 
 void DqnTrainer::greedy_actions(ops::View<int> actions, ops::View<const float> states, int n) {
-    if (n > ws_eval_.max_batch) ws_eval_ = net_.make_workspace(ops_, n);  // evaluation batch sizes vary
-    const auto q = net_.forward(ops_, online_.cview(), states, n, ws_eval_);
-    ops_.epsilon_greedy(actions, q, num_actions_, 0.0f, 0, 0);
+    act(ops_, actions, states, n);
 }
 
 // One collection step: every environment acts epsilon-greedily and the transitions go into the
@@ -304,40 +319,94 @@ DqnMetrics DqnTrainer::read_metrics(long long step) {
     return m;
 }
 
+DqnMetrics DqnTrainer::read_metrics_with_rates(double seconds) {
+    DqnMetrics m = read_metrics(steps_);  // synchronises: once per log interval
+    seconds = std::max(1e-9, seconds);
+    m.env_steps_per_s = static_cast<double>(m.env_steps - env_steps_at_log_) / seconds;
+    m.updates_per_s = static_cast<double>(updates_ - updates_at_log_) / seconds;
+    updates_at_log_ = updates_;
+    env_steps_at_log_ = m.env_steps;
+    return m;
+}
+
+LogLine DqnTrainer::read_log(double seconds) {
+    const DqnMetrics m = read_metrics_with_rates(seconds);
+    LogLine line;
+    line.json = metrics_json(m);
+    line.text = fmt::format("step {:>9} env steps | loss {:.4f} (c51 {:.4f}, mse {:.4f}) | Q {:+.3f} | eps {:.3f} | "
+                            "{:.3g} env steps/s, {:.3g} updates/s",
+                            m.env_steps, m.loss, m.loss_c51, m.loss_mse, m.q_mean, m.epsilon, m.env_steps_per_s,
+                            m.updates_per_s);
+    line.loss = m.loss;
+    line.env_steps_per_s = m.env_steps_per_s;
+    line.updates_per_s = m.updates_per_s;
+    return line;
+}
+
 DqnResult DqnTrainer::train() {
-    const auto& r = profile_.run;
-    const long long total_steps = std::max<long long>(1, r.total_steps / n_envs_);  // collection steps
-    const long long log_every = std::max<long long>(1, r.log_interval / n_envs_);
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
-    auto t_log = t0;
-    long long updates_at_log = 0, env_steps_at_log = 0;
+    const long long steps_at_start = steps_;
     DqnResult result;
-
-    while (steps_ < total_steps) {
-        collect_step();
-        if (ready_to_update())
-            for (long long k = 0; k < profile_.training.updates_per_iteration; ++k) update_step();
-        if (steps_ % log_every == 0 || steps_ == total_steps) {
-            DqnMetrics m = read_metrics(steps_);  // synchronises: once per log interval
-            const auto now = clock::now();
-            const double seconds = std::max(1e-9, std::chrono::duration<double>(now - t_log).count());
-            m.env_steps_per_s = static_cast<double>(m.env_steps - env_steps_at_log) / seconds;
-            m.updates_per_s = static_cast<double>(updates_ - updates_at_log) / seconds;
-            t_log = now;
-            updates_at_log = updates_;
-            env_steps_at_log = m.env_steps;
-            if (hooks_.on_log) hooks_.on_log(m);
-            result.log.push_back(std::move(m));
-        }
-        if (hooks_.after_step && !hooks_.after_step(steps_)) break;
-    }
+    LoopCallbacks callbacks;
+    callbacks.log = [&](double seconds) {
+        DqnMetrics m = read_metrics_with_rates(seconds);
+        if (hooks_.on_log) hooks_.on_log(m);
+        result.log.push_back(std::move(m));
+    };
+    callbacks.after_iteration = [&](long long steps) { return !hooks_.after_step || hooks_.after_step(steps); };
+    training_loop(*this, profile_.run.total_steps, profile_.run.log_interval, callbacks);
     ops_.synchronize();
     result.steps = steps_;
-    result.env_steps = steps_ * n_envs_;
+    result.env_steps = (steps_ - steps_at_start) * n_envs_;
     result.updates = updates_;
     result.wall_seconds = std::chrono::duration<double>(clock::now() - t0).count();
     return result;
+}
+
+BenchFigures DqnTrainer::bench(long long phase) {
+    using clock = std::chrono::steady_clock;
+    auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+    // Fill the replay to the update threshold, then time each phase alone, then both together.
+    while (!ready_to_update()) collect_step();
+    ops_.synchronize();
+    auto t = clock::now();
+    for (long long i = 0; i < phase; ++i) collect_step();
+    ops_.synchronize();
+    const double collect_s = seconds_since(t);
+    t = clock::now();
+    for (long long i = 0; i < phase; ++i) update_step();
+    ops_.synchronize();
+    const double update_s = seconds_since(t);
+    t = clock::now();
+    for (long long i = 0; i < phase; ++i) iterate();
+    ops_.synchronize();
+    const double e2e_s = seconds_since(t);
+    (void)read_metrics(steps_);  // surfaces a diverged guard as exit 5
+    BenchFigures f;
+    f.iterations = phase;
+    f.collection_env_steps_per_s = static_cast<double>(phase * n_envs_) / collect_s;
+    f.updates_per_s = static_cast<double>(phase) / update_s;
+    f.end_to_end_env_steps_per_s = static_cast<double>(phase * n_envs_) / e2e_s;
+    return f;
+}
+
+std::string metrics_json(const DqnMetrics& m) {
+    std::string hist;
+    for (std::size_t i = 0; i < m.action_histogram.size(); ++i) {
+        if (i) hist += ',';
+        hist += std::to_string(m.action_histogram[i]);
+    }
+    using io::json_number;
+    return fmt::format(
+        "{{\"step\":{},\"env_steps\":{},\"updates\":{},\"losses/loss\":{},\"losses/c51\":{},\"losses/mse\":{},"
+        "\"losses/td_abs\":{},\"q/mean\":{},\"q/min\":{},\"q/max\":{},\"charts/epsilon\":{},\"charts/grad_norm\":{},"
+        "\"charts/grad_norm_max\":{},\"charts/skipped_updates\":{},\"charts/action_histogram\":[{}],"
+        "\"perf/env_steps_per_s\":{},\"perf/updates_per_s\":{}}}",
+        m.step, m.env_steps, m.updates, json_number(m.loss), json_number(m.loss_c51), json_number(m.loss_mse),
+        json_number(m.td_abs), json_number(m.q_mean), json_number(m.q_min), json_number(m.q_max), json_number(m.epsilon),
+        json_number(m.grad_norm), json_number(m.grad_norm_max), m.skipped_updates, hist, json_number(m.env_steps_per_s),
+        json_number(m.updates_per_s));
 }
 
 }  // namespace fh::trainers

@@ -17,6 +17,7 @@
 #include "env/vec_env.hpp"
 #include "ops/ops.hpp"
 #include "trainers/q_network.hpp"
+#include "trainers/trainer.hpp"
 
 namespace fh::trainers {
 
@@ -51,21 +52,27 @@ struct DqnHooks {
     std::function<bool(long long steps)> after_step;
 };
 
-/// A named piece of a trainer's state in the backend's memory, as raw bytes (checkpoints).
-struct StateTensor {
-    std::string name;                 ///< e.g. "params/online"
-    std::string dtype;                ///< safetensors dtype: F32, I32, U8, U64
-    std::vector<std::int64_t> shape;
-    ops::View<std::byte> bytes;
-};
-
 /// Host-side counters that, with the seed, determine every later random draw (all randomness is
 /// Philox of (seed, purpose, stream, counter)).
 struct DqnCounters {
     std::int64_t steps = 0, updates = 0, pushed_steps = 0;
 };
 
-class DqnTrainer {
+/// Evaluation: the first action of maximal Q of a QNetwork (no exploration).
+class DqnGreedyPolicy final : public GreedyPolicy {
+public:
+    explicit DqnGreedyPolicy(const QNetworkConfig& config) : net_(config) {}
+    std::size_t weights_size() const override { return net_.layout().total(); }
+    void act(ops::Ops& ops, ops::View<const float> weights, ops::View<int> actions, ops::View<const float> states,
+             int n) override;
+
+private:
+    QNetwork net_;
+    QNetwork::Workspace ws_;  ///< grown to the largest batch seen
+    ops::Ops* ws_owner_ = nullptr;
+};
+
+class DqnTrainer final : public Trainer {
 public:
     DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market,
                DqnHooks hooks = {});
@@ -86,11 +93,24 @@ public:
     /// One gradient update.
     void update_step();
     long long steps() const noexcept { return steps_; }
-    long long updates() const noexcept { return updates_; }
+    long long updates() const noexcept override { return updates_; }
+
+    // Trainer: one iteration = one collection step and, once the replay is ready,
+    // training.updates_per_iteration updates.
+    long long progress_per_iteration() const noexcept override { return n_envs_; }
+    long long iterations() const noexcept override { return steps_; }
+    long long env_steps() const noexcept override { return steps_ * n_envs_; }
+    void iterate() override;
+    LogLine read_log(double seconds) override;
+    std::vector<std::int64_t> counter_values() const override { return {steps_, updates_, pushed_steps_}; }
+    void restore_counter_values(std::span<const std::int64_t> values) override;
+    ops::View<float> policy_weights() noexcept override { return online_.view(); }
+    GreedyPolicy& policy() noexcept override { return policy_; }
+    BenchFigures bench(long long iterations) override;
 
     /// Every device buffer a resumed run needs (weights, target, Adam moments, the replay ring,
     /// the environments, the guard and monitoring accumulators), in a fixed order.
-    std::vector<StateTensor> state_tensors();
+    std::vector<StateTensor> state_tensors() override;
     DqnCounters counters() const noexcept { return {steps_, updates_, pushed_steps_}; }
     /// Continues from a checkpoint's counters (after its tensors were uploaded).
     void restore_counters(const DqnCounters& c);
@@ -102,9 +122,11 @@ public:
 
     const QNetwork& network() const noexcept { return net_; }
     ops::View<const float> online_params() const noexcept { return online_.cview(); }
-    const env::EnvParams& env_params() const noexcept { return env_params_; }
+    const env::EnvParams& env_params() const noexcept override { return env_params_; }
 
 private:
+    /// read_metrics plus the rates since the last log, `seconds` ago.
+    DqnMetrics read_metrics_with_rates(double seconds);
     void collect(long long step);
     void update(long long update_number);
     long long steps_ = 0, updates_ = 0;
@@ -117,10 +139,12 @@ private:
     env::VecEnv env_;
     int n_envs_, batch_, num_actions_;
     QNetwork net_;
+    DqnGreedyPolicy policy_;
+    long long updates_at_log_ = 0, env_steps_at_log_ = 0;
 
     // Parameters, target copy, gradients and Adam moments: one flat buffer each (same layout).
     ops::Buffer<float> online_, target_, grads_, adam_m_, adam_v_;
-    QNetwork::Workspace ws_act_, ws_s_, ws_next_online_, ws_next_target_, ws_eval_;
+    QNetwork::Workspace ws_act_, ws_s_, ws_next_online_, ws_next_target_;
 
     // Replay ring: capacity_steps collection steps of n_envs transitions.
     int capacity_steps_ = 0;
@@ -143,6 +167,9 @@ private:
 
 /// The network a DQN profile describes, for observations of state_dim floats.
 QNetworkConfig network_config(const config::Profile& profile, int state_dim);
+
+/// One metrics.jsonl line (docs/metrics.md).
+std::string metrics_json(const DqnMetrics& m);
 
 /// "loss C51", "loss MSE" or "gradient norm": the quantity a GuardState names.
 std::string guard_quantity_name(int index);

@@ -22,7 +22,7 @@
 #include "io/run_directory.hpp"
 #include "ops/backend.hpp"
 #include "ops/cuda/cuda_ops.hpp"
-#include "trainers/dqn_trainer.hpp"
+#include "trainers/trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
@@ -31,13 +31,6 @@ namespace fh::trainers {
 namespace {
 
 using clock = std::chrono::steady_clock;
-
-void require_trainer_built(const config::Profile& p) {
-    if (p.run.trainer != "dqn")
-        throw UsageError(fmt::format("the {} trainer is not built yet in this version of foxhunt-train (only dqn "
-                                     "is); nothing was trained",
-                                     p.run.trainer));
-}
 
 std::unique_ptr<ops::Ops> make_backend(const config::Profile& p) {
     // Keys accepted by the schema that this version does not act on yet: said once, not ignored silently.
@@ -81,24 +74,6 @@ std::string run_name(const config::Profile& p) {
     return p.run.trainer + "-" + stamp;
 }
 
-std::string metrics_json(const DqnMetrics& m) {
-    std::string hist;
-    for (std::size_t i = 0; i < m.action_histogram.size(); ++i) {
-        if (i) hist += ',';
-        hist += std::to_string(m.action_histogram[i]);
-    }
-    using io::json_number;
-    return fmt::format(
-        "{{\"step\":{},\"env_steps\":{},\"updates\":{},\"losses/loss\":{},\"losses/c51\":{},\"losses/mse\":{},"
-        "\"losses/td_abs\":{},\"q/mean\":{},\"q/min\":{},\"q/max\":{},\"charts/epsilon\":{},\"charts/grad_norm\":{},"
-        "\"charts/grad_norm_max\":{},\"charts/skipped_updates\":{},\"charts/action_histogram\":[{}],"
-        "\"perf/env_steps_per_s\":{},\"perf/updates_per_s\":{}}}",
-        m.step, m.env_steps, m.updates, json_number(m.loss), json_number(m.loss_c51), json_number(m.loss_mse),
-        json_number(m.td_abs), json_number(m.q_mean), json_number(m.q_min), json_number(m.q_max), json_number(m.epsilon),
-        json_number(m.grad_norm), json_number(m.grad_norm_max), m.skipped_updates, hist, json_number(m.env_steps_per_s),
-        json_number(m.updates_per_s));
-}
-
 /// What every run sets up first: the backend, the data (host) and the market on the device,
 /// after checking that the run fits. Members in destruction order: the device market before its
 /// backend.
@@ -108,7 +83,6 @@ struct Session {
     std::unique_ptr<env::DeviceMarket> device_market;
 
     explicit Session(const config::Profile& p) {
-        require_trainer_built(p);
         ops = make_backend(p);
         market = data::load_market(data_options(p));
         check_device_memory(*ops, p, market.bars.size());
@@ -139,6 +113,8 @@ std::string train(const config::Profile& p, const std::string& resume_dir) {
     auto& ops = session.ops;
     const auto& dm = *session.device_market;
     const auto& market = session.market;
+    auto trainer_owner = make_trainer(*ops, p, dm);
+    Trainer& trainer = *trainer_owner;
 
     auto dir = resume_dir.empty() ? io::RunDirectory::create(p.run.output_dir, run_name(p))
                                   : io::RunDirectory::open(resume_dir);
@@ -155,97 +131,102 @@ std::string train(const config::Profile& p, const std::string& resume_dir) {
     std::optional<eval::BacktestReport> best_val_report;
     std::vector<float> best_weights;
     std::string status = "completed";
-    const long long n_envs = p.experience.gpu_n_episodes;
+    const long long per = trainer.progress_per_iteration();
+    const char* unit = p.run.trainer == "iql" ? "updates" : "env steps";  // what run.*_interval count
 
-    DqnHooks hooks;
-    DqnTrainer* trainer_ptr = nullptr;
-    hooks.on_log = [&](const DqnMetrics& m) {
-        dir.append_metrics(metrics_json(m));
+    std::string last_log_json;
+    auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(*ops, a, s, n); };
+    auto crossed = [&](long long iterations, long long interval) {  // progress interval crossed by this iteration
+        return interval > 0 && (iterations * per) / interval != ((iterations - 1) * per) / interval;
+    };
+    LoopCallbacks callbacks;
+    callbacks.log = [&](double seconds) {
+        const LogLine line = trainer.read_log(seconds);
+        last_log_json = line.json;
+        dir.append_metrics(line.json);
         progress.clear();
-        log::info("step {:>9} env steps | loss {:.4f} (c51 {:.4f}, mse {:.4f}) | Q {:+.3f} | eps {:.3f} | "
-                  "{:.3g} env steps/s, {:.3g} updates/s",
-                  m.env_steps, m.loss, m.loss_c51, m.loss_mse, m.q_mean, m.epsilon, m.env_steps_per_s, m.updates_per_s);
-        progress.update(static_cast<std::uint64_t>(m.env_steps), m.env_steps_per_s, m.updates_per_s, m.loss, last_val,
-                        metric_label);
+        log::info("{}", line.text);
+        progress.update(static_cast<std::uint64_t>(trainer.progress()), line.env_steps_per_s, line.updates_per_s,
+                        line.loss, last_val, metric_label);
     };
-    auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer_ptr->greedy_actions(a, s, n); };
-    auto crossed = [&](long long steps, long long interval) {  // env-step interval crossed by this step
-        return interval > 0 && (steps * n_envs) / interval != ((steps - 1) * n_envs) / interval;
-    };
-    hooks.after_step = [&](long long steps) {
-        DqnTrainer& trainer = *trainer_ptr;
+    callbacks.after_iteration = [&](long long iterations) {
         if (signals::interrupt_requested()) {
             status = "interrupted";
             return false;
         }
-        if (crossed(steps, p.run.eval_interval)) {
+        const long long at = iterations * per;
+        if (crossed(iterations, p.run.eval_interval)) {
             const auto report = eval::backtest(*ops, dm, market, env::Split::val, trainer.env_params(), greedy,
                                                static_cast<int>(p.eval.segments), false);
             const double metric = select_metric(report.strategy, p.early_stopping.metric);
             last_val = metric;
-            const auto decision = early.observe(steps * n_envs, metric);
-            dir.append_eval(fmt::format("{{\"env_steps\":{},\"split\":\"val\",\"metric\":{},\"value\":{},\"best\":{},"
+            const auto decision = early.observe(at, metric);
+            dir.append_eval(fmt::format("{{\"{}\":{},\"split\":\"val\",\"metric\":{},\"value\":{},\"best\":{},"
                                         "\"strategy\":{},\"buy_and_hold\":{}}}",
-                                        steps * n_envs, io::json_string(p.early_stopping.metric),
-                                        io::json_number(metric), decision.improved ? "true" : "false",
-                                        eval::metrics_json(report.strategy), eval::metrics_json(report.buy_and_hold)));
+                                        p.run.trainer == "iql" ? "updates" : "env_steps", at,
+                                        io::json_string(p.early_stopping.metric), io::json_number(metric),
+                                        decision.improved ? "true" : "false", eval::metrics_json(report.strategy),
+                                        eval::metrics_json(report.buy_and_hold)));
             progress.clear();
-            log::info("validation at {} env steps: {} {:.4f}{}", steps * n_envs, p.early_stopping.metric, metric,
+            log::info("validation at {} {}: {} {:.4f}{}", at, unit, p.early_stopping.metric, metric,
                       decision.improved ? " (best so far)" : "");
             if (decision.improved) {
-                best_weights = ops->to_host(trainer.online_params());
+                best_weights = ops->to_host(ops::View<const float>(trainer.policy_weights()));
                 best_val_report = report;
                 save_checkpoint(best_ckpt, *ops, trainer, p, market, early);
             }
             if (decision.stop) {
                 status = "early_stopped";
-                log::info("early stopping: {} evaluations without improvement (best {} {:.4f} at {} env steps)",
+                log::info("early stopping: {} evaluations without improvement (best {} {:.4f} at {} {})",
                           early.evaluations_without_improvement(), p.early_stopping.metric, *early.best(),
-                          early.best_step());
+                          early.best_step(), unit);
                 return false;
             }
         }
-        if (crossed(steps, p.run.checkpoint_interval)) save_checkpoint(last_ckpt, *ops, trainer, p, market, early);
+        if (crossed(iterations, p.run.checkpoint_interval)) save_checkpoint(last_ckpt, *ops, trainer, p, market, early);
         return true;
     };
 
-    DqnTrainer trainer(*ops, p, dm, hooks);
-    trainer_ptr = &trainer;
     if (!resume_dir.empty()) {
-        load_checkpoint(last_ckpt, *ops, trainer, &early);
+        load_checkpoint(last_ckpt, *ops, trainer, p, &early);
         if (early.best() && std::filesystem::exists(best_ckpt))  // the best weights before the interruption
-            best_weights = io::TensorFile::read(best_ckpt).get<float>("params/online",
-                                                                     {static_cast<std::uint64_t>(trainer.online_params().size())});
-        log::info("resumed from {} at {} env steps", last_ckpt, trainer.steps() * n_envs);
+            best_weights = io::TensorFile::read(best_ckpt).get<float>(
+                "params/online", {static_cast<std::uint64_t>(trainer.policy_weights().size())});
+        log::info("resumed from {} at {} {}", last_ckpt, trainer.progress(), unit);
     }
     signals::install_interrupt_handlers();
-    DqnResult result;
+    const long long env_steps_at_start = trainer.env_steps();
+    const auto t_train = clock::now();
     try {
-        result = trainer.train();
+        training_loop(trainer, p.run.total_steps, p.run.log_interval, callbacks);
+        ops->synchronize();
     } catch (const DivergedError& e) {
         progress.finish();
-        dir.write_file("summary.json", fmt::format("{{\"status\":\"diverged\",\"trainer\":\"dqn\",\"error\":{}}}\n",
-                                                   io::json_string(e.what())));
+        dir.write_file("summary.json", fmt::format("{{\"status\":\"diverged\",\"trainer\":{},\"error\":{}}}\n",
+                                                   io::json_string(p.run.trainer), io::json_string(e.what())));
         throw;
     }
+    const double train_s = std::chrono::duration<double>(clock::now() - t_train).count();
     progress.finish();
     save_checkpoint(last_ckpt, *ops, trainer, p, market, early);
     const double wall = std::chrono::duration<double>(clock::now() - t0).count();
     const std::string common = fmt::format(
-        "\"trainer\":\"dqn\",\"device\":{},\"env_steps\":{},\"updates\":{},\"wall_seconds\":{},\"env_steps_per_s\":{},"
-        "\"final\":{}",
-        io::json_string(ops->description()), trainer.steps() * n_envs, trainer.updates(), io::json_number(wall),
-        io::json_number(result.wall_seconds > 0 ? static_cast<double>(result.env_steps) / result.wall_seconds : 0),
-        result.log.empty() ? "null" : metrics_json(result.log.back()));
+        "\"trainer\":{},\"device\":{},\"env_steps\":{},\"updates\":{},\"wall_seconds\":{},\"env_steps_per_s\":{},"
+        "\"updates_per_s\":{},\"final\":{}",
+        io::json_string(p.run.trainer), io::json_string(ops->description()), trainer.env_steps(), trainer.updates(),
+        io::json_number(wall),
+        io::json_number(train_s > 0 ? static_cast<double>(trainer.env_steps() - env_steps_at_start) / train_s : 0),
+        io::json_number(train_s > 0 ? static_cast<double>(trainer.updates()) / train_s : 0),
+        last_log_json.empty() ? "null" : last_log_json);
     if (status == "interrupted") {
         dir.write_file("summary.json", fmt::format("{{\"status\":\"interrupted\",{}}}\n", common));
-        throw InterruptedError(fmt::format("interrupted at {} env steps; checkpoint {}; continue with --resume {}",
-                                           trainer.steps() * n_envs, last_ckpt, dir.path()));
+        throw InterruptedError(fmt::format("interrupted at {} {}; checkpoint {}; continue with --resume {}",
+                                           trainer.progress(), unit, last_ckpt, dir.path()));
     }
 
     // The final test backtest: one exact sequential pass with the best weights (the last ones
     // when no validation ran).
-    if (!best_weights.empty()) ops->upload<float>(trainer.mutable_online_params(), best_weights);
+    if (!best_weights.empty()) ops->upload<float>(trainer.policy_weights(), best_weights);
     const auto test = eval::backtest(*ops, dm, market, env::Split::test, trainer.env_params(), greedy, 1, true);
     eval::write_equity_csv(dir.file_path("backtest/equity.csv"), test, market);
     eval::write_trades_csv(dir.file_path("backtest/trades.csv"), test, market);
@@ -255,12 +236,13 @@ std::string train(const config::Profile& p, const std::string& resume_dir) {
               test.strategy.total_return, test.strategy.sharpe, test.strategy.max_drawdown, test.strategy.trades,
               test.buy_and_hold.total_return, test.buy_and_hold.sharpe);
     dir.write_file("summary.json",
-                   fmt::format("{{\"status\":\"{}\",{},\"best\":{{\"env_steps\":{},\"metric\":{},\"value\":{}}},"
+                   fmt::format("{{\"status\":\"{}\",{},\"best\":{{\"{}\":{},\"metric\":{},\"value\":{}}},"
                                "\"validation\":{},\"test\":{}}}\n",
-                               status, common, early.best_step(), io::json_string(p.early_stopping.metric),
+                               status, common, p.run.trainer == "iql" ? "updates" : "env_steps", early.best_step(),
+                               io::json_string(p.early_stopping.metric),
                                io::json_number(early.best().value_or(std::nan(""))),
                                best_val_report ? backtest_json(*best_val_report) : "null", backtest_json(test)));
-    log::info("done ({}): {} env steps, {} updates in {:.1f} s; {}", status, trainer.steps() * n_envs, trainer.updates(),
+    log::info("done ({}): {} env steps, {} updates in {:.1f} s; {}", status, trainer.env_steps(), trainer.updates(),
               wall, dir.path());
     return dir.path();
 }
@@ -273,7 +255,6 @@ std::string evaluate(const std::string& checkpoint, const std::string& split_nam
     if (!data_path.empty()) overrides.push_back("data.path=" + io::json_string(data_path));
     if (!device.empty()) overrides.push_back("run.device=" + io::json_string(device));
     const auto p = config::resolve_profile_text(checkpoint_profile_toml(checkpoint), checkpoint, overrides);
-    require_trainer_built(p);
     auto ops = make_backend(p);
     auto options = data_options(p);
     options.normalization = checkpoint_normalization(checkpoint);
@@ -281,19 +262,14 @@ std::string evaluate(const std::string& checkpoint, const std::string& split_nam
     env::DeviceMarket dm(*ops, market);
     const auto params = env_params(p, market.market_dim);
 
-    // Only the network: the checkpoint's online weights.
-    const QNetwork net(network_config(p, params.state_dim));
+    // Only the policy's network: the checkpoint's params/online.
+    const auto policy = make_greedy_policy(p, params.state_dim);
     const auto file = io::TensorFile::read(checkpoint);
-    const auto weights = file.get<float>("params/online", {net.layout().total()});
+    const auto weights = file.get<float>("params/online", {policy->weights_size()});
     const auto online = ops->from_host<float>(weights);
-    QNetwork::Workspace ws;
-    const int num_actions = env::num_actions(params);
-    auto policy = [&](ops::View<int> a, ops::View<const float> s, int n) {
-        if (n > ws.max_batch) ws = net.make_workspace(*ops, n);
-        ops->epsilon_greedy(a, net.forward(*ops, online.cview(), s, n, ws), num_actions, 0.0f, 0, 0);
-    };
+    auto act = [&](ops::View<int> a, ops::View<const float> s, int n) { policy->act(*ops, online.cview(), a, s, n); };
     const auto report = eval::backtest(*ops, dm, market, split_name == "val" ? env::Split::val : env::Split::test,
-                                       params, policy, 1, false);
+                                       params, act, 1, false);
     return fmt::format("{{\"checkpoint\":{},\"split\":\"{}\",\"data\":{},\"strategy\":{},\"buy_and_hold\":{}}}",
                        io::json_string(checkpoint), split_name, io::json_string(market.source),
                        eval::metrics_json(report.strategy), eval::metrics_json(report.buy_and_hold));
@@ -303,38 +279,20 @@ std::string bench(const config::Profile& p) {
     const auto t_start = clock::now();
     Session session(p);
     auto& ops = session.ops;
-    DqnTrainer trainer(*ops, p, *session.device_market);
+    auto trainer = make_trainer(*ops, p, *session.device_market);
     ops->synchronize();
     const double first_kernel_s = std::chrono::duration<double>(clock::now() - t_start).count();
-
-    const long long n_envs = p.experience.gpu_n_episodes;
-    // Fill the replay to the update threshold, then time each phase alone, then both together.
-    while (!trainer.ready_to_update()) trainer.collect_step();
-    const long long phase = std::max<long long>(20, std::min<long long>(500, p.run.total_steps / n_envs));
-    ops->synchronize();
-    auto t = clock::now();
-    for (long long i = 0; i < phase; ++i) trainer.collect_step();
-    ops->synchronize();
-    const double collect_s = std::chrono::duration<double>(clock::now() - t).count();
-    t = clock::now();
-    for (long long i = 0; i < phase; ++i) trainer.update_step();
-    ops->synchronize();
-    const double update_s = std::chrono::duration<double>(clock::now() - t).count();
-    t = clock::now();
-    for (long long i = 0; i < phase; ++i) {
-        trainer.collect_step();
-        for (long long k = 0; k < p.training.updates_per_iteration; ++k) trainer.update_step();
-    }
-    ops->synchronize();
-    const double e2e_s = std::chrono::duration<double>(clock::now() - t).count();
-    (void)trainer.read_metrics(trainer.steps());  // surfaces a diverged guard as exit 5
+    const long long per = trainer->progress_per_iteration();
+    const long long phase = std::max<long long>(p.run.trainer == "dqn" ? 20 : 3,
+                                                std::min<long long>(500, p.run.total_steps / per));
+    const BenchFigures f = trainer->bench(phase);
     return fmt::format(
-        "{{\"trainer\":\"{}\",\"device\":{},\"n_envs\":{},\"batch_size\":{},\"steps_per_phase\":{},"
+        "{{\"trainer\":\"{}\",\"device\":{},\"n_envs\":{},\"batch_size\":{},\"iterations_per_phase\":{},"
         "\"collection_env_steps_per_s\":{},\"updates_per_s\":{},\"end_to_end_env_steps_per_s\":{},"
         "\"time_to_first_kernel_s\":{},\"peak_device_memory_bytes\":{}}}",
-        p.run.trainer, io::json_string(ops->description()), n_envs, p.replay_buffer.batch_size, phase,
-        io::json_number(static_cast<double>(phase * n_envs) / collect_s), io::json_number(static_cast<double>(phase) / update_s),
-        io::json_number(static_cast<double>(phase * n_envs) / e2e_s), io::json_number(first_kernel_s), ops->peak_bytes());
+        p.run.trainer, io::json_string(ops->description()), p.experience.gpu_n_episodes, p.replay_buffer.batch_size,
+        f.iterations, io::json_number(f.collection_env_steps_per_s), io::json_number(f.updates_per_s),
+        io::json_number(f.end_to_end_env_steps_per_s), io::json_number(first_kernel_s), ops->peak_bytes());
 }
 
 }  // namespace fh::trainers

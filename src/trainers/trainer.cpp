@@ -1,0 +1,41 @@
+/// @file trainer.cpp
+#include "trainers/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "trainers/dqn_trainer.hpp"
+#include "util/errors.hpp"
+
+namespace fh::trainers {
+
+void training_loop(Trainer& trainer, long long total, long long log_interval, const LoopCallbacks& callbacks) {
+    using clock = std::chrono::steady_clock;
+    const long long per = trainer.progress_per_iteration();
+    const long long total_iterations = std::max<long long>(1, total / per);
+    const long long log_every = std::max<long long>(1, log_interval / per);
+    auto t_log = clock::now();
+    while (trainer.iterations() < total_iterations) {
+        trainer.iterate();
+        const long long it = trainer.iterations();
+        if (it % log_every == 0 || it == total_iterations) {
+            const auto now = clock::now();
+            if (callbacks.log) callbacks.log(std::chrono::duration<double>(now - t_log).count());
+            t_log = now;
+        }
+        if (callbacks.after_iteration && !callbacks.after_iteration(it)) break;
+    }
+}
+
+std::unique_ptr<Trainer> make_trainer(ops::Ops& ops, const config::Profile& p, const env::DeviceMarket& market) {
+    if (p.run.trainer == "dqn") return std::make_unique<DqnTrainer>(ops, p, market);
+    throw UsageError("the " + p.run.trainer + " trainer is not built yet in this version of foxhunt-train; nothing "
+                     "was trained");
+}
+
+std::unique_ptr<GreedyPolicy> make_greedy_policy(const config::Profile& p, int state_dim) {
+    if (p.run.trainer == "dqn") return std::make_unique<DqnGreedyPolicy>(network_config(p, state_dim));
+    throw UsageError("the " + p.run.trainer + " trainer is not built yet in this version of foxhunt-train");
+}
+
+}  // namespace fh::trainers

@@ -1,0 +1,122 @@
+/// @file trainer.hpp
+/// @brief What the pipeline (run directory, evaluation, early stopping, checkpoints, resume,
+///        bench) needs from a trainer, so DQN, PPO and IQL share one pipeline. A trainer advances
+///        in iterations (DQN: one collection step and its updates; PPO: one rollout and its
+///        epochs; IQL: one gradient update); run.total_steps, log_interval, eval_interval and
+///        checkpoint_interval count the trainer's progress unit (environment steps for DQN and
+///        PPO, gradient updates for IQL).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "config/profile.hpp"
+#include "env/vec_env.hpp"
+#include "ops/ops.hpp"
+
+namespace fh::trainers {
+
+/// A named piece of a trainer's state in the backend's memory, as raw bytes (checkpoints).
+struct StateTensor {
+    std::string name;                 ///< e.g. "params/online"
+    std::string dtype;                ///< safetensors dtype: F32, I32, U8, U64
+    std::vector<std::int64_t> shape;
+    ops::View<std::byte> bytes;
+};
+
+/// A StateTensor over a typed view.
+template <class T>
+StateTensor state_tensor(std::string name, std::string dtype, std::vector<std::int64_t> shape, ops::View<T> v) {
+    return StateTensor{std::move(name), std::move(dtype), std::move(shape),
+                       ops::View<std::byte>(reinterpret_cast<std::byte*>(v.data()), v.size() * sizeof(T))};
+}
+
+/// One metrics line: the JSON object of metrics.jsonl and the human-readable log line.
+struct LogLine {
+    std::string json;
+    std::string text;
+    double loss = 0;  ///< shown on the progress line
+    double env_steps_per_s = 0, updates_per_s = 0;
+};
+
+/// The deterministic policy of a trainer's network (evaluation): actions from states given the
+/// weights. Built from the profile alone, so `eval --checkpoint` needs only the stored weights.
+class GreedyPolicy {
+public:
+    virtual ~GreedyPolicy() = default;
+    /// Floats of the weights (the checkpoint's params/online).
+    virtual std::size_t weights_size() const = 0;
+    /// actions (n) for states (n, state_dim); any n >= 1.
+    virtual void act(ops::Ops& ops, ops::View<const float> weights, ops::View<int> actions,
+                     ops::View<const float> states, int n) = 0;
+};
+
+/// Throughput of a trainer's phases, timed alone and together (SPEC section 9).
+struct BenchFigures {
+    double collection_env_steps_per_s = 0;  ///< collection only (0 when the trainer collects nothing)
+    double updates_per_s = 0;               ///< gradient updates only
+    double end_to_end_env_steps_per_s = 0;  ///< both, as in training (0 for offline training)
+    long long iterations = 0;               ///< iterations timed per phase
+};
+
+class Trainer {
+public:
+    virtual ~Trainer() = default;
+
+    /// Progress units one iteration advances (n_envs for DQN, n_envs * rollout steps for PPO, 1
+    /// for IQL).
+    virtual long long progress_per_iteration() const noexcept = 0;
+    virtual long long iterations() const noexcept = 0;
+    long long progress() const noexcept { return iterations() * progress_per_iteration(); }
+    virtual long long env_steps() const noexcept = 0;
+    virtual long long updates() const noexcept = 0;
+
+    /// One iteration (see the file comment). Never synchronises with the host.
+    virtual void iterate() = 0;
+    /// The metrics accumulated since the last call (synchronises), `seconds` after it. Throws
+    /// DivergedError (exit 5) when the guard has skipped training.max_bad_updates updates.
+    virtual LogLine read_log(double seconds) = 0;
+
+    /// Every device buffer a resumed run needs, in a fixed order, and the host counters that
+    /// (with the seed) determine every later random draw.
+    virtual std::vector<StateTensor> state_tensors() = 0;
+    virtual std::vector<std::int64_t> counter_values() const = 0;
+    /// Continues from a checkpoint's counters (after its tensors were uploaded).
+    virtual void restore_counter_values(std::span<const std::int64_t> values) = 0;
+
+    /// The weights the checkpoint stores as params/online and evaluation acts with.
+    virtual ops::View<float> policy_weights() noexcept = 0;
+    virtual GreedyPolicy& policy() noexcept = 0;
+    virtual const env::EnvParams& env_params() const noexcept = 0;
+
+    /// Times the trainer's phases for `iterations` iterations each (bench subcommand).
+    virtual BenchFigures bench(long long iterations) = 0;
+
+    /// Greedy actions of the current weights: policy().act(policy_weights()).
+    void act(ops::Ops& ops, ops::View<int> actions, ops::View<const float> states, int n) {
+        policy().act(ops, policy_weights(), actions, states, n);
+    }
+};
+
+/// Called by training_loop: `log(seconds since the last log)` at every log point, and
+/// `after_iteration(iterations)` after each iteration (returning false ends the loop there).
+struct LoopCallbacks {
+    std::function<void(double seconds)> log;
+    std::function<bool(long long iterations)> after_iteration;
+};
+
+/// Iterates until the trainer's progress reaches total (at least one iteration), logging every
+/// max(1, log_interval / progress_per_iteration) iterations and after the last one.
+void training_loop(Trainer& trainer, long long total, long long log_interval, const LoopCallbacks& callbacks);
+
+/// The trainer run.trainer names, on the training split of `market`.
+std::unique_ptr<Trainer> make_trainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market);
+
+/// The greedy policy of run.trainer's network for observations of state_dim floats.
+std::unique_ptr<GreedyPolicy> make_greedy_policy(const config::Profile& profile, int state_dim);
+
+}  // namespace fh::trainers
