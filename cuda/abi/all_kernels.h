@@ -14,6 +14,11 @@
 #include "abi/mse_loss_abi.h"
 #include "abi/nstep_abi.h"
 #include "abi/training_guard_abi.h"
+#include "abi/ppo_experience_abi.h"
+#include "abi/ppo_gae_abi.h"
+#include "abi/ppo_minibatch_abi.h"
+#include "abi/ppo_loss_abi.h"
+#include "abi/curiosity_training_abi.h"
 
 #define FH_ALL_KERNELS(X) \
     FH_DQN_UTILITY_KERNELS(X)  \
@@ -27,4 +32,9 @@
     FH_MONITORING_KERNELS(X)   \
     FH_BACKTEST_ENV_KERNELS(X) \
     FH_BACKTEST_GATHER_KERNELS(X) \
-    FH_BACKTEST_METRICS_KERNELS(X)
+    FH_BACKTEST_METRICS_KERNELS(X) \
+    FH_PPO_EXPERIENCE_KERNELS(X) \
+    FH_PPO_GAE_KERNELS(X)      \
+    FH_PPO_MINIBATCH_KERNELS(X) \
+    FH_PPO_LOSS_KERNELS(X)     \
+    FH_CURIOSITY_TRAINING_KERNELS(X)

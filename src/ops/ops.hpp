@@ -19,6 +19,7 @@
 #include "abi/monitoring_abi.h"
 #include "abi/training_guard_abi.h"
 #include "abi/network_abi.h"
+#include "abi/ppo_math.h"
 #include "util/errors.hpp"
 
 namespace fh::ops {
@@ -267,6 +268,67 @@ public:
     /// histogram (num_actions) += counts of actions (n).
     void monitor_actions(View<unsigned long long> histogram, View<const int> actions, int num_actions);
 
+    // ---- PPO: sampling, diversity, GAE, normalisation, minibatches, loss, curiosity ------------
+    // (cuda/ppo_experience_kernel.cu, ppo_gae_kernel.cu, ppo_minibatch_kernel.cu,
+    // ppo_loss_kernel.cu, curiosity_training_kernel.cu; math in cuda/abi/ppo_math.h and
+    // policy_math.h; CPU twins in src/ops/cpu/cpu_ppo_ops.cpp; checks in src/ops/ppo_ops.cpp;
+    // formulas in docs/ppo.md). n = environments, T = rollout steps, rollout rows t * n + e,
+    // A = num_actions, B = minibatch rows. Every size must be >= 1. Outputs overlap nothing;
+    // read-only inputs may share (checked).
+    /// For each env e (n = actions.size()), logits (n, A): u = unit_float(Philox(seed,
+    /// policy_sample, e, step).v[0]); actions[e] = policy::sample(row e, u); log_probs[e] =
+    /// policy::log_prob(row e, actions[e]).
+    void ppo_sample(View<int> actions, View<float> log_probs, View<const float> logits, int num_actions,
+                    std::uint64_t seed, std::uint64_t step);
+    /// The action-diversity penalty (ppo::diversity_update). window (n, W = diversity_window) is
+    /// the ring of each env's last W actions and counts (n, A) their counts (both zeroed by the
+    /// caller before step 0; never reset at episode ends); step = the 0-based global collection
+    /// step. Stores and counts actions (n) (uncounting the action W steps old), then penalty (n) =
+    /// coef * max(0, (c - 0.5) / 0.5), c = the most frequent action's share of the window, once
+    /// step + 1 >= W; 0 before. Actions must lie in [0, A).
+    void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View<const int> actions,
+                       int num_actions, int diversity_window, float coef, std::uint64_t step);
+    /// GAE (ppo::gae_env) over a (T, n) rollout, n = rewards.size() / T: advantages, returns,
+    /// rewards, values (V(s_t)), next_values (V of the observation after step t: the terminal
+    /// one when done, V(s_T) at t = T-1), done (env::DoneFlag) all (T, n). A termination does not
+    /// bootstrap; a truncation bootstraps from next_values but ends the episode (gae restarts).
+    /// Bit-identical on both backends.
+    void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewards,
+                 View<const float> values, View<const float> next_values, View<const std::uint8_t> done,
+                 float gamma, float lambda, int T);
+    /// Floats of scratch that normalize needs.
+    static constexpr std::size_t normalize_scratch_size() noexcept {
+        return static_cast<std::size_t>(ppo::kNormalizeScratch);
+    }
+    /// In place: x = (x - mean) / (std + 1e-8), population std, deterministic (a fixed reduction
+    /// order on each backend, double sums). x (>= 1), scratch (>= normalize_scratch_size()); distinct.
+    void normalize(View<float> x, View<float> scratch);
+    /// A shuffled minibatch of B = actions.size() rows: output row i = rollout row
+    /// ppo::permute(offset + i, rollout.rows, seed, epoch) (a bijection of the rollout rows keyed
+    /// by (seed, epoch), so offsets 0, B, 2B, ... of one epoch never repeat a row).
+    /// states (B, rollout.state_dim), the rest (B); 0 <= offset, offset + B <= rollout.rows.
+    void ppo_gather(View<float> states, View<int> actions, View<float> old_log_probs, View<float> advantages,
+                    View<float> returns, View<float> old_values, const ppo::RolloutView& rollout,
+                    std::uint64_t seed, std::uint64_t epoch, int offset);
+    /// The PPO loss of a minibatch (ppo::loss_sample): B = actions.size(), logits (B, A),
+    /// A = logits.size() / B; values (B) = the critic's current output; old_log_probs, advantages,
+    /// returns, old_values (B). d_logits (B, A) and d_values (B) = gradients of the minibatch-mean
+    /// total loss; stats (ppo::kPpoLossStats, B), stat k of sample i at k * B + i: policy loss,
+    /// value loss, entropy, approx KL, clipped (ppo::LossStat).
+    void ppo_loss(View<float> stats, View<float> d_logits, View<float> d_values, View<const float> logits,
+                  View<const float> values, View<const int> actions, View<const float> old_log_probs,
+                  View<const float> advantages, View<const float> returns, View<const float> old_values,
+                  const ppo::LossParams& p);
+    /// The curiosity forward model's input (n, D + A) = [states row (D) | one-hot(action) (A)],
+    /// n = actions.size(), D = states.size() / n.
+    void curiosity_input(View<float> input, View<const float> states, View<const int> actions, int num_actions);
+    /// The forward model's error: pred (n, P), P = pred.size() / n <= state_dim, predicts the
+    /// first P columns of next_states (n, state_dim); n = error.size(). error[e] = 0.5 * mean_j
+    /// (pred - target)^2 (the intrinsic reward before its coefficient); d_pred (n, P) =
+    /// (pred - target) / (n * P), the gradient of mean_e error[e].
+    void curiosity_error(View<float> error, View<float> d_pred, View<const float> pred,
+                         View<const float> next_states, int state_dim);
+
 protected:
     virtual void* allocate_bytes(std::size_t bytes) = 0;
     virtual void release_bytes(void* p) noexcept = 0;
@@ -359,6 +421,30 @@ protected:
                                      int num_actions, int batch) = 0;
     virtual void monitor_actions_impl(View<unsigned long long> histogram, View<const int> actions,
                                       int num_actions) = 0;
+
+    // PPO (src/ops/ppo_ops.cpp checked the arguments)
+    virtual void ppo_sample_impl(View<int> actions, View<float> log_probs, View<const float> logits,
+                                 int num_actions, std::uint64_t seed, std::uint64_t step) = 0;
+    virtual void ppo_diversity_impl(View<int> window, View<int> counts, View<float> penalty,
+                                    View<const int> actions, int num_actions, int diversity_window,
+                                    float coef, std::uint64_t step) = 0;
+    virtual void ppo_gae_impl(View<float> advantages, View<float> returns, View<const float> rewards,
+                              View<const float> values, View<const float> next_values,
+                              View<const std::uint8_t> done, float gamma, float lambda, int T) = 0;
+    virtual void normalize_impl(View<float> x, View<float> scratch) = 0;
+    virtual void ppo_gather_impl(View<float> states, View<int> actions, View<float> old_log_probs,
+                                 View<float> advantages, View<float> returns, View<float> old_values,
+                                 const ppo::RolloutView& rollout, std::uint64_t seed, std::uint64_t epoch,
+                                 int offset) = 0;
+    virtual void ppo_loss_impl(View<float> stats, View<float> d_logits, View<float> d_values,
+                               View<const float> logits, View<const float> values, View<const int> actions,
+                               View<const float> old_log_probs, View<const float> advantages,
+                               View<const float> returns, View<const float> old_values,
+                               const ppo::LossParams& p) = 0;
+    virtual void curiosity_input_impl(View<float> input, View<const float> states, View<const int> actions,
+                                      int num_actions) = 0;
+    virtual void curiosity_error_impl(View<float> error, View<float> d_pred, View<const float> pred,
+                                      View<const float> next_states, int state_dim) = 0;
 
     static void require_same_size(std::size_t a, std::size_t b, const char* op);
     /// Kernels index with int: refuse sizes they cannot address.

@@ -94,6 +94,28 @@ protected:
                              View<const float> grad_norm, int num_actions, int batch) override;
     void monitor_actions_impl(View<unsigned long long> histogram, View<const int> actions,
                               int num_actions) override;
+
+    // PPO (cuda/ppo_*_kernel.cu, curiosity_training_kernel.cu; src/ops/cpu/cpu_ppo_ops.cpp)
+    void ppo_sample_impl(View<int> actions, View<float> log_probs, View<const float> logits, int num_actions,
+                         std::uint64_t seed, std::uint64_t step) override;
+    void ppo_diversity_impl(View<int> window, View<int> counts, View<float> penalty, View<const int> actions,
+                            int num_actions, int diversity_window, float coef, std::uint64_t step) override;
+    void ppo_gae_impl(View<float> advantages, View<float> returns, View<const float> rewards,
+                      View<const float> values, View<const float> next_values, View<const std::uint8_t> done,
+                      float gamma, float lambda, int T) override;
+    void normalize_impl(View<float> x, View<float> scratch) override;
+    void ppo_gather_impl(View<float> states, View<int> actions, View<float> old_log_probs,
+                         View<float> advantages, View<float> returns, View<float> old_values,
+                         const ppo::RolloutView& rollout, std::uint64_t seed, std::uint64_t epoch,
+                         int offset) override;
+    void ppo_loss_impl(View<float> stats, View<float> d_logits, View<float> d_values, View<const float> logits,
+                       View<const float> values, View<const int> actions, View<const float> old_log_probs,
+                       View<const float> advantages, View<const float> returns, View<const float> old_values,
+                       const ppo::LossParams& p) override;
+    void curiosity_input_impl(View<float> input, View<const float> states, View<const int> actions,
+                              int num_actions) override;
+    void curiosity_error_impl(View<float> error, View<float> d_pred, View<const float> pred,
+                              View<const float> next_states, int state_dim) override;
 };
 
 }  // namespace fh::ops
