@@ -14,6 +14,10 @@
 #include "abi/mse_loss_abi.h"
 #include "abi/nstep_abi.h"
 #include "abi/training_guard_abi.h"
+// ---- IQL
+#include "abi/awr_policy_abi.h"
+#include "abi/iql_behaviour_abi.h"
+#include "abi/iql_value_abi.h"
 
 #define FH_ALL_KERNELS(X) \
     FH_DQN_UTILITY_KERNELS(X)  \
@@ -27,4 +31,7 @@
     FH_MONITORING_KERNELS(X)   \
     FH_BACKTEST_ENV_KERNELS(X) \
     FH_BACKTEST_GATHER_KERNELS(X) \
-    FH_BACKTEST_METRICS_KERNELS(X)
+    FH_BACKTEST_METRICS_KERNELS(X) \
+    FH_IQL_VALUE_KERNELS(X)    \
+    FH_AWR_POLICY_KERNELS(X)   \
+    FH_IQL_BEHAVIOUR_KERNELS(X)
