@@ -19,6 +19,10 @@
 #include "abi/ppo_minibatch_abi.h"
 #include "abi/ppo_loss_abi.h"
 #include "abi/curiosity_training_abi.h"
+// ---- IQL
+#include "abi/awr_policy_abi.h"
+#include "abi/iql_behaviour_abi.h"
+#include "abi/iql_value_abi.h"
 
 #define FH_ALL_KERNELS(X) \
     FH_DQN_UTILITY_KERNELS(X)  \
@@ -37,4 +41,7 @@
     FH_PPO_GAE_KERNELS(X)      \
     FH_PPO_MINIBATCH_KERNELS(X) \
     FH_PPO_LOSS_KERNELS(X)     \
-    FH_CURIOSITY_TRAINING_KERNELS(X)
+    FH_CURIOSITY_TRAINING_KERNELS(X) \
+    FH_IQL_VALUE_KERNELS(X)    \
+    FH_AWR_POLICY_KERNELS(X)   \
+    FH_IQL_BEHAVIOUR_KERNELS(X)

@@ -20,6 +20,8 @@
 #include "abi/training_guard_abi.h"
 #include "abi/network_abi.h"
 #include "abi/ppo_math.h"
+// ---- IQL
+#include "abi/iql_math.h"
 #include "util/errors.hpp"
 
 namespace fh::ops {
@@ -328,6 +330,38 @@ public:
     /// (pred - target) / (n * P), the gradient of mean_e error[e].
     void curiosity_error(View<float> error, View<float> d_pred, View<const float> pred,
                          View<const float> next_states, int state_dim);
+    // ---- IQL: critic and actor losses, behaviour policy -------------------------------------
+    // (cuda/iql_value_kernel.cu, awr_policy_kernel.cu, iql_behaviour_kernel.cu; math in
+    // cuda/abi/iql_math.h; checks in src/ops/iql_ops.cpp; CPU twins in
+    // src/ops/cpu/cpu_iql_ops.cpp; docs/iql.md). B = batch, A = num_actions (taken from the
+    // sizes: A = q1.size() / B). Gradients are those of the batch-MEAN loss. Outputs may overlap
+    // nothing; read-only inputs may share memory (checked). An action outside [0, A) gives that
+    // row a NaN loss (the training guard skips the update) and zero gradients.
+    /// Expectile value loss. v (B) = V(s); q1, q2 (B, A) = the TARGET twin Q at s; actions (B).
+    /// q = min(q1[a], q2[a]), u = q - v, w = |expectile - 1(u < 0)|: loss[i] = w u^2 (B),
+    /// d_v[i] = -2 w u / B (B). expectile in (0, 1).
+    void iql_value_loss(View<float> loss, View<float> d_v, View<const float> v, View<const float> q1,
+                        View<const float> q2, View<const int> actions, float expectile);
+    /// Twin-Q TD loss. q1, q2 (B, A) = the ONLINE twin Q at s; actions, rewards, discounts (B)
+    /// (discounts = gamma (1 - terminated)); v_next (B) = V(s'). y = rewards + discounts * v_next,
+    /// loss[i] = (q1[a] - y)^2 + (q2[a] - y)^2 (B); d_q1, d_q2 (B, A) = 2 (q - y) / B at column a,
+    /// 0 elsewhere.
+    void iql_q_loss(View<float> loss, View<float> d_q1, View<float> d_q2, View<const float> q1,
+                    View<const float> q2, View<const int> actions, View<const float> rewards,
+                    View<const float> discounts, View<const float> v_next);
+    /// AWR policy loss. logits (B, A) of the policy; q1, q2 (B, A) = the TARGET twin Q at s;
+    /// v (B); actions (B). adv = min(q1[a], q2[a]) - v, weights[i] = min(exp(beta adv),
+    /// max_weight) with the exponent clamped to iql::kMaxAwrExponent (B; a constant, no gradient);
+    /// loss[i] = -weights[i] log pi(a|s) (B); d_logits (B, A) = weights[i] (softmax - onehot(a)) / B.
+    /// beta >= 0 and max_weight > 0, both finite.
+    void awr_policy_loss(View<float> loss, View<float> weights, View<float> d_logits,
+                         View<const float> logits, View<const float> q1, View<const float> q2,
+                         View<const float> v, View<const int> actions, float beta, float max_weight);
+    /// The behaviour policy of the offline data set (iql::behaviour_action): actions (n) from
+    /// states (n, p.state_dim), a mixture of traders by environment index e % 4 (random, momentum,
+    /// mean reversion, trend), Philox (p.seed, behaviour, e, step). Exact, equal on both backends.
+    void behaviour_actions(View<int> actions, View<const float> states, const iql::BehaviourParams& p,
+                           std::uint64_t step);
 
 protected:
     virtual void* allocate_bytes(std::size_t bytes) = 0;
@@ -445,6 +479,22 @@ protected:
                                       int num_actions) = 0;
     virtual void curiosity_error_impl(View<float> error, View<float> d_pred, View<const float> pred,
                                       View<const float> next_states, int state_dim) = 0;
+    // IQL (src/ops/iql_ops.cpp checked the arguments)
+    virtual void iql_value_loss_impl(View<float> loss, View<float> d_v, View<const float> v,
+                                     View<const float> q1, View<const float> q2,
+                                     View<const int> actions, float expectile, int num_actions,
+                                     int batch) = 0;
+    virtual void iql_q_loss_impl(View<float> loss, View<float> d_q1, View<float> d_q2,
+                                 View<const float> q1, View<const float> q2, View<const int> actions,
+                                 View<const float> rewards, View<const float> discounts,
+                                 View<const float> v_next, int num_actions, int batch) = 0;
+    virtual void awr_policy_loss_impl(View<float> loss, View<float> weights, View<float> d_logits,
+                                      View<const float> logits, View<const float> q1,
+                                      View<const float> q2, View<const float> v,
+                                      View<const int> actions, float beta, float max_weight,
+                                      int num_actions, int batch) = 0;
+    virtual void behaviour_actions_impl(View<int> actions, View<const float> states,
+                                        const iql::BehaviourParams& p, std::uint64_t step) = 0;
 
     static void require_same_size(std::size_t a, std::size_t b, const char* op);
     /// Kernels index with int: refuse sizes they cannot address.

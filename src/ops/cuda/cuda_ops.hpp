@@ -135,6 +135,20 @@ protected:
                               int num_actions) override;
     void curiosity_error_impl(View<float> error, View<float> d_pred, View<const float> pred,
                               View<const float> next_states, int state_dim) override;
+    // ---- IQL (src/ops/cuda/cuda_iql_ops.cpp) --------------------------------------------------------
+    void iql_value_loss_impl(View<float> loss, View<float> d_v, View<const float> v,
+                             View<const float> q1, View<const float> q2, View<const int> actions,
+                             float expectile, int num_actions, int batch) override;
+    void iql_q_loss_impl(View<float> loss, View<float> d_q1, View<float> d_q2, View<const float> q1,
+                         View<const float> q2, View<const int> actions, View<const float> rewards,
+                         View<const float> discounts, View<const float> v_next, int num_actions,
+                         int batch) override;
+    void awr_policy_loss_impl(View<float> loss, View<float> weights, View<float> d_logits,
+                              View<const float> logits, View<const float> q1, View<const float> q2,
+                              View<const float> v, View<const int> actions, float beta,
+                              float max_weight, int num_actions, int batch) override;
+    void behaviour_actions_impl(View<int> actions, View<const float> states,
+                                const iql::BehaviourParams& p, std::uint64_t step) override;
 private:
     cuda::DeviceInfo device_;
     cuda::Stream stream_;
