@@ -583,8 +583,10 @@ TEST_CASE("the IQL kernels equal their CPU twins", "[gpu][iql]") {
             const AwrOut c = run_awr(cpu, logits, tq1, tq2, v, actions, beta, 20.0f);
             const AwrOut g = run_awr(gpu, logits, tq1, tq2, v, actions, beta, 20.0f);
             FH_REQUIRE_CLOSE(g.weights, c.weights, 1e-6, 1e-5);
-            FH_REQUIRE_CLOSE(g.loss, c.loss, 1e-5, 1e-4);
-            FH_REQUIRE_CLOSE(g.d_logits, c.d_logits, 1e-7, 1e-4);
+            // Device expf/logf differ from glibc's in the last bits; weights reach 20, so the
+            // absolute tolerances allow 20 x a few 1e-7 where log pi or pi - 1 nearly cancel.
+            FH_REQUIRE_CLOSE(g.loss, c.loss, 1e-4, 1e-4);
+            FH_REQUIRE_CLOSE(g.d_logits, c.d_logits, 1e-5, 1e-4);
         }
     }
     // The behaviour policy: bit for bit, odd sizes, both market layouts, several steps.
