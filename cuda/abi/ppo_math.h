@@ -150,11 +150,13 @@ FH_HD std::uint32_t feistel(std::uint32_t x, int bits, std::uint64_t seed, std::
     return static_cast<std::uint32_t>(v);
 }
 
-/// A bijection of [0, m) (m >= 1, i < m), keyed by (seed, epoch): the Feistel network on the
-/// smallest power-of-two domain 2^bits >= m, cycle-walked (applied again while the value is >= m;
-/// the domain is < 2m, so fewer than two applications on average). Different epochs give
-/// independent orders. Row i of a shuffled pass over m rows is permute(i, m, seed, epoch).
+/// A bijection of [0, m), keyed by (seed, epoch): the Feistel network on the smallest
+/// power-of-two domain 2^bits >= m, cycle-walked (applied again while the value is >= m; the
+/// domain is < 2m, so fewer than two applications on average). Different epochs give independent
+/// orders. Row i of a shuffled pass over m rows is permute(i, m, seed, epoch). Requires i < m
+/// (from i >= m the walk might never end); m <= 1 gives 0.
 FH_HD std::uint32_t permute(std::uint32_t i, std::uint32_t m, std::uint64_t seed, std::uint64_t epoch) {
+    if (m <= 1) return 0;  // the only row (and never an endless walk for m = 0)
     int bits = 0;
     while ((std::uint64_t{1} << bits) < m) ++bits;
     std::uint32_t v = i;
