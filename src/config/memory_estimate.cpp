@@ -56,18 +56,22 @@ std::vector<MemoryItem> estimate_device_memory(const Profile& p, std::uint64_t b
     std::string net_key, act_key;
     if (p.run.trainer == "ppo") {
         const std::uint64_t rollout = envs * static_cast<std::uint64_t>(ex.gpu_timesteps_per_episode);
-        const std::uint64_t per_step = (kStateDim + 7) * kF32;  // obs, action, logp, value, reward, done, adv, return
+        // obs, action, done, logp, value, next value, reward, advantage, return, penalty, curiosity
+        const std::uint64_t per_step = (kStateDim + 10) * kF32;
         items.push_back({fmt::format("rollout buffer ({} steps x {} B)", rollout, per_step),
                          rollout * per_step, "experience.gpu_timesteps_per_episode"});
+        items.push_back({"action-diversity windows", envs * static_cast<std::uint64_t>(p.ppo.diversity_window + actions) * 4,
+                         "ppo.diversity_window"});
         const auto actor = mlp_params(kStateDim, p.ppo.hidden, actions);
         const auto critic = mlp_params(kStateDim, p.ppo.hidden, 1);
         params = actor + critic;
-        copies_bytes = params * kF32 * 5;  // weights, grads, Adam m and v, last good copy
+        if (p.ppo.curiosity)  // the forward model: [state | one-hot action] -> market features
+            params += mlp_params(kStateDim + actions, {p.ppo.hidden.front()}, kMarketDim);
+        copies_bytes = params * kF32 * 4;  // weights, grads, Adam m and v
         activation_rows = rollout / static_cast<std::uint64_t>(std::max<std::int64_t>(1, p.ppo.minibatches));
         activation_width = 2 * sum(p.ppo.hidden) + static_cast<std::uint64_t>(actions) + 1;
         net_key = "ppo.hidden";
         act_key = "ppo.minibatches";
-        if (p.ppo.curiosity) params += 2 * mlp_params(2 * kStateDim, {256}, kStateDim);
     } else if (p.run.trainer == "iql") {
         const std::uint64_t n = static_cast<std::uint64_t>(p.iql.dataset_size);
         items.push_back({fmt::format("offline dataset ({} transitions x {} B)", n, per_transition),
@@ -76,7 +80,7 @@ std::vector<MemoryItem> estimate_device_memory(const Profile& p, std::uint64_t b
         const auto v = mlp_params(kStateDim, p.iql.hidden, 1);
         const auto pi = mlp_params(kStateDim, p.iql.hidden, actions);
         params = 2 * q + v + pi;
-        copies_bytes = (2 * q * 6 + (v + pi) * 5) * kF32;  // twin Q also has target copies
+        copies_bytes = params * kF32 * 5;  // weights, grads, Adam m and v, target copy
         activation_rows = static_cast<std::uint64_t>(p.replay_buffer.batch_size);
         activation_width = 5 * sum(p.iql.hidden) + 3 * static_cast<std::uint64_t>(actions) + 1;
         net_key = "iql.hidden";

@@ -81,6 +81,7 @@ struct ReplayBufferConfig {
     std::int64_t buffer_size = 1'000'000;  ///< transitions kept
     std::int64_t min_replay_size = 10'000;  ///< transitions before the first update
     std::int64_t batch_size = 256;          ///< transitions per update
+    bool save_dump = false;                 ///< DQN: write replay.fhreplay at the end
     bool operator==(const ReplayBufferConfig&) const = default;
 };
 
@@ -129,7 +130,10 @@ struct PpoConfig {
     double value_coef = 0.5;        ///< value loss weight
     std::int64_t diversity_window = 100;  ///< steps of the action-diversity window
     double diversity_coef = 0.01;   ///< low-diversity penalty weight; 0 = off
-    bool curiosity = false;         ///< ICM curiosity bonus
+    bool clip_value = true;         ///< clip the value loss around the rollout's values
+    std::string lr_schedule = "linear";  ///< linear | constant
+    bool curiosity = false;         ///< forward-model curiosity bonus
+    double curiosity_coef = 0.01;   ///< weight of the curiosity bonus
     bool operator==(const PpoConfig&) const = default;
 };
 
@@ -140,6 +144,7 @@ struct IqlConfig {
     double beta = 3.0;              ///< inverse temperature of advantage weighting
     std::string dataset = "behaviour";  ///< "behaviour" or the path of a replay dump
     std::int64_t dataset_size = 1'000'000;  ///< transitions in the dataset
+    double max_weight = 100.0;      ///< cap of the advantage weights
     bool operator==(const IqlConfig&) const = default;
 };
 

@@ -363,6 +363,10 @@ private:
                          p.replay_buffer.batch_size, p.iql.dataset_size));
         rule({"iql.dataset"}, p.iql.dataset.empty(),
              "iql.dataset is empty: use \"behaviour\" or the path of a replay dump");
+        rule({"replay_buffer.save_dump", "run.trainer"}, p.replay_buffer.save_dump && p.run.trainer != "dqn",
+             fmt::format("replay_buffer.save_dump = true needs run.trainer = \"dqn\" (the {} trainer has no replay "
+                         "memory)",
+                         p.run.trainer));
     }
 
     std::string origin_;

@@ -132,6 +132,8 @@ std::vector<KeyDescriptor> build_schema() {
                 FH_FIELD(replay_buffer.min_replay_size)),
         integer("replay_buffer", "batch_size", closed(1, 1 << 20), "transitions per gradient update",
                 FH_FIELD(replay_buffer.batch_size)),
+        boolean("replay_buffer", "save_dump", "DQN: write the replay memory to replay.fhreplay in the run directory at the end (an iql.dataset)",
+                FH_FIELD(replay_buffer.save_dump)),
         // [training]
         number("training", "learning_rate", open_closed(0, 1), "Adam step size",
                FH_FIELD(training.learning_rate)),
@@ -191,7 +193,14 @@ std::vector<KeyDescriptor> build_schema() {
                 FH_FIELD(ppo.diversity_window)),
         number("ppo", "diversity_coef", at_least(0), "weight of the low-action-diversity penalty; 0 = off",
                FH_FIELD(ppo.diversity_coef)),
-        boolean("ppo", "curiosity", "ICM curiosity bonus", FH_FIELD(ppo.curiosity)),
+        boolean("ppo", "clip_value", "clip the value loss around the rollout's values by ppo.clip",
+                FH_FIELD(ppo.clip_value)),
+        text("ppo", "lr_schedule", "linear|constant", "learning-rate schedule: linear decay to 0 over the run, or constant",
+             FH_FIELD(ppo.lr_schedule)),
+        boolean("ppo", "curiosity", "curiosity bonus: a forward model's prediction error of the next bar's features",
+                FH_FIELD(ppo.curiosity)),
+        number("ppo", "curiosity_coef", at_least(0), "weight of the curiosity bonus in the reward",
+               FH_FIELD(ppo.curiosity_coef)),
         // [iql]
         layers("iql", "widths of the Q, V and policy networks' hidden layers", FH_FIELD(iql.hidden)),
         number("iql", "expectile", open(0, 1), "expectile of the V regression (0.5 = mean)",
@@ -202,6 +211,8 @@ std::vector<KeyDescriptor> build_schema() {
              FH_FIELD(iql.dataset)),
         integer("iql", "dataset_size", closed(1, 1LL << 31), "transitions in the offline dataset",
                 FH_FIELD(iql.dataset_size)),
+        number("iql", "max_weight", above(0), "cap of the advantage weights exp(beta * advantage)",
+               FH_FIELD(iql.max_weight)),
         // [eval]
         integer("eval", "segments", closed(1, 4096), "equal parts of the split backtested in parallel",
                 FH_FIELD(eval.segments)),

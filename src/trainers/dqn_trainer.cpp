@@ -162,6 +162,21 @@ std::vector<StateTensor> DqnTrainer::state_tensors() {
     };
 }
 
+io::ReplayDump DqnTrainer::replay_dump() {
+    io::ReplayDump d;
+    d.state_dim = env_params_.state_dim;
+    d.n_envs = n_envs_;
+    d.capacity_steps = capacity_steps_;
+    d.num_actions = num_actions_;
+    d.pushed_steps = pushed_steps_;
+    d.states = ops_.to_host(ring_states_.cview());
+    d.next_states = ops_.to_host(ring_next_.cview());
+    d.rewards = ops_.to_host(ring_rewards_.cview());
+    d.actions = ops_.to_host(ring_actions_.cview());
+    d.done = ops_.to_host(ring_done_.cview());
+    return d;
+}
+
 void DqnTrainer::restore_counters(const DqnCounters& c) {
     if (c.steps < 0 || c.updates < 0 || c.pushed_steps < 0 || c.pushed_steps != c.steps)
         throw UsageError("checkpoint counters are inconsistent (steps, updates, pushed steps)");

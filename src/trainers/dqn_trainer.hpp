@@ -15,6 +15,7 @@
 #include "abi/training_guard_abi.h"
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
+#include "io/replay_dump.hpp"
 #include "ops/ops.hpp"
 #include "trainers/q_network.hpp"
 #include "trainers/trainer.hpp"
@@ -114,6 +115,8 @@ public:
     DqnCounters counters() const noexcept { return {steps_, updates_, pushed_steps_}; }
     /// Continues from a checkpoint's counters (after its tensors were uploaded).
     void restore_counters(const DqnCounters& c);
+    /// The replay memory as a dump (docs/replay-dump.md): an IQL dataset (iql.dataset).
+    io::ReplayDump replay_dump();
     /// The online weights, for keeping the best ones and restoring them.
     ops::View<float> mutable_online_params() noexcept { return online_.view(); }
 

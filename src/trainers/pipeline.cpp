@@ -13,6 +13,7 @@
 #include "config/memory_estimate.hpp"
 #include "eval/backtest.hpp"
 #include "io/progress.hpp"
+#include "io/replay_dump.hpp"
 #include "io/safetensors.hpp"
 #include "trainers/checkpoint.hpp"
 #include "trainers/early_stopping.hpp"
@@ -22,6 +23,7 @@
 #include "io/run_directory.hpp"
 #include "ops/backend.hpp"
 #include "ops/cuda/cuda_ops.hpp"
+#include "trainers/dqn_trainer.hpp"
 #include "trainers/trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -224,6 +226,12 @@ std::string train(const config::Profile& p, const std::string& resume_dir) {
                                            trainer.progress(), unit, last_ckpt, dir.path()));
     }
 
+    if (p.replay_buffer.save_dump) {  // resolve() allows it for DQN only
+        const std::string dump_path = dir.file_path("replay.fhreplay");
+        io::write_replay_dump(dump_path, dynamic_cast<DqnTrainer&>(trainer).replay_dump());
+        log::info("replay memory written to {} (an iql.dataset)", dump_path);
+    }
+
     // The final test backtest: one exact sequential pass with the best weights (the last ones
     // when no validation ran).
     if (!best_weights.empty()) ops->upload<float>(trainer.policy_weights(), best_weights);
@@ -283,8 +291,10 @@ std::string bench(const config::Profile& p) {
     ops->synchronize();
     const double first_kernel_s = std::chrono::duration<double>(clock::now() - t_start).count();
     const long long per = trainer->progress_per_iteration();
-    const long long phase = std::max<long long>(p.run.trainer == "dqn" ? 20 : 3,
-                                                std::min<long long>(500, p.run.total_steps / per));
+    // Iterations per timed phase: the run's length, at most 500 and at most ~5M progress units
+    // (a PPO iteration is a whole rollout), at least 20 (fewer when that cap is lower).
+    const long long cap = std::clamp<long long>(5'000'000 / per, 3, 500);
+    const long long phase = std::clamp<long long>(p.run.total_steps / per, std::min<long long>(20, cap), cap);
     const BenchFigures f = trainer->bench(phase);
     return fmt::format(
         "{{\"trainer\":\"{}\",\"device\":{},\"n_envs\":{},\"batch_size\":{},\"iterations_per_phase\":{},"

@@ -5,6 +5,9 @@
 #include <chrono>
 
 #include "trainers/dqn_trainer.hpp"
+#include "trainers/iql_trainer.hpp"
+#include "trainers/ppo_trainer.hpp"
+#include "trainers/setup.hpp"
 #include "util/errors.hpp"
 
 namespace fh::trainers {
@@ -29,13 +32,23 @@ void training_loop(Trainer& trainer, long long total, long long log_interval, co
 
 std::unique_ptr<Trainer> make_trainer(ops::Ops& ops, const config::Profile& p, const env::DeviceMarket& market) {
     if (p.run.trainer == "dqn") return std::make_unique<DqnTrainer>(ops, p, market);
-    throw UsageError("the " + p.run.trainer + " trainer is not built yet in this version of foxhunt-train; nothing "
-                     "was trained");
+    if (p.run.trainer == "ppo") return std::make_unique<PpoTrainer>(ops, p, market);
+    if (p.run.trainer == "iql") return std::make_unique<IqlTrainer>(ops, p, market);
+    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo or iql)");
 }
 
 std::unique_ptr<GreedyPolicy> make_greedy_policy(const config::Profile& p, int state_dim) {
     if (p.run.trainer == "dqn") return std::make_unique<DqnGreedyPolicy>(network_config(p, state_dim));
-    throw UsageError("the " + p.run.trainer + " trainer is not built yet in this version of foxhunt-train");
+    const int num_actions = static_cast<int>(p.num_actions());
+    if (p.run.trainer == "ppo") {
+        const ActorCritic net(p, state_dim, num_actions);
+        return std::make_unique<SoftmaxGreedyPolicy>(net.actor, net.layout.total());
+    }
+    if (p.run.trainer == "iql") {
+        const IqlNetworks net(p, state_dim, num_actions);
+        return std::make_unique<SoftmaxGreedyPolicy>(net.policy, net.layout.total());
+    }
+    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo or iql)");
 }
 
 }  // namespace fh::trainers

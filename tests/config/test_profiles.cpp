@@ -136,9 +136,10 @@ TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]"
     for (const char* n : {"run.trainer", "run.device", "data.synthetic_bars", "data.planted_signal",
                           "env.position_levels", "experience.gpu_n_episodes", "training.tau",
                           "training.max_bad_updates", "dqn.mse_blend_alpha", "ppo.diversity_window",
-                          "iql.expectile", "early_stopping.metric", "gpu.memory_fraction"})
+                          "iql.expectile", "iql.max_weight", "ppo.clip_value", "ppo.lr_schedule", "ppo.curiosity_coef",
+                          "replay_buffer.save_dump", "early_stopping.metric", "gpu.memory_fraction"})
         CHECK(names.count(n) == 1);
-    CHECK(names.size() == 87);
+    CHECK(names.size() == 92);
 }
 
 TEST_CASE("the emitter writes every key and its text resolves to the same profile", "[config]") {

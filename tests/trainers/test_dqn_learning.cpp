@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <numeric>
 
 #include "config/profile.hpp"
 #include "data/load.hpp"
@@ -15,6 +14,7 @@
 #include "env/vec_env.hpp"
 #include "ops/cpu/cpu_ops.hpp"
 #include "support/gpu.hpp"
+#include "support/policy_eval.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/setup.hpp"
 
@@ -66,21 +66,8 @@ v_max = 5.0
     const auto result = trainer.train();
 
     // The greedy policy on the validation split: per-step rewards (equity change, no costs).
-    const auto params = trainer.env_params();
-    const int n = 64, steps = 1000;
-    env::VecEnv venv(*ops, dm, env::Split::val, params, n);
-    venv.reset_all();
-    auto actions = ops->alloc<int>(n);
-    std::vector<double> r;
-    for (int s = 0; s < steps; ++s) {
-        trainer.greedy_actions(actions.view(), venv.states(), n);
-        venv.step(actions.cview());
-        for (float x : ops->to_host(venv.rewards())) r.push_back(x);
-    }
-    const double mean = std::accumulate(r.begin(), r.end(), 0.0) / static_cast<double>(r.size());
-    double var = 0;
-    for (double x : r) var += (x - mean) * (x - mean);
-    const double sharpe = mean / std::sqrt(var / static_cast<double>(r.size()));
+    const double sharpe = test::validation_sharpe(*ops, dm, trainer.env_params(),
+        [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.greedy_actions(a, s, n); });
     const auto oracle = data::planted_oracle(market.bars, market.val, k, market.bars_per_year);
     std::printf("learning (%s): %lld env steps, %lld updates in %.1f s; validation Sharpe per bar %.4f, "
                 "oracle %.4f (ratio %.2f), oracle hit rate %.3f\n",

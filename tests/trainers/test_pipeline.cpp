@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -65,28 +66,62 @@ std::string object_after(const std::string& json, const std::string& key) {
 
 TEST_CASE("train writes the complete run directory and eval reproduces its test metrics", "[trainers][pipeline]") {
     const auto dir = scratch("run");
-    const auto r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + dir.string() + "'", dir);
+    for (const std::string trainer : {"dqn", "ppo", "iql"}) {
+        const std::string profile = trainer + "-smoketest";
+        const auto r = sh("\"$EXE\" --profile " + profile + " --device cpu --output '" + dir.string() + "'", dir);
+        INFO(profile << ": " << r.err);
+        REQUIRE(r.code == 0);
+        const fs::path run = dir / profile;
+        for (const char* f : {"config.toml", "metrics.jsonl", "eval.jsonl", "summary.json", "checkpoints/last.safetensors",
+                              "checkpoints/best.safetensors", "backtest/equity.csv", "backtest/trades.csv"})
+            CHECK(fs::exists(run / f));
+        const std::string summary = slurp(run / "summary.json");
+        CHECK(summary.find("\"status\":\"completed\"") != std::string::npos);
+        const std::string evals = slurp(run / "eval.jsonl");
+        CHECK(std::count(evals.begin(), evals.end(), '\n') == 2);  // every smoketest validates twice
+        CHECK(slurp(run / "backtest/equity.csv").rfind("segment,bar,time,close,action,position,equity,drawdown", 0) == 0);
+        // The weights load as a plain safetensors file too.
+        const auto best = fh::io::TensorFile::read((run / "checkpoints/best.safetensors").string(), {false});
+        CHECK(best.has("params/online"));
+
+        const auto e = sh("\"$EXE\" eval --checkpoint '" + (run / "checkpoints/best.safetensors").string() +
+                              "' --split test --device cpu",
+                          dir);
+        INFO(e.err);
+        REQUIRE(e.code == 0);
+        CHECK(object_after(e.out, "\"strategy\":") ==
+              object_after(summary.substr(summary.find("\"test\":")), "\"strategy\":"));
+    }
+    fs::remove_all(dir);
+}
+
+TEST_CASE("a DQN run's replay dump is an IQL dataset; a corrupted dump is refused with exit 3", "[trainers][pipeline][replay]") {
+    const auto dir = scratch("dump");
+    const auto r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + dir.string() +
+                          "' --set replay_buffer.save_dump=true",
+                      dir);
     INFO(r.err);
     REQUIRE(r.code == 0);
-    const fs::path run = dir / "dqn-smoketest";
-    for (const char* f : {"config.toml", "metrics.jsonl", "eval.jsonl", "summary.json", "checkpoints/last.safetensors",
-                          "checkpoints/best.safetensors", "backtest/equity.csv", "backtest/trades.csv"})
-        CHECK(fs::exists(run / f));
-    const std::string summary = slurp(run / "summary.json");
-    CHECK(summary.find("\"status\":\"completed\"") != std::string::npos);
-    const std::string evals = slurp(run / "eval.jsonl");
-    CHECK(std::count(evals.begin(), evals.end(), '\n') == 2);  // eval_interval 1000 of 2000 env steps
-    CHECK(slurp(run / "backtest/equity.csv").rfind("segment,bar,time,close,action,position,equity,drawdown", 0) == 0);
-    // The weights load as a plain safetensors file too.
-    const auto best = fh::io::TensorFile::read((run / "checkpoints/best.safetensors").string(), {false});
-    CHECK(best.has("params/online"));
+    const fs::path dump = dir / "dqn-smoketest" / "replay.fhreplay";
+    REQUIRE(fs::exists(dump));
+    const std::string use_dump = " --set 'iql.dataset=\"" + dump.string() + "\"'";
+    const auto iql = sh("\"$EXE\" --profile iql-smoketest --device cpu --output '" + dir.string() + "'" + use_dump, dir);
+    INFO(iql.err);
+    REQUIRE(iql.code == 0);
+    CHECK(iql.err.find("replay dump") != std::string::npos);
+    CHECK(slurp(dir / "iql-smoketest" / "summary.json").find("\"status\":\"completed\"") != std::string::npos);
 
-    const auto e = sh("\"$EXE\" eval --checkpoint '" + (run / "checkpoints/best.safetensors").string() +
-                          "' --split test --device cpu",
-                      dir);
-    INFO(e.err);
-    REQUIRE(e.code == 0);
-    CHECK(object_after(e.out, "\"strategy\":") == object_after(summary.substr(summary.find("\"test\":")), "\"strategy\":"));
+    {  // one flipped byte in the data
+        std::fstream f(dump, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(200);
+        f.put('\x5a');
+    }
+    const auto bad = sh("\"$EXE\" --profile iql-smoketest --device cpu --output '" + dir.string() + "'" + use_dump, dir);
+    CHECK(bad.code == 3);
+    CHECK(bad.err.find(dump.string()) != std::string::npos);
+    // Only DQN has a replay memory to dump.
+    const auto wrong = sh("\"$EXE\" check ppo-smoketest --set replay_buffer.save_dump=true", dir);
+    CHECK(wrong.code == 2);
     fs::remove_all(dir);
 }
 

@@ -1,0 +1,316 @@
+/// @file iql_trainer.cpp
+/// @brief The IQL algorithm, top to bottom (docs/iql.md): build the dataset once, then per
+///        update: sample a batch (n = 1), V by expectile regression on min(Q1', Q2')(s, a), the
+///        twin Q towards r + gamma (1 - terminated) V(s'), the policy by advantage-weighted
+///        regression, backward, guard, Adam, target update.
+#include "trainers/iql_trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "abi/iql_math.h"
+#include "io/replay_dump.hpp"
+#include "io/run_directory.hpp"
+#include "nn/init.hpp"
+#include "trainers/setup.hpp"
+#include "util/errors.hpp"
+#include "util/log.hpp"
+
+namespace fh::trainers {
+namespace {
+
+// current_ / accum_ layout: this update's values / their sums over the log interval.
+constexpr int kValueLoss = 0, kQLoss = 1, kPolicyLoss = 2, kGradNorm = 3, kWeight = 4, kV = 5, kStats = 6;
+constexpr int kGuardLosses = 3;  // value, Q, policy (then the gradient norm)
+/// Share of the behaviour policy's rule-based traders' actions taken uniformly at random.
+constexpr float kBehaviourRandomFraction = 0.2f;
+
+nn::MlpConfig mlp(int in, const config::Profile& p, int out, float output_init_scale) {
+    nn::MlpConfig c;
+    c.sizes.push_back(in);
+    for (auto h : p.iql.hidden) c.sizes.push_back(static_cast<int>(h));
+    c.sizes.push_back(out);
+    c.hidden = ops::Activation::relu;
+    c.output = ops::Activation::none;
+    c.output_init_scale = output_init_scale;
+    return c;
+}
+
+void require_supported(const config::Profile& p) {
+    if (!p.eval.deterministic)
+        throw UsageError("the IQL trainer does not implement eval.deterministic = false yet (evaluation uses the "
+                         "policy's most likely action); set it to true to train");
+}
+
+}  // namespace
+
+IqlNetworks::IqlNetworks(const config::Profile& p, int state_dim, int num_actions)
+    : layout(),
+      q1(layout, "q1", mlp(state_dim, p, num_actions, 1.0f)),
+      q2(layout, "q2", mlp(state_dim, p, num_actions, 1.0f)),
+      v(layout, "v", mlp(state_dim, p, 1, 1.0f)),
+      policy(layout, "policy", mlp(state_dim, p, num_actions, 0.01f)) {}
+
+iql::BehaviourParams behaviour_params(const env::EnvParams& e, std::uint64_t seed) {
+    return iql::BehaviourParams{e.position_levels, e.urgency_levels, e.market_dim, e.state_dim,
+                                kBehaviourRandomFraction, seed};
+}
+
+std::string iql_guard_quantity_name(int index) {
+    switch (index) {
+        case kValueLoss: return "the value (expectile) loss";
+        case kQLoss: return "the Q loss";
+        case kPolicyLoss: return "the policy (AWR) loss";
+        case kGuardLosses: return "the gradient norm";
+        default: return "nothing";
+    }
+}
+
+IqlTrainer::IqlTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market)
+    : ops_(ops),
+      profile_((require_supported(profile), profile)),
+      env_params_(trainers::env_params(profile, market.market_dim())),
+      num_actions_(env::num_actions(env_params_)),
+      state_dim_(env_params_.state_dim),
+      batch_(static_cast<int>(profile.replay_buffer.batch_size)),
+      net_(profile, state_dim_, num_actions_),
+      policy_(net_.policy, net_.layout.total()) {
+    if (profile.iql.dataset == "behaviour") collect_behaviour_dataset(market);
+    else load_dump(profile.iql.dataset);
+
+    const std::size_t B = static_cast<std::size_t>(batch_);
+    const std::size_t D = static_cast<std::size_t>(state_dim_);
+    const std::size_t A = static_cast<std::size_t>(num_actions_);
+    params_ = nn::alloc_zeroed(ops, net_.layout);
+    nn::init_params(ops, params_.view(), net_.layout, static_cast<std::uint64_t>(profile.run.seed));
+    target_ = nn::alloc_zeroed(ops, net_.layout);
+    ops.copy(target_.view(), params_.cview());
+    grads_ = nn::alloc_zeroed(ops, net_.layout);
+    adam_m_ = nn::alloc_zeroed(ops, net_.layout);
+    adam_v_ = nn::alloc_zeroed(ops, net_.layout);
+    ws_q1_ = net_.q1.make_workspace(ops, batch_);
+    ws_q2_ = net_.q2.make_workspace(ops, batch_);
+    ws_q1_target_ = net_.q1.make_workspace(ops, batch_);
+    ws_q2_target_ = net_.q2.make_workspace(ops, batch_);
+    ws_v_ = net_.v.make_workspace(ops, batch_);
+    ws_v_next_ = net_.v.make_workspace(ops, batch_);
+    ws_policy_ = net_.policy.make_workspace(ops, batch_);
+
+    b_states_ = ops.alloc<float>(B * D);
+    b_next_ = ops.alloc<float>(B * D);
+    b_rewards_ = ops.alloc<float>(B);
+    b_discounts_ = ops.alloc<float>(B);
+    b_actions_ = ops.alloc<int>(B);
+    for (auto* b : {&loss_v_, &loss_q_, &loss_pi_, &awr_weights_, &d_v_}) *b = ops.alloc<float>(B);
+    for (auto* b : {&d_q1_, &d_q2_, &d_logits_}) *b = ops.alloc<float>(B * A);
+    current_ = ops.alloc<float>(kStats);
+    ops.fill(current_.view(), 0.0f);
+    accum_ = ops.alloc<float>(kStats);
+    ops.fill(accum_.view(), 0.0f);
+    norm_scratch_ = ops.alloc<float>(ops::Ops::global_norm_scratch_size());
+    gate_ = ops.alloc<int>(1);
+    guard_ = ops.from_host<abi::GuardState>(std::vector<abi::GuardState>{{0, 0, -1, 0, 0}});
+}
+
+// The behaviour dataset: gpu_n_episodes environments (at most dataset_size) on the training split,
+// acting with iql::behaviour_action, for ceil(dataset_size / envs) steps, stored as a replay ring.
+void IqlTrainer::collect_behaviour_dataset(const env::DeviceMarket& market) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ds_envs_ = static_cast<int>(std::min<long long>(profile_.experience.gpu_n_episodes, profile_.iql.dataset_size));
+    ds_capacity_steps_ = static_cast<int>((profile_.iql.dataset_size + ds_envs_ - 1) / ds_envs_);
+    const std::size_t n = static_cast<std::size_t>(ds_envs_);
+    const std::size_t D = static_cast<std::size_t>(state_dim_);
+    const std::size_t rows = static_cast<std::size_t>(ds_capacity_steps_) * n;
+    ds_states_ = ops_.alloc<float>(rows * D);
+    ds_next_ = ops_.alloc<float>(rows * D);
+    ds_rewards_ = ops_.alloc<float>(rows);
+    ds_actions_ = ops_.alloc<int>(rows);
+    ds_done_ = ops_.alloc<std::uint8_t>(rows);
+
+    env::VecEnv venv(ops_, market, env::Split::train, env_params_, ds_envs_);
+    venv.reset_all();
+    const auto bp = behaviour_params(env_params_, static_cast<std::uint64_t>(profile_.run.seed));
+    for (int step = 0; step < ds_capacity_steps_; ++step) {
+        const std::size_t row = static_cast<std::size_t>(step) * n;
+        const auto actions = ds_actions_.view().subview(row, n);
+        ops_.behaviour_actions(actions, venv.states(), bp, static_cast<std::uint64_t>(step));
+        ops_.copy(ds_states_.view().subview(row * D, n * D), venv.states());
+        venv.step(actions);
+        ops_.copy(ds_rewards_.view().subview(row, n), venv.rewards());
+        ops_.copy(ds_next_.view().subview(row * D, n * D), venv.next_states());
+        ops_.copy_raw(ds_done_.view().subview(row, n), venv.done());
+    }
+    ops_.synchronize();
+    ds_pushed_steps_ = ds_capacity_steps_;
+    dataset_transitions_ = static_cast<long long>(rows);
+    collection_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    log::info("iql dataset: {} transitions from the behaviour policy ({} environments x {} steps) in {:.2f} s",
+              dataset_transitions_, ds_envs_, ds_capacity_steps_, collection_seconds_);
+}
+
+void IqlTrainer::load_dump(const std::string& path) {
+    const auto dump = io::read_replay_dump(path);
+    if (dump.state_dim != state_dim_)
+        throw DataError(fmt::format("{}: the replay dump's states have {} features, this profile's data gives {} "
+                                    "(was it written with another feature set or instrument?)",
+                                    path, dump.state_dim, state_dim_));
+    if (dump.num_actions != num_actions_)
+        throw DataError(fmt::format("{}: the replay dump has {} actions, this profile's environment has {} (set "
+                                    "env.position_levels and env.urgency_levels as in the run that wrote it)",
+                                    path, dump.num_actions, num_actions_));
+    if (dump.pushed_steps < 1) throw DataError(path + ": the replay dump holds no transitions");
+    ds_envs_ = dump.n_envs;
+    ds_capacity_steps_ = dump.capacity_steps;
+    ds_pushed_steps_ = dump.pushed_steps;
+    ds_states_ = ops_.from_host<float>(dump.states);
+    ds_next_ = ops_.from_host<float>(dump.next_states);
+    ds_rewards_ = ops_.from_host<float>(dump.rewards);
+    ds_actions_ = ops_.from_host<int>(dump.actions);
+    ds_done_ = ops_.from_host<std::uint8_t>(dump.done);
+    dataset_transitions_ = std::min<long long>(dump.pushed_steps, dump.capacity_steps) * dump.n_envs;
+    log::info("iql dataset: {} transitions from the replay dump {} (iql.dataset_size is not used)",
+              dataset_transitions_, path);
+}
+
+void IqlTrainer::iterate() {
+    const long long u = ++updates_;
+    const int B = batch_;
+    const auto seed = static_cast<std::uint64_t>(profile_.run.seed);
+    const auto& t = profile_.training;
+
+    // 1. A uniform batch of one-step transitions (s, a, r, gamma (1 - terminated), s').
+    const long long oldest = std::max<long long>(0, ds_pushed_steps_ - ds_capacity_steps_);
+    const dqn::ReplayView ring{ds_states_.cview().data(), ds_next_.cview().data(), ds_actions_.cview().data(),
+                               ds_rewards_.cview().data(), ds_done_.cview().data(), ds_capacity_steps_, ds_envs_,
+                               state_dim_};
+    ops_.nstep_sample(b_states_.view(), b_next_.view(), b_actions_.view(), b_rewards_.view(), b_discounts_.view(),
+                      ring,
+                      dqn::SampleParams{seed, static_cast<std::uint64_t>(u), oldest, ds_pushed_steps_ - oldest, 1,
+                                        static_cast<float>(t.gamma)},
+                      B);
+
+    // 2. V(s) by expectile regression towards min of the target twin Q at (s, a).
+    const auto q1_target = net_.q1.forward(ops_, target_.cview(), b_states_.cview(), B, ws_q1_target_);
+    const auto q2_target = net_.q2.forward(ops_, target_.cview(), b_states_.cview(), B, ws_q2_target_);
+    const auto v = net_.v.forward(ops_, params_.cview(), b_states_.cview(), B, ws_v_);
+    ops_.iql_value_loss(loss_v_.view(), d_v_.view(), v, q1_target, q2_target, b_actions_.cview(),
+                        static_cast<float>(profile_.iql.expectile));
+
+    // 3. Twin Q towards r + gamma (1 - terminated) V(s').
+    const auto v_next = net_.v.forward(ops_, params_.cview(), b_next_.cview(), B, ws_v_next_);
+    const auto q1 = net_.q1.forward(ops_, params_.cview(), b_states_.cview(), B, ws_q1_);
+    const auto q2 = net_.q2.forward(ops_, params_.cview(), b_states_.cview(), B, ws_q2_);
+    ops_.iql_q_loss(loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, b_actions_.cview(), b_rewards_.cview(),
+                    b_discounts_.cview(), v_next);
+
+    // 4. The policy by advantage-weighted regression: weights min(exp(beta (Q' - V)), max_weight).
+    const auto logits = net_.policy.forward(ops_, params_.cview(), b_states_.cview(), B, ws_policy_);
+    ops_.awr_policy_loss(loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target, q2_target, v,
+                         b_actions_.cview(), static_cast<float>(profile_.iql.beta),
+                         static_cast<float>(profile_.iql.max_weight));
+
+    const auto cur = current_.view();
+    ops_.mean(cur.subview(kValueLoss, 1), loss_v_.cview());
+    ops_.mean(cur.subview(kQLoss, 1), loss_q_.cview());
+    ops_.mean(cur.subview(kPolicyLoss, 1), loss_pi_.cview());
+    ops_.mean(cur.subview(kWeight, 1), awr_weights_.cview());
+    ops_.mean(cur.subview(kV, 1), v);
+    if (std::find(nan_updates_.begin(), nan_updates_.end(), u) != nan_updates_.end())
+        ops_.fill(cur.subview(kValueLoss, 1), std::numeric_limits<float>::quiet_NaN());
+
+    // 5. Backward (each network's gradient lands in its own slices), norm, guard, Adam.
+    net_.v.backward(ops_, params_.cview(), grads_.view(), d_v_.view(), {}, B, ws_v_, false);
+    net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q1_.view(), {}, B, ws_q1_, false);
+    net_.q2.backward(ops_, params_.cview(), grads_.view(), d_q2_.view(), {}, B, ws_q2_, false);
+    net_.policy.backward(ops_, params_.cview(), grads_.view(), d_logits_.view(), {}, B, ws_policy_, false);
+    ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), norm_scratch_.view());
+    ops_.training_guard(gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
+                        current_.cview().subview(kGradNorm, 1), u);
+    ops::AdamParams adam;
+    adam.lr = static_cast<float>(t.learning_rate);
+    adam.clip_norm = static_cast<float>(t.grad_clip_norm);
+    adam.step = static_cast<int>(std::min<long long>(u, std::numeric_limits<int>::max()));
+    ops_.adam_step(params_.view(), adam_m_.view(), adam_v_.view(), grads_.cview(), current_.cview().subview(kGradNorm, 1),
+                   gate_.cview(), adam);
+
+    // 6. Target copies: soft (target += tau (online - target)) or periodic. Only the Q slices of
+    //    the target are read; updating the whole buffer keeps one operation.
+    if (t.tau > 0) {
+        ops_.scale(target_.view(), static_cast<float>(1.0 - t.tau));
+        ops_.saxpy(target_.view(), static_cast<float>(t.tau), params_.cview());
+    } else if (u % t.target_update_period == 0) {
+        ops_.copy(target_.view(), params_.cview());
+    }
+    ops_.saxpy(accum_.view(), 1.0f, current_.cview());
+}
+
+std::vector<StateTensor> IqlTrainer::state_tensors() {
+    const auto P = static_cast<std::int64_t>(net_.layout.total());
+    return {
+        state_tensor("params/online", "F32", {P}, params_.view()),
+        state_tensor("params/target", "F32", {P}, target_.view()),
+        state_tensor("adam/m", "F32", {P}, adam_m_.view()),
+        state_tensor("adam/v", "F32", {P}, adam_v_.view()),
+        state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(abi::GuardState))}, guard_.view()),
+        state_tensor("monitor/accumulators", "F32", {kStats}, accum_.view()),
+    };
+}
+
+void IqlTrainer::restore_counter_values(std::span<const std::int64_t> v) {
+    if (v.size() != 1 || v[0] < 0) throw UsageError("checkpoint counters are inconsistent (updates)");
+    updates_ = v[0];
+    updates_at_log_ = updates_;
+}
+
+LogLine IqlTrainer::read_log(double seconds) {
+    const auto acc = ops_.to_host(accum_.cview());  // synchronises: once per log interval
+    const abi::GuardState g = ops_.to_host(guard_.cview())[0];
+    ops_.fill(accum_.view(), 0.0f);
+    const double n = static_cast<double>(std::max<long long>(1, updates_ - updates_at_log_));
+    seconds = std::max(1e-9, seconds);
+    const double updates_per_s = static_cast<double>(updates_ - updates_at_log_) / seconds;
+    const double loss = (acc[kValueLoss] + acc[kQLoss] + acc[kPolicyLoss]) / n;
+    using io::json_number;
+    LogLine line;
+    line.json = fmt::format(
+        "{{\"updates\":{},\"dataset_transitions\":{},\"losses/loss\":{},\"losses/value\":{},\"losses/q\":{},"
+        "\"losses/policy\":{},\"charts/awr_weight\":{},\"values/v\":{},\"charts/grad_norm\":{},"
+        "\"charts/skipped_updates\":{},\"perf/updates_per_s\":{}}}",
+        updates_, dataset_transitions_, json_number(loss), json_number(acc[kValueLoss] / n), json_number(acc[kQLoss] / n),
+        json_number(acc[kPolicyLoss] / n), json_number(acc[kWeight] / n), json_number(acc[kV] / n),
+        json_number(acc[kGradNorm] / n), g.bad_total, json_number(updates_per_s));
+    line.text = fmt::format("update {:>8} | loss {:.4f} (value {:.4f}, Q {:.4f}, policy {:.4f}) | weight {:.3f} | V "
+                            "{:+.3f} | {:.3g} updates/s",
+                            updates_, loss, acc[kValueLoss] / n, acc[kQLoss] / n, acc[kPolicyLoss] / n, acc[kWeight] / n,
+                            acc[kV] / n, updates_per_s);
+    line.loss = loss;
+    line.updates_per_s = updates_per_s;
+    updates_at_log_ = updates_;
+    if (g.bad_total >= profile_.training.max_bad_updates)
+        throw DivergedError(fmt::format(
+            "training diverged: the guard skipped {} updates (training.max_bad_updates = {}); the first bad "
+            "quantity was {} at update {}. Lower training.learning_rate or iql.beta, or check the dataset.",
+            g.bad_total, profile_.training.max_bad_updates, iql_guard_quantity_name(g.first_bad_quantity),
+            g.first_bad_update));
+    return line;
+}
+
+BenchFigures IqlTrainer::bench(long long phase) {
+    using clock = std::chrono::steady_clock;
+    ops_.synchronize();
+    const auto t = clock::now();
+    for (long long i = 0; i < phase; ++i) iterate();
+    ops_.synchronize();
+    const double update_s = std::chrono::duration<double>(clock::now() - t).count();
+    (void)read_log(1.0);  // surfaces a diverged guard as exit 5
+    BenchFigures f;
+    f.iterations = phase;
+    f.collection_env_steps_per_s = collection_seconds_ > 0 ? static_cast<double>(dataset_transitions_) / collection_seconds_ : 0;
+    f.updates_per_s = static_cast<double>(phase) / update_s;
+    return f;
+}
+
+}  // namespace fh::trainers

@@ -1,0 +1,101 @@
+/// @file iql_trainer.hpp
+/// @brief Implicit Q-learning (SPEC section 7, docs/iql.md), offline: a fixed dataset of
+///        transitions (collected on the training split by the documented behaviour policy, or a
+///        DQN run's replay dump), twin Q networks with target copies trained towards
+///        r + gamma * (1 - terminated) * V(s'), V by expectile regression on the target twin
+///        minimum, and a softmax policy extracted by advantage-weighted regression. One
+///        iteration = one gradient update of all four networks; no host synchronisation inside.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "abi/iql_math.h"
+#include "abi/training_guard_abi.h"
+#include "config/profile.hpp"
+#include "env/vec_env.hpp"
+#include "nn/mlp.hpp"
+#include "nn/param_layout.hpp"
+#include "ops/ops.hpp"
+#include "trainers/softmax_policy.hpp"
+#include "trainers/trainer.hpp"
+
+namespace fh::trainers {
+
+/// The four IQL networks in one flat parameter buffer: q1, q2 (state -> one Q per action),
+/// v (state -> V), policy (state -> logits).
+struct IqlNetworks {
+    nn::ParamLayout layout;
+    nn::Mlp q1, q2, v, policy;
+    IqlNetworks(const config::Profile& profile, int state_dim, int num_actions);
+};
+
+/// The behaviour policy that collects the dataset (docs/iql.md) in environments of `params`.
+iql::BehaviourParams behaviour_params(const env::EnvParams& params, std::uint64_t seed);
+
+/// "the value loss", "the Q loss", "the policy loss", "the gradient norm".
+std::string iql_guard_quantity_name(int index);
+
+class IqlTrainer final : public Trainer {
+public:
+    /// Builds the dataset first: collects it with the behaviour policy, or reads iql.dataset.
+    IqlTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market);
+
+    long long progress_per_iteration() const noexcept override { return 1; }
+    long long iterations() const noexcept override { return updates_; }
+    long long env_steps() const noexcept override { return dataset_transitions_; }
+    long long updates() const noexcept override { return updates_; }
+    void iterate() override;
+    LogLine read_log(double seconds) override;
+    std::vector<StateTensor> state_tensors() override;
+    std::vector<std::int64_t> counter_values() const override { return {updates_}; }
+    void restore_counter_values(std::span<const std::int64_t> values) override;
+    ops::View<float> policy_weights() noexcept override { return params_.view(); }
+    GreedyPolicy& policy() noexcept override { return policy_; }
+    const env::EnvParams& env_params() const noexcept override { return env_params_; }
+    BenchFigures bench(long long iterations) override;
+
+    /// Transitions in the dataset, and where they came from ("behaviour" or the dump's path).
+    long long dataset_transitions() const noexcept { return dataset_transitions_; }
+    const IqlNetworks& networks() const noexcept { return net_; }
+    /// Tests: replace the value loss with NaN at these update numbers (1-based).
+    void inject_nan_at_updates(std::vector<long long> updates) { nan_updates_ = std::move(updates); }
+
+private:
+    void collect_behaviour_dataset(const env::DeviceMarket& market);
+    void load_dump(const std::string& path);
+
+    ops::Ops& ops_;
+    config::Profile profile_;
+    env::EnvParams env_params_;
+    int num_actions_, state_dim_, batch_;
+    IqlNetworks net_;
+    SoftmaxGreedyPolicy policy_;
+    long long updates_ = 0, updates_at_log_ = 0;
+    std::vector<long long> nan_updates_;
+
+    // The dataset: a ring of capacity_steps x ds_envs_ transitions (the replay layout, sampled
+    // with n = 1 by the n-step sampler).
+    int ds_envs_ = 0, ds_capacity_steps_ = 0;
+    long long ds_pushed_steps_ = 0, dataset_transitions_ = 0;
+    double collection_seconds_ = 0;
+    ops::Buffer<float> ds_states_, ds_next_, ds_rewards_;
+    ops::Buffer<int> ds_actions_;
+    ops::Buffer<std::uint8_t> ds_done_;
+
+    ops::Buffer<float> params_, target_, grads_, adam_m_, adam_v_;
+    nn::Mlp::Workspace ws_q1_, ws_q2_, ws_q1_target_, ws_q2_target_, ws_v_, ws_v_next_, ws_policy_;
+
+    // One batch.
+    ops::Buffer<float> b_states_, b_next_, b_rewards_, b_discounts_;
+    ops::Buffer<int> b_actions_;
+    ops::Buffer<float> loss_v_, loss_q_, loss_pi_, awr_weights_, d_v_, d_q1_, d_q2_, d_logits_;
+
+    // Guard, statistics, scratch.
+    ops::Buffer<float> current_, accum_, norm_scratch_;
+    ops::Buffer<int> gate_;
+    ops::Buffer<abi::GuardState> guard_;
+};
+
+}  // namespace fh::trainers

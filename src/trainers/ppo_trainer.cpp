@@ -1,0 +1,405 @@
+/// @file ppo_trainer.cpp
+/// @brief The PPO algorithm, top to bottom (docs/ppo.md): collect a rollout (sample from the
+///        actor, value from the critic, env step, diversity penalty, curiosity bonus), GAE and
+///        advantage normalisation, then epochs of shuffled minibatches (clipped surrogate, value
+///        loss, entropy bonus, backward, guard, Adam with a learning-rate schedule).
+#include "trainers/ppo_trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "abi/ppo_math.h"
+#include "io/run_directory.hpp"
+#include "nn/init.hpp"
+#include "trainers/setup.hpp"
+#include "util/errors.hpp"
+
+namespace fh::trainers {
+namespace {
+
+// accum_: sums over the log interval of ...
+constexpr int kAccPolicy = 0, kAccValue = 1, kAccEntropy = 2, kAccKl = 3, kAccClip = 4;  // minibatch means
+constexpr int kAccGradNorm = 5;                                                           // per update
+constexpr int kAccReward = 6, kAccPenalty = 7, kAccCuriosity = 8, kAccValueMean = 9, kAccReturn = 10;  // per rollout
+constexpr int kAccSize = 11;
+constexpr int kUpdateGroup = kAccGradNorm + 1;          // accum_[0, 6) gets one add per update
+constexpr int kRolloutGroup = kAccSize - kAccReward;    // accum_[6, 11) one per rollout
+constexpr int kGuardLosses = 3;                         // policy, value, entropy (then the gradient norm)
+static_assert(ppo::kPpoLossStats == kAccClip + 1, "one accumulator per PPO loss statistic");
+
+std::vector<int> widths(const config::Profile& p) {
+    std::vector<int> w;
+    for (auto h : p.ppo.hidden) w.push_back(static_cast<int>(h));
+    return w;
+}
+
+nn::MlpConfig mlp(int in, const std::vector<int>& hidden, int out, float output_init_scale) {
+    nn::MlpConfig c;
+    c.sizes.push_back(in);
+    c.sizes.insert(c.sizes.end(), hidden.begin(), hidden.end());
+    c.sizes.push_back(out);
+    c.hidden = ops::Activation::tanh;
+    c.output = ops::Activation::none;
+    c.output_init_scale = output_init_scale;
+    return c;
+}
+
+void require_supported(const config::Profile& p) {
+    if (!p.eval.deterministic)
+        throw UsageError("the PPO trainer does not implement eval.deterministic = false yet (evaluation uses the "
+                         "policy's most likely action); set it to true to train");
+}
+
+}  // namespace
+
+ActorCritic::ActorCritic(const config::Profile& p, int state_dim, int num_actions)
+    : layout(),
+      // A small last actor layer starts the policy near uniform (maximal entropy).
+      actor(layout, "actor", mlp(state_dim, widths(p), num_actions, 0.01f)),
+      critic(layout, "critic", mlp(state_dim, widths(p), 1, 1.0f)) {}
+
+CuriosityModel::CuriosityModel(int state_dim, int num_actions, int hidden, int market_dim)
+    : layout(), net(layout, "curiosity", mlp(state_dim + num_actions, {hidden}, market_dim, 1.0f)) {}
+
+std::string ppo_guard_quantity_name(int index) {
+    switch (index) {
+        case 0: return "the policy loss";
+        case 1: return "the value loss";
+        case 2: return "the entropy";
+        case kGuardLosses: return "the gradient norm";
+        default: return "nothing";
+    }
+}
+
+PpoTrainer::PpoTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market)
+    : ops_(ops),
+      profile_((require_supported(profile), profile)),
+      env_params_(trainers::env_params(profile, market.market_dim())),
+      env_(ops, market, env::Split::train, env_params_, static_cast<int>(profile.experience.gpu_n_episodes)),
+      n_envs_(static_cast<int>(profile.experience.gpu_n_episodes)),
+      horizon_(static_cast<int>(profile.experience.gpu_timesteps_per_episode)),
+      num_actions_(env::num_actions(env_params_)),
+      state_dim_(env_params_.state_dim),
+      batch_(static_cast<int>(static_cast<long long>(n_envs_) * horizon_ / profile.ppo.minibatches)),
+      window_(static_cast<int>(profile.ppo.diversity_window)),
+      net_(profile, state_dim_, num_actions_),
+      policy_(net_.actor, net_.layout.total()) {
+    const std::size_t n = static_cast<std::size_t>(n_envs_);
+    const std::size_t M = n * static_cast<std::size_t>(horizon_);
+    const std::size_t D = static_cast<std::size_t>(state_dim_);
+    const std::size_t A = static_cast<std::size_t>(num_actions_);
+    const std::size_t B = static_cast<std::size_t>(batch_);
+    if (batch_ < 1) throw UsageError("ppo.minibatches exceeds the rollout's transitions");
+
+    params_ = nn::alloc_zeroed(ops, net_.layout);
+    nn::init_params(ops, params_.view(), net_.layout, static_cast<std::uint64_t>(profile.run.seed));
+    grads_ = nn::alloc_zeroed(ops, net_.layout);
+    adam_m_ = nn::alloc_zeroed(ops, net_.layout);
+    adam_v_ = nn::alloc_zeroed(ops, net_.layout);
+    ws_actor_step_ = net_.actor.make_workspace(ops, n_envs_);
+    ws_critic_step_ = net_.critic.make_workspace(ops, n_envs_);
+    ws_actor_mb_ = net_.actor.make_workspace(ops, batch_);
+    ws_critic_mb_ = net_.critic.make_workspace(ops, batch_);
+
+    r_states_ = ops.alloc<float>(M * D);
+    for (auto* b : {&r_logp_, &r_values_, &r_next_values_, &r_rewards_, &r_adv_, &r_returns_}) *b = ops.alloc<float>(M);
+    r_penalty_ = ops.alloc<float>(M);
+    ops.fill(r_penalty_.view(), 0.0f);
+    r_curiosity_ = ops.alloc<float>(M);
+    ops.fill(r_curiosity_.view(), 0.0f);
+    r_actions_ = ops.alloc<int>(M);
+    r_done_ = ops.alloc<std::uint8_t>(M);
+
+    div_window_ = ops.from_host<int>(std::vector<int>(n * static_cast<std::size_t>(window_), 0));
+    div_counts_ = ops.from_host<int>(std::vector<int>(n * A, 0));
+
+    mb_states_ = ops.alloc<float>(B * D);
+    for (auto* b : {&mb_old_logp_, &mb_adv_, &mb_returns_, &mb_old_values_, &mb_d_values_}) *b = ops.alloc<float>(B);
+    mb_stats_ = ops.alloc<float>(static_cast<std::size_t>(ppo::kPpoLossStats) * B);
+    mb_d_logits_ = ops.alloc<float>(B * A);
+    mb_actions_ = ops.alloc<int>(B);
+
+    if (profile.ppo.curiosity) {
+        curiosity_.emplace(state_dim_, num_actions_, static_cast<int>(profile.ppo.hidden.front()),
+                           env_params_.market_dim);
+        cur_params_ = nn::alloc_zeroed(ops, curiosity_->layout);
+        nn::init_params(ops, cur_params_.view(), curiosity_->layout,
+                        static_cast<std::uint64_t>(profile.run.seed) ^ 0x9E3779B97F4A7C15ull);
+        cur_grads_ = nn::alloc_zeroed(ops, curiosity_->layout);
+        cur_m_ = nn::alloc_zeroed(ops, curiosity_->layout);
+        cur_v_ = nn::alloc_zeroed(ops, curiosity_->layout);
+        cur_input_ = ops.alloc<float>(n * (D + A));
+        cur_d_pred_ = ops.alloc<float>(n * static_cast<std::size_t>(env_params_.market_dim));
+        ws_curiosity_ = curiosity_->net.make_workspace(ops, n_envs_);
+    }
+
+    batch_losses_ = ops.alloc<float>(kAccSize);  // this update's / rollout's values, laid out like accum_
+    ops.fill(batch_losses_.view(), 0.0f);
+    norm_scratch_ = ops.alloc<float>(ops::Ops::global_norm_scratch_size());
+    normalize_scratch_ = ops.alloc<float>(ops::Ops::normalize_scratch_size());
+    accum_ = ops.alloc<float>(kAccSize);
+    ops.fill(accum_.view(), 0.0f);
+    gate_ = ops.alloc<int>(1);
+    guard_ = ops.from_host<abi::GuardState>(std::vector<abi::GuardState>{{0, 0, -1, 0, 0}});
+    histogram_ = ops.from_host<unsigned long long>(std::vector<unsigned long long>(A, 0));
+    env_.reset_all();
+}
+
+float PpoTrainer::learning_rate() const noexcept {
+    const double lr = profile_.training.learning_rate;
+    if (profile_.ppo.lr_schedule != "linear") return static_cast<float>(lr);
+    // Linear decay over the run: full at the first rollout, lr / R at the last of R rollouts.
+    const double total = static_cast<double>(std::max<long long>(1, profile_.run.total_steps / progress_per_iteration()));
+    return static_cast<float>(lr * std::max(0.0, 1.0 - static_cast<double>(rollouts_) / total));
+}
+
+void PpoTrainer::iterate() {
+    collect_rollout();
+    update_from_rollout();
+    ++rollouts_;
+}
+
+void PpoTrainer::collect_rollout() {
+    for (int t = 0; t < horizon_; ++t) rollout_step(t);
+    // Per-rollout statistics, then GAE and the normalised advantages.
+    const auto acc = batch_losses_.view();
+    ops_.mean(acc.subview(kAccReward, 1), r_rewards_.cview());
+    ops_.mean(acc.subview(kAccPenalty, 1), r_penalty_.cview());
+    ops_.mean(acc.subview(kAccCuriosity, 1), r_curiosity_.cview());
+    ops_.mean(acc.subview(kAccValueMean, 1), r_values_.cview());
+    ops_.ppo_gae(r_adv_.view(), r_returns_.view(), r_rewards_.cview(), r_values_.cview(), r_next_values_.cview(),
+                 r_done_.cview(), static_cast<float>(profile_.training.gamma), static_cast<float>(profile_.ppo.gae_lambda),
+                 horizon_);
+    ops_.mean(acc.subview(kAccReturn, 1), r_returns_.cview());
+    ops_.saxpy(accum_.view().subview(kAccReward, kRolloutGroup), 1.0f,
+               batch_losses_.cview().subview(kAccReward, kRolloutGroup));
+    ops_.normalize(r_adv_.view(), normalize_scratch_.view());
+}
+
+// Step t of the rollout: rows t * n .. t * n + n - 1.
+void PpoTrainer::rollout_step(int t) {
+    const std::size_t n = static_cast<std::size_t>(n_envs_);
+    const std::size_t D = static_cast<std::size_t>(state_dim_);
+    const std::size_t row = static_cast<std::size_t>(t) * n;
+    const auto seed = static_cast<std::uint64_t>(profile_.run.seed);
+    const auto actions = r_actions_.view().subview(row, n);
+
+    const auto logits = net_.actor.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_actor_step_);
+    ops_.ppo_sample(actions, r_logp_.view().subview(row, n), logits, num_actions_, seed,
+                    static_cast<std::uint64_t>(steps_));
+    ops_.copy(r_values_.view().subview(row, n),
+              net_.critic.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_critic_step_));
+    ops_.copy(r_states_.view().subview(row * D, n * D), env_.states());  // s_t (before the step)
+    ops_.monitor_actions(histogram_.view(), actions, num_actions_);
+
+    env_.step(actions);
+    const auto rewards = r_rewards_.view().subview(row, n);
+    ops_.copy(rewards, env_.rewards());
+    ops_.copy_raw(r_done_.view().subview(row, n), env_.done());
+    // V of the observation after the step (the terminal one when the episode ended): GAE
+    // bootstraps truncated episodes and the rollout's last step from it.
+    ops_.copy(r_next_values_.view().subview(row, n),
+              net_.critic.forward(ops_, params_.cview(), env_.next_states(), n_envs_, ws_critic_step_));
+
+    if (profile_.ppo.diversity_coef > 0) {
+        const auto penalty = r_penalty_.view().subview(row, n);
+        ops_.ppo_diversity(div_window_.view(), div_counts_.view(), penalty, actions, num_actions_, window_,
+                           static_cast<float>(profile_.ppo.diversity_coef), static_cast<std::uint64_t>(steps_));
+        ops_.saxpy(rewards, -1.0f, penalty);
+    }
+    if (curiosity_) curiosity_step(t);
+    ++steps_;
+}
+
+// The curiosity bonus of step t: the forward model's prediction error on (s_t, a_t) -> the next
+// bar's market features, added to the reward with ppo.curiosity_coef; then one Adam step of the
+// model on the same transitions.
+void PpoTrainer::curiosity_step(int t) {
+    const std::size_t n = static_cast<std::size_t>(n_envs_);
+    const std::size_t D = static_cast<std::size_t>(state_dim_);
+    const std::size_t row = static_cast<std::size_t>(t) * n;
+    const auto error = r_curiosity_.view().subview(row, n);
+    ops_.curiosity_input(cur_input_.view(), r_states_.cview().subview(row * D, n * D), r_actions_.cview().subview(row, n),
+                         num_actions_);
+    const auto pred = curiosity_->net.forward(ops_, cur_params_.cview(), cur_input_.cview(), n_envs_, ws_curiosity_);
+    ops_.curiosity_error(error, cur_d_pred_.view(), pred, env_.next_states(), state_dim_);
+    ops_.saxpy(r_rewards_.view().subview(row, n), static_cast<float>(profile_.ppo.curiosity_coef), error);
+    curiosity_->net.backward(ops_, cur_params_.cview(), cur_grads_.view(), cur_d_pred_.view(), {}, n_envs_,
+                             ws_curiosity_, false);
+    ops::AdamParams adam;
+    adam.lr = static_cast<float>(profile_.training.learning_rate);
+    adam.step = static_cast<int>(std::min<long long>(++curiosity_updates_, std::numeric_limits<int>::max()));
+    ops_.adam_step(cur_params_.view(), cur_m_.view(), cur_v_.view(), cur_grads_.cview(), {}, {}, adam);
+}
+
+void PpoTrainer::update_from_rollout() {
+    const long long epochs = profile_.ppo.epochs;
+    for (long long e = 0; e < epochs; ++e)
+        for (long long k = 0; k < profile_.ppo.minibatches; ++k)
+            minibatch_update(rollouts_ * epochs + e, static_cast<int>(k) * batch_);
+}
+
+void PpoTrainer::minibatch_update(long long epoch_key, int offset) {
+    const long long u = ++updates_;
+    const int B = batch_;
+    const std::size_t Bs = static_cast<std::size_t>(B);
+    const ppo::RolloutView rollout{r_states_.cview().data(), r_actions_.cview().data(), r_logp_.cview().data(),
+                                   r_adv_.cview().data(),    r_returns_.cview().data(), r_values_.cview().data(),
+                                   static_cast<int>(r_actions_.size()), state_dim_};
+    ops_.ppo_gather(mb_states_.view(), mb_actions_.view(), mb_old_logp_.view(), mb_adv_.view(), mb_returns_.view(),
+                    mb_old_values_.view(), rollout, static_cast<std::uint64_t>(profile_.run.seed),
+                    static_cast<std::uint64_t>(epoch_key), offset);
+    const auto logits = net_.actor.forward(ops_, params_.cview(), mb_states_.cview(), B, ws_actor_mb_);
+    const auto values = net_.critic.forward(ops_, params_.cview(), mb_states_.cview(), B, ws_critic_mb_);
+    const auto& pp = profile_.ppo;
+    ops_.ppo_loss(mb_stats_.view(), mb_d_logits_.view(), mb_d_values_.view(), logits, values, mb_actions_.cview(),
+                  mb_old_logp_.cview(), mb_adv_.cview(), mb_returns_.cview(), mb_old_values_.cview(),
+                  ppo::LossParams{static_cast<float>(pp.clip), static_cast<float>(pp.value_coef),
+                                  static_cast<float>(pp.entropy_coef), pp.clip_value ? 1 : 0});
+    const auto cur = batch_losses_.view();
+    for (int k = 0; k < ppo::kPpoLossStats; ++k)
+        ops_.mean(cur.subview(static_cast<std::size_t>(k), 1), mb_stats_.cview().subview(static_cast<std::size_t>(k) * Bs, Bs));
+    if (std::find(nan_updates_.begin(), nan_updates_.end(), u) != nan_updates_.end())
+        ops_.fill(cur.subview(kAccPolicy, 1), std::numeric_limits<float>::quiet_NaN());
+
+    net_.actor.backward(ops_, params_.cview(), grads_.view(), mb_d_logits_.view(), {}, B, ws_actor_mb_, false);
+    net_.critic.backward(ops_, params_.cview(), grads_.view(), mb_d_values_.view(), {}, B, ws_critic_mb_, false);
+    const auto grad_norm = cur.subview(kAccGradNorm, 1);
+    ops_.global_norm(grad_norm, grads_.cview(), norm_scratch_.view());
+    ops_.training_guard(gate_.view(), guard_.view(), batch_losses_.cview().subview(0, kGuardLosses),
+                        batch_losses_.cview().subview(kAccGradNorm, 1), u);
+    ops::AdamParams adam;
+    adam.lr = learning_rate();
+    adam.clip_norm = static_cast<float>(profile_.training.grad_clip_norm);
+    adam.step = static_cast<int>(std::min<long long>(u, std::numeric_limits<int>::max()));
+    ops_.adam_step(params_.view(), adam_m_.view(), adam_v_.view(), grads_.cview(), batch_losses_.cview().subview(kAccGradNorm, 1),
+                   gate_.cview(), adam);
+    ops_.saxpy(accum_.view().subview(0, kUpdateGroup), 1.0f, batch_losses_.cview().subview(0, kUpdateGroup));
+}
+
+std::vector<StateTensor> PpoTrainer::state_tensors() {
+    const auto P = static_cast<std::int64_t>(net_.layout.total());
+    const auto D = static_cast<std::int64_t>(state_dim_);
+    const auto n = static_cast<std::int64_t>(n_envs_);
+    auto env = env_.persistent();
+    std::vector<StateTensor> t{
+        state_tensor("params/online", "F32", {P}, params_.view()),
+        state_tensor("adam/m", "F32", {P}, adam_m_.view()),
+        state_tensor("adam/v", "F32", {P}, adam_v_.view()),
+        state_tensor("env/state", "U8", {n, static_cast<std::int64_t>(sizeof(env::EnvState))}, env.state),
+        state_tensor("env/portfolio", "F32", {n, env::PORTFOLIO_STRIDE}, env.portfolio),
+        state_tensor("env/states", "F32", {n, D}, env.states),
+        state_tensor("diversity/window", "I32", {n, window_}, div_window_.view()),
+        state_tensor("diversity/counts", "I32", {n, num_actions_}, div_counts_.view()),
+        state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(abi::GuardState))}, guard_.view()),
+        state_tensor("monitor/accumulators", "F32", {kAccSize}, accum_.view()),
+        state_tensor("monitor/histogram", "U64", {num_actions_}, histogram_.view()),
+    };
+    if (curiosity_) {
+        const auto C = static_cast<std::int64_t>(curiosity_->layout.total());
+        t.push_back(state_tensor("curiosity/params", "F32", {C}, cur_params_.view()));
+        t.push_back(state_tensor("curiosity/adam_m", "F32", {C}, cur_m_.view()));
+        t.push_back(state_tensor("curiosity/adam_v", "F32", {C}, cur_v_.view()));
+    }
+    return t;
+}
+
+void PpoTrainer::restore_counter_values(std::span<const std::int64_t> v) {
+    if (v.size() != 4 || v[0] < 0 || v[1] != v[0] * horizon_ || v[2] != v[0] * profile_.ppo.epochs * profile_.ppo.minibatches ||
+        v[3] < 0)
+        throw UsageError("checkpoint counters are inconsistent (rollouts, steps, updates, curiosity updates)");
+    rollouts_ = v[0];
+    steps_ = v[1];
+    updates_ = v[2];
+    curiosity_updates_ = v[3];
+    rollouts_at_log_ = rollouts_;
+    steps_at_log_ = steps_;
+    updates_at_log_ = updates_;
+}
+
+LogLine PpoTrainer::read_log(double seconds) {
+    const auto acc = ops_.to_host(accum_.cview());  // synchronises: once per log interval
+    const abi::GuardState g = ops_.to_host(guard_.cview())[0];
+    const auto hist = ops_.to_host(histogram_.cview());
+    ops_.fill(accum_.view(), 0.0f);
+    ops_.upload<unsigned long long>(histogram_.view(), std::vector<unsigned long long>(hist.size(), 0));
+
+    const double n_up = static_cast<double>(std::max<long long>(1, updates_ - updates_at_log_));
+    const double n_roll = static_cast<double>(std::max<long long>(1, rollouts_ - rollouts_at_log_));
+    seconds = std::max(1e-9, seconds);
+    const double env_steps_per_s = static_cast<double>((steps_ - steps_at_log_) * n_envs_) / seconds;
+    const double updates_per_s = static_cast<double>(updates_ - updates_at_log_) / seconds;
+    const auto& pp = profile_.ppo;
+    const double policy = acc[kAccPolicy] / n_up, value = acc[kAccValue] / n_up, entropy = acc[kAccEntropy] / n_up;
+    const double loss = policy + pp.value_coef * value - pp.entropy_coef * entropy;
+    std::string histogram;
+    for (std::size_t i = 0; i < hist.size(); ++i) {
+        if (i) histogram += ',';
+        histogram += std::to_string(hist[i]);
+    }
+    using io::json_number;
+    LogLine line;
+    line.json = fmt::format(
+        "{{\"step\":{},\"env_steps\":{},\"updates\":{},\"rollouts\":{},\"losses/loss\":{},\"losses/policy\":{},"
+        "\"losses/value\":{},\"losses/entropy\":{},\"charts/approx_kl\":{},\"charts/clip_fraction\":{},"
+        "\"charts/grad_norm\":{},\"charts/learning_rate\":{},\"charts/skipped_updates\":{},"
+        "\"rollout/reward\":{},\"rollout/diversity_penalty\":{},\"rollout/curiosity\":{},\"rollout/value\":{},"
+        "\"rollout/return\":{},\"charts/action_histogram\":[{}],\"perf/env_steps_per_s\":{},\"perf/updates_per_s\":{}}}",
+        steps_, steps_ * n_envs_, updates_, rollouts_, json_number(loss), json_number(policy), json_number(value),
+        json_number(entropy), json_number(acc[kAccKl] / n_up), json_number(acc[kAccClip] / n_up),
+        json_number(acc[kAccGradNorm] / n_up), json_number(learning_rate()), g.bad_total,
+        json_number(acc[kAccReward] / n_roll), json_number(acc[kAccPenalty] / n_roll),
+        json_number(acc[kAccCuriosity] / n_roll), json_number(acc[kAccValueMean] / n_roll),
+        json_number(acc[kAccReturn] / n_roll), histogram, json_number(env_steps_per_s), json_number(updates_per_s));
+    line.text = fmt::format("step {:>9} env steps | loss {:.4f} (policy {:+.4f}, value {:.4f}, entropy {:.3f}) | kl "
+                            "{:.4f} | reward {:+.4f} | {:.3g} env steps/s, {:.3g} updates/s",
+                            steps_ * n_envs_, loss, policy, value, entropy, acc[kAccKl] / n_up,
+                            acc[kAccReward] / n_roll, env_steps_per_s, updates_per_s);
+    line.loss = loss;
+    line.env_steps_per_s = env_steps_per_s;
+    line.updates_per_s = updates_per_s;
+    rollouts_at_log_ = rollouts_;
+    steps_at_log_ = steps_;
+    updates_at_log_ = updates_;
+    if (g.bad_total >= profile_.training.max_bad_updates)
+        throw DivergedError(fmt::format(
+            "training diverged: the guard skipped {} updates (training.max_bad_updates = {}); the first bad "
+            "quantity was {} at update {}. Lower training.learning_rate or training.grad_clip_norm, or check the "
+            "data.",
+            g.bad_total, profile_.training.max_bad_updates, ppo_guard_quantity_name(g.first_bad_quantity),
+            g.first_bad_update));
+    return line;
+}
+
+BenchFigures PpoTrainer::bench(long long phase) {
+    using clock = std::chrono::steady_clock;
+    auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+    ops_.synchronize();
+    auto t = clock::now();
+    for (long long i = 0; i < phase; ++i) collect_rollout();
+    ops_.synchronize();
+    const double collect_s = seconds_since(t);
+    const long long updates_before = updates_;
+    t = clock::now();
+    for (long long i = 0; i < phase; ++i) update_from_rollout();
+    ops_.synchronize();
+    const double update_s = seconds_since(t);
+    const long long timed_updates = updates_ - updates_before;
+    t = clock::now();
+    for (long long i = 0; i < phase; ++i) iterate();
+    ops_.synchronize();
+    const double e2e_s = seconds_since(t);
+    (void)read_log(1.0);  // surfaces a diverged guard as exit 5
+    BenchFigures f;
+    f.iterations = phase;
+    const double rollout_steps = static_cast<double>(phase) * progress_per_iteration();
+    f.collection_env_steps_per_s = rollout_steps / collect_s;
+    f.updates_per_s = static_cast<double>(timed_updates) / update_s;
+    f.end_to_end_env_steps_per_s = rollout_steps / e2e_s;
+    return f;
+}
+
+}  // namespace fh::trainers

@@ -1,0 +1,126 @@
+/// @file ppo_trainer.hpp
+/// @brief PPO (SPEC section 7, docs/ppo.md): an actor-critic over the environment's actions,
+///        rollouts of experience.gpu_timesteps_per_episode steps of every environment, GAE(lambda),
+///        advantage normalisation, a clipped surrogate with an (optionally clipped) value loss and
+///        an entropy bonus over several epochs of shuffled minibatches, global-norm clipping, a
+///        learning-rate schedule, the action-diversity penalty and an optional curiosity bonus.
+///        Runs on either backend through ops::Ops; no host synchronisation inside an iteration.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "abi/monitoring_abi.h"
+#include "abi/training_guard_abi.h"
+#include "config/profile.hpp"
+#include "env/vec_env.hpp"
+#include "nn/mlp.hpp"
+#include "nn/param_layout.hpp"
+#include "ops/ops.hpp"
+#include "trainers/softmax_policy.hpp"
+#include "trainers/trainer.hpp"
+
+namespace fh::trainers {
+
+/// The actor (logits over the actions) and the critic (one value) as two MLPs in one flat
+/// parameter buffer, so Adam, the gradient norm, the guard and checkpoints see one buffer.
+struct ActorCritic {
+    nn::ParamLayout layout;
+    nn::Mlp actor, critic;
+    ActorCritic(const config::Profile& profile, int state_dim, int num_actions);
+};
+
+/// The curiosity forward model: [state | one-hot(action)] -> the next bar's market features.
+struct CuriosityModel {
+    nn::ParamLayout layout;
+    nn::Mlp net;
+    /// cur_input = state_dim + num_actions, cur_hidden = ppo.hidden[0], cur_output = market_dim.
+    CuriosityModel(int state_dim, int num_actions, int hidden, int market_dim);
+};
+
+/// "the policy loss", "the value loss", "the entropy", "the gradient norm": what a PPO guard names.
+std::string ppo_guard_quantity_name(int index);
+
+class PpoTrainer final : public Trainer {
+public:
+    PpoTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market);
+
+    long long progress_per_iteration() const noexcept override { return static_cast<long long>(n_envs_) * horizon_; }
+    long long iterations() const noexcept override { return rollouts_; }
+    long long env_steps() const noexcept override { return steps_ * n_envs_; }
+    long long updates() const noexcept override { return updates_; }
+    /// One rollout of every environment, then ppo.epochs x ppo.minibatches updates.
+    void iterate() override;
+    LogLine read_log(double seconds) override;
+    std::vector<StateTensor> state_tensors() override;
+    std::vector<std::int64_t> counter_values() const override { return {rollouts_, steps_, updates_, curiosity_updates_}; }
+    void restore_counter_values(std::span<const std::int64_t> values) override;
+    ops::View<float> policy_weights() noexcept override { return params_.view(); }
+    GreedyPolicy& policy() noexcept override { return policy_; }
+    const env::EnvParams& env_params() const noexcept override { return env_params_; }
+    BenchFigures bench(long long iterations) override;
+
+    /// The two phases of an iteration, for tests and bench.
+    void collect_rollout();
+    void update_from_rollout();
+
+    const ActorCritic& network() const noexcept { return net_; }
+    /// Tests: replace the policy loss with NaN at these update numbers (1-based); the guard must
+    /// skip them.
+    void inject_nan_at_updates(std::vector<long long> updates) { nan_updates_ = std::move(updates); }
+    /// The learning rate of the next update (the schedule).
+    float learning_rate() const noexcept;
+
+    /// Rollout buffers (T rows of n_envs), for tests.
+    ops::View<const float> rollout_rewards() const noexcept { return r_rewards_.cview(); }
+    ops::View<const float> rollout_advantages() const noexcept { return r_adv_.cview(); }
+
+private:
+    void rollout_step(int t);
+    void minibatch_update(long long epoch_key, int offset);
+    void curiosity_step(int t);
+
+    ops::Ops& ops_;
+    config::Profile profile_;
+    env::EnvParams env_params_;
+    env::VecEnv env_;
+    int n_envs_, horizon_, num_actions_, state_dim_, batch_, window_;
+    ActorCritic net_;
+    SoftmaxGreedyPolicy policy_;
+    std::optional<CuriosityModel> curiosity_;
+    long long rollouts_ = 0, steps_ = 0, updates_ = 0;
+    long long updates_at_log_ = 0, steps_at_log_ = 0, rollouts_at_log_ = 0;
+    std::vector<long long> nan_updates_;
+
+    ops::Buffer<float> params_, grads_, adam_m_, adam_v_;
+    nn::Mlp::Workspace ws_actor_step_, ws_critic_step_, ws_actor_mb_, ws_critic_mb_;
+
+    // The rollout: (T, n) rows, row t * n + e.
+    ops::Buffer<float> r_states_, r_logp_, r_values_, r_next_values_, r_rewards_, r_adv_, r_returns_, r_penalty_,
+        r_curiosity_;
+    ops::Buffer<int> r_actions_;
+    ops::Buffer<std::uint8_t> r_done_;
+
+    // Diversity windows: each environment's last ppo.diversity_window actions and their counts.
+    ops::Buffer<int> div_window_, div_counts_;
+
+    // One minibatch.
+    ops::Buffer<float> mb_states_, mb_old_logp_, mb_adv_, mb_returns_, mb_old_values_, mb_stats_, mb_d_logits_,
+        mb_d_values_;
+    ops::Buffer<int> mb_actions_;
+
+    // Curiosity: its own parameters, optimiser and one step's buffers.
+    ops::Buffer<float> cur_params_, cur_grads_, cur_m_, cur_v_, cur_input_, cur_d_pred_;
+    nn::Mlp::Workspace ws_curiosity_;
+    long long curiosity_updates_ = 0;
+
+    // Guard, statistics, scratch.
+    ops::Buffer<float> batch_losses_, grad_norm_, norm_scratch_, normalize_scratch_, accum_;
+    ops::Buffer<int> gate_;
+    ops::Buffer<abi::GuardState> guard_;
+    ops::Buffer<unsigned long long> histogram_;
+};
+
+}  // namespace fh::trainers
