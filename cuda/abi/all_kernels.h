@@ -19,7 +19,6 @@
 #include "abi/ppo_minibatch_abi.h"
 #include "abi/ppo_loss_abi.h"
 #include "abi/curiosity_training_abi.h"
-// ---- IQL
 #include "abi/awr_policy_abi.h"
 #include "abi/iql_behaviour_abi.h"
 #include "abi/iql_value_abi.h"

@@ -2,6 +2,8 @@
 /// @brief The replay dump writer and its strict reader (docs/replay-dump.md).
 #include "io/replay_dump.hpp"
 
+#include "io/atomic_file.hpp"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -105,30 +107,6 @@ std::string check_dimensions(int state_dim, int n_envs, int capacity_steps, int 
     throw DataError(fmt::format("replay dump {}: {}", path, what));
 }
 
-class FdWriter {
-public:
-    FdWriter(int fd, const std::string& path, const std::string& tmp) : fd_(fd), path_(path), tmp_(tmp) {}
-    void write(const void* data, std::size_t size) {
-        hash_.update(data, size);
-        const auto* p = static_cast<const char*>(data);
-        while (size > 0) {
-            const ssize_t n = ::write(fd_, p, std::min<std::size_t>(size, std::size_t{1} << 30));
-            if (n < 0) {
-                if (errno == EINTR) continue;
-                io_fail(path_, fmt::format("cannot write {}: {}", tmp_, std::strerror(errno)));
-            }
-            p += n;
-            size -= static_cast<std::size_t>(n);
-        }
-    }
-    std::uint64_t digest() const { return hash_.digest(); }
-
-private:
-    int fd_;
-    const std::string& path_;
-    const std::string& tmp_;
-    util::Xxh64Stream hash_;
-};
 
 }  // namespace
 
@@ -167,48 +145,23 @@ void write_replay_dump(const std::string& path, const ReplayDump& d) {
     put_u32(h + kOffActions, static_cast<std::uint32_t>(d.num_actions));
     put_u64(h + kOffPushed, static_cast<std::uint64_t>(d.pushed_steps));
 
-    // Atomic write: <path>.tmp-<pid> in the same directory, fsync, rename, fsync the directory
-    // (the pattern of the checkpoint writer, docs/checkpoints.md).
-    const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        io_fail(path, fmt::format("cannot create {}: {} (is the directory writable?)", tmp, std::strerror(errno)));
-    try {
-        FdWriter w(fd, path, tmp);
-        w.write(h, sizeof h);
-        w.write(d.states.data(), d.states.size() * sizeof(float));
-        w.write(d.next_states.data(), d.next_states.size() * sizeof(float));
-        w.write(d.rewards.data(), d.rewards.size() * sizeof(float));
-        w.write(d.actions.data(), d.actions.size() * sizeof(int));
-        w.write(d.done.data(), d.done.size());
-        unsigned char sum[kChecksumBytes];
-        put_u64(sum, w.digest());
-        w.write(sum, sizeof sum);
-        if (::fsync(fd) != 0) io_fail(path, fmt::format("fsync of {} failed: {}", tmp, std::strerror(errno)));
-    } catch (...) {
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        throw;
-    }
-    if (::close(fd) != 0) {
-        const int e = errno;
-        ::unlink(tmp.c_str());
-        io_fail(path, fmt::format("cannot write {}: {}", tmp, std::strerror(e)));
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int e = errno;
-        ::unlink(tmp.c_str());
-        io_fail(path, fmt::format("cannot rename {} over it: {}", tmp, std::strerror(e)));
-    }
-    std::filesystem::path dir = std::filesystem::path(path).parent_path();
-    if (dir.empty()) dir = ".";
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || ::fsync(dfd) != 0) {
-        const int e = errno;
-        if (dfd >= 0) ::close(dfd);
-        io_fail(path, fmt::format("cannot fsync directory {}: {}", dir.string(), std::strerror(e)));
-    }
-    ::close(dfd);
+    // Atomically (io::AtomicFile), with the checksum computed while writing.
+    AtomicFile file(path, [&](const std::string& m) { io_fail(path, m); });
+    util::Xxh64Stream hash;
+    auto put = [&](const void* data, std::size_t size) {
+        hash.update(data, size);
+        file.write(data, size);
+    };
+    put(h, sizeof h);
+    put(d.states.data(), d.states.size() * sizeof(float));
+    put(d.next_states.data(), d.next_states.size() * sizeof(float));
+    put(d.rewards.data(), d.rewards.size() * sizeof(float));
+    put(d.actions.data(), d.actions.size() * sizeof(int));
+    put(d.done.data(), d.done.size());
+    unsigned char sum[kChecksumBytes];
+    put_u64(sum, hash.digest());
+    file.write(sum, sizeof sum);
+    file.commit();
 }
 
 // ---- reading ---------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 /// @file run_directory.cpp
 #include "io/run_directory.hpp"
 
+#include "io/atomic_file.hpp"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -75,24 +77,7 @@ void RunDirectory::append_metrics(const std::string& json_object) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
-    const std::string tmp = path + ".tmp";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw UsageError(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-    std::size_t done = 0;
-    while (done < text.size()) {
-        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            const int e = errno;
-            ::close(fd);
-            throw UsageError(fmt::format("cannot write {}: {}", tmp, std::strerror(e)));
-        }
-        done += static_cast<std::size_t>(n);
-    }
-    if (::fsync(fd) != 0 || ::close(fd) != 0)
-        throw UsageError(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-        throw UsageError(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(errno)));
+    io::write_file_atomically(path, text, [&](const std::string& m) { throw UsageError(fmt::format("{}: {}", path, m)); });
 }
 
 std::string json_number(double v) {

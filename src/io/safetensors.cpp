@@ -1,6 +1,8 @@
 /// @file safetensors.cpp
 #include "io/safetensors.hpp"
 
+#include "io/atomic_file.hpp"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -53,20 +55,6 @@ std::optional<std::uint64_t> element_count(const Shape& shape) {
 }
 
 std::string hex16(std::uint64_t v) { return fmt::format("{:016x}", v); }
-
-
-void write_all(int fd, const void* data, std::size_t size, const std::string& what) {
-    const auto* p = static_cast<const char*>(data);
-    while (size > 0) {
-        const ssize_t n = ::write(fd, p, std::min<std::size_t>(size, std::size_t{1} << 30));
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            throw CheckpointError(fmt::format("checkpoint {}: cannot write: {}", what, std::strerror(errno)));
-        }
-        p += n;
-        size -= static_cast<std::size_t>(n);
-    }
-}
 
 }  // namespace
 
@@ -208,48 +196,16 @@ std::vector<std::byte> TensorFileWriter::serialize() const {
 }
 
 void TensorFileWriter::write(const std::string& path) const {
-    namespace fs = std::filesystem;
     const auto order = ordered();
     const std::string h = header(order, checksum(order));
     unsigned char len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((h.size() >> (8 * i)) & 0xFF);
 
-    const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        throw CheckpointError(fmt::format("checkpoint {}: cannot create {}: {} (is the directory writable?)",
-                                          path, tmp, std::strerror(errno)));
-    try {
-        write_all(fd, len, sizeof len, tmp);
-        write_all(fd, h.data(), h.size(), tmp);
-        for (const Entry* e : order) write_all(fd, e->bytes.data(), e->bytes.size(), tmp);
-        if (::fsync(fd) != 0)
-            throw CheckpointError(fmt::format("checkpoint {}: fsync failed: {}", tmp, std::strerror(errno)));
-    } catch (...) {
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        throw;
-    }
-    if (::close(fd) != 0) {
-        const int e = errno;
-        ::unlink(tmp.c_str());
-        throw CheckpointError(fmt::format("checkpoint {}: cannot write: {}", tmp, std::strerror(e)));
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int e = errno;
-        ::unlink(tmp.c_str());
-        throw CheckpointError(fmt::format("checkpoint {}: cannot rename {} over it: {}", path, tmp, std::strerror(e)));
-    }
-    // Make the rename itself durable.
-    fs::path dir = fs::path(path).parent_path();
-    if (dir.empty()) dir = ".";
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || ::fsync(dfd) != 0) {
-        const int e = errno;
-        if (dfd >= 0) ::close(dfd);
-        throw CheckpointError(fmt::format("checkpoint {}: cannot fsync directory {}: {}", path, dir.string(), std::strerror(e)));
-    }
-    ::close(dfd);
+    AtomicFile file(path, [&](const std::string& m) { throw CheckpointError(fmt::format("checkpoint {}: {}", path, m)); });
+    file.write(len, sizeof len);
+    file.write(h.data(), h.size());
+    for (const Entry* e : order) file.write(e->bytes.data(), e->bytes.size());
+    file.commit();
 }
 
 // ---------------------------------------------------------------------------------------------

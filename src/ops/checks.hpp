@@ -1,5 +1,5 @@
 /// @file checks.hpp
-/// @brief The aliasing rule of every op, written once (SPEC section 2): a buffer an op writes
+/// @brief The size check and the aliasing rule of every op, written once (SPEC section 2): a buffer an op writes
 ///        (through a __restrict__ pointer, or as a cuBLAS output) may overlap no other operand;
 ///        read-only inputs may share memory. Internal to src/ops/.
 #pragma once
@@ -40,6 +40,12 @@ inline void require_distinct(const char* op, std::initializer_list<Range> ranges
                     "ops::{}: {} overlaps {}; the operands must be distinct buffers (the kernels' pointers "
                     "are __restrict__ and cuBLAS forbids an output aliasing an input)",
                     op, a->written ? a->name : b->name, a->written ? b->name : a->name));
+}
+
+/// Throws unless a buffer has exactly the elements the op needs.
+inline void require_size(std::size_t got, std::size_t want, const char* op, const char* what) {
+    if (got != want)
+        throw std::invalid_argument(fmt::format("ops::{}: {} has {} elements, expected {}", op, what, got, want));
 }
 
 }  // namespace fh::ops::detail

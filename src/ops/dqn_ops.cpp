@@ -14,10 +14,7 @@ namespace {
 using detail::range;
 using detail::require_distinct;
 
-void require_size(std::size_t got, std::size_t want, const char* op, const char* what) {
-    if (got != want)
-        throw std::invalid_argument(fmt::format("ops::{}: {} has {} elements, expected {}", op, what, got, want));
-}
+using detail::require_size;
 
 void check_head(const dqn::HeadParams& h, int batch, const char* op) {
     if (h.num_actions < 1 || h.num_atoms < 2 || batch < 1 || !(h.v_min < h.v_max))

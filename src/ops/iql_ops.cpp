@@ -17,10 +17,7 @@ namespace {
 using detail::range;
 using detail::require_distinct;
 
-void require_size(std::size_t got, std::size_t want, const char* op, const char* what) {
-    if (got != want)
-        throw std::invalid_argument(fmt::format("ops::{}: {} has {} elements, expected {}", op, what, got, want));
-}
+using detail::require_size;
 
 /// B >= 1 from a per-sample vector, A >= 1 from a (B, A) matrix; both within int range.
 std::pair<int, int> batch_and_actions(std::size_t batch, std::size_t matrix, const char* op,

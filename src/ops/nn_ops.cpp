@@ -17,11 +17,7 @@ void require_positive(int v, const char* what, const char* op) {
     if (v < 1) throw std::invalid_argument(fmt::format("ops::{}: {} must be >= 1, got {}", op, what, v));
 }
 
-void require_size(std::size_t got, std::size_t want, const char* what, const char* op) {
-    if (got != want)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: {} has {} elements, expected {}", op, what, got, want));
-}
+using detail::require_size;
 
 void require_activation(Activation a, const char* op) {
     const int v = static_cast<int>(a);
@@ -54,10 +50,10 @@ void Ops::linear_forward(View<float> Y, View<const float> X, View<const float> W
     require_positive(in, "in", op);
     require_positive(out, "out", op);
     require_activation(act, op);
-    require_size(Y.size(), mul(batch, out), "Y (batch, out)", op);
-    require_size(X.size(), mul(batch, in), "X (batch, in)", op);
-    require_size(W.size(), mul(out, in), "W (out, in)", op);
-    if (!b.empty()) require_size(b.size(), static_cast<std::size_t>(out), "b (out)", op);
+    require_size(Y.size(), mul(batch, out), op, "Y (batch, out)");
+    require_size(X.size(), mul(batch, in), op, "X (batch, in)");
+    require_size(W.size(), mul(out, in), op, "W (out, in)");
+    if (!b.empty()) require_size(b.size(), static_cast<std::size_t>(out), op, "b (out)");
     checked_int_size(Y.size(), op);
     checked_int_size(X.size(), op);
     checked_int_size(W.size(), op);
@@ -74,13 +70,13 @@ void Ops::linear_backward(View<float> dX, View<float> dW, View<float> db, View<f
     require_positive(in, "in", op);
     require_positive(out, "out", op);
     require_activation(act, op);
-    if (!dX.empty()) require_size(dX.size(), mul(batch, in), "dX (batch, in)", op);
-    require_size(dW.size(), mul(out, in), "dW (out, in)", op);
-    if (!db.empty()) require_size(db.size(), static_cast<std::size_t>(out), "db (out)", op);
-    require_size(dY.size(), mul(batch, out), "dY (batch, out)", op);
-    require_size(Y.size(), mul(batch, out), "Y (batch, out)", op);
-    require_size(X.size(), mul(batch, in), "X (batch, in)", op);
-    require_size(W.size(), mul(out, in), "W (out, in)", op);
+    if (!dX.empty()) require_size(dX.size(), mul(batch, in), op, "dX (batch, in)");
+    require_size(dW.size(), mul(out, in), op, "dW (out, in)");
+    if (!db.empty()) require_size(db.size(), static_cast<std::size_t>(out), op, "db (out)");
+    require_size(dY.size(), mul(batch, out), op, "dY (batch, out)");
+    require_size(Y.size(), mul(batch, out), op, "Y (batch, out)");
+    require_size(X.size(), mul(batch, in), op, "X (batch, in)");
+    require_size(W.size(), mul(out, in), op, "W (out, in)");
     checked_int_size(dY.size(), op);
     checked_int_size(X.size(), op);
     checked_int_size(W.size(), op);
@@ -93,7 +89,7 @@ void Ops::linear_backward(View<float> dX, View<float> dW, View<float> db, View<f
 
 void Ops::global_norm(View<float> out, View<const float> x, View<float> scratch) {
     const char* op = "global_norm";
-    require_size(out.size(), 1, "out", op);
+    require_size(out.size(), 1, op, "out");
     if (scratch.size() < global_norm_scratch_size())
         throw std::invalid_argument(fmt::format("ops::global_norm: scratch has {} floats, needs {} "
                                                 "(Ops::global_norm_scratch_size())",
@@ -108,12 +104,12 @@ void Ops::adam_step(View<float> params, View<float> m, View<float> v, View<const
                     View<const float> grad_norm, View<const int> gate, const AdamParams& p) {
     const char* op = "adam_step";
     const std::size_t n = params.size();
-    require_size(m.size(), n, "m", op);
-    require_size(v.size(), n, "v", op);
-    require_size(grads.size(), n, "grads", op);
+    require_size(m.size(), n, op, "m");
+    require_size(v.size(), n, op, "v");
+    require_size(grads.size(), n, op, "grads");
     checked_int_size(n, op);
-    if (p.clip_norm > 0.f) require_size(grad_norm.size(), 1, "grad_norm (clip_norm > 0)", op);
-    if (!gate.empty()) require_size(gate.size(), 1, "gate", op);
+    if (p.clip_norm > 0.f) require_size(grad_norm.size(), 1, op, "grad_norm (clip_norm > 0)");
+    if (!gate.empty()) require_size(gate.size(), 1, op, "gate");
     if (p.step < 1) throw std::invalid_argument(fmt::format("ops::adam_step: step must be >= 1 (1-based), got {}", p.step));
     if (!(p.lr >= 0.f) || !(p.beta1 >= 0.f && p.beta1 < 1.f) || !(p.beta2 >= 0.f && p.beta2 < 1.f) ||
         !(p.eps > 0.f) || !(p.weight_decay >= 0.f) || std::isnan(p.clip_norm))

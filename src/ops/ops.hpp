@@ -20,7 +20,6 @@
 #include "abi/training_guard_abi.h"
 #include "abi/network_abi.h"
 #include "abi/ppo_math.h"
-// ---- IQL
 #include "abi/iql_math.h"
 #include "util/errors.hpp"
 

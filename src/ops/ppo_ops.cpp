@@ -16,10 +16,7 @@ namespace {
 using detail::range;
 using detail::require_distinct;
 
-void require_size(std::size_t got, std::size_t want, const char* op, const char* what) {
-    if (got != want)
-        throw std::invalid_argument(fmt::format("ops::{}: {} has {} elements, expected {}", op, what, got, want));
-}
+using detail::require_size;
 
 void require_positive(long long v, const char* op, const char* what) {
     if (v < 1) throw std::invalid_argument(fmt::format("ops::{}: {} must be >= 1 (got {})", op, what, v));

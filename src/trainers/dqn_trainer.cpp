@@ -324,13 +324,9 @@ DqnMetrics DqnTrainer::read_metrics(long long step) {
     ops_.upload<abi::MonitorStats>(stats_.view(), std::vector<abi::MonitorStats>{abi::MonitorStats{}});
     ops_.upload<unsigned long long>(histogram_.view(), std::vector<unsigned long long>(static_cast<std::size_t>(num_actions_), 0));
 
-    if (g.bad_total >= profile_.training.max_bad_updates)
-        throw DivergedError(fmt::format(
-            "training diverged: the guard skipped {} updates (training.max_bad_updates = {}); the first bad "
-            "quantity was {} at update {}. Lower training.learning_rate, raise training.grad_clip_norm's "
-            "strictness (a smaller value) or check the data.",
-            g.bad_total, profile_.training.max_bad_updates, guard_quantity_name(g.first_bad_quantity),
-            g.first_bad_update));
+    throw_if_diverged(g, profile_.training.max_bad_updates, guard_quantity_name(g.first_bad_quantity),
+                      "Lower training.learning_rate, raise training.grad_clip_norm's strictness (a smaller value) "
+                      "or check the data.");
     return m;
 }
 

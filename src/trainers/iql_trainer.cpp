@@ -289,12 +289,8 @@ LogLine IqlTrainer::read_log(double seconds) {
     line.loss = loss;
     line.updates_per_s = updates_per_s;
     updates_at_log_ = updates_;
-    if (g.bad_total >= profile_.training.max_bad_updates)
-        throw DivergedError(fmt::format(
-            "training diverged: the guard skipped {} updates (training.max_bad_updates = {}); the first bad "
-            "quantity was {} at update {}. Lower training.learning_rate or iql.beta, or check the dataset.",
-            g.bad_total, profile_.training.max_bad_updates, iql_guard_quantity_name(g.first_bad_quantity),
-            g.first_bad_update));
+    throw_if_diverged(g, profile_.training.max_bad_updates, iql_guard_quantity_name(g.first_bad_quantity),
+                      "Lower training.learning_rate or iql.beta, or check the dataset.");
     return line;
 }
 

@@ -364,13 +364,8 @@ LogLine PpoTrainer::read_log(double seconds) {
     rollouts_at_log_ = rollouts_;
     steps_at_log_ = steps_;
     updates_at_log_ = updates_;
-    if (g.bad_total >= profile_.training.max_bad_updates)
-        throw DivergedError(fmt::format(
-            "training diverged: the guard skipped {} updates (training.max_bad_updates = {}); the first bad "
-            "quantity was {} at update {}. Lower training.learning_rate or training.grad_clip_norm, or check the "
-            "data.",
-            g.bad_total, profile_.training.max_bad_updates, ppo_guard_quantity_name(g.first_bad_quantity),
-            g.first_bad_update));
+    throw_if_diverged(g, profile_.training.max_bad_updates, ppo_guard_quantity_name(g.first_bad_quantity),
+                      "Lower training.learning_rate or training.grad_clip_norm, or check the data.");
     return line;
 }
 

@@ -1,6 +1,8 @@
 /// @file trainer.cpp
 #include "trainers/trainer.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -28,6 +30,14 @@ void training_loop(Trainer& trainer, long long total, long long log_interval, co
         }
         if (callbacks.after_iteration && !callbacks.after_iteration(it)) break;
     }
+}
+
+void throw_if_diverged(const abi::GuardState& g, long long max_bad_updates, const std::string& quantity_name,
+                       const std::string& advice) {
+    if (g.bad_total < max_bad_updates) return;
+    throw DivergedError(fmt::format("training diverged: the guard skipped {} updates (training.max_bad_updates = {}); "
+                                    "the first bad quantity was {} at update {}. {}",
+                                    g.bad_total, max_bad_updates, quantity_name, g.first_bad_update, advice));
 }
 
 std::unique_ptr<Trainer> make_trainer(ops::Ops& ops, const config::Profile& p, const env::DeviceMarket& market) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "abi/training_guard_abi.h"
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
 #include "ops/ops.hpp"
@@ -101,6 +102,11 @@ public:
         policy().act(ops, policy_weights(), actions, states, n);
     }
 };
+
+/// Throws DivergedError (exit 5) once the guard has skipped `max_bad_updates` updates, naming
+/// the first bad quantity (`quantity_name` of the guard's index) and its update, then `advice`.
+void throw_if_diverged(const abi::GuardState& guard, long long max_bad_updates, const std::string& quantity_name,
+                       const std::string& advice);
 
 /// Called by training_loop: `log(seconds since the last log)` at every log point, and
 /// `after_iteration(iterations)` after each iteration (returning false ends the loop there).

@@ -14,12 +14,15 @@
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
 #include "ops/cpu/cpu_ops.hpp"
+#include "support/trainer_support.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/iql_trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 
 using namespace fh;
+using test::run_training;
+using test::snapshot;
 
 namespace {
 
@@ -52,20 +55,6 @@ struct Fixture {
         : p(std::move(profile)), market(data::load_market(trainers::data_options(p))), dm(o, market) {}
 };
 
-std::vector<trainers::LogLine> run(trainers::Trainer& t, const config::Profile& p) {
-    std::vector<trainers::LogLine> lines;
-    trainers::LoopCallbacks cb;
-    cb.log = [&](double s) { lines.push_back(t.read_log(s)); };
-    trainers::training_loop(t, p.run.total_steps, p.run.log_interval, cb);
-    return lines;
-}
-
-std::vector<std::vector<std::byte>> snapshot(ops::Ops& ops, trainers::Trainer& t) {
-    std::vector<std::vector<std::byte>> s;
-    for (const auto& st : t.state_tensors()) s.push_back(ops.to_host<std::byte>(st.bytes));
-    return s;
-}
-
 std::string temp_path(const std::string& name) {
     return (std::filesystem::temp_directory_path() / ("fh-iql-test-" + std::to_string(::getpid()) + "-" + name)).string();
 }
@@ -77,7 +66,7 @@ TEST_CASE("IQL smoke run on the CPU: behaviour dataset, finite metrics, every up
     Fixture f(ops, iql_profile());
     trainers::IqlTrainer trainer(ops, f.p, f.dm);
     CHECK(trainer.dataset_transitions() == 1000);  // 8 environments x 125 steps
-    const auto lines = run(trainer, f.p);
+    const auto lines = run_training(trainer, f.p);
     CHECK(trainer.updates() == 300);
     REQUIRE(lines.size() == 3);
     for (const auto& l : lines) {
@@ -91,7 +80,7 @@ TEST_CASE("IQL resumed from its saved state equals an uninterrupted run (CPU, ex
     ops::CpuOps ops;
     Fixture f(ops, iql_profile());
     trainers::IqlTrainer straight(ops, f.p, f.dm);
-    run(straight, f.p);
+    run_training(straight, f.p);
     trainers::IqlTrainer first(ops, f.p, f.dm);
     for (int i = 0; i < 120; ++i) first.iterate();
     const auto state = snapshot(ops, first);
@@ -99,7 +88,7 @@ TEST_CASE("IQL resumed from its saved state equals an uninterrupted run (CPU, ex
     const auto tensors = resumed.state_tensors();
     for (std::size_t i = 0; i < tensors.size(); ++i) ops.upload<std::byte>(tensors[i].bytes, state[i]);
     resumed.restore_counter_values(first.counter_values());
-    run(resumed, f.p);
+    run_training(resumed, f.p);
     const auto a = snapshot(ops, straight), b = snapshot(ops, resumed);
     for (std::size_t i = 0; i < a.size(); ++i) {
         INFO(tensors[i].name);
@@ -158,7 +147,7 @@ hidden = [16]
     Fixture f(ops, iql_profile({"iql.dataset=\"" + path + "\"", "run.total_steps=50"}));
     trainers::IqlTrainer trainer(ops, f.p, f.dm);
     CHECK(trainer.dataset_transitions() == 400);  // the ring: 50 steps x 8 environments, full
-    run(trainer, f.p);
+    run_training(trainer, f.p);
     CHECK(trainer.updates() == 50);
 
     // Another action space than the dump's: refused with a data error naming the file.
@@ -181,7 +170,7 @@ TEST_CASE("IQL from the mixed behaviour dataset beats the behaviour policy on va
                                 "replay_buffer.batch_size=128", "training.learning_rate=0.001", "training.gamma=0.9",
                                 "iql.hidden=[64, 64]"}));
     trainers::IqlTrainer trainer(ops, f.p, f.dm);
-    run(trainer, f.p);
+    run_training(trainer, f.p);
     const auto params = trainer.env_params();
     const int n = 16, steps = 400;
     const double learned = trainers::mean_step_reward(ops, f.dm, env::Split::val, params, n, steps,

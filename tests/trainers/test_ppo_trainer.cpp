@@ -17,12 +17,15 @@
 #include "env/vec_env.hpp"
 #include "ops/cpu/cpu_ops.hpp"
 #include "support/gpu.hpp"
+#include "support/trainer_support.hpp"
 #include "support/policy_eval.hpp"
 #include "trainers/ppo_trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 
 using namespace fh;
+using test::run_training;
+using test::snapshot;
 
 namespace {
 
@@ -59,20 +62,6 @@ struct Fixture {
         : ops(o), p(std::move(profile)), market(data::load_market(trainers::data_options(p))), dm(o, market) {}
 };
 
-std::vector<trainers::LogLine> run(trainers::Trainer& t, const config::Profile& p) {
-    std::vector<trainers::LogLine> lines;
-    trainers::LoopCallbacks cb;
-    cb.log = [&](double s) { lines.push_back(t.read_log(s)); };
-    trainers::training_loop(t, p.run.total_steps, p.run.log_interval, cb);
-    return lines;
-}
-
-std::vector<std::vector<std::byte>> snapshot(ops::Ops& ops, trainers::Trainer& t) {
-    std::vector<std::vector<std::byte>> s;
-    for (const auto& st : t.state_tensors()) s.push_back(ops.to_host<std::byte>(st.bytes));
-    return s;
-}
-
 }  // namespace
 
 TEST_CASE("PPO smoke run on the CPU: finite metrics, counters, 45 actions", "[trainers][ppo]") {
@@ -80,7 +69,7 @@ TEST_CASE("PPO smoke run on the CPU: finite metrics, counters, 45 actions", "[tr
     Fixture f(ops, ppo_profile());
     trainers::PpoTrainer trainer(ops, f.p, f.dm);
     REQUIRE(env::num_actions(trainer.env_params()) == 45);
-    const auto lines = run(trainer, f.p);
+    const auto lines = run_training(trainer, f.p);
     CHECK(trainer.iterations() == 8);  // 1600 / (8 x 25)
     CHECK(trainer.env_steps() == 1600);
     CHECK(trainer.updates() == 8 * 2 * 4);
@@ -112,7 +101,7 @@ TEST_CASE("PPO action-diversity penalty: a one-action policy pays diversity_coef
     Fixture f(ops, ppo_profile());
     trainers::PpoTrainer trainer(ops, f.p, f.dm);
     concentrate(trainer);
-    const auto lines = run(trainer, f.p);  // 4 lines of 2 rollouts x 25 steps; window 10
+    const auto lines = run_training(trainer, f.p);  // 4 lines of 2 rollouts x 25 steps; window 10
     REQUIRE(lines.size() == 4);
     CHECK(field(lines[0].json, "rollout/diversity_penalty") == Approx(0.05 * 41.0 / 50.0));  // steps 9..49 pay
     CHECK(field(lines[3].json, "rollout/diversity_penalty") == Approx(0.05));
@@ -120,7 +109,7 @@ TEST_CASE("PPO action-diversity penalty: a one-action policy pays diversity_coef
     Fixture g(ops, ppo_profile({"ppo.diversity_coef=0"}));
     trainers::PpoTrainer without(ops, g.p, g.dm);
     concentrate(without);
-    const auto plain = run(without, g.p);
+    const auto plain = run_training(without, g.p);
     CHECK(field(plain[3].json, "rollout/diversity_penalty") == 0.0);
     CHECK(field(lines[3].json, "rollout/reward") == Approx(field(plain[3].json, "rollout/reward") - 0.05).margin(1e-6));
 }
@@ -130,7 +119,7 @@ TEST_CASE("PPO with curiosity and constant learning rate runs with finite metric
     Fixture f(ops, ppo_profile({"ppo.curiosity=true", "ppo.curiosity_coef=0.1", "ppo.lr_schedule=\"constant\"",
                                 "ppo.clip_value=false"}));
     trainers::PpoTrainer trainer(ops, f.p, f.dm);
-    const auto lines = run(trainer, f.p);
+    const auto lines = run_training(trainer, f.p);
     for (const auto& l : lines) {
         INFO(l.json);
         CHECK(l.json.find("null") == std::string::npos);
@@ -154,7 +143,7 @@ TEST_CASE("PPO resumed from its saved state equals an uninterrupted run (CPU, ex
     ops::CpuOps ops;
     Fixture f(ops, ppo_profile({"ppo.curiosity=true"}));
     trainers::PpoTrainer straight(ops, f.p, f.dm);
-    run(straight, f.p);
+    run_training(straight, f.p);
 
     trainers::PpoTrainer first(ops, f.p, f.dm);
     for (int i = 0; i < 3; ++i) first.iterate();
@@ -166,7 +155,7 @@ TEST_CASE("PPO resumed from its saved state equals an uninterrupted run (CPU, ex
     REQUIRE(tensors.size() == state.size());
     for (std::size_t i = 0; i < tensors.size(); ++i) ops.upload<std::byte>(tensors[i].bytes, state[i]);
     resumed.restore_counter_values(counters);
-    run(resumed, f.p);
+    run_training(resumed, f.p);
     CHECK(resumed.updates() == straight.updates());
     const auto a = snapshot(ops, straight), b = snapshot(ops, resumed);
     const auto names = straight.state_tensors();
@@ -253,7 +242,7 @@ TEST_CASE("PPO learns the planted signal: validation beats flat and random", "[t
     ops::CpuOps ops;
     Fixture f(ops, learning_profile(false));
     trainers::PpoTrainer trainer(ops, f.p, f.dm);
-    run(trainer, f.p);
+    run_training(trainer, f.p);
     const auto params = trainer.env_params();
     const int n = 16, steps = 400;
     const double learned = trainers::mean_step_reward(ops, f.dm, env::Split::val, params, n, steps,
@@ -278,7 +267,7 @@ TEST_CASE("PPO reaches half of the planted signal's best Sharpe", "[.learning]")
     Fixture f(*ops, learning_profile(gpu));
     trainers::PpoTrainer trainer(*ops, f.p, f.dm);
     const auto t0 = std::chrono::steady_clock::now();
-    run(trainer, f.p);
+    run_training(trainer, f.p);
     ops->synchronize();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double sharpe = test::validation_sharpe(*ops, f.dm, trainer.env_params(),

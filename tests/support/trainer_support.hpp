@@ -1,0 +1,30 @@
+/// @file trainer_support.hpp
+/// @brief Trainer tests' helpers: run a trainer as the pipeline does (collecting its log lines)
+///        and snapshot its whole state (every state tensor's bytes) for exact comparisons.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "config/profile.hpp"
+#include "trainers/trainer.hpp"
+
+namespace fh::test {
+
+/// training_loop over the profile's run.total_steps, one read_log per log interval.
+inline std::vector<trainers::LogLine> run_training(trainers::Trainer& t, const config::Profile& p) {
+    std::vector<trainers::LogLine> lines;
+    trainers::LoopCallbacks cb;
+    cb.log = [&](double seconds) { lines.push_back(t.read_log(seconds)); };
+    trainers::training_loop(t, p.run.total_steps, p.run.log_interval, cb);
+    return lines;
+}
+
+/// The bytes of every state tensor, in state_tensors() order.
+inline std::vector<std::vector<std::byte>> snapshot(ops::Ops& ops, trainers::Trainer& t) {
+    std::vector<std::vector<std::byte>> s;
+    for (const auto& st : t.state_tensors()) s.push_back(ops.to_host<std::byte>(st.bytes));
+    return s;
+}
+
+}  // namespace fh::test
