@@ -14,6 +14,7 @@
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
 #include "ops/cpu/cpu_ops.hpp"
+#include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/iql_trainer.hpp"
@@ -76,8 +77,7 @@ TEST_CASE("IQL smoke run on the CPU: behaviour dataset, finite metrics, every up
     }
 }
 
-TEST_CASE("IQL resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][iql][resume]") {
-    ops::CpuOps ops;
+static void check_resume_equivalence(ops::Ops& ops) {
     Fixture f(ops, iql_profile());
     trainers::IqlTrainer straight(ops, f.p, f.dm);
     run_training(straight, f.p);
@@ -94,6 +94,15 @@ TEST_CASE("IQL resumed from its saved state equals an uninterrupted run (CPU, ex
         INFO(tensors[i].name);
         CHECK(a[i] == b[i]);
     }
+}
+
+TEST_CASE("IQL resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][iql][resume]") {
+    ops::CpuOps ops;
+    check_resume_equivalence(ops);
+}
+
+TEST_CASE("IQL resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][iql][resume]") {
+    check_resume_equivalence(test::gpu_ops());
 }
 
 TEST_CASE("IQL guard: injected NaN updates are skipped, too many exit 5 naming the value loss", "[trainers][iql][guard]") {

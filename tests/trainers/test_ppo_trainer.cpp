@@ -139,8 +139,7 @@ TEST_CASE("PPO learning rate decays linearly over the run", "[trainers][ppo]") {
     CHECK(trainer.learning_rate() == Approx(lr * (1.0 - 2.0 / 8.0)));
 }
 
-TEST_CASE("PPO resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][ppo][resume]") {
-    ops::CpuOps ops;
+static void check_resume_equivalence(ops::Ops& ops) {
     Fixture f(ops, ppo_profile({"ppo.curiosity=true"}));
     trainers::PpoTrainer straight(ops, f.p, f.dm);
     run_training(straight, f.p);
@@ -167,6 +166,15 @@ TEST_CASE("PPO resumed from its saved state equals an uninterrupted run (CPU, ex
     std::vector<std::int64_t> bad = counters;
     bad[2] += 1;
     CHECK_THROWS_AS(resumed.restore_counter_values(bad), UsageError);
+}
+
+TEST_CASE("PPO resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][ppo][resume]") {
+    ops::CpuOps ops;
+    check_resume_equivalence(ops);
+}
+
+TEST_CASE("PPO resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][ppo][resume]") {
+    check_resume_equivalence(test::gpu_ops());
 }
 
 TEST_CASE("PPO guard: an injected NaN update is skipped, too many exit 5 naming the quantity", "[trainers][ppo][guard]") {
