@@ -396,6 +396,7 @@ BenchFigures DqnTrainer::bench(long long phase) {
     (void)read_metrics(steps_);  // surfaces a diverged guard as exit 5
     BenchFigures f;
     f.iterations = phase;
+    f.batch_rows = batch_;
     f.collection_env_steps_per_s = static_cast<double>(phase * n_envs_) / collect_s;
     f.updates_per_s = static_cast<double>(phase) / update_s;
     f.end_to_end_env_steps_per_s = static_cast<double>(phase * n_envs_) / e2e_s;

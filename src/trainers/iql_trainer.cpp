@@ -304,6 +304,7 @@ BenchFigures IqlTrainer::bench(long long phase) {
     (void)read_log(1.0);  // surfaces a diverged guard as exit 5
     BenchFigures f;
     f.iterations = phase;
+    f.batch_rows = batch_;
     f.collection_env_steps_per_s = collection_seconds_ > 0 ? static_cast<double>(dataset_transitions_) / collection_seconds_ : 0;
     f.updates_per_s = static_cast<double>(phase) / update_s;
     return f;

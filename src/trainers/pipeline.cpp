@@ -300,7 +300,7 @@ std::string bench(const config::Profile& p) {
         "{{\"trainer\":\"{}\",\"device\":{},\"n_envs\":{},\"batch_size\":{},\"iterations_per_phase\":{},"
         "\"collection_env_steps_per_s\":{},\"updates_per_s\":{},\"end_to_end_env_steps_per_s\":{},"
         "\"time_to_first_kernel_s\":{},\"peak_device_memory_bytes\":{}}}",
-        p.run.trainer, io::json_string(ops->description()), p.experience.gpu_n_episodes, p.replay_buffer.batch_size,
+        p.run.trainer, io::json_string(ops->description()), p.experience.gpu_n_episodes, f.batch_rows,
         f.iterations, io::json_number(f.collection_env_steps_per_s), io::json_number(f.updates_per_s),
         io::json_number(f.end_to_end_env_steps_per_s), io::json_number(first_kernel_s), ops->peak_bytes());
 }

@@ -390,6 +390,7 @@ BenchFigures PpoTrainer::bench(long long phase) {
     (void)read_log(1.0);  // surfaces a diverged guard as exit 5
     BenchFigures f;
     f.iterations = phase;
+    f.batch_rows = batch_;
     const double rollout_steps = static_cast<double>(phase) * progress_per_iteration();
     f.collection_env_steps_per_s = rollout_steps / collect_s;
     f.updates_per_s = static_cast<double>(timed_updates) / update_s;

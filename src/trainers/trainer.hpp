@@ -62,6 +62,7 @@ struct BenchFigures {
     double updates_per_s = 0;               ///< gradient updates only
     double end_to_end_env_steps_per_s = 0;  ///< both, as in training (0 for offline training)
     long long iterations = 0;               ///< iterations timed per phase
+    long long batch_rows = 0;               ///< rows of one gradient update (PPO: a minibatch)
 };
 
 class Trainer {

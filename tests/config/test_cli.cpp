@@ -156,6 +156,21 @@ TEST_CASE("cli: train runs each smoketest profile and writes the run directory",
     fs::remove_all(out);
 }
 
+TEST_CASE("cli: bench prints each trainer's throughput as one JSON object", "[config][trainers]") {
+    if (!have_exe()) return;
+    for (const std::string trainer : {"dqn", "ppo", "iql"}) {
+        const auto r = run_exe("bench --profile " + trainer + "-smoketest --device cpu --quiet");
+        INFO(trainer << ": " << r.err << r.out);
+        REQUIRE(r.code == 0);
+        CHECK(r.out.find("\"trainer\":\"" + trainer + "\"") != std::string::npos);
+        CHECK(r.out.find("\"updates_per_s\":") != std::string::npos);
+        CHECK(r.out.find("\"updates_per_s\":0,") == std::string::npos);  // updates were timed
+        CHECK(r.out.find("null") == std::string::npos);
+        // Online trainers also time collection and both together.
+        if (trainer != "iql") CHECK(r.out.find("\"end_to_end_env_steps_per_s\":0,") == std::string::npos);
+    }
+}
+
 TEST_CASE("cli: --help names every option, examples and exit codes", "[config]") {
     if (!have_exe()) return;
     const auto r = run_exe("--help");
