@@ -59,7 +59,9 @@ void load_checkpoint(const std::string& path, ops::Ops& ops, Trainer& trainer, c
                                                   t.dtype, io::shape_string(to_shape(t.shape))));
         ops.upload<std::byte>(t.bytes, v.bytes);
     }
-    const auto c = file.get<std::int64_t>("counters", {trainer.counter_values().size()});
+    // "counters/steps_updates_pushed": the name DQN checkpoints had before the trainers shared a format.
+    const char* counters = file.has("counters") ? "counters" : "counters/steps_updates_pushed";
+    const auto c = file.get<std::int64_t>(counters, {trainer.counter_values().size()});
     trainer.restore_counter_values(c);
     if (es) {
         const std::string best = file.metadata("early_stopping_best").value_or("none");

@@ -3,6 +3,10 @@
 ///        uninterrupted run ends (CPU backend): weights, optimizer, replay, environments, metrics.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "config/profile.hpp"
@@ -10,6 +14,8 @@
 #include "env/vec_env.hpp"
 #include "ops/cpu/cpu_ops.hpp"
 #include "support/gpu.hpp"
+#include "io/safetensors.hpp"
+#include "trainers/checkpoint.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/setup.hpp"
 
@@ -99,4 +105,34 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, ex
 
 TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][dqn][resume]") {
     check_resume_equivalence(fh::test::gpu_ops());
+}
+
+TEST_CASE("a DQN checkpoint with the earlier counters tensor name still resumes", "[trainers][dqn][resume]") {
+    ops::CpuOps ops;
+    const auto p = resume_profile(400);
+    const auto market = data::load_market(trainers::data_options(p));
+    env::DeviceMarket dm(ops, market);
+    trainers::DqnTrainer trainer(ops, p, dm);
+    trainer.train();
+    const auto dir = std::filesystem::temp_directory_path() / ("fh-old-ckpt-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string current = (dir / "current.safetensors").string(), old = (dir / "old.safetensors").string();
+    trainers::EarlyStopping early(0, 0.0, 0);
+    trainers::save_checkpoint(current, ops, trainer, p, market, early);
+
+    // The same file with "counters" named as before (counters/steps_updates_pushed).
+    const auto file = io::TensorFile::read(current);
+    io::TensorFileWriter w;
+    for (const auto& name : file.names()) {
+        const auto t = file.tensor(name);
+        w.add(name == "counters" ? "counters/steps_updates_pushed" : name, t.dtype, t.shape, t.bytes);
+    }
+    for (const auto& [key, value] : file.all_metadata())
+        if (key != "format" && key != "format_version" && key != "data_xxh64") w.set_metadata(key, value);
+    w.write(old);
+
+    trainers::DqnTrainer resumed(ops, p, dm);
+    trainers::load_checkpoint(old, ops, resumed, p, nullptr);
+    CHECK(resumed.counter_values() == trainer.counter_values());
+    std::filesystem::remove_all(dir);
 }
