@@ -5,6 +5,7 @@
 ///        the same weights can run on several batches, e.g. the online net on s and on s').
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,19 @@ struct MlpConfig {
     ops::Activation hidden = ops::Activation::relu;   ///< after every layer but the last
     ops::Activation output = ops::Activation::none;   ///< after the last layer
     float output_init_scale = 1.f;                     ///< multiplies the last layer's init bound
+
+    /// in -> hidden... -> out, `act` after every hidden layer, no activation on the output.
+    static MlpConfig stack(int in, const std::vector<std::int64_t>& hidden, int out, ops::Activation act,
+                           float output_init_scale = 1.f) {
+        MlpConfig c;
+        c.sizes.push_back(in);
+        for (auto h : hidden) c.sizes.push_back(static_cast<int>(h));
+        c.sizes.push_back(out);
+        c.hidden = act;
+        c.output = ops::Activation::none;
+        c.output_init_scale = output_init_scale;
+        return c;
+    }
 };
 
 class Mlp {

@@ -28,31 +28,15 @@ constexpr int kGuardLosses = 3;  // value, Q, policy (then the gradient norm)
 /// Share of the behaviour policy's rule-based traders' actions taken uniformly at random.
 constexpr float kBehaviourRandomFraction = 0.2f;
 
-nn::MlpConfig mlp(int in, const config::Profile& p, int out, float output_init_scale) {
-    nn::MlpConfig c;
-    c.sizes.push_back(in);
-    for (auto h : p.iql.hidden) c.sizes.push_back(static_cast<int>(h));
-    c.sizes.push_back(out);
-    c.hidden = ops::Activation::relu;
-    c.output = ops::Activation::none;
-    c.output_init_scale = output_init_scale;
-    return c;
-}
-
-void require_supported(const config::Profile& p) {
-    if (!p.eval.deterministic)
-        throw UsageError("the IQL trainer does not implement eval.deterministic = false yet (evaluation uses the "
-                         "policy's most likely action); set it to true to train");
-}
-
 }  // namespace
 
 IqlNetworks::IqlNetworks(const config::Profile& p, int state_dim, int num_actions)
     : layout(),
-      q1(layout, "q1", mlp(state_dim, p, num_actions, 1.0f)),
-      q2(layout, "q2", mlp(state_dim, p, num_actions, 1.0f)),
-      v(layout, "v", mlp(state_dim, p, 1, 1.0f)),
-      policy(layout, "policy", mlp(state_dim, p, num_actions, 0.01f)) {}
+      q1(layout, "q1", nn::MlpConfig::stack(state_dim, p.iql.hidden, num_actions, ops::Activation::relu)),
+      q2(layout, "q2", nn::MlpConfig::stack(state_dim, p.iql.hidden, num_actions, ops::Activation::relu)),
+      v(layout, "v", nn::MlpConfig::stack(state_dim, p.iql.hidden, 1, ops::Activation::relu)),
+      // A small last layer starts the policy near uniform.
+      policy(layout, "policy", nn::MlpConfig::stack(state_dim, p.iql.hidden, num_actions, ops::Activation::relu, 0.01f)) {}
 
 iql::BehaviourParams behaviour_params(const env::EnvParams& e, std::uint64_t seed) {
     return iql::BehaviourParams{e.position_levels, e.urgency_levels, e.market_dim, e.state_dim,
@@ -71,7 +55,7 @@ std::string iql_guard_quantity_name(int index) {
 
 IqlTrainer::IqlTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market)
     : ops_(ops),
-      profile_((require_supported(profile), profile)),
+      profile_((require_greedy_evaluation(profile), profile)),
       env_params_(trainers::env_params(profile, market.market_dim())),
       num_actions_(env::num_actions(env_params_)),
       state_dim_(env_params_.state_dim),

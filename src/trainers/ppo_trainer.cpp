@@ -30,39 +30,16 @@ constexpr int kRolloutGroup = kAccSize - kAccReward;    // accum_[6, 11) one per
 constexpr int kGuardLosses = 3;                         // policy, value, entropy (then the gradient norm)
 static_assert(ppo::kPpoLossStats == kAccClip + 1, "one accumulator per PPO loss statistic");
 
-std::vector<int> widths(const config::Profile& p) {
-    std::vector<int> w;
-    for (auto h : p.ppo.hidden) w.push_back(static_cast<int>(h));
-    return w;
-}
-
-nn::MlpConfig mlp(int in, const std::vector<int>& hidden, int out, float output_init_scale) {
-    nn::MlpConfig c;
-    c.sizes.push_back(in);
-    c.sizes.insert(c.sizes.end(), hidden.begin(), hidden.end());
-    c.sizes.push_back(out);
-    c.hidden = ops::Activation::tanh;
-    c.output = ops::Activation::none;
-    c.output_init_scale = output_init_scale;
-    return c;
-}
-
-void require_supported(const config::Profile& p) {
-    if (!p.eval.deterministic)
-        throw UsageError("the PPO trainer does not implement eval.deterministic = false yet (evaluation uses the "
-                         "policy's most likely action); set it to true to train");
-}
-
 }  // namespace
 
 ActorCritic::ActorCritic(const config::Profile& p, int state_dim, int num_actions)
     : layout(),
       // A small last actor layer starts the policy near uniform (maximal entropy).
-      actor(layout, "actor", mlp(state_dim, widths(p), num_actions, 0.01f)),
-      critic(layout, "critic", mlp(state_dim, widths(p), 1, 1.0f)) {}
+      actor(layout, "actor", nn::MlpConfig::stack(state_dim, p.ppo.hidden, num_actions, ops::Activation::tanh, 0.01f)),
+      critic(layout, "critic", nn::MlpConfig::stack(state_dim, p.ppo.hidden, 1, ops::Activation::tanh)) {}
 
 CuriosityModel::CuriosityModel(int state_dim, int num_actions, int hidden, int market_dim)
-    : layout(), net(layout, "curiosity", mlp(state_dim + num_actions, {hidden}, market_dim, 1.0f)) {}
+    : layout(), net(layout, "curiosity", nn::MlpConfig::stack(state_dim + num_actions, {hidden}, market_dim, ops::Activation::tanh)) {}
 
 std::string ppo_guard_quantity_name(int index) {
     switch (index) {
@@ -76,7 +53,7 @@ std::string ppo_guard_quantity_name(int index) {
 
 PpoTrainer::PpoTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market)
     : ops_(ops),
-      profile_((require_supported(profile), profile)),
+      profile_((require_greedy_evaluation(profile), profile)),
       env_params_(trainers::env_params(profile, market.market_dim())),
       env_(ops, market, env::Split::train, env_params_, static_cast<int>(profile.experience.gpu_n_episodes)),
       n_envs_(static_cast<int>(profile.experience.gpu_n_episodes)),

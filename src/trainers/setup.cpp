@@ -3,6 +3,8 @@
 
 #include <numeric>
 
+#include "util/errors.hpp"
+
 namespace fh::trainers {
 
 data::DataOptions data_options(const config::Profile& p) {
@@ -20,6 +22,12 @@ data::DataOptions data_options(const config::Profile& p) {
     o.bars_per_year = p.instrument.bars_per_year;
     o.use_cache = true;  // data.cache_dir "" puts the cache next to the data (the synthetic market is never cached)
     return o;
+}
+
+void require_greedy_evaluation(const config::Profile& p) {
+    if (!p.eval.deterministic)
+        throw UsageError("the " + p.run.trainer + " trainer does not implement eval.deterministic = false yet "
+                         "(evaluation uses the greedy / most likely action); set it to true to train");
 }
 
 env::EnvParams env_params(const config::Profile& p, int market_dim) {

@@ -19,6 +19,10 @@ data::DataOptions data_options(const config::Profile& profile);
 /// [instrument], [env], [experience] and the run seed -> the environment's parameters.
 env::EnvParams env_params(const config::Profile& profile, int market_dim);
 
+/// Refuses eval.deterministic = false (exit 2): every trainer evaluates its greedy / most likely
+/// action; sampled evaluation is not built.
+void require_greedy_evaluation(const config::Profile& profile);
+
 /// A policy for evaluation: writes actions (n_envs) for states (n_envs, state_dim).
 using Policy = std::function<void(ops::View<int> actions, ops::View<const float> states, int n_envs)>;
 
