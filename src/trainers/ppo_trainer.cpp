@@ -113,8 +113,8 @@ PpoTrainer::PpoTrainer(ops::Ops& ops, const config::Profile& profile, const env:
         ws_curiosity_ = curiosity_->net.make_workspace(ops, n_envs_);
     }
 
-    batch_losses_ = ops.alloc<float>(kAccSize);  // this update's / rollout's values, laid out like accum_
-    ops.fill(batch_losses_.view(), 0.0f);
+    current_ = ops.alloc<float>(kAccSize);  // this update's and rollout's values, laid out like accum_
+    ops.fill(current_.view(), 0.0f);
     norm_scratch_ = ops.alloc<float>(ops::Ops::global_norm_scratch_size());
     normalize_scratch_ = ops.alloc<float>(ops::Ops::normalize_scratch_size());
     accum_ = ops.alloc<float>(kAccSize);
@@ -142,7 +142,7 @@ void PpoTrainer::iterate() {
 void PpoTrainer::collect_rollout() {
     for (int t = 0; t < horizon_; ++t) rollout_step(t);
     // Per-rollout statistics, then GAE and the normalised advantages.
-    const auto acc = batch_losses_.view();
+    const auto acc = current_.view();
     ops_.mean(acc.subview(kAccReward, 1), r_rewards_.cview());
     ops_.mean(acc.subview(kAccPenalty, 1), r_penalty_.cview());
     ops_.mean(acc.subview(kAccCuriosity, 1), r_curiosity_.cview());
@@ -152,7 +152,7 @@ void PpoTrainer::collect_rollout() {
                  horizon_);
     ops_.mean(acc.subview(kAccReturn, 1), r_returns_.cview());
     ops_.saxpy(accum_.view().subview(kAccReward, kRolloutGroup), 1.0f,
-               batch_losses_.cview().subview(kAccReward, kRolloutGroup));
+               current_.cview().subview(kAccReward, kRolloutGroup));
     ops_.normalize(r_adv_.view(), normalize_scratch_.view());
 }
 
@@ -236,7 +236,7 @@ void PpoTrainer::minibatch_update(long long epoch_key, int offset) {
                   mb_old_logp_.cview(), mb_adv_.cview(), mb_returns_.cview(), mb_old_values_.cview(),
                   ppo::LossParams{static_cast<float>(pp.clip), static_cast<float>(pp.value_coef),
                                   static_cast<float>(pp.entropy_coef), pp.clip_value ? 1 : 0});
-    const auto cur = batch_losses_.view();
+    const auto cur = current_.view();
     for (int k = 0; k < ppo::kPpoLossStats; ++k)
         ops_.mean(cur.subview(static_cast<std::size_t>(k), 1), mb_stats_.cview().subview(static_cast<std::size_t>(k) * Bs, Bs));
     if (std::find(nan_updates_.begin(), nan_updates_.end(), u) != nan_updates_.end())
@@ -246,15 +246,15 @@ void PpoTrainer::minibatch_update(long long epoch_key, int offset) {
     net_.critic.backward(ops_, params_.cview(), grads_.view(), mb_d_values_.view(), {}, B, ws_critic_mb_, false);
     const auto grad_norm = cur.subview(kAccGradNorm, 1);
     ops_.global_norm(grad_norm, grads_.cview(), norm_scratch_.view());
-    ops_.training_guard(gate_.view(), guard_.view(), batch_losses_.cview().subview(0, kGuardLosses),
-                        batch_losses_.cview().subview(kAccGradNorm, 1), u);
+    ops_.training_guard(gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
+                        current_.cview().subview(kAccGradNorm, 1), u);
     ops::AdamParams adam;
     adam.lr = learning_rate();
     adam.clip_norm = static_cast<float>(profile_.training.grad_clip_norm);
     adam.step = static_cast<int>(std::min<long long>(u, std::numeric_limits<int>::max()));
-    ops_.adam_step(params_.view(), adam_m_.view(), adam_v_.view(), grads_.cview(), batch_losses_.cview().subview(kAccGradNorm, 1),
+    ops_.adam_step(params_.view(), adam_m_.view(), adam_v_.view(), grads_.cview(), current_.cview().subview(kAccGradNorm, 1),
                    gate_.cview(), adam);
-    ops_.saxpy(accum_.view().subview(0, kUpdateGroup), 1.0f, batch_losses_.cview().subview(0, kUpdateGroup));
+    ops_.saxpy(accum_.view().subview(0, kUpdateGroup), 1.0f, current_.cview().subview(0, kUpdateGroup));
 }
 
 std::vector<StateTensor> PpoTrainer::state_tensors() {

@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "abi/monitoring_abi.h"
 #include "abi/training_guard_abi.h"
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
@@ -117,7 +116,7 @@ private:
     long long curiosity_updates_ = 0;
 
     // Guard, statistics, scratch.
-    ops::Buffer<float> batch_losses_, grad_norm_, norm_scratch_, normalize_scratch_, accum_;
+    ops::Buffer<float> current_, norm_scratch_, normalize_scratch_, accum_;
     ops::Buffer<int> gate_;
     ops::Buffer<abi::GuardState> guard_;
     ops::Buffer<unsigned long long> histogram_;
