@@ -50,14 +50,8 @@ void require_supported(const config::Profile& p) {
 
 }  // namespace
 
-std::string guard_quantity_name(int index) {
-    switch (index) {
-        case 0: return "the C51 loss";
-        case 1: return "the MSE loss";
-        case 2: return "the gradient norm";
-        default: return "nothing";
-    }
-}
+/// The losses the DQN update passes to the guard, in order.
+constexpr const char* kGuardLossNames[] = {"the C51 loss", "the MSE loss"};  // batch_losses_
 
 DqnTrainer::DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market,
                        DqnHooks hooks)
@@ -107,7 +101,7 @@ DqnTrainer::DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env:
     td_ = ops.alloc<float>(B);
     d_c51_ = ops.alloc<float>(B * AZ);
     d_mse_ = ops.alloc<float>(B * AZ);
-    batch_losses_ = ops.alloc<float>(2);
+    batch_losses_ = ops.alloc<float>(std::size(kGuardLossNames));
     grad_norm_ = ops.alloc<float>(1);
     norm_scratch_ = ops.alloc<float>(ops::Ops::global_norm_scratch_size());
 
@@ -324,7 +318,7 @@ DqnMetrics DqnTrainer::read_metrics(long long step) {
     ops_.upload<abi::MonitorStats>(stats_.view(), std::vector<abi::MonitorStats>{abi::MonitorStats{}});
     ops_.upload<unsigned long long>(histogram_.view(), std::vector<unsigned long long>(static_cast<std::size_t>(num_actions_), 0));
 
-    throw_if_diverged(g, profile_.training.max_bad_updates, guard_quantity_name(g.first_bad_quantity),
+    throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,
                       "Lower training.learning_rate, raise training.grad_clip_norm's strictness (a smaller value) "
                       "or check the data.");
     return m;

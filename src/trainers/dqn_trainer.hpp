@@ -174,7 +174,5 @@ QNetworkConfig network_config(const config::Profile& profile, int state_dim);
 /// One metrics.jsonl line (docs/metrics.md).
 std::string metrics_json(const DqnMetrics& m);
 
-/// "loss C51", "loss MSE" or "gradient norm": the quantity a GuardState names.
-std::string guard_quantity_name(int index);
 
 }  // namespace fh::trainers

@@ -24,7 +24,10 @@ namespace {
 
 // current_ / accum_ layout: this update's values / their sums over the log interval.
 constexpr int kValueLoss = 0, kQLoss = 1, kPolicyLoss = 2, kGradNorm = 3, kWeight = 4, kV = 5, kStats = 6;
-constexpr int kGuardLosses = 3;  // value, Q, policy (then the gradient norm)
+/// The losses each update passes to the guard, in order (current_[0, 3)); then the gradient norm.
+constexpr const char* kGuardLossNames[] = {"the value (expectile) loss", "the Q loss", "the policy (AWR) loss"};
+constexpr int kGuardLosses = static_cast<int>(std::size(kGuardLossNames));
+static_assert(kGuardLosses == kGradNorm, "the guard reads current_[0, kGuardLosses), then the norm");
 /// Share of the behaviour policy's rule-based traders' actions taken uniformly at random.
 constexpr float kBehaviourRandomFraction = 0.2f;
 
@@ -41,16 +44,6 @@ IqlNetworks::IqlNetworks(const config::Profile& p, int state_dim, int num_action
 iql::BehaviourParams behaviour_params(const env::EnvParams& e, std::uint64_t seed) {
     return iql::BehaviourParams{e.position_levels, e.urgency_levels, e.market_dim, e.state_dim,
                                 kBehaviourRandomFraction, seed};
-}
-
-std::string iql_guard_quantity_name(int index) {
-    switch (index) {
-        case kValueLoss: return "the value (expectile) loss";
-        case kQLoss: return "the Q loss";
-        case kPolicyLoss: return "the policy (AWR) loss";
-        case kGuardLosses: return "the gradient norm";
-        default: return "nothing";
-    }
 }
 
 IqlTrainer::IqlTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market)
@@ -273,7 +266,7 @@ LogLine IqlTrainer::read_log(double seconds) {
     line.loss = loss;
     line.updates_per_s = updates_per_s;
     updates_at_log_ = updates_;
-    throw_if_diverged(g, profile_.training.max_bad_updates, iql_guard_quantity_name(g.first_bad_quantity),
+    throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,
                       "Lower training.learning_rate or iql.beta, or check the dataset.");
     return line;
 }

@@ -34,8 +34,6 @@ struct IqlNetworks {
 /// The behaviour policy that collects the dataset (docs/iql.md) in environments of `params`.
 iql::BehaviourParams behaviour_params(const env::EnvParams& params, std::uint64_t seed);
 
-/// "the value loss", "the Q loss", "the policy loss", "the gradient norm".
-std::string iql_guard_quantity_name(int index);
 
 class IqlTrainer final : public Trainer {
 public:

@@ -27,7 +27,10 @@ constexpr int kAccReward = 6, kAccPenalty = 7, kAccCuriosity = 8, kAccValueMean 
 constexpr int kAccSize = 11;
 constexpr int kUpdateGroup = kAccGradNorm + 1;          // accum_[0, 6) gets one add per update
 constexpr int kRolloutGroup = kAccSize - kAccReward;    // accum_[6, 11) one per rollout
-constexpr int kGuardLosses = 3;                         // policy, value, entropy (then the gradient norm)
+/// The losses each update passes to the guard, in order (current_[0, 3)); then the gradient norm.
+constexpr const char* kGuardLossNames[] = {"the policy loss", "the value loss", "the entropy"};
+constexpr int kGuardLosses = static_cast<int>(std::size(kGuardLossNames));
+static_assert(kGuardLosses == kAccEntropy + 1, "the guard reads current_[0, kGuardLosses)");
 static_assert(ppo::kPpoLossStats == kAccClip + 1, "one accumulator per PPO loss statistic");
 
 }  // namespace
@@ -40,16 +43,6 @@ ActorCritic::ActorCritic(const config::Profile& p, int state_dim, int num_action
 
 CuriosityModel::CuriosityModel(int state_dim, int num_actions, int hidden, int market_dim)
     : layout(), net(layout, "curiosity", nn::MlpConfig::stack(state_dim + num_actions, {hidden}, market_dim, ops::Activation::tanh)) {}
-
-std::string ppo_guard_quantity_name(int index) {
-    switch (index) {
-        case 0: return "the policy loss";
-        case 1: return "the value loss";
-        case 2: return "the entropy";
-        case kGuardLosses: return "the gradient norm";
-        default: return "nothing";
-    }
-}
 
 PpoTrainer::PpoTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market)
     : ops_(ops),
@@ -341,7 +334,7 @@ LogLine PpoTrainer::read_log(double seconds) {
     rollouts_at_log_ = rollouts_;
     steps_at_log_ = steps_;
     updates_at_log_ = updates_;
-    throw_if_diverged(g, profile_.training.max_bad_updates, ppo_guard_quantity_name(g.first_bad_quantity),
+    throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,
                       "Lower training.learning_rate or training.grad_clip_norm, or check the data.");
     return line;
 }

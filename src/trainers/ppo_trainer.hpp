@@ -39,8 +39,6 @@ struct CuriosityModel {
     CuriosityModel(int state_dim, int num_actions, int hidden, int market_dim);
 };
 
-/// "the policy loss", "the value loss", "the entropy", "the gradient norm": what a PPO guard names.
-std::string ppo_guard_quantity_name(int index);
 
 class PpoTrainer final : public Trainer {
 public:

@@ -32,9 +32,14 @@ void training_loop(Trainer& trainer, long long total, long long log_interval, co
     }
 }
 
-void throw_if_diverged(const abi::GuardState& g, long long max_bad_updates, const std::string& quantity_name,
+void throw_if_diverged(const abi::GuardState& g, long long max_bad_updates, std::span<const char* const> losses,
                        const std::string& advice) {
     if (g.bad_total < max_bad_updates) return;
+    const auto i = static_cast<std::size_t>(g.first_bad_quantity);
+    const std::string quantity_name = g.first_bad_quantity < 0   ? "nothing"
+                                      : i < losses.size()        ? losses[i]
+                                      : i == losses.size()       ? "the gradient norm"
+                                                                 : "an unknown quantity";
     throw DivergedError(fmt::format("training diverged: the guard skipped {} updates (training.max_bad_updates = {}); "
                                     "the first bad quantity was {} at update {}. {}",
                                     g.bad_total, max_bad_updates, quantity_name, g.first_bad_update, advice));

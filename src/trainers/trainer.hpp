@@ -105,8 +105,9 @@ public:
 };
 
 /// Throws DivergedError (exit 5) once the guard has skipped `max_bad_updates` updates, naming
-/// the first bad quantity (`quantity_name` of the guard's index) and its update, then `advice`.
-void throw_if_diverged(const abi::GuardState& guard, long long max_bad_updates, const std::string& quantity_name,
+/// the first bad quantity and its update, then `advice`. `losses` names the losses the trainer
+/// passes to the guard, in order; the gradient norm comes after them (abi::GuardState).
+void throw_if_diverged(const abi::GuardState& guard, long long max_bad_updates, std::span<const char* const> losses,
                        const std::string& advice);
 
 /// Called by training_loop: `log(seconds since the last log)` at every log point, and
