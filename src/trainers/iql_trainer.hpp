@@ -41,6 +41,7 @@ public:
     IqlTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market);
 
     long long progress_per_iteration() const noexcept override { return 1; }
+    const char* progress_unit() const noexcept override { return "updates"; }
     long long iterations() const noexcept override { return updates_; }
     long long env_steps() const noexcept override { return dataset_transitions_; }
     long long updates() const noexcept override { return updates_; }

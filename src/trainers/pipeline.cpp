@@ -134,7 +134,9 @@ std::string train(const config::Profile& p, const std::string& resume_dir) {
     std::vector<float> best_weights;
     std::string status = "completed";
     const long long per = trainer.progress_per_iteration();
-    const char* unit = p.run.trainer == "iql" ? "updates" : "env steps";  // what run.*_interval count
+    const std::string unit_key = trainer.progress_unit();  // what run.*_interval count
+    std::string unit = unit_key;
+    std::replace(unit.begin(), unit.end(), '_', ' ');
 
     std::string last_log_json;
     auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(*ops, a, s, n); };
@@ -165,7 +167,7 @@ std::string train(const config::Profile& p, const std::string& resume_dir) {
             const auto decision = early.observe(at, metric);
             dir.append_eval(fmt::format("{{\"{}\":{},\"split\":\"val\",\"metric\":{},\"value\":{},\"best\":{},"
                                         "\"strategy\":{},\"buy_and_hold\":{}}}",
-                                        p.run.trainer == "iql" ? "updates" : "env_steps", at,
+                                        unit_key, at,
                                         io::json_string(p.early_stopping.metric), io::json_number(metric),
                                         decision.improved ? "true" : "false", eval::metrics_json(report.strategy),
                                         eval::metrics_json(report.buy_and_hold)));
@@ -246,7 +248,7 @@ std::string train(const config::Profile& p, const std::string& resume_dir) {
     dir.write_file("summary.json",
                    fmt::format("{{\"status\":\"{}\",{},\"best\":{{\"{}\":{},\"metric\":{},\"value\":{}}},"
                                "\"validation\":{},\"test\":{}}}\n",
-                               status, common, p.run.trainer == "iql" ? "updates" : "env_steps", early.best_step(),
+                               status, common, unit_key, early.best_step(),
                                io::json_string(p.early_stopping.metric),
                                io::json_number(early.best().value_or(std::nan(""))),
                                best_val_report ? backtest_json(*best_val_report) : "null", backtest_json(test)));

@@ -74,6 +74,8 @@ public:
     virtual long long progress_per_iteration() const noexcept = 0;
     virtual long long iterations() const noexcept = 0;
     long long progress() const noexcept { return iterations() * progress_per_iteration(); }
+    /// What progress counts, as a JSON key: "env_steps" (DQN, PPO) or "updates" (IQL).
+    virtual const char* progress_unit() const noexcept { return "env_steps"; }
     virtual long long env_steps() const noexcept = 0;
     virtual long long updates() const noexcept = 0;
 
