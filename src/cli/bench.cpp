@@ -6,19 +6,19 @@
 #include <cstdio>
 
 #include "cli/commands.hpp"
-#include "trainers/pipeline.hpp"
+#include "run/run.hpp"
 
 namespace fh::cli {
 
 int run_bench(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g);
-    fmt::print("{}\n", trainers::bench(profile));
+    fmt::print("{}\n", run::bench(profile));
     std::fflush(stdout);
     return 0;
 }
 
 int run_eval(const GlobalOptions& g, const std::string& checkpoint, const std::string& split) {
-    fmt::print("{}\n", trainers::evaluate(checkpoint, split, g.data, g.device));
+    fmt::print("{}\n", run::evaluate(checkpoint, split, g.data, g.device));
     std::fflush(stdout);
     return 0;
 }

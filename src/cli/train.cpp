@@ -2,7 +2,7 @@
 /// @brief `foxhunt-train [train]`: resolve the profile, then run the trainer pipeline
 ///        (src/trainers/pipeline.cpp), which writes the run directory.
 #include "cli/commands.hpp"
-#include "trainers/pipeline.hpp"
+#include "run/run.hpp"
 #include "util/log.hpp"
 
 namespace fh::cli {
@@ -12,7 +12,7 @@ int run_train(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g, &path);
     log::info("profile {}: trainer {}, device {}, {} env steps, seed {}", path, profile.run.trainer,
               profile.run.device, profile.run.total_steps, profile.run.seed);
-    trainers::train(profile, g.resume);
+    run::train(profile, g.resume);
     return 0;
 }
 

@@ -231,20 +231,25 @@ void write_trades_csv(const std::string& path, const BacktestReport& r, const da
     io::write_file_atomically(path, out);
 }
 
-std::string metrics_json(const Metrics& m) {
-    std::string h;
-    for (std::size_t a = 0; a < m.action_histogram.size(); ++a) {
-        if (a) h += ',';
-        h += fmt::format("{}", m.action_histogram[a]);
-    }
-    return fmt::format(
-        "{{\"total_return\":{},\"annual_return\":{},\"sharpe\":{},\"sortino\":{},\"max_drawdown\":{},"
-        "\"calmar\":{},\"trades\":{},\"win_rate\":{},\"profit_factor\":{},\"exposure\":{},"
-        "\"turnover\":{},\"action_histogram\":[{}]}}",
-        io::json_number(m.total_return), io::json_number(m.annual_return), io::json_number(m.sharpe),
-        io::json_number(m.sortino), io::json_number(m.max_drawdown), io::json_number(m.calmar), m.trades,
-        io::json_number(m.win_rate), io::json_number(m.profit_factor), io::json_number(m.exposure),
-        io::json_number(m.turnover), h);
+io::json::Value metrics_value(const Metrics& m) {
+    return io::json::object({{"total_return", m.total_return},
+                             {"annual_return", m.annual_return},
+                             {"sharpe", m.sharpe},
+                             {"sortino", m.sortino},
+                             {"max_drawdown", m.max_drawdown},
+                             {"calmar", m.calmar},
+                             {"trades", m.trades},
+                             {"win_rate", m.win_rate},
+                             {"profit_factor", m.profit_factor},
+                             {"exposure", m.exposure},
+                             {"turnover", m.turnover},
+                             {"action_histogram", io::json::array_of<long long>(m.action_histogram)}});
+}
+
+std::string metrics_json(const Metrics& m) { return io::json::serialize(metrics_value(m)); }
+
+io::json::Value report_value(const BacktestReport& r) {
+    return io::json::object({{"strategy", metrics_value(r.strategy)}, {"buy_and_hold", metrics_value(r.buy_and_hold)}});
 }
 
 }  // namespace fh::eval

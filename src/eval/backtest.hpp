@@ -12,6 +12,7 @@
 #include "abi/backtest.h"
 #include "data/market_data.hpp"
 #include "env/vec_env.hpp"
+#include "io/json.hpp"
 #include "ops/ops.hpp"
 
 namespace fh::eval {
@@ -63,7 +64,10 @@ Metrics curve_metrics(const std::vector<double>& equity, double bars_per_year);
 void write_equity_csv(const std::string& path, const BacktestReport& report, const data::MarketData& md);
 /// backtest/trades.csv: segment,bar,time,side,contracts,price,order_type,commission per fill.
 void write_trades_csv(const std::string& path, const BacktestReport& report, const data::MarketData& md);
-/// One JSON object with every metric (NaN/infinity as null).
+/// Every metric as one JSON object (NaN/infinity as null), and its text.
+io::json::Value metrics_value(const Metrics& m);
 std::string metrics_json(const Metrics& m);
+/// {"strategy": metrics, "buy_and_hold": metrics}.
+io::json::Value report_value(const BacktestReport& r);
 
 }  // namespace fh::eval

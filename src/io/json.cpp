@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
 #include <limits>
 
 namespace fh::io::json {
@@ -23,6 +25,13 @@ Value Value::integer(bool negative, std::uint64_t magnitude) {
     v.kind_ = Kind::integer;
     v.negative_ = negative && magnitude != 0;
     v.magnitude_ = magnitude;
+    return v;
+}
+Value Value::number(double d) {
+    if (!std::isfinite(d)) return Value();
+    Value v;
+    v.kind_ = Kind::number;
+    v.number_ = d;
     return v;
 }
 Value Value::string(std::string s) {
@@ -78,6 +87,12 @@ std::int64_t Value::as_i64() const {
     return magnitude_ == max + 1 ? std::numeric_limits<std::int64_t>::min()
                                  : -static_cast<std::int64_t>(magnitude_);
 }
+double Value::as_double() const {
+    if (kind_ == Kind::number) return number_;
+    if (kind_ != Kind::integer) wrong_kind(Kind::number, kind_);
+    const double m = static_cast<double>(magnitude_);
+    return negative_ ? -m : m;
+}
 const std::string& Value::as_string() const {
     if (kind_ != Kind::string) wrong_kind(Kind::string, kind_);
     return string_;
@@ -101,6 +116,7 @@ const char* kind_name(Value::Kind k) noexcept {
         case Value::Kind::null: return "null";
         case Value::Kind::boolean: return "boolean";
         case Value::Kind::integer: return "integer";
+        case Value::Kind::number: return "number";
         case Value::Kind::string: return "string";
         case Value::Kind::array: return "array";
         case Value::Kind::object: return "object";
@@ -250,11 +266,36 @@ private:
             m = m * 10 + d;
             ++pos_;
         }
-        if (!at_end() && (peek() == '.' || peek() == 'e' || peek() == 'E'))
-            fail(start, "numbers with a fraction or an exponent are not supported (integers only)");
+        if (!at_end() && (peek() == '.' || peek() == 'e' || peek() == 'E')) {
+            if (!limits_.allow_fractions)
+                fail(start, "numbers with a fraction or an exponent are not supported (integers only)");
+            return fraction(start);
+        }
         if (negative && m > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) + 1)
             fail(start, "integer out of range");
         return Value::integer(negative, m);
+    }
+
+    // The rest of a number after its integer digits: [. digits] [e|E [+|-] digits], read as a double.
+    Value fraction(std::size_t start) {
+        auto digits = [&] {
+            const std::size_t from = pos_;
+            while (!at_end() && peek() >= '0' && peek() <= '9') ++pos_;
+            if (pos_ == from) fail(pos_, "expected a digit");
+        };
+        if (peek() == '.') {
+            ++pos_;
+            digits();
+        }
+        if (!at_end() && (peek() == 'e' || peek() == 'E')) {
+            ++pos_;
+            if (!at_end() && (peek() == '+' || peek() == '-')) ++pos_;
+            digits();
+        }
+        double d = 0;
+        const auto [ptr, ec] = std::from_chars(s_.data() + start, s_.data() + pos_, d);
+        if (ec != std::errc() || ptr != s_.data() + pos_ || !std::isfinite(d)) fail(start, "number out of range");
+        return Value::number(d);
     }
 
     unsigned hex4() {
@@ -377,6 +418,7 @@ void serialize_to(std::string& out, const Value& v) {
             if (v.is_negative()) out += '-';
             out += fmt::format("{}", v.magnitude());
             return;
+        case Value::Kind::number: out += fmt::format("{}", v.as_double()); return;
         case Value::Kind::string: out += quote(v.as_string()); return;
         case Value::Kind::array: {
             out += '[';
@@ -408,6 +450,14 @@ void serialize_to(std::string& out, const Value& v) {
 }  // namespace
 
 Value parse(std::string_view text, const Limits& limits) { return Parser(text, limits).document(); }
+
+Value object(std::initializer_list<Member> members) {
+    Object o(members);
+    for (std::size_t i = 0; i < o.size(); ++i)
+        for (std::size_t j = 0; j < i; ++j)
+            if (o[i].first == o[j].first) throw std::logic_error("json::object: duplicate key " + quote(o[i].first));
+    return Value::object(std::move(o));
+}
 
 std::string quote(std::string_view s) {
     std::string out = "\"";

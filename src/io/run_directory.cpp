@@ -80,26 +80,4 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     io::write_file_atomically(path, text, [&](const std::string& m) { throw UsageError(fmt::format("{}: {}", path, m)); });
 }
 
-std::string json_number(double v) {
-    if (!std::isfinite(v)) return "null";
-    return fmt::format("{}", v);
-}
-
-std::string json_string(const std::string& s) {
-    std::string out = "\"";
-    for (char c : s) {
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            default:
-                if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
-                else out += c;
-        }
-    }
-    return out + "\"";
-}
-
 }  // namespace fh::io

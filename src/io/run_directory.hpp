@@ -41,9 +41,4 @@ private:
 /// Writes `text` to `path` atomically: a temporary file in the same directory, fsync, rename.
 void write_file_atomically(const std::string& path, const std::string& text);
 
-/// A JSON number: the shortest form that reads back exactly; null for NaN and infinities.
-std::string json_number(double v);
-/// A JSON string literal with escapes.
-std::string json_string(const std::string& s);
-
 }  // namespace fh::io

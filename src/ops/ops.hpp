@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -104,6 +105,17 @@ public:
     virtual std::string description() const = 0;
     /// Waits until every op issued so far has finished (a no-op on the CPU).
     virtual void synchronize() = 0;
+
+    /// The memory a run may budget for: the device's free bytes now (CUDA), or nothing where
+    /// memory is not budgeted (the CPU backend).
+    struct MemoryInfo {
+        std::string name;
+        std::size_t free_bytes = 0, total_bytes = 0;
+    };
+    virtual std::optional<MemoryInfo> memory() const { return std::nullopt; }
+    /// TF32 tensor-core math for the network ops' matrix products (gpu.tf32); the CPU backend
+    /// always computes in FP32.
+    virtual void set_tf32(bool /*on*/) {}
 
     // ---- memory ---------------------------------------------------------------------------
     template <class T> Buffer<T> alloc(std::size_t count) {

@@ -11,7 +11,7 @@
 #include <chrono>
 #include <limits>
 
-#include "io/run_directory.hpp"
+#include "io/json.hpp"
 #include "nn/init.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -337,7 +337,7 @@ DqnMetrics DqnTrainer::read_metrics_with_rates(double seconds) {
 LogLine DqnTrainer::read_log(double seconds) {
     const DqnMetrics m = read_metrics_with_rates(seconds);
     LogLine line;
-    line.json = metrics_json(m);
+    line.json = metrics_value(m);
     line.text = fmt::format("step {:>9} env steps | loss {:.4f} (c51 {:.4f}, mse {:.4f}) | Q {:+.3f} | eps {:.3f} | "
                             "{:.3g} env steps/s, {:.3g} updates/s",
                             m.env_steps, m.loss, m.loss_c51, m.loss_mse, m.q_mean, m.epsilon, m.env_steps_per_s,
@@ -397,22 +397,26 @@ BenchFigures DqnTrainer::bench(long long phase) {
     return f;
 }
 
-std::string metrics_json(const DqnMetrics& m) {
-    std::string hist;
-    for (std::size_t i = 0; i < m.action_histogram.size(); ++i) {
-        if (i) hist += ',';
-        hist += std::to_string(m.action_histogram[i]);
-    }
-    using io::json_number;
-    return fmt::format(
-        "{{\"step\":{},\"env_steps\":{},\"updates\":{},\"losses/loss\":{},\"losses/c51\":{},\"losses/mse\":{},"
-        "\"losses/td_abs\":{},\"q/mean\":{},\"q/min\":{},\"q/max\":{},\"charts/epsilon\":{},\"charts/grad_norm\":{},"
-        "\"charts/grad_norm_max\":{},\"charts/skipped_updates\":{},\"charts/action_histogram\":[{}],"
-        "\"perf/env_steps_per_s\":{},\"perf/updates_per_s\":{}}}",
-        m.step, m.env_steps, m.updates, json_number(m.loss), json_number(m.loss_c51), json_number(m.loss_mse),
-        json_number(m.td_abs), json_number(m.q_mean), json_number(m.q_min), json_number(m.q_max), json_number(m.epsilon),
-        json_number(m.grad_norm), json_number(m.grad_norm_max), m.skipped_updates, hist, json_number(m.env_steps_per_s),
-        json_number(m.updates_per_s));
+io::json::Value metrics_value(const DqnMetrics& m) {
+    return io::json::object({
+        {"step", m.step},
+        {"env_steps", m.env_steps},
+        {"updates", m.updates},
+        {"losses/loss", m.loss},
+        {"losses/c51", m.loss_c51},
+        {"losses/mse", m.loss_mse},
+        {"losses/td_abs", m.td_abs},
+        {"q/mean", m.q_mean},
+        {"q/min", m.q_min},
+        {"q/max", m.q_max},
+        {"charts/epsilon", m.epsilon},
+        {"charts/grad_norm", m.grad_norm},
+        {"charts/grad_norm_max", m.grad_norm_max},
+        {"charts/skipped_updates", m.skipped_updates},
+        {"charts/action_histogram", io::json::array_of<unsigned long long>(m.action_histogram)},
+        {"perf/env_steps_per_s", m.env_steps_per_s},
+        {"perf/updates_per_s", m.updates_per_s},
+    });
 }
 
 }  // namespace fh::trainers

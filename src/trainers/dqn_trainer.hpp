@@ -116,7 +116,7 @@ public:
     /// Continues from a checkpoint's counters (after its tensors were uploaded).
     void restore_counters(const DqnCounters& c);
     /// The replay memory as a dump (docs/replay-dump.md): an IQL dataset (iql.dataset).
-    io::ReplayDump replay_dump();
+    io::ReplayDump replay_dump() override;
     /// The online weights, for keeping the best ones and restoring them.
     ops::View<float> mutable_online_params() noexcept { return online_.view(); }
 
@@ -171,8 +171,8 @@ private:
 /// The network a DQN profile describes, for observations of state_dim floats.
 QNetworkConfig network_config(const config::Profile& profile, int state_dim);
 
-/// One metrics.jsonl line (docs/metrics.md).
-std::string metrics_json(const DqnMetrics& m);
+/// One metrics.jsonl line (docs/dqn.md).
+io::json::Value metrics_value(const DqnMetrics& m);
 
 
 }  // namespace fh::trainers

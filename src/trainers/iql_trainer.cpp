@@ -13,7 +13,7 @@
 
 #include "abi/iql_math.h"
 #include "io/replay_dump.hpp"
-#include "io/run_directory.hpp"
+#include "io/json.hpp"
 #include "nn/init.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -250,15 +250,20 @@ LogLine IqlTrainer::read_log(double seconds) {
     seconds = std::max(1e-9, seconds);
     const double updates_per_s = static_cast<double>(updates_ - updates_at_log_) / seconds;
     const double loss = (acc[kValueLoss] + acc[kQLoss] + acc[kPolicyLoss]) / n;
-    using io::json_number;
     LogLine line;
-    line.json = fmt::format(
-        "{{\"updates\":{},\"dataset_transitions\":{},\"losses/loss\":{},\"losses/value\":{},\"losses/q\":{},"
-        "\"losses/policy\":{},\"charts/awr_weight\":{},\"values/v\":{},\"charts/grad_norm\":{},"
-        "\"charts/skipped_updates\":{},\"perf/updates_per_s\":{}}}",
-        updates_, dataset_transitions_, json_number(loss), json_number(acc[kValueLoss] / n), json_number(acc[kQLoss] / n),
-        json_number(acc[kPolicyLoss] / n), json_number(acc[kWeight] / n), json_number(acc[kV] / n),
-        json_number(acc[kGradNorm] / n), g.bad_total, json_number(updates_per_s));
+    line.json = io::json::object({
+        {"updates", updates_},
+        {"dataset_transitions", dataset_transitions_},
+        {"losses/loss", loss},
+        {"losses/value", acc[kValueLoss] / n},
+        {"losses/q", acc[kQLoss] / n},
+        {"losses/policy", acc[kPolicyLoss] / n},
+        {"charts/awr_weight", acc[kWeight] / n},
+        {"values/v", acc[kV] / n},
+        {"charts/grad_norm", acc[kGradNorm] / n},
+        {"charts/skipped_updates", g.bad_total},
+        {"perf/updates_per_s", updates_per_s},
+    });
     line.text = fmt::format("update {:>8} | loss {:.4f} (value {:.4f}, Q {:.4f}, policy {:.4f}) | weight {:.3f} | V "
                             "{:+.3f} | {:.3g} updates/s",
                             updates_, loss, acc[kValueLoss] / n, acc[kQLoss] / n, acc[kPolicyLoss] / n, acc[kWeight] / n,

@@ -12,7 +12,7 @@
 #include <limits>
 
 #include "abi/ppo_math.h"
-#include "io/run_directory.hpp"
+#include "io/json.hpp"
 #include "nn/init.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -305,25 +305,30 @@ LogLine PpoTrainer::read_log(double seconds) {
     const auto& pp = profile_.ppo;
     const double policy = acc[kAccPolicy] / n_up, value = acc[kAccValue] / n_up, entropy = acc[kAccEntropy] / n_up;
     const double loss = policy + pp.value_coef * value - pp.entropy_coef * entropy;
-    std::string histogram;
-    for (std::size_t i = 0; i < hist.size(); ++i) {
-        if (i) histogram += ',';
-        histogram += std::to_string(hist[i]);
-    }
-    using io::json_number;
     LogLine line;
-    line.json = fmt::format(
-        "{{\"step\":{},\"env_steps\":{},\"updates\":{},\"rollouts\":{},\"losses/loss\":{},\"losses/policy\":{},"
-        "\"losses/value\":{},\"losses/entropy\":{},\"charts/approx_kl\":{},\"charts/clip_fraction\":{},"
-        "\"charts/grad_norm\":{},\"charts/learning_rate\":{},\"charts/skipped_updates\":{},"
-        "\"rollout/reward\":{},\"rollout/diversity_penalty\":{},\"rollout/curiosity\":{},\"rollout/value\":{},"
-        "\"rollout/return\":{},\"charts/action_histogram\":[{}],\"perf/env_steps_per_s\":{},\"perf/updates_per_s\":{}}}",
-        steps_, steps_ * n_envs_, updates_, rollouts_, json_number(loss), json_number(policy), json_number(value),
-        json_number(entropy), json_number(acc[kAccKl] / n_up), json_number(acc[kAccClip] / n_up),
-        json_number(acc[kAccGradNorm] / n_up), json_number(learning_rate()), g.bad_total,
-        json_number(acc[kAccReward] / n_roll), json_number(acc[kAccPenalty] / n_roll),
-        json_number(acc[kAccCuriosity] / n_roll), json_number(acc[kAccValueMean] / n_roll),
-        json_number(acc[kAccReturn] / n_roll), histogram, json_number(env_steps_per_s), json_number(updates_per_s));
+    line.json = io::json::object({
+        {"step", steps_},
+        {"env_steps", steps_ * n_envs_},
+        {"updates", updates_},
+        {"rollouts", rollouts_},
+        {"losses/loss", loss},
+        {"losses/policy", policy},
+        {"losses/value", value},
+        {"losses/entropy", entropy},
+        {"charts/approx_kl", acc[kAccKl] / n_up},
+        {"charts/clip_fraction", acc[kAccClip] / n_up},
+        {"charts/grad_norm", acc[kAccGradNorm] / n_up},
+        {"charts/learning_rate", learning_rate()},
+        {"charts/skipped_updates", g.bad_total},
+        {"rollout/reward", acc[kAccReward] / n_roll},
+        {"rollout/diversity_penalty", acc[kAccPenalty] / n_roll},
+        {"rollout/curiosity", acc[kAccCuriosity] / n_roll},
+        {"rollout/value", acc[kAccValueMean] / n_roll},
+        {"rollout/return", acc[kAccReturn] / n_roll},
+        {"charts/action_histogram", io::json::array_of<unsigned long long>(hist)},
+        {"perf/env_steps_per_s", env_steps_per_s},
+        {"perf/updates_per_s", updates_per_s},
+    });
     line.text = fmt::format("step {:>9} env steps | loss {:.4f} (policy {:+.4f}, value {:.4f}, entropy {:.3f}) | kl "
                             "{:.4f} | reward {:+.4f} | {:.3g} env steps/s, {:.3g} updates/s",
                             steps_ * n_envs_, loss, policy, value, entropy, acc[kAccKl] / n_up,

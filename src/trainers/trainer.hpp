@@ -17,6 +17,8 @@
 #include "abi/training_guard_abi.h"
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
+#include "io/json.hpp"
+#include "io/replay_dump.hpp"
 #include "ops/ops.hpp"
 
 namespace fh::trainers {
@@ -38,7 +40,7 @@ StateTensor state_tensor(std::string name, std::string dtype, std::vector<std::i
 
 /// One metrics line: the JSON object of metrics.jsonl and the human-readable log line.
 struct LogLine {
-    std::string json;
+    io::json::Value json;  ///< one metrics.jsonl object
     std::string text;
     double loss = 0;  ///< shown on the progress line
     double env_steps_per_s = 0, updates_per_s = 0;
@@ -96,6 +98,10 @@ public:
     virtual ops::View<float> policy_weights() noexcept = 0;
     virtual GreedyPolicy& policy() noexcept = 0;
     virtual const env::EnvParams& env_params() const noexcept = 0;
+
+    /// The replay memory as an IQL dataset (docs/replay-dump.md), for trainers that keep one
+    /// (DQN; replay_buffer.save_dump is refused for the others).
+    virtual io::ReplayDump replay_dump() { throw std::logic_error("this trainer keeps no replay memory"); }
 
     /// Times the trainer's phases for `iterations` iterations each (bench subcommand).
     virtual BenchFigures bench(long long iterations) = 0;

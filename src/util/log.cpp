@@ -7,6 +7,8 @@
 
 #include <mutex>
 
+#include "io/json.hpp"
+
 namespace fh::log {
 namespace {
 
@@ -25,22 +27,6 @@ spdlog::level::level_enum to_spdlog(Level l) {
     return spdlog::level::info;
 }
 
-std::string json_escape(std::string_view s) {
-    std::string out;
-    out.reserve(s.size() + 8);
-    for (char c : s) {
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\t': out += "\\t"; break;
-            default:
-                if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", c);
-                else out += c;
-        }
-    }
-    return out;
-}
 
 spdlog::logger& logger() {
     if (!g_logger) {
@@ -71,7 +57,7 @@ void emit(Level level, std::string_view message) {
     std::lock_guard lock(g_mutex);
     auto& l = logger();
     if (g_format == Format::json)
-        l.log(to_spdlog(level), "\"message\":\"{}\"", json_escape(message));
+        l.log(to_spdlog(level), "\"message\":{}", io::json::quote(message));
     else
         l.log(to_spdlog(level), "{}", message);
 }

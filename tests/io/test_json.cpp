@@ -3,7 +3,11 @@
 ///        offsets, bounds, and the serde_json-compatible writer.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "io/json.hpp"
 
@@ -123,4 +127,44 @@ TEST_CASE("json: compact serialisation as serde_json writes it", "[io][json]") {
     CHECK(json::serialize(json::parse(" { \"k\" : [ 1 , 2 ] } ")) == "{\"k\":[1,2]}");
     CHECK(json::quote("a\x01") == "\"a\\u0001\"");
     CHECK(json::serialize(json::parse("-9223372036854775808")) == "-9223372036854775808");
+}
+
+TEST_CASE("json: the writer builds objects in order; non-finite numbers are null", "[io][json]") {
+    const std::vector<unsigned long long> hist{3, 0, 7};
+    const auto v = json::object({{"step", 12},
+                                 {"neg", -5LL},
+                                 {"loss", 0.25},
+                                 {"tiny", 3e-4},
+                                 {"nan", std::nan("")},
+                                 {"inf", -std::numeric_limits<double>::infinity()},
+                                 {"none", std::optional<double>()},
+                                 {"some", std::optional<double>(1.5)},
+                                 {"name", "dqn \"x\"\n"},
+                                 {"ok", true},
+                                 {"hist", json::array_of<unsigned long long>(hist)},
+                                 {"nested", json::object({{"a", 1}})}});
+    CHECK(json::serialize(v) ==
+          R"({"step":12,"neg":-5,"loss":0.25,"tiny":0.0003,"nan":null,"inf":null,"none":null,"some":1.5,)"
+          R"("name":"dqn \"x\"\n","ok":true,"hist":[3,0,7],"nested":{"a":1}})");
+    CHECK_THROWS_AS(json::object({{"a", 1}, {"a", 2}}), std::logic_error);
+    // Every double reads back exactly.
+    for (double d : {0.1, 1.0 / 3.0, 1e-300, 6.02214076e23, -2.5e-7, 123456789.125}) {
+        const auto back = json::parse(json::serialize(json::Value(d)), json::Limits{1000, 8, true});
+        CHECK(back.as_double() == d);
+    }
+}
+
+TEST_CASE("json: fractions and exponents only where allowed", "[io][json]") {
+    const json::Limits with{1000, 8, true};
+    CHECK(reason_of("0.5").find("fraction or an exponent") != std::string::npos);
+    CHECK(json::parse("0.5", with).as_double() == 0.5);
+    CHECK(json::parse("-1.25e2", with).as_double() == -125.0);
+    CHECK(json::parse("1E-3", with).as_double() == 1e-3);
+    CHECK(json::parse("7", with).is_integer());
+    CHECK(json::parse("7", with).as_double() == 7.0);
+    CHECK(reason_of("1.", with) == "expected a digit");
+    CHECK(reason_of("1e", with) == "expected a digit");
+    CHECK(reason_of("1e+", with) == "expected a digit");
+    CHECK(reason_of("1e999", with) == "number out of range");
+    CHECK(reason_of(".5", with).find("expected a value") != std::string::npos);
 }

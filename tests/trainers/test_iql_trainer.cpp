@@ -71,8 +71,9 @@ TEST_CASE("IQL smoke run on the CPU: behaviour dataset, finite metrics, every up
     CHECK(trainer.updates() == 300);
     REQUIRE(lines.size() == 3);
     for (const auto& l : lines) {
-        INFO(l.json);
-        CHECK(l.json.find("null") == std::string::npos);
+        const std::string text = io::json::serialize(l.json);
+        INFO(text);
+        CHECK(text.find("null") == std::string::npos);
         CHECK(std::isfinite(l.loss));
     }
 }

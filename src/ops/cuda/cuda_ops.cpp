@@ -17,6 +17,12 @@ std::string CudaOps::description() const {
                        static_cast<double>(device_.total_memory) / (1024.0 * 1024.0 * 1024.0));
 }
 
+std::optional<Ops::MemoryInfo> CudaOps::memory() const {
+    std::size_t free_b = 0, total_b = 0;
+    FH_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return MemoryInfo{device_.name, free_b, total_b};
+}
+
 void* CudaOps::allocate_bytes(std::size_t bytes) {
     void* p = nullptr;
     FH_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));

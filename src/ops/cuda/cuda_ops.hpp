@@ -28,7 +28,8 @@ public:
     cublasHandle_t cublas() const noexcept { return cublas_.get(); }
     /// TF32 tensor-core math for the cuBLAS SGEMMs of the network ops (faster, ~10-bit
     /// mantissa products); off by default (full FP32). src/ops/cuda/cuda_nn_ops.cpp.
-    void set_tf32(bool on);
+    void set_tf32(bool on) override;
+    std::optional<MemoryInfo> memory() const override;
     bool tf32() const noexcept { return tf32_; }
 
 protected:

@@ -1,13 +1,13 @@
-/// @file pipeline.hpp
-/// @brief From a resolved profile to a trained agent: backend, memory pre-check, data,
-///        environment, trainer, run directory. The CLI's `train` and `bench` call these.
+/// @file run.hpp
+/// @brief The program's three runs: train (src/run/train.cpp), eval (eval.cpp) and bench
+///        (bench.cpp), each from a resolved profile; src/cli/ wires the command line to them.
 #pragma once
 
 #include <string>
 
 #include "config/profile.hpp"
 
-namespace fh::trainers {
+namespace fh::run {
 
 /// Trains per the profile and writes the run directory (SPEC section 8): config.toml,
 /// metrics.jsonl, eval.jsonl (validation backtests every run.eval_interval env steps),
@@ -30,4 +30,4 @@ std::string evaluate(const std::string& checkpoint, const std::string& split, co
 /// first kernel, peak device memory.
 std::string bench(const config::Profile& profile);
 
-}  // namespace fh::trainers
+}  // namespace fh::run

@@ -1,0 +1,32 @@
+/// @file session.hpp
+/// @brief What every run (train, eval, bench) sets up first: the device, the market data on the
+///        host and on the device, after checking that the run fits in the device's memory.
+#pragma once
+
+#include <memory>
+
+#include "config/profile.hpp"
+#include "data/market_data.hpp"
+#include "env/vec_env.hpp"
+#include "ops/ops.hpp"
+
+namespace fh::run {
+
+/// The device the profile names (run.device, gpu.tf32), with its description logged.
+std::unique_ptr<ops::Ops> make_device(const config::Profile& profile);
+
+/// A run that cannot fit stops before allocating (exit 4), naming the biggest consumers of the
+/// estimate (src/config/memory_estimate.hpp). A no-op on a device without a memory budget (CPU).
+void check_device_memory(const ops::Ops& device, const config::Profile& profile, std::size_t bars);
+
+/// The device, the data and the market on the device. Members in destruction order: the device
+/// market before its device.
+struct Session {
+    std::unique_ptr<ops::Ops> ops;
+    data::MarketData market;
+    std::unique_ptr<env::DeviceMarket> device_market;
+
+    explicit Session(const config::Profile& profile);
+};
+
+}  // namespace fh::run
