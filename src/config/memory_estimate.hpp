@@ -4,7 +4,7 @@
 ///        allocates anything. An estimate: layouts may differ slightly from the trainers' own.
 #pragma once
 
-#include "abi/futures_env.h"
+#include "math/env.h"
 #include "data/features.hpp"
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 /// @file kernel_table.hpp
-/// @brief Every kernel the host launches, as typed handles generated from cuda/abi/all_kernels.h,
+/// @brief Every kernel the host launches, as typed handles generated from all_kernels.h (cuda/meson.build),
 ///        and the loaded modules they come from. Loading resolves every kernel at once so that a
 ///        missing or mismatched kernel fails at start-up, not mid-run.
 #pragma once
@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "abi/all_kernels.h"
+#include "all_kernels.h"  // generated: build/cuda/all_kernels.h
 #include "cuda/kernel.hpp"
 
 namespace fh::cuda {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "abi/futures_env.h"
+#include "math/env.h"
 #include "data/market_data.hpp"
 #include "ops/ops.hpp"
 

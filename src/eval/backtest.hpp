@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "abi/backtest.h"
+#include "math/backtest.h"
 #include "data/market_data.hpp"
 #include "env/vec_env.hpp"
 #include "io/json.hpp"

@@ -18,7 +18,7 @@
 namespace fh::io {
 
 /// The replay ring of a DQN run. rows = capacity_steps * n_envs; row (s % capacity_steps) *
-/// n_envs + e holds environment e's transition of step s (dqn::ReplayView's layout).
+/// n_envs + e holds environment e's transition of step s (replay::ReplayView's layout).
 struct ReplayDump {
     int state_dim = 0, n_envs = 0, capacity_steps = 0, num_actions = 0;
     long long pushed_steps = 0;  ///< steps ever pushed (rows of steps >= min(pushed, capacity) are unwritten)

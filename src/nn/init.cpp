@@ -7,7 +7,7 @@
 #include <cmath>
 #include <span>
 
-#include "abi/counter_rng.h"
+#include "math/rng.h"
 
 namespace fh::nn {
 

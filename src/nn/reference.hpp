@@ -2,17 +2,17 @@
 /// @brief The reference math of a linear layer with an activation, as plain loops over any
 ///        floating type: the CPU backend runs it with T = float (src/ops/cpu/cpu_nn_ops.cpp) and
 ///        the gradient checks with T = double. Row-major; shapes beside every pointer. The
-///        activation math itself is abi::activate / abi::activation_derivative
-///        (cuda/abi/network_abi.h), shared with the kernels.
+///        activation math itself is core::activate / core::activation_derivative
+///        (cuda/abi/core_network.h), shared with the kernels.
 #pragma once
 
 #include <cstddef>
 
-#include "abi/network_abi.h"
+#include "abi/core_network.h"
 
 namespace fh::nn::ref {
 
-using abi::Activation;
+using core::Activation;
 
 /// Y = act(X W^T + b). Y (batch, out), X (batch, in), W (out, in), b (out) or null.
 /// Each output sums its products in input order k = 0..in-1, then adds the bias.
@@ -26,7 +26,7 @@ void linear_forward(T* Y, const T* X, const T* W, const T* b, int batch, int in,
             T z = T(0);
             for (int k = 0; k < in; ++k) z += x[k] * w[k];
             if (b != nullptr) z += b[o];
-            Y[static_cast<std::size_t>(r) * out + o] = abi::activate(z, act);
+            Y[static_cast<std::size_t>(r) * out + o] = core::activate(z, act);
         }
     }
 }
@@ -41,7 +41,7 @@ template <class T>
 void linear_backward(T* dX, T* dW, T* db, T* dY, const T* Y, const T* X, const T* W, int batch,
                      int in, int out, Activation act, bool accumulate) {
     const std::size_t n_out = static_cast<std::size_t>(batch) * out;
-    for (std::size_t i = 0; i < n_out; ++i) dY[i] = dY[i] * abi::activation_derivative(Y[i], act);
+    for (std::size_t i = 0; i < n_out; ++i) dY[i] = dY[i] * core::activation_derivative(Y[i], act);
     const T* dZ = dY;
 
     for (int o = 0; o < out; ++o) {

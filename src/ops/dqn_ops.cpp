@@ -112,7 +112,7 @@ void Ops::mse_loss(View<float> loss, View<float> d_logits, View<float> td, View<
 }
 
 void Ops::nstep_sample(View<float> states, View<float> next_states, View<int> actions, View<float> returns,
-                       View<float> discounts, const dqn::ReplayView& r, const dqn::SampleParams& p,
+                       View<float> discounts, const replay::ReplayView& r, const replay::SampleParams& p,
                        int batch) {
     if (batch < 1 || r.capacity_steps < 1 || r.n_envs < 1 || r.state_dim < 1 || p.n_step < 1 ||
         p.sampleable < 1 || p.oldest_step < 0)
@@ -141,7 +141,7 @@ void Ops::epsilon_greedy(View<int> actions, View<const float> q, int num_actions
     epsilon_greedy_impl(actions, q, num_actions, epsilon, seed, step);
 }
 
-void Ops::training_guard(View<int> gate, View<abi::GuardState> state, View<const float> losses,
+void Ops::training_guard(View<int> gate, View<nn::GuardState> state, View<const float> losses,
                          View<const float> grad_norm, long long update) {
     require_size(gate.size(), 1, "training_guard", "gate");
     require_size(state.size(), 1, "training_guard", "state");
@@ -152,7 +152,7 @@ void Ops::training_guard(View<int> gate, View<abi::GuardState> state, View<const
     training_guard_impl(gate, state, losses, grad_norm, update);
 }
 
-void Ops::monitor_update(View<abi::MonitorStats> stats, View<const float> losses, View<const float> q,
+void Ops::monitor_update(View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
                          View<const int> actions, View<const float> td, View<const float> grad_norm,
                          int num_actions, int batch) {
     const std::size_t B = static_cast<std::size_t>(batch);

@@ -28,8 +28,8 @@ void require_activation(Activation a, const char* op) {
 std::size_t mul(int a, int b) { return static_cast<std::size_t>(a) * static_cast<std::size_t>(b); }
 
 /// The per-launch Adam constants, bias corrections computed in double on the host.
-abi::AdamConstants adam_constants(const AdamParams& p) {
-    abi::AdamConstants c{};
+core::AdamConstants adam_constants(const AdamParams& p) {
+    core::AdamConstants c{};
     c.lr = p.lr;
     c.beta1 = p.beta1;
     c.beta2 = p.beta2;

@@ -14,23 +14,24 @@
 #include <utility>
 #include <vector>
 
-#include "abi/backtest.h"
-#include "abi/c51_loss_abi.h"
-#include "abi/futures_env.h"
-#include "abi/monitoring_abi.h"
-#include "abi/training_guard_abi.h"
-#include "abi/network_abi.h"
-#include "abi/ppo_math.h"
-#include "abi/iql_math.h"
+#include "math/backtest.h"
+#include "abi/dqn_c51.h"
+#include "math/replay.h"
+#include "math/env.h"
+#include "abi/dqn_monitor.h"
+#include "abi/nn_guard.h"
+#include "abi/core_network.h"
+#include "math/ppo.h"
+#include "math/iql.h"
 #include "util/errors.hpp"
 
 namespace fh::ops {
 
 enum class Backend { cpu, cuda };
 
-/// Network types shared with the kernels (cuda/abi/network_abi.h).
-using Activation = abi::Activation;
-using AdamParams = abi::AdamParams;
+/// Network types shared with the kernels (cuda/abi/core_network.h).
+using Activation = core::Activation;
+using AdamParams = core::AdamParams;
 
 /// `count` elements of T in a backend's memory: host memory for the CPU backend, device memory
 /// for CUDA. Deliberately has no operator[]: only a backend's own code dereferences data().
@@ -151,7 +152,7 @@ public:
     std::size_t bytes_in_use() const noexcept { return bytes_in_use_; }
     std::size_t peak_bytes() const noexcept { return peak_bytes_; }
 
-    // ---- utility ops (cuda/dqn_utility_kernels.cu) -----------------------------------------
+    // ---- utility ops (cuda/kernels/core_vector.cu) -----------------------------------------
     /// y[i] = value
     void fill(View<float> y, float value);
     /// dst[i] = src[i]; dst and src must not overlap.
@@ -162,7 +163,7 @@ public:
     /// y[i] *= alpha, in place.
     void scale(View<float> y, float alpha);
 
-    // ---- vectorized environment (cuda/experience_kernels.cu, abi/futures_env.h) -------------
+    // ---- vectorized environment (cuda/kernels/env.cu, math/env.h) -------------
     // n_envs = state.size(). `market` points into this backend's memory (env::DeviceMarket).
     /// Resets the environments whose mask entry is non-zero; an empty mask resets all.
     /// portfolio (n_envs * PORTFOLIO_STRIDE), mask (n_envs) or empty.
@@ -180,7 +181,7 @@ public:
     /// actions[e] uniformly random in [0, num_actions), a function of (seed, e, step) only.
     void random_actions(View<int> actions, std::uint64_t seed, std::uint64_t step, int num_actions);
 
-    // ---- backtest (cuda/backtest_{env,gather,metrics}_kernel.cu, abi/backtest.h) ------------
+    // ---- backtest (cuda/backtest_{env,gather,metrics}_kernel.cu, math/backtest.h) ------------
     // Segments evaluated in lock-step from flat (src/eval/backtest.hpp). n_segments =
     // state.size() = segments.size(); records hold every segment's bars (Segment::offset).
     // CPU twins: src/ops/cpu/cpu_backtest_ops.cpp. Checked in src/ops/backtest_ops.cpp.
@@ -201,7 +202,7 @@ public:
                           View<const backtest::Segment> segments, const env::MarketView& market,
                           const backtest::MetricsParams& params);
 
-    // ---- network: linear layers, gradient norm, Adam (cuda/network_kernels.cu + cuBLAS) ------
+    // ---- network: linear layers, gradient norm, Adam (cuda/kernels/core_network.cu + cuBLAS) ------
     // Row-major matrices; shapes beside each view. Every size must be >= 1. Outputs must not
     // overlap any other operand (checked: the kernels' pointers are __restrict__ and cuBLAS
     // forbids C overlapping A or B). CPU twins: src/ops/cpu/cpu_nn_ops.cpp (src/nn/reference.hpp).
@@ -223,7 +224,7 @@ public:
     /// out[0] = sqrt(sum_i x[i]^2), deterministic (a fixed reduction order on each backend).
     /// out (1), x (n >= 0), scratch (>= global_norm_scratch_size()); all distinct.
     void global_norm(View<float> out, View<const float> x, View<float> scratch);
-    /// One Adam update with global-norm clipping (abi::adam_element, abi::clip_scale):
+    /// One Adam update with global-norm clipping (core::adam_element, core::clip_scale):
     /// params, m, v, grads (n), all distinct. grad_norm (1): read when p.clip_norm > 0 (may be
     /// empty otherwise). gate (1) or empty: when gate[0] == 0 nothing at all is written (the
     /// training guard's skip, decided on the device). p.step >= 1 is this update's number.
@@ -231,8 +232,8 @@ public:
                    View<const float> grad_norm, View<const int> gate, const AdamParams& p);
 
     // ---- DQN: head, losses, replay, exploration, guard, monitoring ---------------------------
-    // (cuda/c51_loss_kernel.cu, mse_loss_kernel.cu, nstep_kernel.cu, epsilon_greedy_kernel.cu,
-    // training_guard_kernel.cu, monitoring_kernel.cu; math in cuda/abi/dqn_math.h; CPU twins in
+    // (cuda/kernels/dqn_c51.cu, mse_loss_kernel.cu, nstep_kernel.cu, epsilon_greedy_kernel.cu,
+    // training_guard_kernel.cu, monitoring_kernel.cu; math in cuda/math/dqn.h; CPU twins in
     // src/ops/cpu/cpu_dqn_ops.cpp). B = batch, A = num_actions, Z = num_atoms. All buffers of
     // one call must be distinct (checked).
     /// dst = src for any trivially copyable T (a device-to-device copy on CUDA).
@@ -262,28 +263,28 @@ public:
                   View<const float> q, View<const float> q_next_select, View<const float> q_next_target,
                   View<const int> actions, View<const float> returns, View<const float> discounts,
                   const dqn::HeadParams& head, int batch);
-    /// A batch of n-step transitions from the replay ring (dqn::sample_nstep).
+    /// A batch of n-step transitions from the replay ring (replay::sample_nstep).
     /// states, next_states (B, state_dim); actions, returns, discounts (B).
     void nstep_sample(View<float> states, View<float> next_states, View<int> actions,
-                      View<float> returns, View<float> discounts, const dqn::ReplayView& replay,
-                      const dqn::SampleParams& params, int batch);
+                      View<float> returns, View<float> discounts, const replay::ReplayView& replay,
+                      const replay::SampleParams& params, int batch);
     /// actions (n) epsilon-greedy from q (n, num_actions).
     void epsilon_greedy(View<int> actions, View<const float> q, int num_actions, float epsilon,
                         std::uint64_t seed, std::uint64_t step);
     /// gate (1) = 1 when every loss (n_losses) and the gradient norm (1) are finite; updates the
     /// guard counters (1).
-    void training_guard(View<int> gate, View<abi::GuardState> state, View<const float> losses,
+    void training_guard(View<int> gate, View<nn::GuardState> state, View<const float> losses,
                         View<const float> grad_norm, long long update);
     /// Accumulates one update's statistics: losses (2), q (B, A), actions (B), td (B), grad_norm (1).
-    void monitor_update(View<abi::MonitorStats> stats, View<const float> losses, View<const float> q,
+    void monitor_update(View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
                         View<const int> actions, View<const float> td, View<const float> grad_norm,
                         int num_actions, int batch);
     /// histogram (num_actions) += counts of actions (n).
     void monitor_actions(View<unsigned long long> histogram, View<const int> actions, int num_actions);
 
     // ---- PPO: sampling, diversity, GAE, normalisation, minibatches, loss, curiosity ------------
-    // (cuda/ppo_experience_kernel.cu, ppo_gae_kernel.cu, ppo_minibatch_kernel.cu,
-    // ppo_loss_kernel.cu, curiosity_training_kernel.cu; math in cuda/abi/ppo_math.h and
+    // (cuda/kernels/ppo_experience.cu, ppo_gae_kernel.cu, ppo_minibatch_kernel.cu,
+    // ppo_loss_kernel.cu, curiosity_training_kernel.cu; math in cuda/math/ppo.h and
     // policy_math.h; CPU twins in src/ops/cpu/cpu_ppo_ops.cpp; checks in src/ops/ppo_ops.cpp;
     // formulas in docs/ppo.md). n = environments, T = rollout steps, rollout rows t * n + e,
     // A = num_actions, B = minibatch rows. Every size must be >= 1. Outputs overlap nothing;
@@ -342,8 +343,8 @@ public:
     void curiosity_error(View<float> error, View<float> d_pred, View<const float> pred,
                          View<const float> next_states, int state_dim);
     // ---- IQL: critic and actor losses, behaviour policy -------------------------------------
-    // (cuda/iql_value_kernel.cu, awr_policy_kernel.cu, iql_behaviour_kernel.cu; math in
-    // cuda/abi/iql_math.h; checks in src/ops/iql_ops.cpp; CPU twins in
+    // (cuda/kernels/iql_value.cu, awr_policy_kernel.cu, iql_behaviour_kernel.cu; math in
+    // cuda/math/iql.h; checks in src/ops/iql_ops.cpp; CPU twins in
     // src/ops/cpu/cpu_iql_ops.cpp; docs/iql.md). B = batch, A = num_actions (taken from the
     // sizes: A = q1.size() / B). Gradients are those of the batch-MEAN loss. Outputs may overlap
     // nothing; read-only inputs may share memory (checked). An action outside [0, A) gives that
@@ -429,7 +430,7 @@ protected:
     virtual void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) = 0;
     virtual void adam_step_impl(View<float> params, View<float> m, View<float> v,
                                 View<const float> grads, View<const float> grad_norm,
-                                View<const int> gate, const abi::AdamConstants& c) = 0;
+                                View<const int> gate, const core::AdamConstants& c) = 0;
 
     // DQN (src/ops/dqn_ops.cpp checked the arguments)
     virtual void copy_bytes(void* dst, const void* src, std::size_t bytes) = 0;
@@ -453,14 +454,14 @@ protected:
                                int batch) = 0;
     virtual void nstep_sample_impl(View<float> states, View<float> next_states, View<int> actions,
                                    View<float> returns, View<float> discounts,
-                                   const dqn::ReplayView& replay, const dqn::SampleParams& params,
+                                   const replay::ReplayView& replay, const replay::SampleParams& params,
                                    int batch) = 0;
     virtual void epsilon_greedy_impl(View<int> actions, View<const float> q, int num_actions,
                                      float epsilon, std::uint64_t seed, std::uint64_t step) = 0;
-    virtual void training_guard_impl(View<int> gate, View<abi::GuardState> state,
+    virtual void training_guard_impl(View<int> gate, View<nn::GuardState> state,
                                      View<const float> losses, View<const float> grad_norm,
                                      long long update) = 0;
-    virtual void monitor_update_impl(View<abi::MonitorStats> stats, View<const float> losses,
+    virtual void monitor_update_impl(View<dqn::MonitorStats> stats, View<const float> losses,
                                      View<const float> q, View<const int> actions,
                                      View<const float> td, View<const float> grad_norm,
                                      int num_actions, int batch) = 0;

@@ -107,8 +107,8 @@ DqnTrainer::DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env:
 
     gate_ = ops.alloc<int>(1);
     actions_ = ops.alloc<int>(static_cast<std::size_t>(n_envs_));
-    guard_ = ops.from_host<abi::GuardState>(std::vector<abi::GuardState>{{0, 0, -1, 0, 0}});
-    stats_ = ops.from_host<abi::MonitorStats>(std::vector<abi::MonitorStats>{abi::MonitorStats{}});
+    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}});
+    stats_ = ops.from_host<dqn::MonitorStats>(std::vector<dqn::MonitorStats>{dqn::MonitorStats{}});
     histogram_ = ops.from_host<unsigned long long>(std::vector<unsigned long long>(static_cast<std::size_t>(num_actions_), 0));
     env_.reset_all();
 }
@@ -150,8 +150,8 @@ std::vector<StateTensor> DqnTrainer::state_tensors() {
         state_tensor("env/state", "U8", {n, static_cast<std::int64_t>(sizeof(env::EnvState))}, env.state),
         state_tensor("env/portfolio", "F32", {n, env::PORTFOLIO_STRIDE}, env.portfolio),
         state_tensor("env/states", "F32", {n, D}, env.states),
-        state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(abi::GuardState))}, guard_.view()),
-        state_tensor("monitor/stats", "U8", {static_cast<std::int64_t>(sizeof(abi::MonitorStats))}, stats_.view()),
+        state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, guard_.view()),
+        state_tensor("monitor/stats", "U8", {static_cast<std::int64_t>(sizeof(dqn::MonitorStats))}, stats_.view()),
         state_tensor("monitor/histogram", "U64", {static_cast<std::int64_t>(num_actions_)}, histogram_.view()),
     };
 }
@@ -237,12 +237,12 @@ void DqnTrainer::update(long long u) {
     // 1. Sample: steps whose n-1 successors are in the ring, any environment.
     const long long oldest = std::max<long long>(0, pushed_steps_ - capacity_steps_);
     const long long sampleable = pushed_steps_ - (n_step - 1) - oldest;
-    const dqn::ReplayView ring{ring_states_.cview().data(), ring_next_.cview().data(), ring_actions_.cview().data(),
+    const replay::ReplayView ring{ring_states_.cview().data(), ring_next_.cview().data(), ring_actions_.cview().data(),
                                ring_rewards_.cview().data(), ring_done_.cview().data(), capacity_steps_, n_envs_,
                                env_params_.state_dim};
     ops_.nstep_sample(b_states_.view(), b_next_.view(), b_actions_.view(), b_returns_.view(), b_discounts_.view(),
                       ring,
-                      dqn::SampleParams{static_cast<std::uint64_t>(profile_.run.seed), static_cast<std::uint64_t>(u),
+                      replay::SampleParams{static_cast<std::uint64_t>(profile_.run.seed), static_cast<std::uint64_t>(u),
                                         oldest, sampleable, n_step, static_cast<float>(t.gamma)},
                       B);
 
@@ -293,8 +293,8 @@ void DqnTrainer::update(long long u) {
 }
 
 DqnMetrics DqnTrainer::read_metrics(long long step) {
-    const abi::MonitorStats s = ops_.to_host(stats_.cview())[0];
-    const abi::GuardState g = ops_.to_host(guard_.cview())[0];
+    const dqn::MonitorStats s = ops_.to_host(stats_.cview())[0];
+    const nn::GuardState g = ops_.to_host(guard_.cview())[0];
     DqnMetrics m;
     m.step = step;
     m.env_steps = step * n_envs_;
@@ -315,7 +315,7 @@ DqnMetrics DqnTrainer::read_metrics(long long step) {
     m.skipped_updates = g.bad_total;
     m.action_histogram = ops_.to_host(histogram_.cview());
     // Start the next interval from zero.
-    ops_.upload<abi::MonitorStats>(stats_.view(), std::vector<abi::MonitorStats>{abi::MonitorStats{}});
+    ops_.upload<dqn::MonitorStats>(stats_.view(), std::vector<dqn::MonitorStats>{dqn::MonitorStats{}});
     ops_.upload<unsigned long long>(histogram_.view(), std::vector<unsigned long long>(static_cast<std::size_t>(num_actions_), 0));
 
     throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,

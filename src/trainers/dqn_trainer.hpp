@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "abi/monitoring_abi.h"
-#include "abi/training_guard_abi.h"
+#include "abi/dqn_monitor.h"
+#include "abi/nn_guard.h"
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
@@ -163,8 +163,8 @@ private:
 
     // Guard, monitoring, exploration.
     ops::Buffer<int> gate_, actions_;
-    ops::Buffer<abi::GuardState> guard_;
-    ops::Buffer<abi::MonitorStats> stats_;
+    ops::Buffer<nn::GuardState> guard_;
+    ops::Buffer<dqn::MonitorStats> stats_;
     ops::Buffer<unsigned long long> histogram_;
 };
 

@@ -11,7 +11,7 @@
 #include <chrono>
 #include <limits>
 
-#include "abi/iql_math.h"
+#include "math/iql.h"
 #include "io/replay_dump.hpp"
 #include "io/json.hpp"
 #include "nn/init.hpp"
@@ -89,7 +89,7 @@ IqlTrainer::IqlTrainer(ops::Ops& ops, const config::Profile& profile, const env:
     ops.fill(accum_.view(), 0.0f);
     norm_scratch_ = ops.alloc<float>(ops::Ops::global_norm_scratch_size());
     gate_ = ops.alloc<int>(1);
-    guard_ = ops.from_host<abi::GuardState>(std::vector<abi::GuardState>{{0, 0, -1, 0, 0}});
+    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}});
 }
 
 // The behaviour dataset: gpu_n_episodes environments (at most dataset_size) on the training split,
@@ -160,12 +160,12 @@ void IqlTrainer::iterate() {
 
     // 1. A uniform batch of one-step transitions (s, a, r, gamma (1 - terminated), s').
     const long long oldest = std::max<long long>(0, ds_pushed_steps_ - ds_capacity_steps_);
-    const dqn::ReplayView ring{ds_states_.cview().data(), ds_next_.cview().data(), ds_actions_.cview().data(),
+    const replay::ReplayView ring{ds_states_.cview().data(), ds_next_.cview().data(), ds_actions_.cview().data(),
                                ds_rewards_.cview().data(), ds_done_.cview().data(), ds_capacity_steps_, ds_envs_,
                                state_dim_};
     ops_.nstep_sample(b_states_.view(), b_next_.view(), b_actions_.view(), b_rewards_.view(), b_discounts_.view(),
                       ring,
-                      dqn::SampleParams{seed, static_cast<std::uint64_t>(u), oldest, ds_pushed_steps_ - oldest, 1,
+                      replay::SampleParams{seed, static_cast<std::uint64_t>(u), oldest, ds_pushed_steps_ - oldest, 1,
                                         static_cast<float>(t.gamma)},
                       B);
 
@@ -231,7 +231,7 @@ std::vector<StateTensor> IqlTrainer::state_tensors() {
         state_tensor("params/target", "F32", {P}, target_.view()),
         state_tensor("adam/m", "F32", {P}, adam_m_.view()),
         state_tensor("adam/v", "F32", {P}, adam_v_.view()),
-        state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(abi::GuardState))}, guard_.view()),
+        state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, guard_.view()),
         state_tensor("monitor/accumulators", "F32", {kStats}, accum_.view()),
     };
 }
@@ -244,7 +244,7 @@ void IqlTrainer::restore_counter_values(std::span<const std::int64_t> v) {
 
 LogLine IqlTrainer::read_log(double seconds) {
     const auto acc = ops_.to_host(accum_.cview());  // synchronises: once per log interval
-    const abi::GuardState g = ops_.to_host(guard_.cview())[0];
+    const nn::GuardState g = ops_.to_host(guard_.cview())[0];
     ops_.fill(accum_.view(), 0.0f);
     const double n = static_cast<double>(std::max<long long>(1, updates_ - updates_at_log_));
     seconds = std::max(1e-9, seconds);

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "abi/iql_math.h"
-#include "abi/training_guard_abi.h"
+#include "math/iql.h"
+#include "abi/nn_guard.h"
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
 #include "nn/mlp.hpp"
@@ -94,7 +94,7 @@ private:
     // Guard, statistics, scratch.
     ops::Buffer<float> current_, accum_, norm_scratch_;
     ops::Buffer<int> gate_;
-    ops::Buffer<abi::GuardState> guard_;
+    ops::Buffer<nn::GuardState> guard_;
 };
 
 }  // namespace fh::trainers

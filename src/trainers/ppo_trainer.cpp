@@ -11,7 +11,7 @@
 #include <chrono>
 #include <limits>
 
-#include "abi/ppo_math.h"
+#include "math/ppo.h"
 #include "io/json.hpp"
 #include "nn/init.hpp"
 #include "trainers/setup.hpp"
@@ -113,7 +113,7 @@ PpoTrainer::PpoTrainer(ops::Ops& ops, const config::Profile& profile, const env:
     accum_ = ops.alloc<float>(kAccSize);
     ops.fill(accum_.view(), 0.0f);
     gate_ = ops.alloc<int>(1);
-    guard_ = ops.from_host<abi::GuardState>(std::vector<abi::GuardState>{{0, 0, -1, 0, 0}});
+    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}});
     histogram_ = ops.from_host<unsigned long long>(std::vector<unsigned long long>(A, 0));
     env_.reset_all();
 }
@@ -264,7 +264,7 @@ std::vector<StateTensor> PpoTrainer::state_tensors() {
         state_tensor("env/states", "F32", {n, D}, env.states),
         state_tensor("diversity/window", "I32", {n, window_}, div_window_.view()),
         state_tensor("diversity/counts", "I32", {n, num_actions_}, div_counts_.view()),
-        state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(abi::GuardState))}, guard_.view()),
+        state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, guard_.view()),
         state_tensor("monitor/accumulators", "F32", {kAccSize}, accum_.view()),
         state_tensor("monitor/histogram", "U64", {num_actions_}, histogram_.view()),
     };
@@ -292,7 +292,7 @@ void PpoTrainer::restore_counter_values(std::span<const std::int64_t> v) {
 
 LogLine PpoTrainer::read_log(double seconds) {
     const auto acc = ops_.to_host(accum_.cview());  // synchronises: once per log interval
-    const abi::GuardState g = ops_.to_host(guard_.cview())[0];
+    const nn::GuardState g = ops_.to_host(guard_.cview())[0];
     const auto hist = ops_.to_host(histogram_.cview());
     ops_.fill(accum_.view(), 0.0f);
     ops_.upload<unsigned long long>(histogram_.view(), std::vector<unsigned long long>(hist.size(), 0));

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "abi/training_guard_abi.h"
+#include "abi/nn_guard.h"
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
 #include "nn/mlp.hpp"
@@ -116,7 +116,7 @@ private:
     // Guard, statistics, scratch.
     ops::Buffer<float> current_, norm_scratch_, normalize_scratch_, accum_;
     ops::Buffer<int> gate_;
-    ops::Buffer<abi::GuardState> guard_;
+    ops::Buffer<nn::GuardState> guard_;
     ops::Buffer<unsigned long long> histogram_;
 };
 

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "abi/dqn_math.h"
+#include "math/dqn.h"
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
 #include "ops/ops.hpp"

@@ -5,7 +5,7 @@
 
 #include <functional>
 
-#include "abi/futures_env.h"
+#include "math/env.h"
 #include "config/profile.hpp"
 #include "data/load.hpp"
 #include "env/vec_env.hpp"

@@ -32,7 +32,7 @@ void training_loop(Trainer& trainer, long long total, long long log_interval, co
     }
 }
 
-void throw_if_diverged(const abi::GuardState& g, long long max_bad_updates, std::span<const char* const> losses,
+void throw_if_diverged(const nn::GuardState& g, long long max_bad_updates, std::span<const char* const> losses,
                        const std::string& advice) {
     if (g.bad_total < max_bad_updates) return;
     const auto i = static_cast<std::size_t>(g.first_bad_quantity);

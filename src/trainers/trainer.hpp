@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "abi/training_guard_abi.h"
+#include "abi/nn_guard.h"
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
 #include "io/json.hpp"
@@ -114,8 +114,8 @@ public:
 
 /// Throws DivergedError (exit 5) once the guard has skipped `max_bad_updates` updates, naming
 /// the first bad quantity and its update, then `advice`. `losses` names the losses the trainer
-/// passes to the guard, in order; the gradient norm comes after them (abi::GuardState).
-void throw_if_diverged(const abi::GuardState& guard, long long max_bad_updates, std::span<const char* const> losses,
+/// passes to the guard, in order; the gradient norm comes after them (nn::GuardState).
+void throw_if_diverged(const nn::GuardState& guard, long long max_bad_updates, std::span<const char* const> losses,
                        const std::string& advice);
 
 /// Called by training_loop: `log(seconds since the last log)` at every log point, and

@@ -39,15 +39,15 @@ TEST_CASE("each module carries one cubin per configured architecture and no PTX"
 }
 
 TEST_CASE("the ABI comparison catches a wrong declaration", "[cuda][abi]") {
-    // The real record of dqn_saxpy_f32_kernel(float*, const float*, float, int) ...
-    CubinKernel saxpy{"dqn_saxpy_f32_kernel", {{0, 0, 8}, {1, 8, 8}, {2, 16, 4}, {3, 20, 4}}, 24};
+    // The real record of saxpy_f32_kernel(float*, const float*, float, int) ...
+    CubinKernel saxpy{"saxpy_f32_kernel", {{0, 0, 8}, {1, 8, 8}, {2, 16, 4}, {3, 20, 4}}, 24};
     static constexpr ParamLayout right[] = {{8, 8}, {8, 8}, {4, 4}, {4, 4}};
-    CHECK(compare_kernel_abi(KernelSpec{"m", "dqn_saxpy_f32_kernel", right}, saxpy).empty());
+    CHECK(compare_kernel_abi(KernelSpec{"m", "saxpy_f32_kernel", right}, saxpy).empty());
     // ... against a host that forgot a parameter, or declared a double instead of a float.
     static constexpr ParamLayout missing[] = {{8, 8}, {8, 8}, {4, 4}};
-    CHECK(compare_kernel_abi(KernelSpec{"m", "dqn_saxpy_f32_kernel", missing}, saxpy).size() == 1);
+    CHECK(compare_kernel_abi(KernelSpec{"m", "saxpy_f32_kernel", missing}, saxpy).size() == 1);
     static constexpr ParamLayout wrong_type[] = {{8, 8}, {8, 8}, {8, 8}, {4, 4}};
-    CHECK_FALSE(compare_kernel_abi(KernelSpec{"m", "dqn_saxpy_f32_kernel", wrong_type}, saxpy).empty());
+    CHECK_FALSE(compare_kernel_abi(KernelSpec{"m", "saxpy_f32_kernel", wrong_type}, saxpy).empty());
 }
 
 TEST_CASE("host parameter offsets follow each parameter's alignment", "[cuda][abi]") {

@@ -1,12 +1,12 @@
 /// @file test_futures_env.cpp
-/// @brief The environment rules (abi/futures_env.h) on hand-checked scenarios, and invariants
+/// @brief The environment rules (math/env.h) on hand-checked scenarios, and invariants
 ///        over long random action sequences, on the CPU.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <vector>
 
-#include "abi/futures_env.h"
+#include "math/env.h"
 #include "env/vec_env.hpp"
 #include "ops/cpu/cpu_ops.hpp"
 #include "support/market_fixture.hpp"

@@ -12,7 +12,7 @@
 #include "nn/reference.hpp"
 #include "ops/cpu/cpu_ops.hpp"
 
-using fh::abi::Activation;
+using fh::core::Activation;
 namespace ref = fh::nn::ref;
 
 namespace {

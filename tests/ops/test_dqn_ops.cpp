@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "abi/dqn_math.h"
+#include "math/dqn.h"
 #include "ops/cpu/cpu_ops.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
@@ -87,7 +87,7 @@ TEST_CASE("C51 cross-entropy gradient is p - m on the taken action only", "[dqn]
         const double loss = fh::dqn::c51_sample_loss<double>(b, logits.data(), probs.data(), q_next.data(),
                                                              probs_next.data(), actions.data(), returns.data(),
                                                              discounts.data(), d.data(), 1.0, h);
-        const int a_star = fh::dqn::argmax(&q_next[b * 3], 3);
+        const int a_star = fh::policy::argmax(&q_next[b * 3], 3);
         const auto m = project({&probs_next[b * AZ + a_star * 5], &probs_next[b * AZ + a_star * 5] + 5},
                                returns[b], discounts[b], h);
         double want_loss = 0;
@@ -108,11 +108,11 @@ TEST_CASE("n-step returns stop at episode ends; terminations do not bootstrap", 
     std::vector<int> actions{0, 1, 2, 3, 4, 5, 6, 7};
     for (int s = 0; s < cap; ++s) { states[s] = static_cast<float>(s); next[s] = 100.f + s; }
     auto sample = [&](std::vector<std::uint8_t> done, long long step, int n) {
-        const fh::dqn::ReplayView r{states.data(), next.data(), actions.data(), rewards.data(), done.data(), cap, 1, 1};
-        const fh::dqn::SampleParams p{1, 0, step, 1, n, 0.5f};
+        const fh::replay::ReplayView r{states.data(), next.data(), actions.data(), rewards.data(), done.data(), cap, 1, 1};
+        const fh::replay::SampleParams p{1, 0, step, 1, n, 0.5f};
         float s = 0, ns = 0, ret = 0, disc = 0;
         int a = 0;
-        fh::dqn::sample_nstep(0, r, p, &s, &ns, a, ret, disc);
+        fh::replay::sample_nstep(0, r, p, &s, &ns, a, ret, disc);
         CHECK(s == static_cast<float>(step % cap));
         CHECK(a == step % cap);
         return std::tuple{ret, disc, ns};
@@ -161,7 +161,7 @@ TEST_CASE("n-step returns stop at episode ends; terminations do not bootstrap", 
 TEST_CASE("the training guard skips non-finite updates and names the first bad quantity", "[dqn][guard]") {
     fh::ops::CpuOps ops;
     auto gate = ops.alloc<int>(1);
-    auto state = ops.from_host<fh::abi::GuardState>(std::vector<fh::abi::GuardState>{{0, 0, -1, 0, 0}});
+    auto state = ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>{{0, 0, -1, 0, 0}});
     auto losses = ops.alloc<float>(2);
     auto norm = ops.alloc<float>(1);
     auto run = [&](float l0, float l1, float n, long long update) {
@@ -273,12 +273,12 @@ TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal
         auto rs = ops.from_host<float>(states), rn = ops.from_host<float>(next), rr = ops.from_host<float>(rewards);
         auto ra = ops.from_host<int>(acts);
         auto rd = ops.from_host<std::uint8_t>(done);
-        const fh::dqn::ReplayView r{rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(),
+        const fh::replay::ReplayView r{rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(),
                                     rd.cview().data(), cap, n_envs, D};
         auto bs = ops.alloc<float>(B * D), bn = ops.alloc<float>(B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B);
         auto ba = ops.alloc<int>(B);
         ops.nstep_sample(bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
-                         fh::dqn::SampleParams{42, 9, 50, 30, 3, 0.97f}, B);
+                         fh::replay::SampleParams{42, 9, 50, 30, 3, 0.97f}, B);
         auto qb = ops.from_host<float>(q);
         auto ea = ops.alloc<int>(4099);
         ops.epsilon_greedy(ea.view(), qb.cview(), 9, 0.3f, 5, 11);

@@ -13,8 +13,8 @@
 #include <random>
 #include <vector>
 
-#include "abi/counter_rng.h"
-#include "abi/iql_math.h"
+#include "math/rng.h"
+#include "math/iql.h"
 #include "ops/cpu/cpu_ops.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"

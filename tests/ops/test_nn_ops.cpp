@@ -116,8 +116,8 @@ TEST_CASE("Adam: global-norm clipping scales the gradient exactly", "[nn]") {
     const AdamState plain = run_adam(ops, grads, 0.f, 0.f, 1);
     CHECK(loose.p == plain.p);
     CHECK(loose.m == plain.m);
-    CHECK(fh::abi::clip_scale(norm, 0.f) == 1.f);
-    CHECK(fh::abi::clip_scale(std::nanf(""), 1.f) == 1.f);
+    CHECK(fh::core::clip_scale(norm, 0.f) == 1.f);
+    CHECK(fh::core::clip_scale(std::nanf(""), 1.f) == 1.f);
 }
 
 TEST_CASE("Adam: gate = 0 leaves params and moments untouched", "[nn]") {

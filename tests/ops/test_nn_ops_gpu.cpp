@@ -1,5 +1,5 @@
 /// @file test_nn_ops_gpu.cpp
-/// @brief [gpu] The CUDA network ops (cuBLAS SGEMMs + cuda/network_kernels.cu) against their CPU
+/// @brief [gpu] The CUDA network ops (cuBLAS SGEMMs + cuda/kernels/core_network.cu) against their CPU
 ///        twins on seeded random inputs (never zeros) over odd sizes. Tolerance atol + |ref| * rtol:
 ///        cuBLAS sums in another order than the CPU loops, nvcc contracts into FMAs, and the
 ///        device tanh differs in the last bits. TF32 is off.

@@ -11,10 +11,10 @@
 #include <numeric>
 #include <vector>
 
-#include "abi/counter_rng.h"
-#include "abi/futures_env.h"
-#include "abi/policy_math.h"
-#include "abi/ppo_math.h"
+#include "math/rng.h"
+#include "math/env.h"
+#include "math/policy.h"
+#include "math/ppo.h"
 #include "ops/cpu/cpu_ops.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"

@@ -1,5 +1,5 @@
 /// @file test_utility_ops.cpp
-/// @brief The utility ops (cuda/dqn_utility_kernels.cu): the CPU reference against the math,
+/// @brief The utility ops (cuda/kernels/core_vector.cu): the CPU reference against the math,
 ///        the aliasing guard, the C51/MSE blend, and [gpu] the CUDA ops against the CPU twins.
 #include <catch2/catch.hpp>
 

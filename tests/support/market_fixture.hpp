@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "abi/futures_env.h"
+#include "math/env.h"
 #include "data/market_data.hpp"
 
 namespace fh::test {

@@ -2,7 +2,7 @@
 /// @brief Gradient check of the whole DQN loss in double precision: trunk (ReLU MLP), dueling
 ///        value/advantage layers, C51 head, C51 cross-entropy blended with the MSE loss on the
 ///        expected Q. The analytic gradient (the same per-sample functions the backends run,
-///        cuda/abi/dqn_math.h and src/nn/reference.hpp, instantiated with double) must match
+///        cuda/math/dqn.h and src/nn/reference.hpp, instantiated with double) must match
 ///        central finite differences.
 #include <catch2/catch.hpp>
 
@@ -10,11 +10,11 @@
 #include <random>
 #include <vector>
 
-#include "abi/dqn_math.h"
+#include "math/dqn.h"
 #include "nn/reference.hpp"
 
 using fh::dqn::HeadParams;
-using fh::abi::Activation;
+using fh::core::Activation;
 
 namespace {
 

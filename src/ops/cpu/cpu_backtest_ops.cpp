@@ -1,6 +1,6 @@
 /// @file cpu_backtest_ops.cpp
-/// @brief CPU twins of cuda/backtest_env_kernel.cu, backtest_gather_kernel.cu and
-///        backtest_metrics_kernel.cu: the same functions (abi/backtest.h), in a loop.
+/// @brief CPU twins of cuda/kernels/backtest_env.cu, backtest_gather_kernel.cu and
+///        backtest_metrics_kernel.cu: the same functions (math/backtest.h), in a loop.
 #include "ops/cpu/cpu_ops.hpp"
 
 namespace fh::ops {

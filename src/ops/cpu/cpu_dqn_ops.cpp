@@ -1,5 +1,5 @@
 /// @file cpu_dqn_ops.cpp
-/// @brief CPU twins of the DQN kernels: the same per-sample functions (cuda/abi/dqn_math.h,
+/// @brief CPU twins of the DQN kernels: the same per-sample functions (cuda/math/dqn.h,
 ///        training_guard_abi.h, monitoring_abi.h) in plain loops.
 #include <cstring>
 
@@ -58,31 +58,31 @@ void CpuOps::mse_loss_impl(View<float> loss, View<float> d_logits, View<float> t
 }
 
 void CpuOps::nstep_sample_impl(View<float> states, View<float> next_states, View<int> actions,
-                               View<float> returns, View<float> discounts, const dqn::ReplayView& r,
-                               const dqn::SampleParams& p, int batch) {
+                               View<float> returns, View<float> discounts, const replay::ReplayView& r,
+                               const replay::SampleParams& p, int batch) {
     const std::size_t D = static_cast<std::size_t>(r.state_dim);
     for (int b = 0; b < batch; ++b)
-        dqn::sample_nstep(b, r, p, states.data() + b * D, next_states.data() + b * D, actions.data()[b],
+        replay::sample_nstep(b, r, p, states.data() + b * D, next_states.data() + b * D, actions.data()[b],
                           returns.data()[b], discounts.data()[b]);
 }
 
 void CpuOps::epsilon_greedy_impl(View<int> actions, View<const float> q, int num_actions, float epsilon,
                                  std::uint64_t seed, std::uint64_t step) {
     for (std::size_t e = 0; e < actions.size(); ++e)
-        actions.data()[e] = dqn::epsilon_greedy(q.data() + e * num_actions, num_actions, epsilon, seed,
+        actions.data()[e] = policy::epsilon_greedy(q.data() + e * num_actions, num_actions, epsilon, seed,
                                                 static_cast<int>(e), step);
 }
 
-void CpuOps::training_guard_impl(View<int> gate, View<abi::GuardState> state, View<const float> losses,
+void CpuOps::training_guard_impl(View<int> gate, View<nn::GuardState> state, View<const float> losses,
                                  View<const float> grad_norm, long long update) {
-    gate.data()[0] = abi::guard_decide(state.data()[0], losses.data(), static_cast<int>(losses.size()),
+    gate.data()[0] = nn::guard_decide(state.data()[0], losses.data(), static_cast<int>(losses.size()),
                                        grad_norm.data()[0], update);
 }
 
-void CpuOps::monitor_update_impl(View<abi::MonitorStats> stats, View<const float> losses, View<const float> q,
+void CpuOps::monitor_update_impl(View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
                                  View<const int> actions, View<const float> td, View<const float> grad_norm,
                                  int num_actions, int batch) {
-    abi::monitor_accumulate(stats.data()[0], losses.data(), q.data(), actions.data(), td.data(),
+    dqn::monitor_accumulate(stats.data()[0], losses.data(), q.data(), actions.data(), td.data(),
                             grad_norm.data()[0], num_actions, batch);
 }
 

@@ -1,6 +1,6 @@
 /// @file cpu_env_ops.cpp
-/// @brief CPU twins of cuda/experience_kernels.cu: the same per-environment functions
-///        (abi/futures_env.h), in a loop.
+/// @brief CPU twins of cuda/kernels/env.cu: the same per-environment functions
+///        (math/env.h), in a loop.
 #include "ops/cpu/cpu_ops.hpp"
 
 namespace fh::ops {

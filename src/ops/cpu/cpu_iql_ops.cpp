@@ -1,5 +1,5 @@
 /// @file cpu_iql_ops.cpp
-/// @brief CPU twins of the IQL kernels: the same per-row functions (cuda/abi/iql_math.h) in plain
+/// @brief CPU twins of the IQL kernels: the same per-row functions (cuda/math/iql.h) in plain
 ///        loops. Ops:: (src/ops/iql_ops.cpp) checked the arguments.
 #include "ops/cpu/cpu_ops.hpp"
 

@@ -1,6 +1,6 @@
 /// @file cpu_nn_ops.cpp
 /// @brief CPU twins of the network ops: the linear layer is the templated reference
-///        (src/nn/reference.hpp) with T = float; Adam is abi::adam_element in a loop; the norm is
+///        (src/nn/reference.hpp) with T = float; Adam is core::adam_element in a loop; the norm is
 ///        a sequential sum in double.
 #include <cmath>
 
@@ -34,11 +34,11 @@ void CpuOps::global_norm_impl(View<float> out, View<const float> x, View<float> 
 
 void CpuOps::adam_step_impl(View<float> params, View<float> m, View<float> v,
                             View<const float> grads, View<const float> grad_norm,
-                            View<const int> gate, const abi::AdamConstants& c) {
+                            View<const int> gate, const core::AdamConstants& c) {
     if (!gate.empty() && gate.data()[0] == 0) return;  // the guard skipped this update
-    const float scale = c.clip_norm > 0.f ? abi::clip_scale(grad_norm.data()[0], c.clip_norm) : 1.f;
+    const float scale = c.clip_norm > 0.f ? core::clip_scale(grad_norm.data()[0], c.clip_norm) : 1.f;
     for (std::size_t i = 0; i < params.size(); ++i)
-        abi::adam_element(params.data()[i], m.data()[i], v.data()[i], grads.data()[i], scale, c);
+        core::adam_element(params.data()[i], m.data()[i], v.data()[i], grads.data()[i], scale, c);
 }
 
 }  // namespace fh::ops

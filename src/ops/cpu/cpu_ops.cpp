@@ -1,11 +1,11 @@
 /// @file cpu_ops.cpp
-/// @brief CPU twins of cuda/dqn_utility_kernels.cu.
+/// @brief CPU twins of cuda/kernels/core_vector.cu.
 #include "ops/cpu/cpu_ops.hpp"
 
 #include <cstring>
 #include <new>
 
-#include "abi/dqn_utility_abi.h"
+#include "abi/core_vector.h"
 
 namespace fh::ops {
 
@@ -34,7 +34,7 @@ void CpuOps::copy_impl(View<float> dst, View<const float> src) {
 
 void CpuOps::saxpy_impl(View<float> y, float a, View<const float> x) {
     for (std::size_t i = 0; i < y.size(); ++i)
-        y.data()[i] = abi::saxpy_element(y.data()[i], a, x.data()[i]);
+        y.data()[i] = core::saxpy_element(y.data()[i], a, x.data()[i]);
 }
 
 void CpuOps::scale_impl(View<float> y, float alpha) {

@@ -1,6 +1,6 @@
 /// @file cpu_ppo_ops.cpp
 /// @brief CPU twins of the PPO and curiosity kernels: the same per-environment and per-sample
-///        functions (cuda/abi/ppo_math.h, policy_math.h) in plain loops.
+///        functions (cuda/math/ppo.h, policy_math.h) in plain loops.
 #include "ops/cpu/cpu_ops.hpp"
 
 namespace fh::ops {

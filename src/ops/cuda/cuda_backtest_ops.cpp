@@ -1,5 +1,5 @@
 /// @file cuda_backtest_ops.cpp
-/// @brief Launchers for cuda/backtest_env_kernel.cu, backtest_gather_kernel.cu and
+/// @brief Launchers for cuda/kernels/backtest_env.cu, backtest_gather_kernel.cu and
 ///        backtest_metrics_kernel.cu. Ops:: checked sizes and distinct buffers first.
 #include "ops/cuda/cuda_ops.hpp"
 

@@ -16,7 +16,7 @@ void CudaOps::copy_bytes(void* dst, const void* src, std::size_t bytes) {
 }
 
 void CudaOps::mean_impl(View<float> out, View<const float> x) {
-    kernels().dqn_mean_f32_kernel(stream(), LaunchDims{dim3(1), dim3(abi::kMeanThreads), 0}, out.data(),
+    kernels().mean_f32_kernel(stream(), LaunchDims{dim3(1), dim3(abi::kMeanThreads), 0}, out.data(),
                                   x.data(), static_cast<int>(x.size()));
 }
 
@@ -56,8 +56,8 @@ void CudaOps::mse_loss_impl(View<float> loss, View<float> d_logits, View<float> 
 }
 
 void CudaOps::nstep_sample_impl(View<float> states, View<float> next_states, View<int> actions,
-                                View<float> returns, View<float> discounts, const dqn::ReplayView& r,
-                                const dqn::SampleParams& p, int batch) {
+                                View<float> returns, View<float> discounts, const replay::ReplayView& r,
+                                const replay::SampleParams& p, int batch) {
     kernels().nstep_sample_kernel(stream(), LaunchDims::linear(static_cast<std::size_t>(batch), 128),
                                   states.data(), next_states.data(), actions.data(), returns.data(),
                                   discounts.data(), r, p, batch);
@@ -69,23 +69,23 @@ void CudaOps::epsilon_greedy_impl(View<int> actions, View<const float> q, int nu
                                     num_actions, epsilon, seed, step, static_cast<int>(actions.size()));
 }
 
-void CudaOps::training_guard_impl(View<int> gate, View<abi::GuardState> state, View<const float> losses,
+void CudaOps::training_guard_impl(View<int> gate, View<nn::GuardState> state, View<const float> losses,
                                   View<const float> grad_norm, long long update) {
     kernels().training_guard_kernel(stream(), LaunchDims{dim3(1), dim3(32), 0}, gate.data(), state.data(),
                                     losses.data(), static_cast<int>(losses.size()), grad_norm.data(), update);
 }
 
-void CudaOps::monitor_update_impl(View<abi::MonitorStats> stats, View<const float> losses, View<const float> q,
+void CudaOps::monitor_update_impl(View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
                                   View<const int> actions, View<const float> td, View<const float> grad_norm,
                                   int num_actions, int batch) {
-    kernels().monitoring_update_kernel(stream(), LaunchDims{dim3(1), dim3(32), 0}, stats.data(), losses.data(),
+    kernels().dqn_monitor_update_kernel(stream(), LaunchDims{dim3(1), dim3(32), 0}, stats.data(), losses.data(),
                                        q.data(), actions.data(), td.data(), grad_norm.data(), num_actions,
                                        batch);
 }
 
 void CudaOps::monitor_actions_impl(View<unsigned long long> histogram, View<const int> actions,
                                    int num_actions) {
-    kernels().monitoring_actions_kernel(stream(), LaunchDims::linear(actions.size(), 256), histogram.data(),
+    kernels().action_histogram_kernel(stream(), LaunchDims::linear(actions.size(), 256), histogram.data(),
                                         actions.data(), num_actions, static_cast<int>(actions.size()));
 }
 

@@ -1,5 +1,5 @@
 /// @file cuda_env_ops.cpp
-/// @brief Launchers for cuda/experience_kernels.cu. Ops:: checked sizes and that every buffer of
+/// @brief Launchers for cuda/kernels/env.cu. Ops:: checked sizes and that every buffer of
 ///        a launch is distinct before these run (the kernels' pointers are __restrict__).
 #include "ops/cuda/cuda_ops.hpp"
 
@@ -10,7 +10,7 @@ using cuda::LaunchDims;
 void CudaOps::env_reset_impl(View<env::EnvState> state, View<float> portfolio,
                              View<const std::uint8_t> mask, const env::MarketView& market,
                              const env::EnvParams& params) {
-    kernels().experience_env_reset_kernel(stream(), LaunchDims::linear(state.size(), 128),
+    kernels().env_reset_kernel(stream(), LaunchDims::linear(state.size(), 128),
                                           state.data(), portfolio.data(),
                                           mask.empty() ? nullptr : mask.data(), market, params,
                                           static_cast<int>(state.size()));
@@ -20,7 +20,7 @@ void CudaOps::env_step_impl(View<env::EnvState> state, View<float> portfolio, Vi
                             View<std::uint8_t> done, View<env::StepInfo> info,
                             View<const int> actions, const env::MarketView& market,
                             const env::EnvParams& params) {
-    kernels().experience_env_step_kernel(stream(), LaunchDims::linear(state.size(), 128),
+    kernels().env_step_kernel(stream(), LaunchDims::linear(state.size(), 128),
                                          state.data(), portfolio.data(), reward.data(), done.data(),
                                          info.data(), actions.data(), market, params,
                                          static_cast<int>(state.size()));
@@ -29,14 +29,14 @@ void CudaOps::env_step_impl(View<env::EnvState> state, View<float> portfolio, Vi
 void CudaOps::gather_states_impl(View<float> states, View<const env::EnvState> state,
                                  View<const float> portfolio, const env::MarketView& market,
                                  const env::EnvParams& params) {
-    kernels().experience_state_gather_kernel(stream(), LaunchDims::linear(states.size()),
+    kernels().env_gather_states_kernel(stream(), LaunchDims::linear(states.size()),
                                              states.data(), state.data(), portfolio.data(), market,
                                              params, static_cast<int>(state.size()));
 }
 
 void CudaOps::random_actions_impl(View<int> actions, std::uint64_t seed, std::uint64_t step,
                                   int num_actions) {
-    kernels().experience_random_actions_kernel(stream(), LaunchDims::linear(actions.size()),
+    kernels().env_random_actions_kernel(stream(), LaunchDims::linear(actions.size()),
                                                actions.data(), seed, step, num_actions,
                                                static_cast<int>(actions.size()));
 }

@@ -1,5 +1,5 @@
 /// @file cuda_iql_ops.cpp
-/// @brief Launchers of the IQL kernels (cuda/iql_value_kernel.cu, awr_policy_kernel.cu,
+/// @brief Launchers of the IQL kernels (cuda/kernels/iql_value.cu, awr_policy_kernel.cu,
 ///        iql_behaviour_kernel.cu). Ops:: (src/ops/iql_ops.cpp) checked the sizes and that the
 ///        outputs of each launch overlap nothing before these run.
 #include "ops/cuda/cuda_ops.hpp"

@@ -1,6 +1,6 @@
 /// @file cuda_nn_ops.cpp
 /// @brief Launchers of the network ops: cuBLAS SGEMMs for the matrix products and
-///        cuda/network_kernels.cu for bias, activations, the bias gradient, the norm and Adam.
+///        cuda/kernels/core_network.cu for bias, activations, the bias gradient, the norm and Adam.
 ///        Ops:: (src/ops/nn_ops.cpp) checked sizes and that outputs are distinct from every
 ///        other operand before these run.
 ///
@@ -68,7 +68,7 @@ void CudaOps::global_norm_impl(View<float> out, View<const float> x, View<float>
 
 void CudaOps::adam_step_impl(View<float> params, View<float> m, View<float> v,
                              View<const float> grads, View<const float> grad_norm,
-                             View<const int> gate, const abi::AdamConstants& c) {
+                             View<const int> gate, const core::AdamConstants& c) {
     // params, m, v, grads and grad_norm are distinct; gate overlaps none of the written buffers.
     kernels().network_adam_kernel(stream(), LaunchDims::linear(params.size()), params.data(),
                                   m.data(), v.data(), grads.data(),

@@ -1,5 +1,5 @@
 /// @file cuda_ops.cpp
-/// @brief Launchers for cuda/dqn_utility_kernels.cu.
+/// @brief Launchers for cuda/kernels/core_vector.cu.
 #include "ops/cuda/cuda_ops.hpp"
 
 #include <fmt/format.h>
@@ -42,24 +42,24 @@ void CudaOps::download_bytes(void* dst, const void* src, std::size_t bytes) {
 }
 
 void CudaOps::fill_impl(View<float> y, float value) {
-    kernels().dqn_fill_f32_kernel(stream(), LaunchDims::linear(y.size()), y.data(), value,
+    kernels().fill_f32_kernel(stream(), LaunchDims::linear(y.size()), y.data(), value,
                                   static_cast<int>(y.size()));
 }
 
 void CudaOps::copy_impl(View<float> dst, View<const float> src) {
     // Distinct buffers: Ops::copy refused overlap before calling here.
-    kernels().dqn_copy_f32_kernel(stream(), LaunchDims::linear(dst.size()), dst.data(), src.data(),
+    kernels().copy_f32_kernel(stream(), LaunchDims::linear(dst.size()), dst.data(), src.data(),
                                   static_cast<int>(dst.size()));
 }
 
 void CudaOps::saxpy_impl(View<float> y, float a, View<const float> x) {
     // Distinct buffers: Ops::saxpy refused overlap before calling here.
-    kernels().dqn_saxpy_f32_kernel(stream(), LaunchDims::linear(y.size()), y.data(), x.data(), a,
+    kernels().saxpy_f32_kernel(stream(), LaunchDims::linear(y.size()), y.data(), x.data(), a,
                                    static_cast<int>(y.size()));
 }
 
 void CudaOps::scale_impl(View<float> y, float alpha) {
-    kernels().dqn_scale_f32_kernel(stream(), LaunchDims::linear(y.size()), y.data(), alpha,
+    kernels().scale_f32_kernel(stream(), LaunchDims::linear(y.size()), y.data(), alpha,
                                    static_cast<int>(y.size()));
 }
 

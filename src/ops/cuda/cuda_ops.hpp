@@ -81,7 +81,7 @@ protected:
     void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) override;
     void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
                         View<const float> grad_norm, View<const int> gate,
-                        const abi::AdamConstants& c) override;
+                        const core::AdamConstants& c) override;
 
 
     // DQN (cuda/*_loss_kernel.cu, nstep, epsilon_greedy, training_guard, monitoring)
@@ -103,13 +103,13 @@ protected:
                        View<const float> returns, View<const float> discounts,
                        const dqn::HeadParams& head, int batch) override;
     void nstep_sample_impl(View<float> states, View<float> next_states, View<int> actions,
-                           View<float> returns, View<float> discounts, const dqn::ReplayView& replay,
-                           const dqn::SampleParams& params, int batch) override;
+                           View<float> returns, View<float> discounts, const replay::ReplayView& replay,
+                           const replay::SampleParams& params, int batch) override;
     void epsilon_greedy_impl(View<int> actions, View<const float> q, int num_actions, float epsilon,
                              std::uint64_t seed, std::uint64_t step) override;
-    void training_guard_impl(View<int> gate, View<abi::GuardState> state, View<const float> losses,
+    void training_guard_impl(View<int> gate, View<nn::GuardState> state, View<const float> losses,
                              View<const float> grad_norm, long long update) override;
-    void monitor_update_impl(View<abi::MonitorStats> stats, View<const float> losses,
+    void monitor_update_impl(View<dqn::MonitorStats> stats, View<const float> losses,
                              View<const float> q, View<const int> actions, View<const float> td,
                              View<const float> grad_norm, int num_actions, int batch) override;
     void monitor_actions_impl(View<unsigned long long> histogram, View<const int> actions,

@@ -1,0 +1,50 @@
+/// @file core_network.h
+/// @brief Kernel signatures of cuda/kernels/core_network.cu: bias + activation, their gradients,
+///        the global gradient norm and Adam (the math: cuda/math/core.h).
+#pragma once
+
+#include "math/core.h"
+
+namespace fh::abi {
+
+using core::Activation;
+using core::AdamConstants;
+
+/// Launch shape of the global norm: a fixed grid (independent of the device), so the summation
+/// order and hence the result is the same on every run and every GPU.
+inline constexpr int kNormBlocks = 256;
+inline constexpr int kNormThreads = 256;
+
+// Parameter order: outputs, inputs, then sizes. Row-major matrices, shapes beside each pointer.
+
+/// y[r, j] = act(y[r, j] + b[j]) in place. y (batch, out), b (out) or null (no bias).
+using NetworkBiasActForward = void(float* __restrict__ y, const float* __restrict__ b,
+                                   Activation act, int batch, int out);
+/// dy[i] *= act'(y[i]) in place (dy becomes the pre-activation gradient). dy, y (n), distinct.
+using NetworkActBackward = void(float* __restrict__ dy, const float* __restrict__ y,
+                                Activation act, int n);
+/// db[j] = (accumulate ? db[j] : 0) + sum_{r = 0..batch-1} dz[r, j], rows summed in order.
+/// db (out), dz (batch, out).
+using NetworkBiasGrad = void(float* __restrict__ db, const float* __restrict__ dz, int accumulate,
+                             int batch, int out);
+/// partials[blk] = sum of x[i]^2 over block blk's grid-stride share. Launch exactly
+/// kNormBlocks x kNormThreads. partials (kNormBlocks), x (n).
+using NetworkNormPartials = void(float* __restrict__ partials, const float* __restrict__ x, int n);
+/// out[0] = sqrt(sum of partials), summed in a fixed tree order. One block of kNormThreads.
+using NetworkNormFinish = void(float* __restrict__ out, const float* __restrict__ partials,
+                               int n_partials);
+/// Adam with global-norm clipping, gated: does nothing when gate != null and *gate == 0.
+/// params, m, v, grads (n); grad_norm (1), read only when c.clip_norm > 0; gate (1) or null.
+using NetworkAdam = void(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
+                         const float* __restrict__ grads, const float* __restrict__ grad_norm,
+                         const int* __restrict__ gate, AdamConstants c, int n);
+
+}  // namespace fh::abi
+
+#define FH_KERNELS_core_network(FH_KERNEL)                                                 \
+    FH_KERNEL(core_network, network_bias_act_forward_kernel, NetworkBiasActForward) \
+    FH_KERNEL(core_network, network_act_backward_kernel, NetworkActBackward)        \
+    FH_KERNEL(core_network, network_bias_grad_kernel, NetworkBiasGrad)              \
+    FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \
+    FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \
+    FH_KERNEL(core_network, network_adam_kernel, NetworkAdam)

@@ -1,0 +1,35 @@
+/// @file dqn_utility_abi.h
+/// @brief The signatures of cuda/kernels/core_vector.cu and their per-element math, written once:
+///        the .cu static_asserts its kernels against them and the host builds typed handles from them.
+#pragma once
+
+#include "math/core.h"
+
+namespace fh::abi {
+
+// Parameter order: outputs, inputs, then sizes. Every array has n elements.
+
+/// y[i] = value.
+using FillF32 = void(float* y, float value, int n);
+/// dst[i] = src[i]. dst and src must not overlap (__restrict__).
+using CopyF32 = void(float* __restrict__ dst, const float* __restrict__ src, int n);
+/// y[i] += a * x[i] (one fused multiply-add). x and y must not overlap (__restrict__):
+/// for y *= alpha use ScaleF32, never saxpy(y, y, alpha - 1) (seeds/003, SPEC section 2).
+using SaxpyF32 = void(float* __restrict__ y, const float* __restrict__ x, float a, int n);
+/// y[i] *= alpha, in place; a single pointer, so nothing can alias.
+using ScaleF32 = void(float* y, float alpha, int n);
+
+/// out[0] = (sum of x) / n. Launch exactly one block of kMeanThreads threads: each thread sums a
+/// fixed stride, then a fixed tree (deterministic run to run). out and x must not overlap.
+using MeanF32 = void(float* __restrict__ out, const float* __restrict__ x, int n);
+constexpr int kMeanThreads = 256;
+
+}  // namespace fh::abi
+
+// FH_KERNEL(module, kernel symbol, signature in fh::abi) for each kernel of the module.
+#define FH_KERNELS_core_vector(FH_KERNEL)                          \
+    FH_KERNEL(core_vector, fill_f32_kernel, FillF32)   \
+    FH_KERNEL(core_vector, copy_f32_kernel, CopyF32)   \
+    FH_KERNEL(core_vector, saxpy_f32_kernel, SaxpyF32) \
+    FH_KERNEL(core_vector, scale_f32_kernel, ScaleF32) \
+    FH_KERNEL(core_vector, mean_f32_kernel, MeanF32)

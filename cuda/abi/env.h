@@ -1,0 +1,42 @@
+/// @file experience_abi.h
+/// @brief Signatures of cuda/kernels/env.cu (the vectorized environment), declared once.
+#pragma once
+
+#include <cstdint>
+
+#include "math/env.h"
+
+namespace fh::abi {
+
+/// Resets the environments whose reset_mask entry is non-zero (all when reset_mask is null):
+/// new start bar from the counter RNG, flat, initial equity; rewrites their portfolio rows.
+/// state (n_envs), portfolio (n_envs, PORTFOLIO_STRIDE), reset_mask (n_envs) or null.
+using EnvReset = void(env::EnvState* __restrict__ state, float* __restrict__ portfolio,
+                                const std::uint8_t* __restrict__ reset_mask, env::MarketView market,
+                                env::EnvParams params, int n_envs);
+
+/// One step of every environment with actions[e] (env::step_env).
+/// state (n_envs), portfolio (n_envs, PORTFOLIO_STRIDE), reward (n_envs), done (n_envs),
+/// info (n_envs), actions (n_envs): all distinct buffers.
+using EnvStep = void(env::EnvState* __restrict__ state, float* __restrict__ portfolio,
+                               float* __restrict__ reward, std::uint8_t* __restrict__ done,
+                               env::StepInfo* __restrict__ info, const int* __restrict__ actions,
+                               env::MarketView market, env::EnvParams params, int n_envs);
+
+/// states[e] = [features of bar t_e (market_dim) | portfolio row e (kPortfolioFeatures)].
+/// states (n_envs, state_dim), state (n_envs), portfolio (n_envs, PORTFOLIO_STRIDE).
+using EnvGatherStates = void(float* __restrict__ states, const env::EnvState* __restrict__ state,
+                                   const float* __restrict__ portfolio, env::MarketView market,
+                                   env::EnvParams params, int n_envs);
+
+/// actions[e] = env::random_action(seed, e, step, num_actions).
+using EnvRandomActions = void(int* actions, std::uint64_t seed, std::uint64_t step,
+                                     int num_actions, int n_envs);
+
+}  // namespace fh::abi
+
+#define FH_KERNELS_env(FH_KERNEL)                                                 \
+    FH_KERNEL(env, env_reset_kernel, EnvReset)       \
+    FH_KERNEL(env, env_step_kernel, EnvStep)         \
+    FH_KERNEL(env, env_gather_states_kernel, EnvGatherStates) \
+    FH_KERNEL(env, env_random_actions_kernel, EnvRandomActions)

@@ -1,0 +1,19 @@
+/// @file nn_guard.h
+/// @brief Kernel signature of cuda/kernels/nn_guard.cu, the training guard (math: cuda/math/nn.h).
+#pragma once
+
+#include "math/nn.h"
+
+namespace fh::abi {
+
+using nn::GuardState;
+
+/// gate[0] = guard_decide(state, losses (n_losses), grad_norm[0], update). One thread.
+using TrainingGuard = void(int* __restrict__ gate, GuardState* __restrict__ state,
+                           const float* __restrict__ losses, int n_losses,
+                           const float* __restrict__ grad_norm, long long update);
+
+}  // namespace fh::abi
+
+#define FH_KERNELS_nn_guard(FH_KERNEL) \
+    FH_KERNEL(nn_guard, training_guard_kernel, TrainingGuard)

@@ -1,0 +1,27 @@
+/// @file ppo_experience_abi.h
+/// @brief Signatures of cuda/kernels/ppo_experience.cu: PPO action sampling and the
+///        action-diversity penalty during collection.
+#pragma once
+
+#include <cstdint>
+
+#include "math/ppo.h"
+
+namespace fh::abi {
+
+/// For e < n: actions[e] = ppo::sample_action(logits + e * num_actions, ..., log_probs[e]);
+/// logits (n, num_actions). All buffers distinct.
+using PpoSample = void(int* __restrict__ actions, float* __restrict__ log_probs,
+                       const float* __restrict__ logits, int num_actions, std::uint64_t seed,
+                       std::uint64_t step, int n);
+/// For e < n: penalty[e] = ppo::diversity_update(window + e * W, counts + e * num_actions,
+/// actions[e], ...); window (n, W), counts (n, num_actions). All buffers distinct.
+using PpoDiversity = void(int* __restrict__ window, int* __restrict__ counts, float* __restrict__ penalty,
+                          const int* __restrict__ actions, int num_actions, int W, float coef,
+                          std::uint64_t step, int n);
+
+}  // namespace fh::abi
+
+#define FH_KERNELS_ppo_experience(FH_KERNEL)                            \
+    FH_KERNEL(ppo_experience, ppo_sample_kernel, PpoSample) \
+    FH_KERNEL(ppo_experience, ppo_diversity_kernel, PpoDiversity)

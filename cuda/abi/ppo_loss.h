@@ -1,0 +1,22 @@
+/// @file ppo_loss_abi.h
+/// @brief Signature of cuda/kernels/ppo_loss.cu: the clipped surrogate, value and entropy losses
+///        and their gradients.
+#pragma once
+
+#include "math/ppo.h"
+
+namespace fh::abi {
+
+/// For i < batch: ppo::loss_sample(i, batch, num_actions, ...): stats (kPpoLossStats, batch),
+/// d_logits and logits (batch, num_actions), the rest (batch). Outputs distinct from each other
+/// and from the inputs.
+using PpoLoss = void(float* __restrict__ stats, float* __restrict__ d_logits, float* __restrict__ d_values,
+                     const float* __restrict__ logits, const float* __restrict__ values,
+                     const int* __restrict__ actions, const float* __restrict__ old_log_probs,
+                     const float* __restrict__ advantages, const float* __restrict__ returns,
+                     const float* __restrict__ old_values, ppo::LossParams params, int num_actions,
+                     int batch);
+
+}  // namespace fh::abi
+
+#define FH_KERNELS_ppo_loss(FH_KERNEL) FH_KERNEL(ppo_loss, ppo_loss_kernel, PpoLoss)

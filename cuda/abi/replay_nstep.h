@@ -1,0 +1,18 @@
+/// @file nstep_abi.h
+/// @brief Signature of cuda/kernels/replay_nstep.cu: uniform replay sampling with n-step returns.
+#pragma once
+
+#include "math/replay.h"
+
+namespace fh::abi {
+
+/// Row b of the batch = replay::sample_nstep(b, replay, params): states, next_states (B, D),
+/// actions, returns, discounts (B). Outputs distinct from each other and from the ring.
+using NstepSample = void(float* __restrict__ states, float* __restrict__ next_states,
+                         int* __restrict__ actions, float* __restrict__ returns,
+                         float* __restrict__ discounts, replay::ReplayView replay,
+                         replay::SampleParams params, int batch);
+
+}  // namespace fh::abi
+
+#define FH_KERNELS_replay_nstep(FH_KERNEL) FH_KERNEL(replay_nstep, nstep_sample_kernel, NstepSample)

@@ -1,0 +1,120 @@
+/* network_kernels.cu — the elementwise and reduction parts of the MLP building blocks and Adam
+ * (the matrix products are cuBLAS SGEMMs issued by src/ops/cuda/cuda_nn_ops.cpp).
+ *
+ * Math:        bias+act forward  y[r,j] = act(y[r,j] + b[j])          (core::activate)
+ *              act backward      dy[i] = dy[i] * act'(y[i])           (core::activation_derivative)
+ *              bias grad         db[j] (+)= sum_r dz[r,j]
+ *              global norm       out = sqrt(sum_i x[i]^2)
+ *              Adam              g = grad * min(1, clip / (norm + 1e-6)); m = b1 m + (1-b1) g;
+ *                                v = b2 v + (1-b2) g^2; p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
+ *                                (core::clip_scale, core::adam_element; bias corrections from the host)
+ * Layout:      row-major; y, dy, dz (batch, out); b, db (out); x, params, m, v, grads (n) flat;
+ *              partials (kNormBlocks); out, grad_norm, gate (1).
+ * Launch:      bias+act, act backward, Adam: 1-D grid-stride, any grid. Bias grad: one thread per
+ *              column j, any 1-D grid (grid-stride over columns). Norm: partials with exactly
+ *              kNormBlocks x kNormThreads, then finish with one block of kNormThreads.
+ * Determinism: run-to-run exact. No atomics: the bias gradient sums each column's rows in order
+ *              in one thread; the norm reduces a fixed grid (independent of the device's SM count)
+ *              in a fixed tree order, in double. Elementwise math matches the CPU twins
+ *              (src/ops/cpu/cpu_nn_ops.cpp) up to FMA contraction and tanh's last bits, hence the
+ *              tolerances of the tests; the norm differs from the CPU's sequential double sum by
+ *              summation order only.
+ * Aliasing:    pointers are __restrict__: y/b, dy/y, db/dz, partials/x, out/partials and the six
+ *              Adam buffers must be distinct; Ops (src/ops/nn_ops.cpp) checks it before launching.
+ *              In-place updates (bias+act on y, act backward on dy) are single pointers.
+ * Gate:        Adam does nothing when *gate == 0 (the training guard's skip, no host sync).
+ * Signatures:  cuda/abi/core_network.h (checked below).
+ * CPU twin:    src/ops/cpu/cpu_nn_ops.cpp (+ src/nn/reference.hpp); tests: tests/ops/test_nn_ops*.cpp
+ *              and tests/nn/.
+ */
+#include "abi/core_network.h"
+#include "device_functions.cuh"
+
+using fh::core::Activation;
+using fh::device::global_thread_index;
+using fh::device::grid_thread_count;
+
+extern "C" __global__ void network_bias_act_forward_kernel(float* __restrict__ y,
+                                                           const float* __restrict__ b,
+                                                           Activation act, int batch, int out) {
+    const long long total = static_cast<long long>(batch) * out;
+    for (long long i = global_thread_index(); i < total; i += grid_thread_count()) {
+        const int j = static_cast<int>(i % out);
+        const float z = b != nullptr ? y[i] + b[j] : y[i];
+        y[i] = fh::core::activate(z, act);
+    }
+}
+
+extern "C" __global__ void network_act_backward_kernel(float* __restrict__ dy,
+                                                       const float* __restrict__ y,
+                                                       Activation act, int n) {
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count())
+        dy[i] = dy[i] * fh::core::activation_derivative(y[i], act);
+}
+
+extern "C" __global__ void network_bias_grad_kernel(float* __restrict__ db,
+                                                    const float* __restrict__ dz, int accumulate,
+                                                    int batch, int out) {
+    // Consecutive threads read consecutive columns of one row: coalesced.
+    for (long long j = global_thread_index(); j < out; j += grid_thread_count()) {
+        float s = 0.f;
+        for (int r = 0; r < batch; ++r) s += dz[static_cast<long long>(r) * out + j];
+        db[j] = accumulate ? db[j] + s : s;
+    }
+}
+
+namespace {
+
+/// Sums one value per thread of a block of kNormThreads threads in a fixed tree order; thread 0
+/// gets the result.
+__device__ double block_sum_fixed(double v) {
+    __shared__ double s[fh::abi::kNormThreads];
+    s[threadIdx.x] = v;
+    __syncthreads();
+    for (int stride = fh::abi::kNormThreads / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < static_cast<unsigned>(stride)) s[threadIdx.x] += s[threadIdx.x + stride];
+        __syncthreads();
+    }
+    return s[0];
+}
+
+}  // namespace
+
+extern "C" __global__ void network_norm_partials_kernel(float* __restrict__ partials,
+                                                        const float* __restrict__ x, int n) {
+    double acc = 0.0;
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) {
+        const double xi = x[i];
+        acc += xi * xi;
+    }
+    const double block = block_sum_fixed(acc);
+    if (threadIdx.x == 0) partials[blockIdx.x] = static_cast<float>(block);
+}
+
+extern "C" __global__ void network_norm_finish_kernel(float* __restrict__ out,
+                                                      const float* __restrict__ partials,
+                                                      int n_partials) {
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < n_partials; i += blockDim.x) acc += partials[i];
+    const double total = block_sum_fixed(acc);
+    if (threadIdx.x == 0) out[0] = static_cast<float>(sqrt(total));
+}
+
+extern "C" __global__ void network_adam_kernel(float* __restrict__ params, float* __restrict__ m,
+                                               float* __restrict__ v,
+                                               const float* __restrict__ grads,
+                                               const float* __restrict__ grad_norm,
+                                               const int* __restrict__ gate,
+                                               fh::core::AdamConstants c, int n) {
+    if (gate != nullptr && *gate == 0) return;  // the guard skipped this update
+    const float scale = c.clip_norm > 0.f ? fh::core::clip_scale(*grad_norm, c.clip_norm) : 1.f;
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) {
+        float p = params[i], mi = m[i], vi = v[i];
+        fh::core::adam_element(p, mi, vi, grads[i], scale, c);
+        params[i] = p;
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+FH_KERNELS_core_network(FH_CHECK_KERNEL_ABI)

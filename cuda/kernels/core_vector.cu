@@ -1,0 +1,58 @@
+/* dqn_utility_kernels.cu — elementwise vector utilities used by every trainer.
+ *
+ * Math:       fill  y[i] = value
+ *             copy  dst[i] = src[i]
+ *             saxpy y[i] = fma(a, x[i], y[i])        (core::saxpy_element)
+ *             scale y[i] = y[i] * alpha              (in place)
+ *             mean  out[0] = sum(x) / n              (one block, fixed-order tree)
+ * Layout:     flat float arrays of n elements (n < 2^31).
+ * Launch:     1-D, any grid and block size: grid-stride loops (src/ops/cuda/ uses 256 threads
+ *             and enough blocks to cover n, capped).
+ * Determinism: exact and run-to-run identical (no atomics); fill/copy/saxpy/scale are
+ *             bit-identical to the CPU twins in src/ops/cpu/cpu_ops.cpp (same fma); mean sums
+ *             in another order than the CPU, so it agrees within float rounding. Tests: tests/ops/.
+ * Aliasing:   copy and saxpy take __restrict__ pointers: their buffers must not overlap (the host
+ *             wrapper refuses overlap). In-place scaling is scale_f32_kernel, a single pointer,
+ *             never saxpy(y, y, alpha - 1), which is undefined behaviour under __restrict__ and
+ *             produced NaNs in the earlier system (seeds/003).
+ * Signatures: cuda/abi/core_vector.h (checked below).
+ */
+#include "abi/core_vector.h"
+#include "device_functions.cuh"
+
+using fh::device::global_thread_index;
+using fh::device::grid_thread_count;
+
+extern "C" __global__ void fill_f32_kernel(float* y, float value, int n) {
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) y[i] = value;
+}
+
+extern "C" __global__ void copy_f32_kernel(float* __restrict__ dst,
+                                               const float* __restrict__ src, int n) {
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) dst[i] = src[i];
+}
+
+extern "C" __global__ void saxpy_f32_kernel(float* __restrict__ y,
+                                                const float* __restrict__ x, float a, int n) {
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count())
+        y[i] = fh::core::saxpy_element(y[i], a, x[i]);
+}
+
+extern "C" __global__ void scale_f32_kernel(float* y, float alpha, int n) {
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) y[i] *= alpha;
+}
+
+extern "C" __global__ void mean_f32_kernel(float* __restrict__ out, const float* __restrict__ x, int n) {
+    __shared__ float partial[fh::abi::kMeanThreads];
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < n; i += fh::abi::kMeanThreads) sum += x[i];
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int stride = fh::abi::kMeanThreads / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[0] = partial[0] / static_cast<float>(n);
+}
+
+FH_KERNELS_core_vector(FH_CHECK_KERNEL_ABI)

@@ -1,0 +1,48 @@
+/* ppo_experience_kernel.cu — PPO collection: sampling actions from the policy and the
+ * action-diversity penalty (docs/ppo.md, "Kernel-level math").
+ *
+ * Math:        sample:    u = unit_float(Philox(seed, policy_sample, e, step).v[0]);
+ *                         action = policy::sample(logits row e, u) (inverse CDF);
+ *                         log_prob = policy::log_prob(logits row e, action)  (ppo::sample_action)
+ *              diversity: ring window (W) of each env's last W actions and their counts (A);
+ *                         slot = step % W, uncount the leaving action once step >= W, store and
+ *                         count the new one; penalty = coef * max(0, (c - 0.5) / 0.5) with c the
+ *                         most frequent action's share once step + 1 >= W, else 0
+ *                         (ppo::diversity_update, ppo::diversity_penalty).
+ * Layout:      logits (n, A); actions, log_probs, penalty (n); window (n, W); counts (n, A).
+ * Launch:      one thread per environment, any 1-D grid (grid-stride).
+ * Determinism: exact. Diversity: integers and IEEE float division (--fmad=false), = CPU twin
+ *              bit for bit. Sampling: expf/logf differ from the host's in the last bits, so the
+ *              log-probabilities are ≈ CPU and an action can differ from the CPU's only when u
+ *              falls within rounding of a CDF boundary (tests allow a mismatch rate <= 1e-3).
+ * Aliasing:    every pointer is __restrict__: all buffers of a launch are distinct (checked by
+ *              Ops::ppo_sample / Ops::ppo_diversity, src/ops/ppo_ops.cpp).
+ * Signatures:  cuda/abi/ppo_experience.h. CPU twins: src/ops/cpu/cpu_ppo_ops.cpp.
+ */
+#include "abi/ppo_experience.h"
+#include "device_functions.cuh"
+
+using fh::device::global_thread_index;
+using fh::device::grid_thread_count;
+
+extern "C" __global__ void ppo_sample_kernel(int* __restrict__ actions, float* __restrict__ log_probs,
+                                             const float* __restrict__ logits, int num_actions,
+                                             std::uint64_t seed, std::uint64_t step, int n) {
+    for (long long e = global_thread_index(); e < n; e += grid_thread_count()) {
+        float lp = 0.0f;
+        actions[e] = fh::ppo::sample_action(logits + e * num_actions, num_actions, seed, static_cast<int>(e),
+                                            step, lp);
+        log_probs[e] = lp;
+    }
+}
+
+extern "C" __global__ void ppo_diversity_kernel(int* __restrict__ window, int* __restrict__ counts,
+                                                float* __restrict__ penalty, const int* __restrict__ actions,
+                                                int num_actions, int W, float coef, std::uint64_t step,
+                                                int n) {
+    for (long long e = global_thread_index(); e < n; e += grid_thread_count())
+        penalty[e] = fh::ppo::diversity_update(window + e * W, counts + e * num_actions, actions[e], num_actions,
+                                               W, coef, step);
+}
+
+FH_KERNELS_ppo_experience(FH_CHECK_KERNEL_ABI)

@@ -1,0 +1,102 @@
+/* ppo_gae_kernel.cu — generalised advantage estimation (Schulman et al. 2016) over a rollout, and
+ * the deterministic in-place normalisation of the advantages (docs/ppo.md, "Kernel-level math").
+ *
+ * Math:        GAE (ppo::gae_env), per env backwards from t = T-1 with gae_T = 0:
+ *                delta = r + gamma * (done == kTerminated ? 0 : next_value) - value
+ *                gae   = delta + gamma * lambda * (done != kRunning ? 0 : gae_next)
+ *                advantage = gae, return = gae + value.
+ *              normalize: x = (x - mean) / (std + 1e-8), population std; moments from double sums
+ *                of d = x - x[0] and d^2 (ppo::normalize_moments, ppo::normalize_element).
+ * Layout:      rollout buffers (T, n), row t * n + e; normalize: x (n) flat, partials
+ *              (ppo::kNormalizeScratch floats).
+ * Launch:      GAE: one thread per environment, any 1-D grid. Normalize: partials with exactly
+ *              kNormalizeBlocks x kNormalizeThreads, then apply with any 1-D grid of
+ *              kNormalizeThreads-thread blocks.
+ * Determinism: exact. GAE: float arithmetic in the order of ppo::gae_env, --fmad=false: = CPU twin
+ *              bit for bit. Normalize: a fixed grid (independent of the SM count) and fixed tree
+ *              orders in double, no atomics; each block's partials are stored as float pairs
+ *              (hi + lo, ~48 bits); every apply block reduces them in the same order, so all blocks
+ *              use identical moments. ≈ CPU (the CPU sums sequentially).
+ * Aliasing:    __restrict__ everywhere: GAE's outputs are distinct from each other and from the
+ *              inputs (values and next_values may share, read-only); x and the scratch are distinct
+ *              (checked by Ops::ppo_gae / Ops::normalize, src/ops/ppo_ops.cpp).
+ * Signatures:  cuda/abi/ppo_gae.h. CPU twins: src/ops/cpu/cpu_ppo_ops.cpp.
+ */
+#include "abi/ppo_gae.h"
+#include "device_functions.cuh"
+
+using fh::device::global_thread_index;
+using fh::device::grid_thread_count;
+using fh::ppo::kNormalizeBlocks;
+using fh::ppo::kNormalizeThreads;
+
+namespace {
+
+/// Sum over the block (blockDim.x == kNormalizeThreads, a power of two) in a fixed tree order;
+/// every thread gets the total.
+__device__ double block_sum_fixed(double v, double* s) {
+    s[threadIdx.x] = v;
+    __syncthreads();
+    for (int stride = kNormalizeThreads / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < static_cast<unsigned>(stride)) s[threadIdx.x] += s[threadIdx.x + stride];
+        __syncthreads();
+    }
+    const double total = s[0];
+    __syncthreads();  // s may be reused by the caller
+    return total;
+}
+
+}  // namespace
+
+extern "C" __global__ void ppo_gae_kernel(float* __restrict__ advantages, float* __restrict__ returns,
+                                          const float* __restrict__ rewards, const float* __restrict__ values,
+                                          const float* __restrict__ next_values,
+                                          const std::uint8_t* __restrict__ done, float gamma, float lambda,
+                                          int T, int n) {
+    for (long long e = global_thread_index(); e < n; e += grid_thread_count())
+        fh::ppo::gae_env(static_cast<int>(e), n, T, rewards, values, next_values, done, gamma, lambda, advantages,
+                         returns);
+}
+
+extern "C" __global__ void ppo_normalize_partials_kernel(float* __restrict__ partials, const float* __restrict__ x,
+                                                         int n) {
+    __shared__ double s[kNormalizeThreads];
+    const float shift = x[0];
+    double s1 = 0.0, s2 = 0.0;
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) {
+        const double d = static_cast<double>(x[i]) - static_cast<double>(shift);
+        s1 += d;
+        s2 += d * d;
+    }
+    const double b1 = block_sum_fixed(s1, s);
+    const double b2 = block_sum_fixed(s2, s);
+    if (threadIdx.x == 0) {
+        float* p = partials + 4 * blockIdx.x;
+        p[0] = static_cast<float>(b1);
+        p[1] = static_cast<float>(b1 - static_cast<double>(p[0]));
+        p[2] = static_cast<float>(b2);
+        p[3] = static_cast<float>(b2 - static_cast<double>(p[2]));
+        if (blockIdx.x == 0) partials[4 * kNormalizeBlocks] = shift;
+    }
+}
+
+extern "C" __global__ void ppo_normalize_apply_kernel(float* __restrict__ x, const float* __restrict__ partials,
+                                                      int n) {
+    __shared__ double s[kNormalizeThreads];
+    __shared__ float moments[2];
+    double s1 = 0.0, s2 = 0.0;
+    for (int b = threadIdx.x; b < kNormalizeBlocks; b += kNormalizeThreads) {
+        s1 += static_cast<double>(partials[4 * b]) + static_cast<double>(partials[4 * b + 1]);
+        s2 += static_cast<double>(partials[4 * b + 2]) + static_cast<double>(partials[4 * b + 3]);
+    }
+    const double t1 = block_sum_fixed(s1, s);
+    const double t2 = block_sum_fixed(s2, s);
+    if (threadIdx.x == 0)
+        fh::ppo::normalize_moments(t1, t2, n, partials[4 * kNormalizeBlocks], moments[0], moments[1]);
+    __syncthreads();
+    const float mean = moments[0], denom = moments[1];
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count())
+        x[i] = fh::ppo::normalize_element(x[i], mean, denom);
+}
+
+FH_KERNELS_ppo_gae(FH_CHECK_KERNEL_ABI)

@@ -1,0 +1,33 @@
+/* ppo_minibatch_kernel.cu — a shuffled minibatch of the PPO rollout (docs/ppo.md,
+ * "Kernel-level math").
+ *
+ * Math:        minibatch row i = rollout row ppo::permute(offset + i, rows, seed, epoch): a keyed
+ *              bijection of [0, rows) (a 6-round unbalanced Feistel network over Philox purpose
+ *              minibatch on the smallest power-of-two domain >= rows, cycle-walked), so the
+ *              minibatches at offsets 0, B, 2B, ... of one epoch partition the rollout.
+ * Layout:      rollout (ppo::RolloutView): states (rows, state_dim), the rest (rows); outputs
+ *              states (batch, state_dim), actions, old_log_probs, advantages, returns,
+ *              old_values (batch).
+ * Launch:      one thread per minibatch row, any 1-D grid (grid-stride).
+ * Determinism: exact; integer index math and copies, = CPU twin bit for bit.
+ * Aliasing:    outputs are __restrict__, distinct from each other and from the rollout buffers
+ *              (checked by Ops::ppo_gather, src/ops/ppo_ops.cpp).
+ * Signatures:  cuda/abi/ppo_minibatch.h. CPU twin: src/ops/cpu/cpu_ppo_ops.cpp.
+ */
+#include "abi/ppo_minibatch.h"
+#include "device_functions.cuh"
+
+using fh::device::global_thread_index;
+using fh::device::grid_thread_count;
+
+extern "C" __global__ void ppo_gather_kernel(float* __restrict__ states, int* __restrict__ actions,
+                                             float* __restrict__ old_log_probs, float* __restrict__ advantages,
+                                             float* __restrict__ returns, float* __restrict__ old_values,
+                                             fh::ppo::RolloutView rollout, std::uint64_t seed, std::uint64_t epoch,
+                                             int offset, int batch) {
+    for (long long i = global_thread_index(); i < batch; i += grid_thread_count())
+        fh::ppo::gather_row(static_cast<int>(i), rollout, seed, epoch, offset, states, actions, old_log_probs,
+                            advantages, returns, old_values);
+}
+
+FH_KERNELS_ppo_minibatch(FH_CHECK_KERNEL_ABI)

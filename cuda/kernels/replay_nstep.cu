@@ -1,0 +1,29 @@
+/* nstep_kernel.cu — uniform sampling from the replay ring with n-step returns (SPEC section 7).
+ *
+ * Math:        replay::sample_nstep in math/dqn.h: row b draws (step, env) from Philox(seed,
+ *              replay_sample, b, update); R = sum_{k<n} gamma^k r_{t+k} up to the first done;
+ *              discount = gamma^(k+1), or 0 after a termination. CPU twin in
+ *              src/ops/cpu/cpu_dqn_ops.cpp.
+ * Layout:      the ring (capacity_steps * n_envs rows, slot = step % capacity_steps); outputs
+ *              states/next_states (B, state_dim), actions/returns/discounts (B).
+ * Launch:      one thread per batch row, any 1-D grid.
+ * Determinism: exact, and bit-identical to the CPU twin (module built with --fmad=false).
+ * Aliasing:    outputs are distinct buffers, disjoint from the ring.
+ * Signatures:  cuda/abi/replay_nstep.h.
+ */
+#include "abi/replay_nstep.h"
+#include "device_functions.cuh"
+
+using fh::device::global_thread_index;
+using fh::device::grid_thread_count;
+
+extern "C" __global__ void nstep_sample_kernel(float* __restrict__ states, float* __restrict__ next_states,
+                                               int* __restrict__ actions, float* __restrict__ returns,
+                                               float* __restrict__ discounts, fh::replay::ReplayView replay,
+                                               fh::replay::SampleParams params, int batch) {
+    for (long long b = global_thread_index(); b < batch; b += grid_thread_count())
+        fh::replay::sample_nstep(static_cast<int>(b), replay, params, states + b * replay.state_dim,
+                              next_states + b * replay.state_dim, actions[b], returns[b], discounts[b]);
+}
+
+FH_KERNELS_replay_nstep(FH_CHECK_KERNEL_ABI)

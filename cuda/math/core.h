@@ -1,0 +1,86 @@
+/// @file core.h
+/// @brief Scalar math of the core numeric ops (cuda/kernels/core_vector.cu, core_network.cu),
+///        shared with the CPU twins (src/ops/cpu_device.cpp) and the templated reference
+///        (src/nn/reference.hpp): the saxpy element, activations, the gradient clip factor and
+///        the Adam element. The activation math is templated so the gradient checks run it in
+///        double.
+#pragma once
+
+#include "math/host_device.h"
+
+#if defined(__CUDACC__)
+#include <cuda/std/cmath>
+#define FH_NN_MATH_NS cuda::std
+#else
+#include <cmath>
+#define FH_NN_MATH_NS std
+#endif
+
+namespace fh::core {
+
+/// The saxpy element, shared by the kernel and the CPU twin so both round identically
+/// (an explicit fma: nvcc would contract a*x+y into one anyway, g++ on x86-64 would not).
+FH_HD float saxpy_element(float y, float a, float x) { return __builtin_fmaf(a, x, y); }
+
+/// Elementwise activation of a linear layer. Values are part of the kernel ABI.
+enum class Activation : int { none = 0, relu = 1, tanh = 2 };
+
+/// act(z).
+template <class T> FH_HD T activate(T z, Activation a) {
+    switch (a) {
+        case Activation::relu: return z > T(0) ? z : T(0);
+        case Activation::tanh: return FH_NN_MATH_NS::tanh(z);
+        default: return z;
+    }
+}
+
+/// act'(z) written through the activated output y = act(z) (what backward keeps):
+/// relu: 1 if y > 0 else 0 (the derivative at z = 0 is taken as 0); tanh: 1 - y^2; none: 1.
+template <class T> FH_HD T activation_derivative(T y, Activation a) {
+    switch (a) {
+        case Activation::relu: return y > T(0) ? T(1) : T(0);
+        case Activation::tanh: return T(1) - y * y;
+        default: return T(1);
+    }
+}
+
+/// Adam's hyper-parameters for one update (Kingma & Ba 2015; decoupled weight decay as in
+/// AdamW, Loshchilov & Hutter 2019).
+struct AdamParams {
+    float lr = 1e-3f;            ///< learning rate
+    float beta1 = 0.9f;          ///< first-moment decay
+    float beta2 = 0.999f;        ///< second-moment decay
+    float eps = 1e-8f;           ///< added to sqrt(vhat)
+    float clip_norm = 0.f;       ///< > 0: scale gradients by min(1, clip_norm / (norm + 1e-6))
+    float weight_decay = 0.f;    ///< decoupled: p -= lr * weight_decay * p (0: plain Adam)
+    int step = 1;                ///< 1-based number of this update (bias correction)
+};
+
+/// What one Adam launch needs, with the bias corrections 1 - beta^step computed once on the host
+/// (adam_constants in src/ops/nn_ops.cpp, in double), so both backends use the same floats.
+struct AdamConstants {
+    float lr, beta1, beta2, eps, clip_norm, weight_decay;
+    float bias_correction1;  ///< 1 - beta1^step
+    float bias_correction2;  ///< 1 - beta2^step
+};
+
+/// The factor that clips a gradient of global norm `norm` to `clip_norm`: min(1, clip_norm /
+/// (norm + 1e-6)) when clip_norm > 0, else 1. A NaN norm gives 1 (the training guard skips that
+/// update through the gate).
+FH_HD float clip_scale(float norm, float clip_norm) {
+    if (!(clip_norm > 0.f)) return 1.f;
+    const float s = clip_norm / (norm + 1e-6f);
+    return s < 1.f ? s : 1.f;
+}
+
+/// One parameter's Adam update, in place (p, m, v), for the raw gradient g and the clip factor.
+FH_HD void adam_element(float& p, float& m, float& v, float g_raw, float scale, const AdamConstants& c) {
+    const float g = g_raw * scale;
+    m = c.beta1 * m + (1.f - c.beta1) * g;
+    v = c.beta2 * v + (1.f - c.beta2) * (g * g);
+    const float mhat = m / c.bias_correction1;
+    const float vhat = v / c.bias_correction2;
+    p = p - c.lr * (mhat / (FH_NN_MATH_NS::sqrt(vhat) + c.eps) + c.weight_decay * p);
+}
+
+}  // namespace fh::core

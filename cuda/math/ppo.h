@@ -1,0 +1,300 @@
+/// @file ppo_math.h
+/// @brief The per-environment and per-sample math of PPO (Schulman et al. 2017) and its curiosity
+///        bonus, written once for the kernels (nvcc) and the CPU twins (g++): action sampling,
+///        the action-diversity penalty, GAE with the environment's done flags, advantage
+///        normalisation, the minibatch permutation (a Feistel network over Philox), the clipped
+///        surrogate loss with its gradient, and the ICM-style forward-model input and error.
+///        The categorical policy itself (log-sum-exp, log-probabilities, entropy, inverse-CDF
+///        sampling) is policy_math.h. docs/ppo.md ("Kernel-level math") states every formula.
+#pragma once
+
+#include <cstdint>
+
+#include "math/rng.h"
+#include "math/env.h"
+#include "math/host_device.h"
+#include "math/policy.h"
+
+namespace fh::ppo {
+
+// ---- action sampling ---------------------------------------------------------------------
+
+/// Samples environment e's action at collection step `step` from softmax(logits) (one row of
+/// num_actions) with u = unit_float(Philox(seed, policy_sample, e, step).v[0]), and returns its
+/// log-probability under the same logits.
+FH_HD int sample_action(const float* logits, int num_actions, std::uint64_t seed, int e,
+                        std::uint64_t step, float& log_prob) {
+    const rng::U32x4 w = rng::draw(seed, rng::Purpose::policy_sample, static_cast<std::uint32_t>(e), step);
+    const float u = rng::unit_float(w.v[0]);
+    const int action = policy::sample(logits, num_actions, u);
+    log_prob = policy::log_prob(logits, num_actions, action);
+    return action;
+}
+
+// ---- action-diversity penalty ------------------------------------------------------------
+
+/// Share of the most frequent action in the window at which the penalty starts.
+inline constexpr float kDiversityThreshold = 0.5f;
+
+/// The penalty of a full window whose most frequent action occurs max_count times out of
+/// window: c = max_count / window; coef * max(0, (c - kDiversityThreshold) / (1 -
+/// kDiversityThreshold)). 0 when no action has more than half the window, coef when one action
+/// fills all of it.
+FH_HD float diversity_penalty(int max_count, int window, float coef) {
+    const float c = static_cast<float>(max_count) / static_cast<float>(window);
+    const float x = (c - kDiversityThreshold) / (1.0f - kDiversityThreshold);
+    return coef * (x > 0.0f ? x : 0.0f);
+}
+
+/// One environment at 0-based global collection step `step`: window (W) is the ring of its last
+/// W actions (slot step % W), counts (num_actions) their counts. Once the ring has wrapped
+/// (step >= W) the action leaving slot step % W is uncounted; the new action is stored and
+/// counted. Returns the penalty: diversity_penalty(max_a counts[a], W, coef) once the window is
+/// full (step + 1 >= W), else 0. Actions outside [0, num_actions) are stored but never counted
+/// (they cannot come from ppo_sample; the guard keeps a bad input from writing out of bounds).
+FH_HD float diversity_update(int* window, int* counts, int action, int num_actions, int W, float coef,
+                             std::uint64_t step) {
+    const int slot = static_cast<int>(step % static_cast<std::uint64_t>(W));
+    if (step >= static_cast<std::uint64_t>(W)) {
+        const int old = window[slot];
+        if (old >= 0 && old < num_actions) counts[old] -= 1;
+    }
+    window[slot] = action;
+    if (action >= 0 && action < num_actions) counts[action] += 1;
+    if (step + 1 < static_cast<std::uint64_t>(W)) return 0.0f;
+    int max_count = 0;
+    for (int a = 0; a < num_actions; ++a) max_count = counts[a] > max_count ? counts[a] : max_count;
+    return diversity_penalty(max_count, W, coef);
+}
+
+// ---- generalised advantage estimation ----------------------------------------------------
+
+/// GAE for environment e of a (T, n) rollout (row t * n + e), backwards in t, in float:
+///   delta_t = r_t + gamma * (done_t == kTerminated ? 0 : next_values_t) - values_t
+///   gae_t   = delta_t + (gamma * lambda) * (done_t != kRunning ? 0 : gae_{t+1}),  gae_T = 0
+///   advantages_t = gae_t, returns_t = gae_t + values_t.
+/// next_values_t is V of the observation after step t: the terminal observation when the step
+/// ended the episode (a truncation bootstraps from it, a termination does not), V(s_T) at t = T-1.
+FH_HD void gae_env(int e, int n, int T, const float* rewards, const float* values, const float* next_values,
+                   const std::uint8_t* done, float gamma, float lambda, float* advantages, float* returns) {
+    const float gl = gamma * lambda;
+    float gae = 0.0f;
+    for (int t = T - 1; t >= 0; --t) {
+        const long long i = static_cast<long long>(t) * n + e;
+        const std::uint8_t d = done[i];
+        const float bootstrap = d == env::kTerminated ? 0.0f : next_values[i];
+        const float delta = rewards[i] + gamma * bootstrap - values[i];
+        const float carry = d != env::kRunning ? 0.0f : gae;
+        gae = delta + gl * carry;
+        advantages[i] = gae;
+        returns[i] = gae + values[i];
+    }
+}
+
+// ---- advantage normalisation --------------------------------------------------------------
+
+/// The CUDA reduction's fixed grid (independent of the device): kNormalizeBlocks blocks of
+/// kNormalizeThreads threads.
+inline constexpr int kNormalizeBlocks = 256;
+inline constexpr int kNormalizeThreads = 256;
+/// Floats of scratch: per block (sum hi, sum lo, sum-of-squares hi, lo), then the shift x[0].
+inline constexpr int kNormalizeScratch = 4 * kNormalizeBlocks + 1;
+/// Added to the standard deviation before dividing.
+inline constexpr double kNormalizeEpsilon = 1e-8;
+
+/// The two moments, from sums over the n elements of d = x - shift (shift = x[0], which keeps
+/// the one-pass variance free of cancellation): mean = shift + S1 / n, population variance
+/// S2 / n - (S1 / n)^2 (clamped at 0); denom = std + kNormalizeEpsilon. In double, rounded to
+/// float at the end.
+FH_HD void normalize_moments(double sum_d, double sum_d2, long long n, float shift, float& mean,
+                             float& denom) {
+    const double m1 = sum_d / static_cast<double>(n);
+    double var = sum_d2 / static_cast<double>(n) - m1 * m1;
+    if (!(var > 0.0)) var = 0.0;
+    mean = static_cast<float>(static_cast<double>(shift) + m1);
+    denom = static_cast<float>(sqrt(var) + kNormalizeEpsilon);
+}
+
+/// x' = (x - mean) / denom, in float.
+FH_HD float normalize_element(float x, float mean, float denom) { return (x - mean) / denom; }
+
+// ---- minibatch shuffle: a keyed permutation ----------------------------------------------
+
+/// Feistel rounds of permute (4 suffice for a pseudorandom permutation, Luby-Rackoff; 6 give
+/// the tiny domains of odd bit counts, where every other round moves the short half, more mixing).
+inline constexpr int kFeistelRounds = 6;
+
+/// The round function: the first Philox word of (seed, minibatch, stream = epoch (low 32 bits),
+/// counter = round << 32 | half).
+FH_HD std::uint32_t feistel_round(std::uint32_t half, int round, std::uint64_t seed, std::uint64_t epoch) {
+    const std::uint64_t counter = (static_cast<std::uint64_t>(round) << 32) | half;
+    return rng::draw(seed, rng::Purpose::minibatch, static_cast<std::uint32_t>(epoch), counter).v[0];
+}
+
+/// A keyed bijection of [0, 2^bits) (bits <= 32): kFeistelRounds rounds of an unbalanced Feistel
+/// network. The value is (L, R) with L the high `lb` bits and R the low `rb` bits; a round maps it
+/// to (R, L xor F(R)) with the sizes swapped (rb high bits, lb low bits), which is invertible
+/// (R is kept, L = low xor F(R)), so every composition is a bijection whatever the sizes.
+FH_HD std::uint32_t feistel(std::uint32_t x, int bits, std::uint64_t seed, std::uint64_t epoch) {
+    int lb = bits / 2, rb = bits - lb;
+    std::uint64_t v = x;
+    for (int round = 0; round < kFeistelRounds; ++round) {
+        const std::uint64_t rmask = (std::uint64_t{1} << rb) - 1, lmask = (std::uint64_t{1} << lb) - 1;
+        const std::uint64_t L = v >> rb, R = v & rmask;
+        const std::uint64_t f = feistel_round(static_cast<std::uint32_t>(R), round, seed, epoch);
+        v = (R << lb) | ((L ^ f) & lmask);
+        const int t = lb;
+        lb = rb;
+        rb = t;
+    }
+    return static_cast<std::uint32_t>(v);
+}
+
+/// A bijection of [0, m), keyed by (seed, epoch): the Feistel network on the smallest
+/// power-of-two domain 2^bits >= m, cycle-walked (applied again while the value is >= m; the
+/// domain is < 2m, so fewer than two applications on average). Different epochs give independent
+/// orders. Row i of a shuffled pass over m rows is permute(i, m, seed, epoch). Requires i < m
+/// (from i >= m the walk might never end); m <= 1 gives 0.
+FH_HD std::uint32_t permute(std::uint32_t i, std::uint32_t m, std::uint64_t seed, std::uint64_t epoch) {
+    if (m <= 1) return 0;  // the only row (and never an endless walk for m = 0)
+    int bits = 0;
+    while ((std::uint64_t{1} << bits) < m) ++bits;
+    std::uint32_t v = i;
+    do {
+        v = feistel(v, bits, seed, epoch);
+    } while (v >= m);
+    return v;
+}
+
+// ---- minibatch gather ----------------------------------------------------------------------
+
+/// The rollout buffer of one PPO update: M = T * n_envs rows (row t * n_envs + e). Device
+/// pointers on CUDA, host pointers on CPU. Passed to kernels by value.
+struct RolloutView {
+    const float* states;      ///< (rows, state_dim)
+    const int* actions;       ///< (rows)
+    const float* log_probs;   ///< (rows) log pi_old(a | s) at collection
+    const float* advantages;  ///< (rows) normally already normalised
+    const float* returns;     ///< (rows) value targets
+    const float* values;      ///< (rows) V_old(s) at collection
+    int rows;
+    int state_dim;
+};
+
+/// Minibatch row i = rollout row permute(offset + i, rows, seed, epoch).
+FH_HD void gather_row(int i, const RolloutView& r, std::uint64_t seed, std::uint64_t epoch, int offset,
+                      float* states, int* actions, float* old_log_probs, float* advantages, float* returns,
+                      float* old_values) {
+    const long long src = permute(static_cast<std::uint32_t>(offset + i), static_cast<std::uint32_t>(r.rows),
+                                  seed, epoch);
+    const long long D = r.state_dim;
+    for (long long c = 0; c < D; ++c) states[i * D + c] = r.states[src * D + c];
+    actions[i] = r.actions[src];
+    old_log_probs[i] = r.log_probs[src];
+    advantages[i] = r.advantages[src];
+    returns[i] = r.returns[src];
+    old_values[i] = r.values[src];
+}
+
+// ---- the clipped surrogate loss --------------------------------------------------------------
+
+/// Statistics per sample, written as (kPpoLossStats, B) column blocks (stat k of sample i at
+/// k * B + i): policy loss (-surrogate), value loss, entropy, approx KL (old - new log-prob),
+/// clipped (1 when the clipped term won the min).
+inline constexpr int kPpoLossStats = 5;
+enum LossStat : int { kStatPolicy = 0, kStatValue = 1, kStatEntropy = 2, kStatKl = 3, kStatClipped = 4 };
+
+/// Scalars of the PPO loss. Passed to kernels by value.
+struct LossParams {
+    float clip;          ///< eps: the ratio is clipped to [1 - eps, 1 + eps]; with clip_value,
+                         ///< the value change to [-eps, eps]
+    float value_coef;    ///< weight of the value loss
+    float entropy_coef;  ///< weight of the entropy bonus
+    int clip_value;      ///< 1: clipped value loss 0.5 max((v-R)^2, (v_old + clip(v-v_old) - R)^2)
+};
+
+/// Sample i of a minibatch of B (logits (B, A) row i, scalars at i): writes its kPpoLossStats
+/// stats and the gradients of the minibatch-mean loss
+///   L = mean_i [ -min(ratio adv, clip(ratio, 1-eps, 1+eps) adv) + value_coef Lv - entropy_coef H ]
+/// with ratio = exp(logp - old_logp): d_logits row i (A) and d_values[i].
+///   d(-surrogate)/dlogp = -adv ratio when the unclipped term is the min, else 0;
+///   dlogp/dz_j = [j == a] - pi_j;  dH/dz_j = -pi_j (log pi_j + H);
+///   dLv/dv = v - R, or with clip_value the derivative of the larger branch (the clipped one's is
+///   v_clip - R inside [-eps, eps] and 0 outside; ties take the unclipped branch).
+FH_HD void loss_sample(int i, int B, int A, const float* logits, const float* values, const int* actions,
+                       const float* old_log_probs, const float* advantages, const float* returns,
+                       const float* old_values, const LossParams& p, float* stats, float* d_logits,
+                       float* d_values) {
+    const float* z = logits + static_cast<long long>(i) * A;
+    float* dz = d_logits + static_cast<long long>(i) * A;
+    const int a = actions[i];
+    const float scale = 1.0f / static_cast<float>(B);
+
+    // Policy: the clipped surrogate.
+    const float lse = policy::log_sum_exp(z, A);
+    const float logp = policy::log_prob(z, A, a);
+    const float adv = advantages[i];
+    const float ratio = expf(logp - old_log_probs[i]);
+    const float lo = 1.0f - p.clip, hi = 1.0f + p.clip;
+    const float clipped_ratio = ratio < lo ? lo : (ratio > hi ? hi : ratio);
+    const float surr1 = ratio * adv, surr2 = clipped_ratio * adv;
+    const bool clipped = surr2 < surr1;  // the clipped term is the min: no gradient through it
+    const float surrogate = clipped ? surr2 : surr1;
+    const float g_logp = clipped ? 0.0f : -adv * ratio;
+
+    // Entropy bonus.
+    const float H = policy::entropy(z, A);
+    for (int j = 0; j < A; ++j) {
+        const float lp = z[j] - lse;
+        const float pj = expf(lp);
+        const float d_policy = g_logp * ((j == a ? 1.0f : 0.0f) - pj);
+        const float d_entropy = -pj * (lp + H);  // dH/dz_j
+        dz[j] = (d_policy - p.entropy_coef * d_entropy) * scale;
+    }
+
+    // Value.
+    const float v = values[i], R = returns[i];
+    const float e1 = v - R;
+    float lv = 0.5f * e1 * e1, dv = e1;
+    if (p.clip_value) {
+        const float dvo = v - old_values[i];
+        const float dvc = dvo < -p.clip ? -p.clip : (dvo > p.clip ? p.clip : dvo);
+        const float e2 = old_values[i] + dvc - R;
+        if (e2 * e2 > e1 * e1) {
+            lv = 0.5f * e2 * e2;
+            dv = (dvo >= -p.clip && dvo <= p.clip) ? e2 : 0.0f;
+        }
+    }
+    d_values[i] = p.value_coef * dv * scale;
+
+    stats[kStatPolicy * B + i] = -surrogate;
+    stats[kStatValue * B + i] = lv;
+    stats[kStatEntropy * B + i] = H;
+    stats[kStatKl * B + i] = old_log_probs[i] - logp;
+    stats[kStatClipped * B + i] = clipped ? 1.0f : 0.0f;
+}
+
+// ---- curiosity (ICM-style forward model) ---------------------------------------------------
+
+/// Row e of the forward model's input (D + A floats): [state row (D) | one-hot(action) (A)].
+/// An action outside [0, A) gives an all-zero one-hot part.
+FH_HD void curiosity_input_row(float* input, const float* state, int action, int D, int A) {
+    for (int j = 0; j < D; ++j) input[j] = state[j];
+    for (int a = 0; a < A; ++a) input[D + a] = a == action ? 1.0f : 0.0f;
+}
+
+/// Row e of the forward-model error: pred (P) predicts target = the first P columns of the next
+/// state. Returns 0.5 * mean_j (pred_j - target_j)^2 (summed in order, in float) and writes
+/// d_pred_j = (pred_j - target_j) / (n * P), the gradient of mean_e of the returned errors.
+FH_HD float curiosity_error_row(float* d_pred, const float* pred, const float* target, int P, int n) {
+    const float denom = static_cast<float>(static_cast<long long>(n) * P);
+    float sum = 0.0f;
+    for (int j = 0; j < P; ++j) {
+        const float d = pred[j] - target[j];
+        sum += d * d;
+        d_pred[j] = d / denom;
+    }
+    return 0.5f * (sum / static_cast<float>(P));
+}
+
+}  // namespace fh::ppo
