@@ -10,7 +10,7 @@
 #include "cuda/device.hpp"
 #include "cuda/embedded_modules.hpp"
 #include "cuda/fatbin.hpp"
-#include "ops/cuda/cuda_ops.hpp"
+#include "ops/cuda_device.hpp"
 
 namespace fh::cli {
 namespace {
@@ -78,7 +78,7 @@ int run_info(const GlobalOptions&) {
                 continue;
             }
             try {
-                ops::CudaOps ops(i);  // loads every module, resolves every kernel
+                ops::CudaDevice ops(i);  // loads every module, resolves every kernel
                 fmt::print("    runs the embedded sm_{} cubins; all {} kernels resolved\n", serving,
                            cuda::expected_kernels().size());
             } catch (const std::exception& e) {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "util/errors.hpp"
+#include "ops/env/ops.hpp"
 
 namespace fh::env {
 
@@ -37,7 +38,7 @@ const char* split_name(Split s) {
 }
 }  // namespace
 
-DeviceMarket::DeviceMarket(ops::Ops& ops, const data::MarketData& m) {
+DeviceMarket::DeviceMarket(ops::Device& ops, const data::MarketData& m) {
     const auto& b = m.bars;
     if (b.size() > static_cast<std::size_t>(std::numeric_limits<int>::max() / std::max(1, m.market_dim)))
         throw DataError(fmt::format("{}: {} bars is more than the environment can index", m.source, b.size()));
@@ -72,7 +73,7 @@ MarketView DeviceMarket::view(Split split) const {
                       s.starts.view().data(),  s.ends.view().data(), s.count, n_bars_};
 }
 
-VecEnv::VecEnv(ops::Ops& ops, const DeviceMarket& market, Split split, const EnvParams& params,
+VecEnv::VecEnv(ops::Device& ops, const DeviceMarket& market, Split split, const EnvParams& params,
                int n_envs)
     : ops_(ops), market_(market.view(split)), params_(params), n_envs_(n_envs) {
     if (n_envs < 1) throw std::invalid_argument("VecEnv: n_envs must be >= 1");
@@ -93,16 +94,16 @@ VecEnv::VecEnv(ops::Ops& ops, const DeviceMarket& market, Split split, const Env
 }
 
 void VecEnv::reset_all() {
-    ops_.env_reset(state_.view(), portfolio_.view(), {}, market_, params_);
-    ops_.gather_states(states_.view(), state_.cview(), portfolio_.cview(), market_, params_);
+    fh::ops::env_reset(ops_, state_.view(), portfolio_.view(), {}, market_, params_);
+    fh::ops::env_gather_states(ops_, states_.view(), state_.cview(), portfolio_.cview(), market_, params_);
 }
 
 void VecEnv::step(ops::View<const int> actions) {
-    ops_.env_step(state_.view(), portfolio_.view(), reward_.view(), done_.view(), info_.view(),
+    fh::ops::env_step(ops_, state_.view(), portfolio_.view(), reward_.view(), done_.view(), info_.view(),
                   actions, market_, params_);
-    ops_.gather_states(next_states_.view(), state_.cview(), portfolio_.cview(), market_, params_);
-    ops_.env_reset(state_.view(), portfolio_.view(), done_.cview(), market_, params_);
-    ops_.gather_states(states_.view(), state_.cview(), portfolio_.cview(), market_, params_);
+    fh::ops::env_gather_states(ops_, next_states_.view(), state_.cview(), portfolio_.cview(), market_, params_);
+    fh::ops::env_reset(ops_, state_.view(), portfolio_.view(), done_.cview(), market_, params_);
+    fh::ops::env_gather_states(ops_, states_.view(), state_.cview(), portfolio_.cview(), market_, params_);
 }
 
 }  // namespace fh::env

@@ -9,7 +9,7 @@
 
 #include "math/env.h"
 #include "data/market_data.hpp"
-#include "ops/ops.hpp"
+#include "ops/device.hpp"
 
 namespace fh::env {
 
@@ -32,7 +32,7 @@ inline int num_actions(const EnvParams& p) { return p.position_levels * p.urgenc
 /// The market of one run in a backend's memory (uploaded once).
 class DeviceMarket {
 public:
-    DeviceMarket(ops::Ops& ops, const data::MarketData& market);
+    DeviceMarket(ops::Device& ops, const data::MarketData& market);
     /// The view of one split (a split without a valid start throws DataError).
     MarketView view(Split split) const;
     int market_dim() const noexcept { return market_dim_; }
@@ -58,7 +58,7 @@ private:
 /// A transition is (states before step, action, reward, next_states, done).
 class VecEnv {
 public:
-    VecEnv(ops::Ops& ops, const DeviceMarket& market, Split split, const EnvParams& params,
+    VecEnv(ops::Device& ops, const DeviceMarket& market, Split split, const EnvParams& params,
            int n_envs);
 
     /// Starts a fresh episode in every environment and gathers the first states.
@@ -85,7 +85,7 @@ public:
     Persistent persistent() noexcept { return {state_.view(), portfolio_.view(), states_.view()}; }
 
 private:
-    ops::Ops& ops_;
+    ops::Device& ops_;
     MarketView market_;
     EnvParams params_;
     int n_envs_;

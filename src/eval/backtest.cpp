@@ -9,6 +9,7 @@
 
 #include "io/run_directory.hpp"
 #include "util/errors.hpp"
+#include "ops/backtest/ops.hpp"
 
 namespace fh::eval {
 
@@ -46,27 +47,27 @@ struct Run {
     ops::Buffer<backtest::BarRecord> records;
 };
 
-Run run_policy(ops::Ops& ops, const env::MarketView& market, const env::EnvParams& params,
+Run run_policy(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,
                ops::View<const backtest::Segment> segments, std::size_t total_bars, int max_steps,
                const Policy& policy) {
     const int n = static_cast<int>(segments.size());
     Run run{ops.alloc<backtest::SegmentState>(segments.size()), ops.alloc<backtest::BarRecord>(total_bars)};
     auto states = ops.alloc<float>(segments.size() * static_cast<std::size_t>(params.state_dim));
     auto actions = ops.alloc<int>(segments.size());
-    ops.backtest_reset(run.state.view(), run.records.view(), segments, params);
+    fh::ops::backtest_reset(ops, run.state.view(), run.records.view(), segments, params);
     for (int step = 0; step < max_steps; ++step) {
-        ops.backtest_gather(states.view(), run.state.cview(), market, params);
+        fh::ops::backtest_gather(ops, states.view(), run.state.cview(), market, params);
         policy(actions.view(), states.cview(), n);
-        ops.backtest_step(run.state.view(), run.records.view(), segments, actions.cview(), market, params);
+        fh::ops::backtest_step(ops, run.state.view(), run.records.view(), segments, actions.cview(), market, params);
     }
     return run;
 }
 
-Metrics device_metrics(ops::Ops& ops, const Run& run, ops::View<const backtest::Segment> segments,
+Metrics device_metrics(ops::Device& ops, const Run& run, ops::View<const backtest::Segment> segments,
                        const env::MarketView& market, const backtest::MetricsParams& mp) {
     auto out = ops.alloc<backtest::MetricsOut>(1);
     auto histogram = ops.alloc<long long>(static_cast<std::size_t>(mp.num_actions));
-    ops.backtest_metrics(out.view(), histogram.view(), run.records.cview(), run.state.cview(), segments,
+    fh::ops::backtest_metrics(ops, out.view(), histogram.view(), run.records.cview(), run.state.cview(), segments,
                          market, mp);
     const auto m = ops.to_host(out.cview());
     return to_metrics(m[0], ops.to_host(histogram.cview()));
@@ -116,7 +117,7 @@ std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, dat
     return out;
 }
 
-BacktestReport backtest(ops::Ops& ops, const env::DeviceMarket& market, const data::MarketData& md,
+BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const data::MarketData& md,
                         env::Split split, const env::EnvParams& params, const Policy& policy,
                         int segments, bool keep_records) {
     if (!(md.bars_per_year > 0))

@@ -13,7 +13,7 @@
 #include "data/market_data.hpp"
 #include "env/vec_env.hpp"
 #include "io/json.hpp"
-#include "ops/ops.hpp"
+#include "ops/device.hpp"
 
 namespace fh::eval {
 
@@ -47,7 +47,7 @@ std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, dat
 /// then buy-and-hold (long max_contracts by a market order at the first decision) on the same
 /// segments, and computes both metrics on the backend. No host synchronisation per step beyond
 /// what the policy does. Throws DataError when the split has no bar to trade.
-BacktestReport backtest(ops::Ops& ops, const env::DeviceMarket& market, const data::MarketData& md,
+BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const data::MarketData& md,
                         env::Split split, const env::EnvParams& params, const Policy& policy,
                         int segments, bool keep_records);
 

@@ -27,7 +27,7 @@ std::vector<float> initial_params(const ParamLayout& layout, std::uint64_t seed)
     return host;
 }
 
-void init_params(ops::Ops& ops, ops::View<float> params, const ParamLayout& layout,
+void init_params(ops::Device& ops, ops::View<float> params, const ParamLayout& layout,
                  std::uint64_t seed) {
     if (params.size() != layout.total())
         throw std::invalid_argument(fmt::format(

@@ -1,5 +1,5 @@
 /// @file mlp.cpp
-/// @brief Mlp: forward and backward as chains of Ops::linear_forward / linear_backward.
+/// @brief Mlp: forward and backward as chains of Device::linear_forward / linear_backward.
 #include "nn/mlp.hpp"
 
 #include <fmt/format.h>
@@ -41,7 +41,7 @@ View<const float> Mlp::Workspace::output() const {
     return act_.back().cview().subview(0, static_cast<std::size_t>(batch_) * widths_.back());
 }
 
-Mlp::Workspace Mlp::make_workspace(ops::Ops& ops, int max_batch) const {
+Mlp::Workspace Mlp::make_workspace(ops::Device& ops, int max_batch) const {
     if (max_batch < 1) throw std::invalid_argument("nn::Mlp::make_workspace: max_batch must be >= 1");
     Workspace ws;
     ws.max_batch_ = max_batch;
@@ -54,7 +54,7 @@ Mlp::Workspace Mlp::make_workspace(ops::Ops& ops, int max_batch) const {
     return ws;
 }
 
-View<const float> Mlp::forward(ops::Ops& ops, View<const float> params, View<const float> X,
+View<const float> Mlp::forward(ops::Device& ops, View<const float> params, View<const float> X,
                                int batch, Workspace& ws) const {
     if (batch < 1 || batch > ws.max_batch_)
         throw std::invalid_argument(fmt::format("nn::Mlp '{}'::forward: batch {} outside [1, {}] "
@@ -75,7 +75,7 @@ View<const float> Mlp::forward(ops::Ops& ops, View<const float> params, View<con
     return x;
 }
 
-void Mlp::backward(ops::Ops& ops, View<const float> params, View<float> grads, View<float> dOut,
+void Mlp::backward(ops::Device& ops, View<const float> params, View<float> grads, View<float> dOut,
                    View<float> dX, int batch, Workspace& ws, bool accumulate) const {
     if (ws.batch_ == 0 || batch != ws.batch_)
         throw std::invalid_argument(fmt::format(

@@ -1,6 +1,6 @@
 /// @file mlp.hpp
 /// @brief A multi-layer perceptron of linear layers over a flat parameter buffer (ParamLayout),
-///        run through ops::Ops on either backend. Weights live in the caller's buffer; the
+///        run through ops::Device on either backend. Weights live in the caller's buffer; the
 ///        activations backward needs live in a Workspace (one per network and batch shape, so
 ///        the same weights can run on several batches, e.g. the online net on s and on s').
 #pragma once
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "nn/param_layout.hpp"
-#include "ops/ops.hpp"
+#include "ops/device.hpp"
 
 namespace fh::nn {
 
@@ -73,17 +73,17 @@ public:
     int in_dim() const noexcept { return layers_.front().in; }
     int out_dim() const noexcept { return layers_.back().out; }
 
-    Workspace make_workspace(ops::Ops& ops, int max_batch) const;
+    Workspace make_workspace(ops::Device& ops, int max_batch) const;
 
     /// Runs the network on X (batch, in_dim) with the weights in `params` (the layout's buffer);
     /// returns the output (batch, out_dim), a view into `ws`.
-    ops::View<const float> forward(ops::Ops& ops, ops::View<const float> params,
+    ops::View<const float> forward(ops::Device& ops, ops::View<const float> params,
                                    ops::View<const float> X, int batch, Workspace& ws) const;
 
     /// Backward of the last forward on `ws` (same batch). dOut (batch, out_dim) = dL/dOutput,
     /// overwritten (scratch). grads (the layout's buffer): every layer's dW, db are set, or added
     /// to when `accumulate`; padding is untouched. dX (batch, in_dim) = dL/dX, or empty to skip.
-    void backward(ops::Ops& ops, ops::View<const float> params, ops::View<float> grads,
+    void backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
                   ops::View<float> dOut, ops::View<float> dX, int batch, Workspace& ws,
                   bool accumulate) const;
 

@@ -52,7 +52,7 @@ void ParamLayout::check_buffer(std::size_t size) const {
             size, total_));
 }
 
-ops::Buffer<float> alloc_zeroed(ops::Ops& ops, const ParamLayout& layout) {
+ops::Buffer<float> alloc_zeroed(ops::Device& ops, const ParamLayout& layout) {
     ops::Buffer<float> b = ops.alloc<float>(layout.total());
     ops.fill(b.view(), 0.f);
     return b;

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/ops.hpp"
+#include "ops/device.hpp"
 
 namespace fh::nn {
 
@@ -65,6 +65,6 @@ private:
 
 /// A buffer of layout.total() floats in `ops`' memory, all zero (parameters before
 /// init_params, gradients, Adam moments).
-ops::Buffer<float> alloc_zeroed(ops::Ops& ops, const ParamLayout& layout);
+ops::Buffer<float> alloc_zeroed(ops::Device& ops, const ParamLayout& layout);
 
 }  // namespace fh::nn

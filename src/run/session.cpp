@@ -7,27 +7,27 @@
 
 #include "config/memory_estimate.hpp"
 #include "data/load.hpp"
-#include "ops/backend.hpp"
+#include "ops/make_device.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
 
 namespace fh::run {
 
-std::unique_ptr<ops::Ops> make_device(const config::Profile& p) {
+std::unique_ptr<ops::Device> make_device(const config::Profile& p) {
     // Keys accepted by the schema that this version does not act on yet: said once, not ignored silently.
     if (p.gpu.cuda_graphs)
         log::info("gpu.cuda_graphs: CUDA Graph capture is not implemented yet; kernels are launched directly");
     if (p.gpu.profile != "auto")
         log::warn("gpu.profile = \"{}\": named device classes are not implemented yet; the device is read at start",
                   p.gpu.profile);
-    auto ops = ops::make_ops(ops::parse_device_spec(p.run.device));
+    auto ops = ops::make_device(ops::parse_device_spec(p.run.device));
     ops->set_tf32(p.gpu.tf32);
     log::info("device: {}", ops->description());
     return ops;
 }
 
-void check_device_memory(const ops::Ops& device, const config::Profile& p, std::size_t bars) {
+void check_device_memory(const ops::Device& device, const config::Profile& p, std::size_t bars) {
     const auto memory = device.memory();
     if (!memory) return;
     const auto items = config::estimate_device_memory(p, bars);

@@ -8,21 +8,21 @@
 #include "config/profile.hpp"
 #include "data/market_data.hpp"
 #include "env/vec_env.hpp"
-#include "ops/ops.hpp"
+#include "ops/device.hpp"
 
 namespace fh::run {
 
 /// The device the profile names (run.device, gpu.tf32), with its description logged.
-std::unique_ptr<ops::Ops> make_device(const config::Profile& profile);
+std::unique_ptr<ops::Device> make_device(const config::Profile& profile);
 
 /// A run that cannot fit stops before allocating (exit 4), naming the biggest consumers of the
 /// estimate (src/config/memory_estimate.hpp). A no-op on a device without a memory budget (CPU).
-void check_device_memory(const ops::Ops& device, const config::Profile& profile, std::size_t bars);
+void check_device_memory(const ops::Device& device, const config::Profile& profile, std::size_t bars);
 
 /// The device, the data and the market on the device. Members in destruction order: the device
 /// market before its device.
 struct Session {
-    std::unique_ptr<ops::Ops> ops;
+    std::unique_ptr<ops::Device> ops;
     data::MarketData market;
     std::unique_ptr<env::DeviceMarket> device_market;
 

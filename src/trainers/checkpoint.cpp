@@ -20,7 +20,7 @@ io::Dtype dtype(const StateTensor& t) {
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, ops::Ops& ops, Trainer& trainer, const config::Profile& profile,
+void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
                      const data::MarketData& market, const EarlyStopping& es) {
     io::TensorFileWriter w;
     for (const auto& t : trainer.state_tensors()) {
@@ -43,7 +43,7 @@ void save_checkpoint(const std::string& path, ops::Ops& ops, Trainer& trainer, c
     w.write(path);
 }
 
-void load_checkpoint(const std::string& path, ops::Ops& ops, Trainer& trainer, const config::Profile& profile,
+void load_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
                      EarlyStopping* es) {
     const auto file = io::TensorFile::read(path);
     const auto trainer_name = file.metadata("trainer").value_or("");

@@ -9,20 +9,20 @@
 
 #include "config/profile.hpp"
 #include "data/market_data.hpp"
-#include "ops/ops.hpp"
+#include "ops/device.hpp"
 #include "trainers/trainer.hpp"
 #include "trainers/early_stopping.hpp"
 
 namespace fh::trainers {
 
 /// Writes the trainer's full state (resumable) to `path`.
-void save_checkpoint(const std::string& path, ops::Ops& ops, Trainer& trainer, const config::Profile& profile,
+void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
                      const data::MarketData& market, const EarlyStopping& early_stopping);
 
 /// Restores a trainer built from the same profile (the trainer kind, then sizes tensor by tensor,
 /// are checked) and the early-stopping state. Throws io::CheckpointError (exit 2) on any mismatch
 /// or corruption.
-void load_checkpoint(const std::string& path, ops::Ops& ops, Trainer& trainer, const config::Profile& profile,
+void load_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
                      EarlyStopping* early_stopping);
 
 /// The resolved profile stored in a checkpoint (its TOML text).

@@ -16,6 +16,9 @@
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
+#include "ops/dqn/ops.hpp"
+#include "ops/nn/ops.hpp"
+#include "ops/replay/ops.hpp"
 
 namespace fh::trainers {
 QNetworkConfig network_config(const config::Profile& p, int state_dim) {
@@ -53,7 +56,7 @@ void require_supported(const config::Profile& p) {
 /// The losses the DQN update passes to the guard, in order.
 constexpr const char* kGuardLossNames[] = {"the C51 loss", "the MSE loss"};  // batch_losses_
 
-DqnTrainer::DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market,
+DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market,
                        DqnHooks hooks)
     : ops_(ops),
       profile_(profile),
@@ -103,7 +106,7 @@ DqnTrainer::DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env:
     d_mse_ = ops.alloc<float>(B * AZ);
     batch_losses_ = ops.alloc<float>(std::size(kGuardLossNames));
     grad_norm_ = ops.alloc<float>(1);
-    norm_scratch_ = ops.alloc<float>(ops::Ops::global_norm_scratch_size());
+    norm_scratch_ = ops.alloc<float>(ops::Device::global_norm_scratch_size());
 
     gate_ = ops.alloc<int>(1);
     actions_ = ops.alloc<int>(static_cast<std::size_t>(n_envs_));
@@ -121,14 +124,14 @@ void DqnTrainer::iterate() {
         for (long long k = 0; k < profile_.training.updates_per_iteration; ++k) update_step();
 }
 
-void DqnGreedyPolicy::act(ops::Ops& ops, ops::View<const float> weights, ops::View<int> actions,
+void DqnGreedyPolicy::act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions,
                           ops::View<const float> states, int n) {
     if (&ops != ws_owner_ || n > ws_.max_batch) {  // evaluation batch sizes vary
         ws_ = net_.make_workspace(ops, n);
         ws_owner_ = &ops;
     }
     const auto q = net_.forward(ops, weights, states, n, ws_);
-    ops.epsilon_greedy(actions, q, net_.head().num_actions, 0.0f, 0, 0);
+    fh::ops::epsilon_greedy(ops, actions, q, net_.head().num_actions, 0.0f, 0, 0);
 }
 
 std::vector<StateTensor> DqnTrainer::state_tensors() {
@@ -214,8 +217,8 @@ void DqnTrainer::collect(long long step) {
     const auto seed = static_cast<std::uint64_t>(profile_.run.seed);
 
     const auto q = net_.forward(ops_, online_.cview(), env_.states(), n_envs_, ws_act_);
-    ops_.epsilon_greedy(actions_.view(), q, num_actions_, epsilon_at(step), seed, static_cast<std::uint64_t>(step));
-    ops_.monitor_actions(histogram_.view(), actions_.cview(), num_actions_);
+    fh::ops::epsilon_greedy(ops_, actions_.view(), q, num_actions_, epsilon_at(step), seed, static_cast<std::uint64_t>(step));
+    fh::ops::action_histogram(ops_, histogram_.view(), actions_.cview(), num_actions_);
 
     ops_.copy(ring_states_.view().subview(row * D, n * D), env_.states());  // s_t (before the step)
     env_.step(actions_.cview());
@@ -240,7 +243,7 @@ void DqnTrainer::update(long long u) {
     const replay::ReplayView ring{ring_states_.cview().data(), ring_next_.cview().data(), ring_actions_.cview().data(),
                                ring_rewards_.cview().data(), ring_done_.cview().data(), capacity_steps_, n_envs_,
                                env_params_.state_dim};
-    ops_.nstep_sample(b_states_.view(), b_next_.view(), b_actions_.view(), b_returns_.view(), b_discounts_.view(),
+    fh::ops::nstep_sample(ops_, b_states_.view(), b_next_.view(), b_actions_.view(), b_returns_.view(), b_discounts_.view(),
                       ring,
                       replay::SampleParams{static_cast<std::uint64_t>(profile_.run.seed), static_cast<std::uint64_t>(u),
                                         oldest, sampleable, n_step, static_cast<float>(t.gamma)},
@@ -257,12 +260,12 @@ void DqnTrainer::update(long long u) {
     const auto q = net_.forward(ops_, online_.cview(), b_states_.cview(), B, ws_s_);
     const auto logits = ws_s_.logits.cview().subview(0, B * AZ);
     const auto probs = ws_s_.probs.cview().subview(0, B * AZ);
-    ops_.c51_loss(loss_c51_.view(), d_c51_.view(), logits, probs, q_next_select, probs_next_target,
+    fh::ops::c51_loss(ops_, loss_c51_.view(), d_c51_.view(), logits, probs, q_next_select, probs_next_target,
                   b_actions_.cview(), b_returns_.cview(), b_discounts_.cview(), h, B);
-    ops_.mse_loss(loss_mse_.view(), d_mse_.view(), td_.view(), probs, q, q_next_select, q_next_target,
+    fh::ops::mse_loss(ops_, loss_mse_.view(), d_mse_.view(), td_.view(), probs, q, q_next_select, q_next_target,
                   b_actions_.cview(), b_returns_.cview(), b_discounts_.cview(), h, B);
     // d_c51 <- alpha * d_c51 + (1 - alpha) * d_mse: in-place scale, then saxpy of a distinct buffer.
-    ops::blend_c51_mse_gradient(ops_, d_c51_.view(), d_mse_.cview(), static_cast<float>(profile_.dqn.mse_blend_alpha));
+    fh::ops::blend_c51_mse_gradient(ops_, d_c51_.view(), d_mse_.cview(), static_cast<float>(profile_.dqn.mse_blend_alpha));
     ops_.mean(batch_losses_.view().subview(0, 1), loss_c51_.cview());
     ops_.mean(batch_losses_.view().subview(1, 1), loss_mse_.cview());
     if (std::find(hooks_.inject_nan_at_updates.begin(), hooks_.inject_nan_at_updates.end(), u) !=
@@ -272,7 +275,7 @@ void DqnTrainer::update(long long u) {
     // 4. Backward, global gradient norm, guard, Adam (skipped on the device when the guard says so).
     net_.backward(ops_, online_.cview(), grads_.view(), d_c51_.cview(), B, ws_s_);
     ops_.global_norm(grad_norm_.view(), grads_.cview(), norm_scratch_.view());
-    ops_.training_guard(gate_.view(), guard_.view(), batch_losses_.cview(), grad_norm_.cview(), u);
+    fh::ops::training_guard(ops_, gate_.view(), guard_.view(), batch_losses_.cview(), grad_norm_.cview(), u);
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
@@ -288,7 +291,7 @@ void DqnTrainer::update(long long u) {
         ops_.copy(target_.view(), online_.cview());
     }
 
-    ops_.monitor_update(stats_.view(), batch_losses_.cview(), q, b_actions_.cview(), td_.cview(),
+    fh::ops::monitor_update(ops_, stats_.view(), batch_losses_.cview(), q, b_actions_.cview(), td_.cview(),
                         grad_norm_.cview(), num_actions_, B);
 }
 

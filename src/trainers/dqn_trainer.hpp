@@ -16,7 +16,7 @@
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
-#include "ops/ops.hpp"
+#include "ops/device.hpp"
 #include "trainers/q_network.hpp"
 #include "trainers/trainer.hpp"
 
@@ -64,18 +64,18 @@ class DqnGreedyPolicy final : public GreedyPolicy {
 public:
     explicit DqnGreedyPolicy(const QNetworkConfig& config) : net_(config) {}
     std::size_t weights_size() const override { return net_.layout().total(); }
-    void act(ops::Ops& ops, ops::View<const float> weights, ops::View<int> actions, ops::View<const float> states,
+    void act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions, ops::View<const float> states,
              int n) override;
 
 private:
     QNetwork net_;
     QNetwork::Workspace ws_;  ///< grown to the largest batch seen
-    ops::Ops* ws_owner_ = nullptr;
+    ops::Device* ws_owner_ = nullptr;
 };
 
 class DqnTrainer final : public Trainer {
 public:
-    DqnTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market,
+    DqnTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market,
                DqnHooks hooks = {});
 
     /// The metrics accumulated since the last call (synchronises with the device), then resets
@@ -135,7 +135,7 @@ private:
     long long steps_ = 0, updates_ = 0;
     float epsilon_at(long long step) const;
 
-    ops::Ops& ops_;
+    ops::Device& ops_;
     config::Profile profile_;
     DqnHooks hooks_;
     env::EnvParams env_params_;

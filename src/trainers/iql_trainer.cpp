@@ -18,6 +18,9 @@
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
+#include "ops/iql/ops.hpp"
+#include "ops/nn/ops.hpp"
+#include "ops/replay/ops.hpp"
 
 namespace fh::trainers {
 namespace {
@@ -46,7 +49,7 @@ iql::BehaviourParams behaviour_params(const env::EnvParams& e, std::uint64_t see
                                 kBehaviourRandomFraction, seed};
 }
 
-IqlTrainer::IqlTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market)
+IqlTrainer::IqlTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market)
     : ops_(ops),
       profile_((require_greedy_evaluation(profile), profile)),
       env_params_(trainers::env_params(profile, market.market_dim())),
@@ -87,7 +90,7 @@ IqlTrainer::IqlTrainer(ops::Ops& ops, const config::Profile& profile, const env:
     ops.fill(current_.view(), 0.0f);
     accum_ = ops.alloc<float>(kStats);
     ops.fill(accum_.view(), 0.0f);
-    norm_scratch_ = ops.alloc<float>(ops::Ops::global_norm_scratch_size());
+    norm_scratch_ = ops.alloc<float>(ops::Device::global_norm_scratch_size());
     gate_ = ops.alloc<int>(1);
     guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}});
 }
@@ -113,7 +116,7 @@ void IqlTrainer::collect_behaviour_dataset(const env::DeviceMarket& market) {
     for (int step = 0; step < ds_capacity_steps_; ++step) {
         const std::size_t row = static_cast<std::size_t>(step) * n;
         const auto actions = ds_actions_.view().subview(row, n);
-        ops_.behaviour_actions(actions, venv.states(), bp, static_cast<std::uint64_t>(step));
+        fh::ops::behaviour_actions(ops_, actions, venv.states(), bp, static_cast<std::uint64_t>(step));
         ops_.copy(ds_states_.view().subview(row * D, n * D), venv.states());
         venv.step(actions);
         ops_.copy(ds_rewards_.view().subview(row, n), venv.rewards());
@@ -163,7 +166,7 @@ void IqlTrainer::iterate() {
     const replay::ReplayView ring{ds_states_.cview().data(), ds_next_.cview().data(), ds_actions_.cview().data(),
                                ds_rewards_.cview().data(), ds_done_.cview().data(), ds_capacity_steps_, ds_envs_,
                                state_dim_};
-    ops_.nstep_sample(b_states_.view(), b_next_.view(), b_actions_.view(), b_rewards_.view(), b_discounts_.view(),
+    fh::ops::nstep_sample(ops_, b_states_.view(), b_next_.view(), b_actions_.view(), b_rewards_.view(), b_discounts_.view(),
                       ring,
                       replay::SampleParams{seed, static_cast<std::uint64_t>(u), oldest, ds_pushed_steps_ - oldest, 1,
                                         static_cast<float>(t.gamma)},
@@ -173,19 +176,19 @@ void IqlTrainer::iterate() {
     const auto q1_target = net_.q1.forward(ops_, target_.cview(), b_states_.cview(), B, ws_q1_target_);
     const auto q2_target = net_.q2.forward(ops_, target_.cview(), b_states_.cview(), B, ws_q2_target_);
     const auto v = net_.v.forward(ops_, params_.cview(), b_states_.cview(), B, ws_v_);
-    ops_.iql_value_loss(loss_v_.view(), d_v_.view(), v, q1_target, q2_target, b_actions_.cview(),
+    fh::ops::iql_value_loss(ops_, loss_v_.view(), d_v_.view(), v, q1_target, q2_target, b_actions_.cview(),
                         static_cast<float>(profile_.iql.expectile));
 
     // 3. Twin Q towards r + gamma (1 - terminated) V(s').
     const auto v_next = net_.v.forward(ops_, params_.cview(), b_next_.cview(), B, ws_v_next_);
     const auto q1 = net_.q1.forward(ops_, params_.cview(), b_states_.cview(), B, ws_q1_);
     const auto q2 = net_.q2.forward(ops_, params_.cview(), b_states_.cview(), B, ws_q2_);
-    ops_.iql_q_loss(loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, b_actions_.cview(), b_rewards_.cview(),
+    fh::ops::iql_q_loss(ops_, loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, b_actions_.cview(), b_rewards_.cview(),
                     b_discounts_.cview(), v_next);
 
     // 4. The policy by advantage-weighted regression: weights min(exp(beta (Q' - V)), max_weight).
     const auto logits = net_.policy.forward(ops_, params_.cview(), b_states_.cview(), B, ws_policy_);
-    ops_.awr_policy_loss(loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target, q2_target, v,
+    fh::ops::awr_policy_loss(ops_, loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target, q2_target, v,
                          b_actions_.cview(), static_cast<float>(profile_.iql.beta),
                          static_cast<float>(profile_.iql.max_weight));
 
@@ -204,7 +207,7 @@ void IqlTrainer::iterate() {
     net_.q2.backward(ops_, params_.cview(), grads_.view(), d_q2_.view(), {}, B, ws_q2_, false);
     net_.policy.backward(ops_, params_.cview(), grads_.view(), d_logits_.view(), {}, B, ws_policy_, false);
     ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), norm_scratch_.view());
-    ops_.training_guard(gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
+    fh::ops::training_guard(ops_, gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
                         current_.cview().subview(kGradNorm, 1), u);
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);

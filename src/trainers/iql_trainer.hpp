@@ -17,7 +17,7 @@
 #include "env/vec_env.hpp"
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
-#include "ops/ops.hpp"
+#include "ops/device.hpp"
 #include "trainers/softmax_policy.hpp"
 #include "trainers/trainer.hpp"
 
@@ -38,7 +38,7 @@ iql::BehaviourParams behaviour_params(const env::EnvParams& params, std::uint64_
 class IqlTrainer final : public Trainer {
 public:
     /// Builds the dataset first: collects it with the behaviour policy, or reads iql.dataset.
-    IqlTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market);
+    IqlTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
 
     long long progress_per_iteration() const noexcept override { return 1; }
     const char* progress_unit() const noexcept override { return "updates"; }
@@ -65,7 +65,7 @@ private:
     void collect_behaviour_dataset(const env::DeviceMarket& market);
     void load_dump(const std::string& path);
 
-    ops::Ops& ops_;
+    ops::Device& ops_;
     config::Profile profile_;
     env::EnvParams env_params_;
     int num_actions_, state_dim_, batch_;

@@ -16,6 +16,8 @@
 #include "nn/init.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
+#include "ops/nn/ops.hpp"
+#include "ops/ppo/ops.hpp"
 
 namespace fh::trainers {
 namespace {
@@ -44,7 +46,7 @@ ActorCritic::ActorCritic(const config::Profile& p, int state_dim, int num_action
 CuriosityModel::CuriosityModel(int state_dim, int num_actions, int hidden, int market_dim)
     : layout(), net(layout, "curiosity", nn::MlpConfig::stack(state_dim + num_actions, {hidden}, market_dim, ops::Activation::tanh)) {}
 
-PpoTrainer::PpoTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market)
+PpoTrainer::PpoTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market)
     : ops_(ops),
       profile_((require_greedy_evaluation(profile), profile)),
       env_params_(trainers::env_params(profile, market.market_dim())),
@@ -108,8 +110,8 @@ PpoTrainer::PpoTrainer(ops::Ops& ops, const config::Profile& profile, const env:
 
     current_ = ops.alloc<float>(kAccSize);  // this update's and rollout's values, laid out like accum_
     ops.fill(current_.view(), 0.0f);
-    norm_scratch_ = ops.alloc<float>(ops::Ops::global_norm_scratch_size());
-    normalize_scratch_ = ops.alloc<float>(ops::Ops::normalize_scratch_size());
+    norm_scratch_ = ops.alloc<float>(ops::Device::global_norm_scratch_size());
+    normalize_scratch_ = ops.alloc<float>(ops::normalize_scratch_size());
     accum_ = ops.alloc<float>(kAccSize);
     ops.fill(accum_.view(), 0.0f);
     gate_ = ops.alloc<int>(1);
@@ -140,13 +142,13 @@ void PpoTrainer::collect_rollout() {
     ops_.mean(acc.subview(kAccPenalty, 1), r_penalty_.cview());
     ops_.mean(acc.subview(kAccCuriosity, 1), r_curiosity_.cview());
     ops_.mean(acc.subview(kAccValueMean, 1), r_values_.cview());
-    ops_.ppo_gae(r_adv_.view(), r_returns_.view(), r_rewards_.cview(), r_values_.cview(), r_next_values_.cview(),
+    fh::ops::ppo_gae(ops_, r_adv_.view(), r_returns_.view(), r_rewards_.cview(), r_values_.cview(), r_next_values_.cview(),
                  r_done_.cview(), static_cast<float>(profile_.training.gamma), static_cast<float>(profile_.ppo.gae_lambda),
                  horizon_);
     ops_.mean(acc.subview(kAccReturn, 1), r_returns_.cview());
     ops_.saxpy(accum_.view().subview(kAccReward, kRolloutGroup), 1.0f,
                current_.cview().subview(kAccReward, kRolloutGroup));
-    ops_.normalize(r_adv_.view(), normalize_scratch_.view());
+    fh::ops::normalize(ops_, r_adv_.view(), normalize_scratch_.view());
 }
 
 // Step t of the rollout: rows t * n .. t * n + n - 1.
@@ -158,12 +160,12 @@ void PpoTrainer::rollout_step(int t) {
     const auto actions = r_actions_.view().subview(row, n);
 
     const auto logits = net_.actor.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_actor_step_);
-    ops_.ppo_sample(actions, r_logp_.view().subview(row, n), logits, num_actions_, seed,
+    fh::ops::ppo_sample(ops_, actions, r_logp_.view().subview(row, n), logits, num_actions_, seed,
                     static_cast<std::uint64_t>(steps_));
     ops_.copy(r_values_.view().subview(row, n),
               net_.critic.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_critic_step_));
     ops_.copy(r_states_.view().subview(row * D, n * D), env_.states());  // s_t (before the step)
-    ops_.monitor_actions(histogram_.view(), actions, num_actions_);
+    fh::ops::action_histogram(ops_, histogram_.view(), actions, num_actions_);
 
     env_.step(actions);
     const auto rewards = r_rewards_.view().subview(row, n);
@@ -176,7 +178,7 @@ void PpoTrainer::rollout_step(int t) {
 
     if (profile_.ppo.diversity_coef > 0) {
         const auto penalty = r_penalty_.view().subview(row, n);
-        ops_.ppo_diversity(div_window_.view(), div_counts_.view(), penalty, actions, num_actions_, window_,
+        fh::ops::ppo_diversity(ops_, div_window_.view(), div_counts_.view(), penalty, actions, num_actions_, window_,
                            static_cast<float>(profile_.ppo.diversity_coef), static_cast<std::uint64_t>(steps_));
         ops_.saxpy(rewards, -1.0f, penalty);
     }
@@ -192,10 +194,10 @@ void PpoTrainer::curiosity_step(int t) {
     const std::size_t D = static_cast<std::size_t>(state_dim_);
     const std::size_t row = static_cast<std::size_t>(t) * n;
     const auto error = r_curiosity_.view().subview(row, n);
-    ops_.curiosity_input(cur_input_.view(), r_states_.cview().subview(row * D, n * D), r_actions_.cview().subview(row, n),
+    fh::ops::curiosity_input(ops_, cur_input_.view(), r_states_.cview().subview(row * D, n * D), r_actions_.cview().subview(row, n),
                          num_actions_);
     const auto pred = curiosity_->net.forward(ops_, cur_params_.cview(), cur_input_.cview(), n_envs_, ws_curiosity_);
-    ops_.curiosity_error(error, cur_d_pred_.view(), pred, env_.next_states(), state_dim_);
+    fh::ops::curiosity_error(ops_, error, cur_d_pred_.view(), pred, env_.next_states(), state_dim_);
     ops_.saxpy(r_rewards_.view().subview(row, n), static_cast<float>(profile_.ppo.curiosity_coef), error);
     curiosity_->net.backward(ops_, cur_params_.cview(), cur_grads_.view(), cur_d_pred_.view(), {}, n_envs_,
                              ws_curiosity_, false);
@@ -219,13 +221,13 @@ void PpoTrainer::minibatch_update(long long epoch_key, int offset) {
     const ppo::RolloutView rollout{r_states_.cview().data(), r_actions_.cview().data(), r_logp_.cview().data(),
                                    r_adv_.cview().data(),    r_returns_.cview().data(), r_values_.cview().data(),
                                    static_cast<int>(r_actions_.size()), state_dim_};
-    ops_.ppo_gather(mb_states_.view(), mb_actions_.view(), mb_old_logp_.view(), mb_adv_.view(), mb_returns_.view(),
+    fh::ops::ppo_gather(ops_, mb_states_.view(), mb_actions_.view(), mb_old_logp_.view(), mb_adv_.view(), mb_returns_.view(),
                     mb_old_values_.view(), rollout, static_cast<std::uint64_t>(profile_.run.seed),
                     static_cast<std::uint64_t>(epoch_key), offset);
     const auto logits = net_.actor.forward(ops_, params_.cview(), mb_states_.cview(), B, ws_actor_mb_);
     const auto values = net_.critic.forward(ops_, params_.cview(), mb_states_.cview(), B, ws_critic_mb_);
     const auto& pp = profile_.ppo;
-    ops_.ppo_loss(mb_stats_.view(), mb_d_logits_.view(), mb_d_values_.view(), logits, values, mb_actions_.cview(),
+    fh::ops::ppo_loss(ops_, mb_stats_.view(), mb_d_logits_.view(), mb_d_values_.view(), logits, values, mb_actions_.cview(),
                   mb_old_logp_.cview(), mb_adv_.cview(), mb_returns_.cview(), mb_old_values_.cview(),
                   ppo::LossParams{static_cast<float>(pp.clip), static_cast<float>(pp.value_coef),
                                   static_cast<float>(pp.entropy_coef), pp.clip_value ? 1 : 0});
@@ -239,7 +241,7 @@ void PpoTrainer::minibatch_update(long long epoch_key, int offset) {
     net_.critic.backward(ops_, params_.cview(), grads_.view(), mb_d_values_.view(), {}, B, ws_critic_mb_, false);
     const auto grad_norm = cur.subview(kAccGradNorm, 1);
     ops_.global_norm(grad_norm, grads_.cview(), norm_scratch_.view());
-    ops_.training_guard(gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
+    fh::ops::training_guard(ops_, gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
                         current_.cview().subview(kAccGradNorm, 1), u);
     ops::AdamParams adam;
     adam.lr = learning_rate();

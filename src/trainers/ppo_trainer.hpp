@@ -4,7 +4,7 @@
 ///        advantage normalisation, a clipped surrogate with an (optionally clipped) value loss and
 ///        an entropy bonus over several epochs of shuffled minibatches, global-norm clipping, a
 ///        learning-rate schedule, the action-diversity penalty and an optional curiosity bonus.
-///        Runs on either backend through ops::Ops; no host synchronisation inside an iteration.
+///        Runs on either backend through ops::Device; no host synchronisation inside an iteration.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@
 #include "env/vec_env.hpp"
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
-#include "ops/ops.hpp"
+#include "ops/device.hpp"
 #include "trainers/softmax_policy.hpp"
 #include "trainers/trainer.hpp"
 
@@ -42,7 +42,7 @@ struct CuriosityModel {
 
 class PpoTrainer final : public Trainer {
 public:
-    PpoTrainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market);
+    PpoTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
 
     long long progress_per_iteration() const noexcept override { return static_cast<long long>(n_envs_) * horizon_; }
     long long iterations() const noexcept override { return rollouts_; }
@@ -79,7 +79,7 @@ private:
     void minibatch_update(long long epoch_key, int offset);
     void curiosity_step(int t);
 
-    ops::Ops& ops_;
+    ops::Device& ops_;
     config::Profile profile_;
     env::EnvParams env_params_;
     env::VecEnv env_;

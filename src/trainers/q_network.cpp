@@ -1,5 +1,6 @@
 /// @file q_network.cpp
 #include "trainers/q_network.hpp"
+#include "ops/dqn/ops.hpp"
 
 #include <stdexcept>
 
@@ -33,7 +34,7 @@ QNetwork::QNetwork(const QNetworkConfig& c)
       value_(layout_, "value", head_config(c.hidden.back(), c.head.num_atoms)),
       adv_(layout_, "advantage", head_config(c.hidden.back(), c.head.num_actions * c.head.num_atoms)) {}
 
-QNetwork::Workspace QNetwork::make_workspace(ops::Ops& ops, int max_batch) const {
+QNetwork::Workspace QNetwork::make_workspace(ops::Device& ops, int max_batch) const {
     const std::size_t B = static_cast<std::size_t>(max_batch);
     const std::size_t A = static_cast<std::size_t>(config_.head.num_actions);
     const std::size_t Z = static_cast<std::size_t>(config_.head.num_atoms);
@@ -53,7 +54,7 @@ QNetwork::Workspace QNetwork::make_workspace(ops::Ops& ops, int max_batch) const
     return ws;
 }
 
-ops::View<const float> QNetwork::forward(ops::Ops& ops, ops::View<const float> params, ops::View<const float> X,
+ops::View<const float> QNetwork::forward(ops::Device& ops, ops::View<const float> params, ops::View<const float> X,
                                          int batch, Workspace& ws) const {
     if (batch < 1 || batch > ws.max_batch) throw std::invalid_argument("QNetwork::forward: batch outside the workspace");
     const std::size_t B = static_cast<std::size_t>(batch);
@@ -63,12 +64,12 @@ ops::View<const float> QNetwork::forward(ops::Ops& ops, ops::View<const float> p
     const auto adv = adv_.forward(ops, params, features, batch, ws.adv);
     ops::View<const float> value;
     if (config_.head.dueling) value = value_.forward(ops, params, features, batch, ws.value);
-    ops.c51_head_forward(ws.logits.view().subview(0, B * A * Z), ws.probs.view().subview(0, B * A * Z),
+    fh::ops::c51_head_forward(ops, ws.logits.view().subview(0, B * A * Z), ws.probs.view().subview(0, B * A * Z),
                          ws.q.view().subview(0, B * A), value, adv, config_.head, batch);
     return ws.q.cview().subview(0, B * A);
 }
 
-void QNetwork::backward(ops::Ops& ops, ops::View<const float> params, ops::View<float> grads,
+void QNetwork::backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
                         ops::View<const float> d_logits, int batch, Workspace& ws) const {
     const std::size_t B = static_cast<std::size_t>(batch);
     const std::size_t A = static_cast<std::size_t>(config_.head.num_actions);
@@ -77,7 +78,7 @@ void QNetwork::backward(ops::Ops& ops, ops::View<const float> params, ops::View<
     const bool dueling = config_.head.dueling != 0;
     auto d_value = dueling ? ws.d_value.view().subview(0, B * Z) : ops::View<float>{};
     auto d_adv = ws.d_adv.view().subview(0, B * A * Z);
-    ops.c51_head_backward(d_value, d_adv, d_logits, config_.head, batch);
+    fh::ops::c51_head_backward(ops, d_value, d_adv, d_logits, config_.head, batch);
     // Both heads read the trunk's output: their input gradients add up (two distinct buffers).
     auto d_trunk = ws.d_trunk.view().subview(0, B * H);
     auto d_trunk_adv = ws.d_trunk_adv.view().subview(0, B * H);

@@ -10,7 +10,7 @@
 #include "math/dqn.h"
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
-#include "ops/ops.hpp"
+#include "ops/device.hpp"
 
 namespace fh::trainers {
 
@@ -36,15 +36,15 @@ public:
     const nn::ParamLayout& layout() const noexcept { return layout_; }
     const dqn::HeadParams& head() const noexcept { return config_.head; }
     int state_dim() const noexcept { return config_.state_dim; }
-    Workspace make_workspace(ops::Ops& ops, int max_batch) const;
+    Workspace make_workspace(ops::Device& ops, int max_batch) const;
 
     /// Q-values (batch, A) of states X (batch, state_dim) under `params`; logits and probs stay
     /// in ws for the loss and backward.
-    ops::View<const float> forward(ops::Ops& ops, ops::View<const float> params, ops::View<const float> X,
+    ops::View<const float> forward(ops::Device& ops, ops::View<const float> params, ops::View<const float> X,
                                    int batch, Workspace& ws) const;
     /// Gradients of the loss whose gradient w.r.t. the logits is d_logits (batch, A, Z), for the
     /// last forward on ws; `grads` (layout.total()) is overwritten (its padding untouched).
-    void backward(ops::Ops& ops, ops::View<const float> params, ops::View<float> grads,
+    void backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
                   ops::View<const float> d_logits, int batch, Workspace& ws) const;
 
 private:

@@ -52,7 +52,7 @@ env::EnvParams env_params(const config::Profile& p, int market_dim) {
     return e;
 }
 
-double mean_step_reward(ops::Ops& ops, const env::DeviceMarket& market, env::Split split,
+double mean_step_reward(ops::Device& ops, const env::DeviceMarket& market, env::Split split,
                         const env::EnvParams& params, int n_envs, int steps, const Policy& policy) {
     env::VecEnv venv(ops, market, split, params, n_envs);
     venv.reset_all();

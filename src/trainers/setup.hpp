@@ -9,7 +9,7 @@
 #include "config/profile.hpp"
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
-#include "ops/ops.hpp"
+#include "ops/device.hpp"
 
 namespace fh::trainers {
 
@@ -29,7 +29,7 @@ using Policy = std::function<void(ops::View<int> actions, ops::View<const float>
 /// Mean reward per environment step of `policy` over `steps` steps of `n_envs` environments on
 /// `split`. The episode starts depend only on the seed in `params`, so policies evaluated with
 /// the same arguments see the same episodes (a fair comparison).
-double mean_step_reward(ops::Ops& ops, const env::DeviceMarket& market, env::Split split,
+double mean_step_reward(ops::Device& ops, const env::DeviceMarket& market, env::Split split,
                         const env::EnvParams& params, int n_envs, int steps, const Policy& policy);
 
 }  // namespace fh::trainers

@@ -7,6 +7,7 @@
 
 #include "nn/mlp.hpp"
 #include "trainers/trainer.hpp"
+#include "ops/nn/ops.hpp"
 
 namespace fh::trainers {
 
@@ -16,21 +17,21 @@ public:
     SoftmaxGreedyPolicy(nn::Mlp policy, std::size_t weights_size)
         : policy_(std::move(policy)), weights_size_(weights_size) {}
     std::size_t weights_size() const override { return weights_size_; }
-    void act(ops::Ops& ops, ops::View<const float> weights, ops::View<int> actions, ops::View<const float> states,
+    void act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions, ops::View<const float> states,
              int n) override {
         if (&ops != ws_owner_ || n > ws_.max_batch()) {  // evaluation batch sizes vary
             ws_ = policy_.make_workspace(ops, n);
             ws_owner_ = &ops;
         }
         const auto logits = policy_.forward(ops, weights, states, n, ws_);
-        ops.epsilon_greedy(actions, logits, policy_.out_dim(), 0.0f, 0, 0);
+        fh::ops::epsilon_greedy(ops, actions, logits, policy_.out_dim(), 0.0f, 0, 0);
     }
 
 private:
     nn::Mlp policy_;
     std::size_t weights_size_;
     nn::Mlp::Workspace ws_;
-    ops::Ops* ws_owner_ = nullptr;
+    ops::Device* ws_owner_ = nullptr;
 };
 
 }  // namespace fh::trainers

@@ -45,7 +45,7 @@ void throw_if_diverged(const nn::GuardState& g, long long max_bad_updates, std::
                                     g.bad_total, max_bad_updates, quantity_name, g.first_bad_update, advice));
 }
 
-std::unique_ptr<Trainer> make_trainer(ops::Ops& ops, const config::Profile& p, const env::DeviceMarket& market) {
+std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& p, const env::DeviceMarket& market) {
     if (p.run.trainer == "dqn") return std::make_unique<DqnTrainer>(ops, p, market);
     if (p.run.trainer == "ppo") return std::make_unique<PpoTrainer>(ops, p, market);
     if (p.run.trainer == "iql") return std::make_unique<IqlTrainer>(ops, p, market);

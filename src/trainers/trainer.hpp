@@ -19,7 +19,7 @@
 #include "env/vec_env.hpp"
 #include "io/json.hpp"
 #include "io/replay_dump.hpp"
-#include "ops/ops.hpp"
+#include "ops/device.hpp"
 
 namespace fh::trainers {
 
@@ -54,7 +54,7 @@ public:
     /// Floats of the weights (the checkpoint's params/online).
     virtual std::size_t weights_size() const = 0;
     /// actions (n) for states (n, state_dim); any n >= 1.
-    virtual void act(ops::Ops& ops, ops::View<const float> weights, ops::View<int> actions,
+    virtual void act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions,
                      ops::View<const float> states, int n) = 0;
 };
 
@@ -107,7 +107,7 @@ public:
     virtual BenchFigures bench(long long iterations) = 0;
 
     /// Greedy actions of the current weights: policy().act(policy_weights()).
-    void act(ops::Ops& ops, ops::View<int> actions, ops::View<const float> states, int n) {
+    void act(ops::Device& ops, ops::View<int> actions, ops::View<const float> states, int n) {
         policy().act(ops, policy_weights(), actions, states, n);
     }
 };
@@ -130,7 +130,7 @@ struct LoopCallbacks {
 void training_loop(Trainer& trainer, long long total, long long log_interval, const LoopCallbacks& callbacks);
 
 /// The trainer run.trainer names, on the training split of `market`.
-std::unique_ptr<Trainer> make_trainer(ops::Ops& ops, const config::Profile& profile, const env::DeviceMarket& market);
+std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
 
 /// The greedy policy of run.trainer's network for observations of state_dim floats.
 std::unique_ptr<GreedyPolicy> make_greedy_policy(const config::Profile& profile, int state_dim);

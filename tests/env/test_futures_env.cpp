@@ -8,8 +8,9 @@
 
 #include "math/env.h"
 #include "env/vec_env.hpp"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/market_fixture.hpp"
+#include "ops/env/ops.hpp"
 
 using namespace fh::env;
 using fh::test::Bar;
@@ -197,7 +198,7 @@ TEST_CASE("the drawdown penalty charges only increases of the drawdown", "[env]"
 }
 
 TEST_CASE("VecEnv resets finished episodes at a fresh start and reports the terminal state", "[env]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     const auto market = fh::test::random_walk_market(400, 3, 4);
     DeviceMarket dm(ops, market);
     EnvParams p = es_params(4);
@@ -206,7 +207,7 @@ TEST_CASE("VecEnv resets finished episodes at a fresh start and reports the term
     env.reset_all();
     auto actions = ops.alloc<int>(8);
     for (int step = 1; step <= 12; ++step) {
-        ops.random_actions(actions.view(), 99, step, num_actions(p));
+        fh::ops::env_random_actions(ops, actions.view(), 99, step, num_actions(p));
         env.step(actions.cview());
         const auto done = ops.to_host(env.done());
         const auto st = ops.to_host(env.state());
@@ -254,7 +255,7 @@ TEST_CASE("episode starts respect warm-up, splits and segment (contract) boundar
 }
 
 TEST_CASE("accounting invariants hold over long random action sequences", "[env]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     const auto market = fh::test::random_walk_market(3000, 17, 6);
     DeviceMarket dm(ops, market);
     EnvParams p = es_params(6, 7, 5);
@@ -266,7 +267,7 @@ TEST_CASE("accounting invariants hold over long random action sequences", "[env]
     auto actions = ops.alloc<int>(n);
     long fills = 0, limit_fills = 0;
     for (int step = 0; step < 2000; ++step) {
-        ops.random_actions(actions.view(), 5, step, num_actions(p));
+        fh::ops::env_random_actions(ops, actions.view(), 5, step, num_actions(p));
         env.step(actions.cview());
         const auto info = ops.to_host(env.info());
         for (int e = 0; e < n; ++e) {
@@ -305,15 +306,15 @@ TEST_CASE("accounting invariants hold over long random action sequences", "[env]
 }
 
 TEST_CASE("random actions are a pure function of (seed, env, step)", "[env]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     auto a = ops.alloc<int>(1000);
-    ops.random_actions(a.view(), 7, 3, 9);
+    fh::ops::env_random_actions(ops, a.view(), 7, 3, 9);
     const auto x = ops.to_host(a.cview());
-    ops.random_actions(a.view(), 7, 3, 9);
+    fh::ops::env_random_actions(ops, a.view(), 7, 3, 9);
     CHECK(ops.to_host(a.cview()) == x);
     std::vector<int> hist(9, 0);
     for (int v : x) { REQUIRE(v >= 0); REQUIRE(v < 9); ++hist[v]; }
     for (int h : hist) CHECK(h > 70);  // ~111 each
-    ops.random_actions(a.view(), 7, 4, 9);
+    fh::ops::env_random_actions(ops, a.view(), 7, 4, 9);
     CHECK(ops.to_host(a.cview()) != x);
 }

@@ -8,9 +8,10 @@
 #include <vector>
 
 #include "env/vec_env.hpp"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/market_fixture.hpp"
+#include "ops/env/ops.hpp"
 
 using namespace fh::env;
 
@@ -23,7 +24,7 @@ template <class T> bool bytes_equal(const std::vector<T>& a, const std::vector<T
 }  // namespace
 
 TEST_CASE("the CUDA environment equals the CPU environment step by step", "[gpu][env]") {
-    fh::ops::CpuOps cpu;
+    fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     // Several contract segments, odd sizes; 15 levels x 3 urgencies like PPO.
     const auto market = fh::test::random_walk_market(20011, 23, 42, {0, 7001, 13007});
@@ -41,8 +42,8 @@ TEST_CASE("the CUDA environment equals the CPU environment step by step", "[gpu]
         auto ga = gpu.alloc<int>(n);
         long terminated = 0, truncated = 0, fills = 0;
         for (int step = 0; step < 3000; ++step) {
-            cpu.random_actions(ca.view(), 77, step, num_actions(p));
-            gpu.random_actions(ga.view(), 77, step, num_actions(p));
+            fh::ops::env_random_actions(cpu, ca.view(), 77, step, num_actions(p));
+            fh::ops::env_random_actions(gpu, ga.view(), 77, step, num_actions(p));
             ce.step(ca.cview());
             ge.step(ga.cview());
             if (step % 7 != 0 && step < 2990) continue;  // compare often, download less
@@ -74,7 +75,7 @@ TEST_CASE("the CUDA environment equals the CPU environment step by step", "[gpu]
 }
 
 TEST_CASE("collection throughput with random actions", "[.bench]") {
-    auto run = [](fh::ops::Ops& ops, int n_envs, int steps) {
+    auto run = [](fh::ops::Device& ops, int n_envs, int steps) {
         const auto market = fh::test::random_walk_market(100000, 5, 42);
         DeviceMarket dm(ops, market);
         EnvParams p = fh::test::es_params(42, 3, 1);
@@ -83,20 +84,20 @@ TEST_CASE("collection throughput with random actions", "[.bench]") {
         env.reset_all();
         auto actions = ops.alloc<int>(static_cast<std::size_t>(n_envs));
         for (int s = 0; s < 20; ++s) {  // warm-up
-            ops.random_actions(actions.view(), 1, s, num_actions(p));
+            fh::ops::env_random_actions(ops, actions.view(), 1, s, num_actions(p));
             env.step(actions.cview());
         }
         ops.synchronize();
         const auto t0 = std::chrono::steady_clock::now();
         for (int s = 0; s < steps; ++s) {
-            ops.random_actions(actions.view(), 1, 1000 + s, num_actions(p));
+            fh::ops::env_random_actions(ops, actions.view(), 1, 1000 + s, num_actions(p));
             env.step(actions.cview());
         }
         ops.synchronize();
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         return static_cast<double>(n_envs) * steps / secs;
     };
-    fh::ops::CpuOps cpu;
+    fh::ops::CpuDevice cpu;
     const double cpu_rate = run(cpu, 4096, 50);
     std::printf("collection, random actions, 4096 envs: cpu %.3g env steps/s\n", cpu_rate);
     if (fh::test::gpu_available()) {

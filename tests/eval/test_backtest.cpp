@@ -15,8 +15,9 @@
 #include <vector>
 
 #include "eval/backtest.hpp"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/market_fixture.hpp"
+#include "ops/env/ops.hpp"
 
 using namespace fh;
 using Approx = Catch::Detail::Approx;
@@ -40,7 +41,7 @@ std::vector<std::vector<std::string>> read_csv(const std::string& path, std::str
 }
 
 /// A policy of the state alone: the same state gives the same action on any segment.
-eval::Policy state_policy(ops::Ops& ops, int num_actions, int state_dim) {
+eval::Policy state_policy(ops::Device& ops, int num_actions, int state_dim) {
     return [&ops, num_actions, state_dim](ops::View<int> actions, ops::View<const float> states, int n) {
         const auto s = ops.to_host(states);
         std::vector<int> a(static_cast<std::size_t>(n));
@@ -54,10 +55,10 @@ eval::Policy state_policy(ops::Ops& ops, int num_actions, int state_dim) {
 }
 
 /// Random actions from the counter RNG (a function of segment index and step).
-eval::Policy random_policy(ops::Ops& ops, int num_actions) {
+eval::Policy random_policy(ops::Device& ops, int num_actions) {
     auto step = std::make_shared<std::uint64_t>(0);
     return [&ops, num_actions, step](ops::View<int> actions, ops::View<const float>, int) {
-        ops.random_actions(actions, 99, (*step)++, num_actions);
+        fh::ops::env_random_actions(ops, actions, 99, (*step)++, num_actions);
     };
 }
 
@@ -72,7 +73,7 @@ struct Recomputed {
 }  // namespace
 
 TEST_CASE("equity.csv and trades.csv recompute the equity and every metric", "[eval]") {
-    ops::CpuOps cpu;
+    ops::CpuDevice cpu;
     // Contract boundary inside the test split (bars 2400..3001), warm-up 5 bars.
     auto md = test::random_walk_market(3001, 7, 6, {0, 2700});
     md.bars_per_year = 252.0 * 78;
@@ -225,7 +226,7 @@ TEST_CASE("equity.csv and trades.csv recompute the equity and every metric", "[e
 }
 
 TEST_CASE("buy-and-hold: one market buy per segment, held to the end", "[eval]") {
-    ops::CpuOps cpu;
+    ops::CpuDevice cpu;
     auto md = test::random_walk_market(2000, 11, 6, {0});
     md.bars_per_year = 1000;
     auto p = test::es_params(6, 3, 2);
@@ -249,7 +250,7 @@ TEST_CASE("buy-and-hold: one market buy per segment, held to the end", "[eval]")
 }
 
 TEST_CASE("segments = k equals k sequential passes over the same bars", "[eval]") {
-    ops::CpuOps cpu;
+    ops::CpuDevice cpu;
     auto md = test::random_walk_market(2500, 5, 6, {0, 2150});
     md.bars_per_year = 5000;
     auto p = test::es_params(6, 5, 3);

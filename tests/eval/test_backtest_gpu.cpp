@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "eval/backtest.hpp"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/market_fixture.hpp"
 
@@ -18,7 +18,7 @@ using Approx = Catch::Detail::Approx;
 namespace {
 
 /// A policy of the states (downloaded) so that the gathered states are compared too.
-eval::Policy state_policy(ops::Ops& ops, int num_actions, int state_dim) {
+eval::Policy state_policy(ops::Device& ops, int num_actions, int state_dim) {
     return [&ops, num_actions, state_dim](ops::View<int> actions, ops::View<const float> states, int n) {
         const auto s = ops.to_host(states);
         std::vector<int> a(static_cast<std::size_t>(n));
@@ -50,7 +50,7 @@ void require_same(const eval::Metrics& c, const eval::Metrics& g) {
 }  // namespace
 
 TEST_CASE("the CUDA backtest equals the CPU backtest", "[gpu][eval]") {
-    ops::CpuOps cpu;
+    ops::CpuDevice cpu;
     auto& gpu = test::gpu_ops();
     auto md = test::random_walk_market(20011, 23, 42, {0, 7001, 13007, 17003});
     md.bars_per_year = 252.0 * 78;

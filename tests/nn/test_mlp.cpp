@@ -10,7 +10,7 @@
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
 #include "nn/reference.hpp"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
 
@@ -19,7 +19,7 @@ using fh::nn::Mlp;
 using fh::nn::MlpConfig;
 using fh::nn::ParamLayout;
 using fh::ops::Activation;
-using fh::ops::CpuOps;
+using fh::ops::CpuDevice;
 
 TEST_CASE("ParamLayout places aligned, named slices in one buffer", "[nn]") {
     ParamLayout layout;
@@ -38,7 +38,7 @@ TEST_CASE("ParamLayout places aligned, named slices in one buffer", "[nn]") {
     CHECK_THROWS(layout.add("e", 3, InitSpec{InitSpec::Kind::uniform_fan_in, 0, 1.f}));  // fan_in 0
     CHECK(layout.total() == 128);
 
-    CpuOps ops;
+    CpuDevice ops;
     auto buf = fh::nn::alloc_zeroed(ops, layout);
     REQUIRE(buf.size() == 128);
     for (float x : ops.to_host(buf.cview())) REQUIRE(x == 0.f);
@@ -87,7 +87,7 @@ TEST_CASE("init_params is deterministic, bounded, zero on biases and padding", "
     CHECK(layout.find("q.l0.w").init.bound() == Approx(std::sqrt(6.0 / 42)).epsilon(1e-6));
     CHECK(layout.find("q.l1.w").init.bound() == Approx(0.5 * std::sqrt(3.0 / 129)).epsilon(1e-6));
 
-    CpuOps ops;
+    CpuDevice ops;
     auto params = fh::nn::alloc_zeroed(ops, layout);
     fh::nn::init_params(ops, params.view(), layout, 1234);
     CHECK(ops.to_host(params.cview()) == a);
@@ -133,7 +133,7 @@ DoubleRun run_double(const Mlp& net, std::size_t total, const std::vector<float>
 struct OpsRun {
     std::vector<float> out, grads, grads_twice, dX;
 };
-OpsRun run_ops(fh::ops::Ops& ops, const Mlp& net, const ParamLayout& layout,
+OpsRun run_ops(fh::ops::Device& ops, const Mlp& net, const ParamLayout& layout,
                const std::vector<float>& params_h, const std::vector<float>& Xh, int batch,
                int max_batch) {
     auto params = ops.from_host<float>(params_h);
@@ -173,7 +173,7 @@ TEST_CASE("Mlp forward/backward on the CPU match the double reference; accumulat
                 params[L.bias.offset + k] = 0.05f * static_cast<float>(k + 1);
         const int batch = 4;
         const auto X = fh::test::random_floats(batch * 5, 3, -1.f, 1.f);
-        CpuOps ops;
+        CpuDevice ops;
         const OpsRun got = run_ops(ops, net, layout, params, X, batch, 9);
         const DoubleRun want = run_double(net, layout.total(), params, X, batch);
         FH_REQUIRE_CLOSE(std::vector<double>(got.out.begin(), got.out.end()), want.out, 1e-5, 1e-5);
@@ -189,7 +189,7 @@ TEST_CASE("Mlp forward/backward on the CPU match the double reference; accumulat
 TEST_CASE("Mlp checks batch against its workspace", "[nn]") {
     ParamLayout layout;
     const Mlp net(layout, "n", MlpConfig{{3, 4, 2}});
-    CpuOps ops;
+    CpuDevice ops;
     auto params = fh::nn::alloc_zeroed(ops, layout);
     auto X = ops.from_host<float>(fh::test::random_floats(3 * 8, 1));
     auto ws = net.make_workspace(ops, 4);
@@ -207,7 +207,7 @@ TEST_CASE("CUDA Mlp equals the CPU Mlp within tolerance", "[gpu][nn]") {
     for (int batch : {1, 7, 65, 257}) {
         INFO("batch " << batch);
         const auto X = fh::test::random_floats(static_cast<std::size_t>(batch) * 42, batch, -1.f, 1.f);
-        CpuOps cpu;
+        CpuDevice cpu;
         const OpsRun c = run_ops(cpu, net, layout, params, X, batch, 257);
         const OpsRun g = run_ops(fh::test::gpu_ops(), net, layout, params, X, batch, 257);
         FH_REQUIRE_CLOSE(g.out, c.out, 1e-5, 1e-4);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "nn/reference.hpp"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 
 using fh::core::Activation;
 namespace ref = fh::nn::ref;
@@ -136,7 +136,7 @@ TEST_CASE("linear reference: accumulate adds, null bias and null dX are skipped"
 }
 
 TEST_CASE("CPU linear ops are the float reference and close to double", "[nn]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
         const int B = 9, IN = 13, OUT = 6;
         INFO("activation " << static_cast<int>(act));

@@ -8,9 +8,12 @@
 #include <vector>
 
 #include "math/dqn.h"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
+#include "ops/dqn/ops.hpp"
+#include "ops/nn/ops.hpp"
+#include "ops/replay/ops.hpp"
 
 using fh::dqn::HeadParams;
 using fh::test::random_floats;
@@ -159,7 +162,7 @@ TEST_CASE("n-step returns stop at episode ends; terminations do not bootstrap", 
 }
 
 TEST_CASE("the training guard skips non-finite updates and names the first bad quantity", "[dqn][guard]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     auto gate = ops.alloc<int>(1);
     auto state = ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>{{0, 0, -1, 0, 0}});
     auto losses = ops.alloc<float>(2);
@@ -167,7 +170,7 @@ TEST_CASE("the training guard skips non-finite updates and names the first bad q
     auto run = [&](float l0, float l1, float n, long long update) {
         ops.upload<float>(losses.view(), std::vector<float>{l0, l1});
         ops.upload<float>(norm.view(), std::vector<float>{n});
-        ops.training_guard(gate.view(), state.view(), losses.cview(), norm.cview(), update);
+        fh::ops::training_guard(ops, gate.view(), state.view(), losses.cview(), norm.cview(), update);
         return ops.to_host(gate.cview())[0];
     };
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
@@ -186,24 +189,24 @@ TEST_CASE("the training guard skips non-finite updates and names the first bad q
 }
 
 TEST_CASE("epsilon-greedy: greedy at 0, uniform at 1, ties to the lowest action", "[dqn]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     const int n = 3000, A = 9;
     std::vector<float> qh(n * A);
     for (int e = 0; e < n; ++e)
         for (int a = 0; a < A; ++a) qh[e * A + a] = (a == (e % A) || a == (e % A + 3) % A) ? 1.f : 0.f;
     auto q = ops.from_host<float>(qh);
     auto actions = ops.alloc<int>(n);
-    ops.epsilon_greedy(actions.view(), q.cview(), A, 0.f, 3, 7);
+    fh::ops::epsilon_greedy(ops, actions.view(), q.cview(), A, 0.f, 3, 7);
     auto a0 = ops.to_host(actions.cview());
     for (int e = 0; e < n; ++e) REQUIRE(a0[e] == std::min(e % A, (e % A + 3) % A));
-    ops.epsilon_greedy(actions.view(), q.cview(), A, 1.f, 3, 7);
+    fh::ops::epsilon_greedy(ops, actions.view(), q.cview(), A, 1.f, 3, 7);
     std::vector<int> hist(A, 0);
     for (int v : ops.to_host(actions.cview())) ++hist[v];
     for (int h : hist) CHECK(h > 250);  // ~333 each
 }
 
 TEST_CASE("the DQN kernels equal their CPU twins", "[gpu][dqn]") {
-    fh::ops::CpuOps cpu;
+    fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     for (int Z : {51, 101}) {
         for (int B : {1, 7, 65, 257}) {
@@ -220,24 +223,24 @@ TEST_CASE("the DQN kernels equal their CPU twins", "[gpu][dqn]") {
             auto discounts = random_floats(B, 6 + B, 0.f, 0.99f);
             discounts[0] = 0.f;  // a terminal one
             struct Out { std::vector<float> logits, probs, q, loss_c51, d_c51, loss_mse, d_mse, td, dv, da; };
-            auto run = [&](fh::ops::Ops& ops) {
+            auto run = [&](fh::ops::Device& ops) {
                 Out o;
                 auto v = ops.from_host<float>(value), a = ops.from_host<float>(adv);
                 auto v2 = ops.from_host<float>(value2), a2 = ops.from_host<float>(adv2);
                 auto logits = ops.alloc<float>(B * AZ), probs = ops.alloc<float>(B * AZ), q = ops.alloc<float>(B * 9);
                 auto logits2 = ops.alloc<float>(B * AZ), probs2 = ops.alloc<float>(B * AZ), q2 = ops.alloc<float>(B * 9);
-                ops.c51_head_forward(logits.view(), probs.view(), q.view(), v.cview(), a.cview(), h, B);
-                ops.c51_head_forward(logits2.view(), probs2.view(), q2.view(), v2.cview(), a2.cview(), h, B);
+                fh::ops::c51_head_forward(ops, logits.view(), probs.view(), q.view(), v.cview(), a.cview(), h, B);
+                fh::ops::c51_head_forward(ops, logits2.view(), probs2.view(), q2.view(), v2.cview(), a2.cview(), h, B);
                 auto act = ops.from_host<int>(acts);
                 auto ret = ops.from_host<float>(returns), disc = ops.from_host<float>(discounts);
                 auto loss = ops.alloc<float>(B), d = ops.alloc<float>(B * AZ);
-                ops.c51_loss(loss.view(), d.view(), logits.cview(), probs.cview(), q.cview(), probs2.cview(),
+                fh::ops::c51_loss(ops, loss.view(), d.view(), logits.cview(), probs.cview(), q.cview(), probs2.cview(),
                              act.cview(), ret.cview(), disc.cview(), h, B);
                 auto lm = ops.alloc<float>(B), dm = ops.alloc<float>(B * AZ), td = ops.alloc<float>(B);
-                ops.mse_loss(lm.view(), dm.view(), td.view(), probs.cview(), q.cview(), q.cview(), q2.cview(),
+                fh::ops::mse_loss(ops, lm.view(), dm.view(), td.view(), probs.cview(), q.cview(), q.cview(), q2.cview(),
                              act.cview(), ret.cview(), disc.cview(), h, B);
                 auto dv = ops.alloc<float>(B * Z), da = ops.alloc<float>(B * AZ);
-                ops.c51_head_backward(dv.view(), da.view(), d.cview(), h, B);
+                fh::ops::c51_head_backward(ops, dv.view(), da.view(), d.cview(), h, B);
                 o.logits = ops.to_host(logits.cview()); o.probs = ops.to_host(probs.cview()); o.q = ops.to_host(q.cview());
                 o.loss_c51 = ops.to_host(loss.cview()); o.d_c51 = ops.to_host(d.cview());
                 o.loss_mse = ops.to_host(lm.cview()); o.d_mse = ops.to_host(dm.cview()); o.td = ops.to_host(td.cview());
@@ -260,7 +263,7 @@ TEST_CASE("the DQN kernels equal their CPU twins", "[gpu][dqn]") {
 }
 
 TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal the CPU", "[gpu][dqn]") {
-    fh::ops::CpuOps cpu;
+    fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     const int cap = 37, n_envs = 13, D = 11, B = 301;
     const auto states = random_floats(cap * n_envs * D, 1), next = random_floats(cap * n_envs * D, 2);
@@ -269,7 +272,7 @@ TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal
     std::vector<std::uint8_t> done(cap * n_envs);
     for (int i = 0; i < cap * n_envs; ++i) { acts[i] = i % 9; done[i] = static_cast<std::uint8_t>(i % 17 == 0 ? 1 : i % 11 == 0 ? 2 : 0); }
     const auto q = random_floats(4099 * 9, 4);
-    auto run = [&](fh::ops::Ops& ops) {
+    auto run = [&](fh::ops::Device& ops) {
         auto rs = ops.from_host<float>(states), rn = ops.from_host<float>(next), rr = ops.from_host<float>(rewards);
         auto ra = ops.from_host<int>(acts);
         auto rd = ops.from_host<std::uint8_t>(done);
@@ -277,15 +280,15 @@ TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal
                                     rd.cview().data(), cap, n_envs, D};
         auto bs = ops.alloc<float>(B * D), bn = ops.alloc<float>(B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B);
         auto ba = ops.alloc<int>(B);
-        ops.nstep_sample(bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
+        fh::ops::nstep_sample(ops, bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
                          fh::replay::SampleParams{42, 9, 50, 30, 3, 0.97f}, B);
         auto qb = ops.from_host<float>(q);
         auto ea = ops.alloc<int>(4099);
-        ops.epsilon_greedy(ea.view(), qb.cview(), 9, 0.3f, 5, 11);
+        fh::ops::epsilon_greedy(ops, ea.view(), qb.cview(), 9, 0.3f, 5, 11);
         auto m = ops.alloc<float>(1);
         ops.mean(m.view(), br.cview());
         auto hist = ops.from_host<unsigned long long>(std::vector<unsigned long long>(9, 0));
-        ops.monitor_actions(hist.view(), ea.cview(), 9);
+        fh::ops::action_histogram(ops, hist.view(), ea.cview(), 9);
         return std::tuple{ops.to_host(bs.cview()), ops.to_host(bn.cview()), ops.to_host(ba.cview()),
                           ops.to_host(br.cview()), ops.to_host(bd.cview()), ops.to_host(ea.cview()),
                           ops.to_host(m.cview()), ops.to_host(hist.cview())};
@@ -303,7 +306,7 @@ TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal
 }
 
 TEST_CASE("DQN ops: read-only inputs may share a buffer, outputs may not overlap anything", "[dqn][aliasing]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     const HeadParams h{3, 5, 1, -2.f, 2.f};
     const int B = 4;
     auto probs = ops.from_host<float>(random_floats(B * 15, 1, 0.01f, 0.2f));
@@ -313,10 +316,10 @@ TEST_CASE("DQN ops: read-only inputs may share a buffer, outputs may not overlap
     auto disc = ops.from_host<float>(random_floats(B, 4, 0.f, 1.f));
     auto loss = ops.alloc<float>(B), d = ops.alloc<float>(B * 15), td = ops.alloc<float>(B);
     // Without double DQN the target network's Q both selects and evaluates: one buffer twice.
-    CHECK_NOTHROW(ops.mse_loss(loss.view(), d.view(), td.view(), probs.cview(), q.cview(), q.cview(), q.cview(),
+    CHECK_NOTHROW(fh::ops::mse_loss(ops, loss.view(), d.view(), td.view(), probs.cview(), q.cview(), q.cview(), q.cview(),
                                act.cview(), ret.cview(), disc.cview(), h, B));
     // An output aliasing an input is refused.
-    CHECK_THROWS_AS(ops.mse_loss(loss.view(), d.view(), td.view(), probs.cview(), q.cview(), q.cview(), q.cview(),
+    CHECK_THROWS_AS(fh::ops::mse_loss(ops, loss.view(), d.view(), td.view(), probs.cview(), q.cview(), q.cview(), q.cview(),
                                  act.cview(), loss.cview(), disc.cview(), h, B),
                     std::invalid_argument);
 }

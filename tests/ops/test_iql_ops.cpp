@@ -15,9 +15,10 @@
 
 #include "math/rng.h"
 #include "math/iql.h"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
+#include "ops/iql/ops.hpp"
 
 using fh::iql::BehaviourParams;
 using fh::test::random_floats;
@@ -35,26 +36,26 @@ std::vector<int> random_actions(std::size_t n, int num_actions, std::uint64_t se
 struct ValueOut {
     std::vector<float> loss, d_v;
 };
-ValueOut run_value(fh::ops::Ops& ops, const std::vector<float>& v, const std::vector<float>& q1,
+ValueOut run_value(fh::ops::Device& ops, const std::vector<float>& v, const std::vector<float>& q1,
                    const std::vector<float>& q2, const std::vector<int>& actions, float tau) {
     auto bv = ops.from_host<float>(v), b1 = ops.from_host<float>(q1), b2 = ops.from_host<float>(q2);
     auto ba = ops.from_host<int>(actions);
     auto loss = ops.alloc<float>(v.size()), d_v = ops.alloc<float>(v.size());
-    ops.iql_value_loss(loss.view(), d_v.view(), bv.cview(), b1.cview(), b2.cview(), ba.cview(), tau);
+    fh::ops::iql_value_loss(ops, loss.view(), d_v.view(), bv.cview(), b1.cview(), b2.cview(), ba.cview(), tau);
     return {ops.to_host(loss.cview()), ops.to_host(d_v.cview())};
 }
 
 struct QOut {
     std::vector<float> loss, d_q1, d_q2;
 };
-QOut run_q(fh::ops::Ops& ops, const std::vector<float>& q1, const std::vector<float>& q2,
+QOut run_q(fh::ops::Device& ops, const std::vector<float>& q1, const std::vector<float>& q2,
            const std::vector<int>& actions, const std::vector<float>& rewards, const std::vector<float>& discounts,
            const std::vector<float>& v_next) {
     auto b1 = ops.from_host<float>(q1), b2 = ops.from_host<float>(q2);
     auto ba = ops.from_host<int>(actions);
     auto br = ops.from_host<float>(rewards), bd = ops.from_host<float>(discounts), bn = ops.from_host<float>(v_next);
     auto loss = ops.alloc<float>(actions.size()), d1 = ops.alloc<float>(q1.size()), d2 = ops.alloc<float>(q1.size());
-    ops.iql_q_loss(loss.view(), d1.view(), d2.view(), b1.cview(), b2.cview(), ba.cview(), br.cview(), bd.cview(),
+    fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d2.view(), b1.cview(), b2.cview(), ba.cview(), br.cview(), bd.cview(),
                    bn.cview());
     return {ops.to_host(loss.cview()), ops.to_host(d1.cview()), ops.to_host(d2.cview())};
 }
@@ -62,23 +63,23 @@ QOut run_q(fh::ops::Ops& ops, const std::vector<float>& q1, const std::vector<fl
 struct AwrOut {
     std::vector<float> loss, weights, d_logits;
 };
-AwrOut run_awr(fh::ops::Ops& ops, const std::vector<float>& logits, const std::vector<float>& q1,
+AwrOut run_awr(fh::ops::Device& ops, const std::vector<float>& logits, const std::vector<float>& q1,
                const std::vector<float>& q2, const std::vector<float>& v, const std::vector<int>& actions,
                float beta, float max_weight) {
     auto bl = ops.from_host<float>(logits), b1 = ops.from_host<float>(q1), b2 = ops.from_host<float>(q2);
     auto bv = ops.from_host<float>(v);
     auto ba = ops.from_host<int>(actions);
     auto loss = ops.alloc<float>(v.size()), w = ops.alloc<float>(v.size()), d = ops.alloc<float>(logits.size());
-    ops.awr_policy_loss(loss.view(), w.view(), d.view(), bl.cview(), b1.cview(), b2.cview(), bv.cview(), ba.cview(),
+    fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d.view(), bl.cview(), b1.cview(), b2.cview(), bv.cview(), ba.cview(),
                         beta, max_weight);
     return {ops.to_host(loss.cview()), ops.to_host(w.cview()), ops.to_host(d.cview())};
 }
 
-std::vector<int> run_behaviour(fh::ops::Ops& ops, const std::vector<float>& states, const BehaviourParams& p,
+std::vector<int> run_behaviour(fh::ops::Device& ops, const std::vector<float>& states, const BehaviourParams& p,
                                std::uint64_t step) {
     auto bs = ops.from_host<float>(states);
     auto ba = ops.alloc<int>(states.size() / static_cast<std::size_t>(p.state_dim));
-    ops.behaviour_actions(ba.view(), bs.cview(), p, step);
+    fh::ops::behaviour_actions(ops, ba.view(), bs.cview(), p, step);
     return ops.to_host(ba.cview());
 }
 
@@ -172,7 +173,7 @@ double expectile_by_bisection(const std::vector<double>& q, double tau) {
 }  // namespace
 
 TEST_CASE("IQL value loss: hand-computed losses and gradients for tau 0.5, 0.7, 0.9", "[iql]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     // B = 2, A = 3. Row 0: a = 1, q = min(2.0, 1.25) = 1.25, v = 0.5, u = 0.75 >= 0 (weight tau).
     // Row 1: a = 0, q = min(-0.5, -1.0) = -1.0, v = 0.25, u = -1.25 < 0 (weight 1 - tau).
     const std::vector<float> v{0.5f, 0.25f};
@@ -202,7 +203,7 @@ TEST_CASE("IQL value loss: hand-computed losses and gradients for tau 0.5, 0.7, 
 
 TEST_CASE("IQL value loss: gradient descent on one V reaches the mean (tau 0.5) and the expectile (tau 0.9)",
           "[iql]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     const int B = 64, A = 3;
     const auto q1 = random_floats(B * A, 11, -2.f, 3.f), q2 = random_floats(B * A, 12, -2.f, 3.f);
     const auto actions = random_actions(B, A, 13);
@@ -233,7 +234,7 @@ TEST_CASE("IQL value loss: gradient descent on one V reaches the mean (tau 0.5) 
 }
 
 TEST_CASE("IQL value loss gradient equals central finite differences", "[iql]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     const int B = 13, A = 5;
     const auto v = random_floats(B, 21), q1 = random_floats(B * A, 22), q2 = random_floats(B * A, 23);
     const auto actions = random_actions(B, A, 24);
@@ -254,7 +255,7 @@ TEST_CASE("IQL value loss gradient equals central finite differences", "[iql]") 
 }
 
 TEST_CASE("IQL twin-Q loss: hand-computed values, gradients equal central finite differences", "[iql]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     SECTION("hand-computed") {
         // Row 0: a = 1, y = 0.5 + 0.9 * 1.0 = 1.4, e1 = 2.0 - 1.4 = 0.6, e2 = 1.25 - 1.4 = -0.15.
         // Row 1 (terminal, discount 0): a = 0, y = -0.25, e1 = -0.5 + 0.25 = -0.25, e2 = -0.75.
@@ -296,7 +297,7 @@ TEST_CASE("IQL twin-Q loss: hand-computed values, gradients equal central finite
 
 TEST_CASE("AWR weights and policy loss equal a direct computation; the cap holds and extremes stay finite",
           "[iql]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     const int B = 17, A = 6;
     const auto logits = random_floats(B * A, 41, -3.f, 3.f), q1 = random_floats(B * A, 42),
                q2 = random_floats(B * A, 43), v = random_floats(B, 44);
@@ -365,7 +366,7 @@ TEST_CASE("AWR weights and policy loss equal a direct computation; the cap holds
 }
 
 TEST_CASE("AWR policy gradient equals central finite differences (weights held constant)", "[iql]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     const int B = 9, A = 7;
     const auto logits = random_floats(B * A, 51, -2.f, 2.f), q1 = random_floats(B * A, 52),
                q2 = random_floats(B * A, 53), v = random_floats(B, 54);
@@ -384,7 +385,7 @@ TEST_CASE("AWR policy gradient equals central finite differences (weights held c
 }
 
 TEST_CASE("IQL ops: an out-of-range action gives a NaN loss and zero gradients; argument checks", "[iql]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     const int B = 3, A = 4;
     const auto q1 = random_floats(B * A, 61), q2 = random_floats(B * A, 62), v = random_floats(B, 63);
     const auto logits = random_floats(B * A, 64);
@@ -412,52 +413,52 @@ TEST_CASE("IQL ops: an out-of-range action gives a NaN loss and zero gradients; 
     auto loss = ops.alloc<float>(B), dv = ops.alloc<float>(B), w = ops.alloc<float>(B);
     auto d1 = ops.alloc<float>(B * A), d2 = ops.alloc<float>(B * A);
     // The same target network for both twins (read-only inputs may share memory).
-    CHECK_NOTHROW(ops.iql_value_loss(loss.view(), dv.view(), bv.cview(), bq.cview(), bq.cview(), ba.cview(), 0.7f));
-    CHECK_NOTHROW(ops.iql_q_loss(loss.view(), d1.view(), d2.view(), bq.cview(), bq.cview(), ba.cview(), bv.cview(),
+    CHECK_NOTHROW(fh::ops::iql_value_loss(ops, loss.view(), dv.view(), bv.cview(), bq.cview(), bq.cview(), ba.cview(), 0.7f));
+    CHECK_NOTHROW(fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d2.view(), bq.cview(), bq.cview(), ba.cview(), bv.cview(),
                                  bv.cview(), bv.cview()));
     // An output aliasing an input or another output is refused.
-    CHECK_THROWS_AS(ops.iql_value_loss(loss.view(), dv.view(), loss.cview(), bq.cview(), bq.cview(), ba.cview(), 0.7f),
+    CHECK_THROWS_AS(fh::ops::iql_value_loss(ops, loss.view(), dv.view(), loss.cview(), bq.cview(), bq.cview(), ba.cview(), 0.7f),
                     std::invalid_argument);
-    CHECK_THROWS_AS(ops.iql_q_loss(loss.view(), d1.view(), d1.view(), bq.cview(), bq.cview(), ba.cview(), bv.cview(),
+    CHECK_THROWS_AS(fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d1.view(), bq.cview(), bq.cview(), ba.cview(), bv.cview(),
                                    bv.cview(), bv.cview()),
                     std::invalid_argument);
-    CHECK_THROWS_AS(ops.awr_policy_loss(loss.view(), w.view(), d1.view(), d1.cview(), bq.cview(), bq.cview(),
+    CHECK_THROWS_AS(fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d1.view(), d1.cview(), bq.cview(), bq.cview(),
                                         bv.cview(), ba.cview(), 1.0f, 10.0f),
                     std::invalid_argument);
     // Scalars and sizes.
     for (float tau : {0.0f, 1.0f, -0.5f, std::numeric_limits<float>::quiet_NaN()})
-        CHECK_THROWS_AS(ops.iql_value_loss(loss.view(), dv.view(), bv.cview(), bq.cview(), bq.cview(), ba.cview(), tau),
+        CHECK_THROWS_AS(fh::ops::iql_value_loss(ops, loss.view(), dv.view(), bv.cview(), bq.cview(), bq.cview(), ba.cview(), tau),
                         std::invalid_argument);
-    CHECK_THROWS_AS(ops.awr_policy_loss(loss.view(), w.view(), d1.view(), bq.cview(), bq.cview(), bq.cview(),
+    CHECK_THROWS_AS(fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d1.view(), bq.cview(), bq.cview(), bq.cview(),
                                         bv.cview(), ba.cview(), -1.0f, 10.0f),
                     std::invalid_argument);
-    CHECK_THROWS_AS(ops.awr_policy_loss(loss.view(), w.view(), d1.view(), bq.cview(), bq.cview(), bq.cview(),
+    CHECK_THROWS_AS(fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d1.view(), bq.cview(), bq.cview(), bq.cview(),
                                         bv.cview(), ba.cview(), 1.0f, 0.0f),
                     std::invalid_argument);
-    CHECK_THROWS_AS(ops.iql_q_loss(loss.view(), d1.view(), d2.view(), bq.cview(), bq.cview(), ba.cview(), bv.cview(),
+    CHECK_THROWS_AS(fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d2.view(), bq.cview(), bq.cview(), ba.cview(), bv.cview(),
                                    bv.cview(), bq.cview()),
                     std::invalid_argument);  // v_next (B, A) instead of (B)
-    CHECK_THROWS_AS(ops.iql_value_loss(loss.view(), dv.view(), bv.cview(), bq.cview().subview(0, B * A - 1),
+    CHECK_THROWS_AS(fh::ops::iql_value_loss(ops, loss.view(), dv.view(), bv.cview(), bq.cview().subview(0, B * A - 1),
                                        bq.cview().subview(0, B * A - 1), ba.cview(), 0.7f),
                     std::invalid_argument);  // (B, A) not a multiple of B
     auto states = ops.alloc<float>(B * 13);
     auto acts = ops.alloc<int>(B);
     const BehaviourParams ok{3, 3, 5, 13, 0.1f, 7};
-    CHECK_NOTHROW(ops.behaviour_actions(acts.view(), states.cview(), ok, 0));
+    CHECK_NOTHROW(fh::ops::behaviour_actions(ops, acts.view(), states.cview(), ok, 0));
     BehaviourParams bad = ok;
     bad.random_fraction = 1.5f;
-    CHECK_THROWS_AS(ops.behaviour_actions(acts.view(), states.cview(), bad, 0), std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::behaviour_actions(ops, acts.view(), states.cview(), bad, 0), std::invalid_argument);
     bad = ok;
     bad.state_dim = 12;  // states no longer (n, state_dim)
-    CHECK_THROWS_AS(ops.behaviour_actions(acts.view(), states.cview(), bad, 0), std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::behaviour_actions(ops, acts.view(), states.cview(), bad, 0), std::invalid_argument);
     bad = ok;
     bad.market_dim = 14;
     bad.state_dim = 13;
-    CHECK_THROWS_AS(ops.behaviour_actions(acts.view(), states.cview(), bad, 0), std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::behaviour_actions(ops, acts.view(), states.cview(), bad, 0), std::invalid_argument);
 }
 
 TEST_CASE("behaviour policy: each trader type by hand, random_fraction 0 and 1", "[iql]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     const std::uint64_t seed = 20240611, step = 77;
     auto random_word = [&](int e) {  // the documented random action: below(word 1, A)
         return fh::rng::draw(seed, fh::rng::Purpose::behaviour, static_cast<std::uint32_t>(e), step);
@@ -553,7 +554,7 @@ TEST_CASE("behaviour policy: each trader type by hand, random_fraction 0 and 1",
 }
 
 TEST_CASE("the IQL kernels equal their CPU twins", "[gpu][iql]") {
-    fh::ops::CpuOps cpu;
+    fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     const int A = 9;
     for (int B : {1, 7, 129, 1000}) {

@@ -7,17 +7,18 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/compare.hpp"
 
 using fh::ops::Activation;
 using fh::ops::AdamParams;
-using fh::ops::CpuOps;
+using fh::ops::CpuDevice;
+using fh::ops::Device;
 using fh::ops::View;
 using fh::test::random_floats;
 
 TEST_CASE("Adam: two steps by hand", "[nn]") {
-    CpuOps ops;
+    CpuDevice ops;
     auto p = ops.from_host<float>(std::vector<float>{1.f, -2.f});
     auto m = ops.from_host<float>(std::vector<float>{0.f, 0.f});
     auto v = ops.from_host<float>(std::vector<float>{0.f, 0.f});
@@ -55,7 +56,7 @@ TEST_CASE("Adam: two steps by hand", "[nn]") {
 }
 
 TEST_CASE("Adam: decoupled weight decay", "[nn]") {
-    CpuOps ops;
+    CpuDevice ops;
     auto p = ops.from_host<float>(std::vector<float>{2.f});
     auto m = ops.from_host<float>(std::vector<float>{0.f});
     auto v = ops.from_host<float>(std::vector<float>{0.f});
@@ -74,7 +75,7 @@ struct AdamState {
     std::vector<float> p, m, v;
 };
 
-AdamState run_adam(CpuOps& ops, const std::vector<float>& grads, float clip, float norm, int gate_value,
+AdamState run_adam(CpuDevice& ops, const std::vector<float>& grads, float clip, float norm, int gate_value,
                    bool with_gate = true) {
     const std::size_t n = grads.size();
     auto p = ops.from_host<float>(random_floats(n, 1));
@@ -95,7 +96,7 @@ AdamState run_adam(CpuOps& ops, const std::vector<float>& grads, float clip, flo
 }  // namespace
 
 TEST_CASE("Adam: global-norm clipping scales the gradient exactly", "[nn]") {
-    CpuOps ops;
+    CpuDevice ops;
     const auto grads = random_floats(37, 9, -3.f, 3.f);
     double sq = 0;
     for (float x : grads) sq += static_cast<double>(x) * x;
@@ -121,7 +122,7 @@ TEST_CASE("Adam: global-norm clipping scales the gradient exactly", "[nn]") {
 }
 
 TEST_CASE("Adam: gate = 0 leaves params and moments untouched", "[nn]") {
-    CpuOps ops;
+    CpuDevice ops;
     const auto grads = random_floats(19, 4);
     const AdamState before{random_floats(19, 1), random_floats(19, 2, -0.1f, 0.1f),
                            random_floats(19, 3, 0.f, 0.1f)};
@@ -140,8 +141,8 @@ TEST_CASE("Adam: gate = 0 leaves params and moments untouched", "[nn]") {
 }
 
 TEST_CASE("global_norm equals a direct sum", "[nn]") {
-    CpuOps ops;
-    auto scratch = ops.alloc<float>(CpuOps::global_norm_scratch_size());
+    CpuDevice ops;
+    auto scratch = ops.alloc<float>(Device::global_norm_scratch_size());
     auto out = ops.alloc<float>(1);
     for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{65},
                           std::size_t{4099}, (std::size_t{1} << 20) + 3}) {
@@ -156,7 +157,7 @@ TEST_CASE("global_norm equals a direct sum", "[nn]") {
 }
 
 TEST_CASE("network ops check sizes and refuse aliased outputs", "[nn][aliasing]") {
-    CpuOps ops;
+    CpuDevice ops;
     auto buf = ops.from_host<float>(random_floats(256, 1));
     const auto a = buf.view();
     // linear_forward: Y (2,3), X (2,4), W (3,4), b (3)
@@ -177,7 +178,7 @@ TEST_CASE("network ops check sizes and refuse aliased outputs", "[nn][aliasing]"
     CHECK_THROWS(ops.linear_backward(a.subview(44, 8), dW, db, dY, Y, X, W, 2, 4, 3, Activation::tanh, false));
     // global_norm
     auto out = a.subview(100, 1), scratch = a.subview(0, 0);
-    auto sbuf = ops.alloc<float>(CpuOps::global_norm_scratch_size());
+    auto sbuf = ops.alloc<float>(Device::global_norm_scratch_size());
     CHECK_THROWS_WITH(ops.global_norm(out, X, scratch), Catch::Contains("global_norm_scratch_size"));
     CHECK_THROWS(ops.global_norm(a.subview(8, 1), X, sbuf.view()));
     CHECK_NOTHROW(ops.global_norm(out, X, sbuf.view()));

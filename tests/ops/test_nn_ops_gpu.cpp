@@ -8,14 +8,14 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
 
 using fh::ops::Activation;
 using fh::ops::AdamParams;
-using fh::ops::CpuOps;
-using fh::ops::Ops;
+using fh::ops::CpuDevice;
+using fh::ops::Device;
 using fh::ops::View;
 using fh::test::random_floats;
 
@@ -26,7 +26,7 @@ struct LinearResults {
 };
 
 /// Forward, backward (set), backward again (accumulate) of one layer on `ops`.
-LinearResults run_linear(Ops& ops, int batch, int in, int out, Activation act, std::uint64_t seed) {
+LinearResults run_linear(Device& ops, int batch, int in, int out, Activation act, std::uint64_t seed) {
     const std::size_t nb = static_cast<std::size_t>(batch);
     const float w = 1.f / std::sqrt(static_cast<float>(in));
     auto X = ops.from_host<float>(random_floats(nb * in, seed, -1.f, 1.f));
@@ -59,7 +59,7 @@ LinearResults run_linear(Ops& ops, int batch, int in, int out, Activation act, s
 }  // namespace
 
 TEST_CASE("CUDA linear forward/backward equal the CPU twins", "[gpu][nn]") {
-    CpuOps cpu;
+    CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     REQUIRE_FALSE(gpu.tf32());
     for (int batch : {1, 7, 65, 257})
@@ -83,14 +83,14 @@ TEST_CASE("CUDA linear forward/backward equal the CPU twins", "[gpu][nn]") {
 }
 
 TEST_CASE("CUDA linear_forward without bias and activation is the bare SGEMM", "[gpu][nn]") {
-    CpuOps cpu;
+    CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     const int batch = 5, in = 3, out = 4;
     const auto X = random_floats(batch * in, 1), W = random_floats(out * in, 2);
     std::vector<float> results[2];
-    Ops* backends[2] = {&cpu, &gpu};
+    Device* backends[2] = {&cpu, &gpu};
     for (int k = 0; k < 2; ++k) {
-        Ops& ops = *backends[k];
+        Device& ops = *backends[k];
         auto Xb = ops.from_host<float>(X), Wb = ops.from_host<float>(W);
         auto Y = ops.alloc<float>(batch * out);
         ops.linear_forward(Y.view(), Xb.cview(), Wb.cview(), {}, batch, in, out, Activation::none);
@@ -100,10 +100,10 @@ TEST_CASE("CUDA linear_forward without bias and activation is the bare SGEMM", "
 }
 
 TEST_CASE("CUDA global_norm equals the CPU twin and is run-to-run exact", "[gpu][nn]") {
-    CpuOps cpu;
+    CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    auto scratch = gpu.alloc<float>(Ops::global_norm_scratch_size());
-    auto cscratch = cpu.alloc<float>(Ops::global_norm_scratch_size());
+    auto scratch = gpu.alloc<float>(Device::global_norm_scratch_size());
+    auto cscratch = cpu.alloc<float>(Device::global_norm_scratch_size());
     auto out = gpu.alloc<float>(1);
     auto cout_ = cpu.alloc<float>(1);
     for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{65}, std::size_t{4099},
@@ -124,7 +124,7 @@ TEST_CASE("CUDA global_norm equals the CPU twin and is run-to-run exact", "[gpu]
 }
 
 TEST_CASE("CUDA Adam equals the CPU twin; clipping and the gate on the device", "[gpu][nn]") {
-    CpuOps cpu;
+    CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{65}, std::size_t{4099},
                           (std::size_t{1} << 20) + 3}) {
@@ -138,9 +138,9 @@ TEST_CASE("CUDA Adam equals the CPU twin; clipping and the gate on the device", 
                 double sq = 0;
                 for (float x : grads) sq += static_cast<double>(x) * x;
                 const std::vector<float> norm_h{static_cast<float>(std::sqrt(sq))};
-                Ops* backends[2] = {&cpu, &gpu};
+                Device* backends[2] = {&cpu, &gpu};
                 for (int k = 0; k < 2; ++k) {
-                    Ops& ops = *backends[k];
+                    Device& ops = *backends[k];
                     auto P = ops.from_host<float>(random_floats(n, 1));
                     auto M = ops.from_host<float>(random_floats(n, 2, -0.1f, 0.1f));
                     auto V = ops.from_host<float>(random_floats(n, 3, 0.01f, 0.1f));

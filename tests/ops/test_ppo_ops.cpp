@@ -15,9 +15,10 @@
 #include "math/env.h"
 #include "math/policy.h"
 #include "math/ppo.h"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
+#include "ops/ppo/ops.hpp"
 
 using fh::ppo::LossParams;
 using fh::ppo::RolloutView;
@@ -86,14 +87,14 @@ struct LossOut {
     std::vector<float> stats, d_logits, d_values;
 };
 
-LossOut run_loss(fh::ops::Ops& ops, const LossBatch& b, const LossParams& p) {
+LossOut run_loss(fh::ops::Device& ops, const LossBatch& b, const LossParams& p) {
     auto logits = ops.from_host<float>(b.logits), values = ops.from_host<float>(b.values);
     auto actions = ops.from_host<int>(b.actions);
     auto olp = ops.from_host<float>(b.old_log_probs), adv = ops.from_host<float>(b.advantages);
     auto ret = ops.from_host<float>(b.returns), ov = ops.from_host<float>(b.old_values);
     auto stats = ops.alloc<float>(fh::ppo::kPpoLossStats * b.B), dl = ops.alloc<float>(b.B * b.A);
     auto dv = ops.alloc<float>(b.B);
-    ops.ppo_loss(stats.view(), dl.view(), dv.view(), logits.cview(), values.cview(), actions.cview(), olp.cview(),
+    fh::ops::ppo_loss(ops, stats.view(), dl.view(), dv.view(), logits.cview(), values.cview(), actions.cview(), olp.cview(),
                  adv.cview(), ret.cview(), ov.cview(), p);
     return {ops.to_host(stats.cview()), ops.to_host(dl.cview()), ops.to_host(dv.cview())};
 }
@@ -185,13 +186,13 @@ TEST_CASE("policy sampling: frequencies follow the softmax and every action is v
 }
 
 TEST_CASE("ppo_sample draws Philox(seed, policy_sample, e, step) and returns the log-probability", "[ppo]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     const int n = 257, A = 9;
     const auto z = random_floats(n * A, 3, -3.f, 3.f);
     auto logits = ops.from_host<float>(z);
     auto actions = ops.alloc<int>(n);
     auto lps = ops.alloc<float>(n);
-    ops.ppo_sample(actions.view(), lps.view(), logits.cview(), A, 11, 5);
+    fh::ops::ppo_sample(ops, actions.view(), lps.view(), logits.cview(), A, 11, 5);
     const auto a5 = ops.to_host(actions.cview());
     const auto l5 = ops.to_host(lps.cview());
     for (int e = 0; e < n; ++e) {
@@ -201,7 +202,7 @@ TEST_CASE("ppo_sample draws Philox(seed, policy_sample, e, step) and returns the
         const auto lp = log_softmax(std::vector<double>(row, row + A));
         REQUIRE(l5[e] == Approx(lp[a5[e]]).margin(1e-5));
     }
-    ops.ppo_sample(actions.view(), lps.view(), logits.cview(), A, 11, 6);
+    fh::ops::ppo_sample(ops, actions.view(), lps.view(), logits.cview(), A, 11, 6);
     const auto a6 = ops.to_host(actions.cview());
     CHECK(a6 != a5);  // another step, other draws
 }
@@ -218,7 +219,7 @@ TEST_CASE("diversity penalty: the window fills, the ring forgets old actions, th
         CHECK(diversity_penalty(10, 10, 0.7f) == 0.7f);  // one action fills the window: coef
     }
     SECTION("two environments over 9 steps, W = 4, A = 3, coef 2") {
-        fh::ops::CpuOps ops;
+        fh::ops::CpuDevice ops;
         const int n = 2, A = 3, W = 4;
         auto window = ops.from_host<int>(std::vector<int>(n * W, 0));
         auto counts = ops.from_host<int>(std::vector<int>(n * A, 0));
@@ -232,7 +233,7 @@ TEST_CASE("diversity penalty: the window fills, the ring forgets old actions, th
         for (int step = 0; step < 9; ++step) {
             INFO("step " << step);
             ops.upload<int>(acts.view(), std::vector<int>{seq0[step], seq1[step]});
-            ops.ppo_diversity(window.view(), counts.view(), penalty.view(), acts.cview(), A, W, 2.f,
+            fh::ops::ppo_diversity(ops, window.view(), counts.view(), penalty.view(), acts.cview(), A, W, 2.f,
                               static_cast<std::uint64_t>(step));
             const auto p = ops.to_host(penalty.cview());
             CHECK(p[0] == want0[step]);
@@ -242,13 +243,13 @@ TEST_CASE("diversity penalty: the window fills, the ring forgets old actions, th
         CHECK(ops.to_host(counts.cview()) == std::vector<int>{0, 3, 1, 2, 1, 1});
     }
     SECTION("a window of one is always full of one action") {
-        fh::ops::CpuOps ops;
+        fh::ops::CpuDevice ops;
         auto window = ops.from_host<int>(std::vector<int>{0});
         auto counts = ops.from_host<int>(std::vector<int>{0, 0});
         auto penalty = ops.alloc<float>(1);
         auto acts = ops.from_host<int>(std::vector<int>{1});
         for (std::uint64_t step = 0; step < 3; ++step) {
-            ops.ppo_diversity(window.view(), counts.view(), penalty.view(), acts.cview(), 2, 1, 0.3f, step);
+            fh::ops::ppo_diversity(ops, window.view(), counts.view(), penalty.view(), acts.cview(), 2, 1, 0.3f, step);
             CHECK(ops.to_host(penalty.cview())[0] == 0.3f);
             CHECK(ops.to_host(counts.cview()) == std::vector<int>{0, 1});
         }
@@ -280,11 +281,11 @@ TEST_CASE("GAE: a hand-computed rollout with a termination, a truncation and the
     const std::vector<float> next_values{1, 4, 8, 0.5f, 2, 0, 3, -4};
     const std::vector<std::uint8_t> done{kRunning, kTruncated, kTerminated, kRunning,
                                          kRunning, kRunning,   kRunning,    kRunning};
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     auto r = ops.from_host<float>(rewards), v = ops.from_host<float>(values), nv = ops.from_host<float>(next_values);
     auto d = ops.from_host<std::uint8_t>(done);
     auto adv = ops.alloc<float>(8), ret = ops.alloc<float>(8);
-    ops.ppo_gae(adv.view(), ret.view(), r.cview(), v.cview(), nv.cview(), d.cview(), 0.5f, 0.5f, 4);
+    fh::ops::ppo_gae(ops, adv.view(), ret.view(), r.cview(), v.cview(), nv.cview(), d.cview(), 0.5f, 0.5f, 4);
     CHECK(ops.to_host(adv.cview()) == std::vector<float>{1.25f, 0, 1, 1.875f, 3.375f, 0.5f, 3.5f, -4});
     CHECK(ops.to_host(ret.cview()) == std::vector<float>{1.75f, 1, 2, 0.875f, 4.875f, 1, 5.5f, -4});
     SECTION("gamma = lambda = 1 and no dones: gae_0 is the sum of the deltas") {
@@ -292,7 +293,7 @@ TEST_CASE("GAE: a hand-computed rollout with a termination, a truncation and the
         // env 1: sum r -0.5 + sum next_values 0.5 - sum values 0.5 = -0.5, return -0.5 + 1.
         const std::vector<std::uint8_t> running(8, kRunning);
         auto dr = ops.from_host<std::uint8_t>(running);
-        ops.ppo_gae(adv.view(), ret.view(), r.cview(), v.cview(), nv.cview(), dr.cview(), 1.f, 1.f, 4);
+        fh::ops::ppo_gae(ops, adv.view(), ret.view(), r.cview(), v.cview(), nv.cview(), dr.cview(), 1.f, 1.f, 4);
         const auto a = ops.to_host(adv.cview());
         const auto rt = ops.to_host(ret.cview());
         CHECK(a[0] == 19.f);
@@ -305,13 +306,13 @@ TEST_CASE("GAE: a hand-computed rollout with a termination, a truncation and the
 // ---- advantage normalisation ---------------------------------------------------------------------
 
 TEST_CASE("normalize: mean 0 and population std 1, any size", "[ppo]") {
-    fh::ops::CpuOps ops;
-    auto scratch = ops.alloc<float>(fh::ops::Ops::normalize_scratch_size());
+    fh::ops::CpuDevice ops;
+    auto scratch = ops.alloc<float>(fh::ops::normalize_scratch_size());
     for (std::size_t n : {2u, 3u, 1001u, 100000u}) {
         INFO("n " << n);
         const auto x0 = random_floats(n, n, 3.f, 9.f);
         auto x = ops.from_host<float>(x0);
-        ops.normalize(x.view(), scratch.view());
+        fh::ops::normalize(ops, x.view(), scratch.view());
         const auto y = ops.to_host(x.cview());
         double m = 0, s = 0;
         for (float v : x0) m += v;
@@ -330,10 +331,10 @@ TEST_CASE("normalize: mean 0 and population std 1, any size", "[ppo]") {
     }
     SECTION("one element, or all equal: zeros") {
         auto one = ops.from_host<float>(std::vector<float>{42.f});
-        ops.normalize(one.view(), scratch.view());
+        fh::ops::normalize(ops, one.view(), scratch.view());
         CHECK(ops.to_host(one.cview())[0] == 0.f);
         auto same = ops.from_host<float>(std::vector<float>(50, -3.5f));
-        ops.normalize(same.view(), scratch.view());
+        fh::ops::normalize(ops, same.view(), scratch.view());
         for (float v : ops.to_host(same.cview())) CHECK(v == 0.f);
     }
 }
@@ -397,7 +398,7 @@ TEST_CASE("permute is a bijection of [0, m) and the epoch changes the order", "[
 }
 
 TEST_CASE("ppo_gather takes the permuted rows; the minibatches of an epoch partition the rollout", "[ppo]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     const int M = 37, D = 3;
     std::vector<float> st(M * D), lp(M), adv(M), ret(M), val(M);
     std::vector<int> act(M);
@@ -418,7 +419,7 @@ TEST_CASE("ppo_gather takes the permuted rows; the minibatches of an epoch parti
         auto s = ops.alloc<float>(B * D), l = ops.alloc<float>(B), a2 = ops.alloc<float>(B), r2 = ops.alloc<float>(B),
              v = ops.alloc<float>(B);
         auto a = ops.alloc<int>(B);
-        ops.ppo_gather(s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), rollout, 5, epoch, offset);
+        fh::ops::ppo_gather(ops, s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), rollout, 5, epoch, offset);
         const auto hs = ops.to_host(s.cview());
         const auto ha = ops.to_host(a.cview());
         const auto hl = ops.to_host(l.cview()), hadv = ops.to_host(a2.cview()), hr = ops.to_host(r2.cview()),
@@ -455,7 +456,7 @@ TEST_CASE("ppo_gather takes the permuted rows; the minibatches of an epoch parti
 // ---- the loss ---------------------------------------------------------------------------------
 
 TEST_CASE("PPO loss: stats and gradients match a double-precision loss and its finite differences", "[ppo]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     const LossBatch b = branch_batch();
     for (int clip_value : {0, 1}) {
         INFO("clip_value " << clip_value);
@@ -521,12 +522,12 @@ TEST_CASE("PPO loss: stats and gradients match a double-precision loss and its f
 // ---- curiosity ---------------------------------------------------------------------------------
 
 TEST_CASE("curiosity input and error by hand; d_pred matches finite differences", "[ppo]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     SECTION("input = [state | one-hot(action)]") {
         auto states = ops.from_host<float>(std::vector<float>{1, 2, 3, 4, 5, 6});
         auto acts = ops.from_host<int>(std::vector<int>{2, 0});
         auto input = ops.alloc<float>(2 * 7);
-        ops.curiosity_input(input.view(), states.cview(), acts.cview(), 4);
+        fh::ops::curiosity_input(ops, input.view(), states.cview(), acts.cview(), 4);
         CHECK(ops.to_host(input.cview()) == std::vector<float>{1, 2, 3, 0, 0, 1, 0, 4, 5, 6, 1, 0, 0, 0});
     }
     SECTION("error and gradient, by hand") {
@@ -535,7 +536,7 @@ TEST_CASE("curiosity input and error by hand; d_pred matches finite differences"
         auto pred = ops.from_host<float>(std::vector<float>{1, 2, 0.5f, -1});
         auto next = ops.from_host<float>(std::vector<float>{0, 4, 9, 9, 1.5f, -1, 7, 7});
         auto err = ops.alloc<float>(2), dp = ops.alloc<float>(4);
-        ops.curiosity_error(err.view(), dp.view(), pred.cview(), next.cview(), 4);
+        fh::ops::curiosity_error(ops, err.view(), dp.view(), pred.cview(), next.cview(), 4);
         CHECK(ops.to_host(err.cview()) == std::vector<float>{1.25f, 0.25f});
         CHECK(ops.to_host(dp.cview()) == std::vector<float>{0.25f, -0.5f, -0.25f, 0.f});
     }
@@ -544,7 +545,7 @@ TEST_CASE("curiosity input and error by hand; d_pred matches finite differences"
         const auto pr = random_floats(n * P, 1), nx = random_floats(n * S, 2);
         auto pred = ops.from_host<float>(pr), next = ops.from_host<float>(nx);
         auto err = ops.alloc<float>(n), dp = ops.alloc<float>(n * P);
-        ops.curiosity_error(err.view(), dp.view(), pred.cview(), next.cview(), S);
+        fh::ops::curiosity_error(ops, err.view(), dp.view(), pred.cview(), next.cview(), S);
         const auto e = ops.to_host(err.cview()), d = ops.to_host(dp.cview());
         auto f = [&](const std::vector<double>& q) {
             double total = 0;
@@ -574,33 +575,33 @@ TEST_CASE("curiosity input and error by hand; d_pred matches finite differences"
 // ---- argument checks ----------------------------------------------------------------------------
 
 TEST_CASE("PPO ops: sizes are checked; read-only inputs may share, outputs may not overlap", "[ppo][aliasing]") {
-    fh::ops::CpuOps ops;
+    fh::ops::CpuDevice ops;
     auto buf = ops.from_host<float>(random_floats(64, 1));
     auto f = [&](std::size_t off, std::size_t n) { return buf.view().subview(off, n); };
     auto cf = [&](std::size_t off, std::size_t n) { return fh::ops::View<const float>(f(off, n)); };
     auto done = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(8, 0));
     auto adv = ops.alloc<float>(8), ret = ops.alloc<float>(8);
     // values and next_values may be the same read-only buffer ...
-    CHECK_NOTHROW(ops.ppo_gae(adv.view(), ret.view(), cf(0, 8), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 4));
+    CHECK_NOTHROW(fh::ops::ppo_gae(ops, adv.view(), ret.view(), cf(0, 8), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 4));
     // ... an output aliasing an input may not.
-    CHECK_THROWS_AS(ops.ppo_gae(adv.view(), ret.view(), adv.cview(), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 4),
+    CHECK_THROWS_AS(fh::ops::ppo_gae(ops, adv.view(), ret.view(), adv.cview(), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 4),
                     std::invalid_argument);
-    CHECK_THROWS_AS(ops.ppo_gae(adv.view(), ret.view(), cf(0, 8), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 3),
+    CHECK_THROWS_AS(fh::ops::ppo_gae(ops, adv.view(), ret.view(), cf(0, 8), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 3),
                     std::invalid_argument);  // 8 rows are not a multiple of T = 3
 
-    auto scratch = ops.alloc<float>(fh::ops::Ops::normalize_scratch_size());
-    CHECK_THROWS_AS(ops.normalize(f(0, 8), f(8, 16)), std::invalid_argument);  // scratch too small
-    CHECK_THROWS_AS(ops.normalize(fh::ops::View<float>(), scratch.view()), std::invalid_argument);
+    auto scratch = ops.alloc<float>(fh::ops::normalize_scratch_size());
+    CHECK_THROWS_AS(fh::ops::normalize(ops, f(0, 8), f(8, 16)), std::invalid_argument);  // scratch too small
+    CHECK_THROWS_AS(fh::ops::normalize(ops, fh::ops::View<float>(), scratch.view()), std::invalid_argument);
 
     auto acts = ops.from_host<int>(std::vector<int>{0, 1, 2, 0});
     auto stats = ops.alloc<float>(fh::ppo::kPpoLossStats * 4), dl = ops.alloc<float>(12), dv = ops.alloc<float>(4);
     const LossParams p{0.2f, 0.5f, 0.01f, 1};
-    CHECK_NOTHROW(ops.ppo_loss(stats.view(), dl.view(), dv.view(), cf(0, 12), cf(12, 4), acts.cview(), cf(16, 4),
+    CHECK_NOTHROW(fh::ops::ppo_loss(ops, stats.view(), dl.view(), dv.view(), cf(0, 12), cf(12, 4), acts.cview(), cf(16, 4),
                                cf(20, 4), cf(24, 4), cf(12, 4), p));  // old_values == values: fine
-    CHECK_THROWS_AS(ops.ppo_loss(stats.view(), dl.view(), f(12, 4), cf(0, 12), cf(12, 4), acts.cview(), cf(16, 4),
+    CHECK_THROWS_AS(fh::ops::ppo_loss(ops, stats.view(), dl.view(), f(12, 4), cf(0, 12), cf(12, 4), acts.cview(), cf(16, 4),
                                  cf(20, 4), cf(24, 4), cf(28, 4), p),
                     std::invalid_argument);  // d_values is the values buffer
-    CHECK_THROWS_AS(ops.ppo_loss(stats.view(), dl.view(), dv.view(), cf(0, 13), cf(12, 4), acts.cview(), cf(16, 4),
+    CHECK_THROWS_AS(fh::ops::ppo_loss(ops, stats.view(), dl.view(), dv.view(), cf(0, 13), cf(12, 4), acts.cview(), cf(16, 4),
                                  cf(20, 4), cf(24, 4), cf(28, 4), p),
                     std::invalid_argument);  // 13 logits for 4 samples
 
@@ -609,34 +610,34 @@ TEST_CASE("PPO ops: sizes are checked; read-only inputs may share, outputs may n
     auto gs = ops.alloc<float>(4), g1 = ops.alloc<float>(2), g2 = ops.alloc<float>(2), g3 = ops.alloc<float>(2),
          g4 = ops.alloc<float>(2);
     auto ga = ops.alloc<int>(2);
-    CHECK_NOTHROW(ops.ppo_gather(gs.view(), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 2));
-    CHECK_THROWS_AS(ops.ppo_gather(gs.view(), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 3),
+    CHECK_NOTHROW(fh::ops::ppo_gather(ops, gs.view(), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 2));
+    CHECK_THROWS_AS(fh::ops::ppo_gather(ops, gs.view(), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 3),
                     std::invalid_argument);  // rows [3, 5) of 4
-    CHECK_THROWS_AS(ops.ppo_gather(f(0, 4), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 0),
+    CHECK_THROWS_AS(fh::ops::ppo_gather(ops, f(0, 4), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 0),
                     std::invalid_argument);  // the output overlaps the rollout
 
     auto err = ops.alloc<float>(2), dp = ops.alloc<float>(10);
-    CHECK_THROWS_AS(ops.curiosity_error(err.view(), dp.view(), cf(0, 10), cf(10, 8), 4), std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::curiosity_error(ops, err.view(), dp.view(), cf(0, 10), cf(10, 8), 4), std::invalid_argument);
 
     auto window = ops.from_host<int>(std::vector<int>(8, 0)), counts = ops.from_host<int>(std::vector<int>(12, 0));
     auto pen = ops.alloc<float>(4);
-    CHECK_THROWS_AS(ops.ppo_diversity(window.view(), counts.view(), pen.view(), acts.cview(), 3, 0, 1.f, 0),
+    CHECK_THROWS_AS(fh::ops::ppo_diversity(ops, window.view(), counts.view(), pen.view(), acts.cview(), 3, 0, 1.f, 0),
                     std::invalid_argument);  // window 0
-    CHECK_NOTHROW(ops.ppo_diversity(window.view(), counts.view(), pen.view(), acts.cview(), 3, 2, 1.f, 0));
+    CHECK_NOTHROW(fh::ops::ppo_diversity(ops, window.view(), counts.view(), pen.view(), acts.cview(), 3, 2, 1.f, 0));
 }
 
 // ---- [gpu] the kernels against their CPU twins ---------------------------------------------------
 
 TEST_CASE("PPO sampling and diversity kernels equal their CPU twins", "[gpu][ppo]") {
-    fh::ops::CpuOps cpu;
+    fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     const int n = 4099, A = 9, W = 7;
     const auto z = random_floats(n * A, 21, -3.f, 3.f);
-    auto sample = [&](fh::ops::Ops& ops, std::uint64_t step) {
+    auto sample = [&](fh::ops::Device& ops, std::uint64_t step) {
         auto logits = ops.from_host<float>(z);
         auto actions = ops.alloc<int>(n);
         auto lps = ops.alloc<float>(n);
-        ops.ppo_sample(actions.view(), lps.view(), logits.cview(), A, 77, step);
+        fh::ops::ppo_sample(ops, actions.view(), lps.view(), logits.cview(), A, 77, step);
         return std::pair{ops.to_host(actions.cview()), ops.to_host(lps.cview())};
     };
     for (std::uint64_t step : {0ull, 1ull, 1000003ull}) {
@@ -658,7 +659,7 @@ TEST_CASE("PPO sampling and diversity kernels equal their CPU twins", "[gpu][ppo
         CHECK(mismatches <= n / 1000);
     }
     // The diversity penalty on identical actions: integers and IEEE division, bit for bit.
-    auto diversity = [&](fh::ops::Ops& ops) {
+    auto diversity = [&](fh::ops::Device& ops) {
         auto window = ops.from_host<int>(std::vector<int>(n * W, 0));
         auto counts = ops.from_host<int>(std::vector<int>(n * A, 0));
         auto penalty = ops.alloc<float>(n);
@@ -669,7 +670,7 @@ TEST_CASE("PPO sampling and diversity kernels equal their CPU twins", "[gpu][ppo
             for (int e = 0; e < n; ++e)  // some envs stuck on one action, others varied
                 a[e] = e % 3 == 0 ? e % A : static_cast<int>((e * 7u + static_cast<unsigned>(step) * (e % 5)) % A);
             ops.upload<int>(acts.view(), a);
-            ops.ppo_diversity(window.view(), counts.view(), penalty.view(), acts.cview(), A, W, 0.37f,
+            fh::ops::ppo_diversity(ops, window.view(), counts.view(), penalty.view(), acts.cview(), A, W, 0.37f,
                               static_cast<std::uint64_t>(step));
             penalties.push_back(ops.to_host(penalty.cview()));
         }
@@ -683,7 +684,7 @@ TEST_CASE("PPO sampling and diversity kernels equal their CPU twins", "[gpu][ppo
 }
 
 TEST_CASE("GAE and normalize kernels equal their CPU twins", "[gpu][ppo]") {
-    fh::ops::CpuOps cpu;
+    fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     const int T = 33, n = 257, M = T * n;
     const auto rewards = random_floats(M, 31), values = random_floats(M, 32), next_values = random_floats(M, 33);
@@ -691,11 +692,11 @@ TEST_CASE("GAE and normalize kernels equal their CPU twins", "[gpu][ppo]") {
     for (int i = 0; i < M; ++i)
         done[i] = static_cast<std::uint8_t>(i % 29 == 0 ? fh::env::kTerminated : i % 13 == 0 ? fh::env::kTruncated
                                                                                                : fh::env::kRunning);
-    auto gae = [&](fh::ops::Ops& ops) {
+    auto gae = [&](fh::ops::Device& ops) {
         auto r = ops.from_host<float>(rewards), v = ops.from_host<float>(values), nv = ops.from_host<float>(next_values);
         auto d = ops.from_host<std::uint8_t>(done);
         auto adv = ops.alloc<float>(M), ret = ops.alloc<float>(M);
-        ops.ppo_gae(adv.view(), ret.view(), r.cview(), v.cview(), nv.cview(), d.cview(), 0.99f, 0.95f, T);
+        fh::ops::ppo_gae(ops, adv.view(), ret.view(), r.cview(), v.cview(), nv.cview(), d.cview(), 0.99f, 0.95f, T);
         return std::pair{ops.to_host(adv.cview()), ops.to_host(ret.cview())};
     };
     const auto c = gae(cpu), g = gae(gpu);
@@ -705,10 +706,10 @@ TEST_CASE("GAE and normalize kernels equal their CPU twins", "[gpu][ppo]") {
     for (std::size_t size : {1u, 7u, 1000u, 65539u, 300001u}) {
         INFO("size " << size);
         const auto x0 = random_floats(size, size + 5, -4.f, 10.f);
-        auto norm = [&](fh::ops::Ops& ops) {
+        auto norm = [&](fh::ops::Device& ops) {
             auto x = ops.from_host<float>(x0);
-            auto scratch = ops.alloc<float>(fh::ops::Ops::normalize_scratch_size());
-            ops.normalize(x.view(), scratch.view());
+            auto scratch = ops.alloc<float>(fh::ops::normalize_scratch_size());
+            fh::ops::normalize(ops, x.view(), scratch.view());
             return ops.to_host(x.cview());
         };
         const auto cn = norm(cpu), gn = norm(gpu), gn2 = norm(gpu);
@@ -718,14 +719,14 @@ TEST_CASE("GAE and normalize kernels equal their CPU twins", "[gpu][ppo]") {
 }
 
 TEST_CASE("the PPO gather kernel equals its CPU twin", "[gpu][ppo]") {
-    fh::ops::CpuOps cpu;
+    fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     const int M = 1000, D = 11, B = 300;
     const auto st = random_floats(M * D, 41), lp = random_floats(M, 42), adv = random_floats(M, 43),
                ret = random_floats(M, 44), val = random_floats(M, 45);
     std::vector<int> act(M);
     for (int r = 0; r < M; ++r) act[r] = (r * 31) % 9;
-    auto run = [&](fh::ops::Ops& ops, int offset, std::uint64_t epoch) {
+    auto run = [&](fh::ops::Device& ops, int offset, std::uint64_t epoch) {
         auto bs = ops.from_host<float>(st), blp = ops.from_host<float>(lp), badv = ops.from_host<float>(adv),
              bret = ops.from_host<float>(ret), bval = ops.from_host<float>(val);
         auto bact = ops.from_host<int>(act);
@@ -734,7 +735,7 @@ TEST_CASE("the PPO gather kernel equals its CPU twin", "[gpu][ppo]") {
         auto s = ops.alloc<float>(B * D), l = ops.alloc<float>(B), a2 = ops.alloc<float>(B), r2 = ops.alloc<float>(B),
              v = ops.alloc<float>(B);
         auto a = ops.alloc<int>(B);
-        ops.ppo_gather(s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), r, 123, epoch, offset);
+        fh::ops::ppo_gather(ops, s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), r, 123, epoch, offset);
         return std::tuple{ops.to_host(s.cview()), ops.to_host(a.cview()), ops.to_host(l.cview()),
                           ops.to_host(a2.cview()), ops.to_host(r2.cview()), ops.to_host(v.cview())};
     };
@@ -747,7 +748,7 @@ TEST_CASE("the PPO gather kernel equals its CPU twin", "[gpu][ppo]") {
 }
 
 TEST_CASE("the PPO loss kernel equals its CPU twin", "[gpu][ppo]") {
-    fh::ops::CpuOps cpu;
+    fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     for (int A : {3, 9, 130}) {
         for (int B : {1, 7, 257}) {
@@ -782,18 +783,18 @@ TEST_CASE("the PPO loss kernel equals its CPU twin", "[gpu][ppo]") {
 }
 
 TEST_CASE("the curiosity kernels equal their CPU twins", "[gpu][ppo]") {
-    fh::ops::CpuOps cpu;
+    fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     const int n = 1025, D = 37, A = 9, P = 29;
     const auto st = random_floats(n * D, 61), pr = random_floats(n * P, 62), nx = random_floats(n * D, 63);
     std::vector<int> act(n);
     for (int e = 0; e < n; ++e) act[e] = (e * 5) % A;
-    auto run = [&](fh::ops::Ops& ops) {
+    auto run = [&](fh::ops::Device& ops) {
         auto s = ops.from_host<float>(st), p = ops.from_host<float>(pr), x = ops.from_host<float>(nx);
         auto a = ops.from_host<int>(act);
         auto in = ops.alloc<float>(n * (D + A)), err = ops.alloc<float>(n), dp = ops.alloc<float>(n * P);
-        ops.curiosity_input(in.view(), s.cview(), a.cview(), A);
-        ops.curiosity_error(err.view(), dp.view(), p.cview(), x.cview(), D);
+        fh::ops::curiosity_input(ops, in.view(), s.cview(), a.cview(), A);
+        fh::ops::curiosity_error(ops, err.view(), dp.view(), p.cview(), x.cview(), D);
         return std::tuple{ops.to_host(in.cview()), ops.to_host(err.cview()), ops.to_host(dp.cview())};
     };
     const auto c = run(cpu), g = run(gpu);

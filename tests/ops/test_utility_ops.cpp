@@ -6,12 +6,13 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
+#include "ops/dqn/ops.hpp"
 
-using fh::ops::CpuOps;
-using fh::ops::Ops;
+using fh::ops::CpuDevice;
+using fh::ops::Device;
 using fh::test::random_floats;
 
 namespace {
@@ -24,7 +25,7 @@ struct Results {
 };
 
 /// Runs every utility op on `ops` with inputs from the seed.
-Results run_all(Ops& ops, std::size_t n, std::uint64_t seed) {
+Results run_all(Device& ops, std::size_t n, std::uint64_t seed) {
     const auto x = random_floats(n, seed);
     const auto y = random_floats(n, seed + 1);
     Results r;
@@ -56,7 +57,7 @@ Results run_all(Ops& ops, std::size_t n, std::uint64_t seed) {
 }  // namespace
 
 TEST_CASE("CPU utility ops follow their definitions", "[ops]") {
-    CpuOps ops;
+    CpuDevice ops;
     for (std::size_t n : kSizes) {
         INFO("n = " << n);
         const auto x = random_floats(n, 11 * n);
@@ -75,7 +76,7 @@ TEST_CASE("CPU utility ops follow their definitions", "[ops]") {
 }
 
 TEST_CASE("saxpy and copy refuse overlapping buffers", "[ops][aliasing]") {
-    CpuOps ops;
+    CpuDevice ops;
     auto buf = ops.from_host<float>(random_floats(64, 5));
     const auto v = buf.view();
     // The aliased form of the earlier system's bug: y *= alpha written as saxpy(y, alpha - 1, y).
@@ -91,7 +92,7 @@ TEST_CASE("saxpy and copy refuse overlapping buffers", "[ops][aliasing]") {
 }
 
 TEST_CASE("blend rejects alpha outside [0, 1]", "[ops]") {
-    CpuOps ops;
+    CpuDevice ops;
     auto a = ops.from_host<float>(random_floats(8, 1));
     auto b = ops.from_host<float>(random_floats(8, 2));
     CHECK_THROWS(fh::ops::blend_c51_mse_gradient(ops, a.view(), b.cview(), 1.5f));
@@ -99,7 +100,7 @@ TEST_CASE("blend rejects alpha outside [0, 1]", "[ops]") {
 }
 
 TEST_CASE("CUDA utility ops equal the CPU twins bit for bit", "[gpu][ops]") {
-    CpuOps cpu;
+    CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     auto sizes = kSizes;
     sizes.push_back((std::size_t{1} << 24) + 4097);  // more elements than the capped grid covers

@@ -9,8 +9,8 @@ namespace fh::test {
 
 bool gpu_available(std::string* why) { return cuda::device_count(why) > 0; }
 
-ops::CudaOps& gpu_ops() {
-    static std::unique_ptr<ops::CudaOps> ops = std::make_unique<ops::CudaOps>(0);
+ops::CudaDevice& gpu_ops() {
+    static std::unique_ptr<ops::CudaDevice> ops = std::make_unique<ops::CudaDevice>(0);
     return *ops;
 }
 

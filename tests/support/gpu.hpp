@@ -1,11 +1,11 @@
 /// @file gpu.hpp
-/// @brief The GPU fixture of [gpu] tests: one CudaOps for the whole test run.
+/// @brief The GPU fixture of [gpu] tests: one CudaDevice for the whole test run.
 #pragma once
 
 #include <string>
 
-#include "ops/cpu/cpu_ops.hpp"
-#include "ops/cuda/cuda_ops.hpp"
+#include "ops/cpu_device.hpp"
+#include "ops/cuda_device.hpp"
 
 namespace fh::test {
 
@@ -13,6 +13,6 @@ namespace fh::test {
 bool gpu_available(std::string* why = nullptr);
 
 /// The shared CUDA backend on device 0 (created on first use).
-ops::CudaOps& gpu_ops();
+ops::CudaDevice& gpu_ops();
 
 }  // namespace fh::test

@@ -13,7 +13,7 @@
 namespace fh::test {
 
 /// Mean / standard deviation of every environment step's reward of `policy` on the validation split.
-inline double validation_sharpe(ops::Ops& ops, const env::DeviceMarket& dm, const env::EnvParams& params,
+inline double validation_sharpe(ops::Device& ops, const env::DeviceMarket& dm, const env::EnvParams& params,
                                 const trainers::Policy& policy, int n = 64, int steps = 1000) {
     env::VecEnv venv(ops, dm, env::Split::val, params, n);
     venv.reset_all();

@@ -21,7 +21,7 @@ inline std::vector<trainers::LogLine> run_training(trainers::Trainer& t, const c
 }
 
 /// The bytes of every state tensor, in state_tensors() order.
-inline std::vector<std::vector<std::byte>> snapshot(ops::Ops& ops, trainers::Trainer& t) {
+inline std::vector<std::vector<std::byte>> snapshot(ops::Device& ops, trainers::Trainer& t) {
     std::vector<std::vector<std::byte>> s;
     for (const auto& st : t.state_tensors()) s.push_back(ops.to_host<std::byte>(st.bytes));
     return s;

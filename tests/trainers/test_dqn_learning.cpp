@@ -12,7 +12,7 @@
 #include "data/load.hpp"
 #include "data/synthetic_market.hpp"
 #include "env/vec_env.hpp"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/policy_eval.hpp"
 #include "trainers/dqn_trainer.hpp"
@@ -22,10 +22,10 @@ using namespace fh;
 
 TEST_CASE("DQN reaches half of the planted signal's best Sharpe", "[.learning]") {
     const bool gpu = test::gpu_available();
-    std::unique_ptr<ops::CpuOps> cpu;
-    ops::Ops* ops = nullptr;
+    std::unique_ptr<ops::CpuDevice> cpu;
+    ops::Device* ops = nullptr;
     if (gpu) ops = &test::gpu_ops();
-    else ops = (cpu = std::make_unique<ops::CpuOps>()).get();
+    else ops = (cpu = std::make_unique<ops::CpuDevice>()).get();
     const double k = 0.3;
     const auto p = config::resolve_profile_text(R"(
 [run]

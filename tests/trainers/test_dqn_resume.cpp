@@ -12,7 +12,7 @@
 #include "config/profile.hpp"
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "io/safetensors.hpp"
 #include "trainers/checkpoint.hpp"
@@ -51,14 +51,14 @@ struct Snapshot {
     trainers::DqnCounters counters;
 };
 
-Snapshot save(ops::Ops& ops, trainers::DqnTrainer& t) {
+Snapshot save(ops::Device& ops, trainers::DqnTrainer& t) {
     Snapshot s;
     for (const auto& st : t.state_tensors()) s.tensors.push_back(ops.to_host<std::byte>(st.bytes));
     s.counters = t.counters();
     return s;
 }
 
-void restore(ops::Ops& ops, trainers::DqnTrainer& t, const Snapshot& s) {
+void restore(ops::Device& ops, trainers::DqnTrainer& t, const Snapshot& s) {
     const auto tensors = t.state_tensors();
     REQUIRE(tensors.size() == s.tensors.size());
     for (std::size_t i = 0; i < tensors.size(); ++i) ops.upload<std::byte>(tensors[i].bytes, s.tensors[i]);
@@ -67,7 +67,7 @@ void restore(ops::Ops& ops, trainers::DqnTrainer& t, const Snapshot& s) {
 
 }  // namespace
 
-static void check_resume_equivalence(ops::Ops& ops) {
+static void check_resume_equivalence(ops::Device& ops) {
     const auto full = resume_profile(1600);
     const auto market = data::load_market(trainers::data_options(full));
     env::DeviceMarket dm(ops, market);
@@ -99,7 +99,7 @@ static void check_resume_equivalence(ops::Ops& ops) {
 }
 
 TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][dqn][resume]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     check_resume_equivalence(ops);
 }
 
@@ -108,7 +108,7 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, ex
 }
 
 TEST_CASE("a DQN checkpoint with the earlier counters tensor name still resumes", "[trainers][dqn][resume]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     const auto p = resume_profile(400);
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);

@@ -12,10 +12,11 @@
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "nn/init.hpp"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
+#include "ops/env/ops.hpp"
 
 using namespace fh;
 
@@ -51,7 +52,7 @@ config::Profile with(config::Profile p, const std::vector<std::string>& override
 }  // namespace
 
 TEST_CASE("DQN smoke run on the CPU: finite metrics, every step counted", "[trainers][dqn]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     const auto p = profile("");
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
@@ -74,7 +75,7 @@ TEST_CASE("DQN smoke run on the CPU: finite metrics, every step counted", "[trai
 }
 
 TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 atoms, 5-step", "[trainers][dqn]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     for (const char* variant : {"dqn.double_dqn=false", "dqn.dueling=false", "training.tau=0", "dqn.num_atoms=101",
                                 "experience.n_step=5"}) {
         INFO(variant);
@@ -91,7 +92,7 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
 
 TEST_CASE("DQN is deterministic: same seed, same metrics", "[trainers][dqn]") {
     auto run = [](const config::Profile& p) {
-        ops::CpuOps ops;
+        ops::CpuDevice ops;
         const auto market = data::load_market(trainers::data_options(p));
         env::DeviceMarket dm(ops, market);
         trainers::DqnTrainer trainer(ops, p, dm);
@@ -114,7 +115,7 @@ TEST_CASE("DQN is deterministic: same seed, same metrics", "[trainers][dqn]") {
 }
 
 TEST_CASE("the guard skips an injected NaN update, keeps the last good weights, then exits 5", "[trainers][dqn][guard]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     // Updates start once 64 transitions (16 steps of 4 envs) are in the ring: 16 steps -> 1 update.
     auto p = with(profile(""), {"run.total_steps=64", "run.log_interval=64"});
     const auto market = data::load_market(trainers::data_options(p));
@@ -151,7 +152,7 @@ TEST_CASE("the guard skips an injected NaN update, keeps the last good weights, 
 }
 
 TEST_CASE("DQN learns the planted signal: validation beats flat and random", "[trainers][dqn][learning]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     // A strong planted momentum signal and no trading costs, so the best policy is to follow
     // the sign of the last return (docs/data.md).
     auto p = with(profile(""), {"data.planted_signal=0.5", "data.synthetic_bars=6000", "instrument.commission=0",
@@ -175,7 +176,7 @@ TEST_CASE("DQN learns the planted signal: validation beats flat and random", "[t
         });
     long long step = 0;
     const double random = trainers::mean_step_reward(ops, dm, env::Split::val, params, n, steps,
-        [&](ops::View<int> a, ops::View<const float>, int) { ops.random_actions(a, 99, step++, env::num_actions(params)); });
+        [&](ops::View<int> a, ops::View<const float>, int) { fh::ops::env_random_actions(ops, a, 99, step++, env::num_actions(params)); });
     std::printf("planted-signal validation reward per step: dqn %.5f, flat %.5f, random %.5f\n", learned, flat, random);
     CHECK(flat == 0.0);
     CHECK(learned > random + 0.01);

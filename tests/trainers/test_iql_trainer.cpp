@@ -13,13 +13,14 @@
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/iql_trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
+#include "ops/iql/ops.hpp"
 
 using namespace fh;
 using test::run_training;
@@ -52,7 +53,7 @@ struct Fixture {
     config::Profile p;
     data::MarketData market;
     env::DeviceMarket dm;
-    Fixture(ops::Ops& o, config::Profile profile)
+    Fixture(ops::Device& o, config::Profile profile)
         : p(std::move(profile)), market(data::load_market(trainers::data_options(p))), dm(o, market) {}
 };
 
@@ -63,7 +64,7 @@ std::string temp_path(const std::string& name) {
 }  // namespace
 
 TEST_CASE("IQL smoke run on the CPU: behaviour dataset, finite metrics, every update counted", "[trainers][iql]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     Fixture f(ops, iql_profile());
     trainers::IqlTrainer trainer(ops, f.p, f.dm);
     CHECK(trainer.dataset_transitions() == 1000);  // 8 environments x 125 steps
@@ -78,7 +79,7 @@ TEST_CASE("IQL smoke run on the CPU: behaviour dataset, finite metrics, every up
     }
 }
 
-static void check_resume_equivalence(ops::Ops& ops) {
+static void check_resume_equivalence(ops::Device& ops) {
     Fixture f(ops, iql_profile());
     trainers::IqlTrainer straight(ops, f.p, f.dm);
     run_training(straight, f.p);
@@ -98,7 +99,7 @@ static void check_resume_equivalence(ops::Ops& ops) {
 }
 
 TEST_CASE("IQL resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][iql][resume]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     check_resume_equivalence(ops);
 }
 
@@ -107,7 +108,7 @@ TEST_CASE("IQL resumed from its saved state equals an uninterrupted run (GPU, ex
 }
 
 TEST_CASE("IQL guard: injected NaN updates are skipped, too many exit 5 naming the value loss", "[trainers][iql][guard]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     Fixture f(ops, iql_profile({"training.max_bad_updates=2"}));
     trainers::IqlTrainer trainer(ops, f.p, f.dm);
     trainer.inject_nan_at_updates({1, 3});
@@ -127,7 +128,7 @@ TEST_CASE("IQL guard: injected NaN updates are skipped, too many exit 5 naming t
 }
 
 TEST_CASE("IQL trains from a DQN run's replay dump; a dump of another shape is refused", "[trainers][iql][replay]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     const auto dqn = config::resolve_profile_text(R"(
 [run]
 trainer = "dqn"
@@ -173,7 +174,7 @@ hidden = [16]
 }
 
 TEST_CASE("IQL from the mixed behaviour dataset beats the behaviour policy on validation", "[trainers][iql][learning]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     Fixture f(ops, iql_profile({"data.planted_signal=0.5", "data.synthetic_bars=6000", "instrument.commission=0",
                                 "instrument.slippage_ticks=0", "env.urgency_levels=1", "run.total_steps=3000",
                                 "run.log_interval=100000", "iql.dataset_size=20000", "experience.gpu_n_episodes=16",
@@ -189,7 +190,7 @@ TEST_CASE("IQL from the mixed behaviour dataset beats the behaviour policy on va
     const auto bp = trainers::behaviour_params(params, static_cast<std::uint64_t>(f.p.run.seed));
     long long step = 0;
     const double behaviour = trainers::mean_step_reward(ops, f.dm, env::Split::val, params, n, steps,
-        [&](ops::View<int> a, ops::View<const float> s, int) { ops.behaviour_actions(a, s, bp, static_cast<std::uint64_t>(step++)); });
+        [&](ops::View<int> a, ops::View<const float> s, int) { fh::ops::behaviour_actions(ops, a, s, bp, static_cast<std::uint64_t>(step++)); });
     std::printf("planted-signal validation reward per step: iql %.5f, behaviour policy %.5f\n", learned, behaviour);
     CHECK(learned > behaviour + 0.01);
 }

@@ -15,13 +15,14 @@
 #include "data/load.hpp"
 #include "data/synthetic_market.hpp"
 #include "env/vec_env.hpp"
-#include "ops/cpu/cpu_ops.hpp"
+#include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
 #include "support/policy_eval.hpp"
 #include "trainers/ppo_trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
+#include "ops/env/ops.hpp"
 
 using namespace fh;
 using test::run_training;
@@ -54,18 +55,18 @@ diversity_coef = 0.05
 }
 
 struct Fixture {
-    ops::Ops& ops;
+    ops::Device& ops;
     config::Profile p;
     data::MarketData market;
     env::DeviceMarket dm;
-    Fixture(ops::Ops& o, config::Profile profile)
+    Fixture(ops::Device& o, config::Profile profile)
         : ops(o), p(std::move(profile)), market(data::load_market(trainers::data_options(p))), dm(o, market) {}
 };
 
 }  // namespace
 
 TEST_CASE("PPO smoke run on the CPU: finite metrics, counters, 45 actions", "[trainers][ppo]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     Fixture f(ops, ppo_profile());
     trainers::PpoTrainer trainer(ops, f.p, f.dm);
     REQUIRE(env::num_actions(trainer.env_params()) == 45);
@@ -90,7 +91,7 @@ double field(const io::json::Value& json, const std::string& key) {
 }  // namespace
 
 TEST_CASE("PPO action-diversity penalty: a one-action policy pays diversity_coef once the window is full", "[trainers][ppo]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     // A policy that always takes action 0 (its logit's bias +100: the softmax is saturated and
     // the updates cannot move it), so every window's share is 1.
     auto concentrate = [&](trainers::PpoTrainer& t) {
@@ -115,7 +116,7 @@ TEST_CASE("PPO action-diversity penalty: a one-action policy pays diversity_coef
 }
 
 TEST_CASE("PPO with curiosity and constant learning rate runs with finite metrics", "[trainers][ppo]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     Fixture f(ops, ppo_profile({"ppo.curiosity=true", "ppo.curiosity_coef=0.1", "ppo.lr_schedule=\"constant\"",
                                 "ppo.clip_value=false"}));
     trainers::PpoTrainer trainer(ops, f.p, f.dm);
@@ -129,7 +130,7 @@ TEST_CASE("PPO with curiosity and constant learning rate runs with finite metric
 }
 
 TEST_CASE("PPO learning rate decays linearly over the run", "[trainers][ppo]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     Fixture f(ops, ppo_profile());
     trainers::PpoTrainer trainer(ops, f.p, f.dm);
     const double lr = f.p.training.learning_rate;
@@ -139,7 +140,7 @@ TEST_CASE("PPO learning rate decays linearly over the run", "[trainers][ppo]") {
     CHECK(trainer.learning_rate() == Approx(lr * (1.0 - 2.0 / 8.0)));
 }
 
-static void check_resume_equivalence(ops::Ops& ops) {
+static void check_resume_equivalence(ops::Device& ops) {
     Fixture f(ops, ppo_profile({"ppo.curiosity=true"}));
     trainers::PpoTrainer straight(ops, f.p, f.dm);
     run_training(straight, f.p);
@@ -169,7 +170,7 @@ static void check_resume_equivalence(ops::Ops& ops) {
 }
 
 TEST_CASE("PPO resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][ppo][resume]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     check_resume_equivalence(ops);
 }
 
@@ -178,7 +179,7 @@ TEST_CASE("PPO resumed from its saved state equals an uninterrupted run (GPU, ex
 }
 
 TEST_CASE("PPO guard: an injected NaN update is skipped, too many exit 5 naming the quantity", "[trainers][ppo][guard]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     Fixture f(ops, ppo_profile());
     SECTION("a skipped update leaves weights and Adam moments untouched") {
         trainers::PpoTrainer trainer(ops, f.p, f.dm);
@@ -247,7 +248,7 @@ lr_schedule = "constant"
 }  // namespace
 
 TEST_CASE("PPO learns the planted signal: validation beats flat and random", "[trainers][ppo][learning]") {
-    ops::CpuOps ops;
+    ops::CpuDevice ops;
     Fixture f(ops, learning_profile(false));
     trainers::PpoTrainer trainer(ops, f.p, f.dm);
     run_training(trainer, f.p);
@@ -261,7 +262,7 @@ TEST_CASE("PPO learns the planted signal: validation beats flat and random", "[t
         });
     long long step = 0;
     const double random = trainers::mean_step_reward(ops, f.dm, env::Split::val, params, n, steps,
-        [&](ops::View<int> a, ops::View<const float>, int) { ops.random_actions(a, 99, step++, env::num_actions(params)); });
+        [&](ops::View<int> a, ops::View<const float>, int) { fh::ops::env_random_actions(ops, a, 99, step++, env::num_actions(params)); });
     std::printf("planted-signal validation reward per step: ppo %.5f, flat %.5f, random %.5f\n", learned, flat, random);
     CHECK(flat == 0.0);
     CHECK(learned > random + 0.01);
@@ -270,8 +271,8 @@ TEST_CASE("PPO learns the planted signal: validation beats flat and random", "[t
 
 TEST_CASE("PPO reaches half of the planted signal's best Sharpe", "[.learning]") {
     const bool gpu = test::gpu_available();
-    std::unique_ptr<ops::CpuOps> cpu;
-    ops::Ops* ops = gpu ? static_cast<ops::Ops*>(&test::gpu_ops()) : (cpu = std::make_unique<ops::CpuOps>()).get();
+    std::unique_ptr<ops::CpuDevice> cpu;
+    ops::Device* ops = gpu ? static_cast<ops::Device*>(&test::gpu_ops()) : (cpu = std::make_unique<ops::CpuDevice>()).get();
     Fixture f(*ops, learning_profile(gpu));
     trainers::PpoTrainer trainer(*ops, f.p, f.dm);
     const auto t0 = std::chrono::steady_clock::now();

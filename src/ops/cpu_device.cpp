@@ -1,0 +1,89 @@
+/// @file cpu_device.cpp
+/// @brief The CPU reference backend's memory and core ops: plain loops written from the math
+///        (cuda/math/core.h, src/nn/reference.hpp), the oracle the CUDA backend is tested against.
+#include "ops/cpu_device.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <new>
+
+#include "nn/reference.hpp"
+
+namespace fh::ops {
+
+namespace {
+constexpr std::align_val_t kAlignment{64};
+}  // namespace
+
+void* CpuDevice::allocate_bytes(std::size_t bytes) {
+    return ::operator new(bytes == 0 ? 1 : bytes, kAlignment);
+}
+
+void CpuDevice::release_bytes(void* p) noexcept {
+    ::operator delete(p, kAlignment);
+}
+
+void CpuDevice::upload_bytes(void* dst, const void* src, std::size_t bytes) {
+    if (bytes) std::memcpy(dst, src, bytes);
+}
+
+void CpuDevice::download_bytes(void* dst, const void* src, std::size_t bytes) {
+    if (bytes) std::memcpy(dst, src, bytes);
+}
+
+void CpuDevice::copy_bytes(void* dst, const void* src, std::size_t bytes) {
+    std::memcpy(dst, src, bytes);
+}
+
+void CpuDevice::fill_impl(View<float> y, float value) {
+    for (std::size_t i = 0; i < y.size(); ++i) y.data()[i] = value;
+}
+
+void CpuDevice::copy_impl(View<float> dst, View<const float> src) {
+    for (std::size_t i = 0; i < dst.size(); ++i) dst.data()[i] = src.data()[i];
+}
+
+void CpuDevice::saxpy_impl(View<float> y, float a, View<const float> x) {
+    for (std::size_t i = 0; i < y.size(); ++i) y.data()[i] = core::saxpy_element(y.data()[i], a, x.data()[i]);
+}
+
+void CpuDevice::scale_impl(View<float> y, float alpha) {
+    for (std::size_t i = 0; i < y.size(); ++i) y.data()[i] *= alpha;
+}
+
+void CpuDevice::mean_impl(View<float> out, View<const float> x) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < x.size(); ++i) sum += x.data()[i];
+    out.data()[0] = static_cast<float>(sum / static_cast<double>(x.size()));
+}
+
+void CpuDevice::linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
+                                    int batch, int in, int out, Activation act) {
+    nn::ref::linear_forward<float>(Y.data(), X.data(), W.data(), b.empty() ? nullptr : b.data(), batch, in, out, act);
+}
+
+void CpuDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
+                                     View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
+                                     int out, Activation act, bool accumulate) {
+    nn::ref::linear_backward<float>(dX.empty() ? nullptr : dX.data(), dW.data(), db.empty() ? nullptr : db.data(),
+                                    dY.data(), Y.data(), X.data(), W.data(), batch, in, out, act, accumulate);
+}
+
+void CpuDevice::global_norm_impl(View<float> out, View<const float> x, View<float> /*scratch*/) {
+    double s = 0.0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        const double xi = x.data()[i];
+        s += xi * xi;
+    }
+    out.data()[0] = static_cast<float>(std::sqrt(s));
+}
+
+void CpuDevice::adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                               View<const float> grad_norm, View<const int> gate, const core::AdamConstants& c) {
+    if (!gate.empty() && gate.data()[0] == 0) return;  // the guard skipped this update
+    const float scale = c.clip_norm > 0.f ? core::clip_scale(grad_norm.data()[0], c.clip_norm) : 1.f;
+    for (std::size_t i = 0; i < params.size(); ++i)
+        core::adam_element(params.data()[i], m.data()[i], v.data()[i], grads.data()[i], scale, c);
+}
+
+}  // namespace fh::ops

@@ -1,0 +1,39 @@
+/// @file cpu_device.hpp
+/// @brief The CPU reference backend: plain loops written from the math, readable as
+///        documentation; the oracle the CUDA backend is tested against. Op families' CPU twins
+///        are free functions (ops::cpu_twin, src/ops/<family>/cpu.cpp).
+#pragma once
+
+#include "ops/device.hpp"
+
+namespace fh::ops {
+
+class CpuDevice final : public Device {
+public:
+    Backend backend() const noexcept override { return Backend::cpu; }
+    std::string description() const override { return "cpu (reference backend)"; }
+    void synchronize() override {}
+
+protected:
+    void* allocate_bytes(std::size_t bytes) override;
+    void release_bytes(void* p) noexcept override;
+    void upload_bytes(void* dst, const void* src, std::size_t bytes) override;
+    void download_bytes(void* dst, const void* src, std::size_t bytes) override;
+    void copy_bytes(void* dst, const void* src, std::size_t bytes) override;
+
+    void fill_impl(View<float> y, float value) override;
+    void copy_impl(View<float> dst, View<const float> src) override;
+    void saxpy_impl(View<float> y, float a, View<const float> x) override;
+    void scale_impl(View<float> y, float alpha) override;
+    void mean_impl(View<float> out, View<const float> x) override;
+    void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch,
+                             int in, int out, Activation act) override;
+    void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
+                              View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
+                              bool accumulate) override;
+    void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) override;
+    void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                        View<const float> grad_norm, View<const int> gate, const core::AdamConstants& c) override;
+};
+
+}  // namespace fh::ops

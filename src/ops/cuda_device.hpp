@@ -1,0 +1,65 @@
+/// @file cuda_device.hpp
+/// @brief The CUDA backend: the device, its stream, the embedded kernels (typed handles) and
+///        cuBLAS. Every op is asynchronous on the stream; downloads synchronise. Op families'
+///        CUDA twins (ops::cuda_twin, src/ops/<family>/cuda.cpp) launch through kernels() on
+///        stream().
+#pragma once
+
+#include "cuda/device.hpp"
+#include "cuda/kernel_table.hpp"
+#include "cuda/resources.hpp"
+#include "ops/device.hpp"
+
+namespace fh::ops {
+
+class CudaDevice final : public Device {
+public:
+    /// Selects the device (checking that an embedded cubin runs on it), loads every module and
+    /// resolves every kernel, so that any problem shows here and not mid-run.
+    explicit CudaDevice(int ordinal);
+
+    Backend backend() const noexcept override { return Backend::cuda; }
+    std::string description() const override;
+    void synchronize() override { stream_.synchronize(); }
+    CudaDevice* cuda() noexcept override { return this; }
+    std::optional<MemoryInfo> memory() const override;
+    /// TF32 tensor-core math for the cuBLAS SGEMMs of the linear layers (faster, ~10-bit
+    /// mantissa products); off by default (full FP32).
+    void set_tf32(bool on) override;
+    bool tf32() const noexcept { return tf32_; }
+
+    const cuda::DeviceInfo& device() const noexcept { return device_; }
+    cudaStream_t stream() const noexcept { return stream_.get(); }
+    const cuda::KernelTable& kernels() const noexcept { return registry_.kernels(); }
+    cublasHandle_t cublas() const noexcept { return cublas_.get(); }
+
+protected:
+    void* allocate_bytes(std::size_t bytes) override;
+    void release_bytes(void* p) noexcept override;
+    void upload_bytes(void* dst, const void* src, std::size_t bytes) override;
+    void download_bytes(void* dst, const void* src, std::size_t bytes) override;
+    void copy_bytes(void* dst, const void* src, std::size_t bytes) override;
+
+    void fill_impl(View<float> y, float value) override;
+    void copy_impl(View<float> dst, View<const float> src) override;
+    void saxpy_impl(View<float> y, float a, View<const float> x) override;
+    void scale_impl(View<float> y, float alpha) override;
+    void mean_impl(View<float> out, View<const float> x) override;
+    void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch,
+                             int in, int out, Activation act) override;
+    void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
+                              View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
+                              bool accumulate) override;
+    void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) override;
+    void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                        View<const float> grad_norm, View<const int> gate, const core::AdamConstants& c) override;
+
+private:
+    cuda::DeviceInfo device_;
+    cuda::Stream stream_;
+    cuda::KernelRegistry registry_;
+    cuda::CublasHandle cublas_;
+    bool tf32_ = false;  ///< linear layers: cuBLAS math mode (set_tf32)
+};
+
+}  // namespace fh::ops

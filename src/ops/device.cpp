@@ -1,0 +1,168 @@
+/// @file device.cpp
+/// @brief The core ops' argument checks, run once for both backends before their implementations.
+#include "ops/device.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace fh::ops {
+
+namespace {
+
+void require_positive(int v, const char* what, const char* op) {
+    if (v < 1) throw std::invalid_argument(fmt::format("ops::{}: {} must be >= 1, got {}", op, what, v));
+}
+
+void require_activation(Activation a, const char* op) {
+    const int v = static_cast<int>(a);
+    if (v < 0 || v > 2) throw std::invalid_argument(fmt::format("ops::{}: unknown activation {}", op, v));
+}
+
+std::size_t mul(int a, int b) {
+    return static_cast<std::size_t>(a) * static_cast<std::size_t>(b);
+}
+
+/// The per-launch Adam constants, bias corrections computed in double on the host.
+core::AdamConstants adam_constants(const AdamParams& p) {
+    core::AdamConstants c{};
+    c.lr = p.lr;
+    c.beta1 = p.beta1;
+    c.beta2 = p.beta2;
+    c.eps = p.eps;
+    c.clip_norm = p.clip_norm;
+    c.weight_decay = p.weight_decay;
+    c.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), p.step));
+    c.bias_correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), p.step));
+    return c;
+}
+
+}  // namespace
+
+void Device::fill(View<float> y, float value) {
+    detail::checked_int_size(y.size(), "fill");
+    if (!y.empty()) fill_impl(y, value);
+}
+
+void Device::copy(View<float> dst, View<const float> src) {
+    detail::require_same_size(dst.size(), src.size(), "copy");
+    detail::checked_int_size(dst.size(), "copy");
+    if (overlaps(dst, View<const float>(src)))
+        throw std::invalid_argument(
+            "ops::copy: dst and src overlap; the copy kernel's pointers are "
+            "__restrict__ and must refer to distinct buffers");
+    if (!dst.empty()) copy_impl(dst, src);
+}
+
+void Device::saxpy(View<float> y, float a, View<const float> x) {
+    detail::require_same_size(y.size(), x.size(), "saxpy");
+    detail::checked_int_size(y.size(), "saxpy");
+    if (overlaps(y, x))
+        throw std::invalid_argument(
+            "ops::saxpy: y and x overlap. The saxpy kernel's pointers are __restrict__, so an "
+            "aliased call is undefined behaviour (it produced NaNs in the earlier system). To scale "
+            "a buffer in place use ops::scale (scale_f32_kernel).");
+    if (!y.empty()) saxpy_impl(y, a, x);
+}
+
+void Device::scale(View<float> y, float alpha) {
+    detail::checked_int_size(y.size(), "scale");
+    if (!y.empty()) scale_impl(y, alpha);
+}
+
+void Device::mean(View<float> out, View<const float> x) {
+    detail::require_size(out.size(), 1, "mean", "out");
+    if (x.empty()) throw std::invalid_argument("ops::mean: empty input");
+    detail::checked_int_size(x.size(), "mean");
+    detail::require_distinct("mean", {detail::range("out", out), detail::range("x", x)});
+    mean_impl(out, x);
+}
+
+void Device::linear_forward(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch,
+                            int in, int out, Activation act) {
+    const char* op = "linear_forward";
+    require_positive(batch, "batch", op);
+    require_positive(in, "in", op);
+    require_positive(out, "out", op);
+    require_activation(act, op);
+    detail::require_size(Y.size(), mul(batch, out), op, "Y (batch, out)");
+    detail::require_size(X.size(), mul(batch, in), op, "X (batch, in)");
+    detail::require_size(W.size(), mul(out, in), op, "W (out, in)");
+    if (!b.empty()) detail::require_size(b.size(), static_cast<std::size_t>(out), op, "b (out)");
+    detail::checked_int_size(Y.size(), op);
+    detail::checked_int_size(X.size(), op);
+    detail::checked_int_size(W.size(), op);
+    detail::require_distinct(
+        op, {detail::range("Y", Y), detail::range("X", X), detail::range("W", W), detail::range("b", b)});
+    linear_forward_impl(Y, X, W, b, batch, in, out, act);
+}
+
+void Device::linear_backward(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
+                             View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
+                             bool accumulate) {
+    const char* op = "linear_backward";
+    require_positive(batch, "batch", op);
+    require_positive(in, "in", op);
+    require_positive(out, "out", op);
+    require_activation(act, op);
+    if (!dX.empty()) detail::require_size(dX.size(), mul(batch, in), op, "dX (batch, in)");
+    detail::require_size(dW.size(), mul(out, in), op, "dW (out, in)");
+    if (!db.empty()) detail::require_size(db.size(), static_cast<std::size_t>(out), op, "db (out)");
+    detail::require_size(dY.size(), mul(batch, out), op, "dY (batch, out)");
+    detail::require_size(Y.size(), mul(batch, out), op, "Y (batch, out)");
+    detail::require_size(X.size(), mul(batch, in), op, "X (batch, in)");
+    detail::require_size(W.size(), mul(out, in), op, "W (out, in)");
+    detail::checked_int_size(dY.size(), op);
+    detail::checked_int_size(X.size(), op);
+    detail::checked_int_size(W.size(), op);
+    // Every written buffer (dX, dW, db, dY) is distinct from every other operand.
+    detail::require_distinct(
+        op, {detail::range("dX", dX), detail::range("dW", dW), detail::range("db", db), detail::range("dY", dY),
+             detail::range("Y", Y), detail::range("X", X), detail::range("W", W)});
+    linear_backward_impl(dX, dW, db, dY, Y, X, W, batch, in, out, act, accumulate);
+}
+
+void Device::global_norm(View<float> out, View<const float> x, View<float> scratch) {
+    const char* op = "global_norm";
+    detail::require_size(out.size(), 1, op, "out");
+    if (scratch.size() < global_norm_scratch_size())
+        throw std::invalid_argument(
+            fmt::format("ops::global_norm: scratch has {} floats, needs {} "
+                        "(Device::global_norm_scratch_size())",
+                        scratch.size(), global_norm_scratch_size()));
+    detail::checked_int_size(x.size(), op);
+    detail::require_distinct(op, {detail::range("out", out), detail::range("x", x), detail::range("scratch", scratch)});
+    global_norm_impl(out, x, scratch.subview(0, global_norm_scratch_size()));
+}
+
+void Device::adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                       View<const float> grad_norm, View<const int> gate, const AdamParams& p) {
+    const char* op = "adam_step";
+    const std::size_t n = params.size();
+    detail::require_size(m.size(), n, op, "m");
+    detail::require_size(v.size(), n, op, "v");
+    detail::require_size(grads.size(), n, op, "grads");
+    detail::checked_int_size(n, op);
+    if (p.clip_norm > 0.f) detail::require_size(grad_norm.size(), 1, op, "grad_norm (clip_norm > 0)");
+    if (!gate.empty()) detail::require_size(gate.size(), 1, op, "gate");
+    if (p.step < 1)
+        throw std::invalid_argument(fmt::format("ops::adam_step: step must be >= 1 (1-based), got {}", p.step));
+    if (!(p.lr >= 0.f) || !(p.beta1 >= 0.f && p.beta1 < 1.f) || !(p.beta2 >= 0.f && p.beta2 < 1.f) || !(p.eps > 0.f) ||
+        !(p.weight_decay >= 0.f) || std::isnan(p.clip_norm))
+        throw std::invalid_argument(
+            fmt::format("ops::adam_step: invalid hyper-parameters (lr {}, beta1 {}, beta2 {}, eps {}, "
+                        "weight_decay {}, clip_norm {}): need lr >= 0, betas in [0, 1), eps > 0, "
+                        "weight_decay >= 0",
+                        p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.clip_norm));
+    const View<const int> gate_c = gate;
+    const bool gate_overlaps = overlaps(params, gate_c) || overlaps(m, gate_c) || overlaps(v, gate_c);
+    if (gate_overlaps) throw std::invalid_argument("ops::adam_step: gate overlaps an updated buffer");
+    const View<const float> norm = p.clip_norm > 0.f ? grad_norm : View<const float>();
+    detail::require_distinct(
+        op, {detail::range("params", params), detail::range("m", m), detail::range("v", v),
+             detail::range("grads", grads), detail::range("grad_norm", norm), detail::range("gate", gate)});
+    if (n == 0) return;
+    adam_step_impl(params, m, v, grads, norm, gate, adam_constants(p));
+}
+
+}  // namespace fh::ops

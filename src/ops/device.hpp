@@ -1,0 +1,219 @@
+/// @file device.hpp
+/// @brief The device core every layer is written against: memory (Buffer, upload, download),
+///        synchronisation, and the generic numeric ops (fill, copy, scale, saxpy, mean, the linear
+///        layer and its backward, the global norm, Adam). Two implementations: CpuDevice (plain
+///        loops, the reference; src/ops/cpu_device.*) and CudaDevice (embedded kernels and
+///        cuBLAS on one stream; src/ops/cuda_device.*).
+///
+/// Everything else is an op family (src/ops/<family>/ops.hpp: env, backtest, nn, replay, dqn,
+/// ppo, iql): free functions `ops::name(device, ...)` that check their arguments once and
+/// dispatch to their CPU twin (`ops::cpu_twin::name`) or CUDA twin (`ops::cuda_twin::name`).
+/// docs/architecture.md shows how to add an op.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "abi/core_network.h"
+#include "math/core.h"
+#include "ops/checks.hpp"
+#include "ops/view.hpp"
+
+namespace fh::ops {
+
+enum class Backend { cpu, cuda };
+
+/// Network types shared with the kernels (cuda/math/core.h).
+using Activation = core::Activation;
+using AdamParams = core::AdamParams;
+
+class CudaDevice;
+
+class Device;
+
+/// Owns `count` elements in the memory of the Device that allocated it. Move-only (copies are
+/// explicit ops::copy calls); must not outlive its Device.
+template <class T>
+class Buffer {
+public:
+    Buffer() = default;
+    Buffer(Device* owner, T* data, std::size_t count) : owner_(owner), data_(data), count_(count) {}
+    ~Buffer() { release(); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    Buffer(Buffer&& o) noexcept
+        : owner_(std::exchange(o.owner_, nullptr)),
+          data_(std::exchange(o.data_, nullptr)),
+          count_(std::exchange(o.count_, 0)) {}
+    Buffer& operator=(Buffer&& o) noexcept {
+        if (this != &o) {
+            release();
+            owner_ = std::exchange(o.owner_, nullptr);
+            data_ = std::exchange(o.data_, nullptr);
+            count_ = std::exchange(o.count_, 0);
+        }
+        return *this;
+    }
+
+    View<T> view() noexcept { return {data_, count_}; }
+    View<const T> view() const noexcept { return {data_, count_}; }
+    View<const T> cview() const noexcept { return {data_, count_}; }
+    std::size_t size() const noexcept { return count_; }
+
+private:
+    void release() noexcept;
+    Device* owner_ = nullptr;
+    T* data_ = nullptr;
+    std::size_t count_ = 0;
+};
+
+class Device {
+public:
+    virtual ~Device() = default;
+    virtual Backend backend() const noexcept = 0;
+    /// One line for logs: "cpu (reference backend)" or "cuda:0 NVIDIA H200 (sm_90, ...)".
+    virtual std::string description() const = 0;
+    /// Waits until every op issued so far has finished (a no-op on the CPU).
+    virtual void synchronize() = 0;
+    /// The CUDA device behind this one, or nullptr on the CPU backend: what op families dispatch on.
+    virtual CudaDevice* cuda() noexcept { return nullptr; }
+
+    /// The memory a run may budget for: the device's free bytes now (CUDA), or nothing where
+    /// memory is not budgeted (the CPU backend).
+    struct MemoryInfo {
+        std::string name;
+        std::size_t free_bytes = 0, total_bytes = 0;
+    };
+    virtual std::optional<MemoryInfo> memory() const { return std::nullopt; }
+    /// TF32 tensor-core math for the linear layers' matrix products (gpu.tf32); the CPU backend
+    /// always computes in FP32.
+    virtual void set_tf32(bool /*on*/) {}
+
+    // ---- memory ---------------------------------------------------------------------------
+    template <class T>
+    Buffer<T> alloc(std::size_t count) {
+        T* p = static_cast<T*>(allocate_bytes(count * sizeof(T)));
+        bytes_in_use_ += count * sizeof(T);
+        if (bytes_in_use_ > peak_bytes_) peak_bytes_ = bytes_in_use_;
+        return Buffer<T>(this, p, count);
+    }
+    template <class T>
+    void upload(View<T> dst, std::span<const T> src) {
+        detail::require_same_size(dst.size(), src.size(), "upload");
+        upload_bytes(dst.data(), src.data(), src.size_bytes());
+    }
+    template <class T>
+    void download(std::span<T> dst, View<const T> src) {
+        detail::require_same_size(dst.size(), src.size(), "download");
+        download_bytes(dst.data(), src.data(), dst.size_bytes());
+    }
+    template <class T>
+    std::vector<T> to_host(View<const T> src) {
+        std::vector<T> out(src.size());
+        download(std::span<T>(out), src);
+        return out;
+    }
+    template <class T>
+    Buffer<T> from_host(std::span<const T> src) {
+        Buffer<T> b = alloc<T>(src.size());
+        upload(b.view(), src);
+        return b;
+    }
+    /// dst = src for any trivially copyable T (a device-to-device copy on CUDA); distinct buffers.
+    template <class T>
+    void copy_raw(View<T> dst, View<const T> src) {
+        detail::require_same_size(dst.size(), src.size(), "copy_raw");
+        if (overlaps(dst, src)) throw std::invalid_argument("ops::copy_raw: dst and src overlap");
+        if (!dst.empty()) copy_bytes(dst.data(), src.data(), dst.size() * sizeof(T));
+    }
+    void free_bytes(void* p, std::size_t bytes) noexcept {
+        release_bytes(p);
+        bytes_in_use_ -= bytes;
+    }
+    /// Bytes held in Buffers now, and the most ever held at once (libraries' own workspaces,
+    /// e.g. cuBLAS's, are not counted).
+    std::size_t bytes_in_use() const noexcept { return bytes_in_use_; }
+    std::size_t peak_bytes() const noexcept { return peak_bytes_; }
+
+    // ---- vector ops (cuda/kernels/core_vector.cu) -------------------------------------------
+    /// y[i] = value
+    void fill(View<float> y, float value);
+    /// dst[i] = src[i]; dst and src must not overlap.
+    void copy(View<float> dst, View<const float> src);
+    /// y[i] += a * x[i] (fused); x and y must be the same size and must not overlap. To scale a
+    /// buffer in place use scale(), never saxpy(y, alpha - 1, y).
+    void saxpy(View<float> y, float a, View<const float> x);
+    /// y[i] *= alpha, in place.
+    void scale(View<float> y, float alpha);
+    /// out[0] = mean of x (n >= 1), in a fixed order; distinct buffers.
+    void mean(View<float> out, View<const float> x);
+
+    // ---- network ops: linear layers, gradient norm, Adam (cuda/kernels/core_network.cu + cuBLAS)
+    // Row-major matrices; shapes beside each view. Every size must be >= 1. Outputs must not
+    // overlap any other operand (checked: the kernels' pointers are __restrict__ and cuBLAS
+    // forbids C overlapping A or B). CPU twins: src/ops/cpu_device.cpp (src/nn/reference.hpp).
+    /// Y = act(X W^T + b). Y (batch, out), X (batch, in), W (out, in), b (out) or empty (no bias).
+    void linear_forward(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch, int in,
+                        int out, Activation act);
+    /// Backward of linear_forward. dY (batch, out) holds dL/dY (the activated output) and is
+    /// overwritten in place with dL/dZ (the pre-activation gradient). Y (batch, out) is the
+    /// activated output of the forward, X (batch, in) and W (out, in) its inputs.
+    /// dW (out, in) and db (out) are set, or added to when `accumulate`; db may be empty (no
+    /// bias). dX (batch, in) is set (never accumulated), or skipped when empty.
+    void linear_backward(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
+                         View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
+                         bool accumulate);
+    /// Floats of scratch that global_norm needs (one partial sum per block of its fixed grid).
+    static constexpr std::size_t global_norm_scratch_size() noexcept {
+        return static_cast<std::size_t>(abi::kNormBlocks);
+    }
+    /// out[0] = sqrt(sum_i x[i]^2), deterministic (a fixed reduction order on each backend).
+    /// out (1), x (n >= 0), scratch (>= global_norm_scratch_size()); all distinct.
+    void global_norm(View<float> out, View<const float> x, View<float> scratch);
+    /// One Adam update with global-norm clipping (core::adam_element, core::clip_scale):
+    /// params, m, v, grads (n), all distinct. grad_norm (1): read when p.clip_norm > 0 (may be
+    /// empty otherwise). gate (1) or empty: when gate[0] == 0 nothing at all is written (the
+    /// training guard's skip, decided on the device). p.step >= 1 is this update's number.
+    void adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                   View<const float> grad_norm, View<const int> gate, const AdamParams& p);
+
+protected:
+    virtual void* allocate_bytes(std::size_t bytes) = 0;
+    virtual void release_bytes(void* p) noexcept = 0;
+    virtual void upload_bytes(void* dst, const void* src, std::size_t bytes) = 0;
+    virtual void download_bytes(void* dst, const void* src, std::size_t bytes) = 0;
+    virtual void copy_bytes(void* dst, const void* src, std::size_t bytes) = 0;
+
+    // The core ops' implementations; the public functions above checked the arguments.
+    virtual void fill_impl(View<float> y, float value) = 0;
+    virtual void copy_impl(View<float> dst, View<const float> src) = 0;
+    virtual void saxpy_impl(View<float> y, float a, View<const float> x) = 0;
+    virtual void scale_impl(View<float> y, float alpha) = 0;
+    virtual void mean_impl(View<float> out, View<const float> x) = 0;
+    virtual void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
+                                     int batch, int in, int out, Activation act) = 0;
+    virtual void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
+                                      View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
+                                      int out, Activation act, bool accumulate) = 0;
+    virtual void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) = 0;
+    virtual void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                                View<const float> grad_norm, View<const int> gate, const core::AdamConstants& c) = 0;
+
+private:
+    std::size_t bytes_in_use_ = 0;
+    std::size_t peak_bytes_ = 0;
+};
+
+template <class T>
+void Buffer<T>::release() noexcept {
+    if (owner_ && data_) owner_->free_bytes(data_, count_ * sizeof(T));
+    data_ = nullptr;
+    count_ = 0;
+}
+
+}  // namespace fh::ops

@@ -1,0 +1,41 @@
+/// @file cuda.cpp
+/// @brief CUDA twins of the iql op family: launchers of cuda/kernels/iql_*.cu on the device's stream.
+///        The op (src/ops/iql/ops.hpp) checked sizes and that the buffers of each launch are
+///        distinct before these run.
+#include "ops/iql/ops.hpp"
+#include "ops/cuda_device.hpp"
+
+namespace fh::ops::cuda_twin {
+
+using cuda::LaunchDims;
+
+void iql_value_loss(CudaDevice& device, View<float> loss, View<float> d_v, View<const float> v, View<const float> q1,
+                    View<const float> q2, View<const int> actions, float expectile, int num_actions, int batch) {
+    device.kernels().iql_value_loss_kernel(device.stream(), LaunchDims::linear(static_cast<std::size_t>(batch), 128),
+                                           loss.data(), d_v.data(), v.data(), q1.data(), q2.data(), actions.data(),
+                                           expectile, num_actions, batch);
+}
+
+void iql_q_loss(CudaDevice& device, View<float> loss, View<float> d_q1, View<float> d_q2, View<const float> q1,
+                View<const float> q2, View<const int> actions, View<const float> rewards, View<const float> discounts,
+                View<const float> v_next, int num_actions, int batch) {
+    device.kernels().iql_q_loss_kernel(device.stream(), LaunchDims::linear(static_cast<std::size_t>(batch), 128),
+                                       loss.data(), d_q1.data(), d_q2.data(), q1.data(), q2.data(), actions.data(),
+                                       rewards.data(), discounts.data(), v_next.data(), num_actions, batch);
+}
+
+void awr_policy_loss(CudaDevice& device, View<float> loss, View<float> weights, View<float> d_logits,
+                     View<const float> logits, View<const float> q1, View<const float> q2, View<const float> v,
+                     View<const int> actions, float beta, float max_weight, int num_actions, int batch) {
+    device.kernels().awr_policy_loss_kernel(device.stream(), LaunchDims::linear(static_cast<std::size_t>(batch), 128),
+                                            loss.data(), weights.data(), d_logits.data(), logits.data(), q1.data(),
+                                            q2.data(), v.data(), actions.data(), beta, max_weight, num_actions, batch);
+}
+
+void behaviour_actions(CudaDevice& device, View<int> actions, View<const float> states, const iql::BehaviourParams& p,
+                       std::uint64_t step) {
+    device.kernels().iql_behaviour_kernel(device.stream(), LaunchDims::linear(actions.size(), 128), actions.data(),
+                                          states.data(), p, step, static_cast<int>(actions.size()));
+}
+
+}  // namespace fh::ops::cuda_twin

@@ -1,0 +1,31 @@
+/// @file cuda.cpp
+/// @brief CUDA twins of the nn op family: launchers of cuda/kernels/nn_select.cu, nn_guard.cu on the device's stream.
+///        The op (src/ops/nn/ops.hpp) checked sizes and that the buffers of each launch are
+///        distinct before these run.
+#include "ops/nn/ops.hpp"
+#include "ops/cuda_device.hpp"
+
+namespace fh::ops::cuda_twin {
+
+using cuda::LaunchDims;
+
+void epsilon_greedy(CudaDevice& device, View<int> actions, View<const float> q, int num_actions, float epsilon,
+                    std::uint64_t seed, std::uint64_t step) {
+    device.kernels().epsilon_greedy_kernel(device.stream(), LaunchDims::linear(actions.size(), 128), actions.data(),
+                                           q.data(), num_actions, epsilon, seed, step,
+                                           static_cast<int>(actions.size()));
+}
+
+void action_histogram(CudaDevice& device, View<unsigned long long> histogram, View<const int> actions,
+                      int num_actions) {
+    device.kernels().action_histogram_kernel(device.stream(), LaunchDims::linear(actions.size(), 256), histogram.data(),
+                                             actions.data(), num_actions, static_cast<int>(actions.size()));
+}
+
+void training_guard(CudaDevice& device, View<int> gate, View<nn::GuardState> state, View<const float> losses,
+                    View<const float> grad_norm, long long update) {
+    device.kernels().training_guard_kernel(device.stream(), LaunchDims{dim3(1), dim3(32), 0}, gate.data(), state.data(),
+                                           losses.data(), static_cast<int>(losses.size()), grad_norm.data(), update);
+}
+
+}  // namespace fh::ops::cuda_twin

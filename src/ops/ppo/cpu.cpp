@@ -1,0 +1,84 @@
+/// @file cpu.cpp
+/// @brief CPU twins of the ppo op family: the shared per-element math (math/ppo.h) in plain loops.
+#include "ops/ppo/ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace fh::ops::cpu_twin {
+
+void ppo_sample(View<int> actions, View<float> log_probs, View<const float> logits, int num_actions, std::uint64_t seed,
+                std::uint64_t step) {
+    for (std::size_t e = 0; e < actions.size(); ++e)
+        actions.data()[e] = ppo::sample_action(logits.data() + e * num_actions, num_actions, seed, static_cast<int>(e),
+                                               step, log_probs.data()[e]);
+}
+
+void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View<const int> actions, int num_actions,
+                   int diversity_window, float coef, std::uint64_t step) {
+    const std::size_t W = static_cast<std::size_t>(diversity_window), A = static_cast<std::size_t>(num_actions);
+    for (std::size_t e = 0; e < actions.size(); ++e)
+        penalty.data()[e] = ppo::diversity_update(window.data() + e * W, counts.data() + e * A, actions.data()[e],
+                                                  num_actions, diversity_window, coef, step);
+}
+
+void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewards, View<const float> values,
+             View<const float> next_values, View<const std::uint8_t> done, float gamma, float lambda, int T) {
+    const int n = static_cast<int>(rewards.size() / static_cast<std::size_t>(T));
+    for (int e = 0; e < n; ++e)
+        ppo::gae_env(e, n, T, rewards.data(), values.data(), next_values.data(), done.data(), gamma, lambda,
+                     advantages.data(), returns.data());
+}
+
+void normalize(View<float> x, View<float> /*scratch*/) {
+    // The same moments as the kernels (shifted by x[0], double sums), summed sequentially.
+    float* v = x.data();
+    const float shift = v[0];
+    double s1 = 0.0, s2 = 0.0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        const double d = static_cast<double>(v[i]) - static_cast<double>(shift);
+        s1 += d;
+        s2 += d * d;
+    }
+    float mean = 0.f, denom = 1.f;
+    ppo::normalize_moments(s1, s2, static_cast<long long>(x.size()), shift, mean, denom);
+    for (std::size_t i = 0; i < x.size(); ++i) v[i] = ppo::normalize_element(v[i], mean, denom);
+}
+
+void ppo_gather(View<float> states, View<int> actions, View<float> old_log_probs, View<float> advantages,
+                View<float> returns, View<float> old_values, const ppo::RolloutView& rollout, std::uint64_t seed,
+                std::uint64_t epoch, int offset) {
+    for (std::size_t i = 0; i < actions.size(); ++i)
+        ppo::gather_row(static_cast<int>(i), rollout, seed, epoch, offset, states.data(), actions.data(),
+                        old_log_probs.data(), advantages.data(), returns.data(), old_values.data());
+}
+
+void ppo_loss(View<float> stats, View<float> d_logits, View<float> d_values, View<const float> logits,
+              View<const float> values, View<const int> actions, View<const float> old_log_probs,
+              View<const float> advantages, View<const float> returns, View<const float> old_values,
+              const ppo::LossParams& p) {
+    const int B = static_cast<int>(actions.size());
+    const int A = static_cast<int>(logits.size() / actions.size());
+    for (int i = 0; i < B; ++i)
+        ppo::loss_sample(i, B, A, logits.data(), values.data(), actions.data(), old_log_probs.data(), advantages.data(),
+                         returns.data(), old_values.data(), p, stats.data(), d_logits.data(), d_values.data());
+}
+
+void curiosity_input(View<float> input, View<const float> states, View<const int> actions, int num_actions) {
+    const std::size_t n = actions.size(), D = states.size() / n, width = D + static_cast<std::size_t>(num_actions);
+    for (std::size_t e = 0; e < n; ++e)
+        ppo::curiosity_input_row(input.data() + e * width, states.data() + e * D, actions.data()[e],
+                                 static_cast<int>(D), num_actions);
+}
+
+void curiosity_error(View<float> error, View<float> d_pred, View<const float> pred, View<const float> next_states,
+                     int state_dim) {
+    const std::size_t n = error.size(), P = pred.size() / n, S = static_cast<std::size_t>(state_dim);
+    for (std::size_t e = 0; e < n; ++e)
+        error.data()[e] =
+            ppo::curiosity_error_row(d_pred.data() + e * P, pred.data() + e * P, next_states.data() + e * S,
+                                     static_cast<int>(P), static_cast<int>(n));
+}
+
+}  // namespace fh::ops::cpu_twin

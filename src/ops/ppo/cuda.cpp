@@ -1,0 +1,81 @@
+/// @file cuda.cpp
+/// @brief CUDA twins of the ppo op family: launchers of cuda/kernels/ppo_*.cu on the device's stream.
+///        The op (src/ops/ppo/ops.hpp) checked sizes and that the buffers of each launch are
+///        distinct before these run.
+#include "ops/ppo/ops.hpp"
+#include "ops/cuda_device.hpp"
+
+namespace fh::ops::cuda_twin {
+
+using cuda::LaunchDims;
+
+void ppo_sample(CudaDevice& device, View<int> actions, View<float> log_probs, View<const float> logits, int num_actions,
+                std::uint64_t seed, std::uint64_t step) {
+    device.kernels().ppo_sample_kernel(device.stream(), LaunchDims::linear(actions.size(), 128), actions.data(),
+                                       log_probs.data(), logits.data(), num_actions, seed, step,
+                                       static_cast<int>(actions.size()));
+}
+
+void ppo_diversity(CudaDevice& device, View<int> window, View<int> counts, View<float> penalty, View<const int> actions,
+                   int num_actions, int diversity_window, float coef, std::uint64_t step) {
+    device.kernels().ppo_diversity_kernel(device.stream(), LaunchDims::linear(actions.size(), 128), window.data(),
+                                          counts.data(), penalty.data(), actions.data(), num_actions, diversity_window,
+                                          coef, step, static_cast<int>(actions.size()));
+}
+
+void ppo_gae(CudaDevice& device, View<float> advantages, View<float> returns, View<const float> rewards,
+             View<const float> values, View<const float> next_values, View<const std::uint8_t> done, float gamma,
+             float lambda, int T) {
+    const std::size_t n = rewards.size() / static_cast<std::size_t>(T);
+    device.kernels().ppo_gae_kernel(device.stream(), LaunchDims::linear(n, 128), advantages.data(), returns.data(),
+                                    rewards.data(), values.data(), next_values.data(), done.data(), gamma, lambda, T,
+                                    static_cast<int>(n));
+}
+
+void normalize(CudaDevice& device, View<float> x, View<float> scratch) {
+    // A fixed grid for the partial sums (whatever the device), so the moments are the same on
+    // every run; the apply kernel's blocks each reduce the partials in the same fixed order.
+    const LaunchDims partial_dims{dim3(ppo::kNormalizeBlocks), dim3(ppo::kNormalizeThreads), 0};
+    const int n = static_cast<int>(x.size());
+    device.kernels().ppo_normalize_partials_kernel(device.stream(), partial_dims, scratch.data(), x.data(), n);
+    device.kernels().ppo_normalize_apply_kernel(
+        device.stream(), LaunchDims::linear(x.size(), ppo::kNormalizeThreads, 1024), x.data(), scratch.data(), n);
+}
+
+void ppo_gather(CudaDevice& device, View<float> states, View<int> actions, View<float> old_log_probs,
+                View<float> advantages, View<float> returns, View<float> old_values, const ppo::RolloutView& rollout,
+                std::uint64_t seed, std::uint64_t epoch, int offset) {
+    device.kernels().ppo_gather_kernel(device.stream(), LaunchDims::linear(actions.size(), 128), states.data(),
+                                       actions.data(), old_log_probs.data(), advantages.data(), returns.data(),
+                                       old_values.data(), rollout, seed, epoch, offset,
+                                       static_cast<int>(actions.size()));
+}
+
+void ppo_loss(CudaDevice& device, View<float> stats, View<float> d_logits, View<float> d_values,
+              View<const float> logits, View<const float> values, View<const int> actions,
+              View<const float> old_log_probs, View<const float> advantages, View<const float> returns,
+              View<const float> old_values, const ppo::LossParams& p) {
+    const std::size_t B = actions.size();
+    device.kernels().ppo_loss_kernel(device.stream(), LaunchDims::linear(B, 64), stats.data(), d_logits.data(),
+                                     d_values.data(), logits.data(), values.data(), actions.data(),
+                                     old_log_probs.data(), advantages.data(), returns.data(), old_values.data(), p,
+                                     static_cast<int>(logits.size() / B), static_cast<int>(B));
+}
+
+void curiosity_input(CudaDevice& device, View<float> input, View<const float> states, View<const int> actions,
+                     int num_actions) {
+    const std::size_t n = actions.size();
+    device.kernels().curiosity_input_kernel(device.stream(), LaunchDims::linear(n, 128), input.data(), states.data(),
+                                            actions.data(), static_cast<int>(states.size() / n), num_actions,
+                                            static_cast<int>(n));
+}
+
+void curiosity_error(CudaDevice& device, View<float> error, View<float> d_pred, View<const float> pred,
+                     View<const float> next_states, int state_dim) {
+    const std::size_t n = error.size();
+    device.kernels().curiosity_error_kernel(device.stream(), LaunchDims::linear(n, 128), error.data(), d_pred.data(),
+                                            pred.data(), next_states.data(), static_cast<int>(pred.size() / n),
+                                            state_dim, static_cast<int>(n));
+}
+
+}  // namespace fh::ops::cuda_twin

@@ -1,0 +1,294 @@
+/// @file ops.hpp
+/// @brief The PPO op family: action sampling, the diversity penalty, GAE, normalisation, shuffled
+///        minibatches, the clipped loss and the curiosity model's input and error (the math:
+///        cuda/math/ppo.h, cuda/math/policy.h; docs/ppo.md).
+///
+/// Each op checks its arguments here, once, then runs its CPU twin (cpu_twin::, plain loops over
+/// the shared math, src/ops/ppo/cpu.cpp) or its CUDA twin (cuda_twin::, the kernels of
+/// cuda/kernels/ppo_*.cu, launched by src/ops/ppo/cuda.cpp).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <stdexcept>
+
+#include "math/ppo.h"
+#include "ops/device.hpp"
+
+namespace fh::ops {
+
+/// Floats of scratch that normalize needs.
+constexpr std::size_t normalize_scratch_size() noexcept {
+    return static_cast<std::size_t>(ppo::kNormalizeScratch);
+}
+
+namespace cpu_twin {
+void ppo_sample(View<int> actions, View<float> log_probs, View<const float> logits, int num_actions, std::uint64_t seed,
+                std::uint64_t step);
+void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View<const int> actions, int num_actions,
+                   int diversity_window, float coef, std::uint64_t step);
+void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewards, View<const float> values,
+             View<const float> next_values, View<const std::uint8_t> done, float gamma, float lambda, int T);
+void normalize(View<float> x, View<float> /*scratch*/);
+void ppo_gather(View<float> states, View<int> actions, View<float> old_log_probs, View<float> advantages,
+                View<float> returns, View<float> old_values, const ppo::RolloutView& rollout, std::uint64_t seed,
+                std::uint64_t epoch, int offset);
+void ppo_loss(View<float> stats, View<float> d_logits, View<float> d_values, View<const float> logits,
+              View<const float> values, View<const int> actions, View<const float> old_log_probs,
+              View<const float> advantages, View<const float> returns, View<const float> old_values,
+              const ppo::LossParams& p);
+void curiosity_input(View<float> input, View<const float> states, View<const int> actions, int num_actions);
+void curiosity_error(View<float> error, View<float> d_pred, View<const float> pred, View<const float> next_states,
+                     int state_dim);
+}  // namespace cpu_twin
+
+namespace cuda_twin {
+void ppo_sample(CudaDevice& device, View<int> actions, View<float> log_probs, View<const float> logits, int num_actions,
+                std::uint64_t seed, std::uint64_t step);
+void ppo_diversity(CudaDevice& device, View<int> window, View<int> counts, View<float> penalty, View<const int> actions,
+                   int num_actions, int diversity_window, float coef, std::uint64_t step);
+void ppo_gae(CudaDevice& device, View<float> advantages, View<float> returns, View<const float> rewards,
+             View<const float> values, View<const float> next_values, View<const std::uint8_t> done, float gamma,
+             float lambda, int T);
+void normalize(CudaDevice& device, View<float> x, View<float> scratch);
+void ppo_gather(CudaDevice& device, View<float> states, View<int> actions, View<float> old_log_probs,
+                View<float> advantages, View<float> returns, View<float> old_values, const ppo::RolloutView& rollout,
+                std::uint64_t seed, std::uint64_t epoch, int offset);
+void ppo_loss(CudaDevice& device, View<float> stats, View<float> d_logits, View<float> d_values,
+              View<const float> logits, View<const float> values, View<const int> actions,
+              View<const float> old_log_probs, View<const float> advantages, View<const float> returns,
+              View<const float> old_values, const ppo::LossParams& p);
+void curiosity_input(CudaDevice& device, View<float> input, View<const float> states, View<const int> actions,
+                     int num_actions);
+void curiosity_error(CudaDevice& device, View<float> error, View<float> d_pred, View<const float> pred,
+                     View<const float> next_states, int state_dim);
+}  // namespace cuda_twin
+
+namespace detail {
+inline void require_positive(long long v, const char* op, const char* what) {
+    if (v < 1) throw std::invalid_argument(fmt::format("ops::{}: {} must be >= 1 (got {})", op, what, v));
+}
+
+/// The rows (n) of a (n, cols) buffer: its size must be a non-zero multiple of n.
+inline std::size_t columns(std::size_t size, std::size_t rows, const char* op, const char* what) {
+    if (rows == 0 || size == 0 || size % rows != 0)
+        throw std::invalid_argument(
+            fmt::format("ops::{}: {} has {} elements, not a non-zero multiple of {} rows", op, what, size, rows));
+    return size / rows;
+}
+}  // namespace detail
+
+/// For each env e (n = actions.size()), logits (n, A): u = unit_float(Philox(seed,
+/// policy_sample, e, step).v[0]); actions[e] = policy::sample(row e, u); log_probs[e] =
+/// policy::log_prob(row e, actions[e]).
+inline void ppo_sample(Device& device, View<int> actions, View<float> log_probs, View<const float> logits,
+                       int num_actions, std::uint64_t seed, std::uint64_t step) {
+    const char* op = "ppo_sample";
+    detail::require_positive(static_cast<long long>(actions.size()), op, "the number of environments");
+    detail::require_positive(num_actions, op, "num_actions");
+    const std::size_t n = actions.size();
+    detail::require_size(log_probs.size(), n, op, "log_probs");
+    detail::require_size(logits.size(), n * static_cast<std::size_t>(num_actions), op, "logits");
+    detail::checked_int_size(logits.size(), op);
+    detail::require_distinct(op, {detail::range("actions", actions), detail::range("log_probs", log_probs),
+                                  detail::range("logits", logits)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::ppo_sample(*cuda, actions, log_probs, logits, num_actions, seed, step);
+    cpu_twin::ppo_sample(actions, log_probs, logits, num_actions, seed, step);
+}
+
+/// The action-diversity penalty (ppo::diversity_update). window (n, W = diversity_window) is
+/// the ring of each env's last W actions and counts (n, A) their counts (both zeroed by the
+/// caller before step 0; never reset at episode ends); step = the 0-based global collection
+/// step. Stores and counts actions (n) (uncounting the action W steps old), then penalty (n) =
+/// coef * max(0, (c - 0.5) / 0.5), c = the most frequent action's share of the window, once
+/// step + 1 >= W; 0 before. Actions must lie in [0, A).
+inline void ppo_diversity(Device& device, View<int> window, View<int> counts, View<float> penalty,
+                          View<const int> actions, int num_actions, int diversity_window, float coef,
+                          std::uint64_t step) {
+    const char* op = "ppo_diversity";
+    detail::require_positive(static_cast<long long>(actions.size()), op, "the number of environments");
+    detail::require_positive(num_actions, op, "num_actions");
+    detail::require_positive(diversity_window, op, "diversity_window");
+    if (!std::isfinite(coef)) throw std::invalid_argument("ops::ppo_diversity: coef is not finite");
+    const std::size_t n = actions.size();
+    detail::require_size(window.size(), n * static_cast<std::size_t>(diversity_window), op, "window");
+    detail::require_size(counts.size(), n * static_cast<std::size_t>(num_actions), op, "counts");
+    detail::require_size(penalty.size(), n, op, "penalty");
+    detail::checked_int_size(window.size(), op);
+    detail::checked_int_size(counts.size(), op);
+    detail::require_distinct(op, {detail::range("window", window), detail::range("counts", counts),
+                                  detail::range("penalty", penalty), detail::range("actions", actions)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::ppo_diversity(*cuda, window, counts, penalty, actions, num_actions, diversity_window, coef,
+                                        step);
+    cpu_twin::ppo_diversity(window, counts, penalty, actions, num_actions, diversity_window, coef, step);
+}
+
+/// GAE (ppo::gae_env) over a (T, n) rollout, n = rewards.size() / T: advantages, returns,
+/// rewards, values (V(s_t)), next_values (V of the observation after step t: the terminal
+/// one when done, V(s_T) at t = T-1), done (env::DoneFlag) all (T, n). A termination does not
+/// bootstrap; a truncation bootstraps from next_values but ends the episode (gae restarts).
+/// Bit-identical on both backends.
+inline void ppo_gae(Device& device, View<float> advantages, View<float> returns, View<const float> rewards,
+                    View<const float> values, View<const float> next_values, View<const std::uint8_t> done, float gamma,
+                    float lambda, int T) {
+    const char* op = "ppo_gae";
+    detail::require_positive(T, op, "T");
+    const std::size_t size = rewards.size();
+    detail::columns(size, static_cast<std::size_t>(T), op, "rewards");  // n = size / T >= 1
+    detail::require_size(advantages.size(), size, op, "advantages");
+    detail::require_size(returns.size(), size, op, "returns");
+    detail::require_size(values.size(), size, op, "values");
+    detail::require_size(next_values.size(), size, op, "next_values");
+    detail::require_size(done.size(), size, op, "done");
+    detail::checked_int_size(size, op);
+    detail::require_distinct(op, {detail::range("advantages", advantages), detail::range("returns", returns),
+                                  detail::range("rewards", rewards), detail::range("values", values),
+                                  detail::range("next_values", next_values), detail::range("done", done)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::ppo_gae(*cuda, advantages, returns, rewards, values, next_values, done, gamma, lambda, T);
+    cpu_twin::ppo_gae(advantages, returns, rewards, values, next_values, done, gamma, lambda, T);
+}
+
+/// In place: x = (x - mean) / (std + 1e-8), population std, deterministic (a fixed reduction
+/// order on each backend, double sums). x (>= 1), scratch (>= normalize_scratch_size()); distinct.
+inline void normalize(Device& device, View<float> x, View<float> scratch) {
+    const char* op = "normalize";
+    if (x.empty()) throw std::invalid_argument("ops::normalize: empty input");
+    if (scratch.size() < normalize_scratch_size())
+        throw std::invalid_argument(
+            fmt::format("ops::normalize: scratch has {} floats, needs {} "
+                        "(ops::normalize_scratch_size())",
+                        scratch.size(), normalize_scratch_size()));
+    detail::checked_int_size(x.size(), op);
+    detail::require_distinct(op, {detail::range("x", x), detail::range("scratch", scratch)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::normalize(*cuda, x, scratch.subview(0, normalize_scratch_size()));
+    cpu_twin::normalize(x, scratch.subview(0, normalize_scratch_size()));
+}
+
+/// A shuffled minibatch of B = actions.size() rows: output row i = rollout row
+/// ppo::permute(offset + i, rollout.rows, seed, epoch) (a bijection of the rollout rows keyed
+/// by (seed, epoch), so offsets 0, B, 2B, ... of one epoch never repeat a row).
+/// states (B, rollout.state_dim), the rest (B); 0 <= offset, offset + B <= rollout.rows.
+inline void ppo_gather(Device& device, View<float> states, View<int> actions, View<float> old_log_probs,
+                       View<float> advantages, View<float> returns, View<float> old_values, const ppo::RolloutView& r,
+                       std::uint64_t seed, std::uint64_t epoch, int offset) {
+    const char* op = "ppo_gather";
+    detail::require_positive(static_cast<long long>(actions.size()), op, "the minibatch size");
+    detail::require_positive(r.rows, op, "rollout.rows");
+    detail::require_positive(r.state_dim, op, "rollout.state_dim");
+    if (!r.states || !r.actions || !r.log_probs || !r.advantages || !r.returns || !r.values)
+        throw std::invalid_argument("ops::ppo_gather: a rollout pointer is null");
+    const std::size_t B = actions.size(), D = static_cast<std::size_t>(r.state_dim),
+                      M = static_cast<std::size_t>(r.rows);
+    if (offset < 0 || static_cast<std::size_t>(offset) + B > M)
+        throw std::invalid_argument(fmt::format("ops::ppo_gather: rows [{}, {}) lie outside the rollout's {} rows",
+                                                offset, static_cast<long long>(offset) + static_cast<long long>(B), M));
+    detail::require_size(states.size(), B * D, op, "states");
+    detail::require_size(old_log_probs.size(), B, op, "old_log_probs");
+    detail::require_size(advantages.size(), B, op, "advantages");
+    detail::require_size(returns.size(), B, op, "returns");
+    detail::require_size(old_values.size(), B, op, "old_values");
+    detail::checked_int_size(B * D, op);
+    detail::checked_int_size(M * D, op);
+    detail::require_distinct(op,
+                             {detail::range("states", states), detail::range("actions", actions),
+                              detail::range("old_log_probs", old_log_probs), detail::range("advantages", advantages),
+                              detail::range("returns", returns), detail::range("old_values", old_values),
+                              detail::range("rollout.states", View<const float>(r.states, M * D)),
+                              detail::range("rollout.actions", View<const int>(r.actions, M)),
+                              detail::range("rollout.log_probs", View<const float>(r.log_probs, M)),
+                              detail::range("rollout.advantages", View<const float>(r.advantages, M)),
+                              detail::range("rollout.returns", View<const float>(r.returns, M)),
+                              detail::range("rollout.values", View<const float>(r.values, M))});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::ppo_gather(*cuda, states, actions, old_log_probs, advantages, returns, old_values, r, seed,
+                                     epoch, offset);
+    cpu_twin::ppo_gather(states, actions, old_log_probs, advantages, returns, old_values, r, seed, epoch, offset);
+}
+
+/// The PPO loss of a minibatch (ppo::loss_sample): B = actions.size(), logits (B, A),
+/// A = logits.size() / B; values (B) = the critic's current output; old_log_probs, advantages,
+/// returns, old_values (B). d_logits (B, A) and d_values (B) = gradients of the minibatch-mean
+/// total loss; stats (ppo::kPpoLossStats, B), stat k of sample i at k * B + i: policy loss,
+/// value loss, entropy, approx KL, clipped (ppo::LossStat).
+inline void ppo_loss(Device& device, View<float> stats, View<float> d_logits, View<float> d_values,
+                     View<const float> logits, View<const float> values, View<const int> actions,
+                     View<const float> old_log_probs, View<const float> advantages, View<const float> returns,
+                     View<const float> old_values, const ppo::LossParams& p) {
+    const char* op = "ppo_loss";
+    detail::require_positive(static_cast<long long>(actions.size()), op, "the minibatch size");
+    const std::size_t B = actions.size();
+    const std::size_t A = detail::columns(logits.size(), B, op, "logits");
+    if (!(p.clip >= 0.f) || !std::isfinite(p.clip) || !std::isfinite(p.value_coef) || !std::isfinite(p.entropy_coef))
+        throw std::invalid_argument(
+            fmt::format("ops::ppo_loss: need a finite clip >= 0 and finite coefficients (got clip {}, value_coef {}, "
+                        "entropy_coef {})",
+                        p.clip, p.value_coef, p.entropy_coef));
+    detail::require_size(stats.size(), static_cast<std::size_t>(ppo::kPpoLossStats) * B, op, "stats");
+    detail::require_size(d_logits.size(), B * A, op, "d_logits");
+    detail::require_size(d_values.size(), B, op, "d_values");
+    detail::require_size(values.size(), B, op, "values");
+    detail::require_size(old_log_probs.size(), B, op, "old_log_probs");
+    detail::require_size(advantages.size(), B, op, "advantages");
+    detail::require_size(returns.size(), B, op, "returns");
+    detail::require_size(old_values.size(), B, op, "old_values");
+    detail::checked_int_size(B * A, op);
+    detail::checked_int_size(stats.size(), op);
+    detail::require_distinct(
+        op, {detail::range("stats", stats), detail::range("d_logits", d_logits), detail::range("d_values", d_values),
+             detail::range("logits", logits), detail::range("values", values), detail::range("actions", actions),
+             detail::range("old_log_probs", old_log_probs), detail::range("advantages", advantages),
+             detail::range("returns", returns), detail::range("old_values", old_values)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::ppo_loss(*cuda, stats, d_logits, d_values, logits, values, actions, old_log_probs, advantages,
+                                   returns, old_values, p);
+    cpu_twin::ppo_loss(stats, d_logits, d_values, logits, values, actions, old_log_probs, advantages, returns,
+                       old_values, p);
+}
+
+/// The curiosity forward model's input (n, D + A) = [states row (D) | one-hot(action) (A)],
+/// n = actions.size(), D = states.size() / n.
+inline void curiosity_input(Device& device, View<float> input, View<const float> states, View<const int> actions,
+                            int num_actions) {
+    const char* op = "curiosity_input";
+    detail::require_positive(static_cast<long long>(actions.size()), op, "the number of rows");
+    detail::require_positive(num_actions, op, "num_actions");
+    const std::size_t n = actions.size();
+    const std::size_t D = detail::columns(states.size(), n, op, "states");
+    detail::require_size(input.size(), n * (D + static_cast<std::size_t>(num_actions)), op, "input");
+    detail::checked_int_size(input.size(), op);
+    detail::require_distinct(
+        op, {detail::range("input", input), detail::range("states", states), detail::range("actions", actions)});
+    if (CudaDevice* cuda = device.cuda()) return cuda_twin::curiosity_input(*cuda, input, states, actions, num_actions);
+    cpu_twin::curiosity_input(input, states, actions, num_actions);
+}
+
+/// The forward model's error: pred (n, P), P = pred.size() / n <= state_dim, predicts the
+/// first P columns of next_states (n, state_dim); n = error.size(). error[e] = 0.5 * mean_j
+/// (pred - target)^2 (the intrinsic reward before its coefficient); d_pred (n, P) =
+/// (pred - target) / (n * P), the gradient of mean_e error[e].
+inline void curiosity_error(Device& device, View<float> error, View<float> d_pred, View<const float> pred,
+                            View<const float> next_states, int state_dim) {
+    const char* op = "curiosity_error";
+    detail::require_positive(static_cast<long long>(error.size()), op, "the number of rows");
+    detail::require_positive(state_dim, op, "state_dim");
+    const std::size_t n = error.size();
+    const std::size_t P = detail::columns(pred.size(), n, op, "pred");
+    if (P > static_cast<std::size_t>(state_dim))
+        throw std::invalid_argument(
+            fmt::format("ops::curiosity_error: the prediction has {} columns, more than the state's {}", P, state_dim));
+    detail::require_size(d_pred.size(), pred.size(), op, "d_pred");
+    detail::require_size(next_states.size(), n * static_cast<std::size_t>(state_dim), op, "next_states");
+    detail::checked_int_size(next_states.size(), op);
+    detail::require_distinct(op, {detail::range("error", error), detail::range("d_pred", d_pred),
+                                  detail::range("pred", pred), detail::range("next_states", next_states)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::curiosity_error(*cuda, error, d_pred, pred, next_states, state_dim);
+    cpu_twin::curiosity_error(error, d_pred, pred, next_states, state_dim);
+}
+
+}  // namespace fh::ops

@@ -1,0 +1,20 @@
+/// @file cuda.cpp
+/// @brief CUDA twins of the replay op family: launchers of cuda/kernels/replay_nstep.cu on the device's stream.
+///        The op (src/ops/replay/ops.hpp) checked sizes and that the buffers of each launch are
+///        distinct before these run.
+#include "ops/replay/ops.hpp"
+#include "ops/cuda_device.hpp"
+
+namespace fh::ops::cuda_twin {
+
+using cuda::LaunchDims;
+
+void nstep_sample(CudaDevice& device, View<float> states, View<float> next_states, View<int> actions,
+                  View<float> returns, View<float> discounts, const replay::ReplayView& r,
+                  const replay::SampleParams& p, int batch) {
+    device.kernels().nstep_sample_kernel(device.stream(), LaunchDims::linear(static_cast<std::size_t>(batch), 128),
+                                         states.data(), next_states.data(), actions.data(), returns.data(),
+                                         discounts.data(), r, p, batch);
+}
+
+}  // namespace fh::ops::cuda_twin

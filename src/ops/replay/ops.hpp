@@ -1,0 +1,57 @@
+/// @file ops.hpp
+/// @brief The replay op family: n-step batches from a replay ring (DQN's replay, IQL's dataset); the
+///        math: cuda/math/replay.h.
+///
+/// Each op checks its arguments here, once, then runs its CPU twin (cpu_twin::, plain loops over
+/// the shared math, src/ops/replay/cpu.cpp) or its CUDA twin (cuda_twin::, the kernels of
+/// cuda/kernels/replay_nstep.cu, launched by src/ops/replay/cuda.cpp).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <stdexcept>
+
+#include "math/replay.h"
+#include "ops/device.hpp"
+
+namespace fh::ops {
+
+namespace cpu_twin {
+void nstep_sample(View<float> states, View<float> next_states, View<int> actions, View<float> returns,
+                  View<float> discounts, const replay::ReplayView& r, const replay::SampleParams& p, int batch);
+}  // namespace cpu_twin
+
+namespace cuda_twin {
+void nstep_sample(CudaDevice& device, View<float> states, View<float> next_states, View<int> actions,
+                  View<float> returns, View<float> discounts, const replay::ReplayView& r,
+                  const replay::SampleParams& p, int batch);
+}  // namespace cuda_twin
+
+/// A batch of n-step transitions from the replay ring (replay::sample_nstep).
+/// states, next_states (B, state_dim); actions, returns, discounts (B).
+inline void nstep_sample(Device& device, View<float> states, View<float> next_states, View<int> actions,
+                         View<float> returns, View<float> discounts, const replay::ReplayView& r,
+                         const replay::SampleParams& p, int batch) {
+    if (batch < 1 || r.capacity_steps < 1 || r.n_envs < 1 || r.state_dim < 1 || p.n_step < 1 || p.sampleable < 1 ||
+        p.oldest_step < 0)
+        throw std::invalid_argument("ops::nstep_sample: empty batch, ring or sampleable range");
+    const std::size_t B = static_cast<std::size_t>(batch), D = static_cast<std::size_t>(r.state_dim);
+    detail::require_size(states.size(), B * D, "nstep_sample", "states");
+    detail::require_size(next_states.size(), B * D, "nstep_sample", "next_states");
+    detail::require_size(actions.size(), B, "nstep_sample", "actions");
+    detail::require_size(returns.size(), B, "nstep_sample", "returns");
+    detail::require_size(discounts.size(), B, "nstep_sample", "discounts");
+    const std::size_t rows = static_cast<std::size_t>(r.capacity_steps) * static_cast<std::size_t>(r.n_envs);
+    const View<const float> ring_states(r.states, rows * D), ring_next(r.next_states, rows * D);
+    detail::require_distinct(
+        "nstep_sample",
+        {detail::range("states", states), detail::range("next_states", next_states), detail::range("actions", actions),
+         detail::range("returns", returns), detail::range("discounts", discounts),
+         detail::range("ring states", ring_states), detail::range("ring next_states", ring_next)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::nstep_sample(*cuda, states, next_states, actions, returns, discounts, r, p, batch);
+    cpu_twin::nstep_sample(states, next_states, actions, returns, discounts, r, p, batch);
+}
+
+}  // namespace fh::ops

@@ -1,0 +1,51 @@
+/// @file view.hpp
+/// @brief View<T>: `count` elements of T in a device's memory (host memory for the CPU backend,
+///        device memory for CUDA), and the overlap test the ops' aliasing checks use.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <type_traits>
+
+namespace fh::ops {
+
+/// Deliberately has no operator[]: only a backend's own code dereferences data().
+template <class T>
+class View {
+public:
+    View() = default;
+    View(T* data, std::size_t count) : data_(data), count_(count) {}
+    template <class U>
+    requires std::is_same_v<const U, T> View(View<U> v) : data_(v.data()), count_(v.size()) {}
+
+    T* data() const noexcept { return data_; }
+    std::size_t size() const noexcept { return count_; }
+    bool empty() const noexcept { return count_ == 0; }
+    View subview(std::size_t offset, std::size_t count) const {
+        if (offset > count_ || count > count_ - offset)
+            throw std::out_of_range("ops::View::subview: range outside the view");
+        return View(data_ + offset, count);
+    }
+
+private:
+    T* data_ = nullptr;
+    std::size_t count_ = 0;
+};
+
+/// True when the byte ranges of a and b share at least one byte.
+template <class A, class B>
+bool overlaps(View<A> a, View<B> b) {
+    if (a.empty() || b.empty()) return false;
+    const auto a0 = reinterpret_cast<std::uintptr_t>(a.data());
+    const auto b0 = reinterpret_cast<std::uintptr_t>(b.data());
+    return a0 < b0 + b.size() * sizeof(B) && b0 < a0 + a.size() * sizeof(A);
+}
+
+/// The raw pointer of a view, or nullptr when it is empty (optional kernel arguments).
+template <class T>
+T* or_null(View<T> v) noexcept {
+    return v.empty() ? nullptr : v.data();
+}
+
+}  // namespace fh::ops
