@@ -8,7 +8,7 @@
 
 #include <cstddef>
 
-#include "abi/core_network.h"
+#include "math/core.h"
 
 namespace fh::nn::ref {
 

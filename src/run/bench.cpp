@@ -13,29 +13,68 @@ namespace fh::run {
 namespace json = io::json;
 using clock = std::chrono::steady_clock;
 
+namespace {
+
+double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
+
+}  // namespace
+
 std::string bench(const config::Profile& p) {
     const auto t_start = clock::now();
     Session session(p);
     auto& ops = session.ops;
     auto trainer = trainers::make_trainer(*ops, p, *session.device_market);
     ops->synchronize();
-    const double first_kernel_s = std::chrono::duration<double>(clock::now() - t_start).count();
+    const double first_kernel_s = seconds_since(t_start);
     const long long per = trainer->progress_per_iteration();
     // Iterations per timed phase: the run's length, at most 500 and at most ~5M progress units
     // (a PPO iteration is a whole rollout), at least 20 (fewer when that cap is lower).
     const long long cap = std::clamp<long long>(5'000'000 / per, 3, 500);
     const long long phase = std::clamp<long long>(p.run.total_steps / per, std::min<long long>(20, cap), cap);
-    const trainers::BenchFigures f = trainer->bench(phase);
-    return json::serialize(json::object({{"trainer", p.run.trainer},
-                                         {"device", ops->description()},
-                                         {"n_envs", p.experience.gpu_n_episodes},
-                                         {"batch_size", f.batch_rows},
-                                         {"iterations_per_phase", f.iterations},
-                                         {"collection_env_steps_per_s", f.collection_env_steps_per_s},
-                                         {"updates_per_s", f.updates_per_s},
-                                         {"end_to_end_env_steps_per_s", f.end_to_end_env_steps_per_s},
-                                         {"time_to_first_kernel_s", first_kernel_s},
-                                         {"peak_device_memory_bytes", ops->peak_bytes()}}));
+
+    // Each phase alone, then whole iterations as in training; a synchronisation around each.
+    trainer->bench_prepare();
+    ops->synchronize();
+    auto t = clock::now();
+    long long collected = 0;
+    for (long long i = 0; i < phase; ++i) collected += trainer->bench_collect();
+    ops->synchronize();
+    const double collect_s = seconds_since(t);
+    t = clock::now();
+    long long updates = 0;
+    for (long long i = 0; i < phase; ++i) updates += trainer->bench_update();
+    ops->synchronize();
+    const double update_s = seconds_since(t);
+    double e2e_s = 0;
+    long long e2e_steps = 0;
+    if (collected > 0) {
+        const long long before = trainer->env_steps();
+        t = clock::now();
+        for (long long i = 0; i < phase; ++i) trainer->iterate();
+        ops->synchronize();
+        e2e_s = seconds_since(t);
+        e2e_steps = trainer->env_steps() - before;
+    }
+    (void)trainer->read_log(1.0);  // surfaces a diverged guard as exit 5
+
+    const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
+    const double collection_steps = static_cast<double>(collected) / n_envs;  // steps of all environments
+    const double collection_rate = collected > 0 ? static_cast<double>(collected) / collect_s
+                                                 : trainer->dataset_collection_env_steps_per_s();
+    return json::serialize(json::object({
+        {"trainer", p.run.trainer},
+        {"device", ops->description()},
+        {"n_envs", p.experience.gpu_n_episodes},
+        {"batch_size", trainer->batch_rows()},
+        {"iterations_per_phase", phase},
+        {"collection_env_steps_per_s", collection_rate},
+        {"updates_per_s", static_cast<double>(updates) / update_s},
+        {"end_to_end_env_steps_per_s", e2e_s > 0 ? static_cast<double>(e2e_steps) / e2e_s : 0.0},
+        {"us_per_collection_step", collection_steps > 0 ? 1e6 * collect_s / collection_steps : 0.0},
+        {"us_per_update", updates > 0 ? 1e6 * update_s / static_cast<double>(updates) : 0.0},
+        {"time_to_first_kernel_s", first_kernel_s},
+        {"peak_device_memory_bytes", ops->peak_bytes()},
+    }));
 }
 
 }  // namespace fh::run

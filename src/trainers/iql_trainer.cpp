@@ -62,15 +62,13 @@ IqlTrainer::IqlTrainer(ops::Device& ops, const config::Profile& profile, const e
     else load_dump(profile.iql.dataset);
 
     const std::size_t B = static_cast<std::size_t>(batch_);
-    const std::size_t D = static_cast<std::size_t>(state_dim_);
     const std::size_t A = static_cast<std::size_t>(num_actions_);
     params_ = nn::alloc_zeroed(ops, net_.layout);
     nn::init_params(ops, params_.view(), net_.layout, static_cast<std::uint64_t>(profile.run.seed));
     target_ = nn::alloc_zeroed(ops, net_.layout);
     ops.copy(target_.view(), params_.cview());
     grads_ = nn::alloc_zeroed(ops, net_.layout);
-    adam_m_ = nn::alloc_zeroed(ops, net_.layout);
-    adam_v_ = nn::alloc_zeroed(ops, net_.layout);
+    adam_ = AdamState(ops, net_.layout);
     ws_q1_ = net_.q1.make_workspace(ops, batch_);
     ws_q2_ = net_.q2.make_workspace(ops, batch_);
     ws_q1_target_ = net_.q1.make_workspace(ops, batch_);
@@ -79,11 +77,7 @@ IqlTrainer::IqlTrainer(ops::Device& ops, const config::Profile& profile, const e
     ws_v_next_ = net_.v.make_workspace(ops, batch_);
     ws_policy_ = net_.policy.make_workspace(ops, batch_);
 
-    b_states_ = ops.alloc<float>(B * D);
-    b_next_ = ops.alloc<float>(B * D);
-    b_rewards_ = ops.alloc<float>(B);
-    b_discounts_ = ops.alloc<float>(B);
-    b_actions_ = ops.alloc<int>(B);
+    batch_buf_ = ReplayBatch(ops, batch_, state_dim_);
     for (auto* b : {&loss_v_, &loss_q_, &loss_pi_, &awr_weights_, &d_v_}) *b = ops.alloc<float>(B);
     for (auto* b : {&d_q1_, &d_q2_, &d_logits_}) *b = ops.alloc<float>(B * A);
     current_ = ops.alloc<float>(kStats);
@@ -99,36 +93,28 @@ IqlTrainer::IqlTrainer(ops::Device& ops, const config::Profile& profile, const e
 // acting with iql::behaviour_action, for ceil(dataset_size / envs) steps, stored as a replay ring.
 void IqlTrainer::collect_behaviour_dataset(const env::DeviceMarket& market) {
     const auto t0 = std::chrono::steady_clock::now();
-    ds_envs_ = static_cast<int>(std::min<long long>(profile_.experience.gpu_n_episodes, profile_.iql.dataset_size));
-    ds_capacity_steps_ = static_cast<int>((profile_.iql.dataset_size + ds_envs_ - 1) / ds_envs_);
-    const std::size_t n = static_cast<std::size_t>(ds_envs_);
-    const std::size_t D = static_cast<std::size_t>(state_dim_);
-    const std::size_t rows = static_cast<std::size_t>(ds_capacity_steps_) * n;
-    ds_states_ = ops_.alloc<float>(rows * D);
-    ds_next_ = ops_.alloc<float>(rows * D);
-    ds_rewards_ = ops_.alloc<float>(rows);
-    ds_actions_ = ops_.alloc<int>(rows);
-    ds_done_ = ops_.alloc<std::uint8_t>(rows);
+    const int n_envs = static_cast<int>(std::min<long long>(profile_.experience.gpu_n_episodes, profile_.iql.dataset_size));
+    const int steps = static_cast<int>((profile_.iql.dataset_size + n_envs - 1) / n_envs);
+    dataset_ = ReplayRing(ops_, n_envs, steps, state_dim_);
 
-    env::VecEnv venv(ops_, market, env::Split::train, env_params_, ds_envs_);
+    env::VecEnv venv(ops_, market, env::Split::train, env_params_, n_envs);
     venv.reset_all();
     const auto bp = behaviour_params(env_params_, static_cast<std::uint64_t>(profile_.run.seed));
-    for (int step = 0; step < ds_capacity_steps_; ++step) {
-        const std::size_t row = static_cast<std::size_t>(step) * n;
-        const auto actions = ds_actions_.view().subview(row, n);
-        fh::ops::behaviour_actions(ops_, actions, venv.states(), bp, static_cast<std::uint64_t>(step));
-        ops_.copy(ds_states_.view().subview(row * D, n * D), venv.states());
-        venv.step(actions);
-        ops_.copy(ds_rewards_.view().subview(row, n), venv.rewards());
-        ops_.copy(ds_next_.view().subview(row * D, n * D), venv.next_states());
-        ops_.copy_raw(ds_done_.view().subview(row, n), venv.done());
+    for (int step = 0; step < steps; ++step) {
+        const auto slot = dataset_.next_slot();
+        ops::behaviour_actions(ops_, slot.actions, venv.states(), bp, static_cast<std::uint64_t>(step));
+        ops_.copy(slot.states, venv.states());
+        venv.step(slot.actions);
+        ops_.copy(slot.rewards, venv.rewards());
+        ops_.copy(slot.next_states, venv.next_states());
+        ops_.copy_raw(slot.done, venv.done());
+        dataset_.commit_slot();
     }
     ops_.synchronize();
-    ds_pushed_steps_ = ds_capacity_steps_;
-    dataset_transitions_ = static_cast<long long>(rows);
+    dataset_transitions_ = dataset_.transitions();
     collection_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     log::info("iql dataset: {} transitions from the behaviour policy ({} environments x {} steps) in {:.2f} s",
-              dataset_transitions_, ds_envs_, ds_capacity_steps_, collection_seconds_);
+              dataset_transitions_, n_envs, steps, collection_seconds_);
 }
 
 void IqlTrainer::load_dump(const std::string& path) {
@@ -142,15 +128,8 @@ void IqlTrainer::load_dump(const std::string& path) {
                                     "env.position_levels and env.urgency_levels as in the run that wrote it)",
                                     path, dump.num_actions, num_actions_));
     if (dump.pushed_steps < 1) throw DataError(path + ": the replay dump holds no transitions");
-    ds_envs_ = dump.n_envs;
-    ds_capacity_steps_ = dump.capacity_steps;
-    ds_pushed_steps_ = dump.pushed_steps;
-    ds_states_ = ops_.from_host<float>(dump.states);
-    ds_next_ = ops_.from_host<float>(dump.next_states);
-    ds_rewards_ = ops_.from_host<float>(dump.rewards);
-    ds_actions_ = ops_.from_host<int>(dump.actions);
-    ds_done_ = ops_.from_host<std::uint8_t>(dump.done);
-    dataset_transitions_ = std::min<long long>(dump.pushed_steps, dump.capacity_steps) * dump.n_envs;
+    dataset_ = ReplayRing(ops_, dump);
+    dataset_transitions_ = dataset_.transitions();
     log::info("iql dataset: {} transitions from the replay dump {} (iql.dataset_size is not used)",
               dataset_transitions_, path);
 }
@@ -162,34 +141,29 @@ void IqlTrainer::iterate() {
     const auto& t = profile_.training;
 
     // 1. A uniform batch of one-step transitions (s, a, r, gamma (1 - terminated), s').
-    const long long oldest = std::max<long long>(0, ds_pushed_steps_ - ds_capacity_steps_);
-    const replay::ReplayView ring{ds_states_.cview().data(), ds_next_.cview().data(), ds_actions_.cview().data(),
-                               ds_rewards_.cview().data(), ds_done_.cview().data(), ds_capacity_steps_, ds_envs_,
-                               state_dim_};
-    fh::ops::nstep_sample(ops_, b_states_.view(), b_next_.view(), b_actions_.view(), b_rewards_.view(), b_discounts_.view(),
-                      ring,
-                      replay::SampleParams{seed, static_cast<std::uint64_t>(u), oldest, ds_pushed_steps_ - oldest, 1,
-                                        static_cast<float>(t.gamma)},
-                      B);
+    dataset_.sample(ops_, batch_buf_, seed, static_cast<std::uint64_t>(u), 1, static_cast<float>(t.gamma));
+    const auto b_states = batch_buf_.states.cview(), b_next = batch_buf_.next_states.cview();
+    const auto b_actions = batch_buf_.actions.cview();
+    const auto b_rewards = batch_buf_.returns.cview(), b_discounts = batch_buf_.discounts.cview();
 
     // 2. V(s) by expectile regression towards min of the target twin Q at (s, a).
-    const auto q1_target = net_.q1.forward(ops_, target_.cview(), b_states_.cview(), B, ws_q1_target_);
-    const auto q2_target = net_.q2.forward(ops_, target_.cview(), b_states_.cview(), B, ws_q2_target_);
-    const auto v = net_.v.forward(ops_, params_.cview(), b_states_.cview(), B, ws_v_);
-    fh::ops::iql_value_loss(ops_, loss_v_.view(), d_v_.view(), v, q1_target, q2_target, b_actions_.cview(),
+    const auto q1_target = net_.q1.forward(ops_, target_.cview(), b_states, B, ws_q1_target_);
+    const auto q2_target = net_.q2.forward(ops_, target_.cview(), b_states, B, ws_q2_target_);
+    const auto v = net_.v.forward(ops_, params_.cview(), b_states, B, ws_v_);
+    fh::ops::iql_value_loss(ops_, loss_v_.view(), d_v_.view(), v, q1_target, q2_target, b_actions,
                         static_cast<float>(profile_.iql.expectile));
 
     // 3. Twin Q towards r + gamma (1 - terminated) V(s').
-    const auto v_next = net_.v.forward(ops_, params_.cview(), b_next_.cview(), B, ws_v_next_);
-    const auto q1 = net_.q1.forward(ops_, params_.cview(), b_states_.cview(), B, ws_q1_);
-    const auto q2 = net_.q2.forward(ops_, params_.cview(), b_states_.cview(), B, ws_q2_);
-    fh::ops::iql_q_loss(ops_, loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, b_actions_.cview(), b_rewards_.cview(),
-                    b_discounts_.cview(), v_next);
+    const auto v_next = net_.v.forward(ops_, params_.cview(), b_next, B, ws_v_next_);
+    const auto q1 = net_.q1.forward(ops_, params_.cview(), b_states, B, ws_q1_);
+    const auto q2 = net_.q2.forward(ops_, params_.cview(), b_states, B, ws_q2_);
+    fh::ops::iql_q_loss(ops_, loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, b_actions, b_rewards,
+                    b_discounts, v_next);
 
     // 4. The policy by advantage-weighted regression: weights min(exp(beta (Q' - V)), max_weight).
-    const auto logits = net_.policy.forward(ops_, params_.cview(), b_states_.cview(), B, ws_policy_);
+    const auto logits = net_.policy.forward(ops_, params_.cview(), b_states, B, ws_policy_);
     fh::ops::awr_policy_loss(ops_, loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target, q2_target, v,
-                         b_actions_.cview(), static_cast<float>(profile_.iql.beta),
+                         b_actions, static_cast<float>(profile_.iql.beta),
                          static_cast<float>(profile_.iql.max_weight));
 
     const auto cur = current_.view();
@@ -198,7 +172,7 @@ void IqlTrainer::iterate() {
     ops_.mean(cur.subview(kPolicyLoss, 1), loss_pi_.cview());
     ops_.mean(cur.subview(kWeight, 1), awr_weights_.cview());
     ops_.mean(cur.subview(kV, 1), v);
-    if (std::find(nan_updates_.begin(), nan_updates_.end(), u) != nan_updates_.end())
+    if (nan_injected(u))
         ops_.fill(cur.subview(kValueLoss, 1), std::numeric_limits<float>::quiet_NaN());
 
     // 5. Backward (each network's gradient lands in its own slices), norm, guard, Adam.
@@ -212,9 +186,7 @@ void IqlTrainer::iterate() {
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
-    adam.step = static_cast<int>(std::min<long long>(u, std::numeric_limits<int>::max()));
-    ops_.adam_step(params_.view(), adam_m_.view(), adam_v_.view(), grads_.cview(), current_.cview().subview(kGradNorm, 1),
-                   gate_.cview(), adam);
+    adam_.update(ops_, params_.view(), grads_.cview(), current_.cview().subview(kGradNorm, 1), gate_.cview(), adam);
 
     // 6. Target copies: soft (target += tau (online - target)) or periodic. Only the Q slices of
     //    the target are read; updating the whole buffer keeps one operation.
@@ -229,19 +201,18 @@ void IqlTrainer::iterate() {
 
 std::vector<StateTensor> IqlTrainer::state_tensors() {
     const auto P = static_cast<std::int64_t>(net_.layout.total());
-    return {
-        state_tensor("params/online", "F32", {P}, params_.view()),
-        state_tensor("params/target", "F32", {P}, target_.view()),
-        state_tensor("adam/m", "F32", {P}, adam_m_.view()),
-        state_tensor("adam/v", "F32", {P}, adam_v_.view()),
-        state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, guard_.view()),
-        state_tensor("monitor/accumulators", "F32", {kStats}, accum_.view()),
-    };
+    std::vector<StateTensor> t{state_tensor("params/online", "F32", {P}, params_.view()),
+                               state_tensor("params/target", "F32", {P}, target_.view())};
+    for (auto& a : adam_.state_tensors("adam/")) t.push_back(std::move(a));
+    t.push_back(state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, guard_.view()));
+    t.push_back(state_tensor("monitor/accumulators", "F32", {kStats}, accum_.view()));
+    return t;
 }
 
 void IqlTrainer::restore_counter_values(std::span<const std::int64_t> v) {
     if (v.size() != 1 || v[0] < 0) throw UsageError("checkpoint counters are inconsistent (updates)");
     updates_ = v[0];
+    adam_.restore_steps(updates_);
     updates_at_log_ = updates_;
 }
 
@@ -279,20 +250,8 @@ LogLine IqlTrainer::read_log(double seconds) {
     return line;
 }
 
-BenchFigures IqlTrainer::bench(long long phase) {
-    using clock = std::chrono::steady_clock;
-    ops_.synchronize();
-    const auto t = clock::now();
-    for (long long i = 0; i < phase; ++i) iterate();
-    ops_.synchronize();
-    const double update_s = std::chrono::duration<double>(clock::now() - t).count();
-    (void)read_log(1.0);  // surfaces a diverged guard as exit 5
-    BenchFigures f;
-    f.iterations = phase;
-    f.batch_rows = batch_;
-    f.collection_env_steps_per_s = collection_seconds_ > 0 ? static_cast<double>(dataset_transitions_) / collection_seconds_ : 0;
-    f.updates_per_s = static_cast<double>(phase) / update_s;
-    return f;
+double IqlTrainer::dataset_collection_env_steps_per_s() const noexcept {
+    return collection_seconds_ > 0 ? static_cast<double>(dataset_transitions_) / collection_seconds_ : 0;
 }
 
 }  // namespace fh::trainers

@@ -19,6 +19,8 @@
 #include "nn/param_layout.hpp"
 #include "ops/device.hpp"
 #include "trainers/softmax_policy.hpp"
+#include "trainers/adam_state.hpp"
+#include "trainers/replay_ring.hpp"
 #include "trainers/trainer.hpp"
 
 namespace fh::trainers {
@@ -53,13 +55,16 @@ public:
     ops::View<float> policy_weights() noexcept override { return params_.view(); }
     GreedyPolicy& policy() noexcept override { return policy_; }
     const env::EnvParams& env_params() const noexcept override { return env_params_; }
-    BenchFigures bench(long long iterations) override;
+    long long bench_update() override {
+        iterate();
+        return 1;
+    }
+    long long batch_rows() const noexcept override { return batch_; }
+    double dataset_collection_env_steps_per_s() const noexcept override;
 
     /// Transitions in the dataset, and where they came from ("behaviour" or the dump's path).
     long long dataset_transitions() const noexcept { return dataset_transitions_; }
     const IqlNetworks& networks() const noexcept { return net_; }
-    /// Tests: replace the value loss with NaN at these update numbers (1-based).
-    void inject_nan_at_updates(std::vector<long long> updates) { nan_updates_ = std::move(updates); }
 
 private:
     void collect_behaviour_dataset(const env::DeviceMarket& market);
@@ -72,23 +77,19 @@ private:
     IqlNetworks net_;
     SoftmaxGreedyPolicy policy_;
     long long updates_ = 0, updates_at_log_ = 0;
-    std::vector<long long> nan_updates_;
 
     // The dataset: a ring of capacity_steps x ds_envs_ transitions (the replay layout, sampled
     // with n = 1 by the n-step sampler).
-    int ds_envs_ = 0, ds_capacity_steps_ = 0;
-    long long ds_pushed_steps_ = 0, dataset_transitions_ = 0;
+    ReplayRing dataset_;
+    long long dataset_transitions_ = 0;
     double collection_seconds_ = 0;
-    ops::Buffer<float> ds_states_, ds_next_, ds_rewards_;
-    ops::Buffer<int> ds_actions_;
-    ops::Buffer<std::uint8_t> ds_done_;
 
-    ops::Buffer<float> params_, target_, grads_, adam_m_, adam_v_;
+    ops::Buffer<float> params_, target_, grads_;
+    AdamState adam_;
     nn::Mlp::Workspace ws_q1_, ws_q2_, ws_q1_target_, ws_q2_target_, ws_v_, ws_v_next_, ws_policy_;
 
     // One batch.
-    ops::Buffer<float> b_states_, b_next_, b_rewards_, b_discounts_;
-    ops::Buffer<int> b_actions_;
+    ReplayBatch batch_buf_;  ///< returns = rewards and discounts = gamma (1 - terminated) at n = 1
     ops::Buffer<float> loss_v_, loss_q_, loss_pi_, awr_weights_, d_v_, d_q1_, d_q2_, d_logits_;
 
     // Guard, statistics, scratch.

@@ -69,8 +69,7 @@ PpoTrainer::PpoTrainer(ops::Device& ops, const config::Profile& profile, const e
     params_ = nn::alloc_zeroed(ops, net_.layout);
     nn::init_params(ops, params_.view(), net_.layout, static_cast<std::uint64_t>(profile.run.seed));
     grads_ = nn::alloc_zeroed(ops, net_.layout);
-    adam_m_ = nn::alloc_zeroed(ops, net_.layout);
-    adam_v_ = nn::alloc_zeroed(ops, net_.layout);
+    adam_ = AdamState(ops, net_.layout);
     ws_actor_step_ = net_.actor.make_workspace(ops, n_envs_);
     ws_critic_step_ = net_.critic.make_workspace(ops, n_envs_);
     ws_actor_mb_ = net_.actor.make_workspace(ops, batch_);
@@ -101,8 +100,7 @@ PpoTrainer::PpoTrainer(ops::Device& ops, const config::Profile& profile, const e
         nn::init_params(ops, cur_params_.view(), curiosity_->layout,
                         static_cast<std::uint64_t>(profile.run.seed) ^ 0x9E3779B97F4A7C15ull);
         cur_grads_ = nn::alloc_zeroed(ops, curiosity_->layout);
-        cur_m_ = nn::alloc_zeroed(ops, curiosity_->layout);
-        cur_v_ = nn::alloc_zeroed(ops, curiosity_->layout);
+        cur_adam_ = AdamState(ops, curiosity_->layout);
         cur_input_ = ops.alloc<float>(n * (D + A));
         cur_d_pred_ = ops.alloc<float>(n * static_cast<std::size_t>(env_params_.market_dim));
         ws_curiosity_ = curiosity_->net.make_workspace(ops, n_envs_);
@@ -203,8 +201,7 @@ void PpoTrainer::curiosity_step(int t) {
                              ws_curiosity_, false);
     ops::AdamParams adam;
     adam.lr = static_cast<float>(profile_.training.learning_rate);
-    adam.step = static_cast<int>(std::min<long long>(++curiosity_updates_, std::numeric_limits<int>::max()));
-    ops_.adam_step(cur_params_.view(), cur_m_.view(), cur_v_.view(), cur_grads_.cview(), {}, {}, adam);
+    cur_adam_.update(ops_, cur_params_.view(), cur_grads_.cview(), {}, {}, adam);
 }
 
 void PpoTrainer::update_from_rollout() {
@@ -234,7 +231,7 @@ void PpoTrainer::minibatch_update(long long epoch_key, int offset) {
     const auto cur = current_.view();
     for (int k = 0; k < ppo::kPpoLossStats; ++k)
         ops_.mean(cur.subview(static_cast<std::size_t>(k), 1), mb_stats_.cview().subview(static_cast<std::size_t>(k) * Bs, Bs));
-    if (std::find(nan_updates_.begin(), nan_updates_.end(), u) != nan_updates_.end())
+    if (nan_injected(u))
         ops_.fill(cur.subview(kAccPolicy, 1), std::numeric_limits<float>::quiet_NaN());
 
     net_.actor.backward(ops_, params_.cview(), grads_.view(), mb_d_logits_.view(), {}, B, ws_actor_mb_, false);
@@ -246,9 +243,7 @@ void PpoTrainer::minibatch_update(long long epoch_key, int offset) {
     ops::AdamParams adam;
     adam.lr = learning_rate();
     adam.clip_norm = static_cast<float>(profile_.training.grad_clip_norm);
-    adam.step = static_cast<int>(std::min<long long>(u, std::numeric_limits<int>::max()));
-    ops_.adam_step(params_.view(), adam_m_.view(), adam_v_.view(), grads_.cview(), current_.cview().subview(kAccGradNorm, 1),
-                   gate_.cview(), adam);
+    adam_.update(ops_, params_.view(), grads_.cview(), current_.cview().subview(kAccGradNorm, 1), gate_.cview(), adam);
     ops_.saxpy(accum_.view().subview(0, kUpdateGroup), 1.0f, current_.cview().subview(0, kUpdateGroup));
 }
 
@@ -257,10 +252,9 @@ std::vector<StateTensor> PpoTrainer::state_tensors() {
     const auto D = static_cast<std::int64_t>(state_dim_);
     const auto n = static_cast<std::int64_t>(n_envs_);
     auto env = env_.persistent();
-    std::vector<StateTensor> t{
-        state_tensor("params/online", "F32", {P}, params_.view()),
-        state_tensor("adam/m", "F32", {P}, adam_m_.view()),
-        state_tensor("adam/v", "F32", {P}, adam_v_.view()),
+    std::vector<StateTensor> t{state_tensor("params/online", "F32", {P}, params_.view())};
+    for (auto& a : adam_.state_tensors("adam/")) t.push_back(std::move(a));
+    for (auto& e : std::vector<StateTensor>{
         state_tensor("env/state", "U8", {n, static_cast<std::int64_t>(sizeof(env::EnvState))}, env.state),
         state_tensor("env/portfolio", "F32", {n, env::PORTFOLIO_STRIDE}, env.portfolio),
         state_tensor("env/states", "F32", {n, D}, env.states),
@@ -269,12 +263,12 @@ std::vector<StateTensor> PpoTrainer::state_tensors() {
         state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, guard_.view()),
         state_tensor("monitor/accumulators", "F32", {kAccSize}, accum_.view()),
         state_tensor("monitor/histogram", "U64", {num_actions_}, histogram_.view()),
-    };
+         })
+        t.push_back(std::move(e));
     if (curiosity_) {
         const auto C = static_cast<std::int64_t>(curiosity_->layout.total());
         t.push_back(state_tensor("curiosity/params", "F32", {C}, cur_params_.view()));
-        t.push_back(state_tensor("curiosity/adam_m", "F32", {C}, cur_m_.view()));
-        t.push_back(state_tensor("curiosity/adam_v", "F32", {C}, cur_v_.view()));
+        for (auto& a : cur_adam_.state_tensors("curiosity/adam_")) t.push_back(std::move(a));
     }
     return t;
 }
@@ -286,7 +280,8 @@ void PpoTrainer::restore_counter_values(std::span<const std::int64_t> v) {
     rollouts_ = v[0];
     steps_ = v[1];
     updates_ = v[2];
-    curiosity_updates_ = v[3];
+    adam_.restore_steps(updates_);
+    if (curiosity_) cur_adam_.restore_steps(v[3]);
     rollouts_at_log_ = rollouts_;
     steps_at_log_ = steps_;
     updates_at_log_ = updates_;
@@ -346,33 +341,15 @@ LogLine PpoTrainer::read_log(double seconds) {
     return line;
 }
 
-BenchFigures PpoTrainer::bench(long long phase) {
-    using clock = std::chrono::steady_clock;
-    auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
-    ops_.synchronize();
-    auto t = clock::now();
-    for (long long i = 0; i < phase; ++i) collect_rollout();
-    ops_.synchronize();
-    const double collect_s = seconds_since(t);
-    const long long updates_before = updates_;
-    t = clock::now();
-    for (long long i = 0; i < phase; ++i) update_from_rollout();
-    ops_.synchronize();
-    const double update_s = seconds_since(t);
-    const long long timed_updates = updates_ - updates_before;
-    t = clock::now();
-    for (long long i = 0; i < phase; ++i) iterate();
-    ops_.synchronize();
-    const double e2e_s = seconds_since(t);
-    (void)read_log(1.0);  // surfaces a diverged guard as exit 5
-    BenchFigures f;
-    f.iterations = phase;
-    f.batch_rows = batch_;
-    const double rollout_steps = static_cast<double>(phase) * progress_per_iteration();
-    f.collection_env_steps_per_s = rollout_steps / collect_s;
-    f.updates_per_s = static_cast<double>(timed_updates) / update_s;
-    f.end_to_end_env_steps_per_s = rollout_steps / e2e_s;
-    return f;
+long long PpoTrainer::bench_collect() {
+    collect_rollout();
+    return progress_per_iteration();
+}
+
+long long PpoTrainer::bench_update() {
+    const long long before = updates_;
+    update_from_rollout();
+    return updates_ - before;
 }
 
 }  // namespace fh::trainers

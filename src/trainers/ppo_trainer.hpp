@@ -19,6 +19,7 @@
 #include "nn/param_layout.hpp"
 #include "ops/device.hpp"
 #include "trainers/softmax_policy.hpp"
+#include "trainers/adam_state.hpp"
 #include "trainers/trainer.hpp"
 
 namespace fh::trainers {
@@ -52,21 +53,25 @@ public:
     void iterate() override;
     LogLine read_log(double seconds) override;
     std::vector<StateTensor> state_tensors() override;
-    std::vector<std::int64_t> counter_values() const override { return {rollouts_, steps_, updates_, curiosity_updates_}; }
+    std::vector<std::int64_t> counter_values() const override { return {rollouts_, steps_, updates_, cur_adam_.steps()}; }
     void restore_counter_values(std::span<const std::int64_t> values) override;
     ops::View<float> policy_weights() noexcept override { return params_.view(); }
     GreedyPolicy& policy() noexcept override { return policy_; }
     const env::EnvParams& env_params() const noexcept override { return env_params_; }
-    BenchFigures bench(long long iterations) override;
+    long long bench_collect() override;
+    long long bench_update() override;
+    long long batch_rows() const noexcept override { return batch_; }
 
-    /// The two phases of an iteration, for tests and bench.
+private:
+    /// The two phases of an iteration.
     void collect_rollout();
     void update_from_rollout();
+
+public:
 
     const ActorCritic& network() const noexcept { return net_; }
     /// Tests: replace the policy loss with NaN at these update numbers (1-based); the guard must
     /// skip them.
-    void inject_nan_at_updates(std::vector<long long> updates) { nan_updates_ = std::move(updates); }
     /// The learning rate of the next update (the schedule).
     float learning_rate() const noexcept;
 
@@ -89,9 +94,9 @@ private:
     std::optional<CuriosityModel> curiosity_;
     long long rollouts_ = 0, steps_ = 0, updates_ = 0;
     long long updates_at_log_ = 0, steps_at_log_ = 0, rollouts_at_log_ = 0;
-    std::vector<long long> nan_updates_;
 
-    ops::Buffer<float> params_, grads_, adam_m_, adam_v_;
+    ops::Buffer<float> params_, grads_;
+    AdamState adam_;
     nn::Mlp::Workspace ws_actor_step_, ws_critic_step_, ws_actor_mb_, ws_critic_mb_;
 
     // The rollout: (T, n) rows, row t * n + e.
@@ -109,9 +114,9 @@ private:
     ops::Buffer<int> mb_actions_;
 
     // Curiosity: its own parameters, optimiser and one step's buffers.
-    ops::Buffer<float> cur_params_, cur_grads_, cur_m_, cur_v_, cur_input_, cur_d_pred_;
+    ops::Buffer<float> cur_params_, cur_grads_, cur_input_, cur_d_pred_;
+    AdamState cur_adam_;
     nn::Mlp::Workspace ws_curiosity_;
-    long long curiosity_updates_ = 0;
 
     // Guard, statistics, scratch.
     ops::Buffer<float> current_, norm_scratch_, normalize_scratch_, accum_;

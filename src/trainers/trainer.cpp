@@ -32,6 +32,10 @@ void training_loop(Trainer& trainer, long long total, long long log_interval, co
     }
 }
 
+bool Trainer::nan_injected(long long update) const noexcept {
+    return std::find(nan_updates_.begin(), nan_updates_.end(), update) != nan_updates_.end();
+}
+
 void throw_if_diverged(const nn::GuardState& g, long long max_bad_updates, std::span<const char* const> losses,
                        const std::string& advice) {
     if (g.bad_total < max_bad_updates) return;

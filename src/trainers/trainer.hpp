@@ -20,23 +20,9 @@
 #include "io/json.hpp"
 #include "io/replay_dump.hpp"
 #include "ops/device.hpp"
+#include "trainers/state_tensor.hpp"
 
 namespace fh::trainers {
-
-/// A named piece of a trainer's state in the backend's memory, as raw bytes (checkpoints).
-struct StateTensor {
-    std::string name;                 ///< e.g. "params/online"
-    std::string dtype;                ///< safetensors dtype: F32, I32, U8, U64
-    std::vector<std::int64_t> shape;
-    ops::View<std::byte> bytes;
-};
-
-/// A StateTensor over a typed view.
-template <class T>
-StateTensor state_tensor(std::string name, std::string dtype, std::vector<std::int64_t> shape, ops::View<T> v) {
-    return StateTensor{std::move(name), std::move(dtype), std::move(shape),
-                       ops::View<std::byte>(reinterpret_cast<std::byte*>(v.data()), v.size() * sizeof(T))};
-}
 
 /// One metrics line: the JSON object of metrics.jsonl and the human-readable log line.
 struct LogLine {
@@ -56,15 +42,6 @@ public:
     /// actions (n) for states (n, state_dim); any n >= 1.
     virtual void act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions,
                      ops::View<const float> states, int n) = 0;
-};
-
-/// Throughput of a trainer's phases, timed alone and together (SPEC section 9).
-struct BenchFigures {
-    double collection_env_steps_per_s = 0;  ///< collection only (0 when the trainer collects nothing)
-    double updates_per_s = 0;               ///< gradient updates only
-    double end_to_end_env_steps_per_s = 0;  ///< both, as in training (0 for offline training)
-    long long iterations = 0;               ///< iterations timed per phase
-    long long batch_rows = 0;               ///< rows of one gradient update (PPO: a minibatch)
 };
 
 class Trainer {
@@ -103,13 +80,36 @@ public:
     /// (DQN; replay_buffer.save_dump is refused for the others).
     virtual io::ReplayDump replay_dump() { throw std::logic_error("this trainer keeps no replay memory"); }
 
-    /// Times the trainer's phases for `iterations` iterations each (bench subcommand).
-    virtual BenchFigures bench(long long iterations) = 0;
+    // ---- bench (src/run/bench.cpp times the phases alone, then whole iterations) ----------
+    /// Brings the trainer to where training's steady state begins (DQN: the replay holds
+    /// min_replay_size transitions); a no-op by default.
+    virtual void bench_prepare() {}
+    /// One collection phase alone (DQN: a collection step; PPO: a rollout), returning the
+    /// environment steps it took; 0 when the trainer collects nothing while training (IQL).
+    virtual long long bench_collect() { return 0; }
+    /// One update phase alone (DQN and IQL: one gradient update; PPO: the epochs of a rollout),
+    /// returning the gradient updates it took.
+    virtual long long bench_update() = 0;
+    /// Rows of one gradient update (PPO: a minibatch).
+    virtual long long batch_rows() const noexcept = 0;
+    /// An offline trainer's dataset collection rate (IQL's behaviour dataset), env steps/s; 0 otherwise.
+    virtual double dataset_collection_env_steps_per_s() const noexcept { return 0; }
+
+    /// Tests: the first loss the trainer gives the guard becomes NaN at these update numbers
+    /// (1-based), the same way in every trainer, so the guard's skip and give-up can be tested.
+    void inject_nan_at_updates(std::vector<long long> updates) { nan_updates_ = std::move(updates); }
 
     /// Greedy actions of the current weights: policy().act(policy_weights()).
     void act(ops::Device& ops, ops::View<int> actions, ops::View<const float> states, int n) {
         policy().act(ops, policy_weights(), actions, states, n);
     }
+
+protected:
+    /// True when update `update` is one inject_nan_at_updates named.
+    bool nan_injected(long long update) const noexcept;
+
+private:
+    std::vector<long long> nan_updates_;
 };
 
 /// Throws DivergedError (exit 5) once the guard has skipped `max_bad_updates` updates, naming

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "config/profile.hpp"
@@ -18,6 +20,20 @@ inline std::vector<trainers::LogLine> run_training(trainers::Trainer& t, const c
     cb.log = [&](double seconds) { lines.push_back(t.read_log(seconds)); };
     trainers::training_loop(t, p.run.total_steps, p.run.log_interval, cb);
     return lines;
+}
+
+/// A number of a metrics line (REQUIREs that it is there and a number).
+inline double metric(const trainers::LogLine& line, const char* key) {
+    const auto* v = line.json.find(key);
+    if (!v || !v->is_number()) throw std::runtime_error(std::string("metrics line has no number ") + key);
+    return v->as_double();
+}
+
+/// The action histogram of a metrics line.
+inline std::vector<long long> histogram(const trainers::LogLine& line) {
+    std::vector<long long> h;
+    for (const auto& c : line.json.find("charts/action_histogram")->as_array()) h.push_back(c.as_i64());
+    return h;
 }
 
 /// The bytes of every state tensor, in state_tensors() order.

@@ -4,6 +4,7 @@
 ///        (docs/data.md: the oracle follows the sign of the last return).
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/policy_eval.hpp"
+#include "support/trainer_support.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/setup.hpp"
 
@@ -63,15 +65,17 @@ v_max = 5.0
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(*ops, market);
     trainers::DqnTrainer trainer(*ops, p, dm);
-    const auto result = trainer.train();
+    const auto t0 = std::chrono::steady_clock::now();
+    test::run_training(trainer, p);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     // The greedy policy on the validation split: per-step rewards (equity change, no costs).
     const double sharpe = test::validation_sharpe(*ops, dm, trainer.env_params(),
-        [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.greedy_actions(a, s, n); });
+        [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(*ops, a, s, n); });
     const auto oracle = data::planted_oracle(market.bars, market.val, k, market.bars_per_year);
     std::printf("learning (%s): %lld env steps, %lld updates in %.1f s; validation Sharpe per bar %.4f, "
                 "oracle %.4f (ratio %.2f), oracle hit rate %.3f\n",
-                ops->description().c_str(), result.env_steps, result.updates, result.wall_seconds, sharpe,
+                ops->description().c_str(), trainer.env_steps(), trainer.updates(), seconds, sharpe,
                 oracle.sharpe_per_bar, sharpe / oracle.sharpe_per_bar, oracle.hit_rate);
     CHECK(sharpe >= 0.5 * oracle.sharpe_per_bar);
 }

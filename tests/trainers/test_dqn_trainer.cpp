@@ -13,6 +13,7 @@
 #include "env/vec_env.hpp"
 #include "nn/init.hpp"
 #include "ops/cpu_device.hpp"
+#include "support/trainer_support.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -57,21 +58,21 @@ TEST_CASE("DQN smoke run on the CPU: finite metrics, every step counted", "[trai
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
     trainers::DqnTrainer trainer(ops, p, dm);
-    const auto result = trainer.train();
-    REQUIRE(result.env_steps == 2000);
-    REQUIRE(result.log.size() == 5);
-    REQUIRE(result.updates > 0);
-    unsigned long long actions = 0;
-    for (const auto& m : result.log) {
-        CHECK(std::isfinite(m.loss));
-        CHECK(std::isfinite(m.q_mean));
-        CHECK(std::isfinite(m.grad_norm));
-        CHECK(m.skipped_updates == 0);
-        for (auto c : m.action_histogram) actions += c;
+    const auto log = test::run_training(trainer, p);
+    REQUIRE(trainer.env_steps() == 2000);
+    REQUIRE(log.size() == 5);
+    REQUIRE(trainer.updates() > 0);
+    long long actions = 0;
+    for (const auto& m : log) {
+        CHECK(std::isfinite(test::metric(m, "losses/loss")));
+        CHECK(std::isfinite(test::metric(m, "q/mean")));
+        CHECK(std::isfinite(test::metric(m, "charts/grad_norm")));
+        CHECK(test::metric(m, "charts/skipped_updates") == 0);
+        for (auto c : test::histogram(m)) actions += c;
     }
     CHECK(actions == 2000);
-    CHECK(result.log.back().epsilon < result.log.front().epsilon);
-    CHECK(result.log.back().loss > 0);
+    CHECK(test::metric(log.back(), "charts/epsilon") < test::metric(log.front(), "charts/epsilon"));
+    CHECK(test::metric(log.back(), "losses/loss") > 0);
 }
 
 TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 atoms, 5-step", "[trainers][dqn]") {
@@ -83,10 +84,10 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
         const auto market = data::load_market(trainers::data_options(p));
         env::DeviceMarket dm(ops, market);
         trainers::DqnTrainer trainer(ops, p, dm);
-        const auto r = trainer.train();
-        CHECK(r.updates > 0);
-        CHECK(std::isfinite(r.log.back().loss));
-        CHECK(r.log.back().skipped_updates == 0);
+        const auto log = test::run_training(trainer, p);
+        CHECK(trainer.updates() > 0);
+        CHECK(std::isfinite(test::metric(log.back(), "losses/loss")));
+        CHECK(test::metric(log.back(), "charts/skipped_updates") == 0);
     }
 }
 
@@ -96,18 +97,17 @@ TEST_CASE("DQN is deterministic: same seed, same metrics", "[trainers][dqn]") {
         const auto market = data::load_market(trainers::data_options(p));
         env::DeviceMarket dm(ops, market);
         trainers::DqnTrainer trainer(ops, p, dm);
-        auto r = trainer.train();
-        return std::pair{r, ops.to_host(trainer.online_params())};
+        auto log = test::run_training(trainer, p);
+        return std::pair{log, ops.to_host(ops::View<const float>(trainer.policy_weights()))};
     };
     const auto p = profile("");
     const auto [a, wa] = run(p);
     const auto [b, wb] = run(p);
-    REQUIRE(a.log.size() == b.log.size());
-    for (std::size_t i = 0; i < a.log.size(); ++i) {
-        CHECK(a.log[i].loss == b.log[i].loss);
-        CHECK(a.log[i].q_mean == b.log[i].q_mean);
-        CHECK(a.log[i].grad_norm == b.log[i].grad_norm);
-        CHECK(a.log[i].action_histogram == b.log[i].action_histogram);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        for (const char* key : {"losses/loss", "q/mean", "charts/grad_norm"})
+            CHECK(test::metric(a[i], key) == test::metric(b[i], key));
+        CHECK(test::histogram(a[i]) == test::histogram(b[i]));
     }
     CHECK(wa == wb);
     const auto [c, wc] = run(with(p, {"run.seed=8"}));
@@ -120,28 +120,27 @@ TEST_CASE("the guard skips an injected NaN update, keeps the last good weights, 
     auto p = with(profile(""), {"run.total_steps=64", "run.log_interval=64"});
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
+    const auto layout = trainers::QNetwork(trainers::network_config(p, trainers::env_params(p, market.market_dim).state_dim)).layout();
+    auto weights = [&](trainers::Trainer& t) { return ops.to_host(ops::View<const float>(t.policy_weights())); };
     {
-        trainers::DqnHooks hooks;
-        hooks.inject_nan_at_updates = {1};
-        trainers::DqnTrainer trainer(ops, p, dm, hooks);
-        const auto r = trainer.train();
-        REQUIRE(r.updates == 1);
-        CHECK(r.log.back().skipped_updates == 1);
-        const auto initial = nn::initial_params(trainer.network().layout(), 7);
-        CHECK(ops.to_host(trainer.online_params()) == initial);  // the bad update was not applied
+        trainers::DqnTrainer trainer(ops, p, dm);
+        trainer.inject_nan_at_updates({1});
+        const auto log = test::run_training(trainer, p);
+        REQUIRE(trainer.updates() == 1);
+        CHECK(test::metric(log.back(), "charts/skipped_updates") == 1);
+        CHECK(weights(trainer) == nn::initial_params(layout, 7));  // the bad update was not applied
     }
     {
         trainers::DqnTrainer trainer(ops, p, dm);
-        trainer.train();
-        CHECK(ops.to_host(trainer.online_params()) != nn::initial_params(trainer.network().layout(), 7));
+        test::run_training(trainer, p);
+        CHECK(weights(trainer) != nn::initial_params(layout, 7));
     }
     {
         auto q = with(p, {"run.total_steps=400", "run.log_interval=40", "training.max_bad_updates=3"});
-        trainers::DqnHooks hooks;
-        hooks.inject_nan_at_updates = {2, 3, 4};
-        trainers::DqnTrainer trainer(ops, q, dm, hooks);
+        trainers::DqnTrainer trainer(ops, q, dm);
+        trainer.inject_nan_at_updates({2, 3, 4});
         try {
-            trainer.train();
+            test::run_training(trainer, q);
             FAIL("expected DivergedError");
         } catch (const DivergedError& e) {
             CHECK(e.code() == ExitCode::diverged);
@@ -165,11 +164,11 @@ TEST_CASE("DQN learns the planted signal: validation beats flat and random", "[t
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
     trainers::DqnTrainer trainer(ops, p, dm);
-    trainer.train();
+    test::run_training(trainer, p);
     const auto params = trainers::env_params(p, market.market_dim);
     const int n = 16, steps = 400;
     const double learned = trainers::mean_step_reward(ops, dm, env::Split::val, params, n, steps,
-        [&](ops::View<int> a, ops::View<const float> s, int k) { trainer.greedy_actions(a, s, k); });
+        [&](ops::View<int> a, ops::View<const float> s, int k) { trainer.act(ops, a, s, k); });
     const double flat = trainers::mean_step_reward(ops, dm, env::Split::val, params, n, steps,
         [&](ops::View<int> a, ops::View<const float>, int k) {
             ops.upload<int>(a, std::vector<int>(static_cast<std::size_t>(k), params.position_levels / 2 * params.urgency_levels));

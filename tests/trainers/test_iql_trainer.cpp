@@ -151,7 +151,7 @@ hidden = [16]
 )", "dqn-dump-profile");
     Fixture fd(ops, dqn);
     trainers::DqnTrainer writer(ops, dqn, fd.dm);
-    writer.train();
+    run_training(writer, dqn);
     const std::string path = temp_path("replay.fhreplay");
     io::write_replay_dump(path, writer.replay_dump());
 

@@ -45,7 +45,7 @@ void mse_loss(View<float> loss, View<float> d_logits, View<float> td, View<const
                                                      discounts.data(), d_logits.data(), td.data(), scale, h);
 }
 
-void monitor_update(View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
+void dqn_monitor_update(View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
                     View<const int> actions, View<const float> td, View<const float> grad_norm, int num_actions,
                     int batch) {
     dqn::monitor_accumulate(stats.data()[0], losses.data(), q.data(), actions.data(), td.data(), grad_norm.data()[0],

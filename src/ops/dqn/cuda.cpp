@@ -43,7 +43,7 @@ void mse_loss(CudaDevice& device, View<float> loss, View<float> d_logits, View<f
                                      discounts.data(), h, batch);
 }
 
-void monitor_update(CudaDevice& device, View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
+void dqn_monitor_update(CudaDevice& device, View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
                     View<const int> actions, View<const float> td, View<const float> grad_norm, int num_actions,
                     int batch) {
     device.kernels().dqn_monitor_update_kernel(device.stream(), LaunchDims{dim3(1), dim3(32), 0}, stats.data(),

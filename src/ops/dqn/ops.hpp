@@ -28,7 +28,7 @@ void c51_loss(View<float> loss, View<float> d_logits, View<const float> logits, 
 void mse_loss(View<float> loss, View<float> d_logits, View<float> td, View<const float> probs, View<const float> q,
               View<const float> q_next_select, View<const float> q_next_target, View<const int> actions,
               View<const float> returns, View<const float> discounts, const dqn::HeadParams& h, int batch);
-void monitor_update(View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
+void dqn_monitor_update(View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
                     View<const int> actions, View<const float> td, View<const float> grad_norm, int num_actions,
                     int batch);
 }  // namespace cpu_twin
@@ -46,7 +46,7 @@ void mse_loss(CudaDevice& device, View<float> loss, View<float> d_logits, View<f
               View<const float> q, View<const float> q_next_select, View<const float> q_next_target,
               View<const int> actions, View<const float> returns, View<const float> discounts, const dqn::HeadParams& h,
               int batch);
-void monitor_update(CudaDevice& device, View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
+void dqn_monitor_update(CudaDevice& device, View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
                     View<const int> actions, View<const float> td, View<const float> grad_norm, int num_actions,
                     int batch);
 }  // namespace cuda_twin
@@ -160,22 +160,22 @@ inline void mse_loss(Device& device, View<float> loss, View<float> d_logits, Vie
 }
 
 /// Accumulates one update's statistics: losses (2), q (B, A), actions (B), td (B), grad_norm (1).
-inline void monitor_update(Device& device, View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
+inline void dqn_monitor_update(Device& device, View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
                            View<const int> actions, View<const float> td, View<const float> grad_norm, int num_actions,
                            int batch) {
     const std::size_t B = static_cast<std::size_t>(batch);
-    detail::require_size(stats.size(), 1, "monitor_update", "stats");
-    detail::require_size(losses.size(), 2, "monitor_update", "losses");
-    detail::require_size(q.size(), B * static_cast<std::size_t>(num_actions), "monitor_update", "q");
-    detail::require_size(actions.size(), B, "monitor_update", "actions");
-    detail::require_size(td.size(), B, "monitor_update", "td");
-    detail::require_size(grad_norm.size(), 1, "monitor_update", "grad_norm");
-    detail::require_distinct("monitor_update", {detail::range("stats", stats), detail::range("losses", losses),
+    detail::require_size(stats.size(), 1, "dqn_monitor_update", "stats");
+    detail::require_size(losses.size(), 2, "dqn_monitor_update", "losses");
+    detail::require_size(q.size(), B * static_cast<std::size_t>(num_actions), "dqn_monitor_update", "q");
+    detail::require_size(actions.size(), B, "dqn_monitor_update", "actions");
+    detail::require_size(td.size(), B, "dqn_monitor_update", "td");
+    detail::require_size(grad_norm.size(), 1, "dqn_monitor_update", "grad_norm");
+    detail::require_distinct("dqn_monitor_update", {detail::range("stats", stats), detail::range("losses", losses),
                                                 detail::range("q", q), detail::range("actions", actions),
                                                 detail::range("td", td), detail::range("grad_norm", grad_norm)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::monitor_update(*cuda, stats, losses, q, actions, td, grad_norm, num_actions, batch);
-    cpu_twin::monitor_update(stats, losses, q, actions, td, grad_norm, num_actions, batch);
+        return cuda_twin::dqn_monitor_update(*cuda, stats, losses, q, actions, td, grad_norm, num_actions, batch);
+    cpu_twin::dqn_monitor_update(stats, losses, q, actions, td, grad_norm, num_actions, batch);
 }
 
 /// The C51/MSE gradient blend: c51_grad = alpha * c51_grad + (1 - alpha) * mse_grad, done as an

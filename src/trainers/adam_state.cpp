@@ -1,0 +1,31 @@
+/// @file adam_state.cpp
+#include "trainers/adam_state.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "util/errors.hpp"
+
+namespace fh::trainers {
+
+AdamState::AdamState(ops::Device& device, const nn::ParamLayout& layout)
+    : m_(nn::alloc_zeroed(device, layout)), v_(nn::alloc_zeroed(device, layout)) {}
+
+void AdamState::update(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
+                       ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper) {
+    ++steps_;
+    hyper.step = static_cast<int>(std::min<long long>(steps_, std::numeric_limits<int>::max()));
+    device.adam_step(params, m_.view(), v_.view(), grads, grad_norm, gate, hyper);
+}
+
+void AdamState::restore_steps(long long steps) {
+    if (steps < 0) throw UsageError("checkpoint: a negative optimizer step count");
+    steps_ = steps;
+}
+
+std::vector<StateTensor> AdamState::state_tensors(const std::string& prefix) {
+    const auto n = static_cast<std::int64_t>(m_.size());
+    return {state_tensor(prefix + "m", "F32", {n}, m_.view()), state_tensor(prefix + "v", "F32", {n}, v_.view())};
+}
+
+}  // namespace fh::trainers

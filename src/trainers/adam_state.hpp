@@ -1,0 +1,42 @@
+/// @file adam_state.hpp
+/// @brief AdamState: one Adam optimizer over a flat parameter buffer (nn::ParamLayout): its two
+///        moments in the device's memory, its step count, one update (Device::adam_step, gated
+///        by the training guard) and its checkpoint tensors. Every trainer's optimizer is one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nn/param_layout.hpp"
+#include "ops/device.hpp"
+#include "trainers/state_tensor.hpp"
+
+namespace fh::trainers {
+
+class AdamState {
+public:
+    AdamState() = default;
+    /// Zeroed moments shaped like `layout` (its padding stays zero).
+    AdamState(ops::Device& device, const nn::ParamLayout& layout);
+
+    /// One update of `params` with `grads` (both layout-shaped): the step count advances, then
+    /// Adam runs with it (bias corrections 1 - beta^step). grad_norm (1) is read when
+    /// hyper.clip_norm > 0; gate (1) or empty: the training guard's skip (nothing is written,
+    /// but the step still counts, as the update number does).
+    void update(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
+                ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper);
+
+    /// Updates taken so far (the next update's step is steps() + 1).
+    long long steps() const noexcept { return steps_; }
+    /// Continues from a checkpoint's count (after the moments were restored).
+    void restore_steps(long long steps);
+
+    /// The moments as checkpoint tensors `<prefix>m` and `<prefix>v` (e.g. "adam/m").
+    std::vector<StateTensor> state_tensors(const std::string& prefix);
+
+private:
+    ops::Buffer<float> m_, v_;
+    long long steps_ = 0;
+};
+
+}  // namespace fh::trainers

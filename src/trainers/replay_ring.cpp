@@ -1,0 +1,101 @@
+/// @file replay_ring.cpp
+#include "trainers/replay_ring.hpp"
+
+#include <algorithm>
+
+#include "ops/replay/ops.hpp"
+#include "util/errors.hpp"
+
+namespace fh::trainers {
+
+ReplayBatch::ReplayBatch(ops::Device& device, int b, int state_dim)
+    : batch(b),
+      states(device.alloc<float>(static_cast<std::size_t>(b) * static_cast<std::size_t>(state_dim))),
+      next_states(device.alloc<float>(static_cast<std::size_t>(b) * static_cast<std::size_t>(state_dim))),
+      returns(device.alloc<float>(static_cast<std::size_t>(b))),
+      discounts(device.alloc<float>(static_cast<std::size_t>(b))),
+      actions(device.alloc<int>(static_cast<std::size_t>(b))) {}
+
+ReplayRing::ReplayRing(ops::Device& device, int n_envs, int capacity_steps, int state_dim)
+    : n_envs_(n_envs), capacity_steps_(capacity_steps), state_dim_(state_dim) {
+    const std::size_t rows = static_cast<std::size_t>(capacity_steps) * static_cast<std::size_t>(n_envs);
+    const std::size_t D = static_cast<std::size_t>(state_dim);
+    states_ = device.alloc<float>(rows * D);
+    next_states_ = device.alloc<float>(rows * D);
+    rewards_ = device.alloc<float>(rows);
+    actions_ = device.alloc<int>(rows);
+    done_ = device.alloc<std::uint8_t>(rows);
+}
+
+ReplayRing::ReplayRing(ops::Device& device, const io::ReplayDump& d)
+    : n_envs_(d.n_envs), capacity_steps_(d.capacity_steps), state_dim_(d.state_dim), pushed_(d.pushed_steps) {
+    states_ = device.from_host<float>(d.states);
+    next_states_ = device.from_host<float>(d.next_states);
+    rewards_ = device.from_host<float>(d.rewards);
+    actions_ = device.from_host<int>(d.actions);
+    done_ = device.from_host<std::uint8_t>(d.done);
+}
+
+long long ReplayRing::transitions() const noexcept {
+    return std::min<long long>(pushed_, capacity_steps_) * n_envs_;
+}
+
+ReplayRing::Slot ReplayRing::next_slot() {
+    const std::size_t n = static_cast<std::size_t>(n_envs_), D = static_cast<std::size_t>(state_dim_);
+    const std::size_t row = static_cast<std::size_t>(pushed_ % capacity_steps_) * n;
+    return Slot{states_.view().subview(row * D, n * D), next_states_.view().subview(row * D, n * D),
+                rewards_.view().subview(row, n), actions_.view().subview(row, n), done_.view().subview(row, n)};
+}
+
+long long ReplayRing::sampleable_steps(int n_step) const noexcept {
+    const long long oldest = std::max<long long>(0, pushed_ - capacity_steps_);
+    return std::max<long long>(0, pushed_ - (n_step - 1) - oldest);
+}
+
+replay::ReplayView ReplayRing::view() const {
+    return replay::ReplayView{states_.cview().data(), next_states_.cview().data(), actions_.cview().data(),
+                              rewards_.cview().data(), done_.cview().data(),      capacity_steps_,
+                              n_envs_,                 state_dim_};
+}
+
+void ReplayRing::sample(ops::Device& device, ReplayBatch& out, std::uint64_t seed, std::uint64_t update, int n_step,
+                        float gamma) const {
+    const long long oldest = std::max<long long>(0, pushed_ - capacity_steps_);
+    ops::nstep_sample(device, out.states.view(), out.next_states.view(), out.actions.view(), out.returns.view(),
+                      out.discounts.view(), view(),
+                      replay::SampleParams{seed, update, oldest, sampleable_steps(n_step), n_step, gamma}, out.batch);
+}
+
+std::vector<StateTensor> ReplayRing::state_tensors(const std::string& prefix) {
+    const auto rows = static_cast<std::int64_t>(capacity_steps_) * n_envs_;
+    const auto D = static_cast<std::int64_t>(state_dim_);
+    return {
+        state_tensor(prefix + "states", "F32", {rows, D}, states_.view()),
+        state_tensor(prefix + "next_states", "F32", {rows, D}, next_states_.view()),
+        state_tensor(prefix + "rewards", "F32", {rows}, rewards_.view()),
+        state_tensor(prefix + "actions", "I32", {rows}, actions_.view()),
+        state_tensor(prefix + "done", "U8", {rows}, done_.view()),
+    };
+}
+
+void ReplayRing::restore_pushed_steps(long long pushed) {
+    if (pushed < 0) throw UsageError("checkpoint: a negative replay push count");
+    pushed_ = pushed;
+}
+
+io::ReplayDump ReplayRing::dump(ops::Device& device, int num_actions) const {
+    io::ReplayDump d;
+    d.state_dim = state_dim_;
+    d.n_envs = n_envs_;
+    d.capacity_steps = capacity_steps_;
+    d.num_actions = num_actions;
+    d.pushed_steps = pushed_;
+    d.states = device.to_host(states_.cview());
+    d.next_states = device.to_host(next_states_.cview());
+    d.rewards = device.to_host(rewards_.cview());
+    d.actions = device.to_host(actions_.cview());
+    d.done = device.to_host(done_.cview());
+    return d;
+}
+
+}  // namespace fh::trainers
