@@ -1,6 +1,6 @@
 /// @file main.cpp
 /// @brief Command-line wiring only: options and subcommands to fh::cli entry points, exceptions
-///        to exit codes (README "Exit codes", SPEC section 3).
+///        to exit codes (README "Exit codes").
 #include <CLI/CLI.hpp>
 
 #include <cstdio>

@@ -1,4 +1,4 @@
-/// @file dqn_utility_abi.h
+/// @file core_vector.h
 /// @brief The signatures of cuda/kernels/core_vector.cu and their per-element math, written once:
 ///        the .cu static_asserts its kernels against them and the host builds typed handles from them.
 #pragma once
@@ -14,7 +14,7 @@ using FillF32 = void(float* y, float value, int n);
 /// dst[i] = src[i]. dst and src must not overlap (__restrict__).
 using CopyF32 = void(float* __restrict__ dst, const float* __restrict__ src, int n);
 /// y[i] += a * x[i] (one fused multiply-add). x and y must not overlap (__restrict__):
-/// for y *= alpha use ScaleF32, never saxpy(y, y, alpha - 1) (seeds/003, SPEC section 2).
+/// for y *= alpha use ScaleF32, never saxpy(y, y, alpha - 1) (an aliased saxpy produced NaNs in an earlier system).
 using SaxpyF32 = void(float* __restrict__ y, const float* __restrict__ x, float a, int n);
 /// y[i] *= alpha, in place; a single pointer, so nothing can alias.
 using ScaleF32 = void(float* y, float alpha, int n);

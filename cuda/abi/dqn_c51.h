@@ -1,4 +1,4 @@
-/// @file c51_loss_abi.h
+/// @file dqn_c51.h
 /// @brief Signatures of cuda/kernels/dqn_c51.cu: the dueling C51 head and its loss.
 #pragma once
 

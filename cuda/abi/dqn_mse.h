@@ -1,4 +1,4 @@
-/// @file mse_loss_abi.h
+/// @file dqn_mse.h
 /// @brief Signature of cuda/kernels/dqn_mse.cu: the MSE loss on the expected Q.
 #pragma once
 

@@ -1,4 +1,4 @@
-/// @file experience_abi.h
+/// @file env.h
 /// @brief Signatures of cuda/kernels/env.cu (the vectorized environment), declared once.
 #pragma once
 

@@ -1,4 +1,4 @@
-/// @file awr_policy_abi.h
+/// @file iql_awr.h
 /// @brief Signature of cuda/kernels/iql_awr.cu: the advantage-weighted (AWR) policy loss of
 ///        IQL (math in math/iql.h, the softmax in math/policy.h).
 #pragma once

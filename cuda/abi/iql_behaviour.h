@@ -1,4 +1,4 @@
-/// @file iql_behaviour_abi.h
+/// @file iql_behaviour.h
 /// @brief Signature of cuda/kernels/iql_behaviour.cu: the behaviour policy that generates the
 ///        offline IQL data set (iql::behaviour_action in math/iql.h).
 #pragma once

@@ -1,4 +1,4 @@
-/// @file iql_value_abi.h
+/// @file iql_value.h
 /// @brief Signatures of cuda/kernels/iql_value.cu: the IQL expectile value loss and the twin-Q
 ///        TD loss (math in math/iql.h).
 #pragma once

@@ -1,4 +1,4 @@
-/// @file epsilon_greedy_abi.h
+/// @file nn_select.h
 /// @brief Signature of cuda/kernels/nn_select.cu.
 #pragma once
 

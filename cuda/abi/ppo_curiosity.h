@@ -1,4 +1,4 @@
-/// @file curiosity_training_abi.h
+/// @file ppo_curiosity.h
 /// @brief Signatures of cuda/kernels/ppo_curiosity.cu: the elementwise parts of the
 ///        curiosity forward model (the MLP itself is nn::Mlp on the network ops).
 #pragma once

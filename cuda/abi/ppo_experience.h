@@ -1,4 +1,4 @@
-/// @file ppo_experience_abi.h
+/// @file ppo_experience.h
 /// @brief Signatures of cuda/kernels/ppo_experience.cu: PPO action sampling and the
 ///        action-diversity penalty during collection.
 #pragma once

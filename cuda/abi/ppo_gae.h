@@ -1,4 +1,4 @@
-/// @file ppo_gae_abi.h
+/// @file ppo_gae.h
 /// @brief Signatures of cuda/kernels/ppo_gae.cu: generalised advantage estimation and the
 ///        deterministic in-place normalisation of the advantages.
 #pragma once

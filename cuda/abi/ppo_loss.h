@@ -1,4 +1,4 @@
-/// @file ppo_loss_abi.h
+/// @file ppo_loss.h
 /// @brief Signature of cuda/kernels/ppo_loss.cu: the clipped surrogate, value and entropy losses
 ///        and their gradients.
 #pragma once

@@ -1,4 +1,4 @@
-/// @file ppo_minibatch_abi.h
+/// @file ppo_minibatch.h
 /// @brief Signature of cuda/kernels/ppo_minibatch.cu: a shuffled minibatch of the rollout.
 #pragma once
 

@@ -1,4 +1,4 @@
-/// @file nstep_abi.h
+/// @file replay_nstep.h
 /// @brief Signature of cuda/kernels/replay_nstep.cu: uniform replay sampling with n-step returns.
 #pragma once
 

@@ -1,5 +1,5 @@
-/* network_kernels.cu — the elementwise and reduction parts of the MLP building blocks and Adam
- * (the matrix products are cuBLAS SGEMMs issued by src/ops/cuda/cuda_nn_ops.cpp).
+/* core_network.cu — the elementwise and reduction parts of the MLP building blocks and Adam
+ * (the matrix products are cuBLAS SGEMMs issued by src/ops/cuda_device.cpp).
  *
  * Math:        bias+act forward  y[r,j] = act(y[r,j] + b[j])          (core::activate)
  *              act backward      dy[i] = dy[i] * act'(y[i])           (core::activation_derivative)
@@ -16,15 +16,15 @@
  * Determinism: run-to-run exact. No atomics: the bias gradient sums each column's rows in order
  *              in one thread; the norm reduces a fixed grid (independent of the device's SM count)
  *              in a fixed tree order, in double. Elementwise math matches the CPU twins
- *              (src/ops/cpu/cpu_nn_ops.cpp) up to FMA contraction and tanh's last bits, hence the
+ *              (src/ops/cpu_device.cpp) up to FMA contraction and tanh's last bits, hence the
  *              tolerances of the tests; the norm differs from the CPU's sequential double sum by
  *              summation order only.
  * Aliasing:    pointers are __restrict__: y/b, dy/y, db/dz, partials/x, out/partials and the six
- *              Adam buffers must be distinct; Ops (src/ops/nn_ops.cpp) checks it before launching.
+ *              Adam buffers must be distinct; Device (src/ops/device.cpp) checks it before launching.
  *              In-place updates (bias+act on y, act backward on dy) are single pointers.
  * Gate:        Adam does nothing when *gate == 0 (the training guard's skip, no host sync).
  * Signatures:  cuda/abi/core_network.h (checked below).
- * CPU twin:    src/ops/cpu/cpu_nn_ops.cpp (+ src/nn/reference.hpp); tests: tests/ops/test_nn_ops*.cpp
+ * CPU twin:    src/ops/cpu_device.cpp (+ src/nn/reference.hpp); tests: tests/ops/test_nn_ops*.cpp
  *              and tests/nn/.
  */
 #include "abi/core_network.h"

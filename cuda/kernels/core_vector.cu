@@ -1,4 +1,4 @@
-/* dqn_utility_kernels.cu — elementwise vector utilities used by every trainer.
+/* core_vector.cu — elementwise vector utilities used by every trainer.
  *
  * Math:       fill  y[i] = value
  *             copy  dst[i] = src[i]
@@ -6,15 +6,15 @@
  *             scale y[i] = y[i] * alpha              (in place)
  *             mean  out[0] = sum(x) / n              (one block, fixed-order tree)
  * Layout:     flat float arrays of n elements (n < 2^31).
- * Launch:     1-D, any grid and block size: grid-stride loops (src/ops/cuda/ uses 256 threads
+ * Launch:     1-D, any grid and block size: grid-stride loops (src/ops/cuda_device.cpp uses 256 threads
  *             and enough blocks to cover n, capped).
  * Determinism: exact and run-to-run identical (no atomics); fill/copy/saxpy/scale are
- *             bit-identical to the CPU twins in src/ops/cpu/cpu_ops.cpp (same fma); mean sums
+ *             bit-identical to the CPU twins in src/ops/cpu_device.cpp (same fma); mean sums
  *             in another order than the CPU, so it agrees within float rounding. Tests: tests/ops/.
  * Aliasing:   copy and saxpy take __restrict__ pointers: their buffers must not overlap (the host
  *             wrapper refuses overlap). In-place scaling is scale_f32_kernel, a single pointer,
  *             never saxpy(y, y, alpha - 1), which is undefined behaviour under __restrict__ and
- *             produced NaNs in the earlier system (seeds/003).
+ *             produced NaNs in an earlier system.
  * Signatures: cuda/abi/core_vector.h (checked below).
  */
 #include "abi/core_vector.h"

@@ -1,16 +1,16 @@
-/* c51_loss_kernel.cu — the dueling C51 head and its distributional loss (SPEC section 7).
+/* dqn_c51.cu — the dueling C51 head and its distributional loss.
  *
  * Math:        dqn::head_forward, head_backward, c51_sample_loss in math/dqn.h (Bellemare et
  *              al. 2017; Wang et al. 2016), shared with the CPU twins in
- *              src/ops/cpu/cpu_dqn_ops.cpp and run in double by the gradient check.
+ *              src/ops/dqn/cpu.cpp and run in double by the gradient check.
  * Layout:      value (B, Z), adv (B, A*Z), logits/probs/d_logits (B, A, Z), q (B, A), per-sample
  *              vectors (B); row-major. Every size (A, Z, B) is a parameter.
  * Launch:      one thread per sample, any 1-D grid (grid-stride); no shared memory (the C51
  *              projection is built in the taken action's gradient row).
  * Determinism: run-to-run exact (one thread per sample, fixed order, no atomics). Versus the
  *              CPU: within float rounding (FMA contraction, device expf/logf).
- *              Tests: tests/dqn/test_dqn_ops.cpp ([gpu]).
- * Aliasing:    every launch gets distinct buffers (checked by the Ops wrappers).
+ *              Tests: tests/ops/test_dqn_ops.cpp ([gpu]).
+ * Aliasing:    every launch gets distinct buffers (checked by the ops in src/ops/dqn/ops.hpp).
  * Signatures:  cuda/abi/dqn_c51.h.
  */
 #include "abi/dqn_c51.h"

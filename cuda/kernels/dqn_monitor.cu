@@ -1,4 +1,4 @@
-/* monitoring_kernel.cu — training statistics accumulated on the device (SPEC section 7): action
+/* dqn_monitor.cu — training statistics accumulated on the device: action
  * histogram, Q mean/min/max, |TD error|, losses, gradient norm; the host reads them back once
  * per log interval (src/trainers/), never inside the hot loop.
  *
@@ -6,7 +6,7 @@
  * Launch:      update: one thread (B is at most a few thousand, once per update);
  *              actions: one thread per environment, any 1-D grid.
  * Determinism: exact (sums in a fixed order; the histogram uses integer atomics, whose result
- *              does not depend on order). CPU twin: src/ops/cpu/cpu_dqn_ops.cpp.
+ *              does not depend on order). CPU twin: src/ops/dqn/cpu.cpp.
  * Signatures:  cuda/abi/dqn_monitor.h.
  */
 #include "abi/dqn_monitor.h"

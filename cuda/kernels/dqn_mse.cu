@@ -1,13 +1,13 @@
-/* mse_loss_kernel.cu — the MSE loss on the expected Q of the C51 head (SPEC section 7), blended
+/* dqn_mse.cu — the MSE loss on the expected Q of the C51 head, blended
  * with the C51 loss by dqn.mse_blend_alpha (ops::blend_c51_mse_gradient: scale then saxpy).
  *
  * Math:        dqn::mse_sample_loss in math/dqn.h: y = R + discount * Q_target(s', a*),
  *              loss = 0.5 (Q(s, a) - y)^2, dQ/dlogit_z = p_z (atom_z - Q). CPU twin in
- *              src/ops/cpu/cpu_dqn_ops.cpp.
+ *              src/ops/dqn/cpu.cpp.
  * Layout:      probs/d_logits (B, A, Z), q/q_next_* (B, A), per-sample vectors (B).
  * Launch:      one thread per sample, any 1-D grid.
  * Determinism: run-to-run exact; versus the CPU within float rounding.
- * Aliasing:    every launch gets distinct buffers (checked by the Ops wrappers).
+ * Aliasing:    every launch gets distinct buffers (checked by the ops in src/ops/dqn/ops.hpp).
  * Signatures:  cuda/abi/dqn_mse.h.
  */
 #include "abi/dqn_mse.h"

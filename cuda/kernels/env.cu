@@ -1,7 +1,7 @@
-/* experience_kernels.cu — the vectorized futures environment (SPEC section 6).
+/* env.cu — the vectorized futures environment.
  *
  * Math:        env::reset_env, env::step_env, env::portfolio_features in math/env.h,
- *              shared with the CPU twin (src/ops/cpu/cpu_env_ops.cpp); rules in
+ *              shared with the CPU twin (src/ops/env/cpu.cpp); rules in
  *              docs/environment.md.
  * Layout:      state (n_envs) EnvState; portfolio (n_envs, PORTFOLIO_STRIDE = 20) floats;
  *              states (n_envs, state_dim) floats = [market features of bar t | 8 portfolio

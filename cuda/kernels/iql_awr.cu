@@ -1,15 +1,15 @@
-/* awr_policy_kernel.cu — the advantage-weighted regression (AWR) policy loss of Implicit
+/* iql_awr.cu — the advantage-weighted regression (AWR) policy loss of Implicit
  * Q-Learning (docs/iql.md).
  *
  * Math:        iql::awr_row in math/iql.h: adv = min(q1, q2)[a] - v of the TARGET twins,
  *              w = min(exp(min(beta adv, 80)), max_weight) (a constant: no gradient through it),
  *              loss = -w log pi(a|s), d_logits = w (softmax - onehot(a)) / B; the softmax is
- *              policy::log_sum_exp (math/policy.h). CPU twin in src/ops/cpu/cpu_iql_ops.cpp.
+ *              policy::log_sum_exp (math/policy.h). CPU twin in src/ops/iql/cpu.cpp.
  * Layout:      logits, q1, q2, d_logits (B, A) row-major; v, actions, loss, weights (B).
  * Launch:      one thread per batch row, any 1-D grid (grid-stride loop).
  * Determinism: run-to-run exact (no reductions across threads, no atomics); versus the CPU
  *              within float rounding (device expf/logf differ from glibc's in the last bits).
- * Aliasing:    outputs are distinct from every other operand (checked by Ops::awr_policy_loss);
+ * Aliasing:    outputs are distinct from every other operand (checked by ops::awr_policy_loss);
  *              read-only inputs may share memory.
  * Signatures:  cuda/abi/iql_awr.h.
  */

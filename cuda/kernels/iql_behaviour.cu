@@ -1,4 +1,4 @@
-/* iql_behaviour_kernel.cu — the behaviour policy that collects the offline IQL data set: a fixed
+/* iql_behaviour.cu — the behaviour policy that collects the offline IQL data set: a fixed
  * mixture of simple traders chosen by environment index (docs/iql.md).
  *
  * Math:        iql::behaviour_action in math/iql.h: e % 4 == 0 uniform random; 1 momentum
@@ -6,12 +6,12 @@
  *              feature 4, ret_16, or feature 0 when market_dim < 5). Rule traders act at random
  *              with probability random_fraction, else at urgency 0. One Philox draw
  *              (seed, behaviour, e, step) per environment. CPU twin in
- *              src/ops/cpu/cpu_iql_ops.cpp.
+ *              src/ops/iql/cpu.cpp.
  * Layout:      states (n, state_dim) row-major (market features first); actions (n).
  * Launch:      one thread per environment, any 1-D grid (grid-stride loop).
  * Determinism: exact and equal to the CPU twin bit for bit: integer arithmetic, exact float
  *              comparisons (unit_float is exact) and no rounding anywhere.
- * Aliasing:    actions and states are distinct (checked by Ops::behaviour_actions).
+ * Aliasing:    actions and states are distinct (checked by ops::behaviour_actions).
  * Signatures:  cuda/abi/iql_behaviour.h.
  */
 #include "abi/iql_behaviour.h"

@@ -1,17 +1,17 @@
-/* iql_value_kernel.cu — the two critic losses of Implicit Q-Learning (docs/iql.md).
+/* iql_value.cu — the two critic losses of Implicit Q-Learning (docs/iql.md).
  *
  * Math:        iql::value_row and iql::q_row in math/iql.h. Value: q = min(q1, q2)[a] of the
  *              TARGET twins, u = q - v, loss = |tau - 1(u < 0)| u^2, d_v = -2 w u / B. Twin Q:
  *              y = r + discount * V(s'), loss = (q1[a] - y)^2 + (q2[a] - y)^2 of the ONLINE
  *              twins, d_q = 2 (q - y) / B at column a, 0 elsewhere. CPU twins in
- *              src/ops/cpu/cpu_iql_ops.cpp.
+ *              src/ops/iql/cpu.cpp.
  * Layout:      q1, q2, d_q1, d_q2 (B, A) row-major; v, v_next, actions, rewards, discounts,
  *              loss, d_v (B).
  * Launch:      one thread per batch row, any 1-D grid (grid-stride loop).
  * Determinism: run-to-run exact (no reductions, no atomics); versus the CPU within float rounding
  *              (nvcc may fuse r + discount * v_next into an FMA).
- * Aliasing:    outputs are distinct from every other operand (checked by Ops::iql_value_loss /
- *              Ops::iql_q_loss); read-only inputs may share memory.
+ * Aliasing:    outputs are distinct from every other operand (checked by ops::iql_value_loss /
+ *              ops::iql_q_loss); read-only inputs may share memory.
  * Signatures:  cuda/abi/iql_value.h.
  */
 #include "abi/iql_value.h"

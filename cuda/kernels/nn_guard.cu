@@ -1,4 +1,4 @@
-/* training_guard_kernel.cu — the training guard (SPEC section 7): decides on the device whether
+/* nn_guard.cu — the training guard: decides on the device whether
  * an update is applied, so no host synchronisation is needed per update.
  *
  * Math:        nn::guard_decide in abi/nn_guard.h: gate = 1 if every loss and the
@@ -7,7 +7,7 @@
  *              as they were (the last good ones). The host reads GuardState at log intervals and
  *              stops the run (exit 5) after training.max_bad_updates consecutive skips.
  * Launch:      one thread.
- * Determinism: exact. CPU twin: src/ops/cpu/cpu_dqn_ops.cpp.
+ * Determinism: exact. CPU twin: src/ops/nn/cpu.cpp.
  * Signatures:  cuda/abi/nn_guard.h.
  */
 #include "abi/nn_guard.h"

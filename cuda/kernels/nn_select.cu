@@ -1,10 +1,10 @@
-/* epsilon_greedy_kernel.cu — exploration for DQN collection (SPEC section 7).
+/* nn_select.cu — exploration for DQN collection.
  *
  * Math:        policy::epsilon_greedy in math/dqn.h: with probability epsilon a uniform
  *              action, else the first argmax of Q; coins from Philox(seed, exploration, e, step).
  * Layout:      q (n, num_actions), actions (n).
  * Launch:      one thread per environment, any 1-D grid.
- * Determinism: exact; equal to the CPU twin (src/ops/cpu/cpu_dqn_ops.cpp) given equal Q.
+ * Determinism: exact; equal to the CPU twin (src/ops/nn/cpu.cpp) given equal Q.
  * Aliasing:    actions and q are distinct buffers.
  * Signatures:  cuda/abi/nn_select.h.
  */

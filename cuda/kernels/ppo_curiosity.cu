@@ -1,4 +1,4 @@
-/* curiosity_training_kernel.cu — the elementwise parts of the ICM-style curiosity bonus: the
+/* ppo_curiosity.cu — the elementwise parts of the ICM-style curiosity bonus: the
  * forward model's input and its prediction error (docs/ppo.md, "Kernel-level math"). The forward
  * model itself is an nn::Mlp on the network ops.
  *
@@ -12,8 +12,8 @@
  * Determinism: exact; float sums in order in one thread, IEEE division, --fmad=false: = CPU twin
  *              bit for bit.
  * Aliasing:    __restrict__ everywhere: outputs distinct from each other and from the inputs
- *              (checked by Ops::curiosity_input / Ops::curiosity_error, src/ops/ppo_ops.cpp).
- * Signatures:  cuda/abi/ppo_curiosity.h. CPU twins: src/ops/cpu/cpu_ppo_ops.cpp.
+ *              (checked by ops::curiosity_input / ops::curiosity_error, src/ops/ppo/ops.hpp).
+ * Signatures:  cuda/abi/ppo_curiosity.h. CPU twins: src/ops/ppo/cpu.cpp.
  */
 #include "abi/ppo_curiosity.h"
 #include "device_functions.cuh"

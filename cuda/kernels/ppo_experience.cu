@@ -1,4 +1,4 @@
-/* ppo_experience_kernel.cu — PPO collection: sampling actions from the policy and the
+/* ppo_experience.cu — PPO collection: sampling actions from the policy and the
  * action-diversity penalty (docs/ppo.md, "Kernel-level math").
  *
  * Math:        sample:    u = unit_float(Philox(seed, policy_sample, e, step).v[0]);
@@ -16,8 +16,8 @@
  *              log-probabilities are ≈ CPU and an action can differ from the CPU's only when u
  *              falls within rounding of a CDF boundary (tests allow a mismatch rate <= 1e-3).
  * Aliasing:    every pointer is __restrict__: all buffers of a launch are distinct (checked by
- *              Ops::ppo_sample / Ops::ppo_diversity, src/ops/ppo_ops.cpp).
- * Signatures:  cuda/abi/ppo_experience.h. CPU twins: src/ops/cpu/cpu_ppo_ops.cpp.
+ *              ops::ppo_sample / ops::ppo_diversity, src/ops/ppo/ops.hpp).
+ * Signatures:  cuda/abi/ppo_experience.h. CPU twins: src/ops/ppo/cpu.cpp.
  */
 #include "abi/ppo_experience.h"
 #include "device_functions.cuh"

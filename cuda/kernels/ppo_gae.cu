@@ -1,4 +1,4 @@
-/* ppo_gae_kernel.cu — generalised advantage estimation (Schulman et al. 2016) over a rollout, and
+/* ppo_gae.cu — generalised advantage estimation (Schulman et al. 2016) over a rollout, and
  * the deterministic in-place normalisation of the advantages (docs/ppo.md, "Kernel-level math").
  *
  * Math:        GAE (ppo::gae_env), per env backwards from t = T-1 with gae_T = 0:
@@ -19,8 +19,8 @@
  *              use identical moments. ≈ CPU (the CPU sums sequentially).
  * Aliasing:    __restrict__ everywhere: GAE's outputs are distinct from each other and from the
  *              inputs (values and next_values may share, read-only); x and the scratch are distinct
- *              (checked by Ops::ppo_gae / Ops::normalize, src/ops/ppo_ops.cpp).
- * Signatures:  cuda/abi/ppo_gae.h. CPU twins: src/ops/cpu/cpu_ppo_ops.cpp.
+ *              (checked by ops::ppo_gae / ops::normalize, src/ops/ppo/ops.hpp).
+ * Signatures:  cuda/abi/ppo_gae.h. CPU twins: src/ops/ppo/cpu.cpp.
  */
 #include "abi/ppo_gae.h"
 #include "device_functions.cuh"

@@ -1,4 +1,4 @@
-/* ppo_loss_kernel.cu — the PPO loss (clipped surrogate, value, entropy) and its gradients with
+/* ppo_loss.cu — the PPO loss (clipped surrogate, value, entropy) and its gradients with
  * respect to the policy logits and the critic's values (docs/ppo.md, "Kernel-level math").
  *
  * Math:        ppo::loss_sample: ratio = exp(logp - old_logp);
@@ -9,13 +9,13 @@
  *              stats: policy loss, value loss, entropy, approx KL (old - new), clipped (0/1).
  * Layout:      logits, d_logits (B, A); values, actions, old_log_probs, advantages, returns,
  *              old_values, d_values (B); stats (ppo::kPpoLossStats, B): stat k of sample i at k B + i,
- *              so each stat is contiguous for Ops::mean.
+ *              so each stat is contiguous for ops::mean.
  * Launch:      one thread per sample, any 1-D grid (grid-stride); A up to a few hundred.
  * Determinism: exact (no atomics, each sample's sums in order in one thread); ≈ CPU twin (expf,
  *              logf and FMA contraction round differently from the host).
  * Aliasing:    __restrict__ everywhere: outputs distinct from each other and from every input
- *              (checked by Ops::ppo_loss, src/ops/ppo_ops.cpp); read-only inputs may share.
- * Signatures:  cuda/abi/ppo_loss.h. CPU twin: src/ops/cpu/cpu_ppo_ops.cpp.
+ *              (checked by ops::ppo_loss, src/ops/ppo/ops.hpp); read-only inputs may share.
+ * Signatures:  cuda/abi/ppo_loss.h. CPU twin: src/ops/ppo/cpu.cpp.
  */
 #include "abi/ppo_loss.h"
 #include "device_functions.cuh"

@@ -1,4 +1,4 @@
-/* ppo_minibatch_kernel.cu — a shuffled minibatch of the PPO rollout (docs/ppo.md,
+/* ppo_minibatch.cu — a shuffled minibatch of the PPO rollout (docs/ppo.md,
  * "Kernel-level math").
  *
  * Math:        minibatch row i = rollout row ppo::permute(offset + i, rows, seed, epoch): a keyed
@@ -11,8 +11,8 @@
  * Launch:      one thread per minibatch row, any 1-D grid (grid-stride).
  * Determinism: exact; integer index math and copies, = CPU twin bit for bit.
  * Aliasing:    outputs are __restrict__, distinct from each other and from the rollout buffers
- *              (checked by Ops::ppo_gather, src/ops/ppo_ops.cpp).
- * Signatures:  cuda/abi/ppo_minibatch.h. CPU twin: src/ops/cpu/cpu_ppo_ops.cpp.
+ *              (checked by ops::ppo_gather, src/ops/ppo/ops.hpp).
+ * Signatures:  cuda/abi/ppo_minibatch.h. CPU twin: src/ops/ppo/cpu.cpp.
  */
 #include "abi/ppo_minibatch.h"
 #include "device_functions.cuh"

@@ -1,9 +1,9 @@
-/* nstep_kernel.cu — uniform sampling from the replay ring with n-step returns (SPEC section 7).
+/* replay_nstep.cu — uniform sampling from the replay ring with n-step returns.
  *
  * Math:        replay::sample_nstep in math/dqn.h: row b draws (step, env) from Philox(seed,
  *              replay_sample, b, update); R = sum_{k<n} gamma^k r_{t+k} up to the first done;
  *              discount = gamma^(k+1), or 0 after a termination. CPU twin in
- *              src/ops/cpu/cpu_dqn_ops.cpp.
+ *              src/ops/replay/cpu.cpp.
  * Layout:      the ring (capacity_steps * n_envs rows, slot = step % capacity_steps); outputs
  *              states/next_states (B, state_dim), actions/returns/discounts (B).
  * Launch:      one thread per batch row, any 1-D grid.

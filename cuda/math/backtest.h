@@ -1,7 +1,7 @@
 /// @file backtest.h
-/// @brief The backtest of SPEC section 8 for ONE segment (reset, step with its per-bar record)
+/// @brief The backtest (docs/metrics.md) for ONE segment (reset, step with its per-bar record)
 ///        and the metrics of a whole backtest (docs/metrics.md), compiled by nvcc
-///        (cuda/backtest_*_kernel.cu) and by g++ (src/ops/cpu/cpu_backtest_ops.cpp), so both
+///        (cuda/kernels/backtest.cu) and by g++ (src/ops/backtest/cpu.cpp), so both
 ///        backends run the same arithmetic. Fills and accounting are env::step_env's: nothing
 ///        here duplicates them.
 ///

@@ -57,7 +57,7 @@ struct AdamParams {
 };
 
 /// What one Adam launch needs, with the bias corrections 1 - beta^step computed once on the host
-/// (adam_constants in src/ops/nn_ops.cpp, in double), so both backends use the same floats.
+/// (adam_constants in src/ops/device.cpp, in double), so both backends use the same floats.
 struct AdamConstants {
     float lr, beta1, beta2, eps, clip_norm, weight_decay;
     float bias_correction1;  ///< 1 - beta1^step

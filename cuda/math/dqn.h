@@ -1,4 +1,4 @@
-/// @file dqn_math.h
+/// @file dqn.h
 /// @brief The per-sample math of the distributional DQN, written once for the kernels (float),
 ///        the CPU twins (float) and the gradient check (double): the dueling C51 head, the C51
 ///        projection and cross-entropy, the MSE loss on the expected Q, double-DQN action

@@ -1,13 +1,13 @@
-/// @file futures_env.h
-/// @brief The futures trading environment of SPEC section 6 for ONE environment: action decoding,
+/// @file env.h
+/// @brief The futures trading environment (docs/environment.md) for ONE environment: action decoding,
 ///        fills, commission, mark-to-market accounting, reward, termination, reset and the
 ///        portfolio features. Compiled by nvcc (cuda/kernels/env.cu, one thread per env)
-///        and by g++ (src/ops/cpu/, a loop over envs), so both backends run the same arithmetic.
+///        and by g++ (src/ops/env/cpu.cpp, a loop over envs), so both backends run the same arithmetic.
 ///        docs/environment.md states the rules with a worked example.
 ///
 ///        Bit-identical results on both backends: all accounting is in double, the kernel module
 ///        is compiled with --fmad=false and host code with -ffp-contract=off (no fused
-///        multiply-adds on either side), and random draws come from counter_rng.h.
+///        multiply-adds on either side), and random draws come from math/rng.h.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,9 @@
-/// @file iql_math.h
+/// @file iql.h
 /// @brief Implicit Q-Learning (Kostrikov et al., "Offline Reinforcement Learning with Implicit
 ///        Q-Learning", ICLR 2022) for ONE batch row: the expectile value loss, the twin-Q TD loss,
 ///        the advantage-weighted (AWR) policy loss, and the behaviour policy that generates an
-///        offline data set. Compiled by nvcc (cuda/kernels/iql_value.cu, awr_policy_kernel.cu,
-///        iql_behaviour_kernel.cu, one thread per row) and by g++ (src/ops/cpu/cpu_iql_ops.cpp,
+///        offline data set. Compiled by nvcc (cuda/kernels/iql_value.cu, kernels/iql_awr.cu,
+///        kernels/iql_behaviour.cu, one thread per row) and by g++ (src/ops/iql/cpu.cpp,
 ///        a loop over rows), from this one definition. docs/iql.md states the math.
 ///
 ///        Layout: q1, q2, logits and their gradients are (B, A) row-major; every other vector is

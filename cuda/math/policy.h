@@ -1,4 +1,4 @@
-/// @file policy_math.h
+/// @file policy.h
 /// @brief The categorical (softmax) policy shared by PPO and IQL, for ONE row of logits over
 ///        num_actions actions: log-sum-exp, log-probabilities, entropy, inverse-CDF sampling and
 ///        the most likely action. Compiled by nvcc (kernels) and g++ (CPU twins) from this one

@@ -1,11 +1,11 @@
-/// @file ppo_math.h
+/// @file ppo.h
 /// @brief The per-environment and per-sample math of PPO (Schulman et al. 2017) and its curiosity
 ///        bonus, written once for the kernels (nvcc) and the CPU twins (g++): action sampling,
 ///        the action-diversity penalty, GAE with the environment's done flags, advantage
 ///        normalisation, the minibatch permutation (a Feistel network over Philox), the clipped
 ///        surrogate loss with its gradient, and the ICM-style forward-model input and error.
 ///        The categorical policy itself (log-sum-exp, log-probabilities, entropy, inverse-CDF
-///        sampling) is policy_math.h. docs/ppo.md ("Kernel-level math") states every formula.
+///        sampling) is math/policy.h. docs/ppo.md ("Kernel-level math") states every formula.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-/// @file counter_rng.h
+/// @file rng.h
 /// @brief Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11):
 ///        a counter-based generator, so a random number is a pure function of (seed, purpose,
 ///        stream, counter). The CPU and CUDA backends compute identical numbers in any order,

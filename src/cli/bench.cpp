@@ -1,5 +1,5 @@
 /// @file bench.cpp
-/// @brief `foxhunt-train bench` (throughput as JSON, SPEC section 9) and `eval` (a checkpoint's
+/// @brief `foxhunt-train bench` (throughput as JSON) and `eval` (a checkpoint's
 ///        backtest as JSON): the two subcommands that report without training.
 #include <fmt/format.h>
 

@@ -10,7 +10,7 @@
 
 namespace fh::cli {
 
-/// Options every subcommand accepts (SPEC section 3).
+/// Options every subcommand accepts.
 struct GlobalOptions {
     std::string profile;                 ///< --profile PATH|NAME
     std::vector<std::string> overrides;  ///< --set section.key=value, in order

@@ -1,6 +1,6 @@
 /// @file train.cpp
 /// @brief `foxhunt-train [train]`: resolve the profile, then run the trainer pipeline
-///        (src/trainers/pipeline.cpp), which writes the run directory.
+///        (src/run/train.cpp), which writes the run directory.
 #include "cli/commands.hpp"
 #include "run/run.hpp"
 #include "util/log.hpp"

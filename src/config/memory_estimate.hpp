@@ -1,6 +1,6 @@
 /// @file memory_estimate.hpp
-/// @brief Device memory a run needs, by consumer, from its resolved profile (SPEC section 7,
-///        "GPU profile"): printed by `check`, and compared with the free memory before a run
+/// @brief Device memory a run needs, by consumer, from its resolved profile:
+///        printed by `check`, and compared with the free memory before a run
 ///        allocates anything. An estimate: layouts may differ slightly from the trainers' own.
 #pragma once
 

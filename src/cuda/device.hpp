@@ -1,5 +1,5 @@
 /// @file device.hpp
-/// @brief What the GPU is (SPEC section 7, GPU profile) and whether this build can run on it.
+/// @brief What the GPU is and whether this build can run on it.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 /// @file backtest.hpp
-/// @brief The backtest evaluator of SPEC section 8: a policy run from flat over a split in
+/// @brief The backtest evaluator (docs/metrics.md): a policy run from flat over a split in
 ///        contiguous segments stepping in lock-step on the backend, buy-and-hold on the same
 ///        segments, the metrics of docs/metrics.md computed on the backend, and the CSV/JSON
 ///        outputs (backtest/equity.csv, backtest/trades.csv).

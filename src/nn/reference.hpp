@@ -1,6 +1,6 @@
 /// @file reference.hpp
 /// @brief The reference math of a linear layer with an activation, as plain loops over any
-///        floating type: the CPU backend runs it with T = float (src/ops/cpu/cpu_nn_ops.cpp) and
+///        floating type: the CPU backend runs it with T = float (src/ops/cpu_device.cpp) and
 ///        the gradient checks with T = double. Row-major; shapes beside every pointer. The
 ///        activation math itself is core::activate / core::activation_derivative
 ///        (cuda/abi/core_network.h), shared with the kernels.

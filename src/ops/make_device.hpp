@@ -1,5 +1,5 @@
 /// @file backend.hpp
-/// @brief Choosing the backend from `--device auto|cpu|cuda|cuda:N` (SPEC section 2b).
+/// @brief Choosing the backend from `--device auto|cpu|cuda|cuda:N`.
 #pragma once
 
 #include <memory>

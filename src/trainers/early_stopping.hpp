@@ -1,5 +1,5 @@
 /// @file early_stopping.hpp
-/// @brief Early stopping on a validation metric (SPEC section 8): the best value so far, with
+/// @brief Early stopping on a validation metric: the best value so far, with
 ///        `patience` evaluations without an improvement of more than `min_delta` ending the run,
 ///        never before `min_steps`. Higher is better (val_sharpe, val_return, val_sortino).
 #pragma once

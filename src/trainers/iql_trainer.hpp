@@ -1,5 +1,5 @@
 /// @file iql_trainer.hpp
-/// @brief Implicit Q-learning (SPEC section 7, docs/iql.md), offline: a fixed dataset of
+/// @brief Implicit Q-learning, offline: a fixed dataset of
 ///        transitions (collected on the training split by the documented behaviour policy, or a
 ///        DQN run's replay dump), twin Q networks with target copies trained towards
 ///        r + gamma * (1 - terminated) * V(s'), V by expectile regression on the target twin

@@ -1,5 +1,5 @@
 /// @file ppo_trainer.hpp
-/// @brief PPO (SPEC section 7, docs/ppo.md): an actor-critic over the environment's actions,
+/// @brief PPO: an actor-critic over the environment's actions,
 ///        rollouts of experience.gpu_timesteps_per_episode steps of every environment, GAE(lambda),
 ///        advantage normalisation, a clipped surrogate with an (optionally clipped) value loss and
 ///        an entropy bonus over several epochs of shuffled minibatches, global-norm clipping, a

@@ -1,5 +1,5 @@
 /// @file signals.hpp
-/// @brief SIGINT/SIGTERM handling for a clean stop (SPEC section 3, exit code 130).
+/// @brief SIGINT/SIGTERM handling for a clean stop.
 ///
 /// The first SIGINT or SIGTERM only sets a flag (and writes one fixed line to stderr with
 /// write(2), the only async-signal-safe output). The trainer polls interrupt_requested() once

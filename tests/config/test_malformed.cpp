@@ -1,6 +1,6 @@
 /// @file test_malformed.cpp
 /// @brief Malformed profiles: each is a usage error (exit 2) with every problem located at
-///        `file:line:col`; none crashes (also the inputs that break toml++ 3.3.0, TOOLCHAIN.md).
+///        `file:line:col`; none crashes (also the inputs that break toml++ 3.3.0).
 #include <random>
 #include <string>
 #include <vector>

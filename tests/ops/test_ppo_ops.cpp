@@ -41,7 +41,7 @@ float draw_u(std::uint64_t seed, int e, std::uint64_t step) {
     return fh::rng::unit_float(fh::rng::draw(seed, fh::rng::Purpose::policy_sample, static_cast<std::uint32_t>(e), step).v[0]);
 }
 
-// ---- the PPO loss in double, written from the definition (not from ppo_math.h) ----------------
+// ---- the PPO loss in double, written from the definition (not from math/ppo.h) ----------------
 
 struct LossBatch {
     int B = 0, A = 0;
@@ -123,7 +123,7 @@ LossBatch branch_batch() {
 
 }  // namespace
 
-// ---- the categorical policy (policy_math.h) ----------------------------------------------------
+// ---- the categorical policy (math/policy.h) ----------------------------------------------------
 
 TEST_CASE("policy math: log-probabilities and entropy equal a double softmax", "[ppo]") {
     for (int A : {1, 2, 5, 33, 300}) {

@@ -1,4 +1,4 @@
-/// @file test_futures_env.cpp
+/// @file test_env.cpp
 /// @brief The environment rules (math/env.h) on hand-checked scenarios, and invariants
 ///        over long random action sequences, on the CPU.
 #include <catch2/catch.hpp>
