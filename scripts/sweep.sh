@@ -62,11 +62,21 @@ if [ "${1:-}" = "__job" ]; then
     log="$FH_SWEEP_OUT/sweep-logs/point-$point.log"  # appended to by every attempt
     { printf '# %s' "$FH_SWEEP_EXE"; printf ' %q' "${args[@]}" "${extra[@]}"; printf '\n'; } >>"$log"
     attempt=$(mktemp "${TMPDIR:-/tmp}/fh-sweep-XXXXXX")
-    setsid "$FH_SWEEP_EXE" "${args[@]}" "${extra[@]}" </dev/null >"$attempt" 2>&1 &
-    child=$!
     signalled=0
     forward() { if [ $signalled -eq 0 ]; then signalled=1; kill -INT "$child" 2>/dev/null; else kill -TERM "$child" 2>/dev/null; fi; }
-    trap forward INT TERM
+    if [ "${FH_SWEEP_SLURM:-0}" = 1 ]; then
+        # Slurm signals every process of the task, the run included: pass on only SIGUSR1 (from
+        # sweep.sbatch, near the time limit), as one SIGINT.
+        "$FH_SWEEP_EXE" "${args[@]}" "${extra[@]}" </dev/null >"$attempt" 2>&1 &
+        child=$!
+        trap : INT TERM
+        trap forward USR1
+    else
+        # Its own session: a terminal's Ctrl-C reaches the run only through this wrapper, once.
+        setsid "$FH_SWEEP_EXE" "${args[@]}" "${extra[@]}" </dev/null >"$attempt" 2>&1 &
+        child=$!
+        trap forward INT TERM USR1
+    fi
     while kill -0 "$child" 2>/dev/null; do wait "$child"; done  # a trapped signal ends wait early
     wait "$child"; code=$?                                      # the child's own status (bash keeps it)
     cat "$attempt" >>"$log"
