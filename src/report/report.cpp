@@ -617,6 +617,10 @@ std::string write_report(const std::string& path, const std::string& output) {
     const bool single = is_run_directory(path) || is_file(dir / "eval.json") || is_file(dir / "summary.json");
     const std::string out = output.empty() ? (dir / "report.html").string() : output;
     const auto fail = [&](const std::string& m) { throw UsageError(fmt::format("report: {}", m)); };
+    if (const auto parent = fs::absolute(out).parent_path(); !fs::is_directory(parent, ec)) {
+        fs::create_directories(parent, ec);
+        if (ec) fail(fmt::format("cannot create {}: {}", parent.string(), ec.message()));
+    }
     if (single) {
         io::write_file_atomically(out, run_report_html(path), fail);
         return out;

@@ -362,8 +362,10 @@ Table seed_table(const std::vector<RunRecord>& runs) {
         for (const auto* r : g.runs) seeds.push_back(r->seed);
         std::sort(seeds.begin(), seeds.end());
         row.push_back(text_cell(fmt::format("{}", fmt::join(seeds, " "))));
-        for (const Stat* s : {&g.val, &g.ret, &g.sharpe, &g.dd, &g.trades, &g.hold_ret, &g.hold_sharpe})
+        for (const Stat* s : {&g.val, &g.ret, &g.sharpe, &g.dd, &g.trades, &g.hold_ret, &g.hold_sharpe}) {
             row.push_back(mean_sd(*s));
+            row.back().is_integer = s == &g.trades;
+        }
         t.rows.push_back(std::move(row));
         std::vector<std::string> paths;
         for (const auto* r : g.runs) paths.push_back(r->path);
@@ -376,6 +378,7 @@ Table seed_table(const std::vector<RunRecord>& runs) {
 std::string cell_text(const Cell& c) {
     if (!c.is_number) return c.text;
     if (!c.number) return "-";
+    if (c.is_integer && c.sd) return fmt::format("{:.1f} ± {:.1f}", *c.number, *c.sd);  // counts over seeds
     std::string s = number_text(*c.number, c.is_integer && !c.sd);
     if (c.sd) s += " ± " + number_text(*c.sd, false);
     return s;
