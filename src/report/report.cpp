@@ -30,7 +30,7 @@ constexpr const char* kCss = R"(
 :root{--fg:#1f2937;--muted:#6b7280;--line:#e5e7eb;--bg:#f8fafc;--card:#fff;--blue:#2563eb;--amber:#d97706}
 *{box-sizing:border-box}
 body{margin:0;background:var(--bg);color:var(--fg);font:14px/1.45 -apple-system,"Segoe UI",Roboto,"DejaVu Sans",Helvetica,Arial,sans-serif}
-main{max-width:920px;margin:0 auto;padding:24px 20px 48px}
+main{max-width:1100px;margin:0 auto;padding:24px 20px 48px}
 h1{font-size:22px;margin:0 0 4px;word-break:break-all}
 h2{font-size:16px;margin:28px 0 10px;padding-bottom:4px;border-bottom:1px solid var(--line)}
 .sub{color:var(--muted);margin:0 0 16px}
@@ -38,16 +38,16 @@ h2{font-size:16px;margin:28px 0 10px;padding-bottom:4px;border-bottom:1px solid 
 .badge.completed,.badge.early_stopped{background:#dcfce7;color:#166534}
 .badge.interrupted{background:#fef3c7;color:#92400e}
 .badge.diverged{background:#fee2e2;color:#991b1b}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(160px,1fr));gap:10px}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(180px,1fr));gap:10px}
 .card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:10px 12px}
 .card .k{color:var(--muted);font-size:12px}
-.card .v{font-size:20px;font-weight:600}
+.card .v{font-size:20px;font-weight:600;white-space:nowrap}
 .card .c{color:var(--muted);font-size:12px}
 .good{color:#15803d}.bad{color:#b91c1c}
 .panel{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:8px;margin:0 0 12px;overflow-x:auto}
 .grid2{display:grid;grid-template-columns:1fr 1fr;gap:12px}
 .grid2 .panel{margin:0}
-svg.chart{display:block;max-width:100%;height:auto}
+svg.chart{display:block;width:100%;height:auto}
 svg .ct{font-size:13px;font-weight:600;fill:#111827}
 svg .tick{font-size:11px;fill:#6b7280}
 svg .axis{font-size:11px;fill:#374151}
@@ -57,9 +57,10 @@ svg .grid{stroke:#eef0f3;stroke-width:1}
 svg .plot{fill:none;stroke:#d1d5db;stroke-width:1}
 svg .zero{stroke:#9ca3af;stroke-width:1;stroke-dasharray:3 3}
 svg .err{stroke:#111827;stroke-width:1.2;fill:none}
-table{border-collapse:collapse;width:100%;font-size:13px;background:var(--card)}
-th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap}
-th{background:#f1f5f9;font-weight:600}
+table{border-collapse:collapse;width:100%;font-size:12.5px;background:var(--card)}
+th,td{padding:4px 6px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap}
+th{background:#f1f5f9;font-weight:600;white-space:normal;vertical-align:bottom}
+td.name{white-space:normal;word-break:break-all;min-width:220px;font-size:12px}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 tr.best td{background:#ecfdf5;font-weight:600}
 .note{color:var(--muted);font-size:13px}
@@ -520,23 +521,41 @@ std::string link(const std::string& href, const std::string& text) {
     return "<a href=\"" + xml_escape(href) + "\">" + xml_escape(text) + "</a>";
 }
 
-/// A table as HTML; `links` turns run names into links to their reports.
+/// A table as HTML: an ungrouped table links each run's name to its report; a grouped one
+/// links each seed's run after the setting.
 std::string html_table(const Table& t, const fs::path& base) {
+    const auto href = [&](const std::string& p) {
+        const std::string rel =
+            fs::absolute(p).lexically_normal().lexically_relative(fs::absolute(base).lexically_normal()).generic_string();
+        return (rel.empty() ? p : rel) + "/report.html";
+    };
+    const auto runs_col = std::find(t.columns.begin(), t.columns.end(), "runs") - t.columns.begin();
     std::string out = "<table><tr>";
-    for (const auto& c : t.columns) out += "<th>" + xml_escape(c) + "</th>";
-    out += "<th>reports</th></tr>";
+    for (std::size_t j = 0; j < t.columns.size(); ++j) {
+        if (t.grouped && static_cast<long>(j) == runs_col) out += "<th>reports</th>";
+        out += "<th>" + xml_escape(t.columns[j]) + "</th>";
+    }
+    out += "</tr>";
     for (std::size_t i = 0; i < t.rows.size(); ++i) {
         out += static_cast<int>(i) == t.best_row ? "<tr class=\"best\">" : "<tr>";
-        for (const auto& c : t.rows[i])
-            out += std::string(c.is_number ? "<td class=\"n\">" : "<td>") + xml_escape(cell_text(c)) + "</td>";
-        std::string links;
-        for (const auto& p : t.row_runs[i]) {
-            const std::string rel = fs::absolute(p).lexically_normal().lexically_relative(fs::absolute(base).lexically_normal()).generic_string();
-            const std::string label = t.grouped ? fmt::format("{}", links.empty() ? 1 : std::count(links.begin(), links.end(), '|') + 2)
-                                                : "report";
-            links += (links.empty() ? "" : " | ") + link((rel.empty() ? p : rel) + "/report.html", t.grouped ? "seed run " + label : label);
+        for (std::size_t j = 0; j < t.rows[i].size(); ++j) {
+            const Cell& c = t.rows[i][j];
+            if (t.grouped && static_cast<long>(j) == runs_col) {
+                std::string links;
+                for (std::size_t k = 0; k < t.row_runs[i].size(); ++k)
+                {
+                    if (k > 0) links += ' ';
+                    links += link(href(t.row_runs[i][k]), fmt::format("#{}", k + 1));
+                }
+                out += "<td>" + links + "</td>";
+            }
+            if (!t.grouped && t.columns[j] == "run") {
+                out += "<td class=\"name\">" + link(href(t.row_runs[i].at(0)), c.text) + "</td>";
+                continue;
+            }
+            out += std::string(c.is_number ? "<td class=\"n\">" : "<td>") + xml_escape(cell_text(c, 3)) + "</td>";
         }
-        out += "<td>" + links + "</td></tr>";
+        out += "</tr>";
     }
     return out + "</table>\n";
 }
@@ -569,8 +588,8 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
             const auto it = std::find(grouped.columns.begin(), grouped.columns.end(), c);
             return it == grouped.columns.end() ? nullptr : &best[static_cast<std::size_t>(it - grouped.columns.begin())];
         };
-        if (const Cell* v = col(grouped.metric)) b += card("best mean " + grouped.metric, cell_text(*v), "over seeds");
-        if (const Cell* v = col("test_sharpe")) b += card("its test Sharpe", cell_text(*v), "mean ± sd over seeds");
+        if (const Cell* v = col(grouped.metric)) b += card("best mean " + grouped.metric, cell_text(*v, 2), "± sd over seeds");
+        if (const Cell* v = col("test_sharpe")) b += card("its test Sharpe", cell_text(*v, 2), "mean ± sd over seeds");
     }
     b += "</div>\n";
 
@@ -595,8 +614,8 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
         const Cell& m = row[static_cast<std::size_t>(metric_col)];
         const Cell& s = row[static_cast<std::size_t>(sharpe_col)];
         const std::string color = static_cast<int>(i) == grouped.best_row ? "#059669" : kStrategyColor;
-        if (m.number) bars.push_back(Bar{label, *m.number, m.sd, color, label + ": " + cell_text(m)});
-        if (s.number) test_bars.push_back(Bar{label, *s.number, s.sd, color, label + ": " + cell_text(s)});
+        if (m.number) bars.push_back(Bar{label, *m.number, m.sd, color, label + ": " + cell_text(m, 3)});
+        if (s.number) test_bars.push_back(Bar{label, *s.number, s.sd, color, label + ": " + cell_text(s, 3)});
     }
     ChartOptions o;
     o.title = fmt::format("mean {} ± sd over seeds (green: best)", grouped.metric);

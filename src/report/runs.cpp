@@ -375,12 +375,13 @@ Table seed_table(const std::vector<RunRecord>& runs) {
     return t;
 }
 
-std::string cell_text(const Cell& c) {
+std::string cell_text(const Cell& c, int decimals) {
     if (!c.is_number) return c.text;
     if (!c.number) return "-";
     if (c.is_integer && c.sd) return fmt::format("{:.1f} ± {:.1f}", *c.number, *c.sd);  // counts over seeds
-    std::string s = number_text(*c.number, c.is_integer && !c.sd);
-    if (c.sd) s += " ± " + number_text(*c.sd, false);
+    if (c.is_integer) return number_text(*c.number, true);
+    std::string s = fmt::format("{:.{}f}", *c.number, decimals);
+    if (c.sd) s += fmt::format(" ± {:.{}f}", *c.sd, decimals);
     return s;
 }
 

@@ -76,8 +76,9 @@ std::string to_markdown(const Table& t);
 std::string to_csv(const Table& t);
 std::string to_json(const Table& t);
 
-/// A cell's text as shown in markdown and HTML ("0.1234", "0.1234 ± 0.0456", "-").
-std::string cell_text(const Cell& c);
+/// A cell's text as shown in markdown and HTML ("0.1234", "0.1234 ± 0.0456", "-"), numbers
+/// with `decimals` decimals.
+std::string cell_text(const Cell& c, int decimals = 4);
 
 /// Reads a whole (small) file; throws UsageError naming it when unreadable.
 std::string read_text(const std::string& path, std::size_t max_bytes = 256u << 20);
