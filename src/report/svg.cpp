@@ -48,7 +48,7 @@ std::string time_label(double t, double step) {
 std::string tick_label(double v, Axis axis, double step) {
     if (axis == Axis::time) return time_label(v, step);
     if (axis == Axis::percent) {
-        const double p = v * 100;
+        const double p = std::abs(v) < std::abs(step) * 1e-6 ? 0.0 : v * 100;  // never "-0%"
         return std::abs(step * 100) >= 1 ? fmt::format("{:.0f}%", p) : fmt::format("{:.1f}%", p);
     }
     return short_number(std::abs(v) < step * 1e-6 ? 0.0 : v);
