@@ -254,7 +254,7 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
     double lx = kLeft + pw;
     for (auto it = series.rbegin(); it != series.rend(); ++it) {
         if (it->label.empty()) continue;
-        const double w = 26 + 6.6 * static_cast<double>(it->label.size());
+        const double w = 34 + 7.2 * static_cast<double>(it->label.size());
         lx -= w;
         svg += fmt::format(R"(<line x1="{}" y1="22" x2="{}" y2="22" stroke="{}" stroke-width="2.5"{}/>)", fmt_coord(lx),
                            fmt_coord(lx + 16), it->color, it->dashed ? R"( stroke-dasharray="5 3")" : "");

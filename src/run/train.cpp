@@ -58,14 +58,6 @@ double select_metric(const eval::Metrics& m, const std::string& name) {
     return m.sharpe;
 }
 
-/// backtest/val_equity.csv: the validation split with the same weights as the test backtest, one
-/// exact sequential pass (for the report's validation plot).
-void write_validation_equity(const io::RunDirectory& dir, ops::Ops& ops, const env::DeviceMarket& dm,
-                             const data::MarketData& market, const env::EnvParams& params, const eval::Policy& policy) {
-    const auto val = eval::backtest(ops, dm, market, env::Split::val, params, policy, 1, true);
-    eval::write_equity_csv(dir.file_path("backtest/val_equity.csv"), val, market);
-}
-
 }  // namespace
 
 std::string train(const config::Profile& p, const std::string& resume_dir, const std::vector<std::string>& overrides) {
@@ -208,7 +200,10 @@ std::string train(const config::Profile& p, const std::string& resume_dir, const
     const auto test = eval::backtest(*ops, dm, market, env::Split::test, trainer.env_params(), greedy, 1, true);
     eval::write_equity_csv(dir.file_path("backtest/equity.csv"), test, market);
     eval::write_trades_csv(dir.file_path("backtest/trades.csv"), test, market);
-    write_validation_equity(dir, *ops, dm, market, trainer.env_params(), greedy);
+    // backtest/val_equity.csv: the validation split with the same weights, one exact sequential
+    // pass (the report's validation plot).
+    eval::write_equity_csv(dir.file_path("backtest/val_equity.csv"),
+                           eval::backtest(*ops, dm, market, env::Split::val, trainer.env_params(), greedy, 1, true), market);
     if (best_weights.empty()) trainers::save_checkpoint(best_ckpt, *ops, trainer, p, market, early);
     log::info("test backtest: return {:.4f}, Sharpe {:.3f}, max drawdown {:.4f}, {} trades (buy-and-hold: return {:.4f}, "
               "Sharpe {:.3f})",
