@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 TOOLKIT_DIR=${TOOLKIT_DIR:-/usr/local/cuda}
 
+# parallel: scripts/sweep.sh runs its jobs with GNU parallel when installed (the [sweep] tests
+# then exercise it; without it the script uses its own job pool).
 packages=(meson ninja-build g++ pkg-config python3 libcli11-dev libtomlplusplus-dev
-          libspdlog-dev libfmt-dev catch2)
+          libspdlog-dev libfmt-dev catch2 parallel)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

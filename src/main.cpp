@@ -37,6 +37,14 @@ Examples:
   foxhunt-train bench --profile dqn-full --device cuda    throughput figures as JSON
   foxhunt-train eval --checkpoint runs/x/checkpoints/best.safetensors --split test --data other.csv
   foxhunt-train --resume runs/x                           continue an interrupted run
+  foxhunt-train --profile dqn-full --set training.learning_rate=3e-4 --seed 2 --auto-name \
+      --set run.on_exists=resume --output sweeps/lr        name the run from its overrides; re-running
+                                                          skips it when finished, resumes it when not
+  foxhunt-train compare sweeps/lr --group-by-seed         mean +- sd per setting over seeds, best marked
+  foxhunt-train report runs/x                             runs/x/report.html (self-contained HTML)
+  foxhunt-train eval --checkpoint runs/x/checkpoints/best.safetensors --set instrument.commission=5 \
+      --output runs/x/eval-commission-5                   equity.csv, trades.csv, eval.json, report.html
+  scripts/sweep.sh --profile dqn-full --set training.learning_rate=1e-4,3e-4 --seeds 1,2,3 --output sweeps/lr
 
 Exit codes:
   0    success (also an early-stopped run)
@@ -95,6 +103,9 @@ int main(int argc, char** argv) {
     app.add_option("--log-format", g.log_format, "Log line format: text or json (one object per line)")
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
+    app.add_flag("--auto-name", g.auto_name,
+                 "Name the run from its --set/--data overrides and seed (docs/sweeps.md): "
+                 "<run.name or trainer>,<section.key>=<value>,...,seed=<N>");
     app.add_flag("--cuda-sync-debug", g.cuda_sync_debug,
                  "Synchronize after every kernel launch so that a GPU fault names its kernel (slow)");
 
@@ -115,10 +126,32 @@ int main(int argc, char** argv) {
         ->required()
         ->type_name("FILE");
     eval->add_option("--split", eval_split, "Split to backtest")->check(CLI::IsMember({"val", "test"}))->capture_default_str();
+    eval->footer("eval uses the checkpoint's profile. --set honours only the data keys (data.path, format, split "
+                 "fractions, cache_dir, synthetic market), the costs (instrument.commission, slippage_ticks), "
+                 "instrument.bars_per_year, eval.segments and run.device; --output DIR writes eval.json, equity.csv, "
+                 "trades.csv, config.toml and report.html there.");
+    fh::cli::CompareOptions compare_options;
+    auto* compare = app.add_subcommand(
+        "compare", "One table of runs from run directories and sweep directories: the settings that differ, seed, "
+                   "status, best validation metric, test metrics and buy-and-hold; ranked, best marked");
+    compare->add_option("PATHS", compare_options.paths, "Run directories and sweep directories (folders of runs)")
+        ->required()
+        ->type_name("RUN_DIR|SWEEP_DIR ...");
+    compare->add_option("--format", compare_options.format, "Output format")
+        ->check(CLI::IsMember({"markdown", "csv", "json"}))
+        ->capture_default_str();
+    compare->add_flag("--group-by-seed", compare_options.group_by_seed,
+                      "One row per setting: mean +- sd over seeds, ranked by the mean validation metric");
+    std::string report_path, report_output;
+    auto* report = app.add_subcommand(
+        "report", "Write a self-contained HTML report (inline SVG, no scripts, nothing from the network) of a run "
+                  "directory, an eval --output directory, or a sweep directory (a comparison page plus each run's report)");
+    report->add_option("PATH", report_path, "Run, eval output or sweep directory")->required()->type_name("DIR");
+    report->add_option("-o,--out", report_output, "The HTML file (default: PATH/report.html)")->type_name("FILE");
     auto* bench = app.add_subcommand(
         "bench", "Measure the profile's throughput and print it as JSON (collection env steps/s, "
                  "updates/s, end-to-end env steps/s, time to first kernel, peak device memory)");
-    for (auto* sub : {train, check, info, bench, eval}) sub->fallthrough();  // global options after it too
+    for (auto* sub : {train, check, info, bench, eval, compare, report}) sub->fallthrough();  // global options after it too
 
     try {
         app.parse(argc, argv);
@@ -139,6 +172,8 @@ int main(int argc, char** argv) {
         if (check->parsed()) return fh::cli::run_check(g);
         if (bench->parsed()) return fh::cli::run_bench(g);
         if (eval->parsed()) return fh::cli::run_eval(g, eval_checkpoint, eval_split);
+        if (compare->parsed()) return fh::cli::run_compare(g, compare_options);
+        if (report->parsed()) return fh::cli::run_report(g, report_path, report_output);
         return fh::cli::run_train(g);
     } catch (const fh::Error& e) {
         fh::log::error("{}", e.what());

@@ -6,7 +6,9 @@
 #include <cstdio>
 
 #include "cli/commands.hpp"
+#include "config/schema.hpp"
 #include "run/run.hpp"
+#include "util/errors.hpp"
 
 namespace fh::cli {
 
@@ -18,7 +20,22 @@ int run_bench(const GlobalOptions& g) {
 }
 
 int run_eval(const GlobalOptions& g, const std::string& checkpoint, const std::string& split) {
-    fmt::print("{}\n", run::evaluate(checkpoint, split, g.data, g.device));
+    if (!g.profile.empty())
+        throw UsageError("eval uses the profile stored in the checkpoint; --profile does not apply (--set honours the "
+                         "data, cost and segment keys: docs/sweeps.md)");
+    if (!g.resume.empty() || g.auto_name)
+        throw UsageError("eval: --resume and --auto-name do not apply");
+    if (g.seed)
+        throw UsageError("eval: --seed does not apply (the backtest is deterministic; the checkpoint's seed makes its "
+                         "synthetic market)");
+    run::EvalRequest r;
+    r.checkpoint = checkpoint;
+    r.split = split;
+    r.overrides = g.overrides;
+    if (!g.data.empty()) r.overrides.push_back("data.path=" + config::toml_quote(g.data));
+    if (!g.device.empty()) r.overrides.push_back("run.device=" + config::toml_quote(g.device));
+    r.output_dir = g.output;
+    fmt::print("{}\n", run::evaluate(r));
     std::fflush(stdout);
     return 0;
 }

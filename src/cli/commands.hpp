@@ -19,6 +19,7 @@ struct GlobalOptions {
     std::string device;                  ///< --device (overrides run.device); "" = not given
     std::string output;                  ///< --output DIR (overrides run.output_dir)
     std::string resume;                  ///< --resume RUN_DIR
+    bool auto_name = false;              ///< --auto-name: run.name from the overrides and seed
     bool quiet = false;
     bool verbose = false;
     std::string log_format = "text";  ///< text | json
@@ -33,7 +34,9 @@ std::vector<std::string> all_overrides(const GlobalOptions& options);
 /// and no --profile, the run directory's config.toml. Throws UsageError (exit 2).
 config::Profile resolve_from_options(const GlobalOptions& options, std::string* path = nullptr);
 
-/// `foxhunt-train [train]`: resolves and validates the profile, then trains.
+/// `foxhunt-train [train]`: resolves and validates the profile, names the run (--auto-name),
+/// applies run.on_exists, then trains (or skips or resumes). The run directory's path is the last
+/// line of stdout when it exits 0.
 int run_train(const GlobalOptions& options);
 
 /// `foxhunt-train check PROFILE`: validates, prints the resolved profile as TOML and the
@@ -43,8 +46,23 @@ int run_check(const GlobalOptions& options);
 /// `foxhunt-train bench --profile P`: throughput figures as one JSON object on stdout.
 int run_bench(const GlobalOptions& options);
 
-/// `foxhunt-train eval --checkpoint FILE [--split val|test] [--data PATH]`: backtest report as JSON.
+/// `foxhunt-train eval --checkpoint FILE [--split val|test] [--data PATH] [--output DIR]`: backtest
+/// report as JSON; with --output, DIR also gets eval.json, equity.csv, trades.csv, config.toml and
+/// report.html. Refuses --profile, --resume, --seed and --set keys it does not honour (exit 2).
 int run_eval(const GlobalOptions& options, const std::string& checkpoint, const std::string& split);
+
+/// Options of `compare`.
+struct CompareOptions {
+    std::vector<std::string> paths;  ///< run directories and sweep directories
+    std::string format = "markdown"; ///< markdown | csv | json
+    bool group_by_seed = false;
+};
+/// `foxhunt-train compare PATH...`: one table of runs (or of settings, --group-by-seed) on stdout.
+int run_compare(const GlobalOptions& options, const CompareOptions& compare);
+
+/// `foxhunt-train report PATH [-o FILE]`: a self-contained HTML report of a run, an eval output
+/// directory or a sweep; the file's path is the last line of stdout.
+int run_report(const GlobalOptions& options, const std::string& path, const std::string& output);
 
 /// `foxhunt-train info`: the devices, and the embedded kernel modules with their architectures.
 int run_info(const GlobalOptions& options);

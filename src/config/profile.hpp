@@ -27,6 +27,7 @@ struct RunConfig {
     std::int64_t log_interval = 1'000;         ///< steps between metrics lines
     std::int64_t eval_interval = 50'000;       ///< steps between validation backtests; 0 = end
     std::int64_t checkpoint_interval = 100'000;  ///< steps between checkpoints; 0 = end only
+    std::string on_exists = "new";             ///< new | skip | resume | error (docs/sweeps.md)
     bool operator==(const RunConfig&) const = default;
 };
 

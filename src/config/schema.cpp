@@ -69,6 +69,8 @@ std::vector<KeyDescriptor> build_schema() {
                 FH_FIELD(run.eval_interval)),
         integer("run", "checkpoint_interval", closed(0, kMaxCount), "env steps (IQL: updates) between checkpoints; 0 = only at the end",
                 FH_FIELD(run.checkpoint_interval)),
+        text("run", "on_exists", "new|skip|resume|error", "when the run directory exists: new makes NAME-2; skip does nothing; resume continues an unfinished run and skips a finished one; error stops (docs/sweeps.md)",
+             FH_FIELD(run.on_exists)),
         // [data]
         text("data", "path", "", "CSV file or directory of bars; \"\" = the embedded synthetic market",
              FH_FIELD(data.path)),

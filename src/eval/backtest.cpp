@@ -158,6 +158,10 @@ BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const
         };
         const Run run = run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, buy_and_hold);
         report.buy_and_hold = device_metrics(ops, run, dev_segs.cview(), view, mp);
+        if (keep_records) {
+            for (const auto& s : ops.to_host(run.state.cview())) report.buy_and_hold_segment_bars.push_back(s.bars);
+            report.buy_and_hold_records = ops.to_host(run.records.cview());
+        }
     }
     return report;
 }
@@ -199,7 +203,8 @@ Metrics curve_metrics(const std::vector<double>& equity, double bars_per_year) {
 }
 
 void write_equity_csv(const std::string& path, const BacktestReport& r, const data::MarketData& md) {
-    std::string out = "segment,bar,time,close,action,position,equity,drawdown\n";
+    std::string out = "segment,bar,time,close,action,position,equity,drawdown,buy_and_hold_equity\n";
+    const bool have_hold = r.buy_and_hold_segment_bars.size() == r.segments.size();
     for (std::size_t s = 0; s < r.segments.size(); ++s) {
         const auto& seg = r.segments[s];
         double peak = 0;
@@ -207,9 +212,12 @@ void write_equity_csv(const std::string& path, const BacktestReport& r, const da
             const auto& rec = r.records.at(static_cast<std::size_t>(seg.offset + i));
             const auto bar = static_cast<std::size_t>(seg.start + i);
             peak = i == 0 ? rec.equity : std::max(peak, rec.equity);
-            out += fmt::format("{},{},{},{},{},{},{},{}\n", s, bar, iso_time(md.bars.time.at(bar)),
+            out += fmt::format("{},{},{},{},{},{},{},{},", s, bar, iso_time(md.bars.time.at(bar)),
                                md.bars.close.at(bar), rec.action, rec.position, rec.equity,
                                (peak - rec.equity) / peak);
+            if (have_hold && i < r.buy_and_hold_segment_bars[s])
+                out += fmt::format("{}", r.buy_and_hold_records.at(static_cast<std::size_t>(seg.offset + i)).equity);
+            out += '\n';
         }
     }
     io::write_file_atomically(path, out);

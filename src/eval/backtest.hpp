@@ -32,6 +32,8 @@ struct BacktestReport {
     std::vector<backtest::Segment> segments;  ///< the segments evaluated, in order
     std::vector<int> segment_bars;            ///< bars recorded per segment (shorter on bankruptcy)
     std::vector<backtest::BarRecord> records; ///< the strategy's per-bar records (Segment::offset)
+    std::vector<int> buy_and_hold_segment_bars;            ///< keep_records: buy-and-hold's bars per segment
+    std::vector<backtest::BarRecord> buy_and_hold_records;  ///< keep_records: buy-and-hold's per-bar records
 };
 
 /// Chooses n actions (device memory) from n states (n, state_dim) (device memory).
@@ -60,7 +62,8 @@ Metrics compute_metrics(const std::vector<backtest::BarRecord>& records,
 /// The metrics of one equity curve without fills (equity[0] is the start).
 Metrics curve_metrics(const std::vector<double>& equity, double bars_per_year);
 
-/// backtest/equity.csv: segment,bar,time,close,action,position,equity,drawdown (docs/metrics.md).
+/// backtest/equity.csv: segment,bar,time,close,action,position,equity,drawdown,buy_and_hold_equity
+/// (docs/metrics.md); the last column is empty where buy-and-hold went bankrupt earlier.
 void write_equity_csv(const std::string& path, const BacktestReport& report, const data::MarketData& md);
 /// backtest/trades.csv: segment,bar,time,side,contracts,price,order_type,commission per fill.
 void write_trades_csv(const std::string& path, const BacktestReport& report, const data::MarketData& md);

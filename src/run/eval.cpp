@@ -1,52 +1,98 @@
 /// @file eval.cpp
 /// @brief `eval --checkpoint`: a saved policy's backtest on one split, normalised with the
-///        checkpoint's statistics, in one exact sequential pass.
+///        checkpoint's statistics, in one exact sequential pass (or eval.segments when given);
+///        with an output directory, the CSVs, the JSON, the profile used and an HTML report.
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
 
 #include "config/schema.hpp"
 #include "data/load.hpp"
 #include "eval/backtest.hpp"
 #include "io/json.hpp"
+#include "io/run_directory.hpp"
 #include "io/safetensors.hpp"
+#include "report/report.hpp"
 #include "run/run.hpp"
 #include "run/session.hpp"
 #include "trainers/checkpoint.hpp"
 #include "trainers/setup.hpp"
 #include "trainers/trainer.hpp"
 #include "util/errors.hpp"
+#include "util/log.hpp"
 
 namespace fh::run {
 
 namespace json = io::json;
+namespace fs = std::filesystem;
 
-std::string evaluate(const std::string& checkpoint, const std::string& split_name, const std::string& data_path,
-                     const std::string& device) {
-    if (split_name != "val" && split_name != "test")
-        throw UsageError("eval --split: expected val or test, got '" + split_name + "'");
-    std::vector<std::string> overrides;
-    if (!data_path.empty()) overrides.push_back("data.path=" + config::toml_quote(data_path));
-    if (!device.empty()) overrides.push_back("run.device=" + config::toml_quote(device));
-    const auto p = config::resolve_profile_text(trainers::checkpoint_profile_toml(checkpoint), checkpoint, overrides);
+const std::vector<std::string>& eval_honoured_keys() {
+    static const std::vector<std::string> keys{
+        "data.path",          "data.format",       "data.train_fraction",     "data.val_fraction",
+        "data.test_fraction", "data.cache_dir",    "data.synthetic_bars",     "data.planted_signal",
+        "instrument.commission", "instrument.slippage_ticks", "instrument.bars_per_year", "eval.segments",
+        "run.device"};
+    return keys;
+}
+
+std::string evaluate(const EvalRequest& r) {
+    if (r.split != "val" && r.split != "test")
+        throw UsageError("eval --split: expected val or test, got '" + r.split + "'");
+    bool segments_given = false;
+    for (const auto& o : r.overrides) {
+        std::string key = o.substr(0, o.find('='));
+        key.erase(0, key.find_first_not_of(" \t"));
+        key.erase(key.find_last_not_of(" \t") + 1);
+        const auto& honoured = eval_honoured_keys();
+        if (std::find(honoured.begin(), honoured.end(), key) == honoured.end())
+            throw UsageError(fmt::format("eval --set {}: eval uses the checkpoint's profile and honours only {} "
+                                         "(docs/sweeps.md, \"eval\")",
+                                         o, fmt::join(honoured, ", ")));
+        segments_given = segments_given || key == "eval.segments";
+    }
+    const auto p = config::resolve_profile_text(trainers::checkpoint_profile_toml(r.checkpoint), r.checkpoint, r.overrides);
+    const int segments = segments_given ? static_cast<int>(p.eval.segments) : 1;
     auto ops = make_device(p);
     auto options = trainers::data_options(p);
-    options.normalization = trainers::checkpoint_normalization(checkpoint);
+    options.normalization = trainers::checkpoint_normalization(r.checkpoint);
     const auto market = data::load_market(options);
     env::DeviceMarket dm(*ops, market);
     const auto params = trainers::env_params(p, market.market_dim);
 
     // Only the policy's network: the checkpoint's params/online.
     const auto policy = trainers::make_greedy_policy(p, params.state_dim);
-    const auto file = io::TensorFile::read(checkpoint);
+    const auto file = io::TensorFile::read(r.checkpoint);
     const auto weights = file.get<float>("params/online", {policy->weights_size()});
     const auto online = ops->from_host<float>(weights);
     auto act = [&](ops::View<int> a, ops::View<const float> s, int n) { policy->act(*ops, online.cview(), a, s, n); };
-    const auto report = eval::backtest(*ops, dm, market, split_name == "val" ? env::Split::val : env::Split::test,
-                                       params, act, 1, false);
-    return json::serialize(json::object({{"checkpoint", checkpoint},
-                                         {"split", split_name},
-                                         {"data", market.source},
-                                         {"strategy", eval::metrics_value(report.strategy)},
-                                         {"buy_and_hold", eval::metrics_value(report.buy_and_hold)}}));
+    const bool keep = !r.output_dir.empty();
+    const auto report = eval::backtest(*ops, dm, market, r.split == "val" ? env::Split::val : env::Split::test, params, act,
+                                       segments, keep);
+    json::Array overrides;
+    for (const auto& o : r.overrides) overrides.emplace_back(o);
+    const std::string text = json::serialize(json::object({{"checkpoint", r.checkpoint},
+                                                           {"split", r.split},
+                                                           {"data", market.source},
+                                                           {"segments", segments},
+                                                           {"overrides", json::Value::array(std::move(overrides))},
+                                                           {"strategy", eval::metrics_value(report.strategy)},
+                                                           {"buy_and_hold", eval::metrics_value(report.buy_and_hold)}}));
+    if (keep) {
+        std::error_code ec;
+        fs::create_directories(r.output_dir, ec);
+        if (ec) throw UsageError(fmt::format("eval --output {}: {}", r.output_dir, ec.message()));
+        const fs::path dir(r.output_dir);
+        io::write_file_atomically((dir / "eval.json").string(), text + "\n");
+        io::write_file_atomically((dir / "config.toml").string(), config::to_toml(p));
+        eval::write_equity_csv((dir / "equity.csv").string(), report, market);
+        eval::write_trades_csv((dir / "trades.csv").string(), report, market);
+        const std::string page = report::write_report(r.output_dir, "");
+        log::info("eval output: {} (eval.json, equity.csv, trades.csv, config.toml, {})", r.output_dir,
+                  fs::path(page).filename().string());
+    }
+    return text;
 }
 
 }  // namespace fh::run

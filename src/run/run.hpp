@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "config/profile.hpp"
 
@@ -16,14 +17,31 @@ namespace fh::run {
 /// split with the best weights), summary.json. With `resume_dir`, continues that run from its
 /// last checkpoint. Early stopping ends the run with status "early_stopped" (exit 0); SIGINT or
 /// SIGTERM with "interrupted" after a checkpoint (InterruptedError, exit 130). Returns the run
-/// directory's path. Throws fh::Error subclasses (exit codes).
-std::string train(const config::Profile& profile, const std::string& resume_dir = "");
+/// directory's path. `overrides` (the command line's "section.key=value") are recorded in
+/// summary.json with the seed, the data and bars_per_year (run/facts.hpp). Throws fh::Error
+/// subclasses (exit codes).
+std::string train(const config::Profile& profile, const std::string& resume_dir = "",
+                  const std::vector<std::string>& overrides = {});
 
-/// Backtests the policy of a checkpoint on `split` ("val" or "test") of its profile's data, or of
-/// `data_path` when given, normalised with the checkpoint's statistics; one exact sequential pass.
-/// Returns one JSON object: the split and the strategy's and buy-and-hold's metrics.
-std::string evaluate(const std::string& checkpoint, const std::string& split, const std::string& data_path,
-                     const std::string& device);
+/// What `eval` is asked for.
+struct EvalRequest {
+    std::string checkpoint;              ///< a checkpoint file
+    std::string split = "test";          ///< "val" or "test"
+    std::vector<std::string> overrides;  ///< "section.key=value", only eval_honoured_keys()
+    std::string output_dir;              ///< "" = print only
+};
+
+/// The profile keys `eval` honours on top of the checkpoint's profile: the data (path, format,
+/// split fractions, cache, synthetic market), the costs (commission, slippage), bars_per_year,
+/// eval.segments and the device. Anything else would change what the policy sees or does.
+const std::vector<std::string>& eval_honoured_keys();
+
+/// Backtests the policy of a checkpoint on a split of its profile's data (with the honoured
+/// overrides), normalised with the checkpoint's statistics: one exact sequential pass, or
+/// eval.segments parts when that is overridden. Returns one JSON object: the split and the
+/// strategy's and buy-and-hold's metrics. With an output directory it also writes eval.json,
+/// equity.csv, trades.csv, config.toml (the profile used) and report.html there.
+std::string evaluate(const EvalRequest& request);
 
 /// Throughput figures of the profile's trainer as one JSON object: collection
 /// env steps/s (collection only), updates/s (training only), end-to-end env steps/s, time to

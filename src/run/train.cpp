@@ -24,6 +24,7 @@
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "io/run_directory.hpp"
+#include "run/facts.hpp"
 #include "run/session.hpp"
 #include "trainers/trainer.hpp"
 #include "trainers/setup.hpp"
@@ -59,7 +60,7 @@ double select_metric(const eval::Metrics& m, const std::string& name) {
 
 }  // namespace
 
-std::string train(const config::Profile& p, const std::string& resume_dir) {
+std::string train(const config::Profile& p, const std::string& resume_dir, const std::vector<std::string>& overrides) {
     const auto t0 = clock::now();
     Session session(p);
     auto& ops = session.ops;
@@ -178,6 +179,7 @@ std::string train(const config::Profile& p, const std::string& resume_dir) {
                         train_s > 0 ? static_cast<double>(trainer.env_steps() - env_steps_at_start) / train_s : 0.0},
                        {"updates_per_s", train_s > 0 ? static_cast<double>(trainer.updates()) / train_s : 0.0},
                        {"final", last_log}};
+        for (auto& m : run_facts(p, market, overrides, resume_dir)) o.push_back(std::move(m));
         return o;
     };
     if (status == "interrupted") {
@@ -198,6 +200,10 @@ std::string train(const config::Profile& p, const std::string& resume_dir) {
     const auto test = eval::backtest(*ops, dm, market, env::Split::test, trainer.env_params(), greedy, 1, true);
     eval::write_equity_csv(dir.file_path("backtest/equity.csv"), test, market);
     eval::write_trades_csv(dir.file_path("backtest/trades.csv"), test, market);
+    // backtest/val_equity.csv: the validation split with the same weights, one exact sequential
+    // pass (the report's validation plot).
+    eval::write_equity_csv(dir.file_path("backtest/val_equity.csv"),
+                           eval::backtest(*ops, dm, market, env::Split::val, trainer.env_params(), greedy, 1, true), market);
     if (best_weights.empty()) trainers::save_checkpoint(best_ckpt, *ops, trainer, p, market, early);
     log::info("test backtest: return {:.4f}, Sharpe {:.3f}, max drawdown {:.4f}, {} trades (buy-and-hold: return {:.4f}, "
               "Sharpe {:.3f})",

@@ -93,7 +93,7 @@ TEST_CASE("equity.csv and trades.csv recompute the equity and every metric", "[e
     std::string eh, th;
     const auto eq = read_csv((dir / "equity.csv").string(), eh);
     const auto tr = read_csv((dir / "trades.csv").string(), th);
-    CHECK(eh == "segment,bar,time,close,action,position,equity,drawdown");
+    CHECK(eh == "segment,bar,time,close,action,position,equity,drawdown,buy_and_hold_equity");
     CHECK(th == "segment,bar,time,side,contracts,price,order_type,commission");
     REQUIRE(!tr.empty());
 
@@ -122,8 +122,13 @@ TEST_CASE("equity.csv and trades.csv recompute the equity and every metric", "[e
         if (pnl > 0) { rc.wins += 1; rc.gross_profit += pnl; } else rc.gross_loss -= pnl;
     };
     double last_close = 0;
+    double hold_growth = 1, prev_hold = 0;  // buy-and-hold's compounded curve from its column
     for (const auto& r : eq) {
-        REQUIRE(r.size() == 8);
+        REQUIRE(r.size() == 9);
+        const double hold = std::stod(r[8]);
+        if (std::stoi(r[0]) != seg) CHECK(hold == E0);
+        else hold_growth *= hold / prev_hold;
+        prev_hold = hold;
         const int s = std::stoi(r[0]);
         const long bar = std::stol(r[1]);
         const double close = std::stod(r[3]);
@@ -209,6 +214,7 @@ TEST_CASE("equity.csv and trades.csv recompute the equity and every metric", "[e
 
     const auto& m = report.strategy;
     INFO(eval::metrics_json(m));
+    CHECK(report.buy_and_hold.total_return == Approx(hold_growth - 1).epsilon(1e-9));
     CHECK(m.total_return == Approx(rc.total_return).epsilon(1e-9));
     CHECK(m.annual_return == Approx(rc.annual_return).epsilon(1e-9));
     CHECK(m.sharpe == Approx(rc.sharpe).epsilon(1e-9));

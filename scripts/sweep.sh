@@ -1,0 +1,303 @@
+#!/usr/bin/env bash
+# Runs a grid of foxhunt-train runs: on the CPU, or one job slot per GPU; with GNU parallel when it
+# is installed, else with a built-in job pool that behaves the same. Each run is named from its
+# overrides and seed (--auto-name) with run.on_exists = "resume": re-running the same command skips
+# finished runs and resumes interrupted ones, so it completes a sweep. Ctrl-C (or SIGTERM) stops
+# every running job once, cleanly: each writes its checkpoint and summary.json, then exits 130.
+# docs/sweeps.md is the reference; README "Sweeps" has examples.
+set -uo pipefail
+
+usage() {
+    cat <<'EOF'
+Usage: scripts/sweep.sh --profile P --output DIR [grid] [where] [-- foxhunt-train options]
+
+Grid (the cross product of every --set axis, the --grid lines and the seeds):
+  --set KEY=V1,V2,...   one axis; values are TOML, split at commas outside [] and quotes
+                        (--set dqn.hidden=[64,64],[128,128])
+  --grid FILE           one override set per line: "KEY=VALUE KEY=VALUE" (# comments, blank
+                        lines ignored); crossed with the --set axes and the seeds
+  --seeds S1,S2,...     seeds (default: the profile's run.seed)
+Where:
+  --gpus LIST|all       GPUs by index (0,1) or every GPU nvidia-smi lists; one job slot per GPU
+  --cpu                 train on the CPU (--device cpu)
+                        (default: all GPUs when nvidia-smi lists any, else the CPU)
+  -j N                  jobs per GPU, or in total on the CPU (default 1)
+  --exe PATH            the foxhunt-train executable (default: build/foxhunt-train of this
+                        checkout, else foxhunt-train on PATH)
+  --no-parallel         use the built-in job pool even when GNU parallel is installed
+Other:
+  --print-grid          print the grid, one point per line (tab-separated overrides), and exit
+  --point I             run point I (0-based) alone, in the foreground (a Slurm array task)
+  --dry-run             print each run's command and exit
+  -h, --help            this text
+
+Each run's stdout and stderr go to DIR/sweep-logs/point-<I>.log; one line per finished run is
+printed. Exit status: 0 when every run finished (or was skipped), 130 when interrupted, 1 when a
+run failed (its log says why), 2 for a usage error.
+Then: foxhunt-train compare DIR --group-by-seed; foxhunt-train report DIR.
+EOF
+}
+
+die() { echo "sweep: $*" >&2; exit 2; }
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+self="$here/$(basename "${BASH_SOURCE[0]}")"
+
+# --- The job itself (called by GNU parallel or the job pool): __job SLOT POINT -----------------
+# Runs one point with the device of its slot, forwards one SIGINT/SIGTERM to the run (which is in
+# its own session, so a terminal's Ctrl-C never reaches it twice) and prints one status line.
+if [ "${1:-}" = "__job" ]; then
+    slot=$2 point=$3
+    IFS=',' read -r -a devices <<<"$FH_SWEEP_DEVICES"
+    device=${devices[$(( (slot - 1) % ${#devices[@]} ))]}
+    eval "extra=($FH_SWEEP_EXTRA)"
+    line=$(sed -n "$((point + 1))p" "$FH_SWEEP_GRID")
+    args=(--profile "$FH_SWEEP_PROFILE" --output "$FH_SWEEP_OUT" --auto-name --set run.on_exists=resume
+          --device "$device")
+    IFS=$'\t' read -r -a tokens <<<"$line"
+    for t in "${tokens[@]}"; do
+        [ -n "$t" ] || continue
+        if [[ "$t" == run.seed=* ]]; then args+=(--seed "${t#run.seed=}"); else args+=(--set "$t"); fi
+    done
+    log="$FH_SWEEP_OUT/sweep-logs/point-$point.log"  # appended to by every attempt
+    { printf '# %s' "$FH_SWEEP_EXE"; printf ' %q' "${args[@]}" "${extra[@]}"; printf '\n'; } >>"$log"
+    attempt=$(mktemp "${TMPDIR:-/tmp}/fh-sweep-XXXXXX")
+    signalled=0
+    forward() { if [ $signalled -eq 0 ]; then signalled=1; kill -INT "$child" 2>/dev/null; else kill -TERM "$child" 2>/dev/null; fi; }
+    if [ "${FH_SWEEP_SLURM:-0}" = 1 ]; then
+        # Slurm signals every process of the task, the run included: pass on only SIGUSR1 (from
+        # sweep.sbatch, near the time limit), as one SIGINT.
+        "$FH_SWEEP_EXE" "${args[@]}" "${extra[@]}" </dev/null >"$attempt" 2>&1 &
+        child=$!
+        trap : INT TERM
+        trap forward USR1
+    else
+        # Its own session: a terminal's Ctrl-C reaches the run only through this wrapper, once.
+        setsid "$FH_SWEEP_EXE" "${args[@]}" "${extra[@]}" </dev/null >"$attempt" 2>&1 &
+        child=$!
+        trap forward INT TERM USR1
+    fi
+    while kill -0 "$child" 2>/dev/null; do wait "$child"; done  # a trapped signal ends wait early
+    wait "$child"; code=$?                                      # the child's own status (bash keeps it)
+    cat "$attempt" >>"$log"
+    dir=$(sed -n 's/.* run directory:* \(.*\)$/\1/p' "$attempt" | tail -n 1)  # the log line "run directory: D"
+    case $code in
+        0) dir=$(tail -n 1 "$attempt")  # a run's last line of stdout is its directory
+           if grep -q 'skipped (run.on_exists' "$attempt"; then what=skipped
+           elif grep -q 'resumed from' "$attempt"; then what="done (resumed)"
+           else what=done; fi ;;
+        130) what=interrupted ;;
+        *) what="failed (exit $code, see $log)"; dir="" ;;
+    esac
+    rm -f "$attempt"
+    printf 'sweep: point %s on %s: %s %s\n' "$point" "$device" "$what" "$dir"
+    exit "$code"
+fi
+
+# --- Options ----------------------------------------------------------------------------------
+profile="" out="" grid_file="" seeds="" gpus="" cpu=0 jobs=1 exe="" use_parallel=1
+print_grid=0 point="" dry_run=0
+axes=() extra=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --profile) profile=${2:?}; shift 2 ;;
+        --output) out=${2:?}; shift 2 ;;
+        --set) [[ "${2:-}" == *=* ]] || die "--set takes KEY=V1,V2,..., got '${2:-}'"; axes+=("$2"); shift 2 ;;
+        --grid) grid_file=${2:?}; shift 2 ;;
+        --seeds) seeds=${2:?}; shift 2 ;;
+        --gpus) gpus=${2:?}; shift 2 ;;
+        --cpu) cpu=1; shift ;;
+        -j) jobs=${2:?}; shift 2 ;;
+        -j*) jobs=${1#-j}; shift ;;
+        --exe) exe=${2:?}; shift 2 ;;
+        --no-parallel) use_parallel=0; shift ;;
+        --print-grid) print_grid=1; shift ;;
+        --point) point=${2:?}; shift 2 ;;
+        --dry-run) dry_run=1; shift ;;
+        -h|--help) usage; exit 0 ;;
+        --) shift; extra=("$@"); break ;;
+        *) die "unknown option '$1' (foxhunt-train options go after --; see --help)" ;;
+    esac
+done
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || die "-j takes a positive integer, got '$jobs'"
+[ -z "$grid_file" ] || [ -f "$grid_file" ] || die "--grid $grid_file: no such file"
+[ -z "$seeds" ] || [[ "$seeds" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--seeds takes N,N,..., got '$seeds'"
+
+# --- The grid ---------------------------------------------------------------------------------
+# Splits "V1,V2,..." at commas outside brackets and quotes.
+split_values() {
+    local s=$1 depth=0 quote="" cur="" c i
+    for ((i = 0; i < ${#s}; i++)); do
+        c=${s:i:1}
+        if [ -n "$quote" ]; then
+            [ "$c" = "$quote" ] && quote=""
+        elif [ "$c" = '"' ] || [ "$c" = "'" ]; then quote=$c
+        elif [ "$c" = '[' ]; then depth=$((depth + 1))
+        elif [ "$c" = ']' ]; then depth=$((depth - 1))
+        elif [ "$c" = ',' ] && [ $depth -eq 0 ]; then printf '%s\n' "$cur"; cur=""; continue
+        fi
+        cur+=$c
+    done
+    printf '%s\n' "$cur"
+}
+
+make_grid() {
+    local points=("") next p v key line
+    if [ -n "$grid_file" ]; then
+        points=()
+        while IFS= read -r line || [ -n "$line" ]; do
+            line=${line%%#*}
+            read -r -a words <<<"$line"
+            [ ${#words[@]} -gt 0 ] || continue
+            for v in "${words[@]}"; do [[ "$v" == *=* ]] || die "--grid $grid_file: '$v' is not KEY=VALUE"; done
+            points+=("$(IFS=$'\t'; printf '%s' "${words[*]}")")
+        done <"$grid_file"
+        [ ${#points[@]} -gt 0 ] || die "--grid $grid_file has no override set"
+    fi
+    for axis in "${axes[@]}"; do
+        key=${axis%%=*}
+        next=()
+        mapfile -t values < <(split_values "${axis#*=}")
+        for p in "${points[@]}"; do
+            for v in "${values[@]}"; do
+                [ -n "$v" ] || die "--set $axis: an empty value"
+                next+=("${p:+$p$'\t'}$key=$v")
+            done
+        done
+        points=("${next[@]}")
+    done
+    if [ -n "$seeds" ]; then
+        next=()
+        IFS=',' read -r -a seed_list <<<"$seeds"
+        for p in "${points[@]}"; do
+            for v in "${seed_list[@]}"; do next+=("${p:+$p$'\t'}run.seed=$v"); done
+        done
+        points=("${next[@]}")
+    fi
+    printf '%s\n' "${points[@]}"
+}
+
+grid=$(make_grid) || exit 2
+if [ $print_grid -eq 1 ]; then printf '%s\n' "$grid"; exit 0; fi
+n=$(printf '%s\n' "$grid" | wc -l)
+
+[ -n "$profile" ] || die "--profile is required (see --help)"
+[ -n "$out" ] || die "--output DIR is required: the sweep directory (see --help)"
+
+if [ -z "$exe" ]; then
+    if [ -x "$here/../build/foxhunt-train" ]; then exe="$here/../build/foxhunt-train"
+    elif command -v foxhunt-train >/dev/null; then exe=$(command -v foxhunt-train)
+    else die "no foxhunt-train: build it (scripts/setup.sh) or pass --exe PATH"; fi
+fi
+[ -x "$exe" ] || die "--exe $exe is not executable"
+
+# Devices: one job slot per GPU (times -j), or -j slots on the CPU.
+if [ $cpu -eq 1 ] && [ -n "$gpus" ]; then die "give --cpu or --gpus, not both"; fi
+devices=()
+if [ $cpu -eq 0 ] && { [ -n "$gpus" ] || nvidia-smi -L >/dev/null 2>&1; }; then
+    if [ -z "$gpus" ] || [ "$gpus" = all ]; then
+        count=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+        [ "$count" -gt 0 ] || die "--gpus all: nvidia-smi lists no GPU"
+        gpus=$(seq -s, 0 $((count - 1)))
+    fi
+    [[ "$gpus" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--gpus takes all or indices like 0,1; got '$gpus'"
+    IFS=',' read -r -a gpu_list <<<"$gpus"
+    for g in "${gpu_list[@]}"; do devices+=("cuda:$g"); done
+    slots=$(( ${#devices[@]} * jobs ))
+else
+    devices=(cpu)
+    slots=$jobs
+fi
+
+mkdir -p "$out/sweep-logs" || die "cannot create $out/sweep-logs"
+printf '%s\n' "$grid" >"$out/sweep-grid.tsv"
+export FH_SWEEP_EXE=$exe FH_SWEEP_PROFILE=$profile FH_SWEEP_OUT=$out FH_SWEEP_GRID="$out/sweep-grid.tsv"
+export FH_SWEEP_DEVICES=$(IFS=,; printf '%s' "${devices[*]}")
+export FH_SWEEP_EXTRA=$(printf '%q ' "${extra[@]}")
+
+if [ -n "$point" ]; then
+    [[ "$point" =~ ^[0-9]+$ ]] && [ "$point" -lt "$n" ] || die "--point $point: the grid has points 0..$((n - 1))"
+    exec "$self" __job 1 "$point"
+fi
+if [ $dry_run -eq 1 ]; then
+    for ((i = 0; i < n; i++)); do
+        printf '%s --profile %q --output %q --auto-name --set run.on_exists=resume --device %s' "$exe" "$profile" "$out" \
+            "${devices[$(( i % slots % ${#devices[@]} ))]}"
+        IFS=$'\t' read -r -a tokens <<<"$(sed -n "$((i + 1))p" "$out/sweep-grid.tsv")"
+        for t in "${tokens[@]}"; do printf ' --set %q' "$t"; done
+        printf ' %s\n' "$FH_SWEEP_EXTRA"
+    done
+    exit 0
+fi
+
+echo "sweep: $n runs in $out on ${FH_SWEEP_DEVICES//,/, } ($slots at a time)" >&2
+start=$(date +%s)
+failed=0 interrupted=0
+if [ $use_parallel -eq 1 ] && command -v parallel >/dev/null; then
+    echo "sweep: GNU parallel; logs in $out/sweep-logs/" >&2
+    # --termseq: Ctrl-C sends every job one SIGINT and waits (up to 10 min) for its checkpoint.
+    parallel --will-cite --jobs "$slots" --joblog "$out/sweep-logs/joblog" --line-buffer \
+        --termseq INT,600000,KILL,25 "$self" __job '{%}' '{}' ::: $(seq 0 $((n - 1)))
+    code=$?
+    # The joblog's 7th column is each job's exit status.
+    failed=$(awk -F'\t' 'NR > 1 && $7 != 0 && $7 != 130' "$out/sweep-logs/joblog" | wc -l)
+    [ $code -eq 0 ] || [ "$failed" -gt 0 ] || interrupted=1  # stopped before every job ran
+    awk -F'\t' 'NR > 1 && $7 == 130 { found = 1 } END { exit !found }' "$out/sweep-logs/joblog" && interrupted=1
+else
+    [ $use_parallel -eq 0 ] || echo "sweep: GNU parallel is not installed (Debian package 'parallel'); using the built-in job pool" >&2
+    echo "sweep: built-in job pool; logs in $out/sweep-logs/" >&2
+    declare -A running=()   # pid -> slot
+    free=()
+    for ((s = slots; s >= 1; s--)); do free+=("$s"); done
+    stopping=0
+    # Ctrl-C or SIGTERM: no new job; each running job gets SIGTERM, which it passes to its run as
+    # one SIGINT (a second Ctrl-C: the runs exit at once). Background jobs of a script ignore
+    # SIGINT (bash), so TERM it is; the terminal's own SIGINT reaches neither them nor the runs.
+    stop() {
+        stopping=1
+        for pid in "${!running[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+    }
+    trap stop INT TERM
+    reap() {  # waits for one job to end and frees its slot
+        local pid="" code
+        wait -n -p pid "${!running[@]}"
+        code=$?
+        [ -n "$pid" ] && [ -n "${running[$pid]:-}" ] || return 0  # wait was cut short by a signal
+        free+=("${running[$pid]}")
+        unset "running[$pid]"
+        case $code in 0) ;; 130) interrupted=1 ;; *) failed=$((failed + 1)) ;; esac
+    }
+    for ((i = 0; i < n; i++)); do
+        while [ ${#free[@]} -eq 0 ] && [ $stopping -eq 0 ]; do reap; done
+        [ $stopping -eq 0 ] || break
+        slot=${free[-1]}
+        unset 'free[-1]'
+        "$self" __job "$slot" "$i" &
+        running[$!]=$slot
+    done
+    while [ ${#running[@]} -gt 0 ]; do reap; done
+    [ $stopping -eq 0 ] || interrupted=1
+fi
+
+# The outcome, from the run directories themselves.
+declare -A count=()
+total=0
+for d in "$out"/*/; do
+    [ -f "$d/config.toml" ] || continue
+    s=$(grep -o '"status":"[a-z_]*"' "$d/summary.json" 2>/dev/null | head -n 1 | cut -d'"' -f4)
+    count[${s:-unfinished}]=$(( ${count[${s:-unfinished}]:-0} + 1 ))
+    total=$((total + 1))
+done
+summary=""
+for k in $(printf '%s\n' "${!count[@]}" | sort); do summary+="${summary:+, }${count[$k]} $k"; done
+echo "sweep: $(( $(date +%s) - start )) s; $out holds $total runs: ${summary:-none}" >&2
+if [ "$failed" -gt 0 ]; then
+    echo "sweep: $failed runs failed; their logs are in $out/sweep-logs/" >&2
+    exit 1
+fi
+if [ $interrupted -eq 1 ]; then
+    echo "sweep: interrupted; run the same command again to resume" >&2
+    exit 130
+fi
+echo "sweep: done; compare with: foxhunt-train compare $out --group-by-seed" >&2
+exit 0

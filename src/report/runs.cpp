@@ -1,0 +1,482 @@
+/// @file runs.cpp
+#include "report/runs.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "config/profile.hpp"
+#include "config/schema.hpp"
+#include "run/naming.hpp"
+#include "util/errors.hpp"
+#include "util/log.hpp"
+
+namespace fh::report {
+
+namespace fs = std::filesystem;
+namespace json = io::json;
+
+namespace {
+
+const json::Limits kSummaryLimits{16u << 20, 64, true};
+
+std::string setting_text(const config::KeyValue& v) {
+    if (const auto* s = std::get_if<std::string>(&v)) return *s;
+    return config::toml_value_text(v);
+}
+
+/// Sorts rows by `key` descending, absent values last, ties by name.
+template <class T, class Key, class Name> void rank(std::vector<T>& items, Key key, Name name) {
+    std::stable_sort(items.begin(), items.end(), [&](const T& a, const T& b) {
+        const std::optional<double> ka = key(a), kb = key(b);
+        if (ka.has_value() != kb.has_value()) return ka.has_value();
+        if (ka && kb && *ka != *kb) return *ka > *kb;
+        return name(a) < name(b);
+    });
+}
+
+Cell text_cell(std::string s) { return Cell{std::move(s), std::nullopt, std::nullopt, false, false}; }
+Cell number_cell(std::optional<double> v, bool integer = false) {
+    Cell c;
+    c.number = v;
+    c.is_number = true;
+    c.is_integer = integer;
+    return c;
+}
+
+struct Stat {
+    std::optional<double> mean, sd;
+};
+Stat stat(const std::vector<double>& xs) {
+    Stat s;
+    if (xs.empty()) return s;
+    double m = 0;
+    for (double x : xs) m += x;
+    m /= static_cast<double>(xs.size());
+    s.mean = m;
+    if (xs.size() >= 2) {
+        double v = 0;
+        for (double x : xs) v += (x - m) * (x - m);
+        s.sd = std::sqrt(v / static_cast<double>(xs.size() - 1));
+    }
+    return s;
+}
+
+std::string metric_of(const std::vector<RunRecord>& runs) {
+    std::set<std::string> names;
+    for (const auto& r : runs)
+        if (!r.metric.empty()) names.insert(r.metric);
+    return names.size() == 1 ? *names.begin() : "val_metric";
+}
+
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"') out += '"';
+        out += c;
+    }
+    return out + "\"";
+}
+
+std::string number_text(double v, bool integer) {
+    if (integer) return fmt::format("{}", static_cast<long long>(std::llround(v)));
+    return fmt::format("{:.4f}", v);
+}
+
+}  // namespace
+
+std::string read_text(const std::string& path, std::size_t max_bytes) {
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec) throw UsageError(fmt::format("cannot read {}: {}", path, ec.message()));
+    if (size > max_bytes) throw UsageError(fmt::format("{} is too large ({} bytes, at most {})", path, size, max_bytes));
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw UsageError(fmt::format("cannot read {}", path));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+int Csv::column(const std::string& name) const {
+    const auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? -1 : static_cast<int>(it - header.begin());
+}
+
+Csv read_csv(const std::string& path) {
+    Csv csv;
+    const std::string text = read_text(path);
+    std::size_t pos = 0;
+    bool first = true;
+    while (pos < text.size()) {
+        auto end = text.find('\n', pos);
+        if (end == std::string::npos) end = text.size();
+        std::string_view line(text.data() + pos, end - pos);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        pos = end + 1;
+        if (line.empty()) continue;
+        std::vector<std::string> fields;
+        std::size_t b = 0;
+        while (true) {
+            const auto c = line.find(',', b);
+            fields.emplace_back(line.substr(b, c == std::string_view::npos ? std::string_view::npos : c - b));
+            if (c == std::string_view::npos) break;
+            b = c + 1;
+        }
+        if (first) csv.header = std::move(fields);
+        else csv.rows.push_back(std::move(fields));
+        first = false;
+    }
+    return csv;
+}
+
+std::vector<json::Value> read_jsonl(const std::string& path) {
+    std::vector<json::Value> out;
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) return out;
+    const std::string text = read_text(path);
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+        auto end = text.find('\n', pos);
+        if (end == std::string::npos) end = text.size();
+        const std::string_view line(text.data() + pos, end - pos);
+        pos = end + 1;
+        if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+        try {
+            out.push_back(json::parse(line, kSummaryLimits));
+        } catch (const json::ParseError&) {
+            // a line cut by a crash: skipped
+        }
+    }
+    return out;
+}
+
+std::optional<double> number_at(const json::Value& v, const std::string& dotted) {
+    const json::Value* cur = &v;
+    std::size_t b = 0;
+    while (cur != nullptr) {
+        if (!cur->is_object()) return std::nullopt;
+        const auto dot = dotted.find('.', b);
+        cur = cur->find(std::string_view(dotted).substr(b, dot == std::string::npos ? std::string::npos : dot - b));
+        if (dot == std::string::npos) break;
+        b = dot + 1;
+    }
+    if (cur == nullptr || !cur->is_number()) return std::nullopt;
+    const double d = cur->as_double();
+    return std::isfinite(d) ? std::optional<double>(d) : std::nullopt;
+}
+
+bool is_run_directory(const std::string& path) {
+    std::error_code ec;
+    return fs::is_regular_file(fs::path(path) / "config.toml", ec);
+}
+
+RunRecord read_run(const std::string& path) {
+    if (!is_run_directory(path))
+        throw UsageError(fmt::format("{} is not a run directory (no config.toml)", path));
+    RunRecord r;
+    r.path = path;
+    r.name = fs::path(path).filename().string();
+    if (r.name.empty()) r.name = fs::path(path).parent_path().filename().string();  // "dir/"
+    try {
+        const config::Profile p = config::resolve_profile_file((fs::path(path) / "config.toml").string());
+        for (const auto& k : config::schema()) r.settings[k.full_name()] = setting_text(config::get_value(p, k));
+        r.seed = p.run.seed;
+        r.metric = p.early_stopping.metric;
+    } catch (const Error& e) {
+        log::warn("{}: config.toml does not resolve ({}); its settings are left out", path, e.what());
+    }
+    const fs::path summary = fs::path(path) / "summary.json";
+    std::error_code ec;
+    if (!fs::is_regular_file(summary, ec)) {
+        r.status = "no summary";
+        return r;
+    }
+    try {
+        r.summary = json::parse(read_text(summary.string()), kSummaryLimits);
+        const auto* s = r.summary.is_object() ? r.summary.find("status") : nullptr;
+        r.status = s != nullptr && s->is_string() ? s->as_string() : "unreadable summary";
+    } catch (const std::exception& e) {
+        log::warn("{}: {}", summary.string(), e.what());
+        r.status = "unreadable summary";
+        r.summary = json::Value();
+        return r;
+    }
+    r.best_val = number_at(r.summary, "best.value");
+    r.test_return = number_at(r.summary, "test.strategy.total_return");
+    r.test_sharpe = number_at(r.summary, "test.strategy.sharpe");
+    r.test_max_drawdown = number_at(r.summary, "test.strategy.max_drawdown");
+    r.test_trades = number_at(r.summary, "test.strategy.trades");
+    r.hold_return = number_at(r.summary, "test.buy_and_hold.total_return");
+    r.hold_sharpe = number_at(r.summary, "test.buy_and_hold.sharpe");
+    if (const auto seed = number_at(r.summary, "seed")) r.seed = static_cast<std::int64_t>(*seed);
+    return r;
+}
+
+std::vector<RunRecord> collect_runs(const std::vector<std::string>& paths) {
+    if (paths.empty()) throw UsageError("name at least one run directory or sweep directory");
+    std::vector<RunRecord> runs;
+    for (const auto& path : paths) {
+        std::error_code ec;
+        if (!fs::is_directory(path, ec)) throw UsageError(fmt::format("{}: no such directory", path));
+        if (is_run_directory(path)) {
+            runs.push_back(read_run(path));
+            continue;
+        }
+        std::vector<std::string> found;
+        for (const auto& e : fs::directory_iterator(path, ec))
+            if (e.is_directory() && is_run_directory(e.path().string())) found.push_back(e.path().string());
+        if (found.empty())
+            throw UsageError(fmt::format("{} is neither a run directory (no config.toml) nor a sweep directory (no run "
+                                         "directory inside)",
+                                         path));
+        std::sort(found.begin(), found.end());
+        for (const auto& f : found) runs.push_back(read_run(f));
+    }
+    return runs;
+}
+
+std::vector<std::string> differing_keys(const std::vector<RunRecord>& runs) {
+    std::vector<std::string> out;
+    for (const auto& k : config::schema()) {
+        const std::string key = k.full_name();
+        if (run::is_placement_key(key)) continue;
+        std::set<std::string> values;
+        for (const auto& r : runs) {
+            const auto it = r.settings.find(key);
+            if (it != r.settings.end()) values.insert(it->second);
+        }
+        if (values.size() > 1) out.push_back(key);
+    }
+    return out;
+}
+
+Table run_table(const std::vector<RunRecord>& input) {
+    std::vector<RunRecord> runs = input;
+    rank(runs, [](const RunRecord& r) { return r.best_val; }, [](const RunRecord& r) { return r.name; });
+    const auto keys = differing_keys(runs);
+    Table t;
+    t.metric = metric_of(runs);
+    t.columns = {"rank", "run"};
+    for (const auto& k : keys) t.columns.push_back(k);
+    for (const char* c : {"seed", "status"}) t.columns.emplace_back(c);
+    t.columns.push_back(t.metric);
+    for (const char* c : {"test_return", "test_sharpe", "test_max_drawdown", "test_trades", "bh_return", "bh_sharpe"})
+        t.columns.emplace_back(c);
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        const auto& r = runs[i];
+        std::vector<Cell> row{number_cell(static_cast<double>(i + 1), true), text_cell(r.name)};
+        for (const auto& k : keys) {
+            const auto it = r.settings.find(k);
+            row.push_back(text_cell(it == r.settings.end() ? "?" : it->second));
+        }
+        row.push_back(number_cell(static_cast<double>(r.seed), true));
+        row.push_back(text_cell(r.status));
+        row.push_back(number_cell(r.best_val));
+        row.push_back(number_cell(r.test_return));
+        row.push_back(number_cell(r.test_sharpe));
+        row.push_back(number_cell(r.test_max_drawdown));
+        row.push_back(number_cell(r.test_trades, true));
+        row.push_back(number_cell(r.hold_return));
+        row.push_back(number_cell(r.hold_sharpe));
+        t.rows.push_back(std::move(row));
+        t.row_runs.push_back({r.path});
+    }
+    if (!runs.empty() && runs[0].best_val) t.best_row = 0;
+    return t;
+}
+
+Table seed_table(const std::vector<RunRecord>& runs) {
+    const auto keys = differing_keys(runs);
+    struct Group {
+        std::vector<std::string> values;
+        std::vector<const RunRecord*> runs;
+        Stat val, ret, sharpe, dd, trades, hold_ret, hold_sharpe;
+        std::size_t finished = 0;
+    };
+    std::vector<Group> groups;
+    for (const auto& r : runs) {
+        std::vector<std::string> values;
+        for (const auto& k : keys) {
+            const auto it = r.settings.find(k);
+            values.push_back(it == r.settings.end() ? "?" : it->second);
+        }
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.values == values; });
+        if (g == groups.end()) {
+            groups.push_back(Group{values, {}, {}, {}, {}, {}, {}, {}, {}, 0});
+            g = groups.end() - 1;
+        }
+        g->runs.push_back(&r);
+    }
+    for (auto& g : groups) {
+        std::vector<double> val, ret, sharpe, dd, trades, hret, hsharpe;
+        auto add = [](std::vector<double>& xs, const std::optional<double>& x) {
+            if (x) xs.push_back(*x);
+        };
+        for (const auto* r : g.runs) {
+            if (!r->best_val && !r->test_return) continue;  // unfinished: counted, not averaged
+            g.finished += 1;
+            add(val, r->best_val);
+            add(ret, r->test_return);
+            add(sharpe, r->test_sharpe);
+            add(dd, r->test_max_drawdown);
+            add(trades, r->test_trades);
+            add(hret, r->hold_return);
+            add(hsharpe, r->hold_sharpe);
+        }
+        g.val = stat(val);
+        g.ret = stat(ret);
+        g.sharpe = stat(sharpe);
+        g.dd = stat(dd);
+        g.trades = stat(trades);
+        g.hold_ret = stat(hret);
+        g.hold_sharpe = stat(hsharpe);
+    }
+    rank(groups, [](const Group& g) { return g.val.mean; },
+         [](const Group& g) { return fmt::format("{}", fmt::join(g.values, "\x1f")); });
+    Table t;
+    t.grouped = true;
+    t.metric = metric_of(runs);
+    t.columns = {"rank"};
+    for (const auto& k : keys) t.columns.push_back(k);
+    for (const char* c : {"runs", "seeds"}) t.columns.emplace_back(c);
+    t.columns.push_back(t.metric);
+    for (const char* c : {"test_return", "test_sharpe", "test_max_drawdown", "test_trades", "bh_return", "bh_sharpe"})
+        t.columns.emplace_back(c);
+    auto mean_sd = [](const Stat& s) {
+        Cell c = number_cell(s.mean);
+        c.sd = s.sd;
+        return c;
+    };
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+        const auto& g = groups[i];
+        std::vector<Cell> row{number_cell(static_cast<double>(i + 1), true)};
+        for (const auto& v : g.values) row.push_back(text_cell(v));
+        row.push_back(text_cell(fmt::format("{}/{}", g.finished, g.runs.size())));
+        std::vector<std::int64_t> seeds;
+        for (const auto* r : g.runs) seeds.push_back(r->seed);
+        std::sort(seeds.begin(), seeds.end());
+        row.push_back(text_cell(fmt::format("{}", fmt::join(seeds, " "))));
+        for (const Stat* s : {&g.val, &g.ret, &g.sharpe, &g.dd, &g.trades, &g.hold_ret, &g.hold_sharpe}) {
+            row.push_back(mean_sd(*s));
+            row.back().is_integer = s == &g.trades;
+        }
+        t.rows.push_back(std::move(row));
+        std::vector<std::string> paths;
+        for (const auto* r : g.runs) paths.push_back(r->path);
+        t.row_runs.push_back(std::move(paths));
+    }
+    if (!groups.empty() && groups[0].val.mean) t.best_row = 0;
+    return t;
+}
+
+std::string cell_text(const Cell& c, int decimals) {
+    if (!c.is_number) return c.text;
+    if (!c.number) return "-";
+    if (c.is_integer && c.sd) return fmt::format("{:.1f} ± {:.1f}", *c.number, *c.sd);  // counts over seeds
+    if (c.is_integer) return number_text(*c.number, true);
+    std::string s = fmt::format("{:.{}f}", *c.number, decimals);
+    if (c.sd) s += fmt::format(" ± {:.{}f}", *c.sd, decimals);
+    return s;
+}
+
+std::string to_markdown(const Table& t) {
+    auto escape = [](std::string s) {
+        std::string out;
+        for (char c : s) {
+            if (c == '|') out += '\\';
+            out += c;
+        }
+        return out;
+    };
+    std::string out = "| best | ";
+    for (const auto& c : t.columns) out += escape(c) + " | ";
+    out.pop_back();
+    out += "\n|---|";
+    for (const auto& c : t.columns) {
+        (void)c;
+        out += "---|";
+    }
+    out += "\n";
+    for (std::size_t i = 0; i < t.rows.size(); ++i) {
+        out += static_cast<int>(i) == t.best_row ? "| * | " : "|   | ";
+        for (const auto& c : t.rows[i]) out += escape(cell_text(c)) + " | ";
+        out.pop_back();
+        out += "\n";
+    }
+    out += t.grouped ? fmt::format("\n{} settings ranked by the mean {} over seeds (mean ± sd; runs = finished/all); "
+                                   "* = best.\n",
+                                   t.rows.size(), t.metric)
+                     : fmt::format("\n{} runs ranked by the best {}; * = best; test_* and bh_* (buy-and-hold) on the "
+                                   "test split.\n",
+                                   t.rows.size(), t.metric);
+    return out;
+}
+
+std::string to_csv(const Table& t) {
+    std::vector<std::string> header{"best"};
+    for (std::size_t j = 0; j < t.columns.size(); ++j) {
+        const bool spread = t.grouped && !t.rows.empty() && t.rows[0][j].is_number && j > 0;
+        if (spread) {
+            header.push_back(t.columns[j] + "_mean");
+            header.push_back(t.columns[j] + "_sd");
+        } else {
+            header.push_back(t.columns[j]);
+        }
+    }
+    std::string out;
+    for (std::size_t j = 0; j < header.size(); ++j) out += (j ? "," : "") + csv_field(header[j]);
+    out += "\n";
+    for (std::size_t i = 0; i < t.rows.size(); ++i) {
+        out += static_cast<int>(i) == t.best_row ? "1" : "0";
+        for (std::size_t j = 0; j < t.rows[i].size(); ++j) {
+            const Cell& c = t.rows[i][j];
+            out += ",";
+            if (!c.is_number) {
+                out += csv_field(c.text);
+                continue;
+            }
+            if (c.number) out += c.is_integer && !(t.grouped && j > 0) ? number_text(*c.number, true) : fmt::format("{}", *c.number);
+            if (t.grouped && j > 0) {
+                out += ",";
+                if (c.sd) out += fmt::format("{}", *c.sd);
+            }
+        }
+        out += "\n";
+    }
+    return out;
+}
+
+std::string to_json(const Table& t) {
+    json::Array rows;
+    for (std::size_t i = 0; i < t.rows.size(); ++i) {
+        json::Object o{{"best", static_cast<int>(i) == t.best_row}};
+        for (std::size_t j = 0; j < t.rows[i].size(); ++j) {
+            const Cell& c = t.rows[i][j];
+            if (!c.is_number) {
+                o.emplace_back(t.columns[j], c.text);
+            } else if (t.grouped && j > 0) {
+                o.emplace_back(t.columns[j], json::object({{"mean", c.number}, {"sd", c.sd}}));
+            } else if (c.is_integer && c.number) {
+                o.emplace_back(t.columns[j], static_cast<long long>(std::llround(*c.number)));
+            } else {
+                o.emplace_back(t.columns[j], c.number);
+            }
+        }
+        json::Array paths;
+        for (const auto& p : t.row_runs[i]) paths.emplace_back(p);
+        o.emplace_back(t.grouped ? "run_dirs" : "run_dir", t.grouped ? json::Value::array(std::move(paths)) : paths.at(0));
+        rows.push_back(json::Value::object(std::move(o)));
+    }
+    return json::serialize(json::object({{"metric", t.metric},
+                                         {"grouped_by_seed", t.grouped},
+                                         {"rows", json::Value::array(std::move(rows))}})) +
+           "\n";
+}
+
+}  // namespace fh::report

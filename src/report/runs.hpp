@@ -1,0 +1,101 @@
+/// @file runs.hpp
+/// @brief Reading finished (or unfinished) run directories back: their settings (config.toml),
+///        results (summary.json), and the comparison table of `foxhunt-train compare` and of the
+///        sweep report: one row per run, or one per setting with mean and sd over seeds.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/json.hpp"
+
+namespace fh::report {
+
+/// One run directory as read back.
+struct RunRecord {
+    std::string path;                              ///< as found (sweep dir / name)
+    std::string name;                              ///< the directory's name
+    std::map<std::string, std::string> settings;   ///< "section.key" -> value text, every key of config.toml
+    std::int64_t seed = 0;
+    std::string status;                            ///< summary.json's, or "no summary" / "unreadable summary"
+    std::string metric;                            ///< early_stopping.metric, e.g. "val_sharpe"
+    std::optional<double> best_val;                ///< summary.best.value
+    std::optional<double> test_return, test_sharpe, test_max_drawdown, test_trades;
+    std::optional<double> hold_return, hold_sharpe;  ///< buy-and-hold on the test split
+    io::json::Value summary;                       ///< null when missing or unreadable
+};
+
+/// A run directory holds config.toml (every run writes it first).
+bool is_run_directory(const std::string& path);
+
+/// Reads a run directory. Never throws for a bad summary.json (the status says so); throws
+/// UsageError when `path` is not a run directory.
+RunRecord read_run(const std::string& path);
+
+/// The runs of each path: a run directory itself, or every run directory directly inside a
+/// sweep directory (sorted by name). Throws UsageError (exit 2) for a path that is neither, or
+/// a sweep directory without runs.
+std::vector<RunRecord> collect_runs(const std::vector<std::string>& paths);
+
+/// The keys whose values differ between the runs ("section.key", schema order), leaving out
+/// where and how runs are stored and the seed (run/naming.hpp is_placement_key).
+std::vector<std::string> differing_keys(const std::vector<RunRecord>& runs);
+
+/// A table cell: text, or a number (null when absent), optionally with its sd.
+struct Cell {
+    std::string text;
+    std::optional<double> number;
+    std::optional<double> sd;       ///< grouped tables: the sample sd over seeds (n >= 2)
+    bool is_number = false;
+    bool is_integer = false;        ///< written without decimals
+};
+
+/// One comparison table; `best_row` is marked (-1: none).
+struct Table {
+    std::vector<std::string> columns;
+    std::vector<std::vector<Cell>> rows;
+    std::vector<std::vector<std::string>> row_runs;  ///< the run paths behind each row (links)
+    int best_row = -1;
+    std::string metric;        ///< the validation metric the rows are ranked by
+    bool grouped = false;
+};
+
+/// One row per run, ranked by the best validation metric (descending; runs without one last).
+Table run_table(const std::vector<RunRecord>& runs);
+/// One row per setting (the differing keys without the seed): runs, seeds, mean and sd over
+/// seeds of the validation metric, test metrics and buy-and-hold, ranked by the mean validation
+/// metric; unfinished runs are counted but not averaged.
+Table seed_table(const std::vector<RunRecord>& runs);
+
+/// The table as markdown (`mean ± sd`, best marked with `*`), CSV (RFC 4180; `_mean`/`_sd`
+/// columns) or JSON (one object per row).
+std::string to_markdown(const Table& t);
+std::string to_csv(const Table& t);
+std::string to_json(const Table& t);
+
+/// A cell's text as shown in markdown and HTML ("0.1234", "0.1234 ± 0.0456", "-"), numbers
+/// with `decimals` decimals.
+std::string cell_text(const Cell& c, int decimals = 4);
+
+/// Reads a whole (small) file; throws UsageError naming it when unreadable.
+std::string read_text(const std::string& path, std::size_t max_bytes = 256u << 20);
+
+/// A CSV file with a header line: the header's column names and the rows' fields (no quoting:
+/// the run's CSVs have none).
+struct Csv {
+    std::vector<std::string> header;
+    std::vector<std::vector<std::string>> rows;
+    int column(const std::string& name) const;  ///< index or -1
+};
+Csv read_csv(const std::string& path);
+
+/// Every line of a JSONL file parsed (lines that do not parse are skipped).
+std::vector<io::json::Value> read_jsonl(const std::string& path);
+
+/// A member path of a JSON value ("test.strategy.sharpe") as a number, when present.
+std::optional<double> number_at(const io::json::Value& v, const std::string& dotted);
+
+}  // namespace fh::report

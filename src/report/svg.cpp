@@ -1,0 +1,330 @@
+/// @file svg.cpp
+#include "report/svg.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <limits>
+
+namespace fh::report {
+
+namespace {
+
+constexpr int kLeft = 70, kRight = 18, kTop = 34, kBottom = 42;
+
+struct Range {
+    double lo = std::numeric_limits<double>::infinity();
+    double hi = -std::numeric_limits<double>::infinity();
+    void add(double v) {
+        if (!std::isfinite(v)) return;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+    }
+    bool empty() const { return !(lo <= hi); }
+};
+
+double nice_step(double span, int target) {
+    if (!(span > 0)) return 1;
+    const double raw = span / target;
+    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+    const double f = raw / mag;
+    const double nice = f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10;
+    return nice * mag;
+}
+
+std::string fmt_coord(double v) { return fmt::format("{:.1f}", v); }
+
+std::string time_label(double t, double step) {
+    const std::time_t tt = static_cast<std::time_t>(t);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, step < 86400 ? "%m-%d %H:%M" : "%Y-%m-%d", &tm);
+    return buf;
+}
+
+std::string tick_label(double v, Axis axis, double step) {
+    if (axis == Axis::time) return time_label(v, step);
+    if (axis == Axis::percent) {
+        const double p = std::abs(v) < std::abs(step) * 1e-6 ? 0.0 : v * 100;  // never "-0%"
+        return std::abs(step * 100) >= 1 ? fmt::format("{:.0f}%", p) : fmt::format("{:.1f}%", p);
+    }
+    return short_number(std::abs(v) < step * 1e-6 ? 0.0 : v);
+}
+
+struct Ticks {
+    std::vector<double> at;
+    double step = 1;
+};
+
+Ticks number_ticks(double lo, double hi, int target) {
+    Ticks t;
+    t.step = nice_step(hi - lo, target);
+    for (double v = std::ceil(lo / t.step - 1e-9) * t.step; v <= hi + t.step * 1e-9; v += t.step) t.at.push_back(v);
+    return t;
+}
+
+Ticks time_ticks(double lo, double hi) {
+    static const double steps[] = {60,         300,         900,         3600,         3 * 3600,     6 * 3600,
+                                   12 * 3600,  86400,       2 * 86400,   7 * 86400,    14 * 86400,   30 * 86400,
+                                   91 * 86400, 182 * 86400, 365 * 86400, 730 * 86400, 1825 * 86400, 3650 * 86400};
+    Ticks t;
+    t.step = steps[std::size(steps) - 1];
+    for (double s : steps)
+        if ((hi - lo) / s <= 6) {
+            t.step = s;
+            break;
+        }
+    for (double v = std::ceil(lo / t.step) * t.step; v <= hi; v += t.step) t.at.push_back(v);
+    return t;
+}
+
+/// At most ~2 points per horizontal pixel: per bucket of indices, the first, the minimum, the
+/// maximum and the last point, in index order (the line's shape survives).
+std::vector<std::size_t> thin(const std::vector<double>& y, std::size_t buckets) {
+    std::vector<std::size_t> keep;
+    const std::size_t n = y.size();
+    if (n <= buckets * 4) {
+        keep.resize(n);
+        for (std::size_t i = 0; i < n; ++i) keep[i] = i;
+        return keep;
+    }
+    for (std::size_t b = 0; b < buckets; ++b) {
+        const std::size_t s = n * b / buckets, e = n * (b + 1) / buckets;
+        if (s >= e) continue;
+        std::size_t mn = s, mx = s;
+        for (std::size_t i = s; i < e; ++i) {
+            if (!std::isfinite(y[i])) {
+                keep.push_back(i);  // keep the break
+                continue;
+            }
+            if (!std::isfinite(y[mn]) || y[i] < y[mn]) mn = i;
+            if (!std::isfinite(y[mx]) || y[i] > y[mx]) mx = i;
+        }
+        keep.push_back(s);
+        keep.push_back(mn);
+        keep.push_back(mx);
+        keep.push_back(e - 1);
+    }
+    std::sort(keep.begin(), keep.end());
+    keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+    return keep;
+}
+
+std::string frame_open(const ChartOptions& o) {
+    return fmt::format(R"(<svg class="chart" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{t}">)"
+                       R"(<text class="ct" x="{l}" y="18">{t}</text>)",
+                       fmt::arg("w", o.width), fmt::arg("h", o.height), fmt::arg("t", xml_escape(o.title)),
+                       fmt::arg("l", kLeft));
+}
+
+std::string empty_note(const ChartOptions& o) {
+    return frame_open(o) +
+           fmt::format(R"(<text class="note" x="{}" y="{}" text-anchor="middle">no data</text></svg>)", o.width / 2,
+                       o.height / 2);
+}
+
+}  // namespace
+
+std::string xml_escape(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (char c : s) {
+        switch (c) {
+            case '&': out += "&amp;"; break;
+            case '<': out += "&lt;"; break;
+            case '>': out += "&gt;"; break;
+            case '"': out += "&quot;"; break;
+            case '\'': out += "&#39;"; break;
+            default:
+                // XML 1.0 allows no control characters but tab, LF and CR.
+                if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') out += ' ';
+                else out += c;
+        }
+    }
+    return out;
+}
+
+std::string short_number(double v) {
+    const double a = std::abs(v);
+    if (a >= 1e9) return fmt::format("{:.3g}G", v / 1e9);
+    if (a >= 1e6) return fmt::format("{:.3g}M", v / 1e6);
+    if (a >= 1e4) return fmt::format("{:.3g}k", v / 1e3);
+    return fmt::format("{:.4g}", v);
+}
+
+std::string line_chart(const std::vector<Series>& series, const ChartOptions& o) {
+    Range xr, yr;
+    for (const auto& s : series)
+        for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+            if (!std::isfinite(s.y[i]) || !std::isfinite(s.x[i])) continue;
+            xr.add(s.x[i]);
+            yr.add(s.y[i]);
+            if (s.fill_to_zero) yr.add(0);
+        }
+    if (xr.empty() || yr.empty()) return empty_note(o);
+    if (o.zero_line) yr.add(0);
+    if (xr.hi == xr.lo) {
+        xr.lo -= 1;
+        xr.hi += 1;
+    }
+    if (yr.hi == yr.lo) {
+        const double pad = yr.hi == 0 ? 1 : std::abs(yr.hi) * 0.05;
+        yr.lo -= pad;
+        yr.hi += pad;
+    }
+    const double ypad = (yr.hi - yr.lo) * 0.06;
+    const bool from_zero = yr.lo == 0 || yr.hi == 0;  // drawdown-like: keep 0 on the edge
+    if (!(from_zero && yr.hi == 0)) yr.hi += ypad;
+    if (!(from_zero && yr.lo == 0)) yr.lo -= ypad;
+    const double pw = o.width - kLeft - kRight, ph = o.height - kTop - kBottom;
+    auto X = [&](double x) { return kLeft + (x - xr.lo) / (xr.hi - xr.lo) * pw; };
+    auto Y = [&](double y) { return kTop + (yr.hi - y) / (yr.hi - yr.lo) * ph; };
+
+    std::string svg = frame_open(o);
+    // Grid and ticks.
+    const Ticks yt = number_ticks(yr.lo, yr.hi, 5);
+    for (double v : yt.at) {
+        const double py = Y(v);
+        svg += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(py), kLeft + pw,
+                           fmt_coord(py));
+        svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>)", kLeft - 6,
+                           fmt_coord(py + 4), xml_escape(tick_label(v, o.y_axis, yt.step)));
+    }
+    const Ticks xt = o.x_axis == Axis::time ? time_ticks(xr.lo, xr.hi) : number_ticks(xr.lo, xr.hi, 6);
+    for (double v : xt.at) {
+        const double px = X(v);
+        svg += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", fmt_coord(px), kTop, fmt_coord(px),
+                           kTop + ph);
+        svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>)", fmt_coord(px),
+                           kTop + ph + 16, xml_escape(tick_label(v, o.x_axis, xt.step)));
+    }
+    svg += fmt::format(R"(<rect class="plot" x="{}" y="{}" width="{}" height="{}"/>)", kLeft, kTop, pw, ph);
+    if (o.zero_line && yr.lo < 0 && yr.hi > 0)
+        svg += fmt::format(R"(<line class="zero" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(0)), kLeft + pw,
+                           fmt_coord(Y(0)));
+    if (!o.x_label.empty())
+        svg += fmt::format(R"(<text class="axis" x="{}" y="{}" text-anchor="middle">{}</text>)", kLeft + pw / 2,
+                           o.height - 6, xml_escape(o.x_label));
+    if (!o.y_label.empty())
+        svg += fmt::format(R"~(<text class="axis" x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)~",
+                           fmt_coord(kTop + ph / 2), fmt_coord(kTop + ph / 2), xml_escape(o.y_label));
+
+    // Series.
+    for (const auto& s : series) {
+        const std::size_t n = std::min(s.x.size(), s.y.size());
+        const auto keep = thin(std::vector<double>(s.y.begin(), s.y.begin() + static_cast<std::ptrdiff_t>(n)),
+                               static_cast<std::size_t>(pw));
+        std::string d, area;
+        bool open = false;
+        double first_x = 0, last_x = 0;
+        for (std::size_t i : keep) {
+            if (!std::isfinite(s.y[i]) || !std::isfinite(s.x[i])) {
+                if (open && s.fill_to_zero)
+                    area += fmt::format("L{} {}Z", fmt_coord(X(last_x)), fmt_coord(Y(0)));
+                open = false;
+                continue;
+            }
+            const std::string pt = fmt_coord(X(s.x[i])) + " " + fmt_coord(Y(s.y[i]));
+            if (!open) {
+                first_x = s.x[i];
+                d += "M" + pt;
+                if (s.fill_to_zero) area += fmt::format("M{} {}L", fmt_coord(X(first_x)), fmt_coord(Y(0))) + pt;
+            } else {
+                d += "L" + pt;
+                if (s.fill_to_zero) area += "L" + pt;
+            }
+            last_x = s.x[i];
+            open = true;
+        }
+        if (open && s.fill_to_zero) area += fmt::format("L{} {}Z", fmt_coord(X(last_x)), fmt_coord(Y(0)));
+        if (!area.empty())
+            svg += fmt::format(R"(<path d="{}" fill="{}" fill-opacity="0.15" stroke="none"/>)", area, s.color);
+        if (!d.empty())
+            svg += fmt::format(R"(<path d="{}" fill="none" stroke="{}" stroke-width="1.6"{}/>)", d, s.color,
+                               s.dashed ? R"( stroke-dasharray="5 4")" : "");
+        for (std::size_t m : s.markers)
+            if (m < n && std::isfinite(s.y[m]) && std::isfinite(s.x[m]))
+                svg += fmt::format(R"(<circle cx="{}" cy="{}" r="4.5" fill="{}" stroke="#fff" stroke-width="1.5"/>)",
+                                   fmt_coord(X(s.x[m])), fmt_coord(Y(s.y[m])), s.color);
+    }
+    // Legend, right-aligned above the plot.
+    double lx = kLeft + pw;
+    for (auto it = series.rbegin(); it != series.rend(); ++it) {
+        if (it->label.empty()) continue;
+        const double w = 34 + 7.2 * static_cast<double>(it->label.size());
+        lx -= w;
+        svg += fmt::format(R"(<line x1="{}" y1="22" x2="{}" y2="22" stroke="{}" stroke-width="2.5"{}/>)", fmt_coord(lx),
+                           fmt_coord(lx + 16), it->color, it->dashed ? R"( stroke-dasharray="5 3")" : "");
+        svg += fmt::format(R"(<text class="legend" x="{}" y="26">{}</text>)", fmt_coord(lx + 20), xml_escape(it->label));
+    }
+    return svg + "</svg>";
+}
+
+std::string bar_chart(const std::vector<Bar>& bars, const ChartOptions& o) {
+    if (bars.empty()) return empty_note(o);
+    Range yr;
+    yr.add(0);
+    for (const auto& b : bars) {
+        yr.add(b.value + (b.error ? *b.error : 0));
+        yr.add(b.value - (b.error ? *b.error : 0));
+    }
+    if (yr.hi == yr.lo) yr.hi = yr.lo + 1;
+    const double span = yr.hi - yr.lo;
+    if (yr.hi > 0) yr.hi += span * 0.08;
+    if (yr.lo < 0) yr.lo -= span * 0.08;
+    const bool rotate = bars.size() > 12 || std::any_of(bars.begin(), bars.end(), [&](const Bar& b) {
+                            return static_cast<double>(b.label.size()) * 6.5 >
+                                   (o.width - kLeft - kRight) / static_cast<double>(bars.size());
+                        });
+    const int bottom = rotate ? 96 : kBottom;
+    const int height = o.height + (rotate ? bottom - kBottom : 0);
+    const double pw = o.width - kLeft - kRight, ph = height - kTop - bottom;
+    auto Y = [&](double y) { return kTop + (yr.hi - y) / (yr.hi - yr.lo) * ph; };
+    ChartOptions frame = o;
+    frame.height = height;
+    std::string svg = frame_open(frame);
+    const Ticks yt = number_ticks(yr.lo, yr.hi, 5);
+    for (double v : yt.at) {
+        svg += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(v)), kLeft + pw,
+                           fmt_coord(Y(v)));
+        svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>)", kLeft - 6,
+                           fmt_coord(Y(v) + 4), xml_escape(tick_label(v, o.y_axis, yt.step)));
+    }
+    svg += fmt::format(R"(<rect class="plot" x="{}" y="{}" width="{}" height="{}"/>)", kLeft, kTop, pw, ph);
+    const double slot = pw / static_cast<double>(bars.size());
+    const double bw = std::max(2.0, std::min(48.0, slot * 0.7));
+    for (std::size_t i = 0; i < bars.size(); ++i) {
+        const auto& b = bars[i];
+        const double cx = kLeft + slot * (static_cast<double>(i) + 0.5);
+        const double y0 = Y(0), y1 = Y(b.value);
+        svg += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="{}" rx="2"><title>{}</title></rect>)",
+                           fmt_coord(cx - bw / 2), fmt_coord(std::min(y0, y1)), fmt_coord(bw),
+                           fmt_coord(std::max(0.5, std::abs(y1 - y0))), b.color,
+                           xml_escape(b.title.empty() ? b.label + ": " + short_number(b.value) : b.title));
+        if (b.error) {
+            const double ya = Y(b.value - *b.error), yb = Y(b.value + *b.error);
+            svg += fmt::format(R"(<path d="M{x} {a}L{x} {b}M{l} {a}L{r} {a}M{l} {b}L{r} {b}" class="err"/>)",
+                               fmt::arg("x", fmt_coord(cx)), fmt::arg("a", fmt_coord(ya)), fmt::arg("b", fmt_coord(yb)),
+                               fmt::arg("l", fmt_coord(cx - bw / 4)), fmt::arg("r", fmt_coord(cx + bw / 4)));
+        }
+        const double ty = kTop + ph + 14;
+        if (rotate)
+            svg += fmt::format(R"~(<text class="tick" x="{x}" y="{y}" text-anchor="end" transform="rotate(-40 {x} {y})">{t}</text>)~",
+                               fmt::arg("x", fmt_coord(cx)), fmt::arg("y", fmt_coord(ty)), fmt::arg("t", xml_escape(b.label)));
+        else
+            svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>)", fmt_coord(cx),
+                               fmt_coord(ty), xml_escape(b.label));
+    }
+    if (yr.lo < 0)
+        svg += fmt::format(R"(<line class="zero" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(0)), kLeft + pw,
+                           fmt_coord(Y(0)));
+    if (!o.y_label.empty())
+        svg += fmt::format(R"~(<text class="axis" x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)~",
+                           fmt_coord(kTop + ph / 2), fmt_coord(kTop + ph / 2), xml_escape(o.y_label));
+    return svg + "</svg>";
+}
+
+}  // namespace fh::report

@@ -1,0 +1,168 @@
+/// @file naming.cpp
+#include "run/naming.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+#include "config/schema.hpp"
+#include "io/json.hpp"
+#include "util/errors.hpp"
+#include "util/xxh64.hpp"
+
+namespace fh::run {
+
+namespace fs = std::filesystem;
+namespace json = io::json;
+
+namespace {
+
+bool safe_byte(unsigned char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '+' || c == '-';
+}
+
+std::string trim(std::string_view s) {
+    const auto b = s.find_first_not_of(" \t");
+    if (b == std::string_view::npos) return "";
+    const auto e = s.find_last_not_of(" \t");
+    return std::string(s.substr(b, e - b + 1));
+}
+
+/// A value as it appears in a name (before escaping).
+std::string name_value(const config::KeyValue& v) {
+    struct Visitor {
+        std::string operator()(std::int64_t i) const { return fmt::format("{}", i); }
+        std::string operator()(double d) const { return config::toml_value_text(d); }
+        std::string operator()(bool b) const { return b ? "true" : "false"; }
+        std::string operator()(const std::string& s) const { return s; }
+        std::string operator()(const std::vector<std::int64_t>& a) const { return fmt::format("{}", fmt::join(a, "x")); }
+    };
+    return std::visit(Visitor{}, v);
+}
+
+/// Files and folders a run directory holds (README "run directory"); anything else is not ours.
+bool is_run_file(const std::string& name) {
+    static const std::set<std::string> known{"config.toml", "metrics.jsonl", "eval.jsonl", "summary.json",
+                                             "checkpoints", "backtest",      "replay.fhreplay", "report.html"};
+    // Temporary files of an interrupted atomic write: <file>.tmp-<pid>; a lock file.
+    return known.count(name) > 0 || name.find(".tmp-") != std::string::npos || name.ends_with(".lock");
+}
+
+}  // namespace
+
+bool is_placement_key(std::string_view k) {
+    return k == "run.name" || k == "run.output_dir" || k == "run.device" || k == "run.on_exists" || k == "run.seed";
+}
+
+std::string name_escape(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (unsigned char c : text) {
+        if (safe_byte(c)) out += static_cast<char>(c);
+        else out += fmt::format("%{:02X}", c);
+    }
+    return out;
+}
+
+std::string derived_run_name(const config::Profile& p, const std::vector<std::string>& overrides) {
+    std::map<std::string, const config::KeyDescriptor*> keys;  // sorted, each key once
+    for (const auto& o : overrides) {
+        const auto eq = o.find('=');
+        const std::string full = trim(std::string_view(o).substr(0, eq));
+        if (is_placement_key(full)) continue;
+        const auto dot = full.find('.');
+        if (dot == std::string::npos) continue;  // resolve() refused it already
+        const auto* k = config::find_key(full.substr(0, dot), full.substr(dot + 1));
+        if (k != nullptr) keys[full] = k;
+    }
+    std::string base = name_escape(p.run.name.empty() ? p.run.trainer : p.run.name);
+    if (!base.empty() && (base[0] == '.' || base[0] == '-')) base = fmt::format("%{:02X}", base[0]) + base.substr(1);
+    std::string name = base;
+    for (const auto& [full, k] : keys) name += "," + full + "=" + name_escape(name_value(config::get_value(p, *k)));
+    name += fmt::format(",seed={}", p.run.seed);
+    if (name.size() <= kMaxDerivedNameBytes) return name;
+    const std::uint64_t h = util::xxh64(name.data(), name.size());
+    std::size_t cut = kMaxDerivedNameBytes - 17;
+    // Never cut inside a %XX escape.
+    if (cut >= 1 && name[cut - 1] == '%') cut -= 1;
+    else if (cut >= 2 && name[cut - 2] == '%') cut -= 2;
+    return name.substr(0, cut) + fmt::format("~{:016x}", h);
+}
+
+std::string summary_status(const std::string& run_dir) {
+    std::ifstream in(fs::path(run_dir) / "summary.json", std::ios::binary);
+    if (!in) return "";
+    std::stringstream ss;
+    ss << in.rdbuf();
+    try {
+        const auto v = json::parse(ss.str(), json::Limits{16u << 20, 64, true});
+        const auto* s = v.is_object() ? v.find("status") : nullptr;
+        return s != nullptr && s->is_string() ? s->as_string() : "";
+    } catch (const json::ParseError&) {
+        return "";
+    }
+}
+
+Placement place_run(const config::Profile& p) {
+    Placement out;
+    if (p.run.name.empty()) return out;
+    const fs::path dir = fs::path(p.run.output_dir) / p.run.name;
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) return out;
+    if (!fs::is_directory(dir, ec))
+        throw UsageError(fmt::format("{} exists and is not a directory; remove it or choose another run.name", dir.string()));
+    const std::string& mode = p.run.on_exists;
+    if (mode == "new") {
+        out.reason = fmt::format("{} exists (run.on_exists = \"new\"): a new directory is made beside it", dir.string());
+        return out;
+    }
+    out.path = dir.string();
+    out.status = summary_status(out.path);
+    const std::string state = out.status.empty() ? "no summary.json" : "status " + out.status;
+    if (mode == "error")
+        throw UsageError(fmt::format("run directory {} exists ({}) and run.on_exists = \"error\"; remove it, rename the "
+                                     "run or set run.on_exists to new, skip or resume",
+                                     dir.string(), state));
+    if (mode == "skip") {
+        out.action = Placement::Action::skip;
+        out.reason = fmt::format("run directory {} exists ({}): skipped (run.on_exists = \"skip\")", dir.string(), state);
+        return out;
+    }
+    // resume
+    if (out.status == "completed" || out.status == "early_stopped" || out.status == "diverged") {
+        out.action = Placement::Action::skip;
+        out.reason = fmt::format("run directory {} exists and finished ({}): skipped (run.on_exists = \"resume\")",
+                                 dir.string(), state);
+        return out;
+    }
+    if (fs::is_regular_file(dir / "checkpoints" / "last.safetensors", ec)) {
+        out.action = Placement::Action::resume;
+        out.reason = fmt::format("run directory {} exists ({}): resumed from its last checkpoint (run.on_exists = \"resume\")",
+                                 dir.string(), state);
+        return out;
+    }
+    // Killed before its first checkpoint: start again, if the directory holds only run files.
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!is_run_file(name))
+            throw UsageError(fmt::format("run directory {} has no checkpoint to resume from and holds {}, which is not a "
+                                         "run file; remove the directory to start the run again",
+                                         dir.string(), name));
+    }
+    fs::remove_all(dir, ec);
+    if (ec) throw UsageError(fmt::format("cannot remove {} to start the run again: {}", dir.string(), ec.message()));
+    out.action = Placement::Action::create;
+    out.path.clear();
+    out.reason = fmt::format("run directory {} had no checkpoint ({}): started again (run.on_exists = \"resume\")",
+                             dir.string(), state);
+    return out;
+}
+
+}  // namespace fh::run

@@ -1,0 +1,283 @@
+/// @file test_report.cpp
+/// @brief [report] The comparison tables (ranking, mean and sd over seeds, formats) and the HTML
+///        report of a run, an eval output and a sweep built from hand-written run directories:
+///        strictly well-formed, self-contained, escaped; rendered by headless Chromium without a
+///        console message where Chromium is installed.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "config/profile.hpp"
+#include "config/schema.hpp"
+#include "io/json.hpp"
+#include "report/report.hpp"
+#include "report/runs.hpp"
+#include "report/svg.hpp"
+#include "support/chromium.hpp"
+#include "support/xml_check.hpp"
+#include "util/errors.hpp"
+
+namespace fs = std::filesystem;
+namespace json = fh::io::json;
+
+namespace {
+
+void write(const fs::path& p, const std::string& text) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << text;
+}
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+std::string fmt_lr(double lr) {
+    char b[64];
+    std::snprintf(b, sizeof b, "training.learning_rate=%g", lr);
+    return b;
+}
+
+json::Value metrics(double total_return, double sharpe) {
+    return json::object({{"total_return", total_return}, {"annual_return", total_return * 2}, {"sharpe", sharpe},
+                         {"sortino", sharpe * 1.5}, {"max_drawdown", 0.05}, {"calmar", 3.0}, {"trades", 12},
+                         {"win_rate", 0.5}, {"profit_factor", nullptr}, {"exposure", 0.4}, {"turnover", 20.0},
+                         {"action_histogram", json::Value::array({3, 0, 5, 10, 1, 0, 2, 0, 7})}});
+}
+
+/// A complete run directory: config.toml, summary.json, eval.jsonl, metrics.jsonl, backtest CSVs.
+void make_run(const fs::path& dir, double lr, int seed, double val, double test_sharpe, const std::string& data_path = "") {
+    auto p = fh::config::resolve_profile_text("[run]\ntrainer = \"dqn\"\n", "p.toml",
+                                              {fmt_lr(lr), "run.seed=" + std::to_string(seed),
+                                               "data.path=" + fh::config::toml_quote(data_path)});
+    write(dir / "config.toml", fh::config::to_toml(p));
+    write(dir / "summary.json",
+          json::serialize(json::object({{"status", "completed"},
+                                        {"trainer", "dqn"},
+                                        {"device", "cpu (reference backend)"},
+                                        {"env_steps", 2000},
+                                        {"updates", 485},
+                                        {"wall_seconds", 3.5},
+                                        {"seed", seed},
+                                        {"overrides", json::Value::array({fmt_lr(lr)})},
+                                        {"data", json::object({{"path", data_path}, {"source", "synthetic(seed=1)"},
+                                                               {"bars", 5000}, {"xxh64", "0123456789abcdef"}})},
+                                        {"bars_per_year", 6019.6},
+                                        {"best", json::object({{"env_steps", 1000}, {"metric", "val_sharpe"}, {"value", val}})},
+                                        {"validation", json::object({{"strategy", metrics(0.1, val)}, {"buy_and_hold", metrics(0.01, 0.2)}})},
+                                        {"test", json::object({{"strategy", metrics(0.05 * test_sharpe, test_sharpe)},
+                                                               {"buy_and_hold", metrics(-0.02, -0.5)}})}})) +
+              "\n");
+    std::string evals, lines;
+    for (int k = 1; k <= 4; ++k) {
+        evals += json::serialize(json::object({{"env_steps", 500 * k}, {"split", "val"}, {"metric", "val_sharpe"},
+                                               {"value", val - 4 + k}, {"best", true},
+                                               {"buy_and_hold", metrics(0.01, 0.3)}})) + "\n";
+    }
+    for (int k = 1; k <= 20; ++k)
+        lines += json::serialize(json::object({{"step", k * 25}, {"env_steps", k * 100}, {"updates", k * 20},
+                                               {"losses/loss", 3.0 / k}, {"q/mean", 0.1 * k}, {"q/min", -0.1 * k},
+                                               {"q/max", 0.3 * k}, {"charts/grad_norm", 1.0 + std::sin(k)},
+                                               {"perf/env_steps_per_s", 600.0}})) + "\n";
+    write(dir / "eval.jsonl", evals);
+    write(dir / "metrics.jsonl", lines + "{\"cut\":");  // a last line cut by a crash is skipped
+    std::string equity = "segment,bar,time,close,action,position,equity,drawdown,buy_and_hold_equity\n";
+    double e = 100000, h = 100000;
+    for (int i = 0; i < 300; ++i) {
+        e *= 1 + 0.002 * std::sin(i * 0.1) + 0.0005;
+        h *= 1 + 0.003 * std::cos(i * 0.07);
+        const long t = 1'600'000'000L + i * 300L;
+        char stamp[32];
+        std::time_t tt = t;
+        std::tm tm{};
+        gmtime_r(&tt, &tm);
+        std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        equity += std::to_string(i < 150 ? 0 : 1) + "," + std::to_string(4000 + i) + "," + stamp + ",4000.25," +
+                  std::to_string(i % 9) + ",1," + std::to_string(e) + ",0.01," + (i == 299 ? "" : std::to_string(h)) + "\n";
+    }
+    write(dir / "backtest" / "equity.csv", equity);
+    write(dir / "backtest" / "val_equity.csv", equity);
+    write(dir / "backtest" / "trades.csv",
+          "segment,bar,time,side,contracts,price,order_type,commission\n0,4001,2020-09-13T12:31:40Z,buy,1,4000.5,market,2.5\n"
+          "0,4010,2020-09-13T13:16:40Z,sell,2,4001,passive_limit,5\n");
+}
+
+fs::path scratch(const std::string& name) {
+    const fs::path p = fs::temp_directory_path() / ("fh-report-" + std::to_string(::getpid()) + "-" + name);
+    fs::remove_all(p);
+    fs::create_directories(p);
+    return p;
+}
+
+void check_self_contained(const std::string& html) {
+    INFO(fh::test::xml_problem(html));
+    CHECK(fh::test::xml_problem(html).empty());
+    CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+    CHECK(html.find("<script") == std::string::npos);
+    CHECK(html.find("http://") == std::string::npos);
+    CHECK(html.find("https://") == std::string::npos);
+    CHECK(html.find("src=") == std::string::npos);  // nothing to load: images are inline SVG
+    CHECK(html.find("Content-Security-Policy") != std::string::npos);
+}
+
+/// Renders with Chromium where installed; elsewhere says so on stderr.
+void render(const fs::path& html, const fs::path& png) {
+    const std::string chromium = fh::test::chromium_path();
+    if (chromium.empty()) {
+        std::fprintf(stderr, "NOTICE: chromium is not installed: the report is not rendered (apt-get install chromium)\n");
+        return;
+    }
+    const auto r = fh::test::render_with_chromium(chromium, html, png);
+    INFO(r.log);
+    CHECK(r.code == 0);
+    CHECK(r.console.empty());  // no console message: no error, nothing refused by the policy
+    CHECK(r.png_signature);
+    CHECK(r.png_bytes > 20'000);
+}
+
+}  // namespace
+
+TEST_CASE("xml_problem finds what a strict parser refuses", "[report]") {
+    using fh::test::xml_problem;
+    CHECK(xml_problem("<!DOCTYPE html>\n<html><body><p a=\"1\">x &amp; y</p><br/></body></html>").empty());
+    CHECK(!xml_problem("<html><p></html>").empty());
+    CHECK(!xml_problem("<html><br></html>").empty());
+    CHECK(!xml_problem("<html a=1></html>").empty());
+    CHECK(!xml_problem("<html a=\"1\" a=\"2\"></html>").empty());
+    CHECK(!xml_problem("<html>&nbsp;</html>").empty());
+    CHECK(!xml_problem("<html>a & b</html>").empty());
+    CHECK(!xml_problem("<html>a < b</html>").empty());
+    CHECK(!xml_problem("<html></html><html></html>").empty());
+}
+
+TEST_CASE("compare: runs ranked by validation metric, settings by their mean over seeds", "[report]") {
+    const auto dir = scratch("compare");
+    make_run(dir / "a1", 1e-3, 1, 2.0, 1.0);
+    make_run(dir / "a2", 1e-3, 2, 4.0, 3.0);
+    make_run(dir / "b1", 3e-4, 1, 3.5, -1.0);
+    make_run(dir / "b2", 3e-4, 2, 3.5, 0.0);
+    write(dir / "c1" / "config.toml", slurp(dir / "a1" / "config.toml"));  // unfinished: no summary
+    write(dir / "sweep-logs" / "point-0.log", "not a run");
+
+    const auto runs = fh::report::collect_runs({dir.string()});
+    REQUIRE(runs.size() == 5);
+    CHECK(fh::report::differing_keys(runs) == std::vector<std::string>{"training.learning_rate"});
+
+    const auto t = fh::report::run_table(runs);
+    REQUIRE(t.rows.size() == 5);
+    CHECK(t.best_row == 0);
+    CHECK(t.rows[0][1].text == "a2");  // best validation metric first
+    CHECK(t.rows[4][1].text == "c1");  // no result: last
+    CHECK(t.rows[4][t.columns.size() - 7 + 0].number.has_value() == false);
+
+    const auto g = fh::report::seed_table(runs);
+    REQUIRE(g.rows.size() == 2);
+    const auto col = [&](const std::string& name) {
+        return static_cast<std::size_t>(std::find(g.columns.begin(), g.columns.end(), name) - g.columns.begin());
+    };
+    // 3e-4: val 3.5 and 3.5 (mean 3.5, sd 0); 1e-3: 2 and 4 (mean 3, sd sqrt(2)); unfinished c1 counted only.
+    CHECK(g.rows[0][col("training.learning_rate")].text == "0.0003");
+    CHECK(*g.rows[0][col("val_sharpe")].number == Approx(3.5));
+    CHECK(*g.rows[0][col("val_sharpe")].sd == Approx(0.0));
+    CHECK(g.rows[1][col("runs")].text == "2/3");
+    CHECK(*g.rows[1][col("val_sharpe")].number == Approx(3.0));
+    CHECK(*g.rows[1][col("val_sharpe")].sd == Approx(std::sqrt(2.0)));
+    CHECK(*g.rows[1][col("test_sharpe")].number == Approx(2.0));
+    CHECK(g.best_row == 0);
+
+    const std::string md = fh::report::to_markdown(g);
+    CHECK(md.find("| * | 1 | 0.0003 | 2/2 | 1 2 | 3.5000 ± 0.0000 |") != std::string::npos);
+    CHECK(md.find("3.0000 ± 1.4142") != std::string::npos);
+    const std::string csv = fh::report::to_csv(g);
+    CHECK(csv.rfind("best,rank,training.learning_rate,runs,seeds,val_sharpe_mean,val_sharpe_sd,", 0) == 0);
+    const auto j = json::parse(fh::report::to_json(g), json::Limits{1 << 20, 16, true});
+    REQUIRE(j.find("rows")->as_array().size() == 2);
+    CHECK(j.find("rows")->as_array()[0].find("best")->as_bool());
+    CHECK(j.find("rows")->as_array()[1].find("val_sharpe")->find("sd")->as_double() == Approx(std::sqrt(2.0)));
+    CHECK(j.find("rows")->as_array()[1].find("run_dirs")->as_array().size() == 3);
+
+    CHECK_THROWS_AS(fh::report::collect_runs({(dir / "sweep-logs").string()}), fh::UsageError);
+    CHECK_THROWS_AS(fh::report::collect_runs({(dir / "nothing").string()}), fh::UsageError);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("report: a run's page is well-formed, self-contained and escapes what it shows", "[report]") {
+    const auto dir = scratch("run");
+    const fs::path run = dir / "lr<&>'\"run";
+    make_run(run, 1e-3, 7, 2.5, 1.5, "/data/<es>&\"q\".csv");
+    const std::string page = fh::report::write_report(run.string(), "");
+    CHECK(page == (run / "report.html").string());
+    const std::string html = slurp(page);
+    check_self_contained(html);
+    for (const char* section : {"Test split", "Validation split", "Validation over training", "Training", "Actions",
+                                "Trade statistics", "Resolved profile", "buy-and-hold", "losses/loss", "q (mean, min, max)",
+                                "<svg", "+1 far", "-1 mkt", "passive_limit fills"})
+        CHECK(html.find(section) != std::string::npos);
+    CHECK(html.find("lr&lt;&amp;&gt;&#39;&quot;run") != std::string::npos);
+    CHECK(html.find("&lt;es&gt;&amp;") != std::string::npos);
+    CHECK(html.find("perf/") == std::string::npos);  // throughput is not a training curve
+    render(page, dir / "run.png");
+    fs::remove_all(dir);
+}
+
+TEST_CASE("report: missing files give notes, not failures; an unknown directory is exit 2", "[report]") {
+    const auto dir = scratch("partial");
+    make_run(dir / "r", 1e-3, 1, 1.0, 1.0);
+    fs::remove(dir / "r" / "summary.json");
+    fs::remove_all(dir / "r" / "backtest");
+    fs::remove(dir / "r" / "eval.jsonl");
+    const std::string html = slurp(fh::report::write_report((dir / "r").string(), (dir / "out.html").string()));
+    check_self_contained(html);
+    CHECK(html.find("summary.json is missing") != std::string::npos);
+    CHECK(html.find("No test backtest") != std::string::npos);
+    CHECK_THROWS_AS(fh::report::write_report((dir / "none").string(), ""), fh::UsageError);
+    fs::create_directories(dir / "empty");
+    CHECK_THROWS_AS(fh::report::write_report((dir / "empty").string(), ""), fh::UsageError);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("report: a sweep's page ranks the settings and links every run's report", "[report]") {
+    const auto dir = scratch("sweep");
+    for (int seed = 1; seed <= 3; ++seed) {
+        make_run(dir / ("lr=0.001,seed=" + std::to_string(seed)), 1e-3, seed, 1.0 + seed, 0.5 * seed);
+        make_run(dir / ("lr=0.0003,seed=" + std::to_string(seed)), 3e-4, seed, 2.0 + seed * 0.1, -0.2 * seed);
+    }
+    const std::string page = fh::report::write_report(dir.string(), "");
+    const std::string html = slurp(page);
+    check_self_contained(html);
+    CHECK(html.find("href=\"lr=0.001,seed=1/report.html\"") != std::string::npos);
+    CHECK(html.find("<tr class=\"best\">") != std::string::npos);
+    for (int seed = 1; seed <= 3; ++seed) CHECK(fs::exists(dir / ("lr=0.001,seed=" + std::to_string(seed)) / "report.html"));
+    // Elsewhere, the links still lead to the runs.
+    const std::string moved = slurp(fh::report::write_report(dir.string(), (dir / "sub" / "page.html").string()));
+    CHECK(moved.find("href=\"../lr=0.001,seed=1/report.html\"") != std::string::npos);
+    render(page, dir / "sweep.png");
+    fs::remove_all(dir);
+}
+
+TEST_CASE("svg charts stay well-formed on odd data", "[report]") {
+    using namespace fh::report;
+    Series s;
+    s.label = "a<b";
+    s.x = {0, 1, 2, 3};
+    s.y = {1, std::nan(""), INFINITY, 1};
+    ChartOptions o;
+    o.title = "t & u";
+    for (const auto& svg : {line_chart({s}, o), line_chart({}, o), bar_chart({}, o),
+                            bar_chart({Bar{"x", -1, 0.5, "#000", ""}, Bar{"y", 0, std::nullopt, "#000", ""}}, o)}) {
+        INFO(svg);
+        CHECK(fh::test::xml_problem(svg).empty());
+    }
+    CHECK(short_number(12345) == "12.3k");
+    CHECK(xml_escape("<a href='x'>&\"") == "&lt;a href=&#39;x&#39;&gt;&amp;&quot;");
+}
