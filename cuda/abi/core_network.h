@@ -27,6 +27,21 @@ using NetworkActBackward = void(float* __restrict__ dy, const float* __restrict_
 /// db (out), dz (batch, out).
 using NetworkBiasGrad = void(float* __restrict__ db, const float* __restrict__ dz, int accumulate,
                              int batch, int out);
+/// The backward of a layer's activation and bias in one pass over dY (batch, out), in place:
+/// dZ = dY * act'(Y) (act none: dZ = dY), and the column sums of dZ over a slice of rows.
+/// Launch: block (32, kBiasGradRows), grid (ceil(out / 32), slices); slice s covers rows
+/// [s * rows_per_slice, min(batch, (s + 1) * rows_per_slice)). Each column's rows are summed per
+/// thread in row order, then over the block's kBiasGradRows threads in a fixed tree. With one
+/// slice the sum goes to db (+= when accumulate), else to partials (slices, out), summed by
+/// network_bias_grad_finish_kernel. dY, Y (batch, out); db (out); partials (slices, out) or null.
+using NetworkActBiasGrad = void(float* __restrict__ dy, float* __restrict__ db, float* __restrict__ partials,
+                                const float* __restrict__ y, Activation act, int accumulate, int batch, int out,
+                                int rows_per_slice);
+/// db[j] = (accumulate ? db[j] : 0) + sum over s = 0..slices-1 of partials[s, j], in order.
+using NetworkBiasGradFinish = void(float* __restrict__ db, const float* __restrict__ partials, int accumulate,
+                                   int slices, int out);
+inline constexpr int kBiasGradRows = 8;
+
 /// partials[blk] = sum of x[i]^2 over block blk's grid-stride share. Launch exactly
 /// kNormBlocks x kNormThreads. partials (kNormBlocks), x (n).
 using NetworkNormPartials = void(float* __restrict__ partials, const float* __restrict__ x, int n);
@@ -45,6 +60,8 @@ using NetworkAdam = void(float* __restrict__ params, float* __restrict__ m, floa
     FH_KERNEL(core_network, network_bias_act_forward_kernel, NetworkBiasActForward) \
     FH_KERNEL(core_network, network_act_backward_kernel, NetworkActBackward)        \
     FH_KERNEL(core_network, network_bias_grad_kernel, NetworkBiasGrad)              \
+    FH_KERNEL(core_network, network_act_bias_grad_kernel, NetworkActBiasGrad)       \
+    FH_KERNEL(core_network, network_bias_grad_finish_kernel, NetworkBiasGradFinish) \
     FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \
     FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \
     FH_KERNEL(core_network, network_adam_kernel, NetworkAdam)

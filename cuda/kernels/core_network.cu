@@ -63,6 +63,47 @@ extern "C" __global__ void network_bias_grad_kernel(float* __restrict__ db,
     }
 }
 
+extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, float* __restrict__ db,
+                                                        float* __restrict__ partials, const float* __restrict__ y,
+                                                        Activation act, int accumulate, int batch, int out,
+                                                        int rows_per_slice) {
+    __shared__ float sums[fh::abi::kBiasGradRows][32];
+    const int col = blockIdx.x * 32 + threadIdx.x;
+    const long long row0 = static_cast<long long>(blockIdx.y) * rows_per_slice;
+    long long row_end = row0 + rows_per_slice;
+    if (row_end > batch) row_end = batch;
+    float acc = 0.f;
+    if (col < out)
+        for (long long r = row0 + threadIdx.y; r < row_end; r += fh::abi::kBiasGradRows) {
+            const long long i = r * out + col;
+            float dz = dy[i];
+            if (act != Activation::none) {
+                dz = dz * fh::core::activation_derivative(y[i], act);
+                dy[i] = dz;
+            }
+            acc += dz;
+        }
+    sums[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    for (int stride = fh::abi::kBiasGradRows / 2; stride > 0; stride /= 2) {
+        if (threadIdx.y < static_cast<unsigned>(stride)) sums[threadIdx.y][threadIdx.x] += sums[threadIdx.y + stride][threadIdx.x];
+        __syncthreads();
+    }
+    if (threadIdx.y != 0 || col >= out || db == nullptr) return;
+    const float total = sums[0][threadIdx.x];
+    if (gridDim.y == 1) db[col] = accumulate ? db[col] + total : total;
+    else partials[static_cast<long long>(blockIdx.y) * out + col] = total;
+}
+
+extern "C" __global__ void network_bias_grad_finish_kernel(float* __restrict__ db, const float* __restrict__ partials,
+                                                           int accumulate, int slices, int out) {
+    for (long long j = global_thread_index(); j < out; j += grid_thread_count()) {
+        float s = 0.f;
+        for (int k = 0; k < slices; ++k) s += partials[static_cast<long long>(k) * out + j];
+        db[j] = accumulate ? db[j] + s : s;
+    }
+}
+
 namespace {
 
 /// Sums one value per thread of a block of kNormThreads threads in a fixed tree order; thread 0
@@ -85,7 +126,7 @@ extern "C" __global__ void network_norm_partials_kernel(float* __restrict__ part
     double acc = 0.0;
     for (long long i = global_thread_index(); i < n; i += grid_thread_count()) {
         const double xi = x[i];
-        acc += xi * xi;
+        acc = fma(xi, xi, acc);  // explicit: the CPU emulations (src/ops/dqn/cpu.cpp) use the same fma
     }
     const double block = block_sum_fixed(acc);
     if (threadIdx.x == 0) partials[blockIdx.x] = static_cast<float>(block);

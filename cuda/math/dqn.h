@@ -7,15 +7,19 @@
 
 #include <cstdint>
 
+#include "math/core.h"
+#include "math/nn.h"
 #include "math/rng.h"
 #include "math/policy.h"
 #include "math/host_device.h"
 
 #if defined(__CUDACC__)
 #include <cuda/std/cmath>
+#include <cuda/std/limits>
 #define FH_MATH_NS cuda::std
 #else
 #include <cmath>
+#include <limits>
 #define FH_MATH_NS std
 #endif
 
@@ -178,6 +182,132 @@ FH_HD T mse_sample_loss(long long b, const T* probs, const T* q, const T* q_next
                           d + static_cast<long long>(a) * Z, scale, h, td[b]);
 }
 
+
+// ---- the device-side steps of the DQN trainer (cuda/kernels/dqn_step.cu) -------------------
+// Collection and updates are fixed kernel sequences (captured once in CUDA Graphs): every value
+// that changes from one step to the next lives in device memory, in these structs. Each is an
+// array with one entry per agent (a population trains N agents at once; N = 1 for a single run),
+// kernels index it with their agent index.
+
+/// One agent's constants: exploration schedule, sampling, loss blend, target network, Adam.
+struct AgentParams {
+    std::uint64_t seed;               ///< run.seed: every Philox draw of this agent
+    double epsilon_start, epsilon_end;
+    double epsilon_decay_env_steps;   ///< 0: epsilon_end from the first step
+    int n_envs;                       ///< environments per collection step
+    int n_step;                       ///< n-step returns
+    float gamma;
+    float mse_alpha;                  ///< loss = alpha * C51 + (1 - alpha) * MSE
+    float tau;                        ///< soft target update rate; 0: a copy every target_period
+    float one_minus_tau;              ///< float(1 - tau) computed in double (as the host did)
+    long long target_period;
+    float lr, beta1, beta2, adam_eps, clip_norm, weight_decay;  ///< Adam (core::adam_element)
+};
+
+/// One agent's counters, advanced by the kernels (the host keeps a mirror for logging and
+/// checkpoints; a checkpoint's counters are uploaded here on resume).
+struct Counters {
+    long long steps;    ///< collection steps taken
+    long long updates;  ///< gradient updates taken (skipped ones included)
+    long long pushed;   ///< steps pushed to the replay ring
+};
+
+/// What one update's finish decided, read by the update's last kernel (Adam + target).
+struct UpdateStep {
+    int gate;                  ///< 1: apply the update (the training guard)
+    int copy_target;           ///< 1: periodic target copy at this update
+    float grad_norm;           ///< global norm of the gradient, before clipping
+    float losses[2];           ///< batch-mean C51 and MSE losses (what the guard checked)
+    core::AdamConstants adam;  ///< this update's Adam constants (bias corrections of its step)
+};
+
+/// Epsilon of collection step `step`: linear from epsilon_start to epsilon_end over
+/// epsilon_decay_env_steps environment steps, in double.
+FH_HD float epsilon_at(const AgentParams& p, long long step) {
+    const double env_steps = static_cast<double>(step) * p.n_envs;
+    double frac = 1.0;
+    if (p.epsilon_decay_env_steps > 0) {
+        frac = env_steps / p.epsilon_decay_env_steps;
+        frac = frac < 1.0 ? frac : 1.0;
+    }
+    return static_cast<float>(p.epsilon_start + frac * (p.epsilon_end - p.epsilon_start));
+}
+
+/// base^e for e >= 0 by repeated squaring in double: the same multiplications on every backend
+/// (pow itself may differ in its last bit between the host's and the device's libraries).
+FH_HD double power(double base, long long e) {
+    double result = 1.0;
+    while (e > 0) {
+        if (e & 1) result = result * base;
+        base = base * base;
+        e >>= 1;
+    }
+    return result;
+}
+
+/// Adam's constants for update number `step` (1-based): bias corrections 1 - beta^step in double.
+FH_HD core::AdamConstants adam_constants(const AgentParams& p, long long step) {
+    core::AdamConstants c{};
+    c.lr = p.lr;
+    c.beta1 = p.beta1;
+    c.beta2 = p.beta2;
+    c.eps = p.adam_eps;
+    c.clip_norm = p.clip_norm;
+    c.weight_decay = p.weight_decay;
+    c.bias_correction1 = static_cast<float>(1.0 - power(static_cast<double>(p.beta1), step));
+    c.bias_correction2 = static_cast<float>(1.0 - power(static_cast<double>(p.beta2), step));
+    return c;
+}
+
+/// Floats of one sample's head output: [value (Z) | advantages (A, Z)] with dueling, the
+/// advantages alone without. The head is one linear layer of this width.
+FH_HD int head_width(const HeadParams& h) { return (h.dueling ? h.num_atoms : 0) + h.num_actions * h.num_atoms; }
+
+/// Logit (a, z) of a head row: value[z] + adv[a, z] - mean_adv[z] with dueling, adv[a, z]
+/// without. mean_adv[z] = (sum over a of adv[a, z]) / A, summed in action order.
+template <class T> FH_HD T head_logit(const T* row, T mean_adv_z, int a, int z, const HeadParams& h) {
+    const T* adv = row + (h.dueling ? h.num_atoms : 0);
+    const T x = adv[a * h.num_atoms + z];
+    return h.dueling ? row[z] + x - mean_adv_z : x;
+}
+template <class T> FH_HD T head_mean_adv(const T* row, int z, const HeadParams& h) {
+    if (!h.dueling) return T(0);
+    const T* adv = row + h.num_atoms;
+    T sum = 0;
+    for (int a = 0; a < h.num_actions; ++a) sum += adv[a * h.num_atoms + z];
+    return sum / static_cast<T>(h.num_actions);
+}
+
+/// The C51 projection as a gather: source atom j of the target distribution lands at position
+/// b_j = (clamp(r + discount * z_j) - v_min) / dz on the support, and target atom i receives
+/// p_j * max(0, 1 - |b_j - i|) from it (the two neighbouring atoms share the mass; an exact hit
+/// gives all of it). Each target atom sums its shares in the order j = 0, 1, ...: no scatter,
+/// no atomics, the same order on every backend.
+template <class T> FH_HD T projection_position(T reward, T discount, int j, const HeadParams& h) {
+    const T vmin = static_cast<T>(h.v_min), vmax = static_cast<T>(h.v_max);
+    const T dz = (vmax - vmin) / static_cast<T>(h.num_atoms - 1);
+    T tz = reward + discount * atom<T>(h, j);
+    tz = tz < vmin ? vmin : (tz > vmax ? vmax : tz);
+    return (tz - vmin) / dz;
+}
+template <class T> FH_HD T projection_weight(T position, int i) {
+    const T d = position - static_cast<T>(i);
+    const T w = T(1) - (d < 0 ? -d : d);
+    return w > 0 ? w : T(0);
+}
+
+/// The blended gradient of one logit z of the taken action, scaled by 1/B:
+/// alpha * (p - m) + (1 - alpha) * td * p * (z - q), rounded as the separate C51 gradient,
+/// MSE gradient and in-place blend (scale, then fused multiply-add) were.
+FH_HD float blended_logit_gradient(float p, float m, float td, float atom_z, float q, float scale, float alpha) {
+    const float d_c51 = (p - m) * scale;
+    const float d_mse = td * p * (atom_z - q) * scale;
+    return core::saxpy_element(d_c51 * alpha, 1.0f - alpha, d_mse);
+}
+
+/// The four per-sample statistics of the fused loss, rows of its (4, B) output.
+enum SampleStat : int { kStatC51 = 0, kStatMse = 1, kStatTd = 2, kStatQ = 3, kSampleStats = 4 };
+
 // ---- monitoring ------------------------------------------------------------------------
 
 /// Sums since the last read-back.
@@ -192,22 +322,51 @@ struct MonitorStats {
     long long samples;
 };
 
-/// One update's contribution, in a fixed order (shared by the kernel and the CPU twin).
-FH_HD void monitor_accumulate(MonitorStats& s, const float* losses, const float* q, const int* actions,
-                              const float* td, float grad_norm, int num_actions, int batch) {
+/// The batch's sums, reduced in a fixed order (the update's finish, cuda/kernels/dqn_step.cu).
+struct BatchSums {
+    double c51, mse, q, td_abs;
+    float q_min, q_max;
+};
+
+/// One update's contribution: its batch-mean losses, gradient norm and batch sums.
+FH_HD void monitor_accumulate(MonitorStats& s, const float* losses, float grad_norm, const BatchSums& b, int batch) {
     s.loss_sum[0] += losses[0];
     s.loss_sum[1] += losses[1];
     s.grad_norm_sum += grad_norm;
     if (s.updates == 0 || grad_norm > s.grad_norm_max) s.grad_norm_max = grad_norm;
-    for (int b = 0; b < batch; ++b) {
-        const float qa = q[static_cast<long long>(b) * num_actions + actions[b]];
-        s.q_sum += qa;
-        s.td_abs_sum += td[b] < 0 ? -td[b] : td[b];
-        if ((s.updates == 0 && b == 0) || qa < s.q_min) s.q_min = qa;
-        if ((s.updates == 0 && b == 0) || qa > s.q_max) s.q_max = qa;
-    }
+    s.q_sum += b.q;
+    s.td_abs_sum += b.td_abs;
+    if (s.updates == 0 || b.q_min < s.q_min) s.q_min = b.q_min;
+    if (s.updates == 0 || b.q_max > s.q_max) s.q_max = b.q_max;
     s.samples += batch;
     s.updates += 1;
+}
+
+/// The update's scalar bookkeeping after the batch sums and the gradient norm are known: the
+/// batch-mean losses, the training guard's decision (`inject_nan` makes the C51 loss NaN: tests),
+/// the monitor, this update's Adam constants and target copy, and the update counter. Shared by
+/// the finish kernel (one thread) and its CPU twin.
+FH_HD void finish_update(UpdateStep& out, nn::GuardState& guard, MonitorStats& stats, Counters& counters,
+                         const AgentParams& p, const BatchSums& sums, float grad_norm, int batch, int inject_nan) {
+    const long long u = counters.updates + 1;
+    out.losses[0] = static_cast<float>(sums.c51 / batch);
+    out.losses[1] = static_cast<float>(sums.mse / batch);
+    if (inject_nan) out.losses[0] = FH_MATH_NS::numeric_limits<float>::quiet_NaN();
+    out.grad_norm = grad_norm;
+    out.gate = nn::guard_decide(guard, out.losses, 2, grad_norm, u);
+    monitor_accumulate(stats, out.losses, grad_norm, sums, batch);
+    out.adam = adam_constants(p, u);
+    out.copy_target = (p.tau <= 0.0f && p.target_period > 0 && u % p.target_period == 0) ? 1 : 0;
+    counters.updates = u;
+}
+
+/// One parameter's Adam step (when the guard applied the update) and its target update: soft,
+/// target = fma(tau, p, target * (1 - tau)), or a copy when copy_target.
+FH_HD void adam_target_element(float& param, float& m, float& v, float& target, float grad, float clip_factor,
+                               const UpdateStep& step, const AgentParams& p) {
+    if (step.gate) core::adam_element(param, m, v, grad, clip_factor, step.adam);
+    if (p.tau > 0.0f) target = core::saxpy_element(target * p.one_minus_tau, p.tau, param);
+    else if (step.copy_target) target = param;
 }
 
 }  // namespace fh::dqn

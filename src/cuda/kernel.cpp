@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "cuda/kernel_timing.hpp"
+
 namespace fh::cuda {
 
 Library::Library(std::string name, std::span<const std::byte> image) : name_(std::move(name)) {
@@ -36,6 +38,7 @@ void launch_checked(const void* kernel, const char* name, const LaunchDims& d, v
                     cudaStream_t stream) {
     if (kernel == nullptr)
         throw CudaError(fmt::format("kernel {} launched before it was resolved", name), 0);
+    const TimedRegion timed(kernel_timing() ? name : "", stream);
     const cudaError_t status = cudaLaunchKernel(kernel, d.grid, d.block, args, d.smem_bytes, stream);
     if (status != cudaSuccess) throw_cuda_error(status, name, __FILE__, __LINE__);
     if (sync_debug()) {

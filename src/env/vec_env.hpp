@@ -74,6 +74,7 @@ public:
     ops::View<const std::uint8_t> done() const noexcept { return done_.view(); }     ///< (n_envs) DoneFlag
     ops::View<const StepInfo> info() const noexcept { return info_.view(); }         ///< (n_envs)
     ops::View<const EnvState> state() const noexcept { return state_.view(); }       ///< (n_envs)
+    const MarketView& market() const noexcept { return market_; }
 
     /// The buffers that carry the environments from one step to the next (checkpoints save and
     /// restore them; everything else is rewritten by every step).

@@ -77,9 +77,9 @@ View<const float> Mlp::forward(ops::Device& ops, View<const float> params, View<
 
 void Mlp::backward(ops::Device& ops, View<const float> params, View<float> grads, View<float> dOut,
                    View<float> dX, int batch, Workspace& ws, bool accumulate) const {
-    if (ws.batch_ == 0 || batch != ws.batch_)
+    if (ws.batch_ == 0 || batch < 1 || batch > ws.batch_)
         throw std::invalid_argument(fmt::format(
-            "nn::Mlp '{}'::backward: batch {} does not match the workspace's last forward ({})",
+            "nn::Mlp '{}'::backward: batch {} is not within the workspace's last forward ({} rows)",
             name_, batch, ws.batch_));
     const std::size_t rows = static_cast<std::size_t>(batch);
     for (std::size_t l = layers_.size(); l-- > 0;) {
@@ -87,7 +87,7 @@ void Mlp::backward(ops::Device& ops, View<const float> params, View<float> grads
         const bool last = l + 1 == layers_.size();
         View<float> dy = last ? dOut : ws.grad_[l].view().subview(0, rows * L.out);
         View<const float> y = ws.act_[l].cview().subview(0, rows * L.out);
-        View<const float> x = l == 0 ? ws.input_ : ws.act_[l - 1].cview().subview(0, rows * L.in);
+        View<const float> x = l == 0 ? ws.input_.subview(0, rows * L.in) : ws.act_[l - 1].cview().subview(0, rows * L.in);
         View<float> dx = l == 0 ? dX : ws.grad_[l - 1].view().subview(0, rows * L.in);
         ops.linear_backward(dx, grads.subview(L.weight.offset, L.weight.size),
                             grads.subview(L.bias.offset, L.bias.size), dy, y, x,

@@ -80,7 +80,8 @@ public:
     ops::View<const float> forward(ops::Device& ops, ops::View<const float> params,
                                    ops::View<const float> X, int batch, Workspace& ws) const;
 
-    /// Backward of the last forward on `ws` (same batch). dOut (batch, out_dim) = dL/dOutput,
+    /// Backward of the first `batch` rows of the last forward on `ws` (batch <= its rows: a pass
+    /// over [s; s'] can be differentiated on s alone). dOut (batch, out_dim) = dL/dOutput,
     /// overwritten (scratch). grads (the layout's buffer): every layer's dW, db are set, or added
     /// to when `accumulate`; padding is untouched. dX (batch, in_dim) = dL/dX, or empty to skip.
     void backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,

@@ -16,14 +16,52 @@
 
 #include "ops/cuda_device.hpp"
 
+#include "cuda/kernel_timing.hpp"
+
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
 
 namespace fh::ops {
 
 using cuda::LaunchDims;
 
+namespace {
+constexpr std::size_t kWorkspaceBytes = 32u << 20;
+/// The bias gradient's partial sums: up to kMaxBiasSlices row slices of a layer's columns.
+constexpr int kMaxBiasSlices = 64;
+constexpr std::size_t kBiasPartialFloats = std::size_t{1} << 20;
+}  // namespace
+
 CudaDevice::CudaDevice(int ordinal)
-    : device_(cuda::select_device(ordinal)), stream_(), registry_(), cublas_(stream_.get()) {}
+    : device_(cuda::select_device(ordinal)), stream_(), registry_(), cublas_(stream_.get()) {
+    FH_CUBLAS_CHECK(cublasLtCreate(&lt_));
+    FH_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+    FH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&bias_partials_), kBiasPartialFloats * sizeof(float)));
+    FH_CUBLAS_CHECK(cublasSetWorkspace(cublas(), workspace_, kWorkspaceBytes));
+}
+
+/// A cached cuBLASLt problem: descriptors and the chosen algorithm.
+struct CudaDevice::LtPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool usable = false;
+    ~LtPlan() {
+        if (c) cublasLtMatrixLayoutDestroy(c);
+        if (b) cublasLtMatrixLayoutDestroy(b);
+        if (a) cublasLtMatrixLayoutDestroy(a);
+        if (op) cublasLtMatmulDescDestroy(op);
+    }
+};
+
+CudaDevice::~CudaDevice() {
+    lt_plans_.clear();
+    if (lt_) cublasLtDestroy(lt_);
+    if (bias_partials_) FH_CUDA_CHECK_NOTHROW(cudaFree(bias_partials_));
+    if (workspace_) FH_CUDA_CHECK_NOTHROW(cudaFree(workspace_));
+}
 
 std::string CudaDevice::description() const {
     return fmt::format("cuda:{} {} (sm_{}, {} SMs, {:.1f} GiB)", device_.ordinal, device_.name, device_.arch(),
@@ -34,6 +72,44 @@ std::optional<Device::MemoryInfo> CudaDevice::memory() const {
     std::size_t free_b = 0, total_b = 0;
     FH_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     return MemoryInfo{device_.name, free_b, total_b};
+}
+
+namespace {
+
+/// A captured sequence: the graph and its executable instance.
+struct CudaGraph final : OpSequence::Captured {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ~CudaGraph() override {
+        if (exec) FH_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(exec));
+        if (graph) FH_CUDA_CHECK_NOTHROW(cudaGraphDestroy(graph));
+    }
+};
+
+}  // namespace
+
+void CudaDevice::run_sequence(OpSequence& seq, const std::function<void()>& ops) {
+    if (!graphs_ || cuda::sync_debug() || cuda::kernel_timing()) {  // each op on its own
+        ops();
+        return;
+    }
+    if (!seq.captured) {
+        auto g = std::make_unique<CudaGraph>();
+        FH_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+        try {
+            ops();
+        } catch (...) {
+            cudaGraph_t broken = nullptr;
+            (void)cudaStreamEndCapture(stream(), &broken);
+            if (broken) (void)cudaGraphDestroy(broken);
+            (void)cudaGetLastError();
+            throw;
+        }
+        FH_CUDA_CHECK(cudaStreamEndCapture(stream(), &g->graph));
+        FH_CUDA_CHECK(cudaGraphInstantiate(&g->exec, g->graph, 0));
+        seq.captured = std::move(g);
+    }
+    FH_CUDA_CHECK(cudaGraphLaunch(static_cast<CudaGraph&>(*seq.captured).exec, stream()));
 }
 
 void CudaDevice::set_tf32(bool on) {
@@ -93,11 +169,84 @@ void CudaDevice::mean_impl(View<float> out, View<const float> x) {
                               static_cast<int>(x.size()));
 }
 
+namespace {
+
+/// The largest power of two (<= 256) dividing a pointer's address: cuBLASLt's alignment notion.
+int alignment_of(const void* p) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    int k = 256;
+    while (k > 4 && a % static_cast<std::uintptr_t>(k) != 0) k /= 2;
+    return k;
+}
+
+}  // namespace
+
+bool CudaDevice::lt_linear_forward(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
+                                   int batch, int in, int out, Activation act) {
+    if (act == Activation::tanh) return false;
+    const bool bias = !b.empty();
+    const cublasLtEpilogue_t epilogue = act == Activation::relu ? (bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                                                                : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    // The smallest alignment of the operands decides which algorithms are allowed.
+    int align = std::min({alignment_of(Y.data()), alignment_of(X.data()), alignment_of(W.data())});
+    if (bias) align = std::min(align, alignment_of(b.data()));
+    const auto key = std::make_tuple(in, out, batch, static_cast<int>(epilogue), tf32_, align);
+    auto& plan = lt_plans_[key];
+    if (!plan) {
+        plan = std::make_shared<LtPlan>();
+        // Row-major Y (B, out) = X (B, in) W^T is column-major Y^T (out, B) = op(A) B with
+        // A = W stored (in, out) column-major and op = transpose, B = X^T (in, B).
+        const cublasComputeType_t compute = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        FH_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F));
+        const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+        FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+        FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+        FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+        FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_32F, in, out, in));
+        FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_32F, in, batch, in));
+        FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_32F, out, batch, out));
+        cublasLtMatmulPreference_t pref = nullptr;
+        FH_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+        const std::size_t ws = kWorkspaceBytes;
+        const std::uint32_t al = static_cast<std::uint32_t>(align);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+        for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+            cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al);
+        cublasLtMatmulHeuristicResult_t result{};
+        int found = 0;
+        const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, plan->op, plan->a, plan->b, plan->c, plan->c,
+                                                                 pref, 1, &result, &found);
+        cublasLtMatmulPreferenceDestroy(pref);
+        if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+            plan->algo = result.algo;
+            plan->usable = true;
+        }
+    }
+    if (!plan->usable) return false;
+    if (bias) {
+        const float* bias_ptr = b.data();
+        FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
+                                                       sizeof bias_ptr));
+    }
+    const float one = 1.f, zero = 0.f;
+    const cuda::TimedRegion timed(cuda::kernel_timing() ? fmt::format("linear forward (lt) {}x{}x{}", batch, out, in) : "",
+                                  stream());
+    FH_CUBLAS_CHECK(cublasLtMatmul(lt_, plan->op, &one, W.data(), plan->a, X.data(), plan->b, &zero, Y.data(), plan->c,
+                                   Y.data(), plan->c, &plan->algo, workspace_, kWorkspaceBytes, stream()));
+    return true;
+}
+
 void CudaDevice::linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
                                      int batch, int in, int out, Activation act) {
+    if (lt_linear_forward(Y, X, W, b, batch, in, out, act)) return;
     const float one = 1.f, zero = 0.f;
-    FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, &one, W.data(), in, X.data(), in,
-                                &zero, Y.data(), out));
+    {
+        const cuda::TimedRegion timed(cuda::kernel_timing() ? fmt::format("linear forward (sgemm) {}x{}x{}", batch, out, in) : "",
+                                      stream());
+        FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, &one, W.data(), in, X.data(), in,
+                                    &zero, Y.data(), out));
+    }
     if (b.empty() && act == Activation::none) return;
     // Y and b are distinct (checked by Device::linear_forward).
     kernels().network_bias_act_forward_kernel(stream(), LaunchDims::linear(Y.size()), Y.data(),
@@ -108,19 +257,35 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                       int out, Activation act, bool accumulate) {
     const float one = 1.f, zero = 0.f;
-    // dZ = dY * act'(Y), in place on dY (dY and Y distinct).
-    if (act != Activation::none)
-        kernels().network_act_backward_kernel(stream(), LaunchDims::linear(dY.size()), dY.data(), Y.data(), act,
-                                              static_cast<int>(dY.size()));
+    // dZ = dY * act'(Y) in place on dY, and db = the column sums of dZ, in one pass over dY (one
+    // row slice per 128 rows, at most kMaxBiasSlices, then a fixed-order sum of the slices).
+    if (act != Activation::none || !db.empty()) {
+        int slices = std::clamp(batch / 128, 1, kMaxBiasSlices);
+        slices = std::max(1, std::min<int>(slices, static_cast<int>(kBiasPartialFloats / static_cast<std::size_t>(out))));
+        if (db.empty()) slices = 1;
+        const int rows_per_slice = (batch + slices - 1) / slices;
+        const LaunchDims dims{dim3(static_cast<unsigned>((out + 31) / 32), static_cast<unsigned>(slices)),
+                              dim3(32, abi::kBiasGradRows), 0};
+        kernels().network_act_bias_grad_kernel(stream(), dims, dY.data(), db.empty() ? nullptr : db.data(),
+                                               slices > 1 ? bias_partials_ : nullptr, Y.data(), act,
+                                               accumulate ? 1 : 0, batch, out, rows_per_slice);
+        if (slices > 1)
+            kernels().network_bias_grad_finish_kernel(stream(), LaunchDims::linear(static_cast<std::size_t>(out), 128),
+                                                      db.data(), bias_partials_, accumulate ? 1 : 0, slices, out);
+    }
     const float* dZ = dY.data();
-    FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, X.data(), in, dZ, out,
-                                accumulate ? &one : &zero, dW.data(), in));
-    if (!db.empty())
-        kernels().network_bias_grad_kernel(stream(), LaunchDims::linear(db.size(), 128), db.data(), dZ,
-                                           accumulate ? 1 : 0, batch, out);
-    if (!dX.empty())
+    {
+        const cuda::TimedRegion timed(cuda::kernel_timing() ? fmt::format("linear dW (sgemm) {}x{}x{}", in, out, batch) : "",
+                                      stream());
+        FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, X.data(), in, dZ, out,
+                                    accumulate ? &one : &zero, dW.data(), in));
+    }
+    if (!dX.empty()) {
+        const cuda::TimedRegion timed(cuda::kernel_timing() ? fmt::format("linear dX (sgemm) {}x{}x{}", batch, in, out) : "",
+                                      stream());
         FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, &one, W.data(), in, dZ, out,
                                     &zero, dX.data(), in));
+    }
 }
 
 void CudaDevice::global_norm_impl(View<float> out, View<const float> x, View<float> scratch) {

@@ -5,6 +5,11 @@
 ///        stream().
 #pragma once
 
+#include <cublasLt.h>
+
+#include <map>
+#include <tuple>
+
 #include "cuda/device.hpp"
 #include "cuda/kernel_table.hpp"
 #include "cuda/resources.hpp"
@@ -17,6 +22,9 @@ public:
     /// Selects the device (checking that an embedded cubin runs on it), loads every module and
     /// resolves every kernel, so that any problem shows here and not mid-run.
     explicit CudaDevice(int ordinal);
+    ~CudaDevice() override;
+    CudaDevice(const CudaDevice&) = delete;
+    CudaDevice& operator=(const CudaDevice&) = delete;
 
     Backend backend() const noexcept override { return Backend::cuda; }
     std::string description() const override;
@@ -27,6 +35,9 @@ public:
     /// mantissa products); off by default (full FP32).
     void set_tf32(bool on) override;
     bool tf32() const noexcept { return tf32_; }
+    /// Graphs are used unless turned off here, by --cuda-sync-debug or by kernel timing.
+    void set_graphs(bool on) override { graphs_ = on; }
+    void run_sequence(OpSequence& seq, const std::function<void()>& ops) override;
 
     const cuda::DeviceInfo& device() const noexcept { return device_; }
     cudaStream_t stream() const noexcept { return stream_.get(); }
@@ -55,11 +66,26 @@ protected:
                         View<const float> grad_norm, View<const int> gate, const core::AdamConstants& c) override;
 
 private:
+    /// Y = act(X W^T + b) through cuBLASLt with the bias and ReLU in its epilogue; false when no
+    /// algorithm fits (tanh, or the heuristic found none): then SGEMM + the bias kernel.
+    bool lt_linear_forward(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch,
+                           int in, int out, Activation act);
+
     cuda::DeviceInfo device_;
     cuda::Stream stream_;
     cuda::KernelRegistry registry_;
     cuda::CublasHandle cublas_;
-    bool tf32_ = false;  ///< linear layers: cuBLAS math mode (set_tf32)
+    cublasLtHandle_t lt_ = nullptr;
+    /// One cuBLAS/cuBLASLt workspace, set explicitly so that no library allocates while a
+    /// sequence is captured; and the bias gradient's partial sums (fixed size, same reason).
+    void* workspace_ = nullptr;
+    float* bias_partials_ = nullptr;
+    /// cuBLASLt plans by shape, epilogue, math mode and alignment: the same algorithm for the same
+    /// problem on every call (run-to-run determinism).
+    struct LtPlan;
+    std::map<std::tuple<int, int, int, int, bool, int>, std::shared_ptr<LtPlan>> lt_plans_;
+    bool tf32_ = false;   ///< linear layers: cuBLAS math mode (set_tf32)
+    bool graphs_ = true;  ///< run_sequence captures CUDA Graphs
 };
 
 }  // namespace fh::ops

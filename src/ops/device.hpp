@@ -13,6 +13,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -72,6 +74,19 @@ private:
     std::size_t count_ = 0;
 };
 
+/// A fixed sequence of ops run again and again (a trainer's collection step or update): on the
+/// CUDA device a CUDA Graph, captured on its first run and relaunched afterwards (one launch for
+/// the whole sequence); on the CPU the ops simply run. The ops of a sequence take no value that
+/// changes between runs (per-step values live in device memory) and never synchronise with the
+/// host. reset() makes the next run capture again (after a buffer or shape changed).
+struct OpSequence {
+    struct Captured {
+        virtual ~Captured() = default;
+    };
+    std::unique_ptr<Captured> captured;
+    void reset() noexcept { captured.reset(); }
+};
+
 class Device {
 public:
     virtual ~Device() = default;
@@ -93,6 +108,11 @@ public:
     /// TF32 tensor-core math for the linear layers' matrix products (gpu.tf32); the CPU backend
     /// always computes in FP32.
     virtual void set_tf32(bool /*on*/) {}
+    /// Whether run_sequence captures CUDA Graphs (gpu.cuda_graphs; off: every op launches on its
+    /// own, with the same results). The CPU backend has nothing to capture.
+    virtual void set_graphs(bool /*on*/) {}
+    /// Runs `ops` as the sequence `seq` (see OpSequence).
+    virtual void run_sequence(OpSequence& /*seq*/, const std::function<void()>& ops) { ops(); }
 
     // ---- memory ---------------------------------------------------------------------------
     template <class T>

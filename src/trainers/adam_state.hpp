@@ -26,6 +26,12 @@ public:
     void update(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
                 ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper);
 
+    /// The moments, for a trainer that runs Adam inside its own fused kernel (DQN); it then
+    /// counts each update with count_step().
+    ops::View<float> m() noexcept { return m_.view(); }
+    ops::View<float> v() noexcept { return v_.view(); }
+    void count_step() noexcept { ++steps_; }
+
     /// Updates taken so far (the next update's step is steps() + 1).
     long long steps() const noexcept { return steps_; }
     /// Continues from a checkpoint's count (after the moments were restored).

@@ -56,7 +56,36 @@ void require_supported(const config::Profile& p) {
 }  // namespace
 
 /// The losses the DQN update passes to the guard, in order.
-constexpr const char* kGuardLossNames[] = {"the C51 loss", "the MSE loss"};  // batch_losses_
+constexpr const char* kGuardLossNames[] = {"the C51 loss", "the MSE loss"};  // dqn::UpdateStep::losses
+
+namespace {
+
+/// The agent's constants the device steps read (cuda/math/dqn.h).
+dqn::AgentParams agent_params(const config::Profile& p) {
+    const auto& t = p.training;
+    dqn::AgentParams a{};
+    a.seed = static_cast<std::uint64_t>(p.run.seed);
+    a.epsilon_start = t.epsilon_start;
+    a.epsilon_end = t.epsilon_end;
+    a.epsilon_decay_env_steps = static_cast<double>(t.epsilon_decay_steps);
+    a.n_envs = static_cast<int>(p.experience.gpu_n_episodes);
+    a.n_step = static_cast<int>(p.experience.n_step);
+    a.gamma = static_cast<float>(t.gamma);
+    a.mse_alpha = static_cast<float>(p.dqn.mse_blend_alpha);
+    a.tau = static_cast<float>(t.tau);
+    a.one_minus_tau = static_cast<float>(1.0 - t.tau);
+    a.target_period = t.target_update_period;
+    const ops::AdamParams adam;  // the defaults: betas, eps; no weight decay
+    a.lr = static_cast<float>(t.learning_rate);
+    a.beta1 = adam.beta1;
+    a.beta2 = adam.beta2;
+    a.adam_eps = adam.eps;
+    a.clip_norm = static_cast<float>(t.grad_clip_norm);
+    a.weight_decay = adam.weight_decay;
+    return a;
+}
+
+}  // namespace
 
 DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market)
     : ops_(ops),
@@ -68,8 +97,8 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
       num_actions_(static_cast<int>(profile.num_actions())),
       net_((require_supported(profile), network_config(profile, env_params_.state_dim))),
       policy_(network_config(profile, env_params_.state_dim)) {
-    const std::size_t B = static_cast<std::size_t>(batch_);
-    const std::size_t AZ = static_cast<std::size_t>(num_actions_) * static_cast<std::size_t>(net_.head().num_atoms);
+    const std::size_t B = static_cast<std::size_t>(batch_), D = static_cast<std::size_t>(env_params_.state_dim);
+    const std::size_t W = static_cast<std::size_t>(net_.head_width());
 
     online_ = nn::alloc_zeroed(ops, net_.layout());
     nn::init_params(ops, online_.view(), net_.layout(), static_cast<std::uint64_t>(profile.run.seed));
@@ -79,26 +108,24 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
     adam_ = AdamState(ops, net_.layout());
 
     ws_act_ = net_.make_workspace(ops, n_envs_);
-    ws_s_ = net_.make_workspace(ops, batch_);
-    ws_next_online_ = net_.make_workspace(ops, batch_);
-    ws_next_target_ = net_.make_workspace(ops, batch_);
+    ws_online_ = net_.make_workspace(ops, 2 * batch_);
+    ws_target_ = net_.make_workspace(ops, batch_);
 
     const int capacity_steps = static_cast<int>(
         std::max<long long>(profile.replay_buffer.buffer_size / n_envs_, profile.experience.n_step + 1));
     replay_ = ReplayRing(ops, n_envs_, capacity_steps, env_params_.state_dim);
-    batch_buf_ = ReplayBatch(ops, batch_, env_params_.state_dim);
 
-    loss_c51_ = ops.alloc<float>(B);
-    loss_mse_ = ops.alloc<float>(B);
-    td_ = ops.alloc<float>(B);
-    d_c51_ = ops.alloc<float>(B * AZ);
-    d_mse_ = ops.alloc<float>(B * AZ);
-    batch_losses_ = ops.alloc<float>(std::size(kGuardLossNames));
-    grad_norm_ = ops.alloc<float>(1);
-    norm_scratch_ = ops.alloc<float>(ops::Device::global_norm_scratch_size());
-
-    gate_ = ops.alloc<int>(1);
+    agent_ = ops.from_host<dqn::AgentParams>(std::vector<dqn::AgentParams>{agent_params(profile)});
+    counters_ = ops.from_host<dqn::Counters>(std::vector<dqn::Counters>{dqn::Counters{}});
+    step_ = ops.from_host<dqn::UpdateStep>(std::vector<dqn::UpdateStep>{dqn::UpdateStep{}});
+    x_ = ops.alloc<float>(2 * B * D);
+    returns_ = ops.alloc<float>(B);
+    discounts_ = ops.alloc<float>(B);
+    batch_actions_ = ops.alloc<int>(B);
     actions_ = ops.alloc<int>(static_cast<std::size_t>(n_envs_));
+    d_head_ = ops.alloc<float>(B * W);
+    sample_stats_ = ops.alloc<float>(dqn::kSampleStats * B);
+    norm_partials_ = ops.alloc<float>(ops::dqn_finish_scratch_size());
     guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}});
     stats_ = ops.from_host<dqn::MonitorStats>(std::vector<dqn::MonitorStats>{dqn::MonitorStats{}});
     histogram_ = ops.from_host<unsigned long long>(
@@ -118,8 +145,7 @@ void DqnGreedyPolicy::act(ops::Device& ops, ops::View<const float> weights, ops:
         ws_ = net_.make_workspace(ops, n);
         ws_owner_ = &ops;
     }
-    const auto q = net_.forward(ops, weights, states, n, ws_);
-    ops::epsilon_greedy(ops, actions, q, net_.head().num_actions, 0.0f, 0, 0);
+    net_.q_values(ops, weights, states, n, ws_, {}, actions);
 }
 
 std::vector<StateTensor> DqnTrainer::state_tensors() {
@@ -153,6 +179,13 @@ void DqnTrainer::restore_counter_values(std::span<const std::int64_t> v) {
     adam_.restore_steps(updates_);
     updates_at_log_ = updates_;
     env_steps_at_log_ = steps_ * n_envs_;
+    upload_counters();
+}
+
+// The device's counters follow the host's (which a checkpoint restores).
+void DqnTrainer::upload_counters() {
+    ops_.upload<dqn::Counters>(counters_.view(),
+                               std::vector<dqn::Counters>{dqn::Counters{steps_, updates_, replay_.pushed_steps()}});
 }
 
 bool DqnTrainer::ready_to_update() const noexcept {
@@ -161,90 +194,60 @@ bool DqnTrainer::ready_to_update() const noexcept {
     return replay_.pushed_steps() >= min_steps;
 }
 
-float DqnTrainer::epsilon_at(long long step) const {
-    const auto& t = profile_.training;
-    const double env_steps = static_cast<double>(step) * n_envs_;
-    const double frac =
-        t.epsilon_decay_steps > 0 ? std::min(1.0, env_steps / static_cast<double>(t.epsilon_decay_steps)) : 1.0;
-    return static_cast<float>(t.epsilon_start + frac * (t.epsilon_end - t.epsilon_start));
+float DqnTrainer::epsilon_at(long long step) const { return dqn::epsilon_at(agent_params(profile_), step); }
+
+// One collection step: every environment acts epsilon-greedily on the online network's Q and
+// the transitions go into the replay ring's next slot. The step count, epsilon and the slot come
+// from the device counters, so the sequence is captured once and replayed.
+void DqnTrainer::collect_ops() {
+    const auto head = net_.forward(ops_, online_.cview(), env_.states(), n_envs_, ws_act_);
+    ops::dqn_act(ops_, actions_.view(), {}, histogram_.view(), head, net_.head(), agent_.cview(), counters_.cview());
+    auto persistent = env_.persistent();
+    ops::dqn_collect(ops_, persistent.state, persistent.portfolio, persistent.states, actions_.cview(),
+                     replay_.views(), counters_.cview(), env_.market(), env_params_);
+    ops::dqn_advance(ops_, counters_.view());
 }
 
-// One collection step: every environment acts epsilon-greedily and the transitions go into the
-// replay ring's next slot.
 void DqnTrainer::collect() {
-    const long long step = steps_++;
-    const auto seed = static_cast<std::uint64_t>(profile_.run.seed);
-    const auto q = net_.forward(ops_, online_.cview(), env_.states(), n_envs_, ws_act_);
-    ops::epsilon_greedy(ops_, actions_.view(), q, num_actions_, epsilon_at(step), seed,
-                        static_cast<std::uint64_t>(step));
-    ops::action_histogram(ops_, histogram_.view(), actions_.cview(), num_actions_);
-
-    const auto slot = replay_.next_slot();
-    ops_.copy(slot.states, env_.states());  // s_t (before the step)
-    env_.step(actions_.cview());
-    ops_.copy_raw(slot.actions, actions_.cview());
-    ops_.copy(slot.rewards, env_.rewards());
-    ops_.copy(slot.next_states, env_.next_states());
-    ops_.copy_raw(slot.done, env_.done());
+    ops_.run_sequence(collect_sequence_, [this] { collect_ops(); });
+    ++steps_;
     replay_.commit_slot();
 }
 
-// One gradient update on a uniform batch of n-step transitions.
+// One gradient update on a uniform batch of n-step transitions (docs/dqn.md):
+// 1. sample [s; s'], actions, n-step returns and discounts at the device's counters;
+// 2. the online network on s and s' in one pass (s' picks a* for double DQN), the target on s';
+// 3. the fused loss: C51 projection and cross-entropy blended with the MSE on the expected Q,
+//    and the head's backward (d_head);
+// 4. backward through the network; the finish: gradient norm, guard, monitor, Adam constants;
+// 5. Adam (skipped on the device when the guard says so) and the target update, one pass.
+void DqnTrainer::update_ops(bool inject_nan) {
+    const int B = batch_;
+    const std::size_t Bs = static_cast<std::size_t>(B), D = static_cast<std::size_t>(env_params_.state_dim);
+    const std::size_t W = static_cast<std::size_t>(net_.head_width());
+    const bool double_dqn = profile_.dqn.double_dqn;
+    ops::dqn_sample(ops_, x_.view(), batch_actions_.view(), returns_.view(), discounts_.view(), replay_.views(),
+                    counters_.cview(), agent_.cview(), B);
+    const auto states = x_.cview().subview(0, Bs * D), next_states = x_.cview().subview(Bs * D, Bs * D);
+    const auto online = net_.forward(ops_, online_.cview(), double_dqn ? x_.cview() : states, double_dqn ? 2 * B : B,
+                                     ws_online_);
+    const auto head_target = net_.forward(ops_, target_.cview(), next_states, B, ws_target_);
+    const auto head_s = online.subview(0, Bs * W);
+    const auto head_select = double_dqn ? online.subview(Bs * W, Bs * W) : head_target;
+    ops::dqn_loss(ops_, d_head_.view(), sample_stats_.view(), head_s, head_select, head_target,
+                  batch_actions_.cview(), returns_.cview(), discounts_.cview(), agent_.cview(), net_.head(), B);
+    net_.backward(ops_, online_.cview(), grads_.view(), d_head_.view(), B, ws_online_);
+    ops::dqn_update_finish(ops_, step_.view(), guard_.view(), stats_.view(), counters_.view(), norm_partials_.view(),
+                           grads_.cview(), sample_stats_.cview(), agent_.cview(), B, inject_nan);
+    ops::dqn_adam_target(ops_, online_.view(), adam_.m(), adam_.v(), target_.view(), grads_.cview(), step_.cview(),
+                         agent_.cview());
+}
+
 void DqnTrainer::update() {
     const long long u = ++updates_;
-    const auto& t = profile_.training;
-    const auto& h = net_.head();
-    const int B = batch_;
-    const std::size_t AZ = static_cast<std::size_t>(num_actions_) * static_cast<std::size_t>(h.num_atoms);
-    const auto n_step = static_cast<int>(profile_.experience.n_step);
-
-    // 1. Sample: steps whose n-1 successors are in the ring, any environment.
-    replay_.sample(ops_, batch_buf_, static_cast<std::uint64_t>(profile_.run.seed), static_cast<std::uint64_t>(u),
-                   n_step, static_cast<float>(t.gamma));
-    const auto states = batch_buf_.states.cview(), next_states = batch_buf_.next_states.cview();
-    const auto actions = batch_buf_.actions.cview();
-    const auto returns = batch_buf_.returns.cview(), discounts = batch_buf_.discounts.cview();
-
-    // 2. Target: the target network's distribution at s' for a* = argmax of the online Q(s')
-    //    (double DQN) or of the target Q(s').
-    const auto q_next_target = net_.forward(ops_, target_.cview(), next_states, B, ws_next_target_);
-    ops::View<const float> q_next_select = q_next_target;
-    if (profile_.dqn.double_dqn) q_next_select = net_.forward(ops_, online_.cview(), next_states, B, ws_next_online_);
-    const auto probs_next_target = ws_next_target_.probs.cview().subview(0, B * AZ);
-
-    // 3. Online network at s, the two losses and their gradients w.r.t. the logits.
-    const auto q = net_.forward(ops_, online_.cview(), states, B, ws_s_);
-    const auto logits = ws_s_.logits.cview().subview(0, B * AZ);
-    const auto probs = ws_s_.probs.cview().subview(0, B * AZ);
-    ops::c51_loss(ops_, loss_c51_.view(), d_c51_.view(), logits, probs, q_next_select, probs_next_target, actions,
-                  returns, discounts, h, B);
-    ops::mse_loss(ops_, loss_mse_.view(), d_mse_.view(), td_.view(), probs, q, q_next_select, q_next_target, actions,
-                  returns, discounts, h, B);
-    // d_c51 <- alpha * d_c51 + (1 - alpha) * d_mse: in-place scale, then saxpy of a distinct buffer.
-    ops::blend_c51_mse_gradient(ops_, d_c51_.view(), d_mse_.cview(), static_cast<float>(profile_.dqn.mse_blend_alpha));
-    ops_.mean(batch_losses_.view().subview(0, 1), loss_c51_.cview());
-    ops_.mean(batch_losses_.view().subview(1, 1), loss_mse_.cview());
-    if (nan_injected(u)) ops_.fill(batch_losses_.view().subview(0, 1), std::numeric_limits<float>::quiet_NaN());
-
-    // 4. Backward, global gradient norm, guard, Adam (skipped on the device when the guard says so).
-    net_.backward(ops_, online_.cview(), grads_.view(), d_c51_.cview(), B, ws_s_);
-    ops_.global_norm(grad_norm_.view(), grads_.cview(), norm_scratch_.view());
-    ops::training_guard(ops_, gate_.view(), guard_.view(), batch_losses_.cview(), grad_norm_.cview(), u);
-    ops::AdamParams adam;
-    adam.lr = static_cast<float>(t.learning_rate);
-    adam.clip_norm = static_cast<float>(t.grad_clip_norm);
-    adam_.update(ops_, online_.view(), grads_.cview(), grad_norm_.cview(), gate_.cview(), adam);
-
-    // 5. Target network: soft (target += tau (online - target)) or a periodic copy.
-    if (t.tau > 0) {
-        ops_.scale(target_.view(), static_cast<float>(1.0 - t.tau));
-        ops_.saxpy(target_.view(), static_cast<float>(t.tau), online_.cview());  // distinct buffers
-    } else if (u % t.target_update_period == 0) {
-        ops_.copy(target_.view(), online_.cview());
-    }
-
-    ops::dqn_monitor_update(ops_, stats_.view(), batch_losses_.cview(), q, actions, td_.cview(), grad_norm_.cview(),
-                            num_actions_, B);
+    if (nan_injected(u)) update_ops(true);  // tests: never captured
+    else ops_.run_sequence(update_sequence_, [this] { update_ops(false); });
+    adam_.count_step();
 }
 
 LogLine DqnTrainer::read_log(double seconds) {

@@ -65,7 +65,10 @@ private:
     void collect();                 // one collection step (epsilon-greedy, env step, push)
     bool ready_to_update() const noexcept;
     void update();                  // one gradient update
+    void collect_ops();             // the collection step's ops (a captured sequence)
+    void update_ops(bool inject_nan);  // the update's ops (a captured sequence)
     float epsilon_at(long long step) const;
+    void upload_counters();
 
     ops::Device& ops_;
     config::Profile profile_;
@@ -80,17 +83,26 @@ private:
     // Parameters, target copy and gradients: one flat buffer each (the network's layout).
     ops::Buffer<float> online_, target_, grads_;
     AdamState adam_;
-    QNetwork::Workspace ws_act_, ws_s_, ws_next_online_, ws_next_target_;
+    // Workspaces: acting (n_envs rows), the online network on [s; s'] (2B rows), the target on s'.
+    QNetwork::Workspace ws_act_, ws_online_, ws_target_;
     ReplayRing replay_;
-    ReplayBatch batch_buf_;
 
-    // Losses and their gradients w.r.t. the logits.
-    ops::Buffer<float> loss_c51_, loss_mse_, td_, d_c51_, d_mse_, batch_losses_, grad_norm_, norm_scratch_;
-    // Guard, monitoring, exploration.
-    ops::Buffer<int> gate_, actions_;
+    // What changes from step to step lives on the device (so the sequences replay unchanged):
+    // the agent's constants, its counters, and each update's decisions.
+    ops::Buffer<dqn::AgentParams> agent_;
+    ops::Buffer<dqn::Counters> counters_;
+    ops::Buffer<dqn::UpdateStep> step_;
+    // One batch: x = [states; next states] (2B, D); actions, returns, discounts (B).
+    ops::Buffer<float> x_, returns_, discounts_;
+    ops::Buffer<int> batch_actions_, actions_;
+    // The loss's gradient w.r.t. the head outputs (B, W), per-sample statistics (4, B), norm partials.
+    ops::Buffer<float> d_head_, sample_stats_, norm_partials_;
+    // Guard and monitoring.
     ops::Buffer<nn::GuardState> guard_;
     ops::Buffer<dqn::MonitorStats> stats_;
     ops::Buffer<unsigned long long> histogram_;
+    // The two captured sequences (CUDA Graphs on the GPU).
+    ops::OpSequence collect_sequence_, update_sequence_;
 };
 
 /// The network a DQN profile describes, for observations of state_dim floats.

@@ -1,8 +1,10 @@
 /// @file q_network.hpp
-/// @brief The DQN network: an MLP trunk, then the dueling C51 head (a value layer over the atoms
-///        and an advantage layer over actions x atoms, combined and softmaxed per action by
-///        ops::c51_head_forward). All weights live in one flat buffer (nn::ParamLayout), so the
-///        target network, Adam, the gradient norm and checkpoints each see one buffer.
+/// @brief The DQN network: an MLP trunk (ReLU) and the dueling C51 head as ONE linear layer whose
+///        outputs are, per sample, [value (Z) | advantages (A, Z)] (the advantages alone without
+///        dueling): dqn::head_width floats. The head's softmax, Q and loss run in the fused
+///        kernels of the DQN op family (src/ops/dqn/ops.hpp) straight from these outputs. All
+///        weights live in one flat buffer (nn::ParamLayout), so the target network, Adam, the
+///        gradient norm and checkpoints each see one buffer.
 #pragma once
 
 #include <vector>
@@ -20,14 +22,15 @@ struct QNetworkConfig {
     dqn::HeadParams head{};   ///< actions, atoms, dueling, support
 };
 
+/// The layout of the DQN parameters this version writes: the trunk layers, then one head layer
+/// of dqn::head_width outputs. (Layout 1, before, had separate value and advantage layers.)
+inline constexpr const char* kQNetworkLayout = "dqn/2";
+
 class QNetwork {
 public:
-    /// Activations and gradients of one batch shape (up to max_batch rows).
+    /// Activations and gradients for up to max_batch rows.
     struct Workspace {
-        nn::Mlp::Workspace trunk, value, adv;
-        ops::Buffer<float> logits, probs, q;        ///< (B, A, Z), (B, A, Z), (B, A)
-        ops::Buffer<float> d_value, d_adv;          ///< (B, Z), (B, A*Z)
-        ops::Buffer<float> d_trunk, d_trunk_adv;    ///< (B, hidden_last)
+        nn::Mlp::Workspace mlp;
         int max_batch = 0;
     };
 
@@ -36,21 +39,27 @@ public:
     const nn::ParamLayout& layout() const noexcept { return layout_; }
     const dqn::HeadParams& head() const noexcept { return config_.head; }
     int state_dim() const noexcept { return config_.state_dim; }
+    /// Floats of one sample's head outputs.
+    int head_width() const noexcept { return dqn::head_width(config_.head); }
     Workspace make_workspace(ops::Device& ops, int max_batch) const;
 
-    /// Q-values (batch, A) of states X (batch, state_dim) under `params`; logits and probs stay
-    /// in ws for the loss and backward.
+    /// Head outputs (batch, head_width) of states X (batch, state_dim) under `params`.
     ops::View<const float> forward(ops::Device& ops, ops::View<const float> params, ops::View<const float> X,
                                    int batch, Workspace& ws) const;
-    /// Gradients of the loss whose gradient w.r.t. the logits is d_logits (batch, A, Z), for the
-    /// last forward on ws; `grads` (layout.total()) is overwritten (its padding untouched).
-    void backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
-                  ops::View<const float> d_logits, int batch, Workspace& ws) const;
+    /// Gradients for the first `batch` rows of the last forward on ws (batch <= its rows), from
+    /// d_head (batch, head_width) = dL/d(head outputs), overwritten; `grads` is set (padding
+    /// untouched).
+    void backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads, ops::View<float> d_head,
+                  int batch, Workspace& ws) const;
+
+    /// Q (batch, A) and the greedy actions (batch) of states X: forward, then ops::dqn_act.
+    void q_values(ops::Device& ops, ops::View<const float> params, ops::View<const float> X, int batch,
+                  Workspace& ws, ops::View<float> q, ops::View<int> actions) const;
 
 private:
     QNetworkConfig config_;
     nn::ParamLayout layout_;
-    nn::Mlp trunk_, value_, adv_;
+    nn::Mlp net_;
 };
 
 }  // namespace fh::trainers

@@ -12,6 +12,7 @@
 #include "io/replay_dump.hpp"
 #include "math/replay.h"
 #include "ops/device.hpp"
+#include "ops/dqn/ops.hpp"
 #include "trainers/state_tensor.hpp"
 
 namespace fh::trainers {
@@ -50,6 +51,9 @@ public:
     Slot next_slot();
     /// Marks the slot returned by next_slot() as written.
     void commit_slot() noexcept { ++pushed_; }
+    /// The arrays, for the device steps that write and sample the ring themselves (the slot from
+    /// a device counter); they keep pushed_steps() in step with commit_slot().
+    ops::RingViews views();
 
     /// Steps that can start an n-step transition (n - 1 successors held).
     long long sampleable_steps(int n_step) const noexcept;

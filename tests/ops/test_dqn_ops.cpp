@@ -1,6 +1,8 @@
 /// @file test_dqn_ops.cpp
-/// @brief The DQN ops: C51 projection against hand-computed cases, n-step returns across episode
-///        ends, the guard, epsilon-greedy; [gpu] every DQN kernel against its CPU twin.
+/// @brief The math and shared ops DQN builds on: the C51 projection against hand-computed cases,
+///        the cross-entropy gradient, n-step returns across episode ends, the guard,
+///        epsilon-greedy; [gpu] replay sampling, epsilon-greedy, the guard, the mean and the action
+///        histogram against their CPU twins. The fused DQN steps: tests/ops/test_dqn_step_ops.cpp.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -205,63 +207,6 @@ TEST_CASE("epsilon-greedy: greedy at 0, uniform at 1, ties to the lowest action"
     for (int h : hist) CHECK(h > 250);  // ~333 each
 }
 
-TEST_CASE("the DQN kernels equal their CPU twins", "[gpu][dqn]") {
-    fh::ops::CpuDevice cpu;
-    auto& gpu = fh::test::gpu_ops();
-    for (int Z : {51, 101}) {
-        for (int B : {1, 7, 65, 257}) {
-            INFO("Z " << Z << " B " << B);
-            const HeadParams h{9, Z, 1, -10.f, 10.f};
-            const std::size_t AZ = 9 * static_cast<std::size_t>(Z);
-            const auto value = random_floats(B * Z, 1 + B);
-            const auto adv = random_floats(B * AZ, 2 + B);
-            const auto value2 = random_floats(B * Z, 3 + B);
-            const auto adv2 = random_floats(B * AZ, 4 + B);
-            std::vector<int> acts(B);
-            for (int b = 0; b < B; ++b) acts[b] = (b * 5 + 3) % 9;
-            const auto returns = random_floats(B, 5 + B, -3.f, 3.f);
-            auto discounts = random_floats(B, 6 + B, 0.f, 0.99f);
-            discounts[0] = 0.f;  // a terminal one
-            struct Out { std::vector<float> logits, probs, q, loss_c51, d_c51, loss_mse, d_mse, td, dv, da; };
-            auto run = [&](fh::ops::Device& ops) {
-                Out o;
-                auto v = ops.from_host<float>(value), a = ops.from_host<float>(adv);
-                auto v2 = ops.from_host<float>(value2), a2 = ops.from_host<float>(adv2);
-                auto logits = ops.alloc<float>(B * AZ), probs = ops.alloc<float>(B * AZ), q = ops.alloc<float>(B * 9);
-                auto logits2 = ops.alloc<float>(B * AZ), probs2 = ops.alloc<float>(B * AZ), q2 = ops.alloc<float>(B * 9);
-                fh::ops::c51_head_forward(ops, logits.view(), probs.view(), q.view(), v.cview(), a.cview(), h, B);
-                fh::ops::c51_head_forward(ops, logits2.view(), probs2.view(), q2.view(), v2.cview(), a2.cview(), h, B);
-                auto act = ops.from_host<int>(acts);
-                auto ret = ops.from_host<float>(returns), disc = ops.from_host<float>(discounts);
-                auto loss = ops.alloc<float>(B), d = ops.alloc<float>(B * AZ);
-                fh::ops::c51_loss(ops, loss.view(), d.view(), logits.cview(), probs.cview(), q.cview(), probs2.cview(),
-                             act.cview(), ret.cview(), disc.cview(), h, B);
-                auto lm = ops.alloc<float>(B), dm = ops.alloc<float>(B * AZ), td = ops.alloc<float>(B);
-                fh::ops::mse_loss(ops, lm.view(), dm.view(), td.view(), probs.cview(), q.cview(), q.cview(), q2.cview(),
-                             act.cview(), ret.cview(), disc.cview(), h, B);
-                auto dv = ops.alloc<float>(B * Z), da = ops.alloc<float>(B * AZ);
-                fh::ops::c51_head_backward(ops, dv.view(), da.view(), d.cview(), h, B);
-                o.logits = ops.to_host(logits.cview()); o.probs = ops.to_host(probs.cview()); o.q = ops.to_host(q.cview());
-                o.loss_c51 = ops.to_host(loss.cview()); o.d_c51 = ops.to_host(d.cview());
-                o.loss_mse = ops.to_host(lm.cview()); o.d_mse = ops.to_host(dm.cview()); o.td = ops.to_host(td.cview());
-                o.dv = ops.to_host(dv.cview()); o.da = ops.to_host(da.cview());
-                return o;
-            };
-            const Out c = run(cpu), g = run(gpu);
-            FH_REQUIRE_CLOSE(g.logits, c.logits, 1e-5, 1e-5);
-            FH_REQUIRE_CLOSE(g.probs, c.probs, 1e-6, 1e-4);
-            FH_REQUIRE_CLOSE(g.q, c.q, 1e-5, 1e-4);
-            FH_REQUIRE_CLOSE(g.loss_c51, c.loss_c51, 1e-5, 1e-4);
-            FH_REQUIRE_CLOSE(g.d_c51, c.d_c51, 1e-6, 1e-4);
-            FH_REQUIRE_CLOSE(g.loss_mse, c.loss_mse, 1e-5, 1e-4);
-            FH_REQUIRE_CLOSE(g.d_mse, c.d_mse, 1e-6, 1e-4);
-            FH_REQUIRE_CLOSE(g.td, c.td, 1e-5, 1e-4);
-            FH_REQUIRE_CLOSE(g.dv, c.dv, 1e-6, 1e-4);
-            FH_REQUIRE_CLOSE(g.da, c.da, 1e-6, 1e-4);
-        }
-    }
-}
-
 TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal the CPU", "[gpu][dqn]") {
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
@@ -303,23 +248,4 @@ TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal
     CHECK(std::get<5>(g) == std::get<5>(c));
     FH_REQUIRE_CLOSE(std::get<6>(g), std::get<6>(c), 1e-6, 1e-5);
     CHECK(std::get<7>(g) == std::get<7>(c));
-}
-
-TEST_CASE("DQN ops: read-only inputs may share a buffer, outputs may not overlap anything", "[dqn][aliasing]") {
-    fh::ops::CpuDevice ops;
-    const HeadParams h{3, 5, 1, -2.f, 2.f};
-    const int B = 4;
-    auto probs = ops.from_host<float>(random_floats(B * 15, 1, 0.01f, 0.2f));
-    auto q = ops.from_host<float>(random_floats(B * 3, 2));
-    auto act = ops.from_host<int>(std::vector<int>{0, 1, 2, 0});
-    auto ret = ops.from_host<float>(random_floats(B, 3));
-    auto disc = ops.from_host<float>(random_floats(B, 4, 0.f, 1.f));
-    auto loss = ops.alloc<float>(B), d = ops.alloc<float>(B * 15), td = ops.alloc<float>(B);
-    // Without double DQN the target network's Q both selects and evaluates: one buffer twice.
-    CHECK_NOTHROW(fh::ops::mse_loss(ops, loss.view(), d.view(), td.view(), probs.cview(), q.cview(), q.cview(), q.cview(),
-                               act.cview(), ret.cview(), disc.cview(), h, B));
-    // An output aliasing an input is refused.
-    CHECK_THROWS_AS(fh::ops::mse_loss(ops, loss.view(), d.view(), td.view(), probs.cview(), q.cview(), q.cview(), q.cview(),
-                                 act.cview(), loss.cview(), disc.cview(), h, B),
-                    std::invalid_argument);
 }

@@ -1,6 +1,6 @@
 /// @file test_utility_ops.cpp
 /// @brief The utility ops (cuda/kernels/core_vector.cu): the CPU reference against the math,
-///        the aliasing guard, the C51/MSE blend, and [gpu] the CUDA ops against the CPU twins.
+///        the aliasing guard, and [gpu] the CUDA ops against the CPU twins.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -21,7 +21,7 @@ namespace {
 const std::vector<std::size_t> kSizes{1, 7, 65, 255, 256, 257, 4099};
 
 struct Results {
-    std::vector<float> fill, copy, saxpy, scale, blend0, blend03, blend1;
+    std::vector<float> fill, copy, saxpy, scale;
 };
 
 /// Runs every utility op on `ops` with inputs from the seed.
@@ -46,11 +46,6 @@ Results run_all(Device& ops, std::size_t n, std::uint64_t seed) {
     ops.scale(a.view(), 0.7f);
     r.scale = ops.to_host(a.cview());
 
-    for (auto [alpha, out] : {std::pair{0.f, &r.blend0}, {0.3f, &r.blend03}, {1.f, &r.blend1}}) {
-        ops.upload<float>(a.view(), y);
-        fh::ops::blend_c51_mse_gradient(ops, a.view(), b.cview(), alpha);
-        *out = ops.to_host(a.cview());
-    }
     return r;
 }
 
@@ -68,9 +63,6 @@ TEST_CASE("CPU utility ops follow their definitions", "[ops]") {
             REQUIRE(r.copy[i] == x[i]);
             REQUIRE(r.saxpy[i] == std::fma(-1.3f, x[i], y[i]));
             REQUIRE(r.scale[i] == y[i] * 0.7f);
-            REQUIRE(r.blend1[i] == y[i]);  // alpha = 1: pure C51 gradient
-            REQUIRE(r.blend0[i] == x[i]);  // alpha = 0: pure MSE gradient
-            REQUIRE(r.blend03[i] == Approx(0.3 * y[i] + 0.7 * x[i]).margin(1e-6));
         }
     }
 }
@@ -83,20 +75,11 @@ TEST_CASE("saxpy and copy refuse overlapping buffers", "[ops][aliasing]") {
     CHECK_THROWS_WITH(ops.saxpy(v, -0.5f, buf.cview()), Catch::Contains("ops::scale"));
     CHECK_THROWS_AS(ops.saxpy(v.subview(0, 32), 1.f, v.subview(16, 32)), std::invalid_argument);
     CHECK_THROWS_AS(ops.copy(v.subview(8, 16), v.subview(0, 16)), std::invalid_argument);
-    CHECK_THROWS_AS(fh::ops::blend_c51_mse_gradient(ops, v, buf.cview(), 0.5f), std::invalid_argument);
     // Disjoint halves of one allocation are distinct buffers and are fine.
     CHECK_NOTHROW(ops.saxpy(v.subview(0, 32), 1.f, v.subview(32, 32)));
     CHECK_NOTHROW(ops.copy(v.subview(0, 32), v.subview(32, 32)));
     // Size mismatches are errors too.
     CHECK_THROWS_AS(ops.saxpy(v.subview(0, 10), 1.f, v.subview(32, 11)), std::invalid_argument);
-}
-
-TEST_CASE("blend rejects alpha outside [0, 1]", "[ops]") {
-    CpuDevice ops;
-    auto a = ops.from_host<float>(random_floats(8, 1));
-    auto b = ops.from_host<float>(random_floats(8, 2));
-    CHECK_THROWS(fh::ops::blend_c51_mse_gradient(ops, a.view(), b.cview(), 1.5f));
-    CHECK_THROWS(fh::ops::blend_c51_mse_gradient(ops, a.view(), b.cview(), std::nanf("")));
 }
 
 TEST_CASE("CUDA utility ops equal the CPU twins bit for bit", "[gpu][ops]") {
@@ -112,9 +95,6 @@ TEST_CASE("CUDA utility ops equal the CPU twins bit for bit", "[gpu][ops]") {
         FH_REQUIRE_CLOSE(g.copy, c.copy, 0.0, 0.0);
         FH_REQUIRE_CLOSE(g.saxpy, c.saxpy, 0.0, 0.0);
         FH_REQUIRE_CLOSE(g.scale, c.scale, 0.0, 0.0);
-        FH_REQUIRE_CLOSE(g.blend0, c.blend0, 0.0, 0.0);
-        FH_REQUIRE_CLOSE(g.blend03, c.blend03, 0.0, 0.0);
-        FH_REQUIRE_CLOSE(g.blend1, c.blend1, 0.0, 0.0);
     }
 }
 

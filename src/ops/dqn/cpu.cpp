@@ -1,55 +1,271 @@
 /// @file cpu.cpp
-/// @brief CPU twins of the dqn op family: the shared per-element math (math/dqn.h) in plain loops.
-#include "ops/dqn/ops.hpp"
-
+/// @brief CPU twins of the DQN op family: the shared math (cuda/math/dqn.h) in plain loops. The
+///        acting and loss twins sum over atoms in order (the kernels sum across a warp: equal
+///        within rounding); the finish twin emulates the kernels' fixed reduction trees and
+///        equals them bit for bit.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "abi/dqn_step.h"
+#include "ops/dqn/ops.hpp"
 
 namespace fh::ops::cpu_twin {
 
-void c51_head_forward(View<float> logits, View<float> probs, View<float> q, View<const float> value,
-                      View<const float> adv, const dqn::HeadParams& h, int batch) {
-    const std::size_t AZ = static_cast<std::size_t>(h.num_actions) * h.num_atoms;
-    for (std::size_t b = 0; b < static_cast<std::size_t>(batch); ++b)
-        dqn::head_forward<float>(value.empty() ? nullptr : value.data() + b * h.num_atoms, adv.data() + b * AZ,
-                                 logits.data() + b * AZ, probs.data() + b * AZ, q.data() + b * h.num_actions, h);
+namespace {
+
+/// Softmax over the atoms of action a of one head row: the probabilities (Z) and the expected Q.
+float softmax_q(const float* row, const float* mean, int a, const dqn::HeadParams& h, float* p) {
+    const int Z = h.num_atoms;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int z = 0; z < Z; ++z) mx = std::fmax(mx, dqn::head_logit(row, mean[z], a, z, h));
+    float sum = 0.f;
+    for (int z = 0; z < Z; ++z) sum += std::exp(dqn::head_logit(row, mean[z], a, z, h) - mx);
+    float q = 0.f;
+    for (int z = 0; z < Z; ++z) {
+        p[z] = std::exp(dqn::head_logit(row, mean[z], a, z, h) - mx) / sum;
+        q += p[z] * dqn::atom<float>(h, z);
+    }
+    return q;
 }
 
-void c51_head_backward(View<float> d_value, View<float> d_adv, View<const float> d_logits, const dqn::HeadParams& h,
-                       int batch) {
-    const std::size_t AZ = static_cast<std::size_t>(h.num_actions) * h.num_atoms;
-    for (std::size_t b = 0; b < static_cast<std::size_t>(batch); ++b)
-        dqn::head_backward<float>(d_logits.data() + b * AZ,
-                                  d_value.empty() ? nullptr : d_value.data() + b * h.num_atoms, d_adv.data() + b * AZ,
-                                  h);
+void mean_advantages(float* mean, const float* row, const dqn::HeadParams& h) {
+    for (int z = 0; z < h.num_atoms; ++z) mean[z] = dqn::head_mean_adv(row, z, h);
 }
 
-void c51_loss(View<float> loss, View<float> d_logits, View<const float> logits, View<const float> probs,
-              View<const float> q_next_select, View<const float> probs_next_target, View<const int> actions,
-              View<const float> returns, View<const float> discounts, const dqn::HeadParams& h, int batch) {
+/// The kernels' fixed tree over T = kDqnFinishThreads (or kNormThreads) values: stride T/2, T/4,
+/// ..., 1, each s[t] += s[t + stride].
+double tree_sum(std::vector<double> s) {
+    for (std::size_t stride = s.size() / 2; stride > 0; stride /= 2)
+        for (std::size_t t = 0; t < stride; ++t) s[t] += s[t + stride];
+    return s[0];
+}
+
+}  // namespace
+
+void dqn_act(View<int> actions, View<float> q, View<unsigned long long> histogram, View<const float> head,
+             const dqn::HeadParams& h, View<const dqn::AgentParams> agent, View<const dqn::Counters> counters, int n) {
+    const int A = h.num_actions, Z = h.num_atoms, W = dqn::head_width(h);
+    const std::size_t N = agent.empty() ? 1 : agent.size();
+    std::vector<float> mean(static_cast<std::size_t>(Z)), p(static_cast<std::size_t>(Z)), qa(static_cast<std::size_t>(A));
+    for (std::size_t g = 0; g < N; ++g)
+        for (int e = 0; e < n; ++e) {
+            const std::size_t row_index = g * static_cast<std::size_t>(n) + static_cast<std::size_t>(e);
+            const float* row = head.data() + row_index * static_cast<std::size_t>(W);
+            mean_advantages(mean.data(), row, h);
+            for (int a = 0; a < A; ++a) qa[static_cast<std::size_t>(a)] = softmax_q(row, mean.data(), a, h, p.data());
+            int action;
+            if (!agent.empty()) {
+                const auto& ap = agent.data()[g];
+                const long long step = counters.data()[g].steps;
+                action = policy::epsilon_greedy(qa.data(), A, dqn::epsilon_at(ap, step), ap.seed, e,
+                                                static_cast<std::uint64_t>(step));
+            } else {
+                action = policy::argmax(qa.data(), A);
+            }
+            actions.data()[row_index] = action;
+            if (!histogram.empty()) histogram.data()[g * static_cast<std::size_t>(A) + static_cast<std::size_t>(action)] += 1;
+            if (!q.empty()) std::copy(qa.begin(), qa.end(), q.data() + row_index * static_cast<std::size_t>(A));
+        }
+}
+
+void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, View<const float> head_select,
+              View<const float> head_target, View<const int> actions, View<const float> returns,
+              View<const float> discounts, View<const dqn::AgentParams> agent, const dqn::HeadParams& h, int batch) {
+    const int A = h.num_actions, Z = h.num_atoms, W = dqn::head_width(h);
+    const std::size_t Zs = static_cast<std::size_t>(Z);
+    std::vector<float> mean(Zs), p(Zs), p_next(Zs), m(Zs);
     const float scale = 1.0f / static_cast<float>(batch);
-    for (long long b = 0; b < batch; ++b)
-        loss.data()[b] =
-            dqn::c51_sample_loss<float>(b, logits.data(), probs.data(), q_next_select.data(), probs_next_target.data(),
-                                        actions.data(), returns.data(), discounts.data(), d_logits.data(), scale, h);
+    for (std::size_t g = 0; g < agent.size(); ++g) {
+        const float alpha = agent.data()[g].mse_alpha;
+        float* st = stats.data() + g * dqn::kSampleStats * static_cast<std::size_t>(batch);
+        for (int b = 0; b < batch; ++b) {
+            const std::size_t row_index = g * static_cast<std::size_t>(batch) + static_cast<std::size_t>(b);
+            const std::size_t off = row_index * static_cast<std::size_t>(W);
+            const float *hs = head_s.data() + off, *hsel = head_select.data() + off, *ht = head_target.data() + off;
+            float* d = d_head.data() + off;
+            const int act = actions.data()[row_index];
+            const float ret = returns.data()[row_index], disc = discounts.data()[row_index];
+            if (act < 0 || act >= A) {
+                std::fill(d, d + W, 0.f);
+                for (int k = 0; k < dqn::kSampleStats; ++k) st[k * batch + b] = std::numeric_limits<float>::quiet_NaN();
+                continue;
+            }
+            // 1. a* = the first maximal Q of the select row.
+            mean_advantages(mean.data(), hsel, h);
+            int a_star = 0;
+            float best = 0.f;
+            for (int x = 0; x < A; ++x) {
+                const float qx = softmax_q(hsel, mean.data(), x, h, p.data());
+                if (x == 0 || qx > best) best = qx, a_star = x;
+            }
+            // 2. The target distribution of a* and its Q; 3. its projection (gather form).
+            mean_advantages(mean.data(), ht, h);
+            const float q_target = softmax_q(ht, mean.data(), a_star, h, p_next.data());
+            for (int i = 0; i < Z; ++i) {
+                float mi = 0.f;
+                for (int j = 0; j < Z; ++j)
+                    mi += p_next[static_cast<std::size_t>(j)] *
+                          dqn::projection_weight(dqn::projection_position(ret, disc, j, h), i);
+                m[static_cast<std::size_t>(i)] = mi;
+            }
+            // 4. The online network at s, taken action.
+            mean_advantages(mean.data(), hs, h);
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int z = 0; z < Z; ++z) mx = std::fmax(mx, dqn::head_logit(hs, mean[static_cast<std::size_t>(z)], act, z, h));
+            float sum = 0.f;
+            for (int z = 0; z < Z; ++z) sum += std::exp(dqn::head_logit(hs, mean[static_cast<std::size_t>(z)], act, z, h) - mx);
+            const float log_sum = mx + std::log(sum);
+            float ce = 0.f, q = 0.f;
+            for (int z = 0; z < Z; ++z) {
+                const float l = dqn::head_logit(hs, mean[static_cast<std::size_t>(z)], act, z, h);
+                ce -= m[static_cast<std::size_t>(z)] * (l - log_sum);
+                q += std::exp(l - mx) / sum * dqn::atom<float>(h, z);
+            }
+            const float td = q - (ret + disc * q_target);
+            // 5. The blended gradient and the head's backward.
+            const int adv_off = h.dueling ? Z : 0;
+            for (int z = 0; z < Z; ++z) {
+                const float l = dqn::head_logit(hs, mean[static_cast<std::size_t>(z)], act, z, h);
+                const float pz = std::exp(l - mx) / sum;
+                const float gz = dqn::blended_logit_gradient(pz, m[static_cast<std::size_t>(z)], td,
+                                                             dqn::atom<float>(h, z), q, scale, alpha);
+                if (h.dueling) d[z] = gz;
+                const float share = h.dueling ? gz / static_cast<float>(A) : 0.f;
+                for (int x = 0; x < A; ++x) d[adv_off + x * Z + z] = (x == act ? gz : 0.f) - share;
+            }
+            st[dqn::kStatC51 * batch + b] = ce;
+            st[dqn::kStatMse * batch + b] = 0.5f * td * td;
+            st[dqn::kStatTd * batch + b] = td;
+            st[dqn::kStatQ * batch + b] = q;
+        }
+    }
 }
 
-void mse_loss(View<float> loss, View<float> d_logits, View<float> td, View<const float> probs, View<const float> q,
-              View<const float> q_next_select, View<const float> q_next_target, View<const int> actions,
-              View<const float> returns, View<const float> discounts, const dqn::HeadParams& h, int batch) {
-    const float scale = 1.0f / static_cast<float>(batch);
-    for (long long b = 0; b < batch; ++b)
-        loss.data()[b] = dqn::mse_sample_loss<float>(b, probs.data(), q.data(), q_next_select.data(),
-                                                     q_next_target.data(), actions.data(), returns.data(),
-                                                     discounts.data(), d_logits.data(), td.data(), scale, h);
+void dqn_update_finish(View<dqn::UpdateStep> step, View<nn::GuardState> guard, View<dqn::MonitorStats> stats,
+                       View<dqn::Counters> counters, View<float> norm_partials, View<const float> grads,
+                       View<const float> sample_stats, View<const dqn::AgentParams> agent, int batch, int inject_nan) {
+    const std::size_t N = agent.size(), P = grads.size() / N;
+    constexpr int kBlocks = abi::kNormBlocks, kThreads = abi::kNormThreads, T = abi::kDqnFinishThreads;
+    const long long grid = static_cast<long long>(kBlocks) * kThreads;
+    for (std::size_t g = 0; g < N; ++g) {
+        // The norm partials as network_norm_partials_kernel computes them: thread (blk, t) sums
+        // x[i]^2 for i = blk * threads + t + k * grid (fma), then each block sums its threads in a tree.
+        const float* x = grads.data() + g * P;
+        float* partials = norm_partials.data() + g * kBlocks;
+        for (int blk = 0; blk < kBlocks; ++blk) {
+            std::vector<double> acc(kThreads, 0.0);
+            for (int t = 0; t < kThreads; ++t)
+                for (long long i = static_cast<long long>(blk) * kThreads + t; i < static_cast<long long>(P); i += grid) {
+                    const double xi = x[i];
+                    acc[static_cast<std::size_t>(t)] = std::fma(xi, xi, acc[static_cast<std::size_t>(t)]);
+                }
+            partials[blk] = static_cast<float>(tree_sum(acc));
+        }
+        // The finish kernel: one block of T threads.
+        std::vector<double> norm(T, 0.0), s0(T, 0.0), s1(T, 0.0), s2(T, 0.0), s3(T, 0.0);
+        for (int t = 0; t < T; ++t)
+            for (int i = t; i < kBlocks; i += T) norm[static_cast<std::size_t>(t)] += partials[i];
+        const float* st = sample_stats.data() + g * dqn::kSampleStats * static_cast<std::size_t>(batch);
+        dqn::BatchSums sums{};
+        sums.q_min = std::numeric_limits<float>::infinity();
+        sums.q_max = -sums.q_min;
+        for (int t = 0; t < T; ++t)
+            for (int b = t; b < batch; b += T) {
+                const auto ts = static_cast<std::size_t>(t);
+                s0[ts] += st[dqn::kStatC51 * batch + b];
+                s1[ts] += st[dqn::kStatMse * batch + b];
+                const float qb = st[dqn::kStatQ * batch + b];
+                s2[ts] += qb;
+                const float td = st[dqn::kStatTd * batch + b];
+                s3[ts] += td < 0 ? -td : td;
+                sums.q_min = std::fmin(sums.q_min, qb);
+                sums.q_max = std::fmax(sums.q_max, qb);
+            }
+        sums.c51 = tree_sum(s0);
+        sums.mse = tree_sum(s1);
+        sums.q = tree_sum(s2);
+        sums.td_abs = tree_sum(s3);
+        dqn::finish_update(step.data()[g], guard.data()[g], stats.data()[g], counters.data()[g], agent.data()[g], sums,
+                           static_cast<float>(std::sqrt(tree_sum(norm))), batch, inject_nan);
+    }
 }
 
-void dqn_monitor_update(View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
-                    View<const int> actions, View<const float> td, View<const float> grad_norm, int num_actions,
-                    int batch) {
-    dqn::monitor_accumulate(stats.data()[0], losses.data(), q.data(), actions.data(), td.data(), grad_norm.data()[0],
-                            num_actions, batch);
+void dqn_adam_target(View<float> params, View<float> m, View<float> v, View<float> target, View<const float> grads,
+                     View<const dqn::UpdateStep> step, View<const dqn::AgentParams> agent) {
+    const std::size_t N = agent.size(), P = params.size() / N;
+    for (std::size_t g = 0; g < N; ++g) {
+        const dqn::UpdateStep& s = step.data()[g];
+        const float clip = s.adam.clip_norm > 0.f ? core::clip_scale(s.grad_norm, s.adam.clip_norm) : 1.f;
+        for (std::size_t i = g * P; i < (g + 1) * P; ++i)
+            dqn::adam_target_element(params.data()[i], m.data()[i], v.data()[i], target.data()[i], grads.data()[i],
+                                     clip, s, agent.data()[g]);
+    }
+}
+
+void dqn_advance(View<dqn::Counters> counters) {
+    for (std::size_t g = 0; g < counters.size(); ++g) {
+        counters.data()[g].steps += 1;
+        counters.data()[g].pushed += 1;
+    }
+}
+
+void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> states, View<const int> actions,
+                 const RingViews& ring, View<const dqn::Counters> counters, const env::MarketView& market,
+                 const env::EnvParams& p) {
+    const std::size_t n = static_cast<std::size_t>(ring.n_envs), D = static_cast<std::size_t>(p.state_dim),
+                      M = static_cast<std::size_t>(p.market_dim);
+    const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * n;
+    auto gather = [&](float* out, int t, const float* pf) {
+        for (std::size_t c = 0; c < D; ++c)
+            out[c] = c < M ? market.features[static_cast<std::size_t>(t) * M + c] : pf[c - M];
+    };
+    for (std::size_t g = 0; g < counters.size(); ++g) {
+        const auto slot = static_cast<std::size_t>(counters.data()[g].pushed % ring.capacity_steps);
+        for (std::size_t e = 0; e < n; ++e) {
+            const std::size_t k = g * n + e, row = g * ring_rows + slot * n + e;
+            float* obs = states.data() + k * D;
+            float* pf = portfolio.data() + k * env::PORTFOLIO_STRIDE;
+            std::copy(obs, obs + D, ring.states.data() + row * D);
+            env::EnvState s = state.data()[k];
+            env::StepInfo info;
+            std::uint8_t done = 0;
+            const int action = actions.data()[k];
+            ring.rewards.data()[row] = env::step_env(s, action, market, p, info, done);
+            ring.done.data()[row] = done;
+            ring.actions.data()[row] = action;
+            env::portfolio_features(s, market, p, pf);
+            gather(ring.next_states.data() + row * D, s.t, pf);
+            if (done != 0) {
+                env::reset_env(s, static_cast<int>(e), market, p);
+                env::portfolio_features(s, market, p, pf);
+            }
+            state.data()[k] = s;
+            gather(obs, s.t, pf);
+        }
+    }
+}
+
+void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, const RingViews& ring,
+                View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int batch) {
+    const std::size_t D = static_cast<std::size_t>(ring.state_dim), B = static_cast<std::size_t>(batch);
+    const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * static_cast<std::size_t>(ring.n_envs);
+    for (std::size_t g = 0; g < agent.size(); ++g) {
+        const dqn::Counters c = counters.data()[g];
+        const dqn::AgentParams& p = agent.data()[g];
+        const std::size_t base = g * ring_rows;
+        const replay::ReplayView view{ring.states.data() + base * D, ring.next_states.data() + base * D,
+                                      ring.actions.data() + base, ring.rewards.data() + base, ring.done.data() + base,
+                                      ring.capacity_steps, ring.n_envs, ring.state_dim};
+        const long long oldest = c.pushed > ring.capacity_steps ? c.pushed - ring.capacity_steps : 0;
+        const replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), oldest,
+                                      c.pushed - (p.n_step - 1) - oldest, p.n_step, p.gamma};
+        float* xg = x.data() + g * 2 * B * D;
+        for (std::size_t b = 0; b < B; ++b)
+            replay::sample_nstep(static_cast<int>(b), view, sp, xg + b * D, xg + (B + b) * D, actions.data()[g * B + b],
+                                 returns.data()[g * B + b], discounts.data()[g * B + b]);
+    }
 }
 
 }  // namespace fh::ops::cpu_twin

@@ -1,54 +1,105 @@
 /// @file cuda.cpp
-/// @brief CUDA twins of the dqn op family: launchers of cuda/kernels/dqn_c51.cu, dqn_mse.cu, dqn_monitor.cu on the
-/// device's stream.
-///        The op (src/ops/dqn/ops.hpp) checked sizes and that the buffers of each launch are
-///        distinct before these run.
-#include "ops/dqn/ops.hpp"
+/// @brief CUDA twins of the DQN op family: launchers of cuda/kernels/dqn_step.cu on the device's
+///        stream. The op (src/ops/dqn/ops.hpp) checked sizes and that the buffers of each launch
+///        are distinct before these run.
 #include "ops/cuda_device.hpp"
+#include "ops/dqn/ops.hpp"
 
 namespace fh::ops::cuda_twin {
 
 using cuda::LaunchDims;
 
-void c51_head_forward(CudaDevice& device, View<float> logits, View<float> probs, View<float> q, View<const float> value,
-                      View<const float> adv, const dqn::HeadParams& h, int batch) {
-    device.kernels().c51_head_forward_kernel(device.stream(), LaunchDims::linear(static_cast<std::size_t>(batch), 64),
-                                             logits.data(), probs.data(), q.data(), or_null(value), adv.data(), h,
-                                             batch);
+namespace {
+
+/// One warp per row, kDqnWarpsPerBlock warps per block, one grid row per agent.
+LaunchDims per_row(long long rows, std::size_t agents, const dqn::HeadParams& h) {
+    const long long blocks = (rows + abi::kDqnWarpsPerBlock - 1) / abi::kDqnWarpsPerBlock;
+    return LaunchDims{dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(agents)),
+                      dim3(32 * abi::kDqnWarpsPerBlock),
+                      sizeof(float) * static_cast<std::size_t>(abi::kDqnWarpsPerBlock) *
+                          static_cast<std::size_t>(abi::dqn_step_smem_floats(h))};
 }
 
-void c51_head_backward(CudaDevice& device, View<float> d_value, View<float> d_adv, View<const float> d_logits,
-                       const dqn::HeadParams& h, int batch) {
-    device.kernels().c51_head_backward_kernel(device.stream(), LaunchDims::linear(static_cast<std::size_t>(batch), 64),
-                                              or_null(d_value), d_adv.data(), d_logits.data(), h, batch);
+abi::DqnRing ring_of(const RingViews& r) {
+    return abi::DqnRing{r.states.data(), r.next_states.data(), r.actions.data(), r.rewards.data(), r.done.data(),
+                        r.capacity_steps, r.n_envs, r.state_dim};
 }
 
-void c51_loss(CudaDevice& device, View<float> loss, View<float> d_logits, View<const float> logits,
-              View<const float> probs, View<const float> q_next_select, View<const float> probs_next_target,
-              View<const int> actions, View<const float> returns, View<const float> discounts, const dqn::HeadParams& h,
-              int batch) {
-    device.kernels().c51_loss_kernel(device.stream(), LaunchDims::linear(static_cast<std::size_t>(batch), 64),
-                                     loss.data(), d_logits.data(), logits.data(), probs.data(), q_next_select.data(),
-                                     probs_next_target.data(), actions.data(), returns.data(), discounts.data(), h,
-                                     batch);
+}  // namespace
+
+void dqn_act(CudaDevice& device, View<int> actions, View<float> q, View<unsigned long long> histogram,
+             View<const float> head, const dqn::HeadParams& h, View<const dqn::AgentParams> agent,
+             View<const dqn::Counters> counters, int n) {
+    const std::size_t N = agent.empty() ? 1 : agent.size();
+    abi::DqnActArgs a{actions.data(), or_null(q),         or_null(histogram), head.data(),
+                      or_null(agent), or_null(counters), h,                  n};
+    device.kernels().dqn_act_kernel(device.stream(), per_row(n, N, h), a);  // <= 37 KB of shared memory
 }
 
-void mse_loss(CudaDevice& device, View<float> loss, View<float> d_logits, View<float> td, View<const float> probs,
-              View<const float> q, View<const float> q_next_select, View<const float> q_next_target,
-              View<const int> actions, View<const float> returns, View<const float> discounts, const dqn::HeadParams& h,
-              int batch) {
-    device.kernels().mse_loss_kernel(device.stream(), LaunchDims::linear(static_cast<std::size_t>(batch), 64),
-                                     loss.data(), d_logits.data(), td.data(), probs.data(), q.data(),
-                                     q_next_select.data(), q_next_target.data(), actions.data(), returns.data(),
-                                     discounts.data(), h, batch);
+void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<const float> head_s,
+              View<const float> head_select, View<const float> head_target, View<const int> actions,
+              View<const float> returns, View<const float> discounts, View<const dqn::AgentParams> agent,
+              const dqn::HeadParams& h, int batch) {
+    abi::DqnLossArgs a{d_head.data(),   stats.data(),     head_s.data(), head_select.data(),
+                       head_target.data(), actions.data(), returns.data(), discounts.data(),
+                       agent.data(),    h,                batch};
+    device.kernels().dqn_loss_kernel(device.stream(), per_row(batch, agent.size(), h), a);
 }
 
-void dqn_monitor_update(CudaDevice& device, View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
-                    View<const int> actions, View<const float> td, View<const float> grad_norm, int num_actions,
-                    int batch) {
-    device.kernels().dqn_monitor_update_kernel(device.stream(), LaunchDims{dim3(1), dim3(32), 0}, stats.data(),
-                                               losses.data(), q.data(), actions.data(), td.data(), grad_norm.data(),
-                                               num_actions, batch);
+void dqn_update_finish(CudaDevice& device, View<dqn::UpdateStep> step, View<nn::GuardState> guard,
+                       View<dqn::MonitorStats> stats, View<dqn::Counters> counters, View<float> norm_partials,
+                       View<const float> grads, View<const float> sample_stats, View<const dqn::AgentParams> agent,
+                       int batch, int inject_nan) {
+    const std::size_t N = agent.size(), P = grads.size() / N;
+    // The partials of Device::global_norm, agent by agent (the same fixed grid).
+    for (std::size_t g = 0; g < N; ++g)
+        device.kernels().network_norm_partials_kernel(
+            device.stream(), LaunchDims{dim3(abi::kNormBlocks), dim3(abi::kNormThreads), 0},
+            norm_partials.data() + g * abi::kNormBlocks, grads.data() + g * P, static_cast<int>(P));
+    abi::DqnFinishArgs a{step.data(),          guard.data(), stats.data(), counters.data(), norm_partials.data(),
+                         sample_stats.data(), agent.data(), batch,        inject_nan};
+    device.kernels().dqn_finish_kernel(device.stream(),
+                                       LaunchDims{dim3(static_cast<unsigned>(N)), dim3(abi::kDqnFinishThreads), 0}, a);
+}
+
+void dqn_adam_target(CudaDevice& device, View<float> params, View<float> m, View<float> v, View<float> target,
+                     View<const float> grads, View<const dqn::UpdateStep> step, View<const dqn::AgentParams> agent) {
+    const std::size_t N = agent.size();
+    const int P = static_cast<int>(params.size() / N);
+    LaunchDims dims = LaunchDims::linear(static_cast<std::size_t>(P), 256, 1024);
+    dims.grid.y = static_cast<unsigned>(N);
+    abi::DqnAdamTargetArgs a{params.data(), m.data(), v.data(), target.data(), grads.data(), step.data(),
+                             agent.data(),  P};
+    device.kernels().dqn_adam_target_kernel(device.stream(), dims, a);
+}
+
+void dqn_advance(CudaDevice& device, View<dqn::Counters> counters) {
+    device.kernels().dqn_advance_kernel(device.stream(), LaunchDims{dim3(1), dim3(32), 0}, counters.data(),
+                                        static_cast<int>(counters.size()));
+}
+
+void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
+                 View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
+                 const env::MarketView& market, const env::EnvParams& params) {
+    const long long n = ring.n_envs;
+    const long long blocks = (n + abi::kDqnWarpsPerBlock - 1) / abi::kDqnWarpsPerBlock;
+    abi::DqnCollectArgs a{state.data(), portfolio.data(), states.data(), actions.data(), ring_of(ring),
+                          counters.data(), market,       params,        static_cast<int>(n)};
+    device.kernels().dqn_collect_kernel(
+        device.stream(),
+        LaunchDims{dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(counters.size())),
+                   dim3(32 * abi::kDqnWarpsPerBlock), 0},
+        a);
+}
+
+void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
+                const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
+                int batch) {
+    LaunchDims dims = LaunchDims::linear(static_cast<std::size_t>(batch), 128);
+    dims.grid.y = static_cast<unsigned>(agent.size());
+    abi::DqnSampleArgs a{x.data(), actions.data(), returns.data(), discounts.data(), ring_of(ring), counters.data(),
+                         agent.data(), batch};
+    device.kernels().dqn_sample_kernel(device.stream(), dims, a);
 }
 
 }  // namespace fh::ops::cuda_twin

@@ -1,10 +1,15 @@
 /// @file ops.hpp
-/// @brief The DQN op family: the dueling C51 head forward and backward, the C51 and MSE losses and the
-///        training statistics (the math: cuda/math/dqn.h; docs/dqn.md).
+/// @brief The DQN op family: the trainer's fused device steps. Acting from the head outputs
+///        (Q of the dueling C51 head, epsilon-greedy), the whole loss of an update with the head's
+///        backward, the update's finish (gradient norm, guard, monitor, Adam constants, target
+///        copy, counters), Adam with the target update, and the collection counters (the math:
+///        cuda/math/dqn.h; docs/dqn.md).
 ///
 /// Each op checks its arguments here, once, then runs its CPU twin (cpu_twin::, plain loops over
 /// the shared math, src/ops/dqn/cpu.cpp) or its CUDA twin (cuda_twin::, the kernels of
-/// cuda/kernels/dqn_c51.cu, dqn_mse.cu, dqn_monitor.cu, launched by src/ops/dqn/cuda.cpp).
+/// cuda/kernels/dqn_step.cu, launched by src/ops/dqn/cuda.cpp). Every op takes its agents'
+/// parameters and counters as device arrays (one entry per agent; N = 1 for a single run), so
+/// its launches never carry a per-step host value and can be captured in a CUDA Graph.
 #pragma once
 
 #include <fmt/format.h>
@@ -13,178 +18,276 @@
 #include <stdexcept>
 
 #include "math/dqn.h"
+#include "math/env.h"
+#include "math/replay.h"
 #include "ops/device.hpp"
 
 namespace fh::ops {
 
+/// The replay ring's arrays per agent (N agents, rows = capacity_steps * n_envs each): the
+/// transitions collection writes and sampling reads (slot k % capacity_steps, rows slot * n_envs + e).
+struct RingViews {
+    View<float> states, next_states;  ///< (N, rows, state_dim)
+    View<int> actions;                ///< (N, rows)
+    View<float> rewards;              ///< (N, rows)
+    View<std::uint8_t> done;          ///< (N, rows) env::DoneFlag
+    int capacity_steps = 0, n_envs = 0, state_dim = 0;
+};
+
 namespace cpu_twin {
-void c51_head_forward(View<float> logits, View<float> probs, View<float> q, View<const float> value,
-                      View<const float> adv, const dqn::HeadParams& h, int batch);
-void c51_head_backward(View<float> d_value, View<float> d_adv, View<const float> d_logits, const dqn::HeadParams& h,
-                       int batch);
-void c51_loss(View<float> loss, View<float> d_logits, View<const float> logits, View<const float> probs,
-              View<const float> q_next_select, View<const float> probs_next_target, View<const int> actions,
-              View<const float> returns, View<const float> discounts, const dqn::HeadParams& h, int batch);
-void mse_loss(View<float> loss, View<float> d_logits, View<float> td, View<const float> probs, View<const float> q,
-              View<const float> q_next_select, View<const float> q_next_target, View<const int> actions,
-              View<const float> returns, View<const float> discounts, const dqn::HeadParams& h, int batch);
-void dqn_monitor_update(View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
-                    View<const int> actions, View<const float> td, View<const float> grad_norm, int num_actions,
-                    int batch);
+void dqn_act(View<int> actions, View<float> q, View<unsigned long long> histogram, View<const float> head,
+             const dqn::HeadParams& h, View<const dqn::AgentParams> agent, View<const dqn::Counters> counters, int n);
+void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, View<const float> head_select,
+              View<const float> head_target, View<const int> actions, View<const float> returns,
+              View<const float> discounts, View<const dqn::AgentParams> agent, const dqn::HeadParams& h, int batch);
+void dqn_update_finish(View<dqn::UpdateStep> step, View<nn::GuardState> guard, View<dqn::MonitorStats> stats,
+                       View<dqn::Counters> counters, View<float> norm_partials, View<const float> grads,
+                       View<const float> sample_stats, View<const dqn::AgentParams> agent, int batch, int inject_nan);
+void dqn_adam_target(View<float> params, View<float> m, View<float> v, View<float> target, View<const float> grads,
+                     View<const dqn::UpdateStep> step, View<const dqn::AgentParams> agent);
+void dqn_advance(View<dqn::Counters> counters);
+void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> states, View<const int> actions,
+                 const RingViews& ring, View<const dqn::Counters> counters, const env::MarketView& market,
+                 const env::EnvParams& params);
+void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, const RingViews& ring,
+                View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int batch);
 }  // namespace cpu_twin
 
 namespace cuda_twin {
-void c51_head_forward(CudaDevice& device, View<float> logits, View<float> probs, View<float> q, View<const float> value,
-                      View<const float> adv, const dqn::HeadParams& h, int batch);
-void c51_head_backward(CudaDevice& device, View<float> d_value, View<float> d_adv, View<const float> d_logits,
-                       const dqn::HeadParams& h, int batch);
-void c51_loss(CudaDevice& device, View<float> loss, View<float> d_logits, View<const float> logits,
-              View<const float> probs, View<const float> q_next_select, View<const float> probs_next_target,
-              View<const int> actions, View<const float> returns, View<const float> discounts, const dqn::HeadParams& h,
-              int batch);
-void mse_loss(CudaDevice& device, View<float> loss, View<float> d_logits, View<float> td, View<const float> probs,
-              View<const float> q, View<const float> q_next_select, View<const float> q_next_target,
-              View<const int> actions, View<const float> returns, View<const float> discounts, const dqn::HeadParams& h,
-              int batch);
-void dqn_monitor_update(CudaDevice& device, View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
-                    View<const int> actions, View<const float> td, View<const float> grad_norm, int num_actions,
-                    int batch);
+void dqn_act(CudaDevice& device, View<int> actions, View<float> q, View<unsigned long long> histogram,
+             View<const float> head, const dqn::HeadParams& h, View<const dqn::AgentParams> agent,
+             View<const dqn::Counters> counters, int n);
+void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<const float> head_s,
+              View<const float> head_select, View<const float> head_target, View<const int> actions,
+              View<const float> returns, View<const float> discounts, View<const dqn::AgentParams> agent,
+              const dqn::HeadParams& h, int batch);
+void dqn_update_finish(CudaDevice& device, View<dqn::UpdateStep> step, View<nn::GuardState> guard,
+                       View<dqn::MonitorStats> stats, View<dqn::Counters> counters, View<float> norm_partials,
+                       View<const float> grads, View<const float> sample_stats, View<const dqn::AgentParams> agent,
+                       int batch, int inject_nan);
+void dqn_adam_target(CudaDevice& device, View<float> params, View<float> m, View<float> v, View<float> target,
+                     View<const float> grads, View<const dqn::UpdateStep> step, View<const dqn::AgentParams> agent);
+void dqn_advance(CudaDevice& device, View<dqn::Counters> counters);
+void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
+                 View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
+                 const env::MarketView& market, const env::EnvParams& params);
+void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
+                const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
+                int batch);
 }  // namespace cuda_twin
 
 namespace detail {
-inline void check_head(const dqn::HeadParams& h, int batch, const char* op) {
-    if (h.num_actions < 1 || h.num_atoms < 2 || batch < 1 || !(h.v_min < h.v_max))
-        throw std::invalid_argument(
-            fmt::format("ops::{}: need num_actions >= 1, num_atoms >= 2, batch >= 1 and v_min < v_max (got {}, {}, {}, "
-                        "[{}, {}])",
-                        op, h.num_actions, h.num_atoms, batch, h.v_min, h.v_max));
+inline void check_head(const dqn::HeadParams& h, const char* op) {
+    if (h.num_actions < 1 || h.num_atoms < 2 || !(h.v_min < h.v_max))
+        throw std::invalid_argument(fmt::format(
+            "ops::{}: need num_actions >= 1, num_atoms >= 2 and v_min < v_max (got {}, {}, [{}, {}])", op,
+            h.num_actions, h.num_atoms, h.v_min, h.v_max));
+}
+/// Sizes of a ring for N agents; returns its rows per agent.
+inline std::size_t check_ring(const RingViews& r, std::size_t N, const char* op) {
+    if (r.capacity_steps < 1 || r.n_envs < 1 || r.state_dim < 1)
+        throw std::invalid_argument(fmt::format("ops::{}: the ring needs capacity_steps, n_envs, state_dim >= 1", op));
+    const std::size_t rows = static_cast<std::size_t>(r.capacity_steps) * static_cast<std::size_t>(r.n_envs);
+    const std::size_t D = static_cast<std::size_t>(r.state_dim);
+    require_size(r.states.size(), N * rows * D, op, "ring states");
+    require_size(r.next_states.size(), N * rows * D, op, "ring next_states");
+    require_size(r.actions.size(), N * rows, op, "ring actions");
+    require_size(r.rewards.size(), N * rows, op, "ring rewards");
+    require_size(r.done.size(), N * rows, op, "ring done");
+    checked_int_size(N * rows * D, op);
+    return rows;
+}
+/// Agents of a call: the size of its parameter array (>= 1).
+inline std::size_t agents_of(std::size_t n, const char* op) {
+    if (n == 0) throw std::invalid_argument(fmt::format("ops::{}: no agent parameters", op));
+    return n;
 }
 }  // namespace detail
 
-/// logits, probs (B, A, Z) and q (B, A) of the C51 head from value (B, Z; empty without
-/// dueling) and adv (B, A*Z).
-inline void c51_head_forward(Device& device, View<float> logits, View<float> probs, View<float> q,
-                             View<const float> value, View<const float> adv, const dqn::HeadParams& h, int batch) {
-    detail::check_head(h, batch, "c51_head_forward");
-    const std::size_t B = static_cast<std::size_t>(batch), A = static_cast<std::size_t>(h.num_actions),
-                      Z = static_cast<std::size_t>(h.num_atoms);
-    detail::require_size(logits.size(), B * A * Z, "c51_head_forward", "logits");
-    detail::require_size(probs.size(), B * A * Z, "c51_head_forward", "probs");
-    detail::require_size(q.size(), B * A, "c51_head_forward", "q");
-    detail::require_size(value.size(), h.dueling ? B * Z : 0, "c51_head_forward", "value");
-    detail::require_size(adv.size(), B * A * Z, "c51_head_forward", "adv");
-    detail::checked_int_size(B * A * Z, "c51_head_forward");
-    detail::require_distinct("c51_head_forward",
-                             {detail::range("logits", logits), detail::range("probs", probs), detail::range("q", q),
-                              detail::range("value", value), detail::range("adv", adv)});
+/// Acting from head outputs (n rows of dqn::head_width floats per agent): Q (A) of each row's
+/// dueling C51 head, then epsilon-greedy with the epsilon of counters.steps and Philox(seed,
+/// exploration, row, steps) (agent, counters given: collection), or the first maximal Q (both
+/// empty: evaluation). actions (N, n) out; q (N, n, A) out or empty; histogram (N, A) += the
+/// actions taken, or empty.
+inline void dqn_act(Device& device, View<int> actions, View<float> q, View<unsigned long long> histogram,
+                    View<const float> head, const dqn::HeadParams& h, View<const dqn::AgentParams> agent,
+                    View<const dqn::Counters> counters) {
+    const char* op = "dqn_act";
+    detail::check_head(h, op);
+    const std::size_t N = agent.empty() ? 1 : agent.size();
+    detail::require(counters.size() == agent.size(), op, "counters and agent parameters come together, one per agent");
+    detail::require(!actions.empty() && actions.size() % N == 0, op, "actions must hold n rows per agent");
+    const std::size_t n = actions.size() / N, A = static_cast<std::size_t>(h.num_actions);
+    detail::require_size(head.size(), actions.size() * static_cast<std::size_t>(dqn::head_width(h)), op, "head");
+    if (!q.empty()) detail::require_size(q.size(), actions.size() * A, op, "q");
+    if (!histogram.empty()) detail::require_size(histogram.size(), N * A, op, "histogram");
+    detail::checked_int_size(head.size(), op);
+    detail::require_distinct(op, {detail::range("actions", actions), detail::range("q", q),
+                                  detail::range("histogram", histogram), detail::range("head", head),
+                                  detail::range("agent", agent), detail::range("counters", counters)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::c51_head_forward(*cuda, logits, probs, q, value, adv, h, batch);
-    cpu_twin::c51_head_forward(logits, probs, q, value, adv, h, batch);
+        return cuda_twin::dqn_act(*cuda, actions, q, histogram, head, h, agent, counters, static_cast<int>(n));
+    cpu_twin::dqn_act(actions, q, histogram, head, h, agent, counters, static_cast<int>(n));
 }
 
-/// d_value (B, Z; empty without dueling) and d_adv (B, A*Z) from d_logits (B, A, Z).
-inline void c51_head_backward(Device& device, View<float> d_value, View<float> d_adv, View<const float> d_logits,
-                              const dqn::HeadParams& h, int batch) {
-    detail::check_head(h, batch, "c51_head_backward");
-    const std::size_t B = static_cast<std::size_t>(batch), A = static_cast<std::size_t>(h.num_actions),
-                      Z = static_cast<std::size_t>(h.num_atoms);
-    detail::require_size(d_value.size(), h.dueling ? B * Z : 0, "c51_head_backward", "d_value");
-    detail::require_size(d_adv.size(), B * A * Z, "c51_head_backward", "d_adv");
-    detail::require_size(d_logits.size(), B * A * Z, "c51_head_backward", "d_logits");
-    detail::require_distinct("c51_head_backward", {detail::range("d_value", d_value), detail::range("d_adv", d_adv),
-                                                   detail::range("d_logits", d_logits)});
-    if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::c51_head_backward(*cuda, d_value, d_adv, d_logits, h, batch);
-    cpu_twin::c51_head_backward(d_value, d_adv, d_logits, h, batch);
-}
-
-/// Per-sample C51 cross-entropy loss (B) and d_logits (B, A, Z) of the batch-mean loss.
-/// q_next_select (B, A) picks a* (online Q(s') for double DQN); probs_next_target (B, A, Z).
-inline void c51_loss(Device& device, View<float> loss, View<float> d_logits, View<const float> logits,
-                     View<const float> probs, View<const float> q_next_select, View<const float> probs_next_target,
-                     View<const int> actions, View<const float> returns, View<const float> discounts,
+/// The whole loss of one update on a batch of B transitions per agent, from the head outputs of
+/// the online network at s (head_s), of the network that picks a* at s' (head_select: the online
+/// network for double DQN, else the target network; may be head_target itself) and of the target
+/// network at s' (head_target), each (N, B, W): d_head (N, B, W) = the gradient of the
+/// batch-mean blended loss alpha * C51 + (1 - alpha) * MSE with respect to head_s; stats
+/// (N, 4, B) = per-sample C51 loss, MSE loss, TD error and Q(s, a) (dqn::SampleStat). actions,
+/// returns, discounts (N, B). An action outside [0, A) gives its sample NaN statistics and no
+/// gradient (the guard then skips the update).
+inline void dqn_loss(Device& device, View<float> d_head, View<float> stats, View<const float> head_s,
+                     View<const float> head_select, View<const float> head_target, View<const int> actions,
+                     View<const float> returns, View<const float> discounts, View<const dqn::AgentParams> agent,
                      const dqn::HeadParams& h, int batch) {
-    detail::check_head(h, batch, "c51_loss");
-    const std::size_t B = static_cast<std::size_t>(batch), A = static_cast<std::size_t>(h.num_actions),
-                      Z = static_cast<std::size_t>(h.num_atoms);
-    detail::require_size(loss.size(), B, "c51_loss", "loss");
-    detail::require_size(d_logits.size(), B * A * Z, "c51_loss", "d_logits");
-    detail::require_size(logits.size(), B * A * Z, "c51_loss", "logits");
-    detail::require_size(probs.size(), B * A * Z, "c51_loss", "probs");
-    detail::require_size(q_next_select.size(), B * A, "c51_loss", "q_next_select");
-    detail::require_size(probs_next_target.size(), B * A * Z, "c51_loss", "probs_next_target");
-    detail::require_size(actions.size(), B, "c51_loss", "actions");
-    detail::require_size(returns.size(), B, "c51_loss", "returns");
-    detail::require_size(discounts.size(), B, "c51_loss", "discounts");
-    detail::require_distinct(
-        "c51_loss", {detail::range("loss", loss), detail::range("d_logits", d_logits), detail::range("logits", logits),
-                     detail::range("probs", probs), detail::range("q_next_select", q_next_select),
-                     detail::range("probs_next_target", probs_next_target), detail::range("actions", actions),
-                     detail::range("returns", returns), detail::range("discounts", discounts)});
+    const char* op = "dqn_loss";
+    detail::check_head(h, op);
+    const std::size_t N = detail::agents_of(agent.size(), op);
+    detail::require(batch >= 1, op, "batch must be >= 1");
+    const std::size_t rows = N * static_cast<std::size_t>(batch), W = static_cast<std::size_t>(dqn::head_width(h));
+    for (auto [v, name] : {std::pair{head_s, "head_s"}, {head_select, "head_select"}, {head_target, "head_target"}})
+        detail::require_size(v.size(), rows * W, op, name);
+    detail::require_size(d_head.size(), rows * W, op, "d_head");
+    detail::require_size(stats.size(), rows * dqn::kSampleStats, op, "stats");
+    detail::require_size(actions.size(), rows, op, "actions");
+    detail::require_size(returns.size(), rows, op, "returns");
+    detail::require_size(discounts.size(), rows, op, "discounts");
+    detail::checked_int_size(rows * W, op);
+    detail::require_distinct(op, {detail::range("d_head", d_head), detail::range("stats", stats),
+                                  detail::range("head_s", head_s), detail::range("head_select", head_select),
+                                  detail::range("head_target", head_target), detail::range("actions", actions),
+                                  detail::range("returns", returns), detail::range("discounts", discounts),
+                                  detail::range("agent", agent)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::c51_loss(*cuda, loss, d_logits, logits, probs, q_next_select, probs_next_target, actions,
-                                   returns, discounts, h, batch);
-    cpu_twin::c51_loss(loss, d_logits, logits, probs, q_next_select, probs_next_target, actions, returns, discounts, h,
-                       batch);
+        return cuda_twin::dqn_loss(*cuda, d_head, stats, head_s, head_select, head_target, actions, returns, discounts,
+                                   agent, h, batch);
+    cpu_twin::dqn_loss(d_head, stats, head_s, head_select, head_target, actions, returns, discounts, agent, h, batch);
 }
 
-/// Per-sample MSE loss on the expected Q (B), d_logits (B, A, Z) and TD errors (B).
-inline void mse_loss(Device& device, View<float> loss, View<float> d_logits, View<float> td, View<const float> probs,
-                     View<const float> q, View<const float> q_next_select, View<const float> q_next_target,
-                     View<const int> actions, View<const float> returns, View<const float> discounts,
-                     const dqn::HeadParams& h, int batch) {
-    detail::check_head(h, batch, "mse_loss");
-    const std::size_t B = static_cast<std::size_t>(batch), A = static_cast<std::size_t>(h.num_actions),
-                      Z = static_cast<std::size_t>(h.num_atoms);
-    detail::require_size(loss.size(), B, "mse_loss", "loss");
-    detail::require_size(d_logits.size(), B * A * Z, "mse_loss", "d_logits");
-    detail::require_size(td.size(), B, "mse_loss", "td");
-    detail::require_size(probs.size(), B * A * Z, "mse_loss", "probs");
-    detail::require_size(q.size(), B * A, "mse_loss", "q");
-    detail::require_size(q_next_select.size(), B * A, "mse_loss", "q_next_select");
-    detail::require_size(q_next_target.size(), B * A, "mse_loss", "q_next_target");
-    detail::require_size(actions.size(), B, "mse_loss", "actions");
-    detail::require_size(returns.size(), B, "mse_loss", "returns");
-    detail::require_size(discounts.size(), B, "mse_loss", "discounts");
-    detail::require_distinct(
-        "mse_loss",
-        {detail::range("loss", loss), detail::range("d_logits", d_logits), detail::range("td", td),
-         detail::range("probs", probs), detail::range("q", q), detail::range("q_next_select", q_next_select),
-         detail::range("q_next_target", q_next_target), detail::range("actions", actions),
-         detail::range("returns", returns), detail::range("discounts", discounts)});
+/// Floats of scratch dqn_update_finish needs per agent (the gradient norm's partial sums).
+constexpr std::size_t dqn_finish_scratch_size() noexcept { return Device::global_norm_scratch_size(); }
+
+/// The update's finish, per agent: the global norm of grads (N, P) (the fixed grid and trees of
+/// Device::global_norm, emulated exactly by the CPU twin), the batch sums of sample_stats
+/// (N, 4, B) in a fixed tree, then dqn::finish_update: the batch-mean losses, the training
+/// guard's decision, the monitor, this update's Adam constants and target copy, and counters'
+/// update count. step, guard, stats, counters (N); norm_partials (N, dqn_finish_scratch_size()).
+/// inject_nan (tests, never in a captured sequence) makes the C51 loss NaN.
+inline void dqn_update_finish(Device& device, View<dqn::UpdateStep> step, View<nn::GuardState> guard,
+                              View<dqn::MonitorStats> stats, View<dqn::Counters> counters, View<float> norm_partials,
+                              View<const float> grads, View<const float> sample_stats,
+                              View<const dqn::AgentParams> agent, int batch, bool inject_nan) {
+    const char* op = "dqn_update_finish";
+    const std::size_t N = detail::agents_of(agent.size(), op);
+    detail::require(batch >= 1, op, "batch must be >= 1");
+    for (auto [size, name] : {std::pair{step.size(), "step"}, {guard.size(), "guard"}, {stats.size(), "stats"},
+                              {counters.size(), "counters"}})
+        detail::require_size(size, N, op, name);
+    detail::require_size(norm_partials.size(), N * dqn_finish_scratch_size(), op, "norm_partials");
+    detail::require(!grads.empty() && grads.size() % N == 0, op, "grads must hold the same parameters per agent");
+    detail::require_size(sample_stats.size(), N * dqn::kSampleStats * static_cast<std::size_t>(batch), op,
+                         "sample_stats");
+    detail::checked_int_size(grads.size() / N, op);
+    detail::require_distinct(op, {detail::range("step", step), detail::range("guard", guard),
+                                  detail::range("stats", stats), detail::range("counters", counters),
+                                  detail::range("norm_partials", norm_partials), detail::range("grads", grads),
+                                  detail::range("sample_stats", sample_stats), detail::range("agent", agent)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::mse_loss(*cuda, loss, d_logits, td, probs, q, q_next_select, q_next_target, actions, returns,
-                                   discounts, h, batch);
-    cpu_twin::mse_loss(loss, d_logits, td, probs, q, q_next_select, q_next_target, actions, returns, discounts, h,
-                       batch);
+        return cuda_twin::dqn_update_finish(*cuda, step, guard, stats, counters, norm_partials, grads, sample_stats,
+                                            agent, batch, inject_nan ? 1 : 0);
+    cpu_twin::dqn_update_finish(step, guard, stats, counters, norm_partials, grads, sample_stats, agent, batch,
+                                inject_nan ? 1 : 0);
 }
 
-/// Accumulates one update's statistics: losses (2), q (B, A), actions (B), td (B), grad_norm (1).
-inline void dqn_monitor_update(Device& device, View<dqn::MonitorStats> stats, View<const float> losses, View<const float> q,
-                           View<const int> actions, View<const float> td, View<const float> grad_norm, int num_actions,
-                           int batch) {
+/// Adam (when the guard applied the update) and the target update of every parameter, per
+/// agent (dqn::adam_target_element): params, m, v, target, grads (N, P), step (N).
+inline void dqn_adam_target(Device& device, View<float> params, View<float> m, View<float> v, View<float> target,
+                            View<const float> grads, View<const dqn::UpdateStep> step,
+                            View<const dqn::AgentParams> agent) {
+    const char* op = "dqn_adam_target";
+    const std::size_t N = detail::agents_of(agent.size(), op);
+    detail::require(!params.empty() && params.size() % N == 0, op, "params must hold the same count per agent");
+    for (auto [size, name] :
+         {std::pair{m.size(), "m"}, {v.size(), "v"}, {target.size(), "target"}, {grads.size(), "grads"}})
+        detail::require_size(size, params.size(), op, name);
+    detail::require_size(step.size(), N, op, "step");
+    detail::checked_int_size(params.size() / N, op);
+    detail::require_distinct(op, {detail::range("params", params), detail::range("m", m), detail::range("v", v),
+                                  detail::range("target", target), detail::range("grads", grads),
+                                  detail::range("step", step), detail::range("agent", agent)});
+    if (CudaDevice* cuda = device.cuda()) return cuda_twin::dqn_adam_target(*cuda, params, m, v, target, grads, step, agent);
+    cpu_twin::dqn_adam_target(params, m, v, target, grads, step, agent);
+}
+
+/// After a collection step: counters' steps and pushed += 1, per agent.
+inline void dqn_advance(Device& device, View<dqn::Counters> counters) {
+    detail::agents_of(counters.size(), "dqn_advance");
+    if (CudaDevice* cuda = device.cuda()) return cuda_twin::dqn_advance(*cuda, counters);
+    cpu_twin::dqn_advance(counters);
+}
+
+/// One collection step of n environments per agent into the replay ring's slot
+/// counters.pushed % capacity_steps (rows slot * n_envs + e): the observation states[e] before
+/// the step, actions[e], env::step_env's reward and done flag, the observation after the step;
+/// a finished episode restarts (env::reset_env) and states[e] becomes the next decision's
+/// observation. Equal to VecEnv::step followed by a copy into the ring, bit for bit, on both
+/// backends. state (N, n), portfolio (N, n, PORTFOLIO_STRIDE), states (N, n, state_dim),
+/// actions (N, n), counters (N). Run dqn_advance after it.
+inline void dqn_collect(Device& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
+                        View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
+                        const env::MarketView& market, const env::EnvParams& params) {
+    const char* op = "dqn_collect";
+    const std::size_t N = detail::agents_of(counters.size(), op);
+    detail::check_ring(ring, N, op);
+    const std::size_t n = static_cast<std::size_t>(ring.n_envs);
+    detail::require(ring.state_dim == params.state_dim, op, "the ring's state_dim differs from the environment's");
+    detail::require_size(state.size(), N * n, op, "state");
+    detail::require_size(portfolio.size(), N * n * env::PORTFOLIO_STRIDE, op, "portfolio");
+    detail::require_size(states.size(), N * n * static_cast<std::size_t>(params.state_dim), op, "states");
+    detail::require_size(actions.size(), N * n, op, "actions");
+    detail::require(market.n_starts >= 1 && market.n_bars >= 2, op, "the market has no valid episode start");
+    detail::require_distinct(op, {detail::range("state", state), detail::range("portfolio", portfolio),
+                                  detail::range("states", states), detail::range("actions", actions),
+                                  detail::range("ring states", ring.states),
+                                  detail::range("ring next_states", ring.next_states),
+                                  detail::range("ring actions", ring.actions),
+                                  detail::range("ring rewards", ring.rewards), detail::range("ring done", ring.done),
+                                  detail::range("counters", counters)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::dqn_collect(*cuda, state, portfolio, states, actions, ring, counters, market, params);
+    cpu_twin::dqn_collect(state, portfolio, states, actions, ring, counters, market, params);
+}
+
+/// A uniform batch of B n-step transitions per agent from the ring (replay::sample_nstep), drawn
+/// at the counters' push count with this update's number (counters.updates + 1) as the Philox
+/// counter: x (N, 2B, state_dim) gets the states in rows [0, B) and the next states in rows
+/// [B, 2B); actions, returns, discounts (N, B). The ring must hold n_step steps.
+inline void dqn_sample(Device& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
+                       const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
+                       int batch) {
+    const char* op = "dqn_sample";
+    const std::size_t N = detail::agents_of(agent.size(), op);
+    detail::require(batch >= 1, op, "batch must be >= 1");
+    detail::check_ring(ring, N, op);
+    detail::require_size(counters.size(), N, op, "counters");
     const std::size_t B = static_cast<std::size_t>(batch);
-    detail::require_size(stats.size(), 1, "dqn_monitor_update", "stats");
-    detail::require_size(losses.size(), 2, "dqn_monitor_update", "losses");
-    detail::require_size(q.size(), B * static_cast<std::size_t>(num_actions), "dqn_monitor_update", "q");
-    detail::require_size(actions.size(), B, "dqn_monitor_update", "actions");
-    detail::require_size(td.size(), B, "dqn_monitor_update", "td");
-    detail::require_size(grad_norm.size(), 1, "dqn_monitor_update", "grad_norm");
-    detail::require_distinct("dqn_monitor_update", {detail::range("stats", stats), detail::range("losses", losses),
-                                                detail::range("q", q), detail::range("actions", actions),
-                                                detail::range("td", td), detail::range("grad_norm", grad_norm)});
+    detail::require_size(x.size(), N * 2 * B * static_cast<std::size_t>(ring.state_dim), op, "x");
+    detail::require_size(actions.size(), N * B, op, "actions");
+    detail::require_size(returns.size(), N * B, op, "returns");
+    detail::require_size(discounts.size(), N * B, op, "discounts");
+    detail::require_distinct(op, {detail::range("x", x), detail::range("actions", actions),
+                                  detail::range("returns", returns), detail::range("discounts", discounts),
+                                  detail::range("ring states", View<const float>(ring.states)),
+                                  detail::range("ring next_states", View<const float>(ring.next_states)),
+                                  detail::range("ring actions", View<const int>(ring.actions)),
+                                  detail::range("ring rewards", View<const float>(ring.rewards)),
+                                  detail::range("ring done", View<const std::uint8_t>(ring.done)),
+                                  detail::range("counters", counters), detail::range("agent", agent)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::dqn_monitor_update(*cuda, stats, losses, q, actions, td, grad_norm, num_actions, batch);
-    cpu_twin::dqn_monitor_update(stats, losses, q, actions, td, grad_norm, num_actions, batch);
-}
-
-/// The C51/MSE gradient blend: c51_grad = alpha * c51_grad + (1 - alpha) * mse_grad, done as an
-/// in-place scale followed by a saxpy on two distinct buffers (never saxpy(y, alpha - 1, y)).
-inline void blend_c51_mse_gradient(Device& device, View<float> c51_grad, View<const float> mse_grad, float alpha) {
-    detail::require(alpha >= 0.f && alpha <= 1.f, "blend_c51_mse_gradient",
-                    fmt::format("alpha {} is outside [0, 1]", alpha));
-    device.scale(c51_grad, alpha);                  // c51 *= alpha (single pointer, in place)
-    device.saxpy(c51_grad, 1.f - alpha, mse_grad);  // c51 += (1 - alpha) * mse (distinct buffers)
+        return cuda_twin::dqn_sample(*cuda, x, actions, returns, discounts, ring, counters, agent, batch);
+    cpu_twin::dqn_sample(x, actions, returns, discounts, ring, counters, agent, batch);
 }
 
 }  // namespace fh::ops

@@ -1,0 +1,144 @@
+/// @file dqn_step.h
+/// @brief Kernel signatures of cuda/kernels/dqn_step.cu: the DQN trainer's fused device steps
+///        (acting, the loss with the head's backward, the update's finish, Adam + target, the
+///        collection counters). Math: cuda/math/dqn.h. Every kernel takes an agent index from
+///        its grid (blockIdx.y for the per-sample kernels, blockIdx.x for the one-block finish):
+///        buffers are [agents][...] with the per-agent sizes given, so a population is one launch.
+#pragma once
+
+#include "abi/core_network.h"
+#include "math/dqn.h"
+#include "math/env.h"
+#include "math/replay.h"
+
+namespace fh::abi {
+
+/// Acting from head outputs, one warp per environment: q (A) from the dueling C51 head row, then
+/// epsilon-greedy (policy::epsilon_greedy; epsilon of counters.steps, Philox(seed, exploration,
+/// e, steps)) or, without agent/counters, the first maximal Q.
+struct DqnActArgs {
+    int* actions;                      ///< (n) out
+    float* q;                          ///< (n, A) out, or null
+    unsigned long long* histogram;     ///< (A) += actions taken, or null
+    const float* head;                 ///< (n, W) head outputs
+    const dqn::AgentParams* agent;     ///< or null: greedy
+    const dqn::Counters* counters;     ///< with agent
+    dqn::HeadParams head_params;
+    int n;
+};
+using DqnAct = void(DqnActArgs args);
+
+/// The whole loss of one update, one warp per sample: a* = argmax of Q(select row), the target
+/// distribution of a*, its C51 projection (gather form), the cross-entropy and the MSE on the
+/// expected Q of the taken action, their blend, and the head's backward: d_head (B, W) = dL/d
+/// (head outputs) of the batch-mean blended loss; stats (4, B) = C51 loss, MSE loss, TD error,
+/// Q(s, a) per sample (dqn::SampleStat).
+struct DqnLossArgs {
+    float* d_head;                     ///< (B, W) out
+    float* stats;                      ///< (4, B) out
+    const float* head_s;               ///< (B, W) online network at s
+    const float* head_select;          ///< (B, W) picks a*: online at s' (double DQN) or target at s'
+    const float* head_target;          ///< (B, W) target network at s'
+    const int* actions;                ///< (B)
+    const float* returns;              ///< (B) n-step returns
+    const float* discounts;            ///< (B) gamma^k, 0 after a termination
+    const dqn::AgentParams* agent;     ///< mse_alpha
+    dqn::HeadParams head_params;
+    int batch;
+};
+using DqnLoss = void(DqnLossArgs args);
+
+/// The update's finish, one block of 256 threads per agent: the gradient norm from the 256
+/// norm partials (network_norm_partials_kernel), the batch sums of the sample statistics in a
+/// fixed tree, then dqn::finish_update (guard, monitor, Adam constants, target copy, counter).
+struct DqnFinishArgs {
+    dqn::UpdateStep* step;             ///< (1) out
+    nn::GuardState* guard;             ///< (1)
+    dqn::MonitorStats* stats;          ///< (1)
+    dqn::Counters* counters;           ///< (1)
+    const float* norm_partials;        ///< (256)
+    const float* sample_stats;         ///< (4, B)
+    const dqn::AgentParams* agent;
+    int batch;
+    int inject_nan;                    ///< tests: the C51 loss becomes NaN
+};
+using DqnFinish = void(DqnFinishArgs args);
+
+/// Adam (gated by the guard) and the target update of every parameter (dqn::adam_target_element).
+struct DqnAdamTargetArgs {
+    float* params;
+    float* m;
+    float* v;
+    float* target;
+    const float* grads;
+    const dqn::UpdateStep* step;
+    const dqn::AgentParams* agent;
+    int n;                             ///< parameters per agent
+};
+using DqnAdamTarget = void(DqnAdamTargetArgs args);
+
+/// The replay ring's arrays, written by collection (slot k % capacity_steps, rows slot * n_envs +
+/// env) and read by sampling. Per agent: capacity_steps * n_envs rows.
+struct DqnRing {
+    float* states;          ///< (rows, state_dim)
+    float* next_states;     ///< (rows, state_dim)
+    int* actions;           ///< (rows)
+    float* rewards;         ///< (rows)
+    std::uint8_t* done;     ///< (rows) env::DoneFlag
+    int capacity_steps;
+    int n_envs;
+    int state_dim;
+};
+
+/// One collection step of n environments, one warp per environment, written into the ring's slot
+/// counters.pushed % capacity_steps: the observation before the step, the action, env::step_env's
+/// reward and done flag, the observation after the step (terminal for a finished episode), then
+/// a new episode for a finished one (env::reset_env) and its first observation in `states`.
+struct DqnCollectArgs {
+    env::EnvState* state;              ///< (n)
+    float* portfolio;                  ///< (n, PORTFOLIO_STRIDE)
+    float* states;                     ///< (n, state_dim): in, the observations acted on; out, the next ones
+    const int* actions;                ///< (n)
+    DqnRing ring;
+    const dqn::Counters* counters;
+    env::MarketView market;
+    env::EnvParams params;
+    int n;
+};
+using DqnCollect = void(DqnCollectArgs args);
+
+/// A batch of B n-step transitions per agent from the ring (replay::sample_nstep), at the
+/// counters' push count and update number (this update's = updates + 1): x (B, 2, ...) holds the
+/// states in rows [0, B) and the next states in rows [B, 2B) of a (2B, state_dim) block, so the
+/// online network can run on both in one pass.
+struct DqnSampleArgs {
+    float* x;                          ///< (2B, state_dim)
+    int* actions;                      ///< (B)
+    float* returns;                    ///< (B)
+    float* discounts;                  ///< (B)
+    DqnRing ring;
+    const dqn::Counters* counters;
+    const dqn::AgentParams* agent;
+    int batch;
+};
+using DqnSample = void(DqnSampleArgs args);
+
+/// After a collection step: steps += 1, pushed += 1 for each of n_agents agents.
+using DqnAdvance = void(dqn::Counters* counters, int n_agents);
+
+/// Block shape of the per-sample kernels: warps per block; dynamic shared memory per warp is
+/// dqn_step_smem_floats(head) floats.
+inline constexpr int kDqnWarpsPerBlock = 4;
+FH_HD int dqn_step_smem_floats(const dqn::HeadParams& h) { return 2 * h.num_atoms + h.num_actions; }
+inline constexpr int kDqnFinishThreads = 256;
+
+}  // namespace fh::abi
+
+#define FH_KERNELS_dqn_step(FH_KERNEL)                               \
+    FH_KERNEL(dqn_step, dqn_act_kernel, DqnAct)                      \
+    FH_KERNEL(dqn_step, dqn_loss_kernel, DqnLoss)                    \
+    FH_KERNEL(dqn_step, dqn_finish_kernel, DqnFinish)                \
+    FH_KERNEL(dqn_step, dqn_adam_target_kernel, DqnAdamTarget)       \
+    FH_KERNEL(dqn_step, dqn_advance_kernel, DqnAdvance)              \
+    FH_KERNEL(dqn_step, dqn_collect_kernel, DqnCollect)              \
+    FH_KERNEL(dqn_step, dqn_sample_kernel, DqnSample)
