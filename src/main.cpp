@@ -151,6 +151,9 @@ int main(int argc, char** argv) {
     auto* bench = app.add_subcommand(
         "bench", "Measure the profile's throughput and print it as JSON (collection env steps/s, "
                  "updates/s, end-to-end env steps/s, time to first kernel, peak device memory)");
+    bench->add_flag("--kernel-times", g.kernel_times,
+                    "Also time every kernel and matrix product of the phases with CUDA events (a diagnostic: the "
+                    "phases then run op by op, without CUDA Graphs) and add a per-kernel table to the JSON");
     for (auto* sub : {train, check, info, bench, eval, compare, report}) sub->fallthrough();  // global options after it too
 
     try {

@@ -14,7 +14,7 @@ namespace fh::cli {
 
 int run_bench(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g);
-    fmt::print("{}\n", run::bench(profile));
+    fmt::print("{}\n", run::bench(profile, g.kernel_times));
     std::fflush(stdout);
     return 0;
 }

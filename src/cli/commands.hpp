@@ -24,6 +24,7 @@ struct GlobalOptions {
     bool verbose = false;
     std::string log_format = "text";  ///< text | json
     bool cuda_sync_debug = false;
+    bool kernel_times = false;           ///< bench --kernel-times
 };
 
 /// The overrides in precedence order: --set values, then the dedicated options (--data,

@@ -112,6 +112,8 @@ void CudaDevice::run_sequence(OpSequence& seq, const std::function<void()>& ops)
     FH_CUDA_CHECK(cudaGraphLaunch(static_cast<CudaGraph&>(*seq.captured).exec, stream()));
 }
 
+void CudaDevice::make_current() { FH_CUDA_CHECK(cudaSetDevice(device_.ordinal)); }
+
 void CudaDevice::set_tf32(bool on) {
     FH_CUBLAS_CHECK(cublasSetMathMode(cublas(), on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     tf32_ = on;
@@ -232,9 +234,13 @@ bool CudaDevice::lt_linear_forward(View<float> Y, View<const float> X, View<cons
     const float one = 1.f, zero = 0.f;
     const cuda::TimedRegion timed(cuda::kernel_timing() ? fmt::format("linear forward (lt) {}x{}x{}", batch, out, in) : "",
                                   stream());
-    FH_CUBLAS_CHECK(cublasLtMatmul(lt_, plan->op, &one, W.data(), plan->a, X.data(), plan->b, &zero, Y.data(), plan->c,
-                                   Y.data(), plan->c, &plan->algo, workspace_, kWorkspaceBytes, stream()));
-    return true;
+    const cublasStatus_t st = cublasLtMatmul(lt_, plan->op, &one, W.data(), plan->a, X.data(), plan->b, &zero, Y.data(),
+                                             plan->c, Y.data(), plan->c, &plan->algo, workspace_, kWorkspaceBytes, stream());
+    if (st == CUBLAS_STATUS_SUCCESS) return true;
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE)
+        cuda::throw_cublas_error(st, "cublasLtMatmul", __FILE__, __LINE__);
+    plan->usable = false;  // this shape takes the SGEMM path from now on
+    return false;
 }
 
 void CudaDevice::linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,

@@ -37,6 +37,7 @@ public:
     bool tf32() const noexcept { return tf32_; }
     /// Graphs are used unless turned off here, by --cuda-sync-debug or by kernel timing.
     void set_graphs(bool on) override { graphs_ = on; }
+    void make_current() override;
     void run_sequence(OpSequence& seq, const std::function<void()>& ops) override;
 
     const cuda::DeviceInfo& device() const noexcept { return device_; }

@@ -108,6 +108,9 @@ public:
     /// TF32 tensor-core math for the linear layers' matrix products (gpu.tf32); the CPU backend
     /// always computes in FP32.
     virtual void set_tf32(bool /*on*/) {}
+    /// Makes this device the calling thread's current one (CUDA keeps the current device per
+    /// thread; a device created on another thread must be made current before use).
+    virtual void make_current() {}
     /// Whether run_sequence captures CUDA Graphs (gpu.cuda_graphs; off: every op launches on its
     /// own, with the same results). The CPU backend has nothing to capture.
     virtual void set_graphs(bool /*on*/) {}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "cuda/kernel_timing.hpp"
 #include "io/json.hpp"
 #include "run/run.hpp"
 #include "run/session.hpp"
@@ -19,7 +20,21 @@ double seconds_since(clock::time_point t) { return std::chrono::duration<double>
 
 }  // namespace
 
-std::string bench(const config::Profile& p) {
+/// Per-kernel times of `phases` runs of one phase, per run, slowest first.
+json::Value kernel_table(std::vector<cuda::KernelTime> times, long long phases) {
+    std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.total_us > b.total_us; });
+    json::Array rows;
+    double total = 0;
+    for (const auto& t : times) {
+        total += t.total_us;
+        rows.push_back(json::object({{"op", t.name},
+                                     {"launches", static_cast<double>(t.calls) / static_cast<double>(phases)},
+                                     {"us", t.total_us / static_cast<double>(phases)}}));
+    }
+    return json::object({{"us_total", total / static_cast<double>(phases)}, {"ops", json::Value::array(std::move(rows))}});
+}
+
+std::string bench(const config::Profile& p, bool kernel_times) {
     const auto t_start = clock::now();
     Session session(p);
     auto& ops = session.ops;
@@ -55,6 +70,21 @@ std::string bench(const config::Profile& p) {
         e2e_s = seconds_since(t);
         e2e_steps = trainer->env_steps() - before;
     }
+    // The diagnostic: every op of a phase timed on its own (CUDA events around each launch).
+    json::Value times;
+    if (kernel_times && ops->cuda()) {
+        constexpr long long kRuns = 20;
+        cuda::set_kernel_timing(true);
+        (void)cuda::collect_kernel_times();
+        for (long long i = 0; i < kRuns; ++i) (void)trainer->bench_collect();
+        auto collect_times = cuda::collect_kernel_times();
+        long long timed_updates = 0;
+        for (long long i = 0; i < kRuns; ++i) timed_updates += trainer->bench_update();
+        auto update_times = cuda::collect_kernel_times();
+        cuda::set_kernel_timing(false);
+        times = json::object({{"collection", kernel_table(std::move(collect_times), kRuns)},
+                              {"update", kernel_table(std::move(update_times), std::max<long long>(1, timed_updates))}});
+    }
     (void)trainer->read_log(1.0);  // surfaces a diverged guard as exit 5
 
     const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
@@ -74,6 +104,7 @@ std::string bench(const config::Profile& p) {
         {"us_per_update", updates > 0 ? 1e6 * update_s / static_cast<double>(updates) : 0.0},
         {"time_to_first_kernel_s", first_kernel_s},
         {"peak_device_memory_bytes", ops->peak_bytes()},
+        {"kernel_times", times},
     }));
 }
 

@@ -45,7 +45,8 @@ std::string evaluate(const EvalRequest& request);
 
 /// Throughput figures of the profile's trainer as one JSON object: collection
 /// env steps/s (collection only), updates/s (training only), end-to-end env steps/s, time to
-/// first kernel, peak device memory.
-std::string bench(const config::Profile& profile);
+/// first kernel, peak device memory. With kernel_times (CUDA only), also each kernel's and matrix
+/// product's time per collection step and per update, measured op by op with CUDA events.
+std::string bench(const config::Profile& profile, bool kernel_times = false);
 
 }  // namespace fh::run

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 
 #include "config/memory_estimate.hpp"
 #include "data/load.hpp"
@@ -16,13 +18,12 @@ namespace fh::run {
 
 std::unique_ptr<ops::Device> make_device(const config::Profile& p) {
     // Keys accepted by the schema that this version does not act on yet: said once, not ignored silently.
-    if (p.gpu.cuda_graphs)
-        log::info("gpu.cuda_graphs: CUDA Graph capture is not implemented yet; kernels are launched directly");
     if (p.gpu.profile != "auto")
         log::warn("gpu.profile = \"{}\": named device classes are not implemented yet; the device is read at start",
                   p.gpu.profile);
     auto ops = ops::make_device(ops::parse_device_spec(p.run.device));
     ops->set_tf32(p.gpu.tf32);
+    ops->set_graphs(p.gpu.cuda_graphs);
     log::info("device: {}", ops->description());
     return ops;
 }
@@ -46,10 +47,30 @@ void check_device_memory(const ops::Device& device, const config::Profile& p, st
 }
 
 Session::Session(const config::Profile& p) {
-    ops = make_device(p);
-    market = data::load_market(trainers::data_options(p));
+    using clock = std::chrono::steady_clock;
+    auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+    // The device (CUDA context, kernel modules, cuBLAS) starts on another thread while the data
+    // loads: the two are independent and together are most of the time to the first kernel.
+    const auto t0 = clock::now();
+    auto device = std::async(std::launch::async, [&p, &since, t0] {
+        auto d = make_device(p);
+        return std::pair{std::move(d), since(t0)};
+    });
+    try {
+        market = data::load_market(trainers::data_options(p));
+    } catch (...) {
+        device.wait();  // the device's thread finishes before the error leaves
+        throw;
+    }
+    const double data_s = since(t0);
+    auto [d, device_s] = device.get();
+    ops = std::move(d);
+    ops->make_current();  // it was created on the other thread
     check_device_memory(*ops, p, market.bars.size());
+    const auto t1 = clock::now();
     device_market = std::make_unique<env::DeviceMarket>(*ops, market);
+    log::debug("start-up: device {:.3f} s and data {:.3f} s (in parallel), market upload {:.3f} s", device_s, data_s,
+               since(t1));
 }
 
 }  // namespace fh::run

@@ -20,6 +20,16 @@ io::Dtype dtype(const StateTensor& t) {
 
 }  // namespace
 
+void require_parameter_layout(const io::TensorFile& file, const std::string& path, const config::Profile& profile) {
+    const std::string want = parameter_layout(profile);
+    const std::string have = file.metadata("parameter_layout").value_or(profile.run.trainer + "/1");
+    if (have != want)
+        throw io::CheckpointError(fmt::format(
+            "checkpoint {}: its parameters are in layout {}, this version of foxhunt-train reads {}{} (the "
+            "checkpoint was written by an earlier version: evaluate or resume it with that version, or train anew)",
+            path, have, want, want == "dqn/2" ? " (one head layer [value | advantages] instead of two)" : ""));
+}
+
 void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
                      const data::MarketData& market, const EarlyStopping& es) {
     io::TensorFileWriter w;
@@ -33,6 +43,7 @@ void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer
     w.add<float>("norm/mean", {dim}, market.norm.mean);
     w.add<float>("norm/stddev", {dim}, market.norm.stddev);
     w.set_metadata("trainer", profile.run.trainer);
+    w.set_metadata("parameter_layout", parameter_layout(profile));
     w.set_metadata("profile", config::to_toml(profile));
     w.set_metadata("norm_clip", fmt::format("{}", market.norm.clip));
     w.set_metadata("feature_set", profile.data.feature_set);
@@ -50,6 +61,7 @@ void load_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer
     if (trainer_name != profile.run.trainer)
         throw io::CheckpointError(fmt::format("checkpoint {}: written by the '{}' trainer, this run is '{}'", path,
                                               trainer_name, profile.run.trainer));
+    require_parameter_layout(file, path, profile);
     for (const auto& t : trainer.state_tensors()) {
         const auto v = file.tensor(t.name);
         if (v.dtype != dtype(t) || v.shape != to_shape(t.shape))

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/profile.hpp"
+#include "io/safetensors.hpp"
 #include "data/market_data.hpp"
 #include "ops/device.hpp"
 #include "trainers/trainer.hpp"
@@ -24,6 +25,10 @@ void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer
 /// or corruption.
 void load_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
                      EarlyStopping* early_stopping);
+
+/// Refuses (io::CheckpointError, exit 2) a checkpoint whose parameter layout is not this
+/// version's for the profile's trainer (parameter_layout; a checkpoint without the key is layout 1).
+void require_parameter_layout(const io::TensorFile& file, const std::string& path, const config::Profile& profile);
 
 /// The resolved profile stored in a checkpoint (its TOML text).
 std::string checkpoint_profile_toml(const std::string& path);

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "trainers/dqn_trainer.hpp"
+#include "trainers/q_network.hpp"
 #include "trainers/iql_trainer.hpp"
 #include "trainers/ppo_trainer.hpp"
 #include "trainers/setup.hpp"
@@ -54,6 +55,11 @@ std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& p
     if (p.run.trainer == "ppo") return std::make_unique<PpoTrainer>(ops, p, market);
     if (p.run.trainer == "iql") return std::make_unique<IqlTrainer>(ops, p, market);
     throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo or iql)");
+}
+
+std::string parameter_layout(const config::Profile& p) {
+    if (p.run.trainer == "dqn") return kQNetworkLayout;
+    return p.run.trainer + "/1";
 }
 
 std::unique_ptr<GreedyPolicy> make_greedy_policy(const config::Profile& p, int state_dim) {

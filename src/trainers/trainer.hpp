@@ -132,6 +132,10 @@ void training_loop(Trainer& trainer, long long total, long long log_interval, co
 /// The trainer run.trainer names, on the training split of `market`.
 std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
 
+/// The layout of run.trainer's parameters in this version ("dqn/2", "ppo/1", "iql/1"): stored in
+/// checkpoints, so that one written by a version with another layout is refused by name.
+std::string parameter_layout(const config::Profile& profile);
+
 /// The greedy policy of run.trainer's network for observations of state_dim floats.
 std::unique_ptr<GreedyPolicy> make_greedy_policy(const config::Profile& profile, int state_dim);
 

@@ -5,11 +5,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "math/env.h"
 #include "data/market_data.hpp"
+#include "env/vec_env.hpp"
 
 namespace fh::test {
 
@@ -90,6 +92,22 @@ inline env::EnvParams es_params(int market_dim, int position_levels = 3, int max
     p.market_dim = market_dim;
     p.state_dim = market_dim + env::kPortfolioFeatures;
     return p;
+}
+
+/// A small random-walk market on a device with E-mini-like parameters and short episodes (20
+/// bars), for tests that step environments.
+struct SmallMarket {
+    data::MarketData market;
+    std::unique_ptr<env::DeviceMarket> device_market;
+    env::EnvParams params;
+};
+inline SmallMarket small_market(ops::Device& ops) {
+    SmallMarket f;
+    f.market = random_walk_market(2000, 31, 6);
+    f.device_market = std::make_unique<env::DeviceMarket>(ops, f.market);
+    f.params = es_params(6, 5, 3);
+    f.params.episode_length = 20;
+    return f;
 }
 
 }  // namespace fh::test

@@ -130,3 +130,32 @@ TEST_CASE("a DQN checkpoint with the earlier counters tensor name still resumes"
     CHECK(resumed.counter_values() == trainer.counter_values());
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a DQN checkpoint of the earlier parameter layout is refused by name", "[trainers][dqn][resume]") {
+    ops::CpuDevice ops;
+    const auto p = resume_profile(200);
+    const auto market = data::load_market(trainers::data_options(p));
+    env::DeviceMarket dm(ops, market);
+    trainers::DqnTrainer trainer(ops, p, dm);
+    const auto dir = std::filesystem::temp_directory_path() / ("fh-layout-ckpt-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string current = (dir / "current.safetensors").string(), old = (dir / "old.safetensors").string();
+    trainers::EarlyStopping early(0, 0.0, 0);
+    trainers::save_checkpoint(current, ops, trainer, p, market, early);
+    const auto file = io::TensorFile::read(current);
+    CHECK(file.metadata("parameter_layout").value_or("") == "dqn/2");
+    // The same file as an earlier version wrote it: no parameter_layout key.
+    io::TensorFileWriter w;
+    for (const auto& name : file.names()) {
+        const auto t = file.tensor(name);
+        w.add(name, t.dtype, t.shape, t.bytes);
+    }
+    for (const auto& [key, value] : file.all_metadata())
+        if (key != "format" && key != "format_version" && key != "data_xxh64" && key != "parameter_layout")
+            w.set_metadata(key, value);
+    w.write(old);
+    trainers::DqnTrainer resumed(ops, p, dm);
+    CHECK_THROWS_WITH(trainers::load_checkpoint(old, ops, resumed, p, nullptr),
+                      Catch::Contains("layout dqn/1") && Catch::Contains("earlier version"));
+    std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,466 @@
+/// @file test_dqn_step_ops.cpp
+/// @brief The fused DQN steps (src/ops/dqn/ops.hpp): each CPU twin against the unfused math it
+///        replaces (the dueling C51 head, the C51 and MSE losses, their blend and the head's
+///        backward, in double; Adam and the soft target as separate ops; VecEnv's step and the
+///        ring copy; the n-step sampler), then [gpu] every kernel against its CPU twin on seeded
+///        random inputs of awkward sizes.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "data/synthetic_market.hpp"
+#include "env/vec_env.hpp"
+#include "math/dqn.h"
+#include "ops/cpu_device.hpp"
+#include "ops/dqn/ops.hpp"
+#include "ops/env/ops.hpp"
+#include "ops/replay/ops.hpp"
+#include "support/compare.hpp"
+#include "support/gpu.hpp"
+#include "support/market_fixture.hpp"
+
+using fh::dqn::HeadParams;
+using fh::ops::View;
+using fh::test::random_floats;
+
+namespace {
+
+fh::dqn::AgentParams agent(float alpha = 0.4f, float tau = 0.01f, long long period = 0) {
+    fh::dqn::AgentParams a{};
+    a.seed = 11;
+    a.epsilon_start = 1.0;
+    a.epsilon_end = 0.05;
+    a.epsilon_decay_env_steps = 1000;
+    a.n_envs = 8;
+    a.n_step = 3;
+    a.gamma = 0.97f;
+    a.mse_alpha = alpha;
+    a.tau = tau;
+    a.one_minus_tau = static_cast<float>(1.0 - static_cast<double>(tau));
+    a.target_period = period;
+    a.lr = 1e-3f;
+    a.beta1 = 0.9f;
+    a.beta2 = 0.999f;
+    a.adam_eps = 1e-8f;
+    a.clip_norm = 1.0f;
+    a.weight_decay = 0.f;
+    return a;
+}
+
+/// The loss of one batch through the unfused math in double: head_forward on the three rows,
+/// c51_sample_loss and mse_sample_loss, the blend, head_backward. d_head (B, W), stats (4, B).
+void unfused_loss(const std::vector<float>& hs, const std::vector<float>& hsel, const std::vector<float>& ht,
+                  const std::vector<int>& actions, const std::vector<float>& returns,
+                  const std::vector<float>& discounts, double alpha, const HeadParams& h, int B,
+                  std::vector<double>& d_head, std::vector<double>& stats) {
+    const int A = h.num_actions, Z = h.num_atoms, W = fh::dqn::head_width(h), AZ = A * Z;
+    auto forward = [&](const std::vector<float>& rows, std::vector<double>& logits, std::vector<double>& probs,
+                       std::vector<double>& q) {
+        logits.assign(static_cast<std::size_t>(B * AZ), 0.0);
+        probs = logits;
+        q.assign(static_cast<std::size_t>(B * A), 0.0);
+        for (int b = 0; b < B; ++b) {
+            std::vector<double> row(rows.begin() + b * W, rows.begin() + (b + 1) * W);
+            const double* value = h.dueling ? row.data() : nullptr;
+            const double* adv = row.data() + (h.dueling ? Z : 0);
+            fh::dqn::head_forward<double>(value, adv, &logits[b * AZ], &probs[b * AZ], &q[b * A], h);
+        }
+    };
+    std::vector<double> ls, ps, qs, lsel, psel, qsel, lt, pt, qt;
+    forward(hs, ls, ps, qs);
+    forward(hsel, lsel, psel, qsel);
+    forward(ht, lt, pt, qt);
+    std::vector<double> ret(returns.begin(), returns.end()), disc(discounts.begin(), discounts.end());
+    std::vector<double> d_c51(static_cast<std::size_t>(B * AZ)), d_mse(d_c51.size()), td(static_cast<std::size_t>(B));
+    stats.assign(static_cast<std::size_t>(4 * B), 0.0);
+    d_head.assign(static_cast<std::size_t>(B * W), 0.0);
+    for (int b = 0; b < B; ++b) {
+        std::vector<double> dc(static_cast<std::size_t>(B * AZ)), dm(dc.size());
+        stats[b] = fh::dqn::c51_sample_loss<double>(b, ls.data(), ps.data(), qsel.data(), pt.data(), actions.data(),
+                                                    ret.data(), disc.data(), dc.data(), 1.0 / B, h);
+        stats[B + b] = fh::dqn::mse_sample_loss<double>(b, ps.data(), qs.data(), qsel.data(), qt.data(), actions.data(),
+                                                        ret.data(), disc.data(), dm.data(), td.data(), 1.0 / B, h);
+        stats[2 * B + b] = td[b];
+        stats[3 * B + b] = qs[b * A + actions[b]];
+        std::vector<double> d_logits(static_cast<std::size_t>(AZ)), dv(static_cast<std::size_t>(Z)), da(d_logits.size());
+        for (int i = 0; i < AZ; ++i) d_logits[i] = alpha * dc[b * AZ + i] + (1 - alpha) * dm[b * AZ + i];
+        fh::dqn::head_backward<double>(d_logits.data(), dv.data(), da.data(), h);
+        for (int z = 0; z < Z && h.dueling; ++z) d_head[b * W + z] = dv[z];
+        for (int i = 0; i < AZ; ++i) d_head[b * W + (h.dueling ? Z : 0) + i] = da[i];
+    }
+}
+
+struct LossCase {
+    HeadParams h;
+    int B;
+    std::vector<float> hs, hsel, ht, returns, discounts;
+    std::vector<int> actions;
+};
+
+LossCase loss_case(const HeadParams& h, int B, std::uint64_t seed) {
+    const int W = fh::dqn::head_width(h);
+    LossCase c{h, B, random_floats(B * W, seed), random_floats(B * W, seed + 1), random_floats(B * W, seed + 2),
+               random_floats(B, seed + 3, -4.f, 4.f), random_floats(B, seed + 4, 0.f, 0.99f), {}};
+    c.discounts[0] = 0.f;  // a terminal transition
+    for (int b = 0; b < B; ++b) c.actions.push_back((b * 7 + 3) % h.num_actions);
+    return c;
+}
+
+struct LossOut {
+    std::vector<float> d_head, stats;
+};
+
+LossOut run_loss(fh::ops::Device& ops, const LossCase& c, const fh::dqn::AgentParams& a, bool same_select) {
+    const int W = fh::dqn::head_width(c.h);
+    auto hs = ops.from_host<float>(c.hs), hsel = ops.from_host<float>(c.hsel), ht = ops.from_host<float>(c.ht);
+    auto act = ops.from_host<int>(c.actions);
+    auto ret = ops.from_host<float>(c.returns), disc = ops.from_host<float>(c.discounts);
+    auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a});
+    auto d = ops.alloc<float>(static_cast<std::size_t>(c.B * W)), st = ops.alloc<float>(static_cast<std::size_t>(4 * c.B));
+    fh::ops::dqn_loss(ops, d.view(), st.view(), hs.cview(), same_select ? ht.cview() : hsel.cview(), ht.cview(),
+                      act.cview(), ret.cview(), disc.cview(), ag.cview(), c.h, c.B);
+    return {ops.to_host(d.cview()), ops.to_host(st.cview())};
+}
+
+}  // namespace
+
+TEST_CASE("the fused DQN loss equals the unfused head, losses, blend and head backward", "[dqn][ops]") {
+    fh::ops::CpuDevice ops;
+    for (int dueling : {1, 0})
+        for (int Z : {5, 51})
+            for (double alpha : {0.0, 0.4, 1.0}) {
+                const HeadParams h{4, Z, dueling, -3.f, 3.f};
+                const int B = 9;
+                INFO("dueling " << dueling << " Z " << Z << " alpha " << alpha);
+                const LossCase c = loss_case(h, B, 100 + static_cast<std::uint64_t>(Z));
+                const LossOut got = run_loss(ops, c, agent(static_cast<float>(alpha)), false);
+                std::vector<double> d_ref, s_ref;
+                unfused_loss(c.hs, c.hsel, c.ht, c.actions, c.returns, c.discounts, alpha, h, B, d_ref, s_ref);
+                const std::vector<float> d_ref_f(d_ref.begin(), d_ref.end()), s_ref_f(s_ref.begin(), s_ref.end());
+                FH_REQUIRE_CLOSE(got.d_head, d_ref_f, 2e-6, 2e-4);
+                FH_REQUIRE_CLOSE(got.stats, s_ref_f, 2e-5, 2e-4);
+            }
+}
+
+TEST_CASE("DQN acting: Q of the dueling head, greedy, epsilon from the counters, histogram", "[dqn][ops]") {
+    fh::ops::CpuDevice ops;
+    const HeadParams h{5, 11, 1, -2.f, 2.f};
+    const int n = 64, W = fh::dqn::head_width(h);
+    const auto rows = random_floats(n * W, 5);
+    auto head = ops.from_host<float>(rows);
+    auto actions = ops.alloc<int>(n);
+    auto q = ops.alloc<float>(n * 5);
+    fh::ops::dqn_act(ops, actions.view(), q.view(), {}, head.cview(), h, {}, {});
+    const auto qh = ops.to_host(q.cview());
+    const auto ah = ops.to_host(actions.cview());
+    for (int e = 0; e < n; ++e) {
+        std::vector<double> row(rows.begin() + e * W, rows.begin() + (e + 1) * W), logits(55), probs(55), qd(5);
+        fh::dqn::head_forward<double>(row.data(), row.data() + 11, logits.data(), probs.data(), qd.data(), h);
+        for (int a = 0; a < 5; ++a) REQUIRE(qh[e * 5 + a] == Approx(qd[a]).margin(1e-5));
+        REQUIRE(ah[e] == fh::policy::argmax(&qh[e * 5], 5));
+    }
+    // Epsilon from the counters: at step 0 epsilon_start = 1 (uniform), late epsilon_end.
+    auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{agent()});
+    auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}});
+    auto hist = ops.from_host<unsigned long long>(std::vector<unsigned long long>(5, 0));
+    fh::ops::dqn_act(ops, actions.view(), {}, hist.view(), head.cview(), h, ag.cview(), counters.cview());
+    const auto explore = ops.to_host(actions.cview());
+    int differ = 0;
+    for (int e = 0; e < n; ++e) differ += explore[e] != ah[e];
+    CHECK(differ > n / 2);  // about 4/5 of them
+    unsigned long long total = 0;
+    for (auto c : ops.to_host(hist.cview())) total += c;
+    CHECK(total == n);
+    CHECK(fh::dqn::epsilon_at(agent(), 0) == 1.0f);
+    CHECK(fh::dqn::epsilon_at(agent(), 1000) == Approx(0.05f));  // 1000 steps x 8 envs > the decay
+    CHECK(fh::dqn::epsilon_at(agent(), 50) == Approx(1.0 - 0.95 * 400.0 / 1000.0));
+}
+
+TEST_CASE("the DQN update's finish: norm, losses, guard, monitor, Adam constants, counters", "[dqn][ops][guard]") {
+    fh::ops::CpuDevice ops;
+    const int B = 300, P = 70001;
+    const auto grads_h = random_floats(P, 9);
+    auto stats_h = random_floats(4 * B, 10, 0.f, 3.f);
+    auto grads = ops.from_host<float>(grads_h);
+    auto sample = ops.from_host<float>(stats_h);
+    auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{agent(0.4f, 0.f, 3)});
+    auto step = ops.alloc<fh::dqn::UpdateStep>(1);
+    auto guard = ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>{{0, 0, -1, 0, 0}});
+    auto monitor = ops.from_host<fh::dqn::MonitorStats>(std::vector<fh::dqn::MonitorStats>{{}});
+    auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{5, 0, 5}});
+    auto partials = ops.alloc<float>(fh::ops::dqn_finish_scratch_size());
+    auto finish = [&](bool inject) {
+        fh::ops::dqn_update_finish(ops, step.view(), guard.view(), monitor.view(), counters.view(), partials.view(),
+                                   grads.cview(), sample.cview(), ag.cview(), B, inject);
+        return ops.to_host(step.cview())[0];
+    };
+    double sq = 0, c51 = 0, mse = 0;
+    for (float g : grads_h) sq += static_cast<double>(g) * g;
+    for (int b = 0; b < B; ++b) c51 += stats_h[b], mse += stats_h[B + b];
+    const auto s1 = finish(false);
+    CHECK(s1.grad_norm == Approx(std::sqrt(sq)).epsilon(1e-6));
+    CHECK(s1.losses[0] == Approx(c51 / B).epsilon(1e-6));
+    CHECK(s1.losses[1] == Approx(mse / B).epsilon(1e-6));
+    CHECK(s1.gate == 1);
+    CHECK(s1.copy_target == 0);
+    CHECK(s1.adam.bias_correction1 == Approx(1 - static_cast<double>(0.9f)).epsilon(1e-6));
+    const auto s2 = finish(true);
+    CHECK(s2.gate == 0);
+    CHECK(std::isnan(s2.losses[0]));
+    const auto s3 = finish(false);
+    CHECK(s3.copy_target == 1);  // update 3 of a period of 3
+    CHECK(s3.adam.bias_correction2 == Approx(1 - std::pow(static_cast<double>(0.999f), 3)).epsilon(1e-6));
+    const auto g = ops.to_host(guard.cview())[0];
+    CHECK(g.bad_total == 1);
+    CHECK(g.first_bad_update == 2);
+    CHECK(g.first_bad_quantity == 0);
+    const auto m = ops.to_host(monitor.cview())[0];
+    CHECK(m.updates == 3);
+    CHECK(m.samples == 3 * B);
+    CHECK(ops.to_host(counters.cview())[0].updates == 3);
+}
+
+TEST_CASE("DQN Adam + target equals Device::adam_step then the soft target update", "[dqn][ops]") {
+    fh::ops::CpuDevice ops;
+    const int P = 1000;
+    const auto p0 = random_floats(P, 1), t0 = random_floats(P, 2), g = random_floats(P, 3);
+    for (float tau : {0.005f, 0.f}) {
+        auto a = agent(0.4f, tau, 1);
+        fh::dqn::UpdateStep s{};
+        s.gate = 1;
+        s.copy_target = tau == 0.f ? 1 : 0;
+        s.grad_norm = 3.5f;
+        s.adam = fh::dqn::adam_constants(a, 4);
+        auto params = ops.from_host<float>(p0), m = ops.from_host<float>(g), v = ops.from_host<float>(t0);
+        auto target = ops.from_host<float>(t0), grads = ops.from_host<float>(g);
+        auto sv = ops.from_host<fh::dqn::UpdateStep>(std::vector<fh::dqn::UpdateStep>{s});
+        auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a});
+        // v must be >= 0: use squares.
+        std::vector<float> vh(P);
+        for (int i = 0; i < P; ++i) vh[i] = t0[i] * t0[i];
+        ops.upload<float>(v.view(), vh);
+        fh::ops::dqn_adam_target(ops, params.view(), m.view(), v.view(), target.view(), grads.cview(), sv.cview(),
+                                 ag.cview());
+        // The same with the separate ops.
+        auto p2 = ops.from_host<float>(p0), m2 = ops.from_host<float>(g), v2 = ops.from_host<float>(vh);
+        auto t2 = ops.from_host<float>(t0), norm = ops.from_host<float>(std::vector<float>{3.5f});
+        fh::ops::AdamParams hp;
+        hp.lr = a.lr;
+        hp.clip_norm = a.clip_norm;
+        hp.step = 4;
+        ops.adam_step(p2.view(), m2.view(), v2.view(), grads.cview(), norm.cview(), {}, hp);
+        if (tau > 0.f) {
+            ops.scale(t2.view(), a.one_minus_tau);
+            ops.saxpy(t2.view(), a.tau, p2.cview());
+        } else {
+            ops.copy(t2.view(), p2.cview());
+        }
+        CHECK(ops.to_host(params.cview()) == ops.to_host(p2.cview()));
+        CHECK(ops.to_host(m.cview()) == ops.to_host(m2.cview()));
+        CHECK(ops.to_host(v.cview()) == ops.to_host(v2.cview()));
+        CHECK(ops.to_host(target.cview()) == ops.to_host(t2.cview()));
+    }
+}
+
+TEST_CASE("DQN collection into the ring equals VecEnv::step and a copy; sampling equals nstep_sample",
+          "[dqn][ops][env]") {
+    fh::ops::CpuDevice ops;
+    const auto f = fh::test::small_market(ops);
+    const int n = 6, cap = 7;
+    const auto& params = f.params;
+    const int D = params.state_dim;
+    fh::env::VecEnv reference(ops, *f.device_market, fh::env::Split::train, params, n);
+    fh::env::VecEnv fused(ops, *f.device_market, fh::env::Split::train, params, n);
+    reference.reset_all();
+    fused.reset_all();
+    auto rs = ops.alloc<float>(cap * n * D), rn = ops.alloc<float>(cap * n * D), rr = ops.alloc<float>(cap * n);
+    auto ra = ops.alloc<int>(cap * n);
+    auto rd = ops.alloc<std::uint8_t>(cap * n);
+    const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
+    auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}});
+    auto actions = ops.alloc<int>(n);
+    for (int step = 0; step < 40; ++step) {
+        fh::ops::env_random_actions(ops, actions.view(), 5, static_cast<std::uint64_t>(step), fh::env::num_actions(params));
+        const auto before = ops.to_host(reference.states());
+        reference.step(actions.cview());
+        auto pers = fused.persistent();
+        fh::ops::dqn_collect(ops, pers.state, pers.portfolio, pers.states, actions.cview(), ring, counters.cview(),
+                             fused.market(), params);
+        fh::ops::dqn_advance(ops, counters.view());
+        const std::size_t row = static_cast<std::size_t>(step % cap) * n;
+        const auto ring_s = ops.to_host(rs.cview()), ring_n = ops.to_host(rn.cview());
+        REQUIRE(std::vector<float>(ring_s.begin() + row * D, ring_s.begin() + (row + n) * D) == before);
+        REQUIRE(std::vector<float>(ring_n.begin() + row * D, ring_n.begin() + (row + n) * D) ==
+                ops.to_host(reference.next_states()));
+        const auto rew = ops.to_host(rr.cview());
+        REQUIRE(std::vector<float>(rew.begin() + row, rew.begin() + row + n) == ops.to_host(reference.rewards()));
+        const auto dn = ops.to_host(rd.cview());
+        REQUIRE(std::vector<std::uint8_t>(dn.begin() + row, dn.begin() + row + n) == ops.to_host(reference.done()));
+        REQUIRE(ops.to_host(fused.states()) == ops.to_host(reference.states()));
+    }
+    CHECK(ops.to_host(counters.cview())[0].steps == 40);
+    // Sampling at the counters (40 pushed, 2 updates done) equals the host-parameterised sampler.
+    ops.upload<fh::dqn::Counters>(counters.view(), std::vector<fh::dqn::Counters>{{40, 2, 40}});
+    const int B = 33;
+    const auto a = agent();
+    auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a});
+    auto x = ops.alloc<float>(2 * B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B);
+    auto ba = ops.alloc<int>(B);
+    fh::ops::dqn_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, counters.cview(), ag.cview(), B);
+    auto s2 = ops.alloc<float>(B * D), n2 = ops.alloc<float>(B * D), r2 = ops.alloc<float>(B), d2 = ops.alloc<float>(B);
+    auto a2 = ops.alloc<int>(B);
+    const fh::replay::ReplayView view{rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(),
+                                      rd.cview().data(), cap, n, D};
+    fh::ops::nstep_sample(ops, s2.view(), n2.view(), a2.view(), r2.view(), d2.view(), view,
+                          fh::replay::SampleParams{a.seed, 3, 40 - cap, cap - (a.n_step - 1), a.n_step, a.gamma}, B);
+    const auto xh = ops.to_host(x.cview());
+    CHECK(std::vector<float>(xh.begin(), xh.begin() + B * D) == ops.to_host(s2.cview()));
+    CHECK(std::vector<float>(xh.begin() + B * D, xh.end()) == ops.to_host(n2.cview()));
+    CHECK(ops.to_host(ba.cview()) == ops.to_host(a2.cview()));
+    CHECK(ops.to_host(br.cview()) == ops.to_host(r2.cview()));
+    CHECK(ops.to_host(bd.cview()) == ops.to_host(d2.cview()));
+}
+
+TEST_CASE("DQN step ops: the select and target rows may be one buffer, outputs may not overlap", "[dqn][aliasing]") {
+    fh::ops::CpuDevice ops;
+    const HeadParams h{3, 5, 1, -2.f, 2.f};
+    const LossCase c = loss_case(h, 4, 7);
+    CHECK_NOTHROW(run_loss(ops, c, agent(), true));
+    auto hs = ops.from_host<float>(c.hs), d = ops.alloc<float>(c.hs.size()), st = ops.alloc<float>(16);
+    auto act = ops.from_host<int>(c.actions);
+    auto ret = ops.from_host<float>(c.returns), disc = ops.from_host<float>(c.discounts);
+    auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{agent()});
+    CHECK_THROWS_AS(fh::ops::dqn_loss(ops, hs.view(), st.view(), hs.cview(), hs.cview(), hs.cview(), act.cview(),
+                                      ret.cview(), disc.cview(), ag.cview(), h, 4),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::dqn_loss(ops, d.view(), st.view(), hs.cview(), hs.cview(), hs.cview(), act.cview(),
+                                      ret.cview(), disc.cview(), ag.cview(), h, 5),
+                    std::invalid_argument);
+}
+
+TEST_CASE("the fused DQN kernels equal their CPU twins", "[gpu][dqn][ops]") {
+    fh::ops::CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    for (int dueling : {1, 0})
+        for (int Z : {51, 101, 7})
+            for (int B : {1, 7, 65, 257}) {
+                const HeadParams h{9, Z, dueling, -10.f, 10.f};
+                INFO("dueling " << dueling << " Z " << Z << " B " << B);
+                const LossCase c = loss_case(h, B, 1000 + static_cast<std::uint64_t>(B * Z));
+                const auto a = agent(0.3f);
+                const LossOut lc = run_loss(cpu, c, a, false), lg = run_loss(gpu, c, a, false);
+                FH_REQUIRE_CLOSE(lg.d_head, lc.d_head, 1e-6, 1e-3);
+                FH_REQUIRE_CLOSE(lg.stats, lc.stats, 1e-5, 1e-4);
+                // Acting: Q within rounding; the actions equal where the best Q leads clearly.
+                auto act_run = [&](fh::ops::Device& ops, bool explore) {
+                    auto head = ops.from_host<float>(c.hs);
+                    auto acts = ops.alloc<int>(B);
+                    auto q = ops.alloc<float>(B * 9);
+                    auto hist = ops.from_host<unsigned long long>(std::vector<unsigned long long>(9, 0));
+                    auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a});
+                    auto cnt = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{37, 0, 37}});
+                    if (explore)
+                        fh::ops::dqn_act(ops, acts.view(), q.view(), hist.view(), head.cview(), h, ag.cview(), cnt.cview());
+                    else
+                        fh::ops::dqn_act(ops, acts.view(), q.view(), {}, head.cview(), h, {}, {});
+                    return std::tuple{ops.to_host(acts.cview()), ops.to_host(q.cview()), ops.to_host(hist.cview())};
+                };
+                for (bool explore : {false, true}) {
+                    const auto [ac, qc, hc] = act_run(cpu, explore);
+                    const auto [ag_, qg, hg] = act_run(gpu, explore);
+                    FH_REQUIRE_CLOSE(qg, qc, 1e-5, 1e-4);
+                    for (int e = 0; e < B; ++e) {
+                        std::vector<float> row(qc.begin() + e * 9, qc.begin() + e * 9 + 9);
+                        std::sort(row.begin(), row.end());
+                        if (row[8] - row[7] > 1e-3f) REQUIRE(ag_[e] == ac[e]);
+                    }
+                    if (explore) {
+                        unsigned long long tc = 0, tg = 0;
+                        for (auto v : hc) tc += v;
+                        for (auto v : hg) tg += v;
+                        CHECK(tc == static_cast<unsigned long long>(B));
+                        CHECK(tg == tc);
+                    }
+                }
+            }
+}
+
+TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal their CPU twins bit for bit",
+          "[gpu][dqn][ops]") {
+    fh::ops::CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    const int B = 513, P = 300007;
+    const auto grads_h = random_floats(P, 21), stats_h = random_floats(4 * B, 22, 0.f, 2.f);
+    auto finish_run = [&](fh::ops::Device& ops) {
+        auto grads = ops.from_host<float>(grads_h);
+        auto sample = ops.from_host<float>(stats_h);
+        auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{agent(0.5f, 0.f, 2)});
+        auto step = ops.alloc<fh::dqn::UpdateStep>(1);
+        auto guard = ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>{{0, 0, -1, 0, 0}});
+        auto monitor = ops.from_host<fh::dqn::MonitorStats>(std::vector<fh::dqn::MonitorStats>{{}});
+        auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{9, 1, 9}});
+        auto partials = ops.alloc<float>(fh::ops::dqn_finish_scratch_size());
+        fh::ops::dqn_update_finish(ops, step.view(), guard.view(), monitor.view(), counters.view(), partials.view(),
+                                   grads.cview(), sample.cview(), ag.cview(), B, false);
+        const auto s = ops.to_host(step.cview())[0];
+        const auto m = ops.to_host(monitor.cview())[0];
+        // Adam + target with this step.
+        auto params = ops.from_host<float>(random_floats(P, 23)), mo = ops.from_host<float>(random_floats(P, 24));
+        auto vo = ops.from_host<float>(random_floats(P, 25, 0.f, 1.f)), target = ops.from_host<float>(random_floats(P, 26));
+        fh::ops::dqn_adam_target(ops, params.view(), mo.view(), vo.view(), target.view(), grads.cview(), step.cview(),
+                                 ag.cview());
+        return std::tuple{std::vector<float>{s.grad_norm, s.losses[0], s.losses[1], s.adam.bias_correction1,
+                                             s.adam.bias_correction2, static_cast<float>(s.gate),
+                                             static_cast<float>(s.copy_target)},
+                          std::vector<double>{m.loss_sum[0], m.loss_sum[1], m.q_sum, m.td_abs_sum, m.grad_norm_sum,
+                                              m.q_min, m.q_max},
+                          ops.to_host(params.cview()), ops.to_host(target.cview()), ops.to_host(vo.cview())};
+    };
+    const auto fc = finish_run(cpu), fg = finish_run(gpu);
+    CHECK(std::get<0>(fg) == std::get<0>(fc));
+    CHECK(std::get<1>(fg) == std::get<1>(fc));
+    CHECK(std::get<2>(fg) == std::get<2>(fc));
+    CHECK(std::get<3>(fg) == std::get<3>(fc));
+    CHECK(std::get<4>(fg) == std::get<4>(fc));
+
+    // Collection and sampling on a market, 300 environments, 150 steps into a ring of 50.
+    auto run_env = [&](fh::ops::Device& ops) {
+        const auto f = fh::test::small_market(ops);
+        const int n = 300, cap = 50, D = f.params.state_dim;
+        fh::env::VecEnv env(ops, *f.device_market, fh::env::Split::train, f.params, n);
+        env.reset_all();
+        auto rs = ops.alloc<float>(cap * n * D), rn = ops.alloc<float>(cap * n * D), rr = ops.alloc<float>(cap * n);
+        auto ra = ops.alloc<int>(cap * n);
+        auto rd = ops.alloc<std::uint8_t>(cap * n);
+        const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
+        auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}});
+        auto actions = ops.alloc<int>(n);
+        for (int step = 0; step < 150; ++step) {
+            fh::ops::env_random_actions(ops, actions.view(), 8, static_cast<std::uint64_t>(step),
+                                        fh::env::num_actions(f.params));
+            auto pers = env.persistent();
+            fh::ops::dqn_collect(ops, pers.state, pers.portfolio, pers.states, actions.cview(), ring, counters.cview(),
+                                 env.market(), f.params);
+            fh::ops::dqn_advance(ops, counters.view());
+        }
+        auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{agent()});
+        const int Bs = 257;
+        auto x = ops.alloc<float>(2 * Bs * D), br = ops.alloc<float>(Bs), bd = ops.alloc<float>(Bs);
+        auto ba = ops.alloc<int>(Bs);
+        fh::ops::dqn_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, counters.cview(), ag.cview(), Bs);
+        return std::tuple{ops.to_host(rs.cview()), ops.to_host(rn.cview()), ops.to_host(rr.cview()),
+                          ops.to_host(rd.cview()), ops.to_host(env.states()), ops.to_host(x.cview()),
+                          ops.to_host(br.cview()), ops.to_host(bd.cview())};
+    };
+    const auto ec = run_env(cpu), eg = run_env(gpu);
+    CHECK(std::get<0>(eg) == std::get<0>(ec));
+    CHECK(std::get<1>(eg) == std::get<1>(ec));
+    CHECK(std::get<2>(eg) == std::get<2>(ec));
+    CHECK(std::get<3>(eg) == std::get<3>(ec));
+    CHECK(std::get<4>(eg) == std::get<4>(ec));
+    CHECK(std::get<5>(eg) == std::get<5>(ec));
+    CHECK(std::get<6>(eg) == std::get<6>(ec));
+    CHECK(std::get<7>(eg) == std::get<7>(ec));
+}
