@@ -40,7 +40,7 @@ using NetworkActBiasGrad = void(float* __restrict__ dy, float* __restrict__ db, 
 /// db[j] = (accumulate ? db[j] : 0) + sum over s = 0..slices-1 of partials[s, j], in order.
 using NetworkBiasGradFinish = void(float* __restrict__ db, const float* __restrict__ partials, int accumulate,
                                    int slices, int out);
-inline constexpr int kBiasGradRows = 8;
+inline constexpr int kBiasGradRows = 32;
 
 /// partials[blk] = sum of x[i]^2 over block blk's grid-stride share. Launch exactly
 /// kNormBlocks x kNormThreads. partials (kNormBlocks), x (n).

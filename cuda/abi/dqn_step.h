@@ -107,7 +107,8 @@ struct DqnCollectArgs {
 };
 using DqnCollect = void(DqnCollectArgs args);
 
-/// A batch of B n-step transitions per agent from the ring (replay::sample_nstep), at the
+/// A batch of B n-step transitions per agent from the ring (replay::sample_nstep, one warp per
+/// row: lane 0 draws, the lanes copy the state rows), at the
 /// counters' push count and update number (this update's = updates + 1): x (B, 2, ...) holds the
 /// states in rows [0, B) and the next states in rows [B, 2B) of a (2B, state_dim) block, so the
 /// online network can run on both in one pass.
@@ -128,8 +129,9 @@ using DqnAdvance = void(dqn::Counters* counters, int n_agents);
 
 /// Block shape of the per-sample kernels: warps per block; dynamic shared memory per warp is
 /// dqn_step_smem_floats(head) floats.
-inline constexpr int kDqnWarpsPerBlock = 4;
-FH_HD int dqn_step_smem_floats(const dqn::HeadParams& h) { return 2 * h.num_atoms + h.num_actions; }
+inline constexpr int kDqnWarpsPerBlock = 2;
+/// Per warp: the atoms' values, three Z-float scratch rows and the Q of every action.
+FH_HD int dqn_step_smem_floats(const dqn::HeadParams& h) { return 4 * h.num_atoms + h.num_actions; }
 inline constexpr int kDqnFinishThreads = 256;
 
 }  // namespace fh::abi

@@ -42,33 +42,53 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+/// Per-warp shared memory: the atoms' values, three Z-float scratch rows, the Q of every action.
+struct WarpScratch {
+    float* atoms;
+    float* buf0;
+    float* buf1;
+    float* buf2;
+    float* q;
+};
+__device__ WarpScratch warp_scratch(float* smem, int warp, const HeadParams& h, int lane) {
+    const int Z = h.num_atoms;
+    float* base = smem + warp * fh::abi::dqn_step_smem_floats(h);
+    WarpScratch w{base, base + Z, base + 2 * Z, base + 3 * Z, base + 4 * Z};
+    for (int z = lane; z < Z; z += 32) w.atoms[z] = atom<float>(h, z);
+    __syncwarp();
+    return w;
+}
+
 /// mean[z] = head_mean_adv(row, z) for the lane's atoms (z = lane, lane + 32, ...).
 __device__ void mean_advantages(float* mean, const float* row, const HeadParams& h, int lane) {
     for (int z = lane; z < h.num_atoms; z += 32) mean[z] = head_mean_adv(row, z, h);
     __syncwarp();
 }
 
-/// The softmax over the atoms of action a of a head row: its maximum logit and the sum of
-/// exp(logit - max), identical on every lane.
+/// The softmax over the atoms of action a of a head row, identical on every lane: its maximum
+/// logit, the sum of e_z = exp(logit_z - max) (left in e for the lane's atoms) and
+/// Q = (sum_z e_z atom_z) / sum.
 struct Softmax {
-    float max, sum;
+    float max, sum, q;
 };
-__device__ Softmax softmax_of(const float* row, const float* mean, int a, const HeadParams& h, int lane) {
+__device__ Softmax softmax_q(const float* row, const float* mean, int a, const HeadParams& h, const float* atoms,
+                             float* e, int lane) {
     float mx = -cuda::std::numeric_limits<float>::infinity();
-    for (int z = lane; z < h.num_atoms; z += 32) mx = fmaxf(mx, head_logit(row, mean[z], a, z, h));
+    for (int z = lane; z < h.num_atoms; z += 32) {
+        const float l = head_logit(row, mean[z], a, z, h);
+        e[z] = l;
+        mx = fmaxf(mx, l);
+    }
     mx = warp_max(mx);
-    float s = 0.f;
-    for (int z = lane; z < h.num_atoms; z += 32) s += expf(head_logit(row, mean[z], a, z, h) - mx);
-    return Softmax{mx, warp_sum(s)};
-}
-
-/// Q(a) = sum_z softmax_z * atom_z of a head row.
-__device__ float q_of(const float* row, const float* mean, int a, const HeadParams& h, int lane) {
-    const Softmax sm = softmax_of(row, mean, a, h, lane);
-    float q = 0.f;
-    for (int z = lane; z < h.num_atoms; z += 32)
-        q += expf(head_logit(row, mean[z], a, z, h) - sm.max) / sm.sum * atom<float>(h, z);
-    return warp_sum(q);
+    float s = 0.f, q = 0.f;
+    for (int z = lane; z < h.num_atoms; z += 32) {
+        const float x = expf(e[z] - mx);
+        e[z] = x;
+        s += x;
+        q += x * atoms[z];
+    }
+    s = warp_sum(s);
+    return Softmax{mx, s, warp_sum(q) / s};
 }
 
 /// Sums one double per thread of a kDqnFinishThreads block in a fixed tree; all threads get it.
@@ -107,15 +127,14 @@ extern "C" __global__ void dqn_act_kernel(fh::abi::DqnActArgs a) {
     const int agent = blockIdx.y;
     const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
     if (e >= a.n) return;
-    float* mean = smem + warp * fh::abi::dqn_step_smem_floats(h);
-    float* q = mean + 2 * h.num_atoms;
+    const WarpScratch w = warp_scratch(smem, warp, h, lane);
     const int W = head_width(h), A = h.num_actions;
     const long long row_index = static_cast<long long>(agent) * a.n + e;
     const float* row = a.head + row_index * W;
-    mean_advantages(mean, row, h, lane);
+    mean_advantages(w.buf0, row, h, lane);
     for (int act = 0; act < A; ++act) {
-        const float qa = q_of(row, mean, act, h, lane);
-        if (lane == 0) q[act] = qa;
+        const float qa = softmax_q(row, w.buf0, act, h, w.atoms, w.buf1, lane).q;
+        if (lane == 0) w.q[act] = qa;
     }
     __syncwarp();
     if (lane == 0) {
@@ -123,16 +142,16 @@ extern "C" __global__ void dqn_act_kernel(fh::abi::DqnActArgs a) {
         if (a.agent != nullptr) {
             const AgentParams& p = a.agent[agent];
             const long long step = a.counters[agent].steps;
-            action = fh::policy::epsilon_greedy(q, A, epsilon_at(p, step), p.seed, static_cast<int>(e),
+            action = fh::policy::epsilon_greedy(w.q, A, epsilon_at(p, step), p.seed, static_cast<int>(e),
                                                 static_cast<std::uint64_t>(step));
         } else {
-            action = fh::policy::argmax(q, A);
+            action = fh::policy::argmax(w.q, A);
         }
         a.actions[row_index] = action;
         if (a.histogram != nullptr) atomicAdd(a.histogram + static_cast<long long>(agent) * A + action, 1ull);
     }
     if (a.q != nullptr)
-        for (int act = lane; act < A; act += 32) a.q[row_index * A + act] = q[act];
+        for (int act = lane; act < A; act += 32) a.q[row_index * A + act] = w.q[act];
 }
 
 extern "C" __global__ void dqn_loss_kernel(fh::abi::DqnLossArgs a) {
@@ -143,9 +162,7 @@ extern "C" __global__ void dqn_loss_kernel(fh::abi::DqnLossArgs a) {
     const long long b = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
     if (b >= a.batch) return;
     const int Z = h.num_atoms, A = h.num_actions, W = head_width(h);
-    // Per warp: buf0 and buf1 (Z floats each), reused as the steps below go.
-    float* buf0 = smem + warp * fh::abi::dqn_step_smem_floats(h);
-    float* buf1 = buf0 + Z;
+    const WarpScratch w = warp_scratch(smem, warp, h, lane);
     const long long row_index = static_cast<long long>(agent) * a.batch + b;
     const float* hs = a.head_s + row_index * W;
     const float* hsel = a.head_select + row_index * W;
@@ -166,61 +183,51 @@ extern "C" __global__ void dqn_loss_kernel(fh::abi::DqnLossArgs a) {
     }
 
     // 1. a* = the first maximal Q of the select row (double DQN: the online network at s').
-    mean_advantages(buf0, hsel, h, lane);
+    mean_advantages(w.buf0, hsel, h, lane);
     int a_star = 0;
     float best = 0.f;
     for (int x = 0; x < A; ++x) {
-        const float qx = q_of(hsel, buf0, x, h, lane);
+        const float qx = softmax_q(hsel, w.buf0, x, h, w.atoms, w.buf1, lane).q;
         if (x == 0 || qx > best) best = qx, a_star = x;
     }
     __syncwarp();
 
-    // 2. The target network's distribution of a* at s' (p_next in buf1) and its Q.
-    mean_advantages(buf0, ht, h, lane);
-    const Softmax tsm = softmax_of(ht, buf0, a_star, h, lane);
-    float q_target = 0.f;
+    // 2. The target network's distribution of a* at s' (p_next in buf1), its Q, and every source
+    //    atom's position on the support (buf2).
+    mean_advantages(w.buf0, ht, h, lane);
+    const Softmax tsm = softmax_q(ht, w.buf0, a_star, h, w.atoms, w.buf1, lane);
     for (int z = lane; z < Z; z += 32) {
-        const float p = expf(head_logit(ht, buf0[z], a_star, z, h) - tsm.max) / tsm.sum;
-        buf1[z] = p;
-        q_target += p * atom<float>(h, z);
+        w.buf1[z] = w.buf1[z] / tsm.sum;
+        w.buf2[z] = projection_position(ret, disc, z, h);
     }
-    q_target = warp_sum(q_target);
     __syncwarp();
 
-    // 3. The projection m (in buf0): every target atom gathers from every source atom in order.
-    const float* p_next = buf1;
-    float* m = buf0;
+    // 3. The projection m (buf0): every target atom gathers from every source atom, in order.
     for (int i = lane; i < Z; i += 32) {
         float mi = 0.f;
-        for (int j = 0; j < Z; ++j) mi += p_next[j] * projection_weight(projection_position(ret, disc, j, h), i);
-        m[i] = mi;
+        for (int j = 0; j < Z; ++j) mi += w.buf1[j] * projection_weight(w.buf2[j], i);
+        w.buf0[i] = mi;
     }
     __syncwarp();
 
-    // 4. The online network at s, taken action (its means in buf1): log-softmax, cross-entropy,
-    //    expected Q, MSE.
-    float* mean_s = buf1;
-    mean_advantages(mean_s, hs, h, lane);
-    const Softmax ssm = softmax_of(hs, mean_s, act, h, lane);
+    // 4. The online network at s, taken action (means in buf2, exps in buf1): log-softmax,
+    //    cross-entropy, expected Q, MSE.
+    const float* m = w.buf0;
+    mean_advantages(w.buf2, hs, h, lane);
+    const Softmax ssm = softmax_q(hs, w.buf2, act, h, w.atoms, w.buf1, lane);
     const float log_sum = ssm.max + logf(ssm.sum);
-    float ce = 0.f, q = 0.f;
-    for (int z = lane; z < Z; z += 32) {
-        const float l = head_logit(hs, mean_s[z], act, z, h);
-        ce -= m[z] * (l - log_sum);
-        q += expf(l - ssm.max) / ssm.sum * atom<float>(h, z);
-    }
+    float ce = 0.f;
+    for (int z = lane; z < Z; z += 32) ce -= m[z] * (head_logit(hs, w.buf2[z], act, z, h) - log_sum);
     ce = warp_sum(ce);
-    q = warp_sum(q);
-    const float y = ret + disc * q_target;
-    const float td = q - y;
+    const float q = ssm.q;
+    const float td = q - (ret + disc * tsm.q);
 
     // 5. The blended gradient of the taken action's logits, then the head's backward: the value
     //    row gets g, advantage row a' gets (a' == a ? g : 0) - g / A (dueling), or g at a alone.
     const int off = h.dueling ? Z : 0;
     for (int z = lane; z < Z; z += 32) {
-        const float l = head_logit(hs, mean_s[z], act, z, h);
-        const float p = expf(l - ssm.max) / ssm.sum;
-        const float g = blended_logit_gradient(p, m[z], td, atom<float>(h, z), q, scale, alpha);
+        const float p = w.buf1[z] / ssm.sum;
+        const float g = blended_logit_gradient(p, m[z], td, w.atoms[z], q, scale, alpha);
         if (h.dueling) d[z] = g;
         const float share = h.dueling ? g / static_cast<float>(A) : 0.f;
         for (int x = 0; x < A; ++x) d[off + x * Z + z] = (x == act ? g : 0.f) - share;
@@ -346,7 +353,10 @@ extern "C" __global__ void dqn_collect_kernel(fh::abi::DqnCollectArgs a) {
 }
 
 extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int agent = blockIdx.y;
+    const long long b = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + warp;
+    if (b >= a.batch) return;
     const fh::abi::DqnRing& r = a.ring;
     const Counters c = a.counters[agent];
     const AgentParams& p = a.agent[agent];
@@ -358,12 +368,21 @@ extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {
     const long long oldest = c.pushed > r.capacity_steps ? c.pushed - r.capacity_steps : 0;
     const fh::replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), oldest,
                                       c.pushed - (p.n_step - 1) - oldest, p.n_step, p.gamma};
+    fh::replay::NstepDraw draw{};
+    if (lane == 0) draw = fh::replay::draw_nstep(static_cast<int>(b), view, sp);
+    const long long first = __shfl_sync(kFullMask, draw.first, 0), last = __shfl_sync(kFullMask, draw.last, 0);
     const int D = r.state_dim;
     float* x = a.x + static_cast<long long>(agent) * 2 * a.batch * D;
-    const long long v = static_cast<long long>(agent) * a.batch;
-    for (long long b = global_thread_index(); b < a.batch; b += grid_thread_count())
-        fh::replay::sample_nstep(static_cast<int>(b), view, sp, x + b * D, x + (a.batch + b) * D, a.actions[v + b],
-                                 a.returns[v + b], a.discounts[v + b]);
+    for (int col = lane; col < D; col += 32) {
+        x[b * D + col] = view.states[first * D + col];
+        x[(a.batch + b) * D + col] = view.next_states[last * D + col];
+    }
+    if (lane == 0) {
+        const long long v = static_cast<long long>(agent) * a.batch + b;
+        a.actions[v] = draw.action;
+        a.returns[v] = draw.ret;
+        a.discounts[v] = draw.discount;
+    }
 }
 
 FH_KERNELS_dqn_step(FH_CHECK_KERNEL_ABI)

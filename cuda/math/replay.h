@@ -39,8 +39,14 @@ struct SampleParams {
 /// next state = the next state of the last transition used; discount = gamma^(k+1) to bootstrap
 /// from it, or 0 if that transition terminated (bankruptcy). A truncated episode bootstraps.
 /// Writes the state and next state rows (state_dim floats each).
-FH_HD void sample_nstep(int b, const ReplayView& r, const SampleParams& s, float* state_out,
-                        float* next_out, int& action, float& ret, float& discount) {
+/// The scalar part of batch row b: the rows of the first and last transitions used, the action,
+/// the n-step return and the discount (the state rows are copied from `first` and `last`).
+struct NstepDraw {
+    long long first, last;
+    int action;
+    float ret, discount;
+};
+FH_HD NstepDraw draw_nstep(int b, const ReplayView& r, const SampleParams& s) {
     const rng::U32x4 u = rng::draw(s.seed, rng::Purpose::replay_sample, static_cast<std::uint32_t>(b), s.update);
     const std::uint64_t pick = (static_cast<std::uint64_t>(u.v[0]) << 32) | u.v[1];
     const long long step = s.oldest_step + static_cast<long long>(pick % static_cast<std::uint64_t>(s.sampleable));
@@ -48,25 +54,31 @@ FH_HD void sample_nstep(int b, const ReplayView& r, const SampleParams& s, float
     auto row = [&](long long st) {
         return static_cast<long long>(st % r.capacity_steps) * r.n_envs + env_index;
     };
-    const long long first = row(step);
-    for (int c = 0; c < r.state_dim; ++c) state_out[c] = r.states[first * r.state_dim + c];
-    action = r.actions[first];
+    NstepDraw d{row(step), row(step), r.actions[row(step)], 0.0f, 0.0f};
     float acc = 0.0f, g = 1.0f;
-    long long last = first;
-    float disc = 0.0f;
     for (int k = 0; k < s.n_step; ++k) {
         const long long i = row(step + k);
         acc += g * r.rewards[i];
         g *= s.gamma;
-        last = i;
-        const std::uint8_t d = r.done[i];
-        if (d == env::kTerminated) { disc = 0.0f; break; }
-        disc = g;
-        if (d == env::kTruncated) break;
+        d.last = i;
+        const std::uint8_t done = r.done[i];
+        if (done == env::kTerminated) { d.discount = 0.0f; break; }
+        d.discount = g;
+        if (done == env::kTruncated) break;
     }
-    for (int c = 0; c < r.state_dim; ++c) next_out[c] = r.next_states[last * r.state_dim + c];
-    ret = acc;
-    discount = disc;
+    d.ret = acc;
+    return d;
+}
+
+/// Batch row b, whole: the draw, then the state and next state rows (state_dim floats each).
+FH_HD void sample_nstep(int b, const ReplayView& r, const SampleParams& s, float* state_out,
+                        float* next_out, int& action, float& ret, float& discount) {
+    const NstepDraw d = draw_nstep(b, r, s);
+    for (int c = 0; c < r.state_dim; ++c) state_out[c] = r.states[d.first * r.state_dim + c];
+    for (int c = 0; c < r.state_dim; ++c) next_out[c] = r.next_states[d.last * r.state_dim + c];
+    action = d.action;
+    ret = d.ret;
+    discount = d.discount;
 }
 
 }  // namespace fh::replay

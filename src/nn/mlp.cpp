@@ -75,6 +75,30 @@ View<const float> Mlp::forward(ops::Device& ops, View<const float> params, View<
     return x;
 }
 
+View<const float> Mlp::forward_batched(ops::Device& ops, View<const float> params, std::size_t param_stride,
+                                       View<const float> X, std::size_t x_stride, int batch, int count,
+                                       Workspace& ws) const {
+    if (batch < 1 || count < 1 || static_cast<long long>(batch) * count > ws.max_batch_)
+        throw std::invalid_argument(fmt::format("nn::Mlp '{}'::forward_batched: {} x {} rows exceed the workspace's "
+                                                "max_batch {}", name_, count, batch, ws.max_batch_));
+    if (ws.widths_.size() != layers_.size())
+        throw std::invalid_argument(fmt::format("nn::Mlp '{}'::forward_batched: the workspace belongs to another network", name_));
+    const std::size_t rows = static_cast<std::size_t>(batch) * static_cast<std::size_t>(count);
+    View<const float> x = X;
+    std::size_t stride = x_stride;
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+        const Layer& L = layers_[l];
+        View<float> y = ws.act_[l].view().subview(0, rows * L.out);
+        ops.linear_forward_batched(y, x, stride, params, param_stride, L.weight.offset,
+                                   static_cast<std::ptrdiff_t>(L.bias.offset), count, batch, L.in, L.out, L.act);
+        x = y;
+        stride = static_cast<std::size_t>(batch) * L.out;
+    }
+    ws.input_ = X;
+    ws.batch_ = batch;
+    return x;
+}
+
 void Mlp::backward(ops::Device& ops, View<const float> params, View<float> grads, View<float> dOut,
                    View<float> dX, int batch, Workspace& ws, bool accumulate) const {
     if (ws.batch_ == 0 || batch < 1 || batch > ws.batch_)

@@ -80,6 +80,15 @@ public:
     ops::View<const float> forward(ops::Device& ops, ops::View<const float> params,
                                    ops::View<const float> X, int batch, Workspace& ws) const;
 
+    /// `count` networks of this shape at once (an online and a target network, or a population):
+    /// their parameters are `count` consecutive blocks of param_stride floats in `params`; network
+    /// k runs on X[k * x_stride ...] (batch, in_dim) (x_stride 0: all on the same X). Returns the
+    /// outputs (count, batch, out_dim), a view into `ws`, which needs count * batch rows. Backward
+    /// then differentiates network 0 (params' first block) on its first rows.
+    ops::View<const float> forward_batched(ops::Device& ops, ops::View<const float> params, std::size_t param_stride,
+                                           ops::View<const float> X, std::size_t x_stride, int batch, int count,
+                                           Workspace& ws) const;
+
     /// Backward of the first `batch` rows of the last forward on `ws` (batch <= its rows: a pass
     /// over [s; s'] can be differentiated on s alone). dOut (batch, out_dim) = dL/dOutput,
     /// overwritten (scratch). grads (the layout's buffer): every layer's dW, db are set, or added

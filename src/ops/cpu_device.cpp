@@ -62,6 +62,17 @@ void CpuDevice::linear_forward_impl(View<float> Y, View<const float> X, View<con
     nn::ref::linear_forward<float>(Y.data(), X.data(), W.data(), b.empty() ? nullptr : b.data(), batch, in, out, act);
 }
 
+void CpuDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
+                                            std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
+                                            int count, int batch, int in, int out, Activation act) {
+    const std::size_t ys = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
+    for (std::size_t k = 0; k < static_cast<std::size_t>(count); ++k) {
+        const float* p = params.data() + k * param_stride;
+        nn::ref::linear_forward<float>(Y.data() + k * ys, X.data() + k * x_stride, p + w_offset,
+                                       b_offset < 0 ? nullptr : p + b_offset, batch, in, out, act);
+    }
+}
+
 void CpuDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                      View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                      int out, Activation act, bool accumulate) {

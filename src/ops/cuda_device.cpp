@@ -183,16 +183,21 @@ int alignment_of(const void* p) {
 
 }  // namespace
 
-bool CudaDevice::lt_linear_forward(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
-                                   int batch, int in, int out, Activation act) {
+bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride, const float* W, const float* b,
+                                   long long w_stride, int count, int batch, int in, int out, Activation act) {
     if (act == Activation::tanh) return false;
-    const bool bias = !b.empty();
+    const bool bias = b != nullptr;
     const cublasLtEpilogue_t epilogue = act == Activation::relu ? (bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
                                                                 : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
-    // The smallest alignment of the operands decides which algorithms are allowed.
-    int align = std::min({alignment_of(Y.data()), alignment_of(X.data()), alignment_of(W.data())});
-    if (bias) align = std::min(align, alignment_of(b.data()));
-    const auto key = std::make_tuple(in, out, batch, static_cast<int>(epilogue), tf32_, align);
+    // The smallest alignment of the operands (and of the batch strides) decides the algorithms.
+    int align = std::min({alignment_of(Y), alignment_of(X), alignment_of(W)});
+    if (bias) align = std::min(align, alignment_of(b));
+    if (count > 1) {
+        const auto elem = [](long long n) { return alignment_of(reinterpret_cast<const void*>(n * 4)); };
+        align = std::min({align, elem(w_stride), elem(x_stride == 0 ? 64 : x_stride),
+                          elem(static_cast<long long>(batch) * out)});
+    }
+    const auto key = std::make_tuple(in, out, batch, static_cast<int>(epilogue), tf32_, align, count, w_stride, x_stride);
     auto& plan = lt_plans_[key];
     if (!plan) {
         plan = std::make_shared<LtPlan>();
@@ -207,6 +212,18 @@ bool CudaDevice::lt_linear_forward(View<float> Y, View<const float> X, View<cons
         FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_32F, in, out, in));
         FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_32F, in, batch, in));
         FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_32F, out, batch, out));
+        if (count > 1) {
+            const std::int32_t n = count;
+            const std::int64_t sa = w_stride, sb = x_stride, sc = static_cast<std::int64_t>(batch) * out;
+            for (auto [layout, stride] : {std::pair{plan->a, sa}, {plan->b, sb}, {plan->c, sc}}) {
+                FH_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
+                FH_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                                 &stride, sizeof stride));
+            }
+            if (bias)
+                FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &sa,
+                                                               sizeof sa));
+        }
         cublasLtMatmulPreference_t pref = nullptr;
         FH_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
         const std::size_t ws = kWorkspaceBytes;
@@ -226,16 +243,16 @@ bool CudaDevice::lt_linear_forward(View<float> Y, View<const float> X, View<cons
         }
     }
     if (!plan->usable) return false;
-    if (bias) {
-        const float* bias_ptr = b.data();
-        FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
-                                                       sizeof bias_ptr));
-    }
+    if (bias)
+        FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
     const float one = 1.f, zero = 0.f;
-    const cuda::TimedRegion timed(cuda::kernel_timing() ? fmt::format("linear forward (lt) {}x{}x{}", batch, out, in) : "",
-                                  stream());
-    const cublasStatus_t st = cublasLtMatmul(lt_, plan->op, &one, W.data(), plan->a, X.data(), plan->b, &zero, Y.data(),
-                                             plan->c, Y.data(), plan->c, &plan->algo, workspace_, kWorkspaceBytes, stream());
+    const cuda::TimedRegion timed(
+        cuda::kernel_timing() ? fmt::format("linear forward (lt) {}x{}x{}{}", batch, out, in,
+                                            count > 1 ? fmt::format(" x{}", count) : std::string())
+                              : "",
+        stream());
+    const cublasStatus_t st = cublasLtMatmul(lt_, plan->op, &one, W, plan->a, X, plan->b, &zero, Y, plan->c, Y,
+                                             plan->c, &plan->algo, workspace_, kWorkspaceBytes, stream());
     if (st == CUBLAS_STATUS_SUCCESS) return true;
     if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE)
         cuda::throw_cublas_error(st, "cublasLtMatmul", __FILE__, __LINE__);
@@ -245,7 +262,8 @@ bool CudaDevice::lt_linear_forward(View<float> Y, View<const float> X, View<cons
 
 void CudaDevice::linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
                                      int batch, int in, int out, Activation act) {
-    if (lt_linear_forward(Y, X, W, b, batch, in, out, act)) return;
+    if (lt_linear_forward(Y.data(), X.data(), 0, W.data(), b.empty() ? nullptr : b.data(), 0, 1, batch, in, out, act))
+        return;
     const float one = 1.f, zero = 0.f;
     {
         const cuda::TimedRegion timed(cuda::kernel_timing() ? fmt::format("linear forward (sgemm) {}x{}x{}", batch, out, in) : "",
@@ -259,14 +277,33 @@ void CudaDevice::linear_forward_impl(View<float> Y, View<const float> X, View<co
                                               b.empty() ? nullptr : b.data(), act, batch, out);
 }
 
+void CudaDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
+                                             std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
+                                             int count, int batch, int in, int out, Activation act) {
+    const float* W = params.data() + w_offset;
+    const float* b = b_offset < 0 ? nullptr : params.data() + b_offset;
+    if (lt_linear_forward(Y.data(), X.data(), static_cast<long long>(x_stride), W, b,
+                          static_cast<long long>(param_stride), count, batch, in, out, act))
+        return;
+    // No batched algorithm: one layer at a time.
+    const std::size_t ys = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
+    const std::size_t xs = static_cast<std::size_t>(batch) * static_cast<std::size_t>(in);
+    for (std::size_t k = 0; k < static_cast<std::size_t>(count); ++k)
+        linear_forward_impl(Y.subview(k * ys, ys), X.subview(k * x_stride, xs),
+                            params.subview(k * param_stride + w_offset, static_cast<std::size_t>(out) * in),
+                            b == nullptr ? View<const float>() : params.subview(k * param_stride + static_cast<std::size_t>(b_offset), static_cast<std::size_t>(out)),
+                            batch, in, out, act);
+}
+
 void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                       int out, Activation act, bool accumulate) {
     const float one = 1.f, zero = 0.f;
     // dZ = dY * act'(Y) in place on dY, and db = the column sums of dZ, in one pass over dY (one
-    // row slice per 128 rows, at most kMaxBiasSlices, then a fixed-order sum of the slices).
+    // launch up to 2048 rows; beyond, one row slice per 2048 rows, at most kMaxBiasSlices, then a
+    // fixed-order sum of the slices).
     if (act != Activation::none || !db.empty()) {
-        int slices = std::clamp(batch / 128, 1, kMaxBiasSlices);
+        int slices = std::clamp(batch / 2048, 1, kMaxBiasSlices);
         slices = std::max(1, std::min<int>(slices, static_cast<int>(kBiasPartialFloats / static_cast<std::size_t>(out))));
         if (db.empty()) slices = 1;
         const int rows_per_slice = (batch + slices - 1) / slices;

@@ -59,6 +59,9 @@ protected:
     void mean_impl(View<float> out, View<const float> x) override;
     void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch,
                              int in, int out, Activation act) override;
+    void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
+                                     std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
+                                     int batch, int in, int out, Activation act) override;
     void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                               View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
                               bool accumulate) override;
@@ -69,8 +72,10 @@ protected:
 private:
     /// Y = act(X W^T + b) through cuBLASLt with the bias and ReLU in its epilogue; false when no
     /// algorithm fits (tanh, or the heuristic found none): then SGEMM + the bias kernel.
-    bool lt_linear_forward(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch,
-                           int in, int out, Activation act);
+    /// `count` layers at once: W_k = W + k * w_stride, b_k = b + k * w_stride (b null: no bias),
+    /// X_k = X + k * x_stride, Y_k = Y + k * batch * out.
+    bool lt_linear_forward(float* Y, const float* X, long long x_stride, const float* W, const float* b,
+                           long long w_stride, int count, int batch, int in, int out, Activation act);
 
     cuda::DeviceInfo device_;
     cuda::Stream stream_;
@@ -84,7 +89,7 @@ private:
     /// cuBLASLt plans by shape, epilogue, math mode and alignment: the same algorithm for the same
     /// problem on every call (run-to-run determinism).
     struct LtPlan;
-    std::map<std::tuple<int, int, int, int, bool, int>, std::shared_ptr<LtPlan>> lt_plans_;
+    std::map<std::tuple<int, int, int, int, bool, int, int, long long, long long>, std::shared_ptr<LtPlan>> lt_plans_;
     bool tf32_ = false;   ///< linear layers: cuBLAS math mode (set_tf32)
     bool graphs_ = true;  ///< run_sequence captures CUDA Graphs
 };

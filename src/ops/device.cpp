@@ -97,6 +97,30 @@ void Device::linear_forward(View<float> Y, View<const float> X, View<const float
     linear_forward_impl(Y, X, W, b, batch, in, out, act);
 }
 
+void Device::linear_forward_batched(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
+                                    std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
+                                    int batch, int in, int out, Activation act) {
+    const char* op = "linear_forward_batched";
+    require_positive(count, "count", op);
+    require_positive(batch, "batch", op);
+    require_positive(in, "in", op);
+    require_positive(out, "out", op);
+    require_activation(act, op);
+    const std::size_t n = static_cast<std::size_t>(count);
+    detail::require_size(Y.size(), n * mul(batch, out), op, "Y (count, batch, out)");
+    detail::require(x_stride == 0 || x_stride >= mul(batch, in), op, "x_stride must be 0 or at least batch * in");
+    detail::require_size(X.size(), (n - 1) * x_stride + mul(batch, in), op, "X ((count - 1) * x_stride + batch * in)");
+    detail::require_size(params.size(), n * param_stride, op, "params (count, param_stride)");
+    detail::require(w_offset + mul(out, in) <= param_stride, op, "W (out, in) lies outside one network's parameters");
+    detail::require(b_offset < 0 || static_cast<std::size_t>(b_offset) + static_cast<std::size_t>(out) <= param_stride,
+                    op, "b (out) lies outside one network's parameters");
+    detail::checked_int_size(Y.size(), op);
+    detail::checked_int_size(X.size(), op);
+    detail::checked_int_size(params.size(), op);
+    detail::require_distinct(op, {detail::range("Y", Y), detail::range("X", X), detail::range("params", params)});
+    linear_forward_batched_impl(Y, X, x_stride, params, param_stride, w_offset, b_offset, count, batch, in, out, act);
+}
+
 void Device::linear_backward(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                              View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
                              bool accumulate) {

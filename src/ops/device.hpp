@@ -183,6 +183,15 @@ public:
     /// Y = act(X W^T + b). Y (batch, out), X (batch, in), W (out, in), b (out) or empty (no bias).
     void linear_forward(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch, int in,
                         int out, Activation act);
+    /// `count` layers of one shape at once (a population's networks, or an online and a target
+    /// network side by side): the networks' parameters are `count` consecutive blocks of
+    /// param_stride floats in `params`, each holding its W (out, in) at w_offset and its b (out)
+    /// at b_offset (b_offset < 0: no bias); for k < count, Y_k = act(X_k W_k^T + b_k) with
+    /// Y (count, batch, out) and X_k = X[k * x_stride ...] (batch, in): x_stride = batch * in for
+    /// an input per network, 0 for one input they all read. On CUDA one batched matrix product.
+    void linear_forward_batched(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
+                                std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
+                                int batch, int in, int out, Activation act);
     /// Backward of linear_forward. dY (batch, out) holds dL/dY (the activated output) and is
     /// overwritten in place with dL/dZ (the pre-activation gradient). Y (batch, out) is the
     /// activated output of the forward, X (batch, in) and W (out, in) its inputs.
@@ -220,6 +229,9 @@ protected:
     virtual void mean_impl(View<float> out, View<const float> x) = 0;
     virtual void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
                                      int batch, int in, int out, Activation act) = 0;
+    virtual void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
+                                             std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
+                                             int count, int batch, int in, int out, Activation act) = 0;
     virtual void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                       int out, Activation act, bool accumulate) = 0;

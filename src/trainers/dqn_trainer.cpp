@@ -100,16 +100,18 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
     const std::size_t B = static_cast<std::size_t>(batch_), D = static_cast<std::size_t>(env_params_.state_dim);
     const std::size_t W = static_cast<std::size_t>(net_.head_width());
 
-    online_ = nn::alloc_zeroed(ops, net_.layout());
-    nn::init_params(ops, online_.view(), net_.layout(), static_cast<std::uint64_t>(profile.run.seed));
-    target_ = nn::alloc_zeroed(ops, net_.layout());
-    ops.copy(target_.view(), online_.cview());
+    const std::size_t P = net_.layout().total();
+    nets_ = ops.alloc<float>(2 * P);
+    ops.fill(nets_.view(), 0.0f);  // the padding between slices stays zero
+    online_ = nets_.view().subview(0, P);
+    target_ = nets_.view().subview(P, P);
+    nn::init_params(ops, online_, net_.layout(), static_cast<std::uint64_t>(profile.run.seed));
+    ops.copy(target_, ops::View<const float>(online_));
     grads_ = nn::alloc_zeroed(ops, net_.layout());
     adam_ = AdamState(ops, net_.layout());
 
     ws_act_ = net_.make_workspace(ops, n_envs_);
-    ws_online_ = net_.make_workspace(ops, 2 * batch_);
-    ws_target_ = net_.make_workspace(ops, batch_);
+    ws_pair_ = net_.make_workspace(ops, 4 * batch_);
 
     const int capacity_steps = static_cast<int>(
         std::max<long long>(profile.replay_buffer.buffer_size / n_envs_, profile.experience.n_step + 1));
@@ -153,8 +155,8 @@ std::vector<StateTensor> DqnTrainer::state_tensors() {
     const auto D = static_cast<std::int64_t>(env_params_.state_dim);
     const auto n = static_cast<std::int64_t>(n_envs_);
     auto env = env_.persistent();
-    std::vector<StateTensor> t{state_tensor("params/online", "F32", {P}, online_.view()),
-                               state_tensor("params/target", "F32", {P}, target_.view())};
+    std::vector<StateTensor> t{state_tensor("params/online", "F32", {P}, online_),
+                               state_tensor("params/target", "F32", {P}, target_)};
     for (auto& a : adam_.state_tensors("adam/")) t.push_back(std::move(a));
     for (auto& r : replay_.state_tensors("replay/")) t.push_back(std::move(r));
     for (auto& e : std::vector<StateTensor>{
@@ -200,7 +202,7 @@ float DqnTrainer::epsilon_at(long long step) const { return dqn::epsilon_at(agen
 // the transitions go into the replay ring's next slot. The step count, epsilon and the slot come
 // from the device counters, so the sequence is captured once and replayed.
 void DqnTrainer::collect_ops() {
-    const auto head = net_.forward(ops_, online_.cview(), env_.states(), n_envs_, ws_act_);
+    const auto head = net_.forward(ops_, online_, env_.states(), n_envs_, ws_act_);
     ops::dqn_act(ops_, actions_.view(), {}, histogram_.view(), head, net_.head(), agent_.cview(), counters_.cview());
     auto persistent = env_.persistent();
     ops::dqn_collect(ops_, persistent.state, persistent.portfolio, persistent.states, actions_.cview(),
@@ -223,24 +225,22 @@ void DqnTrainer::collect() {
 // 5. Adam (skipped on the device when the guard says so) and the target update, one pass.
 void DqnTrainer::update_ops(bool inject_nan) {
     const int B = batch_;
-    const std::size_t Bs = static_cast<std::size_t>(B), D = static_cast<std::size_t>(env_params_.state_dim);
+    const std::size_t Bs = static_cast<std::size_t>(B);
     const std::size_t W = static_cast<std::size_t>(net_.head_width());
     const bool double_dqn = profile_.dqn.double_dqn;
     ops::dqn_sample(ops_, x_.view(), batch_actions_.view(), returns_.view(), discounts_.view(), replay_.views(),
                     counters_.cview(), agent_.cview(), B);
-    const auto states = x_.cview().subview(0, Bs * D), next_states = x_.cview().subview(Bs * D, Bs * D);
-    const auto online = net_.forward(ops_, online_.cview(), double_dqn ? x_.cview() : states, double_dqn ? 2 * B : B,
-                                     ws_online_);
-    const auto head_target = net_.forward(ops_, target_.cview(), next_states, B, ws_target_);
-    const auto head_s = online.subview(0, Bs * W);
-    const auto head_select = double_dqn ? online.subview(Bs * W, Bs * W) : head_target;
+    // Both networks on [s; s'] in one batched pass: rows (net, 2B); the target's rows on s are unused.
+    const auto heads = net_.forward_batched(ops_, nets_.cview(), 2, x_.cview(), 2 * B, ws_pair_);
+    const auto head_s = heads.subview(0, Bs * W);
+    const auto head_target = heads.subview(3 * Bs * W, Bs * W);
+    const auto head_select = double_dqn ? heads.subview(Bs * W, Bs * W) : head_target;
     ops::dqn_loss(ops_, d_head_.view(), sample_stats_.view(), head_s, head_select, head_target,
                   batch_actions_.cview(), returns_.cview(), discounts_.cview(), agent_.cview(), net_.head(), B);
-    net_.backward(ops_, online_.cview(), grads_.view(), d_head_.view(), B, ws_online_);
+    net_.backward(ops_, online_, grads_.view(), d_head_.view(), B, ws_pair_);
     ops::dqn_update_finish(ops_, step_.view(), guard_.view(), stats_.view(), counters_.view(), norm_partials_.view(),
                            grads_.cview(), sample_stats_.cview(), agent_.cview(), B, inject_nan);
-    ops::dqn_adam_target(ops_, online_.view(), adam_.m(), adam_.v(), target_.view(), grads_.cview(), step_.cview(),
-                         agent_.cview());
+    ops::dqn_adam_target(ops_, online_, adam_.m(), adam_.v(), target_, grads_.cview(), step_.cview(), agent_.cview());
 }
 
 void DqnTrainer::update() {

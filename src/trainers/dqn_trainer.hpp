@@ -51,7 +51,7 @@ public:
     std::vector<StateTensor> state_tensors() override;
     std::vector<std::int64_t> counter_values() const override { return {steps_, updates_, replay_.pushed_steps()}; }
     void restore_counter_values(std::span<const std::int64_t> values) override;
-    ops::View<float> policy_weights() noexcept override { return online_.view(); }
+    ops::View<float> policy_weights() noexcept override { return online_; }
     GreedyPolicy& policy() noexcept override { return policy_; }
     const env::EnvParams& env_params() const noexcept override { return env_params_; }
     io::ReplayDump replay_dump() override { return replay_.dump(ops_, num_actions_); }
@@ -80,11 +80,13 @@ private:
     long long steps_ = 0, updates_ = 0;
     long long updates_at_log_ = 0, env_steps_at_log_ = 0;
 
-    // Parameters, target copy and gradients: one flat buffer each (the network's layout).
-    ops::Buffer<float> online_, target_, grads_;
+    // The online and the target network's parameters side by side in one buffer (2, P), so that
+    // both run in one batched pass; the gradients (P).
+    ops::Buffer<float> nets_, grads_;
+    ops::View<float> online_, target_;
     AdamState adam_;
-    // Workspaces: acting (n_envs rows), the online network on [s; s'] (2B rows), the target on s'.
-    QNetwork::Workspace ws_act_, ws_online_, ws_target_;
+    // Workspaces: acting (n_envs rows), the online and target networks on [s; s'] (2 x 2B rows).
+    QNetwork::Workspace ws_act_, ws_pair_;
     ReplayRing replay_;
 
     // What changes from step to step lives on the device (so the sequences replay unchanged):

@@ -33,6 +33,11 @@ ops::View<const float> QNetwork::forward(ops::Device& ops, ops::View<const float
     return net_.forward(ops, params, X, batch, ws.mlp);
 }
 
+ops::View<const float> QNetwork::forward_batched(ops::Device& ops, ops::View<const float> params, int count,
+                                                 ops::View<const float> X, int batch, Workspace& ws) const {
+    return net_.forward_batched(ops, params, layout_.total(), X, 0, batch, count, ws.mlp);
+}
+
 void QNetwork::backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
                         ops::View<float> d_head, int batch, Workspace& ws) const {
     net_.backward(ops, params, grads, d_head, {}, batch, ws.mlp, false);

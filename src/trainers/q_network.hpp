@@ -46,6 +46,12 @@ public:
     /// Head outputs (batch, head_width) of states X (batch, state_dim) under `params`.
     ops::View<const float> forward(ops::Device& ops, ops::View<const float> params, ops::View<const float> X,
                                    int batch, Workspace& ws) const;
+    /// Head outputs of `count` networks of this layout at once (online and target): params holds
+    /// their parameters one after the other (count * layout().total()); all run on the same X
+    /// (batch, state_dim). Returns (count, batch, head_width); ws needs count * batch rows.
+    /// backward() then differentiates the first network.
+    ops::View<const float> forward_batched(ops::Device& ops, ops::View<const float> params, int count,
+                                           ops::View<const float> X, int batch, Workspace& ws) const;
     /// Gradients for the first `batch` rows of the last forward on ws (batch <= its rows), from
     /// d_head (batch, head_width) = dL/d(head outputs), overwritten; `grads` is set (padding
     /// untouched).

@@ -82,6 +82,60 @@ TEST_CASE("CUDA linear forward/backward equal the CPU twins", "[gpu][nn]") {
                 }
 }
 
+TEST_CASE("CUDA linear backward over many rows (the bias gradient's row slices) equals the CPU twin", "[gpu][nn]") {
+    CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    for (int batch : {2049, 5000, 70001})
+        for (Activation act : {Activation::none, Activation::relu}) {
+            INFO("batch " << batch << " act " << static_cast<int>(act));
+            const LinearResults c = run_linear(cpu, batch, 3, 45, act, 77u + static_cast<unsigned>(batch));
+            const LinearResults g = run_linear(gpu, batch, 3, 45, act, 77u + static_cast<unsigned>(batch));
+            FH_REQUIRE_CLOSE(g.dZ, c.dZ, 1e-5, 1e-4);
+            FH_REQUIRE_CLOSE(g.db, c.db, 1e-5 * std::sqrt(batch), 1e-4);
+            FH_REQUIRE_CLOSE(g.db_acc, c.db_acc, 2e-5 * std::sqrt(batch), 1e-4);
+        }
+}
+
+TEST_CASE("linear_forward_batched equals one linear_forward per network, on both backends", "[gpu][nn]") {
+    CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    for (int count : {1, 2, 5})
+        for (bool shared_input : {false, true})
+            for (bool bias : {true, false})
+                for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
+                    const int batch = 37, in = 29, out = 65;
+                    const std::size_t P = 4096, w_off = 64, b_off = 3200;
+                    INFO("count " << count << " shared " << shared_input << " bias " << bias << " act "
+                                  << static_cast<int>(act));
+                    const auto params = random_floats(P * count, 5u + static_cast<unsigned>(count), -0.3f, 0.3f);
+                    const std::size_t xs = shared_input ? 0 : static_cast<std::size_t>(batch) * in;
+                    const auto X = random_floats((count - 1) * xs + static_cast<std::size_t>(batch) * in, 9);
+                    auto run = [&](Device& ops) {
+                        auto p = ops.from_host<float>(params);
+                        auto x = ops.from_host<float>(X);
+                        auto y = ops.alloc<float>(static_cast<std::size_t>(count * batch * out));
+                        ops.linear_forward_batched(y.view(), x.cview(), xs, p.cview(), P, w_off,
+                                                   bias ? static_cast<std::ptrdiff_t>(b_off) : -1, count, batch, in,
+                                                   out, act);
+                        return ops.to_host(y.cview());
+                    };
+                    const auto c = run(cpu), g = run(gpu);
+                    // The CPU batched op equals one linear_forward per network exactly.
+                    for (int k = 0; k < count; ++k) {
+                        auto p = cpu.from_host<float>(params);
+                        auto x = cpu.from_host<float>(X);
+                        auto y = cpu.alloc<float>(static_cast<std::size_t>(batch * out));
+                        cpu.linear_forward(y.view(), x.cview().subview(k * xs, static_cast<std::size_t>(batch) * in),
+                                           p.cview().subview(k * P + w_off, static_cast<std::size_t>(out) * in),
+                                           bias ? p.cview().subview(k * P + b_off, out) : View<const float>(), batch, in,
+                                           out, act);
+                        const auto one = cpu.to_host(y.cview());
+                        REQUIRE(std::vector<float>(c.begin() + k * batch * out, c.begin() + (k + 1) * batch * out) == one);
+                    }
+                    FH_REQUIRE_CLOSE(g, c, 1e-5, 1e-4);
+                }
+}
+
 TEST_CASE("CUDA linear_forward without bias and activation is the bare SGEMM", "[gpu][nn]") {
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();

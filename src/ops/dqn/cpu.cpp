@@ -15,19 +15,22 @@ namespace fh::ops::cpu_twin {
 
 namespace {
 
-/// Softmax over the atoms of action a of one head row: the probabilities (Z) and the expected Q.
-float softmax_q(const float* row, const float* mean, int a, const dqn::HeadParams& h, float* p) {
+/// Softmax over the atoms of action a of one head row (as the kernels compute it): e_z =
+/// exp(logit_z - max), their sum, Q = (sum_z e_z atom_z) / sum.
+struct Softmax {
+    float max, sum, q;
+};
+Softmax softmax_q(const float* row, const float* mean, int a, const dqn::HeadParams& h, float* e) {
     const int Z = h.num_atoms;
     float mx = -std::numeric_limits<float>::infinity();
     for (int z = 0; z < Z; ++z) mx = std::fmax(mx, dqn::head_logit(row, mean[z], a, z, h));
-    float sum = 0.f;
-    for (int z = 0; z < Z; ++z) sum += std::exp(dqn::head_logit(row, mean[z], a, z, h) - mx);
-    float q = 0.f;
+    float sum = 0.f, q = 0.f;
     for (int z = 0; z < Z; ++z) {
-        p[z] = std::exp(dqn::head_logit(row, mean[z], a, z, h) - mx) / sum;
-        q += p[z] * dqn::atom<float>(h, z);
+        e[z] = std::exp(dqn::head_logit(row, mean[z], a, z, h) - mx);
+        sum += e[z];
+        q += e[z] * dqn::atom<float>(h, z);
     }
-    return q;
+    return Softmax{mx, sum, q / sum};
 }
 
 void mean_advantages(float* mean, const float* row, const dqn::HeadParams& h) {
@@ -54,7 +57,7 @@ void dqn_act(View<int> actions, View<float> q, View<unsigned long long> histogra
             const std::size_t row_index = g * static_cast<std::size_t>(n) + static_cast<std::size_t>(e);
             const float* row = head.data() + row_index * static_cast<std::size_t>(W);
             mean_advantages(mean.data(), row, h);
-            for (int a = 0; a < A; ++a) qa[static_cast<std::size_t>(a)] = softmax_q(row, mean.data(), a, h, p.data());
+            for (int a = 0; a < A; ++a) qa[static_cast<std::size_t>(a)] = softmax_q(row, mean.data(), a, h, p.data()).q;
             int action;
             if (!agent.empty()) {
                 const auto& ap = agent.data()[g];
@@ -97,12 +100,14 @@ void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, V
             int a_star = 0;
             float best = 0.f;
             for (int x = 0; x < A; ++x) {
-                const float qx = softmax_q(hsel, mean.data(), x, h, p.data());
+                const float qx = softmax_q(hsel, mean.data(), x, h, p.data()).q;
                 if (x == 0 || qx > best) best = qx, a_star = x;
             }
             // 2. The target distribution of a* and its Q; 3. its projection (gather form).
             mean_advantages(mean.data(), ht, h);
-            const float q_target = softmax_q(ht, mean.data(), a_star, h, p_next.data());
+            const Softmax tsm = softmax_q(ht, mean.data(), a_star, h, p_next.data());
+            const float q_target = tsm.q;
+            for (int z = 0; z < Z; ++z) p_next[static_cast<std::size_t>(z)] /= tsm.sum;
             for (int i = 0; i < Z; ++i) {
                 float mi = 0.f;
                 for (int j = 0; j < Z; ++j)
@@ -112,23 +117,17 @@ void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, V
             }
             // 4. The online network at s, taken action.
             mean_advantages(mean.data(), hs, h);
-            float mx = -std::numeric_limits<float>::infinity();
-            for (int z = 0; z < Z; ++z) mx = std::fmax(mx, dqn::head_logit(hs, mean[static_cast<std::size_t>(z)], act, z, h));
-            float sum = 0.f;
-            for (int z = 0; z < Z; ++z) sum += std::exp(dqn::head_logit(hs, mean[static_cast<std::size_t>(z)], act, z, h) - mx);
-            const float log_sum = mx + std::log(sum);
-            float ce = 0.f, q = 0.f;
-            for (int z = 0; z < Z; ++z) {
-                const float l = dqn::head_logit(hs, mean[static_cast<std::size_t>(z)], act, z, h);
-                ce -= m[static_cast<std::size_t>(z)] * (l - log_sum);
-                q += std::exp(l - mx) / sum * dqn::atom<float>(h, z);
-            }
+            const Softmax ssm = softmax_q(hs, mean.data(), act, h, p.data());
+            const float log_sum = ssm.max + std::log(ssm.sum);
+            float ce = 0.f;
+            for (int z = 0; z < Z; ++z)
+                ce -= m[static_cast<std::size_t>(z)] * (dqn::head_logit(hs, mean[static_cast<std::size_t>(z)], act, z, h) - log_sum);
+            const float q = ssm.q;
             const float td = q - (ret + disc * q_target);
             // 5. The blended gradient and the head's backward.
             const int adv_off = h.dueling ? Z : 0;
             for (int z = 0; z < Z; ++z) {
-                const float l = dqn::head_logit(hs, mean[static_cast<std::size_t>(z)], act, z, h);
-                const float pz = std::exp(l - mx) / sum;
+                const float pz = p[static_cast<std::size_t>(z)] / ssm.sum;
                 const float gz = dqn::blended_logit_gradient(pz, m[static_cast<std::size_t>(z)], td,
                                                              dqn::atom<float>(h, z), q, scale, alpha);
                 if (h.dueling) d[z] = gz;

@@ -95,8 +95,8 @@ void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> port
 void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
                 const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
                 int batch) {
-    LaunchDims dims = LaunchDims::linear(static_cast<std::size_t>(batch), 128);
-    dims.grid.y = static_cast<unsigned>(agent.size());
+    const LaunchDims dims{dim3(static_cast<unsigned>((batch + 3) / 4), static_cast<unsigned>(agent.size())), dim3(128),
+                          0};  // one warp per row
     abi::DqnSampleArgs a{x.data(), actions.data(), returns.data(), discounts.data(), ring_of(ring), counters.data(),
                          agent.data(), batch};
     device.kernels().dqn_sample_kernel(device.stream(), dims, a);
