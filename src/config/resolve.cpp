@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
@@ -14,6 +13,7 @@
 #include "config/profile.hpp"
 #include "config/schema.hpp"
 #include "config/toml_reader.hpp"
+#include "util/regular_file.hpp"
 
 namespace fh::config {
 namespace {
@@ -131,6 +131,9 @@ public:
         std::set<std::string> bad;
         for (const auto& d : schema()) {
             if (d.required && !set_at_.count(d.full_name())) continue;
+            // The alias shows replay_buffer.buffer_size's value unless it was set itself: that
+            // value is checked (and reported) once, at replay_buffer.buffer_size.
+            if (d.full_name() == "training.buffer_size" && !set_at_.count(d.full_name())) continue;
             const auto msg = d.check(get_value(profile_, d));
             if (!msg.empty()) {
                 problem(where_of(d.full_name()), msg);
@@ -190,6 +193,15 @@ private:
         else from_cli_.erase(name);
     }
 
+    /// For a float given to an integer key: the integer to write instead, when there is one.
+    static std::string integer_hint(const TomlValue& v) {
+        if (v.kind != TomlValue::Kind::floating) return "";
+        const double x = v.floating;
+        if (std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 9.0e15)
+            return fmt::format(" (write {}: an integer has no fraction or exponent)", static_cast<std::int64_t>(x));
+        return " (an integer has no fraction or exponent)";
+    }
+
     static std::optional<KeyValue> convert(const KeyDescriptor& d, const TomlValue& v,
                                            std::string& error) {
         using K = TomlValue::Kind;
@@ -204,8 +216,7 @@ private:
         switch (d.type) {
             case KeyType::integer:
                 if (v.kind == K::integer) return KeyValue{v.integer};
-                error = fmt::format("{} must be an integer, got {}{}", d.full_name(), got(v),
-                                    v.kind == K::floating ? " (write 100000, not 1e5 or 100000.0)" : "");
+                error = fmt::format("{} must be an integer, got {}{}", d.full_name(), got(v), integer_hint(v));
                 return std::nullopt;
             case KeyType::number:
                 if (v.kind == K::floating) return KeyValue{v.floating};
@@ -391,17 +402,13 @@ Profile resolve_profile_text(std::string_view text, std::string_view origin,
 }
 
 Profile resolve_profile_file(const std::string& path, const std::vector<std::string>& overrides) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-        throw UsageError(fmt::format("{}: is a directory, not a profile", path));
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw UsageError(fmt::format("{}: cannot open the profile", path));
+    util::RegularFile file(path);
+    if (!file.ok()) throw UsageError(fmt::format("{}: {}; a profile is a TOML text file", path, file.error()));
     std::string text;
-    text.resize(kMaxProfileBytes + 1);
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    if (in.bad()) throw UsageError(fmt::format("{}: cannot read the profile", path));
-    text.resize(static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxProfileBytes)
+    bool too_big = false;
+    if (!file.read_all(text, kMaxProfileBytes, &too_big))
+        throw UsageError(fmt::format("{}: {}", path, file.error()));
+    if (too_big)
         throw ProfileError({fmt::format("{}:1:1: the profile is larger than {} bytes (1 MiB): is this "
                                         "really a profile?",
                                         path, kMaxProfileBytes)});

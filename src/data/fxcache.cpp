@@ -16,6 +16,7 @@
 
 #include "data/csv_bars.hpp"
 #include "util/errors.hpp"
+#include "util/regular_file.hpp"
 
 namespace fh::data {
 namespace {
@@ -174,18 +175,13 @@ bool decode_fxcache(std::string_view bytes, const CacheKey& expected, CachePaylo
 }
 
 bool read_fxcache(const std::string& path, const CacheKey& expected, CachePayload* out, std::string* why) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (why) *why = errno == ENOENT ? std::string("no cache file") : fmt::format("cannot open: {}", std::strerror(errno));
+    util::RegularFile file(path);  // a FIFO or a device is refused, never opened blocking
+    if (!file.ok()) {
+        if (why) *why = file.missing() ? std::string("no cache file") : file.error();
         return false;
     }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        if (why) *why = fmt::format("cannot stat: {}", std::strerror(errno));
-        ::close(fd);
-        return false;
-    }
-    const auto size = static_cast<std::size_t>(st.st_size);
+    const auto size = static_cast<std::size_t>(file.size());
+    const int fd = file.release();
     if (size == 0) {
         ::close(fd);
         return decode_fxcache(std::string_view(), expected, out, why);

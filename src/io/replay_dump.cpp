@@ -20,6 +20,7 @@
 #include <stdexcept>
 
 #include "util/errors.hpp"
+#include "util/regular_file.hpp"
 #include "util/xxh64.hpp"
 
 namespace fh::io {
@@ -202,13 +203,10 @@ private:
 }  // namespace
 
 ReplayDump read_replay_dump(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) io_fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
-    FdReader in(fd, path);  // closes fd
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) io_fail(path, fmt::format("cannot stat: {}", std::strerror(errno)));
-    if (!S_ISREG(st.st_mode)) io_fail(path, "not a regular file");
-    const std::uint64_t file_bytes = static_cast<std::uint64_t>(st.st_size);
+    util::RegularFile file(path);  // a FIFO or a device is refused, never opened blocking
+    if (!file.ok()) io_fail(path, file.error());
+    const std::uint64_t file_bytes = file.size();
+    FdReader in(file.release(), path);  // closes the descriptor
     if (file_bytes == 0) io_fail(path, "the file is empty (not a replay dump)");
     if (file_bytes < kReplayDumpHeaderBytes + kChecksumBytes)
         io_fail(path, fmt::format("too short: {} bytes (a replay dump has a {}-byte header and an {}-byte "

@@ -18,6 +18,7 @@
 
 #include "data/fxcache.hpp"
 #include "io/json.hpp"
+#include "util/regular_file.hpp"
 
 namespace fh::io {
 
@@ -247,17 +248,14 @@ void TensorFile::fail(const std::string& what) const {
 TensorFile TensorFile::read(const std::string& path, const ReadOptions& options) {
     TensorFile f;
     f.path_ = path;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) f.fail(fmt::format("cannot open: {}", std::strerror(errno)));
+    util::RegularFile file(path);  // a FIFO or a device is refused, never opened blocking
+    if (!file.ok()) f.fail(file.error());
+    const int fd = file.release();
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
         const int e = errno;
         ::close(fd);
         f.fail(fmt::format("cannot stat: {}", std::strerror(e)));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        f.fail("not a regular file");
     }
     f.size_ = static_cast<std::size_t>(st.st_size);
     if (f.size_ > 0) {
