@@ -1,5 +1,5 @@
 /// @file bench.cpp
-/// @brief `foxhunt-train bench` (throughput as JSON, SPEC section 9) and `eval` (a checkpoint's
+/// @brief `foxhunt-train bench` (throughput as JSON) and `eval` (a checkpoint's
 ///        backtest as JSON): the two subcommands that report without training.
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@ namespace fh::cli {
 
 int run_bench(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g);
-    fmt::print("{}\n", trainers::bench(profile));
+    fmt::print("{}\n", trainers::bench(profile, g.force));
     std::fflush(stdout);
     return 0;
 }

@@ -10,7 +10,7 @@
 
 namespace fh::cli {
 
-/// Options every subcommand accepts (SPEC section 3).
+/// Options every subcommand accepts.
 struct GlobalOptions {
     std::string profile;                 ///< --profile PATH|NAME
     std::vector<std::string> overrides;  ///< --set section.key=value, in order
@@ -23,6 +23,7 @@ struct GlobalOptions {
     bool verbose = false;
     std::string log_format = "text";  ///< text | json
     bool cuda_sync_debug = false;
+    bool force = false;  ///< --force: train although the instrument does not fit the prices
 };
 
 /// The overrides in precedence order: --set values, then the dedicated options (--data,

@@ -12,7 +12,7 @@ int run_train(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g, &path);
     log::info("profile {}: trainer {}, device {}, {} env steps, seed {}", path, profile.run.trainer,
               profile.run.device, profile.run.total_steps, profile.run.seed);
-    trainers::train(profile, g.resume);
+    trainers::train(profile, g.resume, g.force);
     return 0;
 }
 

@@ -1,5 +1,5 @@
 /// @file profile.hpp
-/// @brief The training profile (SPEC section 4): one typed struct per TOML table, defaults in
+/// @brief The training profile: one typed struct per TOML table, defaults in
 ///        code, and the functions that resolve a profile (defaults < profile < command line).
 ///
 /// The schema table in schema.cpp is the single source of truth for every key's type, range,

@@ -1,6 +1,6 @@
 /// @file toml_reader.cpp
-/// @brief The only translation unit that includes toml++ (SPEC section 4; TOOLCHAIN.md lists
-///        the toml++ 3.3.0 pitfalls handled here).
+/// @brief The only translation unit that includes toml++; the toml++ 3.3.0 pitfalls on
+///        untrusted input are handled here (see the comments below).
 #include "config/toml_reader.hpp"
 
 // toml++ 3.3.0 trips internal assertions (abort) on inputs such as `[=]`, `[&` and `[[[1]]]`

@@ -275,6 +275,11 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
                 if (r == Role::volume ? x < 0 : x <= 0)
                     fail(name, line_no, fmt::format("{} is {}; expected {}", col_names[k], show(f),
                                                     r == Role::volume ? "a volume >= 0" : "a positive price"));
+                if (r != Role::volume && (x < kMinPrice || x > kMaxPrice))
+                    fail(name, line_no, fmt::format("{} is {}; expected a price in [{}, {}] (the environment's "
+                                                    "accounting and features are not built for more; wrong unit or "
+                                                    "a missing decimal point?)",
+                                                    col_names[k], show(f), kMinPrice, kMaxPrice));
                 v[static_cast<std::size_t>(r)] = x;
             }
             if (comma == std::string_view::npos) break;

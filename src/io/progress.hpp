@@ -1,5 +1,5 @@
 /// @file progress.hpp
-/// @brief The live progress line on a terminal (SPEC section 8): a bar, percent, ETA, env
+/// @brief The live progress line on a terminal: a bar, percent, ETA, env
 ///        steps/s, updates/s, loss and the last validation metric, redrawn in place with '\r'
 ///        at most 10 times per second, ended with a newline by finish().
 ///

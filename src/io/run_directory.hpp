@@ -1,5 +1,5 @@
 /// @file run_directory.hpp
-/// @brief The run directory of SPEC section 8: `<output_dir>/<name>/` with the resolved
+/// @brief The run directory: `<output_dir>/<name>/` with the resolved
 ///        config.toml, metrics.jsonl (one JSON object per log interval) and summary.json
 ///        (written atomically: temp file, fsync, rename).
 #pragma once

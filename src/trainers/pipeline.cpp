@@ -25,6 +25,7 @@
 #include "ops/cuda/cuda_ops.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/trainer.hpp"
+#include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
@@ -35,35 +36,32 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 std::unique_ptr<ops::Ops> make_backend(const config::Profile& p) {
-    // Keys accepted by the schema that this version does not act on yet: said once, not ignored silently.
-    if (p.gpu.cuda_graphs)
-        log::info("gpu.cuda_graphs: CUDA Graph capture is not implemented yet; kernels are launched directly");
-    if (p.gpu.profile != "auto")
-        log::warn("gpu.profile = \"{}\": named device classes are not implemented yet; the device is read at start",
-                  p.gpu.profile);
     auto ops = ops::make_ops(ops::parse_device_spec(p.run.device));
-    if (auto* cuda = dynamic_cast<ops::CudaOps*>(ops.get())) cuda->set_tf32(p.gpu.tf32);
+    if (auto* cuda = dynamic_cast<ops::CudaOps*>(ops.get())) {
+        cuda->set_tf32(p.gpu.tf32);
+        // Keys accepted by the schema that this version does not act on yet: said once, not
+        // ignored silently (and not on the CPU backend, where they mean nothing).
+        if (p.gpu.cuda_graphs)
+            log::info("gpu.cuda_graphs: CUDA Graph capture is not implemented yet; kernels are launched directly");
+        if (p.gpu.profile != "auto")
+            log::warn("gpu.profile = \"{}\": named device classes are not implemented yet; the device is read at start",
+                      p.gpu.profile);
+    }
     log::info("device: {}", ops->description());
     return ops;
 }
 
 /// SPEC section 7: a run that cannot fit stops before allocating, naming the biggest consumers.
-void check_device_memory(ops::Ops& ops, const config::Profile& p, std::size_t bars) {
+void check_device_memory(ops::Ops& ops, const config::Profile& p, const std::vector<config::MemoryItem>& items) {
     auto* cuda = dynamic_cast<ops::CudaOps*>(&ops);
-    if (!cuda) return;
-    const auto items = config::estimate_device_memory(p, bars);
+    if (!cuda) return;  // the CPU backend's memory is host memory: check_run compared it
     const auto need = config::total_bytes(items);
     const auto budget = static_cast<std::uint64_t>(static_cast<double>(cuda->device().free_memory) * p.gpu.memory_fraction);
     log::info("device memory: {} estimated, {} available (gpu.memory_fraction {} of {} free)", config::format_bytes(need),
               config::format_bytes(budget), p.gpu.memory_fraction, config::format_bytes(cuda->device().free_memory));
-    if (need <= budget) return;
-    std::string top;
-    for (std::size_t i = 0; i < std::min<std::size_t>(3, items.size()); ++i)
-        top += fmt::format("\n  {:>10}  {}{}", config::format_bytes(items[i].bytes), items[i].consumer,
-                           items[i].key.empty() ? "" : fmt::format(" (change {})", items[i].key));
-    throw DeviceError(fmt::format("the run needs about {} of device memory but {} is available on {}; the biggest "
-                                  "consumers:{}",
-                                  config::format_bytes(need), config::format_bytes(budget), cuda->device().name, top));
+    config::require_memory(items, budget, "device memory",
+                           fmt::format("gpu.memory_fraction {} of the free memory of {}", p.gpu.memory_fraction,
+                                       cuda->device().name));
 }
 
 std::string run_name(const config::Profile& p) {
@@ -84,10 +82,15 @@ struct Session {
     data::MarketData market;
     std::unique_ptr<env::DeviceMarket> device_market;
 
-    explicit Session(const config::Profile& p) {
+    Session(const config::Profile& p, bool force) {
         ops = make_backend(p);
         market = data::load_market(data_options(p));
-        check_device_memory(*ops, p, market.bars.size());
+        // Everything `check` checks, before anything is allocated (src/trainers/run_checks.hpp).
+        RunCheckOptions o;
+        o.force = force;
+        o.host_backend = dynamic_cast<ops::CudaOps*>(ops.get()) == nullptr;
+        const RunSizes sizes = check_run(p, market, o);
+        check_device_memory(*ops, p, sizes.device);
         device_market = std::make_unique<env::DeviceMarket>(*ops, market);
     }
 };
@@ -109,9 +112,9 @@ std::string backtest_json(const eval::BacktestReport& r) {
 
 }  // namespace
 
-std::string train(const config::Profile& p, const std::string& resume_dir) {
+std::string train(const config::Profile& p, const std::string& resume_dir, bool force) {
     const auto t0 = clock::now();
-    Session session(p);
+    Session session(p, force);
     auto& ops = session.ops;
     const auto& dm = *session.device_market;
     const auto& market = session.market;
@@ -285,9 +288,9 @@ std::string evaluate(const std::string& checkpoint, const std::string& split_nam
                        eval::metrics_json(report.strategy), eval::metrics_json(report.buy_and_hold));
 }
 
-std::string bench(const config::Profile& p) {
+std::string bench(const config::Profile& p, bool force) {
     const auto t_start = clock::now();
-    Session session(p);
+    Session session(p, force);
     auto& ops = session.ops;
     auto trainer = make_trainer(*ops, p, *session.device_market);
     ops->synchronize();

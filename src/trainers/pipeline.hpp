@@ -17,7 +17,8 @@ namespace fh::trainers {
 /// last checkpoint. Early stopping ends the run with status "early_stopped" (exit 0); SIGINT or
 /// SIGTERM with "interrupted" after a checkpoint (InterruptedError, exit 130). Returns the run
 /// directory's path. Throws fh::Error subclasses (exit codes).
-std::string train(const config::Profile& profile, const std::string& resume_dir = "");
+/// `force`: train although the instrument does not fit the prices (run_checks.hpp).
+std::string train(const config::Profile& profile, const std::string& resume_dir = "", bool force = false);
 
 /// Backtests the policy of a checkpoint on `split` ("val" or "test") of its profile's data, or of
 /// `data_path` when given, normalised with the checkpoint's statistics; one exact sequential pass.
@@ -28,6 +29,6 @@ std::string evaluate(const std::string& checkpoint, const std::string& split, co
 /// Throughput figures of the profile's trainer as one JSON object (SPEC section 9): collection
 /// env steps/s (collection only), updates/s (training only), end-to-end env steps/s, time to
 /// first kernel, peak device memory.
-std::string bench(const config::Profile& profile);
+std::string bench(const config::Profile& profile, bool force = false);
 
 }  // namespace fh::trainers

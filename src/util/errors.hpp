@@ -1,5 +1,5 @@
 /// @file errors.hpp
-/// @brief Exit codes (README, SPEC section 3) and the exception types that carry them to main().
+/// @brief Exit codes (README "Exit codes") and the exception types that carry them to main().
 #pragma once
 
 #include <stdexcept>
