@@ -25,6 +25,7 @@
 #include "ops/cuda/cuda_ops.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/trainer.hpp"
+#include "trainers/resume.hpp"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -114,6 +115,9 @@ std::string backtest_json(const eval::BacktestReport& r) {
 
 std::string train(const config::Profile& p, const std::string& resume_dir, bool force) {
     const auto t0 = clock::now();
+    // --resume takes the run directory's lock first: a second resume of a running run stops here.
+    std::optional<io::RunDirectory> locked;
+    if (!resume_dir.empty()) locked.emplace(io::RunDirectory::open(resume_dir));
     Session session(p, force);
     auto& ops = session.ops;
     const auto& dm = *session.device_market;
@@ -121,9 +125,22 @@ std::string train(const config::Profile& p, const std::string& resume_dir, bool 
     auto trainer_owner = make_trainer(*ops, p, dm);
     Trainer& trainer = *trainer_owner;
 
-    auto dir = resume_dir.empty() ? io::RunDirectory::create(p.run.output_dir, run_name(p))
-                                  : io::RunDirectory::open(resume_dir);
-    if (resume_dir.empty()) dir.write_file("config.toml", config::to_toml(p));
+    EarlyStopping early(p.early_stopping.patience, p.early_stopping.min_delta, p.early_stopping.min_steps);
+    auto dir = locked ? std::move(*locked) : io::RunDirectory::create(p.run.output_dir, run_name(p));
+    RunRecord record;                 // wall time before this process, the best validation backtest
+    std::vector<float> best_weights;
+    if (resume_dir.empty()) {
+        dir.write_file("config.toml", config::to_toml(p));
+    } else {  // everything checked before a byte is written (src/trainers/resume.cpp)
+        auto resumed = resume_run(dir, *ops, trainer, p, early);
+        record = std::move(resumed.record);
+        best_weights = std::move(resumed.best_weights);
+    }
+    const double wall_before = record.wall_seconds;
+    const auto run_record = [&] {  // what a checkpoint written now keeps for a resume
+        record.wall_seconds = wall_before + std::chrono::duration<double>(clock::now() - t0).count();
+        return record;
+    };
     const std::string last_ckpt = dir.file_path("checkpoints/last.safetensors");
     const std::string best_ckpt = dir.file_path("checkpoints/best.safetensors");
     log::info("run directory: {}", dir.path());
@@ -131,10 +148,7 @@ std::string train(const config::Profile& p, const std::string& resume_dir, bool 
     io::Progress progress(static_cast<std::uint64_t>(p.run.total_steps), io::stderr_is_terminal() &&
                               log::current_format() == log::Format::text && log::shows(log::Level::info));
     const std::string metric_label = p.early_stopping.metric.substr(p.early_stopping.metric.find('_') + 1);  // "sharpe"
-    EarlyStopping early(p.early_stopping.patience, p.early_stopping.min_delta, p.early_stopping.min_steps);
     std::optional<double> last_val;
-    std::optional<eval::BacktestReport> best_val_report;
-    std::vector<float> best_weights;
     std::string status = "completed";
     const long long per = trainer.progress_per_iteration();
     const std::string unit_key = trainer.progress_unit();  // what run.*_interval count
@@ -179,8 +193,8 @@ std::string train(const config::Profile& p, const std::string& resume_dir, bool 
                       decision.improved ? " (best so far)" : "");
             if (decision.improved) {
                 best_weights = ops->to_host(ops::View<const float>(trainer.policy_weights()));
-                best_val_report = report;
-                save_checkpoint(best_ckpt, *ops, trainer, p, market, early);
+                record.best_validation = backtest_json(report);
+                save_checkpoint(best_ckpt, *ops, trainer, p, market, early, run_record());
             }
             if (decision.stop) {
                 status = "early_stopped";
@@ -190,19 +204,14 @@ std::string train(const config::Profile& p, const std::string& resume_dir, bool 
                 return false;
             }
         }
-        if (crossed(iterations, p.run.checkpoint_interval)) save_checkpoint(last_ckpt, *ops, trainer, p, market, early);
+        if (crossed(iterations, p.run.checkpoint_interval))
+            save_checkpoint(last_ckpt, *ops, trainer, p, market, early, run_record());
         return true;
     };
 
-    if (!resume_dir.empty()) {
-        load_checkpoint(last_ckpt, *ops, trainer, p, &early);
-        if (early.best() && std::filesystem::exists(best_ckpt))  // the best weights before the interruption
-            best_weights = io::TensorFile::read(best_ckpt).get<float>(
-                "params/online", {static_cast<std::uint64_t>(trainer.policy_weights().size())});
-        log::info("resumed from {} at {} {}", last_ckpt, trainer.progress(), unit);
-    }
     signals::install_interrupt_handlers();
     const long long env_steps_at_start = trainer.env_steps();
+    const long long updates_at_start = trainer.updates();
     const auto t_train = clock::now();
     try {
         training_loop(trainer, p.run.total_steps, p.run.log_interval, callbacks);
@@ -215,15 +224,19 @@ std::string train(const config::Profile& p, const std::string& resume_dir, bool 
     }
     const double train_s = std::chrono::duration<double>(clock::now() - t_train).count();
     progress.finish();
-    save_checkpoint(last_ckpt, *ops, trainer, p, market, early);
-    const double wall = std::chrono::duration<double>(clock::now() - t0).count();
+    save_checkpoint(last_ckpt, *ops, trainer, p, market, early, run_record());
+    // wall_seconds: every process of the run (the time before the checkpoint a resume continued
+    // from, then this one); the rates: this process's training loop.
+    const double wall = run_record().wall_seconds;
+    if (last_log_json.empty()) last_log_json = dir.last_metrics_line();  // a resume that logged nothing new
     const std::string common = fmt::format(
         "\"trainer\":{},\"device\":{},\"env_steps\":{},\"updates\":{},\"wall_seconds\":{},\"env_steps_per_s\":{},"
-        "\"updates_per_s\":{},\"final\":{}",
+        "\"updates_per_s\":{},\"bars_per_year\":{},\"bars_per_year_inferred\":{},\"final\":{}",
         io::json_string(p.run.trainer), io::json_string(ops->description()), trainer.env_steps(), trainer.updates(),
         io::json_number(wall),
         io::json_number(train_s > 0 ? static_cast<double>(trainer.env_steps() - env_steps_at_start) / train_s : 0),
-        io::json_number(train_s > 0 ? static_cast<double>(trainer.updates()) / train_s : 0),
+        io::json_number(train_s > 0 ? static_cast<double>(trainer.updates() - updates_at_start) / train_s : 0),
+        io::json_number(market.bars_per_year), market.bars_per_year_inferred ? "true" : "false",
         last_log_json.empty() ? "null" : last_log_json);
     if (status == "interrupted") {
         dir.write_file("summary.json", fmt::format("{{\"status\":\"interrupted\",{}}}\n", common));
@@ -243,7 +256,7 @@ std::string train(const config::Profile& p, const std::string& resume_dir, bool 
     const auto test = eval::backtest(*ops, dm, market, env::Split::test, trainer.env_params(), greedy, 1, true);
     eval::write_equity_csv(dir.file_path("backtest/equity.csv"), test, market);
     eval::write_trades_csv(dir.file_path("backtest/trades.csv"), test, market);
-    if (best_weights.empty()) save_checkpoint(best_ckpt, *ops, trainer, p, market, early);
+    if (best_weights.empty()) save_checkpoint(best_ckpt, *ops, trainer, p, market, early, run_record());
     log::info("test backtest: return {:.4f}, Sharpe {:.3f}, max drawdown {:.4f}, {} trades (buy-and-hold: return {:.4f}, "
               "Sharpe {:.3f})",
               test.strategy.total_return, test.strategy.sharpe, test.strategy.max_drawdown, test.strategy.trades,
@@ -254,7 +267,8 @@ std::string train(const config::Profile& p, const std::string& resume_dir, bool 
                                status, common, unit_key, early.best_step(),
                                io::json_string(p.early_stopping.metric),
                                io::json_number(early.best().value_or(std::nan(""))),
-                               best_val_report ? backtest_json(*best_val_report) : "null", backtest_json(test)));
+                               record.best_validation.empty() ? "null" : record.best_validation,
+                               backtest_json(test)));
     log::info("done ({}): {} env steps, {} updates in {:.1f} s; {}", status, trainer.env_steps(), trainer.updates(),
               wall, dir.path());
     return dir.path();
