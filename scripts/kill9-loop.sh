@@ -7,7 +7,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD_DIR=${BUILD_DIR:-build}
-"$root/scripts/setup.sh" >/dev/null
+"$root/scripts/setup.sh" >/dev/null 2>&1 || { echo "kill9-loop: the build failed (run scripts/setup.sh)"; exit 1; }
 export FH_TRAIN_EXE="$root/$BUILD_DIR/foxhunt-train" FH_SOURCE_DIR="$root"
 export FH_KILL9_COUNT="${1:-200}" FH_KILL9_SEED="${2:-16}"
 out=$("$root/$BUILD_DIR/tests/foxhunt-tests" "[kill9]" 2>&1) || { echo "$out" | tail -40; exit 1; }

@@ -52,7 +52,7 @@ std::unique_ptr<ops::Ops> make_backend(const config::Profile& p) {
     return ops;
 }
 
-/// SPEC section 7: a run that cannot fit stops before allocating, naming the biggest consumers.
+/// A run that cannot fit stops before allocating, naming the biggest consumers.
 void check_device_memory(ops::Ops& ops, const config::Profile& p, const std::vector<config::MemoryItem>& items) {
     auto* cuda = dynamic_cast<ops::CudaOps*>(&ops);
     if (!cuda) return;  // the CPU backend's memory is host memory: check_run compared it

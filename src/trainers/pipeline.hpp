@@ -9,7 +9,7 @@
 
 namespace fh::trainers {
 
-/// Trains per the profile and writes the run directory (SPEC section 8): config.toml,
+/// Trains per the profile and writes the run directory: config.toml,
 /// metrics.jsonl, eval.jsonl (validation backtests every run.eval_interval env steps),
 /// checkpoints/last.safetensors (every run.checkpoint_interval and at the end) and
 /// best.safetensors (the best validation metric), backtest/equity.csv and trades.csv (the test
@@ -26,7 +26,7 @@ std::string train(const config::Profile& profile, const std::string& resume_dir 
 std::string evaluate(const std::string& checkpoint, const std::string& split, const std::string& data_path,
                      const std::string& device);
 
-/// Throughput figures of the profile's trainer as one JSON object (SPEC section 9): collection
+/// Throughput figures of the profile's trainer as one JSON object: collection
 /// env steps/s (collection only), updates/s (training only), end-to-end env steps/s, time to
 /// first kernel, peak device memory.
 std::string bench(const config::Profile& profile, bool force = false);
