@@ -49,7 +49,6 @@ int run_check(const GlobalOptions& g) {
 
     // Everything `train` checks before it allocates: the data (a data error exits with 3 and
     // names the line; the fxcache is built or reused), the data-dependent rules, sizes, memory.
-    const auto market = data::load_market(trainers::data_options(profile));
     const auto spec = ops::parse_device_spec(profile.run.device);
     std::string why;
     const int gpus = spec.kind == ops::DeviceSpec::Kind::cpu ? 0 : cuda::device_count(&why);
@@ -58,6 +57,8 @@ int run_check(const GlobalOptions& g) {
     options.verify_dataset = true;
     options.host_backend = spec.kind == ops::DeviceSpec::Kind::cpu ||
                            (spec.kind == ops::DeviceSpec::Kind::automatic && gpus == 0);
+    trainers::check_data_size(profile, options);
+    const auto market = data::load_market(trainers::data_options(profile));
     const auto sizes = trainers::check_run(profile, market, options);
     std::string device_limit;
     if (!options.host_backend && gpus > spec.ordinal) {

@@ -224,9 +224,13 @@ std::vector<MemoryItem> estimate_host_memory(const Profile& p, const SizeInputs&
     const Model m = build(p, in);
     std::vector<MemoryItem> items;
     const std::uint64_t bars = in.bars > 0 ? in.bars : u(p.data.synthetic_bars);
-    // The bars (time, OHLCV, ATR) and their features, twice while the fxcache image is built.
-    const std::uint64_t per_bar = 2 * (8 + 6 * 8 + kMarketDim * kF32);
-    items.push_back({fmt::format("market data and its fxcache image ({} bars x {} B)", bars, per_bar),
+    // The bars (time, OHLCV, ATR) and their features (224 B a bar); as much again for the fxcache
+    // image while it is written (CSV data, or a synthetic market with a cache_dir); about 64 B a
+    // bar of CSV text while it is parsed.
+    const std::uint64_t bar_bytes = 8 + 6 * 8 + kMarketDim * kF32;
+    const bool cached = !p.data.path.empty() || !p.data.cache_dir.empty();
+    const std::uint64_t per_bar = bar_bytes * (cached ? 2 : 1) + (p.data.path.empty() ? 0 : 64);
+    items.push_back({fmt::format("market data{} ({} bars x {} B)", cached ? " and its fxcache image" : "", bars, per_bar),
                      mul(bars, per_bar), data_key(p)});
     if (m.dump_read_bytes > m.checkpoint_bytes)
         items.push_back({"the replay dump, read before it is uploaded", m.dump_read_bytes, "iql.dataset"});

@@ -86,7 +86,7 @@ std::vector<KeyDescriptor> build_schema() {
              FH_FIELD(data.feature_set)),
         text("data", "cache_dir", "", "fxcache directory for computed features; \"\" = next to the data (the synthetic market is not cached)",
              FH_FIELD(data.cache_dir)),
-        integer("data", "synthetic_bars", closed(1000, 50'000'000), "bars of the synthetic market (when data.path is \"\")",
+        integer("data", "synthetic_bars", closed(1000, 1'000'000), "bars of the synthetic market (when data.path is \"\"); more would drift its price far from the instrument's scale",
                 FH_FIELD(data.synthetic_bars)),
         number("data", "planted_signal", closed_open(0, 1), "strength of the synthetic market's planted predictable component; 0 = none",
                FH_FIELD(data.planted_signal)),

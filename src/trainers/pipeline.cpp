@@ -85,11 +85,12 @@ struct Session {
 
     Session(const config::Profile& p, bool force) {
         ops = make_backend(p);
-        market = data::load_market(data_options(p));
         // Everything `check` checks, before anything is allocated (src/trainers/run_checks.hpp).
         RunCheckOptions o;
         o.force = force;
         o.host_backend = dynamic_cast<ops::CudaOps*>(ops.get()) == nullptr;
+        check_data_size(p, o);
+        market = data::load_market(data_options(p));
         const RunSizes sizes = check_run(p, market, o);
         check_device_memory(*ops, p, sizes.device);
         device_market = std::make_unique<env::DeviceMarket>(*ops, market);

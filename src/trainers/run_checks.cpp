@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "abi/futures_env.h"
 #include "eval/backtest.hpp"
@@ -116,6 +117,32 @@ InstrumentFit instrument_fit(const config::Profile& p, const data::BarSeries& b)
     return fit;
 }
 
+void check_data_size(const config::Profile& p, const RunCheckOptions& o) {
+    if (p.data.path.empty() || !o.check_host_memory) return;
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    std::uint64_t bytes = 0;
+    if (fs::is_directory(p.data.path, ec)) {
+        for (fs::directory_iterator it(p.data.path, ec), end; !ec && it != end; it.increment(ec))
+            if (it->is_regular_file(ec)) bytes += it->file_size(ec);
+    } else if (fs::is_regular_file(p.data.path, ec)) {
+        bytes = fs::file_size(p.data.path, ec);
+    }
+    if (bytes == 0) return;  // missing or unreadable: the loader names the problem
+    const std::uint64_t available = o.host_memory > 0 ? o.host_memory : config::available_host_memory();
+    if (available == 0) return;
+    config::SizeInputs in;
+    in.bars = std::max<std::uint64_t>(1, bytes / 40);
+    in.bars_known = false;
+    in.host_backend = o.host_backend;
+    auto items = config::estimate_host_memory(p, in);
+    items.push_back({fmt::format("the CSV text while it is parsed ({} bytes)", bytes), bytes, "data.path"});
+    std::stable_sort(items.begin(), items.end(),
+                     [](const config::MemoryItem& a, const config::MemoryItem& b) { return a.bytes > b.bytes; });
+    config::require_memory(items, available, "host memory",
+                           fmt::format("estimated before reading {}: about 40 bytes a CSV row", p.data.path));
+}
+
 RunSizes check_run(const config::Profile& p, const data::MarketData& md, const RunCheckOptions& o) {
     check_splits(p, md);
 
@@ -145,7 +172,7 @@ RunSizes check_run(const config::Profile& p, const data::MarketData& md, const R
     sizes.device = config::estimate_device_memory(p, sizes.inputs);
     sizes.host = config::estimate_host_memory(p, sizes.inputs);
     if (o.check_host_memory) {
-        sizes.host_available = config::available_host_memory();
+        sizes.host_available = o.host_memory > 0 ? o.host_memory : config::available_host_memory();
         if (sizes.host_available > 0)
             config::require_memory(sizes.host, sizes.host_available, "host memory",
                                    "MemAvailable, or the cgroup's memory limit");

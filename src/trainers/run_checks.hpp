@@ -23,6 +23,7 @@ struct RunCheckOptions {
     bool verify_dataset = false;  ///< read an iql.dataset replay dump whole (check); train validates it as it loads it
     bool host_backend = false;    ///< the CPU backend: the "device" memory is host memory too
     bool check_host_memory = true;
+    std::uint64_t host_memory = 0;  ///< the host memory available; 0: read it (config::available_host_memory)
 };
 
 /// What the checks measured: the inputs of the estimates and both estimates.
@@ -31,6 +32,11 @@ struct RunSizes {
     std::vector<config::MemoryItem> device, host;
     std::uint64_t host_available = 0;  ///< 0: unknown (not checked)
 };
+
+/// Before the data is read: the host memory its bars will need, estimated from the size of the
+/// CSV file(s) (about 40 bytes a row), so that a file too large for the host is refused before it
+/// is read (DeviceError, exit 4). The synthetic market's size is bounded by the schema.
+void check_data_size(const config::Profile& profile, const RunCheckOptions& options);
 
 /// Throws UsageError (exit 2: eval.segments, the int index range, an instrument that does not
 /// fit without --force), DataError (exit 3: a split without a tradable bar, a bad replay dump)

@@ -297,3 +297,23 @@ TEST_CASE("run checks: the int index range with the real number of bars, and the
     CHECK(fh::config::total_bytes(fh::config::estimate_host_memory(p, in)) > fh::config::total_bytes(items));
     CHECK(fh::config::available_host_memory() > 0);  // /proc/meminfo is readable here
 }
+
+TEST_CASE("run checks: a CSV too large for the host is refused before it is read (exit 4)", "[trainers][run_checks][memory]") {
+    const auto dir = scratch("size");
+    const std::string csv = (dir / "big.csv").string();
+    std::ofstream(csv) << std::string(4 << 20, 'x');  // 4 MB that are not even a CSV
+    const auto p = profile({"data.path=\"" + csv + "\""});
+    RunCheckOptions o;
+    o.host_backend = true;
+    o.host_memory = 8 << 20;  // 8 MB available: 4 MB of text is about 100,000 rows, too many
+    std::string m;
+    CHECK(code_of([&] { fh::trainers::check_data_size(p, o); }, &m) == 4);  // not 3: the file was not read
+    CHECK_THAT(m, Catch::Contains("estimated before reading"));
+    CHECK_THAT(m, Catch::Contains("(change data.path)"));
+    o.host_memory = std::uint64_t{1} << 40;
+    CHECK(code_of([&] { fh::trainers::check_data_size(p, o); }) == 0);
+    // the synthetic market is bounded by the schema instead
+    CHECK(code_of([] { profile({"data.synthetic_bars=50000000"}); }, &m) == 2);
+    CHECK_THAT(m, Catch::Contains("data.synthetic_bars must be [1000, 1000000]"));
+    fs::remove_all(dir);
+}
