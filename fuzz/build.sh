@@ -13,12 +13,12 @@ CXX="${CXX:-clang++-14}"
 flags=(-std=c++20 -g -O1 -fno-omit-frame-pointer
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -DFMT_HEADER_ONLY -DTOML_HEADER_ONLY=1
-       -I"$root/src" -I"$root")
-srcs=(schema.cpp toml_reader.cpp resolve.cpp emit.cpp)
+       -I"$root/src" -I"$root" -I"$root/cuda")
+srcs=(config/schema.cpp config/toml_reader.cpp config/resolve.cpp config/emit.cpp config/memory_estimate.cpp util/regular_file.cpp)
 objs=()
 for s in "${srcs[@]}"; do
-  o="$out/${s%.cpp}.o"
-  "$CXX" "${flags[@]}" -c "$root/src/config/$s" -o "$o"
+  o="$out/$(basename "${s%.cpp}").o"
+  "$CXX" "${flags[@]}" -c "$root/src/$s" -o "$o"
   objs+=("$o")
 done
 "$CXX" "${flags[@]}" "$here/profile_fuzzer.cpp" "${objs[@]}" -o "$out/profile_fuzzer"

@@ -9,11 +9,12 @@ out="$here/build/replay"
 mkdir -p "$out"
 CXX="${CXX:-g++}"
 flags=(-std=c++20 -g -O0 -fsanitize=address,undefined -fno-sanitize-recover=undefined
-       -DFMT_HEADER_ONLY -DTOML_HEADER_ONLY=1 -I"$root/src" -I"$root")
+       -DFMT_HEADER_ONLY -DTOML_HEADER_ONLY=1 -I"$root/src" -I"$root" -I"$root/cuda")
 objs=()
-for s in schema.cpp toml_reader.cpp resolve.cpp emit.cpp; do
-  "$CXX" "${flags[@]}" -c "$root/src/config/$s" -o "$out/${s%.cpp}.o"
-  objs+=("$out/${s%.cpp}.o")
+for s in config/schema.cpp config/toml_reader.cpp config/resolve.cpp config/emit.cpp config/memory_estimate.cpp util/regular_file.cpp; do
+  o="$out/$(basename "${s%.cpp}").o"
+  "$CXX" "${flags[@]}" -c "$root/src/$s" -o "$o"
+  objs+=("$o")
 done
 "$CXX" "${flags[@]}" "$here/profile_fuzzer.cpp" "$here/replay_main.cpp" "${objs[@]}" -o "$out/replay"
 if [ $# -eq 0 ]; then set -- "$here/corpus/profile"; fi

@@ -2,6 +2,7 @@
 /// @brief Command-line wiring only: options and subcommands to fh::cli entry points, exceptions
 ///        to exit codes (README "Exit codes").
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <cstdio>
 #include <exception>
@@ -11,6 +12,7 @@
 #include "cuda/check.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
+#include "util/signals.hpp"
 
 namespace {
 
@@ -50,7 +52,7 @@ Exit codes:
   0    success (also an early-stopped run)
   2    usage or profile error (every problem is listed as file:line:col: message)
   3    data error
-  4    device error (no device, no cubin for its architecture, out of memory)
+  4    device error (no device, no cubin for its architecture, not enough device or host memory)
   5    training diverged (the guard gave up)
   130  interrupted (SIGINT/SIGTERM; checkpoint and summary are written first)
 )";
@@ -59,8 +61,54 @@ void configure_logging(const fh::cli::GlobalOptions& g) {
     const auto level = g.quiet ? fh::log::Level::warn
                        : g.verbose ? fh::log::Level::debug
                                    : fh::log::Level::info;
-    fh::log::configure(level, g.log_format == "json" ? fh::log::Format::json : fh::log::Format::text);
+    const bool json = g.log_format == "json";
+    fh::log::configure(level, json ? fh::log::Format::json : fh::log::Format::text);
+    fh::signals::set_json_messages(json);
     fh::cuda::set_sync_debug(g.cuda_sync_debug);
+}
+
+/// The global options as a help section, for the subcommands' --help (CLI11 lists only a
+/// subcommand's own options there; the global ones are accepted after the subcommand too).
+std::string global_options_help(const CLI::App& app) {
+    std::string out = "Global options (also accepted after the subcommand):\n";
+    for (const CLI::Option* o : app.get_options()) {
+        const std::string name = o->get_name(false, true);
+        if (name == "-h,--help" || name == "--version") continue;
+        std::string left = "  " + name;
+        if (!o->get_type_name().empty() && o->get_expected_min() > 0) left += " " + o->get_type_name();
+        out += left.size() < 32 ? left + std::string(32 - left.size(), ' ') : left + "\n" + std::string(32, ' ');
+        out += o->get_description() + "\n";
+    }
+    return out;
+}
+
+/// A hint for arguments CLI11 did not expect that look like profile overrides in another tool's
+/// syntax: Hydra's `section.key=value`, PufferLib's `--section.key value`.
+std::string override_hint(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        const auto eq = a.find('=');
+        const auto dot = a.find('.');
+        if (a.rfind("--", 0) != 0 && eq != std::string::npos && dot != std::string::npos && dot < eq)
+            return fmt::format("\nTo override a profile key, use --set: --set {}", a);
+        if (a.rfind("--", 0) == 0 && dot != std::string::npos && (eq == std::string::npos || dot < eq) &&
+            a.find('/') == std::string::npos) {
+            const std::string key = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+            const std::string value = eq != std::string::npos ? a.substr(eq + 1) : i + 1 < argc ? argv[i + 1] : "VALUE";
+            return fmt::format("\nTo override a profile key, use --set: --set {}={}", key, value);
+        }
+    }
+    return "";
+}
+
+/// `--log-format json` as given on the command line, read before (or without) CLI11 parsing.
+bool wants_json(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--log-format=json" || (a == "--log-format" && i + 1 < argc && std::string(argv[i + 1]) == "json"))
+            return true;
+    }
+    return false;
 }
 
 }  // namespace
@@ -108,6 +156,9 @@ int main(int argc, char** argv) {
                  "<run.name or trainer>,<section.key>=<value>,...,seed=<N>");
     app.add_flag("--cuda-sync-debug", g.cuda_sync_debug,
                  "Synchronize after every kernel launch so that a GPU fault names its kernel (slow)");
+    app.add_flag("--force", g.force,
+                 "Train although the instrument does not fit the prices (a tick over 5% of the price, costs "
+                 "over 10 bar ranges); without it such a run is refused");
 
     auto* train = app.add_subcommand(
         "train", "Train an agent from the profile (the default when no subcommand is given)");
@@ -129,7 +180,8 @@ int main(int argc, char** argv) {
     eval->footer("eval uses the checkpoint's profile. --set honours only the data keys (data.path, format, split "
                  "fractions, cache_dir, synthetic market), the costs (instrument.commission, slippage_ticks), "
                  "instrument.bars_per_year, eval.segments and run.device; --output DIR writes eval.json, equity.csv, "
-                 "trades.csv, config.toml and report.html there.");
+                 "trades.csv, config.toml and report.html there. --data PATH backtests other bars (normalised with "
+                 "the checkpoint's statistics); the profile, its instrument included, is the checkpoint's.");
     fh::cli::CompareOptions compare_options;
     auto* compare = app.add_subcommand(
         "compare", "One table of runs from run directories and sweep directories: the settings that differ, seed, "
@@ -154,7 +206,11 @@ int main(int argc, char** argv) {
     bench->add_flag("--kernel-times", g.kernel_times,
                     "Also time every kernel and matrix product of the phases with CUDA events (a diagnostic: the "
                     "phases then run op by op, without CUDA Graphs) and add a per-kernel table to the JSON");
-    for (auto* sub : {train, check, info, bench, eval, compare, report}) sub->fallthrough();  // global options after it too
+    for (auto* sub : {train, check, info, bench, eval, compare, report}) {
+        sub->fallthrough();  // global options after it too
+        const std::string own = sub->get_footer();
+        sub->footer((own.empty() ? "" : own + "\n\n") + global_options_help(app));
+    }
 
     try {
         app.parse(argc, argv);
@@ -165,8 +221,21 @@ int main(int argc, char** argv) {
         }
         if (seed_opt->count() > 0) g.seed = seed;
     } catch (const CLI::ParseError& e) {
-        const int code = app.exit(e);
-        return code == 0 ? 0 : static_cast<int>(fh::ExitCode::usage);
+        if (e.get_exit_code() == 0 || dynamic_cast<const CLI::CallForHelp*>(&e) != nullptr ||
+            dynamic_cast<const CLI::CallForAllHelp*>(&e) != nullptr || dynamic_cast<const CLI::CallForVersion*>(&e) != nullptr) {
+            const int code = app.exit(e);  // --help, --version: printed to stdout
+            return code == 0 ? 0 : static_cast<int>(fh::ExitCode::usage);
+        }
+        std::string message = e.what();
+        if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) message += override_hint(argc, argv);
+        message += "\nRun with --help for more information.";
+        if (wants_json(argc, argv)) {
+            fh::log::configure(fh::log::Level::info, fh::log::Format::json);
+            fh::log::error("{}", message);
+        } else {
+            std::fprintf(stderr, "%s\n", message.c_str());
+        }
+        return static_cast<int>(fh::ExitCode::usage);
     }
 
     try {

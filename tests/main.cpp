@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
         if (filters.empty()) filters.push_back("~[.]");  // the default run skips hidden tests
         for (auto& f : filters) {
             std::string out;
-            for (char c : f) out += c == ',' ? std::string("~[gpu],") : std::string(1, c);
-            f = out + "~[gpu]";
+            for (char c : f) out += c == ',' ? std::string(",~[gpu]") : std::string(1, c);
+            f = "~[gpu]" + out;  // in front: after a test name, "~[gpu]" would be read as part of it
         }
         session.useConfigData(session.configData());
     }

@@ -103,24 +103,33 @@ FH_HD void step_segment(SegmentState& st, BarRecord* records, const Segment& seg
 
 FH_HD double abs_d(double x) { return x < 0 ? -x : x; }
 
+/// A trade whose |P&L| is at most this share of its traded value (the sum of |contracts| x
+/// price x multiplier + commission over its fills) is break-even: neither a win nor a loss. The
+/// P&L is a sum of products, so a trade that gains exactly nothing comes out as +-1e-12 of its
+/// value by rounding; the tolerance keeps that noise from counting as a win or a loss.
+constexpr double kBreakEvenShare = 1e-9;
+
 /// Closed-round-trip bookkeeping of docs/metrics.md ("trades").
 struct TradeBook {
     int position;
     double avg_price;
-    double pnl;  ///< P&L of the open trade so far (realized - its share of commissions)
+    double pnl;    ///< P&L of the open trade so far (realized - its share of commissions)
+    double value;  ///< traded value of the open trade so far (the break-even scale)
     long long trades, wins;
     double gross_profit, gross_loss;
 };
 
 FH_HD void close_trade(TradeBook& b) {
     b.trades += 1;
-    if (b.pnl > 0) {
+    const double tolerance = kBreakEvenShare * b.value;
+    if (b.pnl > tolerance) {
         b.wins += 1;
         b.gross_profit += b.pnl;
-    } else {
+    } else if (b.pnl < -tolerance) {
         b.gross_loss -= b.pnl;
-    }
+    }  // else break-even: counted in trades only
     b.pnl = 0.0;
+    b.value = 0.0;
 }
 
 /// A fill of d contracts at `price` with `commission` (for all |d| contracts).
@@ -128,8 +137,9 @@ FH_HD void book_fill(TradeBook& b, int d, double price, double commission, doubl
     const int q = b.position;
     const int aq = q < 0 ? -q : q, ad = d < 0 ? -d : d;
     if (q == 0 || env::sign_of(q) == env::sign_of(d)) {  // opening or adding
-        if (q == 0) b.pnl = 0.0;
+        if (q == 0) b.pnl = 0.0, b.value = 0.0;
         b.pnl -= commission;
+        b.value += ad * price * multiplier + commission;
         b.avg_price = (b.avg_price * aq + price * ad) / (aq + ad);
         b.position = q + d;
         return;
@@ -137,12 +147,14 @@ FH_HD void book_fill(TradeBook& b, int d, double price, double commission, doubl
     const int closed = ad < aq ? ad : aq;
     const double closing_commission = commission * closed / ad;
     b.pnl += closed * (price - b.avg_price) * env::sign_of(q) * multiplier - closing_commission;
+    b.value += closed * price * multiplier + closing_commission;
     b.position = q + d;
     if (ad >= aq) {
         close_trade(b);
         b.avg_price = 0.0;
         if (ad > aq) {  // reversed: the rest opens a new trade at the fill price
             b.pnl = -(commission - closing_commission);
+            b.value = (ad - aq) * price * multiplier + (commission - closing_commission);
             b.avg_price = price;
         }
     }
@@ -164,6 +176,7 @@ FH_HD void compute_metrics(MetricsOut& out, long long* histogram, const BarRecor
         book.position = 0;
         book.avg_price = 0.0;
         book.pnl = 0.0;
+        book.value = 0.0;
         for (int i = 1; i < bars; ++i) {
             const double ret = r[i].equity / r[i - 1].equity - 1.0;
             n += 1;
@@ -183,6 +196,8 @@ FH_HD void compute_metrics(MetricsOut& out, long long* histogram, const BarRecor
         if (book.position != 0) {  // still open at the segment end: closed at the last close
             const int last_bar = segs[s].start + bars - 1;
             book.pnl += book.position * (close[last_bar] - book.avg_price) * mp.multiplier;
+            const int open = book.position < 0 ? -book.position : book.position;
+            book.value += open * close[last_bar] * mp.multiplier;
             close_trade(book);
         }
     }
@@ -210,9 +225,12 @@ FH_HD void compute_metrics(MetricsOut& out, long long* histogram, const BarRecor
     out.total_return = growth - 1.0;
     out.annual_return = growth > 0 ? pow(growth, mp.bars_per_year / n) - 1.0 : -1.0;
     out.sharpe = std_dev > 0 ? mean / std_dev * annual : 0.0;
-    out.sortino = down_dev > 0 ? mean / down_dev * annual : 0.0;
+    // No downside (no negative return) or no drawdown: +infinity when the strategy gained (as
+    // profit_factor without a loss), 0 when it did not (all returns 0). A losing run always has
+    // both a downside and a drawdown, so it can never score +infinity.
+    out.sortino = down_dev > 0 ? mean / down_dev * annual : mean > 0 ? HUGE_VAL : 0.0;
     out.max_drawdown = max_dd;
-    out.calmar = max_dd > 0 ? out.annual_return / max_dd : 0.0;
+    out.calmar = max_dd > 0 ? out.annual_return / max_dd : out.annual_return > 0 ? HUGE_VAL : 0.0;
     out.win_rate = book.trades > 0 ? static_cast<double>(book.wins) / book.trades : 0.0;
     out.profit_factor = book.gross_loss > 0 ? book.gross_profit / book.gross_loss
                         : book.gross_profit > 0 ? HUGE_VAL : 0.0;

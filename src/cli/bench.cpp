@@ -14,7 +14,7 @@ namespace fh::cli {
 
 int run_bench(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g);
-    fmt::print("{}\n", run::bench(profile, g.kernel_times));
+    fmt::print("{}\n", run::bench(profile, g.kernel_times, g.force));
     std::fflush(stdout);
     return 0;
 }

@@ -1,22 +1,82 @@
 /// @file check.cpp
-/// @brief `foxhunt-train check PROFILE`: validate, print the resolved profile and the memory
-///        estimate. Needs no GPU. Everything printed to stdout is TOML (the estimate is in
-///        comments), so `check P > resolved.toml` feeds back as a profile.
+/// @brief `foxhunt-train check PROFILE`: the validation `train` does before it allocates anything
+///        (the profile, the data, the data-dependent rules, sizes and memory: src/trainers/
+///        run_checks.hpp), then the resolved profile, a data summary and the memory estimates.
+///        Needs no GPU (with one, the device memory is compared too). Nothing is printed to stdout
+///        unless the run would start; everything printed is TOML (the rest in comments), so
+///        `check P > resolved.toml` feeds back as a profile.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.hpp"
 #include "config/memory_estimate.hpp"
+#include "cuda/device.hpp"
 #include "data/load.hpp"
+#include "ops/make_device.hpp"
+#include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "util/log.hpp"
 
 namespace fh::cli {
+namespace {
+
+void print_comment_block(const std::string& text) {
+    std::size_t start = 0;
+    while (start < text.size()) {
+        std::size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        fmt::print("#   {}\n", std::string_view(text).substr(start, end - start));
+        start = end + 1;
+    }
+}
+
+void print_items(const std::vector<config::MemoryItem>& items, const std::string& limit) {
+    std::size_t width = 5;
+    for (const auto& i : items) width = std::max(width, i.consumer.size());
+    for (const auto& i : items)
+        fmt::print("#   {:<{}}  {:>10}  {}\n", i.consumer, width, config::format_bytes(i.bytes),
+                   i.key.empty() ? "" : "(" + i.key + ")");
+    fmt::print("#   {:<{}}  {:>10}  ({})\n", "total", width, config::format_bytes(config::total_bytes(items)), limit);
+}
+
+}  // namespace
 
 int run_check(const GlobalOptions& g) {
     std::string path;
     const config::Profile profile = resolve_from_options(g, &path);
+
+    // Everything `train` checks before it allocates: the data (a data error exits with 3 and
+    // names the line; the fxcache is built or reused), the data-dependent rules, sizes, memory.
+    const auto spec = ops::parse_device_spec(profile.run.device);
+    std::string why;
+    const int gpus = spec.kind == ops::DeviceSpec::Kind::cpu ? 0 : cuda::device_count(&why);
+    trainers::RunCheckOptions options;
+    options.force = g.force;
+    options.verify_dataset = true;
+    options.host_backend = spec.kind == ops::DeviceSpec::Kind::cpu ||
+                           (spec.kind == ops::DeviceSpec::Kind::automatic && gpus == 0);
+    trainers::check_data_size(profile, options);
+    const auto market = data::load_market(trainers::data_options(profile));
+    const auto sizes = trainers::check_run(profile, market, options);
+    std::string device_limit;
+    if (!options.host_backend && gpus > spec.ordinal) {
+        const auto d = cuda::query_device(spec.ordinal);
+        const auto budget = static_cast<std::uint64_t>(static_cast<double>(d.free_memory) * profile.gpu.memory_fraction);
+        config::require_memory(sizes.device, budget, "device memory",
+                               fmt::format("gpu.memory_fraction {} of the {} free on {}, cuda:{}",
+                                           profile.gpu.memory_fraction, config::format_bytes(d.free_memory), d.name,
+                                           spec.ordinal));
+        device_limit = fmt::format("fits: {} available on {}, gpu.memory_fraction = {} of its free memory",
+                                   config::format_bytes(budget), d.name, profile.gpu.memory_fraction);
+    } else if (options.host_backend) {
+        device_limit = "the CPU backend: counted in the host memory below";
+    } else {
+        device_limit = fmt::format("not compared: no GPU here ({}); a run compares it with gpu.memory_fraction = {} "
+                                   "of the device's free memory before it allocates",
+                                   why, profile.gpu.memory_fraction);
+    }
 
     fmt::print("# foxhunt-train check: {} is valid", path);
     if (!all_overrides(g).empty())
@@ -24,30 +84,17 @@ int run_check(const GlobalOptions& g) {
                    all_overrides(g).size() == 1 ? "" : "s");
     fmt::print("\n{}", config::to_toml(profile));
 
-    // ---- the data: loaded and validated (a data error exits with 3 and names the line), the
-    // fxcache built or reused, a summary printed as comments, the real bar count estimated.
-    const auto market = data::load_market(trainers::data_options(profile));
     fmt::print("\n# Data:\n");
-    std::string summary = data::describe(market);
-    std::size_t start = 0;
-    while (start < summary.size()) {
-        std::size_t end = summary.find('\n', start);
-        if (end == std::string::npos) end = summary.size();
-        fmt::print("#   {}\n", std::string_view(summary).substr(start, end - start));
-        start = end + 1;
-    }
-    const std::uint64_t bars = market.bars.size();
+    print_comment_block(data::describe(market));
+    if (profile.run.trainer == "iql" && profile.iql.dataset != "behaviour")
+        fmt::print("#   iql.dataset:    {} (verified: {} rows allocated)\n", profile.iql.dataset, sizes.inputs.dump_rows);
 
-    const auto items = config::estimate_device_memory(profile, bars);
-    fmt::print("\n# Estimated device memory ({} bars of market data):\n", bars);
-    std::size_t width = 0;
-    for (const auto& i : items) width = std::max(width, i.consumer.size());
-    for (const auto& i : items)
-        fmt::print("#   {:<{}}  {:>10}  {}\n", i.consumer, width, config::format_bytes(i.bytes),
-                   i.key.empty() ? "" : "(" + i.key + ")");
-    fmt::print("#   {:<{}}  {:>10}  (limit: gpu.memory_fraction = {} of the device)\n", "total",
-               width, config::format_bytes(config::total_bytes(items)),
-               profile.gpu.memory_fraction);
+    fmt::print("\n# Estimated device memory ({} bars of market data):\n", market.bars.size());
+    print_items(sizes.device, device_limit);
+    fmt::print("\n# Estimated peak host memory:\n");
+    print_items(sizes.host, sizes.host_available > 0
+                                ? fmt::format("fits: {} available", config::format_bytes(sizes.host_available))
+                                : std::string("not compared: the available memory could not be read"));
     std::fflush(stdout);
     return 0;
 }

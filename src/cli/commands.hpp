@@ -25,6 +25,7 @@ struct GlobalOptions {
     std::string log_format = "text";  ///< text | json
     bool cuda_sync_debug = false;
     bool kernel_times = false;           ///< bench --kernel-times
+    bool force = false;  ///< --force: train although the instrument does not fit the prices
 };
 
 /// The overrides in precedence order: --set values, then the dedicated options (--data,

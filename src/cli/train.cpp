@@ -37,7 +37,7 @@ int run_train(const GlobalOptions& g) {
     }
     log::info("profile {}: trainer {}, device {}, {} env steps, seed {}", path, profile.run.trainer,
               profile.run.device, profile.run.total_steps, profile.run.seed);
-    const std::string dir = run::train(profile, resume, overrides);
+    const std::string dir = run::train(profile, resume, overrides, g.force);
     fmt::print("{}\n", dir);
     std::fflush(stdout);
     return 0;

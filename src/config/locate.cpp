@@ -9,6 +9,7 @@
 #include "build_config.hpp"
 #include "config/profile.hpp"
 #include "config/schema.hpp"
+#include "util/regular_file.hpp"
 
 namespace fh::config {
 namespace {
@@ -62,6 +63,9 @@ std::string locate_profile(const std::string& path_or_name) {
         throw UsageError("no profile given: pass --profile PATH|NAME (shipped: " +
                          fmt::format("{}", fmt::join(shipped_profile_names(), ", ")) + ")");
     if (is_file(path_or_name)) return path_or_name;
+    if (const auto kind = util::non_regular_kind(path_or_name); !kind.empty())
+        throw UsageError(fmt::format("profile '{}' is {}, not a regular file; a profile is a TOML text file",
+                                     path_or_name, kind));
     const bool looks_like_path = path_or_name.find('/') != std::string::npos;
     if (!looks_like_path) {
         fs::path name(path_or_name);

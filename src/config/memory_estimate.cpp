@@ -1,127 +1,268 @@
 /// @file memory_estimate.cpp
-/// @brief Napkin math for the device memory of a run; see memory_estimate.hpp.
+/// @brief The sizes of a run's allocations; see memory_estimate.hpp.
 #include "config/memory_estimate.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "math/backtest.h"
+#include "math/ppo.h"
+#include "util/errors.hpp"
 
 namespace fh::config {
 namespace {
 
 constexpr std::uint64_t kF32 = 4;
+constexpr std::uint64_t kAlign = 32;  // nn::ParamLayout::kAlignment: every slice starts at a multiple
+constexpr std::uint64_t kD = static_cast<std::uint64_t>(kStateDim);
 
-/// Parameters of an MLP in -> hidden... -> out (weights and biases).
-std::uint64_t mlp_params(std::int64_t in, const std::vector<std::int64_t>& hidden, std::int64_t out) {
-    std::uint64_t n = 0;
-    std::int64_t prev = in;
-    for (auto h : hidden) {
-        n += static_cast<std::uint64_t>(prev * h + h);
-        prev = h;
-    }
-    return n + static_cast<std::uint64_t>(prev * out + out);
+std::uint64_t u(std::int64_t v) { return v < 0 ? 0 : static_cast<std::uint64_t>(v); }
+std::uint64_t aligned(std::uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+/// a * b saturating at the largest uint64 (products of profile values cannot wrap).
+std::uint64_t mul(std::uint64_t a, std::uint64_t b) {
+    if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) return std::numeric_limits<std::uint64_t>::max();
+    return a * b;
+}
+std::uint64_t add(std::uint64_t a, std::uint64_t b) {
+    return b > std::numeric_limits<std::uint64_t>::max() - a ? std::numeric_limits<std::uint64_t>::max() : a + b;
 }
 
-std::uint64_t sum(const std::vector<std::int64_t>& v) {
-    std::uint64_t s = 0;
-    for (auto x : v) s += static_cast<std::uint64_t>(x);
-    return s;
+/// An MLP of `sizes` (in, hidden..., out): its parameter floats in a ParamLayout (weight and bias
+/// slices, each aligned), its largest weight matrix, and its workspace floats per row.
+struct Mlp {
+    std::uint64_t params = 0, largest = 0, per_row = 0, widest = 0;
+};
+Mlp mlp(std::uint64_t in, const std::vector<std::int64_t>& hidden, std::uint64_t out) {
+    std::vector<std::uint64_t> sizes{in};
+    for (auto h : hidden) sizes.push_back(u(h));
+    sizes.push_back(out);
+    Mlp m;
+    for (std::size_t l = 1; l < sizes.size(); ++l) {
+        const std::uint64_t w = mul(sizes[l - 1], sizes[l]);
+        m.params = add(m.params, add(aligned(w), aligned(sizes[l])));
+        m.largest = std::max(m.largest, w);
+        // nn::Mlp::Workspace: the activations of every layer, the gradients of all but the last
+        m.per_row = add(m.per_row, sizes[l] * (l + 1 < sizes.size() ? 2 : 1));
+        m.widest = std::max(m.widest, sizes[l]);
+    }
+    return m;
+}
+
+std::string data_key(const Profile& p) { return p.data.path.empty() ? "data.synthetic_bars" : "data.path"; }
+
+/// Everything both estimates and the array check derive from.
+struct Model {
+    std::vector<MemoryItem> device;
+    std::vector<ArrayExtent> arrays;
+    std::uint64_t checkpoint_bytes = 0;  ///< the state tensors a checkpoint copies to the host
+    std::uint64_t dump_read_bytes = 0;   ///< an IQL replay dump read into host memory
+};
+
+Model build(const Profile& p, const SizeInputs& in) {
+    Model m;
+    const std::uint64_t bars = in.bars > 0 ? in.bars : u(p.data.synthetic_bars);
+    const std::uint64_t actions = u(p.num_actions());
+    const std::uint64_t envs = u(p.experience.gpu_n_episodes);
+    const auto& ex = p.experience;
+
+    // The market on the device: open, high, low, close, ATR (doubles), the features (floats) and
+    // the splits' episode starts and ends (ints, at most one pair per bar).
+    const std::uint64_t per_bar = 5 * 8 + kMarketDim * kF32 + 2 * 4;
+    m.device.push_back({fmt::format("market data ({} bars x {} B)", bars, per_bar), mul(bars, per_bar), data_key(p)});
+    if (in.bars_known)
+        m.arrays.push_back({fmt::format("the market features ({} bars x {} floats)", bars, kMarketDim),
+                            mul(bars, kMarketDim), data_key(p)});
+
+    // Environments: state, portfolio rows, observations and next observations, reward, done,
+    // step info, actions.
+    const auto env_bytes = [&](std::uint64_t n) {
+        return mul(n, sizeof(env::EnvState) + env::PORTFOLIO_STRIDE * kF32 + 2 * kD * kF32 + 4 + 1 +
+                          sizeof(env::StepInfo) + 4);
+    };
+    const std::uint64_t env_state_bytes = sizeof(env::EnvState) + env::PORTFOLIO_STRIDE * kF32 + kD * kF32;
+    m.arrays.push_back({fmt::format("the environments' observations ({} x {} floats)", envs, kD), mul(envs, kD),
+                        "experience.gpu_n_episodes"});
+
+    // Backtests (validation and test, one at a time): a record per bar of the split.
+    const double share = std::max(p.data.val_fraction, p.data.test_fraction);
+    const auto split_bars = static_cast<std::uint64_t>(static_cast<double>(bars) * share) + 1;
+    m.device.push_back({fmt::format("backtest records ({} bars x {} B)", split_bars, sizeof(backtest::BarRecord)),
+                        mul(split_bars, sizeof(backtest::BarRecord)), "data.val_fraction"});
+
+    const std::uint64_t row_bytes = 2 * kD * kF32 + 4 + 4 + 1;  // state, next state, reward, action, done
+    if (p.run.trainer == "ppo") {
+        const std::uint64_t steps = u(ex.gpu_timesteps_per_episode);
+        const std::uint64_t rollout = mul(envs, steps);
+        const std::uint64_t mb = rollout / std::max<std::uint64_t>(1, u(p.ppo.minibatches));
+        m.device.push_back({fmt::format("environments ({} x {} B)", envs, env_bytes(1)), env_bytes(envs),
+                            "experience.gpu_n_episodes"});
+        // states; log-prob, value, next value, reward, advantage, return, penalty, curiosity; action; done
+        const std::uint64_t per_step = kD * kF32 + 8 * kF32 + 4 + 1;
+        m.device.push_back({fmt::format("rollout buffer ({} steps x {} B)", rollout, per_step), mul(rollout, per_step),
+                            "experience.gpu_timesteps_per_episode"});
+        m.arrays.push_back({fmt::format("the rollout's observations ({} envs x {} steps x {} floats)", envs, steps, kD),
+                            mul(rollout, kD), "experience.gpu_timesteps_per_episode"});
+        const std::uint64_t window = u(p.ppo.diversity_window);
+        m.device.push_back({"action-diversity windows", mul(envs, add(window, actions)) * 4, "ppo.diversity_window"});
+        m.arrays.push_back({fmt::format("the action-diversity windows ({} envs x {} steps)", envs, window),
+                            mul(envs, window), "ppo.diversity_window"});
+        const Mlp actor = mlp(kD, p.ppo.hidden, actions), critic = mlp(kD, p.ppo.hidden, 1);
+        std::uint64_t params = add(actor.params, critic.params);
+        std::uint64_t net_copies = mul(params, 4 * kF32);  // weights, gradients, Adam m and v
+        std::uint64_t curiosity_bytes = 0;
+        if (p.ppo.curiosity) {  // a forward model [state | one-hot action] -> the next bar's features
+            const Mlp cur = mlp(kD + actions, {p.ppo.hidden.empty() ? 1 : p.ppo.hidden.front()}, kMarketDim);
+            net_copies = add(net_copies, mul(cur.params, 4 * kF32));
+            curiosity_bytes = mul(envs, (kD + actions + kMarketDim + cur.per_row) * kF32);
+            m.checkpoint_bytes = add(m.checkpoint_bytes, mul(cur.params, 3 * kF32));
+        }
+        m.device.push_back({fmt::format("networks ({} parameters, with gradients and Adam moments)", params), net_copies,
+                            "ppo.hidden"});
+        m.arrays.push_back({"the actor's and critic's parameters", params, "ppo.hidden"});
+        const std::uint64_t ws_row = actor.per_row + critic.per_row;
+        const std::uint64_t mb_row = kD + 5 + static_cast<std::uint64_t>(ppo::kPpoLossStats) + actions + 1;
+        m.device.push_back({fmt::format("minibatch and workspaces ({} rows per minibatch)", mb),
+                            add(mul(add(envs, mb), ws_row * kF32), add(mul(mb, mb_row * kF32), curiosity_bytes)),
+                            "ppo.minibatches"});
+        m.arrays.push_back({fmt::format("a minibatch ({} rows x {} floats)", mb, std::max({kD, actions, actor.widest})),
+                            mul(mb, std::max({kD, actions, actor.widest})), "ppo.minibatches"});
+        m.checkpoint_bytes = add(m.checkpoint_bytes, add(mul(params, 3 * kF32), mul(envs, env_state_bytes + 4 * (window + actions))));
+    } else if (p.run.trainer == "iql") {
+        const bool from_dump = p.iql.dataset != "behaviour";
+        std::uint64_t rows = 0, ds_envs = 0;
+        if (from_dump) {
+            rows = in.dump_rows;
+        } else {
+            const std::uint64_t size = u(p.iql.dataset_size);
+            ds_envs = std::max<std::uint64_t>(1, std::min(envs, size));
+            rows = (size + ds_envs - 1) / ds_envs * ds_envs;
+            m.device.push_back({fmt::format("behaviour-policy environments ({} x {} B)", ds_envs, env_bytes(1)),
+                                env_bytes(ds_envs), "experience.gpu_n_episodes"});
+        }
+        const std::string ds_key = from_dump ? "iql.dataset" : "iql.dataset_size";
+        m.device.push_back({fmt::format("offline dataset ({} transitions x {} B)", rows, row_bytes), mul(rows, row_bytes),
+                            ds_key});
+        m.arrays.push_back({fmt::format("the dataset's states ({} x {} floats)", rows, kD), mul(rows, kD), ds_key});
+        if (from_dump) m.dump_read_bytes = mul(rows, row_bytes);
+        const Mlp q = mlp(kD, p.iql.hidden, actions), v = mlp(kD, p.iql.hidden, 1), pi = mlp(kD, p.iql.hidden, actions);
+        const std::uint64_t params = add(add(mul(q.params, 2), v.params), pi.params);
+        m.device.push_back({fmt::format("networks ({} parameters, with gradients, Adam moments, target)", params),
+                            mul(params, 5 * kF32), "iql.hidden"});
+        m.arrays.push_back({"the Q, V and policy parameters", params, "iql.hidden"});
+        const std::uint64_t batch = u(p.replay_buffer.batch_size);
+        const std::uint64_t ws_row = 4 * q.per_row + 2 * v.per_row + pi.per_row + 2 * kD + 8 + 3 * actions;
+        m.device.push_back({fmt::format("batch and workspaces ({} rows)", batch), mul(batch, ws_row * kF32),
+                            "replay_buffer.batch_size"});
+        m.arrays.push_back({fmt::format("a batch ({} rows x {} floats)", batch, std::max({kD, actions, q.widest})),
+                            mul(batch, std::max({kD, actions, q.widest})), "replay_buffer.batch_size"});
+        m.checkpoint_bytes = mul(params, 4 * kF32);
+    } else {  // dqn, and a profile without a trainer (resolution reports that separately)
+        const std::uint64_t rows = dqn_replay_rows(p);
+        m.device.push_back({fmt::format("environments ({} x {} B)", envs, env_bytes(1)), env_bytes(envs),
+                            "experience.gpu_n_episodes"});
+        m.device.push_back({fmt::format("replay buffer ({} transitions x {} B)", rows, row_bytes), mul(rows, row_bytes),
+                            "replay_buffer.buffer_size"});
+        m.arrays.push_back({fmt::format("the replay buffer's states ({} transitions x {} floats)", rows, kD),
+                            mul(rows, kD), "replay_buffer.buffer_size"});
+        const std::uint64_t atoms = u(p.dqn.num_atoms);
+        const std::uint64_t az = mul(actions, atoms);
+        const Mlp trunk = mlp(kD, std::vector<std::int64_t>(p.dqn.hidden.begin(), p.dqn.hidden.end() - (p.dqn.hidden.empty() ? 0 : 1)),
+                              p.dqn.hidden.empty() ? 1 : u(p.dqn.hidden.back()));
+        const std::uint64_t last = p.dqn.hidden.empty() ? kD : u(p.dqn.hidden.back());
+        const Mlp value = mlp(last, {}, atoms), adv = mlp(last, {}, az);
+        const std::uint64_t params = add(add(trunk.params, value.params), adv.params);
+        m.device.push_back({fmt::format("networks ({} parameters, with target, gradients and Adam moments)", params),
+                            mul(params, 5 * kF32), "dqn.hidden"});
+        m.arrays.push_back({"the Q network's parameters", params, "dqn.hidden"});
+        // QNetwork::Workspace per row: trunk, value and advantage layers, logits, probabilities,
+        // Q, and the gradients of the value, advantage and trunk outputs.
+        const std::uint64_t ws_row = trunk.per_row + atoms + az + 2 * az + actions + atoms + az + 2 * last;
+        const std::uint64_t batch = u(p.replay_buffer.batch_size);
+        // the acting workspace (one row per environment), three batch workspaces (online on s
+        // and s', target on s'), the sampled batch and the two loss gradients
+        const std::uint64_t ws = add(mul(envs, ws_row), mul(batch, 3 * ws_row + 2 * kD + 6 + 2 * az));
+        m.device.push_back({fmt::format("batch and workspaces ({} rows, {} environments)", batch, envs), mul(ws, kF32),
+                            "replay_buffer.batch_size"});
+        m.arrays.push_back({fmt::format("a batch's C51 logits ({} rows x {} actions x {} atoms)", batch, actions, atoms),
+                            mul(batch, az), "replay_buffer.batch_size"});
+        m.arrays.push_back({fmt::format("the acting C51 logits ({} environments x {} actions x {} atoms)", envs, actions,
+                                        atoms),
+                            mul(envs, az), "experience.gpu_n_episodes"});
+        m.checkpoint_bytes = add(add(mul(params, 4 * kF32), mul(rows, row_bytes)), mul(envs, env_state_bytes));
+    }
+    if (!in.host_backend)
+        m.device.push_back({"CUDA context and cuBLAS workspace (approximate, fixed)", 400ull << 20, ""});
+    const auto by_size = [](const MemoryItem& a, const MemoryItem& b) { return a.bytes > b.bytes; };
+    std::stable_sort(m.device.begin(), m.device.end(), by_size);
+    return m;
 }
 
 }  // namespace
 
+std::uint64_t dqn_replay_rows(const Profile& p) {
+    const std::uint64_t envs = std::max<std::uint64_t>(1, u(p.experience.gpu_n_episodes));
+    const std::uint64_t steps = std::max(u(p.replay_buffer.buffer_size) / envs, u(p.experience.n_step) + 1);
+    return mul(steps, envs);
+}
+
+std::vector<MemoryItem> estimate_device_memory(const Profile& p, const SizeInputs& in) { return build(p, in).device; }
+
 std::vector<MemoryItem> estimate_device_memory(const Profile& p, std::uint64_t bars) {
+    SizeInputs in;
+    in.bars = bars;
+    return estimate_device_memory(p, in);
+}
+
+std::vector<MemoryItem> estimate_host_memory(const Profile& p, const SizeInputs& in) {
+    const Model m = build(p, in);
     std::vector<MemoryItem> items;
-    const auto actions = p.num_actions();
-    const auto& ex = p.experience;
-    const std::uint64_t envs = static_cast<std::uint64_t>(ex.gpu_n_episodes);
-
-    // Market data: features (f32) plus OHLCV, ATR and time (8 bytes each) per bar.
-    if (bars == 0) bars = static_cast<std::uint64_t>(p.data.synthetic_bars);
-    const std::uint64_t per_bar = kMarketDim * kF32 + 7 * 8;
-    items.push_back({fmt::format("market data ({} bars x {} B)", bars, per_bar), bars * per_bar,
-                     p.data.path.empty() ? "data.synthetic_bars" : "data.path"});
-
-    // Environments: portfolio state (20 doubles), observation, RNG, n-step staging.
-    const std::uint64_t per_env = 20 * 8 + kStateDim * kF32 + 16 +
-                                  static_cast<std::uint64_t>(ex.n_step) * (kStateDim + 4) * kF32;
-    items.push_back({fmt::format("environments ({} x {} B)", envs, per_env), envs * per_env,
-                     "experience.gpu_n_episodes"});
-
-    // Transitions: state, next state, action, reward, done, discount.
-    const std::uint64_t per_transition = (2 * kStateDim + 4) * kF32;
-    std::uint64_t params = 0;      // all networks, one copy
-    std::uint64_t copies_bytes = 0;
-    std::uint64_t activation_rows = 0, activation_width = 0;
-    std::string net_key, act_key;
-    if (p.run.trainer == "ppo") {
-        const std::uint64_t rollout = envs * static_cast<std::uint64_t>(ex.gpu_timesteps_per_episode);
-        // obs, action, done, logp, value, next value, reward, advantage, return, penalty, curiosity
-        const std::uint64_t per_step = (kStateDim + 10) * kF32;
-        items.push_back({fmt::format("rollout buffer ({} steps x {} B)", rollout, per_step),
-                         rollout * per_step, "experience.gpu_timesteps_per_episode"});
-        items.push_back({"action-diversity windows", envs * static_cast<std::uint64_t>(p.ppo.diversity_window + actions) * 4,
-                         "ppo.diversity_window"});
-        const auto actor = mlp_params(kStateDim, p.ppo.hidden, actions);
-        const auto critic = mlp_params(kStateDim, p.ppo.hidden, 1);
-        params = actor + critic;
-        if (p.ppo.curiosity)  // the forward model: [state | one-hot action] -> market features
-            params += mlp_params(kStateDim + actions, {p.ppo.hidden.front()}, kMarketDim);
-        copies_bytes = params * kF32 * 4;  // weights, grads, Adam m and v
-        activation_rows = rollout / static_cast<std::uint64_t>(std::max<std::int64_t>(1, p.ppo.minibatches));
-        activation_width = 2 * sum(p.ppo.hidden) + static_cast<std::uint64_t>(actions) + 1;
-        net_key = "ppo.hidden";
-        act_key = "ppo.minibatches";
-    } else if (p.run.trainer == "iql") {
-        const std::uint64_t n = static_cast<std::uint64_t>(p.iql.dataset_size);
-        items.push_back({fmt::format("offline dataset ({} transitions x {} B)", n, per_transition),
-                         n * per_transition, "iql.dataset_size"});
-        const auto q = mlp_params(kStateDim, p.iql.hidden, actions);
-        const auto v = mlp_params(kStateDim, p.iql.hidden, 1);
-        const auto pi = mlp_params(kStateDim, p.iql.hidden, actions);
-        params = 2 * q + v + pi;
-        copies_bytes = params * kF32 * 5;  // weights, grads, Adam m and v, target copy
-        activation_rows = static_cast<std::uint64_t>(p.replay_buffer.batch_size);
-        activation_width = 5 * sum(p.iql.hidden) + 3 * static_cast<std::uint64_t>(actions) + 1;
-        net_key = "iql.hidden";
-        act_key = "replay_buffer.batch_size";
-    } else {  // dqn, and a profile without a trainer (check reports that separately)
-        const std::uint64_t n = static_cast<std::uint64_t>(p.replay_buffer.buffer_size);
-        items.push_back({fmt::format("replay buffer ({} transitions x {} B)", n, per_transition),
-                         n * per_transition, "replay_buffer.buffer_size"});
-        const std::int64_t atoms = p.dqn.head == "c51" ? p.dqn.num_atoms : 1;
-        const std::int64_t last = p.dqn.hidden.empty() ? kStateDim : p.dqn.hidden.back();
-        std::uint64_t head = static_cast<std::uint64_t>(last * actions * atoms + actions * atoms);
-        if (p.dqn.dueling) head += static_cast<std::uint64_t>(last * atoms + atoms);
-        if (p.dqn.head == "iqn") head += 64 * static_cast<std::uint64_t>(last);  // cosine embedding
-        std::vector<std::int64_t> trunk(p.dqn.hidden);
-        params = mlp_params(kStateDim, trunk, 0) +
-                 head * static_cast<std::uint64_t>(p.dqn.ensemble_size);
-        if (p.dqn.attention) params += static_cast<std::uint64_t>(kStateDim * kStateDim * 3);
-        if (p.dqn.curiosity) params += 2 * mlp_params(2 * kStateDim, {256}, kStateDim);
-        copies_bytes = params * kF32 * 6;  // weights, grads, Adam m and v, target, last good
-        activation_rows = static_cast<std::uint64_t>(p.replay_buffer.batch_size) *
-                          (p.dqn.head == "iqn" ? 32 : 1);  // IQN: 32 quantile samples per row
-        // online (s), online (s') for double DQN, target (s'); C51 distributions and gradients
-        activation_width = 3 * sum(p.dqn.hidden) +
-                           4 * static_cast<std::uint64_t>(actions * atoms * p.dqn.ensemble_size);
-        net_key = "dqn.hidden";
-        act_key = "replay_buffer.batch_size";
-    }
-    items.push_back({fmt::format("networks ({} parameters, with gradients, Adam moments, copies)", params),
-                     copies_bytes, net_key});
-    // Forward activations, their gradients, and pre-activations: 3 floats per unit per row.
-    items.push_back({fmt::format("batch activations ({} rows)", activation_rows),
-                     activation_rows * activation_width * kF32 * 3, act_key});
-    items.push_back({"CUDA context and cuBLAS workspace (approximate, fixed)", 400ull << 20, ""});
-    std::stable_sort(items.begin(), items.end(),
-                     [](const MemoryItem& a, const MemoryItem& b) { return a.bytes > b.bytes; });
+    const std::uint64_t bars = in.bars > 0 ? in.bars : u(p.data.synthetic_bars);
+    // The bars (time, OHLCV, ATR) and their features (224 B a bar); as much again for the fxcache
+    // image while it is written (CSV data, or a synthetic market with a cache_dir); about 64 B a
+    // bar of CSV text while it is parsed.
+    const std::uint64_t bar_bytes = 8 + 6 * 8 + kMarketDim * kF32;
+    const bool cached = !p.data.path.empty() || !p.data.cache_dir.empty();
+    const std::uint64_t per_bar = bar_bytes * (cached ? 2 : 1) + (p.data.path.empty() ? 0 : 64);
+    items.push_back({fmt::format("market data{} ({} bars x {} B)", cached ? " and its fxcache image" : "", bars, per_bar),
+                     mul(bars, per_bar), data_key(p)});
+    if (m.dump_read_bytes > m.checkpoint_bytes)
+        items.push_back({"the replay dump, read before it is uploaded", m.dump_read_bytes, "iql.dataset"});
+    else
+        items.push_back({"the host copy a checkpoint is written from", m.checkpoint_bytes,
+                         p.run.trainer == "dqn" || p.run.trainer.empty() ? "replay_buffer.buffer_size"
+                         : p.run.trainer == "ppo"                       ? "ppo.hidden"
+                                                                         : "iql.hidden"});
+    if (in.host_backend)
+        for (auto item : m.device) {
+            item.consumer += " (CPU backend)";
+            items.push_back(item);
+        }
+    std::stable_sort(items.begin(), items.end(), [](const MemoryItem& a, const MemoryItem& b) { return a.bytes > b.bytes; });
     return items;
+}
+
+std::vector<ArrayExtent> array_extents(const Profile& p, const SizeInputs& in) { return build(p, in).arrays; }
+
+std::vector<IndexProblem> index_range_problems(const Profile& p, const SizeInputs& in) {
+    std::vector<IndexProblem> out;
+    for (const auto& a : array_extents(p, in))
+        if (a.elements > kMaxArrayElements)
+            out.push_back({a.key, fmt::format("{}: {} elements in one array, more than the kernels' int index "
+                                              "range ({}); lower {}",
+                                              a.what, a.elements, kMaxArrayElements, a.key)});
+    return out;
 }
 
 std::uint64_t total_bytes(const std::vector<MemoryItem>& items) {
     std::uint64_t t = 0;
-    for (const auto& i : items) t += i.bytes;
+    for (const auto& i : items) t = add(t, i.bytes);
     return t;
 }
 
@@ -131,6 +272,60 @@ std::string format_bytes(std::uint64_t b) {
     if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", x / (1ull << 20));
     if (b >= (1ull << 10)) return fmt::format("{:.1f} KiB", x / (1ull << 10));
     return fmt::format("{} B", b);
+}
+
+void require_memory(const std::vector<MemoryItem>& items, std::uint64_t available, const std::string& what,
+                    const std::string& where) {
+    const std::uint64_t need = total_bytes(items);
+    if (need <= available) return;
+    std::string top;
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, items.size()); ++i)
+        top += fmt::format("\n  {:>10}  {}{}", format_bytes(items[i].bytes), items[i].consumer,
+                           items[i].key.empty() ? "" : fmt::format(" (change {})", items[i].key));
+    throw DeviceError(fmt::format("the run needs about {} of {} but {} is available ({}); the biggest consumers:{}\n"
+                                  "Lower the sizes named above (`foxhunt-train check PROFILE` prints the whole estimate).",
+                                  format_bytes(need), what, format_bytes(available), where, top));
+}
+
+std::uint64_t available_host_memory() {
+    std::uint64_t avail = 0;
+    if (std::ifstream in("/proc/meminfo"); in) {
+        std::string key;
+        std::uint64_t kb = 0;
+        std::string unit;
+        while (in >> key >> kb) {
+            std::getline(in, unit);
+            if (key == "MemAvailable:") {
+                avail = kb * 1024;
+                break;
+            }
+        }
+    }
+    // cgroup v2: the limit of this process's group, less what it uses already.
+    std::string group;
+    if (std::ifstream cg("/proc/self/cgroup"); cg) {
+        std::string line;
+        while (std::getline(cg, line))
+            if (line.rfind("0::", 0) == 0) group = line.substr(3);
+    }
+    const std::string base = "/sys/fs/cgroup" + (group == "/" ? std::string() : group);
+    std::string max_text;
+    std::uint64_t current = 0;
+    if (std::ifstream mx(base + "/memory.max"); mx) mx >> max_text;
+    if (std::ifstream cur(base + "/memory.current"); cur) cur >> current;
+    if (!max_text.empty() && max_text != "max") {
+        std::uint64_t limit = 0;
+        try {
+            limit = std::stoull(max_text);
+        } catch (const std::exception&) {
+            limit = 0;
+        }
+        if (limit > 0) {
+            const std::uint64_t left = limit > current ? limit - current : 0;
+            avail = avail == 0 ? left : std::min(avail, left);
+        }
+    }
+    return avail;
 }
 
 }  // namespace fh::config

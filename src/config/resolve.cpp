@@ -6,14 +6,15 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
 
+#include "config/memory_estimate.hpp"
 #include "config/profile.hpp"
 #include "config/schema.hpp"
 #include "config/toml_reader.hpp"
+#include "util/regular_file.hpp"
 
 namespace fh::config {
 namespace {
@@ -131,6 +132,9 @@ public:
         std::set<std::string> bad;
         for (const auto& d : schema()) {
             if (d.required && !set_at_.count(d.full_name())) continue;
+            // The alias shows replay_buffer.buffer_size's value unless it was set itself: that
+            // value is checked (and reported) once, at replay_buffer.buffer_size.
+            if (d.full_name() == "training.buffer_size" && !set_at_.count(d.full_name())) continue;
             const auto msg = d.check(get_value(profile_, d));
             if (!msg.empty()) {
                 problem(where_of(d.full_name()), msg);
@@ -190,6 +194,15 @@ private:
         else from_cli_.erase(name);
     }
 
+    /// For a float given to an integer key: the integer to write instead, when there is one.
+    static std::string integer_hint(const TomlValue& v) {
+        if (v.kind != TomlValue::Kind::floating) return "";
+        const double x = v.floating;
+        if (std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 9.0e15)
+            return fmt::format(" (write {}: an integer has no fraction or exponent)", static_cast<std::int64_t>(x));
+        return " (an integer has no fraction or exponent)";
+    }
+
     static std::optional<KeyValue> convert(const KeyDescriptor& d, const TomlValue& v,
                                            std::string& error) {
         using K = TomlValue::Kind;
@@ -204,8 +217,7 @@ private:
         switch (d.type) {
             case KeyType::integer:
                 if (v.kind == K::integer) return KeyValue{v.integer};
-                error = fmt::format("{} must be an integer, got {}{}", d.full_name(), got(v),
-                                    v.kind == K::floating ? " (write 100000, not 1e5 or 100000.0)" : "");
+                error = fmt::format("{} must be an integer, got {}{}", d.full_name(), got(v), integer_hint(v));
                 return std::nullopt;
             case KeyType::number:
                 if (v.kind == K::floating) return KeyValue{v.floating};
@@ -363,6 +375,52 @@ private:
                          p.replay_buffer.batch_size, p.iql.dataset_size));
         rule({"iql.dataset"}, p.iql.dataset.empty(),
              "iql.dataset is empty: use \"behaviour\" or the path of a replay dump");
+        rule({"run.eval_interval", "data.val_fraction"}, p.run.eval_interval > 0 && p.data.val_fraction == 0,
+             fmt::format("run.eval_interval = {} asks for validation backtests but data.val_fraction = 0 leaves no "
+                         "validation split: set data.val_fraction > 0 (e.g. 0.15), or run.eval_interval = 0",
+                         p.run.eval_interval));
+        rule({"data.test_fraction"}, p.data.test_fraction == 0,
+             "data.test_fraction = 0 leaves no test split, but every run ends with a backtest on it "
+             "(backtest/, summary.json): give it a share, e.g. data.test_fraction = 0.15");
+        // Options in the schema that no trainer acts on yet: refused here, so that `check` and
+        // `train` agree and nothing runs for hours before saying so.
+        if (p.run.trainer == "dqn") {
+            rule({"dqn.head"}, p.dqn.head != "c51",
+                 fmt::format("dqn.head = {} is not implemented yet: the DQN trainer has the C51 head only; "
+                             "set dqn.head = \"c51\"",
+                             toml_quote(p.dqn.head)));
+            rule({"dqn.cql_alpha"}, p.dqn.cql_alpha != 0.0,
+                 "dqn.cql_alpha > 0 (the CQL regulariser) is not implemented yet: set dqn.cql_alpha = 0");
+            rule({"dqn.ensemble_size"}, p.dqn.ensemble_size != 1,
+                 "dqn.ensemble_size > 1 (an ensemble of Q heads) is not implemented yet: set dqn.ensemble_size = 1");
+            rule({"dqn.attention"}, p.dqn.attention,
+                 "dqn.attention = true is not implemented yet: set dqn.attention = false");
+            rule({"dqn.curiosity"}, p.dqn.curiosity,
+                 "dqn.curiosity = true (an ICM bonus for DQN) is not implemented yet: set dqn.curiosity = false "
+                 "(PPO has one: ppo.curiosity)");
+            rule({"dqn.her"}, p.dqn.her, "dqn.her = true (hindsight relabelling) is not implemented yet: set dqn.her = false");
+            // The replay ring holds whole steps of every environment, at least n_step + 1 of them.
+            const auto need = p.experience.gpu_n_episodes * (p.experience.n_step + 1);
+            rule({"replay_buffer.buffer_size", "training.buffer_size", "experience.gpu_n_episodes", "experience.n_step"},
+                 p.replay_buffer.buffer_size < need,
+                 fmt::format("replay_buffer.buffer_size = {} is smaller than one step of every environment for "
+                             "n_step + 1 steps (experience.gpu_n_episodes * (experience.n_step + 1) = {} * {} = {}): "
+                             "the replay would silently grow to {} transitions; raise buffer_size to at least {} or "
+                             "lower gpu_n_episodes",
+                             p.replay_buffer.buffer_size, p.experience.gpu_n_episodes, p.experience.n_step + 1, need,
+                             need, need));
+        }
+        rule({"eval.deterministic"}, !p.eval.deterministic,
+             "eval.deterministic = false (sampled actions in backtests) is not implemented yet: every trainer "
+             "evaluates its greedy / most likely action; set eval.deterministic = true");
+        // Arrays past the kernels' int index range (the data's real size is checked again once
+        // it is loaded; a CSV's bar count is not known here).
+        if (bad.empty() && !p.run.trainer.empty()) {
+            SizeInputs in;
+            in.bars_known = p.data.path.empty();
+            in.dump_rows = 1;  // a replay dump's size is checked once its header is read
+            for (const auto& ip : index_range_problems(p, in)) problem(where_of_any({ip.key}), ip.message);
+        }
         rule({"replay_buffer.save_dump", "run.trainer"}, p.replay_buffer.save_dump && p.run.trainer != "dqn",
              fmt::format("replay_buffer.save_dump = true needs run.trainer = \"dqn\" (the {} trainer has no replay "
                          "memory)",
@@ -391,17 +449,13 @@ Profile resolve_profile_text(std::string_view text, std::string_view origin,
 }
 
 Profile resolve_profile_file(const std::string& path, const std::vector<std::string>& overrides) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-        throw UsageError(fmt::format("{}: is a directory, not a profile", path));
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw UsageError(fmt::format("{}: cannot open the profile", path));
+    util::RegularFile file(path);
+    if (!file.ok()) throw UsageError(fmt::format("{}: {}; a profile is a TOML text file", path, file.error()));
     std::string text;
-    text.resize(kMaxProfileBytes + 1);
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    if (in.bad()) throw UsageError(fmt::format("{}: cannot read the profile", path));
-    text.resize(static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxProfileBytes)
+    bool too_big = false;
+    if (!file.read_all(text, kMaxProfileBytes, &too_big))
+        throw UsageError(fmt::format("{}: {}", path, file.error()));
+    if (too_big)
         throw ProfileError({fmt::format("{}:1:1: the profile is larger than {} bytes (1 MiB): is this "
                                         "really a profile?",
                                         path, kMaxProfileBytes)});

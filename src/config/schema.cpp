@@ -16,8 +16,6 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 Bounds any() { return {}; }
-Bounds at_least(double lo) { return {lo, kInf, false, false}; }
-Bounds above(double lo) { return {lo, kInf, true, false}; }
 Bounds closed(double lo, double hi) { return {lo, hi, false, false}; }
 Bounds open(double lo, double hi) { return {lo, hi, true, true}; }
 Bounds open_closed(double lo, double hi) { return {lo, hi, true, false}; }
@@ -48,12 +46,16 @@ KeyDescriptor required(KeyDescriptor k) {
 }
 
 constexpr double kMaxCount = 9.0e15;  // integers stay exact in a double below 2^53
+// Transitions of a replay buffer or dataset: rows x 50 floats of states must stay within the
+// kernels' int index range (2^31 - 1 elements).
+constexpr double kMaxRows = 40'000'000;
+// Floats that reach float32 device math or double accounting are bounded far from overflow.
 
 std::vector<KeyDescriptor> build_schema() {
     return {
         // [run]
-        text("run", "name", "", "run name, used for the run directory; \"\" = TRAINER-DATE-TIME",
-             FH_FIELD(run.name)),
+        text("run", "name", "", "run name: the run directory's name under output_dir; \"\" = TRAINER-DATE-TIME",
+             FH_FIELD(run.name), Rule::run_name),
         required(text("run", "trainer", "dqn|ppo|iql", "the trainer (required)",
                       FH_FIELD(run.trainer))),
         integer("run", "seed", closed(0, kMaxCount), "master seed: same profile, seed and device give identical results",
@@ -86,39 +88,39 @@ std::vector<KeyDescriptor> build_schema() {
              FH_FIELD(data.feature_set)),
         text("data", "cache_dir", "", "fxcache directory for computed features; \"\" = next to the data (the synthetic market is not cached)",
              FH_FIELD(data.cache_dir)),
-        integer("data", "synthetic_bars", closed(1000, 100'000'000), "bars of the synthetic market (when data.path is \"\")",
+        integer("data", "synthetic_bars", closed(1000, 1'000'000), "bars of the synthetic market (when data.path is \"\"); more would drift its price far from the instrument's scale",
                 FH_FIELD(data.synthetic_bars)),
         number("data", "planted_signal", closed_open(0, 1), "strength of the synthetic market's planted predictable component; 0 = none",
                FH_FIELD(data.planted_signal)),
         // [instrument]
-        number("instrument", "multiplier", above(0), "currency per point per contract",
+        number("instrument", "multiplier", open_closed(0, 1e9), "currency per point per contract",
                FH_FIELD(instrument.multiplier)),
-        number("instrument", "tick_size", above(0), "minimum price increment, in points",
+        number("instrument", "tick_size", open_closed(0, 1e9), "minimum price increment, in points",
                FH_FIELD(instrument.tick_size)),
-        number("instrument", "commission", at_least(0), "commission per contract per side, currency",
+        number("instrument", "commission", closed(0, 1e9), "commission per contract per side, currency",
                FH_FIELD(instrument.commission)),
-        number("instrument", "slippage_ticks", at_least(0), "ticks against the trader on every market-order fill",
+        number("instrument", "slippage_ticks", closed(0, 1e6), "ticks against the trader on every market-order fill",
                FH_FIELD(instrument.slippage_ticks)),
-        number("instrument", "initial_equity", above(0), "starting account equity, currency",
+        number("instrument", "initial_equity", open_closed(0, 1e15), "starting account equity, currency",
                FH_FIELD(instrument.initial_equity)),
         integer("instrument", "max_contracts", closed(1, 100000), "contracts held at the extreme position level",
                 FH_FIELD(instrument.max_contracts)),
-        number("instrument", "bars_per_year", at_least(0), "bars per year for annualised metrics; 0 = infer from timestamps",
+        number("instrument", "bars_per_year", closed(0, 1e8), "bars per year for annualised metrics; 0 = infer from timestamps",
                FH_FIELD(instrument.bars_per_year)),
         // [env]
         integer("env", "position_levels", closed(3, 101), "target position levels -(L-1)/2 .. (L-1)/2, scaled to max_contracts",
                 FH_FIELD(env.position_levels), Rule::odd),
         integer("env", "urgency_levels", closed(1, 3), "order types: market, + passive limit, + far limit",
                 FH_FIELD(env.urgency_levels)),
-        number("env", "reward_scale", above(0), "reward = equity change / initial_equity * reward_scale",
+        number("env", "reward_scale", open_closed(0, 1e6), "reward = equity change / initial_equity * reward_scale",
                FH_FIELD(env.reward_scale)),
-        number("env", "drawdown_penalty", at_least(0), "weight of the increase in drawdown subtracted from the reward",
+        number("env", "drawdown_penalty", closed(0, 1e6), "weight of the increase in drawdown subtracted from the reward",
                FH_FIELD(env.drawdown_penalty)),
         number("env", "bankruptcy_fraction", closed_open(0, 1), "an episode ends when equity < this * initial_equity",
                FH_FIELD(env.bankruptcy_fraction)),
-        number("env", "limit_offset_ticks", at_least(0), "passive limit order distance from the close, in ticks",
+        number("env", "limit_offset_ticks", closed(0, 1e6), "passive limit order distance from the close, in ticks",
                FH_FIELD(env.limit_offset_ticks)),
-        number("env", "limit_atr_mult", at_least(0), "far limit order distance from the close, in multiples of ATR(14)",
+        number("env", "limit_atr_mult", closed(0, 1e6), "far limit order distance from the close, in multiples of ATR(14)",
                FH_FIELD(env.limit_atr_mult)),
         // [experience]
         integer("experience", "gpu_n_episodes", closed(1, 1 << 20), "environments stepped in parallel",
@@ -128,9 +130,9 @@ std::vector<KeyDescriptor> build_schema() {
         integer("experience", "n_step", closed(1, 64), "n of the n-step return",
                 FH_FIELD(experience.n_step)),
         // [replay_buffer]
-        integer("replay_buffer", "buffer_size", closed(1, 1LL << 31), "transitions kept in the device replay buffer",
+        integer("replay_buffer", "buffer_size", closed(1, kMaxRows), "transitions kept in the device replay buffer",
                 FH_FIELD(replay_buffer.buffer_size)),
-        integer("replay_buffer", "min_replay_size", closed(1, 1LL << 31), "transitions collected before the first update",
+        integer("replay_buffer", "min_replay_size", closed(1, kMaxRows), "transitions collected before the first update",
                 FH_FIELD(replay_buffer.min_replay_size)),
         integer("replay_buffer", "batch_size", closed(1, 1 << 20), "transitions per gradient update",
                 FH_FIELD(replay_buffer.batch_size)),
@@ -141,11 +143,11 @@ std::vector<KeyDescriptor> build_schema() {
                FH_FIELD(training.learning_rate)),
         number("training", "gamma", closed(0, 1), "discount factor per bar",
                FH_FIELD(training.gamma)),
-        number("training", "grad_clip_norm", at_least(0), "global gradient-norm clip; 0 = off",
+        number("training", "grad_clip_norm", closed(0, 1e6), "global gradient-norm clip; 0 = off",
                FH_FIELD(training.grad_clip_norm)),
         integer("training", "updates_per_iteration", closed(1, 1024), "gradient updates per collection step",
                 FH_FIELD(training.updates_per_iteration)),
-        integer("training", "buffer_size", closed(0, 1LL << 31), "alias of replay_buffer.buffer_size (both set and different = error); 0 = unset",
+        integer("training", "buffer_size", closed(0, kMaxRows), "alias of replay_buffer.buffer_size (both set and different = error); 0 = unset",
                 FH_FIELD(training.buffer_size)),
         number("training", "tau", closed(0, 1), "soft target update rate per update; 0 = copy every target_update_period updates",
                FH_FIELD(training.tau)),
@@ -164,15 +166,15 @@ std::vector<KeyDescriptor> build_schema() {
         boolean("dqn", "dueling", "separate value and advantage heads", FH_FIELD(dqn.dueling)),
         integer("dqn", "num_atoms", closed(2, 1001), "atoms of the C51 support (51 or 101 typical)",
                 FH_FIELD(dqn.num_atoms)),
-        number("dqn", "v_min", any(), "lowest value of the C51 support (below v_max)",
+        number("dqn", "v_min", closed(-1e6, 1e6), "lowest value of the C51 support (below v_max)",
                FH_FIELD(dqn.v_min)),
-        number("dqn", "v_max", any(), "highest value of the C51 support",
+        number("dqn", "v_max", closed(-1e6, 1e6), "highest value of the C51 support",
                FH_FIELD(dqn.v_max)),
         number("dqn", "mse_blend_alpha", closed(0, 1), "weight of the C51 loss; the MSE loss on the expected Q gets 1 - alpha",
                FH_FIELD(dqn.mse_blend_alpha)),
         boolean("dqn", "double_dqn", "double-DQN targets: the online net selects, the target net evaluates",
                 FH_FIELD(dqn.double_dqn)),
-        number("dqn", "cql_alpha", at_least(0), "weight of the CQL regulariser against action collapse; 0 = off",
+        number("dqn", "cql_alpha", closed(0, 1e6), "weight of the CQL regulariser against action collapse; 0 = off",
                FH_FIELD(dqn.cql_alpha)),
         integer("dqn", "ensemble_size", closed(1, 32), "independent Q heads",
                 FH_FIELD(dqn.ensemble_size)),
@@ -188,12 +190,12 @@ std::vector<KeyDescriptor> build_schema() {
         number("ppo", "gae_lambda", closed(0, 1), "lambda of GAE", FH_FIELD(ppo.gae_lambda)),
         integer("ppo", "epochs", closed(1, 100), "passes over each rollout", FH_FIELD(ppo.epochs)),
         integer("ppo", "minibatches", closed(1, 1 << 20), "minibatches per epoch", FH_FIELD(ppo.minibatches)),
-        number("ppo", "entropy_coef", at_least(0), "weight of the entropy bonus",
+        number("ppo", "entropy_coef", closed(0, 1e6), "weight of the entropy bonus",
                FH_FIELD(ppo.entropy_coef)),
-        number("ppo", "value_coef", at_least(0), "weight of the value loss", FH_FIELD(ppo.value_coef)),
+        number("ppo", "value_coef", closed(0, 1e6), "weight of the value loss", FH_FIELD(ppo.value_coef)),
         integer("ppo", "diversity_window", closed(1, 1'000'000), "steps over which action diversity is measured",
                 FH_FIELD(ppo.diversity_window)),
-        number("ppo", "diversity_coef", at_least(0), "weight of the low-action-diversity penalty; 0 = off",
+        number("ppo", "diversity_coef", closed(0, 1e6), "weight of the low-action-diversity penalty; 0 = off",
                FH_FIELD(ppo.diversity_coef)),
         boolean("ppo", "clip_value", "clip the value loss around the rollout's values by ppo.clip",
                 FH_FIELD(ppo.clip_value)),
@@ -201,19 +203,19 @@ std::vector<KeyDescriptor> build_schema() {
              FH_FIELD(ppo.lr_schedule)),
         boolean("ppo", "curiosity", "curiosity bonus: a forward model's prediction error of the next bar's features",
                 FH_FIELD(ppo.curiosity)),
-        number("ppo", "curiosity_coef", at_least(0), "weight of the curiosity bonus in the reward",
+        number("ppo", "curiosity_coef", closed(0, 1e6), "weight of the curiosity bonus in the reward",
                FH_FIELD(ppo.curiosity_coef)),
         // [iql]
         layers("iql", "widths of the Q, V and policy networks' hidden layers", FH_FIELD(iql.hidden)),
         number("iql", "expectile", open(0, 1), "expectile of the V regression (0.5 = mean)",
                FH_FIELD(iql.expectile)),
-        number("iql", "beta", above(0), "inverse temperature of the advantage-weighted policy extraction",
+        number("iql", "beta", open_closed(0, 1e6), "inverse temperature of the advantage-weighted policy extraction",
                FH_FIELD(iql.beta)),
         text("iql", "dataset", "", "\"behaviour\" (collect with a behaviour policy on the training split) or the path of a replay dump",
              FH_FIELD(iql.dataset)),
-        integer("iql", "dataset_size", closed(1, 1LL << 31), "transitions in the offline dataset",
+        integer("iql", "dataset_size", closed(1, kMaxRows), "transitions in the offline dataset",
                 FH_FIELD(iql.dataset_size)),
-        number("iql", "max_weight", above(0), "cap of the advantage weights exp(beta * advantage)",
+        number("iql", "max_weight", open_closed(0, 1e6), "cap of the advantage weights exp(beta * advantage)",
                FH_FIELD(iql.max_weight)),
         // [eval]
         integer("eval", "segments", closed(1, 4096), "equal parts of the split backtested in parallel",
@@ -224,7 +226,7 @@ std::vector<KeyDescriptor> build_schema() {
              FH_FIELD(early_stopping.metric)),
         integer("early_stopping", "patience", closed(0, 1'000'000), "evaluations without improvement before stopping; 0 = never stop early",
                 FH_FIELD(early_stopping.patience)),
-        number("early_stopping", "min_delta", at_least(0), "smallest improvement of the metric that counts",
+        number("early_stopping", "min_delta", closed(0, 1e6), "smallest improvement of the metric that counts",
                FH_FIELD(early_stopping.min_delta)),
         integer("early_stopping", "min_steps", closed(0, kMaxCount), "no early stop before this many steps",
                 FH_FIELD(early_stopping.min_steps)),
@@ -331,6 +333,7 @@ std::string KeyDescriptor::range_text() const {
                                bounds_text(bounds, true));
         case KeyType::string: {
             if (rule == Rule::device) return "auto, cpu, cuda, cuda:N";
+            if (rule == Rule::run_name) return "a directory name (no /, not . or ..)";
             if (rule == Rule::device_class) return "auto, or a name of a-z 0-9 _ -";
             if (choices.empty()) return "any text";
             std::string s;
@@ -379,6 +382,17 @@ std::string KeyDescriptor::check(const KeyValue& value) const {
             if (rule == Rule::device && !valid_device(s))
                 return fmt::format("{} must be one of auto, cpu, cuda, cuda:N; got {}", full_name(),
                                    toml_quote(s));
+            if (rule == Rule::run_name && !s.empty()) {
+                if (s == "." || s == ".." || s.find('/') != std::string::npos)
+                    return fmt::format("{} = {} is not a directory name: it must not be \".\" or \"..\" or "
+                                       "contain '/' (the run directory is output_dir/name; set run.output_dir or "
+                                       "--output for another place)",
+                                       full_name(), toml_quote(s));
+                if (s.size() > 200)
+                    return fmt::format("{} is {} bytes long; at most 200 (a directory name, with room for a "
+                                       "\"-2\" suffix)",
+                                       full_name(), s.size());
+            }
             if (rule == Rule::device_class) {
                 const bool ok = !s.empty() && s.size() <= 64 &&
                                 std::all_of(s.begin(), s.end(), [](char c) {

@@ -35,6 +35,7 @@ enum class Rule {
     device,           ///< auto | cpu | cuda | cuda:N
     device_class,     ///< "auto" or a name of [a-z0-9_-]
     no_newline,       ///< strings that are names or paths: no control characters
+    run_name,         ///< no_newline, and one directory name: no '/', not "." or "..", <= 200 bytes
 };
 
 /// Bounds of a number (or of each element of an integer array).

@@ -1,6 +1,6 @@
 /// @file toml_reader.cpp
-/// @brief The only translation unit that includes toml++ (docs/profiles.md), and where the
-///        toml++ 3.3.0 pitfalls are handled (below).
+/// @brief The only translation unit that includes toml++; the toml++ 3.3.0 pitfalls on
+///        untrusted input are handled here (see the comments below).
 #include "config/toml_reader.hpp"
 
 // toml++ 3.3.0 trips internal assertions (abort) on inputs such as `[=]`, `[&` and `[[[1]]]`
@@ -42,9 +42,15 @@ Location location_of(const toml::source_region& r, std::string_view origin) {
                     static_cast<int>(r.begin.column)};
 }
 
-TomlValue convert(const toml::node& node, std::string_view origin);
+std::string too_deep(const Location& where) {
+    return fmt::format("{}: the profile nests tables, keys or arrays more than {} levels deep here; a "
+                       "profile needs 3 ([section], key, array of integers): is this really a profile?",
+                       where.text(), kMaxNesting);
+}
 
-TomlValue convert_table(const toml::table& t, std::string_view origin) {
+TomlValue convert(const toml::node& node, std::string_view origin, int depth);
+
+TomlValue convert_table(const toml::table& t, std::string_view origin, int depth) {
     TomlValue out;
     out.kind = TomlValue::Kind::table;
     out.where = location_of(t.source(), origin);
@@ -63,19 +69,22 @@ TomlValue convert_table(const toml::table& t, std::string_view origin) {
     for (const auto& e : entries) {
         out.keys.emplace_back(e.key->str());
         out.key_where.push_back(location_of(e.key->source(), origin));
-        out.items.push_back(convert(*e.node, origin));
+        out.items.push_back(convert(*e.node, origin, depth + 1));
     }
     return out;
 }
 
-TomlValue convert(const toml::node& node, std::string_view origin) {
+/// depth: of `node` (the root table is 0). Bounded by kMaxNesting: find_too_deep checks the text
+/// first; this is the backstop that keeps the recursion bounded whatever toml++ built.
+TomlValue convert(const toml::node& node, std::string_view origin, int depth) {
     TomlValue out;
     out.where = location_of(node.source(), origin);
+    if (depth > kMaxNesting) throw ProfileError({too_deep(out.where)});
     switch (node.type()) {
-        case toml::node_type::table: return convert_table(*node.as_table(), origin);
+        case toml::node_type::table: return convert_table(*node.as_table(), origin, depth);
         case toml::node_type::array:
             out.kind = TomlValue::Kind::array;
-            for (const auto& e : *node.as_array()) out.items.push_back(convert(e, origin));
+            for (const auto& e : *node.as_array()) out.items.push_back(convert(e, origin, depth + 1));
             break;
         case toml::node_type::string:
             out.kind = TomlValue::Kind::string;
@@ -283,9 +292,144 @@ bool find_tomlpp_hazard(std::string_view text, int& line, int& column, std::stri
     return false;
 }
 
+/// The nesting depth of every key and value, found before toml++ builds anything: toml++ 3.3.0
+/// limits nested arrays and inline tables (256), but not dotted keys or table headers, and both
+/// its tree and ours are recursive (a 10,000-level `a.a.a...` key overflowed the stack).
+/// Depth: a table header or a key path counts its parts (`[a.b]` 2; `c = 1` under it 3), an
+/// inline table's keys count from the table's depth, an array's elements are one deeper than the
+/// array. Strings and comments are skipped. On a syntax error the scan may stop early or
+/// miscount, which is harmless: toml++ reports the error, and convert() checks depth again.
+/// Returns true with line/column (1-based) of the first place deeper than `max_depth`.
+bool find_too_deep(std::string_view text, int max_depth, int& line, int& column) {
+    struct Open {
+        char kind;  // '[' array, '{' inline table
+        int depth;  // an array: depth of its elements; an inline table: its own depth
+    };
+    std::vector<Open> open;
+    const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+    const std::size_t n = text.size();
+    std::size_t i = 0;
+    line = 1;
+    column = 1;
+    bool line_start = true;       // top level, before the first token of a line
+    bool in_key = false;          // reading a key (or a header's key)
+    bool in_header = false;       // that key is a [table] or [[array]] header
+    int header_depth = 0;         // parts of the current table header
+    int key_base = 0, parts = 0;  // depth before the key, parts of the key so far
+    int value_depth = 0;          // depth of the value being read
+    const auto step = [&](std::size_t k) {
+        for (std::size_t j = 0; j < k && i < n; ++j, ++i) {
+            if (s[i] == '\n') {
+                ++line;
+                column = 1;
+            } else if ((s[i] & 0xC0) != 0x80) {
+                ++column;
+            }
+        }
+    };
+    const auto skip_string = [&]() {  // at a quote; leaves i after the closing quote
+        const unsigned char q = s[i];
+        const bool multi = i + 2 < n && s[i + 1] == q && s[i + 2] == q;
+        step(multi ? 3 : 1);
+        while (i < n) {
+            if (q == '"' && s[i] == '\\') {
+                step(2);
+                continue;
+            }
+            if (!multi && s[i] == '\n') return;  // a syntax error: toml++ reports it
+            if (s[i] == q && (!multi || (i + 2 < n && s[i + 1] == q && s[i + 2] == q))) {
+                step(multi ? 3 : 1);
+                while (multi && i < n && s[i] == q) step(1);  // up to two quotes end the content
+                return;
+            }
+            step(1);
+        }
+    };
+    const auto start_key = [&](int base) {
+        in_key = true;
+        in_header = false;
+        key_base = base;
+        parts = 1;
+        return base + parts > max_depth;
+    };
+    while (i < n) {
+        const unsigned char c = s[i];
+        if (c == '#') {
+            while (i < n && s[i] != '\n') step(1);
+            continue;
+        }
+        if (c == '\n' && open.empty()) {
+            line_start = true;
+            in_key = false;
+            step(1);
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+            step(1);
+            continue;
+        }
+        if (line_start && open.empty()) {
+            line_start = false;
+            if (c == '[') {  // a table header: its key starts after the brackets
+                step(1);
+                if (i < n && s[i] == '[') step(1);
+                if (start_key(0)) return true;
+                in_header = true;
+                continue;
+            }
+            if (start_key(header_depth)) return true;
+        }
+        if (c == '"' || c == '\'') {
+            skip_string();
+            continue;
+        }
+        if (in_key && c == '}' && !in_header && !open.empty()) in_key = false;  // `{}`
+        if (in_key) {
+            if (c == '.') {
+                ++parts;
+                if (key_base + parts > max_depth) return true;
+            } else if (c == '=' && !in_header) {
+                in_key = false;
+                value_depth = key_base + parts;
+            } else if (c == ']' && in_header) {
+                in_key = false;
+                header_depth = parts;
+            }
+            step(1);
+            continue;
+        }
+        // In a value.
+        if (c == '[') {
+            if (value_depth + 1 > max_depth) return true;
+            open.push_back({'[', value_depth + 1});
+            value_depth += 1;
+        } else if (c == '{') {
+            open.push_back({'{', value_depth});
+            step(1);
+            if (start_key(value_depth)) return true;
+            continue;
+        } else if ((c == ']' || c == '}') && !open.empty()) {
+            open.pop_back();
+            if (!open.empty() && open.back().kind == '[') value_depth = open.back().depth;
+        } else if (c == ',' && !open.empty()) {
+            if (open.back().kind == '{') {
+                step(1);
+                if (start_key(open.back().depth)) return true;
+                continue;
+            }
+            value_depth = open.back().depth;
+        }
+        step(1);
+    }
+    return false;
+}
+
 }  // namespace
 
 TomlValue parse_toml(std::string_view text, std::string_view origin) {
+    // A UTF-8 byte order mark (some Windows editors write one) is not part of the text; columns
+    // on line 1 count from the character after it, as editors show them.
+    if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
     if (text.size() > kMaxProfileBytes)
         throw ProfileError({fmt::format("{}:1:1: the profile is {} bytes; the limit is {} (1 MiB): is "
                                         "this really a profile?",
@@ -298,9 +442,11 @@ TomlValue parse_toml(std::string_view text, std::string_view origin) {
     std::string why;
     if (find_tomlpp_hazard(text, line, column, why))
         throw ProfileError({fmt::format("{}:{}:{}: TOML syntax error: {}", origin, line, column, why)});
+    if (find_too_deep(text, kMaxNesting, line, column))
+        throw ProfileError({too_deep(Location{std::string(origin), line, column})});
     try {
         const toml::table t = toml::parse(text, origin);
-        return convert_table(t, origin);
+        return convert_table(t, origin, 0);
     } catch (const toml::parse_error& e) {
         const auto& b = e.source().begin;
         throw ProfileError({fmt::format("{}:{}:{}: TOML syntax error: {}", origin,
@@ -348,7 +494,7 @@ Override parse_override(std::string_view text,
         const toml::table t = toml::parse(std::string_view(doc), std::string_view("--set"));
         const toml::node* v = t.get("v");
         if (t.size() != 1 || v == nullptr) throw fail("the value must be a single TOML value");
-        o.value = convert(*v, o.where.origin);
+        o.value = convert(*v, o.where.origin, 1);
     } catch (const toml::parse_error& e) {
         if (is_string_key != nullptr && is_string_key(o.section, o.key) &&
             value.find_first_of("\"'[]{}=#") == std::string_view::npos) {

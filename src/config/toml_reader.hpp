@@ -34,11 +34,16 @@ struct TomlValue {
     Location where;                     ///< the value (a table: its header, if any)
 };
 
+/// Deepest nesting a profile may have (tables, dotted keys and arrays together; a profile needs
+/// 3). Deeper text is refused before toml++ builds its tree, which is recursive.
+inline constexpr int kMaxNesting = 32;
+
 /// "an integer", "a float", "a table", ... for messages.
 std::string_view kind_phrase(TomlValue::Kind k);
 
-/// Parses TOML text into a table. Validates UTF-8 first (toml++ 3.3.0 has undefined behaviour on
-/// invalid UTF-8) and refuses text over kMaxProfileBytes.
+/// Parses TOML text into a table. Skips a UTF-8 byte order mark, validates UTF-8 first (toml++
+/// 3.3.0 has undefined behaviour on invalid UTF-8), refuses text over kMaxProfileBytes and
+/// nesting deeper than kMaxNesting.
 /// @throws ProfileError with one `origin:line:col: message` on a syntax error.
 TomlValue parse_toml(std::string_view text, std::string_view origin);
 

@@ -12,9 +12,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 
 #include "util/errors.hpp"
+#include "util/regular_file.hpp"
 
 namespace fh::data {
 namespace {
@@ -273,6 +275,11 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
                 if (r == Role::volume ? x < 0 : x <= 0)
                     fail(name, line_no, fmt::format("{} is {}; expected {}", col_names[k], show(f),
                                                     r == Role::volume ? "a volume >= 0" : "a positive price"));
+                if (r != Role::volume && (x < kMinPrice || x > kMaxPrice))
+                    fail(name, line_no, fmt::format("{} is {}; expected a price in [{}, {}] (the environment's "
+                                                    "accounting and features are not built for more; wrong unit or "
+                                                    "a missing decimal point?)",
+                                                    col_names[k], show(f), kMinPrice, kMaxPrice));
                 v[static_cast<std::size_t>(r)] = x;
             }
             if (comma == std::string_view::npos) break;
@@ -306,20 +313,13 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
 }
 
 std::string read_file_bytes(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw DataError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+    util::RegularFile f(path);
+    if (!f.ok())
+        throw DataError(fmt::format("{}: {}; data.path must name a CSV file or a directory of CSV files", path,
+                                    f.error()));
     std::string out;
-    std::fseek(f, 0, SEEK_END);
-    const long size = std::ftell(f);
-    std::fseek(f, 0, SEEK_SET);
-    if (size > 0) {
-        out.resize(static_cast<std::size_t>(size));
-        const std::size_t got = std::fread(out.data(), 1, out.size(), f);
-        out.resize(got);
-    }
-    const bool err = std::ferror(f) != 0;
-    std::fclose(f);
-    if (err || size < 0) throw DataError(fmt::format("{}: read error", path));
+    if (!f.read_all(out, std::numeric_limits<std::size_t>::max() / 2))
+        throw DataError(fmt::format("{}: {}", path, f.error()));
     return out;
 }
 

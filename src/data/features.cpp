@@ -161,7 +161,7 @@ RawFeatures compute_core42(const BarSeries& b, const FeatureConfig& config) {
             f[31] = safe_div(c - o, h - l);
             f[32] = safe_div(h - std::max(o, c), h - l);
             f[33] = safe_div(std::min(o, c) - l, h - l);
-            f[34] = 2.0 * safe_div(c - l, h - l) - 1.0;
+            f[34] = h > l ? 2.0 * (c - l) / (h - l) - 1.0 : 0.0;  // a zero-range bar closes mid-range
             // Volume (all 0 when the source has no volume column).
             f[35] = safe_div(lv[t] - mean(lv, lo(32), t), stddev(lv, lo(32), t));
             f[36] = std::log((mean(b.volume, lo(8), t) + 1.0) / (mean(b.volume, lo(32), t) + 1.0));

@@ -16,7 +16,7 @@ constexpr int kCore42Dim = 42;
 /// Longest lookback of any core42 feature (bars of history before t): the warm-up.
 constexpr std::size_t kCore42Warmup = 128;
 /// Bumped whenever a formula changes: part of the fxcache key.
-constexpr std::uint32_t kFeatureCodeVersion = 1;
+constexpr std::uint32_t kFeatureCodeVersion = 2;  // 2: close_pos of a zero-range bar is 0, not -1
 
 /// What, besides the bars, determines the feature values (part of the fxcache key).
 struct FeatureConfig {

@@ -10,12 +10,14 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
 
 #include "data/csv_bars.hpp"
 #include "util/errors.hpp"
+#include "util/regular_file.hpp"
 
 namespace fh::data {
 namespace {
@@ -169,23 +171,29 @@ bool decode_fxcache(std::string_view bytes, const CacheKey& expected, CachePaylo
     for (std::size_t s = 1; s < pl.bars.segment_starts.size(); ++s)
         if (pl.bars.segment_starts[s] <= pl.bars.segment_starts[s - 1] || pl.bars.segment_starts[s] >= N)
             return bad("corrupt: segment starts out of order");
+    // A matching checksum proves the file is the one written, not that what was written is sane:
+    // the contents are checked as the CSV parser checks rows (a NaN close, backwards time,
+    // high < low, an infinite feature would otherwise reach training).
+    if (const std::string why_bars = check_bar_series(pl.bars, false); !why_bars.empty())
+        return bad("corrupt: " + why_bars);
+    for (std::size_t i = 0; i < N; ++i)
+        if (!std::isfinite(pl.raw.atr[i]) || pl.raw.atr[i] < 0)
+            return bad(fmt::format("corrupt: bar {}: ATR {} is not finite and >= 0", i, pl.raw.atr[i]));
+    for (std::size_t i = 0; i < pl.raw.values.size(); ++i)
+        if (!std::isfinite(pl.raw.values[i]))
+            return bad(fmt::format("corrupt: bar {}: feature {} is {}", i / dim, i % dim, pl.raw.values[i]));
     *out = std::move(pl);
     return true;
 }
 
 bool read_fxcache(const std::string& path, const CacheKey& expected, CachePayload* out, std::string* why) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (why) *why = errno == ENOENT ? std::string("no cache file") : fmt::format("cannot open: {}", std::strerror(errno));
+    util::RegularFile file(path);  // a FIFO or a device is refused, never opened blocking
+    if (!file.ok()) {
+        if (why) *why = file.missing() ? std::string("no cache file") : file.error();
         return false;
     }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        if (why) *why = fmt::format("cannot stat: {}", std::strerror(errno));
-        ::close(fd);
-        return false;
-    }
-    const auto size = static_cast<std::size_t>(st.st_size);
+    const auto size = static_cast<std::size_t>(file.size());
+    const int fd = file.release();
     if (size == 0) {
         ::close(fd);
         return decode_fxcache(std::string_view(), expected, out, why);

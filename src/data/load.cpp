@@ -130,7 +130,12 @@ MarketData load_market(const DataOptions& o) {
     std::string status = cache.empty() ? "off" : "";
     if (!cache.empty()) {
         std::string why;
-        if (read_fxcache(cache, key, &payload, &why) && payload.raw.dim == kCore42Dim) {
+        bool ok = read_fxcache(cache, key, &payload, &why);
+        if (ok && payload.raw.dim != kCore42Dim) ok = false, why = "unexpected feature dimension";
+        if (ok && !synthetic) {  // a CSV's prices were range-checked when parsed: so must a cache's be
+            if (const auto bad = check_bar_series(payload.bars, true); !bad.empty()) ok = false, why = "corrupt: " + bad;
+        }
+        if (ok) {
             status = "reused";
         } else if (why != "no cache file") {
             if (why.empty()) why = "unexpected feature dimension";
@@ -154,6 +159,7 @@ MarketData load_market(const DataOptions& o) {
     }
     files.clear();
     files.shrink_to_fit();
+    for (const auto& w : sanity_warnings(payload.bars)) log::warn("data: {}: {}", synthetic ? "synthetic market" : o.path, w);
 
     MarketData md;
     md.bars = std::move(payload.bars);

@@ -64,6 +64,23 @@ struct MarketData {
     std::string cache_status;               ///< "reused", "built", "rebuilt (<why>)", "off"
 };
 
+/// Prices a data source may have (CSV rows, and the bars of a cache made from them): far from
+/// where the double accounting (price x multiplier x contracts) or the float32 rewards overflow.
+inline constexpr double kMinPrice = 1e-9;
+inline constexpr double kMaxPrice = 1e9;
+
+/// What is wrong with a bar series, or "": the arrays' sizes, segment starts and names, times
+/// strictly increasing, OHLC finite and positive (and within [kMinPrice, kMaxPrice] when
+/// `price_range`) with low <= open, close <= high, volume finite and >= 0. For data that did not
+/// come through the CSV parser's row checks (an fxcache: its checksum proves only that the file
+/// is the one written, not that what was written is sane).
+std::string check_bar_series(const BarSeries& bars, bool price_range);
+
+/// Remarks on plausible but suspicious data, one line each (at most a few): a gap between
+/// consecutive bars of a segment longer than 30 days and 100 median spacings, a close 10 times
+/// above or below the previous one, a time range over 100 years. load_market logs them.
+std::vector<std::string> sanity_warnings(const BarSeries& bars);
+
 /// True when an episode may start at bar t of the split: t >= segment_begin(t) + warmup_bars
 /// and t + 1 is still inside both the split and t's segment.
 bool valid_episode_start(const MarketData& md, const SplitRange& split, std::size_t t) noexcept;

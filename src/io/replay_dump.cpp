@@ -11,6 +11,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <span>
+#include <type_traits>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +23,7 @@
 #include <stdexcept>
 
 #include "util/errors.hpp"
+#include "util/regular_file.hpp"
 #include "util/xxh64.hpp"
 
 namespace fh::io {
@@ -201,14 +205,17 @@ private:
 
 }  // namespace
 
-ReplayDump read_replay_dump(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) io_fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
-    FdReader in(fd, path);  // closes fd
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) io_fail(path, fmt::format("cannot stat: {}", std::strerror(errno)));
-    if (!S_ISREG(st.st_mode)) io_fail(path, "not a regular file");
-    const std::uint64_t file_bytes = static_cast<std::uint64_t>(st.st_size);
+namespace {
+
+/// Reads and checks a whole dump: the header, then every array in order, hashed as it is read
+/// and validated (finite states and rewards in the written rows, actions and done flags in
+/// range), then the checksum. With `keep` the arrays are stored in *keep; without, they are read
+/// in chunks of at most 1 MiB and dropped (a dump is verified without holding it in memory).
+ReplayDumpInfo scan_replay_dump(const std::string& path, bool header_only, ReplayDump* keep) {
+    util::RegularFile file(path);  // a FIFO or a device is refused, never opened blocking
+    if (!file.ok()) io_fail(path, file.error());
+    const std::uint64_t file_bytes = file.size();
+    FdReader in(file.release(), path);  // closes the descriptor
     if (file_bytes == 0) io_fail(path, "the file is empty (not a replay dump)");
     if (file_bytes < kReplayDumpHeaderBytes + kChecksumBytes)
         io_fail(path, fmt::format("too short: {} bytes (a replay dump has a {}-byte header and an {}-byte "
@@ -230,33 +237,89 @@ ReplayDump read_replay_dump(const std::string& path) {
     for (std::size_t i = kOffReserved; i < kReplayDumpHeaderBytes; ++i)
         if (h[i] != 0) io_fail(path, fmt::format("invalid header: reserved byte {} is {}, expected 0", i, h[i]));
 
-    ReplayDump d;
-    d.state_dim = static_cast<std::int32_t>(get_u32(h + kOffStateDim));
-    d.n_envs = static_cast<std::int32_t>(get_u32(h + kOffEnvs));
-    d.capacity_steps = static_cast<std::int32_t>(get_u32(h + kOffCapacity));
-    d.num_actions = static_cast<std::int32_t>(get_u32(h + kOffActions));
-    d.pushed_steps = static_cast<std::int64_t>(get_u64(h + kOffPushed));
+    ReplayDumpInfo info;
+    info.state_dim = static_cast<std::int32_t>(get_u32(h + kOffStateDim));
+    info.n_envs = static_cast<std::int32_t>(get_u32(h + kOffEnvs));
+    info.capacity_steps = static_cast<std::int32_t>(get_u32(h + kOffCapacity));
+    info.num_actions = static_cast<std::int32_t>(get_u32(h + kOffActions));
+    info.pushed_steps = static_cast<std::int64_t>(get_u64(h + kOffPushed));
     Sizes sz;
-    const std::string problem =
-        check_dimensions(d.state_dim, d.n_envs, d.capacity_steps, d.num_actions, d.pushed_steps, sz);
+    const std::string problem = check_dimensions(info.state_dim, info.n_envs, info.capacity_steps, info.num_actions,
+                                                 info.pushed_steps, sz);
     if (!problem.empty()) io_fail(path, "invalid header: " + problem);
     if (sz.file_bytes != file_bytes)
         io_fail(path, fmt::format("the file has {} bytes but its header (state_dim {}, n_envs {}, capacity_steps {}) "
                                   "describes {}; the file is {}",
-                                  file_bytes, d.state_dim, d.n_envs, d.capacity_steps, sz.file_bytes,
+                                  file_bytes, info.state_dim, info.n_envs, info.capacity_steps, sz.file_bytes,
                                   file_bytes < sz.file_bytes ? "truncated" : "longer than its content (corrupt)"));
+    if (header_only) return info;
 
-    // Sizes are now bounded by the file's real length: allocating them is safe.
-    d.states.resize(static_cast<std::size_t>(sz.state_floats));
-    d.next_states.resize(static_cast<std::size_t>(sz.state_floats));
-    d.rewards.resize(static_cast<std::size_t>(sz.rows));
-    d.actions.resize(static_cast<std::size_t>(sz.rows));
-    d.done.resize(static_cast<std::size_t>(sz.rows));
-    in.read(d.states.data(), d.states.size() * sizeof(float));
-    in.read(d.next_states.data(), d.next_states.size() * sizeof(float));
-    in.read(d.rewards.data(), d.rewards.size() * sizeof(float));
-    in.read(d.actions.data(), d.actions.size() * sizeof(int));
-    in.read(d.done.data(), d.done.size());
+    // Rows of steps that were never pushed are unwritten (whatever the memory held): only the
+    // written rows, [0, min(pushed, capacity) * n_envs), must hold finite values.
+    const std::uint64_t written = info.transitions();
+    const std::uint64_t D = static_cast<std::uint64_t>(info.state_dim);
+    // Sizes are bounded by the file's real length: allocating them is safe.
+    if (keep) {
+        keep->state_dim = info.state_dim;
+        keep->n_envs = info.n_envs;
+        keep->capacity_steps = info.capacity_steps;
+        keep->num_actions = info.num_actions;
+        keep->pushed_steps = info.pushed_steps;
+    }
+    // The first bad value is reported after the checksum: a corrupt file says "checksum
+    // mismatch" (the file is damaged), a well-formed one with bad values names the value.
+    std::string bad_value;
+    const auto note = [&](std::string m) {
+        if (bad_value.empty()) bad_value = std::move(m);
+    };
+    // One array: `count` elements of T, read into `dest` (keep) or through a bounded buffer,
+    // each chunk checked by check(chunk, first element index).
+    const auto array = [&](auto* dest, std::uint64_t count, const auto& check) {
+        using T = std::remove_pointer_t<decltype(dest->data())>;
+        if (keep) {
+            dest->resize(static_cast<std::size_t>(count));
+            in.read(dest->data(), dest->size() * sizeof(T));
+            check(std::span<const T>(*dest), std::uint64_t{0});
+            return;
+        }
+        std::vector<T> chunk;
+        const std::uint64_t step = std::max<std::uint64_t>(1, (std::uint64_t{1} << 20) / sizeof(T));
+        for (std::uint64_t at = 0; at < count; at += step) {
+            chunk.resize(static_cast<std::size_t>(std::min(step, count - at)));
+            in.read(chunk.data(), chunk.size() * sizeof(T));
+            check(std::span<const T>(chunk), at);
+        }
+    };
+    const auto finite_states = [&](const char* what) {
+        return [&, what](std::span<const float> v, std::uint64_t first) {
+            for (std::size_t i = 0; i < v.size(); ++i) {
+                const std::uint64_t row = (first + i) / D;
+                if (row < written && !std::isfinite(v[i]) && bad_value.empty())
+                    note(fmt::format("{} of row {} (feature {}) is {}: the dump holds non-finite values "
+                                     "(was it written by a diverged run?)",
+                                     what, row, (first + i) % D, v[i]));
+            }
+        };
+    };
+    std::vector<float> states, next_states, rewards;
+    std::vector<int> actions;
+    std::vector<std::uint8_t> done;
+    array(keep ? &keep->states : &states, sz.state_floats, finite_states("the state"));
+    array(keep ? &keep->next_states : &next_states, sz.state_floats, finite_states("the next state"));
+    array(keep ? &keep->rewards : &rewards, sz.rows, [&](std::span<const float> v, std::uint64_t first) {
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if (first + i < written && !std::isfinite(v[i]) && bad_value.empty())
+                note(fmt::format("the reward of row {} is {}: the dump holds non-finite values", first + i, v[i]));
+    });
+    array(keep ? &keep->actions : &actions, sz.rows, [&](std::span<const int> v, std::uint64_t first) {
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if ((v[i] < 0 || v[i] >= info.num_actions) && bad_value.empty())
+                note(fmt::format("action {} at row {} is outside [0, {})", v[i], first + i, info.num_actions));
+    });
+    array(keep ? &keep->done : &done, sz.rows, [&](std::span<const std::uint8_t> v, std::uint64_t first) {
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if (v[i] > 2 && bad_value.empty()) note(fmt::format("done flag {} at row {} is not 0, 1 or 2", v[i], first + i));
+    });
     const std::uint64_t actual = in.digest();
     unsigned char sum[kChecksumBytes];
     in.read(sum, sizeof sum, /*hashed=*/false);
@@ -264,13 +327,25 @@ ReplayDump read_replay_dump(const std::string& path) {
         io_fail(path, fmt::format("checksum mismatch: the content hashes to {:016x} but the file says {:016x}; the "
                                   "file is corrupt",
                                   actual, get_u64(sum)));
+    if (!bad_value.empty()) io_fail(path, bad_value);
+    return info;
+}
 
-    for (std::size_t i = 0; i < d.actions.size(); ++i)
-        if (d.actions[i] < 0 || d.actions[i] >= d.num_actions)
-            io_fail(path, fmt::format("action {} at row {} is outside [0, {})", d.actions[i], i, d.num_actions));
-    for (std::size_t i = 0; i < d.done.size(); ++i)
-        if (d.done[i] > 2) io_fail(path, fmt::format("done flag {} at row {} is not 0, 1 or 2", d.done[i], i));
+}  // namespace
+
+std::uint64_t ReplayDumpInfo::transitions() const noexcept {
+    const long long steps = std::min<long long>(pushed_steps, capacity_steps);
+    return static_cast<std::uint64_t>(std::max(0LL, steps)) * static_cast<std::uint64_t>(std::max(0, n_envs));
+}
+
+ReplayDump read_replay_dump(const std::string& path) {
+    ReplayDump d;
+    scan_replay_dump(path, false, &d);
     return d;
 }
+
+ReplayDumpInfo read_replay_dump_info(const std::string& path) { return scan_replay_dump(path, true, nullptr); }
+
+ReplayDumpInfo verify_replay_dump(const std::string& path) { return scan_replay_dump(path, false, nullptr); }
 
 }  // namespace fh::io

@@ -44,7 +44,25 @@ inline constexpr int kReplayDumpMaxActions = 1 << 20;
 /// path and the system error, leaving any previous file untouched.
 void write_replay_dump(const std::string& path, const ReplayDump& dump);
 
-/// Reads and validates `path` (see the file comment). Throws fh::DataError.
+/// Reads and validates `path` (see the file comment): also the contents, whatever the checksum
+/// says: every state, next state and reward of a written row (steps < min(pushed_steps,
+/// capacity_steps)) must be finite. Throws fh::DataError.
 ReplayDump read_replay_dump(const std::string& path);
+
+/// A dump's dimensions.
+struct ReplayDumpInfo {
+    int state_dim = 0, n_envs = 0, capacity_steps = 0, num_actions = 0;
+    long long pushed_steps = 0;
+    /// Transitions written: min(pushed_steps, capacity_steps) * n_envs.
+    std::uint64_t transitions() const noexcept;
+};
+
+/// The header alone, checked (magic, version, dimensions, the file's length); the arrays are
+/// not read. Throws fh::DataError.
+ReplayDumpInfo read_replay_dump_info(const std::string& path);
+
+/// Everything read_replay_dump checks, streaming through the file without keeping its arrays
+/// (what `check` does with an iql.dataset). Throws fh::DataError.
+ReplayDumpInfo verify_replay_dump(const std::string& path);
 
 }  // namespace fh::io

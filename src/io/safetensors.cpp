@@ -18,6 +18,7 @@
 
 #include "data/fxcache.hpp"
 #include "io/json.hpp"
+#include "util/regular_file.hpp"
 
 namespace fh::io {
 
@@ -41,7 +42,15 @@ int write_rank(Dtype d) {
 }
 
 bool is_reserved_key(std::string_view k) {
-    return k == kMetaFormat || k == kMetaVersion || k == kMetaChecksum;
+    return k == kMetaFormat || k == kMetaVersion || k == kMetaChecksum || k == kMetaHeaderChecksum;
+}
+
+void put_u64(std::string& out, std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+void put_text(std::string& out, std::string_view s) {
+    put_u64(out, s.size());
+    out.append(s);
 }
 
 // Element count of `shape`, or nullopt on overflow.
@@ -95,6 +104,25 @@ std::string shape_string(const Shape& s) {
     return fmt::format("[{}]", fmt::join(s, ", "));
 }
 
+
+std::string header_checksum_input(const std::map<std::string, std::string>& metadata,
+                                  const std::vector<TableEntry>& tensors) {
+    std::string out;
+    for (const auto& [k, v] : metadata) {  // std::map: keys in byte order
+        if (k == kMetaHeaderChecksum) continue;
+        put_text(out, k);
+        put_text(out, v);
+    }
+    for (const auto& t : tensors) {
+        put_text(out, t.name);
+        put_text(out, dtype_name(t.dtype));
+        put_u64(out, t.shape.size());
+        for (const auto d : t.shape) put_u64(out, d);
+        put_u64(out, t.begin);
+        put_u64(out, t.end);
+    }
+    return out;
+}
 
 // ---------------------------------------------------------------------------------------------
 // TensorFileWriter
@@ -154,6 +182,13 @@ std::string TensorFileWriter::header(const std::vector<const Entry*>& order, std
     meta[std::string(kMetaFormat)] = std::string(kFormatMarker);
     meta[std::string(kMetaVersion)] = fmt::format("{}", kFormatVersion);
     meta[std::string(kMetaChecksum)] = hex16(sum);
+    std::vector<TableEntry> table;
+    std::uint64_t at = 0;
+    for (const Entry* e : order) {
+        table.push_back({e->name, e->dtype, e->shape, at, at + e->bytes.size()});
+        at += e->bytes.size();
+    }
+    meta[std::string(kMetaHeaderChecksum)] = hex16(fh::data::xxh64(header_checksum_input(meta, table)));
 
     std::string h = "{\"__metadata__\":{";
     bool first = true;
@@ -226,6 +261,7 @@ TensorFile& TensorFile::operator=(TensorFile&& o) noexcept {
     metadata_ = std::move(o.metadata_);
     tensors_ = std::move(o.tensors_);
     order_ = std::move(o.order_);
+    format_version_ = o.format_version_;
     o.base_ = nullptr;
     o.size_ = 0;
     o.mapping_ = nullptr;
@@ -247,17 +283,14 @@ void TensorFile::fail(const std::string& what) const {
 TensorFile TensorFile::read(const std::string& path, const ReadOptions& options) {
     TensorFile f;
     f.path_ = path;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) f.fail(fmt::format("cannot open: {}", std::strerror(errno)));
+    util::RegularFile file(path);  // a FIFO or a device is refused, never opened blocking
+    if (!file.ok()) f.fail(file.error());
+    const int fd = file.release();
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
         const int e = errno;
         ::close(fd);
         f.fail(fmt::format("cannot stat: {}", std::strerror(e)));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        f.fail("not a regular file");
     }
     f.size_ = static_cast<std::size_t>(st.st_size);
     if (f.size_ > 0) {
@@ -398,9 +431,32 @@ void TensorFile::validate(const ReadOptions& options) {
         fail(fmt::format("not a foxhunt checkpoint: metadata {} is {} (expected \"{}\")", kMetaFormat,
                          marker ? json::quote(*marker) : std::string("missing"), kFormatMarker));
     const auto version = metadata(std::string(kMetaVersion));
-    if (version != fmt::format("{}", kFormatVersion))
-        fail(fmt::format("checkpoint format version {} is not supported by this build (it reads version {})",
+    if (version != "1" && version != fmt::format("{}", kFormatVersion))
+        fail(fmt::format("checkpoint format version {} is not supported by this build (it reads versions 1 and {}); "
+                         "was it written by a newer foxhunt-train?",
                          version ? json::quote(*version) : std::string("missing"), kFormatVersion));
+    format_version_ = *version == "1" ? 1 : kFormatVersion;
+    if (format_version_ == 1 && metadata(std::string(kMetaHeaderChecksum)))
+        fail(fmt::format("the header says format version 1 but carries {}, which only version 2 writes: the version "
+                         "was edited or is corrupt (use another checkpoint)",
+                         kMetaHeaderChecksum));
+    if (format_version_ != 1) {
+        // Version 2: the metadata (the embedded profile, the normalisation clip, ...) and the
+        // tensor table are covered too, so a same-length edit of either is caught.
+        const auto header_sum = metadata(std::string(kMetaHeaderChecksum));
+        if (!header_sum) fail(fmt::format("metadata {} (the header checksum) is missing", kMetaHeaderChecksum));
+        std::vector<TableEntry> table;
+        for (const auto& name : order_) {
+            const TensorView& v = tensors_.at(name);
+            const auto begin = static_cast<std::uint64_t>(v.bytes.data() - (base_ + data_begin_));
+            table.push_back({name, v.dtype, v.shape, begin, begin + v.bytes.size()});
+        }
+        const std::string actual_header = hex16(fh::data::xxh64(header_checksum_input(metadata_, table)));
+        if (*header_sum != actual_header)
+            fail(fmt::format("header checksum mismatch: the metadata and tensor table hash to {} but the header says "
+                             "{}; the header was edited or is corrupt (use another checkpoint)",
+                             actual_header, *header_sum));
+    }
     const auto sum = metadata(std::string(kMetaChecksum));
     if (!sum) fail(fmt::format("metadata {} (the data checksum) is missing", kMetaChecksum));
     const std::string actual = hex16(fh::data::xxh64(base_ + data_begin_, static_cast<std::size_t>(data_size)));

@@ -59,10 +59,30 @@ std::string shape_string(const Shape& s);
 inline constexpr std::string_view kMetaFormat = "format";          ///< = kFormatMarker
 inline constexpr std::string_view kMetaVersion = "format_version";  ///< = kFormatVersion, decimal
 inline constexpr std::string_view kMetaChecksum = "data_xxh64";     ///< 16 lower-case hex digits
+/// Version 2: XXH64 of the metadata and the tensor table (header_checksum_input), 16 hex digits.
+inline constexpr std::string_view kMetaHeaderChecksum = "header_xxh64";
 inline constexpr std::string_view kFormatMarker = "foxhunt-checkpoint";
-inline constexpr int kFormatVersion = 1;
+/// The version this build writes. It reads 1 too (no header checksum: its metadata, the
+/// embedded profile included, is not verified; a warning says so).
+inline constexpr int kFormatVersion = 2;
 /// Largest header accepted (the same limit as the safetensors library).
 inline constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+
+/// One tensor's entry of a header, as the header checksum covers it.
+struct TableEntry {
+    std::string name;
+    Dtype dtype;
+    Shape shape;
+    std::uint64_t begin = 0, end = 0;
+};
+
+/// What header_xxh64 hashes: every metadata entry but header_xxh64 itself, in byte order of the
+/// keys, as u64le(key length) key u64le(value length) value; then every tensor in data order as
+/// u64le(name length) name u64le(dtype length) dtype u64le(rank) u64le(dim)... u64le(begin)
+/// u64le(end). Everything that affects what a reader does is covered (docs/checkpoints.md has
+/// the same in Python).
+std::string header_checksum_input(const std::map<std::string, std::string>& metadata,
+                                  const std::vector<TableEntry>& tensors);
 
 /// Builds a checkpoint in memory and writes it atomically.
 class TensorFileWriter {
@@ -134,6 +154,9 @@ public:
     ~TensorFile();
 
     const std::string& path() const noexcept { return path_; }
+    /// The foxhunt format version read (1 or 2); 0 when the file was read without
+    /// require_checkpoint. A version-1 file's metadata is not covered by a checksum.
+    int format_version() const noexcept { return format_version_; }
     /// The metadata value, or nullopt.
     std::optional<std::string> metadata(const std::string& key) const;
     const std::map<std::string, std::string>& all_metadata() const noexcept { return metadata_; }
@@ -168,6 +191,7 @@ private:
     std::map<std::string, std::string> metadata_;
     std::map<std::string, TensorView> tensors_;
     std::vector<std::string> order_;
+    int format_version_ = 0;
 };
 
 /// Streaming XXH64 (src/util/xxh64.hpp), equal to fh::data::xxh64 of the concatenated input.

@@ -34,9 +34,9 @@ json::Value kernel_table(std::vector<cuda::KernelTime> times, long long phases) 
     return json::object({{"us_total", total / static_cast<double>(phases)}, {"ops", json::Value::array(std::move(rows))}});
 }
 
-std::string bench(const config::Profile& p, bool kernel_times) {
+std::string bench(const config::Profile& p, bool kernel_times, bool force) {
     const auto t_start = clock::now();
-    Session session(p);
+    Session session(p, force);
     auto& ops = session.ops;
     auto trainer = trainers::make_trainer(*ops, p, *session.device_market);
     ops->synchronize();
@@ -91,7 +91,7 @@ std::string bench(const config::Profile& p, bool kernel_times) {
     const double collection_steps = static_cast<double>(collected) / n_envs;  // steps of all environments
     const double collection_rate = collected > 0 ? static_cast<double>(collected) / collect_s
                                                  : trainer->dataset_collection_env_steps_per_s();
-    return json::serialize(json::object({
+    json::Object out{
         {"trainer", p.run.trainer},
         {"device", ops->description()},
         {"n_envs", p.experience.gpu_n_episodes},
@@ -104,8 +104,9 @@ std::string bench(const config::Profile& p, bool kernel_times) {
         {"us_per_update", updates > 0 ? 1e6 * update_s / static_cast<double>(updates) : 0.0},
         {"time_to_first_kernel_s", first_kernel_s},
         {"peak_device_memory_bytes", ops->peak_bytes()},
-        {"kernel_times", times},
-    }));
+    };
+    if (!times.is_null()) out.emplace_back("kernel_times", std::move(times));  // only with --kernel-times on CUDA
+    return json::serialize(json::Value::object(std::move(out)));
 }
 
 }  // namespace fh::run

@@ -64,7 +64,7 @@ std::string evaluate(const EvalRequest& r) {
     // Only the policy's network: the checkpoint's params/online.
     const auto policy = trainers::make_greedy_policy(p, params.state_dim);
     const auto file = io::TensorFile::read(r.checkpoint);
-    trainers::require_parameter_layout(file, r.checkpoint, p);
+    trainers::require_layout_version(file, r.checkpoint, p);
     const auto weights = file.get<float>("params/online", {policy->weights_size()});
     const auto online = ops->from_host<float>(weights);
     auto act = [&](ops::View<int> a, ops::View<const float> s, int n) { policy->act(*ops, online.cview(), a, s, n); };

@@ -20,8 +20,9 @@ namespace fh::run {
 /// directory's path. `overrides` (the command line's "section.key=value") are recorded in
 /// summary.json with the seed, the data and bars_per_year (run/facts.hpp). Throws fh::Error
 /// subclasses (exit codes).
+/// `force`: train although the instrument does not fit the prices (src/trainers/run_checks.hpp).
 std::string train(const config::Profile& profile, const std::string& resume_dir = "",
-                  const std::vector<std::string>& overrides = {});
+                  const std::vector<std::string>& overrides = {}, bool force = false);
 
 /// What `eval` is asked for.
 struct EvalRequest {
@@ -47,6 +48,6 @@ std::string evaluate(const EvalRequest& request);
 /// env steps/s (collection only), updates/s (training only), end-to-end env steps/s, time to
 /// first kernel, peak device memory. With kernel_times (CUDA only), also each kernel's and matrix
 /// product's time per collection step and per update, measured op by op with CUDA events.
-std::string bench(const config::Profile& profile, bool kernel_times = false);
+std::string bench(const config::Profile& profile, bool kernel_times = false, bool force = false);
 
 }  // namespace fh::run

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "config/memory_estimate.hpp"
 #include "config/profile.hpp"
 #include "data/market_data.hpp"
 #include "env/vec_env.hpp"
@@ -16,8 +17,10 @@ namespace fh::run {
 std::unique_ptr<ops::Device> make_device(const config::Profile& profile);
 
 /// A run that cannot fit stops before allocating (exit 4), naming the biggest consumers of the
-/// estimate (src/config/memory_estimate.hpp). A no-op on a device without a memory budget (CPU).
-void check_device_memory(const ops::Device& device, const config::Profile& profile, std::size_t bars);
+/// estimate (src/config/memory_estimate.hpp). A no-op on a device without a memory budget (the
+/// CPU backend, whose memory check_run compares with the host's).
+void check_device_memory(const ops::Device& device, const config::Profile& profile,
+                         const std::vector<config::MemoryItem>& items);
 
 /// The device, the data and the market on the device. Members in destruction order: the device
 /// market before its device.
@@ -26,7 +29,8 @@ struct Session {
     data::MarketData market;
     std::unique_ptr<env::DeviceMarket> device_market;
 
-    explicit Session(const config::Profile& profile);
+    /// `force`: run although the instrument does not fit the prices (src/trainers/run_checks.hpp).
+    Session(const config::Profile& profile, bool force);
 };
 
 }  // namespace fh::run

@@ -19,6 +19,7 @@
 #include "io/replay_dump.hpp"
 #include "io/safetensors.hpp"
 #include "trainers/checkpoint.hpp"
+#include "trainers/resume.hpp"
 #include "trainers/early_stopping.hpp"
 #include "util/signals.hpp"
 #include "data/load.hpp"
@@ -60,18 +61,35 @@ double select_metric(const eval::Metrics& m, const std::string& name) {
 
 }  // namespace
 
-std::string train(const config::Profile& p, const std::string& resume_dir, const std::vector<std::string>& overrides) {
+std::string train(const config::Profile& p, const std::string& resume_dir, const std::vector<std::string>& overrides,
+                  bool force) {
     const auto t0 = clock::now();
-    Session session(p);
+    // --resume takes the run directory's lock first: a second resume of a running run stops here.
+    std::optional<io::RunDirectory> locked;
+    if (!resume_dir.empty()) locked.emplace(io::RunDirectory::open(resume_dir));
+    Session session(p, force);
     auto& ops = session.ops;
     const auto& dm = *session.device_market;
     const auto& market = session.market;
     auto trainer_owner = trainers::make_trainer(*ops, p, dm);
     Trainer& trainer = *trainer_owner;
 
-    auto dir = resume_dir.empty() ? io::RunDirectory::create(p.run.output_dir, run_name(p))
-                                  : io::RunDirectory::open(resume_dir);
-    if (resume_dir.empty()) dir.write_file("config.toml", config::to_toml(p));
+    EarlyStopping early(p.early_stopping.patience, p.early_stopping.min_delta, p.early_stopping.min_steps);
+    auto dir = locked ? std::move(*locked) : io::RunDirectory::create(p.run.output_dir, run_name(p));
+    trainers::RunRecord record;  // wall time before this process, the best validation backtest
+    std::vector<float> best_weights;
+    if (resume_dir.empty()) {
+        dir.write_file("config.toml", config::to_toml(p));
+    } else {  // everything checked before a byte is written (src/trainers/resume.cpp)
+        auto resumed = trainers::resume_run(dir, *ops, trainer, p, early);
+        record = std::move(resumed.record);
+        best_weights = std::move(resumed.best_weights);
+    }
+    const double wall_before = record.wall_seconds;
+    const auto run_record = [&] {  // what a checkpoint written now keeps for a resume
+        record.wall_seconds = wall_before + std::chrono::duration<double>(clock::now() - t0).count();
+        return record;
+    };
     const std::string last_ckpt = dir.file_path("checkpoints/last.safetensors");
     const std::string best_ckpt = dir.file_path("checkpoints/best.safetensors");
     log::info("run directory: {}", dir.path());
@@ -79,10 +97,7 @@ std::string train(const config::Profile& p, const std::string& resume_dir, const
     io::Progress progress(static_cast<std::uint64_t>(p.run.total_steps), io::stderr_is_terminal() &&
                               log::current_format() == log::Format::text && log::shows(log::Level::info));
     const std::string metric_label = p.early_stopping.metric.substr(p.early_stopping.metric.find('_') + 1);  // "sharpe"
-    EarlyStopping early(p.early_stopping.patience, p.early_stopping.min_delta, p.early_stopping.min_steps);
     std::optional<double> last_val;
-    std::optional<eval::BacktestReport> best_val_report;
-    std::vector<float> best_weights;
     std::string status = "completed";
     const long long per = trainer.progress_per_iteration();
     const std::string unit_key = trainer.progress_unit();  // what run.*_interval count
@@ -128,8 +143,8 @@ std::string train(const config::Profile& p, const std::string& resume_dir, const
                       decision.improved ? " (best so far)" : "");
             if (decision.improved) {
                 best_weights = ops->to_host(ops::View<const float>(trainer.policy_weights()));
-                best_val_report = report;
-                trainers::save_checkpoint(best_ckpt, *ops, trainer, p, market, early);
+                record.best_validation = json::serialize(eval::report_value(report));
+                trainers::save_checkpoint(best_ckpt, *ops, trainer, p, market, early, run_record());
             }
             if (decision.stop) {
                 status = "early_stopped";
@@ -139,19 +154,14 @@ std::string train(const config::Profile& p, const std::string& resume_dir, const
                 return false;
             }
         }
-        if (crossed(iterations, p.run.checkpoint_interval)) trainers::save_checkpoint(last_ckpt, *ops, trainer, p, market, early);
+        if (crossed(iterations, p.run.checkpoint_interval))
+            trainers::save_checkpoint(last_ckpt, *ops, trainer, p, market, early, run_record());
         return true;
     };
 
-    if (!resume_dir.empty()) {
-        trainers::load_checkpoint(last_ckpt, *ops, trainer, p, &early);
-        if (early.best() && std::filesystem::exists(best_ckpt))  // the best weights before the interruption
-            best_weights = io::TensorFile::read(best_ckpt).get<float>(
-                "params/online", {static_cast<std::uint64_t>(trainer.policy_weights().size())});
-        log::info("resumed from {} at {} {}", last_ckpt, trainer.progress(), unit);
-    }
     signals::install_interrupt_handlers();
     const long long env_steps_at_start = trainer.env_steps();
+    const long long updates_at_start = trainer.updates();
     const auto t_train = clock::now();
     try {
         trainers::training_loop(trainer, p.run.total_steps, p.run.log_interval, callbacks);
@@ -165,8 +175,14 @@ std::string train(const config::Profile& p, const std::string& resume_dir, const
     }
     const double train_s = std::chrono::duration<double>(clock::now() - t_train).count();
     progress.finish();
-    trainers::save_checkpoint(last_ckpt, *ops, trainer, p, market, early);
-    const double wall = std::chrono::duration<double>(clock::now() - t0).count();
+    trainers::save_checkpoint(last_ckpt, *ops, trainer, p, market, early, run_record());
+    // wall_seconds: every process of the run (the time before the checkpoint a resume continued
+    // from, then this one); the rates: this process's training loop.
+    const double wall = run_record().wall_seconds;
+    if (last_log.is_null()) {  // a resume that logged nothing new: the run's last line
+        const std::string line = dir.last_metrics_line();
+        if (!line.empty()) last_log = json::parse(line, json::Limits{1'000'000, 16, true});
+    }
     // summary.json: the status, then what every run reports, then (finished runs) the results.
     auto summary = [&](const std::string& run_status) {
         json::Object o{{"status", run_status},
@@ -177,7 +193,8 @@ std::string train(const config::Profile& p, const std::string& resume_dir, const
                        {"wall_seconds", wall},
                        {"env_steps_per_s",
                         train_s > 0 ? static_cast<double>(trainer.env_steps() - env_steps_at_start) / train_s : 0.0},
-                       {"updates_per_s", train_s > 0 ? static_cast<double>(trainer.updates()) / train_s : 0.0},
+                       {"updates_per_s",
+                        train_s > 0 ? static_cast<double>(trainer.updates() - updates_at_start) / train_s : 0.0},
                        {"final", last_log}};
         for (auto& m : run_facts(p, market, overrides, resume_dir)) o.push_back(std::move(m));
         return o;
@@ -204,7 +221,7 @@ std::string train(const config::Profile& p, const std::string& resume_dir, const
     // pass (the report's validation plot).
     eval::write_equity_csv(dir.file_path("backtest/val_equity.csv"),
                            eval::backtest(*ops, dm, market, env::Split::val, trainer.env_params(), greedy, 1, true), market);
-    if (best_weights.empty()) trainers::save_checkpoint(best_ckpt, *ops, trainer, p, market, early);
+    if (best_weights.empty()) trainers::save_checkpoint(best_ckpt, *ops, trainer, p, market, early, run_record());
     log::info("test backtest: return {:.4f}, Sharpe {:.3f}, max drawdown {:.4f}, {} trades (buy-and-hold: return {:.4f}, "
               "Sharpe {:.3f})",
               test.strategy.total_return, test.strategy.sharpe, test.strategy.max_drawdown, test.strategy.trades,
@@ -213,7 +230,9 @@ std::string train(const config::Profile& p, const std::string& resume_dir, const
     done.emplace_back("best", json::object({{unit_key, early.best_step()},
                                             {"metric", p.early_stopping.metric},
                                             {"value", early.best()}}));
-    done.emplace_back("validation", best_val_report ? eval::report_value(*best_val_report) : json::Value());
+    done.emplace_back("validation", record.best_validation.empty()
+                                        ? json::Value()
+                                        : json::parse(record.best_validation, json::Limits{1'000'000, 16, true}));
     done.emplace_back("test", eval::report_value(test));
     dir.write_file("summary.json", json::serialize(json::Value::object(std::move(done))) + "\n");
     log::info("done ({}): {} env steps, {} updates in {:.1f} s; {}", status, trainer.env_steps(), trainer.updates(),

@@ -10,25 +10,40 @@
 #include "config/profile.hpp"
 #include "io/safetensors.hpp"
 #include "data/market_data.hpp"
+#include "nn/param_layout.hpp"
 #include "ops/device.hpp"
 #include "trainers/trainer.hpp"
 #include "trainers/early_stopping.hpp"
 
 namespace fh::trainers {
 
-/// Writes the trainer's full state (resumable) to `path`.
+/// What a run keeps across a resume besides the trainer's and early stopping's state.
+struct RunRecord {
+    double wall_seconds = 0;      ///< wall time of the run's processes up to this checkpoint
+    std::string best_validation;  ///< summary.json's "validation" object of the best evaluation; "" = none
+};
+
+/// Writes the trainer's full state (resumable) to `path`, with the metadata of
+/// docs/checkpoints.md (profile, normalisation, step, parameter layout, bars_per_year, ...).
 void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
-                     const data::MarketData& market, const EarlyStopping& early_stopping);
+                     const data::MarketData& market, const EarlyStopping& early_stopping,
+                     const RunRecord& record = {});
 
 /// Restores a trainer built from the same profile (the trainer kind, then sizes tensor by tensor,
-/// are checked) and the early-stopping state. Throws io::CheckpointError (exit 2) on any mismatch
-/// or corruption.
-void load_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
-                     EarlyStopping* early_stopping);
+/// are checked) and the early-stopping state; returns the run record. Throws io::CheckpointError
+/// (exit 2) on any mismatch, corruption or malformed metadata value. Nothing is uploaded until
+/// every tensor has been checked.
+RunRecord load_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
+                          EarlyStopping* early_stopping);
+
+/// The flat layout of params/online for run.trainer's networks (docs/checkpoints.md,
+/// "param_layout"): slice names, offsets and sizes.
+nn::ParamLayout policy_weights_layout(const config::Profile& profile, int state_dim);
 
 /// Refuses (io::CheckpointError, exit 2) a checkpoint whose parameter layout is not this
-/// version's for the profile's trainer (parameter_layout; a checkpoint without the key is layout 1).
-void require_parameter_layout(const io::TensorFile& file, const std::string& path, const config::Profile& profile);
+/// version's for the profile's trainer (metadata layout_version, trainers::parameter_layout; a
+/// checkpoint without the key is layout "<trainer>/1").
+void require_layout_version(const io::TensorFile& file, const std::string& path, const config::Profile& profile);
 
 /// The resolved profile stored in a checkpoint (its TOML text).
 std::string checkpoint_profile_toml(const std::string& path);

@@ -15,6 +15,7 @@ namespace {
 std::atomic<int> g_count{0};
 std::atomic<int> g_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free);
+static_assert(std::atomic<bool>::is_always_lock_free);
 
 bool g_installed = false;
 struct sigaction g_old_int {};
@@ -24,6 +25,11 @@ constexpr char kFirst[] =
     "\nfoxhunt-train: interrupt received: finishing the current step, then saving a checkpoint "
     "and the summary (interrupt again to quit at once)\n";
 constexpr char kSecond[] = "\nfoxhunt-train: second interrupt: exiting now (exit code 130)\n";
+constexpr char kFirstJson[] =
+    "{\"level\":\"warning\",\"message\":\"interrupt received: finishing the current step, then saving a "
+    "checkpoint and the summary (interrupt again to quit at once)\"}\n";
+constexpr char kSecondJson[] = "{\"level\":\"warning\",\"message\":\"second interrupt: exiting now (exit code 130)\"}\n";
+std::atomic<bool> g_json{false};
 
 void write_stderr(const char* s, std::size_t n) noexcept {
     while (n > 0) {
@@ -37,11 +43,14 @@ void write_stderr(const char* s, std::size_t n) noexcept {
 
 extern "C" void on_interrupt(int sig) {
     const int saved_errno = errno;
+    const bool json = g_json.load(std::memory_order_relaxed);
     if (g_count.fetch_add(1) == 0) {
         g_signal.store(sig);
-        write_stderr(kFirst, sizeof kFirst - 1);
+        if (json) write_stderr(kFirstJson, sizeof kFirstJson - 1);
+        else write_stderr(kFirst, sizeof kFirst - 1);
     } else {
-        write_stderr(kSecond, sizeof kSecond - 1);
+        if (json) write_stderr(kSecondJson, sizeof kSecondJson - 1);
+        else write_stderr(kSecond, sizeof kSecond - 1);
         ::_exit(130);
     }
     errno = saved_errno;
@@ -68,6 +77,11 @@ void uninstall_interrupt_handlers() {
     sigaction(SIGTERM, &g_old_term, nullptr);
     g_installed = false;
 }
+
+void set_json_messages(bool json) noexcept { g_json.store(json); }
+
+const char* first_signal_message() noexcept { return g_json.load() ? kFirstJson : kFirst; }
+const char* second_signal_message() noexcept { return g_json.load() ? kSecondJson : kSecond; }
 
 bool interrupt_requested() noexcept { return g_count.load(std::memory_order_relaxed) > 0; }
 

@@ -1,5 +1,5 @@
 /// @file signals.hpp
-/// @brief SIGINT/SIGTERM handling for a clean stop.
+/// @brief SIGINT/SIGTERM handling for a clean stop (exit code 130).
 ///
 /// The first SIGINT or SIGTERM only sets a flag (and writes one fixed line to stderr with
 /// write(2), the only async-signal-safe output). The trainer polls interrupt_requested() once
@@ -21,6 +21,12 @@ void uninstall_interrupt_handlers();
 bool interrupt_requested() noexcept;
 /// The signal number that set the flag (SIGINT or SIGTERM), 0 when none.
 int interrupt_signal() noexcept;
+/// With --log-format json the two fixed lines are JSON objects ({"level":...,"message":...}),
+/// like every other line on stderr. Call before install_interrupt_handlers().
+void set_json_messages(bool json) noexcept;
+/// The line the first and the second signal write (for tests).
+const char* first_signal_message() noexcept;
+const char* second_signal_message() noexcept;
 /// Clears the flag and the signal count (tests only: a real run never un-requests a stop).
 void reset_interrupt_for_tests() noexcept;
 

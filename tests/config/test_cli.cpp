@@ -87,11 +87,15 @@ TEST_CASE("cli: check prints a resolved profile that feeds back to the same reso
     const auto resolved = write_temp("resolved.toml", first.out);
     const auto second = run_exe("check '" + resolved.string() + "'");
     REQUIRE(second.code == 0);
-    // identical apart from the first line, which names the file, and the fxcache status line
-    // (built by the first run, reused by the second)
+    // identical apart from the first line, which names the file, the fxcache status line
+    // (built by the first run, reused by the second) and the host memory available (it varies)
     auto without_cache_line = [](std::string s) {
-        const auto at = s.find("#   fxcache:");
-        if (at != std::string::npos) s.erase(at, s.find('\n', at) - at);
+        for (const char* varying : {"#   fxcache:", "(fits: "}) {
+            auto at = s.find(varying);
+            if (at == std::string::npos) continue;
+            at = s.rfind('\n', at) + 1;
+            s.erase(at, s.find('\n', at) - at);
+        }
         return s.substr(s.find('\n'));
     };
     CHECK(without_cache_line(first.out) == without_cache_line(second.out));
@@ -179,4 +183,91 @@ TEST_CASE("cli: --help names every option, examples and exit codes", "[config]")
                           "--resume", "--quiet", "--verbose", "--log-format", "check", "train",
                           "info", "Examples:", "Exit codes:", "130"})
         CHECK(r.out.find(s) != std::string::npos);
+}
+
+TEST_CASE("cli: a subcommand's --help shows the global options too; eval --help names --data", "[config]") {
+    if (!have_exe()) return;
+    for (const char* sub : {"train", "check", "bench", "eval", "info"}) {
+        INFO(sub);
+        const auto r = run_exe(std::string(sub) + " --help");
+        CHECK(r.code == 0);
+        for (const char* s : {"Global options", "--profile", "--set", "--data", "--device", "--log-format", "--force"})
+            CHECK(r.out.find(s) != std::string::npos);
+    }
+    const auto e = run_exe("eval --help");
+    CHECK(e.out.find("--checkpoint") != std::string::npos);
+    CHECK(e.out.find("--data PATH backtests other bars") != std::string::npos);
+}
+
+TEST_CASE("cli: another tool's override syntax gets the --set to use", "[config]") {
+    if (!have_exe()) return;
+    auto r = run_exe("check dqn-smoketest dqn.hidden=[64]");  // Hydra
+    CHECK(r.code == 2);
+    CHECK(r.err.find("not expected: dqn.hidden=[64]") != std::string::npos);
+    CHECK(r.err.find("To override a profile key, use --set: --set dqn.hidden=[64]") != std::string::npos);
+    r = run_exe("check dqn-smoketest --training.learning_rate 3e-4");  // PufferLib
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--set training.learning_rate=3e-4") != std::string::npos);
+    r = run_exe("check dqn-smoketest --bogus");  // an unknown option: no hint
+    CHECK(r.code == 2);
+    CHECK(r.err.find("use --set") == std::string::npos);
+}
+
+namespace {
+
+/// Every non-empty line of `text` is one JSON object (a cheap shape check: {...} on one line).
+bool all_lines_json(const std::string& text) {
+    std::istringstream in(text);
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        ++n;
+        if (line.front() != '{' || line.back() != '}') return false;
+    }
+    return n > 0;
+}
+
+}  // namespace
+
+TEST_CASE("cli: --log-format json makes every stderr line JSON, errors and interrupts included", "[config]") {
+    if (!have_exe()) return;
+    auto r = run_exe("--log-format json check dqn-smoketest --bogus");
+    CHECK(r.code == 2);
+    INFO(r.err);
+    CHECK(all_lines_json(r.err));
+    r = run_exe("check dqn-smoketest --log-format=json --set dqn.hiden=[1]");
+    CHECK(r.code == 2);
+    CHECK(all_lines_json(r.err));
+    // A training run interrupted by SIGINT: the notice is JSON too.
+    const fs::path out = fs::temp_directory_path() / ("fh-cli-json-" + std::to_string(::getpid()));
+    fs::remove_all(out);
+    const std::string metrics = (out / "dqn-smoketest" / "metrics.jsonl").string();
+    fs::create_directories(out);
+    const std::string err = (out / "err").string();
+    const int status = std::system(
+        ("'" + std::string(std::getenv("FH_TRAIN_EXE")) + "' --log-format json --profile dqn-smoketest --device cpu "
+         "--output '" + out.string() + "' --set run.total_steps=100000000 --set run.log_interval=400 2>'" + err +
+         "' & pid=$!; for i in $(seq 600); do [ -s '" + metrics + "' ] && break; sleep 0.1; done; "
+         "kill -INT $pid; wait $pid")
+            .c_str());
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 130));
+    const std::string text = slurp(err);
+    INFO(text);
+    CHECK(all_lines_json(text));
+    CHECK(text.find("interrupt received") != std::string::npos);
+    fs::remove_all(out);
+}
+
+TEST_CASE("cli: a CPU run does not talk about CUDA Graphs", "[config]") {
+    if (!have_exe()) return;
+    const fs::path out = fs::temp_directory_path() / ("fh-cli-cpu-" + std::to_string(::getpid()));
+    fs::remove_all(out);
+    const auto r = run_exe("--profile dqn-smoketest --device cpu --output '" + out.string() +
+                           "' --set run.total_steps=200 --set run.eval_interval=100");
+    INFO(r.err);
+    CHECK(r.code == 0);
+    CHECK(r.err.find("device: cpu") != std::string::npos);
+    CHECK(r.err.find("CUDA Graph") == std::string::npos);
+    fs::remove_all(out);
 }

@@ -1,6 +1,6 @@
 /// @file test_docs.cpp
 /// @brief docs/profiles.md and the schema agree: every key with its type, default, range and
-///        meaning. `foxhunt-tests "[.docs-generate]"` prints the tables the document should hold.
+///        meaning. `foxhunt-tests "[.docs-generate]"` rewrites the tables from the schema.
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -95,12 +95,43 @@ TEST_CASE("docs/profiles.md lists every key exactly as the schema does", "[confi
     CHECK(rows == fh::config::schema().size());
 }
 
-TEST_CASE("print the key tables of docs/profiles.md", "[.docs-generate]") {
+namespace {
+
+/// "# Keys" and every section's table, exactly as docs/profiles.md must end.
+std::string keys_part() {
+    std::ostringstream out;
+    out << "# Keys\n";
     for (const auto& s : fh::config::sections()) {
-        std::cout << "## [" << s.name << "]\n\n" << s.doc << ".\n\n"
-                  << "| key | type | default | range | meaning |\n|---|---|---|---|---|\n";
+        out << "\n## [" << s.name << "]\n\n" << s.doc << ".\n\n"
+            << "| key | type | default | range | meaning |\n|---|---|---|---|---|\n";
         for (const auto& k : fh::config::schema())
-            if (k.section == s.name) std::cout << markdown_row(expected_row(k)) << "\n";
-        std::cout << "\n";
+            if (k.section == s.name) out << markdown_row(expected_row(k)) << "\n";
     }
+    return out.str();
+}
+
+std::string read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("docs/profiles.md ends with the key tables and nothing else", "[config]") {
+    // The tables were once pasted with the test runner's summary below them.
+    const std::string text = read_all(docs_path());
+    const auto at = text.find("\n# Keys\n");
+    REQUIRE(at != std::string::npos);
+    CHECK(text.substr(at + 1) == keys_part());
+}
+
+TEST_CASE("rewrite the key tables of docs/profiles.md from the schema", "[.docs-generate]") {
+    // Rewrites everything from "# Keys" to the end of the file (run it after changing a key).
+    const std::string text = read_all(docs_path());
+    const auto at = text.find("\n# Keys\n");
+    REQUIRE(at != std::string::npos);
+    std::ofstream(docs_path(), std::ios::binary) << text.substr(0, at + 1) << keys_part();
+    std::cout << "rewrote " << docs_path() << "\n";
 }

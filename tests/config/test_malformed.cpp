@@ -36,7 +36,7 @@ std::vector<Case> cases() {
         {"toml++ assert [&", "[&", "p.toml:1:", "TOML syntax error"},
         {"toml++ assert [[[1]]]", "[[[1]]]", "p.toml:1:", "TOML syntax error"},
         {"nesting 300 deep", R + "seed = " + std::string(300, '[') + std::string(300, ']') + "\n",
-         "p.toml:3:", "TOML syntax error"},
+         "p.toml:3:", "more than 32 levels deep"},
         // --- encoding ------------------------------------------------------------------------
         {"invalid UTF-8 in a value", "[run]\ntrainer = \"dq\xff\"\n", "p.toml:2:14:", "invalid UTF-8"},
         {"overlong UTF-8 in a comment", R + "# \xc0\xaf\n", "p.toml:3:3:", "invalid UTF-8"},
@@ -215,4 +215,78 @@ TEST_CASE("multi-line and literal strings with non-ASCII text still parse", "[co
     CHECK(o.profile.run.name == "élan");
     o = resolve(R + "name = 'it''s'\n");  // not a multi-line opener: a syntax error, no crash
     CHECK(o.exit_code == 2);
+}
+
+namespace {
+
+std::string repeat(const std::string& unit, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += unit;
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("deep nesting is refused at its place, never by a crash (10,000 levels)", "[config]") {
+    // A dotted key, a table header, inline tables and arrays: each 10,000 levels deep (20-40 KB).
+    // The first one crashed with a stack overflow in the tree conversion before the limit.
+    struct Deep {
+        std::string text, where;
+    };
+    const std::vector<Deep> deep = {
+        {R + repeat("a.", 10000) + "b = 1\n", "p.toml:3:62:"},  // [run] + 31 parts: the 31st dot
+        {R + "[" + repeat("a.", 10000) + "b]\nc = 1\n", "p.toml:3:"},
+        {R + "x = " + repeat("{a = ", 10000) + "1" + repeat("}", 10000) + "\n", "p.toml:3:"},
+        {R + "x = {" + repeat("a.", 10000) + "b = 1}\n", "p.toml:3:"},
+        {R + "x = " + repeat("[", 10000) + repeat("]", 10000) + "\n", "p.toml:3:"},
+        {R + "[a]\n" + repeat("b.", 40) + "c = 1\n", "p.toml:4:"},          // header + key parts
+        {R + "x = [" + repeat("{a = [", 20) + "1" + repeat("]}", 20) + "]\n", "p.toml:3:"},
+    };
+    for (const auto& d : deep) {
+        INFO(d.text.substr(0, 80));
+        const auto o = resolve(d.text);
+        CHECK(o.exit_code == 2);
+        CHECK(has_problem(o, d.where, "more than 32 levels deep"));
+    }
+    // At the limit: an ordinary unknown-key error, not a nesting one.
+    const auto o = resolve(R + "[dqn]\n" + repeat("a.", 30) + "b = 1\n");
+    CHECK(o.exit_code == 2);
+    CHECK(has_problem(o, "p.toml:4:1:", "unknown key 'a' in [dqn]"));
+    for (const auto& p : o.problems) CHECK(p.find("levels deep") == std::string::npos);
+    // Strings and comments with dots and brackets do not count.
+    const auto fine = resolve(R + "output_dir = \"" + repeat("a.[{", 2000) + "\"  # " + repeat(".[{", 2000) + "\n");
+    INFO(fine.message);
+    CHECK(fine.ok);
+}
+
+TEST_CASE("a profile that starts with a UTF-8 byte order mark parses", "[config]") {
+    const auto o = resolve("\xEF\xBB\xBF[run]\ntrainer = \"ppo\"\n");
+    INFO(o.message);
+    REQUIRE(o.ok);
+    CHECK(o.profile.run.trainer == "ppo");
+    // positions on line 1 count from the character after the mark
+    const auto bad = resolve("\xEF\xBB\xBF[rum]\ntrainer = \"ppo\"\n");
+    CHECK(has_problem(bad, "p.toml:1:1:", "unknown section [rum]"));
+}
+
+TEST_CASE("an out-of-range buffer_size is reported once, where it was set (no phantom alias)", "[config]") {
+    auto o = resolve(R + "[replay_buffer]\nbuffer_size = -5\n");
+    REQUIRE(o.problems.size() == 1);
+    CHECK(has_problem(o, "p.toml:4:15:", "replay_buffer.buffer_size must be"));
+    o = resolve(R, {"replay_buffer.buffer_size=3000000000"});
+    REQUIRE(o.problems.size() == 1);
+    CHECK(has_problem(o, "--set replay_buffer.buffer_size=3000000000:", "replay_buffer.buffer_size must be"));
+    // the alias itself, when set, is still checked at its own place
+    o = resolve(R + "[training]\nbuffer_size = -5\n");
+    CHECK(has_problem(o, "p.toml:4:15:", "training.buffer_size must be"));
+}
+
+TEST_CASE("a float for an integer key suggests the same number as an integer", "[config]") {
+    auto o = resolve(R, {"run.total_steps=1e4"});
+    CHECK(has_problem(o, "--set run.total_steps=1e4:", "(write 10000: an integer has no fraction or exponent)"));
+    o = resolve(R + "total_steps = 2.5e6\n");
+    CHECK(has_problem(o, "p.toml:3:15:", "(write 2500000:"));
+    o = resolve(R + "total_steps = 1.5\n");
+    CHECK(has_problem(o, "p.toml:3:15:", "(an integer has no fraction or exponent)"));
+    for (const auto& p : o.problems) CHECK(p.find("write") == std::string::npos);
 }

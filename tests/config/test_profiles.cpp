@@ -145,7 +145,7 @@ TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]"
 TEST_CASE("the emitter writes every key and its text resolves to the same profile", "[config]") {
     auto o = resolve(fh::test::kMinimal +
                      "name = \"a \\\"quoted\\\" \\\\ name\"\n[dqn]\nhidden = [1, 2, 3]\n"
-                     "v_min = -0.1\nv_max = 1e300\n[training]\nlearning_rate = 1e-9\n");
+                     "v_min = -0.1\nv_max = 1e6\n[training]\nlearning_rate = 1e-9\n");
     REQUIRE(o.ok);
     const auto text = fh::config::to_toml(o.profile);
     for (const auto& k : fh::config::schema())
@@ -166,11 +166,15 @@ TEST_CASE("memory estimate: consumers, keys and napkin sizes", "[config]") {
             if (i.key == key) return &i;
         return nullptr;
     };
-    // state (50 floats) twice, plus action, reward, done, discount: 416 bytes per transition
+    // The ring the DQN trainer allocates: whole steps of the 1024 environments, 976 of them
+    // (999,424 transitions), each a state and a next state (50 floats), reward, action (4 B)
+    // and done flag (1 B): 409 bytes.
     REQUIRE(find("replay_buffer.buffer_size") != nullptr);
-    CHECK(find("replay_buffer.buffer_size")->bytes == 1000000ull * 416);
+    CHECK(fh::config::dqn_replay_rows(o.profile) == 976ull * 1024);
+    CHECK(find("replay_buffer.buffer_size")->bytes == 976ull * 1024 * 409);
     REQUIRE(find("data.synthetic_bars") != nullptr);
-    CHECK(find("data.synthetic_bars")->bytes == 100000ull * (42 * 4 + 7 * 8));
+    // open, high, low, close, ATR (doubles), 42 features (floats), an episode start and end (ints)
+    CHECK(find("data.synthetic_bars")->bytes == 100000ull * (5 * 8 + 42 * 4 + 2 * 4));
     CHECK(find("dqn.hidden") != nullptr);
     CHECK(find("experience.gpu_n_episodes") != nullptr);
     CHECK(find("replay_buffer.batch_size") != nullptr);
@@ -179,7 +183,7 @@ TEST_CASE("memory estimate: consumers, keys and napkin sizes", "[config]") {
     o = resolve(fh::test::kMinimal, {"replay_buffer.buffer_size=2000000"});
     REQUIRE(o.ok);
     for (const auto& i : fh::config::estimate_device_memory(o.profile, 100000))
-        if (i.key == "replay_buffer.buffer_size") CHECK(i.bytes == 2000000ull * 416);
+        if (i.key == "replay_buffer.buffer_size") CHECK(i.bytes == 1953ull * 1024 * 409);
     // PPO and IQL name their own consumers
     o = resolve("[run]\ntrainer = \"ppo\"\n");
     REQUIRE(o.ok);

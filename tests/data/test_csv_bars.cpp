@@ -148,6 +148,9 @@ TEST_CASE("csv: bad files name the line and what is wrong", "[data]") {
         {"low above open", H + "2024-01-02,100,101,100.2,100.5,1000\n", "bars.csv:2:", "low 100.2 is above min(open, close) = 100"},
         {"high below close", H + "2024-01-02,100,101,99,101.5,1000\n", "bars.csv:2:", "high 101 is below max(open, close) = 101.5"},
         {"negative volume", H + "2024-01-02,100,101,99,100.5,-1\n", "bars.csv:2:", "expected a volume >= 0"},
+        {"extreme price", H + r1 + "2024-01-03,1e300,1e300,1e300,1e300,1200\n", "bars.csv:3:",
+         "open is '1e300'; expected a price in [1e-09, 1000000000]"},
+        {"tiny price", H + "2024-01-02,1e-12,1e-12,1e-12,1e-12,1000\n", "bars.csv:2:", "expected a price in [1e-09,"},
         {"not a number", H + r1 + "2024-01-03,100.5,10x2,100,101.5,1200\n", "bars.csv:3:", "high '10x2' is not a number"},
         {"empty field", H + "2024-01-02,100,,99,100.5,1000\n", "bars.csv:2:", "high '' is not a number"},
         {"truncated last line", H + r1 + r2 + "2024-01-04,101.5,102", "bars.csv:4:", "truncated line: 3 fields, expected 6"},
@@ -257,4 +260,35 @@ TEST_CASE("csv: mutated files either load or raise a DataError naming a line", "
     }
     CHECK(loaded > 0);
     CHECK(rejected > 0);
+}
+
+TEST_CASE("csv: suspicious but valid data is loaded with a remark (gaps, jumps, centuries)", "[data]") {
+    using namespace fh::data;
+    BarSeries b;
+    b.has_volume = false;
+    b.segment_names = {"x"};
+    for (int i = 0; i < 200; ++i) {
+        b.time.push_back(1'600'000'000LL + i * 86400LL);
+        for (auto* v : {&b.open, &b.high, &b.low, &b.close}) v->push_back(100.0);
+        b.volume.push_back(0);
+    }
+    CHECK(sanity_warnings(b).empty());
+    CHECK(check_bar_series(b, true).empty());
+    // a 50-year gap (a mistyped year) after bar 99
+    for (int i = 100; i < 200; ++i) b.time[i] += 50LL * 365 * 86400;
+    auto w = sanity_warnings(b);
+    REQUIRE(w.size() == 1);  // the gap (the span, 50 years, is not remarked)
+    CHECK_THAT(w[0], Catch::Contains("a gap of 18251 days between bar 99"));
+    CHECK_THAT(w[0], Catch::Contains("a mistyped year?"));
+    // a 1000-fold jump in one bar
+    b.close[150] = b.open[150] = b.high[150] = b.low[150] = 1e5;
+    w = sanity_warnings(b);
+    CHECK_THAT(w.back(), Catch::Contains("bar 150"));
+    CHECK_THAT(w.back(), Catch::Contains("1000-fold move"));
+    // a gap in a daily series of weekends and holidays is not remarked
+    BarSeries d = b;
+    for (int i = 0; i < 200; ++i) d.time[i] = 1'600'000'000LL + i * 86400LL + (i / 5) * 2 * 86400LL;
+    d.close.assign(200, 100.0);
+    d.open = d.high = d.low = d.close;
+    CHECK(sanity_warnings(d).empty());
 }

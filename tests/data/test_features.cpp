@@ -189,3 +189,17 @@ TEST_CASE("core42: each segment starts afresh (no feature reads across a contrac
     const auto joined = compute_core42(a, {});
     REQUIRE(std::equal(alone.values.begin(), alone.values.end(), joined.values.begin() + 400 * 42));
 }
+
+TEST_CASE("core42: a zero-range bar (high = low) has a neutral bar shape: close_pos 0, body and wicks 0",
+          "[data]") {
+    auto b = small_series();
+    b.open[3] = b.high[3] = b.low[3] = b.close[3] = 99;  // a flat bar (no trade, or a limit day)
+    const auto f = compute_core42(b, FeatureConfig{"core42", true});
+    auto at = [&](std::size_t t, const char* name) { return static_cast<double>(f.values[t * 42 + col(name)]); };
+    CHECK(at(3, "close_pos") == 0.0);  // mid-range, as documented; it was -1 (2 * 0 - 1)
+    CHECK(at(3, "body") == 0.0);
+    CHECK(at(3, "upper_wick") == 0.0);
+    CHECK(at(3, "lower_wick") == 0.0);
+    CHECK(at(3, "range_rel") == 0.0);
+    CHECK(at(4, "close_pos") == Catch::Detail::Approx(2 * 10.9 / 12 - 1));  // a bar with a range is unchanged
+}

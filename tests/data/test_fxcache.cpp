@@ -3,7 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <cstring>
 #include <fstream>
+#include <functional>
+#include <limits>
 
 #include "data/csv_bars.hpp"
 #include "data/fxcache.hpp"
@@ -222,4 +225,61 @@ TEST_CASE("fxcache: the synthetic market is cached only with a cache_dir, keyed 
     CHECK(load_market(o).cache_status == "built");
     o.planted_signal = 0.1;
     CHECK(load_market(o).cache_status == "built");
+}
+
+TEST_CASE("fxcache: contents are validated whatever the checksum says", "[data]") {
+    fh::test::TempDir dir;
+    const CacheKey key{123, feature_config_hash("core42")};
+    const std::string path = dir.file("x.fxcache");
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    struct Case {
+        const char* what;
+        std::function<void(CachePayload&)> edit;
+        std::string why;
+    };
+    const std::vector<Case> cases = {
+        {"NaN close", [&](CachePayload& p) { p.bars.close[10] = nan; }, "corrupt: bar 10: price nan is not finite"},
+        {"negative close", [](CachePayload& p) { p.bars.close[11] = -p.bars.close[11]; }, "corrupt: bar 11: price -"},
+        {"backwards time", [](CachePayload& p) { p.bars.time[20] = p.bars.time[18]; }, "corrupt: bar 20: time"},
+        {"high < low", [](CachePayload& p) { std::swap(p.bars.high[30], p.bars.low[30]); }, "corrupt: bar 30: open"},
+        {"infinite feature",
+         [](CachePayload& p) { p.raw.values[42 * 40 + 7] = std::numeric_limits<float>::infinity(); },
+         "corrupt: bar 40: feature 7 is inf"},
+        {"NaN ATR", [&](CachePayload& p) { p.raw.atr[50] = nan; }, "corrupt: bar 50: ATR nan"},
+        {"negative volume", [](CachePayload& p) { p.bars.volume[60] = -1; }, "corrupt: bar 60: volume -1"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.what);
+        CachePayload p = sample_payload();
+        c.edit(p);
+        std::string why;
+        REQUIRE(write_fxcache(path, key, p, &why));  // written with a matching checksum
+        CachePayload q;
+        CHECK_FALSE(read_fxcache(path, key, &q, &why));
+        CHECK_THAT(why, Catch::StartsWith(c.why));
+    }
+}
+
+TEST_CASE("fxcache: a cache of a CSV with a price out of range is rebuilt from the CSV", "[data]") {
+    fh::test::TempDir dir;
+    const std::string csv = dir.file("bars.csv");
+    fh::test::write_text(csv, csv_of_synthetic(1500, 8));
+    DataOptions o;
+    o.path = csv;
+    o.cache_dir = dir.file("cache");
+    REQUIRE(load_market(o).cache_status == "built");
+    // A cache with the source's key, a valid checksum and a close of 1e300 (finite and positive).
+    const std::string bytes = read_file_bytes(fxcache_path(o));
+    CacheKey key;
+    std::memcpy(&key.source_hash, bytes.data() + 16, 8);
+    std::memcpy(&key.config_hash, bytes.data() + 24, 8);
+    CachePayload p;
+    std::string why;
+    REQUIRE(read_fxcache(fxcache_path(o), key, &p, &why));
+    p.bars.close[700] = 1e300;
+    p.bars.high[700] = 1e300;
+    REQUIRE(write_fxcache(fxcache_path(o), key, p, &why));
+    const auto md = load_market(o);
+    CHECK_THAT(md.cache_status, Catch::StartsWith("rebuilt (corrupt: bar 700: price 1e+300 is outside [1e-09, 1000000000]"));
+    CHECK(md.bars.close[700] < 1e6);
 }

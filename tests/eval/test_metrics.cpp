@@ -45,13 +45,23 @@ TEST_CASE("metrics of a flat curve are all zero", "[eval]") {
 
 TEST_CASE("metrics of a monotone curve", "[eval]") {
     // returns 0.1, 0.1: no dispersion (Sharpe 0 by convention), no downside, no drawdown.
+    // A gain without downside or drawdown: Sortino and Calmar are +infinity (JSON null), so early
+    // stopping on val_sortino never prefers a losing run to it (0 used to rank below every gain).
     const Metrics m = fh::eval::curve_metrics({100, 110, 121}, 2);
     CHECK(m.total_return == Approx(0.21).epsilon(1e-12));
     CHECK(m.annual_return == Approx(0.21).epsilon(1e-12));  // 1.21^(2/2) - 1
     CHECK(m.sharpe == 0);
-    CHECK(m.sortino == 0);
+    CHECK(m.sortino == std::numeric_limits<double>::infinity());
     CHECK(m.max_drawdown == 0);
-    CHECK(m.calmar == 0);
+    CHECK(m.calmar == std::numeric_limits<double>::infinity());
+    const auto json = fh::eval::metrics_json(m);
+    CHECK(json.find("\"sortino\":null") != std::string::npos);
+    CHECK(json.find("\"calmar\":null") != std::string::npos);
+    // a losing curve always has a downside and a drawdown: finite, negative
+    const Metrics loss = fh::eval::curve_metrics({100, 99, 98}, 2);
+    CHECK(loss.sortino < 0);
+    CHECK(loss.calmar < 0);
+    CHECK(std::isfinite(loss.sortino));
 }
 
 TEST_CASE("metrics of a curve with one drawdown", "[eval]") {
@@ -115,4 +125,26 @@ TEST_CASE("a reversal closes one trade and opens the next", "[eval]") {
     CHECK(m.win_rate == 0.5);
     CHECK(m.profit_factor == Approx(2.0 / 4.0).epsilon(1e-12));
     CHECK(m.total_return == Approx(-0.002).epsilon(1e-12));
+}
+
+TEST_CASE("a break-even trade is neither a win nor a loss, whatever the rounding", "[eval]") {
+    // buy 1 @4000.2, sell 1 @4000.3, multiplier 50, $2.5 a side: 0.1 * 50 - 5 = 0 exactly, but
+    // +1.8e-11 in doubles (4000.3 - 4000.2 is not 0.1), which used to count as a win.
+    const auto trade = [](double buy, double sell) {
+        const std::vector<fh::backtest::BarRecord> r{bar(100000, 0, 0, 0, 0, -1), bar(99997.5, 1, 1, buy, 2.5, 2),
+                                                     bar(100000, 0, -1, sell, 2.5, 1)};
+        return fh::eval::compute_metrics(r, {{0, 3, 0}}, {3}, {buy, buy, sell}, {50.0, 100000.0, 252.0, 3});
+    };
+    REQUIRE(-2.5 + ((4000.3 - 4000.2) * 50 - 2.5) > 0.0);  // the rounding noise the tolerance is for
+    Metrics m = trade(4000.2, 4000.3);
+    CHECK(m.trades == 1);
+    CHECK(m.win_rate == 0);       // not a win
+    CHECK(m.profit_factor == 0);  // not a loss either: no gross profit, no gross loss
+    m = trade(4000.1, 4000.2);    // the same break-even, rounded the other way (-4.5e-12)
+    CHECK(m.win_rate == 0);
+    CHECK(m.profit_factor == 0);
+    // a quarter point more is a win, a quarter point less a loss
+    CHECK(trade(4000.2, 4000.55).win_rate == 1);
+    CHECK(trade(4000.2, 4000.05).profit_factor == 0);
+    CHECK(trade(4000.2, 4000.05).trades == 1);
 }

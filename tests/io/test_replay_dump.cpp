@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -312,4 +313,65 @@ TEST_CASE("replay dump: the writer refuses an inconsistent dump and reports I/O 
     } catch (const fh::DataError& e) {
         CHECK(std::string(e.what()).find("cannot create") != std::string::npos);
     }
+}
+
+TEST_CASE("replay dump: non-finite values are refused whatever the checksum; unwritten rows are not read",
+          "[replay]") {
+    TempDir dir;
+    const fs::path p = dir.path / "d.fhreplay";
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    // A dump written by a diverged run: the writer does not judge values, the reader must.
+    auto with = [&](auto edit) {
+        ReplayDump d = sample_dump();
+        edit(d);
+        fh::io::write_replay_dump(p.string(), d);  // a valid file with a matching checksum
+    };
+    with([&](ReplayDump& d) { d.states[7] = nan; });
+    require_refused(p, "the state of row 1 (feature 2) is nan");
+    CHECK_THROWS_AS(fh::io::verify_replay_dump(p.string()), fh::DataError);  // the streaming check too
+    CHECK(fh::io::read_replay_dump_info(p.string()).n_envs == 3);            // the header alone is fine
+    with([&](ReplayDump& d) { d.next_states[59] = -inf; });
+    require_refused(p, "the next state of row 11 (feature 4) is -inf");
+    with([&](ReplayDump& d) { d.rewards[4] = inf; });
+    require_refused(p, "the reward of row 4 is inf");
+
+    // pushed_steps 2 of capacity 4 (3 environments): rows 6.. were never written, whatever
+    // they hold (device memory is not cleared), and are not judged.
+    with([&](ReplayDump& d) {
+        d.pushed_steps = 2;
+        for (std::size_t i = 6 * 5; i < d.states.size(); ++i) d.states[i] = nan;
+        d.rewards[11] = nan;
+    });
+    const auto d = fh::io::read_replay_dump(p.string());
+    CHECK(d.pushed_steps == 2);
+    const auto info = fh::io::verify_replay_dump(p.string());
+    CHECK(info.transitions() == 6);
+    with([&](ReplayDump& dd) {
+        dd.pushed_steps = 2;
+        dd.states[5 * 5 + 1] = nan;  // row 5 was written
+    });
+    require_refused(p, "the state of row 5");
+}
+
+TEST_CASE("replay dump: the streaming check reads a large dump in bounded chunks", "[replay]") {
+    TempDir dir;
+    const fs::path p = dir.path / "big.fhreplay";
+    ReplayDump d;
+    d.state_dim = 50;
+    d.n_envs = 64;
+    d.capacity_steps = 200;  // 12,800 rows: 5 MB of states, several chunks per array
+    d.num_actions = 9;
+    d.pushed_steps = 500;
+    const std::size_t rows = 12800;
+    d.states.assign(rows * 50, 0.5f);
+    d.next_states.assign(rows * 50, 0.25f);
+    d.rewards.assign(rows, 1.f);
+    d.actions.assign(rows, 3);
+    d.done.assign(rows, 0);
+    d.next_states[rows * 50 - 1] = std::numeric_limits<float>::quiet_NaN();  // in the last chunk
+    fh::io::write_replay_dump(p.string(), d);
+    CHECK_THROWS_WITH(fh::io::verify_replay_dump(p.string()), Catch::Contains("the next state of row 12799 (feature 49) is nan"));
+    d.next_states[rows * 50 - 1] = 0;
+    fh::io::write_replay_dump(p.string(), d);
+    CHECK(fh::io::verify_replay_dump(p.string()).transitions() == rows);
 }

@@ -100,6 +100,14 @@ const std::string kGoodHeader =
     "\"format_version\":\"1\"},\"b\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]},"
     "\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[8,32]}}      ";
 const std::string kGoodFile = std::string("\xd8\x00\x00\x00\x00\x00\x00\x00", 8) + kGoodHeader + kGoodData;
+// The same file in format version 2, as this build writes it: header_xxh64 = 8a75da5e7550570c is
+// XXH64 of the documented header checksum input (docs/checkpoints.md), computed by an
+// independent Python XXH64 written from the specification. 244 bytes of JSON + 4 spaces = 0xf8.
+const std::string kGoodHeaderV2 =
+    "{\"__metadata__\":{\"data_xxh64\":\"d975da05cb8c6e1a\",\"format\":\"foxhunt-checkpoint\","
+    "\"format_version\":\"2\",\"header_xxh64\":\"8a75da5e7550570c\"},\"b\":{\"dtype\":\"I64\",\"shape\":[1],"
+    "\"data_offsets\":[0,8]},\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[8,32]}}    ";
+const std::string kGoodFileV2 = std::string("\xf8\x00\x00\x00\x00\x00\x00\x00", 8) + kGoodHeaderV2 + kGoodData;
 
 template <class T> std::vector<T> seeded(std::size_t n, std::uint32_t seed) {
     std::mt19937_64 rng(seed);
@@ -124,14 +132,54 @@ TEST_CASE("safetensors: the known-good file as the safetensors library writes it
     CHECK(f.metadata("format") == "foxhunt-checkpoint");
     CHECK(f.metadata("nope") == std::nullopt);
 
-    // Our writer produces exactly these bytes (wider dtypes first, then by name; sorted
-    // metadata; space padding to 8).
+    CHECK(f.format_version() == 1);  // version 1 (no header checksum) is still read
+
+    // Our writer produces exactly the version-2 bytes (wider dtypes first, then by name; sorted
+    // metadata with the header checksum; space padding to 8).
+    REQUIRE(kGoodHeaderV2.size() == 248);
     TensorFileWriter w;
     const std::vector<float> a{1, 2, 3, 4, 5, 6};
     const std::vector<std::int64_t> b{7};
     w.add<float>("a", {2, 3}, a);
     w.add<std::int64_t>("b", {1}, b);
-    CHECK(w.serialize() == bytes_of(kGoodFile));
+    CHECK(w.serialize() == bytes_of(kGoodFileV2));
+    const auto g = TensorFile::from_bytes(bytes_of(kGoodFileV2), "good2.safetensors");
+    CHECK(g.format_version() == 2);
+    CHECK(g.get<float>("a", {2, 3}) == a);
+}
+
+TEST_CASE("safetensors: the header checksum catches same-length edits of metadata and of the tensor table",
+          "[io][safetensors]") {
+    // Issue 16: an edit of the embedded profile or the normalisation clip that keeps the header's
+    // length changed `eval` results with exit 0; the data checksum alone does not see it.
+    TensorFileWriter w;
+    const std::vector<float> m{1, 2}, v{3, 4};
+    w.add<float>("adam/m", {2}, m);
+    w.add<float>("adam/v", {2}, v);
+    w.set_metadata("norm_clip", "5");
+    w.set_metadata("profile", "[run]\ntrainer = \"dqn\"\n");
+    const auto good = w.serialize();
+    const std::string text(reinterpret_cast<const char*>(good.data()), good.size());
+    const auto edited = [&](const std::string& from, const std::string& to) {
+        REQUIRE(from.size() == to.size());
+        std::string t = text;
+        const auto at = t.find(from);
+        REQUIRE(at != std::string::npos);
+        t.replace(at, from.size(), to);
+        return error_of(bytes_of(t));
+    };
+    CHECK(error_of(good) == "<accepted>");
+    CHECK_THAT(edited("\"norm_clip\":\"5\"", "\"norm_clip\":\"9\""), Catch::Contains("header checksum mismatch"));
+    CHECK_THAT(edited("trainer = \\\"dqn\\\"", "trainer = \\\"ppo\\\""), Catch::Contains("header checksum mismatch"));
+    // swapping two tensors' names (same length, same data: the data checksum still matches)
+    std::string swapped = text;
+    const auto am = swapped.find("\"adam/m\""), av = swapped.find("\"adam/v\"");
+    swapped[am + 6] = 'v';
+    swapped[av + 6] = 'm';
+    CHECK_THAT(error_of(bytes_of(swapped)), Catch::Contains("header checksum mismatch"));
+    // claiming version 1 (which has no header checksum) does not skip the check
+    CHECK_THAT(edited("\"format_version\":\"2\"", "\"format_version\":\"1\""),
+               Catch::Contains("says format version 1 but carries header_xxh64"));
 }
 
 TEST_CASE("safetensors: a plain safetensors file (the library's own test vector)", "[io][safetensors]") {
@@ -182,7 +230,9 @@ TEST_CASE("safetensors: round trip of every dtype with odd shapes, through a fil
     CHECK(f.get<float>("adam/empty", {0, 4}).empty());
     CHECK(f.metadata("profile") == "[run]\nseed = 7\n\"quoted\" \\ é");
     CHECK(f.metadata("normalisation") == "{\"mean\":[0.5]}");
-    CHECK(f.metadata("format_version") == "1");
+    CHECK(f.metadata("format_version") == "2");
+    CHECK(f.format_version() == 2);
+    CHECK(f.metadata("header_xxh64").has_value());
     CHECK(f.has("env/state"));
     CHECK_FALSE(f.has("env/nope"));
     CHECK(f.names() == std::vector<std::string>{"rng/key", "counters/steps", "rng/f64", "adam/empty",
@@ -322,8 +372,12 @@ TEST_CASE("safetensors: corrupt data and headers are refused", "[io][safetensors
         CHECK(error_of(checkpoint_with_meta(sum + ",\"format\":\"foxhunt-checkpoint\",\"format_version\":\"1\"")) == "<accepted>");
         CHECK(error_of(checkpoint_with_meta(sum + ",\"format\":\"pt\",\"format_version\":\"1\"")) ==
               "checkpoint ck.safetensors: not a foxhunt checkpoint: metadata format is \"pt\" (expected \"foxhunt-checkpoint\")");
-        CHECK(error_of(checkpoint_with_meta(sum + ",\"format\":\"foxhunt-checkpoint\",\"format_version\":\"2\"")) ==
-              "checkpoint ck.safetensors: checkpoint format version \"2\" is not supported by this build (it reads version 1)");
+        CHECK(error_of(checkpoint_with_meta(sum + ",\"format\":\"foxhunt-checkpoint\",\"format_version\":\"3\"")) ==
+              "checkpoint ck.safetensors: checkpoint format version \"3\" is not supported by this build (it reads "
+              "versions 1 and 2); was it written by a newer foxhunt-train?");
+        // version 2 needs the header checksum
+        CHECK_THAT(error_of(checkpoint_with_meta(sum + ",\"format\":\"foxhunt-checkpoint\",\"format_version\":\"2\"")),
+                   Catch::Contains("metadata header_xxh64 (the header checksum) is missing"));
         CHECK_THAT(error_of(checkpoint_with_meta("\"format\":\"foxhunt-checkpoint\",\"format_version\":\"1\"")),
                    Catch::Contains("metadata data_xxh64 (the data checksum) is missing"));
         CHECK_THAT(error_of(checkpoint_with_meta("\"data_xxh64\":\"zz\",\"format\":\"foxhunt-checkpoint\",\"format_version\":\"1\"")),
@@ -419,5 +473,6 @@ TEST_CASE("safetensors: writer refuses bad tensors and reserved keys", "[io][saf
     CHECK_THROWS_AS(w.set_metadata("format", "x"), CheckpointError);
     CHECK_THROWS_AS(w.set_metadata("data_xxh64", "x"), CheckpointError);
     CHECK_THROWS_AS(w.set_metadata("format_version", "x"), CheckpointError);
+    CHECK_THROWS_AS(w.set_metadata("header_xxh64", "x"), CheckpointError);
     CHECK_NOTHROW(w.set_metadata("profile", "x"));
 }

@@ -54,7 +54,8 @@ TEST_CASE("derived run names are filesystem-safe and bounded", "[naming]") {
     const std::string n = name_of({"data.path=\"/data/es 5m,v2=x.csv\""});
     CHECK(n == "dqn,data.path=%2Fdata%2Fes%205m%2Cv2%3Dx.csv,seed=0");
     CHECK(n.find('/') == std::string::npos);
-    CHECK(name_of({"run.name=\"../up\""}).rfind("%2E.%2Fup,", 0) == 0);  // no ".." path, no leading '.'
+    CHECK(name_of({"run.name=\".up\""}).rfind("%2Eup,", 0) == 0);  // no hidden directory
+    CHECK_THROWS_WITH(name_of({"run.name=\"../up\""}), Catch::Contains("is not a directory name"));
     CHECK(name_of({"run.name=\"-x\""}).rfind("%2Dx,", 0) == 0);
     // Long names are cut and end with a hash of the whole name: different overrides, different names.
     const std::string long1 = name_of({"data.path=\"" + std::string(300, 'a') + "1\""});

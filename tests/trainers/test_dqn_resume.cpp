@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -122,7 +123,8 @@ TEST_CASE("a DQN checkpoint with the earlier counters tensor name still resumes"
         w.add(name == "counters" ? "counters/steps_updates_pushed" : name, t.dtype, t.shape, t.bytes);
     }
     for (const auto& [key, value] : file.all_metadata())
-        if (key != "format" && key != "format_version" && key != "data_xxh64") w.set_metadata(key, value);
+        if (key != "format" && key != "format_version" && key != "data_xxh64" && key != "header_xxh64")
+            w.set_metadata(key, value);
     w.write(old);
 
     trainers::DqnTrainer resumed(ops, p, dm);
@@ -143,7 +145,7 @@ TEST_CASE("a DQN checkpoint of the earlier parameter layout is refused by name",
     trainers::EarlyStopping early(0, 0.0, 0);
     trainers::save_checkpoint(current, ops, trainer, p, market, early);
     const auto file = io::TensorFile::read(current);
-    CHECK(file.metadata("parameter_layout").value_or("") == "dqn/2");
+    CHECK(file.metadata("layout_version").value_or("") == "dqn/2");
     // The same file as an earlier version wrote it: no parameter_layout key.
     io::TensorFileWriter w;
     for (const auto& name : file.names()) {
@@ -151,11 +153,67 @@ TEST_CASE("a DQN checkpoint of the earlier parameter layout is refused by name",
         w.add(name, t.dtype, t.shape, t.bytes);
     }
     for (const auto& [key, value] : file.all_metadata())
-        if (key != "format" && key != "format_version" && key != "data_xxh64" && key != "parameter_layout")
+        if (key != "format" && key != "format_version" && key != "data_xxh64" && key != "header_xxh64" &&
+            key != "layout_version")
             w.set_metadata(key, value);
     w.write(old);
     trainers::DqnTrainer resumed(ops, p, dm);
     CHECK_THROWS_WITH(trainers::load_checkpoint(old, ops, resumed, p, nullptr),
                       Catch::Contains("layout dqn/1") && Catch::Contains("earlier version"));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("checkpoint metadata: +infinity round-trips, malformed values are refused (exit 2)",
+          "[trainers][dqn][resume]") {
+    ops::CpuDevice ops;
+    const auto p = resume_profile(400);
+    const auto market = data::load_market(trainers::data_options(p));
+    env::DeviceMarket dm(ops, market);
+    trainers::DqnTrainer trainer(ops, p, dm);
+    const auto dir = std::filesystem::temp_directory_path() / ("fh-meta-ckpt-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "c.safetensors").string(), edited = (dir / "e.safetensors").string();
+    trainers::EarlyStopping early(5, 0.0, 0);
+    early.observe(100, std::numeric_limits<double>::infinity());
+    trainers::save_checkpoint(path, ops, trainer, p, market, early, {12.5, "{\"strategy\":{},\"buy_and_hold\":{}}"});
+    trainers::EarlyStopping back(5, 0.0, 0);
+    const auto record = trainers::load_checkpoint(path, ops, trainer, p, &back);
+    CHECK(*back.best() == std::numeric_limits<double>::infinity());
+    CHECK(back.best_step() == 100);
+    CHECK(record.wall_seconds == 12.5);
+    CHECK(record.best_validation == "{\"strategy\":{},\"buy_and_hold\":{}}");
+
+    // A copy with one metadata value replaced (and valid checksums: written by the writer).
+    const auto rewrite = [&](const std::string& key, const std::string& value) {
+        const auto file = io::TensorFile::read(path);
+        io::TensorFileWriter w;
+        for (const auto& name : file.names()) {
+            const auto t = file.tensor(name);
+            w.add(name, t.dtype, t.shape, t.bytes);
+        }
+        for (const auto& [k, v] : file.all_metadata())
+            if (k != "format" && k != "format_version" && k != "data_xxh64" && k != "header_xxh64")
+                w.set_metadata(k, k == key ? value : v);
+        w.write(edited);
+    };
+    const auto error_of = [&](const std::string& key, const std::string& value) -> std::string {
+        rewrite(key, value);
+        trainers::EarlyStopping es(5, 0.0, 0);
+        try {
+            trainers::load_checkpoint(edited, ops, trainer, p, &es);
+        } catch (const io::CheckpointError& e) {
+            CHECK(e.code() == ExitCode::usage);
+            return e.what();
+        }
+        return "<accepted>";
+    };
+    CHECK_THAT(error_of("early_stopping_best", "abc"), Catch::Contains("metadata early_stopping_best = \"abc\" is not a number"));
+    CHECK_THAT(error_of("early_stopping_best_step", "1e5"), Catch::Contains("is not an integer >= -1"));
+    CHECK_THAT(error_of("early_stopping_stale", "-2"), Catch::Contains("is not an integer >= 0"));
+    CHECK_THAT(error_of("wall_seconds", "nan"), Catch::Contains("is not a finite number"));
+    CHECK_THAT(error_of("best_validation", "not json"), Catch::Contains("is not a backtest JSON object"));
+    CHECK(error_of("early_stopping_best", "none") == "<accepted>");
+    rewrite("norm_clip", "-1");
+    CHECK_THROWS_WITH(trainers::checkpoint_normalization(edited), Catch::Contains("metadata norm_clip = \"-1\" is not"));
     std::filesystem::remove_all(dir);
 }

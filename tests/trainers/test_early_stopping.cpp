@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 
 #include "trainers/early_stopping.hpp"
 
@@ -51,4 +52,16 @@ TEST_CASE("early stopping: patience 0 never stops; NaN never improves", "[traine
     CHECK_FALSE(n.observe(1, std::nan("")).improved);
     CHECK_FALSE(n.best().has_value());
     CHECK(n.observe(2, -3.0).improved);
+}
+
+TEST_CASE("early stopping: +infinity (val_sortino without downside) beats any number, a later one ties",
+          "[trainers][early_stopping]") {
+    const double inf = std::numeric_limits<double>::infinity();
+    EarlyStopping es(2, 0.0, 0);
+    CHECK(es.observe(1, 3.0).improved);
+    CHECK(es.observe(2, inf).improved);   // a gain with no losing bar: the best there is
+    CHECK_FALSE(es.observe(3, inf).improved);  // a tie keeps the first
+    CHECK(es.best_step() == 2);
+    CHECK(es.observe(4, 1e300).stop);     // two evaluations without improvement
+    CHECK(*es.best() == inf);
 }

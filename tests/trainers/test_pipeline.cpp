@@ -12,9 +12,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
+#include "io/json.hpp"
 #include "io/safetensors.hpp"
 
 namespace fs = std::filesystem;
@@ -176,5 +178,135 @@ TEST_CASE("early stopping ends the run cleanly with status early_stopped", "[tra
     const auto last_line = evals.substr(evals.rfind('\n', evals.size() - 2) + 1);
     CHECK(last_line.find("\"best\":false") != std::string::npos);  // it stopped on a non-improvement
     CHECK(summary.find("\"test\":{\"strategy\"") != std::string::npos);  // and still reported the test split
+    fs::remove_all(dir);
+}
+
+namespace {
+
+/// Every file under `dir` with its contents.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+    std::map<std::string, std::string> files;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = slurp(e.path());
+    return files;
+}
+
+double number_after(const std::string& json, const std::string& key) {
+    const auto at = json.find("\"" + key + "\":");
+    REQUIRE(at != std::string::npos);
+    return std::stod(json.substr(at + key.size() + 3));
+}
+
+}  // namespace
+
+TEST_CASE("resume: a finished run is left untouched; validation, wall time and overrides survive a resume",
+          "[trainers][pipeline][resume]") {
+    const auto dir = scratch("resume");
+    const fs::path run = dir / "dqn-smoketest";
+    // 1. A completed run: resuming it with the same budget is refused and changes no file.
+    auto r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + dir.string() + "'", dir);
+    REQUIRE(r.code == 0);
+    const auto before = snapshot(run);
+    r = sh("\"$EXE\" --resume '" + run.string() + "' --device cpu", dir);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("the run is finished (summary.json: status \"completed\"") != std::string::npos);
+    CHECK(r.err.find("--set run.total_steps=4000") != std::string::npos);
+    CHECK(snapshot(run) == before);  // summary.json, metrics, checkpoints: byte for byte
+    fs::remove_all(run);
+
+    // 2. Interrupted after its best validation; resumed without further evaluations.
+    const std::string evals = (run / "eval.jsonl").string();
+    r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + dir.string() +
+               "' --set run.total_steps=100000000 --set run.log_interval=400 --set run.eval_interval=400 "
+               "--set run.checkpoint_interval=400 & pid=$!; "
+               "for i in $(seq 600); do [ -s '" + evals + "' ] && break; sleep 0.1; done; kill -INT $pid; wait $pid",
+           dir);
+    REQUIRE(r.code == 130);
+    const auto last = fh::io::TensorFile::read((run / "checkpoints" / "last.safetensors").string());
+    const double wall_before = std::stod(*last.metadata("wall_seconds"));
+    const long long at = std::stoll(*last.metadata("step"));
+    CHECK(wall_before > 0);
+    CHECK(last.metadata("best_validation").has_value());
+    const long long total = at + 800;
+    r = sh("\"$EXE\" --resume '" + run.string() + "' --device cpu --set run.total_steps=" + std::to_string(total) +
+               " --set run.eval_interval=0",
+           dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const std::string summary = slurp(run / "summary.json");
+    CHECK(summary.find("\"status\":\"completed\"") != std::string::npos);
+    CHECK(summary.find("\"validation\":{\"strategy\":") != std::string::npos);  // kept across the resume
+    CHECK(number_after(summary, "wall_seconds") > wall_before);                  // both processes counted
+    CHECK(number_after(summary, "bars_per_year") > 5000);                        // the inferred value is recorded
+    CHECK(summary.find("\"bars_per_year_inferred\":true") != std::string::npos);
+    const std::string config = slurp(run / "config.toml");
+    CHECK(config.find("total_steps = " + std::to_string(total) + " ") != std::string::npos);  // the resume's overrides
+    CHECK(config.find("eval_interval = 0 ") != std::string::npos);
+    // metrics.jsonl reads as one run: strictly increasing steps, no repeated line
+    std::istringstream lines(slurp(run / "metrics.jsonl"));
+    std::string line;
+    long long previous = -1;
+    while (std::getline(lines, line)) {
+        const long long step = static_cast<long long>(number_after(line, "env_steps"));
+        CHECK(step > previous);
+        previous = step;
+    }
+    CHECK(previous == total);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("resume: a second process cannot resume a run in progress", "[trainers][pipeline][resume]") {
+    const auto dir = scratch("lock");
+    const fs::path run = dir / "dqn-smoketest";
+    const std::string ckpt = (run / "checkpoints" / "last.safetensors").string();
+    const auto r = sh("{ \"$EXE\" --profile dqn-smoketest --device cpu --output '" + dir.string() +
+                          "' --set run.total_steps=100000000 --set run.checkpoint_interval=400 & pid=$!; "
+                          "for i in $(seq 600); do [ -s '" + ckpt + "' ] && break; sleep 0.1; done; "
+                          "\"$EXE\" --resume '" + run.string() + "' --device cpu --set run.total_steps=200000000; "
+                          "echo \"second=$?\"; kill -INT $pid; wait $pid; }",
+                      dir);
+    INFO(r.err);
+    CHECK(r.code == 130);  // the first run, interrupted cleanly
+    CHECK(r.out.find("second=2") != std::string::npos);
+    CHECK(r.err.find("another foxhunt-train process is running in this run directory") != std::string::npos);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoints carry the documented metadata: step, version, bars_per_year, the parameter layout",
+          "[trainers][pipeline]") {
+    const auto dir = scratch("meta");
+    for (const std::string trainer : {"dqn", "ppo", "iql"}) {
+        const auto r = sh("\"$EXE\" --profile " + trainer + "-smoketest --device cpu -q --output '" + dir.string() + "'", dir);
+        REQUIRE(r.code == 0);
+        const auto f = fh::io::TensorFile::read((dir / (trainer + "-smoketest") / "checkpoints" / "last.safetensors").string());
+        INFO(trainer);
+        CHECK(f.format_version() == 2);
+        CHECK(f.metadata("step") == (trainer == "iql" ? "500" : trainer == "ppo" ? "4000" : "2000"));
+        CHECK(f.metadata("progress_unit") == (trainer == "iql" ? "updates" : "env_steps"));
+        CHECK(f.metadata("created_by").value_or("").rfind("foxhunt-train ", 0) == 0);
+        CHECK(std::stod(f.metadata("bars_per_year").value_or("0")) > 5000);
+        CHECK(f.metadata("bars_per_year_inferred") == "true");
+        CHECK(std::stod(f.metadata("wall_seconds").value_or("-1")) > 0);
+        // The layout unflattens params/online: slices in order, inside the buffer, weights (out, in).
+        const auto params = f.tensor("params/online");
+        const auto layout = fh::io::json::parse(f.metadata("param_layout").value_or("[]"));
+        REQUIRE(layout.is_array());
+        REQUIRE(!layout.as_array().empty());
+        std::uint64_t end = 0;
+        for (const auto& slice : layout.as_array()) {
+            const auto offset = slice.find("offset")->as_u64(), size = slice.find("size")->as_u64();
+            CHECK(offset >= end);
+            CHECK(offset % 32 == 0);
+            end = offset + size;
+            const auto& shape = slice.find("shape")->as_array();
+            std::uint64_t n = 1;
+            for (const auto& d : shape) n *= d.as_u64();
+            CHECK(n == size);
+            const std::string name = slice.find("name")->as_string();
+            CHECK(shape.size() == (name.ends_with(".w") ? 2u : 1u));
+        }
+        CHECK(end <= params.shape[0]);
+        CHECK(params.shape[0] - end < 32);  // only the last slice's padding after it
+    }
     fs::remove_all(dir);
 }

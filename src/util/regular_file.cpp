@@ -1,0 +1,94 @@
+/// @file regular_file.cpp
+#include "util/regular_file.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace fh::util {
+namespace {
+
+const char* kind_of(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+}  // namespace
+
+RegularFile::RegularFile(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        missing_ = errno == ENOENT;
+        error_ = fmt::format("cannot open: {}", std::strerror(errno));
+        return;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        error_ = fmt::format("cannot stat: {}", std::strerror(errno));
+        ::close(fd);
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        error_ = fmt::format("is {}, not a regular file", kind_of(st.st_mode));
+        ::close(fd);
+        return;
+    }
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    fd_ = fd;
+    size_ = static_cast<std::uint64_t>(st.st_size);
+}
+
+RegularFile::~RegularFile() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+int RegularFile::release() noexcept {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+}
+
+bool RegularFile::read_all(std::string& out, std::uint64_t max_bytes, bool* too_big) {
+    out.clear();
+    if (too_big) *too_big = false;
+    if (fd_ < 0) return false;
+    // The size from fstat is a hint (the file may grow or shrink while read): read to the end.
+    out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size_, max_bytes) + 1));
+    std::size_t have = 0;
+    for (;;) {
+        if (have == out.size()) {
+            if (have > max_bytes) break;
+            out.resize(std::min<std::size_t>(out.size() * 2 + 4096, static_cast<std::size_t>(max_bytes) + 1));
+        }
+        const ssize_t n = ::read(fd_, out.data() + have, out.size() - have);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            error_ = fmt::format("cannot read: {}", std::strerror(errno));
+            out.clear();
+            return false;
+        }
+        if (n == 0) break;
+        have += static_cast<std::size_t>(n);
+    }
+    out.resize(have);
+    if (have > max_bytes && too_big) *too_big = true;
+    return true;
+}
+
+std::string non_regular_kind(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return "";
+    return S_ISREG(st.st_mode) ? "" : kind_of(st.st_mode);
+}
+
+}  // namespace fh::util

@@ -1,0 +1,319 @@
+/// @file test_run_checks.cpp
+/// @brief `check` and `train` share one validation (issue 16, item 8): every profile `train`
+///        refuses is refused by `check` with the same exit code, before anything is written or
+///        allocated; the data-dependent rules (splits, eval.segments, replay dumps, the instrument
+///        against the prices), the kernels' int index range and the memory estimates.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config/memory_estimate.hpp"
+#include "config/profile.hpp"
+#include "data/load.hpp"
+#include "io/replay_dump.hpp"
+#include "trainers/run_checks.hpp"
+#include "trainers/setup.hpp"
+#include "util/errors.hpp"
+
+namespace fs = std::filesystem;
+using fh::trainers::check_run;
+using fh::trainers::RunCheckOptions;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+    const fs::path p = fs::temp_directory_path() / ("fh-runchecks-" + std::to_string(::getpid()) + "-" + name);
+    fs::remove_all(p);
+    fs::create_directories(p);
+    return p;
+}
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+struct Result {
+    int code = -1;
+    std::string out, err;
+};
+
+Result run(const std::string& args, const fs::path& dir) {
+    const char* exe = std::getenv("FH_TRAIN_EXE");
+    REQUIRE(exe != nullptr);
+    const std::string cmd = "'" + std::string(exe) + "' " + args + " >'" + (dir / "out").string() + "' 2>'" +
+                            (dir / "err").string() + "'";
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(dir / "out");
+    r.err = slurp(dir / "err");
+    return r;
+}
+
+fh::config::Profile profile(const std::vector<std::string>& overrides) {
+    return fh::config::resolve_profile_text("[run]\ntrainer = \"dqn\"\n[data]\nsynthetic_bars = 3000\n", "p.toml",
+                                            overrides);
+}
+
+int code_of(const std::function<void()>& f, std::string* message = nullptr) {
+    try {
+        f();
+    } catch (const fh::Error& e) {
+        if (message) *message = e.what();
+        return static_cast<int>(e.code());
+    }
+    return 0;
+}
+
+/// Daily bars around `price` with a daily range of `range`, as CSV.
+std::string daily_csv(double price, double range, int n = 600) {
+    std::string csv = "timestamp,open,high,low,close\n";
+    char buf[200];
+    for (int i = 0; i < n; ++i) {
+        const double c = price * (1 + 0.01 * std::sin(i * 0.05));
+        std::snprintf(buf, sizeof buf, "%lld,%.8g,%.8g,%.8g,%.8g\n", 1'600'000'000LL + i * 86'400LL, c, c + range / 2,
+                      c - range / 2, c);
+        csv += buf;
+    }
+    return csv;
+}
+
+}  // namespace
+
+TEST_CASE("run checks: check and train refuse the same profiles with the same exit code, train before writing",
+          "[trainers][run_checks]") {
+    const auto dir = scratch("parity");
+    const std::string fx = (dir / "fx.csv").string();
+    std::ofstream(fx) << daily_csv(1.4, 0.01);
+    struct Case {
+        const char* what;
+        std::string args;
+        int code;
+        const char* says;
+    };
+    const std::vector<Case> cases = {
+        {"IQN head", "--set dqn.head=iqn", 2, "dqn.head = \"iqn\" is not implemented yet"},
+        {"CQL", "--set dqn.cql_alpha=0.1", 2, "dqn.cql_alpha > 0 (the CQL regulariser) is not implemented yet"},
+        {"ensemble", "--set dqn.ensemble_size=2", 2, "dqn.ensemble_size > 1"},
+        {"attention", "--set dqn.attention=true", 2, "dqn.attention = true is not implemented yet"},
+        {"DQN curiosity", "--set dqn.curiosity=true", 2, "dqn.curiosity = true"},
+        {"HER", "--set dqn.her=true", 2, "dqn.her = true"},
+        {"sampled evaluation", "--set eval.deterministic=false", 2, "eval.deterministic = false"},
+        {"sampled evaluation, PPO", "--set run.trainer=ppo --set env.position_levels=15 --set eval.deterministic=false", 2,
+         "eval.deterministic = false"},
+        {"no validation and no test split",
+         "--set data.train_fraction=1 --set data.val_fraction=0 --set data.test_fraction=0", 2,
+         "data.test_fraction = 0 leaves no test split"},
+        {"v_min out of float range", "--set dqn.v_min=-1.7e308", 2, "dqn.v_min must be [-1000000, 1000000]"},
+        {"a replay smaller than the environments", "--set experience.gpu_n_episodes=1024", 2,
+         "the replay would silently grow to 4096 transitions"},
+        {"a network past the int index range",
+         "--set dqn.hidden=[16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384]",
+         2, "the Q network's parameters: 4035969568 elements in one array"},
+        {"too many evaluation segments", "--set eval.segments=4096", 2,
+         "eval.segments = 4096 is more than half of the validation split's"},
+        {"a test split with nothing to trade", "--set data.test_fraction=0.0002", 3, "the test split"},
+        {"an E-mini instrument on FX prices", "--data '" + fx + "'", 2, "the instrument does not fit the prices"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.what);
+        const auto out = dir / "runs";
+        fs::remove_all(out);
+        const auto chk = run("check dqn-smoketest --device cpu " + c.args, dir);
+        INFO("check: " << chk.err);
+        CHECK(chk.code == c.code);
+        CHECK_THAT(chk.err, Catch::Contains(c.says));
+        CHECK(chk.out.empty());  // nothing claims the profile is valid
+        const auto trn = run("--profile dqn-smoketest --device cpu --output '" + out.string() + "' " + c.args, dir);
+        INFO("train: " << trn.err);
+        CHECK(trn.code == c.code);
+        CHECK_THAT(trn.err, Catch::Contains(c.says));
+        CHECK_FALSE(fs::exists(out / "dqn-smoketest"));  // refused before the run directory
+    }
+    // --force overrides the instrument refusal (with warnings), in check as in train
+    const auto forced = run("check dqn-smoketest --device cpu --force --data '" + fx + "'", dir);
+    INFO(forced.err);
+    CHECK(forced.code == 0);
+    CHECK_THAT(forced.err, Catch::Contains("--force: training although the instrument does not fit"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("run checks: splits and eval.segments against the data", "[trainers][run_checks]") {
+    auto p = profile({});
+    auto md = fh::data::load_market(fh::trainers::data_options(p));
+    RunCheckOptions o;
+    o.host_backend = true;
+    CHECK(code_of([&] { check_run(p, md, o); }) == 0);
+    // 450 validation bars: at most 225 segments
+    p = profile({"eval.segments=225"});
+    CHECK(code_of([&] { check_run(p, md, o); }) == 0);
+    p = profile({"eval.segments=226"});
+    std::string m;
+    CHECK(code_of([&] { check_run(p, md, o); }, &m) == 2);
+    CHECK_THAT(m, Catch::Contains("set eval.segments <= 225"));
+    // without validation backtests the validation split is not needed
+    p = profile({"eval.segments=4096", "run.eval_interval=0", "early_stopping.patience=0"});
+    CHECK(code_of([&] { check_run(p, md, o); }) == 0);
+    // a validation split (120 bars) inside the 128-bar warm-up of a new contract has nothing to trade
+    p = profile({"data.val_fraction=0.04"});
+    md = fh::data::load_market(fh::trainers::data_options(p));
+    md.bars.segment_starts = {0, md.val.begin};
+    md.bars.segment_names = {"a", "b"};
+    CHECK(code_of([&] { check_run(p, md, o); }, &m) == 3);
+    CHECK_THAT(m, Catch::Contains("the validation split"));
+    CHECK_THAT(m, Catch::Contains("raise data.val_fraction"));
+}
+
+TEST_CASE("run checks: an IQL replay dump must fit the profile and hold a batch", "[trainers][run_checks][replay]") {
+    const auto dir = scratch("dump");
+    const std::string path = (dir / "d.fhreplay").string();
+    auto write = [&](int state_dim, int actions, int rows) {
+        fh::io::ReplayDump d;
+        d.state_dim = state_dim;
+        d.n_envs = rows;
+        d.capacity_steps = 1;
+        d.num_actions = actions;
+        d.pushed_steps = 1;
+        d.states.assign(static_cast<std::size_t>(rows * state_dim), 0.f);
+        d.next_states = d.states;
+        d.rewards.assign(static_cast<std::size_t>(rows), 0.f);
+        d.actions.assign(static_cast<std::size_t>(rows), 0);
+        d.done.assign(static_cast<std::size_t>(rows), 0);
+        fh::io::write_replay_dump(path, d);
+    };
+    const std::string use = "iql.dataset=\"" + path + "\"";
+    auto p = fh::config::resolve_profile_text("[run]\ntrainer = \"iql\"\n[data]\nsynthetic_bars = 3000\n", "p.toml",
+                                              {use, "replay_buffer.batch_size=64"});
+    const auto md = fh::data::load_market(fh::trainers::data_options(p));
+    RunCheckOptions o;
+    o.host_backend = true;
+    std::string m;
+    write(50, 9, 4);  // a dump of 4 transitions with batch 64
+    CHECK(code_of([&] { check_run(p, md, o); }, &m) == 3);
+    CHECK_THAT(m, Catch::Contains("holds 4 transitions, fewer than one batch (replay_buffer.batch_size = 64)"));
+    write(50, 9, 64);
+    CHECK(code_of([&] { check_run(p, md, o); }) == 0);
+    write(49, 9, 64);
+    CHECK(code_of([&] { check_run(p, md, o); }, &m) == 3);
+    CHECK_THAT(m, Catch::Contains("states have 49 features, this profile's data gives 50"));
+    write(50, 45, 64);
+    CHECK(code_of([&] { check_run(p, md, o); }, &m) == 3);
+    CHECK_THAT(m, Catch::Contains("has 45 actions, this profile's environment has 9"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("run checks: the instrument against the prices", "[trainers][run_checks]") {
+    const auto dir = scratch("instrument");
+    const std::string csv = (dir / "bars.csv").string();
+    auto fit_of = [&](const std::string& text, const std::vector<std::string>& overrides) {
+        std::ofstream(csv) << text;
+        auto o = overrides;
+        o.push_back("data.path=\"" + csv + "\"");
+        o.push_back("data.cache_dir=\"" + (dir / "cache").string() + "\"");
+        const auto p = profile(o);
+        return fh::trainers::instrument_fit(p, fh::data::load_market(fh::trainers::data_options(p)).bars);
+    };
+    // An E-mini at 4000 with 40-point days fits its own defaults.
+    auto fit = fit_of(daily_csv(4000, 40), {});
+    CHECK(fit.refusals.empty());
+    CHECK(fit.warnings.empty());
+    // EUR/USD prices with the E-mini defaults: the tick is 18% of the price, costs 60 bar ranges.
+    fit = fit_of(daily_csv(1.4, 0.01), {});
+    REQUIRE(fit.refusals.size() == 3);
+    CHECK_THAT(fit.refusals[0], Catch::Contains("instrument.tick_size = 0.25 is 17.8% of the median close"));
+    CHECK_THAT(fit.refusals[1], Catch::Contains("60 times the typical bar's range"));
+    CHECK_THAT(fit.refusals[2], Catch::Contains("CME E-mini S&P 500's"));
+    // ... and the EUR/USD future's own values (docs/data.md) fit.
+    fit = fit_of(daily_csv(1.4, 0.01), {"instrument.tick_size=0.00005", "instrument.multiplier=125000",
+                                        "instrument.commission=2.5"});
+    CHECK(fit.refusals.empty());
+    // a stock at 50 with a one-cent tick and 1-dollar days
+    fit = fit_of(daily_csv(50, 1), {"instrument.tick_size=0.01", "instrument.multiplier=1", "instrument.commission=0.005",
+                                    "instrument.max_contracts=100"});
+    CHECK(fit.refusals.empty());
+    CHECK(fit.warnings.empty());
+    // warnings: a tick of 1% of the price; a round trip of 2 bar ranges
+    fit = fit_of(daily_csv(25, 10), {"instrument.tick_size=0.25", "instrument.multiplier=1", "instrument.commission=0"});
+    REQUIRE(fit.warnings.size() == 1);
+    CHECK_THAT(fit.warnings[0], Catch::Contains("% of the median close 25.0"));
+    fit = fit_of(daily_csv(4000, 0.5), {});
+    CHECK(fit.refusals.empty());
+    REQUIRE(fit.warnings.size() == 1);
+    CHECK_THAT(fit.warnings[0], Catch::Contains("1.2 times the typical bar's range"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("run checks: the int index range with the real number of bars, and the memory refusal (exit 4)",
+          "[trainers][run_checks][memory]") {
+    const auto p = profile({});
+    fh::config::SizeInputs in;
+    in.bars = 60'000'000;  // 60M bars x 42 features > 2^31 - 1
+    auto problems = fh::config::index_range_problems(p, in);
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0].key == "data.synthetic_bars");
+    CHECK_THAT(problems[0].message, Catch::Contains("the market features (60000000 bars x 42 floats): 2520000000 elements"));
+    in.bars_known = false;  // a CSV before it is read: not judged
+    CHECK(fh::config::index_range_problems(p, in).empty());
+    // PPO rollouts: gpu_n_episodes x gpu_timesteps_per_episode x 50 floats
+    fh::config::Profile ppo;
+    ppo.run.trainer = "ppo";
+    ppo.experience.gpu_n_episodes = 65536;
+    ppo.experience.gpu_timesteps_per_episode = 1000;
+    problems = fh::config::index_range_problems(ppo, {});
+    REQUIRE(!problems.empty());
+    CHECK(problems[0].key == "experience.gpu_timesteps_per_episode");
+    // ... and resolution refuses it at the keys' places, before any data is read
+    std::string m;
+    CHECK(code_of([] {
+              fh::config::resolve_profile_text("[run]\ntrainer = \"ppo\"\n[experience]\ngpu_n_episodes = 65536\n"
+                                               "gpu_timesteps_per_episode = 1000\n",
+                                               "p.toml");
+          },
+                  &m) == 2);
+    CHECK_THAT(m, Catch::Contains("p.toml:5:29: the rollout's observations (65536 envs x 1000 steps x 50 floats): "
+                                  "3276800000 elements"));
+    // memory beyond what is available: a DeviceError (exit 4) naming the consumers and keys
+    const auto items = fh::config::estimate_host_memory(p, {});
+    CHECK(code_of([&] { fh::config::require_memory(items, 1000, "host memory", "test"); }, &m) == 4);
+    CHECK_THAT(m, Catch::Contains("of host memory but 1000 B is available (test); the biggest consumers:"));
+    CHECK_THAT(m, Catch::Contains("(change data.synthetic_bars)"));
+    CHECK(code_of([&] { fh::config::require_memory(items, fh::config::total_bytes(items), "host memory", "t"); }) == 0);
+    // the CPU backend counts the "device" buffers in host memory too
+    in = {};
+    in.host_backend = true;
+    CHECK(fh::config::total_bytes(fh::config::estimate_host_memory(p, in)) > fh::config::total_bytes(items));
+    CHECK(fh::config::available_host_memory() > 0);  // /proc/meminfo is readable here
+}
+
+TEST_CASE("run checks: a CSV too large for the host is refused before it is read (exit 4)", "[trainers][run_checks][memory]") {
+    const auto dir = scratch("size");
+    const std::string csv = (dir / "big.csv").string();
+    std::ofstream(csv) << std::string(4 << 20, 'x');  // 4 MB that are not even a CSV
+    const auto p = profile({"data.path=\"" + csv + "\""});
+    RunCheckOptions o;
+    o.host_backend = true;
+    o.host_memory = 8 << 20;  // 8 MB available: 4 MB of text is about 100,000 rows, too many
+    std::string m;
+    CHECK(code_of([&] { fh::trainers::check_data_size(p, o); }, &m) == 4);  // not 3: the file was not read
+    CHECK_THAT(m, Catch::Contains("estimated before reading"));
+    CHECK_THAT(m, Catch::Contains("(change data.path)"));
+    o.host_memory = std::uint64_t{1} << 40;
+    CHECK(code_of([&] { fh::trainers::check_data_size(p, o); }) == 0);
+    // the synthetic market is bounded by the schema instead
+    CHECK(code_of([] { profile({"data.synthetic_bars=50000000"}); }, &m) == 2);
+    CHECK_THAT(m, Catch::Contains("data.synthetic_bars must be [1000, 1000000]"));
+    fs::remove_all(dir);
+}
