@@ -20,13 +20,6 @@ inline constexpr int kNormThreads = 256;
 /// y[r, j] = act(y[r, j] + b[j]) in place. y (batch, out), b (out) or null (no bias).
 using NetworkBiasActForward = void(float* __restrict__ y, const float* __restrict__ b,
                                    Activation act, int batch, int out);
-/// dy[i] *= act'(y[i]) in place (dy becomes the pre-activation gradient). dy, y (n), distinct.
-using NetworkActBackward = void(float* __restrict__ dy, const float* __restrict__ y,
-                                Activation act, int n);
-/// db[j] = (accumulate ? db[j] : 0) + sum_{r = 0..batch-1} dz[r, j], rows summed in order.
-/// db (out), dz (batch, out).
-using NetworkBiasGrad = void(float* __restrict__ db, const float* __restrict__ dz, int accumulate,
-                             int batch, int out);
 /// The backward of a layer's activation and bias in one pass over dY (batch, out), in place:
 /// dZ = dY * act'(Y) (act none: dZ = dY), and the column sums of dZ over a slice of rows.
 /// Launch: block (32, kBiasGradRows), grid (ceil(out / 32), slices); slice s covers rows
@@ -58,8 +51,6 @@ using NetworkAdam = void(float* __restrict__ params, float* __restrict__ m, floa
 
 #define FH_KERNELS_core_network(FH_KERNEL)                                                 \
     FH_KERNEL(core_network, network_bias_act_forward_kernel, NetworkBiasActForward) \
-    FH_KERNEL(core_network, network_act_backward_kernel, NetworkActBackward)        \
-    FH_KERNEL(core_network, network_bias_grad_kernel, NetworkBiasGrad)              \
     FH_KERNEL(core_network, network_act_bias_grad_kernel, NetworkActBiasGrad)       \
     FH_KERNEL(core_network, network_bias_grad_finish_kernel, NetworkBiasGradFinish) \
     FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \

@@ -1,27 +1,29 @@
 /* core_network.cu — the elementwise and reduction parts of the MLP building blocks and Adam
- * (the matrix products are cuBLAS SGEMMs issued by src/ops/cuda_device.cpp).
+ * (the matrix products are cuBLASLt / cuBLAS GEMMs issued by src/ops/cuda_device.cpp).
  *
  * Math:        bias+act forward  y[r,j] = act(y[r,j] + b[j])          (core::activate)
- *              act backward      dy[i] = dy[i] * act'(y[i])           (core::activation_derivative)
- *              bias grad         db[j] (+)= sum_r dz[r,j]
+ *              act + bias grad   dy[i] = dy[i] * act'(y[i]) in place  (core::activation_derivative)
+ *                                and db[j] (+)= sum_r dy[r,j]
  *              global norm       out = sqrt(sum_i x[i]^2)
  *              Adam              g = grad * min(1, clip / (norm + 1e-6)); m = b1 m + (1-b1) g;
  *                                v = b2 v + (1-b2) g^2; p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
  *                                (core::clip_scale, core::adam_element; bias corrections from the host)
- * Layout:      row-major; y, dy, dz (batch, out); b, db (out); x, params, m, v, grads (n) flat;
- *              partials (kNormBlocks); out, grad_norm, gate (1).
- * Launch:      bias+act, act backward, Adam: 1-D grid-stride, any grid. Bias grad: one thread per
- *              column j, any 1-D grid (grid-stride over columns). Norm: partials with exactly
- *              kNormBlocks x kNormThreads, then finish with one block of kNormThreads.
- * Determinism: run-to-run exact. No atomics: the bias gradient sums each column's rows in order
- *              in one thread; the norm reduces a fixed grid (independent of the device's SM count)
- *              in a fixed tree order, in double. Elementwise math matches the CPU twins
+ * Layout:      row-major; y, dy (batch, out); b, db (out); partials (slices, out) for the bias
+ *              gradient, (kNormBlocks) for the norm; x, params, m, v, grads (n) flat; out,
+ *              grad_norm, gate (1).
+ * Launch:      bias+act, Adam: 1-D grid-stride, any grid. Act + bias grad: block (32,
+ *              kBiasGradRows), grid (ceil(out / 32), slices), then the finish over the slices
+ *              when there is more than one. Norm: partials with exactly kNormBlocks x
+ *              kNormThreads, then finish with one block of kNormThreads.
+ * Determinism: run-to-run exact. No atomics: the bias gradient sums each column's rows in row
+ *              order per thread, then the block's threads in a fixed tree, then the slices in
+ *              order; the norm reduces a fixed grid (independent of the device's SM count) in a
+ *              fixed tree order, in double. Elementwise math matches the CPU twins
  *              (src/ops/cpu_device.cpp) up to FMA contraction and tanh's last bits, hence the
- *              tolerances of the tests; the norm differs from the CPU's sequential double sum by
- *              summation order only.
- * Aliasing:    pointers are __restrict__: y/b, dy/y, db/dz, partials/x, out/partials and the six
- *              Adam buffers must be distinct; Device (src/ops/device.cpp) checks it before launching.
- *              In-place updates (bias+act on y, act backward on dy) are single pointers.
+ *              tolerances of the tests; sums differ from the CPU's sequential sums by order only.
+ * Aliasing:    pointers are __restrict__: y/b, dy/db/partials/y, partials/x, out/partials and the
+ *              six Adam buffers must be distinct; Device (src/ops/device.cpp) checks it before
+ *              launching. In-place updates (bias+act on y, act backward on dy) are single pointers.
  * Gate:        Adam does nothing when *gate == 0 (the training guard's skip, no host sync).
  * Signatures:  cuda/abi/core_network.h (checked below).
  * CPU twin:    src/ops/cpu_device.cpp (+ src/nn/reference.hpp); tests: tests/ops/test_nn_ops*.cpp
@@ -42,24 +44,6 @@ extern "C" __global__ void network_bias_act_forward_kernel(float* __restrict__ y
         const int j = static_cast<int>(i % out);
         const float z = b != nullptr ? y[i] + b[j] : y[i];
         y[i] = fh::core::activate(z, act);
-    }
-}
-
-extern "C" __global__ void network_act_backward_kernel(float* __restrict__ dy,
-                                                       const float* __restrict__ y,
-                                                       Activation act, int n) {
-    for (long long i = global_thread_index(); i < n; i += grid_thread_count())
-        dy[i] = dy[i] * fh::core::activation_derivative(y[i], act);
-}
-
-extern "C" __global__ void network_bias_grad_kernel(float* __restrict__ db,
-                                                    const float* __restrict__ dz, int accumulate,
-                                                    int batch, int out) {
-    // Consecutive threads read consecutive columns of one row: coalesced.
-    for (long long j = global_thread_index(); j < out; j += grid_thread_count()) {
-        float s = 0.f;
-        for (int r = 0; r < batch; ++r) s += dz[static_cast<long long>(r) * out + j];
-        db[j] = accumulate ? db[j] + s : s;
     }
 }
 
