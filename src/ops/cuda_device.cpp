@@ -17,6 +17,7 @@
 #include "ops/cuda_device.hpp"
 
 #include "cuda/kernel_timing.hpp"
+#include "util/log.hpp"
 
 #include <fmt/format.h>
 
@@ -40,6 +41,9 @@ CudaDevice::CudaDevice(int ordinal)
     FH_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
     FH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&bias_partials_), kBiasPartialFloats * sizeof(float)));
     FH_CUBLAS_CHECK(cublasSetWorkspace(cublas(), workspace_, kWorkspaceBytes));
+    const auto s = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+    log::debug("device start-up: driver and context {:.3f} s, kernel modules {:.3f} s, cuBLAS {:.3f} s",
+               s(created_, context_ready_), s(context_ready_, modules_ready_), s(modules_ready_, Clock::now()));
 }
 
 /// A cached cuBLASLt problem: descriptors and the chosen algorithm.

@@ -7,6 +7,7 @@
 
 #include <cublasLt.h>
 
+#include <chrono>
 #include <map>
 #include <tuple>
 
@@ -77,9 +78,15 @@ private:
     bool lt_linear_forward(float* Y, const float* X, long long x_stride, const float* W, const float* b,
                            long long w_stride, int count, int batch, int in, int out, Activation act);
 
+    // Start-up split for the debug log (members start in this order): the driver and the
+    // context, the kernel modules, then cuBLAS.
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point created_ = Clock::now();
     cuda::DeviceInfo device_;
+    Clock::time_point context_ready_ = Clock::now();
     cuda::Stream stream_;
     cuda::KernelRegistry registry_;
+    Clock::time_point modules_ready_ = Clock::now();
     cuda::CublasHandle cublas_;
     cublasLtHandle_t lt_ = nullptr;
     /// One cuBLAS/cuBLASLt workspace, set explicitly so that no library allocates while a
