@@ -280,7 +280,7 @@ extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
         a.step[agent] = step;
         a.guard[agent] = guard;
         a.stats[agent] = monitor;
-        a.counters[agent] = counters;
+        a.counters[agent].updates = counters.updates;  // only this field: the collection reads the others meanwhile
     }
 }
 
@@ -365,9 +365,9 @@ extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {
     const fh::replay::ReplayView view{r.states + base * r.state_dim, r.next_states + base * r.state_dim,
                                       r.actions + base, r.rewards + base, r.done + base, r.capacity_steps,
                                       r.n_envs, r.state_dim};
-    const long long oldest = c.pushed > r.capacity_steps ? c.pushed - r.capacity_steps : 0;
-    const fh::replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), oldest,
-                                      c.pushed - (p.n_step - 1) - oldest, p.n_step, p.gamma};
+    const fh::dqn::SampleRange range = fh::dqn::sample_range(c.pushed, r.capacity_steps, p.n_step);
+    const fh::replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest, range.count,
+                                      p.n_step, p.gamma};
     fh::replay::NstepDraw draw{};
     if (lane == 0) draw = fh::replay::draw_nstep(static_cast<int>(b), view, sp);
     const long long first = __shfl_sync(kFullMask, draw.first, 0), last = __shfl_sync(kFullMask, draw.last, 0);

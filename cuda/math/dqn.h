@@ -221,6 +221,18 @@ struct UpdateStep {
     core::AdamConstants adam;  ///< this update's Adam constants (bias corrections of its step)
 };
 
+/// The steps an update may sample: the update runs while the collection of step `pushed` writes
+/// its slot (the two overlap on the device), so when the ring is full its oldest step, whose
+/// slot that collection overwrites, is not sampled; the n-1 newest steps wait for their futures.
+/// Sample start steps are [oldest, oldest + count).
+struct SampleRange {
+    long long oldest, count;
+};
+FH_HD SampleRange sample_range(long long pushed, int capacity_steps, int n_step) {
+    const long long oldest = pushed >= capacity_steps ? pushed + 1 - capacity_steps : 0;
+    return {oldest, pushed - (n_step - 1) - oldest};
+}
+
 /// Epsilon of collection step `step`: linear from epsilon_start to epsilon_end over
 /// epsilon_decay_env_steps environment steps, in double.
 FH_HD float epsilon_at(const AgentParams& p, long long step) {

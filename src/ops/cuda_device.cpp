@@ -36,11 +36,19 @@ constexpr std::size_t kBiasPartialFloats = std::size_t{1} << 20;
 }  // namespace
 
 CudaDevice::CudaDevice(int ordinal)
-    : device_(cuda::select_device(ordinal)), stream_(), registry_(), cublas_(stream_.get()) {
+    : device_(cuda::select_device(ordinal)),
+      stream_(),
+      registry_(),
+      cublas_(stream_.get()),
+      side_stream_(),
+      side_cublas_(side_stream_.get()) {
     FH_CUBLAS_CHECK(cublasLtCreate(&lt_));
     FH_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
     FH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&bias_partials_), kBiasPartialFloats * sizeof(float)));
-    FH_CUBLAS_CHECK(cublasSetWorkspace(cublas(), workspace_, kWorkspaceBytes));
+    FH_CUBLAS_CHECK(cublasSetWorkspace(cublas_.get(), workspace_, kWorkspaceBytes));
+    FH_CUDA_CHECK(cudaMalloc(&side_workspace_, kWorkspaceBytes));
+    FH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&side_bias_partials_), kBiasPartialFloats * sizeof(float)));
+    FH_CUBLAS_CHECK(cublasSetWorkspace(side_cublas_.get(), side_workspace_, kWorkspaceBytes));
     const auto s = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
     log::debug("device start-up: driver and context {:.3f} s, kernel modules {:.3f} s, cuBLAS {:.3f} s",
                s(created_, context_ready_), s(context_ready_, modules_ready_), s(modules_ready_, Clock::now()));
@@ -63,6 +71,8 @@ struct CudaDevice::LtPlan {
 CudaDevice::~CudaDevice() {
     lt_plans_.clear();
     if (lt_) cublasLtDestroy(lt_);
+    if (side_bias_partials_) FH_CUDA_CHECK_NOTHROW(cudaFree(side_bias_partials_));
+    if (side_workspace_) FH_CUDA_CHECK_NOTHROW(cudaFree(side_workspace_));
     if (bias_partials_) FH_CUDA_CHECK_NOTHROW(cudaFree(bias_partials_));
     if (workspace_) FH_CUDA_CHECK_NOTHROW(cudaFree(workspace_));
 }
@@ -116,10 +126,32 @@ void CudaDevice::run_sequence(OpSequence& seq, const std::function<void()>& ops)
     FH_CUDA_CHECK(cudaGraphLaunch(static_cast<CudaGraph&>(*seq.captured).exec, stream()));
 }
 
+void CudaDevice::run_concurrently(const std::function<void()>& side, const std::function<void()>& main) {
+    if (on_side_ || cuda::sync_debug() || cuda::kernel_timing()) {  // nested, or each op on its own
+        side();
+        main();
+        return;
+    }
+    fork_.record(stream_.get());
+    FH_CUDA_CHECK(cudaStreamWaitEvent(side_stream_.get(), fork_.get(), 0));
+    on_side_ = true;
+    try {
+        side();
+    } catch (...) {
+        on_side_ = false;
+        throw;
+    }
+    on_side_ = false;
+    main();
+    join_.record(side_stream_.get());
+    FH_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), join_.get(), 0));
+}
+
 void CudaDevice::make_current() { FH_CUDA_CHECK(cudaSetDevice(device_.ordinal)); }
 
 void CudaDevice::set_tf32(bool on) {
-    FH_CUBLAS_CHECK(cublasSetMathMode(cublas(), on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    for (cublasHandle_t h : {cublas_.get(), side_cublas_.get()})
+        FH_CUBLAS_CHECK(cublasSetMathMode(h, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     tf32_ = on;
 }
 
@@ -256,7 +288,7 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
                               : "",
         stream());
     const cublasStatus_t st = cublasLtMatmul(lt_, plan->op, &one, W, plan->a, X, plan->b, &zero, Y, plan->c, Y,
-                                             plan->c, &plan->algo, workspace_, kWorkspaceBytes, stream());
+                                             plan->c, &plan->algo, workspace(), kWorkspaceBytes, stream());
     if (st == CUBLAS_STATUS_SUCCESS) return true;
     if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE)
         cuda::throw_cublas_error(st, "cublasLtMatmul", __FILE__, __LINE__);
@@ -314,11 +346,11 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
         const LaunchDims dims{dim3(static_cast<unsigned>((out + 31) / 32), static_cast<unsigned>(slices)),
                               dim3(32, abi::kBiasGradRows), 0};
         kernels().network_act_bias_grad_kernel(stream(), dims, dY.data(), db.empty() ? nullptr : db.data(),
-                                               slices > 1 ? bias_partials_ : nullptr, Y.data(), act,
+                                               slices > 1 ? bias_partials() : nullptr, Y.data(), act,
                                                accumulate ? 1 : 0, batch, out, rows_per_slice);
         if (slices > 1)
             kernels().network_bias_grad_finish_kernel(stream(), LaunchDims::linear(static_cast<std::size_t>(out), 128),
-                                                      db.data(), bias_partials_, accumulate ? 1 : 0, slices, out);
+                                                      db.data(), bias_partials(), accumulate ? 1 : 0, slices, out);
     }
     const float* dZ = dY.data();
     {

@@ -40,11 +40,13 @@ public:
     void set_graphs(bool on) override { graphs_ = on; }
     void make_current() override;
     void run_sequence(OpSequence& seq, const std::function<void()>& ops) override;
+    void run_concurrently(const std::function<void()>& side, const std::function<void()>& main) override;
 
     const cuda::DeviceInfo& device() const noexcept { return device_; }
-    cudaStream_t stream() const noexcept { return stream_.get(); }
+    /// The stream ops are issued to: the device's own, or its second one inside run_concurrently.
+    cudaStream_t stream() const noexcept { return on_side_ ? side_stream_.get() : stream_.get(); }
     const cuda::KernelTable& kernels() const noexcept { return registry_.kernels(); }
-    cublasHandle_t cublas() const noexcept { return cublas_.get(); }
+    cublasHandle_t cublas() const noexcept { return on_side_ ? side_cublas_.get() : cublas_.get(); }
 
 protected:
     void* allocate_bytes(std::size_t bytes) override;
@@ -88,11 +90,21 @@ private:
     cuda::KernelRegistry registry_;
     Clock::time_point modules_ready_ = Clock::now();
     cuda::CublasHandle cublas_;
+    // The second stream of run_concurrently, with its own cuBLAS handle and scratch (ops on the
+    // two streams may run at once, so they share no workspace).
+    cuda::Stream side_stream_;
+    cuda::CublasHandle side_cublas_;
+    cuda::Event fork_{cudaEventDisableTiming}, join_{cudaEventDisableTiming};
+    bool on_side_ = false;
     cublasLtHandle_t lt_ = nullptr;
     /// One cuBLAS/cuBLASLt workspace, set explicitly so that no library allocates while a
     /// sequence is captured; and the bias gradient's partial sums (fixed size, same reason).
     void* workspace_ = nullptr;
     float* bias_partials_ = nullptr;
+    void* side_workspace_ = nullptr;
+    float* side_bias_partials_ = nullptr;
+    void* workspace() const noexcept { return on_side_ ? side_workspace_ : workspace_; }
+    float* bias_partials() const noexcept { return on_side_ ? side_bias_partials_ : bias_partials_; }
     /// cuBLASLt plans by shape, epilogue, math mode and alignment: the same algorithm for the same
     /// problem on every call (run-to-run determinism).
     struct LtPlan;

@@ -116,6 +116,15 @@ public:
     virtual void set_graphs(bool /*on*/) {}
     /// Runs `ops` as the sequence `seq` (see OpSequence).
     virtual void run_sequence(OpSequence& /*seq*/, const std::function<void()>& ops) { ops(); }
+    /// Issues `side` and then `main`, whose ops may overlap on the device: on CUDA `side` goes to a
+    /// second stream that forks from the device's stream and joins it again before anything
+    /// issued later (inside a captured sequence the fork and join are graph edges); on the CPU,
+    /// and while kernels are timed or synchronised one by one, `side` simply runs first. Neither
+    /// may write memory the other reads or writes, so the results never depend on the overlap.
+    virtual void run_concurrently(const std::function<void()>& side, const std::function<void()>& main) {
+        side();
+        main();
+    }
 
     // ---- memory ---------------------------------------------------------------------------
     template <class T>

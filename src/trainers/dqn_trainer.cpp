@@ -107,6 +107,8 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
     target_ = nets_.view().subview(P, P);
     nn::init_params(ops, online_, net_.layout(), static_cast<std::uint64_t>(profile.run.seed));
     ops.copy(target_, ops::View<const float>(online_));
+    actor_ = nn::alloc_zeroed(ops, net_.layout());
+    ops.copy(actor_.view(), ops::View<const float>(online_));
     grads_ = nn::alloc_zeroed(ops, net_.layout());
     adam_ = AdamState(ops, net_.layout());
 
@@ -136,9 +138,22 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
 }
 
 void DqnTrainer::iterate() {
-    collect();
-    if (ready_to_update())
-        for (long long k = 0; k < profile_.training.updates_per_iteration; ++k) update();
+    if (!ready_to_update()) return collect();
+    const long long n = profile_.training.updates_per_iteration;
+    bool inject = false;
+    for (long long k = 1; k <= n; ++k) inject = inject || nan_injected(updates_ + k);
+    const long long first = updates_;
+    const auto issue = [&] {
+        ops_.run_concurrently([this] { collect_ops(); },
+                              [&] {
+                                  for (long long k = 1; k <= n; ++k) update_ops(inject && nan_injected(first + k));
+                              });
+        end_step_ops();
+    };
+    if (inject) issue();  // tests: never captured
+    else ops_.run_sequence(iteration_sequence_, issue);
+    after_collect();
+    for (long long k = 0; k < n; ++k) after_update();
 }
 
 void DqnGreedyPolicy::act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions,
@@ -182,6 +197,7 @@ void DqnTrainer::restore_counter_values(std::span<const std::int64_t> v) {
     updates_at_log_ = updates_;
     env_steps_at_log_ = steps_ * n_envs_;
     upload_counters();
+    ops_.copy(actor_.view(), ops::View<const float>(online_));  // the loaded weights
 }
 
 // The device's counters follow the host's (which a checkpoint restores).
@@ -202,18 +218,36 @@ float DqnTrainer::epsilon_at(long long step) const { return dqn::epsilon_at(agen
 // the transitions go into the replay ring's next slot. The step count, epsilon and the slot come
 // from the device counters, so the sequence is captured once and replayed.
 void DqnTrainer::collect_ops() {
-    const auto head = net_.forward(ops_, online_, env_.states(), n_envs_, ws_act_);
+    const auto head = net_.forward(ops_, actor_.cview(), env_.states(), n_envs_, ws_act_);
     ops::dqn_act(ops_, actions_.view(), {}, histogram_.view(), head, net_.head(), agent_.cview(), counters_.cview());
     auto persistent = env_.persistent();
     ops::dqn_collect(ops_, persistent.state, persistent.portfolio, persistent.states, actions_.cview(),
                      replay_.views(), counters_.cview(), env_.market(), env_params_);
+}
+
+// After the collection step and the updates beside it: the step and push counters advance (the
+// updates sampled at the old push count), and collection acts with the new weights next time.
+void DqnTrainer::end_step_ops() {
     ops::dqn_advance(ops_, counters_.view());
+    ops_.copy(actor_.view(), ops::View<const float>(online_));
+}
+
+void DqnTrainer::after_collect() {
+    ++steps_;
+    replay_.commit_slot();
+}
+
+void DqnTrainer::after_update() {
+    ++updates_;
+    adam_.count_step();
 }
 
 void DqnTrainer::collect() {
-    ops_.run_sequence(collect_sequence_, [this] { collect_ops(); });
-    ++steps_;
-    replay_.commit_slot();
+    ops_.run_sequence(collect_sequence_, [this] {
+        collect_ops();
+        end_step_ops();
+    });
+    after_collect();
 }
 
 // One gradient update on a uniform batch of n-step transitions (docs/dqn.md):
@@ -244,10 +278,9 @@ void DqnTrainer::update_ops(bool inject_nan) {
 }
 
 void DqnTrainer::update() {
-    const long long u = ++updates_;
-    if (nan_injected(u)) update_ops(true);  // tests: never captured
+    if (nan_injected(updates_ + 1)) update_ops(true);  // tests: never captured
     else ops_.run_sequence(update_sequence_, [this] { update_ops(false); });
-    adam_.count_step();
+    after_update();
 }
 
 LogLine DqnTrainer::read_log(double seconds) {

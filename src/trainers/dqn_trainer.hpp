@@ -35,7 +35,10 @@ private:
 };
 
 /// One iteration = one collection step of every environment and, once the replay holds
-/// training.min_replay_size transitions, training.updates_per_iteration gradient updates.
+/// training.min_replay_size transitions, training.updates_per_iteration gradient updates. The
+/// two overlap on the device: collection acts with the actor's copy of the online weights and
+/// writes the next replay slot while the updates sample the steps stored before it
+/// (dqn::sample_range); then the counters advance and the actor's copy is refreshed.
 class DqnTrainer final : public Trainer {
 public:
     DqnTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
@@ -65,8 +68,11 @@ private:
     void collect();                 // one collection step (epsilon-greedy, env step, push)
     bool ready_to_update() const noexcept;
     void update();                  // one gradient update
-    void collect_ops();             // the collection step's ops (a captured sequence)
-    void update_ops(bool inject_nan);  // the update's ops (a captured sequence)
+    void collect_ops();             // acting and the environment step into the replay slot
+    void update_ops(bool inject_nan);  // one update's ops
+    void end_step_ops();            // after a collection step: counters advance, actor := online
+    void after_collect();           // the host's mirror of end_step_ops
+    void after_update();
     float epsilon_at(long long step) const;
     void upload_counters();
 
@@ -84,6 +90,8 @@ private:
     // both run in one batched pass; the gradients (P).
     ops::Buffer<float> nets_, grads_;
     ops::View<float> online_, target_;
+    // The weights collection acts with: the online weights as of the iteration's start (P).
+    ops::Buffer<float> actor_;
     AdamState adam_;
     // Workspaces: acting (n_envs rows), the online and target networks on [s; s'] (2 x 2B rows).
     QNetwork::Workspace ws_act_, ws_pair_;
@@ -103,8 +111,9 @@ private:
     ops::Buffer<nn::GuardState> guard_;
     ops::Buffer<dqn::MonitorStats> stats_;
     ops::Buffer<unsigned long long> histogram_;
-    // The two captured sequences (CUDA Graphs on the GPU).
-    ops::OpSequence collect_sequence_, update_sequence_;
+    // The captured sequences (CUDA Graphs on the GPU): a collection step alone (until the replay
+    // is ready), a whole iteration, and an update alone (bench).
+    ops::OpSequence collect_sequence_, iteration_sequence_, update_sequence_;
 };
 
 /// The network a DQN profile describes, for observations of state_dim floats.

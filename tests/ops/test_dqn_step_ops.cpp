@@ -264,6 +264,24 @@ TEST_CASE("DQN Adam + target equals Device::adam_step then the soft target updat
     }
 }
 
+TEST_CASE("the steps an update samples: never the slot the collection beside it overwrites", "[dqn][ops]") {
+    using fh::dqn::sample_range;
+    // Ring of 10 steps, 3-step returns. Before it is full: steps 0 .. pushed - 3.
+    CHECK(sample_range(3, 10, 3).oldest == 0);
+    CHECK(sample_range(3, 10, 3).count == 1);
+    CHECK(sample_range(9, 10, 3).count == 7);
+    // Full: the collection of step 10 writes slot 0 (step 0), so sampling starts at step 1.
+    CHECK(sample_range(10, 10, 3).oldest == 1);
+    CHECK(sample_range(10, 10, 3).count == 7);
+    CHECK(sample_range(25, 10, 3).oldest == 16);  // step 15's slot (5) is being overwritten by step 25
+    CHECK(sample_range(25, 10, 3).count == 7);
+    for (long long pushed = 3; pushed < 40; ++pushed) {
+        const auto r = sample_range(pushed, 10, 3);
+        CHECK(r.oldest % 10 != pushed % 10);            // not the slot being written
+        CHECK(r.oldest + r.count + 2 == pushed);        // the newest start has its 2 successors stored
+    }
+}
+
 TEST_CASE("DQN collection into the ring equals VecEnv::step and a copy; sampling equals nstep_sample",
           "[dqn][ops][env]") {
     fh::ops::CpuDevice ops;
@@ -301,7 +319,8 @@ TEST_CASE("DQN collection into the ring equals VecEnv::step and a copy; sampling
         REQUIRE(ops.to_host(fused.states()) == ops.to_host(reference.states()));
     }
     CHECK(ops.to_host(counters.cview())[0].steps == 40);
-    // Sampling at the counters (40 pushed, 2 updates done) equals the host-parameterised sampler.
+    // Sampling at the counters (40 pushed, 2 updates done) equals the host-parameterised sampler
+    // over the steps the ring keeps after the next push: 41 - cap .. 40 - n_step.
     ops.upload<fh::dqn::Counters>(counters.view(), std::vector<fh::dqn::Counters>{{40, 2, 40}});
     const int B = 33;
     const auto a = agent();
@@ -314,7 +333,7 @@ TEST_CASE("DQN collection into the ring equals VecEnv::step and a copy; sampling
     const fh::replay::ReplayView view{rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(),
                                       rd.cview().data(), cap, n, D};
     fh::ops::nstep_sample(ops, s2.view(), n2.view(), a2.view(), r2.view(), d2.view(), view,
-                          fh::replay::SampleParams{a.seed, 3, 40 - cap, cap - (a.n_step - 1), a.n_step, a.gamma}, B);
+                          fh::replay::SampleParams{a.seed, 3, 41 - cap, cap - a.n_step, a.n_step, a.gamma}, B);
     const auto xh = ops.to_host(x.cview());
     CHECK(std::vector<float>(xh.begin(), xh.begin() + B * D) == ops.to_host(s2.cview()));
     CHECK(std::vector<float>(xh.begin() + B * D, xh.end()) == ops.to_host(n2.cview()));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/profile.hpp"
+#include "cuda/check.hpp"
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "ops/cpu_device.hpp"
@@ -25,7 +26,8 @@ using namespace fh;
 
 namespace {
 
-config::Profile resume_profile(long long total_steps) {
+config::Profile resume_profile(long long total_steps, std::vector<std::string> overrides = {}) {
+    overrides.push_back("run.total_steps=" + std::to_string(total_steps));
     return config::resolve_profile_text(R"(
 [run]
 trainer = "dqn"
@@ -45,7 +47,7 @@ tau = 0.0
 target_update_period = 50
 [dqn]
 hidden = [16]
-)", "resume-profile", {"run.total_steps=" + std::to_string(total_steps)});
+)", "resume-profile", overrides);
 }
 
 struct Snapshot {
@@ -100,6 +102,39 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, ex
 
 TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][dqn][resume]") {
     check_resume_equivalence(fh::test::gpu_ops());
+}
+
+TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every op issued alone (exact)",
+          "[gpu][trainers][dqn]") {
+    // A ring of 64 steps wrapped six times, two updates per iteration: the updates never sample
+    // the slot the collection beside them overwrites, or the results would differ.
+    auto& ops = fh::test::gpu_ops();
+    const auto p = resume_profile(1600, {"training.updates_per_iteration=2"});
+    const auto market = data::load_market(trainers::data_options(p));
+    env::DeviceMarket dm(ops, market);
+    trainers::DqnTrainer overlapped(ops, p, dm);
+    const auto log_a = test::run_training(overlapped, p);
+    const Snapshot a = save(ops, overlapped);
+
+    struct OneByOne {  // every op synchronised on its own: no graphs, no overlap
+        OneByOne() { cuda::set_sync_debug(true); }
+        ~OneByOne() { cuda::set_sync_debug(false); }
+    };
+    Snapshot b;
+    std::vector<trainers::LogLine> log_b;
+    {
+        const OneByOne one_by_one;
+        trainers::DqnTrainer sequential(ops, p, dm);
+        log_b = test::run_training(sequential, p);
+        b = save(ops, sequential);
+    }
+    CHECK(a.counters == b.counters);
+    CHECK(a.counters.at(1) == 2 * (400 - 16));  // updates from the 17th step on (64 transitions stored)
+    REQUIRE(log_a.size() == log_b.size());
+    for (std::size_t i = 0; i < log_a.size(); ++i)
+        for (const char* key : {"losses/loss", "q/mean", "charts/grad_norm"})
+            CHECK(test::metric(log_a[i], key) == test::metric(log_b[i], key));
+    CHECK(a.tensors == b.tensors);
 }
 
 TEST_CASE("a DQN checkpoint with the earlier counters tensor name still resumes", "[trainers][dqn][resume]") {

@@ -116,8 +116,9 @@ TEST_CASE("DQN is deterministic: same seed, same metrics", "[trainers][dqn]") {
 
 TEST_CASE("the guard skips an injected NaN update, keeps the last good weights, then exits 5", "[trainers][dqn][guard]") {
     ops::CpuDevice ops;
-    // Updates start once 64 transitions (16 steps of 4 envs) are in the ring: 16 steps -> 1 update.
-    auto p = with(profile(""), {"run.total_steps=64", "run.log_interval=64"});
+    // Updates start once 64 transitions (16 steps of 4 envs) are in the ring, beside the 17th
+    // collection step: 17 steps -> 1 update.
+    auto p = with(profile(""), {"run.total_steps=68", "run.log_interval=68"});
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
     const auto layout = trainers::QNetwork(trainers::network_config(p, trainers::env_params(p, market.market_dim).state_dim)).layout();

@@ -257,9 +257,9 @@ void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<floa
         const replay::ReplayView view{ring.states.data() + base * D, ring.next_states.data() + base * D,
                                       ring.actions.data() + base, ring.rewards.data() + base, ring.done.data() + base,
                                       ring.capacity_steps, ring.n_envs, ring.state_dim};
-        const long long oldest = c.pushed > ring.capacity_steps ? c.pushed - ring.capacity_steps : 0;
-        const replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), oldest,
-                                      c.pushed - (p.n_step - 1) - oldest, p.n_step, p.gamma};
+        const dqn::SampleRange range = dqn::sample_range(c.pushed, ring.capacity_steps, p.n_step);
+        const replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest, range.count,
+                                      p.n_step, p.gamma};
         float* xg = x.data() + g * 2 * B * D;
         for (std::size_t b = 0; b < B; ++b)
             replay::sample_nstep(static_cast<int>(b), view, sp, xg + b * D, xg + (B + b) * D, actions.data()[g * B + b],

@@ -262,8 +262,10 @@ inline void dqn_collect(Device& device, View<env::EnvState> state, View<float> p
 
 /// A uniform batch of B n-step transitions per agent from the ring (replay::sample_nstep), drawn
 /// at the counters' push count with this update's number (counters.updates + 1) as the Philox
-/// counter: x (N, 2B, state_dim) gets the states in rows [0, B) and the next states in rows
-/// [B, 2B); actions, returns, discounts (N, B). The ring must hold n_step steps.
+/// counter, among the steps of dqn::sample_range (the oldest step of a full ring is left out: the
+/// collection that runs beside the update overwrites it): x (N, 2B, state_dim) gets the states in
+/// rows [0, B) and the next states in rows [B, 2B); actions, returns, discounts (N, B). The ring
+/// must hold n_step steps.
 inline void dqn_sample(Device& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
                        const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
                        int batch) {
