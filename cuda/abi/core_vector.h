@@ -24,6 +24,14 @@ using ScaleF32 = void(float* y, float alpha, int n);
 using MeanF32 = void(float* __restrict__ out, const float* __restrict__ x, int n);
 constexpr int kMeanThreads = 256;
 
+/// counter[0] += 1: a trainer's update number kept on the device, so a captured update reads
+/// it instead of taking it from the host. Launch one thread.
+using IncrementI64 = void(long long* counter);
+/// dst[i] = src[i] when counter[0] % period == 0 (period >= 1), else nothing: a periodic copy
+/// (e.g. a target network's) decided on the device. dst and src must not overlap.
+using CopyEveryF32 = void(float* __restrict__ dst, const float* __restrict__ src, const long long* __restrict__ counter,
+                          long long period, int n);
+
 }  // namespace fh::abi
 
 // FH_KERNEL(module, kernel symbol, signature in fh::abi) for each kernel of the module.
@@ -32,4 +40,6 @@ constexpr int kMeanThreads = 256;
     FH_KERNEL(core_vector, copy_f32_kernel, CopyF32)   \
     FH_KERNEL(core_vector, saxpy_f32_kernel, SaxpyF32) \
     FH_KERNEL(core_vector, scale_f32_kernel, ScaleF32) \
-    FH_KERNEL(core_vector, mean_f32_kernel, MeanF32)
+    FH_KERNEL(core_vector, mean_f32_kernel, MeanF32)   \
+    FH_KERNEL(core_vector, increment_i64_kernel, IncrementI64) \
+    FH_KERNEL(core_vector, copy_every_f32_kernel, CopyEveryF32)

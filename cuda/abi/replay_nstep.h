@@ -8,10 +8,12 @@ namespace fh::abi {
 
 /// Row b of the batch = replay::sample_nstep(b, replay, params): states, next_states (B, D),
 /// actions, returns, discounts (B). Outputs distinct from each other and from the ring.
+/// update_from (1) or null: the RNG's update number read from device memory instead of
+/// params.update (a captured update).
 using NstepSample = void(float* __restrict__ states, float* __restrict__ next_states,
                          int* __restrict__ actions, float* __restrict__ returns,
                          float* __restrict__ discounts, replay::ReplayView replay,
-                         replay::SampleParams params, int batch);
+                         replay::SampleParams params, const long long* __restrict__ update_from, int batch);
 
 }  // namespace fh::abi
 

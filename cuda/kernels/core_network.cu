@@ -7,7 +7,8 @@
  *              global norm       out = sqrt(sum_i x[i]^2)
  *              Adam              g = grad * min(1, clip / (norm + 1e-6)); m = b1 m + (1-b1) g;
  *                                v = b2 v + (1-b2) g^2; p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
- *                                (core::clip_scale, core::adam_element; bias corrections from the host)
+ *                                (core::clip_scale, core::adam_element; bias corrections from the host, or
+ *                                core::at_step of the update number in device memory)
  * Layout:      row-major; y, dy (batch, out); b, db (out); partials (slices, out) for the bias
  *              gradient, (kNormBlocks) for the norm; x, params, m, v, grads (n) flat; out,
  *              grad_norm, gate (1).
@@ -130,8 +131,16 @@ extern "C" __global__ void network_adam_kernel(float* __restrict__ params, float
                                                const float* __restrict__ grads,
                                                const float* __restrict__ grad_norm,
                                                const int* __restrict__ gate,
+                                               const long long* __restrict__ step,
                                                fh::core::AdamConstants c, int n) {
-    if (gate != nullptr && *gate == 0) return;  // the guard skipped this update
+    if (gate != nullptr && *gate == 0) return;  // the guard skipped this update (uniform: no thread goes on)
+    if (step != nullptr) {
+        // The update number from device memory: one thread per block computes the corrections.
+        __shared__ fh::core::AdamConstants at;
+        if (threadIdx.x == 0) at = fh::core::at_step(c, *step);
+        __syncthreads();
+        c = at;
+    }
     const float scale = c.clip_norm > 0.f ? fh::core::clip_scale(*grad_norm, c.clip_norm) : 1.f;
     for (long long i = global_thread_index(); i < n; i += grid_thread_count()) {
         float p = params[i], mi = m[i], vi = v[i];

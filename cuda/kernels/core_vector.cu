@@ -5,6 +5,8 @@
  *             saxpy y[i] = fma(a, x[i], y[i])        (core::saxpy_element)
  *             scale y[i] = y[i] * alpha              (in place)
  *             mean  out[0] = sum(x) / n              (one block, fixed-order tree)
+ *             increment counter[0] += 1             (one thread: a device-side update number)
+ *             copy_every dst[i] = src[i] if counter[0] % period == 0
  * Layout:     flat float arrays of n elements (n < 2^31).
  * Launch:     1-D, any grid and block size: grid-stride loops (src/ops/cuda_device.cpp uses 256 threads
  *             and enough blocks to cover n, capped).
@@ -53,6 +55,16 @@ extern "C" __global__ void mean_f32_kernel(float* __restrict__ out, const float*
         __syncthreads();
     }
     if (threadIdx.x == 0) out[0] = partial[0] / static_cast<float>(n);
+}
+
+extern "C" __global__ void increment_i64_kernel(long long* counter) {
+    if (global_thread_index() == 0) counter[0] += 1;
+}
+
+extern "C" __global__ void copy_every_f32_kernel(float* __restrict__ dst, const float* __restrict__ src,
+                                                 const long long* __restrict__ counter, long long period, int n) {
+    if (counter[0] % period != 0) return;
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) dst[i] = src[i];
 }
 
 FH_KERNELS_core_vector(FH_CHECK_KERNEL_ABI)

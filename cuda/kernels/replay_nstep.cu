@@ -20,7 +20,9 @@ using fh::device::grid_thread_count;
 extern "C" __global__ void nstep_sample_kernel(float* __restrict__ states, float* __restrict__ next_states,
                                                int* __restrict__ actions, float* __restrict__ returns,
                                                float* __restrict__ discounts, fh::replay::ReplayView replay,
-                                               fh::replay::SampleParams params, int batch) {
+                                               fh::replay::SampleParams params,
+                                               const long long* __restrict__ update_from, int batch) {
+    if (update_from != nullptr) params.update = static_cast<std::uint64_t>(*update_from);
     for (long long b = global_thread_index(); b < batch; b += grid_thread_count())
         fh::replay::sample_nstep(static_cast<int>(b), replay, params, states + b * replay.state_dim,
                               next_states + b * replay.state_dim, actions[b], returns[b], discounts[b]);

@@ -64,6 +64,27 @@ struct AdamConstants {
     float bias_correction2;  ///< 1 - beta2^step
 };
 
+/// base^e for e >= 0 by repeated squaring in double: the same multiplications on every backend
+/// (pow itself may differ in its last bit between the host's and the device's libraries).
+FH_HD double power(double base, long long e) {
+    double result = 1.0;
+    while (e > 0) {
+        if (e & 1) result = result * base;
+        base = base * base;
+        e >>= 1;
+    }
+    return result;
+}
+
+/// c with the bias corrections of update number `step` (1-based): 1 - beta^step in double by
+/// power(), so an update number read from the device's memory (a captured update, which takes
+/// no per-update value from the host) gives the same floats on both backends.
+FH_HD AdamConstants at_step(AdamConstants c, long long step) {
+    c.bias_correction1 = static_cast<float>(1.0 - power(static_cast<double>(c.beta1), step));
+    c.bias_correction2 = static_cast<float>(1.0 - power(static_cast<double>(c.beta2), step));
+    return c;
+}
+
 /// The factor that clips a gradient of global norm `norm` to `clip_norm`: min(1, clip_norm /
 /// (norm + 1e-6)) when clip_norm > 0, else 1. A NaN norm gives 1 (the training guard skips that
 /// update through the gate).

@@ -245,18 +245,6 @@ FH_HD float epsilon_at(const AgentParams& p, long long step) {
     return static_cast<float>(p.epsilon_start + frac * (p.epsilon_end - p.epsilon_start));
 }
 
-/// base^e for e >= 0 by repeated squaring in double: the same multiplications on every backend
-/// (pow itself may differ in its last bit between the host's and the device's libraries).
-FH_HD double power(double base, long long e) {
-    double result = 1.0;
-    while (e > 0) {
-        if (e & 1) result = result * base;
-        base = base * base;
-        e >>= 1;
-    }
-    return result;
-}
-
 /// Adam's constants for update number `step` (1-based): bias corrections 1 - beta^step in double.
 FH_HD core::AdamConstants adam_constants(const AgentParams& p, long long step) {
     core::AdamConstants c{};
@@ -266,8 +254,8 @@ FH_HD core::AdamConstants adam_constants(const AgentParams& p, long long step) {
     c.eps = p.adam_eps;
     c.clip_norm = p.clip_norm;
     c.weight_decay = p.weight_decay;
-    c.bias_correction1 = static_cast<float>(1.0 - power(static_cast<double>(p.beta1), step));
-    c.bias_correction2 = static_cast<float>(1.0 - power(static_cast<double>(p.beta2), step));
+    c.bias_correction1 = static_cast<float>(1.0 - core::power(static_cast<double>(p.beta1), step));
+    c.bias_correction2 = static_cast<float>(1.0 - core::power(static_cast<double>(p.beta2), step));
     return c;
 }
 

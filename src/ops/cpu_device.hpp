@@ -26,6 +26,8 @@ protected:
     void saxpy_impl(View<float> y, float a, View<const float> x) override;
     void scale_impl(View<float> y, float alpha) override;
     void mean_impl(View<float> out, View<const float> x) override;
+    void increment_impl(View<long long> counter) override;
+    void copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter, long long period) override;
     void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch,
                              int in, int out, Activation act) override;
     void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
@@ -36,7 +38,8 @@ protected:
                               bool accumulate) override;
     void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) override;
     void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                        View<const float> grad_norm, View<const int> gate, const core::AdamConstants& c) override;
+                        View<const float> grad_norm, View<const int> gate, View<const long long> step,
+                        const core::AdamConstants& c) override;
 };
 
 }  // namespace fh::ops

@@ -207,6 +207,15 @@ void CudaDevice::mean_impl(View<float> out, View<const float> x) {
                               static_cast<int>(x.size()));
 }
 
+void CudaDevice::increment_impl(View<long long> counter) {
+    kernels().increment_i64_kernel(stream(), LaunchDims{dim3(1), dim3(1), 0}, counter.data());
+}
+
+void CudaDevice::copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter, long long period) {
+    kernels().copy_every_f32_kernel(stream(), LaunchDims::linear(dst.size()), dst.data(), src.data(), counter.data(), period,
+                                    static_cast<int>(dst.size()));
+}
+
 namespace {
 
 /// The largest power of two (<= 256) dividing a pointer's address: cuBLASLt's alignment notion.
@@ -378,11 +387,13 @@ void CudaDevice::global_norm_impl(View<float> out, View<const float> x, View<flo
 }
 
 void CudaDevice::adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                                View<const float> grad_norm, View<const int> gate, const core::AdamConstants& c) {
+                                View<const float> grad_norm, View<const int> gate, View<const long long> step,
+                                const core::AdamConstants& c) {
     // params, m, v, grads and grad_norm are distinct; gate overlaps none of the written buffers.
     kernels().network_adam_kernel(stream(), LaunchDims::linear(params.size()), params.data(), m.data(), v.data(),
                                   grads.data(), grad_norm.empty() ? nullptr : grad_norm.data(),
-                                  gate.empty() ? nullptr : gate.data(), c, static_cast<int>(params.size()));
+                                  gate.empty() ? nullptr : gate.data(), step.empty() ? nullptr : step.data(), c,
+                                  static_cast<int>(params.size()));
 }
 
 }  // namespace fh::ops

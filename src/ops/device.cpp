@@ -159,8 +159,8 @@ void Device::global_norm(View<float> out, View<const float> x, View<float> scrat
     global_norm_impl(out, x, scratch.subview(0, global_norm_scratch_size()));
 }
 
-void Device::adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                       View<const float> grad_norm, View<const int> gate, const AdamParams& p) {
+void Device::check_adam(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                        View<const float> grad_norm, View<const int> gate, const AdamParams& p) {
     const char* op = "adam_step";
     const std::size_t n = params.size();
     detail::require_size(m.size(), n, op, "m");
@@ -169,8 +169,6 @@ void Device::adam_step(View<float> params, View<float> m, View<float> v, View<co
     detail::checked_int_size(n, op);
     if (p.clip_norm > 0.f) detail::require_size(grad_norm.size(), 1, op, "grad_norm (clip_norm > 0)");
     if (!gate.empty()) detail::require_size(gate.size(), 1, op, "gate");
-    if (p.step < 1)
-        throw std::invalid_argument(fmt::format("ops::adam_step: step must be >= 1 (1-based), got {}", p.step));
     if (!(p.lr >= 0.f) || !(p.beta1 >= 0.f && p.beta1 < 1.f) || !(p.beta2 >= 0.f && p.beta2 < 1.f) || !(p.eps > 0.f) ||
         !(p.weight_decay >= 0.f) || std::isnan(p.clip_norm))
         throw std::invalid_argument(
@@ -185,8 +183,45 @@ void Device::adam_step(View<float> params, View<float> m, View<float> v, View<co
     detail::require_distinct(
         op, {detail::range("params", params), detail::range("m", m), detail::range("v", v),
              detail::range("grads", grads), detail::range("grad_norm", norm), detail::range("gate", gate)});
-    if (n == 0) return;
-    adam_step_impl(params, m, v, grads, norm, gate, adam_constants(p));
+}
+
+void Device::adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                       View<const float> grad_norm, View<const int> gate, const AdamParams& p) {
+    if (p.step < 1)
+        throw std::invalid_argument(fmt::format("ops::adam_step: step must be >= 1 (1-based), got {}", p.step));
+    check_adam(params, m, v, grads, grad_norm, gate, p);
+    if (params.empty()) return;
+    adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, {},
+                   adam_constants(p));
+}
+
+void Device::adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                       View<const float> grad_norm, View<const int> gate, View<const long long> step,
+                       const AdamParams& p) {
+    detail::require_size(step.size(), 1, "adam_step", "step");
+    check_adam(params, m, v, grads, grad_norm, gate, p);
+    const View<const long long> written_step = step;
+    if (overlaps(params, written_step) || overlaps(m, written_step) || overlaps(v, written_step))
+        throw std::invalid_argument("ops::adam_step: step overlaps an updated buffer");
+    if (params.empty()) return;
+    adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, step,
+                   adam_constants(p));
+}
+
+void Device::increment(View<long long> counter) {
+    detail::require_size(counter.size(), 1, "increment", "counter");
+    increment_impl(counter);
+}
+
+void Device::copy_every(View<float> dst, View<const float> src, View<const long long> counter, long long period) {
+    const char* op = "copy_every";
+    detail::require_same_size(dst.size(), src.size(), op);
+    detail::require_size(counter.size(), 1, op, "counter");
+    detail::checked_int_size(dst.size(), op);
+    if (period < 1) throw std::invalid_argument(fmt::format("ops::copy_every: period must be >= 1, got {}", period));
+    if (overlaps(dst, src)) throw std::invalid_argument("ops::copy_every: dst and src overlap");
+    if (overlaps(dst, counter)) throw std::invalid_argument("ops::copy_every: dst overlaps the counter");
+    if (!dst.empty()) copy_every_impl(dst, src, counter, period);
 }
 
 }  // namespace fh::ops

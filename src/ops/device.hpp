@@ -184,6 +184,12 @@ public:
     void scale(View<float> y, float alpha);
     /// out[0] = mean of x (n >= 1), in a fixed order; distinct buffers.
     void mean(View<float> out, View<const float> x);
+    /// counter[0] += 1: an update number kept in device memory, which the ops of a captured
+    /// sequence read (adam_step's `step`, copy_every) instead of taking it from the host.
+    void increment(View<long long> counter);
+    /// dst = src when counter[0] % period == 0 (period >= 1), else nothing: decided on the
+    /// device. dst and src distinct, the same size; counter (1).
+    void copy_every(View<float> dst, View<const float> src, View<const long long> counter, long long period);
 
     // ---- network ops: linear layers, gradient norm, Adam (cuda/kernels/core_network.cu + cuBLAS)
     // Row-major matrices; shapes beside each view. Every size must be >= 1. Outputs must not
@@ -222,6 +228,11 @@ public:
     /// training guard's skip, decided on the device). p.step >= 1 is this update's number.
     void adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
                    View<const float> grad_norm, View<const int> gate, const AdamParams& p);
+    /// adam_step with this update's number read from device memory: step (1) holds it (>= 1
+    /// when the op runs; p.step is not used); the bias corrections are core::at_step's. What
+    /// a captured update calls.
+    void adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                   View<const float> grad_norm, View<const int> gate, View<const long long> step, const AdamParams& p);
 
 protected:
     virtual void* allocate_bytes(std::size_t bytes) = 0;
@@ -236,6 +247,8 @@ protected:
     virtual void saxpy_impl(View<float> y, float a, View<const float> x) = 0;
     virtual void scale_impl(View<float> y, float alpha) = 0;
     virtual void mean_impl(View<float> out, View<const float> x) = 0;
+    virtual void increment_impl(View<long long> counter) = 0;
+    virtual void copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter, long long period) = 0;
     virtual void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
                                      int batch, int in, int out, Activation act) = 0;
     virtual void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
@@ -245,10 +258,14 @@ protected:
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                       int out, Activation act, bool accumulate) = 0;
     virtual void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) = 0;
+    /// step: empty (c's bias corrections) or the update number in device memory.
     virtual void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                                View<const float> grad_norm, View<const int> gate, const core::AdamConstants& c) = 0;
+                                View<const float> grad_norm, View<const int> gate, View<const long long> step,
+                                const core::AdamConstants& c) = 0;
 
 private:
+    void check_adam(View<float> params, View<float> m, View<float> v, View<const float> grads,
+                    View<const float> grad_norm, View<const int> gate, const AdamParams& p);
     std::size_t bytes_in_use_ = 0;
     std::size_t peak_bytes_ = 0;
 };

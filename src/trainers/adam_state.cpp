@@ -3,13 +3,16 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "util/errors.hpp"
 
 namespace fh::trainers {
 
 AdamState::AdamState(ops::Device& device, const nn::ParamLayout& layout)
-    : m_(nn::alloc_zeroed(device, layout)), v_(nn::alloc_zeroed(device, layout)) {}
+    : m_(nn::alloc_zeroed(device, layout)),
+      v_(nn::alloc_zeroed(device, layout)),
+      device_step_(device.from_host<long long>(std::vector<long long>{0})) {}
 
 void AdamState::update(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
                        ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper) {
@@ -18,9 +21,18 @@ void AdamState::update(ops::Device& device, ops::View<float> params, ops::View<c
     device.adam_step(params, m_.view(), v_.view(), grads, grad_norm, gate, hyper);
 }
 
-void AdamState::restore_steps(long long steps) {
+void AdamState::advance_device_step(ops::Device& device) { device.increment(device_step_.view()); }
+
+void AdamState::update_at_device_step(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
+                                      ops::View<const float> grad_norm, ops::View<const int> gate,
+                                      ops::AdamParams hyper) {
+    device.adam_step(params, m_.view(), v_.view(), grads, grad_norm, gate, device_step_.cview(), hyper);
+}
+
+void AdamState::restore_steps(ops::Device& device, long long steps) {
     if (steps < 0) throw UsageError("checkpoint: a negative optimizer step count");
     steps_ = steps;
+    device.upload<long long>(device_step_.view(), std::vector<long long>{steps});
 }
 
 std::vector<StateTensor> AdamState::state_tensors(const std::string& prefix) {

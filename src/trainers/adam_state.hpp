@@ -1,7 +1,8 @@
 /// @file adam_state.hpp
 /// @brief AdamState: one Adam optimizer over a flat parameter buffer (nn::ParamLayout): its two
-///        moments in the device's memory, its step count, one update (Device::adam_step, gated
-///        by the training guard) and its checkpoint tensors. Every trainer's optimizer is one.
+///        moments in the device's memory, its step count (on the host, and mirrored in device
+///        memory for captured updates), one update (Device::adam_step, gated by the training
+///        guard) and its checkpoint tensors. Every trainer's optimizer is one.
 #pragma once
 
 #include <string>
@@ -16,7 +17,7 @@ namespace fh::trainers {
 class AdamState {
 public:
     AdamState() = default;
-    /// Zeroed moments shaped like `layout` (its padding stays zero).
+    /// Zeroed moments shaped like `layout` (its padding stays zero), step 0.
     AdamState(ops::Device& device, const nn::ParamLayout& layout);
 
     /// One update of `params` with `grads` (both layout-shaped): the step count advances, then
@@ -26,6 +27,15 @@ public:
     void update(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
                 ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper);
 
+    /// A captured update (ops::OpSequence) takes its step from device memory instead: per
+    /// update the host calls count_step() outside the sequence, and the sequence issues
+    /// advance_device_step() first, then update_at_device_step(). device_step() is the same
+    /// number for the update's other ops (sampling, the guard).
+    void advance_device_step(ops::Device& device);
+    void update_at_device_step(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
+                               ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper);
+    ops::View<const long long> device_step() const noexcept { return device_step_.cview(); }
+
     /// The moments, for a trainer that runs Adam inside its own fused kernel (DQN); it then
     /// counts each update with count_step().
     ops::View<float> m() noexcept { return m_.view(); }
@@ -34,14 +44,16 @@ public:
 
     /// Updates taken so far (the next update's step is steps() + 1).
     long long steps() const noexcept { return steps_; }
-    /// Continues from a checkpoint's count (after the moments were restored).
-    void restore_steps(long long steps);
+    /// Continues from a checkpoint's count (after the moments were restored); the device's copy
+    /// follows.
+    void restore_steps(ops::Device& device, long long steps);
 
     /// The moments as checkpoint tensors `<prefix>m` and `<prefix>v` (e.g. "adam/m").
     std::vector<StateTensor> state_tensors(const std::string& prefix);
 
 private:
     ops::Buffer<float> m_, v_;
+    ops::Buffer<long long> device_step_;  ///< steps_, for the ops of a captured update
     long long steps_ = 0;
 };
 

@@ -193,7 +193,7 @@ void DqnTrainer::restore_counter_values(std::span<const std::int64_t> v) {
     steps_ = v[0];
     updates_ = v[1];
     replay_.restore_pushed_steps(v[2]);
-    adam_.restore_steps(updates_);
+    adam_.restore_steps(ops_, updates_);
     updates_at_log_ = updates_;
     env_steps_at_log_ = steps_ * n_envs_;
     upload_counters();

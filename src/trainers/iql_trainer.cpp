@@ -136,12 +136,23 @@ void IqlTrainer::load_dump(const std::string& path) {
 
 void IqlTrainer::iterate() {
     const long long u = ++updates_;
+    adam_.count_step();
+    if (nan_injected(u)) update_ops(true);  // tests: never captured
+    else ops_.run_sequence(update_sequence_, [this] { update_ops(false); });
+}
+
+// One update. Its number (sampling, the guard, Adam's bias corrections, the periodic target copy)
+// is read from the optimizer's step counter in device memory, which the update advances first:
+// no per-update value comes from the host, so the sequence is captured once and replayed.
+void IqlTrainer::update_ops(bool inject_nan) {
     const int B = batch_;
     const auto seed = static_cast<std::uint64_t>(profile_.run.seed);
     const auto& t = profile_.training;
+    adam_.advance_device_step(ops_);
+    const auto update = adam_.device_step();
 
     // 1. A uniform batch of one-step transitions (s, a, r, gamma (1 - terminated), s').
-    dataset_.sample(ops_, batch_buf_, seed, static_cast<std::uint64_t>(u), 1, static_cast<float>(t.gamma));
+    dataset_.sample(ops_, batch_buf_, seed, 0, 1, static_cast<float>(t.gamma), update);
     const auto b_states = batch_buf_.states.cview(), b_next = batch_buf_.next_states.cview();
     const auto b_actions = batch_buf_.actions.cview();
     const auto b_rewards = batch_buf_.returns.cview(), b_discounts = batch_buf_.discounts.cview();
@@ -172,8 +183,7 @@ void IqlTrainer::iterate() {
     ops_.mean(cur.subview(kPolicyLoss, 1), loss_pi_.cview());
     ops_.mean(cur.subview(kWeight, 1), awr_weights_.cview());
     ops_.mean(cur.subview(kV, 1), v);
-    if (nan_injected(u))
-        ops_.fill(cur.subview(kValueLoss, 1), std::numeric_limits<float>::quiet_NaN());
+    if (inject_nan) ops_.fill(cur.subview(kValueLoss, 1), std::numeric_limits<float>::quiet_NaN());
 
     // 5. Backward (each network's gradient lands in its own slices), norm, guard, Adam.
     net_.v.backward(ops_, params_.cview(), grads_.view(), d_v_.view(), {}, B, ws_v_, false);
@@ -182,19 +192,20 @@ void IqlTrainer::iterate() {
     net_.policy.backward(ops_, params_.cview(), grads_.view(), d_logits_.view(), {}, B, ws_policy_, false);
     ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), norm_scratch_.view());
     fh::ops::training_guard(ops_, gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
-                        current_.cview().subview(kGradNorm, 1), u);
+                        current_.cview().subview(kGradNorm, 1), 0, update);
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
-    adam_.update(ops_, params_.view(), grads_.cview(), current_.cview().subview(kGradNorm, 1), gate_.cview(), adam);
+    adam_.update_at_device_step(ops_, params_.view(), grads_.cview(), current_.cview().subview(kGradNorm, 1),
+                                gate_.cview(), adam);
 
     // 6. Target copies: soft (target += tau (online - target)) or periodic. Only the Q slices of
     //    the target are read; updating the whole buffer keeps one operation.
     if (t.tau > 0) {
         ops_.scale(target_.view(), static_cast<float>(1.0 - t.tau));
         ops_.saxpy(target_.view(), static_cast<float>(t.tau), params_.cview());
-    } else if (u % t.target_update_period == 0) {
-        ops_.copy(target_.view(), params_.cview());
+    } else {
+        ops_.copy_every(target_.view(), params_.cview(), update, t.target_update_period);
     }
     ops_.saxpy(accum_.view(), 1.0f, current_.cview());
 }
@@ -212,7 +223,7 @@ std::vector<StateTensor> IqlTrainer::state_tensors() {
 void IqlTrainer::restore_counter_values(std::span<const std::int64_t> v) {
     if (v.size() != 1 || v[0] < 0) throw UsageError("checkpoint counters are inconsistent (updates)");
     updates_ = v[0];
-    adam_.restore_steps(updates_);
+    adam_.restore_steps(ops_, updates_);
     updates_at_log_ = updates_;
 }
 

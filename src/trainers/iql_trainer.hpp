@@ -69,6 +69,9 @@ public:
 private:
     void collect_behaviour_dataset(const env::DeviceMarket& market);
     void load_dump(const std::string& path);
+    /// One update's ops, issued as one captured sequence (update_sequence_) or, with a NaN
+    /// injected (tests), one by one.
+    void update_ops(bool inject_nan);
 
     ops::Device& ops_;
     config::Profile profile_;
@@ -96,6 +99,7 @@ private:
     ops::Buffer<float> current_, accum_, norm_scratch_;
     ops::Buffer<int> gate_;
     ops::Buffer<nn::GuardState> guard_;
+    ops::OpSequence update_sequence_;
 };
 
 }  // namespace fh::trainers

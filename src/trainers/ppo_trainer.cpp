@@ -280,8 +280,8 @@ void PpoTrainer::restore_counter_values(std::span<const std::int64_t> v) {
     rollouts_ = v[0];
     steps_ = v[1];
     updates_ = v[2];
-    adam_.restore_steps(updates_);
-    if (curiosity_) cur_adam_.restore_steps(v[3]);
+    adam_.restore_steps(ops_, updates_);
+    if (curiosity_) cur_adam_.restore_steps(ops_, v[3]);
     rollouts_at_log_ = rollouts_;
     steps_at_log_ = steps_;
     updates_at_log_ = updates_;

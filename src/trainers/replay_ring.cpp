@@ -64,11 +64,12 @@ replay::ReplayView ReplayRing::view() const {
 }
 
 void ReplayRing::sample(ops::Device& device, ReplayBatch& out, std::uint64_t seed, std::uint64_t update, int n_step,
-                        float gamma) const {
+                        float gamma, ops::View<const long long> update_from) const {
     const long long oldest = std::max<long long>(0, pushed_ - capacity_steps_);
     ops::nstep_sample(device, out.states.view(), out.next_states.view(), out.actions.view(), out.returns.view(),
                       out.discounts.view(), view(),
-                      replay::SampleParams{seed, update, oldest, sampleable_steps(n_step), n_step, gamma}, out.batch);
+                      replay::SampleParams{seed, update, oldest, sampleable_steps(n_step), n_step, gamma}, out.batch,
+                      update_from);
 }
 
 std::vector<StateTensor> ReplayRing::state_tensors(const std::string& prefix) {

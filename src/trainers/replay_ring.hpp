@@ -57,9 +57,11 @@ public:
 
     /// Steps that can start an n-step transition (n - 1 successors held).
     long long sampleable_steps(int n_step) const noexcept;
-    /// A uniform batch of n-step transitions; the draw is Philox(seed, replay_sample, row, update).
+    /// A uniform batch of n-step transitions; the draw is Philox(seed, replay_sample, row, update),
+    /// with the update number `update`, or update_from[0] in device memory when given (a
+    /// captured update's counter).
     void sample(ops::Device& device, ReplayBatch& out, std::uint64_t seed, std::uint64_t update, int n_step,
-                float gamma) const;
+                float gamma, ops::View<const long long> update_from = {}) const;
 
     /// The ring's arrays as checkpoint tensors "<prefix>states", ... (e.g. "replay/").
     std::vector<StateTensor> state_tensors(const std::string& prefix);

@@ -98,6 +98,102 @@ TEST_CASE("CUDA utility ops equal the CPU twins bit for bit", "[gpu][ops]") {
     }
 }
 
+namespace {
+
+/// increment three times, then copy_every at periods 3 (copies) and 2 (does not).
+std::vector<float> counted_ops(Device& ops, std::size_t n, std::vector<long long>& counter_after) {
+    auto counter = ops.from_host<long long>(std::vector<long long>{0});
+    for (int i = 0; i < 3; ++i) ops.increment(counter.view());
+    counter_after = ops.to_host(counter.cview());
+    auto dst = ops.from_host<float>(random_floats(n, 31));
+    auto src = ops.from_host<float>(random_floats(n, 32));
+    auto other = ops.from_host<float>(random_floats(n, 33));
+    ops.copy_every(dst.view(), src.cview(), counter.cview(), 3);
+    ops.copy_every(dst.view().subview(0, n / 2), other.cview().subview(0, n / 2), counter.cview(), 2);
+    return ops.to_host(dst.cview());
+}
+
+/// One Adam step at the update number held in device memory.
+std::vector<float> adam_at_device_step(Device& ops, std::size_t n, long long step) {
+    auto P = ops.from_host<float>(random_floats(n, 41));
+    auto M = ops.from_host<float>(random_floats(n, 42, -0.1f, 0.1f));
+    auto V = ops.from_host<float>(random_floats(n, 43, 0.01f, 0.1f));
+    auto G = ops.from_host<float>(random_floats(n, 44));
+    auto norm = ops.from_host<float>(std::vector<float>{2.5f});
+    auto s = ops.from_host<long long>(std::vector<long long>{step});
+    fh::ops::AdamParams hp;
+    hp.lr = 3e-3f;
+    hp.clip_norm = 1.f;
+    hp.step = 999;  // not used: the step comes from device memory
+    ops.adam_step(P.view(), M.view(), V.view(), G.cview(), norm.cview(), {}, s.cview(), hp);
+    auto out = ops.to_host(P.cview());
+    for (float x : ops.to_host(M.cview())) out.push_back(x);
+    for (float x : ops.to_host(V.cview())) out.push_back(x);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("increment and copy_every: an update number in device memory decides the copy", "[ops]") {
+    CpuDevice ops;
+    for (std::size_t n : kSizes) {
+        INFO("n = " << n);
+        std::vector<long long> counter;
+        const auto dst = counted_ops(ops, n, counter);
+        CHECK(counter == std::vector<long long>{3});
+        CHECK(dst == random_floats(n, 32));  // period 3 copied at 3; period 2 did not
+    }
+    auto buf = ops.from_host<float>(random_floats(64, 5));
+    auto counter = ops.from_host<long long>(std::vector<long long>{4});
+    CHECK_THROWS_AS(ops.copy_every(buf.view().subview(0, 32), buf.cview().subview(16, 32), counter.cview(), 2),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(ops.copy_every(buf.view().subview(0, 32), buf.cview().subview(32, 32), counter.cview(), 0),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(ops.increment(fh::ops::View<long long>()), std::invalid_argument);
+    ops.copy_every(buf.view().subview(0, 32), buf.cview().subview(32, 32), counter.cview(), 2);
+    const auto after = ops.to_host(buf.cview());
+    CHECK(std::vector<float>(after.begin(), after.begin() + 32) == std::vector<float>(after.begin() + 32, after.end()));
+}
+
+TEST_CASE("Adam at an update number in device memory uses core::at_step's bias corrections", "[ops]") {
+    CpuDevice ops;
+    const std::size_t n = 257;
+    for (long long step : {1LL, 2LL, 37LL, 100000LL}) {
+        INFO("step " << step);
+        const auto got = adam_at_device_step(ops, n, step);
+        auto p = random_floats(n, 41), m = random_floats(n, 42, -0.1f, 0.1f), v = random_floats(n, 43, 0.01f, 0.1f);
+        const auto g = random_floats(n, 44);
+        fh::core::AdamConstants c{3e-3f, 0.9f, 0.999f, 1e-8f, 1.f, 0.f, 0.f, 0.f};
+        c = fh::core::at_step(c, step);
+        // The corrections agree with 1 - beta^step to float rounding.
+        CHECK(c.bias_correction1 == Approx(1.0 - std::pow(static_cast<double>(0.9f), static_cast<double>(step))).epsilon(1e-6));
+        CHECK(c.bias_correction2 == Approx(1.0 - std::pow(static_cast<double>(0.999f), static_cast<double>(step))).epsilon(1e-6));
+        const float scale = fh::core::clip_scale(2.5f, 1.f);
+        for (std::size_t i = 0; i < n; ++i) fh::core::adam_element(p[i], m[i], v[i], g[i], scale, c);
+        std::vector<float> want = p;
+        want.insert(want.end(), m.begin(), m.end());
+        want.insert(want.end(), v.begin(), v.end());
+        CHECK(got == want);
+    }
+}
+
+TEST_CASE("CUDA increment, copy_every and Adam at a device step equal the CPU twins", "[gpu][ops]") {
+    CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    for (std::size_t n : kSizes) {
+        INFO("n = " << n);
+        std::vector<long long> cc, gc;
+        const auto c = counted_ops(cpu, n, cc);
+        const auto g = counted_ops(gpu, n, gc);
+        CHECK(gc == cc);
+        FH_REQUIRE_CLOSE(g, c, 0.0, 0.0);
+        for (long long step : {1LL, 37LL, 100000LL}) {
+            INFO("step " << step);
+            FH_REQUIRE_CLOSE(adam_at_device_step(gpu, n, step), adam_at_device_step(cpu, n, step), 1e-6, 1e-5);
+        }
+    }
+}
+
 TEST_CASE("CUDA saxpy refuses aliased buffers too", "[gpu][ops][aliasing]") {
     auto& gpu = fh::test::gpu_ops();
     auto buf = gpu.from_host<float>(random_floats(300, 9));

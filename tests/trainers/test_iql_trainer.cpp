@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/profile.hpp"
+#include "cuda/check.hpp"
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
@@ -79,6 +80,22 @@ TEST_CASE("IQL smoke run on the CPU: behaviour dataset, finite metrics, every up
     }
 }
 
+TEST_CASE("IQL with tau = 0 copies the target every target_update_period updates", "[trainers][iql]") {
+    ops::CpuDevice ops;
+    Fixture f(ops, iql_profile({"training.tau=0", "training.target_update_period=25"}));
+    trainers::IqlTrainer trainer(ops, f.p, f.dm);
+    const auto online_and_target = [&] {
+        const auto s = snapshot(ops, trainer);  // params/online, params/target first
+        return std::pair{s.at(0), s.at(1)};
+    };
+    for (int i = 0; i < 49; ++i) trainer.iterate();
+    auto [online, target] = online_and_target();
+    CHECK(online != target);  // copied at update 25, trained since
+    trainer.iterate();        // update 50
+    std::tie(online, target) = online_and_target();
+    CHECK(online == target);
+}
+
 static void check_resume_equivalence(ops::Device& ops) {
     Fixture f(ops, iql_profile());
     trainers::IqlTrainer straight(ops, f.p, f.dm);
@@ -105,6 +122,35 @@ TEST_CASE("IQL resumed from its saved state equals an uninterrupted run (CPU, ex
 
 TEST_CASE("IQL resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][iql][resume]") {
     check_resume_equivalence(test::gpu_ops());
+}
+
+TEST_CASE("IQL on the GPU: the captured update equals every op issued alone (exact), both target rules",
+          "[gpu][trainers][iql]") {
+    auto& ops = test::gpu_ops();
+    for (const char* target : {"training.tau=0.005", "training.tau=0"}) {
+        INFO(target);
+        // tau = 0: periodic copies every 25 updates, decided on the device.
+        Fixture f(ops, iql_profile({target, "training.target_update_period=25"}));
+        trainers::IqlTrainer captured(ops, f.p, f.dm);
+        const auto log_a = run_training(captured, f.p);
+        const auto a = snapshot(ops, captured);
+
+        struct OneByOne {  // every op synchronised on its own: nothing captured
+            OneByOne() { cuda::set_sync_debug(true); }
+            ~OneByOne() { cuda::set_sync_debug(false); }
+        };
+        std::vector<std::vector<std::byte>> b;
+        std::vector<trainers::LogLine> log_b;
+        {
+            const OneByOne one_by_one;
+            trainers::IqlTrainer sequential(ops, f.p, f.dm);
+            log_b = run_training(sequential, f.p);
+            b = snapshot(ops, sequential);
+        }
+        REQUIRE(log_a.size() == log_b.size());
+        for (std::size_t i = 0; i < log_a.size(); ++i) CHECK(log_a[i].loss == log_b[i].loss);
+        CHECK(a == b);
+    }
 }
 
 TEST_CASE("IQL guard: injected NaN updates are skipped, too many exit 5 naming the value loss", "[trainers][iql][guard]") {

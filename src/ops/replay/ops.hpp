@@ -19,20 +19,24 @@ namespace fh::ops {
 
 namespace cpu_twin {
 void nstep_sample(View<float> states, View<float> next_states, View<int> actions, View<float> returns,
-                  View<float> discounts, const replay::ReplayView& r, const replay::SampleParams& p, int batch);
+                  View<float> discounts, const replay::ReplayView& r, const replay::SampleParams& p,
+                  View<const long long> update_from, int batch);
 }  // namespace cpu_twin
 
 namespace cuda_twin {
 void nstep_sample(CudaDevice& device, View<float> states, View<float> next_states, View<int> actions,
                   View<float> returns, View<float> discounts, const replay::ReplayView& r,
-                  const replay::SampleParams& p, int batch);
+                  const replay::SampleParams& p, View<const long long> update_from, int batch);
 }  // namespace cuda_twin
 
 /// A batch of n-step transitions from the replay ring (replay::sample_nstep).
-/// states, next_states (B, state_dim); actions, returns, discounts (B).
+/// states, next_states (B, state_dim); actions, returns, discounts (B). update_from (1) or
+/// empty: the RNG's update number read from device memory instead of p.update (a captured
+/// update's counter, Device::increment).
 inline void nstep_sample(Device& device, View<float> states, View<float> next_states, View<int> actions,
                          View<float> returns, View<float> discounts, const replay::ReplayView& r,
-                         const replay::SampleParams& p, int batch) {
+                         const replay::SampleParams& p, int batch, View<const long long> update_from = {}) {
+    if (!update_from.empty()) detail::require_size(update_from.size(), 1, "nstep_sample", "update_from");
     if (batch < 1 || r.capacity_steps < 1 || r.n_envs < 1 || r.state_dim < 1 || p.n_step < 1 || p.sampleable < 1 ||
         p.oldest_step < 0)
         throw std::invalid_argument("ops::nstep_sample: empty batch, ring or sampleable range");
@@ -50,8 +54,8 @@ inline void nstep_sample(Device& device, View<float> states, View<float> next_st
          detail::range("returns", returns), detail::range("discounts", discounts),
          detail::range("ring states", ring_states), detail::range("ring next_states", ring_next)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::nstep_sample(*cuda, states, next_states, actions, returns, discounts, r, p, batch);
-    cpu_twin::nstep_sample(states, next_states, actions, returns, discounts, r, p, batch);
+        return cuda_twin::nstep_sample(*cuda, states, next_states, actions, returns, discounts, r, p, update_from, batch);
+    cpu_twin::nstep_sample(states, next_states, actions, returns, discounts, r, p, update_from, batch);
 }
 
 }  // namespace fh::ops
