@@ -43,11 +43,13 @@ using NetworkNormFinish = void(float* __restrict__ out, const float* __restrict_
                                int n_partials);
 /// Adam with global-norm clipping, gated: does nothing when gate != null and *gate == 0.
 /// params, m, v, grads (n); grad_norm (1), read only when c.clip_norm > 0; gate (1) or null.
-/// step (1) or null: the update number in device memory; then the bias corrections are
-/// core::at_step(c, *step) (each block computes them once), else c's.
+/// step.counter != null: the update number is step.value(), read from device memory, and the
+/// bias corrections are core::at_step(c, step.value()) (each block computes them once), else
+/// c's. lr_from (1) or null: the learning rate read from device memory instead of c.lr.
 using NetworkAdam = void(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
                          const float* __restrict__ grads, const float* __restrict__ grad_norm,
-                         const int* __restrict__ gate, const long long* __restrict__ step, AdamConstants c, int n);
+                         const int* __restrict__ gate, core::CounterValue step, const float* __restrict__ lr_from,
+                         AdamConstants c, int n);
 
 }  // namespace fh::abi
 

@@ -2,18 +2,18 @@
 /// @brief Kernel signature of cuda/kernels/nn_guard.cu, the training guard (math: cuda/math/nn.h).
 #pragma once
 
+#include "math/core.h"
 #include "math/nn.h"
 
 namespace fh::abi {
 
 using nn::GuardState;
 
-/// gate[0] = guard_decide(state, losses (n_losses), grad_norm[0], update). One thread.
-/// update_from (1) or null: the update number read from device memory instead of `update`.
+/// gate[0] = guard_decide(state, losses (n_losses), grad_norm[0], update.value()): the update
+/// number from the launch or from device memory. One thread.
 using TrainingGuard = void(int* __restrict__ gate, GuardState* __restrict__ state,
                            const float* __restrict__ losses, int n_losses,
-                           const float* __restrict__ grad_norm, long long update,
-                           const long long* __restrict__ update_from);
+                           const float* __restrict__ grad_norm, core::CounterValue update);
 
 }  // namespace fh::abi
 

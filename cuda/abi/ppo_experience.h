@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "math/core.h"
 #include "math/ppo.h"
 
 namespace fh::abi {
@@ -13,12 +14,12 @@ namespace fh::abi {
 /// logits (n, num_actions). All buffers distinct.
 using PpoSample = void(int* __restrict__ actions, float* __restrict__ log_probs,
                        const float* __restrict__ logits, int num_actions, std::uint64_t seed,
-                       std::uint64_t step, int n);
+                       core::CounterValue step, int n);
 /// For e < n: penalty[e] = ppo::diversity_update(window + e * W, counts + e * num_actions,
 /// actions[e], ...); window (n, W), counts (n, num_actions). All buffers distinct.
 using PpoDiversity = void(int* __restrict__ window, int* __restrict__ counts, float* __restrict__ penalty,
                           const int* __restrict__ actions, int num_actions, int W, float coef,
-                          std::uint64_t step, int n);
+                          core::CounterValue step, int n);
 
 }  // namespace fh::abi
 

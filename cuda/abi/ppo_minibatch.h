@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "math/core.h"
 #include "math/ppo.h"
 
 namespace fh::abi {
@@ -13,10 +14,16 @@ namespace fh::abi {
 using PpoGather = void(float* __restrict__ states, int* __restrict__ actions,
                        float* __restrict__ old_log_probs, float* __restrict__ advantages,
                        float* __restrict__ returns, float* __restrict__ old_values,
-                       ppo::RolloutView rollout, std::uint64_t seed, std::uint64_t epoch, int offset,
+                       ppo::RolloutView rollout, std::uint64_t seed, core::CounterValue epoch, int offset,
                        int batch);
+
+/// lr[0] = ppo::scheduled_learning_rate(base_lr, linear, total_rollouts, rollouts.value()):
+/// this rollout's learning rate, which Adam then reads from device memory. One thread.
+using PpoLearningRate = void(float* __restrict__ lr, double base_lr, int linear, double total_rollouts,
+                             core::CounterValue rollouts);
 
 }  // namespace fh::abi
 
-#define FH_KERNELS_ppo_minibatch(FH_KERNEL) \
-    FH_KERNEL(ppo_minibatch, ppo_gather_kernel, PpoGather)
+#define FH_KERNELS_ppo_minibatch(FH_KERNEL)                  \
+    FH_KERNEL(ppo_minibatch, ppo_gather_kernel, PpoGather) \
+    FH_KERNEL(ppo_minibatch, ppo_learning_rate_kernel, PpoLearningRate)

@@ -131,13 +131,17 @@ extern "C" __global__ void network_adam_kernel(float* __restrict__ params, float
                                                const float* __restrict__ grads,
                                                const float* __restrict__ grad_norm,
                                                const int* __restrict__ gate,
-                                               const long long* __restrict__ step,
+                                               fh::core::CounterValue step,
+                                               const float* __restrict__ lr_from,
                                                fh::core::AdamConstants c, int n) {
     if (gate != nullptr && *gate == 0) return;  // the guard skipped this update (uniform: no thread goes on)
-    if (step != nullptr) {
-        // The update number from device memory: one thread per block computes the corrections.
+    if (step.counter != nullptr || lr_from != nullptr) {
+        // Values from device memory: one thread per block computes the constants.
         __shared__ fh::core::AdamConstants at;
-        if (threadIdx.x == 0) at = fh::core::at_step(c, *step);
+        if (threadIdx.x == 0) {
+            at = step.counter != nullptr ? fh::core::at_step(c, step.value()) : c;
+            if (lr_from != nullptr) at.lr = *lr_from;
+        }
         __syncthreads();
         c = at;
     }

@@ -15,12 +15,10 @@
 
 extern "C" __global__ void training_guard_kernel(int* __restrict__ gate, fh::nn::GuardState* __restrict__ state,
                                                  const float* __restrict__ losses, int n_losses,
-                                                 const float* __restrict__ grad_norm, long long update,
-                                                 const long long* __restrict__ update_from) {
+                                                 const float* __restrict__ grad_norm, fh::core::CounterValue update) {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        if (update_from != nullptr) update = *update_from;
         fh::nn::GuardState s = *state;
-        *gate = fh::nn::guard_decide(s, losses, n_losses, *grad_norm, update);
+        *gate = fh::nn::guard_decide(s, losses, n_losses, *grad_norm, update.value());
         *state = s;
     }
 }

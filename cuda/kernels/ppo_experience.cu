@@ -27,7 +27,8 @@ using fh::device::grid_thread_count;
 
 extern "C" __global__ void ppo_sample_kernel(int* __restrict__ actions, float* __restrict__ log_probs,
                                              const float* __restrict__ logits, int num_actions,
-                                             std::uint64_t seed, std::uint64_t step, int n) {
+                                             std::uint64_t seed, fh::core::CounterValue step_value, int n) {
+    const auto step = static_cast<std::uint64_t>(step_value.value());
     for (long long e = global_thread_index(); e < n; e += grid_thread_count()) {
         float lp = 0.0f;
         actions[e] = fh::ppo::sample_action(logits + e * num_actions, num_actions, seed, static_cast<int>(e),
@@ -38,8 +39,9 @@ extern "C" __global__ void ppo_sample_kernel(int* __restrict__ actions, float* _
 
 extern "C" __global__ void ppo_diversity_kernel(int* __restrict__ window, int* __restrict__ counts,
                                                 float* __restrict__ penalty, const int* __restrict__ actions,
-                                                int num_actions, int W, float coef, std::uint64_t step,
-                                                int n) {
+                                                int num_actions, int W, float coef,
+                                                fh::core::CounterValue step_value, int n) {
+    const auto step = static_cast<std::uint64_t>(step_value.value());
     for (long long e = global_thread_index(); e < n; e += grid_thread_count())
         penalty[e] = fh::ppo::diversity_update(window + e * W, counts + e * num_actions, actions[e], num_actions,
                                                W, coef, step);

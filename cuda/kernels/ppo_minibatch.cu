@@ -8,6 +8,8 @@
  * Layout:      rollout (ppo::RolloutView): states (rows, state_dim), the rest (rows); outputs
  *              states (batch, state_dim), actions, old_log_probs, advantages, returns,
  *              old_values (batch).
+ *              The learning rate of the rollout's updates: ppo::scheduled_learning_rate of the
+ *              rollout count (from device memory in a captured update), one thread.
  * Launch:      one thread per minibatch row, any 1-D grid (grid-stride).
  * Determinism: exact; integer index math and copies, = CPU twin bit for bit.
  * Aliasing:    outputs are __restrict__, distinct from each other and from the rollout buffers
@@ -23,11 +25,17 @@ using fh::device::grid_thread_count;
 extern "C" __global__ void ppo_gather_kernel(float* __restrict__ states, int* __restrict__ actions,
                                              float* __restrict__ old_log_probs, float* __restrict__ advantages,
                                              float* __restrict__ returns, float* __restrict__ old_values,
-                                             fh::ppo::RolloutView rollout, std::uint64_t seed, std::uint64_t epoch,
-                                             int offset, int batch) {
+                                             fh::ppo::RolloutView rollout, std::uint64_t seed,
+                                             fh::core::CounterValue epoch_value, int offset, int batch) {
+    const auto epoch = static_cast<std::uint64_t>(epoch_value.value());
     for (long long i = global_thread_index(); i < batch; i += grid_thread_count())
         fh::ppo::gather_row(static_cast<int>(i), rollout, seed, epoch, offset, states, actions, old_log_probs,
                             advantages, returns, old_values);
+}
+
+extern "C" __global__ void ppo_learning_rate_kernel(float* __restrict__ lr, double base_lr, int linear,
+                                                    double total_rollouts, fh::core::CounterValue rollouts) {
+    if (global_thread_index() == 0) lr[0] = fh::ppo::scheduled_learning_rate(base_lr, linear, total_rollouts, rollouts.value());
 }
 
 FH_KERNELS_ppo_minibatch(FH_CHECK_KERNEL_ABI)

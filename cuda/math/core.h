@@ -44,6 +44,21 @@ template <class T> FH_HD T activation_derivative(T y, Activation a) {
     }
 }
 
+/// A step, epoch or update number that a kernel takes from its launch or from device memory:
+/// counter == nullptr: the value `offset` (given by the host); else counter[0] * scale + offset.
+/// What lets a captured sequence (replayed unchanged, run after run) use numbers that change:
+/// e.g. PPO's collection step rollouts * T + t with rollouts counted on the device.
+struct CounterValue {
+    const long long* counter = nullptr;
+    long long scale = 1;
+    long long offset = 0;
+    CounterValue() = default;
+    /// A value from the host (implicit, so a plain number is a CounterValue).
+    FH_HD CounterValue(long long value) : offset(value) {}
+    FH_HD CounterValue(const long long* c, long long s, long long o) : counter(c), scale(s), offset(o) {}
+    FH_HD long long value() const { return counter != nullptr ? *counter * scale + offset : offset; }
+};
+
 /// Adam's hyper-parameters for one update (Kingma & Ba 2015; decoupled weight decay as in
 /// AdamW, Loshchilov & Hutter 2019).
 struct AdamParams {

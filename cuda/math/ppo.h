@@ -19,6 +19,15 @@ namespace fh::ppo {
 
 // ---- action sampling ---------------------------------------------------------------------
 
+/// The learning rate of the minibatch updates after `rollouts` rollouts: lr, or with the
+/// linear schedule lr * max(0, 1 - rollouts / total_rollouts) (full at the first rollout), in
+/// double; the host's log and the device (which counts the rollouts itself) use this one formula.
+FH_HD float scheduled_learning_rate(double lr, int linear, double total_rollouts, long long rollouts) {
+    if (!linear) return static_cast<float>(lr);
+    const double left = 1.0 - static_cast<double>(rollouts) / total_rollouts;
+    return static_cast<float>(lr * (left > 0.0 ? left : 0.0));
+}
+
 /// Samples environment e's action at collection step `step` from softmax(logits) (one row of
 /// num_actions) with u = unit_float(Philox(seed, policy_sample, e, step).v[0]), and returns its
 /// log-probability under the same logits.

@@ -387,12 +387,12 @@ void CudaDevice::global_norm_impl(View<float> out, View<const float> x, View<flo
 }
 
 void CudaDevice::adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                                View<const float> grad_norm, View<const int> gate, View<const long long> step,
-                                const core::AdamConstants& c) {
+                                View<const float> grad_norm, View<const int> gate, core::CounterValue step,
+                                View<const float> lr, const core::AdamConstants& c) {
     // params, m, v, grads and grad_norm are distinct; gate overlaps none of the written buffers.
     kernels().network_adam_kernel(stream(), LaunchDims::linear(params.size()), params.data(), m.data(), v.data(),
                                   grads.data(), grad_norm.empty() ? nullptr : grad_norm.data(),
-                                  gate.empty() ? nullptr : gate.data(), step.empty() ? nullptr : step.data(), c,
+                                  gate.empty() ? nullptr : gate.data(), step, lr.empty() ? nullptr : lr.data(), c,
                                   static_cast<int>(params.size()));
 }
 

@@ -191,21 +191,30 @@ void Device::adam_step(View<float> params, View<float> m, View<float> v, View<co
         throw std::invalid_argument(fmt::format("ops::adam_step: step must be >= 1 (1-based), got {}", p.step));
     check_adam(params, m, v, grads, grad_norm, gate, p);
     if (params.empty()) return;
-    adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, {},
+    adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, CounterValue(), {},
                    adam_constants(p));
 }
 
 void Device::adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                       View<const float> grad_norm, View<const int> gate, View<const long long> step,
-                       const AdamParams& p) {
-    detail::require_size(step.size(), 1, "adam_step", "step");
+                       View<const float> grad_norm, View<const int> gate, CounterValue step, const AdamParams& p,
+                       View<const float> lr) {
     check_adam(params, m, v, grads, grad_norm, gate, p);
-    const View<const long long> written_step = step;
-    if (overlaps(params, written_step) || overlaps(m, written_step) || overlaps(v, written_step))
-        throw std::invalid_argument("ops::adam_step: step overlaps an updated buffer");
+    if (!lr.empty()) {
+        detail::require_size(lr.size(), 1, "adam_step", "lr");
+        if (overlaps(params, lr) || overlaps(m, lr) || overlaps(v, lr))
+            throw std::invalid_argument("ops::adam_step: lr overlaps an updated buffer");
+    }
+    if (step.counter == nullptr && step.offset < 1)
+        throw std::invalid_argument(fmt::format("ops::adam_step: step must be >= 1 (1-based), got {}", step.offset));
     if (params.empty()) return;
-    adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, step,
-                   adam_constants(p));
+    core::AdamConstants c = adam_constants(p);
+    if (step.counter == nullptr) c = core::at_step(c, step.offset);  // a host value: the corrections here
+    adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, step, lr, c);
+}
+
+CounterValue counter_value(View<const long long> counter, long long scale, long long offset) {
+    detail::require_size(counter.size(), 1, "counter_value", "counter");
+    return CounterValue(counter.data(), scale, offset);
 }
 
 void Device::increment(View<long long> counter) {

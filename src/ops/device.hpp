@@ -33,6 +33,7 @@ enum class Backend { cpu, cuda };
 /// Network types shared with the kernels (cuda/math/core.h).
 using Activation = core::Activation;
 using AdamParams = core::AdamParams;
+using CounterValue = core::CounterValue;
 
 class CudaDevice;
 
@@ -86,6 +87,10 @@ struct OpSequence {
     std::unique_ptr<Captured> captured;
     void reset() noexcept { captured.reset(); }
 };
+
+/// The number counter[0] * scale + offset of a counter in device memory (counter (1)), for the
+/// ops that take a CounterValue; the counter must outlive the ops (and a captured sequence).
+CounterValue counter_value(View<const long long> counter, long long scale = 1, long long offset = 0);
 
 class Device {
 public:
@@ -228,11 +233,13 @@ public:
     /// training guard's skip, decided on the device). p.step >= 1 is this update's number.
     void adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
                    View<const float> grad_norm, View<const int> gate, const AdamParams& p);
-    /// adam_step with this update's number read from device memory: step (1) holds it (>= 1
-    /// when the op runs; p.step is not used); the bias corrections are core::at_step's. What
-    /// a captured update calls.
+    /// adam_step at update number `step` (>= 1 when the op runs; p.step is not used), typically
+    /// read from device memory (counter_value), with the bias corrections of core::at_step;
+    /// lr (1) or empty: the learning rate read from device memory instead of p.lr. What a
+    /// captured update calls.
     void adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                   View<const float> grad_norm, View<const int> gate, View<const long long> step, const AdamParams& p);
+                   View<const float> grad_norm, View<const int> gate, CounterValue step, const AdamParams& p,
+                   View<const float> lr = {});
 
 protected:
     virtual void* allocate_bytes(std::size_t bytes) = 0;
@@ -258,10 +265,11 @@ protected:
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                       int out, Activation act, bool accumulate) = 0;
     virtual void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) = 0;
-    /// step: empty (c's bias corrections) or the update number in device memory.
+    /// step.counter: null (c's bias corrections) or the update number in device memory; lr:
+    /// empty (c.lr) or the learning rate in device memory.
     virtual void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                                View<const float> grad_norm, View<const int> gate, View<const long long> step,
-                                const core::AdamConstants& c) = 0;
+                                View<const float> grad_norm, View<const int> gate, core::CounterValue step,
+                                View<const float> lr, const core::AdamConstants& c) = 0;
 
 private:
     void check_adam(View<float> params, View<float> m, View<float> v, View<const float> grads,

@@ -26,7 +26,13 @@ void AdamState::advance_device_step(ops::Device& device) { device.increment(devi
 void AdamState::update_at_device_step(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
                                       ops::View<const float> grad_norm, ops::View<const int> gate,
                                       ops::AdamParams hyper) {
-    device.adam_step(params, m_.view(), v_.view(), grads, grad_norm, gate, device_step_.cview(), hyper);
+    update_at(device, params, grads, grad_norm, gate, hyper, ops::counter_value(device_step_.cview()));
+}
+
+void AdamState::update_at(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
+                          ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper,
+                          ops::CounterValue step, ops::View<const float> lr) {
+    device.adam_step(params, m_.view(), v_.view(), grads, grad_norm, gate, step, hyper, lr);
 }
 
 void AdamState::restore_steps(ops::Device& device, long long steps) {

@@ -35,6 +35,11 @@ public:
     void update_at_device_step(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
                                ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper);
     ops::View<const long long> device_step() const noexcept { return device_step_.cview(); }
+    /// One update at a step number the caller derives from its own device counters (PPO: the
+    /// rollout count), with the learning rate from device memory when lr is given.
+    void update_at(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
+                   ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper,
+                   ops::CounterValue step, ops::View<const float> lr = {});
 
     /// The moments, for a trainer that runs Adam inside its own fused kernel (DQN); it then
     /// counts each update with count_step().

@@ -192,7 +192,7 @@ void IqlTrainer::update_ops(bool inject_nan) {
     net_.policy.backward(ops_, params_.cview(), grads_.view(), d_logits_.view(), {}, B, ws_policy_, false);
     ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), norm_scratch_.view());
     fh::ops::training_guard(ops_, gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
-                        current_.cview().subview(kGradNorm, 1), 0, update);
+                        current_.cview().subview(kGradNorm, 1), ops::counter_value(update));
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);

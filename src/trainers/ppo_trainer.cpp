@@ -115,24 +115,33 @@ PpoTrainer::PpoTrainer(ops::Device& ops, const config::Profile& profile, const e
     gate_ = ops.alloc<int>(1);
     guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}});
     histogram_ = ops.from_host<unsigned long long>(std::vector<unsigned long long>(A, 0));
+    rollouts_dev_ = ops.from_host<long long>(std::vector<long long>{0});
+    lr_dev_ = ops.alloc<float>(1);
     env_.reset_all();
 }
 
+// Linear decay over the run: full at the first rollout, lr / R at the last of R rollouts.
 float PpoTrainer::learning_rate() const noexcept {
-    const double lr = profile_.training.learning_rate;
-    if (profile_.ppo.lr_schedule != "linear") return static_cast<float>(lr);
-    // Linear decay over the run: full at the first rollout, lr / R at the last of R rollouts.
     const double total = static_cast<double>(std::max<long long>(1, profile_.run.total_steps / progress_per_iteration()));
-    return static_cast<float>(lr * std::max(0.0, 1.0 - static_cast<double>(rollouts_) / total));
+    return ppo::scheduled_learning_rate(profile_.training.learning_rate, profile_.ppo.lr_schedule == "linear" ? 1 : 0,
+                                        total, rollouts_);
 }
+
+long long PpoTrainer::updates_per_rollout() const noexcept { return profile_.ppo.epochs * profile_.ppo.minibatches; }
 
 void PpoTrainer::iterate() {
     collect_rollout();
     update_from_rollout();
-    ++rollouts_;
 }
 
 void PpoTrainer::collect_rollout() {
+    ops_.run_sequence(rollout_sequence_, [this] { rollout_ops(); });
+    steps_ += horizon_;
+    if (curiosity_)
+        for (int t = 0; t < horizon_; ++t) cur_adam_.count_step();
+}
+
+void PpoTrainer::rollout_ops() {
     for (int t = 0; t < horizon_; ++t) rollout_step(t);
     // Per-rollout statistics, then GAE and the normalised advantages.
     const auto acc = current_.view();
@@ -149,17 +158,18 @@ void PpoTrainer::collect_rollout() {
     fh::ops::normalize(ops_, r_adv_.view(), normalize_scratch_.view());
 }
 
-// Step t of the rollout: rows t * n .. t * n + n - 1.
+// Step t of the rollout: rows t * n .. t * n + n - 1; the global collection step is
+// rollouts * T + t (the rollout count from device memory).
 void PpoTrainer::rollout_step(int t) {
     const std::size_t n = static_cast<std::size_t>(n_envs_);
     const std::size_t D = static_cast<std::size_t>(state_dim_);
     const std::size_t row = static_cast<std::size_t>(t) * n;
     const auto seed = static_cast<std::uint64_t>(profile_.run.seed);
     const auto actions = r_actions_.view().subview(row, n);
+    const auto step = ops::counter_value(rollouts_dev_.cview(), horizon_, t);
 
     const auto logits = net_.actor.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_actor_step_);
-    fh::ops::ppo_sample(ops_, actions, r_logp_.view().subview(row, n), logits, num_actions_, seed,
-                    static_cast<std::uint64_t>(steps_));
+    fh::ops::ppo_sample(ops_, actions, r_logp_.view().subview(row, n), logits, num_actions_, seed, step);
     ops_.copy(r_values_.view().subview(row, n),
               net_.critic.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_critic_step_));
     ops_.copy(r_states_.view().subview(row * D, n * D), env_.states());  // s_t (before the step)
@@ -177,11 +187,10 @@ void PpoTrainer::rollout_step(int t) {
     if (profile_.ppo.diversity_coef > 0) {
         const auto penalty = r_penalty_.view().subview(row, n);
         fh::ops::ppo_diversity(ops_, div_window_.view(), div_counts_.view(), penalty, actions, num_actions_, window_,
-                           static_cast<float>(profile_.ppo.diversity_coef), static_cast<std::uint64_t>(steps_));
+                           static_cast<float>(profile_.ppo.diversity_coef), step);
         ops_.saxpy(rewards, -1.0f, penalty);
     }
     if (curiosity_) curiosity_step(t);
-    ++steps_;
 }
 
 // The curiosity bonus of step t: the forward model's prediction error on (s_t, a_t) -> the next
@@ -201,18 +210,38 @@ void PpoTrainer::curiosity_step(int t) {
                              ws_curiosity_, false);
     ops::AdamParams adam;
     adam.lr = static_cast<float>(profile_.training.learning_rate);
-    cur_adam_.update(ops_, cur_params_.view(), cur_grads_.cview(), {}, {}, adam);
+    cur_adam_.advance_device_step(ops_);
+    cur_adam_.update_at_device_step(ops_, cur_params_.view(), cur_grads_.cview(), {}, {}, adam);
 }
 
 void PpoTrainer::update_from_rollout() {
-    const long long epochs = profile_.ppo.epochs;
-    for (long long e = 0; e < epochs; ++e)
-        for (long long k = 0; k < profile_.ppo.minibatches; ++k)
-            minibatch_update(rollouts_ * epochs + e, static_cast<int>(k) * batch_);
+    const long long per_rollout = updates_per_rollout();
+    bool inject_nan = false;
+    for (long long i = 1; i <= per_rollout; ++i) inject_nan = inject_nan || nan_injected(updates_ + i);
+    if (inject_nan) update_ops(true);  // tests: never captured
+    else ops_.run_sequence(update_sequence_, [this] { update_ops(false); });
+    updates_ += per_rollout;
+    for (long long i = 0; i < per_rollout; ++i) adam_.count_step();
+    ++rollouts_;
 }
 
-void PpoTrainer::minibatch_update(long long epoch_key, int offset) {
-    const long long u = ++updates_;
+// The rollout's learning rate, its epochs of minibatch updates, then the rollout count advances.
+void PpoTrainer::update_ops(bool inject_nan) {
+    const double total = static_cast<double>(std::max<long long>(1, profile_.run.total_steps / progress_per_iteration()));
+    fh::ops::ppo_learning_rate(ops_, lr_dev_.view(), profile_.training.learning_rate,
+                               profile_.ppo.lr_schedule == "linear", total, ops::counter_value(rollouts_dev_.cview()));
+    for (int e = 0; e < static_cast<int>(profile_.ppo.epochs); ++e)
+        for (int k = 0; k < static_cast<int>(profile_.ppo.minibatches); ++k) minibatch_update(e, k, inject_nan);
+    ops_.increment(rollouts_dev_.view());
+}
+
+// Minibatch k of epoch e: rows [k B, (k + 1) B) of the rollout shuffled by the key
+// rollouts * epochs + e; it is update number rollouts * epochs * minibatches + e * minibatches + k + 1.
+void PpoTrainer::minibatch_update(int epoch, int minibatch, bool inject_nan) {
+    const long long K = profile_.ppo.minibatches;
+    const long long index = epoch * K + minibatch + 1;  // 1-based, within the rollout
+    const auto update = ops::counter_value(rollouts_dev_.cview(), updates_per_rollout(), index);
+    const int offset = minibatch * batch_;
     const int B = batch_;
     const std::size_t Bs = static_cast<std::size_t>(B);
     const ppo::RolloutView rollout{r_states_.cview().data(), r_actions_.cview().data(), r_logp_.cview().data(),
@@ -220,7 +249,7 @@ void PpoTrainer::minibatch_update(long long epoch_key, int offset) {
                                    static_cast<int>(r_actions_.size()), state_dim_};
     fh::ops::ppo_gather(ops_, mb_states_.view(), mb_actions_.view(), mb_old_logp_.view(), mb_adv_.view(), mb_returns_.view(),
                     mb_old_values_.view(), rollout, static_cast<std::uint64_t>(profile_.run.seed),
-                    static_cast<std::uint64_t>(epoch_key), offset);
+                    ops::counter_value(rollouts_dev_.cview(), profile_.ppo.epochs, epoch), offset);
     const auto logits = net_.actor.forward(ops_, params_.cview(), mb_states_.cview(), B, ws_actor_mb_);
     const auto values = net_.critic.forward(ops_, params_.cview(), mb_states_.cview(), B, ws_critic_mb_);
     const auto& pp = profile_.ppo;
@@ -231,7 +260,7 @@ void PpoTrainer::minibatch_update(long long epoch_key, int offset) {
     const auto cur = current_.view();
     for (int k = 0; k < ppo::kPpoLossStats; ++k)
         ops_.mean(cur.subview(static_cast<std::size_t>(k), 1), mb_stats_.cview().subview(static_cast<std::size_t>(k) * Bs, Bs));
-    if (nan_injected(u))
+    if (inject_nan && nan_injected(updates_ + index))
         ops_.fill(cur.subview(kAccPolicy, 1), std::numeric_limits<float>::quiet_NaN());
 
     net_.actor.backward(ops_, params_.cview(), grads_.view(), mb_d_logits_.view(), {}, B, ws_actor_mb_, false);
@@ -239,11 +268,11 @@ void PpoTrainer::minibatch_update(long long epoch_key, int offset) {
     const auto grad_norm = cur.subview(kAccGradNorm, 1);
     ops_.global_norm(grad_norm, grads_.cview(), norm_scratch_.view());
     fh::ops::training_guard(ops_, gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
-                        current_.cview().subview(kAccGradNorm, 1), u);
+                        current_.cview().subview(kAccGradNorm, 1), update);
     ops::AdamParams adam;
-    adam.lr = learning_rate();
     adam.clip_norm = static_cast<float>(profile_.training.grad_clip_norm);
-    adam_.update(ops_, params_.view(), grads_.cview(), current_.cview().subview(kAccGradNorm, 1), gate_.cview(), adam);
+    adam_.update_at(ops_, params_.view(), grads_.cview(), current_.cview().subview(kAccGradNorm, 1), gate_.cview(), adam,
+                    update, lr_dev_.cview());
     ops_.saxpy(accum_.view().subview(0, kUpdateGroup), 1.0f, current_.cview().subview(0, kUpdateGroup));
 }
 
@@ -282,6 +311,7 @@ void PpoTrainer::restore_counter_values(std::span<const std::int64_t> v) {
     updates_ = v[2];
     adam_.restore_steps(ops_, updates_);
     if (curiosity_) cur_adam_.restore_steps(ops_, v[3]);
+    ops_.upload<long long>(rollouts_dev_.view(), std::vector<long long>{rollouts_});
     rollouts_at_log_ = rollouts_;
     steps_at_log_ = steps_;
     updates_at_log_ = updates_;
@@ -348,7 +378,7 @@ long long PpoTrainer::bench_collect() {
 
 long long PpoTrainer::bench_update() {
     const long long before = updates_;
-    update_from_rollout();
+    update_from_rollout();  // also counts a rollout, on the host as on the device
     return updates_ - before;
 }
 

@@ -63,9 +63,14 @@ public:
     long long batch_rows() const noexcept override { return batch_; }
 
 private:
-    /// The two phases of an iteration.
+    /// The two phases of an iteration, each one captured sequence (ops::OpSequence): their step,
+    /// epoch and update numbers derive from the rollout count in device memory (rollouts_dev_),
+    /// which the update phase advances last. The host's counters follow after each phase.
     void collect_rollout();
     void update_from_rollout();
+    /// The ops of each phase; inject_nan (tests): the NaN injections of this iteration's updates.
+    void rollout_ops();
+    void update_ops(bool inject_nan);
 
 public:
 
@@ -81,8 +86,9 @@ public:
 
 private:
     void rollout_step(int t);
-    void minibatch_update(long long epoch_key, int offset);
+    void minibatch_update(int epoch, int minibatch, bool inject_nan);
     void curiosity_step(int t);
+    long long updates_per_rollout() const noexcept;
 
     ops::Device& ops_;
     config::Profile profile_;
@@ -123,6 +129,12 @@ private:
     ops::Buffer<int> gate_;
     ops::Buffer<nn::GuardState> guard_;
     ops::Buffer<unsigned long long> histogram_;
+
+    // Device-side counters of captured phases: rollouts done (= rollouts_ between iterations) and
+    // the rollout's learning rate.
+    ops::Buffer<long long> rollouts_dev_;
+    ops::Buffer<float> lr_dev_;
+    ops::OpSequence rollout_sequence_, update_sequence_;
 };
 
 }  // namespace fh::trainers

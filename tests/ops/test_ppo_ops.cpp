@@ -205,6 +205,27 @@ TEST_CASE("ppo_sample draws Philox(seed, policy_sample, e, step) and returns the
     fh::ops::ppo_sample(ops, actions.view(), lps.view(), logits.cview(), A, 11, 6);
     const auto a6 = ops.to_host(actions.cview());
     CHECK(a6 != a5);  // another step, other draws
+    // The step from a counter in device memory: counter 2, scale 2, offset 1 is step 5.
+    auto counter = ops.from_host<long long>(std::vector<long long>{2});
+    fh::ops::ppo_sample(ops, actions.view(), lps.view(), logits.cview(), A, 11,
+                        fh::ops::counter_value(counter.cview(), 2, 1));
+    CHECK(ops.to_host(actions.cview()) == a5);
+    CHECK(ops.to_host(lps.cview()) == l5);
+}
+
+TEST_CASE("ppo_learning_rate writes the schedule's rate at the rollout count in device memory", "[ppo]") {
+    fh::ops::CpuDevice ops;
+    auto lr = ops.alloc<float>(1);
+    auto rollouts = ops.from_host<long long>(std::vector<long long>{0});
+    for (long long r : {0LL, 1LL, 7LL, 10LL, 12LL}) {
+        INFO("rollouts " << r);
+        ops.upload<long long>(rollouts.view(), std::vector<long long>{r});
+        fh::ops::ppo_learning_rate(ops, lr.view(), 3e-4, true, 10.0, fh::ops::counter_value(rollouts.cview()));
+        CHECK(ops.to_host(lr.cview())[0] == static_cast<float>(3e-4 * std::max(0.0, 1.0 - static_cast<double>(r) / 10.0)));
+        fh::ops::ppo_learning_rate(ops, lr.view(), 3e-4, false, 10.0, fh::ops::counter_value(rollouts.cview()));
+        CHECK(ops.to_host(lr.cview())[0] == 3e-4f);
+    }
+    CHECK_THROWS_AS(fh::ops::ppo_learning_rate(ops, lr.view(), 3e-4, true, 0.0, 0), std::invalid_argument);
 }
 
 // ---- the diversity penalty -------------------------------------------------------------------
@@ -637,7 +658,13 @@ TEST_CASE("PPO sampling and diversity kernels equal their CPU twins", "[gpu][ppo
         auto logits = ops.from_host<float>(z);
         auto actions = ops.alloc<int>(n);
         auto lps = ops.alloc<float>(n);
-        fh::ops::ppo_sample(ops, actions.view(), lps.view(), logits.cview(), A, 77, step);
+        // Odd steps from a counter in device memory (step = counter * 1 + 0), even ones from the host.
+        auto counter = ops.from_host<long long>(std::vector<long long>{static_cast<long long>(step)});
+        if (step % 2 == 1)
+            fh::ops::ppo_sample(ops, actions.view(), lps.view(), logits.cview(), A, 77,
+                                fh::ops::counter_value(counter.cview()));
+        else
+            fh::ops::ppo_sample(ops, actions.view(), lps.view(), logits.cview(), A, 77, step);
         return std::pair{ops.to_host(actions.cview()), ops.to_host(lps.cview())};
     };
     for (std::uint64_t step : {0ull, 1ull, 1000003ull}) {
@@ -664,14 +691,17 @@ TEST_CASE("PPO sampling and diversity kernels equal their CPU twins", "[gpu][ppo
         auto counts = ops.from_host<int>(std::vector<int>(n * A, 0));
         auto penalty = ops.alloc<float>(n);
         auto acts = ops.alloc<int>(n);
+        auto counter = ops.from_host<long long>(std::vector<long long>{0});
         std::vector<std::vector<float>> penalties;
         for (int step = 0; step < 3 * W + 2; ++step) {
             std::vector<int> a(n);
             for (int e = 0; e < n; ++e)  // some envs stuck on one action, others varied
                 a[e] = e % 3 == 0 ? e % A : static_cast<int>((e * 7u + static_cast<unsigned>(step) * (e % 5)) % A);
             ops.upload<int>(acts.view(), a);
+            // The step from device memory: counter = step / 2, step = counter * 2 + step % 2.
+            ops.upload<long long>(counter.view(), std::vector<long long>{step / 2});
             fh::ops::ppo_diversity(ops, window.view(), counts.view(), penalty.view(), acts.cview(), A, W, 0.37f,
-                              static_cast<std::uint64_t>(step));
+                                   fh::ops::counter_value(counter.cview(), 2, step % 2));
             penalties.push_back(ops.to_host(penalty.cview()));
         }
         return std::tuple{penalties, ops.to_host(window.cview()), ops.to_host(counts.cview())};
@@ -745,6 +775,42 @@ TEST_CASE("the PPO gather kernel equals its CPU twin", "[gpu][ppo]") {
             CHECK(run(gpu, offset, epoch) == run(cpu, offset, epoch));
         }
     }
+    // The epoch from a counter in device memory: 2 * 2 + 1 = 5.
+    auto counter = gpu.from_host<long long>(std::vector<long long>{2});
+    auto run_counted = [&] {
+        auto bs = gpu.from_host<float>(st), blp = gpu.from_host<float>(lp), badv = gpu.from_host<float>(adv),
+             bret = gpu.from_host<float>(ret), bval = gpu.from_host<float>(val);
+        auto bact = gpu.from_host<int>(act);
+        const RolloutView r{bs.cview().data(), bact.cview().data(), blp.cview().data(), badv.cview().data(),
+                            bret.cview().data(), bval.cview().data(), M, D};
+        auto s = gpu.alloc<float>(B * D), l = gpu.alloc<float>(B), a2 = gpu.alloc<float>(B), r2 = gpu.alloc<float>(B),
+             v = gpu.alloc<float>(B);
+        auto a = gpu.alloc<int>(B);
+        fh::ops::ppo_gather(gpu, s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), r, 123,
+                            fh::ops::counter_value(counter.cview(), 2, 1), 600);
+        return std::tuple{gpu.to_host(s.cview()), gpu.to_host(a.cview()), gpu.to_host(l.cview()),
+                          gpu.to_host(a2.cview()), gpu.to_host(r2.cview()), gpu.to_host(v.cview())};
+    };
+    CHECK(run_counted() == run(cpu, 600, 5));
+}
+
+TEST_CASE("the PPO learning-rate kernel equals its CPU twin", "[gpu][ppo]") {
+    fh::ops::CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    for (long long r : {0LL, 3LL, 999LL, 1000LL, 5000LL})
+        for (bool linear : {false, true}) {
+            INFO("rollouts " << r << " linear " << linear);
+            std::vector<float> got[2];
+            fh::ops::Device* backends[2] = {&cpu, &gpu};
+            for (int k = 0; k < 2; ++k) {
+                auto lr = backends[k]->alloc<float>(1);
+                auto counter = backends[k]->from_host<long long>(std::vector<long long>{r});
+                fh::ops::ppo_learning_rate(*backends[k], lr.view(), 2.5e-4, linear, 1000.0,
+                                           fh::ops::counter_value(counter.cview()));
+                got[k] = backends[k]->to_host(lr.cview());
+            }
+            CHECK(got[1] == got[0]);
+        }
 }
 
 TEST_CASE("the PPO loss kernel equals its CPU twin", "[gpu][ppo]") {

@@ -113,19 +113,23 @@ std::vector<float> counted_ops(Device& ops, std::size_t n, std::vector<long long
     return ops.to_host(dst.cview());
 }
 
-/// One Adam step at the update number held in device memory.
-std::vector<float> adam_at_device_step(Device& ops, std::size_t n, long long step) {
+/// One Adam step at the update number held in device memory (counter step / 10, scale 10,
+/// offset step % 10); lr_from: the learning rate from device memory too.
+std::vector<float> adam_at_device_step(Device& ops, std::size_t n, long long step, bool lr_from = false) {
     auto P = ops.from_host<float>(random_floats(n, 41));
     auto M = ops.from_host<float>(random_floats(n, 42, -0.1f, 0.1f));
     auto V = ops.from_host<float>(random_floats(n, 43, 0.01f, 0.1f));
     auto G = ops.from_host<float>(random_floats(n, 44));
     auto norm = ops.from_host<float>(std::vector<float>{2.5f});
-    auto s = ops.from_host<long long>(std::vector<long long>{step});
+    auto s = ops.from_host<long long>(std::vector<long long>{step / 10});
+    auto lr = ops.from_host<float>(std::vector<float>{3e-3f});
     fh::ops::AdamParams hp;
-    hp.lr = 3e-3f;
+    hp.lr = lr_from ? 1.f : 3e-3f;  // with lr_from, device memory's 3e-3 wins
     hp.clip_norm = 1.f;
     hp.step = 999;  // not used: the step comes from device memory
-    ops.adam_step(P.view(), M.view(), V.view(), G.cview(), norm.cview(), {}, s.cview(), hp);
+    ops.adam_step(P.view(), M.view(), V.view(), G.cview(), norm.cview(), {},
+                  fh::ops::counter_value(s.cview(), 10, step % 10), hp,
+                  lr_from ? lr.cview() : fh::ops::View<const float>());
     auto out = ops.to_host(P.cview());
     for (float x : ops.to_host(M.cview())) out.push_back(x);
     for (float x : ops.to_host(V.cview())) out.push_back(x);
@@ -161,6 +165,7 @@ TEST_CASE("Adam at an update number in device memory uses core::at_step's bias c
     for (long long step : {1LL, 2LL, 37LL, 100000LL}) {
         INFO("step " << step);
         const auto got = adam_at_device_step(ops, n, step);
+        CHECK(adam_at_device_step(ops, n, step, true) == got);
         auto p = random_floats(n, 41), m = random_floats(n, 42, -0.1f, 0.1f), v = random_floats(n, 43, 0.01f, 0.1f);
         const auto g = random_floats(n, 44);
         fh::core::AdamConstants c{3e-3f, 0.9f, 0.999f, 1e-8f, 1.f, 0.f, 0.f, 0.f};
@@ -190,6 +195,7 @@ TEST_CASE("CUDA increment, copy_every and Adam at a device step equal the CPU tw
         for (long long step : {1LL, 37LL, 100000LL}) {
             INFO("step " << step);
             FH_REQUIRE_CLOSE(adam_at_device_step(gpu, n, step), adam_at_device_step(cpu, n, step), 1e-6, 1e-5);
+            FH_REQUIRE_CLOSE(adam_at_device_step(gpu, n, step, true), adam_at_device_step(cpu, n, step), 1e-6, 1e-5);
         }
     }
 }

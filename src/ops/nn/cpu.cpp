@@ -23,10 +23,9 @@ void action_histogram(View<unsigned long long> histogram, View<const int> action
 }
 
 void training_guard(View<int> gate, View<nn::GuardState> state, View<const float> losses, View<const float> grad_norm,
-                    long long update, View<const long long> update_from) {
-    if (!update_from.empty()) update = update_from.data()[0];
-    gate.data()[0] =
-        nn::guard_decide(state.data()[0], losses.data(), static_cast<int>(losses.size()), grad_norm.data()[0], update);
+                    core::CounterValue update) {
+    gate.data()[0] = nn::guard_decide(state.data()[0], losses.data(), static_cast<int>(losses.size()),
+                                      grad_norm.data()[0], update.value());
 }
 
 }  // namespace fh::ops::cpu_twin

@@ -23,10 +23,9 @@ void action_histogram(CudaDevice& device, View<unsigned long long> histogram, Vi
 }
 
 void training_guard(CudaDevice& device, View<int> gate, View<nn::GuardState> state, View<const float> losses,
-                    View<const float> grad_norm, long long update, View<const long long> update_from) {
+                    View<const float> grad_norm, core::CounterValue update) {
     device.kernels().training_guard_kernel(device.stream(), LaunchDims{dim3(1), dim3(32), 0}, gate.data(), state.data(),
-                                           losses.data(), static_cast<int>(losses.size()), grad_norm.data(), update,
-                                           update_from.empty() ? nullptr : update_from.data());
+                                           losses.data(), static_cast<int>(losses.size()), grad_norm.data(), update);
 }
 
 }  // namespace fh::ops::cuda_twin

@@ -23,7 +23,7 @@ void epsilon_greedy(View<int> actions, View<const float> q, int num_actions, flo
                     std::uint64_t step);
 void action_histogram(View<unsigned long long> histogram, View<const int> actions, int num_actions);
 void training_guard(View<int> gate, View<nn::GuardState> state, View<const float> losses, View<const float> grad_norm,
-                    long long update, View<const long long> update_from);
+                    core::CounterValue update);
 }  // namespace cpu_twin
 
 namespace cuda_twin {
@@ -31,7 +31,7 @@ void epsilon_greedy(CudaDevice& device, View<int> actions, View<const float> q, 
                     std::uint64_t seed, std::uint64_t step);
 void action_histogram(CudaDevice& device, View<unsigned long long> histogram, View<const int> actions, int num_actions);
 void training_guard(CudaDevice& device, View<int> gate, View<nn::GuardState> state, View<const float> losses,
-                    View<const float> grad_norm, long long update, View<const long long> update_from);
+                    View<const float> grad_norm, core::CounterValue update);
 }  // namespace cuda_twin
 
 /// actions (n) epsilon-greedy from q (n, num_actions).
@@ -61,11 +61,10 @@ inline void action_histogram(Device& device, View<unsigned long long> histogram,
 }
 
 /// gate (1) = 1 when every loss (n_losses) and the gradient norm (1) are finite; updates the
-/// guard counters (1). The update number is `update`, or update_from[0] in device memory when
-/// update_from is given (a captured update's counter, Device::increment).
+/// guard counters (1). `update` is the update number, from the host or from device memory
+/// (counter_value: a captured update's counter).
 inline void training_guard(Device& device, View<int> gate, View<nn::GuardState> state, View<const float> losses,
-                           View<const float> grad_norm, long long update, View<const long long> update_from = {}) {
-    if (!update_from.empty()) detail::require_size(update_from.size(), 1, "training_guard", "update_from");
+                           View<const float> grad_norm, CounterValue update) {
     detail::require_size(gate.size(), 1, "training_guard", "gate");
     detail::require_size(state.size(), 1, "training_guard", "state");
     detail::require_size(grad_norm.size(), 1, "training_guard", "grad_norm");
@@ -74,8 +73,8 @@ inline void training_guard(Device& device, View<int> gate, View<nn::GuardState> 
         "training_guard", {detail::range("gate", gate), detail::range("state", state), detail::range("losses", losses),
                            detail::range("grad_norm", grad_norm)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::training_guard(*cuda, gate, state, losses, grad_norm, update, update_from);
-    cpu_twin::training_guard(gate, state, losses, grad_norm, update, update_from);
+        return cuda_twin::training_guard(*cuda, gate, state, losses, grad_norm, update);
+    cpu_twin::training_guard(gate, state, losses, grad_norm, update);
 }
 
 }  // namespace fh::ops

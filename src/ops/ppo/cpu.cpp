@@ -9,14 +9,16 @@
 namespace fh::ops::cpu_twin {
 
 void ppo_sample(View<int> actions, View<float> log_probs, View<const float> logits, int num_actions, std::uint64_t seed,
-                std::uint64_t step) {
+                CounterValue step_value) {
+    const auto step = static_cast<std::uint64_t>(step_value.value());
     for (std::size_t e = 0; e < actions.size(); ++e)
         actions.data()[e] = ppo::sample_action(logits.data() + e * num_actions, num_actions, seed, static_cast<int>(e),
                                                step, log_probs.data()[e]);
 }
 
 void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View<const int> actions, int num_actions,
-                   int diversity_window, float coef, std::uint64_t step) {
+                   int diversity_window, float coef, CounterValue step_value) {
+    const auto step = static_cast<std::uint64_t>(step_value.value());
     const std::size_t W = static_cast<std::size_t>(diversity_window), A = static_cast<std::size_t>(num_actions);
     for (std::size_t e = 0; e < actions.size(); ++e)
         penalty.data()[e] = ppo::diversity_update(window.data() + e * W, counts.data() + e * A, actions.data()[e],
@@ -48,10 +50,15 @@ void normalize(View<float> x, View<float> /*scratch*/) {
 
 void ppo_gather(View<float> states, View<int> actions, View<float> old_log_probs, View<float> advantages,
                 View<float> returns, View<float> old_values, const ppo::RolloutView& rollout, std::uint64_t seed,
-                std::uint64_t epoch, int offset) {
+                CounterValue epoch_value, int offset) {
+    const auto epoch = static_cast<std::uint64_t>(epoch_value.value());
     for (std::size_t i = 0; i < actions.size(); ++i)
         ppo::gather_row(static_cast<int>(i), rollout, seed, epoch, offset, states.data(), actions.data(),
                         old_log_probs.data(), advantages.data(), returns.data(), old_values.data());
+}
+
+void ppo_learning_rate(View<float> lr, double base_lr, bool linear, double total_rollouts, CounterValue rollouts) {
+    lr.data()[0] = ppo::scheduled_learning_rate(base_lr, linear ? 1 : 0, total_rollouts, rollouts.value());
 }
 
 void ppo_loss(View<float> stats, View<float> d_logits, View<float> d_values, View<const float> logits,

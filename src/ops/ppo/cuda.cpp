@@ -10,14 +10,14 @@ namespace fh::ops::cuda_twin {
 using cuda::LaunchDims;
 
 void ppo_sample(CudaDevice& device, View<int> actions, View<float> log_probs, View<const float> logits, int num_actions,
-                std::uint64_t seed, std::uint64_t step) {
+                std::uint64_t seed, CounterValue step) {
     device.kernels().ppo_sample_kernel(device.stream(), LaunchDims::linear(actions.size(), 128), actions.data(),
                                        log_probs.data(), logits.data(), num_actions, seed, step,
                                        static_cast<int>(actions.size()));
 }
 
 void ppo_diversity(CudaDevice& device, View<int> window, View<int> counts, View<float> penalty, View<const int> actions,
-                   int num_actions, int diversity_window, float coef, std::uint64_t step) {
+                   int num_actions, int diversity_window, float coef, CounterValue step) {
     device.kernels().ppo_diversity_kernel(device.stream(), LaunchDims::linear(actions.size(), 128), window.data(),
                                           counts.data(), penalty.data(), actions.data(), num_actions, diversity_window,
                                           coef, step, static_cast<int>(actions.size()));
@@ -44,11 +44,17 @@ void normalize(CudaDevice& device, View<float> x, View<float> scratch) {
 
 void ppo_gather(CudaDevice& device, View<float> states, View<int> actions, View<float> old_log_probs,
                 View<float> advantages, View<float> returns, View<float> old_values, const ppo::RolloutView& rollout,
-                std::uint64_t seed, std::uint64_t epoch, int offset) {
+                std::uint64_t seed, CounterValue epoch, int offset) {
     device.kernels().ppo_gather_kernel(device.stream(), LaunchDims::linear(actions.size(), 128), states.data(),
                                        actions.data(), old_log_probs.data(), advantages.data(), returns.data(),
                                        old_values.data(), rollout, seed, epoch, offset,
                                        static_cast<int>(actions.size()));
+}
+
+void ppo_learning_rate(CudaDevice& device, View<float> lr, double base_lr, bool linear, double total_rollouts,
+                       CounterValue rollouts) {
+    device.kernels().ppo_learning_rate_kernel(device.stream(), LaunchDims{dim3(1), dim3(1), 0}, lr.data(), base_lr,
+                                              linear ? 1 : 0, total_rollouts, rollouts);
 }
 
 void ppo_loss(CudaDevice& device, View<float> stats, View<float> d_logits, View<float> d_values,

@@ -25,19 +25,20 @@ constexpr std::size_t normalize_scratch_size() noexcept {
 
 namespace cpu_twin {
 void ppo_sample(View<int> actions, View<float> log_probs, View<const float> logits, int num_actions, std::uint64_t seed,
-                std::uint64_t step);
+                CounterValue step);
 void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View<const int> actions, int num_actions,
-                   int diversity_window, float coef, std::uint64_t step);
+                   int diversity_window, float coef, CounterValue step);
 void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewards, View<const float> values,
              View<const float> next_values, View<const std::uint8_t> done, float gamma, float lambda, int T);
 void normalize(View<float> x, View<float> /*scratch*/);
 void ppo_gather(View<float> states, View<int> actions, View<float> old_log_probs, View<float> advantages,
                 View<float> returns, View<float> old_values, const ppo::RolloutView& rollout, std::uint64_t seed,
-                std::uint64_t epoch, int offset);
+                CounterValue epoch, int offset);
 void ppo_loss(View<float> stats, View<float> d_logits, View<float> d_values, View<const float> logits,
               View<const float> values, View<const int> actions, View<const float> old_log_probs,
               View<const float> advantages, View<const float> returns, View<const float> old_values,
               const ppo::LossParams& p);
+void ppo_learning_rate(View<float> lr, double base_lr, bool linear, double total_rollouts, CounterValue rollouts);
 void curiosity_input(View<float> input, View<const float> states, View<const int> actions, int num_actions);
 void curiosity_error(View<float> error, View<float> d_pred, View<const float> pred, View<const float> next_states,
                      int state_dim);
@@ -45,20 +46,22 @@ void curiosity_error(View<float> error, View<float> d_pred, View<const float> pr
 
 namespace cuda_twin {
 void ppo_sample(CudaDevice& device, View<int> actions, View<float> log_probs, View<const float> logits, int num_actions,
-                std::uint64_t seed, std::uint64_t step);
+                std::uint64_t seed, CounterValue step);
 void ppo_diversity(CudaDevice& device, View<int> window, View<int> counts, View<float> penalty, View<const int> actions,
-                   int num_actions, int diversity_window, float coef, std::uint64_t step);
+                   int num_actions, int diversity_window, float coef, CounterValue step);
 void ppo_gae(CudaDevice& device, View<float> advantages, View<float> returns, View<const float> rewards,
              View<const float> values, View<const float> next_values, View<const std::uint8_t> done, float gamma,
              float lambda, int T);
 void normalize(CudaDevice& device, View<float> x, View<float> scratch);
 void ppo_gather(CudaDevice& device, View<float> states, View<int> actions, View<float> old_log_probs,
                 View<float> advantages, View<float> returns, View<float> old_values, const ppo::RolloutView& rollout,
-                std::uint64_t seed, std::uint64_t epoch, int offset);
+                std::uint64_t seed, CounterValue epoch, int offset);
 void ppo_loss(CudaDevice& device, View<float> stats, View<float> d_logits, View<float> d_values,
               View<const float> logits, View<const float> values, View<const int> actions,
               View<const float> old_log_probs, View<const float> advantages, View<const float> returns,
               View<const float> old_values, const ppo::LossParams& p);
+void ppo_learning_rate(CudaDevice& device, View<float> lr, double base_lr, bool linear, double total_rollouts,
+                       CounterValue rollouts);
 void curiosity_input(CudaDevice& device, View<float> input, View<const float> states, View<const int> actions,
                      int num_actions);
 void curiosity_error(CudaDevice& device, View<float> error, View<float> d_pred, View<const float> pred,
@@ -83,7 +86,7 @@ inline std::size_t columns(std::size_t size, std::size_t rows, const char* op, c
 /// policy_sample, e, step).v[0]); actions[e] = policy::sample(row e, u); log_probs[e] =
 /// policy::log_prob(row e, actions[e]).
 inline void ppo_sample(Device& device, View<int> actions, View<float> log_probs, View<const float> logits,
-                       int num_actions, std::uint64_t seed, std::uint64_t step) {
+                       int num_actions, std::uint64_t seed, CounterValue step) {
     const char* op = "ppo_sample";
     detail::require_positive(static_cast<long long>(actions.size()), op, "the number of environments");
     detail::require_positive(num_actions, op, "num_actions");
@@ -106,7 +109,7 @@ inline void ppo_sample(Device& device, View<int> actions, View<float> log_probs,
 /// step + 1 >= W; 0 before. Actions must lie in [0, A).
 inline void ppo_diversity(Device& device, View<int> window, View<int> counts, View<float> penalty,
                           View<const int> actions, int num_actions, int diversity_window, float coef,
-                          std::uint64_t step) {
+                          CounterValue step) {
     const char* op = "ppo_diversity";
     detail::require_positive(static_cast<long long>(actions.size()), op, "the number of environments");
     detail::require_positive(num_actions, op, "num_actions");
@@ -175,7 +178,7 @@ inline void normalize(Device& device, View<float> x, View<float> scratch) {
 /// states (B, rollout.state_dim), the rest (B); 0 <= offset, offset + B <= rollout.rows.
 inline void ppo_gather(Device& device, View<float> states, View<int> actions, View<float> old_log_probs,
                        View<float> advantages, View<float> returns, View<float> old_values, const ppo::RolloutView& r,
-                       std::uint64_t seed, std::uint64_t epoch, int offset) {
+                       std::uint64_t seed, CounterValue epoch, int offset) {
     const char* op = "ppo_gather";
     detail::require_positive(static_cast<long long>(actions.size()), op, "the minibatch size");
     detail::require_positive(r.rows, op, "rollout.rows");
@@ -289,6 +292,20 @@ inline void curiosity_error(Device& device, View<float> error, View<float> d_pre
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::curiosity_error(*cuda, error, d_pred, pred, next_states, state_dim);
     cpu_twin::curiosity_error(error, d_pred, pred, next_states, state_dim);
+}
+
+/// lr (1) = ppo::scheduled_learning_rate(base_lr, linear, total_rollouts, rollouts): the
+/// learning rate of a rollout's minibatch updates, written to device memory for Adam (a
+/// captured update counts its rollouts on the device). total_rollouts >= 1.
+inline void ppo_learning_rate(Device& device, View<float> lr, double base_lr, bool linear, double total_rollouts,
+                              CounterValue rollouts) {
+    detail::require_size(lr.size(), 1, "ppo_learning_rate", "lr");
+    if (!std::isfinite(base_lr) || base_lr < 0 || !(total_rollouts >= 1))
+        throw std::invalid_argument(fmt::format("ops::ppo_learning_rate: need base_lr >= 0 and total_rollouts >= 1, "
+                                                "got {} and {}", base_lr, total_rollouts));
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::ppo_learning_rate(*cuda, lr, base_lr, linear, total_rollouts, rollouts);
+    cpu_twin::ppo_learning_rate(lr, base_lr, linear, total_rollouts, rollouts);
 }
 
 }  // namespace fh::ops
