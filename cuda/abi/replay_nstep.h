@@ -9,7 +9,7 @@ namespace fh::abi {
 /// Row b of the batch = replay::sample_nstep(b, replay, params): states, next_states (B, D),
 /// actions, returns, discounts (B). Outputs distinct from each other and from the ring.
 /// update_from (1) or null: the RNG's update number read from device memory instead of
-/// params.update (a captured update).
+/// params.update (a captured update). Launch one warp per row: blocks of a multiple of 32 threads.
 using NstepSample = void(float* __restrict__ states, float* __restrict__ next_states,
                          int* __restrict__ actions, float* __restrict__ returns,
                          float* __restrict__ discounts, replay::ReplayView replay,

@@ -6,7 +6,9 @@
  *              src/ops/replay/cpu.cpp.
  * Layout:      the ring (capacity_steps * n_envs rows, slot = step % capacity_steps); outputs
  *              states/next_states (B, state_dim), actions/returns/discounts (B).
- * Launch:      one thread per batch row, any 1-D grid.
+ * Launch:      one warp per batch row (the draw computed by every lane, the state rows copied
+ *              with consecutive lanes on consecutive columns), 1-D blocks of a multiple of 32
+ *              threads, any grid (grid-stride over rows).
  * Determinism: exact, and bit-identical to the CPU twin (module built with --fmad=false).
  * Aliasing:    outputs are distinct buffers, disjoint from the ring.
  * Signatures:  cuda/abi/replay_nstep.h.
@@ -23,9 +25,20 @@ extern "C" __global__ void nstep_sample_kernel(float* __restrict__ states, float
                                                fh::replay::SampleParams params,
                                                const long long* __restrict__ update_from, int batch) {
     if (update_from != nullptr) params.update = static_cast<std::uint64_t>(*update_from);
-    for (long long b = global_thread_index(); b < batch; b += grid_thread_count())
-        fh::replay::sample_nstep(static_cast<int>(b), replay, params, states + b * replay.state_dim,
-                              next_states + b * replay.state_dim, actions[b], returns[b], discounts[b]);
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const int D = replay.state_dim;
+    for (long long b = global_thread_index() / 32; b < batch; b += grid_thread_count() / 32) {
+        const fh::replay::NstepDraw d = fh::replay::draw_nstep(static_cast<int>(b), replay, params);
+        for (int c = lane; c < D; c += 32) {
+            states[b * D + c] = replay.states[d.first * D + c];
+            next_states[b * D + c] = replay.next_states[d.last * D + c];
+        }
+        if (lane == 0) {
+            actions[b] = d.action;
+            returns[b] = d.ret;
+            discounts[b] = d.discount;
+        }
+    }
 }
 
 FH_KERNELS_replay_nstep(FH_CHECK_KERNEL_ABI)

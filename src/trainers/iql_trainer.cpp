@@ -157,39 +157,56 @@ void IqlTrainer::update_ops(bool inject_nan) {
     const auto b_actions = batch_buf_.actions.cview();
     const auto b_rewards = batch_buf_.returns.cview(), b_discounts = batch_buf_.discounts.cview();
 
+    // The seven forwards are independent (each writes only its own workspace): the target twin
+    // and V(s') run beside the online V, Q1, Q2 and policy (two streams on CUDA; small layers
+    // leave most of the GPU idle, so the two halves overlap).
+    ops::View<const float> q1_target, q2_target, v_next, v, q1, q2, logits;
+    ops_.run_concurrently(
+        [&] {
+            q1_target = net_.q1.forward(ops_, target_.cview(), b_states, B, ws_q1_target_);
+            q2_target = net_.q2.forward(ops_, target_.cview(), b_states, B, ws_q2_target_);
+            v_next = net_.v.forward(ops_, params_.cview(), b_next, B, ws_v_next_);
+        },
+        [&] {
+            v = net_.v.forward(ops_, params_.cview(), b_states, B, ws_v_);
+            q1 = net_.q1.forward(ops_, params_.cview(), b_states, B, ws_q1_);
+            q2 = net_.q2.forward(ops_, params_.cview(), b_states, B, ws_q2_);
+            logits = net_.policy.forward(ops_, params_.cview(), b_states, B, ws_policy_);
+        });
+
     // 2. V(s) by expectile regression towards min of the target twin Q at (s, a).
-    const auto q1_target = net_.q1.forward(ops_, target_.cview(), b_states, B, ws_q1_target_);
-    const auto q2_target = net_.q2.forward(ops_, target_.cview(), b_states, B, ws_q2_target_);
-    const auto v = net_.v.forward(ops_, params_.cview(), b_states, B, ws_v_);
     fh::ops::iql_value_loss(ops_, loss_v_.view(), d_v_.view(), v, q1_target, q2_target, b_actions,
                         static_cast<float>(profile_.iql.expectile));
 
     // 3. Twin Q towards r + gamma (1 - terminated) V(s').
-    const auto v_next = net_.v.forward(ops_, params_.cview(), b_next, B, ws_v_next_);
-    const auto q1 = net_.q1.forward(ops_, params_.cview(), b_states, B, ws_q1_);
-    const auto q2 = net_.q2.forward(ops_, params_.cview(), b_states, B, ws_q2_);
     fh::ops::iql_q_loss(ops_, loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, b_actions, b_rewards,
                     b_discounts, v_next);
 
     // 4. The policy by advantage-weighted regression: weights min(exp(beta (Q' - V)), max_weight).
-    const auto logits = net_.policy.forward(ops_, params_.cview(), b_states, B, ws_policy_);
     fh::ops::awr_policy_loss(ops_, loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target, q2_target, v,
                          b_actions, static_cast<float>(profile_.iql.beta),
                          static_cast<float>(profile_.iql.max_weight));
 
+    // 5. The statistics, and the backward passes (each network's gradient lands in its own
+    //    slices of grads_, its hidden gradients in its own workspace): two streams again.
     const auto cur = current_.view();
-    ops_.mean(cur.subview(kValueLoss, 1), loss_v_.cview());
-    ops_.mean(cur.subview(kQLoss, 1), loss_q_.cview());
-    ops_.mean(cur.subview(kPolicyLoss, 1), loss_pi_.cview());
-    ops_.mean(cur.subview(kWeight, 1), awr_weights_.cview());
-    ops_.mean(cur.subview(kV, 1), v);
-    if (inject_nan) ops_.fill(cur.subview(kValueLoss, 1), std::numeric_limits<float>::quiet_NaN());
+    ops_.run_concurrently(
+        [&] {
+            ops_.mean(cur.subview(kValueLoss, 1), loss_v_.cview());
+            ops_.mean(cur.subview(kQLoss, 1), loss_q_.cview());
+            ops_.mean(cur.subview(kPolicyLoss, 1), loss_pi_.cview());
+            ops_.mean(cur.subview(kWeight, 1), awr_weights_.cview());
+            ops_.mean(cur.subview(kV, 1), v);
+            if (inject_nan) ops_.fill(cur.subview(kValueLoss, 1), std::numeric_limits<float>::quiet_NaN());
+            net_.v.backward(ops_, params_.cview(), grads_.view(), d_v_.view(), {}, B, ws_v_, false);
+            net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q1_.view(), {}, B, ws_q1_, false);
+        },
+        [&] {
+            net_.q2.backward(ops_, params_.cview(), grads_.view(), d_q2_.view(), {}, B, ws_q2_, false);
+            net_.policy.backward(ops_, params_.cview(), grads_.view(), d_logits_.view(), {}, B, ws_policy_, false);
+        });
 
-    // 5. Backward (each network's gradient lands in its own slices), norm, guard, Adam.
-    net_.v.backward(ops_, params_.cview(), grads_.view(), d_v_.view(), {}, B, ws_v_, false);
-    net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q1_.view(), {}, B, ws_q1_, false);
-    net_.q2.backward(ops_, params_.cview(), grads_.view(), d_q2_.view(), {}, B, ws_q2_, false);
-    net_.policy.backward(ops_, params_.cview(), grads_.view(), d_logits_.view(), {}, B, ws_policy_, false);
+    // 6. Norm, guard, Adam.
     ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), norm_scratch_.view());
     fh::ops::training_guard(ops_, gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
                         current_.cview().subview(kGradNorm, 1), ops::counter_value(update));
@@ -199,7 +216,7 @@ void IqlTrainer::update_ops(bool inject_nan) {
     adam_.update_at_device_step(ops_, params_.view(), grads_.cview(), current_.cview().subview(kGradNorm, 1),
                                 gate_.cview(), adam);
 
-    // 6. Target copies: soft (target += tau (online - target)) or periodic. Only the Q slices of
+    // 7. Target copies: soft (target += tau (online - target)) or periodic. Only the Q slices of
     //    the target are read; updating the whole buffer keeps one operation.
     if (t.tau > 0) {
         ops_.scale(target_.view(), static_cast<float>(1.0 - t.tau));

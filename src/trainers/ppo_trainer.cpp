@@ -168,29 +168,40 @@ void PpoTrainer::rollout_step(int t) {
     const auto actions = r_actions_.view().subview(row, n);
     const auto step = ops::counter_value(rollouts_dev_.cview(), horizon_, t);
 
-    const auto logits = net_.actor.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_actor_step_);
-    fh::ops::ppo_sample(ops_, actions, r_logp_.view().subview(row, n), logits, num_actions_, seed, step);
-    ops_.copy(r_values_.view().subview(row, n),
-              net_.critic.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_critic_step_));
-    ops_.copy(r_states_.view().subview(row * D, n * D), env_.states());  // s_t (before the step)
-    fh::ops::action_histogram(ops_, histogram_.view(), actions, num_actions_);
+    // The critic beside the actor (two streams on CUDA): each writes only its own workspace and
+    // rows of the rollout.
+    ops_.run_concurrently(
+        [&] {
+            ops_.copy(r_values_.view().subview(row, n),
+                      net_.critic.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_critic_step_));
+        },
+        [&] {
+            const auto logits = net_.actor.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_actor_step_);
+            fh::ops::ppo_sample(ops_, actions, r_logp_.view().subview(row, n), logits, num_actions_, seed, step);
+            ops_.copy(r_states_.view().subview(row * D, n * D), env_.states());  // s_t (before the step)
+            fh::ops::action_histogram(ops_, histogram_.view(), actions, num_actions_);
+        });
 
     env_.step(actions);
     const auto rewards = r_rewards_.view().subview(row, n);
     ops_.copy(rewards, env_.rewards());
     ops_.copy_raw(r_done_.view().subview(row, n), env_.done());
-    // V of the observation after the step (the terminal one when the episode ended): GAE
-    // bootstraps truncated episodes and the rollout's last step from it.
-    ops_.copy(r_next_values_.view().subview(row, n),
-              net_.critic.forward(ops_, params_.cview(), env_.next_states(), n_envs_, ws_critic_step_));
-
-    if (profile_.ppo.diversity_coef > 0) {
-        const auto penalty = r_penalty_.view().subview(row, n);
-        fh::ops::ppo_diversity(ops_, div_window_.view(), div_counts_.view(), penalty, actions, num_actions_, window_,
-                           static_cast<float>(profile_.ppo.diversity_coef), step);
-        ops_.saxpy(rewards, -1.0f, penalty);
-    }
-    if (curiosity_) curiosity_step(t);
+    ops_.run_concurrently(
+        [&] {
+            // V of the observation after the step (the terminal one when the episode ended): GAE
+            // bootstraps truncated episodes and the rollout's last step from it.
+            ops_.copy(r_next_values_.view().subview(row, n),
+                      net_.critic.forward(ops_, params_.cview(), env_.next_states(), n_envs_, ws_critic_step_));
+        },
+        [&] {
+            if (profile_.ppo.diversity_coef > 0) {
+                const auto penalty = r_penalty_.view().subview(row, n);
+                fh::ops::ppo_diversity(ops_, div_window_.view(), div_counts_.view(), penalty, actions, num_actions_,
+                                       window_, static_cast<float>(profile_.ppo.diversity_coef), step);
+                ops_.saxpy(rewards, -1.0f, penalty);
+            }
+            if (curiosity_) curiosity_step(t);
+        });
 }
 
 // The curiosity bonus of step t: the forward model's prediction error on (s_t, a_t) -> the next
@@ -250,21 +261,26 @@ void PpoTrainer::minibatch_update(int epoch, int minibatch, bool inject_nan) {
     fh::ops::ppo_gather(ops_, mb_states_.view(), mb_actions_.view(), mb_old_logp_.view(), mb_adv_.view(), mb_returns_.view(),
                     mb_old_values_.view(), rollout, static_cast<std::uint64_t>(profile_.run.seed),
                     ops::counter_value(rollouts_dev_.cview(), profile_.ppo.epochs, epoch), offset);
-    const auto logits = net_.actor.forward(ops_, params_.cview(), mb_states_.cview(), B, ws_actor_mb_);
-    const auto values = net_.critic.forward(ops_, params_.cview(), mb_states_.cview(), B, ws_critic_mb_);
+    // Actor and critic are separate networks: forwards and backwards on two streams on CUDA.
+    ops::View<const float> logits, values;
+    ops_.run_concurrently([&] { values = net_.critic.forward(ops_, params_.cview(), mb_states_.cview(), B, ws_critic_mb_); },
+                          [&] { logits = net_.actor.forward(ops_, params_.cview(), mb_states_.cview(), B, ws_actor_mb_); });
     const auto& pp = profile_.ppo;
     fh::ops::ppo_loss(ops_, mb_stats_.view(), mb_d_logits_.view(), mb_d_values_.view(), logits, values, mb_actions_.cview(),
                   mb_old_logp_.cview(), mb_adv_.cview(), mb_returns_.cview(), mb_old_values_.cview(),
                   ppo::LossParams{static_cast<float>(pp.clip), static_cast<float>(pp.value_coef),
                                   static_cast<float>(pp.entropy_coef), pp.clip_value ? 1 : 0});
     const auto cur = current_.view();
-    for (int k = 0; k < ppo::kPpoLossStats; ++k)
-        ops_.mean(cur.subview(static_cast<std::size_t>(k), 1), mb_stats_.cview().subview(static_cast<std::size_t>(k) * Bs, Bs));
-    if (inject_nan && nan_injected(updates_ + index))
-        ops_.fill(cur.subview(kAccPolicy, 1), std::numeric_limits<float>::quiet_NaN());
-
-    net_.actor.backward(ops_, params_.cview(), grads_.view(), mb_d_logits_.view(), {}, B, ws_actor_mb_, false);
-    net_.critic.backward(ops_, params_.cview(), grads_.view(), mb_d_values_.view(), {}, B, ws_critic_mb_, false);
+    ops_.run_concurrently(
+        [&] {
+            for (int k = 0; k < ppo::kPpoLossStats; ++k)
+                ops_.mean(cur.subview(static_cast<std::size_t>(k), 1),
+                          mb_stats_.cview().subview(static_cast<std::size_t>(k) * Bs, Bs));
+            if (inject_nan && nan_injected(updates_ + index))
+                ops_.fill(cur.subview(kAccPolicy, 1), std::numeric_limits<float>::quiet_NaN());
+            net_.critic.backward(ops_, params_.cview(), grads_.view(), mb_d_values_.view(), {}, B, ws_critic_mb_, false);
+        },
+        [&] { net_.actor.backward(ops_, params_.cview(), grads_.view(), mb_d_logits_.view(), {}, B, ws_actor_mb_, false); });
     const auto grad_norm = cur.subview(kAccGradNorm, 1);
     ops_.global_norm(grad_norm, grads_.cview(), norm_scratch_.view());
     fh::ops::training_guard(ops_, gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
