@@ -1,8 +1,6 @@
 /// @file adam_state.cpp
 #include "trainers/adam_state.hpp"
 
-#include <algorithm>
-#include <limits>
 #include <vector>
 
 #include "util/errors.hpp"
@@ -13,13 +11,6 @@ AdamState::AdamState(ops::Device& device, const nn::ParamLayout& layout)
     : m_(nn::alloc_zeroed(device, layout)),
       v_(nn::alloc_zeroed(device, layout)),
       device_step_(device.from_host<long long>(std::vector<long long>{0})) {}
-
-void AdamState::update(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
-                       ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper) {
-    ++steps_;
-    hyper.step = static_cast<int>(std::min<long long>(steps_, std::numeric_limits<int>::max()));
-    device.adam_step(params, m_.view(), v_.view(), grads, grad_norm, gate, hyper);
-}
 
 void AdamState::advance_device_step(ops::Device& device) { device.increment(device_step_.view()); }
 

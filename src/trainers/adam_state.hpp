@@ -20,17 +20,13 @@ public:
     /// Zeroed moments shaped like `layout` (its padding stays zero), step 0.
     AdamState(ops::Device& device, const nn::ParamLayout& layout);
 
-    /// One update of `params` with `grads` (both layout-shaped): the step count advances, then
-    /// Adam runs with it (bias corrections 1 - beta^step). grad_norm (1) is read when
-    /// hyper.clip_norm > 0; gate (1) or empty: the training guard's skip (nothing is written,
-    /// but the step still counts, as the update number does).
-    void update(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
-                ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper);
-
-    /// A captured update (ops::OpSequence) takes its step from device memory instead: per
-    /// update the host calls count_step() outside the sequence, and the sequence issues
-    /// advance_device_step() first, then update_at_device_step(). device_step() is the same
-    /// number for the update's other ops (sampling, the guard).
+    /// One update of `params` with `grads` (both layout-shaped) at the step in device memory, so
+    /// that it can be captured (ops::OpSequence): per update the host calls count_step() outside
+    /// the sequence, and the sequence issues advance_device_step() first, then
+    /// update_at_device_step() (bias corrections 1 - beta^step). device_step() is the same number
+    /// for the update's other ops (sampling, the guard). grad_norm (1) is read when
+    /// hyper.clip_norm > 0; gate (1) or empty: the training guard's skip (nothing is written, but
+    /// the step still counts, as the update number does).
     void advance_device_step(ops::Device& device);
     void update_at_device_step(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
                                ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper);
