@@ -72,6 +72,8 @@ View<const float> Mlp::forward(ops::Device& ops, View<const float> params, View<
     }
     ws.input_ = X;
     ws.batch_ = batch;
+    ws.count_ = 1;
+    ws.param_stride_ = ws.x_stride_ = 0;
     return x;
 }
 
@@ -96,26 +98,37 @@ View<const float> Mlp::forward_batched(ops::Device& ops, View<const float> param
     }
     ws.input_ = X;
     ws.batch_ = batch;
+    ws.count_ = count;
+    ws.param_stride_ = param_stride;
+    ws.x_stride_ = x_stride;
     return x;
 }
 
 void Mlp::backward(ops::Device& ops, View<const float> params, View<float> grads, View<float> dOut,
-                   View<float> dX, int batch, Workspace& ws, bool accumulate) const {
+                   View<float> dX, int batch, Workspace& ws, bool accumulate, int network) const {
     if (ws.batch_ == 0 || batch < 1 || batch > ws.batch_)
         throw std::invalid_argument(fmt::format(
             "nn::Mlp '{}'::backward: batch {} is not within the workspace's last forward ({} rows)",
             name_, batch, ws.batch_));
+    if (network < 0 || network >= ws.count_)
+        throw std::invalid_argument(fmt::format("nn::Mlp '{}'::backward: network {} of a forward over {}", name_,
+                                                network, ws.count_));
     const std::size_t rows = static_cast<std::size_t>(batch);
+    const std::size_t k = static_cast<std::size_t>(network);
+    const std::size_t row0 = k * static_cast<std::size_t>(ws.batch_);  // this network's first row
+    const std::size_t p0 = k * ws.param_stride_;                        // its parameters' shift
     for (std::size_t l = layers_.size(); l-- > 0;) {
         const Layer& L = layers_[l];
         const bool last = l + 1 == layers_.size();
-        View<float> dy = last ? dOut : ws.grad_[l].view().subview(0, rows * L.out);
-        View<const float> y = ws.act_[l].cview().subview(0, rows * L.out);
-        View<const float> x = l == 0 ? ws.input_.subview(0, rows * L.in) : ws.act_[l - 1].cview().subview(0, rows * L.in);
-        View<float> dx = l == 0 ? dX : ws.grad_[l - 1].view().subview(0, rows * L.in);
-        ops.linear_backward(dx, grads.subview(L.weight.offset, L.weight.size),
-                            grads.subview(L.bias.offset, L.bias.size), dy, y, x,
-                            params.subview(L.weight.offset, L.weight.size), batch, L.in, L.out,
+        const std::size_t out = static_cast<std::size_t>(L.out), in = static_cast<std::size_t>(L.in);
+        View<float> dy = last ? dOut : ws.grad_[l].view().subview(row0 * out, rows * out);
+        View<const float> y = ws.act_[l].cview().subview(row0 * out, rows * out);
+        View<const float> x = l == 0 ? ws.input_.subview(k * ws.x_stride_, rows * in)
+                                     : ws.act_[l - 1].cview().subview(row0 * in, rows * in);
+        View<float> dx = l == 0 ? dX : ws.grad_[l - 1].view().subview(row0 * in, rows * in);
+        ops.linear_backward(dx, grads.subview(p0 + L.weight.offset, L.weight.size),
+                            grads.subview(p0 + L.bias.offset, L.bias.size), dy, y, x,
+                            params.subview(p0 + L.weight.offset, L.weight.size), batch, L.in, L.out,
                             L.act, accumulate);
     }
 }

@@ -57,7 +57,9 @@ public:
     private:
         friend class Mlp;
         int max_batch_ = 0;
-        int batch_ = 0;  ///< rows of the last forward (0: none yet)
+        int batch_ = 0;  ///< rows per network of the last forward (0: none yet)
+        int count_ = 1;  ///< networks of the last forward (forward_batched), and its strides
+        std::size_t param_stride_ = 0, x_stride_ = 0;
         std::vector<ops::Buffer<float>> act_;   ///< per layer (max_batch, out_l)
         std::vector<ops::Buffer<float>> grad_;  ///< per hidden layer (max_batch, out_l)
         ops::View<const float> input_;
@@ -81,10 +83,11 @@ public:
                                    ops::View<const float> X, int batch, Workspace& ws) const;
 
     /// `count` networks of this shape at once (an online and a target network, or a population):
-    /// their parameters are `count` consecutive blocks of param_stride floats in `params`; network
+    /// network k's parameters are this network's layout slices shifted by k * param_stride in
+    /// `params` (consecutive copies of a layout, or twins registered one after the other); network
     /// k runs on X[k * x_stride ...] (batch, in_dim) (x_stride 0: all on the same X). Returns the
     /// outputs (count, batch, out_dim), a view into `ws`, which needs count * batch rows. Backward
-    /// then differentiates network 0 (params' first block) on its first rows.
+    /// then differentiates one of the networks (`network`, default 0).
     ops::View<const float> forward_batched(ops::Device& ops, ops::View<const float> params, std::size_t param_stride,
                                            ops::View<const float> X, std::size_t x_stride, int batch, int count,
                                            Workspace& ws) const;
@@ -93,9 +96,13 @@ public:
     /// over [s; s'] can be differentiated on s alone). dOut (batch, out_dim) = dL/dOutput,
     /// overwritten (scratch). grads (the layout's buffer): every layer's dW, db are set, or added
     /// to when `accumulate`; padding is untouched. dX (batch, in_dim) = dL/dX, or empty to skip.
+    /// After forward_batched, `network` k < count picks the network: its rows of the workspace,
+    /// its parameters and gradients at k * param_stride (the same layout slices shifted: e.g.
+    /// twin networks registered one after the other). The backwards of different networks of one
+    /// workspace touch disjoint memory, so they may run concurrently.
     void backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
                   ops::View<float> dOut, ops::View<float> dX, int batch, Workspace& ws,
-                  bool accumulate) const;
+                  bool accumulate, int network = 0) const;
 
 private:
     std::string name_;

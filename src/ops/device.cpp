@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace fh::ops {
@@ -110,10 +111,13 @@ void Device::linear_forward_batched(View<float> Y, View<const float> X, std::siz
     detail::require_size(Y.size(), n * mul(batch, out), op, "Y (count, batch, out)");
     detail::require(x_stride == 0 || x_stride >= mul(batch, in), op, "x_stride must be 0 or at least batch * in");
     detail::require_size(X.size(), (n - 1) * x_stride + mul(batch, in), op, "X ((count - 1) * x_stride + batch * in)");
-    detail::require_size(params.size(), n * param_stride, op, "params (count, param_stride)");
-    detail::require(w_offset + mul(out, in) <= param_stride, op, "W (out, in) lies outside one network's parameters");
-    detail::require(b_offset < 0 || static_cast<std::size_t>(b_offset) + static_cast<std::size_t>(out) <= param_stride,
-                    op, "b (out) lies outside one network's parameters");
+    // The last network's W and b must lie inside params (the blocks may be a whole layout's
+    // networks, or twins inside a larger layout: params then ends where the last twin's slices do).
+    std::size_t end = w_offset + mul(out, in);
+    if (b_offset >= 0) end = std::max(end, static_cast<std::size_t>(b_offset) + static_cast<std::size_t>(out));
+    detail::require(param_stride >= 1 || n == 1, op, "param_stride must be >= 1 for several networks");
+    detail::require(params.size() >= (n - 1) * param_stride + end, op,
+                    "params must hold every network's W and b ((count - 1) * param_stride + the layer's end)");
     detail::checked_int_size(Y.size(), op);
     detail::checked_int_size(X.size(), op);
     detail::checked_int_size(params.size(), op);

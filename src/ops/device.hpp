@@ -204,9 +204,9 @@ public:
     void linear_forward(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch, int in,
                         int out, Activation act);
     /// `count` layers of one shape at once (a population's networks, or an online and a target
-    /// network side by side): the networks' parameters are `count` consecutive blocks of
-    /// param_stride floats in `params`, each holding its W (out, in) at w_offset and its b (out)
-    /// at b_offset (b_offset < 0: no bias); for k < count, Y_k = act(X_k W_k^T + b_k) with
+    /// network side by side): network k's W (out, in) is at k * param_stride + w_offset in
+    /// `params` and its b (out) at k * param_stride + b_offset (b_offset < 0: no bias), e.g.
+    /// `count` consecutive copies of one layout, or twin networks inside a larger one; for k < count, Y_k = act(X_k W_k^T + b_k) with
     /// Y (count, batch, out) and X_k = X[k * x_stride ...] (batch, in): x_stride = batch * in for
     /// an input per network, 0 for one input they all read. On CUDA one batched matrix product.
     void linear_forward_batched(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <stdexcept>
 
 #include "math/iql.h"
 #include "io/replay_dump.hpp"
@@ -69,10 +70,14 @@ IqlTrainer::IqlTrainer(ops::Device& ops, const config::Profile& profile, const e
     ops.copy(target_.view(), params_.cview());
     grads_ = nn::alloc_zeroed(ops, net_.layout);
     adam_ = AdamState(ops, net_.layout);
-    ws_q1_ = net_.q1.make_workspace(ops, batch_);
-    ws_q2_ = net_.q2.make_workspace(ops, batch_);
-    ws_q1_target_ = net_.q1.make_workspace(ops, batch_);
-    ws_q2_target_ = net_.q2.make_workspace(ops, batch_);
+    twin_stride_ = net_.q2.layers().front().weight.offset - net_.q1.layers().front().weight.offset;
+    for (std::size_t l = 0; l < net_.q1.layers().size(); ++l) {
+        const auto &a = net_.q1.layers()[l], &b = net_.q2.layers()[l];
+        if (b.weight.offset != a.weight.offset + twin_stride_ || b.bias.offset != a.bias.offset + twin_stride_)
+            throw std::logic_error("IqlTrainer: the twin Q networks are not laid out at one stride");
+    }
+    ws_q_pair_ = net_.q1.make_workspace(ops, 2 * batch_);
+    ws_q_target_pair_ = net_.q1.make_workspace(ops, 2 * batch_);
     ws_v_ = net_.v.make_workspace(ops, batch_);
     ws_v_next_ = net_.v.make_workspace(ops, batch_);
     ws_policy_ = net_.policy.make_workspace(ops, batch_);
@@ -157,22 +162,23 @@ void IqlTrainer::update_ops(bool inject_nan) {
     const auto b_actions = batch_buf_.actions.cview();
     const auto b_rewards = batch_buf_.returns.cview(), b_discounts = batch_buf_.discounts.cview();
 
-    // The seven forwards are independent (each writes only its own workspace): the target twin
-    // and V(s') run beside the online V, Q1, Q2 and policy (two streams on CUDA; small layers
-    // leave most of the GPU idle, so the two halves overlap).
-    ops::View<const float> q1_target, q2_target, v_next, v, q1, q2, logits;
+    // The forwards are independent (each writes only its own workspace): the target twin (one
+    // batched pass), V(s) and V(s') run beside the online twin (one batched pass) and the policy
+    // (two streams on CUDA; small layers leave most of the GPU idle, so the two halves overlap).
+    const std::size_t BA = static_cast<std::size_t>(B) * static_cast<std::size_t>(num_actions_);
+    ops::View<const float> q_target, v_next, v, q, logits;
     ops_.run_concurrently(
         [&] {
-            q1_target = net_.q1.forward(ops_, target_.cview(), b_states, B, ws_q1_target_);
-            q2_target = net_.q2.forward(ops_, target_.cview(), b_states, B, ws_q2_target_);
+            q_target = net_.q1.forward_batched(ops_, target_.cview(), twin_stride_, b_states, 0, B, 2, ws_q_target_pair_);
             v_next = net_.v.forward(ops_, params_.cview(), b_next, B, ws_v_next_);
+            v = net_.v.forward(ops_, params_.cview(), b_states, B, ws_v_);
         },
         [&] {
-            v = net_.v.forward(ops_, params_.cview(), b_states, B, ws_v_);
-            q1 = net_.q1.forward(ops_, params_.cview(), b_states, B, ws_q1_);
-            q2 = net_.q2.forward(ops_, params_.cview(), b_states, B, ws_q2_);
+            q = net_.q1.forward_batched(ops_, params_.cview(), twin_stride_, b_states, 0, B, 2, ws_q_pair_);
             logits = net_.policy.forward(ops_, params_.cview(), b_states, B, ws_policy_);
         });
+    const auto q1_target = q_target.subview(0, BA), q2_target = q_target.subview(BA, BA);
+    const auto q1 = q.subview(0, BA), q2 = q.subview(BA, BA);
 
     // 2. V(s) by expectile regression towards min of the target twin Q at (s, a).
     fh::ops::iql_value_loss(ops_, loss_v_.view(), d_v_.view(), v, q1_target, q2_target, b_actions,
@@ -199,10 +205,11 @@ void IqlTrainer::update_ops(bool inject_nan) {
             ops_.mean(cur.subview(kV, 1), v);
             if (inject_nan) ops_.fill(cur.subview(kValueLoss, 1), std::numeric_limits<float>::quiet_NaN());
             net_.v.backward(ops_, params_.cview(), grads_.view(), d_v_.view(), {}, B, ws_v_, false);
-            net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q1_.view(), {}, B, ws_q1_, false);
+            net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q1_.view(), {}, B, ws_q_pair_, false, 0);
         },
         [&] {
-            net_.q2.backward(ops_, params_.cview(), grads_.view(), d_q2_.view(), {}, B, ws_q2_, false);
+            // Q2 is network 1 of the twin pass: q1's layers shifted by twin_stride_.
+            net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q2_.view(), {}, B, ws_q_pair_, false, 1);
             net_.policy.backward(ops_, params_.cview(), grads_.view(), d_logits_.view(), {}, B, ws_policy_, false);
         });
 

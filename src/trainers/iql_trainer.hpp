@@ -89,7 +89,10 @@ private:
 
     ops::Buffer<float> params_, target_, grads_;
     AdamState adam_;
-    nn::Mlp::Workspace ws_q1_, ws_q2_, ws_q1_target_, ws_q2_target_, ws_v_, ws_v_next_, ws_policy_;
+    /// q2's parameters are q1's shifted by this many floats (the twins are registered one after
+    /// the other), so both run as one batched forward (online pair, target pair).
+    std::size_t twin_stride_ = 0;
+    nn::Mlp::Workspace ws_q_pair_, ws_q_target_pair_, ws_v_, ws_v_next_, ws_policy_;
 
     // One batch.
     ReplayBatch batch_buf_;  ///< returns = rewards and discounts = gamma (1 - terminated) at n = 1
