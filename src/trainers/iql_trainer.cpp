@@ -78,8 +78,7 @@ IqlTrainer::IqlTrainer(ops::Device& ops, const config::Profile& profile, const e
     }
     ws_q_pair_ = net_.q1.make_workspace(ops, 2 * batch_);
     ws_q_target_pair_ = net_.q1.make_workspace(ops, 2 * batch_);
-    ws_v_ = net_.v.make_workspace(ops, batch_);
-    ws_v_next_ = net_.v.make_workspace(ops, batch_);
+    ws_v_ = net_.v.make_workspace(ops, 2 * batch_);
     ws_policy_ = net_.policy.make_workspace(ops, batch_);
 
     batch_buf_ = ReplayBatch(ops, batch_, state_dim_);
@@ -158,20 +157,21 @@ void IqlTrainer::update_ops(bool inject_nan) {
 
     // 1. A uniform batch of one-step transitions (s, a, r, gamma (1 - terminated), s').
     dataset_.sample(ops_, batch_buf_, seed, 0, 1, static_cast<float>(t.gamma), update);
-    const auto b_states = batch_buf_.states.cview(), b_next = batch_buf_.next_states.cview();
+    const ops::View<const float> b_states = batch_buf_.states();
     const auto b_actions = batch_buf_.actions.cview();
     const auto b_rewards = batch_buf_.returns.cview(), b_discounts = batch_buf_.discounts.cview();
 
     // The forwards are independent (each writes only its own workspace): the target twin (one
-    // batched pass), V(s) and V(s') run beside the online twin (one batched pass) and the policy
-    // (two streams on CUDA; small layers leave most of the GPU idle, so the two halves overlap).
-    const std::size_t BA = static_cast<std::size_t>(B) * static_cast<std::size_t>(num_actions_);
-    ops::View<const float> q_target, v_next, v, q, logits;
+    // batched pass) and V on [s; s'] (one pass of 2B rows, differentiated on s alone) run beside
+    // the online twin (one batched pass) and the policy (two streams on CUDA; small layers leave
+    // most of the GPU idle, so the two halves overlap).
+    const std::size_t Bs = static_cast<std::size_t>(B);
+    const std::size_t BA = Bs * static_cast<std::size_t>(num_actions_);
+    ops::View<const float> q_target, v_pair, q, logits;
     ops_.run_concurrently(
         [&] {
             q_target = net_.q1.forward_batched(ops_, target_.cview(), twin_stride_, b_states, 0, B, 2, ws_q_target_pair_);
-            v_next = net_.v.forward(ops_, params_.cview(), b_next, B, ws_v_next_);
-            v = net_.v.forward(ops_, params_.cview(), b_states, B, ws_v_);
+            v_pair = net_.v.forward(ops_, params_.cview(), batch_buf_.state_pairs.cview(), 2 * B, ws_v_);
         },
         [&] {
             q = net_.q1.forward_batched(ops_, params_.cview(), twin_stride_, b_states, 0, B, 2, ws_q_pair_);
@@ -179,6 +179,7 @@ void IqlTrainer::update_ops(bool inject_nan) {
         });
     const auto q1_target = q_target.subview(0, BA), q2_target = q_target.subview(BA, BA);
     const auto q1 = q.subview(0, BA), q2 = q.subview(BA, BA);
+    const auto v = v_pair.subview(0, Bs), v_next = v_pair.subview(Bs, Bs);
 
     // 2. V(s) by expectile regression towards min of the target twin Q at (s, a).
     fh::ops::iql_value_loss(ops_, loss_v_.view(), d_v_.view(), v, q1_target, q2_target, b_actions,

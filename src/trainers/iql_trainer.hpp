@@ -92,7 +92,7 @@ private:
     /// q2's parameters are q1's shifted by this many floats (the twins are registered one after
     /// the other), so both run as one batched forward (online pair, target pair).
     std::size_t twin_stride_ = 0;
-    nn::Mlp::Workspace ws_q_pair_, ws_q_target_pair_, ws_v_, ws_v_next_, ws_policy_;
+    nn::Mlp::Workspace ws_q_pair_, ws_q_target_pair_, ws_v_, ws_policy_;
 
     // One batch.
     ReplayBatch batch_buf_;  ///< returns = rewards and discounts = gamma (1 - terminated) at n = 1

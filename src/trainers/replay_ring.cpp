@@ -10,8 +10,7 @@ namespace fh::trainers {
 
 ReplayBatch::ReplayBatch(ops::Device& device, int b, int state_dim)
     : batch(b),
-      states(device.alloc<float>(static_cast<std::size_t>(b) * static_cast<std::size_t>(state_dim))),
-      next_states(device.alloc<float>(static_cast<std::size_t>(b) * static_cast<std::size_t>(state_dim))),
+      state_pairs(device.alloc<float>(2 * static_cast<std::size_t>(b) * static_cast<std::size_t>(state_dim))),
       returns(device.alloc<float>(static_cast<std::size_t>(b))),
       discounts(device.alloc<float>(static_cast<std::size_t>(b))),
       actions(device.alloc<int>(static_cast<std::size_t>(b))) {}
@@ -66,7 +65,7 @@ replay::ReplayView ReplayRing::view() const {
 void ReplayRing::sample(ops::Device& device, ReplayBatch& out, std::uint64_t seed, std::uint64_t update, int n_step,
                         float gamma, ops::View<const long long> update_from) const {
     const long long oldest = std::max<long long>(0, pushed_ - capacity_steps_);
-    ops::nstep_sample(device, out.states.view(), out.next_states.view(), out.actions.view(), out.returns.view(),
+    ops::nstep_sample(device, out.states(), out.next_states(), out.actions.view(), out.returns.view(),
                       out.discounts.view(), view(),
                       replay::SampleParams{seed, update, oldest, sampleable_steps(n_step), n_step, gamma}, out.batch,
                       update_from);

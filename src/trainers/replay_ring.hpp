@@ -23,8 +23,15 @@ struct ReplayBatch {
     ReplayBatch() = default;
     ReplayBatch(ops::Device& device, int batch, int state_dim);
     int batch = 0;
-    ops::Buffer<float> states, next_states, returns, discounts;
+    /// [states; next_states] (2 batch, state_dim) in one buffer, so that a network can run on both
+    /// in one pass (IQL's V on s and s').
+    ops::Buffer<float> state_pairs;
+    ops::Buffer<float> returns, discounts;
     ops::Buffer<int> actions;
+    ops::View<float> states() noexcept { return state_pairs.view().subview(0, state_pairs.size() / 2); }
+    ops::View<float> next_states() noexcept {
+        return state_pairs.view().subview(state_pairs.size() / 2, state_pairs.size() / 2);
+    }
 };
 
 class ReplayRing {
