@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/profile.hpp"
+#include "cuda/check.hpp"
 #include "trainers/trainer.hpp"
 
 namespace fh::test {
@@ -41,6 +42,36 @@ inline std::vector<std::vector<std::byte>> snapshot(ops::Device& ops, trainers::
     std::vector<std::vector<std::byte>> s;
     for (const auto& st : t.state_tensors()) s.push_back(ops.to_host<std::byte>(st.bytes));
     return s;
+}
+
+/// While alive, every CUDA op is synchronised on its own: nothing is captured, no two streams
+/// overlap (the reference a captured, overlapped run must equal).
+struct OneByOne {
+    OneByOne() { cuda::set_sync_debug(true); }
+    ~OneByOne() { cuda::set_sync_debug(false); }
+    OneByOne(const OneByOne&) = delete;
+    OneByOne& operator=(const OneByOne&) = delete;
+};
+
+/// A trainer run as usual (captured sequences, two streams) and the same run with every op issued
+/// alone: their log lines and final state snapshots.
+struct CapturedAndOneByOne {
+    std::vector<trainers::LogLine> captured_log, one_by_one_log;
+    std::vector<std::vector<std::byte>> captured, one_by_one;
+};
+template <class MakeTrainer>
+CapturedAndOneByOne run_captured_and_one_by_one(ops::Device& ops, const config::Profile& p, MakeTrainer make) {
+    CapturedAndOneByOne r;
+    {
+        auto trainer = make();
+        r.captured_log = run_training(*trainer, p);
+        r.captured = snapshot(ops, *trainer);
+    }
+    const OneByOne one_by_one;
+    auto trainer = make();
+    r.one_by_one_log = run_training(*trainer, p);
+    r.one_by_one = snapshot(ops, *trainer);
+    return r;
 }
 
 }  // namespace fh::test

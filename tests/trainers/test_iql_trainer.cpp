@@ -6,11 +6,11 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "config/profile.hpp"
-#include "cuda/check.hpp"
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
@@ -131,25 +131,11 @@ TEST_CASE("IQL on the GPU: the captured update equals every op issued alone (exa
         INFO(target);
         // tau = 0: periodic copies every 25 updates, decided on the device.
         Fixture f(ops, iql_profile({target, "training.target_update_period=25"}));
-        trainers::IqlTrainer captured(ops, f.p, f.dm);
-        const auto log_a = run_training(captured, f.p);
-        const auto a = snapshot(ops, captured);
-
-        struct OneByOne {  // every op synchronised on its own: nothing captured
-            OneByOne() { cuda::set_sync_debug(true); }
-            ~OneByOne() { cuda::set_sync_debug(false); }
-        };
-        std::vector<std::vector<std::byte>> b;
-        std::vector<trainers::LogLine> log_b;
-        {
-            const OneByOne one_by_one;
-            trainers::IqlTrainer sequential(ops, f.p, f.dm);
-            log_b = run_training(sequential, f.p);
-            b = snapshot(ops, sequential);
-        }
-        REQUIRE(log_a.size() == log_b.size());
-        for (std::size_t i = 0; i < log_a.size(); ++i) CHECK(log_a[i].loss == log_b[i].loss);
-        CHECK(a == b);
+        const auto r = test::run_captured_and_one_by_one(
+            ops, f.p, [&] { return std::make_unique<trainers::IqlTrainer>(ops, f.p, f.dm); });
+        REQUIRE(r.captured_log.size() == r.one_by_one_log.size());
+        for (std::size_t i = 0; i < r.captured_log.size(); ++i) CHECK(r.captured_log[i].loss == r.one_by_one_log[i].loss);
+        CHECK(r.captured == r.one_by_one);
     }
 }
 

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "config/profile.hpp"
-#include "cuda/check.hpp"
 #include "data/load.hpp"
 #include "data/synthetic_market.hpp"
 #include "env/vec_env.hpp"
@@ -184,25 +183,12 @@ TEST_CASE("PPO on the GPU: the captured rollout and updates equal every op issue
     auto& ops = test::gpu_ops();
     // Curiosity and the diversity penalty on, the linear schedule: every counter-derived value.
     Fixture f(ops, ppo_profile({"ppo.curiosity=true", "ppo.curiosity_coef=0.1"}));
-    trainers::PpoTrainer captured(ops, f.p, f.dm);
-    const auto log_a = run_training(captured, f.p);
-    const auto a = snapshot(ops, captured);
-    struct OneByOne {  // every op synchronised on its own: nothing captured
-        OneByOne() { cuda::set_sync_debug(true); }
-        ~OneByOne() { cuda::set_sync_debug(false); }
-    };
-    std::vector<std::vector<std::byte>> b;
-    std::vector<trainers::LogLine> log_b;
-    {
-        const OneByOne one_by_one;
-        trainers::PpoTrainer sequential(ops, f.p, f.dm);
-        log_b = run_training(sequential, f.p);
-        b = snapshot(ops, sequential);
-    }
-    REQUIRE(log_a.size() == log_b.size());
-    for (std::size_t i = 0; i < log_a.size(); ++i) CHECK(log_a[i].loss == log_b[i].loss);
-    CHECK(a == b);
-    CHECK(captured.counter_values() == std::vector<std::int64_t>{8, 200, 64, 200});
+    const auto r = test::run_captured_and_one_by_one(
+        ops, f.p, [&] { return std::make_unique<trainers::PpoTrainer>(ops, f.p, f.dm); });
+    REQUIRE(r.captured_log.size() == 4);  // 1600 env steps, a line every 400
+    REQUIRE(r.captured_log.size() == r.one_by_one_log.size());
+    for (std::size_t i = 0; i < r.captured_log.size(); ++i) CHECK(r.captured_log[i].loss == r.one_by_one_log[i].loss);
+    CHECK(r.captured == r.one_by_one);
 }
 
 TEST_CASE("PPO guard: an injected NaN update is skipped, too many exit 5 naming the quantity", "[trainers][ppo][guard]") {
