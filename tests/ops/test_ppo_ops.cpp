@@ -756,7 +756,7 @@ TEST_CASE("the PPO gather kernel equals its CPU twin", "[gpu][ppo]") {
                ret = random_floats(M, 44), val = random_floats(M, 45);
     std::vector<int> act(M);
     for (int r = 0; r < M; ++r) act[r] = (r * 31) % 9;
-    auto run = [&](fh::ops::Device& ops, int offset, std::uint64_t epoch) {
+    auto run = [&](fh::ops::Device& ops, int offset, fh::ops::CounterValue epoch) {
         auto bs = ops.from_host<float>(st), blp = ops.from_host<float>(lp), badv = ops.from_host<float>(adv),
              bret = ops.from_host<float>(ret), bval = ops.from_host<float>(val);
         auto bact = ops.from_host<int>(act);
@@ -777,21 +777,7 @@ TEST_CASE("the PPO gather kernel equals its CPU twin", "[gpu][ppo]") {
     }
     // The epoch from a counter in device memory: 2 * 2 + 1 = 5.
     auto counter = gpu.from_host<long long>(std::vector<long long>{2});
-    auto run_counted = [&] {
-        auto bs = gpu.from_host<float>(st), blp = gpu.from_host<float>(lp), badv = gpu.from_host<float>(adv),
-             bret = gpu.from_host<float>(ret), bval = gpu.from_host<float>(val);
-        auto bact = gpu.from_host<int>(act);
-        const RolloutView r{bs.cview().data(), bact.cview().data(), blp.cview().data(), badv.cview().data(),
-                            bret.cview().data(), bval.cview().data(), M, D};
-        auto s = gpu.alloc<float>(B * D), l = gpu.alloc<float>(B), a2 = gpu.alloc<float>(B), r2 = gpu.alloc<float>(B),
-             v = gpu.alloc<float>(B);
-        auto a = gpu.alloc<int>(B);
-        fh::ops::ppo_gather(gpu, s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), r, 123,
-                            fh::ops::counter_value(counter.cview(), 2, 1), 600);
-        return std::tuple{gpu.to_host(s.cview()), gpu.to_host(a.cview()), gpu.to_host(l.cview()),
-                          gpu.to_host(a2.cview()), gpu.to_host(r2.cview()), gpu.to_host(v.cview())};
-    };
-    CHECK(run_counted() == run(cpu, 600, 5));
+    CHECK(run(gpu, 600, fh::ops::counter_value(counter.cview(), 2, 1)) == run(cpu, 600, 5));
 }
 
 TEST_CASE("the PPO learning-rate kernel equals its CPU twin", "[gpu][ppo]") {
