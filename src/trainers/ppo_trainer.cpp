@@ -120,11 +120,14 @@ PpoTrainer::PpoTrainer(ops::Device& ops, const config::Profile& profile, const e
     env_.reset_all();
 }
 
-// Linear decay over the run: full at the first rollout, lr / R at the last of R rollouts.
+// The run's rollouts R: the linear schedule decays from lr at the first to lr / R at the last.
+double PpoTrainer::total_rollouts() const noexcept {
+    return static_cast<double>(std::max<long long>(1, profile_.run.total_steps / progress_per_iteration()));
+}
+
 float PpoTrainer::learning_rate() const noexcept {
-    const double total = static_cast<double>(std::max<long long>(1, profile_.run.total_steps / progress_per_iteration()));
     return ppo::scheduled_learning_rate(profile_.training.learning_rate, profile_.ppo.lr_schedule == "linear" ? 1 : 0,
-                                        total, rollouts_);
+                                        total_rollouts(), rollouts_);
 }
 
 long long PpoTrainer::updates_per_rollout() const noexcept { return profile_.ppo.epochs * profile_.ppo.minibatches; }
@@ -238,9 +241,9 @@ void PpoTrainer::update_from_rollout() {
 
 // The rollout's learning rate, its epochs of minibatch updates, then the rollout count advances.
 void PpoTrainer::update_ops(bool inject_nan) {
-    const double total = static_cast<double>(std::max<long long>(1, profile_.run.total_steps / progress_per_iteration()));
     fh::ops::ppo_learning_rate(ops_, lr_dev_.view(), profile_.training.learning_rate,
-                               profile_.ppo.lr_schedule == "linear", total, ops::counter_value(rollouts_dev_.cview()));
+                               profile_.ppo.lr_schedule == "linear", total_rollouts(),
+                               ops::counter_value(rollouts_dev_.cview()));
     for (int e = 0; e < static_cast<int>(profile_.ppo.epochs); ++e)
         for (int k = 0; k < static_cast<int>(profile_.ppo.minibatches); ++k) minibatch_update(e, k, inject_nan);
     ops_.increment(rollouts_dev_.view());

@@ -89,6 +89,7 @@ private:
     void minibatch_update(int epoch, int minibatch, bool inject_nan);
     void curiosity_step(int t);
     long long updates_per_rollout() const noexcept;
+    double total_rollouts() const noexcept;
 
     ops::Device& ops_;
     config::Profile profile_;
