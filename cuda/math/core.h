@@ -71,8 +71,8 @@ struct AdamParams {
     int step = 1;                ///< 1-based number of this update (bias correction)
 };
 
-/// What one Adam launch needs, with the bias corrections 1 - beta^step computed once on the host
-/// (adam_constants in src/ops/device.cpp, in double), so both backends use the same floats.
+/// What one Adam launch needs, with the bias corrections 1 - beta^step (at_step, in double by
+/// repeated squaring), so both backends use the same floats.
 struct AdamConstants {
     float lr, beta1, beta2, eps, clip_norm, weight_decay;
     float bias_correction1;  ///< 1 - beta1^step

@@ -254,9 +254,7 @@ FH_HD core::AdamConstants adam_constants(const AgentParams& p, long long step) {
     c.eps = p.adam_eps;
     c.clip_norm = p.clip_norm;
     c.weight_decay = p.weight_decay;
-    c.bias_correction1 = static_cast<float>(1.0 - core::power(static_cast<double>(p.beta1), step));
-    c.bias_correction2 = static_cast<float>(1.0 - core::power(static_cast<double>(p.beta2), step));
-    return c;
+    return core::at_step(c, step);
 }
 
 /// Floats of one sample's head output: [value (Z) | advantages (A, Z)] with dueling, the

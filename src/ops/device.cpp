@@ -24,7 +24,7 @@ std::size_t mul(int a, int b) {
     return static_cast<std::size_t>(a) * static_cast<std::size_t>(b);
 }
 
-/// The per-launch Adam constants, bias corrections computed in double on the host.
+/// The per-launch Adam constants without the bias corrections (core::at_step adds those).
 core::AdamConstants adam_constants(const AdamParams& p) {
     core::AdamConstants c{};
     c.lr = p.lr;
@@ -33,8 +33,6 @@ core::AdamConstants adam_constants(const AdamParams& p) {
     c.eps = p.eps;
     c.clip_norm = p.clip_norm;
     c.weight_decay = p.weight_decay;
-    c.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), p.step));
-    c.bias_correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), p.step));
     return c;
 }
 
@@ -196,7 +194,7 @@ void Device::adam_step(View<float> params, View<float> m, View<float> v, View<co
     check_adam(params, m, v, grads, grad_norm, gate, p);
     if (params.empty()) return;
     adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, CounterValue(), {},
-                   adam_constants(p));
+                   core::at_step(adam_constants(p), p.step));
 }
 
 void Device::adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
@@ -213,6 +211,7 @@ void Device::adam_step(View<float> params, View<float> m, View<float> v, View<co
     if (params.empty()) return;
     core::AdamConstants c = adam_constants(p);
     if (step.counter == nullptr) c = core::at_step(c, step.offset);  // a host value: the corrections here
+                                                                      // (else the kernel computes them)
     adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, step, lr, c);
 }
 

@@ -42,6 +42,7 @@ public:
     ops::View<float> m() noexcept { return m_.view(); }
     ops::View<float> v() noexcept { return v_.view(); }
     void count_step() noexcept { ++steps_; }
+    void count_steps(long long n) noexcept { steps_ += n; }
 
     /// Updates taken so far (the next update's step is steps() + 1).
     long long steps() const noexcept { return steps_; }

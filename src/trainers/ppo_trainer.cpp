@@ -140,8 +140,7 @@ void PpoTrainer::iterate() {
 void PpoTrainer::collect_rollout() {
     ops_.run_sequence(rollout_sequence_, [this] { rollout_ops(); });
     steps_ += horizon_;
-    if (curiosity_)
-        for (int t = 0; t < horizon_; ++t) cur_adam_.count_step();
+    if (curiosity_) cur_adam_.count_steps(horizon_);
 }
 
 void PpoTrainer::rollout_ops() {
@@ -235,7 +234,7 @@ void PpoTrainer::update_from_rollout() {
     if (inject_nan) update_ops(true);  // tests: never captured
     else ops_.run_sequence(update_sequence_, [this] { update_ops(false); });
     updates_ += per_rollout;
-    for (long long i = 0; i < per_rollout; ++i) adam_.count_step();
+    adam_.count_steps(per_rollout);
     ++rollouts_;
 }
 
