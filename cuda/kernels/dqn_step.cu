@@ -11,6 +11,10 @@
  *              warps), agents), dynamic shared memory dqn_step_smem_floats floats per warp.
  *              finish: one block of kDqnFinishThreads per agent. adam_target: any 1-D grid
  *              (grid-stride) x agents. advance: one thread.
+ * Speed:       rows are latency bound: head_q takes the Q of all actions in register chunks
+ *              whose butterflies interleave, and the projection sums each atom's window of
+ *              nonzero weights only (binary search); both bit for bit the one-action-at-a-time
+ *              softmax and the full gather.
  * Determinism: exact run to run: warp reductions are xor butterflies (every lane ends with the
  *              same value, in a fixed order), block sums are fixed trees, no float atomics (the
  *              action histogram counts with integer atomics). The CPU twins
@@ -91,6 +95,73 @@ __device__ Softmax softmax_q(const float* row, const float* mean, int a, const H
     return Softmax{mx, s, warp_sum(q) / s};
 }
 
+/// Actions per register chunk of head_q: a chunk's butterflies interleave, so a row costs one
+/// shuffle chain per chunk instead of one per action (these kernels are latency bound). 9 takes
+/// the default action count in one chunk, and acting still fits 64 registers without spills
+/// (16 blocks per SM: 4096 rows in one wave); larger chunks spill there.
+constexpr int kQChunk = 9;
+
+/// Q of actions [a0, a0 + N) exactly as softmax_q computes each (the same per-lane atom order,
+/// max, expf, accumulation and butterflies; logits recomputed rather than kept, which gives the
+/// same floats), written to q_out by lane 0.
+template <int N>
+__device__ __forceinline__ void head_q_chunk(const float* row, const float* mean, int a0, const HeadParams& h,
+                                             const float* atoms, float* q_out, int lane) {
+    float mx[N], s[N], q[N];
+#pragma unroll
+    for (int c = 0; c < N; ++c) mx[c] = -cuda::std::numeric_limits<float>::infinity();
+#pragma unroll 1
+    for (int z = lane; z < h.num_atoms; z += 32) {
+        const float mz = mean[z];
+#pragma unroll
+        for (int c = 0; c < N; ++c) mx[c] = fmaxf(mx[c], head_logit(row, mz, a0 + c, z, h));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int c = 0; c < N; ++c) mx[c] = fmaxf(mx[c], __shfl_xor_sync(kFullMask, mx[c], o));
+#pragma unroll
+    for (int c = 0; c < N; ++c) s[c] = 0.f, q[c] = 0.f;
+#pragma unroll 1
+    for (int z = lane; z < h.num_atoms; z += 32) {
+        const float mz = mean[z], atom_z = atoms[z];
+#pragma unroll
+        for (int c = 0; c < N; ++c) {
+            const float x = expf(head_logit(row, mz, a0 + c, z, h) - mx[c]);
+            s[c] += x;
+            q[c] += x * atom_z;
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int c = 0; c < N; ++c) {
+            s[c] += __shfl_xor_sync(kFullMask, s[c], o);
+            q[c] += __shfl_xor_sync(kFullMask, q[c], o);
+        }
+    if (lane == 0)
+#pragma unroll
+        for (int c = 0; c < N; ++c) q_out[a0 + c] = q[c] / s[c];
+}
+template <int N>
+__device__ void head_q_dispatch(int n, const float* row, const float* mean, int a0, const HeadParams& h,
+                                const float* atoms, float* q_out, int lane) {
+    if (n == N)
+        head_q_chunk<N>(row, mean, a0, h, atoms, q_out, lane);
+    else if constexpr (N > 1)
+        head_q_dispatch<N - 1>(n, row, mean, a0, h, atoms, q_out, lane);
+}
+/// The Q of every action of a head row into q_out (A; lane 0 writes, every lane may read after),
+/// bit for bit softmax_q(...).q. Chunks of equal size, at most kQChunk: no idle slots.
+__device__ void head_q(const float* row, const float* mean, const HeadParams& h, const float* atoms, float* q_out,
+                       int lane) {
+    const int A = h.num_actions;
+    const int chunks = max(1, (A + kQChunk - 1) / kQChunk), per = (A + chunks - 1) / chunks;
+    for (int a0 = 0; a0 < A; a0 += per)
+        head_q_dispatch<kQChunk>(min(per, A - a0), row, mean, a0, h, atoms, q_out, lane);
+    __syncwarp();
+}
+
 /// Sums one double per thread of a kDqnFinishThreads block in a fixed tree; all threads get it.
 __device__ double block_sum(double v, double* shared) {
     shared[threadIdx.x] = v;
@@ -120,7 +191,8 @@ __device__ float block_min_max(float v, bool is_max, float* shared) {
 
 }  // namespace
 
-extern "C" __global__ void dqn_act_kernel(fh::abi::DqnActArgs a) {
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, 16)
+    dqn_act_kernel(fh::abi::DqnActArgs a) {
     extern __shared__ float smem[];
     const HeadParams& h = a.head_params;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -132,11 +204,7 @@ extern "C" __global__ void dqn_act_kernel(fh::abi::DqnActArgs a) {
     const long long row_index = static_cast<long long>(agent) * a.n + e;
     const float* row = a.head + row_index * W;
     mean_advantages(w.buf0, row, h, lane);
-    for (int act = 0; act < A; ++act) {
-        const float qa = softmax_q(row, w.buf0, act, h, w.atoms, w.buf1, lane).q;
-        if (lane == 0) w.q[act] = qa;
-    }
-    __syncwarp();
+    head_q(row, w.buf0, h, w.atoms, w.q, lane);
     if (lane == 0) {
         int action;
         if (a.agent != nullptr) {
@@ -184,10 +252,11 @@ extern "C" __global__ void dqn_loss_kernel(fh::abi::DqnLossArgs a) {
 
     // 1. a* = the first maximal Q of the select row (double DQN: the online network at s').
     mean_advantages(w.buf0, hsel, h, lane);
+    head_q(hsel, w.buf0, h, w.atoms, w.q, lane);
     int a_star = 0;
     float best = 0.f;
     for (int x = 0; x < A; ++x) {
-        const float qx = softmax_q(hsel, w.buf0, x, h, w.atoms, w.buf1, lane).q;
+        const float qx = w.q[x];
         if (x == 0 || qx > best) best = qx, a_star = x;
     }
     __syncwarp();
@@ -196,16 +265,36 @@ extern "C" __global__ void dqn_loss_kernel(fh::abi::DqnLossArgs a) {
     //    atom's position on the support (buf2).
     mean_advantages(w.buf0, ht, h, lane);
     const Softmax tsm = softmax_q(ht, w.buf0, a_star, h, w.atoms, w.buf1, lane);
+    bool finite = true;
     for (int z = lane; z < Z; z += 32) {
-        w.buf1[z] = w.buf1[z] / tsm.sum;
+        const float p = w.buf1[z] / tsm.sum;
+        w.buf1[z] = p;
         w.buf2[z] = projection_position(ret, disc, z, h);
+        finite = finite && cuda::std::isfinite(p);
     }
     __syncwarp();
 
     // 3. The projection m (buf0): every target atom gathers from every source atom, in order.
+    //    Source j's weight for atom i is exactly +0 unless -1 < buf2[j] - i < 1, and a finite
+    //    p_j * +0 added to mi (+0 or positive, never -0) leaves it unchanged: with finite p and
+    //    positions non-decreasing in j (then so is buf2[j] - i), the sum over the window
+    //    [lo, hi) found by binary search equals the full sum bit for bit. Otherwise (NaN p, a
+    //    negative or NaN discount) the full sum.
+    bool monotone = true;
+    for (int z = lane + 1; z < Z; z += 32) monotone = monotone && w.buf2[z - 1] <= w.buf2[z];
+    const bool windowed = __all_sync(kFullMask, finite && monotone);
     for (int i = lane; i < Z; i += 32) {
+        const float fi = static_cast<float>(i);
+        int lo = 0, hi = Z;  // lo: sources with buf2[j] - i <= -1; hi: with buf2[j] - i < 1
+        if (windowed) {
+            hi = 0;
+            for (int step = 1 << (31 - __clz(Z)); step > 0; step >>= 1) {
+                if (lo + step <= Z && !(w.buf2[lo + step - 1] - fi > -1.f)) lo += step;
+                if (hi + step <= Z && w.buf2[hi + step - 1] - fi < 1.f) hi += step;
+            }
+        }
         float mi = 0.f;
-        for (int j = 0; j < Z; ++j) mi += w.buf1[j] * projection_weight(w.buf2[j], i);
+        for (int j = lo; j < hi; ++j) mi += w.buf1[j] * projection_weight(w.buf2[j], i);
         w.buf0[i] = mi;
     }
     __syncwarp();
