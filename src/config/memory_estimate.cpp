@@ -198,7 +198,7 @@ Model build(const Profile& p, const SizeInputs& in) {
         m.checkpoint_bytes = add(add(mul(params, 4 * kF32), mul(rows, row_bytes)), mul(envs, env_state_bytes));
     }
     if (!in.host_backend)
-        m.device.push_back({"CUDA context and cuBLAS workspace (approximate, fixed)", 400ull << 20, ""});
+        m.device.push_back({"CUDA context, cuBLAS workspaces and the streams' scratch (approximate, fixed)", 600ull << 20, ""});
     const auto by_size = [](const MemoryItem& a, const MemoryItem& b) { return a.bytes > b.bytes; };
     std::stable_sort(m.device.begin(), m.device.end(), by_size);
     return m;

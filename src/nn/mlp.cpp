@@ -129,7 +129,7 @@ void Mlp::backward(ops::Device& ops, View<const float> params, View<float> grads
         ops.linear_backward(dx, grads.subview(p0 + L.weight.offset, L.weight.size),
                             grads.subview(p0 + L.bias.offset, L.bias.size), dy, y, x,
                             params.subview(p0 + L.weight.offset, L.weight.size), batch, L.in, L.out,
-                            L.act, accumulate);
+                            L.act, accumulate, overlap_backward_);
     }
 }
 

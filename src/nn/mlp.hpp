@@ -103,10 +103,14 @@ public:
     void backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
                   ops::View<float> dOut, ops::View<float> dX, int batch, Workspace& ws,
                   bool accumulate, int network = 0) const;
+    /// Whether backward runs each layer's dW and dX products side by side (Device::linear_backward's
+    /// `overlap`): for a network whose backward is the only chain of work at that point.
+    void set_overlap_backward(bool on) noexcept { overlap_backward_ = on; }
 
 private:
     std::string name_;
     std::vector<Layer> layers_;
+    bool overlap_backward_ = false;
 };
 
 }  // namespace fh::nn

@@ -75,7 +75,7 @@ void CpuDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, 
 
 void CpuDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                      View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
-                                     int out, Activation act, bool accumulate) {
+                                     int out, Activation act, bool accumulate, bool /*overlap: one CPU stream*/) {
     nn::ref::linear_backward<float>(dX.empty() ? nullptr : dX.data(), dW.data(), db.empty() ? nullptr : db.data(),
                                     dY.data(), Y.data(), X.data(), W.data(), batch, in, out, act, accumulate);
 }

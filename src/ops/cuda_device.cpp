@@ -35,20 +35,38 @@ constexpr int kMaxBiasSlices = 64;
 constexpr std::size_t kBiasPartialFloats = std::size_t{1} << 20;
 }  // namespace
 
+/// A side lane of run_concurrently (allocated up front: nothing may allocate while a sequence is
+/// captured).
+struct CudaDevice::Lane {
+    cuda::Stream stream;
+    cuda::CublasHandle cublas{stream.get()};
+    cuda::Event done{cudaEventDisableTiming};
+    void* workspace = nullptr;
+    float* bias_partials = nullptr;
+    bool busy = false;
+    Lane() {
+        FH_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
+        FH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&bias_partials), kBiasPartialFloats * sizeof(float)));
+        FH_CUBLAS_CHECK(cublasSetWorkspace(cublas.get(), workspace, kWorkspaceBytes));
+    }
+    ~Lane() {
+        if (bias_partials) FH_CUDA_CHECK_NOTHROW(cudaFree(bias_partials));
+        if (workspace) FH_CUDA_CHECK_NOTHROW(cudaFree(workspace));
+    }
+    Lane(const Lane&) = delete;
+    Lane& operator=(const Lane&) = delete;
+};
+
 CudaDevice::CudaDevice(int ordinal)
     : device_(cuda::select_device(ordinal)),
       stream_(),
       registry_(),
-      cublas_(stream_.get()),
-      side_stream_(),
-      side_cublas_(side_stream_.get()) {
+      cublas_(stream_.get()) {
     FH_CUBLAS_CHECK(cublasLtCreate(&lt_));
     FH_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
     FH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&bias_partials_), kBiasPartialFloats * sizeof(float)));
     FH_CUBLAS_CHECK(cublasSetWorkspace(cublas_.get(), workspace_, kWorkspaceBytes));
-    FH_CUDA_CHECK(cudaMalloc(&side_workspace_, kWorkspaceBytes));
-    FH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&side_bias_partials_), kBiasPartialFloats * sizeof(float)));
-    FH_CUBLAS_CHECK(cublasSetWorkspace(side_cublas_.get(), side_workspace_, kWorkspaceBytes));
+    for (int i = 0; i < kSideLanes; ++i) lanes_.push_back(std::make_unique<Lane>());
     const auto s = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
     log::debug("device start-up: driver and context {:.3f} s, kernel modules {:.3f} s, cuBLAS {:.3f} s",
                s(created_, context_ready_), s(context_ready_, modules_ready_), s(modules_ready_, Clock::now()));
@@ -71,8 +89,6 @@ struct CudaDevice::LtPlan {
 CudaDevice::~CudaDevice() {
     lt_plans_.clear();
     if (lt_) cublasLtDestroy(lt_);
-    if (side_bias_partials_) FH_CUDA_CHECK_NOTHROW(cudaFree(side_bias_partials_));
-    if (side_workspace_) FH_CUDA_CHECK_NOTHROW(cudaFree(side_workspace_));
     if (bias_partials_) FH_CUDA_CHECK_NOTHROW(cudaFree(bias_partials_));
     if (workspace_) FH_CUDA_CHECK_NOTHROW(cudaFree(workspace_));
 }
@@ -126,32 +142,65 @@ void CudaDevice::run_sequence(OpSequence& seq, const std::function<void()>& ops)
     FH_CUDA_CHECK(cudaGraphLaunch(static_cast<CudaGraph&>(*seq.captured).exec, stream()));
 }
 
-void CudaDevice::run_concurrently(const std::function<void()>& side, const std::function<void()>& main) {
-    if (on_side_ || cuda::sync_debug() || cuda::kernel_timing()) {  // nested, or each op on its own
-        side();
-        main();
+cudaStream_t CudaDevice::stream() const noexcept {
+    return lane_ == 0 ? stream_.get() : lanes_[static_cast<std::size_t>(lane_ - 1)]->stream.get();
+}
+cublasHandle_t CudaDevice::cublas() const noexcept {
+    return lane_ == 0 ? cublas_.get() : lanes_[static_cast<std::size_t>(lane_ - 1)]->cublas.get();
+}
+void* CudaDevice::workspace() const noexcept {
+    return lane_ == 0 ? workspace_ : lanes_[static_cast<std::size_t>(lane_ - 1)]->workspace;
+}
+float* CudaDevice::bias_partials() const noexcept {
+    return lane_ == 0 ? bias_partials_ : lanes_[static_cast<std::size_t>(lane_ - 1)]->bias_partials;
+}
+
+void CudaDevice::run_branches(std::span<const std::function<void()>> branches) {
+    // Free lanes for all branches but the last (which stays on the current lane); branches
+    // without a lane run on the current lane after the others were issued.
+    std::vector<int> taken;
+    if (!cuda::sync_debug() && !cuda::kernel_timing())
+        for (int i = 0; i < kSideLanes && taken.size() + 1 < branches.size(); ++i)
+            if (!lanes_[static_cast<std::size_t>(i)]->busy) taken.push_back(i + 1);
+    if (taken.empty()) {
+        for (const auto& b : branches) b();
         return;
     }
-    fork_.record(stream_.get());
-    FH_CUDA_CHECK(cudaStreamWaitEvent(side_stream_.get(), fork_.get(), 0));
-    on_side_ = true;
+    const int parent = lane_;
+    fork_.record(stream());
+    for (int l : taken) {
+        Lane& lane = *lanes_[static_cast<std::size_t>(l - 1)];
+        lane.busy = true;
+        FH_CUDA_CHECK(cudaStreamWaitEvent(lane.stream.get(), fork_.get(), 0));
+    }
+    auto release = [&] {
+        lane_ = parent;
+        for (int l : taken) lanes_[static_cast<std::size_t>(l - 1)]->busy = false;
+    };
     try {
-        side();
+        for (std::size_t i = 0; i < branches.size(); ++i) {
+            lane_ = i < taken.size() ? taken[i] : parent;
+            branches[i]();
+        }
     } catch (...) {
-        on_side_ = false;
+        release();
         throw;
     }
-    on_side_ = false;
-    main();
-    join_.record(side_stream_.get());
-    FH_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), join_.get(), 0));
+    lane_ = parent;
+    for (int l : taken) {  // join: later ops on the parent lane wait for every branch
+        Lane& lane = *lanes_[static_cast<std::size_t>(l - 1)];
+        lane.done.record(lane.stream.get());
+        FH_CUDA_CHECK(cudaStreamWaitEvent(stream(), lane.done.get(), 0));
+    }
+    release();
 }
 
 void CudaDevice::make_current() { FH_CUDA_CHECK(cudaSetDevice(device_.ordinal)); }
 
 void CudaDevice::set_tf32(bool on) {
-    for (cublasHandle_t h : {cublas_.get(), side_cublas_.get()})
-        FH_CUBLAS_CHECK(cublasSetMathMode(h, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    const auto mode = on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+    FH_CUBLAS_CHECK(cublasSetMathMode(cublas_.get(), mode));
+    for (const auto& lane : lanes_) FH_CUBLAS_CHECK(cublasSetMathMode(lane->cublas.get(), mode));
     tf32_ = on;
 }
 
@@ -342,7 +391,7 @@ void CudaDevice::linear_forward_batched_impl(View<float> Y, View<const float> X,
 
 void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
-                                      int out, Activation act, bool accumulate) {
+                                      int out, Activation act, bool accumulate, bool overlap) {
     const float one = 1.f, zero = 0.f;
     // dZ = dY * act'(Y) in place on dY, and db = the column sums of dZ, in one pass over dY (one
     // launch up to 2048 rows; beyond, one row slice per 2048 rows, at most kMaxBiasSlices, then a
@@ -362,17 +411,25 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
                                                       db.data(), bias_partials(), accumulate ? 1 : 0, slices, out);
     }
     const float* dZ = dY.data();
-    {
+    const auto weight_grad = [&] {
         const cuda::TimedRegion timed(cuda::kernel_timing() ? fmt::format("linear dW (sgemm) {}x{}x{}", in, out, batch) : "",
                                       stream());
         FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, X.data(), in, dZ, out,
                                     accumulate ? &one : &zero, dW.data(), in));
-    }
-    if (!dX.empty()) {
+    };
+    const auto input_grad = [&] {
         const cuda::TimedRegion timed(cuda::kernel_timing() ? fmt::format("linear dX (sgemm) {}x{}x{}", batch, in, out) : "",
                                       stream());
         FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, &one, W.data(), in, dZ, out,
                                     &zero, dX.data(), in));
+    };
+    if (dX.empty()) {
+        weight_grad();
+    } else if (overlap) {
+        run_concurrently(weight_grad, input_grad);  // both read dZ only; joined before the layer below
+    } else {
+        weight_grad();
+        input_grad();
     }
 }
 

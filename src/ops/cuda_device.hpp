@@ -40,13 +40,15 @@ public:
     void set_graphs(bool on) override { graphs_ = on; }
     void make_current() override;
     void run_sequence(OpSequence& seq, const std::function<void()>& ops) override;
-    void run_concurrently(const std::function<void()>& side, const std::function<void()>& main) override;
+    void run_branches(std::span<const std::function<void()>> branches) override;
 
     const cuda::DeviceInfo& device() const noexcept { return device_; }
-    /// The stream ops are issued to: the device's own, or its second one inside run_concurrently.
-    cudaStream_t stream() const noexcept { return on_side_ ? side_stream_.get() : stream_.get(); }
+    /// The stream ops are issued to: the device's own, or a lane's inside run_concurrently.
+    cudaStream_t stream() const noexcept;
     const cuda::KernelTable& kernels() const noexcept { return registry_.kernels(); }
-    cublasHandle_t cublas() const noexcept { return on_side_ ? side_cublas_.get() : cublas_.get(); }
+    cublasHandle_t cublas() const noexcept;
+    /// Streams besides the device's own that run_concurrently can fork to (nested forks included).
+    static constexpr int kSideLanes = 5;
 
 protected:
     void* allocate_bytes(std::size_t bytes) override;
@@ -69,7 +71,7 @@ protected:
                                      int batch, int in, int out, Activation act) override;
     void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                               View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
-                              bool accumulate) override;
+                              bool accumulate, bool overlap) override;
     void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) override;
     void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
                         View<const float> grad_norm, View<const int> gate, core::CounterValue step,
@@ -93,21 +95,20 @@ private:
     cuda::KernelRegistry registry_;
     Clock::time_point modules_ready_ = Clock::now();
     cuda::CublasHandle cublas_;
-    // The second stream of run_concurrently, with its own cuBLAS handle and scratch (ops on the
-    // two streams may run at once, so they share no workspace).
-    cuda::Stream side_stream_;
-    cuda::CublasHandle side_cublas_;
-    cuda::Event fork_{cudaEventDisableTiming}, join_{cudaEventDisableTiming};
-    bool on_side_ = false;
+    // The side lanes of run_concurrently: each a stream with its own cuBLAS handle and scratch
+    // (ops on different lanes may run at once, so they share no workspace), the same sizes as
+    // the device's own so that cuBLAS picks the same algorithms on every lane.
+    struct Lane;
+    std::vector<std::unique_ptr<Lane>> lanes_;
+    int lane_ = 0;  ///< the lane ops are issued to: 0 = the device's stream, i = lanes_[i - 1]
+    cuda::Event fork_{cudaEventDisableTiming};
     cublasLtHandle_t lt_ = nullptr;
     /// One cuBLAS/cuBLASLt workspace, set explicitly so that no library allocates while a
     /// sequence is captured; and the bias gradient's partial sums (fixed size, same reason).
     void* workspace_ = nullptr;
     float* bias_partials_ = nullptr;
-    void* side_workspace_ = nullptr;
-    float* side_bias_partials_ = nullptr;
-    void* workspace() const noexcept { return on_side_ ? side_workspace_ : workspace_; }
-    float* bias_partials() const noexcept { return on_side_ ? side_bias_partials_ : bias_partials_; }
+    void* workspace() const noexcept;
+    float* bias_partials() const noexcept;
     /// cuBLASLt plans by shape, epilogue, math mode and alignment: the same algorithm for the same
     /// problem on every call (run-to-run determinism).
     struct LtPlan;

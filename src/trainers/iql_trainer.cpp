@@ -162,21 +162,17 @@ void IqlTrainer::update_ops(bool inject_nan) {
     const auto b_rewards = batch_buf_.returns.cview(), b_discounts = batch_buf_.discounts.cview();
 
     // The forwards are independent (each writes only its own workspace): the target twin (one
-    // batched pass) and V on [s; s'] (one pass of 2B rows, differentiated on s alone) run beside
-    // the online twin (one batched pass) and the policy (two streams on CUDA; small layers leave
-    // most of the GPU idle, so the two halves overlap).
+    // batched pass), V on [s; s'] (one pass of 2B rows, differentiated on s alone), the online
+    // twin (one batched pass) and the policy run as four branches (four streams on CUDA: small
+    // layers leave most of the GPU idle, so they overlap).
     const std::size_t Bs = static_cast<std::size_t>(B);
     const std::size_t BA = Bs * static_cast<std::size_t>(num_actions_);
     ops::View<const float> q_target, v_pair, q, logits;
     ops_.run_concurrently(
-        [&] {
-            q_target = net_.q1.forward_batched(ops_, target_.cview(), twin_stride_, b_states, 0, B, 2, ws_q_target_pair_);
-            v_pair = net_.v.forward(ops_, params_.cview(), batch_buf_.state_pairs.cview(), 2 * B, ws_v_);
-        },
-        [&] {
-            q = net_.q1.forward_batched(ops_, params_.cview(), twin_stride_, b_states, 0, B, 2, ws_q_pair_);
-            logits = net_.policy.forward(ops_, params_.cview(), b_states, B, ws_policy_);
-        });
+        [&] { q_target = net_.q1.forward_batched(ops_, target_.cview(), twin_stride_, b_states, 0, B, 2, ws_q_target_pair_); },
+        [&] { v_pair = net_.v.forward(ops_, params_.cview(), batch_buf_.state_pairs.cview(), 2 * B, ws_v_); },
+        [&] { q = net_.q1.forward_batched(ops_, params_.cview(), twin_stride_, b_states, 0, B, 2, ws_q_pair_); },
+        [&] { logits = net_.policy.forward(ops_, params_.cview(), b_states, B, ws_policy_); });
     const auto q1_target = q_target.subview(0, BA), q2_target = q_target.subview(BA, BA);
     const auto q1 = q.subview(0, BA), q2 = q.subview(BA, BA);
     const auto v = v_pair.subview(0, Bs), v_next = v_pair.subview(Bs, Bs);
@@ -195,23 +191,21 @@ void IqlTrainer::update_ops(bool inject_nan) {
                          static_cast<float>(profile_.iql.max_weight));
 
     // 5. The statistics, and the backward passes (each network's gradient lands in its own
-    //    slices of grads_, its hidden gradients in its own workspace): two streams again.
+    //    slices of grads_, its hidden gradients in its own workspace rows): four branches again.
     const auto cur = current_.view();
     ops_.run_concurrently(
+        [&] { net_.v.backward(ops_, params_.cview(), grads_.view(), d_v_.view(), {}, B, ws_v_, false); },
+        [&] { net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q1_.view(), {}, B, ws_q_pair_, false, 0); },
+        // Q2 is network 1 of the twin pass: q1's layers shifted by twin_stride_.
+        [&] { net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q2_.view(), {}, B, ws_q_pair_, false, 1); },
         [&] {
+            net_.policy.backward(ops_, params_.cview(), grads_.view(), d_logits_.view(), {}, B, ws_policy_, false);
             ops_.mean(cur.subview(kValueLoss, 1), loss_v_.cview());
             ops_.mean(cur.subview(kQLoss, 1), loss_q_.cview());
             ops_.mean(cur.subview(kPolicyLoss, 1), loss_pi_.cview());
             ops_.mean(cur.subview(kWeight, 1), awr_weights_.cview());
             ops_.mean(cur.subview(kV, 1), v);
             if (inject_nan) ops_.fill(cur.subview(kValueLoss, 1), std::numeric_limits<float>::quiet_NaN());
-            net_.v.backward(ops_, params_.cview(), grads_.view(), d_v_.view(), {}, B, ws_v_, false);
-            net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q1_.view(), {}, B, ws_q_pair_, false, 0);
-        },
-        [&] {
-            // Q2 is network 1 of the twin pass: q1's layers shifted by twin_stride_.
-            net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q2_.view(), {}, B, ws_q_pair_, false, 1);
-            net_.policy.backward(ops_, params_.cview(), grads_.view(), d_logits_.view(), {}, B, ws_policy_, false);
         });
 
     // 6. Norm, guard, Adam.

@@ -22,7 +22,10 @@ nn::MlpConfig network_config(const QNetworkConfig& c) {
 
 }  // namespace
 
-QNetwork::QNetwork(const QNetworkConfig& c) : config_(c), layout_(), net_(layout_, "q", network_config(c)) {}
+QNetwork::QNetwork(const QNetworkConfig& c) : config_(c), layout_(), net_(layout_, "q", network_config(c)) {
+    // DQN's update has one backward chain (beside the collection): dW and dX overlap.
+    net_.set_overlap_backward(true);
+}
 
 QNetwork::Workspace QNetwork::make_workspace(ops::Device& ops, int max_batch) const {
     return Workspace{net_.make_workspace(ops, max_batch), max_batch};

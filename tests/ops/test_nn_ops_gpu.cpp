@@ -25,8 +25,10 @@ struct LinearResults {
     std::vector<float> Y, dZ, dX, dW, db, dW_acc, db_acc;
 };
 
-/// Forward, backward (set), backward again (accumulate) of one layer on `ops`.
-LinearResults run_linear(Device& ops, int batch, int in, int out, Activation act, std::uint64_t seed) {
+/// Forward, backward (set), backward again (accumulate) of one layer on `ops`; `overlap`: dW and
+/// dX side by side (Device::linear_backward).
+LinearResults run_linear(Device& ops, int batch, int in, int out, Activation act, std::uint64_t seed,
+                         bool overlap = false) {
     const std::size_t nb = static_cast<std::size_t>(batch);
     const float w = 1.f / std::sqrt(static_cast<float>(in));
     auto X = ops.from_host<float>(random_floats(nb * in, seed, -1.f, 1.f));
@@ -43,14 +45,14 @@ LinearResults run_linear(Device& ops, int batch, int in, int out, Activation act
     ops.linear_forward(Y.view(), X.cview(), W.cview(), b.cview(), batch, in, out, act);
     r.Y = ops.to_host(Y.cview());
     ops.linear_backward(dX.view(), dW.view(), db.view(), dY.view(), Y.cview(), X.cview(), W.cview(),
-                        batch, in, out, act, false);
+                        batch, in, out, act, false, overlap);
     r.dZ = ops.to_host(dY.cview());
     r.dX = ops.to_host(dX.cview());
     r.dW = ops.to_host(dW.cview());
     r.db = ops.to_host(db.cview());
     ops.upload<float>(dY.view(), dY0);
     ops.linear_backward({}, dW.view(), db.view(), dY.view(), Y.cview(), X.cview(), W.cview(), batch,
-                        in, out, act, true);
+                        in, out, act, true, overlap);
     r.dW_acc = ops.to_host(dW.cview());
     r.db_acc = ops.to_host(db.cview());
     return r;
@@ -80,6 +82,22 @@ TEST_CASE("CUDA linear forward/backward equal the CPU twins", "[gpu][nn]") {
                     FH_REQUIRE_CLOSE(g.dW_acc, c.dW_acc, 2e-5 * std::sqrt(batch), 1e-4);
                     FH_REQUIRE_CLOSE(g.db_acc, c.db_acc, 2e-5 * std::sqrt(batch), 1e-4);
                 }
+}
+
+TEST_CASE("CUDA linear backward with dW and dX side by side equals it in series, bit for bit", "[gpu][nn]") {
+    auto& gpu = fh::test::gpu_ops();
+    for (int batch : {1, 257, 4096})
+        for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
+            INFO("batch " << batch << " act " << static_cast<int>(act));
+            const LinearResults a = run_linear(gpu, batch, 50, 256, act, 5u + static_cast<unsigned>(batch), false);
+            const LinearResults b = run_linear(gpu, batch, 50, 256, act, 5u + static_cast<unsigned>(batch), true);
+            CHECK(a.dZ == b.dZ);
+            CHECK(a.dX == b.dX);
+            CHECK(a.dW == b.dW);
+            CHECK(a.db == b.db);
+            CHECK(a.dW_acc == b.dW_acc);
+            CHECK(a.db_acc == b.db_acc);
+        }
 }
 
 TEST_CASE("CUDA linear backward over many rows (the bias gradient's row slices) equals the CPU twin", "[gpu][nn]") {
