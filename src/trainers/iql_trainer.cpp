@@ -177,35 +177,38 @@ void IqlTrainer::update_ops(bool inject_nan) {
     const auto q1 = q.subview(0, BA), q2 = q.subview(BA, BA);
     const auto v = v_pair.subview(0, Bs), v_next = v_pair.subview(Bs, Bs);
 
-    // 2. V(s) by expectile regression towards min of the target twin Q at (s, a).
-    fh::ops::iql_value_loss(ops_, loss_v_.view(), d_v_.view(), v, q1_target, q2_target, b_actions,
-                        static_cast<float>(profile_.iql.expectile));
-
-    // 3. Twin Q towards r + gamma (1 - terminated) V(s').
-    fh::ops::iql_q_loss(ops_, loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, b_actions, b_rewards,
-                    b_discounts, v_next);
-
-    // 4. The policy by advantage-weighted regression: weights min(exp(beta (Q' - V)), max_weight).
-    fh::ops::awr_policy_loss(ops_, loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target, q2_target, v,
-                         b_actions, static_cast<float>(profile_.iql.beta),
-                         static_cast<float>(profile_.iql.max_weight));
-
-    // 5. The statistics, and the backward passes (each network's gradient lands in its own
-    //    slices of grads_, its hidden gradients in its own workspace rows): four branches again.
+    // 2-5. Three branches, each a loss, its networks' backward and its statistics (every branch
+    //    writes only its own loss, gradient buffers, workspace rows, gradient slices and
+    //    statistics; all read the forwards' outputs):
+    //  - V(s) by expectile regression towards min of the target twin Q at (s, a);
+    //  - twin Q towards r + gamma (1 - terminated) V(s'), then Q1's and Q2's backwards side by
+    //    side (Q2 is network 1 of the twin pass: q1's layers shifted by twin_stride_);
+    //  - the policy by advantage-weighted regression: weights min(exp(beta (Q' - V)), max_weight).
     const auto cur = current_.view();
     ops_.run_concurrently(
-        [&] { net_.v.backward(ops_, params_.cview(), grads_.view(), d_v_.view(), {}, B, ws_v_, false); },
-        [&] { net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q1_.view(), {}, B, ws_q_pair_, false, 0); },
-        // Q2 is network 1 of the twin pass: q1's layers shifted by twin_stride_.
-        [&] { net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q2_.view(), {}, B, ws_q_pair_, false, 1); },
         [&] {
-            net_.policy.backward(ops_, params_.cview(), grads_.view(), d_logits_.view(), {}, B, ws_policy_, false);
+            fh::ops::iql_value_loss(ops_, loss_v_.view(), d_v_.view(), v, q1_target, q2_target, b_actions,
+                                    static_cast<float>(profile_.iql.expectile));
+            net_.v.backward(ops_, params_.cview(), grads_.view(), d_v_.view(), {}, B, ws_v_, false);
             ops_.mean(cur.subview(kValueLoss, 1), loss_v_.cview());
-            ops_.mean(cur.subview(kQLoss, 1), loss_q_.cview());
-            ops_.mean(cur.subview(kPolicyLoss, 1), loss_pi_.cview());
-            ops_.mean(cur.subview(kWeight, 1), awr_weights_.cview());
             ops_.mean(cur.subview(kV, 1), v);
             if (inject_nan) ops_.fill(cur.subview(kValueLoss, 1), std::numeric_limits<float>::quiet_NaN());
+        },
+        [&] {
+            fh::ops::iql_q_loss(ops_, loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, b_actions, b_rewards,
+                                b_discounts, v_next);
+            ops_.run_concurrently(
+                [&] { net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q1_.view(), {}, B, ws_q_pair_, false, 0); },
+                [&] { net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q2_.view(), {}, B, ws_q_pair_, false, 1); });
+            ops_.mean(cur.subview(kQLoss, 1), loss_q_.cview());
+        },
+        [&] {
+            fh::ops::awr_policy_loss(ops_, loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target,
+                                     q2_target, v, b_actions, static_cast<float>(profile_.iql.beta),
+                                     static_cast<float>(profile_.iql.max_weight));
+            net_.policy.backward(ops_, params_.cview(), grads_.view(), d_logits_.view(), {}, B, ws_policy_, false);
+            ops_.mean(cur.subview(kPolicyLoss, 1), loss_pi_.cview());
+            ops_.mean(cur.subview(kWeight, 1), awr_weights_.cview());
         });
 
     // 6. Norm, guard, Adam.
