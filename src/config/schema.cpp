@@ -233,7 +233,7 @@ std::vector<KeyDescriptor> build_schema() {
         // [gpu]
         text("gpu", "profile", "", "\"auto\" (read the device) or a named device class such as rtx3050, a100, h100 (classes are not implemented yet: warned, the device is read)",
              FH_FIELD(gpu.profile), Rule::device_class),
-        boolean("gpu", "cuda_graphs", "capture the repeated steps in CUDA Graphs: each DQN iteration (the collection step beside its updates), each IQL update, each PPO rollout and each rollout's minibatch updates (false: the same kernels launch one by one, still on two streams, same results)",
+        boolean("gpu", "cuda_graphs", "capture the repeated steps in CUDA Graphs: each DQN iteration (the collection step beside its updates), each IQL update, each PPO rollout and each rollout's minibatch updates (false: the same kernels launch one by one, still on several streams, same results)",
                 FH_FIELD(gpu.cuda_graphs)),
         boolean("gpu", "tf32", "allow TF32 tensor-core GEMMs (faster, about 1e-3 relative error)",
                 FH_FIELD(gpu.tf32)),
