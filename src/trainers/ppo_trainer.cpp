@@ -71,7 +71,8 @@ PpoTrainer::PpoTrainer(ops::Device& ops, const config::Profile& profile, const e
     grads_ = nn::alloc_zeroed(ops, net_.layout);
     adam_ = AdamState(ops, net_.layout);
     ws_actor_step_ = net_.actor.make_workspace(ops, n_envs_);
-    ws_critic_step_ = net_.critic.make_workspace(ops, n_envs_);
+    ws_critic_step_ = net_.critic.make_workspace(ops, 2 * n_envs_);
+    critic_in_ = ops.alloc<float>(2 * n * D);
     ws_actor_mb_ = net_.actor.make_workspace(ops, batch_);
     ws_critic_mb_ = net_.critic.make_workspace(ops, batch_);
 
@@ -144,6 +145,15 @@ void PpoTrainer::collect_rollout() {
 }
 
 void PpoTrainer::rollout_ops() {
+    // V(s_0) beside the actor's first step; then each step (rollout_step) computes the values the
+    // next one needs.
+    const std::size_t n = static_cast<std::size_t>(n_envs_);
+    ops_.run_concurrently(
+        [&] {
+            ops_.copy(r_values_.view().subview(0, n),
+                      net_.critic.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_critic_step_));
+        },
+        [&] { sample_actions(0); });
     for (int t = 0; t < horizon_; ++t) rollout_step(t);
     // Per-rollout statistics, then GAE and the normalised advantages.
     const auto acc = current_.view();
@@ -160,29 +170,34 @@ void PpoTrainer::rollout_ops() {
     fh::ops::normalize(ops_, r_adv_.view(), normalize_scratch_.view());
 }
 
-// Step t of the rollout: rows t * n .. t * n + n - 1; the global collection step is
-// rollouts * T + t (the rollout count from device memory).
+// The actor at step t (rows t * n .. t * n + n - 1): sampled actions and their log-probabilities,
+// s_t stored, the action histogram. The global collection step is rollouts * T + t (the rollout
+// count from device memory).
+void PpoTrainer::sample_actions(int t) {
+    const std::size_t n = static_cast<std::size_t>(n_envs_);
+    const std::size_t D = static_cast<std::size_t>(state_dim_);
+    const std::size_t row = static_cast<std::size_t>(t) * n;
+    const auto actions = r_actions_.view().subview(row, n);
+    const auto logits = net_.actor.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_actor_step_);
+    fh::ops::ppo_sample(ops_, actions, r_logp_.view().subview(row, n), logits, num_actions_,
+                        static_cast<std::uint64_t>(profile_.run.seed), ops::counter_value(rollouts_dev_.cview(), horizon_, t));
+    ops_.copy(r_states_.view().subview(row * D, n * D), env_.states());  // s_t (before the step)
+    fh::ops::action_histogram(ops_, histogram_.view(), actions, num_actions_);
+}
+
+// Step t of the rollout (its actions are sampled): the environment step, then two branches (two
+// streams on CUDA) that each write only their own buffers and rows:
+//  - the critic, one pass over [the observations after the step (the terminal one where the
+//    episode ended: GAE bootstraps truncated episodes and the rollout's last step from it);
+//    s_{t+1} (the state after any reset)]: V(next) of step t and V(s_{t+1}) of step t + 1;
+//  - step t's diversity penalty and curiosity bonus, and the actor at step t + 1.
+// So each step waits for one critic pass beside the actor instead of two in a row.
 void PpoTrainer::rollout_step(int t) {
     const std::size_t n = static_cast<std::size_t>(n_envs_);
     const std::size_t D = static_cast<std::size_t>(state_dim_);
     const std::size_t row = static_cast<std::size_t>(t) * n;
-    const auto seed = static_cast<std::uint64_t>(profile_.run.seed);
+    const bool last = t + 1 == horizon_;
     const auto actions = r_actions_.view().subview(row, n);
-    const auto step = ops::counter_value(rollouts_dev_.cview(), horizon_, t);
-
-    // The critic beside the actor (two streams on CUDA): each writes only its own workspace and
-    // rows of the rollout.
-    ops_.run_concurrently(
-        [&] {
-            ops_.copy(r_values_.view().subview(row, n),
-                      net_.critic.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_critic_step_));
-        },
-        [&] {
-            const auto logits = net_.actor.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_actor_step_);
-            fh::ops::ppo_sample(ops_, actions, r_logp_.view().subview(row, n), logits, num_actions_, seed, step);
-            ops_.copy(r_states_.view().subview(row * D, n * D), env_.states());  // s_t (before the step)
-            fh::ops::action_histogram(ops_, histogram_.view(), actions, num_actions_);
-        });
 
     env_.step(actions);
     const auto rewards = r_rewards_.view().subview(row, n);
@@ -190,19 +205,25 @@ void PpoTrainer::rollout_step(int t) {
     ops_.copy_raw(r_done_.view().subview(row, n), env_.done());
     ops_.run_concurrently(
         [&] {
-            // V of the observation after the step (the terminal one when the episode ended): GAE
-            // bootstraps truncated episodes and the rollout's last step from it.
-            ops_.copy(r_next_values_.view().subview(row, n),
-                      net_.critic.forward(ops_, params_.cview(), env_.next_states(), n_envs_, ws_critic_step_));
+            const int rows = last ? n_envs_ : 2 * n_envs_;
+            ops_.copy(critic_in_.view().subview(0, n * D), env_.next_states());
+            if (!last) ops_.copy(critic_in_.view().subview(n * D, n * D), env_.states());
+            const auto v = net_.critic.forward(ops_, params_.cview(),
+                                               critic_in_.cview().subview(0, static_cast<std::size_t>(rows) * D), rows,
+                                               ws_critic_step_);
+            ops_.copy(r_next_values_.view().subview(row, n), v.subview(0, n));
+            if (!last) ops_.copy(r_values_.view().subview(row + n, n), v.subview(n, n));
         },
         [&] {
             if (profile_.ppo.diversity_coef > 0) {
                 const auto penalty = r_penalty_.view().subview(row, n);
                 fh::ops::ppo_diversity(ops_, div_window_.view(), div_counts_.view(), penalty, actions, num_actions_,
-                                       window_, static_cast<float>(profile_.ppo.diversity_coef), step);
+                                       window_, static_cast<float>(profile_.ppo.diversity_coef),
+                                       ops::counter_value(rollouts_dev_.cview(), horizon_, t));
                 ops_.saxpy(rewards, -1.0f, penalty);
             }
             if (curiosity_) curiosity_step(t);
+            if (!last) sample_actions(t + 1);
         });
 }
 
