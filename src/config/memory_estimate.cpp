@@ -129,8 +129,8 @@ Model build(const Profile& p, const SizeInputs& in) {
         const std::uint64_t ws_row = actor.per_row + critic.per_row;
         const std::uint64_t mb_row = kD + 5 + static_cast<std::uint64_t>(ppo::kPpoLossStats) + actions + 1;
         // The rollout step's critic runs on 2 x envs rows (the observations after the step and the
-        // next states), from an input buffer of its own.
-        const std::uint64_t step_critic = mul(envs, (critic.per_row + 2 * kD) * kF32);
+        // next states).
+        const std::uint64_t step_critic = mul(envs, critic.per_row * kF32);
         m.device.push_back({fmt::format("minibatch and workspaces ({} rows per minibatch)", mb),
                             add(add(mul(add(envs, mb), ws_row * kF32), step_critic),
                                 add(mul(mb, mb_row * kF32), curiosity_bytes)),

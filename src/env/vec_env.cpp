@@ -83,8 +83,7 @@ VecEnv::VecEnv(ops::Device& ops, const DeviceMarket& market, Split split, const 
     const auto n = static_cast<std::size_t>(n_envs);
     state_ = ops.alloc<EnvState>(n);
     portfolio_ = ops.alloc<float>(n * PORTFOLIO_STRIDE);
-    states_ = ops.alloc<float>(n * static_cast<std::size_t>(params.state_dim));
-    next_states_ = ops.alloc<float>(n * static_cast<std::size_t>(params.state_dim));
+    observations_ = ops.alloc<float>(2 * n * static_cast<std::size_t>(params.state_dim));
     reward_ = ops.alloc<float>(n);
     done_ = ops.alloc<std::uint8_t>(n);
     info_ = ops.alloc<StepInfo>(n);
@@ -95,15 +94,15 @@ VecEnv::VecEnv(ops::Device& ops, const DeviceMarket& market, Split split, const 
 
 void VecEnv::reset_all() {
     fh::ops::env_reset(ops_, state_.view(), portfolio_.view(), {}, market_, params_);
-    fh::ops::env_gather_states(ops_, states_.view(), state_.cview(), portfolio_.cview(), market_, params_);
+    fh::ops::env_gather_states(ops_, states_view(), state_.cview(), portfolio_.cview(), market_, params_);
 }
 
 void VecEnv::step(ops::View<const int> actions) {
     fh::ops::env_step(ops_, state_.view(), portfolio_.view(), reward_.view(), done_.view(), info_.view(),
                   actions, market_, params_);
-    fh::ops::env_gather_states(ops_, next_states_.view(), state_.cview(), portfolio_.cview(), market_, params_);
+    fh::ops::env_gather_states(ops_, next_states_view(), state_.cview(), portfolio_.cview(), market_, params_);
     fh::ops::env_reset(ops_, state_.view(), portfolio_.view(), done_.cview(), market_, params_);
-    fh::ops::env_gather_states(ops_, states_.view(), state_.cview(), portfolio_.cview(), market_, params_);
+    fh::ops::env_gather_states(ops_, states_view(), state_.cview(), portfolio_.cview(), market_, params_);
 }
 
 }  // namespace fh::env

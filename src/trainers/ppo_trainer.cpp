@@ -72,7 +72,6 @@ PpoTrainer::PpoTrainer(ops::Device& ops, const config::Profile& profile, const e
     adam_ = AdamState(ops, net_.layout);
     ws_actor_step_ = net_.actor.make_workspace(ops, n_envs_);
     ws_critic_step_ = net_.critic.make_workspace(ops, 2 * n_envs_);
-    critic_in_ = ops.alloc<float>(2 * n * D);
     ws_actor_mb_ = net_.actor.make_workspace(ops, batch_);
     ws_critic_mb_ = net_.critic.make_workspace(ops, batch_);
 
@@ -194,7 +193,6 @@ void PpoTrainer::sample_actions(int t) {
 // So each step waits for one critic pass beside the actor instead of two in a row.
 void PpoTrainer::rollout_step(int t) {
     const std::size_t n = static_cast<std::size_t>(n_envs_);
-    const std::size_t D = static_cast<std::size_t>(state_dim_);
     const std::size_t row = static_cast<std::size_t>(t) * n;
     const bool last = t + 1 == horizon_;
     const auto actions = r_actions_.view().subview(row, n);
@@ -205,12 +203,9 @@ void PpoTrainer::rollout_step(int t) {
     ops_.copy_raw(r_done_.view().subview(row, n), env_.done());
     ops_.run_concurrently(
         [&] {
-            const int rows = last ? n_envs_ : 2 * n_envs_;
-            ops_.copy(critic_in_.view().subview(0, n * D), env_.next_states());
-            if (!last) ops_.copy(critic_in_.view().subview(n * D, n * D), env_.states());
-            const auto v = net_.critic.forward(ops_, params_.cview(),
-                                               critic_in_.cview().subview(0, static_cast<std::size_t>(rows) * D), rows,
-                                               ws_critic_step_);
+            const auto v = last ? net_.critic.forward(ops_, params_.cview(), env_.next_states(), n_envs_, ws_critic_step_)
+                                : net_.critic.forward(ops_, params_.cview(), env_.next_and_states(), 2 * n_envs_,
+                                                      ws_critic_step_);
             ops_.copy(r_next_values_.view().subview(row, n), v.subview(0, n));
             if (!last) ops_.copy(r_values_.view().subview(row + n, n), v.subview(n, n));
         },

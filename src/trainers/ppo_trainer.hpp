@@ -106,8 +106,6 @@ private:
     ops::Buffer<float> params_, grads_;
     AdamState adam_;
     nn::Mlp::Workspace ws_actor_step_, ws_critic_step_, ws_actor_mb_, ws_critic_mb_;
-    // The critic's input of a rollout step: the observations after the step, then s_{t+1} (2n rows).
-    ops::Buffer<float> critic_in_;
 
     // The rollout: (T, n) rows, row t * n + e.
     ops::Buffer<float> r_states_, r_logp_, r_values_, r_next_values_, r_rewards_, r_adv_, r_returns_, r_penalty_,
