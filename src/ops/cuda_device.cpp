@@ -35,8 +35,8 @@ constexpr int kMaxBiasSlices = 64;
 constexpr std::size_t kBiasPartialFloats = std::size_t{1} << 20;
 }  // namespace
 
-/// A side lane of run_concurrently (allocated up front: nothing may allocate while a sequence is
-/// captured).
+/// A lane: a stream and its cuBLAS handle and scratch (allocated up front: nothing may allocate
+/// while a sequence is captured).
 struct CudaDevice::Lane {
     cuda::Stream stream;
     cuda::CublasHandle cublas{stream.get()};
@@ -58,17 +58,11 @@ struct CudaDevice::Lane {
 };
 
 CudaDevice::CudaDevice(int ordinal)
-    : device_(cuda::select_device(ordinal)),
-      stream_(),
-      registry_(),
-      cublas_(stream_.get()) {
+    : device_(cuda::select_device(ordinal)), registry_() {
     FH_CUBLAS_CHECK(cublasLtCreate(&lt_));
-    FH_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
-    FH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&bias_partials_), kBiasPartialFloats * sizeof(float)));
-    FH_CUBLAS_CHECK(cublasSetWorkspace(cublas_.get(), workspace_, kWorkspaceBytes));
-    for (int i = 0; i < kSideLanes; ++i) lanes_.push_back(std::make_unique<Lane>());
+    for (int i = 0; i <= kSideLanes; ++i) lanes_.push_back(std::make_unique<Lane>());
     const auto s = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
-    log::debug("device start-up: driver and context {:.3f} s, kernel modules {:.3f} s, cuBLAS {:.3f} s",
+    log::debug("device start-up: driver and context {:.3f} s, kernel modules {:.3f} s, streams and cuBLAS {:.3f} s",
                s(created_, context_ready_), s(context_ready_, modules_ready_), s(modules_ready_, Clock::now()));
 }
 
@@ -89,8 +83,6 @@ struct CudaDevice::LtPlan {
 CudaDevice::~CudaDevice() {
     lt_plans_.clear();
     if (lt_) cublasLtDestroy(lt_);
-    if (bias_partials_) FH_CUDA_CHECK_NOTHROW(cudaFree(bias_partials_));
-    if (workspace_) FH_CUDA_CHECK_NOTHROW(cudaFree(workspace_));
 }
 
 std::string CudaDevice::description() const {
@@ -142,26 +134,19 @@ void CudaDevice::run_sequence(OpSequence& seq, const std::function<void()>& ops)
     FH_CUDA_CHECK(cudaGraphLaunch(static_cast<CudaGraph&>(*seq.captured).exec, stream()));
 }
 
-cudaStream_t CudaDevice::stream() const noexcept {
-    return lane_ == 0 ? stream_.get() : lanes_[static_cast<std::size_t>(lane_ - 1)]->stream.get();
-}
-cublasHandle_t CudaDevice::cublas() const noexcept {
-    return lane_ == 0 ? cublas_.get() : lanes_[static_cast<std::size_t>(lane_ - 1)]->cublas.get();
-}
-void* CudaDevice::workspace() const noexcept {
-    return lane_ == 0 ? workspace_ : lanes_[static_cast<std::size_t>(lane_ - 1)]->workspace;
-}
-float* CudaDevice::bias_partials() const noexcept {
-    return lane_ == 0 ? bias_partials_ : lanes_[static_cast<std::size_t>(lane_ - 1)]->bias_partials;
-}
+void CudaDevice::synchronize() { lanes_[0]->stream.synchronize(); }
+cudaStream_t CudaDevice::stream() const noexcept { return lanes_[static_cast<std::size_t>(lane_)]->stream.get(); }
+cublasHandle_t CudaDevice::cublas() const noexcept { return lanes_[static_cast<std::size_t>(lane_)]->cublas.get(); }
+void* CudaDevice::workspace() const noexcept { return lanes_[static_cast<std::size_t>(lane_)]->workspace; }
+float* CudaDevice::bias_partials() const noexcept { return lanes_[static_cast<std::size_t>(lane_)]->bias_partials; }
 
 void CudaDevice::run_branches(std::span<const std::function<void()>> branches) {
     // Free lanes for all branches but the last (which stays on the current lane); branches
     // without a lane run on the current lane after the others were issued.
     std::vector<int> taken;
     if (!cuda::sync_debug() && !cuda::kernel_timing())
-        for (int i = 0; i < kSideLanes && taken.size() + 1 < branches.size(); ++i)
-            if (!lanes_[static_cast<std::size_t>(i)]->busy) taken.push_back(i + 1);
+        for (int i = 1; i <= kSideLanes && taken.size() + 1 < branches.size(); ++i)
+            if (!lanes_[static_cast<std::size_t>(i)]->busy) taken.push_back(i);
     if (taken.empty()) {
         for (const auto& b : branches) b();
         return;
@@ -169,13 +154,13 @@ void CudaDevice::run_branches(std::span<const std::function<void()>> branches) {
     const int parent = lane_;
     fork_.record(stream());
     for (int l : taken) {
-        Lane& lane = *lanes_[static_cast<std::size_t>(l - 1)];
+        Lane& lane = *lanes_[static_cast<std::size_t>(l)];
         lane.busy = true;
         FH_CUDA_CHECK(cudaStreamWaitEvent(lane.stream.get(), fork_.get(), 0));
     }
     auto release = [&] {
         lane_ = parent;
-        for (int l : taken) lanes_[static_cast<std::size_t>(l - 1)]->busy = false;
+        for (int l : taken) lanes_[static_cast<std::size_t>(l)]->busy = false;
     };
     try {
         for (std::size_t i = 0; i < branches.size(); ++i) {
@@ -188,7 +173,7 @@ void CudaDevice::run_branches(std::span<const std::function<void()>> branches) {
     }
     lane_ = parent;
     for (int l : taken) {  // join: later ops on the parent lane wait for every branch
-        Lane& lane = *lanes_[static_cast<std::size_t>(l - 1)];
+        Lane& lane = *lanes_[static_cast<std::size_t>(l)];
         lane.done.record(lane.stream.get());
         FH_CUDA_CHECK(cudaStreamWaitEvent(stream(), lane.done.get(), 0));
     }
@@ -199,7 +184,6 @@ void CudaDevice::make_current() { FH_CUDA_CHECK(cudaSetDevice(device_.ordinal));
 
 void CudaDevice::set_tf32(bool on) {
     const auto mode = on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
-    FH_CUBLAS_CHECK(cublasSetMathMode(cublas_.get(), mode));
     for (const auto& lane : lanes_) FH_CUBLAS_CHECK(cublasSetMathMode(lane->cublas.get(), mode));
     tf32_ = on;
 }
@@ -217,14 +201,14 @@ void CudaDevice::release_bytes(void* p) noexcept {
 void CudaDevice::upload_bytes(void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
     // Pageable source: the copy is staged, so it completes before this call returns.
-    FH_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_.get()));
-    stream_.synchronize();
+    FH_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, lanes_[0]->stream.get()));
+    synchronize();
 }
 
 void CudaDevice::download_bytes(void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
-    FH_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()));
-    stream_.synchronize();
+    FH_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, lanes_[0]->stream.get()));
+    synchronize();
 }
 
 void CudaDevice::copy_bytes(void* dst, const void* src, std::size_t bytes) {

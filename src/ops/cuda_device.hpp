@@ -29,7 +29,7 @@ public:
 
     Backend backend() const noexcept override { return Backend::cuda; }
     std::string description() const override;
-    void synchronize() override { stream_.synchronize(); }
+    void synchronize() override;
     CudaDevice* cuda() noexcept override { return this; }
     std::optional<MemoryInfo> memory() const override;
     /// TF32 tensor-core math for the cuBLAS SGEMMs of the linear layers (faster, ~10-bit
@@ -86,27 +86,23 @@ private:
                            long long w_stride, int count, int batch, int in, int out, Activation act);
 
     // Start-up split for the debug log (members start in this order): the driver and the
-    // context, the kernel modules, then cuBLAS.
+    // context, the kernel modules, then the streams and cuBLAS.
     using Clock = std::chrono::steady_clock;
     Clock::time_point created_ = Clock::now();
     cuda::DeviceInfo device_;
     Clock::time_point context_ready_ = Clock::now();
-    cuda::Stream stream_;
     cuda::KernelRegistry registry_;
     Clock::time_point modules_ready_ = Clock::now();
-    cuda::CublasHandle cublas_;
-    // The side lanes of run_concurrently: each a stream with its own cuBLAS handle and scratch
-    // (ops on different lanes may run at once, so they share no workspace), the same sizes as
-    // the device's own so that cuBLAS picks the same algorithms on every lane.
+    // The lanes: lanes_[0] is the device's own stream, the others run_concurrently's side lanes.
+    // Each is a stream with its own cuBLAS handle, cuBLAS/cuBLASLt workspace (set explicitly so
+    // that no library allocates while a sequence is captured) and bias-gradient scratch (ops on
+    // different lanes may run at once, so they share none), all of the same sizes so that cuBLAS
+    // picks the same algorithms on every lane.
     struct Lane;
     std::vector<std::unique_ptr<Lane>> lanes_;
-    int lane_ = 0;  ///< the lane ops are issued to: 0 = the device's stream, i = lanes_[i - 1]
+    int lane_ = 0;  ///< the lane ops are issued to
     cuda::Event fork_{cudaEventDisableTiming};
     cublasLtHandle_t lt_ = nullptr;
-    /// One cuBLAS/cuBLASLt workspace, set explicitly so that no library allocates while a
-    /// sequence is captured; and the bias gradient's partial sums (fixed size, same reason).
-    void* workspace_ = nullptr;
-    float* bias_partials_ = nullptr;
     void* workspace() const noexcept;
     float* bias_partials() const noexcept;
     /// cuBLASLt plans by shape, epilogue, math mode and alignment: the same algorithm for the same

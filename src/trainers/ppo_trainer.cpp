@@ -169,9 +169,13 @@ void PpoTrainer::rollout_ops() {
     fh::ops::normalize(ops_, r_adv_.view(), normalize_scratch_.view());
 }
 
+// Step t's global collection step, rollouts * T + t (the rollout count from device memory).
+ops::CounterValue PpoTrainer::collection_step(int t) const {
+    return ops::counter_value(rollouts_dev_.cview(), horizon_, t);
+}
+
 // The actor at step t (rows t * n .. t * n + n - 1): sampled actions and their log-probabilities,
-// s_t stored, the action histogram. The global collection step is rollouts * T + t (the rollout
-// count from device memory).
+// s_t stored, the action histogram.
 void PpoTrainer::sample_actions(int t) {
     const std::size_t n = static_cast<std::size_t>(n_envs_);
     const std::size_t D = static_cast<std::size_t>(state_dim_);
@@ -179,7 +183,7 @@ void PpoTrainer::sample_actions(int t) {
     const auto actions = r_actions_.view().subview(row, n);
     const auto logits = net_.actor.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_actor_step_);
     fh::ops::ppo_sample(ops_, actions, r_logp_.view().subview(row, n), logits, num_actions_,
-                        static_cast<std::uint64_t>(profile_.run.seed), ops::counter_value(rollouts_dev_.cview(), horizon_, t));
+                        static_cast<std::uint64_t>(profile_.run.seed), collection_step(t));
     ops_.copy(r_states_.view().subview(row * D, n * D), env_.states());  // s_t (before the step)
     fh::ops::action_histogram(ops_, histogram_.view(), actions, num_actions_);
 }
@@ -203,9 +207,11 @@ void PpoTrainer::rollout_step(int t) {
     ops_.copy_raw(r_done_.view().subview(row, n), env_.done());
     ops_.run_concurrently(
         [&] {
-            const auto v = last ? net_.critic.forward(ops_, params_.cview(), env_.next_states(), n_envs_, ws_critic_step_)
-                                : net_.critic.forward(ops_, params_.cview(), env_.next_and_states(), 2 * n_envs_,
-                                                      ws_critic_step_);
+            const int rows = last ? n_envs_ : 2 * n_envs_;  // next_states() is the first half
+            const auto v = net_.critic.forward(
+                ops_, params_.cview(),
+                env_.next_and_states().subview(0, static_cast<std::size_t>(rows) * static_cast<std::size_t>(state_dim_)),
+                rows, ws_critic_step_);
             ops_.copy(r_next_values_.view().subview(row, n), v.subview(0, n));
             if (!last) ops_.copy(r_values_.view().subview(row + n, n), v.subview(n, n));
         },
@@ -213,8 +219,7 @@ void PpoTrainer::rollout_step(int t) {
             if (profile_.ppo.diversity_coef > 0) {
                 const auto penalty = r_penalty_.view().subview(row, n);
                 fh::ops::ppo_diversity(ops_, div_window_.view(), div_counts_.view(), penalty, actions, num_actions_,
-                                       window_, static_cast<float>(profile_.ppo.diversity_coef),
-                                       ops::counter_value(rollouts_dev_.cview(), horizon_, t));
+                                       window_, static_cast<float>(profile_.ppo.diversity_coef), collection_step(t));
                 ops_.saxpy(rewards, -1.0f, penalty);
             }
             if (curiosity_) curiosity_step(t);

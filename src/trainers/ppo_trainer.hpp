@@ -85,6 +85,7 @@ public:
     ops::View<const float> rollout_advantages() const noexcept { return r_adv_.cview(); }
 
 private:
+    ops::CounterValue collection_step(int t) const;
     void sample_actions(int t);
     void rollout_step(int t);
     void minibatch_update(int epoch, int minibatch, bool inject_nan);
