@@ -30,19 +30,20 @@ using DqnAct = void(DqnActArgs args);
 
 /// The whole loss of one update, one warp per sample: a* = argmax of Q(select row), the target
 /// distribution of a*, its C51 projection (gather form), the cross-entropy and the MSE on the
-/// expected Q of the taken action, their blend, and the head's backward: d_head (B, W) = dL/d
-/// (head outputs) of the batch-mean blended loss; stats (4, B) = C51 loss, MSE loss, TD error,
-/// Q(s, a) per sample (dqn::SampleStat).
+/// expected Q of the taken action, their blend, the CQL term when agent.cql_alpha > 0, and the
+/// head's backward: d_head (B, W) = dL/d (head outputs) of the batch-mean loss; stats
+/// (kSampleStats, B) = C51 loss, MSE loss, TD error, Q(s, a), CQL term per sample
+/// (dqn::SampleStat).
 struct DqnLossArgs {
     float* d_head;                     ///< (B, W) out
-    float* stats;                      ///< (4, B) out
+    float* stats;                      ///< (kSampleStats, B) out
     const float* head_s;               ///< (B, W) online network at s
     const float* head_select;          ///< (B, W) picks a*: online at s' (double DQN) or target at s'
     const float* head_target;          ///< (B, W) target network at s'
     const int* actions;                ///< (B)
     const float* returns;              ///< (B) n-step returns
     const float* discounts;            ///< (B) gamma^k, 0 after a termination
-    const dqn::AgentParams* agent;     ///< mse_alpha
+    const dqn::AgentParams* agent;     ///< mse_alpha, cql_alpha
     dqn::HeadParams head_params;
     int batch;
 };
@@ -57,7 +58,7 @@ struct DqnFinishArgs {
     dqn::MonitorStats* stats;          ///< (1)
     dqn::Counters* counters;           ///< (1)
     const float* norm_partials;        ///< (256)
-    const float* sample_stats;         ///< (4, B)
+    const float* sample_stats;         ///< (kSampleStats, B)
     const dqn::AgentParams* agent;
     int batch;
     int inject_nan;                    ///< tests: the C51 loss becomes NaN

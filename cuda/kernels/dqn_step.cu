@@ -6,7 +6,7 @@
  *              expected Q and their blend (blended_logit_gradient); finish_update (guard,
  *              monitor, Adam constants, target copy, counters); adam_target_element.
  * Layout:      head rows (rows, W) with W = dqn::head_width: [value (Z) | advantages (A, Z)];
- *              stats (4, B); parameters flat (n). Per agent: buffers are [agents][...].
+ *              stats (kSampleStats, B); parameters flat (n). Per agent: buffers are [agents][...].
  * Launch:      act, loss: one warp per row, kDqnWarpsPerBlock warps per block, grid (ceil(rows /
  *              warps), agents), dynamic shared memory dqn_step_smem_floats floats per warp.
  *              finish: one block of kDqnFinishThreads per agent. adam_target: any 1-D grid
@@ -314,18 +314,53 @@ extern "C" __global__ void dqn_loss_kernel(fh::abi::DqnLossArgs a) {
     // 5. The blended gradient of the taken action's logits, then the head's backward: the value
     //    row gets g, advantage row a' gets (a' == a ? g : 0) - g / A (dueling), or g at a alone.
     const int off = h.dueling ? Z : 0;
-    for (int z = lane; z < Z; z += 32) {
-        const float p = w.buf1[z] / ssm.sum;
-        const float g = blended_logit_gradient(p, m[z], td, w.atoms[z], q, scale, alpha);
-        if (h.dueling) d[z] = g;
-        const float share = h.dueling ? g / static_cast<float>(A) : 0.f;
-        for (int x = 0; x < A; ++x) d[off + x * Z + z] = (x == act ? g : 0.f) - share;
+    const float cql = a.agent[agent].cql_alpha;
+    float cql_loss = 0.f;
+    if (cql == 0.f) {
+        for (int z = lane; z < Z; z += 32) {
+            const float p = w.buf1[z] / ssm.sum;
+            const float g = blended_logit_gradient(p, m[z], td, w.atoms[z], q, scale, alpha);
+            if (h.dueling) d[z] = g;
+            const float share = h.dueling ? g / static_cast<float>(A) : 0.f;
+            for (int x = 0; x < A; ++x) d[off + x * Z + z] = (x == act ? g : 0.f) - share;
+        }
+    } else {
+        // 6. CQL: every action's logits get cql_coefficient * p * (atom - Q), the taken one on
+        //    top of its blended gradient. The raw gradients go to the advantage rows first (each
+        //    lane owns its atoms in every row), then the dueling backward per atom.
+        for (int z = lane; z < Z; z += 32)
+            d[off + act * Z + z] = blended_logit_gradient(w.buf1[z] / ssm.sum, m[z], td, w.atoms[z], q, scale, alpha);
+        head_q(hs, w.buf2, h, w.atoms, w.q, lane);  // Q(s, x) for every x (w.q is free since step 1)
+        float qmax = w.q[0], qsum = 0.f;
+        for (int x = 1; x < A; ++x) qmax = fmaxf(qmax, w.q[x]);
+        for (int x = 0; x < A; ++x) qsum += expf(w.q[x] - qmax);
+        const SoftMaximum<float> sm{qmax, qsum};
+        const float weight = cql * scale;
+        for (int x = 0; x < A; ++x) {
+            const Softmax sx = softmax_q(hs, w.buf2, x, h, w.atoms, w.buf1, lane);
+            const float coef = cql_coefficient(w.q, x, act, sm, weight);
+            for (int z = lane; z < Z; z += 32) {
+                const float cg = cql_logit_gradient(coef, w.buf1[z] / sx.sum, w.atoms[z], sx.q);
+                d[off + x * Z + z] = x == act ? d[off + x * Z + z] + cg : cg;
+            }
+        }
+        for (int z = lane; z < Z; z += 32) {
+            float sum = 0.f;
+            for (int x = 0; x < A; ++x) sum += d[off + x * Z + z];
+            if (h.dueling) {
+                d[z] = sum;
+                const float share = sum / static_cast<float>(A);
+                for (int x = 0; x < A; ++x) d[off + x * Z + z] -= share;
+            }
+        }
+        cql_loss = cql_term(w.q, act, sm);
     }
     if (lane == 0) {
         stats[fh::dqn::kStatC51 * a.batch + b] = ce;
         stats[fh::dqn::kStatMse * a.batch + b] = 0.5f * td * td;
         stats[fh::dqn::kStatTd * a.batch + b] = td;
         stats[fh::dqn::kStatQ * a.batch + b] = q;
+        stats[fh::dqn::kStatCql * a.batch + b] = cql_loss;
     }
 }
 
@@ -340,7 +375,7 @@ extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
     double norm = 0.0;
     for (int i = t; i < fh::abi::kNormBlocks; i += T) norm += partials[i];
     norm = block_sum(norm, dsum);
-    double s[4] = {0.0, 0.0, 0.0, 0.0};  // C51, MSE, Q, |TD|
+    double s[5] = {0.0, 0.0, 0.0, 0.0, 0.0};  // C51, MSE, Q, |TD|, CQL
     float q_min = cuda::std::numeric_limits<float>::infinity(), q_max = -q_min;
     for (int b = t; b < a.batch; b += T) {
         s[0] += stats[fh::dqn::kStatC51 * a.batch + b];
@@ -349,6 +384,7 @@ extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
         s[2] += qb;
         const float td = stats[fh::dqn::kStatTd * a.batch + b];
         s[3] += td < 0 ? -td : td;
+        s[4] += stats[fh::dqn::kStatCql * a.batch + b];
         q_min = fminf(q_min, qb);
         q_max = fmaxf(q_max, qb);
     }
@@ -357,6 +393,7 @@ extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
     sums.mse = block_sum(s[1], dsum);
     sums.q = block_sum(s[2], dsum);
     sums.td_abs = block_sum(s[3], dsum);
+    sums.cql = block_sum(s[4], dsum);
     sums.q_min = block_min_max(q_min, false, fext);
     sums.q_max = block_min_max(q_max, true, fext);
     if (t == 0) {

@@ -141,6 +141,30 @@ FH_HD T mse_expected_q(const T* probs, T q, T y, T* d_logits, T scale, const Hea
     return T(0.5) * td * td;
 }
 
+/// CQL (Kumar et al. 2020) on the expected Q of the head: logsumexp_x Q(s, x) - Q(s, a) for the
+/// taken action a. Its gradient with respect to Q(s, x) is softmax_x(Q) - [x == a]: it lowers
+/// the actions the data did not take, in proportion to how much the soft maximum favours them,
+/// and raises the taken one. Stable: exponentials after the maximum.
+template <class T> struct SoftMaximum {
+    T max, sum;  ///< max_x Q_x and sum_x exp(Q_x - max), summed in action order
+};
+template <class T> FH_HD SoftMaximum<T> cql_soft_maximum(const T* q, int A) {
+    T mx = q[0];
+    for (int x = 1; x < A; ++x) mx = q[x] > mx ? q[x] : mx;
+    T sum = 0;
+    for (int x = 0; x < A; ++x) sum += FH_MATH_NS::exp(q[x] - mx);
+    return {mx, sum};
+}
+/// The term logsumexp_x Q_x - Q_a.
+template <class T> FH_HD T cql_term(const T* q, int a, SoftMaximum<T> s) { return s.max + FH_MATH_NS::log(s.sum) - q[a]; }
+/// dL/dQ_x times `weight` (the term's weight times 1/B): (softmax_x - [x == a]) * weight.
+template <class T> FH_HD T cql_coefficient(const T* q, int x, int a, SoftMaximum<T> s, T weight) {
+    return (FH_MATH_NS::exp(q[x] - s.max) / s.sum - (x == a ? T(1) : T(0))) * weight;
+}
+
+/// The CQL gradient of logit z of action x: coef_x * dQ_x/dlogit_z = coef_x * p_z * (atom_z - Q_x).
+template <class T> FH_HD T cql_logit_gradient(T coef, T p, T atom_z, T q_x) { return coef * p * (atom_z - q_x); }
+
 /// The action whose next-state distribution is the target: argmax of q_next_select, which is the
 /// online network's Q(s') for double DQN (van Hasselt et al. 2016), else the target network's.
 template <class T> FH_HD int target_action(const T* q_next_select_row, const HeadParams& h) {
@@ -164,6 +188,26 @@ FH_HD T c51_sample_loss(long long b, const T* logits, const T* probs, const T* q
     c51_project(probs_next_target + b * AZ + static_cast<long long>(a_star) * Z, returns[b], discounts[b], row, h);
     const long long off = b * AZ + static_cast<long long>(a) * Z;
     return c51_cross_entropy(logits + off, probs + off, row, row, scale, Z);
+}
+
+/// The CQL term of batch row b and its gradient (every action's logits; weight `scale`) from the
+/// head's probabilities and Q (B, A, Z) and (B, A).
+template <class T>
+FH_HD T cql_sample_loss(long long b, const T* probs, const T* q, const int* actions, T* d_logits, T scale,
+                        const HeadParams& h) {
+    const int A = h.num_actions, Z = h.num_atoms;
+    const long long AZ = static_cast<long long>(A) * Z;
+    const T* qb = q + b * A;
+    const int a = actions[b];
+    const SoftMaximum<T> sm = cql_soft_maximum(qb, A);
+    for (int x = 0; x < A; ++x) {
+        const T coef = cql_coefficient(qb, x, a, sm, scale);
+        for (int z = 0; z < Z; ++z) {
+            const long long i = b * AZ + static_cast<long long>(x) * Z + z;
+            d_logits[i] = cql_logit_gradient(coef, probs[i], atom<T>(h, z), qb[x]);
+        }
+    }
+    return cql_term(qb, a, sm);
 }
 
 /// The MSE loss of batch row b on the expected Q: y = R + discount * Q_target(s', a*).
@@ -197,7 +241,8 @@ struct AgentParams {
     int n_envs;                       ///< environments per collection step
     int n_step;                       ///< n-step returns
     float gamma;
-    float mse_alpha;                  ///< loss = alpha * C51 + (1 - alpha) * MSE
+    float mse_alpha;                  ///< loss = alpha * C51 + (1 - alpha) * MSE (+ cql_alpha * CQL)
+    float cql_alpha;                  ///< weight of the CQL term; 0: off (the loss kernel skips it)
     float tau;                        ///< soft target update rate; 0: a copy every target_period
     float one_minus_tau;              ///< float(1 - tau) computed in double (as the host did)
     long long target_period;
@@ -217,7 +262,7 @@ struct UpdateStep {
     int gate;                  ///< 1: apply the update (the training guard)
     int copy_target;           ///< 1: periodic target copy at this update
     float grad_norm;           ///< global norm of the gradient, before clipping
-    float losses[2];           ///< batch-mean C51 and MSE losses (what the guard checked)
+    float losses[3];           ///< batch-mean C51, MSE and CQL terms (what the guard checked)
     core::AdamConstants adam;  ///< this update's Adam constants (bias corrections of its step)
 };
 
@@ -303,14 +348,18 @@ FH_HD float blended_logit_gradient(float p, float m, float td, float atom_z, flo
     return core::saxpy_element(d_c51 * alpha, 1.0f - alpha, d_mse);
 }
 
-/// The four per-sample statistics of the fused loss, rows of its (4, B) output.
-enum SampleStat : int { kStatC51 = 0, kStatMse = 1, kStatTd = 2, kStatQ = 3, kSampleStats = 4 };
+/// The per-sample statistics of the fused loss, rows of its (kSampleStats, B) output. The CQL
+/// row is 0 when the term is off.
+enum SampleStat : int { kStatC51 = 0, kStatMse = 1, kStatTd = 2, kStatQ = 3, kStatCql = 4, kSampleStats = 5 };
+
+/// The losses an update reports (UpdateStep::losses, MonitorStats::loss_sum): C51, MSE, CQL.
+inline constexpr int kUpdateLosses = 3;
 
 // ---- monitoring ------------------------------------------------------------------------
 
 /// Sums since the last read-back.
 struct MonitorStats {
-    double loss_sum[2];      ///< batch-mean C51 and MSE losses, summed over updates
+    double loss_sum[kUpdateLosses];  ///< batch-mean C51, MSE and CQL terms, summed over updates
     double q_sum;            ///< Q(s, a) of sampled transitions, summed
     double td_abs_sum;       ///< |TD error| of the expected Q, summed
     double grad_norm_sum;    ///< pre-clipping gradient norm, summed over updates
@@ -322,14 +371,13 @@ struct MonitorStats {
 
 /// The batch's sums, reduced in a fixed order (the update's finish, cuda/kernels/dqn_step.cu).
 struct BatchSums {
-    double c51, mse, q, td_abs;
+    double c51, mse, q, td_abs, cql;
     float q_min, q_max;
 };
 
 /// One update's contribution: its batch-mean losses, gradient norm and batch sums.
 FH_HD void monitor_accumulate(MonitorStats& s, const float* losses, float grad_norm, const BatchSums& b, int batch) {
-    s.loss_sum[0] += losses[0];
-    s.loss_sum[1] += losses[1];
+    for (int i = 0; i < kUpdateLosses; ++i) s.loss_sum[i] += losses[i];
     s.grad_norm_sum += grad_norm;
     if (s.updates == 0 || grad_norm > s.grad_norm_max) s.grad_norm_max = grad_norm;
     s.q_sum += b.q;
@@ -349,9 +397,10 @@ FH_HD void finish_update(UpdateStep& out, nn::GuardState& guard, MonitorStats& s
     const long long u = counters.updates + 1;
     out.losses[0] = static_cast<float>(sums.c51 / batch);
     out.losses[1] = static_cast<float>(sums.mse / batch);
+    out.losses[2] = static_cast<float>(sums.cql / batch);
     if (inject_nan) out.losses[0] = FH_MATH_NS::numeric_limits<float>::quiet_NaN();
     out.grad_norm = grad_norm;
-    out.gate = nn::guard_decide(guard, out.losses, 2, grad_norm, u);
+    out.gate = nn::guard_decide(guard, out.losses, kUpdateLosses, grad_norm, u);
     monitor_accumulate(stats, out.losses, grad_norm, sums, batch);
     out.adam = adam_constants(p, u);
     out.copy_target = (p.tau <= 0.0f && p.target_period > 0 && u % p.target_period == 0) ? 1 : 0;

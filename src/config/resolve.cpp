@@ -389,8 +389,6 @@ private:
                  fmt::format("dqn.head = {} is not implemented yet: the DQN trainer has the C51 head only; "
                              "set dqn.head = \"c51\"",
                              toml_quote(p.dqn.head)));
-            rule({"dqn.cql_alpha"}, p.dqn.cql_alpha != 0.0,
-                 "dqn.cql_alpha > 0 (the CQL regulariser) is not implemented yet: set dqn.cql_alpha = 0");
             rule({"dqn.ensemble_size"}, p.dqn.ensemble_size != 1,
                  "dqn.ensemble_size > 1 (an ensemble of Q heads) is not implemented yet: set dqn.ensemble_size = 1");
             rule({"dqn.attention"}, p.dqn.attention,

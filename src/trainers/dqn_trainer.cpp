@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <limits>
 
 #include "io/json.hpp"
@@ -39,7 +40,6 @@ namespace {
 void require_supported(const config::Profile& p) {
     std::vector<std::string> missing;
     if (p.dqn.head != "c51") missing.push_back(fmt::format("dqn.head = \"{}\" (only \"c51\")", p.dqn.head));
-    if (p.dqn.cql_alpha != 0.0) missing.push_back("dqn.cql_alpha != 0 (CQL)");
     if (p.dqn.ensemble_size != 1) missing.push_back("dqn.ensemble_size != 1");
     if (p.dqn.attention) missing.push_back("dqn.attention");
     if (p.dqn.curiosity) missing.push_back("dqn.curiosity");
@@ -56,7 +56,8 @@ void require_supported(const config::Profile& p) {
 }  // namespace
 
 /// The losses the DQN update passes to the guard, in order.
-constexpr const char* kGuardLossNames[] = {"the C51 loss", "the MSE loss"};  // dqn::UpdateStep::losses
+constexpr const char* kGuardLossNames[] = {"the C51 loss", "the MSE loss", "the CQL term"};  // dqn::UpdateStep::losses
+static_assert(std::size(kGuardLossNames) == dqn::kUpdateLosses);
 
 namespace {
 
@@ -72,6 +73,7 @@ dqn::AgentParams agent_params(const config::Profile& p) {
     a.n_step = static_cast<int>(p.experience.n_step);
     a.gamma = static_cast<float>(t.gamma);
     a.mse_alpha = static_cast<float>(p.dqn.mse_blend_alpha);
+    a.cql_alpha = static_cast<float>(p.dqn.cql_alpha);
     a.tau = static_cast<float>(t.tau);
     a.one_minus_tau = static_cast<float>(1.0 - t.tau);
     a.target_period = t.target_update_period;
@@ -297,8 +299,9 @@ LogLine DqnTrainer::read_log(double seconds) {
     const double alpha = profile_.dqn.mse_blend_alpha;
     const double n = std::max(1, s.updates);
     const double samples = static_cast<double>(std::max<long long>(1, s.samples));
-    const double loss_c51 = s.loss_sum[0] / n, loss_mse = s.loss_sum[1] / n;
-    const double loss = alpha * loss_c51 + (1 - alpha) * loss_mse;
+    const double loss_c51 = s.loss_sum[0] / n, loss_mse = s.loss_sum[1] / n, loss_cql = s.loss_sum[2] / n;
+    const double cql = profile_.dqn.cql_alpha;
+    const double loss = alpha * loss_c51 + (1 - alpha) * loss_mse + cql * loss_cql;
     const double q_mean = s.q_sum / samples;
     const long long env_steps = steps_ * n_envs_;
     seconds = std::max(1e-9, seconds);
@@ -317,6 +320,7 @@ LogLine DqnTrainer::read_log(double seconds) {
         {"losses/loss", any ? loss : 0.0},
         {"losses/c51", any ? loss_c51 : 0.0},
         {"losses/mse", any ? loss_mse : 0.0},
+        {"losses/cql", any ? loss_cql : 0.0},
         {"losses/td_abs", any ? s.td_abs_sum / samples : 0.0},
         {"q/mean", any ? q_mean : 0.0},
         {"q/min", any ? static_cast<double>(s.q_min) : 0.0},
@@ -329,9 +333,10 @@ LogLine DqnTrainer::read_log(double seconds) {
         {"perf/env_steps_per_s", env_steps_per_s},
         {"perf/updates_per_s", updates_per_s},
     });
-    line.text = fmt::format("step {:>9} env steps | loss {:.4f} (c51 {:.4f}, mse {:.4f}) | Q {:+.3f} | eps {:.3f} | "
+    const std::string cql_part = cql > 0 ? fmt::format(", cql {:.4f}", any ? loss_cql : 0.0) : "";
+    line.text = fmt::format("step {:>9} env steps | loss {:.4f} (c51 {:.4f}, mse {:.4f}{}) | Q {:+.3f} | eps {:.3f} | "
                             "{:.3g} env steps/s, {:.3g} updates/s",
-                            env_steps, any ? loss : 0.0, any ? loss_c51 : 0.0, any ? loss_mse : 0.0,
+                            env_steps, any ? loss : 0.0, any ? loss_c51 : 0.0, any ? loss_mse : 0.0, cql_part,
                             any ? q_mean : 0.0, epsilon, env_steps_per_s, updates_per_s);
     line.loss = any ? loss : 0.0;
     line.env_steps_per_s = env_steps_per_s;

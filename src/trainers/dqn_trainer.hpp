@@ -105,7 +105,7 @@ private:
     // One batch: x = [states; next states] (2B, D); actions, returns, discounts (B).
     ops::Buffer<float> x_, returns_, discounts_;
     ops::Buffer<int> batch_actions_, actions_;
-    // The loss's gradient w.r.t. the head outputs (B, W), per-sample statistics (4, B), norm partials.
+    // The loss's gradient w.r.t. the head outputs (B, W), per-sample statistics (kSampleStats, B), norm partials.
     ops::Buffer<float> d_head_, sample_stats_, norm_partials_;
     // Guard and monitoring.
     ops::Buffer<nn::GuardState> guard_;

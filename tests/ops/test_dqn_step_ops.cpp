@@ -27,7 +27,7 @@ using fh::test::random_floats;
 
 namespace {
 
-fh::dqn::AgentParams agent(float alpha = 0.4f, float tau = 0.01f, long long period = 0) {
+fh::dqn::AgentParams agent(float alpha = 0.4f, float tau = 0.01f, long long period = 0, float cql = 0.f) {
     fh::dqn::AgentParams a{};
     a.seed = 11;
     a.epsilon_start = 1.0;
@@ -37,6 +37,7 @@ fh::dqn::AgentParams agent(float alpha = 0.4f, float tau = 0.01f, long long peri
     a.n_step = 3;
     a.gamma = 0.97f;
     a.mse_alpha = alpha;
+    a.cql_alpha = cql;
     a.tau = tau;
     a.one_minus_tau = static_cast<float>(1.0 - static_cast<double>(tau));
     a.target_period = period;
@@ -50,10 +51,11 @@ fh::dqn::AgentParams agent(float alpha = 0.4f, float tau = 0.01f, long long peri
 }
 
 /// The loss of one batch through the unfused math in double: head_forward on the three rows,
-/// c51_sample_loss and mse_sample_loss, the blend, head_backward. d_head (B, W), stats (4, B).
+/// c51_sample_loss, mse_sample_loss and cql_sample_loss, the blend, head_backward. d_head (B, W),
+/// stats (kSampleStats, B).
 void unfused_loss(const std::vector<float>& hs, const std::vector<float>& hsel, const std::vector<float>& ht,
                   const std::vector<int>& actions, const std::vector<float>& returns,
-                  const std::vector<float>& discounts, double alpha, const HeadParams& h, int B,
+                  const std::vector<float>& discounts, double alpha, double cql, const HeadParams& h, int B,
                   std::vector<double>& d_head, std::vector<double>& stats) {
     const int A = h.num_actions, Z = h.num_atoms, W = fh::dqn::head_width(h), AZ = A * Z;
     auto forward = [&](const std::vector<float>& rows, std::vector<double>& logits, std::vector<double>& probs,
@@ -74,18 +76,21 @@ void unfused_loss(const std::vector<float>& hs, const std::vector<float>& hsel, 
     forward(ht, lt, pt, qt);
     std::vector<double> ret(returns.begin(), returns.end()), disc(discounts.begin(), discounts.end());
     std::vector<double> d_c51(static_cast<std::size_t>(B * AZ)), d_mse(d_c51.size()), td(static_cast<std::size_t>(B));
-    stats.assign(static_cast<std::size_t>(4 * B), 0.0);
+    stats.assign(static_cast<std::size_t>(fh::dqn::kSampleStats * B), 0.0);
     d_head.assign(static_cast<std::size_t>(B * W), 0.0);
     for (int b = 0; b < B; ++b) {
-        std::vector<double> dc(static_cast<std::size_t>(B * AZ)), dm(dc.size());
+        std::vector<double> dc(static_cast<std::size_t>(B * AZ)), dm(dc.size()), dq(dc.size());
         stats[b] = fh::dqn::c51_sample_loss<double>(b, ls.data(), ps.data(), qsel.data(), pt.data(), actions.data(),
                                                     ret.data(), disc.data(), dc.data(), 1.0 / B, h);
         stats[B + b] = fh::dqn::mse_sample_loss<double>(b, ps.data(), qs.data(), qsel.data(), qt.data(), actions.data(),
                                                         ret.data(), disc.data(), dm.data(), td.data(), 1.0 / B, h);
         stats[2 * B + b] = td[b];
         stats[3 * B + b] = qs[b * A + actions[b]];
+        if (cql > 0)
+            stats[4 * B + b] = fh::dqn::cql_sample_loss<double>(b, ps.data(), qs.data(), actions.data(), dq.data(), 1.0 / B, h);
         std::vector<double> d_logits(static_cast<std::size_t>(AZ)), dv(static_cast<std::size_t>(Z)), da(d_logits.size());
-        for (int i = 0; i < AZ; ++i) d_logits[i] = alpha * dc[b * AZ + i] + (1 - alpha) * dm[b * AZ + i];
+        for (int i = 0; i < AZ; ++i)
+            d_logits[i] = alpha * dc[b * AZ + i] + (1 - alpha) * dm[b * AZ + i] + cql * dq[b * AZ + i];
         fh::dqn::head_backward<double>(d_logits.data(), dv.data(), da.data(), h);
         for (int z = 0; z < Z && h.dueling; ++z) d_head[b * W + z] = dv[z];
         for (int i = 0; i < AZ; ++i) d_head[b * W + (h.dueling ? Z : 0) + i] = da[i];
@@ -118,7 +123,8 @@ LossOut run_loss(fh::ops::Device& ops, const LossCase& c, const fh::dqn::AgentPa
     auto act = ops.from_host<int>(c.actions);
     auto ret = ops.from_host<float>(c.returns), disc = ops.from_host<float>(c.discounts);
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a});
-    auto d = ops.alloc<float>(static_cast<std::size_t>(c.B * W)), st = ops.alloc<float>(static_cast<std::size_t>(4 * c.B));
+    auto d = ops.alloc<float>(static_cast<std::size_t>(c.B * W));
+    auto st = ops.alloc<float>(static_cast<std::size_t>(fh::dqn::kSampleStats * c.B));
     fh::ops::dqn_loss(ops, d.view(), st.view(), hs.cview(), same_select ? ht.cview() : hsel.cview(), ht.cview(),
                       act.cview(), ret.cview(), disc.cview(), ag.cview(), c.h, c.B);
     return {ops.to_host(d.cview()), ops.to_host(st.cview())};
@@ -126,18 +132,19 @@ LossOut run_loss(fh::ops::Device& ops, const LossCase& c, const fh::dqn::AgentPa
 
 }  // namespace
 
-TEST_CASE("the fused DQN loss equals the unfused head, losses, blend and head backward", "[dqn][ops]") {
+TEST_CASE("the fused DQN loss equals the unfused head, losses, blend, CQL and head backward", "[dqn][ops]") {
     fh::ops::CpuDevice ops;
     for (int dueling : {1, 0})
         for (int Z : {5, 51})
-            for (double alpha : {0.0, 0.4, 1.0}) {
+            for (double alpha : {0.0, 0.4, 1.0})
+                for (double cql : {0.0, 0.7}) {
                 const HeadParams h{4, Z, dueling, -3.f, 3.f};
                 const int B = 9;
-                INFO("dueling " << dueling << " Z " << Z << " alpha " << alpha);
+                INFO("dueling " << dueling << " Z " << Z << " alpha " << alpha << " cql " << cql);
                 const LossCase c = loss_case(h, B, 100 + static_cast<std::uint64_t>(Z));
-                const LossOut got = run_loss(ops, c, agent(static_cast<float>(alpha)), false);
+                const LossOut got = run_loss(ops, c, agent(static_cast<float>(alpha), 0.01f, 0, static_cast<float>(cql)), false);
                 std::vector<double> d_ref, s_ref;
-                unfused_loss(c.hs, c.hsel, c.ht, c.actions, c.returns, c.discounts, alpha, h, B, d_ref, s_ref);
+                unfused_loss(c.hs, c.hsel, c.ht, c.actions, c.returns, c.discounts, alpha, cql, h, B, d_ref, s_ref);
                 const std::vector<float> d_ref_f(d_ref.begin(), d_ref.end()), s_ref_f(s_ref.begin(), s_ref.end());
                 FH_REQUIRE_CLOSE(got.d_head, d_ref_f, 2e-6, 2e-4);
                 FH_REQUIRE_CLOSE(got.stats, s_ref_f, 2e-5, 2e-4);
@@ -182,7 +189,7 @@ TEST_CASE("the DQN update's finish: norm, losses, guard, monitor, Adam constants
     fh::ops::CpuDevice ops;
     const int B = 300, P = 70001;
     const auto grads_h = random_floats(P, 9);
-    auto stats_h = random_floats(4 * B, 10, 0.f, 3.f);
+    auto stats_h = random_floats(fh::dqn::kSampleStats * B, 10, 0.f, 3.f);
     auto grads = ops.from_host<float>(grads_h);
     auto sample = ops.from_host<float>(stats_h);
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{agent(0.4f, 0.f, 3)});
@@ -196,13 +203,14 @@ TEST_CASE("the DQN update's finish: norm, losses, guard, monitor, Adam constants
                                    grads.cview(), sample.cview(), ag.cview(), B, inject);
         return ops.to_host(step.cview())[0];
     };
-    double sq = 0, c51 = 0, mse = 0;
+    double sq = 0, c51 = 0, mse = 0, cql = 0;
     for (float g : grads_h) sq += static_cast<double>(g) * g;
-    for (int b = 0; b < B; ++b) c51 += stats_h[b], mse += stats_h[B + b];
+    for (int b = 0; b < B; ++b) c51 += stats_h[b], mse += stats_h[B + b], cql += stats_h[fh::dqn::kStatCql * B + b];
     const auto s1 = finish(false);
     CHECK(s1.grad_norm == Approx(std::sqrt(sq)).epsilon(1e-6));
     CHECK(s1.losses[0] == Approx(c51 / B).epsilon(1e-6));
     CHECK(s1.losses[1] == Approx(mse / B).epsilon(1e-6));
+    CHECK(s1.losses[2] == Approx(cql / B).epsilon(1e-6));
     CHECK(s1.gate == 1);
     CHECK(s1.copy_target == 0);
     CHECK(s1.adam.bias_correction1 == Approx(1 - static_cast<double>(0.9f)).epsilon(1e-6));
@@ -372,6 +380,12 @@ TEST_CASE("the fused DQN kernels equal their CPU twins", "[gpu][dqn][ops]") {
                 const LossOut lc = run_loss(cpu, c, a, false), lg = run_loss(gpu, c, a, false);
                 FH_REQUIRE_CLOSE(lg.d_head, lc.d_head, 1e-6, 1e-3);
                 FH_REQUIRE_CLOSE(lg.stats, lc.stats, 1e-5, 1e-4);
+                {  // with the CQL term
+                    const auto ac = agent(0.3f, 0.01f, 0, 0.5f);
+                    const LossOut qc = run_loss(cpu, c, ac, false), qg = run_loss(gpu, c, ac, false);
+                    FH_REQUIRE_CLOSE(qg.d_head, qc.d_head, 1e-6, 1e-3);
+                    FH_REQUIRE_CLOSE(qg.stats, qc.stats, 1e-5, 1e-4);
+                }
                 // Acting: Q within rounding; the actions equal where the best Q leads clearly.
                 auto act_run = [&](fh::ops::Device& ops, bool explore) {
                     auto head = ops.from_host<float>(c.hs);
@@ -411,7 +425,7 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     const int B = 513, P = 300007;
-    const auto grads_h = random_floats(P, 21), stats_h = random_floats(4 * B, 22, 0.f, 2.f);
+    const auto grads_h = random_floats(P, 21), stats_h = random_floats(fh::dqn::kSampleStats * B, 22, 0.f, 2.f);
     auto finish_run = [&](fh::ops::Device& ops) {
         auto grads = ops.from_host<float>(grads_h);
         auto sample = ops.from_host<float>(stats_h);
@@ -430,10 +444,10 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
         auto vo = ops.from_host<float>(random_floats(P, 25, 0.f, 1.f)), target = ops.from_host<float>(random_floats(P, 26));
         fh::ops::dqn_adam_target(ops, params.view(), mo.view(), vo.view(), target.view(), grads.cview(), step.cview(),
                                  ag.cview());
-        return std::tuple{std::vector<float>{s.grad_norm, s.losses[0], s.losses[1], s.adam.bias_correction1,
+        return std::tuple{std::vector<float>{s.grad_norm, s.losses[0], s.losses[1], s.losses[2], s.adam.bias_correction1,
                                              s.adam.bias_correction2, static_cast<float>(s.gate),
                                              static_cast<float>(s.copy_target)},
-                          std::vector<double>{m.loss_sum[0], m.loss_sum[1], m.q_sum, m.td_abs_sum, m.grad_norm_sum,
+                          std::vector<double>{m.loss_sum[0], m.loss_sum[1], m.loss_sum[2], m.q_sum, m.td_abs_sum, m.grad_norm_sum,
                                               m.q_min, m.q_max},
                           ops.to_host(params.cview()), ops.to_host(target.cview()), ops.to_host(vo.cview())};
     };

@@ -106,7 +106,6 @@ TEST_CASE("run checks: check and train refuse the same profiles with the same ex
     };
     const std::vector<Case> cases = {
         {"IQN head", "--set dqn.head=iqn", 2, "dqn.head = \"iqn\" is not implemented yet"},
-        {"CQL", "--set dqn.cql_alpha=0.1", 2, "dqn.cql_alpha > 0 (the CQL regulariser) is not implemented yet"},
         {"ensemble", "--set dqn.ensemble_size=2", 2, "dqn.ensemble_size > 1"},
         {"attention", "--set dqn.attention=true", 2, "dqn.attention = true is not implemented yet"},
         {"DQN curiosity", "--set dqn.curiosity=true", 2, "dqn.curiosity = true"},

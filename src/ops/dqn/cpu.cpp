@@ -78,10 +78,10 @@ void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, V
               View<const float> discounts, View<const dqn::AgentParams> agent, const dqn::HeadParams& h, int batch) {
     const int A = h.num_actions, Z = h.num_atoms, W = dqn::head_width(h);
     const std::size_t Zs = static_cast<std::size_t>(Z);
-    std::vector<float> mean(Zs), p(Zs), p_next(Zs), m(Zs);
+    std::vector<float> mean(Zs), p(Zs), p_next(Zs), m(Zs), qa(static_cast<std::size_t>(A));
     const float scale = 1.0f / static_cast<float>(batch);
     for (std::size_t g = 0; g < agent.size(); ++g) {
-        const float alpha = agent.data()[g].mse_alpha;
+        const float alpha = agent.data()[g].mse_alpha, cql = agent.data()[g].cql_alpha;
         float* st = stats.data() + g * dqn::kSampleStats * static_cast<std::size_t>(batch);
         for (int b = 0; b < batch; ++b) {
             const std::size_t row_index = g * static_cast<std::size_t>(batch) + static_cast<std::size_t>(b);
@@ -124,20 +124,51 @@ void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, V
                 ce -= m[static_cast<std::size_t>(z)] * (dqn::head_logit(hs, mean[static_cast<std::size_t>(z)], act, z, h) - log_sum);
             const float q = ssm.q;
             const float td = q - (ret + disc * q_target);
-            // 5. The blended gradient and the head's backward.
+            // 5. The blended gradient of the taken action; 6. with CQL, every action's CQL gradient
+            //    (added to the taken one's blended gradient); the head's backward.
             const int adv_off = h.dueling ? Z : 0;
-            for (int z = 0; z < Z; ++z) {
-                const float pz = p[static_cast<std::size_t>(z)] / ssm.sum;
-                const float gz = dqn::blended_logit_gradient(pz, m[static_cast<std::size_t>(z)], td,
-                                                             dqn::atom<float>(h, z), q, scale, alpha);
-                if (h.dueling) d[z] = gz;
-                const float share = h.dueling ? gz / static_cast<float>(A) : 0.f;
-                for (int x = 0; x < A; ++x) d[adv_off + x * Z + z] = (x == act ? gz : 0.f) - share;
+            float cql_loss = 0.f;
+            if (cql == 0.f) {
+                for (int z = 0; z < Z; ++z) {
+                    const float pz = p[static_cast<std::size_t>(z)] / ssm.sum;
+                    const float gz = dqn::blended_logit_gradient(pz, m[static_cast<std::size_t>(z)], td,
+                                                                 dqn::atom<float>(h, z), q, scale, alpha);
+                    if (h.dueling) d[z] = gz;
+                    const float share = h.dueling ? gz / static_cast<float>(A) : 0.f;
+                    for (int x = 0; x < A; ++x) d[adv_off + x * Z + z] = (x == act ? gz : 0.f) - share;
+                }
+            } else {
+                float* g = d + adv_off;  // the raw logit gradients (A, Z), then the dueling backward
+                for (int z = 0; z < Z; ++z)
+                    g[act * Z + z] = dqn::blended_logit_gradient(p[static_cast<std::size_t>(z)] / ssm.sum,
+                                                                 m[static_cast<std::size_t>(z)], td,
+                                                                 dqn::atom<float>(h, z), q, scale, alpha);
+                for (int x = 0; x < A; ++x) qa[static_cast<std::size_t>(x)] = softmax_q(hs, mean.data(), x, h, p.data()).q;
+                const auto sm = dqn::cql_soft_maximum(qa.data(), A);
+                for (int x = 0; x < A; ++x) {
+                    const Softmax sx = softmax_q(hs, mean.data(), x, h, p.data());
+                    const float coef = dqn::cql_coefficient(qa.data(), x, act, sm, cql * scale);
+                    for (int z = 0; z < Z; ++z) {
+                        const float cg = dqn::cql_logit_gradient(coef, p[static_cast<std::size_t>(z)] / sx.sum,
+                                                                 dqn::atom<float>(h, z), sx.q);
+                        g[x * Z + z] = x == act ? g[x * Z + z] + cg : cg;
+                    }
+                }
+                for (int z = 0; z < Z; ++z) {
+                    float sum = 0.f;
+                    for (int x = 0; x < A; ++x) sum += g[x * Z + z];
+                    if (h.dueling) {
+                        d[z] = sum;
+                        for (int x = 0; x < A; ++x) g[x * Z + z] -= sum / static_cast<float>(A);
+                    }
+                }
+                cql_loss = dqn::cql_term(qa.data(), act, sm);
             }
             st[dqn::kStatC51 * batch + b] = ce;
             st[dqn::kStatMse * batch + b] = 0.5f * td * td;
             st[dqn::kStatTd * batch + b] = td;
             st[dqn::kStatQ * batch + b] = q;
+            st[dqn::kStatCql * batch + b] = cql_loss;
         }
     }
 }
@@ -163,7 +194,7 @@ void dqn_update_finish(View<dqn::UpdateStep> step, View<nn::GuardState> guard, V
             partials[blk] = static_cast<float>(tree_sum(acc));
         }
         // The finish kernel: one block of T threads.
-        std::vector<double> norm(T, 0.0), s0(T, 0.0), s1(T, 0.0), s2(T, 0.0), s3(T, 0.0);
+        std::vector<double> norm(T, 0.0), s0(T, 0.0), s1(T, 0.0), s2(T, 0.0), s3(T, 0.0), s4(T, 0.0);
         for (int t = 0; t < T; ++t)
             for (int i = t; i < kBlocks; i += T) norm[static_cast<std::size_t>(t)] += partials[i];
         const float* st = sample_stats.data() + g * dqn::kSampleStats * static_cast<std::size_t>(batch);
@@ -179,6 +210,7 @@ void dqn_update_finish(View<dqn::UpdateStep> step, View<nn::GuardState> guard, V
                 s2[ts] += qb;
                 const float td = st[dqn::kStatTd * batch + b];
                 s3[ts] += td < 0 ? -td : td;
+                s4[ts] += st[dqn::kStatCql * batch + b];
                 sums.q_min = std::fmin(sums.q_min, qb);
                 sums.q_max = std::fmax(sums.q_max, qb);
             }
@@ -186,6 +218,7 @@ void dqn_update_finish(View<dqn::UpdateStep> step, View<nn::GuardState> guard, V
         sums.mse = tree_sum(s1);
         sums.q = tree_sum(s2);
         sums.td_abs = tree_sum(s3);
+        sums.cql = tree_sum(s4);
         dqn::finish_update(step.data()[g], guard.data()[g], stats.data()[g], counters.data()[g], agent.data()[g], sums,
                            static_cast<float>(std::sqrt(tree_sum(norm))), batch, inject_nan);
     }

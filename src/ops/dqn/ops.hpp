@@ -134,8 +134,9 @@ inline void dqn_act(Device& device, View<int> actions, View<float> q, View<unsig
 /// the online network at s (head_s), of the network that picks a* at s' (head_select: the online
 /// network for double DQN, else the target network; may be head_target itself) and of the target
 /// network at s' (head_target), each (N, B, W): d_head (N, B, W) = the gradient of the
-/// batch-mean blended loss alpha * C51 + (1 - alpha) * MSE with respect to head_s; stats
-/// (N, 4, B) = per-sample C51 loss, MSE loss, TD error and Q(s, a) (dqn::SampleStat). actions,
+/// batch-mean loss alpha * C51 + (1 - alpha) * MSE + cql_alpha * CQL with respect to head_s;
+/// stats (N, kSampleStats, B) = per-sample C51 loss, MSE loss, TD error, Q(s, a) and CQL term
+/// (dqn::SampleStat; the CQL row is 0 when cql_alpha = 0). actions,
 /// returns, discounts (N, B). An action outside [0, A) gives its sample NaN statistics and no
 /// gradient (the guard then skips the update).
 inline void dqn_loss(Device& device, View<float> d_head, View<float> stats, View<const float> head_s,
@@ -171,7 +172,7 @@ constexpr std::size_t dqn_finish_scratch_size() noexcept { return Device::global
 
 /// The update's finish, per agent: the global norm of grads (N, P) (the fixed grid and trees of
 /// Device::global_norm, emulated exactly by the CPU twin), the batch sums of sample_stats
-/// (N, 4, B) in a fixed tree, then dqn::finish_update: the batch-mean losses, the training
+/// (N, kSampleStats, B) in a fixed tree, then dqn::finish_update: the batch-mean losses, the training
 /// guard's decision, the monitor, this update's Adam constants and target copy, and counters'
 /// update count. step, guard, stats, counters (N); norm_partials (N, dqn_finish_scratch_size()).
 /// inject_nan (tests, never in a captured sequence) makes the C51 loss NaN.
