@@ -131,8 +131,9 @@ using DqnAdvance = void(dqn::Counters* counters, int n_agents);
 /// Block shape of the per-sample kernels: warps per block; dynamic shared memory per warp is
 /// dqn_step_smem_floats(head) floats.
 inline constexpr int kDqnWarpsPerBlock = 2;
-/// Per warp: the atoms' values, three Z-float scratch rows and the Q of every action.
-FH_HD int dqn_step_smem_floats(const dqn::HeadParams& h) { return 4 * h.num_atoms + h.num_actions; }
+/// Per warp: the atoms' values, three Z-float scratch rows and the Q of every action (twice: the
+/// scalar head's loss keeps Q(s) and the target's Q there).
+FH_HD int dqn_step_smem_floats(const dqn::HeadParams& h) { return 4 * h.num_atoms + 2 * h.num_actions; }
 inline constexpr int kDqnFinishThreads = 256;
 
 }  // namespace fh::abi

@@ -46,7 +46,8 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-/// Per-warp shared memory: the atoms' values, three Z-float scratch rows, the Q of every action.
+/// Per-warp shared memory: the atoms' values, three Z-float scratch rows, the Q of every action
+/// (2A floats).
 struct WarpScratch {
     float* atoms;
     float* buf0;
@@ -203,8 +204,13 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, 16
     const int W = head_width(h), A = h.num_actions;
     const long long row_index = static_cast<long long>(agent) * a.n + e;
     const float* row = a.head + row_index * W;
-    mean_advantages(w.buf0, row, h, lane);
-    head_q(row, w.buf0, h, w.atoms, w.q, lane);
+    if (h.scalar) {  // the scalar head: Q is the output
+        if (lane == 0) scalar_q(row, h, w.q);
+        __syncwarp();
+    } else {
+        mean_advantages(w.buf0, row, h, lane);
+        head_q(row, w.buf0, h, w.atoms, w.q, lane);
+    }
     if (lane == 0) {
         int action;
         if (a.agent != nullptr) {
@@ -247,6 +253,14 @@ extern "C" __global__ void dqn_loss_kernel(fh::abi::DqnLossArgs a) {
         if (lane == 0)
             for (int k = 0; k < fh::dqn::kSampleStats; ++k)
                 stats[k * a.batch + b] = cuda::std::numeric_limits<float>::quiet_NaN();
+        return;
+    }
+    if (h.scalar) {  // the scalar head: a few dozen flops per sample, on one lane
+        if (lane == 0) {
+            float st[fh::dqn::kSampleStats];
+            scalar_sample_loss(hs, hsel, ht, act, ret, disc, scale, a.agent[agent].cql_alpha, h, d, w.q, st);
+            for (int k = 0; k < fh::dqn::kSampleStats; ++k) stats[k * a.batch + b] = st[k];
+        }
         return;
     }
 

@@ -25,14 +25,18 @@
 
 namespace fh::dqn {
 
-/// Scalars of the C51 head and its losses. Passed to kernels by value.
+/// Scalars of the head and its losses. Passed to kernels by value.
 struct HeadParams {
     int num_actions;   ///< A
-    int num_atoms;     ///< Z
+    int num_atoms;     ///< Z (the C51 head)
     int dueling;       ///< 1: logits = V + A - mean_a A; 0: logits = A
     float v_min;       ///< support [v_min, v_max], Z atoms
     float v_max;
+    int scalar = 0;    ///< 1: dqn.head = "mse": one output per action, Q itself (no atoms, no support)
 };
+
+/// Outputs per action (and of the value stream): Z for the C51 head, 1 for the scalar head.
+FH_HD int head_atoms(const HeadParams& h) { return h.scalar ? 1 : h.num_atoms; }
 
 /// Atom j of the support: v_min + j * (v_max - v_min) / (Z - 1).
 template <class T> FH_HD T atom(const HeadParams& h, int j) {
@@ -304,20 +308,20 @@ FH_HD core::AdamConstants adam_constants(const AgentParams& p, long long step) {
 
 /// Floats of one sample's head output: [value (Z) | advantages (A, Z)] with dueling, the
 /// advantages alone without. The head is one linear layer of this width.
-FH_HD int head_width(const HeadParams& h) { return (h.dueling ? h.num_atoms : 0) + h.num_actions * h.num_atoms; }
+FH_HD int head_width(const HeadParams& h) { return (h.dueling ? head_atoms(h) : 0) + h.num_actions * head_atoms(h); }
 
 /// Logit (a, z) of a head row: value[z] + adv[a, z] - mean_adv[z] with dueling, adv[a, z]
 /// without. mean_adv[z] = (sum over a of adv[a, z]) / A, summed in action order.
 template <class T> FH_HD T head_logit(const T* row, T mean_adv_z, int a, int z, const HeadParams& h) {
-    const T* adv = row + (h.dueling ? h.num_atoms : 0);
-    const T x = adv[a * h.num_atoms + z];
+    const T* adv = row + (h.dueling ? head_atoms(h) : 0);
+    const T x = adv[a * head_atoms(h) + z];
     return h.dueling ? row[z] + x - mean_adv_z : x;
 }
 template <class T> FH_HD T head_mean_adv(const T* row, int z, const HeadParams& h) {
     if (!h.dueling) return T(0);
-    const T* adv = row + h.num_atoms;
+    const T* adv = row + head_atoms(h);
     T sum = 0;
-    for (int a = 0; a < h.num_actions; ++a) sum += adv[a * h.num_atoms + z];
+    for (int a = 0; a < h.num_actions; ++a) sum += adv[a * head_atoms(h) + z];
     return sum / static_cast<T>(h.num_actions);
 }
 
@@ -354,6 +358,55 @@ enum SampleStat : int { kStatC51 = 0, kStatMse = 1, kStatTd = 2, kStatQ = 3, kSt
 
 /// The losses an update reports (UpdateStep::losses, MonitorStats::loss_sum): C51, MSE, CQL.
 inline constexpr int kUpdateLosses = 3;
+
+// ---- the scalar head (dqn.head = "mse") -----------------------------------------------
+// One output per action, Q itself: Q(a) = V + A(a) - mean_a A (dueling) or A(a). The loss is the
+// MSE 0.5 (Q(s, a) - y)^2, y = R + discount * Q_target(s', a*), plus the CQL term when weighted.
+// Written once for one sample (a kernel runs it on one lane; the CPU twin and the double
+// gradient check call it as is).
+
+/// Q of every action of a scalar head row into q (A).
+template <class T> FH_HD void scalar_q(const T* row, const HeadParams& h, T* q) {
+    const T mean = head_mean_adv(row, 0, h);
+    for (int a = 0; a < h.num_actions; ++a) q[a] = head_logit(row, mean, a, 0, h);
+}
+
+/// The loss of one sample on the scalar head: d_row (W) = dL/d(head outputs of s), scale = 1/B;
+/// stats[kSampleStats] as the C51 head's (C51 row 0). q_scratch holds 2A values.
+template <class T>
+FH_HD void scalar_sample_loss(const T* row_s, const T* row_select, const T* row_target, int act, T ret, T disc,
+                              T scale, T cql_alpha, const HeadParams& h, T* d_row, T* q_scratch, T* stats) {
+    const int A = h.num_actions;
+    T* q_s = q_scratch;
+    T* q_x = q_scratch + A;
+    scalar_q(row_select, h, q_x);
+    const int a_star = policy::argmax(q_x, A);
+    scalar_q(row_target, h, q_x);
+    const T y = ret + disc * q_x[a_star];
+    scalar_q(row_s, h, q_s);
+    const T td = q_s[act] - y;
+    // dL/dQ(x): the MSE's on the taken action, the CQL coefficients on every action.
+    T* g = d_row + (h.dueling ? 1 : 0);
+    for (int x = 0; x < A; ++x) g[x] = x == act ? td * scale : T(0);
+    T cql = 0;
+    if (cql_alpha != T(0)) {
+        const SoftMaximum<T> sm = cql_soft_maximum(q_s, A);
+        for (int x = 0; x < A; ++x) g[x] += cql_coefficient(q_s, x, act, sm, cql_alpha * scale);
+        cql = cql_term(q_s, act, sm);
+    }
+    if (h.dueling) {  // d_value = sum_x g_x; d_adv(x) = g_x - mean_x g
+        T sum = 0;
+        for (int x = 0; x < A; ++x) sum += g[x];
+        d_row[0] = sum;
+        const T mean = sum / static_cast<T>(A);
+        for (int x = 0; x < A; ++x) g[x] -= mean;
+    }
+    stats[kStatC51] = 0;
+    stats[kStatMse] = T(0.5) * td * td;
+    stats[kStatTd] = td;
+    stats[kStatQ] = q_s[act];
+    stats[kStatCql] = cql;
+}
 
 // ---- monitoring ------------------------------------------------------------------------
 

@@ -175,7 +175,8 @@ Model build(const Profile& p, const SizeInputs& in) {
                             "replay_buffer.buffer_size"});
         m.arrays.push_back({fmt::format("the replay buffer's states ({} transitions x {} floats)", rows, kD),
                             mul(rows, kD), "replay_buffer.buffer_size"});
-        const std::uint64_t atoms = u(p.dqn.num_atoms);
+        // The scalar head (dqn.head = "mse") has one output per action.
+        const std::uint64_t atoms = p.dqn.head == "mse" ? 1 : u(p.dqn.num_atoms);
         const std::uint64_t az = mul(actions, atoms);
         const Mlp trunk = mlp(kD, std::vector<std::int64_t>(p.dqn.hidden.begin(), p.dqn.hidden.end() - (p.dqn.hidden.empty() ? 0 : 1)),
                               p.dqn.hidden.empty() ? 1 : u(p.dqn.hidden.back()));

@@ -385,10 +385,9 @@ private:
         // Options in the schema that no trainer acts on yet: refused here, so that `check` and
         // `train` agree and nothing runs for hours before saying so.
         if (p.run.trainer == "dqn") {
-            rule({"dqn.head"}, p.dqn.head != "c51",
-                 fmt::format("dqn.head = {} is not implemented yet: the DQN trainer has the C51 head only; "
-                             "set dqn.head = \"c51\"",
-                             toml_quote(p.dqn.head)));
+            rule({"dqn.head"}, p.dqn.head == "iqn",
+                 "dqn.head = \"iqn\" is not implemented yet: the DQN trainer has the C51 head and the scalar "
+                 "head (\"mse\"); set dqn.head = \"c51\" or \"mse\"");
             rule({"dqn.ensemble_size"}, p.dqn.ensemble_size != 1,
                  "dqn.ensemble_size > 1 (an ensemble of Q heads) is not implemented yet: set dqn.ensemble_size = 1");
             rule({"dqn.attention"}, p.dqn.attention,

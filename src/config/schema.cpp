@@ -174,11 +174,15 @@ std::vector<KeyDescriptor> build_schema() {
                FH_FIELD(dqn.mse_blend_alpha)),
         boolean("dqn", "double_dqn", "double-DQN targets: the online net selects, the target net evaluates",
                 FH_FIELD(dqn.double_dqn)),
-        number("dqn", "cql_alpha", closed(0, 1e6), "weight of the CQL regulariser against action collapse; 0 = off",
+        number("dqn", "cql_alpha", closed(0, 1e6),
+               "weight of the CQL term (logsumexp of Q over actions minus Q of the taken action, docs/dqn.md); "
+               "0 = off",
                FH_FIELD(dqn.cql_alpha)),
         integer("dqn", "ensemble_size", closed(1, 32), "independent Q heads",
                 FH_FIELD(dqn.ensemble_size)),
-        text("dqn", "head", "c51|iqn|mse", "output head: C51 distribution, IQN quantiles, or plain Q (MSE)",
+        text("dqn", "head", "c51|iqn|mse",
+             "output head: c51 = C51 distribution; mse = one Q per action regressed by the MSE (num_atoms, v_min, "
+             "v_max, mse_blend_alpha unused); iqn = IQN quantiles (not built yet)",
              FH_FIELD(dqn.head)),
         boolean("dqn", "attention", "feature attention before the trunk", FH_FIELD(dqn.attention)),
         boolean("dqn", "curiosity", "ICM curiosity bonus", FH_FIELD(dqn.curiosity)),

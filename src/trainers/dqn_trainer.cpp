@@ -30,7 +30,7 @@ QNetworkConfig network_config(const config::Profile& p, int state_dim) {
     for (auto h : p.dqn.hidden) c.hidden.push_back(static_cast<int>(h));
     c.head = dqn::HeadParams{static_cast<int>(p.num_actions()), static_cast<int>(p.dqn.num_atoms),
                              p.dqn.dueling ? 1 : 0, static_cast<float>(p.dqn.v_min),
-                             static_cast<float>(p.dqn.v_max)};
+                             static_cast<float>(p.dqn.v_max), p.dqn.head == "mse" ? 1 : 0};
     return c;
 }
 
@@ -39,7 +39,8 @@ namespace {
 /// Options the DQN trainer does not implement yet are refused, never silently ignored.
 void require_supported(const config::Profile& p) {
     std::vector<std::string> missing;
-    if (p.dqn.head != "c51") missing.push_back(fmt::format("dqn.head = \"{}\" (only \"c51\")", p.dqn.head));
+    if (p.dqn.head != "c51" && p.dqn.head != "mse")
+        missing.push_back(fmt::format("dqn.head = \"{}\" (only \"c51\" and \"mse\")", p.dqn.head));
     if (p.dqn.ensemble_size != 1) missing.push_back("dqn.ensemble_size != 1");
     if (p.dqn.attention) missing.push_back("dqn.attention");
     if (p.dqn.curiosity) missing.push_back("dqn.curiosity");
@@ -296,7 +297,8 @@ LogLine DqnTrainer::read_log(double seconds) {
                       "Lower training.learning_rate, raise training.grad_clip_norm's strictness (a smaller value) "
                       "or check the data.");
 
-    const double alpha = profile_.dqn.mse_blend_alpha;
+    // The scalar head's loss is the MSE alone (mse_blend_alpha blends the C51 head's two losses).
+    const double alpha = profile_.dqn.head == "mse" ? 0.0 : profile_.dqn.mse_blend_alpha;
     const double n = std::max(1, s.updates);
     const double samples = static_cast<double>(std::max<long long>(1, s.samples));
     const double loss_c51 = s.loss_sum[0] / n, loss_mse = s.loss_sum[1] / n, loss_cql = s.loss_sum[2] / n;

@@ -151,6 +151,64 @@ TEST_CASE("the fused DQN loss equals the unfused head, losses, blend, CQL and he
             }
 }
 
+TEST_CASE("the scalar head (dqn.head = mse): its loss gradient matches finite differences; the op equals it",
+          "[dqn][ops][gradcheck]") {
+    fh::ops::CpuDevice ops;
+    for (int dueling : {1, 0})
+        for (double cql : {0.0, 0.6}) {
+            const HeadParams h{5, 51, dueling, -3.f, 3.f, /*scalar*/ 1};
+            const int B = 6, W = fh::dqn::head_width(h);
+            REQUIRE(W == (dueling ? 1 : 0) + 5);
+            INFO("dueling " << dueling << " cql " << cql);
+            const LossCase c = loss_case(h, B, 300 + static_cast<std::uint64_t>(dueling));
+            const LossOut got = run_loss(ops, c, agent(0.4f, 0.01f, 0, static_cast<float>(cql)), false);
+            for (int b = 0; b < B; ++b) {
+                auto rows = [&](const std::vector<float>& v) { return std::vector<double>(v.begin() + b * W, v.begin() + (b + 1) * W); };
+                const auto hsel = rows(c.hsel), ht = rows(c.ht);
+                // L(row_s) = (MSE + cql * CQL) / B, in double.
+                auto loss = [&](const std::vector<double>& hs, std::vector<double>* d) {
+                    std::vector<double> grad(static_cast<std::size_t>(W)), q(10), st(fh::dqn::kSampleStats);
+                    fh::dqn::scalar_sample_loss<double>(hs.data(), hsel.data(), ht.data(), c.actions[b], c.returns[b],
+                                                        c.discounts[b], 1.0 / B, cql, h, grad.data(), q.data(), st.data());
+                    if (d) *d = grad;
+                    return st;
+                };
+                const auto hs = rows(c.hs);
+                std::vector<double> grad;
+                const auto st = loss(hs, &grad);
+                for (int i = 0; i < W; ++i) {
+                    auto plus = hs, minus = hs;
+                    plus[i] += 1e-6;
+                    minus[i] -= 1e-6;
+                    const auto lp = loss(plus, nullptr), lm = loss(minus, nullptr);
+                    const double numeric = ((lp[fh::dqn::kStatMse] + cql * lp[fh::dqn::kStatCql]) -
+                                            (lm[fh::dqn::kStatMse] + cql * lm[fh::dqn::kStatCql])) / (2e-6 * B);
+                    REQUIRE(grad[i] == Approx(numeric).margin(1e-7).epsilon(1e-5));
+                    REQUIRE(got.d_head[b * W + i] == Approx(grad[i]).margin(1e-6).epsilon(1e-4));
+                }
+                CHECK(st[fh::dqn::kStatC51] == 0);
+                for (int k = 0; k < fh::dqn::kSampleStats; ++k)
+                    CHECK(got.stats[k * B + b] == Approx(st[k]).margin(1e-5).epsilon(1e-4));
+                if (cql > 0) CHECK(st[fh::dqn::kStatCql] > 0);  // logsumexp > max >= Q(a)
+            }
+        }
+    // Acting: Q is the output itself (V + A - mean A with dueling).
+    const HeadParams h{4, 51, 1, -3.f, 3.f, 1};
+    const auto row = random_floats(3 * 5, 77);
+    auto head = ops.from_host<float>(row);
+    auto actions = ops.alloc<int>(3);
+    auto q = ops.alloc<float>(3 * 4);
+    fh::ops::dqn_act(ops, actions.view(), q.view(), {}, head.cview(), h, {}, {});
+    const auto qh = ops.to_host(q.cview());
+    const auto ah = ops.to_host(actions.cview());
+    for (int e = 0; e < 3; ++e) {
+        const float* r = row.data() + e * 5;
+        const double mean = (double(r[1]) + r[2] + r[3] + r[4]) / 4;
+        for (int a = 0; a < 4; ++a) CHECK(qh[e * 4 + a] == Approx(r[0] + r[1 + a] - mean).margin(1e-6));
+        CHECK(ah[e] == fh::policy::argmax(&qh[e * 4], 4));
+    }
+}
+
 TEST_CASE("DQN acting: Q of the dueling head, greedy, epsilon from the counters, histogram", "[dqn][ops]") {
     fh::ops::CpuDevice ops;
     const HeadParams h{5, 11, 1, -2.f, 2.f};
@@ -385,6 +443,25 @@ TEST_CASE("the fused DQN kernels equal their CPU twins", "[gpu][dqn][ops]") {
                     const LossOut qc = run_loss(cpu, c, ac, false), qg = run_loss(gpu, c, ac, false);
                     FH_REQUIRE_CLOSE(qg.d_head, qc.d_head, 1e-6, 1e-3);
                     FH_REQUIRE_CLOSE(qg.stats, qc.stats, 1e-5, 1e-4);
+                }
+                for (float cql : {0.f, 0.5f}) {  // the scalar head (dqn.head = "mse"), acting and loss
+                    HeadParams hq = h;
+                    hq.scalar = 1;
+                    const LossCase cq = loss_case(hq, B, 5000 + static_cast<std::uint64_t>(B * Z));
+                    const auto aq = agent(0.3f, 0.01f, 0, cql);
+                    const LossOut qc = run_loss(cpu, cq, aq, false), qg = run_loss(gpu, cq, aq, false);
+                    FH_REQUIRE_CLOSE(qg.d_head, qc.d_head, 1e-6, 1e-4);
+                    FH_REQUIRE_CLOSE(qg.stats, qc.stats, 1e-6, 1e-5);
+                    auto act_scalar = [&](fh::ops::Device& ops) {
+                        auto head = ops.from_host<float>(cq.hs);
+                        auto acts = ops.alloc<int>(B);
+                        auto q = ops.alloc<float>(B * 9);
+                        fh::ops::dqn_act(ops, acts.view(), q.view(), {}, head.cview(), hq, {}, {});
+                        return std::pair{ops.to_host(acts.cview()), ops.to_host(q.cview())};
+                    };
+                    const auto sc = act_scalar(cpu), sg = act_scalar(gpu);
+                    CHECK(sg.first == sc.first);  // the same floats: the same argmax
+                    CHECK(sg.second == sc.second);
                 }
                 // Acting: Q within rounding; the actions equal where the best Q leads clearly.
                 auto act_run = [&](fh::ops::Device& ops, bool explore) {

@@ -66,15 +66,15 @@ void restore(ops::Device& ops, trainers::DqnTrainer& t, const Snapshot& s) {
 
 }  // namespace
 
-static void check_resume_equivalence(ops::Device& ops) {
-    const auto full = resume_profile(1600);
+static void check_resume_equivalence(ops::Device& ops, const std::vector<std::string>& overrides = {}) {
+    const auto full = resume_profile(1600, overrides);
     const auto market = data::load_market(trainers::data_options(full));
     env::DeviceMarket dm(ops, market);
 
     trainers::DqnTrainer straight(ops, full, dm);
     const auto straight_log = test::run_training(straight, full);
 
-    const auto half = resume_profile(800);
+    const auto half = resume_profile(800, overrides);
     trainers::DqnTrainer first_half(ops, half, dm);
     test::run_training(first_half, half);
     const Snapshot snap = save(ops, first_half);
@@ -97,11 +97,17 @@ static void check_resume_equivalence(ops::Device& ops) {
 
 TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][dqn][resume]") {
     ops::CpuDevice ops;
-    check_resume_equivalence(ops);
+    SECTION("the C51 head") { check_resume_equivalence(ops); }
+    SECTION("with CQL") { check_resume_equivalence(ops, {"dqn.cql_alpha=0.3"}); }
+    SECTION("the scalar head with CQL") { check_resume_equivalence(ops, {"dqn.head=mse", "dqn.cql_alpha=0.3"}); }
 }
 
 TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][dqn][resume]") {
-    check_resume_equivalence(fh::test::gpu_ops());
+    SECTION("the C51 head") { check_resume_equivalence(fh::test::gpu_ops()); }
+    SECTION("with CQL") { check_resume_equivalence(fh::test::gpu_ops(), {"dqn.cql_alpha=0.3"}); }
+    SECTION("the scalar head with CQL") {
+        check_resume_equivalence(fh::test::gpu_ops(), {"dqn.head=mse", "dqn.cql_alpha=0.3"});
+    }
 }
 
 TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every op issued alone (exact)",

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <numeric>
 #include <string>
+#include <vector>
 
 #include "config/profile.hpp"
 #include "data/load.hpp"
@@ -75,12 +76,19 @@ TEST_CASE("DQN smoke run on the CPU: finite metrics, every step counted", "[trai
     CHECK(test::metric(log.back(), "losses/loss") > 0);
 }
 
-TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 atoms, 5-step", "[trainers][dqn]") {
+TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 atoms, 5-step, CQL, scalar head",
+          "[trainers][dqn]") {
     ops::CpuDevice ops;
-    for (const char* variant : {"dqn.double_dqn=false", "dqn.dueling=false", "training.tau=0", "dqn.num_atoms=101",
-                                "experience.n_step=5"}) {
-        INFO(variant);
-        const auto p = with(profile(""), {variant, "run.total_steps=600", "run.log_interval=600"});
+    for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
+             {"dqn.double_dqn=false"}, {"dqn.dueling=false"}, {"training.tau=0"}, {"dqn.num_atoms=101"},
+             {"experience.n_step=5"}, {"dqn.cql_alpha=0.5"}, {"dqn.head=mse"}, {"dqn.head=mse", "dqn.dueling=false"},
+             {"dqn.head=mse", "dqn.cql_alpha=0.5"}}) {
+        std::string name;
+        for (const auto& v : variant) name += v + " ";
+        INFO(name);
+        auto overrides = variant;
+        overrides.insert(overrides.end(), {"run.total_steps=600", "run.log_interval=600"});
+        const auto p = with(profile(""), overrides);
         const auto market = data::load_market(trainers::data_options(p));
         env::DeviceMarket dm(ops, market);
         trainers::DqnTrainer trainer(ops, p, dm);
@@ -88,6 +96,14 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
         CHECK(trainer.updates() > 0);
         CHECK(std::isfinite(test::metric(log.back(), "losses/loss")));
         CHECK(test::metric(log.back(), "charts/skipped_updates") == 0);
+        // The CQL term (logsumexp - Q of the taken action) is positive when on and reported 0 when off.
+        if (p.dqn.cql_alpha > 0) CHECK(test::metric(log.back(), "losses/cql") > 0);
+        else CHECK(test::metric(log.back(), "losses/cql") == 0);
+        if (p.dqn.head == "mse") {  // no distribution: no C51 loss; the loss is the MSE (+ CQL)
+            CHECK(test::metric(log.back(), "losses/c51") == 0);
+            CHECK(test::metric(log.back(), "losses/loss") ==
+                  Approx(test::metric(log.back(), "losses/mse") + p.dqn.cql_alpha * test::metric(log.back(), "losses/cql")));
+        }
     }
 }
 

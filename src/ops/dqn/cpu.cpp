@@ -56,8 +56,12 @@ void dqn_act(View<int> actions, View<float> q, View<unsigned long long> histogra
         for (int e = 0; e < n; ++e) {
             const std::size_t row_index = g * static_cast<std::size_t>(n) + static_cast<std::size_t>(e);
             const float* row = head.data() + row_index * static_cast<std::size_t>(W);
-            mean_advantages(mean.data(), row, h);
-            for (int a = 0; a < A; ++a) qa[static_cast<std::size_t>(a)] = softmax_q(row, mean.data(), a, h, p.data()).q;
+            if (h.scalar) {
+                dqn::scalar_q(row, h, qa.data());
+            } else {
+                mean_advantages(mean.data(), row, h);
+                for (int a = 0; a < A; ++a) qa[static_cast<std::size_t>(a)] = softmax_q(row, mean.data(), a, h, p.data()).q;
+            }
             int action;
             if (!agent.empty()) {
                 const auto& ap = agent.data()[g];
@@ -78,7 +82,7 @@ void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, V
               View<const float> discounts, View<const dqn::AgentParams> agent, const dqn::HeadParams& h, int batch) {
     const int A = h.num_actions, Z = h.num_atoms, W = dqn::head_width(h);
     const std::size_t Zs = static_cast<std::size_t>(Z);
-    std::vector<float> mean(Zs), p(Zs), p_next(Zs), m(Zs), qa(static_cast<std::size_t>(A));
+    std::vector<float> mean(Zs), p(Zs), p_next(Zs), m(Zs), qa(static_cast<std::size_t>(A)), q2(2 * qa.size());
     const float scale = 1.0f / static_cast<float>(batch);
     for (std::size_t g = 0; g < agent.size(); ++g) {
         const float alpha = agent.data()[g].mse_alpha, cql = agent.data()[g].cql_alpha;
@@ -93,6 +97,12 @@ void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, V
             if (act < 0 || act >= A) {
                 std::fill(d, d + W, 0.f);
                 for (int k = 0; k < dqn::kSampleStats; ++k) st[k * batch + b] = std::numeric_limits<float>::quiet_NaN();
+                continue;
+            }
+            if (h.scalar) {
+                float stat[dqn::kSampleStats];
+                dqn::scalar_sample_loss(hs, hsel, ht, act, ret, disc, scale, cql, h, d, q2.data(), stat);
+                for (int k = 0; k < dqn::kSampleStats; ++k) st[k * batch + b] = stat[k];
                 continue;
             }
             // 1. a* = the first maximal Q of the select row.
