@@ -79,7 +79,10 @@ TEST_CASE("smoketest profiles are small", "[config]") {
     CHECK(sup.run.trainer == "supervised");
     CHECK(sup.early_stopping.metric == "val_loss");
 
-    for (const auto* p : {&dqn, &ppo, &iql, &sup}) {
+    CHECK(sup.run.total_steps <= 10000);  // no environments while it trains
+    CHECK(sup.data.synthetic_bars <= 20000);
+
+    for (const auto* p : {&dqn, &ppo, &iql}) {
         CHECK(p->run.total_steps <= 10000);
         CHECK(p->experience.gpu_n_episodes <= 16);
         CHECK(p->data.synthetic_bars <= 20000);
@@ -144,7 +147,7 @@ TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]"
                           "iql.expectile", "iql.max_weight", "ppo.clip_value", "ppo.lr_schedule", "ppo.curiosity_coef",
                           "replay_buffer.save_dump", "early_stopping.metric", "gpu.memory_fraction", "run.on_exists"})
         CHECK(names.count(n) == 1);
-    CHECK(names.size() == 93);
+    CHECK(names.size() == 104);
 }
 
 TEST_CASE("the emitter writes every key and its text resolves to the same profile", "[config]") {
