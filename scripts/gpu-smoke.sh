@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The CI smoke for a small GPU (RTX 3050 class): builds if needed, then trains the three
-# smoketest profiles (dqn, ppo, iql) on the GPU. Fails (exit 1) on any non-zero exit, a NaN or
+# The CI smoke for a small GPU (RTX 3050 class): builds if needed, then trains the four
+# smoketest profiles (dqn, ppo, iql, supervised) on the GPU. Fails (exit 1) on any non-zero exit, a NaN or
 # infinity in metrics.jsonl, a run that did not complete, or a total wall time over the budget.
 # Prints one line per trainer and a verdict.
 # Usage: scripts/gpu-smoke.sh            Environment: BUILD_DIR (default build),
@@ -18,7 +18,7 @@ mkdir -p "$out"
 now() { date +%s.%N; }
 start=$(now)
 failed=0
-for trainer in dqn ppo iql; do
+for trainer in dqn ppo iql supervised; do
     t0=$(now)
     "$exe" --profile "$trainer-smoketest" --device cuda --output "$out" --quiet >"$out/$trainer.log" 2>&1
     rc=$?
@@ -62,7 +62,7 @@ if summary and not (isinstance(ret, (int, float)) and math.isfinite(ret)):
     problems.append("test return is not finite")
 fmt = lambda v: f"{v:.3f}" if isinstance(v, (int, float)) and math.isfinite(v) else "n/a"
 verdict = "ok  " if not problems else "FAIL"
-print(f"{trainer:<4} {verdict} {t1 - t0:6.1f} s  env_steps {summary.get('env_steps', 'n/a')}  "
+print(f"{trainer:<10} {verdict} {t1 - t0:6.1f} s  env_steps {summary.get('env_steps', 'n/a')}  "
       f"updates {summary.get('updates', 'n/a')}  test sharpe {fmt(test.get('sharpe'))}  "
       f"return {fmt(ret)}" + (f"  problems: {'; '.join(problems)}" if problems else ""))
 sys.exit(1 if problems else 0)
@@ -82,7 +82,7 @@ if python3 -c "import sys; sys.exit(0 if $total <= $budget else 1)"; then :; els
     failed=1
 fi
 if [ $failed -eq 0 ]; then
-    echo "gpu-smoke: PASS (3 trainers, ${total} s of ${budget} s; runs in $out)"
+    echo "gpu-smoke: PASS (4 trainers, ${total} s of ${budget} s; runs in $out)"
 else
     echo "gpu-smoke: FAIL (${total} s; runs in $out)"
 fi

@@ -13,6 +13,7 @@
 
 #include "math/backtest.h"
 #include "math/ppo.h"
+#include "math/supervised.h"
 #include "util/errors.hpp"
 
 namespace fh::config {
@@ -167,6 +168,27 @@ Model build(const Profile& p, const SizeInputs& in) {
         m.arrays.push_back({fmt::format("a batch ({} rows x {} floats)", batch, std::max({kD, actions, q.widest})),
                             mul(batch, std::max({kD, actions, q.widest})), "replay_buffer.batch_size"});
         m.checkpoint_bytes = mul(params, 4 * kF32);
+    } else if (p.run.trainer == "supervised") {
+        // Per bar of the training and validation splits (at most every bar): its sample index and
+        // label, and the validation loss per sample.
+        m.device.push_back({fmt::format("training and validation samples ({} bars x 12 B)", bars), mul(bars, 12),
+                            data_key(p)});
+        const std::uint64_t kM = static_cast<std::uint64_t>(kMarketDim);
+        const Mlp f = mlp(kM, p.supervised.hidden, 1);
+        const std::uint64_t params = f.params + aligned(supervised::kCalibrationFloats);
+        m.device.push_back({fmt::format("forecaster ({} parameters, with gradients and Adam moments)", params),
+                            mul(params, 4 * kF32), "supervised.hidden"});
+        m.arrays.push_back({"the forecaster's parameters", params, "supervised.hidden"});
+        const std::uint64_t batch = u(p.supervised.batch_size);
+        const std::uint64_t chunk = std::min<std::uint64_t>(static_cast<std::uint64_t>(kSupervisedValidationChunk), bars);
+        // a batch (features, labels, predictions' loss and gradient) and its workspace; the
+        // validation chunk's the same; the evaluation policy's (one row per backtest segment)
+        const std::uint64_t row = kM + 3 + f.per_row;
+        m.device.push_back({fmt::format("batch and workspaces ({} rows, validation chunks of {})", batch, chunk),
+                            mul(add(batch, add(chunk, u(p.eval.segments))), row * kF32), "supervised.batch_size"});
+        m.arrays.push_back({fmt::format("a batch ({} rows x {} floats)", batch, std::max(kM, f.widest)),
+                            mul(batch, std::max(kM, f.widest)), "supervised.batch_size"});
+        m.checkpoint_bytes = mul(params, 3 * kF32);
     } else {  // dqn, and a profile without a trainer (resolution reports that separately)
         const std::uint64_t rows = dqn_replay_rows(p);
         m.device.push_back({fmt::format("environments ({} x {} B)", envs, env_bytes(1)), env_bytes(envs),
@@ -243,6 +265,7 @@ std::vector<MemoryItem> estimate_host_memory(const Profile& p, const SizeInputs&
         items.push_back({"the host copy a checkpoint is written from", m.checkpoint_bytes,
                          p.run.trainer == "dqn" || p.run.trainer.empty() ? "replay_buffer.buffer_size"
                          : p.run.trainer == "ppo"                       ? "ppo.hidden"
+                         : p.run.trainer == "supervised"                ? "supervised.hidden"
                                                                          : "iql.hidden"});
     if (in.host_backend)
         for (auto item : m.device) {

@@ -36,6 +36,9 @@ struct ArrayExtent {
 inline constexpr std::int64_t kMarketDim = data::kCore42Dim;            ///< core42 features per bar
 inline constexpr std::int64_t kPortfolioDim = env::kPortfolioFeatures;  ///< portfolio features per observation
 inline constexpr std::int64_t kStateDim = kMarketDim + kPortfolioDim;
+/// Rows of one validation chunk of the supervised trainer (its validation loss runs the
+/// forecaster on the validation split in chunks of this many samples).
+inline constexpr std::int64_t kSupervisedValidationChunk = 4096;
 /// The kernels' index type is int: no array may hold more elements.
 inline constexpr std::uint64_t kMaxArrayElements = 2147483647;
 

@@ -19,11 +19,11 @@ namespace fh::config {
 /// [run]: what to train, where, and for how long.
 struct RunConfig {
     std::string name;                          ///< run name; "" = "<trainer>-<timestamp>"
-    std::string trainer;                       ///< dqn | ppo | iql (required)
+    std::string trainer;                       ///< dqn | ppo | iql | supervised (required)
     std::int64_t seed = 0;                     ///< master RNG seed
     std::string device = "auto";               ///< auto | cpu | cuda | cuda:N
     std::string output_dir = "runs";           ///< root of run directories
-    std::int64_t total_steps = 1'000'000;      ///< budget: env steps (DQN, PPO) or updates (IQL)
+    std::int64_t total_steps = 1'000'000;      ///< budget: env steps (DQN, PPO) or updates (IQL, supervised)
     std::int64_t log_interval = 1'000;         ///< steps between metrics lines
     std::int64_t eval_interval = 50'000;       ///< steps between validation backtests; 0 = end
     std::int64_t checkpoint_interval = 100'000;  ///< steps between checkpoints; 0 = end only
@@ -149,6 +149,22 @@ struct IqlConfig {
     bool operator==(const IqlConfig&) const = default;
 };
 
+/// [supervised]: the supervised forecaster baseline and its signal adapter (docs/supervised.md).
+struct SupervisedConfig {
+    std::vector<std::int64_t> hidden{256, 256};  ///< widths of the forecaster's hidden layers
+    std::string target = "return";  ///< return (regression) | direction (classification)
+    std::int64_t horizon = 1;       ///< bars ahead of the forecast log return
+    std::int64_t batch_size = 256;  ///< samples per gradient update
+    double entry_threshold = 0.0;   ///< |score| that opens or resizes a position
+    double exit_threshold = 0.0;    ///< |score| that keeps a position of the score's sign
+    std::string sizing = "fixed";   ///< fixed | magnitude
+    double full_score = 1.0;        ///< magnitude sizing: |score| of the full position
+    bool volatility_sizing = false; ///< divide the size by the volatility ratio (rv_32 / its mean)
+    double volatility_floor = 0.25; ///< the volatility ratio is at least this
+    std::string order_type = "market";  ///< market | passive_limit | far_limit
+    bool operator==(const SupervisedConfig&) const = default;
+};
+
 /// [eval]: validation and test backtests.
 struct EvalConfig {
     std::int64_t segments = 1;      ///< equal parts of the split backtested in parallel
@@ -158,7 +174,7 @@ struct EvalConfig {
 
 /// [early_stopping]
 struct EarlyStoppingConfig {
-    std::string metric = "val_sharpe";  ///< val_sharpe | val_return | val_sortino
+    std::string metric = "val_sharpe";  ///< val_sharpe | val_return | val_sortino | val_loss (supervised)
     std::int64_t patience = 10;     ///< evaluations without improvement; 0 = off
     double min_delta = 0.0;         ///< smallest improvement that counts
     std::int64_t min_steps = 0;     ///< never stop before this step
@@ -186,6 +202,7 @@ struct Profile {
     DqnConfig dqn;
     PpoConfig ppo;
     IqlConfig iql;
+    SupervisedConfig supervised;
     EvalConfig eval;
     EarlyStoppingConfig early_stopping;
     GpuConfig gpu;

@@ -418,6 +418,25 @@ private:
             in.dump_rows = 1;  // a replay dump's size is checked once its header is read
             for (const auto& ip : index_range_problems(p, in)) problem(where_of_any({ip.key}), ip.message);
         }
+        rule({"early_stopping.metric", "run.trainer"}, p.early_stopping.metric == "val_loss" && p.run.trainer != "supervised",
+             fmt::format("early_stopping.metric = \"val_loss\" needs run.trainer = \"supervised\" (the {} trainer has no "
+                         "validation loss); use val_sharpe, val_return or val_sortino",
+                         p.run.trainer));
+        rule({"supervised.exit_threshold", "supervised.entry_threshold"},
+             p.supervised.exit_threshold > p.supervised.entry_threshold,
+             fmt::format("supervised.exit_threshold = {} exceeds supervised.entry_threshold = {}: a position would be "
+                         "closed at a score that opens it",
+                         p.supervised.exit_threshold, p.supervised.entry_threshold));
+        {
+            const std::int64_t urgency = p.supervised.order_type == "far_limit"       ? 2
+                                         : p.supervised.order_type == "passive_limit" ? 1
+                                                                                      : 0;
+            rule({"supervised.order_type", "env.urgency_levels", "run.trainer"},
+                 p.run.trainer == "supervised" && urgency >= p.env.urgency_levels,
+                 fmt::format("supervised.order_type = {} needs env.urgency_levels >= {} (it is {}): the environment's "
+                             "actions have no such order type",
+                             toml_quote(p.supervised.order_type), urgency + 1, p.env.urgency_levels));
+        }
         rule({"replay_buffer.save_dump", "run.trainer"}, p.replay_buffer.save_dump && p.run.trainer != "dqn",
              fmt::format("replay_buffer.save_dump = true needs run.trainer = \"dqn\" (the {} trainer has no replay "
                          "memory)",

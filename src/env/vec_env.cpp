@@ -58,7 +58,11 @@ DeviceMarket::DeviceMarket(ops::Device& ops, const data::MarketData& m) {
         splits_[s].starts = ops.from_host<int>(st.starts);
         splits_[s].ends = ops.from_host<int>(st.ends);
         splits_[s].count = static_cast<int>(st.starts.size());
+        host_starts_[s] = st;
     }
+    feature_names_ = m.feature_names;
+    norm_ = m.norm;
+    host_close_ = b.close;
 }
 
 MarketView DeviceMarket::view(Split split) const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "math/env.h"
@@ -37,6 +38,13 @@ public:
     MarketView view(Split split) const;
     int market_dim() const noexcept { return market_dim_; }
     int n_bars() const noexcept { return n_bars_; }
+    /// Host copies of what the market was built from (for trainers that need the data's own
+    /// statistics: the supervised forecaster's labels and its adapter's calibration).
+    const std::vector<std::string>& feature_names() const noexcept { return feature_names_; }
+    const data::NormalizationStats& normalization() const noexcept { return norm_; }
+    const std::vector<double>& host_close() const noexcept { return host_close_; }
+    /// The valid episode starts of a split (empty for a split without one), on the host.
+    const EpisodeStarts& host_starts(Split split) const noexcept { return host_starts_[static_cast<int>(split)]; }
 
 private:
     struct SplitStarts {
@@ -48,6 +56,10 @@ private:
     ops::Buffer<double> open_, high_, low_, close_, atr_;
     ops::Buffer<float> features_;
     SplitStarts splits_[3];
+    std::vector<std::string> feature_names_;
+    data::NormalizationStats norm_;
+    std::vector<double> host_close_;
+    EpisodeStarts host_starts_[3];
 };
 
 /// n_envs environments stepping in lock-step on one split.

@@ -258,7 +258,10 @@ std::vector<std::string> differing_keys(const std::vector<RunRecord>& runs) {
 
 Table run_table(const std::vector<RunRecord>& input) {
     std::vector<RunRecord> runs = input;
-    rank(runs, [](const RunRecord& r) { return r.best_val; }, [](const RunRecord& r) { return r.name; });
+    // Higher is better, but for a loss (val_loss): ranked by the negated value.
+    const double sign = metric_of(runs) == "val_loss" ? -1.0 : 1.0;
+    rank(runs, [sign](const RunRecord& r) { return r.best_val ? std::optional<double>(sign * *r.best_val) : std::nullopt; },
+         [](const RunRecord& r) { return r.name; });
     const auto keys = differing_keys(runs);
     Table t;
     t.metric = metric_of(runs);
@@ -337,7 +340,8 @@ Table seed_table(const std::vector<RunRecord>& runs) {
         g.hold_ret = stat(hret);
         g.hold_sharpe = stat(hsharpe);
     }
-    rank(groups, [](const Group& g) { return g.val.mean; },
+    const double sign = metric_of(runs) == "val_loss" ? -1.0 : 1.0;  // lower is better for a loss
+    rank(groups, [sign](const Group& g) { return g.val.mean ? std::optional<double>(sign * *g.val.mean) : std::nullopt; },
          [](const Group& g) { return fmt::format("{}", fmt::join(g.values, "\x1f")); });
     Table t;
     t.grouped = true;

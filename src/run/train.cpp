@@ -74,7 +74,8 @@ std::string train(const config::Profile& p, const std::string& resume_dir, const
     auto trainer_owner = trainers::make_trainer(*ops, p, dm);
     Trainer& trainer = *trainer_owner;
 
-    EarlyStopping early(p.early_stopping.patience, p.early_stopping.min_delta, p.early_stopping.min_steps);
+    const bool by_loss = p.early_stopping.metric == "val_loss";  // the supervised forecaster's (resolve checks)
+    EarlyStopping early(p.early_stopping.patience, p.early_stopping.min_delta, p.early_stopping.min_steps, by_loss);
     auto dir = locked ? std::move(*locked) : io::RunDirectory::create(p.run.output_dir, run_name(p));
     trainers::RunRecord record;  // wall time before this process, the best validation backtest
     std::vector<float> best_weights;
@@ -128,16 +129,20 @@ std::string train(const config::Profile& p, const std::string& resume_dir, const
         if (crossed(iterations, p.run.eval_interval)) {
             const auto report = eval::backtest(*ops, dm, market, env::Split::val, trainer.env_params(), greedy,
                                                static_cast<int>(p.eval.segments), false);
-            const double metric = select_metric(report.strategy, p.early_stopping.metric);
+            const std::optional<double> val_loss = trainer.validation_loss();  // supervised only
+            const double metric = by_loss ? val_loss.value_or(std::nan(""))
+                                          : select_metric(report.strategy, p.early_stopping.metric);
             last_val = metric;
             const auto decision = early.observe(at, metric);
-            dir.append_eval(json::serialize(json::object({{unit_key, at},
-                                                          {"split", "val"},
-                                                          {"metric", p.early_stopping.metric},
-                                                          {"value", metric},
-                                                          {"best", decision.improved},
-                                                          {"strategy", eval::metrics_value(report.strategy)},
-                                                          {"buy_and_hold", eval::metrics_value(report.buy_and_hold)}})));
+            json::Object line{{unit_key, at},
+                              {"split", "val"},
+                              {"metric", p.early_stopping.metric},
+                              {"value", metric},
+                              {"best", decision.improved}};
+            if (val_loss) line.emplace_back("val_loss", *val_loss);
+            line.emplace_back("strategy", eval::metrics_value(report.strategy));
+            line.emplace_back("buy_and_hold", eval::metrics_value(report.buy_and_hold));
+            dir.append_eval(json::serialize(json::Value::object(std::move(line))));
             progress.clear();
             log::info("validation at {} {}: {} {:.4f}{}", at, unit, p.early_stopping.metric, metric,
                       decision.improved ? " (best so far)" : "");

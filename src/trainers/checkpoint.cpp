@@ -13,6 +13,7 @@
 #include "io/safetensors.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/iql_trainer.hpp"
+#include "trainers/supervised_trainer.hpp"
 #include "trainers/ppo_trainer.hpp"
 #include "util/log.hpp"
 
@@ -94,7 +95,9 @@ nn::ParamLayout policy_weights_layout(const config::Profile& p, int state_dim) {
     if (p.run.trainer == "dqn") return QNetwork(network_config(p, state_dim)).layout();
     if (p.run.trainer == "ppo") return ActorCritic(p, state_dim, actions).layout;
     if (p.run.trainer == "iql") return IqlNetworks(p, state_dim, actions).layout;
-    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo or iql)");
+    // The forecaster's slices; the adapter's calibration follows them (docs/supervised.md).
+    if (p.run.trainer == "supervised") return SupervisedNetwork(p, state_dim - env::kPortfolioFeatures).layout;
+    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql or supervised)");
 }
 
 void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,

@@ -1,7 +1,8 @@
 /// @file early_stopping.hpp
 /// @brief Early stopping on a validation metric: the best value so far, with
 ///        `patience` evaluations without an improvement of more than `min_delta` ending the run,
-///        never before `min_steps`. Higher is better (val_sharpe, val_return, val_sortino).
+///        never before `min_steps`. Higher is better (val_sharpe, val_return, val_sortino), or
+///        lower (val_loss: the supervised forecaster's validation loss).
 #pragma once
 
 #include <cstdint>
@@ -12,8 +13,8 @@ namespace fh::trainers {
 class EarlyStopping {
 public:
     /// patience 0 disables stopping (the best is still tracked).
-    EarlyStopping(std::int64_t patience, double min_delta, std::int64_t min_steps)
-        : patience_(patience), min_delta_(min_delta), min_steps_(min_steps) {}
+    EarlyStopping(std::int64_t patience, double min_delta, std::int64_t min_steps, bool lower_is_better = false)
+        : patience_(patience), min_delta_(min_delta), min_steps_(min_steps), lower_is_better_(lower_is_better) {}
 
     struct Decision {
         bool improved = false;  ///< this evaluation is the new best: keep its weights
@@ -24,7 +25,8 @@ public:
     Decision observe(std::int64_t step, double metric) {
         Decision d;
         const bool is_number = metric == metric;
-        if (is_number && (!has_best_ || metric > best_value_ + min_delta_)) {
+        const bool better = lower_is_better_ ? metric < best_value_ - min_delta_ : metric > best_value_ + min_delta_;
+        if (is_number && (!has_best_ || better)) {
             has_best_ = true;
             best_value_ = metric;
             best_step_ = step;
@@ -54,6 +56,7 @@ private:
     std::int64_t patience_;
     double min_delta_;
     std::int64_t min_steps_;
+    bool lower_is_better_;
     bool has_best_ = false;
     double best_value_ = 0.0;
     std::int64_t best_step_ = -1;

@@ -10,6 +10,7 @@
 #include "trainers/q_network.hpp"
 #include "trainers/iql_trainer.hpp"
 #include "trainers/ppo_trainer.hpp"
+#include "trainers/supervised_trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 
@@ -54,7 +55,8 @@ std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& p
     if (p.run.trainer == "dqn") return std::make_unique<DqnTrainer>(ops, p, market);
     if (p.run.trainer == "ppo") return std::make_unique<PpoTrainer>(ops, p, market);
     if (p.run.trainer == "iql") return std::make_unique<IqlTrainer>(ops, p, market);
-    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo or iql)");
+    if (p.run.trainer == "supervised") return std::make_unique<SupervisedTrainer>(ops, p, market);
+    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql or supervised)");
 }
 
 std::string parameter_layout(const config::Profile& p) {
@@ -73,7 +75,12 @@ std::unique_ptr<GreedyPolicy> make_greedy_policy(const config::Profile& p, int s
         const IqlNetworks net(p, state_dim, num_actions);
         return std::make_unique<SoftmaxGreedyPolicy>(net.policy, net.layout.total());
     }
-    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo or iql)");
+    if (p.run.trainer == "supervised") {
+        const int market_dim = state_dim - env::kPortfolioFeatures;
+        const SupervisedNetwork net(p, market_dim);
+        return std::make_unique<SupervisedSignalPolicy>(net.net, net.layout.total(), signal_params(p, market_dim));
+    }
+    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql or supervised)");
 }
 
 }  // namespace fh::trainers

@@ -4,12 +4,13 @@
 ///        in iterations (DQN: one collection step and its updates; PPO: one rollout and its
 ///        epochs; IQL: one gradient update); run.total_steps, log_interval, eval_interval and
 ///        checkpoint_interval count the trainer's progress unit (environment steps for DQN and
-///        PPO, gradient updates for IQL).
+///        PPO, gradient updates for IQL and the supervised forecaster).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -94,6 +95,10 @@ public:
     virtual long long batch_rows() const noexcept = 0;
     /// An offline trainer's dataset collection rate (IQL's behaviour dataset), env steps/s; 0 otherwise.
     virtual double dataset_collection_env_steps_per_s() const noexcept { return 0; }
+
+    /// The loss on the validation split of a trainer that has one (the supervised forecaster:
+    /// early_stopping.metric = "val_loss"); synchronises. nullopt for the others.
+    virtual std::optional<double> validation_loss() { return std::nullopt; }
 
     /// Tests: the first loss the trainer gives the guard becomes NaN at these update numbers
     /// (1-based), the same way in every trainer, so the guard's skip and give-up can be tested.

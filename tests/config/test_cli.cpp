@@ -139,8 +139,9 @@ TEST_CASE("cli: train runs each smoketest profile and writes the run directory",
     if (!have_exe()) return;
     const fs::path out = fs::temp_directory_path() / ("fh-cli-train-" + std::to_string(::getpid()));
     fs::remove_all(out);
-    // Metrics lines: dqn 2000 env steps / 100; ppo 4000 / 400; iql 500 updates / 50.
-    for (const auto& [trainer, lines] : {std::pair<std::string, long>{"dqn", 20}, {"ppo", 10}, {"iql", 10}}) {
+    // Metrics lines: dqn 2000 env steps / 100; ppo 4000 / 400; iql and supervised 500 updates / 50.
+    for (const auto& [trainer, lines] :
+         {std::pair<std::string, long>{"dqn", 20}, {"ppo", 10}, {"iql", 10}, {"supervised", 10}}) {
         const std::string profile = trainer + "-smoketest";
         const auto r = run_exe("--profile " + profile + " --device cpu --output '" + out.string() + "'");
         INFO(profile << ": " << r.err);
@@ -162,7 +163,7 @@ TEST_CASE("cli: train runs each smoketest profile and writes the run directory",
 
 TEST_CASE("cli: bench prints each trainer's throughput as one JSON object", "[config][trainers]") {
     if (!have_exe()) return;
-    for (const std::string trainer : {"dqn", "ppo", "iql"}) {
+    for (const std::string trainer : {"dqn", "ppo", "iql", "supervised"}) {
         const auto r = run_exe("bench --profile " + trainer + "-smoketest --device cpu --quiet");
         INFO(trainer << ": " << r.err << r.out);
         REQUIRE(r.code == 0);
@@ -171,7 +172,8 @@ TEST_CASE("cli: bench prints each trainer's throughput as one JSON object", "[co
         CHECK(r.out.find("\"updates_per_s\":0,") == std::string::npos);  // updates were timed
         CHECK(r.out.find("null") == std::string::npos);
         // Online trainers also time collection and both together.
-        if (trainer != "iql") CHECK(r.out.find("\"end_to_end_env_steps_per_s\":0,") == std::string::npos);
+        if (trainer != "iql" && trainer != "supervised")
+            CHECK(r.out.find("\"end_to_end_env_steps_per_s\":0,") == std::string::npos);
     }
 }
 

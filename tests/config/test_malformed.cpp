@@ -110,6 +110,14 @@ std::vector<Case> cases() {
          "p.toml:4:16:", "exceeds iql.dataset_size = 10"},
         {"early stopping without validation", R + "[data]\nval_fraction = 0.0\n",
          "p.toml:4:16:", "needs a validation split"},
+        {"val_loss without the supervised trainer", R + "[early_stopping]\nmetric = \"val_loss\"\n",
+         "p.toml:4:10:", "needs run.trainer = \"supervised\""},
+        {"supervised exit above entry",
+         "[run]\ntrainer = \"supervised\"\n[supervised]\nentry_threshold = 0.1\nexit_threshold = 0.2\n",
+         "p.toml:5:18:", "exceeds supervised.entry_threshold"},
+        {"supervised far limit with one urgency",
+         "[run]\ntrainer = \"supervised\"\n[env]\nurgency_levels = 1\n[supervised]\norder_type = \"far_limit\"\n",
+         "p.toml:6:14:", "needs env.urgency_levels >= 3"},
     };
 }
 

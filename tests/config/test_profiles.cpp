@@ -23,7 +23,8 @@ std::string source_dir() {
 }
 
 const std::vector<std::string> kShipped = {"dqn-smoketest", "dqn-full",      "ppo-smoketest",
-                                           "ppo-full",      "iql-smoketest", "iql-full"};
+                                           "ppo-full",      "iql-smoketest", "iql-full",
+                                           "supervised-smoketest", "supervised-full"};
 
 }  // namespace
 
@@ -33,7 +34,7 @@ TEST_CASE("every shipped profile parses, validates and round-trips", "[config]")
         const auto path = (fs::path(source_dir()) / "profiles" / (name + ".toml")).string();
         REQUIRE(fs::is_regular_file(path));
         const auto p = fh::config::resolve_profile_file(path);
-        CHECK(p.run.trainer == name.substr(0, 3));
+        CHECK(p.run.trainer == name.substr(0, name.find('-')));
         CHECK(p.run.name == name);
         const auto text = fh::config::to_toml(p);
         const auto again = resolve(text);
@@ -74,6 +75,13 @@ TEST_CASE("smoketest profiles are small", "[config]") {
     CHECK(iql.iql.dataset == "behaviour");
     CHECK(iql.iql.dataset_size <= 10000);
 
+    const auto sup = fh::config::resolve_profile(fh::config::ProfileSource{"supervised-smoketest", {}});
+    CHECK(sup.run.trainer == "supervised");
+    CHECK(sup.early_stopping.metric == "val_loss");
+
+    CHECK(sup.run.total_steps <= 10000);  // no environments while it trains
+    CHECK(sup.data.synthetic_bars <= 20000);
+
     for (const auto* p : {&dqn, &ppo, &iql}) {
         CHECK(p->run.total_steps <= 10000);
         CHECK(p->experience.gpu_n_episodes <= 16);
@@ -103,7 +111,7 @@ TEST_CASE("shipped profiles are found by name, with or without .toml", "[config]
 }
 
 TEST_CASE("defaults: only run.trainer is required, and every default is valid", "[config]") {
-    for (const char* t : {"dqn", "ppo", "iql"}) {
+    for (const char* t : {"dqn", "ppo", "iql", "supervised"}) {
         const auto o = resolve(fmt::format("[run]\ntrainer = \"{}\"\n", t));
         INFO(o.message);
         REQUIRE(o.ok);
@@ -139,7 +147,7 @@ TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]"
                           "iql.expectile", "iql.max_weight", "ppo.clip_value", "ppo.lr_schedule", "ppo.curiosity_coef",
                           "replay_buffer.save_dump", "early_stopping.metric", "gpu.memory_fraction", "run.on_exists"})
         CHECK(names.count(n) == 1);
-    CHECK(names.size() == 93);
+    CHECK(names.size() == 104);
 }
 
 TEST_CASE("the emitter writes every key and its text resolves to the same profile", "[config]") {

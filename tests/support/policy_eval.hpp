@@ -12,10 +12,12 @@
 
 namespace fh::test {
 
-/// Mean / standard deviation of every environment step's reward of `policy` on the validation split.
+/// Mean / standard deviation of every environment step's reward of `policy` on the validation
+/// split (or `split`).
 inline double validation_sharpe(ops::Device& ops, const env::DeviceMarket& dm, const env::EnvParams& params,
-                                const trainers::Policy& policy, int n = 64, int steps = 1000) {
-    env::VecEnv venv(ops, dm, env::Split::val, params, n);
+                                const trainers::Policy& policy, int n = 64, int steps = 1000,
+                                env::Split split = env::Split::val) {
+    env::VecEnv venv(ops, dm, split, params, n);
     venv.reset_all();
     auto actions = ops.alloc<int>(static_cast<std::size_t>(n));
     std::vector<double> r;

@@ -68,7 +68,7 @@ std::string object_after(const std::string& json, const std::string& key) {
 
 TEST_CASE("train writes the complete run directory and eval reproduces its test metrics", "[trainers][pipeline]") {
     const auto dir = scratch("run");
-    for (const std::string trainer : {"dqn", "ppo", "iql"}) {
+    for (const std::string trainer : {"dqn", "ppo", "iql", "supervised"}) {
         const std::string profile = trainer + "-smoketest";
         const auto r = sh("\"$EXE\" --profile " + profile + " --device cpu --output '" + dir.string() + "'", dir);
         INFO(profile << ": " << r.err);
@@ -275,14 +275,15 @@ TEST_CASE("resume: a second process cannot resume a run in progress", "[trainers
 TEST_CASE("checkpoints carry the documented metadata: step, version, bars_per_year, the parameter layout",
           "[trainers][pipeline]") {
     const auto dir = scratch("meta");
-    for (const std::string trainer : {"dqn", "ppo", "iql"}) {
+    for (const std::string trainer : {"dqn", "ppo", "iql", "supervised"}) {
         const auto r = sh("\"$EXE\" --profile " + trainer + "-smoketest --device cpu -q --output '" + dir.string() + "'", dir);
         REQUIRE(r.code == 0);
         const auto f = fh::io::TensorFile::read((dir / (trainer + "-smoketest") / "checkpoints" / "last.safetensors").string());
         INFO(trainer);
         CHECK(f.format_version() == 2);
-        CHECK(f.metadata("step") == (trainer == "iql" ? "500" : trainer == "ppo" ? "4000" : "2000"));
-        CHECK(f.metadata("progress_unit") == (trainer == "iql" ? "updates" : "env_steps"));
+        const bool by_updates = trainer == "iql" || trainer == "supervised";
+        CHECK(f.metadata("step") == (by_updates ? "500" : trainer == "ppo" ? "4000" : "2000"));
+        CHECK(f.metadata("progress_unit") == (by_updates ? "updates" : "env_steps"));
         CHECK(f.metadata("created_by").value_or("").rfind("foxhunt-train ", 0) == 0);
         CHECK(std::stod(f.metadata("bars_per_year").value_or("0")) > 5000);
         CHECK(f.metadata("bars_per_year_inferred") == "true");
@@ -305,8 +306,56 @@ TEST_CASE("checkpoints carry the documented metadata: step, version, bars_per_ye
             const std::string name = slice.find("name")->as_string();
             CHECK(shape.size() == (name.ends_with(".w") ? 2u : 1u));
         }
-        CHECK(end <= params.shape[0]);
-        CHECK(params.shape[0] - end < 32);  // only the last slice's padding after it
+        // Only the last slice's padding after it (and the supervised adapter's 4 calibration floats).
+        const std::uint64_t extra = trainer == "supervised" ? 4 : 0;
+        CHECK(end + extra <= params.shape[0]);
+        CHECK(params.shape[0] - extra - end < 32);
     }
+    fs::remove_all(dir);
+}
+
+TEST_CASE("supervised: early stopping on the validation loss, and a resumed run equals an uninterrupted one",
+          "[trainers][pipeline][supervised]") {
+    const auto dir = scratch("supervised");
+    // Validate every 50 updates: the validation loss soon stops improving for 3 evaluations.
+    const auto r = sh("\"$EXE\" --profile supervised-smoketest --device cpu --output '" + dir.string() +
+                          "' --set run.name=early --set run.total_steps=20000 --set run.eval_interval=50"
+                          " --set early_stopping.patience=3",
+                      dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const std::string summary = slurp(dir / "early" / "summary.json");
+    CHECK(summary.find("\"status\":\"early_stopped\"") != std::string::npos);
+    CHECK(summary.find("\"metric\":\"val_loss\"") != std::string::npos);
+    const std::string evals = slurp(dir / "early" / "eval.jsonl");
+    CHECK(evals.find("\"metric\":\"val_loss\"") != std::string::npos);
+    // The best is the lowest validation loss: its value is the smallest val_loss of eval.jsonl.
+    double lowest = 1e300;
+    for (std::size_t at = evals.find("\"val_loss\":"); at != std::string::npos; at = evals.find("\"val_loss\":", at + 1))
+        lowest = std::min(lowest, std::stod(evals.substr(at + 11)));
+    const auto best = object_after(summary, "\"best\":");
+    CHECK(std::stod(best.substr(best.find("\"value\":") + 8)) == lowest);
+
+    // 500 updates straight, and 250 then resumed to 500: the same last checkpoint's weights.
+    const auto a = sh("\"$EXE\" --profile supervised-smoketest --device cpu -q --output '" + dir.string() +
+                          "' --set run.name=straight",
+                      dir);
+    REQUIRE(a.code == 0);
+    const auto b = sh("\"$EXE\" --profile supervised-smoketest --device cpu -q --output '" + dir.string() +
+                          "' --set run.name=resumed --set run.total_steps=250",
+                      dir);
+    REQUIRE(b.code == 0);
+    const auto c = sh("\"$EXE\" --resume '" + (dir / "resumed").string() + "' --device cpu -q --set run.total_steps=500", dir);
+    INFO(c.err);
+    REQUIRE(c.code == 0);
+    const auto fa = fh::io::TensorFile::read((dir / "straight" / "checkpoints" / "last.safetensors").string());
+    const auto fb = fh::io::TensorFile::read((dir / "resumed" / "checkpoints" / "last.safetensors").string());
+    for (const char* t : {"params/online", "adam/m", "adam/v"}) {
+        INFO(t);
+        CHECK(std::ranges::equal(fa.tensor(t).bytes, fb.tensor(t).bytes));
+    }
+    const std::string sa = slurp(dir / "straight" / "summary.json"), sb = slurp(dir / "resumed" / "summary.json");
+    CHECK(object_after(sa.substr(sa.find("\"test\":")), "\"strategy\":") ==
+          object_after(sb.substr(sb.find("\"test\":")), "\"strategy\":"));
     fs::remove_all(dir);
 }

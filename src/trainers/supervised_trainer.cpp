@@ -1,0 +1,311 @@
+/// @file supervised_trainer.cpp
+/// @brief The supervised forecaster, top to bottom (docs/supervised.md): the samples and labels of
+///        the training and validation splits (once, on the host), then per update: a uniform
+///        batch of training bars, the forecaster's forward, the loss and its gradient, backward,
+///        guard, Adam. The validation loss runs the forecaster over the validation split in
+///        fixed chunks; evaluation runs it on the states' market columns and the signal adapter.
+#include "trainers/supervised_trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "config/memory_estimate.hpp"
+#include "io/json.hpp"
+#include "nn/init.hpp"
+#include "ops/nn/ops.hpp"
+#include "ops/supervised/ops.hpp"
+#include "trainers/setup.hpp"
+#include "util/errors.hpp"
+#include "util/log.hpp"
+
+namespace fh::trainers {
+namespace {
+
+// current_ / accum_ layout: this update's values / their sums over the log interval.
+constexpr int kLoss = 0, kGradNorm = 1, kPrediction = 2, kLabel = 3, kStats = 4;
+constexpr const char* kGuardLossNames[] = {"the forecaster's loss"};
+constexpr int kGuardLosses = static_cast<int>(std::size(kGuardLossNames));
+static_assert(kGuardLosses == kGradNorm, "the guard reads current_[0, kGuardLosses), then the norm");
+
+int target_code(const config::Profile& p) {
+    return p.supervised.target == "direction" ? supervised::kDirection : supervised::kReturn;
+}
+
+int urgency_of(const std::string& order_type) {
+    if (order_type == "far_limit") return env::kFarLimit;
+    if (order_type == "passive_limit") return env::kPassiveLimit;
+    return env::kMarket;
+}
+
+}  // namespace
+
+SupervisedNetwork::SupervisedNetwork(const config::Profile& p, int market_dim)
+    : layout(), net(layout, "forecaster", nn::MlpConfig::stack(market_dim, p.supervised.hidden, 1, ops::Activation::relu)) {}
+
+supervised::SignalParams signal_params(const config::Profile& p, int market_dim) {
+    supervised::SignalParams s{};
+    s.target = target_code(p);
+    s.sizing = p.supervised.sizing == "magnitude" ? supervised::kMagnitude : supervised::kFixed;
+    s.volatility_sizing = p.supervised.volatility_sizing ? 1 : 0;
+    // A market without rv_32's column (tests' small markets) has no calibration: ratio 1.
+    s.vol_feature = market_dim > kSupervisedVolatilityFeature ? kSupervisedVolatilityFeature : 0;
+    s.market_dim = market_dim;
+    s.state_dim = market_dim + env::kPortfolioFeatures;
+    s.position_levels = static_cast<int>(p.env.position_levels);
+    s.urgency_levels = static_cast<int>(p.env.urgency_levels);
+    s.max_contracts = static_cast<int>(p.instrument.max_contracts);
+    s.urgency = urgency_of(p.supervised.order_type);
+    s.entry_threshold = static_cast<float>(p.supervised.entry_threshold);
+    s.exit_threshold = static_cast<float>(p.supervised.exit_threshold);
+    s.full_score = static_cast<float>(p.supervised.full_score);
+    s.volatility_floor = static_cast<float>(p.supervised.volatility_floor);
+    return s;
+}
+
+SupervisedSamples supervised_samples(const std::vector<double>& close, const env::EpisodeStarts& starts, int horizon) {
+    SupervisedSamples s;
+    for (std::size_t i = 0; i < starts.starts.size(); ++i) {
+        const long long t = starts.starts[i];
+        // ends[i]: the exclusive end of the bars usable from t (its segment's and split's end).
+        if (t + horizon >= starts.ends[i]) continue;
+        s.bars.push_back(static_cast<int>(t));
+        s.returns.push_back(std::log(close[static_cast<std::size_t>(t + horizon)] / close[static_cast<std::size_t>(t)]));
+    }
+    return s;
+}
+
+std::vector<float> supervised_labels(const std::vector<double>& returns, int target, double label_scale) {
+    std::vector<float> y(returns.size());
+    for (std::size_t i = 0; i < returns.size(); ++i) {
+        const double r = returns[i];
+        y[i] = target == supervised::kDirection ? (r > 0 ? 1.0f : r < 0 ? 0.0f : 0.5f)
+                                                : static_cast<float>(r / label_scale);
+    }
+    return y;
+}
+
+void SupervisedSignalPolicy::act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions,
+                                 ops::View<const float> states, int n) {
+    if (&ops != owner_ || n > ws_.max_batch()) {  // evaluation batch sizes vary
+        ws_ = net_.make_workspace(ops, n);
+        x_ = ops.alloc<float>(static_cast<std::size_t>(n) * static_cast<std::size_t>(params_.market_dim));
+        owner_ = &ops;
+    }
+    if (weights.size() != weights_size())
+        throw std::invalid_argument(fmt::format("SupervisedSignalPolicy: {} weights, expected {}", weights.size(), weights_size()));
+    const std::size_t rows = static_cast<std::size_t>(n);
+    const auto x = x_.view().subview(0, rows * static_cast<std::size_t>(params_.market_dim));
+    // The market columns of the states (the portfolio features are not the forecaster's input).
+    ops::GatherSource src;
+    src.rows = states.subview(0, rows * static_cast<std::size_t>(params_.state_dim));
+    src.stride = params_.state_dim;
+    src.cols = params_.market_dim;
+    ops::supervised_gather(ops, x, {}, src, supervised::GatherParams{0, 0, 0, 0});
+    const auto pred = net_.forward(ops, weights.subview(0, param_floats_), x, n, ws_);
+    ops::supervised_signal(ops, actions.subview(0, rows), pred, src.rows,
+                           weights.subview(param_floats_, supervised::kCalibrationFloats), params_);
+    last_n_ = n;
+}
+
+ops::View<const float> SupervisedSignalPolicy::last_predictions() const {
+    return ws_.output().subview(0, static_cast<std::size_t>(last_n_));
+}
+
+SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market)
+    : ops_(ops),
+      profile_((require_greedy_evaluation(profile), profile)),
+      env_params_(trainers::env_params(profile, market.market_dim())),
+      market_dim_(market.market_dim()),
+      batch_(static_cast<int>(profile.supervised.batch_size)),
+      target_(target_code(profile)),
+      net_(profile, market_dim_),
+      param_floats_(net_.layout.total()),
+      policy_(net_.net, param_floats_, signal_params(profile, market_dim_)) {
+    const int horizon = static_cast<int>(profile.supervised.horizon);
+    const auto& close = market.host_close();
+    const auto train = supervised_samples(close, market.host_starts(env::Split::train), horizon);
+    if (train.bars.empty())
+        throw DataError(fmt::format("the training split has no bar with supervised.horizon = {} bars after it inside "
+                                    "the split (lower supervised.horizon or give more data)",
+                                    horizon));
+    const auto val = supervised_samples(close, market.host_starts(env::Split::val), horizon);
+    n_train_ = train.bars.size();
+    n_val_ = val.bars.size();
+    double sq = 0;
+    for (double r : train.returns) sq += r * r;
+    label_scale_ = std::sqrt(sq / static_cast<double>(n_train_));
+    if (!(label_scale_ > 0) || !std::isfinite(label_scale_)) label_scale_ = 1.0;
+
+    features_ = ops::View<const float>(market.view(env::Split::train).features,
+                                       static_cast<std::size_t>(market.n_bars()) * static_cast<std::size_t>(market_dim_));
+    train_index_ = ops.from_host<int>(train.bars);
+    train_labels_ = ops.from_host<float>(supervised_labels(train.returns, target_, label_scale_));
+    if (n_val_ > 0) {
+        val_index_ = ops.from_host<int>(val.bars);
+        val_labels_ = ops.from_host<float>(supervised_labels(val.returns, target_, label_scale_));
+    }
+
+    // The weights: the parameters, then the adapter's calibration (math/supervised.h).
+    std::vector<float> calibration(supervised::kCalibrationFloats, 0.0f);
+    const auto& names = market.feature_names();
+    const auto& norm = market.normalization();
+    const auto v = static_cast<std::size_t>(kSupervisedVolatilityFeature);
+    if (names.size() > v && names[v] == "rv_32" && norm.mean.size() > v && norm.stddev.size() > v) {
+        calibration[0] = norm.mean[v];
+        calibration[1] = norm.stddev[v];
+    } else if (profile.supervised.volatility_sizing) {
+        throw UsageError(fmt::format("supervised.volatility_sizing = true needs the feature rv_32 at column {} "
+                                     "(data.feature_set = \"core42\")",
+                                     kSupervisedVolatilityFeature));
+    }
+    calibration[2] = static_cast<float>(label_scale_);
+    calibration[3] = static_cast<float>(horizon);
+    weights_ = ops.alloc<float>(param_floats_ + supervised::kCalibrationFloats);
+    ops.fill(weights_.view(), 0.0f);
+    nn::init_params(ops, params(), net_.layout, static_cast<std::uint64_t>(profile.run.seed));
+    ops.upload<float>(weights_.view().subview(param_floats_, supervised::kCalibrationFloats), calibration);
+    grads_ = nn::alloc_zeroed(ops, net_.layout);
+    adam_ = AdamState(ops, net_.layout);
+
+    const std::size_t B = static_cast<std::size_t>(batch_), M = static_cast<std::size_t>(market_dim_);
+    ws_ = net_.net.make_workspace(ops, batch_);
+    x_ = ops.alloc<float>(B * M);
+    for (auto* b : {&y_, &loss_, &d_pred_}) *b = ops.alloc<float>(B);
+    if (n_val_ > 0) {
+        const std::size_t chunk = std::min<std::size_t>(n_val_, static_cast<std::size_t>(config::kSupervisedValidationChunk));
+        ws_val_ = net_.net.make_workspace(ops, static_cast<int>(chunk));
+        val_x_ = ops.alloc<float>(chunk * M);
+        val_y_ = ops.alloc<float>(chunk);
+        val_loss_rows_ = ops.alloc<float>(n_val_);
+        val_mean_ = ops.alloc<float>(1);
+    }
+    current_ = ops.alloc<float>(kStats);
+    ops.fill(current_.view(), 0.0f);
+    accum_ = ops.alloc<float>(kStats);
+    ops.fill(accum_.view(), 0.0f);
+    norm_scratch_ = ops.alloc<float>(ops::Device::global_norm_scratch_size());
+    gate_ = ops.alloc<int>(1);
+    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}});
+    log::info("supervised samples: {} training, {} validation bars (horizon {}, target {}, label RMS {:.3g})", n_train_,
+              n_val_, horizon, profile.supervised.target, label_scale_);
+}
+
+void SupervisedTrainer::iterate() {
+    const long long u = ++updates_;
+    adam_.count_step();
+    if (nan_injected(u)) update_ops(true);  // tests: never captured
+    else ops_.run_sequence(update_sequence_, [this] { update_ops(false); });
+}
+
+// One update, its number (sampling, the guard, Adam's bias corrections) read from the optimizer's
+// step counter in device memory, which the update advances first: captured once, replayed.
+void SupervisedTrainer::update_ops(bool inject_nan) {
+    const auto& t = profile_.training;
+    adam_.advance_device_step(ops_);
+    const auto update = adam_.device_step();
+
+    // 1. A uniform batch of training bars: their features and labels.
+    ops::GatherSource src;
+    src.rows = features_;
+    src.stride = market_dim_;
+    src.cols = market_dim_;
+    src.index = train_index_.cview();
+    src.labels = train_labels_.cview();
+    ops::supervised_gather(ops_, x_.view(), y_.view(), src,
+                           supervised::GatherParams{static_cast<std::uint64_t>(profile_.run.seed),
+                                                    ops::counter_value(update), 0, 1});
+    // 2. Forward, loss, backward.
+    const auto pred = net_.net.forward(ops_, params(), x_.cview(), batch_, ws_);
+    ops::supervised_loss(ops_, loss_.view(), d_pred_.view(), pred, y_.cview(), target_);
+    net_.net.backward(ops_, params(), grads_.view(), d_pred_.view(), {}, batch_, ws_, false);
+    const auto cur = current_.view();
+    ops_.mean(cur.subview(kLoss, 1), loss_.cview());
+    ops_.mean(cur.subview(kPrediction, 1), pred);
+    ops_.mean(cur.subview(kLabel, 1), y_.cview());
+    if (inject_nan) ops_.fill(cur.subview(kLoss, 1), std::numeric_limits<float>::quiet_NaN());
+
+    // 3. Norm, guard, Adam.
+    ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), norm_scratch_.view());
+    fh::ops::training_guard(ops_, gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
+                            current_.cview().subview(kGradNorm, 1), ops::counter_value(update));
+    ops::AdamParams adam;
+    adam.lr = static_cast<float>(t.learning_rate);
+    adam.clip_norm = static_cast<float>(t.grad_clip_norm);
+    adam_.update_at_device_step(ops_, params(), grads_.cview(), current_.cview().subview(kGradNorm, 1), gate_.cview(),
+                                adam);
+    ops_.saxpy(accum_.view(), 1.0f, current_.cview());
+}
+
+std::optional<double> SupervisedTrainer::validation_loss() {
+    if (n_val_ == 0) return std::nullopt;
+    const std::size_t M = static_cast<std::size_t>(market_dim_);
+    const std::size_t chunk = static_cast<std::size_t>(ws_val_.max_batch());
+    ops::GatherSource src;
+    src.rows = features_;
+    src.stride = market_dim_;
+    src.cols = market_dim_;
+    src.index = val_index_.cview();
+    src.labels = val_labels_.cview();
+    for (std::size_t first = 0; first < n_val_; first += chunk) {
+        const std::size_t c = std::min(chunk, n_val_ - first);
+        const auto x = val_x_.view().subview(0, c * M);
+        const auto y = val_y_.view().subview(0, c);
+        ops::supervised_gather(ops_, x, y, src, supervised::GatherParams{0, 0, static_cast<long long>(first), 0});
+        const auto pred = net_.net.forward(ops_, params(), x, static_cast<int>(c), ws_val_);
+        ops::supervised_loss(ops_, val_loss_rows_.view().subview(first, c), {}, pred, y, target_);
+    }
+    ops_.mean(val_mean_.view(), val_loss_rows_.cview());
+    return static_cast<double>(ops_.to_host(val_mean_.cview())[0]);
+}
+
+std::vector<StateTensor> SupervisedTrainer::state_tensors() {
+    const auto W = static_cast<std::int64_t>(weights_.size());
+    std::vector<StateTensor> t{state_tensor("params/online", "F32", {W}, weights_.view())};
+    for (auto& a : adam_.state_tensors("adam/")) t.push_back(std::move(a));
+    t.push_back(state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, guard_.view()));
+    t.push_back(state_tensor("monitor/accumulators", "F32", {kStats}, accum_.view()));
+    return t;
+}
+
+void SupervisedTrainer::restore_counter_values(std::span<const std::int64_t> v) {
+    if (v.size() != 1 || v[0] < 0) throw UsageError("checkpoint counters are inconsistent (updates)");
+    updates_ = v[0];
+    adam_.restore_steps(ops_, updates_);
+    updates_at_log_ = updates_;
+}
+
+LogLine SupervisedTrainer::read_log(double seconds) {
+    const auto acc = ops_.to_host(accum_.cview());  // synchronises: once per log interval
+    const nn::GuardState g = ops_.to_host(guard_.cview())[0];
+    ops_.fill(accum_.view(), 0.0f);
+    const double n = static_cast<double>(std::max<long long>(1, updates_ - updates_at_log_));
+    seconds = std::max(1e-9, seconds);
+    const double updates_per_s = static_cast<double>(updates_ - updates_at_log_) / seconds;
+    const double loss = acc[kLoss] / n;
+    LogLine line;
+    line.json = io::json::object({
+        {"updates", updates_},
+        {"training_samples", static_cast<long long>(n_train_)},
+        {"losses/loss", loss},
+        {"values/prediction", acc[kPrediction] / n},
+        {"values/label", acc[kLabel] / n},
+        {"charts/grad_norm", acc[kGradNorm] / n},
+        {"charts/skipped_updates", g.bad_total},
+        {"perf/updates_per_s", updates_per_s},
+    });
+    line.text = fmt::format("update {:>8} | loss {:.5f} | prediction {:+.4f} (label {:+.4f}) | grad norm {:.3g} | "
+                            "{:.3g} updates/s",
+                            updates_, loss, acc[kPrediction] / n, acc[kLabel] / n, acc[kGradNorm] / n, updates_per_s);
+    line.loss = loss;
+    line.updates_per_s = updates_per_s;
+    updates_at_log_ = updates_;
+    throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,
+                      "Lower training.learning_rate, or check the data for extreme returns.");
+    return line;
+}
+
+}  // namespace fh::trainers

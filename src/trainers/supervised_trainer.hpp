@@ -1,0 +1,140 @@
+/// @file supervised_trainer.hpp
+/// @brief The supervised forecaster baseline (docs/supervised.md): an MLP on a bar's market
+///        features predicts the next supervised.horizon bars' log return (regression) or its
+///        direction (classification), trained on uniformly sampled bars of the training split,
+///        with its loss on the validation split for early stopping (early_stopping.metric =
+///        "val_loss"); a signal adapter turns each forecast into one of the environment's actions
+///        (a target position level and an order type), so the backtest evaluator, the run
+///        directory, metrics and report are those of the RL trainers. One iteration = one
+///        gradient update; no host synchronisation inside.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "abi/nn_guard.h"
+#include "config/profile.hpp"
+#include "env/vec_env.hpp"
+#include "math/supervised.h"
+#include "nn/mlp.hpp"
+#include "nn/param_layout.hpp"
+#include "ops/device.hpp"
+#include "trainers/adam_state.hpp"
+#include "trainers/trainer.hpp"
+
+namespace fh::trainers {
+
+/// Column of core42's rv_32 (docs/features.md), the adapter's volatility feature.
+constexpr int kSupervisedVolatilityFeature = 10;
+
+/// The forecaster: market features (market_dim) -> hidden layers (ReLU) -> one output.
+struct SupervisedNetwork {
+    nn::ParamLayout layout;
+    nn::Mlp net;
+    SupervisedNetwork(const config::Profile& profile, int market_dim);
+};
+
+/// The adapter's settings from the profile, for observations of market_dim + portfolio features.
+supervised::SignalParams signal_params(const config::Profile& profile, int market_dim);
+
+/// The training samples of one split: the bars t whose label ln(close[t + horizon] / close[t])
+/// lies inside the split and t's segment (t a valid episode start, t + horizon < its end), and
+/// those log returns. Only bars t..t + horizon of the split are read for sample t.
+struct SupervisedSamples {
+    std::vector<int> bars;
+    std::vector<double> returns;
+};
+SupervisedSamples supervised_samples(const std::vector<double>& close, const env::EpisodeStarts& starts, int horizon);
+
+/// The labels the network is trained on: return: r / label_scale; direction: 1 (r > 0),
+/// 0 (r < 0), 0.5 (r = 0).
+std::vector<float> supervised_labels(const std::vector<double>& returns, int target, double label_scale);
+
+/// Evaluation: the forecaster on the market columns of each state, then the signal adapter. The
+/// weights are the network's parameters followed by the calibration (kCalibrationFloats).
+class SupervisedSignalPolicy final : public GreedyPolicy {
+public:
+    SupervisedSignalPolicy(nn::Mlp net, std::size_t param_floats, supervised::SignalParams params)
+        : net_(std::move(net)), param_floats_(param_floats), params_(params) {}
+    std::size_t weights_size() const override { return param_floats_ + supervised::kCalibrationFloats; }
+    void act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions, ops::View<const float> states,
+             int n) override;
+    /// The network's predictions of the last act() (n).
+    ops::View<const float> last_predictions() const;
+
+private:
+    nn::Mlp net_;
+    std::size_t param_floats_;
+    supervised::SignalParams params_;
+    nn::Mlp::Workspace ws_;
+    ops::Buffer<float> x_;
+    ops::Device* owner_ = nullptr;
+    int last_n_ = 0;
+};
+
+class SupervisedTrainer final : public Trainer {
+public:
+    /// Builds the samples and labels of the training and validation splits (DataError, exit 3,
+    /// when the training split has no bar with `horizon` bars after it).
+    SupervisedTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
+
+    long long progress_per_iteration() const noexcept override { return 1; }
+    const char* progress_unit() const noexcept override { return "updates"; }
+    long long iterations() const noexcept override { return updates_; }
+    /// The training split's samples (the trainer steps no environment).
+    long long env_steps() const noexcept override { return static_cast<long long>(n_train_); }
+    long long updates() const noexcept override { return updates_; }
+    void iterate() override;
+    LogLine read_log(double seconds) override;
+    std::vector<StateTensor> state_tensors() override;
+    std::vector<std::int64_t> counter_values() const override { return {updates_}; }
+    void restore_counter_values(std::span<const std::int64_t> values) override;
+    ops::View<float> policy_weights() noexcept override { return weights_.view(); }
+    GreedyPolicy& policy() noexcept override { return policy_; }
+    const env::EnvParams& env_params() const noexcept override { return env_params_; }
+    long long bench_update() override {
+        iterate();
+        return 1;
+    }
+    long long batch_rows() const noexcept override { return batch_; }
+    std::optional<double> validation_loss() override;
+
+    std::size_t training_samples() const noexcept { return n_train_; }
+    std::size_t validation_samples() const noexcept { return n_val_; }
+    double label_scale() const noexcept { return label_scale_; }
+    const SupervisedNetwork& network() const noexcept { return net_; }
+
+private:
+    void update_ops(bool inject_nan);
+    ops::View<float> params() noexcept { return weights_.view().subview(0, param_floats_); }
+
+    ops::Device& ops_;
+    config::Profile profile_;
+    env::EnvParams env_params_;
+    int market_dim_, batch_, target_;
+    SupervisedNetwork net_;
+    std::size_t param_floats_;
+    SupervisedSignalPolicy policy_;
+    long long updates_ = 0, updates_at_log_ = 0;
+    double label_scale_ = 1.0;
+
+    ops::View<const float> features_;  ///< the market's features (n_bars, market_dim), on the device
+    std::size_t n_train_ = 0, n_val_ = 0;
+    ops::Buffer<int> train_index_, val_index_;
+    ops::Buffer<float> train_labels_, val_labels_;
+
+    ops::Buffer<float> weights_, grads_;  ///< weights_: parameters, then the calibration
+    AdamState adam_;
+    nn::Mlp::Workspace ws_, ws_val_;
+    ops::Buffer<float> x_, y_, loss_, d_pred_;
+    ops::Buffer<float> val_x_, val_y_, val_loss_rows_, val_mean_;
+
+    ops::Buffer<float> current_, accum_, norm_scratch_;
+    ops::Buffer<int> gate_;
+    ops::Buffer<nn::GuardState> guard_;
+    ops::OpSequence update_sequence_;
+};
+
+}  // namespace fh::trainers
