@@ -242,20 +242,11 @@ std::vector<StateTensor> IqlTrainer::state_tensors() {
     return t;
 }
 
-void IqlTrainer::restore_counter_values(std::span<const std::int64_t> v) {
-    if (v.size() != 1 || v[0] < 0) throw UsageError("checkpoint counters are inconsistent (updates)");
-    updates_ = v[0];
-    adam_.restore_steps(ops_, updates_);
-    updates_at_log_ = updates_;
-}
-
 LogLine IqlTrainer::read_log(double seconds) {
-    const auto acc = ops_.to_host(accum_.cview());  // synchronises: once per log interval
-    const nn::GuardState g = ops_.to_host(guard_.cview())[0];
-    ops_.fill(accum_.view(), 0.0f);
-    const double n = static_cast<double>(std::max<long long>(1, updates_ - updates_at_log_));
-    seconds = std::max(1e-9, seconds);
-    const double updates_per_s = static_cast<double>(updates_ - updates_at_log_) / seconds;
+    const Interval r = read_interval(ops_, accum_.view(), guard_.cview(), seconds);
+    const auto& acc = r.sums;
+    const nn::GuardState& g = r.guard;
+    const double n = r.updates, updates_per_s = r.updates_per_s;
     const double loss = (acc[kValueLoss] + acc[kQLoss] + acc[kPolicyLoss]) / n;
     LogLine line;
     line.json = io::json::object({
@@ -277,7 +268,6 @@ LogLine IqlTrainer::read_log(double seconds) {
                             acc[kV] / n, updates_per_s);
     line.loss = loss;
     line.updates_per_s = updates_per_s;
-    updates_at_log_ = updates_;
     throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,
                       "Lower training.learning_rate or iql.beta, or check the dataset.");
     return line;

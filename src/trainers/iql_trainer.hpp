@@ -37,28 +37,18 @@ struct IqlNetworks {
 iql::BehaviourParams behaviour_params(const env::EnvParams& params, std::uint64_t seed);
 
 
-class IqlTrainer final : public Trainer {
+class IqlTrainer final : public UpdateCountedTrainer {
 public:
     /// Builds the dataset first: collects it with the behaviour policy, or reads iql.dataset.
     IqlTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
 
-    long long progress_per_iteration() const noexcept override { return 1; }
-    const char* progress_unit() const noexcept override { return "updates"; }
-    long long iterations() const noexcept override { return updates_; }
     long long env_steps() const noexcept override { return dataset_transitions_; }
-    long long updates() const noexcept override { return updates_; }
     void iterate() override;
     LogLine read_log(double seconds) override;
     std::vector<StateTensor> state_tensors() override;
-    std::vector<std::int64_t> counter_values() const override { return {updates_}; }
-    void restore_counter_values(std::span<const std::int64_t> values) override;
     ops::View<float> policy_weights() noexcept override { return params_.view(); }
     GreedyPolicy& policy() noexcept override { return policy_; }
     const env::EnvParams& env_params() const noexcept override { return env_params_; }
-    long long bench_update() override {
-        iterate();
-        return 1;
-    }
     long long batch_rows() const noexcept override { return batch_; }
     double dataset_collection_env_steps_per_s() const noexcept override;
 
@@ -72,6 +62,7 @@ private:
     /// One update's ops, issued as one captured sequence (update_sequence_) or, with a NaN
     /// injected (tests), one by one.
     void update_ops(bool inject_nan);
+    void restore_optimizer_steps(long long steps) override { adam_.restore_steps(ops_, steps); }
 
     ops::Device& ops_;
     config::Profile profile_;
@@ -79,7 +70,6 @@ private:
     int num_actions_, state_dim_, batch_;
     IqlNetworks net_;
     SoftmaxGreedyPolicy policy_;
-    long long updates_ = 0, updates_at_log_ = 0;
 
     // The dataset: a ring of capacity_steps x ds_envs_ transitions (the replay layout, sampled
     // with n = 1 by the n-step sampler).

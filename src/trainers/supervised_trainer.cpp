@@ -201,6 +201,17 @@ void SupervisedTrainer::iterate() {
     else ops_.run_sequence(update_sequence_, [this] { update_ops(false); });
 }
 
+// A split's samples: the rows of the market's features at its bars, and their labels.
+ops::GatherSource SupervisedTrainer::samples(const ops::Buffer<int>& index, const ops::Buffer<float>& labels) const {
+    ops::GatherSource src;
+    src.rows = features_;
+    src.stride = market_dim_;
+    src.cols = market_dim_;
+    src.index = index.cview();
+    src.labels = labels.cview();
+    return src;
+}
+
 // One update, its number (sampling, the guard, Adam's bias corrections) read from the optimizer's
 // step counter in device memory, which the update advances first: captured once, replayed.
 void SupervisedTrainer::update_ops(bool inject_nan) {
@@ -209,13 +220,7 @@ void SupervisedTrainer::update_ops(bool inject_nan) {
     const auto update = adam_.device_step();
 
     // 1. A uniform batch of training bars: their features and labels.
-    ops::GatherSource src;
-    src.rows = features_;
-    src.stride = market_dim_;
-    src.cols = market_dim_;
-    src.index = train_index_.cview();
-    src.labels = train_labels_.cview();
-    ops::supervised_gather(ops_, x_.view(), y_.view(), src,
+    ops::supervised_gather(ops_, x_.view(), y_.view(), samples(train_index_, train_labels_),
                            supervised::GatherParams{static_cast<std::uint64_t>(profile_.run.seed),
                                                     ops::counter_value(update), 0, 1});
     // 2. Forward, loss, backward.
@@ -244,12 +249,7 @@ std::optional<double> SupervisedTrainer::validation_loss() {
     if (n_val_ == 0) return std::nullopt;
     const std::size_t M = static_cast<std::size_t>(market_dim_);
     const std::size_t chunk = static_cast<std::size_t>(ws_val_.max_batch());
-    ops::GatherSource src;
-    src.rows = features_;
-    src.stride = market_dim_;
-    src.cols = market_dim_;
-    src.index = val_index_.cview();
-    src.labels = val_labels_.cview();
+    const ops::GatherSource src = samples(val_index_, val_labels_);
     for (std::size_t first = 0; first < n_val_; first += chunk) {
         const std::size_t c = std::min(chunk, n_val_ - first);
         const auto x = val_x_.view().subview(0, c * M);
@@ -271,20 +271,11 @@ std::vector<StateTensor> SupervisedTrainer::state_tensors() {
     return t;
 }
 
-void SupervisedTrainer::restore_counter_values(std::span<const std::int64_t> v) {
-    if (v.size() != 1 || v[0] < 0) throw UsageError("checkpoint counters are inconsistent (updates)");
-    updates_ = v[0];
-    adam_.restore_steps(ops_, updates_);
-    updates_at_log_ = updates_;
-}
-
 LogLine SupervisedTrainer::read_log(double seconds) {
-    const auto acc = ops_.to_host(accum_.cview());  // synchronises: once per log interval
-    const nn::GuardState g = ops_.to_host(guard_.cview())[0];
-    ops_.fill(accum_.view(), 0.0f);
-    const double n = static_cast<double>(std::max<long long>(1, updates_ - updates_at_log_));
-    seconds = std::max(1e-9, seconds);
-    const double updates_per_s = static_cast<double>(updates_ - updates_at_log_) / seconds;
+    const Interval r = read_interval(ops_, accum_.view(), guard_.cview(), seconds);
+    const auto& acc = r.sums;
+    const nn::GuardState& g = r.guard;
+    const double n = r.updates, updates_per_s = r.updates_per_s;
     const double loss = acc[kLoss] / n;
     LogLine line;
     line.json = io::json::object({
@@ -302,7 +293,6 @@ LogLine SupervisedTrainer::read_log(double seconds) {
                             updates_, loss, acc[kPrediction] / n, acc[kLabel] / n, acc[kGradNorm] / n, updates_per_s);
     line.loss = loss;
     line.updates_per_s = updates_per_s;
-    updates_at_log_ = updates_;
     throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,
                       "Lower training.learning_rate, or check the data for extreme returns.");
     return line;

@@ -20,6 +20,7 @@
 #include "math/supervised.h"
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
+#include "ops/supervised/ops.hpp"
 #include "ops/device.hpp"
 #include "trainers/adam_state.hpp"
 #include "trainers/trainer.hpp"
@@ -74,30 +75,20 @@ private:
     int last_n_ = 0;
 };
 
-class SupervisedTrainer final : public Trainer {
+class SupervisedTrainer final : public UpdateCountedTrainer {
 public:
     /// Builds the samples and labels of the training and validation splits (DataError, exit 3,
     /// when the training split has no bar with `horizon` bars after it).
     SupervisedTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
 
-    long long progress_per_iteration() const noexcept override { return 1; }
-    const char* progress_unit() const noexcept override { return "updates"; }
-    long long iterations() const noexcept override { return updates_; }
     /// The training split's samples (the trainer steps no environment).
     long long env_steps() const noexcept override { return static_cast<long long>(n_train_); }
-    long long updates() const noexcept override { return updates_; }
     void iterate() override;
     LogLine read_log(double seconds) override;
     std::vector<StateTensor> state_tensors() override;
-    std::vector<std::int64_t> counter_values() const override { return {updates_}; }
-    void restore_counter_values(std::span<const std::int64_t> values) override;
     ops::View<float> policy_weights() noexcept override { return weights_.view(); }
     GreedyPolicy& policy() noexcept override { return policy_; }
     const env::EnvParams& env_params() const noexcept override { return env_params_; }
-    long long bench_update() override {
-        iterate();
-        return 1;
-    }
     long long batch_rows() const noexcept override { return batch_; }
     std::optional<double> validation_loss() override;
 
@@ -108,6 +99,8 @@ public:
 
 private:
     void update_ops(bool inject_nan);
+    void restore_optimizer_steps(long long steps) override { adam_.restore_steps(ops_, steps); }
+    ops::GatherSource samples(const ops::Buffer<int>& index, const ops::Buffer<float>& labels) const;
     ops::View<float> params() noexcept { return weights_.view().subview(0, param_floats_); }
 
     ops::Device& ops_;
@@ -117,7 +110,6 @@ private:
     SupervisedNetwork net_;
     std::size_t param_floats_;
     SupervisedSignalPolicy policy_;
-    long long updates_ = 0, updates_at_log_ = 0;
     double label_scale_ = 1.0;
 
     ops::View<const float> features_;  ///< the market's features (n_bars, market_dim), on the device

@@ -51,6 +51,24 @@ void throw_if_diverged(const nn::GuardState& g, long long max_bad_updates, std::
                                     g.bad_total, max_bad_updates, quantity_name, g.first_bad_update, advice));
 }
 
+void UpdateCountedTrainer::restore_counter_values(std::span<const std::int64_t> v) {
+    if (v.size() != 1 || v[0] < 0) throw UsageError("checkpoint counters are inconsistent (updates)");
+    updates_ = v[0];
+    restore_optimizer_steps(updates_);
+    updates_at_log_ = updates_;
+}
+
+UpdateCountedTrainer::Interval UpdateCountedTrainer::read_interval(ops::Device& ops, ops::View<float> accumulators,
+                                                                   ops::View<const nn::GuardState> guard,
+                                                                   double seconds) {
+    Interval r{ops.to_host(ops::View<const float>(accumulators)), ops.to_host(guard)[0], 0, 0};
+    ops.fill(accumulators, 0.0f);
+    r.updates = static_cast<double>(std::max<long long>(1, updates_ - updates_at_log_));
+    r.updates_per_s = static_cast<double>(updates_ - updates_at_log_) / std::max(1e-9, seconds);
+    updates_at_log_ = updates_;
+    return r;
+}
+
 std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& p, const env::DeviceMarket& market) {
     if (p.run.trainer == "dqn") return std::make_unique<DqnTrainer>(ops, p, market);
     if (p.run.trainer == "ppo") return std::make_unique<PpoTrainer>(ops, p, market);

@@ -117,6 +117,39 @@ private:
     std::vector<long long> nan_updates_;
 };
 
+/// What the offline trainers (IQL, supervised) share: they advance in gradient updates, one per
+/// iteration, and sum each update's statistics into a device accumulator that the log reads.
+class UpdateCountedTrainer : public Trainer {
+public:
+    long long progress_per_iteration() const noexcept override { return 1; }
+    const char* progress_unit() const noexcept override { return "updates"; }
+    long long iterations() const noexcept override { return updates_; }
+    long long updates() const noexcept override { return updates_; }
+    std::vector<std::int64_t> counter_values() const override { return {updates_}; }
+    void restore_counter_values(std::span<const std::int64_t> values) override;
+    long long bench_update() override {
+        iterate();
+        return 1;
+    }
+
+protected:
+    /// Sets the optimizer's step count to `steps` (resume).
+    virtual void restore_optimizer_steps(long long steps) = 0;
+
+    /// One log interval: the accumulated statistics (then zeroed on the device), the guard, the
+    /// updates since the last read (at least 1: a divisor) and their rate.
+    struct Interval {
+        std::vector<float> sums;
+        nn::GuardState guard;
+        double updates, updates_per_s;
+    };
+    /// Synchronises: once per log interval.
+    Interval read_interval(ops::Device& ops, ops::View<float> accumulators, ops::View<const nn::GuardState> guard,
+                           double seconds);
+
+    long long updates_ = 0, updates_at_log_ = 0;
+};
+
 /// Throws DivergedError (exit 5) once the guard has skipped `max_bad_updates` updates, naming
 /// the first bad quantity and its update, then `advice`. `losses` names the losses the trainer
 /// passes to the guard, in order; the gradient norm comes after them (nn::GuardState).
