@@ -125,6 +125,36 @@ struct DqnSampleArgs {
 };
 using DqnSample = void(DqnSampleArgs args);
 
+/// The curiosity model's view of the step just collected (before dqn_advance), one warp per
+/// environment: input row e (state_dim + num_actions) = ppo::curiosity_input_row(the ring's
+/// state row, its action) and next_market row e (market_dim) = the first market_dim columns of
+/// the ring's next-state row, of slot counters.pushed % capacity_steps.
+struct DqnCuriosityGatherArgs {
+    float* input;                      ///< (n, state_dim + num_actions) out
+    float* next_market;                ///< (n, market_dim) out
+    DqnRing ring;                      ///< read only
+    const dqn::Counters* counters;
+    int num_actions;
+    int market_dim;
+    int n;
+};
+using DqnCuriosityGather = void(DqnCuriosityGatherArgs args);
+
+/// The bonus into the step just collected, one block of kDqnFinishThreads per agent: the slot's
+/// reward of environment e becomes dqn::reward_with_bonus(reward, agent.curiosity_coef,
+/// error[e]); stats += (the errors' sum: thread t sums e = t, t + T, ... in double, then the
+/// block's fixed tree; n transitions).
+struct DqnCuriosityBonusArgs {
+    float* rewards;                    ///< the ring's rewards (capacity_steps * n per agent)
+    dqn::CuriosityStats* stats;        ///< (1)
+    const float* error;                ///< (n) the forward model's error per environment
+    const dqn::Counters* counters;
+    const dqn::AgentParams* agent;
+    int capacity_steps;
+    int n;
+};
+using DqnCuriosityBonus = void(DqnCuriosityBonusArgs args);
+
 /// After a collection step: steps += 1, pushed += 1 for each of n_agents agents.
 using DqnAdvance = void(dqn::Counters* counters, int n_agents);
 
@@ -145,4 +175,6 @@ inline constexpr int kDqnFinishThreads = 256;
     FH_KERNEL(dqn_step, dqn_adam_target_kernel, DqnAdamTarget)       \
     FH_KERNEL(dqn_step, dqn_advance_kernel, DqnAdvance)              \
     FH_KERNEL(dqn_step, dqn_collect_kernel, DqnCollect)              \
-    FH_KERNEL(dqn_step, dqn_sample_kernel, DqnSample)
+    FH_KERNEL(dqn_step, dqn_sample_kernel, DqnSample)                \
+    FH_KERNEL(dqn_step, dqn_curiosity_gather_kernel, DqnCuriosityGather) \
+    FH_KERNEL(dqn_step, dqn_curiosity_bonus_kernel, DqnCuriosityBonus)

@@ -525,4 +525,42 @@ extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {
     }
 }
 
+extern "C" __global__ void dqn_curiosity_gather_kernel(fh::abi::DqnCuriosityGatherArgs a) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int agent = blockIdx.y;
+    const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
+    if (e >= a.n) return;
+    const fh::abi::DqnRing& r = a.ring;
+    const int D = r.state_dim, A = a.num_actions, M = a.market_dim;
+    const long long ring_rows = static_cast<long long>(r.capacity_steps) * r.n_envs;
+    const long long row = static_cast<long long>(agent) * ring_rows +
+                          (a.counters[agent].pushed % r.capacity_steps) * r.n_envs + e;
+    const long long k = static_cast<long long>(agent) * a.n + e;
+    float* in = a.input + k * (D + A);
+    const int action = r.actions[row];
+    for (int c = lane; c < D; c += 32) in[c] = r.states[row * D + c];  // ppo::curiosity_input_row
+    for (int c = lane; c < A; c += 32) in[D + c] = c == action ? 1.0f : 0.0f;
+    for (int c = lane; c < M; c += 32) a.next_market[k * M + c] = r.next_states[row * D + c];
+}
+
+extern "C" __global__ void dqn_curiosity_bonus_kernel(fh::abi::DqnCuriosityBonusArgs a) {
+    __shared__ double dsum[fh::abi::kDqnFinishThreads];
+    const int agent = blockIdx.x;
+    const long long slot_row = static_cast<long long>(agent) * a.capacity_steps * a.n +
+                               (a.counters[agent].pushed % a.capacity_steps) * a.n;
+    const float coef = a.agent[agent].curiosity_coef;
+    const float* error = a.error + static_cast<long long>(agent) * a.n;
+    double sum = 0.0;
+    for (long long e = threadIdx.x; e < a.n; e += fh::abi::kDqnFinishThreads) {
+        const float err = error[e];
+        a.rewards[slot_row + e] = fh::dqn::reward_with_bonus(a.rewards[slot_row + e], coef, err);
+        sum += err;
+    }
+    sum = block_sum(sum, dsum);
+    if (threadIdx.x == 0) {
+        a.stats[agent].error_sum += sum;
+        a.stats[agent].transitions += a.n;
+    }
+}
+
 FH_KERNELS_dqn_step(FH_CHECK_KERNEL_ABI)

@@ -247,6 +247,7 @@ struct AgentParams {
     float gamma;
     float mse_alpha;                  ///< loss = alpha * C51 + (1 - alpha) * MSE (+ cql_alpha * CQL)
     float cql_alpha;                  ///< weight of the CQL term; 0: off (the loss kernel skips it)
+    float curiosity_coef;             ///< weight of the curiosity bonus in the stored reward (with dqn.curiosity)
     float tau;                        ///< soft target update rate; 0: a copy every target_period
     float one_minus_tau;              ///< float(1 - tau) computed in double (as the host did)
     long long target_period;
@@ -459,6 +460,19 @@ FH_HD void finish_update(UpdateStep& out, nn::GuardState& guard, MonitorStats& s
     out.copy_target = (p.tau <= 0.0f && p.target_period > 0 && u % p.target_period == 0) ? 1 : 0;
     counters.updates = u;
 }
+
+// ---- curiosity (the forward model's bonus, dqn.curiosity) ------------------------------
+
+/// The bonus's sums since the last read-back: the forward model's error per collected
+/// transition (before curiosity_coef), summed in a fixed order.
+struct CuriosityStats {
+    double error_sum;
+    long long transitions;
+};
+
+/// A collected transition's stored reward: the environment's reward plus the weighted bonus
+/// (no fused multiply-add on either backend).
+FH_HD float reward_with_bonus(float reward, float coef, float error) { return reward + coef * error; }
 
 /// One parameter's Adam step (when the guard applied the update) and its target update: soft,
 /// target = fma(tau, p, target * (1 - tau)), or a copy when copy_target.

@@ -56,6 +56,12 @@ Mlp mlp(std::uint64_t in, const std::vector<std::int64_t>& hidden, std::uint64_t
     return m;
 }
 
+/// The curiosity bonus's forward model (trainers::CuriosityModel): [state | one-hot action] ->
+/// the next bar's market features through one layer of the trainer's first hidden width.
+Mlp curiosity_model(const std::vector<std::int64_t>& hidden, std::uint64_t actions) {
+    return mlp(kD + actions, {hidden.empty() ? 1 : hidden.front()}, kMarketDim);
+}
+
 std::string data_key(const Profile& p) { return p.data.path.empty() ? "data.synthetic_bars" : "data.path"; }
 
 /// Everything both estimates and the array check derive from.
@@ -119,7 +125,7 @@ Model build(const Profile& p, const SizeInputs& in) {
         std::uint64_t net_copies = mul(params, 4 * kF32);  // weights, gradients, Adam m and v
         std::uint64_t curiosity_bytes = 0;
         if (p.ppo.curiosity) {  // a forward model [state | one-hot action] -> the next bar's features
-            const Mlp cur = mlp(kD + actions, {p.ppo.hidden.empty() ? 1 : p.ppo.hidden.front()}, kMarketDim);
+            const Mlp cur = curiosity_model(p.ppo.hidden, actions);
             net_copies = add(net_copies, mul(cur.params, 4 * kF32));
             curiosity_bytes = mul(envs, (kD + actions + kMarketDim + cur.per_row) * kF32);
             m.checkpoint_bytes = add(m.checkpoint_bytes, mul(cur.params, 3 * kF32));
@@ -223,6 +229,16 @@ Model build(const Profile& p, const SizeInputs& in) {
                                         atoms),
                             mul(envs, az), "experience.gpu_n_episodes"});
         m.checkpoint_bytes = add(add(mul(params, 4 * kF32), mul(rows, row_bytes)), mul(envs, env_state_bytes));
+        if (p.dqn.curiosity) {
+            // its parameters with gradients and Adam moments; per environment: its input, the
+            // next bar's features, the error, the prediction's gradient and its workspace
+            const Mlp cur = curiosity_model(p.dqn.hidden, actions);
+            m.device.push_back({fmt::format("curiosity model ({} parameters, {} rows per step)", cur.params, envs),
+                                add(mul(cur.params, 4 * kF32),
+                                    mul(envs, (kD + actions + 2 * kMarketDim + 1 + cur.per_row) * kF32)),
+                                "dqn.curiosity"});
+            m.checkpoint_bytes = add(m.checkpoint_bytes, mul(cur.params, 3 * kF32));
+        }
     }
     if (!in.host_backend)
         m.device.push_back({"CUDA context, cuBLAS workspaces and the streams' scratch (approximate, fixed)", 600ull << 20, ""});

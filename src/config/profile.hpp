@@ -115,7 +115,8 @@ struct DqnConfig {
     std::int64_t ensemble_size = 1;  ///< independent heads
     std::string head = "c51";       ///< c51 | iqn | mse
     bool attention = false;         ///< feature attention before the trunk
-    bool curiosity = false;         ///< ICM curiosity bonus
+    bool curiosity = false;         ///< forward-model curiosity bonus in the stored rewards
+    double curiosity_coef = 0.01;   ///< weight of the curiosity bonus
     bool her = false;               ///< hindsight relabelling
     bool operator==(const DqnConfig&) const = default;
 };

@@ -392,9 +392,6 @@ private:
                  "dqn.ensemble_size > 1 (an ensemble of Q heads) is not implemented yet: set dqn.ensemble_size = 1");
             rule({"dqn.attention"}, p.dqn.attention,
                  "dqn.attention = true is not implemented yet: set dqn.attention = false");
-            rule({"dqn.curiosity"}, p.dqn.curiosity,
-                 "dqn.curiosity = true (an ICM bonus for DQN) is not implemented yet: set dqn.curiosity = false "
-                 "(PPO has one: ppo.curiosity)");
             rule({"dqn.her"}, p.dqn.her, "dqn.her = true (hindsight relabelling) is not implemented yet: set dqn.her = false");
             // The replay ring holds whole steps of every environment, at least n_step + 1 of them.
             const auto need = p.experience.gpu_n_episodes * (p.experience.n_step + 1);

@@ -185,7 +185,12 @@ std::vector<KeyDescriptor> build_schema() {
              "v_max, mse_blend_alpha unused); iqn = IQN quantiles (not built yet)",
              FH_FIELD(dqn.head)),
         boolean("dqn", "attention", "feature attention before the trunk", FH_FIELD(dqn.attention)),
-        boolean("dqn", "curiosity", "ICM curiosity bonus", FH_FIELD(dqn.curiosity)),
+        boolean("dqn", "curiosity",
+                "curiosity bonus: a forward model's prediction error of the next bar's features, added to each "
+                "collected transition's reward (docs/dqn.md)",
+                FH_FIELD(dqn.curiosity)),
+        number("dqn", "curiosity_coef", closed(0, 1e6), "weight of the curiosity bonus in the stored reward",
+               FH_FIELD(dqn.curiosity_coef)),
         boolean("dqn", "her", "hindsight relabelling of replayed transitions", FH_FIELD(dqn.her)),
         // [ppo]
         layers("ppo", "widths of the actor's and critic's hidden layers", FH_FIELD(ppo.hidden)),

@@ -43,7 +43,6 @@ void require_supported(const config::Profile& p) {
         missing.push_back(fmt::format("dqn.head = \"{}\" (only \"c51\" and \"mse\")", p.dqn.head));
     if (p.dqn.ensemble_size != 1) missing.push_back("dqn.ensemble_size != 1");
     if (p.dqn.attention) missing.push_back("dqn.attention");
-    if (p.dqn.curiosity) missing.push_back("dqn.curiosity");
     if (p.dqn.her) missing.push_back("dqn.her");
     if (!p.eval.deterministic) missing.push_back("eval.deterministic = false (only greedy evaluation exists)");
     if (!missing.empty()) {
@@ -75,6 +74,7 @@ dqn::AgentParams agent_params(const config::Profile& p) {
     a.gamma = static_cast<float>(t.gamma);
     a.mse_alpha = static_cast<float>(p.dqn.mse_blend_alpha);
     a.cql_alpha = static_cast<float>(p.dqn.cql_alpha);
+    a.curiosity_coef = p.dqn.curiosity ? static_cast<float>(p.dqn.curiosity_coef) : 0.0f;
     a.tau = static_cast<float>(t.tau);
     a.one_minus_tau = static_cast<float>(1.0 - t.tau);
     a.target_period = t.target_update_period;
@@ -137,6 +137,14 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
     stats_ = ops.from_host<dqn::MonitorStats>(std::vector<dqn::MonitorStats>{dqn::MonitorStats{}});
     histogram_ = ops.from_host<unsigned long long>(
         std::vector<unsigned long long>(static_cast<std::size_t>(num_actions_), 0));
+    if (profile.dqn.curiosity) {
+        const int M = env_params_.market_dim;
+        curiosity_.emplace(ops, env_params_.state_dim, num_actions_, static_cast<int>(profile.dqn.hidden.front()), M,
+                           n_envs_, static_cast<std::uint64_t>(profile.run.seed));
+        cur_next_market_ = ops.alloc<float>(static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(M));
+        cur_error_ = ops.alloc<float>(static_cast<std::size_t>(n_envs_));
+        cur_stats_ = ops.from_host<dqn::CuriosityStats>(std::vector<dqn::CuriosityStats>{dqn::CuriosityStats{}});
+    }
     env_.reset_all();
 }
 
@@ -187,6 +195,11 @@ std::vector<StateTensor> DqnTrainer::state_tensors() {
              state_tensor("monitor/histogram", "U64", {static_cast<std::int64_t>(num_actions_)}, histogram_.view()),
          })
         t.push_back(std::move(e));
+    if (curiosity_) {
+        for (auto& c : curiosity_->state_tensors("curiosity/")) t.push_back(std::move(c));
+        t.push_back(state_tensor("curiosity/stats", "U8", {static_cast<std::int64_t>(sizeof(dqn::CuriosityStats))},
+                                 cur_stats_.view()));
+    }
     return t;
 }
 
@@ -197,6 +210,7 @@ void DqnTrainer::restore_counter_values(std::span<const std::int64_t> v) {
     updates_ = v[1];
     replay_.restore_pushed_steps(v[2]);
     adam_.restore_steps(ops_, updates_);
+    if (curiosity_) curiosity_->restore_steps(ops_, steps_);  // one model step per collection step
     updates_at_log_ = updates_;
     env_steps_at_log_ = steps_ * n_envs_;
     upload_counters();
@@ -226,6 +240,20 @@ void DqnTrainer::collect_ops() {
     auto persistent = env_.persistent();
     ops::dqn_collect(ops_, persistent.state, persistent.portfolio, persistent.states, actions_.cview(),
                      replay_.views(), counters_.cview(), env_.market(), env_params_);
+    if (curiosity_) curiosity_ops();
+}
+
+// The curiosity bonus (docs/dqn.md, "Curiosity"): the forward model's error on the transitions
+// just written, (s, a) -> the next bar's market features, is added to their stored rewards with
+// dqn.curiosity_coef before any update can sample them (the slot joins the sampled range at
+// dqn_advance); then one Adam step of the model on the same transitions.
+void DqnTrainer::curiosity_ops() {
+    const auto ring = replay_.views();
+    ops::dqn_curiosity_gather(ops_, curiosity_->input(), cur_next_market_.view(), ring, counters_.cview(), num_actions_,
+                              env_params_.market_dim);
+    curiosity_->train_step(ops_, cur_error_.view(), cur_next_market_.cview(), env_params_.market_dim,
+                           static_cast<float>(profile_.training.learning_rate));
+    ops::dqn_curiosity_bonus(ops_, ring, cur_stats_.view(), cur_error_.cview(), counters_.cview(), agent_.cview());
 }
 
 // After the collection step and the updates beside it: the step and push counters advance (the
@@ -237,6 +265,7 @@ void DqnTrainer::end_step_ops() {
 
 void DqnTrainer::after_collect() {
     ++steps_;
+    if (curiosity_) curiosity_->count_steps(1);
     replay_.commit_slot();
 }
 
@@ -293,6 +322,11 @@ LogLine DqnTrainer::read_log(double seconds) {
     // Start the next interval from zero.
     ops_.upload<dqn::MonitorStats>(stats_.view(), std::vector<dqn::MonitorStats>{dqn::MonitorStats{}});
     ops_.upload<unsigned long long>(histogram_.view(), std::vector<unsigned long long>(histogram.size(), 0));
+    dqn::CuriosityStats curiosity{};
+    if (curiosity_) {
+        curiosity = ops_.to_host(cur_stats_.cview())[0];
+        ops_.upload<dqn::CuriosityStats>(cur_stats_.view(), std::vector<dqn::CuriosityStats>{dqn::CuriosityStats{}});
+    }
     throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,
                       "Lower training.learning_rate, raise training.grad_clip_norm's strictness (a smaller value) "
                       "or check the data.");
@@ -332,6 +366,9 @@ LogLine DqnTrainer::read_log(double seconds) {
         {"charts/grad_norm_max", any ? static_cast<double>(s.grad_norm_max) : 0.0},
         {"charts/skipped_updates", g.bad_total},
         {"charts/action_histogram", io::json::array_of<unsigned long long>(histogram)},
+        {"charts/curiosity", curiosity.transitions > 0
+                                 ? curiosity.error_sum / static_cast<double>(curiosity.transitions)
+                                 : 0.0},
         {"perf/env_steps_per_s", env_steps_per_s},
         {"perf/updates_per_s", updates_per_s},
     });

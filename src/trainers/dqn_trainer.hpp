@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "config/profile.hpp"
@@ -14,6 +15,7 @@
 #include "math/nn.h"
 #include "ops/device.hpp"
 #include "trainers/adam_state.hpp"
+#include "trainers/curiosity_model.hpp"
 #include "trainers/q_network.hpp"
 #include "trainers/replay_ring.hpp"
 #include "trainers/trainer.hpp"
@@ -69,6 +71,7 @@ private:
     bool ready_to_update() const noexcept;
     void update();                  // one gradient update
     void collect_ops();             // acting and the environment step into the replay slot
+    void curiosity_ops();           // the bonus into the slot just written, one step of its model
     void update_ops(bool inject_nan);  // one update's ops
     void end_step_ops();            // after a collection step: counters advance, actor := online
     void after_collect();           // the host's mirror of end_step_ops
@@ -96,6 +99,12 @@ private:
     // Workspaces: acting (n_envs rows), the online and target networks on [s; s'] (2 x 2B rows).
     QNetwork::Workspace ws_act_, ws_pair_;
     ReplayRing replay_;
+
+    // dqn.curiosity: the forward model (n_envs rows per collection step), the step's next-bar
+    // features and errors, and the bonus's sums since the last log.
+    std::optional<CuriosityModel> curiosity_;
+    ops::Buffer<float> cur_next_market_, cur_error_;
+    ops::Buffer<dqn::CuriosityStats> cur_stats_;
 
     // What changes from step to step lives on the device (so the sequences replay unchanged):
     // the agent's constants, its counters, and each update's decisions.

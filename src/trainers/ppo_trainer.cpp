@@ -43,9 +43,6 @@ ActorCritic::ActorCritic(const config::Profile& p, int state_dim, int num_action
       actor(layout, "actor", nn::MlpConfig::stack(state_dim, p.ppo.hidden, num_actions, ops::Activation::tanh, 0.01f)),
       critic(layout, "critic", nn::MlpConfig::stack(state_dim, p.ppo.hidden, 1, ops::Activation::tanh)) {}
 
-CuriosityModel::CuriosityModel(int state_dim, int num_actions, int hidden, int market_dim)
-    : layout(), net(layout, "curiosity", nn::MlpConfig::stack(state_dim + num_actions, {hidden}, market_dim, ops::Activation::tanh)) {}
-
 PpoTrainer::PpoTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market)
     : ops_(ops),
       profile_((require_greedy_evaluation(profile), profile)),
@@ -93,18 +90,9 @@ PpoTrainer::PpoTrainer(ops::Device& ops, const config::Profile& profile, const e
     mb_d_logits_ = ops.alloc<float>(B * A);
     mb_actions_ = ops.alloc<int>(B);
 
-    if (profile.ppo.curiosity) {
-        curiosity_.emplace(state_dim_, num_actions_, static_cast<int>(profile.ppo.hidden.front()),
-                           env_params_.market_dim);
-        cur_params_ = nn::alloc_zeroed(ops, curiosity_->layout);
-        nn::init_params(ops, cur_params_.view(), curiosity_->layout,
-                        static_cast<std::uint64_t>(profile.run.seed) ^ 0x9E3779B97F4A7C15ull);
-        cur_grads_ = nn::alloc_zeroed(ops, curiosity_->layout);
-        cur_adam_ = AdamState(ops, curiosity_->layout);
-        cur_input_ = ops.alloc<float>(n * (D + A));
-        cur_d_pred_ = ops.alloc<float>(n * static_cast<std::size_t>(env_params_.market_dim));
-        ws_curiosity_ = curiosity_->net.make_workspace(ops, n_envs_);
-    }
+    if (profile.ppo.curiosity)
+        curiosity_.emplace(ops, state_dim_, num_actions_, static_cast<int>(profile.ppo.hidden.front()),
+                           env_params_.market_dim, n_envs_, static_cast<std::uint64_t>(profile.run.seed));
 
     current_ = ops.alloc<float>(kAccSize);  // this update's and rollout's values, laid out like accum_
     ops.fill(current_.view(), 0.0f);
@@ -140,7 +128,7 @@ void PpoTrainer::iterate() {
 void PpoTrainer::collect_rollout() {
     ops_.run_sequence(rollout_sequence_, [this] { rollout_ops(); });
     steps_ += horizon_;
-    if (curiosity_) cur_adam_.count_steps(horizon_);
+    if (curiosity_) curiosity_->count_steps(horizon_);
 }
 
 void PpoTrainer::rollout_ops() {
@@ -235,17 +223,10 @@ void PpoTrainer::curiosity_step(int t) {
     const std::size_t D = static_cast<std::size_t>(state_dim_);
     const std::size_t row = static_cast<std::size_t>(t) * n;
     const auto error = r_curiosity_.view().subview(row, n);
-    fh::ops::curiosity_input(ops_, cur_input_.view(), r_states_.cview().subview(row * D, n * D), r_actions_.cview().subview(row, n),
-                         num_actions_);
-    const auto pred = curiosity_->net.forward(ops_, cur_params_.cview(), cur_input_.cview(), n_envs_, ws_curiosity_);
-    fh::ops::curiosity_error(ops_, error, cur_d_pred_.view(), pred, env_.next_states(), state_dim_);
+    fh::ops::curiosity_input(ops_, curiosity_->input(), r_states_.cview().subview(row * D, n * D),
+                             r_actions_.cview().subview(row, n), num_actions_);
+    curiosity_->train_step(ops_, error, env_.next_states(), state_dim_, static_cast<float>(profile_.training.learning_rate));
     ops_.saxpy(r_rewards_.view().subview(row, n), static_cast<float>(profile_.ppo.curiosity_coef), error);
-    curiosity_->net.backward(ops_, cur_params_.cview(), cur_grads_.view(), cur_d_pred_.view(), {}, n_envs_,
-                             ws_curiosity_, false);
-    ops::AdamParams adam;
-    adam.lr = static_cast<float>(profile_.training.learning_rate);
-    cur_adam_.advance_device_step(ops_);
-    cur_adam_.update_at_device_step(ops_, cur_params_.view(), cur_grads_.cview(), {}, {}, adam);
 }
 
 void PpoTrainer::update_from_rollout() {
@@ -333,11 +314,8 @@ std::vector<StateTensor> PpoTrainer::state_tensors() {
         state_tensor("monitor/histogram", "U64", {num_actions_}, histogram_.view()),
          })
         t.push_back(std::move(e));
-    if (curiosity_) {
-        const auto C = static_cast<std::int64_t>(curiosity_->layout.total());
-        t.push_back(state_tensor("curiosity/params", "F32", {C}, cur_params_.view()));
-        for (auto& a : cur_adam_.state_tensors("curiosity/adam_")) t.push_back(std::move(a));
-    }
+    if (curiosity_)
+        for (auto& c : curiosity_->state_tensors("curiosity/")) t.push_back(std::move(c));
     return t;
 }
 
@@ -349,7 +327,7 @@ void PpoTrainer::restore_counter_values(std::span<const std::int64_t> v) {
     steps_ = v[1];
     updates_ = v[2];
     adam_.restore_steps(ops_, updates_);
-    if (curiosity_) cur_adam_.restore_steps(ops_, v[3]);
+    if (curiosity_) curiosity_->restore_steps(ops_, v[3]);
     ops_.upload<long long>(rollouts_dev_.view(), std::vector<long long>{rollouts_});
     rollouts_at_log_ = rollouts_;
     steps_at_log_ = steps_;

@@ -20,6 +20,7 @@
 #include "ops/device.hpp"
 #include "trainers/softmax_policy.hpp"
 #include "trainers/adam_state.hpp"
+#include "trainers/curiosity_model.hpp"
 #include "trainers/trainer.hpp"
 
 namespace fh::trainers {
@@ -30,14 +31,6 @@ struct ActorCritic {
     nn::ParamLayout layout;
     nn::Mlp actor, critic;
     ActorCritic(const config::Profile& profile, int state_dim, int num_actions);
-};
-
-/// The curiosity forward model: [state | one-hot(action)] -> the next bar's market features.
-struct CuriosityModel {
-    nn::ParamLayout layout;
-    nn::Mlp net;
-    /// cur_input = state_dim + num_actions, cur_hidden = ppo.hidden[0], cur_output = market_dim.
-    CuriosityModel(int state_dim, int num_actions, int hidden, int market_dim);
 };
 
 
@@ -53,7 +46,7 @@ public:
     void iterate() override;
     LogLine read_log(double seconds) override;
     std::vector<StateTensor> state_tensors() override;
-    std::vector<std::int64_t> counter_values() const override { return {rollouts_, steps_, updates_, cur_adam_.steps()}; }
+    std::vector<std::int64_t> counter_values() const override { return {rollouts_, steps_, updates_, curiosity_ ? curiosity_->steps() : 0}; }
     void restore_counter_values(std::span<const std::int64_t> values) override;
     ops::View<float> policy_weights() noexcept override { return params_.view(); }
     GreedyPolicy& policy() noexcept override { return policy_; }
@@ -100,7 +93,7 @@ private:
     int n_envs_, horizon_, num_actions_, state_dim_, batch_, window_;
     ActorCritic net_;
     SoftmaxGreedyPolicy policy_;
-    std::optional<CuriosityModel> curiosity_;
+    std::optional<CuriosityModel> curiosity_;  ///< ppo.curiosity: the forward model (n_envs rows per step)
     long long rollouts_ = 0, steps_ = 0, updates_ = 0;
     long long updates_at_log_ = 0, steps_at_log_ = 0, rollouts_at_log_ = 0;
 
@@ -121,11 +114,6 @@ private:
     ops::Buffer<float> mb_states_, mb_old_logp_, mb_adv_, mb_returns_, mb_old_values_, mb_stats_, mb_d_logits_,
         mb_d_values_;
     ops::Buffer<int> mb_actions_;
-
-    // Curiosity: its own parameters, optimiser and one step's buffers.
-    ops::Buffer<float> cur_params_, cur_grads_, cur_input_, cur_d_pred_;
-    AdamState cur_adam_;
-    nn::Mlp::Workspace ws_curiosity_;
 
     // Guard, statistics, scratch.
     ops::Buffer<float> current_, norm_scratch_, normalize_scratch_, accum_;

@@ -6,6 +6,7 @@
 ///        random inputs of awkward sizes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -573,4 +574,110 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
     CHECK(std::get<5>(eg) == std::get<5>(ec));
     CHECK(std::get<6>(eg) == std::get<6>(ec));
     CHECK(std::get<7>(eg) == std::get<7>(ec));
+}
+
+namespace {
+
+/// A random ring of N agents for the curiosity ops, and what they write.
+struct CuriosityCase {
+    int N, n, cap, D, A, M;
+    std::vector<fh::dqn::Counters> counters;
+    std::vector<float> states, next_states, rewards, error;
+    std::vector<int> actions;
+};
+
+CuriosityCase curiosity_case(int N, int n, int cap) {
+    CuriosityCase c{N, n, cap, 50, 9, 42, {}, {}, {}, {}, {}, {}};
+    const std::size_t rows = static_cast<std::size_t>(N) * cap * n;
+    c.states = random_floats(rows * c.D, 41);
+    c.next_states = random_floats(rows * c.D, 42);
+    c.rewards = random_floats(rows, 43);
+    c.error = random_floats(static_cast<std::size_t>(N) * n, 44, 0.f, 3.f);
+    const auto a = random_floats(rows, 45, 0.f, static_cast<float>(c.A));
+    for (float v : a) c.actions.push_back(std::min(c.A - 1, static_cast<int>(v)));
+    for (int g = 0; g < N; ++g)  // each agent at its own push count (its slot differs)
+        c.counters.push_back({3 + g, 0, static_cast<long long>(3 * cap + 2 + g)});
+    return c;
+}
+
+struct CuriosityResult {
+    std::vector<float> input, next_market, rewards;
+    std::vector<fh::dqn::CuriosityStats> stats;
+};
+
+/// Gather, then the bonus twice (the statistics accumulate).
+CuriosityResult run_curiosity(fh::ops::Device& ops, const CuriosityCase& c, float coef) {
+    const std::size_t N = static_cast<std::size_t>(c.N), n = static_cast<std::size_t>(c.n);
+    auto rs = ops.from_host<float>(c.states), rn = ops.from_host<float>(c.next_states);
+    auto rr = ops.from_host<float>(c.rewards);
+    auto ra = ops.from_host<int>(c.actions);
+    auto rd = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(c.actions.size(), 0));
+    const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), c.cap, c.n, c.D};
+    auto counters = ops.from_host<fh::dqn::Counters>(c.counters);
+    std::vector<fh::dqn::AgentParams> agents;
+    for (int g = 0; g < c.N; ++g) {
+        auto a = agent();
+        a.curiosity_coef = coef * static_cast<float>(g + 1);
+        agents.push_back(a);
+    }
+    auto ag = ops.from_host<fh::dqn::AgentParams>(agents);
+    auto input = ops.alloc<float>(N * n * static_cast<std::size_t>(c.D + c.A));
+    auto next = ops.alloc<float>(N * n * static_cast<std::size_t>(c.M));
+    auto error = ops.from_host<float>(c.error);
+    auto stats = ops.from_host<fh::dqn::CuriosityStats>(std::vector<fh::dqn::CuriosityStats>(N, {0.5, 7}));
+    fh::ops::dqn_curiosity_gather(ops, input.view(), next.view(), ring, counters.cview(), c.A, c.M);
+    for (int k = 0; k < 2; ++k)
+        fh::ops::dqn_curiosity_bonus(ops, ring, stats.view(), error.cview(), counters.cview(), ag.cview());
+    return {ops.to_host(input.cview()), ops.to_host(next.cview()), ops.to_host(rr.cview()), ops.to_host(stats.cview())};
+}
+
+}  // namespace
+
+TEST_CASE("DQN curiosity: the gather reads and the bonus writes the slot at each agent's push count", "[dqn][ops]") {
+    fh::ops::CpuDevice ops;
+    const auto c = curiosity_case(2, 37, 5);
+    const float coef = 0.25f;
+    const auto r = run_curiosity(ops, c, coef);
+    const std::size_t n = static_cast<std::size_t>(c.n), D = static_cast<std::size_t>(c.D),
+                      A = static_cast<std::size_t>(c.A), M = static_cast<std::size_t>(c.M);
+    for (std::size_t g = 0; g < 2; ++g) {
+        const auto slot = static_cast<std::size_t>(c.counters[g].pushed % c.cap);
+        double sum = 0;
+        for (std::size_t row = 0; row < static_cast<std::size_t>(c.cap) * n; ++row) {
+            const std::size_t ring_row = g * c.cap * n + row;
+            const bool in_slot = row / n == slot;
+            const std::size_t e = row % n;
+            if (!in_slot) {
+                REQUIRE(r.rewards[ring_row] == c.rewards[ring_row]);  // other steps untouched
+                continue;
+            }
+            const float err = c.error[g * n + e], w = coef * static_cast<float>(g + 1);
+            float want = c.rewards[ring_row];
+            for (int k = 0; k < 2; ++k) want = want + w * err;
+            CHECK(r.rewards[ring_row] == want);
+            sum += err;
+            const float* in = r.input.data() + (g * n + e) * (D + A);
+            for (std::size_t j = 0; j < D; ++j) REQUIRE(in[j] == c.states[ring_row * D + j]);
+            for (std::size_t a = 0; a < A; ++a)
+                REQUIRE(in[D + a] == (static_cast<int>(a) == c.actions[ring_row] ? 1.0f : 0.0f));
+            for (std::size_t j = 0; j < M; ++j)
+                REQUIRE(r.next_market[(g * n + e) * M + j] == c.next_states[ring_row * D + j]);
+        }
+        CHECK(r.stats[g].transitions == 7 + 2 * c.n);
+        CHECK(r.stats[g].error_sum == Approx(0.5 + 2 * sum).epsilon(1e-12));
+    }
+}
+
+TEST_CASE("the DQN curiosity gather and bonus kernels equal their CPU twins bit for bit", "[gpu][dqn][ops]") {
+    fh::ops::CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    const auto c = curiosity_case(3, 1031, 4);  // more environments than the block's threads
+    const auto rc = run_curiosity(cpu, c, 0.37f), rg = run_curiosity(gpu, c, 0.37f);
+    CHECK(rg.input == rc.input);
+    CHECK(rg.next_market == rc.next_market);
+    CHECK(rg.rewards == rc.rewards);
+    for (std::size_t g = 0; g < rc.stats.size(); ++g) {
+        CHECK(rg.stats[g].error_sum == rc.stats[g].error_sum);
+        CHECK(rg.stats[g].transitions == rc.stats[g].transitions);
+    }
 }

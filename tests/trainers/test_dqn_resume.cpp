@@ -100,6 +100,7 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, ex
     SECTION("the C51 head") { check_resume_equivalence(ops); }
     SECTION("with CQL") { check_resume_equivalence(ops, {"dqn.cql_alpha=0.3"}); }
     SECTION("the scalar head with CQL") { check_resume_equivalence(ops, {"dqn.head=mse", "dqn.cql_alpha=0.3"}); }
+    SECTION("with curiosity") { check_resume_equivalence(ops, {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"}); }
 }
 
 TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][dqn][resume]") {
@@ -108,6 +109,9 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, ex
     SECTION("the scalar head with CQL") {
         check_resume_equivalence(fh::test::gpu_ops(), {"dqn.head=mse", "dqn.cql_alpha=0.3"});
     }
+    SECTION("with curiosity") {
+        check_resume_equivalence(fh::test::gpu_ops(), {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"});
+    }
 }
 
 TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every op issued alone (exact)",
@@ -115,7 +119,11 @@ TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every
     // A ring of 64 steps wrapped six times, two updates per iteration: the updates never sample
     // the slot the collection beside them overwrites, or the results would differ.
     auto& ops = fh::test::gpu_ops();
-    const auto p = resume_profile(1600, {"training.updates_per_iteration=2"});
+    std::vector<std::string> overrides{"training.updates_per_iteration=2"};
+    // With curiosity the collection branch also scores, rewards and trains the forward model.
+    SECTION("plain") {}
+    SECTION("with curiosity") { overrides.insert(overrides.end(), {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"}); }
+    const auto p = resume_profile(1600, overrides);
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
     trainers::DqnTrainer overlapped(ops, p, dm);

@@ -76,13 +76,15 @@ TEST_CASE("DQN smoke run on the CPU: finite metrics, every step counted", "[trai
     CHECK(test::metric(log.back(), "losses/loss") > 0);
 }
 
-TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 atoms, 5-step, CQL, scalar head",
+TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 atoms, 5-step, CQL, scalar head, "
+          "curiosity",
           "[trainers][dqn]") {
     ops::CpuDevice ops;
     for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
              {"dqn.double_dqn=false"}, {"dqn.dueling=false"}, {"training.tau=0"}, {"dqn.num_atoms=101"},
              {"experience.n_step=5"}, {"dqn.cql_alpha=0.5"}, {"dqn.head=mse"}, {"dqn.head=mse", "dqn.dueling=false"},
-             {"dqn.head=mse", "dqn.cql_alpha=0.5"}}) {
+             {"dqn.head=mse", "dqn.cql_alpha=0.5"}, {"dqn.curiosity=true"},
+             {"dqn.curiosity=true", "dqn.head=mse", "dqn.cql_alpha=0.5"}}) {
         std::string name;
         for (const auto& v : variant) name += v + " ";
         INFO(name);
@@ -99,12 +101,63 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
         // The CQL term (logsumexp - Q of the taken action) is positive when on and reported 0 when off.
         if (p.dqn.cql_alpha > 0) CHECK(test::metric(log.back(), "losses/cql") > 0);
         else CHECK(test::metric(log.back(), "losses/cql") == 0);
+        if (p.dqn.curiosity) CHECK(test::metric(log.back(), "charts/curiosity") > 0);
+        else CHECK(test::metric(log.back(), "charts/curiosity") == 0);
         if (p.dqn.head == "mse") {  // no distribution: no C51 loss; the loss is the MSE (+ CQL)
             CHECK(test::metric(log.back(), "losses/c51") == 0);
             CHECK(test::metric(log.back(), "losses/loss") ==
                   Approx(test::metric(log.back(), "losses/mse") + p.dqn.cql_alpha * test::metric(log.back(), "losses/cql")));
         }
     }
+}
+
+TEST_CASE("DQN curiosity: the stored rewards carry the forward model's bonus, nothing else changes",
+          "[trainers][dqn]") {
+    // Before updates start, collection acts with the initial weights and epsilon of the step
+    // counter alone, so a run with curiosity takes the same actions and visits the same states as
+    // one without: the replays differ in their rewards only, by coef * error >= 0.
+    ops::CpuDevice ops;
+    auto replay_of = [&](const std::vector<std::string>& extra) {
+        std::vector<std::string> o{"replay_buffer.min_replay_size=100000", "replay_buffer.buffer_size=100000",
+                                   "run.total_steps=800", "run.log_interval=800"};
+        o.insert(o.end(), extra.begin(), extra.end());
+        const auto p = with(profile(""), o);
+        const auto market = data::load_market(trainers::data_options(p));
+        env::DeviceMarket dm(ops, market);
+        trainers::DqnTrainer trainer(ops, p, dm);
+        const auto log = test::run_training(trainer, p);
+        CHECK(trainer.updates() == 0);
+        return std::pair{trainer.replay_dump(), test::metric(log.back(), "charts/curiosity")};
+    };
+    const auto [plain, plain_bonus] = replay_of({});
+    const auto [zero, zero_bonus] = replay_of({"dqn.curiosity=true", "dqn.curiosity_coef=0"});
+    const auto [bonus, mean_error] = replay_of({"dqn.curiosity=true", "dqn.curiosity_coef=2"});
+    // Counts of differing elements in the rows written (the others were never written; the
+    // arrays are too long to print).
+    REQUIRE(plain.pushed_steps == bonus.pushed_steps);
+    const std::size_t written = static_cast<std::size_t>(plain.pushed_steps) * static_cast<std::size_t>(plain.n_envs);
+    const std::size_t D = static_cast<std::size_t>(plain.state_dim);
+    auto differing = [&](const auto& a, const auto& b, std::size_t per_row = 1) {
+        std::ptrdiff_t d = 0;
+        for (std::size_t i = 0; i < written * per_row; ++i) d += a.at(i) != b.at(i);
+        return d;
+    };
+    CHECK(plain_bonus == 0);
+    CHECK(zero_bonus > 0);  // the model still runs and reports its error
+    CHECK(mean_error == zero_bonus);
+    CHECK(differing(zero.rewards, plain.rewards) == 0);
+    CHECK(differing(bonus.states, plain.states, D) == 0);
+    CHECK(differing(bonus.next_states, plain.next_states, D) == 0);
+    CHECK(differing(bonus.actions, plain.actions) == 0);
+    CHECK(differing(bonus.done, plain.done) == 0);
+    REQUIRE(bonus.rewards.size() == plain.rewards.size());
+    double added = 0;
+    for (std::size_t i = 0; i < written; ++i) {
+        REQUIRE(bonus.rewards[i] >= plain.rewards[i]);
+        added += bonus.rewards[i] - plain.rewards[i];
+    }
+    // The mean bonus is coef times the mean error the log reports (float rounding aside).
+    CHECK(added / static_cast<double>(written) == Approx(2 * mean_error).epsilon(1e-3));
 }
 
 TEST_CASE("DQN is deterministic: same seed, same metrics", "[trainers][dqn]") {

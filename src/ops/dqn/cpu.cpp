@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "abi/dqn_step.h"
+#include "math/ppo.h"
 #include "ops/dqn/ops.hpp"
 
 namespace fh::ops::cpu_twin {
@@ -307,6 +308,42 @@ void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<floa
         for (std::size_t b = 0; b < B; ++b)
             replay::sample_nstep(static_cast<int>(b), view, sp, xg + b * D, xg + (B + b) * D, actions.data()[g * B + b],
                                  returns.data()[g * B + b], discounts.data()[g * B + b]);
+    }
+}
+
+void dqn_curiosity_gather(View<float> input, View<float> next_market, const RingViews& ring,
+                          View<const dqn::Counters> counters, int num_actions, int market_dim) {
+    const std::size_t n = static_cast<std::size_t>(ring.n_envs), D = static_cast<std::size_t>(ring.state_dim),
+                      A = static_cast<std::size_t>(num_actions), M = static_cast<std::size_t>(market_dim);
+    const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * n;
+    for (std::size_t g = 0; g < counters.size(); ++g) {
+        const auto slot = static_cast<std::size_t>(counters.data()[g].pushed % ring.capacity_steps);
+        for (std::size_t e = 0; e < n; ++e) {
+            const std::size_t k = g * n + e, row = g * ring_rows + slot * n + e;
+            ppo::curiosity_input_row(input.data() + k * (D + A), ring.states.data() + row * D, ring.actions.data()[row],
+                                     static_cast<int>(D), num_actions);
+            std::copy_n(ring.next_states.data() + row * D, M, next_market.data() + k * M);
+        }
+    }
+}
+
+void dqn_curiosity_bonus(const RingViews& ring, View<dqn::CuriosityStats> stats, View<const float> error,
+                         View<const dqn::Counters> counters, View<const dqn::AgentParams> agent) {
+    constexpr int T = abi::kDqnFinishThreads;
+    const std::size_t n = static_cast<std::size_t>(ring.n_envs);
+    const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * n;
+    for (std::size_t g = 0; g < agent.size(); ++g) {
+        const auto slot = static_cast<std::size_t>(counters.data()[g].pushed % ring.capacity_steps);
+        const float coef = agent.data()[g].curiosity_coef;
+        const float* err = error.data() + g * n;
+        std::vector<double> sums(T, 0.0);  // the kernel's threads, then its tree
+        for (std::size_t e = 0; e < n; ++e) {
+            float& r = ring.rewards.data()[g * ring_rows + slot * n + e];
+            r = dqn::reward_with_bonus(r, coef, err[e]);
+            sums[e % T] += err[e];
+        }
+        stats.data()[g].error_sum += tree_sum(std::move(sums));
+        stats.data()[g].transitions += static_cast<long long>(n);
     }
 }
 

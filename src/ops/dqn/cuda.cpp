@@ -102,4 +102,26 @@ void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float
     device.kernels().dqn_sample_kernel(device.stream(), dims, a);
 }
 
+void dqn_curiosity_gather(CudaDevice& device, View<float> input, View<float> next_market, const RingViews& ring,
+                          View<const dqn::Counters> counters, int num_actions, int market_dim) {
+    const long long n = ring.n_envs;
+    const long long blocks = (n + abi::kDqnWarpsPerBlock - 1) / abi::kDqnWarpsPerBlock;
+    abi::DqnCuriosityGatherArgs a{input.data(), next_market.data(), ring_of(ring), counters.data(),
+                                  num_actions,  market_dim,         static_cast<int>(n)};
+    device.kernels().dqn_curiosity_gather_kernel(
+        device.stream(),
+        LaunchDims{dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(counters.size())),
+                   dim3(32 * abi::kDqnWarpsPerBlock), 0},
+        a);
+}
+
+void dqn_curiosity_bonus(CudaDevice& device, const RingViews& ring, View<dqn::CuriosityStats> stats,
+                         View<const float> error, View<const dqn::Counters> counters,
+                         View<const dqn::AgentParams> agent) {
+    abi::DqnCuriosityBonusArgs a{ring.rewards.data(), stats.data(),       error.data(), counters.data(),
+                                 agent.data(),        ring.capacity_steps, ring.n_envs};
+    device.kernels().dqn_curiosity_bonus_kernel(
+        device.stream(), LaunchDims{dim3(static_cast<unsigned>(agent.size())), dim3(abi::kDqnFinishThreads), 0}, a);
+}
+
 }  // namespace fh::ops::cuda_twin

@@ -51,6 +51,10 @@ void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> s
                  const env::EnvParams& params);
 void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, const RingViews& ring,
                 View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int batch);
+void dqn_curiosity_gather(View<float> input, View<float> next_market, const RingViews& ring,
+                          View<const dqn::Counters> counters, int num_actions, int market_dim);
+void dqn_curiosity_bonus(const RingViews& ring, View<dqn::CuriosityStats> stats, View<const float> error,
+                         View<const dqn::Counters> counters, View<const dqn::AgentParams> agent);
 }  // namespace cpu_twin
 
 namespace cuda_twin {
@@ -74,6 +78,11 @@ void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> port
 void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
                 const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
                 int batch);
+void dqn_curiosity_gather(CudaDevice& device, View<float> input, View<float> next_market, const RingViews& ring,
+                          View<const dqn::Counters> counters, int num_actions, int market_dim);
+void dqn_curiosity_bonus(CudaDevice& device, const RingViews& ring, View<dqn::CuriosityStats> stats,
+                         View<const float> error, View<const dqn::Counters> counters,
+                         View<const dqn::AgentParams> agent);
 }  // namespace cuda_twin
 
 namespace detail {
@@ -291,6 +300,54 @@ inline void dqn_sample(Device& device, View<float> x, View<int> actions, View<fl
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dqn_sample(*cuda, x, actions, returns, discounts, ring, counters, agent, batch);
     cpu_twin::dqn_sample(x, actions, returns, discounts, ring, counters, agent, batch);
+}
+
+/// The curiosity model's view of the step just collected (dqn.curiosity; run after dqn_collect,
+/// before dqn_advance), from the ring's slot counters.pushed % capacity_steps: input (N, n,
+/// state_dim + num_actions) = [state row | one-hot(action)] (ppo::curiosity_input_row) and
+/// next_market (N, n, market_dim) = the first market_dim columns of the next-state rows (the
+/// next bar's market features the model predicts). Copies only: equal on both backends.
+inline void dqn_curiosity_gather(Device& device, View<float> input, View<float> next_market, const RingViews& ring,
+                                 View<const dqn::Counters> counters, int num_actions, int market_dim) {
+    const char* op = "dqn_curiosity_gather";
+    const std::size_t N = detail::agents_of(counters.size(), op);
+    detail::check_ring(ring, N, op);
+    detail::require(num_actions >= 1, op, "num_actions must be >= 1");
+    detail::require(market_dim >= 1 && market_dim <= ring.state_dim, op, "market_dim must be in [1, state_dim]");
+    const std::size_t n = static_cast<std::size_t>(ring.n_envs);
+    detail::require_size(input.size(), N * n * static_cast<std::size_t>(ring.state_dim + num_actions), op, "input");
+    detail::require_size(next_market.size(), N * n * static_cast<std::size_t>(market_dim), op, "next_market");
+    detail::checked_int_size(input.size(), op);
+    detail::require_distinct(op, {detail::range("input", input), detail::range("next_market", next_market),
+                                  detail::range("ring states", View<const float>(ring.states)),
+                                  detail::range("ring next_states", View<const float>(ring.next_states)),
+                                  detail::range("ring actions", View<const int>(ring.actions)),
+                                  detail::range("counters", counters)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::dqn_curiosity_gather(*cuda, input, next_market, ring, counters, num_actions, market_dim);
+    cpu_twin::dqn_curiosity_gather(input, next_market, ring, counters, num_actions, market_dim);
+}
+
+/// The curiosity bonus into the step just collected (run after the model's error, before
+/// dqn_advance): the ring's reward of environment e in slot counters.pushed % capacity_steps
+/// becomes dqn::reward_with_bonus(reward, agent.curiosity_coef, error[e]), so sampling sees it;
+/// stats (N) += the errors' sum (double, the kernel's fixed order: thread t of
+/// abi::kDqnFinishThreads sums e = t, t + T, ..., then a fixed tree) and n transitions. error
+/// (N, n). Equal on both backends, bit for bit.
+inline void dqn_curiosity_bonus(Device& device, const RingViews& ring, View<dqn::CuriosityStats> stats,
+                                View<const float> error, View<const dqn::Counters> counters,
+                                View<const dqn::AgentParams> agent) {
+    const char* op = "dqn_curiosity_bonus";
+    const std::size_t N = detail::agents_of(agent.size(), op);
+    detail::check_ring(ring, N, op);
+    detail::require_size(counters.size(), N, op, "counters");
+    detail::require_size(stats.size(), N, op, "stats");
+    detail::require_size(error.size(), N * static_cast<std::size_t>(ring.n_envs), op, "error");
+    detail::require_distinct(op, {detail::range("ring rewards", ring.rewards), detail::range("stats", stats),
+                                  detail::range("error", error), detail::range("counters", counters),
+                                  detail::range("agent", agent)});
+    if (CudaDevice* cuda = device.cuda()) return cuda_twin::dqn_curiosity_bonus(*cuda, ring, stats, error, counters, agent);
+    cpu_twin::dqn_curiosity_bonus(ring, stats, error, counters, agent);
 }
 
 }  // namespace fh::ops
