@@ -194,7 +194,7 @@ MarketData load_market(const DataOptions& o) {
                                          o.normalization->mean.size(), md.market_dim));
         md.norm = *o.normalization;
     } else {
-        md.norm = training_stats(payload.raw, md.bars, md.train, md.warmup_bars, o.norm_clip);
+        md.norm = training_stats(payload.raw, md.bars, md.train, md.warmup_bars, o.norm_clip, o.column_moments);
     }
     md.features = std::move(payload.raw.values);
     normalize_in_place(md.features, md.norm);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "data/market_data.hpp"
+#include "data/splits.hpp"
 
 namespace fh::data {
 
@@ -29,6 +30,9 @@ struct DataOptions {
     /// Normalise with these statistics instead of the training split's: a checkpoint's, so that
     /// `eval` on other data normalises exactly as its training did. Must have one entry per feature.
     std::optional<NormalizationStats> normalization;
+    /// Computes the normalisation statistics' moments (training_stats) when set; a run with a GPU
+    /// sets one that uses the device for large data (same bits as the host's).
+    ColumnMoments column_moments;
 };
 
 /// Loads (or generates) the bars, computes or reuses the features through the fxcache, splits

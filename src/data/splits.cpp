@@ -8,6 +8,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "math/statistics.h"
 #include "util/errors.hpp"
 
 namespace fh::data {
@@ -72,31 +73,34 @@ double infer_bars_per_year(const BarSeries& bars) {
     return 252.0 * static_cast<double>(*mid);
 }
 
+void host_column_moments(const std::vector<float>& values, int dim, const std::vector<long long>& rows,
+                         std::vector<double>& mean, std::vector<double>& m2) {
+    const auto D = static_cast<std::size_t>(dim);
+    const auto n = static_cast<long long>(rows.size());
+    mean.assign(D, 0.0);
+    m2.assign(D, 0.0);
+    std::vector<double> scratch(static_cast<std::size_t>(statistics::chunk_count(n)) * D);
+    statistics::column_moments_serial(mean.data(), m2.data(), scratch.data(), values.data(), rows.data(), n, dim);
+}
+
 NormalizationStats training_stats(const RawFeatures& raw, const BarSeries& bars, const SplitRange& train,
-                                  std::size_t warmup, float clip) {
+                                  std::size_t warmup, float clip, const ColumnMoments& moments) {
     const auto D = static_cast<std::size_t>(raw.dim);
-    std::vector<std::size_t> rows;
+    std::vector<long long> rows;
     for (std::size_t t = train.begin; t < train.end; ++t)
-        if (t >= bars.segment_begin(t) + warmup) rows.push_back(t);
+        if (t >= bars.segment_begin(t) + warmup) rows.push_back(static_cast<long long>(t));
     if (rows.empty())
-        for (std::size_t t = train.begin; t < train.end; ++t) rows.push_back(t);
-    std::vector<double> sum(D, 0.0), sq(D, 0.0);
-    for (auto t : rows)
-        for (std::size_t k = 0; k < D; ++k) sum[k] += raw.values[t * D + k];
+        for (std::size_t t = train.begin; t < train.end; ++t) rows.push_back(static_cast<long long>(t));
+    std::vector<double> mean(D, 0.0), m2(D, 0.0);
+    if (!rows.empty()) (moments ? moments : ColumnMoments(host_column_moments))(raw.values, raw.dim, rows, mean, m2);
     const double m = std::max<double>(1.0, static_cast<double>(rows.size()));
-    for (std::size_t k = 0; k < D; ++k) sum[k] /= m;
-    for (auto t : rows)
-        for (std::size_t k = 0; k < D; ++k) {
-            const double d = raw.values[t * D + k] - sum[k];
-            sq[k] += d * d;
-        }
     NormalizationStats st;
     st.clip = clip;
     st.mean.resize(D);
     st.stddev.resize(D);
     for (std::size_t k = 0; k < D; ++k) {
-        const double sd = std::sqrt(sq[k] / m);
-        st.mean[k] = static_cast<float>(sum[k]);
+        const double sd = std::sqrt(m2[k] / m);
+        st.mean[k] = static_cast<float>(mean[k]);
         st.stddev[k] = sd < 1e-8 ? 1.0f : static_cast<float>(sd);
     }
     return st;

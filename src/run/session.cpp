@@ -10,6 +10,7 @@
 #include "config/memory_estimate.hpp"
 #include "data/load.hpp"
 #include "ops/make_device.hpp"
+#include "ops/stats/ops.hpp"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -27,6 +28,20 @@ std::unique_ptr<ops::Device> make_device(const config::Profile& p) {
     ops->set_graphs(p.gpu.cuda_graphs);
     log::info("device: {}", ops->description());
     return ops;
+}
+
+data::ColumnMoments device_column_moments(ops::Device& device) {
+    return [&device](const std::vector<float>& values, int dim, const std::vector<long long>& rows,
+                     std::vector<double>& mean, std::vector<double>& m2) {
+        const auto D = static_cast<std::size_t>(dim);
+        auto v = device.from_host<float>(values);
+        auto r = device.from_host<long long>(rows);
+        auto mean_d = device.alloc<double>(D), m2_d = device.alloc<double>(D);
+        auto scratch = device.alloc<double>(ops::column_moments_scratch_size(rows.size(), dim));
+        ops::column_moments(device, mean_d.view(), m2_d.view(), scratch.view(), v.cview(), r.cview(), dim);
+        mean = device.to_host(mean_d.cview());
+        m2 = device.to_host(m2_d.cview());
+    };
 }
 
 void check_device_memory(const ops::Device& device, const config::Profile& p,
@@ -49,23 +64,48 @@ Session::Session(const config::Profile& p, bool force) {
     // is checked and loaded: the two are independent and together are most of the time to the
     // first kernel.
     const auto t0 = clock::now();
-    auto device = std::async(std::launch::async, [&p, &since, t0] {
-        auto d = make_device(p);
-        return std::pair{std::move(d), since(t0)};
+    std::unique_ptr<ops::Device> started;  // set by the device's thread; read after device.wait()
+    auto device = std::async(std::launch::async, [&p, &since, t0, &started] {
+        started = make_device(p);
+        return since(t0);
     });
+    // Large data: the normalisation statistics on the GPU once it is up (the same bits as the
+    // host's; the host's when there is no GPU or the upload fails).
+    auto options = trainers::data_options(p);
+    options.column_moments = [&](const std::vector<float>& values, int dim, const std::vector<long long>& rows,
+                                 std::vector<double>& mean, std::vector<double>& m2) {
+        const auto n_values = static_cast<std::uint64_t>(rows.size()) * static_cast<std::uint64_t>(dim);
+        if (n_values >= kDeviceStatisticsMinValues) {
+            device.wait();
+            if (started && started->cuda()) {
+                try {
+                    started->make_current();
+                    const auto t = clock::now();
+                    device_column_moments(*started)(values, dim, rows, mean, m2);
+                    log::info("data: normalisation statistics of {} rows x {} features on the device in {:.3f} s",
+                              rows.size(), dim, since(t));
+                    return;
+                } catch (const std::exception& e) {
+                    log::warn("data: normalisation statistics on the device failed ({}); computing them on the host",
+                              e.what());
+                }
+            }
+        }
+        data::host_column_moments(values, dim, rows, mean, m2);
+    };
     // Everything `check` checks, before anything is allocated (src/trainers/run_checks.hpp).
     trainers::RunCheckOptions o;
     o.force = force;
     try {
         trainers::check_data_size(p, o);
-        market = data::load_market(trainers::data_options(p));
+        market = data::load_market(options);
     } catch (...) {
         device.wait();  // the device's thread finishes before the error leaves
         throw;
     }
     const double data_s = since(t0);
-    auto [d, device_s] = device.get();
-    ops = std::move(d);
+    const double device_s = device.get();  // rethrows the device's start-up error
+    ops = std::move(started);
     ops->make_current();  // it was created on the other thread
     o.host_backend = ops->cuda() == nullptr;
     const trainers::RunSizes sizes = trainers::check_run(p, market, o);
