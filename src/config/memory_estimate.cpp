@@ -11,6 +11,7 @@
 #include <limits>
 #include <string>
 
+#include "data/features.hpp"
 #include "math/backtest.h"
 #include "math/ppo.h"
 #include "math/supervised.h"
@@ -216,7 +217,11 @@ Model build(const Profile& p, const SizeInputs& in) {
         m.arrays.push_back({"the Q network's parameters", params, "dqn.hidden"});
         // QNetwork::Workspace per row: trunk, value and advantage layers, logits, probabilities,
         // Q, and the gradients of the value, advantage and trunk outputs.
-        const std::uint64_t ws_row = trunk.per_row + atoms + az + 2 * az + actions + atoms + az + 2 * last;
+        std::uint64_t ws_row = trunk.per_row + atoms + az + 2 * az + actions + atoms + az + 2 * last;
+        if (p.dqn.attention) {  // the attended state and its gradient, the scores, weights and their gradient
+            const std::uint64_t groups = data::core42_groups().size() + 1;  // + the portfolio features
+            ws_row = add(ws_row, 2 * kD + 3 * groups);
+        }
         const std::uint64_t batch = u(p.replay_buffer.batch_size);
         // the acting workspace (one row per environment), three batch workspaces (online on s
         // and s', target on s'), the sampled batch and the two loss gradients

@@ -390,8 +390,6 @@ private:
                  "head (\"mse\"); set dqn.head = \"c51\" or \"mse\"");
             rule({"dqn.ensemble_size"}, p.dqn.ensemble_size != 1,
                  "dqn.ensemble_size > 1 (an ensemble of Q heads) is not implemented yet: set dqn.ensemble_size = 1");
-            rule({"dqn.attention"}, p.dqn.attention,
-                 "dqn.attention = true is not implemented yet: set dqn.attention = false");
             rule({"dqn.her"}, p.dqn.her, "dqn.her = true (hindsight relabelling) is not implemented yet: set dqn.her = false");
             // The replay ring holds whole steps of every environment, at least n_step + 1 of them.
             const auto need = p.experience.gpu_n_episodes * (p.experience.n_step + 1);

@@ -184,7 +184,10 @@ std::vector<KeyDescriptor> build_schema() {
              "output head: c51 = C51 distribution; mse = one Q per action regressed by the MSE (num_atoms, v_min, "
              "v_max, mse_blend_alpha unused); iqn = IQN quantiles (not built yet)",
              FH_FIELD(dqn.head)),
-        boolean("dqn", "attention", "feature attention before the trunk", FH_FIELD(dqn.attention)),
+        boolean("dqn", "attention",
+                "feature-group attention before the trunk: a per-sample softmax over the state's feature groups "
+                "scales each group (weights logged as attention/<group>, docs/dqn.md)",
+                FH_FIELD(dqn.attention)),
         boolean("dqn", "curiosity",
                 "curiosity bonus: a forward model's prediction error of the next bar's features, added to each "
                 "collected transition's reward (docs/dqn.md)",

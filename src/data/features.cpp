@@ -54,6 +54,14 @@ const std::vector<std::string>& core42_names() {
     return names;
 }
 
+const std::vector<FeatureGroup>& core42_groups() {
+    static const std::vector<FeatureGroup> groups = {
+        {"returns", 0, 9},   {"volatility", 9, 14}, {"trend", 14, 22},    {"oscillators", 22, 27},
+        {"range", 27, 35},   {"volume", 35, 38},    {"calendar", 38, 42},
+    };
+    return groups;
+}
+
 RawFeatures compute_core42(const BarSeries& b, const FeatureConfig& config) {
     constexpr int D = kCore42Dim;
     const std::size_t n = b.size();

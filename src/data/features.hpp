@@ -29,6 +29,17 @@ struct FeatureConfig {
 /// The feature names in column order (docs/features.md).
 const std::vector<std::string>& core42_names();
 
+/// A contiguous run of feature columns [begin, end): a section of docs/features.md, what feature
+/// attention (dqn.attention) weighs as one.
+struct FeatureGroup {
+    std::string name;
+    int begin = 0, end = 0;
+};
+
+/// core42's groups in column order: returns, volatility, trend, oscillators, range, volume,
+/// calendar.
+const std::vector<FeatureGroup>& core42_groups();
+
 /// Un-normalised features: values (bars, dim) row-major; atr = ATR(14) per bar (price units).
 struct RawFeatures {
     int dim = 0;

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <limits>
 
+#include "data/features.hpp"
 #include "io/json.hpp"
 #include "ops/dqn/ops.hpp"
 #include "ops/nn/ops.hpp"
@@ -31,6 +32,16 @@ QNetworkConfig network_config(const config::Profile& p, int state_dim) {
     c.head = dqn::HeadParams{static_cast<int>(p.num_actions()), static_cast<int>(p.dqn.num_atoms),
                              p.dqn.dueling ? 1 : 0, static_cast<float>(p.dqn.v_min),
                              static_cast<float>(p.dqn.v_max), p.dqn.head == "mse" ? 1 : 0};
+    if (p.dqn.attention) {
+        // The feature set's groups, then the portfolio features as one more.
+        const int market_dim = state_dim - env::kPortfolioFeatures;
+        for (const auto& g : data::core42_groups())
+            if (g.end <= market_dim) c.attention.push_back(g);
+        if (c.attention.empty() || c.attention.back().end != market_dim)
+            throw UsageError(fmt::format("dqn.attention: the feature set's groups do not cover its {} features",
+                                         market_dim));
+        c.attention.push_back(data::FeatureGroup{"portfolio", market_dim, state_dim});
+    }
     return c;
 }
 
@@ -42,7 +53,6 @@ void require_supported(const config::Profile& p) {
     if (p.dqn.head != "c51" && p.dqn.head != "mse")
         missing.push_back(fmt::format("dqn.head = \"{}\" (only \"c51\" and \"mse\")", p.dqn.head));
     if (p.dqn.ensemble_size != 1) missing.push_back("dqn.ensemble_size != 1");
-    if (p.dqn.attention) missing.push_back("dqn.attention");
     if (p.dqn.her) missing.push_back("dqn.her");
     if (!p.eval.deterministic) missing.push_back("eval.deterministic = false (only greedy evaluation exists)");
     if (!missing.empty()) {
@@ -327,6 +337,15 @@ LogLine DqnTrainer::read_log(double seconds) {
         curiosity = ops_.to_host(cur_stats_.cview())[0];
         ops_.upload<dqn::CuriosityStats>(cur_stats_.view(), std::vector<dqn::CuriosityStats>{dqn::CuriosityStats{}});
     }
+    // With attention: the weights of the last collection step's environments, mean per group.
+    std::vector<double> attention_mean(static_cast<std::size_t>(net_.attention_groups()), 0.0);
+    if (!attention_mean.empty()) {
+        const auto alpha = ops_.to_host(net_.attention_weights(ws_act_));
+        const std::size_t G = attention_mean.size(), rows = alpha.size() / G;
+        for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t k = 0; k < G; ++k) attention_mean[k] += alpha[r * G + k];
+        for (auto& m : attention_mean) m /= static_cast<double>(std::max<std::size_t>(1, rows));
+    }
     throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,
                       "Lower training.learning_rate, raise training.grad_clip_norm's strictness (a smaller value) "
                       "or check the data.");
@@ -372,6 +391,13 @@ LogLine DqnTrainer::read_log(double seconds) {
         {"perf/env_steps_per_s", env_steps_per_s},
         {"perf/updates_per_s", updates_per_s},
     });
+    if (!attention_mean.empty()) {  // attention/<group>: what the agent looks at
+        auto members = line.json.as_object();
+        const auto& groups = network_config(profile_, env_params_.state_dim).attention;
+        for (std::size_t k = 0; k < attention_mean.size(); ++k)
+            members.emplace_back("attention/" + groups[k].name, attention_mean[k]);
+        line.json = io::json::Value::object(std::move(members));
+    }
     const std::string cql_part = cql > 0 ? fmt::format(", cql {:.4f}", any ? loss_cql : 0.0) : "";
     line.text = fmt::format("step {:>9} env steps | loss {:.4f} (c51 {:.4f}, mse {:.4f}{}) | Q {:+.3f} | eps {:.3f} | "
                             "{:.3g} env steps/s, {:.3g} updates/s",

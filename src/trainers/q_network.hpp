@@ -7,8 +7,11 @@
 ///        gradient norm and checkpoints each see one buffer.
 #pragma once
 
+#include <optional>
 #include <vector>
 
+#include "data/features.hpp"
+#include "math/attention.h"
 #include "math/dqn.h"
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
@@ -20,6 +23,9 @@ struct QNetworkConfig {
     int state_dim = 0;
     std::vector<int> hidden;  ///< trunk widths
     dqn::HeadParams head{};   ///< actions, atoms, dueling, support
+    /// dqn.attention: the groups of the state's columns feature attention weighs (contiguous,
+    /// covering [0, state_dim)); empty: no attention.
+    std::vector<data::FeatureGroup> attention;
 };
 
 /// The layout of the DQN parameters this version writes: the trunk layers, then one head layer
@@ -32,6 +38,13 @@ public:
     struct Workspace {
         nn::Mlp::Workspace mlp;
         int max_batch = 0;
+        // With attention: the scores' layer, the attended states and weights (max_batch rows,
+        // every network of a batched forward), the gradient reaching the attended states and
+        // the scores' (network 0), and the forward's input.
+        nn::Mlp::Workspace attention;
+        ops::Buffer<float> attended, alpha, d_attended, d_scores;
+        ops::View<const float> input;
+        int rows = 0;  ///< rows of the last forward (all networks)
     };
 
     explicit QNetwork(const QNetworkConfig& config);
@@ -58,6 +71,11 @@ public:
     void backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads, ops::View<float> d_head,
                   int batch, Workspace& ws) const;
 
+    /// The attention weights (rows, G) of the last forward on ws (every network's rows, in
+    /// order); empty without attention.
+    ops::View<const float> attention_weights(const Workspace& ws) const;
+    int attention_groups() const noexcept { return static_cast<int>(config_.attention.size()); }
+
     /// Q (batch, A) and the greedy actions (batch) of states X: forward, then ops::dqn_act.
     void q_values(ops::Device& ops, ops::View<const float> params, ops::View<const float> X, int batch,
                   Workspace& ws, ops::View<float> q, ops::View<int> actions) const;
@@ -66,6 +84,11 @@ private:
     QNetworkConfig config_;
     nn::ParamLayout layout_;
     nn::Mlp net_;
+    std::optional<nn::Mlp> attention_;  ///< the scores: state_dim -> G, linear (dqn.attention)
+    attention::Groups groups_{};
+    /// The attended states (rows of the trunk's input) under the scores of the last attention forward.
+    ops::View<const float> attend(ops::Device& ops, ops::View<const float> scores, ops::View<const float> X, int rows,
+                                  int x_rows, Workspace& ws) const;
 };
 
 }  // namespace fh::trainers

@@ -101,6 +101,7 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, ex
     SECTION("with CQL") { check_resume_equivalence(ops, {"dqn.cql_alpha=0.3"}); }
     SECTION("the scalar head with CQL") { check_resume_equivalence(ops, {"dqn.head=mse", "dqn.cql_alpha=0.3"}); }
     SECTION("with curiosity") { check_resume_equivalence(ops, {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"}); }
+    SECTION("with attention") { check_resume_equivalence(ops, {"dqn.attention=true"}); }
 }
 
 TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][dqn][resume]") {
@@ -112,6 +113,7 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, ex
     SECTION("with curiosity") {
         check_resume_equivalence(fh::test::gpu_ops(), {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"});
     }
+    SECTION("with attention") { check_resume_equivalence(fh::test::gpu_ops(), {"dqn.attention=true"}); }
 }
 
 TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every op issued alone (exact)",
@@ -123,6 +125,7 @@ TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every
     // With curiosity the collection branch also scores, rewards and trains the forward model.
     SECTION("plain") {}
     SECTION("with curiosity") { overrides.insert(overrides.end(), {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"}); }
+    SECTION("with attention") { overrides.push_back("dqn.attention=true"); }
     const auto p = resume_profile(1600, overrides);
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);

@@ -84,7 +84,8 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
              {"dqn.double_dqn=false"}, {"dqn.dueling=false"}, {"training.tau=0"}, {"dqn.num_atoms=101"},
              {"experience.n_step=5"}, {"dqn.cql_alpha=0.5"}, {"dqn.head=mse"}, {"dqn.head=mse", "dqn.dueling=false"},
              {"dqn.head=mse", "dqn.cql_alpha=0.5"}, {"dqn.curiosity=true"},
-             {"dqn.curiosity=true", "dqn.head=mse", "dqn.cql_alpha=0.5"}}) {
+             {"dqn.curiosity=true", "dqn.head=mse", "dqn.cql_alpha=0.5"}, {"dqn.attention=true"},
+             {"dqn.attention=true", "dqn.head=mse", "dqn.curiosity=true"}}) {
         std::string name;
         for (const auto& v : variant) name += v + " ";
         INFO(name);
@@ -101,6 +102,16 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
         // The CQL term (logsumexp - Q of the taken action) is positive when on and reported 0 when off.
         if (p.dqn.cql_alpha > 0) CHECK(test::metric(log.back(), "losses/cql") > 0);
         else CHECK(test::metric(log.back(), "losses/cql") == 0);
+        // With attention: one weight per feature group (7 of core42 and the portfolio), a softmax.
+        double attention_sum = 0;
+        int groups = 0;
+        for (const auto& [key, value] : log.back().json.as_object())
+            if (key.rfind("attention/", 0) == 0) {
+                attention_sum += value.as_double();
+                ++groups;
+            }
+        CHECK(groups == (p.dqn.attention ? 8 : 0));
+        if (p.dqn.attention) CHECK(attention_sum == Approx(1.0).epsilon(1e-5));
         if (p.dqn.curiosity) CHECK(test::metric(log.back(), "charts/curiosity") > 0);
         else CHECK(test::metric(log.back(), "charts/curiosity") == 0);
         if (p.dqn.head == "mse") {  // no distribution: no C51 loss; the loss is the MSE (+ CQL)

@@ -28,4 +28,20 @@ void training_guard(View<int> gate, View<nn::GuardState> state, View<const float
                                       grad_norm.data()[0], update.value());
 }
 
+void group_attention_forward(View<float> x_out, View<float> alpha, View<const float> x, View<const float> scores,
+                             const attention::Groups& groups, int D, int rows, int x_rows) {
+    const auto G = static_cast<std::size_t>(groups.count), Ds = static_cast<std::size_t>(D);
+    for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r)
+        attention::forward_row(x_out.data() + r * Ds, alpha.data() + r * G,
+                               x.data() + (r % static_cast<std::size_t>(x_rows)) * Ds, scores.data() + r * G, groups);
+}
+
+void group_attention_backward(View<float> d_scores, View<const float> d_x_out, View<const float> x,
+                              View<const float> alpha, const attention::Groups& groups, int D, int rows) {
+    const auto G = static_cast<std::size_t>(groups.count), Ds = static_cast<std::size_t>(D);
+    for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r)
+        attention::backward_row(d_scores.data() + r * G, d_x_out.data() + r * Ds, x.data() + r * Ds,
+                                alpha.data() + r * G, groups);
+}
+
 }  // namespace fh::ops::cpu_twin

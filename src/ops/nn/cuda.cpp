@@ -1,5 +1,5 @@
 /// @file cuda.cpp
-/// @brief CUDA twins of the nn op family: launchers of cuda/kernels/nn_select.cu, nn_guard.cu on the device's stream.
+/// @brief CUDA twins of the nn op family: launchers of cuda/kernels/nn_select.cu, nn_guard.cu, nn_attention.cu on the device's stream.
 ///        The op (src/ops/nn/ops.hpp) checked sizes and that the buffers of each launch are
 ///        distinct before these run.
 #include "ops/nn/ops.hpp"
@@ -26,6 +26,21 @@ void training_guard(CudaDevice& device, View<int> gate, View<nn::GuardState> sta
                     View<const float> grad_norm, core::CounterValue update) {
     device.kernels().training_guard_kernel(device.stream(), LaunchDims{dim3(1), dim3(32), 0}, gate.data(), state.data(),
                                            losses.data(), static_cast<int>(losses.size()), grad_norm.data(), update);
+}
+
+void group_attention_forward(CudaDevice& device, View<float> x_out, View<float> alpha, View<const float> x,
+                             View<const float> scores, const attention::Groups& groups, int D, int rows, int x_rows) {
+    device.kernels().group_attention_forward_kernel(device.stream(), LaunchDims::linear(static_cast<std::size_t>(rows), 128),
+                                                    x_out.data(), alpha.data(), x.data(), scores.data(), groups, D,
+                                                    rows, x_rows);
+}
+
+void group_attention_backward(CudaDevice& device, View<float> d_scores, View<const float> d_x_out, View<const float> x,
+                              View<const float> alpha, const attention::Groups& groups, int D, int rows) {
+    device.kernels().group_attention_backward_kernel(device.stream(),
+                                                     LaunchDims::linear(static_cast<std::size_t>(rows), 128),
+                                                     d_scores.data(), d_x_out.data(), x.data(), alpha.data(), groups,
+                                                     D, rows);
 }
 
 }  // namespace fh::ops::cuda_twin

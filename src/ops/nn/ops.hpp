@@ -1,10 +1,11 @@
 /// @file ops.hpp
 /// @brief The op family every network trainer shares: greedy / epsilon-greedy action selection, the
-///        action histogram and the training guard (the math: cuda/math/policy.h, cuda/math/nn.h).
+///        action histogram, the training guard and feature-group attention (the math:
+///        cuda/math/policy.h, cuda/math/nn.h, cuda/math/attention.h).
 ///
 /// Each op checks its arguments here, once, then runs its CPU twin (cpu_twin::, plain loops over
 /// the shared math, src/ops/nn/cpu.cpp) or its CUDA twin (cuda_twin::, the kernels of
-/// cuda/kernels/nn_select.cu, nn_guard.cu, launched by src/ops/nn/cuda.cpp).
+/// cuda/kernels/nn_select.cu, nn_guard.cu, nn_attention.cu, launched by src/ops/nn/cuda.cpp).
 #pragma once
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "math/attention.h"
 #include "math/nn.h"
 #include "math/policy.h"
 #include "ops/device.hpp"
@@ -24,6 +26,10 @@ void epsilon_greedy(View<int> actions, View<const float> q, int num_actions, flo
 void action_histogram(View<unsigned long long> histogram, View<const int> actions, int num_actions);
 void training_guard(View<int> gate, View<nn::GuardState> state, View<const float> losses, View<const float> grad_norm,
                     core::CounterValue update);
+void group_attention_forward(View<float> x_out, View<float> alpha, View<const float> x, View<const float> scores,
+                             const attention::Groups& groups, int D, int rows, int x_rows);
+void group_attention_backward(View<float> d_scores, View<const float> d_x_out, View<const float> x,
+                              View<const float> alpha, const attention::Groups& groups, int D, int rows);
 }  // namespace cpu_twin
 
 namespace cuda_twin {
@@ -32,6 +38,10 @@ void epsilon_greedy(CudaDevice& device, View<int> actions, View<const float> q, 
 void action_histogram(CudaDevice& device, View<unsigned long long> histogram, View<const int> actions, int num_actions);
 void training_guard(CudaDevice& device, View<int> gate, View<nn::GuardState> state, View<const float> losses,
                     View<const float> grad_norm, core::CounterValue update);
+void group_attention_forward(CudaDevice& device, View<float> x_out, View<float> alpha, View<const float> x,
+                             View<const float> scores, const attention::Groups& groups, int D, int rows, int x_rows);
+void group_attention_backward(CudaDevice& device, View<float> d_scores, View<const float> d_x_out, View<const float> x,
+                              View<const float> alpha, const attention::Groups& groups, int D, int rows);
 }  // namespace cuda_twin
 
 /// actions (n) epsilon-greedy from q (n, num_actions).
@@ -75,6 +85,60 @@ inline void training_guard(Device& device, View<int> gate, View<nn::GuardState> 
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::training_guard(*cuda, gate, state, losses, grad_norm, update);
     cpu_twin::training_guard(gate, state, losses, grad_norm, update);
+}
+
+namespace detail {
+/// Groups of a D-wide row: 1..kMaxGroups contiguous, non-empty, covering [0, D) in order.
+inline void check_groups(const attention::Groups& g, int D, const char* op) {
+    require(g.count >= 1 && g.count <= attention::kMaxGroups, op,
+            fmt::format("need 1..{} groups (got {})", attention::kMaxGroups, g.count));
+    require(g.begin[0] == 0 && g.begin[g.count] == D, op, "the groups must cover the row's columns [0, D)");
+    for (int k = 0; k < g.count; ++k) require(g.begin[k] < g.begin[k + 1], op, "every group needs a column, in order");
+}
+}  // namespace detail
+
+/// Feature-group attention, forward (attention::forward_row per row): x_out (rows, D) and alpha
+/// (rows, G) from scores (rows, G) and x (x_rows, D), row r reading x row r % x_rows (x_rows
+/// divides rows: one X under several networks). Equal to the CPU twin within rounding (exp).
+inline void group_attention_forward(Device& device, View<float> x_out, View<float> alpha, View<const float> x,
+                                    View<const float> scores, const attention::Groups& groups, int rows, int x_rows) {
+    const char* op = "group_attention_forward";
+    const int D = groups.begin[groups.count > 0 && groups.count <= attention::kMaxGroups ? groups.count : 0];
+    detail::check_groups(groups, D, op);
+    detail::require(rows >= 1 && x_rows >= 1 && rows % x_rows == 0, op, "need rows >= 1 and x_rows dividing rows");
+    const auto G = static_cast<std::size_t>(groups.count), R = static_cast<std::size_t>(rows);
+    detail::require_size(x_out.size(), R * static_cast<std::size_t>(D), op, "x_out");
+    detail::require_size(alpha.size(), R * G, op, "alpha");
+    detail::require_size(scores.size(), R * G, op, "scores");
+    detail::require_size(x.size(), static_cast<std::size_t>(x_rows) * static_cast<std::size_t>(D), op, "x");
+    detail::checked_int_size(x_out.size(), op);
+    detail::require_distinct(op, {detail::range("x_out", x_out), detail::range("alpha", alpha), detail::range("x", x),
+                                  detail::range("scores", scores)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::group_attention_forward(*cuda, x_out, alpha, x, scores, groups, D, rows, x_rows);
+    cpu_twin::group_attention_forward(x_out, alpha, x, scores, groups, D, rows, x_rows);
+}
+
+/// Feature-group attention, backward to the scores (attention::backward_row per row): d_scores
+/// (rows, G) from d_x_out (rows, D), x (rows, D) and alpha (rows, G) of the forward.
+inline void group_attention_backward(Device& device, View<float> d_scores, View<const float> d_x_out,
+                                     View<const float> x, View<const float> alpha, const attention::Groups& groups,
+                                     int rows) {
+    const char* op = "group_attention_backward";
+    const int D = groups.begin[groups.count > 0 && groups.count <= attention::kMaxGroups ? groups.count : 0];
+    detail::check_groups(groups, D, op);
+    detail::require(rows >= 1, op, "need rows >= 1");
+    const auto G = static_cast<std::size_t>(groups.count), R = static_cast<std::size_t>(rows);
+    detail::require_size(d_scores.size(), R * G, op, "d_scores");
+    detail::require_size(d_x_out.size(), R * static_cast<std::size_t>(D), op, "d_x_out");
+    detail::require_size(x.size(), R * static_cast<std::size_t>(D), op, "x");
+    detail::require_size(alpha.size(), R * G, op, "alpha");
+    detail::checked_int_size(d_x_out.size(), op);
+    detail::require_distinct(op, {detail::range("d_scores", d_scores), detail::range("d_x_out", d_x_out),
+                                  detail::range("x", x), detail::range("alpha", alpha)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::group_attention_backward(*cuda, d_scores, d_x_out, x, alpha, groups, D, rows);
+    cpu_twin::group_attention_backward(d_scores, d_x_out, x, alpha, groups, D, rows);
 }
 
 }  // namespace fh::ops
