@@ -16,6 +16,7 @@
 #include "io/replay_dump.hpp"
 #include "io/json.hpp"
 #include "nn/init.hpp"
+#include "trainers/offline_dataset.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
@@ -59,8 +60,13 @@ IqlTrainer::IqlTrainer(ops::Device& ops, const config::Profile& profile, const e
       batch_(static_cast<int>(profile.replay_buffer.batch_size)),
       net_(profile, state_dim_, num_actions_),
       policy_(net_.policy, net_.layout.total()) {
-    if (profile.iql.dataset == "behaviour") collect_behaviour_dataset(market);
-    else load_dump(profile.iql.dataset);
+    {
+        OfflineDataset ds = build_offline_dataset(ops, profile, market, env_params_, profile.iql.dataset,
+                                                  profile.iql.dataset_size, "iql");
+        dataset_ = std::move(ds.ring);
+        dataset_transitions_ = ds.transitions;
+        collection_seconds_ = ds.collection_seconds;
+    }
 
     const std::size_t B = static_cast<std::size_t>(batch_);
     const std::size_t A = static_cast<std::size_t>(num_actions_);
@@ -91,51 +97,6 @@ IqlTrainer::IqlTrainer(ops::Device& ops, const config::Profile& profile, const e
     norm_scratch_ = ops.alloc<float>(ops::Device::global_norm_scratch_size());
     gate_ = ops.alloc<int>(1);
     guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}});
-}
-
-// The behaviour dataset: gpu_n_episodes environments (at most dataset_size) on the training split,
-// acting with iql::behaviour_action, for ceil(dataset_size / envs) steps, stored as a replay ring.
-void IqlTrainer::collect_behaviour_dataset(const env::DeviceMarket& market) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const int n_envs = static_cast<int>(std::min<long long>(profile_.experience.gpu_n_episodes, profile_.iql.dataset_size));
-    const int steps = static_cast<int>((profile_.iql.dataset_size + n_envs - 1) / n_envs);
-    dataset_ = ReplayRing(ops_, n_envs, steps, state_dim_);
-
-    env::VecEnv venv(ops_, market, env::Split::train, env_params_, n_envs);
-    venv.reset_all();
-    const auto bp = behaviour_params(env_params_, static_cast<std::uint64_t>(profile_.run.seed));
-    for (int step = 0; step < steps; ++step) {
-        const auto slot = dataset_.next_slot();
-        ops::behaviour_actions(ops_, slot.actions, venv.states(), bp, static_cast<std::uint64_t>(step));
-        ops_.copy(slot.states, venv.states());
-        venv.step(slot.actions);
-        ops_.copy(slot.rewards, venv.rewards());
-        ops_.copy(slot.next_states, venv.next_states());
-        ops_.copy_raw(slot.done, venv.done());
-        dataset_.commit_slot();
-    }
-    ops_.synchronize();
-    dataset_transitions_ = dataset_.transitions();
-    collection_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    log::info("iql dataset: {} transitions from the behaviour policy ({} environments x {} steps) in {:.2f} s",
-              dataset_transitions_, n_envs, steps, collection_seconds_);
-}
-
-void IqlTrainer::load_dump(const std::string& path) {
-    const auto dump = io::read_replay_dump(path);
-    if (dump.state_dim != state_dim_)
-        throw DataError(fmt::format("{}: the replay dump's states have {} features, this profile's data gives {} "
-                                    "(was it written with another feature set or instrument?)",
-                                    path, dump.state_dim, state_dim_));
-    if (dump.num_actions != num_actions_)
-        throw DataError(fmt::format("{}: the replay dump has {} actions, this profile's environment has {} (set "
-                                    "env.position_levels and env.urgency_levels as in the run that wrote it)",
-                                    path, dump.num_actions, num_actions_));
-    if (dump.pushed_steps < 1) throw DataError(path + ": the replay dump holds no transitions");
-    dataset_ = ReplayRing(ops_, dump);
-    dataset_transitions_ = dataset_.transitions();
-    log::info("iql dataset: {} transitions from the replay dump {} (iql.dataset_size is not used)",
-              dataset_transitions_, path);
 }
 
 void IqlTrainer::iterate() {

@@ -57,8 +57,6 @@ public:
     const IqlNetworks& networks() const noexcept { return net_; }
 
 private:
-    void collect_behaviour_dataset(const env::DeviceMarket& market);
-    void load_dump(const std::string& path);
     /// One update's ops, issued as one captured sequence (update_sequence_) or, with a NaN
     /// injected (tests), one by one.
     void update_ops(bool inject_nan);

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "trainers/dqn_trainer.hpp"
+#include "trainers/dt_trainer.hpp"
 #include "trainers/q_network.hpp"
 #include "trainers/iql_trainer.hpp"
 #include "trainers/ppo_trainer.hpp"
@@ -74,7 +75,8 @@ std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& p
     if (p.run.trainer == "ppo") return std::make_unique<PpoTrainer>(ops, p, market);
     if (p.run.trainer == "iql") return std::make_unique<IqlTrainer>(ops, p, market);
     if (p.run.trainer == "supervised") return std::make_unique<SupervisedTrainer>(ops, p, market);
-    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql or supervised)");
+    if (p.run.trainer == "dt") return std::make_unique<DtTrainer>(ops, p, market);
+    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql, supervised or dt)");
 }
 
 std::string parameter_layout(const config::Profile& p) {
@@ -98,7 +100,8 @@ std::unique_ptr<GreedyPolicy> make_greedy_policy(const config::Profile& p, int s
         const SupervisedNetwork net(p, market_dim);
         return std::make_unique<SupervisedSignalPolicy>(net.net, net.layout.total(), signal_params(p, market_dim));
     }
-    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql or supervised)");
+    if (p.run.trainer == "dt") return std::make_unique<DtPolicy>(dt_shape(p, state_dim));
+    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql, supervised or dt)");
 }
 
 }  // namespace fh::trainers
