@@ -23,11 +23,11 @@
 namespace fh::trainers {
 namespace {
 
-// current_ / accum_ layout: this update's values / their sums over the log interval.
+// The monitor's statistics (monitor_.current: this update's; monitor_.accum: their sums over the log interval).
 constexpr int kLoss = 0, kGradNorm = 1, kAccuracy = 2, kLearningRate = 3, kStats = 4;
 constexpr const char* kGuardLossNames[] = {"the action loss (cross-entropy)"};
 constexpr int kGuardLosses = static_cast<int>(std::size(kGuardLossNames));
-static_assert(kGuardLosses == kGradNorm, "the guard reads current_[0, kGuardLosses), then the norm");
+static_assert(kGuardLosses == kGradNorm, "the guard reads the statistics [0, kGuardLosses), then the norm");
 
 }  // namespace
 
@@ -148,13 +148,7 @@ DtTrainer::DtTrainer(ops::Device& ops, const config::Profile& profile, const env
     loss_ = ops.alloc<float>(B);
     correct_ = ops.alloc<float>(B);
     d_logits_ = ops.alloc<float>(B * static_cast<std::size_t>(shape_.tokens()) * static_cast<std::size_t>(shape_.num_actions));
-    current_ = ops.alloc<float>(kStats);
-    ops.fill(current_.view(), 0.0f);
-    accum_ = ops.alloc<float>(kStats);
-    ops.fill(accum_.view(), 0.0f);
-    norm_scratch_ = ops.alloc<float>(ops::Device::global_norm_scratch_size());
-    gate_ = ops.alloc<int>(1);
-    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}});
+    monitor_ = UpdateMonitor(ops, kStats);
     log::info("dt dataset: {} steps in {} finished episodes; return-to-go scale {:.3g} per step, target {:.3g} per "
               "step (quantile {} of the {}), token {:.3f}; {} parameters",
               dataset_steps_, episodes.episode_rates.size(), calibration_.scale, calibration_.target_rate,
@@ -167,10 +161,7 @@ double DtTrainer::dataset_collection_env_steps_per_s() const noexcept {
 }
 
 void DtTrainer::iterate() {
-    const long long u = ++updates_;
-    adam_.count_step();
-    if (nan_injected(u)) update_ops(true);  // tests: never captured
-    else ops_.run_sequence(update_sequence_, [this] { update_ops(false); });
+    run_update(ops_, adam_, update_sequence_, [this](bool inject_nan) { update_ops(inject_nan); });
 }
 
 // One update, its number (sampling, warm-up, the guard, Adam's bias corrections) read from the
@@ -180,7 +171,7 @@ void DtTrainer::update_ops(bool inject_nan) {
     const auto& t = profile_.training;
     adam_.advance_device_step(ops_);
     const auto update = ops::counter_value(adam_.device_step());
-    const auto cur = current_.view();
+    const auto cur = monitor_.current.view();
 
     // 1. The learning rate of this update, and a batch of windows (each ends at a uniform step).
     ops::dt_learning_rate(ops_, lr_.view(), t.learning_rate, profile_.dt.warmup_updates, update);
@@ -203,28 +194,28 @@ void DtTrainer::update_ops(bool inject_nan) {
     if (inject_nan) ops_.fill(cur.subview(kLoss, 1), std::numeric_limits<float>::quiet_NaN());
 
     // 3. Norm, guard, Adam at the warmed-up learning rate.
-    ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), norm_scratch_.view());
-    fh::ops::training_guard(ops_, gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
-                            current_.cview().subview(kGradNorm, 1), update);
+    ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), monitor_.norm_scratch.view());
+    const auto stats = monitor_.current.cview();
+    fh::ops::training_guard(ops_, monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
+                            stats.subview(kGradNorm, 1), update);
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
-    adam_.update_at(ops_, params(), grads_.cview(), current_.cview().subview(kGradNorm, 1), gate_.cview(), adam, update,
+    adam_.update_at(ops_, params(), grads_.cview(), stats.subview(kGradNorm, 1), monitor_.gate.cview(), adam, update,
                     lr_.cview());
-    ops_.saxpy(accum_.view(), 1.0f, current_.cview());
+    ops_.saxpy(monitor_.accum.view(), 1.0f, stats);
 }
 
 std::vector<StateTensor> DtTrainer::state_tensors() {
     const auto W = static_cast<std::int64_t>(weights_.size());
     std::vector<StateTensor> t{state_tensor("params/online", "F32", {W}, weights_.view())};
     for (auto& a : adam_.state_tensors("adam/")) t.push_back(std::move(a));
-    t.push_back(state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, guard_.view()));
-    t.push_back(state_tensor("monitor/accumulators", "F32", {kStats}, accum_.view()));
+    for (auto& m : monitor_.state_tensors()) t.push_back(std::move(m));
     return t;
 }
 
 LogLine DtTrainer::read_log(double seconds) {
-    const Interval r = read_interval(ops_, accum_.view(), guard_.cview(), seconds);
+    const Interval r = read_interval(ops_, monitor_.accum.view(), monitor_.guard.cview(), seconds);
     const auto& acc = r.sums;
     const double n = r.updates;
     const double loss = acc[kLoss] / n;

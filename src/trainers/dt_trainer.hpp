@@ -111,9 +111,7 @@ private:
     ops::Buffer<float> b_states_, b_rtg_, loss_, correct_, d_logits_;
     ops::Buffer<int> b_actions_, b_lengths_;
 
-    ops::Buffer<float> current_, accum_, norm_scratch_;
-    ops::Buffer<int> gate_;
-    ops::Buffer<nn::GuardState> guard_;
+    UpdateMonitor monitor_;
     ops::OpSequence update_sequence_;
 };
 

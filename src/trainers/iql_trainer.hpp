@@ -87,9 +87,7 @@ private:
     ops::Buffer<float> loss_v_, loss_q_, loss_pi_, awr_weights_, d_v_, d_q1_, d_q2_, d_logits_;
 
     // Guard, statistics, scratch.
-    ops::Buffer<float> current_, accum_, norm_scratch_;
-    ops::Buffer<int> gate_;
-    ops::Buffer<nn::GuardState> guard_;
+    UpdateMonitor monitor_;
     ops::OpSequence update_sequence_;
 };
 

@@ -27,7 +27,6 @@
 #include "support/gpu.hpp"
 #include "support/policy_eval.hpp"
 #include "support/trainer_support.hpp"
-#include "trainers/dqn_trainer.hpp"
 #include "trainers/dt_trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -76,22 +75,8 @@ std::string temp_path(const std::string& name) {
 
 void check_resume_equivalence(ops::Device& ops) {
     Fixture f(ops, dt_profile());
-    trainers::DtTrainer straight(ops, f.p, f.dm);
-    run_training(straight, f.p);
-    trainers::DtTrainer first(ops, f.p, f.dm);
-    for (int i = 0; i < 17; ++i) first.iterate();  // inside the warm-up
-    const auto state = snapshot(ops, first);
-    trainers::DtTrainer resumed(ops, f.p, f.dm);
-    const auto tensors = resumed.state_tensors();
-    for (std::size_t i = 0; i < tensors.size(); ++i) ops.upload<std::byte>(tensors[i].bytes, state[i]);
-    resumed.restore_counter_values(first.counter_values());
-    run_training(resumed, f.p);
-    const auto a = snapshot(ops, straight), b = snapshot(ops, resumed);
-    REQUIRE(a.size() == b.size());
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        INFO(tensors[i].name);
-        CHECK(a[i] == b[i]);
-    }
+    test::check_resume_equivalence(ops, f.p, 17,  // stopped inside the warm-up
+                                   [&] { return std::make_unique<trainers::DtTrainer>(ops, f.p, f.dm); });
 }
 
 /// The planted-signal comparison with the oracle (as the supervised trainer's, docs/learning.md):
@@ -249,31 +234,8 @@ TEST_CASE("dt guard: injected NaN updates are skipped, too many exit 5 naming th
 TEST_CASE("dt trains from a DQN run's replay dump; the policy from the profile alone acts as the trainer does",
           "[trainers][dt][replay]") {
     ops::CpuDevice ops;
-    const auto dqn = config::resolve_profile_text(R"(
-[run]
-trainer = "dqn"
-seed = 4
-total_steps = 800
-log_interval = 800
-[data]
-synthetic_bars = 3000
-cache_dir = ""
-[experience]
-gpu_n_episodes = 8
-gpu_timesteps_per_episode = 50
-[replay_buffer]
-buffer_size = 400
-min_replay_size = 64
-batch_size = 32
-save_dump = true
-[dqn]
-hidden = [16]
-)", "dqn-dump-profile");
-    Fixture fd(ops, dqn);
-    trainers::DqnTrainer writer(ops, dqn, fd.dm);
-    run_training(writer, dqn);
     const std::string path = temp_path("replay.fhreplay");
-    io::write_replay_dump(path, writer.replay_dump());
+    test::write_small_dqn_dump(ops, path);
 
     Fixture f(ops, dt_profile({"dt.dataset=\"" + path + "\"", "run.total_steps=20"}));
     trainers::DtTrainer trainer(ops, f.p, f.dm);

@@ -195,22 +195,9 @@ TEST_CASE("supervised: a horizon longer than the training split is a data error"
 
 static void check_resume_equivalence(ops::Device& ops) {
     Fixture f(ops, sup_profile());
-    trainers::SupervisedTrainer straight(ops, f.p, f.dm);
-    run_training(straight, f.p);
-    trainers::SupervisedTrainer first(ops, f.p, f.dm);
-    for (int i = 0; i < 120; ++i) first.iterate();
-    const auto state = snapshot(ops, first);
-    trainers::SupervisedTrainer resumed(ops, f.p, f.dm);
-    const auto tensors = resumed.state_tensors();
-    for (std::size_t i = 0; i < tensors.size(); ++i) ops.upload<std::byte>(tensors[i].bytes, state[i]);
-    resumed.restore_counter_values(first.counter_values());
-    run_training(resumed, f.p);
-    const auto a = snapshot(ops, straight), b = snapshot(ops, resumed);
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        INFO(tensors[i].name);
-        CHECK(a[i] == b[i]);
-    }
-    CHECK(*straight.validation_loss() == *resumed.validation_loss());
+    const auto runs = test::check_resume_equivalence(
+        ops, f.p, 120, [&] { return std::make_unique<trainers::SupervisedTrainer>(ops, f.p, f.dm); });
+    CHECK(*runs.first->validation_loss() == *runs.second->validation_loss());
 }
 
 TEST_CASE("supervised resumed from its saved state equals an uninterrupted run (CPU, exact)",
