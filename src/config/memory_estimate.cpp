@@ -65,6 +65,8 @@ struct Model {
     std::vector<ArrayExtent> arrays;
     std::uint64_t checkpoint_bytes = 0;  ///< the state tensors a checkpoint copies to the host
     std::uint64_t dump_read_bytes = 0;   ///< an IQL replay dump read into host memory
+    /// dt: the dataset read back to the host and rebuilt into episodes (with a dump: also the dump read)
+    std::uint64_t episodes_bytes = 0;
 };
 
 Model build(const Profile& p, const SizeInputs& in) {
@@ -190,6 +192,8 @@ Model build(const Profile& p, const SizeInputs& in) {
                             mul(rows, row_bytes + (kD + 3) * kF32), ds_key});
         m.arrays.push_back({fmt::format("the dataset's states ({} x {} floats)", rows, kD), mul(rows, kD), ds_key});
         if (from_dump) m.dump_read_bytes = mul(rows, row_bytes);
+        // DtEpisodes: the states, action, episode start, reward and rate (double) of every step.
+        m.episodes_bytes = add(m.dump_read_bytes, mul(rows, row_bytes + kD * kF32 + 24));
         const std::uint64_t D = u(p.dt.embedding), L = u(p.dt.layers), H = u(p.dt.heads), K = u(p.dt.context);
         const std::uint64_t A = actions, T = 3 * K, B = u(p.dt.batch_size);
         // Each slice is padded to 32 floats (nn::ParamLayout::kAlignment): at most 31 per slice.
@@ -306,7 +310,10 @@ std::vector<MemoryItem> estimate_host_memory(const Profile& p, const SizeInputs&
     const std::uint64_t per_bar = bar_bytes * (cached ? 2 : 1) + (p.data.path.empty() ? 0 : 64);
     items.push_back({fmt::format("market data{} ({} bars x {} B)", cached ? " and its fxcache image" : "", bars, per_bar),
                      mul(bars, per_bar), data_key(p)});
-    if (m.dump_read_bytes > m.checkpoint_bytes)
+    if (m.episodes_bytes > 0)
+        items.push_back({"the dataset read back and rebuilt into episodes", m.episodes_bytes,
+                         p.dt.dataset != "behaviour" ? "dt.dataset" : "dt.dataset_size"});
+    else if (m.dump_read_bytes > m.checkpoint_bytes)
         items.push_back({"the replay dump, read before it is uploaded", m.dump_read_bytes, "iql.dataset"});
     else
         items.push_back({"the host copy a checkpoint is written from", m.checkpoint_bytes,
