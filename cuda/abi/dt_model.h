@@ -16,6 +16,9 @@ using DtEmbedBackward = void(float* __restrict__ d_return_w, float* __restrict__
                              float* __restrict__ d_action_table, float* __restrict__ d_s_proj,
                              const float* __restrict__ dx, const float* __restrict__ rtg,
                              const int* __restrict__ actions, long long steps, int dim, int num_actions);
+/// Per element: dt::state_input_element; out, states (rows, state_dim).
+using DtStateInput = void(float* __restrict__ out, const float* __restrict__ states, long long n, int state_dim,
+                          int market_dim);
 /// Per row: dt::layer_norm_row.
 using DtLayerNorm = void(float* __restrict__ y, float* __restrict__ stats, const float* __restrict__ x,
                          const float* __restrict__ gain, const float* __restrict__ bias, long long rows, int dim);
@@ -47,6 +50,7 @@ using DtAttentionBackwardKey = void(float* __restrict__ dqkv, const float* __res
 #define FH_KERNELS_dt_model(FH_KERNEL)                                                \
     FH_KERNEL(dt_model, dt_embed_kernel, DtEmbed)                                     \
     FH_KERNEL(dt_model, dt_embed_backward_kernel, DtEmbedBackward)                    \
+    FH_KERNEL(dt_model, dt_state_input_kernel, DtStateInput)                          \
     FH_KERNEL(dt_model, dt_layer_norm_kernel, DtLayerNorm)                            \
     FH_KERNEL(dt_model, dt_layer_norm_backward_kernel, DtLayerNormBackward)           \
     FH_KERNEL(dt_model, dt_layer_norm_param_grad_kernel, DtLayerNormParamGrad)        \

@@ -1,7 +1,7 @@
-/* dt_model.cu — the Decision Transformer's layers (docs/dt.md): token embeddings, layer norm,
+/* dt_model.cu — the Decision Transformer's layers (docs/dt.md): the state input, token embeddings, layer norm,
  *              GELU, causal attention with ALiBi biases, and their backwards.
  *
- * Math:        math/dt.h (embed_row, embed_backward_element, layer_norm_row,
+ * Math:        math/dt.h (state_input_element, embed_row, embed_backward_element, layer_norm_row,
  *              layer_norm_backward_row, layer_norm_param_grad, gelu, gelu_derivative,
  *              attention_query, attention_backward_query, attention_backward_key). CPU twins in
  *              src/ops/dt/cpu.cpp.
@@ -37,6 +37,12 @@ extern "C" __global__ void dt_embed_backward_kernel(float* __restrict__ d_return
     for (long long i = global_thread_index(); i < n; i += grid_thread_count())
         fh::dt::embed_backward_element(i, d_return_w, d_return_b, d_action_table, d_s_proj, dx, rtg, actions, steps,
                                        dim, num_actions);
+}
+
+extern "C" __global__ void dt_state_input_kernel(float* __restrict__ out, const float* __restrict__ states,
+                                                long long n, int state_dim, int market_dim) {
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count())
+        fh::dt::state_input_element(i, out, states, state_dim, market_dim);
 }
 
 extern "C" __global__ void dt_layer_norm_kernel(float* __restrict__ y, float* __restrict__ stats,

@@ -299,6 +299,23 @@ FH_HD long long embed_backward_elements(long long steps, int dim, int num_action
     return (2 + num_actions + steps) * static_cast<long long>(dim);
 }
 
+// ---- the state token's input -----------------------------------------------------------------
+// The state token reads the market features and the portfolio features that describe the
+// position now (position, unrealized P&L, time in position, time left, last fill), not the
+// episode's running totals (equity change, drawdown, fees paid): a backtest runs far longer than
+// a training episode, and those totals leave the range the training episodes showed (docs/dt.md).
+
+/// Portfolio columns (docs/environment.md) the state token leaves out.
+FH_HD bool is_running_total(int portfolio_column) {
+    return portfolio_column == 2 || portfolio_column == 3 || portfolio_column == 5;
+}
+
+/// Element i of states (rows, state_dim): the network's input, zero in the running totals' columns.
+FH_HD void state_input_element(long long i, float* out, const float* states, int state_dim, int market_dim) {
+    const int c = static_cast<int>(i % state_dim);
+    out[i] = c >= market_dim && is_running_total(c - market_dim) ? 0.0f : states[i];
+}
+
 // ---- training windows ------------------------------------------------------------------------
 
 /// The dataset on the device, episodes in order: step n has state states[n] (state_dim), action

@@ -208,7 +208,7 @@ Model build(const Profile& p, const SizeInputs& in) {
         // Per token row: each layer's activations (18 D + 4 floats) and attention weights (H T),
         // the final norm and logits, the backward's scratch (13 D + A) and the scores' gradient.
         const std::uint64_t row = add(mul(L, 18 * D + 4 + H * T), 14 * D + 2 + 2 * A + H * T);
-        const std::uint64_t per_window = add(mul(T, row), K * (kD + 2 * D + 2) + 1);
+        const std::uint64_t per_window = add(mul(T, row), K * (2 * kD + 2 * D + 2) + 1);
         m.device.push_back({fmt::format("batch and workspaces ({} windows of {} tokens)", B, T),
                             mul(mul(B, per_window), kF32), "dt.batch_size"});
         m.arrays.push_back({fmt::format("the attention weights ({} windows x {} heads x {} x {})", B, H, T, T),
@@ -216,7 +216,7 @@ Model build(const Profile& p, const SizeInputs& in) {
         // Acting: three token rows per backtest segment and each layer's cache of 3 (K + 1) tokens.
         const std::uint64_t segs = u(p.eval.segments);
         m.device.push_back({fmt::format("acting workspace and KV cache ({} segments)", segs),
-                            mul(segs, (3 * (12 * D + 2 + A) + L * 3 * (K + 1) * 2 * D + 2 * D + 2) * kF32),
+                            mul(segs, (3 * (12 * D + 2 + A) + L * 3 * (K + 1) * 2 * D + 2 * D + 2 + kD) * kF32),
                             "eval.segments"});
         m.checkpoint_bytes = mul(params, 3 * kF32);
     } else if (p.run.trainer == "supervised") {

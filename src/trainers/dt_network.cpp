@@ -34,9 +34,10 @@ DtShape dt_shape(const config::Profile& p, int state_dim) {
 }
 
 DtNetwork::DtNetwork(const DtShape& s) : shape_(s) {
-    if (s.dim < s.heads || s.dim % s.heads != 0 || s.context < 1 || s.layers < 1 || s.state_dim < 1 ||
-        s.num_actions < 1)
-        throw std::invalid_argument("DtNetwork: embedding must be a multiple of heads; every size >= 1");
+    if (s.dim < s.heads || s.dim % s.heads != 0 || s.context < 1 || s.layers < 1 ||
+        s.state_dim <= env::kPortfolioFeatures || s.num_actions < 1)
+        throw std::invalid_argument("DtNetwork: embedding must be a multiple of heads, states must hold the portfolio "
+                                    "features; every size >= 1");
     const std::size_t D = sz(s.dim), S = sz(s.state_dim), A = sz(s.num_actions), F = sz(s.hidden());
     // The embeddings: the return-to-go scalar and the action table start small (|w| <= 0.5 sqrt 3).
     state_w_ = layout_.add("embed/state/w", D * S, fan_in(s.state_dim));
@@ -86,6 +87,7 @@ DtNetwork::Workspace DtNetwork::make_workspace(ops::Device& ops, int batch) cons
     const std::size_t P = sz(batch) * sz(shape_.heads) * sz(shape_.tokens()) * sz(shape_.tokens());
     Workspace ws;
     ws.batch = batch;
+    ws.states = ops.alloc<float>(steps * sz(shape_.state_dim));
     ws.s_proj = ops.alloc<float>(steps * D);
     ws.logits = ops.alloc<float>(R * sz(shape_.num_actions));
     ws.lnf = ops.alloc<float>(R * D);
@@ -121,7 +123,8 @@ ops::View<const float> DtNetwork::forward(ops::Device& ops, ops::View<const floa
                                           Workspace& ws) const {
     const int B = ws.batch, D = shape_.dim, F = shape_.hidden(), A = shape_.num_actions;
     const int R = B * shape_.tokens(), steps = B * shape_.context;
-    ops.linear_forward(ws.s_proj.view(), in.states, slice(params, state_w_), slice(params, state_b_), steps,
+    ops::dt_state_input(ops, ws.states.view(), in.states, shape_.state_dim, market_dim());
+    ops.linear_forward(ws.s_proj.view(), ws.states.cview(), slice(params, state_w_), slice(params, state_b_), steps,
                        shape_.state_dim, D, Activation::none);
     ops::dt_embed(ops, ws.x[0].view(), in.rtg, ws.s_proj.cview(), in.actions, embed_views(params));
     for (int l = 0; l < shape_.layers; ++l) {
@@ -191,13 +194,15 @@ void DtNetwork::backward(ops::Device& ops, ops::View<const float> params, ops::V
     ops::dt_embed_backward(ops, slice(grads, return_w_), slice(grads, return_b_), slice(grads, action_table_),
                            ws.d_s_proj.view(), ws.d_res.cview(), in.rtg, in.actions, D, A);
     ops.linear_backward({}, slice(grads, state_w_), slice(grads, state_b_), ws.d_s_proj.view(), ws.s_proj.cview(),
-                        in.states, slice(params, state_w_), steps, shape_.state_dim, D, Activation::none, false);
+                        ws.states.cview(), slice(params, state_w_), steps, shape_.state_dim, D, Activation::none, false);
 }
 
 dt::ActParams DtNetwork::act_params(ops::View<const float> target_token) const {
-    return dt::ActParams{shape_.state_dim, shape_.state_dim - static_cast<int>(env::kPortfolioFeatures), shape_.dim, shape_.heads, shape_.context,
-                         shape_.num_actions, target_token.data()};
+    return dt::ActParams{shape_.state_dim, market_dim(), shape_.dim, shape_.heads, shape_.context, shape_.num_actions,
+                         target_token.data()};
 }
+
+int DtNetwork::market_dim() const noexcept { return shape_.state_dim - env::kPortfolioFeatures; }
 
 DtNetwork::ActWorkspace DtNetwork::make_act_workspace(ops::Device& ops, int n) const {
     if (n < 1) throw std::invalid_argument("DtNetwork::make_act_workspace: n must be >= 1");
@@ -209,6 +214,7 @@ DtNetwork::ActWorkspace DtNetwork::make_act_workspace(ops::Device& ops, int n) c
         ws.cache.push_back(ops.alloc<float>(sz(n) * sz(dt::cache_slots(shape_.context)) * 2 * D));
         ops.fill(ws.cache.back().view(), 0.0f);
     }
+    ws.states = ops.alloc<float>(sz(n) * sz(shape_.state_dim));
     ws.s_proj = ops.alloc<float>(sz(n) * D);
     ws.x = ops.alloc<float>(rows * D);
     ws.ln = ops.alloc<float>(rows * D);
@@ -228,8 +234,9 @@ void DtNetwork::act(ops::Device& ops, ops::View<const float> params, ops::View<c
     const int n = ws.n, rows = n * dt::kTokensPerStep, D = shape_.dim, F = shape_.hidden();
     if (target_token.size() != 1) throw std::invalid_argument("DtNetwork::act: one target token");
     const auto ap = act_params(target_token);
-    ops.linear_forward(ws.s_proj.view(), states, slice(params, state_w_), slice(params, state_b_), n, shape_.state_dim,
-                       D, Activation::none);
+    ops::dt_state_input(ops, ws.states.view(), states, shape_.state_dim, market_dim());
+    ops.linear_forward(ws.s_proj.view(), ws.states.cview(), slice(params, state_w_), slice(params, state_b_), n,
+                       shape_.state_dim, D, Activation::none);
     ops::dt_act_tokens(ops, ws.x.view(), ws.history.view(), states, ws.s_proj.cview(), embed_views(params), ap);
     for (int l = 0; l < shape_.layers; ++l) {
         const LayerSlices& s = layers_[static_cast<std::size_t>(l)];

@@ -42,7 +42,7 @@ public:
     /// Activations of `batch` windows (R = batch x 3 K token rows), kept for the backward.
     struct Workspace {
         int batch = 0;
-        ops::Buffer<float> s_proj, logits, lnf, lnf_stats;
+        ops::Buffer<float> states, s_proj, logits, lnf, lnf_stats;  ///< states: the state token's input
         struct Layer {
             ops::Buffer<float> ln1, ln1_stats, qkv, P, attn, proj, h, ln2, ln2_stats, fc1_z, fc1_a, fc2;
         };
@@ -64,7 +64,7 @@ public:
         int n = 0;
         ops::Buffer<dt::History> history;
         std::vector<ops::Buffer<float>> cache;  ///< per layer (n, dt::cache_slots(K), 2 dim)
-        ops::Buffer<float> s_proj, x, ln, stats, qkv, attn, proj, fc1_z, fc1_a, fc2, logits;
+        ops::Buffer<float> states, s_proj, x, ln, stats, qkv, attn, proj, fc1_z, fc1_a, fc2, logits;
     };
     /// Histories start empty.
     ActWorkspace make_act_workspace(ops::Device& ops, int n) const;
@@ -83,6 +83,7 @@ private:
     ops::DtEmbedViews embed_views(ops::View<const float> params) const;
     dt::AttentionShape attention_shape(int batch) const;
     dt::ActParams act_params(ops::View<const float> target_token) const;
+    int market_dim() const noexcept;
 
     DtShape shape_;
     nn::ParamLayout layout_;

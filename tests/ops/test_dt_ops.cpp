@@ -355,6 +355,42 @@ TEST_CASE("dt KV cache: acting step by step equals the windowed forward of the l
     CHECK(cache_against_windows(ops, two, 6) < 1e-5);
 }
 
+TEST_CASE("dt state input: the portfolio's running totals are left out, acting ignores them", "[dt]") {
+    fh::ops::CpuDevice ops;
+    const int S = 12, M = 4;  // 4 market features, 8 portfolio features
+    const auto states = random_floats(3 * S, 31);
+    auto in = ops.from_host<float>(states);
+    auto out = ops.alloc<float>(states.size());
+    fh::ops::dt_state_input(ops, out.view(), in.cview(), S, M);
+    const auto h = ops.to_host(out.cview());
+    for (std::size_t i = 0; i < h.size(); ++i) {
+        const int c = static_cast<int>(i % S) - M;  // portfolio column, or negative for a market feature
+        const bool total = c == 2 || c == 3 || c == 5;  // equity change, drawdown, fees paid
+        CHECK(h[i] == (total ? 0.0f : states[i]));
+    }
+    // Acting on states that differ only there: the same logits.
+    const fh::trainers::DtShape shape{S, 3, 4, 2, 2, 8};
+    const fh::trainers::DtNetwork net(shape);
+    auto params = fh::nn::alloc_zeroed(ops, net.layout());
+    fh::nn::init_params(ops, params.view(), net.layout(), 3);
+    auto tgt = ops.from_host<float>(std::vector<float>{0.5f});
+    auto act = ops.alloc<int>(1);
+    auto traj = trajectory(4, S, M, 33);
+    std::vector<float> logits[2];
+    for (int variant = 0; variant < 2; ++variant) {
+        auto ws = net.make_act_workspace(ops, 1);
+        for (int t = 0; t < 4; ++t) {
+            std::vector<float> st(traj.begin() + t * S, traj.begin() + (t + 1) * S);
+            if (variant == 1)
+                for (int c : {2, 3, 5}) st[static_cast<std::size_t>(M + c)] = 100.0f + static_cast<float>(t);
+            auto bs = ops.from_host<float>(st);
+            net.act(ops, params.cview(), tgt.cview(), act.view(), bs.cview(), ws);
+        }
+        logits[variant] = ops.to_host(ws.logits.cview());
+    }
+    CHECK(logits[0] == logits[1]);
+}
+
 TEST_CASE("dt KV cache: a history starts over where the time-left feature is 1", "[dt][cache]") {
     fh::ops::CpuDevice ops;
     const fh::trainers::DtShape shape{12, 3, 4, 2, 2, 8};
@@ -456,6 +492,14 @@ TEST_CASE("dt kernels equal their CPU twins", "[gpu][dt]") {
                                                    o.to_host(dt.cview()), o.to_host(dsp.cview())};
         };
         const auto ec = embed(cpu), eg = embed(gpu);
+        // The state input (exact): rows of 20 floats, 12 market features.
+        auto state_input = [&](fh::ops::Device& o) {
+            auto bx = o.from_host<float>(x);
+            auto y = o.alloc<float>(x.size());
+            fh::ops::dt_state_input(o, y.view(), bx.cview(), 20, 12);
+            return o.to_host(y.cview());
+        };
+        if (x.size() % 20 == 0) CHECK(state_input(gpu) == state_input(cpu));
         FH_REQUIRE_CLOSE(eg[0], ec[0], 1e-6, 1e-6);
         for (std::size_t k = 1; k < ec.size(); ++k) FH_REQUIRE_CLOSE(eg[k], ec[k], 1e-4, 1e-5);
     }

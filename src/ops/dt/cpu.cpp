@@ -5,6 +5,11 @@
 
 namespace fh::ops::cpu_twin {
 
+void dt_state_input(View<float> out, View<const float> states, int state_dim, int market_dim) {
+    for (std::size_t i = 0; i < states.size(); ++i)
+        dt::state_input_element(static_cast<long long>(i), out.data(), states.data(), state_dim, market_dim);
+}
+
 void dt_embed(View<float> x, View<const float> rtg, View<const float> s_proj, View<const int> actions,
               const dt::EmbedParams& p, long long steps) {
     for (long long r = 0; r < steps * dt::kTokensPerStep; ++r)

@@ -16,6 +16,11 @@ long long attention_threads(const dt::AttentionShape& s) {
 }
 }  // namespace
 
+void dt_state_input(CudaDevice& d, View<float> out, View<const float> states, int state_dim, int market_dim) {
+    const auto n = static_cast<long long>(states.size());
+    d.kernels().dt_state_input_kernel(d.stream(), threads_for(n), out.data(), states.data(), n, state_dim, market_dim);
+}
+
 void dt_embed(CudaDevice& d, View<float> x, View<const float> rtg, View<const float> s_proj, View<const int> actions,
               const dt::EmbedParams& p, long long steps) {
     d.kernels().dt_embed_kernel(d.stream(), threads_for(steps * dt::kTokensPerStep), x.data(), rtg.data(),

@@ -32,6 +32,7 @@ struct DtDatasetViews {
 };
 
 namespace cpu_twin {
+void dt_state_input(View<float> out, View<const float> states, int state_dim, int market_dim);
 void dt_embed(View<float> x, View<const float> rtg, View<const float> s_proj, View<const int> actions,
               const dt::EmbedParams& p, long long steps);
 void dt_embed_backward(View<float> d_return_w, View<float> d_return_b, View<float> d_action_table, View<float> d_s_proj,
@@ -62,6 +63,7 @@ void dt_act_select(View<int> actions, View<dt::History> hist, View<const float> 
 }  // namespace cpu_twin
 
 namespace cuda_twin {
+void dt_state_input(CudaDevice& d, View<float> out, View<const float> states, int state_dim, int market_dim);
 void dt_embed(CudaDevice& d, View<float> x, View<const float> rtg, View<const float> s_proj, View<const int> actions,
               const dt::EmbedParams& p, long long steps);
 void dt_embed_backward(CudaDevice& d, View<float> d_return_w, View<float> d_return_b, View<float> d_action_table,
@@ -116,6 +118,21 @@ inline void check_act(const dt::ActParams& a, const char* op) {
                     op, "bad acting parameters (dim a multiple of heads, span >= 1, states with portfolio features)");
 }
 }  // namespace dt_detail
+
+/// The state token's input (dt::state_input_element): out = states (rows, state_dim) with the
+/// portfolio's running totals (columns market_dim + 2, 3, 5) zeroed; distinct buffers.
+inline void dt_state_input(Device& device, View<float> out, View<const float> states, int state_dim, int market_dim) {
+    const char* op = "dt_state_input";
+    detail::require(state_dim >= 1 && market_dim >= 0 && market_dim < state_dim && !states.empty() &&
+                        states.size() % static_cast<std::size_t>(state_dim) == 0,
+                    op, fmt::format("states has {} floats, not rows of state_dim = {} (market_dim {})", states.size(),
+                                    state_dim, market_dim));
+    detail::require_size(out.size(), states.size(), op, "out");
+    (void)detail::checked_int_size(states.size(), op);
+    detail::require_distinct(op, {detail::range("out", out), detail::range("states", states)});
+    if (CudaDevice* cuda = device.cuda()) return cuda_twin::dt_state_input(*cuda, out, states, state_dim, market_dim);
+    cpu_twin::dt_state_input(out, states, state_dim, market_dim);
+}
 
 /// Token rows x (3 steps, dim) of a batch of windows (dt::embed_row) from rtg (steps), the state
 /// projections s_proj (steps, dim) and actions (steps, each in [0, num_actions)).
