@@ -90,18 +90,7 @@ PlantedResult planted_run(ops::Device& ops, const std::vector<std::string>& over
     r.sharpe = test::validation_sharpe(ops, f.dm, trainer.env_params(), policy, 64, 1000, env::Split::test);
     r.oracle = data::planted_oracle(f.market.bars, f.market.test, k, f.market.bars_per_year).sharpe_per_bar;
     r.backtest = eval::backtest(ops, f.dm, f.market, env::Split::test, trainer.env_params(), policy, 1, false).strategy.sharpe;
-    // The oracle's rule (long when ret_1 >= 0, else short; ret_1 is feature 0, de-normalised) in
-    // the same backtest: the annualised Sharpe a perfect forecaster reaches there.
-    const std::vector<float> norm{f.market.norm.mean[0], f.market.norm.stddev[0]};
-    auto oracle = [&](ops::View<int> a, ops::View<const float> s, int n) {
-        const auto states = ops.to_host(s);
-        std::vector<int> actions(static_cast<std::size_t>(n));
-        const auto D = static_cast<std::size_t>(trainer.env_params().state_dim);
-        for (std::size_t i = 0; i < actions.size(); ++i) actions[i] = norm[0] + norm[1] * states[i * D] >= 0 ? 2 : 0;
-        ops.upload<int>(a.subview(0, actions.size()), actions);
-    };
-    r.oracle_backtest =
-        eval::backtest(ops, f.dm, f.market, env::Split::test, trainer.env_params(), oracle, 1, false).strategy.sharpe;
+    r.oracle_backtest = test::oracle_rule_backtest_sharpe(ops, f.dm, f.market, trainer.env_params());
     return r;
 }
 
