@@ -390,11 +390,10 @@ FH_HD void action_loss_window(int b, float* loss, float* correct, float* d_logit
         const long long row = static_cast<long long>(b) * tokens + k * kTokensPerStep + kStateToken;
         const float* z = logits + row * num_actions;
         const int a = actions[static_cast<long long>(b) * context + k];
-        float m = z[0];
         int best = 0;
         for (int c = 1; c < num_actions; ++c)
             if (z[c] > z[best]) best = c;
-        m = z[best];
+        const float m = z[best];
         float sum = 0.0f;
         for (int c = 0; c < num_actions; ++c) sum += expf(z[c] - m);
         l += (m + logf(sum) - z[a]) * inv_n;
