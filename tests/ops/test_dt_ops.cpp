@@ -282,17 +282,23 @@ std::vector<float> trajectory(int steps, int state_dim, int market_dim, std::uin
     return s;
 }
 
+/// The network's initial parameters from `seed` plus uniform noise in +-0.3: a head that separates
+/// the actions, layer norms off the identity.
+fh::ops::Buffer<float> perturbed_params(fh::ops::Device& ops, const fh::trainers::DtNetwork& net, std::uint64_t seed) {
+    auto params = fh::nn::alloc_zeroed(ops, net.layout());
+    fh::nn::init_params(ops, params.view(), net.layout(), seed);
+    auto host = ops.to_host(params.cview());
+    const auto noise = random_floats(host.size(), seed + 1, -0.3f, 0.3f);
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] += noise[i];
+    ops.upload<float>(params.view(), host);
+    return params;
+}
+
 /// Acting step by step with the cache, and the windowed forward of each step's window (the last
 /// min(t + 1, K) steps, with the actions taken), compared at the state token's logits.
 double cache_against_windows(fh::ops::Device& ops, const fh::trainers::DtShape& shape, int steps) {
     const fh::trainers::DtNetwork net(shape);
-    auto params = fh::nn::alloc_zeroed(ops, net.layout());
-    fh::nn::init_params(ops, params.view(), net.layout(), 9);
-    // Larger than the init: a head that separates actions, norms off identity.
-    auto host = ops.to_host(params.cview());
-    const auto noise = random_floats(host.size(), 10, -0.3f, 0.3f);
-    for (std::size_t i = 0; i < host.size(); ++i) host[i] += noise[i];
-    ops.upload<float>(params.view(), host);
+    auto params = perturbed_params(ops, net, 9);
     const int S = shape.state_dim, K = shape.context, A = shape.num_actions;
     const auto states = trajectory(steps, S, S - 8, 11);
     const std::vector<float> target{0.7f};
@@ -545,13 +551,7 @@ TEST_CASE("dt training and acting kernels equal their CPU twins", "[gpu][dt]") {
     const fh::trainers::DtShape shape{20, 5, 6, 2, 4, 32};
     const fh::trainers::DtNetwork net(shape);
     auto run = [&](fh::ops::Device& o) {
-        // Parameters off the init (spread logits: no near-ties for rounding to flip).
-        auto params = fh::nn::alloc_zeroed(o, net.layout());
-        fh::nn::init_params(o, params.view(), net.layout(), 5);
-        auto host = o.to_host(params.cview());
-        const auto noise = random_floats(host.size(), 6, -0.3f, 0.3f);
-        for (std::size_t i = 0; i < host.size(); ++i) host[i] += noise[i];
-        o.upload<float>(params.view(), host);
+        auto params = perturbed_params(o, net, 5);  // spread logits: no near-ties for rounding to flip
         auto tgt = o.from_host<float>(std::vector<float>{1.2f});
         auto ws = net.make_act_workspace(o, 9);
         auto act = o.alloc<int>(9);

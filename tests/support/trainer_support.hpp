@@ -66,6 +66,12 @@ struct OneByOne {
 struct CapturedAndOneByOne {
     std::vector<trainers::LogLine> captured_log, one_by_one_log;
     std::vector<std::vector<std::byte>> captured, one_by_one;
+    /// The same losses on every log line and the same final state, bit for bit.
+    void check_equal() const {
+        REQUIRE(captured_log.size() == one_by_one_log.size());
+        for (std::size_t i = 0; i < captured_log.size(); ++i) CHECK(captured_log[i].loss == one_by_one_log[i].loss);
+        CHECK(captured == one_by_one);
+    }
 };
 template <class MakeTrainer>
 CapturedAndOneByOne run_captured_and_one_by_one(ops::Device& ops, const config::Profile& p, MakeTrainer make) {

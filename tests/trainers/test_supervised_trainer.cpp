@@ -205,9 +205,7 @@ TEST_CASE("supervised on the GPU: the captured update equals every op issued alo
     Fixture f(ops, sup_profile());
     const auto r = test::run_captured_and_one_by_one(
         ops, f.p, [&] { return std::make_unique<trainers::SupervisedTrainer>(ops, f.p, f.dm); });
-    REQUIRE(r.captured_log.size() == r.one_by_one_log.size());
-    for (std::size_t i = 0; i < r.captured_log.size(); ++i) CHECK(r.captured_log[i].loss == r.one_by_one_log[i].loss);
-    CHECK(r.captured == r.one_by_one);
+    r.check_equal();
 }
 
 TEST_CASE("supervised on the GPU trains close to the CPU reference", "[gpu][trainers][supervised]") {
