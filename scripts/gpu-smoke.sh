@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The CI smoke for a small GPU (RTX 3050 class): builds if needed, then trains the four
-# smoketest profiles (dqn, ppo, iql, supervised) on the GPU. Fails (exit 1) on any non-zero exit, a NaN or
+# The CI smoke for a small GPU (RTX 3050 class): builds if needed, then trains the five
+# smoketest profiles (dqn, ppo, iql, supervised, dt) on the GPU. Fails (exit 1) on any non-zero exit, a NaN or
 # infinity in metrics.jsonl, a run that did not complete, or a total wall time over the budget.
 # Prints one line per trainer and a verdict.
 # Usage: scripts/gpu-smoke.sh            Environment: BUILD_DIR (default build),
@@ -18,7 +18,7 @@ mkdir -p "$out"
 now() { date +%s.%N; }
 start=$(now)
 failed=0
-for trainer in dqn ppo iql supervised; do
+for trainer in dqn ppo iql supervised dt; do
     t0=$(now)
     "$exe" --profile "$trainer-smoketest" --device cuda --output "$out" --quiet >"$out/$trainer.log" 2>&1
     rc=$?

@@ -17,14 +17,16 @@
 namespace {
 
 constexpr const char* kDescription =
-    "foxhunt-train: trains reinforcement-learning agents (DQN, PPO, IQL) to trade a futures\n"
+    "foxhunt-train: trains reinforcement-learning agents (DQN, PPO, IQL, a Decision Transformer)\n"
+    "and a supervised baseline to trade a futures\n"
     "contract from bar data, on the GPU (or on the CPU reference backend).\n"
     "A run is described by a TOML profile (docs/profiles.md lists every key); with no\n"
     "subcommand, foxhunt-train trains.";
 
 constexpr const char* kFooter = R"(Profiles:
   --profile takes a file path or the name of a shipped profile (dqn-smoketest, dqn-full,
-  ppo-smoketest, ppo-full, iql-smoketest, iql-full; ".toml" optional), looked up in the
+  ppo-smoketest, ppo-full, iql-smoketest, iql-full, supervised-smoketest, supervised-full,
+  dt-smoketest, dt-full; ".toml" optional), looked up in the
   source tree's and the install prefix's profiles/ folders. Precedence: built-in defaults <
   profile < command line (--set, then --data/--seed/--device/--output). A --set value is TOML:
   numbers as is, strings quoted (a bare word is accepted for string keys), arrays in brackets.

@@ -45,6 +45,7 @@ enum class Purpose : std::uint32_t {
     policy_sample = 7,   ///< PPO action sampling: stream = environment index, counter = global step
     behaviour = 8,       ///< IQL behaviour policy: stream = environment index, counter = global step
     supervised_sample = 9,  ///< supervised batches: stream = batch row, counter = update number
+    dt_sample = 10,         ///< Decision Transformer windows: stream = batch row, counter = update number
 };
 
 /// Four independent 32-bit words for (seed, purpose, stream, counter).

@@ -88,6 +88,8 @@ int run_check(const GlobalOptions& g) {
     print_comment_block(data::describe(market));
     if (profile.run.trainer == "iql" && profile.iql.dataset != "behaviour")
         fmt::print("#   iql.dataset:    {} (verified: {} rows allocated)\n", profile.iql.dataset, sizes.inputs.dump_rows);
+    if (profile.run.trainer == "dt" && profile.dt.dataset != "behaviour")
+        fmt::print("#   dt.dataset:     {} (verified: {} rows allocated)\n", profile.dt.dataset, sizes.inputs.dump_rows);
 
     fmt::print("\n# Estimated device memory ({} bars of market data):\n", market.bars.size());
     print_items(sizes.device, device_limit);

@@ -14,6 +14,7 @@
 #include "data/features.hpp"
 #include "math/backtest.h"
 #include "math/ppo.h"
+#include "math/dt.h"
 #include "math/supervised.h"
 #include "util/errors.hpp"
 
@@ -71,6 +72,8 @@ struct Model {
     std::vector<ArrayExtent> arrays;
     std::uint64_t checkpoint_bytes = 0;  ///< the state tensors a checkpoint copies to the host
     std::uint64_t dump_read_bytes = 0;   ///< an IQL replay dump read into host memory
+    /// dt: the dataset read back to the host and rebuilt into episodes (with a dump: also the dump read)
+    std::uint64_t episodes_bytes = 0;
 };
 
 Model build(const Profile& p, const SizeInputs& in) {
@@ -175,6 +178,54 @@ Model build(const Profile& p, const SizeInputs& in) {
         m.arrays.push_back({fmt::format("a batch ({} rows x {} floats)", batch, std::max({kD, actions, q.widest})),
                             mul(batch, std::max({kD, actions, q.widest})), "replay_buffer.batch_size"});
         m.checkpoint_bytes = mul(params, 4 * kF32);
+    } else if (p.run.trainer == "dt") {
+        // The offline dataset as IQL's (a replay ring), then its episodes in order on the device
+        // (states, return-to-go token, action, episode start per transition); the shapes of
+        // src/trainers/dt_network.cpp (DtNetwork: parameters, Workspace, ActWorkspace).
+        const bool from_dump = p.dt.dataset != "behaviour";
+        std::uint64_t rows = 0;
+        if (from_dump) {
+            rows = in.dump_rows;
+        } else {
+            const std::uint64_t size = u(p.dt.dataset_size);
+            const std::uint64_t ds_envs = std::max<std::uint64_t>(1, std::min(envs, size));
+            rows = (size + ds_envs - 1) / ds_envs * ds_envs;
+            m.device.push_back({fmt::format("behaviour-policy environments ({} x {} B)", ds_envs, env_bytes(1)),
+                                env_bytes(ds_envs), "experience.gpu_n_episodes"});
+        }
+        const std::string ds_key = from_dump ? "dt.dataset" : "dt.dataset_size";
+        m.device.push_back({fmt::format("offline dataset ({} transitions x {} B, and its episodes in order)", rows,
+                                        row_bytes + (kD + 3) * kF32),
+                            mul(rows, row_bytes + (kD + 3) * kF32), ds_key});
+        m.arrays.push_back({fmt::format("the dataset's states ({} x {} floats)", rows, kD), mul(rows, kD), ds_key});
+        if (from_dump) m.dump_read_bytes = mul(rows, row_bytes);
+        // DtEpisodes: the states, action, episode start, reward and rate (double) of every step.
+        m.episodes_bytes = add(m.dump_read_bytes, mul(rows, row_bytes + kD * kF32 + 24));
+        const std::uint64_t D = u(p.dt.embedding), L = u(p.dt.layers), H = u(p.dt.heads), K = u(p.dt.context);
+        const std::uint64_t A = actions, T = 3 * K, B = u(p.dt.batch_size);
+        // Each slice is padded to 32 floats (nn::ParamLayout::kAlignment): at most 31 per slice.
+        const std::uint64_t slices = 9 + 12 * L;
+        const std::uint64_t params =
+            add(add(D * kD + 3 * D + A * D + 2 * D + A * D + A + aligned(dt::kCalibrationFloats),
+                    mul(L, 4 * D + 3 * D * D + 3 * D + D * D + D + 4 * D * D + 4 * D + 4 * D * D + D)),
+                31 * slices);
+        m.device.push_back({fmt::format("transformer ({} parameters, with gradients and Adam moments)", params),
+                            mul(params, 4 * kF32), "dt.embedding"});
+        m.arrays.push_back({"the transformer's parameters", params, "dt.embedding"});
+        // Per token row: each layer's activations (18 D + 4 floats) and attention weights (H T),
+        // the final norm and logits, the backward's scratch (13 D + A) and the scores' gradient.
+        const std::uint64_t row = add(mul(L, 18 * D + 4 + H * T), 14 * D + 2 + 2 * A + H * T);
+        const std::uint64_t per_window = add(mul(T, row), K * (2 * kD + 2 * D + 2) + 1);
+        m.device.push_back({fmt::format("batch and workspaces ({} windows of {} tokens)", B, T),
+                            mul(mul(B, per_window), kF32), "dt.batch_size"});
+        m.arrays.push_back({fmt::format("the attention weights ({} windows x {} heads x {} x {})", B, H, T, T),
+                            mul(mul(B, H), T * T), "dt.batch_size"});
+        // Acting: three token rows per backtest segment and each layer's cache of 3 (K + 1) tokens.
+        const std::uint64_t segs = u(p.eval.segments);
+        m.device.push_back({fmt::format("acting workspace and KV cache ({} segments)", segs),
+                            mul(segs, (3 * (12 * D + 2 + A) + L * 3 * (K + 1) * 2 * D + 2 * D + 2 + kD) * kF32),
+                            "eval.segments"});
+        m.checkpoint_bytes = mul(params, 3 * kF32);
     } else if (p.run.trainer == "supervised") {
         // Per bar of the training and validation splits (at most every bar): its sample index and
         // label, and the validation loss per sample.
@@ -280,13 +331,17 @@ std::vector<MemoryItem> estimate_host_memory(const Profile& p, const SizeInputs&
     const std::uint64_t per_bar = bar_bytes * (cached ? 2 : 1) + (p.data.path.empty() ? 0 : 64);
     items.push_back({fmt::format("market data{} ({} bars x {} B)", cached ? " and its fxcache image" : "", bars, per_bar),
                      mul(bars, per_bar), data_key(p)});
-    if (m.dump_read_bytes > m.checkpoint_bytes)
+    if (m.episodes_bytes > 0)
+        items.push_back({"the dataset read back and rebuilt into episodes", m.episodes_bytes,
+                         p.dt.dataset != "behaviour" ? "dt.dataset" : "dt.dataset_size"});
+    else if (m.dump_read_bytes > m.checkpoint_bytes)
         items.push_back({"the replay dump, read before it is uploaded", m.dump_read_bytes, "iql.dataset"});
     else
         items.push_back({"the host copy a checkpoint is written from", m.checkpoint_bytes,
                          p.run.trainer == "dqn" || p.run.trainer.empty() ? "replay_buffer.buffer_size"
                          : p.run.trainer == "ppo"                       ? "ppo.hidden"
                          : p.run.trainer == "supervised"                ? "supervised.hidden"
+                         : p.run.trainer == "dt"                        ? "dt.embedding"
                                                                          : "iql.hidden"});
     if (in.host_backend)
         for (auto item : m.device) {

@@ -19,11 +19,11 @@ namespace fh::config {
 /// [run]: what to train, where, and for how long.
 struct RunConfig {
     std::string name;                          ///< run name; "" = "<trainer>-<timestamp>"
-    std::string trainer;                       ///< dqn | ppo | iql | supervised (required)
+    std::string trainer;                       ///< dqn | ppo | iql | supervised | dt (required)
     std::int64_t seed = 0;                     ///< master RNG seed
     std::string device = "auto";               ///< auto | cpu | cuda | cuda:N
     std::string output_dir = "runs";           ///< root of run directories
-    std::int64_t total_steps = 1'000'000;      ///< budget: env steps (DQN, PPO) or updates (IQL, supervised)
+    std::int64_t total_steps = 1'000'000;      ///< budget: env steps (DQN, PPO) or updates (IQL, supervised, dt)
     std::int64_t log_interval = 1'000;         ///< steps between metrics lines
     std::int64_t eval_interval = 50'000;       ///< steps between validation backtests; 0 = end
     std::int64_t checkpoint_interval = 100'000;  ///< steps between checkpoints; 0 = end only
@@ -166,6 +166,20 @@ struct SupervisedConfig {
     bool operator==(const SupervisedConfig&) const = default;
 };
 
+/// [dt]: the Decision Transformer, offline (docs/dt.md).
+struct DtConfig {
+    std::int64_t context = 20;        ///< K: timesteps of a training window and of the acting cache
+    std::int64_t layers = 2;          ///< transformer blocks
+    std::int64_t heads = 2;           ///< attention heads (embedding / heads per head)
+    std::int64_t embedding = 64;      ///< token width
+    std::int64_t batch_size = 64;     ///< windows per gradient update
+    std::int64_t warmup_updates = 200;  ///< linear learning-rate warm-up
+    double target_quantile = 0.9;     ///< the target return: this quantile of the dataset's episode reward rates
+    std::string dataset = "behaviour";  ///< "behaviour" or the path of a replay dump
+    std::int64_t dataset_size = 200'000;  ///< transitions in a behaviour dataset
+    bool operator==(const DtConfig&) const = default;
+};
+
 /// [eval]: validation and test backtests.
 struct EvalConfig {
     std::int64_t segments = 1;      ///< equal parts of the split backtested in parallel
@@ -204,6 +218,7 @@ struct Profile {
     PpoConfig ppo;
     IqlConfig iql;
     SupervisedConfig supervised;
+    DtConfig dt;
     EvalConfig eval;
     EarlyStoppingConfig early_stopping;
     GpuConfig gpu;

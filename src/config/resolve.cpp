@@ -432,6 +432,18 @@ private:
                              "actions have no such order type",
                              toml_quote(p.supervised.order_type), urgency + 1, p.env.urgency_levels));
         }
+        rule({"dt.embedding", "dt.heads"}, p.dt.embedding % p.dt.heads != 0,
+             fmt::format("dt.embedding = {} is not a multiple of dt.heads = {}: every head gets embedding / heads "
+                         "features",
+                         p.dt.embedding, p.dt.heads));
+        rule({"dt.embedding", "dt.heads"},
+             p.dt.embedding % p.dt.heads == 0 && p.dt.embedding / p.dt.heads > 128,
+             fmt::format("dt.embedding / dt.heads = {} features per head exceeds 128: use more heads",
+                         p.dt.embedding / std::max<std::int64_t>(1, p.dt.heads)));
+        rule({"dt.batch_size", "dt.dataset_size", "run.trainer"},
+             p.run.trainer == "dt" && p.dt.dataset == "behaviour" && p.dt.batch_size > p.dt.dataset_size,
+             fmt::format("dt.batch_size = {} exceeds dt.dataset_size = {}", p.dt.batch_size, p.dt.dataset_size));
+        rule({"dt.dataset"}, p.dt.dataset.empty(), "dt.dataset is empty: use \"behaviour\" or the path of a replay dump");
         rule({"replay_buffer.save_dump", "run.trainer"}, p.replay_buffer.save_dump && p.run.trainer != "dqn",
              fmt::format("replay_buffer.save_dump = true needs run.trainer = \"dqn\" (the {} trainer has no replay "
                          "memory)",

@@ -12,6 +12,7 @@
 #include "io/run_directory.hpp"
 #include "io/safetensors.hpp"
 #include "trainers/dqn_trainer.hpp"
+#include "trainers/dt_network.hpp"
 #include "trainers/iql_trainer.hpp"
 #include "trainers/supervised_trainer.hpp"
 #include "trainers/ppo_trainer.hpp"
@@ -97,7 +98,9 @@ nn::ParamLayout policy_weights_layout(const config::Profile& p, int state_dim) {
     if (p.run.trainer == "iql") return IqlNetworks(p, state_dim, actions).layout;
     // The forecaster's slices; the adapter's calibration follows them (docs/supervised.md).
     if (p.run.trainer == "supervised") return SupervisedNetwork(p, state_dim - env::kPortfolioFeatures).layout;
-    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql or supervised)");
+    // The transformer's slices; the return-to-go calibration follows them (docs/dt.md).
+    if (p.run.trainer == "dt") return DtNetwork(dt_shape(p, state_dim)).layout();
+    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql, supervised or dt)");
 }
 
 void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,

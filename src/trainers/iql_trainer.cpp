@@ -16,6 +16,7 @@
 #include "io/replay_dump.hpp"
 #include "io/json.hpp"
 #include "nn/init.hpp"
+#include "trainers/offline_dataset.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
@@ -26,12 +27,12 @@
 namespace fh::trainers {
 namespace {
 
-// current_ / accum_ layout: this update's values / their sums over the log interval.
+// The monitor's statistics (monitor_.current: this update's; monitor_.accum: their sums over the log interval).
 constexpr int kValueLoss = 0, kQLoss = 1, kPolicyLoss = 2, kGradNorm = 3, kWeight = 4, kV = 5, kStats = 6;
-/// The losses each update passes to the guard, in order (current_[0, 3)); then the gradient norm.
+/// The losses each update passes to the guard, in order (monitor_.current[0, 3)); then the gradient norm.
 constexpr const char* kGuardLossNames[] = {"the value (expectile) loss", "the Q loss", "the policy (AWR) loss"};
 constexpr int kGuardLosses = static_cast<int>(std::size(kGuardLossNames));
-static_assert(kGuardLosses == kGradNorm, "the guard reads current_[0, kGuardLosses), then the norm");
+static_assert(kGuardLosses == kGradNorm, "the guard reads the statistics [0, kGuardLosses), then the norm");
 /// Share of the behaviour policy's rule-based traders' actions taken uniformly at random.
 constexpr float kBehaviourRandomFraction = 0.2f;
 
@@ -59,8 +60,13 @@ IqlTrainer::IqlTrainer(ops::Device& ops, const config::Profile& profile, const e
       batch_(static_cast<int>(profile.replay_buffer.batch_size)),
       net_(profile, state_dim_, num_actions_),
       policy_(net_.policy, net_.layout.total()) {
-    if (profile.iql.dataset == "behaviour") collect_behaviour_dataset(market);
-    else load_dump(profile.iql.dataset);
+    {
+        OfflineDataset ds = build_offline_dataset(ops, profile, market, env_params_, profile.iql.dataset,
+                                                  profile.iql.dataset_size, "iql");
+        dataset_ = std::move(ds.ring);
+        dataset_transitions_ = ds.transitions;
+        collection_seconds_ = ds.collection_seconds;
+    }
 
     const std::size_t B = static_cast<std::size_t>(batch_);
     const std::size_t A = static_cast<std::size_t>(num_actions_);
@@ -84,65 +90,11 @@ IqlTrainer::IqlTrainer(ops::Device& ops, const config::Profile& profile, const e
     batch_buf_ = ReplayBatch(ops, batch_, state_dim_);
     for (auto* b : {&loss_v_, &loss_q_, &loss_pi_, &awr_weights_, &d_v_}) *b = ops.alloc<float>(B);
     for (auto* b : {&d_q1_, &d_q2_, &d_logits_}) *b = ops.alloc<float>(B * A);
-    current_ = ops.alloc<float>(kStats);
-    ops.fill(current_.view(), 0.0f);
-    accum_ = ops.alloc<float>(kStats);
-    ops.fill(accum_.view(), 0.0f);
-    norm_scratch_ = ops.alloc<float>(ops::Device::global_norm_scratch_size());
-    gate_ = ops.alloc<int>(1);
-    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}});
-}
-
-// The behaviour dataset: gpu_n_episodes environments (at most dataset_size) on the training split,
-// acting with iql::behaviour_action, for ceil(dataset_size / envs) steps, stored as a replay ring.
-void IqlTrainer::collect_behaviour_dataset(const env::DeviceMarket& market) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const int n_envs = static_cast<int>(std::min<long long>(profile_.experience.gpu_n_episodes, profile_.iql.dataset_size));
-    const int steps = static_cast<int>((profile_.iql.dataset_size + n_envs - 1) / n_envs);
-    dataset_ = ReplayRing(ops_, n_envs, steps, state_dim_);
-
-    env::VecEnv venv(ops_, market, env::Split::train, env_params_, n_envs);
-    venv.reset_all();
-    const auto bp = behaviour_params(env_params_, static_cast<std::uint64_t>(profile_.run.seed));
-    for (int step = 0; step < steps; ++step) {
-        const auto slot = dataset_.next_slot();
-        ops::behaviour_actions(ops_, slot.actions, venv.states(), bp, static_cast<std::uint64_t>(step));
-        ops_.copy(slot.states, venv.states());
-        venv.step(slot.actions);
-        ops_.copy(slot.rewards, venv.rewards());
-        ops_.copy(slot.next_states, venv.next_states());
-        ops_.copy_raw(slot.done, venv.done());
-        dataset_.commit_slot();
-    }
-    ops_.synchronize();
-    dataset_transitions_ = dataset_.transitions();
-    collection_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    log::info("iql dataset: {} transitions from the behaviour policy ({} environments x {} steps) in {:.2f} s",
-              dataset_transitions_, n_envs, steps, collection_seconds_);
-}
-
-void IqlTrainer::load_dump(const std::string& path) {
-    const auto dump = io::read_replay_dump(path);
-    if (dump.state_dim != state_dim_)
-        throw DataError(fmt::format("{}: the replay dump's states have {} features, this profile's data gives {} "
-                                    "(was it written with another feature set or instrument?)",
-                                    path, dump.state_dim, state_dim_));
-    if (dump.num_actions != num_actions_)
-        throw DataError(fmt::format("{}: the replay dump has {} actions, this profile's environment has {} (set "
-                                    "env.position_levels and env.urgency_levels as in the run that wrote it)",
-                                    path, dump.num_actions, num_actions_));
-    if (dump.pushed_steps < 1) throw DataError(path + ": the replay dump holds no transitions");
-    dataset_ = ReplayRing(ops_, dump);
-    dataset_transitions_ = dataset_.transitions();
-    log::info("iql dataset: {} transitions from the replay dump {} (iql.dataset_size is not used)",
-              dataset_transitions_, path);
+    monitor_ = UpdateMonitor(ops, kStats);
 }
 
 void IqlTrainer::iterate() {
-    const long long u = ++updates_;
-    adam_.count_step();
-    if (nan_injected(u)) update_ops(true);  // tests: never captured
-    else ops_.run_sequence(update_sequence_, [this] { update_ops(false); });
+    run_update(ops_, adam_, update_sequence_, [this](bool inject_nan) { update_ops(inject_nan); });
 }
 
 // One update. Its number (sampling, the guard, Adam's bias corrections, the periodic target copy)
@@ -184,7 +136,7 @@ void IqlTrainer::update_ops(bool inject_nan) {
     //  - twin Q towards r + gamma (1 - terminated) V(s'), then Q1's and Q2's backwards side by
     //    side (Q2 is network 1 of the twin pass: q1's layers shifted by twin_stride_);
     //  - the policy by advantage-weighted regression: weights min(exp(beta (Q' - V)), max_weight).
-    const auto cur = current_.view();
+    const auto cur = monitor_.current.view();
     ops_.run_concurrently(
         [&] {
             fh::ops::iql_value_loss(ops_, loss_v_.view(), d_v_.view(), v, q1_target, q2_target, b_actions,
@@ -212,14 +164,15 @@ void IqlTrainer::update_ops(bool inject_nan) {
         });
 
     // 6. Norm, guard, Adam.
-    ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), norm_scratch_.view());
-    fh::ops::training_guard(ops_, gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
-                        current_.cview().subview(kGradNorm, 1), ops::counter_value(update));
+    ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), monitor_.norm_scratch.view());
+    const auto stats = monitor_.current.cview();
+    fh::ops::training_guard(ops_, monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
+                            stats.subview(kGradNorm, 1), ops::counter_value(update));
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
-    adam_.update_at_device_step(ops_, params_.view(), grads_.cview(), current_.cview().subview(kGradNorm, 1),
-                                gate_.cview(), adam);
+    adam_.update_at_device_step(ops_, params_.view(), grads_.cview(), stats.subview(kGradNorm, 1),
+                                monitor_.gate.cview(), adam);
 
     // 7. Target copies: soft (target += tau (online - target)) or periodic. Only the Q slices of
     //    the target are read; updating the whole buffer keeps one operation.
@@ -229,7 +182,7 @@ void IqlTrainer::update_ops(bool inject_nan) {
     } else {
         ops_.copy_every(target_.view(), params_.cview(), update, t.target_update_period);
     }
-    ops_.saxpy(accum_.view(), 1.0f, current_.cview());
+    ops_.saxpy(monitor_.accum.view(), 1.0f, stats);
 }
 
 std::vector<StateTensor> IqlTrainer::state_tensors() {
@@ -237,13 +190,12 @@ std::vector<StateTensor> IqlTrainer::state_tensors() {
     std::vector<StateTensor> t{state_tensor("params/online", "F32", {P}, params_.view()),
                                state_tensor("params/target", "F32", {P}, target_.view())};
     for (auto& a : adam_.state_tensors("adam/")) t.push_back(std::move(a));
-    t.push_back(state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, guard_.view()));
-    t.push_back(state_tensor("monitor/accumulators", "F32", {kStats}, accum_.view()));
+    for (auto& m : monitor_.state_tensors()) t.push_back(std::move(m));
     return t;
 }
 
 LogLine IqlTrainer::read_log(double seconds) {
-    const Interval r = read_interval(ops_, accum_.view(), guard_.cview(), seconds);
+    const Interval r = read_interval(ops_, monitor_.accum.view(), monitor_.guard.cview(), seconds);
     const auto& acc = r.sums;
     const nn::GuardState& g = r.guard;
     const double n = r.updates, updates_per_s = r.updates_per_s;

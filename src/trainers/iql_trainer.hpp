@@ -57,8 +57,6 @@ public:
     const IqlNetworks& networks() const noexcept { return net_; }
 
 private:
-    void collect_behaviour_dataset(const env::DeviceMarket& market);
-    void load_dump(const std::string& path);
     /// One update's ops, issued as one captured sequence (update_sequence_) or, with a NaN
     /// injected (tests), one by one.
     void update_ops(bool inject_nan);
@@ -89,9 +87,7 @@ private:
     ops::Buffer<float> loss_v_, loss_q_, loss_pi_, awr_weights_, d_v_, d_q1_, d_q2_, d_logits_;
 
     // Guard, statistics, scratch.
-    ops::Buffer<float> current_, accum_, norm_scratch_;
-    ops::Buffer<int> gate_;
-    ops::Buffer<nn::GuardState> guard_;
+    UpdateMonitor monitor_;
     ops::OpSequence update_sequence_;
 };
 

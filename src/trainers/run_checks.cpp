@@ -52,9 +52,10 @@ void check_splits(const config::Profile& p, const data::MarketData& md) {
     }
 }
 
-/// An iql.dataset replay dump against the profile and the data; returns its rows.
-std::uint64_t check_dump(const config::Profile& p, const data::MarketData& md, bool verify) {
-    const std::string& path = p.iql.dataset;
+/// An offline trainer's replay dump (iql.dataset, dt.dataset) against the profile and the data,
+/// with `batch` rows per update and that key's name; returns its rows.
+std::uint64_t check_dump(const config::Profile& p, const data::MarketData& md, bool verify, const std::string& path,
+                         std::int64_t batch, const char* batch_key) {
     const auto info = verify ? io::verify_replay_dump(path) : io::read_replay_dump_info(path);
     const int state_dim = md.market_dim + env::kPortfolioFeatures;
     if (info.state_dim != state_dim)
@@ -66,10 +67,10 @@ std::uint64_t check_dump(const config::Profile& p, const data::MarketData& md, b
                                     "env.position_levels and env.urgency_levels as in the run that wrote it)",
                                     path, info.num_actions, p.num_actions()));
     if (info.transitions() == 0) throw DataError(path + ": the replay dump holds no transitions");
-    if (info.transitions() < static_cast<std::uint64_t>(p.replay_buffer.batch_size))
+    if (info.transitions() < static_cast<std::uint64_t>(batch))
         throw DataError(fmt::format("{}: the replay dump holds {} transitions, fewer than one batch "
-                                    "(replay_buffer.batch_size = {}): lower the batch size or use a larger dump",
-                                    path, info.transitions(), p.replay_buffer.batch_size));
+                                    "({} = {}): lower the batch size or use a larger dump",
+                                    path, info.transitions(), batch_key, batch));
     return static_cast<std::uint64_t>(info.capacity_steps) * static_cast<std::uint64_t>(info.n_envs);
 }
 
@@ -150,7 +151,11 @@ RunSizes check_run(const config::Profile& p, const data::MarketData& md, const R
     sizes.inputs.bars = md.bars.size();
     sizes.inputs.bars_known = true;
     sizes.inputs.host_backend = o.host_backend;
-    if (p.run.trainer == "iql" && p.iql.dataset != "behaviour") sizes.inputs.dump_rows = check_dump(p, md, o.verify_dataset);
+    if (p.run.trainer == "iql" && p.iql.dataset != "behaviour")
+        sizes.inputs.dump_rows = check_dump(p, md, o.verify_dataset, p.iql.dataset, p.replay_buffer.batch_size,
+                                            "replay_buffer.batch_size");
+    if (p.run.trainer == "dt" && p.dt.dataset != "behaviour")
+        sizes.inputs.dump_rows = check_dump(p, md, o.verify_dataset, p.dt.dataset, p.dt.batch_size, "dt.batch_size");
 
     // The kernels' int index range with the real sizes (resolution checked what it could).
     std::string index;

@@ -25,11 +25,11 @@
 namespace fh::trainers {
 namespace {
 
-// current_ / accum_ layout: this update's values / their sums over the log interval.
+// The monitor's statistics (monitor_.current: this update's; monitor_.accum: their sums over the log interval).
 constexpr int kLoss = 0, kGradNorm = 1, kPrediction = 2, kLabel = 3, kStats = 4;
 constexpr const char* kGuardLossNames[] = {"the forecaster's loss"};
 constexpr int kGuardLosses = static_cast<int>(std::size(kGuardLossNames));
-static_assert(kGuardLosses == kGradNorm, "the guard reads current_[0, kGuardLosses), then the norm");
+static_assert(kGuardLosses == kGradNorm, "the guard reads the statistics [0, kGuardLosses), then the norm");
 
 int target_code(const config::Profile& p) {
     return p.supervised.target == "direction" ? supervised::kDirection : supervised::kReturn;
@@ -183,22 +183,13 @@ SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& pr
         val_loss_rows_ = ops.alloc<float>(n_val_);
         val_mean_ = ops.alloc<float>(1);
     }
-    current_ = ops.alloc<float>(kStats);
-    ops.fill(current_.view(), 0.0f);
-    accum_ = ops.alloc<float>(kStats);
-    ops.fill(accum_.view(), 0.0f);
-    norm_scratch_ = ops.alloc<float>(ops::Device::global_norm_scratch_size());
-    gate_ = ops.alloc<int>(1);
-    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}});
+    monitor_ = UpdateMonitor(ops, kStats);
     log::info("supervised samples: {} training, {} validation bars (horizon {}, target {}, label RMS {:.3g})", n_train_,
               n_val_, horizon, profile.supervised.target, label_scale_);
 }
 
 void SupervisedTrainer::iterate() {
-    const long long u = ++updates_;
-    adam_.count_step();
-    if (nan_injected(u)) update_ops(true);  // tests: never captured
-    else ops_.run_sequence(update_sequence_, [this] { update_ops(false); });
+    run_update(ops_, adam_, update_sequence_, [this](bool inject_nan) { update_ops(inject_nan); });
 }
 
 // A split's samples: the rows of the market's features at its bars, and their labels.
@@ -227,22 +218,22 @@ void SupervisedTrainer::update_ops(bool inject_nan) {
     const auto pred = net_.net.forward(ops_, params(), x_.cview(), batch_, ws_);
     ops::supervised_loss(ops_, loss_.view(), d_pred_.view(), pred, y_.cview(), target_);
     net_.net.backward(ops_, params(), grads_.view(), d_pred_.view(), {}, batch_, ws_, false);
-    const auto cur = current_.view();
+    const auto cur = monitor_.current.view();
     ops_.mean(cur.subview(kLoss, 1), loss_.cview());
     ops_.mean(cur.subview(kPrediction, 1), pred);
     ops_.mean(cur.subview(kLabel, 1), y_.cview());
     if (inject_nan) ops_.fill(cur.subview(kLoss, 1), std::numeric_limits<float>::quiet_NaN());
 
     // 3. Norm, guard, Adam.
-    ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), norm_scratch_.view());
-    fh::ops::training_guard(ops_, gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
-                            current_.cview().subview(kGradNorm, 1), ops::counter_value(update));
+    ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), monitor_.norm_scratch.view());
+    const auto stats = monitor_.current.cview();
+    fh::ops::training_guard(ops_, monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
+                            stats.subview(kGradNorm, 1), ops::counter_value(update));
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
-    adam_.update_at_device_step(ops_, params(), grads_.cview(), current_.cview().subview(kGradNorm, 1), gate_.cview(),
-                                adam);
-    ops_.saxpy(accum_.view(), 1.0f, current_.cview());
+    adam_.update_at_device_step(ops_, params(), grads_.cview(), stats.subview(kGradNorm, 1), monitor_.gate.cview(), adam);
+    ops_.saxpy(monitor_.accum.view(), 1.0f, stats);
 }
 
 std::optional<double> SupervisedTrainer::validation_loss() {
@@ -266,13 +257,12 @@ std::vector<StateTensor> SupervisedTrainer::state_tensors() {
     const auto W = static_cast<std::int64_t>(weights_.size());
     std::vector<StateTensor> t{state_tensor("params/online", "F32", {W}, weights_.view())};
     for (auto& a : adam_.state_tensors("adam/")) t.push_back(std::move(a));
-    t.push_back(state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, guard_.view()));
-    t.push_back(state_tensor("monitor/accumulators", "F32", {kStats}, accum_.view()));
+    for (auto& m : monitor_.state_tensors()) t.push_back(std::move(m));
     return t;
 }
 
 LogLine SupervisedTrainer::read_log(double seconds) {
-    const Interval r = read_interval(ops_, accum_.view(), guard_.cview(), seconds);
+    const Interval r = read_interval(ops_, monitor_.accum.view(), monitor_.guard.cview(), seconds);
     const auto& acc = r.sums;
     const nn::GuardState& g = r.guard;
     const double n = r.updates, updates_per_s = r.updates_per_s;

@@ -123,9 +123,7 @@ private:
     ops::Buffer<float> x_, y_, loss_, d_pred_;
     ops::Buffer<float> val_x_, val_y_, val_loss_rows_, val_mean_;
 
-    ops::Buffer<float> current_, accum_, norm_scratch_;
-    ops::Buffer<int> gate_;
-    ops::Buffer<nn::GuardState> guard_;
+    UpdateMonitor monitor_;
     ops::OpSequence update_sequence_;
 };
 

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "trainers/dqn_trainer.hpp"
+#include "trainers/dt_trainer.hpp"
 #include "trainers/q_network.hpp"
 #include "trainers/iql_trainer.hpp"
 #include "trainers/ppo_trainer.hpp"
@@ -58,6 +59,29 @@ void UpdateCountedTrainer::restore_counter_values(std::span<const std::int64_t> 
     updates_at_log_ = updates_;
 }
 
+UpdateCountedTrainer::UpdateMonitor::UpdateMonitor(ops::Device& ops, int stats)
+    : current(ops.alloc<float>(static_cast<std::size_t>(stats))),
+      accum(ops.alloc<float>(static_cast<std::size_t>(stats))),
+      norm_scratch(ops.alloc<float>(ops::Device::global_norm_scratch_size())),
+      gate(ops.alloc<int>(1)),
+      guard(ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}})) {
+    ops.fill(current.view(), 0.0f);
+    ops.fill(accum.view(), 0.0f);
+}
+
+std::vector<StateTensor> UpdateCountedTrainer::UpdateMonitor::state_tensors() {
+    return {state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, guard.view()),
+            state_tensor("monitor/accumulators", "F32", {static_cast<std::int64_t>(accum.size())}, accum.view())};
+}
+
+void UpdateCountedTrainer::run_update(ops::Device& ops, AdamState& adam, ops::OpSequence& seq,
+                                      const std::function<void(bool inject_nan)>& update_ops) {
+    const long long u = ++updates_;
+    adam.count_step();
+    if (nan_injected(u)) update_ops(true);  // never captured
+    else ops.run_sequence(seq, [&] { update_ops(false); });
+}
+
 UpdateCountedTrainer::Interval UpdateCountedTrainer::read_interval(ops::Device& ops, ops::View<float> accumulators,
                                                                    ops::View<const nn::GuardState> guard,
                                                                    double seconds) {
@@ -74,7 +98,8 @@ std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& p
     if (p.run.trainer == "ppo") return std::make_unique<PpoTrainer>(ops, p, market);
     if (p.run.trainer == "iql") return std::make_unique<IqlTrainer>(ops, p, market);
     if (p.run.trainer == "supervised") return std::make_unique<SupervisedTrainer>(ops, p, market);
-    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql or supervised)");
+    if (p.run.trainer == "dt") return std::make_unique<DtTrainer>(ops, p, market);
+    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql, supervised or dt)");
 }
 
 std::string parameter_layout(const config::Profile& p) {
@@ -98,7 +123,8 @@ std::unique_ptr<GreedyPolicy> make_greedy_policy(const config::Profile& p, int s
         const SupervisedNetwork net(p, market_dim);
         return std::make_unique<SupervisedSignalPolicy>(net.net, net.layout.total(), signal_params(p, market_dim));
     }
-    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql or supervised)");
+    if (p.run.trainer == "dt") return std::make_unique<DtPolicy>(dt_shape(p, state_dim));
+    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql, supervised or dt)");
 }
 
 }  // namespace fh::trainers

@@ -21,6 +21,7 @@
 #include "io/json.hpp"
 #include "io/replay_dump.hpp"
 #include "ops/device.hpp"
+#include "trainers/adam_state.hpp"
 #include "trainers/state_tensor.hpp"
 
 namespace fh::trainers {
@@ -135,6 +136,24 @@ public:
 protected:
     /// Sets the optimizer's step count to `steps` (resume).
     virtual void restore_optimizer_steps(long long steps) = 0;
+
+    /// What an offline trainer keeps beside its networks: this update's statistics and their
+    /// sums over the log interval (`stats` floats each; the guard reads the first ones, its
+    /// losses, then the gradient norm), the global norm's scratch, the guard's gate and state.
+    struct UpdateMonitor {
+        UpdateMonitor() = default;
+        UpdateMonitor(ops::Device& ops, int stats);
+        ops::Buffer<float> current, accum, norm_scratch;
+        ops::Buffer<int> gate;
+        ops::Buffer<nn::GuardState> guard;
+        /// The checkpoint tensors guard/state and monitor/accumulators.
+        std::vector<StateTensor> state_tensors();
+    };
+
+    /// One update: counts it (and `adam`'s step), then issues update_ops(false) as the captured
+    /// sequence `seq`, or update_ops(true) op by op when a NaN is injected at it (tests).
+    void run_update(ops::Device& ops, AdamState& adam, ops::OpSequence& seq,
+                    const std::function<void(bool inject_nan)>& update_ops);
 
     /// One log interval: the accumulated statistics (then zeroed on the device), the guard, the
     /// updates since the last read (at least 1: a divisor) and their rate.

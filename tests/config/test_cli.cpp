@@ -139,9 +139,10 @@ TEST_CASE("cli: train runs each smoketest profile and writes the run directory",
     if (!have_exe()) return;
     const fs::path out = fs::temp_directory_path() / ("fh-cli-train-" + std::to_string(::getpid()));
     fs::remove_all(out);
-    // Metrics lines: dqn 2000 env steps / 100; ppo 4000 / 400; iql and supervised 500 updates / 50.
+    // Metrics lines: dqn 2000 env steps / 100; ppo 4000 / 400; iql and supervised 500 updates / 50;
+    // dt 200 updates / 50.
     for (const auto& [trainer, lines] :
-         {std::pair<std::string, long>{"dqn", 20}, {"ppo", 10}, {"iql", 10}, {"supervised", 10}}) {
+         {std::pair<std::string, long>{"dqn", 20}, {"ppo", 10}, {"iql", 10}, {"supervised", 10}, {"dt", 4}}) {
         const std::string profile = trainer + "-smoketest";
         const auto r = run_exe("--profile " + profile + " --device cpu --output '" + out.string() + "'");
         INFO(profile << ": " << r.err);
@@ -163,7 +164,7 @@ TEST_CASE("cli: train runs each smoketest profile and writes the run directory",
 
 TEST_CASE("cli: bench prints each trainer's throughput as one JSON object", "[config][trainers]") {
     if (!have_exe()) return;
-    for (const std::string trainer : {"dqn", "ppo", "iql", "supervised"}) {
+    for (const std::string trainer : {"dqn", "ppo", "iql", "supervised", "dt"}) {
         const auto r = run_exe("bench --profile " + trainer + "-smoketest --device cpu --quiet");
         INFO(trainer << ": " << r.err << r.out);
         REQUIRE(r.code == 0);
@@ -172,7 +173,7 @@ TEST_CASE("cli: bench prints each trainer's throughput as one JSON object", "[co
         CHECK(r.out.find("\"updates_per_s\":0,") == std::string::npos);  // updates were timed
         CHECK(r.out.find("null") == std::string::npos);
         // Online trainers also time collection and both together.
-        if (trainer != "iql" && trainer != "supervised")
+        if (trainer != "iql" && trainer != "supervised" && trainer != "dt")
             CHECK(r.out.find("\"end_to_end_env_steps_per_s\":0,") == std::string::npos);
     }
 }

@@ -24,7 +24,8 @@ std::string source_dir() {
 
 const std::vector<std::string> kShipped = {"dqn-smoketest", "dqn-full",      "ppo-smoketest",
                                            "ppo-full",      "iql-smoketest", "iql-full",
-                                           "supervised-smoketest", "supervised-full"};
+                                           "supervised-smoketest", "supervised-full",
+                                           "dt-smoketest",  "dt-full"};
 
 }  // namespace
 
@@ -82,7 +83,13 @@ TEST_CASE("smoketest profiles are small", "[config]") {
     CHECK(sup.run.total_steps <= 10000);  // no environments while it trains
     CHECK(sup.data.synthetic_bars <= 20000);
 
-    for (const auto* p : {&dqn, &ppo, &iql}) {
+    const auto dt = fh::config::resolve_profile(fh::config::ProfileSource{"dt-smoketest", {}});
+    CHECK(dt.run.trainer == "dt");
+    CHECK(dt.dt.dataset == "behaviour");
+    CHECK(dt.dt.dataset_size <= 10000);
+    CHECK(dt.dt.context * dt.dt.batch_size <= 1000);  // token rows per update: seconds on the CPU
+
+    for (const auto* p : {&dqn, &ppo, &iql, &dt}) {
         CHECK(p->run.total_steps <= 10000);
         CHECK(p->experience.gpu_n_episodes <= 16);
         CHECK(p->data.synthetic_bars <= 20000);
@@ -147,7 +154,7 @@ TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]"
                           "iql.expectile", "iql.max_weight", "ppo.clip_value", "ppo.lr_schedule", "ppo.curiosity_coef",
                           "replay_buffer.save_dump", "early_stopping.metric", "gpu.memory_fraction", "run.on_exists"})
         CHECK(names.count(n) == 1);
-    CHECK(names.size() == 105);
+    CHECK(names.size() == 114);
 }
 
 TEST_CASE("the emitter writes every key and its text resolves to the same profile", "[config]") {

@@ -7,7 +7,9 @@
 #include <numeric>
 #include <vector>
 
+#include "data/market_data.hpp"
 #include "env/vec_env.hpp"
+#include "eval/backtest.hpp"
 #include "trainers/setup.hpp"
 
 namespace fh::test {
@@ -30,6 +32,22 @@ inline double validation_sharpe(ops::Device& ops, const env::DeviceMarket& dm, c
     double var = 0;
     for (double x : r) var += (x - mean) * (x - mean);
     return mean / std::sqrt(var / static_cast<double>(r.size()));
+}
+
+/// The planted oracle's rule (long when ret_1 >= 0, else short; ret_1 is feature 0, de-normalised
+/// with the market's statistics) through the backtest of the test split: the annualised Sharpe a
+/// perfect forecaster reaches there, with 3 position levels and one urgency (actions 2 and 0).
+inline double oracle_rule_backtest_sharpe(ops::Device& ops, const env::DeviceMarket& dm, const data::MarketData& market,
+                                          const env::EnvParams& params) {
+    const std::vector<float> norm{market.norm.mean[0], market.norm.stddev[0]};
+    auto oracle = [&](ops::View<int> a, ops::View<const float> s, int n) {
+        const auto states = ops.to_host(s);
+        std::vector<int> actions(static_cast<std::size_t>(n));
+        const auto D = static_cast<std::size_t>(params.state_dim);
+        for (std::size_t i = 0; i < actions.size(); ++i) actions[i] = norm[0] + norm[1] * states[i * D] >= 0 ? 2 : 0;
+        ops.upload<int>(a.subview(0, actions.size()), actions);
+    };
+    return eval::backtest(ops, dm, market, env::Split::test, params, oracle, 1, false).strategy.sharpe;
 }
 
 }  // namespace fh::test

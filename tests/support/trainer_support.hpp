@@ -3,13 +3,21 @@
 ///        and snapshot its whole state (every state tensor's bytes) for exact comparisons.
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <cstddef>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "config/profile.hpp"
 #include "cuda/check.hpp"
+#include "data/load.hpp"
+#include "env/vec_env.hpp"
+#include "io/replay_dump.hpp"
+#include "trainers/dqn_trainer.hpp"
+#include "trainers/setup.hpp"
 #include "trainers/trainer.hpp"
 
 namespace fh::test {
@@ -58,6 +66,12 @@ struct OneByOne {
 struct CapturedAndOneByOne {
     std::vector<trainers::LogLine> captured_log, one_by_one_log;
     std::vector<std::vector<std::byte>> captured, one_by_one;
+    /// The same losses on every log line and the same final state, bit for bit.
+    void check_equal() const {
+        REQUIRE(captured_log.size() == one_by_one_log.size());
+        for (std::size_t i = 0; i < captured_log.size(); ++i) CHECK(captured_log[i].loss == one_by_one_log[i].loss);
+        CHECK(captured == one_by_one);
+    }
 };
 template <class MakeTrainer>
 CapturedAndOneByOne run_captured_and_one_by_one(ops::Device& ops, const config::Profile& p, MakeTrainer make) {
@@ -72,6 +86,61 @@ CapturedAndOneByOne run_captured_and_one_by_one(ops::Device& ops, const config::
     r.one_by_one_log = run_training(*trainer, p);
     r.one_by_one = snapshot(ops, *trainer);
     return r;
+}
+
+/// An uninterrupted run of the profile against one stopped after `first_iterations`, its state
+/// copied into a new trainer (as --resume does), restored and run to the end: every state tensor
+/// must be equal, byte for byte. `make()` builds a trainer (std::unique_ptr); returns the two.
+template <class MakeTrainer>
+auto check_resume_equivalence(ops::Device& ops, const config::Profile& p, int first_iterations, MakeTrainer make) {
+    auto straight = make();
+    run_training(*straight, p);
+    auto first = make();
+    for (int i = 0; i < first_iterations; ++i) first->iterate();
+    const auto state = snapshot(ops, *first);
+    auto resumed = make();
+    const auto tensors = resumed->state_tensors();
+    for (std::size_t i = 0; i < tensors.size(); ++i) ops.upload<std::byte>(tensors[i].bytes, state[i]);
+    resumed->restore_counter_values(first->counter_values());
+    run_training(*resumed, p);
+    const auto a = snapshot(ops, *straight), b = snapshot(ops, *resumed);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        INFO(tensors[i].name);
+        CHECK(a[i] == b[i]);
+    }
+    return std::pair{std::move(straight), std::move(resumed)};
+}
+
+/// A small DQN run's replay memory written to `path` as a replay dump: 400 transitions (8
+/// environments x 50 steps, the ring full) of the 3000-bar synthetic market with seed 4 and the
+/// default environment; an offline dataset for the IQL and dt tests.
+inline void write_small_dqn_dump(ops::Device& ops, const std::string& path) {
+    const auto dqn = config::resolve_profile_text(R"(
+[run]
+trainer = "dqn"
+seed = 4
+total_steps = 800
+log_interval = 800
+[data]
+synthetic_bars = 3000
+cache_dir = ""
+[experience]
+gpu_n_episodes = 8
+gpu_timesteps_per_episode = 50
+[replay_buffer]
+buffer_size = 400
+min_replay_size = 64
+batch_size = 32
+save_dump = true
+[dqn]
+hidden = [16]
+)", "dqn-dump-profile");
+    const auto market = data::load_market(trainers::data_options(dqn));
+    const env::DeviceMarket dm(ops, market);
+    trainers::DqnTrainer writer(ops, dqn, dm);
+    run_training(writer, dqn);
+    io::write_replay_dump(path, writer.replay_dump());
 }
 
 }  // namespace fh::test

@@ -17,7 +17,6 @@
 #include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
-#include "trainers/dqn_trainer.hpp"
 #include "trainers/iql_trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -98,21 +97,8 @@ TEST_CASE("IQL with tau = 0 copies the target every target_update_period updates
 
 static void check_resume_equivalence(ops::Device& ops) {
     Fixture f(ops, iql_profile());
-    trainers::IqlTrainer straight(ops, f.p, f.dm);
-    run_training(straight, f.p);
-    trainers::IqlTrainer first(ops, f.p, f.dm);
-    for (int i = 0; i < 120; ++i) first.iterate();
-    const auto state = snapshot(ops, first);
-    trainers::IqlTrainer resumed(ops, f.p, f.dm);
-    const auto tensors = resumed.state_tensors();
-    for (std::size_t i = 0; i < tensors.size(); ++i) ops.upload<std::byte>(tensors[i].bytes, state[i]);
-    resumed.restore_counter_values(first.counter_values());
-    run_training(resumed, f.p);
-    const auto a = snapshot(ops, straight), b = snapshot(ops, resumed);
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        INFO(tensors[i].name);
-        CHECK(a[i] == b[i]);
-    }
+    test::check_resume_equivalence(ops, f.p, 120,
+                                   [&] { return std::make_unique<trainers::IqlTrainer>(ops, f.p, f.dm); });
 }
 
 TEST_CASE("IQL resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][iql][resume]") {
@@ -133,9 +119,7 @@ TEST_CASE("IQL on the GPU: the captured update equals every op issued alone (exa
         Fixture f(ops, iql_profile({target, "training.target_update_period=25"}));
         const auto r = test::run_captured_and_one_by_one(
             ops, f.p, [&] { return std::make_unique<trainers::IqlTrainer>(ops, f.p, f.dm); });
-        REQUIRE(r.captured_log.size() == r.one_by_one_log.size());
-        for (std::size_t i = 0; i < r.captured_log.size(); ++i) CHECK(r.captured_log[i].loss == r.one_by_one_log[i].loss);
-        CHECK(r.captured == r.one_by_one);
+        r.check_equal();
     }
 }
 
@@ -161,31 +145,8 @@ TEST_CASE("IQL guard: injected NaN updates are skipped, too many exit 5 naming t
 
 TEST_CASE("IQL trains from a DQN run's replay dump; a dump of another shape is refused", "[trainers][iql][replay]") {
     ops::CpuDevice ops;
-    const auto dqn = config::resolve_profile_text(R"(
-[run]
-trainer = "dqn"
-seed = 4
-total_steps = 800
-log_interval = 800
-[data]
-synthetic_bars = 3000
-cache_dir = ""
-[experience]
-gpu_n_episodes = 8
-gpu_timesteps_per_episode = 50
-[replay_buffer]
-buffer_size = 400
-min_replay_size = 64
-batch_size = 32
-save_dump = true
-[dqn]
-hidden = [16]
-)", "dqn-dump-profile");
-    Fixture fd(ops, dqn);
-    trainers::DqnTrainer writer(ops, dqn, fd.dm);
-    run_training(writer, dqn);
     const std::string path = temp_path("replay.fhreplay");
-    io::write_replay_dump(path, writer.replay_dump());
+    test::write_small_dqn_dump(ops, path);
 
     Fixture f(ops, iql_profile({"iql.dataset=\"" + path + "\"", "run.total_steps=50"}));
     trainers::IqlTrainer trainer(ops, f.p, f.dm);

@@ -359,3 +359,49 @@ TEST_CASE("supervised: early stopping on the validation loss, and a resumed run 
           object_after(sb.substr(sb.find("\"test\":")), "\"strategy\":"));
     fs::remove_all(dir);
 }
+
+TEST_CASE("dt: early stopping, eval reproduces the test metrics, a resumed run equals an uninterrupted one",
+          "[trainers][pipeline][dt]") {
+    const auto dir = scratch("dt");
+    // Validate every 20 updates with patience 2: the run stops early, its best checkpoint kept.
+    const auto r = sh("\"$EXE\" --profile dt-smoketest --device cpu --output '" + dir.string() +
+                          "' --set run.name=early --set run.total_steps=5000 --set run.eval_interval=20"
+                          " --set early_stopping.patience=2",
+                      dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(slurp(dir / "early" / "summary.json").find("\"status\":\"early_stopped\"") != std::string::npos);
+    CHECK(fs::exists(dir / "early" / "checkpoints" / "best.safetensors"));
+
+    // 200 updates straight, and 100 then resumed to 200: the same weights, moments, test metrics.
+    const auto a = sh("\"$EXE\" --profile dt-smoketest --device cpu -q --output '" + dir.string() +
+                          "' --set run.name=straight",
+                      dir);
+    REQUIRE(a.code == 0);
+    const auto b = sh("\"$EXE\" --profile dt-smoketest --device cpu -q --output '" + dir.string() +
+                          "' --set run.name=resumed --set run.total_steps=100",
+                      dir);
+    REQUIRE(b.code == 0);
+    const auto c = sh("\"$EXE\" --resume '" + (dir / "resumed").string() + "' --device cpu -q --set run.total_steps=200", dir);
+    INFO(c.err);
+    REQUIRE(c.code == 0);
+    const auto fa = fh::io::TensorFile::read((dir / "straight" / "checkpoints" / "last.safetensors").string());
+    const auto fb = fh::io::TensorFile::read((dir / "resumed" / "checkpoints" / "last.safetensors").string());
+    for (const char* t : {"params/online", "adam/m", "adam/v", "guard/state"}) {
+        INFO(t);
+        CHECK(std::ranges::equal(fa.tensor(t).bytes, fb.tensor(t).bytes));
+    }
+    CHECK(fa.metadata("layout_version").value_or("") == "dt/1");
+    const std::string sa = slurp(dir / "straight" / "summary.json"), sb = slurp(dir / "resumed" / "summary.json");
+    const auto test_a = object_after(sa.substr(sa.find("\"test\":")), "\"strategy\":");
+    CHECK(test_a == object_after(sb.substr(sb.find("\"test\":")), "\"strategy\":"));
+    // eval of the last checkpoint (the policy built from the profile, its KV cache from empty)
+    // reproduces the run's test backtest.
+    const auto e = sh("\"$EXE\" eval --checkpoint '" + (dir / "straight" / "checkpoints" / "last.safetensors").string() +
+                          "' --device cpu -q",
+                      dir);
+    INFO(e.err);
+    REQUIRE(e.code == 0);
+    CHECK(object_after(e.out, "\"strategy\":") == test_a);
+    fs::remove_all(dir);
+}

@@ -186,9 +186,7 @@ TEST_CASE("PPO on the GPU: the captured rollout and updates equal every op issue
     const auto r = test::run_captured_and_one_by_one(
         ops, f.p, [&] { return std::make_unique<trainers::PpoTrainer>(ops, f.p, f.dm); });
     REQUIRE(r.captured_log.size() == 4);  // 1600 env steps, a line every 400
-    REQUIRE(r.captured_log.size() == r.one_by_one_log.size());
-    for (std::size_t i = 0; i < r.captured_log.size(); ++i) CHECK(r.captured_log[i].loss == r.one_by_one_log[i].loss);
-    CHECK(r.captured == r.one_by_one);
+    r.check_equal();
 }
 
 TEST_CASE("PPO guard: an injected NaN update is skipped, too many exit 5 naming the quantity", "[trainers][ppo][guard]") {

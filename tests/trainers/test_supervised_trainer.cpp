@@ -90,18 +90,7 @@ PlantedResult planted_run(ops::Device& ops, const std::vector<std::string>& over
     r.sharpe = test::validation_sharpe(ops, f.dm, trainer.env_params(), policy, 64, 1000, env::Split::test);
     r.oracle = data::planted_oracle(f.market.bars, f.market.test, k, f.market.bars_per_year).sharpe_per_bar;
     r.backtest = eval::backtest(ops, f.dm, f.market, env::Split::test, trainer.env_params(), policy, 1, false).strategy.sharpe;
-    // The oracle's rule (long when ret_1 >= 0, else short; ret_1 is feature 0, de-normalised) in
-    // the same backtest: the annualised Sharpe a perfect forecaster reaches there.
-    const std::vector<float> norm{f.market.norm.mean[0], f.market.norm.stddev[0]};
-    auto oracle = [&](ops::View<int> a, ops::View<const float> s, int n) {
-        const auto states = ops.to_host(s);
-        std::vector<int> actions(static_cast<std::size_t>(n));
-        const auto D = static_cast<std::size_t>(trainer.env_params().state_dim);
-        for (std::size_t i = 0; i < actions.size(); ++i) actions[i] = norm[0] + norm[1] * states[i * D] >= 0 ? 2 : 0;
-        ops.upload<int>(a.subview(0, actions.size()), actions);
-    };
-    r.oracle_backtest =
-        eval::backtest(ops, f.dm, f.market, env::Split::test, trainer.env_params(), oracle, 1, false).strategy.sharpe;
+    r.oracle_backtest = test::oracle_rule_backtest_sharpe(ops, f.dm, f.market, trainer.env_params());
     return r;
 }
 
@@ -195,22 +184,9 @@ TEST_CASE("supervised: a horizon longer than the training split is a data error"
 
 static void check_resume_equivalence(ops::Device& ops) {
     Fixture f(ops, sup_profile());
-    trainers::SupervisedTrainer straight(ops, f.p, f.dm);
-    run_training(straight, f.p);
-    trainers::SupervisedTrainer first(ops, f.p, f.dm);
-    for (int i = 0; i < 120; ++i) first.iterate();
-    const auto state = snapshot(ops, first);
-    trainers::SupervisedTrainer resumed(ops, f.p, f.dm);
-    const auto tensors = resumed.state_tensors();
-    for (std::size_t i = 0; i < tensors.size(); ++i) ops.upload<std::byte>(tensors[i].bytes, state[i]);
-    resumed.restore_counter_values(first.counter_values());
-    run_training(resumed, f.p);
-    const auto a = snapshot(ops, straight), b = snapshot(ops, resumed);
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        INFO(tensors[i].name);
-        CHECK(a[i] == b[i]);
-    }
-    CHECK(*straight.validation_loss() == *resumed.validation_loss());
+    const auto runs = test::check_resume_equivalence(
+        ops, f.p, 120, [&] { return std::make_unique<trainers::SupervisedTrainer>(ops, f.p, f.dm); });
+    CHECK(*runs.first->validation_loss() == *runs.second->validation_loss());
 }
 
 TEST_CASE("supervised resumed from its saved state equals an uninterrupted run (CPU, exact)",
@@ -229,9 +205,7 @@ TEST_CASE("supervised on the GPU: the captured update equals every op issued alo
     Fixture f(ops, sup_profile());
     const auto r = test::run_captured_and_one_by_one(
         ops, f.p, [&] { return std::make_unique<trainers::SupervisedTrainer>(ops, f.p, f.dm); });
-    REQUIRE(r.captured_log.size() == r.one_by_one_log.size());
-    for (std::size_t i = 0; i < r.captured_log.size(); ++i) CHECK(r.captured_log[i].loss == r.one_by_one_log[i].loss);
-    CHECK(r.captured == r.one_by_one);
+    r.check_equal();
 }
 
 TEST_CASE("supervised on the GPU trains close to the CPU reference", "[gpu][trainers][supervised]") {

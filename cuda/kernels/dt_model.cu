@@ -1,0 +1,125 @@
+/* dt_model.cu — the Decision Transformer's layers (docs/dt.md): the state input, token embeddings, layer norm,
+ *              GELU, causal attention with ALiBi biases, and their backwards.
+ *
+ * Math:        math/dt.h (state_input_element, embed_row, embed_backward_element, layer_norm_row,
+ *              layer_norm_backward_row, layer_norm_param_grad, gelu, gelu_derivative,
+ *              attention_query, attention_backward_query, attention_backward_key). CPU twins in
+ *              src/ops/dt/cpu.cpp.
+ * Layout:      token rows (batch * 3 K, dim) row-major; qkv rows (.., 3 dim) = [q | k | v];
+ *              P and dS (batch, heads, tokens, tokens).
+ * Launch:      one thread per row / element / (b, h, token), any 1-D grid (grid-stride loops).
+ * Determinism: no atomics; every sum (over a row's features, a parameter's rows, a query's keys
+ *              or a key's queries) runs in one thread in a fixed order, so results are
+ *              run-to-run exact; they equal the CPU within float rounding (FMA contraction,
+ *              expf/erff ulps).
+ * Aliasing:    outputs distinct from every other operand (checked by the ops in src/ops/dt/ops.hpp).
+ * Signatures:  cuda/abi/dt_model.h.
+ */
+#include "abi/dt_model.h"
+#include "device_functions.cuh"
+
+using fh::device::global_thread_index;
+using fh::device::grid_thread_count;
+
+extern "C" __global__ void dt_embed_kernel(float* __restrict__ x, const float* __restrict__ rtg,
+                                           const float* __restrict__ s_proj, const int* __restrict__ actions,
+                                           fh::dt::EmbedParams params, long long steps) {
+    for (long long r = global_thread_index(); r < steps * fh::dt::kTokensPerStep; r += grid_thread_count())
+        fh::dt::embed_row(r, x, rtg, s_proj, actions, params);
+}
+
+extern "C" __global__ void dt_embed_backward_kernel(float* __restrict__ d_return_w, float* __restrict__ d_return_b,
+                                                    float* __restrict__ d_action_table, float* __restrict__ d_s_proj,
+                                                    const float* __restrict__ dx, const float* __restrict__ rtg,
+                                                    const int* __restrict__ actions, long long steps, int dim,
+                                                    int num_actions) {
+    const long long n = fh::dt::embed_backward_elements(steps, dim, num_actions);
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count())
+        fh::dt::embed_backward_element(i, d_return_w, d_return_b, d_action_table, d_s_proj, dx, rtg, actions, steps,
+                                       dim, num_actions);
+}
+
+extern "C" __global__ void dt_state_input_kernel(float* __restrict__ out, const float* __restrict__ states,
+                                                long long n, int state_dim, int market_dim) {
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count())
+        fh::dt::state_input_element(i, out, states, state_dim, market_dim);
+}
+
+extern "C" __global__ void dt_layer_norm_kernel(float* __restrict__ y, float* __restrict__ stats,
+                                                const float* __restrict__ x, const float* __restrict__ gain,
+                                                const float* __restrict__ bias, long long rows, int dim) {
+    for (long long r = global_thread_index(); r < rows; r += grid_thread_count())
+        fh::dt::layer_norm_row(r, y, stats, x, gain, bias, dim);
+}
+
+extern "C" __global__ void dt_layer_norm_backward_kernel(float* __restrict__ dx, const float* __restrict__ dy,
+                                                         const float* __restrict__ x, const float* __restrict__ stats,
+                                                         const float* __restrict__ gain, long long rows, int dim,
+                                                         int accumulate) {
+    for (long long r = global_thread_index(); r < rows; r += grid_thread_count())
+        fh::dt::layer_norm_backward_row(r, dx, dy, x, stats, gain, dim, accumulate);
+}
+
+extern "C" __global__ void dt_layer_norm_param_grad_kernel(float* __restrict__ d_gain, float* __restrict__ d_bias,
+                                                           const float* __restrict__ dy, const float* __restrict__ x,
+                                                           const float* __restrict__ stats, long long rows, int dim) {
+    for (long long c = global_thread_index(); c < dim; c += grid_thread_count())
+        fh::dt::layer_norm_param_grad(static_cast<int>(c), d_gain, d_bias, dy, x, stats, rows, dim);
+}
+
+extern "C" __global__ void dt_gelu_kernel(float* __restrict__ y, const float* __restrict__ z, long long n) {
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) y[i] = fh::dt::gelu(z[i]);
+}
+
+extern "C" __global__ void dt_gelu_backward_kernel(float* __restrict__ dz, const float* __restrict__ dy,
+                                                   const float* __restrict__ z, long long n) {
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count())
+        dz[i] = dy[i] * fh::dt::gelu_derivative(z[i]);
+}
+
+namespace {
+// (b, h, i) of a flat thread index over batch x heads x tokens.
+__device__ __forceinline__ void split_bhi(long long t, const fh::dt::AttentionShape& s, int& b, int& h, int& i) {
+    i = static_cast<int>(t % s.tokens);
+    h = static_cast<int>((t / s.tokens) % s.heads);
+    b = static_cast<int>(t / (static_cast<long long>(s.tokens) * s.heads));
+}
+}  // namespace
+
+extern "C" __global__ void dt_attention_kernel(float* __restrict__ out, float* __restrict__ P,
+                                               const float* __restrict__ qkv, fh::dt::AttentionShape shape) {
+    const long long n = static_cast<long long>(shape.batch) * shape.heads * shape.tokens;
+    for (long long t = global_thread_index(); t < n; t += grid_thread_count()) {
+        int b, h, i;
+        split_bhi(t, shape, b, h, i);
+        fh::dt::attention_query(b, h, i, out, P, qkv, shape);
+    }
+}
+
+extern "C" __global__ void dt_attention_backward_query_kernel(float* __restrict__ dqkv, float* __restrict__ dS,
+                                                              const float* __restrict__ d_out,
+                                                              const float* __restrict__ qkv,
+                                                              const float* __restrict__ P,
+                                                              fh::dt::AttentionShape shape) {
+    const long long n = static_cast<long long>(shape.batch) * shape.heads * shape.tokens;
+    for (long long t = global_thread_index(); t < n; t += grid_thread_count()) {
+        int b, h, i;
+        split_bhi(t, shape, b, h, i);
+        fh::dt::attention_backward_query(b, h, i, dqkv, dS, d_out, qkv, P, shape);
+    }
+}
+
+extern "C" __global__ void dt_attention_backward_key_kernel(float* __restrict__ dqkv, const float* __restrict__ dS,
+                                                            const float* __restrict__ d_out,
+                                                            const float* __restrict__ qkv,
+                                                            const float* __restrict__ P,
+                                                            fh::dt::AttentionShape shape) {
+    const long long n = static_cast<long long>(shape.batch) * shape.heads * shape.tokens;
+    for (long long t = global_thread_index(); t < n; t += grid_thread_count()) {
+        int b, h, j;
+        split_bhi(t, shape, b, h, j);
+        fh::dt::attention_backward_key(b, h, j, dqkv, dS, d_out, qkv, P, shape);
+    }
+}
+
+FH_KERNELS_dt_model(FH_CHECK_KERNEL_ABI)

@@ -1,0 +1,244 @@
+/// @file dt_trainer.cpp
+/// @brief The Decision Transformer, top to bottom (docs/dt.md): the dataset (once: collected or
+///        read, rebuilt into episodes, labelled with return-to-go tokens, uploaded), then per
+///        update: the warm-up learning rate, a batch of windows, the forward, the action loss,
+///        backward, guard, Adam.
+#include "trainers/dt_trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "io/json.hpp"
+#include "nn/init.hpp"
+#include "ops/nn/ops.hpp"
+#include "trainers/offline_dataset.hpp"
+#include "trainers/setup.hpp"
+#include "util/errors.hpp"
+#include "util/log.hpp"
+
+namespace fh::trainers {
+namespace {
+
+// The monitor's statistics (monitor_.current: this update's; monitor_.accum: their sums over the log interval).
+constexpr int kLoss = 0, kGradNorm = 1, kAccuracy = 2, kLearningRate = 3, kStats = 4;
+constexpr const char* kGuardLossNames[] = {"the action loss (cross-entropy)"};
+constexpr int kGuardLosses = static_cast<int>(std::size(kGuardLossNames));
+static_assert(kGuardLosses == kGradNorm, "the guard reads the statistics [0, kGuardLosses), then the norm");
+
+}  // namespace
+
+DtEpisodes dt_episodes(const io::ReplayDump& d) {
+    DtEpisodes ep;
+    ep.state_dim = d.state_dim;
+    const long long held = std::min<long long>(d.pushed_steps, d.capacity_steps);
+    const bool wrapped = d.pushed_steps > d.capacity_steps;
+    const long long first_slot = wrapped ? d.pushed_steps % d.capacity_steps : 0;
+    const std::size_t S = static_cast<std::size_t>(d.state_dim);
+    for (int e = 0; e < d.n_envs; ++e) {
+        // A wrapped ring lost the start of each column's first episode: it is not a whole episode.
+        bool whole = !wrapped;
+        int start = static_cast<int>(ep.actions.size());
+        for (long long k = 0; k < held; ++k) {
+            const long long slot = (first_slot + k) % d.capacity_steps;
+            const std::size_t row = static_cast<std::size_t>(slot * d.n_envs + e);
+            ep.states.insert(ep.states.end(), d.states.begin() + static_cast<std::ptrdiff_t>(row * S),
+                             d.states.begin() + static_cast<std::ptrdiff_t>((row + 1) * S));
+            ep.actions.push_back(d.actions[row]);
+            ep.rewards.push_back(static_cast<double>(d.rewards[row]));
+            ep.episode_start.push_back(start);
+            const bool last_of_column = k + 1 == held;
+            if (d.done[row] != 0 || last_of_column) {
+                // The episode [start, end): its rates to go, from the end backwards.
+                const int end = static_cast<int>(ep.actions.size());
+                ep.rate.resize(static_cast<std::size_t>(end));
+                double sum = 0;
+                for (int n = end - 1; n >= start; --n) {
+                    sum += ep.rewards[static_cast<std::size_t>(n)];
+                    ep.rate[static_cast<std::size_t>(n)] = sum / static_cast<double>(end - n);
+                }
+                if (d.done[row] != 0 && whole) ep.episode_rates.push_back(ep.rate[static_cast<std::size_t>(start)]);
+                whole = true;
+                start = end;
+            }
+        }
+    }
+    return ep;
+}
+
+DtCalibration dt_calibration(const DtEpisodes& ep, double q) {
+    DtCalibration c;
+    if (ep.rate.empty()) return c;
+    double mean = 0;
+    for (double r : ep.rate) mean += r;
+    mean /= static_cast<double>(ep.rate.size());
+    double var = 0;
+    for (double r : ep.rate) var += (r - mean) * (r - mean);
+    const double sd = std::sqrt(var / static_cast<double>(ep.rate.size()));
+    c.scale = sd > 0 && std::isfinite(sd) ? sd : 1.0;
+    std::vector<double> v = ep.episode_rates.empty() ? ep.rate : ep.episode_rates;
+    std::sort(v.begin(), v.end());
+    const double pos = std::clamp(q, 0.0, 1.0) * static_cast<double>(v.size() - 1);
+    const std::size_t lo = static_cast<std::size_t>(std::floor(pos));
+    const std::size_t hi = std::min(lo + 1, v.size() - 1);
+    c.target_rate = v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+    return c;
+}
+
+void DtPolicy::act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions,
+                   ops::View<const float> states, int n) {
+    if (weights.size() != weights_size())
+        throw std::invalid_argument(fmt::format("DtPolicy: {} weights, expected {}", weights.size(), weights_size()));
+    if (&ops != owner_ || n != ws_.n) {  // another device or number of environments: new, empty histories
+        ws_ = net_.make_act_workspace(ops, n);
+        owner_ = &ops;
+    }
+    const std::size_t P = net_.layout().total();
+    net_.act(ops, weights.subview(0, P), weights.subview(P, 1), actions.subview(0, static_cast<std::size_t>(n)),
+             states.subview(0, static_cast<std::size_t>(n) * static_cast<std::size_t>(net_.shape().state_dim)), ws_);
+}
+
+DtTrainer::DtTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market)
+    : ops_(ops),
+      profile_((require_greedy_evaluation(profile), profile)),
+      env_params_(trainers::env_params(profile, market.market_dim())),
+      shape_(dt_shape(profile, env_params_.state_dim)),
+      batch_(static_cast<int>(profile.dt.batch_size)),
+      policy_(shape_),
+      param_floats_(policy_.network().layout().total()) {
+    DtEpisodes episodes;
+    {
+        OfflineDataset ds = build_offline_dataset(ops, profile, market, env_params_, profile.dt.dataset,
+                                                  profile.dt.dataset_size, "dt");
+        dataset_transitions_ = ds.transitions;
+        collection_seconds_ = ds.collection_seconds;
+        episodes = dt_episodes(ds.ring.dump(ops, shape_.num_actions));
+    }
+    dataset_steps_ = episodes.steps();
+    if (dataset_steps_ < 1) throw DataError("dt: the dataset holds no transitions");
+    calibration_ = dt_calibration(episodes, profile.dt.target_quantile);
+    std::vector<float> rtg(episodes.rate.size());
+    for (std::size_t n = 0; n < rtg.size(); ++n) rtg[n] = static_cast<float>(episodes.rate[n] / calibration_.scale);
+    ds_states_ = ops.from_host<float>(episodes.states);
+    ds_rtg_ = ops.from_host<float>(rtg);
+    ds_actions_ = ops.from_host<int>(episodes.actions);
+    ds_episode_start_ = ops.from_host<int>(episodes.episode_start);
+
+    // The weights: the parameters, then the calibration (math/dt.h).
+    weights_ = ops.alloc<float>(param_floats_ + dt::kCalibrationFloats);
+    ops.fill(weights_.view(), 0.0f);
+    nn::init_params(ops, params(), policy_.network().layout(), static_cast<std::uint64_t>(profile.run.seed));
+    const std::vector<float> calibration{calibration_.target_token(), static_cast<float>(calibration_.scale),
+                                         static_cast<float>(calibration_.target_rate)};
+    ops.upload<float>(weights_.view().subview(param_floats_, dt::kCalibrationFloats), calibration);
+    grads_ = nn::alloc_zeroed(ops, policy_.network().layout());
+    adam_ = AdamState(ops, policy_.network().layout());
+    lr_ = ops.alloc<float>(1);
+    ops.fill(lr_.view(), 0.0f);
+
+    const std::size_t B = static_cast<std::size_t>(batch_), K = static_cast<std::size_t>(shape_.context);
+    ws_ = policy_.network().make_workspace(ops, batch_);
+    b_states_ = ops.alloc<float>(B * K * static_cast<std::size_t>(shape_.state_dim));
+    b_rtg_ = ops.alloc<float>(B * K);
+    b_actions_ = ops.alloc<int>(B * K);
+    b_lengths_ = ops.alloc<int>(B);
+    loss_ = ops.alloc<float>(B);
+    correct_ = ops.alloc<float>(B);
+    d_logits_ = ops.alloc<float>(B * static_cast<std::size_t>(shape_.tokens()) * static_cast<std::size_t>(shape_.num_actions));
+    monitor_ = UpdateMonitor(ops, kStats);
+    log::info("dt dataset: {} steps in {} finished episodes; return-to-go scale {:.3g} per step, target {:.3g} per "
+              "step (quantile {} of the {}), token {:.3f}; {} parameters",
+              dataset_steps_, episodes.episode_rates.size(), calibration_.scale, calibration_.target_rate,
+              profile.dt.target_quantile, episodes.episode_rates.empty() ? "steps' rates" : "finished episodes",
+              calibration_.target_token(), param_floats_);
+}
+
+double DtTrainer::dataset_collection_env_steps_per_s() const noexcept {
+    return collection_seconds_ > 0 ? static_cast<double>(dataset_transitions_) / collection_seconds_ : 0;
+}
+
+void DtTrainer::iterate() {
+    run_update(ops_, adam_, update_sequence_, [this](bool inject_nan) { update_ops(inject_nan); });
+}
+
+// One update, its number (sampling, warm-up, the guard, Adam's bias corrections) read from the
+// optimizer's step counter in device memory, which the update advances first: captured once,
+// replayed.
+void DtTrainer::update_ops(bool inject_nan) {
+    const auto& t = profile_.training;
+    adam_.advance_device_step(ops_);
+    const auto update = ops::counter_value(adam_.device_step());
+    const auto cur = monitor_.current.view();
+
+    // 1. The learning rate of this update, and a batch of windows (each ends at a uniform step).
+    ops::dt_learning_rate(ops_, lr_.view(), t.learning_rate, profile_.dt.warmup_updates, update);
+    ops::dt_gather(ops_, b_states_.view(), b_rtg_.view(), b_actions_.view(), b_lengths_.view(),
+                   ops::DtDatasetViews{ds_states_.cview(), ds_rtg_.cview(), ds_actions_.cview(),
+                                       ds_episode_start_.cview(), shape_.state_dim},
+                   dt::WindowParams{static_cast<std::uint64_t>(profile_.run.seed), update, 0, 1, shape_.context});
+    // 2. Forward, the action loss at the state tokens, backward.
+    const DtBatch in{b_states_.cview(), b_rtg_.cview(), b_actions_.cview()};
+    const auto logits = policy_.network().forward(ops_, params(), in, ws_);
+    ops::dt_action_loss(ops_, loss_.view(), correct_.view(), d_logits_.view(), logits, b_actions_.cview(),
+                        b_lengths_.cview(), shape_.context, shape_.num_actions);
+    policy_.network().backward(ops_, params(), grads_.view(), d_logits_.view(), in, ws_);
+    // The windows' terms sum to the batch means: their mean times B.
+    ops_.mean(cur.subview(kLoss, 1), loss_.cview());
+    ops_.scale(cur.subview(kLoss, 1), static_cast<float>(batch_));
+    ops_.mean(cur.subview(kAccuracy, 1), correct_.cview());
+    ops_.scale(cur.subview(kAccuracy, 1), static_cast<float>(batch_));
+    ops_.copy(cur.subview(kLearningRate, 1), lr_.cview());
+    if (inject_nan) ops_.fill(cur.subview(kLoss, 1), std::numeric_limits<float>::quiet_NaN());
+
+    // 3. Norm, guard, Adam at the warmed-up learning rate.
+    ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), monitor_.norm_scratch.view());
+    const auto stats = monitor_.current.cview();
+    fh::ops::training_guard(ops_, monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
+                            stats.subview(kGradNorm, 1), update);
+    ops::AdamParams adam;
+    adam.lr = static_cast<float>(t.learning_rate);
+    adam.clip_norm = static_cast<float>(t.grad_clip_norm);
+    adam_.update_at(ops_, params(), grads_.cview(), stats.subview(kGradNorm, 1), monitor_.gate.cview(), adam, update,
+                    lr_.cview());
+    ops_.saxpy(monitor_.accum.view(), 1.0f, stats);
+}
+
+std::vector<StateTensor> DtTrainer::state_tensors() {
+    const auto W = static_cast<std::int64_t>(weights_.size());
+    std::vector<StateTensor> t{state_tensor("params/online", "F32", {W}, weights_.view())};
+    for (auto& a : adam_.state_tensors("adam/")) t.push_back(std::move(a));
+    for (auto& m : monitor_.state_tensors()) t.push_back(std::move(m));
+    return t;
+}
+
+LogLine DtTrainer::read_log(double seconds) {
+    const Interval r = read_interval(ops_, monitor_.accum.view(), monitor_.guard.cview(), seconds);
+    const auto& acc = r.sums;
+    const double n = r.updates;
+    const double loss = acc[kLoss] / n;
+    LogLine line;
+    line.json = io::json::object({
+        {"updates", updates_},
+        {"dataset_transitions", dataset_transitions_},
+        {"losses/loss", loss},
+        {"charts/accuracy", acc[kAccuracy] / n},
+        {"charts/learning_rate", acc[kLearningRate] / n},
+        {"charts/grad_norm", acc[kGradNorm] / n},
+        {"charts/skipped_updates", r.guard.bad_total},
+        {"perf/updates_per_s", r.updates_per_s},
+    });
+    line.text = fmt::format("update {:>8} | loss {:.5f} | accuracy {:.3f} | lr {:.3g} | grad norm {:.3g} | "
+                            "{:.3g} updates/s",
+                            updates_, loss, acc[kAccuracy] / n, acc[kLearningRate] / n, acc[kGradNorm] / n,
+                            r.updates_per_s);
+    line.loss = loss;
+    line.updates_per_s = r.updates_per_s;
+    throw_if_diverged(r.guard, profile_.training.max_bad_updates, kGuardLossNames,
+                      "Lower training.learning_rate or raise dt.warmup_updates.");
+    return line;
+}
+
+}  // namespace fh::trainers

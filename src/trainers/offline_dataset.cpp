@@ -1,0 +1,75 @@
+/// @file offline_dataset.cpp
+#include "trainers/offline_dataset.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "io/replay_dump.hpp"
+#include "ops/iql/ops.hpp"
+#include "trainers/iql_trainer.hpp"
+#include "util/errors.hpp"
+#include "util/log.hpp"
+
+namespace fh::trainers {
+namespace {
+
+OfflineDataset collect_behaviour(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market,
+                                 const env::EnvParams& params, long long size, const char* key) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int n_envs = static_cast<int>(std::min<long long>(profile.experience.gpu_n_episodes, size));
+    const int steps = static_cast<int>((size + n_envs - 1) / n_envs);
+    OfflineDataset ds;
+    ds.ring = ReplayRing(ops, n_envs, steps, params.state_dim);
+
+    env::VecEnv venv(ops, market, env::Split::train, params, n_envs);
+    venv.reset_all();
+    const auto bp = behaviour_params(params, static_cast<std::uint64_t>(profile.run.seed));
+    for (int step = 0; step < steps; ++step) {
+        const auto slot = ds.ring.next_slot();
+        ops::behaviour_actions(ops, slot.actions, venv.states(), bp, static_cast<std::uint64_t>(step));
+        ops.copy(slot.states, venv.states());
+        venv.step(slot.actions);
+        ops.copy(slot.rewards, venv.rewards());
+        ops.copy(slot.next_states, venv.next_states());
+        ops.copy_raw(slot.done, venv.done());
+        ds.ring.commit_slot();
+    }
+    ops.synchronize();
+    ds.transitions = ds.ring.transitions();
+    ds.collection_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    log::info("{} dataset: {} transitions from the behaviour policy ({} environments x {} steps) in {:.2f} s", key,
+              ds.transitions, n_envs, steps, ds.collection_seconds);
+    return ds;
+}
+
+OfflineDataset load_dump(ops::Device& ops, const env::EnvParams& params, const std::string& path, const char* key) {
+    const auto dump = io::read_replay_dump(path);
+    if (dump.state_dim != params.state_dim)
+        throw DataError(fmt::format("{}: the replay dump's states have {} features, this profile's data gives {} "
+                                    "(was it written with another feature set or instrument?)",
+                                    path, dump.state_dim, params.state_dim));
+    if (dump.num_actions != env::num_actions(params))
+        throw DataError(fmt::format("{}: the replay dump has {} actions, this profile's environment has {} (set "
+                                    "env.position_levels and env.urgency_levels as in the run that wrote it)",
+                                    path, dump.num_actions, env::num_actions(params)));
+    if (dump.pushed_steps < 1) throw DataError(path + ": the replay dump holds no transitions");
+    OfflineDataset ds;
+    ds.ring = ReplayRing(ops, dump);
+    ds.transitions = ds.ring.transitions();
+    log::info("{} dataset: {} transitions from the replay dump {} ({}.dataset_size is not used)", key, ds.transitions,
+              path, key);
+    return ds;
+}
+
+}  // namespace
+
+OfflineDataset build_offline_dataset(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market,
+                                     const env::EnvParams& params, const std::string& source, long long size,
+                                     const char* key) {
+    if (source == "behaviour") return collect_behaviour(ops, profile, market, params, size, key);
+    return load_dump(ops, params, source, key);
+}
+
+}  // namespace fh::trainers
