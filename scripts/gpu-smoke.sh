@@ -18,7 +18,8 @@ mkdir -p "$out"
 now() { date +%s.%N; }
 start=$(now)
 failed=0
-for trainer in dqn ppo iql supervised dt; do
+trainers=(dqn ppo iql supervised dt)
+for trainer in "${trainers[@]}"; do
     t0=$(now)
     "$exe" --profile "$trainer-smoketest" --device cuda --output "$out" --quiet >"$out/$trainer.log" 2>&1
     rc=$?
@@ -82,7 +83,7 @@ if python3 -c "import sys; sys.exit(0 if $total <= $budget else 1)"; then :; els
     failed=1
 fi
 if [ $failed -eq 0 ]; then
-    echo "gpu-smoke: PASS (4 trainers, ${total} s of ${budget} s; runs in $out)"
+    echo "gpu-smoke: PASS (${#trainers[@]} trainers, ${total} s of ${budget} s; runs in $out)"
 else
     echo "gpu-smoke: FAIL (${total} s; runs in $out)"
 fi

@@ -7,9 +7,11 @@
  *              src/ops/dt/cpu.cpp.
  * Layout:      token rows (batch * 3 K, dim) row-major; qkv rows (.., 3 dim) = [q | k | v];
  *              P and dS (batch, heads, tokens, tokens).
- * Launch:      one thread per row / element / (b, h, token), any 1-D grid (grid-stride loops).
- * Determinism: no atomics; every sum (over a row's features, a parameter's rows, a query's keys
- *              or a key's queries) runs in one thread in a fixed order, so results are
+ * Launch:      one thread per row / element / (b, h, token), any 1-D grid (grid-stride loops);
+ *              the layer norm's parameter gradients: a block of dt::kParamGradThreads per feature.
+ * Determinism: no atomics; every sum (over a row's features, a query's keys or a key's queries)
+ *              runs in one thread in a fixed order, a parameter's rows in a block's fixed
+ *              partials and tree (the CPU twin's order too), so results are
  *              run-to-run exact; they equal the CPU within float rounding (FMA contraction,
  *              expf/erff ulps).
  * Aliasing:    outputs distinct from every other operand (checked by the ops in src/ops/dt/ops.hpp).
@@ -60,11 +62,34 @@ extern "C" __global__ void dt_layer_norm_backward_kernel(float* __restrict__ dx,
         fh::dt::layer_norm_backward_row(r, dx, dy, x, stats, gain, dim, accumulate);
 }
 
+// One block of kParamGradThreads per feature (grid-stride over the features): every thread sums
+// its rows (dt::layer_norm_param_grad_partial), then a fixed tree; the order of
+// dt::layer_norm_param_grad.
 extern "C" __global__ void dt_layer_norm_param_grad_kernel(float* __restrict__ d_gain, float* __restrict__ d_bias,
                                                            const float* __restrict__ dy, const float* __restrict__ x,
                                                            const float* __restrict__ stats, long long rows, int dim) {
-    for (long long c = global_thread_index(); c < dim; c += grid_thread_count())
-        fh::dt::layer_norm_param_grad(static_cast<int>(c), d_gain, d_bias, dy, x, stats, rows, dim);
+    constexpr int T = fh::dt::kParamGradThreads;
+    __shared__ float sg[T], sb[T];
+    const int t = threadIdx.x;
+    for (int c = blockIdx.x; c < dim; c += gridDim.x) {
+        float g, b;
+        fh::dt::layer_norm_param_grad_partial(c, t, g, b, dy, x, stats, rows, dim);
+        sg[t] = g;
+        sb[t] = b;
+        __syncthreads();
+        for (int stride = T / 2; stride > 0; stride /= 2) {
+            if (t < stride) {
+                sg[t] += sg[t + stride];
+                sb[t] += sb[t + stride];
+            }
+            __syncthreads();
+        }
+        if (t == 0) {
+            d_gain[c] = sg[0];
+            d_bias[c] = sb[0];
+        }
+        __syncthreads();
+    }
 }
 
 extern "C" __global__ void dt_gelu_kernel(float* __restrict__ y, const float* __restrict__ z, long long n) {

@@ -96,19 +96,39 @@ FH_HD void layer_norm_backward_row(long long r, T* dx, const T* dy, const T* x, 
     }
 }
 
-/// Feature c of the parameter gradients over `rows` rows, summed in row order: dgain[c] =
-/// sum_r dy[r, c] xhat[r, c], dbias[c] = sum_r dy[r, c] (set).
+/// The parameter gradients' reduction: kParamGradThreads partial sums per feature (one block of
+/// that many threads per feature on the device), then a fixed tree.
+inline constexpr int kParamGradThreads = 256;
+
+/// Partial t of feature c: rows t, t + kParamGradThreads, ... in order: g = sum dy xhat, b = sum dy.
 template <class T>
-FH_HD void layer_norm_param_grad(int c, T* dgain, T* dbias, const T* dy, const T* x, const T* stats, long long rows,
-                                 int D) {
-    T g = T(0), b = T(0);
-    for (long long r = 0; r < rows; ++r) {
+FH_HD void layer_norm_param_grad_partial(int c, int t, T& g, T& b, const T* dy, const T* x, const T* stats,
+                                         long long rows, int D) {
+    g = T(0);
+    b = T(0);
+    for (long long r = t; r < rows; r += kParamGradThreads) {
         const T xhat = (x[r * D + c] - stats[2 * r]) * stats[2 * r + 1];
         g += dy[r * D + c] * xhat;
         b += dy[r * D + c];
     }
-    dgain[c] = g;
-    dbias[c] = b;
+}
+
+/// Feature c of the parameter gradients over `rows` rows: dgain[c] = sum_r dy[r, c] xhat[r, c],
+/// dbias[c] = sum_r dy[r, c] (set), as the partials of layer_norm_param_grad_partial summed in
+/// the tree stride kParamGradThreads / 2, / 4, ..., 1 (s[t] += s[t + stride]) that the kernel
+/// runs in shared memory.
+template <class T>
+FH_HD void layer_norm_param_grad(int c, T* dgain, T* dbias, const T* dy, const T* x, const T* stats, long long rows,
+                                 int D) {
+    T g[kParamGradThreads], b[kParamGradThreads];
+    for (int t = 0; t < kParamGradThreads; ++t) layer_norm_param_grad_partial(c, t, g[t], b[t], dy, x, stats, rows, D);
+    for (int stride = kParamGradThreads / 2; stride > 0; stride /= 2)
+        for (int t = 0; t < stride; ++t) {
+            g[t] += g[t + stride];
+            b[t] += b[t + stride];
+        }
+    dgain[c] = g[0];
+    dbias[c] = b[0];
 }
 
 // ---- causal attention with ALiBi -------------------------------------------------------------

@@ -3,6 +3,9 @@
 ///        the device's stream. The ops (src/ops/dt/ops.hpp) checked sizes and that the buffers of
 ///        each launch are distinct before these run.
 #include "ops/dt/ops.hpp"
+
+#include <algorithm>
+
 #include "ops/cuda_device.hpp"
 
 namespace fh::ops::cuda_twin {
@@ -46,7 +49,8 @@ void dt_layer_norm_backward(CudaDevice& d, View<float> dx, View<float> d_gain, V
                             int dim, bool accumulate) {
     d.kernels().dt_layer_norm_backward_kernel(d.stream(), threads_for(rows), dx.data(), dy.data(), x.data(),
                                               stats.data(), gain.data(), rows, dim, accumulate ? 1 : 0);
-    d.kernels().dt_layer_norm_param_grad_kernel(d.stream(), threads_for(dim), d_gain.data(), d_bias.data(), dy.data(),
+    const LaunchDims per_feature{dim3(static_cast<unsigned>(std::min(dim, 1024))), dim3(dt::kParamGradThreads), 0};
+    d.kernels().dt_layer_norm_param_grad_kernel(d.stream(), per_feature, d_gain.data(), d_bias.data(), dy.data(),
                                                 x.data(), stats.data(), rows, dim);
 }
 
