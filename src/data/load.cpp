@@ -194,7 +194,10 @@ MarketData load_market(const DataOptions& o) {
                                          o.normalization->mean.size(), md.market_dim));
         md.norm = *o.normalization;
     } else {
-        md.norm = training_stats(payload.raw, md.bars, md.train, md.warmup_bars, o.norm_clip, o.column_moments);
+        StatisticsSource source;
+        md.norm = training_stats(payload.raw, md.bars, md.train, md.warmup_bars, o.norm_clip, o.column_moments, &source);
+        md.norm_rows = source.rows;
+        md.norm_computed_on = source.computed_on;
     }
     md.features = std::move(payload.raw.values);
     normalize_in_place(md.features, md.norm);
@@ -225,6 +228,17 @@ std::string describe(const MarketData& md) {
                                         : std::string());
     };
     s += "splits:\n" + split("train", md.train) + split("val", md.val) + split("test", md.test);
+    if (!md.norm.mean.empty()) {
+        const auto [mlo, mhi] = std::minmax_element(md.norm.mean.begin(), md.norm.mean.end());
+        const auto [slo, shi] = std::minmax_element(md.norm.stddev.begin(), md.norm.stddev.end());
+        s += md.norm_rows > 0
+                 ? fmt::format("normalisation:  {} training bars, computed on the {}", md.norm_rows, md.norm_computed_on)
+                 : std::string("normalisation:  given (a checkpoint's)");
+        s += fmt::format("; feature means {:.4g} .. {:.4g}, stddevs {:.4g} .. {:.4g}\n", *mlo, *mhi, *slo, *shi);
+        if (md.feature_names.size() == md.norm.mean.size())
+            s += fmt::format("                {}: mean {:.4g}, stddev {:.4g} per bar\n", md.feature_names.front(),
+                             md.norm.mean.front(), md.norm.stddev.front());
+    }
     s += fmt::format("fxcache:        {}{}\n", md.cache_status, md.cache_path.empty() ? "" : " " + md.cache_path);
     return s;
 }

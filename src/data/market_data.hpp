@@ -53,6 +53,8 @@ struct MarketData {
     SplitRange train, val, test;
     double bars_per_year = 0;               ///< from the profile, or inferred from spacing
     NormalizationStats norm;
+    std::size_t norm_rows = 0;              ///< training bars the statistics summarise (0: given, a checkpoint's)
+    std::string norm_computed_on = "given";  ///< "host", "device" (large data on a GPU) or "given"
     std::string source;                     ///< file/directory path, or "synthetic(seed=N)"
 
     // Added by the data layer (informational; the environment does not need them).

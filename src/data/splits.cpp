@@ -73,18 +73,20 @@ double infer_bars_per_year(const BarSeries& bars) {
     return 252.0 * static_cast<double>(*mid);
 }
 
-void host_column_moments(const std::vector<float>& values, int dim, const std::vector<long long>& rows,
-                         std::vector<double>& mean, std::vector<double>& m2) {
+std::string host_column_moments(const std::vector<float>& values, int dim, const std::vector<long long>& rows,
+                                std::vector<double>& mean, std::vector<double>& m2) {
     const auto D = static_cast<std::size_t>(dim);
     const auto n = static_cast<long long>(rows.size());
     mean.assign(D, 0.0);
     m2.assign(D, 0.0);
     std::vector<double> scratch(static_cast<std::size_t>(statistics::chunk_count(n)) * D);
     statistics::column_moments_serial(mean.data(), m2.data(), scratch.data(), values.data(), rows.data(), n, dim);
+    return "host";
 }
 
 NormalizationStats training_stats(const RawFeatures& raw, const BarSeries& bars, const SplitRange& train,
-                                  std::size_t warmup, float clip, const ColumnMoments& moments) {
+                                  std::size_t warmup, float clip, const ColumnMoments& moments,
+                                  StatisticsSource* where) {
     const auto D = static_cast<std::size_t>(raw.dim);
     std::vector<long long> rows;
     for (std::size_t t = train.begin; t < train.end; ++t)
@@ -92,7 +94,10 @@ NormalizationStats training_stats(const RawFeatures& raw, const BarSeries& bars,
     if (rows.empty())
         for (std::size_t t = train.begin; t < train.end; ++t) rows.push_back(static_cast<long long>(t));
     std::vector<double> mean(D, 0.0), m2(D, 0.0);
-    if (!rows.empty()) (moments ? moments : ColumnMoments(host_column_moments))(raw.values, raw.dim, rows, mean, m2);
+    std::string computed_on = "host";
+    if (!rows.empty())
+        computed_on = (moments ? moments : ColumnMoments(host_column_moments))(raw.values, raw.dim, rows, mean, m2);
+    if (where) *where = StatisticsSource{rows.size(), computed_on};
     const double m = std::max<double>(1.0, static_cast<double>(rows.size()));
     NormalizationStats st;
     st.clip = clip;

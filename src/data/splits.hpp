@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "data/features.hpp"
@@ -31,22 +32,28 @@ std::int64_t median_spacing(const BarSeries& bars);
 double infer_bars_per_year(const BarSeries& bars);
 
 /// Computes mean (dim) and m2 (dim, the sums of squared deviations from the mean) of the rows
-/// `rows` of values (bars, dim), in the fixed order of cuda/math/statistics.h. The default
-/// runs on the host; a run with a GPU passes one that computes the same bits on the device for
-/// large data (run::Session).
-using ColumnMoments = std::function<void(const std::vector<float>& values, int dim, const std::vector<long long>& rows,
-                                         std::vector<double>& mean, std::vector<double>& m2)>;
+/// `rows` of values (bars, dim), in the fixed order of cuda/math/statistics.h, and returns where
+/// ("host" or "device"). The default runs on the host; a run with a GPU passes one that computes
+/// the same bits on the device for large data (run::Session).
+using ColumnMoments = std::function<std::string(const std::vector<float>& values, int dim,
+                                                const std::vector<long long>& rows, std::vector<double>& mean,
+                                                std::vector<double>& m2)>;
 
 /// The host's ColumnMoments (statistics::column_moments_serial).
-void host_column_moments(const std::vector<float>& values, int dim, const std::vector<long long>& rows,
-                         std::vector<double>& mean, std::vector<double>& m2);
+std::string host_column_moments(const std::vector<float>& values, int dim, const std::vector<long long>& rows,
+                                std::vector<double>& mean, std::vector<double>& m2);
 
 /// Mean and population stddev of every feature over the training split's bars past the
 /// warm-up (all training bars if none is), in double in the order of cuda/math/statistics.h
 /// (computed by `moments`, or on the host when it is empty). A stddev below 1e-8 becomes 1
-/// (constant feature).
+/// (constant feature). `where` (optional) receives the rows used and where they were summed.
+struct StatisticsSource {
+    std::size_t rows = 0;
+    std::string computed_on;  ///< "host" or "device"
+};
 NormalizationStats training_stats(const RawFeatures& raw, const BarSeries& bars, const SplitRange& train,
-                                  std::size_t warmup, float clip, const ColumnMoments& moments = {});
+                                  std::size_t warmup, float clip, const ColumnMoments& moments = {},
+                                  StatisticsSource* where = nullptr);
 
 /// z = clamp((x - mean) / stddev, -clip, clip), (bars, dim) row-major.
 std::vector<float> normalize(const RawFeatures& raw, const NormalizationStats& stats);

@@ -32,7 +32,7 @@ std::unique_ptr<ops::Device> make_device(const config::Profile& p) {
 
 data::ColumnMoments device_column_moments(ops::Device& device) {
     return [&device](const std::vector<float>& values, int dim, const std::vector<long long>& rows,
-                     std::vector<double>& mean, std::vector<double>& m2) {
+                     std::vector<double>& mean, std::vector<double>& m2) -> std::string {
         const auto D = static_cast<std::size_t>(dim);
         auto v = device.from_host<float>(values);
         auto r = device.from_host<long long>(rows);
@@ -41,6 +41,7 @@ data::ColumnMoments device_column_moments(ops::Device& device) {
         ops::column_moments(device, mean_d.view(), m2_d.view(), scratch.view(), v.cview(), r.cview(), dim);
         mean = device.to_host(mean_d.cview());
         m2 = device.to_host(m2_d.cview());
+        return "device";
     };
 }
 
@@ -73,7 +74,7 @@ Session::Session(const config::Profile& p, bool force) {
     // host's; the host's when there is no GPU or the upload fails).
     auto options = trainers::data_options(p);
     options.column_moments = [&](const std::vector<float>& values, int dim, const std::vector<long long>& rows,
-                                 std::vector<double>& mean, std::vector<double>& m2) {
+                                 std::vector<double>& mean, std::vector<double>& m2) -> std::string {
         const auto n_values = static_cast<std::uint64_t>(rows.size()) * static_cast<std::uint64_t>(dim);
         if (n_values >= kDeviceStatisticsMinValues) {
             device.wait();
@@ -81,17 +82,17 @@ Session::Session(const config::Profile& p, bool force) {
                 try {
                     started->make_current();
                     const auto t = clock::now();
-                    device_column_moments(*started)(values, dim, rows, mean, m2);
+                    const auto where = device_column_moments(*started)(values, dim, rows, mean, m2);
                     log::info("data: normalisation statistics of {} rows x {} features on the device in {:.3f} s",
                               rows.size(), dim, since(t));
-                    return;
+                    return where;
                 } catch (const std::exception& e) {
                     log::warn("data: normalisation statistics on the device failed ({}); computing them on the host",
                               e.what());
                 }
             }
         }
-        data::host_column_moments(values, dim, rows, mean, m2);
+        return data::host_column_moments(values, dim, rows, mean, m2);
     };
     // Everything `check` checks, before anything is allocated (src/trainers/run_checks.hpp).
     trainers::RunCheckOptions o;

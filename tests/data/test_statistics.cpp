@@ -82,15 +82,21 @@ TEST_CASE("load_market computes the statistics through the options' column momen
     const auto host = load_market(o);
     int calls = 0;
     o.column_moments = [&](const std::vector<float>& values, int dim, const std::vector<long long>& rows,
-                           std::vector<double>& mean, std::vector<double>& m2) {
+                           std::vector<double>& mean, std::vector<double>& m2) -> std::string {
         ++calls;
         CHECK(rows.front() >= static_cast<long long>(host.warmup_bars));  // past the warm-up
         CHECK(rows.back() < static_cast<long long>(host.train.end));     // the training split only
         host_column_moments(values, dim, rows, mean, m2);
         for (auto& x : mean) x *= 2.0;  // visibly its result (a power of two: rounds alike)
+        return "device";  // as a GPU run's hook says
     };
     const auto hooked = load_market(o);
     CHECK(calls == 1);
+    CHECK(host.norm_computed_on == "host");
+    CHECK(hooked.norm_computed_on == "device");
+    CHECK(hooked.norm_rows == static_cast<std::size_t>(host.train.end - host.warmup_bars));
+    CHECK(describe(hooked).find("computed on the device") != std::string::npos);
+    CHECK(describe(host).find("computed on the host") != std::string::npos);
     for (std::size_t k = 0; k < host.norm.mean.size(); ++k)
         CHECK(hooked.norm.mean[k] == 2.0f * host.norm.mean[k]);
 }
@@ -117,4 +123,5 @@ TEST_CASE("column moments on the device equal the host's bit for bit", "[gpu][da
     CHECK(device.norm.mean == host.norm.mean);
     CHECK(device.norm.stddev == host.norm.stddev);
     CHECK(device.features == host.features);
+    CHECK(device.norm_computed_on == "device");
 }
