@@ -339,8 +339,10 @@ TEST_CASE("dt from a DQN run's replay dump: median of five seeds against the ora
     // Per seed: a DQN trains on the planted market (the same market, costs and episodes as the
     // behaviour-dataset table) and dumps its replay, 64 environments x 1000 steps: its epsilon
     // falls from 1 to 0.05 over the first half, so the data mixes exploration and the DQN's own
-    // greedy trading. The DT then trains on that dump alone.
-    ops::CpuDevice ops;
+    // greedy trading. The DT then trains on that dump alone. On the GPU where there is one.
+    std::unique_ptr<ops::CpuDevice> cpu;
+    ops::Device& ops = test::gpu_available() ? static_cast<ops::Device&>(test::gpu_ops())
+                                             : *(cpu = std::make_unique<ops::CpuDevice>());
     std::printf("| seed | DQN's test Sharpe per bar | DT Sharpe per bar | oracle | ratio | backtest Sharpe | oracle's rule "
                 "| ratio | seconds (DQN, DT) |\n|---|---|---|---|---|---|---|---|---|\n");
     std::vector<double> ratios, backtest_ratios;
