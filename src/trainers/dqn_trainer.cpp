@@ -338,7 +338,7 @@ LogLine DqnTrainer::read_log(double seconds) {
         ops_.upload<dqn::CuriosityStats>(cur_stats_.view(), std::vector<dqn::CuriosityStats>{dqn::CuriosityStats{}});
     }
     // With attention: the weights of the last collection step's environments, mean per group.
-    std::vector<double> attention_mean(static_cast<std::size_t>(net_.attention_groups()), 0.0);
+    std::vector<double> attention_mean(net_.attention_groups().size(), 0.0);
     if (!attention_mean.empty()) {
         const auto alpha = ops_.to_host(net_.attention_weights(ws_act_));
         const std::size_t G = attention_mean.size(), rows = alpha.size() / G;
@@ -393,7 +393,7 @@ LogLine DqnTrainer::read_log(double seconds) {
     });
     if (!attention_mean.empty()) {  // attention/<group>: what the agent looks at
         auto members = line.json.as_object();
-        const auto& groups = network_config(profile_, env_params_.state_dim).attention;
+        const auto& groups = net_.attention_groups();
         for (std::size_t k = 0; k < attention_mean.size(); ++k)
             members.emplace_back("attention/" + groups[k].name, attention_mean[k]);
         line.json = io::json::Value::object(std::move(members));

@@ -74,7 +74,8 @@ public:
     /// The attention weights (rows, G) of the last forward on ws (every network's rows, in
     /// order); empty without attention.
     ops::View<const float> attention_weights(const Workspace& ws) const;
-    int attention_groups() const noexcept { return static_cast<int>(config_.attention.size()); }
+    /// The feature groups attention weighs (empty without attention).
+    const std::vector<data::FeatureGroup>& attention_groups() const noexcept { return config_.attention; }
 
     /// Q (batch, A) and the greedy actions (batch) of states X: forward, then ops::dqn_act.
     void q_values(ops::Device& ops, ops::View<const float> params, ops::View<const float> X, int batch,
