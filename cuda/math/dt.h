@@ -154,35 +154,35 @@ struct AttentionShape {
 
 /// One query: out (hd) = sum_j p_j v_j, p = softmax over j in [j0, i] of the scores; p_row (may
 /// be null) receives p_j at p_row[j - p_base]. keys(j) / values(j) give head h's k_j, v_j.
+/// With p_row, the first pass keeps each score there and the later passes read it back (the same
+/// values the dot products would give again); without, they recompute them.
 template <class T, class Keys, class Values>
 FH_HD void attend(T* out, T* p_row, long long p_base, const T* q, long long i, long long j0, int hd, T slope,
                   const Keys& keys, const Values& values) {
     const T scale = T(1) / sqrt_of(T(hd));
-    T m = T(0);
-    for (long long j = j0; j <= i; ++j) {
+    auto score = [&](long long j) {
         const T* k = keys(j);
         T s = T(0);
         for (int c = 0; c < hd; ++c) s += q[c] * k[c];
-        s = s * scale - slope * T(i - j);
+        return s * scale - slope * T(i - j);
+    };
+    T m = T(0);
+    for (long long j = j0; j <= i; ++j) {
+        const T s = score(j);
+        if (p_row != nullptr) p_row[j - p_base] = s;
         m = (j == j0 || s > m) ? s : m;
     }
     T sum = T(0);
+    for (long long j = j0; j <= i; ++j) sum += exp_of((p_row != nullptr ? p_row[j - p_base] : score(j)) - m);
+    T acc[kMaxHeadDim];  // the output, accumulated locally in the same order
+    for (int c = 0; c < hd; ++c) acc[c] = T(0);
     for (long long j = j0; j <= i; ++j) {
-        const T* k = keys(j);
-        T s = T(0);
-        for (int c = 0; c < hd; ++c) s += q[c] * k[c];
-        sum += exp_of(s * scale - slope * T(i - j) - m);
-    }
-    for (int c = 0; c < hd; ++c) out[c] = T(0);
-    for (long long j = j0; j <= i; ++j) {
-        const T* k = keys(j);
-        T s = T(0);
-        for (int c = 0; c < hd; ++c) s += q[c] * k[c];
-        const T p = exp_of(s * scale - slope * T(i - j) - m) / sum;
+        const T p = exp_of((p_row != nullptr ? p_row[j - p_base] : score(j)) - m) / sum;
         if (p_row != nullptr) p_row[j - p_base] = p;
         const T* v = values(j);
-        for (int c = 0; c < hd; ++c) out[c] += p * v[c];
+        for (int c = 0; c < hd; ++c) acc[c] += p * v[c];
     }
+    for (int c = 0; c < hd; ++c) out[c] = acc[c];
 }
 
 /// Training forward of query (b, h, i): out (batch * tokens, dim) head slice, and row i of
@@ -219,7 +219,7 @@ FH_HD void attention_backward_query(int b, int h, int i, T* dqkv, T* dS, const T
         delta += P[prow + j] * dp;
     }
     const T scale = T(1) / sqrt_of(T(hd));
-    T* dq = dqkv + (base + i) * 3 * D + h * hd;
+    T dq[kMaxHeadDim];  // accumulated locally in the order j = 0, 1, ...
     for (int c = 0; c < hd; ++c) dq[c] = T(0);
     for (int j = 0; j < Tn; ++j) {
         if (j < j0 || j > i) {
@@ -231,6 +231,8 @@ FH_HD void attention_backward_query(int b, int h, int i, T* dqkv, T* dS, const T
         const T* k = qkv + (base + j) * 3 * D + D + h * hd;
         for (int c = 0; c < hd; ++c) dq[c] += ds * scale * k[c];
     }
+    T* dq_out = dqkv + (base + i) * 3 * D + h * hd;
+    for (int c = 0; c < hd; ++c) dq_out[c] = dq[c];
 }
 
 /// Backward, key pass of (b, h, j): dk_j = sum_i dS_ij q_i / sqrt(hd), dv_j = sum_i P_ij dO_i
@@ -242,8 +244,7 @@ FH_HD void attention_backward_key(int b, int h, int j, T* dqkv, const T* dS, con
     const long long base = static_cast<long long>(b) * Tn;
     const long long pbase = (static_cast<long long>(b) * s.heads + h) * Tn * Tn;
     const T scale = T(1) / sqrt_of(T(hd));
-    T* dk = dqkv + (base + j) * 3 * D + D + h * hd;
-    T* dv = dqkv + (base + j) * 3 * D + 2 * D + h * hd;
+    T dk[kMaxHeadDim], dv[kMaxHeadDim];  // accumulated locally in the order i = j, j + 1, ...
     for (int c = 0; c < hd; ++c) dk[c] = dv[c] = T(0);
     for (int i = j; i < Tn; ++i) {
         const T ds = dS[pbase + static_cast<long long>(i) * Tn + j];
@@ -254,6 +255,12 @@ FH_HD void attention_backward_key(int b, int h, int j, T* dqkv, const T* dS, con
             dk[c] += ds * scale * q[c];
             dv[c] += p * dout[c];
         }
+    }
+    T* dk_out = dqkv + (base + j) * 3 * D + D + h * hd;
+    T* dv_out = dqkv + (base + j) * 3 * D + 2 * D + h * hd;
+    for (int c = 0; c < hd; ++c) {
+        dk_out[c] = dk[c];
+        dv_out[c] = dv[c];
     }
 }
 
