@@ -12,7 +12,6 @@ CuriosityModel::CuriosityModel(ops::Device& ops, int state_dim, int num_actions,
     : layout_(),
       net_(layout_, "curiosity",
            nn::MlpConfig::stack(state_dim + num_actions, {hidden}, market_dim, ops::Activation::tanh)),
-      market_dim_(market_dim),
       rows_(rows) {
     params_ = nn::alloc_zeroed(ops, layout_);
     // A stream of its own: the model's weights never repeat the agent's.

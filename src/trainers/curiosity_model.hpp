@@ -43,7 +43,7 @@ public:
 private:
     nn::ParamLayout layout_;
     nn::Mlp net_;
-    int market_dim_, rows_;
+    int rows_;
     ops::Buffer<float> params_, grads_, input_, d_pred_;
     AdamState adam_;
     nn::Mlp::Workspace ws_;

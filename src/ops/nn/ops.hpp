@@ -88,12 +88,14 @@ inline void training_guard(Device& device, View<int> gate, View<nn::GuardState> 
 }
 
 namespace detail {
-/// Groups of a D-wide row: 1..kMaxGroups contiguous, non-empty, covering [0, D) in order.
-inline void check_groups(const attention::Groups& g, int D, const char* op) {
+/// The width D of the rows the groups cover: 1..kMaxGroups contiguous, non-empty groups from
+/// column 0, in order (checked); D = the last group's end.
+inline int group_row_width(const attention::Groups& g, const char* op) {
     require(g.count >= 1 && g.count <= attention::kMaxGroups, op,
             fmt::format("need 1..{} groups (got {})", attention::kMaxGroups, g.count));
-    require(g.begin[0] == 0 && g.begin[g.count] == D, op, "the groups must cover the row's columns [0, D)");
+    require(g.begin[0] == 0, op, "the groups must start at column 0");
     for (int k = 0; k < g.count; ++k) require(g.begin[k] < g.begin[k + 1], op, "every group needs a column, in order");
+    return g.begin[g.count];
 }
 }  // namespace detail
 
@@ -103,8 +105,7 @@ inline void check_groups(const attention::Groups& g, int D, const char* op) {
 inline void group_attention_forward(Device& device, View<float> x_out, View<float> alpha, View<const float> x,
                                     View<const float> scores, const attention::Groups& groups, int rows, int x_rows) {
     const char* op = "group_attention_forward";
-    const int D = groups.begin[groups.count > 0 && groups.count <= attention::kMaxGroups ? groups.count : 0];
-    detail::check_groups(groups, D, op);
+    const int D = detail::group_row_width(groups, op);
     detail::require(rows >= 1 && x_rows >= 1 && rows % x_rows == 0, op, "need rows >= 1 and x_rows dividing rows");
     const auto G = static_cast<std::size_t>(groups.count), R = static_cast<std::size_t>(rows);
     detail::require_size(x_out.size(), R * static_cast<std::size_t>(D), op, "x_out");
@@ -125,8 +126,7 @@ inline void group_attention_backward(Device& device, View<float> d_scores, View<
                                      View<const float> x, View<const float> alpha, const attention::Groups& groups,
                                      int rows) {
     const char* op = "group_attention_backward";
-    const int D = groups.begin[groups.count > 0 && groups.count <= attention::kMaxGroups ? groups.count : 0];
-    detail::check_groups(groups, D, op);
+    const int D = detail::group_row_width(groups, op);
     detail::require(rows >= 1, op, "need rows >= 1");
     const auto G = static_cast<std::size_t>(groups.count), R = static_cast<std::size_t>(rows);
     detail::require_size(d_scores.size(), R * G, op, "d_scores");
