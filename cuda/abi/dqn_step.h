@@ -16,15 +16,18 @@ namespace fh::abi {
 /// Acting from head outputs, one warp per environment: q (A) from the dueling C51 head row, then
 /// epsilon-greedy (policy::epsilon_greedy; epsilon of counters.steps, Philox(seed, exploration,
 /// e, steps)) or, without agent/counters, the first maximal Q.
+/// With an ensemble (head_params.ensemble = K > 1) Q is the K heads' mean (dqn::ensemble_q) and
+/// collection acts on dqn::ensemble_score (the mean plus agent.ucb times the heads' spread).
 struct DqnActArgs {
     int* actions;                      ///< (n) out
     float* q;                          ///< (n, A) out, or null
     unsigned long long* histogram;     ///< (A) += actions taken, or null
-    const float* head;                 ///< (n, W) head outputs
+    const float* head;                 ///< (n, output_width) network outputs
     const dqn::AgentParams* agent;     ///< or null: greedy
     const dqn::Counters* counters;     ///< with agent
     dqn::HeadParams head_params;
     int n;
+    int explore;                       ///< with agent: 1 epsilon-greedy (collection), 0 greedy on the mean Q
 };
 using DqnAct = void(DqnActArgs args);
 
@@ -33,19 +36,23 @@ using DqnAct = void(DqnActArgs args);
 /// expected Q of the taken action, their blend, the CQL term when agent.cql_alpha > 0, and the
 /// head's backward: d_head (B, W) = dL/d (head outputs) of the batch-mean loss; stats
 /// (kSampleStats, B) = C51 loss, MSE loss, TD error, Q(s, a), CQL term per sample
-/// (dqn::SampleStat).
+/// (dqn::SampleStat). With an ensemble of K heads the rows are the B * K head rows (row b * K + k:
+/// head k of sample b, W = head_width) and stats has B * K columns; each row's loss is weighted
+/// by masks[row] / (B * K), and a* comes from target_actions (the heads' mean Q) when given.
 struct DqnLossArgs {
-    float* d_head;                     ///< (B, W) out
-    float* stats;                      ///< (kSampleStats, B) out
-    const float* head_s;               ///< (B, W) online network at s
-    const float* head_select;          ///< (B, W) picks a*: online at s' (double DQN) or target at s'
-    const float* head_target;          ///< (B, W) target network at s'
+    float* d_head;                     ///< (B * K, W) out
+    float* stats;                      ///< (kSampleStats, B * K) out
+    const float* head_s;               ///< (B * K, W) online network at s
+    const float* head_select;          ///< (B * K, W) picks a*: online at s' (double DQN) or target at s'
+    const float* head_target;          ///< (B * K, W) target network at s'
     const int* actions;                ///< (B)
     const float* returns;              ///< (B) n-step returns
     const float* discounts;            ///< (B) gamma^k, 0 after a termination
+    const int* target_actions;         ///< (B) a* of every head, or null: each row's own argmax of select
+    const float* masks;                ///< (B * K) weights of the rows (bootstrap masks), or null: 1
     const dqn::AgentParams* agent;     ///< mse_alpha, cql_alpha
     dqn::HeadParams head_params;
-    int batch;
+    int batch;                         ///< B, samples
 };
 using DqnLoss = void(DqnLossArgs args);
 
@@ -113,15 +120,18 @@ using DqnCollect = void(DqnCollectArgs args);
 /// counters' push count and update number (this update's = updates + 1): x (B, 2, ...) holds the
 /// states in rows [0, B) and the next states in rows [B, 2B) of a (2B, state_dim) block, so the
 /// online network can run on both in one pass.
+/// masks (B, K), when given: dqn::bootstrap_mask of each head for each row's first transition.
 struct DqnSampleArgs {
     float* x;                          ///< (2B, state_dim)
     int* actions;                      ///< (B)
     float* returns;                    ///< (B)
     float* discounts;                  ///< (B)
+    float* masks;                      ///< (B, ensemble) out, or null
     DqnRing ring;
     const dqn::Counters* counters;
     const dqn::AgentParams* agent;
     int batch;
+    int ensemble;                      ///< K, heads per row of masks
 };
 using DqnSample = void(DqnSampleArgs args);
 
@@ -162,8 +172,10 @@ using DqnAdvance = void(dqn::Counters* counters, int n_agents);
 /// dqn_step_smem_floats(head) floats.
 inline constexpr int kDqnWarpsPerBlock = 2;
 /// Per warp: the atoms' values, three Z-float scratch rows and the Q of every action (twice: the
-/// scalar head's loss keeps Q(s) and the target's Q there).
-FH_HD int dqn_step_smem_floats(const dqn::HeadParams& h) { return 4 * h.num_atoms + 2 * h.num_actions; }
+/// scalar head's loss keeps Q(s) and the target's Q there); with an ensemble, every head's Q (K, A).
+FH_HD int dqn_step_smem_floats(const dqn::HeadParams& h) {
+    return 4 * h.num_atoms + 2 * h.num_actions + (h.ensemble > 1 ? h.ensemble * h.num_actions : 0);
+}
 inline constexpr int kDqnFinishThreads = 256;
 
 }  // namespace fh::abi

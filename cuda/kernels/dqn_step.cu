@@ -6,7 +6,9 @@
  *              expected Q and their blend (blended_logit_gradient); finish_update (guard,
  *              monitor, Adam constants, target copy, counters); adam_target_element.
  * Layout:      head rows (rows, W) with W = dqn::head_width: [value (Z) | advantages (A, Z)];
- *              stats (kSampleStats, B); parameters flat (n). Per agent: buffers are [agents][...].
+ *              an ensemble of K heads has K such rows per sample (network outputs (B, K * W) =
+ *              head rows (B * K, W)); stats (kSampleStats, B * K); parameters flat (n). Per agent:
+ *              buffers are [agents][...].
  * Launch:      act, loss: one warp per row, kDqnWarpsPerBlock warps per block, grid (ceil(rows /
  *              warps), agents), dynamic shared memory dqn_step_smem_floats floats per warp.
  *              finish: one block of kDqnFinishThreads per agent. adam_target: any 1-D grid
@@ -54,11 +56,12 @@ struct WarpScratch {
     float* buf1;
     float* buf2;
     float* q;
+    float* q_heads;  ///< (K, A) with an ensemble
 };
 __device__ WarpScratch warp_scratch(float* smem, int warp, const HeadParams& h, int lane) {
     const int Z = h.num_atoms;
     float* base = smem + warp * fh::abi::dqn_step_smem_floats(h);
-    WarpScratch w{base, base + Z, base + 2 * Z, base + 3 * Z, base + 4 * Z};
+    WarpScratch w{base, base + Z, base + 2 * Z, base + 3 * Z, base + 4 * Z, base + 4 * Z + 2 * h.num_actions};
     for (int z = lane; z < Z; z += 32) w.atoms[z] = atom<float>(h, z);
     __syncwarp();
     return w;
@@ -201,22 +204,43 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, 16
     const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
     if (e >= a.n) return;
     const WarpScratch w = warp_scratch(smem, warp, h, lane);
-    const int W = head_width(h), A = h.num_actions;
+    const int W = head_width(h), A = h.num_actions, K = h.ensemble;
     const long long row_index = static_cast<long long>(agent) * a.n + e;
-    const float* row = a.head + row_index * W;
-    if (h.scalar) {  // the scalar head: Q is the output
-        if (lane == 0) scalar_q(row, h, w.q);
+    const float* row = a.head + row_index * output_width(h);
+    const bool explore = a.agent != nullptr && a.explore != 0;
+    for (int k = 0; k < K; ++k) {  // each head's Q (the one head's into w.q)
+        const float* hk = row + static_cast<long long>(k) * W;
+        if (h.scalar) {  // the scalar head: Q is the output
+            if (lane == 0) scalar_q(hk, h, w.q);
+            __syncwarp();
+        } else {
+            mean_advantages(w.buf0, hk, h, lane);
+            head_q(hk, w.buf0, h, w.atoms, w.q, lane);
+        }
+        if (K > 1) {
+            for (int x = lane; x < A; x += 32) w.q_heads[k * A + x] = w.q[x];
+            __syncwarp();
+        }
+    }
+    const float* score = w.q;  // what acting maximises
+    if (K > 1) {  // the heads' mean into w.q, the exploring score beside it
+        if (lane == 0) {
+            const float ucb = explore ? a.agent[agent].ucb : 0.f;
+            for (int x = 0; x < A; ++x) {
+                const EnsembleQ<float> eq = ensemble_q(w.q_heads, K, A, x);
+                w.q[x] = eq.mean;
+                w.q[A + x] = ensemble_score(eq, ucb);
+            }
+        }
         __syncwarp();
-    } else {
-        mean_advantages(w.buf0, row, h, lane);
-        head_q(row, w.buf0, h, w.atoms, w.q, lane);
+        score = w.q + A;
     }
     if (lane == 0) {
         int action;
-        if (a.agent != nullptr) {
+        if (explore) {
             const AgentParams& p = a.agent[agent];
             const long long step = a.counters[agent].steps;
-            action = fh::policy::epsilon_greedy(w.q, A, epsilon_at(p, step), p.seed, static_cast<int>(e),
+            action = fh::policy::epsilon_greedy(score, A, epsilon_at(p, step), p.seed, static_cast<int>(e),
                                                 static_cast<std::uint64_t>(step));
         } else {
             action = fh::policy::argmax(w.q, A);
@@ -233,47 +257,57 @@ extern "C" __global__ void dqn_loss_kernel(fh::abi::DqnLossArgs a) {
     const HeadParams& h = a.head_params;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int agent = blockIdx.y;
+    // b: the head row (row b of the B * K rows: head b % K of sample b / K; K = 1: the sample).
+    const long long R = static_cast<long long>(a.batch) * h.ensemble;
     const long long b = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
-    if (b >= a.batch) return;
+    if (b >= R) return;
     const int Z = h.num_atoms, A = h.num_actions, W = head_width(h);
     const WarpScratch w = warp_scratch(smem, warp, h, lane);
-    const long long row_index = static_cast<long long>(agent) * a.batch + b;
+    const long long row_index = static_cast<long long>(agent) * R + b;
+    const long long sample = static_cast<long long>(agent) * a.batch + b / h.ensemble;
     const float* hs = a.head_s + row_index * W;
     const float* hsel = a.head_select + row_index * W;
     const float* ht = a.head_target + row_index * W;
     float* d = a.d_head + row_index * W;
-    float* stats = a.stats + static_cast<long long>(agent) * fh::dqn::kSampleStats * a.batch;
-    const int act = a.actions[row_index];
-    const float ret = a.returns[row_index], disc = a.discounts[row_index];
-    const float scale = 1.0f / static_cast<float>(a.batch);
+    float* stats = a.stats + static_cast<long long>(agent) * fh::dqn::kSampleStats * R;
+    const int act = a.actions[sample];
+    const float ret = a.returns[sample], disc = a.discounts[sample];
+    float scale = 1.0f / static_cast<float>(R);
+    if (a.masks != nullptr) scale *= a.masks[row_index];
     const float alpha = a.agent[agent].mse_alpha;
 
     if (act < 0 || act >= A) {  // a corrupt batch: NaN losses (the guard skips it), no gradient
         for (int i = lane; i < W; i += 32) d[i] = 0.f;
         if (lane == 0)
             for (int k = 0; k < fh::dqn::kSampleStats; ++k)
-                stats[k * a.batch + b] = cuda::std::numeric_limits<float>::quiet_NaN();
+                stats[k * R + b] = cuda::std::numeric_limits<float>::quiet_NaN();
         return;
     }
     if (h.scalar) {  // the scalar head: a few dozen flops per sample, on one lane
         if (lane == 0) {
             float st[fh::dqn::kSampleStats];
-            scalar_sample_loss(hs, hsel, ht, act, ret, disc, scale, a.agent[agent].cql_alpha, h, d, w.q, st);
-            for (int k = 0; k < fh::dqn::kSampleStats; ++k) stats[k * a.batch + b] = st[k];
+            const int a_star = a.target_actions != nullptr ? a.target_actions[sample] : -1;
+            scalar_sample_loss(hs, hsel, ht, act, ret, disc, scale, a.agent[agent].cql_alpha, h, d, w.q, st, a_star);
+            for (int k = 0; k < fh::dqn::kSampleStats; ++k) stats[k * R + b] = st[k];
         }
         return;
     }
 
-    // 1. a* = the first maximal Q of the select row (double DQN: the online network at s').
-    mean_advantages(w.buf0, hsel, h, lane);
-    head_q(hsel, w.buf0, h, w.atoms, w.q, lane);
+    // 1. a* = the first maximal Q of the select row (double DQN: the online network at s'), or
+    //    the ensemble's a* (the heads' mean Q, computed before).
     int a_star = 0;
-    float best = 0.f;
-    for (int x = 0; x < A; ++x) {
-        const float qx = w.q[x];
-        if (x == 0 || qx > best) best = qx, a_star = x;
+    if (a.target_actions != nullptr) {
+        a_star = a.target_actions[sample];
+    } else {
+        mean_advantages(w.buf0, hsel, h, lane);
+        head_q(hsel, w.buf0, h, w.atoms, w.q, lane);
+        float best = 0.f;
+        for (int x = 0; x < A; ++x) {
+            const float qx = w.q[x];
+            if (x == 0 || qx > best) best = qx, a_star = x;
+        }
+        __syncwarp();
     }
-    __syncwarp();
 
     // 2. The target network's distribution of a* at s' (p_next in buf1), its Q, and every source
     //    atom's position on the support (buf2).
@@ -370,11 +404,11 @@ extern "C" __global__ void dqn_loss_kernel(fh::abi::DqnLossArgs a) {
         cql_loss = cql_term(w.q, act, sm);
     }
     if (lane == 0) {
-        stats[fh::dqn::kStatC51 * a.batch + b] = ce;
-        stats[fh::dqn::kStatMse * a.batch + b] = 0.5f * td * td;
-        stats[fh::dqn::kStatTd * a.batch + b] = td;
-        stats[fh::dqn::kStatQ * a.batch + b] = q;
-        stats[fh::dqn::kStatCql * a.batch + b] = cql_loss;
+        stats[fh::dqn::kStatC51 * R + b] = ce;
+        stats[fh::dqn::kStatMse * R + b] = 0.5f * td * td;
+        stats[fh::dqn::kStatTd * R + b] = td;
+        stats[fh::dqn::kStatQ * R + b] = q;
+        stats[fh::dqn::kStatCql * R + b] = cql_loss;
     }
 }
 
@@ -522,6 +556,12 @@ extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {
         a.actions[v] = draw.action;
         a.returns[v] = draw.ret;
         a.discounts[v] = draw.discount;
+    }
+    if (a.masks != nullptr) {  // each head's bootstrap mask of the first transition
+        const long long step = __shfl_sync(kFullMask, draw.step, 0);
+        const int env = __shfl_sync(kFullMask, draw.env, 0);
+        float* masks = a.masks + (static_cast<long long>(agent) * a.batch + b) * a.ensemble;
+        for (int k = lane; k < a.ensemble; k += 32) masks[k] = bootstrap_mask(p.seed, env, step, k, p.bootstrap_prob);
     }
 }
 

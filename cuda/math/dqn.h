@@ -33,6 +33,7 @@ struct HeadParams {
     float v_min;       ///< support [v_min, v_max], Z atoms
     float v_max;
     int scalar = 0;    ///< 1: dqn.head = "mse": one output per action, Q itself (no atoms, no support)
+    int ensemble = 1;  ///< K heads on the shared trunk (dqn.ensemble_size): K head rows side by side per sample
 };
 
 /// Outputs per action (and of the value stream): Z for the C51 head, 1 for the scalar head.
@@ -248,6 +249,8 @@ struct AgentParams {
     float mse_alpha;                  ///< loss = alpha * C51 + (1 - alpha) * MSE (+ cql_alpha * CQL)
     float cql_alpha;                  ///< weight of the CQL term; 0: off (the loss kernel skips it)
     float curiosity_coef;             ///< weight of the curiosity bonus in the stored reward (with dqn.curiosity)
+    float bootstrap_prob;             ///< ensemble: probability that a head trains on a transition (1: all do)
+    float ucb;                        ///< ensemble: collection acts on mean + ucb * spread of the heads' Q; 0: the mean
     float tau;                        ///< soft target update rate; 0: a copy every target_period
     float one_minus_tau;              ///< float(1 - tau) computed in double (as the host did)
     long long target_period;
@@ -310,6 +313,9 @@ FH_HD core::AdamConstants adam_constants(const AgentParams& p, long long step) {
 /// Floats of one sample's head output: [value (Z) | advantages (A, Z)] with dueling, the
 /// advantages alone without. The head is one linear layer of this width.
 FH_HD int head_width(const HeadParams& h) { return (h.dueling ? head_atoms(h) : 0) + h.num_actions * head_atoms(h); }
+/// Floats of one sample's network output: the K = ensemble heads' rows side by side, so the
+/// outputs of B samples are also B * K head rows (row b * K + k is head k of sample b).
+FH_HD int output_width(const HeadParams& h) { return h.ensemble * head_width(h); }
 
 /// Logit (a, z) of a head row: value[z] + adv[a, z] - mean_adv[z] with dueling, adv[a, z]
 /// without. mean_adv[z] = (sum over a of adv[a, z]) / A, summed in action order.
@@ -373,15 +379,20 @@ template <class T> FH_HD void scalar_q(const T* row, const HeadParams& h, T* q) 
 }
 
 /// The loss of one sample on the scalar head: d_row (W) = dL/d(head outputs of s), scale = 1/B;
-/// stats[kSampleStats] as the C51 head's (C51 row 0). q_scratch holds 2A values.
+/// stats[kSampleStats] as the C51 head's (C51 row 0). q_scratch holds 2A values. target_action
+/// >= 0 is a* (an ensemble's, from the heads' mean), else a* = argmax of row_select's Q.
 template <class T>
 FH_HD void scalar_sample_loss(const T* row_s, const T* row_select, const T* row_target, int act, T ret, T disc,
-                              T scale, T cql_alpha, const HeadParams& h, T* d_row, T* q_scratch, T* stats) {
+                              T scale, T cql_alpha, const HeadParams& h, T* d_row, T* q_scratch, T* stats,
+                              int target_action = -1) {
     const int A = h.num_actions;
     T* q_s = q_scratch;
     T* q_x = q_scratch + A;
-    scalar_q(row_select, h, q_x);
-    const int a_star = policy::argmax(q_x, A);
+    int a_star = target_action;
+    if (a_star < 0) {
+        scalar_q(row_select, h, q_x);
+        a_star = policy::argmax(q_x, A);
+    }
     scalar_q(row_target, h, q_x);
     const T y = ret + disc * q_x[a_star];
     scalar_q(row_s, h, q_s);
@@ -408,6 +419,44 @@ FH_HD void scalar_sample_loss(const T* row_s, const T* row_select, const T* row_
     stats[kStatQ] = q_s[act];
     stats[kStatCql] = cql;
 }
+
+// ---- the ensemble (dqn.ensemble_size = K > 1) --------------------------------------------
+// K heads on one trunk (Osband et al. 2016, bootstrapped DQN): each head is a whole C51 or scalar
+// head; each trains on the transitions its bootstrap mask gives it; acting and the target action
+// use the heads' mean Q.
+
+/// The heads' mean Q of action a from q_k (K, A), summed in head order, and their spread (the
+/// population standard deviation over heads, two-pass).
+template <class T> struct EnsembleQ {
+    T mean, spread;
+};
+template <class T> FH_HD EnsembleQ<T> ensemble_q(const T* q_heads, int K, int A, int a) {
+    T sum = 0;
+    for (int k = 0; k < K; ++k) sum += q_heads[k * A + a];
+    const T mean = sum / static_cast<T>(K);
+    T var = 0;
+    for (int k = 0; k < K; ++k) {
+        const T d = q_heads[k * A + a] - mean;
+        var += d * d;
+    }
+    return {mean, FH_MATH_NS::sqrt(var / static_cast<T>(K))};
+}
+
+/// The score acting maximises: the mean Q, plus ucb times the spread when exploring with a UCB
+/// bonus (collection only; evaluation and the target action use the mean).
+template <class T> FH_HD T ensemble_score(EnsembleQ<T> e, T ucb) { return ucb > T(0) ? e.mean + ucb * e.spread : e.mean; }
+
+/// Bootstrap mask of head k for the transition that environment `env` collected at step `step`:
+/// 1 with probability p, else 0, from Philox(seed, bootstrap_mask, env, step * 8 + k / 4), word
+/// k % 4. A function of the transition's identity, so a transition keeps its mask for its whole
+/// life in the ring without storing it (K <= 32).
+FH_HD float bootstrap_mask(std::uint64_t seed, int env, long long step, int k, float p) {
+    if (p >= 1.0f) return 1.0f;
+    const rng::U32x4 u = rng::draw(seed, rng::Purpose::bootstrap_mask, static_cast<std::uint32_t>(env),
+                                   static_cast<std::uint64_t>(step) * 8u + static_cast<std::uint64_t>(k / 4));
+    return rng::unit_float(u.v[k % 4]) < p ? 1.0f : 0.0f;
+}
+inline constexpr int kMaxEnsemble = 32;
 
 // ---- monitoring ------------------------------------------------------------------------
 

@@ -45,6 +45,8 @@ struct NstepDraw {
     long long first, last;
     int action;
     float ret, discount;
+    long long step;  ///< the first transition's collection step (its identity, with env)
+    int env;
 };
 FH_HD NstepDraw draw_nstep(int b, const ReplayView& r, const SampleParams& s) {
     const rng::U32x4 u = rng::draw(s.seed, rng::Purpose::replay_sample, static_cast<std::uint32_t>(b), s.update);
@@ -54,7 +56,7 @@ FH_HD NstepDraw draw_nstep(int b, const ReplayView& r, const SampleParams& s) {
     auto row = [&](long long st) {
         return static_cast<long long>(st % r.capacity_steps) * r.n_envs + env_index;
     };
-    NstepDraw d{row(step), row(step), r.actions[row(step)], 0.0f, 0.0f};
+    NstepDraw d{row(step), row(step), r.actions[row(step)], 0.0f, 0.0f, step, env_index};
     float acc = 0.0f, g = 1.0f;
     for (int k = 0; k < s.n_step; ++k) {
         const long long i = row(step + k);

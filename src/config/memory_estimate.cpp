@@ -257,18 +257,20 @@ Model build(const Profile& p, const SizeInputs& in) {
                             mul(rows, kD), "replay_buffer.buffer_size"});
         // The scalar head (dqn.head = "mse") has one output per action.
         const std::uint64_t atoms = p.dqn.head == "mse" ? 1 : u(p.dqn.num_atoms);
-        const std::uint64_t az = mul(actions, atoms);
+        // An ensemble's K heads sit side by side in the output layer: every head term times K.
+        const std::uint64_t heads = u(p.dqn.ensemble_size);
+        const std::uint64_t az = mul(mul(actions, atoms), heads);
         const Mlp trunk = mlp(kD, std::vector<std::int64_t>(p.dqn.hidden.begin(), p.dqn.hidden.end() - (p.dqn.hidden.empty() ? 0 : 1)),
                               p.dqn.hidden.empty() ? 1 : u(p.dqn.hidden.back()));
         const std::uint64_t last = p.dqn.hidden.empty() ? kD : u(p.dqn.hidden.back());
-        const Mlp value = mlp(last, {}, atoms), adv = mlp(last, {}, az);
+        const Mlp value = mlp(last, {}, mul(atoms, heads)), adv = mlp(last, {}, az);
         const std::uint64_t params = add(add(trunk.params, value.params), adv.params);
         m.device.push_back({fmt::format("networks ({} parameters, with target, gradients and Adam moments)", params),
                             mul(params, 5 * kF32), "dqn.hidden"});
         m.arrays.push_back({"the Q network's parameters", params, "dqn.hidden"});
         // QNetwork::Workspace per row: trunk, value and advantage layers, logits, probabilities,
         // Q, and the gradients of the value, advantage and trunk outputs.
-        std::uint64_t ws_row = trunk.per_row + atoms + az + 2 * az + actions + atoms + az + 2 * last;
+        std::uint64_t ws_row = trunk.per_row + heads * (2 * atoms + actions) + 4 * az + 2 * last;
         if (p.dqn.attention) {  // the attended state and its gradient, the scores, weights and their gradient
             const std::uint64_t groups = data::core42_groups().size() + 1;  // + the portfolio features
             ws_row = add(ws_row, 2 * kD + 3 * groups);
@@ -279,10 +281,11 @@ Model build(const Profile& p, const SizeInputs& in) {
         const std::uint64_t ws = add(mul(envs, ws_row), mul(batch, 3 * ws_row + 2 * kD + 6 + 2 * az));
         m.device.push_back({fmt::format("batch and workspaces ({} rows, {} environments)", batch, envs), mul(ws, kF32),
                             "replay_buffer.batch_size"});
-        m.arrays.push_back({fmt::format("a batch's C51 logits ({} rows x {} actions x {} atoms)", batch, actions, atoms),
+        m.arrays.push_back({fmt::format("a batch's C51 logits ({} rows x {} actions x {} atoms x {} heads)", batch,
+                                        actions, atoms, heads),
                             mul(batch, az), "replay_buffer.batch_size"});
-        m.arrays.push_back({fmt::format("the acting C51 logits ({} environments x {} actions x {} atoms)", envs, actions,
-                                        atoms),
+        m.arrays.push_back({fmt::format("the acting C51 logits ({} environments x {} actions x {} atoms x {} heads)",
+                                        envs, actions, atoms, heads),
                             mul(envs, az), "experience.gpu_n_episodes"});
         m.checkpoint_bytes = add(add(mul(params, 4 * kF32), mul(rows, row_bytes)), mul(envs, env_state_bytes));
         if (p.dqn.curiosity) {

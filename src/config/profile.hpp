@@ -112,7 +112,9 @@ struct DqnConfig {
     double mse_blend_alpha = 0.8;   ///< weight of the C51 loss; MSE gets 1 - alpha
     bool double_dqn = true;         ///< online net selects, target net evaluates
     double cql_alpha = 0.0;         ///< CQL regulariser weight; 0 = off
-    std::int64_t ensemble_size = 1;  ///< independent heads
+    std::int64_t ensemble_size = 1;  ///< Q heads on the shared trunk
+    double ensemble_bootstrap = 0.5;  ///< probability that a head trains on a transition
+    double ensemble_ucb = 0.0;        ///< collection's UCB bonus on the heads' spread
     std::string head = "c51";       ///< c51 | iqn | mse
     bool attention = false;         ///< feature attention before the trunk
     bool curiosity = false;         ///< forward-model curiosity bonus in the stored rewards

@@ -388,9 +388,20 @@ private:
             rule({"dqn.head"}, p.dqn.head == "iqn",
                  "dqn.head = \"iqn\" is not implemented yet: the DQN trainer has the C51 head and the scalar "
                  "head (\"mse\"); set dqn.head = \"c51\" or \"mse\"");
-            rule({"dqn.ensemble_size"}, p.dqn.ensemble_size != 1,
-                 "dqn.ensemble_size > 1 (an ensemble of Q heads) is not implemented yet: set dqn.ensemble_size = 1");
             rule({"dqn.her"}, p.dqn.her, "dqn.her = true (hindsight relabelling) is not implemented yet: set dqn.her = false");
+            // The per-sample DQN kernels keep a row's atoms, Q and (ensemble) every head's Q in 48 KB
+            // of shared memory per block of two warps (abi::dqn_step_smem_floats).
+            {
+                const long long Z = p.dqn.num_atoms, A = p.num_actions(),
+                                K = p.dqn.ensemble_size;
+                const long long bytes = 2 * 4 * (4 * Z + 2 * A + (K > 1 ? K * A : 0));
+                rule({"dqn.num_atoms", "dqn.ensemble_size", "env.position_levels", "env.urgency_levels"},
+                     bytes > 48 * 1024,
+                     fmt::format("dqn.num_atoms = {}, {} actions and dqn.ensemble_size = {} need {} bytes of the "
+                                 "DQN kernels' shared memory per block, more than 48 KB: use fewer atoms, actions "
+                                 "or heads",
+                                 p.dqn.num_atoms, A, K, bytes));
+            }
             // The replay ring holds whole steps of every environment, at least n_step + 1 of them.
             const auto need = p.experience.gpu_n_episodes * (p.experience.n_step + 1);
             rule({"replay_buffer.buffer_size", "training.buffer_size", "experience.gpu_n_episodes", "experience.n_step"},

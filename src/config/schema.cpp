@@ -178,8 +178,18 @@ std::vector<KeyDescriptor> build_schema() {
                "weight of the CQL term (logsumexp of Q over actions minus Q of the taken action, docs/dqn.md); "
                "0 = off",
                FH_FIELD(dqn.cql_alpha)),
-        integer("dqn", "ensemble_size", closed(1, 32), "independent Q heads",
+        integer("dqn", "ensemble_size", closed(1, 32),
+                "Q heads on the shared trunk (bootstrapped DQN, docs/dqn.md); 1 = one head. The heads' mean Q "
+                "acts and picks the target action; q/ensemble_spread logs their disagreement",
                 FH_FIELD(dqn.ensemble_size)),
+        number("dqn", "ensemble_bootstrap", open_closed(0, 1),
+               "ensemble: probability that a head trains on a replayed transition (its bootstrap mask, fixed per "
+               "transition); 1 = every head on every transition",
+               FH_FIELD(dqn.ensemble_bootstrap)),
+        number("dqn", "ensemble_ucb", closed(0, 1e6),
+               "ensemble: collection acts on the heads' mean Q plus this times their spread (a UCB bonus); 0 = the "
+               "mean. Evaluation always uses the mean",
+               FH_FIELD(dqn.ensemble_ucb)),
         text("dqn", "head", "c51|iqn|mse",
              "output head: c51 = C51 distribution; mse = one Q per action regressed by the MSE (num_atoms, v_min, "
              "v_max, mse_blend_alpha unused); iqn = IQN quantiles (not built yet)",

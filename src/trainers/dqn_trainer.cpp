@@ -31,7 +31,8 @@ QNetworkConfig network_config(const config::Profile& p, int state_dim) {
     for (auto h : p.dqn.hidden) c.hidden.push_back(static_cast<int>(h));
     c.head = dqn::HeadParams{static_cast<int>(p.num_actions()), static_cast<int>(p.dqn.num_atoms),
                              p.dqn.dueling ? 1 : 0, static_cast<float>(p.dqn.v_min),
-                             static_cast<float>(p.dqn.v_max), p.dqn.head == "mse" ? 1 : 0};
+                             static_cast<float>(p.dqn.v_max), p.dqn.head == "mse" ? 1 : 0,
+                             static_cast<int>(p.dqn.ensemble_size)};
     if (p.dqn.attention) {
         // The feature set's groups, then the portfolio features as one more.
         const int market_dim = state_dim - env::kPortfolioFeatures;
@@ -52,7 +53,6 @@ void require_supported(const config::Profile& p) {
     std::vector<std::string> missing;
     if (p.dqn.head != "c51" && p.dqn.head != "mse")
         missing.push_back(fmt::format("dqn.head = \"{}\" (only \"c51\" and \"mse\")", p.dqn.head));
-    if (p.dqn.ensemble_size != 1) missing.push_back("dqn.ensemble_size != 1");
     if (p.dqn.her) missing.push_back("dqn.her");
     if (!p.eval.deterministic) missing.push_back("eval.deterministic = false (only greedy evaluation exists)");
     if (!missing.empty()) {
@@ -85,6 +85,8 @@ dqn::AgentParams agent_params(const config::Profile& p) {
     a.mse_alpha = static_cast<float>(p.dqn.mse_blend_alpha);
     a.cql_alpha = static_cast<float>(p.dqn.cql_alpha);
     a.curiosity_coef = p.dqn.curiosity ? static_cast<float>(p.dqn.curiosity_coef) : 0.0f;
+    a.bootstrap_prob = static_cast<float>(p.dqn.ensemble_bootstrap);
+    a.ucb = static_cast<float>(p.dqn.ensemble_ucb);
     a.tau = static_cast<float>(t.tau);
     a.one_minus_tau = static_cast<float>(1.0 - t.tau);
     a.target_period = t.target_update_period;
@@ -111,7 +113,8 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
       net_((require_supported(profile), network_config(profile, env_params_.state_dim))),
       policy_(network_config(profile, env_params_.state_dim)) {
     const std::size_t B = static_cast<std::size_t>(batch_), D = static_cast<std::size_t>(env_params_.state_dim);
-    const std::size_t W = static_cast<std::size_t>(net_.head_width());
+    const std::size_t W = static_cast<std::size_t>(net_.output_width());
+    const std::size_t K = static_cast<std::size_t>(net_.head().ensemble);
 
     const std::size_t P = net_.layout().total();
     nets_ = ops.alloc<float>(2 * P);
@@ -141,7 +144,11 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
     batch_actions_ = ops.alloc<int>(B);
     actions_ = ops.alloc<int>(static_cast<std::size_t>(n_envs_));
     d_head_ = ops.alloc<float>(B * W);
-    sample_stats_ = ops.alloc<float>(dqn::kSampleStats * B);
+    sample_stats_ = ops.alloc<float>(dqn::kSampleStats * B * K);
+    if (K > 1) {
+        target_actions_ = ops.alloc<int>(B);
+        if (profile.dqn.ensemble_bootstrap < 1.0) masks_ = ops.alloc<float>(B * K);
+    }
     norm_partials_ = ops.alloc<float>(ops::dqn_finish_scratch_size());
     guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}});
     stats_ = ops.from_host<dqn::MonitorStats>(std::vector<dqn::MonitorStats>{dqn::MonitorStats{}});
@@ -246,6 +253,7 @@ float DqnTrainer::epsilon_at(long long step) const { return dqn::epsilon_at(agen
 // from the device counters, so the sequence is captured once and replayed.
 void DqnTrainer::collect_ops() {
     const auto head = net_.forward(ops_, actor_.cview(), env_.states(), n_envs_, ws_act_);
+    act_outputs_ = head;
     ops::dqn_act(ops_, actions_.view(), {}, histogram_.view(), head, net_.head(), agent_.cview(), counters_.cview());
     auto persistent = env_.persistent();
     ops::dqn_collect(ops_, persistent.state, persistent.portfolio, persistent.states, actions_.cview(),
@@ -296,26 +304,32 @@ void DqnTrainer::collect() {
 // 1. sample [s; s'], actions, n-step returns and discounts at the device's counters;
 // 2. the online network on s and s' in one pass (s' picks a* for double DQN), the target on s';
 // 3. the fused loss: C51 projection and cross-entropy blended with the MSE on the expected Q,
-//    and the head's backward (d_head);
+//    and the head's backward (d_head); an ensemble's K heads are K rows per sample, each with
+//    its bootstrap mask, all bootstrapping from the action the heads' mean Q picks at s';
 // 4. backward through the network; the finish: gradient norm, guard, monitor, Adam constants;
 // 5. Adam (skipped on the device when the guard says so) and the target update, one pass.
 void DqnTrainer::update_ops(bool inject_nan) {
     const int B = batch_;
     const std::size_t Bs = static_cast<std::size_t>(B);
-    const std::size_t W = static_cast<std::size_t>(net_.head_width());
+    const std::size_t W = static_cast<std::size_t>(net_.output_width());
+    const int K = net_.head().ensemble;
     const bool double_dqn = profile_.dqn.double_dqn;
     ops::dqn_sample(ops_, x_.view(), batch_actions_.view(), returns_.view(), discounts_.view(), replay_.views(),
-                    counters_.cview(), agent_.cview(), B);
+                    counters_.cview(), agent_.cview(), B, masks_.view(), K);
     // Both networks on [s; s'] in one batched pass: rows (net, 2B); the target's rows on s are unused.
     const auto heads = net_.forward_batched(ops_, nets_.cview(), 2, x_.cview(), 2 * B, ws_pair_);
     const auto head_s = heads.subview(0, Bs * W);
     const auto head_target = heads.subview(3 * Bs * W, Bs * W);
     const auto head_select = double_dqn ? heads.subview(Bs * W, Bs * W) : head_target;
+    if (K > 1)  // the ensemble's a*: the heads' mean Q of the select network at s'
+        ops::dqn_act(ops_, target_actions_.view(), {}, {}, head_select, net_.head(), agent_.cview(), counters_.cview(),
+                     false);
     ops::dqn_loss(ops_, d_head_.view(), sample_stats_.view(), head_s, head_select, head_target,
-                  batch_actions_.cview(), returns_.cview(), discounts_.cview(), agent_.cview(), net_.head(), B);
+                  batch_actions_.cview(), returns_.cview(), discounts_.cview(), agent_.cview(), net_.head(), B,
+                  target_actions_.cview(), masks_.cview());
     net_.backward(ops_, online_, grads_.view(), d_head_.view(), B, ws_pair_);
     ops::dqn_update_finish(ops_, step_.view(), guard_.view(), stats_.view(), counters_.view(), norm_partials_.view(),
-                           grads_.cview(), sample_stats_.cview(), agent_.cview(), B, inject_nan);
+                           grads_.cview(), sample_stats_.cview(), agent_.cview(), B * K, inject_nan);
     ops::dqn_adam_target(ops_, online_, adam_.m(), adam_.v(), target_, grads_.cview(), step_.cview(), agent_.cview());
 }
 
@@ -345,6 +359,16 @@ LogLine DqnTrainer::read_log(double seconds) {
         for (std::size_t r = 0; r < rows; ++r)
             for (std::size_t k = 0; k < G; ++k) attention_mean[k] += alpha[r * G + k];
         for (auto& m : attention_mean) m /= static_cast<double>(std::max<std::size_t>(1, rows));
+    }
+    // With an ensemble: the heads' disagreement at the states of the log interval's last
+    // collection step (its first kSpreadRows environments).
+    double spread = 0.0;
+    const bool ensemble = net_.head().ensemble > 1 && !act_outputs_.empty();
+    if (ensemble) {
+        constexpr std::size_t kSpreadRows = 256;
+        const std::size_t OW = static_cast<std::size_t>(net_.output_width());
+        const std::size_t rows = std::min<std::size_t>(kSpreadRows, act_outputs_.size() / OW);
+        spread = ensemble_spread(ops_.to_host(act_outputs_.subview(0, rows * OW)), net_.head());
     }
     throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,
                       "Lower training.learning_rate, raise training.grad_clip_norm's strictness (a smaller value) "
@@ -391,11 +415,12 @@ LogLine DqnTrainer::read_log(double seconds) {
         {"perf/env_steps_per_s", env_steps_per_s},
         {"perf/updates_per_s", updates_per_s},
     });
-    if (!attention_mean.empty()) {  // attention/<group>: what the agent looks at
+    if (!attention_mean.empty() || ensemble) {
         auto members = line.json.as_object();
-        const auto& groups = net_.attention_groups();
+        const auto& groups = net_.attention_groups();  // attention/<group>: what the agent looks at
         for (std::size_t k = 0; k < attention_mean.size(); ++k)
             members.emplace_back("attention/" + groups[k].name, attention_mean[k]);
+        if (ensemble) members.emplace_back("q/ensemble_spread", spread);
         line.json = io::json::Value::object(std::move(members));
     }
     const std::string cql_part = cql > 0 ? fmt::format(", cql {:.4f}", any ? loss_cql : 0.0) : "";

@@ -114,8 +114,15 @@ private:
     // One batch: x = [states; next states] (2B, D); actions, returns, discounts (B).
     ops::Buffer<float> x_, returns_, discounts_;
     ops::Buffer<int> batch_actions_, actions_;
-    // The loss's gradient w.r.t. the head outputs (B, W), per-sample statistics (kSampleStats, B), norm partials.
+    // The loss's gradient w.r.t. the network outputs (B, K * W), per-row statistics (kSampleStats,
+    // B * K), norm partials.
     ops::Buffer<float> d_head_, sample_stats_, norm_partials_;
+    // dqn.ensemble_size > 1: the heads' bootstrap masks of the batch (B, K; when ensemble_bootstrap
+    // < 1), the ensemble's target actions (B), and the acting network's outputs of the last
+    // collection step (for q/ensemble_spread).
+    ops::Buffer<float> masks_;
+    ops::Buffer<int> target_actions_;
+    ops::View<const float> act_outputs_;
     // Guard and monitoring.
     ops::Buffer<nn::GuardState> guard_;
     ops::Buffer<dqn::MonitorStats> stats_;

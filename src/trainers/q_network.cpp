@@ -14,7 +14,7 @@ nn::MlpConfig network_config(const QNetworkConfig& c) {
     nn::MlpConfig m;
     m.sizes.push_back(c.state_dim);
     for (int h : c.hidden) m.sizes.push_back(h);
-    m.sizes.push_back(dqn::head_width(c.head));
+    m.sizes.push_back(dqn::output_width(c.head));  // every head of an ensemble in one layer
     m.hidden = ops::Activation::relu;  // every trunk layer, the last one included, feeds on through a ReLU
     m.output = ops::Activation::none;  // the head's outputs are logits' parts
     m.output_init_scale = 0.1f;        // start near a uniform distribution over the atoms
@@ -118,6 +118,27 @@ void QNetwork::q_values(ops::Device& ops, ops::View<const float> params, ops::Vi
                         Workspace& ws, ops::View<float> q, ops::View<int> actions) const {
     const auto head = forward(ops, params, X, batch, ws);
     ops::dqn_act(ops, actions, q, {}, head, config_.head, {}, {});
+}
+
+double ensemble_spread(const std::vector<float>& outputs, const dqn::HeadParams& h) {
+    const int K = h.ensemble, A = h.num_actions, W = dqn::head_width(h), Z = dqn::head_atoms(h);
+    const std::size_t OW = static_cast<std::size_t>(dqn::output_width(h)), rows = outputs.size() / OW;
+    if (K < 2 || rows == 0) return 0.0;
+    const auto As = static_cast<std::size_t>(A);
+    std::vector<float> q_heads(static_cast<std::size_t>(K) * As), mean(As), logits(As * static_cast<std::size_t>(Z)),
+        probs(logits.size());
+    double sum = 0.0;
+    for (std::size_t r = 0; r < rows; ++r) {
+        for (int k = 0; k < K; ++k) {
+            const float* hk = outputs.data() + r * OW + static_cast<std::size_t>(k) * static_cast<std::size_t>(W);
+            float* qk = q_heads.data() + static_cast<std::size_t>(k) * As;
+            if (h.scalar) dqn::scalar_q(hk, h, qk);
+            else dqn::head_forward(hk, hk + (h.dueling ? Z : 0), logits.data(), probs.data(), qk, h);
+        }
+        for (int a = 0; a < A; ++a) mean[static_cast<std::size_t>(a)] = dqn::ensemble_q(q_heads.data(), K, A, a).mean;
+        sum += dqn::ensemble_q(q_heads.data(), K, A, policy::argmax(mean.data(), A)).spread;
+    }
+    return sum / static_cast<double>(rows);
 }
 
 }  // namespace fh::trainers

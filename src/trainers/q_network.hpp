@@ -1,7 +1,8 @@
 /// @file q_network.hpp
 /// @brief The DQN network: an MLP trunk (ReLU) and the dueling C51 head as ONE linear layer whose
 ///        outputs are, per sample, [value (Z) | advantages (A, Z)] (the advantages alone without
-///        dueling): dqn::head_width floats. The head's softmax, Q and loss run in the fused
+///        dueling): dqn::head_width floats; an ensemble's K heads are K such rows side by side in
+///        the same layer (dqn::output_width). The head's softmax, Q and loss run in the fused
 ///        kernels of the DQN op family (src/ops/dqn/ops.hpp) straight from these outputs. All
 ///        weights live in one flat buffer (nn::ParamLayout), so the target network, Adam, the
 ///        gradient norm and checkpoints each see one buffer.
@@ -29,7 +30,7 @@ struct QNetworkConfig {
 };
 
 /// The layout of the DQN parameters this version writes: the trunk layers, then one head layer
-/// of dqn::head_width outputs. (Layout 1, before, had separate value and advantage layers.)
+/// of dqn::output_width outputs. (Layout 1, before, had separate value and advantage layers.)
 inline constexpr const char* kQNetworkLayout = "dqn/2";
 
 class QNetwork {
@@ -52,21 +53,21 @@ public:
     const nn::ParamLayout& layout() const noexcept { return layout_; }
     const dqn::HeadParams& head() const noexcept { return config_.head; }
     int state_dim() const noexcept { return config_.state_dim; }
-    /// Floats of one sample's head outputs.
-    int head_width() const noexcept { return dqn::head_width(config_.head); }
+    /// Floats of one sample's outputs (every head's row).
+    int output_width() const noexcept { return dqn::output_width(config_.head); }
     Workspace make_workspace(ops::Device& ops, int max_batch) const;
 
-    /// Head outputs (batch, head_width) of states X (batch, state_dim) under `params`.
+    /// Outputs (batch, output_width) of states X (batch, state_dim) under `params`.
     ops::View<const float> forward(ops::Device& ops, ops::View<const float> params, ops::View<const float> X,
                                    int batch, Workspace& ws) const;
     /// Head outputs of `count` networks of this layout at once (online and target): params holds
     /// their parameters one after the other (count * layout().total()); all run on the same X
-    /// (batch, state_dim). Returns (count, batch, head_width); ws needs count * batch rows.
+    /// (batch, state_dim). Returns (count, batch, output_width); ws needs count * batch rows.
     /// backward() then differentiates the first network.
     ops::View<const float> forward_batched(ops::Device& ops, ops::View<const float> params, int count,
                                            ops::View<const float> X, int batch, Workspace& ws) const;
     /// Gradients for the first `batch` rows of the last forward on ws (batch <= its rows), from
-    /// d_head (batch, head_width) = dL/d(head outputs), overwritten; `grads` is set (padding
+    /// d_head (batch, output_width) = dL/d(head outputs), overwritten; `grads` is set (padding
     /// untouched).
     void backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads, ops::View<float> d_head,
                   int batch, Workspace& ws) const;
@@ -91,5 +92,10 @@ private:
     ops::View<const float> attend(ops::Device& ops, ops::View<const float> scores, ops::View<const float> X, int rows,
                                   int x_rows, Workspace& ws) const;
 };
+
+/// The ensemble's disagreement over network outputs (rows, output_width) of a K > 1 head: the
+/// mean over rows of the heads' spread (dqn::ensemble_q) of Q at the action their mean prefers.
+/// Host math (the metric q/ensemble_spread reads a few hundred rows per log line).
+double ensemble_spread(const std::vector<float>& outputs, const dqn::HeadParams& h);
 
 }  // namespace fh::trainers

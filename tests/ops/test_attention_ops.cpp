@@ -133,7 +133,7 @@ TEST_CASE("QNetwork with attention: gradients of the attention and trunk weights
     const fh::trainers::QNetwork net(network(true));
     const std::size_t P = net.layout().total();
     auto params_h = random_floats(P, 9, -0.3f, 0.3f);
-    const int B = 5, W = net.head_width();
+    const int B = 5, W = net.output_width();
     auto X = ops.from_host<float>(random_floats(B * 50, 10));
     const auto c = random_floats(static_cast<std::size_t>(B * W), 11);  // L = sum c * head
     auto ws = net.make_workspace(ops, B);
@@ -201,7 +201,7 @@ TEST_CASE("feature attention kernels and the attended network equal the CPU", "[
     const auto params_h = random_floats(2 * P, 15, -0.3f, 0.3f);
     const int B = 77;
     const auto xb = random_floats(B * 50, 16);
-    const auto dhead = random_floats(static_cast<std::size_t>(B * net.head_width()), 17, -0.1f, 0.1f);
+    const auto dhead = random_floats(static_cast<std::size_t>(B * net.output_width()), 17, -0.1f, 0.1f);
     auto run_net = [&](fh::ops::Device& ops) {
         auto params = ops.from_host<float>(params_h);
         auto X = ops.from_host<float>(xb);

@@ -102,6 +102,9 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, ex
     SECTION("the scalar head with CQL") { check_resume_equivalence(ops, {"dqn.head=mse", "dqn.cql_alpha=0.3"}); }
     SECTION("with curiosity") { check_resume_equivalence(ops, {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"}); }
     SECTION("with attention") { check_resume_equivalence(ops, {"dqn.attention=true"}); }
+    SECTION("with an ensemble") {
+        check_resume_equivalence(ops, {"dqn.ensemble_size=3", "dqn.ensemble_bootstrap=0.5", "dqn.ensemble_ucb=0.5"});
+    }
 }
 
 TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][dqn][resume]") {
@@ -114,6 +117,10 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, ex
         check_resume_equivalence(fh::test::gpu_ops(), {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"});
     }
     SECTION("with attention") { check_resume_equivalence(fh::test::gpu_ops(), {"dqn.attention=true"}); }
+    SECTION("with an ensemble") {
+        check_resume_equivalence(fh::test::gpu_ops(),
+                                 {"dqn.ensemble_size=3", "dqn.ensemble_bootstrap=0.5", "dqn.ensemble_ucb=0.5"});
+    }
 }
 
 TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every op issued alone (exact)",
@@ -126,6 +133,7 @@ TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every
     SECTION("plain") {}
     SECTION("with curiosity") { overrides.insert(overrides.end(), {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"}); }
     SECTION("with attention") { overrides.push_back("dqn.attention=true"); }
+    SECTION("with an ensemble") { overrides.insert(overrides.end(), {"dqn.ensemble_size=3", "dqn.ensemble_ucb=0.5"}); }
     const auto p = resume_profile(1600, overrides);
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);

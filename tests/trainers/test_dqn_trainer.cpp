@@ -77,7 +77,7 @@ TEST_CASE("DQN smoke run on the CPU: finite metrics, every step counted", "[trai
 }
 
 TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 atoms, 5-step, CQL, scalar head, "
-          "curiosity",
+          "curiosity, attention, ensemble",
           "[trainers][dqn]") {
     ops::CpuDevice ops;
     for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
@@ -85,7 +85,9 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
              {"experience.n_step=5"}, {"dqn.cql_alpha=0.5"}, {"dqn.head=mse"}, {"dqn.head=mse", "dqn.dueling=false"},
              {"dqn.head=mse", "dqn.cql_alpha=0.5"}, {"dqn.curiosity=true"},
              {"dqn.curiosity=true", "dqn.head=mse", "dqn.cql_alpha=0.5"}, {"dqn.attention=true"},
-             {"dqn.attention=true", "dqn.head=mse", "dqn.curiosity=true"}}) {
+             {"dqn.attention=true", "dqn.head=mse", "dqn.curiosity=true"}, {"dqn.ensemble_size=3"},
+             {"dqn.ensemble_size=4", "dqn.head=mse", "dqn.ensemble_ucb=1", "dqn.cql_alpha=0.5"},
+             {"dqn.ensemble_size=2", "dqn.ensemble_bootstrap=1", "dqn.double_dqn=false", "dqn.attention=true"}}) {
         std::string name;
         for (const auto& v : variant) name += v + " ";
         INFO(name);
@@ -112,6 +114,13 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
             }
         CHECK(groups == (p.dqn.attention ? 8 : 0));
         if (p.dqn.attention) CHECK(attention_sum == Approx(1.0).epsilon(1e-5));
+        // With an ensemble: the heads disagree (their spread at the acting states is logged).
+        if (p.dqn.ensemble_size > 1) {
+            CHECK(test::metric(log.back(), "q/ensemble_spread") > 0);
+            CHECK(std::isfinite(test::metric(log.back(), "q/ensemble_spread")));
+        } else {
+            CHECK(log.back().json.find("q/ensemble_spread") == nullptr);
+        }
         if (p.dqn.curiosity) CHECK(test::metric(log.back(), "charts/curiosity") > 0);
         else CHECK(test::metric(log.back(), "charts/curiosity") == 0);
         if (p.dqn.head == "mse") {  // no distribution: no C51 loss; the loss is the MSE (+ CQL)

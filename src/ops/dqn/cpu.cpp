@@ -49,25 +49,43 @@ double tree_sum(std::vector<double> s) {
 }  // namespace
 
 void dqn_act(View<int> actions, View<float> q, View<unsigned long long> histogram, View<const float> head,
-             const dqn::HeadParams& h, View<const dqn::AgentParams> agent, View<const dqn::Counters> counters, int n) {
-    const int A = h.num_actions, Z = h.num_atoms, W = dqn::head_width(h);
-    const std::size_t N = agent.empty() ? 1 : agent.size();
-    std::vector<float> mean(static_cast<std::size_t>(Z)), p(static_cast<std::size_t>(Z)), qa(static_cast<std::size_t>(A));
+             const dqn::HeadParams& h, View<const dqn::AgentParams> agent, View<const dqn::Counters> counters, int n,
+             bool explore) {
+    const int A = h.num_actions, Z = h.num_atoms, W = dqn::head_width(h), K = h.ensemble;
+    const std::size_t As = static_cast<std::size_t>(A), N = agent.empty() ? 1 : agent.size();
+    std::vector<float> mean(static_cast<std::size_t>(Z)), p(static_cast<std::size_t>(Z)), qa(As),
+        q_heads(static_cast<std::size_t>(K) * As), score(As);
     for (std::size_t g = 0; g < N; ++g)
         for (int e = 0; e < n; ++e) {
             const std::size_t row_index = g * static_cast<std::size_t>(n) + static_cast<std::size_t>(e);
-            const float* row = head.data() + row_index * static_cast<std::size_t>(W);
-            if (h.scalar) {
-                dqn::scalar_q(row, h, qa.data());
+            const float* row = head.data() + row_index * static_cast<std::size_t>(dqn::output_width(h));
+            for (int k = 0; k < K; ++k) {
+                const float* hk = row + static_cast<std::size_t>(k) * static_cast<std::size_t>(W);
+                float* qk = q_heads.data() + static_cast<std::size_t>(k) * As;
+                if (h.scalar) {
+                    dqn::scalar_q(hk, h, qk);
+                } else {
+                    mean_advantages(mean.data(), hk, h);
+                    for (int a = 0; a < A; ++a) qk[a] = softmax_q(hk, mean.data(), a, h, p.data()).q;
+                }
+            }
+            const bool exploring = !agent.empty() && explore;
+            if (K == 1) {
+                std::copy_n(q_heads.begin(), As, qa.begin());
+                score = qa;
             } else {
-                mean_advantages(mean.data(), row, h);
-                for (int a = 0; a < A; ++a) qa[static_cast<std::size_t>(a)] = softmax_q(row, mean.data(), a, h, p.data()).q;
+                const float ucb = exploring ? agent.data()[g].ucb : 0.f;
+                for (int a = 0; a < A; ++a) {
+                    const auto eq = dqn::ensemble_q(q_heads.data(), K, A, a);
+                    qa[static_cast<std::size_t>(a)] = eq.mean;
+                    score[static_cast<std::size_t>(a)] = dqn::ensemble_score(eq, ucb);
+                }
             }
             int action;
-            if (!agent.empty()) {
+            if (exploring) {
                 const auto& ap = agent.data()[g];
                 const long long step = counters.data()[g].steps;
-                action = policy::epsilon_greedy(qa.data(), A, dqn::epsilon_at(ap, step), ap.seed, e,
+                action = policy::epsilon_greedy(score.data(), A, dqn::epsilon_at(ap, step), ap.seed, e,
                                                 static_cast<std::uint64_t>(step));
             } else {
                 action = policy::argmax(qa.data(), A);
@@ -80,39 +98,48 @@ void dqn_act(View<int> actions, View<float> q, View<unsigned long long> histogra
 
 void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, View<const float> head_select,
               View<const float> head_target, View<const int> actions, View<const float> returns,
-              View<const float> discounts, View<const dqn::AgentParams> agent, const dqn::HeadParams& h, int batch) {
+              View<const float> discounts, View<const dqn::AgentParams> agent, const dqn::HeadParams& h, int batch,
+              View<const int> target_actions, View<const float> masks) {
     const int A = h.num_actions, Z = h.num_atoms, W = dqn::head_width(h);
     const std::size_t Zs = static_cast<std::size_t>(Z);
     std::vector<float> mean(Zs), p(Zs), p_next(Zs), m(Zs), qa(static_cast<std::size_t>(A)), q2(2 * qa.size());
-    const float scale = 1.0f / static_cast<float>(batch);
+    // Head rows: B * K per agent (row r: head r % K of sample r / K), as the kernel's warps.
+    const int K = h.ensemble, R = batch * K;
+    const float row_scale = 1.0f / static_cast<float>(R);
     for (std::size_t g = 0; g < agent.size(); ++g) {
         const float alpha = agent.data()[g].mse_alpha, cql = agent.data()[g].cql_alpha;
-        float* st = stats.data() + g * dqn::kSampleStats * static_cast<std::size_t>(batch);
-        for (int b = 0; b < batch; ++b) {
-            const std::size_t row_index = g * static_cast<std::size_t>(batch) + static_cast<std::size_t>(b);
+        float* st = stats.data() + g * dqn::kSampleStats * static_cast<std::size_t>(R);
+        for (int b = 0; b < R; ++b) {
+            const std::size_t row_index = g * static_cast<std::size_t>(R) + static_cast<std::size_t>(b);
+            const std::size_t sample = g * static_cast<std::size_t>(batch) + static_cast<std::size_t>(b / K);
             const std::size_t off = row_index * static_cast<std::size_t>(W);
             const float *hs = head_s.data() + off, *hsel = head_select.data() + off, *ht = head_target.data() + off;
             float* d = d_head.data() + off;
-            const int act = actions.data()[row_index];
-            const float ret = returns.data()[row_index], disc = discounts.data()[row_index];
+            const int act = actions.data()[sample];
+            const float ret = returns.data()[sample], disc = discounts.data()[sample];
+            const float scale = masks.empty() ? row_scale : row_scale * masks.data()[row_index];
             if (act < 0 || act >= A) {
                 std::fill(d, d + W, 0.f);
-                for (int k = 0; k < dqn::kSampleStats; ++k) st[k * batch + b] = std::numeric_limits<float>::quiet_NaN();
+                for (int k = 0; k < dqn::kSampleStats; ++k) st[k * R + b] = std::numeric_limits<float>::quiet_NaN();
                 continue;
             }
+            const int given_star = target_actions.empty() ? -1 : target_actions.data()[sample];
             if (h.scalar) {
                 float stat[dqn::kSampleStats];
-                dqn::scalar_sample_loss(hs, hsel, ht, act, ret, disc, scale, cql, h, d, q2.data(), stat);
-                for (int k = 0; k < dqn::kSampleStats; ++k) st[k * batch + b] = stat[k];
+                dqn::scalar_sample_loss(hs, hsel, ht, act, ret, disc, scale, cql, h, d, q2.data(), stat, given_star);
+                for (int k = 0; k < dqn::kSampleStats; ++k) st[k * R + b] = stat[k];
                 continue;
             }
-            // 1. a* = the first maximal Q of the select row.
-            mean_advantages(mean.data(), hsel, h);
-            int a_star = 0;
-            float best = 0.f;
-            for (int x = 0; x < A; ++x) {
-                const float qx = softmax_q(hsel, mean.data(), x, h, p.data()).q;
-                if (x == 0 || qx > best) best = qx, a_star = x;
+            // 1. a* = the first maximal Q of the select row, or the ensemble's.
+            int a_star = given_star;
+            if (a_star < 0) {
+                mean_advantages(mean.data(), hsel, h);
+                a_star = 0;
+                float best = 0.f;
+                for (int x = 0; x < A; ++x) {
+                    const float qx = softmax_q(hsel, mean.data(), x, h, p.data()).q;
+                    if (x == 0 || qx > best) best = qx, a_star = x;
+                }
             }
             // 2. The target distribution of a* and its Q; 3. its projection (gather form).
             mean_advantages(mean.data(), ht, h);
@@ -175,11 +202,11 @@ void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, V
                 }
                 cql_loss = dqn::cql_term(qa.data(), act, sm);
             }
-            st[dqn::kStatC51 * batch + b] = ce;
-            st[dqn::kStatMse * batch + b] = 0.5f * td * td;
-            st[dqn::kStatTd * batch + b] = td;
-            st[dqn::kStatQ * batch + b] = q;
-            st[dqn::kStatCql * batch + b] = cql_loss;
+            st[dqn::kStatC51 * R + b] = ce;
+            st[dqn::kStatMse * R + b] = 0.5f * td * td;
+            st[dqn::kStatTd * R + b] = td;
+            st[dqn::kStatQ * R + b] = q;
+            st[dqn::kStatCql * R + b] = cql_loss;
         }
     }
 }
@@ -290,8 +317,9 @@ void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> s
     }
 }
 
-void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, const RingViews& ring,
-                View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int batch) {
+void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, View<float> masks,
+                const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
+                int batch, int ensemble) {
     const std::size_t D = static_cast<std::size_t>(ring.state_dim), B = static_cast<std::size_t>(batch);
     const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * static_cast<std::size_t>(ring.n_envs);
     for (std::size_t g = 0; g < agent.size(); ++g) {
@@ -305,9 +333,14 @@ void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<floa
         const replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest, range.count,
                                       p.n_step, p.gamma};
         float* xg = x.data() + g * 2 * B * D;
-        for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t b = 0; b < B; ++b) {
             replay::sample_nstep(static_cast<int>(b), view, sp, xg + b * D, xg + (B + b) * D, actions.data()[g * B + b],
                                  returns.data()[g * B + b], discounts.data()[g * B + b]);
+            if (masks.empty()) continue;
+            const replay::NstepDraw draw = replay::draw_nstep(static_cast<int>(b), view, sp);
+            float* mk = masks.data() + (g * B + b) * static_cast<std::size_t>(ensemble);
+            for (int k = 0; k < ensemble; ++k) mk[k] = dqn::bootstrap_mask(p.seed, draw.env, draw.step, k, p.bootstrap_prob);
+        }
     }
 }
 

@@ -29,21 +29,23 @@ abi::DqnRing ring_of(const RingViews& r) {
 
 void dqn_act(CudaDevice& device, View<int> actions, View<float> q, View<unsigned long long> histogram,
              View<const float> head, const dqn::HeadParams& h, View<const dqn::AgentParams> agent,
-             View<const dqn::Counters> counters, int n) {
+             View<const dqn::Counters> counters, int n, bool explore) {
     const std::size_t N = agent.empty() ? 1 : agent.size();
     abi::DqnActArgs a{actions.data(), or_null(q),         or_null(histogram), head.data(),
-                      or_null(agent), or_null(counters), h,                  n};
-    device.kernels().dqn_act_kernel(device.stream(), per_row(n, N, h), a);  // <= 37 KB of shared memory
+                      or_null(agent), or_null(counters), h,                  n,
+                      explore ? 1 : 0};
+    device.kernels().dqn_act_kernel(device.stream(), per_row(n, N, h), a);  // shared memory checked by the op
 }
 
 void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<const float> head_s,
               View<const float> head_select, View<const float> head_target, View<const int> actions,
               View<const float> returns, View<const float> discounts, View<const dqn::AgentParams> agent,
-              const dqn::HeadParams& h, int batch) {
-    abi::DqnLossArgs a{d_head.data(),   stats.data(),     head_s.data(), head_select.data(),
-                       head_target.data(), actions.data(), returns.data(), discounts.data(),
-                       agent.data(),    h,                batch};
-    device.kernels().dqn_loss_kernel(device.stream(), per_row(batch, agent.size(), h), a);
+              const dqn::HeadParams& h, int batch, View<const int> target_actions, View<const float> masks) {
+    abi::DqnLossArgs a{d_head.data(),      stats.data(),   head_s.data(),           head_select.data(),
+                       head_target.data(), actions.data(), returns.data(),          discounts.data(),
+                       or_null(target_actions), or_null(masks), agent.data(), h, batch};
+    device.kernels().dqn_loss_kernel(device.stream(),
+                                     per_row(static_cast<long long>(batch) * h.ensemble, agent.size(), h), a);
 }
 
 void dqn_update_finish(CudaDevice& device, View<dqn::UpdateStep> step, View<nn::GuardState> guard,
@@ -93,12 +95,12 @@ void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> port
 }
 
 void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
-                const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
-                int batch) {
+                View<float> masks, const RingViews& ring, View<const dqn::Counters> counters,
+                View<const dqn::AgentParams> agent, int batch, int ensemble) {
     const LaunchDims dims{dim3(static_cast<unsigned>((batch + 3) / 4), static_cast<unsigned>(agent.size())), dim3(128),
                           0};  // one warp per row
-    abi::DqnSampleArgs a{x.data(), actions.data(), returns.data(), discounts.data(), ring_of(ring), counters.data(),
-                         agent.data(), batch};
+    abi::DqnSampleArgs a{x.data(),      actions.data(), returns.data(), discounts.data(), or_null(masks),
+                         ring_of(ring), counters.data(), agent.data(),  batch,            ensemble};
     device.kernels().dqn_sample_kernel(device.stream(), dims, a);
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "abi/dqn_step.h"
 #include "math/dqn.h"
 #include "math/env.h"
 #include "math/replay.h"
@@ -36,10 +37,12 @@ struct RingViews {
 
 namespace cpu_twin {
 void dqn_act(View<int> actions, View<float> q, View<unsigned long long> histogram, View<const float> head,
-             const dqn::HeadParams& h, View<const dqn::AgentParams> agent, View<const dqn::Counters> counters, int n);
+             const dqn::HeadParams& h, View<const dqn::AgentParams> agent, View<const dqn::Counters> counters, int n,
+             bool explore);
 void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, View<const float> head_select,
               View<const float> head_target, View<const int> actions, View<const float> returns,
-              View<const float> discounts, View<const dqn::AgentParams> agent, const dqn::HeadParams& h, int batch);
+              View<const float> discounts, View<const dqn::AgentParams> agent, const dqn::HeadParams& h, int batch,
+              View<const int> target_actions, View<const float> masks);
 void dqn_update_finish(View<dqn::UpdateStep> step, View<nn::GuardState> guard, View<dqn::MonitorStats> stats,
                        View<dqn::Counters> counters, View<float> norm_partials, View<const float> grads,
                        View<const float> sample_stats, View<const dqn::AgentParams> agent, int batch, int inject_nan);
@@ -49,8 +52,9 @@ void dqn_advance(View<dqn::Counters> counters);
 void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> states, View<const int> actions,
                  const RingViews& ring, View<const dqn::Counters> counters, const env::MarketView& market,
                  const env::EnvParams& params);
-void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, const RingViews& ring,
-                View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int batch);
+void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, View<float> masks,
+                const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
+                int batch, int ensemble);
 void dqn_curiosity_gather(View<float> input, View<float> next_market, const RingViews& ring,
                           View<const dqn::Counters> counters, int num_actions, int market_dim);
 void dqn_curiosity_bonus(const RingViews& ring, View<dqn::CuriosityStats> stats, View<const float> error,
@@ -60,11 +64,11 @@ void dqn_curiosity_bonus(const RingViews& ring, View<dqn::CuriosityStats> stats,
 namespace cuda_twin {
 void dqn_act(CudaDevice& device, View<int> actions, View<float> q, View<unsigned long long> histogram,
              View<const float> head, const dqn::HeadParams& h, View<const dqn::AgentParams> agent,
-             View<const dqn::Counters> counters, int n);
+             View<const dqn::Counters> counters, int n, bool explore);
 void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<const float> head_s,
               View<const float> head_select, View<const float> head_target, View<const int> actions,
               View<const float> returns, View<const float> discounts, View<const dqn::AgentParams> agent,
-              const dqn::HeadParams& h, int batch);
+              const dqn::HeadParams& h, int batch, View<const int> target_actions, View<const float> masks);
 void dqn_update_finish(CudaDevice& device, View<dqn::UpdateStep> step, View<nn::GuardState> guard,
                        View<dqn::MonitorStats> stats, View<dqn::Counters> counters, View<float> norm_partials,
                        View<const float> grads, View<const float> sample_stats, View<const dqn::AgentParams> agent,
@@ -76,8 +80,8 @@ void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> port
                  View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
                  const env::MarketView& market, const env::EnvParams& params);
 void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
-                const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
-                int batch);
+                View<float> masks, const RingViews& ring, View<const dqn::Counters> counters,
+                View<const dqn::AgentParams> agent, int batch, int ensemble);
 void dqn_curiosity_gather(CudaDevice& device, View<float> input, View<float> next_market, const RingViews& ring,
                           View<const dqn::Counters> counters, int num_actions, int market_dim);
 void dqn_curiosity_bonus(CudaDevice& device, const RingViews& ring, View<dqn::CuriosityStats> stats,
@@ -91,6 +95,15 @@ inline void check_head(const dqn::HeadParams& h, const char* op) {
         throw std::invalid_argument(fmt::format(
             "ops::{}: need num_actions >= 1, num_atoms >= 2 and v_min < v_max (got {}, {}, [{}, {}])", op,
             h.num_actions, h.num_atoms, h.v_min, h.v_max));
+    if (h.ensemble < 1 || h.ensemble > dqn::kMaxEnsemble)
+        throw std::invalid_argument(
+            fmt::format("ops::{}: the ensemble has {} heads, need 1 to {}", op, h.ensemble, dqn::kMaxEnsemble));
+    // The per-row kernels' scratch (dynamic shared memory) must fit the default 48 KB per block.
+    const std::size_t smem = sizeof(float) * abi::kDqnWarpsPerBlock * static_cast<std::size_t>(abi::dqn_step_smem_floats(h));
+    if (smem > 48 * 1024)
+        throw std::invalid_argument(fmt::format(
+            "ops::{}: {} actions, {} atoms and {} heads need {} bytes of scratch per block, more than 48 KB", op,
+            h.num_actions, h.num_atoms, h.ensemble, smem));
 }
 /// Sizes of a ring for N agents; returns its rows per agent.
 inline std::size_t check_ring(const RingViews& r, std::size_t N, const char* op) {
@@ -113,21 +126,23 @@ inline std::size_t agents_of(std::size_t n, const char* op) {
 }
 }  // namespace detail
 
-/// Acting from head outputs (n rows of dqn::head_width floats per agent): Q (A) of each row's
-/// dueling C51 head, then epsilon-greedy with the epsilon of counters.steps and Philox(seed,
-/// exploration, row, steps) (agent, counters given: collection), or the first maximal Q (both
-/// empty: evaluation). actions (N, n) out; q (N, n, A) out or empty; histogram (N, A) += the
-/// actions taken, or empty.
+/// Acting from network outputs (n rows of dqn::output_width floats per agent): Q (A) of each row's
+/// dueling C51 head (with an ensemble of K heads: the heads' mean, dqn::ensemble_q), then
+/// epsilon-greedy with the epsilon of counters.steps and Philox(seed, exploration, row, steps)
+/// on Q, or with an ensemble and agent.ucb > 0 on dqn::ensemble_score (agent, counters given and
+/// explore: collection), or the first maximal Q (agent and counters empty: evaluation; or explore
+/// false: an ensemble's target action, per agent). actions (N, n) out; q (N, n, A) out or empty;
+/// histogram (N, A) += the actions taken, or empty.
 inline void dqn_act(Device& device, View<int> actions, View<float> q, View<unsigned long long> histogram,
                     View<const float> head, const dqn::HeadParams& h, View<const dqn::AgentParams> agent,
-                    View<const dqn::Counters> counters) {
+                    View<const dqn::Counters> counters, bool explore = true) {
     const char* op = "dqn_act";
     detail::check_head(h, op);
     const std::size_t N = agent.empty() ? 1 : agent.size();
     detail::require(counters.size() == agent.size(), op, "counters and agent parameters come together, one per agent");
     detail::require(!actions.empty() && actions.size() % N == 0, op, "actions must hold n rows per agent");
     const std::size_t n = actions.size() / N, A = static_cast<std::size_t>(h.num_actions);
-    detail::require_size(head.size(), actions.size() * static_cast<std::size_t>(dqn::head_width(h)), op, "head");
+    detail::require_size(head.size(), actions.size() * static_cast<std::size_t>(dqn::output_width(h)), op, "head");
     if (!q.empty()) detail::require_size(q.size(), actions.size() * A, op, "q");
     if (!histogram.empty()) detail::require_size(histogram.size(), N * A, op, "histogram");
     detail::checked_int_size(head.size(), op);
@@ -135,8 +150,8 @@ inline void dqn_act(Device& device, View<int> actions, View<float> q, View<unsig
                                   detail::range("histogram", histogram), detail::range("head", head),
                                   detail::range("agent", agent), detail::range("counters", counters)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::dqn_act(*cuda, actions, q, histogram, head, h, agent, counters, static_cast<int>(n));
-    cpu_twin::dqn_act(actions, q, histogram, head, h, agent, counters, static_cast<int>(n));
+        return cuda_twin::dqn_act(*cuda, actions, q, histogram, head, h, agent, counters, static_cast<int>(n), explore);
+    cpu_twin::dqn_act(actions, q, histogram, head, h, agent, counters, static_cast<int>(n), explore);
 }
 
 /// The whole loss of one update on a batch of B transitions per agent, from the head outputs of
@@ -148,32 +163,45 @@ inline void dqn_act(Device& device, View<int> actions, View<float> q, View<unsig
 /// (dqn::SampleStat; the CQL row is 0 when cql_alpha = 0). actions,
 /// returns, discounts (N, B). An action outside [0, A) gives its sample NaN statistics and no
 /// gradient (the guard then skips the update).
+/// With an ensemble of K heads (h.ensemble) the head arrays are (N, B, K * W) = B * K head rows
+/// per agent, each row (head k of sample b) its own loss with the sample's action, return and
+/// discount, weighted by masks (N, B * K) (the bootstrap masks; empty: all 1) and 1 / (B * K):
+/// d_head is the gradient of (1 / (B K)) sum_{b,k} mask_bk L_bk; stats (N, kSampleStats, B * K).
+/// target_actions (N, B), when given, is every head's a* (the ensemble's: the heads' mean Q of
+/// the select network, dqn_act with explore = false); empty: each row's own argmax.
 inline void dqn_loss(Device& device, View<float> d_head, View<float> stats, View<const float> head_s,
                      View<const float> head_select, View<const float> head_target, View<const int> actions,
                      View<const float> returns, View<const float> discounts, View<const dqn::AgentParams> agent,
-                     const dqn::HeadParams& h, int batch) {
+                     const dqn::HeadParams& h, int batch, View<const int> target_actions = {},
+                     View<const float> masks = {}) {
     const char* op = "dqn_loss";
     detail::check_head(h, op);
     const std::size_t N = detail::agents_of(agent.size(), op);
     detail::require(batch >= 1, op, "batch must be >= 1");
-    const std::size_t rows = N * static_cast<std::size_t>(batch), W = static_cast<std::size_t>(dqn::head_width(h));
+    const std::size_t samples = N * static_cast<std::size_t>(batch);
+    const std::size_t rows = samples * static_cast<std::size_t>(h.ensemble),
+                      W = static_cast<std::size_t>(dqn::head_width(h));
     for (auto [v, name] : {std::pair{head_s, "head_s"}, {head_select, "head_select"}, {head_target, "head_target"}})
         detail::require_size(v.size(), rows * W, op, name);
     detail::require_size(d_head.size(), rows * W, op, "d_head");
     detail::require_size(stats.size(), rows * dqn::kSampleStats, op, "stats");
-    detail::require_size(actions.size(), rows, op, "actions");
-    detail::require_size(returns.size(), rows, op, "returns");
-    detail::require_size(discounts.size(), rows, op, "discounts");
+    detail::require_size(actions.size(), samples, op, "actions");
+    detail::require_size(returns.size(), samples, op, "returns");
+    detail::require_size(discounts.size(), samples, op, "discounts");
+    if (!target_actions.empty()) detail::require_size(target_actions.size(), samples, op, "target_actions");
+    if (!masks.empty()) detail::require_size(masks.size(), rows, op, "masks");
     detail::checked_int_size(rows * W, op);
     detail::require_distinct(op, {detail::range("d_head", d_head), detail::range("stats", stats),
                                   detail::range("head_s", head_s), detail::range("head_select", head_select),
                                   detail::range("head_target", head_target), detail::range("actions", actions),
                                   detail::range("returns", returns), detail::range("discounts", discounts),
+                                  detail::range("target_actions", target_actions), detail::range("masks", masks),
                                   detail::range("agent", agent)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dqn_loss(*cuda, d_head, stats, head_s, head_select, head_target, actions, returns, discounts,
-                                   agent, h, batch);
-    cpu_twin::dqn_loss(d_head, stats, head_s, head_select, head_target, actions, returns, discounts, agent, h, batch);
+                                   agent, h, batch, target_actions, masks);
+    cpu_twin::dqn_loss(d_head, stats, head_s, head_select, head_target, actions, returns, discounts, agent, h, batch,
+                       target_actions, masks);
 }
 
 /// Floats of scratch dqn_update_finish needs per agent (the gradient norm's partial sums).
@@ -275,10 +303,11 @@ inline void dqn_collect(Device& device, View<env::EnvState> state, View<float> p
 /// counter, among the steps of dqn::sample_range (the oldest step of a full ring is left out: the
 /// collection that runs beside the update overwrites it): x (N, 2B, state_dim) gets the states in
 /// rows [0, B) and the next states in rows [B, 2B); actions, returns, discounts (N, B). The ring
-/// must hold n_step steps.
+/// must hold n_step steps. masks (N, B, ensemble), when given, gets each head's bootstrap mask of
+/// the row's first transition (dqn::bootstrap_mask with agent.bootstrap_prob).
 inline void dqn_sample(Device& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
                        const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
-                       int batch) {
+                       int batch, View<float> masks = {}, int ensemble = 1) {
     const char* op = "dqn_sample";
     const std::size_t N = detail::agents_of(agent.size(), op);
     detail::require(batch >= 1, op, "batch must be >= 1");
@@ -289,8 +318,11 @@ inline void dqn_sample(Device& device, View<float> x, View<int> actions, View<fl
     detail::require_size(actions.size(), N * B, op, "actions");
     detail::require_size(returns.size(), N * B, op, "returns");
     detail::require_size(discounts.size(), N * B, op, "discounts");
+    detail::require(ensemble >= 1 && ensemble <= dqn::kMaxEnsemble, op, "ensemble must be in [1, 32]");
+    if (!masks.empty()) detail::require_size(masks.size(), N * B * static_cast<std::size_t>(ensemble), op, "masks");
     detail::require_distinct(op, {detail::range("x", x), detail::range("actions", actions),
                                   detail::range("returns", returns), detail::range("discounts", discounts),
+                                  detail::range("masks", masks),
                                   detail::range("ring states", View<const float>(ring.states)),
                                   detail::range("ring next_states", View<const float>(ring.next_states)),
                                   detail::range("ring actions", View<const int>(ring.actions)),
@@ -298,8 +330,9 @@ inline void dqn_sample(Device& device, View<float> x, View<int> actions, View<fl
                                   detail::range("ring done", View<const std::uint8_t>(ring.done)),
                                   detail::range("counters", counters), detail::range("agent", agent)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::dqn_sample(*cuda, x, actions, returns, discounts, ring, counters, agent, batch);
-    cpu_twin::dqn_sample(x, actions, returns, discounts, ring, counters, agent, batch);
+        return cuda_twin::dqn_sample(*cuda, x, actions, returns, discounts, masks, ring, counters, agent, batch,
+                                     ensemble);
+    cpu_twin::dqn_sample(x, actions, returns, discounts, masks, ring, counters, agent, batch, ensemble);
 }
 
 /// The curiosity model's view of the step just collected (dqn.curiosity; run after dqn_collect,
