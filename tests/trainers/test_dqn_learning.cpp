@@ -1,13 +1,19 @@
 /// @file test_dqn_learning.cpp
 /// @brief Hidden ("[.learning]", run explicitly; on the GPU when one is present): a longer DQN run
 ///        on the planted-signal market reaches at least half of the best achievable Sharpe
-///        (docs/data.md: the oracle follows the sign of the last return).
+///        (docs/data.md: the oracle follows the sign of the last return); the DQN variants'
+///        table of docs/learning.md (five seeds, the test Sharpe of the validation-selected
+///        weights against the oracle's).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "config/profile.hpp"
 #include "data/load.hpp"
@@ -78,4 +84,134 @@ v_max = 5.0
                 ops->description().c_str(), trainer.env_steps(), trainer.updates(), seconds, sharpe,
                 oracle.sharpe_per_bar, sharpe / oracle.sharpe_per_bar, oracle.hit_rate);
     CHECK(sharpe >= 0.5 * oracle.sharpe_per_bar);
+}
+
+namespace {
+
+/// The planted-signal profile of the variants' table (GPU sizes; a few seconds per run on an H200).
+config::Profile variant_profile(int seed, long long steps, const std::vector<std::string>& extra) {
+    std::vector<std::string> o{"data.planted_signal=0.3",        "run.total_steps=" + std::to_string(steps),
+                               "experience.gpu_n_episodes=256",  "replay_buffer.buffer_size=400000",
+                               "replay_buffer.batch_size=256",   "training.epsilon_decay_steps=1000000",
+                               "run.seed=" + std::to_string(seed)};
+    o.insert(o.end(), extra.begin(), extra.end());
+    return config::resolve_profile_text(R"(
+[run]
+trainer = "dqn"
+log_interval = 1000000000
+[data]
+synthetic_bars = 40000
+cache_dir = ""
+[instrument]
+commission = 0.0
+slippage_ticks = 0.0
+[env]
+urgency_levels = 1
+[experience]
+gpu_timesteps_per_episode = 200
+n_step = 1
+[replay_buffer]
+min_replay_size = 4096
+[training]
+learning_rate = 5e-4
+gamma = 0.9
+epsilon_end = 0.02
+[dqn]
+hidden = [128, 128]
+v_min = -5.0
+v_max = 5.0
+)", "learning-variants", o);
+}
+
+struct VariantRun {
+    double test_ratio;   ///< test Sharpe of the best-validation weights / the oracle's
+    double peak_ratio;   ///< best validation Sharpe / the validation oracle's
+    double final_ratio;  ///< validation Sharpe at the end / the validation oracle's
+    double seconds;
+};
+
+/// Trains, validating every `every` env steps (the yardstick on the validation split), keeps the
+/// best weights, and measures them on the test split.
+VariantRun run_variant(ops::Device& ops, const config::Profile& p, long long every) {
+    const auto market = data::load_market(trainers::data_options(p));
+    env::DeviceMarket dm(ops, market);
+    trainers::DqnTrainer trainer(ops, p, dm);
+    const double k = p.data.planted_signal;
+    const double val_oracle = data::planted_oracle(market.bars, market.val, k, market.bars_per_year).sharpe_per_bar;
+    const double test_oracle = data::planted_oracle(market.bars, market.test, k, market.bars_per_year).sharpe_per_bar;
+    auto validate = [&] {
+        return test::validation_sharpe(ops, dm, trainer.env_params(),
+            [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(ops, a, s, n); });
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    double best = -1e30, last = 0;
+    std::vector<float> best_weights;
+    long long next = every;
+    while (trainer.env_steps() < p.run.total_steps) {
+        trainer.iterate();
+        if (trainer.env_steps() >= next || trainer.env_steps() >= p.run.total_steps) {
+            next += every;
+            last = validate();
+            if (last > best) {
+                best = last;
+                best_weights = ops.to_host(ops::View<const float>(trainer.policy_weights()));
+            }
+        }
+    }
+    auto weights = ops.from_host<float>(best_weights);
+    const double test = test::validation_sharpe(
+        ops, dm, trainer.env_params(),
+        [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.policy().act(ops, weights.cview(), a, s, n); },
+        64, 1000, env::Split::test);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return {test / test_oracle, best / val_oracle, last / val_oracle, seconds};
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+TEST_CASE("DQN variants on the planted signal: five seeds, test Sharpe of the validation-selected weights "
+          "(the docs/learning.md table)",
+          "[.learning]") {
+    const bool gpu = test::gpu_available();
+    std::unique_ptr<ops::CpuDevice> cpu;
+    ops::Device* ops = nullptr;
+    if (gpu) ops = &test::gpu_ops();
+    else ops = (cpu = std::make_unique<ops::CpuDevice>()).get();
+    // FH_LEARNING_STEPS scales the runs (the CPU needs far fewer); FH_LEARNING_VARIANTS picks rows.
+    const char* steps_env = std::getenv("FH_LEARNING_STEPS");
+    const long long steps = steps_env ? std::atoll(steps_env) : (gpu ? 4000000 : 200000);
+    struct Variant {
+        const char* name;
+        std::vector<std::string> overrides;
+    };
+    const std::vector<Variant> variants{
+        {"plain", {}},
+        {"cql", {"dqn.cql_alpha=0.1"}},
+        {"ensemble", {"dqn.ensemble_size=5"}},
+        {"ensemble-ucb", {"dqn.ensemble_size=5", "dqn.ensemble_ucb=1"}},
+        {"scalar", {"dqn.head=mse"}},
+    };
+    const char* pick = std::getenv("FH_LEARNING_VARIANTS");
+    std::printf("| variant | seed | test / oracle | peak val / oracle | final val / oracle | seconds |\n"
+                "|---|---|---|---|---|---|\n");
+    for (const auto& v : variants) {
+        if (pick && std::string(pick).find(v.name) == std::string::npos) continue;
+        std::vector<double> test_ratios;
+        for (int seed = 1; seed <= 5; ++seed) {
+            const auto p = variant_profile(seed, steps, v.overrides);
+            const auto r = run_variant(*ops, p, steps / 20);
+            std::printf("| %s | %d | %.3f | %.3f | %.3f | %.1f |\n", v.name, seed, r.test_ratio, r.peak_ratio,
+                        r.final_ratio, r.seconds);
+            std::fflush(stdout);
+            test_ratios.push_back(r.test_ratio);
+        }
+        std::printf("| %s | median | %.3f | | | |\n", v.name, median(test_ratios));
+        std::fflush(stdout);
+        CHECK(median(test_ratios) > 0);  // every variant learns the signal's direction
+    }
 }

@@ -106,7 +106,8 @@ TEST_CASE("run checks: check and train refuse the same profiles with the same ex
     };
     const std::vector<Case> cases = {
         {"IQN head", "--set dqn.head=iqn", 2, "dqn.head = \"iqn\" is not implemented yet"},
-        {"ensemble", "--set dqn.ensemble_size=2", 2, "dqn.ensemble_size > 1"},
+        {"an ensemble past the kernels' shared memory", "--set dqn.ensemble_size=32 --set env.position_levels=101 --set env.urgency_levels=3", 2,
+         "more than 48 KB"},
         {"HER", "--set dqn.her=true", 2, "dqn.her = true"},
         {"sampled evaluation", "--set eval.deterministic=false", 2, "eval.deterministic = false"},
         {"sampled evaluation, PPO", "--set run.trainer=ppo --set env.position_levels=15 --set eval.deterministic=false", 2,
