@@ -200,7 +200,8 @@ TEST_CASE("DQN variants on the planted signal: five seeds, test Sharpe of the va
     std::printf("| variant | seed | test / oracle | peak val / oracle | final val / oracle | seconds |\n"
                 "|---|---|---|---|---|---|\n");
     for (const auto& v : variants) {
-        if (pick && std::string(pick).find(v.name) == std::string::npos) continue;
+        if (pick && ("," + std::string(pick) + ",").find("," + std::string(v.name) + ",") == std::string::npos)
+            continue;  // a comma-separated list of names
         std::vector<double> test_ratios;
         for (int seed = 1; seed <= 5; ++seed) {
             const auto p = variant_profile(seed, steps, v.overrides);
