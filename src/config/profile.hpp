@@ -114,6 +114,9 @@ struct DqnConfig {
     double cql_alpha = 0.0;         ///< CQL regulariser weight; 0 = off
     std::int64_t ensemble_size = 1;  ///< independent heads
     std::string head = "c51";       ///< c51 | iqn | mse
+    std::int64_t iqn_quantiles = 8;       ///< IQN: fractions per sample at s and at s' (N = N')
+    std::int64_t iqn_act_quantiles = 32;  ///< IQN: the fixed midpoints acting averages over (K)
+    std::int64_t iqn_embedding = 64;      ///< IQN: cosine features of the fraction embedding (n_cos)
     bool attention = false;         ///< feature attention before the trunk
     bool curiosity = false;         ///< forward-model curiosity bonus in the stored rewards
     double curiosity_coef = 0.01;   ///< weight of the curiosity bonus
