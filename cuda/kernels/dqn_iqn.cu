@@ -13,7 +13,8 @@
  *              thread. mean_rows: a thread per (row, output), grid-stride.
  * Determinism: exact run to run and = CPU bit for bit (compiled with --fmad=false): every sum runs
  *              on one thread in the twins' order, cos(pi x) is a polynomial in IEEE double
- *              (iqn::cos_pi), no atomics.
+ *              (iqn::cos_pi), no atomics. The one exception: the loss with CQL (cql_alpha > 0)
+ *              takes expf/logf in the soft maximum, within an ulp of the CPU's.
  * Aliasing:    outputs overlap no other operand (checked in src/ops/iqn/ops.hpp); the select and
  *              target head rows may be one buffer.
  * Signatures:  cuda/abi/dqn_iqn.h. Tests: tests/ops/test_iqn_ops.cpp ([gpu]).
