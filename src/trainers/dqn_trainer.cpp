@@ -311,7 +311,8 @@ void DqnTrainer::collect() {
 // One gradient update on a uniform batch of n-step transitions (docs/dqn.md):
 // 1. sample [s; s'], actions, n-step returns and discounts at the device's counters;
 // 2. the online network on s and s' in one pass (s' picks a* for double DQN), the target on s';
-// 3. the fused loss: C51 projection and cross-entropy blended with the MSE on the expected Q,
+// 3. the fused loss: C51 projection and cross-entropy blended with the MSE on the expected Q
+//    (dqn.head = "iqn": iqn_loss_ops, the fractions, both networks' quantiles and their loss),
 //    and the head's backward (d_head);
 // 4. backward through the network; the finish: gradient norm, guard, monitor, Adam constants;
 // 5. Adam (skipped on the device when the guard says so) and the target update, one pass.
@@ -333,7 +334,10 @@ void DqnTrainer::update_ops(bool inject_nan) {
         ops::dqn_loss(ops_, d_head_.view(), sample_stats_.view(), head_s, head_select, head_target,
                       batch_actions_.cview(), returns_.cview(), discounts_.cview(), agent_.cview(), net_.head(), B);
     }
-    finish_update_ops(inject_nan);
+    net_.backward(ops_, online_, grads_.view(), d_head_.view(), B, ws_pair_);
+    ops::dqn_update_finish(ops_, step_.view(), guard_.view(), stats_.view(), counters_.view(), norm_partials_.view(),
+                           grads_.cview(), sample_stats_.cview(), agent_.cview(), B, inject_nan);
+    ops::dqn_adam_target(ops_, online_, adam_.m(), adam_.v(), target_, grads_.cview(), step_.cview(), agent_.cview());
 }
 
 // The IQN head's loss (docs/dqn.md, "IQN head"): this update's fractions (Philox on the update
@@ -355,16 +359,6 @@ void DqnTrainer::iqn_loss_ops() {
     ops::iqn_loss(ops_, d_head_.view(), sample_stats_.view(), head_s, head_select, head_target,
                   iqn_taus_.cview().subview(0, rows), batch_actions_.cview(), returns_.cview(), discounts_.cview(),
                   agent_.cview(), net_.head(), N, B);
-}
-
-// The backward through the network, the finish (gradient norm, guard, monitor, Adam constants),
-// Adam and the target update.
-void DqnTrainer::finish_update_ops(bool inject_nan) {
-    const int B = batch_;
-    net_.backward(ops_, online_, grads_.view(), d_head_.view(), B, ws_pair_);
-    ops::dqn_update_finish(ops_, step_.view(), guard_.view(), stats_.view(), counters_.view(), norm_partials_.view(),
-                           grads_.cview(), sample_stats_.cview(), agent_.cview(), B, inject_nan);
-    ops::dqn_adam_target(ops_, online_, adam_.m(), adam_.v(), target_, grads_.cview(), step_.cview(), agent_.cview());
 }
 
 void DqnTrainer::update() {

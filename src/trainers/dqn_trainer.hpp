@@ -74,7 +74,6 @@ private:
     void curiosity_ops();           // the bonus into the slot just written, one step of its model
     void update_ops(bool inject_nan);  // one update's ops
     void iqn_loss_ops();               // dqn.head = "iqn": fractions, both networks' quantiles, the loss
-    void finish_update_ops(bool inject_nan);  // backward, finish, Adam and the target update
     void end_step_ops();            // after a collection step: counters advance, actor := online
     void after_collect();           // the host's mirror of end_step_ops
     void after_update();
