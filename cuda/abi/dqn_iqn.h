@@ -2,7 +2,8 @@
 /// @brief Kernel signatures of cuda/kernels/dqn_iqn.cu: the IQN head of the DQN trainer
 ///        (dqn.head = "iqn"; math in math/iqn.h, docs/dqn.md): the quantile fractions and their
 ///        cosine features, the Hadamard product phi(s) * psi(tau) and its backward, the
-///        quantile Huber loss with the head's backward, and acting's mean head row. One agent.
+///        quantile Huber loss with the head's backward, and the mean of K rows (acting's mean
+///        embedding). One agent.
 #pragma once
 
 #include "math/dqn.h"
@@ -57,7 +58,8 @@ struct IqnLossArgs {
 };
 using IqnLoss = void(IqnLossArgs args);
 
-/// Acting's rows: out[e][w] = iqn::mean_row_element over sample e's K head rows. One thread per (e, w).
+/// The mean of each group of K rows: out[e][w] = iqn::mean_row_element over rows e * K .. e * K + K - 1
+/// (acting: the mean embedding of its K midpoints, n = 1). One thread per (e, w).
 using IqnMeanRows = void(float* __restrict__ out, const float* __restrict__ head, int n, int quantiles, int width);
 
 /// Threads per block of iqn_loss_kernel.

@@ -3,8 +3,8 @@
  * Math:        cuda/math/iqn.h: sample_tau / midpoint_tau and cos_feature (the fractions and the
  *              embedding's features), the Hadamard product and phi_gradient, sample_loss (the
  *              quantile Huber loss, double-DQN a*, CQL on the mean Q, the dueling backward),
- *              mean_row_element (acting). The GEMMs of the trunk, the embedding and the head
- *              layer are the network's (nn::Mlp).
+ *              mean_row_element (acting: the mean embedding of its K midpoints). The GEMMs of
+ *              the trunk, the embedding and the head layer are the network's (nn::Mlp).
  * Layout:      an update's rows are [s; s'] (2B), each with N fractions: row r * N + k; head rows
  *              (rows * N, W) with W = dqn::head_width of the scalar head; stats (kSampleStats, B).
  * Launch:      taus: a thread per (row, fraction), grid-stride. hadamard: grid-stride over the

@@ -4,7 +4,7 @@
 ///        src/ops/iqn/cpu.cpp) and the gradient check (double): the quantile fractions of an
 ///        update (Philox) and of acting (fixed midpoints), the cosine embedding's features, the
 ///        Hadamard product phi(s) * psi(tau) and its backward, the quantile Huber loss with the
-///        head's backward, and the acting row (the mean head row over the acting fractions).
+///        head's backward, and acting's mean over its fractions.
 ///
 /// The head layer's outputs per (sample, tau) are the scalar head's row (dqn::HeadParams with
 /// scalar = 1): [value | advantages] with dueling, Z_tau(a) = V + A(a) - mean_a A, or the
@@ -87,9 +87,10 @@ template <class T> FH_HD T phi_gradient(const T* dx, const T* psi, int N, int H,
     return s;
 }
 
-/// Element w of acting's row of one sample: the mean of its K head rows (K, W), summed in order,
-/// then / K. The dueling combination is linear, so the scalar head's Q of this row is the mean
-/// over the K fractions of Z_tau(a) (up to rounding).
+/// Element w of the mean of K rows (K, W), summed in order, then / K. Acting averages the
+/// embeddings psi(tau_k) of its K midpoints: the head layer and the dueling combination are
+/// linear in psi, so the scalar head's Q of phi(s) * mean_k psi(tau_k) is the mean over the K
+/// fractions of Z_tau(a) (up to rounding), at the cost of one head row per sample.
 template <class T> FH_HD T mean_row_element(const T* rows, int K, int W, int w) {
     T s = 0;
     for (int k = 0; k < K; ++k) s += rows[static_cast<long long>(k) * W + w];

@@ -289,7 +289,8 @@ Model build(const Profile& p, const SizeInputs& in) {
             // H) and the head layer (H -> W); every sample has N fractions in an update and K when
             // acting. Per update (both networks on [s; s'], 4B samples): the features and
             // fractions, the embedding's and the head layer's activations and the products x
-            // (rows = batch * N); then the backward's dx, d psi (B * N rows) and d phi.
+            // (rows = batch * N); then the backward's dx, d psi (B * N rows) and d phi. Acting embeds
+            // its K midpoints once and runs one row per environment (their mean embedding).
             const std::uint64_t N = u(p.dqn.iqn_quantiles), K = u(p.dqn.iqn_act_quantiles), C = u(p.dqn.iqn_embedding);
             const std::uint64_t W = (p.dqn.dueling ? 1 : 0) + actions;
             const Mlp embed = mlp(C, {}, last), head = mlp(last, {}, W);
@@ -301,17 +302,14 @@ Model build(const Profile& p, const SizeInputs& in) {
             const std::uint64_t upd_rows = mul(batch, N);  // one network's samples' fraction rows
             const std::uint64_t iqn_ws =
                 add(add(mul(mul(2, upd_rows), C + 1), mul(mul(4, upd_rows), 2 * last + W)),
-                    add(mul(upd_rows, 2 * last + W), add(mul(mul(envs, K), last + W), mul(K, C + last + 1))));
-            m.device.push_back({fmt::format("IQN fractions and workspaces ({} rows per network of an update, {} per "
-                                            "acting step)",
-                                            mul(2, upd_rows), mul(envs, K)),
+                    add(mul(upd_rows, 2 * last + W), add(mul(envs, last + W), mul(K, C + last + 1) + last)));
+            m.device.push_back({fmt::format("IQN fractions and workspaces ({} rows per network of an update, {} "
+                                            "midpoints when acting)",
+                                            mul(2, upd_rows), K),
                                 mul(iqn_ws, kF32), "dqn.iqn_quantiles"});
             m.arrays.push_back({fmt::format("an update's IQN rows ({} x {} fractions x {} floats, both networks)",
                                             mul(4, batch), N, last),
                                 mul(mul(4, upd_rows), last), "dqn.iqn_quantiles"});
-            m.arrays.push_back({fmt::format("acting's IQN rows ({} environments x {} fractions x {} floats)", envs, K,
-                                            last),
-                                mul(mul(envs, K), last), "dqn.iqn_act_quantiles"});
             m.checkpoint_bytes = add(add(mul(iqn_params, 4 * kF32), mul(rows, row_bytes)), mul(envs, env_state_bytes));
         } else {
             m.checkpoint_bytes = add(add(mul(params, 4 * kF32), mul(rows, row_bytes)), mul(envs, env_state_bytes));

@@ -78,12 +78,11 @@ QNetwork::QNetwork(const QNetworkConfig& c) : config_(c), layout_(), net_(layout
 QNetwork::Workspace QNetwork::make_workspace(ops::Device& ops, int max_batch, int quantiles) const {
     Workspace ws{net_.make_workspace(ops, max_batch), max_batch, {}, {}, {}, {}, {}, {}, 0, {}};
     if (iqn_head_) {
-        // Acting's rows have K fractions whose embedding is one K-row pass shared by every sample;
-        // an update's have `quantiles` each, embedded row by row.
-        const int K = config_.iqn.act_quantiles, q = quantiles > 0 ? quantiles : K;
+        // An update's samples have `quantiles` fractions each, embedded row by row; acting's K
+        // midpoints are one K-row pass whose mean embedding every sample shares (one row each).
+        const int K = config_.iqn.act_quantiles, q = quantiles > 0 ? quantiles : 1;
         const auto rows = static_cast<std::size_t>(max_batch) * static_cast<std::size_t>(q);
         const auto H = static_cast<std::size_t>(config_.hidden.back());
-        const auto W = static_cast<std::size_t>(head_width());
         auto& w = ws.iqn;
         w.max_quantiles = q;
         w.embed = iqn_embed_->make_workspace(ops, quantiles > 0 ? static_cast<int>(rows) : K);
@@ -95,7 +94,7 @@ QNetwork::Workspace QNetwork::make_workspace(ops::Device& ops, int max_batch, in
             w.d_phi = ops.alloc<float>(static_cast<std::size_t>(max_batch) * H);
         } else {
             const auto n_cos = static_cast<std::size_t>(config_.iqn.n_cos);
-            w.mean = ops.alloc<float>(static_cast<std::size_t>(max_batch) * W);
+            w.mean = ops.alloc<float>(H);
             w.act_features = ops.alloc<float>(static_cast<std::size_t>(K) * n_cos);
             w.act_taus = ops.alloc<float>(static_cast<std::size_t>(K));
             ops::iqn_taus(ops, w.act_features.view(), w.act_taus.view(), {}, {}, 1, K, config_.iqn.n_cos);
@@ -128,20 +127,19 @@ ops::View<const float> QNetwork::forward(ops::Device& ops, ops::View<const float
                                          int batch, Workspace& ws) const {
     const auto out = trunk_forward(ops, params, 1, X, batch, ws);
     if (!iqn_head_) return out;
-    // The IQN head acting: the K midpoints' embedding (one pass of K rows), every sample's K rows
-    // phi(s) * psi(tau_k) through the head layer, and their mean per sample.
+    // The IQN head acting on the mean over K midpoints of Z_tau: the head layer is linear in
+    // phi * psi and so is the dueling combination, so the mean over the fractions of the head rows
+    // is the head layer on phi(s) * mean_k psi(tau_k). One pass of K rows embeds the midpoints,
+    // their mean is shared by every sample, and each sample is one row of the scalar head.
     auto& w = ws.iqn;
-    const int K = config_.iqn.act_quantiles, H = config_.hidden.back(), W = head_width();
+    const int K = config_.iqn.act_quantiles, H = config_.hidden.back();
     if (w.mean.size() == 0) throw std::logic_error("QNetwork::forward: an IQN workspace made for forward_quantiles");
-    const auto Bs = static_cast<std::size_t>(batch);
     const auto psi = iqn_embed_->forward(ops, params, w.act_features.cview(), K, w.embed);
-    const auto x = w.x.view().subview(0, Bs * static_cast<std::size_t>(K) * static_cast<std::size_t>(H));
-    ops::iqn_hadamard(ops, x, out, psi, 1, batch, K, K, H);
-    const auto rows = iqn_head_->forward(ops, params, x, batch * K, w.head);
-    const auto mean = w.mean.view().subview(0, Bs * static_cast<std::size_t>(W));
-    ops::iqn_mean_rows(ops, mean, rows, batch, K, W);
+    ops::iqn_mean_rows(ops, w.mean.view(), psi, 1, K, H);
+    const auto x = w.x.view().subview(0, static_cast<std::size_t>(batch) * static_cast<std::size_t>(H));
+    ops::iqn_hadamard(ops, x, out, w.mean.cview(), 1, batch, 1, 1, H);
     w.quantiles = 0;  // nothing to differentiate
-    return mean;
+    return iqn_head_->forward(ops, params, x, batch, w.head);
 }
 
 ops::View<const float> QNetwork::forward_batched(ops::Device& ops, ops::View<const float> params, int count,

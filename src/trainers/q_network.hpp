@@ -54,9 +54,9 @@ public:
         ops::View<const float> input;
         int rows = 0;  ///< rows of the last forward (all networks)
         /// dqn.head = "iqn": the embedding's and the head layer's activations, the Hadamard
-        /// product x and its gradient, the gradients of psi and phi, acting's mean rows and its
-        /// fixed fractions' features (computed once); phi, psi and the fractions per sample of the
-        /// last forward.
+        /// product x and its gradient, the gradients of psi and phi, acting's mean embedding (H)
+        /// and its fixed fractions' features (computed once); phi, psi and the fractions per
+        /// sample of the last forward.
         struct Iqn {
             nn::Mlp::Workspace embed, head;
             ops::Buffer<float> x, dx, d_psi, d_phi, mean, act_features, act_taus;
@@ -79,8 +79,9 @@ public:
     const iqn::Params& iqn_params() const noexcept { return config_.iqn; }
 
     /// Head outputs (batch, head_width) of states X (batch, state_dim) under `params`. With the
-    /// IQN head: the mean of each sample's head rows over acting's K midpoint fractions (the
-    /// scalar head's row whose Q is the mean over the fractions of Z_tau(a)).
+    /// IQN head: the head layer on phi(s) * the mean embedding of acting's K midpoint fractions,
+    /// the scalar head's row whose Q is the mean over those fractions of Z_tau(a) (the head layer
+    /// and the dueling combination are linear in the embedding).
     ops::View<const float> forward(ops::Device& ops, ops::View<const float> params, ops::View<const float> X,
                                    int batch, Workspace& ws) const;
     /// Head outputs of `count` networks of this layout at once (online and target): params holds

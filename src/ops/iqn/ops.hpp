@@ -3,8 +3,8 @@
 ///        cuda/math/iqn.h, docs/dqn.md). The fractions of an update (Philox, the update number
 ///        from device memory) or of acting (fixed midpoints) with their cosine features, the
 ///        Hadamard product phi(s) * psi(tau) of the trunk's and the embedding's outputs and its
-///        backward, the quantile Huber loss of an update with the head's backward, and acting's
-///        mean head row. The GEMMs are the network's (nn::Mlp).
+///        backward, the quantile Huber loss of an update with the head's backward, and the mean
+///        of K rows (acting's mean embedding). The GEMMs are the network's (nn::Mlp).
 ///
 /// Each op checks its arguments here, once, then runs its CPU twin (cpu_twin::, src/ops/iqn/
 /// cpu.cpp) or its CUDA twin (cuda_twin::, cuda/kernels/dqn_iqn.cu): the same bits on the same
@@ -180,8 +180,9 @@ inline void iqn_loss(Device& device, View<float> d_head, View<float> stats, View
                        quantiles, batch);
 }
 
-/// Acting's rows: out (n, width) row e = the mean of head rows e * quantiles ... (e + 1) *
-/// quantiles - 1 (head (n * quantiles, width)), summed in order, then / quantiles.
+/// The mean of each group of `quantiles` rows: out (n, width) row e = the mean of rows e *
+/// quantiles ... (e + 1) * quantiles - 1 of head (n * quantiles, width), summed in order, then /
+/// quantiles. Acting takes the mean embedding of its K midpoints with it (n = 1).
 inline void iqn_mean_rows(Device& device, View<float> out, View<const float> head, int n, int quantiles, int width) {
     const char* op = "iqn_mean_rows";
     detail::check_quantiles(quantiles, op);
