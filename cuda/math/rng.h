@@ -46,6 +46,7 @@ enum class Purpose : std::uint32_t {
     behaviour = 8,       ///< IQL behaviour policy: stream = environment index, counter = global step
     supervised_sample = 9,  ///< supervised batches: stream = batch row, counter = update number
     dt_sample = 10,         ///< Decision Transformer windows: stream = batch row, counter = update number
+    iqn_tau = 11,           ///< IQN quantile fractions: stream = batch row, counter = (update << 8) | tau / 4
     bootstrap_mask = 12,    ///< DQN ensemble masks: stream = environment index, counter = step * 8 + head / 4
 };
 

@@ -255,8 +255,8 @@ Model build(const Profile& p, const SizeInputs& in) {
                             "replay_buffer.buffer_size"});
         m.arrays.push_back({fmt::format("the replay buffer's states ({} transitions x {} floats)", rows, kD),
                             mul(rows, kD), "replay_buffer.buffer_size"});
-        // The scalar head (dqn.head = "mse") has one output per action.
-        const std::uint64_t atoms = p.dqn.head == "mse" ? 1 : u(p.dqn.num_atoms);
+        // The scalar head (dqn.head = "mse") has one output per action, and so has the IQN head per fraction.
+        const std::uint64_t atoms = p.dqn.head == "c51" ? u(p.dqn.num_atoms) : 1;
         // An ensemble's K heads sit side by side in the output layer: every head term times K.
         const std::uint64_t heads = u(p.dqn.ensemble_size);
         const std::uint64_t az = mul(mul(actions, atoms), heads);
@@ -287,7 +287,36 @@ Model build(const Profile& p, const SizeInputs& in) {
         m.arrays.push_back({fmt::format("the acting C51 logits ({} environments x {} actions x {} atoms x {} heads)",
                                         envs, actions, atoms, heads),
                             mul(envs, az), "experience.gpu_n_episodes"});
-        m.checkpoint_bytes = add(add(mul(params, 4 * kF32), mul(rows, row_bytes)), mul(envs, env_state_bytes));
+        if (p.dqn.head == "iqn") {
+            // The IQN head (docs/dqn.md) instead of the C51 layers: the fraction embedding (n_cos ->
+            // H) and the head layer (H -> W); every sample has N fractions in an update and K when
+            // acting. Per update (both networks on [s; s'], 4B samples): the features and
+            // fractions, the embedding's and the head layer's activations and the products x
+            // (rows = batch * N); then the backward's dx, d psi (B * N rows) and d phi. Acting embeds
+            // its K midpoints once and runs one row per environment (their mean embedding).
+            const std::uint64_t N = u(p.dqn.iqn_quantiles), K = u(p.dqn.iqn_act_quantiles), C = u(p.dqn.iqn_embedding);
+            const std::uint64_t W = (p.dqn.dueling ? 1 : 0) + actions;
+            const Mlp embed = mlp(C, {}, last), head = mlp(last, {}, W);
+            const std::uint64_t iqn_params = add(add(trunk.params, embed.params), head.params);
+            m.device.push_back({fmt::format("the IQN fraction embedding ({} parameters, with target, gradients and "
+                                            "Adam moments)",
+                                            embed.params),
+                                mul(embed.params, 5 * kF32), "dqn.iqn_embedding"});
+            const std::uint64_t upd_rows = mul(batch, N);  // one network's samples' fraction rows
+            const std::uint64_t iqn_ws =
+                add(add(mul(mul(2, upd_rows), C + 1), mul(mul(4, upd_rows), 2 * last + W)),
+                    add(mul(upd_rows, 2 * last + W), add(mul(envs, last + W), mul(K, C + last + 1) + last)));
+            m.device.push_back({fmt::format("IQN fractions and workspaces ({} rows per network of an update, {} "
+                                            "midpoints when acting)",
+                                            mul(2, upd_rows), K),
+                                mul(iqn_ws, kF32), "dqn.iqn_quantiles"});
+            m.arrays.push_back({fmt::format("an update's IQN rows ({} x {} fractions x {} floats, both networks)",
+                                            mul(4, batch), N, last),
+                                mul(mul(4, upd_rows), last), "dqn.iqn_quantiles"});
+            m.checkpoint_bytes = add(add(mul(iqn_params, 4 * kF32), mul(rows, row_bytes)), mul(envs, env_state_bytes));
+        } else {
+            m.checkpoint_bytes = add(add(mul(params, 4 * kF32), mul(rows, row_bytes)), mul(envs, env_state_bytes));
+        }
         if (p.dqn.curiosity) {
             // its parameters with gradients and Adam moments; per environment: its input, the
             // next bar's features, the error, the prediction's gradient and its workspace

@@ -116,6 +116,9 @@ struct DqnConfig {
     double ensemble_bootstrap = 0.5;  ///< probability that a head trains on a transition
     double ensemble_ucb = 0.0;        ///< collection's UCB bonus on the heads' spread
     std::string head = "c51";       ///< c51 | iqn | mse
+    std::int64_t iqn_quantiles = 8;       ///< IQN: fractions per sample at s and at s' (N = N')
+    std::int64_t iqn_act_quantiles = 32;  ///< IQN: the fixed midpoints acting averages over (K)
+    std::int64_t iqn_embedding = 64;      ///< IQN: cosine features of the fraction embedding (n_cos)
     bool attention = false;         ///< feature attention before the trunk
     bool curiosity = false;         ///< forward-model curiosity bonus in the stored rewards
     double curiosity_coef = 0.01;   ///< weight of the curiosity bonus

@@ -385,9 +385,18 @@ private:
         // Options in the schema that no trainer acts on yet: refused here, so that `check` and
         // `train` agree and nothing runs for hours before saying so.
         if (p.run.trainer == "dqn") {
-            rule({"dqn.head"}, p.dqn.head == "iqn",
-                 "dqn.head = \"iqn\" is not implemented yet: the DQN trainer has the C51 head and the scalar "
-                 "head (\"mse\"); set dqn.head = \"c51\" or \"mse\"");
+            // The IQN head (docs/dqn.md): one agent, one network; its loss kernel keeps 2A + N floats
+            // per sample in shared memory.
+            rule({"dqn.head", "dqn.ensemble_size"}, p.dqn.head == "iqn" && p.dqn.ensemble_size > 1,
+                 fmt::format("dqn.head = \"iqn\" with dqn.ensemble_size = {}: the ensemble has C51 and scalar heads "
+                             "only; set dqn.ensemble_size = 1 or dqn.head = \"c51\" / \"mse\"",
+                             p.dqn.ensemble_size));
+            rule({"dqn.head", "dqn.iqn_quantiles", "env.position_levels", "env.urgency_levels"},
+                 p.dqn.head == "iqn" && 2 * p.num_actions() + p.dqn.iqn_quantiles > 384,
+                 fmt::format("dqn.head = \"iqn\": 2 * actions ({}) + dqn.iqn_quantiles ({}) = {} exceeds 384, the "
+                             "floats per sample the IQN loss kernel keeps in shared memory; use fewer fractions or "
+                             "fewer position / urgency levels",
+                             p.num_actions(), p.dqn.iqn_quantiles, 2 * p.num_actions() + p.dqn.iqn_quantiles));
             rule({"dqn.her"}, p.dqn.her, "dqn.her = true (hindsight relabelling) is not implemented yet: set dqn.her = false");
             // The per-sample DQN kernels keep a row's atoms, Q and (ensemble) every head's Q in 48 KB
             // of shared memory per block of two warps (abi::dqn_step_smem_floats).

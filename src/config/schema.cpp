@@ -192,8 +192,20 @@ std::vector<KeyDescriptor> build_schema() {
                FH_FIELD(dqn.ensemble_ucb)),
         text("dqn", "head", "c51|iqn|mse",
              "output head: c51 = C51 distribution; mse = one Q per action regressed by the MSE (num_atoms, v_min, "
-             "v_max, mse_blend_alpha unused); iqn = IQN quantiles (not built yet)",
+             "v_max, mse_blend_alpha unused); iqn = implicit quantile network, the quantile Huber loss over sampled "
+             "fractions, acting on the mean of iqn_act_quantiles fixed midpoints (num_atoms, v_min, v_max, "
+             "mse_blend_alpha unused; docs/dqn.md)",
              FH_FIELD(dqn.head)),
+        integer("dqn", "iqn_quantiles", closed(1, 64),
+                "head = iqn: quantile fractions sampled per transition at s and at s' (N = N'); the loss sums N x N "
+                "pairs and the update's head rows are batch_size x N",
+                FH_FIELD(dqn.iqn_quantiles)),
+        integer("dqn", "iqn_act_quantiles", closed(1, 256),
+                "head = iqn: acting's Q is the mean over this many fixed fractions (k + 1/2) / K (deterministic)",
+                FH_FIELD(dqn.iqn_act_quantiles)),
+        integer("dqn", "iqn_embedding", closed(1, 1024),
+                "head = iqn: cosine features cos(pi i tau), i < iqn_embedding, of the fraction embedding",
+                FH_FIELD(dqn.iqn_embedding)),
         boolean("dqn", "attention",
                 "feature-group attention before the trunk: a per-sample softmax over the state's feature groups "
                 "scales each group (weights logged as attention/<group>, docs/dqn.md)",

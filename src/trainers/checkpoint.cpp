@@ -84,6 +84,15 @@ void warn_if_version1(const io::TensorFile& f) {
 void require_layout_version(const io::TensorFile& file, const std::string& path, const config::Profile& profile) {
     const std::string want = parameter_layout(profile);
     const std::string have = file.metadata("layout_version").value_or(profile.run.trainer + "/1");
+    if (have != want && (have == kIqnNetworkLayout || want == kIqnNetworkLayout))
+        throw io::CheckpointError(fmt::format(
+            "checkpoint {}: its parameters are in layout {}, the profile's dqn.head = \"{}\" reads {}: {} (set "
+            "dqn.head to the head the checkpoint was trained with, or train anew)",
+            path, have, profile.dqn.head, want,
+            want == kIqnNetworkLayout ? "an IQN network (fraction embedding, one output per action and fraction) "
+                                        "cannot load the weights of a C51 or scalar head"
+                                      : "the checkpoint holds an IQN network (dqn.head = \"iqn\"), which this head "
+                                        "cannot load"));
     if (have != want)
         throw io::CheckpointError(fmt::format(
             "checkpoint {}: its parameters are in layout {}, this version of foxhunt-train reads {}{} (the "

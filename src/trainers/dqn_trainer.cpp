@@ -15,6 +15,7 @@
 #include "data/features.hpp"
 #include "io/json.hpp"
 #include "ops/dqn/ops.hpp"
+#include "ops/iqn/ops.hpp"
 #include "ops/nn/ops.hpp"
 #include "nn/init.hpp"
 #include "trainers/setup.hpp"
@@ -29,10 +30,14 @@ QNetworkConfig network_config(const config::Profile& p, int state_dim) {
     QNetworkConfig c;
     c.state_dim = state_dim;
     for (auto h : p.dqn.hidden) c.hidden.push_back(static_cast<int>(h));
+    // The IQN head's rows (one per sample and fraction) are the scalar head's.
     c.head = dqn::HeadParams{static_cast<int>(p.num_actions()), static_cast<int>(p.dqn.num_atoms),
                              p.dqn.dueling ? 1 : 0, static_cast<float>(p.dqn.v_min),
-                             static_cast<float>(p.dqn.v_max), p.dqn.head == "mse" ? 1 : 0,
+                             static_cast<float>(p.dqn.v_max), p.dqn.head == "c51" ? 0 : 1,
                              static_cast<int>(p.dqn.ensemble_size)};
+    if (p.dqn.head == "iqn")
+        c.iqn = iqn::Params{static_cast<int>(p.dqn.iqn_quantiles), static_cast<int>(p.dqn.iqn_act_quantiles),
+                            static_cast<int>(p.dqn.iqn_embedding)};
     if (p.dqn.attention) {
         // The feature set's groups, then the portfolio features as one more.
         const int market_dim = state_dim - env::kPortfolioFeatures;
@@ -51,8 +56,8 @@ namespace {
 /// Options the DQN trainer does not implement yet are refused, never silently ignored.
 void require_supported(const config::Profile& p) {
     std::vector<std::string> missing;
-    if (p.dqn.head != "c51" && p.dqn.head != "mse")
-        missing.push_back(fmt::format("dqn.head = \"{}\" (only \"c51\" and \"mse\")", p.dqn.head));
+    if (p.dqn.head != "c51" && p.dqn.head != "mse" && p.dqn.head != "iqn")
+        missing.push_back(fmt::format("dqn.head = \"{}\" (only \"c51\", \"mse\" and \"iqn\")", p.dqn.head));
     if (p.dqn.her) missing.push_back("dqn.her");
     if (!p.eval.deterministic) missing.push_back("eval.deterministic = false (only greedy evaluation exists)");
     if (!missing.empty()) {
@@ -68,6 +73,9 @@ void require_supported(const config::Profile& p) {
 /// The losses the DQN update passes to the guard, in order.
 constexpr const char* kGuardLossNames[] = {"the C51 loss", "the MSE loss", "the CQL term"};  // dqn::UpdateStep::losses
 static_assert(std::size(kGuardLossNames) == dqn::kUpdateLosses);
+/// The same with the IQN head, whose loss takes the MSE's place (its C51 row stays 0).
+constexpr const char* kIqnGuardLossNames[] = {"the C51 loss", "the quantile Huber loss", "the CQL term"};
+static_assert(std::size(kIqnGuardLossNames) == dqn::kUpdateLosses);
 
 namespace {
 
@@ -129,7 +137,15 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
     adam_ = AdamState(ops, net_.layout());
 
     ws_act_ = net_.make_workspace(ops, n_envs_);
-    ws_pair_ = net_.make_workspace(ops, 4 * batch_);
+    // With the IQN head, every sample has N fractions: its update's head rows are B * N per network.
+    const int quantiles = net_.iqn_params().quantiles;
+    const std::size_t head_rows = B * static_cast<std::size_t>(std::max(1, quantiles));
+    ws_pair_ = net_.make_workspace(ops, 4 * batch_, quantiles);
+    if (quantiles > 0) {
+        const std::size_t fractions = 2 * head_rows;  // the rows of [s; s'], N each
+        iqn_features_ = ops.alloc<float>(fractions * static_cast<std::size_t>(net_.iqn_params().n_cos));
+        iqn_taus_ = ops.alloc<float>(fractions);
+    }
 
     const int capacity_steps = static_cast<int>(
         std::max<long long>(profile.replay_buffer.buffer_size / n_envs_, profile.experience.n_step + 1));
@@ -143,7 +159,7 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
     discounts_ = ops.alloc<float>(B);
     batch_actions_ = ops.alloc<int>(B);
     actions_ = ops.alloc<int>(static_cast<std::size_t>(n_envs_));
-    d_head_ = ops.alloc<float>(B * W);
+    d_head_ = ops.alloc<float>(head_rows * W);
     sample_stats_ = ops.alloc<float>(dqn::kSampleStats * B * K);
     if (K > 1) {
         target_actions_ = ops.alloc<int>(B);
@@ -303,7 +319,8 @@ void DqnTrainer::collect() {
 // One gradient update on a uniform batch of n-step transitions (docs/dqn.md):
 // 1. sample [s; s'], actions, n-step returns and discounts at the device's counters;
 // 2. the online network on s and s' in one pass (s' picks a* for double DQN), the target on s';
-// 3. the fused loss: C51 projection and cross-entropy blended with the MSE on the expected Q,
+// 3. the fused loss: C51 projection and cross-entropy blended with the MSE on the expected Q
+//    (dqn.head = "iqn": iqn_loss_ops, the fractions, both networks' quantiles and their loss),
 //    and the head's backward (d_head); an ensemble's K heads are K rows per sample, each with
 //    its bootstrap mask, all bootstrapping from the action the heads' mean Q picks at s';
 // 4. backward through the network; the finish: gradient norm, guard, monitor, Adam constants;
@@ -316,21 +333,46 @@ void DqnTrainer::update_ops(bool inject_nan) {
     const bool double_dqn = profile_.dqn.double_dqn;
     ops::dqn_sample(ops_, x_.view(), batch_actions_.view(), returns_.view(), discounts_.view(), replay_.views(),
                     counters_.cview(), agent_.cview(), B, masks_.view(), K);
-    // Both networks on [s; s'] in one batched pass: rows (net, 2B); the target's rows on s are unused.
-    const auto heads = net_.forward_batched(ops_, nets_.cview(), 2, x_.cview(), 2 * B, ws_pair_);
-    const auto head_s = heads.subview(0, Bs * W);
-    const auto head_target = heads.subview(3 * Bs * W, Bs * W);
-    const auto head_select = double_dqn ? heads.subview(Bs * W, Bs * W) : head_target;
-    if (K > 1)  // the ensemble's a*: the heads' mean Q of the select network at s'
-        ops::dqn_act(ops_, target_actions_.view(), {}, {}, head_select, net_.head(), agent_.cview(), counters_.cview(),
-                     false);
-    ops::dqn_loss(ops_, d_head_.view(), sample_stats_.view(), head_s, head_select, head_target,
-                  batch_actions_.cview(), returns_.cview(), discounts_.cview(), agent_.cview(), net_.head(), B,
-                  target_actions_.cview(), masks_.cview());
+    if (net_.iqn_params().quantiles > 0) {
+        iqn_loss_ops();
+    } else {
+        // Both networks on [s; s'] in one batched pass: rows (net, 2B); the target's rows on s are unused.
+        const auto heads = net_.forward_batched(ops_, nets_.cview(), 2, x_.cview(), 2 * B, ws_pair_);
+        const auto head_s = heads.subview(0, Bs * W);
+        const auto head_target = heads.subview(3 * Bs * W, Bs * W);
+        const auto head_select = double_dqn ? heads.subview(Bs * W, Bs * W) : head_target;
+        if (K > 1)  // the ensemble's a*: the heads' mean Q of the select network at s'
+            ops::dqn_act(ops_, target_actions_.view(), {}, {}, head_select, net_.head(), agent_.cview(),
+                         counters_.cview(), false);
+        ops::dqn_loss(ops_, d_head_.view(), sample_stats_.view(), head_s, head_select, head_target,
+                      batch_actions_.cview(), returns_.cview(), discounts_.cview(), agent_.cview(), net_.head(), B,
+                      target_actions_.cview(), masks_.cview());
+    }
     net_.backward(ops_, online_, grads_.view(), d_head_.view(), B, ws_pair_);
     ops::dqn_update_finish(ops_, step_.view(), guard_.view(), stats_.view(), counters_.view(), norm_partials_.view(),
                            grads_.cview(), sample_stats_.cview(), agent_.cview(), B * K, inject_nan);
     ops::dqn_adam_target(ops_, online_, adam_.m(), adam_.v(), target_, grads_.cview(), step_.cview(), agent_.cview());
+}
+
+// The IQN head's loss (docs/dqn.md, "IQN head"): this update's fractions (Philox on the update
+// number in device memory) for the rows of [s; s'], both networks' head rows under them, the
+// quantile Huber loss between the online quantiles at s and the targets at s', the head's backward.
+void DqnTrainer::iqn_loss_ops() {
+    const int B = batch_, N = net_.iqn_params().quantiles;
+    const std::size_t rows = static_cast<std::size_t>(B) * static_cast<std::size_t>(N);
+    const std::size_t W = static_cast<std::size_t>(net_.output_width());
+    ops::iqn_taus(ops_, iqn_features_.view(), iqn_taus_.view(), agent_.cview(), counters_.cview(), 2 * B, N,
+                  net_.iqn_params().n_cos);
+    // (network, [s; s'] rows x N, W): the online network's rows at s, its rows at s' (double
+    // DQN's selection), the target's at s'.
+    const auto heads = net_.forward_quantiles(ops_, nets_.cview(), 2, x_.cview(), 2 * B, iqn_features_.cview(), N,
+                                              ws_pair_);
+    const auto head_s = heads.subview(0, rows * W);
+    const auto head_target = heads.subview(3 * rows * W, rows * W);
+    const auto head_select = profile_.dqn.double_dqn ? heads.subview(rows * W, rows * W) : head_target;
+    ops::iqn_loss(ops_, d_head_.view(), sample_stats_.view(), head_s, head_select, head_target,
+                  iqn_taus_.cview().subview(0, rows), batch_actions_.cview(), returns_.cview(), discounts_.cview(),
+                  agent_.cview(), net_.head(), N, B);
 }
 
 void DqnTrainer::update() {
@@ -370,12 +412,14 @@ LogLine DqnTrainer::read_log(double seconds) {
         const std::size_t rows = std::min<std::size_t>(kSpreadRows, act_outputs_.size() / OW);
         spread = ensemble_spread(ops_.to_host(act_outputs_.subview(0, rows * OW)), net_.head());
     }
-    throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,
+    const bool iqn = profile_.dqn.head == "iqn";
+    throw_if_diverged(g, profile_.training.max_bad_updates, iqn ? kIqnGuardLossNames : kGuardLossNames,
                       "Lower training.learning_rate, raise training.grad_clip_norm's strictness (a smaller value) "
                       "or check the data.");
 
-    // The scalar head's loss is the MSE alone (mse_blend_alpha blends the C51 head's two losses).
-    const double alpha = profile_.dqn.head == "mse" ? 0.0 : profile_.dqn.mse_blend_alpha;
+    // The scalar head's loss is the MSE alone (mse_blend_alpha blends the C51 head's two losses);
+    // the IQN head's quantile Huber loss takes the MSE's row.
+    const double alpha = profile_.dqn.head == "c51" ? profile_.dqn.mse_blend_alpha : 0.0;
     const double n = std::max(1, s.updates);
     const double samples = static_cast<double>(std::max<long long>(1, s.samples));
     const double loss_c51 = s.loss_sum[0] / n, loss_mse = s.loss_sum[1] / n, loss_cql = s.loss_sum[2] / n;
@@ -415,6 +459,11 @@ LogLine DqnTrainer::read_log(double seconds) {
         {"perf/env_steps_per_s", env_steps_per_s},
         {"perf/updates_per_s", updates_per_s},
     });
+    if (iqn) {  // losses/quantile_huber: the IQN head's loss (losses/mse holds the same number)
+        auto members = line.json.as_object();
+        members.emplace_back("losses/quantile_huber", any ? loss_mse : 0.0);
+        line.json = io::json::Value::object(std::move(members));
+    }
     if (!attention_mean.empty() || ensemble) {
         auto members = line.json.as_object();
         const auto& groups = net_.attention_groups();  // attention/<group>: what the agent looks at
@@ -424,9 +473,12 @@ LogLine DqnTrainer::read_log(double seconds) {
         line.json = io::json::Value::object(std::move(members));
     }
     const std::string cql_part = cql > 0 ? fmt::format(", cql {:.4f}", any ? loss_cql : 0.0) : "";
-    line.text = fmt::format("step {:>9} env steps | loss {:.4f} (c51 {:.4f}, mse {:.4f}{}) | Q {:+.3f} | eps {:.3f} | "
+    const std::string parts = iqn ? fmt::format("quantile Huber {:.4f}{}", any ? loss_mse : 0.0, cql_part)
+                                  : fmt::format("c51 {:.4f}, mse {:.4f}{}", any ? loss_c51 : 0.0, any ? loss_mse : 0.0,
+                                                cql_part);
+    line.text = fmt::format("step {:>9} env steps | loss {:.4f} ({}) | Q {:+.3f} | eps {:.3f} | "
                             "{:.3g} env steps/s, {:.3g} updates/s",
-                            env_steps, any ? loss : 0.0, any ? loss_c51 : 0.0, any ? loss_mse : 0.0, cql_part,
+                            env_steps, any ? loss : 0.0, parts,
                             any ? q_mean : 0.0, epsilon, env_steps_per_s, updates_per_s);
     line.loss = any ? loss : 0.0;
     line.env_steps_per_s = env_steps_per_s;

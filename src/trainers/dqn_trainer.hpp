@@ -73,6 +73,7 @@ private:
     void collect_ops();             // acting and the environment step into the replay slot
     void curiosity_ops();           // the bonus into the slot just written, one step of its model
     void update_ops(bool inject_nan);  // one update's ops
+    void iqn_loss_ops();               // dqn.head = "iqn": fractions, both networks' quantiles, the loss
     void end_step_ops();            // after a collection step: counters advance, actor := online
     void after_collect();           // the host's mirror of end_step_ops
     void after_update();
@@ -123,6 +124,8 @@ private:
     ops::Buffer<float> masks_;
     ops::Buffer<int> target_actions_;
     ops::View<const float> act_outputs_;
+    // dqn.head = "iqn": the update's fractions of the rows of [s; s'] (2B, N) and their features.
+    ops::Buffer<float> iqn_features_, iqn_taus_;
     // Guard and monitoring.
     ops::Buffer<nn::GuardState> guard_;
     ops::Buffer<dqn::MonitorStats> stats_;

@@ -14,6 +14,7 @@
 #include "data/features.hpp"
 #include "math/attention.h"
 #include "math/dqn.h"
+#include "math/iqn.h"
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
 #include "ops/device.hpp"
@@ -27,11 +28,18 @@ struct QNetworkConfig {
     /// dqn.attention: the groups of the state's columns feature attention weighs (contiguous,
     /// covering [0, state_dim)); empty: no attention.
     std::vector<data::FeatureGroup> attention;
+    /// dqn.head = "iqn" (quantiles > 0): the trunk's last hidden layer phi(s) times the fraction
+    /// embedding psi(tau) = ReLU(W_e cos(pi i tau) + b_e) feeds the head layer, one row per
+    /// (sample, fraction); `head` is then the scalar head's (scalar = 1) of those rows.
+    iqn::Params iqn{};
 };
 
 /// The layout of the DQN parameters this version writes: the trunk layers, then one head layer
 /// of dqn::output_width outputs. (Layout 1, before, had separate value and advantage layers.)
 inline constexpr const char* kQNetworkLayout = "dqn/2";
+/// The IQN head's layout (dqn.head = "iqn"): the trunk's layers, the fraction embedding's layer
+/// ("iqn_embed"), the head layer ("iqn_head", the scalar head's width), then attention's.
+inline constexpr const char* kIqnNetworkLayout = "dqn-iqn/1";
 
 class QNetwork {
 public:
@@ -46,6 +54,16 @@ public:
         ops::Buffer<float> attended, alpha, d_attended, d_scores;
         ops::View<const float> input;
         int rows = 0;  ///< rows of the last forward (all networks)
+        /// dqn.head = "iqn": the embedding's and the head layer's activations, the Hadamard
+        /// product x and its gradient, the gradients of psi and phi, acting's mean embedding (H)
+        /// and its fixed fractions' features (computed once); phi, psi and the fractions per
+        /// sample of the last forward.
+        struct Iqn {
+            nn::Mlp::Workspace embed, head;
+            ops::Buffer<float> x, dx, d_psi, d_phi, mean, act_features, act_taus;
+            ops::View<const float> phi, psi;
+            int quantiles = 0, max_quantiles = 0;
+        } iqn;
     };
 
     explicit QNetwork(const QNetworkConfig& config);
@@ -53,11 +71,18 @@ public:
     const nn::ParamLayout& layout() const noexcept { return layout_; }
     const dqn::HeadParams& head() const noexcept { return config_.head; }
     int state_dim() const noexcept { return config_.state_dim; }
-    /// Floats of one sample's outputs (every head's row).
+    /// Floats of one sample's outputs (every head's row; the IQN head: one fraction's row).
     int output_width() const noexcept { return dqn::output_width(config_.head); }
-    Workspace make_workspace(ops::Device& ops, int max_batch) const;
+    /// With the IQN head, `quantiles` (> 0) sizes the workspace for forward_quantiles with that
+    /// many fractions per sample; 0: for forward (acting's K fractions).
+    Workspace make_workspace(ops::Device& ops, int max_batch, int quantiles = 0) const;
+    /// The IQN head's sizes (quantiles 0: another head).
+    const iqn::Params& iqn_params() const noexcept { return config_.iqn; }
 
-    /// Outputs (batch, output_width) of states X (batch, state_dim) under `params`.
+    /// Outputs (batch, output_width) of states X (batch, state_dim) under `params`. With the
+    /// IQN head: the head layer on phi(s) * the mean embedding of acting's K midpoint fractions,
+    /// the scalar head's row whose Q is the mean over those fractions of Z_tau(a) (the head layer
+    /// and the dueling combination are linear in the embedding).
     ops::View<const float> forward(ops::Device& ops, ops::View<const float> params, ops::View<const float> X,
                                    int batch, Workspace& ws) const;
     /// Head outputs of `count` networks of this layout at once (online and target): params holds
@@ -66,6 +91,14 @@ public:
     /// backward() then differentiates the first network.
     ops::View<const float> forward_batched(ops::Device& ops, ops::View<const float> params, int count,
                                            ops::View<const float> X, int batch, Workspace& ws) const;
+    /// The IQN head (dqn.head = "iqn"): the head rows of `count` networks on X (batch,
+    /// state_dim) under the fractions whose features are `features` (batch * quantiles, n_cos; the
+    /// same for every network): (count, batch * quantiles, output_width), sample b's rows b *
+    /// quantiles ... backward() then takes d_head (batch' * quantiles, output_width) for the first
+    /// network's first batch' samples.
+    ops::View<const float> forward_quantiles(ops::Device& ops, ops::View<const float> params, int count,
+                                             ops::View<const float> X, int batch, ops::View<const float> features,
+                                             int quantiles, Workspace& ws) const;
     /// Gradients for the first `batch` rows of the last forward on ws (batch <= its rows), from
     /// d_head (batch, output_width) = dL/d(head outputs), overwritten; `grads` is set (padding
     /// untouched).
@@ -87,6 +120,11 @@ private:
     nn::ParamLayout layout_;
     nn::Mlp net_;
     std::optional<nn::Mlp> attention_;  ///< the scores: state_dim -> G, linear (dqn.attention)
+    std::optional<nn::Mlp> iqn_embed_;  ///< dqn.head = "iqn": n_cos -> H, ReLU
+    std::optional<nn::Mlp> iqn_head_;   ///< dqn.head = "iqn": H -> output_width, linear
+    /// The trunk's output rows (count * batch) of states X: attention (when on), then the trunk.
+    ops::View<const float> trunk_forward(ops::Device& ops, ops::View<const float> params, int count,
+                                         ops::View<const float> X, int batch, Workspace& ws) const;
     attention::Groups groups_{};
     /// The attended states (rows of the trunk's input) under the scores of the last attention forward.
     ops::View<const float> attend(ops::Device& ops, ops::View<const float> scores, ops::View<const float> X, int rows,

@@ -103,7 +103,7 @@ std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& p
 }
 
 std::string parameter_layout(const config::Profile& p) {
-    if (p.run.trainer == "dqn") return kQNetworkLayout;
+    if (p.run.trainer == "dqn") return p.dqn.head == "iqn" ? kIqnNetworkLayout : kQNetworkLayout;
     return p.run.trainer + "/1";
 }
 

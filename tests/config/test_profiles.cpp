@@ -150,11 +150,11 @@ TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]"
     // the keys other parts of the program depend on
     for (const char* n : {"run.trainer", "run.device", "data.synthetic_bars", "data.planted_signal",
                           "env.position_levels", "experience.gpu_n_episodes", "training.tau",
-                          "training.max_bad_updates", "dqn.mse_blend_alpha", "ppo.diversity_window",
+                          "training.max_bad_updates", "dqn.mse_blend_alpha", "dqn.iqn_quantiles", "ppo.diversity_window",
                           "iql.expectile", "iql.max_weight", "ppo.clip_value", "ppo.lr_schedule", "ppo.curiosity_coef",
                           "replay_buffer.save_dump", "early_stopping.metric", "gpu.memory_fraction", "run.on_exists"})
         CHECK(names.count(n) == 1);
-    CHECK(names.size() == 116);
+    CHECK(names.size() == 119);
 }
 
 TEST_CASE("the emitter writes every key and its text resolves to the same profile", "[config]") {
@@ -199,6 +199,24 @@ TEST_CASE("memory estimate: consumers, keys and napkin sizes", "[config]") {
     REQUIRE(o.ok);
     for (const auto& i : fh::config::estimate_device_memory(o.profile, 100000))
         if (i.key == "replay_buffer.buffer_size") CHECK(i.bytes == 1953ull * 1024 * 409);
+    // The IQN head: its update rows (batch_size x iqn_quantiles per network) grow with N, and its
+    // embedding's parameters are counted; the C51 logits are not.
+    const auto iqn_rows = [&](long long quantiles) {
+        auto r = resolve(fh::test::kMinimal, {"dqn.head=\"iqn\"", "dqn.iqn_quantiles=" + std::to_string(quantiles)});
+        REQUIRE(r.ok);
+        std::uint64_t bytes = 0;
+        bool embedding = false;
+        for (const auto& i : fh::config::estimate_device_memory(r.profile, 100000)) {
+            if (i.key == "dqn.iqn_quantiles") bytes += i.bytes;
+            embedding |= i.key == "dqn.iqn_embedding" && i.bytes == 5 * 4 * (64ull * 256 + 256);
+        }
+        CHECK(embedding);
+        return bytes;
+    };
+    const auto rows8 = iqn_rows(8), rows16 = iqn_rows(16), rows24 = iqn_rows(24);
+    CHECK(rows16 > rows8);
+    CHECK(rows24 - rows16 == rows16 - rows8);  // linear in N: the update's rows
+    CHECK(rows16 - rows8 >= 4ull * 8 * 256 * 3 * 256);  // at least B x 8 more rows of three H-wide arrays
     // PPO and IQL name their own consumers
     o = resolve("[run]\ntrainer = \"ppo\"\n");
     REQUIRE(o.ok);

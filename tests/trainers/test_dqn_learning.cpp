@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/profile.hpp"
@@ -167,6 +168,17 @@ VariantRun run_variant(ops::Device& ops, const config::Profile& p, long long eve
     return {test / test_oracle, best / val_oracle, last / val_oracle, seconds};
 }
 
+/// Whether `name` is one of the comma-separated names of `list`.
+bool listed(std::string_view list, std::string_view name) {
+    while (!list.empty()) {
+        const auto comma = list.find(',');
+        if (list.substr(0, comma) == name) return true;
+        if (comma == std::string_view::npos) break;
+        list.remove_prefix(comma + 1);
+    }
+    return false;
+}
+
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -195,13 +207,15 @@ TEST_CASE("DQN variants on the planted signal: five seeds, test Sharpe of the va
         {"ensemble", {"dqn.ensemble_size=5"}},
         {"ensemble-ucb", {"dqn.ensemble_size=5", "dqn.ensemble_ucb=1"}},
         {"scalar", {"dqn.head=mse"}},
+        {"iqn", {"dqn.head=iqn"}},
+        {"iqn-cql", {"dqn.head=iqn", "dqn.cql_alpha=0.1"}},
+        {"ensemble-scalar", {"dqn.ensemble_size=5", "dqn.head=mse"}},
     };
     const char* pick = std::getenv("FH_LEARNING_VARIANTS");
     std::printf("| variant | seed | test / oracle | peak val / oracle | final val / oracle | seconds |\n"
                 "|---|---|---|---|---|---|\n");
     for (const auto& v : variants) {
-        if (pick && ("," + std::string(pick) + ",").find("," + std::string(v.name) + ",") == std::string::npos)
-            continue;  // a comma-separated list of names
+        if (pick && !listed(pick, v.name)) continue;
         std::vector<double> test_ratios;
         for (int seed = 1; seed <= 5; ++seed) {
             const auto p = variant_profile(seed, steps, v.overrides);

@@ -105,6 +105,7 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, ex
     SECTION("with an ensemble") {
         check_resume_equivalence(ops, {"dqn.ensemble_size=3", "dqn.ensemble_bootstrap=0.5", "dqn.ensemble_ucb=0.5"});
     }
+    SECTION("the IQN head with CQL") { check_resume_equivalence(ops, {"dqn.head=iqn", "dqn.cql_alpha=0.3"}); }
 }
 
 TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][dqn][resume]") {
@@ -121,6 +122,9 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, ex
         check_resume_equivalence(fh::test::gpu_ops(),
                                  {"dqn.ensemble_size=3", "dqn.ensemble_bootstrap=0.5", "dqn.ensemble_ucb=0.5"});
     }
+    SECTION("the IQN head with CQL") {
+        check_resume_equivalence(fh::test::gpu_ops(), {"dqn.head=iqn", "dqn.cql_alpha=0.3"});
+    }
 }
 
 TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every op issued alone (exact)",
@@ -134,6 +138,7 @@ TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every
     SECTION("with curiosity") { overrides.insert(overrides.end(), {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"}); }
     SECTION("with attention") { overrides.push_back("dqn.attention=true"); }
     SECTION("with an ensemble") { overrides.insert(overrides.end(), {"dqn.ensemble_size=3", "dqn.ensemble_ucb=0.5"}); }
+    SECTION("the IQN head") { overrides.insert(overrides.end(), {"dqn.head=iqn", "dqn.cql_alpha=0.3"}); }
     const auto p = resume_profile(1600, overrides);
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
@@ -275,5 +280,35 @@ TEST_CASE("checkpoint metadata: +infinity round-trips, malformed values are refu
     CHECK(error_of("early_stopping_best", "none") == "<accepted>");
     rewrite("norm_clip", "-1");
     CHECK_THROWS_WITH(trainers::checkpoint_normalization(edited), Catch::Contains("metadata norm_clip = \"-1\" is not"));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a C51 checkpoint is refused by an IQN profile and an IQN checkpoint by a C51 one, by name",
+          "[trainers][dqn][iqn][resume]") {
+    ops::CpuDevice ops;
+    const auto dir = std::filesystem::temp_directory_path() / ("fh-iqn-layout-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    for (const bool from_iqn : {false, true}) {
+        INFO("checkpoint of the " << (from_iqn ? "IQN" : "C51") << " head");
+        const auto written = resume_profile(200, from_iqn ? std::vector<std::string>{"dqn.head=iqn"}
+                                                          : std::vector<std::string>{});
+        const auto reader = resume_profile(200, from_iqn ? std::vector<std::string>{}
+                                                         : std::vector<std::string>{"dqn.head=iqn"});
+        const auto market = data::load_market(trainers::data_options(written));
+        env::DeviceMarket dm(ops, market);
+        trainers::DqnTrainer trainer(ops, written, dm);
+        const std::string path = (dir / "ckpt.safetensors").string();
+        trainers::EarlyStopping early(0, 0.0, 0);
+        trainers::save_checkpoint(path, ops, trainer, written, market, early);
+        CHECK(io::TensorFile::read(path).metadata("layout_version").value_or("") == (from_iqn ? "dqn-iqn/1" : "dqn/2"));
+        trainers::DqnTrainer other(ops, reader, dm);
+        CHECK_THROWS_WITH(trainers::load_checkpoint(path, ops, other, reader, nullptr),
+                          Catch::Contains(from_iqn ? "layout dqn-iqn/1" : "layout dqn/2") &&
+                              Catch::Contains(from_iqn ? "holds an IQN network" : "cannot load the weights of a C51") &&
+                              Catch::Contains("dqn.head"));
+        // The same head reads it.
+        trainers::DqnTrainer same(ops, written, dm);
+        CHECK_NOTHROW(trainers::load_checkpoint(path, ops, same, written, nullptr));
+    }
     std::filesystem::remove_all(dir);
 }

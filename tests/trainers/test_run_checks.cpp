@@ -105,9 +105,13 @@ TEST_CASE("run checks: check and train refuse the same profiles with the same ex
         const char* says;
     };
     const std::vector<Case> cases = {
-        {"IQN head", "--set dqn.head=iqn", 2, "dqn.head = \"iqn\" is not implemented yet"},
         {"an ensemble past the kernels' shared memory", "--set dqn.ensemble_size=32 --set env.position_levels=101 --set env.urgency_levels=3", 2,
          "more than 48 KB"},
+        {"IQN head with an ensemble", "--set dqn.head=iqn --set dqn.ensemble_size=2", 2,
+         "the ensemble has C51 and scalar heads only"},
+        {"IQN loss scratch past shared memory",
+         "--set dqn.head=iqn --set dqn.iqn_quantiles=64 --set env.position_levels=101 --set env.urgency_levels=3", 2,
+         "exceeds 384, the floats per sample the IQN loss kernel keeps in shared memory"},
         {"HER", "--set dqn.her=true", 2, "dqn.her = true"},
         {"sampled evaluation", "--set eval.deterministic=false", 2, "eval.deterministic = false"},
         {"sampled evaluation, PPO", "--set run.trainer=ppo --set env.position_levels=15 --set eval.deterministic=false", 2,
