@@ -219,7 +219,6 @@ TEST_CASE("DQN variants on the planted signal: five seeds, test Sharpe of the va
         {"scalar", {"dqn.head=mse"}},
         {"iqn", {"dqn.head=iqn"}},
         {"iqn-cql", {"dqn.head=iqn", "dqn.cql_alpha=0.1"}},
-        {"ensemble-scalar", {"dqn.ensemble_size=5", "dqn.head=mse"}},
     };
     const char* pick = std::getenv("FH_LEARNING_VARIANTS");
     // FH_LEARNING_EXTRA: overrides for every variant, separated by ';' (sweeps of one setting).
