@@ -29,14 +29,11 @@
 
 using namespace fh;
 
-TEST_CASE("DQN reaches half of the planted signal's best Sharpe", "[.learning]") {
-    const bool gpu = test::gpu_available();
-    std::unique_ptr<ops::CpuDevice> cpu;
-    ops::Device* ops = nullptr;
-    if (gpu) ops = &test::gpu_ops();
-    else ops = (cpu = std::make_unique<ops::CpuDevice>()).get();
-    const double k = 0.3;
-    const auto p = config::resolve_profile_text(R"(
+namespace {
+
+/// The planted-signal market and DQN of the learning tests (no costs, 3 position levels x 1
+/// urgency, 200-bar episodes); the tests set the sizes.
+constexpr const char* kPlantedProfile = R"(
 [run]
 trainer = "dqn"
 seed = 11
@@ -62,7 +59,18 @@ epsilon_end = 0.02
 hidden = [128, 128]
 v_min = -5.0
 v_max = 5.0
-)", "learning-profile",
+)";
+
+}  // namespace
+
+TEST_CASE("DQN reaches half of the planted signal's best Sharpe", "[.learning]") {
+    const bool gpu = test::gpu_available();
+    std::unique_ptr<ops::CpuDevice> cpu;
+    ops::Device* ops = nullptr;
+    if (gpu) ops = &test::gpu_ops();
+    else ops = (cpu = std::make_unique<ops::CpuDevice>()).get();
+    const double k = 0.3;
+    const auto p = config::resolve_profile_text(kPlantedProfile, "learning-profile",
         gpu ? std::vector<std::string>{"data.planted_signal=0.3", "run.total_steps=4000000", "experience.gpu_n_episodes=256",
                                        "replay_buffer.buffer_size=400000", "replay_buffer.batch_size=256",
                                        "training.epsilon_decay_steps=1000000"}
@@ -96,32 +104,8 @@ config::Profile variant_profile(int seed, long long steps, const std::vector<std
                                "replay_buffer.batch_size=256",   "training.epsilon_decay_steps=1000000",
                                "run.seed=" + std::to_string(seed)};
     o.insert(o.end(), extra.begin(), extra.end());
-    return config::resolve_profile_text(R"(
-[run]
-trainer = "dqn"
-log_interval = 1000000000
-[data]
-synthetic_bars = 40000
-cache_dir = ""
-[instrument]
-commission = 0.0
-slippage_ticks = 0.0
-[env]
-urgency_levels = 1
-[experience]
-gpu_timesteps_per_episode = 200
-n_step = 1
-[replay_buffer]
-min_replay_size = 4096
-[training]
-learning_rate = 5e-4
-gamma = 0.9
-epsilon_end = 0.02
-[dqn]
-hidden = [128, 128]
-v_min = -5.0
-v_max = 5.0
-)", "learning-variants", o);
+    o.push_back("run.log_interval=1000000000");
+    return config::resolve_profile_text(kPlantedProfile, "learning-variants", o);
 }
 
 struct VariantRun {
