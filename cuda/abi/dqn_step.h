@@ -176,6 +176,12 @@ inline constexpr int kDqnWarpsPerBlock = 2;
 FH_HD int dqn_step_smem_floats(const dqn::HeadParams& h) {
     return 4 * h.num_atoms + 2 * h.num_actions + (h.ensemble > 1 ? h.ensemble * h.num_actions : 0);
 }
+/// Bytes of dynamic shared memory a block of the per-row kernels needs, and the most it may use
+/// (the default per-block limit; the op and the profile's rules refuse more).
+FH_HD long long dqn_step_smem_bytes(const dqn::HeadParams& h) {
+    return static_cast<long long>(sizeof(float)) * kDqnWarpsPerBlock * dqn_step_smem_floats(h);
+}
+inline constexpr long long kDqnMaxSmemBytes = 48 * 1024;
 inline constexpr int kDqnFinishThreads = 256;
 
 }  // namespace fh::abi

@@ -73,14 +73,16 @@ FH_HD NstepDraw draw_nstep(int b, const ReplayView& r, const SampleParams& s) {
 }
 
 /// Batch row b, whole: the draw, then the state and next state rows (state_dim floats each).
-FH_HD void sample_nstep(int b, const ReplayView& r, const SampleParams& s, float* state_out,
-                        float* next_out, int& action, float& ret, float& discount) {
+/// Returns the draw (its step and env identify the first transition).
+FH_HD NstepDraw sample_nstep(int b, const ReplayView& r, const SampleParams& s, float* state_out,
+                             float* next_out, int& action, float& ret, float& discount) {
     const NstepDraw d = draw_nstep(b, r, s);
     for (int c = 0; c < r.state_dim; ++c) state_out[c] = r.states[d.first * r.state_dim + c];
     for (int c = 0; c < r.state_dim; ++c) next_out[c] = r.next_states[d.last * r.state_dim + c];
     action = d.action;
     ret = d.ret;
     discount = d.discount;
+    return d;
 }
 
 }  // namespace fh::replay

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "abi/dqn_step.h"
 #include "config/memory_estimate.hpp"
 #include "config/profile.hpp"
 #include "config/schema.hpp"
@@ -401,15 +402,17 @@ private:
             // The per-sample DQN kernels keep a row's atoms, Q and (ensemble) every head's Q in 48 KB
             // of shared memory per block of two warps (abi::dqn_step_smem_floats).
             {
-                const long long Z = p.dqn.num_atoms, A = p.num_actions(),
-                                K = p.dqn.ensemble_size;
-                const long long bytes = 2 * 4 * (4 * Z + 2 * A + (K > 1 ? K * A : 0));
+                dqn::HeadParams h{};
+                h.num_actions = static_cast<int>(p.num_actions());
+                h.num_atoms = static_cast<int>(p.dqn.num_atoms);
+                h.ensemble = static_cast<int>(p.dqn.ensemble_size);
+                const long long bytes = abi::dqn_step_smem_bytes(h);
                 rule({"dqn.num_atoms", "dqn.ensemble_size", "env.position_levels", "env.urgency_levels"},
-                     bytes > 48 * 1024,
+                     bytes > abi::kDqnMaxSmemBytes,
                      fmt::format("dqn.num_atoms = {}, {} actions and dqn.ensemble_size = {} need {} bytes of the "
                                  "DQN kernels' shared memory per block, more than 48 KB: use fewer atoms, actions "
                                  "or heads",
-                                 p.dqn.num_atoms, A, K, bytes));
+                                 p.dqn.num_atoms, h.num_actions, h.ensemble, bytes));
             }
             // The replay ring holds whole steps of every environment, at least n_step + 1 of them.
             const auto need = p.experience.gpu_n_episodes * (p.experience.n_step + 1);

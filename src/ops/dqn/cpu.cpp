@@ -334,10 +334,10 @@ void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<floa
                                       p.n_step, p.gamma};
         float* xg = x.data() + g * 2 * B * D;
         for (std::size_t b = 0; b < B; ++b) {
-            replay::sample_nstep(static_cast<int>(b), view, sp, xg + b * D, xg + (B + b) * D, actions.data()[g * B + b],
-                                 returns.data()[g * B + b], discounts.data()[g * B + b]);
+            const replay::NstepDraw draw =
+                replay::sample_nstep(static_cast<int>(b), view, sp, xg + b * D, xg + (B + b) * D,
+                                     actions.data()[g * B + b], returns.data()[g * B + b], discounts.data()[g * B + b]);
             if (masks.empty()) continue;
-            const replay::NstepDraw draw = replay::draw_nstep(static_cast<int>(b), view, sp);
             float* mk = masks.data() + (g * B + b) * static_cast<std::size_t>(ensemble);
             for (int k = 0; k < ensemble; ++k) mk[k] = dqn::bootstrap_mask(p.seed, draw.env, draw.step, k, p.bootstrap_prob);
         }

@@ -99,8 +99,8 @@ inline void check_head(const dqn::HeadParams& h, const char* op) {
         throw std::invalid_argument(
             fmt::format("ops::{}: the ensemble has {} heads, need 1 to {}", op, h.ensemble, dqn::kMaxEnsemble));
     // The per-row kernels' scratch (dynamic shared memory) must fit the default 48 KB per block.
-    const std::size_t smem = sizeof(float) * abi::kDqnWarpsPerBlock * static_cast<std::size_t>(abi::dqn_step_smem_floats(h));
-    if (smem > 48 * 1024)
+    const long long smem = abi::dqn_step_smem_bytes(h);
+    if (smem > abi::kDqnMaxSmemBytes)
         throw std::invalid_argument(fmt::format(
             "ops::{}: {} actions, {} atoms and {} heads need {} bytes of scratch per block, more than 48 KB", op,
             h.num_actions, h.num_atoms, h.ensemble, smem));
