@@ -34,6 +34,28 @@ inline double validation_sharpe(ops::Device& ops, const env::DeviceMarket& dm, c
     return mean / std::sqrt(var / static_cast<double>(r.size()));
 }
 
+/// The entropy of `policy`'s action histogram over n environments x steps of `split`, divided by
+/// log(actions): 0 when it always takes one action, 1 when it takes every action equally often.
+inline double action_entropy(ops::Device& ops, const env::DeviceMarket& dm, const env::EnvParams& params,
+                             const trainers::Policy& policy, int n = 64, int steps = 1000,
+                             env::Split split = env::Split::val) {
+    env::VecEnv venv(ops, dm, split, params, n);
+    venv.reset_all();
+    auto actions = ops.alloc<int>(static_cast<std::size_t>(n));
+    const int num_actions = env::num_actions(params);
+    std::vector<double> count(static_cast<std::size_t>(num_actions), 0.0);
+    for (int s = 0; s < steps; ++s) {
+        policy(actions.view(), venv.states(), n);
+        venv.step(actions.cview());
+        for (int a : ops.to_host(actions.cview())) count[static_cast<std::size_t>(a)] += 1;
+    }
+    const double total = static_cast<double>(n) * steps;
+    double h = 0;
+    for (double c : count)
+        if (c > 0) h -= c / total * std::log(c / total);
+    return num_actions > 1 ? h / std::log(static_cast<double>(num_actions)) : 0.0;
+}
+
 /// The planted oracle's rule (long when ret_1 >= 0, else short; ret_1 is feature 0, de-normalised
 /// with the market's statistics) through the backtest of the test split: the annualised Sharpe a
 /// perfect forecaster reaches there, with 3 position levels and one urgency (actions 2 and 0).

@@ -22,6 +22,7 @@
 #include "env/vec_env.hpp"
 #include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
+#include "support/learning_table.hpp"
 #include "support/policy_eval.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/dqn_trainer.hpp"
@@ -108,64 +109,13 @@ config::Profile variant_profile(int seed, long long steps, const std::vector<std
     return config::resolve_profile_text(kPlantedProfile, "learning-variants", o);
 }
 
-struct VariantRun {
-    double test_ratio;   ///< test Sharpe of the best-validation weights / the oracle's
-    double peak_ratio;   ///< best validation Sharpe / the validation oracle's
-    double final_ratio;  ///< validation Sharpe at the end / the validation oracle's
-    double seconds;
-};
-
-/// Trains, validating every `every` env steps (the yardstick on the validation split), keeps the
-/// best weights, and measures them on the test split.
-VariantRun run_variant(ops::Device& ops, const config::Profile& p, long long every) {
+/// One seed of a variant: the DQN on the planted market, validated every `every` env steps.
+test::VariantRun run_variant(ops::Device& ops, const config::Profile& p, long long every) {
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
     trainers::DqnTrainer trainer(ops, p, dm);
-    const double k = p.data.planted_signal;
-    const double val_oracle = data::planted_oracle(market.bars, market.val, k, market.bars_per_year).sharpe_per_bar;
-    const double test_oracle = data::planted_oracle(market.bars, market.test, k, market.bars_per_year).sharpe_per_bar;
-    auto validate = [&] {
-        return test::validation_sharpe(ops, dm, trainer.env_params(),
-            [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(ops, a, s, n); });
-    };
-    const auto t0 = std::chrono::steady_clock::now();
-    double best = -1e30, last = 0;
-    std::vector<float> best_weights;
-    long long next = every;
-    while (trainer.env_steps() < p.run.total_steps) {
-        trainer.iterate();
-        if (trainer.env_steps() >= next || trainer.env_steps() >= p.run.total_steps) {
-            next += every;
-            last = validate();
-            if (last > best) {
-                best = last;
-                best_weights = ops.to_host(ops::View<const float>(trainer.policy_weights()));
-            }
-        }
-    }
-    auto weights = ops.from_host<float>(best_weights);
-    const double test = test::validation_sharpe(
-        ops, dm, trainer.env_params(),
-        [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.policy().act(ops, weights.cview(), a, s, n); },
-        64, 1000, env::Split::test);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return {test / test_oracle, best / val_oracle, last / val_oracle, seconds};
-}
-
-/// Whether `name` is one of the comma-separated names of `list`.
-bool listed(std::string_view list, std::string_view name) {
-    while (!list.empty()) {
-        const auto comma = list.find(',');
-        if (list.substr(0, comma) == name) return true;
-        if (comma == std::string_view::npos) break;
-        list.remove_prefix(comma + 1);
-    }
-    return false;
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    return test::train_selecting_on_validation(ops, dm, market, p.data.planted_signal, trainer, p.run.total_steps,
+                                               every);
 }
 
 }  // namespace
@@ -179,8 +129,7 @@ TEST_CASE("DQN variants on the planted signal: five seeds, test Sharpe of the va
     if (gpu) ops = &test::gpu_ops();
     else ops = (cpu = std::make_unique<ops::CpuDevice>()).get();
     // FH_LEARNING_STEPS scales the runs (the CPU needs far fewer); FH_LEARNING_VARIANTS picks rows.
-    const char* steps_env = std::getenv("FH_LEARNING_STEPS");
-    const long long steps = steps_env ? std::atoll(steps_env) : (gpu ? 4000000 : 200000);
+    const long long steps = test::learning_steps(gpu ? 4000000 : 200000);
     struct Variant {
         const char* name;
         std::vector<std::string> overrides;
@@ -204,22 +153,11 @@ TEST_CASE("DQN variants on the planted signal: five seeds, test Sharpe of the va
         {"iqn", {"dqn.head=iqn"}},
         {"iqn-cql", {"dqn.head=iqn", "dqn.cql_alpha=0.1"}},
     };
-    const char* pick = std::getenv("FH_LEARNING_VARIANTS");
-    // FH_LEARNING_EXTRA: overrides for every variant, separated by ';' (sweeps of one setting).
-    std::vector<std::string> extra;
-    if (const char* e = std::getenv("FH_LEARNING_EXTRA")) {
-        std::string_view list = e;
-        while (!list.empty()) {
-            const auto semi = list.find(';');
-            if (!list.substr(0, semi).empty()) extra.emplace_back(list.substr(0, semi));
-            if (semi == std::string_view::npos) break;
-            list.remove_prefix(semi + 1);
-        }
-    }
-    std::printf("| variant | seed | test / oracle | peak val / oracle | final val / oracle | seconds |\n"
-                "|---|---|---|---|---|---|\n");
+    const std::vector<std::string> extra = test::learning_extra_overrides();
+    std::printf("| variant | seed | test / oracle | peak val / oracle | final val / oracle | final action entropy | "
+                "seconds |\n|---|---|---|---|---|---|---|\n");
     for (const auto& v : variants) {
-        if (pick && !listed(pick, v.name)) continue;
+        if (!test::variant_picked(v.name)) continue;
         std::vector<double> test_ratios;
         double worst = 1e30, worst_keep = 1e30;  // the lowest test ratio; the lowest final / peak validation
         for (int seed = 1; seed <= 5; ++seed) {
@@ -227,16 +165,16 @@ TEST_CASE("DQN variants on the planted signal: five seeds, test Sharpe of the va
             overrides.insert(overrides.end(), extra.begin(), extra.end());
             const auto p = variant_profile(seed, steps, overrides);
             const auto r = run_variant(*ops, p, steps / 20);
-            std::printf("| %s | %d | %.3f | %.3f | %.3f | %.1f |\n", v.name, seed, r.test_ratio, r.peak_ratio,
-                        r.final_ratio, r.seconds);
+            std::printf("| %s | %d | %.3f | %.3f | %.3f | %.3f | %.1f |\n", v.name, seed, r.test_ratio, r.peak_ratio,
+                        r.final_ratio, r.final_entropy, r.seconds);
             std::fflush(stdout);
             test_ratios.push_back(r.test_ratio);
             worst = std::min(worst, r.test_ratio);
             worst_keep = std::min(worst_keep, r.final_ratio / r.peak_ratio);
         }
-        std::printf("| %s | median | %.3f | | | |\n", v.name, median(test_ratios));
+        std::printf("| %s | median | %.3f | | | | |\n", v.name, test::median(test_ratios));
         std::fflush(stdout);
-        CHECK(median(test_ratios) >= 0.8);  // every variant learns most of the signal
+        CHECK(test::median(test_ratios) >= 0.8);  // every variant learns most of the signal
         if (std::string(v.name) == "shipped") {
             CHECK(worst >= 0.5);
             CHECK(worst_keep >= 0.8);  // no seed's validation falls more than 20% below its peak by the end
