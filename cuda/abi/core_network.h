@@ -51,6 +51,39 @@ using NetworkAdam = void(float* __restrict__ params, float* __restrict__ m, floa
                          const int* __restrict__ gate, core::CounterValue step, const float* __restrict__ lr_from,
                          AdamConstants c, int n);
 
+/// A small MLP's layers for network_mlp_infer_kernel: layer l maps in[l] to out[l] features
+/// (in[l + 1] == out[l]) with weights W (out, in) at params + weight[l] and bias (out) at
+/// params + bias[l] (bias[l] < 0: none), then act[l]. max_weights: the largest in * out;
+/// max_width: the largest of in[0] and every out.
+inline constexpr int kMlpInferMaxLayers = 6;
+struct MlpInferLayers {
+    int count;
+    int in[kMlpInferMaxLayers];
+    int out[kMlpInferMaxLayers];
+    Activation act[kMlpInferMaxLayers];
+    long long weight[kMlpInferMaxLayers];
+    long long bias[kMlpInferMaxLayers];
+    int max_weights;
+    int max_width;
+};
+/// Rows per block and threads per block of network_mlp_infer_kernel.
+inline constexpr int kMlpInferRows = 8;
+inline constexpr int kMlpInferThreads = 256;
+/// Floats of dynamic shared memory network_mlp_infer_kernel needs: one layer's weights
+/// (transposed) and bias, and two activation tiles of kMlpInferRows rows.
+constexpr long long mlp_infer_smem_floats(const MlpInferLayers& l) {
+    return static_cast<long long>(l.max_weights) + l.max_width + 2LL * kMlpInferRows * l.max_width;
+}
+
+/// Inference through a whole small MLP in one launch (nothing kept for backward): y (batch,
+/// out[count - 1]) from x (batch, in[0]). Block b runs rows [b * kMlpInferRows, ...) through
+/// every layer with the activations in shared memory, staging each layer's weights there in
+/// turn. Each output is acc = sum over k in order of fmaf(a[k], W[j, k], acc) from 0, then
+/// act(acc + b[j]). Launch: grid ceil(batch / kMlpInferRows), block kMlpInferThreads, dynamic
+/// shared memory mlp_infer_smem_floats(layers) floats.
+using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ params,
+                             MlpInferLayers layers, int batch);
+
 }  // namespace fh::abi
 
 #define FH_KERNELS_core_network(FH_KERNEL)                                                 \
@@ -59,4 +92,5 @@ using NetworkAdam = void(float* __restrict__ params, float* __restrict__ m, floa
     FH_KERNEL(core_network, network_bias_grad_finish_kernel, NetworkBiasGradFinish) \
     FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \
     FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \
-    FH_KERNEL(core_network, network_adam_kernel, NetworkAdam)
+    FH_KERNEL(core_network, network_adam_kernel, NetworkAdam)                       \
+    FH_KERNEL(core_network, network_mlp_infer_kernel, NetworkMlpInfer)

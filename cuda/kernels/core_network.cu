@@ -155,4 +155,42 @@ extern "C" __global__ void network_adam_kernel(float* __restrict__ params, float
     }
 }
 
+extern "C" __global__ void network_mlp_infer_kernel(float* __restrict__ y, const float* __restrict__ x,
+                                                    const float* __restrict__ params, fh::abi::MlpInferLayers L,
+                                                    int batch) {
+    extern __shared__ float smem[];
+    float* wt = smem;                      // this layer's W transposed: wt[k * out + j] = W[j, k]
+    float* bias = wt + L.max_weights;      // (out)
+    float* cur = bias + L.max_width;       // the layer's input rows (kMlpInferRows, in)
+    float* nxt = cur + fh::abi::kMlpInferRows * L.max_width;
+    const int row0 = blockIdx.x * fh::abi::kMlpInferRows;
+    const int rows = min(fh::abi::kMlpInferRows, batch - row0);
+    const int in0 = L.in[0];
+    for (int i = threadIdx.x; i < rows * in0; i += blockDim.x) cur[i] = x[static_cast<long long>(row0) * in0 + i];
+    for (int l = 0; l < L.count; ++l) {
+        const int in = L.in[l], out = L.out[l];
+        const float* W = params + L.weight[l];
+        __syncthreads();  // the previous layer no longer reads wt and has written cur
+        for (int i = threadIdx.x; i < in * out; i += blockDim.x) {
+            const int j = i / in, k = i - j * in;
+            wt[k * out + j] = W[i];
+        }
+        for (int j = threadIdx.x; j < out; j += blockDim.x) bias[j] = L.bias[l] >= 0 ? params[L.bias[l] + j] : 0.f;
+        __syncthreads();
+        const bool last = l + 1 == L.count;
+        for (int i = threadIdx.x; i < rows * out; i += blockDim.x) {
+            const int r = i / out, j = i - r * out;
+            const float* a = cur + r * in;
+            float acc = 0.f;
+            for (int k = 0; k < in; ++k) acc = fmaf(a[k], wt[k * out + j], acc);
+            const float v = fh::core::activate(acc + bias[j], L.act[l]);
+            if (last) y[static_cast<long long>(row0 + r) * out + j] = v;
+            else nxt[r * out + j] = v;
+        }
+        float* t = cur;
+        cur = nxt;
+        nxt = t;
+    }
+}
+
 FH_KERNELS_core_network(FH_CHECK_KERNEL_ABI)

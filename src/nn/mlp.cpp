@@ -77,6 +77,28 @@ View<const float> Mlp::forward(ops::Device& ops, View<const float> params, View<
     return x;
 }
 
+View<const float> Mlp::infer(ops::Device& ops, View<const float> params, View<const float> X, int batch,
+                             Workspace& ws) const {
+    if (batch < 1 || batch > ws.max_batch_ || ws.widths_.size() != layers_.size() ||
+        layers_.size() > static_cast<std::size_t>(abi::kMlpInferMaxLayers))
+        return forward(ops, params, X, batch, ws);  // forward checks and explains
+    abi::MlpInferLayers spec{};
+    spec.count = static_cast<int>(layers_.size());
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+        const Layer& L = layers_[l];
+        spec.in[l] = L.in;
+        spec.out[l] = L.out;
+        spec.act[l] = L.act;
+        spec.weight[l] = static_cast<long long>(L.weight.offset);
+        spec.bias[l] = static_cast<long long>(L.bias.offset);
+    }
+    const View<float> y = ws.act_.back().view().subview(0, static_cast<std::size_t>(batch) * out_dim());
+    if (!ops.mlp_infer(y, X, params, spec, batch)) return forward(ops, params, X, batch, ws);
+    ws.batch_ = 0;  // the hidden activations were not kept: no backward of this pass
+    ws.count_ = 1;
+    return y;
+}
+
 View<const float> Mlp::forward_batched(ops::Device& ops, View<const float> params, std::size_t param_stride,
                                        View<const float> X, std::size_t x_stride, int batch, int count,
                                        Workspace& ws) const {

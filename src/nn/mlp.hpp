@@ -82,6 +82,13 @@ public:
     ops::View<const float> forward(ops::Device& ops, ops::View<const float> params,
                                    ops::View<const float> X, int batch, Workspace& ws) const;
 
+    /// The same output as forward for inference only (collection, acting): one launch for the
+    /// whole network where the device has a fused path (Device::mlp_infer), else forward. The
+    /// output is a view into `ws`; nothing is kept for backward (after a fused pass, backward on
+    /// `ws` is refused until the next forward).
+    ops::View<const float> infer(ops::Device& ops, ops::View<const float> params, ops::View<const float> X, int batch,
+                                 Workspace& ws) const;
+
     /// `count` networks of this shape at once (an online and a target network, or a population):
     /// network k's parameters are this network's layout slices shifted by k * param_stride in
     /// `params` (consecutive copies of a layout, or twins registered one after the other); network

@@ -373,6 +373,18 @@ void CudaDevice::linear_forward_batched_impl(View<float> Y, View<const float> X,
                             batch, in, out, act);
 }
 
+bool CudaDevice::mlp_infer_impl(View<float> Y, View<const float> X, View<const float> params,
+                                const abi::MlpInferLayers& layers, int batch) {
+    constexpr long long kMaxSmemBytes = 48 * 1024;  // without the opt-in attribute
+    const long long smem = abi::mlp_infer_smem_floats(layers) * static_cast<long long>(sizeof(float));
+    if (smem > kMaxSmemBytes) return false;
+    const unsigned blocks = static_cast<unsigned>((batch + abi::kMlpInferRows - 1) / abi::kMlpInferRows);
+    kernels().network_mlp_infer_kernel(stream(), LaunchDims{dim3(blocks), dim3(abi::kMlpInferThreads),
+                                                            static_cast<std::size_t>(smem)},
+                                       Y.data(), X.data(), params.data(), layers, batch);
+    return true;
+}
+
 void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                       int out, Activation act, bool accumulate, bool overlap) {

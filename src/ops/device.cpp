@@ -96,6 +96,36 @@ void Device::linear_forward(View<float> Y, View<const float> X, View<const float
     linear_forward_impl(Y, X, W, b, batch, in, out, act);
 }
 
+bool Device::mlp_infer(View<float> Y, View<const float> X, View<const float> params, abi::MlpInferLayers layers,
+                       int batch) {
+    const char* op = "mlp_infer";
+    require_positive(batch, "batch", op);
+    detail::require(layers.count >= 1 && layers.count <= abi::kMlpInferMaxLayers, op,
+                    "layers.count must be in [1, kMlpInferMaxLayers]");
+    layers.max_weights = 0;
+    layers.max_width = 0;
+    for (int l = 0; l < layers.count; ++l) {
+        const int in = layers.in[l], out = layers.out[l];
+        require_positive(in, "in", op);
+        require_positive(out, "out", op);
+        require_activation(layers.act[l], op);
+        detail::require(l == 0 || in == layers.out[l - 1], op, "each layer's in must be the previous layer's out");
+        detail::require(layers.weight[l] >= 0 &&
+                            static_cast<std::size_t>(layers.weight[l]) + mul(out, in) <= params.size(),
+                        op, "a layer's weights lie outside params");
+        detail::require(layers.bias[l] < 0 || static_cast<std::size_t>(layers.bias[l]) + static_cast<std::size_t>(out) <=
+                                                  params.size(),
+                        op, "a layer's bias lies outside params");
+        detail::checked_int_size(mul(out, in), op);
+        layers.max_weights = std::max(layers.max_weights, in * out);
+        layers.max_width = std::max({layers.max_width, in, out});
+    }
+    detail::require_size(X.size(), mul(batch, layers.in[0]), op, "X (batch, in)");
+    detail::require_size(Y.size(), mul(batch, layers.out[layers.count - 1]), op, "Y (batch, out)");
+    detail::require_distinct(op, {detail::range("Y", Y), detail::range("X", X), detail::range("params", params)});
+    return mlp_infer_impl(Y, X, params, layers, batch);
+}
+
 void Device::linear_forward_batched(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
                                     std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
                                     int batch, int in, int out, Activation act) {

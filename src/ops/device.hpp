@@ -229,6 +229,16 @@ public:
     void linear_backward(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                          View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
                          bool accumulate, bool overlap = false);
+    /// Inference through a whole small MLP in one launch, where the backend has such a path (CUDA:
+    /// network_mlp_infer_kernel, cuda/abi/core_network.h): Y (batch, last layer's out) from X
+    /// (batch, layers.in[0]), each layer's W and b at its offsets in params. Nothing is kept for
+    /// backward. layers.max_weights and max_width are computed here. Returns false, writing
+    /// nothing, where there is no such path: the CPU backend, and CUDA when the largest layer's
+    /// weights and two activation tiles exceed 48 KB of shared memory. The caller then runs the
+    /// layers with linear_forward, which gives the same values within float rounding (another
+    /// summation order; the [gpu] test compares them).
+    bool mlp_infer(View<float> Y, View<const float> X, View<const float> params, abi::MlpInferLayers layers,
+                   int batch);
     /// Floats of scratch that global_norm needs (one partial sum per block of its fixed grid).
     static constexpr std::size_t global_norm_scratch_size() noexcept {
         return static_cast<std::size_t>(abi::kNormBlocks);
@@ -273,6 +283,11 @@ protected:
     virtual void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                       int out, Activation act, bool accumulate, bool overlap) = 0;
+    /// layers: checked, with max_weights and max_width filled in.
+    virtual bool mlp_infer_impl(View<float> /*Y*/, View<const float> /*X*/, View<const float> /*params*/,
+                                const abi::MlpInferLayers& /*layers*/, int /*batch*/) {
+        return false;
+    }
     virtual void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) = 0;
     /// step.counter: null (c's bias corrections) or the update number in device memory; lr:
     /// empty (c.lr) or the learning rate in device memory.

@@ -138,7 +138,7 @@ void PpoTrainer::rollout_ops() {
     ops_.run_concurrently(
         [&] {
             ops_.copy(r_values_.view().subview(0, n),
-                      net_.critic.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_critic_step_));
+                      net_.critic.infer(ops_, params_.cview(), env_.states(), n_envs_, ws_critic_step_));
         },
         [&] { sample_actions(0); });
     for (int t = 0; t < horizon_; ++t) rollout_step(t);
@@ -169,7 +169,7 @@ void PpoTrainer::sample_actions(int t) {
     const std::size_t D = static_cast<std::size_t>(state_dim_);
     const std::size_t row = static_cast<std::size_t>(t) * n;
     const auto actions = r_actions_.view().subview(row, n);
-    const auto logits = net_.actor.forward(ops_, params_.cview(), env_.states(), n_envs_, ws_actor_step_);
+    const auto logits = net_.actor.infer(ops_, params_.cview(), env_.states(), n_envs_, ws_actor_step_);
     fh::ops::ppo_sample(ops_, actions, r_logp_.view().subview(row, n), logits, num_actions_,
                         static_cast<std::uint64_t>(profile_.run.seed), collection_step(t));
     ops_.copy(r_states_.view().subview(row * D, n * D), env_.states());  // s_t (before the step)
@@ -196,7 +196,7 @@ void PpoTrainer::rollout_step(int t) {
     ops_.run_concurrently(
         [&] {
             const int rows = last ? n_envs_ : 2 * n_envs_;  // next_states() is the first half
-            const auto v = net_.critic.forward(
+            const auto v = net_.critic.infer(
                 ops_, params_.cview(),
                 env_.next_and_states().subview(0, static_cast<std::size_t>(rows) * static_cast<std::size_t>(state_dim_)),
                 rows, ws_critic_step_);

@@ -292,3 +292,87 @@ TEST_CASE("CUDA Mlp backward of network k of a batched forward equals the CPU", 
         FH_REQUIRE_CLOSE(g.grads, c.grads, 1e-4, 1e-4);
     }
 }
+
+TEST_CASE("Mlp infer on the CPU is forward (no fused path), and mlp_infer checks its layers", "[nn]") {
+    ParamLayout layout;
+    const Mlp net(layout, "net", MlpConfig::stack(11, {16, 16}, 5, Activation::tanh));
+    CpuDevice ops;
+    const auto params = ops.from_host<float>(fh::nn::initial_params(layout, 3));
+    const auto X = ops.from_host<float>(fh::test::random_floats(9 * 11, 4, -1.f, 1.f));
+    auto ws_f = net.make_workspace(ops, 9), ws_i = net.make_workspace(ops, 9);
+    CHECK(ops.to_host(net.infer(ops, params.cview(), X.cview(), 9, ws_i)) ==
+          ops.to_host(net.forward(ops, params.cview(), X.cview(), 9, ws_f)));
+
+    // The op's checks hold on every backend (the CPU then reports "no fused path").
+    auto Y = ops.alloc<float>(9 * 5);
+    fh::abi::MlpInferLayers spec{};
+    spec.count = 2;
+    spec.in[0] = 11, spec.out[0] = 16, spec.in[1] = 16, spec.out[1] = 5;
+    spec.weight[0] = 0, spec.bias[0] = -1, spec.weight[1] = 0, spec.bias[1] = -1;
+    CHECK_FALSE(ops.mlp_infer(Y.view(), X.cview(), params.cview(), spec, 9));
+    spec.in[1] = 15;  // not the previous layer's out
+    CHECK_THROWS_WITH(ops.mlp_infer(Y.view(), X.cview(), params.cview(), spec, 9), Catch::Contains("previous layer"));
+    spec.in[1] = 16;
+    spec.weight[1] = static_cast<long long>(layout.total());  // outside params
+    CHECK_THROWS_WITH(ops.mlp_infer(Y.view(), X.cview(), params.cview(), spec, 9), Catch::Contains("outside params"));
+    spec.weight[1] = 0;
+    spec.count = fh::abi::kMlpInferMaxLayers + 1;
+    CHECK_THROWS(ops.mlp_infer(Y.view(), X.cview(), params.cview(), spec, 9));
+}
+
+TEST_CASE("CUDA Mlp infer (one fused launch) equals the CPU forward within tolerance; too large falls back",
+          "[gpu][nn]") {
+    struct Shape {
+        std::vector<int> sizes;
+        Activation act;
+        bool fused;  // whether the GPU takes the fused path (48 KB of shared memory)
+    };
+    const std::vector<Shape> shapes{{{50, 64, 64, 45}, Activation::tanh, true},    // PPO's small actor
+                                    {{50, 64, 64, 1}, Activation::tanh, true},     // and critic
+                                    {{7, 33, 3}, Activation::relu, true},
+                                    {{42, 129, 65, 7}, Activation::relu, true},
+                                    {{5, 9, 9, 9, 9, 9, 2}, Activation::tanh, true},  // kMlpInferMaxLayers
+                                    {{50, 256, 256, 9}, Activation::relu, false}};  // 256 KB of weights
+    auto& gpu = fh::test::gpu_ops();
+    for (const auto& sh : shapes) {
+        ParamLayout layout;
+        MlpConfig config{sh.sizes, sh.act, Activation::none};
+        const Mlp net(layout, "net", config);
+        const auto params_h = fh::nn::initial_params(layout, 21);
+        const int in = sh.sizes.front(), out = sh.sizes.back();
+        for (int batch : {1, 7, 8, 9, 257, 512}) {
+            INFO("sizes[0] " << in << ", layers " << sh.sizes.size() - 1 << ", batch " << batch);
+            const auto X_h = fh::test::random_floats(static_cast<std::size_t>(batch) * in, batch, -2.f, 2.f);
+            CpuDevice cpu;
+            auto cpu_params = cpu.from_host<float>(params_h);
+            auto cpu_X = cpu.from_host<float>(X_h);
+            auto cpu_ws = net.make_workspace(cpu, batch);
+            const auto expected = cpu.to_host(net.forward(cpu, cpu_params.cview(), cpu_X.cview(), batch, cpu_ws));
+
+            auto params = gpu.from_host<float>(params_h);
+            auto X = gpu.from_host<float>(X_h);
+            auto ws = net.make_workspace(gpu, batch);
+            const auto got = gpu.to_host(net.infer(gpu, params.cview(), X.cview(), batch, ws));
+            FH_REQUIRE_CLOSE(got, expected, 1e-5, 1e-4);
+            // Fused: nothing kept for backward; the layer-by-layer fallback keeps its activations.
+            auto dOut = gpu.alloc<float>(static_cast<std::size_t>(batch) * out);
+            auto grads = fh::nn::alloc_zeroed(gpu, layout);
+            if (sh.fused)
+                CHECK_THROWS(net.backward(gpu, params.cview(), grads.view(), dOut.view(), {}, batch, ws, false));
+            else
+                CHECK_NOTHROW(net.backward(gpu, params.cview(), grads.view(), dOut.view(), {}, batch, ws, false));
+            // The kernel directly: the same bits run to run.
+            auto Y = gpu.alloc<float>(static_cast<std::size_t>(batch) * out);
+            fh::abi::MlpInferLayers spec{};
+            spec.count = static_cast<int>(net.layers().size());
+            for (std::size_t l = 0; l < net.layers().size(); ++l) {
+                const auto& L = net.layers()[l];
+                spec.in[l] = L.in, spec.out[l] = L.out, spec.act[l] = L.act;
+                spec.weight[l] = static_cast<long long>(L.weight.offset);
+                spec.bias[l] = static_cast<long long>(L.bias.offset);
+            }
+            CHECK(gpu.mlp_infer(Y.view(), X.cview(), params.cview(), spec, batch) == sh.fused);
+            if (sh.fused) CHECK(gpu.to_host(Y.cview()) == got);
+        }
+    }
+}
