@@ -166,6 +166,10 @@ int main(int argc, char** argv) {
                    "Train a population: one agent per line (\"KEY=VALUE KEY=VALUE\", per-agent scalar keys only; "
                    "crossed with --seeds or run.population's seeds)")
         ->type_name("FILE");
+    app.add_option("--population-record", g.population_record,
+                   "Train a population with the agents' run directories directly in the output directory (each placed "
+                   "by run.on_exists as a single run is) and its population.json written to FILE (scripts/sweep.sh)")
+        ->type_name("FILE");
     app.add_flag("--cuda-sync-debug", g.cuda_sync_debug,
                  "Synchronize after every kernel launch so that a GPU fault names its kernel (slow)");
     app.add_flag("--force", g.force,

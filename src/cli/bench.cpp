@@ -15,7 +15,7 @@ namespace fh::cli {
 
 int run_bench(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g);
-    if (!g.seeds.empty() || !g.population_grid.empty())
+    if (!g.seeds.empty() || !g.population_grid.empty() || !g.population_record.empty())
         throw UsageError("bench: --seeds and --population-grid do not apply; --set run.population=N times N agents");
     fmt::print("{}\n", profile.run.population > 1 ? run::bench_population(profile, g.force)
                                                   : run::bench(profile, g.kernel_times, g.force));

@@ -28,6 +28,7 @@ struct GlobalOptions {
     bool force = false;  ///< --force: train although the instrument does not fit the prices
     std::string seeds;            ///< --seeds N,N,...: a population with exactly these seeds ("" = not given)
     std::string population_grid;  ///< --population-grid FILE: one agent (or one per seed) per line
+    std::string population_record;  ///< --population-record FILE: agents directly in the output dir, population.json there
 };
 
 /// --seeds and --population-grid as a population request (run/population.hpp); throws UsageError

@@ -42,7 +42,7 @@ int train_population(const GlobalOptions& g) {
     if (!g.resume.empty() && run::is_population_directory(g.resume)) {
         if (g.auto_name)
             throw UsageError("--auto-name names a new population and --resume continues an existing one: give one of them");
-        if (!g.profile.empty() || !g.seeds.empty() || !g.population_grid.empty())
+        if (!g.profile.empty() || !g.seeds.empty() || !g.population_grid.empty() || !g.population_record.empty())
             throw UsageError(fmt::format("--resume {}: a population resumes each agent with its own config.toml; "
                                          "--profile, --seeds and --population-grid do not apply",
                                          g.resume));
@@ -58,7 +58,8 @@ int train_population(const GlobalOptions& g) {
         throw UsageError(fmt::format("--resume {} continues one run; a population resumes from its directory (the one "
                                      "with population.json), with no --seeds, --population-grid or run.population",
                                      g.resume));
-    const auto plan = run::plan_population(path, profile, all_overrides(g), request, g.auto_name);
+    auto plan = run::plan_population(path, profile, all_overrides(g), request, g.auto_name);
+    plan.record = g.population_record;
     log::info("profile {}: trainer {}, device {}, {} env steps, {} agents", path, profile.run.trainer,
               profile.run.device, profile.run.total_steps, plan.agents.size());
     const std::string dir = run::train_population(plan, g.force);
@@ -70,7 +71,7 @@ int train_population(const GlobalOptions& g) {
 }  // namespace
 
 int run_train(const GlobalOptions& g) {
-    if (!g.seeds.empty() || !g.population_grid.empty() ||
+    if (!g.seeds.empty() || !g.population_grid.empty() || !g.population_record.empty() ||
         (!g.resume.empty() && run::is_population_directory(g.resume)))
         return train_population(g);
     std::string path;

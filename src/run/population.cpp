@@ -204,6 +204,7 @@ struct Member {
     AgentPlan plan;
     AgentAction action = AgentAction::create;
     std::string status;  ///< the status it ends with (or had, when done)
+    std::string done_by;  ///< population.json's "action": trained, resumed or skipped (left as it was)
     std::unique_ptr<AgentRun> run;
     bool live = false;
 };
@@ -218,8 +219,17 @@ json::Value read_summary(const fs::path& dir) {
     }
 }
 
+/// Where the agents' run directories are and where population.json goes: the population's directory
+/// for both, or (flat) run.output_dir and a file the command line names.
+struct Where {
+    std::string agents;  ///< the folder of the agents' run directories
+    std::string record;  ///< population.json's path
+    bool flat = false;
+};
+
 /// population.json: the population's agents, their seeds, overrides, directories, status and results.
-void write_population_json(const std::string& dir, const config::Profile& base, const std::vector<Member>& members) {
+void write_population_json(const Where& where, const config::Profile& base, const std::vector<Member>& members) {
+    const std::string& dir = where.agents;
     json::Array agents;
     for (const auto& m : members) {
         json::Array grid;
@@ -229,6 +239,7 @@ void write_population_json(const std::string& dir, const config::Profile& base, 
                        {"overrides", json::Value::array(std::move(grid))},
                        {"run", m.plan.name},
                        {"status", m.status.empty() ? std::string("pending") : m.status}};
+        if (!m.done_by.empty()) a.emplace_back("action", m.done_by);
         const json::Value s = read_summary(fs::path(dir) / m.plan.name);
         if (s.is_object()) {
             for (const char* key : {"best", "test", "error"})
@@ -236,11 +247,11 @@ void write_population_json(const std::string& dir, const config::Profile& base, 
         }
         agents.push_back(json::Value::object(std::move(a)));
     }
-    const json::Value v = json::object({{"population", static_cast<std::int64_t>(members.size())},
-                                        {"trainer", base.run.trainer},
-                                        {"agents", json::Value::array(std::move(agents))}});
-    io::write_file_atomically((fs::path(dir) / "population.json").string(), json::serialize(v) + "\n",
-                              [&](const std::string& m) { throw UsageError(fmt::format("{}/population.json: {}", dir, m)); });
+    json::Object top{{"population", static_cast<std::int64_t>(members.size())}, {"trainer", base.run.trainer}};
+    if (where.flat) top.emplace_back("directory", dir);
+    top.emplace_back("agents", json::Value::array(std::move(agents)));
+    io::write_file_atomically(where.record, json::serialize(json::Value::object(std::move(top))) + "\n",
+                              [&](const std::string& m) { throw UsageError(fmt::format("{}: {}", where.record, m)); });
 }
 
 /// The devices, markets and trainers of the agents that train in this process.
@@ -317,8 +328,9 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
 }
 
 /// Trains the members in lockstep in `dir`; returns the population's outcome.
-void run_members(const std::string& dir, const config::Profile& base, std::vector<Member>& members, bool force,
+void run_members(const Where& where, const config::Profile& base, std::vector<Member>& members, bool force,
                  clock::time_point t0, const std::vector<std::string>& resume_overrides) {
+    const std::string& dir = where.agents;
     std::vector<Member*> training;
     for (auto& m : members)
         if (m.action != AgentAction::done) training.push_back(&m);
@@ -334,8 +346,12 @@ void run_members(const std::string& dir, const config::Profile& base, std::vecto
         const std::string agent_dir = (fs::path(dir) / m.plan.name).string();
         const bool resuming = m.action == AgentAction::resume;
         auto rd = resuming ? io::RunDirectory::open(agent_dir) : io::RunDirectory::create(dir, m.plan.name);
-        if (rd.path() != agent_dir)
-            throw UsageError(fmt::format("{} exists already: the agent's run directory must be new", agent_dir));
+        if (rd.path() != agent_dir) {
+            if (!where.flat)
+                throw UsageError(fmt::format("{} exists already: the agent's run directory must be new", agent_dir));
+            m.plan.name = fs::path(rd.path()).filename().string();  // run.on_exists = "new" beside an existing run
+        }
+        m.done_by = resuming ? "resumed" : "trained";
         AgentOptions o;
         o.overrides = m.plan.overrides;
         if (resuming) {
@@ -349,7 +365,7 @@ void run_members(const std::string& dir, const config::Profile& base, std::vecto
         m.status = "running";
         m.live = true;
     }
-    write_population_json(dir, base, members);
+    write_population_json(where, base, members);
     signals::install_interrupt_handlers();
     for (auto* m : training) m->run->begin();
     std::size_t live = training.size();
@@ -365,13 +381,14 @@ void run_members(const std::string& dir, const config::Profile& base, std::vecto
                 m->run->finish();
             m->status = m->run->status();
             m->run.reset();  // its trainer's device memory back
-            write_population_json(dir, base, members);
+            write_population_json(where, base, members);
         }
     }
     for (auto& m : members) m.run.reset();
 }
 
-std::string outcome(const std::string& dir, const std::vector<Member>& members) {
+std::string outcome(const Where& where, const std::vector<Member>& members) {
+    const std::string& dir = where.flat ? where.record : where.agents;
     std::vector<std::string> diverged, interrupted;
     for (const auto& m : members) {
         if (m.status == "diverged") diverged.push_back(std::to_string(m.plan.index));
@@ -379,30 +396,38 @@ std::string outcome(const std::string& dir, const std::vector<Member>& members) 
     }
     if (!interrupted.empty())
         throw InterruptedError(fmt::format("population interrupted: agents {} wrote their checkpoints; continue with "
-                                           "--resume {}",
-                                           fmt::join(interrupted, ","), dir));
+                                           "{}",
+                                           fmt::join(interrupted, ","),
+                                           where.flat ? "the same command (run.on_exists = \"resume\")" : "--resume " + dir));
     if (!diverged.empty())
         throw DivergedError(fmt::format("population {}: agent(s) {} diverged (their summary.json says why); the others "
                                         "finished",
                                         dir, fmt::join(diverged, ",")));
-    log::info("population done: {} agents in {}", members.size(), dir);
-    return dir;
+    log::info("population done: {} agents in {}", members.size(), where.agents);
+    return where.flat ? where.agents : dir;
 }
 
-/// Decides each member's action from its directory (a resumed population, run.on_exists = resume).
-void place_members(const std::string& dir, std::vector<Member>& members) {
+/// Decides each member's action from its directory (a resumed population, run.on_exists = resume;
+/// a flat population applies run.on_exists to each agent's directory as a single run would).
+void place_members(const std::string& dir, std::vector<Member>& members, const std::string& mode = "resume") {
     for (auto& m : members) {
         const fs::path agent = fs::path(dir) / m.plan.name;
         std::error_code ec;
-        if (!fs::exists(agent, ec)) {
+        if (!fs::exists(agent, ec) || mode == "new") {
             m.action = AgentAction::create;
             continue;
         }
         const std::string status = summary_status(agent.string());
-        if (finished_status(status)) {
+        if (mode == "error")
+            throw UsageError(fmt::format("run directory {} exists ({}) and run.on_exists = \"error\"; remove it, rename "
+                                         "the run or set run.on_exists to new, skip or resume",
+                                         agent.string(), status.empty() ? "no summary.json" : "status " + status));
+        if (mode == "skip" || finished_status(status)) {
             m.action = AgentAction::done;
-            m.status = status;
-            log::info("agent {}: {} finished ({}): left as it is", m.plan.index, agent.string(), status);
+            m.status = status.empty() ? "unfinished" : status;
+            m.done_by = "skipped";
+            log::info("agent {}: {} exists ({}): left as it is", m.plan.index, agent.string(),
+                      status.empty() ? "no summary.json" : status);
         } else if (fs::is_regular_file(agent / "checkpoints" / "last.safetensors", ec)) {
             m.action = AgentAction::resume;
         } else {  // stopped before its first checkpoint: started again
@@ -554,56 +579,68 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
     const config::Profile& base = plan.base;
     if (skipped != nullptr) *skipped = false;
     std::vector<Member> members;
-    for (const auto& a : plan.agents) members.push_back(Member{a, AgentAction::create, "", nullptr, false});
-
-    const fs::path wanted = fs::path(base.run.output_dir) / plan.name;
-    std::optional<io::RunDirectory> created;
-    std::optional<DirLock> lock;
-    std::string dir;
-    std::error_code ec;
-    const bool exists = !base.run.name.empty() && fs::exists(wanted, ec);
+    for (const auto& a : plan.agents) members.push_back(Member{a, AgentAction::create, "", "", nullptr, false});
     const std::string& mode = base.run.on_exists;
-    if (exists && mode != "new") {
-        if (!fs::is_directory(wanted, ec))
-            throw UsageError(fmt::format("{} exists and is not a directory; remove it or choose another run.name",
-                                         wanted.string()));
-        if (mode == "error")
-            throw UsageError(fmt::format("population directory {} exists and run.on_exists = \"error\"; remove it, "
-                                         "rename the population or set run.on_exists to new, skip or resume",
-                                         wanted.string()));
-        if (mode == "skip") {
-            log::info("population directory {} exists: skipped (run.on_exists = \"skip\")", wanted.string());
-            if (skipped != nullptr) *skipped = true;
-            return wanted.string();
-        }
-        // resume
-        if (!is_population_directory(wanted.string()))
-            throw UsageError(fmt::format("{} exists and holds no population.json: it is not a population this version "
-                                         "can resume; remove it to start the population again",
-                                         wanted.string()));
-        dir = wanted.string();
-        lock.emplace(dir);
-        place_members(dir, members);
-        log::info("population directory {} exists: unfinished agents resumed (run.on_exists = \"resume\")", dir);
+    std::error_code ec;
+    Where where;
+    std::optional<DirLock> lock;  // the population directory's, while it trains
+    if (!plan.record.empty()) {  // flat: the agents in run.output_dir, each placed as a single run
+        where.flat = true;
+        where.agents = base.run.output_dir;
+        where.record = plan.record;
+        fs::create_directories(where.agents, ec);
+        if (ec) throw UsageError(fmt::format("cannot create {}: {}", where.agents, ec.message()));
+        place_members(where.agents, members, mode);
+        log::info("population: {} agents of {} in {} (population.json: {})", members.size(), base.run.trainer,
+                  where.agents, where.record);
     } else {
-        if (exists) log::info("{} exists (run.on_exists = \"new\"): a new directory is made beside it", wanted.string());
-        created.emplace(io::RunDirectory::create(base.run.output_dir, plan.name));
-        dir = created->path();
+        const fs::path wanted = fs::path(base.run.output_dir) / plan.name;
+        const bool exists = !base.run.name.empty() && fs::exists(wanted, ec);
+        if (exists && mode != "new") {
+            if (!fs::is_directory(wanted, ec))
+                throw UsageError(fmt::format("{} exists and is not a directory; remove it or choose another run.name",
+                                             wanted.string()));
+            if (mode == "error")
+                throw UsageError(fmt::format("population directory {} exists and run.on_exists = \"error\"; remove it, "
+                                             "rename the population or set run.on_exists to new, skip or resume",
+                                             wanted.string()));
+            if (mode == "skip") {
+                log::info("population directory {} exists: skipped (run.on_exists = \"skip\")", wanted.string());
+                if (skipped != nullptr) *skipped = true;
+                return wanted.string();
+            }
+            // resume
+            if (!is_population_directory(wanted.string()))
+                throw UsageError(fmt::format("{} exists and holds no population.json: it is not a population this "
+                                             "version can resume; remove it to start the population again",
+                                             wanted.string()));
+            where.agents = wanted.string();
+            lock.emplace(where.agents);
+            place_members(where.agents, members);
+            log::info("population directory {} exists: unfinished agents resumed (run.on_exists = \"resume\")",
+                      where.agents);
+        } else {
+            if (exists) log::info("{} exists (run.on_exists = \"new\"): a new directory is made beside it", wanted.string());
+            where.agents = io::RunDirectory::create(base.run.output_dir, plan.name).path();
+            lock.emplace(where.agents);
+        }
+        where.record = (fs::path(where.agents) / "population.json").string();
+        log::info("population: {} agents of {} in {}", members.size(), base.run.trainer, where.agents);
+        for (auto& m : members) m.plan.profile.run.output_dir = where.agents;
     }
-    log::info("population: {} agents of {} in {}", members.size(), base.run.trainer, dir);
-    for (auto& m : members) m.plan.profile.run.output_dir = dir;
     if (std::all_of(members.begin(), members.end(), [](const Member& m) { return m.action == AgentAction::done; })) {
-        write_population_json(dir, base, members);
+        write_population_json(where, base, members);
         if (skipped != nullptr) *skipped = true;
-        return outcome(dir, members);
+        return outcome(where, members);
     }
-    run_members(dir, base, members, force, t0, {});
-    return outcome(dir, members);
+    run_members(where, base, members, force, t0, {});
+    return outcome(where, members);
 }
 
 std::string resume_population(const std::string& dir, const std::vector<std::string>& overrides, bool force) {
     const auto t0 = clock::now();
     DirLock lock(dir);
+    Where where{dir, (fs::path(dir) / "population.json").string(), false};
     const std::string text = read_text(fs::path(dir) / "population.json");
     json::Value v;
     try {
@@ -642,8 +679,8 @@ std::string resume_population(const std::string& dir, const std::vector<std::str
     place_members(dir, members);
     if (std::all_of(members.begin(), members.end(), [](const Member& m) { return m.action == AgentAction::done; }))
         throw UsageError(fmt::format("--resume {}: every agent is finished; their files are left as they are", dir));
-    run_members(dir, base, members, force, t0, overrides);
-    return outcome(dir, members);
+    run_members(where, base, members, force, t0, overrides);
+    return outcome(where, members);
 }
 
 std::string bench_population(const config::Profile& p, bool force) {

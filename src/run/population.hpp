@@ -50,6 +50,10 @@ struct PopulationPlan {
     config::Profile base;                ///< the population's profile (run.name, output_dir, on_exists)
     std::vector<AgentPlan> agents;
     std::string name;                    ///< the population directory's name
+    /// "" = the agents in `<run.output_dir>/<name>/` with its population.json. Else (flat) the
+    /// agents directly in run.output_dir, run.on_exists applied to each agent's directory as to a
+    /// single run's, and population.json written to this file (scripts/sweep.sh).
+    std::string record;
 };
 
 /// The agents: the seeds (--seeds, else run.seed + i for i < run.population) crossed with the grid
@@ -64,7 +68,7 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
                                bool auto_name);
 
 /// Trains the plan's agents in lockstep in `<run.output_dir>/<plan.name>` (run.on_exists applies
-/// to it) and returns that directory. A diverged agent stops alone (its summary.json says so);
+/// to it) and returns that directory (flat, plan.record set: run.output_dir). A diverged agent stops alone (its summary.json says so);
 /// after the others finish the population exits with DivergedError (5). SIGINT/SIGTERM: every
 /// live agent writes its checkpoint and summary ("interrupted"), then InterruptedError (130).
 /// `skipped`: set when run.on_exists = "skip" left an existing population as it is.
