@@ -324,3 +324,69 @@ TEST_CASE("population on the GPU: each of 8 DQN agents equals its single run (CU
     for (int s = 1; s <= 8; ++s) singles.push_back("--seed " + std::to_string(s));
     population_equals_single_runs("cuda", kDqn, "--seeds 1,2,3,4,5,6,7,8", singles, "gpu8");
 }
+
+TEST_CASE("population: bench --set run.population=2 reports aggregate and per-agent rates", "[population][bench]") {
+    const auto dir = scratch("bench");
+    const auto r = sh("\"$EXE\" bench --profile dqn-smoketest --device cpu --set run.total_steps=80 --set run.population=2",
+                      dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto v = parse(last_line(r.out));
+    CHECK(v.find("population")->as_i64() == 2);
+    for (const char* key : {"collection_env_steps_per_s", "updates_per_s", "end_to_end_env_steps_per_s",
+                            "agent_updates_per_s", "updates_per_s_per_agent", "collection_env_steps_per_s_per_agent",
+                            "end_to_end_env_steps_per_s_per_agent", "peak_device_memory_bytes"}) {
+        INFO(key);
+        REQUIRE(v.find(key) != nullptr);
+        CHECK(v.find(key)->as_double() > 0);
+    }
+    CHECK(v.find("updates_per_s_per_agent")->as_double() * 2 == Approx(v.find("agent_updates_per_s")->as_double()));
+    const auto one = sh("\"$EXE\" bench --profile dqn-smoketest --device cpu --set run.total_steps=80", dir);
+    REQUIRE(one.code == 0);
+    CHECK(parse(last_line(one.out)).find("population") == nullptr);  // a single trainer's output as before
+    fs::remove_all(dir);
+}
+
+TEST_CASE("population: scripts/sweep.sh's per-agent keys are agent_keys()", "[population][sweep]") {
+    const char* src = std::getenv("FH_SOURCE_DIR");
+    REQUIRE(src != nullptr);
+    const std::string script = slurp(fs::path(src) / "scripts" / "sweep.sh");
+    const auto at = script.find("agent_keys=\"");
+    REQUIRE(at != std::string::npos);
+    const auto start = at + 12;
+    std::istringstream keys(script.substr(start, script.find('"', start) - start));
+    std::vector<std::string> listed;
+    for (std::string k; keys >> k;) listed.push_back(k);
+    CHECK(listed == fh::run::agent_keys());
+}
+
+TEST_CASE("population: a sweep's populations give the runs --no-population gives, under the same names",
+          "[population][sweep]") {
+    const auto dir = scratch("sweep");
+    const char* src = std::getenv("FH_SOURCE_DIR");
+    REQUIRE(src != nullptr);
+    const std::string sweep = "'" + (fs::path(src) / "scripts" / "sweep.sh").string() + "' --exe \"$EXE\" --profile "
+                              "dqn-smoketest --cpu -j 1 --set training.learning_rate=1e-3,2e-3 --seeds 1,2";
+    const std::string tiny = " -- --set run.total_steps=400 --set run.eval_interval=200 --set run.checkpoint_interval=200";
+    const auto pop = sh(sweep + " --output '" + (dir / "pop").string() + "'" + tiny, dir);
+    INFO(pop.out << pop.err);
+    REQUIRE(pop.code == 0);
+    CHECK(pop.err.find("(1 at a time; 1 processes)") != std::string::npos);
+    CHECK(std::count(pop.out.begin(), pop.out.end(), '\n') == 4);
+    const auto alone = sh(sweep + " --no-population --output '" + (dir / "alone").string() + "'" + tiny, dir);
+    INFO(alone.out << alone.err);
+    REQUIRE(alone.code == 0);
+    CHECK(alone.err.find("(1 at a time; 4 processes)") != std::string::npos);
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir / "alone"))
+        if (fs::exists(e.path() / "config.toml")) names.insert(e.path().filename().string());
+    REQUIRE(names.size() == 4);
+    for (const auto& name : names) check_agent_equals_single(dir / "pop" / name, dir / "alone" / name);
+    // Again: every run of the population is skipped.
+    const auto again = sh(sweep + " --output '" + (dir / "pop").string() + "'" + tiny, dir);
+    REQUIRE(again.code == 0);
+    std::size_t skipped = 0;
+    for (auto at = again.out.find(": skipped "); at != std::string::npos; at = again.out.find(": skipped ", at + 1)) ++skipped;
+    CHECK(skipped == 4);
+    fs::remove_all(dir);
+}
