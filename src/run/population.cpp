@@ -334,6 +334,7 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     std::vector<Member*> training;
     for (auto& m : members)
         if (m.action != AgentAction::done) training.push_back(&m);
+    write_population_json(where, base, members);  // first: a population stopped while it starts resumes too
     PopulationSetup setup;
     set_up(setup, training, force);
     for (std::size_t i = 0; i < training.size(); ++i) {
@@ -664,7 +665,10 @@ std::string resume_population(const std::string& dir, const std::vector<std::str
         m.plan.name = run->as_string();
         const fs::path config_file = fs::path(dir) / m.plan.name / "config.toml";
         if (!fs::is_regular_file(config_file))
-            throw UsageError(fmt::format("--resume {}: agent {} has no {}", dir, m.plan.index, config_file.string()));
+            throw UsageError(fmt::format("--resume {}: agent {} has no {} (the population stopped before that agent "
+                                         "started); run the population's command again with --set "
+                                         "run.on_exists=resume, which starts the agents that have no directory",
+                                         dir, m.plan.index, config_file.string()));
         m.plan.profile = config::resolve_profile_file(config_file.string(), overrides);
         m.plan.profile.run.population = 1;
         m.plan.profile.run.output_dir = dir;
