@@ -27,8 +27,9 @@ int run_eval(const GlobalOptions& g, const std::string& checkpoint, const std::s
     if (!g.profile.empty())
         throw UsageError("eval uses the profile stored in the checkpoint; --profile does not apply (--set honours the "
                          "data, cost and segment keys: docs/sweeps.md)");
-    if (!g.resume.empty() || g.auto_name || !g.seeds.empty() || !g.population_grid.empty())
-        throw UsageError("eval: --resume, --auto-name, --seeds and --population-grid do not apply");
+    if (!g.resume.empty() || g.auto_name || !g.seeds.empty() || !g.population_grid.empty() ||
+        !g.population_record.empty())
+        throw UsageError("eval: --resume, --auto-name, --seeds, --population-grid and --population-record do not apply");
     if (g.seed)
         throw UsageError("eval: --seed does not apply (the backtest is deterministic; the checkpoint's seed makes its "
                          "synthetic market)");

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "config/profile.hpp"
+#include "config/schema.hpp"
 #include "io/json.hpp"
 #include "io/safetensors.hpp"
 #include "run/population.hpp"
@@ -358,6 +359,14 @@ TEST_CASE("population: scripts/sweep.sh's per-agent keys are agent_keys()", "[po
     std::vector<std::string> listed;
     for (std::string k; keys >> k;) listed.push_back(k);
     CHECK(listed == fh::run::agent_keys());
+    // Each is a scalar key of the schema (an integer or a float: nothing with a shape).
+    for (const auto& k : fh::run::agent_keys()) {
+        INFO(k);
+        const auto dot = k.find('.');
+        const auto* d = fh::config::find_key(k.substr(0, dot), k.substr(dot + 1));
+        REQUIRE(d != nullptr);
+        CHECK((d->type == fh::config::KeyType::number || d->type == fh::config::KeyType::integer));
+    }
 }
 
 TEST_CASE("population: a sweep's populations give the runs --no-population gives, under the same names",
