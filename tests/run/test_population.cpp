@@ -293,6 +293,23 @@ TEST_CASE("population: SIGINT checkpoints every agent (exit 130); --resume POPDI
         CHECK(slurp(popdir / a.find("run")->as_string() / "summary.json").find("\"status\":\"completed\"") !=
               std::string::npos);
     }
+    // The resumed agents equal uninterrupted single runs: validation, results, the last checkpoint.
+    for (const int seed : {1, 2}) {
+        const auto single = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + (dir / "single").string() +
+                                   "' --set run.total_steps=2400 --set run.log_interval=400 --seed " + std::to_string(seed) +
+                                   " --auto-name",
+                               dir);
+        INFO(single.err);
+        REQUIRE(single.code == 0);
+        const fs::path one = last_line(single.out);
+        const fs::path agent =
+            popdir / ("dqn-smoketest,run.log_interval=400,run.total_steps=100000000,seed=" + std::to_string(seed));
+        INFO(agent.string());
+        CHECK(slurp(agent / "eval.jsonl") == slurp(one / "eval.jsonl"));
+        for (const char* key : {"env_steps", "updates", "best", "validation", "test"})
+            CHECK(member(agent / "summary.json", key) == member(one / "summary.json", key));
+        check_same_tensors(agent / "checkpoints/last.safetensors", one / "checkpoints/last.safetensors");
+    }
     // A second resume: every agent is finished, nothing is touched (exit 2, as for a finished run).
     const auto again = sh("\"$EXE\" --resume '" + popdir.string() + "' --device cpu --set run.total_steps=2400", dir);
     CHECK(again.code == 2);
