@@ -387,6 +387,7 @@ else
         wait -n -p pid "${!running[@]}"
         code=$?
         [ -n "$pid" ] && [ -n "${running[$pid]:-}" ] || return 0  # wait was cut short by a signal
+        kill -0 "$pid" 2>/dev/null && return 0                     # (which may name a job still running)
         free+=("${running[$pid]}")
         unset "running[$pid]"
         case $code in 0) ;; 130) interrupted=1 ;; *) failed=$((failed + 1)) ;; esac

@@ -416,3 +416,44 @@ TEST_CASE("population: a sweep's populations give the runs --no-population gives
     CHECK(skipped == 4);
     fs::remove_all(dir);
 }
+
+TEST_CASE("population: Ctrl-C stops a sweep's population with every agent checkpointed; the same command resumes it",
+          "[population][sweep]") {
+    const auto dir = scratch("sweepint");
+    const char* src = std::getenv("FH_SOURCE_DIR");
+    REQUIRE(src != nullptr);
+    const std::string grid = "'" + (fs::path(src) / "scripts" / "sweep.sh").string() +
+                             "' --exe \"$EXE\" --profile dqn-smoketest --cpu -j 1 --output sweep --no-parallel "
+                             "--seeds 1,2 -- --set run.total_steps=3000 --set run.log_interval=100";
+    const auto r = sh("cd '" + dir.string() + "' && python3 -c '\n"
+                      "import glob, os, signal, subprocess, sys, time\n"
+                      "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+                      "p = subprocess.Popen(sys.argv[1:], start_new_session=True)\n"
+                      "for _ in range(600):\n"
+                      "    runs = [d for d in glob.glob(\"sweep/*/metrics.jsonl\") if os.path.getsize(d) > 0]\n"
+                      "    if len(runs) >= 2: break\n"
+                      "    time.sleep(0.1)\n"
+                      "os.killpg(p.pid, signal.SIGINT)\n"
+                      "sys.exit(p.wait())\n"
+                      "' " + grid,
+                      dir);
+    INFO(r.out << r.err);
+    CHECK(r.code == 130);
+    CHECK(r.err.find("1 processes") != std::string::npos);
+    std::size_t interrupted = 0;
+    for (auto at = r.out.find(": interrupted "); at != std::string::npos; at = r.out.find(": interrupted ", at + 1))
+        ++interrupted;
+    CHECK(interrupted == 2);
+    const auto again = sh("cd '" + dir.string() + "' && " + grid, dir);
+    INFO(again.out << again.err);
+    CHECK(again.code == 0);
+    std::size_t resumed = 0;
+    for (auto at = again.out.find(": done (resumed) "); at != std::string::npos;
+         at = again.out.find(": done (resumed) ", at + 1))
+        ++resumed;
+    CHECK(resumed == 2);
+    for (const auto& e : fs::directory_iterator(dir / "sweep"))
+        if (fs::exists(e.path() / "config.toml"))
+            CHECK(slurp(e.path() / "summary.json").find("\"status\":\"completed\"") != std::string::npos);
+    fs::remove_all(dir);
+}
