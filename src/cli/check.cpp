@@ -111,6 +111,9 @@ int run_check(const GlobalOptions& g) {
                    plan->agents.size(), profile.run.output_dir, plan->name);
         for (const auto& a : plan->agents)
             fmt::print("#   {:>3}  seed {:<6} {}  {}\n", a.index, a.seed, fmt::join(a.grid, " "), a.name);
+        fmt::print("# Estimated device memory of the {} agents: {} (train compares it with the device's before it "
+                   "allocates)\n",
+                   plan->agents.size(), config::format_bytes(config::total_bytes(sizes.device) * plan->agents.size()));
     }
     std::fflush(stdout);
     return 0;
