@@ -25,14 +25,17 @@ Where:
   --exe PATH            the foxhunt-train executable (default: build/foxhunt-train of this
                         checkout, else foxhunt-train on PATH)
   --no-parallel         use the built-in job pool even when GNU parallel is installed
+  --no-population       one process per run; by default the runs that differ only in the seed and
+                        per-agent keys (learning rate, gamma, ...) train as populations, one
+                        process per job slot (docs/sweeps.md "Population")
 Other:
   --print-grid          print the grid, one point per line (tab-separated overrides), and exit
   --point I             run point I (0-based) alone, in the foreground (a Slurm array task)
   --dry-run             print each run's command and exit
   -h, --help            this text
 
-Each run's stdout and stderr go to DIR/sweep-logs/point-<I>.log; one line per finished run is
-printed. Exit status: 0 when every run finished (or was skipped), 130 when interrupted, 1 when a
+Each run's stdout and stderr go to DIR/sweep-logs/point-<I>.log (a population's to the log of
+each of its runs); one line per finished run is printed. Exit status: 0 when every run finished (or was skipped), 130 when interrupted, 1 when a
 run failed (its log says why), 2 for a usage error.
 Then: foxhunt-train compare DIR --group-by-seed; foxhunt-train report DIR.
 EOF
@@ -46,12 +49,86 @@ self="$here/$(basename "${BASH_SOURCE[0]}")"
 # --- The job itself (called by GNU parallel or the job pool): __job SLOT POINT -----------------
 # Runs one point with the device of its slot, forwards one SIGINT/SIGTERM to the run (which is in
 # its own session, so a terminal's Ctrl-C never reaches it twice) and prints one status line.
+# Each run's per-agent keys (kept in step with agent_keys() in src/run/population.cpp; a test checks).
+agent_keys="run.seed training.learning_rate training.gamma training.tau training.target_update_period training.epsilon_start training.epsilon_end training.epsilon_decay_steps training.grad_clip_norm training.max_bad_updates dqn.cql_alpha dqn.mse_blend_alpha dqn.curiosity_coef ppo.clip ppo.gae_lambda ppo.entropy_coef ppo.value_coef ppo.diversity_coef ppo.curiosity_coef iql.expectile iql.beta iql.max_weight"
+is_agent_key() { [[ " $agent_keys " == *" $1 "* ]]; }
+
+# A job is one point (one run) or several (one population): __job SLOT JOB, JOB a line of the jobs file.
 if [ "${1:-}" = "__job" ]; then
-    slot=$2 point=$3
+    slot=$2 job=$3
+    read -r -a job_points <<<"$(sed -n "$((job + 1))p" "$FH_SWEEP_JOBS")"
     IFS=',' read -r -a devices <<<"$FH_SWEEP_DEVICES"
     device=${devices[$(( (slot - 1) % ${#devices[@]} ))]}
     eval "extra=($FH_SWEEP_EXTRA)"
-    line=$(sed -n "$((point + 1))p" "$FH_SWEEP_GRID")
+    if [ ${#job_points[@]} -gt 1 ]; then
+        # A population: the per-agent keys of each point make one line of its grid, the other keys
+        # (the same for every point of the job) are --set for all.
+        grid="$FH_SWEEP_OUT/sweep-logs/population-$job.grid"
+        record="$FH_SWEEP_OUT/sweep-logs/population-$job.json"
+        : >"$grid"
+        shared=()
+        for point in "${job_points[@]}"; do
+            IFS=$'\t' read -r -a tokens <<<"$(sed -n "$((point + 1))p" "$FH_SWEEP_GRID")"
+            own=()
+            shared=()
+            for t in "${tokens[@]}"; do
+                [ -n "$t" ] || continue
+                if is_agent_key "${t%%=*}"; then own+=("$t"); else shared+=(--set "$t"); fi
+            done
+            printf '%s\n' "${own[*]}" >>"$grid"
+        done
+        args=(--profile "$FH_SWEEP_PROFILE" --output "$FH_SWEEP_OUT" --auto-name --set run.on_exists=resume
+              --device "$device" "${shared[@]}" --population-grid "$grid" --population-record "$record")
+        header=$({ printf '# %s' "$FH_SWEEP_EXE"; printf ' %q' "${args[@]}" "${extra[@]}"; printf '\n'; })
+        for point in "${job_points[@]}"; do
+            printf '%s\n' "$header" >>"$FH_SWEEP_OUT/sweep-logs/point-$point.log"
+        done
+        rm -f "$record"
+    else
+        point=${job_points[0]}
+        line=$(sed -n "$((point + 1))p" "$FH_SWEEP_GRID")
+    fi
+fi
+if [ "${1:-}" = "__job" ] && [ ${#job_points[@]} -gt 1 ]; then
+    attempt=$(mktemp "${TMPDIR:-/tmp}/fh-sweep-XXXXXX")
+    signalled=0
+    forward() { if [ $signalled -eq 0 ]; then signalled=1; kill -INT "$child" 2>/dev/null; else kill -TERM "$child" 2>/dev/null; fi; }
+    if [ "${FH_SWEEP_SLURM:-0}" = 1 ]; then
+        "$FH_SWEEP_EXE" "${args[@]}" "${extra[@]}" </dev/null >"$attempt" 2>&1 &
+        child=$!
+        trap : INT TERM
+        trap forward USR1
+    else
+        setsid "$FH_SWEEP_EXE" "${args[@]}" "${extra[@]}" </dev/null >"$attempt" 2>&1 &
+        child=$!
+        trap forward INT TERM USR1
+    fi
+    while kill -0 "$child" 2>/dev/null; do wait "$child"; done
+    wait "$child"; code=$?
+    for point in "${job_points[@]}"; do cat "$attempt" >>"$FH_SWEEP_OUT/sweep-logs/point-$point.log"; done
+    # One line per run, from population.json (agents in the order of the job's points).
+    mapfile -t agents < <(grep -o '"run":"[^"]*","status":"[^"]*"\(,"action":"[^"]*"\)\?' "$record" 2>/dev/null)
+    for i in "${!job_points[@]}"; do
+        point=${job_points[$i]}
+        a=${agents[$i]:-}
+        run=$(printf '%s' "$a" | sed -n 's/.*"run":"\([^"]*\)".*/\1/p')
+        status=$(printf '%s' "$a" | sed -n 's/.*"status":"\([^"]*\)".*/\1/p')
+        action=$(printf '%s' "$a" | sed -n 's/.*"action":"\([^"]*\)".*/\1/p')
+        dir="$FH_SWEEP_OUT/$run"
+        log="$FH_SWEEP_OUT/sweep-logs/point-$point.log"
+        case $status in
+            completed|early_stopped)
+                case $action in skipped) what=skipped ;; resumed) what="done (resumed)" ;; *) what=done ;; esac ;;
+            interrupted) what=interrupted ;;
+            diverged) what="failed (exit 5, see $log)"; dir="" ;;
+            *) if [ "$action" = skipped ]; then what=skipped; else what="failed (exit $code, see $log)"; dir=""; fi ;;
+        esac
+        printf 'sweep: point %s on %s: %s %s\n' "$point" "$device" "$what" "$dir"
+    done
+    rm -f "$attempt"
+    exit "$code"
+fi
+if [ "${1:-}" = "__job" ]; then
     args=(--profile "$FH_SWEEP_PROFILE" --output "$FH_SWEEP_OUT" --auto-name --set run.on_exists=resume
           --device "$device")
     IFS=$'\t' read -r -a tokens <<<"$line"
@@ -96,7 +173,7 @@ fi
 
 # --- Options ----------------------------------------------------------------------------------
 profile="" out="" grid_file="" seeds="" gpus="" cpu=0 jobs=1 exe="" use_parallel=1
-print_grid=0 point="" dry_run=0
+print_grid=0 point="" dry_run=0 population=1
 axes=() extra=()
 while [ $# -gt 0 ]; do
     case $1 in
@@ -111,6 +188,7 @@ while [ $# -gt 0 ]; do
         -j*) jobs=${1#-j}; shift ;;
         --exe) exe=${2:?}; shift 2 ;;
         --no-parallel) use_parallel=0; shift ;;
+        --no-population) population=0; shift ;;
         --print-grid) print_grid=1; shift ;;
         --point) point=${2:?}; shift 2 ;;
         --dry-run) dry_run=1; shift ;;
@@ -211,18 +289,64 @@ fi
 
 mkdir -p "$out/sweep-logs" || die "cannot create $out/sweep-logs"
 printf '%s\n' "$grid" >"$out/sweep-grid.tsv"
+# The jobs: one line of point indices each. By default the points that differ only in per-agent keys
+# (the seed, the learning rate, ...) form a group, and each group is split into one population per
+# job slot (a part of one point is a single run, as with --no-population).
+make_jobs() {
+    local i line t key own groups=() members=() g found
+    for ((i = 0; i < n; i++)); do
+        line=$(sed -n "$((i + 1))p" "$out/sweep-grid.tsv")
+        key="" own=0
+        IFS=$'\t' read -r -a tokens <<<"$line"
+        for t in "${tokens[@]}"; do
+            [ -n "$t" ] || continue
+            if is_agent_key "${t%%=*}"; then own=1; else key+="$t"$'\t'; fi
+        done
+        if [ $population -eq 0 ] || [ $own -eq 0 ]; then key="__point $i"; fi  # a run alone
+        found=-1
+        for g in "${!groups[@]}"; do [ "${groups[$g]}" = "$key" ] && { found=$g; break; }; done
+        if [ $found -lt 0 ]; then groups+=("$key"); members+=("$i"); else members[$found]+=" $i"; fi
+    done
+    local m parts p size c from to
+    for m in "${members[@]}"; do
+        read -r -a pts <<<"$m"
+        size=${#pts[@]}
+        parts=$(( size < slots ? size : slots ))
+        for ((c = 0; c < parts; c++)); do
+            from=$(( c * size / parts )) to=$(( (c + 1) * size / parts ))
+            printf '%s\n' "${pts[*]:from:to-from}"
+        done
+    done
+}
+make_jobs >"$out/sweep-jobs.tsv"
+jobs_n=$(wc -l <"$out/sweep-jobs.tsv")
 export FH_SWEEP_EXE=$exe FH_SWEEP_PROFILE=$profile FH_SWEEP_OUT=$out FH_SWEEP_GRID="$out/sweep-grid.tsv"
+export FH_SWEEP_JOBS="$out/sweep-jobs.tsv"
 export FH_SWEEP_DEVICES=$(IFS=,; printf '%s' "${devices[*]}")
 export FH_SWEEP_EXTRA=$(printf '%q ' "${extra[@]}")
 
 if [ -n "$point" ]; then
     [[ "$point" =~ ^[0-9]+$ ]] && [ "$point" -lt "$n" ] || die "--point $point: the grid has points 0..$((n - 1))"
-    exec "$self" __job 1 "$point"
+    printf '%s\n' "$point" >"$out/sweep-jobs-point-$point.tsv"
+    export FH_SWEEP_JOBS="$out/sweep-jobs-point-$point.tsv"
+    exec "$self" __job 1 0
 fi
 if [ $dry_run -eq 1 ]; then
-    for ((i = 0; i < n; i++)); do
+    for ((j = 0; j < jobs_n; j++)); do
+        read -r -a pts <<<"$(sed -n "$((j + 1))p" "$out/sweep-jobs.tsv")"
+        if [ ${#pts[@]} -gt 1 ]; then
+            printf '%s --profile %q --output %q --auto-name --set run.on_exists=resume --device %s' "$exe" "$profile" \
+                "$out" "${devices[$(( j % slots % ${#devices[@]} ))]}"
+            IFS=$'\t' read -r -a tokens <<<"$(sed -n "$((pts[0] + 1))p" "$out/sweep-grid.tsv")"
+            for t in "${tokens[@]}"; do [ -z "$t" ] || is_agent_key "${t%%=*}" || printf ' --set %q' "$t"; done
+            printf ' --population-grid %q --population-record %q' "$out/sweep-logs/population-$j.grid" \
+                "$out/sweep-logs/population-$j.json"
+            printf ' %s  # points %s\n' "$FH_SWEEP_EXTRA" "${pts[*]}"
+            continue
+        fi
+        i=${pts[0]}
         printf '%s --profile %q --output %q --auto-name --set run.on_exists=resume --device %s' "$exe" "$profile" "$out" \
-            "${devices[$(( i % slots % ${#devices[@]} ))]}"
+            "${devices[$(( j % slots % ${#devices[@]} ))]}"
         IFS=$'\t' read -r -a tokens <<<"$(sed -n "$((i + 1))p" "$out/sweep-grid.tsv")"
         for t in "${tokens[@]}"; do printf ' --set %q' "$t"; done
         printf ' %s\n' "$FH_SWEEP_EXTRA"
@@ -230,14 +354,14 @@ if [ $dry_run -eq 1 ]; then
     exit 0
 fi
 
-echo "sweep: $n runs in $out on ${FH_SWEEP_DEVICES//,/, } ($slots at a time)" >&2
+echo "sweep: $n runs in $out on ${FH_SWEEP_DEVICES//,/, } ($slots at a time; $jobs_n processes)" >&2
 start=$(date +%s)
 failed=0 interrupted=0
 if [ $use_parallel -eq 1 ] && command -v parallel >/dev/null; then
     echo "sweep: GNU parallel; logs in $out/sweep-logs/" >&2
     # --termseq: Ctrl-C sends every job one SIGINT and waits (up to 10 min) for its checkpoint.
     parallel --will-cite --jobs "$slots" --joblog "$out/sweep-logs/joblog" --line-buffer \
-        --termseq INT,600000,KILL,25 "$self" __job '{%}' '{}' ::: $(seq 0 $((n - 1)))
+        --termseq INT,600000,KILL,25 "$self" __job '{%}' '{}' ::: $(seq 0 $((jobs_n - 1)))
     code=$?
     # The joblog's 7th column is each job's exit status.
     failed=$(awk -F'\t' 'NR > 1 && $7 != 0 && $7 != 130' "$out/sweep-logs/joblog" | wc -l)
@@ -263,11 +387,12 @@ else
         wait -n -p pid "${!running[@]}"
         code=$?
         [ -n "$pid" ] && [ -n "${running[$pid]:-}" ] || return 0  # wait was cut short by a signal
+        kill -0 "$pid" 2>/dev/null && return 0                     # (which may name a job still running)
         free+=("${running[$pid]}")
         unset "running[$pid]"
         case $code in 0) ;; 130) interrupted=1 ;; *) failed=$((failed + 1)) ;; esac
     }
-    for ((i = 0; i < n; i++)); do
+    for ((i = 0; i < jobs_n; i++)); do
         while [ ${#free[@]} -eq 0 ] && [ $stopping -eq 0 ]; do reap; done
         [ $stopping -eq 0 ] || break
         slot=${free[-1]}

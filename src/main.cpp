@@ -44,6 +44,8 @@ Examples:
   foxhunt-train --profile dqn-full --set training.learning_rate=3e-4 --seed 2 --auto-name \
       --set run.on_exists=resume --output sweeps/lr        name the run from its overrides; re-running
                                                           skips it when finished, resumes it when not
+  foxhunt-train --profile dqn-smoketest --seeds 1,2,3 --output pops
+                                                          three agents in one process: pops/dqn-smoketest/<agent>/
   foxhunt-train compare sweeps/lr --group-by-seed         mean +- sd per setting over seeds, best marked
   foxhunt-train report runs/x                             runs/x/report.html (self-contained HTML)
   foxhunt-train eval --checkpoint runs/x/checkpoints/best.safetensors --set instrument.commission=5 \
@@ -156,6 +158,18 @@ int main(int argc, char** argv) {
     app.add_flag("--auto-name", g.auto_name,
                  "Name the run from its --set/--data overrides and seed (docs/sweeps.md): "
                  "<run.name or trainer>,<section.key>=<value>,...,seed=<N>");
+    app.add_option("--seeds", g.seeds,
+                   "Train a population: one agent per seed, in one process, each in its own run directory under the "
+                   "population's (docs/sweeps.md \"Population\")")
+        ->type_name("N,N,...");
+    app.add_option("--population-grid", g.population_grid,
+                   "Train a population: one agent per line (\"KEY=VALUE KEY=VALUE\", per-agent scalar keys only; "
+                   "crossed with --seeds or run.population's seeds)")
+        ->type_name("FILE");
+    app.add_option("--population-record", g.population_record,
+                   "Train a population with the agents' run directories directly in the output directory (each placed "
+                   "by run.on_exists as a single run is) and its population.json written to FILE (scripts/sweep.sh)")
+        ->type_name("FILE");
     app.add_flag("--cuda-sync-debug", g.cuda_sync_debug,
                  "Synchronize after every kernel launch so that a GPU fault names its kernel (slow)");
     app.add_flag("--force", g.force,

@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "config/schema.hpp"
+#include "run/population.hpp"
 #include "run/run.hpp"
 #include "util/errors.hpp"
 
@@ -14,7 +15,10 @@ namespace fh::cli {
 
 int run_bench(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g);
-    fmt::print("{}\n", run::bench(profile, g.kernel_times, g.force));
+    if (!g.seeds.empty() || !g.population_grid.empty() || !g.population_record.empty())
+        throw UsageError("bench: --seeds and --population-grid do not apply; --set run.population=N times N agents");
+    fmt::print("{}\n", profile.run.population > 1 ? run::bench_population(profile, g.force)
+                                                  : run::bench(profile, g.kernel_times, g.force));
     std::fflush(stdout);
     return 0;
 }
@@ -23,8 +27,9 @@ int run_eval(const GlobalOptions& g, const std::string& checkpoint, const std::s
     if (!g.profile.empty())
         throw UsageError("eval uses the profile stored in the checkpoint; --profile does not apply (--set honours the "
                          "data, cost and segment keys: docs/sweeps.md)");
-    if (!g.resume.empty() || g.auto_name)
-        throw UsageError("eval: --resume and --auto-name do not apply");
+    if (!g.resume.empty() || g.auto_name || !g.seeds.empty() || !g.population_grid.empty() ||
+        !g.population_record.empty())
+        throw UsageError("eval: --resume, --auto-name, --seeds, --population-grid and --population-record do not apply");
     if (g.seed)
         throw UsageError("eval: --seed does not apply (the backtest is deterministic; the checkpoint's seed makes its "
                          "synthetic market)");

@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "config/memory_estimate.hpp"
 #include "cuda/device.hpp"
 #include "data/load.hpp"
 #include "ops/make_device.hpp"
+#include "run/population.hpp"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "util/log.hpp"
@@ -46,6 +48,12 @@ void print_items(const std::vector<config::MemoryItem>& items, const std::string
 int run_check(const GlobalOptions& g) {
     std::string path;
     const config::Profile profile = resolve_from_options(g, &path);
+    // A population: the grid and every agent's profile checked as train checks them (the grid's
+    // problems named file:line:column), before the data is read.
+    const run::PopulationRequest request{parse_seeds(g.seeds), g.population_grid};
+    std::optional<run::PopulationPlan> plan;
+    if (run::wants_population(profile, request))
+        plan = run::plan_population(path, profile, all_overrides(g), request, g.auto_name);
 
     // Everything `train` checks before it allocates: the data (a data error exits with 3 and
     // names the line; the fxcache is built or reused), the data-dependent rules, sizes, memory.
@@ -97,6 +105,16 @@ int run_check(const GlobalOptions& g) {
     print_items(sizes.host, sizes.host_available > 0
                                 ? fmt::format("fits: {} available", config::format_bytes(sizes.host_available))
                                 : std::string("not compared: the available memory could not be read"));
+    if (plan) {
+        fmt::print("\n# Population: {} agents in one process, in {}/{}/ (the memory above is one agent's; the\n"
+                   "# device holds every agent's). Per agent: seed, its own keys, run directory:\n",
+                   plan->agents.size(), profile.run.output_dir, plan->name);
+        for (const auto& a : plan->agents)
+            fmt::print("#   {:>3}  seed {:<6} {}  {}\n", a.index, a.seed, fmt::join(a.grid, " "), a.name);
+        fmt::print("# Estimated device memory of the {} agents: {} (train compares it with the device's before it "
+                   "allocates)\n",
+                   plan->agents.size(), config::format_bytes(config::total_bytes(sizes.device) * plan->agents.size()));
+    }
     std::fflush(stdout);
     return 0;
 }

@@ -26,7 +26,14 @@ struct GlobalOptions {
     bool cuda_sync_debug = false;
     bool kernel_times = false;           ///< bench --kernel-times
     bool force = false;  ///< --force: train although the instrument does not fit the prices
+    std::string seeds;            ///< --seeds N,N,...: a population with exactly these seeds ("" = not given)
+    std::string population_grid;  ///< --population-grid FILE: one agent (or one per seed) per line
+    std::string population_record;  ///< --population-record FILE: agents directly in the output dir, population.json there
 };
+
+/// --seeds and --population-grid as a population request (run/population.hpp); throws UsageError
+/// (exit 2) for a malformed --seeds. Defined in train.cpp.
+std::vector<std::int64_t> parse_seeds(const std::string& text);
 
 /// The overrides in precedence order: --set values, then the dedicated options (--data,
 /// --seed, --device, --output), which win over a --set of the same key.
@@ -36,7 +43,9 @@ std::vector<std::string> all_overrides(const GlobalOptions& options);
 /// and no --profile, the run directory's config.toml. Throws UsageError (exit 2).
 config::Profile resolve_from_options(const GlobalOptions& options, std::string* path = nullptr);
 
-/// `foxhunt-train [train]`: resolves and validates the profile, names the run (--auto-name),
+/// `foxhunt-train [train]`: with run.population > 1, --seeds or --population-grid, trains a
+/// population (run/population.hpp; --resume of a directory with population.json resumes it).
+/// Otherwise resolves and validates the profile, names the run (--auto-name),
 /// applies run.on_exists, then trains (or skips or resumes). The run directory's path is the last
 /// line of stdout when it exits 0.
 int run_train(const GlobalOptions& options);

@@ -12,7 +12,8 @@
 namespace fh::cli {
 
 int run_compare(const GlobalOptions& g, const CompareOptions& c) {
-    if (!g.profile.empty() || !g.overrides.empty() || !g.resume.empty() || g.auto_name)
+    if (!g.profile.empty() || !g.overrides.empty() || !g.resume.empty() || g.auto_name || !g.seeds.empty() ||
+        !g.population_grid.empty() || !g.population_record.empty())
         throw UsageError("compare reads run directories only: --profile, --set, --resume and --auto-name do not apply");
     const auto runs = report::collect_runs(c.paths);
     const report::Table t = c.group_by_seed ? report::seed_table(runs) : report::run_table(runs);

@@ -60,6 +60,8 @@ std::vector<KeyDescriptor> build_schema() {
                       FH_FIELD(run.trainer))),
         integer("run", "seed", closed(0, kMaxCount), "master seed: same profile, seed and device give identical results",
                 FH_FIELD(run.seed)),
+        integer("run", "population", closed(1, 256), "agents trained together in one process, agent i with seed run.seed + i, each in its own run directory under the population's (docs/sweeps.md); 1 = a single run",
+                FH_FIELD(run.population)),
         text("run", "device", "", "compute device: auto (GPU if present, else CPU with a warning), cpu, cuda, cuda:N",
              FH_FIELD(run.device), Rule::device),
         text("run", "output_dir", "", "root directory of run directories", FH_FIELD(run.output_dir)),

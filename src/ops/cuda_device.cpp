@@ -57,10 +57,11 @@ struct CudaDevice::Lane {
     Lane& operator=(const Lane&) = delete;
 };
 
-CudaDevice::CudaDevice(int ordinal)
+CudaDevice::CudaDevice(int ordinal, int side_lanes)
     : device_(cuda::select_device(ordinal)), registry_() {
     FH_CUBLAS_CHECK(cublasLtCreate(&lt_));
-    for (int i = 0; i <= kSideLanes; ++i) lanes_.push_back(std::make_unique<Lane>());
+    const int sides = std::clamp(side_lanes, 0, kSideLanes);
+    for (int i = 0; i <= sides; ++i) lanes_.push_back(std::make_unique<Lane>());
     const auto s = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
     log::debug("device start-up: driver and context {:.3f} s, kernel modules {:.3f} s, streams and cuBLAS {:.3f} s",
                s(created_, context_ready_), s(context_ready_, modules_ready_), s(modules_ready_, Clock::now()));
@@ -145,7 +146,7 @@ void CudaDevice::run_branches(std::span<const std::function<void()>> branches) {
     // without a lane run on the current lane after the others were issued.
     std::vector<int> taken;
     if (!cuda::sync_debug() && !cuda::kernel_timing())
-        for (int i = 1; i <= kSideLanes && taken.size() + 1 < branches.size(); ++i)
+        for (int i = 1; i < static_cast<int>(lanes_.size()) && taken.size() + 1 < branches.size(); ++i)
             if (!lanes_[static_cast<std::size_t>(i)]->busy) taken.push_back(i);
     if (taken.empty()) {
         for (const auto& b : branches) b();

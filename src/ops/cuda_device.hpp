@@ -21,8 +21,10 @@ namespace fh::ops {
 class CudaDevice final : public Device {
 public:
     /// Selects the device (checking that an embedded cubin runs on it), loads every module and
-    /// resolves every kernel, so that any problem shows here and not mid-run.
-    explicit CudaDevice(int ordinal);
+    /// resolves every kernel, so that any problem shows here and not mid-run. `side_lanes`
+    /// (0..kSideLanes): the streams run_concurrently may fork to; fewer only serialise branches
+    /// (the results are the same) and save each lane's scratch (a population's agents).
+    explicit CudaDevice(int ordinal, int side_lanes = kSideLanes);
     ~CudaDevice() override;
     CudaDevice(const CudaDevice&) = delete;
     CudaDevice& operator=(const CudaDevice&) = delete;
@@ -49,6 +51,8 @@ public:
     cublasHandle_t cublas() const noexcept;
     /// Streams besides the device's own that run_concurrently can fork to (nested forks included).
     static constexpr int kSideLanes = 5;
+    /// Side lanes of a population's agent: collection beside the updates, and one fork inside.
+    static constexpr int kAgentSideLanes = 2;
 
 protected:
     void* allocate_bytes(std::size_t bytes) override;

@@ -24,15 +24,16 @@ DeviceSpec parse_device_spec(const std::string& text) {
     throw UsageError("--device: expected auto, cpu, cuda or cuda:N (N = 0, 1, ...), got '" + text + "'");
 }
 
-std::unique_ptr<Device> make_device(const DeviceSpec& spec) {
+std::unique_ptr<Device> make_device(const DeviceSpec& spec, int side_lanes) {
+    const int lanes = side_lanes < 0 ? CudaDevice::kSideLanes : side_lanes;
     switch (spec.kind) {
         case DeviceSpec::Kind::cpu:
             return std::make_unique<CpuDevice>();
         case DeviceSpec::Kind::cuda:
-            return std::make_unique<CudaDevice>(spec.ordinal);
+            return std::make_unique<CudaDevice>(spec.ordinal, lanes);
         case DeviceSpec::Kind::automatic: {
             std::string why;
-            if (cuda::device_count(&why) > 0) return std::make_unique<CudaDevice>(0);
+            if (cuda::device_count(&why) > 0) return std::make_unique<CudaDevice>(0, lanes);
             log::warn(
                 "NO GPU: {}. Running on the CPU reference backend, which is far slower. "
                 "Pass --device cpu to silence this warning, or --device cuda to require a GPU.",

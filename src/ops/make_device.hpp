@@ -19,6 +19,8 @@ DeviceSpec parse_device_spec(const std::string& text);
 
 /// Creates the backend. `auto` takes the GPU when one is present and otherwise warns loudly and
 /// uses the CPU; an explicit `cuda` without a usable GPU is a DeviceError (exit 4).
-std::unique_ptr<Device> make_device(const DeviceSpec& spec);
+/// `side_lanes` (CUDA): the streams run_concurrently may fork to, -1 = all
+/// (CudaDevice::kSideLanes); a population's agents take fewer (CudaDevice::kAgentSideLanes).
+std::unique_ptr<Device> make_device(const DeviceSpec& spec, int side_lanes = -1);
 
 }  // namespace fh::ops

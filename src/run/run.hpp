@@ -24,6 +24,9 @@ namespace fh::run {
 std::string train(const config::Profile& profile, const std::string& resume_dir = "",
                   const std::vector<std::string>& overrides = {}, bool force = false);
 
+/// The run directory's name: run.name, else "<trainer>-<UTC date>-<time>".
+std::string run_name(const config::Profile& profile);
+
 /// What `eval` is asked for.
 struct EvalRequest {
     std::string checkpoint;              ///< a checkpoint file

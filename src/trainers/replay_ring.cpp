@@ -2,6 +2,7 @@
 #include "trainers/replay_ring.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "ops/replay/ops.hpp"
 #include "util/errors.hpp"
@@ -24,6 +25,13 @@ ReplayRing::ReplayRing(ops::Device& device, int n_envs, int capacity_steps, int 
     rewards_ = device.alloc<float>(rows);
     actions_ = device.alloc<int>(rows);
     done_ = device.alloc<std::uint8_t>(rows);
+    // Rows not yet pushed are zeros, not whatever the memory held: a checkpoint taken before the
+    // ring is full has the same bytes in every process (a population's agent and its single run).
+    device.fill(states_.view(), 0.0f);
+    device.fill(next_states_.view(), 0.0f);
+    device.fill(rewards_.view(), 0.0f);
+    device.upload<int>(actions_.view(), std::vector<int>(rows, 0));
+    device.upload<std::uint8_t>(done_.view(), std::vector<std::uint8_t>(rows, 0));
 }
 
 ReplayRing::ReplayRing(ops::Device& device, const io::ReplayDump& d)

@@ -17,21 +17,32 @@
 
 namespace fh::trainers {
 
-void training_loop(Trainer& trainer, long long total, long long log_interval, const LoopCallbacks& callbacks) {
+TrainingLoop::TrainingLoop(Trainer& trainer, long long total, long long log_interval, LoopCallbacks callbacks)
+    : trainer_(trainer),
+      callbacks_(std::move(callbacks)),
+      total_iterations_(std::max<long long>(1, total / trainer.progress_per_iteration())),
+      log_every_(std::max<long long>(1, log_interval / trainer.progress_per_iteration())),
+      t_log_(std::chrono::steady_clock::now()),
+      done_(trainer.iterations() >= total_iterations_) {}
+
+bool TrainingLoop::step() {
     using clock = std::chrono::steady_clock;
-    const long long per = trainer.progress_per_iteration();
-    const long long total_iterations = std::max<long long>(1, total / per);
-    const long long log_every = std::max<long long>(1, log_interval / per);
-    auto t_log = clock::now();
-    while (trainer.iterations() < total_iterations) {
-        trainer.iterate();
-        const long long it = trainer.iterations();
-        if (it % log_every == 0 || it == total_iterations) {
-            const auto now = clock::now();
-            if (callbacks.log) callbacks.log(std::chrono::duration<double>(now - t_log).count());
-            t_log = now;
-        }
-        if (callbacks.after_iteration && !callbacks.after_iteration(it)) break;
+    if (done_) return false;
+    trainer_.iterate();
+    const long long it = trainer_.iterations();
+    if (it % log_every_ == 0 || it == total_iterations_) {
+        const auto now = clock::now();
+        if (callbacks_.log) callbacks_.log(std::chrono::duration<double>(now - t_log_).count());
+        t_log_ = now;
+    }
+    if (callbacks_.after_iteration && !callbacks_.after_iteration(it)) done_ = true;
+    if (trainer_.iterations() >= total_iterations_) done_ = true;
+    return !done_;
+}
+
+void training_loop(Trainer& trainer, long long total, long long log_interval, const LoopCallbacks& callbacks) {
+    TrainingLoop loop(trainer, total, log_interval, callbacks);
+    while (loop.step()) {
     }
 }
 

@@ -7,6 +7,7 @@
 ///        PPO, gradient updates for IQL and the supervised forecaster).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -180,6 +181,24 @@ void throw_if_diverged(const nn::GuardState& guard, long long max_bad_updates, s
 struct LoopCallbacks {
     std::function<void(double seconds)> log;
     std::function<bool(long long iterations)> after_iteration;
+};
+
+/// training_loop one iteration at a time, so that several trainers can advance in lockstep (a
+/// population): step() does one iteration, its log point and after_iteration, and returns
+/// whether the loop goes on. A loop that is done already (a resumed trainer at its budget) does
+/// nothing; done() says so before the first step.
+class TrainingLoop {
+public:
+    TrainingLoop(Trainer& trainer, long long total, long long log_interval, LoopCallbacks callbacks);
+    bool done() const noexcept { return done_; }
+    bool step();
+
+private:
+    Trainer& trainer_;
+    LoopCallbacks callbacks_;
+    long long total_iterations_, log_every_;
+    std::chrono::steady_clock::time_point t_log_;
+    bool done_ = false;
 };
 
 /// Iterates until the trainer's progress reaches total (at least one iteration), logging every

@@ -152,9 +152,10 @@ TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]"
                           "env.position_levels", "experience.gpu_n_episodes", "training.tau",
                           "training.max_bad_updates", "dqn.mse_blend_alpha", "dqn.iqn_quantiles", "ppo.diversity_window",
                           "iql.expectile", "iql.max_weight", "ppo.clip_value", "ppo.lr_schedule", "ppo.curiosity_coef",
-                          "replay_buffer.save_dump", "early_stopping.metric", "gpu.memory_fraction", "run.on_exists"})
+                          "replay_buffer.save_dump", "early_stopping.metric", "gpu.memory_fraction", "run.on_exists",
+                          "run.population"})
         CHECK(names.count(n) == 1);
-    CHECK(names.size() == 119);
+    CHECK(names.size() == 120);
 }
 
 TEST_CASE("the emitter writes every key and its text resolves to the same profile", "[config]") {

@@ -1,0 +1,228 @@
+/// @file agent_run.cpp
+#include "run/agent_run.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "eval/backtest.hpp"
+#include "io/replay_dump.hpp"
+#include "run/facts.hpp"
+#include "trainers/resume.hpp"
+#include "util/errors.hpp"
+#include "util/log.hpp"
+#include "util/signals.hpp"
+
+namespace fh::run {
+
+namespace json = io::json;
+
+AgentRun::AgentRun(const config::Profile& p, ops::Device& ops, const data::MarketData& market,
+                   const env::DeviceMarket& device_market, std::unique_ptr<trainers::Trainer> trainer,
+                   io::RunDirectory dir, bool resuming, AgentOptions options, clock::time_point t0)
+    : p_(p),
+      ops_(ops),
+      market_(market),
+      dm_(device_market),
+      trainer_(std::move(trainer)),
+      dir_(std::move(dir)),
+      o_(std::move(options)),
+      t0_(t0),
+      by_loss_(p.early_stopping.metric == "val_loss"),  // the supervised forecaster's (resolve checks)
+      early_(p.early_stopping.patience, p.early_stopping.min_delta, p.early_stopping.min_steps, by_loss_),
+      progress_(static_cast<std::uint64_t>(p.run.total_steps),
+                o_.progress_bar && io::stderr_is_terminal() && log::current_format() == log::Format::text &&
+                    log::shows(log::Level::info)) {
+    if (!resuming) {
+        dir_.write_file("config.toml", config::to_toml(p_));
+    } else {  // everything checked before a byte is written (src/trainers/resume.cpp)
+        auto resumed = trainers::resume_run(dir_, ops_, *trainer_, p_, early_);
+        record_ = std::move(resumed.record);
+        best_weights_ = std::move(resumed.best_weights);
+    }
+    wall_before_ = record_.wall_seconds;
+    last_ckpt_ = dir_.file_path("checkpoints/last.safetensors");
+    best_ckpt_ = dir_.file_path("checkpoints/best.safetensors");
+    log::info("{}run directory: {}", o_.log_prefix, dir_.path());
+    metric_label_ = p_.early_stopping.metric.substr(p_.early_stopping.metric.find('_') + 1);  // "sharpe"
+    per_ = trainer_->progress_per_iteration();
+    unit_key_ = trainer_->progress_unit();  // what run.*_interval count
+    unit_ = unit_key_;
+    std::replace(unit_.begin(), unit_.end(), '_', ' ');
+}
+
+trainers::RunRecord AgentRun::run_record() {  // what a checkpoint written now keeps for a resume
+    record_.wall_seconds = wall_before_ + std::chrono::duration<double>(clock::now() - t0_).count();
+    return record_;
+}
+
+double AgentRun::select_metric(const eval::Metrics& m) const {
+    const std::string& name = p_.early_stopping.metric;
+    if (name == "val_return") return m.total_return;
+    if (name == "val_sortino") return m.sortino;
+    return m.sharpe;
+}
+
+bool AgentRun::crossed(long long iterations, long long interval) const {  // progress interval crossed by this iteration
+    return interval > 0 && (iterations * per_) / interval != ((iterations - 1) * per_) / interval;
+}
+
+void AgentRun::log_line(double seconds) {
+    const trainers::LogLine line = trainer_->read_log(seconds);
+    last_log_ = line.json;
+    dir_.append_metrics(json::serialize(line.json));
+    progress_.clear();
+    log::info("{}{}", o_.log_prefix, line.text);
+    progress_.update(static_cast<std::uint64_t>(trainer_->progress()), line.env_steps_per_s, line.updates_per_s,
+                     line.loss, last_val_, metric_label_);
+}
+
+bool AgentRun::after_iteration(long long iterations) {
+    if (signals::interrupt_requested()) {
+        status_ = "interrupted";
+        return false;
+    }
+    const long long at = iterations * per_;
+    auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer_->act(ops_, a, s, n); };
+    if (crossed(iterations, p_.run.eval_interval)) {
+        const auto report = eval::backtest(ops_, dm_, market_, env::Split::val, trainer_->env_params(), greedy,
+                                           static_cast<int>(p_.eval.segments), false);
+        const std::optional<double> val_loss = trainer_->validation_loss();  // supervised only
+        const double metric = by_loss_ ? val_loss.value_or(std::nan("")) : select_metric(report.strategy);
+        last_val_ = metric;
+        const auto decision = early_.observe(at, metric);
+        json::Object line{{unit_key_, at},
+                          {"split", "val"},
+                          {"metric", p_.early_stopping.metric},
+                          {"value", metric},
+                          {"best", decision.improved}};
+        if (val_loss) line.emplace_back("val_loss", *val_loss);
+        line.emplace_back("strategy", eval::metrics_value(report.strategy));
+        line.emplace_back("buy_and_hold", eval::metrics_value(report.buy_and_hold));
+        dir_.append_eval(json::serialize(json::Value::object(std::move(line))));
+        progress_.clear();
+        log::info("{}validation at {} {}: {} {:.4f}{}", o_.log_prefix, at, unit_, p_.early_stopping.metric, metric,
+                  decision.improved ? " (best so far)" : "");
+        if (decision.improved) {
+            best_weights_ = ops_.to_host(ops::View<const float>(trainer_->policy_weights()));
+            record_.best_validation = json::serialize(eval::report_value(report));
+            trainers::save_checkpoint(best_ckpt_, ops_, *trainer_, p_, market_, early_, run_record());
+        }
+        if (decision.stop) {
+            status_ = "early_stopped";
+            log::info("{}early stopping: {} evaluations without improvement (best {} {:.4f} at {} {})", o_.log_prefix,
+                      early_.evaluations_without_improvement(), p_.early_stopping.metric, *early_.best(),
+                      early_.best_step(), unit_);
+            return false;
+        }
+    }
+    if (crossed(iterations, p_.run.checkpoint_interval))
+        trainers::save_checkpoint(last_ckpt_, ops_, *trainer_, p_, market_, early_, run_record());
+    return true;
+}
+
+void AgentRun::begin() {
+    env_steps_at_start_ = trainer_->env_steps();
+    updates_at_start_ = trainer_->updates();
+    trainers::LoopCallbacks callbacks;
+    callbacks.log = [this](double seconds) { log_line(seconds); };
+    callbacks.after_iteration = [this](long long iterations) { return after_iteration(iterations); };
+    t_train_ = clock::now();
+    loop_.emplace(*trainer_, p_.run.total_steps, p_.run.log_interval, std::move(callbacks));
+}
+
+bool AgentRun::step() {
+    if (!loop_) begin();
+    try {
+        return loop_->step();
+    } catch (const DivergedError& e) {
+        progress_.finish();
+        status_ = "diverged";
+        error_ = e.what();
+        summary_ = json::object({{"status", "diverged"}, {"trainer", p_.run.trainer}, {"error", e.what()}});
+        dir_.write_file("summary.json", json::serialize(summary_) + "\n");
+        return false;
+    }
+}
+
+void AgentRun::write_summary(json::Object o) {
+    summary_ = json::Value::object(std::move(o));
+    dir_.write_file("summary.json", json::serialize(summary_) + "\n");
+}
+
+void AgentRun::finish() {
+    if (status_ == "diverged") return;
+    if (!loop_) begin();
+    ops_.synchronize();
+    const double train_s = std::chrono::duration<double>(clock::now() - t_train_).count();
+    progress_.finish();
+    trainers::save_checkpoint(last_ckpt_, ops_, *trainer_, p_, market_, early_, run_record());
+    // wall_seconds: every process of the run (the time before the checkpoint a resume continued
+    // from, then this one); the rates: this process's training loop.
+    const double wall = run_record().wall_seconds;
+    if (last_log_.is_null()) {  // a resume that logged nothing new: the run's last line
+        const std::string line = dir_.last_metrics_line();
+        if (!line.empty()) last_log_ = json::parse(line, json::Limits{1'000'000, 16, true});
+    }
+    trainers::Trainer& trainer = *trainer_;
+    // summary.json: the status, then what every run reports, then (finished runs) the results.
+    auto summary = [&](const std::string& run_status) {
+        json::Object o{{"status", run_status},
+                       {"trainer", p_.run.trainer},
+                       {"device", ops_.description()},
+                       {"env_steps", trainer.env_steps()},
+                       {"updates", trainer.updates()},
+                       {"wall_seconds", wall},
+                       {"env_steps_per_s",
+                        train_s > 0 ? static_cast<double>(trainer.env_steps() - env_steps_at_start_) / train_s : 0.0},
+                       {"updates_per_s",
+                        train_s > 0 ? static_cast<double>(trainer.updates() - updates_at_start_) / train_s : 0.0},
+                       {"final", last_log_}};
+        for (auto& m : run_facts(p_, market_, o_.overrides, o_.resume_dir)) o.push_back(std::move(m));
+        return o;
+    };
+    if (status_ == "interrupted") {
+        write_summary(summary(status_));
+        error_ = fmt::format("interrupted at {} {}; checkpoint {}; continue with --resume {}", trainer.progress(), unit_,
+                             last_ckpt_, dir_.path());
+        return;
+    }
+
+    if (p_.replay_buffer.save_dump) {  // resolve() allows it for DQN only
+        const std::string dump_path = dir_.file_path("replay.fhreplay");
+        io::write_replay_dump(dump_path, trainer.replay_dump());
+        log::info("{}replay memory written to {} (an iql.dataset)", o_.log_prefix, dump_path);
+    }
+
+    // The final test backtest: one exact sequential pass with the best weights (the last ones
+    // when no validation ran).
+    auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(ops_, a, s, n); };
+    if (!best_weights_.empty()) ops_.upload<float>(trainer.policy_weights(), best_weights_);
+    const auto test = eval::backtest(ops_, dm_, market_, env::Split::test, trainer.env_params(), greedy, 1, true);
+    eval::write_equity_csv(dir_.file_path("backtest/equity.csv"), test, market_);
+    eval::write_trades_csv(dir_.file_path("backtest/trades.csv"), test, market_);
+    // backtest/val_equity.csv: the validation split with the same weights, one exact sequential
+    // pass (the report's validation plot).
+    eval::write_equity_csv(dir_.file_path("backtest/val_equity.csv"),
+                           eval::backtest(ops_, dm_, market_, env::Split::val, trainer.env_params(), greedy, 1, true),
+                           market_);
+    if (best_weights_.empty()) trainers::save_checkpoint(best_ckpt_, ops_, trainer, p_, market_, early_, run_record());
+    log::info("{}test backtest: return {:.4f}, Sharpe {:.3f}, max drawdown {:.4f}, {} trades (buy-and-hold: return "
+              "{:.4f}, Sharpe {:.3f})",
+              o_.log_prefix, test.strategy.total_return, test.strategy.sharpe, test.strategy.max_drawdown,
+              test.strategy.trades, test.buy_and_hold.total_return, test.buy_and_hold.sharpe);
+    json::Object done = summary(status_);
+    done.emplace_back("best", json::object({{unit_key_, early_.best_step()},
+                                            {"metric", p_.early_stopping.metric},
+                                            {"value", early_.best()}}));
+    done.emplace_back("validation", record_.best_validation.empty()
+                                        ? json::Value()
+                                        : json::parse(record_.best_validation, json::Limits{1'000'000, 16, true}));
+    done.emplace_back("test", eval::report_value(test));
+    write_summary(std::move(done));
+    log::info("{}done ({}): {} env steps, {} updates in {:.1f} s; {}", o_.log_prefix, status_, trainer.env_steps(),
+              trainer.updates(), wall, dir_.path());
+}
+
+}  // namespace fh::run

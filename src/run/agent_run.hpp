@@ -1,0 +1,106 @@
+/// @file agent_run.hpp
+/// @brief One agent's training run: its run directory, the training loop's callbacks
+///        (metrics, validation backtests, early stopping, checkpoints, interrupts), the replay
+///        dump, the test backtest and summary.json. A single run (src/run/train.cpp) is one
+///        AgentRun; a population (src/run/population.cpp) advances several in lockstep.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/profile.hpp"
+#include "data/market_data.hpp"
+#include "env/vec_env.hpp"
+#include "eval/backtest.hpp"
+#include "io/json.hpp"
+#include "io/progress.hpp"
+#include "io/run_directory.hpp"
+#include "ops/device.hpp"
+#include "trainers/checkpoint.hpp"
+#include "trainers/early_stopping.hpp"
+#include "trainers/trainer.hpp"
+
+namespace fh::run {
+
+/// How an AgentRun reports besides its files.
+struct AgentOptions {
+    std::vector<std::string> overrides;  ///< recorded in summary.json (run/facts.hpp)
+    std::string resume_dir;              ///< "" for a new run; summary.json keeps its first overrides
+    bool progress_bar = true;            ///< the terminal's progress line (a single run's)
+    std::string log_prefix;              ///< before each log line ("agent 2: " in a population)
+};
+
+class AgentRun {
+public:
+    using clock = std::chrono::steady_clock;
+
+    /// Takes the trainer and the run directory (created, or opened and locked for a resume:
+    /// `resuming`). A new run writes config.toml; a resumed one loads its last checkpoint
+    /// (trainers::resume_run, which checks everything before it writes). `t0`: when the run's
+    /// process started (its wall time). `ops`, `market` and `device_market` must outlive it.
+    AgentRun(const config::Profile& profile, ops::Device& ops, const data::MarketData& market,
+             const env::DeviceMarket& device_market, std::unique_ptr<trainers::Trainer> trainer, io::RunDirectory dir,
+             bool resuming, AgentOptions options, clock::time_point t0);
+    AgentRun(const AgentRun&) = delete;
+    AgentRun& operator=(const AgentRun&) = delete;
+
+    /// Starts the clock of the training loop (the summary's rates); before the first step().
+    void begin();
+    /// One iteration with its log point, validation, early stopping and checkpoint. False when the
+    /// loop is over: the budget reached, early stopping, an interrupt, or divergence (then
+    /// summary.json says "diverged" and error() is the guard's message).
+    bool step();
+    /// After the loop: the last checkpoint and summary.json. An interrupted run stops there
+    /// (status "interrupted", error() the message a single run exits with); a finished one also
+    /// writes the replay dump, the test backtest and backtest/. Nothing for a diverged run.
+    void finish();
+
+    const std::string& status() const noexcept { return status_; }
+    const std::string& error() const noexcept { return error_; }
+    const std::string& path() const noexcept { return dir_.path(); }
+    const config::Profile& profile() const noexcept { return p_; }
+    trainers::Trainer& trainer() noexcept { return *trainer_; }
+    ops::Device& device() noexcept { return ops_; }
+    /// summary.json as written last (null before finish(), or for a diverged run its object).
+    const io::json::Value& summary() const noexcept { return summary_; }
+
+private:
+    double select_metric(const eval::Metrics& m) const;
+    bool after_iteration(long long iterations);
+    void log_line(double seconds);
+    trainers::RunRecord run_record();
+    void write_summary(io::json::Object o);
+    bool crossed(long long iterations, long long interval) const;
+
+    config::Profile p_;
+    ops::Device& ops_;
+    const data::MarketData& market_;
+    const env::DeviceMarket& dm_;
+    std::unique_ptr<trainers::Trainer> trainer_;
+    io::RunDirectory dir_;
+    AgentOptions o_;
+    clock::time_point t0_;
+    bool by_loss_;
+    trainers::EarlyStopping early_;
+    trainers::RunRecord record_;
+    std::vector<float> best_weights_;
+    double wall_before_ = 0;
+    std::string last_ckpt_, best_ckpt_;
+    io::Progress progress_;
+    std::string metric_label_;
+    std::optional<double> last_val_;
+    std::string status_ = "completed";
+    std::string error_;
+    long long per_ = 1;
+    std::string unit_key_, unit_;
+    io::json::Value last_log_;
+    io::json::Value summary_;
+    long long env_steps_at_start_ = 0, updates_at_start_ = 0;
+    clock::time_point t_train_;
+    std::optional<trainers::TrainingLoop> loop_;
+};
+
+}  // namespace fh::run

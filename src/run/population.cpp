@@ -1,0 +1,780 @@
+/// @file population.cpp
+/// @brief The population: its plan (seeds x grid lines, each agent's profile), its directory and
+///        population.json, the agents' devices and markets, the lockstep loop, resume and bench.
+#include "run/population.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "config/memory_estimate.hpp"
+#include "config/schema.hpp"
+#include "data/load.hpp"
+#include "io/atomic_file.hpp"
+#include "io/json.hpp"
+#include "io/run_directory.hpp"
+#include "ops/cuda_device.hpp"
+#include "ops/make_device.hpp"
+#include "run/agent_run.hpp"
+#include "run/naming.hpp"
+#include "run/run.hpp"
+#include "run/session.hpp"
+#include "trainers/run_checks.hpp"
+#include "trainers/setup.hpp"
+#include "trainers/trainer.hpp"
+#include "util/errors.hpp"
+#include "util/log.hpp"
+#include "util/signals.hpp"
+
+namespace fh::run {
+
+namespace fs = std::filesystem;
+namespace json = io::json;
+using clock = std::chrono::steady_clock;
+
+namespace {
+
+std::function<void(int, trainers::Trainer&)>& agent_hook() {
+    static std::function<void(int, trainers::Trainer&)> hook;
+    return hook;
+}
+
+std::string trim(std::string_view s) {
+    const auto b = s.find_first_not_of(" \t\r");
+    if (b == std::string_view::npos) return "";
+    const auto e = s.find_last_not_of(" \t\r");
+    return std::string(s.substr(b, e - b + 1));
+}
+
+/// "section.key" of an override "section.key=value".
+std::string override_key(const std::string& o) { return trim(std::string_view(o).substr(0, o.find('='))); }
+
+/// One grid token: where it is and what it says.
+struct GridToken {
+    int line = 0, column = 0;  // 1-based
+    std::string text;
+};
+struct GridLine {
+    int line = 0;
+    std::vector<GridToken> tokens;
+};
+
+/// The lines of a grid file: whitespace-separated KEY=VALUE tokens, '#' to the end of the line a
+/// comment, blank lines ignored (scripts/sweep.sh's --grid format).
+std::vector<GridLine> read_grid(const std::string& file) {
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec))
+        throw UsageError(fmt::format("--population-grid {}: no such file", file));
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw UsageError(fmt::format("--population-grid {}: cannot read it", file));
+    std::vector<GridLine> lines;
+    std::string text;
+    int number = 0;
+    std::size_t bytes = 0;
+    while (std::getline(in, text)) {
+        ++number;
+        bytes += text.size() + 1;
+        if (bytes > config::kMaxProfileBytes)
+            throw UsageError(fmt::format("--population-grid {}: larger than {} bytes", file, config::kMaxProfileBytes));
+        if (const auto hash = text.find('#'); hash != std::string::npos) text.resize(hash);
+        GridLine line{number, {}};
+        std::size_t i = 0;
+        while (i < text.size()) {
+            while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r')) ++i;
+            if (i >= text.size()) break;
+            const std::size_t start = i;
+            while (i < text.size() && text[i] != ' ' && text[i] != '\t' && text[i] != '\r') ++i;
+            line.tokens.push_back({number, static_cast<int>(start) + 1, text.substr(start, i - start)});
+        }
+        if (!line.tokens.empty()) lines.push_back(std::move(line));
+    }
+    if (lines.empty()) throw UsageError(fmt::format("--population-grid {}: no agent (every line is blank or a comment)", file));
+    return lines;
+}
+
+std::string agent_keys_text() {
+    std::string out;
+    for (const auto& k : agent_keys()) out += (out.empty() ? "" : ", ") + k;
+    return out;
+}
+
+/// The problem with one grid token ("" when none): KEY=VALUE, a known key, an agent key.
+std::string token_problem(const GridToken& t) {
+    const auto eq = t.text.find('=');
+    if (eq == std::string::npos || eq == 0) return fmt::format("'{}' is not KEY=VALUE", t.text);
+    const std::string key = override_key(t.text);
+    const auto dot = key.find('.');
+    const config::KeyDescriptor* k =
+        dot == std::string::npos ? nullptr : config::find_key(key.substr(0, dot), key.substr(dot + 1));
+    if (k == nullptr) {
+        std::vector<std::string> names;
+        for (const auto& d : config::schema()) names.push_back(d.full_name());
+        const auto near = config::closest(key, names);
+        return fmt::format("unknown key '{}'{}", key, near ? fmt::format(" (did you mean '{}'?)", *near) : "");
+    }
+    if (!is_agent_key(key)) {
+        const bool shape = key.find("hidden") != std::string::npos || key == "dqn.num_atoms" ||
+                           key.find("batch") != std::string::npos || key.find("size") != std::string::npos ||
+                           key.find("n_episodes") != std::string::npos || key == "experience.n_step";
+        return fmt::format("{} cannot differ between the agents of one population: it {}; put those points in separate "
+                           "processes (scripts/sweep.sh runs them). Keys an agent may set: {}",
+                           key,
+                           shape ? "changes a shape"
+                                 : "changes a shape or what the agents share (the data, the budget, the device, the "
+                                   "environment)",
+                           agent_keys_text());
+    }
+    return "";
+}
+
+/// "<file>:<line>:<column>: " + the problem a resolve found in this token alone.
+std::vector<std::string> value_problems(const std::string& profile_file, const std::vector<std::string>& base,
+                                        const std::string& grid_file, const GridToken& t) {
+    std::vector<std::string> out;
+    std::vector<std::string> o = base;
+    o.push_back(t.text);
+    try {
+        (void)config::resolve_profile_file(profile_file, o);
+    } catch (const config::ProfileError& e) {
+        for (const auto& problem : e.problems())
+            if (problem.find(t.text) != std::string::npos || problem.rfind("--set", 0) == 0)
+                out.push_back(fmt::format("{}:{}:{}: {}", grid_file, t.line, t.column, problem));
+        if (out.empty())
+            for (const auto& problem : e.problems())
+                out.push_back(fmt::format("{}:{}:{}: {}: {}", grid_file, t.line, t.column, t.text, problem));
+    }
+    return out;
+}
+
+/// The population directory's lock: flock on the directory, dropped when the process ends.
+class DirLock {
+public:
+    explicit DirLock(const std::string& path) {
+        fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd_ < 0) throw UsageError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+        if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+            const int e = errno;
+            ::close(fd_);
+            fd_ = -1;
+            if (e == EWOULDBLOCK)
+                throw UsageError(fmt::format("{}: another foxhunt-train process is running in this population "
+                                             "directory (it holds the directory's lock); wait for it to finish, or "
+                                             "stop it (Ctrl-C saves a checkpoint) and resume then",
+                                             path));
+            throw UsageError(fmt::format("{}: cannot lock the population directory: {}", path, std::strerror(e)));
+        }
+    }
+    ~DirLock() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    DirLock(const DirLock&) = delete;
+    DirLock& operator=(const DirLock&) = delete;
+
+private:
+    int fd_ = -1;
+};
+
+std::string read_text(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+bool finished_status(const std::string& s) { return s == "completed" || s == "early_stopped" || s == "diverged"; }
+
+/// What each agent does in this process.
+enum class AgentAction { create, resume, done };
+
+struct Member {
+    AgentPlan plan;
+    AgentAction action = AgentAction::create;
+    std::string status;  ///< the status it ends with (or had, when done)
+    std::string done_by;  ///< population.json's "action": trained, resumed or skipped (left as it was)
+    std::unique_ptr<AgentRun> run;
+    bool live = false;
+};
+
+json::Value read_summary(const fs::path& dir) {
+    try {
+        const std::string text = read_text(dir / "summary.json");
+        if (text.empty()) return {};
+        return json::parse(text, json::Limits{16u << 20, 64, true});
+    } catch (const std::exception&) {
+        return {};
+    }
+}
+
+/// Where the agents' run directories are and where population.json goes: the population's directory
+/// for both, or (flat) run.output_dir and a file the command line names.
+struct Where {
+    std::string agents;  ///< the folder of the agents' run directories
+    std::string record;  ///< population.json's path
+    bool flat = false;
+};
+
+/// population.json: the population's agents, their seeds, overrides, directories, status and results.
+void write_population_json(const Where& where, const config::Profile& base, const std::vector<Member>& members) {
+    const std::string& dir = where.agents;
+    json::Array agents;
+    for (const auto& m : members) {
+        json::Array grid;
+        for (const auto& g : m.plan.grid) grid.emplace_back(g);
+        json::Object a{{"index", m.plan.index},
+                       {"seed", m.plan.seed},
+                       {"overrides", json::Value::array(std::move(grid))},
+                       {"run", m.plan.name},
+                       {"status", m.status.empty() ? std::string("pending") : m.status}};
+        if (!m.done_by.empty()) a.emplace_back("action", m.done_by);
+        const json::Value s = read_summary(fs::path(dir) / m.plan.name);
+        if (s.is_object()) {
+            for (const char* key : {"best", "test", "error"})
+                if (const auto* v = s.find(key)) a.emplace_back(key, *v);
+        }
+        agents.push_back(json::Value::object(std::move(a)));
+    }
+    json::Object top{{"population", static_cast<std::int64_t>(members.size())}, {"trainer", base.run.trainer}};
+    if (where.flat) top.emplace_back("directory", dir);
+    top.emplace_back("agents", json::Value::array(std::move(agents)));
+    io::write_file_atomically(where.record, json::serialize(json::Value::object(std::move(top))) + "\n",
+                              [&](const std::string& m) { throw UsageError(fmt::format("{}: {}", where.record, m)); });
+}
+
+/// The devices, markets and trainers of the agents that train in this process.
+struct PopulationSetup {
+    std::vector<std::unique_ptr<ops::Device>> devices;  // destroyed last (members in reverse order)
+    struct SharedMarket {
+        data::MarketData market;
+        std::unique_ptr<env::DeviceMarket> device_market;
+    };
+    std::map<std::string, std::unique_ptr<SharedMarket>> markets;
+};
+
+/// Markets are shared between agents whose data is the same: every agent's, except the synthetic
+/// market, which each seed draws anew.
+std::string market_key(const config::Profile& p) {
+    return p.data.path.empty() ? fmt::format("synthetic:{}", p.run.seed) : std::string("data");
+}
+
+std::unique_ptr<ops::Device> agent_device(const ops::DeviceSpec& spec, const config::Profile& p) {
+    auto d = ops::make_device(spec, ops::CudaDevice::kAgentSideLanes);
+    d->set_tf32(p.gpu.tf32);
+    d->set_graphs(p.gpu.cuda_graphs);
+    d->make_current();
+    return d;
+}
+
+/// Devices (one per agent: on a GPU each agent's work goes to its own streams) and markets for the
+/// members that train, after the checks a single run does, with the memory of every agent counted.
+void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
+    if (training.empty()) return;
+    const config::Profile& first = training.front()->plan.profile;
+    if (first.gpu.profile != "auto")
+        log::warn("gpu.profile = \"{}\": named device classes are not implemented yet; the device is read at start",
+                  first.gpu.profile);
+    trainers::RunCheckOptions o;
+    o.force = force;
+    trainers::check_data_size(first, o);
+    auto device0 = agent_device(ops::parse_device_spec(first.run.device), first);
+    ops::DeviceSpec spec;
+    if (auto* c = device0->cuda()) spec = {ops::DeviceSpec::Kind::cuda, c->device().ordinal};
+    else spec = {ops::DeviceSpec::Kind::cpu, 0};
+    log::info("device: {} ({} agents, each with its own streams)", device0->description(), training.size());
+    o.host_backend = device0->cuda() == nullptr;
+    s.devices.push_back(std::move(device0));
+    std::vector<config::MemoryItem> total;
+    for (std::size_t i = 0; i < training.size(); ++i) {
+        const config::Profile& p = training[i]->plan.profile;
+        if (i > 0) s.devices.push_back(agent_device(spec, p));
+        const std::string key = market_key(p);
+        auto it = s.markets.find(key);
+        if (it == s.markets.end()) {
+            auto m = std::make_unique<PopulationSetup::SharedMarket>();
+            m->market = data::load_market(trainers::data_options(p));
+            it = s.markets.emplace(key, std::move(m)).first;
+        }
+        const trainers::RunSizes sizes = trainers::check_run(p, it->second->market, o);
+        if (i == 0)
+            for (const auto& item : sizes.device) {
+                config::MemoryItem scaled = item;
+                scaled.consumer = fmt::format("{} (x {} agents)", item.consumer, training.size());
+                scaled.bytes = item.bytes * training.size();
+                total.push_back(scaled);
+            }
+    }
+    check_device_memory(*s.devices.front(), first, total);
+    // Each market on the device of the first agent that uses it, complete before any other reads it.
+    for (std::size_t i = 0; i < training.size(); ++i) {
+        auto& m = *s.markets.at(market_key(training[i]->plan.profile));
+        if (!m.device_market) {
+            m.device_market = std::make_unique<env::DeviceMarket>(*s.devices[i], m.market);
+            s.devices[i]->synchronize();
+        }
+    }
+}
+
+/// Trains the members in lockstep in `dir`; returns the population's outcome.
+void run_members(const Where& where, const config::Profile& base, std::vector<Member>& members, bool force,
+                 clock::time_point t0, const std::vector<std::string>& resume_overrides) {
+    const std::string& dir = where.agents;
+    std::vector<Member*> training;
+    for (auto& m : members)
+        if (m.action != AgentAction::done) training.push_back(&m);
+    write_population_json(where, base, members);  // first: a population stopped while it starts resumes too
+    PopulationSetup setup;
+    set_up(setup, training, force);
+    for (std::size_t i = 0; i < training.size(); ++i) {
+        Member& m = *training[i];
+        const config::Profile& p = m.plan.profile;
+        ops::Device& dev = *setup.devices[i];
+        const auto& shared = *setup.markets.at(market_key(p));
+        auto trainer = trainers::make_trainer(dev, p, *shared.device_market);
+        if (agent_hook()) agent_hook()(m.plan.index, *trainer);
+        const std::string agent_dir = (fs::path(dir) / m.plan.name).string();
+        const bool resuming = m.action == AgentAction::resume;
+        auto rd = resuming ? io::RunDirectory::open(agent_dir) : io::RunDirectory::create(dir, m.plan.name);
+        if (rd.path() != agent_dir) {
+            if (!where.flat)
+                throw UsageError(fmt::format("{} exists already: the agent's run directory must be new", agent_dir));
+            m.plan.name = fs::path(rd.path()).filename().string();  // run.on_exists = "new" beside an existing run
+        }
+        m.done_by = resuming ? "resumed" : "trained";
+        AgentOptions o;
+        o.overrides = m.plan.overrides;
+        if (resuming) {
+            o.resume_dir = agent_dir;
+            for (const auto& r : resume_overrides) o.overrides.push_back(r);
+        }
+        o.progress_bar = false;
+        o.log_prefix = fmt::format("agent {}: ", m.plan.index);
+        m.run = std::make_unique<AgentRun>(p, dev, shared.market, *shared.device_market, std::move(trainer),
+                                           std::move(rd), resuming, std::move(o), t0);
+        m.status = "running";
+        m.live = true;
+    }
+    write_population_json(where, base, members);
+    signals::install_interrupt_handlers();
+    for (auto* m : training) m->run->begin();
+    std::size_t live = training.size();
+    while (live > 0) {
+        for (auto* m : training) {
+            if (!m->live) continue;
+            if (m->run->step()) continue;
+            m->live = false;
+            --live;
+            if (m->run->status() == "diverged")
+                log::error("agent {}: {} (the other agents go on)", m->plan.index, m->run->error());
+            else
+                m->run->finish();
+            m->status = m->run->status();
+            m->run.reset();  // its trainer's device memory back
+            write_population_json(where, base, members);
+        }
+    }
+    for (auto& m : members) m.run.reset();
+}
+
+std::string outcome(const Where& where, const std::vector<Member>& members) {
+    const std::string& dir = where.flat ? where.record : where.agents;
+    std::vector<std::string> diverged, interrupted;
+    for (const auto& m : members) {
+        if (m.status == "diverged") diverged.push_back(std::to_string(m.plan.index));
+        if (m.status == "interrupted") interrupted.push_back(std::to_string(m.plan.index));
+    }
+    if (!interrupted.empty())
+        throw InterruptedError(fmt::format("population interrupted: agents {} wrote their checkpoints; continue with "
+                                           "{}",
+                                           fmt::join(interrupted, ","),
+                                           where.flat ? "the same command (run.on_exists = \"resume\")" : "--resume " + dir));
+    if (!diverged.empty())
+        throw DivergedError(fmt::format("population {}: agent(s) {} diverged (their summary.json says why); the others "
+                                        "finished",
+                                        dir, fmt::join(diverged, ",")));
+    log::info("population done: {} agents in {}", members.size(), where.agents);
+    return where.flat ? where.agents : dir;
+}
+
+/// Decides each member's action from its directory (a resumed population, run.on_exists = resume;
+/// a flat population applies run.on_exists to each agent's directory as a single run would).
+void place_members(const std::string& dir, std::vector<Member>& members, const std::string& mode = "resume") {
+    for (auto& m : members) {
+        const fs::path agent = fs::path(dir) / m.plan.name;
+        std::error_code ec;
+        if (!fs::exists(agent, ec) || mode == "new") {
+            m.action = AgentAction::create;
+            continue;
+        }
+        const std::string status = summary_status(agent.string());
+        if (mode == "error")
+            throw UsageError(fmt::format("run directory {} exists ({}) and run.on_exists = \"error\"; remove it, rename "
+                                         "the run or set run.on_exists to new, skip or resume",
+                                         agent.string(), status.empty() ? "no summary.json" : "status " + status));
+        if (mode == "skip" || finished_status(status)) {
+            m.action = AgentAction::done;
+            m.status = status.empty() ? "unfinished" : status;
+            m.done_by = "skipped";
+            log::info("agent {}: {} exists ({}): left as it is", m.plan.index, agent.string(),
+                      status.empty() ? "no summary.json" : status);
+        } else if (fs::is_regular_file(agent / "checkpoints" / "last.safetensors", ec)) {
+            m.action = AgentAction::resume;
+        } else {  // stopped before its first checkpoint: started again
+            fs::remove_all(agent, ec);
+            if (ec) throw UsageError(fmt::format("cannot remove {} to start the agent again: {}", agent.string(), ec.message()));
+            m.action = AgentAction::create;
+        }
+    }
+}
+
+}  // namespace
+
+const std::vector<std::string>& agent_keys() {
+    static const std::vector<std::string> keys{
+        "run.seed",
+        "training.learning_rate",
+        "training.gamma",
+        "training.tau",
+        "training.target_update_period",
+        "training.epsilon_start",
+        "training.epsilon_end",
+        "training.epsilon_decay_steps",
+        "training.grad_clip_norm",
+        "training.max_bad_updates",
+        "dqn.cql_alpha",
+        "dqn.mse_blend_alpha",
+        "dqn.curiosity_coef",
+        "ppo.clip",
+        "ppo.gae_lambda",
+        "ppo.entropy_coef",
+        "ppo.value_coef",
+        "ppo.diversity_coef",
+        "ppo.curiosity_coef",
+        "iql.expectile",
+        "iql.beta",
+        "iql.max_weight",
+    };
+    return keys;
+}
+
+bool is_agent_key(std::string_view k) {
+    const auto& keys = agent_keys();
+    return std::find(keys.begin(), keys.end(), k) != keys.end();
+}
+
+bool wants_population(const config::Profile& p, const PopulationRequest& r) {
+    return p.run.population > 1 || !r.seeds.empty() || !r.grid_file.empty();
+}
+
+void set_agent_hook_for_tests(std::function<void(int, trainers::Trainer&)> hook) { agent_hook() = std::move(hook); }
+
+PopulationPlan plan_population(const std::string& profile_file, const config::Profile& base,
+                               const std::vector<std::string>& overrides, const PopulationRequest& r, bool auto_name) {
+    PopulationPlan plan;
+    plan.base = base;
+    // The command line's overrides every agent shares (the seed and the population are the agent's).
+    std::vector<std::string> shared;
+    for (const auto& o : overrides) {
+        const std::string k = override_key(o);
+        if (k != "run.seed" && k != "run.population") shared.push_back(o);
+    }
+    if (!r.seeds.empty() && base.run.population > 1 && static_cast<std::size_t>(base.run.population) != r.seeds.size())
+        throw UsageError(fmt::format("--seeds names {} seeds but run.population = {}: give one of them",
+                                     r.seeds.size(), base.run.population));
+    std::vector<std::int64_t> seeds = r.seeds;
+    if (seeds.empty())
+        for (std::int64_t i = 0; i < base.run.population; ++i) seeds.push_back(base.run.seed + i);
+
+    std::vector<GridLine> lines;
+    if (!r.grid_file.empty()) {
+        lines = read_grid(r.grid_file);
+        std::vector<std::string> problems;
+        for (const auto& line : lines)
+            for (const auto& t : line.tokens) {
+                const std::string why = token_problem(t);
+                if (!why.empty()) problems.push_back(fmt::format("{}:{}:{}: {}", r.grid_file, t.line, t.column, why));
+                else
+                    for (auto& p : value_problems(profile_file, shared, r.grid_file, t)) problems.push_back(std::move(p));
+            }
+        if (!problems.empty()) throw config::ProfileError(problems);
+    } else {
+        lines.push_back(GridLine{0, {}});
+    }
+    std::size_t count = 0;
+    for (const auto& line : lines) {
+        const bool own_seed = std::any_of(line.tokens.begin(), line.tokens.end(),
+                                          [](const GridToken& t) { return override_key(t.text) == "run.seed"; });
+        count += own_seed ? 1 : seeds.size();
+    }
+    if (count > kMaxAgents)
+        throw UsageError(fmt::format("the population has {} agents (seeds x grid lines); at most {} train in one process",
+                                     count, kMaxAgents));
+
+    std::map<std::string, int> names;
+    for (const auto& line : lines) {
+        const bool own_seed = std::any_of(line.tokens.begin(), line.tokens.end(),
+                                          [](const GridToken& t) { return override_key(t.text) == "run.seed"; });
+        const std::vector<std::optional<std::int64_t>> line_seeds =
+            own_seed ? std::vector<std::optional<std::int64_t>>{std::nullopt}
+                     : std::vector<std::optional<std::int64_t>>(seeds.begin(), seeds.end());
+        for (const auto& seed : line_seeds) {
+            AgentPlan a;
+            a.index = static_cast<int>(plan.agents.size());
+            a.overrides = shared;
+            for (const auto& t : line.tokens) {
+                a.grid.push_back(t.text);
+                a.overrides.push_back(t.text);
+            }
+            if (seed) a.overrides.push_back(fmt::format("run.seed={}", *seed));
+            try {
+                a.profile = config::resolve_profile_file(profile_file, a.overrides);
+            } catch (const config::ProfileError& e) {
+                std::vector<std::string> problems;
+                for (const auto& p : e.problems())
+                    problems.push_back(line.line > 0 ? fmt::format("{}:{}: agent {}: {}", r.grid_file, line.line, a.index, p)
+                                                     : fmt::format("agent {}: {}", a.index, p));
+                throw config::ProfileError(problems);
+            }
+            a.seed = a.profile.run.seed;
+            a.profile.run.population = 1;
+            a.name = derived_run_name(a.profile, a.overrides);
+            a.profile.run.name = a.name;
+            if (const auto [it, fresh] = names.emplace(a.name, a.index); !fresh)
+                throw UsageError(fmt::format("agents {} and {} would be the same run ({}): give each agent another seed "
+                                             "or other overrides",
+                                             it->second, a.index, a.name));
+            plan.agents.push_back(std::move(a));
+        }
+    }
+    // The population's directory name.
+    if (auto_name) {
+        std::string name = derived_run_name(base, shared);
+        const auto cut = name.rfind(",seed=");
+        if (cut != std::string::npos && name.find('~') == std::string::npos) name.resize(cut);
+        plan.name = name + ",population";
+    } else {
+        plan.name = run_name(base);
+    }
+    return plan;
+}
+
+bool is_population_directory(const std::string& dir) {
+    std::error_code ec;
+    return fs::is_regular_file(fs::path(dir) / "population.json", ec);
+}
+
+std::string train_population(const PopulationPlan& plan, bool force, bool* skipped) {
+    const auto t0 = clock::now();
+    const config::Profile& base = plan.base;
+    if (skipped != nullptr) *skipped = false;
+    std::vector<Member> members;
+    for (const auto& a : plan.agents) members.push_back(Member{a, AgentAction::create, "", "", nullptr, false});
+    const std::string& mode = base.run.on_exists;
+    std::error_code ec;
+    Where where;
+    std::optional<DirLock> lock;  // the population directory's, while it trains
+    if (!plan.record.empty()) {  // flat: the agents in run.output_dir, each placed as a single run
+        where.flat = true;
+        where.agents = base.run.output_dir;
+        where.record = plan.record;
+        fs::create_directories(where.agents, ec);
+        if (ec) throw UsageError(fmt::format("cannot create {}: {}", where.agents, ec.message()));
+        place_members(where.agents, members, mode);
+        log::info("population: {} agents of {} in {} (population.json: {})", members.size(), base.run.trainer,
+                  where.agents, where.record);
+    } else {
+        const fs::path wanted = fs::path(base.run.output_dir) / plan.name;
+        const bool exists = !base.run.name.empty() && fs::exists(wanted, ec);
+        if (exists && mode != "new") {
+            if (!fs::is_directory(wanted, ec))
+                throw UsageError(fmt::format("{} exists and is not a directory; remove it or choose another run.name",
+                                             wanted.string()));
+            if (mode == "error")
+                throw UsageError(fmt::format("population directory {} exists and run.on_exists = \"error\"; remove it, "
+                                             "rename the population or set run.on_exists to new, skip or resume",
+                                             wanted.string()));
+            if (mode == "skip") {
+                log::info("population directory {} exists: skipped (run.on_exists = \"skip\")", wanted.string());
+                if (skipped != nullptr) *skipped = true;
+                return wanted.string();
+            }
+            // resume
+            if (!is_population_directory(wanted.string()))
+                throw UsageError(fmt::format("{} exists and holds no population.json: it is not a population this "
+                                             "version can resume; remove it to start the population again",
+                                             wanted.string()));
+            where.agents = wanted.string();
+            lock.emplace(where.agents);
+            place_members(where.agents, members);
+            log::info("population directory {} exists: unfinished agents resumed (run.on_exists = \"resume\")",
+                      where.agents);
+        } else {
+            if (exists) log::info("{} exists (run.on_exists = \"new\"): a new directory is made beside it", wanted.string());
+            where.agents = io::RunDirectory::create(base.run.output_dir, plan.name).path();
+            lock.emplace(where.agents);
+        }
+        where.record = (fs::path(where.agents) / "population.json").string();
+        log::info("population: {} agents of {} in {}", members.size(), base.run.trainer, where.agents);
+        for (auto& m : members) m.plan.profile.run.output_dir = where.agents;
+    }
+    if (std::all_of(members.begin(), members.end(), [](const Member& m) { return m.action == AgentAction::done; })) {
+        write_population_json(where, base, members);
+        if (skipped != nullptr) *skipped = true;
+        return outcome(where, members);
+    }
+    run_members(where, base, members, force, t0, {});
+    return outcome(where, members);
+}
+
+std::string resume_population(const std::string& dir, const std::vector<std::string>& overrides, bool force) {
+    const auto t0 = clock::now();
+    DirLock lock(dir);
+    Where where{dir, (fs::path(dir) / "population.json").string(), false};
+    const std::string text = read_text(fs::path(dir) / "population.json");
+    json::Value v;
+    try {
+        v = json::parse(text, json::Limits{64u << 20, 64, true});
+    } catch (const json::ParseError& e) {
+        throw UsageError(fmt::format("--resume {}: population.json is unreadable: {}", dir, e.what()));
+    }
+    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
+    if (agents == nullptr || !agents->is_array() || agents->as_array().empty())
+        throw UsageError(fmt::format("--resume {}: population.json lists no agents", dir));
+    std::vector<Member> members;
+    config::Profile base;
+    for (const auto& a : agents->as_array()) {
+        const auto* run = a.is_object() ? a.find("run") : nullptr;
+        const auto* index = a.is_object() ? a.find("index") : nullptr;
+        if (run == nullptr || !run->is_string() || index == nullptr || !index->is_integer() ||
+            run->as_string().find('/') != std::string::npos || run->as_string().empty() || run->as_string()[0] == '.')
+            throw UsageError(fmt::format("--resume {}: population.json: an agent without a valid run directory name", dir));
+        Member m;
+        m.plan.index = static_cast<int>(index->as_i64());
+        m.plan.name = run->as_string();
+        const fs::path config_file = fs::path(dir) / m.plan.name / "config.toml";
+        if (!fs::is_regular_file(config_file))
+            throw UsageError(fmt::format("--resume {}: agent {} has no {} (the population stopped before that agent "
+                                         "started); run the population's command again with --set "
+                                         "run.on_exists=resume, which starts the agents that have no directory",
+                                         dir, m.plan.index, config_file.string()));
+        m.plan.profile = config::resolve_profile_file(config_file.string(), overrides);
+        m.plan.profile.run.population = 1;
+        m.plan.profile.run.output_dir = dir;
+        m.plan.profile.run.name = m.plan.name;
+        m.plan.seed = m.plan.profile.run.seed;
+        if (const auto* g = a.find("overrides"); g != nullptr && g->is_array())
+            for (const auto& o : g->as_array())
+                if (o.is_string()) m.plan.grid.push_back(o.as_string());
+        members.push_back(std::move(m));
+    }
+    base = members.front().plan.profile;
+    place_members(dir, members);
+    if (std::all_of(members.begin(), members.end(), [](const Member& m) { return m.action == AgentAction::done; }))
+        throw UsageError(fmt::format("--resume {}: every agent is finished; their files are left as they are", dir));
+    run_members(where, base, members, force, t0, overrides);
+    return outcome(where, members);
+}
+
+std::string bench_population(const config::Profile& p, bool force) {
+    const auto t_start = clock::now();
+    const auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+    const auto n = static_cast<std::size_t>(p.run.population);
+    std::vector<Member> members(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        members[i].plan.index = static_cast<int>(i);
+        members[i].plan.profile = p;
+        members[i].plan.profile.run.population = 1;
+        members[i].plan.profile.run.seed = p.run.seed + static_cast<std::int64_t>(i);
+    }
+    std::vector<Member*> training;
+    for (auto& m : members) training.push_back(&m);
+    PopulationSetup setup;
+    set_up(setup, training, force);
+    std::vector<std::unique_ptr<trainers::Trainer>> trainers_;
+    for (std::size_t i = 0; i < n; ++i)
+        trainers_.push_back(trainers::make_trainer(*setup.devices[i], training[i]->plan.profile,
+                                                   *setup.markets.at(market_key(training[i]->plan.profile))->device_market));
+    const auto sync_all = [&] {
+        for (auto& d : setup.devices) d->synchronize();
+    };
+    sync_all();
+    const double first_kernel_s = since(t_start);
+    trainers::Trainer& t0 = *trainers_.front();
+    const long long per = t0.progress_per_iteration();
+    const long long cap = std::clamp<long long>(5'000'000 / per, 3, 500);
+    const long long phase = std::clamp<long long>(p.run.total_steps / per, std::min<long long>(20, cap), cap);
+
+    for (auto& t : trainers_) t->bench_prepare();
+    sync_all();
+    auto t = clock::now();
+    long long collected = 0;
+    for (long long i = 0; i < phase; ++i)
+        for (auto& tr : trainers_) collected += tr->bench_collect();
+    sync_all();
+    const double collect_s = since(t);
+    t = clock::now();
+    long long updates = 0;
+    for (long long i = 0; i < phase; ++i)
+        for (auto& tr : trainers_) updates += tr->bench_update();
+    sync_all();
+    const double update_s = since(t);
+    double e2e_s = 0;
+    long long e2e_steps = 0;
+    if (collected > 0) {
+        long long before = 0;
+        for (auto& tr : trainers_) before += tr->env_steps();
+        t = clock::now();
+        for (long long i = 0; i < phase; ++i)
+            for (auto& tr : trainers_) tr->iterate();
+        sync_all();
+        e2e_s = since(t);
+        for (auto& tr : trainers_) e2e_steps += tr->env_steps();
+        e2e_steps -= before;
+    }
+    for (auto& tr : trainers_) (void)tr->read_log(1.0);  // surfaces a diverged guard as exit 5
+
+    const double agents = static_cast<double>(n);
+    const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
+    const double collection_steps = static_cast<double>(collected) / n_envs / agents;  // one agent's steps
+    double dataset_rate = 0;
+    for (auto& tr : trainers_) dataset_rate += tr->dataset_collection_env_steps_per_s();
+    const double collection_rate = collected > 0 ? static_cast<double>(collected) / collect_s : dataset_rate;
+    const double updates_rate = static_cast<double>(updates) / update_s;
+    const double e2e_rate = e2e_s > 0 ? static_cast<double>(e2e_steps) / e2e_s : 0.0;
+    std::size_t peak = 0;  // every agent's
+    for (auto& d : setup.devices) peak += d->peak_bytes();
+    json::Object out{
+        {"trainer", p.run.trainer},
+        {"device", setup.devices.front()->description()},
+        {"population", static_cast<std::int64_t>(n)},
+        {"n_envs", p.experience.gpu_n_episodes},
+        {"batch_size", t0.batch_rows()},
+        {"iterations_per_phase", phase},
+        {"collection_env_steps_per_s", collection_rate},
+        {"updates_per_s", updates_rate},
+        {"end_to_end_env_steps_per_s", e2e_rate},
+        {"agent_updates_per_s", updates_rate},
+        {"updates_per_s_per_agent", updates_rate / agents},
+        {"collection_env_steps_per_s_per_agent", collection_rate / agents},
+        {"end_to_end_env_steps_per_s_per_agent", e2e_rate / agents},
+        {"us_per_collection_step", collection_steps > 0 ? 1e6 * collect_s / collection_steps : 0.0},
+        {"us_per_update", updates > 0 ? 1e6 * update_s / static_cast<double>(updates) : 0.0},
+        {"time_to_first_kernel_s", first_kernel_s},
+        {"peak_device_memory_bytes", peak},
+    };
+    return json::serialize(json::Value::object(std::move(out)));
+}
+
+}  // namespace fh::run

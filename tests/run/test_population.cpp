@@ -1,0 +1,459 @@
+/// @file test_population.cpp
+/// @brief A population (run.population, --seeds, --population-grid): each agent's run directory
+///        equals a single run's with its seed and overrides (CPU in CI; CUDA with [gpu]), a
+///        diverged agent stops alone, interrupt and resume, refused grids.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config/profile.hpp"
+#include "config/schema.hpp"
+#include "io/json.hpp"
+#include "io/safetensors.hpp"
+#include "run/population.hpp"
+#include "trainers/trainer.hpp"
+#include "util/errors.hpp"
+
+namespace fs = std::filesystem;
+namespace json = fh::io::json;
+
+namespace {
+
+struct Result {
+    int code = -1;
+    std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+fs::path scratch(const std::string& name) {
+    const fs::path p = fs::temp_directory_path() / ("fh-population-" + std::to_string(::getpid()) + "-" + name);
+    fs::remove_all(p);
+    fs::create_directories(p);
+    return p;
+}
+
+Result sh(const std::string& script, const fs::path& dir) {
+    const char* exe = std::getenv("FH_TRAIN_EXE");
+    REQUIRE(exe != nullptr);
+    const std::string cmd = "EXE='" + std::string(exe) + "'; " + script + " >'" + (dir / "out").string() + "' 2>'" +
+                            (dir / "err").string() + "'";
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(dir / "out");
+    r.err = slurp(dir / "err");
+    return r;
+}
+
+std::string last_line(const std::string& text) {
+    std::string t = text;
+    while (!t.empty() && t.back() == '\n') t.pop_back();
+    const auto nl = t.rfind('\n');
+    return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+json::Value parse(const std::string& text) { return json::parse(text, json::Limits{64u << 20, 64, true}); }
+
+/// metrics.jsonl without what depends on time (perf/*).
+std::vector<std::string> metrics_without_timing(const fs::path& file) {
+    std::vector<std::string> out;
+    std::istringstream in(slurp(file));
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        json::Object kept;
+        const json::Value value = parse(line);
+        for (const auto& [k, v] : value.as_object())
+            if (k.rfind("perf/", 0) != 0) kept.emplace_back(k, v);
+        out.push_back(json::serialize(json::Value::object(std::move(kept))));
+    }
+    return out;
+}
+
+std::string member(const fs::path& summary, const char* key) {
+    const auto v = parse(slurp(summary));
+    const auto* m = v.find(key);
+    return m == nullptr ? "<missing>" : json::serialize(*m);
+}
+
+/// Every tensor of two checkpoints, byte for byte.
+void check_same_tensors(const fs::path& a, const fs::path& b) {
+    const auto fa = fh::io::TensorFile::read(a.string());
+    const auto fb = fh::io::TensorFile::read(b.string());
+    REQUIRE(fa.names() == fb.names());
+    for (const auto& name : fa.names()) {
+        const auto ta = fa.tensor(name), tb = fb.tensor(name);
+        INFO(a.string() << " tensor " << name);
+        CHECK(ta.shape == tb.shape);
+        REQUIRE(ta.bytes.size() == tb.bytes.size());
+        CHECK(std::equal(ta.bytes.begin(), ta.bytes.end(), tb.bytes.begin()));
+    }
+}
+
+/// config.toml without the line that places it (run.output_dir).
+std::string config_without_output_dir(const fs::path& file) {
+    std::istringstream in(slurp(file));
+    std::string line, out;
+    while (std::getline(in, line))
+        if (line.rfind("output_dir", 0) != 0) out += line + "\n";
+    return out;
+}
+
+/// The agent's run directory equals the single run's: metrics (less timing), validation, test
+/// and best results, the backtest files and every checkpoint tensor.
+void check_agent_equals_single(const fs::path& agent, const fs::path& single) {
+    INFO("agent " << agent.string() << " vs single run " << single.string());
+    REQUIRE(fs::exists(agent / "summary.json"));
+    REQUIRE(fs::exists(single / "summary.json"));
+    CHECK(metrics_without_timing(agent / "metrics.jsonl") == metrics_without_timing(single / "metrics.jsonl"));
+    CHECK(slurp(agent / "eval.jsonl") == slurp(single / "eval.jsonl"));
+    CHECK(config_without_output_dir(agent / "config.toml") == config_without_output_dir(single / "config.toml"));
+    for (const char* key : {"status", "env_steps", "updates", "best", "validation", "test", "seed"})
+        CHECK(member(agent / "summary.json", key) == member(single / "summary.json", key));
+    for (const char* f : {"backtest/equity.csv", "backtest/trades.csv", "backtest/val_equity.csv"})
+        CHECK(slurp(agent / f) == slurp(single / f));
+    check_same_tensors(agent / "checkpoints/last.safetensors", single / "checkpoints/last.safetensors");
+    check_same_tensors(agent / "checkpoints/best.safetensors", single / "checkpoints/best.safetensors");
+}
+
+/// A population of `profile` with `population_args`, then one single run per (seed, extra
+/// overrides) with --auto-name; each agent's directory (same name) must equal its single run's.
+void population_equals_single_runs(const std::string& device, const std::string& common, const std::string& population_args,
+                                   const std::vector<std::string>& singles, const std::string& tag) {
+    const auto dir = scratch(tag);
+    const auto pop = sh("\"$EXE\" " + common + " --device " + device + " --output '" + (dir / "pop").string() + "' " +
+                            population_args,
+                        dir);
+    INFO(pop.err);
+    REQUIRE(pop.code == 0);
+    const fs::path popdir = last_line(pop.out);
+    REQUIRE(fs::exists(popdir / "population.json"));
+    const auto listing = parse(slurp(popdir / "population.json"));
+    const json::Array agents = listing.find("agents")->as_array();
+    REQUIRE(agents.size() == singles.size());
+    for (const auto& a : agents) CHECK(a.find("status")->as_string() == "completed");
+    for (std::size_t i = 0; i < singles.size(); ++i) {
+        const auto r = sh("\"$EXE\" " + common + " --device " + device + " --output '" + (dir / "single").string() +
+                              "' --auto-name " + singles[i],
+                          dir);
+        INFO(r.err);
+        REQUIRE(r.code == 0);
+        const fs::path single = last_line(r.out);
+        const fs::path agent = popdir / agents[i].find("run")->as_string();
+        CHECK(agent.filename() == single.filename());  // named as --auto-name names the single run
+        check_agent_equals_single(agent, single);
+    }
+    // compare reads the population directory as a folder of runs.
+    const auto c = sh("\"$EXE\" compare '" + popdir.string() + "' --format csv", dir);
+    INFO(c.err);
+    CHECK(c.code == 0);
+    CHECK(static_cast<std::size_t>(std::count(c.out.begin(), c.out.end(), '\n')) == singles.size() + 1);
+    fs::remove_all(dir);
+}
+
+const std::string kDqn = "--profile dqn-smoketest --set run.total_steps=800 --set run.eval_interval=400 "
+                         "--set run.checkpoint_interval=400";
+
+}  // namespace
+
+TEST_CASE("population: each of 3 DQN agents (seeds, a grid with another learning rate) equals its single run (CPU)",
+          "[population]") {
+    const auto grid_dir = scratch("grid");
+    const fs::path grid = grid_dir / "grid.txt";
+    std::ofstream(grid) << "# seeds and one other learning rate\nrun.seed=1\nrun.seed=2\n\n"
+                           "run.seed=2   training.learning_rate=0.002  # faster\n";
+    population_equals_single_runs("cpu", kDqn, "--population-grid '" + grid.string() + "'",
+                                  {"--seed 1", "--seed 2", "--seed 2 --set training.learning_rate=0.002"}, "dqn3");
+    fs::remove_all(grid_dir);
+}
+
+TEST_CASE("population: 2 PPO agents from --seeds equal their single runs (CPU)", "[population]") {
+    population_equals_single_runs("cpu",
+                                  "--profile ppo-smoketest --set run.total_steps=1600 --set run.eval_interval=800 "
+                                  "--set run.checkpoint_interval=800",
+                                  "--seeds 3,5", {"--seed 3", "--seed 5"}, "ppo2");
+}
+
+TEST_CASE("population: run.population = 3 gives seeds run.seed + i; check lists the agents", "[population]") {
+    const auto dir = scratch("check");
+    const auto r = sh("\"$EXE\" check dqn-smoketest --set run.population=3 --seed 4", dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("# Population: 3 agents") != std::string::npos);
+    CHECK(r.out.find("dqn-smoketest,seed=4") != std::string::npos);
+    CHECK(r.out.find("dqn-smoketest,seed=6") != std::string::npos);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("population: grids with shape keys, unknown keys or bad values are refused naming file:line:column",
+          "[population]") {
+    const auto dir = scratch("refuse");
+    const fs::path grid = dir / "grid.txt";
+    struct Case {
+        std::string text, expect;
+    };
+    const std::vector<Case> cases{
+        {"run.seed=1\nrun.seed=2 dqn.hidden=[32,32]\n", ":2:12: dqn.hidden cannot differ"},
+        {"training.learning_rate=0.001\ntraining.learning_rate=0.01\ntraning.gamma=0.9\n", ":3:1: unknown key"},
+        {"training.gamma=0.9\n\n  training.gamma=1.5\n", ":3:3:"},
+        {"run.seed=1\nrun.seed\n", ":2:1: 'run.seed' is not KEY=VALUE"},
+        {"replay_buffer.batch_size=64\n", ":1:1: replay_buffer.batch_size cannot differ between the agents of one population: it changes a shape"},
+    };
+    for (const auto& c : cases) {
+        std::ofstream(grid) << c.text;
+        for (const std::string sub : {"check dqn-smoketest", "--profile dqn-smoketest"}) {
+            const auto r = sh("\"$EXE\" " + sub + " --device cpu --output '" + (dir / "runs").string() +
+                                  "' --population-grid '" + grid.string() + "'",
+                              dir);
+            INFO(sub << " with grid:\n" << c.text << "\nstderr: " << r.err);
+            CHECK(r.code == 2);
+            CHECK(r.err.find(grid.string() + c.expect) != std::string::npos);
+        }
+    }
+    CHECK_FALSE(fs::exists(dir / "runs"));  // refused before anything was written
+    const auto seeds = sh("\"$EXE\" --profile dqn-smoketest --device cpu --seeds 1,x", dir);
+    CHECK(seeds.code == 2);
+    CHECK(seeds.err.find("--seeds") != std::string::npos);
+    const auto same = sh("\"$EXE\" --profile dqn-smoketest --device cpu --seeds 1,1 --output '" + (dir / "runs").string() + "'", dir);
+    CHECK(same.code == 2);
+    CHECK(same.err.find("same run") != std::string::npos);
+    const auto many = sh("\"$EXE\" check dqn-smoketest --set run.population=257", dir);
+    CHECK(many.code == 2);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("population: a diverged agent stops alone, its summary says so; the others finish", "[population]") {
+    const auto dir = scratch("diverged");
+    const std::string file = fh::config::locate_profile("dqn-smoketest");
+    const std::vector<std::string> overrides{"run.total_steps=800", "run.eval_interval=400", "run.device=\"cpu\"",
+                                             "training.max_bad_updates=3", "run.output_dir=\"" + dir.string() + "\""};
+    const auto profile = fh::config::resolve_profile_file(file, overrides);
+    fh::run::PopulationRequest request{{1, 2, 3}, ""};
+    const auto plan = fh::run::plan_population(file, profile, overrides, request, false);
+    REQUIRE(plan.agents.size() == 3);
+    fh::run::set_agent_hook_for_tests([](int agent, fh::trainers::Trainer& t) {
+        if (agent == 1) t.inject_nan_at_updates({1, 2, 3, 4, 5, 6, 7, 8});
+    });
+    CHECK_THROWS_AS(fh::run::train_population(plan, false), fh::DivergedError);
+    fh::run::set_agent_hook_for_tests({});
+    const fs::path popdir = dir / "dqn-smoketest";
+    const auto listing = parse(slurp(popdir / "population.json"));
+    const auto& agents = listing.find("agents")->as_array();
+    REQUIRE(agents.size() == 3);
+    CHECK(agents[0].find("status")->as_string() == "completed");
+    CHECK(agents[1].find("status")->as_string() == "diverged");
+    CHECK(agents[2].find("status")->as_string() == "completed");
+    const std::string diverged = slurp(popdir / agents[1].find("run")->as_string() / "summary.json");
+    CHECK(diverged.find("\"status\":\"diverged\"") != std::string::npos);
+    CHECK(diverged.find("training diverged") != std::string::npos);
+    CHECK(fs::exists(popdir / agents[2].find("run")->as_string() / "backtest/equity.csv"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("population: SIGINT checkpoints every agent (exit 130); --resume POPDIR finishes them all", "[population]") {
+    const auto dir = scratch("sigint");
+    const fs::path popdir = dir / "runs" / "dqn-smoketest";
+    const std::string metrics = (popdir / "dqn-smoketest,run.log_interval=400,run.total_steps=100000000,seed=2" /
+                                 "metrics.jsonl")
+                                    .string();
+    const auto r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + (dir / "runs").string() +
+                          "' --seeds 1,2 --set run.total_steps=100000000 --set run.log_interval=400 & pid=$!; "
+                          "for i in $(seq 600); do [ -s '" + metrics + "' ] && break; sleep 0.1; done; "
+                          "kill -INT $pid; wait $pid",
+                      dir);
+    INFO(r.err);
+    REQUIRE(r.code == 130);
+    const auto listing = parse(slurp(popdir / "population.json"));
+    for (const auto& a : listing.find("agents")->as_array()) {
+        CHECK(a.find("status")->as_string() == "interrupted");
+        CHECK(fs::exists(popdir / a.find("run")->as_string() / "checkpoints/last.safetensors"));
+    }
+    const auto resumed = sh("\"$EXE\" --resume '" + popdir.string() + "' --device cpu --set run.total_steps=2400", dir);
+    INFO(resumed.err);
+    REQUIRE(resumed.code == 0);
+    CHECK(last_line(resumed.out) == popdir.string());
+    const auto final_listing = parse(slurp(popdir / "population.json"));
+    for (const auto& a : final_listing.find("agents")->as_array()) {
+        CHECK(a.find("status")->as_string() == "completed");
+        CHECK(slurp(popdir / a.find("run")->as_string() / "summary.json").find("\"status\":\"completed\"") !=
+              std::string::npos);
+    }
+    // The resumed agents equal uninterrupted single runs: validation, results, the last checkpoint.
+    for (const int seed : {1, 2}) {
+        const auto single = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + (dir / "single").string() +
+                                   "' --set run.total_steps=2400 --set run.log_interval=400 --seed " + std::to_string(seed) +
+                                   " --auto-name",
+                               dir);
+        INFO(single.err);
+        REQUIRE(single.code == 0);
+        const fs::path one = last_line(single.out);
+        const fs::path agent =
+            popdir / ("dqn-smoketest,run.log_interval=400,run.total_steps=100000000,seed=" + std::to_string(seed));
+        INFO(agent.string());
+        CHECK(slurp(agent / "eval.jsonl") == slurp(one / "eval.jsonl"));
+        for (const char* key : {"env_steps", "updates", "best", "validation", "test"})
+            CHECK(member(agent / "summary.json", key) == member(one / "summary.json", key));
+        check_same_tensors(agent / "checkpoints/last.safetensors", one / "checkpoints/last.safetensors");
+    }
+    // A second resume: every agent is finished, nothing is touched (exit 2, as for a finished run).
+    const auto again = sh("\"$EXE\" --resume '" + popdir.string() + "' --device cpu --set run.total_steps=2400", dir);
+    CHECK(again.code == 2);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("population: run.on_exists = resume skips a finished population", "[population]") {
+    const auto dir = scratch("onexists");
+    const std::string cmd = "\"$EXE\" " + kDqn + " --device cpu --seeds 1,2 --set run.on_exists=resume --output '" +
+                            (dir / "runs").string() + "'";
+    const auto first = sh(cmd, dir);
+    INFO(first.err);
+    REQUIRE(first.code == 0);
+    const std::string before = slurp(fs::path(last_line(first.out)) / "dqn-smoketest,run.checkpoint_interval=400,"
+                                                                       "run.eval_interval=400,run.total_steps=800,seed=1" /
+                                     "summary.json");
+    const auto second = sh(cmd, dir);
+    INFO(second.err);
+    REQUIRE(second.code == 0);
+    CHECK(last_line(second.out) == last_line(first.out));
+    CHECK(second.err.find("left as it is") != std::string::npos);
+    CHECK(slurp(fs::path(last_line(first.out)) / "dqn-smoketest,run.checkpoint_interval=400,run.eval_interval=400,"
+                                                 "run.total_steps=800,seed=1" /
+                "summary.json") == before);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("population on the GPU: each of 8 DQN agents equals its single run (CUDA, exact)", "[gpu][population]") {
+    std::vector<std::string> singles;
+    for (int s = 1; s <= 8; ++s) singles.push_back("--seed " + std::to_string(s));
+    population_equals_single_runs("cuda", kDqn, "--seeds 1,2,3,4,5,6,7,8", singles, "gpu8");
+}
+
+TEST_CASE("population: bench --set run.population=2 reports aggregate and per-agent rates", "[population][bench]") {
+    const auto dir = scratch("bench");
+    const auto r = sh("\"$EXE\" bench --profile dqn-smoketest --device cpu --set run.total_steps=80 --set run.population=2",
+                      dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto v = parse(last_line(r.out));
+    CHECK(v.find("population")->as_i64() == 2);
+    for (const char* key : {"collection_env_steps_per_s", "updates_per_s", "end_to_end_env_steps_per_s",
+                            "agent_updates_per_s", "updates_per_s_per_agent", "collection_env_steps_per_s_per_agent",
+                            "end_to_end_env_steps_per_s_per_agent", "peak_device_memory_bytes"}) {
+        INFO(key);
+        REQUIRE(v.find(key) != nullptr);
+        CHECK(v.find(key)->as_double() > 0);
+    }
+    CHECK(v.find("updates_per_s_per_agent")->as_double() * 2 == Approx(v.find("agent_updates_per_s")->as_double()));
+    const auto one = sh("\"$EXE\" bench --profile dqn-smoketest --device cpu --set run.total_steps=80", dir);
+    REQUIRE(one.code == 0);
+    CHECK(parse(last_line(one.out)).find("population") == nullptr);  // a single trainer's output as before
+    fs::remove_all(dir);
+}
+
+TEST_CASE("population: scripts/sweep.sh's per-agent keys are agent_keys()", "[population][sweep]") {
+    const char* src = std::getenv("FH_SOURCE_DIR");
+    REQUIRE(src != nullptr);
+    const std::string script = slurp(fs::path(src) / "scripts" / "sweep.sh");
+    const auto at = script.find("agent_keys=\"");
+    REQUIRE(at != std::string::npos);
+    const auto start = at + 12;
+    std::istringstream keys(script.substr(start, script.find('"', start) - start));
+    std::vector<std::string> listed;
+    for (std::string k; keys >> k;) listed.push_back(k);
+    CHECK(listed == fh::run::agent_keys());
+    // Each is a scalar key of the schema (an integer or a float: nothing with a shape).
+    for (const auto& k : fh::run::agent_keys()) {
+        INFO(k);
+        const auto dot = k.find('.');
+        const auto* d = fh::config::find_key(k.substr(0, dot), k.substr(dot + 1));
+        REQUIRE(d != nullptr);
+        CHECK((d->type == fh::config::KeyType::number || d->type == fh::config::KeyType::integer));
+    }
+}
+
+TEST_CASE("population: a sweep's populations give the runs --no-population gives, under the same names",
+          "[population][sweep]") {
+    const auto dir = scratch("sweep");
+    const char* src = std::getenv("FH_SOURCE_DIR");
+    REQUIRE(src != nullptr);
+    const std::string sweep = "'" + (fs::path(src) / "scripts" / "sweep.sh").string() + "' --exe \"$EXE\" --profile "
+                              "dqn-smoketest --cpu -j 1 --set training.learning_rate=1e-3,2e-3 --seeds 1,2";
+    const std::string tiny = " -- --set run.total_steps=400 --set run.eval_interval=200 --set run.checkpoint_interval=200";
+    const auto pop = sh(sweep + " --output '" + (dir / "pop").string() + "'" + tiny, dir);
+    INFO(pop.out << pop.err);
+    REQUIRE(pop.code == 0);
+    CHECK(pop.err.find("(1 at a time; 1 processes)") != std::string::npos);
+    CHECK(std::count(pop.out.begin(), pop.out.end(), '\n') == 4);
+    const auto alone = sh(sweep + " --no-population --output '" + (dir / "alone").string() + "'" + tiny, dir);
+    INFO(alone.out << alone.err);
+    REQUIRE(alone.code == 0);
+    CHECK(alone.err.find("(1 at a time; 4 processes)") != std::string::npos);
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir / "alone"))
+        if (fs::exists(e.path() / "config.toml")) names.insert(e.path().filename().string());
+    REQUIRE(names.size() == 4);
+    for (const auto& name : names) check_agent_equals_single(dir / "pop" / name, dir / "alone" / name);
+    // Again: every run of the population is skipped.
+    const auto again = sh(sweep + " --output '" + (dir / "pop").string() + "'" + tiny, dir);
+    REQUIRE(again.code == 0);
+    std::size_t skipped = 0;
+    for (auto at = again.out.find(": skipped "); at != std::string::npos; at = again.out.find(": skipped ", at + 1)) ++skipped;
+    CHECK(skipped == 4);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("population: Ctrl-C stops a sweep's population with every agent checkpointed; the same command resumes it",
+          "[population][sweep]") {
+    const auto dir = scratch("sweepint");
+    const char* src = std::getenv("FH_SOURCE_DIR");
+    REQUIRE(src != nullptr);
+    const std::string grid = "'" + (fs::path(src) / "scripts" / "sweep.sh").string() +
+                             "' --exe \"$EXE\" --profile dqn-smoketest --cpu -j 1 --output sweep --no-parallel "
+                             "--seeds 1,2 -- --set run.total_steps=3000 --set run.log_interval=100";
+    const auto r = sh("cd '" + dir.string() + "' && python3 -c '\n"
+                      "import glob, os, signal, subprocess, sys, time\n"
+                      "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+                      "p = subprocess.Popen(sys.argv[1:], start_new_session=True)\n"
+                      "for _ in range(600):\n"
+                      "    runs = [d for d in glob.glob(\"sweep/*/metrics.jsonl\") if os.path.getsize(d) > 0]\n"
+                      "    if len(runs) >= 2: break\n"
+                      "    time.sleep(0.1)\n"
+                      "os.killpg(p.pid, signal.SIGINT)\n"
+                      "sys.exit(p.wait())\n"
+                      "' " + grid,
+                      dir);
+    INFO(r.out << r.err);
+    CHECK(r.code == 130);
+    CHECK(r.err.find("1 processes") != std::string::npos);
+    std::size_t interrupted = 0;
+    for (auto at = r.out.find(": interrupted "); at != std::string::npos; at = r.out.find(": interrupted ", at + 1))
+        ++interrupted;
+    CHECK(interrupted == 2);
+    const auto again = sh("cd '" + dir.string() + "' && " + grid, dir);
+    INFO(again.out << again.err);
+    CHECK(again.code == 0);
+    std::size_t resumed = 0;
+    for (auto at = again.out.find(": done (resumed) "); at != std::string::npos;
+         at = again.out.find(": done (resumed) ", at + 1))
+        ++resumed;
+    CHECK(resumed == 2);
+    for (const auto& e : fs::directory_iterator(dir / "sweep"))
+        if (fs::exists(e.path() / "config.toml"))
+            CHECK(slurp(e.path() / "summary.json").find("\"status\":\"completed\"") != std::string::npos);
+    fs::remove_all(dir);
+}
