@@ -15,11 +15,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <exception>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "config/memory_estimate.hpp"
 #include "config/schema.hpp"
@@ -327,6 +330,36 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
     }
 }
 
+/// Host threads for a population's agents: one per agent, at most one per hardware thread.
+/// Agent i belongs to worker i % workers. Each agent's ops go to its own device (its own streams
+/// on a GPU) and its files to its own directory, so the workers share nothing but the read-only
+/// market and population.json (under a lock); the host's launch work is spread over the cores.
+std::size_t agent_workers(std::size_t agents) {
+    const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    return std::max<std::size_t>(1, std::min(agents, cores));
+}
+
+/// Runs body(w) for w = 0 .. workers - 1, each on its own thread with `devices[w]` made current
+/// there (the agents' devices share one GPU), and rethrows the first exception once all have ended.
+void on_workers(std::size_t workers, const std::vector<std::unique_ptr<ops::Device>>& devices,
+                const std::function<void(std::size_t)>& body) {
+    std::vector<std::exception_ptr> errors(workers);
+    const auto run = [&](std::size_t w) {
+        try {
+            devices[w]->make_current();
+            body(w);
+        } catch (...) {
+            errors[w] = std::current_exception();
+        }
+    };
+    std::vector<std::thread> threads;
+    for (std::size_t w = 1; w < workers; ++w) threads.emplace_back(run, w);
+    run(0);
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+        if (e) std::rethrow_exception(e);
+}
+
 /// Trains the members in lockstep in `dir`; returns the population's outcome.
 void run_members(const Where& where, const config::Profile& base, std::vector<Member>& members, bool force,
                  clock::time_point t0, const std::vector<std::string>& resume_overrides) {
@@ -369,22 +402,32 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     write_population_json(where, base, members);
     signals::install_interrupt_handlers();
     for (auto* m : training) m->run->begin();
-    std::size_t live = training.size();
-    while (live > 0) {
-        for (auto* m : training) {
-            if (!m->live) continue;
-            if (m->run->step()) continue;
-            m->live = false;
-            --live;
-            if (m->run->status() == "diverged")
-                log::error("agent {}: {} (the other agents go on)", m->plan.index, m->run->error());
-            else
-                m->run->finish();
-            m->status = m->run->status();
-            m->run.reset();  // its trainer's device memory back
-            write_population_json(where, base, members);
+    // Each worker advances its agents in turn; an agent that ends (finished, early-stopped,
+    // diverged or interrupted) leaves alone and the others go on.
+    const std::size_t workers = agent_workers(training.size());
+    std::mutex record;  // population.json and the members' status
+    on_workers(workers, setup.devices, [&](std::size_t w) {
+        std::vector<Member*> mine;
+        for (std::size_t i = w; i < training.size(); i += workers) mine.push_back(training[i]);
+        std::size_t live = mine.size();
+        while (live > 0) {
+            for (auto* m : mine) {
+                if (!m->live) continue;
+                if (m->run->step()) continue;
+                m->live = false;
+                --live;
+                if (m->run->status() == "diverged")
+                    log::error("agent {}: {} (the other agents go on)", m->plan.index, m->run->error());
+                else
+                    m->run->finish();
+                const std::string status = m->run->status();
+                m->run.reset();  // its trainer's device memory back
+                const std::lock_guard lock(record);
+                m->status = status;
+                write_population_json(where, base, members);
+            }
         }
-    }
+    });
     for (auto& m : members) m.run.reset();
 }
 
@@ -716,19 +759,32 @@ std::string bench_population(const config::Profile& p, bool force) {
     const long long cap = std::clamp<long long>(5'000'000 / per, 3, 500);
     const long long phase = std::clamp<long long>(p.run.total_steps / per, std::min<long long>(20, cap), cap);
 
-    for (auto& t : trainers_) t->bench_prepare();
-    sync_all();
+    // Every phase on the agents' workers (as in training), each agent's work in turn; the
+    // untimed warm-up captures the sequences and loads the kernels, as for one agent.
+    const std::size_t workers = agent_workers(n);
+    const auto each_agent = [&](long long times, const std::function<long long(trainers::Trainer&)>& f) {
+        std::vector<long long> counts(workers, 0);
+        on_workers(workers, setup.devices, [&](std::size_t w) {
+            for (long long i = 0; i < times; ++i)
+                for (std::size_t a = w; a < n; a += workers) counts[w] += f(*trainers_[a]);
+        });
+        sync_all();
+        long long total = 0;
+        for (long long c : counts) total += c;
+        return total;
+    };
+    (void)each_agent(1, [](trainers::Trainer& tr) {
+        tr.bench_prepare();
+        (void)tr.bench_collect();
+        (void)tr.bench_update();
+        tr.iterate();
+        return 0LL;
+    });
     auto t = clock::now();
-    long long collected = 0;
-    for (long long i = 0; i < phase; ++i)
-        for (auto& tr : trainers_) collected += tr->bench_collect();
-    sync_all();
+    const long long collected = each_agent(phase, [](trainers::Trainer& tr) { return tr.bench_collect(); });
     const double collect_s = since(t);
     t = clock::now();
-    long long updates = 0;
-    for (long long i = 0; i < phase; ++i)
-        for (auto& tr : trainers_) updates += tr->bench_update();
-    sync_all();
+    const long long updates = each_agent(phase, [](trainers::Trainer& tr) { return tr.bench_update(); });
     const double update_s = since(t);
     double e2e_s = 0;
     long long e2e_steps = 0;
@@ -736,9 +792,10 @@ std::string bench_population(const config::Profile& p, bool force) {
         long long before = 0;
         for (auto& tr : trainers_) before += tr->env_steps();
         t = clock::now();
-        for (long long i = 0; i < phase; ++i)
-            for (auto& tr : trainers_) tr->iterate();
-        sync_all();
+        (void)each_agent(phase, [](trainers::Trainer& tr) {
+            tr.iterate();
+            return 0LL;
+        });
         e2e_s = since(t);
         for (auto& tr : trainers_) e2e_steps += tr->env_steps();
         e2e_steps -= before;
