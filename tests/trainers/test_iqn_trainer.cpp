@@ -25,6 +25,7 @@
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "io/safetensors.hpp"
+#include "support/shell.hpp"
 #include "math/iqn.h"
 #include "nn/init.hpp"
 #include "nn/reference.hpp"
@@ -144,28 +145,9 @@ iqn_embedding = 16
                                         "iqn-profile", overrides);
 }
 
-struct Result {
-    int code = -1;
-    std::string out, err;
-};
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-Result sh(const std::string& script, const fs::path& dir) {
-    const char* exe = std::getenv("FH_TRAIN_EXE");
-    REQUIRE(exe != nullptr);
-    const std::string cmd = "EXE='" + std::string(exe) + "'; " + script + " >'" + (dir / "out").string() + "' 2>'" +
-                            (dir / "err").string() + "'";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(dir / "out");
-    r.err = slurp(dir / "err");
-    return r;
-}
+using Result = fh::test::ShellResult;
+using fh::test::slurp;
+Result sh(const std::string& script, const fs::path& dir) { return fh::test::run_shell(script, dir); }
 
 }  // namespace
 

@@ -18,43 +18,17 @@
 
 #include "io/json.hpp"
 #include "io/safetensors.hpp"
+#include "support/shell.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-    int code = -1;
-    std::string out, err;
-};
+fs::path scratch(const std::string& name) { return fh::test::scratch_dir("fh-pipeline", name); }
 
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-fs::path scratch(const std::string& name) {
-    const fs::path p = fs::temp_directory_path() / ("fh-pipeline-" + std::to_string(::getpid()) + "-" + name);
-    fs::remove_all(p);
-    fs::create_directories(p);
-    return p;
-}
-
-/// Runs a shell command line with the executable as $EXE; stdout/stderr captured.
-Result sh(const std::string& script, const fs::path& dir) {
-    const char* exe = std::getenv("FH_TRAIN_EXE");
-    REQUIRE(exe != nullptr);
-    const std::string cmd = "EXE='" + std::string(exe) + "'; " + script + " >'" + (dir / "out").string() + "' 2>'" +
-                            (dir / "err").string() + "'";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(dir / "out");
-    r.err = slurp(dir / "err");
-    return r;
-}
+using Result = fh::test::ShellResult;
+using fh::test::slurp;
+Result sh(const std::string& script, const fs::path& dir) { return fh::test::run_shell(script, dir); }
 
 /// The text of the JSON object that follows `key` (objects nested one level deep at most).
 std::string object_after(const std::string& json, const std::string& key) {
