@@ -14,20 +14,30 @@
 
 namespace fh::test {
 
+/// Runs `policy` on n environments of `split` for `steps` steps; after each step
+/// `seen(actions, rewards)` gets that step's actions and rewards on the host.
+template <class Seen>
+void roll_policy(ops::Device& ops, const env::DeviceMarket& dm, const env::EnvParams& params,
+                 const trainers::Policy& policy, int n, int steps, env::Split split, Seen&& seen) {
+    env::VecEnv venv(ops, dm, split, params, n);
+    venv.reset_all();
+    auto actions = ops.alloc<int>(static_cast<std::size_t>(n));
+    for (int s = 0; s < steps; ++s) {
+        policy(actions.view(), venv.states(), n);
+        venv.step(actions.cview());
+        seen(ops.to_host(actions.cview()), ops.to_host(venv.rewards()));
+    }
+}
+
 /// Mean / standard deviation of every environment step's reward of `policy` on the validation
 /// split (or `split`).
 inline double validation_sharpe(ops::Device& ops, const env::DeviceMarket& dm, const env::EnvParams& params,
                                 const trainers::Policy& policy, int n = 64, int steps = 1000,
                                 env::Split split = env::Split::val) {
-    env::VecEnv venv(ops, dm, split, params, n);
-    venv.reset_all();
-    auto actions = ops.alloc<int>(static_cast<std::size_t>(n));
     std::vector<double> r;
-    for (int s = 0; s < steps; ++s) {
-        policy(actions.view(), venv.states(), n);
-        venv.step(actions.cview());
-        for (float x : ops.to_host(venv.rewards())) r.push_back(x);
-    }
+    roll_policy(ops, dm, params, policy, n, steps, split, [&](const std::vector<int>&, const std::vector<float>& rew) {
+        for (float x : rew) r.push_back(x);
+    });
     const double mean = std::accumulate(r.begin(), r.end(), 0.0) / static_cast<double>(r.size());
     double var = 0;
     for (double x : r) var += (x - mean) * (x - mean);
@@ -39,16 +49,11 @@ inline double validation_sharpe(ops::Device& ops, const env::DeviceMarket& dm, c
 inline double action_entropy(ops::Device& ops, const env::DeviceMarket& dm, const env::EnvParams& params,
                              const trainers::Policy& policy, int n = 64, int steps = 1000,
                              env::Split split = env::Split::val) {
-    env::VecEnv venv(ops, dm, split, params, n);
-    venv.reset_all();
-    auto actions = ops.alloc<int>(static_cast<std::size_t>(n));
     const int num_actions = env::num_actions(params);
     std::vector<double> count(static_cast<std::size_t>(num_actions), 0.0);
-    for (int s = 0; s < steps; ++s) {
-        policy(actions.view(), venv.states(), n);
-        venv.step(actions.cview());
-        for (int a : ops.to_host(actions.cview())) count[static_cast<std::size_t>(a)] += 1;
-    }
+    roll_policy(ops, dm, params, policy, n, steps, split, [&](const std::vector<int>& acts, const std::vector<float>&) {
+        for (int a : acts) count[static_cast<std::size_t>(a)] += 1;
+    });
     const double total = static_cast<double>(n) * steps;
     double h = 0;
     for (double c : count)
