@@ -89,22 +89,30 @@ if [ "${1:-}" = "__job" ]; then
         line=$(sed -n "$((point + 1))p" "$FH_SWEEP_GRID")
     fi
 fi
-if [ "${1:-}" = "__job" ] && [ ${#job_points[@]} -gt 1 ]; then
+# A job's process: runs "$FH_SWEEP_EXE" "${args[@]}" "${extra[@]}" with its output in the file
+# $attempt (made here) and leaves its exit status in $code, passing signals on (below).
+run_attempt() {
     attempt=$(mktemp "${TMPDIR:-/tmp}/fh-sweep-XXXXXX")
     signalled=0
     forward() { if [ $signalled -eq 0 ]; then signalled=1; kill -INT "$child" 2>/dev/null; else kill -TERM "$child" 2>/dev/null; fi; }
     if [ "${FH_SWEEP_SLURM:-0}" = 1 ]; then
+        # Slurm signals every process of the task, the run included: pass on only SIGUSR1 (from
+        # sweep.sbatch, near the time limit), as one SIGINT.
         "$FH_SWEEP_EXE" "${args[@]}" "${extra[@]}" </dev/null >"$attempt" 2>&1 &
         child=$!
         trap : INT TERM
         trap forward USR1
     else
+        # Its own session: a terminal's Ctrl-C reaches the run only through this wrapper, once.
         setsid "$FH_SWEEP_EXE" "${args[@]}" "${extra[@]}" </dev/null >"$attempt" 2>&1 &
         child=$!
         trap forward INT TERM USR1
     fi
-    while kill -0 "$child" 2>/dev/null; do wait "$child"; done
-    wait "$child"; code=$?
+    while kill -0 "$child" 2>/dev/null; do wait "$child"; done  # a trapped signal ends wait early
+    wait "$child"; code=$?                                      # the child's own status (bash keeps it)
+}
+if [ "${1:-}" = "__job" ] && [ ${#job_points[@]} -gt 1 ]; then
+    run_attempt
     for point in "${job_points[@]}"; do cat "$attempt" >>"$FH_SWEEP_OUT/sweep-logs/point-$point.log"; done
     # One line per run, from population.json (agents in the order of the job's points).
     mapfile -t agents < <(grep -o '"run":"[^"]*","status":"[^"]*"\(,"action":"[^"]*"\)\?' "$record" 2>/dev/null)
@@ -138,24 +146,7 @@ if [ "${1:-}" = "__job" ]; then
     done
     log="$FH_SWEEP_OUT/sweep-logs/point-$point.log"  # appended to by every attempt
     { printf '# %s' "$FH_SWEEP_EXE"; printf ' %q' "${args[@]}" "${extra[@]}"; printf '\n'; } >>"$log"
-    attempt=$(mktemp "${TMPDIR:-/tmp}/fh-sweep-XXXXXX")
-    signalled=0
-    forward() { if [ $signalled -eq 0 ]; then signalled=1; kill -INT "$child" 2>/dev/null; else kill -TERM "$child" 2>/dev/null; fi; }
-    if [ "${FH_SWEEP_SLURM:-0}" = 1 ]; then
-        # Slurm signals every process of the task, the run included: pass on only SIGUSR1 (from
-        # sweep.sbatch, near the time limit), as one SIGINT.
-        "$FH_SWEEP_EXE" "${args[@]}" "${extra[@]}" </dev/null >"$attempt" 2>&1 &
-        child=$!
-        trap : INT TERM
-        trap forward USR1
-    else
-        # Its own session: a terminal's Ctrl-C reaches the run only through this wrapper, once.
-        setsid "$FH_SWEEP_EXE" "${args[@]}" "${extra[@]}" </dev/null >"$attempt" 2>&1 &
-        child=$!
-        trap forward INT TERM USR1
-    fi
-    while kill -0 "$child" 2>/dev/null; do wait "$child"; done  # a trapped signal ends wait early
-    wait "$child"; code=$?                                      # the child's own status (bash keeps it)
+    run_attempt
     cat "$attempt" >>"$log"
     dir=$(sed -n 's/.* run directory:* \(.*\)$/\1/p' "$attempt" | tail -n 1)  # the log line "run directory: D"
     case $code in
