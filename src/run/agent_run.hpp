@@ -2,7 +2,7 @@
 /// @brief One agent's training run: its run directory, the training loop's callbacks
 ///        (metrics, validation backtests, early stopping, checkpoints, interrupts), the replay
 ///        dump, the test backtest and summary.json. A single run (src/run/train.cpp) is one
-///        AgentRun; a population (src/run/population.cpp) advances several in lockstep.
+///        AgentRun; a population (src/run/population.cpp) advances several, each host worker its agents in turn.
 #pragma once
 
 #include <chrono>

@@ -1,6 +1,6 @@
 /// @file population.cpp
 /// @brief The population: its plan (seeds x grid lines, each agent's profile), its directory and
-///        population.json, the agents' devices and markets, the lockstep loop, resume and bench.
+///        population.json, the agents' devices and markets, the agents' host workers, resume and bench.
 #include "run/population.hpp"
 
 #include <fcntl.h>
@@ -385,7 +385,7 @@ void on_workers(std::size_t workers, const std::vector<std::unique_ptr<ops::Devi
         if (e) std::rethrow_exception(e);
 }
 
-/// Trains the members in lockstep in `dir`; returns the population's outcome.
+/// Trains the members in `dir` on host workers (agent_workers); returns the population's outcome.
 void run_members(const Where& where, const config::Profile& base, std::vector<Member>& members, bool force,
                  clock::time_point t0, const std::vector<std::string>& resume_overrides) {
     const std::string& dir = where.agents;

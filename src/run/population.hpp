@@ -1,8 +1,8 @@
 /// @file population.hpp
 /// @brief Many agents of one trainer and network shape in one process (docs/sweeps.md
 ///        "Population"): each with its own seed and, from a grid file, its own scalar
-///        hyperparameters, its own trainer, device streams and run directory, advanced in
-///        lockstep. Agent i's files are exactly those of a single run with its seed and overrides.
+///        hyperparameters, its own trainer, device streams and run directory, advanced by
+///        host workers. Agent i's files are exactly those of a single run with its seed and overrides.
 #pragma once
 
 #include <cstdint>
@@ -67,7 +67,7 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
                                const std::vector<std::string>& overrides, const PopulationRequest& request,
                                bool auto_name);
 
-/// Trains the plan's agents in lockstep in `<run.output_dir>/<plan.name>` (run.on_exists applies
+/// Trains the plan's agents on host workers in `<run.output_dir>/<plan.name>` (run.on_exists applies
 /// to it) and returns that directory (flat, plan.record set: run.output_dir). A diverged agent stops alone (its summary.json says so);
 /// after the others finish the population exits with DivergedError (5). SIGINT/SIGTERM: every
 /// live agent writes its checkpoint and summary ("interrupted"), then InterruptedError (130).

@@ -183,7 +183,7 @@ struct LoopCallbacks {
     std::function<bool(long long iterations)> after_iteration;
 };
 
-/// training_loop one iteration at a time, so that several trainers can advance in lockstep (a
+/// training_loop one iteration at a time, so that several trainers can advance side by side (a
 /// population): step() does one iteration, its log point and after_iteration, and returns
 /// whether the loop goes on. A loop that is done already (a resumed trainer at its budget) does
 /// nothing; done() says so before the first step.
