@@ -49,17 +49,25 @@ struct Run {
 
 Run run_policy(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,
                ops::View<const backtest::Segment> segments, std::size_t total_bars, int max_steps,
-               const Policy& policy) {
+               const Policy& policy, bool capture_steps) {
     const int n = static_cast<int>(segments.size());
     Run run{ops.alloc<backtest::SegmentState>(segments.size()), ops.alloc<backtest::BarRecord>(total_bars)};
     auto states = ops.alloc<float>(segments.size() * static_cast<std::size_t>(params.state_dim));
     auto actions = ops.alloc<int>(segments.size());
     fh::ops::backtest_reset(ops, run.state.view(), run.records.view(), segments, params);
-    for (int step = 0; step < max_steps; ++step) {
+    const auto bar = [&] {
         fh::ops::backtest_gather(ops, states.view(), run.state.cview(), market, params);
         policy(actions.view(), states.cview(), n);
         fh::ops::backtest_step(ops, run.state.view(), run.records.view(), segments, actions.cview(), market, params);
+    };
+    // The first bar runs on its own (a policy sizes its workspace then), the others as one
+    // sequence captured at the second bar when the policy allows it.
+    ops::OpSequence sequence;
+    for (int step = 0; step < max_steps; ++step) {
+        if (capture_steps && step > 0) ops.run_sequence(sequence, bar);
+        else bar();
     }
+    if (capture_steps) ops.synchronize();  // the sequence's last launches finish before it is released
     return run;
 }
 
@@ -119,7 +127,7 @@ std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, dat
 
 BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const data::MarketData& md,
                         env::Split split, const env::EnvParams& params, const Policy& policy,
-                        int segments, bool keep_records) {
+                        int segments, bool keep_records, bool capture_steps) {
     if (!(md.bars_per_year > 0))
         throw std::invalid_argument("backtest: MarketData::bars_per_year must be positive (annualisation)");
     const env::MarketView view = market.view(split);  // throws DataError for an empty split
@@ -142,7 +150,7 @@ BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const
     report.segments = segs;
 
     {
-        const Run run = run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy);
+        const Run run = run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy, capture_steps);
         report.strategy = device_metrics(ops, run, dev_segs.cview(), view, mp);
         const auto st = ops.to_host(run.state.cview());
         for (const auto& s : st) report.segment_bars.push_back(s.bars);
@@ -156,7 +164,7 @@ BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const
         const Policy buy_and_hold = [&](ops::View<int> actions, ops::View<const float>, int) {
             ops.copy_raw(actions, hold_actions.cview());
         };
-        const Run run = run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, buy_and_hold);
+        const Run run = run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, buy_and_hold, true);
         report.buy_and_hold = device_metrics(ops, run, dev_segs.cview(), view, mp);
         if (keep_records) {
             for (const auto& s : ops.to_host(run.state.cview())) report.buy_and_hold_segment_bars.push_back(s.bars);

@@ -49,9 +49,12 @@ std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, dat
 /// then buy-and-hold (long max_contracts by a market order at the first decision) on the same
 /// segments, and computes both metrics on the backend. No host synchronisation per step beyond
 /// what the policy does. Throws DataError when the split has no bar to trade.
+/// `capture_steps`: the policy issues the same ops with the same arguments on every call after its
+/// first (GreedyPolicy::capture_safe): each bar's gather, policy and step then run as one captured
+/// sequence (a CUDA Graph, relaunched per bar: one launch instead of several), with the same results.
 BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const data::MarketData& md,
                         env::Split split, const env::EnvParams& params, const Policy& policy,
-                        int segments, bool keep_records);
+                        int segments, bool keep_records, bool capture_steps = false);
 
 /// The metrics of host-side records (the CPU twin of the metrics kernel; for tests and tools).
 Metrics compute_metrics(const std::vector<backtest::BarRecord>& records,

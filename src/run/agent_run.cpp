@@ -87,7 +87,7 @@ bool AgentRun::after_iteration(long long iterations) {
     auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer_->act(ops_, a, s, n); };
     if (crossed(iterations, p_.run.eval_interval)) {
         const auto report = eval::backtest(ops_, dm_, market_, env::Split::val, trainer_->env_params(), greedy,
-                                           static_cast<int>(p_.eval.segments), false);
+                                           static_cast<int>(p_.eval.segments), false, trainer_->policy().capture_safe());
         const std::optional<double> val_loss = trainer_->validation_loss();  // supervised only
         const double metric = by_loss_ ? val_loss.value_or(std::nan("")) : select_metric(report.strategy);
         last_val_ = metric;
@@ -199,13 +199,16 @@ void AgentRun::finish() {
     // when no validation ran).
     auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(ops_, a, s, n); };
     if (!best_weights_.empty()) ops_.upload<float>(trainer.policy_weights(), best_weights_);
-    const auto test = eval::backtest(ops_, dm_, market_, env::Split::test, trainer.env_params(), greedy, 1, true);
+    const bool capture = trainer.policy().capture_safe();
+    const auto test =
+        eval::backtest(ops_, dm_, market_, env::Split::test, trainer.env_params(), greedy, 1, true, capture);
     eval::write_equity_csv(dir_.file_path("backtest/equity.csv"), test, market_);
     eval::write_trades_csv(dir_.file_path("backtest/trades.csv"), test, market_);
     // backtest/val_equity.csv: the validation split with the same weights, one exact sequential
     // pass (the report's validation plot).
     eval::write_equity_csv(dir_.file_path("backtest/val_equity.csv"),
-                           eval::backtest(ops_, dm_, market_, env::Split::val, trainer.env_params(), greedy, 1, true),
+                           eval::backtest(ops_, dm_, market_, env::Split::val, trainer.env_params(), greedy, 1, true,
+                                          capture),
                            market_);
     if (best_weights_.empty()) trainers::save_checkpoint(best_ckpt_, ops_, trainer, p_, market_, early_, run_record());
     log::info("{}test backtest: return {:.4f}, Sharpe {:.3f}, max drawdown {:.4f}, {} trades (buy-and-hold: return "

@@ -70,7 +70,7 @@ std::string evaluate(const EvalRequest& r) {
     auto act = [&](ops::View<int> a, ops::View<const float> s, int n) { policy->act(*ops, online.cview(), a, s, n); };
     const bool keep = !r.output_dir.empty();
     const auto report = eval::backtest(*ops, dm, market, r.split == "val" ? env::Split::val : env::Split::test, params, act,
-                                       segments, keep);
+                                       segments, keep, policy->capture_safe());
     json::Array overrides;
     for (const auto& o : r.overrides) overrides.emplace_back(o);
     const std::string text = json::serialize(json::object({{"checkpoint", r.checkpoint},

@@ -29,6 +29,7 @@ public:
     std::size_t weights_size() const override { return net_.layout().total(); }
     void act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions, ops::View<const float> states,
              int n) override;
+    bool capture_safe() const noexcept override { return true; }  // a forward and the greedy pick
 
 private:
     QNetwork net_;

@@ -17,6 +17,7 @@ public:
     SoftmaxGreedyPolicy(nn::Mlp policy, std::size_t weights_size)
         : policy_(std::move(policy)), weights_size_(weights_size) {}
     std::size_t weights_size() const override { return weights_size_; }
+    bool capture_safe() const noexcept override { return true; }  // a forward and the first maximal logit
     void act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions, ops::View<const float> states,
              int n) override {
         if (&ops != ws_owner_ || n > ws_.max_batch()) {  // evaluation batch sizes vary

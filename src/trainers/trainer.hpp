@@ -45,6 +45,10 @@ public:
     /// actions (n) for states (n, state_dim); any n >= 1.
     virtual void act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions,
                      ops::View<const float> states, int n) = 0;
+    /// Whether act, called again with the same n, weights and buffers, issues the same ops with
+    /// the same arguments and allocates nothing (no per-call host value): a backtest may then
+    /// capture its steps (eval::backtest's capture_steps).
+    virtual bool capture_safe() const noexcept { return false; }
 };
 
 class Trainer {

@@ -5,12 +5,16 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "config/profile.hpp"
 #include "eval/backtest.hpp"
 #include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
+#include "support/compare.hpp"
 #include "support/market_fixture.hpp"
+#include "trainers/trainer.hpp"
 
 using namespace fh;
 using Approx = Catch::Detail::Approx;
@@ -73,5 +77,45 @@ TEST_CASE("the CUDA backtest equals the CPU backtest", "[gpu][eval]") {
             }
         require_same(c.strategy, g.strategy);
         require_same(c.buy_and_hold, g.buy_and_hold);
+    }
+}
+
+TEST_CASE("a CUDA backtest whose steps are captured equals the same backtest issued op by op (DQN and softmax "
+          "policies)",
+          "[gpu][eval]") {
+    auto& gpu = test::gpu_ops();
+    auto md = test::random_walk_market(20011, 23, 42, {0, 7001, 13007, 17003});
+    md.bars_per_year = 252.0 * 78;
+    const auto p = test::es_params(42, 15, 7);
+    env::DeviceMarket gm(gpu, md);
+    for (const char* trainer : {"dqn", "ppo"}) {
+        INFO("trainer " << trainer);
+        const auto profile = config::resolve_profile_text(std::string("[run]\ntrainer = \"") + trainer +
+                                                              "\"\n[dqn]\nhidden = [32, 32]\n[ppo]\nhidden = [32, 32]\n",
+                                                          "capture-test", {"env.position_levels=15",
+                                                                           "env.urgency_levels=3"});
+        const auto policy = trainers::make_greedy_policy(profile, p.state_dim);
+        REQUIRE(policy->capture_safe());
+        // Random weights that make the actions vary from bar to bar.
+        const auto w = test::random_floats(policy->weights_size(), 5, -0.5f, 0.5f);
+        const auto weights = gpu.from_host<float>(w);
+        const eval::Policy act = [&](ops::View<int> a, ops::View<const float> s, int n) {
+            policy->act(gpu, weights.cview(), a, s, n);
+        };
+        for (int segments : {1, 7}) {
+            INFO("segments " << segments);
+            const auto direct = eval::backtest(gpu, gm, md, env::Split::test, p, act, segments, true, false);
+            const auto captured = eval::backtest(gpu, gm, md, env::Split::test, p, act, segments, true, true);
+            REQUIRE(direct.segment_bars == captured.segment_bars);
+            REQUIRE(direct.records.size() == captured.records.size());
+            for (std::size_t s = 0; s < direct.segments.size(); ++s)  // the bars each segment traded
+                for (int i = 0; i < direct.segment_bars[s]; ++i) {
+                    const std::size_t j = static_cast<std::size_t>(direct.segments[s].offset + i);
+                    REQUIRE(std::memcmp(&direct.records[j], &captured.records[j], sizeof(backtest::BarRecord)) == 0);
+                }
+            require_same(direct.strategy, captured.strategy);
+            require_same(direct.buy_and_hold, captured.buy_and_hold);
+            CHECK(direct.strategy.action_histogram.size() > 1);
+        }
     }
 }
