@@ -400,18 +400,7 @@ TEST_CASE("population: Ctrl-C stops a sweep's population with every agent checkp
     const std::string grid = "'" + (fs::path(src) / "scripts" / "sweep.sh").string() +
                              "' --exe \"$EXE\" --profile dqn-smoketest --cpu -j 1 --output sweep --no-parallel "
                              "--seeds 1,2 -- --set run.total_steps=3000 --set run.log_interval=100";
-    const auto r = sh("cd '" + dir.string() + "' && python3 -c '\n"
-                      "import glob, os, signal, subprocess, sys, time\n"
-                      "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
-                      "p = subprocess.Popen(sys.argv[1:], start_new_session=True)\n"
-                      "for _ in range(600):\n"
-                      "    runs = [d for d in glob.glob(\"sweep/*/metrics.jsonl\") if os.path.getsize(d) > 0]\n"
-                      "    if len(runs) >= 2: break\n"
-                      "    time.sleep(0.1)\n"
-                      "os.killpg(p.pid, signal.SIGINT)\n"
-                      "sys.exit(p.wait())\n"
-                      "' " + grid,
-                      dir);
+    const auto r = sh("cd '" + dir.string() + "' && " + fh::test::ctrl_c_once("sweep/*/metrics.jsonl", 2) + grid, dir);
     INFO(r.out << r.err);
     CHECK(r.code == 130);
     CHECK(r.err.find("1 processes") != std::string::npos);

@@ -20,6 +20,7 @@
 
 #include "io/json.hpp"
 #include "support/chromium.hpp"
+#include "support/shell.hpp"
 #include "support/xml_check.hpp"
 
 namespace fs = std::filesystem;
@@ -201,18 +202,7 @@ TEST_CASE("Ctrl-C stops a sweep with every run checkpointed; the same command re
     // Like a terminal's Ctrl-C: SIGINT to the sweep's whole process group once both runs train.
     // (Started from Python as a new process group with the default SIGINT action, as a terminal's
     // foreground job: a shell's `&` would start it with SIGINT ignored.)
-    const auto r = sh("python3 -c '\n"
-                      "import glob, os, signal, subprocess, sys, time\n"
-                      "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
-                      "p = subprocess.Popen(sys.argv[1:], start_new_session=True)\n"
-                      "for _ in range(600):\n"
-                      "    runs = [d for d in glob.glob(\"sweep/*/metrics.jsonl\") if os.path.getsize(d) > 0]\n"
-                      "    if len(runs) >= 2: break\n"
-                      "    time.sleep(0.1)\n"
-                      "os.killpg(p.pid, signal.SIGINT)\n"
-                      "sys.exit(p.wait())\n"
-                      "' \"$SWEEP\" --exe \"$EXE\"" + grid,
-                      dir);
+    const auto r = sh(fh::test::ctrl_c_once("sweep/*/metrics.jsonl", 2) + "\"$SWEEP\" --exe \"$EXE\"" + grid, dir);
     INFO(r.out << r.err);
     CHECK(r.code == 130);
     const auto runs = run_dirs(dir / "sweep");

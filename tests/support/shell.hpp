@@ -51,4 +51,23 @@ inline ShellResult run_shell(const std::string& script, const std::filesystem::p
     return r;
 }
 
+/// A shell command prefix that runs the command after it like a terminal's foreground job (a new
+/// process group with the default SIGINT action: a shell's `&` would start it with SIGINT
+/// ignored), sends the whole group one SIGINT, as a terminal's Ctrl-C, once `count` files matching
+/// `pattern` (relative to the working directory) are non-empty or after 60 s, and exits with the
+/// command's status.
+inline std::string ctrl_c_once(const std::string& pattern, int count) {
+    return "python3 -c '\n"
+           "import glob, os, signal, subprocess, sys, time\n"
+           "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+           "p = subprocess.Popen(sys.argv[1:], start_new_session=True)\n"
+           "for _ in range(600):\n"
+           "    runs = [d for d in glob.glob(\"" + pattern + "\") if os.path.getsize(d) > 0]\n"
+           "    if len(runs) >= " + std::to_string(count) + ": break\n"
+           "    time.sleep(0.1)\n"
+           "os.killpg(p.pid, signal.SIGINT)\n"
+           "sys.exit(p.wait())\n"
+           "' ";
+}
+
 }  // namespace fh::test

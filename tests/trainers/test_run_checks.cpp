@@ -21,6 +21,7 @@
 #include "config/profile.hpp"
 #include "data/load.hpp"
 #include "io/replay_dump.hpp"
+#include "support/shell.hpp"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -31,37 +32,13 @@ using fh::trainers::RunCheckOptions;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-    const fs::path p = fs::temp_directory_path() / ("fh-runchecks-" + std::to_string(::getpid()) + "-" + name);
-    fs::remove_all(p);
-    fs::create_directories(p);
-    return p;
-}
+fs::path scratch(const std::string& name) { return fh::test::scratch_dir("fh-runchecks", name); }
 
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
+using fh::test::slurp;
+using Result = fh::test::ShellResult;
 
-struct Result {
-    int code = -1;
-    std::string out, err;
-};
-
-Result run(const std::string& args, const fs::path& dir) {
-    const char* exe = std::getenv("FH_TRAIN_EXE");
-    REQUIRE(exe != nullptr);
-    const std::string cmd = "'" + std::string(exe) + "' " + args + " >'" + (dir / "out").string() + "' 2>'" +
-                            (dir / "err").string() + "'";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(dir / "out");
-    r.err = slurp(dir / "err");
-    return r;
-}
+/// The executable with `args`.
+Result run(const std::string& args, const fs::path& dir) { return fh::test::run_shell("\"$EXE\" " + args, dir); }
 
 fh::config::Profile profile(const std::vector<std::string>& overrides) {
     return fh::config::resolve_profile_text("[run]\ntrainer = \"dqn\"\n[data]\nsynthetic_bars = 3000\n", "p.toml",
