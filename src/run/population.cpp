@@ -257,6 +257,25 @@ void write_population_json(const Where& where, const config::Profile& base, cons
                               [&](const std::string& m) { throw UsageError(fmt::format("{}: {}", where.record, m)); });
 }
 
+/// Runs body(t) for t = 0 .. threads - 1, each on its own thread (the calling thread runs t = 0),
+/// and rethrows the first exception once all have ended.
+void on_threads(std::size_t threads, const std::function<void(std::size_t)>& body) {
+    std::vector<std::exception_ptr> errors(threads);
+    const auto run = [&](std::size_t t) {
+        try {
+            body(t);
+        } catch (...) {
+            errors[t] = std::current_exception();
+        }
+    };
+    std::vector<std::thread> pool;
+    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(run, t);
+    run(0);
+    for (auto& th : pool) th.join();
+    for (auto& e : errors)
+        if (e) std::rethrow_exception(e);
+}
+
 /// The devices, markets and trainers of the agents that train in this process.
 struct PopulationSetup {
     std::vector<std::unique_ptr<ops::Device>> devices;  // destroyed last (members in reverse order)
@@ -307,24 +326,12 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
         if (s.markets.emplace(key, std::make_unique<PopulationSetup::SharedMarket>()).second)
             firsts.push_back(&m->plan.profile);
     }
-    {
-        const std::size_t threads =
-            std::min<std::size_t>(firsts.size(), std::max(1u, std::thread::hardware_concurrency()));
-        std::vector<std::exception_ptr> errors(threads);
-        std::vector<std::thread> pool;
-        for (std::size_t t = 0; t < threads; ++t)
-            pool.emplace_back([&, t] {
-                try {
-                    for (std::size_t k = t; k < firsts.size(); k += threads)
-                        s.markets.at(market_key(*firsts[k]))->market = data::load_market(trainers::data_options(*firsts[k]));
-                } catch (...) {
-                    errors[t] = std::current_exception();
-                }
-            });
-        for (auto& th : pool) th.join();
-        for (auto& e : errors)
-            if (e) std::rethrow_exception(e);
-    }
+    const std::size_t threads =
+        std::min<std::size_t>(firsts.size(), std::max(1u, std::thread::hardware_concurrency()));
+    on_threads(threads, [&](std::size_t t) {
+        for (std::size_t k = t; k < firsts.size(); k += threads)
+            s.markets.at(market_key(*firsts[k]))->market = data::load_market(trainers::data_options(*firsts[k]));
+    });
     std::vector<config::MemoryItem> total;
     for (std::size_t i = 0; i < training.size(); ++i) {
         const config::Profile& p = training[i]->plan.profile;
@@ -364,25 +371,13 @@ std::size_t agent_workers(std::size_t agents, bool gpu) {
     return std::max<std::size_t>(1, std::min(agents, threads));
 }
 
-/// Runs body(w) for w = 0 .. workers - 1, each on its own thread with `devices[w]` made current
-/// there (the agents' devices share one GPU), and rethrows the first exception once all have ended.
+/// on_threads with `devices[w]` made current on worker w's thread (the agents' devices share one GPU).
 void on_workers(std::size_t workers, const std::vector<std::unique_ptr<ops::Device>>& devices,
                 const std::function<void(std::size_t)>& body) {
-    std::vector<std::exception_ptr> errors(workers);
-    const auto run = [&](std::size_t w) {
-        try {
-            devices[w]->make_current();
-            body(w);
-        } catch (...) {
-            errors[w] = std::current_exception();
-        }
-    };
-    std::vector<std::thread> threads;
-    for (std::size_t w = 1; w < workers; ++w) threads.emplace_back(run, w);
-    run(0);
-    for (auto& t : threads) t.join();
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
+    on_threads(workers, [&](std::size_t w) {
+        devices[w]->make_current();
+        body(w);
+    });
 }
 
 /// Trains the members in `dir` on host workers (agent_workers); returns the population's outcome.
