@@ -222,6 +222,10 @@ int main(int argc, char** argv) {
     bench->add_flag("--kernel-times", g.kernel_times,
                     "Also time every kernel and matrix product of the phases with CUDA events (a diagnostic: the "
                     "phases then run op by op, without CUDA Graphs) and add a per-kernel table to the JSON");
+    bench->add_flag("--ablate", g.ablate,
+                    "Also time the captured collection step and update again with each op left out in turn (a "
+                    "diagnostic, CUDA only: what each op costs inside the graph, overlap included) and add the "
+                    "table to the JSON");
     for (auto* sub : {train, check, info, bench, eval, compare, report}) {
         sub->fallthrough();  // global options after it too
         const std::string own = sub->get_footer();

@@ -25,14 +25,15 @@ using NetworkBiasActForward = void(float* __restrict__ y, const float* __restric
 /// Launch: block (32, kBiasGradRows), grid (ceil(out / 32), slices); slice s covers rows
 /// [s * rows_per_slice, min(batch, (s + 1) * rows_per_slice)). Each column's rows are summed per
 /// thread in row order, then over the block's kBiasGradRows threads in a fixed tree. With one
-/// slice the sum goes to db (+= when accumulate), else to partials (slices, out), summed by
-/// network_bias_grad_finish_kernel. dY, Y (batch, out); db (out); partials (slices, out) or null.
+/// slice the sum goes to db (+= when accumulate); with several, each block writes partials
+/// (slices, out) and the last block of each group of 32 columns (counted on tickets[blockIdx.x],
+/// zero before the launch and reset to zero by it) adds the slices into db: thread row t sums
+/// slices t, t + kBiasGradRows, ... in order, then the fixed tree. dY, Y (batch, out); db (out)
+/// or null (then one slice); partials (slices, out) and tickets (ceil(out / 32)) or null with
+/// one slice.
 using NetworkActBiasGrad = void(float* __restrict__ dy, float* __restrict__ db, float* __restrict__ partials,
-                                const float* __restrict__ y, Activation act, int accumulate, int batch, int out,
-                                int rows_per_slice);
-/// db[j] = (accumulate ? db[j] : 0) + sum over s = 0..slices-1 of partials[s, j], in order.
-using NetworkBiasGradFinish = void(float* __restrict__ db, const float* __restrict__ partials, int accumulate,
-                                   int slices, int out);
+                                unsigned* __restrict__ tickets, const float* __restrict__ y, Activation act,
+                                int accumulate, int batch, int out, int rows_per_slice);
 inline constexpr int kBiasGradRows = 32;
 
 /// partials[blk] = sum of x[i]^2 over block blk's grid-stride share. Launch exactly
@@ -89,7 +90,6 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
 #define FH_KERNELS_core_network(FH_KERNEL)                                                 \
     FH_KERNEL(core_network, network_bias_act_forward_kernel, NetworkBiasActForward) \
     FH_KERNEL(core_network, network_act_bias_grad_kernel, NetworkActBiasGrad)       \
-    FH_KERNEL(core_network, network_bias_grad_finish_kernel, NetworkBiasGradFinish) \
     FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \
     FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \
     FH_KERNEL(core_network, network_adam_kernel, NetworkAdam)                       \

@@ -9,21 +9,23 @@
  *                                v = b2 v + (1-b2) g^2; p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
  *                                (core::clip_scale, core::adam_element; bias corrections from the host, or
  *                                core::at_step of the update number in device memory)
- * Layout:      row-major; y, dy (batch, out); b, db (out); partials (slices, out) for the bias
- *              gradient, (kNormBlocks) for the norm; x, params, m, v, grads (n) flat; out,
+ * Layout:      row-major; y, dy (batch, out); b, db (out); partials (slices, out) and tickets
+ *              (ceil(out / 32), zero between launches) for the bias gradient, (kNormBlocks) for the norm; x, params, m, v, grads (n) flat; out,
  *              grad_norm, gate (1).
- * Launch:      bias+act, Adam: 1-D grid-stride, any grid. Act + bias grad: block (32,
- *              kBiasGradRows), grid (ceil(out / 32), slices), then the finish over the slices
- *              when there is more than one. Norm: partials with exactly kNormBlocks x
- *              kNormThreads, then finish with one block of kNormThreads.
- * Determinism: run-to-run exact. No atomics: the bias gradient sums each column's rows in row
- *              order per thread, then the block's threads in a fixed tree, then the slices in
- *              order; the norm reduces a fixed grid (independent of the device's SM count) in a
- *              fixed tree order, in double. Elementwise math matches the CPU twins
+ * Launch:      bias+act, Adam: 1-D grid-stride, any grid. Act + bias grad: block (32, kBiasGradRows), grid
+ *              (ceil(out / 32), slices); with several slices the last block of each column group
+ *              sums them. Norm: partials with exactly kNormBlocks x kNormThreads, then finish with
+ *              one block of kNormThreads.
+ * Determinism: run-to-run exact. No float atomics: the bias gradient sums each column's rows in
+ *              row order per thread, then the block's threads in a fixed tree; with several
+ *              slices, the last block of a column group to finish (an integer ticket decides
+ *              which, not the order of the sum) adds the slices in a fixed strided order and a
+ *              fixed tree; the norm reduces a fixed grid (independent of the device's SM count)
+ *              in a fixed tree order, in double. Elementwise math matches the CPU twins
  *              (src/ops/cpu_device.cpp) up to FMA contraction and tanh's last bits, hence the
  *              tolerances of the tests; sums differ from the CPU's sequential sums by order only.
  * Aliasing:    pointers are __restrict__: y/b, dy/db/partials/y, partials/x, out/partials and the
- *              six Adam buffers must be distinct; Device (src/ops/device.cpp) checks it before
+ *              six Adam buffers must be distinct (tickets too); Device (src/ops/device.cpp) checks it before
  *              launching. In-place updates (bias+act on y, act backward on dy) are single pointers.
  * Gate:        Adam does nothing when *gate == 0 (the training guard's skip, no host sync).
  * Signatures:  cuda/abi/core_network.h (checked below).
@@ -48,11 +50,26 @@ extern "C" __global__ void network_bias_act_forward_kernel(float* __restrict__ y
     }
 }
 
+namespace {
+
+/// Sums sums[0..kBiasGradRows)[threadIdx.x] in a fixed tree into sums[0][threadIdx.x]. Every
+/// thread of the block calls it.
+__device__ void bias_rows_tree(float (&sums)[fh::abi::kBiasGradRows][32]) {
+    __syncthreads();
+    for (int stride = fh::abi::kBiasGradRows / 2; stride > 0; stride /= 2) {
+        if (threadIdx.y < static_cast<unsigned>(stride)) sums[threadIdx.y][threadIdx.x] += sums[threadIdx.y + stride][threadIdx.x];
+        __syncthreads();
+    }
+}
+
+}  // namespace
+
 extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, float* __restrict__ db,
-                                                        float* __restrict__ partials, const float* __restrict__ y,
-                                                        Activation act, int accumulate, int batch, int out,
-                                                        int rows_per_slice) {
+                                                        float* __restrict__ partials, unsigned* __restrict__ tickets,
+                                                        const float* __restrict__ y, Activation act, int accumulate,
+                                                        int batch, int out, int rows_per_slice) {
     __shared__ float sums[fh::abi::kBiasGradRows][32];
+    __shared__ bool last_slice;
     const int col = blockIdx.x * 32 + threadIdx.x;
     const long long row0 = static_cast<long long>(blockIdx.y) * rows_per_slice;
     long long row_end = row0 + rows_per_slice;
@@ -69,24 +86,31 @@ extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, 
             acc += dz;
         }
     sums[threadIdx.y][threadIdx.x] = acc;
+    bias_rows_tree(sums);
+    if (db == nullptr) return;  // the same for the whole grid
+    const bool writer = threadIdx.y == 0 && col < out;
+    if (gridDim.y == 1) {
+        if (writer) db[col] = accumulate ? db[col] + sums[0][threadIdx.x] : sums[0][threadIdx.x];
+        return;
+    }
+    // Several slices: each block leaves its sums in partials; the last block of these 32
+    // columns to finish (a ticket, integers only) sums the slices in a fixed order and resets
+    // the ticket for the next launch.
+    if (writer) partials[static_cast<long long>(blockIdx.y) * out + col] = sums[0][threadIdx.x];
+    __threadfence();
     __syncthreads();
-    for (int stride = fh::abi::kBiasGradRows / 2; stride > 0; stride /= 2) {
-        if (threadIdx.y < static_cast<unsigned>(stride)) sums[threadIdx.y][threadIdx.x] += sums[threadIdx.y + stride][threadIdx.x];
-        __syncthreads();
-    }
-    if (threadIdx.y != 0 || col >= out || db == nullptr) return;
-    const float total = sums[0][threadIdx.x];
-    if (gridDim.y == 1) db[col] = accumulate ? db[col] + total : total;
-    else partials[static_cast<long long>(blockIdx.y) * out + col] = total;
-}
-
-extern "C" __global__ void network_bias_grad_finish_kernel(float* __restrict__ db, const float* __restrict__ partials,
-                                                           int accumulate, int slices, int out) {
-    for (long long j = global_thread_index(); j < out; j += grid_thread_count()) {
-        float s = 0.f;
-        for (int k = 0; k < slices; ++k) s += partials[static_cast<long long>(k) * out + j];
-        db[j] = accumulate ? db[j] + s : s;
-    }
+    if (threadIdx.x == 0 && threadIdx.y == 0) last_slice = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last_slice) return;
+    __threadfence();
+    float s = 0.f;  // slices threadIdx.y, threadIdx.y + kBiasGradRows, ... in order, then the tree
+    if (col < out)
+        for (unsigned k = threadIdx.y; k < gridDim.y; k += fh::abi::kBiasGradRows)
+            s += __ldcg(&partials[static_cast<long long>(k) * out + col]);
+    sums[threadIdx.y][threadIdx.x] = s;
+    bias_rows_tree(sums);
+    if (writer) db[col] = accumulate ? db[col] + sums[0][threadIdx.x] : sums[0][threadIdx.x];
+    if (threadIdx.x == 0 && threadIdx.y == 0) tickets[blockIdx.x] = 0;
 }
 
 namespace {

@@ -25,6 +25,7 @@ struct GlobalOptions {
     std::string log_format = "text";  ///< text | json
     bool cuda_sync_debug = false;
     bool kernel_times = false;           ///< bench --kernel-times
+    bool ablate = false;                 ///< bench --ablate
     bool force = false;  ///< --force: train although the instrument does not fit the prices
     std::string seeds;            ///< --seeds N,N,...: a population with exactly these seeds ("" = not given)
     std::string population_grid;  ///< --population-grid FILE: one agent (or one per seed) per line

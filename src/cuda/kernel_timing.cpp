@@ -11,6 +11,11 @@ namespace fh::cuda {
 namespace {
 
 std::atomic<bool> g_on{false};
+// The ablation filter (bench only: set between phases, read while ops are issued).
+std::atomic<bool> g_skip_on{false};
+std::atomic<unsigned> g_skip_generation{0};
+std::mutex g_skip_mutex;
+std::string g_skip_name;
 
 /// Recorded event pairs (reused between collections) and the name of each.
 struct Recorder {
@@ -28,6 +33,20 @@ Recorder& recorder() {
 
 void set_kernel_timing(bool on) noexcept { g_on = on; }
 bool kernel_timing() noexcept { return g_on; }
+
+void set_skipped_op(std::string name) {
+    std::lock_guard lock(g_skip_mutex);
+    g_skip_on = !name.empty();
+    g_skip_name = std::move(name);
+    ++g_skip_generation;
+}
+bool op_names_wanted() noexcept { return g_on || g_skip_on; }
+bool op_skipped(const std::string& name) {
+    if (!g_skip_on) return false;
+    std::lock_guard lock(g_skip_mutex);
+    return name == g_skip_name;
+}
+unsigned op_filter_generation() noexcept { return g_skip_generation; }
 
 TimedRegion::TimedRegion(std::string name, cudaStream_t stream) : name_(std::move(name)), stream_(stream) {
     if (!g_on) return;

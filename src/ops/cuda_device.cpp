@@ -30,9 +30,15 @@ using cuda::LaunchDims;
 
 namespace {
 constexpr std::size_t kWorkspaceBytes = 32u << 20;
-/// The bias gradient's partial sums: up to kMaxBiasSlices row slices of a layer's columns.
-constexpr int kMaxBiasSlices = 64;
+/// The bias gradient's row slices: at least kBiasSliceRows rows each, and about kBiasGradBlocks
+/// blocks in all (one wave of 1024-thread blocks on a large GPU; a constant, so that the slicing
+/// and the sums' order do not depend on the device); partial sums per slice and a ticket per
+/// group of 32 columns (zero between launches).
+constexpr int kBiasSliceRows = 256;
+constexpr int kBiasGradBlocks = 256;
+constexpr int kMaxBiasSlices = 128;
 constexpr std::size_t kBiasPartialFloats = std::size_t{1} << 20;
+constexpr std::size_t kBiasTickets = kBiasPartialFloats / 2 / 32;  // enough for every out with 2+ slices
 }  // namespace
 
 /// A lane: a stream and its cuBLAS handle and scratch (allocated up front: nothing may allocate
@@ -43,13 +49,17 @@ struct CudaDevice::Lane {
     cuda::Event done{cudaEventDisableTiming};
     void* workspace = nullptr;
     float* bias_partials = nullptr;
+    unsigned* bias_tickets = nullptr;
     bool busy = false;
     Lane() {
         FH_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
         FH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&bias_partials), kBiasPartialFloats * sizeof(float)));
+        FH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&bias_tickets), kBiasTickets * sizeof(unsigned)));
+        FH_CUDA_CHECK(cudaMemsetAsync(bias_tickets, 0, kBiasTickets * sizeof(unsigned), stream.get()));
         FH_CUBLAS_CHECK(cublasSetWorkspace(cublas.get(), workspace, kWorkspaceBytes));
     }
     ~Lane() {
+        if (bias_tickets) FH_CUDA_CHECK_NOTHROW(cudaFree(bias_tickets));
         if (bias_partials) FH_CUDA_CHECK_NOTHROW(cudaFree(bias_partials));
         if (workspace) FH_CUDA_CHECK_NOTHROW(cudaFree(workspace));
     }
@@ -101,6 +111,7 @@ namespace {
 
 /// A captured sequence: the graph and its executable instance.
 struct CudaGraph final : OpSequence::Captured {
+    unsigned filter_generation = 0;  ///< the ablation filter it was captured under (bench --ablate)
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     ~CudaGraph() override {
@@ -116,8 +127,13 @@ void CudaDevice::run_sequence(OpSequence& seq, const std::function<void()>& ops)
         ops();
         return;
     }
+    if (seq.captured && static_cast<CudaGraph&>(*seq.captured).filter_generation != cuda::op_filter_generation()) {
+        FH_CUDA_CHECK(cudaStreamSynchronize(stream()));  // bench --ablate changed the filter: the old graph may still run
+        seq.reset();
+    }
     if (!seq.captured) {
         auto g = std::make_unique<CudaGraph>();
+        g->filter_generation = cuda::op_filter_generation();
         FH_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
         try {
             ops();
@@ -140,6 +156,7 @@ cudaStream_t CudaDevice::stream() const noexcept { return lanes_[static_cast<std
 cublasHandle_t CudaDevice::cublas() const noexcept { return lanes_[static_cast<std::size_t>(lane_)]->cublas.get(); }
 void* CudaDevice::workspace() const noexcept { return lanes_[static_cast<std::size_t>(lane_)]->workspace; }
 float* CudaDevice::bias_partials() const noexcept { return lanes_[static_cast<std::size_t>(lane_)]->bias_partials; }
+unsigned* CudaDevice::bias_tickets() const noexcept { return lanes_[static_cast<std::size_t>(lane_)]->bias_tickets; }
 
 void CudaDevice::run_branches(std::span<const std::function<void()>> branches) {
     // Free lanes for all branches but the last (which stays on the current lane); branches
@@ -325,11 +342,12 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
     if (bias)
         FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
     const float one = 1.f, zero = 0.f;
-    const cuda::TimedRegion timed(
-        cuda::kernel_timing() ? fmt::format("linear forward (lt) {}x{}x{}{}", batch, out, in,
-                                            count > 1 ? fmt::format(" x{}", count) : std::string())
-                              : "",
-        stream());
+    const std::string label =
+        cuda::op_names_wanted() ? fmt::format("linear forward (lt) {}x{}x{}{}", batch, out, in,
+                                              count > 1 ? fmt::format(" x{}", count) : std::string())
+                                : std::string();
+    if (cuda::op_skipped(label)) return true;  // bench --ablate
+    const cuda::TimedRegion timed(label, stream());
     const cublasStatus_t st = cublasLtMatmul(lt_, plan->op, &one, W, plan->a, X, plan->b, &zero, Y, plan->c, Y,
                                              plan->c, &plan->algo, workspace(), kWorkspaceBytes, stream());
     if (st == CUBLAS_STATUS_SUCCESS) return true;
@@ -344,9 +362,10 @@ void CudaDevice::linear_forward_impl(View<float> Y, View<const float> X, View<co
     if (lt_linear_forward(Y.data(), X.data(), 0, W.data(), b.empty() ? nullptr : b.data(), 0, 1, batch, in, out, act))
         return;
     const float one = 1.f, zero = 0.f;
-    {
-        const cuda::TimedRegion timed(cuda::kernel_timing() ? fmt::format("linear forward (sgemm) {}x{}x{}", batch, out, in) : "",
-                                      stream());
+    const std::string label =
+        cuda::op_names_wanted() ? fmt::format("linear forward (sgemm) {}x{}x{}", batch, out, in) : std::string();
+    if (!cuda::op_skipped(label)) {  // bench --ablate
+        const cuda::TimedRegion timed(label, stream());
         FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, &one, W.data(), in, X.data(), in,
                                     &zero, Y.data(), out));
     }
@@ -390,33 +409,38 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                       int out, Activation act, bool accumulate, bool overlap) {
     const float one = 1.f, zero = 0.f;
-    // dZ = dY * act'(Y) in place on dY, and db = the column sums of dZ, in one pass over dY (one
-    // launch up to 2048 rows; beyond, one row slice per 2048 rows, at most kMaxBiasSlices, then a
-    // fixed-order sum of the slices).
+    // dZ = dY * act'(Y) in place on dY, and db = the column sums of dZ, in one pass over dY: row
+    // slices (enough blocks to fill the GPU, see kBiasGradBlocks), whose last block per column
+    // group adds the slices in a fixed order. The slicing depends on the shape only, so the sums'
+    // order, hence the bits, are the same on every run.
     if (act != Activation::none || !db.empty()) {
-        int slices = std::clamp(batch / 2048, 1, kMaxBiasSlices);
+        const int column_groups = (out + 31) / 32;
+        int slices = std::clamp(std::min(batch / kBiasSliceRows, (kBiasGradBlocks + column_groups - 1) / column_groups),
+                                1, kMaxBiasSlices);
         slices = std::max(1, std::min<int>(slices, static_cast<int>(kBiasPartialFloats / static_cast<std::size_t>(out))));
         if (db.empty()) slices = 1;
         const int rows_per_slice = (batch + slices - 1) / slices;
-        const LaunchDims dims{dim3(static_cast<unsigned>((out + 31) / 32), static_cast<unsigned>(slices)),
+        const LaunchDims dims{dim3(static_cast<unsigned>(column_groups), static_cast<unsigned>(slices)),
                               dim3(32, abi::kBiasGradRows), 0};
         kernels().network_act_bias_grad_kernel(stream(), dims, dY.data(), db.empty() ? nullptr : db.data(),
-                                               slices > 1 ? bias_partials() : nullptr, Y.data(), act,
+                                               slices > 1 ? bias_partials() : nullptr,
+                                               slices > 1 ? bias_tickets() : nullptr, Y.data(), act,
                                                accumulate ? 1 : 0, batch, out, rows_per_slice);
-        if (slices > 1)
-            kernels().network_bias_grad_finish_kernel(stream(), LaunchDims::linear(static_cast<std::size_t>(out), 128),
-                                                      db.data(), bias_partials(), accumulate ? 1 : 0, slices, out);
     }
     const float* dZ = dY.data();
     const auto weight_grad = [&] {
-        const cuda::TimedRegion timed(cuda::kernel_timing() ? fmt::format("linear dW (sgemm) {}x{}x{}", in, out, batch) : "",
-                                      stream());
+        const std::string label =
+            cuda::op_names_wanted() ? fmt::format("linear dW (sgemm) {}x{}x{}", in, out, batch) : std::string();
+        if (cuda::op_skipped(label)) return;  // bench --ablate
+        const cuda::TimedRegion timed(label, stream());
         FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, X.data(), in, dZ, out,
                                     accumulate ? &one : &zero, dW.data(), in));
     };
     const auto input_grad = [&] {
-        const cuda::TimedRegion timed(cuda::kernel_timing() ? fmt::format("linear dX (sgemm) {}x{}x{}", batch, in, out) : "",
-                                      stream());
+        const std::string label =
+            cuda::op_names_wanted() ? fmt::format("linear dX (sgemm) {}x{}x{}", batch, in, out) : std::string();
+        if (cuda::op_skipped(label)) return;  // bench --ablate
+        const cuda::TimedRegion timed(label, stream());
         FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, &one, W.data(), in, dZ, out,
                                     &zero, dX.data(), in));
     };

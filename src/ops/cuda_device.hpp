@@ -111,6 +111,7 @@ private:
     cublasLtHandle_t lt_ = nullptr;
     void* workspace() const noexcept;
     float* bias_partials() const noexcept;
+    unsigned* bias_tickets() const noexcept;
     /// cuBLASLt plans by shape, epilogue, math mode and alignment: the same algorithm for the same
     /// problem on every call (run-to-run determinism).
     struct LtPlan;

@@ -2,6 +2,7 @@
 /// @brief `bench`: the throughput of the profile's trainer, its phases timed alone and together.
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include "cuda/kernel_timing.hpp"
 #include "io/json.hpp"
@@ -20,21 +21,50 @@ double seconds_since(clock::time_point t) { return std::chrono::duration<double>
 
 }  // namespace
 
-/// Per-kernel times of `phases` runs of one phase, per run, slowest first.
-json::Value kernel_table(std::vector<cuda::KernelTime> times, long long phases) {
+/// Per-kernel times of `phases` units of one phase (collection steps, updates), per unit, slowest
+/// first.
+json::Value kernel_table(std::vector<cuda::KernelTime> times, double phases) {
     std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.total_us > b.total_us; });
     json::Array rows;
     double total = 0;
     for (const auto& t : times) {
         total += t.total_us;
         rows.push_back(json::object({{"op", t.name},
-                                     {"launches", static_cast<double>(t.calls) / static_cast<double>(phases)},
-                                     {"us", t.total_us / static_cast<double>(phases)}}));
+                                     {"launches", static_cast<double>(t.calls) / phases},
+                                     {"us", t.total_us / phases}}));
     }
-    return json::object({{"us_total", total / static_cast<double>(phases)}, {"ops", json::Value::array(std::move(rows))}});
+    return json::object({{"us_total", total / phases}, {"ops", json::Value::array(std::move(rows))}});
 }
 
-std::string bench(const config::Profile& p, bool kernel_times, bool force) {
+/// The ablation of one phase (bench --ablate): `run_phase(k)` runs k captured calls of it and
+/// returns the units they did (collection steps, updates). Times the phase as captured, then with
+/// each op of `ops` left out of the graph (the ops' launches by name; the results of those calls
+/// are meaningless), `runs` calls each after one untimed call that captures the graph again;
+/// microseconds per unit.
+json::Value ablation_table(ops::Device& ops, const std::vector<cuda::KernelTime>& op_names,
+                           const std::function<double(long long)>& run_phase, long long runs) {
+    const auto time_phase = [&] {
+        (void)run_phase(1);  // captures the sequence under the current filter
+        ops.synchronize();
+        const auto t = clock::now();
+        const double units = run_phase(runs);
+        ops.synchronize();
+        return 1e6 * seconds_since(t) / std::max(1.0, units);
+    };
+    cuda::set_skipped_op("");
+    const double whole = time_phase();
+    json::Array rows;
+    for (const auto& op : op_names) {
+        cuda::set_skipped_op(op.name);
+        const double without = time_phase();
+        rows.push_back(json::object({{"op", op.name}, {"us_without", without}, {"us_saved", whole - without}}));
+    }
+    cuda::set_skipped_op("");
+    (void)time_phase();  // the step captured whole again
+    return json::object({{"us_captured", whole}, {"ops", json::Value::array(std::move(rows))}});
+}
+
+std::string bench(const config::Profile& p, bool kernel_times, bool force, bool ablate) {
     const auto t_start = clock::now();
     Session session(p, force);
     auto& ops = session.ops;
@@ -76,22 +106,45 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force) {
         e2e_s = seconds_since(t);
         e2e_steps = trainer->env_steps() - before;
     }
-    // The diagnostic: every op of a phase timed on its own (CUDA events around each launch).
-    json::Value times;
-    if (kernel_times && ops->cuda()) {
+    (void)trainer->read_log(1.0);  // surfaces a diverged guard as exit 5 (before the diagnostics)
+    // The diagnostics: every op of a phase timed on its own (CUDA events around each launch), and
+    // each op left out of the captured phase in turn.
+    json::Value times, ablation;
+    if ((kernel_times || ablate) && ops->cuda()) {
         constexpr long long kRuns = 20;
+        const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
         cuda::set_kernel_timing(true);
         (void)cuda::collect_kernel_times();
-        for (long long i = 0; i < kRuns; ++i) (void)trainer->bench_collect();
+        double timed_steps = 0;  // collection steps of every environment
+        for (long long i = 0; i < kRuns; ++i) timed_steps += static_cast<double>(trainer->bench_collect()) / n_envs;
         auto collect_times = cuda::collect_kernel_times();
         long long timed_updates = 0;
         for (long long i = 0; i < kRuns; ++i) timed_updates += trainer->bench_update();
         auto update_times = cuda::collect_kernel_times();
         cuda::set_kernel_timing(false);
-        times = json::object({{"collection", kernel_table(std::move(collect_times), kRuns)},
-                              {"update", kernel_table(std::move(update_times), std::max<long long>(1, timed_updates))}});
+        if (ablate) {
+            const long long runs = phase;  // as many steps as each timed phase
+            json::Object parts;
+            if (collected > 0)  // per collection step of every environment
+                parts.emplace_back("collection", ablation_table(*ops, collect_times, [&](long long k) {
+                                       double steps = 0;
+                                       for (long long i = 0; i < k; ++i)
+                                           steps += static_cast<double>(trainer->bench_collect()) / n_envs;
+                                       return steps;
+                                   }, runs));
+            if (updates > 0)  // per update
+                parts.emplace_back("update", ablation_table(*ops, update_times, [&](long long k) {
+                                       double n = 0;
+                                       for (long long i = 0; i < k; ++i) n += static_cast<double>(trainer->bench_update());
+                                       return n;
+                                   }, runs));
+            ablation = json::Value::object(std::move(parts));
+        }
+        if (kernel_times)
+            times = json::object({{"collection", kernel_table(std::move(collect_times), std::max(1.0, timed_steps))},
+                                  {"update", kernel_table(std::move(update_times),
+                                                          static_cast<double>(std::max<long long>(1, timed_updates)))}});
     }
-    (void)trainer->read_log(1.0);  // surfaces a diverged guard as exit 5
 
     const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
     const double collection_steps = static_cast<double>(collected) / n_envs;  // steps of all environments
@@ -112,6 +165,7 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force) {
         {"peak_device_memory_bytes", ops->peak_bytes()},
     };
     if (!times.is_null()) out.emplace_back("kernel_times", std::move(times));  // only with --kernel-times on CUDA
+    if (!ablation.is_null()) out.emplace_back("ablation", std::move(ablation));  // only with --ablate on CUDA
     return json::serialize(json::Value::object(std::move(out)));
 }
 

@@ -50,7 +50,9 @@ std::string evaluate(const EvalRequest& request);
 /// Throughput figures of the profile's trainer as one JSON object: collection
 /// env steps/s (collection only), updates/s (training only), end-to-end env steps/s, time to
 /// first kernel, peak device memory. With kernel_times (CUDA only), also each kernel's and matrix
-/// product's time per collection step and per update, measured op by op with CUDA events.
-std::string bench(const config::Profile& profile, bool kernel_times = false, bool force = false);
+/// product's time per collection step and per update, measured op by op with CUDA events. With
+/// ablate (CUDA only), also each op's share of the captured step: the step timed again with that
+/// op's launches left out of the graph.
+std::string bench(const config::Profile& profile, bool kernel_times = false, bool force = false, bool ablate = false);
 
 }  // namespace fh::run

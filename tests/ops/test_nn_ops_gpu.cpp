@@ -103,15 +103,22 @@ TEST_CASE("CUDA linear backward with dW and dX side by side equals it in series,
 TEST_CASE("CUDA linear backward over many rows (the bias gradient's row slices) equals the CPU twin", "[gpu][nn]") {
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    for (int batch : {2049, 5000, 70001})
-        for (Activation act : {Activation::none, Activation::relu}) {
-            INFO("batch " << batch << " act " << static_cast<int>(act));
-            const LinearResults c = run_linear(cpu, batch, 3, 45, act, 77u + static_cast<unsigned>(batch));
-            const LinearResults g = run_linear(gpu, batch, 3, 45, act, 77u + static_cast<unsigned>(batch));
-            FH_REQUIRE_CLOSE(g.dZ, c.dZ, 1e-5, 1e-4);
-            FH_REQUIRE_CLOSE(g.db, c.db, 1e-5 * std::sqrt(batch), 1e-4);
-            FH_REQUIRE_CLOSE(g.db_acc, c.db_acc, 2e-5 * std::sqrt(batch), 1e-4);
-        }
+    // 1 to 128 slices, one or several groups of 32 columns; each backward runs twice (set, then
+    // accumulate), so a slice ticket left non-zero by the first would spoil the second.
+    for (int batch : {300, 513, 2049, 5000, 32768, 70001})
+        for (int out : {45, 129})
+            for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
+                INFO("batch " << batch << " out " << out << " act " << static_cast<int>(act));
+                const std::uint64_t seed = 77u + static_cast<unsigned>(batch) + static_cast<unsigned>(out);
+                const LinearResults c = run_linear(cpu, batch, 3, out, act, seed);
+                const LinearResults g = run_linear(gpu, batch, 3, out, act, seed);
+                FH_REQUIRE_CLOSE(g.dZ, c.dZ, 1e-5, 1e-4);
+                FH_REQUIRE_CLOSE(g.db, c.db, 1e-5 * std::sqrt(batch), 1e-4);
+                FH_REQUIRE_CLOSE(g.db_acc, c.db_acc, 2e-5 * std::sqrt(batch), 1e-4);
+                const LinearResults again = run_linear(gpu, batch, 3, out, act, seed);  // run to run: the same bits
+                CHECK(again.db == g.db);
+                CHECK(again.db_acc == g.db_acc);
+            }
 }
 
 TEST_CASE("linear_forward_batched equals one linear_forward per network, on both backends", "[gpu][nn]") {
