@@ -178,19 +178,36 @@ __device__ double block_sum(double v, double* shared) {
     __syncthreads();
     return r;
 }
-__device__ float block_min_max(float v, bool is_max, float* shared) {
-    shared[threadIdx.x] = v;
+/// block_sum of N values per thread at once: one tree (kDqnFinishThreads / 2 ... 1) for all N,
+/// each value summed in block_sum's order, so the results equal N block_sum calls bit for bit
+/// with one barrier per level instead of one per level and value. All threads get them.
+template <int N>
+__device__ void block_sums(double (&v)[N], double (*shared)[fh::abi::kDqnFinishThreads]) {
+    for (int k = 0; k < N; ++k) shared[k][threadIdx.x] = v[k];
+    __syncthreads();
+    for (int stride = fh::abi::kDqnFinishThreads / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < static_cast<unsigned>(stride))
+            for (int k = 0; k < N; ++k) shared[k][threadIdx.x] += shared[k][threadIdx.x + stride];
+        __syncthreads();
+    }
+    for (int k = 0; k < N; ++k) v[k] = shared[k][0];
+    __syncthreads();
+}
+/// The block's minimum of lo and maximum of hi in one tree.
+__device__ void block_min_and_max(float& lo, float& hi, float (*shared)[fh::abi::kDqnFinishThreads]) {
+    shared[0][threadIdx.x] = lo;
+    shared[1][threadIdx.x] = hi;
     __syncthreads();
     for (int stride = fh::abi::kDqnFinishThreads / 2; stride > 0; stride /= 2) {
         if (threadIdx.x < static_cast<unsigned>(stride)) {
-            const float o = shared[threadIdx.x + stride];
-            shared[threadIdx.x] = is_max ? fmaxf(shared[threadIdx.x], o) : fminf(shared[threadIdx.x], o);
+            shared[0][threadIdx.x] = fminf(shared[0][threadIdx.x], shared[0][threadIdx.x + stride]);
+            shared[1][threadIdx.x] = fmaxf(shared[1][threadIdx.x], shared[1][threadIdx.x + stride]);
         }
         __syncthreads();
     }
-    const float r = shared[0];
+    lo = shared[0][0];
+    hi = shared[1][0];
     __syncthreads();
-    return r;
 }
 
 }  // namespace
@@ -413,17 +430,16 @@ extern "C" __global__ void dqn_loss_kernel(fh::abi::DqnLossArgs a) {
 }
 
 extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
-    __shared__ double dsum[fh::abi::kDqnFinishThreads];
-    __shared__ float fext[fh::abi::kDqnFinishThreads];
+    __shared__ double dsum[6][fh::abi::kDqnFinishThreads];
+    __shared__ float fext[2][fh::abi::kDqnFinishThreads];
     const int agent = blockIdx.x;
     const int t = threadIdx.x, T = fh::abi::kDqnFinishThreads;
     const float* partials = a.norm_partials + static_cast<long long>(agent) * fh::abi::kNormBlocks;
     const float* stats = a.sample_stats + static_cast<long long>(agent) * fh::dqn::kSampleStats * a.batch;
 
-    double norm = 0.0;
-    for (int i = t; i < fh::abi::kNormBlocks; i += T) norm += partials[i];
-    norm = block_sum(norm, dsum);
-    double s[5] = {0.0, 0.0, 0.0, 0.0, 0.0};  // C51, MSE, Q, |TD|, CQL
+    // Per thread, then over the block in one tree: the norm's partials and the batch's sums.
+    double s[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};  // C51, MSE, Q, |TD|, CQL, squared norm
+    for (int i = t; i < fh::abi::kNormBlocks; i += T) s[5] += partials[i];
     float q_min = cuda::std::numeric_limits<float>::infinity(), q_max = -q_min;
     for (int b = t; b < a.batch; b += T) {
         s[0] += stats[fh::dqn::kStatC51 * a.batch + b];
@@ -436,14 +452,17 @@ extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
         q_min = fminf(q_min, qb);
         q_max = fmaxf(q_max, qb);
     }
+    block_sums(s, dsum);
+    block_min_and_max(q_min, q_max, fext);
+    const double norm = s[5];
     BatchSums sums{};
-    sums.c51 = block_sum(s[0], dsum);
-    sums.mse = block_sum(s[1], dsum);
-    sums.q = block_sum(s[2], dsum);
-    sums.td_abs = block_sum(s[3], dsum);
-    sums.cql = block_sum(s[4], dsum);
-    sums.q_min = block_min_max(q_min, false, fext);
-    sums.q_max = block_min_max(q_max, true, fext);
+    sums.c51 = s[0];
+    sums.mse = s[1];
+    sums.q = s[2];
+    sums.td_abs = s[3];
+    sums.cql = s[4];
+    sums.q_min = q_min;
+    sums.q_max = q_max;
     if (t == 0) {
         UpdateStep step{};
         fh::nn::GuardState guard = a.guard[agent];
@@ -542,9 +561,8 @@ extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {
     const fh::dqn::SampleRange range = fh::dqn::sample_range(c.pushed, r.capacity_steps, p.n_step);
     const fh::replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest, range.count,
                                       p.n_step, p.gamma};
-    fh::replay::NstepDraw draw{};
-    if (lane == 0) draw = fh::replay::draw_nstep(static_cast<int>(b), view, sp);
-    const long long first = __shfl_sync(kFullMask, draw.first, 0), last = __shfl_sync(kFullMask, draw.last, 0);
+    const fh::replay::NstepDraw draw = fh::replay::warp_draw_nstep(static_cast<int>(b), view, sp, lane);
+    const long long first = draw.first, last = draw.last;  // the same on every lane
     const int D = r.state_dim;
     float* x = a.x + static_cast<long long>(agent) * 2 * a.batch * D;
     for (int col = lane; col < D; col += 32) {
@@ -558,8 +576,8 @@ extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {
         a.discounts[v] = draw.discount;
     }
     if (a.masks != nullptr) {  // each head's bootstrap mask of the first transition
-        const long long step = __shfl_sync(kFullMask, draw.step, 0);
-        const int env = __shfl_sync(kFullMask, draw.env, 0);
+        const long long step = draw.step;
+        const int env = draw.env;
         float* masks = a.masks + (static_cast<long long>(agent) * a.batch + b) * a.ensemble;
         for (int k = lane; k < a.ensemble; k += 32) masks[k] = bootstrap_mask(p.seed, env, step, k, p.bootstrap_prob);
     }

@@ -48,22 +48,39 @@ struct NstepDraw {
     long long step;  ///< the first transition's collection step (its identity, with env)
     int env;
 };
-FH_HD NstepDraw draw_nstep(int b, const ReplayView& r, const SampleParams& s) {
+/// The first transition of batch row b: its collection step and environment (Philox on the
+/// row and the update number).
+struct NstepPick {
+    long long step;
+    int env;
+};
+FH_HD NstepPick pick_nstep(int b, const ReplayView& r, const SampleParams& s) {
     const rng::U32x4 u = rng::draw(s.seed, rng::Purpose::replay_sample, static_cast<std::uint32_t>(b), s.update);
     const std::uint64_t pick = (static_cast<std::uint64_t>(u.v[0]) << 32) | u.v[1];
     const long long step = s.oldest_step + static_cast<long long>(pick % static_cast<std::uint64_t>(s.sampleable));
     const int env_index = static_cast<int>(rng::below(u.v[2], static_cast<std::uint32_t>(r.n_envs)));
-    auto row = [&](long long st) {
-        return static_cast<long long>(st % r.capacity_steps) * r.n_envs + env_index;
-    };
-    NstepDraw d{row(step), row(step), r.actions[row(step)], 0.0f, 0.0f, step, env_index};
+    return NstepPick{step, env_index};
+}
+/// The ring row of environment `env` at collection step `step`.
+FH_HD long long ring_row(const ReplayView& r, long long step, int env) {
+    return static_cast<long long>(step % r.capacity_steps) * r.n_envs + env;
+}
+/// The n-step transition from a pick; `load(k, reward, done)` gives the reward and done flag of
+/// the pick's k-th step (row ring_row(r, pick.step + k, pick.env)), read in order k = 0, 1, ...
+/// until the first done (a kernel may have read them ahead, all at once).
+template <class Load>
+FH_HD NstepDraw accumulate_nstep(const NstepPick& p, const ReplayView& r, const SampleParams& s, int action,
+                                 Load load) {
+    const long long first = ring_row(r, p.step, p.env);
+    NstepDraw d{first, first, action, 0.0f, 0.0f, p.step, p.env};
     float acc = 0.0f, g = 1.0f;
     for (int k = 0; k < s.n_step; ++k) {
-        const long long i = row(step + k);
-        acc += g * r.rewards[i];
+        float reward = 0.0f;
+        std::uint8_t done = 0;
+        load(k, reward, done);
+        acc += g * reward;
         g *= s.gamma;
-        d.last = i;
-        const std::uint8_t done = r.done[i];
+        d.last = ring_row(r, p.step + k, p.env);
         if (done == env::kTerminated) { d.discount = 0.0f; break; }
         d.discount = g;
         if (done == env::kTruncated) break;
@@ -71,6 +88,42 @@ FH_HD NstepDraw draw_nstep(int b, const ReplayView& r, const SampleParams& s) {
     d.ret = acc;
     return d;
 }
+FH_HD NstepDraw draw_nstep(int b, const ReplayView& r, const SampleParams& s) {
+    const NstepPick p = pick_nstep(b, r, s);
+    return accumulate_nstep(p, r, s, r.actions[ring_row(r, p.step, p.env)],
+                            [&](int k, float& reward, std::uint8_t& done) {
+                                const long long i = ring_row(r, p.step + k, p.env);
+                                reward = r.rewards[i];
+                                done = r.done[i];
+                            });
+}
+
+#if defined(__CUDACC__)
+/// draw_nstep by a whole warp, bit for bit: every lane draws the pick, lane k < n_step reads
+/// step k's reward and done flag (one round trip to memory instead of one per step), and every
+/// lane forms the return from them through shuffles. All 32 lanes must call it.
+__device__ inline NstepDraw warp_draw_nstep(int b, const ReplayView& r, const SampleParams& s, int lane) {
+    const NstepPick p = pick_nstep(b, r, s);
+    const int action = r.actions[ring_row(r, p.step, p.env)];
+    if (s.n_step > 32)
+        return accumulate_nstep(p, r, s, action, [&](int k, float& reward, std::uint8_t& done) {
+            const long long i = ring_row(r, p.step + k, p.env);
+            reward = r.rewards[i];
+            done = r.done[i];
+        });
+    float my_reward = 0.0f;
+    int my_done = 0;
+    if (lane < s.n_step) {
+        const long long i = ring_row(r, p.step + lane, p.env);
+        my_reward = r.rewards[i];
+        my_done = r.done[i];
+    }
+    return accumulate_nstep(p, r, s, action, [&](int k, float& reward, std::uint8_t& done) {
+        reward = __shfl_sync(0xffffffffu, my_reward, k);
+        done = static_cast<std::uint8_t>(__shfl_sync(0xffffffffu, my_done, k));
+    });
+}
+#endif
 
 /// Batch row b, whole: the draw, then the state and next state rows (state_dim floats each).
 /// Returns the draw (its step and env identify the first transition).
