@@ -168,18 +168,21 @@ using DqnCuriosityBonus = void(DqnCuriosityBonusArgs args);
 /// After a collection step: steps += 1, pushed += 1 for each of n_agents agents.
 using DqnAdvance = void(dqn::Counters* counters, int n_agents);
 
-/// Block shape of the per-sample kernels: warps per block; dynamic shared memory per warp is
+/// Block shape of the per-row kernels: warps per block (act, collect, sample: a warp per row;
+/// loss: kDqnLossWarps warps per head row); dynamic shared memory per warp is
 /// dqn_step_smem_floats(head) floats.
 inline constexpr int kDqnWarpsPerBlock = 2;
+inline constexpr int kDqnLossWarps = 4;
 /// Per warp: the atoms' values, three Z-float scratch rows and the Q of every action (twice: the
 /// scalar head's loss keeps Q(s) and the target's Q there); with an ensemble, every head's Q (K, A).
 FH_HD int dqn_step_smem_floats(const dqn::HeadParams& h) {
     return 4 * h.num_atoms + 2 * h.num_actions + (h.ensemble > 1 ? h.ensemble * h.num_actions : 0);
 }
-/// Bytes of dynamic shared memory a block of the per-row kernels needs, and the most it may use
-/// (the default per-block limit; the op and the profile's rules refuse more).
+/// Bytes of dynamic shared memory the largest block of the per-row kernels needs, and the most
+/// it may use (the default per-block limit; the op and the profile's rules refuse more).
 FH_HD long long dqn_step_smem_bytes(const dqn::HeadParams& h) {
-    return static_cast<long long>(sizeof(float)) * kDqnWarpsPerBlock * dqn_step_smem_floats(h);
+    const int warps = kDqnWarpsPerBlock > kDqnLossWarps ? kDqnWarpsPerBlock : kDqnLossWarps;
+    return static_cast<long long>(sizeof(float)) * warps * dqn_step_smem_floats(h);
 }
 inline constexpr long long kDqnMaxSmemBytes = 48 * 1024;
 inline constexpr int kDqnFinishThreads = 256;

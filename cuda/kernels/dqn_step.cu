@@ -9,8 +9,13 @@
  *              an ensemble of K heads has K such rows per sample (network outputs (B, K * W) =
  *              head rows (B * K, W)); stats (kSampleStats, B * K); parameters flat (n). Per agent:
  *              buffers are [agents][...].
- * Launch:      act, loss: one warp per row, kDqnWarpsPerBlock warps per block, grid (ceil(rows /
- *              warps), agents), dynamic shared memory dqn_step_smem_floats floats per warp.
+ * Launch:      act: one warp per row, kDqnWarpsPerBlock warps per block, grid (ceil(rows /
+ *              warps), agents); loss: one block of kDqnLossWarps warps per row, grid (rows,
+ *              agents) (the plain C51 row's independent steps side by side: the select row's Q
+ *              split over three warps beside the online row's softmax, then a*, the target's
+ *              softmax, the projection one atom per thread, the cross-entropy, and the head's
+ *              backward one element per thread; the scalar head, CQL and corrupt rows: one warp,
+ *              every step in turn); dynamic shared memory dqn_step_smem_floats floats per warp.
  *              finish: one block of kDqnFinishThreads per agent. adam_target: any 1-D grid
  *              (grid-stride) x agents. advance: one thread.
  * Speed:       rows are latency bound: head_q takes the Q of all actions in register chunks
@@ -58,11 +63,16 @@ struct WarpScratch {
     float* q;
     float* q_heads;  ///< (K, A) with an ensemble
 };
-__device__ WarpScratch warp_scratch(float* smem, int warp, const HeadParams& h, int lane) {
+/// Warp `warp`'s scratch (pointers only).
+__device__ WarpScratch scratch_at(float* smem, int warp, const HeadParams& h) {
     const int Z = h.num_atoms;
     float* base = smem + warp * fh::abi::dqn_step_smem_floats(h);
-    WarpScratch w{base, base + Z, base + 2 * Z, base + 3 * Z, base + 4 * Z, base + 4 * Z + 2 * h.num_actions};
-    for (int z = lane; z < Z; z += 32) w.atoms[z] = atom<float>(h, z);
+    return WarpScratch{base, base + Z, base + 2 * Z, base + 3 * Z, base + 4 * Z, base + 4 * Z + 2 * h.num_actions};
+}
+/// This warp's scratch, its atoms filled in.
+__device__ WarpScratch warp_scratch(float* smem, int warp, const HeadParams& h, int lane) {
+    const WarpScratch w = scratch_at(smem, warp, h);
+    for (int z = lane; z < h.num_atoms; z += 32) w.atoms[z] = atom<float>(h, z);
     __syncwarp();
     return w;
 }
@@ -155,15 +165,23 @@ __device__ void head_q_dispatch(int n, const float* row, const float* mean, int 
     else if constexpr (N > 1)
         head_q_dispatch<N - 1>(n, row, mean, a0, h, atoms, q_out, lane);
 }
-/// The Q of every action of a head row into q_out (A; lane 0 writes, every lane may read after),
-/// bit for bit softmax_q(...).q. Chunks of equal size, at most kQChunk: no idle slots.
+/// The Q of actions [begin, end) of a head row into q_out[begin..end) (lane 0 writes, every lane
+/// may read after), bit for bit softmax_q(...).q. Chunks of equal size, at most kQChunk: no idle
+/// slots.
+__device__ void head_q_range(const float* row, const float* mean, int begin, int end, const HeadParams& h,
+                             const float* atoms, float* q_out, int lane) {
+    const int n = end - begin;
+    if (n > 0) {
+        const int chunks = (n + kQChunk - 1) / kQChunk, per = (n + chunks - 1) / chunks;
+        for (int a0 = begin; a0 < end; a0 += per)
+            head_q_dispatch<kQChunk>(min(per, end - a0), row, mean, a0, h, atoms, q_out, lane);
+    }
+    __syncwarp();
+}
+/// The Q of every action of a head row (head_q_range over all of them).
 __device__ void head_q(const float* row, const float* mean, const HeadParams& h, const float* atoms, float* q_out,
                        int lane) {
-    const int A = h.num_actions;
-    const int chunks = max(1, (A + kQChunk - 1) / kQChunk), per = (A + chunks - 1) / chunks;
-    for (int a0 = 0; a0 < A; a0 += per)
-        head_q_dispatch<kQChunk>(min(per, A - a0), row, mean, a0, h, atoms, q_out, lane);
-    __syncwarp();
+    head_q_range(row, mean, 0, h.num_actions, h, atoms, q_out, lane);
 }
 
 /// Sums one double per thread of a kDqnFinishThreads block in a fixed tree; all threads get it.
@@ -269,17 +287,15 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, 16
         for (int act = lane; act < A; act += 32) a.q[row_index * A + act] = w.q[act];
 }
 
-extern "C" __global__ void dqn_loss_kernel(fh::abi::DqnLossArgs a) {
-    extern __shared__ float smem[];
+/// Head row b of the loss (row b of the B * K rows: head b % K of sample b / K; K = 1: the
+/// sample) by one warp, every step in turn: the scalar head, CQL and corrupt batches take this
+/// path; the plain C51 rows take dqn_loss_kernel's four warps (the same floats).
+namespace {
+__device__ void loss_row_one_warp(const fh::abi::DqnLossArgs& a, int agent, long long b, const WarpScratch& w,
+                                  int lane) {
     const HeadParams& h = a.head_params;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int agent = blockIdx.y;
-    // b: the head row (row b of the B * K rows: head b % K of sample b / K; K = 1: the sample).
     const long long R = static_cast<long long>(a.batch) * h.ensemble;
-    const long long b = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
-    if (b >= R) return;
     const int Z = h.num_atoms, A = h.num_actions, W = head_width(h);
-    const WarpScratch w = warp_scratch(smem, warp, h, lane);
     const long long row_index = static_cast<long long>(agent) * R + b;
     const long long sample = static_cast<long long>(agent) * a.batch + b / h.ensemble;
     const float* hs = a.head_s + row_index * W;
@@ -426,6 +442,151 @@ extern "C" __global__ void dqn_loss_kernel(fh::abi::DqnLossArgs a) {
         stats[fh::dqn::kStatTd * R + b] = td;
         stats[fh::dqn::kStatQ * R + b] = q;
         stats[fh::dqn::kStatCql * R + b] = cql_loss;
+    }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps)
+    dqn_loss_kernel(fh::abi::DqnLossArgs a) {
+    extern __shared__ float smem[];
+    __shared__ Softmax s_target, s_online;
+    __shared__ float s_td;
+    __shared__ bool s_windowed;
+    constexpr int kWarps = fh::abi::kDqnLossWarps, kSelectWarps = kWarps - 1, kLast = kWarps - 1;
+    const HeadParams& h = a.head_params;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int agent = blockIdx.y;
+    const long long R = static_cast<long long>(a.batch) * h.ensemble;
+    const long long b = blockIdx.x;  // one head row per block
+    if (b >= R) return;
+    const WarpScratch w = warp_scratch(smem, warp, h, lane);
+    const int Z = h.num_atoms, A = h.num_actions, W = head_width(h);
+    const long long row_index = static_cast<long long>(agent) * R + b;
+    const long long sample = static_cast<long long>(agent) * a.batch + b / h.ensemble;
+    const int act = a.actions[sample];
+    if (h.scalar || a.agent[agent].cql_alpha != 0.f || act < 0 || act >= A) {  // the same for the block
+        if (warp == 0) loss_row_one_warp(a, agent, b, w, lane);
+        return;
+    }
+    // The plain C51 row by four warps, each step's floats exactly loss_row_one_warp's (the same
+    // functions over the same lanes' atoms); only independent steps run side by side.
+    const float* hs = a.head_s + row_index * W;
+    const float* hsel = a.head_select + row_index * W;
+    const float* ht = a.head_target + row_index * W;
+    float* d = a.d_head + row_index * W;
+    float* stats = a.stats + static_cast<long long>(agent) * fh::dqn::kSampleStats * R;
+    const float ret = a.returns[sample], disc = a.discounts[sample];
+    float scale = 1.0f / static_cast<float>(R);
+    if (a.masks != nullptr) scale *= a.masks[row_index];
+    const float alpha = a.agent[agent].mse_alpha;
+    const WarpScratch first = scratch_at(smem, 0, h), last = scratch_at(smem, kLast, h);
+
+    // 1. Side by side: the select row's Q, a third of the actions per warp (into first.q; the
+    //    ensemble's a* is given instead); the last warp: the target and online rows' advantage
+    //    means (last.buf0, last.buf2) and the online softmax of the taken action (exps in last.buf1).
+    if (warp < kSelectWarps) {
+        if (a.target_actions == nullptr) {
+            mean_advantages(w.buf0, hsel, h, lane);
+            const int per = (A + kSelectWarps - 1) / kSelectWarps;
+            const int begin = min(A, warp * per), end = min(A, begin + per);
+            head_q_range(hsel, w.buf0, begin, end, h, w.atoms, first.q, lane);
+        }
+    } else {
+        mean_advantages(w.buf0, ht, h, lane);
+        mean_advantages(w.buf2, hs, h, lane);
+        const Softmax online = softmax_q(hs, w.buf2, act, h, w.atoms, w.buf1, lane);
+        if (lane == 0) s_online = online;
+    }
+    __syncthreads();
+
+    // 2. The first warp: a* (the first maximal Q), the target's distribution of a* (first.buf1),
+    //    every source atom's position (first.buf2), and whether the projection may use windows.
+    if (warp == 0) {
+        int a_star = 0;
+        if (a.target_actions != nullptr) {
+            a_star = a.target_actions[sample];
+        } else {
+            float best = 0.f;
+            for (int x = 0; x < A; ++x) {
+                const float qx = first.q[x];
+                if (x == 0 || qx > best) best = qx, a_star = x;
+            }
+        }
+        const Softmax target = softmax_q(ht, last.buf0, a_star, h, w.atoms, w.buf1, lane);
+        bool finite = true;
+        for (int z = lane; z < Z; z += 32) {
+            const float p = w.buf1[z] / target.sum;
+            w.buf1[z] = p;
+            w.buf2[z] = projection_position(ret, disc, z, h);
+            finite = finite && cuda::std::isfinite(p);
+        }
+        __syncwarp();
+        bool monotone = true;
+        for (int z = lane + 1; z < Z; z += 32) monotone = monotone && w.buf2[z - 1] <= w.buf2[z];
+        const bool windowed = __all_sync(kFullMask, finite && monotone);
+        if (lane == 0) s_target = target, s_windowed = windowed;
+    }
+    __syncthreads();
+
+    // 3. The projection m (first.buf0), one target atom per thread (loss_row_one_warp's sums).
+    {
+        const float* p_next = first.buf1;
+        const float* pos = first.buf2;
+        const bool windowed = s_windowed;
+        for (int i = threadIdx.x; i < Z; i += blockDim.x) {
+            const float fi = static_cast<float>(i);
+            int lo = 0, hi = Z;
+            if (windowed) {
+                hi = 0;
+                for (int step = 1 << (31 - __clz(Z)); step > 0; step >>= 1) {
+                    if (lo + step <= Z && !(pos[lo + step - 1] - fi > -1.f)) lo += step;
+                    if (hi + step <= Z && pos[hi + step - 1] - fi < 1.f) hi += step;
+                }
+            }
+            float mi = 0.f;
+            for (int j = lo; j < hi; ++j) mi += p_next[j] * projection_weight(pos[j], i);
+            first.buf0[i] = mi;
+        }
+    }
+    __syncthreads();
+    const float* m = first.buf0;
+
+    // 4. The last warp: cross-entropy against m, the TD error, the statistics.
+    if (warp == kLast) {
+        const Softmax online = s_online;
+        const float log_sum = online.max + logf(online.sum);
+        float ce = 0.f;
+        for (int z = lane; z < Z; z += 32) ce -= m[z] * (head_logit(hs, w.buf2[z], act, z, h) - log_sum);
+        ce = warp_sum(ce);
+        const float td = online.q - (ret + disc * s_target.q);
+        if (lane == 0) {
+            s_td = td;
+            stats[fh::dqn::kStatC51 * R + b] = ce;
+            stats[fh::dqn::kStatMse * R + b] = 0.5f * td * td;
+            stats[fh::dqn::kStatTd * R + b] = td;
+            stats[fh::dqn::kStatQ * R + b] = online.q;
+            stats[fh::dqn::kStatCql * R + b] = 0.f;
+        }
+    }
+    __syncthreads();
+
+    // 5. The head's backward over the whole row (value row, then each action's): element k of
+    //    the row is atom z = k % Z of row k / Z, its blended gradient g as in loss_row_one_warp.
+    const Softmax online = s_online;
+    const float td = s_td;
+    const int value_rows = h.dueling ? 1 : 0;
+    for (int k = threadIdx.x; k < W; k += blockDim.x) {
+        const int r = k / Z, z = k - r * Z;
+        const float g = blended_logit_gradient(last.buf1[z] / online.sum, m[z], td, first.atoms[z], online.q, scale,
+                                               alpha);
+        if (r < value_rows) {
+            d[k] = g;
+        } else {
+            const int x = r - value_rows;
+            const float share = h.dueling ? g / static_cast<float>(A) : 0.f;
+            d[k] = (x == act ? g : 0.f) - share;
+        }
     }
 }
 

@@ -400,7 +400,7 @@ private:
                              p.num_actions(), p.dqn.iqn_quantiles, 2 * p.num_actions() + p.dqn.iqn_quantiles));
             rule({"dqn.her"}, p.dqn.her, "dqn.her = true (hindsight relabelling) is not implemented yet: set dqn.her = false");
             // The per-sample DQN kernels keep a row's atoms, Q and (ensemble) every head's Q in 48 KB
-            // of shared memory per block of two warps (abi::dqn_step_smem_floats).
+            // of shared memory per block of up to four warps (abi::dqn_step_smem_bytes).
             {
                 dqn::HeadParams h{};
                 h.num_actions = static_cast<int>(p.num_actions());
