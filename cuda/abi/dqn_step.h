@@ -173,6 +173,13 @@ using DqnAdvance = void(dqn::Counters* counters, int n_agents);
 /// dqn_step_smem_floats(head) floats.
 inline constexpr int kDqnWarpsPerBlock = 2;
 inline constexpr int kDqnLossWarps = 4;
+/// The loss's launch shape: while the head rows of all agents are at most kDqnLossSplitRows, a
+/// block of kDqnLossWarps warps per row (few rows leave the GPU idle: a row's independent steps
+/// side by side shorten it); beyond, kDqnWarpsPerBlock rows per block, a warp each (the GPU is
+/// full and the split's extra barriers cost more). Both give the same floats.
+inline constexpr long long kDqnLossSplitRows = 512;
+FH_HD bool dqn_loss_split(long long rows_all_agents) { return rows_all_agents <= kDqnLossSplitRows; }
+static_assert(kDqnWarpsPerBlock != kDqnLossWarps, "dqn_loss_kernel tells its two shapes apart by the block size");
 /// Per warp: the atoms' values, three Z-float scratch rows and the Q of every action (twice: the
 /// scalar head's loss keeps Q(s) and the target's Q there); with an ensemble, every head's Q (K, A).
 FH_HD int dqn_step_smem_floats(const dqn::HeadParams& h) {

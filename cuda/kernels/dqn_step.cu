@@ -10,12 +10,14 @@
  *              head rows (B * K, W)); stats (kSampleStats, B * K); parameters flat (n). Per agent:
  *              buffers are [agents][...].
  * Launch:      act: one warp per row, kDqnWarpsPerBlock warps per block, grid (ceil(rows /
- *              warps), agents); loss: one block of kDqnLossWarps warps per row, grid (rows,
- *              agents) (the plain C51 row's independent steps side by side: the select row's Q
+ *              warps), agents); loss (abi::dqn_loss_split): up to kDqnLossSplitRows rows, one
+ *              block of kDqnLossWarps warps per row, grid (rows, agents) (the plain C51 row's
+ *              independent steps side by side: the select row's Q
  *              split over three warps beside the online row's softmax, then a*, the target's
  *              softmax, the projection one atom per thread, the cross-entropy, and the head's
  *              backward one element per thread; the scalar head, CQL and corrupt rows: one warp,
- *              every step in turn); dynamic shared memory dqn_step_smem_floats floats per warp.
+ *              every step in turn), more rows as act (a warp per row, every step in turn); dynamic shared
+ *              memory dqn_step_smem_floats floats per warp.
  *              finish: one block of kDqnFinishThreads per agent. adam_target: any 1-D grid
  *              (grid-stride) x agents. advance: one thread.
  * Speed:       rows are latency bound: head_q takes the Q of all actions in register chunks
@@ -458,6 +460,11 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int agent = blockIdx.y;
     const long long R = static_cast<long long>(a.batch) * h.ensemble;
+    if (blockDim.x != 32 * kWarps) {  // the many-rows shape (abi::dqn_loss_split): a warp per row
+        const long long b = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + warp;
+        if (b < R) loss_row_one_warp(a, agent, b, warp_scratch(smem, warp, h, lane), lane);
+        return;
+    }
     const long long b = blockIdx.x;  // one head row per block
     if (b >= R) return;
     const WarpScratch w = warp_scratch(smem, warp, h, lane);
@@ -571,15 +578,19 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps)
     }
     __syncthreads();
 
-    // 5. The head's backward over the whole row (value row, then each action's): element k of
-    //    the row is atom z = k % Z of row k / Z, its blended gradient g as in loss_row_one_warp.
+    // 5. The head's backward: each atom's blended gradient g once (into first.buf2, free since
+    //    the projection), then the whole row (value row, then each action's), element k being
+    //    atom z = k % Z of row k / Z, written as loss_row_one_warp writes it.
     const Softmax online = s_online;
     const float td = s_td;
+    for (int z = threadIdx.x; z < Z; z += blockDim.x)
+        first.buf2[z] = blended_logit_gradient(last.buf1[z] / online.sum, m[z], td, first.atoms[z], online.q, scale,
+                                               alpha);
+    __syncthreads();
     const int value_rows = h.dueling ? 1 : 0;
     for (int k = threadIdx.x; k < W; k += blockDim.x) {
         const int r = k / Z, z = k - r * Z;
-        const float g = blended_logit_gradient(last.buf1[z] / online.sum, m[z], td, first.atoms[z], online.q, scale,
-                                               alpha);
+        const float g = first.buf2[z];
         if (r < value_rows) {
             d[k] = g;
         } else {

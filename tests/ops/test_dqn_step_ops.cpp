@@ -498,6 +498,41 @@ TEST_CASE("the fused DQN kernels equal their CPU twins", "[gpu][dqn][ops]") {
             }
 }
 
+TEST_CASE("the DQN loss's two launch shapes (four warps per row, a warp per row) give the same floats",
+          "[gpu][dqn][ops]") {
+    // Up to abi::kDqnLossSplitRows rows the loss runs a block of four warps per row, beyond a warp
+    // per row: the first 300 rows of a 1000-row batch (a warp per row) and the same 300 rows
+    // alone (four warps per row) have the same statistics bit for bit (the gradient carries the
+    // batch's 1 / B, so it is compared with the CPU twin, as above, at 1000 rows too).
+    fh::ops::CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    const int many = 1000, few = 300;
+    REQUIRE_FALSE(fh::abi::dqn_loss_split(many));
+    REQUIRE(fh::abi::dqn_loss_split(few));
+    for (int dueling : {1, 0}) {
+        const HeadParams h{9, 51, dueling, -10.f, 10.f};
+        const int W = fh::dqn::head_width(h);
+        const LossCase big = loss_case(h, many, 77 + static_cast<std::uint64_t>(dueling));
+        LossCase small = big;
+        small.B = few;
+        for (auto* v : {&small.hs, &small.hsel, &small.ht}) v->resize(static_cast<std::size_t>(few * W));
+        small.returns.resize(few);
+        small.discounts.resize(few);
+        small.actions.resize(few);
+        const auto a = agent(0.3f);
+        const LossOut gb = run_loss(gpu, big, a, false), gs = run_loss(gpu, small, a, false);
+        for (int k = 0; k < fh::dqn::kSampleStats; ++k)
+            for (int b = 0; b < few; ++b) {
+                INFO("dueling " << dueling << " statistic " << k << " row " << b);
+                REQUIRE(gs.stats[static_cast<std::size_t>(k * few + b)] ==
+                        gb.stats[static_cast<std::size_t>(k * many + b)]);
+            }
+        const LossOut cb = run_loss(cpu, big, a, false);
+        FH_REQUIRE_CLOSE(gb.d_head, cb.d_head, 1e-6, 1e-3);
+        FH_REQUIRE_CLOSE(gb.stats, cb.stats, 1e-5, 1e-4);
+    }
+}
+
 TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal their CPU twins bit for bit",
           "[gpu][dqn][ops]") {
     fh::ops::CpuDevice cpu;

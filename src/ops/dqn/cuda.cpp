@@ -44,12 +44,15 @@ void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<co
     abi::DqnLossArgs a{d_head.data(),      stats.data(),   head_s.data(),           head_select.data(),
                        head_target.data(), actions.data(), returns.data(),          discounts.data(),
                        or_null(target_actions), or_null(masks), agent.data(), h, batch};
-    // One block of kDqnLossWarps warps per head row.
-    const LaunchDims dims{dim3(static_cast<unsigned>(static_cast<long long>(batch) * h.ensemble),
-                               static_cast<unsigned>(agent.size())),
-                          dim3(32 * abi::kDqnLossWarps),
-                          sizeof(float) * static_cast<std::size_t>(abi::kDqnLossWarps) *
-                              static_cast<std::size_t>(abi::dqn_step_smem_floats(h))};
+    // A block of kDqnLossWarps warps per head row, or a warp per row (abi::dqn_loss_split).
+    const long long rows = static_cast<long long>(batch) * h.ensemble;
+    const LaunchDims dims =
+        abi::dqn_loss_split(rows * static_cast<long long>(agent.size()))
+            ? LaunchDims{dim3(static_cast<unsigned>(rows), static_cast<unsigned>(agent.size())),
+                         dim3(32 * abi::kDqnLossWarps),
+                         sizeof(float) * static_cast<std::size_t>(abi::kDqnLossWarps) *
+                             static_cast<std::size_t>(abi::dqn_step_smem_floats(h))}
+            : per_row(rows, agent.size(), h);
     device.kernels().dqn_loss_kernel(device.stream(), dims, a);
 }
 
