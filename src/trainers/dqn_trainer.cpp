@@ -453,6 +453,16 @@ LogLine DqnTrainer::read_log(double seconds) {
         const std::size_t rows = std::min<std::size_t>(kSpreadRows, act_outputs_.size() / OW);
         spread = ensemble_spread(ops_.to_host(act_outputs_.subview(0, rows * OW)), net_.head());
     }
+    // With HER: the share of the environments whose return is at or above their episode's goal at
+    // the log interval's last collection step (the acting rows' distance feature g - achieved <= 0).
+    double goal_reached = 0.0;
+    if (profile_.dqn.her && steps_ > 0) {
+        const auto rows = ops_.to_host(her_obs_.cview());
+        const std::size_t DX = static_cast<std::size_t>(net_.state_dim());
+        std::size_t reached = 0;
+        for (std::size_t e = 0; e < static_cast<std::size_t>(n_envs_); ++e) reached += rows[e * DX + DX - 1] <= 0.0f;
+        goal_reached = static_cast<double>(reached) / n_envs_;
+    }
     const bool iqn = profile_.dqn.head == "iqn";
     throw_if_diverged(g, profile_.training.max_bad_updates, iqn ? kIqnGuardLossNames : kGuardLossNames,
                       "Lower training.learning_rate, raise training.grad_clip_norm's strictness (a smaller value) "
@@ -503,6 +513,11 @@ LogLine DqnTrainer::read_log(double seconds) {
     if (iqn) {  // losses/quantile_huber: the IQN head's loss (losses/mse holds the same number)
         auto members = line.json.as_object();
         members.emplace_back("losses/quantile_huber", any ? loss_mse : 0.0);
+        line.json = io::json::Value::object(std::move(members));
+    }
+    if (profile_.dqn.her) {
+        auto members = line.json.as_object();
+        members.emplace_back("her/goal_reached", goal_reached);
         line.json = io::json::Value::object(std::move(members));
     }
     if (!attention_mean.empty() || ensemble) {

@@ -127,6 +127,7 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
         } else {
             CHECK(log.back().json.find("q/ensemble_spread") == nullptr);
         }
+        CHECK((log.back().json.find("her/goal_reached") != nullptr) == p.dqn.her);
         if (p.dqn.curiosity) CHECK(test::metric(log.back(), "charts/curiosity") > 0);
         else CHECK(test::metric(log.back(), "charts/curiosity") == 0);
         if (p.dqn.head == "mse") {  // no distribution: no C51 loss; the loss is the MSE (+ CQL)
@@ -204,6 +205,10 @@ TEST_CASE("DQN HER: the network takes the goal features, the ring keeps each epi
     const auto log = test::run_training(trainer, p);
     CHECK(std::isfinite(test::metric(log.back(), "losses/loss")));
     CHECK(test::metric(log.back(), "charts/skipped_updates") == 0);
+    const double reached = test::metric(log.back(), "her/goal_reached");  // a share of the 4 environments
+    CHECK(reached >= 0.0);
+    CHECK(reached <= 1.0);
+    CHECK(reached * 4 == std::round(reached * 4));
 
     // The ring's goal column: every stored transition's episode goal, in [-1, 3], many episodes.
     std::vector<float> goals;
