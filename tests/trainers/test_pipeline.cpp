@@ -122,6 +122,20 @@ TEST_CASE("dqn.her: the smoketest trains, eval reproduces its test metrics, a re
     INFO(e.err);
     REQUIRE(e.code == 0);
     CHECK(object_after(e.out, "\"strategy\":") == object_after(sa.substr(sa.find("\"test\":")), "\"strategy\":"));
+    // eval asks the same policy for other targets within the training goals [-2, 4], not beyond
+    for (const char* goal : {"-2", "4"}) {
+        const auto other = sh("\"$EXE\" eval --checkpoint '" + (straight / "checkpoints/best.safetensors").string() +
+                                  "' --split test --device cpu --set dqn.her_eval_goal=" + goal,
+                              dir);
+        INFO(other.err);
+        CHECK(other.code == 0);
+        CHECK(other.out.find(std::string("\"dqn.her_eval_goal=") + goal + "\"") != std::string::npos);
+    }
+    const auto beyond = sh("\"$EXE\" eval --checkpoint '" + (straight / "checkpoints/best.safetensors").string() +
+                               "' --split test --device cpu --set dqn.her_eval_goal=7",
+                           dir);
+    CHECK(beyond.code == 2);
+    CHECK(beyond.err.find("lies outside the training goals [-2, 4]") != std::string::npos);
 
     // 1000 steps, then resumed to 2000: the same weights, optimizer, goals and test metrics.
     const auto b = sh("\"$EXE\" --profile dqn-smoketest --device cpu -q --output '" + dir.string() +
