@@ -658,8 +658,37 @@ extern "C" __global__ void dqn_her_sample_kernel(fh::abi::DqnHerSampleArgs a) {
                                       p.n_step, p.gamma};
     const int D = r.state_dim, DG = D + fh::her::kGoalFeatures, col = fh::her::achieved_column(D);
     const fh::her::RelabelParams hp{p.her_ratio, p.her_reward, p.her_horizon, col, c.pushed - 1};
+    // her::draw_goal_nstep with the future scan spread over the warp: lane 0 draws the transition
+    // and the coin; when it relabels, the lanes look at 32 steps at a time for the episode's first
+    // done flag (the same j as her::future_last); lane 0 finishes.
+    fh::replay::NstepDraw draw{};
+    fh::rng::U32x4 u{};
+    int relabel = 0;
+    if (lane == 0) {
+        draw = fh::replay::draw_nstep(static_cast<int>(b), view, sp);
+        u = fh::her::relabel_words(sp.seed, static_cast<int>(b), sp.update);
+        relabel = fh::her::relabels(u, hp.ratio) ? 1 : 0;
+    }
+    relabel = __shfl_sync(kFullMask, relabel, 0);
+    int future_end = 0;
+    if (relabel) {
+        const long long step = __shfl_sync(kFullMask, draw.step, 0);
+        const int env = __shfl_sync(kFullMask, draw.env, 0);
+        const int limit = fh::her::future_limit(step, hp);
+        future_end = limit - 1;
+        for (int base_j = 0; base_j < limit; base_j += 32) {
+            const int j = base_j + lane;
+            const bool done = j < limit && view.done[static_cast<long long>((step + j) % r.capacity_steps) * r.n_envs +
+                                                     env] != fh::env::kRunning;
+            const unsigned hit = __ballot_sync(kFullMask, done);
+            if (hit != 0u) {
+                future_end = base_j + __ffs(static_cast<int>(hit)) - 1;
+                break;
+            }
+        }
+    }
     fh::her::GoalDraw gd{};
-    if (lane == 0) gd = fh::her::draw_goal_nstep(static_cast<int>(b), view, a.goals + base, sp, hp);
+    if (lane == 0) gd = fh::her::finish_goal_draw(draw, u, relabel != 0, future_end, view, a.goals + base, sp, hp);
     const long long first = __shfl_sync(kFullMask, gd.draw.first, 0), last = __shfl_sync(kFullMask, gd.draw.last, 0);
     const float goal = __shfl_sync(kFullMask, gd.goal, 0);
     float* x = a.x + static_cast<long long>(agent) * 2 * a.batch * DG;

@@ -74,27 +74,45 @@ struct GoalDraw {
     int future;              ///< relabelled: the future transition's offset j >= 0 from the first
 };
 
-/// Batch row b: replay::draw_nstep's transition (the same draw as without HER), then with
-/// probability `ratio` (Philox(seed, her_relabel, b, update) word 0) the goal becomes the return
-/// achieved after transition t + j of the same episode, j uniform (word 1) over 0 .. J, where t + J
-/// is the episode's last transition the ring holds (the first done flag at or after t, at most
-/// `horizon` - 1 steps on, no further than `newest`); otherwise the goal stored with the first
-/// transition. The return is R = sum_k gamma^k (r_{t+k} + goal_reward(achieved(s'_{t+k}), goal)),
-/// over the same transitions as the draw's (up to n, stopping at the first done).
-FH_HD GoalDraw draw_goal_nstep(int b, const replay::ReplayView& r, const float* goals,
-                               const replay::SampleParams& s, const RelabelParams& h) {
-    GoalDraw out{replay::draw_nstep(b, r, s), 0.0f, 0, 0};
-    replay::NstepDraw& d = out.draw;
+/// The relabelling's draws of batch row b: word 0 the coin (relabel when unit_float < ratio),
+/// word 1 the future's pick.
+FH_HD rng::U32x4 relabel_words(std::uint64_t seed, int b, std::uint64_t update) {
+    return rng::draw(seed, rng::Purpose::her_relabel, static_cast<std::uint32_t>(b), update);
+}
+FH_HD bool relabels(const rng::U32x4& u, float ratio) { return rng::unit_float(u.v[0]) < ratio; }
+
+/// How many steps from `step` the future scan may look at: min(horizon, newest - step + 1) (>= 1
+/// for a sampled step, which the ring holds).
+FH_HD int future_limit(long long step, const RelabelParams& h) {
+    const long long stored = h.newest - step + 1;
+    return static_cast<int>(stored < h.horizon ? stored : h.horizon);
+}
+
+/// The offset J of the episode's last transition the ring holds, from transition `step` of
+/// environment `env`: the first j in [0, limit) whose done flag is set, else limit - 1 (the
+/// episode goes on past what is stored). (The kernel finds the same j a warp at a time.)
+FH_HD int future_last(const replay::ReplayView& r, long long step, int env, int limit) {
+    int last = 0;
+    for (int j = 0; j < limit; ++j) {
+        last = j;
+        const long long i = static_cast<long long>((step + j) % r.capacity_steps) * r.n_envs + env;
+        if (r.done[i] != env::kRunning) break;
+    }
+    return last;
+}
+
+/// The rest of batch row b once its transition d, its relabelling words u and (when it relabels)
+/// the future's end `last` are known: the goal (the achieved return after transition t + j, j =
+/// below(word 1, last + 1), or the goal stored with the first transition) and the goal-conditioned
+/// n-step return R = sum_k gamma^k (r_{t+k} + goal_reward(achieved(s'_{t+k}), goal)), over the same
+/// transitions as the draw's (up to n, stopping at the first done).
+FH_HD GoalDraw finish_goal_draw(replay::NstepDraw d, const rng::U32x4& u, bool relabel, int last,
+                                const replay::ReplayView& r, const float* goals, const replay::SampleParams& s,
+                                const RelabelParams& h) {
+    GoalDraw out{d, goals[d.first], 0, 0};
     auto row = [&](long long st) { return static_cast<long long>(st % r.capacity_steps) * r.n_envs + d.env; };
     auto achieved = [&](long long i) { return r.next_states[i * r.state_dim + h.achieved_col]; };
-    out.goal = goals[d.first];
-    const rng::U32x4 u = rng::draw(s.seed, rng::Purpose::her_relabel, static_cast<std::uint32_t>(b), s.update);
-    if (rng::unit_float(u.v[0]) < h.ratio) {
-        int last = 0;
-        for (int j = 0; j < h.horizon && d.step + j <= h.newest; ++j) {
-            last = j;
-            if (r.done[row(d.step + j)] != env::kRunning) break;
-        }
+    if (relabel) {
         out.future = static_cast<int>(rng::below(u.v[1], static_cast<std::uint32_t>(last) + 1u));
         out.goal = achieved(row(d.step + out.future));
         out.relabelled = 1;
@@ -106,8 +124,23 @@ FH_HD GoalDraw draw_goal_nstep(int b, const replay::ReplayView& r, const float* 
         g *= s.gamma;
         if (r.done[i] != env::kRunning) break;
     }
-    d.ret = acc;
+    out.draw.ret = acc;
     return out;
+}
+
+/// Batch row b: replay::draw_nstep's transition (the same draw as without HER), then with
+/// probability `ratio` (Philox(seed, her_relabel, b, update) word 0) the goal becomes the return
+/// achieved after transition t + j of the same episode, j uniform (word 1) over 0 .. J, where t + J
+/// is the episode's last transition the ring holds (future_last: the first done flag at or after
+/// t, at most `horizon` - 1 steps on, no further than `newest`); otherwise the goal stored with the
+/// first transition. The return is finish_goal_draw's.
+FH_HD GoalDraw draw_goal_nstep(int b, const replay::ReplayView& r, const float* goals,
+                               const replay::SampleParams& s, const RelabelParams& h) {
+    const replay::NstepDraw d = replay::draw_nstep(b, r, s);
+    const rng::U32x4 u = relabel_words(s.seed, b, s.update);
+    const bool relabel = relabels(u, h.ratio);
+    const int last = relabel ? future_last(r, d.step, d.env, future_limit(d.step, h)) : 0;
+    return finish_goal_draw(d, u, relabel, last, r, goals, s, h);
 }
 
 }  // namespace fh::her

@@ -163,6 +163,26 @@ TEST_CASE("HER relabelling on a hand-made ring: the worked example of docs/dqn.m
     }
 }
 
+TEST_CASE("HER's future scan: the first done flag at or after the step, bounded by the horizon and the newest step",
+          "[dqn][her][ops]") {
+    // One environment, a ring of 100 steps; episodes end (done) at steps 9, 80 and 99.
+    std::vector<std::uint8_t> done(100, fh::env::kRunning);
+    done[9] = fh::env::kTerminated;
+    done[80] = fh::env::kTruncated;
+    done[99] = fh::env::kTruncated;
+    const fh::replay::ReplayView r{nullptr, nullptr, nullptr, nullptr, done.data(), 100, 1, 9};
+    auto last = [&](long long step, int horizon, long long newest) {
+        const fh::her::RelabelParams h{1.0f, 0.05f, horizon, kCol, newest};
+        return fh::her::future_last(r, step, 0, fh::her::future_limit(step, h));
+    };
+    CHECK(last(0, 100, 99) == 9);
+    CHECK(last(9, 100, 99) == 0);    // the episode's last transition: itself
+    CHECK(last(10, 100, 99) == 70);  // 80 - 10: past two rounds of a warp's 32
+    CHECK(last(10, 50, 99) == 49);   // the horizon
+    CHECK(last(10, 100, 40) == 30);  // the newest stored step
+    CHECK(last(81, 100, 99) == 18);
+}
+
 TEST_CASE("HER ops on the CPU: observe writes the slot's goals and the acting rows; the sampler is dqn_sample's "
           "draw with goals",
           "[dqn][her][ops]") {
@@ -309,11 +329,14 @@ struct HerRun {
 };
 HerRun run_her(fh::ops::Device& ops) {
     const auto f = fh::test::small_market(ops);
-    const int N = 2, n = 300, cap = 40, D = f.params.state_dim, DG = D + fh::her::kGoalFeatures, B = 257, K = 3;
+    // Episodes of up to 75 steps in a ring of 80: the kernel's future scan takes up to 3 rounds of 32.
+    auto params = f.params;
+    params.episode_length = 75;
+    const int N = 2, n = 300, cap = 80, D = params.state_dim, DG = D + fh::her::kGoalFeatures, B = 257, K = 3;
     const std::size_t rows = static_cast<std::size_t>(cap) * n;
     // Agent 0 collects; both agents' rings hold its transitions (agent 1 at another push count,
     // with its own goals and relabelling).
-    fh::env::VecEnv env(ops, *f.device_market, fh::env::Split::train, f.params, n);
+    fh::env::VecEnv env(ops, *f.device_market, fh::env::Split::train, params, n);
     env.reset_all();
     auto rs = ops.alloc<float>(N * rows * D), rn = ops.alloc<float>(N * rows * D), rr = ops.alloc<float>(N * rows);
     auto ra = ops.alloc<int>(N * rows);
@@ -324,21 +347,21 @@ HerRun run_her(fh::ops::Device& ops) {
                                  ra.view().subview(0, rows), rr.view().subview(0, rows), rd.view().subview(0, rows),
                                  cap, n, D};
     auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}});
-    std::vector<fh::dqn::AgentParams> agents{her_agent(0.8f, 0.05f, f.params.episode_length),
-                                             her_agent(0.5f, 0.2f, f.params.episode_length)};
+    std::vector<fh::dqn::AgentParams> agents{her_agent(0.8f, 0.05f, params.episode_length),
+                                             her_agent(0.5f, 0.2f, params.episode_length)};
     agents[1].seed = 99;
     auto ag = ops.from_host<fh::dqn::AgentParams>(agents);
     auto ag0 = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{agents[0]});
     auto actions = ops.alloc<int>(n);
     auto obs = ops.alloc<float>(n * DG);
-    for (int step = 0; step < 100; ++step) {
+    for (int step = 0; step < 200; ++step) {
         auto pers = env.persistent();
         fh::ops::dqn_her_observe(ops, obs.view(), goals.view().subview(0, rows), pers.state, env.states(),
                                  counters.cview(), ag0.cview(), cap, D);
         fh::ops::env_random_actions(ops, actions.view(), 8, static_cast<std::uint64_t>(step),
-                                    fh::env::num_actions(f.params));
+                                    fh::env::num_actions(params));
         fh::ops::dqn_collect(ops, pers.state, pers.portfolio, pers.states, actions.cview(), one, counters.cview(),
-                             env.market(), f.params);
+                             env.market(), params);
         fh::ops::dqn_advance(ops, counters.view());
     }
     // The second agent's ring: a copy at another push count, with goals of its own.
@@ -356,7 +379,7 @@ HerRun run_her(fh::ops::Device& ops) {
         ops.copy_raw(state2.view().subview(g * n, n), View<const fh::env::EnvState>(pers.state));
         ops.copy(states2.view().subview(g * n * D, n * D), env.states());
     }
-    auto counters2 = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{100, 6, 100}, {93, 2, 93}});
+    auto counters2 = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{200, 6, 200}, {193, 2, 193}});
     auto obs2 = ops.alloc<float>(N * n * DG);
     fh::ops::dqn_her_observe(ops, obs2.view(), goals.view(), state2.cview(), states2.cview(), counters2.cview(),
                              ag.cview(), cap, D);
