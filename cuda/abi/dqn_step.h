@@ -9,6 +9,7 @@
 #include "abi/core_network.h"
 #include "math/dqn.h"
 #include "math/env.h"
+#include "math/her.h"
 #include "math/replay.h"
 
 namespace fh::abi {
@@ -165,6 +166,56 @@ struct DqnCuriosityBonusArgs {
 };
 using DqnCuriosityBonus = void(DqnCuriosityBonusArgs args);
 
+/// dqn.her, a collection step's observations (before acting), one warp per environment: the goal
+/// of environment e's running episode, g = her::episode_goal(agent.seed, e, state[e].episode,
+/// agent.her_goal_min, agent.her_goal_max), goes into the ring's goal column at slot
+/// counters.pushed % capacity_steps (the transition dqn_collect writes next) and obs row e =
+/// her::goal_state_row(states row e, g): the network acts on [observation | goal features].
+struct DqnHerObserveArgs {
+    float* obs;                        ///< (n, state_dim + her::kGoalFeatures) out
+    float* goals;                      ///< (capacity_steps * n) the ring's goal column
+    const env::EnvState* state;        ///< (n)
+    const float* states;               ///< (n, state_dim) the environments' observations
+    const dqn::Counters* counters;
+    const dqn::AgentParams* agent;
+    int capacity_steps;
+    int n;
+    int state_dim;                     ///< D, the environment's observation
+};
+using DqnHerObserve = void(DqnHerObserveArgs args);
+
+/// dqn.her, evaluation's observations, one warp per row: obs row e = her::goal_state_row(states
+/// row e, goal[agent]) (the profile's dqn.her_eval_goal).
+struct DqnGoalStatesArgs {
+    float* obs;                        ///< (n, state_dim + her::kGoalFeatures) out
+    const float* states;               ///< (n, state_dim)
+    const float* goal;                 ///< (1) per agent
+    int n;
+    int state_dim;
+};
+using DqnGoalStates = void(DqnGoalStatesArgs args);
+
+/// dqn.her, an update's batch, one warp per row (dqn_sample's layout with wider rows): lane 0
+/// draws her::draw_goal_nstep (dqn_sample's transition, relabelled with probability
+/// agent.her_ratio, the goal-conditioned n-step return), the lanes copy the state rows with the
+/// row's goal features: x (2B, state_dim + her::kGoalFeatures). goals_out (B), when given, gets
+/// each row's goal. masks as dqn_sample's.
+struct DqnHerSampleArgs {
+    float* x;                          ///< (2B, state_dim + her::kGoalFeatures) out
+    int* actions;                      ///< (B)
+    float* returns;                    ///< (B)
+    float* discounts;                  ///< (B)
+    float* masks;                      ///< (B, ensemble) out, or null
+    float* goals_out;                  ///< (B) out, or null
+    DqnRing ring;                      ///< read only
+    const float* goals;                ///< (capacity_steps * n_envs) the ring's goal column
+    const dqn::Counters* counters;
+    const dqn::AgentParams* agent;
+    int batch;
+    int ensemble;
+};
+using DqnHerSample = void(DqnHerSampleArgs args);
+
 /// After a collection step: steps += 1, pushed += 1 for each of n_agents agents.
 using DqnAdvance = void(dqn::Counters* counters, int n_agents);
 
@@ -205,4 +256,7 @@ inline constexpr int kDqnFinishThreads = 256;
     FH_KERNEL(dqn_step, dqn_collect_kernel, DqnCollect)              \
     FH_KERNEL(dqn_step, dqn_sample_kernel, DqnSample)                \
     FH_KERNEL(dqn_step, dqn_curiosity_gather_kernel, DqnCuriosityGather) \
-    FH_KERNEL(dqn_step, dqn_curiosity_bonus_kernel, DqnCuriosityBonus)
+    FH_KERNEL(dqn_step, dqn_curiosity_bonus_kernel, DqnCuriosityBonus) \
+    FH_KERNEL(dqn_step, dqn_her_observe_kernel, DqnHerObserve)       \
+    FH_KERNEL(dqn_step, dqn_goal_states_kernel, DqnGoalStates)       \
+    FH_KERNEL(dqn_step, dqn_her_sample_kernel, DqnHerSample)

@@ -31,6 +31,9 @@
  *              finish, whose twin emulates the same trees and equals it bit for bit.
  * Aliasing:    outputs overlap no other operand; the select and target head rows may be one
  *              buffer (checked in src/ops/dqn/ops.hpp).
+ * HER:         her_observe (collection's [observation | goal] rows and the ring's goal column),
+ *              goal_states (evaluation's rows with a fixed goal), her_sample (dqn_sample with
+ *              relabelling and the goal-conditioned return): math in cuda/math/her.h.
  * Signatures:  cuda/abi/dqn_step.h. Tests: tests/ops/test_dqn_step_ops.cpp ([gpu]).
  */
 #include <cuda/std/limits>
@@ -790,6 +793,113 @@ extern "C" __global__ void dqn_curiosity_bonus_kernel(fh::abi::DqnCuriosityBonus
     if (threadIdx.x == 0) {
         a.stats[agent].error_sum += sum;
         a.stats[agent].transitions += a.n;
+    }
+}
+
+extern "C" __global__ void dqn_her_observe_kernel(fh::abi::DqnHerObserveArgs a) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int agent = blockIdx.y;
+    const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
+    if (e >= a.n) return;
+    const int D = a.state_dim, DG = D + fh::her::kGoalFeatures;
+    const long long k = static_cast<long long>(agent) * a.n + e;
+    const AgentParams& p = a.agent[agent];
+    const float goal = fh::her::episode_goal(p.seed, static_cast<int>(e), a.state[k].episode, p.her_goal_min,
+                                             p.her_goal_max);
+    const float* state = a.states + k * D;
+    float* obs = a.obs + k * DG;
+    for (int c = lane; c < D; c += 32) obs[c] = state[c];
+    if (lane == 0) {
+        fh::her::goal_features(goal, state[fh::her::achieved_column(D)], obs + D);
+        const long long ring_rows = static_cast<long long>(a.capacity_steps) * a.n;
+        a.goals[static_cast<long long>(agent) * ring_rows + (a.counters[agent].pushed % a.capacity_steps) * a.n + e] =
+            goal;
+    }
+}
+
+extern "C" __global__ void dqn_goal_states_kernel(fh::abi::DqnGoalStatesArgs a) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int agent = blockIdx.y;
+    const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
+    if (e >= a.n) return;
+    const int D = a.state_dim, DG = D + fh::her::kGoalFeatures;
+    const long long k = static_cast<long long>(agent) * a.n + e;
+    const float* state = a.states + k * D;
+    float* obs = a.obs + k * DG;
+    for (int c = lane; c < D; c += 32) obs[c] = state[c];
+    if (lane == 0) fh::her::goal_features(a.goal[agent], state[fh::her::achieved_column(D)], obs + D);
+}
+
+extern "C" __global__ void dqn_her_sample_kernel(fh::abi::DqnHerSampleArgs a) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int agent = blockIdx.y;
+    const long long b = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + warp;
+    if (b >= a.batch) return;
+    const fh::abi::DqnRing& r = a.ring;
+    const Counters c = a.counters[agent];
+    const AgentParams& p = a.agent[agent];
+    const long long ring_rows = static_cast<long long>(r.capacity_steps) * r.n_envs;
+    const long long base = static_cast<long long>(agent) * ring_rows;
+    const fh::replay::ReplayView view{r.states + base * r.state_dim, r.next_states + base * r.state_dim,
+                                      r.actions + base, r.rewards + base, r.done + base, r.capacity_steps,
+                                      r.n_envs, r.state_dim};
+    const fh::dqn::SampleRange range = fh::dqn::sample_range(c.pushed, r.capacity_steps, p.n_step);
+    const fh::replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest, range.count,
+                                      p.n_step, p.gamma};
+    const int D = r.state_dim, DG = D + fh::her::kGoalFeatures, col = fh::her::achieved_column(D);
+    const fh::her::RelabelParams hp{p.her_ratio, p.her_reward, p.her_horizon, col, c.pushed - 1};
+    // her::draw_goal_nstep with the future scan spread over the warp: lane 0 draws the transition
+    // and the coin; when it relabels, the lanes look at 32 steps at a time for the episode's first
+    // done flag (the same j as her::future_last); lane 0 finishes.
+    fh::replay::NstepDraw draw{};
+    fh::rng::U32x4 u{};
+    int relabel = 0;
+    if (lane == 0) {
+        draw = fh::replay::draw_nstep(static_cast<int>(b), view, sp);
+        u = fh::her::relabel_words(sp.seed, static_cast<int>(b), sp.update);
+        relabel = fh::her::relabels(u, hp.ratio) ? 1 : 0;
+    }
+    relabel = __shfl_sync(kFullMask, relabel, 0);
+    int future_end = 0;
+    if (relabel) {
+        const long long step = __shfl_sync(kFullMask, draw.step, 0);
+        const int env = __shfl_sync(kFullMask, draw.env, 0);
+        const int limit = fh::her::future_limit(step, hp);
+        future_end = limit - 1;
+        for (int base_j = 0; base_j < limit; base_j += 32) {
+            const int j = base_j + lane;
+            const bool done = j < limit && view.done[static_cast<long long>((step + j) % r.capacity_steps) * r.n_envs +
+                                                     env] != fh::env::kRunning;
+            const unsigned hit = __ballot_sync(kFullMask, done);
+            if (hit != 0u) {
+                future_end = base_j + __ffs(static_cast<int>(hit)) - 1;
+                break;
+            }
+        }
+    }
+    fh::her::GoalDraw gd{};
+    if (lane == 0) gd = fh::her::finish_goal_draw(draw, u, relabel != 0, future_end, view, a.goals + base, sp, hp);
+    const long long first = __shfl_sync(kFullMask, gd.draw.first, 0), last = __shfl_sync(kFullMask, gd.draw.last, 0);
+    const float goal = __shfl_sync(kFullMask, gd.goal, 0);
+    float* x = a.x + static_cast<long long>(agent) * 2 * a.batch * DG;
+    for (int k = lane; k < D; k += 32) {
+        x[b * DG + k] = view.states[first * D + k];
+        x[(a.batch + b) * DG + k] = view.next_states[last * D + k];
+    }
+    if (lane == 0) {
+        fh::her::goal_features(goal, view.states[first * D + col], x + b * DG + D);
+        fh::her::goal_features(goal, view.next_states[last * D + col], x + (a.batch + b) * DG + D);
+        const long long v = static_cast<long long>(agent) * a.batch + b;
+        a.actions[v] = gd.draw.action;
+        a.returns[v] = gd.draw.ret;
+        a.discounts[v] = gd.draw.discount;
+        if (a.goals_out != nullptr) a.goals_out[v] = goal;
+    }
+    if (a.masks != nullptr) {  // each head's bootstrap mask of the first transition
+        const long long step = __shfl_sync(kFullMask, gd.draw.step, 0);
+        const int env = __shfl_sync(kFullMask, gd.draw.env, 0);
+        float* masks = a.masks + (static_cast<long long>(agent) * a.batch + b) * a.ensemble;
+        for (int k = lane; k < a.ensemble; k += 32) masks[k] = bootstrap_mask(p.seed, env, step, k, p.bootstrap_prob);
     }
 }
 

@@ -48,6 +48,8 @@ enum class Purpose : std::uint32_t {
     dt_sample = 10,         ///< Decision Transformer windows: stream = batch row, counter = update number
     iqn_tau = 11,           ///< IQN quantile fractions: stream = batch row, counter = (update << 8) | tau / 4
     bootstrap_mask = 12,    ///< DQN ensemble masks: stream = environment index, counter = step * 8 + head / 4
+    her_goal = 13,          ///< DQN HER episode goals: stream = environment index, counter = its episode number
+    her_relabel = 14,       ///< DQN HER relabelling: stream = batch row, counter = update number
 };
 
 /// Four independent 32-bit words for (seed, purpose, stream, counter).

@@ -255,6 +255,8 @@ Model build(const Profile& p, const SizeInputs& in) {
                             "replay_buffer.buffer_size"});
         m.arrays.push_back({fmt::format("the replay buffer's states ({} transitions x {} floats)", rows, kD),
                             mul(rows, kD), "replay_buffer.buffer_size"});
+        if (p.dqn.her)  // the goal of every stored transition; the network's inputs are 2 features wider (below)
+            m.device.push_back({fmt::format("HER goals ({} transitions x 4 B)", rows), mul(rows, kF32), "dqn.her"});
         // The scalar head (dqn.head = "mse") has one output per action, and so has the IQN head per fraction.
         const std::uint64_t atoms = p.dqn.head == "c51" ? u(p.dqn.num_atoms) : 1;
         // An ensemble's K heads sit side by side in the output layer: every head term times K.

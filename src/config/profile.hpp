@@ -123,7 +123,12 @@ struct DqnConfig {
     bool attention = false;         ///< feature attention before the trunk
     bool curiosity = false;         ///< forward-model curiosity bonus in the stored rewards
     double curiosity_coef = 0.01;   ///< weight of the curiosity bonus
-    bool her = false;               ///< hindsight relabelling
+    bool her = false;               ///< hindsight experience replay: goal-conditioned Q, relabelled replay
+    double her_ratio = 0.8;         ///< HER: share of replayed rows relabelled with a future achieved return
+    double her_reward = 0.05;       ///< HER: reward per step whose return is at or above the goal
+    double her_goal_min = -2.0;     ///< HER: episode goals (target returns, percent) drawn uniformly from
+    double her_goal_max = 4.0;      ///<      [her_goal_min, her_goal_max]
+    double her_eval_goal = 1.0;     ///< HER: the target return (percent) backtests and evaluation ask for
     bool operator==(const DqnConfig&) const = default;
 };
 

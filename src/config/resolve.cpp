@@ -398,7 +398,26 @@ private:
                              "floats per sample the IQN loss kernel keeps in shared memory; use fewer fractions or "
                              "fewer position / urgency levels",
                              p.num_actions(), p.dqn.iqn_quantiles, 2 * p.num_actions() + p.dqn.iqn_quantiles));
-            rule({"dqn.her"}, p.dqn.her, "dqn.her = true (hindsight relabelling) is not implemented yet: set dqn.her = false");
+            // Hindsight experience replay (docs/dqn.md): the goals the network trains on and the one it is
+            // evaluated with.
+            rule({"dqn.her", "dqn.her_goal_min", "dqn.her_goal_max"}, p.dqn.her && p.dqn.her_goal_min > p.dqn.her_goal_max,
+                 fmt::format("dqn.her_goal_min = {} exceeds dqn.her_goal_max = {}: the episode goals are drawn from "
+                             "[her_goal_min, her_goal_max]",
+                             p.dqn.her_goal_min, p.dqn.her_goal_max));
+            rule({"dqn.her", "dqn.her_eval_goal", "dqn.her_goal_min", "dqn.her_goal_max"},
+                 p.dqn.her && p.dqn.her_goal_min <= p.dqn.her_goal_max &&
+                     (p.dqn.her_eval_goal < p.dqn.her_goal_min || p.dqn.her_eval_goal > p.dqn.her_goal_max),
+                 fmt::format("dqn.her_eval_goal = {} lies outside the training goals [{}, {}] (dqn.her_goal_min, "
+                             "dqn.her_goal_max): the backtests would ask the network for a goal no episode had, an "
+                             "extrapolation of the goal features; widen the range or pick a goal inside it",
+                             p.dqn.her_eval_goal, p.dqn.her_goal_min, p.dqn.her_goal_max));
+            rule({"dqn.her", "dqn.her_reward", "dqn.v_min", "dqn.v_max", "training.gamma", "dqn.head"},
+                 p.dqn.her && p.dqn.head == "c51" && p.training.gamma < 1 &&
+                     p.dqn.her_reward / (1 - p.training.gamma) > p.dqn.v_max - p.dqn.v_min,
+                 fmt::format("dqn.her_reward = {} can add up to her_reward / (1 - training.gamma) = {:.4g} to a "
+                             "value, more than the whole C51 support [dqn.v_min, dqn.v_max] = [{}, {}] spans: the "
+                             "goal's values would pile up on the support's edge; lower her_reward or widen the support",
+                             p.dqn.her_reward, p.dqn.her_reward / (1 - p.training.gamma), p.dqn.v_min, p.dqn.v_max));
             // The per-sample DQN kernels keep a row's atoms, Q and (ensemble) every head's Q in 48 KB
             // of shared memory per block of up to four warps (abi::dqn_step_smem_bytes).
             {

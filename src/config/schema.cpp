@@ -218,7 +218,30 @@ std::vector<KeyDescriptor> build_schema() {
                 FH_FIELD(dqn.curiosity)),
         number("dqn", "curiosity_coef", closed(0, 1e6), "weight of the curiosity bonus in the stored reward",
                FH_FIELD(dqn.curiosity_coef)),
-        boolean("dqn", "her", "hindsight relabelling of replayed transitions", FH_FIELD(dqn.her)),
+        boolean("dqn", "her",
+                "hindsight experience replay: every episode gets a goal, a target return, as two more state "
+                "features; the reward adds her_reward at each step at or above it; replayed transitions are "
+                "relabelled with returns their episode achieved later (docs/dqn.md)",
+                FH_FIELD(dqn.her)),
+        number("dqn", "her_ratio", closed(0, 1),
+               "her: share of replayed transitions whose goal is replaced by a return the same episode achieved "
+               "later (the \"future\" strategy); 0 = the episodes' own goals only",
+               FH_FIELD(dqn.her_ratio)),
+        number("dqn", "her_reward", open_closed(0, 1e6),
+               "her: reward added at every step whose episode return (percent of initial equity) is at or above "
+               "the goal; keep her_reward / (1 - gamma) within the value support",
+               FH_FIELD(dqn.her_reward)),
+        number("dqn", "her_goal_min", closed(-100, 1e4),
+               "her: lowest episode goal, a target return in percent of instrument.initial_equity (negative: a loss "
+               "budget)",
+               FH_FIELD(dqn.her_goal_min)),
+        number("dqn", "her_goal_max", closed(-100, 1e4),
+               "her: highest episode goal, percent; each episode's goal is uniform in [her_goal_min, her_goal_max]",
+               FH_FIELD(dqn.her_goal_max)),
+        number("dqn", "her_eval_goal", closed(-100, 1e4),
+               "her: the target return (percent) evaluation and the backtests condition the policy on; within "
+               "[her_goal_min, her_goal_max]",
+               FH_FIELD(dqn.her_eval_goal)),
         // [ppo]
         layers("ppo", "widths of the actor's and critic's hidden layers", FH_FIELD(ppo.hidden)),
         number("ppo", "clip", open_closed(0, 1), "clip range of the surrogate objective",

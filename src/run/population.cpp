@@ -519,6 +519,8 @@ const std::vector<std::string>& agent_keys() {
         "dqn.cql_alpha",
         "dqn.mse_blend_alpha",
         "dqn.curiosity_coef",
+        "dqn.her_ratio",
+        "dqn.her_reward",
         "ppo.clip",
         "ppo.gae_lambda",
         "ppo.entropy_coef",

@@ -28,7 +28,8 @@
 namespace fh::trainers {
 QNetworkConfig network_config(const config::Profile& p, int state_dim) {
     QNetworkConfig c;
-    c.state_dim = state_dim;
+    // dqn.her: the network sees [observation | goal features] (cuda/math/her.h).
+    c.state_dim = state_dim + (p.dqn.her ? her::kGoalFeatures : 0);
     for (auto h : p.dqn.hidden) c.hidden.push_back(static_cast<int>(h));
     // The IQN head's rows (one per sample and fraction) are the scalar head's.
     c.head = dqn::HeadParams{static_cast<int>(p.num_actions()), static_cast<int>(p.dqn.num_atoms),
@@ -39,14 +40,14 @@ QNetworkConfig network_config(const config::Profile& p, int state_dim) {
         c.iqn = iqn::Params{static_cast<int>(p.dqn.iqn_quantiles), static_cast<int>(p.dqn.iqn_act_quantiles),
                             static_cast<int>(p.dqn.iqn_embedding)};
     if (p.dqn.attention) {
-        // The feature set's groups, then the portfolio features as one more.
+        // The feature set's groups, then the portfolio features (and HER's goal features) as one more.
         const int market_dim = state_dim - env::kPortfolioFeatures;
         for (const auto& g : data::core42_groups())
             if (g.end <= market_dim) c.attention.push_back(g);
         if (c.attention.empty() || c.attention.back().end != market_dim)
             throw UsageError(fmt::format("dqn.attention: the feature set's groups do not cover its {} features",
                                          market_dim));
-        c.attention.push_back(data::FeatureGroup{"portfolio", market_dim, state_dim});
+        c.attention.push_back(data::FeatureGroup{"portfolio", market_dim, c.state_dim});
     }
     return c;
 }
@@ -58,7 +59,6 @@ void require_supported(const config::Profile& p) {
     std::vector<std::string> missing;
     if (p.dqn.head != "c51" && p.dqn.head != "mse" && p.dqn.head != "iqn")
         missing.push_back(fmt::format("dqn.head = \"{}\" (only \"c51\", \"mse\" and \"iqn\")", p.dqn.head));
-    if (p.dqn.her) missing.push_back("dqn.her");
     if (!p.eval.deterministic) missing.push_back("eval.deterministic = false (only greedy evaluation exists)");
     if (!missing.empty()) {
         std::string list;
@@ -105,6 +105,13 @@ dqn::AgentParams agent_params(const config::Profile& p) {
     a.adam_eps = adam.eps;
     a.clip_norm = static_cast<float>(t.grad_clip_norm);
     a.weight_decay = adam.weight_decay;
+    if (p.dqn.her) {
+        a.her_ratio = static_cast<float>(p.dqn.her_ratio);
+        a.her_reward = static_cast<float>(p.dqn.her_reward);
+        a.her_goal_min = static_cast<float>(p.dqn.her_goal_min);
+        a.her_goal_max = static_cast<float>(p.dqn.her_goal_max);
+        a.her_horizon = static_cast<int>(p.experience.gpu_timesteps_per_episode);
+    }
     return a;
 }
 
@@ -119,8 +126,10 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
       batch_(static_cast<int>(profile.replay_buffer.batch_size)),
       num_actions_(static_cast<int>(profile.num_actions())),
       net_((require_supported(profile), network_config(profile, env_params_.state_dim))),
-      policy_(network_config(profile, env_params_.state_dim)) {
-    const std::size_t B = static_cast<std::size_t>(batch_), D = static_cast<std::size_t>(env_params_.state_dim);
+      policy_(network_config(profile, env_params_.state_dim), eval_goal(profile)) {
+    const std::size_t B = static_cast<std::size_t>(batch_);
+    // The network's inputs: the observations, with HER's goal features.
+    const std::size_t DX = static_cast<std::size_t>(net_.state_dim());
     const std::size_t W = static_cast<std::size_t>(net_.output_width());
     const std::size_t K = static_cast<std::size_t>(net_.head().ensemble);
 
@@ -154,7 +163,12 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
     agent_ = ops.from_host<dqn::AgentParams>(std::vector<dqn::AgentParams>{agent_params(profile)});
     counters_ = ops.from_host<dqn::Counters>(std::vector<dqn::Counters>{dqn::Counters{}});
     step_ = ops.from_host<dqn::UpdateStep>(std::vector<dqn::UpdateStep>{dqn::UpdateStep{}});
-    x_ = ops.alloc<float>(2 * B * D);
+    x_ = ops.alloc<float>(2 * B * DX);
+    if (profile.dqn.her) {
+        her_goals_ = ops.alloc<float>(static_cast<std::size_t>(capacity_steps) * static_cast<std::size_t>(n_envs_));
+        ops.fill(her_goals_.view(), 0.0f);
+        her_obs_ = ops.alloc<float>(static_cast<std::size_t>(n_envs_) * DX);
+    }
     returns_ = ops.alloc<float>(B);
     discounts_ = ops.alloc<float>(B);
     batch_actions_ = ops.alloc<int>(B);
@@ -202,11 +216,24 @@ void DqnTrainer::iterate() {
 
 void DqnGreedyPolicy::act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions,
                           ops::View<const float> states, int n) {
+    const std::size_t DX = static_cast<std::size_t>(net_.state_dim());
     if (&ops != ws_owner_ || n > ws_.max_batch) {  // evaluation batch sizes vary
         ws_ = net_.make_workspace(ops, n);
         ws_owner_ = &ops;
+        if (goal_) {  // dqn.her: the rows with the evaluation goal's features, and the goal
+            goal_obs_ = ops.alloc<float>(static_cast<std::size_t>(n) * DX);
+            goal_buffer_ = ops.from_host<float>(std::vector<float>{*goal_});
+        }
     }
-    net_.q_values(ops, weights, states, n, ws_, {}, actions);
+    if (!goal_) return net_.q_values(ops, weights, states, n, ws_, {}, actions);
+    const auto obs = goal_obs_.view().subview(0, static_cast<std::size_t>(n) * DX);
+    ops::dqn_goal_states(ops, obs, states, goal_buffer_.cview(), net_.state_dim() - her::kGoalFeatures);
+    net_.q_values(ops, weights, obs, n, ws_, {}, actions);
+}
+
+std::optional<float> eval_goal(const config::Profile& p) {
+    if (!p.dqn.her) return std::nullopt;
+    return static_cast<float>(p.dqn.her_eval_goal);
 }
 
 std::vector<StateTensor> DqnTrainer::state_tensors() {
@@ -228,6 +255,9 @@ std::vector<StateTensor> DqnTrainer::state_tensors() {
              state_tensor("monitor/histogram", "U64", {static_cast<std::int64_t>(num_actions_)}, histogram_.view()),
          })
         t.push_back(std::move(e));
+    if (profile_.dqn.her)  // the goal of every transition in the ring
+        t.push_back(state_tensor("her/goals", "F32",
+                                 {static_cast<std::int64_t>(replay_.capacity_steps()), n}, her_goals_.view()));
     if (curiosity_) {
         for (auto& c : curiosity_->state_tensors("curiosity/")) t.push_back(std::move(c));
         t.push_back(state_tensor("curiosity/stats", "U8", {static_cast<std::int64_t>(sizeof(dqn::CuriosityStats))},
@@ -268,7 +298,14 @@ float DqnTrainer::epsilon_at(long long step) const { return dqn::epsilon_at(agen
 // the transitions go into the replay ring's next slot. The step count, epsilon and the slot come
 // from the device counters, so the sequence is captured once and replayed.
 void DqnTrainer::collect_ops() {
-    const auto head = net_.forward(ops_, actor_.cview(), env_.states(), n_envs_, ws_act_);
+    ops::View<const float> observations = env_.states();
+    if (profile_.dqn.her) {  // the episodes' goals into the slot's goal column, and the rows acted on
+        auto persistent = env_.persistent();
+        ops::dqn_her_observe(ops_, her_obs_.view(), her_goals_.view(), persistent.state, env_.states(),
+                             counters_.cview(), agent_.cview(), replay_.capacity_steps(), env_params_.state_dim);
+        observations = her_obs_.cview();
+    }
+    const auto head = net_.forward(ops_, actor_.cview(), observations, n_envs_, ws_act_);
     act_outputs_ = head;
     ops::dqn_act(ops_, actions_.view(), {}, histogram_.view(), head, net_.head(), agent_.cview(), counters_.cview());
     auto persistent = env_.persistent();
@@ -331,8 +368,12 @@ void DqnTrainer::update_ops(bool inject_nan) {
     const std::size_t W = static_cast<std::size_t>(net_.output_width());
     const int K = net_.head().ensemble;
     const bool double_dqn = profile_.dqn.double_dqn;
-    ops::dqn_sample(ops_, x_.view(), batch_actions_.view(), returns_.view(), discounts_.view(), replay_.views(),
-                    counters_.cview(), agent_.cview(), B, masks_.view(), K);
+    if (profile_.dqn.her)  // relabelled goals, goal-conditioned returns, rows with goal features
+        ops::dqn_her_sample(ops_, x_.view(), batch_actions_.view(), returns_.view(), discounts_.view(), replay_.views(),
+                            her_goals_.cview(), counters_.cview(), agent_.cview(), B, masks_.view(), K);
+    else
+        ops::dqn_sample(ops_, x_.view(), batch_actions_.view(), returns_.view(), discounts_.view(), replay_.views(),
+                        counters_.cview(), agent_.cview(), B, masks_.view(), K);
     if (net_.iqn_params().quantiles > 0) {
         iqn_loss_ops();
     } else {
@@ -412,6 +453,16 @@ LogLine DqnTrainer::read_log(double seconds) {
         const std::size_t rows = std::min<std::size_t>(kSpreadRows, act_outputs_.size() / OW);
         spread = ensemble_spread(ops_.to_host(act_outputs_.subview(0, rows * OW)), net_.head());
     }
+    // With HER: the share of the environments whose return is at or above their episode's goal at
+    // the log interval's last collection step (the acting rows' distance feature g - achieved <= 0).
+    double goal_reached = 0.0;
+    if (profile_.dqn.her && steps_ > 0) {
+        const auto rows = ops_.to_host(her_obs_.cview());
+        const std::size_t DX = static_cast<std::size_t>(net_.state_dim());
+        std::size_t reached = 0;
+        for (std::size_t e = 0; e < static_cast<std::size_t>(n_envs_); ++e) reached += rows[e * DX + DX - 1] <= 0.0f;
+        goal_reached = static_cast<double>(reached) / n_envs_;
+    }
     const bool iqn = profile_.dqn.head == "iqn";
     throw_if_diverged(g, profile_.training.max_bad_updates, iqn ? kIqnGuardLossNames : kGuardLossNames,
                       "Lower training.learning_rate, raise training.grad_clip_norm's strictness (a smaller value) "
@@ -462,6 +513,11 @@ LogLine DqnTrainer::read_log(double seconds) {
     if (iqn) {  // losses/quantile_huber: the IQN head's loss (losses/mse holds the same number)
         auto members = line.json.as_object();
         members.emplace_back("losses/quantile_huber", any ? loss_mse : 0.0);
+        line.json = io::json::Value::object(std::move(members));
+    }
+    if (profile_.dqn.her) {
+        auto members = line.json.as_object();
+        members.emplace_back("her/goal_reached", goal_reached);
         line.json = io::json::Value::object(std::move(members));
     }
     if (!attention_mean.empty() || ensemble) {

@@ -22,10 +22,13 @@
 
 namespace fh::trainers {
 
-/// Evaluation: the first action of maximal Q of a QNetwork (no exploration).
+/// Evaluation: the first action of maximal Q of a QNetwork (no exploration). With a goal (dqn.her),
+/// the network sees each observation with that goal's features (ops::dqn_goal_states): `config`
+/// is then the goal-conditioned network's (network_config adds the features).
 class DqnGreedyPolicy final : public GreedyPolicy {
 public:
-    explicit DqnGreedyPolicy(const QNetworkConfig& config) : net_(config) {}
+    explicit DqnGreedyPolicy(const QNetworkConfig& config, std::optional<float> goal = std::nullopt)
+        : net_(config), goal_(goal) {}
     std::size_t weights_size() const override { return net_.layout().total(); }
     void act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions, ops::View<const float> states,
              int n) override;
@@ -35,7 +38,12 @@ private:
     QNetwork net_;
     QNetwork::Workspace ws_;  ///< grown to the largest batch seen
     ops::Device* ws_owner_ = nullptr;
+    std::optional<float> goal_;                   ///< dqn.her_eval_goal, with dqn.her
+    ops::Buffer<float> goal_obs_, goal_buffer_;   ///< with a goal: the rows [s | goal features], the goal (1)
 };
+
+/// The goal a DQN profile's policy is evaluated with: dqn.her_eval_goal with dqn.her, else none.
+std::optional<float> eval_goal(const config::Profile& profile);
 
 /// One iteration = one collection step of every environment and, once the replay holds
 /// training.min_replay_size transitions, training.updates_per_iteration gradient updates. The
@@ -113,7 +121,10 @@ private:
     ops::Buffer<dqn::AgentParams> agent_;
     ops::Buffer<dqn::Counters> counters_;
     ops::Buffer<dqn::UpdateStep> step_;
-    // One batch: x = [states; next states] (2B, D); actions, returns, discounts (B).
+    // dqn.her: the goal of every transition in the ring (capacity_steps * n_envs, with the ring's
+    // rows) and the acting rows [observation | goal features] (n_envs, D + 2).
+    ops::Buffer<float> her_goals_, her_obs_;
+    // One batch: x = [states; next states] (2B, D; D + 2 with HER); actions, returns, discounts (B).
     ops::Buffer<float> x_, returns_, discounts_;
     ops::Buffer<int> batch_actions_, actions_;
     // The loss's gradient w.r.t. the network outputs (B, K * W), per-row statistics (kSampleStats,

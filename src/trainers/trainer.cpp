@@ -119,7 +119,7 @@ std::string parameter_layout(const config::Profile& p) {
 }
 
 std::unique_ptr<GreedyPolicy> make_greedy_policy(const config::Profile& p, int state_dim) {
-    if (p.run.trainer == "dqn") return std::make_unique<DqnGreedyPolicy>(network_config(p, state_dim));
+    if (p.run.trainer == "dqn") return std::make_unique<DqnGreedyPolicy>(network_config(p, state_dim), eval_goal(p));
     const int num_actions = static_cast<int>(p.num_actions());
     if (p.run.trainer == "ppo") {
         const ActorCritic net(p, state_dim, num_actions);

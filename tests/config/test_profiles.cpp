@@ -150,12 +150,13 @@ TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]"
     // the keys other parts of the program depend on
     for (const char* n : {"run.trainer", "run.device", "data.synthetic_bars", "data.planted_signal",
                           "env.position_levels", "experience.gpu_n_episodes", "training.tau",
-                          "training.max_bad_updates", "dqn.mse_blend_alpha", "dqn.iqn_quantiles", "ppo.diversity_window",
+                          "training.max_bad_updates", "dqn.mse_blend_alpha", "dqn.iqn_quantiles", "dqn.her_ratio",
+                          "ppo.diversity_window",
                           "iql.expectile", "iql.max_weight", "ppo.clip_value", "ppo.lr_schedule", "ppo.curiosity_coef",
                           "replay_buffer.save_dump", "early_stopping.metric", "gpu.memory_fraction", "run.on_exists",
                           "run.population"})
         CHECK(names.count(n) == 1);
-    CHECK(names.size() == 120);
+    CHECK(names.size() == 125);
 }
 
 TEST_CASE("the emitter writes every key and its text resolves to the same profile", "[config]") {

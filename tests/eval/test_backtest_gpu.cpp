@@ -88,12 +88,13 @@ TEST_CASE("a CUDA backtest whose steps are captured equals the same backtest iss
     md.bars_per_year = 252.0 * 78;
     const auto p = test::es_params(42, 15, 7);
     env::DeviceMarket gm(gpu, md);
-    for (const char* trainer : {"dqn", "ppo"}) {
-        INFO("trainer " << trainer);
-        const auto profile = config::resolve_profile_text(std::string("[run]\ntrainer = \"") + trainer +
-                                                              "\"\n[dqn]\nhidden = [32, 32]\n[ppo]\nhidden = [32, 32]\n",
-                                                          "capture-test", {"env.position_levels=15",
-                                                                           "env.urgency_levels=3"});
+    // DQN, DQN with HER (the policy appends the evaluation goal's features first), PPO.
+    for (const auto& [trainer, her] : {std::pair{"dqn", false}, {"dqn", true}, {"ppo", false}}) {
+        INFO("trainer " << trainer << (her ? " with HER" : ""));
+        const auto profile = config::resolve_profile_text(
+            std::string("[run]\ntrainer = \"") + trainer + "\"\n[dqn]\nhidden = [32, 32]\n[ppo]\nhidden = [32, 32]\n",
+            "capture-test",
+            {"env.position_levels=15", "env.urgency_levels=3", her ? "dqn.her=true" : "dqn.her=false"});
         const auto policy = trainers::make_greedy_policy(profile, p.state_dim);
         REQUIRE(policy->capture_safe());
         // Random weights that make the actions vary from bar to bar.

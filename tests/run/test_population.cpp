@@ -157,6 +157,17 @@ TEST_CASE("population: each of 3 DQN agents (seeds, a grid with another learning
     fs::remove_all(grid_dir);
 }
 
+TEST_CASE("population: 2 DQN agents with HER (another relabelling ratio and goal reward) equal their single runs "
+          "(CPU)",
+          "[population][her]") {
+    const auto grid_dir = scratch("her-grid");
+    const fs::path grid = grid_dir / "grid.txt";
+    std::ofstream(grid) << "run.seed=1\nrun.seed=1 dqn.her_ratio=0.5 dqn.her_reward=0.1\n";
+    population_equals_single_runs("cpu", kDqn + " --set dqn.her=true", "--population-grid '" + grid.string() + "'",
+                                  {"--seed 1", "--seed 1 --set dqn.her_ratio=0.5 --set dqn.her_reward=0.1"}, "her2");
+    fs::remove_all(grid_dir);
+}
+
 TEST_CASE("population: 2 PPO agents from --seeds equal their single runs (CPU)", "[population]") {
     population_equals_single_runs("cpu",
                                   "--profile ppo-smoketest --set run.total_steps=1600 --set run.eval_interval=800 "

@@ -106,6 +106,12 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, ex
         check_resume_equivalence(ops, {"dqn.ensemble_size=3", "dqn.ensemble_bootstrap=0.5", "dqn.ensemble_ucb=0.5"});
     }
     SECTION("the IQN head with CQL") { check_resume_equivalence(ops, {"dqn.head=iqn", "dqn.cql_alpha=0.3"}); }
+    SECTION("with HER") { check_resume_equivalence(ops, {"dqn.her=true"}); }
+    SECTION("HER with an ensemble, attention and curiosity") {
+        check_resume_equivalence(ops, {"dqn.her=true", "dqn.her_ratio=0.5", "dqn.ensemble_size=3", "dqn.attention=true",
+                                       "dqn.curiosity=true"});
+    }
+    SECTION("HER with the IQN head") { check_resume_equivalence(ops, {"dqn.her=true", "dqn.head=iqn"}); }
 }
 
 TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][dqn][resume]") {
@@ -125,6 +131,12 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, ex
     SECTION("the IQN head with CQL") {
         check_resume_equivalence(fh::test::gpu_ops(), {"dqn.head=iqn", "dqn.cql_alpha=0.3"});
     }
+    SECTION("with HER") { check_resume_equivalence(fh::test::gpu_ops(), {"dqn.her=true"}); }
+    SECTION("HER with an ensemble, attention and curiosity") {
+        check_resume_equivalence(fh::test::gpu_ops(), {"dqn.her=true", "dqn.her_ratio=0.5", "dqn.ensemble_size=3",
+                                                       "dqn.attention=true", "dqn.curiosity=true"});
+    }
+    SECTION("HER with the IQN head") { check_resume_equivalence(fh::test::gpu_ops(), {"dqn.her=true", "dqn.head=iqn"}); }
 }
 
 TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every op issued alone (exact)",
@@ -139,6 +151,7 @@ TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every
     SECTION("with attention") { overrides.push_back("dqn.attention=true"); }
     SECTION("with an ensemble") { overrides.insert(overrides.end(), {"dqn.ensemble_size=3", "dqn.ensemble_ucb=0.5"}); }
     SECTION("the IQN head") { overrides.insert(overrides.end(), {"dqn.head=iqn", "dqn.cql_alpha=0.3"}); }
+    SECTION("with HER") { overrides.insert(overrides.end(), {"dqn.her=true", "dqn.curiosity=true"}); }
     const auto p = resume_profile(1600, overrides);
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);

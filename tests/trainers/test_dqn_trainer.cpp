@@ -3,7 +3,9 @@
 ///        learning the synthetic market's planted signal.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <numeric>
 #include <string>
@@ -14,6 +16,7 @@
 #include "env/vec_env.hpp"
 #include "nn/init.hpp"
 #include "ops/cpu_device.hpp"
+#include "support/compare.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/setup.hpp"
@@ -77,7 +80,7 @@ TEST_CASE("DQN smoke run on the CPU: finite metrics, every step counted", "[trai
 }
 
 TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 atoms, 5-step, CQL, scalar head, "
-          "curiosity, attention, ensemble",
+          "curiosity, attention, ensemble, HER",
           "[trainers][dqn]") {
     ops::CpuDevice ops;
     for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
@@ -87,7 +90,10 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
              {"dqn.curiosity=true", "dqn.head=mse", "dqn.cql_alpha=0.5"}, {"dqn.attention=true"},
              {"dqn.attention=true", "dqn.head=mse", "dqn.curiosity=true"}, {"dqn.ensemble_size=3"},
              {"dqn.ensemble_size=4", "dqn.head=mse", "dqn.ensemble_ucb=1", "dqn.cql_alpha=0.5"},
-             {"dqn.ensemble_size=2", "dqn.ensemble_bootstrap=1", "dqn.double_dqn=false", "dqn.attention=true"}}) {
+             {"dqn.ensemble_size=2", "dqn.ensemble_bootstrap=1", "dqn.double_dqn=false", "dqn.attention=true"},
+             {"dqn.her=true"}, {"dqn.her=true", "dqn.head=mse", "dqn.attention=true", "dqn.curiosity=true"},
+             {"dqn.her=true", "dqn.ensemble_size=3", "dqn.her_ratio=0", "experience.n_step=5"},
+             {"dqn.her=true", "dqn.head=iqn", "dqn.her_ratio=1"}}) {
         std::string name;
         for (const auto& v : variant) name += v + " ";
         INFO(name);
@@ -121,6 +127,7 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
         } else {
             CHECK(log.back().json.find("q/ensemble_spread") == nullptr);
         }
+        CHECK((log.back().json.find("her/goal_reached") != nullptr) == p.dqn.her);
         if (p.dqn.curiosity) CHECK(test::metric(log.back(), "charts/curiosity") > 0);
         else CHECK(test::metric(log.back(), "charts/curiosity") == 0);
         if (p.dqn.head == "mse") {  // no distribution: no C51 loss; the loss is the MSE (+ CQL)
@@ -178,6 +185,72 @@ TEST_CASE("DQN curiosity: the stored rewards carry the forward model's bonus, no
     }
     // The mean bonus is coef times the mean error the log reports (float rounding aside).
     CHECK(added / static_cast<double>(written) == Approx(2 * mean_error).epsilon(1e-3));
+}
+
+TEST_CASE("DQN HER: the network takes the goal features, the ring keeps each episode's goal, evaluation "
+          "conditions on dqn.her_eval_goal",
+          "[trainers][dqn][her]") {
+    ops::CpuDevice ops;
+    const auto p = with(profile(""), {"dqn.her=true", "run.total_steps=600", "run.log_interval=600",
+                                      "dqn.her_goal_min=-1", "dqn.her_goal_max=3", "dqn.her_eval_goal=0.5"});
+    const auto market = data::load_market(trainers::data_options(p));
+    env::DeviceMarket dm(ops, market);
+    const int D = trainers::env_params(p, market.market_dim).state_dim;
+    const auto config = trainers::network_config(p, D);
+    CHECK(config.state_dim == D + 2);
+    trainers::DqnTrainer trainer(ops, p, dm);
+    const trainers::QNetwork net(config);
+    CHECK(trainer.policy().weights_size() == net.layout().total());
+    CHECK(trainer.policy_weights().size() == net.layout().total());
+    const auto log = test::run_training(trainer, p);
+    CHECK(std::isfinite(test::metric(log.back(), "losses/loss")));
+    CHECK(test::metric(log.back(), "charts/skipped_updates") == 0);
+    const double reached = test::metric(log.back(), "her/goal_reached");  // a share of the 4 environments
+    CHECK(reached >= 0.0);
+    CHECK(reached <= 1.0);
+    CHECK(reached * 4 == std::round(reached * 4));
+
+    // The ring's goal column: every stored transition's episode goal, in [-1, 3], many episodes.
+    std::vector<float> goals;
+    for (const auto& t : trainer.state_tensors())
+        if (t.name == "her/goals") {
+            const auto bytes = ops.to_host(ops::View<const std::byte>(t.bytes));
+            goals.resize(bytes.size() / sizeof(float));
+            std::memcpy(goals.data(), bytes.data(), bytes.size());
+        }
+    REQUIRE(goals.size() == 256);  // buffer_size 256 = 64 steps x 4 environments
+    for (float g : goals) {
+        CHECK(g >= -1.0f);
+        CHECK(g <= 3.0f);
+    }
+    std::sort(goals.begin(), goals.end());
+    CHECK(std::unique(goals.begin(), goals.end()) - goals.begin() >= 4);  // at least one episode per environment
+    // The replay dump holds the plain observations and the environment's rewards (an IQL dataset).
+    CHECK(trainer.replay_dump().state_dim == D);
+
+    // The greedy policy acts on [s | 0.5, 0.5 - achieved(s)].
+    const int n = 7;
+    const auto states_h = test::random_floats(static_cast<std::size_t>(n * D), 5);
+    auto states = ops.from_host<float>(states_h);
+    auto actions = ops.alloc<int>(n);
+    trainer.policy().act(ops, trainer.policy_weights(), actions.view(), states.cview(), n);
+    std::vector<float> rows;
+    for (int e = 0; e < n; ++e) {
+        rows.insert(rows.end(), states_h.begin() + e * D, states_h.begin() + (e + 1) * D);
+        rows.push_back(0.5f);
+        rows.push_back(0.5f - states_h[static_cast<std::size_t>(e * D + D - 8 + 2)]);
+    }
+    auto x = ops.from_host<float>(rows);
+    auto want = ops.alloc<int>(n);
+    auto ws = net.make_workspace(ops, n);
+    net.q_values(ops, trainer.policy_weights(), x.cview(), n, ws, {}, want.view());
+    CHECK(ops.to_host(actions.cview()) == ops.to_host(want.cview()));
+    // make_greedy_policy (backtests, eval) builds the same goal-conditioned policy.
+    const auto policy = trainers::make_greedy_policy(p, D);
+    CHECK(policy->weights_size() == net.layout().total());
+    auto again = ops.alloc<int>(n);
+    policy->act(ops, trainer.policy_weights(), again.view(), states.cview(), n);
+    CHECK(ops.to_host(again.cview()) == ops.to_host(want.cview()));
 }
 
 TEST_CASE("DQN is deterministic: same seed, same metrics", "[trainers][dqn]") {

@@ -101,6 +101,85 @@ TEST_CASE("a DQN run's replay dump is an IQL dataset; a corrupted dump is refuse
     fs::remove_all(dir);
 }
 
+TEST_CASE("dqn.her: the smoketest trains, eval reproduces its test metrics, a resumed run equals an uninterrupted "
+          "one, its replay dump is an IQL dataset",
+          "[trainers][pipeline][her]") {
+    const auto dir = scratch("her");
+    const std::string her = " --set dqn.her=true --set dqn.her_eval_goal=0.5";
+    const auto a = sh("\"$EXE\" --profile dqn-smoketest --device cpu -q --output '" + dir.string() +
+                          "' --set run.name=straight --set replay_buffer.save_dump=true" + her,
+                      dir);
+    INFO(a.err);
+    REQUIRE(a.code == 0);
+    const fs::path straight = dir / "straight";
+    const std::string sa = slurp(straight / "summary.json");
+    CHECK(sa.find("\"status\":\"completed\"") != std::string::npos);
+    CHECK(slurp(straight / "config.toml").find("her_eval_goal = 0.5") != std::string::npos);
+    // eval conditions the policy on the checkpoint's dqn.her_eval_goal, as the run's test backtest did
+    const auto e = sh("\"$EXE\" eval --checkpoint '" + (straight / "checkpoints/best.safetensors").string() +
+                          "' --split test --device cpu",
+                      dir);
+    INFO(e.err);
+    REQUIRE(e.code == 0);
+    CHECK(object_after(e.out, "\"strategy\":") == object_after(sa.substr(sa.find("\"test\":")), "\"strategy\":"));
+    // eval asks the same policy for other targets within the training goals [-2, 4], not beyond
+    for (const char* goal : {"-2", "4"}) {
+        const auto other = sh("\"$EXE\" eval --checkpoint '" + (straight / "checkpoints/best.safetensors").string() +
+                                  "' --split test --device cpu --set dqn.her_eval_goal=" + goal,
+                              dir);
+        INFO(other.err);
+        CHECK(other.code == 0);
+        CHECK(other.out.find(std::string("\"dqn.her_eval_goal=") + goal + "\"") != std::string::npos);
+    }
+    const auto beyond = sh("\"$EXE\" eval --checkpoint '" + (straight / "checkpoints/best.safetensors").string() +
+                               "' --split test --device cpu --set dqn.her_eval_goal=7",
+                           dir);
+    CHECK(beyond.code == 2);
+    CHECK(beyond.err.find("lies outside the training goals [-2, 4]") != std::string::npos);
+
+    // 1000 steps, then resumed to 2000: the same weights, optimizer, goals and test metrics.
+    const auto b = sh("\"$EXE\" --profile dqn-smoketest --device cpu -q --output '" + dir.string() +
+                          "' --set run.name=resumed --set run.total_steps=1000" + her,
+                      dir);
+    REQUIRE(b.code == 0);
+    const auto c = sh("\"$EXE\" --resume '" + (dir / "resumed").string() + "' --device cpu -q --set run.total_steps=2000",
+                      dir);
+    INFO(c.err);
+    REQUIRE(c.code == 0);
+    const auto fa = fh::io::TensorFile::read((straight / "checkpoints" / "last.safetensors").string());
+    const auto fb = fh::io::TensorFile::read((dir / "resumed" / "checkpoints" / "last.safetensors").string());
+    for (const char* t : {"params/online", "params/target", "adam/m", "adam/v", "her/goals", "replay/rewards"}) {
+        INFO(t);
+        REQUIRE(fa.has(t));
+        CHECK(std::ranges::equal(fa.tensor(t).bytes, fb.tensor(t).bytes));
+    }
+    const std::string sb = slurp(dir / "resumed" / "summary.json");
+    CHECK(object_after(sa.substr(sa.find("\"test\":")), "\"strategy\":") ==
+          object_after(sb.substr(sb.find("\"test\":")), "\"strategy\":"));
+
+    // The dump holds the plain observations and the environment's rewards: IQL trains on it.
+    const fs::path dump = straight / "replay.fhreplay";
+    REQUIRE(fs::exists(dump));
+    const auto iql = sh("\"$EXE\" --profile iql-smoketest --device cpu -q --output '" + dir.string() +
+                            "' --set 'iql.dataset=\"" + dump.string() + "\"'",
+                        dir);
+    INFO(iql.err);
+    CHECK(iql.code == 0);
+
+    // A checkpoint without HER does not resume as a HER run: the network's inputs differ.
+    const auto plain = sh("\"$EXE\" --profile dqn-smoketest --device cpu -q --output '" + dir.string() +
+                              "' --set run.name=plain --set run.total_steps=400 --set run.eval_interval=0",
+                          dir);
+    REQUIRE(plain.code == 0);
+    const auto mixed = sh("\"$EXE\" --resume '" + (dir / "plain").string() +
+                              "' --device cpu -q --set run.total_steps=800 --set dqn.her=true",
+                          dir);
+    INFO(mixed.err);
+    CHECK(mixed.code == 2);  // a clear refusal naming the parameters that differ
+    CHECK(mixed.err.find("tensor params/online is F32") != std::string::npos);
+    fs::remove_all(dir);
+}
+
 TEST_CASE("SIGINT saves a checkpoint and the summary, exits 130; --resume finishes the run", "[trainers][pipeline]") {
     const auto dir = scratch("sigint");
     // Signal once training is running (its first metrics line is written), however slow the machine.

@@ -380,4 +380,69 @@ void dqn_curiosity_bonus(const RingViews& ring, View<dqn::CuriosityStats> stats,
     }
 }
 
+void dqn_her_observe(View<float> obs, View<float> goals, View<const env::EnvState> state, View<const float> states,
+                     View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int capacity_steps,
+                     int state_dim) {
+    const std::size_t N = agent.size(), n = state.size() / N, D = static_cast<std::size_t>(state_dim);
+    const std::size_t DG = D + her::kGoalFeatures, ring_rows = static_cast<std::size_t>(capacity_steps) * n;
+    const int col = her::achieved_column(state_dim);
+    for (std::size_t g = 0; g < N; ++g) {
+        const dqn::AgentParams& p = agent.data()[g];
+        const auto slot = static_cast<std::size_t>(counters.data()[g].pushed % capacity_steps);
+        for (std::size_t e = 0; e < n; ++e) {
+            const std::size_t k = g * n + e;
+            const float goal = her::episode_goal(p.seed, static_cast<int>(e), state.data()[k].episode, p.her_goal_min,
+                                                 p.her_goal_max);
+            her::goal_state_row(obs.data() + k * DG, states.data() + k * D, state_dim, col, goal);
+            goals.data()[g * ring_rows + slot * n + e] = goal;
+        }
+    }
+}
+
+void dqn_goal_states(View<float> obs, View<const float> states, View<const float> goal, int state_dim) {
+    const std::size_t N = goal.size(), D = static_cast<std::size_t>(state_dim), n = states.size() / (N * D);
+    const std::size_t DG = D + her::kGoalFeatures;
+    const int col = her::achieved_column(state_dim);
+    for (std::size_t g = 0; g < N; ++g)
+        for (std::size_t e = 0; e < n; ++e)
+            her::goal_state_row(obs.data() + (g * n + e) * DG, states.data() + (g * n + e) * D, state_dim, col,
+                                goal.data()[g]);
+}
+
+void dqn_her_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, View<float> masks,
+                    View<float> goals_out, const RingViews& ring, View<const float> goals,
+                    View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int batch, int ensemble) {
+    const std::size_t D = static_cast<std::size_t>(ring.state_dim), B = static_cast<std::size_t>(batch);
+    const std::size_t DG = D + her::kGoalFeatures;
+    const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * static_cast<std::size_t>(ring.n_envs);
+    const int col = her::achieved_column(ring.state_dim);
+    for (std::size_t g = 0; g < agent.size(); ++g) {
+        const dqn::Counters c = counters.data()[g];
+        const dqn::AgentParams& p = agent.data()[g];
+        const std::size_t base = g * ring_rows;
+        const replay::ReplayView view{ring.states.data() + base * D, ring.next_states.data() + base * D,
+                                      ring.actions.data() + base, ring.rewards.data() + base, ring.done.data() + base,
+                                      ring.capacity_steps, ring.n_envs, ring.state_dim};
+        const dqn::SampleRange range = dqn::sample_range(c.pushed, ring.capacity_steps, p.n_step);
+        const replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest, range.count,
+                                      p.n_step, p.gamma};
+        const her::RelabelParams hp{p.her_ratio, p.her_reward, p.her_horizon, col, c.pushed - 1};
+        float* xg = x.data() + g * 2 * B * DG;
+        for (std::size_t b = 0; b < B; ++b) {
+            const her::GoalDraw gd = her::draw_goal_nstep(static_cast<int>(b), view, goals.data() + base, sp, hp);
+            const auto first = static_cast<std::size_t>(gd.draw.first), last = static_cast<std::size_t>(gd.draw.last);
+            her::goal_state_row(xg + b * DG, view.states + first * D, ring.state_dim, col, gd.goal);
+            her::goal_state_row(xg + (B + b) * DG, view.next_states + last * D, ring.state_dim, col, gd.goal);
+            actions.data()[g * B + b] = gd.draw.action;
+            returns.data()[g * B + b] = gd.draw.ret;
+            discounts.data()[g * B + b] = gd.draw.discount;
+            if (!goals_out.empty()) goals_out.data()[g * B + b] = gd.goal;
+            if (masks.empty()) continue;
+            float* mk = masks.data() + (g * B + b) * static_cast<std::size_t>(ensemble);
+            for (int k = 0; k < ensemble; ++k)
+                mk[k] = dqn::bootstrap_mask(p.seed, gd.draw.env, gd.draw.step, k, p.bootstrap_prob);
+        }
+    }
+}
+
 }  // namespace fh::ops::cpu_twin

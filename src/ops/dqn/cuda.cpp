@@ -134,4 +134,41 @@ void dqn_curiosity_bonus(CudaDevice& device, const RingViews& ring, View<dqn::Cu
         device.stream(), LaunchDims{dim3(static_cast<unsigned>(agent.size())), dim3(abi::kDqnFinishThreads), 0}, a);
 }
 
+void dqn_her_observe(CudaDevice& device, View<float> obs, View<float> goals, View<const env::EnvState> state,
+                     View<const float> states, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
+                     int capacity_steps, int state_dim) {
+    const std::size_t N = agent.size();
+    const long long n = static_cast<long long>(state.size() / N);
+    const long long blocks = (n + abi::kDqnWarpsPerBlock - 1) / abi::kDqnWarpsPerBlock;
+    abi::DqnHerObserveArgs a{obs.data(),   goals.data(),   state.data(),        states.data(), counters.data(),
+                             agent.data(), capacity_steps, static_cast<int>(n), state_dim};
+    device.kernels().dqn_her_observe_kernel(
+        device.stream(),
+        LaunchDims{dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(N)), dim3(32 * abi::kDqnWarpsPerBlock), 0},
+        a);
+}
+
+void dqn_goal_states(CudaDevice& device, View<float> obs, View<const float> states, View<const float> goal,
+                     int state_dim) {
+    const std::size_t N = goal.size();
+    const long long n = static_cast<long long>(states.size() / (N * static_cast<std::size_t>(state_dim)));
+    const long long blocks = (n + abi::kDqnWarpsPerBlock - 1) / abi::kDqnWarpsPerBlock;
+    abi::DqnGoalStatesArgs a{obs.data(), states.data(), goal.data(), static_cast<int>(n), state_dim};
+    device.kernels().dqn_goal_states_kernel(
+        device.stream(),
+        LaunchDims{dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(N)), dim3(32 * abi::kDqnWarpsPerBlock), 0},
+        a);
+}
+
+void dqn_her_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
+                    View<float> masks, View<float> goals_out, const RingViews& ring, View<const float> goals,
+                    View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int batch, int ensemble) {
+    const LaunchDims dims{dim3(static_cast<unsigned>((batch + 3) / 4), static_cast<unsigned>(agent.size())), dim3(128),
+                          0};  // one warp per row
+    abi::DqnHerSampleArgs a{x.data(),      actions.data(), returns.data(),  discounts.data(), or_null(masks),
+                            or_null(goals_out), ring_of(ring), goals.data(), counters.data(),  agent.data(),
+                            batch,         ensemble};
+    device.kernels().dqn_her_sample_kernel(device.stream(), dims, a);
+}
+
 }  // namespace fh::ops::cuda_twin

@@ -20,6 +20,7 @@
 #include "abi/dqn_step.h"
 #include "math/dqn.h"
 #include "math/env.h"
+#include "math/her.h"
 #include "math/replay.h"
 #include "ops/device.hpp"
 
@@ -59,6 +60,13 @@ void dqn_curiosity_gather(View<float> input, View<float> next_market, const Ring
                           View<const dqn::Counters> counters, int num_actions, int market_dim);
 void dqn_curiosity_bonus(const RingViews& ring, View<dqn::CuriosityStats> stats, View<const float> error,
                          View<const dqn::Counters> counters, View<const dqn::AgentParams> agent);
+void dqn_her_observe(View<float> obs, View<float> goals, View<const env::EnvState> state, View<const float> states,
+                     View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int capacity_steps,
+                     int state_dim);
+void dqn_goal_states(View<float> obs, View<const float> states, View<const float> goal, int state_dim);
+void dqn_her_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, View<float> masks,
+                    View<float> goals_out, const RingViews& ring, View<const float> goals,
+                    View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int batch, int ensemble);
 }  // namespace cpu_twin
 
 namespace cuda_twin {
@@ -87,6 +95,14 @@ void dqn_curiosity_gather(CudaDevice& device, View<float> input, View<float> nex
 void dqn_curiosity_bonus(CudaDevice& device, const RingViews& ring, View<dqn::CuriosityStats> stats,
                          View<const float> error, View<const dqn::Counters> counters,
                          View<const dqn::AgentParams> agent);
+void dqn_her_observe(CudaDevice& device, View<float> obs, View<float> goals, View<const env::EnvState> state,
+                     View<const float> states, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
+                     int capacity_steps, int state_dim);
+void dqn_goal_states(CudaDevice& device, View<float> obs, View<const float> states, View<const float> goal,
+                     int state_dim);
+void dqn_her_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
+                    View<float> masks, View<float> goals_out, const RingViews& ring, View<const float> goals,
+                    View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int batch, int ensemble);
 }  // namespace cuda_twin
 
 namespace detail {
@@ -383,4 +399,94 @@ inline void dqn_curiosity_bonus(Device& device, const RingViews& ring, View<dqn:
     cpu_twin::dqn_curiosity_bonus(ring, stats, error, counters, agent);
 }
 
+/// dqn.her (docs/dqn.md, "Hindsight experience replay"), before a collection step acts: the goal
+/// of each environment's running episode, g_e = her::episode_goal(agent.seed, e, state[e].episode,
+/// agent.her_goal_min, agent.her_goal_max), into the ring's goal column goals (N, capacity_steps *
+/// n) at slot counters.pushed % capacity_steps (the row dqn_collect writes next), and the rows the
+/// network acts on, obs (N, n, state_dim + her::kGoalFeatures) = [states row | g_e, g_e -
+/// achieved] (her::goal_state_row). state (N, n), states (N, n, state_dim). Copies and one Philox
+/// draw per environment: equal on both backends, bit for bit.
+inline void dqn_her_observe(Device& device, View<float> obs, View<float> goals, View<const env::EnvState> state,
+                            View<const float> states, View<const dqn::Counters> counters,
+                            View<const dqn::AgentParams> agent, int capacity_steps, int state_dim) {
+    const char* op = "dqn_her_observe";
+    const std::size_t N = detail::agents_of(agent.size(), op);
+    detail::require_size(counters.size(), N, op, "counters");
+    detail::require(capacity_steps >= 1, op, "capacity_steps must be >= 1");
+    detail::require(state_dim > env::kPortfolioFeatures, op, "state_dim must hold the portfolio features");
+    detail::require(!state.empty() && state.size() % N == 0, op, "state must hold n environments per agent");
+    const std::size_t n = state.size() / N, D = static_cast<std::size_t>(state_dim);
+    detail::require_size(states.size(), N * n * D, op, "states");
+    detail::require_size(obs.size(), N * n * (D + her::kGoalFeatures), op, "obs");
+    detail::require_size(goals.size(), N * static_cast<std::size_t>(capacity_steps) * n, op, "goals");
+    detail::checked_int_size(goals.size(), op);
+    detail::checked_int_size(obs.size(), op);
+    detail::require_distinct(op, {detail::range("obs", obs), detail::range("goals", goals),
+                                  detail::range("state", state), detail::range("states", states),
+                                  detail::range("counters", counters), detail::range("agent", agent)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::dqn_her_observe(*cuda, obs, goals, state, states, counters, agent, capacity_steps, state_dim);
+    cpu_twin::dqn_her_observe(obs, goals, state, states, counters, agent, capacity_steps, state_dim);
+}
+
+/// dqn.her, evaluation: obs (N, n, state_dim + her::kGoalFeatures) = [states row | goal, goal -
+/// achieved] with agent g's fixed goal[g] (dqn.her_eval_goal). states (N, n, state_dim), goal (N).
+inline void dqn_goal_states(Device& device, View<float> obs, View<const float> states, View<const float> goal,
+                            int state_dim) {
+    const char* op = "dqn_goal_states";
+    const std::size_t N = detail::agents_of(goal.size(), op);
+    detail::require(state_dim > env::kPortfolioFeatures, op, "state_dim must hold the portfolio features");
+    const std::size_t D = static_cast<std::size_t>(state_dim);
+    detail::require(!states.empty() && states.size() % (N * D) == 0, op, "states must hold n rows per agent");
+    const std::size_t n = states.size() / (N * D);
+    detail::require_size(obs.size(), N * n * (D + her::kGoalFeatures), op, "obs");
+    detail::checked_int_size(obs.size(), op);
+    detail::require_distinct(op, {detail::range("obs", obs), detail::range("states", states),
+                                  detail::range("goal", goal)});
+    if (CudaDevice* cuda = device.cuda()) return cuda_twin::dqn_goal_states(*cuda, obs, states, goal, state_dim);
+    cpu_twin::dqn_goal_states(obs, states, goal, state_dim);
+}
+
+/// dqn.her, an update's batch: dqn_sample's transitions (the same draws), each relabelled with
+/// probability agent.her_ratio with a return its episode achieved later, and returns that include
+/// the goal reward (her::draw_goal_nstep); x (N, 2B, state_dim + her::kGoalFeatures) holds the
+/// states and next states with the row's goal features. goals (N, capacity_steps * n_envs) is the
+/// ring's goal column (dqn_her_observe); goals_out (N, B), when given, gets each row's goal.
+/// actions, returns, discounts, masks as dqn_sample's. Equal on both backends, bit for bit.
+inline void dqn_her_sample(Device& device, View<float> x, View<int> actions, View<float> returns,
+                           View<float> discounts, const RingViews& ring, View<const float> goals,
+                           View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int batch,
+                           View<float> masks = {}, int ensemble = 1, View<float> goals_out = {}) {
+    const char* op = "dqn_her_sample";
+    const std::size_t N = detail::agents_of(agent.size(), op);
+    detail::require(batch >= 1, op, "batch must be >= 1");
+    const std::size_t rows = detail::check_ring(ring, N, op);
+    detail::require(ring.state_dim > env::kPortfolioFeatures, op, "the ring's states must hold the portfolio features");
+    detail::require_size(counters.size(), N, op, "counters");
+    detail::require_size(goals.size(), N * rows, op, "goals");
+    const std::size_t B = static_cast<std::size_t>(batch);
+    detail::require_size(x.size(), N * 2 * B * static_cast<std::size_t>(ring.state_dim + her::kGoalFeatures), op, "x");
+    detail::require_size(actions.size(), N * B, op, "actions");
+    detail::require_size(returns.size(), N * B, op, "returns");
+    detail::require_size(discounts.size(), N * B, op, "discounts");
+    detail::require(ensemble >= 1 && ensemble <= dqn::kMaxEnsemble, op, "ensemble must be in [1, 32]");
+    if (!masks.empty()) detail::require_size(masks.size(), N * B * static_cast<std::size_t>(ensemble), op, "masks");
+    if (!goals_out.empty()) detail::require_size(goals_out.size(), N * B, op, "goals_out");
+    detail::checked_int_size(x.size(), op);
+    detail::require_distinct(op, {detail::range("x", x), detail::range("actions", actions),
+                                  detail::range("returns", returns), detail::range("discounts", discounts),
+                                  detail::range("masks", masks), detail::range("goals_out", goals_out),
+                                  detail::range("ring states", View<const float>(ring.states)),
+                                  detail::range("ring next_states", View<const float>(ring.next_states)),
+                                  detail::range("ring actions", View<const int>(ring.actions)),
+                                  detail::range("ring rewards", View<const float>(ring.rewards)),
+                                  detail::range("ring done", View<const std::uint8_t>(ring.done)),
+                                  detail::range("goals", goals), detail::range("counters", counters),
+                                  detail::range("agent", agent)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::dqn_her_sample(*cuda, x, actions, returns, discounts, masks, goals_out, ring, goals, counters,
+                                         agent, batch, ensemble);
+    cpu_twin::dqn_her_sample(x, actions, returns, discounts, masks, goals_out, ring, goals, counters, agent, batch,
+                             ensemble);
+}
 }  // namespace fh::ops
