@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "io/json.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;
@@ -175,6 +176,59 @@ TEST_CASE("cli: bench prints each trainer's throughput as one JSON object", "[co
         // Online trainers also time collection and both together.
         if (trainer != "iql" && trainer != "supervised" && trainer != "dt")
             CHECK(r.out.find("\"end_to_end_env_steps_per_s\":0,") == std::string::npos);
+    }
+}
+
+TEST_CASE("cli: bench --kernel-times and --ablate are CUDA diagnostics: none on the CPU, refused for a population",
+          "[config]") {
+    if (!have_exe()) return;
+    const auto r = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times --ablate "
+                           "--set run.total_steps=80");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("\"updates_per_s\":") != std::string::npos);
+    CHECK(r.out.find("\"kernel_times\"") == std::string::npos);
+    CHECK(r.out.find("\"ablation\"") == std::string::npos);
+    const auto p = run_exe("bench --profile dqn-smoketest --device cpu --quiet --ablate --set run.population=2");
+    CHECK(p.code == 2);
+    CHECK(p.err.find("--kernel-times and --ablate time one agent") != std::string::npos);
+}
+
+TEST_CASE("cli: bench --ablate times the captured steps again without each op, on CUDA", "[gpu][config]") {
+    if (!have_exe()) return;
+    namespace json = fh::io::json;
+    for (const std::string profile : {"dqn-smoketest", "iql-smoketest"}) {
+        const auto r = run_exe("bench --profile " + profile + " --device cuda --quiet --kernel-times --ablate");
+        INFO(profile << ": " << r.err);
+        REQUIRE(r.code == 0);
+        const json::Value v = json::parse(r.out.substr(r.out.rfind('{', r.out.find("\"trainer\""))));
+        const json::Value* ablation = v.find("ablation");
+        const json::Value* times = v.find("kernel_times");
+        REQUIRE(ablation != nullptr);
+        REQUIRE(times != nullptr);
+        for (const char* phase : {"collection", "update"}) {
+            const json::Value* a = ablation->find(phase);
+            if (profile == "iql-smoketest" && std::string(phase) == "collection") {  // offline: no collection
+                CHECK(a == nullptr);
+                continue;
+            }
+            INFO(phase);
+            REQUIRE(a != nullptr);
+            const double captured = a->find("us_captured")->as_double();
+            CHECK(captured > 0);
+            // Every op the events timed is left out once; leaving one out never costs more than
+            // the whole step (a loose bound: timing noise), and leaving out every kernel of the
+            // step's fused work saves something.
+            const auto& ops = a->find("ops")->as_array();
+            REQUIRE(ops.size() == times->find(phase)->find("ops")->as_array().size());
+            double saved = 0;
+            for (const auto& op : ops) {
+                CHECK(op.find("us_without")->as_double() > 0);
+                CHECK(op.find("us_without")->as_double() < 3 * captured);
+                saved += op.find("us_saved")->as_double();
+            }
+            CHECK(saved > 0);
+        }
     }
 }
 
