@@ -201,7 +201,8 @@ TEST_CASE("cli: bench --ablate times the captured steps again without each op, o
         const auto r = run_exe("bench --profile " + profile + " --device cuda --quiet --kernel-times --ablate");
         INFO(profile << ": " << r.err);
         REQUIRE(r.code == 0);
-        const json::Value v = json::parse(r.out.substr(r.out.rfind('{', r.out.find("\"trainer\""))));
+        const json::Value v = json::parse(r.out.substr(r.out.rfind('{', r.out.find("\"trainer\""))),
+                                          json::Limits{64u << 20, 64, true});  // fractions allowed
         const json::Value* ablation = v.find("ablation");
         const json::Value* times = v.find("kernel_times");
         REQUIRE(ablation != nullptr);
