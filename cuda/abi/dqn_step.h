@@ -224,7 +224,8 @@ using DqnAdvance = void(dqn::Counters* counters, int n_agents);
 /// dqn_step_smem_floats(head) floats.
 inline constexpr int kDqnWarpsPerBlock = 2;
 inline constexpr int kDqnLossWarps = 4;
-/// The loss's launch shape: while the head rows of all agents are at most kDqnLossSplitRows, a
+/// The loss's launch shape: while the head rows of all agents on the GPU (a population's too,
+/// CudaDevice::gpu_sharers) are at most kDqnLossSplitRows, a
 /// block of kDqnLossWarps warps per row (few rows leave the GPU idle: a row's independent steps
 /// side by side shorten it); beyond, kDqnWarpsPerBlock rows per block, a warp each (the GPU is
 /// full and the split's extra barriers cost more). Both give the same floats.

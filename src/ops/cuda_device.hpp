@@ -44,6 +44,13 @@ public:
     void run_sequence(OpSequence& seq, const std::function<void()>& ops) override;
     void run_branches(std::span<const std::function<void()>> branches) override;
 
+    /// Agents whose work shares the GPU at once (a population's, set by its set-up; 1 otherwise).
+    /// Launch shapes that spend extra work for a shorter chain (dqn_loss's four warps per row)
+    /// count every sharer's rows, since together they fill the GPU. The results are the same for
+    /// any value.
+    void set_gpu_sharers(int agents) noexcept { sharers_ = agents < 1 ? 1 : agents; }
+    int gpu_sharers() const noexcept { return sharers_; }
+
     const cuda::DeviceInfo& device() const noexcept { return device_; }
     /// The stream ops are issued to: the device's own, or a lane's inside run_concurrently.
     cudaStream_t stream() const noexcept;
@@ -118,6 +125,7 @@ private:
     std::map<std::tuple<int, int, int, int, bool, int, int, long long, long long>, std::shared_ptr<LtPlan>> lt_plans_;
     bool tf32_ = false;   ///< linear layers: cuBLAS math mode (set_tf32)
     bool graphs_ = true;  ///< run_sequence captures CUDA Graphs
+    int sharers_ = 1;     ///< agents sharing the GPU (set_gpu_sharers)
 };
 
 }  // namespace fh::ops

@@ -292,8 +292,9 @@ std::string market_key(const config::Profile& p) {
     return p.data.path.empty() ? fmt::format("synthetic:{}", p.run.seed) : std::string("data");
 }
 
-std::unique_ptr<ops::Device> agent_device(const ops::DeviceSpec& spec, const config::Profile& p) {
+std::unique_ptr<ops::Device> agent_device(const ops::DeviceSpec& spec, const config::Profile& p, int agents) {
     auto d = ops::make_device(spec, ops::CudaDevice::kAgentSideLanes);
+    if (auto* cuda = d->cuda()) cuda->set_gpu_sharers(agents);  // launch shapes only: the same results
     d->set_tf32(p.gpu.tf32);
     d->set_graphs(p.gpu.cuda_graphs);
     d->make_current();
@@ -311,7 +312,8 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
     trainers::RunCheckOptions o;
     o.force = force;
     trainers::check_data_size(first, o);
-    auto device0 = agent_device(ops::parse_device_spec(first.run.device), first);
+    const int agents = static_cast<int>(training.size());
+    auto device0 = agent_device(ops::parse_device_spec(first.run.device), first, agents);
     ops::DeviceSpec spec;
     if (auto* c = device0->cuda()) spec = {ops::DeviceSpec::Kind::cuda, c->device().ordinal};
     else spec = {ops::DeviceSpec::Kind::cpu, 0};
@@ -335,7 +337,7 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
     std::vector<config::MemoryItem> total;
     for (std::size_t i = 0; i < training.size(); ++i) {
         const config::Profile& p = training[i]->plan.profile;
-        if (i > 0) s.devices.push_back(agent_device(spec, p));
+        if (i > 0) s.devices.push_back(agent_device(spec, p, agents));
         const auto it = s.markets.find(market_key(p));
         const trainers::RunSizes sizes = trainers::check_run(p, it->second->market, o);
         if (i == 0)

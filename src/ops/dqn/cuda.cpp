@@ -44,10 +44,11 @@ void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<co
     abi::DqnLossArgs a{d_head.data(),      stats.data(),   head_s.data(),           head_select.data(),
                        head_target.data(), actions.data(), returns.data(),          discounts.data(),
                        or_null(target_actions), or_null(masks), agent.data(), h, batch};
-    // A block of kDqnLossWarps warps per head row, or a warp per row (abi::dqn_loss_split).
+    // A block of kDqnLossWarps warps per head row, or a warp per row (abi::dqn_loss_split), by the
+    // rows of every agent on the GPU: this launch's agents and those of the other sharers.
     const long long rows = static_cast<long long>(batch) * h.ensemble;
     const LaunchDims dims =
-        abi::dqn_loss_split(rows * static_cast<long long>(agent.size()))
+        abi::dqn_loss_split(rows * static_cast<long long>(agent.size()) * device.gpu_sharers())
             ? LaunchDims{dim3(static_cast<unsigned>(rows), static_cast<unsigned>(agent.size())),
                          dim3(32 * abi::kDqnLossWarps),
                          sizeof(float) * static_cast<std::size_t>(abi::kDqnLossWarps) *
