@@ -728,14 +728,10 @@ extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {
     const fh::abi::DqnRing& r = a.ring;
     const Counters c = a.counters[agent];
     const AgentParams& p = a.agent[agent];
-    const long long ring_rows = static_cast<long long>(r.capacity_steps) * r.n_envs;
-    const long long base = static_cast<long long>(agent) * ring_rows;
-    const fh::replay::ReplayView view{r.states + base * r.state_dim, r.next_states + base * r.state_dim,
-                                      r.actions + base, r.rewards + base, r.done + base, r.capacity_steps,
-                                      r.n_envs, r.state_dim};
-    const fh::dqn::SampleRange range = fh::dqn::sample_range(c.pushed, r.capacity_steps, p.n_step);
-    const fh::replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest, range.count,
-                                      p.n_step, p.gamma};
+    const AgentSampling sampling = agent_sampling(r.states, r.next_states, r.actions, r.rewards, r.done,
+                                                  r.capacity_steps, r.n_envs, r.state_dim, agent, c, p);
+    const fh::replay::ReplayView& view = sampling.view;
+    const fh::replay::SampleParams& sp = sampling.params;
     const fh::replay::NstepDraw draw = fh::replay::warp_draw_nstep(static_cast<int>(b), view, sp, lane);
     const long long first = draw.first, last = draw.last;  // the same on every lane
     const int D = r.state_dim;
@@ -838,14 +834,11 @@ extern "C" __global__ void dqn_her_sample_kernel(fh::abi::DqnHerSampleArgs a) {
     const fh::abi::DqnRing& r = a.ring;
     const Counters c = a.counters[agent];
     const AgentParams& p = a.agent[agent];
-    const long long ring_rows = static_cast<long long>(r.capacity_steps) * r.n_envs;
-    const long long base = static_cast<long long>(agent) * ring_rows;
-    const fh::replay::ReplayView view{r.states + base * r.state_dim, r.next_states + base * r.state_dim,
-                                      r.actions + base, r.rewards + base, r.done + base, r.capacity_steps,
-                                      r.n_envs, r.state_dim};
-    const fh::dqn::SampleRange range = fh::dqn::sample_range(c.pushed, r.capacity_steps, p.n_step);
-    const fh::replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest, range.count,
-                                      p.n_step, p.gamma};
+    const AgentSampling sampling = agent_sampling(r.states, r.next_states, r.actions, r.rewards, r.done,
+                                                  r.capacity_steps, r.n_envs, r.state_dim, agent, c, p);
+    const fh::replay::ReplayView& view = sampling.view;
+    const fh::replay::SampleParams& sp = sampling.params;
+    const long long base = static_cast<long long>(agent) * r.capacity_steps * r.n_envs;  // this agent's goal column
     const int D = r.state_dim, DG = D + fh::her::kGoalFeatures, col = fh::her::achieved_column(D);
     const fh::her::RelabelParams hp{p.her_ratio, p.her_reward, p.her_horizon, col, c.pushed - 1};
     // her::draw_goal_nstep with the future scan spread over the warp: lane 0 draws the transition

@@ -11,6 +11,7 @@
 #include "math/nn.h"
 #include "math/rng.h"
 #include "math/policy.h"
+#include "math/replay.h"
 #include "math/host_device.h"
 
 #if defined(__CUDACC__)
@@ -289,6 +290,26 @@ struct SampleRange {
 FH_HD SampleRange sample_range(long long pushed, int capacity_steps, int n_step) {
     const long long oldest = pushed >= capacity_steps ? pushed + 1 - capacity_steps : 0;
     return {oldest, pushed - (n_step - 1) - oldest};
+}
+
+/// What agent `agent`'s next update samples from: its part of a population's ring (each agent's
+/// capacity_steps * n_envs rows after the previous agents') and the sample parameters (the update
+/// number counters.updates + 1, sample_range of its pushed steps). The sampling kernels and their
+/// CPU twins both start here.
+struct AgentSampling {
+    replay::ReplayView view;
+    replay::SampleParams params;
+};
+FH_HD AgentSampling agent_sampling(const float* states, const float* next_states, const int* actions,
+                                   const float* rewards, const std::uint8_t* done, int capacity_steps, int n_envs,
+                                   int state_dim, long long agent, const Counters& c, const AgentParams& p) {
+    const long long base = agent * capacity_steps * n_envs;
+    const SampleRange range = sample_range(c.pushed, capacity_steps, p.n_step);
+    return AgentSampling{
+        replay::ReplayView{states + base * state_dim, next_states + base * state_dim, actions + base, rewards + base,
+                           done + base, capacity_steps, n_envs, state_dim},
+        replay::SampleParams{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest, range.count, p.n_step,
+                             p.gamma}};
 }
 
 /// Epsilon of collection step `step`: linear from epsilon_start to epsilon_end over

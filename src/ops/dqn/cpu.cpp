@@ -321,17 +321,15 @@ void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<floa
                 const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
                 int batch, int ensemble) {
     const std::size_t D = static_cast<std::size_t>(ring.state_dim), B = static_cast<std::size_t>(batch);
-    const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * static_cast<std::size_t>(ring.n_envs);
     for (std::size_t g = 0; g < agent.size(); ++g) {
         const dqn::Counters c = counters.data()[g];
         const dqn::AgentParams& p = agent.data()[g];
-        const std::size_t base = g * ring_rows;
-        const replay::ReplayView view{ring.states.data() + base * D, ring.next_states.data() + base * D,
-                                      ring.actions.data() + base, ring.rewards.data() + base, ring.done.data() + base,
-                                      ring.capacity_steps, ring.n_envs, ring.state_dim};
-        const dqn::SampleRange range = dqn::sample_range(c.pushed, ring.capacity_steps, p.n_step);
-        const replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest, range.count,
-                                      p.n_step, p.gamma};
+        const dqn::AgentSampling sampling =
+            dqn::agent_sampling(ring.states.data(), ring.next_states.data(), ring.actions.data(), ring.rewards.data(),
+                                ring.done.data(), ring.capacity_steps, ring.n_envs, ring.state_dim,
+                                static_cast<long long>(g), c, p);
+        const replay::ReplayView& view = sampling.view;
+        const replay::SampleParams& sp = sampling.params;
         float* xg = x.data() + g * 2 * B * D;
         for (std::size_t b = 0; b < B; ++b) {
             const replay::NstepDraw draw =
@@ -419,13 +417,13 @@ void dqn_her_sample(View<float> x, View<int> actions, View<float> returns, View<
     for (std::size_t g = 0; g < agent.size(); ++g) {
         const dqn::Counters c = counters.data()[g];
         const dqn::AgentParams& p = agent.data()[g];
-        const std::size_t base = g * ring_rows;
-        const replay::ReplayView view{ring.states.data() + base * D, ring.next_states.data() + base * D,
-                                      ring.actions.data() + base, ring.rewards.data() + base, ring.done.data() + base,
-                                      ring.capacity_steps, ring.n_envs, ring.state_dim};
-        const dqn::SampleRange range = dqn::sample_range(c.pushed, ring.capacity_steps, p.n_step);
-        const replay::SampleParams sp{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest, range.count,
-                                      p.n_step, p.gamma};
+        const dqn::AgentSampling sampling =
+            dqn::agent_sampling(ring.states.data(), ring.next_states.data(), ring.actions.data(), ring.rewards.data(),
+                                ring.done.data(), ring.capacity_steps, ring.n_envs, ring.state_dim,
+                                static_cast<long long>(g), c, p);
+        const replay::ReplayView& view = sampling.view;
+        const replay::SampleParams& sp = sampling.params;
+        const std::size_t base = g * ring_rows;  // this agent's goal column
         const her::RelabelParams hp{p.her_ratio, p.her_reward, p.her_horizon, col, c.pushed - 1};
         float* xg = x.data() + g * 2 * B * DG;
         for (std::size_t b = 0; b < B; ++b) {
