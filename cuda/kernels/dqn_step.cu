@@ -292,10 +292,52 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, 16
         for (int act = lane; act < A; act += 32) a.q[row_index * A + act] = w.q[act];
 }
 
+namespace {
+
+/// The projection's inputs from the target's softmax exps e (a warp, each lane its atoms): the
+/// probabilities p_z = e_z / sum in place in e, every source atom's position on the support in
+/// pos, and whether project_atom may sum windows only (every p finite and the positions
+/// non-decreasing), the same on every lane.
+__device__ bool projection_inputs(float* e, float* pos, float sum, float ret, float disc, const HeadParams& h,
+                                  int lane) {
+    const int Z = h.num_atoms;
+    bool finite = true;
+    for (int z = lane; z < Z; z += 32) {
+        const float p = e[z] / sum;
+        e[z] = p;
+        pos[z] = projection_position(ret, disc, z, h);
+        finite = finite && cuda::std::isfinite(p);
+    }
+    __syncwarp();
+    bool monotone = true;
+    for (int z = lane + 1; z < Z; z += 32) monotone = monotone && pos[z - 1] <= pos[z];
+    return __all_sync(kFullMask, finite && monotone);
+}
+
+/// Target atom i of the projection: it gathers from every source atom j, in order. Source j's
+/// weight for atom i is exactly +0 unless -1 < pos[j] - i < 1, and a finite p_j * +0 added to
+/// m_i (+0 or positive, never -0) leaves it unchanged: with finite p and positions
+/// non-decreasing in j (then so is pos[j] - i), the sum over the window [lo, hi) found by binary
+/// search equals the full sum bit for bit (`windowed`). Otherwise (NaN p, a negative or NaN
+/// discount) the full sum.
+__device__ float project_atom(int i, const float* p, const float* pos, int Z, bool windowed) {
+    const float fi = static_cast<float>(i);
+    int lo = 0, hi = Z;  // lo: sources with pos[j] - i <= -1; hi: with pos[j] - i < 1
+    if (windowed) {
+        hi = 0;
+        for (int step = 1 << (31 - __clz(Z)); step > 0; step >>= 1) {
+            if (lo + step <= Z && !(pos[lo + step - 1] - fi > -1.f)) lo += step;
+            if (hi + step <= Z && pos[hi + step - 1] - fi < 1.f) hi += step;
+        }
+    }
+    float mi = 0.f;
+    for (int j = lo; j < hi; ++j) mi += p[j] * projection_weight(pos[j], i);
+    return mi;
+}
+
 /// Head row b of the loss (row b of the B * K rows: head b % K of sample b / K; K = 1: the
 /// sample) by one warp, every step in turn: the scalar head, CQL and corrupt batches take this
 /// path; the plain C51 rows take dqn_loss_kernel's four warps (the same floats).
-namespace {
 __device__ void loss_row_one_warp(const fh::abi::DqnLossArgs& a, int agent, long long b, const WarpScratch& w,
                                   int lane) {
     const HeadParams& h = a.head_params;
@@ -351,38 +393,10 @@ __device__ void loss_row_one_warp(const fh::abi::DqnLossArgs& a, int agent, long
     //    atom's position on the support (buf2).
     mean_advantages(w.buf0, ht, h, lane);
     const Softmax tsm = softmax_q(ht, w.buf0, a_star, h, w.atoms, w.buf1, lane);
-    bool finite = true;
-    for (int z = lane; z < Z; z += 32) {
-        const float p = w.buf1[z] / tsm.sum;
-        w.buf1[z] = p;
-        w.buf2[z] = projection_position(ret, disc, z, h);
-        finite = finite && cuda::std::isfinite(p);
-    }
-    __syncwarp();
+    const bool windowed = projection_inputs(w.buf1, w.buf2, tsm.sum, ret, disc, h, lane);
 
-    // 3. The projection m (buf0): every target atom gathers from every source atom, in order.
-    //    Source j's weight for atom i is exactly +0 unless -1 < buf2[j] - i < 1, and a finite
-    //    p_j * +0 added to mi (+0 or positive, never -0) leaves it unchanged: with finite p and
-    //    positions non-decreasing in j (then so is buf2[j] - i), the sum over the window
-    //    [lo, hi) found by binary search equals the full sum bit for bit. Otherwise (NaN p, a
-    //    negative or NaN discount) the full sum.
-    bool monotone = true;
-    for (int z = lane + 1; z < Z; z += 32) monotone = monotone && w.buf2[z - 1] <= w.buf2[z];
-    const bool windowed = __all_sync(kFullMask, finite && monotone);
-    for (int i = lane; i < Z; i += 32) {
-        const float fi = static_cast<float>(i);
-        int lo = 0, hi = Z;  // lo: sources with buf2[j] - i <= -1; hi: with buf2[j] - i < 1
-        if (windowed) {
-            hi = 0;
-            for (int step = 1 << (31 - __clz(Z)); step > 0; step >>= 1) {
-                if (lo + step <= Z && !(w.buf2[lo + step - 1] - fi > -1.f)) lo += step;
-                if (hi + step <= Z && w.buf2[hi + step - 1] - fi < 1.f) hi += step;
-            }
-        }
-        float mi = 0.f;
-        for (int j = lo; j < hi; ++j) mi += w.buf1[j] * projection_weight(w.buf2[j], i);
-        w.buf0[i] = mi;
-    }
+    // 3. The projection m (buf0): project_atom for every target atom.
+    for (int i = lane; i < Z; i += 32) w.buf0[i] = project_atom(i, w.buf1, w.buf2, Z, windowed);
     __syncwarp();
 
     // 4. The online network at s, taken action (means in buf2, exps in buf1): log-softmax,
@@ -524,41 +538,14 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps)
             }
         }
         const Softmax target = softmax_q(ht, last.buf0, a_star, h, w.atoms, w.buf1, lane);
-        bool finite = true;
-        for (int z = lane; z < Z; z += 32) {
-            const float p = w.buf1[z] / target.sum;
-            w.buf1[z] = p;
-            w.buf2[z] = projection_position(ret, disc, z, h);
-            finite = finite && cuda::std::isfinite(p);
-        }
-        __syncwarp();
-        bool monotone = true;
-        for (int z = lane + 1; z < Z; z += 32) monotone = monotone && w.buf2[z - 1] <= w.buf2[z];
-        const bool windowed = __all_sync(kFullMask, finite && monotone);
+        const bool windowed = projection_inputs(w.buf1, w.buf2, target.sum, ret, disc, h, lane);
         if (lane == 0) s_target = target, s_windowed = windowed;
     }
     __syncthreads();
 
-    // 3. The projection m (first.buf0), one target atom per thread (loss_row_one_warp's sums).
-    {
-        const float* p_next = first.buf1;
-        const float* pos = first.buf2;
-        const bool windowed = s_windowed;
-        for (int i = threadIdx.x; i < Z; i += blockDim.x) {
-            const float fi = static_cast<float>(i);
-            int lo = 0, hi = Z;
-            if (windowed) {
-                hi = 0;
-                for (int step = 1 << (31 - __clz(Z)); step > 0; step >>= 1) {
-                    if (lo + step <= Z && !(pos[lo + step - 1] - fi > -1.f)) lo += step;
-                    if (hi + step <= Z && pos[hi + step - 1] - fi < 1.f) hi += step;
-                }
-            }
-            float mi = 0.f;
-            for (int j = lo; j < hi; ++j) mi += p_next[j] * projection_weight(pos[j], i);
-            first.buf0[i] = mi;
-        }
-    }
+    // 3. The projection m (first.buf0), one target atom per thread.
+    for (int i = threadIdx.x; i < Z; i += blockDim.x)
+        first.buf0[i] = project_atom(i, first.buf1, first.buf2, Z, s_windowed);
     __syncthreads();
     const float* m = first.buf0;
 
