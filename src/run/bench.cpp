@@ -76,22 +76,33 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force, bool 
     // (a PPO iteration is a whole rollout), at least 20 (fewer when that cap is lower).
     const long long cap = std::clamp<long long>(5'000'000 / per, 3, 500);
     const long long phase = std::clamp<long long>(p.run.total_steps / per, std::min<long long>(20, cap), cap);
+    const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
+    // k collection calls (their env steps) and k update calls (their updates): what every timed
+    // phase and diagnostic below runs.
+    const auto collect = [&](long long k) {
+        long long steps = 0;
+        for (long long i = 0; i < k; ++i) steps += trainer->bench_collect();
+        return steps;
+    };
+    const auto update = [&](long long k) {
+        long long n = 0;
+        for (long long i = 0; i < k; ++i) n += trainer->bench_update();
+        return n;
+    };
 
     // Each phase alone, then whole iterations as in training; a synchronisation around each.
     // One untimed collection phase and update phase first: they capture the sequences (CUDA
     // Graphs) and load the kernels the timed phases run.
     trainer->bench_prepare();
-    (void)trainer->bench_collect();
-    (void)trainer->bench_update();
+    (void)collect(1);
+    (void)update(1);
     ops->synchronize();
     auto t = clock::now();
-    long long collected = 0;
-    for (long long i = 0; i < phase; ++i) collected += trainer->bench_collect();
+    const long long collected = collect(phase);
     ops->synchronize();
     const double collect_s = seconds_since(t);
     t = clock::now();
-    long long updates = 0;
-    for (long long i = 0; i < phase; ++i) updates += trainer->bench_update();
+    const long long updates = update(phase);
     ops->synchronize();
     const double update_s = seconds_since(t);
     double e2e_s = 0;
@@ -112,14 +123,11 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force, bool 
     json::Value times, ablation;
     if ((kernel_times || ablate) && ops->cuda()) {
         constexpr long long kRuns = 20;
-        const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
         cuda::set_kernel_timing(true);
         (void)cuda::collect_kernel_times();
-        double timed_steps = 0;  // collection steps of every environment
-        for (long long i = 0; i < kRuns; ++i) timed_steps += static_cast<double>(trainer->bench_collect()) / n_envs;
+        const double timed_steps = static_cast<double>(collect(kRuns)) / n_envs;  // steps of every environment
         auto collect_times = cuda::collect_kernel_times();
-        long long timed_updates = 0;
-        for (long long i = 0; i < kRuns; ++i) timed_updates += trainer->bench_update();
+        const long long timed_updates = update(kRuns);
         auto update_times = cuda::collect_kernel_times();
         cuda::set_kernel_timing(false);
         if (ablate) {
@@ -127,16 +135,11 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force, bool 
             json::Object parts;
             if (collected > 0)  // per collection step of every environment
                 parts.emplace_back("collection", ablation_table(*ops, collect_times, [&](long long k) {
-                                       double steps = 0;
-                                       for (long long i = 0; i < k; ++i)
-                                           steps += static_cast<double>(trainer->bench_collect()) / n_envs;
-                                       return steps;
+                                       return static_cast<double>(collect(k)) / n_envs;
                                    }, runs));
             if (updates > 0)  // per update
                 parts.emplace_back("update", ablation_table(*ops, update_times, [&](long long k) {
-                                       double n = 0;
-                                       for (long long i = 0; i < k; ++i) n += static_cast<double>(trainer->bench_update());
-                                       return n;
+                                       return static_cast<double>(update(k));
                                    }, runs));
             ablation = json::Value::object(std::move(parts));
         }
@@ -146,7 +149,6 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force, bool 
                                                           static_cast<double>(std::max<long long>(1, timed_updates)))}});
     }
 
-    const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
     const double collection_steps = static_cast<double>(collected) / n_envs;  // steps of all environments
     const double collection_rate = collected > 0 ? static_cast<double>(collected) / collect_s
                                                  : trainer->dataset_collection_env_steps_per_s();
