@@ -47,10 +47,12 @@ using NetworkNormFinish = void(float* __restrict__ out, const float* __restrict_
 /// step.counter != null: the update number is step.value(), read from device memory, and the
 /// bias corrections are core::at_step(c, step.value()) (each block computes them once), else
 /// c's. lr_from (1) or null: the learning rate read from device memory instead of c.lr.
+/// target (n) or null: a soft target, after the step (or the gate's skip) target[i] =
+/// core::saxpy_element(target[i] * target_keep, target_tau, params[i]) (ops::SoftTarget).
 using NetworkAdam = void(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
                          const float* __restrict__ grads, const float* __restrict__ grad_norm,
                          const int* __restrict__ gate, core::CounterValue step, const float* __restrict__ lr_from,
-                         AdamConstants c, int n);
+                         AdamConstants c, float* __restrict__ target, float target_tau, float target_keep, int n);
 
 /// A small MLP's layers for network_mlp_infer_kernel: layer l maps in[l] to out[l] features
 /// (in[l + 1] == out[l]) with weights W (out, in) at params + weight[l] and bias (out) at

@@ -80,7 +80,9 @@ extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, 
             const long long i = r * out + col;
             float dz = dy[i];
             if (act != Activation::none) {
-                dz = dz * fh::core::activation_derivative(y[i], act);
+                // Rounded before the sum (no FMA contraction): the same dZ, hence the same db, as
+                // the activation's pass and the bias sums launched apart (linear_backward's overlap).
+                dz = __fmul_rn(dz, fh::core::activation_derivative(y[i], act));
                 dy[i] = dz;
             }
             acc += dz;
@@ -157,8 +159,14 @@ extern "C" __global__ void network_adam_kernel(float* __restrict__ params, float
                                                const int* __restrict__ gate,
                                                fh::core::CounterValue step,
                                                const float* __restrict__ lr_from,
-                                               fh::core::AdamConstants c, int n) {
-    if (gate != nullptr && *gate == 0) return;  // the guard skipped this update (uniform: no thread goes on)
+                                               fh::core::AdamConstants c, float* __restrict__ target,
+                                               float target_tau, float target_keep, int n) {
+    if (gate != nullptr && *gate == 0) {  // the guard skipped this update (uniform for the grid)
+        if (target != nullptr)
+            for (long long i = global_thread_index(); i < n; i += grid_thread_count())
+                target[i] = fh::core::saxpy_element(__fmul_rn(target[i], target_keep), target_tau, params[i]);
+        return;
+    }
     if (step.counter != nullptr || lr_from != nullptr) {
         // Values from device memory: one thread per block computes the constants.
         __shared__ fh::core::AdamConstants at;
@@ -176,6 +184,7 @@ extern "C" __global__ void network_adam_kernel(float* __restrict__ params, float
         params[i] = p;
         m[i] = mi;
         v[i] = vi;
+        if (target != nullptr) target[i] = fh::core::saxpy_element(__fmul_rn(target[i], target_keep), target_tau, p);
     }
 }
 

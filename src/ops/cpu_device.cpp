@@ -98,13 +98,22 @@ void CpuDevice::copy_every_impl(View<float> dst, View<const float> src, View<con
 
 void CpuDevice::adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
                                View<const float> grad_norm, View<const int> gate, core::CounterValue step,
-                               View<const float> lr, const core::AdamConstants& constants) {
-    if (!gate.empty() && gate.data()[0] == 0) return;  // the guard skipped this update
+                               View<const float> lr, const core::AdamConstants& constants, const SoftTarget& target) {
+    const auto follow = [&] {  // the soft target, after the step (or its skip)
+        float* t = target.target.data();
+        for (std::size_t i = 0; i < target.target.size(); ++i)
+            t[i] = core::saxpy_element(t[i] * target.keep, target.tau, params.data()[i]);
+    };
+    if (!gate.empty() && gate.data()[0] == 0) {  // the guard skipped this update
+        follow();
+        return;
+    }
     core::AdamConstants c = step.counter != nullptr ? core::at_step(constants, step.value()) : constants;
     if (!lr.empty()) c.lr = lr.data()[0];
     const float scale = c.clip_norm > 0.f ? core::clip_scale(grad_norm.data()[0], c.clip_norm) : 1.f;
     for (std::size_t i = 0; i < params.size(); ++i)
         core::adam_element(params.data()[i], m.data()[i], v.data()[i], grads.data()[i], scale, c);
+    follow();
 }
 
 }  // namespace fh::ops

@@ -412,20 +412,29 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
     // dZ = dY * act'(Y) in place on dY, and db = the column sums of dZ, in one pass over dY: row
     // slices (enough blocks to fill the GPU, see kBiasGradBlocks), whose last block per column
     // group adds the slices in a fixed order. The slicing depends on the shape only, so the sums'
-    // order, hence the bits, are the same on every run.
-    if (act != Activation::none || !db.empty()) {
+    // order, hence the bits, are the same on every run. `sum_bias` false: dZ only.
+    const auto act_bias_grad = [&](Activation a, bool sum_bias) {
         const int column_groups = (out + 31) / 32;
         int slices = std::clamp(std::min(batch / kBiasSliceRows, (kBiasGradBlocks + column_groups - 1) / column_groups),
                                 1, kMaxBiasSlices);
         slices = std::max(1, std::min<int>(slices, static_cast<int>(kBiasPartialFloats / static_cast<std::size_t>(out))));
-        if (db.empty()) slices = 1;
+        if (!sum_bias) slices = 1;
         const int rows_per_slice = (batch + slices - 1) / slices;
         const LaunchDims dims{dim3(static_cast<unsigned>(column_groups), static_cast<unsigned>(slices)),
                               dim3(32, abi::kBiasGradRows), 0};
-        kernels().network_act_bias_grad_kernel(stream(), dims, dY.data(), db.empty() ? nullptr : db.data(),
+        kernels().network_act_bias_grad_kernel(stream(), dims, dY.data(), sum_bias ? db.data() : nullptr,
                                                slices > 1 ? bias_partials() : nullptr,
-                                               slices > 1 ? bias_tickets() : nullptr, Y.data(), act,
+                                               slices > 1 ? bias_tickets() : nullptr, Y.data(), a,
                                                accumulate ? 1 : 0, batch, out, rows_per_slice);
+    };
+    // With `overlap` the bias sums leave the chain: the activation's backward runs first (dW and
+    // dX read its dZ), the column sums of dZ beside dW on its lane (nothing below reads db). The
+    // same kernel sums the same dZ in the same order, so db has the same bits either way.
+    const bool bias_beside = overlap && !db.empty();
+    if (bias_beside) {
+        if (act != Activation::none) act_bias_grad(act, false);
+    } else if (act != Activation::none || !db.empty()) {
+        act_bias_grad(act, !db.empty());
     }
     const float* dZ = dY.data();
     const auto weight_grad = [&] {
@@ -444,7 +453,12 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
         FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, &one, W.data(), in, dZ, out,
                                     &zero, dX.data(), in));
     };
-    if (dX.empty()) {
+    const auto bias_grad = [&] { act_bias_grad(Activation::none, true); };
+    if (bias_beside && dX.empty()) {
+        run_concurrently(bias_grad, weight_grad);
+    } else if (bias_beside) {
+        run_concurrently([&] { bias_grad(); weight_grad(); }, input_grad);  // all read dZ only; joined below
+    } else if (dX.empty()) {
         weight_grad();
     } else if (overlap) {
         run_concurrently(weight_grad, input_grad);  // both read dZ only; joined before the layer below
@@ -466,11 +480,12 @@ void CudaDevice::global_norm_impl(View<float> out, View<const float> x, View<flo
 
 void CudaDevice::adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
                                 View<const float> grad_norm, View<const int> gate, core::CounterValue step,
-                                View<const float> lr, const core::AdamConstants& c) {
+                                View<const float> lr, const core::AdamConstants& c, const SoftTarget& target) {
     // params, m, v, grads and grad_norm are distinct; gate overlaps none of the written buffers.
     kernels().network_adam_kernel(stream(), LaunchDims::linear(params.size()), params.data(), m.data(), v.data(),
                                   grads.data(), grad_norm.empty() ? nullptr : grad_norm.data(),
                                   gate.empty() ? nullptr : gate.data(), step, lr.empty() ? nullptr : lr.data(), c,
+                                  target.target.empty() ? nullptr : target.target.data(), target.tau, target.keep,
                                   static_cast<int>(params.size()));
 }
 

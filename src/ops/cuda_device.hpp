@@ -88,7 +88,7 @@ protected:
     void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) override;
     void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
                         View<const float> grad_norm, View<const int> gate, core::CounterValue step,
-                        View<const float> lr, const core::AdamConstants& c) override;
+                        View<const float> lr, const core::AdamConstants& c, const SoftTarget& target) override;
 
 private:
     /// Y = act(X W^T + b) through cuBLASLt with the bias and ReLU in its epilogue; false when no

@@ -224,13 +224,23 @@ void Device::adam_step(View<float> params, View<float> m, View<float> v, View<co
     check_adam(params, m, v, grads, grad_norm, gate, p);
     if (params.empty()) return;
     adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, CounterValue(), {},
-                   core::at_step(adam_constants(p), p.step));
+                   core::at_step(adam_constants(p), p.step), SoftTarget{});
 }
 
 void Device::adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
                        View<const float> grad_norm, View<const int> gate, CounterValue step, const AdamParams& p,
-                       View<const float> lr) {
+                       View<const float> lr, SoftTarget target) {
     check_adam(params, m, v, grads, grad_norm, gate, p);
+    if (!target.target.empty()) {
+        const char* op = "adam_step";
+        detail::require_size(target.target.size(), params.size(), op, "target");
+        if (!(target.tau > 0.f && target.tau <= 1.f))
+            throw std::invalid_argument(fmt::format("ops::adam_step: target tau must be in (0, 1], got {}", target.tau));
+        detail::require_distinct(op, {detail::range("target", target.target), detail::range("params", params),
+                                      detail::range("m", m), detail::range("v", v), detail::range("grads", grads),
+                                      detail::range("grad_norm", grad_norm), detail::range("gate", gate),
+                                      detail::range("lr", lr)});
+    }
     if (!lr.empty()) {
         detail::require_size(lr.size(), 1, "adam_step", "lr");
         if (overlaps(params, lr) || overlaps(m, lr) || overlaps(v, lr))
@@ -242,7 +252,7 @@ void Device::adam_step(View<float> params, View<float> m, View<float> v, View<co
     core::AdamConstants c = adam_constants(p);
     if (step.counter == nullptr) c = core::at_step(c, step.offset);  // a host value: the corrections here
                                                                       // (else the kernel computes them)
-    adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, step, lr, c);
+    adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, step, lr, c, target);
 }
 
 CounterValue counter_value(View<const long long> counter, long long scale, long long offset) {

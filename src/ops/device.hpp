@@ -88,6 +88,18 @@ struct OpSequence {
     void reset() noexcept { captured.reset(); }
 };
 
+/// A target network that follows the parameters softly, updated in the same pass as Adam
+/// (Device::adam_step): after the step, target[i] = saxpy_element(target[i] * keep, tau,
+/// params[i]), the values of scale(target, keep) then saxpy(target, tau, params). It moves when the
+/// training guard skips the update too (towards the unchanged parameters). Empty target: none.
+struct SoftTarget {
+    View<float> target;
+    float tau = 0.f, keep = 1.f;  ///< keep = float(1 - tau), computed in double as callers did
+    static SoftTarget of(View<float> target, double tau) {
+        return {target, static_cast<float>(tau), static_cast<float>(1.0 - tau)};
+    }
+};
+
 /// The number counter[0] * scale + offset of a counter in device memory (counter (1)), for the
 /// ops that take a CounterValue; the counter must outlive the ops (and a captured sequence).
 CounterValue counter_value(View<const long long> counter, long long scale = 1, long long offset = 0);
@@ -222,7 +234,8 @@ public:
     /// activated output of the forward, X (batch, in) and W (out, in) its inputs.
     /// dW (out, in) and db (out) are set, or added to when `accumulate`; db may be empty (no
     /// bias). dX (batch, in) is set (never accumulated), or skipped when empty.
-    /// `overlap`: dW and dX (both read dZ only) may run on two lanes (CUDA; the same results).
+    /// `overlap`: dW and dX (both read dZ only) may run on two lanes, and db's column sums beside
+    /// dW instead of before both (CUDA; the same results, bit for bit).
     /// It pays where this backward is the only chain of work (DQN's update: 10 % more updates/s
     /// on the H200); where other networks' backwards already run beside it (IQL, PPO) the extra
     /// join costs more than it saves (PPO at [64, 64]: 13 % fewer).
@@ -254,11 +267,12 @@ public:
                    View<const float> grad_norm, View<const int> gate, const AdamParams& p);
     /// adam_step at update number `step` (>= 1 when the op runs; p.step is not used), typically
     /// read from device memory (counter_value), with the bias corrections of core::at_step;
-    /// lr (1) or empty: the learning rate read from device memory instead of p.lr. What a
-    /// captured update calls.
+    /// lr (1) or empty: the learning rate read from device memory instead of p.lr. target: a
+    /// soft target network updated in the same pass (SoftTarget; params-sized, distinct from every
+    /// other buffer, 0 < tau <= 1). What a captured update calls.
     void adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
                    View<const float> grad_norm, View<const int> gate, CounterValue step, const AdamParams& p,
-                   View<const float> lr = {});
+                   View<const float> lr = {}, SoftTarget target = {});
 
 protected:
     virtual void* allocate_bytes(std::size_t bytes) = 0;
@@ -290,10 +304,10 @@ protected:
     }
     virtual void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) = 0;
     /// step.counter: null (c's bias corrections) or the update number in device memory; lr:
-    /// empty (c.lr) or the learning rate in device memory.
+    /// empty (c.lr) or the learning rate in device memory; target: checked (or empty).
     virtual void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
                                 View<const float> grad_norm, View<const int> gate, core::CounterValue step,
-                                View<const float> lr, const core::AdamConstants& c) = 0;
+                                View<const float> lr, const core::AdamConstants& c, const SoftTarget& target) = 0;
 
 private:
     void check_adam(View<float> params, View<float> m, View<float> v, View<const float> grads,

@@ -16,14 +16,14 @@ void AdamState::advance_device_step(ops::Device& device) { device.increment(devi
 
 void AdamState::update_at_device_step(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
                                       ops::View<const float> grad_norm, ops::View<const int> gate,
-                                      ops::AdamParams hyper) {
-    update_at(device, params, grads, grad_norm, gate, hyper, ops::counter_value(device_step_.cview()));
+                                      ops::AdamParams hyper, ops::SoftTarget target) {
+    update_at(device, params, grads, grad_norm, gate, hyper, ops::counter_value(device_step_.cview()), {}, target);
 }
 
 void AdamState::update_at(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
                           ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper,
-                          ops::CounterValue step, ops::View<const float> lr) {
-    device.adam_step(params, m_.view(), v_.view(), grads, grad_norm, gate, step, hyper, lr);
+                          ops::CounterValue step, ops::View<const float> lr, ops::SoftTarget target) {
+    device.adam_step(params, m_.view(), v_.view(), grads, grad_norm, gate, step, hyper, lr, target);
 }
 
 void AdamState::restore_steps(ops::Device& device, long long steps) {

@@ -26,16 +26,18 @@ public:
     /// update_at_device_step() (bias corrections 1 - beta^step). device_step() is the same number
     /// for the update's other ops (sampling, the guard). grad_norm (1) is read when
     /// hyper.clip_norm > 0; gate (1) or empty: the training guard's skip (nothing is written, but
-    /// the step still counts, as the update number does).
+    /// the step still counts, as the update number does). target: a soft target network moved in
+    /// the same pass (ops::SoftTarget), or none.
     void advance_device_step(ops::Device& device);
     void update_at_device_step(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
-                               ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper);
+                               ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper,
+                               ops::SoftTarget target = {});
     ops::View<const long long> device_step() const noexcept { return device_step_.cview(); }
     /// One update at a step number the caller derives from its own device counters (PPO: the
     /// rollout count), with the learning rate from device memory when lr is given.
     void update_at(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
                    ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper,
-                   ops::CounterValue step, ops::View<const float> lr = {});
+                   ops::CounterValue step, ops::View<const float> lr = {}, ops::SoftTarget target = {});
 
     /// The moments, for a trainer that runs Adam inside its own fused kernel (DQN); it then
     /// counts each update with count_step().

@@ -163,7 +163,9 @@ void IqlTrainer::update_ops(bool inject_nan) {
             ops_.mean(cur.subview(kWeight, 1), awr_weights_.cview());
         });
 
-    // 6. Norm, guard, Adam.
+    // 6. Norm, guard, Adam; with tau > 0 the soft target copy (target += tau (online - target))
+    //    in Adam's pass, else the periodic copy after it. Only the Q slices of the target are
+    //    read; updating the whole buffer keeps one operation.
     ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), monitor_.norm_scratch.view());
     const auto stats = monitor_.current.cview();
     fh::ops::training_guard(ops_, monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
@@ -172,16 +174,9 @@ void IqlTrainer::update_ops(bool inject_nan) {
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
     adam_.update_at_device_step(ops_, params_.view(), grads_.cview(), stats.subview(kGradNorm, 1),
-                                monitor_.gate.cview(), adam);
-
-    // 7. Target copies: soft (target += tau (online - target)) or periodic. Only the Q slices of
-    //    the target are read; updating the whole buffer keeps one operation.
-    if (t.tau > 0) {
-        ops_.scale(target_.view(), static_cast<float>(1.0 - t.tau));
-        ops_.saxpy(target_.view(), static_cast<float>(t.tau), params_.cview());
-    } else {
-        ops_.copy_every(target_.view(), params_.cview(), update, t.target_update_period);
-    }
+                                monitor_.gate.cview(), adam,
+                                t.tau > 0 ? ops::SoftTarget::of(target_.view(), t.tau) : ops::SoftTarget{});
+    if (t.tau <= 0) ops_.copy_every(target_.view(), params_.cview(), update, t.target_update_period);
     ops_.saxpy(monitor_.accum.view(), 1.0f, stats);
 }
 

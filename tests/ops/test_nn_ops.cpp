@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/cpu_device.hpp"
+#include "support/adam_target.hpp"
 #include "support/compare.hpp"
 
 using fh::ops::Activation;
@@ -16,6 +17,37 @@ using fh::ops::CpuDevice;
 using fh::ops::Device;
 using fh::ops::View;
 using fh::test::random_floats;
+
+TEST_CASE("Adam with a soft target equals Adam, then scale and saxpy on the target, bit for bit", "[nn]") {
+    CpuDevice ops;
+    for (int gate : {0, 1}) {
+        INFO("gate " << gate);
+        const auto fused = fh::test::adam_with_target(ops, 1000, gate, true);
+        const auto apart = fh::test::adam_with_target(ops, 1000, gate, false);
+        CHECK(fused.params == apart.params);
+        CHECK(fused.m == apart.m);
+        CHECK(fused.v == apart.v);
+        CHECK(fused.target == apart.target);
+        CHECK(fused.target != random_floats(1000, 15));  // it moved, also when the gate skipped Adam
+        CHECK((gate == 0) == (fused.params == random_floats(1000, 11)));
+    }
+    // The target must be the parameters' size and overlap nothing; tau in (0, 1].
+    auto a = ops.alloc<float>(64);
+    auto step = ops.from_host<long long>(std::vector<long long>{1});
+    AdamParams hp;
+    const auto v = a.view();
+    const auto at = fh::ops::counter_value(step.cview());
+    CHECK_NOTHROW(ops.adam_step(v.subview(0, 8), v.subview(8, 8), v.subview(16, 8), v.subview(24, 8), {}, {}, at, hp,
+                                {}, fh::ops::SoftTarget::of(v.subview(32, 8), 0.1)));
+    CHECK_THROWS_WITH(ops.adam_step(v.subview(0, 8), v.subview(8, 8), v.subview(16, 8), v.subview(24, 8), {}, {}, at,
+                                    hp, {}, fh::ops::SoftTarget::of(v.subview(32, 7), 0.1)),
+                      Catch::Contains("target"));
+    CHECK_THROWS(ops.adam_step(v.subview(0, 8), v.subview(8, 8), v.subview(16, 8), v.subview(24, 8), {}, {}, at, hp,
+                               {}, fh::ops::SoftTarget::of(v.subview(4, 8), 0.1)));  // overlaps params
+    CHECK_THROWS_WITH(ops.adam_step(v.subview(0, 8), v.subview(8, 8), v.subview(16, 8), v.subview(24, 8), {}, {}, at,
+                                    hp, {}, fh::ops::SoftTarget::of(v.subview(32, 8), 0.0)),
+                      Catch::Contains("tau"));
+}
 
 TEST_CASE("Adam: two steps by hand", "[nn]") {
     CpuDevice ops;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/cpu_device.hpp"
+#include "support/adam_target.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
 
@@ -247,4 +248,23 @@ TEST_CASE("CUDA Adam equals the CPU twin; clipping and the gate on the device", 
             }
         }
     }
+}
+
+TEST_CASE("CUDA Adam with a soft target equals Adam then scale and saxpy (bit for bit) and the CPU twin",
+          "[gpu][nn]") {
+    CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    for (std::size_t n : {std::size_t{1}, std::size_t{4099}, (std::size_t{1} << 20) + 3})
+        for (int gate : {0, 1}) {
+            INFO("n = " << n << " gate " << gate);
+            const auto fused = fh::test::adam_with_target(gpu, n, gate, true);
+            const auto apart = fh::test::adam_with_target(gpu, n, gate, false);
+            CHECK(fused.params == apart.params);
+            CHECK(fused.m == apart.m);
+            CHECK(fused.v == apart.v);
+            CHECK(fused.target == apart.target);
+            const auto c = fh::test::adam_with_target(cpu, n, gate, true);
+            FH_REQUIRE_CLOSE(fused.params, c.params, 1e-6, 1e-5);
+            FH_REQUIRE_CLOSE(fused.target, c.target, 1e-6, 1e-5);
+        }
 }
