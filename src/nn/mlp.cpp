@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <stdexcept>
 
 #include "nn/init.hpp"
@@ -139,7 +140,8 @@ void Mlp::backward(ops::Device& ops, View<const float> params, View<float> grads
     const std::size_t k = static_cast<std::size_t>(network);
     const std::size_t row0 = k * static_cast<std::size_t>(ws.batch_);  // this network's first row
     const std::size_t p0 = k * ws.param_stride_;                        // its parameters' shift
-    for (std::size_t l = layers_.size(); l-- > 0;) {
+    // Layer l's backward, or the given parts of it.
+    const auto layer = [&](std::size_t l, ops::BackwardPart parts) {
         const Layer& L = layers_[l];
         const bool last = l + 1 == layers_.size();
         const std::size_t out = static_cast<std::size_t>(L.out), in = static_cast<std::size_t>(L.in);
@@ -150,9 +152,25 @@ void Mlp::backward(ops::Device& ops, View<const float> params, View<float> grads
         View<float> dx = l == 0 ? dX : ws.grad_[l - 1].view().subview(row0 * in, rows * in);
         ops.linear_backward(dx, grads.subview(p0 + L.weight.offset, L.weight.size),
                             grads.subview(p0 + L.bias.offset, L.bias.size), dy, y, x,
-                            params.subview(p0 + L.weight.offset, L.weight.size), batch, L.in, L.out,
-                            L.act, accumulate, overlap_backward_);
+                            params.subview(p0 + L.weight.offset, L.weight.size), batch, L.in, L.out, L.act,
+                            accumulate, parts);
+    };
+    if (!overlap_backward_) {
+        for (std::size_t l = layers_.size(); l-- > 0;) layer(l, ops::BackwardPart::all);
+        return;
     }
+    // The chain is activation, dX, activation, dX, ... from the top; each layer's weight
+    // gradients (dW, db: nothing below reads them) fork beside the rest of the chain and join at
+    // its end. Each part writes only its own buffers (dZ in place, its dW and db, the dX below).
+    const std::function<void(std::size_t)> from = [&](std::size_t l) {
+        layer(l, ops::BackwardPart::activation);
+        ops.run_concurrently([&] { layer(l, ops::BackwardPart::weights); },
+                             [&] {
+                                 layer(l, ops::BackwardPart::input);
+                                 if (l > 0) from(l - 1);
+                             });
+    };
+    from(layers_.size() - 1);
 }
 
 }  // namespace fh::nn

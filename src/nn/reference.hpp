@@ -31,19 +31,22 @@ void linear_forward(T* Y, const T* X, const T* W, const T* b, int batch, int in,
     }
 }
 
-/// The backward of linear_forward.
+/// The backward of linear_forward, in three parts (linear_backward runs them in this order; the
+/// Device ops may run them apart, ops::BackwardPart).
 /// dY (batch, out): dL/dY on entry, dL/dZ = dL/dY * act'(Z) on exit (in place).
 /// Y (batch, out) activated output; X (batch, in); W (out, in).
 /// dW (out, in) = dZ^T X and db (out) = sum_r dZ[r, :], added to when `accumulate`; db may be
 /// null. dX (batch, in) = dZ W (always set), or skipped when null. Sums run over rows r (for dW,
 /// db) or outputs o (for dX) in increasing order.
 template <class T>
-void linear_backward(T* dX, T* dW, T* db, T* dY, const T* Y, const T* X, const T* W, int batch,
-                     int in, int out, Activation act, bool accumulate) {
+void activation_backward(T* dY, const T* Y, int batch, int out, Activation act) {
     const std::size_t n_out = static_cast<std::size_t>(batch) * out;
     for (std::size_t i = 0; i < n_out; ++i) dY[i] = dY[i] * core::activation_derivative(Y[i], act);
-    const T* dZ = dY;
+}
 
+/// dW and db from dZ (the pre-activation gradient, after activation_backward).
+template <class T>
+void weight_backward(T* dW, T* db, const T* dZ, const T* X, int batch, int in, int out, bool accumulate) {
     for (int o = 0; o < out; ++o) {
         for (int k = 0; k < in; ++k) {
             T s = T(0);
@@ -58,16 +61,26 @@ void linear_backward(T* dX, T* dW, T* db, T* dY, const T* Y, const T* X, const T
             db[o] = accumulate ? db[o] + s : s;
         }
     }
+}
 
-    if (dX != nullptr) {
-        for (int r = 0; r < batch; ++r)
-            for (int k = 0; k < in; ++k) {
-                T s = T(0);
-                for (int o = 0; o < out; ++o)
-                    s += dZ[static_cast<std::size_t>(r) * out + o] * W[static_cast<std::size_t>(o) * in + k];
-                dX[static_cast<std::size_t>(r) * in + k] = s;
-            }
-    }
+/// dX = dZ W.
+template <class T>
+void input_backward(T* dX, const T* dZ, const T* W, int batch, int in, int out) {
+    for (int r = 0; r < batch; ++r)
+        for (int k = 0; k < in; ++k) {
+            T s = T(0);
+            for (int o = 0; o < out; ++o)
+                s += dZ[static_cast<std::size_t>(r) * out + o] * W[static_cast<std::size_t>(o) * in + k];
+            dX[static_cast<std::size_t>(r) * in + k] = s;
+        }
+}
+
+template <class T>
+void linear_backward(T* dX, T* dW, T* db, T* dY, const T* Y, const T* X, const T* W, int batch,
+                     int in, int out, Activation act, bool accumulate) {
+    activation_backward(dY, Y, batch, out, act);
+    weight_backward(dW, db, dY, X, batch, in, out, accumulate);
+    if (dX != nullptr) input_backward(dX, dY, W, batch, in, out);
 }
 
 }  // namespace fh::nn::ref

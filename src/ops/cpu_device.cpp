@@ -75,9 +75,13 @@ void CpuDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, 
 
 void CpuDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                      View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
-                                     int out, Activation act, bool accumulate, bool /*overlap: one CPU stream*/) {
-    nn::ref::linear_backward<float>(dX.empty() ? nullptr : dX.data(), dW.data(), db.empty() ? nullptr : db.data(),
-                                    dY.data(), Y.data(), X.data(), W.data(), batch, in, out, act, accumulate);
+                                     int out, Activation act, bool accumulate, BackwardPart parts) {
+    if (has_part(parts, BackwardPart::activation)) nn::ref::activation_backward<float>(dY.data(), Y.data(), batch, out, act);
+    if (has_part(parts, BackwardPart::weights))
+        nn::ref::weight_backward<float>(dW.data(), db.empty() ? nullptr : db.data(), dY.data(), X.data(), batch, in,
+                                        out, accumulate);
+    if (has_part(parts, BackwardPart::input) && !dX.empty())
+        nn::ref::input_backward<float>(dX.data(), dY.data(), W.data(), batch, in, out);
 }
 
 void CpuDevice::global_norm_impl(View<float> out, View<const float> x, View<float> /*scratch*/) {

@@ -35,7 +35,7 @@ protected:
                                      int batch, int in, int out, Activation act) override;
     void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                               View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
-                              bool accumulate, bool overlap) override;
+                              bool accumulate, BackwardPart parts) override;
     void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) override;
     void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
                         View<const float> grad_norm, View<const int> gate, core::CounterValue step,

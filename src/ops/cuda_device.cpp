@@ -407,13 +407,18 @@ bool CudaDevice::mlp_infer_impl(View<float> Y, View<const float> X, View<const f
 
 void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
-                                      int out, Activation act, bool accumulate, bool overlap) {
+                                      int out, Activation act, bool accumulate, BackwardPart parts) {
     const float one = 1.f, zero = 0.f;
-    // dZ = dY * act'(Y) in place on dY, and db = the column sums of dZ, in one pass over dY: row
-    // slices (enough blocks to fill the GPU, see kBiasGradBlocks), whose last block per column
+    const bool activation = has_part(parts, BackwardPart::activation) && act != Activation::none;
+    const bool weights = has_part(parts, BackwardPart::weights);
+    const bool input = has_part(parts, BackwardPart::input) && !dX.empty();
+    // dZ = dY * act'(Y) in place on dY, and/or db = the column sums of dZ, in one pass over dY:
+    // row slices (enough blocks to fill the GPU, see kBiasGradBlocks), whose last block per column
     // group adds the slices in a fixed order. The slicing depends on the shape only, so the sums'
-    // order, hence the bits, are the same on every run. `sum_bias` false: dZ only.
-    const auto act_bias_grad = [&](Activation a, bool sum_bias) {
+    // order, hence the bits, are the same on every run, and the same whether the activation's
+    // backward ran in this pass or in one of its own before (the kernel rounds dZ first).
+    const bool sum_bias = weights && !db.empty();
+    if (activation || sum_bias) {
         const int column_groups = (out + 31) / 32;
         int slices = std::clamp(std::min(batch / kBiasSliceRows, (kBiasGradBlocks + column_groups - 1) / column_groups),
                                 1, kMaxBiasSlices);
@@ -424,47 +429,28 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
                               dim3(32, abi::kBiasGradRows), 0};
         kernels().network_act_bias_grad_kernel(stream(), dims, dY.data(), sum_bias ? db.data() : nullptr,
                                                slices > 1 ? bias_partials() : nullptr,
-                                               slices > 1 ? bias_tickets() : nullptr, Y.data(), a,
-                                               accumulate ? 1 : 0, batch, out, rows_per_slice);
-    };
-    // With `overlap` the bias sums leave the chain: the activation's backward runs first (dW and
-    // dX read its dZ), the column sums of dZ beside dW on its lane (nothing below reads db). The
-    // same kernel sums the same dZ in the same order, so db has the same bits either way.
-    const bool bias_beside = overlap && !db.empty();
-    if (bias_beside) {
-        if (act != Activation::none) act_bias_grad(act, false);
-    } else if (act != Activation::none || !db.empty()) {
-        act_bias_grad(act, !db.empty());
+                                               slices > 1 ? bias_tickets() : nullptr, Y.data(),
+                                               activation ? act : Activation::none, accumulate ? 1 : 0, batch, out,
+                                               rows_per_slice);
     }
     const float* dZ = dY.data();
-    const auto weight_grad = [&] {
+    if (weights) {
         const std::string label =
             cuda::op_names_wanted() ? fmt::format("linear dW (sgemm) {}x{}x{}", in, out, batch) : std::string();
-        if (cuda::op_skipped(label)) return;  // bench --ablate
-        const cuda::TimedRegion timed(label, stream());
-        FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, X.data(), in, dZ, out,
-                                    accumulate ? &one : &zero, dW.data(), in));
-    };
-    const auto input_grad = [&] {
+        if (!cuda::op_skipped(label)) {  // bench --ablate
+            const cuda::TimedRegion timed(label, stream());
+            FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, X.data(), in, dZ, out,
+                                        accumulate ? &one : &zero, dW.data(), in));
+        }
+    }
+    if (input) {
         const std::string label =
             cuda::op_names_wanted() ? fmt::format("linear dX (sgemm) {}x{}x{}", batch, in, out) : std::string();
-        if (cuda::op_skipped(label)) return;  // bench --ablate
-        const cuda::TimedRegion timed(label, stream());
-        FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, &one, W.data(), in, dZ, out,
-                                    &zero, dX.data(), in));
-    };
-    const auto bias_grad = [&] { act_bias_grad(Activation::none, true); };
-    if (bias_beside && dX.empty()) {
-        run_concurrently(bias_grad, weight_grad);
-    } else if (bias_beside) {
-        run_concurrently([&] { bias_grad(); weight_grad(); }, input_grad);  // all read dZ only; joined below
-    } else if (dX.empty()) {
-        weight_grad();
-    } else if (overlap) {
-        run_concurrently(weight_grad, input_grad);  // both read dZ only; joined before the layer below
-    } else {
-        weight_grad();
-        input_grad();
+        if (!cuda::op_skipped(label)) {  // bench --ablate
+            const cuda::TimedRegion timed(label, stream());
+            FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, &one, W.data(), in, dZ, out,
+                                        &zero, dX.data(), in));
+        }
     }
 }
 

@@ -155,8 +155,10 @@ void Device::linear_forward_batched(View<float> Y, View<const float> X, std::siz
 
 void Device::linear_backward(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                              View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
-                             bool accumulate, bool overlap) {
+                             bool accumulate, BackwardPart parts) {
     const char* op = "linear_backward";
+    const unsigned p = static_cast<unsigned>(parts);
+    detail::require(p >= 1 && p <= static_cast<unsigned>(BackwardPart::all), op, "parts must name at least one part");
     require_positive(batch, "batch", op);
     require_positive(in, "in", op);
     require_positive(out, "out", op);
@@ -175,7 +177,7 @@ void Device::linear_backward(View<float> dX, View<float> dW, View<float> db, Vie
     detail::require_distinct(
         op, {detail::range("dX", dX), detail::range("dW", dW), detail::range("db", db), detail::range("dY", dY),
              detail::range("Y", Y), detail::range("X", X), detail::range("W", W)});
-    linear_backward_impl(dX, dW, db, dY, Y, X, W, batch, in, out, act, accumulate, overlap);
+    linear_backward_impl(dX, dW, db, dY, Y, X, W, batch, in, out, act, accumulate, parts);
 }
 
 void Device::global_norm(View<float> out, View<const float> x, View<float> scratch) {

@@ -100,6 +100,15 @@ struct SoftTarget {
     }
 };
 
+/// The parts of Device::linear_backward, in the order `all` runs them: the activation's backward
+/// (dY becomes dZ in place), the weights' gradients (dW, db from dZ), the input's (dX from dZ).
+/// A caller may issue them apart, e.g. a layer's weights beside the layers below (nn::Mlp's
+/// overlapped backward); each part computes what it computes within `all`, bit for bit.
+enum class BackwardPart : unsigned { activation = 1, weights = 2, input = 4, all = 7 };
+constexpr bool has_part(BackwardPart set, BackwardPart p) noexcept {
+    return (static_cast<unsigned>(set) & static_cast<unsigned>(p)) != 0;
+}
+
 /// The number counter[0] * scale + offset of a counter in device memory (counter (1)), for the
 /// ops that take a CounterValue; the counter must outlive the ops (and a captured sequence).
 CounterValue counter_value(View<const long long> counter, long long scale = 1, long long offset = 0);
@@ -234,14 +243,11 @@ public:
     /// activated output of the forward, X (batch, in) and W (out, in) its inputs.
     /// dW (out, in) and db (out) are set, or added to when `accumulate`; db may be empty (no
     /// bias). dX (batch, in) is set (never accumulated), or skipped when empty.
-    /// `overlap`: dW and dX (both read dZ only) may run on two lanes, and db's column sums beside
-    /// dW instead of before both (CUDA; the same results, bit for bit).
-    /// It pays where this backward is the only chain of work (DQN's update: 10 % more updates/s
-    /// on the H200); where other networks' backwards already run beside it (IQL, PPO) the extra
-    /// join costs more than it saves (PPO at [64, 64]: 13 % fewer).
+    /// `parts`: all, or some of them (BackwardPart): `weights` and `input` read dY as dZ, so the
+    /// activation's part must have run before them.
     void linear_backward(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                          View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
-                         bool accumulate, bool overlap = false);
+                         bool accumulate, BackwardPart parts = BackwardPart::all);
     /// Inference through a whole small MLP in one launch, where the backend has such a path (CUDA:
     /// network_mlp_infer_kernel, cuda/abi/core_network.h): Y (batch, last layer's out) from X
     /// (batch, layers.in[0]), each layer's W and b at its offsets in params. Nothing is kept for
@@ -296,7 +302,7 @@ protected:
                                              int count, int batch, int in, int out, Activation act) = 0;
     virtual void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
-                                      int out, Activation act, bool accumulate, bool overlap) = 0;
+                                      int out, Activation act, bool accumulate, BackwardPart parts) = 0;
     /// layers: checked, with max_weights and max_width filled in.
     virtual bool mlp_infer_impl(View<float> /*Y*/, View<const float> /*X*/, View<const float> /*params*/,
                                 const abi::MlpInferLayers& /*layers*/, int /*batch*/) {

@@ -200,6 +200,39 @@ TEST_CASE("Mlp checks batch against its workspace", "[nn]") {
     CHECK_THROWS(Mlp(layout, "n", MlpConfig{{3, 2}}));  // names already registered
 }
 
+namespace {
+
+/// The overlapped backward (each layer's weight gradients beside the chain below) against the
+/// backward in series on one device: outputs, gradients (set and accumulated) and dX, bit for bit.
+void check_overlapped_backward(fh::ops::Device& ops) {
+    ParamLayout layout;
+    Mlp net(layout, "net", MlpConfig{{50, 256, 129, 510}, Activation::relu, Activation::none});
+    const auto params = fh::nn::initial_params(layout, 7);
+    for (int batch : {1, 256, 1031}) {
+        INFO("batch " << batch);
+        const auto X = fh::test::random_floats(static_cast<std::size_t>(batch) * 50, 3u + batch, -1.f, 1.f);
+        net.set_overlap_backward(false);
+        const OpsRun series = run_ops(ops, net, layout, params, X, batch, 1031);
+        net.set_overlap_backward(true);
+        const OpsRun overlapped = run_ops(ops, net, layout, params, X, batch, 1031);
+        CHECK(overlapped.out == series.out);
+        CHECK(overlapped.grads == series.grads);
+        CHECK(overlapped.grads_twice == series.grads_twice);
+        CHECK(overlapped.dX == series.dX);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("Mlp's overlapped backward equals its backward in series (CPU, exact)", "[nn]") {
+    CpuDevice cpu;
+    check_overlapped_backward(cpu);
+}
+
+TEST_CASE("CUDA Mlp's overlapped backward equals its backward in series, bit for bit", "[gpu][nn]") {
+    check_overlapped_backward(fh::test::gpu_ops());
+}
+
 TEST_CASE("CUDA Mlp equals the CPU Mlp within tolerance", "[gpu][nn]") {
     ParamLayout layout;
     const Mlp net(layout, "net", MlpConfig{{42, 129, 65, 7}, Activation::relu, Activation::none});

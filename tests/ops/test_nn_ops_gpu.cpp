@@ -26,10 +26,10 @@ struct LinearResults {
     std::vector<float> Y, dZ, dX, dW, db, dW_acc, db_acc;
 };
 
-/// Forward, backward (set), backward again (accumulate) of one layer on `ops`; `overlap`: dW and
-/// dX side by side (Device::linear_backward).
+/// Forward, backward (set), backward again (accumulate) of one layer on `ops`; `in_parts`: the
+/// backward as its three parts issued one by one (fh::ops::BackwardPart).
 LinearResults run_linear(Device& ops, int batch, int in, int out, Activation act, std::uint64_t seed,
-                         bool overlap = false) {
+                         bool in_parts = false) {
     const std::size_t nb = static_cast<std::size_t>(batch);
     const float w = 1.f / std::sqrt(static_cast<float>(in));
     auto X = ops.from_host<float>(random_floats(nb * in, seed, -1.f, 1.f));
@@ -45,15 +45,21 @@ LinearResults run_linear(Device& ops, int batch, int in, int out, Activation act
     LinearResults r;
     ops.linear_forward(Y.view(), X.cview(), W.cview(), b.cview(), batch, in, out, act);
     r.Y = ops.to_host(Y.cview());
-    ops.linear_backward(dX.view(), dW.view(), db.view(), dY.view(), Y.cview(), X.cview(), W.cview(),
-                        batch, in, out, act, false, overlap);
+    using fh::ops::BackwardPart;
+    const auto backward = [&](View<float> dx, bool accumulate) {
+        for (BackwardPart part : in_parts ? std::vector<BackwardPart>{BackwardPart::activation, BackwardPart::weights,
+                                                                      BackwardPart::input}
+                                          : std::vector<BackwardPart>{BackwardPart::all})
+            ops.linear_backward(dx, dW.view(), db.view(), dY.view(), Y.cview(), X.cview(), W.cview(), batch, in, out,
+                                act, accumulate, part);
+    };
+    backward(dX.view(), false);
     r.dZ = ops.to_host(dY.cview());
     r.dX = ops.to_host(dX.cview());
     r.dW = ops.to_host(dW.cview());
     r.db = ops.to_host(db.cview());
     ops.upload<float>(dY.view(), dY0);
-    ops.linear_backward({}, dW.view(), db.view(), dY.view(), Y.cview(), X.cview(), W.cview(), batch,
-                        in, out, act, true, overlap);
+    backward({}, true);
     r.dW_acc = ops.to_host(dW.cview());
     r.db_acc = ops.to_host(db.cview());
     return r;
@@ -85,7 +91,7 @@ TEST_CASE("CUDA linear forward/backward equal the CPU twins", "[gpu][nn]") {
                 }
 }
 
-TEST_CASE("CUDA linear backward with dW and dX side by side equals it in series, bit for bit", "[gpu][nn]") {
+TEST_CASE("CUDA linear backward issued in its three parts equals it in one, bit for bit", "[gpu][nn]") {
     auto& gpu = fh::test::gpu_ops();
     for (int batch : {1, 257, 4096})
         for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
