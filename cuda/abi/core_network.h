@@ -29,8 +29,8 @@ using NetworkBiasActForward = void(float* __restrict__ y, const float* __restric
 /// (slices, out) and the last block of each group of 32 columns (counted on tickets[blockIdx.x],
 /// zero before the launch and reset to zero by it) adds the slices into db: thread row t sums
 /// slices t, t + kBiasGradRows, ... in order, then the fixed tree. dY, Y (batch, out); db (out)
-/// or null (then one slice); partials (slices, out) and tickets (ceil(out / 32)) or null with
-/// one slice.
+/// or null (dZ only: any slicing, nothing else written); partials (slices, out) and tickets
+/// (ceil(out / 32)) with db and several slices, else null.
 using NetworkActBiasGrad = void(float* __restrict__ dy, float* __restrict__ db, float* __restrict__ partials,
                                 unsigned* __restrict__ tickets, const float* __restrict__ y, Activation act,
                                 int accumulate, int batch, int out, int rows_per_slice);

@@ -81,15 +81,15 @@ extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, 
             float dz = dy[i];
             if (act != Activation::none) {
                 // Rounded before the sum (no FMA contraction): the same dZ, hence the same db, as
-                // the activation's pass and the bias sums launched apart (linear_backward's overlap).
+                // the activation's pass and the bias sums launched apart (ops::BackwardPart).
                 dz = __fmul_rn(dz, fh::core::activation_derivative(y[i], act));
                 dy[i] = dz;
             }
             acc += dz;
         }
+    if (db == nullptr) return;  // dZ only (the same for the whole grid)
     sums[threadIdx.y][threadIdx.x] = acc;
     bias_rows_tree(sums);
-    if (db == nullptr) return;  // the same for the whole grid
     const bool writer = threadIdx.y == 0 && col < out;
     if (gridDim.y == 1) {
         if (writer) db[col] = accumulate ? db[col] + sums[0][threadIdx.x] : sums[0][threadIdx.x];

@@ -155,18 +155,27 @@ void Mlp::backward(ops::Device& ops, View<const float> params, View<float> grads
                             params.subview(p0 + L.weight.offset, L.weight.size), batch, L.in, L.out, L.act,
                             accumulate, parts);
     };
+    using Part = ops::BackwardPart;
     if (!overlap_backward_) {
-        for (std::size_t l = layers_.size(); l-- > 0;) layer(l, ops::BackwardPart::all);
+        for (std::size_t l = layers_.size(); l-- > 0;) layer(l, Part::all);
         return;
     }
-    // The chain is activation, dX, activation, dX, ... from the top; each layer's weight
-    // gradients (dW, db: nothing below reads them) fork beside the rest of the chain and join at
-    // its end. Each part writes only its own buffers (dZ in place, its dW and db, the dX below).
+    if (batch > kChainedBackwardMaxRows) {
+        // Per layer: the activation's backward and db in one pass, then dW beside dX, joined.
+        for (std::size_t l = layers_.size(); l-- > 0;) {
+            layer(l, Part::activation | Part::bias);
+            ops.run_concurrently([&] { layer(l, Part::weights); }, [&] { layer(l, Part::input); });
+        }
+        return;
+    }
+    // The chain is activation, dX, activation, dX, ... from the top; each layer's weight and
+    // bias gradients (nothing below reads them) fork beside the rest of the chain and join at its
+    // end. Each part writes only its own buffers (dZ in place, its dW and db, the dX below).
     const std::function<void(std::size_t)> from = [&](std::size_t l) {
-        layer(l, ops::BackwardPart::activation);
-        ops.run_concurrently([&] { layer(l, ops::BackwardPart::weights); },
+        layer(l, Part::activation);
+        ops.run_concurrently([&] { layer(l, Part::bias | Part::weights); },
                              [&] {
-                                 layer(l, ops::BackwardPart::input);
+                                 layer(l, Part::input);
                                  if (l > 0) from(l - 1);
                              });
     };

@@ -110,12 +110,15 @@ public:
     void backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
                   ops::View<float> dOut, ops::View<float> dX, int batch, Workspace& ws,
                   bool accumulate, int network = 0) const;
-    /// Whether backward runs each layer's weight gradients (dW, db) beside the chain of activation
-    /// and dX products below it, joined at the end (the same results, bit for bit): for a network
-    /// whose backward is the only chain of work at that point (DQN's update); where other
-    /// networks' backwards already run beside it (IQL, PPO), the extra joins cost more than they
-    /// save.
+    /// Whether backward overlaps its products (the same results, bit for bit): up to
+    /// kChainedBackwardMaxRows rows each layer's dW and db run beside the chain of activation and
+    /// dX products below it, joined at the end; beyond, each layer's dW beside its dX (larger
+    /// products leave less of the GPU idle, and running every dW beside the chain slows the
+    /// chain: the H200, docs/performance.md). For a network whose backward is the only chain of
+    /// work at that point (DQN's update); where other networks' backwards already run beside it
+    /// (IQL, PPO), the extra joins cost more than they save.
     void set_overlap_backward(bool on) noexcept { overlap_backward_ = on; }
+    static constexpr int kChainedBackwardMaxRows = 512;
 
 private:
     std::string name_;

@@ -44,10 +44,20 @@ void activation_backward(T* dY, const T* Y, int batch, int out, Activation act) 
     for (std::size_t i = 0; i < n_out; ++i) dY[i] = dY[i] * core::activation_derivative(Y[i], act);
 }
 
-/// dW and db from dZ (the pre-activation gradient, after activation_backward).
+/// db from dZ (the pre-activation gradient, after activation_backward).
 template <class T>
-void weight_backward(T* dW, T* db, const T* dZ, const T* X, int batch, int in, int out, bool accumulate) {
+void bias_backward(T* db, const T* dZ, int batch, int out, bool accumulate) {
     for (int o = 0; o < out; ++o) {
+        T s = T(0);
+        for (int r = 0; r < batch; ++r) s += dZ[static_cast<std::size_t>(r) * out + o];
+        db[o] = accumulate ? db[o] + s : s;
+    }
+}
+
+/// dW from dZ.
+template <class T>
+void weight_backward(T* dW, const T* dZ, const T* X, int batch, int in, int out, bool accumulate) {
+    for (int o = 0; o < out; ++o)
         for (int k = 0; k < in; ++k) {
             T s = T(0);
             for (int r = 0; r < batch; ++r)
@@ -55,12 +65,6 @@ void weight_backward(T* dW, T* db, const T* dZ, const T* X, int batch, int in, i
             T& w = dW[static_cast<std::size_t>(o) * in + k];
             w = accumulate ? w + s : s;
         }
-        if (db != nullptr) {
-            T s = T(0);
-            for (int r = 0; r < batch; ++r) s += dZ[static_cast<std::size_t>(r) * out + o];
-            db[o] = accumulate ? db[o] + s : s;
-        }
-    }
 }
 
 /// dX = dZ W.
@@ -79,7 +83,8 @@ template <class T>
 void linear_backward(T* dX, T* dW, T* db, T* dY, const T* Y, const T* X, const T* W, int batch,
                      int in, int out, Activation act, bool accumulate) {
     activation_backward(dY, Y, batch, out, act);
-    weight_backward(dW, db, dY, X, batch, in, out, accumulate);
+    if (db != nullptr) bias_backward(db, dY, batch, out, accumulate);
+    weight_backward(dW, dY, X, batch, in, out, accumulate);
     if (dX != nullptr) input_backward(dX, dY, W, batch, in, out);
 }
 

@@ -77,9 +77,10 @@ void CpuDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float>
                                      View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                      int out, Activation act, bool accumulate, BackwardPart parts) {
     if (has_part(parts, BackwardPart::activation)) nn::ref::activation_backward<float>(dY.data(), Y.data(), batch, out, act);
+    if (has_part(parts, BackwardPart::bias) && !db.empty())
+        nn::ref::bias_backward<float>(db.data(), dY.data(), batch, out, accumulate);
     if (has_part(parts, BackwardPart::weights))
-        nn::ref::weight_backward<float>(dW.data(), db.empty() ? nullptr : db.data(), dY.data(), X.data(), batch, in,
-                                        out, accumulate);
+        nn::ref::weight_backward<float>(dW.data(), dY.data(), X.data(), batch, in, out, accumulate);
     if (has_part(parts, BackwardPart::input) && !dX.empty())
         nn::ref::input_backward<float>(dX.data(), dY.data(), W.data(), batch, in, out);
 }

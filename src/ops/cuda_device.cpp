@@ -416,20 +416,21 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
     // row slices (enough blocks to fill the GPU, see kBiasGradBlocks), whose last block per column
     // group adds the slices in a fixed order. The slicing depends on the shape only, so the sums'
     // order, hence the bits, are the same on every run, and the same whether the activation's
-    // backward ran in this pass or in one of its own before (the kernel rounds dZ first).
-    const bool sum_bias = weights && !db.empty();
+    // backward ran in this pass or in one of its own before (the kernel rounds dZ first). The
+    // activation alone (no db) takes the same slices for its blocks and writes no partials.
+    const bool sum_bias = has_part(parts, BackwardPart::bias) && !db.empty();
     if (activation || sum_bias) {
         const int column_groups = (out + 31) / 32;
         int slices = std::clamp(std::min(batch / kBiasSliceRows, (kBiasGradBlocks + column_groups - 1) / column_groups),
                                 1, kMaxBiasSlices);
         slices = std::max(1, std::min<int>(slices, static_cast<int>(kBiasPartialFloats / static_cast<std::size_t>(out))));
-        if (!sum_bias) slices = 1;
         const int rows_per_slice = (batch + slices - 1) / slices;
         const LaunchDims dims{dim3(static_cast<unsigned>(column_groups), static_cast<unsigned>(slices)),
                               dim3(32, abi::kBiasGradRows), 0};
+        const bool partials = sum_bias && slices > 1;
         kernels().network_act_bias_grad_kernel(stream(), dims, dY.data(), sum_bias ? db.data() : nullptr,
-                                               slices > 1 ? bias_partials() : nullptr,
-                                               slices > 1 ? bias_tickets() : nullptr, Y.data(),
+                                               partials ? bias_partials() : nullptr,
+                                               partials ? bias_tickets() : nullptr, Y.data(),
                                                activation ? act : Activation::none, accumulate ? 1 : 0, batch, out,
                                                rows_per_slice);
     }

@@ -101,10 +101,14 @@ struct SoftTarget {
 };
 
 /// The parts of Device::linear_backward, in the order `all` runs them: the activation's backward
-/// (dY becomes dZ in place), the weights' gradients (dW, db from dZ), the input's (dX from dZ).
-/// A caller may issue them apart, e.g. a layer's weights beside the layers below (nn::Mlp's
-/// overlapped backward); each part computes what it computes within `all`, bit for bit.
-enum class BackwardPart : unsigned { activation = 1, weights = 2, input = 4, all = 7 };
+/// (dY becomes dZ in place), the bias gradient (db from dZ), the weight gradient (dW from dZ),
+/// the input's (dX from dZ). A caller may issue them apart, e.g. a layer's dW and db beside the
+/// layers below (nn::Mlp's overlapped backward); each part computes what it computes within
+/// `all`, bit for bit. Sets combine with |.
+enum class BackwardPart : unsigned { activation = 1, bias = 2, weights = 4, input = 8, all = 15 };
+constexpr BackwardPart operator|(BackwardPart a, BackwardPart b) noexcept {
+    return static_cast<BackwardPart>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
+}
 constexpr bool has_part(BackwardPart set, BackwardPart p) noexcept {
     return (static_cast<unsigned>(set) & static_cast<unsigned>(p)) != 0;
 }
@@ -243,8 +247,8 @@ public:
     /// activated output of the forward, X (batch, in) and W (out, in) its inputs.
     /// dW (out, in) and db (out) are set, or added to when `accumulate`; db may be empty (no
     /// bias). dX (batch, in) is set (never accumulated), or skipped when empty.
-    /// `parts`: all, or some of them (BackwardPart): `weights` and `input` read dY as dZ, so the
-    /// activation's part must have run before them.
+    /// `parts`: all, or some of them (BackwardPart): `bias`, `weights` and `input` read dY as dZ, so
+    /// the activation's part must have run before them.
     void linear_backward(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                          View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
                          bool accumulate, BackwardPart parts = BackwardPart::all);

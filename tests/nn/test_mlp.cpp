@@ -202,8 +202,9 @@ TEST_CASE("Mlp checks batch against its workspace", "[nn]") {
 
 namespace {
 
-/// The overlapped backward (each layer's weight gradients beside the chain below) against the
-/// backward in series on one device: outputs, gradients (set and accumulated) and dX, bit for bit.
+/// The overlapped backward (up to Mlp::kChainedBackwardMaxRows rows each layer's weight gradients
+/// beside the chain below, beyond each layer's dW beside its dX) against the backward in series
+/// on one device: outputs, gradients (set and accumulated) and dX, bit for bit.
 void check_overlapped_backward(fh::ops::Device& ops) {
     ParamLayout layout;
     Mlp net(layout, "net", MlpConfig{{50, 256, 129, 510}, Activation::relu, Activation::none});

@@ -49,6 +49,35 @@ TEST_CASE("Adam with a soft target equals Adam, then scale and saxpy on the targ
                       Catch::Contains("tau"));
 }
 
+TEST_CASE("linear_backward's four parts issued one by one equal the whole backward (CPU, exact)", "[nn]") {
+    using fh::ops::BackwardPart;
+    CpuDevice ops;
+    const int batch = 9, in = 5, out = 7;
+    const auto X = random_floats(batch * in, 1), W = random_floats(out * in, 2), Y = random_floats(batch * out, 3);
+    const auto dY0 = random_floats(batch * out, 4), dW0 = random_floats(out * in, 5), db0 = random_floats(out, 6);
+    for (Activation act : {Activation::none, Activation::relu, Activation::tanh})
+        for (bool accumulate : {false, true}) {
+            INFO("act " << static_cast<int>(act) << " accumulate " << accumulate);
+            std::vector<float> got[2][4];  // dY, dW, db, dX
+            for (int split = 0; split < 2; ++split) {
+                auto x = ops.from_host<float>(X), w = ops.from_host<float>(W), y = ops.from_host<float>(Y);
+                auto dy = ops.from_host<float>(dY0), dw = ops.from_host<float>(dW0), db = ops.from_host<float>(db0);
+                auto dx = ops.alloc<float>(batch * in);
+                for (BackwardPart part : split ? std::vector<BackwardPart>{BackwardPart::activation, BackwardPart::bias,
+                                                                           BackwardPart::weights, BackwardPart::input}
+                                               : std::vector<BackwardPart>{BackwardPart::all})
+                    ops.linear_backward(dx.view(), dw.view(), db.view(), dy.view(), y.cview(), x.cview(), w.cview(),
+                                        batch, in, out, act, accumulate, part);
+                got[split][0] = ops.to_host(dy.cview());
+                got[split][1] = ops.to_host(dw.cview());
+                got[split][2] = ops.to_host(db.cview());
+                got[split][3] = ops.to_host(dx.cview());
+            }
+            for (int k = 0; k < 4; ++k) CHECK(got[1][k] == got[0][k]);
+            CHECK(got[0][2] != db0);
+        }
+}
+
 TEST_CASE("Adam: two steps by hand", "[nn]") {
     CpuDevice ops;
     auto p = ops.from_host<float>(std::vector<float>{1.f, -2.f});
@@ -208,6 +237,9 @@ TEST_CASE("network ops check sizes and refuse aliased outputs", "[nn][aliasing]"
     CHECK_THROWS(ops.linear_backward(dX, W, db, dY, Y, X, W, 2, 4, 3, Activation::tanh, false));
     CHECK_THROWS(ops.linear_backward(dX, dW, db, a.subview(0, 6), Y, X, W, 2, 4, 3, Activation::tanh, false));
     CHECK_THROWS(ops.linear_backward(a.subview(44, 8), dW, db, dY, Y, X, W, 2, 4, 3, Activation::tanh, false));
+    CHECK_THROWS_WITH(ops.linear_backward(dX, dW, db, dY, Y, X, W, 2, 4, 3, Activation::tanh, false,
+                                          static_cast<fh::ops::BackwardPart>(0)),
+                      Catch::Contains("parts"));
     // global_norm
     auto out = a.subview(100, 1), scratch = a.subview(0, 0);
     auto sbuf = ops.alloc<float>(Device::global_norm_scratch_size());

@@ -27,7 +27,7 @@ struct LinearResults {
 };
 
 /// Forward, backward (set), backward again (accumulate) of one layer on `ops`; `in_parts`: the
-/// backward as its three parts issued one by one (fh::ops::BackwardPart).
+/// backward as its four parts issued one by one (fh::ops::BackwardPart).
 LinearResults run_linear(Device& ops, int batch, int in, int out, Activation act, std::uint64_t seed,
                          bool in_parts = false) {
     const std::size_t nb = static_cast<std::size_t>(batch);
@@ -47,8 +47,8 @@ LinearResults run_linear(Device& ops, int batch, int in, int out, Activation act
     r.Y = ops.to_host(Y.cview());
     using fh::ops::BackwardPart;
     const auto backward = [&](View<float> dx, bool accumulate) {
-        for (BackwardPart part : in_parts ? std::vector<BackwardPart>{BackwardPart::activation, BackwardPart::weights,
-                                                                      BackwardPart::input}
+        for (BackwardPart part : in_parts ? std::vector<BackwardPart>{BackwardPart::activation, BackwardPart::bias,
+                                                                      BackwardPart::weights, BackwardPart::input}
                                           : std::vector<BackwardPart>{BackwardPart::all})
             ops.linear_backward(dx, dW.view(), db.view(), dY.view(), Y.cview(), X.cview(), W.cview(), batch, in, out,
                                 act, accumulate, part);
@@ -91,7 +91,7 @@ TEST_CASE("CUDA linear forward/backward equal the CPU twins", "[gpu][nn]") {
                 }
 }
 
-TEST_CASE("CUDA linear backward issued in its three parts equals it in one, bit for bit", "[gpu][nn]") {
+TEST_CASE("CUDA linear backward issued in its four parts equals it in one, bit for bit", "[gpu][nn]") {
     auto& gpu = fh::test::gpu_ops();
     for (int batch : {1, 257, 4096})
         for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
