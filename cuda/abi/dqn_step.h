@@ -57,17 +57,22 @@ struct DqnLossArgs {
 };
 using DqnLoss = void(DqnLossArgs args);
 
-/// The update's finish, one block of 256 threads per agent: the gradient norm from the 256
-/// norm partials (network_norm_partials_kernel), the batch sums of the sample statistics in a
-/// fixed tree, then dqn::finish_update (guard, monitor, Adam constants, target copy, counter).
+/// The update's finish. Launch: grid (kNormBlocks, agents), kDqnFinishThreads threads. Each
+/// block writes its partial of the gradient's squared norm (network_norm_partials_kernel's grid
+/// and order); the last block of an agent to finish (an integer ticket after the partials,
+/// zero between launches: it resets it) sums the partials and the batch's sample statistics in
+/// fixed trees, then runs dqn::finish_update (guard, monitor, Adam constants, target copy,
+/// counter). The ticket decides which block finishes, never the order of a sum.
 struct DqnFinishArgs {
     dqn::UpdateStep* step;             ///< (1) out
     nn::GuardState* guard;             ///< (1)
     dqn::MonitorStats* stats;          ///< (1)
     dqn::Counters* counters;           ///< (1)
-    const float* norm_partials;        ///< (256)
+    float* norm_partials;              ///< (kDqnFinishScratch): kNormBlocks partials, then the ticket
+    const float* grads;                ///< (n)
     const float* sample_stats;         ///< (kSampleStats, B)
     const dqn::AgentParams* agent;
+    int n;                             ///< parameters per agent
     int batch;
     int inject_nan;                    ///< tests: the C51 loss becomes NaN
 };
@@ -245,6 +250,9 @@ FH_HD long long dqn_step_smem_bytes(const dqn::HeadParams& h) {
 }
 inline constexpr long long kDqnMaxSmemBytes = 48 * 1024;
 inline constexpr int kDqnFinishThreads = 256;
+/// Floats of the finish's scratch per agent: the norm's partials and the blocks' ticket.
+inline constexpr int kDqnFinishScratch = kNormBlocks + 1;
+static_assert(kNormThreads == kDqnFinishThreads, "the finish's blocks compute the norm's partials too");
 
 }  // namespace fh::abi
 

@@ -594,14 +594,35 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps)
 extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
     __shared__ double dsum[6][fh::abi::kDqnFinishThreads];
     __shared__ float fext[2][fh::abi::kDqnFinishThreads];
-    const int agent = blockIdx.x;
+    __shared__ bool last_block;
+    const int agent = blockIdx.y;
     const int t = threadIdx.x, T = fh::abi::kDqnFinishThreads;
-    const float* partials = a.norm_partials + static_cast<long long>(agent) * fh::abi::kNormBlocks;
+    float* partials = a.norm_partials + static_cast<long long>(agent) * fh::abi::kDqnFinishScratch;
+    unsigned* ticket = reinterpret_cast<unsigned*>(partials + fh::abi::kNormBlocks);
     const float* stats = a.sample_stats + static_cast<long long>(agent) * fh::dqn::kSampleStats * a.batch;
+
+    // This block's partial: network_norm_partials_kernel's grid-stride fma and tree (the same bits).
+    {
+        const float* x = a.grads + static_cast<long long>(agent) * a.n;
+        double acc[1] = {0.0};
+        for (long long i = global_thread_index(); i < a.n; i += grid_thread_count()) {
+            const double xi = x[i];
+            acc[0] = fma(xi, xi, acc[0]);
+        }
+        block_sums(acc, dsum);
+        if (t == 0) partials[blockIdx.x] = static_cast<float>(acc[0]);
+    }
+    // The agent's last block to get here finishes (its ticket), once every partial is written.
+    __threadfence();
+    __syncthreads();
+    if (t == 0) last_block = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last_block) return;
+    __threadfence();
 
     // Per thread, then over the block in one tree: the norm's partials and the batch's sums.
     double s[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};  // C51, MSE, Q, |TD|, CQL, squared norm
-    for (int i = t; i < fh::abi::kNormBlocks; i += T) s[5] += partials[i];
+    for (int i = t; i < fh::abi::kNormBlocks; i += T) s[5] += __ldcg(&partials[i]);
     float q_min = cuda::std::numeric_limits<float>::infinity(), q_max = -q_min;
     for (int b = t; b < a.batch; b += T) {
         s[0] += stats[fh::dqn::kStatC51 * a.batch + b];
@@ -636,6 +657,7 @@ extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
         a.guard[agent] = guard;
         a.stats[agent] = monitor;
         a.counters[agent].updates = counters.updates;  // only this field: the collection reads the others meanwhile
+        *ticket = 0;
     }
 }
 

@@ -180,6 +180,7 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
         if (profile.dqn.ensemble_bootstrap < 1.0) masks_ = ops.alloc<float>(B * K);
     }
     norm_partials_ = ops.alloc<float>(ops::dqn_finish_scratch_size());
+    ops.fill(norm_partials_.view(), 0.f);  // the finish's ticket starts at zero
     guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}});
     stats_ = ops.from_host<dqn::MonitorStats>(std::vector<dqn::MonitorStats>{dqn::MonitorStats{}});
     histogram_ = ops.from_host<unsigned long long>(

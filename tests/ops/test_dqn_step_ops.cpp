@@ -257,6 +257,7 @@ TEST_CASE("the DQN update's finish: norm, losses, guard, monitor, Adam constants
     auto monitor = ops.from_host<fh::dqn::MonitorStats>(std::vector<fh::dqn::MonitorStats>{{}});
     auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{5, 0, 5}});
     auto partials = ops.alloc<float>(fh::ops::dqn_finish_scratch_size());
+    ops.fill(partials.view(), 0.f);
     auto finish = [&](bool inject) {
         fh::ops::dqn_update_finish(ops, step.view(), guard.view(), monitor.view(), counters.view(), partials.view(),
                                    grads.cview(), sample.cview(), ag.cview(), B, inject);
@@ -537,36 +538,50 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
           "[gpu][dqn][ops]") {
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
+    // Three agents in one launch, the finish run twice (its ticket must be back at zero).
     const int B = 513, P = 300007;
-    const auto grads_h = random_floats(P, 21), stats_h = random_floats(fh::dqn::kSampleStats * B, 22, 0.f, 2.f);
+    const std::size_t N = 3;
+    const auto grads_h = random_floats(N * P, 21), stats_h = random_floats(N * fh::dqn::kSampleStats * B, 22, 0.f, 2.f);
     auto finish_run = [&](fh::ops::Device& ops) {
         auto grads = ops.from_host<float>(grads_h);
         auto sample = ops.from_host<float>(stats_h);
-        auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{agent(0.5f, 0.f, 2)});
-        auto step = ops.alloc<fh::dqn::UpdateStep>(1);
-        auto guard = ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>{{0, 0, -1, 0, 0}});
-        auto monitor = ops.from_host<fh::dqn::MonitorStats>(std::vector<fh::dqn::MonitorStats>{{}});
-        auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{9, 1, 9}});
-        auto partials = ops.alloc<float>(fh::ops::dqn_finish_scratch_size());
-        fh::ops::dqn_update_finish(ops, step.view(), guard.view(), monitor.view(), counters.view(), partials.view(),
-                                   grads.cview(), sample.cview(), ag.cview(), B, false);
-        const auto s = ops.to_host(step.cview())[0];
-        const auto m = ops.to_host(monitor.cview())[0];
-        // Adam + target with this step.
-        auto params = ops.from_host<float>(random_floats(P, 23)), mo = ops.from_host<float>(random_floats(P, 24));
-        auto vo = ops.from_host<float>(random_floats(P, 25, 0.f, 1.f)), target = ops.from_host<float>(random_floats(P, 26));
+        auto ag = ops.from_host<fh::dqn::AgentParams>(
+            std::vector<fh::dqn::AgentParams>{agent(0.5f, 0.f, 2), agent(0.3f, 0.f, 3), agent(0.5f, 0.f, 1)});
+        auto step = ops.alloc<fh::dqn::UpdateStep>(N);
+        auto guard = ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>(N, {0, 0, -1, 0, 0}));
+        auto monitor = ops.from_host<fh::dqn::MonitorStats>(std::vector<fh::dqn::MonitorStats>(N, fh::dqn::MonitorStats{}));
+        auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>(N, {9, 1, 9}));
+        auto partials = ops.alloc<float>(N * fh::ops::dqn_finish_scratch_size());
+        ops.fill(partials.view(), 0.f);
+        std::vector<float> steps;
+        std::vector<double> monitors;
+        for (int round = 0; round < 2; ++round) {
+            fh::ops::dqn_update_finish(ops, step.view(), guard.view(), monitor.view(), counters.view(), partials.view(),
+                                       grads.cview(), sample.cview(), ag.cview(), B, false);
+            const auto sh = ops.to_host(step.cview());
+            for (const auto& s : sh)
+                for (float v : {s.grad_norm, s.losses[0], s.losses[1], s.losses[2], s.adam.bias_correction1,
+                                s.adam.bias_correction2, static_cast<float>(s.gate), static_cast<float>(s.copy_target)})
+                    steps.push_back(v);
+            for (const auto& m : ops.to_host(monitor.cview()))
+                for (double v : std::initializer_list<double>{m.loss_sum[0], m.loss_sum[1], m.loss_sum[2], m.q_sum, m.td_abs_sum, m.grad_norm_sum,
+                                 m.q_min, m.q_max})
+                    monitors.push_back(v);
+            for (const auto& c : ops.to_host(counters.cview())) monitors.push_back(static_cast<double>(c.updates));
+        }
+        // Adam + target with the last step.
+        auto params = ops.from_host<float>(random_floats(N * P, 23)), mo = ops.from_host<float>(random_floats(N * P, 24));
+        auto vo = ops.from_host<float>(random_floats(N * P, 25, 0.f, 1.f)),
+             target = ops.from_host<float>(random_floats(N * P, 26));
         fh::ops::dqn_adam_target(ops, params.view(), mo.view(), vo.view(), target.view(), grads.cview(), step.cview(),
                                  ag.cview());
-        return std::tuple{std::vector<float>{s.grad_norm, s.losses[0], s.losses[1], s.losses[2], s.adam.bias_correction1,
-                                             s.adam.bias_correction2, static_cast<float>(s.gate),
-                                             static_cast<float>(s.copy_target)},
-                          std::vector<double>{m.loss_sum[0], m.loss_sum[1], m.loss_sum[2], m.q_sum, m.td_abs_sum, m.grad_norm_sum,
-                                              m.q_min, m.q_max},
-                          ops.to_host(params.cview()), ops.to_host(target.cview()), ops.to_host(vo.cview())};
+        return std::tuple{steps, monitors, ops.to_host(params.cview()), ops.to_host(target.cview()),
+                          ops.to_host(vo.cview())};
     };
     const auto fc = finish_run(cpu), fg = finish_run(gpu);
     CHECK(std::get<0>(fg) == std::get<0>(fc));
     CHECK(std::get<1>(fg) == std::get<1>(fc));
+    CHECK(std::get<1>(fc).back() == 3.0);  // the third agent's update count after two finishes
     CHECK(std::get<2>(fg) == std::get<2>(fc));
     CHECK(std::get<3>(fg) == std::get<3>(fc));
     CHECK(std::get<4>(fg) == std::get<4>(fc));

@@ -221,7 +221,7 @@ void dqn_update_finish(View<dqn::UpdateStep> step, View<nn::GuardState> guard, V
         // The norm partials as network_norm_partials_kernel computes them: thread (blk, t) sums
         // x[i]^2 for i = blk * threads + t + k * grid (fma), then each block sums its threads in a tree.
         const float* x = grads.data() + g * P;
-        float* partials = norm_partials.data() + g * kBlocks;
+        float* partials = norm_partials.data() + g * dqn_finish_scratch_size();
         for (int blk = 0; blk < kBlocks; ++blk) {
             std::vector<double> acc(kThreads, 0.0);
             for (int t = 0; t < kThreads; ++t)

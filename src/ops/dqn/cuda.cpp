@@ -62,15 +62,14 @@ void dqn_update_finish(CudaDevice& device, View<dqn::UpdateStep> step, View<nn::
                        View<const float> grads, View<const float> sample_stats, View<const dqn::AgentParams> agent,
                        int batch, int inject_nan) {
     const std::size_t N = agent.size(), P = grads.size() / N;
-    // The partials of Device::global_norm, agent by agent (the same fixed grid).
-    for (std::size_t g = 0; g < N; ++g)
-        device.kernels().network_norm_partials_kernel(
-            device.stream(), LaunchDims{dim3(abi::kNormBlocks), dim3(abi::kNormThreads), 0},
-            norm_partials.data() + g * abi::kNormBlocks, grads.data() + g * P, static_cast<int>(P));
-    abi::DqnFinishArgs a{step.data(),          guard.data(), stats.data(), counters.data(), norm_partials.data(),
-                         sample_stats.data(), agent.data(), batch,        inject_nan};
-    device.kernels().dqn_finish_kernel(device.stream(),
-                                       LaunchDims{dim3(static_cast<unsigned>(N)), dim3(abi::kDqnFinishThreads), 0}, a);
+    // One launch: the partials of Device::global_norm (its fixed grid) for every agent, each
+    // agent's last block finishing.
+    abi::DqnFinishArgs a{step.data(),        guard.data(),         stats.data(), counters.data(),
+                         norm_partials.data(), grads.data(),       sample_stats.data(), agent.data(),
+                         static_cast<int>(P), batch,               inject_nan};
+    device.kernels().dqn_finish_kernel(
+        device.stream(), LaunchDims{dim3(abi::kNormBlocks, static_cast<unsigned>(N)), dim3(abi::kDqnFinishThreads), 0},
+        a);
 }
 
 void dqn_adam_target(CudaDevice& device, View<float> params, View<float> m, View<float> v, View<float> target,

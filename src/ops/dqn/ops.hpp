@@ -220,8 +220,9 @@ inline void dqn_loss(Device& device, View<float> d_head, View<float> stats, View
                        target_actions, masks);
 }
 
-/// Floats of scratch dqn_update_finish needs per agent (the gradient norm's partial sums).
-constexpr std::size_t dqn_finish_scratch_size() noexcept { return Device::global_norm_scratch_size(); }
+/// Floats of scratch dqn_update_finish needs per agent (the gradient norm's partial sums and, on
+/// CUDA, a ticket): zero it before the first call (the op leaves it reusable).
+constexpr std::size_t dqn_finish_scratch_size() noexcept { return static_cast<std::size_t>(abi::kDqnFinishScratch); }
 
 /// The update's finish, per agent: the global norm of grads (N, P) (the fixed grid and trees of
 /// Device::global_norm, emulated exactly by the CPU twin), the batch sums of sample_stats
