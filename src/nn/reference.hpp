@@ -31,7 +31,7 @@ void linear_forward(T* Y, const T* X, const T* W, const T* b, int batch, int in,
     }
 }
 
-/// The backward of linear_forward, in three parts (linear_backward runs them in this order; the
+/// The backward of linear_forward, in four parts (linear_backward runs them in this order; the
 /// Device ops may run them apart, ops::BackwardPart).
 /// dY (batch, out): dL/dY on entry, dL/dZ = dL/dY * act'(Z) on exit (in place).
 /// Y (batch, out) activated output; X (batch, in); W (out, in).
