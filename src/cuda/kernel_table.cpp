@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
 
 #include "cuda/embedded_modules.hpp"
@@ -42,6 +43,16 @@ KernelRegistry::KernelRegistry() {
                                         lib.name(), have, want),
                             0);
     }
+}
+
+std::shared_ptr<const KernelRegistry> KernelRegistry::shared() {
+    static std::mutex mutex;
+    static std::weak_ptr<const KernelRegistry> current;
+    const std::lock_guard lock(mutex);
+    if (auto held = current.lock()) return held;
+    auto fresh = std::make_shared<const KernelRegistry>();
+    current = fresh;
+    return fresh;
 }
 
 const Library& KernelRegistry::library(const char* module) const {

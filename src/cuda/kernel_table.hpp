@@ -4,6 +4,7 @@
 ///        missing or mismatched kernel fails at start-up, not mid-run.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -28,10 +29,16 @@ struct KernelTable {
 #undef FH_DECLARE_KERNEL_HANDLE
 };
 
-/// Loads every embedded module on the current device and resolves every expected kernel.
+/// Loads every embedded module and resolves every expected kernel. The modules are libraries
+/// (cudaLibrary_t), which belong to no context or device: one registry serves every device of the
+/// process (shared()).
 class KernelRegistry {
 public:
     KernelRegistry();
+    /// The registry the process's devices share: loaded by the first device that asks while no
+    /// other holds it (a population's agents load it once, not once each), unloaded with the
+    /// last holder.
+    static std::shared_ptr<const KernelRegistry> shared();
     const KernelTable& kernels() const noexcept { return table_; }
     std::span<const Library> libraries() const noexcept { return libraries_; }
 

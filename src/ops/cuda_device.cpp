@@ -68,7 +68,7 @@ struct CudaDevice::Lane {
 };
 
 CudaDevice::CudaDevice(int ordinal, int side_lanes)
-    : device_(cuda::select_device(ordinal)), registry_() {
+    : device_(cuda::select_device(ordinal)), registry_(cuda::KernelRegistry::shared()) {
     FH_CUBLAS_CHECK(cublasLtCreate(&lt_));
     const int sides = std::clamp(side_lanes, 0, kSideLanes);
     for (int i = 0; i <= sides; ++i) lanes_.push_back(std::make_unique<Lane>());

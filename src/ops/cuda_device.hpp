@@ -54,7 +54,7 @@ public:
     const cuda::DeviceInfo& device() const noexcept { return device_; }
     /// The stream ops are issued to: the device's own, or a lane's inside run_concurrently.
     cudaStream_t stream() const noexcept;
-    const cuda::KernelTable& kernels() const noexcept { return registry_.kernels(); }
+    const cuda::KernelTable& kernels() const noexcept { return registry_->kernels(); }
     cublasHandle_t cublas() const noexcept;
     /// Streams besides the device's own that run_concurrently can fork to (nested forks included).
     static constexpr int kSideLanes = 5;
@@ -104,7 +104,7 @@ private:
     Clock::time_point created_ = Clock::now();
     cuda::DeviceInfo device_;
     Clock::time_point context_ready_ = Clock::now();
-    cuda::KernelRegistry registry_;
+    std::shared_ptr<const cuda::KernelRegistry> registry_;  ///< shared by the process's devices
     Clock::time_point modules_ready_ = Clock::now();
     // The lanes: lanes_[0] is the device's own stream, the others run_concurrently's side lanes.
     // Each is a stream with its own cuBLAS handle, cuBLAS/cuBLASLt workspace (set explicitly so
