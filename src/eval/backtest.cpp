@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <ctime>
+#include <functional>
 #include <stdexcept>
+#include <utility>
 
 #include "io/run_directory.hpp"
 #include "util/errors.hpp"
@@ -47,28 +49,60 @@ struct Run {
     ops::Buffer<backtest::BarRecord> records;
 };
 
-Run run_policy(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,
-               ops::View<const backtest::Segment> segments, std::size_t total_bars, int max_steps,
-               const Policy& policy, bool capture_steps) {
-    const int n = static_cast<int>(segments.size());
-    Run run{ops.alloc<backtest::SegmentState>(segments.size()), ops.alloc<backtest::BarRecord>(total_bars)};
-    auto states = ops.alloc<float>(segments.size() * static_cast<std::size_t>(params.state_dim));
-    auto actions = ops.alloc<int>(segments.size());
-    fh::ops::backtest_reset(ops, run.state.view(), run.records.view(), segments, params);
-    const auto bar = [&] {
+/// One policy's pass over the segments: its state, records and per-bar buffers.
+struct PolicyRun {
+    PolicyRun(ops::Device& ops, const env::EnvParams& params, ops::View<const backtest::Segment> segments,
+              std::size_t total_bars, const Policy& policy)
+        : run{ops.alloc<backtest::SegmentState>(segments.size()), ops.alloc<backtest::BarRecord>(total_bars)},
+          states(ops.alloc<float>(segments.size() * static_cast<std::size_t>(params.state_dim))),
+          actions(ops.alloc<int>(segments.size())),
+          policy(policy) {
+        fh::ops::backtest_reset(ops, run.state.view(), run.records.view(), segments, params);
+    }
+    /// One bar: the observations, the policy's actions, the step.
+    void bar(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,
+             ops::View<const backtest::Segment> segments) {
         fh::ops::backtest_gather(ops, states.view(), run.state.cview(), market, params);
-        policy(actions.view(), states.cview(), n);
+        policy(actions.view(), states.cview(), static_cast<int>(segments.size()));
         fh::ops::backtest_step(ops, run.state.view(), run.records.view(), segments, actions.cview(), market, params);
-    };
-    // The first bar runs on its own (a policy sizes its workspace then), the others as one
-    // sequence captured at the second bar when the policy allows it.
+    }
+    Run run;
+    ops::Buffer<float> states;
+    ops::Buffer<int> actions;
+    const Policy& policy;
+};
+
+/// Runs `bar` for every step: the first on its own (a policy sizes its workspace then), the
+/// others as one sequence captured at the second bar when `capture_steps`.
+void run_bars(ops::Device& ops, int max_steps, bool capture_steps, const std::function<void()>& bar) {
     ops::OpSequence sequence;
     for (int step = 0; step < max_steps; ++step) {
         if (capture_steps && step > 0) ops.run_sequence(sequence, bar);
         else bar();
     }
     if (capture_steps) ops.synchronize();  // the sequence's last launches finish before it is released
-    return run;
+}
+
+Run run_policy(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,
+               ops::View<const backtest::Segment> segments, std::size_t total_bars, int max_steps,
+               const Policy& policy, bool capture_steps) {
+    PolicyRun p(ops, params, segments, total_bars, policy);
+    run_bars(ops, max_steps, capture_steps, [&] { p.bar(ops, market, params, segments); });
+    return std::move(p.run);
+}
+
+/// Two policies' passes side by side, bar by bar: each bar's two chains are branches of one
+/// captured sequence (Device::run_concurrently: two streams on the GPU, which overlap; nothing is
+/// shared between the passes, so each gives what it gives alone). Both policies capture-safe.
+std::pair<Run, Run> run_policies(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,
+                                 ops::View<const backtest::Segment> segments, std::size_t total_bars, int max_steps,
+                                 const Policy& first, const Policy& second) {
+    PolicyRun a(ops, params, segments, total_bars, first), b(ops, params, segments, total_bars, second);
+    run_bars(ops, max_steps, true, [&] {
+        ops.run_concurrently([&] { a.bar(ops, market, params, segments); },
+                             [&] { b.bar(ops, market, params, segments); });
+    });
+    return {std::move(a.run), std::move(b.run)};
 }
 
 Metrics device_metrics(ops::Device& ops, const Run& run, ops::View<const backtest::Segment> segments,
@@ -149,22 +183,29 @@ BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const
     report.bars_per_year = md.bars_per_year;
     report.segments = segs;
 
+    // Buy-and-hold: the extreme long level by a market order at every decision (one fill at the
+    // first bar's next open, then the target equals the position: no further orders). It runs
+    // beside the policy's pass when the policy can be captured, else after it.
+    const int hold = (params.position_levels - 1) * params.urgency_levels;
+    const auto hold_actions = ops.from_host<int>(std::vector<int>(segs.size(), hold));
+    const Policy buy_and_hold = [&](ops::View<int> actions, ops::View<const float>, int) {
+        ops.copy_raw(actions, hold_actions.cview());
+    };
+    std::pair<Run, Run> runs =
+        capture_steps
+            ? run_policies(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy, buy_and_hold)
+            : std::pair<Run, Run>{run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy, false),
+                                  run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, buy_and_hold,
+                                             true)};
     {
-        const Run run = run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy, capture_steps);
+        const Run& run = runs.first;
         report.strategy = device_metrics(ops, run, dev_segs.cview(), view, mp);
         const auto st = ops.to_host(run.state.cview());
         for (const auto& s : st) report.segment_bars.push_back(s.bars);
         if (keep_records) report.records = ops.to_host(run.records.cview());
     }
     {
-        // Buy-and-hold: the extreme long level by a market order at every decision (one fill at
-        // the first bar's next open, then the target equals the position: no further orders).
-        const int hold = (params.position_levels - 1) * params.urgency_levels;
-        const auto hold_actions = ops.from_host<int>(std::vector<int>(segs.size(), hold));
-        const Policy buy_and_hold = [&](ops::View<int> actions, ops::View<const float>, int) {
-            ops.copy_raw(actions, hold_actions.cview());
-        };
-        const Run run = run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, buy_and_hold, true);
+        const Run& run = runs.second;
         report.buy_and_hold = device_metrics(ops, run, dev_segs.cview(), view, mp);
         if (keep_records) {
             for (const auto& s : ops.to_host(run.state.cview())) report.buy_and_hold_segment_bars.push_back(s.bars);

@@ -51,7 +51,9 @@ std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, dat
 /// what the policy does. Throws DataError when the split has no bar to trade.
 /// `capture_steps`: the policy issues the same ops with the same arguments on every call after its
 /// first (GreedyPolicy::capture_safe): each bar's gather, policy and step then run as one captured
-/// sequence (a CUDA Graph, relaunched per bar: one launch instead of several), with the same results.
+/// sequence (a CUDA Graph, relaunched per bar: one launch instead of several), with the same
+/// results, and buy-and-hold's pass runs beside the policy's (two streams on the GPU) instead of
+/// after it.
 BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const data::MarketData& md,
                         env::Split split, const env::EnvParams& params, const Policy& policy,
                         int segments, bool keep_records, bool capture_steps = false);

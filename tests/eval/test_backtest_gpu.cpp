@@ -80,8 +80,8 @@ TEST_CASE("the CUDA backtest equals the CPU backtest", "[gpu][eval]") {
     }
 }
 
-TEST_CASE("a CUDA backtest whose steps are captured equals the same backtest issued op by op (DQN and softmax "
-          "policies)",
+TEST_CASE("a CUDA backtest whose steps are captured (buy-and-hold beside the policy) equals the same backtest "
+          "issued op by op, one pass after the other (DQN and softmax policies)",
           "[gpu][eval]") {
     auto& gpu = test::gpu_ops();
     auto md = test::random_walk_market(20011, 23, 42, {0, 7001, 13007, 17003});
@@ -116,6 +116,14 @@ TEST_CASE("a CUDA backtest whose steps are captured equals the same backtest iss
                 }
             require_same(direct.strategy, captured.strategy);
             require_same(direct.buy_and_hold, captured.buy_and_hold);
+            REQUIRE(direct.buy_and_hold_segment_bars == captured.buy_and_hold_segment_bars);
+            REQUIRE(direct.buy_and_hold_records.size() == captured.buy_and_hold_records.size());
+            for (std::size_t s = 0; s < direct.segments.size(); ++s)
+                for (int i = 0; i < direct.buy_and_hold_segment_bars[s]; ++i) {
+                    const std::size_t j = static_cast<std::size_t>(direct.segments[s].offset + i);
+                    REQUIRE(std::memcmp(&direct.buy_and_hold_records[j], &captured.buy_and_hold_records[j],
+                                        sizeof(backtest::BarRecord)) == 0);
+                }
             CHECK(direct.strategy.action_histogram.size() > 1);
         }
     }
