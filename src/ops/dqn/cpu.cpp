@@ -46,6 +46,14 @@ double tree_sum(std::vector<double> s) {
     return s[0];
 }
 
+/// Agent g's view of the ring and its sampling parameters (the samplers' shared start).
+dqn::AgentSampling ring_sampling(const RingViews& ring, std::size_t g, const dqn::Counters& c,
+                                 const dqn::AgentParams& p) {
+    return dqn::agent_sampling(ring.states.data(), ring.next_states.data(), ring.actions.data(), ring.rewards.data(),
+                               ring.done.data(), ring.capacity_steps, ring.n_envs, ring.state_dim,
+                               static_cast<long long>(g), c, p);
+}
+
 }  // namespace
 
 void dqn_act(View<int> actions, View<float> q, View<unsigned long long> histogram, View<const float> head,
@@ -324,10 +332,7 @@ void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<floa
     for (std::size_t g = 0; g < agent.size(); ++g) {
         const dqn::Counters c = counters.data()[g];
         const dqn::AgentParams& p = agent.data()[g];
-        const dqn::AgentSampling sampling =
-            dqn::agent_sampling(ring.states.data(), ring.next_states.data(), ring.actions.data(), ring.rewards.data(),
-                                ring.done.data(), ring.capacity_steps, ring.n_envs, ring.state_dim,
-                                static_cast<long long>(g), c, p);
+        const dqn::AgentSampling sampling = ring_sampling(ring, g, c, p);
         const replay::ReplayView& view = sampling.view;
         const replay::SampleParams& sp = sampling.params;
         float* xg = x.data() + g * 2 * B * D;
@@ -417,10 +422,7 @@ void dqn_her_sample(View<float> x, View<int> actions, View<float> returns, View<
     for (std::size_t g = 0; g < agent.size(); ++g) {
         const dqn::Counters c = counters.data()[g];
         const dqn::AgentParams& p = agent.data()[g];
-        const dqn::AgentSampling sampling =
-            dqn::agent_sampling(ring.states.data(), ring.next_states.data(), ring.actions.data(), ring.rewards.data(),
-                                ring.done.data(), ring.capacity_steps, ring.n_envs, ring.state_dim,
-                                static_cast<long long>(g), c, p);
+        const dqn::AgentSampling sampling = ring_sampling(ring, g, c, p);
         const replay::ReplayView& view = sampling.view;
         const replay::SampleParams& sp = sampling.params;
         const std::size_t base = g * ring_rows;  // this agent's goal column
