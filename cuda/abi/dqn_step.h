@@ -78,7 +78,8 @@ struct DqnFinishArgs {
 };
 using DqnFinish = void(DqnFinishArgs args);
 
-/// Adam (gated by the guard) and the target update of every parameter (dqn::adam_target_element).
+/// Adam (gated by the guard) and the target update of every parameter (dqn::adam_target_element);
+/// with `advance`, also dqn_advance_kernel's increments.
 struct DqnAdamTargetArgs {
     float* params;
     float* m;
@@ -87,6 +88,7 @@ struct DqnAdamTargetArgs {
     const float* grads;
     const dqn::UpdateStep* step;
     const dqn::AgentParams* agent;
+    dqn::Counters* advance;            ///< null, or the counters to advance (one per agent)
     int n;                             ///< parameters per agent
 };
 using DqnAdamTarget = void(DqnAdamTargetArgs args);

@@ -676,6 +676,10 @@ extern "C" __global__ void dqn_adam_target_kernel(fh::abi::DqnAdamTargetArgs a) 
         a.v[k] = v;
         a.target[k] = target;
     }
+    if (a.advance != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {  // dqn_advance_kernel's step
+        a.advance[agent].steps += 1;
+        a.advance[agent].pushed += 1;
+    }
 }
 
 extern "C" __global__ void dqn_advance_kernel(fh::dqn::Counters* counters, int n_agents) {

@@ -140,8 +140,6 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
     target_ = nets_.view().subview(P, P);
     nn::init_params(ops, online_, net_.layout(), static_cast<std::uint64_t>(profile.run.seed));
     ops.copy(target_, ops::View<const float>(online_));
-    actor_ = nn::alloc_zeroed(ops, net_.layout());
-    ops.copy(actor_.view(), ops::View<const float>(online_));
     grads_ = nn::alloc_zeroed(ops, net_.layout());
     adam_ = AdamState(ops, net_.layout());
 
@@ -202,12 +200,17 @@ void DqnTrainer::iterate() {
     bool inject = false;
     for (long long k = 1; k <= n; ++k) inject = inject || nan_injected(updates_ + k);
     const long long first = updates_;
+    // The first update's gradient beside the collection step; its Adam step only after the
+    // collection's forward has read the weights (the join), so collection acts with the weights
+    // of the iteration's start without a copy of them. The last Adam step also advances the
+    // counters (end_step_ops in the same launch).
     const auto issue = [&] {
-        ops_.run_concurrently([this] { collect_ops(); },
-                              [&] {
-                                  for (long long k = 1; k <= n; ++k) update_ops(inject && nan_injected(first + k));
-                              });
-        end_step_ops();
+        ops_.run_concurrently([this] { collect_ops(); }, [&] { gradient_ops(inject && nan_injected(first + 1)); });
+        adam_ops(n == 1);
+        for (long long k = 2; k <= n; ++k) {
+            gradient_ops(inject && nan_injected(first + k));
+            adam_ops(k == n);
+        }
     };
     if (inject) issue();  // tests: never captured
     else ops_.run_sequence(iteration_sequence_, issue);
@@ -278,7 +281,6 @@ void DqnTrainer::restore_counter_values(std::span<const std::int64_t> v) {
     updates_at_log_ = updates_;
     env_steps_at_log_ = steps_ * n_envs_;
     upload_counters();
-    ops_.copy(actor_.view(), ops::View<const float>(online_));  // the loaded weights
 }
 
 // The device's counters follow the host's (which a checkpoint restores).
@@ -306,7 +308,7 @@ void DqnTrainer::collect_ops() {
                              counters_.cview(), agent_.cview(), replay_.capacity_steps(), env_params_.state_dim);
         observations = her_obs_.cview();
     }
-    const auto head = net_.forward(ops_, actor_.cview(), observations, n_envs_, ws_act_);
+    const auto head = net_.forward(ops_, online_, observations, n_envs_, ws_act_);
     act_outputs_ = head;
     ops::dqn_act(ops_, actions_.view(), {}, histogram_.view(), head, net_.head(), agent_.cview(), counters_.cview());
     auto persistent = env_.persistent();
@@ -329,11 +331,8 @@ void DqnTrainer::curiosity_ops() {
 }
 
 // After the collection step and the updates beside it: the step and push counters advance (the
-// updates sampled at the old push count), and collection acts with the new weights next time.
-void DqnTrainer::end_step_ops() {
-    ops::dqn_advance(ops_, counters_.view());
-    ops_.copy(actor_.view(), ops::View<const float>(online_));
-}
+// updates sampled at the old push count).
+void DqnTrainer::end_step_ops() { ops::dqn_advance(ops_, counters_.view()); }
 
 void DqnTrainer::after_collect() {
     ++steps_;
@@ -362,8 +361,9 @@ void DqnTrainer::collect() {
 //    and the head's backward (d_head); an ensemble's K heads are K rows per sample, each with
 //    its bootstrap mask, all bootstrapping from the action the heads' mean Q picks at s';
 // 4. backward through the network; the finish: gradient norm, guard, monitor, Adam constants;
-// 5. Adam (skipped on the device when the guard says so) and the target update, one pass.
-void DqnTrainer::update_ops(bool inject_nan) {
+// 5. Adam (skipped on the device when the guard says so) and the target update, one pass
+//    (adam_ops: an iteration issues it after the collection's forward).
+void DqnTrainer::gradient_ops(bool inject_nan) {
     const int B = batch_;
     const std::size_t Bs = static_cast<std::size_t>(B);
     const std::size_t W = static_cast<std::size_t>(net_.output_width());
@@ -393,7 +393,11 @@ void DqnTrainer::update_ops(bool inject_nan) {
     net_.backward(ops_, online_, grads_.view(), d_head_.view(), B, ws_pair_);
     ops::dqn_update_finish(ops_, step_.view(), guard_.view(), stats_.view(), counters_.view(), norm_partials_.view(),
                            grads_.cview(), sample_stats_.cview(), agent_.cview(), B * K, inject_nan);
-    ops::dqn_adam_target(ops_, online_, adam_.m(), adam_.v(), target_, grads_.cview(), step_.cview(), agent_.cview());
+}
+
+void DqnTrainer::adam_ops(bool end_step) {
+    ops::dqn_adam_target(ops_, online_, adam_.m(), adam_.v(), target_, grads_.cview(), step_.cview(), agent_.cview(),
+                         end_step ? counters_.view() : ops::View<dqn::Counters>{});
 }
 
 // The IQN head's loss (docs/dqn.md, "IQN head"): this update's fractions (Philox on the update
@@ -418,8 +422,13 @@ void DqnTrainer::iqn_loss_ops() {
 }
 
 void DqnTrainer::update() {
-    if (nan_injected(updates_ + 1)) update_ops(true);  // tests: never captured
-    else ops_.run_sequence(update_sequence_, [this] { update_ops(false); });
+    const bool inject = nan_injected(updates_ + 1);
+    const auto issue = [this, inject] {
+        gradient_ops(inject);
+        adam_ops(false);
+    };
+    if (inject) issue();  // tests: never captured
+    else ops_.run_sequence(update_sequence_, issue);
     after_update();
 }
 

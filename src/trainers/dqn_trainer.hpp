@@ -47,9 +47,10 @@ std::optional<float> eval_goal(const config::Profile& profile);
 
 /// One iteration = one collection step of every environment and, once the replay holds
 /// training.min_replay_size transitions, training.updates_per_iteration gradient updates. The
-/// two overlap on the device: collection acts with the actor's copy of the online weights and
-/// writes the next replay slot while the updates sample the steps stored before it
-/// (dqn::sample_range); then the counters advance and the actor's copy is refreshed.
+/// two overlap on the device: collection acts with the online weights of the iteration's start
+/// and writes the next replay slot while the first update samples the steps stored before it
+/// (dqn::sample_range) and computes its gradient; its Adam step follows both; then the counters
+/// advance.
 class DqnTrainer final : public Trainer {
 public:
     DqnTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
@@ -81,9 +82,10 @@ private:
     void update();                  // one gradient update
     void collect_ops();             // acting and the environment step into the replay slot
     void curiosity_ops();           // the bonus into the slot just written, one step of its model
-    void update_ops(bool inject_nan);  // one update's ops
+    void gradient_ops(bool inject_nan);  // one update's ops up to its Adam step
+    void adam_ops(bool end_step);        // one update's Adam step and target update (and end_step_ops)
     void iqn_loss_ops();               // dqn.head = "iqn": fractions, both networks' quantiles, the loss
-    void end_step_ops();            // after a collection step: counters advance, actor := online
+    void end_step_ops();            // after a collection step: the counters advance
     void after_collect();           // the host's mirror of end_step_ops
     void after_update();
     float epsilon_at(long long step) const;
@@ -103,8 +105,6 @@ private:
     // both run in one batched pass; the gradients (P).
     ops::Buffer<float> nets_, grads_;
     ops::View<float> online_, target_;
-    // The weights collection acts with: the online weights as of the iteration's start (P).
-    ops::Buffer<float> actor_;
     AdamState adam_;
     // Workspaces: acting (n_envs rows), the online and target networks on [s; s'] (2 x 2B rows).
     QNetwork::Workspace ws_act_, ws_pair_;

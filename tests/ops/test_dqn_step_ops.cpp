@@ -309,8 +309,14 @@ TEST_CASE("DQN Adam + target equals Device::adam_step then the soft target updat
         std::vector<float> vh(P);
         for (int i = 0; i < P; ++i) vh[i] = t0[i] * t0[i];
         ops.upload<float>(v.view(), vh);
+        // With the iteration's counter advance in the same op (it changes nothing else).
+        auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{7, 4, 7}});
         fh::ops::dqn_adam_target(ops, params.view(), m.view(), v.view(), target.view(), grads.cview(), sv.cview(),
-                                 ag.cview());
+                                 ag.cview(), counters.view());
+        const auto c = ops.to_host(counters.cview())[0];
+        CHECK(c.steps == 8);
+        CHECK(c.updates == 4);
+        CHECK(c.pushed == 8);
         // The same with the separate ops.
         auto p2 = ops.from_host<float>(p0), m2 = ops.from_host<float>(g), v2 = ops.from_host<float>(vh);
         auto t2 = ops.from_host<float>(t0), norm = ops.from_host<float>(std::vector<float>{3.5f});
@@ -575,13 +581,21 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
              target = ops.from_host<float>(random_floats(N * P, 26));
         fh::ops::dqn_adam_target(ops, params.view(), mo.view(), vo.view(), target.view(), grads.cview(), step.cview(),
                                  ag.cview());
+        // Again, advancing the counters in the same launch (an iteration's last update).
+        fh::ops::dqn_adam_target(ops, params.view(), mo.view(), vo.view(), target.view(), grads.cview(), step.cview(),
+                                 ag.cview(), counters.view());
+        for (const auto& c : ops.to_host(counters.cview())) {
+            monitors.push_back(static_cast<double>(c.steps));
+            monitors.push_back(static_cast<double>(c.pushed));
+        }
         return std::tuple{steps, monitors, ops.to_host(params.cview()), ops.to_host(target.cview()),
                           ops.to_host(vo.cview())};
     };
     const auto fc = finish_run(cpu), fg = finish_run(gpu);
     CHECK(std::get<0>(fg) == std::get<0>(fc));
     CHECK(std::get<1>(fg) == std::get<1>(fc));
-    CHECK(std::get<1>(fc).back() == 3.0);  // the third agent's update count after two finishes
+    CHECK(std::get<1>(fc)[std::get<1>(fc).size() - 7] == 3.0);  // the third agent's update count after two finishes
+    CHECK(std::get<1>(fc).back() == 10.0);                        // its pushed steps, advanced once
     CHECK(std::get<2>(fg) == std::get<2>(fc));
     CHECK(std::get<3>(fg) == std::get<3>(fc));
     CHECK(std::get<4>(fg) == std::get<4>(fc));

@@ -73,13 +73,14 @@ void dqn_update_finish(CudaDevice& device, View<dqn::UpdateStep> step, View<nn::
 }
 
 void dqn_adam_target(CudaDevice& device, View<float> params, View<float> m, View<float> v, View<float> target,
-                     View<const float> grads, View<const dqn::UpdateStep> step, View<const dqn::AgentParams> agent) {
+                     View<const float> grads, View<const dqn::UpdateStep> step, View<const dqn::AgentParams> agent,
+                     View<dqn::Counters> advance) {
     const std::size_t N = agent.size();
     const int P = static_cast<int>(params.size() / N);
     LaunchDims dims = LaunchDims::linear(static_cast<std::size_t>(P), 256, 1024);
     dims.grid.y = static_cast<unsigned>(N);
-    abi::DqnAdamTargetArgs a{params.data(), m.data(), v.data(), target.data(), grads.data(), step.data(),
-                             agent.data(),  P};
+    abi::DqnAdamTargetArgs a{params.data(), m.data(),     v.data(), target.data(), grads.data(), step.data(),
+                             agent.data(),  advance.data(), P};
     device.kernels().dqn_adam_target_kernel(device.stream(), dims, a);
 }
 

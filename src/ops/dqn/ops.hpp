@@ -82,7 +82,8 @@ void dqn_update_finish(CudaDevice& device, View<dqn::UpdateStep> step, View<nn::
                        View<const float> grads, View<const float> sample_stats, View<const dqn::AgentParams> agent,
                        int batch, int inject_nan);
 void dqn_adam_target(CudaDevice& device, View<float> params, View<float> m, View<float> v, View<float> target,
-                     View<const float> grads, View<const dqn::UpdateStep> step, View<const dqn::AgentParams> agent);
+                     View<const float> grads, View<const dqn::UpdateStep> step, View<const dqn::AgentParams> agent,
+                     View<dqn::Counters> advance);
 void dqn_advance(CudaDevice& device, View<dqn::Counters> counters);
 void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
                  View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
@@ -257,10 +258,12 @@ inline void dqn_update_finish(Device& device, View<dqn::UpdateStep> step, View<n
 }
 
 /// Adam (when the guard applied the update) and the target update of every parameter, per
-/// agent (dqn::adam_target_element): params, m, v, target, grads (N, P), step (N).
+/// agent (dqn::adam_target_element): params, m, v, target, grads (N, P), step (N). With
+/// `advance` (N counters), also dqn_advance's increments in the same launch (an iteration's
+/// last update, after its collection step: one graph node fewer on the iteration's path).
 inline void dqn_adam_target(Device& device, View<float> params, View<float> m, View<float> v, View<float> target,
                             View<const float> grads, View<const dqn::UpdateStep> step,
-                            View<const dqn::AgentParams> agent) {
+                            View<const dqn::AgentParams> agent, View<dqn::Counters> advance = {}) {
     const char* op = "dqn_adam_target";
     const std::size_t N = detail::agents_of(agent.size(), op);
     detail::require(!params.empty() && params.size() % N == 0, op, "params must hold the same count per agent");
@@ -268,12 +271,16 @@ inline void dqn_adam_target(Device& device, View<float> params, View<float> m, V
          {std::pair{m.size(), "m"}, {v.size(), "v"}, {target.size(), "target"}, {grads.size(), "grads"}})
         detail::require_size(size, params.size(), op, name);
     detail::require_size(step.size(), N, op, "step");
+    if (!advance.empty()) detail::require_size(advance.size(), N, op, "advance");
     detail::checked_int_size(params.size() / N, op);
     detail::require_distinct(op, {detail::range("params", params), detail::range("m", m), detail::range("v", v),
                                   detail::range("target", target), detail::range("grads", grads),
-                                  detail::range("step", step), detail::range("agent", agent)});
-    if (CudaDevice* cuda = device.cuda()) return cuda_twin::dqn_adam_target(*cuda, params, m, v, target, grads, step, agent);
+                                  detail::range("step", step), detail::range("agent", agent),
+                                  detail::range("advance", advance)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::dqn_adam_target(*cuda, params, m, v, target, grads, step, agent, advance);
     cpu_twin::dqn_adam_target(params, m, v, target, grads, step, agent);
+    if (!advance.empty()) cpu_twin::dqn_advance(advance);
 }
 
 /// After a collection step: counters' steps and pushed += 1, per agent.
