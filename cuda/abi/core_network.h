@@ -15,9 +15,18 @@ using core::AdamConstants;
 inline constexpr int kNormBlocks = 256;
 inline constexpr int kNormThreads = 256;
 
+/// Whether network_bias_act_forward_kernel runs over quads of four columns: whole float4 rows
+/// (out % 4 == 0, y and b 16-byte aligned) and fewer than 2^31 quads (32-bit indices).
+FH_HD bool bias_act_quads(const float* y, const float* b, int out, long long total) {
+    return out % 4 == 0 && reinterpret_cast<unsigned long long>(y) % 16 == 0 &&
+           (b == nullptr || reinterpret_cast<unsigned long long>(b) % 16 == 0) && total / 4 <= 0x7fffffffLL;
+}
+
 // Parameter order: outputs, inputs, then sizes. Row-major matrices, shapes beside each pointer.
 
 /// y[r, j] = act(y[r, j] + b[j]) in place. y (batch, out), b (out) or null (no bias).
+/// With bias_act_quads, each thread takes four columns of a row at a time (size the grid by
+/// total / 4), else one element.
 using NetworkBiasActForward = void(float* __restrict__ y, const float* __restrict__ b,
                                    Activation act, int batch, int out);
 /// The backward of a layer's activation and bias in one pass over dY (batch, out), in place:

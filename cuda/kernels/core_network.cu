@@ -12,7 +12,8 @@
  * Layout:      row-major; y, dy (batch, out); b, db (out); partials (slices, out) and tickets
  *              (ceil(out / 32), zero between launches) for the bias gradient, (kNormBlocks) for the norm; x, params, m, v, grads (n) flat; out,
  *              grad_norm, gate (1).
- * Launch:      bias+act, Adam: 1-D grid-stride, any grid. Act + bias grad: block (32, kBiasGradRows), grid
+ * Launch:      bias+act, Adam: 1-D grid-stride, any grid (bias+act: over quads of four columns when
+ *              abi::bias_act_quads, else over elements). Act + bias grad: block (32, kBiasGradRows), grid
  *              (ceil(out / 32), slices); with several slices the last block of each column group
  *              sums them. Norm: partials with exactly kNormBlocks x kNormThreads, then finish with
  *              one block of kNormThreads.
@@ -43,6 +44,30 @@ extern "C" __global__ void network_bias_act_forward_kernel(float* __restrict__ y
                                                            const float* __restrict__ b,
                                                            Activation act, int batch, int out) {
     const long long total = static_cast<long long>(batch) * out;
+    if (fh::abi::bias_act_quads(y, b, out, total)) {
+        // Four columns of a row at a time: 16-byte loads and stores, the column found with one
+        // 32-bit remainder per four elements; each element's math is the scalar loop's.
+        float4* __restrict__ y4 = reinterpret_cast<float4*>(y);
+        const float4* __restrict__ b4 = reinterpret_cast<const float4*>(b);
+        const unsigned quads = static_cast<unsigned>(total / 4), out4 = static_cast<unsigned>(out / 4);
+        const unsigned stride = static_cast<unsigned>(grid_thread_count());
+        for (unsigned i = static_cast<unsigned>(global_thread_index()); i < quads; i += stride) {
+            float4 v = y4[i];
+            if (b4 != nullptr) {
+                const float4 c = b4[i % out4];
+                v.x += c.x;
+                v.y += c.y;
+                v.z += c.z;
+                v.w += c.w;
+            }
+            v.x = fh::core::activate(v.x, act);
+            v.y = fh::core::activate(v.y, act);
+            v.z = fh::core::activate(v.z, act);
+            v.w = fh::core::activate(v.w, act);
+            y4[i] = v;  // i + stride < 2^32: quads and the thread count are below 2^31
+        }
+        return;
+    }
     for (long long i = global_thread_index(); i < total; i += grid_thread_count()) {
         const int j = static_cast<int>(i % out);
         const float z = b != nullptr ? y[i] + b[j] : y[i];

@@ -371,8 +371,10 @@ void CudaDevice::linear_forward_impl(View<float> Y, View<const float> X, View<co
     }
     if (b.empty() && act == Activation::none) return;
     // Y and b are distinct (checked by Device::linear_forward).
-    kernels().network_bias_act_forward_kernel(stream(), LaunchDims::linear(Y.size()), Y.data(),
-                                              b.empty() ? nullptr : b.data(), act, batch, out);
+    const float* bias = b.empty() ? nullptr : b.data();
+    const bool quads = abi::bias_act_quads(Y.data(), bias, out, static_cast<long long>(Y.size()));
+    kernels().network_bias_act_forward_kernel(stream(), LaunchDims::linear(quads ? Y.size() / 4 : Y.size()), Y.data(),
+                                              bias, act, batch, out);
 }
 
 void CudaDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,

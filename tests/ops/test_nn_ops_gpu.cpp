@@ -168,6 +168,40 @@ TEST_CASE("linear_forward_batched equals one linear_forward per network, on both
                 }
 }
 
+TEST_CASE("CUDA bias + activation pass: four columns at a time equals one at a time, bit for bit", "[gpu][nn]") {
+    // A layer with one input: each product is one rounded multiplication, the same whatever the
+    // GEMM's algorithm, so the rest of Y's arithmetic is the pass's own. Y's start decides the path: 16-byte
+    // aligned with out % 4 == 0 takes quads (abi::bias_act_quads), one float further one element
+    // at a time.
+    auto& gpu = fh::test::gpu_ops();
+    CpuDevice cpu;
+    for (int out : {512, 45, 4, 1})
+        for (int batch : {1, 3, 1000}) {
+            for (Activation act : {Activation::tanh, Activation::relu})
+                for (bool bias : {true, false}) {
+                    INFO("out " << out << " batch " << batch << " tanh " << (act == Activation::tanh) << " bias " << bias);
+                    const std::size_t n = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
+                    const auto xh = random_floats(static_cast<std::size_t>(batch), 300 + static_cast<std::uint64_t>(out), -3.f, 3.f);
+                    const auto wh = random_floats(static_cast<std::size_t>(out), 500 + static_cast<std::uint64_t>(batch), -2.f, 2.f);
+                    const auto bh = random_floats(static_cast<std::size_t>(out), 400 + static_cast<std::uint64_t>(batch));
+                    auto run = [&](Device& ops, std::size_t shift) {
+                        auto x = ops.from_host<float>(xh), w = ops.from_host<float>(wh), b = ops.from_host<float>(bh);
+                        auto y = ops.alloc<float>(n + 4);
+                        const auto yv = y.view().subview(shift, n);
+                        ops.linear_forward(yv, x.cview(), w.cview(), bias ? b.cview() : View<const float>(), batch, 1,
+                                           out, act);
+                        return ops.to_host(View<const float>(yv));
+                    };
+                    const auto quads = run(gpu, 0), singles = run(gpu, 1);
+                    CHECK(quads == singles);
+                    // The CPU twin: equal up to tanh's last bits.
+                    const auto c = run(cpu, 0);
+                    if (act == Activation::tanh) FH_REQUIRE_CLOSE(quads, c, 1e-6, 1e-6);
+                    else CHECK(quads == c);
+                }
+        }
+}
+
 TEST_CASE("CUDA linear_forward without bias and activation is the bare SGEMM", "[gpu][nn]") {
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
