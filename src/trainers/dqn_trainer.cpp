@@ -147,7 +147,7 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
     // With the IQN head, every sample has N fractions: its update's head rows are B * N per network.
     const int quantiles = net_.iqn_params().quantiles;
     const std::size_t head_rows = B * static_cast<std::size_t>(std::max(1, quantiles));
-    ws_pair_ = net_.make_workspace(ops, 4 * batch_, quantiles);
+    make_update_workspaces();
     if (quantiles > 0) {
         const std::size_t fractions = 2 * head_rows;  // the rows of [s; s'], N each
         iqn_features_ = ops.alloc<float>(fractions * static_cast<std::size_t>(net_.iqn_params().n_cos));
@@ -345,6 +345,23 @@ void DqnTrainer::after_update() {
     adam_.count_step();
 }
 
+void DqnTrainer::make_update_workspaces() {
+    if (split_forward()) {  // the online network on 2B rows, the target on B
+        ws_pair_ = net_.make_workspace(ops_, 2 * batch_);
+        ws_target_ = net_.make_workspace(ops_, batch_);
+    } else {
+        ws_pair_ = net_.make_workspace(ops_, 4 * batch_, net_.iqn_params().quantiles);
+        ws_target_ = QNetwork::Workspace{};
+    }
+}
+
+void DqnTrainer::set_paired_forward_max_rows(int rows) {
+    paired_forward_max_rows_ = rows;
+    make_update_workspaces();
+    update_sequence_.reset();  // captured with the old workspaces
+    iteration_sequence_.reset();
+}
+
 void DqnTrainer::collect() {
     ops_.run_sequence(collect_sequence_, [this] {
         collect_ops();
@@ -378,11 +395,25 @@ void DqnTrainer::gradient_ops(bool inject_nan) {
     if (net_.iqn_params().quantiles > 0) {
         iqn_loss_ops();
     } else {
-        // Both networks on [s; s'] in one batched pass: rows (net, 2B); the target's rows on s are unused.
-        const auto heads = net_.forward_batched(ops_, nets_.cview(), 2, x_.cview(), 2 * B, ws_pair_);
-        const auto head_s = heads.subview(0, Bs * W);
-        const auto head_target = heads.subview(3 * Bs * W, Bs * W);
-        const auto head_select = double_dqn ? heads.subview(Bs * W, Bs * W) : head_target;
+        ops::View<const float> head_s, head_online_next, head_target;
+        if (split_forward()) {
+            // Large batches: the online network on [s; s'] beside the target on s' alone (a quarter
+            // of the forward's products fewer; the GPU is full either way).
+            const std::size_t D = static_cast<std::size_t>(net_.state_dim());
+            ops::View<const float> online_heads;
+            ops_.run_concurrently(
+                [&] { online_heads = net_.forward(ops_, online_, x_.cview(), 2 * B, ws_pair_); },
+                [&] { head_target = net_.forward(ops_, target_, x_.cview().subview(Bs * D, Bs * D), B, ws_target_); });
+            head_s = online_heads.subview(0, Bs * W);
+            head_online_next = online_heads.subview(Bs * W, Bs * W);
+        } else {
+            // Both networks on [s; s'] in one batched pass: rows (net, 2B); the target's rows on s are unused.
+            const auto heads = net_.forward_batched(ops_, nets_.cview(), 2, x_.cview(), 2 * B, ws_pair_);
+            head_s = heads.subview(0, Bs * W);
+            head_online_next = heads.subview(Bs * W, Bs * W);
+            head_target = heads.subview(3 * Bs * W, Bs * W);
+        }
+        const auto head_select = double_dqn ? head_online_next : head_target;
         if (K > 1)  // the ensemble's a*: the heads' mean Q of the select network at s'
             ops::dqn_act(ops_, target_actions_.view(), {}, {}, head_select, net_.head(), agent_.cview(),
                          counters_.cview(), false);

@@ -66,21 +66,30 @@ void restore(ops::Device& ops, trainers::DqnTrainer& t, const Snapshot& s) {
 
 }  // namespace
 
-static void check_resume_equivalence(ops::Device& ops, const std::vector<std::string>& overrides = {}) {
+// paired_max_rows >= 0: DqnTrainer::set_paired_forward_max_rows (below the batch of 32: the
+// online and target forwards of large batches, side by side).
+static void check_resume_equivalence(ops::Device& ops, const std::vector<std::string>& overrides = {},
+                                     int paired_max_rows = -1) {
+    const auto set_rows = [&](trainers::DqnTrainer& t) {
+        if (paired_max_rows >= 0) t.set_paired_forward_max_rows(paired_max_rows);
+    };
     const auto full = resume_profile(1600, overrides);
     const auto market = data::load_market(trainers::data_options(full));
     env::DeviceMarket dm(ops, market);
 
     trainers::DqnTrainer straight(ops, full, dm);
+    set_rows(straight);
     const auto straight_log = test::run_training(straight, full);
 
     const auto half = resume_profile(800, overrides);
     trainers::DqnTrainer first_half(ops, half, dm);
+    set_rows(first_half);
     test::run_training(first_half, half);
     const Snapshot snap = save(ops, first_half);
     CHECK(snap.counters.at(0) == 200);
 
     trainers::DqnTrainer resumed(ops, full, dm);
+    set_rows(resumed);
     restore(ops, resumed, snap);
     const auto resumed_log = test::run_training(resumed, full);
 
@@ -112,6 +121,28 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, ex
                                        "dqn.curiosity=true"});
     }
     SECTION("HER with the IQN head") { check_resume_equivalence(ops, {"dqn.her=true", "dqn.head=iqn"}); }
+    SECTION("the online and target forwards side by side") { check_resume_equivalence(ops, {}, 16); }
+}
+
+TEST_CASE("the DQN online and target forwards side by side equal the paired pass (CPU, exact)",
+          "[trainers][dqn]") {
+    // Large batches run the online network on [s; s'] beside the target on s' alone instead of
+    // both on [s; s'] in one batched pass; the CPU's rows are independent, so every bit agrees.
+    ops::CpuDevice ops;
+    for (const std::vector<std::string>& overrides :
+         {std::vector<std::string>{}, {"dqn.double_dqn=false", "dqn.ensemble_size=3", "dqn.her=true"},
+          {"dqn.head=mse", "dqn.attention=true"}}) {
+        const auto profile = resume_profile(1000, overrides);
+        const auto market = data::load_market(trainers::data_options(profile));
+        env::DeviceMarket dm(ops, market);
+        trainers::DqnTrainer paired(ops, profile, dm), split(ops, profile, dm);
+        split.set_paired_forward_max_rows(16);
+        const auto a = test::run_training(paired, profile), b = test::run_training(split, profile);
+        REQUIRE(a.size() == b.size());
+        for (std::size_t i = 0; i < a.size(); ++i)
+            CHECK(test::metric(a[i], "losses/loss") == test::metric(b[i], "losses/loss"));
+        CHECK(save(ops, paired).tensors == save(ops, split).tensors);
+    }
 }
 
 TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][dqn][resume]") {
@@ -137,6 +168,7 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, ex
                                                        "dqn.attention=true", "dqn.curiosity=true"});
     }
     SECTION("HER with the IQN head") { check_resume_equivalence(fh::test::gpu_ops(), {"dqn.her=true", "dqn.head=iqn"}); }
+    SECTION("the online and target forwards side by side") { check_resume_equivalence(fh::test::gpu_ops(), {}, 16); }
 }
 
 TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every op issued alone (exact)",
