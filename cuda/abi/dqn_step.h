@@ -239,10 +239,11 @@ inline constexpr int kDqnLossWarps = 4;
 inline constexpr long long kDqnLossSplitRows = 512;
 FH_HD bool dqn_loss_split(long long rows_all_agents) { return rows_all_agents <= kDqnLossSplitRows; }
 static_assert(kDqnWarpsPerBlock != kDqnLossWarps, "dqn_loss_kernel tells its two shapes apart by the block size");
-/// Per warp: the atoms' values, three Z-float scratch rows and the Q of every action (twice: the
-/// scalar head's loss keeps Q(s) and the target's Q there); with an ensemble, every head's Q (K, A).
+/// Per warp: the atoms' values, three Z-float scratch rows, the Q of every action (twice: the
+/// scalar head's loss keeps Q(s) and the target's Q there, CQL Q(s) and its coefficients) and
+/// each action's softmax maximum and sum (CQL's gradient); with an ensemble, every head's Q (K, A).
 FH_HD int dqn_step_smem_floats(const dqn::HeadParams& h) {
-    return 4 * h.num_atoms + 2 * h.num_actions + (h.ensemble > 1 ? h.ensemble * h.num_actions : 0);
+    return 4 * h.num_atoms + 4 * h.num_actions + (h.ensemble > 1 ? h.ensemble * h.num_actions : 0);
 }
 /// Bytes of dynamic shared memory the largest block of the per-row kernels needs, and the most
 /// it may use (the default per-block limit; the op and the profile's rules refuse more).

@@ -58,21 +58,24 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-/// Per-warp shared memory: the atoms' values, three Z-float scratch rows, the Q of every action
-/// (2A floats).
+/// Per-warp shared memory (abi::dqn_step_smem_floats): the atoms' values, three Z-float scratch
+/// rows, the Q of every action (2A floats), each action's softmax maximum and sum (A each).
 struct WarpScratch {
     float* atoms;
     float* buf0;
     float* buf1;
     float* buf2;
     float* q;
+    float* q_max;    ///< (A) head_q_range's per-action softmax maximum, where asked for
+    float* q_sum;    ///< (A) and its sum of exps
     float* q_heads;  ///< (K, A) with an ensemble
 };
 /// Warp `warp`'s scratch (pointers only).
 __device__ WarpScratch scratch_at(float* smem, int warp, const HeadParams& h) {
-    const int Z = h.num_atoms;
+    const int Z = h.num_atoms, A = h.num_actions;
     float* base = smem + warp * fh::abi::dqn_step_smem_floats(h);
-    return WarpScratch{base, base + Z, base + 2 * Z, base + 3 * Z, base + 4 * Z, base + 4 * Z + 2 * h.num_actions};
+    float* q = base + 4 * Z;
+    return WarpScratch{base, base + Z, base + 2 * Z, base + 3 * Z, q, q + 2 * A, q + 3 * A, q + 4 * A};
 }
 /// This warp's scratch, its atoms filled in.
 __device__ WarpScratch warp_scratch(float* smem, int warp, const HeadParams& h, int lane) {
@@ -122,10 +125,12 @@ constexpr int kQChunk = 9;
 
 /// Q of actions [a0, a0 + N) exactly as softmax_q computes each (the same per-lane atom order,
 /// max, expf, accumulation and butterflies; logits recomputed rather than kept, which gives the
-/// same floats), written to q_out by lane 0.
+/// same floats), written to q_out by lane 0, with softmax_q's max and sum to max_out and sum_out
+/// where given.
 template <int N>
 __device__ __forceinline__ void head_q_chunk(const float* row, const float* mean, int a0, const HeadParams& h,
-                                             const float* atoms, float* q_out, int lane) {
+                                             const float* atoms, float* q_out, float* max_out, float* sum_out,
+                                             int lane) {
     float mx[N], s[N], q[N];
 #pragma unroll
     for (int c = 0; c < N; ++c) mx[c] = -cuda::std::numeric_limits<float>::infinity();
@@ -158,28 +163,33 @@ __device__ __forceinline__ void head_q_chunk(const float* row, const float* mean
             s[c] += __shfl_xor_sync(kFullMask, s[c], o);
             q[c] += __shfl_xor_sync(kFullMask, q[c], o);
         }
-    if (lane == 0)
+    if (lane == 0) {
 #pragma unroll
         for (int c = 0; c < N; ++c) q_out[a0 + c] = q[c] / s[c];
+        if (max_out != nullptr)
+#pragma unroll
+            for (int c = 0; c < N; ++c) max_out[a0 + c] = mx[c], sum_out[a0 + c] = s[c];
+    }
 }
 template <int N>
 __device__ void head_q_dispatch(int n, const float* row, const float* mean, int a0, const HeadParams& h,
-                                const float* atoms, float* q_out, int lane) {
+                                const float* atoms, float* q_out, float* max_out, float* sum_out, int lane) {
     if (n == N)
-        head_q_chunk<N>(row, mean, a0, h, atoms, q_out, lane);
+        head_q_chunk<N>(row, mean, a0, h, atoms, q_out, max_out, sum_out, lane);
     else if constexpr (N > 1)
-        head_q_dispatch<N - 1>(n, row, mean, a0, h, atoms, q_out, lane);
+        head_q_dispatch<N - 1>(n, row, mean, a0, h, atoms, q_out, max_out, sum_out, lane);
 }
 /// The Q of actions [begin, end) of a head row into q_out[begin..end) (lane 0 writes, every lane
-/// may read after), bit for bit softmax_q(...).q. Chunks of equal size, at most kQChunk: no idle
-/// slots.
+/// may read after), bit for bit softmax_q(...).q; with max_out and sum_out (or null), softmax_q's
+/// max and sum of each action too. Chunks of equal size, at most kQChunk: no idle slots.
 __device__ void head_q_range(const float* row, const float* mean, int begin, int end, const HeadParams& h,
-                             const float* atoms, float* q_out, int lane) {
+                             const float* atoms, float* q_out, int lane, float* max_out = nullptr,
+                             float* sum_out = nullptr) {
     const int n = end - begin;
     if (n > 0) {
         const int chunks = (n + kQChunk - 1) / kQChunk, per = (n + chunks - 1) / chunks;
         for (int a0 = begin; a0 < end; a0 += per)
-            head_q_dispatch<kQChunk>(min(per, end - a0), row, mean, a0, h, atoms, q_out, lane);
+            head_q_dispatch<kQChunk>(min(per, end - a0), row, mean, a0, h, atoms, q_out, max_out, sum_out, lane);
     }
     __syncwarp();
 }
@@ -335,6 +345,48 @@ __device__ float project_atom(int i, const float* p, const float* pos, int Z, bo
     return mi;
 }
 
+/// The softmax over the actions' Q (CQL's logsumexp): the maximum, then the sum of exps in
+/// action order; every lane computes it.
+__device__ SoftMaximum<float> q_softmax(const float* q, int A) {
+    float qmax = q[0], qsum = 0.f;
+    for (int x = 1; x < A; ++x) qmax = fmaxf(qmax, q[x]);
+    for (int x = 0; x < A; ++x) qsum += expf(q[x] - qmax);
+    return SoftMaximum<float>{qmax, qsum};
+}
+
+/// The CQL gradient of logit (x, z) of an online row hs (advantage mean mean_z): its softmax
+/// probability p from the logit and the action's maximum and sum (q_max, q_sum: head_q_range's),
+/// times the coefficient (q[A + x]) and (atom_z - Q_x) (q[x]).
+__device__ __forceinline__ float cql_element(const float* hs, float mean_z, int x, int z, float atom_z, const float* q,
+                                             const float* q_max, const float* q_sum, const HeadParams& h) {
+    const float p = expf(head_logit(hs, mean_z, x, z, h) - q_max[x]) / q_sum[x];
+    return cql_logit_gradient(q[h.num_actions + x], p, atom_z, q[x]);
+}
+
+/// Atom z of a CQL row's head backward: every action x's logit gradient cql_coefficient_x * p_xz *
+/// (atom_z - Q_x) (p from the logit, w.q_max and w.q_sum; the coefficient in w.q[A + x]), added to
+/// the taken action's blended gradient already in d, then the dueling backward (the value row
+/// gets the sum over x in action order, each advantage row its gradient less sum / A). The
+/// floats of a softmax_q per action and a pass per action, atom by atom.
+__device__ void cql_atom_gradient(float* d, const float* hs, const WarpScratch& w, int z, int act,
+                                  const HeadParams& h) {
+    const int Z = h.num_atoms, A = h.num_actions, off = h.dueling ? Z : 0;
+    const float mz = w.buf2[z], atom_z = w.atoms[z];
+    float sum = 0.f;
+    for (int x = 0; x < A; ++x) {
+        const float cg = cql_element(hs, mz, x, z, atom_z, w.q, w.q_max, w.q_sum, h);
+        float* dx = d + off + x * Z + z;
+        const float v = x == act ? *dx + cg : cg;
+        *dx = v;
+        sum += v;
+    }
+    if (h.dueling) {
+        d[z] = sum;
+        const float share = sum / static_cast<float>(A);
+        for (int x = 0; x < A; ++x) d[off + x * Z + z] -= share;
+    }
+}
+
 /// Head row b of the loss (row b of the B * K rows: head b % K of sample b / K; K = 1: the
 /// sample) by one warp, every step in turn: the scalar head, CQL and corrupt batches take this
 /// path; the plain C51 rows take dqn_loss_kernel's four warps (the same floats).
@@ -426,33 +478,17 @@ __device__ void loss_row_one_warp(const fh::abi::DqnLossArgs& a, int agent, long
         }
     } else {
         // 6. CQL: every action's logits get cql_coefficient * p * (atom - Q), the taken one on
-        //    top of its blended gradient. The raw gradients go to the advantage rows first (each
-        //    lane owns its atoms in every row), then the dueling backward per atom.
+        //    top of its blended gradient (written to d first). Q(s, x), each action's softmax
+        //    maximum and sum in one pass (w.q, q_max, q_sum; w.q is free since step 1), the
+        //    coefficients (w.q + A), then every (action, atom) element at once: each p recomputed
+        //    from the logit, max and sum as softmax_q's, the same floats as a softmax per action.
         for (int z = lane; z < Z; z += 32)
             d[off + act * Z + z] = blended_logit_gradient(w.buf1[z] / ssm.sum, m[z], td, w.atoms[z], q, scale, alpha);
-        head_q(hs, w.buf2, h, w.atoms, w.q, lane);  // Q(s, x) for every x (w.q is free since step 1)
-        float qmax = w.q[0], qsum = 0.f;
-        for (int x = 1; x < A; ++x) qmax = fmaxf(qmax, w.q[x]);
-        for (int x = 0; x < A; ++x) qsum += expf(w.q[x] - qmax);
-        const SoftMaximum<float> sm{qmax, qsum};
-        const float weight = cql * scale;
-        for (int x = 0; x < A; ++x) {
-            const Softmax sx = softmax_q(hs, w.buf2, x, h, w.atoms, w.buf1, lane);
-            const float coef = cql_coefficient(w.q, x, act, sm, weight);
-            for (int z = lane; z < Z; z += 32) {
-                const float cg = cql_logit_gradient(coef, w.buf1[z] / sx.sum, w.atoms[z], sx.q);
-                d[off + x * Z + z] = x == act ? d[off + x * Z + z] + cg : cg;
-            }
-        }
-        for (int z = lane; z < Z; z += 32) {
-            float sum = 0.f;
-            for (int x = 0; x < A; ++x) sum += d[off + x * Z + z];
-            if (h.dueling) {
-                d[z] = sum;
-                const float share = sum / static_cast<float>(A);
-                for (int x = 0; x < A; ++x) d[off + x * Z + z] -= share;
-            }
-        }
+        head_q_range(hs, w.buf2, 0, A, h, w.atoms, w.q, lane, w.q_max, w.q_sum);
+        const SoftMaximum<float> sm = q_softmax(w.q, A);
+        for (int x = lane; x < A; x += 32) w.q[A + x] = cql_coefficient(w.q, x, act, sm, cql * scale);
+        __syncwarp();
+        for (int z = lane; z < Z; z += 32) cql_atom_gradient(d, hs, w, z, act, h);
         cql_loss = cql_term(w.q, act, sm);
     }
     if (lane == 0) {
@@ -489,7 +525,7 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps)
     const long long row_index = static_cast<long long>(agent) * R + b;
     const long long sample = static_cast<long long>(agent) * a.batch + b / h.ensemble;
     const int act = a.actions[sample];
-    if (h.scalar || a.agent[agent].cql_alpha != 0.f || act < 0 || act >= A) {  // the same for the block
+    if (h.scalar || act < 0 || act >= A) {  // the same for the block
         if (warp == 0) loss_row_one_warp(a, agent, b, w, lane);
         return;
     }
@@ -503,7 +539,7 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps)
     const float ret = a.returns[sample], disc = a.discounts[sample];
     float scale = 1.0f / static_cast<float>(R);
     if (a.masks != nullptr) scale *= a.masks[row_index];
-    const float alpha = a.agent[agent].mse_alpha;
+    const float alpha = a.agent[agent].mse_alpha, cql = a.agent[agent].cql_alpha;
     const WarpScratch first = scratch_at(smem, 0, h), last = scratch_at(smem, kLast, h);
 
     // 1. Side by side: the select row's Q, a third of the actions per warp (into first.q; the
@@ -540,6 +576,10 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps)
         const Softmax target = softmax_q(ht, last.buf0, a_star, h, w.atoms, w.buf1, lane);
         const bool windowed = projection_inputs(w.buf1, w.buf2, target.sum, ret, disc, h, lane);
         if (lane == 0) s_target = target, s_windowed = windowed;
+    } else if (cql != 0.f) {  // beside it, CQL's Q(s, x) with each softmax's max and sum, a third each
+        const int per = (A + kWarps - 2) / (kWarps - 1);
+        const int begin = min(A, (warp - 1) * per), end = min(A, begin + per);
+        head_q_range(hs, last.buf2, begin, end, h, w.atoms, last.q, lane, last.q_max, last.q_sum);
     }
     __syncthreads();
 
@@ -563,8 +603,14 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps)
             stats[fh::dqn::kStatMse * R + b] = 0.5f * td * td;
             stats[fh::dqn::kStatTd * R + b] = td;
             stats[fh::dqn::kStatQ * R + b] = online.q;
-            stats[fh::dqn::kStatCql * R + b] = 0.f;
         }
+        float cql_loss = 0.f;
+        if (cql != 0.f) {  // the softmax over Q(s, .), CQL's coefficients (last.q + A) and term
+            const SoftMaximum<float> sm = q_softmax(last.q, A);
+            for (int x = lane; x < A; x += 32) last.q[A + x] = cql_coefficient(last.q, x, act, sm, cql * scale);
+            cql_loss = cql_term(last.q, act, sm);
+        }
+        if (lane == 0) stats[fh::dqn::kStatCql * R + b] = cql_loss;
     }
     __syncthreads();
 
@@ -578,17 +624,39 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps)
                                                alpha);
     __syncthreads();
     const int value_rows = h.dueling ? 1 : 0;
-    for (int k = threadIdx.x; k < W; k += blockDim.x) {
-        const int r = k / Z, z = k - r * Z;
-        const float g = first.buf2[z];
-        if (r < value_rows) {
-            d[k] = g;
-        } else {
-            const int x = r - value_rows;
-            const float share = h.dueling ? g / static_cast<float>(A) : 0.f;
-            d[k] = (x == act ? g : 0.f) - share;
+    if (cql == 0.f) {
+        for (int k = threadIdx.x; k < W; k += blockDim.x) {
+            const int r = k / Z, z = k - r * Z;
+            const float g = first.buf2[z];
+            if (r < value_rows) {
+                d[k] = g;
+            } else {
+                const int x = r - value_rows;
+                const float share = h.dueling ? g / static_cast<float>(A) : 0.f;
+                d[k] = (x == act ? g : 0.f) - share;
+            }
         }
+        return;
     }
+    // 6. CQL (cql_atom_gradient's floats, one element per thread): every advantage element's
+    //    gradient, the taken action's on top of g; then each atom's sum over the actions in order
+    //    (the value row) and its share (first.buf0, free since step 5's g), taken off each element.
+    const int off = value_rows * Z;
+    for (int k = threadIdx.x; k < A * Z; k += blockDim.x) {
+        const int x = k / Z, z = k - x * Z;
+        const float cg = cql_element(hs, last.buf2[z], x, z, first.atoms[z], last.q, last.q_max, last.q_sum, h);
+        d[off + k] = x == act ? first.buf2[z] + cg : cg;
+    }
+    if (!h.dueling) return;
+    __syncthreads();  // the block's global writes above are visible to it after the barrier
+    for (int z = threadIdx.x; z < Z; z += blockDim.x) {
+        float sum = 0.f;
+        for (int x = 0; x < A; ++x) sum += d[off + x * Z + z];
+        d[z] = sum;
+        first.buf0[z] = sum / static_cast<float>(A);
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < A * Z; k += blockDim.x) d[off + k] -= first.buf0[k % Z];
 }
 
 extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {

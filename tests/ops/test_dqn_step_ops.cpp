@@ -507,37 +507,46 @@ TEST_CASE("the fused DQN kernels equal their CPU twins", "[gpu][dqn][ops]") {
 
 TEST_CASE("the DQN loss's two launch shapes (four warps per row, a warp per row) give the same floats",
           "[gpu][dqn][ops]") {
-    // Up to abi::kDqnLossSplitRows rows the loss runs a block of four warps per row, beyond a warp
-    // per row: the first 300 rows of a 1000-row batch (a warp per row) and the same 300 rows
-    // alone (four warps per row) have the same statistics bit for bit (the gradient carries the
-    // batch's 1 / B, so it is compared with the CPU twin, as above, at 1000 rows too).
+    // Up to abi::kDqnLossSplitRows rows (of all agents sharing the GPU) the loss runs a block of
+    // four warps per row, beyond a warp per row. The same 300 rows with one sharer (four warps)
+    // and with four (a warp each) give the same gradient and statistics bit for bit, with and
+    // without CQL; the first 300 rows of a 1000-row batch (a warp per row) have the statistics of
+    // the 300 alone (the gradient carries the batch's 1 / B, so it is compared with the CPU twin).
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    const int many = 1000, few = 300;
+    const int many = 1000, few = 300, sharers = 4;
     REQUIRE_FALSE(fh::abi::dqn_loss_split(many));
     REQUIRE(fh::abi::dqn_loss_split(few));
-    for (int dueling : {1, 0}) {
-        const HeadParams h{9, 51, dueling, -10.f, 10.f};
-        const int W = fh::dqn::head_width(h);
-        const LossCase big = loss_case(h, many, 77 + static_cast<std::uint64_t>(dueling));
-        LossCase small = big;
-        small.B = few;
-        for (auto* v : {&small.hs, &small.hsel, &small.ht}) v->resize(static_cast<std::size_t>(few * W));
-        small.returns.resize(few);
-        small.discounts.resize(few);
-        small.actions.resize(few);
-        const auto a = agent(0.3f);
-        const LossOut gb = run_loss(gpu, big, a, false), gs = run_loss(gpu, small, a, false);
-        for (int k = 0; k < fh::dqn::kSampleStats; ++k)
-            for (int b = 0; b < few; ++b) {
-                INFO("dueling " << dueling << " statistic " << k << " row " << b);
-                REQUIRE(gs.stats[static_cast<std::size_t>(k * few + b)] ==
-                        gb.stats[static_cast<std::size_t>(k * many + b)]);
-            }
-        const LossOut cb = run_loss(cpu, big, a, false);
-        FH_REQUIRE_CLOSE(gb.d_head, cb.d_head, 1e-6, 1e-3);
-        FH_REQUIRE_CLOSE(gb.stats, cb.stats, 1e-5, 1e-4);
-    }
+    REQUIRE_FALSE(fh::abi::dqn_loss_split(static_cast<long long>(few) * sharers));
+    for (int dueling : {1, 0})
+        for (float cql : {0.f, 0.5f}) {
+            const HeadParams h{9, 51, dueling, -10.f, 10.f};
+            const int W = fh::dqn::head_width(h);
+            const LossCase big = loss_case(h, many, 77 + static_cast<std::uint64_t>(dueling));
+            LossCase small = big;
+            small.B = few;
+            for (auto* v : {&small.hs, &small.hsel, &small.ht}) v->resize(static_cast<std::size_t>(few * W));
+            small.returns.resize(few);
+            small.discounts.resize(few);
+            small.actions.resize(few);
+            const auto a = agent(0.3f, 0.01f, 0, cql);
+            const LossOut gb = run_loss(gpu, big, a, false), gs = run_loss(gpu, small, a, false);
+            gpu.set_gpu_sharers(sharers);
+            const LossOut gw = run_loss(gpu, small, a, false);
+            gpu.set_gpu_sharers(1);
+            INFO("dueling " << dueling << " cql " << cql);
+            CHECK(gw.d_head == gs.d_head);
+            CHECK(gw.stats == gs.stats);
+            for (int k = 0; k < fh::dqn::kSampleStats; ++k)
+                for (int b = 0; b < few; ++b) {
+                    INFO("statistic " << k << " row " << b);
+                    REQUIRE(gs.stats[static_cast<std::size_t>(k * few + b)] ==
+                            gb.stats[static_cast<std::size_t>(k * many + b)]);
+                }
+            const LossOut cb = run_loss(cpu, big, a, false);
+            FH_REQUIRE_CLOSE(gb.d_head, cb.d_head, 1e-6, 1e-3);
+            FH_REQUIRE_CLOSE(gb.stats, cb.stats, 1e-5, 1e-4);
+        }
 }
 
 TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal their CPU twins bit for bit",
