@@ -231,14 +231,18 @@ using DqnAdvance = void(dqn::Counters* counters, int n_agents);
 /// dqn_step_smem_floats(head) floats.
 inline constexpr int kDqnWarpsPerBlock = 2;
 inline constexpr int kDqnLossWarps = 4;
+/// Blocks of the four-warp loss (dqn_loss_kernel, at most 64 registers a thread) resident on one
+/// multiprocessor at once.
+inline constexpr int kDqnLossBlocksPerSm = 8;
 /// The loss's launch shape: while the head rows of all agents on the GPU (a population's too,
-/// CudaDevice::gpu_sharers) are at most kDqnLossSplitRows, a
-/// block of kDqnLossWarps warps per row (few rows leave the GPU idle: a row's independent steps
-/// side by side shorten it); beyond, kDqnWarpsPerBlock rows per block, a warp each (the GPU is
-/// full and the split's extra barriers cost more). Both give the same floats.
-inline constexpr long long kDqnLossSplitRows = 512;
-FH_HD bool dqn_loss_split(long long rows_all_agents) { return rows_all_agents <= kDqnLossSplitRows; }
-static_assert(kDqnWarpsPerBlock != kDqnLossWarps, "dqn_loss_kernel tells its two shapes apart by the block size");
+/// CudaDevice::gpu_sharers) fit one wave of four-warp blocks (kDqnLossBlocksPerSm per
+/// multiprocessor: 1,056 rows on an H200), a block of kDqnLossWarps warps per row
+/// (dqn_loss_kernel: a row's independent steps side by side shorten it); beyond,
+/// kDqnWarpsPerBlock rows per block, a warp each (dqn_loss_rows_kernel: a second wave of the
+/// four-warp blocks would cost more). Both give the same floats.
+FH_HD bool dqn_loss_split(long long rows_all_agents, int multiprocessors) {
+    return rows_all_agents <= static_cast<long long>(kDqnLossBlocksPerSm) * multiprocessors;
+}
 /// Per warp: the atoms' values, three Z-float scratch rows, the Q of every action (twice: the
 /// scalar head's loss keeps Q(s) and the target's Q there, CQL Q(s) and its coefficients) and
 /// each action's softmax maximum and sum (CQL's gradient); with an ensemble, every head's Q (K, A).
@@ -262,6 +266,7 @@ static_assert(kNormThreads == kDqnFinishThreads, "the finish's blocks compute th
 #define FH_KERNELS_dqn_step(FH_KERNEL)                               \
     FH_KERNEL(dqn_step, dqn_act_kernel, DqnAct)                      \
     FH_KERNEL(dqn_step, dqn_loss_kernel, DqnLoss)                    \
+    FH_KERNEL(dqn_step, dqn_loss_rows_kernel, DqnLoss)               \
     FH_KERNEL(dqn_step, dqn_finish_kernel, DqnFinish)                \
     FH_KERNEL(dqn_step, dqn_adam_target_kernel, DqnAdamTarget)       \
     FH_KERNEL(dqn_step, dqn_advance_kernel, DqnAdvance)              \

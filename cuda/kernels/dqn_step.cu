@@ -10,14 +10,15 @@
  *              head rows (B * K, W)); stats (kSampleStats, B * K); parameters flat (n). Per agent:
  *              buffers are [agents][...].
  * Launch:      act: one warp per row, kDqnWarpsPerBlock warps per block, grid (ceil(rows /
- *              warps), agents); loss (abi::dqn_loss_split): up to kDqnLossSplitRows rows, one
- *              block of kDqnLossWarps warps per row, grid (rows, agents) (the plain C51 row's
- *              independent steps side by side: the select row's Q
- *              split over three warps beside the online row's softmax, then a*, the target's
- *              softmax, the projection one atom per thread, the cross-entropy, and the head's
- *              backward one element per thread; the scalar head, CQL and corrupt rows: one warp,
- *              every step in turn), more rows as act (a warp per row, every step in turn); dynamic shared
- *              memory dqn_step_smem_floats floats per warp.
+ *              warps), agents); loss (abi::dqn_loss_split): while the rows of all agents fit one
+ *              wave of kDqnLossBlocksPerSm blocks per SM, dqn_loss_kernel: one block of
+ *              kDqnLossWarps warps per row, grid (rows, agents) (the plain C51 row's independent
+ *              steps side by side: the select row's Q split over three warps beside the online
+ *              row's softmax, then a* and the target's softmax beside CQL's Q(s, .), the
+ *              projection one atom per thread, the cross-entropy, and the head's backward one
+ *              element per thread); more rows, and the scalar head: dqn_loss_rows_kernel, as
+ *              act (a warp per row, every step in turn); dynamic shared memory
+ *              dqn_step_smem_floats floats per warp.
  *              finish: one block of kDqnFinishThreads per agent. adam_target: any 1-D grid
  *              (grid-stride) x agents. advance: one thread.
  * Speed:       rows are latency bound: head_q takes the Q of all actions in register chunks
@@ -387,9 +388,17 @@ __device__ void cql_atom_gradient(float* d, const float* hs, const WarpScratch& 
     }
 }
 
+/// A row whose action is out of range (a corrupt batch): NaN statistics (the guard skips the
+/// update) and no gradient; `threads` threads from index t write it.
+__device__ void corrupt_row(float* d, float* stats, long long R, long long b, int W, int t, int threads) {
+    for (int i = t; i < W; i += threads) d[i] = 0.f;
+    if (t == 0)
+        for (int k = 0; k < fh::dqn::kSampleStats; ++k) stats[k * R + b] = cuda::std::numeric_limits<float>::quiet_NaN();
+}
+
 /// Head row b of the loss (row b of the B * K rows: head b % K of sample b / K; K = 1: the
-/// sample) by one warp, every step in turn: the scalar head, CQL and corrupt batches take this
-/// path; the plain C51 rows take dqn_loss_kernel's four warps (the same floats).
+/// sample) by one warp, every step in turn: dqn_loss_rows_kernel's rows (batches past one wave of
+/// four-warp blocks, and the scalar head); dqn_loss_kernel's four warps compute the same floats.
 __device__ void loss_row_one_warp(const fh::abi::DqnLossArgs& a, int agent, long long b, const WarpScratch& w,
                                   int lane) {
     const HeadParams& h = a.head_params;
@@ -408,11 +417,8 @@ __device__ void loss_row_one_warp(const fh::abi::DqnLossArgs& a, int agent, long
     if (a.masks != nullptr) scale *= a.masks[row_index];
     const float alpha = a.agent[agent].mse_alpha;
 
-    if (act < 0 || act >= A) {  // a corrupt batch: NaN losses (the guard skips it), no gradient
-        for (int i = lane; i < W; i += 32) d[i] = 0.f;
-        if (lane == 0)
-            for (int k = 0; k < fh::dqn::kSampleStats; ++k)
-                stats[k * R + b] = cuda::std::numeric_limits<float>::quiet_NaN();
+    if (act < 0 || act >= A) {
+        corrupt_row(d, stats, R, b, W, lane, 32);
         return;
     }
     if (h.scalar) {  // the scalar head: a few dozen flops per sample, on one lane
@@ -502,7 +508,22 @@ __device__ void loss_row_one_warp(const fh::abi::DqnLossArgs& a, int agent, long
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps)
+/// The many-rows shape (abi::dqn_loss_split false): a warp per head row, kDqnWarpsPerBlock rows
+/// per block.
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock)
+    dqn_loss_rows_kernel(fh::abi::DqnLossArgs a) {
+    extern __shared__ float smem[];
+    const HeadParams& h = a.head_params;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const long long R = static_cast<long long>(a.batch) * h.ensemble;
+    const long long b = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
+    if (b < R) loss_row_one_warp(a, blockIdx.y, b, warp_scratch(smem, warp, h, lane), lane);
+}
+
+/// The few-rows shape: a block of kDqnLossWarps warps per C51 head row (the scalar head takes
+/// dqn_loss_rows_kernel). At most 64 registers, so that kDqnLossBlocksPerSm blocks fit an SM
+/// (1,056 rows in one wave on an H200).
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps, fh::abi::kDqnLossBlocksPerSm)
     dqn_loss_kernel(fh::abi::DqnLossArgs a) {
     extern __shared__ float smem[];
     __shared__ Softmax s_target, s_online;
@@ -513,11 +534,6 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int agent = blockIdx.y;
     const long long R = static_cast<long long>(a.batch) * h.ensemble;
-    if (blockDim.x != 32 * kWarps) {  // the many-rows shape (abi::dqn_loss_split): a warp per row
-        const long long b = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + warp;
-        if (b < R) loss_row_one_warp(a, agent, b, warp_scratch(smem, warp, h, lane), lane);
-        return;
-    }
     const long long b = blockIdx.x;  // one head row per block
     if (b >= R) return;
     const WarpScratch w = warp_scratch(smem, warp, h, lane);
@@ -525,8 +541,9 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps)
     const long long row_index = static_cast<long long>(agent) * R + b;
     const long long sample = static_cast<long long>(agent) * a.batch + b / h.ensemble;
     const int act = a.actions[sample];
-    if (h.scalar || act < 0 || act >= A) {  // the same for the block
-        if (warp == 0) loss_row_one_warp(a, agent, b, w, lane);
+    if (act < 0 || act >= A) {  // the same for the block
+        corrupt_row(a.d_head + row_index * W, a.stats + static_cast<long long>(agent) * fh::dqn::kSampleStats * R, R,
+                    b, W, threadIdx.x, blockDim.x);
         return;
     }
     // The plain C51 row by four warps, each step's floats exactly loss_row_one_warp's (the same

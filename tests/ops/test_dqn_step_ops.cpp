@@ -507,17 +507,20 @@ TEST_CASE("the fused DQN kernels equal their CPU twins", "[gpu][dqn][ops]") {
 
 TEST_CASE("the DQN loss's two launch shapes (four warps per row, a warp per row) give the same floats",
           "[gpu][dqn][ops]") {
-    // Up to abi::kDqnLossSplitRows rows (of all agents sharing the GPU) the loss runs a block of
-    // four warps per row, beyond a warp per row. The same 300 rows with one sharer (four warps)
-    // and with four (a warp each) give the same gradient and statistics bit for bit, with and
-    // without CQL; the first 300 rows of a 1000-row batch (a warp per row) have the statistics of
-    // the 300 alone (the gradient carries the batch's 1 / B, so it is compared with the CPU twin).
+    // While the rows of all agents sharing the GPU fit one wave of four-warp blocks
+    // (abi::dqn_loss_split) the loss runs a block of four warps per row, beyond a warp per row.
+    // The same `few` rows with one sharer (four warps) and with enough sharers to pass the limit
+    // (a warp each) give the same gradient and statistics bit for bit, with and without CQL; the
+    // first `few` rows of a batch past the limit (a warp per row) have the statistics of the
+    // `few` alone (the gradient carries the batch's 1 / B, so it is compared with the CPU twin).
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    const int many = 1000, few = 300, sharers = 4;
-    REQUIRE_FALSE(fh::abi::dqn_loss_split(many));
-    REQUIRE(fh::abi::dqn_loss_split(few));
-    REQUIRE_FALSE(fh::abi::dqn_loss_split(static_cast<long long>(few) * sharers));
+    const int sms = gpu.device().sm_count;
+    const int limit = fh::abi::kDqnLossBlocksPerSm * sms;
+    const int many = limit + 97, few = std::min(300, limit), sharers = limit / few + 1;
+    REQUIRE_FALSE(fh::abi::dqn_loss_split(many, sms));
+    REQUIRE(fh::abi::dqn_loss_split(few, sms));
+    REQUIRE_FALSE(fh::abi::dqn_loss_split(static_cast<long long>(few) * sharers, sms));
     for (int dueling : {1, 0})
         for (float cql : {0.f, 0.5f}) {
             const HeadParams h{9, 51, dueling, -10.f, 10.f};

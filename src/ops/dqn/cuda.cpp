@@ -44,17 +44,20 @@ void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<co
     abi::DqnLossArgs a{d_head.data(),      stats.data(),   head_s.data(),           head_select.data(),
                        head_target.data(), actions.data(), returns.data(),          discounts.data(),
                        or_null(target_actions), or_null(masks), agent.data(), h, batch};
-    // A block of kDqnLossWarps warps per head row, or a warp per row (abi::dqn_loss_split), by the
-    // rows of every agent on the GPU: this launch's agents and those of the other sharers.
+    // A block of kDqnLossWarps warps per C51 head row, or a warp per row (abi::dqn_loss_split), by
+    // the rows of every agent on the GPU: this launch's agents and those of the other sharers. The
+    // scalar head's few flops per row take a warp (a lane) each.
     const long long rows = static_cast<long long>(batch) * h.ensemble;
-    const LaunchDims dims =
-        abi::dqn_loss_split(rows * static_cast<long long>(agent.size()) * device.gpu_sharers())
-            ? LaunchDims{dim3(static_cast<unsigned>(rows), static_cast<unsigned>(agent.size())),
-                         dim3(32 * abi::kDqnLossWarps),
-                         sizeof(float) * static_cast<std::size_t>(abi::kDqnLossWarps) *
-                             static_cast<std::size_t>(abi::dqn_step_smem_floats(h))}
-            : per_row(rows, agent.size(), h);
-    device.kernels().dqn_loss_kernel(device.stream(), dims, a);
+    if (!h.scalar && abi::dqn_loss_split(rows * static_cast<long long>(agent.size()) * device.gpu_sharers(),
+                            device.device().sm_count)) {
+        const LaunchDims dims{dim3(static_cast<unsigned>(rows), static_cast<unsigned>(agent.size())),
+                              dim3(32 * abi::kDqnLossWarps),
+                              sizeof(float) * static_cast<std::size_t>(abi::kDqnLossWarps) *
+                                  static_cast<std::size_t>(abi::dqn_step_smem_floats(h))};
+        device.kernels().dqn_loss_kernel(device.stream(), dims, a);
+    } else {
+        device.kernels().dqn_loss_rows_kernel(device.stream(), per_row(rows, agent.size(), h), a);
+    }
 }
 
 void dqn_update_finish(CudaDevice& device, View<dqn::UpdateStep> step, View<nn::GuardState> guard,
