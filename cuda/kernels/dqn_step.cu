@@ -347,7 +347,8 @@ __device__ float project_atom(int i, const float* p, const float* pos, int Z, bo
 }
 
 /// The softmax over the actions' Q (CQL's logsumexp): the maximum, then the sum of exps in
-/// action order; every lane computes it.
+/// action order; every lane computes it. dqn::cql_soft_maximum's values for finite Q, with the
+/// fmaxf this kernel has always taken the maximum with.
 __device__ SoftMaximum<float> q_softmax(const float* q, int A) {
     float qmax = q[0], qsum = 0.f;
     for (int x = 1; x < A; ++x) qmax = fmaxf(qmax, q[x]);

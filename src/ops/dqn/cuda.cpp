@@ -48,8 +48,8 @@ void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<co
     // the rows of every agent on the GPU: this launch's agents and those of the other sharers. The
     // scalar head's few flops per row take a warp (a lane) each.
     const long long rows = static_cast<long long>(batch) * h.ensemble;
-    if (!h.scalar && abi::dqn_loss_split(rows * static_cast<long long>(agent.size()) * device.gpu_sharers(),
-                            device.device().sm_count)) {
+    const long long rows_on_gpu = rows * static_cast<long long>(agent.size()) * device.gpu_sharers();
+    if (!h.scalar && abi::dqn_loss_split(rows_on_gpu, device.device().sm_count)) {
         const LaunchDims dims{dim3(static_cast<unsigned>(rows), static_cast<unsigned>(agent.size())),
                               dim3(32 * abi::kDqnLossWarps),
                               sizeof(float) * static_cast<std::size_t>(abi::kDqnLossWarps) *
@@ -83,7 +83,7 @@ void dqn_adam_target(CudaDevice& device, View<float> params, View<float> m, View
     LaunchDims dims = LaunchDims::linear(static_cast<std::size_t>(P), 256, 1024);
     dims.grid.y = static_cast<unsigned>(N);
     abi::DqnAdamTargetArgs a{params.data(), m.data(),     v.data(), target.data(), grads.data(), step.data(),
-                             agent.data(),  advance.data(), P};
+                             agent.data(),  or_null(advance), P};
     device.kernels().dqn_adam_target_kernel(device.stream(), dims, a);
 }
 
