@@ -4,6 +4,7 @@
 #pragma once
 
 #include "math/core.h"
+#include "math/nn.h"
 
 namespace fh::abi {
 
@@ -51,6 +52,22 @@ using NetworkNormPartials = void(float* __restrict__ partials, const float* __re
 /// out[0] = sqrt(sum of partials), summed in a fixed tree order. One block of kNormThreads.
 using NetworkNormFinish = void(float* __restrict__ out, const float* __restrict__ partials,
                                int n_partials);
+/// network_norm_partials_kernel then network_norm_finish_kernel then training_guard_kernel in one
+/// launch (Device::global_norm and ops::training_guard of an update's tail): every block computes
+/// its partial as the partials kernel does into scratch[0, kNormBlocks); the last block to finish
+/// (a ticket, scratch[kNormBlocks] read as an unsigned, zero between launches) sums them as the
+/// finish kernel does, writes grad_norm[0] and decides the gate as the guard kernel does, then,
+/// with accum, adds the update's statistics to the log's accumulators as saxpy_f32_kernel with
+/// a = 1 does (accum[i] = saxpy_element(accum[i], 1, stats[i]), i < n_stats; stats may hold
+/// grad_norm and losses). The same bits as the separate launches. Launch exactly kNormBlocks x
+/// kNormThreads. x (n), losses (n_losses), gate (1), state (1); accum and stats (n_stats) or null.
+using NetworkNormGuard = void(float* grad_norm, float* __restrict__ scratch,
+                              const float* __restrict__ x, int n, int* __restrict__ gate,
+                              nn::GuardState* __restrict__ state, const float* losses, int n_losses,
+                              core::CounterValue update, float* __restrict__ accum, const float* stats,
+                              int n_stats);
+/// Floats of network_norm_guard_kernel's scratch: the partials and the ticket.
+inline constexpr int kNormGuardScratch = kNormBlocks + 1;
 /// Adam with global-norm clipping, gated: does nothing when gate != null and *gate == 0.
 /// params, m, v, grads (n); grad_norm (1), read only when c.clip_norm > 0; gate (1) or null.
 /// step.counter != null: the update number is step.value(), read from device memory, and the
@@ -103,5 +120,6 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
     FH_KERNEL(core_network, network_act_bias_grad_kernel, NetworkActBiasGrad)       \
     FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \
     FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \
+    FH_KERNEL(core_network, network_norm_guard_kernel, NetworkNormGuard)            \
     FH_KERNEL(core_network, network_adam_kernel, NetworkAdam)                       \
     FH_KERNEL(core_network, network_mlp_infer_kernel, NetworkMlpInfer)

@@ -4,7 +4,8 @@
  * Math:        bias+act forward  y[r,j] = act(y[r,j] + b[j])          (core::activate)
  *              act + bias grad   dy[i] = dy[i] * act'(y[i]) in place  (core::activation_derivative)
  *                                and db[j] (+)= sum_r dy[r,j]
- *              global norm       out = sqrt(sum_i x[i]^2)
+ *              global norm       out = sqrt(sum_i x[i]^2); with the guard (nn::guard_decide) in
+ *                                the last block: the norm and guard of an update's tail, one launch
  *              Adam              g = grad * min(1, clip / (norm + 1e-6)); m = b1 m + (1-b1) g;
  *                                v = b2 v + (1-b2) g^2; p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
  *                                (core::clip_scale, core::adam_element; bias corrections from the host, or
@@ -175,6 +176,44 @@ extern "C" __global__ void network_norm_finish_kernel(float* __restrict__ out,
     for (int i = threadIdx.x; i < n_partials; i += blockDim.x) acc += partials[i];
     const double total = block_sum_fixed(acc);
     if (threadIdx.x == 0) out[0] = static_cast<float>(sqrt(total));
+}
+
+extern "C" __global__ void network_norm_guard_kernel(float* grad_norm, float* __restrict__ scratch,
+                                                     const float* __restrict__ x, int n, int* __restrict__ gate,
+                                                     fh::nn::GuardState* __restrict__ state, const float* losses,
+                                                     int n_losses, fh::core::CounterValue update,
+                                                     float* __restrict__ accum, const float* stats, int n_stats) {
+    __shared__ bool last_block;
+    double acc = 0.0;  // network_norm_partials_kernel's partial
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) {
+        const double xi = x[i];
+        acc = fma(xi, xi, acc);
+    }
+    const double block = block_sum_fixed(acc);
+    if (threadIdx.x == 0) scratch[blockIdx.x] = static_cast<float>(block);
+    __threadfence();
+    __syncthreads();
+    unsigned* ticket = reinterpret_cast<unsigned*>(scratch + fh::abi::kNormBlocks);
+    if (threadIdx.x == 0) last_block = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last_block) return;
+    __threadfence();
+    double sum = 0.0;  // network_norm_finish_kernel's sum (its block is kNormThreads too)
+    for (int i = threadIdx.x; i < fh::abi::kNormBlocks; i += blockDim.x) sum += __ldcg(&scratch[i]);
+    const double total = block_sum_fixed(sum);
+    if (threadIdx.x == 0) {
+        const float norm = static_cast<float>(sqrt(total));
+        *grad_norm = norm;
+        fh::nn::GuardState s = *state;  // training_guard_kernel
+        *gate = fh::nn::guard_decide(s, losses, n_losses, norm, update.value());
+        *state = s;
+        *ticket = 0;
+    }
+    if (accum != nullptr) {  // after the norm's write (stats may hold it): saxpy_f32_kernel's a = 1
+        __syncthreads();
+        for (int i = threadIdx.x; i < n_stats; i += blockDim.x)
+            accum[i] = fh::core::saxpy_element(accum[i], 1.0f, stats[i]);
+    }
 }
 
 extern "C" __global__ void network_adam_kernel(float* __restrict__ params, float* __restrict__ m,

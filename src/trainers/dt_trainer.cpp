@@ -193,17 +193,16 @@ void DtTrainer::update_ops(bool inject_nan) {
     ops_.copy(cur.subview(kLearningRate, 1), lr_.cview());
     if (inject_nan) ops_.fill(cur.subview(kLoss, 1), std::numeric_limits<float>::quiet_NaN());
 
-    // 3. Norm, guard, Adam at the warmed-up learning rate.
-    ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), monitor_.norm_scratch.view());
+    // 3. Norm, guard and the log's sums (one op), Adam at the warmed-up learning rate.
     const auto stats = monitor_.current.cview();
-    fh::ops::training_guard(ops_, monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
-                            stats.subview(kGradNorm, 1), update);
+    fh::ops::norm_and_guard(ops_, cur.subview(kGradNorm, 1), monitor_.norm_scratch.view(), grads_.cview(),
+                            monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses), update,
+                            monitor_.accum.view(), stats);
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
     adam_.update_at(ops_, params(), grads_.cview(), stats.subview(kGradNorm, 1), monitor_.gate.cview(), adam, update,
                     lr_.cview());
-    ops_.saxpy(monitor_.accum.view(), 1.0f, stats);
 }
 
 std::vector<StateTensor> DtTrainer::state_tensors() {

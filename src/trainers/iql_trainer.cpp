@@ -163,13 +163,13 @@ void IqlTrainer::update_ops(bool inject_nan) {
             ops_.mean(cur.subview(kWeight, 1), awr_weights_.cview());
         });
 
-    // 6. Norm, guard, Adam; with tau > 0 the soft target copy (target += tau (online - target))
-    //    in Adam's pass, else the periodic copy after it. Only the Q slices of the target are
-    //    read; updating the whole buffer keeps one operation.
-    ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), monitor_.norm_scratch.view());
+    // 6. Norm, guard and the log's sums (one op), Adam; with tau > 0 the soft target copy
+    //    (target += tau (online - target)) in Adam's pass, else the periodic copy after it. Only
+    //    the Q slices of the target are read; updating the whole buffer keeps one operation.
     const auto stats = monitor_.current.cview();
-    fh::ops::training_guard(ops_, monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
-                            stats.subview(kGradNorm, 1), ops::counter_value(update));
+    fh::ops::norm_and_guard(ops_, cur.subview(kGradNorm, 1), monitor_.norm_scratch.view(), grads_.cview(),
+                            monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
+                            ops::counter_value(update), monitor_.accum.view(), stats);
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
@@ -177,7 +177,6 @@ void IqlTrainer::update_ops(bool inject_nan) {
                                 monitor_.gate.cview(), adam,
                                 t.tau > 0 ? ops::SoftTarget::of(target_.view(), t.tau) : ops::SoftTarget{});
     if (t.tau <= 0) ops_.copy_every(target_.view(), params_.cview(), update, t.target_update_period);
-    ops_.saxpy(monitor_.accum.view(), 1.0f, stats);
 }
 
 std::vector<StateTensor> IqlTrainer::state_tensors() {

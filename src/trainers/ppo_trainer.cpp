@@ -96,7 +96,8 @@ PpoTrainer::PpoTrainer(ops::Device& ops, const config::Profile& profile, const e
 
     current_ = ops.alloc<float>(kAccSize);  // this update's and rollout's values, laid out like accum_
     ops.fill(current_.view(), 0.0f);
-    norm_scratch_ = ops.alloc<float>(ops::Device::global_norm_scratch_size());
+    norm_scratch_ = ops.alloc<float>(ops::norm_guard_scratch_size());
+    ops.fill(norm_scratch_.view(), 0.f);  // ops::norm_and_guard's ticket starts at zero
     normalize_scratch_ = ops.alloc<float>(ops::normalize_scratch_size());
     accum_ = ops.alloc<float>(kAccSize);
     ops.fill(accum_.view(), 0.0f);
@@ -285,15 +286,13 @@ void PpoTrainer::minibatch_update(int epoch, int minibatch, bool inject_nan) {
             net_.critic.backward(ops_, params_.cview(), grads_.view(), mb_d_values_.view(), {}, B, ws_critic_mb_, false);
         },
         [&] { net_.actor.backward(ops_, params_.cview(), grads_.view(), mb_d_logits_.view(), {}, B, ws_actor_mb_, false); });
-    const auto grad_norm = cur.subview(kAccGradNorm, 1);
-    ops_.global_norm(grad_norm, grads_.cview(), norm_scratch_.view());
-    fh::ops::training_guard(ops_, gate_.view(), guard_.view(), current_.cview().subview(0, kGuardLosses),
-                        current_.cview().subview(kAccGradNorm, 1), update);
+    fh::ops::norm_and_guard(ops_, cur.subview(kAccGradNorm, 1), norm_scratch_.view(), grads_.cview(), gate_.view(),
+                            guard_.view(), current_.cview().subview(0, kGuardLosses), update,
+                            accum_.view().subview(0, kUpdateGroup), current_.cview().subview(0, kUpdateGroup));
     ops::AdamParams adam;
     adam.clip_norm = static_cast<float>(profile_.training.grad_clip_norm);
     adam_.update_at(ops_, params_.view(), grads_.cview(), current_.cview().subview(kAccGradNorm, 1), gate_.cview(), adam,
                     update, lr_dev_.cview());
-    ops_.saxpy(accum_.view().subview(0, kUpdateGroup), 1.0f, current_.cview().subview(0, kUpdateGroup));
 }
 
 std::vector<StateTensor> PpoTrainer::state_tensors() {

@@ -224,16 +224,15 @@ void SupervisedTrainer::update_ops(bool inject_nan) {
     ops_.mean(cur.subview(kLabel, 1), y_.cview());
     if (inject_nan) ops_.fill(cur.subview(kLoss, 1), std::numeric_limits<float>::quiet_NaN());
 
-    // 3. Norm, guard, Adam.
-    ops_.global_norm(cur.subview(kGradNorm, 1), grads_.cview(), monitor_.norm_scratch.view());
+    // 3. Norm, guard and the log's sums (one op), Adam.
     const auto stats = monitor_.current.cview();
-    fh::ops::training_guard(ops_, monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
-                            stats.subview(kGradNorm, 1), ops::counter_value(update));
+    fh::ops::norm_and_guard(ops_, cur.subview(kGradNorm, 1), monitor_.norm_scratch.view(), grads_.cview(),
+                            monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
+                            ops::counter_value(update), monitor_.accum.view(), stats);
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
     adam_.update_at_device_step(ops_, params(), grads_.cview(), stats.subview(kGradNorm, 1), monitor_.gate.cview(), adam);
-    ops_.saxpy(monitor_.accum.view(), 1.0f, stats);
 }
 
 std::optional<double> SupervisedTrainer::validation_loss() {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "ops/nn/ops.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/dt_trainer.hpp"
 #include "trainers/q_network.hpp"
@@ -73,11 +74,12 @@ void UpdateCountedTrainer::restore_counter_values(std::span<const std::int64_t> 
 UpdateCountedTrainer::UpdateMonitor::UpdateMonitor(ops::Device& ops, int stats)
     : current(ops.alloc<float>(static_cast<std::size_t>(stats))),
       accum(ops.alloc<float>(static_cast<std::size_t>(stats))),
-      norm_scratch(ops.alloc<float>(ops::Device::global_norm_scratch_size())),
+      norm_scratch(ops.alloc<float>(ops::norm_guard_scratch_size())),
       gate(ops.alloc<int>(1)),
       guard(ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}})) {
     ops.fill(current.view(), 0.0f);
     ops.fill(accum.view(), 0.0f);
+    ops.fill(norm_scratch.view(), 0.0f);  // ops::norm_and_guard's ticket starts at zero
 }
 
 std::vector<StateTensor> UpdateCountedTrainer::UpdateMonitor::state_tensors() {

@@ -190,6 +190,31 @@ TEST_CASE("the training guard skips non-finite updates and names the first bad q
     CHECK(s.applied_updates == 2);
 }
 
+TEST_CASE("norm_and_guard is global_norm, training_guard and saxpy in turn; it checks its buffers", "[guard]") {
+    fh::ops::CpuDevice ops;
+    auto x = ops.from_host<float>(std::vector<float>{3.f, 4.f, 12.f});
+    auto stats = ops.from_host<float>(std::vector<float>{1.f, 2.f, 0.f});  // losses, then the norm
+    auto accum = ops.from_host<float>(std::vector<float>{10.f, 20.f, 30.f});
+    auto scratch = ops.alloc<float>(fh::ops::norm_guard_scratch_size());
+    ops.fill(scratch.view(), 0.f);
+    auto gate = ops.alloc<int>(1);
+    auto state = ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>{{0, 0, -1, 0, 0}});
+    const auto st = stats.cview();
+    fh::ops::norm_and_guard(ops, stats.view().subview(2, 1), scratch.view(), x.cview(), gate.view(), state.view(),
+                            st.subview(0, 2), 1, accum.view(), st);
+    CHECK(ops.to_host(stats.cview()) == std::vector<float>{1.f, 2.f, 13.f});
+    CHECK(ops.to_host(accum.cview()) == std::vector<float>{11.f, 22.f, 43.f});
+    CHECK(ops.to_host(gate.cview())[0] == 1);
+    CHECK(ops.to_host(state.cview())[0].applied_updates == 1);
+    auto small = ops.alloc<float>(fh::ops::norm_guard_scratch_size() - 1);
+    CHECK_THROWS_AS(fh::ops::norm_and_guard(ops, stats.view().subview(2, 1), small.view(), x.cview(), gate.view(),
+                                            state.view(), st.subview(0, 2), 2),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::norm_and_guard(ops, stats.view().subview(2, 1), scratch.view(), x.cview(), gate.view(),
+                                            state.view(), st.subview(0, 2), 2, accum.view().subview(0, 2), st),
+                    std::invalid_argument);  // accum and stats of different sizes
+}
+
 TEST_CASE("epsilon-greedy: greedy at 0, uniform at 1, ties to the lowest action", "[dqn]") {
     fh::ops::CpuDevice ops;
     const int n = 3000, A = 9;

@@ -6,9 +6,12 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "ops/cpu_device.hpp"
+#include "ops/nn/ops.hpp"
 #include "support/adam_target.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
@@ -241,6 +244,70 @@ TEST_CASE("CUDA global_norm equals the CPU twin and is run-to-run exact", "[gpu]
         CHECK(first == second);
         CHECK(first == Approx(ref).epsilon(1e-6));
     }
+}
+
+TEST_CASE("CUDA norm_and_guard equals global_norm, training_guard and saxpy, bit for bit", "[gpu][nn][guard]") {
+    // One launch (the last block finishing after an integer ticket) against the separate ops on
+    // the GPU, and within rounding of the CPU twin; called repeatedly (the ticket returns to zero)
+    // with finite and non-finite losses and gradients. stats holds the losses and the norm, as the
+    // trainers' current statistics do: [loss 0, loss 1, norm, other].
+    CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    struct Side {
+        fh::ops::Buffer<float> stats, accum, scratch;
+        fh::ops::Buffer<int> gate;
+        fh::ops::Buffer<fh::nn::GuardState> state;
+    };
+    auto side = [&](Device& ops) {
+        Side d{ops.alloc<float>(4), ops.from_host<float>(std::vector<float>{0.5f, -1.f, 2.f, 0.25f}),
+               ops.alloc<float>(fh::ops::norm_guard_scratch_size()), ops.alloc<int>(1),
+               ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>{{0, 0, -1, 0, 0}})};
+        ops.fill(d.scratch.view(), 0.f);
+        return d;
+    };
+    Side fused = side(gpu), apart = side(gpu), host = side(cpu);
+    auto apart_scratch = gpu.alloc<float>(Device::global_norm_scratch_size());
+    long long update = 0;
+    for (std::size_t n : {std::size_t{1}, std::size_t{4099}, (std::size_t{1} << 20) + 3})
+        for (int bad : {0, 1, 2}) {  // finite; a NaN loss; a NaN gradient
+            INFO("n = " << n << " bad = " << bad);
+            auto x = random_floats(n, n + 5);
+            if (bad == 2) x[n / 2] = nan;
+            const std::vector<float> stats{bad == 1 ? nan : 1.5f, 0.75f, 0.f, static_cast<float>(n)};
+            ++update;
+            auto xg = gpu.from_host<float>(x);
+            auto xc = cpu.from_host<float>(x);
+            for (Side* d : {&fused, &apart}) gpu.upload<float>(d->stats.view(), stats);
+            cpu.upload<float>(host.stats.view(), stats);
+            auto run_fused = [&](Device& ops, Side& d, View<const float> xs) {
+                const auto st = d.stats.cview();
+                fh::ops::norm_and_guard(ops, d.stats.view().subview(2, 1), d.scratch.view(), xs, d.gate.view(),
+                                        d.state.view(), st.subview(0, 2), update, d.accum.view(), st);
+            };
+            run_fused(gpu, fused, xg.cview());
+            run_fused(cpu, host, xc.cview());
+            gpu.global_norm(apart.stats.view().subview(2, 1), xg.cview(), apart_scratch.view());
+            fh::ops::training_guard(gpu, apart.gate.view(), apart.state.view(), apart.stats.cview().subview(0, 2),
+                                    apart.stats.cview().subview(2, 1), update);
+            gpu.saxpy(apart.accum.view(), 1.0f, apart.stats.cview());
+            const auto fs = gpu.to_host(fused.stats.cview()), as = gpu.to_host(apart.stats.cview());
+            const auto hs = cpu.to_host(host.stats.cview());
+            CHECK(std::memcmp(fs.data(), as.data(), fs.size() * sizeof(float)) == 0);  // NaN norms too
+            const auto fa = gpu.to_host(fused.accum.cview()), aa = gpu.to_host(apart.accum.cview());
+            CHECK(std::memcmp(fa.data(), aa.data(), fa.size() * sizeof(float)) == 0);
+            CHECK(gpu.to_host(fused.gate.cview()) == gpu.to_host(apart.gate.cview()));
+            CHECK(gpu.to_host(fused.gate.cview()) == cpu.to_host(host.gate.cview()));
+            CHECK(gpu.to_host(fused.gate.cview())[0] == (bad == 0 ? 1 : 0));
+            const auto fg = gpu.to_host(fused.state.cview())[0], ag = gpu.to_host(apart.state.cview())[0];
+            CHECK(std::memcmp(&fg, &ag, sizeof fg) == 0);
+            if (bad != 2) CHECK(fs[2] == Approx(hs[2]).epsilon(1e-6));
+            CHECK(gpu.to_host(fused.scratch.cview())[fh::ops::norm_guard_scratch_size() - 1] == 0.f);  // the ticket
+        }
+    const auto g = gpu.to_host(fused.state.cview())[0];
+    CHECK(g.bad_total == 6);
+    CHECK(g.first_bad_update == 2);
+    CHECK(g.first_bad_quantity == 0);  // a loss went bad first
 }
 
 TEST_CASE("CUDA Adam equals the CPU twin; clipping and the gate on the device", "[gpu][nn]") {

@@ -28,6 +28,17 @@ void training_guard(CudaDevice& device, View<int> gate, View<nn::GuardState> sta
                                            losses.data(), static_cast<int>(losses.size()), grad_norm.data(), update);
 }
 
+void norm_and_guard(CudaDevice& device, View<float> grad_norm, View<float> scratch, View<const float> x, View<int> gate,
+                    View<nn::GuardState> state, View<const float> losses, core::CounterValue update,
+                    View<float> accum, View<const float> stats) {
+    // The fixed grid of Device::global_norm (its partials' order), the last block finishing.
+    device.kernels().network_norm_guard_kernel(
+        device.stream(), LaunchDims{dim3(abi::kNormBlocks), dim3(abi::kNormThreads), 0}, grad_norm.data(),
+        scratch.data(), x.data(), static_cast<int>(x.size()), gate.data(), state.data(), losses.data(),
+        static_cast<int>(losses.size()), update, accum.empty() ? nullptr : accum.data(),
+        stats.empty() ? nullptr : stats.data(), static_cast<int>(accum.size()));
+}
+
 void group_attention_forward(CudaDevice& device, View<float> x_out, View<float> alpha, View<const float> x,
                              View<const float> scores, const attention::Groups& groups, int D, int rows, int x_rows) {
     device.kernels().group_attention_forward_kernel(device.stream(), LaunchDims::linear(static_cast<std::size_t>(rows), 128),

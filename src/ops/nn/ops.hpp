@@ -38,6 +38,9 @@ void epsilon_greedy(CudaDevice& device, View<int> actions, View<const float> q, 
 void action_histogram(CudaDevice& device, View<unsigned long long> histogram, View<const int> actions, int num_actions);
 void training_guard(CudaDevice& device, View<int> gate, View<nn::GuardState> state, View<const float> losses,
                     View<const float> grad_norm, core::CounterValue update);
+void norm_and_guard(CudaDevice& device, View<float> grad_norm, View<float> scratch, View<const float> x, View<int> gate,
+                    View<nn::GuardState> state, View<const float> losses, core::CounterValue update,
+                    View<float> accum, View<const float> stats);
 void group_attention_forward(CudaDevice& device, View<float> x_out, View<float> alpha, View<const float> x,
                              View<const float> scores, const attention::Groups& groups, int D, int rows, int x_rows);
 void group_attention_backward(CudaDevice& device, View<float> d_scores, View<const float> d_x_out, View<const float> x,
@@ -85,6 +88,39 @@ inline void training_guard(Device& device, View<int> gate, View<nn::GuardState> 
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::training_guard(*cuda, gate, state, losses, grad_norm, update);
     cpu_twin::training_guard(gate, state, losses, grad_norm, update);
+}
+
+/// Floats of norm_and_guard's scratch: the norm's partials and a ticket. Zero it once after
+/// allocating; the op leaves it zero again.
+constexpr std::size_t norm_guard_scratch_size() noexcept { return static_cast<std::size_t>(abi::kNormGuardScratch); }
+
+/// An update's tail: grad_norm (1) = the global norm of x (Device::global_norm), then
+/// training_guard(gate, state, losses, grad_norm, update), then, with accum, the log's
+/// accumulators accum += stats (Device::saxpy with a = 1; stats may hold grad_norm and losses).
+/// On CUDA one launch (network_norm_guard_kernel) instead of four, the same bits. scratch
+/// (norm_guard_scratch_size()), zero before the first call.
+inline void norm_and_guard(Device& device, View<float> grad_norm, View<float> scratch, View<const float> x,
+                           View<int> gate, View<nn::GuardState> state, View<const float> losses, CounterValue update,
+                           View<float> accum = {}, View<const float> stats = {}) {
+    detail::require_size(scratch.size(), norm_guard_scratch_size(), "norm_and_guard", "scratch");
+    detail::require_size(stats.size(), accum.size(), "norm_and_guard", "stats");
+    detail::checked_int_size(x.size(), "norm_and_guard");
+    detail::checked_int_size(accum.size(), "norm_and_guard");
+    detail::require_distinct("norm_and_guard", {detail::range("grad_norm", grad_norm), detail::range("scratch", scratch),
+                                                detail::range("x", x), detail::range("gate", gate),
+                                                detail::range("state", state), detail::range("losses", losses),
+                                                detail::range("accum", accum)});
+    detail::require_distinct("norm_and_guard", {detail::range("accum", accum), detail::range("stats", stats)});
+    if (CudaDevice* cuda = device.cuda()) {
+        detail::require_size(grad_norm.size(), 1, "norm_and_guard", "grad_norm");
+        detail::require_size(gate.size(), 1, "norm_and_guard", "gate");
+        detail::require_size(state.size(), 1, "norm_and_guard", "state");
+        if (losses.empty()) throw std::invalid_argument("ops::norm_and_guard: no losses");
+        return cuda_twin::norm_and_guard(*cuda, grad_norm, scratch, x, gate, state, losses, update, accum, stats);
+    }
+    device.global_norm(grad_norm, x, scratch.subview(0, Device::global_norm_scratch_size()));
+    training_guard(device, gate, state, losses, grad_norm, update);
+    if (!accum.empty()) device.saxpy(accum, 1.0f, stats);
 }
 
 namespace detail {
