@@ -95,7 +95,6 @@ extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, 
                                                         const float* __restrict__ y, Activation act, int accumulate,
                                                         int batch, int out, int rows_per_slice) {
     __shared__ float sums[fh::abi::kBiasGradRows][32];
-    __shared__ bool last_slice;
     const int col = blockIdx.x * 32 + threadIdx.x;
     const long long row0 = static_cast<long long>(blockIdx.y) * rows_per_slice;
     long long row_end = row0 + rows_per_slice;
@@ -125,12 +124,7 @@ extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, 
     // columns to finish (a ticket, integers only) sums the slices in a fixed order and resets
     // the ticket for the next launch.
     if (writer) partials[static_cast<long long>(blockIdx.y) * out + col] = sums[0][threadIdx.x];
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0 && threadIdx.y == 0) last_slice = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
-    __syncthreads();
-    if (!last_slice) return;
-    __threadfence();
+    if (!fh::device::last_block_to_arrive(&tickets[blockIdx.x], gridDim.y)) return;
     float s = 0.f;  // slices threadIdx.y, threadIdx.y + kBiasGradRows, ... in order, then the tree
     if (col < out)
         for (unsigned k = threadIdx.y; k < gridDim.y; k += fh::abi::kBiasGradRows)
@@ -156,16 +150,22 @@ __device__ double block_sum_fixed(double v) {
     return s[0];
 }
 
+/// This block's partial of the squared norm of x (thread 0 gets it): every thread's grid-stride
+/// fma, then block_sum_fixed. The fma is explicit: the CPU emulations (src/ops/dqn/cpu.cpp) use it.
+__device__ double squared_norm_partial(const float* __restrict__ x, int n) {
+    double acc = 0.0;
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) {
+        const double xi = x[i];
+        acc = fma(xi, xi, acc);
+    }
+    return block_sum_fixed(acc);
+}
+
 }  // namespace
 
 extern "C" __global__ void network_norm_partials_kernel(float* __restrict__ partials,
                                                         const float* __restrict__ x, int n) {
-    double acc = 0.0;
-    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) {
-        const double xi = x[i];
-        acc = fma(xi, xi, acc);  // explicit: the CPU emulations (src/ops/dqn/cpu.cpp) use the same fma
-    }
-    const double block = block_sum_fixed(acc);
+    const double block = squared_norm_partial(x, n);
     if (threadIdx.x == 0) partials[blockIdx.x] = static_cast<float>(block);
 }
 
@@ -183,21 +183,10 @@ extern "C" __global__ void network_norm_guard_kernel(float* grad_norm, float* __
                                                      fh::nn::GuardState* __restrict__ state, const float* losses,
                                                      int n_losses, fh::core::CounterValue update,
                                                      float* __restrict__ accum, const float* stats, int n_stats) {
-    __shared__ bool last_block;
-    double acc = 0.0;  // network_norm_partials_kernel's partial
-    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) {
-        const double xi = x[i];
-        acc = fma(xi, xi, acc);
-    }
-    const double block = block_sum_fixed(acc);
+    const double block = squared_norm_partial(x, n);  // network_norm_partials_kernel's partial
     if (threadIdx.x == 0) scratch[blockIdx.x] = static_cast<float>(block);
-    __threadfence();
-    __syncthreads();
     unsigned* ticket = reinterpret_cast<unsigned*>(scratch + fh::abi::kNormBlocks);
-    if (threadIdx.x == 0) last_block = atomicAdd(ticket, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!last_block) return;
-    __threadfence();
+    if (!fh::device::last_block_to_arrive(ticket, gridDim.x)) return;
     double sum = 0.0;  // network_norm_finish_kernel's sum (its block is kNormThreads too)
     for (int i = threadIdx.x; i < fh::abi::kNormBlocks; i += blockDim.x) sum += __ldcg(&scratch[i]);
     const double total = block_sum_fixed(sum);

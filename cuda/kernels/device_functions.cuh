@@ -16,6 +16,20 @@ __device__ __forceinline__ long long grid_thread_count() {
     return static_cast<long long>(gridDim.x) * blockDim.x;
 }
 
+/// Called by every thread of a block once it has written its share of a grid-wide result: true
+/// in every thread of the last block to arrive, after the other blocks' writes are visible (read
+/// them with __ldcg). An integer ticket counts the blocks, so which block finishes never changes
+/// what it computes; that block resets the ticket to zero for the next launch.
+__device__ __forceinline__ bool last_block_to_arrive(unsigned* ticket, unsigned blocks) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) last = atomicAdd(ticket, 1u) == blocks - 1;
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
+}
+
 }  // namespace fh::device
 
 /// Ties a kernel definition to its declaration in cuda/abi/ (the host launches through that

@@ -680,7 +680,6 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps, fh::ab
 extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
     __shared__ double dsum[6][fh::abi::kDqnFinishThreads];
     __shared__ float fext[2][fh::abi::kDqnFinishThreads];
-    __shared__ bool last_block;
     const int agent = blockIdx.y;
     const int t = threadIdx.x, T = fh::abi::kDqnFinishThreads;
     float* partials = a.norm_partials + static_cast<long long>(agent) * fh::abi::kDqnFinishScratch;
@@ -699,12 +698,7 @@ extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
         if (t == 0) partials[blockIdx.x] = static_cast<float>(acc[0]);
     }
     // The agent's last block to get here finishes (its ticket), once every partial is written.
-    __threadfence();
-    __syncthreads();
-    if (t == 0) last_block = atomicAdd(ticket, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!last_block) return;
-    __threadfence();
+    if (!fh::device::last_block_to_arrive(ticket, gridDim.x)) return;
 
     // Per thread, then over the block in one tree: the norm's partials and the batch's sums.
     double s[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};  // C51, MSE, Q, |TD|, CQL, squared norm
