@@ -32,7 +32,10 @@ using NetworkBiasActForward = void(float* __restrict__ y, const float* __restric
                                    Activation act, int batch, int out);
 /// The backward of a layer's activation and bias in one pass over dY (batch, out), in place:
 /// dZ = dY * act'(Y) (act none: dZ = dY), and the column sums of dZ over a slice of rows.
-/// Launch: block (32, kBiasGradRows), grid (ceil(out / 32), slices); slice s covers rows
+/// Launch: block (32, kBiasGradRows), grid (ceil(out / 32), slices, networks): network z (a
+/// batched layer's, Device::linear_backward_batched; one network: z = 0) has its dY and Y at
+/// z * net_stride, its db at z * db_stride, its partials at z * slices * out and its tickets at
+/// z * ceil(out / 32); each network is summed exactly as a launch of its own. Slice s covers rows
 /// [s * rows_per_slice, min(batch, (s + 1) * rows_per_slice)). Each column's rows are summed per
 /// thread in row order, then over the block's kBiasGradRows threads in a fixed tree. With one
 /// slice the sum goes to db (+= when accumulate); with several, each block writes partials
@@ -43,7 +46,8 @@ using NetworkBiasActForward = void(float* __restrict__ y, const float* __restric
 /// (ceil(out / 32)) with db and several slices, else null.
 using NetworkActBiasGrad = void(float* __restrict__ dy, float* __restrict__ db, float* __restrict__ partials,
                                 unsigned* __restrict__ tickets, const float* __restrict__ y, Activation act,
-                                int accumulate, int batch, int out, int rows_per_slice);
+                                int accumulate, int batch, int out, int rows_per_slice, long long net_stride,
+                                long long db_stride);
 inline constexpr int kBiasGradRows = 32;
 
 /// partials[blk] = sum of x[i]^2 over block blk's grid-stride share. Launch exactly

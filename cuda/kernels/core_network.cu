@@ -93,8 +93,15 @@ __device__ void bias_rows_tree(float (&sums)[fh::abi::kBiasGradRows][32]) {
 extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, float* __restrict__ db,
                                                         float* __restrict__ partials, unsigned* __restrict__ tickets,
                                                         const float* __restrict__ y, Activation act, int accumulate,
-                                                        int batch, int out, int rows_per_slice) {
+                                                        int batch, int out, int rows_per_slice,
+                                                        long long net_stride, long long db_stride) {
     __shared__ float sums[fh::abi::kBiasGradRows][32];
+    // This block's network (grid.z): its rows, bias gradient, partials and tickets.
+    dy += blockIdx.z * net_stride;
+    y += blockIdx.z * net_stride;
+    if (db != nullptr) db += blockIdx.z * db_stride;
+    if (partials != nullptr) partials += static_cast<long long>(blockIdx.z) * gridDim.y * out;
+    if (tickets != nullptr) tickets += blockIdx.z * gridDim.x;
     const int col = blockIdx.x * 32 + threadIdx.x;
     const long long row0 = static_cast<long long>(blockIdx.y) * rows_per_slice;
     long long row_end = row0 + rows_per_slice;

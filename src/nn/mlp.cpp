@@ -136,24 +136,47 @@ void Mlp::backward(ops::Device& ops, View<const float> params, View<float> grads
     if (network < 0 || network >= ws.count_)
         throw std::invalid_argument(fmt::format("nn::Mlp '{}'::backward: network {} of a forward over {}", name_,
                                                 network, ws.count_));
+    backward_networks(ops, params, grads, dOut, dX, batch, ws, accumulate, network, 1);
+}
+
+void Mlp::backward_batched(ops::Device& ops, View<const float> params, View<float> grads, View<float> dOut,
+                           View<float> dX, Workspace& ws, bool accumulate) const {
+    if (ws.batch_ == 0)
+        throw std::invalid_argument(fmt::format("nn::Mlp '{}'::backward_batched: no forward on the workspace", name_));
+    backward_networks(ops, params, grads, dOut, dX, ws.batch_, ws, accumulate, 0, ws.count_);
+}
+
+void Mlp::backward_networks(ops::Device& ops, View<const float> params, View<float> grads, View<float> dOut,
+                            View<float> dX, int batch, Workspace& ws, bool accumulate, int first, int networks) const {
     const std::size_t rows = static_cast<std::size_t>(batch);
-    const std::size_t k = static_cast<std::size_t>(network);
-    const std::size_t row0 = k * static_cast<std::size_t>(ws.batch_);  // this network's first row
+    const std::size_t k = static_cast<std::size_t>(first);
+    const std::size_t row0 = k * static_cast<std::size_t>(ws.batch_);  // the first network's first row
     const std::size_t p0 = k * ws.param_stride_;                        // its parameters' shift
+    const std::size_t n = static_cast<std::size_t>(networks);          // networks together: all rows (batch = ws.batch_)
     // Layer l's backward, or the given parts of it.
     const auto layer = [&](std::size_t l, ops::BackwardPart parts) {
         const Layer& L = layers_[l];
         const bool last = l + 1 == layers_.size();
         const std::size_t out = static_cast<std::size_t>(L.out), in = static_cast<std::size_t>(L.in);
-        View<float> dy = last ? dOut : ws.grad_[l].view().subview(row0 * out, rows * out);
-        View<const float> y = ws.act_[l].cview().subview(row0 * out, rows * out);
-        View<const float> x = l == 0 ? ws.input_.subview(k * ws.x_stride_, rows * in)
-                                     : ws.act_[l - 1].cview().subview(row0 * in, rows * in);
-        View<float> dx = l == 0 ? dX : ws.grad_[l - 1].view().subview(row0 * in, rows * in);
-        ops.linear_backward(dx, grads.subview(p0 + L.weight.offset, L.weight.size),
-                            grads.subview(p0 + L.bias.offset, L.bias.size), dy, y, x,
-                            params.subview(p0 + L.weight.offset, L.weight.size), batch, L.in, L.out, L.act,
-                            accumulate, parts);
+        View<float> dy = last ? dOut : ws.grad_[l].view().subview(row0 * out, n * rows * out);
+        View<const float> y = ws.act_[l].cview().subview(row0 * out, n * rows * out);
+        View<float> dx = l == 0 ? dX : ws.grad_[l - 1].view().subview(row0 * in, n * rows * in);
+        if (networks == 1) {
+            View<const float> x = l == 0 ? ws.input_.subview(k * ws.x_stride_, rows * in)
+                                         : ws.act_[l - 1].cview().subview(row0 * in, rows * in);
+            ops.linear_backward(dx, grads.subview(p0 + L.weight.offset, L.weight.size),
+                                grads.subview(p0 + L.bias.offset, L.bias.size), dy, y, x,
+                                params.subview(p0 + L.weight.offset, L.weight.size), batch, L.in, L.out, L.act,
+                                accumulate, parts);
+            return;
+        }
+        // Every network: layer 0 reads the forward's input at its stride, the others their
+        // blocks of the activations below.
+        const std::size_t x_stride = l == 0 ? ws.x_stride_ : rows * in;
+        View<const float> x = l == 0 ? ws.input_ : ws.act_[l - 1].cview().subview(0, n * rows * in);
+        ops.linear_backward_batched(dx, grads, dy, y, x, x_stride, params, ws.param_stride_, L.weight.offset,
+                                    static_cast<std::ptrdiff_t>(L.bias.offset), networks, batch, L.in, L.out, L.act,
+                                    accumulate, parts);
     };
     using Part = ops::BackwardPart;
     if (!overlap_backward_) {

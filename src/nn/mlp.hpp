@@ -110,6 +110,14 @@ public:
     void backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
                   ops::View<float> dOut, ops::View<float> dX, int batch, Workspace& ws,
                   bool accumulate, int network = 0) const;
+    /// Backward of every network of the last forward_batched on `ws`, each on all its rows: one
+    /// launch per layer part for all of them (Device::linear_backward_batched) instead of `count`
+    /// backwards. dOut (count, batch, out_dim): network k's dL/dOutput in block k, overwritten
+    /// (scratch). Network k's gradients go to its parameters' slices in `grads` (shifted by
+    /// k * param_stride), set or added to when `accumulate`. dX (count, batch, in_dim), or empty
+    /// to skip. Each network's results are those of backward(..., network = k).
+    void backward_batched(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
+                          ops::View<float> dOut, ops::View<float> dX, Workspace& ws, bool accumulate) const;
     /// Whether backward overlaps its products (the same results, bit for bit): up to
     /// kChainedBackwardMaxRows rows each layer's dW and db run beside the chain of activation and
     /// dX products below it, joined at the end; beyond, each layer's dW beside its dX (larger
@@ -121,6 +129,11 @@ public:
     static constexpr int kChainedBackwardMaxRows = 512;
 
 private:
+    /// backward (networks 1: network `first`) and backward_batched (every network from 0).
+    void backward_networks(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
+                           ops::View<float> dOut, ops::View<float> dX, int batch, Workspace& ws, bool accumulate,
+                           int first, int networks) const;
+
     std::string name_;
     std::vector<Layer> layers_;
     bool overlap_backward_ = false;

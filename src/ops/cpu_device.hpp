@@ -33,6 +33,11 @@ protected:
     void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
                                      std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
                                      int batch, int in, int out, Activation act) override;
+    void linear_backward_batched_impl(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
+                                      View<const float> X, std::size_t x_stride, View<const float> params,
+                                      std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
+                                      int batch, int in, int out, Activation act, bool accumulate,
+                                      BackwardPart parts) override;
     void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                               View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
                               bool accumulate, BackwardPart parts) override;

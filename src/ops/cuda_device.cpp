@@ -407,6 +407,38 @@ bool CudaDevice::mlp_infer_impl(View<float> Y, View<const float> X, View<const f
     return true;
 }
 
+// dZ = dY * act'(Y) in place on dY, and/or db = the column sums of dZ, in one pass over dY, for
+// `count` networks (grid.z; network k's dY and Y at k * net_stride, its db at k * db_stride): row
+// slices (enough blocks to fill the GPU, see kBiasGradBlocks), whose last block per column group
+// adds the slices in a fixed order. The slicing depends on the shape only (not on count), so the
+// sums' order, hence the bits, are the same on every run, whatever the count, and the same whether
+// the activation's backward ran in this pass or in one of its own before (the kernel rounds dZ
+// first). The activation alone (db null) takes the same slices for its blocks and writes no partials.
+void CudaDevice::act_bias_grad(float* dY, float* db, const float* Y, Activation act, bool accumulate, int batch,
+                               int out, int count, long long net_stride, long long db_stride) {
+    const int column_groups = (out + 31) / 32;
+    int slices = std::clamp(std::min(batch / kBiasSliceRows, (kBiasGradBlocks + column_groups - 1) / column_groups),
+                            1, kMaxBiasSlices);
+    slices = std::max(1, std::min<int>(slices, static_cast<int>(kBiasPartialFloats / static_cast<std::size_t>(out))));
+    const int rows_per_slice = (batch + slices - 1) / slices;
+    const bool partials = db != nullptr && slices > 1;
+    // Every network's partials and tickets have to fit the device's buffers at once.
+    if (partials && (static_cast<std::size_t>(count) * static_cast<std::size_t>(slices) * static_cast<std::size_t>(out) >
+                         kBiasPartialFloats ||
+                     static_cast<std::size_t>(count) * static_cast<std::size_t>(column_groups) > kBiasTickets)) {
+        for (int k = 0; k < count; ++k)
+            act_bias_grad(dY + k * net_stride, db + k * db_stride, Y + k * net_stride, act, accumulate, batch, out, 1,
+                          0, 0);
+        return;
+    }
+    const LaunchDims dims{dim3(static_cast<unsigned>(column_groups), static_cast<unsigned>(slices),
+                               static_cast<unsigned>(count)),
+                          dim3(32, abi::kBiasGradRows), 0};
+    kernels().network_act_bias_grad_kernel(stream(), dims, dY, db, partials ? bias_partials() : nullptr,
+                                           partials ? bias_tickets() : nullptr, Y, act, accumulate ? 1 : 0, batch, out,
+                                           rows_per_slice, net_stride, db_stride);
+}
+
 void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                       int out, Activation act, bool accumulate, BackwardPart parts) {
@@ -414,28 +446,10 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
     const bool activation = has_part(parts, BackwardPart::activation) && act != Activation::none;
     const bool weights = has_part(parts, BackwardPart::weights);
     const bool input = has_part(parts, BackwardPart::input) && !dX.empty();
-    // dZ = dY * act'(Y) in place on dY, and/or db = the column sums of dZ, in one pass over dY:
-    // row slices (enough blocks to fill the GPU, see kBiasGradBlocks), whose last block per column
-    // group adds the slices in a fixed order. The slicing depends on the shape only, so the sums'
-    // order, hence the bits, are the same on every run, and the same whether the activation's
-    // backward ran in this pass or in one of its own before (the kernel rounds dZ first). The
-    // activation alone (no db) takes the same slices for its blocks and writes no partials.
     const bool sum_bias = has_part(parts, BackwardPart::bias) && !db.empty();
-    if (activation || sum_bias) {
-        const int column_groups = (out + 31) / 32;
-        int slices = std::clamp(std::min(batch / kBiasSliceRows, (kBiasGradBlocks + column_groups - 1) / column_groups),
-                                1, kMaxBiasSlices);
-        slices = std::max(1, std::min<int>(slices, static_cast<int>(kBiasPartialFloats / static_cast<std::size_t>(out))));
-        const int rows_per_slice = (batch + slices - 1) / slices;
-        const LaunchDims dims{dim3(static_cast<unsigned>(column_groups), static_cast<unsigned>(slices)),
-                              dim3(32, abi::kBiasGradRows), 0};
-        const bool partials = sum_bias && slices > 1;
-        kernels().network_act_bias_grad_kernel(stream(), dims, dY.data(), sum_bias ? db.data() : nullptr,
-                                               partials ? bias_partials() : nullptr,
-                                               partials ? bias_tickets() : nullptr, Y.data(),
-                                               activation ? act : Activation::none, accumulate ? 1 : 0, batch, out,
-                                               rows_per_slice);
-    }
+    if (activation || sum_bias)
+        act_bias_grad(dY.data(), sum_bias ? db.data() : nullptr, Y.data(), activation ? act : Activation::none,
+                      accumulate, batch, out, 1, 0, 0);
     const float* dZ = dY.data();
     if (weights) {
         const std::string label =
@@ -453,6 +467,55 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
             const cuda::TimedRegion timed(label, stream());
             FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, &one, W.data(), in, dZ, out,
                                         &zero, dX.data(), in));
+        }
+    }
+}
+
+void CudaDevice::linear_backward_batched_impl(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
+                                              View<const float> X, std::size_t x_stride, View<const float> params,
+                                              std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
+                                              int count, int batch, int in, int out, Activation act, bool accumulate,
+                                              BackwardPart parts) {
+    const std::size_t ws = static_cast<std::size_t>(out) * static_cast<std::size_t>(in);
+    if (count == 1) {  // linear_backward itself
+        linear_backward_impl(dX, grads.subview(w_offset, ws),
+                             b_offset < 0 ? View<float>() : grads.subview(static_cast<std::size_t>(b_offset), static_cast<std::size_t>(out)),
+                             dY, Y, X.subview(0, static_cast<std::size_t>(batch) * static_cast<std::size_t>(in)),
+                             params.subview(w_offset, ws), batch, in, out, act, accumulate, parts);
+        return;
+    }
+    const float one = 1.f, zero = 0.f;
+    const bool activation = has_part(parts, BackwardPart::activation) && act != Activation::none;
+    const bool weights = has_part(parts, BackwardPart::weights);
+    const bool input = has_part(parts, BackwardPart::input) && !dX.empty();
+    const bool sum_bias = has_part(parts, BackwardPart::bias) && b_offset >= 0;
+    const long long rows = static_cast<long long>(batch) * out;  // one network's block of dY and Y
+    const long long pstride = static_cast<long long>(param_stride);
+    if (activation || sum_bias)
+        act_bias_grad(dY.data(), sum_bias ? grads.data() + b_offset : nullptr, Y.data(),
+                      activation ? act : Activation::none, accumulate, batch, out, count, rows, pstride);
+    const float* dZ = dY.data();
+    if (weights) {
+        const std::string label = cuda::op_names_wanted()
+                                      ? fmt::format("linear dW (sgemm batched) {}x{}x{} x{}", in, out, batch, count)
+                                      : std::string();
+        if (!cuda::op_skipped(label)) {  // bench --ablate
+            const cuda::TimedRegion timed(label, stream());
+            FH_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, X.data(),
+                                                      in, static_cast<long long>(x_stride), dZ, out, rows,
+                                                      accumulate ? &one : &zero, grads.data() + w_offset, in, pstride,
+                                                      count));
+        }
+    }
+    if (input) {
+        const std::string label = cuda::op_names_wanted()
+                                      ? fmt::format("linear dX (sgemm batched) {}x{}x{} x{}", batch, in, out, count)
+                                      : std::string();
+        if (!cuda::op_skipped(label)) {  // bench --ablate
+            const cuda::TimedRegion timed(label, stream());
+            FH_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, &one,
+                                                      params.data() + w_offset, in, pstride, dZ, out, rows, &zero,
+                                                      dX.data(), in, static_cast<long long>(batch) * in, count));
         }
     }
 }

@@ -82,6 +82,11 @@ protected:
                                      int batch, int in, int out, Activation act) override;
     bool mlp_infer_impl(View<float> Y, View<const float> X, View<const float> params, const abi::MlpInferLayers& layers,
                         int batch) override;
+    void linear_backward_batched_impl(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
+                                      View<const float> X, std::size_t x_stride, View<const float> params,
+                                      std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
+                                      int batch, int in, int out, Activation act, bool accumulate,
+                                      BackwardPart parts) override;
     void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                               View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
                               bool accumulate, BackwardPart parts) override;
@@ -117,6 +122,10 @@ private:
     cuda::Event fork_{cudaEventDisableTiming};
     cublasLtHandle_t lt_ = nullptr;
     void* workspace() const noexcept;
+    /// The activation's backward and/or the bias gradient of `count` networks (linear_backward's
+    /// first two parts; network_act_bias_grad_kernel).
+    void act_bias_grad(float* dY, float* db, const float* Y, Activation act, bool accumulate, int batch, int out,
+                       int count, long long net_stride, long long db_stride);
     float* bias_partials() const noexcept;
     unsigned* bias_tickets() const noexcept;
     /// cuBLASLt plans by shape, epilogue, math mode and alignment: the same algorithm for the same

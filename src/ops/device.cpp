@@ -180,6 +180,44 @@ void Device::linear_backward(View<float> dX, View<float> dW, View<float> db, Vie
     linear_backward_impl(dX, dW, db, dY, Y, X, W, batch, in, out, act, accumulate, parts);
 }
 
+void Device::linear_backward_batched(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
+                                     View<const float> X, std::size_t x_stride, View<const float> params,
+                                     std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
+                                     int batch, int in, int out, Activation act, bool accumulate, BackwardPart parts) {
+    const char* op = "linear_backward_batched";
+    const unsigned p = static_cast<unsigned>(parts);
+    detail::require(p >= 1 && p <= static_cast<unsigned>(BackwardPart::all), op, "parts must name at least one part");
+    require_positive(count, "count", op);
+    require_positive(batch, "batch", op);
+    require_positive(in, "in", op);
+    require_positive(out, "out", op);
+    require_activation(act, op);
+    const std::size_t n = static_cast<std::size_t>(count);
+    if (!dX.empty()) detail::require_size(dX.size(), n * mul(batch, in), op, "dX (count, batch, in)");
+    detail::require_size(dY.size(), n * mul(batch, out), op, "dY (count, batch, out)");
+    detail::require_size(Y.size(), n * mul(batch, out), op, "Y (count, batch, out)");
+    detail::require(x_stride == 0 || x_stride >= mul(batch, in), op, "x_stride must be 0 or at least batch * in");
+    detail::require_size(X.size(), (n - 1) * x_stride + mul(batch, in), op, "X ((count - 1) * x_stride + batch * in)");
+    // As linear_forward_batched: the last network's W and b lie inside params, its dW and db
+    // inside grads (the same layout).
+    std::size_t end = w_offset + mul(out, in);
+    if (b_offset >= 0) end = std::max(end, static_cast<std::size_t>(b_offset) + static_cast<std::size_t>(out));
+    detail::require(param_stride >= end || n == 1, op, "param_stride must cover a network's W and b");
+    detail::require(params.size() >= (n - 1) * param_stride + end, op,
+                    "params must hold every network's W and b ((count - 1) * param_stride + the layer's end)");
+    detail::require(grads.size() >= (n - 1) * param_stride + end, op,
+                    "grads must hold every network's dW and db ((count - 1) * param_stride + the layer's end)");
+    detail::checked_int_size(dY.size(), op);
+    detail::checked_int_size(X.size(), op);
+    detail::checked_int_size(params.size(), op);
+    detail::checked_int_size(grads.size(), op);
+    // Every written buffer (dX, grads, dY) is distinct from every other operand.
+    detail::require_distinct(op, {detail::range("dX", dX), detail::range("grads", grads), detail::range("dY", dY),
+                                  detail::range("Y", Y), detail::range("X", X), detail::range("params", params)});
+    linear_backward_batched_impl(dX, grads, dY, Y, X, x_stride, params, param_stride, w_offset, b_offset, count, batch,
+                                 in, out, act, accumulate, parts);
+}
+
 void Device::global_norm(View<float> out, View<const float> x, View<float> scratch) {
     const char* op = "global_norm";
     detail::require_size(out.size(), 1, op, "out");

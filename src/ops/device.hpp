@@ -252,6 +252,20 @@ public:
     void linear_backward(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                          View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
                          bool accumulate, BackwardPart parts = BackwardPart::all);
+    /// The backward of linear_forward_batched: linear_backward for each of `count` layers of one
+    /// shape. Network k's dY and Y are blocks k of dY and Y (count, batch, out); its X is
+    /// X[k * x_stride ...] (batch, in) (x_stride 0: one input they all read); its W is at
+    /// k * param_stride + w_offset in `params` and its dW and db at the same offsets in `grads`
+    /// (a buffer of the params' layout; b_offset < 0: no bias); its dX is block k of dX (count,
+    /// batch, in), or dX is empty. Each network's results are those of linear_backward on its
+    /// blocks: the same bits on the CPU; on CUDA the same dZ and db (one launch for every network's
+    /// activation and bias parts) and dW and dX from one strided-batched product each (count 1:
+    /// linear_backward itself).
+    void linear_backward_batched(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
+                                 View<const float> X, std::size_t x_stride, View<const float> params,
+                                 std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
+                                 int batch, int in, int out, Activation act, bool accumulate,
+                                 BackwardPart parts = BackwardPart::all);
     /// Inference through a whole small MLP in one launch, where the backend has such a path (CUDA:
     /// network_mlp_infer_kernel, cuda/abi/core_network.h): Y (batch, last layer's out) from X
     /// (batch, layers.in[0]), each layer's W and b at its offsets in params. Nothing is kept for
@@ -304,6 +318,11 @@ protected:
     virtual void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
                                              std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
                                              int count, int batch, int in, int out, Activation act) = 0;
+    virtual void linear_backward_batched_impl(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
+                                              View<const float> X, std::size_t x_stride, View<const float> params,
+                                              std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
+                                              int count, int batch, int in, int out, Activation act, bool accumulate,
+                                              BackwardPart parts) = 0;
     virtual void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                       int out, Activation act, bool accumulate, BackwardPart parts) = 0;

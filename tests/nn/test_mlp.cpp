@@ -3,6 +3,7 @@
 ///        backward on the CPU backend against the double reference; [gpu] Mlp GPU vs CPU.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -254,77 +255,105 @@ TEST_CASE("CUDA Mlp equals the CPU Mlp within tolerance", "[gpu][nn]") {
 namespace {
 
 /// Twin networks "a" and "b" of one shape, registered one after the other. Returns, for both
-/// networks: outputs, every gradient and dX, computed once network by network and once as one
-/// forward_batched pass with backward(network 0) and backward(network 1).
+/// networks: outputs, every gradient and dX, computed network by network ([0]), as one
+/// forward_batched pass with backward(network 0) and backward(network 1) ([1]), and as that pass
+/// with one backward_batched ([2]). `shared_input`: both read X, else each its own block of X.
+/// `overlap`: Mlp::set_overlap_backward.
 struct TwinRun {
     std::vector<float> out, grads, dX;
 };
-std::pair<TwinRun, TwinRun> run_twins(fh::ops::Device& ops, int batch) {
+std::array<TwinRun, 3> run_twins(fh::ops::Device& ops, int batch, bool shared_input = true, bool overlap = false) {
     ParamLayout layout;
-    const Mlp a(layout, "a", MlpConfig{{6, 9, 5, 4}, Activation::relu, Activation::none});
-    const Mlp b(layout, "b", MlpConfig{{6, 9, 5, 4}, Activation::relu, Activation::none});
+    Mlp a(layout, "a", MlpConfig{{6, 9, 5, 4}, Activation::relu, Activation::none});
+    Mlp b(layout, "b", MlpConfig{{6, 9, 5, 4}, Activation::relu, Activation::none});
+    a.set_overlap_backward(overlap);
+    b.set_overlap_backward(overlap);
     const std::size_t stride = b.layers().front().weight.offset - a.layers().front().weight.offset;
     const auto params_h = fh::nn::initial_params(layout, 17);
     auto params = ops.from_host<float>(params_h);
-    auto X = ops.from_host<float>(fh::test::random_floats(static_cast<std::size_t>(batch) * 6, 5, -1.f, 1.f));
     const std::size_t n_out = static_cast<std::size_t>(batch) * 4, n_in = static_cast<std::size_t>(batch) * 6;
+    const std::size_t x_stride = shared_input ? 0 : n_in;
+    auto X = ops.from_host<float>(fh::test::random_floats(n_in + x_stride, 5, -1.f, 1.f));
     const auto dout_a = fh::test::random_floats(n_out, 6), dout_b = fh::test::random_floats(n_out, 7);
 
-    TwinRun separate, batched;
+    std::array<TwinRun, 3> r;
     {
         auto grads = fh::nn::alloc_zeroed(ops, layout);
         auto wa = a.make_workspace(ops, batch), wb = b.make_workspace(ops, batch);
         auto da = ops.from_host<float>(dout_a), db = ops.from_host<float>(dout_b);
         auto dxa = ops.alloc<float>(n_in), dxb = ops.alloc<float>(n_in);
-        separate.out = ops.to_host(a.forward(ops, params.cview(), X.cview(), batch, wa));
-        for (float v : ops.to_host(b.forward(ops, params.cview(), X.cview(), batch, wb))) separate.out.push_back(v);
+        r[0].out = ops.to_host(a.forward(ops, params.cview(), X.cview().subview(0, n_in), batch, wa));
+        for (float v : ops.to_host(b.forward(ops, params.cview(), X.cview().subview(x_stride, n_in), batch, wb)))
+            r[0].out.push_back(v);
         a.backward(ops, params.cview(), grads.view(), da.view(), dxa.view(), batch, wa, false);
         b.backward(ops, params.cview(), grads.view(), db.view(), dxb.view(), batch, wb, false);
-        separate.grads = ops.to_host(grads.cview());
-        separate.dX = ops.to_host(dxa.cview());
-        for (float v : ops.to_host(dxb.cview())) separate.dX.push_back(v);
+        r[0].grads = ops.to_host(grads.cview());
+        r[0].dX = ops.to_host(dxa.cview());
+        for (float v : ops.to_host(dxb.cview())) r[0].dX.push_back(v);
     }
     {
         auto grads = fh::nn::alloc_zeroed(ops, layout);
         auto ws = a.make_workspace(ops, 2 * batch);
         auto da = ops.from_host<float>(dout_a), db = ops.from_host<float>(dout_b);
         auto dxa = ops.alloc<float>(n_in), dxb = ops.alloc<float>(n_in);
-        batched.out = ops.to_host(a.forward_batched(ops, params.cview(), stride, X.cview(), 0, batch, 2, ws));
+        r[1].out = ops.to_host(a.forward_batched(ops, params.cview(), stride, X.cview(), x_stride, batch, 2, ws));
         a.backward(ops, params.cview(), grads.view(), da.view(), dxa.view(), batch, ws, false, 0);
         a.backward(ops, params.cview(), grads.view(), db.view(), dxb.view(), batch, ws, false, 1);
         CHECK_THROWS_AS(a.backward(ops, params.cview(), grads.view(), db.view(), {}, batch, ws, false, 2),
                         std::invalid_argument);
-        batched.grads = ops.to_host(grads.cview());
-        batched.dX = ops.to_host(dxa.cview());
-        for (float v : ops.to_host(dxb.cview())) batched.dX.push_back(v);
+        r[1].grads = ops.to_host(grads.cview());
+        r[1].dX = ops.to_host(dxa.cview());
+        for (float v : ops.to_host(dxb.cview())) r[1].dX.push_back(v);
     }
-    return {separate, batched};
+    {
+        auto grads = fh::nn::alloc_zeroed(ops, layout);
+        auto ws = a.make_workspace(ops, 2 * batch);
+        CHECK_THROWS_AS(a.backward_batched(ops, params.cview(), grads.view(), {}, {}, ws, false), std::invalid_argument);
+        std::vector<float> dout = dout_a;
+        dout.insert(dout.end(), dout_b.begin(), dout_b.end());
+        auto d = ops.from_host<float>(dout);
+        auto dx = ops.alloc<float>(2 * n_in);
+        r[2].out = ops.to_host(a.forward_batched(ops, params.cview(), stride, X.cview(), x_stride, batch, 2, ws));
+        a.backward_batched(ops, params.cview(), grads.view(), d.view(), dx.view(), ws, false);
+        r[2].grads = ops.to_host(grads.cview());
+        r[2].dX = ops.to_host(dx.cview());
+    }
+    return r;
 }
 
 }  // namespace
 
 TEST_CASE("Mlp backward of network k of a batched forward equals that network on its own (CPU, exact)", "[nn]") {
     CpuDevice ops;
-    for (int batch : {1, 5, 33}) {
-        INFO("batch " << batch);
-        const auto [separate, batched] = run_twins(ops, batch);
-        CHECK(batched.out == separate.out);
-        CHECK(batched.grads == separate.grads);
-        CHECK(batched.dX == separate.dX);
-    }
+    for (int batch : {1, 5, 33})
+        for (bool shared : {true, false})
+            for (bool overlap : {false, true}) {
+                INFO("batch " << batch << " shared input " << shared << " overlap " << overlap);
+                const auto r = run_twins(ops, batch, shared, overlap);
+                for (int i : {1, 2}) {
+                    INFO((i == 1 ? "backward per network" : "backward_batched"));
+                    CHECK(r[i].out == r[0].out);
+                    CHECK(r[i].grads == r[0].grads);
+                    CHECK(r[i].dX == r[0].dX);
+                }
+            }
 }
 
-TEST_CASE("CUDA Mlp backward of network k of a batched forward equals the CPU", "[gpu][nn]") {
+TEST_CASE("CUDA Mlp backward of the networks of a batched forward equals the CPU", "[gpu][nn]") {
     CpuDevice cpu;
-    for (int batch : {1, 5, 257}) {
-        INFO("batch " << batch);
-        const auto [c, c_batched] = run_twins(cpu, batch);
-        const auto [g, g_batched] = run_twins(fh::test::gpu_ops(), batch);
-        FH_REQUIRE_CLOSE(g_batched.out, c.out, 1e-5, 1e-4);
-        FH_REQUIRE_CLOSE(g_batched.grads, c.grads, 1e-4, 1e-4);
-        FH_REQUIRE_CLOSE(g_batched.dX, c.dX, 1e-5, 1e-4);
-        FH_REQUIRE_CLOSE(g.grads, c.grads, 1e-4, 1e-4);
-    }
+    for (int batch : {1, 5, 257, 1031})
+        for (bool shared : {true, false})
+            for (bool overlap : {false, true}) {
+                INFO("batch " << batch << " shared input " << shared << " overlap " << overlap);
+                const auto c = run_twins(cpu, batch, shared, overlap);
+                const auto g = run_twins(fh::test::gpu_ops(), batch, shared, overlap);
+                for (int i : {0, 1, 2}) {
+                    INFO("run " << i);
+                    FH_REQUIRE_CLOSE(g[i].out, c[0].out, 1e-5, 1e-4);
+                    FH_REQUIRE_CLOSE(g[i].grads, c[0].grads, 1e-4, 1e-4);
+                    FH_REQUIRE_CLOSE(g[i].dX, c[0].dX, 1e-5, 1e-4);
+                }
+            }
 }
 
 TEST_CASE("Mlp infer on the CPU is forward (no fused path), and mlp_infer checks its layers", "[nn]") {

@@ -240,6 +240,35 @@ TEST_CASE("network ops check sizes and refuse aliased outputs", "[nn][aliasing]"
     CHECK_THROWS_WITH(ops.linear_backward(dX, dW, db, dY, Y, X, W, 2, 4, 3, Activation::tanh, false,
                                           static_cast<fh::ops::BackwardPart>(0)),
                       Catch::Contains("parts"));
+    // linear_backward_batched, two networks of (in 4, out 3) at stride 16 in params and grads
+    // (W at 0, b at 12), batch 2: dY, Y (2, 2, 3), X shared (x_stride 0), dX (2, 2, 4).
+    {
+        auto other = ops.from_host<float>(random_floats(256, 2));
+        const auto o = other.view();
+        const auto P = o.subview(0, 32), G = o.subview(32, 32), dY2 = o.subview(64, 12), Y2 = o.subview(80, 12),
+                   dX2 = o.subview(96, 16), X2 = o.subview(112, 16);
+        CHECK_NOTHROW(ops.linear_backward_batched(dX2, G, dY2, Y2, X2.subview(0, 8), 0, P, 16, 0, 12, 2, 2, 4, 3,
+                                                  Activation::relu, false));
+        CHECK_NOTHROW(ops.linear_backward_batched({}, G, dY2, Y2, X2, 8, P, 16, 0, 12, 2, 2, 4, 3, Activation::relu,
+                                                  true));
+        CHECK_THROWS_WITH(ops.linear_backward_batched(dX2, G, dY2, Y2, X2, 4, P, 16, 0, 12, 2, 2, 4, 3,
+                                                      Activation::relu, false),
+                          Catch::Contains("x_stride"));
+        CHECK_THROWS_WITH(ops.linear_backward_batched(dX2, G.subview(0, 20), dY2, Y2, X2.subview(0, 8), 0, P, 16, 0, 12, 2, 2, 4, 3,
+                                                      Activation::relu, false),
+                          Catch::Contains("grads must hold"));
+        CHECK_THROWS_WITH(ops.linear_backward_batched(dX2, G, dY2, Y2, X2.subview(0, 8), 0, P, 8, 0, 12, 2, 2, 4, 3,
+                                                      Activation::relu, false),
+                          Catch::Contains("param_stride"));
+        CHECK_THROWS_WITH(ops.linear_backward_batched(dX2, G, dY2.subview(0, 6), Y2, X2.subview(0, 8), 0, P, 16, 0, 12, 2, 2, 4, 3,
+                                                      Activation::relu, false),
+                          Catch::Contains("dY (count, batch, out)"));
+        CHECK_THROWS_WITH(ops.linear_backward_batched(dX2, P, dY2, Y2, X2.subview(0, 8), 0, P, 16, 0, 12, 2, 2, 4, 3,
+                                                      Activation::relu, false),
+                          Catch::Contains("overlaps"));
+        CHECK_THROWS(ops.linear_backward_batched(dX2, G, dY2, Y2, X2.subview(0, 8), 0, P, 16, 0, 12, 0, 2, 4, 3, Activation::relu,
+                                                 false));
+    }
     // global_norm
     auto out = a.subview(100, 1), scratch = a.subview(0, 0);
     auto sbuf = ops.alloc<float>(Device::global_norm_scratch_size());

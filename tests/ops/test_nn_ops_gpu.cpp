@@ -171,6 +171,106 @@ TEST_CASE("linear_forward_batched equals one linear_forward per network, on both
                 }
 }
 
+namespace {
+
+/// linear_backward_batched over `count` networks (W, b at k * P + offsets in a params buffer, dW,
+/// db at the same offsets in a grads buffer set to random values first), run twice (set, then
+/// accumulate on the same dY); or, with `per_network`, linear_backward on each network's blocks.
+/// Returns dZ, dX and grads after the first run, then the grads after the second.
+struct BatchedBackward {
+    std::vector<float> dZ, dX, grads, grads_acc;
+};
+BatchedBackward run_backward_batched(Device& ops, int count, int batch, int in, int out, Activation act, bool bias,
+                                     bool shared_input, bool per_network, bool in_parts = false) {
+    using fh::ops::BackwardPart;
+    const std::size_t P = 8192, w_off = 128, b_off = 7000;
+    const std::size_t nb = static_cast<std::size_t>(batch), n = static_cast<std::size_t>(count);
+    const std::size_t xs = shared_input ? 0 : nb * in, ys = nb * out, wsz = static_cast<std::size_t>(out) * in;
+    const std::uint64_t seed = 31u * count + 7u * batch + in + out;
+    auto params = ops.from_host<float>(random_floats(P * n, seed, -0.3f, 0.3f));
+    auto grads = ops.from_host<float>(random_floats(P * n, seed + 1));
+    auto X = ops.from_host<float>(random_floats((n - 1) * xs + nb * in, seed + 2, -1.f, 1.f));
+    auto Y = ops.from_host<float>(random_floats(n * ys, seed + 3, act == Activation::tanh ? -0.9f : 0.f, 0.9f));
+    const auto dY0 = random_floats(n * ys, seed + 4, -1.f, 1.f);
+    auto dY = ops.from_host<float>(dY0);
+    auto dX = ops.alloc<float>(n * nb * in);
+    const auto backward = [&](View<float> dx, bool accumulate) {
+        for (BackwardPart part : in_parts ? std::vector<BackwardPart>{BackwardPart::activation, BackwardPart::bias,
+                                                                      BackwardPart::weights, BackwardPart::input}
+                                          : std::vector<BackwardPart>{BackwardPart::all}) {
+            if (!per_network) {
+                ops.linear_backward_batched(dx, grads.view(), dY.view(), Y.cview(), X.cview(), xs, params.cview(), P,
+                                            w_off, bias ? static_cast<std::ptrdiff_t>(b_off) : -1, count, batch, in, out,
+                                            act, accumulate, part);
+                continue;
+            }
+            for (std::size_t k = 0; k < n; ++k)
+                ops.linear_backward(dx.empty() ? View<float>() : dx.subview(k * nb * in, nb * in),
+                                    grads.view().subview(k * P + w_off, wsz),
+                                    bias ? grads.view().subview(k * P + b_off, out) : View<float>(),
+                                    dY.view().subview(k * ys, ys), Y.cview().subview(k * ys, ys),
+                                    X.cview().subview(k * xs, nb * in), params.cview().subview(k * P + w_off, wsz), batch,
+                                    in, out, act, accumulate, part);
+        }
+    };
+    BatchedBackward r;
+    backward(dX.view(), false);
+    r.dZ = ops.to_host(dY.cview());
+    r.dX = ops.to_host(dX.cview());
+    r.grads = ops.to_host(grads.cview());
+    ops.upload<float>(dY.view(), dY0);
+    backward({}, true);
+    r.grads_acc = ops.to_host(grads.cview());
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("linear_backward_batched equals one linear_backward per network, on both backends", "[gpu][nn]") {
+    CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    // 300 and 2049 rows: the bias gradient's row slices (2 and 8), each network with its own
+    // partials and tickets.
+    for (int count : {1, 2, 5})
+        for (int batch : {37, 300, 2049})
+            for (bool shared_input : {false, true})
+                for (bool bias : {true, false})
+                    for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
+                        const int in = 29, out = 65;
+                        INFO("count " << count << " batch " << batch << " shared " << shared_input << " bias " << bias
+                                      << " act " << static_cast<int>(act));
+                        const auto c = run_backward_batched(cpu, count, batch, in, out, act, bias, shared_input, false);
+                        const auto c1 = run_backward_batched(cpu, count, batch, in, out, act, bias, shared_input, true);
+                        CHECK(c.dZ == c1.dZ);  // the CPU's batched op is the single op per network
+                        CHECK(c.dX == c1.dX);
+                        CHECK(c.grads == c1.grads);
+                        CHECK(c.grads_acc == c1.grads_acc);
+                        const auto g = run_backward_batched(gpu, count, batch, in, out, act, bias, shared_input, false);
+                        const auto g1 = run_backward_batched(gpu, count, batch, in, out, act, bias, shared_input, true);
+                        const auto gp = run_backward_batched(gpu, count, batch, in, out, act, bias, shared_input, false, true);
+                        // One launch for every network's dZ and db: the single op's bits.
+                        CHECK(g.dZ == g1.dZ);
+                        if (bias)
+                            for (int k = 0; k < count; ++k) {
+                                const auto at = [&](const std::vector<float>& v) {
+                                    const auto first = v.begin() + static_cast<std::ptrdiff_t>(8192 * k + 7000);
+                                    return std::vector<float>(first, first + out);
+                                };
+                                CHECK(at(g.grads) == at(g1.grads));
+                                CHECK(at(g.grads_acc) == at(g1.grads_acc));
+                            }
+                        // Its parts issued one by one: the same bits as all at once.
+                        CHECK(gp.dZ == g.dZ);
+                        CHECK(gp.dX == g.dX);
+                        CHECK(gp.grads == g.grads);
+                        CHECK(gp.grads_acc == g.grads_acc);
+                        FH_REQUIRE_CLOSE(g.dZ, c.dZ, 1e-5, 1e-4);
+                        FH_REQUIRE_CLOSE(g.dX, c.dX, 1e-5, 1e-4);
+                        FH_REQUIRE_CLOSE(g.grads, c.grads, 1e-5 * std::sqrt(batch), 1e-4);
+                        FH_REQUIRE_CLOSE(g.grads_acc, c.grads_acc, 2e-5 * std::sqrt(batch), 1e-4);
+                    }
+}
+
 TEST_CASE("CUDA bias + activation pass: four columns at a time equals one at a time, bit for bit", "[gpu][nn]") {
     // A layer with one input: each product is one rounded multiplication, the same whatever the
     // GEMM's algorithm, so the rest of Y's arithmetic is the pass's own. Y's start decides the path: 16-byte
