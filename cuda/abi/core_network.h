@@ -32,10 +32,7 @@ using NetworkBiasActForward = void(float* __restrict__ y, const float* __restric
                                    Activation act, int batch, int out);
 /// The backward of a layer's activation and bias in one pass over dY (batch, out), in place:
 /// dZ = dY * act'(Y) (act none: dZ = dY), and the column sums of dZ over a slice of rows.
-/// Launch: block (32, kBiasGradRows), grid (ceil(out / 32), slices, networks): network z (a
-/// batched layer's, Device::linear_backward_batched; one network: z = 0) has its dY and Y at
-/// z * net_stride, its db at z * db_stride, its partials at z * slices * out and its tickets at
-/// z * ceil(out / 32); each network is summed exactly as a launch of its own. Slice s covers rows
+/// Launch: block (32, kBiasGradRows), grid (ceil(out / 32), slices); slice s covers rows
 /// [s * rows_per_slice, min(batch, (s + 1) * rows_per_slice)). Each column's rows are summed per
 /// thread in row order, then over the block's kBiasGradRows threads in a fixed tree. With one
 /// slice the sum goes to db (+= when accumulate); with several, each block writes partials
@@ -46,8 +43,17 @@ using NetworkBiasActForward = void(float* __restrict__ y, const float* __restric
 /// (ceil(out / 32)) with db and several slices, else null.
 using NetworkActBiasGrad = void(float* __restrict__ dy, float* __restrict__ db, float* __restrict__ partials,
                                 unsigned* __restrict__ tickets, const float* __restrict__ y, Activation act,
-                                int accumulate, int batch, int out, int rows_per_slice, long long net_stride,
-                                long long db_stride);
+                                int accumulate, int batch, int out, int rows_per_slice);
+/// network_act_bias_grad_kernel for several networks of one shape in one launch (a batched
+/// layer's, Device::linear_backward_batched): grid (ceil(out / 32), slices, networks); network z
+/// has its dY and Y at z * net_stride, its db at z * db_stride, its partials at z * slices * out
+/// and its tickets at z * ceil(out / 32), and is summed exactly as in a launch of its own. (A
+/// kernel of its own: the per-network pointers cost the one-network kernel about 0.6 us a
+/// launch on the H200.)
+using NetworkActBiasGradBatched = void(float* __restrict__ dy, float* __restrict__ db, float* __restrict__ partials,
+                                       unsigned* __restrict__ tickets, const float* __restrict__ y, Activation act,
+                                       int accumulate, int batch, int out, int rows_per_slice, long long net_stride,
+                                       long long db_stride);
 inline constexpr int kBiasGradRows = 32;
 
 /// partials[blk] = sum of x[i]^2 over block blk's grid-stride share. Launch exactly
@@ -122,6 +128,7 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
 #define FH_KERNELS_core_network(FH_KERNEL)                                                 \
     FH_KERNEL(core_network, network_bias_act_forward_kernel, NetworkBiasActForward) \
     FH_KERNEL(core_network, network_act_bias_grad_kernel, NetworkActBiasGrad)       \
+    FH_KERNEL(core_network, network_act_bias_grad_batched_kernel, NetworkActBiasGradBatched) \
     FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \
     FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \
     FH_KERNEL(core_network, network_norm_guard_kernel, NetworkNormGuard)            \

@@ -90,18 +90,14 @@ __device__ void bias_rows_tree(float (&sums)[fh::abi::kBiasGradRows][32]) {
 
 }  // namespace
 
-extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, float* __restrict__ db,
-                                                        float* __restrict__ partials, unsigned* __restrict__ tickets,
-                                                        const float* __restrict__ y, Activation act, int accumulate,
-                                                        int batch, int out, int rows_per_slice,
-                                                        long long net_stride, long long db_stride) {
+namespace {
+
+/// The bias-gradient kernels' work for one network (their pointers already at its blocks).
+__device__ __forceinline__ void act_bias_grad(float* __restrict__ dy, float* __restrict__ db,
+                                              float* __restrict__ partials, unsigned* __restrict__ tickets,
+                                              const float* __restrict__ y, Activation act, int accumulate, int batch,
+                                              int out, int rows_per_slice) {
     __shared__ float sums[fh::abi::kBiasGradRows][32];
-    // This block's network (grid.z): its rows, bias gradient, partials and tickets.
-    dy += blockIdx.z * net_stride;
-    y += blockIdx.z * net_stride;
-    if (db != nullptr) db += blockIdx.z * db_stride;
-    if (partials != nullptr) partials += static_cast<long long>(blockIdx.z) * gridDim.y * out;
-    if (tickets != nullptr) tickets += blockIdx.z * gridDim.x;
     const int col = blockIdx.x * 32 + threadIdx.x;
     const long long row0 = static_cast<long long>(blockIdx.y) * rows_per_slice;
     long long row_end = row0 + rows_per_slice;
@@ -140,6 +136,28 @@ extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, 
     bias_rows_tree(sums);
     if (writer) db[col] = accumulate ? db[col] + sums[0][threadIdx.x] : sums[0][threadIdx.x];
     if (threadIdx.x == 0 && threadIdx.y == 0) tickets[blockIdx.x] = 0;
+}
+
+}  // namespace
+
+extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, float* __restrict__ db,
+                                                        float* __restrict__ partials, unsigned* __restrict__ tickets,
+                                                        const float* __restrict__ y, Activation act, int accumulate,
+                                                        int batch, int out, int rows_per_slice) {
+    act_bias_grad(dy, db, partials, tickets, y, act, accumulate, batch, out, rows_per_slice);
+}
+
+extern "C" __global__ void network_act_bias_grad_batched_kernel(float* __restrict__ dy, float* __restrict__ db,
+                                                                float* __restrict__ partials,
+                                                                unsigned* __restrict__ tickets,
+                                                                const float* __restrict__ y, Activation act,
+                                                                int accumulate, int batch, int out, int rows_per_slice,
+                                                                long long net_stride, long long db_stride) {
+    const long long z = blockIdx.z;  // this block's network
+    act_bias_grad(dy + z * net_stride, db == nullptr ? nullptr : db + z * db_stride,
+                  partials == nullptr ? nullptr : partials + z * gridDim.y * out,
+                  tickets == nullptr ? nullptr : tickets + z * gridDim.x, y + z * net_stride, act, accumulate, batch,
+                  out, rows_per_slice);
 }
 
 namespace {

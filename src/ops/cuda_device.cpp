@@ -408,7 +408,8 @@ bool CudaDevice::mlp_infer_impl(View<float> Y, View<const float> X, View<const f
 }
 
 // dZ = dY * act'(Y) in place on dY, and/or db = the column sums of dZ, in one pass over dY, for
-// `count` networks (grid.z; network k's dY and Y at k * net_stride, its db at k * db_stride): row
+// `count` networks (network_act_bias_grad_batched_kernel, grid.z; network k's dY and Y at
+// k * net_stride, its db at k * db_stride; one network: network_act_bias_grad_kernel): row
 // slices (enough blocks to fill the GPU, see kBiasGradBlocks), whose last block per column group
 // adds the slices in a fixed order. The slicing depends on the shape only (not on count), so the
 // sums' order, hence the bits, are the same on every run, whatever the count, and the same whether
@@ -434,9 +435,15 @@ void CudaDevice::act_bias_grad(float* dY, float* db, const float* Y, Activation 
     const LaunchDims dims{dim3(static_cast<unsigned>(column_groups), static_cast<unsigned>(slices),
                                static_cast<unsigned>(count)),
                           dim3(32, abi::kBiasGradRows), 0};
-    kernels().network_act_bias_grad_kernel(stream(), dims, dY, db, partials ? bias_partials() : nullptr,
-                                           partials ? bias_tickets() : nullptr, Y, act, accumulate ? 1 : 0, batch, out,
-                                           rows_per_slice, net_stride, db_stride);
+    float* const scratch = partials ? bias_partials() : nullptr;
+    unsigned* const tickets = partials ? bias_tickets() : nullptr;
+    if (count == 1)
+        kernels().network_act_bias_grad_kernel(stream(), dims, dY, db, scratch, tickets, Y, act, accumulate ? 1 : 0,
+                                               batch, out, rows_per_slice);
+    else
+        kernels().network_act_bias_grad_batched_kernel(stream(), dims, dY, db, scratch, tickets, Y, act,
+                                                       accumulate ? 1 : 0, batch, out, rows_per_slice, net_stride,
+                                                       db_stride);
 }
 
 void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,

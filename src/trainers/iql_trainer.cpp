@@ -89,8 +89,7 @@ IqlTrainer::IqlTrainer(ops::Device& ops, const config::Profile& profile, const e
 
     batch_buf_ = ReplayBatch(ops, batch_, state_dim_);
     for (auto* b : {&loss_v_, &loss_q_, &loss_pi_, &awr_weights_, &d_v_}) *b = ops.alloc<float>(B);
-    d_q_ = ops.alloc<float>(2 * B * A);  // (twin, B, A): the twin's batched backward reads both
-    d_logits_ = ops.alloc<float>(B * A);
+    for (auto* b : {&d_q1_, &d_q2_, &d_logits_}) *b = ops.alloc<float>(B * A);
     monitor_ = UpdateMonitor(ops, kStats);
 }
 
@@ -134,8 +133,8 @@ void IqlTrainer::update_ops(bool inject_nan) {
     //    writes only its own loss, gradient buffers, workspace rows, gradient slices and
     //    statistics; all read the forwards' outputs):
     //  - V(s) by expectile regression towards min of the target twin Q at (s, a);
-    //  - twin Q towards r + gamma (1 - terminated) V(s'), then Q1's and Q2's backwards as one
-    //    batched backward (Q2 is network 1 of the twin pass: q1's layers shifted by twin_stride_);
+    //  - twin Q towards r + gamma (1 - terminated) V(s'), then Q1's and Q2's backwards side by
+    //    side (Q2 is network 1 of the twin pass: q1's layers shifted by twin_stride_);
     //  - the policy by advantage-weighted regression: weights min(exp(beta (Q' - V)), max_weight).
     const auto cur = monitor_.current.view();
     ops_.run_concurrently(
@@ -148,9 +147,11 @@ void IqlTrainer::update_ops(bool inject_nan) {
             if (inject_nan) ops_.fill(cur.subview(kValueLoss, 1), std::numeric_limits<float>::quiet_NaN());
         },
         [&] {
-            fh::ops::iql_q_loss(ops_, loss_q_.view(), d_q_.view().subview(0, BA), d_q_.view().subview(BA, BA), q1, q2,
-                                b_actions, b_rewards, b_discounts, v_next);
-            net_.q1.backward_batched(ops_, params_.cview(), grads_.view(), d_q_.view(), {}, ws_q_pair_, false);
+            fh::ops::iql_q_loss(ops_, loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, b_actions, b_rewards,
+                                b_discounts, v_next);
+            ops_.run_concurrently(
+                [&] { net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q1_.view(), {}, B, ws_q_pair_, false, 0); },
+                [&] { net_.q1.backward(ops_, params_.cview(), grads_.view(), d_q2_.view(), {}, B, ws_q_pair_, false, 1); });
             ops_.mean(cur.subview(kQLoss, 1), loss_q_.cview());
         },
         [&] {

@@ -84,7 +84,7 @@ private:
 
     // One batch.
     ReplayBatch batch_buf_;  ///< returns = rewards and discounts = gamma (1 - terminated) at n = 1
-    ops::Buffer<float> loss_v_, loss_q_, loss_pi_, awr_weights_, d_v_, d_q_, d_logits_;
+    ops::Buffer<float> loss_v_, loss_q_, loss_pi_, awr_weights_, d_v_, d_q1_, d_q2_, d_logits_;
 
     // Guard, statistics, scratch.
     UpdateMonitor monitor_;
