@@ -24,6 +24,27 @@ std::size_t mul(int a, int b) {
     return static_cast<std::size_t>(a) * static_cast<std::size_t>(b);
 }
 
+/// A layer's sizes (each >= 1) and activation, as every linear op checks them.
+void require_layer(int batch, int in, int out, Activation act, const char* op) {
+    require_positive(batch, "batch", op);
+    require_positive(in, "in", op);
+    require_positive(out, "out", op);
+    require_activation(act, op);
+}
+
+/// The backward ops' part set: at least one part, no unknown bit.
+void require_parts(BackwardPart parts, const char* op) {
+    const unsigned p = static_cast<unsigned>(parts);
+    detail::require(p >= 1 && p <= static_cast<unsigned>(BackwardPart::all), op, "parts must name at least one part");
+}
+
+/// Where a batched layer's slices of one network end (its W, and b unless b_offset < 0).
+std::size_t layer_end(std::size_t w_offset, std::ptrdiff_t b_offset, int in, int out) {
+    std::size_t end = w_offset + mul(out, in);
+    if (b_offset >= 0) end = std::max(end, static_cast<std::size_t>(b_offset) + static_cast<std::size_t>(out));
+    return end;
+}
+
 /// The per-launch Adam constants without the bias corrections (core::at_step adds those).
 core::AdamConstants adam_constants(const AdamParams& p) {
     core::AdamConstants c{};
@@ -80,10 +101,7 @@ void Device::mean(View<float> out, View<const float> x) {
 void Device::linear_forward(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch,
                             int in, int out, Activation act) {
     const char* op = "linear_forward";
-    require_positive(batch, "batch", op);
-    require_positive(in, "in", op);
-    require_positive(out, "out", op);
-    require_activation(act, op);
+    require_layer(batch, in, out, act, op);
     detail::require_size(Y.size(), mul(batch, out), op, "Y (batch, out)");
     detail::require_size(X.size(), mul(batch, in), op, "X (batch, in)");
     detail::require_size(W.size(), mul(out, in), op, "W (out, in)");
@@ -131,18 +149,14 @@ void Device::linear_forward_batched(View<float> Y, View<const float> X, std::siz
                                     int batch, int in, int out, Activation act) {
     const char* op = "linear_forward_batched";
     require_positive(count, "count", op);
-    require_positive(batch, "batch", op);
-    require_positive(in, "in", op);
-    require_positive(out, "out", op);
-    require_activation(act, op);
+    require_layer(batch, in, out, act, op);
     const std::size_t n = static_cast<std::size_t>(count);
     detail::require_size(Y.size(), n * mul(batch, out), op, "Y (count, batch, out)");
     detail::require(x_stride == 0 || x_stride >= mul(batch, in), op, "x_stride must be 0 or at least batch * in");
     detail::require_size(X.size(), (n - 1) * x_stride + mul(batch, in), op, "X ((count - 1) * x_stride + batch * in)");
     // The last network's W and b must lie inside params (the blocks may be a whole layout's
     // networks, or twins inside a larger layout: params then ends where the last twin's slices do).
-    std::size_t end = w_offset + mul(out, in);
-    if (b_offset >= 0) end = std::max(end, static_cast<std::size_t>(b_offset) + static_cast<std::size_t>(out));
+    const std::size_t end = layer_end(w_offset, b_offset, in, out);
     detail::require(param_stride >= 1 || n == 1, op, "param_stride must be >= 1 for several networks");
     detail::require(params.size() >= (n - 1) * param_stride + end, op,
                     "params must hold every network's W and b ((count - 1) * param_stride + the layer's end)");
@@ -157,12 +171,8 @@ void Device::linear_backward(View<float> dX, View<float> dW, View<float> db, Vie
                              View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
                              bool accumulate, BackwardPart parts) {
     const char* op = "linear_backward";
-    const unsigned p = static_cast<unsigned>(parts);
-    detail::require(p >= 1 && p <= static_cast<unsigned>(BackwardPart::all), op, "parts must name at least one part");
-    require_positive(batch, "batch", op);
-    require_positive(in, "in", op);
-    require_positive(out, "out", op);
-    require_activation(act, op);
+    require_parts(parts, op);
+    require_layer(batch, in, out, act, op);
     if (!dX.empty()) detail::require_size(dX.size(), mul(batch, in), op, "dX (batch, in)");
     detail::require_size(dW.size(), mul(out, in), op, "dW (out, in)");
     if (!db.empty()) detail::require_size(db.size(), static_cast<std::size_t>(out), op, "db (out)");
@@ -185,13 +195,9 @@ void Device::linear_backward_batched(View<float> dX, View<float> grads, View<flo
                                      std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
                                      int batch, int in, int out, Activation act, bool accumulate, BackwardPart parts) {
     const char* op = "linear_backward_batched";
-    const unsigned p = static_cast<unsigned>(parts);
-    detail::require(p >= 1 && p <= static_cast<unsigned>(BackwardPart::all), op, "parts must name at least one part");
+    require_parts(parts, op);
     require_positive(count, "count", op);
-    require_positive(batch, "batch", op);
-    require_positive(in, "in", op);
-    require_positive(out, "out", op);
-    require_activation(act, op);
+    require_layer(batch, in, out, act, op);
     const std::size_t n = static_cast<std::size_t>(count);
     if (!dX.empty()) detail::require_size(dX.size(), n * mul(batch, in), op, "dX (count, batch, in)");
     detail::require_size(dY.size(), n * mul(batch, out), op, "dY (count, batch, out)");
@@ -199,9 +205,8 @@ void Device::linear_backward_batched(View<float> dX, View<float> grads, View<flo
     detail::require(x_stride == 0 || x_stride >= mul(batch, in), op, "x_stride must be 0 or at least batch * in");
     detail::require_size(X.size(), (n - 1) * x_stride + mul(batch, in), op, "X ((count - 1) * x_stride + batch * in)");
     // As linear_forward_batched: the last network's W and b lie inside params, its dW and db
-    // inside grads (the same layout).
-    std::size_t end = w_offset + mul(out, in);
-    if (b_offset >= 0) end = std::max(end, static_cast<std::size_t>(b_offset) + static_cast<std::size_t>(out));
+    // inside grads (the same layout); the networks' gradients do not overlap (each is written).
+    const std::size_t end = layer_end(w_offset, b_offset, in, out);
     detail::require(param_stride >= end || n == 1, op, "param_stride must cover a network's W and b");
     detail::require(params.size() >= (n - 1) * param_stride + end, op,
                     "params must hold every network's W and b ((count - 1) * param_stride + the layer's end)");
