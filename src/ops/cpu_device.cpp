@@ -91,17 +91,8 @@ void CpuDevice::linear_backward_batched_impl(View<float> dX, View<float> grads, 
                                              std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
                                              int count, int batch, int in, int out, Activation act, bool accumulate,
                                              BackwardPart parts) {
-    const std::size_t ys = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
-    const std::size_t xs = static_cast<std::size_t>(batch) * static_cast<std::size_t>(in);
-    const std::size_t ws = static_cast<std::size_t>(out) * static_cast<std::size_t>(in);
-    for (std::size_t k = 0; k < static_cast<std::size_t>(count); ++k) {
-        const std::size_t p0 = k * param_stride;
-        linear_backward_impl(dX.empty() ? View<float>() : dX.subview(k * xs, xs), grads.subview(p0 + w_offset, ws),
-                             b_offset < 0 ? View<float>()
-                                          : grads.subview(p0 + static_cast<std::size_t>(b_offset), static_cast<std::size_t>(out)),
-                             dY.subview(k * ys, ys), Y.subview(k * ys, ys), X.subview(k * x_stride, xs),
-                             params.subview(p0 + w_offset, ws), batch, in, out, act, accumulate, parts);
-    }
+    linear_backward_each(dX, grads, dY, Y, X, x_stride, params, param_stride, w_offset, b_offset, count, batch, in, out,
+                         act, accumulate, parts);
 }
 
 void CpuDevice::global_norm_impl(View<float> out, View<const float> x, View<float> /*scratch*/) {

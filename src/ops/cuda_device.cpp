@@ -483,14 +483,9 @@ void CudaDevice::linear_backward_batched_impl(View<float> dX, View<float> grads,
                                               std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
                                               int count, int batch, int in, int out, Activation act, bool accumulate,
                                               BackwardPart parts) {
-    const std::size_t ws = static_cast<std::size_t>(out) * static_cast<std::size_t>(in);
-    if (count == 1) {  // linear_backward itself
-        linear_backward_impl(dX, grads.subview(w_offset, ws),
-                             b_offset < 0 ? View<float>() : grads.subview(static_cast<std::size_t>(b_offset), static_cast<std::size_t>(out)),
-                             dY, Y, X.subview(0, static_cast<std::size_t>(batch) * static_cast<std::size_t>(in)),
-                             params.subview(w_offset, ws), batch, in, out, act, accumulate, parts);
-        return;
-    }
+    if (count == 1)  // linear_backward itself
+        return linear_backward_each(dX, grads, dY, Y, X, x_stride, params, param_stride, w_offset, b_offset, count,
+                                    batch, in, out, act, accumulate, parts);
     const float one = 1.f, zero = 0.f;
     const bool activation = has_part(parts, BackwardPart::activation) && act != Activation::none;
     const bool weights = has_part(parts, BackwardPart::weights);

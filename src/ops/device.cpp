@@ -223,6 +223,21 @@ void Device::linear_backward_batched(View<float> dX, View<float> grads, View<flo
                                  in, out, act, accumulate, parts);
 }
 
+void Device::linear_backward_each(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
+                                  View<const float> X, std::size_t x_stride, View<const float> params,
+                                  std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
+                                  int batch, int in, int out, Activation act, bool accumulate, BackwardPart parts) {
+    const std::size_t ys = mul(batch, out), xs = mul(batch, in), ws = mul(out, in);
+    for (std::size_t k = 0; k < static_cast<std::size_t>(count); ++k) {
+        const std::size_t p0 = k * param_stride;
+        linear_backward_impl(dX.empty() ? View<float>() : dX.subview(k * xs, xs), grads.subview(p0 + w_offset, ws),
+                             b_offset < 0 ? View<float>()
+                                          : grads.subview(p0 + static_cast<std::size_t>(b_offset), static_cast<std::size_t>(out)),
+                             dY.subview(k * ys, ys), Y.subview(k * ys, ys), X.subview(k * x_stride, xs),
+                             params.subview(p0 + w_offset, ws), batch, in, out, act, accumulate, parts);
+    }
+}
+
 void Device::global_norm(View<float> out, View<const float> x, View<float> scratch) {
     const char* op = "global_norm";
     detail::require_size(out.size(), 1, op, "out");

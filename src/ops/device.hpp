@@ -299,6 +299,13 @@ public:
                    View<const float> lr = {}, SoftTarget target = {});
 
 protected:
+    /// linear_backward_batched as one linear_backward_impl per network on its blocks (the CPU's
+    /// implementation, and CUDA's for one network).
+    void linear_backward_each(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
+                              View<const float> X, std::size_t x_stride, View<const float> params,
+                              std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
+                              int batch, int in, int out, Activation act, bool accumulate, BackwardPart parts);
+
     virtual void* allocate_bytes(std::size_t bytes) = 0;
     virtual void release_bytes(void* p) noexcept = 0;
     virtual void upload_bytes(void* dst, const void* src, std::size_t bytes) = 0;
