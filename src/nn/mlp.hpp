@@ -115,7 +115,9 @@ public:
     /// backwards. dOut (count, batch, out_dim): network k's dL/dOutput in block k, overwritten
     /// (scratch). Network k's gradients go to its parameters' slices in `grads` (shifted by
     /// k * param_stride), set or added to when `accumulate`. dX (count, batch, in_dim), or empty
-    /// to skip. Each network's results are those of backward(..., network = k).
+    /// to skip. Each network's results are those of backward(..., network = k): bit for bit on the
+    /// CPU; on CUDA its products are one strided batch, which may round differently
+    /// (Device::linear_backward_batched).
     void backward_batched(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
                           ops::View<float> dOut, ops::View<float> dX, Workspace& ws, bool accumulate) const;
     /// Whether backward overlaps its products (the same results, bit for bit): up to
