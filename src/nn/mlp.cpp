@@ -161,22 +161,14 @@ void Mlp::backward_networks(ops::Device& ops, View<const float> params, View<flo
         View<float> dy = last ? dOut : ws.grad_[l].view().subview(row0 * out, n * rows * out);
         View<const float> y = ws.act_[l].cview().subview(row0 * out, n * rows * out);
         View<float> dx = l == 0 ? dX : ws.grad_[l - 1].view().subview(row0 * in, n * rows * in);
-        if (networks == 1) {
-            View<const float> x = l == 0 ? ws.input_.subview(k * ws.x_stride_, rows * in)
-                                         : ws.act_[l - 1].cview().subview(row0 * in, rows * in);
-            ops.linear_backward(dx, grads.subview(p0 + L.weight.offset, L.weight.size),
-                                grads.subview(p0 + L.bias.offset, L.bias.size), dy, y, x,
-                                params.subview(p0 + L.weight.offset, L.weight.size), batch, L.in, L.out, L.act,
-                                accumulate, parts);
-            return;
-        }
-        // Every network: layer 0 reads the forward's input at its stride, the others their
-        // blocks of the activations below.
+        // Layer 0 reads the forward's input at its stride, the others their blocks of the
+        // activations below (one network: linear_backward itself).
         const std::size_t x_stride = l == 0 ? ws.x_stride_ : rows * in;
-        View<const float> x = l == 0 ? ws.input_ : ws.act_[l - 1].cview().subview(0, n * rows * in);
-        ops.linear_backward_batched(dx, grads, dy, y, x, x_stride, params, ws.param_stride_, L.weight.offset,
-                                    static_cast<std::ptrdiff_t>(L.bias.offset), networks, batch, L.in, L.out, L.act,
-                                    accumulate, parts);
+        View<const float> x = l == 0 ? ws.input_.subview(k * ws.x_stride_, (n - 1) * x_stride + rows * in)
+                                     : ws.act_[l - 1].cview().subview(row0 * in, n * rows * in);
+        ops.linear_backward_batched(dx, grads, dy, y, x, x_stride, params, ws.param_stride_, p0 + L.weight.offset,
+                                    static_cast<std::ptrdiff_t>(p0 + L.bias.offset), networks, batch, L.in, L.out,
+                                    L.act, accumulate, parts);
     };
     using Part = ops::BackwardPart;
     if (!overlap_backward_) {
