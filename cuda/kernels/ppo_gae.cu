@@ -1,5 +1,6 @@
-/* ppo_gae.cu — generalised advantage estimation (Schulman et al. 2016) over a rollout, and
- * the deterministic in-place normalisation of the advantages (docs/ppo.md, "Kernel-level math").
+/* ppo_gae.cu — generalised advantage estimation (Schulman et al. 2016) over a rollout, the
+ * deterministic in-place normalisation of the advantages (docs/ppo.md, "Kernel-level math"), and
+ * the bootstrap values of truncated episodes (docs/ppo.md, "The rollout").
  *
  * Math:        GAE (ppo::gae_env), per env backwards from t = T-1 with gae_T = 0:
  *                delta = r + gamma * (done == kTerminated ? 0 : next_value) - value
@@ -7,19 +8,26 @@
  *                advantage = gae, return = gae + value.
  *              normalize: x = (x - mean) / (std + 1e-8), population std; moments from double sums
  *                of d = x - x[0] and d^2 (ppo::normalize_moments, ppo::normalize_element).
+ *              collect truncated: stream compaction of the rows with done == kTruncated, in
+ *                environment order; scatter: dst[rows[i]] = values[i].
  * Layout:      rollout buffers (T, n), row t * n + e; normalize: x (n) flat, partials
  *              (ppo::kNormalizeScratch floats).
  * Launch:      GAE: one thread per environment, any 1-D grid. Normalize: partials with exactly
  *              kNormalizeBlocks x kNormalizeThreads, then apply with any 1-D grid of
- *              kNormalizeThreads-thread blocks.
+ *              kNormalizeThreads-thread blocks. Collect: one block of kCollectThreads (tiles of
+ *              kCollectThreads environments; a warp ballot and a serial scan of the warp counts
+ *              place each row). Scatter: any 1-D grid.
  * Determinism: exact. GAE: float arithmetic in the order of ppo::gae_env, --fmad=false: = CPU twin
  *              bit for bit. Normalize: a fixed grid (independent of the SM count) and fixed tree
  *              orders in double, no atomics; each block's partials are stored as float pairs
  *              (hi + lo, ~48 bits); every apply block reduces them in the same order, so all blocks
- *              use identical moments. ≈ CPU (the CPU sums sequentially).
+ *              use identical moments. ≈ CPU (the CPU sums sequentially). Collect and scatter move
+ *              values without arithmetic and no atomics: = CPU twin bit for bit.
  * Aliasing:    __restrict__ everywhere: GAE's outputs are distinct from each other and from the
  *              inputs (values and next_values may share, read-only); x and the scratch are distinct
- *              (checked by ops::ppo_gae / ops::normalize, src/ops/ppo/ops.hpp).
+ *              and so are the buffers of collect and scatter (checked by ops::ppo_gae,
+ *              ops::normalize, ops::ppo_collect_truncated, ops::ppo_scatter_values,
+ *              src/ops/ppo/ops.hpp).
  * Signatures:  cuda/abi/ppo_gae.h. CPU twins: src/ops/ppo/cpu.cpp.
  */
 #include "abi/ppo_gae.h"
@@ -97,6 +105,61 @@ extern "C" __global__ void ppo_normalize_apply_kernel(float* __restrict__ x, con
     const float mean = moments[0], denom = moments[1];
     for (long long i = global_thread_index(); i < n; i += grid_thread_count())
         x[i] = fh::ppo::normalize_element(x[i], mean, denom);
+}
+
+extern "C" __global__ void ppo_collect_truncated_kernel(float* __restrict__ terminal_states,
+                                                        int* __restrict__ terminal_rows, int* __restrict__ count,
+                                                        const float* __restrict__ observations,
+                                                        const std::uint8_t* __restrict__ done, int n, int dim,
+                                                        int row_base, int capacity, int restart) {
+    constexpr int kWarps = fh::ppo::kCollectThreads / 32;
+    __shared__ int warp_offset[kWarps];
+    __shared__ int tile_envs[fh::ppo::kCollectThreads];  // the tile's truncated environments, in order
+    __shared__ int tile_total, start;
+    if (threadIdx.x == 0) start = restart ? 0 : *count;
+    __syncthreads();
+    int base = start;
+    const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+    for (int first = 0; first < n; first += fh::ppo::kCollectThreads) {
+        const int e = first + static_cast<int>(threadIdx.x);
+        const bool take = e < n && done[e] == fh::env::kTruncated;
+        const unsigned mask = __ballot_sync(0xffffffffu, take);
+        if (lane == 0) warp_offset[warp] = __popc(mask);
+        __syncthreads();
+        if (threadIdx.x == 0) {  // exclusive scan of kWarps counts
+            int sum = 0;
+            for (int w = 0; w < kWarps; ++w) {
+                const int c = warp_offset[w];
+                warp_offset[w] = sum;
+                sum += c;
+            }
+            tile_total = sum;
+        }
+        __syncthreads();
+        if (take) tile_envs[warp_offset[warp] + __popc(mask & ((1u << lane) - 1u))] = e;
+        __syncthreads();
+        const int total = tile_total;
+        const long long values = static_cast<long long>(total) * dim;
+        for (long long i = threadIdx.x; i < values; i += blockDim.x) {
+            const long long k = i / dim, j = i - k * dim;
+            const long long row = base + k;
+            if (row >= 0 && row < capacity)
+                terminal_states[row * dim + j] = observations[static_cast<long long>(tile_envs[k]) * dim + j];
+        }
+        for (int k = static_cast<int>(threadIdx.x); k < total; k += static_cast<int>(blockDim.x))
+            if (base + k >= 0 && base + k < capacity) terminal_rows[base + k] = row_base + tile_envs[k];
+        base += total;
+        __syncthreads();  // the next tile reuses the shared arrays
+    }
+    if (threadIdx.x == 0) *count = base;
+}
+
+extern "C" __global__ void ppo_scatter_values_kernel(float* __restrict__ dst, const float* __restrict__ values,
+                                                     const int* __restrict__ rows, int count, int size) {
+    for (long long i = global_thread_index(); i < count; i += grid_thread_count()) {
+        const int row = rows[i];
+        if (row >= 0 && row < size) dst[row] = values[i];
+    }
 }
 
 FH_KERNELS_ppo_gae(FH_CHECK_KERNEL_ABI)

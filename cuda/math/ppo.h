@@ -100,6 +100,20 @@ FH_HD void gae_env(int e, int n, int T, const float* rewards, const float* value
     }
 }
 
+// ---- bootstrap values of truncated episodes ----------------------------------------------
+
+/// The rollout step's critic pass runs on s_{t+1} only, which is also the observation after
+/// step t unless the episode ended there. The truncated episodes' terminal observations (GAE
+/// bootstraps from them) are gathered during the rollout and valued afterwards, in chunks of
+/// rollout_chunk_steps(T) steps: after each chunk the host reads how many there were (while the
+/// device runs the next chunk) and runs the critic on just those. At most kRolloutChunks chunks
+/// per rollout; two buffers (chunks alternate) of one chunk's worst case each,
+/// rollout_chunk_steps(T) * n rows.
+inline constexpr int kRolloutChunks = 16;
+FH_HD constexpr long long rollout_chunk_steps(long long T) { return T < 1 ? 1 : (T + kRolloutChunks - 1) / kRolloutChunks; }
+/// Threads of the one block of ppo_collect_truncated_kernel (a multiple of 32).
+inline constexpr int kCollectThreads = 256;
+
 // ---- advantage normalisation --------------------------------------------------------------
 
 /// The CUDA reduction's fixed grid (independent of the device): kNormalizeBlocks blocks of

@@ -139,13 +139,13 @@ Model build(const Profile& p, const SizeInputs& in) {
         m.arrays.push_back({"the actor's and critic's parameters", params, "ppo.hidden"});
         const std::uint64_t ws_row = actor.per_row + critic.per_row;
         const std::uint64_t mb_row = kD + 5 + static_cast<std::uint64_t>(ppo::kPpoLossStats) + actions + 1;
-        // The rollout step's critic runs on 2 x envs rows (the observations after the step and the
-        // next states).
-        const std::uint64_t step_critic = mul(envs, critic.per_row * kF32);
         m.device.push_back({fmt::format("minibatch and workspaces ({} rows per minibatch)", mb),
-                            add(add(mul(add(envs, mb), ws_row * kF32), step_critic),
-                                add(mul(mb, mb_row * kF32), curiosity_bytes)),
+                            add(mul(add(envs, mb), ws_row * kF32), add(mul(mb, mb_row * kF32), curiosity_bytes)),
                             "ppo.minibatches"});
+        // Two chunks' truncated episodes: their terminal observations and rollout rows.
+        const std::uint64_t chunk_rows = mul(envs, u(ppo::rollout_chunk_steps(static_cast<long long>(steps))));
+        m.device.push_back({fmt::format("truncated episodes' observations (2 x {} rows)", chunk_rows),
+                            mul(mul(chunk_rows, 2), (kD + 1) * kF32), "experience.gpu_timesteps_per_episode"});
         m.arrays.push_back({fmt::format("a minibatch ({} rows x {} floats)", mb, std::max({kD, actions, actor.widest})),
                             mul(mb, std::max({kD, actions, actor.widest})), "ppo.minibatches"});
         m.checkpoint_bytes = add(m.checkpoint_bytes, add(mul(params, 3 * kF32), mul(envs, env_state_bytes + 4 * (window + actions))));

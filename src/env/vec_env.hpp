@@ -82,8 +82,6 @@ public:
     const EnvParams& params() const noexcept { return params_; }
     ops::View<const float> states() const noexcept { return observations_.cview().subview(half(), half()); }  ///< (n_envs, state_dim)
     ops::View<const float> next_states() const noexcept { return observations_.cview().subview(0, half()); }  ///< (n_envs, state_dim)
-    /// next_states() then states(): (2 n_envs, state_dim), one input for a network over both.
-    ops::View<const float> next_and_states() const noexcept { return observations_.cview(); }
     ops::View<const float> rewards() const noexcept { return reward_.view(); }       ///< (n_envs)
     ops::View<const std::uint8_t> done() const noexcept { return done_.view(); }     ///< (n_envs) DoneFlag
     ops::View<const StepInfo> info() const noexcept { return info_.view(); }         ///< (n_envs)
@@ -106,7 +104,7 @@ private:
     int n_envs_;
     ops::Buffer<EnvState> state_;
     ops::Buffer<float> portfolio_, reward_;
-    // [next_states; states], adjacent so that a critic reads both in one pass (PPO's rollout).
+    // [next_states; states] in one allocation.
     ops::Buffer<float> observations_;
     std::size_t half() const noexcept { return observations_.size() / 2; }
     ops::View<float> states_view() noexcept { return observations_.view().subview(half(), half()); }

@@ -18,6 +18,7 @@
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
 #include "ops/device.hpp"
+#include "ops/host_read.hpp"
 #include "trainers/softmax_policy.hpp"
 #include "trainers/adam_state.hpp"
 #include "trainers/curiosity_model.hpp"
@@ -62,7 +63,12 @@ private:
     void collect_rollout();
     void update_from_rollout();
     /// The ops of each phase; inject_nan (tests): the NaN injections of this iteration's updates.
-    void rollout_ops();
+    /// The rollout is rollout_chunks_.size() captured chunks of steps, each followed (once the
+    /// next one is issued) by the critic's pass over the chunk's truncated terminal observations
+    /// (their count read by the host), then one captured sequence of GAE and statistics.
+    void rollout_chunk_ops(int chunk);
+    void bootstrap_truncated(int chunk);
+    void advantage_ops();
     void update_ops(bool inject_nan);
 
 public:
@@ -76,6 +82,14 @@ public:
     /// Rollout buffers (T rows of n_envs), for tests.
     ops::View<const float> rollout_rewards() const noexcept { return r_rewards_.cview(); }
     ops::View<const float> rollout_advantages() const noexcept { return r_adv_.cview(); }
+    ops::View<const float> rollout_values() const noexcept { return r_values_.cview(); }
+    /// V of the observation after each step (terminal where the episode was truncated); rows of
+    /// terminated steps hold V(s_{t+1}) of the next episode, which GAE never reads.
+    ops::View<const float> rollout_next_values() const noexcept { return r_next_values_.cview(); }
+    ops::View<const int> rollout_actions() const noexcept { return r_actions_.cview(); }
+    ops::View<const std::uint8_t> rollout_done() const noexcept { return r_done_.cview(); }
+    /// The rollout's chunks (each followed by one host wait, bootstrap_truncated).
+    int rollout_chunks() const noexcept { return static_cast<int>(rollout_chunks_.size()); }
 
 private:
     ops::CounterValue collection_step(int t) const;
@@ -106,6 +120,16 @@ private:
         r_curiosity_;
     ops::Buffer<int> r_actions_;
     ops::Buffer<std::uint8_t> r_done_;
+    // The terminal observations of a chunk's truncated episodes (ops::ppo_collect_truncated),
+    // their rollout rows and their count, in two halves that chunks alternate (chunk c: half
+    // c % 2), so the host reads one chunk's count while the device runs the next; each half
+    // holds ppo::rollout_chunk_steps(T) * n rows.
+    int chunk_steps_;
+    std::size_t chunk_capacity_;
+    ops::Buffer<float> trunc_states_;
+    ops::Buffer<int> trunc_rows_, trunc_count_;
+    std::vector<ops::HostRead<int>> trunc_reads_;
+    bool chunk_gathers(int chunk) const noexcept;
 
     // Diversity windows: each environment's last ppo.diversity_window actions and their counts.
     ops::Buffer<int> div_window_, div_counts_;
@@ -125,7 +149,8 @@ private:
     // the rollout's learning rate.
     ops::Buffer<long long> rollouts_dev_;
     ops::Buffer<float> lr_dev_;
-    ops::OpSequence rollout_sequence_, update_sequence_;
+    std::vector<ops::OpSequence> rollout_chunks_;
+    ops::OpSequence advantage_sequence_, update_sequence_;
 };
 
 }  // namespace fh::trainers

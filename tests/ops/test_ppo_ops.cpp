@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <random>
+#include <tuple>
 #include <vector>
 
 #include "math/rng.h"
@@ -322,6 +324,57 @@ TEST_CASE("GAE: a hand-computed rollout with a termination, a truncation and the
         CHECK(a[1] == -0.5f);
         CHECK(rt[1] == 0.5f);
     }
+}
+
+// ---- bootstrap values of truncated episodes ----------------------------------------------------
+
+TEST_CASE("ppo_collect_truncated gathers truncated rows in environment order; ppo_scatter_values puts values back",
+          "[ppo]") {
+    using fh::env::kRunning;
+    using fh::env::kTerminated;
+    using fh::env::kTruncated;
+    fh::ops::CpuDevice ops;
+    const int n = 5, dim = 3, capacity = 4;
+    std::vector<float> obs(n * dim);
+    for (int i = 0; i < n * dim; ++i) obs[i] = static_cast<float>(i);  // row e = 3e, 3e+1, 3e+2
+    auto o = ops.from_host<float>(obs);
+    auto states = ops.from_host<float>(std::vector<float>(capacity * dim, -1.f));
+    auto rows = ops.from_host<int>(std::vector<int>(capacity, -1));
+    auto count = ops.from_host<int>(std::vector<int>{77});  // stale: restart ignores it
+    auto d1 = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>{kRunning, kTruncated, kTerminated, kTruncated, kTruncated});
+    fh::ops::ppo_collect_truncated(ops, states.view(), rows.view(), count.view(), o.cview(), d1.cview(), 10, true);
+    CHECK(ops.to_host(count.cview()) == std::vector<int>{3});
+    CHECK(ops.to_host(rows.cview()) == std::vector<int>{11, 13, 14, -1});
+    // Appending: row 3 takes environment 0 (row 15); environment 4 (row 19) is counted past the capacity.
+    auto d2 = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>{kTruncated, kRunning, kRunning, kTerminated, kTruncated});
+    fh::ops::ppo_collect_truncated(ops, states.view(), rows.view(), count.view(), o.cview(), d2.cview(), 15, false);
+    CHECK(ops.to_host(count.cview()) == std::vector<int>{5});
+    CHECK(ops.to_host(rows.cview()) == std::vector<int>{11, 13, 14, 15});
+    CHECK(ops.to_host(states.cview()) == std::vector<float>{3, 4, 5, 9, 10, 11, 12, 13, 14, 0, 1, 2});
+
+    auto dst = ops.from_host<float>(std::vector<float>(8, 0.f));
+    auto vals = ops.from_host<float>(std::vector<float>{1.5f, 2.5f, 3.5f});
+    auto at = ops.from_host<int>(std::vector<int>{5, 0, 8});  // 8 is outside dst: skipped
+    fh::ops::ppo_scatter_values(ops, dst.view(), vals.cview(), at.cview());
+    CHECK(ops.to_host(dst.cview()) == std::vector<float>{2.5f, 0, 0, 0, 0, 1.5f, 0, 0});
+
+    // Sizes and overlaps are checked.
+    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, states.view().subview(0, 11), rows.view(), count.view(),
+                                                   o.cview(), d1.cview(), 0, true),
+                    std::invalid_argument);  // 11 floats for 4 rows of 3
+    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, states.view(), rows.view(), count.view(),
+                                                   o.cview().subview(0, 14), d1.cview(), 0, true),
+                    std::invalid_argument);  // 14 floats for 5 environments
+    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, states.view(), rows.view(), count.view(), o.cview(),
+                                                   d1.cview(), -1, true),
+                    std::invalid_argument);  // a negative row
+    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, o.view().subview(0, 12), rows.view(), count.view(), o.cview(),
+                                                   d1.cview(), 0, true),
+                    std::invalid_argument);  // the output overlaps the observations
+    CHECK_THROWS_AS(fh::ops::ppo_scatter_values(ops, dst.view(), vals.cview(), at.cview().subview(0, 2)),
+                    std::invalid_argument);  // 2 rows for 3 values
+    CHECK_THROWS_AS(fh::ops::ppo_scatter_values(ops, dst.view(), dst.cview().subview(0, 3), at.cview()),
+                    std::invalid_argument);  // values inside dst
 }
 
 // ---- advantage normalisation ---------------------------------------------------------------------
@@ -746,6 +799,58 @@ TEST_CASE("GAE and normalize kernels equal their CPU twins", "[gpu][ppo]") {
         FH_REQUIRE_CLOSE(gn, cn, 1e-5, 1e-5);
         CHECK(gn2 == gn);  // run to run identical
     }
+}
+
+TEST_CASE("the truncated-episode collect and scatter kernels equal their CPU twins", "[gpu][ppo]") {
+    fh::ops::CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    // 1,000 environments (four tiles, the last partial) of 50 floats, three steps appended; the
+    // capacity is reached during the third, so its last rows are counted only.
+    const int n = 1000, dim = 50, steps = 3, capacity = 520;
+    std::vector<std::vector<std::uint8_t>> done(steps, std::vector<std::uint8_t>(n));
+    std::mt19937 rng(41);
+    for (auto& d : done)
+        for (auto& x : d) {
+            const auto r = rng() % 10;
+            x = static_cast<std::uint8_t>(r < 2 ? fh::env::kTruncated : r < 3 ? fh::env::kTerminated : fh::env::kRunning);
+        }
+    done[1][0] = done[1][n - 1] = fh::env::kTruncated;  // the first and last environment
+    const auto obs = random_floats(static_cast<std::size_t>(n) * dim, 42);
+    auto collect = [&](fh::ops::Device& ops) {
+        auto o = ops.from_host<float>(obs);
+        auto states = ops.from_host<float>(std::vector<float>(static_cast<std::size_t>(capacity) * dim, 0.f));
+        auto rows = ops.from_host<int>(std::vector<int>(capacity, -1));
+        auto count = ops.from_host<int>(std::vector<int>{123});
+        std::vector<int> counts;
+        for (int s = 0; s < steps; ++s) {
+            auto d = ops.from_host<std::uint8_t>(done[static_cast<std::size_t>(s)]);
+            fh::ops::ppo_collect_truncated(ops, states.view(), rows.view(), count.view(), o.cview(), d.cview(), s * n,
+                                           s == 0);
+            counts.push_back(ops.to_host(count.cview())[0]);
+        }
+        return std::tuple{ops.to_host(states.cview()), ops.to_host(rows.cview()), counts};
+    };
+    const auto c = collect(cpu), g = collect(gpu);
+    REQUIRE(std::get<2>(c).back() > capacity);  // the capacity was reached
+    CHECK(std::get<2>(g) == std::get<2>(c));
+    CHECK(std::get<1>(g) == std::get<1>(c));
+    CHECK(std::get<0>(g) == std::get<0>(c));
+
+    // Scatter: 3,000 values to a permutation of dst's 3,001 rows, two of them moved outside.
+    const int size = 3001, m = 3000;
+    std::vector<int> at(m);
+    for (int i = 0; i < m; ++i) at[static_cast<std::size_t>(i)] = static_cast<int>((static_cast<long long>(i) * 1237) % m);
+    at[17] = -5;
+    at[m - 1] = size + 10;
+    const auto vals = random_floats(m, 43);
+    auto scatter = [&](fh::ops::Device& ops) {
+        auto dst = ops.from_host<float>(std::vector<float>(size, 0.5f));
+        auto v = ops.from_host<float>(vals);
+        auto r = ops.from_host<int>(at);
+        fh::ops::ppo_scatter_values(ops, dst.view(), v.cview(), r.cview());
+        return ops.to_host(dst.cview());
+    };
+    CHECK(scatter(gpu) == scatter(cpu));
 }
 
 TEST_CASE("the PPO gather kernel equals its CPU twin", "[gpu][ppo]") {

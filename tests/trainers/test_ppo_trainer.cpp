@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -187,6 +188,75 @@ TEST_CASE("PPO on the GPU: the captured rollout and updates equal every op issue
         ops, f.p, [&] { return std::make_unique<trainers::PpoTrainer>(ops, f.p, f.dm); });
     REQUIRE(r.captured_log.size() == 4);  // 1600 env steps, a line every 400
     r.check_equal();
+}
+
+// Two rollouts without updates (the critic fixed), then the second checked against the critic
+// run anew on every observation of a replayed environment: V(s_t), and the next value of every
+// step GAE reads (the observation after it: terminal where the episode was truncated, s_{t+1} where
+// it goes on). A bankruptcy threshold near 1 ends episodes in the first rollout at varied steps,
+// so the second has truncations in the middle (episodes last T steps) as well as at its end.
+// exact: the CPU's rows do not depend on how many share a pass; the GPU's may (its passes differ).
+static void check_bootstrap_values(ops::Device& ops, bool exact) {
+    Fixture f(ops, ppo_profile({"env.bankruptcy_fraction=0.9995"}));
+    trainers::PpoTrainer trainer(ops, f.p, f.dm);
+    REQUIRE(trainer.rollout_chunks() == 13);  // T = 25 in chunks of 2 steps
+    trainer.bench_collect();
+    const auto first_actions = ops.to_host(trainer.rollout_actions());
+    trainer.bench_collect();
+    const auto actions = ops.to_host(trainer.rollout_actions());
+    const auto values = ops.to_host(trainer.rollout_values());
+    const auto next_values = ops.to_host(trainer.rollout_next_values());
+    const auto done = ops.to_host(trainer.rollout_done());
+
+    const int n = static_cast<int>(f.p.experience.gpu_n_episodes);
+    const int T = static_cast<int>(f.p.experience.gpu_timesteps_per_episode);
+    const std::size_t un = static_cast<std::size_t>(n);
+    env::VecEnv replay(ops, f.dm, env::Split::train, trainer.env_params(), n);
+    replay.reset_all();
+    auto step_actions = ops.alloc<int>(un);
+    const auto& critic = trainer.network().critic;
+    auto ws = critic.make_workspace(ops, n);
+    const auto params = ops::View<const float>(trainer.policy_weights());
+    const auto value_of = [&](ops::View<const float> states) {
+        return ops.to_host(critic.infer(ops, params, states, n, ws));
+    };
+    for (int t = 0; t < T; ++t) {
+        ops.upload<int>(step_actions.view(), std::span<const int>(first_actions).subspan(static_cast<std::size_t>(t) * un, un));
+        replay.step(step_actions.cview());
+    }
+    int mid_truncations = 0, checked = 0;
+    const auto same = [&](float got, float want) { return exact ? got == want : std::abs(got - want) <= 1e-5f * (1.f + std::abs(want)); };
+    for (int t = 0; t < T; ++t) {
+        const std::size_t row = static_cast<std::size_t>(t) * un;
+        const auto v_now = value_of(replay.states());
+        ops.upload<int>(step_actions.view(), std::span<const int>(actions).subspan(row, un));
+        replay.step(step_actions.cview());
+        const auto replay_done = ops.to_host(replay.done());
+        const auto v_next = value_of(replay.next_states());
+        for (std::size_t e = 0; e < un; ++e) {
+            INFO("step " << t << ", environment " << e);
+            REQUIRE(done[row + e] == replay_done[e]);
+            CHECK(same(values[row + e], v_now[e]));
+            if (done[row + e] == env::kTerminated) continue;  // GAE does not bootstrap
+            CHECK(same(next_values[row + e], v_next[e]));
+            ++checked;
+            if (done[row + e] == env::kTruncated && t + 1 < T) ++mid_truncations;
+        }
+    }
+    INFO("mid-rollout truncations " << mid_truncations);
+    CHECK(mid_truncations >= 2);
+    CHECK(checked > n * T / 2);
+}
+
+TEST_CASE("PPO's next values: the critic on the observation after each step, terminal where truncated (CPU, exact)",
+          "[trainers][ppo]") {
+    ops::CpuDevice ops;
+    check_bootstrap_values(ops, true);
+}
+
+TEST_CASE("PPO's next values: the critic on the observation after each step, terminal where truncated (GPU)",
+          "[gpu][trainers][ppo]") {
+    check_bootstrap_values(test::gpu_ops(), false);
 }
 
 TEST_CASE("PPO guard: an injected NaN update is skipped, too many exit 5 naming the quantity", "[trainers][ppo][guard]") {

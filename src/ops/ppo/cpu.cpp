@@ -33,6 +33,28 @@ void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewa
                      advantages.data(), returns.data());
 }
 
+void ppo_collect_truncated(View<float> terminal_states, View<int> terminal_rows, View<int> count,
+                           View<const float> observations, View<const std::uint8_t> done, int row_base, bool restart) {
+    const std::size_t n = done.size(), dim = observations.size() / n, capacity = terminal_rows.size();
+    std::size_t row = restart ? 0 : static_cast<std::size_t>(count.data()[0]);
+    for (std::size_t e = 0; e < n; ++e) {
+        if (done.data()[e] != env::kTruncated) continue;
+        if (row < capacity) {
+            std::memcpy(terminal_states.data() + row * dim, observations.data() + e * dim, dim * sizeof(float));
+            terminal_rows.data()[row] = row_base + static_cast<int>(e);
+        }
+        ++row;
+    }
+    count.data()[0] = static_cast<int>(row);
+}
+
+void ppo_scatter_values(View<float> dst, View<const float> values, View<const int> rows) {
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        const int row = rows.data()[i];
+        if (row >= 0 && static_cast<std::size_t>(row) < dst.size()) dst.data()[row] = values.data()[i];
+    }
+}
+
 void normalize(View<float> x, View<float> /*scratch*/) {
     // The same moments as the kernels (shifted by x[0], double sums), summed sequentially.
     float* v = x.data();

@@ -42,6 +42,22 @@ void normalize(CudaDevice& device, View<float> x, View<float> scratch) {
         device.stream(), LaunchDims::linear(x.size(), ppo::kNormalizeThreads, 1024), x.data(), scratch.data(), n);
 }
 
+void ppo_collect_truncated(CudaDevice& device, View<float> terminal_states, View<int> terminal_rows, View<int> count,
+                           View<const float> observations, View<const std::uint8_t> done, int row_base, bool restart) {
+    const int n = static_cast<int>(done.size());
+    device.kernels().ppo_collect_truncated_kernel(
+        device.stream(), LaunchDims{dim3(1), dim3(ppo::kCollectThreads), 0}, terminal_states.data(),
+        terminal_rows.data(), count.data(), observations.data(), done.data(), n,
+        static_cast<int>(observations.size() / done.size()), row_base, static_cast<int>(terminal_rows.size()),
+        restart ? 1 : 0);
+}
+
+void ppo_scatter_values(CudaDevice& device, View<float> dst, View<const float> values, View<const int> rows) {
+    device.kernels().ppo_scatter_values_kernel(device.stream(), LaunchDims::linear(values.size(), 128), dst.data(),
+                                               values.data(), rows.data(), static_cast<int>(values.size()),
+                                               static_cast<int>(dst.size()));
+}
+
 void ppo_gather(CudaDevice& device, View<float> states, View<int> actions, View<float> old_log_probs,
                 View<float> advantages, View<float> returns, View<float> old_values, const ppo::RolloutView& rollout,
                 std::uint64_t seed, CounterValue epoch, int offset) {

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 
 #include "math/ppo.h"
@@ -31,6 +32,9 @@ void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View
 void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewards, View<const float> values,
              View<const float> next_values, View<const std::uint8_t> done, float gamma, float lambda, int T);
 void normalize(View<float> x, View<float> /*scratch*/);
+void ppo_collect_truncated(View<float> terminal_states, View<int> terminal_rows, View<int> count,
+                           View<const float> observations, View<const std::uint8_t> done, int row_base, bool restart);
+void ppo_scatter_values(View<float> dst, View<const float> values, View<const int> rows);
 void ppo_gather(View<float> states, View<int> actions, View<float> old_log_probs, View<float> advantages,
                 View<float> returns, View<float> old_values, const ppo::RolloutView& rollout, std::uint64_t seed,
                 CounterValue epoch, int offset);
@@ -53,6 +57,9 @@ void ppo_gae(CudaDevice& device, View<float> advantages, View<float> returns, Vi
              View<const float> values, View<const float> next_values, View<const std::uint8_t> done, float gamma,
              float lambda, int T);
 void normalize(CudaDevice& device, View<float> x, View<float> scratch);
+void ppo_collect_truncated(CudaDevice& device, View<float> terminal_states, View<int> terminal_rows, View<int> count,
+                           View<const float> observations, View<const std::uint8_t> done, int row_base, bool restart);
+void ppo_scatter_values(CudaDevice& device, View<float> dst, View<const float> values, View<const int> rows);
 void ppo_gather(CudaDevice& device, View<float> states, View<int> actions, View<float> old_log_probs,
                 View<float> advantages, View<float> returns, View<float> old_values, const ppo::RolloutView& rollout,
                 std::uint64_t seed, CounterValue epoch, int offset);
@@ -153,6 +160,51 @@ inline void ppo_gae(Device& device, View<float> advantages, View<float> returns,
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::ppo_gae(*cuda, advantages, returns, rewards, values, next_values, done, gamma, lambda, T);
     cpu_twin::ppo_gae(advantages, returns, rewards, values, next_values, done, gamma, lambda, T);
+}
+
+/// The truncated episodes of one rollout step: appends, in environment order, the
+/// observations (n, dim) of the environments whose step ended in a truncation (done[e] ==
+/// env::kTruncated; n = done.size()) to terminal_states (capacity, dim) and their rollout rows
+/// row_base + e to terminal_rows (capacity); count (one int in device memory) is the number of
+/// rows gathered so far and grows by theirs (restart: it starts from 0 instead). Rows at or past
+/// the capacity are counted but not written: the caller sizes the buffers so that none can
+/// occur and checks the count. Bit-identical on both backends.
+inline void ppo_collect_truncated(Device& device, View<float> terminal_states, View<int> terminal_rows, View<int> count,
+                                  View<const float> observations, View<const std::uint8_t> done, int row_base,
+                                  bool restart) {
+    const char* op = "ppo_collect_truncated";
+    detail::require_positive(static_cast<long long>(done.size()), op, "the number of environments");
+    const std::size_t dim = detail::columns(observations.size(), done.size(), op, "observations");
+    const std::size_t capacity = terminal_rows.size();
+    detail::require_positive(static_cast<long long>(capacity), op, "the capacity (terminal_rows)");
+    detail::require_size(terminal_states.size(), capacity * dim, op, "terminal_states");
+    detail::require_size(count.size(), 1, op, "count");
+    detail::require(row_base >= 0 && static_cast<long long>(row_base) + static_cast<long long>(done.size()) <=
+                                         std::numeric_limits<int>::max(),
+                    op, fmt::format("row_base {} + {} rows must fit an int", row_base, done.size()));
+    detail::checked_int_size(terminal_states.size(), op);
+    detail::checked_int_size(observations.size(), op);
+    detail::require_distinct(op, {detail::range("terminal_states", terminal_states),
+                                  detail::range("terminal_rows", terminal_rows), detail::range("count", count),
+                                  detail::range("observations", observations), detail::range("done", done)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::ppo_collect_truncated(*cuda, terminal_states, terminal_rows, count, observations, done,
+                                                row_base, restart);
+    cpu_twin::ppo_collect_truncated(terminal_states, terminal_rows, count, observations, done, row_base, restart);
+}
+
+/// dst[rows[i]] = values[i] for i < values.size() (rows distinct; a row outside dst is skipped).
+/// Bit-identical on both backends.
+inline void ppo_scatter_values(Device& device, View<float> dst, View<const float> values, View<const int> rows) {
+    const char* op = "ppo_scatter_values";
+    detail::require_size(rows.size(), values.size(), op, "rows");
+    detail::checked_int_size(dst.size(), op);
+    detail::checked_int_size(values.size(), op);
+    detail::require_distinct(op, {detail::range("dst", dst), detail::range("values", values),
+                                  detail::range("rows", rows)});
+    if (values.empty()) return;
+    if (CudaDevice* cuda = device.cuda()) return cuda_twin::ppo_scatter_values(*cuda, dst, values, rows);
+    cpu_twin::ppo_scatter_values(dst, values, rows);
 }
 
 /// In place: x = (x - mean) / (std + 1e-8), population std, deterministic (a fixed reduction
