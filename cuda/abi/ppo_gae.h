@@ -1,7 +1,7 @@
 /// @file ppo_gae.h
 /// @brief Signatures of cuda/kernels/ppo_gae.cu: generalised advantage estimation, the
 ///        deterministic in-place normalisation of the advantages, and the bootstrap values of
-///        truncated episodes (their terminal observations gathered, their values scattered).
+///        truncated episodes (gathered, their observations rebuilt, their values scattered).
 #pragma once
 
 #include <cstdint>
@@ -23,15 +23,22 @@ using PpoNormalizePartials = void(float* __restrict__ partials, const float* __r
 /// Any 1-D grid of kNormalizeThreads-thread blocks: every block reduces the partials in the same
 /// fixed order (identical moments in every block), then x[i] = ppo::normalize_element(x[i], ...).
 using PpoNormalizeApply = void(float* __restrict__ x, const float* __restrict__ partials, int n);
-/// Launch exactly one block of ppo::kCollectThreads. Appends, in environment order, the
-/// observations (n, dim) of the environments with done[e] == env::kTruncated to terminal_states
-/// (capacity, dim) at rows *count, *count + 1, ... (from 0 when restart != 0) and their rollout
-/// rows row_base + e to terminal_rows (capacity); *count grows by their number. Rows at or past
-/// the capacity are counted but not written. All buffers distinct.
-using PpoCollectTruncated = void(float* __restrict__ terminal_states, int* __restrict__ terminal_rows,
-                                 int* __restrict__ count, const float* __restrict__ observations,
-                                 const std::uint8_t* __restrict__ done, int n, int dim, int row_base, int capacity,
-                                 int restart);
+/// Launch exactly one block of ppo::kCollectThreads. The environments with done[e] ==
+/// env::kTruncated, in environment order, are appended at entries *count, *count + 1, ... (from 0
+/// when restart != 0): rows[k] = row_base + e, bars[k] = info[e].bar (the bar of the observation
+/// after the step), portfolio[k] (state_dim - market_dim floats) = columns market_dim.. of
+/// next_states[e] (n, state_dim); *count grows by their number. Entries at or past the capacity
+/// are counted but not written. All buffers distinct.
+using PpoCollectTruncated = void(int* __restrict__ rows, int* __restrict__ bars, float* __restrict__ portfolio,
+                                 int* __restrict__ count, const float* __restrict__ next_states,
+                                 const fh::env::StepInfo* __restrict__ info, const std::uint8_t* __restrict__ done,
+                                 int n, int state_dim, int market_dim, int row_base, int capacity, int restart);
+/// For r < rows, c < state_dim: observations[r * state_dim + c] =
+/// ppo::terminal_observation_value(features, n_bars, bars[r], market_dim, portfolio + r *
+/// (state_dim - market_dim), c); features (n_bars, market_dim). Any 1-D grid. All buffers distinct.
+using PpoTerminalObservations = void(float* __restrict__ observations, const int* __restrict__ bars,
+                                     const float* __restrict__ portfolio, const float* __restrict__ features,
+                                     int n_bars, int rows, int state_dim, int market_dim);
 /// For i < count: dst[rows[i]] = values[i] where 0 <= rows[i] < size (other rows skipped); rows
 /// distinct. Any 1-D grid.
 using PpoScatterValues = void(float* __restrict__ dst, const float* __restrict__ values, const int* __restrict__ rows,
@@ -44,4 +51,5 @@ using PpoScatterValues = void(float* __restrict__ dst, const float* __restrict__
     FH_KERNEL(ppo_gae, ppo_normalize_partials_kernel, PpoNormalizePartials)    \
     FH_KERNEL(ppo_gae, ppo_normalize_apply_kernel, PpoNormalizeApply)          \
     FH_KERNEL(ppo_gae, ppo_collect_truncated_kernel, PpoCollectTruncated)      \
+    FH_KERNEL(ppo_gae, ppo_terminal_observations_kernel, PpoTerminalObservations) \
     FH_KERNEL(ppo_gae, ppo_scatter_values_kernel, PpoScatterValues)

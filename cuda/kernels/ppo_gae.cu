@@ -9,25 +9,28 @@
  *              normalize: x = (x - mean) / (std + 1e-8), population std; moments from double sums
  *                of d = x - x[0] and d^2 (ppo::normalize_moments, ppo::normalize_element).
  *              collect truncated: stream compaction of the rows with done == kTruncated, in
- *                environment order; scatter: dst[rows[i]] = values[i].
+ *                environment order (row, bar, portfolio features); terminal observations: the
+ *                market features of the bar, then the portfolio features
+ *                (ppo::terminal_observation_value); scatter: dst[rows[i]] = values[i].
  * Layout:      rollout buffers (T, n), row t * n + e; normalize: x (n) flat, partials
  *              (ppo::kNormalizeScratch floats).
  * Launch:      GAE: one thread per environment, any 1-D grid. Normalize: partials with exactly
  *              kNormalizeBlocks x kNormalizeThreads, then apply with any 1-D grid of
  *              kNormalizeThreads-thread blocks. Collect: one block of kCollectThreads (tiles of
  *              kCollectThreads environments; a warp ballot and a serial scan of the warp counts
- *              place each row). Scatter: any 1-D grid.
+ *              place each row). Terminal observations, scatter: any 1-D grid.
  * Determinism: exact. GAE: float arithmetic in the order of ppo::gae_env, --fmad=false: = CPU twin
  *              bit for bit. Normalize: a fixed grid (independent of the SM count) and fixed tree
  *              orders in double, no atomics; each block's partials are stored as float pairs
  *              (hi + lo, ~48 bits); every apply block reduces them in the same order, so all blocks
- *              use identical moments. ≈ CPU (the CPU sums sequentially). Collect and scatter move
- *              values without arithmetic and no atomics: = CPU twin bit for bit.
+ *              use identical moments. ≈ CPU (the CPU sums sequentially). Collect, terminal
+ *              observations and scatter move values without arithmetic and no atomics: = CPU twin
+ *              bit for bit.
  * Aliasing:    __restrict__ everywhere: GAE's outputs are distinct from each other and from the
  *              inputs (values and next_values may share, read-only); x and the scratch are distinct
- *              and so are the buffers of collect and scatter (checked by ops::ppo_gae,
- *              ops::normalize, ops::ppo_collect_truncated, ops::ppo_scatter_values,
- *              src/ops/ppo/ops.hpp).
+ *              and so are the buffers of collect, terminal observations and scatter (checked by
+ *              ops::ppo_gae, ops::normalize, ops::ppo_collect_truncated,
+ *              ops::ppo_terminal_observations, ops::ppo_scatter_values, src/ops/ppo/ops.hpp).
  * Signatures:  cuda/abi/ppo_gae.h. CPU twins: src/ops/ppo/cpu.cpp.
  */
 #include "abi/ppo_gae.h"
@@ -107,11 +110,12 @@ extern "C" __global__ void ppo_normalize_apply_kernel(float* __restrict__ x, con
         x[i] = fh::ppo::normalize_element(x[i], mean, denom);
 }
 
-extern "C" __global__ void ppo_collect_truncated_kernel(float* __restrict__ terminal_states,
-                                                        int* __restrict__ terminal_rows, int* __restrict__ count,
-                                                        const float* __restrict__ observations,
-                                                        const std::uint8_t* __restrict__ done, int n, int dim,
-                                                        int row_base, int capacity, int restart) {
+extern "C" __global__ void ppo_collect_truncated_kernel(int* __restrict__ rows, int* __restrict__ bars,
+                                                        float* __restrict__ portfolio, int* __restrict__ count,
+                                                        const float* __restrict__ next_states,
+                                                        const fh::env::StepInfo* __restrict__ info,
+                                                        const std::uint8_t* __restrict__ done, int n, int state_dim,
+                                                        int market_dim, int row_base, int capacity, int restart) {
     constexpr int kWarps = fh::ppo::kCollectThreads / 32;
     __shared__ int warp_offset[kWarps];
     __shared__ int tile_envs[fh::ppo::kCollectThreads];  // the tile's truncated environments, in order
@@ -119,6 +123,7 @@ extern "C" __global__ void ppo_collect_truncated_kernel(float* __restrict__ term
     if (threadIdx.x == 0) start = restart ? 0 : *count;
     __syncthreads();
     int base = start;
+    const int P = state_dim - market_dim;
     const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
     for (int first = 0; first < n; first += fh::ppo::kCollectThreads) {
         const int e = first + static_cast<int>(threadIdx.x);
@@ -139,19 +144,38 @@ extern "C" __global__ void ppo_collect_truncated_kernel(float* __restrict__ term
         if (take) tile_envs[warp_offset[warp] + __popc(mask & ((1u << lane) - 1u))] = e;
         __syncthreads();
         const int total = tile_total;
-        const long long values = static_cast<long long>(total) * dim;
-        for (long long i = threadIdx.x; i < values; i += blockDim.x) {
-            const long long k = i / dim, j = i - k * dim;
-            const long long row = base + k;
-            if (row >= 0 && row < capacity)
-                terminal_states[row * dim + j] = observations[static_cast<long long>(tile_envs[k]) * dim + j];
+        for (int k = static_cast<int>(threadIdx.x); k < total; k += static_cast<int>(blockDim.x)) {
+            const long long entry = static_cast<long long>(base) + k;
+            if (entry < 0 || entry >= capacity) continue;
+            rows[entry] = row_base + tile_envs[k];
+            bars[entry] = info[tile_envs[k]].bar;
         }
-        for (int k = static_cast<int>(threadIdx.x); k < total; k += static_cast<int>(blockDim.x))
-            if (base + k >= 0 && base + k < capacity) terminal_rows[base + k] = row_base + tile_envs[k];
+        const long long values = static_cast<long long>(total) * P;
+        for (long long i = threadIdx.x; i < values; i += blockDim.x) {
+            const long long k = i / P, j = i - k * P;
+            const long long entry = base + k;
+            if (entry >= 0 && entry < capacity)
+                portfolio[entry * P + j] = next_states[static_cast<long long>(tile_envs[k]) * state_dim + market_dim + j];
+        }
         base += total;
         __syncthreads();  // the next tile reuses the shared arrays
     }
     if (threadIdx.x == 0) *count = base;
+}
+
+extern "C" __global__ void ppo_terminal_observations_kernel(float* __restrict__ observations,
+                                                            const int* __restrict__ bars,
+                                                            const float* __restrict__ portfolio,
+                                                            const float* __restrict__ features, int n_bars,
+                                                            int rows, int state_dim, int market_dim) {
+    const long long total = static_cast<long long>(rows) * state_dim;
+    const int P = state_dim - market_dim;
+    for (long long i = global_thread_index(); i < total; i += grid_thread_count()) {
+        const long long r = i / state_dim;
+        const int c = static_cast<int>(i - r * state_dim);
+        observations[i] = fh::ppo::terminal_observation_value(features, n_bars, bars[r], market_dim,
+                                                                     portfolio + r * P, c);
+    }
 }
 
 extern "C" __global__ void ppo_scatter_values_kernel(float* __restrict__ dst, const float* __restrict__ values,

@@ -103,14 +103,18 @@ FH_HD void gae_env(int e, int n, int T, const float* rewards, const float* value
 // ---- bootstrap values of truncated episodes ----------------------------------------------
 
 /// The rollout step's critic pass runs on s_{t+1} only, which is also the observation after
-/// step t unless the episode ended there. The truncated episodes' terminal observations (GAE
-/// bootstraps from them) are gathered during the rollout and valued afterwards, in chunks of
-/// rollout_chunk_steps(T) steps: after each chunk the host reads how many there were (while the
-/// device runs the next chunk) and runs the critic on just those. At most kRolloutChunks chunks
-/// per rollout; two buffers (chunks alternate) of one chunk's worst case each,
-/// rollout_chunk_steps(T) * n rows.
-inline constexpr int kRolloutChunks = 16;
-FH_HD constexpr long long rollout_chunk_steps(long long T) { return T < 1 ? 1 : (T + kRolloutChunks - 1) / kRolloutChunks; }
+/// step t unless the episode ended there. Truncated episodes (GAE bootstraps from their terminal
+/// observation) are gathered during the rollout in a compact form, their bar and portfolio
+/// features, and valued after it: the observation is rebuilt from them (the market features of
+/// the bar, then the portfolio features), which takes (2 + state_dim - market_dim) numbers per
+/// rollout row in the worst case instead of state_dim.
+/// A bar outside [0, n_bars) (never gathered) gives NaN, which the training guard reports.
+FH_HD float terminal_observation_value(const float* features, int n_bars, int bar, int market_dim,
+                                       const float* portfolio, int c) {
+    if (c >= market_dim) return portfolio[c - market_dim];
+    if (bar < 0 || bar >= n_bars) return __builtin_nanf("");
+    return features[static_cast<long long>(bar) * market_dim + c];
+}
 /// Threads of the one block of ppo_collect_truncated_kernel (a multiple of 32).
 inline constexpr int kCollectThreads = 256;
 

@@ -142,10 +142,11 @@ Model build(const Profile& p, const SizeInputs& in) {
         m.device.push_back({fmt::format("minibatch and workspaces ({} rows per minibatch)", mb),
                             add(mul(add(envs, mb), ws_row * kF32), add(mul(mb, mb_row * kF32), curiosity_bytes)),
                             "ppo.minibatches"});
-        // Two chunks' truncated episodes: their terminal observations and rollout rows.
-        const std::uint64_t chunk_rows = mul(envs, u(ppo::rollout_chunk_steps(static_cast<long long>(steps))));
-        m.device.push_back({fmt::format("truncated episodes' observations (2 x {} rows)", chunk_rows),
-                            mul(mul(chunk_rows, 2), (kD + 1) * kF32), "experience.gpu_timesteps_per_episode"});
+        // Truncated episodes: up to one per rollout row (row, bar, portfolio features), and the
+        // observations of n of them at a time.
+        m.device.push_back({fmt::format("truncated episodes ({} x {} B)", rollout, (2 + kD - kMarketDim) * kF32),
+                            add(mul(rollout, (2 + kD - kMarketDim) * kF32), mul(envs, kD * kF32)),
+                            "experience.gpu_timesteps_per_episode"});
         m.arrays.push_back({fmt::format("a minibatch ({} rows x {} floats)", mb, std::max({kD, actions, actor.widest})),
                             mul(mb, std::max({kD, actions, actor.widest})), "ppo.minibatches"});
         m.checkpoint_bytes = add(m.checkpoint_bytes, add(mul(params, 3 * kF32), mul(envs, env_state_bytes + 4 * (window + actions))));

@@ -81,14 +81,13 @@ PpoTrainer::PpoTrainer(ops::Device& ops, const config::Profile& profile, const e
     ops.fill(r_curiosity_.view(), 0.0f);
     r_actions_ = ops.alloc<int>(M);
     r_done_ = ops.alloc<std::uint8_t>(M);
-    chunk_steps_ = static_cast<int>(ppo::rollout_chunk_steps(horizon_));
-    chunk_capacity_ = static_cast<std::size_t>(chunk_steps_) * n;
-    trunc_states_ = ops.alloc<float>(2 * chunk_capacity_ * D);
+    // Truncated episodes: at most one per rollout row (an episode ends at most once a step).
+    trunc_rows_ = ops.alloc<int>(M);
+    trunc_bars_ = ops.alloc<int>(M);
+    trunc_portfolio_ = ops.alloc<float>(M * (D - static_cast<std::size_t>(env_params_.market_dim)));
+    trunc_count_ = ops.from_host<int>(std::vector<int>{0});
+    trunc_states_ = ops.alloc<float>(n * D);
     ops.fill(trunc_states_.view(), 0.0f);  // the critic's padded passes read rows past the count
-    trunc_rows_ = ops.alloc<int>(2 * chunk_capacity_);
-    trunc_count_ = ops.from_host<int>(std::vector<int>{0, 0});
-    for (int half = 0; half < 2; ++half) trunc_reads_.emplace_back(ops, 1);
-    rollout_chunks_ = std::vector<ops::OpSequence>(static_cast<std::size_t>((horizon_ + chunk_steps_ - 1) / chunk_steps_));
 
     div_window_ = ops.from_host<int>(std::vector<int>(n * static_cast<std::size_t>(window_), 0));
     div_counts_ = ops.from_host<int>(std::vector<int>(n * A, 0));
@@ -135,65 +134,53 @@ void PpoTrainer::iterate() {
     update_from_rollout();
 }
 
-// Chunk c's count is read (HostRead) once chunk c + 1 is issued, so the host waits while the
-// device works; its values go before chunk c + 2, which reuses its half of the buffers.
 void PpoTrainer::collect_rollout() {
-    const int chunks = static_cast<int>(rollout_chunks_.size());
-    for (int c = 0; c < chunks; ++c) {
-        ops_.run_sequence(rollout_chunks_[static_cast<std::size_t>(c)], [this, c] { rollout_chunk_ops(c); });
-        if (chunk_gathers(c)) trunc_reads_[static_cast<std::size_t>(c % 2)].start(trunc_count_.cview().subview(c % 2, 1));
-        if (c > 0) bootstrap_truncated(c - 1);
-    }
-    bootstrap_truncated(chunks - 1);
+    ops_.run_sequence(rollout_sequence_, [this] { rollout_ops(); });
+    bootstrap_truncated();
     ops_.run_sequence(advantage_sequence_, [this] { advantage_ops(); });
     steps_ += horizon_;
     if (curiosity_) curiosity_->count_steps(horizon_);
 }
 
-// Whether a step of the chunk gathers truncated observations (the rollout's last step does not).
-bool PpoTrainer::chunk_gathers(int chunk) const noexcept { return chunk * chunk_steps_ < horizon_ - 1; }
-
-// Steps [chunk * K, chunk * K + K) of the rollout (K = chunk_steps_), the first one beginning
-// with V(s_0) beside the actor's first step; each step (rollout_step) computes the values the
-// next one needs.
-void PpoTrainer::rollout_chunk_ops(int chunk) {
-    const int first = chunk * chunk_steps_, end = std::min(horizon_, first + chunk_steps_);
-    if (first == 0) {
-        const std::size_t n = static_cast<std::size_t>(n_envs_);
-        ops_.run_concurrently(
-            [&] {
-                ops_.copy(r_values_.view().subview(0, n),
-                          net_.critic.infer(ops_, params_.cview(), env_.states(), n_envs_, ws_critic_step_));
-            },
-            [&] { sample_actions(0); });
-    }
-    for (int t = first; t < end; ++t) rollout_step(t);
+// The rollout's T steps, beginning with V(s_0) beside the actor's first step; each step
+// (rollout_step) computes the values the next one needs.
+void PpoTrainer::rollout_ops() {
+    const std::size_t n = static_cast<std::size_t>(n_envs_);
+    ops_.run_concurrently(
+        [&] {
+            ops_.copy(r_values_.view().subview(0, n),
+                      net_.critic.infer(ops_, params_.cview(), env_.states(), n_envs_, ws_critic_step_));
+        },
+        [&] { sample_actions(0); });
+    for (int t = 0; t < horizon_; ++t) rollout_step(t);
 }
 
-// The bootstrap values of the chunk's truncated episodes: the critic on their terminal
-// observations, written over next_values at their rows. The host reads their count (waiting for
-// that chunk alone) and runs the critic on just those rows, in passes of at most n rows, each padded to
-// a power of two of at least 64 rows (the padding rows are discarded) so that the matrix products
-// see few distinct shapes.
-void PpoTrainer::bootstrap_truncated(int chunk) {
-    if (!chunk_gathers(chunk)) return;
-    const std::size_t half = static_cast<std::size_t>(chunk % 2);
-    const int count = trunc_reads_[half].wait()[0];
-    const int capacity = static_cast<int>(chunk_capacity_);
-    if (count < 0 || count > capacity)
-        throw std::logic_error(fmt::format("PPO rollout: {} truncated episodes in a chunk of {} rows", count, capacity));
+// The bootstrap values of the rollout's truncated episodes: the critic on their terminal
+// observations (rebuilt from bar and portfolio features), written over next_values at their
+// rows. The host reads their count (its one wait in a rollout) and runs the critic on just those
+// rows, in passes of at most n rows, each padded to a power of two of at least 64 rows (the
+// padding rows are discarded) so that the matrix products see few distinct shapes.
+void PpoTrainer::bootstrap_truncated() {
+    if (horizon_ < 2) return;  // only steps before the last gather
+    const int count = ops_.to_host(trunc_count_.cview())[0];
+    if (count < 0 || static_cast<std::size_t>(count) > trunc_rows_.size())
+        throw std::logic_error(fmt::format("PPO rollout: {} truncated episodes in {} rows", count, trunc_rows_.size()));
     const std::size_t D = static_cast<std::size_t>(state_dim_);
-    const auto states = trunc_states_.cview().subview(half * chunk_capacity_ * D, chunk_capacity_ * D);
-    const auto rows_of = trunc_rows_.cview().subview(half * chunk_capacity_, chunk_capacity_);
-    for (int row = 0; row < count; row += n_envs_) {
-        const int rows = std::min(n_envs_, count - row);
+    const std::size_t P = D - static_cast<std::size_t>(env_params_.market_dim);
+    const auto features = env_.market_features();
+    for (int first = 0; first < count; first += n_envs_) {
+        const std::size_t row = static_cast<std::size_t>(first);
+        const int rows = std::min(n_envs_, count - first);
+        const std::size_t r = static_cast<std::size_t>(rows);
         const int pass = std::min(n_envs_, static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(rows, 64)))));
-        const auto v = net_.critic.infer(
-            ops_, params_.cview(),
-            states.subview(static_cast<std::size_t>(row) * D, static_cast<std::size_t>(pass) * D), pass,
-            ws_critic_step_);
-        fh::ops::ppo_scatter_values(ops_, r_next_values_.view(), v.subview(0, static_cast<std::size_t>(rows)),
-                                    rows_of.subview(static_cast<std::size_t>(row), static_cast<std::size_t>(rows)));
+        fh::ops::ppo_terminal_observations(ops_, trunc_states_.view().subview(0, r * D),
+                                           trunc_bars_.cview().subview(row, r),
+                                           trunc_portfolio_.cview().subview(row * P, r * P), features,
+                                           env_params_.market_dim);
+        const auto v = net_.critic.infer(ops_, params_.cview(),
+                                         trunc_states_.cview().subview(0, static_cast<std::size_t>(pass) * D), pass,
+                                         ws_critic_step_);
+        fh::ops::ppo_scatter_values(ops_, r_next_values_.view(), v.subview(0, r), trunc_rows_.cview().subview(row, r));
     }
 }
 
@@ -237,8 +224,8 @@ void PpoTrainer::sample_actions(int t) {
 //  - the critic on s_{t+1} (the state after any reset): V(s_{t+1}) of step t + 1, which is also V
 //    of the observation after step t where the episode did not end; at the rollout's last step
 //    the critic runs on the observations after the step instead (GAE bootstraps from them);
-//  - the truncated episodes' terminal observations gathered (their values come after the chunk,
-//    bootstrap_truncated; a terminated episode's next value is never read);
+//  - the truncated episodes gathered (their values come after the rollout, bootstrap_truncated;
+//    a terminated episode's next value is never read);
 //  - step t's diversity penalty and curiosity bonus, and the actor at step t + 1.
 // So each step waits for one critic pass on n rows beside the actor.
 void PpoTrainer::rollout_step(int t) {
@@ -268,13 +255,11 @@ void PpoTrainer::rollout_step(int t) {
         if (!last) sample_actions(t + 1);
     };
     if (last) return ops_.run_concurrently(critic, actor_side);
-    const std::size_t D = static_cast<std::size_t>(state_dim_);
-    const std::size_t half = static_cast<std::size_t>((t / chunk_steps_) % 2);
     ops_.run_concurrently(critic, actor_side, [&] {
-        fh::ops::ppo_collect_truncated(
-            ops_, trunc_states_.view().subview(half * chunk_capacity_ * D, chunk_capacity_ * D),
-            trunc_rows_.view().subview(half * chunk_capacity_, chunk_capacity_), trunc_count_.view().subview(half, 1),
-            env_.next_states(), r_done_.cview().subview(row, n), static_cast<int>(row), t % chunk_steps_ == 0);
+        fh::ops::ppo_collect_truncated(ops_, trunc_rows_.view(), trunc_bars_.view(), trunc_portfolio_.view(),
+                                       trunc_count_.view(), env_.next_states(), env_.info(),
+                                       r_done_.cview().subview(row, n), env_params_.market_dim, static_cast<int>(row),
+                                       t == 0);
     });
 }
 

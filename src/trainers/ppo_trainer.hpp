@@ -18,7 +18,6 @@
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
 #include "ops/device.hpp"
-#include "ops/host_read.hpp"
 #include "trainers/softmax_policy.hpp"
 #include "trainers/adam_state.hpp"
 #include "trainers/curiosity_model.hpp"
@@ -63,11 +62,11 @@ private:
     void collect_rollout();
     void update_from_rollout();
     /// The ops of each phase; inject_nan (tests): the NaN injections of this iteration's updates.
-    /// The rollout is rollout_chunks_.size() captured chunks of steps, each followed (once the
-    /// next one is issued) by the critic's pass over the chunk's truncated terminal observations
-    /// (their count read by the host), then one captured sequence of GAE and statistics.
-    void rollout_chunk_ops(int chunk);
-    void bootstrap_truncated(int chunk);
+    /// A rollout is two captured sequences: its T steps, then GAE and statistics; between them
+    /// the critic values the truncated episodes' terminal observations (their count read by the
+    /// host).
+    void rollout_ops();
+    void bootstrap_truncated();
     void advantage_ops();
     void update_ops(bool inject_nan);
 
@@ -88,8 +87,6 @@ public:
     ops::View<const float> rollout_next_values() const noexcept { return r_next_values_.cview(); }
     ops::View<const int> rollout_actions() const noexcept { return r_actions_.cview(); }
     ops::View<const std::uint8_t> rollout_done() const noexcept { return r_done_.cview(); }
-    /// The rollout's chunks (each followed by one host wait, bootstrap_truncated).
-    int rollout_chunks() const noexcept { return static_cast<int>(rollout_chunks_.size()); }
 
 private:
     ops::CounterValue collection_step(int t) const;
@@ -120,16 +117,11 @@ private:
         r_curiosity_;
     ops::Buffer<int> r_actions_;
     ops::Buffer<std::uint8_t> r_done_;
-    // The terminal observations of a chunk's truncated episodes (ops::ppo_collect_truncated),
-    // their rollout rows and their count, in two halves that chunks alternate (chunk c: half
-    // c % 2), so the host reads one chunk's count while the device runs the next; each half
-    // holds ppo::rollout_chunk_steps(T) * n rows.
-    int chunk_steps_;
-    std::size_t chunk_capacity_;
-    ops::Buffer<float> trunc_states_;
-    ops::Buffer<int> trunc_rows_, trunc_count_;
-    std::vector<ops::HostRead<int>> trunc_reads_;
-    bool chunk_gathers(int chunk) const noexcept;
+    // The rollout's truncated episodes (ops::ppo_collect_truncated): rollout row, bar and
+    // portfolio features of each, up to one per rollout row; their count; their observations
+    // rebuilt for the critic, n rows at a time.
+    ops::Buffer<int> trunc_rows_, trunc_bars_, trunc_count_;
+    ops::Buffer<float> trunc_portfolio_, trunc_states_;
 
     // Diversity windows: each environment's last ppo.diversity_window actions and their counts.
     ops::Buffer<int> div_window_, div_counts_;
@@ -149,8 +141,7 @@ private:
     // the rollout's learning rate.
     ops::Buffer<long long> rollouts_dev_;
     ops::Buffer<float> lr_dev_;
-    std::vector<ops::OpSequence> rollout_chunks_;
-    ops::OpSequence advantage_sequence_, update_sequence_;
+    ops::OpSequence rollout_sequence_, advantage_sequence_, update_sequence_;
 };
 
 }  // namespace fh::trainers

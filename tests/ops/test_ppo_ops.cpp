@@ -328,29 +328,52 @@ TEST_CASE("GAE: a hand-computed rollout with a termination, a truncation and the
 
 // ---- bootstrap values of truncated episodes ----------------------------------------------------
 
-TEST_CASE("ppo_collect_truncated gathers truncated rows in environment order; ppo_scatter_values puts values back",
+TEST_CASE("ppo_collect_truncated gathers truncated episodes in environment order; their observations are rebuilt; "
+          "ppo_scatter_values puts values back",
           "[ppo]") {
     using fh::env::kRunning;
     using fh::env::kTerminated;
     using fh::env::kTruncated;
     fh::ops::CpuDevice ops;
-    const int n = 5, dim = 3, capacity = 4;
-    std::vector<float> obs(n * dim);
-    for (int i = 0; i < n * dim; ++i) obs[i] = static_cast<float>(i);  // row e = 3e, 3e+1, 3e+2
-    auto o = ops.from_host<float>(obs);
-    auto states = ops.from_host<float>(std::vector<float>(capacity * dim, -1.f));
+    const int n = 5, dim = 4, market_dim = 2, capacity = 4;  // two portfolio features per observation
+    std::vector<float> next(n * dim);
+    for (int i = 0; i < n * dim; ++i) next[i] = static_cast<float>(i);  // row e = 4e .. 4e+3
+    std::vector<fh::env::StepInfo> info(n);
+    for (int e = 0; e < n; ++e) info[e].bar = 100 + e;
+    auto o = ops.from_host<float>(next);
+    auto inf = ops.from_host<fh::env::StepInfo>(info);
     auto rows = ops.from_host<int>(std::vector<int>(capacity, -1));
+    auto bars = ops.from_host<int>(std::vector<int>(capacity, -1));
+    auto pf = ops.from_host<float>(std::vector<float>(capacity * 2, -1.f));
     auto count = ops.from_host<int>(std::vector<int>{77});  // stale: restart ignores it
     auto d1 = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>{kRunning, kTruncated, kTerminated, kTruncated, kTruncated});
-    fh::ops::ppo_collect_truncated(ops, states.view(), rows.view(), count.view(), o.cview(), d1.cview(), 10, true);
+    const auto collect = [&](fh::ops::View<const std::uint8_t> done, int row_base, bool restart) {
+        fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(), o.cview(), inf.cview(),
+                                       done, market_dim, row_base, restart);
+    };
+    collect(d1.cview(), 10, true);
     CHECK(ops.to_host(count.cview()) == std::vector<int>{3});
     CHECK(ops.to_host(rows.cview()) == std::vector<int>{11, 13, 14, -1});
-    // Appending: row 3 takes environment 0 (row 15); environment 4 (row 19) is counted past the capacity.
+    // Appending: entry 3 takes environment 0 (row 15); environment 4 (row 19) is counted past the capacity.
     auto d2 = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>{kTruncated, kRunning, kRunning, kTerminated, kTruncated});
-    fh::ops::ppo_collect_truncated(ops, states.view(), rows.view(), count.view(), o.cview(), d2.cview(), 15, false);
+    collect(d2.cview(), 15, false);
     CHECK(ops.to_host(count.cview()) == std::vector<int>{5});
     CHECK(ops.to_host(rows.cview()) == std::vector<int>{11, 13, 14, 15});
-    CHECK(ops.to_host(states.cview()) == std::vector<float>{3, 4, 5, 9, 10, 11, 12, 13, 14, 0, 1, 2});
+    CHECK(ops.to_host(bars.cview()) == std::vector<int>{101, 103, 104, 100});
+    CHECK(ops.to_host(pf.cview()) == std::vector<float>{6, 7, 14, 15, 18, 19, 2, 3});
+
+    // Observations: the market features of the bar (3 bars of 2 here), then the portfolio features.
+    auto features = ops.from_host<float>(std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f});
+    auto obs_bars = ops.from_host<int>(std::vector<int>{2, 0, 3});  // bar 3 is outside: NaN
+    auto obs = ops.alloc<float>(3 * dim);
+    fh::ops::ppo_terminal_observations(ops, obs.view(), obs_bars.cview(), pf.cview().subview(0, 6), features.cview(),
+                                       market_dim);
+    const auto got = ops.to_host(obs.cview());
+    CHECK(std::vector<float>(got.begin(), got.begin() + 8) == std::vector<float>{4.5f, 5.5f, 6, 7, 0.5f, 1.5f, 14, 15});
+    CHECK(std::isnan(got[8]));
+    CHECK(std::isnan(got[9]));
+    CHECK(got[10] == 18.f);
+    CHECK(got[11] == 19.f);
 
     auto dst = ops.from_host<float>(std::vector<float>(8, 0.f));
     auto vals = ops.from_host<float>(std::vector<float>{1.5f, 2.5f, 3.5f});
@@ -359,18 +382,27 @@ TEST_CASE("ppo_collect_truncated gathers truncated rows in environment order; pp
     CHECK(ops.to_host(dst.cview()) == std::vector<float>{2.5f, 0, 0, 0, 0, 1.5f, 0, 0});
 
     // Sizes and overlaps are checked.
-    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, states.view().subview(0, 11), rows.view(), count.view(),
-                                                   o.cview(), d1.cview(), 0, true),
-                    std::invalid_argument);  // 11 floats for 4 rows of 3
-    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, states.view(), rows.view(), count.view(),
-                                                   o.cview().subview(0, 14), d1.cview(), 0, true),
-                    std::invalid_argument);  // 14 floats for 5 environments
-    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, states.view(), rows.view(), count.view(), o.cview(),
-                                                   d1.cview(), -1, true),
+    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view().subview(0, 7), count.view(),
+                                                   o.cview(), inf.cview(), d1.cview(), market_dim, 0, true),
+                    std::invalid_argument);  // 7 floats for 4 entries of 2
+    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(),
+                                                   o.cview().subview(0, 18), inf.cview(), d1.cview(), market_dim, 0, true),
+                    std::invalid_argument);  // 18 floats for 5 environments
+    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(), o.cview(),
+                                                   inf.cview(), d1.cview(), 5, 0, true),
+                    std::invalid_argument);  // market_dim above state_dim
+    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(), o.cview(),
+                                                   inf.cview(), d1.cview(), market_dim, -1, true),
                     std::invalid_argument);  // a negative row
-    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, o.view().subview(0, 12), rows.view(), count.view(), o.cview(),
-                                                   d1.cview(), 0, true),
-                    std::invalid_argument);  // the output overlaps the observations
+    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, rows.view(), rows.view(), pf.view(), count.view(), o.cview(),
+                                                   inf.cview(), d1.cview(), market_dim, 0, true),
+                    std::invalid_argument);  // rows and bars overlap
+    CHECK_THROWS_AS(fh::ops::ppo_terminal_observations(ops, obs.view(), obs_bars.cview(), pf.cview().subview(0, 5),
+                                                       features.cview(), market_dim),
+                    std::invalid_argument);  // 5 portfolio floats for 3 rows of 2
+    CHECK_THROWS_AS(fh::ops::ppo_terminal_observations(ops, obs.view(), obs_bars.cview(), pf.cview().subview(0, 6),
+                                                       features.cview().subview(0, 5), market_dim),
+                    std::invalid_argument);  // features not whole bars
     CHECK_THROWS_AS(fh::ops::ppo_scatter_values(ops, dst.view(), vals.cview(), at.cview().subview(0, 2)),
                     std::invalid_argument);  // 2 rows for 3 values
     CHECK_THROWS_AS(fh::ops::ppo_scatter_values(ops, dst.view(), dst.cview().subview(0, 3), at.cview()),
@@ -801,12 +833,13 @@ TEST_CASE("GAE and normalize kernels equal their CPU twins", "[gpu][ppo]") {
     }
 }
 
-TEST_CASE("the truncated-episode collect and scatter kernels equal their CPU twins", "[gpu][ppo]") {
+TEST_CASE("the truncated-episode kernels (collect, observations, scatter) equal their CPU twins", "[gpu][ppo]") {
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    // 1,000 environments (four tiles, the last partial) of 50 floats, three steps appended; the
-    // capacity is reached during the third, so its last rows are counted only.
-    const int n = 1000, dim = 50, steps = 3, capacity = 520;
+    // 1,000 environments (four tiles, the last partial) of 50 floats (42 market, 8 portfolio),
+    // three steps appended; the capacity is reached during the third, so its last entries are
+    // counted only.
+    const int n = 1000, dim = 50, market_dim = 42, P = dim - market_dim, steps = 3, capacity = 520, n_bars = 700;
     std::vector<std::vector<std::uint8_t>> done(steps, std::vector<std::uint8_t>(n));
     std::mt19937 rng(41);
     for (auto& d : done)
@@ -815,26 +848,37 @@ TEST_CASE("the truncated-episode collect and scatter kernels equal their CPU twi
             x = static_cast<std::uint8_t>(r < 2 ? fh::env::kTruncated : r < 3 ? fh::env::kTerminated : fh::env::kRunning);
         }
     done[1][0] = done[1][n - 1] = fh::env::kTruncated;  // the first and last environment
-    const auto obs = random_floats(static_cast<std::size_t>(n) * dim, 42);
-    auto collect = [&](fh::ops::Device& ops) {
-        auto o = ops.from_host<float>(obs);
-        auto states = ops.from_host<float>(std::vector<float>(static_cast<std::size_t>(capacity) * dim, 0.f));
+    std::vector<fh::env::StepInfo> info(n);
+    for (auto& i : info) i.bar = static_cast<int>(rng() % n_bars);
+    const auto next = random_floats(static_cast<std::size_t>(n) * dim, 42);
+    const auto features = random_floats(static_cast<std::size_t>(n_bars) * market_dim, 44);
+    auto run = [&](fh::ops::Device& ops) {
+        auto o = ops.from_host<float>(next);
+        auto inf = ops.from_host<fh::env::StepInfo>(info);
         auto rows = ops.from_host<int>(std::vector<int>(capacity, -1));
+        auto bars = ops.from_host<int>(std::vector<int>(capacity, -1));
+        auto pf = ops.from_host<float>(std::vector<float>(static_cast<std::size_t>(capacity) * P, 0.f));
         auto count = ops.from_host<int>(std::vector<int>{123});
         std::vector<int> counts;
         for (int s = 0; s < steps; ++s) {
             auto d = ops.from_host<std::uint8_t>(done[static_cast<std::size_t>(s)]);
-            fh::ops::ppo_collect_truncated(ops, states.view(), rows.view(), count.view(), o.cview(), d.cview(), s * n,
-                                           s == 0);
+            fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(), o.cview(),
+                                           inf.cview(), d.cview(), market_dim, s * n, s == 0);
             counts.push_back(ops.to_host(count.cview())[0]);
         }
-        return std::tuple{ops.to_host(states.cview()), ops.to_host(rows.cview()), counts};
+        auto f = ops.from_host<float>(features);
+        auto obs = ops.alloc<float>(static_cast<std::size_t>(capacity) * dim);
+        fh::ops::ppo_terminal_observations(ops, obs.view(), bars.cview(), pf.cview(), f.cview(), market_dim);
+        return std::tuple{ops.to_host(rows.cview()), ops.to_host(bars.cview()), ops.to_host(pf.cview()), counts,
+                          ops.to_host(obs.cview())};
     };
-    const auto c = collect(cpu), g = collect(gpu);
-    REQUIRE(std::get<2>(c).back() > capacity);  // the capacity was reached
-    CHECK(std::get<2>(g) == std::get<2>(c));
-    CHECK(std::get<1>(g) == std::get<1>(c));
+    const auto c = run(cpu), g = run(gpu);
+    REQUIRE(std::get<3>(c).back() > capacity);  // the capacity was reached
+    CHECK(std::get<3>(g) == std::get<3>(c));
     CHECK(std::get<0>(g) == std::get<0>(c));
+    CHECK(std::get<1>(g) == std::get<1>(c));
+    CHECK(std::get<2>(g) == std::get<2>(c));
+    CHECK(std::get<4>(g) == std::get<4>(c));
 
     // Scatter: 3,000 values to a permutation of dst's 3,001 rows, two of them moved outside.
     const int size = 3001, m = 3000;

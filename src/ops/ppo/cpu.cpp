@@ -33,19 +33,34 @@ void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewa
                      advantages.data(), returns.data());
 }
 
-void ppo_collect_truncated(View<float> terminal_states, View<int> terminal_rows, View<int> count,
-                           View<const float> observations, View<const std::uint8_t> done, int row_base, bool restart) {
-    const std::size_t n = done.size(), dim = observations.size() / n, capacity = terminal_rows.size();
-    std::size_t row = restart ? 0 : static_cast<std::size_t>(count.data()[0]);
+void ppo_collect_truncated(View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
+                           View<const float> next_states, View<const env::StepInfo> info,
+                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart) {
+    const std::size_t n = done.size(), state_dim = next_states.size() / n, capacity = rows.size();
+    const std::size_t md = static_cast<std::size_t>(market_dim), P = state_dim - md;
+    long long entry = restart ? 0 : count.data()[0];
     for (std::size_t e = 0; e < n; ++e) {
         if (done.data()[e] != env::kTruncated) continue;
-        if (row < capacity) {
-            std::memcpy(terminal_states.data() + row * dim, observations.data() + e * dim, dim * sizeof(float));
-            terminal_rows.data()[row] = row_base + static_cast<int>(e);
+        if (entry >= 0 && static_cast<std::size_t>(entry) < capacity) {
+            const std::size_t k = static_cast<std::size_t>(entry);
+            rows.data()[k] = row_base + static_cast<int>(e);
+            bars.data()[k] = info.data()[e].bar;
+            std::memcpy(portfolio.data() + k * P, next_states.data() + e * state_dim + md, P * sizeof(float));
         }
-        ++row;
+        ++entry;
     }
-    count.data()[0] = static_cast<int>(row);
+    count.data()[0] = static_cast<int>(entry);
+}
+
+void ppo_terminal_observations(View<float> observations, View<const int> bars, View<const float> portfolio,
+                               View<const float> features, int market_dim) {
+    const std::size_t r = bars.size(), state_dim = observations.size() / r;
+    const std::size_t P = state_dim - static_cast<std::size_t>(market_dim);
+    const int n_bars = static_cast<int>(features.size() / static_cast<std::size_t>(market_dim));
+    for (std::size_t k = 0; k < r; ++k)
+        for (std::size_t c = 0; c < state_dim; ++c)
+            observations.data()[k * state_dim + c] = ppo::terminal_observation_value(
+                features.data(), n_bars, bars.data()[k], market_dim, portfolio.data() + k * P, static_cast<int>(c));
 }
 
 void ppo_scatter_values(View<float> dst, View<const float> values, View<const int> rows) {

@@ -42,14 +42,24 @@ void normalize(CudaDevice& device, View<float> x, View<float> scratch) {
         device.stream(), LaunchDims::linear(x.size(), ppo::kNormalizeThreads, 1024), x.data(), scratch.data(), n);
 }
 
-void ppo_collect_truncated(CudaDevice& device, View<float> terminal_states, View<int> terminal_rows, View<int> count,
-                           View<const float> observations, View<const std::uint8_t> done, int row_base, bool restart) {
+void ppo_collect_truncated(CudaDevice& device, View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
+                           View<const float> next_states, View<const env::StepInfo> info,
+                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart) {
     const int n = static_cast<int>(done.size());
     device.kernels().ppo_collect_truncated_kernel(
-        device.stream(), LaunchDims{dim3(1), dim3(ppo::kCollectThreads), 0}, terminal_states.data(),
-        terminal_rows.data(), count.data(), observations.data(), done.data(), n,
-        static_cast<int>(observations.size() / done.size()), row_base, static_cast<int>(terminal_rows.size()),
+        device.stream(), LaunchDims{dim3(1), dim3(ppo::kCollectThreads), 0}, rows.data(), bars.data(),
+        portfolio.data(), count.data(), next_states.data(), info.data(), done.data(), n,
+        static_cast<int>(next_states.size() / done.size()), market_dim, row_base, static_cast<int>(rows.size()),
         restart ? 1 : 0);
+}
+
+void ppo_terminal_observations(CudaDevice& device, View<float> observations, View<const int> bars,
+                               View<const float> portfolio, View<const float> features, int market_dim) {
+    const int r = static_cast<int>(bars.size());
+    device.kernels().ppo_terminal_observations_kernel(
+        device.stream(), LaunchDims::linear(observations.size(), 128), observations.data(), bars.data(),
+        portfolio.data(), features.data(), static_cast<int>(features.size() / static_cast<std::size_t>(market_dim)), r,
+        static_cast<int>(observations.size() / bars.size()), market_dim);
 }
 
 void ppo_scatter_values(CudaDevice& device, View<float> dst, View<const float> values, View<const int> rows) {

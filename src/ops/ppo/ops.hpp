@@ -32,8 +32,11 @@ void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View
 void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewards, View<const float> values,
              View<const float> next_values, View<const std::uint8_t> done, float gamma, float lambda, int T);
 void normalize(View<float> x, View<float> /*scratch*/);
-void ppo_collect_truncated(View<float> terminal_states, View<int> terminal_rows, View<int> count,
-                           View<const float> observations, View<const std::uint8_t> done, int row_base, bool restart);
+void ppo_collect_truncated(View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
+                           View<const float> next_states, View<const env::StepInfo> info,
+                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart);
+void ppo_terminal_observations(View<float> observations, View<const int> bars, View<const float> portfolio,
+                               View<const float> features, int market_dim);
 void ppo_scatter_values(View<float> dst, View<const float> values, View<const int> rows);
 void ppo_gather(View<float> states, View<int> actions, View<float> old_log_probs, View<float> advantages,
                 View<float> returns, View<float> old_values, const ppo::RolloutView& rollout, std::uint64_t seed,
@@ -57,8 +60,11 @@ void ppo_gae(CudaDevice& device, View<float> advantages, View<float> returns, Vi
              View<const float> values, View<const float> next_values, View<const std::uint8_t> done, float gamma,
              float lambda, int T);
 void normalize(CudaDevice& device, View<float> x, View<float> scratch);
-void ppo_collect_truncated(CudaDevice& device, View<float> terminal_states, View<int> terminal_rows, View<int> count,
-                           View<const float> observations, View<const std::uint8_t> done, int row_base, bool restart);
+void ppo_collect_truncated(CudaDevice& device, View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
+                           View<const float> next_states, View<const env::StepInfo> info,
+                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart);
+void ppo_terminal_observations(CudaDevice& device, View<float> observations, View<const int> bars,
+                               View<const float> portfolio, View<const float> features, int market_dim);
 void ppo_scatter_values(CudaDevice& device, View<float> dst, View<const float> values, View<const int> rows);
 void ppo_gather(CudaDevice& device, View<float> states, View<int> actions, View<float> old_log_probs,
                 View<float> advantages, View<float> returns, View<float> old_values, const ppo::RolloutView& rollout,
@@ -162,35 +168,68 @@ inline void ppo_gae(Device& device, View<float> advantages, View<float> returns,
     cpu_twin::ppo_gae(advantages, returns, rewards, values, next_values, done, gamma, lambda, T);
 }
 
-/// The truncated episodes of one rollout step: appends, in environment order, the
-/// observations (n, dim) of the environments whose step ended in a truncation (done[e] ==
-/// env::kTruncated; n = done.size()) to terminal_states (capacity, dim) and their rollout rows
-/// row_base + e to terminal_rows (capacity); count (one int in device memory) is the number of
-/// rows gathered so far and grows by theirs (restart: it starts from 0 instead). Rows at or past
-/// the capacity are counted but not written: the caller sizes the buffers so that none can
-/// occur and checks the count. Bit-identical on both backends.
-inline void ppo_collect_truncated(Device& device, View<float> terminal_states, View<int> terminal_rows, View<int> count,
-                                  View<const float> observations, View<const std::uint8_t> done, int row_base,
-                                  bool restart) {
+/// The truncated episodes of one rollout step, gathered compactly: for the environments whose
+/// step ended in a truncation (done[e] == env::kTruncated; n = done.size()), in environment
+/// order, entries count, count + 1, ... get rows = row_base + e, bars = info[e].bar (the bar of
+/// the observation after the step) and portfolio (capacity, P) = columns market_dim.. of
+/// next_states[e] (n, state_dim; P = state_dim - market_dim); count (one int in device memory) is
+/// the number gathered so far and grows by theirs (restart: it starts from 0 instead). Entries at
+/// or past the capacity (rows.size()) are counted but not written: the caller sizes the buffers
+/// so that none can occur and checks the count. Bit-identical on both backends.
+inline void ppo_collect_truncated(Device& device, View<int> rows, View<int> bars, View<float> portfolio,
+                                  View<int> count, View<const float> next_states, View<const env::StepInfo> info,
+                                  View<const std::uint8_t> done, int market_dim, int row_base, bool restart) {
     const char* op = "ppo_collect_truncated";
-    detail::require_positive(static_cast<long long>(done.size()), op, "the number of environments");
-    const std::size_t dim = detail::columns(observations.size(), done.size(), op, "observations");
-    const std::size_t capacity = terminal_rows.size();
-    detail::require_positive(static_cast<long long>(capacity), op, "the capacity (terminal_rows)");
-    detail::require_size(terminal_states.size(), capacity * dim, op, "terminal_states");
+    const std::size_t n = done.size();
+    detail::require_positive(static_cast<long long>(n), op, "the number of environments");
+    const std::size_t state_dim = detail::columns(next_states.size(), n, op, "next_states");
+    detail::require(market_dim >= 0 && static_cast<std::size_t>(market_dim) <= state_dim, op,
+                    fmt::format("market_dim {} must be in [0, state_dim {}]", market_dim, state_dim));
+    const std::size_t capacity = rows.size();
+    detail::require_positive(static_cast<long long>(capacity), op, "the capacity (rows)");
+    detail::require_size(bars.size(), capacity, op, "bars");
+    detail::require_size(portfolio.size(), capacity * (state_dim - static_cast<std::size_t>(market_dim)), op,
+                         "portfolio");
+    detail::require_size(info.size(), n, op, "info");
     detail::require_size(count.size(), 1, op, "count");
-    detail::require(row_base >= 0 && static_cast<long long>(row_base) + static_cast<long long>(done.size()) <=
+    detail::require(row_base >= 0 && static_cast<long long>(row_base) + static_cast<long long>(n) <=
                                          std::numeric_limits<int>::max(),
-                    op, fmt::format("row_base {} + {} rows must fit an int", row_base, done.size()));
-    detail::checked_int_size(terminal_states.size(), op);
-    detail::checked_int_size(observations.size(), op);
-    detail::require_distinct(op, {detail::range("terminal_states", terminal_states),
-                                  detail::range("terminal_rows", terminal_rows), detail::range("count", count),
-                                  detail::range("observations", observations), detail::range("done", done)});
+                    op, fmt::format("row_base {} + {} rows must fit an int", row_base, n));
+    detail::checked_int_size(portfolio.size(), op);
+    detail::checked_int_size(next_states.size(), op);
+    detail::require_distinct(op, {detail::range("rows", rows), detail::range("bars", bars),
+                                  detail::range("portfolio", portfolio), detail::range("count", count),
+                                  detail::range("next_states", next_states), detail::range("info", info),
+                                  detail::range("done", done)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::ppo_collect_truncated(*cuda, terminal_states, terminal_rows, count, observations, done,
-                                                row_base, restart);
-    cpu_twin::ppo_collect_truncated(terminal_states, terminal_rows, count, observations, done, row_base, restart);
+        return cuda_twin::ppo_collect_truncated(*cuda, rows, bars, portfolio, count, next_states, info, done,
+                                                market_dim, row_base, restart);
+    cpu_twin::ppo_collect_truncated(rows, bars, portfolio, count, next_states, info, done, market_dim, row_base,
+                                    restart);
+}
+
+/// The observations of gathered truncated episodes (r = bars.size() rows): observations (r,
+/// state_dim), row k = ppo::terminal_observation_value(features, bars[k], portfolio row k): the
+/// market features (n_bars, market_dim) of bar bars[k], then portfolio (r, state_dim -
+/// market_dim) row k; a bar outside the features gives NaN. Bit-identical on both backends.
+inline void ppo_terminal_observations(Device& device, View<float> observations, View<const int> bars,
+                                      View<const float> portfolio, View<const float> features, int market_dim) {
+    const char* op = "ppo_terminal_observations";
+    const std::size_t r = bars.size();
+    detail::require_positive(static_cast<long long>(r), op, "the number of rows");
+    detail::require_positive(market_dim, op, "market_dim");
+    const std::size_t state_dim = detail::columns(observations.size(), r, op, "observations");
+    detail::require(static_cast<std::size_t>(market_dim) <= state_dim, op,
+                    fmt::format("market_dim {} exceeds state_dim {}", market_dim, state_dim));
+    detail::require_size(portfolio.size(), r * (state_dim - static_cast<std::size_t>(market_dim)), op, "portfolio");
+    detail::columns(features.size(), static_cast<std::size_t>(market_dim), op, "features");
+    detail::checked_int_size(observations.size(), op);
+    detail::checked_int_size(features.size(), op);
+    detail::require_distinct(op, {detail::range("observations", observations), detail::range("bars", bars),
+                                  detail::range("portfolio", portfolio), detail::range("features", features)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::ppo_terminal_observations(*cuda, observations, bars, portfolio, features, market_dim);
+    cpu_twin::ppo_terminal_observations(observations, bars, portfolio, features, market_dim);
 }
 
 /// dst[rows[i]] = values[i] for i < values.size() (rows distinct; a row outside dst is skipped).
