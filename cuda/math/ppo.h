@@ -115,8 +115,9 @@ FH_HD float terminal_observation_value(const float* features, int n_bars, int ba
     if (bar < 0 || bar >= n_bars) return __builtin_nanf("");
     return features[static_cast<long long>(bar) * market_dim + c];
 }
-/// Threads of the one block of ppo_collect_truncated_kernel (a multiple of 32).
-inline constexpr int kCollectThreads = 256;
+/// Threads of the one block of ppo_collect_truncated_kernel (a multiple of 32): it walks the
+/// environments in tiles of this many, so 2,048 environments take two.
+inline constexpr int kCollectThreads = 1024;
 
 // ---- advantage normalisation --------------------------------------------------------------
 

@@ -836,10 +836,11 @@ TEST_CASE("GAE and normalize kernels equal their CPU twins", "[gpu][ppo]") {
 TEST_CASE("the truncated-episode kernels (collect, observations, scatter) equal their CPU twins", "[gpu][ppo]") {
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    // 1,000 environments (four tiles, the last partial) of 50 floats (42 market, 8 portfolio),
-    // three steps appended; the capacity is reached during the third, so its last entries are
-    // counted only.
-    const int n = 1000, dim = 50, market_dim = 42, P = dim - market_dim, steps = 3, capacity = 520, n_bars = 700;
+    // 2,500 environments (three tiles of kCollectThreads, the last partial) of 50 floats (42
+    // market, 8 portfolio), three steps appended; the capacity is reached during the third, so its
+    // last entries are counted only.
+    static_assert(2 * fh::ppo::kCollectThreads < 2500 && 2500 < 3 * fh::ppo::kCollectThreads);
+    const int n = 2500, dim = 50, market_dim = 42, P = dim - market_dim, steps = 3, capacity = 1300, n_bars = 700;
     std::vector<std::vector<std::uint8_t>> done(steps, std::vector<std::uint8_t>(n));
     std::mt19937 rng(41);
     for (auto& d : done)
@@ -873,7 +874,8 @@ TEST_CASE("the truncated-episode kernels (collect, observations, scatter) equal 
                           ops.to_host(obs.cview())};
     };
     const auto c = run(cpu), g = run(gpu);
-    REQUIRE(std::get<3>(c).back() > capacity);  // the capacity was reached
+    REQUIRE(std::get<3>(c)[1] < capacity);  // two steps fit ...
+    REQUIRE(std::get<3>(c).back() > capacity);  // ... the third reaches the capacity
     CHECK(std::get<3>(g) == std::get<3>(c));
     CHECK(std::get<0>(g) == std::get<0>(c));
     CHECK(std::get<1>(g) == std::get<1>(c));
