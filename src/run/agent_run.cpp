@@ -146,6 +146,11 @@ bool AgentRun::step() {
     }
 }
 
+void AgentRun::prepare() {
+    if (!loop_) begin();
+    loop_->prepare();
+}
+
 void AgentRun::write_summary(json::Object o) {
     summary_ = json::Value::object(std::move(o));
     dir_.write_file("summary.json", json::serialize(summary_) + "\n");

@@ -53,6 +53,9 @@ public:
     /// loop is over: the budget reached, early stopping, an interrupt, or divergence (then
     /// summary.json says "diverged" and error() is the guard's message).
     bool step();
+    /// Issues what the next step() can issue without waiting (Trainer::prepare_iteration); a
+    /// population's worker prepares all its agents, then steps each.
+    void prepare();
     /// After the loop: the last checkpoint and summary.json. An interrupted run stops there
     /// (status "interrupted", error() the message a single run exits with); a finished one also
     /// writes the replay dump, the test backtest and backtest/. Nothing for a diverged run.

@@ -433,6 +433,8 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
         for (std::size_t i = w; i < training.size(); i += workers) mine.push_back(training[i]);
         std::size_t live = mine.size();
         while (live > 0) {
+            for (auto* m : mine)  // every agent's work issued before any waits (PPO's rollouts)
+                if (m->live) m->run->prepare();
             for (auto* m : mine) {
                 if (!m->live) continue;
                 if (m->run->step()) continue;
@@ -786,11 +788,17 @@ std::string bench_population(const config::Profile& p, bool force) {
     // Every phase on the agents' workers (as in training), each agent's work in turn; the
     // untimed warm-up captures the sequences and loads the kernels, as for one agent.
     const std::size_t workers = agent_workers(n, setup.devices.front()->cuda() != nullptr);
-    const auto each_agent = [&](long long times, const std::function<long long(trainers::Trainer&)>& f) {
+    // prepare: each round issues every agent's next iteration (Trainer::prepare_iteration) before
+    // f completes any, as training does.
+    const auto each_agent = [&](long long times, const std::function<long long(trainers::Trainer&)>& f,
+                                bool prepare = false) {
         std::vector<long long> counts(workers, 0);
         on_workers(workers, setup.devices, [&](std::size_t w) {
-            for (long long i = 0; i < times; ++i)
+            for (long long i = 0; i < times; ++i) {
+                if (prepare)
+                    for (std::size_t a = w; a < n; a += workers) trainers_[a]->prepare_iteration();
                 for (std::size_t a = w; a < n; a += workers) counts[w] += f(*trainers_[a]);
+            }
         });
         sync_all();
         long long total = 0;
@@ -805,7 +813,7 @@ std::string bench_population(const config::Profile& p, bool force) {
         return 0LL;
     });
     auto t = clock::now();
-    const long long collected = each_agent(phase, [](trainers::Trainer& tr) { return tr.bench_collect(); });
+    const long long collected = each_agent(phase, [](trainers::Trainer& tr) { return tr.bench_collect(); }, true);
     const double collect_s = since(t);
     t = clock::now();
     const long long updates = each_agent(phase, [](trainers::Trainer& tr) { return tr.bench_update(); });
@@ -819,7 +827,7 @@ std::string bench_population(const config::Profile& p, bool force) {
         (void)each_agent(phase, [](trainers::Trainer& tr) {
             tr.iterate();
             return 0LL;
-        });
+        }, true);
         e2e_s = since(t);
         for (auto& tr : trainers_) e2e_steps += tr->env_steps();
         e2e_steps -= before;

@@ -56,7 +56,8 @@ PpoTrainer::PpoTrainer(ops::Device& ops, const config::Profile& profile, const e
       batch_(static_cast<int>(static_cast<long long>(n_envs_) * horizon_ / profile.ppo.minibatches)),
       window_(static_cast<int>(profile.ppo.diversity_window)),
       net_(profile, state_dim_, num_actions_),
-      policy_(net_.actor, net_.layout.total()) {
+      policy_(net_.actor, net_.layout.total()),
+      trunc_read_(ops, 1) {
     const std::size_t n = static_cast<std::size_t>(n_envs_);
     const std::size_t M = n * static_cast<std::size_t>(horizon_);
     const std::size_t D = static_cast<std::size_t>(state_dim_);
@@ -134,8 +135,19 @@ void PpoTrainer::iterate() {
     update_from_rollout();
 }
 
-void PpoTrainer::collect_rollout() {
+void PpoTrainer::prepare_iteration() {
+    if (!rollout_issued_) issue_rollout();
+}
+
+void PpoTrainer::issue_rollout() {
     ops_.run_sequence(rollout_sequence_, [this] { rollout_ops(); });
+    trunc_read_.start(trunc_count_.cview());
+    rollout_issued_ = true;
+}
+
+void PpoTrainer::collect_rollout() {
+    if (!rollout_issued_) issue_rollout();
+    rollout_issued_ = false;
     bootstrap_truncated();
     ops_.run_sequence(advantage_sequence_, [this] { advantage_ops(); });
     steps_ += horizon_;
@@ -157,12 +169,12 @@ void PpoTrainer::rollout_ops() {
 
 // The bootstrap values of the rollout's truncated episodes: the critic on their terminal
 // observations (rebuilt from bar and portfolio features), written over next_values at their
-// rows. The host reads their count (its one wait in a rollout) and runs the critic on just those
+// rows. The host reads their count (its one wait in a rollout: for the rollout's steps alone, as
+// their read was issued right after them) and runs the critic on just those
 // rows, in passes of at most n rows, each padded to a power of two of at least 64 rows (the
 // padding rows are discarded) so that the matrix products see few distinct shapes.
 void PpoTrainer::bootstrap_truncated() {
-    if (horizon_ < 2) return;  // only steps before the last gather
-    const int count = ops_.to_host(trunc_count_.cview())[0];
+    const int count = trunc_read_.wait()[0];  // 0 when T = 1: only steps before the last gather
     if (count < 0 || static_cast<std::size_t>(count) > trunc_rows_.size())
         throw std::logic_error(fmt::format("PPO rollout: {} truncated episodes in {} rows", count, trunc_rows_.size()));
     const std::size_t D = static_cast<std::size_t>(state_dim_);
@@ -278,6 +290,7 @@ void PpoTrainer::curiosity_step(int t) {
 }
 
 void PpoTrainer::update_from_rollout() {
+    if (rollout_issued_) throw std::logic_error("PPO: an update while a rollout is issued but not completed");
     const long long per_rollout = updates_per_rollout();
     bool inject_nan = false;
     for (long long i = 1; i <= per_rollout; ++i) inject_nan = inject_nan || nan_injected(updates_ + i);

@@ -18,6 +18,7 @@
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
 #include "ops/device.hpp"
+#include "ops/host_read.hpp"
 #include "trainers/softmax_policy.hpp"
 #include "trainers/adam_state.hpp"
 #include "trainers/curiosity_model.hpp"
@@ -44,6 +45,8 @@ public:
     long long updates() const noexcept override { return updates_; }
     /// One rollout of every environment, then ppo.epochs x ppo.minibatches updates.
     void iterate() override;
+    /// Issues the rollout's captured steps and the read of its truncated episodes' count.
+    void prepare_iteration() override;
     LogLine read_log(double seconds) override;
     std::vector<StateTensor> state_tensors() override;
     std::vector<std::int64_t> counter_values() const override { return {rollouts_, steps_, updates_, curiosity_ ? curiosity_->steps() : 0}; }
@@ -64,7 +67,9 @@ private:
     /// The ops of each phase; inject_nan (tests): the NaN injections of this iteration's updates.
     /// A rollout is two captured sequences: its T steps, then GAE and statistics; between them
     /// the critic values the truncated episodes' terminal observations (their count read by the
-    /// host).
+    /// host). issue_rollout() issues the steps and the count's read (prepare_iteration may do it
+    /// ahead of collect_rollout).
+    void issue_rollout();
     void rollout_ops();
     void bootstrap_truncated();
     void advantage_ops();
@@ -122,6 +127,8 @@ private:
     // rebuilt for the critic, n rows at a time.
     ops::Buffer<int> trunc_rows_, trunc_bars_, trunc_count_;
     ops::Buffer<float> trunc_portfolio_, trunc_states_;
+    ops::HostRead<int> trunc_read_;
+    bool rollout_issued_ = false;  ///< issue_rollout ran; collect_rollout completes the rollout
 
     // Diversity windows: each environment's last ppo.diversity_window actions and their counts.
     ops::Buffer<int> div_window_, div_counts_;

@@ -65,8 +65,13 @@ public:
     virtual long long env_steps() const noexcept = 0;
     virtual long long updates() const noexcept = 0;
 
-    /// One iteration (see the file comment). Never synchronises with the host.
+    /// One iteration (see the file comment). Never synchronises with the host, except PPO's: it
+    /// waits for its rollout's count of truncated episodes (one event; docs/ppo.md).
     virtual void iterate() = 0;
+    /// Issues the part of the next iteration that needs no wait for the device, which iterate()
+    /// (or bench_collect) then completes, so that a population's worker can issue every agent's
+    /// before it waits for any (PPO: the rollout's steps). Nothing else may run in between.
+    virtual void prepare_iteration() {}
     /// The metrics accumulated since the last call (synchronises), `seconds` after it. Throws
     /// DivergedError (exit 5) when the guard has skipped training.max_bad_updates updates.
     virtual LogLine read_log(double seconds) = 0;
@@ -195,6 +200,10 @@ class TrainingLoop {
 public:
     TrainingLoop(Trainer& trainer, long long total, long long log_interval, LoopCallbacks callbacks);
     bool done() const noexcept { return done_; }
+    /// Trainer::prepare_iteration for the next step(), unless the loop is over.
+    void prepare() {
+        if (!done_) trainer_.prepare_iteration();
+    }
     bool step();
 
 private:

@@ -10,6 +10,7 @@
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
 #include "ops/dqn/ops.hpp"
+#include "ops/host_read.hpp"
 
 using fh::ops::CpuDevice;
 using fh::ops::Device;
@@ -208,3 +209,25 @@ TEST_CASE("CUDA saxpy refuses aliased buffers too", "[gpu][ops][aliasing]") {
     gpu.synchronize();
 }
 
+// HostRead returns the values at start(): ops issued after it (here a fill of the source) do not
+// change what wait() returns, on either backend.
+static void check_host_read(fh::ops::Device& ops) {
+    auto src = ops.from_host<float>(std::vector<float>{1.5f, -2.f, 3.f});
+    fh::ops::HostRead<float> read(ops, 3);
+    CHECK_THROWS_AS(read.wait(), std::logic_error);  // nothing started
+    CHECK_THROWS_AS(read.start(src.cview().subview(0, 2)), std::invalid_argument);
+    read.start(src.cview());
+    ops.fill(src.view(), 7.f);
+    CHECK(read.wait() == std::vector<float>{1.5f, -2.f, 3.f});
+    read.start(src.cview());
+    CHECK(read.wait() == std::vector<float>{7.f, 7.f, 7.f});
+}
+
+TEST_CASE("HostRead returns the values at start (CPU)", "[ops]") {
+    fh::ops::CpuDevice ops;
+    check_host_read(ops);
+}
+
+TEST_CASE("HostRead returns the values at start (GPU)", "[gpu][ops]") {
+    check_host_read(fh::test::gpu_ops());
+}

@@ -329,6 +329,17 @@ TEST_CASE("population on the GPU: each of 8 DQN agents equals its single run (CU
     population_equals_single_runs("cuda", kDqn, "--seeds 1,2,3,4,5,6,7,8", singles, "gpu8");
 }
 
+// 8 agents on a GPU host's workers (a quarter of its cores each): a worker issues each of its
+// agents' rollouts before it completes any (Trainer::prepare_iteration).
+TEST_CASE("population on the GPU: each of 8 PPO agents equals its single run (CUDA, exact)", "[gpu][population]") {
+    std::vector<std::string> singles;
+    for (int s = 1; s <= 8; ++s) singles.push_back("--seed " + std::to_string(s));
+    population_equals_single_runs("cuda",
+                                  "--profile ppo-smoketest --set run.total_steps=1600 --set run.eval_interval=800 "
+                                  "--set run.checkpoint_interval=800",
+                                  "--seeds 1,2,3,4,5,6,7,8", singles, "ppo8");
+}
+
 TEST_CASE("population: bench --set run.population=2 reports aggregate and per-agent rates", "[population][bench]") {
     const auto dir = scratch("bench");
     const auto r = sh("\"$EXE\" bench --profile dqn-smoketest --device cpu --set run.total_steps=80 --set run.population=2",
