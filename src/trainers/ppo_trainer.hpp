@@ -4,7 +4,8 @@
 ///        advantage normalisation, a clipped surrogate with an (optionally clipped) value loss and
 ///        an entropy bonus over several epochs of shuffled minibatches, global-norm clipping, a
 ///        learning-rate schedule, the action-diversity penalty and an optional curiosity bonus.
-///        Runs on either backend through ops::Device; no host synchronisation inside an iteration.
+///        Runs on either backend through ops::Device; inside an iteration the host waits once, for
+///        the count of the rollout's truncated episodes (prepare_iteration issues the rollout ahead).
 #pragma once
 
 #include <cstdint>
