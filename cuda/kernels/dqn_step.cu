@@ -798,7 +798,7 @@ extern "C" __global__ void dqn_collect_kernel(fh::abi::DqnCollectArgs a) {
     __syncwarp();
     int t = __shfl_sync(kFullMask, s.t, 0);
     for (int c = lane; c < D; c += 32)  // the observation after the step (terminal when done)
-        r.next_states[row * D + c] = c < M ? a.market.features[static_cast<long long>(t) * M + c] : pf[c - M];
+        r.next_states[row * D + c] = fh::env::observation_value(a.market.features, t, M, pf, c);
     __syncwarp();
     if (lane == 0) {
         if (done != 0) {
@@ -810,7 +810,7 @@ extern "C" __global__ void dqn_collect_kernel(fh::abi::DqnCollectArgs a) {
     __syncwarp();
     t = __shfl_sync(kFullMask, s.t, 0);
     for (int c = lane; c < D; c += 32)  // the next decision's observation
-        obs[c] = c < M ? a.market.features[static_cast<long long>(t) * M + c] : pf[c - M];
+        obs[c] = fh::env::observation_value(a.market.features, t, M, pf, c);
 }
 
 extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {

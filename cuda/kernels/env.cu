@@ -65,9 +65,8 @@ extern "C" __global__ void env_gather_states_kernel(float* __restrict__ states,
     for (long long i = global_thread_index(); i < total; i += grid_thread_count()) {
         const long long e = i / params.state_dim;
         const int col = static_cast<int>(i - e * params.state_dim);
-        states[i] = col < params.market_dim
-                        ? market.features[static_cast<long long>(state[e].t) * params.market_dim + col]
-                        : portfolio[e * PORTFOLIO_STRIDE + (col - params.market_dim)];
+        states[i] = fh::env::observation_value(market.features, state[e].t, params.market_dim,
+                                               portfolio + e * PORTFOLIO_STRIDE, col);
     }
 }
 

@@ -128,6 +128,13 @@ FH_HD void reset_env(EnvState& s, int env, const MarketView& m, const EnvParams&
     s.episode = next_episode;
 }
 
+/// Column c of an observation at bar t: the bar's market features (features (n_bars,
+/// market_dim)), then the portfolio row's values (portfolio[c - market_dim]). The layout of every
+/// state the environments, the DQN step and PPO's rebuilt terminal observations write.
+FH_HD float observation_value(const float* features, int t, int market_dim, const float* portfolio, int c) {
+    return c < market_dim ? features[static_cast<long long>(t) * market_dim + c] : portfolio[c - market_dim];
+}
+
 /// Writes the kPortfolioFeatures observation features of s into row[0..8) and zeroes the rest
 /// of the PORTFOLIO_STRIDE row. Money is in percent of initial equity.
 FH_HD void portfolio_features(const EnvState& s, const MarketView& m, const EnvParams& p, float* row) {

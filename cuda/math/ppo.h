@@ -111,9 +111,8 @@ FH_HD void gae_env(int e, int n, int T, const float* rewards, const float* value
 /// A bar outside [0, n_bars) (never gathered) gives NaN, which the training guard reports.
 FH_HD float terminal_observation_value(const float* features, int n_bars, int bar, int market_dim,
                                        const float* portfolio, int c) {
-    if (c >= market_dim) return portfolio[c - market_dim];
-    if (bar < 0 || bar >= n_bars) return __builtin_nanf("");
-    return features[static_cast<long long>(bar) * market_dim + c];
+    if (c < market_dim && (bar < 0 || bar >= n_bars)) return __builtin_nanf("");
+    return env::observation_value(features, bar, market_dim, portfolio, c);
 }
 /// Threads of the one block of ppo_collect_truncated_kernel (a multiple of 32): it walks the
 /// environments in tiles of this many, so 2,048 environments take two.

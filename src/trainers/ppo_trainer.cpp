@@ -170,9 +170,9 @@ void PpoTrainer::rollout_ops() {
 // The bootstrap values of the rollout's truncated episodes: the critic on their terminal
 // observations (rebuilt from bar and portfolio features), written over next_values at their
 // rows. The host reads their count (its one wait in a rollout: for the rollout's steps alone, as
-// their read was issued right after them) and runs the critic on just those
-// rows, in passes of at most n rows, each padded to a power of two of at least 64 rows (the
-// padding rows are discarded) so that the matrix products see few distinct shapes.
+// their read was issued right after them) and runs the critic on just those rows, in passes of
+// at most n rows, each padded to a power of two of at least 64 rows (the padding rows are
+// discarded) so that the matrix products see few distinct shapes.
 void PpoTrainer::bootstrap_truncated() {
     const int count = trunc_read_.wait()[0];  // 0 when T = 1: only steps before the last gather
     if (count < 0 || static_cast<std::size_t>(count) > trunc_rows_.size())

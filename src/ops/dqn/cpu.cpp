@@ -297,7 +297,7 @@ void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> s
     const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * n;
     auto gather = [&](float* out, int t, const float* pf) {
         for (std::size_t c = 0; c < D; ++c)
-            out[c] = c < M ? market.features[static_cast<std::size_t>(t) * M + c] : pf[c - M];
+            out[c] = env::observation_value(market.features, t, static_cast<int>(M), pf, static_cast<int>(c));
     };
     for (std::size_t g = 0; g < counters.size(); ++g) {
         const auto slot = static_cast<std::size_t>(counters.data()[g].pushed % ring.capacity_steps);
