@@ -30,6 +30,25 @@ FH_HD bool bias_act_quads(const float* y, const float* b, int out, long long tot
 /// total / 4), else one element.
 using NetworkBiasActForward = void(float* __restrict__ y, const float* __restrict__ b,
                                    Activation act, int batch, int out);
+/// Linear layers with few inputs (in <= kLinearNarrowMaxIn: the observation layers), the product
+/// and its bias and activation in one launch: for each of `count` layers of one shape (grid.z),
+/// y[z][r, j] = act(acc + b[j]) (act(acc) when b is null) with acc = sum over k = 0 .. in - 1 in
+/// order of fmaf(x[r, k], W[j, k], acc) from 0, x at z * x_stride (0: one input for all), W and
+/// b at z * w_stride, y at z * batch * out. Every output's sum is that order whatever the tile,
+/// so the bits depend on the operands only. Instances network_linear_narrow_{2,4,8}_kernel take
+/// tiles of 16 * TM rows by 16 * TM columns (TM x TM outputs per thread): block
+/// kLinearNarrowThreads, grid (ceil(batch / (16 TM)), ceil(out / (16 TM)), count). x (batch, in)
+/// per layer, W (out, in), b (out) or null, y (count, batch, out).
+using NetworkLinearNarrow = void(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w,
+                                 const float* __restrict__ b, Activation act, int batch, int in, int out,
+                                 long long x_stride, long long w_stride);
+inline constexpr int kLinearNarrowThreads = 256;
+/// Inputs staged in shared memory per step of the k loop.
+inline constexpr int kLinearNarrowChunk = 32;
+/// The widest input the trainers send through network_linear_narrow_*: beyond it cuBLAS's
+/// tiled products are faster (docs/performance.md).
+inline constexpr int kLinearNarrowMaxIn = 64;
+
 /// The backward of a layer's activation and bias in one pass over dY (batch, out), in place:
 /// dZ = dY * act'(Y) (act none: dZ = dY), and the column sums of dZ over a slice of rows.
 /// Launch: block (32, kBiasGradRows), grid (ceil(out / 32), slices); slice s covers rows
@@ -127,6 +146,9 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
 
 #define FH_KERNELS_core_network(FH_KERNEL)                                                 \
     FH_KERNEL(core_network, network_bias_act_forward_kernel, NetworkBiasActForward) \
+    FH_KERNEL(core_network, network_linear_narrow_2_kernel, NetworkLinearNarrow)     \
+    FH_KERNEL(core_network, network_linear_narrow_4_kernel, NetworkLinearNarrow)     \
+    FH_KERNEL(core_network, network_linear_narrow_8_kernel, NetworkLinearNarrow)     \
     FH_KERNEL(core_network, network_act_bias_grad_kernel, NetworkActBiasGrad)       \
     FH_KERNEL(core_network, network_act_bias_grad_batched_kernel, NetworkActBiasGradBatched) \
     FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \

@@ -78,6 +78,120 @@ extern "C" __global__ void network_bias_act_forward_kernel(float* __restrict__ y
 
 namespace {
 
+/// v[0..V) = p[0..V), one 16- or 8-byte shared-memory load (p aligned to it).
+template <int V> __device__ __forceinline__ void load_vec(float* v, const float* p) {
+    if constexpr (V == 4) {
+        const float4 t = *reinterpret_cast<const float4*>(p);
+        v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+    } else {
+        const float2 t = *reinterpret_cast<const float2*>(p);
+        v[0] = t.x, v[1] = t.y;
+    }
+}
+
+/// network_linear_narrow_<TM>_kernel (cuda/abi/core_network.h): a tile of T = 16 TM rows by T
+/// columns per block, TM x TM outputs per thread. A thread's rows (and columns) are groups of V
+/// adjacent ones, 16 V apart, so that its shared-memory reads are vector loads without bank
+/// conflicts and its stores cover whole spans of a row with the other threads of its half-warp.
+template <int TM>
+__device__ __forceinline__ void linear_narrow(float* __restrict__ y, const float* __restrict__ x,
+                                              const float* __restrict__ w, const float* __restrict__ b, Activation act,
+                                              int batch, int in, int out, long long x_stride, long long w_stride) {
+    constexpr int V = TM < 4 ? TM : 4;
+    constexpr int T = 16 * TM;
+    constexpr int C = fh::abi::kLinearNarrowChunk;
+    constexpr int L = T + 4;  // the padded row: staging stores hit 8 banks, rows stay 16-byte aligned
+    __shared__ __align__(16) float xs[C][L];  // xs[k][r] = x[row0 + r, k0 + k]
+    __shared__ __align__(16) float ws[C][L];  // ws[k][c] = W[col0 + c, k0 + k]
+    const long long z = blockIdx.z;
+    x += z * x_stride;
+    w += z * w_stride;
+    if (b != nullptr) b += z * w_stride;
+    y += z * static_cast<long long>(batch) * out;
+    const int row0 = static_cast<int>(blockIdx.x) * T, col0 = static_cast<int>(blockIdx.y) * T;
+    const int tx = static_cast<int>(threadIdx.x) % 16, ty = static_cast<int>(threadIdx.x) / 16;
+    float acc[TM][TM];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TM; ++j) acc[i][j] = 0.f;
+    for (int k0 = 0; k0 < in; k0 += C) {
+        const int kn = min(C, in - k0);
+        __syncthreads();  // the previous chunk's reads are done
+        // Row r's kn inputs are adjacent in x (and column c's in W): consecutive threads read
+        // consecutive addresses.
+        for (int i = static_cast<int>(threadIdx.x); i < T * kn; i += fh::abi::kLinearNarrowThreads) {
+            const int r = i / kn, k = i - r * kn;
+            xs[k][r] = row0 + r < batch ? x[static_cast<long long>(row0 + r) * in + k0 + k] : 0.f;
+            ws[k][r] = col0 + r < out ? w[static_cast<long long>(col0 + r) * in + k0 + k] : 0.f;
+        }
+        __syncthreads();
+#pragma unroll 2
+        for (int k = 0; k < kn; ++k) {
+            float a[TM], c[TM];
+#pragma unroll
+            for (int g = 0; g < TM / V; ++g) {
+                load_vec<V>(a + g * V, &xs[k][g * 16 * V + ty * V]);
+                load_vec<V>(c + g * V, &ws[k][g * 16 * V + tx * V]);
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TM; ++j) acc[i][j] = fmaf(a[i], c[j], acc[i][j]);
+        }
+    }
+    const bool vec4 = V == 4 && out % 4 == 0 && reinterpret_cast<unsigned long long>(y) % 16 == 0;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int row = row0 + (i / V) * 16 * V + ty * V + i % V;
+        if (row >= batch) continue;
+        float* yr = y + static_cast<long long>(row) * out;
+#pragma unroll
+        for (int g = 0; g < TM / V; ++g) {
+            const int c0 = col0 + g * 16 * V + tx * V;
+            float v[V];
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const int col = c0 + e;
+                const float s = acc[i][g * V + e];
+                v[e] = col < out ? fh::core::activate(b != nullptr ? s + b[col] : s, act) : 0.f;
+            }
+            if (vec4 && c0 + V <= out) {
+                *reinterpret_cast<float4*>(yr + c0) = make_float4(v[0], v[1 % V], v[2 % V], v[3 % V]);
+            } else {
+#pragma unroll
+                for (int e = 0; e < V; ++e)
+                    if (c0 + e < out) yr[c0 + e] = v[e];
+            }
+        }
+    }
+}
+
+}  // namespace
+
+// One instance per tile: 32, 64 or 128 rows and columns (the host picks the largest that still
+// gives the GPU enough blocks). Two blocks of the largest fit an SM's registers.
+extern "C" __global__ void __launch_bounds__(fh::abi::kLinearNarrowThreads, 2)
+    network_linear_narrow_8_kernel(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w,
+                                   const float* __restrict__ b, Activation act, int batch, int in, int out,
+                                   long long x_stride, long long w_stride) {
+    linear_narrow<8>(y, x, w, b, act, batch, in, out, x_stride, w_stride);
+}
+extern "C" __global__ void __launch_bounds__(fh::abi::kLinearNarrowThreads, 3)
+    network_linear_narrow_4_kernel(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w,
+                                   const float* __restrict__ b, Activation act, int batch, int in, int out,
+                                   long long x_stride, long long w_stride) {
+    linear_narrow<4>(y, x, w, b, act, batch, in, out, x_stride, w_stride);
+}
+extern "C" __global__ void __launch_bounds__(fh::abi::kLinearNarrowThreads)
+    network_linear_narrow_2_kernel(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w,
+                                   const float* __restrict__ b, Activation act, int batch, int in, int out,
+                                   long long x_stride, long long w_stride) {
+    linear_narrow<2>(y, x, w, b, act, batch, in, out, x_stride, w_stride);
+}
+
+namespace {
+
 /// Sums sums[0..kBiasGradRows)[threadIdx.x] in a fixed tree into sums[0][threadIdx.x]. Every
 /// thread of the block calls it.
 __device__ void bias_rows_tree(float (&sums)[fh::abi::kBiasGradRows][32]) {

@@ -357,8 +357,36 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
     return false;
 }
 
+bool CudaDevice::narrow_linear_forward(float* Y, const float* X, long long x_stride, const float* W, const float* b,
+                                       long long w_stride, int count, int batch, int in, int out, Activation act) {
+    if (in > abi::kLinearNarrowMaxIn || count > 65535) return false;
+    // The largest tile that still gives every SM work (the bits do not depend on the tile).
+    const long long sms = device_.sm_count;
+    const auto blocks = [&](long long tile) { return (batch + tile - 1) / tile * ((out + tile - 1) / tile) * count; };
+    const int tm = blocks(128) >= 2 * sms ? 8 : blocks(64) >= sms ? 4 : 2;
+    const long long tile = 16LL * tm;
+    const long long grid_x = (batch + tile - 1) / tile, grid_y = (out + tile - 1) / tile;
+    if (grid_y > 65535) return false;
+    const std::string label =
+        cuda::op_names_wanted() ? fmt::format("linear forward (narrow) {}x{}x{}{}", batch, out, in,
+                                              count > 1 ? fmt::format(" x{}", count) : std::string())
+                                : std::string();
+    if (cuda::op_skipped(label)) return true;  // bench --ablate
+    const cuda::TimedRegion timed(label, stream());
+    const LaunchDims dims{dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), static_cast<unsigned>(count)),
+                          dim3(abi::kLinearNarrowThreads), 0};
+    const auto& kernel = tm == 8   ? kernels().network_linear_narrow_8_kernel
+                         : tm == 4 ? kernels().network_linear_narrow_4_kernel
+                                   : kernels().network_linear_narrow_2_kernel;
+    kernel(stream(), dims, Y, X, W, b, act, batch, in, out, x_stride, w_stride);
+    return true;
+}
+
 void CudaDevice::linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
                                      int batch, int in, int out, Activation act) {
+    if (narrow_linear_forward(Y.data(), X.data(), 0, W.data(), b.empty() ? nullptr : b.data(), 0, 1, batch, in, out,
+                              act))
+        return;
     if (lt_linear_forward(Y.data(), X.data(), 0, W.data(), b.empty() ? nullptr : b.data(), 0, 1, batch, in, out, act))
         return;
     const float one = 1.f, zero = 0.f;
@@ -382,6 +410,9 @@ void CudaDevice::linear_forward_batched_impl(View<float> Y, View<const float> X,
                                              int count, int batch, int in, int out, Activation act) {
     const float* W = params.data() + w_offset;
     const float* b = b_offset < 0 ? nullptr : params.data() + b_offset;
+    if (narrow_linear_forward(Y.data(), X.data(), static_cast<long long>(x_stride), W, b,
+                              static_cast<long long>(param_stride), count, batch, in, out, act))
+        return;
     if (lt_linear_forward(Y.data(), X.data(), static_cast<long long>(x_stride), W, b,
                           static_cast<long long>(param_stride), count, batch, in, out, act))
         return;

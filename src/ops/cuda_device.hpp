@@ -96,6 +96,11 @@ protected:
                         View<const float> lr, const core::AdamConstants& c, const SoftTarget& target) override;
 
 private:
+    /// Y = act(X W^T + b) for layers of at most abi::kLinearNarrowMaxIn inputs: product, bias and
+    /// activation in one network_linear_narrow_* launch (false for wider layers or a grid too
+    /// large). `count` layers at once, as lt_linear_forward's.
+    bool narrow_linear_forward(float* Y, const float* X, long long x_stride, const float* W, const float* b,
+                               long long w_stride, int count, int batch, int in, int out, Activation act);
     /// Y = act(X W^T + b) through cuBLASLt with the bias and ReLU in its epilogue; false when no
     /// algorithm fits (tanh, or the heuristic found none): then SGEMM + the bias kernel.
     /// `count` layers at once: W_k = W + k * w_stride, b_k = b + k * w_stride (b null: no bias),

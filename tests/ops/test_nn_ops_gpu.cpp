@@ -305,10 +305,65 @@ TEST_CASE("CUDA bias + activation pass: four columns at a time equals one at a t
         }
 }
 
+TEST_CASE("CUDA narrow layers (network_linear_narrow_*) are the in-order fmaf sum, bit for bit", "[gpu][nn]") {
+    // Layers of at most kLinearNarrowMaxIn inputs take one fused launch whose every output is
+    // acc = fmaf(x[k], W[j, k], acc) over k in order, then act(acc + b[j]) (cuda/abi/core_network.h).
+    // The shapes pick each of the three tiles (the host's choice depends on the blocks a tile
+    // gives), with partial tiles and chunks of the k loop; none and ReLU must be exact, tanh is the
+    // device's own within its last bits.
+    auto& gpu = fh::test::gpu_ops();
+    struct Shape {
+        int count, batch, in, out;
+        bool shared_input;
+    };
+    for (const Shape sh : {Shape{1, 1, 1, 1, false}, Shape{1, 5, 50, 9, false}, Shape{1, 33, 64, 3, false},
+                           Shape{1, 130, 33, 130, false}, Shape{1, 2048, 50, 512, false}, Shape{1, 4099, 50, 256, false},
+                           Shape{1, 32773, 50, 256, false}, Shape{2, 512, 50, 256, false}, Shape{3, 77, 64, 45, true},
+                           Shape{3, 300, 7, 66, false}})
+        for (bool bias : {true, false})
+            for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
+                INFO("count " << sh.count << " batch " << sh.batch << " in " << sh.in << " out " << sh.out << " bias "
+                              << bias << " act " << static_cast<int>(act));
+                REQUIRE(sh.in <= fh::abi::kLinearNarrowMaxIn);
+                const std::size_t n = static_cast<std::size_t>(sh.count), rows = static_cast<std::size_t>(sh.batch);
+                const std::size_t in = static_cast<std::size_t>(sh.in), out = static_cast<std::size_t>(sh.out);
+                const std::size_t P = out * in + out + 3;  // W, then b, then a gap: odd network strides
+                const std::size_t xs = sh.shared_input ? 0 : rows * in;
+                const auto params = random_floats(P * n, 17u + in, -0.4f, 0.4f);
+                const auto X = random_floats((n - 1) * xs + rows * in, 23u + rows, -1.f, 1.f);
+                auto p = gpu.from_host<float>(params);
+                auto x = gpu.from_host<float>(X);
+                auto y = gpu.alloc<float>(n * rows * out);
+                if (sh.count == 1)
+                    gpu.linear_forward(y.view(), x.cview(), p.cview().subview(0, out * in),
+                                       bias ? p.cview().subview(out * in, out) : View<const float>(), sh.batch, sh.in,
+                                       sh.out, act);
+                else
+                    gpu.linear_forward_batched(y.view(), x.cview(), xs, p.cview(), P, 0,
+                                               bias ? static_cast<std::ptrdiff_t>(out * in) : -1, sh.count, sh.batch,
+                                               sh.in, sh.out, act);
+                const auto got = gpu.to_host(y.cview());
+                std::vector<float> want(got.size());
+                for (std::size_t z = 0; z < n; ++z)
+                    for (std::size_t r = 0; r < rows; ++r)
+                        for (std::size_t j = 0; j < out; ++j) {
+                            const float* xr = X.data() + z * xs + r * in;
+                            const float* wj = params.data() + z * P + j * in;
+                            float acc = 0.f;
+                            for (std::size_t k = 0; k < in; ++k) acc = std::fma(xr[k], wj[k], acc);
+                            if (bias) acc += params[z * P + out * in + j];
+                            want[(z * rows + r) * out + j] = fh::core::activate(acc, act);
+                        }
+                if (act == Activation::tanh) FH_REQUIRE_CLOSE(got, want, 1e-6, 1e-6);
+                else REQUIRE(got == want);
+            }
+}
+
 TEST_CASE("CUDA linear_forward without bias and activation is the bare SGEMM", "[gpu][nn]") {
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    const int batch = 5, in = 3, out = 4;
+    // Wider than kLinearNarrowMaxIn: the product's own path, not the fused narrow kernel.
+    const int batch = 5, in = fh::abi::kLinearNarrowMaxIn + 3, out = 4;
     const auto X = random_floats(batch * in, 1), W = random_floats(out * in, 2);
     std::vector<float> results[2];
     Device* backends[2] = {&cpu, &gpu};
