@@ -45,8 +45,8 @@ using NetworkLinearNarrow = void(float* __restrict__ y, const float* __restrict_
 inline constexpr int kLinearNarrowThreads = 256;
 /// Inputs staged in shared memory per step of the k loop.
 inline constexpr int kLinearNarrowChunk = 32;
-/// The widest input the trainers send through network_linear_narrow_*: beyond it cuBLAS's
-/// tiled products are faster (docs/performance.md).
+/// The widest input of the tanh layers the trainers send through network_linear_narrow_*
+/// (the observation layers, PPO's [64, 64] trunks): beyond it cuBLAS's products are faster.
 inline constexpr int kLinearNarrowMaxIn = 64;
 
 /// The backward of a layer's activation and bias in one pass over dY (batch, out), in place:

@@ -118,13 +118,15 @@ __device__ __forceinline__ void linear_narrow(float* __restrict__ y, const float
     for (int k0 = 0; k0 < in; k0 += C) {
         const int kn = min(C, in - k0);
         __syncthreads();  // the previous chunk's reads are done
-        // Row r's kn inputs are adjacent in x (and column c's in W): consecutive threads read
-        // consecutive addresses.
-        for (int i = static_cast<int>(threadIdx.x); i < T * kn; i += fh::abi::kLinearNarrowThreads) {
-            const int r = i / kn, k = i - r * kn;
-            xs[k][r] = row0 + r < batch ? x[static_cast<long long>(row0 + r) * in + k0 + k] : 0.f;
-            ws[k][r] = col0 + r < out ? w[static_cast<long long>(col0 + r) * in + k0 + k] : 0.f;
-        }
+        // A warp stages one row's (and one column's) kn adjacent inputs per step: lane k reads
+        // input k0 + k, so a warp's reads are one contiguous span.
+        static_assert(C == 32, "a lane per staged input");
+        const int k = static_cast<int>(threadIdx.x) % 32;
+        if (k < kn)
+            for (int r = static_cast<int>(threadIdx.x) / 32; r < T; r += fh::abi::kLinearNarrowThreads / 32) {
+                xs[k][r] = row0 + r < batch ? x[static_cast<long long>(row0 + r) * in + k0 + k] : 0.f;
+                ws[k][r] = col0 + r < out ? w[static_cast<long long>(col0 + r) * in + k0 + k] : 0.f;
+            }
         __syncthreads();
 #pragma unroll 2
         for (int k = 0; k < kn; ++k) {
@@ -141,6 +143,12 @@ __device__ __forceinline__ void linear_narrow(float* __restrict__ y, const float
         }
     }
     const bool vec4 = V == 4 && out % 4 == 0 && reinterpret_cast<unsigned long long>(y) % 16 == 0;
+    float bias[TM];  // this thread's columns' biases (read only when b is not null)
+#pragma unroll
+    for (int j = 0; j < TM; ++j) {
+        const int col = col0 + (j / V) * 16 * V + tx * V + j % V;
+        bias[j] = b != nullptr && col < out ? b[col] : 0.f;
+    }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
         const int row = row0 + (i / V) * 16 * V + ty * V + i % V;
@@ -154,7 +162,7 @@ __device__ __forceinline__ void linear_narrow(float* __restrict__ y, const float
             for (int e = 0; e < V; ++e) {
                 const int col = c0 + e;
                 const float s = acc[i][g * V + e];
-                v[e] = col < out ? fh::core::activate(b != nullptr ? s + b[col] : s, act) : 0.f;
+                v[e] = col < out ? fh::core::activate(b != nullptr ? s + bias[g * V + e] : s, act) : 0.f;
             }
             if (vec4 && c0 + V <= out) {
                 *reinterpret_cast<float4*>(yr + c0) = make_float4(v[0], v[1 % V], v[2 % V], v[3 % V]);

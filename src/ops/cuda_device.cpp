@@ -359,7 +359,7 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
 
 bool CudaDevice::narrow_linear_forward(float* Y, const float* X, long long x_stride, const float* W, const float* b,
                                        long long w_stride, int count, int batch, int in, int out, Activation act) {
-    if (in > abi::kLinearNarrowMaxIn || count > 65535) return false;
+    if (act != Activation::tanh || in > abi::kLinearNarrowMaxIn || count > 65535) return false;
     // The largest tile that still gives every SM work (the bits do not depend on the tile).
     const long long sms = device_.sm_count;
     const auto blocks = [&](long long tile) { return (batch + tile - 1) / tile * ((out + tile - 1) / tile) * count; };
@@ -367,12 +367,6 @@ bool CudaDevice::narrow_linear_forward(float* Y, const float* X, long long x_str
     const long long tile = 16LL * tm;
     const long long grid_x = (batch + tile - 1) / tile, grid_y = (out + tile - 1) / tile;
     if (grid_y > 65535) return false;
-    const std::string label =
-        cuda::op_names_wanted() ? fmt::format("linear forward (narrow) {}x{}x{}{}", batch, out, in,
-                                              count > 1 ? fmt::format(" x{}", count) : std::string())
-                                : std::string();
-    if (cuda::op_skipped(label)) return true;  // bench --ablate
-    const cuda::TimedRegion timed(label, stream());
     const LaunchDims dims{dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), static_cast<unsigned>(count)),
                           dim3(abi::kLinearNarrowThreads), 0};
     const auto& kernel = tm == 8   ? kernels().network_linear_narrow_8_kernel

@@ -96,9 +96,11 @@ protected:
                         View<const float> lr, const core::AdamConstants& c, const SoftTarget& target) override;
 
 private:
-    /// Y = act(X W^T + b) for layers of at most abi::kLinearNarrowMaxIn inputs: product, bias and
-    /// activation in one network_linear_narrow_* launch (false for wider layers or a grid too
-    /// large). `count` layers at once, as lt_linear_forward's.
+    /// Y = tanh(X W^T + b) for layers of at most abi::kLinearNarrowMaxIn inputs: product, bias and
+    /// tanh in one network_linear_narrow_* launch, where the SGEMM path needs a pass of its own
+    /// for the tanh (cuBLASLt has no tanh epilogue). False for other activations (cuBLASLt's
+    /// bias and ReLU epilogues are faster there, docs/performance.md), wider layers or a grid too
+    /// large. `count` layers at once, as lt_linear_forward's.
     bool narrow_linear_forward(float* Y, const float* X, long long x_stride, const float* W, const float* b,
                                long long w_stride, int count, int batch, int in, int out, Activation act);
     /// Y = act(X W^T + b) through cuBLASLt with the bias and ReLU in its epilogue; false when no

@@ -305,12 +305,14 @@ TEST_CASE("CUDA bias + activation pass: four columns at a time equals one at a t
         }
 }
 
-TEST_CASE("CUDA narrow layers (network_linear_narrow_*) are the in-order fmaf sum, bit for bit", "[gpu][nn]") {
-    // Layers of at most kLinearNarrowMaxIn inputs take one fused launch whose every output is
-    // acc = fmaf(x[k], W[j, k], acc) over k in order, then act(acc + b[j]) (cuda/abi/core_network.h).
+TEST_CASE("CUDA narrow tanh layers (network_linear_narrow_*): the in-order fmaf sum, each network as alone", "[gpu][nn]") {
+    // tanh layers of at most kLinearNarrowMaxIn inputs take one fused launch whose every output is
+    // acc = fmaf(x[k], W[j, k], acc) over k in order, then tanh(acc + b[j]) (cuda/abi/core_network.h).
     // The shapes pick each of the three tiles (the host's choice depends on the blocks a tile
-    // gives), with partial tiles and chunks of the k loop; none and ReLU must be exact, tanh is the
-    // device's own within its last bits.
+    // gives), with partial tiles and chunks of the k loop. Checked against that sum on the CPU
+    // (up to tanh's last bits), bit for bit against network_mlp_infer_kernel (the same order
+    // and the device's tanh) where one layer fits it, and, batched, each network against a
+    // launch of its own.
     auto& gpu = fh::test::gpu_ops();
     struct Shape {
         int count, batch, in, out;
@@ -320,43 +322,63 @@ TEST_CASE("CUDA narrow layers (network_linear_narrow_*) are the in-order fmaf su
                            Shape{1, 130, 33, 130, false}, Shape{1, 2048, 50, 512, false}, Shape{1, 4099, 50, 256, false},
                            Shape{1, 32773, 50, 256, false}, Shape{2, 512, 50, 256, false}, Shape{3, 77, 64, 45, true},
                            Shape{3, 300, 7, 66, false}})
-        for (bool bias : {true, false})
-            for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
-                INFO("count " << sh.count << " batch " << sh.batch << " in " << sh.in << " out " << sh.out << " bias "
-                              << bias << " act " << static_cast<int>(act));
-                REQUIRE(sh.in <= fh::abi::kLinearNarrowMaxIn);
-                const std::size_t n = static_cast<std::size_t>(sh.count), rows = static_cast<std::size_t>(sh.batch);
-                const std::size_t in = static_cast<std::size_t>(sh.in), out = static_cast<std::size_t>(sh.out);
-                const std::size_t P = out * in + out + 3;  // W, then b, then a gap: odd network strides
-                const std::size_t xs = sh.shared_input ? 0 : rows * in;
-                const auto params = random_floats(P * n, 17u + in, -0.4f, 0.4f);
-                const auto X = random_floats((n - 1) * xs + rows * in, 23u + rows, -1.f, 1.f);
-                auto p = gpu.from_host<float>(params);
-                auto x = gpu.from_host<float>(X);
-                auto y = gpu.alloc<float>(n * rows * out);
-                if (sh.count == 1)
-                    gpu.linear_forward(y.view(), x.cview(), p.cview().subview(0, out * in),
-                                       bias ? p.cview().subview(out * in, out) : View<const float>(), sh.batch, sh.in,
-                                       sh.out, act);
+        for (bool bias : {true, false}) {
+            INFO("count " << sh.count << " batch " << sh.batch << " in " << sh.in << " out " << sh.out << " bias "
+                          << bias);
+            REQUIRE(sh.in <= fh::abi::kLinearNarrowMaxIn);
+            const std::size_t n = static_cast<std::size_t>(sh.count), rows = static_cast<std::size_t>(sh.batch);
+            const std::size_t in = static_cast<std::size_t>(sh.in), out = static_cast<std::size_t>(sh.out);
+            const std::size_t P = out * in + out + 3;  // W, then b, then a gap: odd network strides
+            const std::size_t xs = sh.shared_input ? 0 : rows * in;
+            const auto params = random_floats(P * n, 17u + in, -0.4f, 0.4f);
+            const auto X = random_floats((n - 1) * xs + rows * in, 23u + rows, -1.f, 1.f);
+            auto p = gpu.from_host<float>(params);
+            auto x = gpu.from_host<float>(X);
+            auto y = gpu.alloc<float>(n * rows * out);
+            const auto one_network = [&](std::size_t z, View<float> dst) {
+                gpu.linear_forward(dst, x.cview().subview(z * xs, rows * in), p.cview().subview(z * P, out * in),
+                                   bias ? p.cview().subview(z * P + out * in, out) : View<const float>(), sh.batch,
+                                   sh.in, sh.out, Activation::tanh);
+            };
+            if (sh.count == 1) one_network(0, y.view());
+            else
+                gpu.linear_forward_batched(y.view(), x.cview(), xs, p.cview(), P, 0,
+                                           bias ? static_cast<std::ptrdiff_t>(out * in) : -1, sh.count, sh.batch, sh.in,
+                                           sh.out, Activation::tanh);
+            const auto got = gpu.to_host(y.cview());
+            std::vector<float> want(got.size());
+            for (std::size_t z = 0; z < n; ++z)
+                for (std::size_t r = 0; r < rows; ++r)
+                    for (std::size_t j = 0; j < out; ++j) {
+                        const float* xr = X.data() + z * xs + r * in;
+                        const float* wj = params.data() + z * P + j * in;
+                        float acc = 0.f;
+                        for (std::size_t k = 0; k < in; ++k) acc = std::fma(xr[k], wj[k], acc);
+                        if (bias) acc += params[z * P + out * in + j];
+                        want[(z * rows + r) * out + j] = std::tanh(acc);
+                    }
+            FH_REQUIRE_CLOSE(got, want, 1e-6, 1e-6);
+            auto alone = gpu.alloc<float>(rows * out);
+            for (std::size_t z = 0; z < n; ++z) {
+                const std::vector<float> mine(got.begin() + static_cast<std::ptrdiff_t>(z * rows * out),
+                                              got.begin() + static_cast<std::ptrdiff_t>((z + 1) * rows * out));
+                if (n > 1) {
+                    one_network(z, alone.view());
+                    REQUIRE(gpu.to_host(alone.cview()) == mine);
+                }
+                fh::abi::MlpInferLayers layer{};
+                layer.count = 1;
+                layer.in[0] = sh.in;
+                layer.out[0] = sh.out;
+                layer.act[0] = Activation::tanh;
+                layer.weight[0] = static_cast<long long>(z * P);
+                layer.bias[0] = bias ? static_cast<long long>(z * P + out * in) : -1;
+                if (gpu.mlp_infer(alone.view(), x.cview().subview(z * xs, rows * in), p.cview(), layer, sh.batch))
+                    REQUIRE(gpu.to_host(alone.cview()) == mine);
                 else
-                    gpu.linear_forward_batched(y.view(), x.cview(), xs, p.cview(), P, 0,
-                                               bias ? static_cast<std::ptrdiff_t>(out * in) : -1, sh.count, sh.batch,
-                                               sh.in, sh.out, act);
-                const auto got = gpu.to_host(y.cview());
-                std::vector<float> want(got.size());
-                for (std::size_t z = 0; z < n; ++z)
-                    for (std::size_t r = 0; r < rows; ++r)
-                        for (std::size_t j = 0; j < out; ++j) {
-                            const float* xr = X.data() + z * xs + r * in;
-                            const float* wj = params.data() + z * P + j * in;
-                            float acc = 0.f;
-                            for (std::size_t k = 0; k < in; ++k) acc = std::fma(xr[k], wj[k], acc);
-                            if (bias) acc += params[z * P + out * in + j];
-                            want[(z * rows + r) * out + j] = fh::core::activate(acc, act);
-                        }
-                if (act == Activation::tanh) FH_REQUIRE_CLOSE(got, want, 1e-6, 1e-6);
-                else REQUIRE(got == want);
+                    CHECK(out * in > 8192);  // one layer's weights beyond the inference kernel's shared memory
             }
+        }
 }
 
 TEST_CASE("CUDA linear_forward without bias and activation is the bare SGEMM", "[gpu][nn]") {
