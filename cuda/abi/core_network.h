@@ -55,21 +55,16 @@ inline constexpr int kLinearNarrowMaxIn = 64;
 /// kNarrowBackwardColumns and the rows of a slice of rows_per_slice, the partial sums
 /// dW[j, k] = sum over the slice's rows in order of fmaf(dZ[r, j], x[r, k], .) from 0 and db[j] =
 /// sum of dZ[r, j] in row order. With one slice they go to dw and db (+= when accumulate); with
-/// several, to partials (slices, out, in + 1: db at k = in), which
-/// network_narrow_backward_finish_kernel adds up. dw or db null: not computed (the other's bits
-/// are the same). dy, y (batch, out); x (batch, in), in <= kLinearNarrowMaxIn; dw (out, in); db
-/// (out). Launch: block kNarrowBackwardThreads, grid (ceil(out / kNarrowBackwardColumns),
+/// several, each block writes them to partials (slices, out, in + 1: db at k = in) and the last
+/// block of each column tile (tickets[blockIdx.x], zero before the launch and reset by it) adds
+/// the slices in order from 0 into dw and db. dw or db null: not computed (the other's bits are
+/// the same). dy, y (batch, out); x (batch, in), in <= kLinearNarrowMaxIn; dw (out, in); db (out).
+/// Launch: block kNarrowBackwardThreads, grid (ceil(out / kNarrowBackwardColumns),
 /// ceil(batch / rows_per_slice)), rows_per_slice from narrow_backward_rows_per_slice.
 using NetworkNarrowBackward = void(float* __restrict__ dy, float* __restrict__ dw, float* __restrict__ db,
-                                   float* __restrict__ partials, const float* __restrict__ y,
-                                   const float* __restrict__ x, Activation act, int accumulate, int batch, int in,
-                                   int out, int rows_per_slice);
-/// The slices' partial sums of network_narrow_backward_kernel added in order from 0 (a thread per
-/// weight or bias), into dw and db (+= when accumulate); either may be null (skipped). partials
-/// (slices, out, in + 1). Launch: 1-D, any grid covering out * (in + 1) threads.
-using NetworkNarrowBackwardFinish = void(float* __restrict__ dw, float* __restrict__ db,
-                                         const float* __restrict__ partials, int accumulate, int slices, int in,
-                                         int out);
+                                   float* __restrict__ partials, unsigned* __restrict__ tickets,
+                                   const float* __restrict__ y, const float* __restrict__ x, Activation act,
+                                   int accumulate, int batch, int in, int out, int rows_per_slice);
 inline constexpr int kNarrowBackwardThreads = 256;
 inline constexpr int kNarrowBackwardColumns = 64;
 /// Rows staged in shared memory per step of a slice.
@@ -77,12 +72,12 @@ inline constexpr int kNarrowBackwardRows = 32;
 /// The partials' capacity: slices * out * (in + 1) floats at most.
 inline constexpr long long kNarrowBackwardPartialFloats = 1LL << 20;
 /// The row slicing of network_narrow_backward_kernel, a function of the shape alone (so the sums'
-/// order, hence the bits, do not depend on the device): about 256 blocks, at least 256 rows a
+/// order, hence the bits, do not depend on the device): about 256 blocks, at least 64 rows a
 /// slice, within kNarrowBackwardPartialFloats.
 constexpr int narrow_backward_rows_per_slice(int batch, int in, int out) {
     const int tiles = (out + kNarrowBackwardColumns - 1) / kNarrowBackwardColumns;
     long long slices = (256 + tiles - 1) / tiles;
-    if (slices > batch / 256) slices = batch / 256;
+    if (slices > batch / 64) slices = batch / 64;
     const long long per_slice = static_cast<long long>(out) * (in + 1);
     if (slices * per_slice > kNarrowBackwardPartialFloats) slices = kNarrowBackwardPartialFloats / per_slice;
     if (slices < 1) slices = 1;
@@ -191,7 +186,6 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
     FH_KERNEL(core_network, network_linear_narrow_8_kernel, NetworkLinearNarrow)     \
     FH_KERNEL(core_network, network_act_bias_grad_kernel, NetworkActBiasGrad)       \
     FH_KERNEL(core_network, network_narrow_backward_kernel, NetworkNarrowBackward)  \
-    FH_KERNEL(core_network, network_narrow_backward_finish_kernel, NetworkNarrowBackwardFinish) \
     FH_KERNEL(core_network, network_act_bias_grad_batched_kernel, NetworkActBiasGradBatched) \
     FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \
     FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \

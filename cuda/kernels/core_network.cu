@@ -4,7 +4,7 @@
  * Math:        narrow forward    y[r,j] = tanh(sum_k x[r,k] W[j,k] + b[j]), k in order (fmaf), for
  *                                layers of at most kLinearNarrowMaxIn inputs
  *              narrow backward   dZ in place, dW = dZ^T x and db = sum_r dZ over row slices, the
- *                                slices then added in order by a finish kernel
+ *                                slices added in order by the last block of a column tile
  *              bias+act forward  y[r,j] = act(y[r,j] + b[j])          (core::activate)
  *              act + bias grad   dy[i] = dy[i] * act'(y[i]) in place  (core::activation_derivative)
  *                                and db[j] (+)= sum_r dy[r,j]
@@ -268,12 +268,11 @@ __device__ __forceinline__ void act_bias_grad(float* __restrict__ dy, float* __r
 
 extern "C" __global__ void __launch_bounds__(fh::abi::kNarrowBackwardThreads)
     network_narrow_backward_kernel(float* __restrict__ dy, float* __restrict__ dw, float* __restrict__ db,
-                                   float* __restrict__ partials, const float* __restrict__ y,
-                                   const float* __restrict__ x, Activation act, int accumulate, int batch, int in,
-                                   int out, int rows_per_slice) {
+                                   float* __restrict__ partials, unsigned* __restrict__ tickets,
+                                   const float* __restrict__ y, const float* __restrict__ x, Activation act,
+                                   int accumulate, int batch, int in, int out, int rows_per_slice) {
     constexpr int J = fh::abi::kNarrowBackwardColumns, R = fh::abi::kNarrowBackwardRows;
     constexpr int K = fh::abi::kLinearNarrowMaxIn, N = fh::abi::kNarrowBackwardThreads;
-    constexpr int M = R * J / N;  // staged elements per thread per step
     static_assert(J == 64 && K == 64 && N == 256, "16 x 16 threads of 4 x 4 outputs cover a 64 x 64 tile");
     __shared__ __align__(16) float dzs[R][J];  // dzs[r][c] = dZ[r0 + r, j0 + c]
     __shared__ __align__(16) float xs[R][K];   // xs[r][k] = x[r0 + r, k]
@@ -282,8 +281,7 @@ extern "C" __global__ void __launch_bounds__(fh::abi::kNarrowBackwardThreads)
     const int r_begin = static_cast<int>(blockIdx.y) * rows_per_slice;
     const int r_end = min(batch, r_begin + rows_per_slice);
     const int tj = t % 16, tk = t / 16;  // this thread's columns j0 + 4 tj .. + 3 and inputs 4 tk .. + 3
-    const int c = t % J;                 // the column (and input) this thread stages, rows t / J + 4 m
-    const bool sums = dw != nullptr || db != nullptr;
+    const int c = t % J;                 // the column (and input) this thread stages
     float acc[4][4], bacc[4];
 #pragma unroll
     for (int a = 0; a < 4; ++a) {
@@ -291,38 +289,24 @@ extern "C" __global__ void __launch_bounds__(fh::abi::kNarrowBackwardThreads)
 #pragma unroll
         for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
     }
-    // The next rows' dY, Y and x, loaded into registers while the current rows are summed.
-    float next_dy[M], next_y[M], next_x[M];
-    const auto load = [&](int r0) {
-        const int rn = min(R, r_end - r0);
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-            const int r = t / J + m * (N / J);
-            const bool in_tile = r < rn && j0 + c < out;
-            const long long i = static_cast<long long>(r0 + r) * out + j0 + c;
-            next_dy[m] = in_tile ? dy[i] : 0.f;
-            next_y[m] = in_tile && act != Activation::none ? y[i] : 0.f;
-            next_x[m] = dw != nullptr && r < rn && c < in ? x[static_cast<long long>(r0 + r) * in + c] : 0.f;
-        }
-    };
-    if (r_begin < r_end) load(r_begin);
     for (int r0 = r_begin; r0 < r_end; r0 += R) {
         const int rn = min(R, r_end - r0);
         __syncthreads();  // the previous rows' reads are done
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-            const int r = t / J + m * (N / J);
-            float dz = next_dy[m];
-            if (act != Activation::none && r < rn && j0 + c < out) {
-                dz = __fmul_rn(dz, fh::core::activation_derivative(next_y[m], act));  // as act_bias_grad rounds it
-                dy[static_cast<long long>(r0 + r) * out + j0 + c] = dz;
+        for (int r = t / J; r < R; r += N / J) {
+            float dz = 0.f;
+            if (r < rn && j0 + c < out) {
+                const long long i = static_cast<long long>(r0 + r) * out + j0 + c;
+                dz = dy[i];
+                if (act != Activation::none) {
+                    dz = __fmul_rn(dz, fh::core::activation_derivative(y[i], act));  // as act_bias_grad rounds it
+                    dy[i] = dz;
+                }
             }
             dzs[r][c] = dz;
-            xs[r][c] = next_x[m];
+            if (dw != nullptr) xs[r][c] = r < rn && c < in ? x[static_cast<long long>(r0 + r) * in + c] : 0.f;
         }
         __syncthreads();
-        if (r0 + R < r_end) load(r0 + R);
-        if (!sums) continue;  // the activation's backward alone
+        if (dw == nullptr && db == nullptr) continue;  // the activation's backward alone
         for (int r = 0; r < rn; ++r) {  // rows in order
             const float4 d4 = *reinterpret_cast<const float4*>(&dzs[r][tj * 4]);
             const float d[4] = {d4.x, d4.y, d4.z, d4.w};
@@ -338,44 +322,47 @@ extern "C" __global__ void __launch_bounds__(fh::abi::kNarrowBackwardThreads)
             }
         }
     }
-    if (!sums) return;
-    // One slice: the sums themselves; several: this slice's partials, for the finish kernel.
-    const bool split = gridDim.y > 1;
+    if (dw == nullptr && db == nullptr) return;
     const int stride = in + 1;  // a column's partials: its in weights, then its bias
-    float* const part = split ? partials + static_cast<long long>(blockIdx.y) * out * stride : nullptr;
+    if (gridDim.y == 1) {
+#pragma unroll
+        for (int a = 0; a < 4; ++a) {
+            const int j = j0 + tj * 4 + a;
+            if (j >= out) continue;
+            if (dw != nullptr)
+#pragma unroll
+                for (int b = 0; b < 4; ++b) {
+                    const int k = tk * 4 + b;
+                    if (k < in) dw[j * in + k] = accumulate ? dw[j * in + k] + acc[a][b] : acc[a][b];
+                }
+            if (db != nullptr && tk == 0) db[j] = accumulate ? db[j] + bacc[a] : bacc[a];
+        }
+        return;
+    }
+    // Several slices: this slice's sums to partials; the last block of the column tile to finish
+    // (an integer ticket) adds the slices in order and resets the ticket for the next launch.
+    float* const part = partials + static_cast<long long>(blockIdx.y) * out * stride;
 #pragma unroll
     for (int a = 0; a < 4; ++a) {
         const int j = j0 + tj * 4 + a;
         if (j >= out) continue;
         if (dw != nullptr)
 #pragma unroll
-            for (int b = 0; b < 4; ++b) {
-                const int k = tk * 4 + b;
-                if (k >= in) continue;
-                if (split) part[j * stride + k] = acc[a][b];
-                else dw[j * in + k] = accumulate ? dw[j * in + k] + acc[a][b] : acc[a][b];
-            }
-        if (db != nullptr && tk == 0) {
-            if (split) part[j * stride + in] = bacc[a];
-            else db[j] = accumulate ? db[j] + bacc[a] : bacc[a];
-        }
+            for (int b = 0; b < 4; ++b)
+                if (tk * 4 + b < in) part[j * stride + tk * 4 + b] = acc[a][b];
+        if (db != nullptr && tk == 0) part[j * stride + in] = bacc[a];
     }
-}
-
-extern "C" __global__ void network_narrow_backward_finish_kernel(float* __restrict__ dw, float* __restrict__ db,
-                                                                 const float* __restrict__ partials, int accumulate,
-                                                                 int slices, int in, int out) {
-    const int stride = in + 1;
-    const long long total = static_cast<long long>(out) * stride;
-    for (long long e = global_thread_index(); e < total; e += grid_thread_count()) {
-        const int j = static_cast<int>(e / stride), k = static_cast<int>(e - static_cast<long long>(j) * stride);
-        if (k < in ? dw == nullptr : db == nullptr) continue;
+    if (!fh::device::last_block_to_arrive(&tickets[blockIdx.x], gridDim.y)) return;
+    for (int e = t; e < J * stride; e += N) {
+        const int jj = e / stride, k = e - jj * stride, j = j0 + jj;
+        if (j >= out || (k < in ? dw == nullptr : db == nullptr)) continue;
         float sum = 0.f;
-#pragma unroll 8
-        for (int sl = 0; sl < slices; ++sl) sum += partials[static_cast<long long>(sl) * total + e];
+        for (unsigned sl = 0; sl < gridDim.y; ++sl)
+            sum += __ldcg(&partials[(static_cast<long long>(sl) * out + j) * stride + k]);
         if (k < in) dw[j * in + k] = accumulate ? dw[j * in + k] + sum : sum;
         else db[j] = accumulate ? db[j] + sum : sum;
     }
+    if (t == 0) tickets[blockIdx.x] = 0;
 }
 
 extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, float* __restrict__ db,

@@ -481,18 +481,15 @@ bool CudaDevice::narrow_backward(float* dY, float* dW, float* db, const float* Y
     const int rows_per_slice = abi::narrow_backward_rows_per_slice(batch, in, out);
     const int slices = (batch + rows_per_slice - 1) / rows_per_slice;
     const int tiles = (out + abi::kNarrowBackwardColumns - 1) / abi::kNarrowBackwardColumns;
-    if (slices > 65535) return false;
+    if (slices > 65535 || static_cast<std::size_t>(tiles) > kBiasTickets) return false;
     if (!activation && dW == nullptr && db == nullptr) return true;  // nothing asked of these parts
     const LaunchDims dims{dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)),
                           dim3(abi::kNarrowBackwardThreads), 0};
     const bool split = slices > 1 && (dW != nullptr || db != nullptr);
-    kernels().network_narrow_backward_kernel(stream(), dims, dY, dW, db, split ? bias_partials() : nullptr, Y, X,
+    kernels().network_narrow_backward_kernel(stream(), dims, dY, dW, db, split ? bias_partials() : nullptr,
+                                             split ? bias_tickets() : nullptr, Y, X,
                                              activation ? act : Activation::none, accumulate ? 1 : 0, batch, in, out,
                                              rows_per_slice);
-    if (split)
-        kernels().network_narrow_backward_finish_kernel(
-            stream(), LaunchDims::linear(static_cast<std::size_t>(out) * static_cast<std::size_t>(in + 1)), dW, db,
-            bias_partials(), accumulate ? 1 : 0, slices, in, out);
     return true;
 }
 
