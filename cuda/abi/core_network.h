@@ -49,41 +49,6 @@ inline constexpr int kLinearNarrowChunk = 32;
 /// (the observation layers, PPO's [64, 64] trunks): beyond it cuBLAS's products are faster.
 inline constexpr int kLinearNarrowMaxIn = 64;
 
-/// The backward of a narrow tanh layer (network_linear_narrow_*'s) except its dX, in one pass
-/// over dY: dZ = dY * act'(Y) in place when act != none (rounded as network_act_bias_grad_kernel
-/// rounds it; act none: dY already holds dZ), and, for the columns j of a tile of
-/// kNarrowBackwardColumns and the rows of a slice of rows_per_slice, the partial sums
-/// dW[j, k] = sum over the slice's rows in order of fmaf(dZ[r, j], x[r, k], .) from 0 and db[j] =
-/// sum of dZ[r, j] in row order. With one slice they go to dw and db (+= when accumulate); with
-/// several, each block writes them to partials (slices, out, in + 1: db at k = in) and the last
-/// block of each column tile (tickets[blockIdx.x], zero before the launch and reset by it) adds
-/// the slices in order from 0 into dw and db. dw or db null: not computed (the other's bits are
-/// the same). dy, y (batch, out); x (batch, in), in <= kLinearNarrowMaxIn; dw (out, in); db (out).
-/// Launch: block kNarrowBackwardThreads, grid (ceil(out / kNarrowBackwardColumns),
-/// ceil(batch / rows_per_slice)), rows_per_slice from narrow_backward_rows_per_slice.
-using NetworkNarrowBackward = void(float* __restrict__ dy, float* __restrict__ dw, float* __restrict__ db,
-                                   float* __restrict__ partials, unsigned* __restrict__ tickets,
-                                   const float* __restrict__ y, const float* __restrict__ x, Activation act,
-                                   int accumulate, int batch, int in, int out, int rows_per_slice);
-inline constexpr int kNarrowBackwardThreads = 256;
-inline constexpr int kNarrowBackwardColumns = 64;
-/// Rows staged in shared memory per step of a slice.
-inline constexpr int kNarrowBackwardRows = 32;
-/// The partials' capacity: slices * out * (in + 1) floats at most.
-inline constexpr long long kNarrowBackwardPartialFloats = 1LL << 20;
-/// The row slicing of network_narrow_backward_kernel, a function of the shape alone (so the sums'
-/// order, hence the bits, do not depend on the device): about 256 blocks, at least 64 rows a
-/// slice, within kNarrowBackwardPartialFloats.
-constexpr int narrow_backward_rows_per_slice(int batch, int in, int out) {
-    const int tiles = (out + kNarrowBackwardColumns - 1) / kNarrowBackwardColumns;
-    long long slices = (256 + tiles - 1) / tiles;
-    if (slices > batch / 64) slices = batch / 64;
-    const long long per_slice = static_cast<long long>(out) * (in + 1);
-    if (slices * per_slice > kNarrowBackwardPartialFloats) slices = kNarrowBackwardPartialFloats / per_slice;
-    if (slices < 1) slices = 1;
-    return static_cast<int>((batch + slices - 1) / slices);
-}
-
 /// The backward of a layer's activation and bias in one pass over dY (batch, out), in place:
 /// dZ = dY * act'(Y) (act none: dZ = dY), and the column sums of dZ over a slice of rows.
 /// Launch: block (32, kBiasGradRows), grid (ceil(out / 32), slices); slice s covers rows
@@ -185,7 +150,6 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
     FH_KERNEL(core_network, network_linear_narrow_4_kernel, NetworkLinearNarrow)     \
     FH_KERNEL(core_network, network_linear_narrow_8_kernel, NetworkLinearNarrow)     \
     FH_KERNEL(core_network, network_act_bias_grad_kernel, NetworkActBiasGrad)       \
-    FH_KERNEL(core_network, network_narrow_backward_kernel, NetworkNarrowBackward)  \
     FH_KERNEL(core_network, network_act_bias_grad_batched_kernel, NetworkActBiasGradBatched) \
     FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \
     FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \

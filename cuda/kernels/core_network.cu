@@ -1,11 +1,7 @@
 /* core_network.cu — the elementwise and reduction parts of the MLP building blocks and Adam
  * (the matrix products are cuBLASLt / cuBLAS GEMMs issued by src/ops/cuda_device.cpp).
  *
- * Math:        narrow forward    y[r,j] = tanh(sum_k x[r,k] W[j,k] + b[j]), k in order (fmaf), for
- *                                layers of at most kLinearNarrowMaxIn inputs
- *              narrow backward   dZ in place, dW = dZ^T x and db = sum_r dZ over row slices, the
- *                                slices added in order by the last block of a column tile
- *              bias+act forward  y[r,j] = act(y[r,j] + b[j])          (core::activate)
+ * Math:        bias+act forward  y[r,j] = act(y[r,j] + b[j])          (core::activate)
  *              act + bias grad   dy[i] = dy[i] * act'(y[i]) in place  (core::activation_derivative)
  *                                and db[j] (+)= sum_r dy[r,j]
  *              global norm       out = sqrt(sum_i x[i]^2); with the guard (nn::guard_decide) in
@@ -265,105 +261,6 @@ __device__ __forceinline__ void act_bias_grad(float* __restrict__ dy, float* __r
 }
 
 }  // namespace
-
-extern "C" __global__ void __launch_bounds__(fh::abi::kNarrowBackwardThreads)
-    network_narrow_backward_kernel(float* __restrict__ dy, float* __restrict__ dw, float* __restrict__ db,
-                                   float* __restrict__ partials, unsigned* __restrict__ tickets,
-                                   const float* __restrict__ y, const float* __restrict__ x, Activation act,
-                                   int accumulate, int batch, int in, int out, int rows_per_slice) {
-    constexpr int J = fh::abi::kNarrowBackwardColumns, R = fh::abi::kNarrowBackwardRows;
-    constexpr int K = fh::abi::kLinearNarrowMaxIn, N = fh::abi::kNarrowBackwardThreads;
-    static_assert(J == 64 && K == 64 && N == 256, "16 x 16 threads of 4 x 4 outputs cover a 64 x 64 tile");
-    __shared__ __align__(16) float dzs[R][J];  // dzs[r][c] = dZ[r0 + r, j0 + c]
-    __shared__ __align__(16) float xs[R][K];   // xs[r][k] = x[r0 + r, k]
-    const int t = static_cast<int>(threadIdx.x);
-    const int j0 = static_cast<int>(blockIdx.x) * J;
-    const int r_begin = static_cast<int>(blockIdx.y) * rows_per_slice;
-    const int r_end = min(batch, r_begin + rows_per_slice);
-    const int tj = t % 16, tk = t / 16;  // this thread's columns j0 + 4 tj .. + 3 and inputs 4 tk .. + 3
-    const int c = t % J;                 // the column (and input) this thread stages
-    float acc[4][4], bacc[4];
-#pragma unroll
-    for (int a = 0; a < 4; ++a) {
-        bacc[a] = 0.f;
-#pragma unroll
-        for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
-    }
-    for (int r0 = r_begin; r0 < r_end; r0 += R) {
-        const int rn = min(R, r_end - r0);
-        __syncthreads();  // the previous rows' reads are done
-        for (int r = t / J; r < R; r += N / J) {
-            float dz = 0.f;
-            if (r < rn && j0 + c < out) {
-                const long long i = static_cast<long long>(r0 + r) * out + j0 + c;
-                dz = dy[i];
-                if (act != Activation::none) {
-                    dz = __fmul_rn(dz, fh::core::activation_derivative(y[i], act));  // as act_bias_grad rounds it
-                    dy[i] = dz;
-                }
-            }
-            dzs[r][c] = dz;
-            if (dw != nullptr) xs[r][c] = r < rn && c < in ? x[static_cast<long long>(r0 + r) * in + c] : 0.f;
-        }
-        __syncthreads();
-        if (dw == nullptr && db == nullptr) continue;  // the activation's backward alone
-        for (int r = 0; r < rn; ++r) {  // rows in order
-            const float4 d4 = *reinterpret_cast<const float4*>(&dzs[r][tj * 4]);
-            const float d[4] = {d4.x, d4.y, d4.z, d4.w};
-#pragma unroll
-            for (int a = 0; a < 4; ++a) bacc[a] += d[a];
-            if (dw != nullptr) {
-                const float4 x4 = *reinterpret_cast<const float4*>(&xs[r][tk * 4]);
-                const float xv[4] = {x4.x, x4.y, x4.z, x4.w};
-#pragma unroll
-                for (int a = 0; a < 4; ++a)
-#pragma unroll
-                    for (int b = 0; b < 4; ++b) acc[a][b] = fmaf(d[a], xv[b], acc[a][b]);
-            }
-        }
-    }
-    if (dw == nullptr && db == nullptr) return;
-    const int stride = in + 1;  // a column's partials: its in weights, then its bias
-    if (gridDim.y == 1) {
-#pragma unroll
-        for (int a = 0; a < 4; ++a) {
-            const int j = j0 + tj * 4 + a;
-            if (j >= out) continue;
-            if (dw != nullptr)
-#pragma unroll
-                for (int b = 0; b < 4; ++b) {
-                    const int k = tk * 4 + b;
-                    if (k < in) dw[j * in + k] = accumulate ? dw[j * in + k] + acc[a][b] : acc[a][b];
-                }
-            if (db != nullptr && tk == 0) db[j] = accumulate ? db[j] + bacc[a] : bacc[a];
-        }
-        return;
-    }
-    // Several slices: this slice's sums to partials; the last block of the column tile to finish
-    // (an integer ticket) adds the slices in order and resets the ticket for the next launch.
-    float* const part = partials + static_cast<long long>(blockIdx.y) * out * stride;
-#pragma unroll
-    for (int a = 0; a < 4; ++a) {
-        const int j = j0 + tj * 4 + a;
-        if (j >= out) continue;
-        if (dw != nullptr)
-#pragma unroll
-            for (int b = 0; b < 4; ++b)
-                if (tk * 4 + b < in) part[j * stride + tk * 4 + b] = acc[a][b];
-        if (db != nullptr && tk == 0) part[j * stride + in] = bacc[a];
-    }
-    if (!fh::device::last_block_to_arrive(&tickets[blockIdx.x], gridDim.y)) return;
-    for (int e = t; e < J * stride; e += N) {
-        const int jj = e / stride, k = e - jj * stride, j = j0 + jj;
-        if (j >= out || (k < in ? dw == nullptr : db == nullptr)) continue;
-        float sum = 0.f;
-        for (unsigned sl = 0; sl < gridDim.y; ++sl)
-            sum += __ldcg(&partials[(static_cast<long long>(sl) * out + j) * stride + k]);
-        if (k < in) dw[j * in + k] = accumulate ? dw[j * in + k] + sum : sum;
-        else db[j] = accumulate ? db[j] + sum : sum;
-    }
-    if (t == 0) tickets[blockIdx.x] = 0;
-}
 
 extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, float* __restrict__ db,
                                                         float* __restrict__ partials, unsigned* __restrict__ tickets,

@@ -471,28 +471,6 @@ void CudaDevice::act_bias_grad(float* dY, float* db, const float* Y, Activation 
                                                        db_stride);
 }
 
-bool CudaDevice::narrow_backward(float* dY, float* dW, float* db, const float* Y, const float* X, Activation act,
-                                 bool activation, bool accumulate, int batch, int in, int out) {
-    // The layers narrow_linear_forward takes (its shape rule: tanh, at most kLinearNarrowMaxIn
-    // inputs), whatever the parts asked, so that the parts' bits never depend on which are asked.
-    if (act != Activation::tanh || in > abi::kLinearNarrowMaxIn) return false;
-    static_assert(static_cast<long long>(kBiasPartialFloats) >= abi::kNarrowBackwardPartialFloats,
-                  "the narrow backward's partials share the bias gradient's scratch");
-    const int rows_per_slice = abi::narrow_backward_rows_per_slice(batch, in, out);
-    const int slices = (batch + rows_per_slice - 1) / rows_per_slice;
-    const int tiles = (out + abi::kNarrowBackwardColumns - 1) / abi::kNarrowBackwardColumns;
-    if (slices > 65535 || static_cast<std::size_t>(tiles) > kBiasTickets) return false;
-    if (!activation && dW == nullptr && db == nullptr) return true;  // nothing asked of these parts
-    const LaunchDims dims{dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)),
-                          dim3(abi::kNarrowBackwardThreads), 0};
-    const bool split = slices > 1 && (dW != nullptr || db != nullptr);
-    kernels().network_narrow_backward_kernel(stream(), dims, dY, dW, db, split ? bias_partials() : nullptr,
-                                             split ? bias_tickets() : nullptr, Y, X,
-                                             activation ? act : Activation::none, accumulate ? 1 : 0, batch, in, out,
-                                             rows_per_slice);
-    return true;
-}
-
 void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                       int out, Activation act, bool accumulate, BackwardPart parts) {
@@ -501,15 +479,11 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
     const bool weights = has_part(parts, BackwardPart::weights);
     const bool input = has_part(parts, BackwardPart::input) && !dX.empty();
     const bool sum_bias = has_part(parts, BackwardPart::bias) && !db.empty();
-    // The layers network_linear_narrow_* runs forward take their activation, bias and weight
-    // parts in one pass (whichever parts are asked: the same kernel, so the same bits).
-    const bool narrow = narrow_backward(dY.data(), weights ? dW.data() : nullptr, sum_bias ? db.data() : nullptr,
-                                        Y.data(), X.data(), act, activation, accumulate, batch, in, out);
-    if (!narrow && (activation || sum_bias))
+    if (activation || sum_bias)
         act_bias_grad(dY.data(), sum_bias ? db.data() : nullptr, Y.data(), activation ? act : Activation::none,
                       accumulate, batch, out, 1, 0, 0);
     const float* dZ = dY.data();
-    if (weights && !narrow) {
+    if (weights) {
         const std::string label =
             cuda::op_names_wanted() ? fmt::format("linear dW (sgemm) {}x{}x{}", in, out, batch) : std::string();
         if (!cuda::op_skipped(label)) {  // bench --ablate
@@ -534,8 +508,7 @@ void CudaDevice::linear_backward_batched_impl(View<float> dX, View<float> grads,
                                               std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
                                               int count, int batch, int in, int out, Activation act, bool accumulate,
                                               BackwardPart parts) {
-    // linear_backward itself; layers whose backward is one narrow pass, one network at a time
-    if (count == 1 || (act == Activation::tanh && in <= abi::kLinearNarrowMaxIn))
+    if (count == 1)  // linear_backward itself
         return linear_backward_each(dX, grads, dY, Y, X, x_stride, params, param_stride, w_offset, b_offset, count,
                                     batch, in, out, act, accumulate, parts);
     const float one = 1.f, zero = 0.f;

@@ -103,13 +103,6 @@ private:
     /// large. `count` layers at once, as lt_linear_forward's.
     bool narrow_linear_forward(float* Y, const float* X, long long x_stride, const float* W, const float* b,
                                long long w_stride, int count, int batch, int in, int out, Activation act);
-    /// The activation, bias and weight parts of linear_backward for the layers narrow_linear_forward
-    /// takes (tanh, at most abi::kLinearNarrowMaxIn inputs) in one network_narrow_backward_kernel
-    /// launch: dZ in place when `activation`, dW and db where not null. False for other layers
-    /// (then act_bias_grad and the SGEMM), whatever the parts, so a layer's bits never depend on
-    /// which parts are issued together.
-    bool narrow_backward(float* dY, float* dW, float* db, const float* Y, const float* X, Activation act,
-                         bool activation, bool accumulate, int batch, int in, int out);
     /// Y = act(X W^T + b) through cuBLASLt with the bias and ReLU in its epilogue; false when no
     /// algorithm fits (tanh, or the heuristic found none): then SGEMM + the bias kernel.
     /// `count` layers at once: W_k = W + k * w_stride, b_k = b + k * w_stride (b null: no bias),

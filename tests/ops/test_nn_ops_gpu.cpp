@@ -381,68 +381,6 @@ TEST_CASE("CUDA narrow tanh layers (network_linear_narrow_*): the in-order fmaf 
         }
 }
 
-TEST_CASE("CUDA narrow tanh layers' backward (network_narrow_backward_kernel): the documented sums, bit for bit",
-          "[gpu][nn]") {
-    // dW[j, k] and db[j] of a narrow tanh layer: each row slice's rows in order (fmaf for dW,
-    // adds for db) from 0, then the slices in order (abi::narrow_backward_rows_per_slice), added
-    // to the old values with accumulate. dY holds dZ already (the bias and weight parts issued
-    // alone, as Mlp's overlapped backward may), so the CPU emulation is exact. One slice, a few,
-    // many, partial column tiles, inputs 1 to 64; each shape set, then accumulated.
-    auto& gpu = fh::test::gpu_ops();
-    using fh::ops::BackwardPart;
-    struct Shape {
-        int batch, in, out;
-    };
-    for (const Shape sh : {Shape{1, 1, 1}, Shape{63, 50, 9}, Shape{257, 64, 64}, Shape{4099, 50, 256},
-                           Shape{8192, 64, 64}, Shape{32773, 50, 512}, Shape{70001, 3, 45}}) {
-        const std::size_t rows = static_cast<std::size_t>(sh.batch), in = static_cast<std::size_t>(sh.in);
-        const std::size_t out = static_cast<std::size_t>(sh.out);
-        const int rps = fh::abi::narrow_backward_rows_per_slice(sh.batch, sh.in, sh.out);
-        const std::size_t slices = (rows + static_cast<std::size_t>(rps) - 1) / static_cast<std::size_t>(rps);
-        INFO("batch " << sh.batch << " in " << sh.in << " out " << sh.out << " slices " << slices);
-        const auto dZ = random_floats(rows * out, 3u + rows, -1.f, 1.f);
-        const auto X = random_floats(rows * in, 5u + rows, -1.f, 1.f);
-        const auto Y = random_floats(rows * out, 7u + rows, -0.9f, 0.9f);
-        const auto dW0 = random_floats(out * in, 11u), db0 = random_floats(out, 13u);
-        auto dY = gpu.from_host<float>(dZ);
-        auto x = gpu.from_host<float>(X);
-        auto y = gpu.from_host<float>(Y);
-        auto w = gpu.from_host<float>(random_floats(out * in, 17u));
-        auto dW = gpu.from_host<float>(dW0);
-        auto db = gpu.from_host<float>(db0);
-        std::vector<float> want_dW(out * in), want_db(out);
-        for (std::size_t j = 0; j < out; ++j) {
-            for (std::size_t k = 0; k <= in; ++k) {  // k == in: the bias
-                float total = 0.f;
-                for (std::size_t sl = 0; sl < slices; ++sl) {
-                    float part = 0.f;
-                    for (std::size_t r = sl * static_cast<std::size_t>(rps);
-                         r < std::min(rows, (sl + 1) * static_cast<std::size_t>(rps)); ++r)
-                        part = k < in ? std::fma(dZ[r * out + j], X[r * in + k], part) : part + dZ[r * out + j];
-                    total = slices == 1 ? part : total + part;
-                }
-                (k < in ? want_dW[j * in + k] : want_db[j]) = total;
-            }
-        }
-        for (bool accumulate : {false, true}) {
-            INFO("accumulate " << accumulate);
-            gpu.upload<float>(dW.view(), dW0);
-            gpu.upload<float>(db.view(), db0);
-            for (BackwardPart part : {BackwardPart::bias, BackwardPart::weights})
-                gpu.linear_backward({}, dW.view(), db.view(), dY.view(), y.cview(), x.cview(), w.cview(), sh.batch,
-                                    sh.in, sh.out, Activation::tanh, accumulate, part);
-            auto expect_dW = want_dW, expect_db = want_db;
-            if (accumulate) {
-                for (std::size_t i = 0; i < expect_dW.size(); ++i) expect_dW[i] = dW0[i] + want_dW[i];
-                for (std::size_t i = 0; i < expect_db.size(); ++i) expect_db[i] = db0[i] + want_db[i];
-            }
-            REQUIRE(gpu.to_host(dW.cview()) == expect_dW);
-            REQUIRE(gpu.to_host(db.cview()) == expect_db);
-            REQUIRE(gpu.to_host(dY.cview()) == dZ);  // without the activation part dY is only read
-        }
-    }
-}
-
 TEST_CASE("CUDA linear_forward without bias and activation is the bare SGEMM", "[gpu][nn]") {
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
