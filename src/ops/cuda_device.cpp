@@ -120,6 +120,27 @@ struct CudaGraph final : OpSequence::Captured {
     }
 };
 
+/// --verbose: what a captured sequence holds (a population's agents are bound by graph nodes,
+/// docs/performance.md "Populations").
+void log_graph_shape(cudaGraph_t graph) {
+    if (!log::shows(log::Level::debug)) return;
+    std::size_t count = 0;
+    FH_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+    std::vector<cudaGraphNode_t> nodes(count);
+    if (count > 0) FH_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+    std::size_t kernels = 0, memsets = 0, copies = 0, edges = 0;
+    for (auto n : nodes) {
+        cudaGraphNodeType t{};
+        FH_CUDA_CHECK(cudaGraphNodeGetType(n, &t));
+        kernels += t == cudaGraphNodeTypeKernel;
+        memsets += t == cudaGraphNodeTypeMemset;
+        copies += t == cudaGraphNodeTypeMemcpy;
+    }
+    FH_CUDA_CHECK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &edges));
+    log::debug("captured a sequence: {} nodes ({} kernels, {} memsets, {} copies, {} other), {} edges", count, kernels,
+               memsets, copies, count - kernels - memsets - copies, edges);
+}
+
 }  // namespace
 
 void CudaDevice::run_sequence(OpSequence& seq, const std::function<void()>& ops) {
@@ -145,6 +166,7 @@ void CudaDevice::run_sequence(OpSequence& seq, const std::function<void()>& ops)
             throw;
         }
         FH_CUDA_CHECK(cudaStreamEndCapture(stream(), &g->graph));
+        log_graph_shape(g->graph);
         FH_CUDA_CHECK(cudaGraphInstantiate(&g->exec, g->graph, 0));
         seq.captured = std::move(g);
     }
@@ -360,10 +382,13 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
 bool CudaDevice::narrow_linear_forward(float* Y, const float* X, long long x_stride, const float* W, const float* b,
                                        long long w_stride, int count, int batch, int in, int out, Activation act) {
     if (act != Activation::tanh || in > abi::kLinearNarrowMaxIn || count > 65535) return false;
-    // The largest tile that still gives every SM work (the bits do not depend on the tile).
-    const long long sms = device_.sm_count;
+    // The largest tile that still gives every SM of this device's share of the GPU work (a
+    // population's agents share it) and leaves at most half its columns idle; the bits do not
+    // depend on the tile.
+    const long long sms = std::max<long long>(1, device_.sm_count / sharers_);
     const auto blocks = [&](long long tile) { return (batch + tile - 1) / tile * ((out + tile - 1) / tile) * count; };
-    const int tm = blocks(128) >= 2 * sms ? 8 : blocks(64) >= sms ? 4 : 2;
+    const auto fits = [&](long long tile) { return out > tile / 2; };
+    const int tm = fits(128) && blocks(128) >= 2 * sms ? 8 : fits(64) && blocks(64) >= sms ? 4 : 2;
     const long long tile = 16LL * tm;
     const long long grid_x = (batch + tile - 1) / tile, grid_y = (out + tile - 1) / tile;
     if (grid_y > 65535) return false;

@@ -6,6 +6,7 @@
 
 #include "cuda/kernel_timing.hpp"
 #include "io/json.hpp"
+#include "run/bench_ablation.hpp"
 #include "run/run.hpp"
 #include "run/session.hpp"
 #include "trainers/trainer.hpp"
@@ -36,19 +37,14 @@ json::Value kernel_table(std::vector<cuda::KernelTime> times, double phases) {
     return json::object({{"us_total", total / phases}, {"ops", json::Value::array(std::move(rows))}});
 }
 
-/// The ablation of one phase (bench --ablate): `run_phase(k)` runs k captured calls of it and
-/// returns the units they did (collection steps, updates). Times the phase as captured, then with
-/// each op of `ops` left out of the graph (the ops' launches by name; the results of those calls
-/// are meaningless), `runs` calls each after one untimed call that captures the graph again;
-/// microseconds per unit.
-json::Value ablation_table(ops::Device& ops, const std::vector<cuda::KernelTime>& op_names,
+json::Value ablation_table(const std::function<void()>& synchronize, const std::vector<cuda::KernelTime>& op_names,
                            const std::function<double(long long)>& run_phase, long long runs) {
     const auto time_phase = [&] {
         (void)run_phase(1);  // captures the sequence under the current filter
-        ops.synchronize();
+        synchronize();
         const auto t = clock::now();
         const double units = run_phase(runs);
-        ops.synchronize();
+        synchronize();
         return 1e6 * seconds_since(t) / std::max(1.0, units);
     };
     cuda::set_skipped_op("");
@@ -133,12 +129,13 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force, bool 
         if (ablate) {
             const long long runs = phase;  // as many steps as each timed phase
             json::Object parts;
+            const auto synchronize = [&] { ops->synchronize(); };
             if (collected > 0)  // per collection step of every environment
-                parts.emplace_back("collection", ablation_table(*ops, collect_times, [&](long long k) {
+                parts.emplace_back("collection", ablation_table(synchronize, collect_times, [&](long long k) {
                                        return static_cast<double>(collect(k)) / n_envs;
                                    }, runs));
             if (updates > 0)  // per update
-                parts.emplace_back("update", ablation_table(*ops, update_times, [&](long long k) {
+                parts.emplace_back("update", ablation_table(synchronize, update_times, [&](long long k) {
                                        return static_cast<double>(update(k));
                                    }, runs));
             ablation = json::Value::object(std::move(parts));

@@ -26,6 +26,7 @@
 
 #include "config/memory_estimate.hpp"
 #include "config/schema.hpp"
+#include "cuda/kernel_timing.hpp"
 #include "data/load.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
@@ -33,6 +34,7 @@
 #include "ops/cuda_device.hpp"
 #include "ops/make_device.hpp"
 #include "run/agent_run.hpp"
+#include "run/bench_ablation.hpp"
 #include "run/naming.hpp"
 #include "run/run.hpp"
 #include "run/session.hpp"
@@ -756,7 +758,7 @@ std::string resume_population(const std::string& dir, const std::vector<std::str
     return outcome(where, members);
 }
 
-std::string bench_population(const config::Profile& p, bool force) {
+std::string bench_population(const config::Profile& p, bool force, bool ablate) {
     const auto t_start = clock::now();
     const auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
     const auto n = static_cast<std::size_t>(p.run.population);
@@ -834,6 +836,35 @@ std::string bench_population(const config::Profile& p, bool force) {
     }
     for (auto& tr : trainers_) (void)tr->read_log(1.0);  // surfaces a diverged guard as exit 5
 
+    // --ablate: each op left out of every agent's captured phase in turn, the phases on the
+    // workers as above; microseconds per agent's collection step or update, so what an op costs
+    // the population's throughput (its overlap with the other agents' work included).
+    json::Value ablation;
+    if (ablate && setup.devices.front()->cuda()) {
+        // The ops' names: one agent's collection step and update launched op by op.
+        cuda::set_kernel_timing(true);
+        (void)cuda::collect_kernel_times();
+        (void)t0.bench_collect();
+        const auto collect_ops = cuda::collect_kernel_times();
+        (void)t0.bench_update();
+        const auto update_ops = cuda::collect_kernel_times();
+        cuda::set_kernel_timing(false);
+        const double env_rows = static_cast<double>(p.experience.gpu_n_episodes);
+        json::Object parts;
+        if (collected > 0)
+            parts.emplace_back("collection", ablation_table(sync_all, collect_ops, [&](long long k) {
+                                   return static_cast<double>(each_agent(k, [](trainers::Trainer& tr) {
+                                              return tr.bench_collect();
+                                          }, true)) / env_rows;
+                               }, phase));
+        if (updates > 0)
+            parts.emplace_back("update", ablation_table(sync_all, update_ops, [&](long long k) {
+                                   return static_cast<double>(
+                                       each_agent(k, [](trainers::Trainer& tr) { return tr.bench_update(); }));
+                               }, phase));
+        ablation = json::Value::object(std::move(parts));
+    }
+
     const double agents = static_cast<double>(n);
     const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
     const double collection_steps = static_cast<double>(collected) / n_envs / agents;  // one agent's steps
@@ -863,6 +894,7 @@ std::string bench_population(const config::Profile& p, bool force) {
         {"time_to_first_kernel_s", first_kernel_s},
         {"peak_device_memory_bytes", peak},
     };
+    if (!ablation.is_null()) out.emplace_back("ablation", std::move(ablation));  // only with --ablate on CUDA
     return json::serialize(json::Value::object(std::move(out)));
 }
 

@@ -86,7 +86,9 @@ std::string resume_population(const std::string& dir, const std::vector<std::str
 /// injection); empty = none.
 void set_agent_hook_for_tests(std::function<void(int agent, trainers::Trainer& trainer)> hook);
 
-/// Throughput of the population's agents advanced together (bench --set run.population=N).
-std::string bench_population(const config::Profile& profile, bool force);
+/// Throughput of the population's agents advanced together (bench --set run.population=N). With
+/// `ablate` (CUDA only), also each op's cost to the population's throughput: the phases timed again
+/// with that op left out of every agent's graphs (bench --ablate).
+std::string bench_population(const config::Profile& profile, bool force, bool ablate = false);
 
 }  // namespace fh::run

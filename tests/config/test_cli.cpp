@@ -179,7 +179,7 @@ TEST_CASE("cli: bench prints each trainer's throughput as one JSON object", "[co
     }
 }
 
-TEST_CASE("cli: bench --kernel-times and --ablate are CUDA diagnostics: none on the CPU, refused for a population",
+TEST_CASE("cli: bench --kernel-times and --ablate are CUDA diagnostics: none on the CPU; a population takes --ablate only",
           "[config]") {
     if (!have_exe()) return;
     const auto r = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times --ablate "
@@ -189,9 +189,15 @@ TEST_CASE("cli: bench --kernel-times and --ablate are CUDA diagnostics: none on 
     CHECK(r.out.find("\"updates_per_s\":") != std::string::npos);
     CHECK(r.out.find("\"kernel_times\"") == std::string::npos);
     CHECK(r.out.find("\"ablation\"") == std::string::npos);
-    const auto p = run_exe("bench --profile dqn-smoketest --device cpu --quiet --ablate --set run.population=2");
+    const auto p = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times --set run.population=2");
     CHECK(p.code == 2);
-    CHECK(p.err.find("--kernel-times and --ablate time one agent") != std::string::npos);
+    CHECK(p.err.find("--kernel-times times one agent's launches") != std::string::npos);
+    const auto a = run_exe("bench --profile dqn-smoketest --device cpu --quiet --ablate --set run.population=2 "
+                           "--set run.total_steps=80");
+    INFO(a.err);
+    CHECK(a.code == 0);
+    CHECK(a.out.find("\"agent_updates_per_s\":") != std::string::npos);
+    CHECK(a.out.find("\"ablation\"") == std::string::npos);
 }
 
 TEST_CASE("cli: bench --ablate times the captured steps again without each op, on CUDA", "[gpu][config]") {
@@ -230,6 +236,38 @@ TEST_CASE("cli: bench --ablate times the captured steps again without each op, o
             }
             CHECK(saved > 0);
         }
+    }
+}
+
+TEST_CASE("cli: bench --ablate on a population leaves each op out of every agent's graphs, on CUDA",
+          "[gpu][config][population]") {
+    if (!have_exe()) return;
+    namespace json = fh::io::json;
+    const auto r = run_exe("bench --profile dqn-smoketest --device cuda --quiet --ablate --set run.population=3");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const json::Value v = json::parse(r.out.substr(r.out.rfind('{', r.out.find("\"trainer\""))),
+                                      json::Limits{64u << 20, 64, true});
+    REQUIRE(v.find("population") != nullptr);
+    const json::Value* ablation = v.find("ablation");
+    REQUIRE(ablation != nullptr);
+    for (const char* phase : {"collection", "update"}) {
+        INFO(phase);
+        const json::Value* a = ablation->find(phase);
+        REQUIRE(a != nullptr);
+        const double captured = a->find("us_captured")->as_double();
+        CHECK(captured > 0);
+        const auto& ops = a->find("ops")->as_array();
+        REQUIRE(!ops.empty());
+        bool loss = false, act = false;
+        for (const auto& op : ops) {
+            const std::string name = op.find("op")->as_string();
+            loss = loss || name.find("dqn_loss") != std::string::npos;
+            act = act || name.find("dqn_act") != std::string::npos;
+            CHECK(op.find("us_without")->as_double() > 0);
+            CHECK(op.find("us_without")->as_double() < 3 * captured);
+        }
+        CHECK((std::string(phase) == "update" ? loss : act));
     }
 }
 

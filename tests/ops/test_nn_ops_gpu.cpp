@@ -340,12 +340,20 @@ TEST_CASE("CUDA narrow tanh layers (network_linear_narrow_*): the in-order fmaf 
                                    bias ? p.cview().subview(z * P + out * in, out) : View<const float>(), sh.batch,
                                    sh.in, sh.out, Activation::tanh);
             };
-            if (sh.count == 1) one_network(0, y.view());
-            else
-                gpu.linear_forward_batched(y.view(), x.cview(), xs, p.cview(), P, 0,
-                                           bias ? static_cast<std::ptrdiff_t>(out * in) : -1, sh.count, sh.batch, sh.in,
-                                           sh.out, Activation::tanh);
-            const auto got = gpu.to_host(y.cview());
+            const auto run = [&] {
+                if (sh.count == 1) one_network(0, y.view());
+                else
+                    gpu.linear_forward_batched(y.view(), x.cview(), xs, p.cview(), P, 0,
+                                               bias ? static_cast<std::ptrdiff_t>(out * in) : -1, sh.count, sh.batch,
+                                               sh.in, sh.out, Activation::tanh);
+                return gpu.to_host(y.cview());
+            };
+            const auto got = run();
+            // A population's agent (the GPU shared by 16) may take another tile: the same bits.
+            gpu.cuda()->set_gpu_sharers(16);
+            const auto shared = run();
+            gpu.cuda()->set_gpu_sharers(1);
+            REQUIRE(shared == got);
             std::vector<float> want(got.size());
             for (std::size_t z = 0; z < n; ++z)
                 for (std::size_t r = 0; r < rows; ++r)

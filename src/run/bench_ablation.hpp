@@ -1,0 +1,23 @@
+/// @file bench_ablation.hpp
+/// @brief `bench --ablate`'s table, shared by one agent's bench (bench.cpp) and a population's
+///        (population.cpp).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "cuda/kernel_timing.hpp"
+#include "io/json.hpp"
+
+namespace fh::run {
+
+/// The ablation of one phase: `run_phase(k)` runs k captured calls of it and returns the units
+/// they did (collection steps, updates; a population's: every agent's). Times the phase as
+/// captured, then with each op of `op_names` left out of the graphs (the ops' launches by name;
+/// the results of those calls are meaningless), `runs` calls each after one untimed call that
+/// captures the graphs again; microseconds per unit. `synchronize` waits for every device the
+/// phase uses.
+io::json::Value ablation_table(const std::function<void()>& synchronize, const std::vector<cuda::KernelTime>& op_names,
+                               const std::function<double(long long)>& run_phase, long long runs);
+
+}  // namespace fh::run
