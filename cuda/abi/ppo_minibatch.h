@@ -9,13 +9,18 @@
 
 namespace fh::abi {
 
+/// Minibatch rows per warp of ppo_gather_kernel as the trainer launches it: measured on an H200
+/// against 1 and 8 (docs/performance.md, "PPO populations"), fastest for one agent and for 16.
+inline constexpr int kPpoGatherRowsPerWarp = 4;
+
 /// For i < batch: ppo::gather_row(i, rollout, seed, epoch, offset, ...): states (batch,
 /// state_dim), the rest (batch). Outputs distinct from each other and from the rollout.
+/// Launch: a warp per rows_per_warp (1 to 32) rows, blocks of whole warps, any 1-D grid.
 using PpoGather = void(float* __restrict__ states, int* __restrict__ actions,
                        float* __restrict__ old_log_probs, float* __restrict__ advantages,
                        float* __restrict__ returns, float* __restrict__ old_values,
                        ppo::RolloutView rollout, std::uint64_t seed, core::CounterValue epoch, int offset,
-                       int batch);
+                       int batch, int rows_per_warp);
 
 /// lr[0] = ppo::scheduled_learning_rate(base_lr, linear, total_rollouts, rollouts.value()):
 /// this rollout's learning rate, which Adam then reads from device memory. One thread.

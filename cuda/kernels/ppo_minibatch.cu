@@ -10,7 +10,10 @@
  *              old_values (batch).
  *              The learning rate of the rollout's updates: ppo::scheduled_learning_rate of the
  *              rollout count (from device memory in a captured update), one thread.
- * Launch:      one thread per minibatch row, any 1-D grid (grid-stride).
+ * Launch:      a warp per rows_per_warp (1 to 32) minibatch rows: lane r finds row r's rollout
+ *              row and copies its scalars, then the lanes copy the rows' states as one
+ *              contiguous span (each row one contiguous read). Any 1-D grid of whole warps
+ *              (grid-stride).
  * Determinism: exact; integer index math and copies, = CPU twin bit for bit.
  * Aliasing:    outputs are __restrict__, distinct from each other and from the rollout buffers
  *              (checked by ops::ppo_gather, src/ops/ppo/ops.hpp).
@@ -26,11 +29,31 @@ extern "C" __global__ void ppo_gather_kernel(float* __restrict__ states, int* __
                                              float* __restrict__ old_log_probs, float* __restrict__ advantages,
                                              float* __restrict__ returns, float* __restrict__ old_values,
                                              fh::ppo::RolloutView rollout, std::uint64_t seed,
-                                             fh::core::CounterValue epoch_value, int offset, int batch) {
+                                             fh::core::CounterValue epoch_value, int offset, int batch,
+                                             int rows_per_warp) {
+    constexpr int kWarp = 32;
     const auto epoch = static_cast<std::uint64_t>(epoch_value.value());
-    for (long long i = global_thread_index(); i < batch; i += grid_thread_count())
-        fh::ppo::gather_row(static_cast<int>(i), rollout, seed, epoch, offset, states, actions, old_log_probs,
-                            advantages, returns, old_values);
+    const int lane = static_cast<int>(threadIdx.x % kWarp);
+    const int D = rollout.state_dim;
+    const long long warp = global_thread_index() / kWarp, warps = grid_thread_count() / kWarp;
+    // base is the same for the whole warp (blocks of whole warps), so every lane takes the shuffles.
+    for (long long base = warp * rows_per_warp; base < batch; base += warps * rows_per_warp) {
+        const int rows = static_cast<int>(batch - base < rows_per_warp ? batch - base : rows_per_warp);
+        long long src = 0;  // lane r < rows: the rollout row of minibatch row base + r
+        if (lane < rows) {
+            const int i = static_cast<int>(base + lane);
+            src = fh::ppo::gather_source(i, rollout, seed, epoch, offset);
+            fh::ppo::gather_scalars(i, src, rollout, actions, old_log_probs, advantages, returns, old_values);
+        }
+        // The rows' states as one contiguous span of rows * D floats, the lanes over it.
+        const int n = rows * D;
+        for (int e0 = 0; e0 < n; e0 += kWarp) {
+            const int e = e0 + lane;
+            const int r = (e < n ? e : n - 1) / D;
+            const long long from = __shfl_sync(0xffffffffu, src, r);
+            if (e < n) states[base * D + e] = rollout.states[from * D + (e - r * D)];
+        }
+    }
 }
 
 extern "C" __global__ void ppo_learning_rate_kernel(float* __restrict__ lr, double base_lr, int linear,

@@ -208,19 +208,29 @@ struct RolloutView {
     int state_dim;
 };
 
-/// Minibatch row i = rollout row permute(offset + i, rows, seed, epoch).
-FH_HD void gather_row(int i, const RolloutView& r, std::uint64_t seed, std::uint64_t epoch, int offset,
-                      float* states, int* actions, float* old_log_probs, float* advantages, float* returns,
-                      float* old_values) {
-    const long long src = permute(static_cast<std::uint32_t>(offset + i), static_cast<std::uint32_t>(r.rows),
-                                  seed, epoch);
-    const long long D = r.state_dim;
-    for (long long c = 0; c < D; ++c) states[i * D + c] = r.states[src * D + c];
+/// The rollout row of minibatch row i: permute(offset + i, rows, seed, epoch).
+FH_HD long long gather_source(int i, const RolloutView& r, std::uint64_t seed, std::uint64_t epoch, int offset) {
+    return permute(static_cast<std::uint32_t>(offset + i), static_cast<std::uint32_t>(r.rows), seed, epoch);
+}
+
+/// Minibatch row i's scalars from rollout row src.
+FH_HD void gather_scalars(int i, long long src, const RolloutView& r, int* actions, float* old_log_probs,
+                          float* advantages, float* returns, float* old_values) {
     actions[i] = r.actions[src];
     old_log_probs[i] = r.log_probs[src];
     advantages[i] = r.advantages[src];
     returns[i] = r.returns[src];
     old_values[i] = r.values[src];
+}
+
+/// Minibatch row i = rollout row gather_source(i, ...): its state and scalars.
+FH_HD void gather_row(int i, const RolloutView& r, std::uint64_t seed, std::uint64_t epoch, int offset,
+                      float* states, int* actions, float* old_log_probs, float* advantages, float* returns,
+                      float* old_values) {
+    const long long src = gather_source(i, r, seed, epoch, offset);
+    const long long D = r.state_dim;
+    for (long long c = 0; c < D; ++c) states[i * D + c] = r.states[src * D + c];
+    gather_scalars(i, src, r, actions, old_log_probs, advantages, returns, old_values);
 }
 
 // ---- the clipped surrogate loss --------------------------------------------------------------

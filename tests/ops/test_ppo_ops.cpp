@@ -902,33 +902,39 @@ TEST_CASE("the truncated-episode kernels (collect, observations, scatter) equal 
 TEST_CASE("the PPO gather kernel equals its CPU twin", "[gpu][ppo]") {
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    const int M = 1000, D = 11, B = 300;
-    const auto st = random_floats(M * D, 41), lp = random_floats(M, 42), adv = random_floats(M, 43),
-               ret = random_floats(M, 44), val = random_floats(M, 45);
-    std::vector<int> act(M);
-    for (int r = 0; r < M; ++r) act[r] = (r * 31) % 9;
-    auto run = [&](fh::ops::Device& ops, int offset, fh::ops::CounterValue epoch) {
-        auto bs = ops.from_host<float>(st), blp = ops.from_host<float>(lp), badv = ops.from_host<float>(adv),
-             bret = ops.from_host<float>(ret), bval = ops.from_host<float>(val);
-        auto bact = ops.from_host<int>(act);
-        const RolloutView r{bs.cview().data(), bact.cview().data(), blp.cview().data(), badv.cview().data(),
-                            bret.cview().data(), bval.cview().data(), M, D};
-        auto s = ops.alloc<float>(B * D), l = ops.alloc<float>(B), a2 = ops.alloc<float>(B), r2 = ops.alloc<float>(B),
-             v = ops.alloc<float>(B);
-        auto a = ops.alloc<int>(B);
-        fh::ops::ppo_gather(ops, s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), r, 123, epoch, offset);
-        return std::tuple{ops.to_host(s.cview()), ops.to_host(a.cview()), ops.to_host(l.cview()),
-                          ops.to_host(a2.cview()), ops.to_host(r2.cview()), ops.to_host(v.cview())};
-    };
-    for (int offset : {0, 600, 700}) {
-        for (std::uint64_t epoch : {0ull, 5ull}) {
-            INFO("offset " << offset << " epoch " << epoch);
-            CHECK(run(gpu, offset, epoch) == run(cpu, offset, epoch));
+    // A warp per abi::kPpoGatherRowsPerWarp rows (300 rows: a partial last warp for other counts),
+    // its lanes over the rows' states as one span: states narrower than a warp, PPO's 50 features,
+    // more than two warps' worth.
+    for (const int D : {11, 50, 70}) {
+        INFO("state_dim " << D);
+        const int M = 1000, B = 300;
+        const auto st = random_floats(M * D, 41), lp = random_floats(M, 42), adv = random_floats(M, 43),
+                   ret = random_floats(M, 44), val = random_floats(M, 45);
+        std::vector<int> act(M);
+        for (int r = 0; r < M; ++r) act[r] = (r * 31) % 9;
+        auto run = [&](fh::ops::Device& ops, int offset, fh::ops::CounterValue epoch) {
+            auto bs = ops.from_host<float>(st), blp = ops.from_host<float>(lp), badv = ops.from_host<float>(adv),
+                 bret = ops.from_host<float>(ret), bval = ops.from_host<float>(val);
+            auto bact = ops.from_host<int>(act);
+            const RolloutView r{bs.cview().data(), bact.cview().data(), blp.cview().data(), badv.cview().data(),
+                                bret.cview().data(), bval.cview().data(), M, D};
+            auto s = ops.alloc<float>(B * D), l = ops.alloc<float>(B), a2 = ops.alloc<float>(B), r2 = ops.alloc<float>(B),
+                 v = ops.alloc<float>(B);
+            auto a = ops.alloc<int>(B);
+            fh::ops::ppo_gather(ops, s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), r, 123, epoch, offset);
+            return std::tuple{ops.to_host(s.cview()), ops.to_host(a.cview()), ops.to_host(l.cview()),
+                              ops.to_host(a2.cview()), ops.to_host(r2.cview()), ops.to_host(v.cview())};
+        };
+        for (int offset : {0, 600, 700}) {
+            for (std::uint64_t epoch : {0ull, 5ull}) {
+                INFO("offset " << offset << " epoch " << epoch);
+                CHECK(run(gpu, offset, epoch) == run(cpu, offset, epoch));
+            }
         }
+        // The epoch from a counter in device memory: 2 * 2 + 1 = 5.
+        auto counter = gpu.from_host<long long>(std::vector<long long>{2});
+        CHECK(run(gpu, 600, fh::ops::counter_value(counter.cview(), 2, 1)) == run(cpu, 600, 5));
     }
-    // The epoch from a counter in device memory: 2 * 2 + 1 = 5.
-    auto counter = gpu.from_host<long long>(std::vector<long long>{2});
-    CHECK(run(gpu, 600, fh::ops::counter_value(counter.cview(), 2, 1)) == run(cpu, 600, 5));
 }
 
 TEST_CASE("the PPO learning-rate kernel equals its CPU twin", "[gpu][ppo]") {

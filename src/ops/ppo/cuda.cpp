@@ -71,10 +71,12 @@ void ppo_scatter_values(CudaDevice& device, View<float> dst, View<const float> v
 void ppo_gather(CudaDevice& device, View<float> states, View<int> actions, View<float> old_log_probs,
                 View<float> advantages, View<float> returns, View<float> old_values, const ppo::RolloutView& rollout,
                 std::uint64_t seed, CounterValue epoch, int offset) {
-    device.kernels().ppo_gather_kernel(device.stream(), LaunchDims::linear(actions.size(), 128), states.data(),
+    const std::size_t rows = static_cast<std::size_t>(abi::kPpoGatherRowsPerWarp);
+    const std::size_t warps = (actions.size() + rows - 1) / rows;
+    device.kernels().ppo_gather_kernel(device.stream(), LaunchDims::linear(warps * 32, 128), states.data(),
                                        actions.data(), old_log_probs.data(), advantages.data(), returns.data(),
                                        old_values.data(), rollout, seed, epoch, offset,
-                                       static_cast<int>(actions.size()));
+                                       static_cast<int>(actions.size()), abi::kPpoGatherRowsPerWarp);
 }
 
 void ppo_learning_rate(CudaDevice& device, View<float> lr, double base_lr, bool linear, double total_rollouts,
