@@ -120,8 +120,8 @@ struct CudaGraph final : OpSequence::Captured {
     }
 };
 
-/// --verbose: what a captured sequence holds (a population's agents are bound by graph nodes,
-/// docs/performance.md "Populations").
+/// --verbose: what a captured sequence holds (its nodes are what a step launches; docs/performance.md,
+/// "Populations", compares the rates per node).
 void log_graph_shape(cudaGraph_t graph) {
     if (!log::shows(log::Level::debug)) return;
     std::size_t count = 0;
