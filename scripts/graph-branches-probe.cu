@@ -1,11 +1,13 @@
 // graph-branches-probe.cu: do N agents' updates run faster as one CUDA Graph with N parallel
-// branches than as N graphs of their own, launched on N streams (what a population does today)?
-// Each agent's update is the skeleton of a DQN update at the speed goals' shapes (state 50, trunk
-// [256, 256], head 510, batch 256): a gather, the online network on 2B rows (three SGEMMs, each
-// with a bias + ReLU kernel), a loss stand-in, the backward (per layer a bias-gradient kernel and
-// the dW product beside the dX product on a second stream) and an Adam stand-in: 20 kernels and
-// SGEMMs per agent, on the agent's own buffers. Prints microseconds per population update and
-// agent-updates/s for each N and mode. Not part of the build (docs/performance.md quotes it):
+// branches, or as graphs without forks, than as N graphs of their own launched on N streams (what
+// a population does)? Each agent's update is the skeleton of a DQN update at the speed goals'
+// shapes (state 50, trunk [256, 256], head 510, batch 256): a gather, the online network on 2B
+// rows (three SGEMMs, each with a bias + ReLU kernel), a loss stand-in, the backward (per layer a
+// column-sum kernel and the dW product, beside the dX product on a second stream unless
+// "straight") and an Adam stand-in: 22 graph nodes per agent, on the agent's own buffers. Prints,
+// for each N and mode, microseconds per population update (N agent-updates), agent-updates/s and
+// the host's cost of the launches alone (the GPU held by a spin kernel meanwhile). Not part of the
+// build (docs/performance.md, "Populations", quotes it):
 //   nvcc -O2 -std=c++17 -arch=sm_90 -o graph-branches-probe scripts/graph-branches-probe.cu -lcublas
 //   ./graph-branches-probe
 #include <cublas_v2.h>

@@ -349,10 +349,16 @@ TEST_CASE("CUDA narrow tanh layers (network_linear_narrow_*): the in-order fmaf 
                 return gpu.to_host(y.cview());
             };
             const auto got = run();
-            // A population's agent (the GPU shared by 16) may take another tile: the same bits.
-            gpu.cuda()->set_gpu_sharers(16);
-            const auto shared = run();
-            gpu.cuda()->set_gpu_sharers(1);
+            // A population's agent (the GPU shared by 16) may take another tile: the same bits. The
+            // shared test device goes back to one sharer whatever happens.
+            const auto shared = [&] {
+                gpu.cuda()->set_gpu_sharers(16);
+                const struct Restore {
+                    fh::ops::CudaDevice* d;
+                    ~Restore() { d->set_gpu_sharers(1); }
+                } restore{gpu.cuda()};
+                return run();
+            }();
             REQUIRE(shared == got);
             std::vector<float> want(got.size());
             for (std::size_t z = 0; z < n; ++z)
