@@ -32,6 +32,9 @@ int main() {
     {"full dX2 B1024", 512, 1024, 512, false, false, 1},
     {"ppo fwd2 B32768", 512, 32768, 512, true, false, 1}, {"ppo dW2 B32768", 512, 512, 32768, false, true, 1},
     {"ppo dX2 B32768", 512, 32768, 512, false, false, 1},
+    {"ppo head fwd B32768", 45, 32768, 512, true, false, 1}, {"ppo head dW B32768", 512, 45, 32768, false, true, 1},
+    {"ppo head dX B32768", 512, 32768, 45, false, false, 1}, {"ppo dW1 B32768", 50, 512, 32768, false, true, 1},
+    {"ppo col fwd2 B2048", 512, 2048, 512, true, false, 1}, {"ppo col head B2048", 45, 2048, 512, true, false, 1},
   };
   cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
   for (auto& sh : shapes) {

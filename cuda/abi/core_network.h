@@ -37,14 +37,30 @@ using NetworkBiasActForward = void(float* __restrict__ y, const float* __restric
 /// b at z * w_stride, y at z * batch * out. Every output's sum is that order whatever the tile,
 /// so the bits depend on the operands only. Instances network_linear_narrow_{2,4,8}_kernel take
 /// tiles of 16 * TM rows by 16 * TM columns (TM x TM outputs per thread): block
-/// kLinearNarrowThreads, grid (ceil(batch / (16 TM)), ceil(out / (16 TM)), count). x (batch, in)
-/// per layer, W (out, in), b (out) or null, y (count, batch, out).
+/// kLinearNarrowThreads, grid (ceil(batch / (16 TM)), ceil(out / (16 TM)), count), dynamic shared
+/// memory linear_narrow_smem_bytes(16 TM, in). x (batch, in) per layer, W (out, in), b (out) or
+/// null, y (count, batch, out).
 using NetworkLinearNarrow = void(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w,
                                  const float* __restrict__ b, Activation act, int batch, int in, int out,
                                  long long x_stride, long long w_stride);
 inline constexpr int kLinearNarrowThreads = 256;
 /// Inputs staged in shared memory per step of the k loop.
 inline constexpr int kLinearNarrowChunk = 32;
+/// The padded length of a staged row of a narrow tile of `tile` rows (or columns): its staging
+/// stores hit 8 banks, and its rows stay 16-byte aligned.
+FH_HD constexpr int linear_narrow_row(int tile) { return tile + 4; }
+/// Shared-memory buffers of a tile, each one chunk of inputs for the tile's rows and columns: two
+/// for the 128-row tile (the next chunk's copies fill one while the block sums the other), one for
+/// the smaller tiles, whose larger footprint with two slowed the PPO rollout step, where two
+/// networks' narrow layers run beside cuBLAS's products (docs/performance.md).
+FH_HD constexpr int linear_narrow_buffers(int tile) { return tile == 128 ? 2 : 1; }
+/// Dynamic shared memory of a network_linear_narrow_* launch with tiles of `tile` (16 TM) and `in`
+/// inputs: as many buffers as chunks, up to linear_narrow_buffers(tile).
+FH_HD constexpr int linear_narrow_smem_bytes(int tile, int in) {
+    const int chunks = (in + kLinearNarrowChunk - 1) / kLinearNarrowChunk;
+    const int buffers = chunks < linear_narrow_buffers(tile) ? chunks : linear_narrow_buffers(tile);
+    return buffers * 2 * kLinearNarrowChunk * linear_narrow_row(tile) * static_cast<int>(sizeof(float));
+}
 /// The widest input of the tanh layers the trainers send through network_linear_narrow_*
 /// (the observation layers, PPO's [64, 64] trunks): beyond it cuBLAS's products are faster.
 inline constexpr int kLinearNarrowMaxIn = 64;

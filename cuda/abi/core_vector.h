@@ -19,8 +19,9 @@ using SaxpyF32 = void(float* __restrict__ y, const float* __restrict__ x, float 
 /// y[i] *= alpha, in place; a single pointer, so nothing can alias.
 using ScaleF32 = void(float* y, float alpha, int n);
 
-/// out[0] = (sum of x) / n. Launch exactly one block of kMeanThreads threads: each thread sums a
-/// fixed stride, then a fixed tree (deterministic run to run). out and x must not overlap.
+/// out[s] = (sum of x[s n, (s + 1) n)) / n for each of the grid's segments. Launch one block of
+/// kMeanThreads threads per segment (grid.x): each thread sums a fixed stride, then a fixed tree
+/// (deterministic run to run). out and x must not overlap.
 using MeanF32 = void(float* __restrict__ out, const float* __restrict__ x, int n);
 constexpr int kMeanThreads = 256;
 

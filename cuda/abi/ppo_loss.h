@@ -7,15 +7,17 @@
 
 namespace fh::abi {
 
-/// For i < batch: ppo::loss_sample(i, batch, num_actions, ...): stats (kPpoLossStats, batch),
-/// d_logits and logits (batch, num_actions), the rest (batch). Outputs distinct from each other
-/// and from the inputs.
+/// For i < batch: ppo::loss_sample(i, batch, num_actions, ...) with each row's sums over a warp's
+/// lanes: stats (kPpoLossStats, batch), d_logits and logits (batch, num_actions), the rest
+/// (batch). Outputs distinct from each other and from the inputs. Launch: blocks of
+/// kPpoLossThreads threads, a warp per sample (grid-stride over the warps).
 using PpoLoss = void(float* __restrict__ stats, float* __restrict__ d_logits, float* __restrict__ d_values,
                      const float* __restrict__ logits, const float* __restrict__ values,
                      const int* __restrict__ actions, const float* __restrict__ old_log_probs,
                      const float* __restrict__ advantages, const float* __restrict__ returns,
                      const float* __restrict__ old_values, ppo::LossParams params, int num_actions,
                      int batch);
+inline constexpr int kPpoLossThreads = 256;
 
 }  // namespace fh::abi
 

@@ -89,10 +89,25 @@ template <int V> __device__ __forceinline__ void load_vec(float* v, const float*
     }
 }
 
+/// One float from global to shared memory without passing through registers (cp.async, sm_80+);
+/// when !valid nothing is read and the word is set to zero (the copy's zero fill).
+__device__ __forceinline__ void copy_async_float(float* dst, const float* src, bool valid) {
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+/// Waits until at most `pending` of this thread's committed copy groups are still in flight.
+template <int pending> __device__ __forceinline__ void copy_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
+}
+
 /// network_linear_narrow_<TM>_kernel (cuda/abi/core_network.h): a tile of T = 16 TM rows by T
 /// columns per block, TM x TM outputs per thread. A thread's rows (and columns) are groups of V
 /// adjacent ones, 16 V apart, so that its shared-memory reads are vector loads without bank
 /// conflicts and its stores cover whole spans of a row with the other threads of its half-warp.
+/// The inputs come in chunks of C by cp.async copies (no registers) into NB shared buffers
+/// (dynamic shared memory, abi::linear_narrow_smem_bytes): with two (the 128-row tile) the copies
+/// of chunk c + 1 are in flight while the block sums chunk c.
 template <int TM>
 __device__ __forceinline__ void linear_narrow(float* __restrict__ y, const float* __restrict__ x,
                                               const float* __restrict__ w, const float* __restrict__ b, Activation act,
@@ -100,9 +115,12 @@ __device__ __forceinline__ void linear_narrow(float* __restrict__ y, const float
     constexpr int V = TM < 4 ? TM : 4;
     constexpr int T = 16 * TM;
     constexpr int C = fh::abi::kLinearNarrowChunk;
-    constexpr int L = T + 4;  // the padded row: staging stores hit 8 banks, rows stay 16-byte aligned
-    __shared__ __align__(16) float xs[C][L];  // xs[k][r] = x[row0 + r, k0 + k]
-    __shared__ __align__(16) float ws[C][L];  // ws[k][c] = W[col0 + c, k0 + k]
+    constexpr int L = fh::abi::linear_narrow_row(T);
+    constexpr int NB = fh::abi::linear_narrow_buffers(T);
+    extern __shared__ __align__(16) float narrow_smem[];
+    // Buffer u: xs(u)[k * L + r] = x[row0 + r, k0 + k], ws(u)[k * L + c] = W[col0 + c, k0 + k].
+    const auto xs = [&](int u) { return narrow_smem + u * 2 * C * L; };
+    const auto ws = [&](int u) { return narrow_smem + u * 2 * C * L + C * L; };
     const long long z = blockIdx.z;
     x += z * x_stride;
     w += z * w_stride;
@@ -110,37 +128,64 @@ __device__ __forceinline__ void linear_narrow(float* __restrict__ y, const float
     y += z * static_cast<long long>(batch) * out;
     const int row0 = static_cast<int>(blockIdx.x) * T, col0 = static_cast<int>(blockIdx.y) * T;
     const int tx = static_cast<int>(threadIdx.x) % 16, ty = static_cast<int>(threadIdx.x) / 16;
+    const int chunks = (in + C - 1) / C;
+    // A warp stages one row's (and one column's) inputs per step: lane k copies input k0 + k, so
+    // a warp's reads are one contiguous span. Rows past the batch (columns past out) are zero.
+    static_assert(C == 32, "a lane per staged input");
+    const auto stage = [&](int chunk) {
+        if (chunk < chunks) {
+            const int k0 = chunk * C, k = static_cast<int>(threadIdx.x) % 32;
+            float* xd = xs(chunk % NB);
+            float* wd = ws(chunk % NB);
+            if (k < in - k0)
+#pragma unroll 4
+                for (int r = static_cast<int>(threadIdx.x) / 32; r < T; r += fh::abi::kLinearNarrowThreads / 32) {
+                    const bool xv = row0 + r < batch, wv = col0 + r < out;
+                    copy_async_float(xd + k * L + r, x + (xv ? static_cast<long long>(row0 + r) * in + k0 + k : 0), xv);
+                    copy_async_float(wd + k * L + r, w + (wv ? static_cast<long long>(col0 + r) * in + k0 + k : 0), wv);
+                }
+        }
+        copy_async_commit();  // a group per chunk, empty past the last: the wait below counts groups
+    };
+    stage(0);
+    if constexpr (NB == 2) stage(1);
     float acc[TM][TM];
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TM; ++j) acc[i][j] = 0.f;
-    for (int k0 = 0; k0 < in; k0 += C) {
-        const int kn = min(C, in - k0);
-        __syncthreads();  // the previous chunk's reads are done
-        // A warp stages one row's (and one column's) kn adjacent inputs per step: lane k reads
-        // input k0 + k, so a warp's reads are one contiguous span.
-        static_assert(C == 32, "a lane per staged input");
-        const int k = static_cast<int>(threadIdx.x) % 32;
-        if (k < kn)
-            for (int r = static_cast<int>(threadIdx.x) / 32; r < T; r += fh::abi::kLinearNarrowThreads / 32) {
-                xs[k][r] = row0 + r < batch ? x[static_cast<long long>(row0 + r) * in + k0 + k] : 0.f;
-                ws[k][r] = col0 + r < out ? w[static_cast<long long>(col0 + r) * in + k0 + k] : 0.f;
-            }
-        __syncthreads();
-#pragma unroll 2
-        for (int k = 0; k < kn; ++k) {
-            float a[TM], c[TM];
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+        copy_async_wait<NB - 1>();  // this chunk's group is done (the next one may still be in flight)
+        __syncthreads();            // ... for every thread's copies
+        const int kn = min(C, in - chunk * C);
+        const float* xc = xs(chunk % NB);
+        const float* wc = ws(chunk % NB);
+        // The fragments of input k + 1 are loaded while input k's products are summed.
+        const auto fetch = [&](float* a, float* c, int k) {
 #pragma unroll
             for (int g = 0; g < TM / V; ++g) {
-                load_vec<V>(a + g * V, &xs[k][g * 16 * V + ty * V]);
-                load_vec<V>(c + g * V, &ws[k][g * 16 * V + tx * V]);
+                load_vec<V>(a + g * V, xc + k * L + g * 16 * V + ty * V);
+                load_vec<V>(c + g * V, wc + k * L + g * 16 * V + tx * V);
             }
+        };
+        const auto sum = [&](const float* a, const float* c) {
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
                 for (int j = 0; j < TM; ++j) acc[i][j] = fmaf(a[i], c[j], acc[i][j]);
+        };
+        float a0[TM], c0[TM], a1[TM], c1[TM];
+        fetch(a0, c0, 0);
+        int k = 0;
+        for (; k + 2 <= kn; k += 2) {
+            fetch(a1, c1, k + 1);
+            sum(a0, c0);
+            if (k + 2 < kn) fetch(a0, c0, k + 2);
+            sum(a1, c1);
         }
+        if (k < kn) sum(a0, c0);  // an odd count: the last input's fragments are in a0, c0
+        __syncthreads();  // every thread is done with this buffer before chunk + NB is copied into it
+        stage(chunk + NB);
     }
     const bool vec4 = V == 4 && out % 4 == 0 && reinterpret_cast<unsigned long long>(y) % 16 == 0;
     float bias[TM];  // this thread's columns' biases (read only when b is not null)

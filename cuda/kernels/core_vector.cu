@@ -4,7 +4,7 @@
  *             copy  dst[i] = src[i]
  *             saxpy y[i] = fma(a, x[i], y[i])        (core::saxpy_element)
  *             scale y[i] = y[i] * alpha              (in place)
- *             mean  out[0] = sum(x) / n              (one block, fixed-order tree)
+ *             mean  out[s] = sum(x segment s) / n    (a block per segment, fixed-order tree)
  *             increment counter[0] += 1             (one thread: a device-side update number)
  *             copy_every dst[i] = src[i] if counter[0] % period == 0
  * Layout:     flat float arrays of n elements (n < 2^31).
@@ -46,6 +46,8 @@ extern "C" __global__ void scale_f32_kernel(float* y, float alpha, int n) {
 
 extern "C" __global__ void mean_f32_kernel(float* __restrict__ out, const float* __restrict__ x, int n) {
     __shared__ float partial[fh::abi::kMeanThreads];
+    x += static_cast<long long>(blockIdx.x) * n;  // this block's segment
+    out += blockIdx.x;
     float sum = 0.0f;
     for (int i = threadIdx.x; i < n; i += fh::abi::kMeanThreads) sum += x[i];
     partial[threadIdx.x] = sum;

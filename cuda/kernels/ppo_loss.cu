@@ -10,9 +10,12 @@
  * Layout:      logits, d_logits (B, A); values, actions, old_log_probs, advantages, returns,
  *              old_values, d_values (B); stats (ppo::kPpoLossStats, B): stat k of sample i at k B + i,
  *              so each stat is contiguous for ops::mean.
- * Launch:      one thread per sample, any 1-D grid (grid-stride); A up to a few hundred.
- * Determinism: exact (no atomics, each sample's sums in order in one thread); ≈ CPU twin (expf,
- *              logf and FMA contraction round differently from the host).
+ * Launch:      a warp per sample (kPpoLossThreads per block: its warps take a sample each, grid-
+ *              stride); lane l takes the actions l, l + 32, ... of its sample's row.
+ * Determinism: exact (no atomics; a row's maximum, exp-sum and entropy are each a lane's sum in
+ *              action order, then a fixed xor tree over the lanes, which leaves the same value in
+ *              every lane); ≈ CPU twin, which sums each row in action order (expf, logf and FMA
+ *              contraction also round differently from the host).
  * Aliasing:    __restrict__ everywhere: outputs distinct from each other and from every input
  *              (checked by ops::ppo_loss, src/ops/ppo/ops.hpp); read-only inputs may share.
  * Signatures:  cuda/abi/ppo_loss.h. CPU twin: src/ops/ppo/cpu.cpp.
@@ -23,6 +26,26 @@
 using fh::device::global_thread_index;
 using fh::device::grid_thread_count;
 
+namespace {
+
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+/// The maximum (as `a > b ? a : b`) and the sum over the warp's lanes, by a fixed xor tree:
+/// every lane ends with the same value (each step adds the same two partials in either order).
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o /= 2) {
+        const float u = __shfl_xor_sync(kFullWarp, v, o);
+        v = u > v ? u : v;
+    }
+    return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(kFullWarp, v, o);
+    return v;
+}
+
+}  // namespace
+
 extern "C" __global__ void ppo_loss_kernel(float* __restrict__ stats, float* __restrict__ d_logits,
                                            float* __restrict__ d_values, const float* __restrict__ logits,
                                            const float* __restrict__ values, const int* __restrict__ actions,
@@ -30,9 +53,35 @@ extern "C" __global__ void ppo_loss_kernel(float* __restrict__ stats, float* __r
                                            const float* __restrict__ advantages, const float* __restrict__ returns,
                                            const float* __restrict__ old_values, fh::ppo::LossParams params,
                                            int num_actions, int batch) {
-    for (long long i = global_thread_index(); i < batch; i += grid_thread_count())
-        fh::ppo::loss_sample(static_cast<int>(i), batch, num_actions, logits, values, actions, old_log_probs,
-                             advantages, returns, old_values, params, stats, d_logits, d_values);
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const long long warps = grid_thread_count() / 32;
+    // Every lane of a warp takes the same rows, so the shuffles below see the whole warp.
+    for (long long i = global_thread_index() / 32; i < batch; i += warps) {
+        const float* z = logits + i * num_actions;
+        float m = -INFINITY;
+        for (int j = lane; j < num_actions; j += 32) m = z[j] > m ? z[j] : m;
+        m = warp_max(m);
+        float sum = 0.0f;
+        for (int j = lane; j < num_actions; j += 32) sum += expf(z[j] - m);
+        const float lse = m + logf(warp_sum(sum));
+        float h = 0.0f;
+        for (int j = lane; j < num_actions; j += 32) {
+            const float lp = z[j] - lse;
+            h -= expf(lp) * lp;
+        }
+        const float H = warp_sum(h);
+        const int a = actions[i];
+        const float logp = z[a] - lse;
+        const fh::ppo::LossTerms t =
+            fh::ppo::loss_terms(logp, old_log_probs[i], advantages[i], values[i], returns[i], old_values[i], params);
+        const float scale = 1.0f / static_cast<float>(batch);
+        float* dz = d_logits + i * num_actions;
+        for (int j = lane; j < num_actions; j += 32)
+            dz[j] = fh::ppo::loss_logit_grad(z[j] - lse, j == a, t, H, params.entropy_coef, scale);
+        if (lane == 0)
+            fh::ppo::loss_write_sample(static_cast<int>(i), batch, t, H, logp, old_log_probs[i], params, stats,
+                                       d_values);
+    }
 }
 
 FH_KERNELS_ppo_loss(FH_CHECK_KERNEL_ABI)

@@ -250,14 +250,65 @@ struct LossParams {
     int clip_value;      ///< 1: clipped value loss 0.5 max((v-R)^2, (v_old + clip(v-v_old) - R)^2)
 };
 
+/// One sample's terms of the loss, given its action's log-probability logp (= z[a] - lse):
+///   ratio = exp(logp - old_logp); the surrogate min(ratio adv, clip(ratio, 1-eps, 1+eps) adv) and
+///   d(-surrogate)/dlogp = -adv ratio when the unclipped term is the min, else 0 (g_logp);
+///   the value loss Lv and dLv/dv: 0.5 (v - R)^2 and v - R, or with clip_value the larger branch
+///   and its derivative (the clipped one's is v_clip - R inside [-eps, eps] and 0 outside; ties
+///   take the unclipped branch).
+struct LossTerms {
+    float surrogate, g_logp, value_loss, d_value;
+    bool clipped;  ///< the clipped term is the min: no gradient through the ratio
+};
+FH_HD LossTerms loss_terms(float logp, float old_logp, float adv, float v, float R, float v_old, const LossParams& p) {
+    LossTerms t{};
+    const float ratio = expf(logp - old_logp);
+    const float lo = 1.0f - p.clip, hi = 1.0f + p.clip;
+    const float clipped_ratio = ratio < lo ? lo : (ratio > hi ? hi : ratio);
+    const float surr1 = ratio * adv, surr2 = clipped_ratio * adv;
+    t.clipped = surr2 < surr1;
+    t.surrogate = t.clipped ? surr2 : surr1;
+    t.g_logp = t.clipped ? 0.0f : -adv * ratio;
+    const float e1 = v - R;
+    t.value_loss = 0.5f * e1 * e1;
+    t.d_value = e1;
+    if (p.clip_value) {
+        const float dvo = v - v_old;
+        const float dvc = dvo < -p.clip ? -p.clip : (dvo > p.clip ? p.clip : dvo);
+        const float e2 = v_old + dvc - R;
+        if (e2 * e2 > e1 * e1) {
+            t.value_loss = 0.5f * e2 * e2;
+            t.d_value = (dvo >= -p.clip && dvo <= p.clip) ? e2 : 0.0f;
+        }
+    }
+    return t;
+}
+
+/// dL/dz_j of the minibatch-mean loss for logit j of a row whose log-softmax at j is lp (pi_j =
+/// exp(lp)): dlogp/dz_j = [j == a] - pi_j, dH/dz_j = -pi_j (lp + H); scale = 1 / B.
+FH_HD float loss_logit_grad(float lp, bool is_action, const LossTerms& t, float H, float entropy_coef, float scale) {
+    const float pj = expf(lp);
+    const float d_policy = t.g_logp * ((is_action ? 1.0f : 0.0f) - pj);
+    const float d_entropy = -pj * (lp + H);
+    return (d_policy - entropy_coef * d_entropy) * scale;
+}
+
+/// Writes sample i's d_values and its kPpoLossStats stats (logp: its action's log-probability).
+FH_HD void loss_write_sample(int i, int B, const LossTerms& t, float H, float logp, float old_logp,
+                             const LossParams& p, float* stats, float* d_values) {
+    d_values[i] = p.value_coef * t.d_value * (1.0f / static_cast<float>(B));
+    stats[kStatPolicy * B + i] = -t.surrogate;
+    stats[kStatValue * B + i] = t.value_loss;
+    stats[kStatEntropy * B + i] = H;
+    stats[kStatKl * B + i] = old_logp - logp;
+    stats[kStatClipped * B + i] = t.clipped ? 1.0f : 0.0f;
+}
+
 /// Sample i of a minibatch of B (logits (B, A) row i, scalars at i): writes its kPpoLossStats
 /// stats and the gradients of the minibatch-mean loss
 ///   L = mean_i [ -min(ratio adv, clip(ratio, 1-eps, 1+eps) adv) + value_coef Lv - entropy_coef H ]
-/// with ratio = exp(logp - old_logp): d_logits row i (A) and d_values[i].
-///   d(-surrogate)/dlogp = -adv ratio when the unclipped term is the min, else 0;
-///   dlogp/dz_j = [j == a] - pi_j;  dH/dz_j = -pi_j (log pi_j + H);
-///   dLv/dv = v - R, or with clip_value the derivative of the larger branch (the clipped one's is
-///   v_clip - R inside [-eps, eps] and 0 outside; ties take the unclipped branch).
+/// (loss_terms, loss_logit_grad): d_logits row i (A) and d_values[i]. The row's sums (its
+/// log-sum-exp and entropy) in action order; the kernel sums them across a warp's lanes instead.
 FH_HD void loss_sample(int i, int B, int A, const float* logits, const float* values, const int* actions,
                        const float* old_log_probs, const float* advantages, const float* returns,
                        const float* old_values, const LossParams& p, float* stats, float* d_logits,
@@ -265,50 +316,17 @@ FH_HD void loss_sample(int i, int B, int A, const float* logits, const float* va
     const float* z = logits + static_cast<long long>(i) * A;
     float* dz = d_logits + static_cast<long long>(i) * A;
     const int a = actions[i];
-    const float scale = 1.0f / static_cast<float>(B);
-
-    // Policy: the clipped surrogate.
     const float lse = policy::log_sum_exp(z, A);
-    const float logp = policy::log_prob(z, A, a);
-    const float adv = advantages[i];
-    const float ratio = expf(logp - old_log_probs[i]);
-    const float lo = 1.0f - p.clip, hi = 1.0f + p.clip;
-    const float clipped_ratio = ratio < lo ? lo : (ratio > hi ? hi : ratio);
-    const float surr1 = ratio * adv, surr2 = clipped_ratio * adv;
-    const bool clipped = surr2 < surr1;  // the clipped term is the min: no gradient through it
-    const float surrogate = clipped ? surr2 : surr1;
-    const float g_logp = clipped ? 0.0f : -adv * ratio;
-
-    // Entropy bonus.
-    const float H = policy::entropy(z, A);
+    const float logp = z[a] - lse;
+    float H = 0.0f;
     for (int j = 0; j < A; ++j) {
         const float lp = z[j] - lse;
-        const float pj = expf(lp);
-        const float d_policy = g_logp * ((j == a ? 1.0f : 0.0f) - pj);
-        const float d_entropy = -pj * (lp + H);  // dH/dz_j
-        dz[j] = (d_policy - p.entropy_coef * d_entropy) * scale;
+        H -= expf(lp) * lp;
     }
-
-    // Value.
-    const float v = values[i], R = returns[i];
-    const float e1 = v - R;
-    float lv = 0.5f * e1 * e1, dv = e1;
-    if (p.clip_value) {
-        const float dvo = v - old_values[i];
-        const float dvc = dvo < -p.clip ? -p.clip : (dvo > p.clip ? p.clip : dvo);
-        const float e2 = old_values[i] + dvc - R;
-        if (e2 * e2 > e1 * e1) {
-            lv = 0.5f * e2 * e2;
-            dv = (dvo >= -p.clip && dvo <= p.clip) ? e2 : 0.0f;
-        }
-    }
-    d_values[i] = p.value_coef * dv * scale;
-
-    stats[kStatPolicy * B + i] = -surrogate;
-    stats[kStatValue * B + i] = lv;
-    stats[kStatEntropy * B + i] = H;
-    stats[kStatKl * B + i] = old_log_probs[i] - logp;
-    stats[kStatClipped * B + i] = clipped ? 1.0f : 0.0f;
+    const LossTerms t = loss_terms(logp, old_log_probs[i], advantages[i], values[i], returns[i], old_values[i], p);
+    const float scale = 1.0f / static_cast<float>(B);
+    for (int j = 0; j < A; ++j) dz[j] = loss_logit_grad(z[j] - lse, j == a, t, H, p.entropy_coef, scale);
+    loss_write_sample(i, B, t, H, logp, old_log_probs[i], p, stats, d_values);
 }
 
 // ---- curiosity (ICM-style forward model) ---------------------------------------------------

@@ -78,6 +78,12 @@ public:
         }
     }
 
+    /// Lets this kernel's launches on device `ordinal` use up to `bytes` of dynamic shared memory
+    /// (beyond 48 KB a kernel has to opt in).
+    void allow_dynamic_smem(int bytes, int ordinal) const {
+        FH_CUDA_CHECK(cudaKernelSetAttributeForDevice(k_, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes, ordinal));
+    }
+
 private:
     cudaKernel_t k_ = nullptr;
     const char* name_ = "";

@@ -52,9 +52,12 @@ void CpuDevice::scale_impl(View<float> y, float alpha) {
 }
 
 void CpuDevice::mean_impl(View<float> out, View<const float> x) {
-    double sum = 0.0;
-    for (std::size_t i = 0; i < x.size(); ++i) sum += x.data()[i];
-    out.data()[0] = static_cast<float>(sum / static_cast<double>(x.size()));
+    const std::size_t n = x.size() / out.size();
+    for (std::size_t s = 0; s < out.size(); ++s) {
+        double sum = 0.0;
+        for (std::size_t i = 0; i < n; ++i) sum += x.data()[s * n + i];
+        out.data()[s] = static_cast<float>(sum / static_cast<double>(n));
+    }
 }
 
 void CpuDevice::linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,

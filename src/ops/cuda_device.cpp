@@ -70,6 +70,9 @@ struct CudaDevice::Lane {
 CudaDevice::CudaDevice(int ordinal, int side_lanes)
     : device_(cuda::select_device(ordinal)), registry_(cuda::KernelRegistry::shared()) {
     FH_CUBLAS_CHECK(cublasLtCreate(&lt_));
+    // The narrow layers' largest tile double-buffers its inputs in more than 48 KB.
+    kernels().network_linear_narrow_8_kernel.allow_dynamic_smem(
+        abi::linear_narrow_smem_bytes(128, abi::kLinearNarrowMaxIn), device_.ordinal);
     const int sides = std::clamp(side_lanes, 0, kSideLanes);
     for (int i = 0; i <= sides; ++i) lanes_.push_back(std::make_unique<Lane>());
     const auto s = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
@@ -276,8 +279,8 @@ void CudaDevice::scale_impl(View<float> y, float alpha) {
 }
 
 void CudaDevice::mean_impl(View<float> out, View<const float> x) {
-    kernels().mean_f32_kernel(stream(), LaunchDims{dim3(1), dim3(abi::kMeanThreads), 0}, out.data(), x.data(),
-                              static_cast<int>(x.size()));
+    kernels().mean_f32_kernel(stream(), LaunchDims{dim3(static_cast<unsigned>(out.size())), dim3(abi::kMeanThreads), 0},
+                              out.data(), x.data(), static_cast<int>(x.size() / out.size()));
 }
 
 void CudaDevice::increment_impl(View<long long> counter) {
@@ -393,7 +396,8 @@ bool CudaDevice::narrow_linear_forward(float* Y, const float* X, long long x_str
     const long long grid_x = (batch + tile - 1) / tile, grid_y = (out + tile - 1) / tile;
     if (grid_y > 65535) return false;
     const LaunchDims dims{dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), static_cast<unsigned>(count)),
-                          dim3(abi::kLinearNarrowThreads), 0};
+                          dim3(abi::kLinearNarrowThreads),
+                          static_cast<std::size_t>(abi::linear_narrow_smem_bytes(static_cast<int>(tile), in))};
     const auto& kernel = tm == 8   ? kernels().network_linear_narrow_8_kernel
                          : tm == 4 ? kernels().network_linear_narrow_4_kernel
                                    : kernels().network_linear_narrow_2_kernel;

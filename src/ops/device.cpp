@@ -91,9 +91,12 @@ void Device::scale(View<float> y, float alpha) {
 }
 
 void Device::mean(View<float> out, View<const float> x) {
-    detail::require_size(out.size(), 1, "mean", "out");
-    if (x.empty()) throw std::invalid_argument("ops::mean: empty input");
+    if (out.empty() || x.empty()) throw std::invalid_argument("ops::mean: empty input or output");
+    if (x.size() % out.size() != 0)
+        throw std::invalid_argument("ops::mean: " + std::to_string(x.size()) + " inputs do not split into " +
+                                    std::to_string(out.size()) + " equal segments");
     detail::checked_int_size(x.size(), "mean");
+    detail::checked_int_size(out.size(), "mean");
     detail::require_distinct("mean", {detail::range("out", out), detail::range("x", x)});
     mean_impl(out, x);
 }

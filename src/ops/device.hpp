@@ -217,7 +217,8 @@ public:
     void saxpy(View<float> y, float a, View<const float> x);
     /// y[i] *= alpha, in place.
     void scale(View<float> y, float alpha);
-    /// out[0] = mean of x (n >= 1), in a fixed order; distinct buffers.
+    /// out[s] = mean of segment s of x, x split into out.size() equal segments of n >= 1 (one
+    /// output: the mean of x), each in a fixed order; distinct buffers.
     void mean(View<float> out, View<const float> x);
     /// counter[0] += 1: an update number kept in device memory, which the ops of a captured
     /// sequence read (adam_step's `step`, copy_every) instead of taking it from the host.

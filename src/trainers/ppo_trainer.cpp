@@ -319,7 +319,6 @@ void PpoTrainer::minibatch_update(int epoch, int minibatch, bool inject_nan) {
     const auto update = ops::counter_value(rollouts_dev_.cview(), updates_per_rollout(), index);
     const int offset = minibatch * batch_;
     const int B = batch_;
-    const std::size_t Bs = static_cast<std::size_t>(B);
     const ppo::RolloutView rollout{r_states_.cview().data(), r_actions_.cview().data(), r_logp_.cview().data(),
                                    r_adv_.cview().data(),    r_returns_.cview().data(), r_values_.cview().data(),
                                    static_cast<int>(r_actions_.size()), state_dim_};
@@ -338,9 +337,7 @@ void PpoTrainer::minibatch_update(int epoch, int minibatch, bool inject_nan) {
     const auto cur = current_.view();
     ops_.run_concurrently(
         [&] {
-            for (int k = 0; k < ppo::kPpoLossStats; ++k)
-                ops_.mean(cur.subview(static_cast<std::size_t>(k), 1),
-                          mb_stats_.cview().subview(static_cast<std::size_t>(k) * Bs, Bs));
+            ops_.mean(cur.subview(0, ppo::kPpoLossStats), mb_stats_.cview());  // each stat's B rows
             if (inject_nan && nan_injected(updates_ + index))
                 ops_.fill(cur.subview(kAccPolicy, 1), std::numeric_limits<float>::quiet_NaN());
             net_.critic.backward(ops_, params_.cview(), grads_.view(), mb_d_values_.view(), {}, B, ws_critic_mb_, false);

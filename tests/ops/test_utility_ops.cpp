@@ -101,6 +101,55 @@ TEST_CASE("CUDA utility ops equal the CPU twins bit for bit", "[gpu][ops]") {
 
 namespace {
 
+/// The means of `segments` equal segments of x in one call, then each segment's mean in a call of
+/// its own (the second half of the result).
+std::vector<float> segment_means(Device& ops, const std::vector<float>& x, std::size_t segments) {
+    auto in = ops.from_host<float>(x);
+    auto all = ops.alloc<float>(segments), one = ops.alloc<float>(segments);
+    ops.mean(all.view(), in.cview());
+    const std::size_t n = x.size() / segments;
+    for (std::size_t s = 0; s < segments; ++s) ops.mean(one.view().subview(s, 1), in.cview().subview(s * n, n));
+    auto out = ops.to_host(all.cview());
+    for (float v : ops.to_host(one.cview())) out.push_back(v);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("mean: each of equal segments, as its own call would; sizes that do not split are refused", "[ops]") {
+    CpuDevice ops;
+    for (std::size_t segments : {1, 5}) {
+        const auto x = random_floats(segments * 3001, 61 + segments);
+        const auto m = segment_means(ops, x, segments);
+        for (std::size_t s = 0; s < segments; ++s) {
+            double sum = 0;
+            for (std::size_t i = 0; i < 3001; ++i) sum += x[s * 3001 + i];
+            REQUIRE(m[s] == static_cast<float>(sum / 3001));
+            REQUIRE(m[segments + s] == m[s]);
+        }
+    }
+    auto x = ops.from_host<float>(random_floats(10, 3));
+    auto out = ops.alloc<float>(3);
+    CHECK_THROWS_WITH(ops.mean(out.view(), x.cview()), Catch::Contains("do not split into 3 equal segments"));
+    CHECK_THROWS_AS(ops.mean(out.view().subview(0, 0), x.cview()), std::invalid_argument);
+}
+
+TEST_CASE("CUDA mean of equal segments: each as its own launch would, bit for bit; near the CPU twin", "[gpu][ops]") {
+    CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    for (std::size_t segments : {1, 5, 64}) {
+        for (std::size_t n : {1, 255, 32768}) {
+            INFO("segments " << segments << " n " << n);
+            const auto x = random_floats(segments * n, 71 + segments + n);
+            const auto g = segment_means(gpu, x, segments), c = segment_means(cpu, x, segments);
+            for (std::size_t s = 0; s < segments; ++s) REQUIRE(g[segments + s] == g[s]);
+            FH_REQUIRE_CLOSE(g, c, 1e-6, 1e-5);
+        }
+    }
+}
+
+namespace {
+
 /// increment three times, then copy_every at periods 3 (copies) and 2 (does not).
 std::vector<float> counted_ops(Device& ops, std::size_t n, std::vector<long long>& counter_after) {
     auto counter = ops.from_host<long long>(std::vector<long long>{0});
