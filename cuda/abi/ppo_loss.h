@@ -7,10 +7,10 @@
 
 namespace fh::abi {
 
-/// For i < batch: ppo::loss_sample(i, batch, num_actions, ...) with each row's sums over a warp's
-/// lanes: stats (kPpoLossStats, batch), d_logits and logits (batch, num_actions), the rest
-/// (batch). Outputs distinct from each other and from the inputs. Launch: blocks of
-/// kPpoLossThreads threads, a warp per sample (grid-stride over the warps).
+/// For i < batch: ppo::loss_sample(i, batch, num_actions, ...) with each row's sums over
+/// kPpoLossLanes lanes: stats (kPpoLossStats, batch), d_logits and logits (batch, num_actions), the
+/// rest (batch). Outputs distinct from each other and from the inputs. Launch: blocks of
+/// kPpoLossThreads threads, kPpoLossLanes lanes per sample (grid-stride over the groups).
 using PpoLoss = void(float* __restrict__ stats, float* __restrict__ d_logits, float* __restrict__ d_values,
                      const float* __restrict__ logits, const float* __restrict__ values,
                      const int* __restrict__ actions, const float* __restrict__ old_log_probs,
@@ -18,6 +18,9 @@ using PpoLoss = void(float* __restrict__ stats, float* __restrict__ d_logits, fl
                      const float* __restrict__ old_values, ppo::LossParams params, int num_actions,
                      int batch);
 inline constexpr int kPpoLossThreads = 256;
+/// Lanes per sample: a group of eight adds a row of PPO's 45 actions in six steps a lane and three
+/// shuffles, where a warp's 32 lanes repeat the sample's scalar work 32 times.
+inline constexpr int kPpoLossLanes = 8;
 
 }  // namespace fh::abi
 

@@ -270,18 +270,33 @@ __device__ __forceinline__ void act_bias_grad(float* __restrict__ dy, float* __r
     long long row_end = row0 + rows_per_slice;
     if (row_end > batch) row_end = batch;
     float acc = 0.f;
-    if (col < out)
-        for (long long r = row0 + threadIdx.y; r < row_end; r += fh::abi::kBiasGradRows) {
-            const long long i = r * out + col;
-            float dz = dy[i];
-            if (act != Activation::none) {
-                // Rounded before the sum (no FMA contraction): the same dZ, hence the same db, as
-                // the activation's pass and the bias sums launched apart (ops::BackwardPart).
-                dz = __fmul_rn(dz, fh::core::activation_derivative(y[i], act));
-                dy[i] = dz;
-            }
-            acc += dz;
+    // dZ of row i, rounded before the sum (no FMA contraction): the same dZ, hence the same db, as
+    // the activation's pass and the bias sums launched apart (ops::BackwardPart).
+    const auto dz_of = [&](long long i, float d, float yv) {
+        if (act == Activation::none) return d;
+        const float dz = __fmul_rn(d, fh::core::activation_derivative(yv, act));
+        dy[i] = dz;
+        return dz;
+    };
+    constexpr int K = fh::abi::kBiasGradRows, U = 4;
+    if (col < out) {
+        long long r = row0 + threadIdx.y;
+        // U of the thread's rows at a time, their loads issued together (a streaming pass needs
+        // many bytes in flight), then summed in row order: the same sum as one row at a time.
+        for (; r + (U - 1) * K < row_end; r += U * K) {
+            float d[U], yv[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) d[u] = dy[(r + u * K) * out + col];
+#pragma unroll
+            for (int u = 0; u < U; ++u) yv[u] = act == Activation::none ? 0.f : y[(r + u * K) * out + col];
+#pragma unroll
+            for (int u = 0; u < U; ++u) acc += dz_of((r + u * K) * out + col, d[u], yv[u]);
         }
+        for (; r < row_end; r += K) {
+            const long long i = r * out + col;
+            acc += dz_of(i, dy[i], act == Activation::none ? 0.f : y[i]);
+        }
+    }
     if (db == nullptr) return;  // dZ only (the same for the whole grid)
     sums[threadIdx.y][threadIdx.x] = acc;
     bias_rows_tree(sums);
@@ -307,19 +322,25 @@ __device__ __forceinline__ void act_bias_grad(float* __restrict__ dy, float* __r
 
 }  // namespace
 
-extern "C" __global__ void network_act_bias_grad_kernel(float* __restrict__ dy, float* __restrict__ db,
-                                                        float* __restrict__ partials, unsigned* __restrict__ tickets,
-                                                        const float* __restrict__ y, Activation act, int accumulate,
-                                                        int batch, int out, int rows_per_slice) {
+// Two blocks of kBiasGradRows warps per SM (32 registers a thread) where an SM holds 2,048 threads:
+// a streaming pass needs the whole SM's warps (sm_86 holds 1,536: one block).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 860
+#define FH_BIAS_GRAD_BLOCKS_PER_SM 1
+#else
+#define FH_BIAS_GRAD_BLOCKS_PER_SM 2
+#endif
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, FH_BIAS_GRAD_BLOCKS_PER_SM)
+    network_act_bias_grad_kernel(float* __restrict__ dy, float* __restrict__ db, float* __restrict__ partials,
+                                 unsigned* __restrict__ tickets, const float* __restrict__ y, Activation act,
+                                 int accumulate, int batch, int out, int rows_per_slice) {
     act_bias_grad(dy, db, partials, tickets, y, act, accumulate, batch, out, rows_per_slice);
 }
 
-extern "C" __global__ void network_act_bias_grad_batched_kernel(float* __restrict__ dy, float* __restrict__ db,
-                                                                float* __restrict__ partials,
-                                                                unsigned* __restrict__ tickets,
-                                                                const float* __restrict__ y, Activation act,
-                                                                int accumulate, int batch, int out, int rows_per_slice,
-                                                                long long net_stride, long long db_stride) {
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, FH_BIAS_GRAD_BLOCKS_PER_SM)
+    network_act_bias_grad_batched_kernel(float* __restrict__ dy, float* __restrict__ db, float* __restrict__ partials,
+                                         unsigned* __restrict__ tickets, const float* __restrict__ y, Activation act,
+                                         int accumulate, int batch, int out, int rows_per_slice, long long net_stride,
+                                         long long db_stride) {
     const long long z = blockIdx.z;  // this block's network
     act_bias_grad(dy + z * net_stride, db == nullptr ? nullptr : db + z * db_stride,
                   partials == nullptr ? nullptr : partials + z * gridDim.y * out,

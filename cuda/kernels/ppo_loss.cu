@@ -10,12 +10,12 @@
  * Layout:      logits, d_logits (B, A); values, actions, old_log_probs, advantages, returns,
  *              old_values, d_values (B); stats (ppo::kPpoLossStats, B): stat k of sample i at k B + i,
  *              so each stat is contiguous for ops::mean.
- * Launch:      a warp per sample (kPpoLossThreads per block: its warps take a sample each, grid-
- *              stride); lane l takes the actions l, l + 32, ... of its sample's row.
+ * Launch:      kPpoLossLanes lanes per sample (blocks of kPpoLossThreads, grid-stride over groups of
+ *              lanes); lane l of a group takes the actions l, l + kPpoLossLanes, ... of its row.
  * Determinism: exact (no atomics; a row's maximum, exp-sum and entropy are each a lane's sum in
- *              action order, then a fixed xor tree over the lanes, which leaves the same value in
- *              every lane); ≈ CPU twin, which sums each row in action order (expf, logf and FMA
- *              contraction also round differently from the host).
+ *              action order, then a fixed xor tree over the group's lanes, which leaves the same
+ *              value in each of them); ≈ CPU twin, which sums each row in action order (expf, logf
+ *              and FMA contraction also round differently from the host).
  * Aliasing:    __restrict__ everywhere: outputs distinct from each other and from every input
  *              (checked by ops::ppo_loss, src/ops/ppo/ops.hpp); read-only inputs may share.
  * Signatures:  cuda/abi/ppo_loss.h. CPU twin: src/ops/ppo/cpu.cpp.
@@ -29,18 +29,20 @@ using fh::device::grid_thread_count;
 namespace {
 
 constexpr unsigned kFullWarp = 0xffffffffu;
+constexpr int G = fh::abi::kPpoLossLanes;  // lanes per sample
 
-/// The maximum (as `a > b ? a : b`) and the sum over the warp's lanes, by a fixed xor tree:
-/// every lane ends with the same value (each step adds the same two partials in either order).
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o /= 2) {
+/// The maximum (as `a > b ? a : b`) and the sum over a group's G lanes, by a fixed xor tree:
+/// every lane of the group ends with the same value (each step adds the same two partials in
+/// either order).
+__device__ __forceinline__ float group_max(float v) {
+    for (int o = G / 2; o > 0; o /= 2) {
         const float u = __shfl_xor_sync(kFullWarp, v, o);
         v = u > v ? u : v;
     }
     return v;
 }
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(kFullWarp, v, o);
+__device__ __forceinline__ float group_sum(float v) {
+    for (int o = G / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullWarp, v, o);
     return v;
 }
 
@@ -53,30 +55,36 @@ extern "C" __global__ void ppo_loss_kernel(float* __restrict__ stats, float* __r
                                            const float* __restrict__ advantages, const float* __restrict__ returns,
                                            const float* __restrict__ old_values, fh::ppo::LossParams params,
                                            int num_actions, int batch) {
-    const int lane = static_cast<int>(threadIdx.x) % 32;
-    const long long warps = grid_thread_count() / 32;
-    // Every lane of a warp takes the same rows, so the shuffles below see the whole warp.
-    for (long long i = global_thread_index() / 32; i < batch; i += warps) {
+    static_assert(32 % G == 0, "groups tile the warp");
+    const int lane = static_cast<int>(threadIdx.x) % G;
+    const long long groups = grid_thread_count() / G;
+    // A warp's groups take consecutive samples and step together (the same trip counts), so the
+    // shuffles see the whole warp; a group past the batch computes on sample 0 and writes nothing.
+    for (long long base = global_thread_index() / 32 * (32 / G); base < batch; base += groups) {
+        const long long row = base + static_cast<int>(threadIdx.x) % 32 / G;
+        const bool live = row < batch;
+        const long long i = live ? row : 0;
         const float* z = logits + i * num_actions;
         float m = -INFINITY;
-        for (int j = lane; j < num_actions; j += 32) m = z[j] > m ? z[j] : m;
-        m = warp_max(m);
+        for (int j = lane; j < num_actions; j += G) m = z[j] > m ? z[j] : m;
+        m = group_max(m);
         float sum = 0.0f;
-        for (int j = lane; j < num_actions; j += 32) sum += expf(z[j] - m);
-        const float lse = m + logf(warp_sum(sum));
+        for (int j = lane; j < num_actions; j += G) sum += expf(z[j] - m);
+        const float lse = m + logf(group_sum(sum));
         float h = 0.0f;
-        for (int j = lane; j < num_actions; j += 32) {
+        for (int j = lane; j < num_actions; j += G) {
             const float lp = z[j] - lse;
             h -= expf(lp) * lp;
         }
-        const float H = warp_sum(h);
+        const float H = group_sum(h);
+        if (!live) continue;
         const int a = actions[i];
         const float logp = z[a] - lse;
         const fh::ppo::LossTerms t =
             fh::ppo::loss_terms(logp, old_log_probs[i], advantages[i], values[i], returns[i], old_values[i], params);
         const float scale = 1.0f / static_cast<float>(batch);
         float* dz = d_logits + i * num_actions;
-        for (int j = lane; j < num_actions; j += 32)
+        for (int j = lane; j < num_actions; j += G)
             dz[j] = fh::ppo::loss_logit_grad(z[j] - lse, j == a, t, H, params.entropy_coef, scale);
         if (lane == 0)
             fh::ppo::loss_write_sample(static_cast<int>(i), batch, t, H, logp, old_log_probs[i], params, stats,
