@@ -238,7 +238,8 @@ void PpoTrainer::sample_actions(int t) {
 //    the critic runs on the observations after the step instead (GAE bootstraps from them);
 //  - the truncated episodes gathered (their values come after the rollout, bootstrap_truncated;
 //    a terminated episode's next value is never read);
-//  - step t's diversity penalty and curiosity bonus, and the actor at step t + 1.
+//  - the actor at step t + 1;
+//  - step t's diversity penalty and curiosity bonus (beside the truncated episodes' gather).
 // So each step waits for one critic pass on n rows beside the actor.
 void PpoTrainer::rollout_step(int t) {
     const std::size_t n = static_cast<std::size_t>(n_envs_);
@@ -256,7 +257,9 @@ void PpoTrainer::rollout_step(int t) {
         ops_.copy(r_next_values_.view().subview(row, n), v);
         if (!last) ops_.copy(r_values_.view().subview(row + n, n), v);
     };
-    const auto actor_side = [&] {
+    // Step t's reward terms need neither network's pass, so they run beside both, off the actor's
+    // path to the next step.
+    const auto reward_terms = [&] {
         if (profile_.ppo.diversity_coef > 0) {
             const auto penalty = r_penalty_.view().subview(row, n);
             fh::ops::ppo_diversity(ops_, div_window_.view(), div_counts_.view(), penalty, actions, num_actions_,
@@ -264,10 +267,10 @@ void PpoTrainer::rollout_step(int t) {
             ops_.saxpy(rewards, -1.0f, penalty);
         }
         if (curiosity_) curiosity_step(t);
-        if (!last) sample_actions(t + 1);
     };
-    if (last) return ops_.run_concurrently(critic, actor_side);
-    ops_.run_concurrently(critic, actor_side, [&] {
+    if (last) return ops_.run_concurrently(critic, reward_terms);
+    ops_.run_concurrently(critic, [&] { sample_actions(t + 1); }, [&] {
+        reward_terms();
         fh::ops::ppo_collect_truncated(ops_, trunc_rows_.view(), trunc_bars_.view(), trunc_portfolio_.view(),
                                        trunc_count_.view(), env_.next_states(), env_.info(),
                                        r_done_.cview().subview(row, n), env_params_.market_dim, static_cast<int>(row),
