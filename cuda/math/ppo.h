@@ -308,7 +308,7 @@ FH_HD void loss_write_sample(int i, int B, const LossTerms& t, float H, float lo
 /// stats and the gradients of the minibatch-mean loss
 ///   L = mean_i [ -min(ratio adv, clip(ratio, 1-eps, 1+eps) adv) + value_coef Lv - entropy_coef H ]
 /// (loss_terms, loss_logit_grad): d_logits row i (A) and d_values[i]. The row's sums (its
-/// log-sum-exp and entropy) in action order; the kernel sums them across a warp's lanes instead.
+/// log-sum-exp and entropy) in action order; the kernel sums them across abi::kPpoLossLanes lanes.
 FH_HD void loss_sample(int i, int B, int A, const float* logits, const float* values, const int* actions,
                        const float* old_log_probs, const float* advantages, const float* returns,
                        const float* old_values, const LossParams& p, float* stats, float* d_logits,

@@ -25,6 +25,9 @@ namespace {
 
 // accum_: sums over the log interval of ...
 constexpr int kAccPolicy = 0, kAccValue = 1, kAccEntropy = 2, kAccKl = 3, kAccClip = 4;  // minibatch means
+// The loss's five means land at kAccPolicy.. in one ops::mean call: the stats' order.
+static_assert(kAccPolicy == ppo::kStatPolicy && kAccValue == ppo::kStatValue && kAccEntropy == ppo::kStatEntropy &&
+              kAccKl == ppo::kStatKl && kAccClip == ppo::kStatClipped && ppo::kPpoLossStats == 5);
 constexpr int kAccGradNorm = 5;                                                           // per update
 constexpr int kAccReward = 6, kAccPenalty = 7, kAccCuriosity = 8, kAccValueMean = 9, kAccReturn = 10;  // per rollout
 constexpr int kAccSize = 11;
