@@ -51,12 +51,10 @@ namespace {
 constexpr unsigned kFullMask = 0xffffffffu;
 
 __device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
-    return v;
+    return fh::device::lanes_reduce<32>(v, [](float a, float b) { return fmaxf(a, b); });
 }
 __device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-    return v;
+    return fh::device::lanes_reduce<32>(v, [](float a, float b) { return a + b; });
 }
 
 /// Per-warp shared memory (abi::dqn_step_smem_floats): the atoms' values, three Z-float scratch

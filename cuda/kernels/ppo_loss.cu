@@ -28,22 +28,15 @@ using fh::device::grid_thread_count;
 
 namespace {
 
-constexpr unsigned kFullWarp = 0xffffffffu;
 constexpr int G = fh::abi::kPpoLossLanes;  // lanes per sample
 
-/// The maximum (as `a > b ? a : b`) and the sum over a group's G lanes, by a fixed xor tree:
-/// every lane of the group ends with the same value (each step adds the same two partials in
-/// either order).
+/// The maximum (as `a > b ? a : b`, the CPU twin's) and the sum over a sample's G lanes: the same
+/// value in each of them (fh::device::lanes_reduce).
 __device__ __forceinline__ float group_max(float v) {
-    for (int o = G / 2; o > 0; o /= 2) {
-        const float u = __shfl_xor_sync(kFullWarp, v, o);
-        v = u > v ? u : v;
-    }
-    return v;
+    return fh::device::lanes_reduce<G>(v, [](float own, float other) { return other > own ? other : own; });
 }
 __device__ __forceinline__ float group_sum(float v) {
-    for (int o = G / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullWarp, v, o);
-    return v;
+    return fh::device::lanes_reduce<G>(v, [](float own, float other) { return own + other; });
 }
 
 }  // namespace
@@ -55,7 +48,6 @@ extern "C" __global__ void ppo_loss_kernel(float* __restrict__ stats, float* __r
                                            const float* __restrict__ advantages, const float* __restrict__ returns,
                                            const float* __restrict__ old_values, fh::ppo::LossParams params,
                                            int num_actions, int batch) {
-    static_assert(32 % G == 0, "groups tile the warp");
     const int lane = static_cast<int>(threadIdx.x) % G;
     const long long groups = grid_thread_count() / G;
     // A warp's groups take consecutive samples and step together (the same trip counts), so the

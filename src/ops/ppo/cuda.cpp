@@ -90,8 +90,9 @@ void ppo_loss(CudaDevice& device, View<float> stats, View<float> d_logits, View<
               View<const float> old_log_probs, View<const float> advantages, View<const float> returns,
               View<const float> old_values, const ppo::LossParams& p) {
     const std::size_t B = actions.size();
-    device.kernels().ppo_loss_kernel(device.stream(), LaunchDims::linear(B * abi::kPpoLossLanes, abi::kPpoLossThreads), stats.data(),
-                                     d_logits.data(), d_values.data(), logits.data(), values.data(), actions.data(),
+    const LaunchDims dims = LaunchDims::linear(B * abi::kPpoLossLanes, abi::kPpoLossThreads);  // lanes per sample
+    device.kernels().ppo_loss_kernel(device.stream(), dims, stats.data(), d_logits.data(), d_values.data(),
+                                     logits.data(), values.data(), actions.data(),
                                      old_log_probs.data(), advantages.data(), returns.data(), old_values.data(), p,
                                      static_cast<int>(logits.size() / B), static_cast<int>(B));
 }
