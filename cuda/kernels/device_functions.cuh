@@ -1,5 +1,6 @@
 /// @file device_functions.cuh
-/// @brief Device-only helpers shared by the kernel modules (index math, grid-stride loops).
+/// @brief Device-only helpers shared by the kernel modules (index math, grid-stride loops, the
+///        last block's ticket, lane reductions in a fixed order).
 ///        Scalar math that the CPU twins also need lives in cuda/abi/ instead.
 #pragma once
 
