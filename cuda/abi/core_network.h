@@ -91,6 +91,41 @@ using NetworkActBiasGradBatched = void(float* __restrict__ dy, float* __restrict
                                        long long db_stride);
 inline constexpr int kBiasGradRows = 32;
 
+/// The backward of a 1-wide linear output layer without activation (a value head: w (in), bias
+/// b) and, through it, of the hidden layer's activation and bias below it, in one pass over the
+/// hidden layer's output X (batch, in), for grid.z networks:
+///   dz[r, j]  = (dout[r] * w[j]) * act'(X[r, j])   the head's dX, then the activation's backward
+///                                                   (two rounded products, as the two layers' passes)
+///   hidden_db[j] = sum_r dz[r, j]                  network_act_bias_grad_kernel's slices and order
+///   head_dw[j]   = sum_r dout[r] * X[r, j]         (fused multiply-adds in row order per thread)
+///   head_db      = sum_r dout[r]
+/// (db, dw: += when accumulate.) Launch: block (32, kBiasGradRows), grid (ceil(in / 32), slices,
+/// networks), the slices of network_act_bias_grad_kernel for (batch, in); each thread sums its
+/// rows in order, then the block's rows in bias_rows_tree's fixed tree; with several slices each
+/// block writes its sums to partials (slice s at s * (2 in + 1): hidden db, head dw, head db) and
+/// the last block of a group of 32 columns (tickets, zero before and after) adds the slices in
+/// order. The column group 0 blocks also sum dout (head db). Network z: x, dz at z * x_stride,
+/// dout at z * batch, w, head_dw, head_db, hidden_db at z * param_stride, partials at
+/// z * slices * (2 in + 1), tickets at z * ceil(in / 32).
+struct ScalarHeadBackwardArgs {
+    float* dz;
+    float* hidden_db;  // null: the hidden layer has no bias
+    float* head_dw;
+    float* head_db;    // null: the head has no bias
+    float* partials;   // null with one slice
+    unsigned* tickets; // null with one slice
+    const float* dout;
+    const float* x;
+    const float* w;
+    long long x_stride, param_stride;
+    int batch, in, rows_per_slice, accumulate;
+    Activation act;
+};
+using NetworkScalarHeadBackward = void(ScalarHeadBackwardArgs args);
+/// Partial floats a slice of network_scalar_head_backward_kernel leaves: the hidden layer's db,
+/// the head's dw (in each) and the head's db.
+FH_HD constexpr long long scalar_head_partial_floats(int in) { return 2LL * in + 1; }
+
 /// partials[blk] = sum of x[i]^2 over block blk's grid-stride share. Launch exactly
 /// kNormBlocks x kNormThreads. partials (kNormBlocks), x (n).
 using NetworkNormPartials = void(float* __restrict__ partials, const float* __restrict__ x, int n);
@@ -167,6 +202,7 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
     FH_KERNEL(core_network, network_linear_narrow_8_kernel, NetworkLinearNarrow)     \
     FH_KERNEL(core_network, network_act_bias_grad_kernel, NetworkActBiasGrad)       \
     FH_KERNEL(core_network, network_act_bias_grad_batched_kernel, NetworkActBiasGradBatched) \
+    FH_KERNEL(core_network, network_scalar_head_backward_kernel, NetworkScalarHeadBackward) \
     FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \
     FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \
     FH_KERNEL(core_network, network_norm_guard_kernel, NetworkNormGuard)            \

@@ -13,6 +13,17 @@ namespace fh::abi {
 using FillF32 = void(float* y, float value, int n);
 /// dst[i] = src[i]. dst and src must not overlap (__restrict__).
 using CopyF32 = void(float* __restrict__ dst, const float* __restrict__ src, int n);
+/// Up to kCopyGroupMax independent copies in one launch (a rollout step's stores): copy c
+/// (grid.y = the copies given) moves bytes[c] bytes from src[c] to dst[c], in 4-byte words where
+/// dst, src and the size allow, else byte by byte; grid.x blocks stride over the longest copy.
+/// No copy's dst may overlap another copy's src or dst, nor its own src.
+constexpr int kCopyGroupMax = 4;
+struct CopyGroupArgs {
+    void* dst[kCopyGroupMax];
+    const void* src[kCopyGroupMax];
+    long long bytes[kCopyGroupMax];
+};
+using CopyGroup = void(CopyGroupArgs args);
 /// y[i] += a * x[i] (one fused multiply-add). x and y must not overlap (__restrict__):
 /// for y *= alpha use ScaleF32, never saxpy(y, y, alpha - 1) (an aliased saxpy produced NaNs in an earlier system).
 using SaxpyF32 = void(float* __restrict__ y, const float* __restrict__ x, float a, int n);
@@ -39,6 +50,7 @@ using CopyEveryF32 = void(float* __restrict__ dst, const float* __restrict__ src
 #define FH_KERNELS_core_vector(FH_KERNEL)                          \
     FH_KERNEL(core_vector, fill_f32_kernel, FillF32)   \
     FH_KERNEL(core_vector, copy_f32_kernel, CopyF32)   \
+    FH_KERNEL(core_vector, copy_group_kernel, CopyGroup) \
     FH_KERNEL(core_vector, saxpy_f32_kernel, SaxpyF32) \
     FH_KERNEL(core_vector, scale_f32_kernel, ScaleF32) \
     FH_KERNEL(core_vector, mean_f32_kernel, MeanF32)   \

@@ -348,6 +348,98 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, FH_BIA
                   out, rows_per_slice);
 }
 
+// A value head's backward and its hidden layer's activation and bias backward in one pass over
+// the hidden output (ABI: core_network.h). One block per SM with U rows' loads in flight per
+// thread (three sums per thread do not fit the bias-gradient kernel's 32 registers).
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
+    network_scalar_head_backward_kernel(fh::abi::ScalarHeadBackwardArgs a) {
+    __shared__ float hidden[fh::abi::kBiasGradRows][32], head[fh::abi::kBiasGradRows][32],
+        head_b[fh::abi::kBiasGradRows][32];
+    constexpr int K = fh::abi::kBiasGradRows, U = 8;
+    const long long z = blockIdx.z;  // this block's network
+    const int in = a.in;
+    const long long slice_floats = fh::abi::scalar_head_partial_floats(in);
+    float* __restrict__ dz = a.dz + z * a.x_stride;
+    const float* __restrict__ x = a.x + z * a.x_stride;
+    const float* __restrict__ dout = a.dout + z * a.batch;
+    const int col = blockIdx.x * 32 + threadIdx.x;
+    const bool sums_head_b = blockIdx.x == 0 && threadIdx.x == 0;
+    const long long row0 = static_cast<long long>(blockIdx.y) * a.rows_per_slice;
+    long long row_end = row0 + a.rows_per_slice;
+    if (row_end > a.batch) row_end = a.batch;
+    float acc_hidden = 0.f, acc_head = 0.f, acc_head_b = 0.f;
+    if (col < in) {
+        const float wj = a.w[z * a.param_stride + col];
+        // dZ of row i as network_act_bias_grad_kernel rounds it (each product rounded, no FMA
+        // contraction), summed in the same row order: the hidden db's bits are the two passes'.
+        const auto row = [&](long long r, float d, float xv) {
+            const float dx = __fmul_rn(d, wj);
+            const float v = a.act == Activation::none ? dx : __fmul_rn(dx, fh::core::activation_derivative(xv, a.act));
+            dz[r * in + col] = v;
+            acc_hidden += v;
+            acc_head = __fmaf_rn(d, xv, acc_head);
+            if (sums_head_b) acc_head_b += d;
+        };
+        long long r = row0 + threadIdx.y;
+        for (; r + (U - 1) * K < row_end; r += U * K) {  // U rows' loads in flight, summed in order
+            float d[U], xv[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) d[u] = dout[r + u * K];
+#pragma unroll
+            for (int u = 0; u < U; ++u) xv[u] = x[(r + u * K) * in + col];
+#pragma unroll
+            for (int u = 0; u < U; ++u) row(r + u * K, d[u], xv[u]);
+        }
+        for (; r < row_end; r += K) row(r, dout[r], x[r * in + col]);
+    }
+    hidden[threadIdx.y][threadIdx.x] = acc_hidden;
+    head[threadIdx.y][threadIdx.x] = acc_head;
+    head_b[threadIdx.y][threadIdx.x] = acc_head_b;
+    bias_rows_tree(hidden);
+    bias_rows_tree(head);
+    bias_rows_tree(head_b);
+    const bool writer = threadIdx.y == 0 && col < in;
+    const auto finish = [&](float s_hidden, float s_head, float s_head_b) {
+        float* const hidden_db = a.hidden_db == nullptr ? nullptr : a.hidden_db + z * a.param_stride;
+        float* const head_dw = a.head_dw + z * a.param_stride;
+        if (writer) {
+            if (hidden_db != nullptr) hidden_db[col] = a.accumulate ? hidden_db[col] + s_hidden : s_hidden;
+            head_dw[col] = a.accumulate ? head_dw[col] + s_head : s_head;
+        }
+        if (sums_head_b && threadIdx.y == 0 && a.head_db != nullptr) {
+            float* const head_db = a.head_db + z * a.param_stride;
+            head_db[0] = a.accumulate ? head_db[0] + s_head_b : s_head_b;
+        }
+    };
+    if (gridDim.y == 1) return finish(hidden[0][threadIdx.x], head[0][threadIdx.x], head_b[0][threadIdx.x]);
+    // Several slices: partials, then the last block of these 32 columns adds them in slice order.
+    float* const partials = a.partials + z * gridDim.y * slice_floats;
+    float* const slice = partials + static_cast<long long>(blockIdx.y) * slice_floats;
+    if (writer) {
+        slice[col] = hidden[0][threadIdx.x];
+        slice[in + col] = head[0][threadIdx.x];
+    }
+    if (sums_head_b && threadIdx.y == 0) slice[2 * in] = head_b[0][threadIdx.x];
+    if (!fh::device::last_block_to_arrive(&a.tickets[z * gridDim.x + blockIdx.x], gridDim.y)) return;
+    float s_hidden = 0.f, s_head = 0.f, s_head_b = 0.f;  // slices threadIdx.y, + K, ... in order
+    for (unsigned k = threadIdx.y; k < gridDim.y; k += K) {
+        const float* const p = partials + static_cast<long long>(k) * slice_floats;
+        if (col < in) {
+            s_hidden += __ldcg(&p[col]);
+            s_head += __ldcg(&p[in + col]);
+        }
+        if (sums_head_b) s_head_b += __ldcg(&p[2 * in]);
+    }
+    hidden[threadIdx.y][threadIdx.x] = s_hidden;
+    head[threadIdx.y][threadIdx.x] = s_head;
+    head_b[threadIdx.y][threadIdx.x] = s_head_b;
+    bias_rows_tree(hidden);
+    bias_rows_tree(head);
+    bias_rows_tree(head_b);
+    finish(hidden[0][threadIdx.x], head[0][threadIdx.x], head_b[0][threadIdx.x]);
+    if (threadIdx.x == 0 && threadIdx.y == 0) a.tickets[z * gridDim.x + blockIdx.x] = 0;
+}
+
 namespace {
 
 /// Sums one value per thread of a block of kNormThreads threads in a fixed tree order; thread 0

@@ -2,6 +2,7 @@
  *
  * Math:       fill  y[i] = value
  *             copy  dst[i] = src[i]
+ *             copy_group  up to four copies (any element type) in one launch, one per grid.y
  *             saxpy y[i] = fma(a, x[i], y[i])        (core::saxpy_element)
  *             scale y[i] = y[i] * alpha              (in place)
  *             mean  out[s] = sum(x segment s) / n    (a block per segment, fixed-order tree)
@@ -32,6 +33,23 @@ extern "C" __global__ void fill_f32_kernel(float* y, float value, int n) {
 extern "C" __global__ void copy_f32_kernel(float* __restrict__ dst,
                                                const float* __restrict__ src, int n) {
     for (long long i = global_thread_index(); i < n; i += grid_thread_count()) dst[i] = src[i];
+}
+
+extern "C" __global__ void copy_group_kernel(fh::abi::CopyGroupArgs args) {
+    const int c = static_cast<int>(blockIdx.y);
+    const long long bytes = args.bytes[c];
+    const auto* src = static_cast<const unsigned char*>(args.src[c]);
+    auto* dst = static_cast<unsigned char*>(args.dst[c]);
+    const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+    const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (((reinterpret_cast<unsigned long long>(src) | reinterpret_cast<unsigned long long>(dst) |
+          static_cast<unsigned long long>(bytes)) & 3ULL) == 0) {
+        const auto* s = reinterpret_cast<const unsigned*>(src);
+        auto* d = reinterpret_cast<unsigned*>(dst);
+        for (long long i = first; i < bytes / 4; i += step) d[i] = s[i];
+    } else {
+        for (long long i = first; i < bytes; i += step) dst[i] = src[i];
+    }
 }
 
 extern "C" __global__ void saxpy_f32_kernel(float* __restrict__ y,

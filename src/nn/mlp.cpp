@@ -171,30 +171,69 @@ void Mlp::backward_networks(ops::Device& ops, View<const float> params, View<flo
                                     L.act, accumulate, parts);
     };
     using Part = ops::BackwardPart;
+    // A 1-wide output layer without activation (a value head): its whole backward and the
+    // activation and bias parts of the hidden layer below in one op (one pass over the hidden
+    // output on CUDA); that layer's weights and input parts follow.
+    const std::size_t top = layers_.size() - 1;
+    const bool scalar_head = top >= 1 && layers_[top].out == 1 && layers_[top].act == ops::Activation::none;
+    const auto head = [&] {
+        const Layer& H = layers_[top];
+        const Layer& L = layers_[top - 1];
+        const std::size_t in = static_cast<std::size_t>(H.in);
+        ops.scalar_head_backward(ws.grad_[top - 1].view().subview(row0 * in, n * rows * in), grads, dOut,
+                                 ws.act_[top - 1].cview().subview(row0 * in, n * rows * in), params, ws.param_stride_,
+                                 p0 + H.weight.offset, static_cast<std::ptrdiff_t>(p0 + H.bias.offset),
+                                 static_cast<std::ptrdiff_t>(p0 + L.bias.offset), networks, batch, H.in, L.act,
+                                 accumulate);
+    };
     if (!overlap_backward_) {
-        for (std::size_t l = layers_.size(); l-- > 0;) layer(l, Part::all);
+        std::size_t l = layers_.size();  // the layers below l are left
+        if (scalar_head) {
+            head();
+            layer(top - 1, Part::weights | Part::input);
+            l = top - 1;
+        }
+        for (; l-- > 0;) layer(l, Part::all);
         return;
     }
     if (batch > kChainedBackwardMaxRows) {
         // Per layer: the activation's backward and db in one pass, then dW beside dX, joined.
-        for (std::size_t l = layers_.size(); l-- > 0;) {
-            layer(l, Part::activation | Part::bias);
+        const auto weights_beside_input = [&](std::size_t l) {
             ops.run_concurrently([&] { layer(l, Part::weights); }, [&] { layer(l, Part::input); });
+        };
+        std::size_t l = layers_.size();  // the layers below l are left
+        if (scalar_head) {
+            head();
+            weights_beside_input(top - 1);
+            l = top - 1;
+        }
+        for (; l-- > 0;) {
+            layer(l, Part::activation | Part::bias);
+            weights_beside_input(l);
         }
         return;
     }
     // The chain is activation, dX, activation, dX, ... from the top; each layer's weight and
     // bias gradients (nothing below reads them) fork beside the rest of the chain and join at its
     // end. Each part writes only its own buffers (dZ in place, its dW and db, the dX below).
-    const std::function<void(std::size_t)> from = [&](std::size_t l) {
-        layer(l, Part::activation);
-        ops.run_concurrently([&] { layer(l, Part::bias | Part::weights); },
+    std::function<void(std::size_t)> from;
+    const auto beside_chain = [&](std::size_t l, Part parts) {
+        ops.run_concurrently([&] { layer(l, parts); },
                              [&] {
                                  layer(l, Part::input);
                                  if (l > 0) from(l - 1);
                              });
     };
-    from(layers_.size() - 1);
+    from = [&](std::size_t l) {
+        layer(l, Part::activation);
+        beside_chain(l, Part::bias | Part::weights);
+    };
+    if (scalar_head) {
+        head();
+        beside_chain(top - 1, Part::weights);
+    } else {
+        from(top);
+    }
 }
 
 }  // namespace fh::nn

@@ -43,6 +43,11 @@ void CpuDevice::copy_impl(View<float> dst, View<const float> src) {
     for (std::size_t i = 0; i < dst.size(); ++i) dst.data()[i] = src.data()[i];
 }
 
+void CpuDevice::copy_group_impl(std::span<const CopyPair> copies) {
+    for (const CopyPair& c : copies)
+        if (!c.dst.empty()) std::memcpy(c.dst.data(), c.src.data(), c.dst.size());
+}
+
 void CpuDevice::saxpy_impl(View<float> y, float a, View<const float> x) {
     for (std::size_t i = 0; i < y.size(); ++i) y.data()[i] = core::saxpy_element(y.data()[i], a, x.data()[i]);
 }
@@ -86,6 +91,28 @@ void CpuDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float>
         nn::ref::weight_backward<float>(dW.data(), dY.data(), X.data(), batch, in, out, accumulate);
     if (has_part(parts, BackwardPart::input) && !dX.empty())
         nn::ref::input_backward<float>(dX.data(), dY.data(), W.data(), batch, in, out);
+}
+
+// The head's linear_backward (out 1, no activation: its dZ is dOut, as act'(y) = 1 would leave it),
+// then the hidden layer's activation and bias parts, per network: the same calls, the same bits.
+void CpuDevice::scalar_head_backward_impl(View<float> dZ, View<float> grads, View<const float> dOut,
+                                          View<const float> X, View<const float> params, std::size_t param_stride,
+                                          std::size_t head_w_offset, std::ptrdiff_t head_b_offset,
+                                          std::ptrdiff_t hidden_b_offset, int count, int batch, int in,
+                                          Activation act, bool accumulate) {
+    const std::size_t rows = static_cast<std::size_t>(batch), xs = rows * static_cast<std::size_t>(in);
+    for (std::size_t k = 0; k < static_cast<std::size_t>(count); ++k) {
+        const float* d = dOut.data() + k * rows;
+        const float* x = X.data() + k * xs;
+        float* z = dZ.data() + k * xs;
+        float* g = grads.data() + k * param_stride;
+        const float* p = params.data() + k * param_stride;
+        if (head_b_offset >= 0) nn::ref::bias_backward<float>(g + head_b_offset, d, batch, 1, accumulate);
+        nn::ref::weight_backward<float>(g + head_w_offset, d, x, batch, in, 1, accumulate);
+        nn::ref::input_backward<float>(z, d, p + head_w_offset, batch, in, 1);
+        nn::ref::activation_backward<float>(z, x, batch, in, act);
+        if (hidden_b_offset >= 0) nn::ref::bias_backward<float>(g + hidden_b_offset, z, batch, in, accumulate);
+    }
 }
 
 // One linear_backward per network, on its blocks (the same bits as those calls).

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <cstdint>
 
 namespace fh::ops {
@@ -39,6 +40,15 @@ constexpr int kBiasGradBlocks = 256;
 constexpr int kMaxBiasSlices = 128;
 constexpr std::size_t kBiasPartialFloats = std::size_t{1} << 20;
 constexpr std::size_t kBiasTickets = kBiasPartialFloats / 2 / 32;  // enough for every out with 2+ slices
+
+/// The row slices of the bias-gradient passes for (batch, out): enough blocks to fill the GPU,
+/// from the shape alone, so their sums' order (the bits) is the same on every run.
+int bias_slices(int batch, int out) {
+    const int column_groups = (out + 31) / 32;
+    const int slices = std::clamp(
+        std::min(batch / kBiasSliceRows, (kBiasGradBlocks + column_groups - 1) / column_groups), 1, kMaxBiasSlices);
+    return std::max(1, std::min<int>(slices, static_cast<int>(kBiasPartialFloats / static_cast<std::size_t>(out))));
+}
 }  // namespace
 
 /// A lane: a stream and its cuBLAS handle and scratch (allocated up front: nothing may allocate
@@ -268,6 +278,25 @@ void CudaDevice::copy_impl(View<float> dst, View<const float> src) {
                               static_cast<int>(dst.size()));
 }
 
+void CudaDevice::copy_group_impl(std::span<const CopyPair> copies) {
+    // One launch, a grid row (grid.y) per non-empty copy; Device::copy_group checked the overlaps.
+    abi::CopyGroupArgs args{};
+    unsigned count = 0;
+    std::size_t longest = 0;
+    for (const CopyPair& c : copies) {
+        if (c.dst.empty()) continue;
+        args.dst[count] = c.dst.data();
+        args.src[count] = c.src.data();
+        args.bytes[count] = static_cast<long long>(c.dst.size());
+        longest = std::max(longest, c.dst.size());
+        ++count;
+    }
+    if (count == 0) return;
+    LaunchDims dims = LaunchDims::linear((longest + 3) / 4);
+    dims.grid.y = count;
+    kernels().copy_group_kernel(stream(), dims, args);
+}
+
 void CudaDevice::saxpy_impl(View<float> y, float a, View<const float> x) {
     // Distinct buffers: Device::saxpy refused overlap before calling here.
     kernels().saxpy_f32_kernel(stream(), LaunchDims::linear(y.size()), y.data(), x.data(), a,
@@ -472,9 +501,7 @@ bool CudaDevice::mlp_infer_impl(View<float> Y, View<const float> X, View<const f
 void CudaDevice::act_bias_grad(float* dY, float* db, const float* Y, Activation act, bool accumulate, int batch,
                                int out, int count, long long net_stride, long long db_stride) {
     const int column_groups = (out + 31) / 32;
-    int slices = std::clamp(std::min(batch / kBiasSliceRows, (kBiasGradBlocks + column_groups - 1) / column_groups),
-                            1, kMaxBiasSlices);
-    slices = std::max(1, std::min<int>(slices, static_cast<int>(kBiasPartialFloats / static_cast<std::size_t>(out))));
+    const int slices = bias_slices(batch, out);
     const int rows_per_slice = (batch + slices - 1) / slices;
     const bool partials = db != nullptr && slices > 1;
     // Every network's partials and tickets have to fit the device's buffers at once.
@@ -498,6 +525,57 @@ void CudaDevice::act_bias_grad(float* dY, float* db, const float* Y, Activation 
         kernels().network_act_bias_grad_batched_kernel(stream(), dims, dY, db, scratch, tickets, Y, act,
                                                        accumulate ? 1 : 0, batch, out, rows_per_slice, net_stride,
                                                        db_stride);
+}
+
+// One pass over X for every network (network_scalar_head_backward_kernel) in the bias-gradient
+// pass's slices for (batch, in), so the hidden db is that pass's; where every network's partials
+// do not fit the device's buffers, a launch per network (one network's always fit: its slices
+// times 2 in + 1 stay below 2^15).
+void CudaDevice::scalar_head_backward_impl(View<float> dZ, View<float> grads, View<const float> dOut,
+                                           View<const float> X, View<const float> params, std::size_t param_stride,
+                                           std::size_t head_w_offset, std::ptrdiff_t head_b_offset,
+                                           std::ptrdiff_t hidden_b_offset, int count, int batch, int in,
+                                           Activation act, bool accumulate) {
+    const int column_groups = (in + 31) / 32;
+    const int slices = bias_slices(batch, in);
+    const std::size_t slice_floats = static_cast<std::size_t>(abi::scalar_head_partial_floats(in));
+    const std::size_t n = static_cast<std::size_t>(count), rows = static_cast<std::size_t>(batch);
+    const std::size_t xs = rows * static_cast<std::size_t>(in);
+    const bool fits = n * static_cast<std::size_t>(slices) * slice_floats <= kBiasPartialFloats &&
+                      n * static_cast<std::size_t>(column_groups) <= kBiasTickets;
+    if (slices > 1 && !fits) {
+        if (count == 1) throw std::logic_error("scalar_head_backward: one network's partials exceed the buffers");
+        for (std::size_t k = 0; k < n; ++k) {
+            const std::size_t p0 = k * param_stride;
+            scalar_head_backward_impl(dZ.subview(k * xs, xs), grads.subview(p0, grads.size() - p0),
+                                      dOut.subview(k * rows, rows), X.subview(k * xs, xs),
+                                      params.subview(p0, params.size() - p0), 0, head_w_offset, head_b_offset,
+                                      hidden_b_offset, 1, batch, in, act, accumulate);
+        }
+        return;
+    }
+    const auto offset = [&](std::ptrdiff_t o) { return o < 0 ? nullptr : grads.data() + o; };
+    const bool partials = slices > 1;
+    const abi::ScalarHeadBackwardArgs a{dZ.data(),
+                                        offset(hidden_b_offset),
+                                        grads.data() + head_w_offset,
+                                        offset(head_b_offset),
+                                        partials ? bias_partials() : nullptr,
+                                        partials ? bias_tickets() : nullptr,
+                                        dOut.data(),
+                                        X.data(),
+                                        params.data() + head_w_offset,
+                                        static_cast<long long>(xs),
+                                        static_cast<long long>(param_stride),
+                                        batch,
+                                        in,
+                                        (batch + slices - 1) / slices,
+                                        accumulate ? 1 : 0,
+                                        act};
+    const LaunchDims dims{dim3(static_cast<unsigned>(column_groups), static_cast<unsigned>(slices),
+                               static_cast<unsigned>(count)),
+                          dim3(32, abi::kBiasGradRows), 0};
+    kernels().network_scalar_head_backward_kernel(stream(), dims, a);
 }
 
 void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,

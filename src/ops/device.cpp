@@ -74,6 +74,25 @@ void Device::copy(View<float> dst, View<const float> src) {
     if (!dst.empty()) copy_impl(dst, src);
 }
 
+void Device::copy_group(std::span<const CopyPair> copies) {
+    if (copies.size() > static_cast<std::size_t>(abi::kCopyGroupMax))
+        throw std::invalid_argument(
+            fmt::format("ops::copy_group: {} copies, at most {} in one group", copies.size(), abi::kCopyGroupMax));
+    for (std::size_t i = 0; i < copies.size(); ++i) {
+        const CopyPair& c = copies[i];
+        if (c.elements != c.src_elements)
+            throw std::invalid_argument(fmt::format("ops::copy_group: copy {} has {} elements to {} from", i,
+                                                    c.elements, c.src_elements));
+        for (std::size_t j = 0; j < copies.size(); ++j) {
+            if (overlaps(c.dst, copies[j].src))
+                throw std::invalid_argument(fmt::format("ops::copy_group: copy {}'s dst overlaps copy {}'s src", i, j));
+            if (j != i && overlaps(c.dst, copies[j].dst))
+                throw std::invalid_argument(fmt::format("ops::copy_group: copies {} and {} write the same bytes", i, j));
+        }
+    }
+    copy_group_impl(copies);
+}
+
 void Device::saxpy(View<float> y, float a, View<const float> x) {
     detail::require_same_size(y.size(), x.size(), "saxpy");
     detail::checked_int_size(y.size(), "saxpy");
@@ -224,6 +243,34 @@ void Device::linear_backward_batched(View<float> dX, View<float> grads, View<flo
                                   detail::range("Y", Y), detail::range("X", X), detail::range("params", params)});
     linear_backward_batched_impl(dX, grads, dY, Y, X, x_stride, params, param_stride, w_offset, b_offset, count, batch,
                                  in, out, act, accumulate, parts);
+}
+
+void Device::scalar_head_backward(View<float> dZ, View<float> grads, View<const float> dOut, View<const float> X,
+                                  View<const float> params, std::size_t param_stride, std::size_t head_w_offset,
+                                  std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count, int batch,
+                                  int in, Activation act, bool accumulate) {
+    const char* op = "scalar_head_backward";
+    require_positive(count, "count", op);
+    require_layer(batch, in, 1, act, op);
+    const std::size_t n = static_cast<std::size_t>(count);
+    detail::require_size(dZ.size(), n * mul(batch, in), op, "dZ (count, batch, in)");
+    detail::require_size(X.size(), n * mul(batch, in), op, "X (count, batch, in)");
+    detail::require_size(dOut.size(), n * static_cast<std::size_t>(batch), op, "dOut (count, batch)");
+    // A network's slices: the head's W and b, the hidden layer's b.
+    std::size_t end = layer_end(head_w_offset, head_b_offset, in, 1);
+    if (hidden_b_offset >= 0) end = std::max(end, static_cast<std::size_t>(hidden_b_offset) + static_cast<std::size_t>(in));
+    detail::require(param_stride >= end || n == 1, op, "param_stride must cover a network's head and hidden bias");
+    detail::require(params.size() >= (n - 1) * param_stride + end, op,
+                    "params must hold every network's head ((count - 1) * param_stride + its end)");
+    detail::require(grads.size() >= (n - 1) * param_stride + end, op,
+                    "grads must hold every network's gradients ((count - 1) * param_stride + their end)");
+    detail::checked_int_size(dZ.size(), op);
+    detail::checked_int_size(params.size(), op);
+    detail::checked_int_size(grads.size(), op);
+    detail::require_distinct(op, {detail::range("dZ", dZ), detail::range("grads", grads), detail::range("dOut", dOut),
+                                  detail::range("X", X), detail::range("params", params)});
+    scalar_head_backward_impl(dZ, grads, dOut, X, params, param_stride, head_w_offset, head_b_offset, hidden_b_offset,
+                              count, batch, in, act, accumulate);
 }
 
 void Device::linear_backward_each(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,

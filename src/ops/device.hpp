@@ -14,14 +14,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "abi/core_network.h"
+#include "abi/core_vector.h"
 #include "math/core.h"
 #include "ops/checks.hpp"
 #include "ops/view.hpp"
@@ -36,6 +39,20 @@ using AdamParams = core::AdamParams;
 using CounterValue = core::CounterValue;
 
 class CudaDevice;
+
+/// One copy of Device::copy_group: dst = src, element for element, for any trivially copyable
+/// element type (the sizes must match: checked).
+struct CopyPair {
+    template <class T>
+    requires std::is_trivially_copyable_v<T> && (!std::is_const_v<T>)
+    CopyPair(View<T> dst, std::type_identity_t<View<const T>> src)
+        : dst(reinterpret_cast<std::byte*>(dst.data()), dst.size() * sizeof(T)),
+          src(reinterpret_cast<const std::byte*>(src.data()), src.size() * sizeof(T)),
+          elements(dst.size()), src_elements(src.size()) {}
+    View<std::byte> dst;
+    View<const std::byte> src;
+    std::size_t elements, src_elements;
+};
 
 class Device;
 
@@ -212,6 +229,11 @@ public:
     void fill(View<float> y, float value);
     /// dst[i] = src[i]; dst and src must not overlap.
     void copy(View<float> dst, View<const float> src);
+    /// Several copies in one launch on CUDA (a rollout step's stores): each pair's dst = src, as
+    /// copy_raw; at most abi::kCopyGroupMax pairs. No dst may overlap any src or another dst
+    /// (checked); empty pairs are skipped.
+    void copy_group(std::span<const CopyPair> copies);
+    void copy_group(std::initializer_list<CopyPair> copies) { copy_group(std::span<const CopyPair>(copies)); }
     /// y[i] += a * x[i] (fused); x and y must be the same size and must not overlap. To scale a
     /// buffer in place use scale(), never saxpy(y, alpha - 1, y).
     void saxpy(View<float> y, float a, View<const float> x);
@@ -267,6 +289,22 @@ public:
                                  std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
                                  int batch, int in, int out, Activation act, bool accumulate,
                                  BackwardPart parts = BackwardPart::all);
+    /// The backward of a 1-wide linear output layer without activation (a value head: its W
+    /// (1, in) at head_w_offset, its b at head_b_offset) and of the activation `act` and bias (at
+    /// hidden_b_offset) of the hidden layer below it, whose output X the head read; b offsets
+    /// < 0: no bias. For `count` networks: network k's parameters and gradients at
+    /// k * param_stride in `params` and `grads`, its rows in block k of dOut (count, batch), X and
+    /// dZ (count, batch, in). Writes the head's dW and db and the hidden layer's db (set, or added
+    /// to when `accumulate`) and dZ, the hidden layer's pre-activation gradient (its
+    /// linear_backward parts `weights` and `input` follow). The same as linear_backward_batched
+    /// on the head (every part, dX into dZ) and then on the hidden layer (parts activation and
+    /// bias, dY = dZ): bit for bit on the CPU; on CUDA one pass over X
+    /// (network_scalar_head_backward_kernel) whose head dW and db sum in its own fixed order, dZ
+    /// and the hidden db bit for bit. dOut is read only.
+    void scalar_head_backward(View<float> dZ, View<float> grads, View<const float> dOut, View<const float> X,
+                              View<const float> params, std::size_t param_stride, std::size_t head_w_offset,
+                              std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count, int batch,
+                              int in, Activation act, bool accumulate);
     /// Inference through a whole small MLP in one launch, where the backend has such a path (CUDA:
     /// network_mlp_infer_kernel, cuda/abi/core_network.h): Y (batch, last layer's out) from X
     /// (batch, layers.in[0]), each layer's W and b at its offsets in params. Nothing is kept for
@@ -316,6 +354,7 @@ protected:
     // The core ops' implementations; the public functions above checked the arguments.
     virtual void fill_impl(View<float> y, float value) = 0;
     virtual void copy_impl(View<float> dst, View<const float> src) = 0;
+    virtual void copy_group_impl(std::span<const CopyPair> copies) = 0;
     virtual void saxpy_impl(View<float> y, float a, View<const float> x) = 0;
     virtual void scale_impl(View<float> y, float alpha) = 0;
     virtual void mean_impl(View<float> out, View<const float> x) = 0;
@@ -326,6 +365,11 @@ protected:
     virtual void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
                                              std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
                                              int count, int batch, int in, int out, Activation act) = 0;
+    virtual void scalar_head_backward_impl(View<float> dZ, View<float> grads, View<const float> dOut,
+                                           View<const float> X, View<const float> params, std::size_t param_stride,
+                                           std::size_t head_w_offset, std::ptrdiff_t head_b_offset,
+                                           std::ptrdiff_t hidden_b_offset, int count, int batch, int in,
+                                           Activation act, bool accumulate) = 0;
     virtual void linear_backward_batched_impl(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
                                               View<const float> X, std::size_t x_stride, View<const float> params,
                                               std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,

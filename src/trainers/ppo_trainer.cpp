@@ -157,14 +157,15 @@ void PpoTrainer::collect_rollout() {
     if (curiosity_) curiosity_->count_steps(horizon_);
 }
 
-// The rollout's T steps, beginning with V(s_0) beside the actor's first step; each step
-// (rollout_step) computes the values the next one needs.
+// The rollout's T steps, beginning with V(s_0) (stored with s_0) beside the actor's first step;
+// each step (rollout_step) computes the values the next one needs.
 void PpoTrainer::rollout_ops() {
     const std::size_t n = static_cast<std::size_t>(n_envs_);
+    const std::size_t D = static_cast<std::size_t>(state_dim_);
     ops_.run_concurrently(
         [&] {
-            ops_.copy(r_values_.view().subview(0, n),
-                      net_.critic.infer(ops_, params_.cview(), env_.states(), n_envs_, ws_critic_step_));
+            const auto v = net_.critic.infer(ops_, params_.cview(), env_.states(), n_envs_, ws_critic_step_);
+            ops_.copy_group({{r_values_.view().subview(0, n), v}, {r_states_.view().subview(0, n * D), env_.states()}});
         },
         [&] { sample_actions(0); });
     for (int t = 0; t < horizon_; ++t) rollout_step(t);
@@ -221,16 +222,14 @@ ops::CounterValue PpoTrainer::collection_step(int t) const {
 }
 
 // The actor at step t (rows t * n .. t * n + n - 1): sampled actions and their log-probabilities,
-// s_t stored, the action histogram.
+// the action histogram (s_t is stored beside: rollout_ops, rollout_step).
 void PpoTrainer::sample_actions(int t) {
     const std::size_t n = static_cast<std::size_t>(n_envs_);
-    const std::size_t D = static_cast<std::size_t>(state_dim_);
     const std::size_t row = static_cast<std::size_t>(t) * n;
     const auto actions = r_actions_.view().subview(row, n);
     const auto logits = net_.actor.infer(ops_, params_.cview(), env_.states(), n_envs_, ws_actor_step_);
     fh::ops::ppo_sample(ops_, actions, r_logp_.view().subview(row, n), logits, num_actions_,
                         static_cast<std::uint64_t>(profile_.run.seed), collection_step(t));
-    ops_.copy(r_states_.view().subview(row * D, n * D), env_.states());  // s_t (before the step)
     fh::ops::action_histogram(ops_, histogram_.view(), actions, num_actions_);
 }
 
@@ -246,19 +245,23 @@ void PpoTrainer::sample_actions(int t) {
 // So each step waits for one critic pass on n rows beside the actor.
 void PpoTrainer::rollout_step(int t) {
     const std::size_t n = static_cast<std::size_t>(n_envs_);
+    const std::size_t D = static_cast<std::size_t>(state_dim_);
     const std::size_t row = static_cast<std::size_t>(t) * n;
     const bool last = t + 1 == horizon_;
     const auto actions = r_actions_.view().subview(row, n);
 
     env_.step(actions);
+    // The step's stores in one launch: r_t, done_t and s_{t+1} (the next step's rows).
     const auto rewards = r_rewards_.view().subview(row, n);
-    ops_.copy(rewards, env_.rewards());
-    ops_.copy_raw(r_done_.view().subview(row, n), env_.done());
+    const ops::CopyPair reward{rewards, env_.rewards()}, done{r_done_.view().subview(row, n), env_.done()};
+    if (last) ops_.copy_group({reward, done});
+    else ops_.copy_group({reward, done, {r_states_.view().subview((row + n) * D, n * D), env_.states()}});
     const auto critic = [&] {
         const auto v = net_.critic.infer(ops_, params_.cview(), last ? env_.next_states() : env_.states(), n_envs_,
                                          ws_critic_step_);
-        ops_.copy(r_next_values_.view().subview(row, n), v);
-        if (!last) ops_.copy(r_values_.view().subview(row + n, n), v);
+        const ops::CopyPair next_value{r_next_values_.view().subview(row, n), v};
+        if (last) ops_.copy_group({next_value});
+        else ops_.copy_group({next_value, {r_values_.view().subview(row + n, n), v}});
     };
     // Step t's reward terms need neither network's pass, so they run beside both, off the actor's
     // path to the next step.

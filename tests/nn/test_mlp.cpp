@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cmath>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "nn/init.hpp"
@@ -159,13 +161,15 @@ OpsRun run_ops(fh::ops::Device& ops, const Mlp& net, const ParamLayout& layout,
 }  // namespace
 
 TEST_CASE("Mlp forward/backward on the CPU match the double reference; accumulate adds", "[nn]") {
-    for (auto [hidden, output] : {std::pair{Activation::relu, Activation::none},
-                                  std::pair{Activation::tanh, Activation::tanh}}) {
-        INFO("hidden " << static_cast<int>(hidden) << " output " << static_cast<int>(output));
+    // Width 1 without an output activation: a value head (Device::scalar_head_backward).
+    for (auto [hidden, output, width] : {std::tuple{Activation::relu, Activation::none, 3},
+                                         std::tuple{Activation::tanh, Activation::tanh, 3},
+                                         std::tuple{Activation::tanh, Activation::none, 1}}) {
+        INFO("hidden " << static_cast<int>(hidden) << " output " << static_cast<int>(output) << " width " << width);
         ParamLayout layout;
-        const Mlp net(layout, "net", MlpConfig{{5, 7, 6, 3}, hidden, output});
+        const Mlp net(layout, "net", MlpConfig{{5, 7, 6, width}, hidden, output});
         CHECK(net.in_dim() == 5);
-        CHECK(net.out_dim() == 3);
+        CHECK(net.out_dim() == width);
         CHECK(net.layers().size() == 3);
         auto params = fh::nn::initial_params(layout, 7);
         // Non-zero biases so that they matter.
@@ -207,20 +211,24 @@ namespace {
 /// beside the chain below, beyond each layer's dW beside its dX) against the backward in series
 /// on one device: outputs, gradients (set and accumulated) and dX, bit for bit.
 void check_overlapped_backward(fh::ops::Device& ops) {
-    ParamLayout layout;
-    Mlp net(layout, "net", MlpConfig{{50, 256, 129, 510}, Activation::relu, Activation::none});
-    const auto params = fh::nn::initial_params(layout, 7);
-    for (int batch : {1, 256, 1031}) {
-        INFO("batch " << batch);
-        const auto X = fh::test::random_floats(static_cast<std::size_t>(batch) * 50, 3u + batch, -1.f, 1.f);
-        net.set_overlap_backward(false);
-        const OpsRun series = run_ops(ops, net, layout, params, X, batch, 1031);
-        net.set_overlap_backward(true);
-        const OpsRun overlapped = run_ops(ops, net, layout, params, X, batch, 1031);
-        CHECK(overlapped.out == series.out);
-        CHECK(overlapped.grads == series.grads);
-        CHECK(overlapped.grads_twice == series.grads_twice);
-        CHECK(overlapped.dX == series.dX);
+    // The second shape ends in a value head (Device::scalar_head_backward).
+    for (const auto& [widths, hidden] : {std::pair{std::vector<int>{50, 256, 129, 510}, Activation::relu},
+                                         std::pair{std::vector<int>{50, 256, 129, 1}, Activation::tanh}}) {
+        ParamLayout layout;
+        Mlp net(layout, "net", MlpConfig{widths, hidden, Activation::none});
+        const auto params = fh::nn::initial_params(layout, 7);
+        for (int batch : {1, 256, 1031}) {
+            INFO("batch " << batch << " out " << widths.back());
+            const auto X = fh::test::random_floats(static_cast<std::size_t>(batch) * 50, 3u + batch, -1.f, 1.f);
+            net.set_overlap_backward(false);
+            const OpsRun series = run_ops(ops, net, layout, params, X, batch, 1031);
+            net.set_overlap_backward(true);
+            const OpsRun overlapped = run_ops(ops, net, layout, params, X, batch, 1031);
+            CHECK(overlapped.out == series.out);
+            CHECK(overlapped.grads == series.grads);
+            CHECK(overlapped.grads_twice == series.grads_twice);
+            CHECK(overlapped.dX == series.dX);
+        }
     }
 }
 
@@ -236,19 +244,21 @@ TEST_CASE("CUDA Mlp's overlapped backward equals its backward in series, bit for
 }
 
 TEST_CASE("CUDA Mlp equals the CPU Mlp within tolerance", "[gpu][nn]") {
-    ParamLayout layout;
-    const Mlp net(layout, "net", MlpConfig{{42, 129, 65, 7}, Activation::relu, Activation::none});
-    const auto params = fh::nn::initial_params(layout, 99);
-    for (int batch : {1, 7, 65, 257}) {
-        INFO("batch " << batch);
-        const auto X = fh::test::random_floats(static_cast<std::size_t>(batch) * 42, batch, -1.f, 1.f);
-        CpuDevice cpu;
-        const OpsRun c = run_ops(cpu, net, layout, params, X, batch, 257);
-        const OpsRun g = run_ops(fh::test::gpu_ops(), net, layout, params, X, batch, 257);
-        FH_REQUIRE_CLOSE(g.out, c.out, 1e-5, 1e-4);
-        FH_REQUIRE_CLOSE(g.grads, c.grads, 1e-4, 1e-4);
-        FH_REQUIRE_CLOSE(g.grads_twice, c.grads_twice, 2e-4, 1e-4);
-        FH_REQUIRE_CLOSE(g.dX, c.dX, 1e-5, 1e-4);
+    for (int width : {7, 1}) {  // 1: a value head (Device::scalar_head_backward)
+        ParamLayout layout;
+        const Mlp net(layout, "net", MlpConfig{{42, 129, 65, width}, Activation::relu, Activation::none});
+        const auto params = fh::nn::initial_params(layout, 99);
+        for (int batch : {1, 7, 65, 257, 2049}) {
+            INFO("batch " << batch << " width " << width);
+            const auto X = fh::test::random_floats(static_cast<std::size_t>(batch) * 42, batch, -1.f, 1.f);
+            CpuDevice cpu;
+            const OpsRun c = run_ops(cpu, net, layout, params, X, batch, 2049);
+            const OpsRun g = run_ops(fh::test::gpu_ops(), net, layout, params, X, batch, 2049);
+            FH_REQUIRE_CLOSE(g.out, c.out, 1e-5, 1e-4);
+            FH_REQUIRE_CLOSE(g.grads, c.grads, 1e-4 * std::sqrt(batch), 1e-4);
+            FH_REQUIRE_CLOSE(g.grads_twice, c.grads_twice, 2e-4 * std::sqrt(batch), 1e-4);
+            FH_REQUIRE_CLOSE(g.dX, c.dX, 1e-5, 1e-4);
+        }
     }
 }
 
@@ -262,16 +272,17 @@ namespace {
 struct TwinRun {
     std::vector<float> out, grads, dX;
 };
-std::array<TwinRun, 3> run_twins(fh::ops::Device& ops, int batch, bool shared_input = true, bool overlap = false) {
+std::array<TwinRun, 3> run_twins(fh::ops::Device& ops, int batch, bool shared_input = true, bool overlap = false,
+                                 int width = 4) {
     ParamLayout layout;
-    Mlp a(layout, "a", MlpConfig{{6, 9, 5, 4}, Activation::relu, Activation::none});
-    Mlp b(layout, "b", MlpConfig{{6, 9, 5, 4}, Activation::relu, Activation::none});
+    Mlp a(layout, "a", MlpConfig{{6, 9, 5, width}, Activation::relu, Activation::none});
+    Mlp b(layout, "b", MlpConfig{{6, 9, 5, width}, Activation::relu, Activation::none});
     a.set_overlap_backward(overlap);
     b.set_overlap_backward(overlap);
     const std::size_t stride = b.layers().front().weight.offset - a.layers().front().weight.offset;
     const auto params_h = fh::nn::initial_params(layout, 17);
     auto params = ops.from_host<float>(params_h);
-    const std::size_t n_out = static_cast<std::size_t>(batch) * 4, n_in = static_cast<std::size_t>(batch) * 6;
+    const std::size_t n_out = static_cast<std::size_t>(batch) * static_cast<std::size_t>(width), n_in = static_cast<std::size_t>(batch) * 6;
     const std::size_t x_stride = shared_input ? 0 : n_in;
     auto X = ops.from_host<float>(fh::test::random_floats(n_in + x_stride, 5, -1.f, 1.f));
     const auto dout_a = fh::test::random_floats(n_out, 6), dout_b = fh::test::random_floats(n_out, 7);
@@ -327,33 +338,37 @@ TEST_CASE("Mlp backward of network k of a batched forward equals that network on
     CpuDevice ops;
     for (int batch : {1, 5, 33})
         for (bool shared : {true, false})
-            for (bool overlap : {false, true}) {
-                INFO("batch " << batch << " shared input " << shared << " overlap " << overlap);
-                const auto r = run_twins(ops, batch, shared, overlap);
-                for (int i : {1, 2}) {
-                    INFO((i == 1 ? "backward per network" : "backward_batched"));
-                    CHECK(r[i].out == r[0].out);
-                    CHECK(r[i].grads == r[0].grads);
-                    CHECK(r[i].dX == r[0].dX);
+            for (bool overlap : {false, true})
+                for (int width : {4, 1}) {  // 1: a value head
+                    INFO("batch " << batch << " shared input " << shared << " overlap " << overlap << " width "
+                                  << width);
+                    const auto r = run_twins(ops, batch, shared, overlap, width);
+                    for (int i : {1, 2}) {
+                        INFO((i == 1 ? "backward per network" : "backward_batched"));
+                        CHECK(r[i].out == r[0].out);
+                        CHECK(r[i].grads == r[0].grads);
+                        CHECK(r[i].dX == r[0].dX);
+                    }
                 }
-            }
 }
 
 TEST_CASE("CUDA Mlp backward of the networks of a batched forward equals the CPU", "[gpu][nn]") {
     CpuDevice cpu;
     for (int batch : {1, 5, 257, 1031})
         for (bool shared : {true, false})
-            for (bool overlap : {false, true}) {
-                INFO("batch " << batch << " shared input " << shared << " overlap " << overlap);
-                const auto c = run_twins(cpu, batch, shared, overlap);
-                const auto g = run_twins(fh::test::gpu_ops(), batch, shared, overlap);
-                for (int i : {0, 1, 2}) {
-                    INFO("run " << i);
-                    FH_REQUIRE_CLOSE(g[i].out, c[0].out, 1e-5, 1e-4);
-                    FH_REQUIRE_CLOSE(g[i].grads, c[0].grads, 1e-4, 1e-4);
-                    FH_REQUIRE_CLOSE(g[i].dX, c[0].dX, 1e-5, 1e-4);
+            for (bool overlap : {false, true})
+                for (int width : {4, 1}) {  // 1: a value head
+                    INFO("batch " << batch << " shared input " << shared << " overlap " << overlap << " width "
+                                  << width);
+                    const auto c = run_twins(cpu, batch, shared, overlap, width);
+                    const auto g = run_twins(fh::test::gpu_ops(), batch, shared, overlap, width);
+                    for (int i : {0, 1, 2}) {
+                        INFO("run " << i);
+                        FH_REQUIRE_CLOSE(g[i].out, c[0].out, 1e-5, 1e-4);
+                        FH_REQUIRE_CLOSE(g[i].grads, c[0].grads, 1e-4, 1e-4);
+                        FH_REQUIRE_CLOSE(g[i].dX, c[0].dX, 1e-5, 1e-4);
+                    }
                 }
-            }
 }
 
 TEST_CASE("Mlp infer on the CPU is forward (no fused path), and mlp_infer checks its layers", "[nn]") {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "ops/cpu_device.hpp"
@@ -96,6 +97,86 @@ TEST_CASE("CUDA utility ops equal the CPU twins bit for bit", "[gpu][ops]") {
         FH_REQUIRE_CLOSE(g.copy, c.copy, 0.0, 0.0);
         FH_REQUIRE_CLOSE(g.saxpy, c.saxpy, 0.0, 0.0);
         FH_REQUIRE_CLOSE(g.scale, c.scale, 0.0, 0.0);
+    }
+}
+
+namespace {
+
+/// copy_group's results on `ops`: a float copy into a destination at an odd offset, a byte copy
+/// of odd length from an unaligned source (the kernel's byte path), an int copy and an empty pair,
+/// in one group; destinations start as a fill pattern, so bytes outside the copies must survive.
+struct GroupResults {
+    std::vector<float> floats;
+    std::vector<std::uint8_t> bytes;
+    std::vector<int> ints;
+};
+GroupResults run_copy_group(Device& ops, std::size_t n, std::uint64_t seed) {
+    const auto xf = random_floats(n, seed);
+    std::vector<std::uint8_t> xb(n + 3);
+    std::vector<int> xi(n);
+    for (std::size_t i = 0; i < xb.size(); ++i) xb[i] = static_cast<std::uint8_t>((i * 37 + seed) % 251);
+    for (std::size_t i = 0; i < n; ++i) xi[i] = static_cast<int>(i * 7919 + seed) - 1000;
+    auto sf = ops.from_host<float>(xf);
+    auto sb = ops.from_host<std::uint8_t>(xb);
+    auto si = ops.from_host<int>(xi);
+    auto df = ops.from_host<float>(std::vector<float>(n + 2, -9.f));
+    auto db = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(n + 2, 0xAB));
+    auto di = ops.from_host<int>(std::vector<int>(n, 5));
+    ops.copy_group({{df.view().subview(1, n), sf.cview()},
+                    {db.view().subview(2, n), sb.cview().subview(1, n)},
+                    {di.view().subview(0, 0), si.cview().subview(0, 0)},
+                    {di.view(), si.cview()}});
+    return {ops.to_host(df.cview()), ops.to_host(db.cview()), ops.to_host(di.cview())};
+}
+
+}  // namespace
+
+TEST_CASE("copy_group copies each pair, any element type, and nothing else", "[ops]") {
+    CpuDevice ops;
+    for (std::size_t n : kSizes) {
+        INFO("n = " << n);
+        const auto r = run_copy_group(ops, n, n);
+        const auto xf = random_floats(n, n);
+        REQUIRE(r.floats.front() == -9.f);
+        REQUIRE(r.floats.back() == -9.f);
+        for (std::size_t i = 0; i < n; ++i) REQUIRE(r.floats[i + 1] == xf[i]);
+        REQUIRE(r.bytes[0] == 0xAB);
+        REQUIRE(r.bytes[1] == 0xAB);
+        for (std::size_t i = 0; i < n; ++i) REQUIRE(r.bytes[i + 2] == static_cast<std::uint8_t>(((i + 1) * 37 + n) % 251));
+        for (std::size_t i = 0; i < n; ++i) REQUIRE(r.ints[i] == static_cast<int>(i * 7919 + n) - 1000);
+    }
+}
+
+TEST_CASE("copy_group refuses overlaps, size mismatches and too many pairs", "[ops][aliasing]") {
+    CpuDevice ops;
+    auto buf = ops.from_host<float>(random_floats(64, 5));
+    const auto v = buf.view();
+    const auto c = buf.cview();
+    // A dst overlapping its own src, another pair's src, or another pair's dst.
+    CHECK_THROWS_WITH(ops.copy_group({{v.subview(0, 8), c.subview(4, 8)}}), Catch::Contains("copy 0's dst overlaps copy 0's src"));
+    CHECK_THROWS_WITH(ops.copy_group({{v.subview(0, 8), c.subview(16, 8)}, {v.subview(32, 8), c.subview(2, 8)}}),
+                      Catch::Contains("copy 0's dst overlaps copy 1's src"));
+    CHECK_THROWS_WITH(ops.copy_group({{v.subview(0, 8), c.subview(16, 8)}, {v.subview(4, 8), c.subview(32, 8)}}),
+                      Catch::Contains("write the same bytes"));
+    // Reading one source twice is fine.
+    CHECK_NOTHROW(ops.copy_group({{v.subview(0, 8), c.subview(16, 8)}, {v.subview(8, 8), c.subview(16, 8)}}));
+    CHECK_THROWS_WITH(ops.copy_group({{v.subview(0, 8), c.subview(16, 9)}}), Catch::Contains("8 elements to 9 from"));
+    const fh::ops::CopyPair p{v.subview(0, 1), c.subview(40, 1)};
+    CHECK_THROWS_WITH(ops.copy_group({p, p, p, p, p}), Catch::Contains("at most 4"));
+}
+
+TEST_CASE("CUDA copy_group equals the CPU twin", "[gpu][ops]") {
+    CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    auto sizes = kSizes;
+    sizes.push_back((std::size_t{1} << 24) + 4097);  // more words than the capped grid covers
+    for (std::size_t n : sizes) {
+        INFO("n = " << n);
+        const auto c = run_copy_group(cpu, n, n);
+        const auto g = run_copy_group(gpu, n, n);
+        REQUIRE(g.floats == c.floats);
+        REQUIRE(g.bytes == c.bytes);
+        REQUIRE(g.ints == c.ints);
     }
 }
 
