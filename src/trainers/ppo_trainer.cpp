@@ -241,7 +241,8 @@ void PpoTrainer::sample_actions(int t) {
 //  - the truncated episodes gathered (their values come after the rollout, bootstrap_truncated;
 //    a terminated episode's next value is never read);
 //  - the actor at step t + 1;
-//  - step t's diversity penalty and curiosity bonus (beside the truncated episodes' gather).
+//  - s_{t+1} stored, step t's diversity penalty and curiosity bonus, the truncated episodes'
+//    gather.
 // So each step waits for one critic pass on n rows beside the actor.
 void PpoTrainer::rollout_step(int t) {
     const std::size_t n = static_cast<std::size_t>(n_envs_);
@@ -251,11 +252,10 @@ void PpoTrainer::rollout_step(int t) {
     const auto actions = r_actions_.view().subview(row, n);
 
     env_.step(actions);
-    // The step's stores in one launch: r_t, done_t and s_{t+1} (the next step's rows).
+    // r_t and done_t in one launch; s_{t+1} (the next step's rows) is stored on the third branch:
+    // on the path before the branches it made ppo-full's step 10 us slower (docs/performance.md).
     const auto rewards = r_rewards_.view().subview(row, n);
-    const ops::CopyPair reward{rewards, env_.rewards()}, done{r_done_.view().subview(row, n), env_.done()};
-    if (last) ops_.copy_group({reward, done});
-    else ops_.copy_group({reward, done, {r_states_.view().subview((row + n) * D, n * D), env_.states()}});
+    ops_.copy_group({{rewards, env_.rewards()}, {r_done_.view().subview(row, n), env_.done()}});
     const auto critic = [&] {
         const auto v = net_.critic.infer(ops_, params_.cview(), last ? env_.next_states() : env_.states(), n_envs_,
                                          ws_critic_step_);
@@ -276,6 +276,7 @@ void PpoTrainer::rollout_step(int t) {
     };
     if (last) return ops_.run_concurrently(critic, reward_terms);
     ops_.run_concurrently(critic, [&] { sample_actions(t + 1); }, [&] {
+        ops_.copy(r_states_.view().subview((row + n) * D, n * D), env_.states());
         reward_terms();
         fh::ops::ppo_collect_truncated(ops_, trunc_rows_.view(), trunc_bars_.view(), trunc_portfolio_.view(),
                                        trunc_count_.view(), env_.next_states(), env_.info(),
