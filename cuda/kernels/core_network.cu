@@ -536,13 +536,42 @@ extern "C" __global__ void network_adam_kernel(float* __restrict__ params, float
         c = at;
     }
     const float scale = c.clip_norm > 0.f ? fh::core::clip_scale(*grad_norm, c.clip_norm) : 1.f;
-    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) {
+    // Element i's update, whichever loop reaches it: the same floats.
+    const auto element = [&](float& p, float& mi, float& vi, float g, float* t) {
+        fh::core::adam_element(p, mi, vi, g, scale, c);
+        if (t != nullptr) *t = fh::core::saxpy_element(__fmul_rn(*t, target_keep), target_tau, p);
+    };
+    long long first_scalar = 0;
+    if (fh::abi::adam_vectorized(params, m, v, grads, target, n)) {
+        // Four elements a thread per load (a streaming pass wants bytes in flight), then the tail.
+        const long long n4 = n / 4;
+        auto* p4 = reinterpret_cast<float4*>(params);
+        auto* m4 = reinterpret_cast<float4*>(m);
+        auto* v4 = reinterpret_cast<float4*>(v);
+        const auto* g4 = reinterpret_cast<const float4*>(grads);
+        auto* t4 = reinterpret_cast<float4*>(target);
+        for (long long i = global_thread_index(); i < n4; i += grid_thread_count()) {
+            float4 p = p4[i], mi = m4[i], vi = v4[i];
+            const float4 g = g4[i];
+            float4 t = target != nullptr ? t4[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+            float* const tp = target != nullptr ? &t.x : nullptr;
+            element(p.x, mi.x, vi.x, g.x, tp);
+            element(p.y, mi.y, vi.y, g.y, tp == nullptr ? nullptr : &t.y);
+            element(p.z, mi.z, vi.z, g.z, tp == nullptr ? nullptr : &t.z);
+            element(p.w, mi.w, vi.w, g.w, tp == nullptr ? nullptr : &t.w);
+            p4[i] = p;
+            m4[i] = mi;
+            v4[i] = vi;
+            if (target != nullptr) t4[i] = t;
+        }
+        first_scalar = n4 * 4;
+    }
+    for (long long i = first_scalar + global_thread_index(); i < n; i += grid_thread_count()) {
         float p = params[i], mi = m[i], vi = v[i];
-        fh::core::adam_element(p, mi, vi, grads[i], scale, c);
+        element(p, mi, vi, grads[i], target != nullptr ? &target[i] : nullptr);
         params[i] = p;
         m[i] = mi;
         v[i] = vi;
-        if (target != nullptr) target[i] = fh::core::saxpy_element(__fmul_rn(target[i], target_keep), target_tau, p);
     }
 }
 

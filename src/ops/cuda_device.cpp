@@ -668,10 +668,14 @@ void CudaDevice::adam_step_impl(View<float> params, View<float> m, View<float> v
                                 View<const float> grad_norm, View<const int> gate, core::CounterValue step,
                                 View<const float> lr, const core::AdamConstants& c, const SoftTarget& target) {
     // params, m, v, grads and grad_norm are distinct; gate overlaps none of the written buffers.
-    kernels().network_adam_kernel(stream(), LaunchDims::linear(params.size()), params.data(), m.data(), v.data(),
+    float* const t = target.target.empty() ? nullptr : target.target.data();
+    const bool by4 = abi::adam_vectorized(params.data(), m.data(), v.data(), grads.data(), t,
+                                              static_cast<long long>(params.size()));
+    kernels().network_adam_kernel(stream(), LaunchDims::linear(by4 ? (params.size() + 3) / 4 : params.size()),
+                                  params.data(), m.data(), v.data(),
                                   grads.data(), grad_norm.empty() ? nullptr : grad_norm.data(),
                                   gate.empty() ? nullptr : gate.data(), step, lr.empty() ? nullptr : lr.data(), c,
-                                  target.target.empty() ? nullptr : target.target.data(), target.tau, target.keep,
+                                  t, target.tau, target.keep,
                                   static_cast<int>(params.size()));
 }
 

@@ -675,6 +675,44 @@ TEST_CASE("CUDA Adam equals the CPU twin; clipping and the gate on the device", 
     }
 }
 
+TEST_CASE("CUDA Adam four elements a thread (aligned arrays) equals one at a time (unaligned), bit for bit",
+          "[gpu][nn]") {
+    auto& gpu = fh::test::gpu_ops();
+    // The same values at float offset 0 (16-byte aligned: float4 loads, then the tail) and at
+    // offset 1 (not aligned: one element at a time); sizes with every tail length, and more
+    // elements than the capped grid covers. (Fewer than kAdamVectorMinElements: one at a time.)
+    const std::size_t least = fh::abi::kAdamVectorMinElements;
+    for (std::size_t n : {least, least + 1, least + 2, least + 3, (std::size_t{1} << 26) + 5})
+        for (bool with_target : {false, true}) {
+            INFO("n = " << n << " target " << with_target);
+            std::vector<float> out[2][4];
+            for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+                const auto at = [&](std::uint64_t seed, float lo, float hi) {
+                    auto b = gpu.alloc<float>(n + 1);
+                    gpu.upload<float>(b.view().subview(offset, n), random_floats(n, seed, lo, hi));
+                    return b;
+                };
+                auto P = at(1, -2.f, 2.f), M = at(2, -0.1f, 0.1f), V = at(3, 0.01f, 0.1f), G = at(4, -2.f, 2.f);
+                auto T = at(5, -2.f, 2.f);
+                const auto part = [&](fh::ops::Buffer<float>& b) { return b.view().subview(offset, n); };
+                auto norm = gpu.from_host<float>(std::vector<float>{3.f});
+                AdamParams hp;
+                hp.lr = 3e-3f;
+                hp.clip_norm = 1.f;
+                hp.weight_decay = 0.01f;
+                gpu.adam_step(part(P), part(M), part(V), part(G), norm.cview(), {}, fh::ops::CounterValue(5), hp, {},
+                              with_target ? fh::ops::SoftTarget::of(part(T), 0.05) : fh::ops::SoftTarget{});
+                const std::size_t k = offset;
+                out[k][0] = gpu.to_host(View<const float>(part(P)));
+                out[k][1] = gpu.to_host(View<const float>(part(M)));
+                out[k][2] = gpu.to_host(View<const float>(part(V)));
+                out[k][3] = gpu.to_host(View<const float>(part(T)));
+            }
+            for (int a = 0; a < 4; ++a) CHECK(out[0][a] == out[1][a]);
+            CHECK(out[0][0] != random_floats(n, 1, -2.f, 2.f));
+        }
+}
+
 TEST_CASE("CUDA Adam with a soft target equals Adam then scale and saxpy (bit for bit) and the CPU twin",
           "[gpu][nn]") {
     CpuDevice cpu;
