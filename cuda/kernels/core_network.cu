@@ -392,12 +392,16 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
         }
         for (; r < row_end; r += K) row(r, dout[r], x[r * in + col]);
     }
-    hidden[threadIdx.y][threadIdx.x] = acc_hidden;
-    head[threadIdx.y][threadIdx.x] = acc_head;
-    head_b[threadIdx.y][threadIdx.x] = acc_head_b;
-    bias_rows_tree(hidden);
-    bias_rows_tree(head);
-    bias_rows_tree(head_b);
+    // The three sums of every thread row, over the block's rows (bias_rows_tree): row 0 holds them.
+    const auto block_sums = [&](float s_hidden, float s_head, float s_head_b) {
+        hidden[threadIdx.y][threadIdx.x] = s_hidden;
+        head[threadIdx.y][threadIdx.x] = s_head;
+        head_b[threadIdx.y][threadIdx.x] = s_head_b;
+        bias_rows_tree(hidden);
+        bias_rows_tree(head);
+        bias_rows_tree(head_b);
+    };
+    block_sums(acc_hidden, acc_head, acc_head_b);
     const bool writer = threadIdx.y == 0 && col < in;
     const auto finish = [&](float s_hidden, float s_head, float s_head_b) {
         float* const hidden_db = a.hidden_db == nullptr ? nullptr : a.hidden_db + z * a.param_stride;
@@ -430,12 +434,7 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
         }
         if (sums_head_b) s_head_b += __ldcg(&p[2 * in]);
     }
-    hidden[threadIdx.y][threadIdx.x] = s_hidden;
-    head[threadIdx.y][threadIdx.x] = s_head;
-    head_b[threadIdx.y][threadIdx.x] = s_head_b;
-    bias_rows_tree(hidden);
-    bias_rows_tree(head);
-    bias_rows_tree(head_b);
+    block_sums(s_hidden, s_head, s_head_b);
     finish(hidden[0][threadIdx.x], head[0][threadIdx.x], head_b[0][threadIdx.x]);
     if (threadIdx.x == 0 && threadIdx.y == 0) a.tickets[z * gridDim.x + blockIdx.x] = 0;
 }
