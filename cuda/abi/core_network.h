@@ -148,13 +148,6 @@ using NetworkNormGuard = void(float* grad_norm, float* __restrict__ scratch,
                               int n_stats);
 /// Floats of network_norm_guard_kernel's scratch: the partials and the ticket.
 inline constexpr int kNormGuardScratch = kNormBlocks + 1;
-/// Adam with global-norm clipping, gated: does nothing when gate != null and *gate == 0.
-/// params, m, v, grads (n); grad_norm (1), read only when c.clip_norm > 0; gate (1) or null.
-/// step.counter != null: the update number is step.value(), read from device memory, and the
-/// bias corrections are core::at_step(c, step.value()) (each block computes them once), else
-/// c's. lr_from (1) or null: the learning rate read from device memory instead of c.lr.
-/// target (n) or null: a soft target, after the step (or the gate's skip) target[i] =
-/// core::saxpy_element(target[i] * target_keep, target_tau, params[i]) (ops::SoftTarget).
 /// Whether network_adam_kernel takes its elements four at a time (float4 loads and stores, then
 /// the tail one at a time): at least kAdamVectorMinElements of them (below, a quarter of the
 /// threads each running four updates in turn measured slower: ppo small, supervised-full) and
@@ -171,6 +164,14 @@ FH_HD bool adam_vectorized(const void* params, const void* m, const void* v, con
                                     reinterpret_cast<unsigned long long>(target);
     return n >= kAdamVectorMinElements && (bits & 15ULL) == 0;
 }
+/// Adam with global-norm clipping, gated: does nothing when gate != null and *gate == 0.
+/// params, m, v, grads (n); grad_norm (1), read only when c.clip_norm > 0; gate (1) or null.
+/// step.counter != null: the update number is step.value(), read from device memory, and the
+/// bias corrections are core::at_step(c, step.value()) (each block computes them once), else
+/// c's. lr_from (1) or null: the learning rate read from device memory instead of c.lr.
+/// target (n) or null: a soft target, after the step (or the gate's skip) target[i] =
+/// core::saxpy_element(target[i] * target_keep, target_tau, params[i]) (ops::SoftTarget).
+/// Elements four at a time where adam_vectorized says so (the same floats).
 using NetworkAdam = void(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
                          const float* __restrict__ grads, const float* __restrict__ grad_norm,
                          const int* __restrict__ gate, core::CounterValue step, const float* __restrict__ lr_from,
