@@ -91,23 +91,27 @@ using NetworkActBiasGradBatched = void(float* __restrict__ dy, float* __restrict
                                        long long db_stride);
 inline constexpr int kBiasGradRows = 32;
 
-/// The backward of a 1-wide linear output layer without activation (a value head: w (in), bias
-/// b) and, through it, of the hidden layer's activation and bias below it, in one pass over the
-/// hidden layer's output X (batch, in), for grid.z networks:
-///   dz[r, j]  = (dout[r] * w[j]) * act'(X[r, j])   the head's dX, then the activation's backward
-///                                                   (two rounded products, as the two layers' passes)
+/// The backward of a narrow linear output layer without activation (out outputs, 1 <= out <=
+/// kHeadBackwardMaxOut: a value head, IQL's Q and policy heads; W (out, in), bias b) and,
+/// through it, of the hidden layer's activation and bias below it, in one pass over the hidden
+/// layer's output X (batch, in), for grid.z networks:
+///   dz[r, j]  = (sum_h dout[r, h] * W[h, j]) * act'(X[r, j])   the head's dX, then the activation's backward
 ///   hidden_db[j] = sum_r dz[r, j]                  network_act_bias_grad_kernel's slices and order
-///   head_dw[j]   = sum_r dout[r] * X[r, j]         (fused multiply-adds in row order per thread)
-///   head_db      = sum_r dout[r]
-/// (db, dw: += when accumulate.) Launch: block (32, kBiasGradRows), grid (ceil(in / 32), slices,
+///   head_dw[h, j] = sum_r dout[r, h] * X[r, j]     (fused multiply-adds in row order per thread)
+///   head_db[h]    = sum_r dout[r, h]
+/// (db, dw: += when accumulate.) out == 1: network_scalar_head_backward_kernel, whose dz is
+/// the rounded product dout[r] * w[j] (the bits of the two layers' separate passes); out > 1:
+/// network_narrow_head_backward_kernel, whose dz sums h = 0, 1, ... by fused multiply-adds from 0
+/// (not cuBLAS's order). Launch: block (32, kBiasGradRows), grid (ceil(in / 32), slices,
 /// networks), the slices of network_act_bias_grad_kernel for (batch, in); each thread sums its
 /// rows in order, then the block's rows in bias_rows_tree's fixed tree; with several slices each
-/// block writes its sums to partials (slice s at s * (2 in + 1): hidden db, head dw, head db) and
-/// the last block of a group of 32 columns (tickets, zero before and after) adds the slices in
-/// order. The column group 0 blocks also sum dout (head db). Network z: x, dz at z * x_stride,
-/// dout at z * batch, w, head_dw, head_db, hidden_db at z * param_stride, partials at
-/// z * slices * (2 in + 1), tickets at z * ceil(in / 32).
-struct ScalarHeadBackwardArgs {
+/// block writes its sums to partials (slice s at s * head_backward_partial_floats(in, out):
+/// hidden db (in), head dw (out, in), head db (out)) and the last block of a group of 32 columns
+/// (tickets, zero before and after) adds the slices in order. The column group 0 blocks also sum
+/// dout (head db). Network z: x, dz at z * x_stride, dout at z * batch * out, w, head_dw,
+/// head_db, hidden_db at z * param_stride, partials at z * slices * head_backward_partial_floats,
+/// tickets at z * ceil(in / 32).
+struct HeadBackwardArgs {
     float* dz;
     float* hidden_db;  // null: the hidden layer has no bias
     float* head_dw;
@@ -118,13 +122,19 @@ struct ScalarHeadBackwardArgs {
     const float* x;
     const float* w;
     long long x_stride, param_stride;
-    int batch, in, rows_per_slice, accumulate;
+    int batch, in, out, rows_per_slice, accumulate;
     Activation act;
 };
-using NetworkScalarHeadBackward = void(ScalarHeadBackwardArgs args);
-/// Partial floats a slice of network_scalar_head_backward_kernel leaves: the hidden layer's db,
-/// the head's dw (in each) and the head's db.
-FH_HD constexpr long long scalar_head_partial_floats(int in) { return 2LL * in + 1; }
+using NetworkHeadBackward = void(HeadBackwardArgs args);
+/// The widest head network_narrow_head_backward_kernel takes (its per-thread sums and shared rows).
+inline constexpr int kHeadBackwardMaxOut = 16;
+/// dout rows network_narrow_head_backward_kernel stages in shared memory at a time (4 per thread row).
+inline constexpr int kHeadBackwardStagedRows = 4 * kBiasGradRows;
+/// Partial floats a slice of the head-backward kernels leaves: the hidden layer's db (in), the
+/// head's dw (out x in) and the head's db (out).
+FH_HD constexpr long long head_backward_partial_floats(int in, int out) {
+    return (1LL + out) * in + out;
+}
 
 /// partials[blk] = sum of x[i]^2 over block blk's grid-stride share. Launch exactly
 /// kNormBlocks x kNormThreads. partials (kNormBlocks), x (n).
@@ -219,7 +229,8 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
     FH_KERNEL(core_network, network_linear_narrow_8_kernel, NetworkLinearNarrow)     \
     FH_KERNEL(core_network, network_act_bias_grad_kernel, NetworkActBiasGrad)       \
     FH_KERNEL(core_network, network_act_bias_grad_batched_kernel, NetworkActBiasGradBatched) \
-    FH_KERNEL(core_network, network_scalar_head_backward_kernel, NetworkScalarHeadBackward) \
+    FH_KERNEL(core_network, network_scalar_head_backward_kernel, NetworkHeadBackward) \
+    FH_KERNEL(core_network, network_narrow_head_backward_kernel, NetworkHeadBackward) \
     FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \
     FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \
     FH_KERNEL(core_network, network_norm_guard_kernel, NetworkNormGuard)            \

@@ -352,13 +352,13 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, FH_BIA
 // the hidden output (ABI: core_network.h). One block per SM with U rows' loads in flight per
 // thread (three sums per thread do not fit the bias-gradient kernel's 32 registers).
 extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
-    network_scalar_head_backward_kernel(fh::abi::ScalarHeadBackwardArgs a) {
+    network_scalar_head_backward_kernel(fh::abi::HeadBackwardArgs a) {
     __shared__ float hidden[fh::abi::kBiasGradRows][32], head[fh::abi::kBiasGradRows][32],
         head_b[fh::abi::kBiasGradRows][32];
     constexpr int K = fh::abi::kBiasGradRows, U = 8;
     const long long z = blockIdx.z;  // this block's network
     const int in = a.in;
-    const long long slice_floats = fh::abi::scalar_head_partial_floats(in);
+    const long long slice_floats = fh::abi::head_backward_partial_floats(in, 1);
     float* __restrict__ dz = a.dz + z * a.x_stride;
     const float* __restrict__ x = a.x + z * a.x_stride;
     const float* __restrict__ dout = a.dout + z * a.batch;
@@ -436,6 +436,131 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
     }
     block_sums(s_hidden, s_head, s_head_b);
     finish(hidden[0][threadIdx.x], head[0][threadIdx.x], head_b[0][threadIdx.x]);
+    if (threadIdx.x == 0 && threadIdx.y == 0) a.tickets[z * gridDim.x + blockIdx.x] = 0;
+}
+
+// A narrow head's backward (2 to kHeadBackwardMaxOut outputs) and its hidden layer's activation
+// and bias backward in one pass over the hidden output (ABI: core_network.h). The block stages
+// kHeadBackwardStagedRows rows of dout and its 32 columns of W in shared memory; each thread
+// keeps one sum per output for its column (the head's dW), the hidden db and, in column group 0,
+// one output's db.
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
+    network_narrow_head_backward_kernel(fh::abi::HeadBackwardArgs a) {
+    constexpr int K = fh::abi::kBiasGradRows, H = fh::abi::kHeadBackwardMaxOut, R = fh::abi::kHeadBackwardStagedRows;
+    __shared__ float rows_d[R * H];  // dout rows [r0, r0 + R) of this step, out floats each
+    __shared__ float w_cols[H][32];  // W[h, column] of this block's 32 columns
+    __shared__ float red[K][32];     // one block sum at a time (bias_rows_tree)
+    const long long z = blockIdx.z;  // this block's network
+    const int in = a.in, out = a.out;
+    const int tid = threadIdx.y * 32 + threadIdx.x;
+    const long long slice_floats = fh::abi::head_backward_partial_floats(in, out);
+    float* __restrict__ dz = a.dz + z * a.x_stride;
+    const float* __restrict__ x = a.x + z * a.x_stride;
+    const float* __restrict__ dout = a.dout + z * a.batch * out;
+    const int col = blockIdx.x * 32 + threadIdx.x;
+    const bool has_col = col < in;
+    const bool sums_head_b = blockIdx.x == 0 && threadIdx.x < out;  // thread x sums output x's db
+    if (threadIdx.y < out) w_cols[threadIdx.y][threadIdx.x] = has_col ? a.w[z * a.param_stride + threadIdx.y * in + col] : 0.f;
+    const long long row0 = static_cast<long long>(blockIdx.y) * a.rows_per_slice;
+    long long row_end = row0 + a.rows_per_slice;
+    if (row_end > a.batch) row_end = a.batch;
+    float acc_hidden = 0.f, acc_head_b = 0.f, acc_head[H];
+#pragma unroll
+    for (int h = 0; h < H; ++h) acc_head[h] = 0.f;
+    for (long long r0 = row0; r0 < row_end; r0 += R) {
+        const int n = static_cast<int>(row_end - r0 < R ? row_end - r0 : R);
+        __syncthreads();  // the step before no longer reads rows_d (and w_cols is written)
+        for (int i = tid; i < n * out; i += 32 * K) rows_d[i] = dout[r0 * out + i];
+        __syncthreads();
+        float xv[R / K];  // this thread's rows y, y + K, ...: their loads in flight together
+#pragma unroll
+        for (int u = 0; u < R / K; ++u) {
+            const int rr = threadIdx.y + u * K;
+            xv[u] = has_col && rr < n ? x[(r0 + rr) * in + col] : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < R / K; ++u) {
+            const int rr = threadIdx.y + u * K;
+            if (rr >= n) break;
+            const float* d = rows_d + rr * out;
+            if (has_col) {
+                float dx = 0.f;
+#pragma unroll
+                for (int h = 0; h < H; ++h)
+                    if (h < out) {
+                        dx = __fmaf_rn(d[h], w_cols[h][threadIdx.x], dx);
+                        acc_head[h] = __fmaf_rn(d[h], xv[u], acc_head[h]);
+                    }
+                const float v = a.act == Activation::none ? dx
+                                                          : __fmul_rn(dx, fh::core::activation_derivative(xv[u], a.act));
+                dz[(r0 + rr) * in + col] = v;
+                acc_hidden += v;
+            }
+            if (sums_head_b) acc_head_b += d[threadIdx.x];
+        }
+    }
+    // Each sum over the block's thread rows (bias_rows_tree, one at a time through red): thread
+    // row 0 keeps them (the other rows' sums are not used). Only thread (0, x) reads red[0][x],
+    // and it writes it next, so no barrier is needed between two sums beyond the tree's own.
+    const auto block_sum = [&](float v) {
+        red[threadIdx.y][threadIdx.x] = v;
+        bias_rows_tree(red);
+        return threadIdx.y == 0 ? red[0][threadIdx.x] : 0.f;
+    };
+    const auto block_sums = [&] {
+        acc_hidden = block_sum(acc_hidden);
+#pragma unroll
+        for (int h = 0; h < H; ++h)
+            if (h < out) acc_head[h] = block_sum(acc_head[h]);
+        acc_head_b = block_sum(acc_head_b);
+    };
+    block_sums();
+    const bool writer = threadIdx.y == 0 && has_col;
+    const bool writes_head_b = threadIdx.y == 0 && sums_head_b && a.head_db != nullptr;
+    const auto finish = [&] {
+        float* const hidden_db = a.hidden_db == nullptr ? nullptr : a.hidden_db + z * a.param_stride;
+        float* const head_dw = a.head_dw + z * a.param_stride;
+        if (writer) {
+            if (hidden_db != nullptr) hidden_db[col] = a.accumulate ? hidden_db[col] + acc_hidden : acc_hidden;
+#pragma unroll
+            for (int h = 0; h < H; ++h)
+                if (h < out) {
+                    float& g = head_dw[static_cast<long long>(h) * in + col];
+                    g = a.accumulate ? g + acc_head[h] : acc_head[h];
+                }
+        }
+        if (writes_head_b) {
+            float& g = a.head_db[z * a.param_stride + threadIdx.x];
+            g = a.accumulate ? g + acc_head_b : acc_head_b;
+        }
+    };
+    if (gridDim.y == 1) return finish();
+    // Several slices: partials, then the last block of these 32 columns adds them in slice order.
+    float* const partials = a.partials + z * gridDim.y * slice_floats;
+    float* const slice = partials + static_cast<long long>(blockIdx.y) * slice_floats;
+    if (writer) {
+        slice[col] = acc_hidden;
+#pragma unroll
+        for (int h = 0; h < H; ++h)
+            if (h < out) slice[in + static_cast<long long>(h) * in + col] = acc_head[h];
+    }
+    if (threadIdx.y == 0 && sums_head_b) slice[(1LL + out) * in + threadIdx.x] = acc_head_b;
+    if (!fh::device::last_block_to_arrive(&a.tickets[z * gridDim.x + blockIdx.x], gridDim.y)) return;
+    acc_hidden = acc_head_b = 0.f;  // slices threadIdx.y, + K, ... in order
+#pragma unroll
+    for (int h = 0; h < H; ++h) acc_head[h] = 0.f;
+    for (unsigned k = threadIdx.y; k < gridDim.y; k += K) {
+        const float* const p = partials + static_cast<long long>(k) * slice_floats;
+        if (has_col) {
+            acc_hidden += __ldcg(&p[col]);
+#pragma unroll
+            for (int h = 0; h < H; ++h)
+                if (h < out) acc_head[h] += __ldcg(&p[in + static_cast<long long>(h) * in + col]);
+        }
+        if (sums_head_b) acc_head_b += __ldcg(&p[(1LL + out) * in + threadIdx.x]);
+    }
+    block_sums();
+    finish();
     if (threadIdx.x == 0 && threadIdx.y == 0) a.tickets[z * gridDim.x + blockIdx.x] = 0;
 }
 

@@ -171,24 +171,25 @@ void Mlp::backward_networks(ops::Device& ops, View<const float> params, View<flo
                                     L.act, accumulate, parts);
     };
     using Part = ops::BackwardPart;
-    // A 1-wide output layer without activation (a value head): its whole backward and the
-    // activation and bias parts of the hidden layer below in one op (one pass over the hidden
-    // output on CUDA); that layer's weights and input parts follow.
+    // A narrow output layer without activation (a value head, IQL's Q and policy heads): its
+    // whole backward and the activation and bias parts of the hidden layer below in one op (one
+    // pass over the hidden output on CUDA); that layer's weights and input parts follow.
     const std::size_t top = layers_.size() - 1;
-    const bool scalar_head = top >= 1 && layers_[top].out == 1 && layers_[top].act == ops::Activation::none;
+    const bool narrow_head = top >= 1 && layers_[top].out <= abi::kHeadBackwardMaxOut &&
+                             layers_[top].act == ops::Activation::none;
     const auto head = [&] {
         const Layer& H = layers_[top];
         const Layer& L = layers_[top - 1];
         const std::size_t in = static_cast<std::size_t>(H.in);
-        ops.scalar_head_backward(ws.grad_[top - 1].view().subview(row0 * in, n * rows * in), grads, dOut,
-                                 ws.act_[top - 1].cview().subview(row0 * in, n * rows * in), params, ws.param_stride_,
-                                 p0 + H.weight.offset, static_cast<std::ptrdiff_t>(p0 + H.bias.offset),
-                                 static_cast<std::ptrdiff_t>(p0 + L.bias.offset), networks, batch, H.in, L.act,
-                                 accumulate);
+        ops.head_backward(ws.grad_[top - 1].view().subview(row0 * in, n * rows * in), grads, dOut,
+                          ws.act_[top - 1].cview().subview(row0 * in, n * rows * in), params, ws.param_stride_,
+                          p0 + H.weight.offset, static_cast<std::ptrdiff_t>(p0 + H.bias.offset),
+                          static_cast<std::ptrdiff_t>(p0 + L.bias.offset), networks, batch, H.in, H.out, L.act,
+                          accumulate);
     };
     if (!overlap_backward_) {
         std::size_t l = layers_.size();  // the layers below l are left
-        if (scalar_head) {
+        if (narrow_head) {
             head();
             layer(top - 1, Part::weights | Part::input);
             l = top - 1;
@@ -202,7 +203,7 @@ void Mlp::backward_networks(ops::Device& ops, View<const float> params, View<flo
             ops.run_concurrently([&] { layer(l, Part::weights); }, [&] { layer(l, Part::input); });
         };
         std::size_t l = layers_.size();  // the layers below l are left
-        if (scalar_head) {
+        if (narrow_head) {
             head();
             weights_beside_input(top - 1);
             l = top - 1;
@@ -228,7 +229,7 @@ void Mlp::backward_networks(ops::Device& ops, View<const float> params, View<flo
         layer(l, Part::activation);
         beside_chain(l, Part::bias | Part::weights);
     };
-    if (scalar_head) {
+    if (narrow_head) {
         head();
         beside_chain(top - 1, Part::weights);
     } else {

@@ -95,21 +95,21 @@ void CpuDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float>
 
 // The head's linear_backward (out 1, no activation: its dZ is dOut, as act'(y) = 1 would leave it),
 // then the hidden layer's activation and bias parts, per network: the same calls, the same bits.
-void CpuDevice::scalar_head_backward_impl(View<float> dZ, View<float> grads, View<const float> dOut,
-                                          View<const float> X, View<const float> params, std::size_t param_stride,
-                                          std::size_t head_w_offset, std::ptrdiff_t head_b_offset,
-                                          std::ptrdiff_t hidden_b_offset, int count, int batch, int in,
-                                          Activation act, bool accumulate) {
+void CpuDevice::head_backward_impl(View<float> dZ, View<float> grads, View<const float> dOut, View<const float> X,
+                                   View<const float> params, std::size_t param_stride, std::size_t head_w_offset,
+                                   std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count, int batch,
+                                   int in, int out, Activation act, bool accumulate) {
     const std::size_t rows = static_cast<std::size_t>(batch), xs = rows * static_cast<std::size_t>(in);
+    const std::size_t ds = rows * static_cast<std::size_t>(out);
     for (std::size_t k = 0; k < static_cast<std::size_t>(count); ++k) {
-        const float* d = dOut.data() + k * rows;
+        const float* d = dOut.data() + k * ds;
         const float* x = X.data() + k * xs;
         float* z = dZ.data() + k * xs;
         float* g = grads.data() + k * param_stride;
         const float* p = params.data() + k * param_stride;
-        if (head_b_offset >= 0) nn::ref::bias_backward<float>(g + head_b_offset, d, batch, 1, accumulate);
-        nn::ref::weight_backward<float>(g + head_w_offset, d, x, batch, in, 1, accumulate);
-        nn::ref::input_backward<float>(z, d, p + head_w_offset, batch, in, 1);
+        if (head_b_offset >= 0) nn::ref::bias_backward<float>(g + head_b_offset, d, batch, out, accumulate);
+        nn::ref::weight_backward<float>(g + head_w_offset, d, x, batch, in, out, accumulate);
+        nn::ref::input_backward<float>(z, d, p + head_w_offset, batch, in, out);
         nn::ref::activation_backward<float>(z, x, batch, in, act);
         if (hidden_b_offset >= 0) nn::ref::bias_backward<float>(g + hidden_b_offset, z, batch, in, accumulate);
     }

@@ -527,55 +527,58 @@ void CudaDevice::act_bias_grad(float* dY, float* db, const float* Y, Activation 
                                                        db_stride);
 }
 
-// One pass over X for every network (network_scalar_head_backward_kernel) in the bias-gradient
-// pass's slices for (batch, in), so the hidden db is that pass's; where every network's partials
-// do not fit the device's buffers, a launch per network (one network's always fit: its slices
-// times 2 in + 1 stay below 2^15).
-void CudaDevice::scalar_head_backward_impl(View<float> dZ, View<float> grads, View<const float> dOut,
-                                           View<const float> X, View<const float> params, std::size_t param_stride,
-                                           std::size_t head_w_offset, std::ptrdiff_t head_b_offset,
-                                           std::ptrdiff_t hidden_b_offset, int count, int batch, int in,
-                                           Activation act, bool accumulate) {
+// One pass over X for every network (network_{scalar,narrow}_head_backward_kernel) in the
+// bias-gradient pass's slices and order for (batch, in) (with one output dZ is the separate
+// passes', hence the hidden db too, bit for bit); where every network's partials do not fit the
+// device's buffers, a launch per network (one network's always fit: its slices times
+// (1 + out) in + out stay below 2^19).
+void CudaDevice::head_backward_impl(View<float> dZ, View<float> grads, View<const float> dOut, View<const float> X,
+                                    View<const float> params, std::size_t param_stride, std::size_t head_w_offset,
+                                    std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count, int batch,
+                                    int in, int out, Activation act, bool accumulate) {
     const int column_groups = (in + 31) / 32;
     const int slices = bias_slices(batch, in);
-    const std::size_t slice_floats = static_cast<std::size_t>(abi::scalar_head_partial_floats(in));
+    const std::size_t slice_floats = static_cast<std::size_t>(abi::head_backward_partial_floats(in, out));
     const std::size_t n = static_cast<std::size_t>(count), rows = static_cast<std::size_t>(batch);
-    const std::size_t xs = rows * static_cast<std::size_t>(in);
+    const std::size_t xs = rows * static_cast<std::size_t>(in), ds = rows * static_cast<std::size_t>(out);
     const bool fits = n * static_cast<std::size_t>(slices) * slice_floats <= kBiasPartialFloats &&
                       n * static_cast<std::size_t>(column_groups) <= kBiasTickets;
     if (slices > 1 && !fits) {
-        if (count == 1) throw std::logic_error("scalar_head_backward: one network's partials exceed the buffers");
+        if (count == 1) throw std::logic_error("head_backward: one network's partials exceed the buffers");
         for (std::size_t k = 0; k < n; ++k) {
             const std::size_t p0 = k * param_stride;
-            scalar_head_backward_impl(dZ.subview(k * xs, xs), grads.subview(p0, grads.size() - p0),
-                                      dOut.subview(k * rows, rows), X.subview(k * xs, xs),
-                                      params.subview(p0, params.size() - p0), 0, head_w_offset, head_b_offset,
-                                      hidden_b_offset, 1, batch, in, act, accumulate);
+            head_backward_impl(dZ.subview(k * xs, xs), grads.subview(p0, grads.size() - p0), dOut.subview(k * ds, ds),
+                               X.subview(k * xs, xs), params.subview(p0, params.size() - p0), 0, head_w_offset,
+                               head_b_offset, hidden_b_offset, 1, batch, in, out, act, accumulate);
         }
         return;
     }
     const auto offset = [&](std::ptrdiff_t o) { return o < 0 ? nullptr : grads.data() + o; };
     const bool partials = slices > 1;
-    const abi::ScalarHeadBackwardArgs a{dZ.data(),
-                                        offset(hidden_b_offset),
-                                        grads.data() + head_w_offset,
-                                        offset(head_b_offset),
-                                        partials ? bias_partials() : nullptr,
-                                        partials ? bias_tickets() : nullptr,
-                                        dOut.data(),
-                                        X.data(),
-                                        params.data() + head_w_offset,
-                                        static_cast<long long>(xs),
-                                        static_cast<long long>(param_stride),
-                                        batch,
-                                        in,
-                                        (batch + slices - 1) / slices,
-                                        accumulate ? 1 : 0,
-                                        act};
+    const abi::HeadBackwardArgs a{dZ.data(),
+                                  offset(hidden_b_offset),
+                                  grads.data() + head_w_offset,
+                                  offset(head_b_offset),
+                                  partials ? bias_partials() : nullptr,
+                                  partials ? bias_tickets() : nullptr,
+                                  dOut.data(),
+                                  X.data(),
+                                  params.data() + head_w_offset,
+                                  static_cast<long long>(xs),
+                                  static_cast<long long>(param_stride),
+                                  batch,
+                                  in,
+                                  out,
+                                  (batch + slices - 1) / slices,
+                                  accumulate ? 1 : 0,
+                                  act};
     const LaunchDims dims{dim3(static_cast<unsigned>(column_groups), static_cast<unsigned>(slices),
                                static_cast<unsigned>(count)),
                           dim3(32, abi::kBiasGradRows), 0};
-    kernels().network_scalar_head_backward_kernel(stream(), dims, a);
+    if (out == 1)
+        kernels().network_scalar_head_backward_kernel(stream(), dims, a);
+    else
+        kernels().network_narrow_head_backward_kernel(stream(), dims, a);
 }
 
 void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,

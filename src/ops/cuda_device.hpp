@@ -83,10 +83,10 @@ protected:
                                      int batch, int in, int out, Activation act) override;
     bool mlp_infer_impl(View<float> Y, View<const float> X, View<const float> params, const abi::MlpInferLayers& layers,
                         int batch) override;
-    void scalar_head_backward_impl(View<float> dZ, View<float> grads, View<const float> dOut, View<const float> X,
-                                   View<const float> params, std::size_t param_stride, std::size_t head_w_offset,
-                                   std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count, int batch,
-                                   int in, Activation act, bool accumulate) override;
+    void head_backward_impl(View<float> dZ, View<float> grads, View<const float> dOut, View<const float> X,
+                            View<const float> params, std::size_t param_stride, std::size_t head_w_offset,
+                            std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count, int batch, int in,
+                            int out, Activation act, bool accumulate) override;
     void linear_backward_batched_impl(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
                                       View<const float> X, std::size_t x_stride, View<const float> params,
                                       std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,

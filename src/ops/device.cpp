@@ -245,19 +245,20 @@ void Device::linear_backward_batched(View<float> dX, View<float> grads, View<flo
                                  in, out, act, accumulate, parts);
 }
 
-void Device::scalar_head_backward(View<float> dZ, View<float> grads, View<const float> dOut, View<const float> X,
-                                  View<const float> params, std::size_t param_stride, std::size_t head_w_offset,
-                                  std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count, int batch,
-                                  int in, Activation act, bool accumulate) {
-    const char* op = "scalar_head_backward";
+void Device::head_backward(View<float> dZ, View<float> grads, View<const float> dOut, View<const float> X,
+                           View<const float> params, std::size_t param_stride, std::size_t head_w_offset,
+                           std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count, int batch, int in,
+                           int out, Activation act, bool accumulate) {
+    const char* op = "head_backward";
     require_positive(count, "count", op);
-    require_layer(batch, in, 1, act, op);
+    require_layer(batch, in, out, act, op);
+    detail::require(out <= abi::kHeadBackwardMaxOut, op, "out must be at most abi::kHeadBackwardMaxOut");
     const std::size_t n = static_cast<std::size_t>(count);
     detail::require_size(dZ.size(), n * mul(batch, in), op, "dZ (count, batch, in)");
     detail::require_size(X.size(), n * mul(batch, in), op, "X (count, batch, in)");
-    detail::require_size(dOut.size(), n * static_cast<std::size_t>(batch), op, "dOut (count, batch)");
+    detail::require_size(dOut.size(), n * mul(batch, out), op, "dOut (count, batch, out)");
     // A network's slices: the head's W and b, the hidden layer's b.
-    std::size_t end = layer_end(head_w_offset, head_b_offset, in, 1);
+    std::size_t end = layer_end(head_w_offset, head_b_offset, in, out);
     if (hidden_b_offset >= 0) end = std::max(end, static_cast<std::size_t>(hidden_b_offset) + static_cast<std::size_t>(in));
     detail::require(param_stride >= end || n == 1, op, "param_stride must cover a network's head and hidden bias");
     detail::require(params.size() >= (n - 1) * param_stride + end, op,
@@ -269,8 +270,8 @@ void Device::scalar_head_backward(View<float> dZ, View<float> grads, View<const 
     detail::checked_int_size(grads.size(), op);
     detail::require_distinct(op, {detail::range("dZ", dZ), detail::range("grads", grads), detail::range("dOut", dOut),
                                   detail::range("X", X), detail::range("params", params)});
-    scalar_head_backward_impl(dZ, grads, dOut, X, params, param_stride, head_w_offset, head_b_offset, hidden_b_offset,
-                              count, batch, in, act, accumulate);
+    head_backward_impl(dZ, grads, dOut, X, params, param_stride, head_w_offset, head_b_offset, hidden_b_offset, count,
+                       batch, in, out, act, accumulate);
 }
 
 void Device::linear_backward_each(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,

@@ -289,22 +289,25 @@ public:
                                  std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
                                  int batch, int in, int out, Activation act, bool accumulate,
                                  BackwardPart parts = BackwardPart::all);
-    /// The backward of a 1-wide linear output layer without activation (a value head: its W
-    /// (1, in) at head_w_offset, its b at head_b_offset) and of the activation `act` and bias (at
+    /// The backward of a narrow linear output layer without activation (out outputs, 1 <= out <=
+    /// abi::kHeadBackwardMaxOut: a value head, IQL's Q and policy heads; its W (out, in) at
+    /// head_w_offset, its b at head_b_offset) and of the activation `act` and bias (at
     /// hidden_b_offset) of the hidden layer below it, whose output X the head read; b offsets
     /// < 0: no bias. For `count` networks: network k's parameters and gradients at
-    /// k * param_stride in `params` and `grads`, its rows in block k of dOut (count, batch), X and
-    /// dZ (count, batch, in). Writes the head's dW and db and the hidden layer's db (set, or added
-    /// to when `accumulate`) and dZ, the hidden layer's pre-activation gradient (its
+    /// k * param_stride in `params` and `grads`, its rows in block k of dOut (count, batch, out),
+    /// X and dZ (count, batch, in). Writes the head's dW and db and the hidden layer's db (set, or
+    /// added to when `accumulate`) and dZ, the hidden layer's pre-activation gradient (its
     /// linear_backward parts `weights` and `input` follow). The same as linear_backward_batched
     /// on the head (every part, dX into dZ) and then on the hidden layer (parts activation and
     /// bias, dY = dZ): bit for bit on the CPU; on CUDA one pass over X
-    /// (network_scalar_head_backward_kernel) whose head dW and db sum in its own fixed order, dZ
-    /// and the hidden db bit for bit. dOut is read only.
-    void scalar_head_backward(View<float> dZ, View<float> grads, View<const float> dOut, View<const float> X,
-                              View<const float> params, std::size_t param_stride, std::size_t head_w_offset,
-                              std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count, int batch,
-                              int in, Activation act, bool accumulate);
+    /// (network_{scalar,narrow}_head_backward_kernel, cuda/abi/core_network.h) whose head dW and
+    /// db sum in its own fixed order; with out == 1 dZ and the hidden db are bit for bit those of
+    /// the separate passes, with more outputs dZ sums the outputs in order (within rounding of
+    /// cuBLAS's dX). dOut is read only.
+    void head_backward(View<float> dZ, View<float> grads, View<const float> dOut, View<const float> X,
+                       View<const float> params, std::size_t param_stride, std::size_t head_w_offset,
+                       std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count, int batch, int in,
+                       int out, Activation act, bool accumulate);
     /// Inference through a whole small MLP in one launch, where the backend has such a path (CUDA:
     /// network_mlp_infer_kernel, cuda/abi/core_network.h): Y (batch, last layer's out) from X
     /// (batch, layers.in[0]), each layer's W and b at its offsets in params. Nothing is kept for
@@ -365,11 +368,10 @@ protected:
     virtual void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
                                              std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
                                              int count, int batch, int in, int out, Activation act) = 0;
-    virtual void scalar_head_backward_impl(View<float> dZ, View<float> grads, View<const float> dOut,
-                                           View<const float> X, View<const float> params, std::size_t param_stride,
-                                           std::size_t head_w_offset, std::ptrdiff_t head_b_offset,
-                                           std::ptrdiff_t hidden_b_offset, int count, int batch, int in,
-                                           Activation act, bool accumulate) = 0;
+    virtual void head_backward_impl(View<float> dZ, View<float> grads, View<const float> dOut, View<const float> X,
+                                    View<const float> params, std::size_t param_stride, std::size_t head_w_offset,
+                                    std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count,
+                                    int batch, int in, int out, Activation act, bool accumulate) = 0;
     virtual void linear_backward_batched_impl(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
                                               View<const float> X, std::size_t x_stride, View<const float> params,
                                               std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,

@@ -161,7 +161,8 @@ OpsRun run_ops(fh::ops::Device& ops, const Mlp& net, const ParamLayout& layout,
 }  // namespace
 
 TEST_CASE("Mlp forward/backward on the CPU match the double reference; accumulate adds", "[nn]") {
-    // Width 1 without an output activation: a value head (Device::scalar_head_backward).
+    // Widths up to abi::kHeadBackwardMaxOut without an output activation: a narrow head
+    // (Device::head_backward; 1: a value head).
     for (auto [hidden, output, width] : {std::tuple{Activation::relu, Activation::none, 3},
                                          std::tuple{Activation::tanh, Activation::tanh, 3},
                                          std::tuple{Activation::tanh, Activation::none, 1}}) {
@@ -211,9 +212,11 @@ namespace {
 /// beside the chain below, beyond each layer's dW beside its dX) against the backward in series
 /// on one device: outputs, gradients (set and accumulated) and dX, bit for bit.
 void check_overlapped_backward(fh::ops::Device& ops) {
-    // The second shape ends in a value head (Device::scalar_head_backward).
+    // The second and third shapes end in narrow heads (Device::head_backward: a value head, nine
+    // actions).
     for (const auto& [widths, hidden] : {std::pair{std::vector<int>{50, 256, 129, 510}, Activation::relu},
-                                         std::pair{std::vector<int>{50, 256, 129, 1}, Activation::tanh}}) {
+                                         std::pair{std::vector<int>{50, 256, 129, 1}, Activation::tanh},
+                                         std::pair{std::vector<int>{50, 256, 129, 9}, Activation::relu}}) {
         ParamLayout layout;
         Mlp net(layout, "net", MlpConfig{widths, hidden, Activation::none});
         const auto params = fh::nn::initial_params(layout, 7);
@@ -244,7 +247,8 @@ TEST_CASE("CUDA Mlp's overlapped backward equals its backward in series, bit for
 }
 
 TEST_CASE("CUDA Mlp equals the CPU Mlp within tolerance", "[gpu][nn]") {
-    for (int width : {7, 1}) {  // 1: a value head (Device::scalar_head_backward)
+    // 7 and 1: narrow heads (Device::head_backward; 1: a value head), 17: one wider than those.
+    for (int width : {7, 1, fh::abi::kHeadBackwardMaxOut + 1}) {
         ParamLayout layout;
         const Mlp net(layout, "net", MlpConfig{{42, 129, 65, width}, Activation::relu, Activation::none});
         const auto params = fh::nn::initial_params(layout, 99);
@@ -339,7 +343,7 @@ TEST_CASE("Mlp backward of network k of a batched forward equals that network on
     for (int batch : {1, 5, 33})
         for (bool shared : {true, false})
             for (bool overlap : {false, true})
-                for (int width : {4, 1}) {  // 1: a value head
+                for (int width : {4, 1, fh::abi::kHeadBackwardMaxOut + 1}) {  // narrow heads (1: a value head), a wide one
                     INFO("batch " << batch << " shared input " << shared << " overlap " << overlap << " width "
                                   << width);
                     const auto r = run_twins(ops, batch, shared, overlap, width);
@@ -357,7 +361,7 @@ TEST_CASE("CUDA Mlp backward of the networks of a batched forward equals the CPU
     for (int batch : {1, 5, 257, 1031})
         for (bool shared : {true, false})
             for (bool overlap : {false, true})
-                for (int width : {4, 1}) {  // 1: a value head
+                for (int width : {4, 1, fh::abi::kHeadBackwardMaxOut + 1}) {  // narrow heads (1: a value head), a wide one
                     INFO("batch " << batch << " shared input " << shared << " overlap " << overlap << " width "
                                   << width);
                     const auto c = run_twins(cpu, batch, shared, overlap, width);

@@ -273,50 +273,57 @@ TEST_CASE("linear_backward_batched equals one linear_backward per network, on bo
 
 namespace {
 
-struct ScalarHeadResults {
+struct HeadResults {
     std::vector<float> dZ, grads, grads_acc;
 };
 
-/// A value head (in -> 1, no activation) on a hidden layer with `act` whose output is X, for
+/// A network's parameter floats in run_head's layout: the head's W (out, in) at 0, its b at
+/// out * in, the hidden b at out * in + out, then 8 unused.
+std::size_t head_stride(int in, int out) {
+    return static_cast<std::size_t>(out + 1) * static_cast<std::size_t>(in) + static_cast<std::size_t>(out) + 8;
+}
+
+/// A narrow head (in -> out, no activation) on a hidden layer with `act` whose output is X, for
 /// `count` networks: its backward through the hidden layer's activation and bias, set and then
-/// accumulated, with Device::scalar_head_backward (`fused`) or as linear_backward of the head
-/// then the hidden layer's activation and bias parts, network by network. A network's slices in
-/// the parameters: the head's W at 0, its b at in, the hidden b at in + 1 (stride 2 in + 8).
-ScalarHeadResults run_scalar_head(Device& ops, int count, int batch, int in, Activation act, bool fused,
-                                  std::uint64_t seed) {
+/// accumulated, with Device::head_backward (`fused`) or as linear_backward of the head then the
+/// hidden layer's activation and bias parts, network by network (parameters: head_stride).
+HeadResults run_head(Device& ops, int count, int batch, int in, int out, Activation act, bool fused,
+                     std::uint64_t seed) {
     using fh::ops::BackwardPart;
     const std::size_t n = static_cast<std::size_t>(count), rows = static_cast<std::size_t>(batch);
-    const std::size_t xs = rows * static_cast<std::size_t>(in), stride = 2 * static_cast<std::size_t>(in) + 8;
-    const std::size_t wi = static_cast<std::size_t>(in);
+    const std::size_t xs = rows * static_cast<std::size_t>(in), stride = head_stride(in, out);
+    const std::size_t wi = static_cast<std::size_t>(in), wo = static_cast<std::size_t>(out), ds = rows * wo;
     auto X = ops.from_host<float>(random_floats(n * xs, seed, -1.f, 1.f));
     auto params = ops.from_host<float>(random_floats(n * stride, seed + 1, -0.3f, 0.3f));
-    const auto dOut0 = random_floats(n * rows, seed + 2, -1.f, 1.f);
+    const auto dOut0 = random_floats(n * ds, seed + 2, -1.f, 1.f);
     auto dOut = ops.from_host<float>(dOut0);
     auto grads = ops.from_host<float>(random_floats(n * stride, seed + 3));
     auto dZ = ops.alloc<float>(n * xs);
     // Operands the composed form's calls do not read (no activation in the head; the hidden
     // layer's activation and bias parts only, as a layer of one input): distinct buffers.
-    auto head_y = ops.alloc<float>(rows), hidden_x = ops.alloc<float>(rows), hidden_w = ops.alloc<float>(wi);
+    auto head_y = ops.alloc<float>(ds), hidden_x = ops.alloc<float>(rows), hidden_w = ops.alloc<float>(wi);
     auto hidden_dw = ops.alloc<float>(wi);
     const auto backward = [&](bool accumulate) {
         if (fused) {
-            ops.scalar_head_backward(dZ.view(), grads.view(), dOut.cview(), X.cview(), params.cview(), stride, 0,
-                                     in, in + 1, count, batch, in, act, accumulate);
+            ops.head_backward(dZ.view(), grads.view(), dOut.cview(), X.cview(), params.cview(), stride, 0,
+                              static_cast<std::ptrdiff_t>(wo * wi), static_cast<std::ptrdiff_t>(wo * wi + wo), count,
+                              batch, in, out, act, accumulate);
             return;
         }
         for (std::size_t k = 0; k < n; ++k) {
             const auto g = grads.view().subview(k * stride, stride);
             const auto dz = dZ.view().subview(k * xs, xs);
             const auto x = X.cview().subview(k * xs, xs);
-            const auto d = dOut.view().subview(k * rows, rows);
-            ops.linear_backward(dz, g.subview(0, wi), g.subview(wi, 1), d, head_y.cview(), x,
-                                params.cview().subview(k * stride, wi), batch, in, 1, Activation::none, accumulate);
-            ops.linear_backward({}, hidden_dw.view(), g.subview(wi + 1, wi), dz, x, hidden_x.cview(),
+            const auto d = dOut.view().subview(k * ds, ds);
+            ops.linear_backward(dz, g.subview(0, wo * wi), g.subview(wo * wi, wo), d, head_y.cview(), x,
+                                params.cview().subview(k * stride, wo * wi), batch, in, out, Activation::none,
+                                accumulate);
+            ops.linear_backward({}, hidden_dw.view(), g.subview(wo * wi + wo, wi), dz, x, hidden_x.cview(),
                                 hidden_w.cview(), batch, 1, in, act, accumulate,
                                 BackwardPart::activation | BackwardPart::bias);
         }
     };
-    ScalarHeadResults r;
+    HeadResults r;
     backward(false);
     r.dZ = ops.to_host(dZ.cview());
     r.grads = ops.to_host(grads.cview());
@@ -326,10 +333,10 @@ ScalarHeadResults run_scalar_head(Device& ops, int count, int batch, int in, Act
     return r;
 }
 
-/// Network k's floats [from, from + size) of a gradient buffer laid out as run_scalar_head's.
-std::vector<float> slices_of(const std::vector<float>& v, int count, int in, std::size_t from, std::size_t size) {
+/// Network k's floats [from, from + size) of a gradient buffer laid out as run_head's.
+std::vector<float> slices_of(const std::vector<float>& v, int count, std::size_t stride, std::size_t from,
+                             std::size_t size) {
     std::vector<float> out;
-    const std::size_t stride = 2 * static_cast<std::size_t>(in) + 8;
     for (std::size_t k = 0; k < static_cast<std::size_t>(count); ++k)
         out.insert(out.end(), v.begin() + static_cast<std::ptrdiff_t>(k * stride + from),
                    v.begin() + static_cast<std::ptrdiff_t>(k * stride + from + size));
@@ -338,64 +345,82 @@ std::vector<float> slices_of(const std::vector<float>& v, int count, int in, std
 
 }  // namespace
 
-TEST_CASE("scalar_head_backward is the head's linear_backward then the hidden activation and bias (CPU, exact)",
-          "[nn]") {
+TEST_CASE("head_backward is the head's linear_backward then the hidden activation and bias (CPU, exact)", "[nn]") {
     CpuDevice cpu;
     for (int count : {1, 3})
         for (int batch : {1, 37, 300})
             for (int in : {1, 45, 64})
-                for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
-                    INFO("count " << count << " batch " << batch << " in " << in << " act " << static_cast<int>(act));
-                    const std::uint64_t seed = 31u * static_cast<unsigned>(batch + in + count);
-                    const auto f = run_scalar_head(cpu, count, batch, in, act, true, seed);
-                    const auto c = run_scalar_head(cpu, count, batch, in, act, false, seed);
-                    CHECK(f.dZ == c.dZ);
-                    CHECK(f.grads == c.grads);
-                    CHECK(f.grads_acc == c.grads_acc);
-                }
-    // Its checks: sizes, a stride that does not cover a network, aliased outputs.
+                for (int out : {1, 9, fh::abi::kHeadBackwardMaxOut})
+                    for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
+                        INFO("count " << count << " batch " << batch << " in " << in << " out " << out << " act "
+                                      << static_cast<int>(act));
+                        const std::uint64_t seed = 31u * static_cast<unsigned>(batch + in + count + out);
+                        const auto f = run_head(cpu, count, batch, in, out, act, true, seed);
+                        const auto c = run_head(cpu, count, batch, in, out, act, false, seed);
+                        CHECK(f.dZ == c.dZ);
+                        CHECK(f.grads == c.grads);
+                        CHECK(f.grads_acc == c.grads_acc);
+                    }
+    // Its checks: sizes, a stride that does not cover a network, aliased outputs, a head too wide.
     auto buf = cpu.alloc<float>(4096);
     const auto v = buf.view();
     const auto c = buf.cview();
-    CHECK_THROWS_WITH(cpu.scalar_head_backward(v.subview(0, 40), v.subview(100, 30), c.subview(200, 4), c.subview(300, 40),
-                                               c.subview(400, 30), 30, 0, 10, 11, 1, 4, 11, Activation::tanh, false),
+    CHECK_THROWS_WITH(cpu.head_backward(v.subview(0, 40), v.subview(100, 30), c.subview(200, 4), c.subview(300, 40),
+                                        c.subview(400, 30), 30, 0, 10, 11, 1, 4, 11, 1, Activation::tanh, false),
                       Catch::Contains("dZ (count, batch, in)"));
-    CHECK_THROWS_WITH(cpu.scalar_head_backward(v.subview(0, 80), v.subview(100, 50), c.subview(200, 8), c.subview(300, 80),
-                                               c.subview(400, 50), 15, 0, 10, 11, 2, 4, 10, Activation::tanh, false),
+    CHECK_THROWS_WITH(cpu.head_backward(v.subview(0, 80), v.subview(100, 50), c.subview(200, 8), c.subview(300, 80),
+                                        c.subview(400, 50), 15, 0, 10, 11, 2, 4, 10, 1, Activation::tanh, false),
                       Catch::Contains("param_stride"));
-    CHECK_THROWS_WITH(cpu.scalar_head_backward(v.subview(0, 40), v.subview(30, 30), c.subview(200, 4), c.subview(300, 40),
-                                               c.subview(400, 30), 30, 0, 10, 11, 1, 4, 10, Activation::tanh, false),
+    CHECK_THROWS_WITH(cpu.head_backward(v.subview(0, 40), v.subview(30, 30), c.subview(200, 4), c.subview(300, 40),
+                                        c.subview(400, 30), 30, 0, 10, 11, 1, 4, 10, 1, Activation::tanh, false),
                       Catch::Contains("overlap"));
+    CHECK_THROWS_WITH(cpu.head_backward(v.subview(0, 40), v.subview(100, 50), c.subview(200, 4), c.subview(300, 40),
+                                        c.subview(400, 50), 50, 0, 30, 33, 1, 4, 10, 3, Activation::tanh, false),
+                      Catch::Contains("dOut (count, batch, out)"));
+    const int wide = fh::abi::kHeadBackwardMaxOut + 1;
+    CHECK_THROWS_WITH(cpu.head_backward(v.subview(0, 40), v.subview(100, 200), c.subview(300, 4 * wide),
+                                        c.subview(400, 40), c.subview(500, 200), 200, 0, 10 * wide, 11 * wide, 1, 4,
+                                        10, wide, Activation::tanh, false),
+                      Catch::Contains("kHeadBackwardMaxOut"));
 }
 
-TEST_CASE("CUDA scalar_head_backward: dZ and the hidden db of the two passes bit for bit, the head's sums near the CPU",
+TEST_CASE("CUDA head_backward: one output the two passes' dZ and hidden db bit for bit, any width near the CPU",
           "[gpu][nn]") {
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     // 1 to 128 row slices; one or several groups of 32 columns; each run twice (set, then
-    // accumulate), so a ticket left non-zero would spoil the second.
-    for (int count : {1, 3})
-        for (int batch : {1, 37, 300, 2049, 32768})
-            for (int in : {1, 45, 512})
-                for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
-                    if (count > 1 && static_cast<long long>(batch) * in > (1 << 22)) continue;
-                    INFO("count " << count << " batch " << batch << " in " << in << " act " << static_cast<int>(act));
-                    const std::uint64_t seed = 53u * static_cast<unsigned>(batch + in + count);
-                    const auto g = run_scalar_head(gpu, count, batch, in, act, true, seed);
-                    const auto g2 = run_scalar_head(gpu, count, batch, in, act, false, seed);
-                    const auto c = run_scalar_head(cpu, count, batch, in, act, true, seed);
-                    const std::size_t wi = static_cast<std::size_t>(in);
-                    CHECK(g.dZ == g2.dZ);
-                    CHECK(slices_of(g.grads, count, in, wi + 1, wi) == slices_of(g2.grads, count, in, wi + 1, wi));
-                    CHECK(slices_of(g.grads_acc, count, in, wi + 1, wi) ==
-                          slices_of(g2.grads_acc, count, in, wi + 1, wi));
-                    const auto again = run_scalar_head(gpu, count, batch, in, act, true, seed);  // run to run
-                    CHECK(again.grads == g.grads);
-                    CHECK(again.grads_acc == g.grads_acc);
-                    FH_REQUIRE_CLOSE(g.dZ, c.dZ, 1e-6, 1e-5);
-                    FH_REQUIRE_CLOSE(g.grads, c.grads, 1e-5 * std::sqrt(batch), 1e-4);
-                    FH_REQUIRE_CLOSE(g.grads_acc, c.grads_acc, 2e-5 * std::sqrt(batch), 1e-4);
-                }
+    // accumulate), so a ticket left non-zero would spoil the second. Widths: a value head (its
+    // own kernel), IQL's nine-action heads, the widest and the narrowest of the other kernel.
+    for (int out : {1, 2, 9, fh::abi::kHeadBackwardMaxOut})
+        for (int count : {1, 3})
+            for (int batch : {1, 37, 300, 2049, 32768})
+                for (int in : {1, 45, 512})
+                    for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
+                        if (count > 1 && static_cast<long long>(batch) * in > (1 << 22)) continue;
+                        if (out > 1 && out < 9 && act == Activation::tanh) continue;  // the kernel's paths: enough
+                        INFO("out " << out << " count " << count << " batch " << batch << " in " << in << " act "
+                                    << static_cast<int>(act));
+                        const std::uint64_t seed = 53u * static_cast<unsigned>(batch + in + count + out);
+                        const auto g = run_head(gpu, count, batch, in, out, act, true, seed);
+                        const auto c = run_head(cpu, count, batch, in, out, act, true, seed);
+                        const std::size_t wi = static_cast<std::size_t>(in), wo = static_cast<std::size_t>(out);
+                        const std::size_t stride = head_stride(in, out);
+                        if (out == 1) {  // the rounded product of the separate passes: their bits
+                            const auto g2 = run_head(gpu, count, batch, in, out, act, false, seed);
+                            CHECK(g.dZ == g2.dZ);
+                            CHECK(slices_of(g.grads, count, stride, wo * wi + wo, wi) ==
+                                  slices_of(g2.grads, count, stride, wo * wi + wo, wi));
+                            CHECK(slices_of(g.grads_acc, count, stride, wo * wi + wo, wi) ==
+                                  slices_of(g2.grads_acc, count, stride, wo * wi + wo, wi));
+                        }
+                        const auto again = run_head(gpu, count, batch, in, out, act, true, seed);  // run to run
+                        CHECK(again.dZ == g.dZ);
+                        CHECK(again.grads == g.grads);
+                        CHECK(again.grads_acc == g.grads_acc);
+                        FH_REQUIRE_CLOSE(g.dZ, c.dZ, 1e-6 * out, 1e-5);
+                        FH_REQUIRE_CLOSE(g.grads, c.grads, 1e-5 * std::sqrt(batch) * out, 1e-4);
+                        FH_REQUIRE_CLOSE(g.grads_acc, c.grads_acc, 2e-5 * std::sqrt(batch) * out, 1e-4);
+                    }
 }
 
 TEST_CASE("CUDA bias + activation pass: four columns at a time equals one at a time, bit for bit", "[gpu][nn]") {
