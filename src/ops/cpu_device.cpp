@@ -93,8 +93,8 @@ void CpuDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float>
         nn::ref::input_backward<float>(dX.data(), dY.data(), W.data(), batch, in, out);
 }
 
-// The head's linear_backward (out 1, no activation: its dZ is dOut, as act'(y) = 1 would leave it),
-// then the hidden layer's activation and bias parts, per network: the same calls, the same bits.
+// The head's linear_backward (no activation: its dZ is dOut, as act'(y) = 1 would leave it), then
+// the hidden layer's activation and bias parts, per network: the same calls, the same bits.
 void CpuDevice::head_backward_impl(View<float> dZ, View<float> grads, View<const float> dOut, View<const float> X,
                                    View<const float> params, std::size_t param_stride, std::size_t head_w_offset,
                                    std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count, int batch,
