@@ -158,13 +158,16 @@ using NetworkNormGuard = void(float* grad_norm, float* __restrict__ scratch,
                               int n_stats);
 /// Floats of network_norm_guard_kernel's scratch: the partials and the ticket.
 inline constexpr int kNormGuardScratch = kNormBlocks + 1;
-/// Whether network_adam_kernel takes its elements four at a time (float4 loads and stores, then
-/// the tail one at a time): at least kAdamVectorMinElements of them (below, a quarter of the
-/// threads each running four updates in turn measured slower: ppo small, supervised-full) and
-/// every array 16-byte aligned (target may be null). The host sizes the grid by it (n / 4
-/// threads, else n); any grid covers every element (grid-stride loops), and each element's floats
-/// are the same either way.
-inline constexpr long long kAdamVectorMinElements = 1LL << 20;
+/// Adam's block size (both kernels). The grid has a thread per element (network_adam_kernel) or
+/// per four (network_adam_by4_kernel, whose first n % 4 threads also take the tail): adam_blocks.
+inline constexpr int kAdamThreads = 256;
+/// Whether Adam runs as network_adam_by4_kernel, four elements a thread (float4 loads and stores,
+/// then the tail one a thread), instead of network_adam_kernel, one a thread: at least
+/// kAdamVectorMinElements of them and every array 16-byte aligned (target may be null). The
+/// threshold is where four a thread measured faster (scripts/adam-probe.cu: 601,136 elements 4.8
+/// against 5.6 us, 322,644 elements 4.2 against 4.0). Each element's floats are the same either
+/// way.
+inline constexpr long long kAdamVectorMinElements = 1LL << 19;
 FH_HD bool adam_vectorized(const void* params, const void* m, const void* v, const void* grads, const void* target,
                            long long n) {
     const unsigned long long bits = reinterpret_cast<unsigned long long>(params) |
@@ -174,6 +177,11 @@ FH_HD bool adam_vectorized(const void* params, const void* m, const void* v, con
                                     reinterpret_cast<unsigned long long>(target);
     return n >= kAdamVectorMinElements && (bits & 15ULL) == 0;
 }
+/// The blocks of kAdamThreads that Adam's launch over n elements needs (by4: adam_vectorized).
+FH_HD long long adam_blocks(long long n, bool by4) {
+    const long long threads = by4 ? n / 4 : n;
+    return threads > 0 ? (threads + kAdamThreads - 1) / kAdamThreads : 1;
+}
 /// Adam with global-norm clipping, gated: does nothing when gate != null and *gate == 0.
 /// params, m, v, grads (n); grad_norm (1), read only when c.clip_norm > 0; gate (1) or null.
 /// step.counter != null: the update number is step.value(), read from device memory, and the
@@ -181,7 +189,9 @@ FH_HD bool adam_vectorized(const void* params, const void* m, const void* v, con
 /// c's. lr_from (1) or null: the learning rate read from device memory instead of c.lr.
 /// target (n) or null: a soft target, after the step (or the gate's skip) target[i] =
 /// core::saxpy_element(target[i] * target_keep, target_tau, params[i]) (ops::SoftTarget).
-/// Elements four at a time where adam_vectorized says so (the same floats).
+/// network_adam_kernel takes one element a thread, network_adam_by4_kernel four (where
+/// adam_vectorized says so); the same floats, equal to the CPU twin's (core::adam_element).
+/// Blocks of kAdamThreads.
 using NetworkAdam = void(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
                          const float* __restrict__ grads, const float* __restrict__ grad_norm,
                          const int* __restrict__ gate, core::CounterValue step, const float* __restrict__ lr_from,
@@ -235,4 +245,5 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
     FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \
     FH_KERNEL(core_network, network_norm_guard_kernel, NetworkNormGuard)            \
     FH_KERNEL(core_network, network_adam_kernel, NetworkAdam)                       \
+    FH_KERNEL(core_network, network_adam_by4_kernel, NetworkAdam)                   \
     FH_KERNEL(core_network, network_mlp_infer_kernel, NetworkMlpInfer)

@@ -14,7 +14,9 @@
  *              (ceil(out / 32), zero between launches) for the bias gradient, (kNormBlocks) for the norm; x, params, m, v, grads (n) flat; out,
  *              grad_norm, gate (1).
  * Launch:      bias+act, Adam: 1-D grid-stride, any grid (bias+act: over quads of four columns when
- *              abi::bias_act_quads, else over elements). Act + bias grad: block (32, kBiasGradRows), grid
+ *              abi::bias_act_quads, else over elements; Adam: blocks of abi::kAdamThreads, one
+ *              element a thread, or four by float4 in network_adam_by4_kernel where
+ *              abi::adam_vectorized says so). Act + bias grad: block (32, kBiasGradRows), grid
  *              (ceil(out / 32), slices); with several slices the last block of each column group
  *              sums them. Norm: partials with exactly kNormBlocks x kNormThreads, then finish with
  *              one block of kNormThreads.
@@ -23,9 +25,11 @@
  *              slices, the last block of a column group to finish (an integer ticket decides
  *              which, not the order of the sum) adds the slices in a fixed strided order and a
  *              fixed tree; the norm reduces a fixed grid (independent of the device's SM count)
- *              in a fixed tree order, in double. Elementwise math matches the CPU twins
- *              (src/ops/cpu_device.cpp) up to FMA contraction and tanh's last bits, hence the
- *              tolerances of the tests; sums differ from the CPU's sequential sums by order only.
+ *              in a fixed tree order, in double. Adam equals the CPU twin bit for bit (its
+ *              element rounds every product and sum on its own: core::mul_rn, add_rn); the other
+ *              elementwise math matches the CPU twins (src/ops/cpu_device.cpp) up to FMA
+ *              contraction and tanh's last bits, hence the tolerances of the tests; sums differ
+ *              from the CPU's sequential sums by order only.
  * Aliasing:    pointers are __restrict__: y/b, dy/db/partials/y, partials/x, out/partials and the
  *              six Adam buffers must be distinct (tickets too); Device (src/ops/device.cpp) checks it before
  *              launching. In-place updates (bias+act on y, act backward on dy) are single pointers.
@@ -634,69 +638,118 @@ extern "C" __global__ void network_norm_guard_kernel(float* grad_norm, float* __
     }
 }
 
-extern "C" __global__ void network_adam_kernel(float* __restrict__ params, float* __restrict__ m,
-                                               float* __restrict__ v,
-                                               const float* __restrict__ grads,
-                                               const float* __restrict__ grad_norm,
-                                               const int* __restrict__ gate,
-                                               fh::core::CounterValue step,
-                                               const float* __restrict__ lr_from,
-                                               fh::core::AdamConstants c, float* __restrict__ target,
-                                               float target_tau, float target_keep, int n) {
-    if (gate != nullptr && *gate == 0) {  // the guard skipped this update (uniform for the grid)
-        if (target != nullptr)
-            for (long long i = global_thread_index(); i < n; i += grid_thread_count())
-                target[i] = fh::core::saxpy_element(__fmul_rn(target[i], target_keep), target_tau, params[i]);
-        return;
-    }
-    if (step.counter != nullptr || lr_from != nullptr) {
-        // Values from device memory: one thread per block computes the constants.
-        __shared__ fh::core::AdamConstants at;
-        if (threadIdx.x == 0) {
-            at = step.counter != nullptr ? fh::core::at_step(c, step.value()) : c;
-            if (lr_from != nullptr) at.lr = *lr_from;
+namespace {
+
+/// kWidth consecutive floats of one array: a thread's unit of Adam's pass (float4 loads and
+/// stores for 4).
+template <int kWidth> struct AdamUnit {
+    float x[kWidth];
+    __device__ static AdamUnit load(const float* a, long long unit) {
+        AdamUnit u;
+        if constexpr (kWidth == 4) {
+            const float4 q = reinterpret_cast<const float4*>(a)[unit];
+            u.x[0] = q.x, u.x[1] = q.y, u.x[2] = q.z, u.x[3] = q.w;
+        } else {
+            u.x[0] = a[unit];
         }
-        __syncthreads();
-        c = at;
+        return u;
     }
-    const float scale = c.clip_norm > 0.f ? fh::core::clip_scale(*grad_norm, c.clip_norm) : 1.f;
-    // Element i's update, whichever loop reaches it: the same floats.
-    const auto element = [&](float& p, float& mi, float& vi, float g, float* t) {
-        fh::core::adam_element(p, mi, vi, g, scale, c);
-        if (t != nullptr) *t = fh::core::saxpy_element(__fmul_rn(*t, target_keep), target_tau, p);
+    __device__ void store(float* a, long long unit) const {
+        if constexpr (kWidth == 4) reinterpret_cast<float4*>(a)[unit] = make_float4(x[0], x[1], x[2], x[3]);
+        else a[unit] = x[0];
+    }
+};
+
+/// The launch's constants: the host's c, or with the update number / learning rate in device
+/// memory computed once per block (thread 0, then a barrier: the at_step chain of double
+/// multiplications per thread measured slower than the barrier, scripts/adam-probe.cu).
+__device__ fh::core::AdamConstants adam_constants(fh::core::AdamConstants c, fh::core::CounterValue step,
+                                                  const float* __restrict__ lr_from) {
+    if (step.counter == nullptr && lr_from == nullptr) return c;
+    __shared__ fh::core::AdamConstants at;
+    if (threadIdx.x == 0) {
+        at = step.counter != nullptr ? fh::core::at_step(c, step.value()) : c;
+        if (lr_from != nullptr) at.lr = *lr_from;
+    }
+    __syncthreads();
+    return at;
+}
+
+/// network_adam_kernel's pass, kWidth elements a thread's unit (network_adam_by4_kernel: 4).
+/// Each thread issues its first unit's loads before it waits for the launch's scalars (the
+/// counter, the gate, the norm), so the two memory round trips overlap instead of following each
+/// other. Element i's floats are the same whatever the width and the grid.
+template <int kWidth>
+__device__ void adam_pass(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
+                          const float* __restrict__ grads, const float* __restrict__ grad_norm,
+                          const int* __restrict__ gate, fh::core::CounterValue step,
+                          const float* __restrict__ lr_from, fh::core::AdamConstants c,
+                          float* __restrict__ target, float target_tau, float target_keep, int n) {
+    using Unit = AdamUnit<kWidth>;
+    const long long units = n / kWidth;
+    const long long i = global_thread_index();
+    const bool mine = i < units;  // the grid has a thread per unit (no grid-stride loop: fewer registers)
+    Unit p{}, mi{}, vi{}, g{}, t{};
+    if (mine) {
+        p = Unit::load(params, i), mi = Unit::load(m, i), vi = Unit::load(v, i), g = Unit::load(grads, i);
+        if (target != nullptr) t = Unit::load(target, i);
+    }
+    c = adam_constants(c, step, lr_from);
+    const bool apply = gate == nullptr || *gate != 0;  // the guard's skip: uniform for the grid
+    if (!apply && target == nullptr) return;
+    const float scale = apply && c.clip_norm > 0.f ? fh::core::clip_scale(*grad_norm, c.clip_norm) : 1.f;
+    // Element j's update, whichever unit holds it: the same floats.
+    const auto element = [&](float& pj, float& mj, float& vj, float gj, float& tj) {
+        if (apply) fh::core::adam_element(pj, mj, vj, gj, scale, c);
+        if (target != nullptr) tj = fh::core::saxpy_element(__fmul_rn(tj, target_keep), target_tau, pj);
     };
-    long long first_scalar = 0;
-    if (fh::abi::adam_vectorized(params, m, v, grads, target, n)) {
-        // Four elements a thread per load (a streaming pass wants bytes in flight), then the tail.
-        const long long n4 = n / 4;
-        auto* p4 = reinterpret_cast<float4*>(params);
-        auto* m4 = reinterpret_cast<float4*>(m);
-        auto* v4 = reinterpret_cast<float4*>(v);
-        const auto* g4 = reinterpret_cast<const float4*>(grads);
-        auto* t4 = reinterpret_cast<float4*>(target);
-        for (long long i = global_thread_index(); i < n4; i += grid_thread_count()) {
-            float4 p = p4[i], mi = m4[i], vi = v4[i];
-            const float4 g = g4[i];
-            float4 t = target != nullptr ? t4[i] : make_float4(0.f, 0.f, 0.f, 0.f);
-            float* const tp = target != nullptr ? &t.x : nullptr;
-            element(p.x, mi.x, vi.x, g.x, tp);
-            element(p.y, mi.y, vi.y, g.y, tp == nullptr ? nullptr : &t.y);
-            element(p.z, mi.z, vi.z, g.z, tp == nullptr ? nullptr : &t.z);
-            element(p.w, mi.w, vi.w, g.w, tp == nullptr ? nullptr : &t.w);
-            p4[i] = p;
-            m4[i] = mi;
-            v4[i] = vi;
-            if (target != nullptr) t4[i] = t;
+    if (mine) {
+#pragma unroll
+        for (int j = 0; j < kWidth; ++j) element(p.x[j], mi.x[j], vi.x[j], g.x[j], t.x[j]);
+        if (apply) p.store(params, i), mi.store(m, i), vi.store(v, i);
+        if (target != nullptr) t.store(target, i);
+    }
+    if constexpr (kWidth > 1) {  // the last n % kWidth elements, one a thread
+        const long long k = units * kWidth + i;
+        if (k < n) {
+            float pk = params[k], mk = m[k], vk = v[k], tk = target != nullptr ? target[k] : 0.f;
+            element(pk, mk, vk, grads[k], tk);
+            if (apply) params[k] = pk, m[k] = mk, v[k] = vk;
+            if (target != nullptr) target[k] = tk;
         }
-        first_scalar = n4 * 4;
     }
-    for (long long i = first_scalar + global_thread_index(); i < n; i += grid_thread_count()) {
-        float p = params[i], mi = m[i], vi = v[i];
-        element(p, mi, vi, grads[i], target != nullptr ? &target[i] : nullptr);
-        params[i] = p;
-        m[i] = mi;
-        v[i] = vi;
-    }
+}
+
+}  // namespace
+
+// Blocks of 256 threads that fill an SM's threads (sm_86 and sm_89 run 1,536 a multiprocessor,
+// sm_80 and sm_90 2,048): what network_adam_kernel's register cap is computed from.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 870 || __CUDA_ARCH__ == 890)
+#define FH_ADAM_BLOCKS_PER_SM 6
+#else
+#define FH_ADAM_BLOCKS_PER_SM 8
+#endif
+
+// One element a thread, at most 32 registers (a full SM of blocks of 256): below
+// abi::kAdamVectorMinElements, more threads each with one element in flight measured faster than
+// a quarter of them with four (scripts/adam-probe.cu).
+extern "C" __global__ void __launch_bounds__(fh::abi::kAdamThreads, FH_ADAM_BLOCKS_PER_SM)
+    network_adam_kernel(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
+                        const float* __restrict__ grads, const float* __restrict__ grad_norm,
+                        const int* __restrict__ gate, fh::core::CounterValue step, const float* __restrict__ lr_from,
+                        fh::core::AdamConstants c, float* __restrict__ target, float target_tau, float target_keep,
+                        int n) {
+    adam_pass<1>(params, m, v, grads, grad_norm, gate, step, lr_from, c, target, target_tau, target_keep, n);
+}
+
+// Four elements a thread by float4 (every array 16-byte aligned, abi::adam_vectorized).
+extern "C" __global__ void __launch_bounds__(fh::abi::kAdamThreads, 4)
+    network_adam_by4_kernel(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
+                            const float* __restrict__ grads, const float* __restrict__ grad_norm,
+                            const int* __restrict__ gate, fh::core::CounterValue step,
+                            const float* __restrict__ lr_from, fh::core::AdamConstants c,
+                            float* __restrict__ target, float target_tau, float target_keep, int n) {
+    adam_pass<4>(params, m, v, grads, grad_norm, gate, step, lr_from, c, target, target_tau, target_keep, n);
 }
 
 extern "C" __global__ void network_mlp_infer_kernel(float* __restrict__ y, const float* __restrict__ x,

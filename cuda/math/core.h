@@ -59,6 +59,46 @@ struct CounterValue {
     FH_HD long long value() const { return counter != nullptr ? *counter * scale + offset : offset; }
 };
 
+/// a * b, a + b and a - b each rounded on its own: on the device never contracted into a fused
+/// multiply-add (nvcc would choose per kernel which products to fuse, so two kernels running the
+/// same source could round differently), on the host plain (the project builds with
+/// -ffp-contract=off). What makes the Adam element equal on both backends bit for bit.
+FH_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+FH_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+FH_HD float sub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+FH_HD double mul_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+    return __dmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+FH_HD double sub_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+    return __dsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+
 /// Adam's hyper-parameters for one update (Kingma & Ba 2015; decoupled weight decay as in
 /// AdamW, Loshchilov & Hutter 2019).
 struct AdamParams {
@@ -84,8 +124,8 @@ struct AdamConstants {
 FH_HD double power(double base, long long e) {
     double result = 1.0;
     while (e > 0) {
-        if (e & 1) result = result * base;
-        base = base * base;
+        if (e & 1) result = mul_rn(result, base);
+        base = mul_rn(base, base);
         e >>= 1;
     }
     return result;
@@ -95,8 +135,8 @@ FH_HD double power(double base, long long e) {
 /// power(), so an update number read from the device's memory (a captured update, which takes
 /// no per-update value from the host) gives the same floats on both backends.
 FH_HD AdamConstants at_step(AdamConstants c, long long step) {
-    c.bias_correction1 = static_cast<float>(1.0 - power(static_cast<double>(c.beta1), step));
-    c.bias_correction2 = static_cast<float>(1.0 - power(static_cast<double>(c.beta2), step));
+    c.bias_correction1 = static_cast<float>(sub_rn(1.0, power(static_cast<double>(c.beta1), step)));
+    c.bias_correction2 = static_cast<float>(sub_rn(1.0, power(static_cast<double>(c.beta2), step)));
     return c;
 }
 
@@ -110,13 +150,15 @@ FH_HD float clip_scale(float norm, float clip_norm) {
 }
 
 /// One parameter's Adam update, in place (p, m, v), for the raw gradient g and the clip factor.
+/// Every product and sum rounded on its own (mul_rn, add_rn): the same floats from every kernel
+/// and the CPU twin (division and sqrt are IEEE-rounded on both).
 FH_HD void adam_element(float& p, float& m, float& v, float g_raw, float scale, const AdamConstants& c) {
-    const float g = g_raw * scale;
-    m = c.beta1 * m + (1.f - c.beta1) * g;
-    v = c.beta2 * v + (1.f - c.beta2) * (g * g);
+    const float g = mul_rn(g_raw, scale);
+    m = add_rn(mul_rn(c.beta1, m), mul_rn(1.f - c.beta1, g));
+    v = add_rn(mul_rn(c.beta2, v), mul_rn(1.f - c.beta2, mul_rn(g, g)));
     const float mhat = m / c.bias_correction1;
     const float vhat = v / c.bias_correction2;
-    p = p - c.lr * (mhat / (FH_NN_MATH_NS::sqrt(vhat) + c.eps) + c.weight_decay * p);
+    p = sub_rn(p, mul_rn(c.lr, add_rn(mhat / add_rn(FH_NN_MATH_NS::sqrt(vhat), c.eps), mul_rn(c.weight_decay, p))));
 }
 
 }  // namespace fh::core

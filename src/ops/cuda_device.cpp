@@ -673,13 +673,13 @@ void CudaDevice::adam_step_impl(View<float> params, View<float> m, View<float> v
     // params, m, v, grads and grad_norm are distinct; gate overlaps none of the written buffers.
     float* const t = target.target.empty() ? nullptr : target.target.data();
     const bool by4 = abi::adam_vectorized(params.data(), m.data(), v.data(), grads.data(), t,
-                                              static_cast<long long>(params.size()));
-    kernels().network_adam_kernel(stream(), LaunchDims::linear(by4 ? (params.size() + 3) / 4 : params.size()),
-                                  params.data(), m.data(), v.data(),
-                                  grads.data(), grad_norm.empty() ? nullptr : grad_norm.data(),
-                                  gate.empty() ? nullptr : gate.data(), step, lr.empty() ? nullptr : lr.data(), c,
-                                  t, target.tau, target.keep,
-                                  static_cast<int>(params.size()));
+                                          static_cast<long long>(params.size()));
+    const auto blocks = abi::adam_blocks(static_cast<long long>(params.size()), by4);  // a thread per unit
+    const LaunchDims dims{dim3(static_cast<unsigned>(blocks)), dim3(abi::kAdamThreads), 0};
+    auto& launch = by4 ? kernels().network_adam_by4_kernel : kernels().network_adam_kernel;
+    launch(stream(), dims, params.data(), m.data(), v.data(), grads.data(),
+           grad_norm.empty() ? nullptr : grad_norm.data(), gate.empty() ? nullptr : gate.data(), step,
+           lr.empty() ? nullptr : lr.data(), c, t, target.tau, target.keep, static_cast<int>(params.size()));
 }
 
 }  // namespace fh::ops

@@ -653,47 +653,63 @@ TEST_CASE("CUDA norm_and_guard equals global_norm, training_guard and saxpy, bit
     CHECK(g.first_bad_quantity == 0);  // a loss went bad first
 }
 
-TEST_CASE("CUDA Adam equals the CPU twin; clipping and the gate on the device", "[gpu][nn]") {
+TEST_CASE("CUDA Adam equals the CPU twin bit for bit; clipping and the gate on the device", "[gpu][nn]") {
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{65}, std::size_t{4099},
-                          (std::size_t{1} << 20) + 3}) {
+    // Every product and sum of the Adam element is rounded on its own on both backends
+    // (core::mul_rn, add_rn), so the two agree exactly: one element a thread (below
+    // kAdamVectorMinElements) and four (from it, with a tail of 3), the update number and
+    // learning rate from the host or from device memory (with a soft target: a captured update).
+    const std::size_t by4 = fh::abi::kAdamVectorMinElements;
+    for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{65}, std::size_t{4099}, by4 - 1, by4 + 3}) {
         for (float clip : {0.f, 1.f}) {
             for (int gate_value : {0, 1}) {
-                INFO("n = " << n << " clip " << clip << " gate " << gate_value);
-                std::vector<float> p[2], m[2], v[2];
-                // The clipped update depends on the norm: give both backends the same value so
-                // that Adam itself is what is compared (global_norm has its own test).
-                const auto grads = random_floats(n, 4);
-                double sq = 0;
-                for (float x : grads) sq += static_cast<double>(x) * x;
-                const std::vector<float> norm_h{static_cast<float>(std::sqrt(sq))};
-                Device* backends[2] = {&cpu, &gpu};
-                for (int k = 0; k < 2; ++k) {
-                    Device& ops = *backends[k];
-                    auto P = ops.from_host<float>(random_floats(n, 1));
-                    auto M = ops.from_host<float>(random_floats(n, 2, -0.1f, 0.1f));
-                    auto V = ops.from_host<float>(random_floats(n, 3, 0.01f, 0.1f));
-                    auto G = ops.from_host<float>(grads);
-                    auto norm = ops.from_host<float>(norm_h);
-                    auto gate = ops.from_host<int>(std::vector<int>{gate_value});
-                    AdamParams hp;
-                    hp.lr = 3e-3f;
-                    hp.clip_norm = clip;
-                    hp.weight_decay = 0.01f;
-                    hp.step = 5;
-                    ops.adam_step(P.view(), M.view(), V.view(), G.cview(), norm.cview(), gate.cview(), hp);
-                    p[k] = ops.to_host(P.cview());
-                    m[k] = ops.to_host(M.cview());
-                    v[k] = ops.to_host(V.cview());
-                }
-                FH_REQUIRE_CLOSE(p[1], p[0], 1e-6, 1e-5);
-                FH_REQUIRE_CLOSE(m[1], m[0], 1e-7, 1e-5);
-                FH_REQUIRE_CLOSE(v[1], v[0], 1e-8, 1e-5);
-                if (gate_value == 0) {
-                    CHECK(p[1] == random_floats(n, 1));
-                    CHECK(m[1] == random_floats(n, 2, -0.1f, 0.1f));
-                    CHECK(v[1] == random_floats(n, 3, 0.01f, 0.1f));
+                for (bool from_device : {false, true}) {
+                    INFO("n = " << n << " clip " << clip << " gate " << gate_value << " from device " << from_device);
+                    std::vector<float> out[2][4];
+                    // The clipped update depends on the norm: give both backends the same value so
+                    // that Adam itself is what is compared (global_norm has its own test).
+                    const auto grads = random_floats(n, 4);
+                    double sq = 0;
+                    for (float x : grads) sq += static_cast<double>(x) * x;
+                    const std::vector<float> norm_h{static_cast<float>(std::sqrt(sq))};
+                    Device* backends[2] = {&cpu, &gpu};
+                    for (int k = 0; k < 2; ++k) {
+                        Device& ops = *backends[k];
+                        auto P = ops.from_host<float>(random_floats(n, 1));
+                        auto M = ops.from_host<float>(random_floats(n, 2, -0.1f, 0.1f));
+                        auto V = ops.from_host<float>(random_floats(n, 3, 0.01f, 0.1f));
+                        auto T = ops.from_host<float>(random_floats(n, 5));
+                        auto G = ops.from_host<float>(grads);
+                        auto norm = ops.from_host<float>(norm_h);
+                        auto gate = ops.from_host<int>(std::vector<int>{gate_value});
+                        auto step = ops.from_host<long long>(std::vector<long long>{123457});
+                        auto lr = ops.from_host<float>(std::vector<float>{7e-4f});
+                        AdamParams hp;
+                        hp.lr = 3e-3f;
+                        hp.clip_norm = clip;
+                        hp.weight_decay = 0.01f;
+                        hp.step = 5;
+                        if (from_device)
+                            ops.adam_step(P.view(), M.view(), V.view(), G.cview(), norm.cview(), gate.cview(),
+                                          fh::ops::counter_value(step.cview()), hp, lr.cview(),
+                                          fh::ops::SoftTarget::of(T.view(), 0.01));
+                        else
+                            ops.adam_step(P.view(), M.view(), V.view(), G.cview(), norm.cview(), gate.cview(), hp);
+                        out[k][0] = ops.to_host(P.cview());
+                        out[k][1] = ops.to_host(M.cview());
+                        out[k][2] = ops.to_host(V.cview());
+                        out[k][3] = ops.to_host(T.cview());
+                    }
+                    for (int a = 0; a < 4; ++a) CHECK(out[1][a] == out[0][a]);
+                    if (gate_value == 0) {
+                        CHECK(out[1][0] == random_floats(n, 1));
+                        CHECK(out[1][1] == random_floats(n, 2, -0.1f, 0.1f));
+                        CHECK(out[1][2] == random_floats(n, 3, 0.01f, 0.1f));
+                    } else {
+                        CHECK(out[1][0] != random_floats(n, 1));
+                    }
+                    CHECK((out[1][3] != random_floats(n, 5)) == from_device);  // only the soft target moves it
                 }
             }
         }
@@ -742,7 +758,7 @@ TEST_CASE("CUDA Adam with a soft target equals Adam then scale and saxpy (bit fo
           "[gpu][nn]") {
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    for (std::size_t n : {std::size_t{1}, std::size_t{4099}, (std::size_t{1} << 20) + 3})
+    for (std::size_t n : {std::size_t{1}, std::size_t{4099}, std::size_t{fh::abi::kAdamVectorMinElements} + 3})
         for (int gate : {0, 1}) {
             INFO("n = " << n << " gate " << gate);
             const auto fused = fh::test::adam_with_target(gpu, n, gate, true);
@@ -752,7 +768,9 @@ TEST_CASE("CUDA Adam with a soft target equals Adam then scale and saxpy (bit fo
             CHECK(fused.v == apart.v);
             CHECK(fused.target == apart.target);
             const auto c = fh::test::adam_with_target(cpu, n, gate, true);
-            FH_REQUIRE_CLOSE(fused.params, c.params, 1e-6, 1e-5);
-            FH_REQUIRE_CLOSE(fused.target, c.target, 1e-6, 1e-5);
+            CHECK(fused.params == c.params);
+            CHECK(fused.m == c.m);
+            CHECK(fused.v == c.v);
+            CHECK(fused.target == c.target);
         }
 }
