@@ -63,37 +63,26 @@ struct CounterValue {
 /// multiply-add (nvcc would choose per kernel which products to fuse, so two kernels running the
 /// same source could round differently), on the host plain (the project builds with
 /// -ffp-contract=off). What makes the Adam element equal on both backends bit for bit.
-FH_HD float mul_rn(float a, float b) {
+template <class T> FH_HD T mul_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-    return __fmul_rn(a, b);
+    if constexpr (sizeof(T) == sizeof(double)) return __dmul_rn(a, b);
+    else return __fmul_rn(a, b);
 #else
     return a * b;
 #endif
 }
-FH_HD float add_rn(float a, float b) {
+template <class T> FH_HD T add_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-    return __fadd_rn(a, b);
+    if constexpr (sizeof(T) == sizeof(double)) return __dadd_rn(a, b);
+    else return __fadd_rn(a, b);
 #else
     return a + b;
 #endif
 }
-FH_HD float sub_rn(float a, float b) {
+template <class T> FH_HD T sub_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-    return __fsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
-FH_HD double mul_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-    return __dmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-FH_HD double sub_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-    return __dsub_rn(a, b);
+    if constexpr (sizeof(T) == sizeof(double)) return __dsub_rn(a, b);
+    else return __fsub_rn(a, b);
 #else
     return a - b;
 #endif
