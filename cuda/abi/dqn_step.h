@@ -79,7 +79,10 @@ struct DqnFinishArgs {
 using DqnFinish = void(DqnFinishArgs args);
 
 /// Adam (gated by the guard) and the target update of every parameter (dqn::adam_target_element);
-/// with `advance`, also dqn_advance_kernel's increments.
+/// with `advance`, also dqn_advance_kernel's increments. Launch: grid (dqn_adam_blocks(n), agents)
+/// of kDqnAdamThreads, a thread per parameter.
+inline constexpr int kDqnAdamThreads = 256;
+FH_HD long long dqn_adam_blocks(long long n) { return n > 0 ? (n + kDqnAdamThreads - 1) / kDqnAdamThreads : 1; }
 struct DqnAdamTargetArgs {
     float* params;
     float* m;

@@ -722,18 +722,11 @@ __device__ void adam_pass(float* __restrict__ params, float* __restrict__ m, flo
 
 }  // namespace
 
-// Blocks of 256 threads that fill an SM's threads (sm_86 and sm_89 run 1,536 a multiprocessor,
-// sm_80 and sm_90 2,048): what network_adam_kernel's register cap is computed from.
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 870 || __CUDA_ARCH__ == 890)
-#define FH_ADAM_BLOCKS_PER_SM 6
-#else
-#define FH_ADAM_BLOCKS_PER_SM 8
-#endif
-
 // One element a thread, at most 32 registers (a full SM of blocks of 256): below
 // abi::kAdamVectorMinElements, more threads each with one element in flight measured faster than
 // a quarter of them with four (scripts/adam-probe.cu).
-extern "C" __global__ void __launch_bounds__(fh::abi::kAdamThreads, FH_ADAM_BLOCKS_PER_SM)
+static_assert(fh::abi::kAdamThreads == 256, "FH_FULL_SM_BLOCKS_OF_256 counts blocks of 256");
+extern "C" __global__ void __launch_bounds__(fh::abi::kAdamThreads, FH_FULL_SM_BLOCKS_OF_256)
     network_adam_kernel(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
                         const float* __restrict__ grads, const float* __restrict__ grad_norm,
                         const int* __restrict__ gate, fh::core::CounterValue step, const float* __restrict__ lr_from,

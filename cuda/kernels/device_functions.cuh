@@ -6,6 +6,15 @@
 
 #include <type_traits>
 
+/// Blocks of 256 threads that fill a multiprocessor's threads (sm_86 and sm_89 run 1,536 a
+/// multiprocessor, sm_80 and sm_90 2,048): the minimum blocks of __launch_bounds__ for a
+/// streaming kernel that wants a full SM of blocks (the register cap follows from it).
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 870 || __CUDA_ARCH__ == 890)
+#define FH_FULL_SM_BLOCKS_OF_256 6
+#else
+#define FH_FULL_SM_BLOCKS_OF_256 8
+#endif
+
 namespace fh::device {
 
 /// Global thread index and the grid's total thread count, as 64-bit values so that

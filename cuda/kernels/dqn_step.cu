@@ -19,8 +19,9 @@
  *              element per thread); more rows, and the scalar head: dqn_loss_rows_kernel, as
  *              act (a warp per row, every step in turn); dynamic shared memory
  *              dqn_step_smem_floats floats per warp.
- *              finish: one block of kDqnFinishThreads per agent. adam_target: any 1-D grid
- *              (grid-stride) x agents. advance: one thread.
+ *              finish: one block of kDqnFinishThreads per agent. adam_target: blocks of
+ *              kDqnAdamThreads, a thread per parameter (dqn_adam_blocks) x agents. advance: one
+ *              thread.
  * Speed:       rows are latency bound: head_q takes the Q of all actions in register chunks
  *              whose butterflies interleave, and the projection sums each atom's window of
  *              nonzero weights only (binary search); both bit for bit the one-action-at-a-time
@@ -739,16 +740,23 @@ extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
     }
 }
 
-extern "C" __global__ void dqn_adam_target_kernel(fh::abi::DqnAdamTargetArgs a) {
+// A thread per parameter (no grid-stride loop) and at most 32 registers, so a full SM of blocks:
+// the element's loads go out before the agent's step is waited for (as network_adam_kernel,
+// docs/performance.md "Adam: the loads before the wait, ...").
+static_assert(fh::abi::kDqnAdamThreads == 256, "FH_FULL_SM_BLOCKS_OF_256 counts blocks of 256");
+extern "C" __global__ void __launch_bounds__(fh::abi::kDqnAdamThreads, FH_FULL_SM_BLOCKS_OF_256)
+    dqn_adam_target_kernel(fh::abi::DqnAdamTargetArgs a) {
     const int agent = blockIdx.y;
-    const UpdateStep step = a.step[agent];
-    const AgentParams& p = a.agent[agent];
-    const float clip = step.adam.clip_norm > 0.f ? fh::core::clip_scale(step.grad_norm, step.adam.clip_norm) : 1.f;
-    const long long base = static_cast<long long>(agent) * a.n;
-    for (long long i = global_thread_index(); i < a.n; i += grid_thread_count()) {
-        const long long k = base + i;
-        float param = a.params[k], m = a.m[k], v = a.v[k], target = a.target[k];
-        adam_target_element(param, m, v, target, a.grads[k], clip, step, p);
+    const long long i = global_thread_index();
+    const bool mine = i < a.n;
+    const long long k = static_cast<long long>(agent) * a.n + i;
+    float param = 0.f, m = 0.f, v = 0.f, target = 0.f, grad = 0.f;
+    if (mine) param = a.params[k], m = a.m[k], v = a.v[k], target = a.target[k], grad = a.grads[k];
+    if (mine) {
+        const UpdateStep& step = a.step[agent];  // its fields as used (a copy would spill)
+        const AgentParams& p = a.agent[agent];
+        const float clip = step.adam.clip_norm > 0.f ? fh::core::clip_scale(step.grad_norm, step.adam.clip_norm) : 1.f;
+        adam_target_element(param, m, v, target, grad, clip, step, p);
         a.params[k] = param;
         a.m[k] = m;
         a.v[k] = v;

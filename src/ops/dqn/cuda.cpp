@@ -80,8 +80,8 @@ void dqn_adam_target(CudaDevice& device, View<float> params, View<float> m, View
                      View<dqn::Counters> advance) {
     const std::size_t N = agent.size();
     const int P = static_cast<int>(params.size() / N);
-    LaunchDims dims = LaunchDims::linear(static_cast<std::size_t>(P), 256, 1024);
-    dims.grid.y = static_cast<unsigned>(N);
+    const LaunchDims dims{dim3(static_cast<unsigned>(abi::dqn_adam_blocks(P)), static_cast<unsigned>(N)),
+                          dim3(abi::kDqnAdamThreads), 0};
     abi::DqnAdamTargetArgs a{params.data(), m.data(),     v.data(), target.data(), grads.data(), step.data(),
                              agent.data(),  or_null(advance), P};
     device.kernels().dqn_adam_target_kernel(device.stream(), dims, a);
