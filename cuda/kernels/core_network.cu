@@ -13,10 +13,10 @@
  * Layout:      row-major; y, dy (batch, out); b, db (out); partials (slices, out) and tickets
  *              (ceil(out / 32), zero between launches) for the bias gradient, (kNormBlocks) for the norm; x, params, m, v, grads (n) flat; out,
  *              grad_norm, gate (1).
- * Launch:      bias+act, Adam: 1-D grid-stride, any grid (bias+act: over quads of four columns when
- *              abi::bias_act_quads, else over elements; Adam: blocks of abi::kAdamThreads, one
- *              element a thread, or four by float4 in network_adam_by4_kernel where
- *              abi::adam_vectorized says so). Act + bias grad: block (32, kBiasGradRows), grid
+ * Launch:      bias+act: 1-D grid-stride, any grid (over quads of four columns when
+ *              abi::bias_act_quads, else over elements). Adam: abi::adam_blocks blocks of
+ *              abi::kAdamThreads, a thread per element, or per four by float4 in
+ *              network_adam_by4_kernel where abi::adam_vectorized says so. Act + bias grad: block (32, kBiasGradRows), grid
  *              (ceil(out / 32), slices); with several slices the last block of each column group
  *              sums them. Norm: partials with exactly kNormBlocks x kNormThreads, then finish with
  *              one block of kNormThreads.
