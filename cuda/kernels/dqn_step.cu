@@ -750,9 +750,9 @@ extern "C" __global__ void __launch_bounds__(fh::abi::kDqnAdamThreads, FH_FULL_S
     const long long i = global_thread_index();
     const bool mine = i < a.n;
     const long long k = static_cast<long long>(agent) * a.n + i;
-    float param = 0.f, m = 0.f, v = 0.f, target = 0.f, grad = 0.f;
-    if (mine) param = a.params[k], m = a.m[k], v = a.v[k], target = a.target[k], grad = a.grads[k];
     if (mine) {
+        float param = a.params[k], m = a.m[k], v = a.v[k], target = a.target[k];
+        const float grad = a.grads[k];
         const UpdateStep& step = a.step[agent];  // its fields as used (a copy would spill)
         const AgentParams& p = a.agent[agent];
         const float clip = step.adam.clip_norm > 0.f ? fh::core::clip_scale(step.grad_norm, step.adam.clip_norm) : 1.f;
