@@ -38,7 +38,7 @@ void launch_checked(const void* kernel, const char* name, const LaunchDims& d, v
                     cudaStream_t stream) {
     if (kernel == nullptr)
         throw CudaError(fmt::format("kernel {} launched before it was resolved", name), 0);
-    if (op_names_wanted() && op_skipped(name)) return;  // bench --ablate
+    if (op_names_wanted() && op_filtered(name, stream)) return;  // bench --ablate
     const TimedRegion timed(kernel_timing() ? name : "", stream);
     const cudaError_t status = cudaLaunchKernel(kernel, d.grid, d.block, args, d.smem_bytes, stream);
     if (status != cudaSuccess) throw_cuda_error(status, name, __FILE__, __LINE__);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cuda/embedded_modules.hpp"
+#include "cuda/kernel_timing.hpp"
 
 namespace fh::cuda {
 
@@ -43,7 +44,12 @@ KernelRegistry::KernelRegistry() {
                                         lib.name(), have, want),
                             0);
     }
+    set_stand_in(this, [fill = table_.fill_f32_kernel](cudaStream_t stream) {
+        fill(stream, LaunchDims{dim3(1), dim3(32), 0}, nullptr, 0.f, 0);
+    });
 }
+
+KernelRegistry::~KernelRegistry() { clear_stand_in(this); }
 
 std::shared_ptr<const KernelRegistry> KernelRegistry::shared() {
     static std::mutex mutex;

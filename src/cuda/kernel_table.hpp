@@ -34,7 +34,12 @@ struct KernelTable {
 /// process (shared()).
 class KernelRegistry {
 public:
+    /// Also sets the ablation filter's stand-in (`fill_f32_kernel` over no element: a kernel that
+    /// does nothing), which the destructor clears.
     KernelRegistry();
+    ~KernelRegistry();
+    KernelRegistry(const KernelRegistry&) = delete;
+    KernelRegistry& operator=(const KernelRegistry&) = delete;
     /// The registry the process's devices share: loaded by the first device that asks while no
     /// other holds it (a population's agents load it once, not once each), unloaded with the
     /// last holder.

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 
 #include "cuda/check.hpp"
 
@@ -12,10 +13,15 @@ namespace {
 
 std::atomic<bool> g_on{false};
 // The ablation filter (bench only: set between phases, read while ops are issued).
-std::atomic<bool> g_skip_on{false};
-std::atomic<unsigned> g_skip_generation{0};
-std::mutex g_skip_mutex;
-std::string g_skip_name;
+std::atomic<bool> g_filter_on{false};
+std::atomic<unsigned> g_filter_generation{0};
+std::mutex g_filter_mutex;
+std::string g_filter_name;
+FilterMode g_filter_mode = FilterMode::leave_out;
+const void* g_stand_in_owner = nullptr;
+std::function<void(cudaStream_t)> g_stand_in;
+// Set while this thread launches the stand-in, whose own launch the filter must let through.
+thread_local bool t_launching_stand_in = false;
 
 /// Recorded event pairs (reused between collections) and the name of each.
 struct Recorder {
@@ -34,19 +40,46 @@ Recorder& recorder() {
 void set_kernel_timing(bool on) noexcept { g_on = on; }
 bool kernel_timing() noexcept { return g_on; }
 
-void set_skipped_op(std::string name) {
-    std::lock_guard lock(g_skip_mutex);
-    g_skip_on = !name.empty();
-    g_skip_name = std::move(name);
-    ++g_skip_generation;
+void set_op_filter(std::string name, FilterMode mode) {
+    std::lock_guard lock(g_filter_mutex);
+    g_filter_on = !name.empty();
+    g_filter_name = std::move(name);
+    g_filter_mode = mode;
+    ++g_filter_generation;
 }
-bool op_names_wanted() noexcept { return g_on || g_skip_on; }
-bool op_skipped(const std::string& name) {
-    if (!g_skip_on) return false;
-    std::lock_guard lock(g_skip_mutex);
-    return name == g_skip_name;
+bool op_names_wanted() noexcept { return g_on || g_filter_on; }
+bool op_filtered(const std::string& name, cudaStream_t stream) {
+    if (!g_filter_on || t_launching_stand_in) return false;
+    std::function<void(cudaStream_t)> stand_in;
+    {
+        std::lock_guard lock(g_filter_mutex);
+        if (g_filter_name != kEveryOp && name != g_filter_name) return false;
+        if (g_filter_mode == FilterMode::leave_out) return true;
+        if (!g_stand_in) throw std::logic_error("ablation filter: no stand-in kernel registered");
+        stand_in = g_stand_in;
+    }
+    t_launching_stand_in = true;
+    try {
+        stand_in(stream);
+    } catch (...) {
+        t_launching_stand_in = false;
+        throw;
+    }
+    t_launching_stand_in = false;
+    return true;
 }
-unsigned op_filter_generation() noexcept { return g_skip_generation; }
+void set_stand_in(const void* owner, std::function<void(cudaStream_t)> launch) {
+    std::lock_guard lock(g_filter_mutex);
+    g_stand_in_owner = owner;
+    g_stand_in = std::move(launch);
+}
+void clear_stand_in(const void* owner) noexcept {
+    std::lock_guard lock(g_filter_mutex);
+    if (g_stand_in_owner != owner) return;
+    g_stand_in_owner = nullptr;
+    g_stand_in = nullptr;
+}
+unsigned op_filter_generation() noexcept { return g_filter_generation; }
 
 TimedRegion::TimedRegion(std::string name, cudaStream_t stream) : name_(std::move(name)), stream_(stream) {
     if (!g_on) return;

@@ -265,6 +265,9 @@ void CudaDevice::download_bytes(void* dst, const void* src, std::size_t bytes) {
 }
 
 void CudaDevice::copy_bytes(void* dst, const void* src, std::size_t bytes) {
+    const std::string label = cuda::op_names_wanted() ? fmt::format("device copy {} bytes", bytes) : std::string();
+    if (cuda::op_filtered(label, stream())) return;  // bench --ablate
+    const cuda::TimedRegion timed(label, stream());
     FH_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
 }
 
@@ -400,7 +403,7 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
         cuda::op_names_wanted() ? fmt::format("linear forward (lt) {}x{}x{}{}", batch, out, in,
                                               count > 1 ? fmt::format(" x{}", count) : std::string())
                                 : std::string();
-    if (cuda::op_skipped(label)) return true;  // bench --ablate
+    if (cuda::op_filtered(label, stream())) return true;  // bench --ablate
     const cuda::TimedRegion timed(label, stream());
     const cublasStatus_t st = cublasLtMatmul(lt_, plan->op, &one, W, plan->a, X, plan->b, &zero, Y, plan->c, Y,
                                              plan->c, &plan->algo, workspace(), kWorkspaceBytes, stream());
@@ -444,7 +447,7 @@ void CudaDevice::linear_forward_impl(View<float> Y, View<const float> X, View<co
     const float one = 1.f, zero = 0.f;
     const std::string label =
         cuda::op_names_wanted() ? fmt::format("linear forward (sgemm) {}x{}x{}", batch, out, in) : std::string();
-    if (!cuda::op_skipped(label)) {  // bench --ablate
+    if (!cuda::op_filtered(label, stream())) {  // bench --ablate
         const cuda::TimedRegion timed(label, stream());
         FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, &one, W.data(), in, X.data(), in,
                                     &zero, Y.data(), out));
@@ -596,7 +599,7 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
     if (weights) {
         const std::string label =
             cuda::op_names_wanted() ? fmt::format("linear dW (sgemm) {}x{}x{}", in, out, batch) : std::string();
-        if (!cuda::op_skipped(label)) {  // bench --ablate
+        if (!cuda::op_filtered(label, stream())) {  // bench --ablate
             const cuda::TimedRegion timed(label, stream());
             FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, X.data(), in, dZ, out,
                                         accumulate ? &one : &zero, dW.data(), in));
@@ -605,7 +608,7 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
     if (input) {
         const std::string label =
             cuda::op_names_wanted() ? fmt::format("linear dX (sgemm) {}x{}x{}", batch, in, out) : std::string();
-        if (!cuda::op_skipped(label)) {  // bench --ablate
+        if (!cuda::op_filtered(label, stream())) {  // bench --ablate
             const cuda::TimedRegion timed(label, stream());
             FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, &one, W.data(), in, dZ, out,
                                         &zero, dX.data(), in));
@@ -636,7 +639,7 @@ void CudaDevice::linear_backward_batched_impl(View<float> dX, View<float> grads,
         const std::string label = cuda::op_names_wanted()
                                       ? fmt::format("linear dW (sgemm batched) {}x{}x{} x{}", in, out, batch, count)
                                       : std::string();
-        if (!cuda::op_skipped(label)) {  // bench --ablate
+        if (!cuda::op_filtered(label, stream())) {  // bench --ablate
             const cuda::TimedRegion timed(label, stream());
             FH_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, X.data(),
                                                       in, static_cast<long long>(x_stride), dZ, out, rows,
@@ -648,7 +651,7 @@ void CudaDevice::linear_backward_batched_impl(View<float> dX, View<float> grads,
         const std::string label = cuda::op_names_wanted()
                                       ? fmt::format("linear dX (sgemm batched) {}x{}x{} x{}", batch, in, out, count)
                                       : std::string();
-        if (!cuda::op_skipped(label)) {  // bench --ablate
+        if (!cuda::op_filtered(label, stream())) {  // bench --ablate
             const cuda::TimedRegion timed(label, stream());
             FH_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, &one,
                                                       params.data() + w_offset, in, pstride, dZ, out, rows, &zero,

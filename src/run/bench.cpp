@@ -47,17 +47,27 @@ json::Value ablation_table(const std::function<void()>& synchronize, const std::
         synchronize();
         return 1e6 * seconds_since(t) / std::max(1.0, units);
     };
-    cuda::set_skipped_op("");
+    cuda::set_op_filter("");
     const double whole = time_phase();
+    // The graph's nodes and edges alone: every launch replaced by a kernel that does nothing.
+    cuda::set_op_filter(cuda::kEveryOp, cuda::FilterMode::stand_in);
+    const double skeleton = time_phase();
     json::Array rows;
     for (const auto& op : op_names) {
-        cuda::set_skipped_op(op.name);
+        cuda::set_op_filter(op.name, cuda::FilterMode::leave_out);
         const double without = time_phase();
-        rows.push_back(json::object({{"op", op.name}, {"us_without", without}, {"us_saved", whole - without}}));
+        cuda::set_op_filter(op.name, cuda::FilterMode::stand_in);
+        const double stand_in = time_phase();
+        rows.push_back(json::object({{"op", op.name},
+                                     {"us_without", without},
+                                     {"us_saved", whole - without},
+                                     {"us_stand_in", stand_in},
+                                     {"us_work", whole - stand_in}}));
     }
-    cuda::set_skipped_op("");
+    cuda::set_op_filter("");
     (void)time_phase();  // the step captured whole again
-    return json::object({{"us_captured", whole}, {"ops", json::Value::array(std::move(rows))}});
+    return json::object(
+        {{"us_captured", whole}, {"us_skeleton", skeleton}, {"ops", json::Value::array(std::move(rows))}});
 }
 
 std::string bench(const config::Profile& p, bool kernel_times, bool force, bool ablate) {

@@ -13,10 +13,13 @@ namespace fh::run {
 
 /// The ablation of one phase: `run_phase(k)` runs k captured calls of it and returns the units
 /// they did (collection steps, updates; a population's: every agent's). Times the phase as
-/// captured, then with each op of `op_names` left out of the graphs (the ops' launches by name;
-/// the results of those calls are meaningless), `runs` calls each after one untimed call that
-/// captures the graphs again; microseconds per unit. `synchronize` waits for every device the
-/// phase uses.
+/// captured (`us_captured`), with every launch replaced by a kernel that does nothing
+/// (`us_skeleton`: the graph's nodes and edges without their work), then for each op of
+/// `op_names` (the ops' launches by name) with its launches left out (`us_without`, `us_saved`:
+/// the op's node and work) and replaced by that kernel (`us_stand_in`, `us_work`: its work
+/// alone); `runs` calls each after one untimed call that captures the graphs again (the results
+/// of the filtered calls are meaningless); microseconds per unit. `synchronize` waits for every
+/// device the phase uses.
 io::json::Value ablation_table(const std::function<void()>& synchronize, const std::vector<cuda::KernelTime>& op_names,
                                const std::function<double(long long)>& run_phase, long long runs);
 

@@ -200,7 +200,7 @@ TEST_CASE("cli: bench --kernel-times and --ablate are CUDA diagnostics: none on 
     CHECK(a.out.find("\"ablation\"") == std::string::npos);
 }
 
-TEST_CASE("cli: bench --ablate times the captured steps again without each op, on CUDA", "[gpu][config]") {
+TEST_CASE("cli: bench --ablate times the captured steps again without each op and without their work, on CUDA", "[gpu][config]") {
     if (!have_exe()) return;
     namespace json = fh::io::json;
     for (const std::string profile : {"dqn-smoketest", "iql-smoketest"}) {
@@ -223,18 +223,26 @@ TEST_CASE("cli: bench --ablate times the captured steps again without each op, o
             REQUIRE(a != nullptr);
             const double captured = a->find("us_captured")->as_double();
             CHECK(captured > 0);
-            // Every op the events timed is left out once; leaving one out never costs more than
-            // the whole step (a loose bound: timing noise), and leaving out every kernel of the
-            // step's fused work saves something.
+            // The graph's nodes and edges without their work take less than the whole step.
+            const double skeleton = a->find("us_skeleton")->as_double();
+            CHECK(skeleton > 0);
+            CHECK(skeleton < captured);
+            // Every op the events timed is left out once and stood in for once; neither ever
+            // costs more than the whole step (a loose bound: timing noise), and leaving out every
+            // kernel of the step's fused work, or only their work, saves something.
             const auto& ops = a->find("ops")->as_array();
             REQUIRE(ops.size() == times->find(phase)->find("ops")->as_array().size());
-            double saved = 0;
+            double saved = 0, work = 0;
             for (const auto& op : ops) {
                 CHECK(op.find("us_without")->as_double() > 0);
                 CHECK(op.find("us_without")->as_double() < 3 * captured);
+                CHECK(op.find("us_stand_in")->as_double() > 0);
+                CHECK(op.find("us_stand_in")->as_double() < 3 * captured);
                 saved += op.find("us_saved")->as_double();
+                work += op.find("us_work")->as_double();
             }
             CHECK(saved > 0);
+            CHECK(work > 0);
         }
     }
 }
