@@ -53,7 +53,8 @@ bool op_filtered(const std::string& name, cudaStream_t stream) {
     std::function<void(cudaStream_t)> stand_in;
     {
         std::lock_guard lock(g_filter_mutex);
-        if (g_filter_name != kEveryOp && name != g_filter_name) return false;
+        const bool named = g_filter_name == kEveryOp || name == g_filter_name;
+        if (named == (g_filter_mode == FilterMode::alone)) return false;
         if (g_filter_mode == FilterMode::leave_out) return true;
         if (!g_stand_in) throw std::logic_error("ablation filter: no stand-in kernel registered");
         stand_in = g_stand_in;

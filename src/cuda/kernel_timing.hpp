@@ -38,6 +38,7 @@ private:
 enum class FilterMode {
     leave_out,  ///< not issued: the op's node and its edges go with its work
     stand_in,   ///< each replaced by the stand-in (set_stand_in): the node and edges stay, the work goes
+    alone,      ///< every other launch replaced by the stand-in: the named op's work alone in the graph
 };
 /// The filter's name for every launch.
 inline constexpr const char* kEveryOp = "*";

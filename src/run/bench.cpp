@@ -58,11 +58,15 @@ json::Value ablation_table(const std::function<void()>& synchronize, const std::
         const double without = time_phase();
         cuda::set_op_filter(op.name, cuda::FilterMode::stand_in);
         const double stand_in = time_phase();
+        cuda::set_op_filter(op.name, cuda::FilterMode::alone);
+        const double alone = time_phase();
         rows.push_back(json::object({{"op", op.name},
                                      {"us_without", without},
                                      {"us_saved", whole - without},
                                      {"us_stand_in", stand_in},
-                                     {"us_work", whole - stand_in}}));
+                                     {"us_work", whole - stand_in},
+                                     {"us_alone", alone},
+                                     {"us_alone_work", alone - skeleton}}));
     }
     cuda::set_op_filter("");
     (void)time_phase();  // the step captured whole again

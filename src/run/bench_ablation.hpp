@@ -16,8 +16,9 @@ namespace fh::run {
 /// captured (`us_captured`), with every launch replaced by a kernel that does nothing
 /// (`us_skeleton`: the graph's nodes and edges without their work), then for each op of
 /// `op_names` (the ops' launches by name) with its launches left out (`us_without`, `us_saved`:
-/// the op's node and work) and replaced by that kernel (`us_stand_in`, `us_work`: its work
-/// alone); `runs` calls each after one untimed call that captures the graphs again (the results
+/// the op's node and work), replaced by that kernel (`us_stand_in`, `us_work`: its work on the
+/// path) and alone (every other launch replaced: `us_alone`, `us_alone_work`: its work with the
+/// GPU to itself, beyond the skeleton); `runs` calls each after one untimed call that captures the graphs again (the results
 /// of the filtered calls are meaningless); microseconds per unit. `synchronize` waits for every
 /// device the phase uses.
 io::json::Value ablation_table(const std::function<void()>& synchronize, const std::vector<cuda::KernelTime>& op_names,

@@ -238,6 +238,8 @@ TEST_CASE("cli: bench --ablate times the captured steps again without each op an
                 CHECK(op.find("us_without")->as_double() < 3 * captured);
                 CHECK(op.find("us_stand_in")->as_double() > 0);
                 CHECK(op.find("us_stand_in")->as_double() < 3 * captured);
+                CHECK(op.find("us_alone")->as_double() > 0);
+                CHECK(op.find("us_alone")->as_double() < 3 * captured);
                 saved += op.find("us_saved")->as_double();
                 work += op.find("us_work")->as_double();
             }

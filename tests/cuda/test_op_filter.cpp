@@ -21,7 +21,7 @@ struct FilterReset {
 
 }  // namespace
 
-TEST_CASE("ablation filter: leaves out or stands in for the named launches, or every launch", "[cuda]") {
+TEST_CASE("ablation filter: leaves out or stands in for the named launches, every launch or all but the named", "[cuda]") {
     using fh::cuda::FilterMode;
     FilterReset reset;
     std::vector<std::string> stood_in;  // the launches the stand-in replaced, in order
@@ -56,6 +56,12 @@ TEST_CASE("ablation filter: leaves out or stands in for the named launches, or e
     CHECK(filtered("dqn_sample_kernel"));
     CHECK(filtered("linear dW (sgemm) 50x256x256"));
     CHECK(stood_in == std::vector<std::string>{"dqn_loss_kernel", "dqn_sample_kernel", "linear dW (sgemm) 50x256x256"});
+
+    fh::cuda::set_op_filter("dqn_loss_kernel", FilterMode::alone);  // every other launch stood in for
+    CHECK_FALSE(filtered("dqn_loss_kernel"));
+    CHECK(filtered("dqn_act_kernel"));
+    CHECK(stood_in.back() == "dqn_act_kernel");
+    stood_in.pop_back();
 
     fh::cuda::set_op_filter(fh::cuda::kEveryOp);  // every launch left out: no stand-in
     CHECK(filtered("dqn_finish_kernel"));
