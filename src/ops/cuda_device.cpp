@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <cstdint>
 
@@ -104,8 +105,15 @@ struct CudaDevice::LtPlan {
     }
 };
 
+/// A split-K backward product's descriptors and algorithm (usable false: cublasSgemm instead).
+struct CudaDevice::SplitKPlan {
+    LtPlan lt;
+    int splits = 1;
+};
+
 CudaDevice::~CudaDevice() {
     lt_plans_.clear();
+    split_k_plans_.clear();
     if (lt_) cublasLtDestroy(lt_);
 }
 
@@ -584,6 +592,131 @@ void CudaDevice::head_backward_impl(View<float> dZ, View<float> grads, View<cons
         kernels().network_narrow_head_backward_kernel(stream(), dims, a);
 }
 
+// The rule (measured: docs/performance.md, "The weight gradient over many rows, K split"): FP32
+// only (TF32 takes tensor-core kernels); at least kSplitKMinRows rows; the weight gradient's
+// 64 x 64 output tiles on at most a quarter of the SMs; K (the rows) split in the largest power of
+// two up to 64 whose blocks fit one wave and leave each split at least 16 rows, and only if that
+// brings each split to at most 512 rows (longer splits measured slower than cublasSgemm's own
+// kernel: ppo-full's 32,768 rows). The split depends on the shape and the device's SM count only,
+// so every run, lane and population agent takes the same algorithm; cuBLASLt sums the partial
+// products in a fixed order (run-to-run exact). The algorithm: the heuristic's first for the
+// shape, then the library's FP32 algorithms in its order, the first that takes 64 x 64 tiles,
+// the split and a reduction into the output type (or the compute type), with the first stages it
+// accepts (`scripts/algo-search-probe.cu` searched every configuration of these shapes).
+bool CudaDevice::split_k_weight_gradient(float* dW, const float* X, const float* dZ, int in, int out, int rows,
+                                         const std::string& label) {
+    if (tf32_ || rows < kSplitKMinRows) return false;
+    const int m = in, n = out, k = rows;  // column-major dW (in x out) = X (in x rows) dZ^T
+    const long long tiles = ((m + 63) / 64) * static_cast<long long>((n + 63) / 64);
+    const long long sms = device_.sm_count;
+    if (tiles * 4 > sms) return false;
+    const int align = std::min({alignment_of(dW), alignment_of(X), alignment_of(dZ)});
+    auto& plan = split_k_plans_[std::make_tuple(m, n, k, align)];
+    if (!plan) {
+        plan = std::make_shared<SplitKPlan>();
+        int splits = 1;
+        while (splits < 64 && tiles * splits * 2 <= sms && k / (splits * 2) >= 16) splits *= 2;
+        plan->splits = splits;
+        if (splits >= 2 && (k + splits - 1) / splits <= 512) {
+            LtPlan& p = plan->lt;
+            FH_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+            const cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_T;
+            FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+            FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+            FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, m, k, m));
+            FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, n, k, n));
+            FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, m, n, m));
+            // Candidates: the heuristic's first algorithm, then every FP32 algorithm in the library's order.
+            std::vector<int> ids;
+            {
+                cublasLtMatmulPreference_t pref = nullptr;
+                FH_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+                const std::size_t ws = kWorkspaceBytes;
+                const std::uint32_t al = static_cast<std::uint32_t>(align);
+                cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+                for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+                    cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al);
+                cublasLtMatmulHeuristicResult_t result{};
+                int found = 0;
+                if (cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found) ==
+                        CUBLAS_STATUS_SUCCESS &&
+                    found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+                    int id = 0;
+                    std::size_t written = 0;
+                    if (cublasLtMatmulAlgoConfigGetAttribute(&result.algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id,
+                                                             &written) == CUBLAS_STATUS_SUCCESS)
+                        ids.push_back(id);
+                }
+                cublasLtMatmulPreferenceDestroy(pref);
+                std::array<int, 256> all{};
+                int count = 0;
+                if (cublasLtMatmulAlgoGetIds(lt_, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+                                             CUDA_R_32F, static_cast<int>(all.size()), all.data(),
+                                             &count) == CUBLAS_STATUS_SUCCESS)
+                    ids.insert(ids.end(), all.begin(), all.begin() + std::clamp(count, 0, static_cast<int>(all.size())));
+            }
+            const std::uint32_t tile = CUBLASLT_MATMUL_TILE_64x64;
+            const std::int32_t split = splits;
+            for (const int id : ids) {
+                if (p.usable) break;
+                cublasLtMatmulAlgo_t algo{};
+                if (cublasLtMatmulAlgoInit(lt_, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+                                           CUDA_R_32F, id, &algo) != CUBLAS_STATUS_SUCCESS)
+                    continue;
+                std::size_t size = 0;
+                std::int32_t split_support = 0;
+                std::uint32_t reductions = 0;
+                cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &split_support,
+                                                  sizeof split_support, &size);
+                cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &reductions,
+                                                  sizeof reductions, &size);
+                const std::uint32_t reduction = (reductions & CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE) != 0
+                                                    ? CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE
+                                                    : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+                if (split_support == 0 || (reductions & reduction) == 0) continue;
+                std::vector<std::uint32_t> stages{CUBLASLT_MATMUL_STAGES_UNDEFINED};
+                size = 0;
+                cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS, nullptr, 0, &size);
+                if (size >= sizeof(std::uint32_t)) {
+                    stages.resize(1 + size / sizeof(std::uint32_t));
+                    cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS, stages.data() + 1, size,
+                                                      &size);
+                }
+                for (const std::uint32_t stage : stages) {
+                    cublasLtMatmulAlgo_t c = algo;
+                    cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile);
+                    cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stage, sizeof stage);
+                    cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof split);
+                    cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
+                                                         sizeof reduction);
+                    cublasLtMatmulHeuristicResult_t check{};
+                    if (cublasLtMatmulAlgoCheck(lt_, p.op, p.a, p.b, p.c, p.c, &c, &check) == CUBLAS_STATUS_SUCCESS &&
+                        check.workspaceSize <= kWorkspaceBytes) {
+                        p.algo = c;
+                        p.usable = true;
+                        break;
+                    }
+                }
+            }
+            log::debug("linear dW {}x{} over {} rows: {}", in, out, rows,
+                       p.usable ? fmt::format("cuBLASLt, K split in {}", splits) : std::string("cublasSgemm"));
+        }
+    }
+    if (!plan->lt.usable) return false;
+    // The caller's name with the library named as issued: "linear dW (lt, split K 16) 50x512x1024".
+    std::string name = label;
+    if (const auto at = name.find("(sgemm)"); at != std::string::npos)
+        name.replace(at, 7, fmt::format("(lt, split K {})", plan->splits));
+    if (cuda::op_filtered(name, stream())) return true;  // bench --ablate
+    const cuda::TimedRegion timed(name, stream());
+    const float one = 1.f, zero = 0.f;
+    const LtPlan& p = plan->lt;
+    FH_CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &one, X, p.a, dZ, p.b, &zero, dW, p.c, dW, p.c, &p.algo, workspace(),
+                                   kWorkspaceBytes, stream()));
+    return true;
+}
+
 void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                       View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                       int out, Activation act, bool accumulate, BackwardPart parts) {
@@ -599,7 +732,8 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
     if (weights) {
         const std::string label =
             cuda::op_names_wanted() ? fmt::format("linear dW (sgemm) {}x{}x{}", in, out, batch) : std::string();
-        if (!cuda::op_filtered(label, stream())) {  // bench --ablate
+        if (!(!accumulate && split_k_weight_gradient(dW.data(), X.data(), dZ, in, out, batch, label)) &&
+            !cuda::op_filtered(label, stream())) {  // bench --ablate
             const cuda::TimedRegion timed(label, stream());
             FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, X.data(), in, dZ, out,
                                         accumulate ? &one : &zero, dW.data(), in));

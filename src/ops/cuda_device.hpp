@@ -144,6 +144,15 @@ private:
     /// problem on every call (run-to-run determinism).
     struct LtPlan;
     std::map<std::tuple<int, int, int, int, bool, int, int, long long, long long>, std::shared_ptr<LtPlan>> lt_plans_;
+    /// The weight gradient dW (in x out, column-major) = X dZ^T over `rows` rows with the rows (K)
+    /// split across blocks, where its few output tiles would leave most SMs idle and the rows are
+    /// many (the rule: the definition). False when the rule or the library declines: the caller
+    /// issues cublasSgemm.
+    bool split_k_weight_gradient(float* dW, const float* X, const float* dZ, int in, int out, int rows,
+                                 const std::string& label);
+    static constexpr int kSplitKMinRows = 1024;
+    struct SplitKPlan;
+    std::map<std::tuple<int, int, int, int>, std::shared_ptr<SplitKPlan>> split_k_plans_;
     bool tf32_ = false;   ///< linear layers: cuBLAS math mode (set_tf32)
     bool graphs_ = true;  ///< run_sequence captures CUDA Graphs
     int sharers_ = 1;     ///< agents sharing the GPU (set_gpu_sharers)

@@ -7,9 +7,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <limits>
 #include <vector>
 
+#include "cuda/kernel_timing.hpp"
 #include "ops/cpu_device.hpp"
 #include "ops/nn/ops.hpp"
 #include "support/adam_target.hpp"
@@ -107,6 +109,52 @@ TEST_CASE("CUDA linear backward issued in its four parts equals it in one, bit f
             CHECK(a.db == b.db);
             CHECK(a.dW_acc == b.dW_acc);
             CHECK(a.db_acc == b.db_acc);
+        }
+}
+
+TEST_CASE("CUDA weight gradients with the rows split (few output tiles, many rows): near the CPU, run-to-run exact",
+          "[gpu][nn]") {
+    CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    // dqn-full's input layer and head (1,024 rows), ppo small's layers (8,192 rows), a layer whose
+    // rows per split would stay long (cublasSgemm), the DQN update's 256 rows (too few) and an
+    // output that fills the GPU's tiles (cublasSgemm).
+    struct Shape {
+        int batch, in, out;
+    };
+    for (const Shape sh : {Shape{1024, 50, 512}, Shape{1024, 256, 510}, Shape{8192, 64, 45}, Shape{16384, 64, 512},
+                           Shape{256, 50, 256}, Shape{1024, 512, 512}})
+        for (Activation act : {Activation::none, Activation::relu}) {
+            INFO("batch " << sh.batch << " in " << sh.in << " out " << sh.out << " act " << static_cast<int>(act));
+            const std::uint64_t seed = 31u + static_cast<unsigned>(sh.batch + sh.in + sh.out);
+            const LinearResults c = run_linear(cpu, sh.batch, sh.in, sh.out, act, seed);
+            fh::cuda::set_kernel_timing(true);
+            (void)fh::cuda::collect_kernel_times();
+            const LinearResults g = run_linear(gpu, sh.batch, sh.in, sh.out, act, seed);
+            const auto times = fh::cuda::collect_kernel_times();
+            fh::cuda::set_kernel_timing(false);
+            // The rule (CudaDevice::split_k_weight_gradient): 1,024 rows or more, 64 x 64 tiles on at
+            // most a quarter of the SMs, at least two splits of 16 rows or more in one wave (at
+            // most 64), each split at most 512 rows; the accumulating dW keeps cublasSgemm.
+            int sms = 0;
+            REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess);
+            const long long tiles = ((sh.in + 63) / 64) * static_cast<long long>((sh.out + 63) / 64);
+            int splits = 1;
+            while (splits < 64 && tiles * splits * 2 <= sms && sh.batch / (splits * 2) >= 16) splits *= 2;
+            const bool split = sh.batch >= 1024 && tiles * 4 <= sms && splits >= 2 &&
+                               (sh.batch + splits - 1) / splits <= 512;
+            std::vector<std::string> dw;  // "linear dW (lt, split K 16) 50x512x1024", then the accumulating one
+            for (const auto& t : times)
+                if (t.name.rfind("linear dW", 0) == 0) dw.push_back(t.name);
+            REQUIRE(dw.size() == (split ? 2u : 1u));
+            CHECK((dw.front().find("split K " + std::to_string(splits) + ")") != std::string::npos) == split);
+            FH_REQUIRE_CLOSE(g.dX, c.dX, 1e-5 * std::sqrt(sh.out), 1e-4);
+            FH_REQUIRE_CLOSE(g.dW, c.dW, 1e-5 * std::sqrt(sh.batch), 1e-4);
+            FH_REQUIRE_CLOSE(g.dW_acc, c.dW_acc, 2e-5 * std::sqrt(sh.batch), 1e-4);
+            const LinearResults again = run_linear(gpu, sh.batch, sh.in, sh.out, act, seed);
+            CHECK(again.dX == g.dX);
+            CHECK(again.dW == g.dW);
+            CHECK(again.dW_acc == g.dW_acc);
         }
 }
 
