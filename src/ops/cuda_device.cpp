@@ -342,6 +342,28 @@ int alignment_of(const void* p) {
     return k;
 }
 
+/// cuBLASLt's first heuristic algorithm for a problem, given the device's workspace and operands
+/// aligned to `align` bytes; false when the library has none.
+bool first_heuristic_algorithm(cublasLtHandle_t lt, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
+                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, int align,
+                               cublasLtMatmulAlgo_t& algo) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    FH_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const std::size_t ws = kWorkspaceBytes;
+    const std::uint32_t al = static_cast<std::uint32_t>(align);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+        cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || found < 1 || result.state != CUBLAS_STATUS_SUCCESS) return false;
+    algo = result.algo;
+    return true;
+}
+
 }  // namespace
 
 bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride, const float* W, const float* b,
@@ -385,23 +407,7 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
                 FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &sa,
                                                                sizeof sa));
         }
-        cublasLtMatmulPreference_t pref = nullptr;
-        FH_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-        const std::size_t ws = kWorkspaceBytes;
-        const std::uint32_t al = static_cast<std::uint32_t>(align);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-        for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-            cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al);
-        cublasLtMatmulHeuristicResult_t result{};
-        int found = 0;
-        const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, plan->op, plan->a, plan->b, plan->c, plan->c,
-                                                                 pref, 1, &result, &found);
-        cublasLtMatmulPreferenceDestroy(pref);
-        if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-            plan->algo = result.algo;
-            plan->usable = true;
-        }
+        plan->usable = first_heuristic_algorithm(lt_, plan->op, plan->a, plan->b, plan->c, align, plan->algo);
     }
     if (!plan->usable) return false;
     if (bias)
@@ -629,26 +635,13 @@ bool CudaDevice::split_k_weight_gradient(float* dW, const float* X, const float*
             // Candidates: the heuristic's first algorithm, then every FP32 algorithm in the library's order.
             std::vector<int> ids;
             {
-                cublasLtMatmulPreference_t pref = nullptr;
-                FH_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-                const std::size_t ws = kWorkspaceBytes;
-                const std::uint32_t al = static_cast<std::uint32_t>(align);
-                cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-                for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-                    cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al);
-                cublasLtMatmulHeuristicResult_t result{};
-                int found = 0;
-                if (cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found) ==
-                        CUBLAS_STATUS_SUCCESS &&
-                    found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-                    int id = 0;
-                    std::size_t written = 0;
-                    if (cublasLtMatmulAlgoConfigGetAttribute(&result.algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id,
-                                                             &written) == CUBLAS_STATUS_SUCCESS)
-                        ids.push_back(id);
-                }
-                cublasLtMatmulPreferenceDestroy(pref);
+                cublasLtMatmulAlgo_t heuristic{};
+                int id = 0;
+                std::size_t written = 0;
+                if (first_heuristic_algorithm(lt_, p.op, p.a, p.b, p.c, align, heuristic) &&
+                    cublasLtMatmulAlgoConfigGetAttribute(&heuristic, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id,
+                                                         &written) == CUBLAS_STATUS_SUCCESS)
+                    ids.push_back(id);
                 std::array<int, 256> all{};
                 int count = 0;
                 if (cublasLtMatmulAlgoGetIds(lt_, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
