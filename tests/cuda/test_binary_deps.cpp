@@ -1,6 +1,7 @@
 /// @file test_binary_deps.cpp
 /// @brief The foxhunt-train binary links no run-time compiler (libnvrtc), the CUDA runtime
-///        statically, and spdlog/fmt/toml++ header-only (so it runs on the GPU machine).
+///        statically, and spdlog/fmt/toml++ compiled in, no shared library of theirs (so it runs
+///        on the GPU machine).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
