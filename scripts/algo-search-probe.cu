@@ -1,11 +1,13 @@
 // algo-search-probe.cu: searches cuBLASLt's FP32 algorithm space (every algorithm id, tile,
 // split-K count, reduction scheme, stages and swizzle the library accepts, not only its
-// heuristic's list) for the small products on the DQN and IQL updates' critical paths, times
-// each configuration as the trainers issue it (20 dependent calls captured in a CUDA Graph,
-// replayed), checks that it is run-to-run exact, and prints the fastest against cublasSgemm and
-// the heuristic's first choice. Not part of the build (docs/performance.md quotes it):
+// heuristic's list) for the products on the DQN, IQL and PPO steps' paths (the backward's
+// products, and the forwards with their bias / bias + ReLU epilogues and strided batches as the
+// trainers issue them), times each configuration as the trainers issue it (20 dependent calls
+// captured in a CUDA Graph, replayed), checks that it is run-to-run exact, and prints the fastest
+// against cublasSgemm (backward shapes) and the heuristic's first choice. Not part of the build
+// (docs/performance.md quotes it):
 //   nvcc -O2 -std=c++17 -arch=sm_90 -o algo-search-probe scripts/algo-search-probe.cu -lcublasLt -lcublas
-//   ./algo-search-probe
+//   ./algo-search-probe [NAME-SUBSTRING...]    (only the shapes whose name contains one of them)
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -14,12 +16,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #define CK(x) do { auto e_ = (x); if ((int)e_) { printf("error %d at line %d\n", (int)e_, __LINE__); exit(1); } } while (0)
 
 // Column-major m x n = op(A) m x k times op(B) k x n, as cublasSgemm takes it.
-struct Shape { const char* name; int m, n, k; bool ta, tb; };
+// epi: 0 none, 1 bias, 2 bias + ReLU (the forward plans' epilogues); count: a strided batch.
+struct Shape { const char* name; int m, n, k; bool ta, tb; int epi = 0; int count = 1; };
 
 struct Result { double us; int id, tile, splitk, red, stages, swizzle, custom; bool exact; float maxdiff; };
 
@@ -53,7 +57,7 @@ template <class F> double graph_us(F run) {
     return ms * 1000.0 / 400.0;
 }
 
-int main() {
+int main(int argc, char** argv) {
     cublasLtHandle_t lt; CK(cublasLtCreate(&lt));
     cublasHandle_t h; CK(cublasCreate(&h));
     const size_t wsb = 32u << 20; void* ws; CK(cudaMalloc(&ws, wsb));
@@ -73,22 +77,37 @@ int main() {
         {"dqn dW 256x256 over 256 rows", 256, 256, 256, false, true},
         {"dqn-full dX 1024x512 from 512", 512, 1024, 512, false, false},
         {"dqn-full dW 512x512 over 1024 rows", 512, 512, 1024, false, true},
+        // Forwards (column-major Y^T (out x rows) = W^T X^T), as lt_linear_forward issues them.
+        {"fwd dqn collection 4096x256x50 relu", 256, 4096, 50, true, false, 2},
+        {"fwd dqn collection 4096x256x256 relu", 256, 4096, 256, true, false, 2},
+        {"fwd dqn collection 4096x510x256 bias", 510, 4096, 256, true, false, 1},
+        {"fwd dqn update 512x256x50 relu x2", 256, 512, 50, true, false, 2, 2},
+        {"fwd dqn update 512x256x256 relu x2", 256, 512, 256, true, false, 2, 2},
+        {"fwd dqn update 512x510x256 bias x2", 510, 512, 256, true, false, 1, 2},
+        {"fwd dqn-full online 2048x512x512 relu", 512, 2048, 512, true, false, 2},
+        {"fwd dqn-full online 2048x256x512 relu", 256, 2048, 512, true, false, 2},
+        {"fwd dqn-full online 2048x510x256 bias", 510, 2048, 256, true, false, 1},
+        {"fwd dqn-full target 1024x512x512 relu", 512, 1024, 512, true, false, 2},
+        {"fwd iql-full 1024x512x512 relu x2", 512, 1024, 512, true, false, 2, 2},
     };
     int ids[256]; int nids = 0;
     CK(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, 256,
                                 ids, &nids));
     printf("%d FP32 algorithm ids\n", nids);
     for (const Shape& sh : shapes) {
+        bool wanted = argc < 2;
+        for (int i = 1; i < argc; ++i) wanted = wanted || strstr(sh.name, argv[i]) != nullptr;
+        if (!wanted) continue;
         const int lda = sh.ta ? sh.k : sh.m, ldb = sh.tb ? sh.n : sh.k, ldc = sh.m;
         const cublasOperation_t ta = sh.ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = sh.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
         const float one = 1, zero = 0;
-        const size_t outn = (size_t)sh.m * sh.n;
+        const size_t outn = (size_t)sh.m * sh.n * sh.count;
         // The reference: cublasSgemm as the trainers issue the backward products.
         auto sgemm = [&] { CK(cublasSgemm(h, ta, tb, sh.m, sh.n, sh.k, &one, A, lda, B, ldb, &zero, C, ldc)); };
         sgemm(); CK(cudaStreamSynchronize(s));
         std::vector<float> ref(outn), got(outn), again(outn);
         CK(cudaMemcpy(ref.data(), C, outn * 4, cudaMemcpyDeviceToHost));
-        const double sgemm_us = graph_us(sgemm);
+        const double sgemm_us = sh.epi == 0 && sh.count == 1 ? graph_us(sgemm) : -1;
 
         cublasLtMatmulDesc_t op; CK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
         CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -97,6 +116,22 @@ int main() {
         CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, sh.ta ? sh.k : sh.m, sh.ta ? sh.m : sh.k, lda));
         CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, sh.tb ? sh.n : sh.k, sh.tb ? sh.k : sh.n, ldb));
         CK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, sh.m, sh.n, ldc));
+        if (sh.epi != 0) {
+            const cublasLtEpilogue_t epi = sh.epi == 2 ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+            const float* bias = A;  // any m floats
+            CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+            CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        }
+        if (sh.count > 1) {
+            const int32_t n = sh.count;
+            const int64_t sa = (int64_t)sh.m * sh.k, sb = (int64_t)sh.k * sh.n, sc = (int64_t)sh.m * sh.n;
+            for (auto [layout, stride] : {std::pair{la, sa}, {lb, sb}, {lc, sc}}) {
+                CK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
+                CK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                    sizeof stride));
+            }
+            if (sh.epi != 0) CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &sa, sizeof sa));
+        }
         cublasLtMatmulPreference_t pref; CK(cublasLtMatmulPreferenceCreate(&pref));
         CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
         cublasLtMatmulHeuristicResult_t heur[1]; int found = 0;
@@ -122,6 +157,11 @@ int main() {
         };
         if (found > 0) {
             const size_t before = results.size();
+            if (sgemm_us < 0) {  // the reference: the heuristic's first (the trainers' choice)
+                CK(cublasLtMatmul(lt, op, &one, A, la, B, lb, &zero, C, lc, C, lc, &heur[0].algo, ws, wsb, s));
+                CK(cudaStreamSynchronize(s));
+                CK(cudaMemcpy(ref.data(), C, outn * 4, cudaMemcpyDeviceToHost));
+            }
             try_algo(heur[0].algo, Result{0, -1, 0, 0, 0, 0, 0, 0, true, 0});
             if (results.size() > before) { heuristic_us = results.back().us; results.pop_back(); }
         }
@@ -190,8 +230,16 @@ int main() {
                     }
         }
         std::sort(results.begin(), results.end(), [](const Result& x, const Result& y) { return x.us < y.us; });
-        printf("== %s: %.1f MFLOP, cublasSgemm %.2f us, heuristic's first %.2f us, %zu configurations\n", sh.name,
-               2e-6 * sh.m * sh.n * sh.k, sgemm_us, heuristic_us, results.size());
+        int hid = -1; uint32_t htile = 0, hsplit = 0, hstages = 0; size_t hw = 0;
+        if (found > 0) {
+            cublasLtMatmulAlgoConfigGetAttribute(&heur[0].algo, CUBLASLT_ALGO_CONFIG_ID, &hid, sizeof hid, &hw);
+            cublasLtMatmulAlgoConfigGetAttribute(&heur[0].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &htile, sizeof htile, &hw);
+            cublasLtMatmulAlgoConfigGetAttribute(&heur[0].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &hsplit, sizeof hsplit, &hw);
+            cublasLtMatmulAlgoConfigGetAttribute(&heur[0].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &hstages, sizeof hstages, &hw);
+        }
+        printf("== %s: %.1f MFLOP, cublasSgemm %.2f us, heuristic's first %.2f us (id %d tile %u splitk %u stages %u), "
+               "%zu configurations\n", sh.name, 2e-6 * sh.m * sh.n * sh.k * sh.count, sgemm_us, heuristic_us, hid, htile,
+               hsplit, hstages, results.size());
         int shown = 0;
         for (const Result& r : results) {
             if (shown++ >= 8) break;
