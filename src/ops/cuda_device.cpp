@@ -364,6 +364,35 @@ bool first_heuristic_algorithm(cublasLtHandle_t lt, cublasLtMatmulDesc_t op, cub
     return true;
 }
 
+// Single FP32 forwards of 4,096 to 8,191 rows (the DQN collection step's) take 128 x 64 tiles
+// without a K split: cuBLASLt's heuristic gives them 32 x 128, 64 x 64 or 64 x 256 tiles (the last
+// with the K split in two), 4 to 14 % slower alone. Measured in the trainers (docs/performance.md,
+// "The forward products' tiles"): the same rule from 2,048 rows and for strided pairs made
+// dqn-full's update, iql-full's and ppo-full's collection slower, and ppo small's 8,192-row
+// minibatches too, so it stops there.
+constexpr long long kWideTileMinRows = 4096, kWideTileEndRows = 8192;
+
+/// `algo` with 128 x 64 tiles and no K split, when the library takes that configuration for the
+/// problem within the workspace; `algo` unchanged otherwise. Depends on the shape only, so every
+/// run, lane and population agent takes the same configuration.
+void prefer_128x64_tiles(cublasLtHandle_t lt, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
+                         cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatmulAlgo_t& algo) {
+    cublasLtMatmulAlgo_t wide = algo;
+    const std::uint32_t tile = CUBLASLT_MATMUL_TILE_128x64, reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+    const std::int32_t split = 1;
+    if (cublasLtMatmulAlgoConfigSetAttribute(&wide, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoConfigSetAttribute(&wide, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof split) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoConfigSetAttribute(&wide, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
+                                             sizeof reduction) != CUBLAS_STATUS_SUCCESS)
+        return;
+    cublasLtMatmulHeuristicResult_t check{};
+    if (cublasLtMatmulAlgoCheck(lt, op, a, b, c, c, &wide, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= kWorkspaceBytes)
+        algo = wide;
+}
+
 }  // namespace
 
 bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride, const float* W, const float* b,
@@ -408,6 +437,8 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
                                                                sizeof sa));
         }
         plan->usable = first_heuristic_algorithm(lt_, plan->op, plan->a, plan->b, plan->c, align, plan->algo);
+        if (plan->usable && !tf32_ && count == 1 && batch >= kWideTileMinRows && batch < kWideTileEndRows)
+            prefer_128x64_tiles(lt_, plan->op, plan->a, plan->b, plan->c, plan->algo);
     }
     if (!plan->usable) return false;
     if (bias)
