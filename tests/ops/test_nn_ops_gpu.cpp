@@ -96,6 +96,44 @@ TEST_CASE("CUDA linear forward/backward equal the CPU twins", "[gpu][nn]") {
                 }
 }
 
+TEST_CASE("CUDA linear forward over 4,096 to 8,191 rows (128 x 64 tiles, no K split) equals the CPU twin", "[gpu][nn]") {
+    // CudaDevice::lt_linear_forward's wide-tile rule: the DQN collection step's three products at
+    // 4,096 environments, odd shapes inside the range, and its edges (4,095 and 8,192 rows keep
+    // the heuristic's algorithm), with each epilogue (none, bias, bias + ReLU, ReLU alone).
+    CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    REQUIRE_FALSE(gpu.tf32());
+    struct Shape {
+        int batch, in, out;
+        Activation act;
+        bool bias;
+    };
+    for (const Shape sh : {Shape{4096, 256, 510, Activation::none, true}, Shape{4096, 256, 256, Activation::relu, true},
+                           Shape{4096, 50, 256, Activation::relu, true}, Shape{6001, 67, 129, Activation::relu, false},
+                           Shape{8191, 42, 45, Activation::none, false}, Shape{4095, 50, 256, Activation::relu, true},
+                           Shape{8192, 129, 33, Activation::none, true}}) {
+        INFO("batch " << sh.batch << " in " << sh.in << " out " << sh.out << " bias " << sh.bias);
+        const std::size_t rows = static_cast<std::size_t>(sh.batch), in = static_cast<std::size_t>(sh.in),
+                          out = static_cast<std::size_t>(sh.out);
+        const float w = 1.f / std::sqrt(static_cast<float>(sh.in));
+        const auto x = random_floats(rows * in, 71u + rows, -1.f, 1.f);
+        const auto wt = random_floats(out * in, 72u + rows, -w, w);
+        const auto bias = random_floats(out, 73u + rows, -0.5f, 0.5f);
+        const auto run = [&](Device& ops) {
+            auto X = ops.from_host<float>(x);
+            auto W = ops.from_host<float>(wt);
+            auto b = ops.from_host<float>(bias);
+            auto Y = ops.alloc<float>(rows * out);
+            ops.linear_forward(Y.view(), X.cview(), W.cview(), sh.bias ? b.cview() : View<const float>(), sh.batch,
+                               sh.in, sh.out, sh.act);
+            return ops.to_host(Y.cview());
+        };
+        const std::vector<float> want = run(cpu), got = run(gpu);
+        FH_REQUIRE_CLOSE(got, want, 1e-5, 1e-4);
+        CHECK(run(gpu) == got);  // run to run exact
+    }
+}
+
 TEST_CASE("CUDA linear backward issued in its four parts equals it in one, bit for bit", "[gpu][nn]") {
     auto& gpu = fh::test::gpu_ops();
     for (int batch : {1, 257, 4096})
