@@ -29,6 +29,7 @@ struct DqnActArgs {
     dqn::HeadParams head_params;
     int n;
     int explore;                       ///< with agent: 1 epsilon-greedy (collection), 0 greedy on the mean Q
+    int stage_rows;                    ///< 1: each warp copies its head row to shared memory first (dqn_stage_rows)
 };
 using DqnAct = void(DqnActArgs args);
 
@@ -54,6 +55,7 @@ struct DqnLossArgs {
     const dqn::AgentParams* agent;     ///< mse_alpha, cql_alpha
     dqn::HeadParams head_params;
     int batch;                         ///< B, samples
+    int stage_rows;                    ///< 1: the four-warp loss copies its three rows to shared memory first (dqn_stage_rows)
 };
 using DqnLoss = void(DqnLossArgs args);
 
@@ -234,6 +236,9 @@ using DqnAdvance = void(dqn::Counters* counters, int n_agents);
 /// dqn_step_smem_floats(head) floats.
 inline constexpr int kDqnWarpsPerBlock = 2;
 inline constexpr int kDqnLossWarps = 4;
+/// Blocks of dqn_act_kernel (at most 64 registers a thread) resident on one multiprocessor at
+/// once: 4,096 environments in one wave on an H200.
+inline constexpr int kDqnActBlocksPerSm = 16;
 /// Blocks of the four-warp loss (dqn_loss_kernel, at most 64 registers a thread) resident on one
 /// multiprocessor at once.
 inline constexpr int kDqnLossBlocksPerSm = 8;
@@ -259,6 +264,24 @@ FH_HD long long dqn_step_smem_bytes(const dqn::HeadParams& h) {
     return static_cast<long long>(sizeof(float)) * warps * dqn_step_smem_floats(h);
 }
 inline constexpr long long kDqnMaxSmemBytes = 48 * 1024;
+/// Shared memory the device reserves for each resident block (sm_80, sm_86, sm_90).
+inline constexpr long long kReservedSmemPerBlock = 1024;
+/// Head rows a block copies into shared memory after its scratch (DqnActArgs / DqnLossArgs
+/// stage_rows): act one per warp (an ensemble's heads in turn), the four-warp loss the online,
+/// select and target rows. Each pass over a row (advantage means, softmax maximum, exps, the
+/// cross-entropy, CQL) then reads shared memory, not L2: one round trip for the copy instead of one
+/// per pass on the row's chain. The same floats either way.
+FH_HD long long dqn_staged_rows_floats(const dqn::HeadParams& h, int rows) {
+    return static_cast<long long>(rows) * dqn::head_width(h);
+}
+/// Whether a block of `warps` warps stages `rows` head rows: only while its shared memory stays
+/// within kDqnMaxSmemBytes and `blocks_per_sm` such blocks still fit a multiprocessor's
+/// `smem_per_sm` bytes (the launch bounds' occupancy); otherwise the rows are read where they are.
+FH_HD bool dqn_stage_rows(const dqn::HeadParams& h, int warps, int rows, int blocks_per_sm, long long smem_per_sm) {
+    const long long block =
+        static_cast<long long>(sizeof(float)) * (warps * dqn_step_smem_floats(h) + dqn_staged_rows_floats(h, rows));
+    return block <= kDqnMaxSmemBytes && blocks_per_sm * (block + kReservedSmemPerBlock) <= smem_per_sm;
+}
 inline constexpr int kDqnFinishThreads = 256;
 /// Floats of the finish's scratch per agent: the norm's partials and the blocks' ticket.
 inline constexpr int kDqnFinishScratch = kNormBlocks + 1;

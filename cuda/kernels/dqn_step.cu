@@ -91,6 +91,26 @@ __device__ void mean_advantages(float* mean, const float* row, const HeadParams&
     __syncwarp();
 }
 
+/// Copies N rows of n floats (global memory, read-only while the kernel runs) to dst (shared,
+/// row j at dst + j * n), by threads t of T: U loads of each row in flight per thread before
+/// their stores, so rows of up to U * T floats take one round trip to L2 together. Callers
+/// synchronise before reading dst.
+template <int U, int N>
+__device__ __forceinline__ void stage_rows(float* dst, const float* const (&src)[N], int n, int t, int T) {
+    for (int k0 = t; k0 < n; k0 += U * T) {
+        float v[N][U];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int j = 0; j < N; ++j) v[j][u] = k0 + u * T < n ? __ldg(src[j] + k0 + u * T) : 0.f;
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int j = 0; j < N; ++j)
+                if (k0 + u * T < n) dst[j * n + k0 + u * T] = v[j][u];
+    }
+}
+
 /// The softmax over the atoms of action a of a head row, identical on every lane: its maximum
 /// logit, the sum of e_z = exp(logit_z - max) (left in e for the lane's atoms) and
 /// Q = (sum_z e_z atom_z) / sum.
@@ -245,7 +265,7 @@ __device__ void block_min_and_max(float& lo, float& hi, float (*shared)[fh::abi:
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, 16)
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, fh::abi::kDqnActBlocksPerSm)
     dqn_act_kernel(fh::abi::DqnActArgs a) {
     extern __shared__ float smem[];
     const HeadParams& h = a.head_params;
@@ -258,8 +278,19 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, 16
     const long long row_index = static_cast<long long>(agent) * a.n + e;
     const float* row = a.head + row_index * output_width(h);
     const bool explore = a.agent != nullptr && a.explore != 0;
+    // With stage_rows, the warp's copy of the head row after the block's scratch (abi::dqn_stage_rows).
+    float* const staged = a.stage_rows != 0 ? smem + fh::abi::kDqnWarpsPerBlock * fh::abi::dqn_step_smem_floats(h) +
+                                                  static_cast<long long>(warp) * W
+                                            : nullptr;
     for (int k = 0; k < K; ++k) {  // each head's Q (the one head's into w.q)
         const float* hk = row + static_cast<long long>(k) * W;
+        if (staged != nullptr) {
+            __syncwarp();  // the previous head's reads are done
+            const float* const src[1] = {hk};
+            stage_rows<8>(staged, src, W, lane, 32);
+            __syncwarp();
+            hk = staged;
+        }
         if (h.scalar) {  // the scalar head: Q is the output
             if (lane == 0) scalar_q(hk, h, w.q);
             __syncwarp();
@@ -558,6 +589,15 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps, fh::ab
     if (a.masks != nullptr) scale *= a.masks[row_index];
     const float alpha = a.agent[agent].mse_alpha, cql = a.agent[agent].cql_alpha;
     const WarpScratch first = scratch_at(smem, 0, h), last = scratch_at(smem, kLast, h);
+    if (a.stage_rows != 0) {  // the three rows in shared memory after the warps' scratch (abi::dqn_stage_rows)
+        float* const rows = smem + kWarps * fh::abi::dqn_step_smem_floats(h);
+        const float* const src[3] = {hs, hsel, ht};
+        stage_rows<4>(rows, src, W, threadIdx.x, blockDim.x);
+        __syncthreads();
+        hs = rows;
+        hsel = rows + W;
+        ht = rows + 2 * W;
+    }
 
     // 1. Side by side: the select row's Q, a third of the actions per warp (into first.q; the
     //    ensemble's a* is given instead); the last warp: the target and online rows' advantage

@@ -32,6 +32,7 @@ DeviceInfo query_device(int ordinal) {
     d.cc_major = prop.major;
     d.cc_minor = prop.minor;
     d.sm_count = prop.multiProcessorCount;
+    d.shared_memory_per_sm = prop.sharedMemPerMultiprocessor;
     d.total_memory = prop.totalGlobalMem;
     FH_CUDA_CHECK(cudaDriverGetVersion(&d.driver_version));
     FH_CUDA_CHECK(cudaRuntimeGetVersion(&d.runtime_version));

@@ -50,6 +50,11 @@ public:
     /// any value.
     void set_gpu_sharers(int agents) noexcept { sharers_ = agents < 1 ? 1 : agents; }
     int gpu_sharers() const noexcept { return sharers_; }
+    /// Whether the DQN kernels may copy their head rows to shared memory first where the rows
+    /// fit (abi::dqn_stage_rows; on by default). The same results either way: tests turn it off
+    /// to compare.
+    void set_stage_head_rows(bool on) noexcept { stage_head_rows_ = on; }
+    bool stage_head_rows() const noexcept { return stage_head_rows_; }
 
     const cuda::DeviceInfo& device() const noexcept { return device_; }
     /// The stream ops are issued to: the device's own, or a lane's inside run_concurrently.
@@ -156,6 +161,7 @@ private:
     bool tf32_ = false;   ///< linear layers: cuBLAS math mode (set_tf32)
     bool graphs_ = true;  ///< run_sequence captures CUDA Graphs
     int sharers_ = 1;     ///< agents sharing the GPU (set_gpu_sharers)
+    bool stage_head_rows_ = true;  ///< set_stage_head_rows
 };
 
 }  // namespace fh::ops

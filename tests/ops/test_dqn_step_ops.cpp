@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "abi/dqn_step.h"
 #include "data/synthetic_market.hpp"
 #include "env/vec_env.hpp"
 #include "math/dqn.h"
@@ -550,6 +551,62 @@ TEST_CASE("the DQN loss's two launch shapes (four warps per row, a warp per row)
             FH_REQUIRE_CLOSE(gb.d_head, cb.d_head, 1e-6, 1e-3);
             FH_REQUIRE_CLOSE(gb.stats, cb.stats, 1e-5, 1e-4);
         }
+}
+
+TEST_CASE("the DQN act and loss kernels give the same floats with their head rows in shared memory or not",
+          "[gpu][dqn][ops]") {
+    // abi::dqn_stage_rows: where the rows fit, dqn_act copies each warp's head row and the
+    // four-warp loss its three rows to shared memory before their passes; the floats are those of
+    // the rows read where they are (CudaDevice::set_stage_head_rows(false)), bit for bit.
+    auto& gpu = fh::test::gpu_ops();
+    const long long smem = static_cast<long long>(gpu.device().shared_memory_per_sm);
+    for (int dueling : {1, 0})
+        for (int Z : {51, 101, 7})
+            for (int K : {1, 3}) {
+                HeadParams h{9, Z, dueling, -10.f, 10.f};
+                h.ensemble = K;
+                const int B = 257, R = B * K, W = fh::dqn::head_width(h);
+                const bool loss_staged = fh::abi::dqn_stage_rows(h, fh::abi::kDqnLossWarps, 3,
+                                                                 fh::abi::kDqnLossBlocksPerSm, smem);
+                const bool act_staged = fh::abi::dqn_stage_rows(h, fh::abi::kDqnWarpsPerBlock, fh::abi::kDqnWarpsPerBlock,
+                                                                fh::abi::kDqnActBlocksPerSm, smem);
+                INFO("dueling " << dueling << " Z " << Z << " K " << K << " loss staged " << loss_staged
+                                << " act staged " << act_staged);
+                if (Z == 51 && K == 1) CHECK(loss_staged);  // the shipped head stages on every supported GPU
+                const auto both = [&](auto&& run) {
+                    gpu.set_stage_head_rows(true);
+                    const auto staged = run();
+                    gpu.set_stage_head_rows(false);
+                    const auto direct = run();
+                    gpu.set_stage_head_rows(true);
+                    CHECK(staged == direct);
+                };
+                for (float cql : {0.f, 0.5f}) {
+                    HeadParams hk = h;  // the loss takes one head row per sample
+                    hk.ensemble = 1;
+                    const LossCase c = loss_case(hk, R, 90 + static_cast<std::uint64_t>(Z + dueling));
+                    const auto a = agent(0.3f, 0.01f, 0, cql);
+                    both([&] {
+                        const LossOut o = run_loss(gpu, c, a, false);
+                        return std::pair{o.d_head, o.stats};
+                    });
+                }
+                const auto head = random_floats(static_cast<std::size_t>(R) * W, 300 + static_cast<std::uint64_t>(Z));
+                for (bool explore : {false, true})
+                    both([&] {
+                        auto hd = gpu.from_host<float>(head);
+                        auto acts = gpu.alloc<int>(B);
+                        auto q = gpu.alloc<float>(static_cast<std::size_t>(B) * 9);
+                        auto hist = gpu.from_host<unsigned long long>(std::vector<unsigned long long>(9, 0));
+                        auto ag = gpu.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{agent(0.3f)});
+                        auto cnt = gpu.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{37, 0, 37}});
+                        if (explore)
+                            fh::ops::dqn_act(gpu, acts.view(), q.view(), hist.view(), hd.cview(), h, ag.cview(), cnt.cview());
+                        else
+                            fh::ops::dqn_act(gpu, acts.view(), q.view(), {}, hd.cview(), h, {}, {});
+                        return std::tuple{gpu.to_host(acts.cview()), gpu.to_host(q.cview()), gpu.to_host(hist.cview())};
+                    });
+            }
 }
 
 TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal their CPU twins bit for bit",

@@ -11,13 +11,19 @@ using cuda::LaunchDims;
 
 namespace {
 
-/// One warp per row, kDqnWarpsPerBlock warps per block, one grid row per agent.
-LaunchDims per_row(long long rows, std::size_t agents, const dqn::HeadParams& h) {
+/// One warp per row, kDqnWarpsPerBlock warps per block, one grid row per agent; `staged_rows`
+/// head rows per block in shared memory after the warps' scratch.
+LaunchDims per_row(long long rows, std::size_t agents, const dqn::HeadParams& h, int staged_rows = 0) {
     const long long blocks = (rows + abi::kDqnWarpsPerBlock - 1) / abi::kDqnWarpsPerBlock;
+    const long long floats = abi::kDqnWarpsPerBlock * abi::dqn_step_smem_floats(h) + abi::dqn_staged_rows_floats(h, staged_rows);
     return LaunchDims{dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(agents)),
-                      dim3(32 * abi::kDqnWarpsPerBlock),
-                      sizeof(float) * static_cast<std::size_t>(abi::kDqnWarpsPerBlock) *
-                          static_cast<std::size_t>(abi::dqn_step_smem_floats(h))};
+                      dim3(32 * abi::kDqnWarpsPerBlock), sizeof(float) * static_cast<std::size_t>(floats)};
+}
+
+/// Whether a block of `warps` warps, `blocks_per_sm` of them resident, stages `rows` head rows.
+bool stages_rows(const CudaDevice& device, const dqn::HeadParams& h, int warps, int rows, int blocks_per_sm) {
+    return device.stage_head_rows() && abi::dqn_stage_rows(h, warps, rows, blocks_per_sm,
+                                                           static_cast<long long>(device.device().shared_memory_per_sm));
 }
 
 abi::DqnRing ring_of(const RingViews& r) {
@@ -31,10 +37,12 @@ void dqn_act(CudaDevice& device, View<int> actions, View<float> q, View<unsigned
              View<const float> head, const dqn::HeadParams& h, View<const dqn::AgentParams> agent,
              View<const dqn::Counters> counters, int n, bool explore) {
     const std::size_t N = agent.empty() ? 1 : agent.size();
+    const bool staged = stages_rows(device, h, abi::kDqnWarpsPerBlock, abi::kDqnWarpsPerBlock, abi::kDqnActBlocksPerSm);
     abi::DqnActArgs a{actions.data(), or_null(q),         or_null(histogram), head.data(),
                       or_null(agent), or_null(counters), h,                  n,
-                      explore ? 1 : 0};
-    device.kernels().dqn_act_kernel(device.stream(), per_row(n, N, h), a);  // shared memory checked by the op
+                      explore ? 1 : 0,  staged ? 1 : 0};
+    // Shared memory: the scratch checked by the op, the rows only where they fit.
+    device.kernels().dqn_act_kernel(device.stream(), per_row(n, N, h, staged ? abi::kDqnWarpsPerBlock : 0), a);
 }
 
 void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<const float> head_s,
@@ -43,17 +51,19 @@ void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<co
               const dqn::HeadParams& h, int batch, View<const int> target_actions, View<const float> masks) {
     abi::DqnLossArgs a{d_head.data(),      stats.data(),   head_s.data(),           head_select.data(),
                        head_target.data(), actions.data(), returns.data(),          discounts.data(),
-                       or_null(target_actions), or_null(masks), agent.data(), h, batch};
+                       or_null(target_actions), or_null(masks), agent.data(), h, batch, 0};
     // A block of kDqnLossWarps warps per C51 head row, or a warp per row (abi::dqn_loss_split), by
     // the rows of every agent on the GPU: this launch's agents and those of the other sharers. The
     // scalar head's few flops per row take a warp (a lane) each.
     const long long rows = static_cast<long long>(batch) * h.ensemble;
     const long long rows_on_gpu = rows * static_cast<long long>(agent.size()) * device.gpu_sharers();
     if (!h.scalar && abi::dqn_loss_split(rows_on_gpu, device.device().sm_count)) {
+        constexpr int kRows = 3;  // online at s, select, target
+        a.stage_rows = stages_rows(device, h, abi::kDqnLossWarps, kRows, abi::kDqnLossBlocksPerSm) ? 1 : 0;
+        const long long floats = abi::kDqnLossWarps * abi::dqn_step_smem_floats(h) +
+                                 (a.stage_rows != 0 ? abi::dqn_staged_rows_floats(h, kRows) : 0);
         const LaunchDims dims{dim3(static_cast<unsigned>(rows), static_cast<unsigned>(agent.size())),
-                              dim3(32 * abi::kDqnLossWarps),
-                              sizeof(float) * static_cast<std::size_t>(abi::kDqnLossWarps) *
-                                  static_cast<std::size_t>(abi::dqn_step_smem_floats(h))};
+                              dim3(32 * abi::kDqnLossWarps), sizeof(float) * static_cast<std::size_t>(floats)};
         device.kernels().dqn_loss_kernel(device.stream(), dims, a);
     } else {
         device.kernels().dqn_loss_rows_kernel(device.stream(), per_row(rows, agent.size(), h), a);
