@@ -29,7 +29,6 @@ struct DqnActArgs {
     dqn::HeadParams head_params;
     int n;
     int explore;                       ///< with agent: 1 epsilon-greedy (collection), 0 greedy on the mean Q
-    int stage_rows;                    ///< 1: each warp copies its head row to shared memory first (dqn_stage_rows)
 };
 using DqnAct = void(DqnActArgs args);
 
@@ -266,11 +265,11 @@ FH_HD long long dqn_step_smem_bytes(const dqn::HeadParams& h) {
 inline constexpr long long kDqnMaxSmemBytes = 48 * 1024;
 /// Shared memory the device reserves for each resident block (sm_80, sm_86, sm_90).
 inline constexpr long long kReservedSmemPerBlock = 1024;
-/// Head rows a block copies into shared memory after its scratch (DqnActArgs / DqnLossArgs
-/// stage_rows): act one per warp (an ensemble's heads in turn), the four-warp loss the online,
-/// select and target rows. Each pass over a row (advantage means, softmax maximum, exps, the
-/// cross-entropy, CQL) then reads shared memory, not L2: one round trip for the copy instead of one
-/// per pass on the row's chain. The same floats either way.
+/// Head rows the four-warp loss copies into shared memory after its warps' scratch
+/// (DqnLossArgs::stage_rows): the online, select and target rows. Each pass over a row (advantage
+/// means, softmax maximum, exps, the cross-entropy, CQL) then reads shared memory, not L2: one
+/// round trip for the copy instead of one per pass on the row's chain. The same floats either way.
+/// (dqn_act the same way, a row per warp, measured slower at 4,096 environments: docs/performance.md.)
 FH_HD long long dqn_staged_rows_floats(const dqn::HeadParams& h, int rows) {
     return static_cast<long long>(rows) * dqn::head_width(h);
 }

@@ -278,19 +278,8 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, fh
     const long long row_index = static_cast<long long>(agent) * a.n + e;
     const float* row = a.head + row_index * output_width(h);
     const bool explore = a.agent != nullptr && a.explore != 0;
-    // With stage_rows, the warp's copy of the head row after the block's scratch (abi::dqn_stage_rows).
-    float* const staged = a.stage_rows != 0 ? smem + fh::abi::kDqnWarpsPerBlock * fh::abi::dqn_step_smem_floats(h) +
-                                                  static_cast<long long>(warp) * W
-                                            : nullptr;
     for (int k = 0; k < K; ++k) {  // each head's Q (the one head's into w.q)
         const float* hk = row + static_cast<long long>(k) * W;
-        if (staged != nullptr) {
-            __syncwarp();  // the previous head's reads are done
-            const float* const src[1] = {hk};
-            stage_rows<8>(staged, src, W, lane, 32);
-            __syncwarp();
-            hk = staged;
-        }
         if (h.scalar) {  // the scalar head: Q is the output
             if (lane == 0) scalar_q(hk, h, w.q);
             __syncwarp();

@@ -553,60 +553,35 @@ TEST_CASE("the DQN loss's two launch shapes (four warps per row, a warp per row)
         }
 }
 
-TEST_CASE("the DQN act and loss kernels give the same floats with their head rows in shared memory or not",
+TEST_CASE("the four-warp DQN loss gives the same floats with its head rows in shared memory or not",
           "[gpu][dqn][ops]") {
-    // abi::dqn_stage_rows: where the rows fit, dqn_act copies each warp's head row and the
-    // four-warp loss its three rows to shared memory before their passes; the floats are those of
-    // the rows read where they are (CudaDevice::set_stage_head_rows(false)), bit for bit.
+    // abi::dqn_stage_rows: where they fit, the four-warp loss copies its online, select and
+    // target rows to shared memory before its passes; the floats are those of the rows read where
+    // they are (CudaDevice::set_stage_head_rows(false)), bit for bit, with and without CQL.
     auto& gpu = fh::test::gpu_ops();
     const long long smem = static_cast<long long>(gpu.device().shared_memory_per_sm);
     for (int dueling : {1, 0})
-        for (int Z : {51, 101, 7})
-            for (int K : {1, 3}) {
-                HeadParams h{9, Z, dueling, -10.f, 10.f};
-                h.ensemble = K;
-                const int B = 257, R = B * K, W = fh::dqn::head_width(h);
-                const bool loss_staged = fh::abi::dqn_stage_rows(h, fh::abi::kDqnLossWarps, 3,
-                                                                 fh::abi::kDqnLossBlocksPerSm, smem);
-                const bool act_staged = fh::abi::dqn_stage_rows(h, fh::abi::kDqnWarpsPerBlock, fh::abi::kDqnWarpsPerBlock,
-                                                                fh::abi::kDqnActBlocksPerSm, smem);
-                INFO("dueling " << dueling << " Z " << Z << " K " << K << " loss staged " << loss_staged
-                                << " act staged " << act_staged);
-                if (Z == 51 && K == 1) CHECK(loss_staged);  // the shipped head stages on every supported GPU
-                const auto both = [&](auto&& run) {
-                    gpu.set_stage_head_rows(true);
-                    const auto staged = run();
-                    gpu.set_stage_head_rows(false);
-                    const auto direct = run();
-                    gpu.set_stage_head_rows(true);
-                    CHECK(staged == direct);
-                };
-                for (float cql : {0.f, 0.5f}) {
-                    HeadParams hk = h;  // the loss takes one head row per sample
-                    hk.ensemble = 1;
-                    const LossCase c = loss_case(hk, R, 90 + static_cast<std::uint64_t>(Z + dueling));
-                    const auto a = agent(0.3f, 0.01f, 0, cql);
-                    both([&] {
-                        const LossOut o = run_loss(gpu, c, a, false);
-                        return std::pair{o.d_head, o.stats};
-                    });
-                }
-                const auto head = random_floats(static_cast<std::size_t>(R) * W, 300 + static_cast<std::uint64_t>(Z));
-                for (bool explore : {false, true})
-                    both([&] {
-                        auto hd = gpu.from_host<float>(head);
-                        auto acts = gpu.alloc<int>(B);
-                        auto q = gpu.alloc<float>(static_cast<std::size_t>(B) * 9);
-                        auto hist = gpu.from_host<unsigned long long>(std::vector<unsigned long long>(9, 0));
-                        auto ag = gpu.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{agent(0.3f)});
-                        auto cnt = gpu.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{37, 0, 37}});
-                        if (explore)
-                            fh::ops::dqn_act(gpu, acts.view(), q.view(), hist.view(), hd.cview(), h, ag.cview(), cnt.cview());
-                        else
-                            fh::ops::dqn_act(gpu, acts.view(), q.view(), {}, hd.cview(), h, {}, {});
-                        return std::tuple{gpu.to_host(acts.cview()), gpu.to_host(q.cview()), gpu.to_host(hist.cview())};
-                    });
+        for (int Z : {51, 101, 7}) {
+            const HeadParams h{9, Z, dueling, -10.f, 10.f};
+            const bool staged = fh::abi::dqn_stage_rows(h, fh::abi::kDqnLossWarps, 3, fh::abi::kDqnLossBlocksPerSm, smem);
+            INFO("dueling " << dueling << " Z " << Z << " staged " << staged);
+            if (Z == 51) CHECK(staged);  // the shipped head stages on every supported GPU
+            const LossCase c = loss_case(h, 257, 90 + static_cast<std::uint64_t>(Z + dueling));
+            REQUIRE(fh::abi::dqn_loss_split(c.B, gpu.device().sm_count));  // the four-warp shape
+            for (float cql : {0.f, 0.5f}) {
+                const auto a = agent(0.3f, 0.01f, 0, cql);
+                gpu.set_stage_head_rows(true);
+                const LossOut with = run_loss(gpu, c, a, false), same_select = run_loss(gpu, c, a, true);
+                gpu.set_stage_head_rows(false);
+                const LossOut without = run_loss(gpu, c, a, false), same_without = run_loss(gpu, c, a, true);
+                gpu.set_stage_head_rows(true);
+                INFO("cql " << cql);
+                CHECK(with.d_head == without.d_head);
+                CHECK(with.stats == without.stats);
+                CHECK(same_select.d_head == same_without.d_head);  // the select and target rows one buffer
+                CHECK(same_select.stats == same_without.stats);
             }
+        }
 }
 
 TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal their CPU twins bit for bit",

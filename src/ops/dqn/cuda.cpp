@@ -11,13 +11,13 @@ using cuda::LaunchDims;
 
 namespace {
 
-/// One warp per row, kDqnWarpsPerBlock warps per block, one grid row per agent; `staged_rows`
-/// head rows per block in shared memory after the warps' scratch.
-LaunchDims per_row(long long rows, std::size_t agents, const dqn::HeadParams& h, int staged_rows = 0) {
+/// One warp per row, kDqnWarpsPerBlock warps per block, one grid row per agent.
+LaunchDims per_row(long long rows, std::size_t agents, const dqn::HeadParams& h) {
     const long long blocks = (rows + abi::kDqnWarpsPerBlock - 1) / abi::kDqnWarpsPerBlock;
-    const long long floats = abi::kDqnWarpsPerBlock * abi::dqn_step_smem_floats(h) + abi::dqn_staged_rows_floats(h, staged_rows);
     return LaunchDims{dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(agents)),
-                      dim3(32 * abi::kDqnWarpsPerBlock), sizeof(float) * static_cast<std::size_t>(floats)};
+                      dim3(32 * abi::kDqnWarpsPerBlock),
+                      sizeof(float) * static_cast<std::size_t>(abi::kDqnWarpsPerBlock) *
+                          static_cast<std::size_t>(abi::dqn_step_smem_floats(h))};
 }
 
 /// Whether a block of `warps` warps, `blocks_per_sm` of them resident, stages `rows` head rows.
@@ -37,12 +37,10 @@ void dqn_act(CudaDevice& device, View<int> actions, View<float> q, View<unsigned
              View<const float> head, const dqn::HeadParams& h, View<const dqn::AgentParams> agent,
              View<const dqn::Counters> counters, int n, bool explore) {
     const std::size_t N = agent.empty() ? 1 : agent.size();
-    const bool staged = stages_rows(device, h, abi::kDqnWarpsPerBlock, abi::kDqnWarpsPerBlock, abi::kDqnActBlocksPerSm);
     abi::DqnActArgs a{actions.data(), or_null(q),         or_null(histogram), head.data(),
                       or_null(agent), or_null(counters), h,                  n,
-                      explore ? 1 : 0,  staged ? 1 : 0};
-    // Shared memory: the scratch checked by the op, the rows only where they fit.
-    device.kernels().dqn_act_kernel(device.stream(), per_row(n, N, h, staged ? abi::kDqnWarpsPerBlock : 0), a);
+                      explore ? 1 : 0};
+    device.kernels().dqn_act_kernel(device.stream(), per_row(n, N, h), a);  // shared memory checked by the op
 }
 
 void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<const float> head_s,
