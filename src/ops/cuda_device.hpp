@@ -50,7 +50,7 @@ public:
     /// any value.
     void set_gpu_sharers(int agents) noexcept { sharers_ = agents < 1 ? 1 : agents; }
     int gpu_sharers() const noexcept { return sharers_; }
-    /// Whether the DQN kernels may copy their head rows to shared memory first where the rows
+    /// Whether the four-warp DQN loss may copy its head rows to shared memory first where they
     /// fit (abi::dqn_stage_rows; on by default). The same results either way: tests turn it off
     /// to compare.
     void set_stage_head_rows(bool on) noexcept { stage_head_rows_ = on; }

@@ -20,12 +20,6 @@ LaunchDims per_row(long long rows, std::size_t agents, const dqn::HeadParams& h)
                           static_cast<std::size_t>(abi::dqn_step_smem_floats(h))};
 }
 
-/// Whether a block of `warps` warps, `blocks_per_sm` of them resident, stages `rows` head rows.
-bool stages_rows(const CudaDevice& device, const dqn::HeadParams& h, int warps, int rows, int blocks_per_sm) {
-    return device.stage_head_rows() && abi::dqn_stage_rows(h, warps, rows, blocks_per_sm,
-                                                           static_cast<long long>(device.device().shared_memory_per_sm));
-}
-
 abi::DqnRing ring_of(const RingViews& r) {
     return abi::DqnRing{r.states.data(), r.next_states.data(), r.actions.data(), r.rewards.data(), r.done.data(),
                         r.capacity_steps, r.n_envs, r.state_dim};
@@ -57,7 +51,11 @@ void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<co
     const long long rows_on_gpu = rows * static_cast<long long>(agent.size()) * device.gpu_sharers();
     if (!h.scalar && abi::dqn_loss_split(rows_on_gpu, device.device().sm_count)) {
         constexpr int kRows = 3;  // online at s, select, target
-        a.stage_rows = stages_rows(device, h, abi::kDqnLossWarps, kRows, abi::kDqnLossBlocksPerSm) ? 1 : 0;
+        const auto smem_per_sm = static_cast<long long>(device.device().shared_memory_per_sm);
+        a.stage_rows = device.stage_head_rows() &&
+                               abi::dqn_stage_rows(h, abi::kDqnLossWarps, kRows, abi::kDqnLossBlocksPerSm, smem_per_sm)
+                           ? 1
+                           : 0;
         const long long floats = abi::kDqnLossWarps * abi::dqn_step_smem_floats(h) +
                                  (a.stage_rows != 0 ? abi::dqn_staged_rows_floats(h, kRows) : 0);
         const LaunchDims dims{dim3(static_cast<unsigned>(rows), static_cast<unsigned>(agent.size())),
