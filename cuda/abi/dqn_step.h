@@ -54,7 +54,7 @@ struct DqnLossArgs {
     const dqn::AgentParams* agent;     ///< mse_alpha, cql_alpha
     dqn::HeadParams head_params;
     int batch;                         ///< B, samples
-    int stage_rows;                    ///< 1: the four-warp loss copies its three rows to shared memory first (dqn_stage_rows)
+    int stage_rows;                    ///< 1: the four-warp loss copies its three rows to shared memory first (dqn_loss_stages_rows)
 };
 using DqnLoss = void(DqnLossArgs args);
 
@@ -266,20 +266,22 @@ inline constexpr long long kDqnMaxSmemBytes = 48 * 1024;
 /// Shared memory the device reserves for each resident block (sm_80, sm_86, sm_90).
 inline constexpr long long kReservedSmemPerBlock = 1024;
 /// Head rows the four-warp loss copies into shared memory after its warps' scratch
-/// (DqnLossArgs::stage_rows): the online, select and target rows. Each pass over a row (advantage
-/// means, softmax maximum, exps, the cross-entropy, CQL) then reads shared memory, not L2: one
-/// round trip for the copy instead of one per pass on the row's chain. The same floats either way.
-/// (dqn_act the same way, a row per warp, measured slower at 4,096 environments: docs/performance.md.)
-FH_HD long long dqn_staged_rows_floats(const dqn::HeadParams& h, int rows) {
-    return static_cast<long long>(rows) * dqn::head_width(h);
+/// (DqnLossArgs::stage_rows): the online, select and target rows, in that order. Each pass over a
+/// row (advantage means, softmax maximum, exps, the cross-entropy, CQL) then reads shared memory,
+/// not L2: one round trip for the copy instead of one per pass on the row's chain. The same floats
+/// either way. (dqn_act the same way, a row per warp, measured slower at 4,096 environments:
+/// docs/performance.md.)
+inline constexpr int kDqnLossStagedRows = 3;
+FH_HD long long dqn_loss_staged_floats(const dqn::HeadParams& h) {
+    return static_cast<long long>(kDqnLossStagedRows) * dqn::head_width(h);
 }
-/// Whether a block of `warps` warps stages `rows` head rows: only while its shared memory stays
-/// within kDqnMaxSmemBytes and `blocks_per_sm` such blocks still fit a multiprocessor's
+/// Whether the four-warp loss stages its rows: only while a block's shared memory stays within
+/// kDqnMaxSmemBytes and kDqnLossBlocksPerSm such blocks still fit a multiprocessor's
 /// `smem_per_sm` bytes (the launch bounds' occupancy); otherwise the rows are read where they are.
-FH_HD bool dqn_stage_rows(const dqn::HeadParams& h, int warps, int rows, int blocks_per_sm, long long smem_per_sm) {
+FH_HD bool dqn_loss_stages_rows(const dqn::HeadParams& h, long long smem_per_sm) {
     const long long block =
-        static_cast<long long>(sizeof(float)) * (warps * dqn_step_smem_floats(h) + dqn_staged_rows_floats(h, rows));
-    return block <= kDqnMaxSmemBytes && blocks_per_sm * (block + kReservedSmemPerBlock) <= smem_per_sm;
+        static_cast<long long>(sizeof(float)) * (kDqnLossWarps * dqn_step_smem_floats(h) + dqn_loss_staged_floats(h));
+    return block <= kDqnMaxSmemBytes && kDqnLossBlocksPerSm * (block + kReservedSmemPerBlock) <= smem_per_sm;
 }
 inline constexpr int kDqnFinishThreads = 256;
 /// Floats of the finish's scratch per agent: the norm's partials and the blocks' ticket.

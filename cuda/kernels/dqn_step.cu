@@ -578,7 +578,7 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps, fh::ab
     if (a.masks != nullptr) scale *= a.masks[row_index];
     const float alpha = a.agent[agent].mse_alpha, cql = a.agent[agent].cql_alpha;
     const WarpScratch first = scratch_at(smem, 0, h), last = scratch_at(smem, kLast, h);
-    if (a.stage_rows != 0) {  // the three rows in shared memory after the warps' scratch (abi::dqn_stage_rows)
+    if (a.stage_rows != 0) {  // the three rows in shared memory after the warps' scratch (abi::dqn_loss_stages_rows)
         float* const rows = smem + kWarps * fh::abi::dqn_step_smem_floats(h);
         const float* const src[3] = {hs, hsel, ht};
         stage_rows<4>(rows, src, W, threadIdx.x, blockDim.x);

@@ -51,7 +51,7 @@ public:
     void set_gpu_sharers(int agents) noexcept { sharers_ = agents < 1 ? 1 : agents; }
     int gpu_sharers() const noexcept { return sharers_; }
     /// Whether the four-warp DQN loss may copy its head rows to shared memory first where they
-    /// fit (abi::dqn_stage_rows; on by default). The same results either way: tests turn it off
+    /// fit (abi::dqn_loss_stages_rows; on by default). The same results either way: tests turn it off
     /// to compare.
     void set_stage_head_rows(bool on) noexcept { stage_head_rows_ = on; }
     bool stage_head_rows() const noexcept { return stage_head_rows_; }

@@ -555,7 +555,7 @@ TEST_CASE("the DQN loss's two launch shapes (four warps per row, a warp per row)
 
 TEST_CASE("the four-warp DQN loss gives the same floats with its head rows in shared memory or not",
           "[gpu][dqn][ops]") {
-    // abi::dqn_stage_rows: where they fit, the four-warp loss copies its online, select and
+    // abi::dqn_loss_stages_rows: where they fit, the four-warp loss copies its online, select and
     // target rows to shared memory before its passes; the floats are those of the rows read where
     // they are (CudaDevice::set_stage_head_rows(false)), bit for bit, with and without CQL.
     auto& gpu = fh::test::gpu_ops();
@@ -563,7 +563,7 @@ TEST_CASE("the four-warp DQN loss gives the same floats with its head rows in sh
     for (int dueling : {1, 0})
         for (int Z : {51, 101, 7}) {
             const HeadParams h{9, Z, dueling, -10.f, 10.f};
-            const bool staged = fh::abi::dqn_stage_rows(h, fh::abi::kDqnLossWarps, 3, fh::abi::kDqnLossBlocksPerSm, smem);
+            const bool staged = fh::abi::dqn_loss_stages_rows(h, smem);
             INFO("dueling " << dueling << " Z " << Z << " staged " << staged);
             if (Z == 51) CHECK(staged);  // the shipped head stages on every supported GPU
             const LossCase c = loss_case(h, 257, 90 + static_cast<std::uint64_t>(Z + dueling));

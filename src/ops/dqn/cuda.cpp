@@ -50,14 +50,10 @@ void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<co
     const long long rows = static_cast<long long>(batch) * h.ensemble;
     const long long rows_on_gpu = rows * static_cast<long long>(agent.size()) * device.gpu_sharers();
     if (!h.scalar && abi::dqn_loss_split(rows_on_gpu, device.device().sm_count)) {
-        constexpr int kRows = 3;  // online at s, select, target
         const auto smem_per_sm = static_cast<long long>(device.device().shared_memory_per_sm);
-        a.stage_rows = device.stage_head_rows() &&
-                               abi::dqn_stage_rows(h, abi::kDqnLossWarps, kRows, abi::kDqnLossBlocksPerSm, smem_per_sm)
-                           ? 1
-                           : 0;
+        a.stage_rows = device.stage_head_rows() && abi::dqn_loss_stages_rows(h, smem_per_sm) ? 1 : 0;
         const long long floats = abi::kDqnLossWarps * abi::dqn_step_smem_floats(h) +
-                                 (a.stage_rows != 0 ? abi::dqn_staged_rows_floats(h, kRows) : 0);
+                                 (a.stage_rows != 0 ? abi::dqn_loss_staged_floats(h) : 0);
         const LaunchDims dims{dim3(static_cast<unsigned>(rows), static_cast<unsigned>(agent.size())),
                               dim3(32 * abi::kDqnLossWarps), sizeof(float) * static_cast<std::size_t>(floats)};
         device.kernels().dqn_loss_kernel(device.stream(), dims, a);
