@@ -114,6 +114,9 @@ struct DqnRing {
 /// counters.pushed % capacity_steps: the observation before the step, the action, env::step_env's
 /// reward and done flag, the observation after the step (terminal for a finished episode), then
 /// a new episode for a finished one (env::reset_env) and its first observation in `states`.
+/// With `advance`, each agent's last block to finish (an integer ticket, as the finish's) then
+/// does dqn_advance_kernel's increments: a collection step without updates in one launch.
+/// Launch: grid (ceil(n / kDqnCollectWarps), agents), kDqnCollectWarps warps per block.
 struct DqnCollectArgs {
     env::EnvState* state;              ///< (n)
     float* portfolio;                  ///< (n, PORTFOLIO_STRIDE)
@@ -121,10 +124,17 @@ struct DqnCollectArgs {
     const int* actions;                ///< (n)
     DqnRing ring;
     const dqn::Counters* counters;
+    dqn::Counters* advance;            ///< null, or `counters` itself: advanced after the step
+    unsigned* tickets;                 ///< with advance: (agents) zero between launches
     env::MarketView market;
     env::EnvParams params;
     int n;
 };
+/// Warps (environments) per block of dqn_collect_kernel (with `advance`, one ticket per block),
+/// and its blocks resident on one multiprocessor at once (at most 64 registers a thread): 4,096
+/// environments in one wave on an H200, as acting.
+inline constexpr int kDqnCollectWarps = 4;
+inline constexpr int kDqnCollectBlocksPerSm = 8;
 using DqnCollect = void(DqnCollectArgs args);
 
 /// A batch of B n-step transitions per agent from the ring (replay::sample_nstep, one warp per

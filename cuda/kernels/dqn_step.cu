@@ -137,58 +137,90 @@ __device__ Softmax softmax_q(const float* row, const float* mean, int a, const H
     return Softmax{mx, s, warp_sum(q) / s};
 }
 
-/// Actions per register chunk of head_q: a chunk's butterflies interleave, so a row costs one
+/// Actions per register chunk of head_q: a chunk's reductions interleave, so a row costs one
 /// shuffle chain per chunk instead of one per action (these kernels are latency bound). 9 takes
 /// the default action count in one chunk, and acting still fits 64 registers without spills
 /// (16 blocks per SM: 4096 rows in one wave); larger chunks spill there.
 constexpr int kQChunk = 9;
 
+/// The smallest power of two >= n (n >= 1).
+__host__ __device__ constexpr int pow2_at_least(int n) { return n <= 1 ? 1 : 2 * pow2_at_least((n + 1) / 2); }
+__host__ __device__ constexpr int log2_of(int n) { return n <= 1 ? 0 : 1 + log2_of(n / 2); }
+
+/// One level (xor distance O) of warp_reduce_scatter over the first Vc of x's values.
+template <int V, int Vc, int O, class Op>
+__device__ __forceinline__ void reduce_scatter_level(float (&x)[V], int lane, Op op) {
+    if constexpr (O > 0) {
+        if constexpr (Vc > 1) {  // keep one half (the upper lane of a pair the upper half), send the other
+            constexpr int h = Vc / 2;
+            const bool upper = (lane & O) != 0;
+#pragma unroll
+            for (int i = 0; i < h; ++i) {
+                const float send = upper ? x[i] : x[i + h];
+                const float keep = upper ? x[i + h] : x[i];
+                x[i] = op(keep, __shfl_xor_sync(kFullMask, send, O));
+            }
+            reduce_scatter_level<V, h, O / 2>(x, lane, op);
+        } else {
+            x[0] = op(x[0], __shfl_xor_sync(kFullMask, x[0], O));
+            reduce_scatter_level<V, 1, O / 2>(x, lane, op);
+        }
+    }
+}
+/// V values per lane (a power of two, at most 32) combined over the warp, each by the pairs and
+/// operand order of lanes_reduce<32>'s xor butterfly (op(own, partner's) at distances 16, 8, ...,
+/// 1), so the same floats, with fewer shuffles: at each distance a lane sends the half of its
+/// values its partner keeps. Lane L ends with value number L >> (5 - log2 V) in x[0].
+template <int V, class Op> __device__ __forceinline__ void warp_reduce_scatter(float (&x)[V], int lane, Op op) {
+    static_assert(V >= 1 && V <= 32 && (V & (V - 1)) == 0, "a power of two of values, at most one per lane");
+    reduce_scatter_level<V, V, 16>(x, lane, op);
+}
+
 /// Q of actions [a0, a0 + N) exactly as softmax_q computes each (the same per-lane atom order,
-/// max, expf, accumulation and butterflies; logits recomputed rather than kept, which gives the
-/// same floats), written to q_out by lane 0, with softmax_q's max and sum to max_out and sum_out
-/// where given.
+/// max, expf and accumulation; the warp's sums and maxima over the butterfly's pairs, scattered:
+/// warp_reduce_scatter), written to q_out, with softmax_q's max and sum to max_out and sum_out
+/// where given (action c's by lane c << (5 - log2 of the sums' count)). Logits are recomputed
+/// rather than kept, which gives the same floats.
 template <int N>
 __device__ __forceinline__ void head_q_chunk(const float* row, const float* mean, int a0, const HeadParams& h,
                                              const float* atoms, float* q_out, float* max_out, float* sum_out,
                                              int lane) {
-    float mx[N], s[N], q[N];
+    constexpr int VM = pow2_at_least(N);  // the maxima, padded
+    constexpr int VS = 2 * VM;            // the exps' sums (c) and their atom-weighted sums (VM + c), padded
+    float mx[VM], sq[VS];
 #pragma unroll
-    for (int c = 0; c < N; ++c) mx[c] = -cuda::std::numeric_limits<float>::infinity();
+    for (int c = 0; c < VM; ++c) mx[c] = -cuda::std::numeric_limits<float>::infinity();
 #pragma unroll 1
     for (int z = lane; z < h.num_atoms; z += 32) {
         const float mz = mean[z];
 #pragma unroll
         for (int c = 0; c < N; ++c) mx[c] = fmaxf(mx[c], head_logit(row, mz, a0 + c, z, h));
     }
+    warp_reduce_scatter<VM>(mx, lane, [](float a, float b) { return fmaxf(a, b); });
+    float m[N];  // every lane needs every maximum: from the lanes that hold them
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
+    for (int c = 0; c < N; ++c) m[c] = __shfl_sync(kFullMask, mx[0], c << (5 - log2_of(VM)));
 #pragma unroll
-        for (int c = 0; c < N; ++c) mx[c] = fmaxf(mx[c], __shfl_xor_sync(kFullMask, mx[c], o));
-#pragma unroll
-    for (int c = 0; c < N; ++c) s[c] = 0.f, q[c] = 0.f;
+    for (int c = 0; c < VS; ++c) sq[c] = 0.f;
 #pragma unroll 1
     for (int z = lane; z < h.num_atoms; z += 32) {
         const float mz = mean[z], atom_z = atoms[z];
 #pragma unroll
         for (int c = 0; c < N; ++c) {
-            const float x = expf(head_logit(row, mz, a0 + c, z, h) - mx[c]);
-            s[c] += x;
-            q[c] += x * atom_z;
+            const float x = expf(head_logit(row, mz, a0 + c, z, h) - m[c]);
+            sq[c] += x;
+            sq[VM + c] += x * atom_z;
         }
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int c = 0; c < N; ++c) {
-            s[c] += __shfl_xor_sync(kFullMask, s[c], o);
-            q[c] += __shfl_xor_sync(kFullMask, q[c], o);
-        }
-    if (lane == 0) {
-#pragma unroll
-        for (int c = 0; c < N; ++c) q_out[a0 + c] = q[c] / s[c];
-        if (max_out != nullptr)
-#pragma unroll
-            for (int c = 0; c < N; ++c) max_out[a0 + c] = mx[c], sum_out[a0 + c] = s[c];
+    warp_reduce_scatter<VS>(sq, lane, [](float a, float b) { return a + b; });
+    // Lane c << shift holds action c's sum, lane (c << shift) + 16 its atom-weighted sum.
+    constexpr int shift = 5 - log2_of(VS);
+    const float weighted = __shfl_down_sync(kFullMask, sq[0], 16);
+    const int c = lane >> shift;
+    const float max_c = max_out != nullptr ? __shfl_sync(kFullMask, mx[0], (c & (VM - 1)) << (5 - log2_of(VM))) : 0.f;
+    if (lane < 16 && (lane & ((1 << shift) - 1)) == 0 && c < N) {
+        q_out[a0 + c] = weighted / sq[0];
+        if (max_out != nullptr) max_out[a0 + c] = max_c, sum_out[a0 + c] = sq[0];
     }
 }
 template <int N>
@@ -804,11 +836,40 @@ extern "C" __global__ void dqn_advance_kernel(fh::dqn::Counters* counters, int n
     }
 }
 
-extern "C" __global__ void dqn_collect_kernel(fh::abi::DqnCollectArgs a) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int agent = blockIdx.y;
-    const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
-    if (e >= a.n) return;
+namespace {
+
+/// Columns per lane that dqn_collect_kernel's copies hold in registers between their loads and
+/// their stores (state rows of up to 32 * kCollectCols floats in one pass).
+constexpr int kCollectCols = 4;
+
+/// dst[c] = src[c] for c in [0, n): every load of a pass in flight before its stores (the two
+/// may alias as far as the compiler knows, so a plain loop waits for each load in turn).
+__device__ __forceinline__ void warp_copy(float* dst, const float* src, int n, int lane) {
+    for (int c0 = 0; c0 < n; c0 += 32 * kCollectCols) {
+        float v[kCollectCols];
+#pragma unroll
+        for (int u = 0; u < kCollectCols; ++u) {
+            const int c = c0 + u * 32 + lane;
+            v[u] = c < n ? src[c] : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < kCollectCols; ++u) {
+            const int c = c0 + u * 32 + lane;
+            if (c < n) dst[c] = v[u];
+        }
+    }
+}
+
+/// Environment e's step of dqn_collect_kernel (a warp; pf_row: the warp's PORTFOLIO_STRIDE floats
+/// of shared memory). The step is a chain of dependent reads, so it is ordered to wait as few
+/// times as possible: the state, action and observation first, together; then, with the bar
+/// known, the step's prices (lane 0) beside the next bar's market features (every lane); then
+/// only arithmetic and stores. The portfolio features go through shared memory, not back
+/// through L2; the next observation re-reads the market features just read (L1), or a new
+/// episode's first bar. The same floats as env::step_env, portfolio_features and
+/// observation_value in the order the CPU twin calls them.
+__device__ __forceinline__ void collect_env(const fh::abi::DqnCollectArgs& a, long long e, int agent, int lane,
+                                            float* pf_row) {
     const fh::env::EnvParams& p = a.params;
     const int D = p.state_dim, M = p.market_dim;
     const long long k = static_cast<long long>(agent) * a.n + e;  // this agent's environment e
@@ -817,35 +878,59 @@ extern "C" __global__ void dqn_collect_kernel(fh::abi::DqnCollectArgs a) {
     const long long row = static_cast<long long>(agent) * ring_rows +
                           (a.counters[agent].pushed % r.capacity_steps) * r.n_envs + e;
     float* obs = a.states + k * D;
-    float* pf = a.portfolio + k * fh::env::PORTFOLIO_STRIDE;
-    for (int c = lane; c < D; c += 32) r.states[row * D + c] = obs[c];  // s_t, before the step
+    const float* features = a.market.features;
     fh::env::EnvState s{};
-    std::uint8_t done = 0;
+    int action = 0;
     if (lane == 0) {
         s = a.state[k];
+        action = a.actions[k];
+    }
+    warp_copy(r.states + row * D, obs, D, lane);  // s_t, before the step
+    const int t1 = __shfl_sync(kFullMask, s.t, 0) + 1;
+    fh::env::StepPrices bar{};
+    if (lane == 0) bar = fh::env::step_prices(a.market, s.t);
+    warp_copy(r.next_states + row * D, features + static_cast<long long>(t1) * M, M, lane);  // s_{t+1}: market
+    std::uint8_t done = 0;
+    if (lane == 0) {
         fh::env::StepInfo info;
-        const int action = a.actions[k];
-        r.rewards[row] = fh::env::step_env(s, action, a.market, p, info, done);
+        r.rewards[row] = fh::env::step_env_at(s, action, bar, p, info, done);
         r.done[row] = done;
         r.actions[row] = action;
-        fh::env::portfolio_features(s, a.market, p, pf);
+        fh::env::portfolio_features_at(s, bar.c1, p, pf_row);  // s.t is t1 now
     }
     __syncwarp();
-    int t = __shfl_sync(kFullMask, s.t, 0);
-    for (int c = lane; c < D; c += 32)  // the observation after the step (terminal when done)
-        r.next_states[row * D + c] = fh::env::observation_value(a.market.features, t, M, pf, c);
+    for (int c = M + lane; c < D; c += 32) r.next_states[row * D + c] = pf_row[c - M];  // s_{t+1}: portfolio
     __syncwarp();
     if (lane == 0) {
         if (done != 0) {
             fh::env::reset_env(s, static_cast<int>(e), a.market, p);
-            fh::env::portfolio_features(s, a.market, p, pf);
+            fh::env::portfolio_features(s, a.market, p, pf_row);
         }
         a.state[k] = s;
     }
     __syncwarp();
-    t = __shfl_sync(kFullMask, s.t, 0);
+    const int t = __shfl_sync(kFullMask, s.t, 0);
     for (int c = lane; c < D; c += 32)  // the next decision's observation
-        obs[c] = fh::env::observation_value(a.market.features, t, M, pf, c);
+        obs[c] = fh::env::observation_value(features, t, M, pf_row, c);
+    float* pf = a.portfolio + k * fh::env::PORTFOLIO_STRIDE;
+    for (int c = lane; c < fh::env::PORTFOLIO_STRIDE; c += 32) pf[c] = pf_row[c];
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnCollectWarps, fh::abi::kDqnCollectBlocksPerSm)
+    dqn_collect_kernel(fh::abi::DqnCollectArgs a) {
+    __shared__ float portfolio_rows[fh::abi::kDqnCollectWarps][fh::env::PORTFOLIO_STRIDE];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int agent = blockIdx.y;
+    const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnCollectWarps + warp;
+    if (e < a.n) collect_env(a, e, agent, lane, portfolio_rows[warp]);
+    // Every block has read the counters before it takes its ticket, so the last may advance them.
+    if (a.advance != nullptr && fh::device::last_block_to_arrive(a.tickets + agent, gridDim.x) && threadIdx.x == 0) {
+        a.advance[agent].steps += 1;
+        a.advance[agent].pushed += 1;
+        a.tickets[agent] = 0;
+    }
 }
 
 extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {

@@ -136,10 +136,10 @@ FH_HD float observation_value(const float* features, int t, int market_dim, cons
 }
 
 /// Writes the kPortfolioFeatures observation features of s into row[0..8) and zeroes the rest
-/// of the PORTFOLIO_STRIDE row. Money is in percent of initial equity.
-FH_HD void portfolio_features(const EnvState& s, const MarketView& m, const EnvParams& p, float* row) {
-    const double unrealized =
-        s.position == 0 ? 0.0 : s.position * (m.close[s.t] - s.avg_entry_price) * p.multiplier;
+/// of the PORTFOLIO_STRIDE row, with close_t = close(s.t) (read only for an open position).
+/// Money is in percent of initial equity.
+FH_HD void portfolio_features_at(const EnvState& s, double close_t, const EnvParams& p, float* row) {
+    const double unrealized = s.position == 0 ? 0.0 : s.position * (close_t - s.avg_entry_price) * p.multiplier;
     const double pct = 100.0 / p.initial_equity;
     const double drawdown = (s.peak_equity - s.equity) / s.peak_equity;
     row[0] = static_cast<float>(static_cast<double>(s.position) / p.max_contracts);
@@ -152,12 +152,25 @@ FH_HD void portfolio_features(const EnvState& s, const MarketView& m, const EnvP
     row[7] = static_cast<float>(s.last_fill_side);
     for (int k = kPortfolioFeatures; k < PORTFOLIO_STRIDE; ++k) row[k] = 0.0f;
 }
+/// portfolio_features_at with close(s.t) read from the market.
+FH_HD void portfolio_features(const EnvState& s, const MarketView& m, const EnvParams& p, float* row) {
+    portfolio_features_at(s, s.position == 0 ? 0.0 : m.close[s.t], p, row);
+}
+
+/// The prices one step reads: close(t0), bar t0 + 1's open, high, low and close, ATR(t0). Loaded
+/// ahead of the step by a kernel that wants them in flight with its other reads.
+struct StepPrices {
+    double c0, o1, h1, l1, c1, atr0;
+};
+FH_HD StepPrices step_prices(const MarketView& m, int t0) {
+    return StepPrices{m.close[t0], m.open[t0 + 1], m.high[t0 + 1], m.low[t0 + 1], m.close[t0 + 1], m.atr[t0]};
+}
 
 /// One step: the agent saw close(t) and chose `action` = level * urgency_levels + urgency; the
 /// order executes during bar t+1 (rules in docs/environment.md). Updates s, writes `info`,
-/// returns the reward and sets `done` to a DoneFlag.
-FH_HD float step_env(EnvState& s, int action, const MarketView& m, const EnvParams& p,
-                     StepInfo& info, std::uint8_t& done) {
+/// returns the reward and sets `done` to a DoneFlag. `bar` = step_prices(market, s.t).
+FH_HD float step_env_at(EnvState& s, int action, const StepPrices& bar, const EnvParams& p, StepInfo& info,
+                        std::uint8_t& done) {
     const int level = action / p.urgency_levels;
     const int urgency = action % p.urgency_levels;
     const int target = target_contracts(level, p);
@@ -165,8 +178,8 @@ FH_HD float step_env(EnvState& s, int action, const MarketView& m, const EnvPara
     const int delta = target - q;
     const int t0 = s.t;
     const int t1 = t0 + 1;
-    const double c0 = m.close[t0];
-    const double o1 = m.open[t1], h1 = m.high[t1], l1 = m.low[t1], c1 = m.close[t1];
+    const double c0 = bar.c0;
+    const double o1 = bar.o1, h1 = bar.h1, l1 = bar.l1, c1 = bar.c1;
 
     // ---- the order and its fill -----------------------------------------------------------
     bool filled = false;
@@ -179,7 +192,7 @@ FH_HD float step_env(EnvState& s, int action, const MarketView& m, const EnvPara
             filled = true;
         } else {
             const double offset =
-                urgency == kPassiveLimit ? p.limit_offset_ticks * p.tick_size : p.limit_atr_mult * m.atr[t0];
+                urgency == kPassiveLimit ? p.limit_offset_ticks * p.tick_size : p.limit_atr_mult * bar.atr0;
             if (delta > 0) {  // buy limit below the close: fills if the bar trades down to it
                 const double limit = c0 - offset;
                 if (l1 <= limit) {
@@ -247,6 +260,11 @@ FH_HD float step_env(EnvState& s, int action, const MarketView& m, const EnvPara
     const double reward =
         (s.equity - equity0) / p.initial_equity * p.reward_scale - p.drawdown_penalty * increase;
     return static_cast<float>(reward);
+}
+/// step_env_at with the step's prices read from the market.
+FH_HD float step_env(EnvState& s, int action, const MarketView& m, const EnvParams& p, StepInfo& info,
+                     std::uint8_t& done) {
+    return step_env_at(s, action, step_prices(m, s.t), p, info, done);
 }
 
 /// A uniformly random action for environment `env` at global step `step`.

@@ -160,6 +160,7 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
 
     agent_ = ops.from_host<dqn::AgentParams>(std::vector<dqn::AgentParams>{agent_params(profile)});
     counters_ = ops.from_host<dqn::Counters>(std::vector<dqn::Counters>{dqn::Counters{}});
+    collect_tickets_ = ops.from_host<unsigned>(std::vector<unsigned>{0u});
     step_ = ops.from_host<dqn::UpdateStep>(std::vector<dqn::UpdateStep>{dqn::UpdateStep{}});
     x_ = ops.alloc<float>(2 * B * DX);
     if (profile.dqn.her) {
@@ -299,8 +300,10 @@ float DqnTrainer::epsilon_at(long long step) const { return dqn::epsilon_at(agen
 
 // One collection step: every environment acts epsilon-greedily on the online network's Q and
 // the transitions go into the replay ring's next slot. The step count, epsilon and the slot come
-// from the device counters, so the sequence is captured once and replayed.
-void DqnTrainer::collect_ops() {
+// from the device counters, so the sequence is captured once and replayed. With `advance` the
+// counters advance after it (end_step_ops): in the environment step's launch, unless the
+// curiosity bonus still has to read this step's slot.
+void DqnTrainer::collect_ops(bool advance) {
     ops::View<const float> observations = env_.states();
     if (profile_.dqn.her) {  // the episodes' goals into the slot's goal column, and the rows acted on
         auto persistent = env_.persistent();
@@ -312,9 +315,13 @@ void DqnTrainer::collect_ops() {
     act_outputs_ = head;
     ops::dqn_act(ops_, actions_.view(), {}, histogram_.view(), head, net_.head(), agent_.cview(), counters_.cview());
     auto persistent = env_.persistent();
+    const bool advance_here = advance && !curiosity_;
     ops::dqn_collect(ops_, persistent.state, persistent.portfolio, persistent.states, actions_.cview(),
-                     replay_.views(), counters_.cview(), env_.market(), env_params_);
+                     replay_.views(), counters_.cview(), env_.market(), env_params_,
+                     advance_here ? ops::CollectAdvance{counters_.view(), collect_tickets_.view()}
+                                  : ops::CollectAdvance{});
     if (curiosity_) curiosity_ops();
+    if (advance && !advance_here) end_step_ops();
 }
 
 // The curiosity bonus (docs/dqn.md, "Curiosity"): the forward model's error on the transitions
@@ -363,10 +370,7 @@ void DqnTrainer::set_paired_forward_max_rows(int rows) {
 }
 
 void DqnTrainer::collect() {
-    ops_.run_sequence(collect_sequence_, [this] {
-        collect_ops();
-        end_step_ops();
-    });
+    ops_.run_sequence(collect_sequence_, [this] { collect_ops(true); });
     after_collect();
 }
 

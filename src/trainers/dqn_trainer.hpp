@@ -88,7 +88,7 @@ private:
     void collect();                 // one collection step (epsilon-greedy, env step, push)
     bool ready_to_update() const noexcept;
     void update();                  // one gradient update
-    void collect_ops();             // acting and the environment step into the replay slot
+    void collect_ops(bool advance = false);  // acting and the environment step into the replay slot (and end_step_ops)
     void curiosity_ops();           // the bonus into the slot just written, one step of its model
     void gradient_ops(bool inject_nan);  // one update's ops up to its Adam step
     void adam_ops(bool end_step);        // one update's Adam step and target update (and end_step_ops)
@@ -135,6 +135,7 @@ private:
     // the agent's constants, its counters, and each update's decisions.
     ops::Buffer<dqn::AgentParams> agent_;
     ops::Buffer<dqn::Counters> counters_;
+    ops::Buffer<unsigned> collect_tickets_;  ///< (1) zero between launches: dqn_collect advancing the counters
     ops::Buffer<dqn::UpdateStep> step_;
     // dqn.her: the goal of every transition in the ring (capacity_steps * n_envs, with the ring's
     // rows) and the acting rows [observation | goal features] (n_envs, D + 2).

@@ -655,15 +655,22 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
         auto rd = ops.alloc<std::uint8_t>(cap * n);
         const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
         auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}});
+        auto tickets = ops.from_host<unsigned>(std::vector<unsigned>{0u});
         auto actions = ops.alloc<int>(n);
         for (int step = 0; step < 150; ++step) {
             fh::ops::env_random_actions(ops, actions.view(), 8, static_cast<std::uint64_t>(step),
                                         fh::env::num_actions(f.params));
             auto pers = env.persistent();
+            // Every other step advances the counters in the step's own launch (its last block).
+            const bool in_launch = step % 2 == 0;
             fh::ops::dqn_collect(ops, pers.state, pers.portfolio, pers.states, actions.cview(), ring, counters.cview(),
-                                 env.market(), f.params);
-            fh::ops::dqn_advance(ops, counters.view());
+                                 env.market(), f.params,
+                                 in_launch ? fh::ops::CollectAdvance{counters.view(), tickets.view()}
+                                           : fh::ops::CollectAdvance{});
+            if (!in_launch) fh::ops::dqn_advance(ops, counters.view());
         }
+        CHECK(ops.to_host(counters.cview())[0].pushed == 150);
+        CHECK(ops.to_host(tickets.cview())[0] == 0u);  // left zero for the next launch
         auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{agent()});
         const int Bs = 257;
         auto x = ops.alloc<float>(2 * Bs * D), br = ops.alloc<float>(Bs), bd = ops.alloc<float>(Bs);
@@ -673,6 +680,44 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
                           ops.to_host(rd.cview()), ops.to_host(env.states()), ops.to_host(x.cview()),
                           ops.to_host(br.cview()), ops.to_host(bd.cview())};
     };
+    // Three agents in one launch (grid y), each at its own push count, advancing in the launch:
+    // each agent's last block advances its own counters once per step.
+    auto run_agents = [&](fh::ops::Device& ops) {
+        const auto f = fh::test::small_market(ops);
+        const int N = 3, n = 70, cap = 9, D = f.params.state_dim;
+        fh::env::VecEnv env(ops, *f.device_market, fh::env::Split::train, f.params, N * n);
+        env.reset_all();
+        auto rs = ops.alloc<float>(N * cap * n * D), rn = ops.alloc<float>(N * cap * n * D);
+        auto rr = ops.alloc<float>(N * cap * n);
+        auto ra = ops.alloc<int>(N * cap * n);
+        auto rd = ops.alloc<std::uint8_t>(N * cap * n);
+        const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
+        auto counters = ops.from_host<fh::dqn::Counters>(
+            std::vector<fh::dqn::Counters>{{0, 0, 0}, {5, 1, 5}, {13, 2, 13}});
+        auto tickets = ops.from_host<unsigned>(std::vector<unsigned>(N, 0u));
+        auto actions = ops.alloc<int>(N * n);
+        for (int step = 0; step < 12; ++step) {
+            fh::ops::env_random_actions(ops, actions.view(), 11, static_cast<std::uint64_t>(step),
+                                        fh::env::num_actions(f.params));
+            auto pers = env.persistent();
+            fh::ops::dqn_collect(ops, pers.state, pers.portfolio, pers.states, actions.cview(), ring, counters.cview(),
+                                 env.market(), f.params, fh::ops::CollectAdvance{counters.view(), tickets.view()});
+        }
+        std::vector<long long> counts;
+        for (const auto& c : ops.to_host(counters.cview())) counts.insert(counts.end(), {c.steps, c.updates, c.pushed});
+        return std::tuple{ops.to_host(rs.cview()), ops.to_host(rn.cview()), ops.to_host(rr.cview()),
+                          ops.to_host(rd.cview()), ops.to_host(env.states()), counts, ops.to_host(tickets.cview())};
+    };
+    const auto ac = run_agents(cpu), ag3 = run_agents(gpu);
+    CHECK(std::get<0>(ag3) == std::get<0>(ac));
+    CHECK(std::get<1>(ag3) == std::get<1>(ac));
+    CHECK(std::get<2>(ag3) == std::get<2>(ac));
+    CHECK(std::get<3>(ag3) == std::get<3>(ac));
+    CHECK(std::get<4>(ag3) == std::get<4>(ac));
+    CHECK(std::get<5>(ag3) == std::get<5>(ac));
+    CHECK(std::get<5>(ac) == std::vector<long long>{12, 0, 12, 17, 1, 17, 25, 2, 25});
+    CHECK(std::get<6>(ag3) == std::vector<unsigned>(3, 0u));
+
     const auto ec = run_env(cpu), eg = run_env(gpu);
     CHECK(std::get<0>(eg) == std::get<0>(ec));
     CHECK(std::get<1>(eg) == std::get<1>(ec));

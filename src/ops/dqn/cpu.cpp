@@ -291,7 +291,7 @@ void dqn_advance(View<dqn::Counters> counters) {
 
 void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> states, View<const int> actions,
                  const RingViews& ring, View<const dqn::Counters> counters, const env::MarketView& market,
-                 const env::EnvParams& p) {
+                 const env::EnvParams& p, const CollectAdvance& advance) {
     const std::size_t n = static_cast<std::size_t>(ring.n_envs), D = static_cast<std::size_t>(p.state_dim),
                       M = static_cast<std::size_t>(p.market_dim);
     const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * n;
@@ -323,6 +323,7 @@ void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> s
             gather(obs, s.t, pf);
         }
     }
+    if (!advance.counters.empty()) dqn_advance(advance.counters);
 }
 
 void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, View<float> masks,

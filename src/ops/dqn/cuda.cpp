@@ -96,15 +96,16 @@ void dqn_advance(CudaDevice& device, View<dqn::Counters> counters) {
 
 void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
                  View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
-                 const env::MarketView& market, const env::EnvParams& params) {
+                 const env::MarketView& market, const env::EnvParams& params, const CollectAdvance& advance) {
     const long long n = ring.n_envs;
-    const long long blocks = (n + abi::kDqnWarpsPerBlock - 1) / abi::kDqnWarpsPerBlock;
-    abi::DqnCollectArgs a{state.data(), portfolio.data(), states.data(), actions.data(), ring_of(ring),
-                          counters.data(), market,       params,        static_cast<int>(n)};
+    const long long blocks = (n + abi::kDqnCollectWarps - 1) / abi::kDqnCollectWarps;
+    abi::DqnCollectArgs a{state.data(),           portfolio.data(),       states.data(), actions.data(),
+                          ring_of(ring),          counters.data(),        or_null(advance.counters),
+                          or_null(advance.tickets), market,               params,        static_cast<int>(n)};
     device.kernels().dqn_collect_kernel(
         device.stream(),
         LaunchDims{dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(counters.size())),
-                   dim3(32 * abi::kDqnWarpsPerBlock), 0},
+                   dim3(32 * abi::kDqnCollectWarps), 0},
         a);
 }
 

@@ -36,6 +36,14 @@ struct RingViews {
     int capacity_steps = 0, n_envs = 0, state_dim = 0;
 };
 
+/// A collection step that also advances its agents' counters (dqn_advance's increments, once
+/// every environment has stepped): counters is the step's own counters, tickets (N) a zeroed
+/// scratch of the CUDA twin (each agent's last block advances). Empty: no advance.
+struct CollectAdvance {
+    View<dqn::Counters> counters;
+    View<unsigned> tickets;
+};
+
 namespace cpu_twin {
 void dqn_act(View<int> actions, View<float> q, View<unsigned long long> histogram, View<const float> head,
              const dqn::HeadParams& h, View<const dqn::AgentParams> agent, View<const dqn::Counters> counters, int n,
@@ -52,7 +60,7 @@ void dqn_adam_target(View<float> params, View<float> m, View<float> v, View<floa
 void dqn_advance(View<dqn::Counters> counters);
 void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> states, View<const int> actions,
                  const RingViews& ring, View<const dqn::Counters> counters, const env::MarketView& market,
-                 const env::EnvParams& params);
+                 const env::EnvParams& params, const CollectAdvance& advance);
 void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, View<float> masks,
                 const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
                 int batch, int ensemble);
@@ -87,7 +95,7 @@ void dqn_adam_target(CudaDevice& device, View<float> params, View<float> m, View
 void dqn_advance(CudaDevice& device, View<dqn::Counters> counters);
 void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
                  View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
-                 const env::MarketView& market, const env::EnvParams& params);
+                 const env::MarketView& market, const env::EnvParams& params, const CollectAdvance& advance);
 void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
                 View<float> masks, const RingViews& ring, View<const dqn::Counters> counters,
                 View<const dqn::AgentParams> agent, int batch, int ensemble);
@@ -296,12 +304,19 @@ inline void dqn_advance(Device& device, View<dqn::Counters> counters) {
 /// a finished episode restarts (env::reset_env) and states[e] becomes the next decision's
 /// observation. Equal to VecEnv::step followed by a copy into the ring, bit for bit, on both
 /// backends. state (N, n), portfolio (N, n, PORTFOLIO_STRIDE), states (N, n, state_dim),
-/// actions (N, n), counters (N). Run dqn_advance after it.
+/// actions (N, n), counters (N). Run dqn_advance after it, or give `advance` (the same counters
+/// and N zeroed tickets) to advance them in the same launch.
 inline void dqn_collect(Device& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
                         View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
-                        const env::MarketView& market, const env::EnvParams& params) {
+                        const env::MarketView& market, const env::EnvParams& params,
+                        const CollectAdvance& advance = {}) {
     const char* op = "dqn_collect";
     const std::size_t N = detail::agents_of(counters.size(), op);
+    if (!advance.counters.empty() || !advance.tickets.empty()) {
+        detail::require(advance.counters.data() == counters.data() && advance.counters.size() == N, op,
+                        "the counters to advance must be the step's own counters");
+        detail::require_size(advance.tickets.size(), N, op, "tickets");
+    }
     detail::check_ring(ring, N, op);
     const std::size_t n = static_cast<std::size_t>(ring.n_envs);
     detail::require(ring.state_dim == params.state_dim, op, "the ring's state_dim differs from the environment's");
@@ -316,10 +331,10 @@ inline void dqn_collect(Device& device, View<env::EnvState> state, View<float> p
                                   detail::range("ring next_states", ring.next_states),
                                   detail::range("ring actions", ring.actions),
                                   detail::range("ring rewards", ring.rewards), detail::range("ring done", ring.done),
-                                  detail::range("counters", counters)});
+                                  detail::range("counters", counters), detail::range("tickets", advance.tickets)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::dqn_collect(*cuda, state, portfolio, states, actions, ring, counters, market, params);
-    cpu_twin::dqn_collect(state, portfolio, states, actions, ring, counters, market, params);
+        return cuda_twin::dqn_collect(*cuda, state, portfolio, states, actions, ring, counters, market, params, advance);
+    cpu_twin::dqn_collect(state, portfolio, states, actions, ring, counters, market, params, advance);
 }
 
 /// A uniform batch of B n-step transitions per agent from the ring (replay::sample_nstep), drawn
