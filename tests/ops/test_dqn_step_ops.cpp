@@ -731,6 +731,116 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
 
 namespace {
 
+/// A head variant acting takes: dueling or not, atoms, the scalar head, K ensemble heads with UCB.
+struct ActVariant {
+    int dueling, Z, scalar, K;
+    float ucb;
+};
+constexpr ActVariant kActVariants[] = {{1, 51, 0, 1, 0.f}, {0, 7, 0, 1, 0.f}, {1, 101, 0, 1, 0.f}, {1, 51, 0, 3, 0.5f},
+                                       {0, 51, 1, 1, 0.f}};
+
+/// Six collection steps of two agents (their own counters and parameters) with 77 environments
+/// each (a partial block) on random head rows: dqn_act_collect (fused) or dqn_act then
+/// dqn_collect, the counters advanced in the launch or by dqn_advance. Returns the ring, the
+/// observations, the histogram, the counters and the tickets.
+auto act_collect_run(fh::ops::Device& ops, const ActVariant& v, bool fused, bool in_launch) {
+    const auto f = fh::test::small_market(ops);
+    const int N = 2, n = 77, cap = 5, D = f.params.state_dim, A = fh::env::num_actions(f.params);
+    const fh::dqn::HeadParams h{A, v.Z, v.dueling, -3.f, 3.f, v.scalar, v.K};
+    const std::size_t width = static_cast<std::size_t>(fh::dqn::output_width(h));
+    fh::env::VecEnv env(ops, *f.device_market, fh::env::Split::train, f.params, N * n);
+    env.reset_all();
+    auto rs = ops.alloc<float>(N * cap * n * D), rn = ops.alloc<float>(N * cap * n * D);
+    auto rr = ops.alloc<float>(N * cap * n);
+    auto ra = ops.alloc<int>(N * cap * n);
+    auto rd = ops.alloc<std::uint8_t>(N * cap * n);
+    const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
+    auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{40, 0, 40}, {7, 1, 7}});
+    auto tickets = ops.from_host<unsigned>(std::vector<unsigned>(N, 0u));
+    auto a0 = agent(), a1 = agent();
+    a0.ucb = a1.ucb = v.ucb;
+    a1.seed = 12;
+    a1.epsilon_decay_env_steps = 200;
+    auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a0, a1});
+    auto actions = ops.alloc<int>(N * n);
+    auto hist = ops.from_host<unsigned long long>(std::vector<unsigned long long>(N * A, 0));
+    for (int step = 0; step < 6; ++step) {
+        auto head = ops.from_host<float>(random_floats(N * n * width, 300 + static_cast<std::uint64_t>(step)));
+        auto pers = env.persistent();
+        const fh::ops::CollectAdvance adv =
+            in_launch ? fh::ops::CollectAdvance{counters.view(), tickets.view()} : fh::ops::CollectAdvance{};
+        if (fused) {
+            fh::ops::dqn_act_collect(ops, actions.view(), hist.view(), head.cview(), h, ag.cview(), counters.cview(),
+                                     pers.state, pers.portfolio, pers.states, ring, env.market(), f.params, adv);
+        } else {
+            fh::ops::dqn_act(ops, actions.view(), {}, hist.view(), head.cview(), h, ag.cview(), counters.cview());
+            fh::ops::dqn_collect(ops, pers.state, pers.portfolio, pers.states, actions.cview(), ring, counters.cview(),
+                                 env.market(), f.params, adv);
+        }
+        if (!in_launch) fh::ops::dqn_advance(ops, counters.view());
+    }
+    std::vector<long long> counts;
+    for (const auto& c : ops.to_host(counters.cview())) counts.insert(counts.end(), {c.steps, c.pushed});
+    return std::tuple{ops.to_host(rs.cview()), ops.to_host(rn.cview()), ops.to_host(rr.cview()),
+                      ops.to_host(rd.cview()), ops.to_host(ra.cview()), ops.to_host(env.states()),
+                      ops.to_host(hist.cview()), counts, ops.to_host(tickets.cview())};
+}
+
+}  // namespace
+
+TEST_CASE("dqn_act_collect equals dqn_act then dqn_collect", "[dqn][ops]") {
+    fh::ops::CpuDevice cpu;
+    for (const ActVariant& v : kActVariants)
+        for (bool in_launch : {true, false}) {
+            INFO("dueling " << v.dueling << " Z " << v.Z << " scalar " << v.scalar << " K " << v.K << " in launch "
+                            << in_launch);
+            const auto f = act_collect_run(cpu, v, true, in_launch), s = act_collect_run(cpu, v, false, in_launch);
+            CHECK(f == s);
+            CHECK(std::get<7>(f) == std::vector<long long>{46, 46, 13, 13});
+        }
+    // Acting to collect explores: it needs the agents' parameters and counters.
+    const auto m = fh::test::small_market(cpu);
+    fh::env::VecEnv env(cpu, *m.device_market, fh::env::Split::train, m.params, 4);
+    const fh::dqn::HeadParams h{fh::env::num_actions(m.params), 5, 1, -1.f, 1.f};
+    const int D = m.params.state_dim;
+    auto head = cpu.alloc<float>(4 * static_cast<std::size_t>(fh::dqn::output_width(h)));
+    auto actions = cpu.alloc<int>(4);
+    auto rs = cpu.alloc<float>(8 * D), rn = cpu.alloc<float>(8 * D), rr = cpu.alloc<float>(8);
+    auto ra = cpu.alloc<int>(8);
+    auto rd = cpu.alloc<std::uint8_t>(8);
+    const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), 2, 4, D};
+    auto pers = env.persistent();
+    CHECK_THROWS_AS(fh::ops::dqn_act_collect(cpu, actions.view(), {}, head.cview(), h, {}, {}, pers.state,
+                                             pers.portfolio, pers.states, ring, env.market(), m.params),
+                    std::invalid_argument);
+}
+
+TEST_CASE("acting and the environment step in one launch equal dqn_act then dqn_collect bit for bit",
+          "[gpu][dqn][ops]") {
+    // dqn_act_collect (one launch: each warp a row's Q, the block's decisions side by side, then
+    // each warp its environment's step) against the two launches on the GPU, every head variant,
+    // the counters advanced in the launch or not.
+    auto& gpu = fh::test::gpu_ops();
+    for (const ActVariant& v : kActVariants)
+        for (bool in_launch : {true, false}) {
+            INFO("dueling " << v.dueling << " Z " << v.Z << " scalar " << v.scalar << " K " << v.K << " in launch "
+                            << in_launch);
+            const auto f = act_collect_run(gpu, v, true, in_launch), s = act_collect_run(gpu, v, false, in_launch);
+            CHECK(std::get<0>(f) == std::get<0>(s));
+            CHECK(std::get<1>(f) == std::get<1>(s));
+            CHECK(std::get<2>(f) == std::get<2>(s));
+            CHECK(std::get<3>(f) == std::get<3>(s));
+            CHECK(std::get<4>(f) == std::get<4>(s));
+            CHECK(std::get<5>(f) == std::get<5>(s));
+            CHECK(std::get<6>(f) == std::get<6>(s));
+            CHECK(std::get<7>(f) == std::vector<long long>{46, 46, 13, 13});
+            CHECK(std::get<7>(s) == std::get<7>(f));
+            CHECK(std::get<8>(f) == std::vector<unsigned>(2, 0u));
+        }
+}
+
+namespace {
+
 /// A random ring of N agents for the curiosity ops, and what they write.
 struct CuriosityCase {
     int N, n, cap, D, A, M;
