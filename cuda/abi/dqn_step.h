@@ -130,27 +130,6 @@ struct DqnCollectArgs {
     env::EnvParams params;
     int n;
 };
-/// Acting and the environment step of a collection in one launch: dqn_act_kernel's Q for each row
-/// (a warp each), then the block's decisions side by side (lane j of the first warp decides row
-/// j of the block: epsilon-greedy, the action written and counted), then dqn_collect_kernel's step
-/// with those actions (and its `advance`). The same floats as dqn_act then dqn_collect.
-/// act.explore must be 1 with act.agent given; act.n = collect.n = collect.ring.n_envs.
-/// Launch: grid (ceil(n / kDqnActCollectWarps), agents), kDqnActCollectWarps warps per block,
-/// dynamic shared memory kDqnActCollectWarps * dqn_step_smem_floats(head) floats.
-struct DqnActCollectArgs {
-    DqnActArgs act;
-    DqnCollectArgs collect;            ///< its actions: act.actions
-};
-using DqnActCollect = void(DqnActCollectArgs args);
-/// Warps (rows) per block of dqn_act_collect_kernel, and its blocks resident on one
-/// multiprocessor at once (at most 64 registers a thread): 4,096 environments in one wave on an
-/// H200.
-inline constexpr int kDqnActCollectWarps = 2;
-inline constexpr int kDqnActCollectBlocksPerSm = 16;
-/// Shared memory of dqn_act_collect_kernel's own arrays (the warps' portfolio rows and actions,
-/// the ticket's flag), at most.
-inline constexpr long long kDqnActCollectStaticBytes = 1024;
-
 /// Warps (environments) per block of dqn_collect_kernel (with `advance`, one ticket per block),
 /// and its blocks resident on one multiprocessor at once (at most 64 registers a thread): 4,096
 /// environments in one wave on an H200, as acting.
@@ -294,13 +273,6 @@ FH_HD long long dqn_step_smem_bytes(const dqn::HeadParams& h) {
     return static_cast<long long>(sizeof(float)) * warps * dqn_step_smem_floats(h);
 }
 inline constexpr long long kDqnMaxSmemBytes = 48 * 1024;
-/// Whether dqn_act_collect_kernel's block (kDqnActCollectWarps scratches and its own arrays) fits
-/// kDqnMaxSmemBytes; otherwise a collection step launches dqn_act and dqn_collect (the same floats).
-FH_HD bool dqn_act_collect_fits(const dqn::HeadParams& h) {
-    return static_cast<long long>(sizeof(float)) * kDqnActCollectWarps * dqn_step_smem_floats(h) +
-               kDqnActCollectStaticBytes <=
-           kDqnMaxSmemBytes;
-}
 /// Shared memory the device reserves for each resident block (sm_80, sm_86, sm_90).
 inline constexpr long long kReservedSmemPerBlock = 1024;
 /// Head rows the four-warp loss copies into shared memory after its warps' scratch
@@ -336,7 +308,6 @@ static_assert(kNormThreads == kDqnFinishThreads, "the finish's blocks compute th
     FH_KERNEL(dqn_step, dqn_adam_target_kernel, DqnAdamTarget)       \
     FH_KERNEL(dqn_step, dqn_advance_kernel, DqnAdvance)              \
     FH_KERNEL(dqn_step, dqn_collect_kernel, DqnCollect)              \
-    FH_KERNEL(dqn_step, dqn_act_collect_kernel, DqnActCollect)       \
     FH_KERNEL(dqn_step, dqn_sample_kernel, DqnSample)                \
     FH_KERNEL(dqn_step, dqn_curiosity_gather_kernel, DqnCuriosityGather) \
     FH_KERNEL(dqn_step, dqn_curiosity_bonus_kernel, DqnCuriosityBonus) \

@@ -297,15 +297,17 @@ __device__ void block_min_and_max(float& lo, float& hi, float (*shared)[fh::abi:
 
 }  // namespace
 
-namespace {
-
-/// Acting's per-row part (a warp; the row's scratch w): the Q of every action of head row
-/// `row_index` into w.q (with an ensemble the K heads' mean, and the exploring score at w.q + A),
-/// and into a.q when given. Returns what acting maximises.
-__device__ __forceinline__ const float* act_scores(const fh::abi::DqnActArgs& a, const WarpScratch& w, int agent,
-                                                   long long row_index, int lane) {
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, fh::abi::kDqnActBlocksPerSm)
+    dqn_act_kernel(fh::abi::DqnActArgs a) {
+    extern __shared__ float smem[];
     const HeadParams& h = a.head_params;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int agent = blockIdx.y;
+    const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
+    if (e >= a.n) return;
+    const WarpScratch w = warp_scratch(smem, warp, h, lane);
     const int W = head_width(h), A = h.num_actions, K = h.ensemble;
+    const long long row_index = static_cast<long long>(agent) * a.n + e;
     const float* row = a.head + row_index * output_width(h);
     const bool explore = a.agent != nullptr && a.explore != 0;
     for (int k = 0; k < K; ++k) {  // each head's Q (the one head's into w.q)
@@ -322,7 +324,7 @@ __device__ __forceinline__ const float* act_scores(const fh::abi::DqnActArgs& a,
             __syncwarp();
         }
     }
-    const float* score = w.q;
+    const float* score = w.q;  // what acting maximises
     if (K > 1) {  // the heads' mean into w.q, the exploring score beside it
         if (lane == 0) {
             const float ucb = explore ? a.agent[agent].ucb : 0.f;
@@ -335,43 +337,21 @@ __device__ __forceinline__ const float* act_scores(const fh::abi::DqnActArgs& a,
         __syncwarp();
         score = w.q + A;
     }
+    if (lane == 0) {
+        int action;
+        if (explore) {
+            const AgentParams& p = a.agent[agent];
+            const long long step = a.counters[agent].steps;
+            action = fh::policy::epsilon_greedy(score, A, epsilon_at(p, step), p.seed, static_cast<int>(e),
+                                                static_cast<std::uint64_t>(step));
+        } else {
+            action = fh::policy::argmax(w.q, A);
+        }
+        a.actions[row_index] = action;
+        if (a.histogram != nullptr) atomicAdd(a.histogram + static_cast<long long>(agent) * A + action, 1ull);
+    }
     if (a.q != nullptr)
         for (int act = lane; act < A; act += 32) a.q[row_index * A + act] = w.q[act];
-    return score;
-}
-
-/// Acting's decision for row e of `agent` (one thread): epsilon-greedy on `score` (collection) or
-/// the first maximal Q of w.q; writes the action and counts it in the histogram.
-__device__ __forceinline__ int act_choose(const fh::abi::DqnActArgs& a, const float* q, const float* score, int agent,
-                                          long long e, long long row_index) {
-    const int A = a.head_params.num_actions;
-    int action;
-    if (a.agent != nullptr && a.explore != 0) {
-        const AgentParams& p = a.agent[agent];
-        const long long step = a.counters[agent].steps;
-        action = fh::policy::epsilon_greedy(score, A, epsilon_at(p, step), p.seed, static_cast<int>(e),
-                                            static_cast<std::uint64_t>(step));
-    } else {
-        action = fh::policy::argmax(q, A);
-    }
-    a.actions[row_index] = action;
-    if (a.histogram != nullptr) atomicAdd(a.histogram + static_cast<long long>(agent) * A + action, 1ull);
-    return action;
-}
-
-}  // namespace
-
-extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, fh::abi::kDqnActBlocksPerSm)
-    dqn_act_kernel(fh::abi::DqnActArgs a) {
-    extern __shared__ float smem[];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int agent = blockIdx.y;
-    const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
-    if (e >= a.n) return;
-    const WarpScratch w = warp_scratch(smem, warp, a.head_params, lane);
-    const long long row_index = static_cast<long long>(agent) * a.n + e;
-    const float* score = act_scores(a, w, agent, row_index, lane);
-    if (lane == 0) act_choose(a, w.q, score, agent, e, row_index);
 }
 
 namespace {
@@ -881,8 +861,7 @@ __device__ __forceinline__ void warp_copy(float* dst, const float* src, int n, i
 }
 
 /// Environment e's step of dqn_collect_kernel (a warp; pf_row: the warp's PORTFOLIO_STRIDE floats
-/// of shared memory; lane 0 reads the action at `action_at`: the actions array or, acting in the
-/// same launch, shared memory). The step is a chain of dependent reads, so it is ordered to wait as few
+/// of shared memory). The step is a chain of dependent reads, so it is ordered to wait as few
 /// times as possible: the state, action and observation first, together; then, with the bar
 /// known, the step's prices (lane 0) beside the next bar's market features (every lane); then
 /// only arithmetic and stores. The portfolio features go through shared memory, not back
@@ -890,7 +869,7 @@ __device__ __forceinline__ void warp_copy(float* dst, const float* src, int n, i
 /// episode's first bar. The same floats as env::step_env, portfolio_features and
 /// observation_value in the order the CPU twin calls them.
 __device__ __forceinline__ void collect_env(const fh::abi::DqnCollectArgs& a, long long e, int agent, int lane,
-                                            float* pf_row, const int* action_at) {
+                                            float* pf_row) {
     const fh::env::EnvParams& p = a.params;
     const int D = p.state_dim, M = p.market_dim;
     const long long k = static_cast<long long>(agent) * a.n + e;  // this agent's environment e
@@ -904,7 +883,7 @@ __device__ __forceinline__ void collect_env(const fh::abi::DqnCollectArgs& a, lo
     int action = 0;
     if (lane == 0) {
         s = a.state[k];
-        action = *action_at;
+        action = a.actions[k];
     }
     warp_copy(r.states + row * D, obs, D, lane);  // s_t, before the step
     const int t1 = __shfl_sync(kFullMask, s.t, 0) + 1;
@@ -937,33 +916,6 @@ __device__ __forceinline__ void collect_env(const fh::abi::DqnCollectArgs& a, lo
     for (int c = lane; c < fh::env::PORTFOLIO_STRIDE; c += 32) pf[c] = pf_row[c];
 }
 
-/// x, which the compiler may not assume anything about (nor compute ahead of this point).
-__device__ __forceinline__ int opaque(int x) {
-    asm volatile("" : "+r"(x));
-    return x;
-}
-__device__ __forceinline__ long long opaque(long long x) {
-    asm volatile("" : "+l"(x));
-    return x;
-}
-
-/// With a.advance: each agent's last block to finish (an integer ticket) does dqn_advance_kernel's
-/// increments, then resets the ticket. The block's threads have read the counters before the
-/// barrier; its first thread's fence orders those reads before its ticket, and the last block's
-/// fence its writes after every ticket (the pattern of a grid barrier's arrival). Only the first
-/// thread waits on the fence; the others leave. All threads of the block call it.
-__device__ __forceinline__ void advance_after_step(const fh::abi::DqnCollectArgs& a, int agent) {
-    if (a.advance == nullptr) return;
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    __threadfence();
-    if (atomicAdd(a.tickets + agent, 1u) != gridDim.x - 1) return;
-    __threadfence();
-    a.advance[agent].steps += 1;
-    a.advance[agent].pushed += 1;
-    a.tickets[agent] = 0;
-}
-
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnCollectWarps, fh::abi::kDqnCollectBlocksPerSm)
@@ -972,36 +924,13 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnCollectWarps, fh:
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int agent = blockIdx.y;
     const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnCollectWarps + warp;
-    if (e < a.n) collect_env(a, e, agent, lane, portfolio_rows[warp], a.actions + static_cast<long long>(agent) * a.n + e);
-    advance_after_step(a, agent);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnActCollectWarps, fh::abi::kDqnActCollectBlocksPerSm)
-    dqn_act_collect_kernel(fh::abi::DqnActCollectArgs a) {
-    extern __shared__ float smem[];  // each warp's acting scratch
-    __shared__ float portfolio_rows[fh::abi::kDqnActCollectWarps][fh::env::PORTFOLIO_STRIDE];
-    __shared__ int actions[fh::abi::kDqnActCollectWarps];
-    constexpr int kWarps = fh::abi::kDqnActCollectWarps;
-    const HeadParams& h = a.act.head_params;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int agent = blockIdx.y;
-    const long long first = static_cast<long long>(blockIdx.x) * kWarps, e = first + warp;
-    const long long agent_rows = static_cast<long long>(agent) * a.act.n;
-    if (e < a.act.n) act_scores(a.act, warp_scratch(smem, warp, h, lane), agent, agent_rows + e, lane);
-    __syncthreads();
-    // The block's decisions side by side: lane j of the first warp decides row first + j.
-    if (warp == 0 && lane < kWarps && first + lane < a.act.n) {
-        const WarpScratch w = scratch_at(smem, lane, h);
-        const float* score = h.ensemble > 1 ? w.q + h.num_actions : w.q;
-        actions[lane] = act_choose(a.act, w.q, score, agent, first + lane, agent_rows + first + lane);
+    if (e < a.n) collect_env(a, e, agent, lane, portfolio_rows[warp]);
+    // Every block has read the counters before it takes its ticket, so the last may advance them.
+    if (a.advance != nullptr && fh::device::last_block_to_arrive(a.tickets + agent, gridDim.x) && threadIdx.x == 0) {
+        a.advance[agent].steps += 1;
+        a.advance[agent].pushed += 1;
+        a.tickets[agent] = 0;
     }
-    __syncthreads();
-    // The step's indices anew after the barrier (opaque to the compiler), so its address
-    // arithmetic is not hoisted above it, live through acting's registers.
-    const long long e_step = opaque(e);
-    const int lane_step = opaque(lane), agent_step = opaque(agent);
-    if (e_step < a.act.n) collect_env(a.collect, e_step, agent_step, lane_step, portfolio_rows[warp], &actions[warp]);
-    advance_after_step(a.collect, agent_step);
 }
 
 extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {

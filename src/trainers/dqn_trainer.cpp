@@ -313,13 +313,13 @@ void DqnTrainer::collect_ops(bool advance) {
     }
     const auto head = net_.forward(ops_, online_, observations, n_envs_, ws_act_);
     act_outputs_ = head;
+    ops::dqn_act(ops_, actions_.view(), {}, histogram_.view(), head, net_.head(), agent_.cview(), counters_.cview());
     auto persistent = env_.persistent();
     const bool advance_here = advance && !curiosity_;
-    ops::dqn_act_collect(ops_, actions_.view(), histogram_.view(), head, net_.head(), agent_.cview(),
-                         counters_.cview(), persistent.state, persistent.portfolio, persistent.states, replay_.views(),
-                         env_.market(), env_params_,
-                         advance_here ? ops::CollectAdvance{counters_.view(), collect_tickets_.view()}
-                                      : ops::CollectAdvance{});
+    ops::dqn_collect(ops_, persistent.state, persistent.portfolio, persistent.states, actions_.cview(),
+                     replay_.views(), counters_.cview(), env_.market(), env_params_,
+                     advance_here ? ops::CollectAdvance{counters_.view(), collect_tickets_.view()}
+                                  : ops::CollectAdvance{});
     if (curiosity_) curiosity_ops();
     if (advance && !advance_here) end_step_ops();
 }

@@ -109,26 +109,6 @@ void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> port
         a);
 }
 
-void dqn_act_collect(CudaDevice& device, View<int> actions, View<unsigned long long> histogram, View<const float> head,
-                     const dqn::HeadParams& h, View<const dqn::AgentParams> agent, View<const dqn::Counters> counters,
-                     View<env::EnvState> state, View<float> portfolio, View<float> states, const RingViews& ring,
-                     const env::MarketView& market, const env::EnvParams& params, const CollectAdvance& advance) {
-    const long long n = ring.n_envs;
-    const std::size_t N = agent.size();
-    abi::DqnActCollectArgs a{
-        abi::DqnActArgs{actions.data(), nullptr, or_null(histogram), head.data(), agent.data(), counters.data(), h,
-                        static_cast<int>(n), 1},
-        abi::DqnCollectArgs{state.data(), portfolio.data(), states.data(), actions.data(), ring_of(ring),
-                            counters.data(), or_null(advance.counters), or_null(advance.tickets), market, params,
-                            static_cast<int>(n)}};
-    const long long blocks = (n + abi::kDqnActCollectWarps - 1) / abi::kDqnActCollectWarps;
-    const LaunchDims dims{dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(N)),
-                          dim3(32 * abi::kDqnActCollectWarps),
-                          sizeof(float) * static_cast<std::size_t>(abi::kDqnActCollectWarps) *
-                              static_cast<std::size_t>(abi::dqn_step_smem_floats(h))};
-    device.kernels().dqn_act_collect_kernel(device.stream(), dims, a);  // the op checked the block fits
-}
-
 void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
                 View<float> masks, const RingViews& ring, View<const dqn::Counters> counters,
                 View<const dqn::AgentParams> agent, int batch, int ensemble) {

@@ -96,10 +96,6 @@ void dqn_advance(CudaDevice& device, View<dqn::Counters> counters);
 void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
                  View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
                  const env::MarketView& market, const env::EnvParams& params, const CollectAdvance& advance);
-void dqn_act_collect(CudaDevice& device, View<int> actions, View<unsigned long long> histogram, View<const float> head,
-                     const dqn::HeadParams& h, View<const dqn::AgentParams> agent, View<const dqn::Counters> counters,
-                     View<env::EnvState> state, View<float> portfolio, View<float> states, const RingViews& ring,
-                     const env::MarketView& market, const env::EnvParams& params, const CollectAdvance& advance);
 void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
                 View<float> masks, const RingViews& ring, View<const dqn::Counters> counters,
                 View<const dqn::AgentParams> agent, int batch, int ensemble);
@@ -162,29 +158,19 @@ inline std::size_t agents_of(std::size_t n, const char* op) {
 /// explore: collection), or the first maximal Q (agent and counters empty: evaluation; or explore
 /// false: an ensemble's target action, per agent). actions (N, n) out; q (N, n, A) out or empty;
 /// histogram (N, A) += the actions taken, or empty.
-namespace detail {
-/// dqn_act's checks; returns n, the rows per agent.
-inline std::size_t check_act(const char* op, View<int> actions, View<float> q, View<unsigned long long> histogram,
-                             View<const float> head, const dqn::HeadParams& h, View<const dqn::AgentParams> agent,
-                             View<const dqn::Counters> counters) {
-    check_head(h, op);
-    const std::size_t N = agent.empty() ? 1 : agent.size();
-    require(counters.size() == agent.size(), op, "counters and agent parameters come together, one per agent");
-    require(!actions.empty() && actions.size() % N == 0, op, "actions must hold n rows per agent");
-    const std::size_t A = static_cast<std::size_t>(h.num_actions);
-    require_size(head.size(), actions.size() * static_cast<std::size_t>(dqn::output_width(h)), op, "head");
-    if (!q.empty()) require_size(q.size(), actions.size() * A, op, "q");
-    if (!histogram.empty()) require_size(histogram.size(), N * A, op, "histogram");
-    checked_int_size(head.size(), op);
-    return actions.size() / N;
-}
-}  // namespace detail
-
 inline void dqn_act(Device& device, View<int> actions, View<float> q, View<unsigned long long> histogram,
                     View<const float> head, const dqn::HeadParams& h, View<const dqn::AgentParams> agent,
                     View<const dqn::Counters> counters, bool explore = true) {
     const char* op = "dqn_act";
-    const std::size_t n = detail::check_act(op, actions, q, histogram, head, h, agent, counters);
+    detail::check_head(h, op);
+    const std::size_t N = agent.empty() ? 1 : agent.size();
+    detail::require(counters.size() == agent.size(), op, "counters and agent parameters come together, one per agent");
+    detail::require(!actions.empty() && actions.size() % N == 0, op, "actions must hold n rows per agent");
+    const std::size_t n = actions.size() / N, A = static_cast<std::size_t>(h.num_actions);
+    detail::require_size(head.size(), actions.size() * static_cast<std::size_t>(dqn::output_width(h)), op, "head");
+    if (!q.empty()) detail::require_size(q.size(), actions.size() * A, op, "q");
+    if (!histogram.empty()) detail::require_size(histogram.size(), N * A, op, "histogram");
+    detail::checked_int_size(head.size(), op);
     detail::require_distinct(op, {detail::range("actions", actions), detail::range("q", q),
                                   detail::range("histogram", histogram), detail::range("head", head),
                                   detail::range("agent", agent), detail::range("counters", counters)});
@@ -312,28 +298,6 @@ inline void dqn_advance(Device& device, View<dqn::Counters> counters) {
     cpu_twin::dqn_advance(counters);
 }
 
-namespace detail {
-/// dqn_collect's checks (sizes, the market, the counters to advance).
-inline void check_collect(const char* op, View<env::EnvState> state, View<float> portfolio, View<float> states,
-                          View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
-                          const env::MarketView& market, const env::EnvParams& params, const CollectAdvance& advance) {
-    const std::size_t N = agents_of(counters.size(), op);
-    if (!advance.counters.empty() || !advance.tickets.empty()) {
-        require(advance.counters.data() == counters.data() && advance.counters.size() == N, op,
-                "the counters to advance must be the step's own counters");
-        require_size(advance.tickets.size(), N, op, "tickets");
-    }
-    check_ring(ring, N, op);
-    const std::size_t n = static_cast<std::size_t>(ring.n_envs);
-    require(ring.state_dim == params.state_dim, op, "the ring's state_dim differs from the environment's");
-    require_size(state.size(), N * n, op, "state");
-    require_size(portfolio.size(), N * n * env::PORTFOLIO_STRIDE, op, "portfolio");
-    require_size(states.size(), N * n * static_cast<std::size_t>(params.state_dim), op, "states");
-    require_size(actions.size(), N * n, op, "actions");
-    require(market.n_starts >= 1 && market.n_bars >= 2, op, "the market has no valid episode start");
-}
-}  // namespace detail
-
 /// One collection step of n environments per agent into the replay ring's slot
 /// counters.pushed % capacity_steps (rows slot * n_envs + e): the observation states[e] before
 /// the step, actions[e], env::step_env's reward and done flag, the observation after the step;
@@ -347,7 +311,20 @@ inline void dqn_collect(Device& device, View<env::EnvState> state, View<float> p
                         const env::MarketView& market, const env::EnvParams& params,
                         const CollectAdvance& advance = {}) {
     const char* op = "dqn_collect";
-    detail::check_collect(op, state, portfolio, states, actions, ring, counters, market, params, advance);
+    const std::size_t N = detail::agents_of(counters.size(), op);
+    if (!advance.counters.empty() || !advance.tickets.empty()) {
+        detail::require(advance.counters.data() == counters.data() && advance.counters.size() == N, op,
+                        "the counters to advance must be the step's own counters");
+        detail::require_size(advance.tickets.size(), N, op, "tickets");
+    }
+    detail::check_ring(ring, N, op);
+    const std::size_t n = static_cast<std::size_t>(ring.n_envs);
+    detail::require(ring.state_dim == params.state_dim, op, "the ring's state_dim differs from the environment's");
+    detail::require_size(state.size(), N * n, op, "state");
+    detail::require_size(portfolio.size(), N * n * env::PORTFOLIO_STRIDE, op, "portfolio");
+    detail::require_size(states.size(), N * n * static_cast<std::size_t>(params.state_dim), op, "states");
+    detail::require_size(actions.size(), N * n, op, "actions");
+    detail::require(market.n_starts >= 1 && market.n_bars >= 2, op, "the market has no valid episode start");
     detail::require_distinct(op, {detail::range("state", state), detail::range("portfolio", portfolio),
                                   detail::range("states", states), detail::range("actions", actions),
                                   detail::range("ring states", ring.states),
@@ -357,41 +334,6 @@ inline void dqn_collect(Device& device, View<env::EnvState> state, View<float> p
                                   detail::range("counters", counters), detail::range("tickets", advance.tickets)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dqn_collect(*cuda, state, portfolio, states, actions, ring, counters, market, params, advance);
-    cpu_twin::dqn_collect(state, portfolio, states, actions, ring, counters, market, params, advance);
-}
-
-/// A collection step's acting and environment step: dqn_act (epsilon-greedy on the head rows,
-/// agent and counters given) then dqn_collect with those actions, in one launch on the GPU where
-/// its block fits (abi::dqn_act_collect_fits; else the two launches): the same results either way.
-/// The observations acted on (`head` was computed from them) are `states` or, with HER, rows built
-/// from them; head (N, n, output_width), actions (N, n) out, histogram (N, A) += the actions.
-inline void dqn_act_collect(Device& device, View<int> actions, View<unsigned long long> histogram,
-                            View<const float> head, const dqn::HeadParams& h, View<const dqn::AgentParams> agent,
-                            View<const dqn::Counters> counters, View<env::EnvState> state, View<float> portfolio,
-                            View<float> states, const RingViews& ring, const env::MarketView& market,
-                            const env::EnvParams& params, const CollectAdvance& advance = {}) {
-    const char* op = "dqn_act_collect";
-    detail::require(!agent.empty(), op, "acting to collect needs the agents' parameters and counters");
-    const std::size_t n = detail::check_act(op, actions, {}, histogram, head, h, agent, counters);
-    detail::require(n == static_cast<std::size_t>(ring.n_envs), op, "actions must hold n_envs rows per agent");
-    detail::check_collect(op, state, portfolio, states, actions, ring, counters, market, params, advance);
-    detail::require_distinct(op, {detail::range("actions", actions), detail::range("histogram", histogram),
-                                  detail::range("head", head), detail::range("agent", agent),
-                                  detail::range("state", state), detail::range("portfolio", portfolio),
-                                  detail::range("states", states), detail::range("ring states", ring.states),
-                                  detail::range("ring next_states", ring.next_states),
-                                  detail::range("ring actions", ring.actions),
-                                  detail::range("ring rewards", ring.rewards), detail::range("ring done", ring.done),
-                                  detail::range("counters", counters), detail::range("tickets", advance.tickets)});
-    CudaDevice* cuda = device.cuda();
-    if (cuda != nullptr && abi::dqn_act_collect_fits(h))
-        return cuda_twin::dqn_act_collect(*cuda, actions, histogram, head, h, agent, counters, state, portfolio, states,
-                                          ring, market, params, advance);
-    if (cuda != nullptr) {
-        cuda_twin::dqn_act(*cuda, actions, {}, histogram, head, h, agent, counters, static_cast<int>(n), true);
-        return cuda_twin::dqn_collect(*cuda, state, portfolio, states, actions, ring, counters, market, params, advance);
-    }
-    cpu_twin::dqn_act(actions, {}, histogram, head, h, agent, counters, static_cast<int>(n), true);
     cpu_twin::dqn_collect(state, portfolio, states, actions, ring, counters, market, params, advance);
 }
 
