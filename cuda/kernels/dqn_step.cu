@@ -22,12 +22,15 @@
  *              finish: one block of kDqnFinishThreads per agent. adam_target: blocks of
  *              kDqnAdamThreads, a thread per parameter (dqn_adam_blocks) x agents. advance: one
  *              thread.
- * Speed:       rows are latency bound: head_q takes the Q of all actions in register chunks
- *              whose butterflies interleave, and the projection sums each atom's window of
- *              nonzero weights only (binary search); both bit for bit the one-action-at-a-time
- *              softmax and the full gather.
+ * Speed:       rows are latency and instruction bound: head_q takes the Q of all actions in
+ *              register chunks whose reductions interleave and are scattered over the lanes
+ *              (warp_reduce_scatter: the butterfly's pairs, fewer shuffles), and the projection
+ *              sums each atom's window of nonzero weights only (binary search); both bit for bit
+ *              the one-action-at-a-time softmax and the full gather. The environment step issues
+ *              its independent reads together (collect_env).
  * Determinism: exact run to run: warp reductions are xor butterflies (every lane ends with the
- *              same value, in a fixed order), block sums are fixed trees, no float atomics (the
+ *              same value, in a fixed order; scattered, each value on its lanes with the same
+ *              floats), block sums are fixed trees, no float atomics (the
  *              action histogram counts with integer atomics). The CPU twins
  *              (src/ops/dqn/cpu.cpp) sum in their own order: equal within rounding, except the
  *              finish, whose twin emulates the same trees and equals it bit for bit.
