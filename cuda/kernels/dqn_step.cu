@@ -21,7 +21,8 @@
  *              dqn_step_smem_floats floats per warp.
  *              finish: one block of kDqnFinishThreads per agent. adam_target: blocks of
  *              kDqnAdamThreads, a thread per parameter (dqn_adam_blocks) x agents. advance: one
- *              thread.
+ *              thread. collect: a warp per environment, kDqnCollectWarps warps per block, grid
+ *              (ceil(n / warps), agents).
  * Speed:       rows are latency and instruction bound: head_q takes the Q of all actions in
  *              register chunks whose reductions interleave and are scattered over the lanes
  *              (warp_reduce_scatter: the butterfly's pairs, fewer shuffles), and the projection
@@ -846,7 +847,8 @@ namespace {
 constexpr int kCollectCols = 4;
 
 /// dst[c] = src[c] for c in [0, n): every load of a pass in flight before its stores (the two
-/// may alias as far as the compiler knows, so a plain loop waits for each load in turn).
+/// may alias as far as the compiler knows, so a plain loop waits for each load in turn). Plain
+/// loads, not stage_rows' read-only ones: the step rewrites the observations it copies.
 __device__ __forceinline__ void warp_copy(float* dst, const float* src, int n, int lane) {
     for (int c0 = 0; c0 < n; c0 += 32 * kCollectCols) {
         float v[kCollectCols];
