@@ -584,14 +584,10 @@ __device__ double block_sum_fixed(double v) {
 }
 
 /// This block's partial of the squared norm of x (thread 0 gets it): every thread's grid-stride
-/// fma, then block_sum_fixed. The fma is explicit: the CPU emulations (src/ops/dqn/cpu.cpp) use it.
+/// fma (grid_stride_sum_squares), then block_sum_fixed. The fma is explicit: the CPU emulations
+/// (src/ops/dqn/cpu.cpp) use it.
 __device__ double squared_norm_partial(const float* __restrict__ x, int n) {
-    double acc = 0.0;
-    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) {
-        const double xi = x[i];
-        acc = fma(xi, xi, acc);
-    }
-    return block_sum_fixed(acc);
+    return block_sum_fixed(fh::device::grid_stride_sum_squares(x, n));
 }
 
 }  // namespace

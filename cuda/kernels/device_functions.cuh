@@ -26,6 +26,28 @@ __device__ __forceinline__ long long grid_thread_count() {
     return static_cast<long long>(gridDim.x) * blockDim.x;
 }
 
+/// This thread's grid-stride sum of squares of x[0, n) in double: fma(x_i, x_i, acc) over i =
+/// thread, thread + grid, ... in that order. Its loads go out kLoads at a time before their fmas:
+/// a plain loop (a division for its trip count, then a remainder loop with one load a trip) waits
+/// for L2 once per element, this once per kLoads elements. The same floats as the plain loop.
+__device__ __forceinline__ double grid_stride_sum_squares(const float* __restrict__ x, long long n) {
+    constexpr int kLoads = 4;
+    const long long stride = grid_thread_count();
+    double acc = 0.0;
+    for (long long i = global_thread_index(); i < n; i += kLoads * stride) {
+        float v[kLoads];
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) v[u] = i + u * stride < n ? x[i + u * stride] : 0.f;
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u)
+            if (i + u * stride < n) {
+                const double xi = v[u];
+                acc = fma(xi, xi, acc);
+            }
+    }
+    return acc;
+}
+
 /// Called by every thread of a block once it has written its share of a grid-wide result: true
 /// in every thread of the last block to arrive, after the other blocks' writes are visible (read
 /// them with __ldcg). An integer ticket counts the blocks, so which block finishes never changes

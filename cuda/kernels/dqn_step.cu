@@ -28,7 +28,8 @@
  *              (warp_reduce_scatter: the butterfly's pairs, fewer shuffles), and the projection
  *              sums each atom's window of nonzero weights only (binary search); both bit for bit
  *              the one-action-at-a-time softmax and the full gather. The environment step issues
- *              its independent reads together (collect_env).
+ *              its independent reads together (collect_env), as sampling does (both state rows
+ *              beside the n-step rewards: replay::warp_sample_nstep).
  * Determinism: exact run to run: warp reductions are xor butterflies (every lane ends with the
  *              same value, in a fixed order; scattered, each value on its lanes with the same
  *              floats), block sums are fixed trees, no float atomics (the
@@ -752,12 +753,7 @@ extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
 
     // This block's partial: network_norm_partials_kernel's grid-stride fma and tree (the same bits).
     {
-        const float* x = a.grads + static_cast<long long>(agent) * a.n;
-        double acc[1] = {0.0};
-        for (long long i = global_thread_index(); i < a.n; i += grid_thread_count()) {
-            const double xi = x[i];
-            acc[0] = fma(xi, xi, acc[0]);
-        }
+        double acc[1] = {fh::device::grid_stride_sum_squares(a.grads + static_cast<long long>(agent) * a.n, a.n)};
         block_sums(acc, dsum);
         if (t == 0) partials[blockIdx.x] = static_cast<float>(acc[0]);
     }
@@ -950,14 +946,10 @@ extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {
                                                   r.capacity_steps, r.n_envs, r.state_dim, agent, c, p);
     const fh::replay::ReplayView& view = sampling.view;
     const fh::replay::SampleParams& sp = sampling.params;
-    const fh::replay::NstepDraw draw = fh::replay::warp_draw_nstep(static_cast<int>(b), view, sp, lane);
-    const long long first = draw.first, last = draw.last;  // the same on every lane
     const int D = r.state_dim;
     float* x = a.x + static_cast<long long>(agent) * 2 * a.batch * D;
-    for (int col = lane; col < D; col += 32) {
-        x[b * D + col] = view.states[first * D + col];
-        x[(a.batch + b) * D + col] = view.next_states[last * D + col];
-    }
+    const fh::replay::NstepDraw draw =
+        fh::replay::warp_sample_nstep(static_cast<int>(b), view, sp, lane, x + b * D, x + (a.batch + b) * D);
     if (lane == 0) {
         const long long v = static_cast<long long>(agent) * a.batch + b;
         a.actions[v] = draw.action;

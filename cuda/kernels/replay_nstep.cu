@@ -6,11 +6,12 @@
  *              src/ops/replay/cpu.cpp.
  * Layout:      the ring (capacity_steps * n_envs rows, slot = step % capacity_steps); outputs
  *              states/next_states (B, state_dim), actions/returns/discounts (B).
- * Launch:      one warp per batch row (replay::warp_draw_nstep: the pick drawn by every lane,
- *              step k's reward and done flag read by lane k at once, the return formed by every
- *              lane through shuffles; the state rows copied with consecutive lanes on consecutive
- *              columns), 1-D blocks of a multiple of 32
- *              threads, any grid (grid-stride over rows).
+ * Launch:      one warp per batch row (replay::warp_sample_nstep: the pick drawn by every lane,
+ *              step k's reward and done flag read by lane k at once beside both state rows (the
+ *              next state's row guessed as the n-th step's, read again when a done flag came
+ *              first), the return formed by every lane through shuffles; consecutive lanes on
+ *              consecutive columns), 1-D blocks of a multiple of 32 threads, any grid
+ *              (grid-stride over rows).
  * Determinism: exact, and bit-identical to the CPU twin (module built with --fmad=false).
  * Aliasing:    outputs are distinct buffers, disjoint from the ring.
  * Signatures:  cuda/abi/replay_nstep.h.
@@ -31,11 +32,8 @@ extern "C" __global__ void nstep_sample_kernel(float* __restrict__ states, float
     const int D = replay.state_dim;
     for (long long b = global_thread_index() / 32; b < batch; b += grid_thread_count() / 32) {
         // b is the same on every lane of the warp (blocks are whole warps): a warp per row.
-        const fh::replay::NstepDraw d = fh::replay::warp_draw_nstep(static_cast<int>(b), replay, params, lane);
-        for (int c = lane; c < D; c += 32) {
-            states[b * D + c] = replay.states[d.first * D + c];
-            next_states[b * D + c] = replay.next_states[d.last * D + c];
-        }
+        const fh::replay::NstepDraw d = fh::replay::warp_sample_nstep(static_cast<int>(b), replay, params, lane,
+                                                                      states + b * D, next_states + b * D);
         if (lane == 0) {
             actions[b] = d.action;
             returns[b] = d.ret;

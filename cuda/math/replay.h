@@ -99,11 +99,11 @@ FH_HD NstepDraw draw_nstep(int b, const ReplayView& r, const SampleParams& s) {
 }
 
 #if defined(__CUDACC__)
-/// draw_nstep by a whole warp, bit for bit: every lane draws the pick, lane k < n_step reads
-/// step k's reward and done flag (one round trip to memory instead of one per step), and every
-/// lane forms the return from them through shuffles. All 32 lanes must call it.
-__device__ inline NstepDraw warp_draw_nstep(int b, const ReplayView& r, const SampleParams& s, int lane) {
-    const NstepPick p = pick_nstep(b, r, s);
+/// accumulate_nstep by a whole warp, bit for bit (every lane holds the pick): lane k < n_step
+/// reads step k's reward and done flag (one round trip to memory instead of one per step), and
+/// every lane forms the return from them through shuffles. All 32 lanes must call it.
+__device__ inline NstepDraw warp_accumulate_nstep(const NstepPick& p, const ReplayView& r, const SampleParams& s,
+                                                  int lane) {
     const int action = r.actions[ring_row(r, p.step, p.env)];
     if (s.n_step > 32)
         return accumulate_nstep(p, r, s, action, [&](int k, float& reward, std::uint8_t& done) {
@@ -122,6 +122,54 @@ __device__ inline NstepDraw warp_draw_nstep(int b, const ReplayView& r, const Sa
         reward = __shfl_sync(0xffffffffu, my_reward, k);
         done = static_cast<std::uint8_t>(__shfl_sync(0xffffffffu, my_done, k));
     });
+}
+/// Columns of each state row a lane of warp_sample_nstep loads before the draw's rewards are
+/// known (two: the 50 features of the trainers' states in one round).
+inline constexpr int kWarpSampleCols = 2;
+/// sample_nstep by a whole warp, bit for bit (state_out, next_out: the batch row's two outputs).
+/// The first transition's state row is known from the pick, and the last transition is the n-th
+/// step's unless a done flag comes first (rare): so both rows' loads go out beside the rewards and
+/// done flags (the n-th step's next state read again when a done flag cut the return short), then
+/// the stores; a row waits for memory once instead of once per row and per 32 columns.
+__device__ inline NstepDraw warp_sample_nstep(int b, const ReplayView& r, const SampleParams& s, int lane,
+                                              float* state_out, float* next_out) {
+    constexpr int U = kWarpSampleCols;
+    const NstepPick p = pick_nstep(b, r, s);
+    const int D = r.state_dim;
+    const float* state_row = r.states + ring_row(r, p.step, p.env) * D;
+    const long long likely_last = ring_row(r, p.step + (s.n_step > 1 ? s.n_step - 1 : 0), p.env);
+    float sv[U], nv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const int c = u * 32 + lane;
+        sv[u] = c < D ? state_row[c] : 0.0f;
+        nv[u] = c < D ? r.next_states[likely_last * D + c] : 0.0f;
+    }
+    const NstepDraw d = warp_accumulate_nstep(p, r, s, lane);
+    const float* next_row = r.next_states + d.last * D;
+    if (d.last != likely_last) {  // the same on every lane
+#pragma unroll
+        for (int u = 0; u < U; ++u) nv[u] = u * 32 + lane < D ? next_row[u * 32 + lane] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const int c = u * 32 + lane;
+        if (c < D) state_out[c] = sv[u], next_out[c] = nv[u];
+    }
+    for (int c0 = 32 * U; c0 < D; c0 += 32 * U) {  // wider states: the rest, U columns a lane at a time
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int c = c0 + u * 32 + lane;
+            sv[u] = c < D ? state_row[c] : 0.0f;
+            nv[u] = c < D ? next_row[c] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int c = c0 + u * 32 + lane;
+            if (c < D) state_out[c] = sv[u], next_out[c] = nv[u];
+        }
+    }
+    return d;
 }
 #endif
 

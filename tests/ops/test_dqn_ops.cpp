@@ -235,42 +235,47 @@ TEST_CASE("epsilon-greedy: greedy at 0, uniform at 1, ties to the lowest action"
 TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal the CPU", "[gpu][dqn]") {
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    const int cap = 37, n_envs = 13, D = 11, B = 301;
-    const auto states = random_floats(cap * n_envs * D, 1), next = random_floats(cap * n_envs * D, 2);
-    const auto rewards = random_floats(cap * n_envs, 3);
-    std::vector<int> acts(cap * n_envs);
-    std::vector<std::uint8_t> done(cap * n_envs);
-    for (int i = 0; i < cap * n_envs; ++i) { acts[i] = i % 9; done[i] = static_cast<std::uint8_t>(i % 17 == 0 ? 1 : i % 11 == 0 ? 2 : 0); }
-    const auto q = random_floats(4099 * 9, 4);
-    auto run = [&](fh::ops::Device& ops) {
-        auto rs = ops.from_host<float>(states), rn = ops.from_host<float>(next), rr = ops.from_host<float>(rewards);
-        auto ra = ops.from_host<int>(acts);
-        auto rd = ops.from_host<std::uint8_t>(done);
-        const fh::replay::ReplayView r{rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(),
-                                    rd.cview().data(), cap, n_envs, D};
-        auto bs = ops.alloc<float>(B * D), bn = ops.alloc<float>(B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B);
-        auto ba = ops.alloc<int>(B);
-        fh::ops::nstep_sample(ops, bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
-                         fh::replay::SampleParams{42, 9, 50, 30, 3, 0.97f}, B);
-        auto qb = ops.from_host<float>(q);
-        auto ea = ops.alloc<int>(4099);
-        fh::ops::epsilon_greedy(ops, ea.view(), qb.cview(), 9, 0.3f, 5, 11);
-        auto m = ops.alloc<float>(1);
-        ops.mean(m.view(), br.cview());
-        auto hist = ops.from_host<unsigned long long>(std::vector<unsigned long long>(9, 0));
-        fh::ops::action_histogram(ops, hist.view(), ea.cview(), 9);
-        return std::tuple{ops.to_host(bs.cview()), ops.to_host(bn.cview()), ops.to_host(ba.cview()),
-                          ops.to_host(br.cview()), ops.to_host(bd.cview()), ops.to_host(ea.cview()),
-                          ops.to_host(m.cview()), ops.to_host(hist.cview())};
-    };
-    const auto c = run(cpu);
-    const auto g = run(gpu);
-    CHECK(std::get<0>(g) == std::get<0>(c));
-    CHECK(std::get<1>(g) == std::get<1>(c));
-    CHECK(std::get<2>(g) == std::get<2>(c));
-    CHECK(std::get<3>(g) == std::get<3>(c));  // --fmad=false: bit for bit
-    CHECK(std::get<4>(g) == std::get<4>(c));
-    CHECK(std::get<5>(g) == std::get<5>(c));
-    FH_REQUIRE_CLOSE(std::get<6>(g), std::get<6>(c), 1e-6, 1e-5);
-    CHECK(std::get<7>(g) == std::get<7>(c));
+    // State widths below one warp, within the two columns a lane loads before the n-step reads
+    // (replay::warp_sample_nstep), and beyond them (its loop over the rest).
+    for (const int D : {11, 50, 131}) {
+        INFO("state_dim " << D);
+        const int cap = 37, n_envs = 13, B = 301;
+        const auto states = random_floats(cap * n_envs * D, 1), next = random_floats(cap * n_envs * D, 2);
+        const auto rewards = random_floats(cap * n_envs, 3);
+        std::vector<int> acts(cap * n_envs);
+        std::vector<std::uint8_t> done(cap * n_envs);
+        for (int i = 0; i < cap * n_envs; ++i) { acts[i] = i % 9; done[i] = static_cast<std::uint8_t>(i % 17 == 0 ? 1 : i % 11 == 0 ? 2 : 0); }
+        const auto q = random_floats(4099 * 9, 4);
+        auto run = [&](fh::ops::Device& ops) {
+            auto rs = ops.from_host<float>(states), rn = ops.from_host<float>(next), rr = ops.from_host<float>(rewards);
+            auto ra = ops.from_host<int>(acts);
+            auto rd = ops.from_host<std::uint8_t>(done);
+            const fh::replay::ReplayView r{rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(),
+                                        rd.cview().data(), cap, n_envs, D};
+            auto bs = ops.alloc<float>(B * D), bn = ops.alloc<float>(B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B);
+            auto ba = ops.alloc<int>(B);
+            fh::ops::nstep_sample(ops, bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
+                             fh::replay::SampleParams{42, 9, 50, 30, 3, 0.97f}, B);
+            auto qb = ops.from_host<float>(q);
+            auto ea = ops.alloc<int>(4099);
+            fh::ops::epsilon_greedy(ops, ea.view(), qb.cview(), 9, 0.3f, 5, 11);
+            auto m = ops.alloc<float>(1);
+            ops.mean(m.view(), br.cview());
+            auto hist = ops.from_host<unsigned long long>(std::vector<unsigned long long>(9, 0));
+            fh::ops::action_histogram(ops, hist.view(), ea.cview(), 9);
+            return std::tuple{ops.to_host(bs.cview()), ops.to_host(bn.cview()), ops.to_host(ba.cview()),
+                              ops.to_host(br.cview()), ops.to_host(bd.cview()), ops.to_host(ea.cview()),
+                              ops.to_host(m.cview()), ops.to_host(hist.cview())};
+        };
+        const auto c = run(cpu);
+        const auto g = run(gpu);
+        CHECK(std::get<0>(g) == std::get<0>(c));
+        CHECK(std::get<1>(g) == std::get<1>(c));
+        CHECK(std::get<2>(g) == std::get<2>(c));
+        CHECK(std::get<3>(g) == std::get<3>(c));  // --fmad=false: bit for bit
+        CHECK(std::get<4>(g) == std::get<4>(c));
+        CHECK(std::get<5>(g) == std::get<5>(c));
+        FH_REQUIRE_CLOSE(std::get<6>(g), std::get<6>(c), 1e-6, 1e-5);
+        CHECK(std::get<7>(g) == std::get<7>(c));
+    }
 }
