@@ -130,6 +130,9 @@ using NetworkHeadBackward = void(HeadBackwardArgs args);
 inline constexpr int kHeadBackwardMaxOut = 16;
 /// dout rows network_narrow_head_backward_kernel stages in shared memory at a time (4 per thread row).
 inline constexpr int kHeadBackwardStagedRows = 4 * kBiasGradRows;
+/// Block sums network_narrow_head_backward_kernel reduces in one tree (its out + 2 sums in
+/// groups of this many: one barrier per level for a group).
+inline constexpr int kHeadBackwardTreeSums = 6;
 /// Partial floats a slice of the head-backward kernels leaves: the hidden layer's db (in), the
 /// head's dw (out x in) and the head's db (out).
 FH_HD constexpr long long head_backward_partial_floats(int in, int out) {

@@ -259,6 +259,19 @@ __device__ void bias_rows_tree(float (&sums)[fh::abi::kBiasGradRows][32]) {
     }
 }
 
+/// bias_rows_tree for the first n of N arrays at once: one barrier per level for all of them,
+/// each array summed in bias_rows_tree's order (the same floats as n trees one after another).
+template <int N> __device__ void bias_rows_trees(float (*sums)[fh::abi::kBiasGradRows][32], int n) {
+    __syncthreads();
+    for (int stride = fh::abi::kBiasGradRows / 2; stride > 0; stride /= 2) {
+        if (threadIdx.y < static_cast<unsigned>(stride))
+#pragma unroll
+            for (int j = 0; j < N; ++j)
+                if (j < n) sums[j][threadIdx.y][threadIdx.x] += sums[j][threadIdx.y + stride][threadIdx.x];
+        __syncthreads();
+    }
+}
+
 }  // namespace
 
 namespace {
@@ -357,8 +370,10 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, FH_BIA
 // thread (three sums per thread do not fit the bias-gradient kernel's 32 registers).
 extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
     network_scalar_head_backward_kernel(fh::abi::HeadBackwardArgs a) {
-    __shared__ float hidden[fh::abi::kBiasGradRows][32], head[fh::abi::kBiasGradRows][32],
-        head_b[fh::abi::kBiasGradRows][32];
+    __shared__ float sums[3][fh::abi::kBiasGradRows][32];  // the hidden db's, the head dW's, the head db's
+    float(&hidden)[fh::abi::kBiasGradRows][32] = sums[0];
+    float(&head)[fh::abi::kBiasGradRows][32] = sums[1];
+    float(&head_b)[fh::abi::kBiasGradRows][32] = sums[2];
     constexpr int K = fh::abi::kBiasGradRows, U = 8;
     const long long z = blockIdx.z;  // this block's network
     const int in = a.in;
@@ -396,14 +411,12 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
         }
         for (; r < row_end; r += K) row(r, dout[r], x[r * in + col]);
     }
-    // The three sums of every thread row, over the block's rows (bias_rows_tree): row 0 holds them.
+    // The three sums of every thread row, over the block's rows (one bias_rows_trees): row 0 holds them.
     const auto block_sums = [&](float s_hidden, float s_head, float s_head_b) {
         hidden[threadIdx.y][threadIdx.x] = s_hidden;
         head[threadIdx.y][threadIdx.x] = s_head;
         head_b[threadIdx.y][threadIdx.x] = s_head_b;
-        bias_rows_tree(hidden);
-        bias_rows_tree(head);
-        bias_rows_tree(head_b);
+        bias_rows_trees<3>(sums, 3);
     };
     block_sums(acc_hidden, acc_head, acc_head_b);
     const bool writer = threadIdx.y == 0 && col < in;
@@ -453,7 +466,8 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
     constexpr int K = fh::abi::kBiasGradRows, H = fh::abi::kHeadBackwardMaxOut, R = fh::abi::kHeadBackwardStagedRows;
     __shared__ float rows_d[R * H];  // dout rows [r0, r0 + R) of this step, out floats each
     __shared__ float w_cols[H][32];  // W[h, column] of this block's 32 columns
-    __shared__ float red[K][32];     // one block sum at a time (bias_rows_tree)
+    constexpr int G = fh::abi::kHeadBackwardTreeSums;
+    __shared__ float red[G][K][32];  // G block sums at a time (bias_rows_trees)
     const long long z = blockIdx.z;  // this block's network
     const int in = a.in, out = a.out;
     const int tid = threadIdx.y * 32 + threadIdx.x;
@@ -503,20 +517,34 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
             if (sums_head_b) acc_head_b += d[threadIdx.x];
         }
     }
-    // Each sum over the block's thread rows (bias_rows_tree, one at a time through red): thread
-    // row 0 keeps them (the other rows' sums are not used). Only thread (0, x) reads red[0][x],
-    // and it writes it next, so no barrier is needed between two sums beyond the tree's own.
-    const auto block_sum = [&](float v) {
-        red[threadIdx.y][threadIdx.x] = v;
-        bias_rows_tree(red);
-        return threadIdx.y == 0 ? red[0][threadIdx.x] : 0.f;
-    };
+    // Each sum over the block's thread rows (bias_rows_tree's order), G at a time through red
+    // (bias_rows_trees: one barrier per level for the G): thread row 0 keeps them (the other
+    // rows' sums are not used). The out + 2 sums in order: hidden db, head db, head dW per output.
+    // Only thread (0, x) reads red[j][0][x], and it writes it next, so no barrier is needed
+    // between two groups beyond the trees' own.
     const auto block_sums = [&] {
-        acc_hidden = block_sum(acc_hidden);
+        constexpr int V = H + 2;
+        float v[V];
+        v[0] = acc_hidden;
+        v[1] = acc_head_b;
 #pragma unroll
-        for (int h = 0; h < H; ++h)
-            if (h < out) acc_head[h] = block_sum(acc_head[h]);
-        acc_head_b = block_sum(acc_head_b);
+        for (int h = 0; h < H; ++h) v[2 + h] = acc_head[h];
+        const int n = out + 2;
+#pragma unroll
+        for (int g0 = 0; g0 < V; g0 += G) {
+            if (g0 >= n) break;
+#pragma unroll
+            for (int j = 0; j < G; ++j)
+                if (g0 + j < V && g0 + j < n) red[j][threadIdx.y][threadIdx.x] = v[g0 + j];
+            bias_rows_trees<G>(red, n - g0 < G ? n - g0 : G);
+#pragma unroll
+            for (int j = 0; j < G; ++j)
+                if (g0 + j < V && g0 + j < n) v[g0 + j] = threadIdx.y == 0 ? red[j][0][threadIdx.x] : 0.f;
+        }
+        acc_hidden = v[0];
+        acc_head_b = v[1];
+#pragma unroll
+        for (int h = 0; h < H; ++h) acc_head[h] = v[2 + h];
     };
     block_sums();
     const bool writer = threadIdx.y == 0 && has_col;

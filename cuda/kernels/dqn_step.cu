@@ -597,12 +597,9 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps, fh::ab
     const int Z = h.num_atoms, A = h.num_actions, W = head_width(h);
     const long long row_index = static_cast<long long>(agent) * R + b;
     const long long sample = static_cast<long long>(agent) * a.batch + b / h.ensemble;
+    // The sample's scalars and (staged) its three rows are read in one round, and only then is the
+    // action checked: the rows' loads do not wait for it.
     const int act = a.actions[sample];
-    if (act < 0 || act >= A) {  // the same for the block
-        corrupt_row(a.d_head + row_index * W, a.stats + static_cast<long long>(agent) * fh::dqn::kSampleStats * R, R,
-                    b, W, threadIdx.x, blockDim.x);
-        return;
-    }
     // The plain C51 row by four warps, each step's floats exactly loss_row_one_warp's (the same
     // functions over the same lanes' atoms); only independent steps run side by side.
     const float* hs = a.head_s + row_index * W;
@@ -623,6 +620,10 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps, fh::ab
         hs = rows;
         hsel = rows + W;
         ht = rows + 2 * W;
+    }
+    if (act < 0 || act >= A) {  // the same for the block
+        corrupt_row(d, stats, R, b, W, threadIdx.x, blockDim.x);
+        return;
     }
 
     // 1. Side by side: the select row's Q, a third of the actions per warp (into first.q; the
