@@ -9,11 +9,15 @@ namespace fh::abi {
 /// Row b of the batch = replay::sample_nstep(b, replay, params): states, next_states (B, D),
 /// actions, returns, discounts (B). Outputs distinct from each other and from the ring.
 /// update_from (1) or null: the RNG's update number read from device memory instead of
-/// params.update (a captured update). Launch one warp per row: blocks of a multiple of 32 threads.
+/// params.update (a captured update). advance (1) or null: instead, the update number is
+/// advance[0] + 1 and the launch leaves it in advance[0] (the last block to finish, counted on
+/// ticket (1), zero before and after): a captured update's counter advanced without a launch of
+/// its own. Launch one warp per row: blocks of a multiple of 32 threads.
 using NstepSample = void(float* __restrict__ states, float* __restrict__ next_states,
                          int* __restrict__ actions, float* __restrict__ returns,
                          float* __restrict__ discounts, replay::ReplayView replay,
-                         replay::SampleParams params, const long long* __restrict__ update_from, int batch);
+                         replay::SampleParams params, const long long* __restrict__ update_from,
+                         long long* __restrict__ advance, unsigned* __restrict__ ticket, int batch);
 
 }  // namespace fh::abi
 

@@ -11,7 +11,8 @@
  *              next state's row guessed as the n-th step's, read again when a done flag came
  *              first), the return formed by every lane through shuffles; consecutive lanes on
  *              consecutive columns), 1-D blocks of a multiple of 32 threads, any grid
- *              (grid-stride over rows).
+ *              (grid-stride over rows). With `advance`, the last block to finish (an integer
+ *              ticket) advances the update counter every block read at its start.
  * Determinism: exact, and bit-identical to the CPU twin (module built with --fmad=false).
  * Aliasing:    outputs are distinct buffers, disjoint from the ring.
  * Signatures:  cuda/abi/replay_nstep.h.
@@ -26,8 +27,11 @@ extern "C" __global__ void nstep_sample_kernel(float* __restrict__ states, float
                                                int* __restrict__ actions, float* __restrict__ returns,
                                                float* __restrict__ discounts, fh::replay::ReplayView replay,
                                                fh::replay::SampleParams params,
-                                               const long long* __restrict__ update_from, int batch) {
-    if (update_from != nullptr) params.update = static_cast<std::uint64_t>(*update_from);
+                                               const long long* __restrict__ update_from,
+                                               long long* __restrict__ advance, unsigned* __restrict__ ticket,
+                                               int batch) {
+    if (advance != nullptr) params.update = static_cast<std::uint64_t>(*advance + 1);
+    else if (update_from != nullptr) params.update = static_cast<std::uint64_t>(*update_from);
     const int lane = static_cast<int>(threadIdx.x % 32);
     const int D = replay.state_dim;
     for (long long b = global_thread_index() / 32; b < batch; b += grid_thread_count() / 32) {
@@ -39,6 +43,11 @@ extern "C" __global__ void nstep_sample_kernel(float* __restrict__ states, float
             returns[b] = d.ret;
             discounts[b] = d.discount;
         }
+    }
+    // Every block read the counter above; the last one to finish advances it for the ops after.
+    if (advance != nullptr && fh::device::last_block_to_arrive(ticket, gridDim.x) && threadIdx.x == 0) {
+        *advance += 1;
+        *ticket = 0;
     }
 }
 

@@ -10,7 +10,8 @@ namespace fh::trainers {
 AdamState::AdamState(ops::Device& device, const nn::ParamLayout& layout)
     : m_(nn::alloc_zeroed(device, layout)),
       v_(nn::alloc_zeroed(device, layout)),
-      device_step_(device.from_host<long long>(std::vector<long long>{0})) {}
+      device_step_(device.from_host<long long>(std::vector<long long>{0})),
+      step_ticket_(device.from_host<unsigned>(std::vector<unsigned>{0u})) {}
 
 void AdamState::advance_device_step(ops::Device& device) { device.increment(device_step_.view()); }
 

@@ -98,17 +98,18 @@ void IqlTrainer::iterate() {
 }
 
 // One update. Its number (sampling, the guard, Adam's bias corrections, the periodic target copy)
-// is read from the optimizer's step counter in device memory, which the update advances first:
-// no per-update value comes from the host, so the sequence is captured once and replayed.
+// is read from the optimizer's step counter in device memory, which the update's first launch
+// (the sampling) advances: no per-update value comes from the host, so the sequence is captured
+// once and replayed.
 void IqlTrainer::update_ops(bool inject_nan) {
     const int B = batch_;
     const auto seed = static_cast<std::uint64_t>(profile_.run.seed);
     const auto& t = profile_.training;
-    adam_.advance_device_step(ops_);
     const auto update = adam_.device_step();
 
-    // 1. A uniform batch of one-step transitions (s, a, r, gamma (1 - terminated), s').
-    dataset_.sample(ops_, batch_buf_, seed, 0, 1, static_cast<float>(t.gamma), update);
+    // 1. A uniform batch of one-step transitions (s, a, r, gamma (1 - terminated), s'), at the
+    //    update number the sampling advances the counter to (no launch of its own).
+    dataset_.sample(ops_, batch_buf_, seed, 0, 1, static_cast<float>(t.gamma), {}, adam_.device_step_advance());
     const ops::View<const float> b_states = batch_buf_.states();
     const auto b_actions = batch_buf_.actions.cview();
     const auto b_rewards = batch_buf_.returns.cview(), b_discounts = batch_buf_.discounts.cview();

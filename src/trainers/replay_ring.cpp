@@ -71,12 +71,12 @@ replay::ReplayView ReplayRing::view() const {
 }
 
 void ReplayRing::sample(ops::Device& device, ReplayBatch& out, std::uint64_t seed, std::uint64_t update, int n_step,
-                        float gamma, ops::View<const long long> update_from) const {
+                        float gamma, ops::View<const long long> update_from, const ops::SampleAdvance& advance) const {
     const long long oldest = std::max<long long>(0, pushed_ - capacity_steps_);
     ops::nstep_sample(device, out.states(), out.next_states(), out.actions.view(), out.returns.view(),
                       out.discounts.view(), view(),
                       replay::SampleParams{seed, update, oldest, sampleable_steps(n_step), n_step, gamma}, out.batch,
-                      update_from);
+                      update_from, advance);
 }
 
 std::vector<StateTensor> ReplayRing::state_tensors(const std::string& prefix) {

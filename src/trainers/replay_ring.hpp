@@ -13,6 +13,7 @@
 #include "math/replay.h"
 #include "ops/device.hpp"
 #include "ops/dqn/ops.hpp"
+#include "ops/replay/ops.hpp"
 #include "trainers/state_tensor.hpp"
 
 namespace fh::trainers {
@@ -66,9 +67,10 @@ public:
     long long sampleable_steps(int n_step) const noexcept;
     /// A uniform batch of n-step transitions; the draw is Philox(seed, replay_sample, row, update),
     /// with the update number `update`, or update_from[0] in device memory when given (a
-    /// captured update's counter).
+    /// captured update's counter), or the counter advance advances in the launch (its value + 1:
+    /// ops::SampleAdvance).
     void sample(ops::Device& device, ReplayBatch& out, std::uint64_t seed, std::uint64_t update, int n_step,
-                float gamma, ops::View<const long long> update_from = {}) const;
+                float gamma, ops::View<const long long> update_from = {}, const ops::SampleAdvance& advance = {}) const;
 
     /// The ring's arrays as checkpoint tensors "<prefix>states", ... (e.g. "replay/").
     std::vector<StateTensor> state_tensors(const std::string& prefix);

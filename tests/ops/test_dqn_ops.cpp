@@ -232,6 +232,82 @@ TEST_CASE("epsilon-greedy: greedy at 0, uniform at 1, ties to the lowest action"
     for (int h : hist) CHECK(h > 250);  // ~333 each
 }
 
+/// nstep_sample with a SampleAdvance (a captured update's counter advanced by its sampling launch)
+/// on `ops`: two launches from counter 8; the batches and the counter and ticket after each.
+std::tuple<std::vector<float>, std::vector<float>, std::vector<long long>, std::vector<unsigned>> sample_advancing(
+    fh::ops::Device& ops) {
+    const int cap = 23, n_envs = 5, D = 7, B = 133;  // 133 rows: five blocks of four warps
+    auto rs = ops.from_host<float>(random_floats(cap * n_envs * D, 11));
+    auto rn = ops.from_host<float>(random_floats(cap * n_envs * D, 12));
+    auto rr = ops.from_host<float>(random_floats(cap * n_envs, 13));
+    std::vector<int> acts(cap * n_envs);
+    std::vector<std::uint8_t> done(cap * n_envs);
+    for (int i = 0; i < cap * n_envs; ++i) acts[i] = i % 5, done[i] = static_cast<std::uint8_t>(i % 13 == 0 ? 1 : 0);
+    auto ra = ops.from_host<int>(acts);
+    auto rd = ops.from_host<std::uint8_t>(done);
+    const fh::replay::ReplayView r{rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(),
+                                   rd.cview().data(), cap, n_envs, D};
+    auto bs = ops.alloc<float>(B * D), bn = ops.alloc<float>(B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B);
+    auto ba = ops.alloc<int>(B);
+    auto counter = ops.from_host<long long>(std::vector<long long>{8});
+    auto ticket = ops.from_host<unsigned>(std::vector<unsigned>{0u});
+    std::vector<float> states, returns;
+    std::vector<long long> counts;
+    std::vector<unsigned> tickets;
+    for (int k = 0; k < 2; ++k) {
+        fh::ops::nstep_sample(ops, bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
+                              fh::replay::SampleParams{42, 0, 3, 20, 3, 0.97f}, B, {},
+                              fh::ops::SampleAdvance{counter.view(), ticket.view()});
+        const auto s = ops.to_host(bs.cview()), ret = ops.to_host(br.cview());
+        states.insert(states.end(), s.begin(), s.end());
+        returns.insert(returns.end(), ret.begin(), ret.end());
+        counts.push_back(ops.to_host(counter.cview())[0]);
+        tickets.push_back(ops.to_host(ticket.cview())[0]);
+    }
+    // The same draws as update numbers 9 and 10 given directly.
+    for (const long long u : {9LL, 10LL}) {
+        fh::ops::nstep_sample(ops, bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
+                              fh::replay::SampleParams{42, static_cast<std::uint64_t>(u), 3, 20, 3, 0.97f}, B);
+        const auto s = ops.to_host(bs.cview()), ret = ops.to_host(br.cview());
+        states.insert(states.end(), s.begin(), s.end());
+        returns.insert(returns.end(), ret.begin(), ret.end());
+    }
+    return {states, returns, counts, tickets};
+}
+
+TEST_CASE("n-step sampling that advances its update counter samples at counter + 1 and leaves it there", "[dqn][ops]") {
+    fh::ops::CpuDevice cpu;
+    const auto [states, returns, counts, tickets] = sample_advancing(cpu);
+    const std::size_t half_s = states.size() / 2, half_r = returns.size() / 2;
+    CHECK(std::vector<float>(states.begin(), states.begin() + half_s) == std::vector<float>(states.begin() + half_s, states.end()));
+    CHECK(std::vector<float>(returns.begin(), returns.begin() + half_r) == std::vector<float>(returns.begin() + half_r, returns.end()));
+    CHECK(counts == std::vector<long long>{9, 10});
+    // Not with an update number from update_from as well.
+    auto c = cpu.from_host<long long>(std::vector<long long>{0});
+    auto t = cpu.alloc<unsigned>(1);
+    auto x = cpu.alloc<float>(8);
+    auto i = cpu.alloc<int>(1);
+    const std::vector<float> ring(64, 0.f);
+    const std::vector<int> ring_a(8, 0);
+    const std::vector<std::uint8_t> ring_d(8, 0);
+    const fh::replay::ReplayView r{ring.data(), ring.data() + 32, ring_a.data(), ring.data(), ring_d.data(), 8, 1, 1};
+    CHECK_THROWS_WITH(fh::ops::nstep_sample(cpu, x.view().subview(0, 1), x.view().subview(1, 1), i.view(),
+                                            x.view().subview(2, 1), x.view().subview(3, 1), r,
+                                            fh::replay::SampleParams{1, 0, 0, 4, 1, 0.9f}, 1, c.cview(),
+                                            fh::ops::SampleAdvance{c.view(), t.view()}),
+                      Catch::Contains("update_from and from advance"));
+}
+
+TEST_CASE("GPU n-step sampling that advances its counter equals the CPU's, the ticket zero after", "[gpu][dqn]") {
+    fh::ops::CpuDevice cpu;
+    const auto c = sample_advancing(cpu);
+    const auto g = sample_advancing(fh::test::gpu_ops());
+    CHECK(std::get<0>(g) == std::get<0>(c));
+    CHECK(std::get<1>(g) == std::get<1>(c));
+    CHECK(std::get<2>(g) == std::vector<long long>{9, 10});
+    CHECK(std::get<3>(g) == std::vector<unsigned>{0u, 0u});
+}
+
 TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal the CPU", "[gpu][dqn]") {
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();

@@ -17,26 +17,44 @@
 
 namespace fh::ops {
 
+/// A sampling launch that advances the update counter it reads (a captured update's first op,
+/// instead of a Device::increment launch before it): the update number is counter[0] + 1, and
+/// counter[0] holds it after the launch. ticket (1): a zeroed scratch of the CUDA twin (its last
+/// block advances), zero again after. Empty counter: none.
+struct SampleAdvance {
+    View<long long> counter;
+    View<unsigned> ticket;
+};
+
 namespace cpu_twin {
 void nstep_sample(View<float> states, View<float> next_states, View<int> actions, View<float> returns,
                   View<float> discounts, const replay::ReplayView& r, const replay::SampleParams& p,
-                  View<const long long> update_from, int batch);
+                  View<const long long> update_from, const SampleAdvance& advance, int batch);
 }  // namespace cpu_twin
 
 namespace cuda_twin {
 void nstep_sample(CudaDevice& device, View<float> states, View<float> next_states, View<int> actions,
                   View<float> returns, View<float> discounts, const replay::ReplayView& r,
-                  const replay::SampleParams& p, View<const long long> update_from, int batch);
+                  const replay::SampleParams& p, View<const long long> update_from, const SampleAdvance& advance,
+                  int batch);
 }  // namespace cuda_twin
 
 /// A batch of n-step transitions from the replay ring (replay::sample_nstep).
 /// states, next_states (B, state_dim); actions, returns, discounts (B). update_from (1) or
 /// empty: the RNG's update number read from device memory instead of p.update (a captured
-/// update's counter, Device::increment).
+/// update's counter, Device::increment). advance: the update number from a counter the launch
+/// advances (SampleAdvance; not with update_from).
 inline void nstep_sample(Device& device, View<float> states, View<float> next_states, View<int> actions,
                          View<float> returns, View<float> discounts, const replay::ReplayView& r,
-                         const replay::SampleParams& p, int batch, View<const long long> update_from = {}) {
+                         const replay::SampleParams& p, int batch, View<const long long> update_from = {},
+                         const SampleAdvance& advance = {}) {
     if (!update_from.empty()) detail::require_size(update_from.size(), 1, "nstep_sample", "update_from");
+    if (!advance.counter.empty()) {
+        if (!update_from.empty())
+            throw std::invalid_argument("ops::nstep_sample: an update number from update_from and from advance");
+        detail::require_size(advance.counter.size(), 1, "nstep_sample", "advance counter");
+        detail::require_size(advance.ticket.size(), 1, "nstep_sample", "advance ticket");
+    }
     if (batch < 1 || r.capacity_steps < 1 || r.n_envs < 1 || r.state_dim < 1 || p.n_step < 1 || p.sampleable < 1 ||
         p.oldest_step < 0)
         throw std::invalid_argument("ops::nstep_sample: empty batch, ring or sampleable range");
@@ -52,10 +70,12 @@ inline void nstep_sample(Device& device, View<float> states, View<float> next_st
         "nstep_sample",
         {detail::range("states", states), detail::range("next_states", next_states), detail::range("actions", actions),
          detail::range("returns", returns), detail::range("discounts", discounts),
-         detail::range("ring states", ring_states), detail::range("ring next_states", ring_next)});
+         detail::range("ring states", ring_states), detail::range("ring next_states", ring_next),
+         detail::range("advance counter", advance.counter), detail::range("advance ticket", advance.ticket)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::nstep_sample(*cuda, states, next_states, actions, returns, discounts, r, p, update_from, batch);
-    cpu_twin::nstep_sample(states, next_states, actions, returns, discounts, r, p, update_from, batch);
+        return cuda_twin::nstep_sample(*cuda, states, next_states, actions, returns, discounts, r, p, update_from,
+                                       advance, batch);
+    cpu_twin::nstep_sample(states, next_states, actions, returns, discounts, r, p, update_from, advance, batch);
 }
 
 }  // namespace fh::ops
