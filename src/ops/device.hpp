@@ -134,6 +134,15 @@ constexpr bool has_part(BackwardPart set, BackwardPart p) noexcept {
 /// ops that take a CounterValue; the counter must outlive the ops (and a captured sequence).
 CounterValue counter_value(View<const long long> counter, long long scale = 1, long long offset = 0);
 
+/// A device counter that the op reading it advances in its own launch (a captured sequence's
+/// first op, instead of a Device::increment launch before it): the op uses counter[0] + 1 and
+/// leaves that in counter[0]. ticket (1): a zeroed scratch of the CUDA twin (its last block to
+/// finish advances), zero again after. Empty counter: none. (nstep_sample takes one.)
+struct CounterAdvance {
+    View<long long> counter;
+    View<unsigned> ticket;
+};
+
 class Device {
 public:
     virtual ~Device() = default;

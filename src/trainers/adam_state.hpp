@@ -10,7 +10,6 @@
 
 #include "nn/param_layout.hpp"
 #include "ops/device.hpp"
-#include "ops/replay/ops.hpp"
 #include "trainers/state_tensor.hpp"
 
 namespace fh::trainers {
@@ -30,9 +29,9 @@ public:
     /// the step still counts, as the update number does). target: a soft target network moved in
     /// the same pass (ops::SoftTarget), or none.
     void advance_device_step(ops::Device& device);
-    /// advance_device_step() inside the update's sampling launch (ops::SampleAdvance: it samples
-    /// at the step + 1 and leaves that in the counter), one launch fewer on the update's path.
-    ops::SampleAdvance device_step_advance() noexcept { return {device_step_.view(), step_ticket_.view()}; }
+    /// advance_device_step() inside the op that first reads the step (ops::CounterAdvance: IQL's
+    /// sampling, at the step + 1, leaving that in the counter): one launch fewer on the update's path.
+    ops::CounterAdvance device_step_advance() noexcept { return {device_step_.view(), step_ticket_.view()}; }
     void update_at_device_step(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
                                ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper,
                                ops::SoftTarget target = {});

@@ -71,7 +71,7 @@ replay::ReplayView ReplayRing::view() const {
 }
 
 void ReplayRing::sample(ops::Device& device, ReplayBatch& out, std::uint64_t seed, std::uint64_t update, int n_step,
-                        float gamma, ops::View<const long long> update_from, const ops::SampleAdvance& advance) const {
+                        float gamma, ops::View<const long long> update_from, const ops::CounterAdvance& advance) const {
     const long long oldest = std::max<long long>(0, pushed_ - capacity_steps_);
     ops::nstep_sample(device, out.states(), out.next_states(), out.actions.view(), out.returns.view(),
                       out.discounts.view(), view(),

@@ -13,7 +13,6 @@
 #include "math/replay.h"
 #include "ops/device.hpp"
 #include "ops/dqn/ops.hpp"
-#include "ops/replay/ops.hpp"
 #include "trainers/state_tensor.hpp"
 
 namespace fh::trainers {
@@ -68,9 +67,9 @@ public:
     /// A uniform batch of n-step transitions; the draw is Philox(seed, replay_sample, row, update),
     /// with the update number `update`, or update_from[0] in device memory when given (a
     /// captured update's counter), or the counter advance advances in the launch (its value + 1:
-    /// ops::SampleAdvance).
+    /// ops::CounterAdvance).
     void sample(ops::Device& device, ReplayBatch& out, std::uint64_t seed, std::uint64_t update, int n_step,
-                float gamma, ops::View<const long long> update_from = {}, const ops::SampleAdvance& advance = {}) const;
+                float gamma, ops::View<const long long> update_from = {}, const ops::CounterAdvance& advance = {}) const;
 
     /// The ring's arrays as checkpoint tensors "<prefix>states", ... (e.g. "replay/").
     std::vector<StateTensor> state_tensors(const std::string& prefix);

@@ -232,7 +232,7 @@ TEST_CASE("epsilon-greedy: greedy at 0, uniform at 1, ties to the lowest action"
     for (int h : hist) CHECK(h > 250);  // ~333 each
 }
 
-/// nstep_sample with a SampleAdvance (a captured update's counter advanced by its sampling launch)
+/// nstep_sample with a CounterAdvance (a captured update's counter advanced by its sampling launch)
 /// on `ops`: two launches from counter 8; the batches and the counter and ticket after each.
 std::tuple<std::vector<float>, std::vector<float>, std::vector<long long>, std::vector<unsigned>> sample_advancing(
     fh::ops::Device& ops) {
@@ -257,7 +257,7 @@ std::tuple<std::vector<float>, std::vector<float>, std::vector<long long>, std::
     for (int k = 0; k < 2; ++k) {
         fh::ops::nstep_sample(ops, bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
                               fh::replay::SampleParams{42, 0, 3, 20, 3, 0.97f}, B, {},
-                              fh::ops::SampleAdvance{counter.view(), ticket.view()});
+                              fh::ops::CounterAdvance{counter.view(), ticket.view()});
         const auto s = ops.to_host(bs.cview()), ret = ops.to_host(br.cview());
         states.insert(states.end(), s.begin(), s.end());
         returns.insert(returns.end(), ret.begin(), ret.end());
@@ -294,7 +294,7 @@ TEST_CASE("n-step sampling that advances its update counter samples at counter +
     CHECK_THROWS_WITH(fh::ops::nstep_sample(cpu, x.view().subview(0, 1), x.view().subview(1, 1), i.view(),
                                             x.view().subview(2, 1), x.view().subview(3, 1), r,
                                             fh::replay::SampleParams{1, 0, 0, 4, 1, 0.9f}, 1, c.cview(),
-                                            fh::ops::SampleAdvance{c.view(), t.view()}),
+                                            fh::ops::CounterAdvance{c.view(), t.view()}),
                       Catch::Contains("update_from and from advance"));
 }
 

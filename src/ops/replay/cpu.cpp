@@ -10,7 +10,7 @@ namespace fh::ops::cpu_twin {
 
 void nstep_sample(View<float> states, View<float> next_states, View<int> actions, View<float> returns,
                   View<float> discounts, const replay::ReplayView& r, const replay::SampleParams& params,
-                  View<const long long> update_from, const SampleAdvance& advance, int batch) {
+                  View<const long long> update_from, const CounterAdvance& advance, int batch) {
     replay::SampleParams p = params;
     if (!update_from.empty()) p.update = static_cast<std::uint64_t>(update_from.data()[0]);
     if (!advance.counter.empty()) p.update = static_cast<std::uint64_t>(advance.counter.data()[0] + 1);

@@ -11,7 +11,7 @@ using cuda::LaunchDims;
 
 void nstep_sample(CudaDevice& device, View<float> states, View<float> next_states, View<int> actions,
                   View<float> returns, View<float> discounts, const replay::ReplayView& r,
-                  const replay::SampleParams& p, View<const long long> update_from, const SampleAdvance& advance,
+                  const replay::SampleParams& p, View<const long long> update_from, const CounterAdvance& advance,
                   int batch) {
     device.kernels().nstep_sample_kernel(device.stream(), LaunchDims::linear(static_cast<std::size_t>(batch) * 32, 128),
                                          states.data(), next_states.data(), actions.data(), returns.data(),

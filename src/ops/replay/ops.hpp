@@ -17,37 +17,28 @@
 
 namespace fh::ops {
 
-/// A sampling launch that advances the update counter it reads (a captured update's first op,
-/// instead of a Device::increment launch before it): the update number is counter[0] + 1, and
-/// counter[0] holds it after the launch. ticket (1): a zeroed scratch of the CUDA twin (its last
-/// block advances), zero again after. Empty counter: none.
-struct SampleAdvance {
-    View<long long> counter;
-    View<unsigned> ticket;
-};
-
 namespace cpu_twin {
 void nstep_sample(View<float> states, View<float> next_states, View<int> actions, View<float> returns,
                   View<float> discounts, const replay::ReplayView& r, const replay::SampleParams& p,
-                  View<const long long> update_from, const SampleAdvance& advance, int batch);
+                  View<const long long> update_from, const CounterAdvance& advance, int batch);
 }  // namespace cpu_twin
 
 namespace cuda_twin {
 void nstep_sample(CudaDevice& device, View<float> states, View<float> next_states, View<int> actions,
                   View<float> returns, View<float> discounts, const replay::ReplayView& r,
-                  const replay::SampleParams& p, View<const long long> update_from, const SampleAdvance& advance,
+                  const replay::SampleParams& p, View<const long long> update_from, const CounterAdvance& advance,
                   int batch);
 }  // namespace cuda_twin
 
 /// A batch of n-step transitions from the replay ring (replay::sample_nstep).
 /// states, next_states (B, state_dim); actions, returns, discounts (B). update_from (1) or
 /// empty: the RNG's update number read from device memory instead of p.update (a captured
-/// update's counter, Device::increment). advance: the update number from a counter the launch
-/// advances (SampleAdvance; not with update_from).
+/// update's counter, Device::increment). advance: the update number is advance.counter[0] + 1,
+/// which the launch leaves in the counter (CounterAdvance; not with update_from).
 inline void nstep_sample(Device& device, View<float> states, View<float> next_states, View<int> actions,
                          View<float> returns, View<float> discounts, const replay::ReplayView& r,
                          const replay::SampleParams& p, int batch, View<const long long> update_from = {},
-                         const SampleAdvance& advance = {}) {
+                         const CounterAdvance& advance = {}) {
     if (!update_from.empty()) detail::require_size(update_from.size(), 1, "nstep_sample", "update_from");
     if (!advance.counter.empty()) {
         if (!update_from.empty())
