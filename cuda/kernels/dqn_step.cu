@@ -1,7 +1,7 @@
 /* dqn_step.cu — the DQN trainer's fused device steps (docs/dqn.md, "The update on the device").
  *
  * Math:        cuda/math/dqn.h: head_logit / head_mean_adv (the dueling C51 head), softmax over
- *              the atoms, expected Q, policy::epsilon_greedy; the C51 projection in gather form
+ *              the atoms, expected Q, policy::epsilon_explore / epsilon_greedy; the C51 projection in gather form
  *              (projection_position, projection_weight), the cross-entropy, the MSE on the
  *              expected Q and their blend (blended_logit_gradient); finish_update (guard,
  *              monitor, Adam constants, target copy, counters); adam_target_element.
@@ -315,6 +315,15 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, fh
     const long long row_index = static_cast<long long>(agent) * a.n + e;
     const float* row = a.head + row_index * output_width(h);
     const bool explore = a.agent != nullptr && a.explore != 0;
+    // Epsilon-greedy's draw depends on the counters, not on Q: taken first, its loads and Philox
+    // rounds overlap the head row's instead of following the argmax (the same action).
+    int explored = -1;
+    if (explore) {
+        const AgentParams& p = a.agent[agent];
+        const long long step = a.counters[agent].steps;
+        explored = fh::policy::epsilon_explore(A, epsilon_at(p, step), p.seed, static_cast<int>(e),
+                                               static_cast<std::uint64_t>(step));
+    }
     for (int k = 0; k < K; ++k) {  // each head's Q (the one head's into w.q)
         const float* hk = row + static_cast<long long>(k) * W;
         if (h.scalar) {  // the scalar head: Q is the output
@@ -343,15 +352,7 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, fh
         score = w.q + A;
     }
     if (lane == 0) {
-        int action;
-        if (explore) {
-            const AgentParams& p = a.agent[agent];
-            const long long step = a.counters[agent].steps;
-            action = fh::policy::epsilon_greedy(score, A, epsilon_at(p, step), p.seed, static_cast<int>(e),
-                                                static_cast<std::uint64_t>(step));
-        } else {
-            action = fh::policy::argmax(w.q, A);
-        }
+        const int action = explored >= 0 ? explored : fh::policy::argmax(explore ? score : w.q, A);
         a.actions[row_index] = action;
         if (a.histogram != nullptr) atomicAdd(a.histogram + static_cast<long long>(agent) * A + action, 1ull);
     }

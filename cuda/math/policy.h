@@ -66,14 +66,21 @@ template <class T> FH_HD int argmax(const T* x, int n) {
     return best;
 }
 
+/// Epsilon-greedy's draw for environment e at collection step `step`: the random action when it
+/// explores (probability epsilon), else -1 (take the argmax). It does not depend on Q, so a
+/// kernel may draw it before Q is known.
+FH_HD int epsilon_explore(int num_actions, float epsilon, std::uint64_t seed, int e, std::uint64_t step) {
+    const rng::U32x4 u = rng::draw(seed, rng::Purpose::exploration, static_cast<std::uint32_t>(e), step);
+    return rng::unit_float(u.v[0]) < epsilon ? static_cast<int>(rng::below(u.v[1], static_cast<std::uint32_t>(num_actions)))
+                                             : -1;
+}
+
 /// Epsilon-greedy for environment e at collection step `step`: a random action with probability
 /// epsilon, else the first action of maximal Q.
 FH_HD int epsilon_greedy(const float* q, int num_actions, float epsilon, std::uint64_t seed, int e,
                          std::uint64_t step) {
-    const rng::U32x4 u = rng::draw(seed, rng::Purpose::exploration, static_cast<std::uint32_t>(e), step);
-    if (rng::unit_float(u.v[0]) < epsilon)
-        return static_cast<int>(rng::below(u.v[1], static_cast<std::uint32_t>(num_actions)));
-    return argmax(q, num_actions);
+    const int explored = epsilon_explore(num_actions, epsilon, seed, e, step);
+    return explored >= 0 ? explored : argmax(q, num_actions);
 }
 
 }  // namespace fh::policy

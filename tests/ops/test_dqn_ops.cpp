@@ -230,6 +230,19 @@ TEST_CASE("epsilon-greedy: greedy at 0, uniform at 1, ties to the lowest action"
     std::vector<int> hist(A, 0);
     for (int v : ops.to_host(actions.cview())) ++hist[v];
     for (int h : hist) CHECK(h > 250);  // ~333 each
+    // The draw alone (what dqn_act_kernel takes before Q is known): epsilon-greedy's action when
+    // it explores, -1 exactly when epsilon-greedy takes the argmax; about epsilon of them explore.
+    int explored = 0;
+    for (int e = 0; e < n; ++e) {
+        const int x = fh::policy::epsilon_explore(A, 0.3f, 3, e, 7);
+        const int g = fh::policy::epsilon_greedy(&qh[e * A], A, 0.3f, 3, e, 7);
+        REQUIRE(x >= -1);
+        REQUIRE(x < A);
+        REQUIRE(g == (x >= 0 ? x : fh::policy::argmax(&qh[e * A], A)));
+        explored += x >= 0;
+    }
+    CHECK(explored == Approx(0.3 * n).epsilon(0.1));
+    CHECK(fh::policy::epsilon_explore(A, 0.f, 3, 5, 7) == -1);
 }
 
 /// nstep_sample with a CounterAdvance (a captured update's counter advanced by its sampling launch)
