@@ -1,10 +1,11 @@
 /* dqn_step.cu — the DQN trainer's fused device steps (docs/dqn.md, "The update on the device").
  *
  * Math:        cuda/math/dqn.h: head_logit / head_mean_adv (the dueling C51 head), softmax over
- *              the atoms, expected Q, policy::epsilon_explore / epsilon_greedy; the C51 projection in gather form
- *              (projection_position, projection_weight), the cross-entropy, the MSE on the
- *              expected Q and their blend (blended_logit_gradient); finish_update (guard,
- *              monitor, Adam constants, target copy, counters); adam_target_element.
+ *              the atoms, expected Q, policy::epsilon_explore / epsilon_greedy; the C51
+ *              projection in gather form (projection_position, projection_weight), the
+ *              cross-entropy, the MSE on the expected Q and their blend
+ *              (blended_logit_gradient); finish_update (guard, monitor, Adam constants, target
+ *              copy, counters); adam_target_element.
  * Layout:      head rows (rows, W) with W = dqn::head_width: [value (Z) | advantages (A, Z)];
  *              an ensemble of K heads has K such rows per sample (network outputs (B, K * W) =
  *              head rows (B * K, W)); stats (kSampleStats, B * K); parameters flat (n). Per agent:

@@ -71,8 +71,9 @@ template <class T> FH_HD int argmax(const T* x, int n) {
 /// kernel may draw it before Q is known.
 FH_HD int epsilon_explore(int num_actions, float epsilon, std::uint64_t seed, int e, std::uint64_t step) {
     const rng::U32x4 u = rng::draw(seed, rng::Purpose::exploration, static_cast<std::uint32_t>(e), step);
-    return rng::unit_float(u.v[0]) < epsilon ? static_cast<int>(rng::below(u.v[1], static_cast<std::uint32_t>(num_actions)))
-                                             : -1;
+    return rng::unit_float(u.v[0]) < epsilon
+               ? static_cast<int>(rng::below(u.v[1], static_cast<std::uint32_t>(num_actions)))
+               : -1;
 }
 
 /// Epsilon-greedy for environment e at collection step `step`: a random action with probability
