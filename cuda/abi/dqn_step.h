@@ -110,13 +110,21 @@ struct DqnRing {
     int state_dim;
 };
 
+/// One agent's own market and episode seed in a population's dqn_collect: agents whose run.seed
+/// differs draw different episode starts and, on the synthetic market, trade different bars.
+struct DqnCollectAgent {
+    env::MarketView market;
+    std::uint64_t seed;  ///< replaces params.seed (env::reset_env's episode starts)
+};
+
 /// One collection step of n environments, one warp per environment, written into the ring's slot
 /// counters.pushed % capacity_steps: the observation before the step, the action, env::step_env's
 /// reward and done flag, the observation after the step (terminal for a finished episode), then
 /// a new episode for a finished one (env::reset_env) and its first observation in `states`.
 /// With `advance`, each agent's last block to finish (an integer ticket, as the finish's) then
 /// does dqn_advance_kernel's increments: a collection step without updates in one launch.
-/// Launch: grid (ceil(n / kDqnCollectWarps), agents), kDqnCollectWarps warps per block.
+/// Launch: grid (ceil(n / kDqnCollectWarps), agents), kDqnCollectWarps warps per block;
+/// dqn_collect_agents_kernel when `agents` is given.
 struct DqnCollectArgs {
     env::EnvState* state;              ///< (n)
     float* portfolio;                  ///< (n, PORTFOLIO_STRIDE)
@@ -128,6 +136,7 @@ struct DqnCollectArgs {
     unsigned* tickets;                 ///< with advance: (agents) zero between launches
     env::MarketView market;
     env::EnvParams params;
+    const DqnCollectAgent* agents;     ///< null: `market` and params.seed for every agent; else (agents)
     int n;
 };
 /// Warps (environments) per block of dqn_collect_kernel (with `advance`, one ticket per block),
@@ -135,6 +144,8 @@ struct DqnCollectArgs {
 /// environments in one wave on an H200, as acting.
 inline constexpr int kDqnCollectWarps = 4;
 inline constexpr int kDqnCollectBlocksPerSm = 8;
+/// dqn_collect_agents_kernel's (a population's agents' markets: up to 80 registers).
+inline constexpr int kDqnCollectAgentsBlocksPerSm = 6;
 using DqnCollect = void(DqnCollectArgs args);
 
 /// A batch of B n-step transitions per agent from the ring (replay::sample_nstep, one warp per
@@ -308,6 +319,7 @@ static_assert(kNormThreads == kDqnFinishThreads, "the finish's blocks compute th
     FH_KERNEL(dqn_step, dqn_adam_target_kernel, DqnAdamTarget)       \
     FH_KERNEL(dqn_step, dqn_advance_kernel, DqnAdvance)              \
     FH_KERNEL(dqn_step, dqn_collect_kernel, DqnCollect)              \
+    FH_KERNEL(dqn_step, dqn_collect_agents_kernel, DqnCollect)       \
     FH_KERNEL(dqn_step, dqn_sample_kernel, DqnSample)                \
     FH_KERNEL(dqn_step, dqn_curiosity_gather_kernel, DqnCuriosityGather) \
     FH_KERNEL(dqn_step, dqn_curiosity_bonus_kernel, DqnCuriosityBonus) \

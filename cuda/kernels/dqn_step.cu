@@ -872,9 +872,9 @@ __device__ __forceinline__ void warp_copy(float* dst, const float* src, int n, i
 /// through L2; the next observation re-reads the market features just read (L1), or a new
 /// episode's first bar. The same floats as env::step_env, portfolio_features and
 /// observation_value in the order the CPU twin calls them.
-__device__ __forceinline__ void collect_env(const fh::abi::DqnCollectArgs& a, long long e, int agent, int lane,
+__device__ __forceinline__ void collect_env(const fh::abi::DqnCollectArgs& a, const fh::env::MarketView& market,
+                                            const fh::env::EnvParams& p, long long e, int agent, int lane,
                                             float* pf_row) {
-    const fh::env::EnvParams& p = a.params;
     const int D = p.state_dim, M = p.market_dim;
     const long long k = static_cast<long long>(agent) * a.n + e;  // this agent's environment e
     const fh::abi::DqnRing& r = a.ring;
@@ -882,7 +882,7 @@ __device__ __forceinline__ void collect_env(const fh::abi::DqnCollectArgs& a, lo
     const long long row = static_cast<long long>(agent) * ring_rows +
                           (a.counters[agent].pushed % r.capacity_steps) * r.n_envs + e;
     float* obs = a.states + k * D;
-    const float* features = a.market.features;
+    const float* features = market.features;
     fh::env::EnvState s{};
     int action = 0;
     if (lane == 0) {
@@ -892,7 +892,7 @@ __device__ __forceinline__ void collect_env(const fh::abi::DqnCollectArgs& a, lo
     warp_copy(r.states + row * D, obs, D, lane);  // s_t, before the step
     const int t1 = __shfl_sync(kFullMask, s.t, 0) + 1;
     fh::env::StepPrices bar{};
-    if (lane == 0) bar = fh::env::step_prices(a.market, s.t);
+    if (lane == 0) bar = fh::env::step_prices(market, s.t);
     warp_copy(r.next_states + row * D, features + static_cast<long long>(t1) * M, M, lane);  // s_{t+1}: market
     std::uint8_t done = 0;
     if (lane == 0) {
@@ -907,8 +907,8 @@ __device__ __forceinline__ void collect_env(const fh::abi::DqnCollectArgs& a, lo
     __syncwarp();
     if (lane == 0) {
         if (done != 0) {
-            fh::env::reset_env(s, static_cast<int>(e), a.market, p);
-            fh::env::portfolio_features(s, a.market, p, pf_row);
+            fh::env::reset_env(s, static_cast<int>(e), market, p);
+            fh::env::portfolio_features(s, market, p, pf_row);
         }
         a.state[k] = s;
     }
@@ -922,19 +922,41 @@ __device__ __forceinline__ void collect_env(const fh::abi::DqnCollectArgs& a, lo
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnCollectWarps, fh::abi::kDqnCollectBlocksPerSm)
-    dqn_collect_kernel(fh::abi::DqnCollectArgs a) {
+/// dqn_collect_kernel's body; kAgents: a population's agents each with its own market and episode
+/// seed (a.agents). Two kernels, so that the single run's keeps its registers (one body with
+/// both branches spilled).
+template <bool kAgents>
+__device__ __forceinline__ void collect_step(const fh::abi::DqnCollectArgs& a) {
     __shared__ float portfolio_rows[fh::abi::kDqnCollectWarps][fh::env::PORTFOLIO_STRIDE];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int agent = blockIdx.y;
     const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnCollectWarps + warp;
-    if (e < a.n) collect_env(a, e, agent, lane, portfolio_rows[warp]);
+    if (e < a.n) {
+        if constexpr (kAgents) {
+            fh::env::EnvParams p = a.params;
+            p.seed = a.agents[agent].seed;
+            collect_env(a, a.agents[agent].market, p, e, agent, lane, portfolio_rows[warp]);
+        } else {
+            collect_env(a, a.market, a.params, e, agent, lane, portfolio_rows[warp]);
+        }
+    }
     // Every block has read the counters before it takes its ticket, so the last may advance them.
     if (a.advance != nullptr && fh::device::last_block_to_arrive(a.tickets + agent, gridDim.x) && threadIdx.x == 0) {
         a.advance[agent].steps += 1;
         a.advance[agent].pushed += 1;
         a.tickets[agent] = 0;
     }
+}
+
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnCollectWarps, fh::abi::kDqnCollectBlocksPerSm)
+    dqn_collect_kernel(fh::abi::DqnCollectArgs a) {
+    collect_step<false>(a);
+}
+
+// The agent's market in registers: the single run's 64 registers would spill.
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnCollectWarps, fh::abi::kDqnCollectAgentsBlocksPerSm)
+    dqn_collect_agents_kernel(fh::abi::DqnCollectArgs a) {
+    collect_step<true>(a);
 }
 
 extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {

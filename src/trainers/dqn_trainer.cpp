@@ -77,10 +77,7 @@ static_assert(std::size(kGuardLossNames) == dqn::kUpdateLosses);
 constexpr const char* kIqnGuardLossNames[] = {"the C51 loss", "the quantile Huber loss", "the CQL term"};
 static_assert(std::size(kIqnGuardLossNames) == dqn::kUpdateLosses);
 
-namespace {
-
-/// The agent's constants the device steps read (cuda/math/dqn.h).
-dqn::AgentParams agent_params(const config::Profile& p) {
+dqn::AgentParams dqn_agent_params(const config::Profile& p) {
     const auto& t = p.training;
     dqn::AgentParams a{};
     a.seed = static_cast<std::uint64_t>(p.run.seed);
@@ -114,8 +111,6 @@ dqn::AgentParams agent_params(const config::Profile& p) {
     }
     return a;
 }
-
-}  // namespace
 
 DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market)
     : ops_(ops),
@@ -158,7 +153,7 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
         std::max<long long>(profile.replay_buffer.buffer_size / n_envs_, profile.experience.n_step + 1));
     replay_ = ReplayRing(ops, n_envs_, capacity_steps, env_params_.state_dim);
 
-    agent_ = ops.from_host<dqn::AgentParams>(std::vector<dqn::AgentParams>{agent_params(profile)});
+    agent_ = ops.from_host<dqn::AgentParams>(std::vector<dqn::AgentParams>{dqn_agent_params(profile)});
     counters_ = ops.from_host<dqn::Counters>(std::vector<dqn::Counters>{dqn::Counters{}});
     collect_tickets_ = ops.from_host<unsigned>(std::vector<unsigned>{0u});
     step_ = ops.from_host<dqn::UpdateStep>(std::vector<dqn::UpdateStep>{dqn::UpdateStep{}});
@@ -296,7 +291,7 @@ bool DqnTrainer::ready_to_update() const noexcept {
     return replay_.pushed_steps() >= min_steps;
 }
 
-float DqnTrainer::epsilon_at(long long step) const { return dqn::epsilon_at(agent_params(profile_), step); }
+float DqnTrainer::epsilon_at(long long step) const { return dqn::epsilon_at(dqn_agent_params(profile_), step); }
 
 // One collection step: every environment acts epsilon-greedily on the online network's Q and
 // the transitions go into the replay ring's next slot. The step count, epsilon and the slot come

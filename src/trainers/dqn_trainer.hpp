@@ -166,4 +166,8 @@ private:
 /// The network a DQN profile describes, for observations of state_dim floats.
 QNetworkConfig network_config(const config::Profile& profile, int state_dim);
 
+/// The agent's constants the DQN device steps read (cuda/math/dqn.h): seed, epsilon schedule,
+/// gamma, the losses' coefficients, the target update, Adam's hyperparameters.
+dqn::AgentParams dqn_agent_params(const config::Profile& profile);
+
 }  // namespace fh::trainers

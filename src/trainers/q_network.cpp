@@ -148,6 +148,21 @@ ops::View<const float> QNetwork::forward_batched(ops::Device& ops, ops::View<con
     return trunk_forward(ops, params, count, X, batch, ws);
 }
 
+ops::View<const float> QNetwork::forward_agents(ops::Device& ops, ops::View<const float> params,
+                                                std::size_t param_stride, ops::View<const float> X,
+                                                std::size_t x_stride, int batch, int count, Workspace& ws) const {
+    if (iqn_head_ || attention_)
+        throw std::logic_error("QNetwork::forward_agents: a population's networks have no attention or IQN head");
+    return net_.forward_batched(ops, params, param_stride, X, x_stride, batch, count, ws.mlp);
+}
+
+void QNetwork::backward_agents(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
+                               ops::View<float> d_head, Workspace& ws) const {
+    if (iqn_head_ || attention_)
+        throw std::logic_error("QNetwork::backward_agents: a population's networks have no attention or IQN head");
+    net_.backward_batched(ops, params, grads, d_head, {}, ws.mlp, false);
+}
+
 ops::View<const float> QNetwork::forward_quantiles(ops::Device& ops, ops::View<const float> params, int count,
                                                    ops::View<const float> X, int batch,
                                                    ops::View<const float> features, int quantiles,

@@ -91,6 +91,18 @@ public:
     /// backward() then differentiates the first network.
     ops::View<const float> forward_batched(ops::Device& ops, ops::View<const float> params, int count,
                                            ops::View<const float> X, int batch, Workspace& ws) const;
+    /// A population's networks (DqnPopulation; the trunk and head without attention or the IQN
+    /// head): network k's parameters at k * param_stride in `params`, its states X[k * x_stride ...]
+    /// (batch, state_dim). Returns (count, batch, output_width); ws needs count * batch rows.
+    /// Network k's rows are forward's with its parameters: bit for bit on the CPU.
+    ops::View<const float> forward_agents(ops::Device& ops, ops::View<const float> params, std::size_t param_stride,
+                                          ops::View<const float> X, std::size_t x_stride, int batch, int count,
+                                          Workspace& ws) const;
+    /// Gradients of every network of the last forward_agents on ws, each on all its rows: d_head
+    /// (count, batch, output_width), network k's block k, overwritten; network k's gradients at
+    /// k * param_stride in `grads` (set; padding untouched). Network k's are backward's.
+    void backward_agents(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
+                         ops::View<float> d_head, Workspace& ws) const;
     /// The IQN head (dqn.head = "iqn"): the head rows of `count` networks on X (batch,
     /// state_dim) under the fractions whose features are `features` (batch * quantiles, n_cos; the
     /// same for every network): (count, batch * quantiles, output_width), sample b's rows b *

@@ -290,16 +290,21 @@ void dqn_advance(View<dqn::Counters> counters) {
 }
 
 void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> states, View<const int> actions,
-                 const RingViews& ring, View<const dqn::Counters> counters, const env::MarketView& market,
-                 const env::EnvParams& p, const CollectAdvance& advance) {
-    const std::size_t n = static_cast<std::size_t>(ring.n_envs), D = static_cast<std::size_t>(p.state_dim),
-                      M = static_cast<std::size_t>(p.market_dim);
+                 const RingViews& ring, View<const dqn::Counters> counters, const env::MarketView& one_market,
+                 const env::EnvParams& params, const CollectAdvance& advance,
+                 View<const abi::DqnCollectAgent> agents) {
+    const std::size_t n = static_cast<std::size_t>(ring.n_envs), D = static_cast<std::size_t>(params.state_dim),
+                      M = static_cast<std::size_t>(params.market_dim);
     const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * n;
-    auto gather = [&](float* out, int t, const float* pf) {
-        for (std::size_t c = 0; c < D; ++c)
-            out[c] = env::observation_value(market.features, t, static_cast<int>(M), pf, static_cast<int>(c));
-    };
     for (std::size_t g = 0; g < counters.size(); ++g) {
+        // A population's agent: its own market and episode seed.
+        env::EnvParams p = params;
+        if (!agents.empty()) p.seed = agents.data()[g].seed;
+        const env::MarketView& market = agents.empty() ? one_market : agents.data()[g].market;
+        auto gather = [&](float* out, int t, const float* pf) {
+            for (std::size_t c = 0; c < D; ++c)
+                out[c] = env::observation_value(market.features, t, static_cast<int>(M), pf, static_cast<int>(c));
+        };
         const auto slot = static_cast<std::size_t>(counters.data()[g].pushed % ring.capacity_steps);
         for (std::size_t e = 0; e < n; ++e) {
             const std::size_t k = g * n + e, row = g * ring_rows + slot * n + e;

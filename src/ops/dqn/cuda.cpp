@@ -96,17 +96,18 @@ void dqn_advance(CudaDevice& device, View<dqn::Counters> counters) {
 
 void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
                  View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
-                 const env::MarketView& market, const env::EnvParams& params, const CollectAdvance& advance) {
+                 const env::MarketView& market, const env::EnvParams& params, const CollectAdvance& advance,
+                 View<const abi::DqnCollectAgent> agents) {
     const long long n = ring.n_envs;
     const long long blocks = (n + abi::kDqnCollectWarps - 1) / abi::kDqnCollectWarps;
-    abi::DqnCollectArgs a{state.data(),           portfolio.data(),       states.data(), actions.data(),
-                          ring_of(ring),          counters.data(),        or_null(advance.counters),
-                          or_null(advance.tickets), market,               params,        static_cast<int>(n)};
-    device.kernels().dqn_collect_kernel(
-        device.stream(),
-        LaunchDims{dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(counters.size())),
-                   dim3(32 * abi::kDqnCollectWarps), 0},
-        a);
+    abi::DqnCollectArgs a{state.data(),   portfolio.data(), states.data(),
+                          actions.data(), ring_of(ring),    counters.data(),
+                          or_null(advance.counters), or_null(advance.tickets), market,
+                          params,         or_null(agents),  static_cast<int>(n)};
+    const LaunchDims dims{dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(counters.size())),
+                          dim3(32 * abi::kDqnCollectWarps), 0};
+    if (agents.empty()) device.kernels().dqn_collect_kernel(device.stream(), dims, a);
+    else device.kernels().dqn_collect_agents_kernel(device.stream(), dims, a);
 }
 
 void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,

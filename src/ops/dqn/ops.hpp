@@ -60,7 +60,8 @@ void dqn_adam_target(View<float> params, View<float> m, View<float> v, View<floa
 void dqn_advance(View<dqn::Counters> counters);
 void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> states, View<const int> actions,
                  const RingViews& ring, View<const dqn::Counters> counters, const env::MarketView& market,
-                 const env::EnvParams& params, const CollectAdvance& advance);
+                 const env::EnvParams& params, const CollectAdvance& advance,
+                 View<const abi::DqnCollectAgent> agents);
 void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, View<float> masks,
                 const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
                 int batch, int ensemble);
@@ -95,7 +96,8 @@ void dqn_adam_target(CudaDevice& device, View<float> params, View<float> m, View
 void dqn_advance(CudaDevice& device, View<dqn::Counters> counters);
 void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
                  View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
-                 const env::MarketView& market, const env::EnvParams& params, const CollectAdvance& advance);
+                 const env::MarketView& market, const env::EnvParams& params, const CollectAdvance& advance,
+                 View<const abi::DqnCollectAgent> agents);
 void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
                 View<float> masks, const RingViews& ring, View<const dqn::Counters> counters,
                 View<const dqn::AgentParams> agent, int batch, int ensemble);
@@ -305,11 +307,14 @@ inline void dqn_advance(Device& device, View<dqn::Counters> counters) {
 /// observation. Equal to VecEnv::step followed by a copy into the ring, bit for bit, on both
 /// backends. state (N, n), portfolio (N, n, PORTFOLIO_STRIDE), states (N, n, state_dim),
 /// actions (N, n), counters (N). Run dqn_advance after it, or give `advance` (the same counters
-/// and N zeroed tickets) to advance them in the same launch.
+/// and N zeroed tickets) to advance them in the same launch. `agents` (N), when given: agent g
+/// steps on agents[g].market with params.seed replaced by agents[g].seed (a population whose
+/// agents have their own seeds and markets; `market` is then unused); their markets share
+/// params' market_dim.
 inline void dqn_collect(Device& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
                         View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
                         const env::MarketView& market, const env::EnvParams& params,
-                        const CollectAdvance& advance = {}) {
+                        const CollectAdvance& advance = {}, View<const abi::DqnCollectAgent> agents = {}) {
     const char* op = "dqn_collect";
     const std::size_t N = detail::agents_of(counters.size(), op);
     if (!advance.counters.empty() || !advance.tickets.empty()) {
@@ -324,7 +329,15 @@ inline void dqn_collect(Device& device, View<env::EnvState> state, View<float> p
     detail::require_size(portfolio.size(), N * n * env::PORTFOLIO_STRIDE, op, "portfolio");
     detail::require_size(states.size(), N * n * static_cast<std::size_t>(params.state_dim), op, "states");
     detail::require_size(actions.size(), N * n, op, "actions");
-    detail::require(market.n_starts >= 1 && market.n_bars >= 2, op, "the market has no valid episode start");
+    if (agents.empty()) {
+        detail::require(market.n_starts >= 1 && market.n_bars >= 2, op, "the market has no valid episode start");
+    } else {
+        detail::require_size(agents.size(), N, op, "agents");
+        // The agents' entries live where the kernels read them; their markets' sizes are the host's copy.
+        for (std::size_t g = 0; g < N && device.cuda() == nullptr; ++g)
+            detail::require(agents.data()[g].market.n_starts >= 1 && agents.data()[g].market.n_bars >= 2, op,
+                            "an agent's market has no valid episode start");
+    }
     detail::require_distinct(op, {detail::range("state", state), detail::range("portfolio", portfolio),
                                   detail::range("states", states), detail::range("actions", actions),
                                   detail::range("ring states", ring.states),
@@ -333,8 +346,9 @@ inline void dqn_collect(Device& device, View<env::EnvState> state, View<float> p
                                   detail::range("ring rewards", ring.rewards), detail::range("ring done", ring.done),
                                   detail::range("counters", counters), detail::range("tickets", advance.tickets)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::dqn_collect(*cuda, state, portfolio, states, actions, ring, counters, market, params, advance);
-    cpu_twin::dqn_collect(state, portfolio, states, actions, ring, counters, market, params, advance);
+        return cuda_twin::dqn_collect(*cuda, state, portfolio, states, actions, ring, counters, market, params, advance,
+                                      agents);
+    cpu_twin::dqn_collect(state, portfolio, states, actions, ring, counters, market, params, advance, agents);
 }
 
 /// A uniform batch of B n-step transitions per agent from the ring (replay::sample_nstep), drawn

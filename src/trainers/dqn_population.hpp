@@ -1,0 +1,108 @@
+/// @file dqn_population.hpp
+/// @brief Many DQN agents of one network shape trained as one batched engine (docs/sweeps.md,
+///        "Batched DQN populations"): every buffer is laid out [agents][...], every op of a
+///        collection step or an update is one launch for all agents (the DQN kernels take the
+///        agent from their grid, the layers are strided-batched products), and an iteration of
+///        the whole population is one captured sequence. Agent i computes what DqnTrainer does
+///        with agent i's profile: bit for bit on the CPU; on CUDA up to the products' rounding
+///        (a strided batch of N networks may take another cuBLAS algorithm than one network).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/profile.hpp"
+#include "env/vec_env.hpp"
+#include "math/dqn.h"
+#include "math/nn.h"
+#include "ops/device.hpp"
+#include "ops/dqn/ops.hpp"
+#include "trainers/q_network.hpp"
+
+namespace fh::trainers {
+
+class DqnPopulation {
+public:
+    /// Why `agent` cannot train in a batched population whose first agent is `first` ("" when it
+    /// can): a DQN profile with the C51 or scalar head and none of dqn.her, dqn.curiosity,
+    /// dqn.attention, dqn.head = "iqn" or an ensemble, whose shapes, data and environment (run.seed
+    /// aside) are those of `first`.
+    static std::string unsupported(const config::Profile& agent, const config::Profile& first);
+
+    /// `agents[i]` trains on `markets[i]`'s training split (agents with different seeds may have
+    /// different synthetic markets; the same market may serve several). Throws UsageError when
+    /// unsupported() names a problem.
+    DqnPopulation(ops::Device& ops, const std::vector<config::Profile>& agents,
+                  const std::vector<const env::DeviceMarket*>& markets);
+
+    int agents() const noexcept { return agents_; }
+    int n_envs() const noexcept { return n_envs_; }
+    int batch_rows() const noexcept { return batch_; }
+    /// Per agent (every agent advances together).
+    long long steps() const noexcept { return steps_; }
+    long long updates() const noexcept { return updates_; }
+
+    /// One iteration of every agent: a collection step and, once the replay holds
+    /// training.min_replay_size transitions, training.updates_per_iteration updates (as DqnTrainer).
+    void iterate();
+    /// Bench: collection steps until the replay is ready; one collection step; one update.
+    void prepare();
+    void collect();
+    void update();
+
+    /// Agent i's online and target parameters (layout().total() floats each), Adam's moments.
+    ops::View<const float> online(int agent) const;
+    ops::View<const float> target(int agent) const;
+    ops::View<const float> adam_m(int agent) const;
+    ops::View<const float> adam_v(int agent) const;
+    /// The agents' guards (N), for the training guard's verdict per agent.
+    ops::View<const nn::GuardState> guards() const noexcept { return guard_.cview(); }
+    const QNetwork& network() const noexcept { return net_; }
+
+private:
+    bool ready_to_update() const noexcept;
+    void collect_ops(bool advance);
+    void gradient_ops();
+    void adam_ops(bool end_step);
+    std::size_t params() const noexcept { return net_.layout().total(); }
+
+    ops::Device& ops_;
+    std::vector<config::Profile> profiles_;
+    int agents_, n_envs_, batch_, num_actions_, capacity_steps_;
+    long long min_steps_, updates_per_iteration_;
+    env::EnvParams env_params_;  // agent 0's; every agent's but for the seed
+    QNetwork net_;
+    long long steps_ = 0, updates_ = 0;
+
+    // Parameters (N, P): online, target, gradients, Adam's moments.
+    ops::Buffer<float> online_, target_, grads_, m_, v_;
+    // The environments (N, n): state, portfolio, observations; each agent's market and seed.
+    ops::Buffer<env::EnvState> env_state_;
+    ops::Buffer<float> env_portfolio_, env_states_;
+    ops::Buffer<abi::DqnCollectAgent> collect_agents_;
+    env::MarketView market0_{};  // agent 0's (dqn_collect's `market`, unused beside collect_agents_)
+    // The replay rings (N, capacity_steps * n).
+    ops::Buffer<float> ring_states_, ring_next_states_, ring_rewards_;
+    ops::Buffer<int> ring_actions_;
+    ops::Buffer<std::uint8_t> ring_done_;
+    // Per agent on the device: constants, counters, the collection's tickets, the update's step.
+    ops::Buffer<dqn::AgentParams> agent_;
+    ops::Buffer<dqn::Counters> counters_;
+    ops::Buffer<unsigned> collect_tickets_;
+    ops::Buffer<dqn::UpdateStep> step_;
+    // One batch per agent: x (N, 2B, D) = [s; s'], actions, returns, discounts (N, B); acting (N, n).
+    ops::Buffer<float> x_, returns_, discounts_;
+    ops::Buffer<int> batch_actions_, actions_;
+    ops::Buffer<float> d_head_, sample_stats_, norm_partials_;
+    ops::Buffer<nn::GuardState> guard_;
+    ops::Buffer<dqn::MonitorStats> stats_;
+    ops::Buffer<unsigned long long> histogram_;
+    // Acting (N x n rows); the online network on s (differentiated), on s', the target on s'
+    // (N x B rows each).
+    QNetwork::Workspace ws_act_, ws_s_, ws_next_, ws_target_;
+    ops::OpSequence collect_sequence_, iteration_sequence_, update_sequence_;
+
+    ops::RingViews ring();
+};
+
+}  // namespace fh::trainers
