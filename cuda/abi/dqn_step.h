@@ -75,7 +75,7 @@ struct DqnFinishArgs {
     const dqn::AgentParams* agent;
     int n;                             ///< parameters per agent
     int batch;
-    int inject_nan;                    ///< tests: the C51 loss becomes NaN
+    int inject_nan;                    ///< tests: bit g makes agent g's C51 loss NaN
 };
 using DqnFinish = void(DqnFinishArgs args);
 

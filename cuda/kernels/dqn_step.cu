@@ -795,7 +795,7 @@ extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
         MonitorStats monitor = a.stats[agent];
         Counters counters = a.counters[agent];
         finish_update(step, guard, monitor, counters, a.agent[agent], sums, static_cast<float>(sqrt(norm)), a.batch,
-                      a.inject_nan);
+                      agent < 32 ? static_cast<int>((static_cast<unsigned>(a.inject_nan) >> agent) & 1u) : 0);
         a.step[agent] = step;
         a.guard[agent] = guard;
         a.stats[agent] = monitor;

@@ -17,9 +17,7 @@ int run_bench(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g);
     if (!g.seeds.empty() || !g.population_grid.empty() || !g.population_record.empty())
         throw UsageError("bench: --seeds and --population-grid do not apply; --set run.population=N times N agents");
-    if (profile.run.population > 1 && g.kernel_times)
-        throw UsageError("bench: --kernel-times times one agent's launches; leave run.population at 1");
-    fmt::print("{}\n", profile.run.population > 1 ? run::bench_population(profile, g.force, g.ablate)
+    fmt::print("{}\n", profile.run.population > 1 ? run::bench_population(profile, g.force, g.ablate, g.kernel_times)
                                                   : run::bench(profile, g.kernel_times, g.force, g.ablate));
     std::fflush(stdout);
     return 0;

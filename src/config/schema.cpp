@@ -62,6 +62,8 @@ std::vector<KeyDescriptor> build_schema() {
                 FH_FIELD(run.seed)),
         integer("run", "population", closed(1, 256), "agents trained together in one process, agent i with seed run.seed + i, each in its own run directory under the population's (docs/sweeps.md); 1 = a single run",
                 FH_FIELD(run.population)),
+        boolean("run", "population_batched", "a DQN population trains as one batched engine (every op one launch for all agents) when its agents allow it (docs/sweeps.md); false = each agent its own launches",
+                FH_FIELD(run.population_batched)),
         text("run", "device", "", "compute device: auto (GPU if present, else CPU with a warning), cpu, cuda, cuda:N",
              FH_FIELD(run.device), Rule::device),
         text("run", "output_dir", "", "root directory of run directories", FH_FIELD(run.output_dir)),

@@ -22,8 +22,6 @@ double seconds_since(clock::time_point t) { return std::chrono::duration<double>
 
 }  // namespace
 
-/// Per-kernel times of `phases` units of one phase (collection steps, updates), per unit, slowest
-/// first.
 json::Value kernel_table(std::vector<cuda::KernelTime> times, double phases) {
     std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.total_us > b.total_us; });
     json::Array rows;

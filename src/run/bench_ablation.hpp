@@ -1,5 +1,5 @@
 /// @file bench_ablation.hpp
-/// @brief `bench --ablate`'s table, shared by one agent's bench (bench.cpp) and a population's
+/// @brief `bench --kernel-times`' and `bench --ablate`'s tables, shared by one agent's bench (bench.cpp) and a population's
 ///        (population.cpp).
 #pragma once
 
@@ -10,6 +10,10 @@
 #include "io/json.hpp"
 
 namespace fh::run {
+
+/// `bench --kernel-times`' table: each op's launches and microseconds per unit of a phase
+/// (`phases` units: collection steps, updates), slowest first, and their sum.
+io::json::Value kernel_table(std::vector<cuda::KernelTime> times, double phases);
 
 /// The ablation of one phase: `run_phase(k)` runs k captured calls of it and returns the units
 /// they did (collection steps, updates; a population's: every agent's). Times the phase as

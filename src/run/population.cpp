@@ -38,6 +38,7 @@
 #include "run/naming.hpp"
 #include "run/run.hpp"
 #include "run/session.hpp"
+#include "trainers/dqn_population.hpp"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "trainers/trainer.hpp"
@@ -361,6 +362,34 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
     }
 }
 
+/// Why the agents do not train as one trainers::DqnPopulation ("" when they do): it takes
+/// run.population_batched, more than one agent, agents that all start (a resumed population's
+/// agents may stand at different steps) and DQN profiles it batches with the first's.
+std::string unbatched_because(const std::vector<Member*>& training) {
+    if (training.size() < 2) return "one agent";
+    const config::Profile& first = training.front()->plan.profile;
+    if (!first.run.population_batched) return "run.population_batched = false";
+    for (const Member* m : training) {
+        if (m->action == AgentAction::resume) return "its agents resume from their checkpoints";
+        const std::string why = trainers::DqnPopulation::unsupported(m->plan.profile, first);
+        if (!why.empty()) return fmt::format("agent {}: {}", m->plan.index, why);
+    }
+    return "";
+}
+bool batched_population(const std::vector<Member*>& training) { return unbatched_because(training).empty(); }
+
+/// The batched engine of the members, on the first agent's device, each agent on its market.
+std::shared_ptr<trainers::DqnPopulation> make_dqn_population(PopulationSetup& setup,
+                                                             const std::vector<Member*>& training) {
+    std::vector<config::Profile> profiles;
+    std::vector<const env::DeviceMarket*> markets;
+    for (const auto* m : training) {
+        profiles.push_back(m->plan.profile);
+        markets.push_back(setup.markets.at(market_key(m->plan.profile))->device_market.get());
+    }
+    return std::make_shared<trainers::DqnPopulation>(*setup.devices.front(), profiles, markets);
+}
+
 /// Host threads for a population's agents; agent i belongs to worker i % workers. Each agent's
 /// ops go to its own device (its own streams on a GPU) and its files to its own directory, so the
 /// workers share nothing but the read-only market and population.json (under a lock). On the CPU
@@ -394,12 +423,24 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     write_population_json(where, base, members);  // first: a population stopped while it starts resumes too
     PopulationSetup setup;
     set_up(setup, training, force);
+    // A batched population: one engine on the first agent's device, each agent a view of it, all
+    // advanced by one worker (one iteration of every agent a round).
+    std::shared_ptr<trainers::DqnPopulation> batched;
+    if (const std::string why = unbatched_because(training); why.empty()) {
+        batched = make_dqn_population(setup, training);
+        log::info("population: one batched engine for the {} agents (every op one launch for all of them)",
+                  training.size());
+    } else if (training.size() > 1) {
+        log::info("population: each agent its own launches ({})", why);
+    }
     for (std::size_t i = 0; i < training.size(); ++i) {
         Member& m = *training[i];
         const config::Profile& p = m.plan.profile;
-        ops::Device& dev = *setup.devices[i];
+        ops::Device& dev = batched ? *setup.devices.front() : *setup.devices[i];
         const auto& shared = *setup.markets.at(market_key(p));
-        auto trainer = trainers::make_trainer(dev, p, *shared.device_market);
+        std::unique_ptr<trainers::Trainer> trainer =
+            batched ? std::make_unique<trainers::DqnPopulationAgent>(batched, static_cast<int>(i))
+                    : trainers::make_trainer(dev, p, *shared.device_market);
         if (agent_hook()) agent_hook()(m.plan.index, *trainer);
         const std::string agent_dir = (fs::path(dir) / m.plan.name).string();
         const bool resuming = m.action == AgentAction::resume;
@@ -428,7 +469,8 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     for (auto* m : training) m->run->begin();
     // Each worker advances its agents in turn; an agent that ends (finished, early-stopped,
     // diverged or interrupted) leaves alone and the others go on.
-    const std::size_t workers = agent_workers(training.size(), setup.devices.front()->cuda() != nullptr);
+    const std::size_t workers =
+        batched ? 1 : agent_workers(training.size(), setup.devices.front()->cuda() != nullptr);
     std::mutex record;  // population.json and the members' status
     on_workers(workers, setup.devices, [&](std::size_t w) {
         std::vector<Member*> mine;
@@ -758,7 +800,121 @@ std::string resume_population(const std::string& dir, const std::vector<std::str
     return outcome(where, members);
 }
 
-std::string bench_population(const config::Profile& p, bool force, bool ablate) {
+namespace {
+
+/// What bench_population measured (counts over all agents).
+struct PopulationBench {
+    std::string device;
+    long long batch_rows = 0, phase = 0, collected = 0, updates = 0, e2e_steps = 0;
+    double collect_s = 0, update_s = 0, e2e_s = 0, first_kernel_s = 0, dataset_rate = 0;
+    std::size_t peak = 0;
+    bool batched = false;  ///< one trainers::DqnPopulation for all agents
+};
+
+json::Object population_bench_json(const config::Profile& p, std::size_t n, const PopulationBench& b) {
+    const double agents = static_cast<double>(n);
+    const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
+    const double collection_steps = static_cast<double>(b.collected) / n_envs / agents;  // one agent's steps
+    const double collection_rate = b.collected > 0 ? static_cast<double>(b.collected) / b.collect_s : b.dataset_rate;
+    const double updates_rate = static_cast<double>(b.updates) / b.update_s;
+    const double e2e_rate = b.e2e_s > 0 ? static_cast<double>(b.e2e_steps) / b.e2e_s : 0.0;
+    return json::Object{
+        {"trainer", p.run.trainer},
+        {"device", b.device},
+        {"population", static_cast<std::int64_t>(n)},
+        {"batched", b.batched},
+        {"n_envs", p.experience.gpu_n_episodes},
+        {"batch_size", b.batch_rows},
+        {"iterations_per_phase", b.phase},
+        {"collection_env_steps_per_s", collection_rate},
+        {"updates_per_s", updates_rate},
+        {"end_to_end_env_steps_per_s", e2e_rate},
+        {"agent_updates_per_s", updates_rate},
+        {"updates_per_s_per_agent", updates_rate / agents},
+        {"collection_env_steps_per_s_per_agent", collection_rate / agents},
+        {"end_to_end_env_steps_per_s_per_agent", e2e_rate / agents},
+        {"us_per_collection_step", collection_steps > 0 ? 1e6 * b.collect_s / collection_steps : 0.0},
+        {"us_per_update", b.updates > 0 ? 1e6 * b.update_s / static_cast<double>(b.updates) : 0.0},
+        {"time_to_first_kernel_s", b.first_kernel_s},
+        {"peak_device_memory_bytes", b.peak},
+    };
+}
+
+/// bench_population for agents that train as one trainers::DqnPopulation: the same phases (the
+/// untimed warm-up, collection steps alone, updates alone, whole iterations), each a call of the
+/// engine for every agent at once.
+std::string bench_batched_population(const config::Profile& p, PopulationSetup& setup,
+                                     const std::vector<Member*>& training, clock::time_point t_start, bool ablate,
+                                     bool kernel_times) {
+    const auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+    ops::Device& dev = *setup.devices.front();
+    auto population = make_dqn_population(setup, training);
+    dev.synchronize();
+    PopulationBench b;
+    b.batched = true;
+    b.device = dev.description();
+    b.first_kernel_s = since(t_start);
+    const long long per = population->n_envs();
+    const long long cap = std::clamp<long long>(5'000'000 / per, 3, 500);
+    b.phase = std::clamp<long long>(p.run.total_steps / per, std::min<long long>(20, cap), cap);
+    b.batch_rows = population->batch_rows();
+    const long long agents = population->agents();
+    population->prepare();
+    population->collect();
+    population->update();
+    population->iterate();
+    dev.synchronize();
+    auto t = clock::now();
+    for (long long k = 0; k < b.phase; ++k) population->collect();
+    dev.synchronize();
+    b.collect_s = since(t);
+    b.collected = b.phase * per * agents;
+    t = clock::now();
+    for (long long k = 0; k < b.phase; ++k) population->update();
+    dev.synchronize();
+    b.update_s = since(t);
+    b.updates = b.phase * agents;
+    t = clock::now();
+    for (long long k = 0; k < b.phase; ++k) population->iterate();
+    dev.synchronize();
+    b.e2e_s = since(t);
+    b.e2e_steps = b.phase * per * agents;
+    for (auto& d : setup.devices) b.peak += d->peak_bytes();
+    json::Object out = population_bench_json(p, training.size(), b);
+    // The diagnostics, as one agent's bench: each op of a batched collection step and update timed
+    // alone (per batched step: every agent's work), and left out of the captured phases (per agent).
+    if ((kernel_times || ablate) && dev.cuda()) {
+        constexpr long long kRuns = 20;
+        const auto collect = [&](long long k) {
+            for (long long i = 0; i < k; ++i) population->collect();
+            return static_cast<double>(k * agents);
+        };
+        const auto update = [&](long long k) {
+            for (long long i = 0; i < k; ++i) population->update();
+            return static_cast<double>(k * agents);
+        };
+        cuda::set_kernel_timing(true);
+        (void)cuda::collect_kernel_times();
+        (void)collect(kRuns);
+        auto collect_ops = cuda::collect_kernel_times();
+        (void)update(kRuns);
+        auto update_ops = cuda::collect_kernel_times();
+        cuda::set_kernel_timing(false);
+        if (ablate) {
+            const auto sync = [&] { dev.synchronize(); };
+            out.emplace_back("ablation", json::object({{"collection", ablation_table(sync, collect_ops, collect, b.phase)},
+                                                       {"update", ablation_table(sync, update_ops, update, b.phase)}}));
+        }
+        if (kernel_times)
+            out.emplace_back("kernel_times", json::object({{"collection", kernel_table(std::move(collect_ops), kRuns)},
+                                                           {"update", kernel_table(std::move(update_ops), kRuns)}}));
+    }
+    return json::serialize(json::Value::object(std::move(out)));
+}
+
+}  // namespace
+
+std::string bench_population(const config::Profile& p, bool force, bool ablate, bool kernel_times) {
     const auto t_start = clock::now();
     const auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
     const auto n = static_cast<std::size_t>(p.run.population);
@@ -773,6 +929,10 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate) 
     for (auto& m : members) training.push_back(&m);
     PopulationSetup setup;
     set_up(setup, training, force);
+    if (batched_population(training)) return bench_batched_population(p, setup, training, t_start, ablate, kernel_times);
+    if (kernel_times)
+        throw UsageError("bench --kernel-times: a population times its ops when it is batched (run.population_batched "
+                         "and a DQN profile it batches: docs/sweeps.md); else time one agent with run.population = 1");
     std::vector<std::unique_ptr<trainers::Trainer>> trainers_;
     for (std::size_t i = 0; i < n; ++i)
         trainers_.push_back(trainers::make_trainer(*setup.devices[i], training[i]->plan.profile,
@@ -865,35 +1025,20 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate) 
         ablation = json::Value::object(std::move(parts));
     }
 
-    const double agents = static_cast<double>(n);
-    const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
-    const double collection_steps = static_cast<double>(collected) / n_envs / agents;  // one agent's steps
-    double dataset_rate = 0;
-    for (auto& tr : trainers_) dataset_rate += tr->dataset_collection_env_steps_per_s();
-    const double collection_rate = collected > 0 ? static_cast<double>(collected) / collect_s : dataset_rate;
-    const double updates_rate = static_cast<double>(updates) / update_s;
-    const double e2e_rate = e2e_s > 0 ? static_cast<double>(e2e_steps) / e2e_s : 0.0;
-    std::size_t peak = 0;  // every agent's
-    for (auto& d : setup.devices) peak += d->peak_bytes();
-    json::Object out{
-        {"trainer", p.run.trainer},
-        {"device", setup.devices.front()->description()},
-        {"population", static_cast<std::int64_t>(n)},
-        {"n_envs", p.experience.gpu_n_episodes},
-        {"batch_size", t0.batch_rows()},
-        {"iterations_per_phase", phase},
-        {"collection_env_steps_per_s", collection_rate},
-        {"updates_per_s", updates_rate},
-        {"end_to_end_env_steps_per_s", e2e_rate},
-        {"agent_updates_per_s", updates_rate},
-        {"updates_per_s_per_agent", updates_rate / agents},
-        {"collection_env_steps_per_s_per_agent", collection_rate / agents},
-        {"end_to_end_env_steps_per_s_per_agent", e2e_rate / agents},
-        {"us_per_collection_step", collection_steps > 0 ? 1e6 * collect_s / collection_steps : 0.0},
-        {"us_per_update", updates > 0 ? 1e6 * update_s / static_cast<double>(updates) : 0.0},
-        {"time_to_first_kernel_s", first_kernel_s},
-        {"peak_device_memory_bytes", peak},
-    };
+    PopulationBench b;
+    b.device = setup.devices.front()->description();
+    b.batch_rows = t0.batch_rows();
+    b.phase = phase;
+    b.collected = collected;
+    b.updates = updates;
+    b.e2e_steps = e2e_steps;
+    b.collect_s = collect_s;
+    b.update_s = update_s;
+    b.e2e_s = e2e_s;
+    b.first_kernel_s = first_kernel_s;
+    for (auto& tr : trainers_) b.dataset_rate += tr->dataset_collection_env_steps_per_s();
+    for (auto& d : setup.devices) b.peak += d->peak_bytes();  // every agent's
+    json::Object out = population_bench_json(p, n, b);
     if (!ablation.is_null()) out.emplace_back("ablation", std::move(ablation));  // only with --ablate on CUDA
     return json::serialize(json::Value::object(std::move(out)));
 }

@@ -86,9 +86,12 @@ std::string resume_population(const std::string& dir, const std::vector<std::str
 /// injection); empty = none.
 void set_agent_hook_for_tests(std::function<void(int agent, trainers::Trainer& trainer)> hook);
 
-/// Throughput of the population's agents advanced together (bench --set run.population=N). With
-/// `ablate` (CUDA only), also each op's cost to the population's throughput: the phases timed again
-/// with that op left out of every agent's graphs (bench --ablate).
-std::string bench_population(const config::Profile& profile, bool force, bool ablate = false);
+/// Throughput of the population's agents advanced together (bench --set run.population=N): as one
+/// batched engine where run.population_batched and the agents allow it, else each agent's own
+/// graphs on host workers. With `ablate` (CUDA only), also each op's cost to the population's
+/// throughput: the phases timed again with that op left out (bench --ablate). `kernel_times`
+/// (CUDA, a batched population only): each op of a batched collection step and update timed alone.
+std::string bench_population(const config::Profile& profile, bool force, bool ablate = false,
+                             bool kernel_times = false);
 
 }  // namespace fh::run

@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <tuple>
 
+#include "io/json.hpp"
 #include "nn/init.hpp"
 #include "trainers/dqn_trainer.hpp"
 #include "trainers/setup.hpp"
@@ -33,6 +35,7 @@ std::string DqnPopulation::unsupported(const config::Profile& p, const config::P
     if (p.dqn.attention) return "dqn.attention";
     if (p.dqn.ensemble_size > 1) return "dqn.ensemble_size > 1";
     if (!p.eval.deterministic) return "eval.deterministic = false";
+    if (p.replay_buffer.save_dump) return "replay_buffer.save_dump";
     // What the agents share: one network shape, batch, ring, schedule and environment.
     const auto shape = [](const config::Profile& q) {
         return std::tie(q.dqn.hidden, q.dqn.num_atoms, q.dqn.dueling, q.dqn.v_min, q.dqn.v_max, q.dqn.head,
@@ -43,7 +46,7 @@ std::string DqnPopulation::unsupported(const config::Profile& p, const config::P
     if (shape(p) != shape(first))
         return "a shape (dqn.hidden, num_atoms, dueling, v_min, v_max, head, double_dqn, experience.gpu_n_episodes, "
                "n_step, replay_buffer sizes, training.updates_per_iteration or gpu.tf32) differs from the first agent's";
-    if (env_without_seed(env_params(p, 1)) != env_without_seed(env_params(first, 1)))
+    if (env_without_seed(trainers::env_params(p, 1)) != env_without_seed(trainers::env_params(first, 1)))
         return "the environment ([instrument], [env] or experience.gpu_timesteps_per_episode) differs from the first "
                "agent's";
     return "";
@@ -61,7 +64,7 @@ DqnPopulation::DqnPopulation(ops::Device& ops, const std::vector<config::Profile
       min_steps_(0),
       updates_per_iteration_(0),
       env_params_(agents.empty() || markets.empty() ? env::EnvParams{}
-                                                    : env_params(agents.front(), markets.front()->market_dim())),
+                                                    : trainers::env_params(agents.front(), markets.front()->market_dim())),
       net_((agents.empty() || markets.size() != agents.size()
                 ? throw UsageError("a batched DQN population needs one market per agent and at least one agent")
                 : void(),
@@ -102,7 +105,7 @@ DqnPopulation::DqnPopulation(ops::Device& ops, const std::vector<config::Profile
     env_states_ = ops.alloc<float>(N * n * D);
     std::vector<abi::DqnCollectAgent> collect_agents(N);
     for (std::size_t i = 0; i < N; ++i) {
-        env::VecEnv venv(ops, *markets[i], env::Split::train, env_params(agents[i], env_params_.market_dim), n_envs_);
+        env::VecEnv venv(ops, *markets[i], env::Split::train, trainers::env_params(agents[i], env_params_.market_dim), n_envs_);
         venv.reset_all();
         auto start = venv.persistent();
         ops.copy_raw(env_state_.view().subview(i * n, n), ops::View<const env::EnvState>(start.state));
@@ -170,6 +173,28 @@ ops::View<const float> DqnPopulation::adam_v(int agent) const {
     return v_.cview().subview(static_cast<std::size_t>(agent) * params(), params());
 }
 
+DqnPopulation::AgentState DqnPopulation::agent_state(int agent) {
+    const std::size_t a = static_cast<std::size_t>(agent), P = params(), n = static_cast<std::size_t>(n_envs_),
+                      D = static_cast<std::size_t>(env_params_.state_dim),
+                      rows = static_cast<std::size_t>(capacity_steps_) * n, A = static_cast<std::size_t>(num_actions_);
+    if (agent < 0 || agent >= agents_) throw std::out_of_range("DqnPopulation::agent_state: no such agent");
+    return AgentState{online_.view().subview(a * P, P),
+                      target_.view().subview(a * P, P),
+                      m_.view().subview(a * P, P),
+                      v_.view().subview(a * P, P),
+                      ring_states_.view().subview(a * rows * D, rows * D),
+                      ring_next_states_.view().subview(a * rows * D, rows * D),
+                      ring_rewards_.view().subview(a * rows, rows),
+                      ring_actions_.view().subview(a * rows, rows),
+                      ring_done_.view().subview(a * rows, rows),
+                      env_state_.view().subview(a * n, n),
+                      env_portfolio_.view().subview(a * n * env::PORTFOLIO_STRIDE, n * env::PORTFOLIO_STRIDE),
+                      env_states_.view().subview(a * n * D, n * D),
+                      guard_.view().subview(a, 1),
+                      stats_.view().subview(a, 1),
+                      histogram_.view().subview(a * A, A)};
+}
+
 bool DqnPopulation::ready_to_update() const noexcept { return steps_ >= min_steps_; }
 
 // DqnTrainer::collect_ops for every agent: the online networks on their environments'
@@ -189,7 +214,7 @@ void DqnPopulation::collect_ops(bool advance) {
 // networks on s (differentiated) and s', the targets on s' (three batched forwards side by side;
 // rows being independent, each agent's are its single run's paired pass's), the loss, the
 // backward, the finish.
-void DqnPopulation::gradient_ops() {
+void DqnPopulation::gradient_ops(std::uint32_t inject_nan) {
     const int B = batch_;
     const std::size_t Bs = static_cast<std::size_t>(B), D = static_cast<std::size_t>(env_params_.state_dim);
     const std::size_t xs = 2 * Bs * D;  // one agent's [s; s']
@@ -210,7 +235,7 @@ void DqnPopulation::gradient_ops() {
                   batch_actions_.cview(), returns_.cview(), discounts_.cview(), agent_.cview(), net_.head(), B);
     net_.backward_agents(ops_, online_.cview(), grads_.view(), d_head_.view(), ws_s_);
     ops::dqn_update_finish(ops_, step_.view(), guard_.view(), stats_.view(), counters_.view(), norm_partials_.view(),
-                           grads_.cview(), sample_stats_.cview(), agent_.cview(), B, false);
+                           grads_.cview(), sample_stats_.cview(), agent_.cview(), B, inject_nan);
 }
 
 void DqnPopulation::adam_ops(bool end_step) {
@@ -221,17 +246,30 @@ void DqnPopulation::adam_ops(bool end_step) {
 // As DqnTrainer::iterate: the first update's gradient beside the collection step, its Adam step
 // after the join (collection acts with the weights of the iteration's start), the last Adam step
 // advancing the counters.
-void DqnPopulation::iterate() {
+void DqnPopulation::iterate(const std::function<std::uint32_t(long long)>& inject_nan) {
     if (!ready_to_update()) return collect();
     const long long n = updates_per_iteration_;
-    ops_.run_sequence(iteration_sequence_, [&] {
-        ops_.run_concurrently([this] { collect_ops(false); }, [this] { gradient_ops(); });
+    // Tests: the agents whose updates get a NaN loss (the function's, and the agents' Trainers').
+    std::vector<std::uint32_t> nan(static_cast<std::size_t>(n), 0u);
+    bool inject = false;
+    for (long long k = 0; k < n; ++k) {
+        const long long u = updates_ + k + 1;
+        std::uint32_t& mask = nan[static_cast<std::size_t>(k)];
+        if (inject_nan) mask |= inject_nan(u);
+        for (const auto* v : views_)
+            if (v->agent() < 32 && v->injects_nan_at(u)) mask |= 1u << v->agent();
+        inject = inject || mask != 0;
+    }
+    const auto issue = [&] {
+        ops_.run_concurrently([this] { collect_ops(false); }, [&] { gradient_ops(nan[0]); });
         adam_ops(n == 1);
         for (long long k = 2; k <= n; ++k) {
-            gradient_ops();
+            gradient_ops(nan[static_cast<std::size_t>(k - 1)]);
             adam_ops(k == n);
         }
-    });
+    };
+    if (inject) issue();  // tests: never captured
+    else ops_.run_sequence(iteration_sequence_, issue);
     ++steps_;
     updates_ += n;
 }
@@ -251,6 +289,73 @@ void DqnPopulation::update() {
         adam_ops(false);
     });
     ++updates_;
+}
+
+DqnPopulationAgent::DqnPopulationAgent(std::shared_ptr<DqnPopulation> population, int agent)
+    : population_(std::move(population)),
+      agent_(agent),
+      state_(population_->agent_state(agent)),
+      env_params_(trainers::env_params(population_->profile(agent), population_->env_params().market_dim)),
+      policy_(network_config(population_->profile(agent), env_params_.state_dim), eval_goal(population_->profile(agent))) {
+    population_->views_.push_back(this);
+}
+
+DqnPopulationAgent::~DqnPopulationAgent() {
+    auto& v = population_->views_;
+    v.erase(std::remove(v.begin(), v.end(), this), v.end());
+}
+
+void DqnPopulationAgent::iterate() {
+    const long long at = population_->steps();
+    if (at == steps_) population_->iterate();  // the first agent of the round: every agent's iteration
+    else if (at != steps_ + 1)
+        throw std::logic_error("DqnPopulationAgent: the agents of a batched population advance one iteration a round");
+    ++steps_;
+}
+
+LogLine DqnPopulationAgent::read_log(double seconds) {
+    ops::Device& ops = population_->ops_;
+    const dqn::MonitorStats s = ops.to_host(ops::View<const dqn::MonitorStats>(state_.stats))[0];
+    const nn::GuardState g = ops.to_host(ops::View<const nn::GuardState>(state_.guard))[0];
+    const auto histogram = ops.to_host(ops::View<const unsigned long long>(state_.histogram));
+    ops.upload<dqn::MonitorStats>(state_.stats, std::vector<dqn::MonitorStats>{dqn::MonitorStats{}});
+    ops.upload<unsigned long long>(state_.histogram, std::vector<unsigned long long>(histogram.size(), 0));
+    return dqn_log_line(population_->profile(agent_), s, g, histogram, dqn::CuriosityStats{}, steps_, updates(),
+                        population_->n_envs(), seconds, log_marks_);
+}
+
+// DqnTrainer::state_tensors' names, shapes and order (without its options' extras, which a batched
+// population does not take): an agent's checkpoint is a single run's.
+std::vector<StateTensor> DqnPopulationAgent::state_tensors() {
+    const auto P = static_cast<std::int64_t>(state_.online.size());
+    const auto D = static_cast<std::int64_t>(env_params_.state_dim);
+    const auto n = static_cast<std::int64_t>(population_->n_envs());
+    const auto rows = static_cast<std::int64_t>(population_->capacity_steps()) * n;
+    return {state_tensor("params/online", "F32", {P}, state_.online),
+            state_tensor("params/target", "F32", {P}, state_.target),
+            state_tensor("adam/m", "F32", {P}, state_.m),
+            state_tensor("adam/v", "F32", {P}, state_.v),
+            state_tensor("replay/states", "F32", {rows, D}, state_.ring_states),
+            state_tensor("replay/next_states", "F32", {rows, D}, state_.ring_next_states),
+            state_tensor("replay/rewards", "F32", {rows}, state_.ring_rewards),
+            state_tensor("replay/actions", "I32", {rows}, state_.ring_actions),
+            state_tensor("replay/done", "U8", {rows}, state_.ring_done),
+            state_tensor("env/state", "U8", {n, static_cast<std::int64_t>(sizeof(env::EnvState))}, state_.env_state),
+            state_tensor("env/portfolio", "F32", {n, env::PORTFOLIO_STRIDE}, state_.env_portfolio),
+            state_tensor("env/states", "F32", {n, D}, state_.env_states),
+            state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, state_.guard),
+            state_tensor("monitor/stats", "U8", {static_cast<std::int64_t>(sizeof(dqn::MonitorStats))}, state_.stats),
+            state_tensor("monitor/histogram", "U64", {static_cast<std::int64_t>(state_.histogram.size())},
+                         state_.histogram)};
+}
+
+void DqnPopulationAgent::restore_counter_values(std::span<const std::int64_t>) {
+    throw UsageError("a batched population's agent cannot continue from a checkpoint inside the population; resume "
+                     "it alone, or the population with run.population_batched = false");
+}
+
+long long DqnPopulationAgent::bench_update() {
+    throw std::logic_error("DqnPopulationAgent: bench the population (bench_population), not one of its agents");
 }
 
 }  // namespace fh::trainers

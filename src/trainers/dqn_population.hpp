@@ -8,6 +8,9 @@
 ///        (a strided batch of N networks may take another cuBLAS algorithm than one network).
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,16 +20,20 @@
 #include "math/nn.h"
 #include "ops/device.hpp"
 #include "ops/dqn/ops.hpp"
+#include "trainers/dqn_trainer.hpp"
 #include "trainers/q_network.hpp"
+#include "trainers/trainer.hpp"
 
 namespace fh::trainers {
+
+class DqnPopulationAgent;
 
 class DqnPopulation {
 public:
     /// Why `agent` cannot train in a batched population whose first agent is `first` ("" when it
     /// can): a DQN profile with the C51 or scalar head and none of dqn.her, dqn.curiosity,
-    /// dqn.attention, dqn.head = "iqn" or an ensemble, whose shapes, data and environment (run.seed
-    /// aside) are those of `first`.
+    /// dqn.attention, dqn.head = "iqn", an ensemble or replay_buffer.save_dump, whose shapes and
+    /// environment (run.seed aside) are those of `first`.
     static std::string unsupported(const config::Profile& agent, const config::Profile& first);
 
     /// `agents[i]` trains on `markets[i]`'s training split (agents with different seeds may have
@@ -44,7 +51,9 @@ public:
 
     /// One iteration of every agent: a collection step and, once the replay holds
     /// training.min_replay_size transitions, training.updates_per_iteration updates (as DqnTrainer).
-    void iterate();
+    /// Tests: `inject_nan(u)` gives the agents (bit g: agent g) whose update u (1-based) gets a NaN
+    /// loss; such an iteration runs uncaptured.
+    void iterate(const std::function<std::uint32_t(long long update)>& inject_nan = {});
     /// Bench: collection steps until the replay is ready; one collection step; one update.
     void prepare();
     void collect();
@@ -55,14 +64,29 @@ public:
     ops::View<const float> target(int agent) const;
     ops::View<const float> adam_m(int agent) const;
     ops::View<const float> adam_v(int agent) const;
-    /// The agents' guards (N), for the training guard's verdict per agent.
-    ops::View<const nn::GuardState> guards() const noexcept { return guard_.cview(); }
     const QNetwork& network() const noexcept { return net_; }
+    const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
+
+    /// Agent i's slices of the population's buffers: what DqnTrainer keeps for one agent.
+    struct AgentState {
+        ops::View<float> online, target, m, v;
+        ops::View<float> ring_states, ring_next_states, ring_rewards;
+        ops::View<int> ring_actions;
+        ops::View<std::uint8_t> ring_done;
+        ops::View<env::EnvState> env_state;
+        ops::View<float> env_portfolio, env_states;
+        ops::View<nn::GuardState> guard;
+        ops::View<dqn::MonitorStats> stats;
+        ops::View<unsigned long long> histogram;
+    };
+    AgentState agent_state(int agent);
+    int capacity_steps() const noexcept { return capacity_steps_; }
+    const env::EnvParams& env_params() const noexcept { return env_params_; }
 
 private:
     bool ready_to_update() const noexcept;
     void collect_ops(bool advance);
-    void gradient_ops();
+    void gradient_ops(std::uint32_t inject_nan = 0);
     void adam_ops(bool end_step);
     std::size_t params() const noexcept { return net_.layout().total(); }
 
@@ -101,8 +125,51 @@ private:
     // (N x B rows each).
     QNetwork::Workspace ws_act_, ws_s_, ws_next_, ws_target_;
     ops::OpSequence collect_sequence_, iteration_sequence_, update_sequence_;
+    friend class DqnPopulationAgent;
+    std::vector<const DqnPopulationAgent*> views_;  ///< the live agents' Trainers (NaN injection)
 
     ops::RingViews ring();
+};
+
+/// Agent i of a DqnPopulation as a Trainer, so that a population's runner gives it its own logs,
+/// evaluations, checkpoints and summary, as a single run's. The agents advance together: the first
+/// agent whose iterate() asks for the population's next iteration runs it for every agent, the
+/// others then count it (a runner steps every live agent once per round, on one host thread; an
+/// agent that ends leaves, the others go on). Its checkpoint tensors and counters are a single
+/// run's; a checkpoint resumes as one (not into a population: restore_counter_values refuses).
+class DqnPopulationAgent final : public Trainer {
+public:
+    DqnPopulationAgent(std::shared_ptr<DqnPopulation> population, int agent);
+    ~DqnPopulationAgent() override;
+    DqnPopulationAgent(const DqnPopulationAgent&) = delete;
+    DqnPopulationAgent& operator=(const DqnPopulationAgent&) = delete;
+
+    long long progress_per_iteration() const noexcept override { return population_->n_envs(); }
+    long long iterations() const noexcept override { return steps_; }
+    long long env_steps() const noexcept override { return steps_ * population_->n_envs(); }
+    long long updates() const noexcept override { return population_->updates(); }
+    void iterate() override;
+    LogLine read_log(double seconds) override;
+    std::vector<StateTensor> state_tensors() override;
+    std::vector<std::int64_t> counter_values() const override { return {steps_, updates(), steps_}; }
+    void restore_counter_values(std::span<const std::int64_t> values) override;
+    ops::View<float> policy_weights() noexcept override { return state_.online; }
+    GreedyPolicy& policy() noexcept override { return policy_; }
+    const env::EnvParams& env_params() const noexcept override { return env_params_; }
+    long long bench_update() override;
+    long long batch_rows() const noexcept override { return population_->batch_rows(); }
+    int agent() const noexcept { return agent_; }
+    /// Whether a test asked for a NaN loss at update u of this agent.
+    bool injects_nan_at(long long u) const noexcept { return nan_injected(u); }
+
+private:
+    std::shared_ptr<DqnPopulation> population_;
+    int agent_;
+    DqnPopulation::AgentState state_;
+    env::EnvParams env_params_;
+    DqnGreedyPolicy policy_;
+    long long steps_ = 0;
+    DqnLogMarks log_marks_;
 };
 
 }  // namespace fh::trainers

@@ -274,8 +274,7 @@ void DqnTrainer::restore_counter_values(std::span<const std::int64_t> v) {
     replay_.restore_pushed_steps(v[2]);
     adam_.restore_steps(ops_, updates_);
     if (curiosity_) curiosity_->restore_steps(ops_, steps_);  // one model step per collection step
-    updates_at_log_ = updates_;
-    env_steps_at_log_ = steps_ * n_envs_;
+    log_marks_ = DqnLogMarks{updates_, steps_ * n_envs_};
     upload_counters();
 }
 
@@ -291,7 +290,6 @@ bool DqnTrainer::ready_to_update() const noexcept {
     return replay_.pushed_steps() >= min_steps;
 }
 
-float DqnTrainer::epsilon_at(long long step) const { return dqn::epsilon_at(dqn_agent_params(profile_), step); }
 
 // One collection step: every environment acts epsilon-greedily on the online network's Q and
 // the transitions go into the replay ring's next slot. The step count, epsilon and the slot come
@@ -503,32 +501,58 @@ LogLine DqnTrainer::read_log(double seconds) {
         for (std::size_t e = 0; e < static_cast<std::size_t>(n_envs_); ++e) reached += rows[e * DX + DX - 1] <= 0.0f;
         goal_reached = static_cast<double>(reached) / n_envs_;
     }
+    LogLine line = dqn_log_line(profile_, s, g, histogram, curiosity, steps_, updates_, n_envs_, seconds, log_marks_);
     const bool iqn = profile_.dqn.head == "iqn";
-    throw_if_diverged(g, profile_.training.max_bad_updates, iqn ? kIqnGuardLossNames : kGuardLossNames,
+    const double loss_mse = s.loss_sum[1] / std::max(1, s.updates);
+    if (iqn) {  // losses/quantile_huber: the IQN head's loss (losses/mse holds the same number)
+        auto members = line.json.as_object();
+        members.emplace_back("losses/quantile_huber", s.updates > 0 ? loss_mse : 0.0);
+        line.json = io::json::Value::object(std::move(members));
+    }
+    if (profile_.dqn.her) {
+        auto members = line.json.as_object();
+        members.emplace_back("her/goal_reached", goal_reached);
+        line.json = io::json::Value::object(std::move(members));
+    }
+    if (!attention_mean.empty() || ensemble) {
+        auto members = line.json.as_object();
+        const auto& groups = net_.attention_groups();  // attention/<group>: what the agent looks at
+        for (std::size_t k = 0; k < attention_mean.size(); ++k)
+            members.emplace_back("attention/" + groups[k].name, attention_mean[k]);
+        if (ensemble) members.emplace_back("q/ensemble_spread", spread);
+        line.json = io::json::Value::object(std::move(members));
+    }
+    return line;
+}
+
+LogLine dqn_log_line(const config::Profile& profile, const dqn::MonitorStats& s, const nn::GuardState& g,
+                     const std::vector<unsigned long long>& histogram, const dqn::CuriosityStats& curiosity,
+                     long long steps, long long updates, int n_envs, double seconds, DqnLogMarks& marks) {
+    const bool iqn = profile.dqn.head == "iqn";
+    throw_if_diverged(g, profile.training.max_bad_updates, iqn ? kIqnGuardLossNames : kGuardLossNames,
                       "Lower training.learning_rate, raise training.grad_clip_norm's strictness (a smaller value) "
                       "or check the data.");
 
     // The scalar head's loss is the MSE alone (mse_blend_alpha blends the C51 head's two losses);
     // the IQN head's quantile Huber loss takes the MSE's row.
-    const double alpha = profile_.dqn.head == "c51" ? profile_.dqn.mse_blend_alpha : 0.0;
+    const double alpha = profile.dqn.head == "c51" ? profile.dqn.mse_blend_alpha : 0.0;
     const double n = std::max(1, s.updates);
     const double samples = static_cast<double>(std::max<long long>(1, s.samples));
     const double loss_c51 = s.loss_sum[0] / n, loss_mse = s.loss_sum[1] / n, loss_cql = s.loss_sum[2] / n;
-    const double cql = profile_.dqn.cql_alpha;
+    const double cql = profile.dqn.cql_alpha;
     const double loss = alpha * loss_c51 + (1 - alpha) * loss_mse + cql * loss_cql;
     const double q_mean = s.q_sum / samples;
-    const long long env_steps = steps_ * n_envs_;
+    const long long env_steps = steps * n_envs;
     seconds = std::max(1e-9, seconds);
-    const double env_steps_per_s = static_cast<double>(env_steps - env_steps_at_log_) / seconds;
-    const double updates_per_s = static_cast<double>(updates_ - updates_at_log_) / seconds;
-    updates_at_log_ = updates_;
-    env_steps_at_log_ = env_steps;
+    const double env_steps_per_s = static_cast<double>(env_steps - marks.env_steps) / seconds;
+    const double updates_per_s = static_cast<double>(updates - marks.updates) / seconds;
+    marks.updates = updates;
+    marks.env_steps = env_steps;
     const bool any = s.updates > 0;
-    const double epsilon = epsilon_at(steps_);
-
+    const double epsilon = dqn::epsilon_at(dqn_agent_params(profile), steps);
     LogLine line;
     line.json = io::json::object({
-        {"step", steps_},
+        {"step", steps},
         {"env_steps", env_steps},
         {"updates", static_cast<long long>(g.applied_updates) + g.bad_total},
         {"losses/loss", any ? loss : 0.0},
@@ -550,24 +574,6 @@ LogLine DqnTrainer::read_log(double seconds) {
         {"perf/env_steps_per_s", env_steps_per_s},
         {"perf/updates_per_s", updates_per_s},
     });
-    if (iqn) {  // losses/quantile_huber: the IQN head's loss (losses/mse holds the same number)
-        auto members = line.json.as_object();
-        members.emplace_back("losses/quantile_huber", any ? loss_mse : 0.0);
-        line.json = io::json::Value::object(std::move(members));
-    }
-    if (profile_.dqn.her) {
-        auto members = line.json.as_object();
-        members.emplace_back("her/goal_reached", goal_reached);
-        line.json = io::json::Value::object(std::move(members));
-    }
-    if (!attention_mean.empty() || ensemble) {
-        auto members = line.json.as_object();
-        const auto& groups = net_.attention_groups();  // attention/<group>: what the agent looks at
-        for (std::size_t k = 0; k < attention_mean.size(); ++k)
-            members.emplace_back("attention/" + groups[k].name, attention_mean[k]);
-        if (ensemble) members.emplace_back("q/ensemble_spread", spread);
-        line.json = io::json::Value::object(std::move(members));
-    }
     const std::string cql_part = cql > 0 ? fmt::format(", cql {:.4f}", any ? loss_cql : 0.0) : "";
     const std::string parts = iqn ? fmt::format("quantile Huber {:.4f}{}", any ? loss_mse : 0.0, cql_part)
                                   : fmt::format("c51 {:.4f}, mse {:.4f}{}", any ? loss_c51 : 0.0, any ? loss_mse : 0.0,

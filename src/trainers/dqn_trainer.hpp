@@ -22,6 +22,20 @@
 
 namespace fh::trainers {
 
+/// The counters at the last log line (its rates are per second since).
+struct DqnLogMarks {
+    long long updates = 0, env_steps = 0;
+};
+
+/// A DQN metrics line from one log interval's monitor sums, guard, action histogram and curiosity
+/// sums, at `steps` collection steps of n_envs environments and `updates` updates, `seconds` after
+/// the line before (`marks`, advanced). The keys every DQN run writes; a head's extras (IQN, HER,
+/// attention, an ensemble) are the caller's to append. Throws DivergedError (exit 5) when the guard
+/// has skipped training.max_bad_updates updates.
+LogLine dqn_log_line(const config::Profile& profile, const dqn::MonitorStats& stats, const nn::GuardState& guard,
+                     const std::vector<unsigned long long>& histogram, const dqn::CuriosityStats& curiosity,
+                     long long steps, long long updates, int n_envs, double seconds, DqnLogMarks& marks);
+
 /// Evaluation: the first action of maximal Q of a QNetwork (no exploration). With a goal (dqn.her),
 /// the network sees each observation with that goal's features (ops::dqn_goal_states): `config`
 /// is then the goal-conditioned network's (network_config adds the features).
@@ -96,7 +110,6 @@ private:
     void end_step_ops();            // after a collection step: the counters advance
     void after_collect();           // the host's mirror of end_step_ops
     void after_update();
-    float epsilon_at(long long step) const;
     void upload_counters();
     bool split_forward() const noexcept {
         return batch_ > paired_forward_max_rows_ && net_.iqn_params().quantiles == 0;
@@ -111,7 +124,7 @@ private:
     QNetwork net_;
     DqnGreedyPolicy policy_;
     long long steps_ = 0, updates_ = 0;
-    long long updates_at_log_ = 0, env_steps_at_log_ = 0;
+    DqnLogMarks log_marks_;
 
     // The online and the target network's parameters side by side in one buffer (2, P), so that
     // both run in one batched pass; the gradients (P).

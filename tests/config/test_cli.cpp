@@ -179,7 +179,7 @@ TEST_CASE("cli: bench prints each trainer's throughput as one JSON object", "[co
     }
 }
 
-TEST_CASE("cli: bench --kernel-times and --ablate are CUDA diagnostics: none on the CPU; a population takes --ablate only",
+TEST_CASE("cli: bench --kernel-times and --ablate are CUDA diagnostics: none on the CPU; an unbatched population takes --ablate only",
           "[config]") {
     if (!have_exe()) return;
     const auto r = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times --ablate "
@@ -189,9 +189,16 @@ TEST_CASE("cli: bench --kernel-times and --ablate are CUDA diagnostics: none on 
     CHECK(r.out.find("\"updates_per_s\":") != std::string::npos);
     CHECK(r.out.find("\"kernel_times\"") == std::string::npos);
     CHECK(r.out.find("\"ablation\"") == std::string::npos);
-    const auto p = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times --set run.population=2");
+    const auto p = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times --set run.population=2 "
+                           "--set run.population_batched=false");
     CHECK(p.code == 2);
-    CHECK(p.err.find("--kernel-times times one agent's launches") != std::string::npos);
+    CHECK(p.err.find("a population times its ops when it is batched") != std::string::npos);
+    const auto q = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times --set run.population=2 "
+                           "--set run.total_steps=80");
+    INFO(q.err);
+    CHECK(q.code == 0);
+    CHECK(q.out.find("\"batched\":true") != std::string::npos);
+    CHECK(q.out.find("\"kernel_times\"") == std::string::npos);
     const auto a = run_exe("bench --profile dqn-smoketest --device cpu --quiet --ablate --set run.population=2 "
                            "--set run.total_steps=80");
     INFO(a.err);
@@ -249,16 +256,23 @@ TEST_CASE("cli: bench --ablate times the captured steps again without each op an
     }
 }
 
-TEST_CASE("cli: bench --ablate on a population leaves each op out of every agent's graphs, on CUDA",
+TEST_CASE("cli: bench --ablate on a population leaves each op out of the batched engine or every agent's graphs, on CUDA",
           "[gpu][config][population]") {
     if (!have_exe()) return;
     namespace json = fh::io::json;
-    const auto r = run_exe("bench --profile dqn-smoketest --device cuda --quiet --ablate --set run.population=3");
+    // The batched engine (every op one launch for all agents) and the agents' own graphs.
+    for (const bool batched : {true, false}) {
+    INFO("batched " << batched);
+    const auto r = run_exe("bench --profile dqn-smoketest --device cuda --quiet --ablate --set run.population=3" +
+                           std::string(batched ? " --kernel-times" : " --set run.population_batched=false"));
     INFO(r.err);
     REQUIRE(r.code == 0);
     const json::Value v = json::parse(r.out.substr(r.out.rfind('{', r.out.find("\"trainer\""))),
                                       json::Limits{64u << 20, 64, true});
     REQUIRE(v.find("population") != nullptr);
+    REQUIRE(v.find("batched") != nullptr);
+    CHECK(v.find("batched")->as_bool() == batched);
+    CHECK((v.find("kernel_times") != nullptr) == batched);
     const json::Value* ablation = v.find("ablation");
     REQUIRE(ablation != nullptr);
     for (const char* phase : {"collection", "update"}) {
@@ -278,6 +292,7 @@ TEST_CASE("cli: bench --ablate on a population leaves each op out of every agent
             CHECK(op.find("us_without")->as_double() < 3 * captured);
         }
         CHECK((std::string(phase) == "update" ? loss : act));
+    }
     }
 }
 

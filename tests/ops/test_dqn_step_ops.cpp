@@ -681,8 +681,10 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
                           ops.to_host(br.cview()), ops.to_host(bd.cview())};
     };
     // Three agents in one launch (grid y), each at its own push count, advancing in the launch:
-    // each agent's last block advances its own counters once per step.
-    auto run_agents = [&](fh::ops::Device& ops) {
+    // each agent's last block advances its own counters once per step. With `own`, each agent also
+    // steps on its own market and episode seed (a population's; the third's market keeps half the
+    // episode starts): dqn_collect_agents_kernel.
+    auto run_agents = [&](fh::ops::Device& ops, bool own = false) {
         const auto f = fh::test::small_market(ops);
         const int N = 3, n = 70, cap = 9, D = f.params.state_dim;
         fh::env::VecEnv env(ops, *f.device_market, fh::env::Split::train, f.params, N * n);
@@ -696,12 +698,17 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
             std::vector<fh::dqn::Counters>{{0, 0, 0}, {5, 1, 5}, {13, 2, 13}});
         auto tickets = ops.from_host<unsigned>(std::vector<unsigned>(N, 0u));
         auto actions = ops.alloc<int>(N * n);
+        fh::env::MarketView half = env.market();
+        half.n_starts = std::max(1, half.n_starts / 2);
+        auto own_agents = ops.from_host<fh::abi::DqnCollectAgent>(std::vector<fh::abi::DqnCollectAgent>{
+            {env.market(), 101}, {env.market(), 102}, {half, 103}});
         for (int step = 0; step < 12; ++step) {
             fh::ops::env_random_actions(ops, actions.view(), 11, static_cast<std::uint64_t>(step),
                                         fh::env::num_actions(f.params));
             auto pers = env.persistent();
             fh::ops::dqn_collect(ops, pers.state, pers.portfolio, pers.states, actions.cview(), ring, counters.cview(),
-                                 env.market(), f.params, fh::ops::CollectAdvance{counters.view(), tickets.view()});
+                                 env.market(), f.params, fh::ops::CollectAdvance{counters.view(), tickets.view()},
+                                 own ? own_agents.cview() : fh::ops::View<const fh::abi::DqnCollectAgent>{});
         }
         std::vector<long long> counts;
         for (const auto& c : ops.to_host(counters.cview())) counts.insert(counts.end(), {c.steps, c.updates, c.pushed});
@@ -717,6 +724,14 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
     CHECK(std::get<5>(ag3) == std::get<5>(ac));
     CHECK(std::get<5>(ac) == std::vector<long long>{12, 0, 12, 17, 1, 17, 25, 2, 25});
     CHECK(std::get<6>(ag3) == std::vector<unsigned>(3, 0u));
+    const auto oc = run_agents(cpu, true), og = run_agents(gpu, true);
+    CHECK(std::get<0>(og) == std::get<0>(oc));
+    CHECK(std::get<1>(og) == std::get<1>(oc));
+    CHECK(std::get<2>(og) == std::get<2>(oc));
+    CHECK(std::get<3>(og) == std::get<3>(oc));
+    CHECK(std::get<4>(og) == std::get<4>(oc));
+    CHECK(std::get<5>(og) == std::get<5>(oc));
+    CHECK(std::get<0>(oc) != std::get<0>(ac));  // the agents' own seeds and markets changed their episodes
 
     const auto ec = run_env(cpu), eg = run_env(gpu);
     CHECK(std::get<0>(eg) == std::get<0>(ec));

@@ -266,7 +266,8 @@ void dqn_update_finish(View<dqn::UpdateStep> step, View<nn::GuardState> guard, V
         sums.td_abs = tree_sum(s3);
         sums.cql = tree_sum(s4);
         dqn::finish_update(step.data()[g], guard.data()[g], stats.data()[g], counters.data()[g], agent.data()[g], sums,
-                           static_cast<float>(std::sqrt(tree_sum(norm))), batch, inject_nan);
+                           static_cast<float>(std::sqrt(tree_sum(norm))), batch,
+                           g < 32 ? static_cast<int>((static_cast<unsigned>(inject_nan) >> g) & 1u) : 0);
     }
 }
 

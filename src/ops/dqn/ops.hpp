@@ -240,11 +240,12 @@ constexpr std::size_t dqn_finish_scratch_size() noexcept { return static_cast<st
 /// (N, kSampleStats, B) in a fixed tree, then dqn::finish_update: the batch-mean losses, the training
 /// guard's decision, the monitor, this update's Adam constants and target copy, and counters'
 /// update count. step, guard, stats, counters (N); norm_partials (N, dqn_finish_scratch_size()).
-/// inject_nan (tests, never in a captured sequence) makes the C51 loss NaN.
+/// inject_nan (tests, never in a captured sequence): bit g makes agent g's C51 loss NaN (agents
+/// 0 to 31; true: agent 0).
 inline void dqn_update_finish(Device& device, View<dqn::UpdateStep> step, View<nn::GuardState> guard,
                               View<dqn::MonitorStats> stats, View<dqn::Counters> counters, View<float> norm_partials,
                               View<const float> grads, View<const float> sample_stats,
-                              View<const dqn::AgentParams> agent, int batch, bool inject_nan) {
+                              View<const dqn::AgentParams> agent, int batch, std::uint32_t inject_nan) {
     const char* op = "dqn_update_finish";
     const std::size_t N = detail::agents_of(agent.size(), op);
     detail::require(batch >= 1, op, "batch must be >= 1");
@@ -262,9 +263,9 @@ inline void dqn_update_finish(Device& device, View<dqn::UpdateStep> step, View<n
                                   detail::range("sample_stats", sample_stats), detail::range("agent", agent)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dqn_update_finish(*cuda, step, guard, stats, counters, norm_partials, grads, sample_stats,
-                                            agent, batch, inject_nan ? 1 : 0);
+                                            agent, batch, static_cast<int>(inject_nan));
     cpu_twin::dqn_update_finish(step, guard, stats, counters, norm_partials, grads, sample_stats, agent, batch,
-                                inject_nan ? 1 : 0);
+                                static_cast<int>(inject_nan));
 }
 
 /// Adam (when the guard applied the update) and the target update of every parameter, per
