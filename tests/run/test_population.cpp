@@ -323,10 +323,43 @@ TEST_CASE("population: run.on_exists = resume skips a finished population", "[po
     fs::remove_all(dir);
 }
 
+// Each agent its own launches (run.population_batched = false): its products are its single run's.
 TEST_CASE("population on the GPU: each of 8 DQN agents equals its single run (CUDA, exact)", "[gpu][population]") {
     std::vector<std::string> singles;
     for (int s = 1; s <= 8; ++s) singles.push_back("--seed " + std::to_string(s));
-    population_equals_single_runs("cuda", kDqn, "--seeds 1,2,3,4,5,6,7,8", singles, "gpu8");
+    population_equals_single_runs("cuda", kDqn + " --set run.population_batched=false", "--seeds 1,2,3,4,5,6,7,8",
+                                  singles, "gpu8");
+}
+
+// The batched engine's products are strided batches of 8 networks, which cuBLAS may round otherwise
+// than a single run's (tests/trainers/test_dqn_population.cpp bounds the difference); the same
+// population gives the same bits every time, and every agent its complete run directory.
+TEST_CASE("population on the GPU: a batched population of 8 DQN agents is bit-reproducible (CUDA)",
+          "[gpu][population]") {
+    const auto dir = scratch("gpu8batched");
+    std::vector<fs::path> runs;
+    for (const char* name : {"a", "b"}) {
+        const auto r = sh("\"$EXE\" " + kDqn + " --device cuda --seeds 1,2,3,4,5,6,7,8 --output '" +
+                              (dir / name).string() + "'",
+                          dir);
+        INFO(r.err);
+        REQUIRE(r.code == 0);
+        CHECK(r.err.find("one batched engine for the 8 agents") != std::string::npos);
+        runs.push_back(last_line(r.out));
+    }
+    const auto agents = parse(slurp(runs[0] / "population.json")).find("agents")->as_array();
+    REQUIRE(agents.size() == 8);
+    for (const auto& a : agents) {
+        CHECK(a.find("status")->as_string() == "completed");
+        const std::string name = a.find("run")->as_string();
+        INFO(name);
+        CHECK(metrics_without_timing(runs[0] / name / "metrics.jsonl") ==
+              metrics_without_timing(runs[1] / name / "metrics.jsonl"));
+        CHECK(slurp(runs[0] / name / "eval.jsonl") == slurp(runs[1] / name / "eval.jsonl"));
+        CHECK(slurp(runs[0] / name / "backtest/equity.csv") == slurp(runs[1] / name / "backtest/equity.csv"));
+        check_same_tensors(runs[0] / name / "checkpoints/last.safetensors", runs[1] / name / "checkpoints/last.safetensors");
+    }
+    fs::remove_all(dir);
 }
 
 // 8 agents on a GPU host's workers (a quarter of its cores each): a worker issues each of its
