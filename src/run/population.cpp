@@ -362,17 +362,30 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
     }
 }
 
-/// Why the agents do not train as one trainers::DqnPopulation ("" when they do): it takes
-/// run.population_batched, more than one agent, agents that all start (a resumed population's
-/// agents may stand at different steps) and DQN profiles it batches with the first's.
+/// run.population_batching = "auto" batches agents whose replay_buffer.batch_size times widest
+/// dqn.hidden layer reaches this: measured on an H200 (16 agents, docs/performance.md), smaller
+/// agents' updates are bound by the batched engine's chain of launches and run faster on their own.
+constexpr long long kAutoBatchingMinWork = 32768;
+
+/// Why the agents do not train as one trainers::DqnPopulation ("" when they do): it takes more
+/// than one agent, agents that all start (a resumed population's agents may stand at different
+/// steps) and DQN profiles it batches with the first's, as run.population_batching decides.
 std::string unbatched_because(const std::vector<Member*>& training) {
     if (training.size() < 2) return "one agent";
     const config::Profile& first = training.front()->plan.profile;
-    if (!first.run.population_batched) return "run.population_batched = false";
+    if (first.run.population_batching == "off") return "run.population_batching = \"off\"";
     for (const Member* m : training) {
-        if (m->action == AgentAction::resume) return "its agents resume from their checkpoints";
         const std::string why = trainers::DqnPopulation::unsupported(m->plan.profile, first);
         if (!why.empty()) return fmt::format("agent {}: {}", m->plan.index, why);
+        if (m->action == AgentAction::resume) return "its agents resume from their checkpoints";
+    }
+    if (first.run.population_batching == "auto") {
+        const long long widest = *std::max_element(first.dqn.hidden.begin(), first.dqn.hidden.end());
+        const long long work = first.replay_buffer.batch_size * widest;
+        if (work < kAutoBatchingMinWork)
+            return fmt::format("run.population_batching = \"auto\": replay_buffer.batch_size x the widest dqn.hidden "
+                               "layer is {} < {}, where the agents run faster on their own; \"on\" batches them",
+                               work, kAutoBatchingMinWork);
     }
     return "";
 }
@@ -931,7 +944,7 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
     set_up(setup, training, force);
     if (batched_population(training)) return bench_batched_population(p, setup, training, t_start, ablate, kernel_times);
     if (kernel_times)
-        throw UsageError("bench --kernel-times: a population times its ops when it is batched (run.population_batched "
+        throw UsageError("bench --kernel-times: a population times its ops when it is batched (run.population_batching "
                          "and a DQN profile it batches: docs/sweeps.md); else time one agent with run.population = 1");
     std::vector<std::unique_ptr<trainers::Trainer>> trainers_;
     for (std::size_t i = 0; i < n; ++i)

@@ -87,7 +87,7 @@ std::string resume_population(const std::string& dir, const std::vector<std::str
 void set_agent_hook_for_tests(std::function<void(int agent, trainers::Trainer& trainer)> hook);
 
 /// Throughput of the population's agents advanced together (bench --set run.population=N): as one
-/// batched engine where run.population_batched and the agents allow it, else each agent's own
+/// batched engine where run.population_batching and the agents allow it, else each agent's own
 /// graphs on host workers. With `ablate` (CUDA only), also each op's cost to the population's
 /// throughput: the phases timed again with that op left out (bench --ablate). `kernel_times`
 /// (CUDA, a batched population only): each op of a batched collection step and update timed alone.

@@ -351,7 +351,7 @@ std::vector<StateTensor> DqnPopulationAgent::state_tensors() {
 
 void DqnPopulationAgent::restore_counter_values(std::span<const std::int64_t>) {
     throw UsageError("a batched population's agent cannot continue from a checkpoint inside the population; resume "
-                     "it alone, or the population with run.population_batched = false");
+                     "it alone, or the population with run.population_batching = \"off\"");
 }
 
 long long DqnPopulationAgent::bench_update() {

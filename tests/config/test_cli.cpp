@@ -190,11 +190,11 @@ TEST_CASE("cli: bench --kernel-times and --ablate are CUDA diagnostics: none on 
     CHECK(r.out.find("\"kernel_times\"") == std::string::npos);
     CHECK(r.out.find("\"ablation\"") == std::string::npos);
     const auto p = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times --set run.population=2 "
-                           "--set run.population_batched=false");
+                           "--set run.population_batching=off");
     CHECK(p.code == 2);
     CHECK(p.err.find("a population times its ops when it is batched") != std::string::npos);
     const auto q = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times --set run.population=2 "
-                           "--set run.total_steps=80");
+                           "--set run.total_steps=80 --set run.population_batching=on");
     INFO(q.err);
     CHECK(q.code == 0);
     CHECK(q.out.find("\"batched\":true") != std::string::npos);
@@ -264,7 +264,7 @@ TEST_CASE("cli: bench --ablate on a population leaves each op out of the batched
     for (const bool batched : {true, false}) {
     INFO("batched " << batched);
     const auto r = run_exe("bench --profile dqn-smoketest --device cuda --quiet --ablate --set run.population=3" +
-                           std::string(batched ? " --kernel-times" : " --set run.population_batched=false"));
+                           std::string(batched ? " --kernel-times --set run.population_batching=on" : ""));
     INFO(r.err);
     REQUIRE(r.code == 0);
     const json::Value v = json::parse(r.out.substr(r.out.rfind('{', r.out.find("\"trainer\""))),

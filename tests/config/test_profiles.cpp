@@ -154,7 +154,7 @@ TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]"
                           "ppo.diversity_window",
                           "iql.expectile", "iql.max_weight", "ppo.clip_value", "ppo.lr_schedule", "ppo.curiosity_coef",
                           "replay_buffer.save_dump", "early_stopping.metric", "gpu.memory_fraction", "run.on_exists",
-                          "run.population", "run.population_batched"})
+                          "run.population", "run.population_batching"})
         CHECK(names.count(n) == 1);
     CHECK(names.size() == 126);
 }

@@ -152,7 +152,10 @@ TEST_CASE("population: each of 3 DQN agents (seeds, a grid with another learning
     const fs::path grid = grid_dir / "grid.txt";
     std::ofstream(grid) << "# seeds and one other learning rate\nrun.seed=1\nrun.seed=2\n\n"
                            "run.seed=2   training.learning_rate=0.002  # faster\n";
-    population_equals_single_runs("cpu", kDqn, "--population-grid '" + grid.string() + "'",
+    // The batched engine (dqn-smoketest's agents are small enough for "auto" to leave them unbatched;
+    // the 8 agents on the GPU below test each agent's own launches).
+    population_equals_single_runs("cpu", kDqn + " --set run.population_batching=on",
+                                  "--population-grid '" + grid.string() + "'",
                                   {"--seed 1", "--seed 2", "--seed 2 --set training.learning_rate=0.002"}, "dqn3");
     fs::remove_all(grid_dir);
 }
@@ -224,10 +227,14 @@ TEST_CASE("population: grids with shape keys, unknown keys or bad values are ref
 }
 
 TEST_CASE("population: a diverged agent stops alone, its summary says so; the others finish", "[population]") {
+    std::string batching;
+    SECTION("each agent its own launches") { batching = "off"; }
+    SECTION("the batched engine") { batching = "on"; }
     const auto dir = scratch("diverged");
     const std::string file = fh::config::locate_profile("dqn-smoketest");
     const std::vector<std::string> overrides{"run.total_steps=800", "run.eval_interval=400", "run.device=\"cpu\"",
-                                             "training.max_bad_updates=3", "run.output_dir=\"" + dir.string() + "\""};
+                                             "training.max_bad_updates=3", "run.output_dir=\"" + dir.string() + "\"",
+                                             "run.population_batching=\"" + batching + "\""};
     const auto profile = fh::config::resolve_profile_file(file, overrides);
     fh::run::PopulationRequest request{{1, 2, 3}, ""};
     const auto plan = fh::run::plan_population(file, profile, overrides, request, false);
@@ -323,11 +330,11 @@ TEST_CASE("population: run.on_exists = resume skips a finished population", "[po
     fs::remove_all(dir);
 }
 
-// Each agent its own launches (run.population_batched = false): its products are its single run's.
+// Each agent its own launches (run.population_batching = "off"): its products are its single run's.
 TEST_CASE("population on the GPU: each of 8 DQN agents equals its single run (CUDA, exact)", "[gpu][population]") {
     std::vector<std::string> singles;
     for (int s = 1; s <= 8; ++s) singles.push_back("--seed " + std::to_string(s));
-    population_equals_single_runs("cuda", kDqn + " --set run.population_batched=false", "--seeds 1,2,3,4,5,6,7,8",
+    population_equals_single_runs("cuda", kDqn + " --set run.population_batching=off", "--seeds 1,2,3,4,5,6,7,8",
                                   singles, "gpu8");
 }
 
@@ -339,7 +346,7 @@ TEST_CASE("population on the GPU: a batched population of 8 DQN agents is bit-re
     const auto dir = scratch("gpu8batched");
     std::vector<fs::path> runs;
     for (const char* name : {"a", "b"}) {
-        const auto r = sh("\"$EXE\" " + kDqn + " --device cuda --seeds 1,2,3,4,5,6,7,8 --output '" +
+        const auto r = sh("\"$EXE\" " + kDqn + " --device cuda --set run.population_batching=on --seeds 1,2,3,4,5,6,7,8 --output '" +
                               (dir / name).string() + "'",
                           dir);
         INFO(r.err);
