@@ -111,6 +111,12 @@ int run_check(const GlobalOptions& g) {
                    plan->agents.size(), profile.run.output_dir, plan->name);
         for (const auto& a : plan->agents)
             fmt::print("#   {:>3}  seed {:<6} {}  {}\n", a.index, a.seed, fmt::join(a.grid, " "), a.name);
+        std::vector<const config::Profile*> agents;
+        for (const auto& a : plan->agents) agents.push_back(&a.profile);
+        const std::string unbatched = run::unbatched_reason(agents);
+        fmt::print("# {}\n", unbatched.empty() ? std::string("Batched: one engine for every agent, each op one launch for all "
+                                                              "of them (run.population_batching)")
+                                               : "Each agent its own launches: " + unbatched);
         fmt::print("# Estimated device memory of the {} agents: {} (train compares it with the device's before it "
                    "allocates)\n",
                    plan->agents.size(), config::format_bytes(config::total_bytes(sizes.device) * plan->agents.size()));

@@ -59,7 +59,7 @@ bool is_run_file(const std::string& name) {
 
 bool is_placement_key(std::string_view k) {
     return k == "run.name" || k == "run.output_dir" || k == "run.device" || k == "run.on_exists" || k == "run.seed" ||
-           k == "run.population";
+           k == "run.population" || k == "run.population_batching";
 }
 
 std::string name_escape(std::string_view text) {

@@ -367,27 +367,15 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
 /// agents' updates are bound by the batched engine's chain of launches and run faster on their own.
 constexpr long long kAutoBatchingMinWork = 32768;
 
-/// Why the agents do not train as one trainers::DqnPopulation ("" when they do): it takes more
-/// than one agent, agents that all start (a resumed population's agents may stand at different
-/// steps) and DQN profiles it batches with the first's, as run.population_batching decides.
+/// unbatched_reason for the members that train in this process.
 std::string unbatched_because(const std::vector<Member*>& training) {
-    if (training.size() < 2) return "one agent";
-    const config::Profile& first = training.front()->plan.profile;
-    if (first.run.population_batching == "off") return "run.population_batching = \"off\"";
+    std::vector<const config::Profile*> agents;
+    bool resuming = false;
     for (const Member* m : training) {
-        const std::string why = trainers::DqnPopulation::unsupported(m->plan.profile, first);
-        if (!why.empty()) return fmt::format("agent {}: {}", m->plan.index, why);
-        if (m->action == AgentAction::resume) return "its agents resume from their checkpoints";
+        agents.push_back(&m->plan.profile);
+        resuming = resuming || m->action == AgentAction::resume;
     }
-    if (first.run.population_batching == "auto") {
-        const long long widest = *std::max_element(first.dqn.hidden.begin(), first.dqn.hidden.end());
-        const long long work = first.replay_buffer.batch_size * widest;
-        if (work < kAutoBatchingMinWork)
-            return fmt::format("run.population_batching = \"auto\": replay_buffer.batch_size x the widest dqn.hidden "
-                               "layer is {} < {}, where the agents run faster on their own; \"on\" batches them",
-                               work, kAutoBatchingMinWork);
-    }
-    return "";
+    return unbatched_reason(agents, resuming);
 }
 bool batched_population(const std::vector<Member*>& training) { return unbatched_because(training).empty(); }
 
@@ -926,6 +914,26 @@ std::string bench_batched_population(const config::Profile& p, PopulationSetup& 
 }
 
 }  // namespace
+
+std::string unbatched_reason(const std::vector<const config::Profile*>& agents, bool resuming) {
+    if (agents.size() < 2) return "one agent";
+    const config::Profile& first = *agents.front();
+    if (first.run.population_batching == "off") return "run.population_batching = \"off\"";
+    for (std::size_t i = 0; i < agents.size(); ++i) {
+        const std::string why = trainers::DqnPopulation::unsupported(*agents[i], first);
+        if (!why.empty()) return fmt::format("agent {}: {}", i, why);
+    }
+    if (resuming) return "its agents resume from their checkpoints";
+    if (first.run.population_batching == "auto") {
+        const long long widest = *std::max_element(first.dqn.hidden.begin(), first.dqn.hidden.end());
+        const long long work = first.replay_buffer.batch_size * widest;
+        if (work < kAutoBatchingMinWork)
+            return fmt::format("run.population_batching = \"auto\": replay_buffer.batch_size x the widest dqn.hidden "
+                               "layer is {} < {}, where the agents run faster on their own; \"on\" batches them",
+                               work, kAutoBatchingMinWork);
+    }
+    return "";
+}
 
 std::string bench_population(const config::Profile& p, bool force, bool ablate, bool kernel_times) {
     const auto t_start = clock::now();

@@ -44,8 +44,8 @@ TEST_CASE("derived run names: canonical values, sorted keys, seed last, placemen
     CHECK(name_of({"training.gamma=0.9", "dqn.num_atoms=21"}) == "dqn,dqn.num_atoms=21,training.gamma=0.9,seed=0");
     CHECK(name_of({"training.gamma=0.5", "training.gamma=0.9"}) == "dqn,training.gamma=0.9,seed=0");  // the last wins
     // Where and how a run is stored does not name it.
-    CHECK(name_of({"run.device=\"cpu\"", "run.output_dir=\"x\"", "run.on_exists=\"resume\"", "run.name=\"base\""}) ==
-          "base,seed=0");
+    CHECK(name_of({"run.device=\"cpu\"", "run.output_dir=\"x\"", "run.on_exists=\"resume\"", "run.name=\"base\"",
+                   "run.population_batching=\"on\""}) == "base,seed=0");
     CHECK(name_of({"dqn.hidden=[64,64]", "dqn.dueling=false"}) == "dqn,dqn.dueling=false,dqn.hidden=64x64,seed=0");
     CHECK(name_of({"training.epsilon_end=0"}) == "dqn,training.epsilon_end=0.0,seed=0");
 }

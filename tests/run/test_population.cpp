@@ -186,6 +186,14 @@ TEST_CASE("population: run.population = 3 gives seeds run.seed + i; check lists 
     CHECK(r.out.find("# Population: 3 agents") != std::string::npos);
     CHECK(r.out.find("dqn-smoketest,seed=4") != std::string::npos);
     CHECK(r.out.find("dqn-smoketest,seed=6") != std::string::npos);
+    // Whether the agents train as one batched engine, and why not.
+    CHECK(r.out.find("# Each agent its own launches: run.population_batching = \"auto\"") != std::string::npos);
+    const auto on = sh("\"$EXE\" check dqn-smoketest --set run.population=3 --set run.population_batching=on", dir);
+    CHECK(on.out.find("# Batched: one engine for every agent") != std::string::npos);
+    const auto her = sh("\"$EXE\" check dqn-smoketest --set run.population=3 --set run.population_batching=on "
+                        "--set dqn.her=true",
+                        dir);
+    CHECK(her.out.find("# Each agent its own launches: agent 0: dqn.her") != std::string::npos);
     fs::remove_all(dir);
 }
 
