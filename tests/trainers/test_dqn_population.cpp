@@ -16,6 +16,8 @@
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "ops/cpu_device.hpp"
+#include "nn/init.hpp"
+#include "support/compare.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/dqn_population.hpp"
@@ -164,4 +166,71 @@ TEST_CASE("A batched DQN population's agents against their single runs on the GP
     // or two: cuBLAS may pick another algorithm and round differently. Reported, and bounded.
     WARN("GPU population against single runs: largest relative difference " << worst);
     CHECK(worst < 1e-3);
+}
+
+// Where a batched population's GPU results part from its single runs': each product of the
+// network, one network's (acting: forward; the update: the online and target networks' paired
+// forward on [s; s'], the backward on s) against the same network's block of the population's
+// strided batch over 8 networks. Reported, and each bounded.
+TEST_CASE("the batched population's GPU products against one network's: where they part, and by how much",
+          "[gpu][trainers][dqn][population]") {
+    auto& ops = test::gpu_ops();
+    const auto p = agent_profile({"dqn.hidden=[256, 256]", "replay_buffer.batch_size=256",
+                                  "replay_buffer.min_replay_size=256"});
+    const trainers::QNetwork net(trainers::network_config(p, 50));
+    const int N = 8, B = 256, n = 512, D = net.state_dim(), W = net.output_width();
+    const std::size_t P = net.layout().total(), Bs = B, Ds = static_cast<std::size_t>(D), Ws = static_cast<std::size_t>(W);
+    auto params = ops.alloc<float>(N * P), targets = ops.alloc<float>(N * P);
+    ops.fill(params.view(), 0.f);
+    ops.fill(targets.view(), 0.f);
+    for (int i = 0; i < N; ++i) {
+        nn::init_params(ops, params.view().subview(i * P, P), net.layout(), 100 + i);
+        nn::init_params(ops, targets.view().subview(i * P, P), net.layout(), 200 + i);
+    }
+    auto obs = ops.from_host<float>(test::random_floats(N * n * Ds, 7));
+    auto x = ops.from_host<float>(test::random_floats(N * 2 * Bs * Ds, 8));
+    auto d_head = ops.from_host<float>(test::random_floats(N * Bs * Ws, 9, -0.01f, 0.01f));
+    // The population's: acting, the online network on s, the target on s', the backward on s.
+    auto ws_act = net.make_workspace(ops, N * n), ws_s = net.make_workspace(ops, N * B),
+         ws_t = net.make_workspace(ops, N * B);
+    const auto act_all = ops.to_host(net.forward_agents(ops, params.cview(), P, obs.cview(), n * Ds, n, N, ws_act));
+    const std::size_t xs = 2 * Bs * Ds, span = (N - 1) * xs + Bs * Ds;
+    const auto s_all = ops.to_host(net.forward_agents(ops, params.cview(), P, x.cview().subview(0, span), xs, B, N, ws_s));
+    const auto t_all = ops.to_host(
+        net.forward_agents(ops, targets.cview(), P, x.cview().subview(Bs * Ds, span), xs, B, N, ws_t));
+    auto grads_all = ops.alloc<float>(N * P);
+    ops.fill(grads_all.view(), 0.f);
+    auto d_all = ops.alloc<float>(N * Bs * Ws);
+    ops.copy(d_all.view(), d_head.cview());
+    net.backward_agents(ops, params.cview(), grads_all.view(), d_all.view(), ws_s);
+    const auto g_all = ops.to_host(grads_all.cview());
+    // One network at a time, as a single run computes them.
+    double act = 0, online = 0, target = 0, grads = 0;
+    auto pair = ops.alloc<float>(2 * P);
+    auto ws1 = net.make_workspace(ops, n), ws_pair = net.make_workspace(ops, 4 * B);
+    auto g1 = ops.alloc<float>(P);
+    auto d1 = ops.alloc<float>(Bs * Ws);
+    for (int i = 0; i < N; ++i) {
+        const std::size_t k = static_cast<std::size_t>(i);
+        const auto a1 = ops.to_host(net.forward(ops, params.cview().subview(k * P, P), obs.cview().subview(k * n * Ds, n * Ds), n, ws1));
+        act = std::max(act, max_relative_difference(a1, std::vector<float>(act_all.begin() + k * n * Ws, act_all.begin() + (k + 1) * n * Ws)));
+        ops.copy(pair.view().subview(0, P), params.cview().subview(k * P, P));
+        ops.copy(pair.view().subview(P, P), targets.cview().subview(k * P, P));
+        const auto heads = ops.to_host(net.forward_batched(ops, pair.cview(), 2, x.cview().subview(k * xs, xs), 2 * B, ws_pair));
+        online = std::max(online, max_relative_difference(std::vector<float>(heads.begin(), heads.begin() + Bs * Ws),
+                                                          std::vector<float>(s_all.begin() + k * Bs * Ws, s_all.begin() + (k + 1) * Bs * Ws)));
+        target = std::max(target, max_relative_difference(std::vector<float>(heads.begin() + 3 * Bs * Ws, heads.begin() + 4 * Bs * Ws),
+                                                          std::vector<float>(t_all.begin() + k * Bs * Ws, t_all.begin() + (k + 1) * Bs * Ws)));
+        ops.fill(g1.view(), 0.f);
+        ops.copy(d1.view(), d_head.cview().subview(k * Bs * Ws, Bs * Ws));
+        net.backward(ops, pair.cview(), g1.view(), d1.view(), B, ws_pair);
+        grads = std::max(grads, max_relative_difference(ops.to_host(g1.cview()),
+                                                        std::vector<float>(g_all.begin() + k * P, g_all.begin() + (k + 1) * P)));
+    }
+    WARN("batched against one network, largest relative difference: acting forward " << act << ", online forward "
+         << online << ", target forward " << target << ", gradients " << grads);
+    CHECK(act < 1e-5);
+    CHECK(online < 1e-5);
+    CHECK(target < 1e-5);
+    CHECK(grads < 1e-4);
 }
