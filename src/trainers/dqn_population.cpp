@@ -25,6 +25,15 @@ auto env_without_seed(const env::EnvParams& e) {
                     e.position_levels, e.urgency_levels, e.episode_length, e.market_dim, e.state_dim);
 }
 
+/// The first agent's profile, once there is one and a market for each agent.
+const config::Profile& first_agent(const std::vector<config::Profile>& agents,
+                                   const std::vector<const env::DeviceMarket*>& markets) {
+    if (agents.empty() || markets.size() != agents.size() ||
+        std::any_of(markets.begin(), markets.end(), [](const env::DeviceMarket* m) { return m == nullptr; }))
+        throw UsageError("a batched DQN population needs at least one agent and a market for each");
+    return agents.front();
+}
+
 }  // namespace
 
 std::string DqnPopulation::unsupported(const config::Profile& p, const config::Profile& first) {
@@ -57,18 +66,14 @@ DqnPopulation::DqnPopulation(ops::Device& ops, const std::vector<config::Profile
     : ops_(ops),
       profiles_(agents),
       agents_(static_cast<int>(agents.size())),
-      n_envs_(agents.empty() ? 0 : static_cast<int>(agents.front().experience.gpu_n_episodes)),
-      batch_(agents.empty() ? 0 : static_cast<int>(agents.front().replay_buffer.batch_size)),
-      num_actions_(agents.empty() ? 0 : static_cast<int>(agents.front().num_actions())),
+      n_envs_(static_cast<int>(first_agent(agents, markets).experience.gpu_n_episodes)),
+      batch_(static_cast<int>(agents.front().replay_buffer.batch_size)),
+      num_actions_(static_cast<int>(agents.front().num_actions())),
       capacity_steps_(0),
       min_steps_(0),
       updates_per_iteration_(0),
-      env_params_(agents.empty() || markets.empty() ? env::EnvParams{}
-                                                    : trainers::env_params(agents.front(), markets.front()->market_dim())),
-      net_((agents.empty() || markets.size() != agents.size()
-                ? throw UsageError("a batched DQN population needs one market per agent and at least one agent")
-                : void(),
-            network_config(agents.front(), env_params_.state_dim))) {
+      env_params_(trainers::env_params(agents.front(), markets.front()->market_dim())),
+      net_(network_config(agents.front(), env_params_.state_dim)) {
     const config::Profile& first = agents.front();
     for (std::size_t i = 0; i < agents.size(); ++i) {
         const std::string why = unsupported(agents[i], first);
