@@ -86,9 +86,9 @@ DqnPopulation::DqnPopulation(ops::Device& ops, const std::vector<config::Profile
     const std::size_t N = agents.size(), P = params(), n = static_cast<std::size_t>(n_envs_),
                       B = static_cast<std::size_t>(batch_), D = static_cast<std::size_t>(env_params_.state_dim),
                       W = static_cast<std::size_t>(net_.output_width());
-    const long long n_step = first.experience.n_step;
-    capacity_steps_ = static_cast<int>(std::max<long long>(first.replay_buffer.buffer_size / n_envs_, n_step + 1));
-    min_steps_ = std::max<long long>((first.replay_buffer.min_replay_size + n_envs_ - 1) / n_envs_, n_step);
+    const DqnReplaySteps replay = dqn_replay_steps(first);
+    capacity_steps_ = replay.capacity;
+    min_steps_ = replay.before_updates;
     updates_per_iteration_ = first.training.updates_per_iteration;
 
     // Parameters as DqnTrainer initialises them, agent by agent (the padding zero).
@@ -165,19 +165,6 @@ ops::RingViews DqnPopulation::ring() {
                           ring_done_.view(),   capacity_steps_,         n_envs_,             env_params_.state_dim};
 }
 
-ops::View<const float> DqnPopulation::online(int agent) const {
-    return online_.cview().subview(static_cast<std::size_t>(agent) * params(), params());
-}
-ops::View<const float> DqnPopulation::target(int agent) const {
-    return target_.cview().subview(static_cast<std::size_t>(agent) * params(), params());
-}
-ops::View<const float> DqnPopulation::adam_m(int agent) const {
-    return m_.cview().subview(static_cast<std::size_t>(agent) * params(), params());
-}
-ops::View<const float> DqnPopulation::adam_v(int agent) const {
-    return v_.cview().subview(static_cast<std::size_t>(agent) * params(), params());
-}
-
 DqnPopulation::AgentState DqnPopulation::agent_state(int agent) {
     const std::size_t a = static_cast<std::size_t>(agent), P = params(), n = static_cast<std::size_t>(n_envs_),
                       D = static_cast<std::size_t>(env_params_.state_dim),
@@ -251,16 +238,15 @@ void DqnPopulation::adam_ops(bool end_step) {
 // As DqnTrainer::iterate: the first update's gradient beside the collection step, its Adam step
 // after the join (collection acts with the weights of the iteration's start), the last Adam step
 // advancing the counters.
-void DqnPopulation::iterate(const std::function<std::uint32_t(long long)>& inject_nan) {
+void DqnPopulation::iterate() {
     if (!ready_to_update()) return collect();
     const long long n = updates_per_iteration_;
-    // Tests: the agents whose updates get a NaN loss (the function's, and the agents' Trainers').
+    // Tests: the agents whose updates get a NaN loss (their Trainers' inject_nan_at_updates).
     std::vector<std::uint32_t> nan(static_cast<std::size_t>(n), 0u);
     bool inject = false;
     for (long long k = 0; k < n; ++k) {
         const long long u = updates_ + k + 1;
         std::uint32_t& mask = nan[static_cast<std::size_t>(k)];
-        if (inject_nan) mask |= inject_nan(u);
         for (const auto* v : views_)
             if (v->agent() < 32 && v->injects_nan_at(u)) mask |= 1u << v->agent();
         inject = inject || mask != 0;

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,20 +50,14 @@ public:
 
     /// One iteration of every agent: a collection step and, once the replay holds
     /// training.min_replay_size transitions, training.updates_per_iteration updates (as DqnTrainer).
-    /// Tests: `inject_nan(u)` gives the agents (bit g: agent g) whose update u (1-based) gets a NaN
-    /// loss; such an iteration runs uncaptured.
-    void iterate(const std::function<std::uint32_t(long long update)>& inject_nan = {});
+    /// Tests: an update at which an agent's Trainer asked for a NaN loss (inject_nan_at_updates)
+    /// runs uncaptured, that agent's loss NaN.
+    void iterate();
     /// Bench: collection steps until the replay is ready; one collection step; one update.
     void prepare();
     void collect();
     void update();
 
-    /// Agent i's online and target parameters (layout().total() floats each), Adam's moments.
-    ops::View<const float> online(int agent) const;
-    ops::View<const float> target(int agent) const;
-    ops::View<const float> adam_m(int agent) const;
-    ops::View<const float> adam_v(int agent) const;
-    const QNetwork& network() const noexcept { return net_; }
     const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
 
     /// Agent i's slices of the population's buffers: what DqnTrainer keeps for one agent.

@@ -77,6 +77,12 @@ static_assert(std::size(kGuardLossNames) == dqn::kUpdateLosses);
 constexpr const char* kIqnGuardLossNames[] = {"the C51 loss", "the quantile Huber loss", "the CQL term"};
 static_assert(std::size(kIqnGuardLossNames) == dqn::kUpdateLosses);
 
+DqnReplaySteps dqn_replay_steps(const config::Profile& p) {
+    const long long n = p.experience.gpu_n_episodes, n_step = p.experience.n_step;
+    return {static_cast<int>(std::max<long long>(p.replay_buffer.buffer_size / n, n_step + 1)),
+            std::max<long long>((p.replay_buffer.min_replay_size + n - 1) / n, n_step)};
+}
+
 dqn::AgentParams dqn_agent_params(const config::Profile& p) {
     const auto& t = p.training;
     dqn::AgentParams a{};
@@ -149,8 +155,7 @@ DqnTrainer::DqnTrainer(ops::Device& ops, const config::Profile& profile, const e
         iqn_taus_ = ops.alloc<float>(fractions);
     }
 
-    const int capacity_steps = static_cast<int>(
-        std::max<long long>(profile.replay_buffer.buffer_size / n_envs_, profile.experience.n_step + 1));
+    const int capacity_steps = dqn_replay_steps(profile).capacity;
     replay_ = ReplayRing(ops, n_envs_, capacity_steps, env_params_.state_dim);
 
     agent_ = ops.from_host<dqn::AgentParams>(std::vector<dqn::AgentParams>{dqn_agent_params(profile)});
@@ -285,9 +290,7 @@ void DqnTrainer::upload_counters() {
 }
 
 bool DqnTrainer::ready_to_update() const noexcept {
-    const long long min_steps = std::max<long long>(
-        (profile_.replay_buffer.min_replay_size + n_envs_ - 1) / n_envs_, profile_.experience.n_step);
-    return replay_.pushed_steps() >= min_steps;
+    return replay_.pushed_steps() >= dqn_replay_steps(profile_).before_updates;
 }
 
 

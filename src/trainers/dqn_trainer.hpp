@@ -179,6 +179,14 @@ private:
 /// The network a DQN profile describes, for observations of state_dim floats.
 QNetworkConfig network_config(const config::Profile& profile, int state_dim);
 
+/// The replay ring's collection steps (capacity) and the steps it holds before the first update, of a
+/// DQN profile (n_envs transitions a step).
+struct DqnReplaySteps {
+    int capacity = 0;
+    long long before_updates = 0;
+};
+DqnReplaySteps dqn_replay_steps(const config::Profile& profile);
+
 /// The agent's constants the DQN device steps read (cuda/math/dqn.h): seed, epsilon schedule,
 /// gamma, the losses' coefficients, the target update, Adam's hyperparameters.
 dqn::AgentParams dqn_agent_params(const config::Profile& profile);

@@ -91,12 +91,12 @@ double population_against_single_runs(ops::Device& ops, const std::vector<config
         trainers::DqnTrainer single(ops, agents[i], *markets[i]);
         for (int k = 0; k < iterations; ++k) single.iterate();
         REQUIRE(single.updates() == population.updates());
-        const int a = static_cast<int>(i);
-        const auto online = host(ops, population.online(a));
+        const auto state = population.agent_state(static_cast<int>(i));
+        const auto online = host(ops, state.online);
         worst = std::max(worst, max_relative_difference(tensor(ops, single, "params/online"), online));
-        worst = std::max(worst, max_relative_difference(tensor(ops, single, "params/target"), host(ops, population.target(a))));
-        worst = std::max(worst, max_relative_difference(tensor(ops, single, "adam/m"), host(ops, population.adam_m(a))));
-        worst = std::max(worst, max_relative_difference(tensor(ops, single, "adam/v"), host(ops, population.adam_v(a))));
+        worst = std::max(worst, max_relative_difference(tensor(ops, single, "params/target"), host(ops, state.target)));
+        worst = std::max(worst, max_relative_difference(tensor(ops, single, "adam/m"), host(ops, state.m)));
+        worst = std::max(worst, max_relative_difference(tensor(ops, single, "adam/v"), host(ops, state.v)));
         // The agents are not copies of one another (their seeds or hyperparameters differ).
         if (i == 0) first_online = online;
         else CHECK(online != first_online);
