@@ -161,6 +161,20 @@ using NetworkNormGuard = void(float* grad_norm, float* __restrict__ scratch,
                               int n_stats);
 /// Floats of network_norm_guard_kernel's scratch: the partials and the ticket.
 inline constexpr int kNormGuardScratch = kNormBlocks + 1;
+/// The most losses network_norm_guard_agents_kernel passes to an agent's guard.
+inline constexpr int kMaxAgentGuardLosses = 8;
+/// network_norm_guard_kernel for every agent of a population at once (gridDim.y = agents, each
+/// agent's blocks exactly network_norm_guard_kernel's grid): agent a's x is x[a n, (a + 1) n), its
+/// scratch scratch + a kNormGuardScratch, its gate[a] and state[a]. Its statistics are column a of
+/// stats (n_stats, agents), stat-major: its losses stats[k agents + a] for k < n_losses (at most
+/// kMaxAgentGuardLosses), its norm written to stats[norm_index agents + a]; with accum (agents,
+/// n_stats), agent-major, accum[a n_stats + k] = saxpy_element(accum[a n_stats + k], 1, stats[k
+/// agents + a]) after the norm's write. Each agent's norm, gate, state and sums are the single
+/// kernel's bits on its slices.
+using NetworkNormGuardAgents = void(float* __restrict__ scratch, const float* __restrict__ x, int n,
+                                    int* __restrict__ gate, nn::GuardState* __restrict__ state, float* stats,
+                                    int agents, int n_losses, int norm_index, core::CounterValue update,
+                                    float* __restrict__ accum, int n_stats);
 /// Adam's block size (both kernels). The grid has a thread per element (network_adam_kernel) or
 /// per four (network_adam_by4_kernel, whose first n % 4 threads also take the tail): adam_blocks.
 inline constexpr int kAdamThreads = 256;
@@ -199,6 +213,16 @@ using NetworkAdam = void(float* __restrict__ params, float* __restrict__ m, floa
                          const float* __restrict__ grads, const float* __restrict__ grad_norm,
                          const int* __restrict__ gate, core::CounterValue step, const float* __restrict__ lr_from,
                          AdamConstants c, float* __restrict__ target, float target_tau, float target_keep, int n);
+/// network_adam_kernel for every agent of a population at once (gridDim.y = agents, each agent's
+/// blocks adam_blocks(n, false)): agent a's params, m, v, grads and target (or null) are [a n,
+/// (a + 1) n) of theirs, its norm grad_norm[a] (or null), gate[a] (or null), learning rate lr[a]
+/// (device memory), soft target's tau and keep tau_keep[2 a], tau_keep[2 a + 1] (read when target
+/// is not null); every agent at update number step.value(). Each element's floats are
+/// network_adam_kernel's with that agent's arguments. Blocks of kAdamThreads.
+using NetworkAdamAgents = void(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
+                               const float* __restrict__ grads, const float* __restrict__ grad_norm,
+                               const int* __restrict__ gate, core::CounterValue step, const float* __restrict__ lr,
+                               AdamConstants c, float* __restrict__ target, const float* __restrict__ tau_keep, int n);
 
 /// A small MLP's layers for network_mlp_infer_kernel: layer l maps in[l] to out[l] features
 /// (in[l + 1] == out[l]) with weights W (out, in) at params + weight[l] and bias (out) at
@@ -245,6 +269,8 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
     FH_KERNEL(core_network, network_scalar_head_backward_kernel, NetworkHeadBackward) \
     FH_KERNEL(core_network, network_narrow_head_backward_kernel, NetworkHeadBackward) \
     FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \
+    FH_KERNEL(core_network, network_norm_guard_agents_kernel, NetworkNormGuardAgents) \
+    FH_KERNEL(core_network, network_adam_agents_kernel, NetworkAdamAgents)          \
     FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \
     FH_KERNEL(core_network, network_norm_guard_kernel, NetworkNormGuard)            \
     FH_KERNEL(core_network, network_adam_kernel, NetworkAdam)                       \

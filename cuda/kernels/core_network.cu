@@ -19,7 +19,9 @@
  *              network_adam_by4_kernel where abi::adam_vectorized says so. Act + bias grad: block (32, kBiasGradRows), grid
  *              (ceil(out / 32), slices); with several slices the last block of each column group
  *              sums them. Norm: partials with exactly kNormBlocks x kNormThreads, then finish with
- *              one block of kNormThreads.
+ *              one block of kNormThreads. A population's norm and guard and Adam
+ *              (network_norm_guard_agents_kernel, network_adam_agents_kernel): the single
+ *              kernels' grids in x, one agent per blockIdx.y, each on its slices.
  * Determinism: run-to-run exact. No float atomics: the bias gradient sums each column's rows in
  *              row order per thread, then the block's threads in a fixed tree; with several
  *              slices, the last block of a column group to finish (an integer ticket decides
@@ -663,6 +665,41 @@ extern "C" __global__ void network_norm_guard_kernel(float* grad_norm, float* __
     }
 }
 
+extern "C" __global__ void network_norm_guard_agents_kernel(float* __restrict__ scratch, const float* __restrict__ x,
+                                                            int n, int* __restrict__ gate,
+                                                            fh::nn::GuardState* __restrict__ state, float* stats,
+                                                            int agents, int n_losses, int norm_index,
+                                                            fh::core::CounterValue update, float* __restrict__ accum,
+                                                            int n_stats) {
+    const int a = static_cast<int>(blockIdx.y);
+    x += static_cast<long long>(a) * n;
+    scratch += static_cast<long long>(a) * fh::abi::kNormGuardScratch;
+    const double block = squared_norm_partial(x, n);  // network_norm_guard_kernel's, on agent a's slice
+    if (threadIdx.x == 0) scratch[blockIdx.x] = static_cast<float>(block);
+    unsigned* ticket = reinterpret_cast<unsigned*>(scratch + fh::abi::kNormBlocks);
+    if (!fh::device::last_block_to_arrive(ticket, gridDim.x)) return;
+    double sum = 0.0;
+    for (int i = threadIdx.x; i < fh::abi::kNormBlocks; i += blockDim.x) sum += __ldcg(&scratch[i]);
+    const double total = block_sum_fixed(sum);
+    if (threadIdx.x == 0) {
+        const float norm = static_cast<float>(sqrt(total));
+        stats[static_cast<long long>(norm_index) * agents + a] = norm;
+        float losses[fh::abi::kMaxAgentGuardLosses];
+        for (int k = 0; k < n_losses; ++k) losses[k] = stats[static_cast<long long>(k) * agents + a];
+        fh::nn::GuardState s = state[a];
+        gate[a] = fh::nn::guard_decide(s, losses, n_losses, norm, update.value());
+        state[a] = s;
+        *ticket = 0;
+    }
+    if (accum != nullptr) {
+        __syncthreads();
+        for (int k = threadIdx.x; k < n_stats; k += blockDim.x) {
+            float& sum_k = accum[static_cast<long long>(a) * n_stats + k];
+            sum_k = fh::core::saxpy_element(sum_k, 1.0f, stats[static_cast<long long>(k) * agents + a]);
+        }
+    }
+}
+
 namespace {
 
 /// kWidth consecutive floats of one array: a thread's unit of Adam's pass (float4 loads and
@@ -806,6 +843,19 @@ extern "C" __global__ void network_mlp_infer_kernel(float* __restrict__ y, const
         cur = nxt;
         nxt = t;
     }
+}
+
+// A population's Adam: agent blockIdx.y's slices and scalars, then network_adam_kernel's pass.
+extern "C" __global__ void __launch_bounds__(fh::abi::kAdamThreads, 4)
+    network_adam_agents_kernel(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
+                               const float* __restrict__ grads, const float* __restrict__ grad_norm,
+                               const int* __restrict__ gate, fh::core::CounterValue step,
+                               const float* __restrict__ lr, fh::core::AdamConstants c, float* __restrict__ target,
+                               const float* __restrict__ tau_keep, int n) {
+    const long long a = blockIdx.y, at = a * n;
+    adam_pass<1>(params + at, m + at, v + at, grads + at, grad_norm != nullptr ? grad_norm + a : nullptr,
+                 gate != nullptr ? gate + a : nullptr, step, lr + a, c, target != nullptr ? target + at : nullptr,
+                 target != nullptr ? tau_keep[2 * a] : 0.f, target != nullptr ? tau_keep[2 * a + 1] : 1.f, n);
 }
 
 FH_KERNELS_core_network(FH_CHECK_KERNEL_ABI)

@@ -7,7 +7,7 @@
  *              src/ops/iql/cpu.cpp.
  * Layout:      q1, q2, d_q1, d_q2 (B, A) row-major; v, v_next, actions, rewards, discounts,
  *              loss, d_v (B).
- * Launch:      one thread per batch row, any 1-D grid (grid-stride loop).
+ * Launch:      one thread per batch row (of every agent), any 1-D grid (grid-stride loop).
  * Determinism: run-to-run exact (no reductions, no atomics); versus the CPU within float rounding
  *              (nvcc may fuse r + discount * v_next into an FMA).
  * Aliasing:    outputs are distinct from every other operand (checked by ops::iql_value_loss /
@@ -23,10 +23,13 @@ using fh::device::grid_thread_count;
 extern "C" __global__ void iql_value_loss_kernel(float* __restrict__ loss, float* __restrict__ d_v,
                                                  const float* __restrict__ v, const float* __restrict__ q1,
                                                  const float* __restrict__ q2, const int* __restrict__ actions,
-                                                 float expectile, int num_actions, int batch) {
+                                                 float expectile, int num_actions, int batch,
+                                                 const fh::iql::LossScalars* __restrict__ scalars, int agents) {
     const float scale = 1.0f / static_cast<float>(batch);
-    for (long long b = global_thread_index(); b < batch; b += grid_thread_count())
-        fh::iql::value_row(b, loss, d_v, v, q1, q2, actions, expectile, num_actions, scale);
+    const long long rows = static_cast<long long>(batch) * agents;
+    for (long long b = global_thread_index(); b < rows; b += grid_thread_count())
+        fh::iql::value_row(b, loss, d_v, v, q1, q2, actions, scalars != nullptr ? scalars[b / batch].expectile : expectile,
+                           num_actions, scale);
 }
 
 extern "C" __global__ void iql_q_loss_kernel(float* __restrict__ loss, float* __restrict__ d_q1,
@@ -34,9 +37,11 @@ extern "C" __global__ void iql_q_loss_kernel(float* __restrict__ loss, float* __
                                              const float* __restrict__ q2, const int* __restrict__ actions,
                                              const float* __restrict__ rewards,
                                              const float* __restrict__ discounts,
-                                             const float* __restrict__ v_next, int num_actions, int batch) {
+                                             const float* __restrict__ v_next, int num_actions, int batch,
+                                             int agents) {
     const float scale = 1.0f / static_cast<float>(batch);
-    for (long long b = global_thread_index(); b < batch; b += grid_thread_count())
+    const long long rows = static_cast<long long>(batch) * agents;
+    for (long long b = global_thread_index(); b < rows; b += grid_thread_count())
         fh::iql::q_row(b, loss, d_q1, d_q2, q1, q2, actions, rewards, discounts, v_next, num_actions, scale);
 }
 

@@ -13,6 +13,8 @@
  *              consecutive columns), 1-D blocks of a multiple of 32 threads, any grid
  *              (grid-stride over rows). With `advance`, the last block to finish (an integer
  *              ticket) advances the update counter every block read at its start.
+ *              nstep_sample_agents_kernel: the same for each agent of a population (gridDim.y),
+ *              its ring and sampling from abi::SampleAgent, every agent at one update number.
  * Determinism: exact, and bit-identical to the CPU twin (module built with --fmad=false).
  * Aliasing:    outputs are distinct buffers, disjoint from the ring.
  * Signatures:  cuda/abi/replay_nstep.h.
@@ -46,6 +48,36 @@ extern "C" __global__ void nstep_sample_kernel(float* __restrict__ states, float
     }
     // Every block read the counter above; the last one to finish advances it for the ops after.
     if (advance != nullptr && fh::device::last_block_to_arrive(ticket, gridDim.x) && threadIdx.x == 0) {
+        *advance += 1;
+        *ticket = 0;
+    }
+}
+
+extern "C" __global__ void nstep_sample_agents_kernel(float* __restrict__ states, float* __restrict__ next_states,
+                                                      int* __restrict__ actions, float* __restrict__ returns,
+                                                      float* __restrict__ discounts,
+                                                      const fh::abi::SampleAgent* __restrict__ agents,
+                                                      long long out_stride, long long* __restrict__ advance,
+                                                      unsigned* __restrict__ ticket, int batch) {
+    const fh::abi::SampleAgent agent = agents[blockIdx.y];
+    fh::replay::SampleParams params = agent.params;
+    params.update = static_cast<std::uint64_t>(*advance + 1);
+    states += blockIdx.y * out_stride;
+    next_states += blockIdx.y * out_stride;
+    const long long rows = static_cast<long long>(blockIdx.y) * batch;
+    actions += rows, returns += rows, discounts += rows;
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const int D = agent.ring.state_dim;
+    for (long long b = global_thread_index() / 32; b < batch; b += grid_thread_count() / 32) {
+        const fh::replay::NstepDraw d = fh::replay::warp_sample_nstep(static_cast<int>(b), agent.ring, params, lane,
+                                                                      states + b * D, next_states + b * D);
+        if (lane == 0) {
+            actions[b] = d.action;
+            returns[b] = d.ret;
+            discounts[b] = d.discount;
+        }
+    }
+    if (fh::device::last_block_to_arrive(ticket, gridDim.x * gridDim.y) && threadIdx.x == 0) {
         *advance += 1;
         *ticket = 0;
     }

@@ -108,6 +108,18 @@ struct AdamConstants {
     float bias_correction2;  ///< 1 - beta2^step
 };
 
+/// The per-launch constants of p without the bias corrections (at_step adds those).
+FH_HD AdamConstants constants_of(const AdamParams& p) {
+    AdamConstants c{};
+    c.lr = p.lr;
+    c.beta1 = p.beta1;
+    c.beta2 = p.beta2;
+    c.eps = p.eps;
+    c.clip_norm = p.clip_norm;
+    c.weight_decay = p.weight_decay;
+    return c;
+}
+
 /// base^e for e >= 0 by repeated squaring in double: the same multiplications on every backend
 /// (pow itself may differ in its last bit between the host's and the device's libraries).
 FH_HD double power(double base, long long e) {

@@ -27,6 +27,12 @@ namespace fh::iql {
 /// is finite in float, and so is its product with any log-probability of a finite logit row.
 constexpr float kMaxAwrExponent = 80.0f;
 
+/// One agent's loss coefficients in a population trained at once (iql.expectile, iql.beta,
+/// iql.max_weight): the losses' kernels read agent a's for rows [a B, (a + 1) B).
+struct LossScalars {
+    float expectile, beta, max_weight;
+};
+
 /// A quiet NaN: the loss of a row whose action is out of range.
 FH_HD float invalid_loss() {
 #if defined(__CUDA_ARCH__)

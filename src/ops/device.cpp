@@ -45,18 +45,6 @@ std::size_t layer_end(std::size_t w_offset, std::ptrdiff_t b_offset, int in, int
     return end;
 }
 
-/// The per-launch Adam constants without the bias corrections (core::at_step adds those).
-core::AdamConstants adam_constants(const AdamParams& p) {
-    core::AdamConstants c{};
-    c.lr = p.lr;
-    c.beta1 = p.beta1;
-    c.beta2 = p.beta2;
-    c.eps = p.eps;
-    c.clip_norm = p.clip_norm;
-    c.weight_decay = p.weight_decay;
-    return c;
-}
-
 }  // namespace
 
 void Device::fill(View<float> y, float value) {
@@ -335,7 +323,7 @@ void Device::adam_step(View<float> params, View<float> m, View<float> v, View<co
     check_adam(params, m, v, grads, grad_norm, gate, p);
     if (params.empty()) return;
     adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, CounterValue(), {},
-                   core::at_step(adam_constants(p), p.step), SoftTarget{});
+                   core::at_step(core::constants_of(p), p.step), SoftTarget{});
 }
 
 void Device::adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
@@ -360,7 +348,7 @@ void Device::adam_step(View<float> params, View<float> m, View<float> v, View<co
     if (step.counter == nullptr && step.offset < 1)
         throw std::invalid_argument(fmt::format("ops::adam_step: step must be >= 1 (1-based), got {}", step.offset));
     if (params.empty()) return;
-    core::AdamConstants c = adam_constants(p);
+    core::AdamConstants c = core::constants_of(p);
     if (step.counter == nullptr) c = core::at_step(c, step.offset);  // a host value: the corrections here
                                                                       // (else the kernel computes them)
     adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, step, lr, c, target);

@@ -38,7 +38,7 @@
 #include "run/naming.hpp"
 #include "run/run.hpp"
 #include "run/session.hpp"
-#include "trainers/dqn_population.hpp"
+#include "trainers/population.hpp"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "trainers/trainer.hpp"
@@ -380,15 +380,15 @@ std::string unbatched_because(const std::vector<Member*>& training) {
 bool batched_population(const std::vector<Member*>& training) { return unbatched_because(training).empty(); }
 
 /// The batched engine of the members, on the first agent's device, each agent on its market.
-std::shared_ptr<trainers::DqnPopulation> make_dqn_population(PopulationSetup& setup,
-                                                             const std::vector<Member*>& training) {
+std::shared_ptr<trainers::BatchedPopulation> make_population_engine(PopulationSetup& setup,
+                                                                    const std::vector<Member*>& training) {
     std::vector<config::Profile> profiles;
     std::vector<const env::DeviceMarket*> markets;
     for (const auto* m : training) {
         profiles.push_back(m->plan.profile);
         markets.push_back(setup.markets.at(market_key(m->plan.profile))->device_market.get());
     }
-    return std::make_shared<trainers::DqnPopulation>(*setup.devices.front(), profiles, markets);
+    return trainers::make_batched_population(*setup.devices.front(), profiles, markets);
 }
 
 /// Host threads for a population's agents; agent i belongs to worker i % workers. Each agent's
@@ -426,9 +426,9 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     set_up(setup, training, force);
     // A batched population: one engine on the first agent's device, each agent a view of it, all
     // advanced by one worker (one iteration of every agent a round).
-    std::shared_ptr<trainers::DqnPopulation> batched;
+    std::shared_ptr<trainers::BatchedPopulation> batched;
     if (const std::string why = unbatched_because(training); why.empty()) {
-        batched = make_dqn_population(setup, training);
+        batched = make_population_engine(setup, training);
         log::info("population: one batched engine for the {} agents (every op one launch for all of them)",
                   training.size());
     } else if (training.size() > 1) {
@@ -440,7 +440,7 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
         ops::Device& dev = batched ? *setup.devices.front() : *setup.devices[i];
         const auto& shared = *setup.markets.at(market_key(p));
         std::unique_ptr<trainers::Trainer> trainer =
-            batched ? std::make_unique<trainers::DqnPopulationAgent>(batched, static_cast<int>(i))
+            batched ? batched->agent(static_cast<int>(i))
                     : trainers::make_trainer(dev, p, *shared.device_market);
         if (agent_hook()) agent_hook()(m.plan.index, *trainer);
         const std::string agent_dir = (fs::path(dir) / m.plan.name).string();
@@ -809,7 +809,7 @@ struct PopulationBench {
     long long batch_rows = 0, phase = 0, collected = 0, updates = 0, e2e_steps = 0;
     double collect_s = 0, update_s = 0, e2e_s = 0, first_kernel_s = 0, dataset_rate = 0;
     std::size_t peak = 0;
-    bool batched = false;  ///< one trainers::DqnPopulation for all agents
+    bool batched = false;  ///< one trainers::BatchedPopulation for all agents
 };
 
 json::Object population_bench_json(const config::Profile& p, std::size_t n, const PopulationBench& b) {
@@ -841,24 +841,28 @@ json::Object population_bench_json(const config::Profile& p, std::size_t n, cons
     };
 }
 
-/// bench_population for agents that train as one trainers::DqnPopulation: the same phases (the
-/// untimed warm-up, collection steps alone, updates alone, whole iterations), each a call of the
-/// engine for every agent at once.
+/// bench_population for agents that train as one trainers::BatchedPopulation: the same phases (the
+/// untimed warm-up, collection steps alone, updates alone, whole iterations; an offline trainer's
+/// collection and whole iterations are not timed, as for one agent), each a call of the engine for
+/// every agent at once.
 std::string bench_batched_population(const config::Profile& p, PopulationSetup& setup,
                                      const std::vector<Member*>& training, clock::time_point t_start, bool ablate,
                                      bool kernel_times) {
     const auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
     ops::Device& dev = *setup.devices.front();
-    auto population = make_dqn_population(setup, training);
+    auto population = make_population_engine(setup, training);
     dev.synchronize();
     PopulationBench b;
     b.batched = true;
     b.device = dev.description();
     b.first_kernel_s = since(t_start);
-    const long long per = population->n_envs();
-    const long long cap = std::clamp<long long>(5'000'000 / per, 3, 500);
-    b.phase = std::clamp<long long>(p.run.total_steps / per, std::min<long long>(20, cap), cap);
+    const long long per = population->env_steps_per_iteration();
+    // Phases of one agent's progress units (env steps; an offline trainer's updates), as bench_population's.
+    const long long unit = per > 0 ? per : 1;
+    const long long cap = std::clamp<long long>(5'000'000 / unit, 3, 500);
+    b.phase = std::clamp<long long>(p.run.total_steps / unit, std::min<long long>(20, cap), cap);
     b.batch_rows = population->batch_rows();
+    b.dataset_rate = population->dataset_collection_env_steps_per_s();
     const long long agents = population->agents();
     population->prepare();
     population->collect();
@@ -866,20 +870,24 @@ std::string bench_batched_population(const config::Profile& p, PopulationSetup& 
     population->iterate();
     dev.synchronize();
     auto t = clock::now();
-    for (long long k = 0; k < b.phase; ++k) population->collect();
-    dev.synchronize();
-    b.collect_s = since(t);
-    b.collected = b.phase * per * agents;
+    if (per > 0) {
+        for (long long k = 0; k < b.phase; ++k) population->collect();
+        dev.synchronize();
+        b.collect_s = since(t);
+        b.collected = b.phase * per * agents;
+    }
     t = clock::now();
     for (long long k = 0; k < b.phase; ++k) population->update();
     dev.synchronize();
     b.update_s = since(t);
     b.updates = b.phase * agents;
-    t = clock::now();
-    for (long long k = 0; k < b.phase; ++k) population->iterate();
-    dev.synchronize();
-    b.e2e_s = since(t);
-    b.e2e_steps = b.phase * per * agents;
+    if (per > 0) {
+        t = clock::now();
+        for (long long k = 0; k < b.phase; ++k) population->iterate();
+        dev.synchronize();
+        b.e2e_s = since(t);
+        b.e2e_steps = b.phase * per * agents;
+    }
     for (auto& d : setup.devices) b.peak += d->peak_bytes();
     json::Object out = population_bench_json(p, training.size(), b);
     // The diagnostics, as one agent's bench: each op of a batched collection step and update timed
@@ -901,14 +909,20 @@ std::string bench_batched_population(const config::Profile& p, PopulationSetup& 
         (void)update(kRuns);
         auto update_ops = cuda::collect_kernel_times();
         cuda::set_kernel_timing(false);
-        if (ablate) {
-            const auto sync = [&] { dev.synchronize(); };
-            out.emplace_back("ablation", json::object({{"collection", ablation_table(sync, collect_ops, collect, b.phase)},
-                                                       {"update", ablation_table(sync, update_ops, update, b.phase)}}));
+        const auto sync = [&] { dev.synchronize(); };
+        json::Object ablation, times;  // an offline trainer's collection has no ops
+        if (per > 0) {
+            if (ablate) ablation.emplace_back("collection", ablation_table(sync, collect_ops, collect, b.phase));
+            if (kernel_times) times.emplace_back("collection", kernel_table(std::move(collect_ops), kRuns));
         }
-        if (kernel_times)
-            out.emplace_back("kernel_times", json::object({{"collection", kernel_table(std::move(collect_ops), kRuns)},
-                                                           {"update", kernel_table(std::move(update_ops), kRuns)}}));
+        if (ablate) {
+            ablation.emplace_back("update", ablation_table(sync, update_ops, update, b.phase));
+            out.emplace_back("ablation", json::Value::object(std::move(ablation)));
+        }
+        if (kernel_times) {
+            times.emplace_back("update", kernel_table(std::move(update_ops), kRuns));
+            out.emplace_back("kernel_times", json::Value::object(std::move(times)));
+        }
     }
     return json::serialize(json::Value::object(std::move(out)));
 }
@@ -920,17 +934,19 @@ std::string unbatched_reason(const std::vector<const config::Profile*>& agents, 
     const config::Profile& first = *agents.front();
     if (first.run.population_batching == "off") return "run.population_batching = \"off\"";
     for (std::size_t i = 0; i < agents.size(); ++i) {
-        const std::string why = trainers::DqnPopulation::unsupported(*agents[i], first);
+        const std::string why = trainers::batched_population_unsupported(*agents[i], first);
         if (!why.empty()) return fmt::format("agent {}: {}", i, why);
     }
     if (resuming) return "its agents resume from their checkpoints";
     if (first.run.population_batching == "auto") {
-        const long long widest = *std::max_element(first.dqn.hidden.begin(), first.dqn.hidden.end());
+        const bool iql = first.run.trainer == "iql";
+        const auto& hidden = iql ? first.iql.hidden : first.dqn.hidden;
+        const long long widest = *std::max_element(hidden.begin(), hidden.end());
         const long long work = first.replay_buffer.batch_size * widest;
         if (work < kAutoBatchingMinWork)
-            return fmt::format("run.population_batching = \"auto\": replay_buffer.batch_size x the widest dqn.hidden "
+            return fmt::format("run.population_batching = \"auto\": replay_buffer.batch_size x the widest {}.hidden "
                                "layer is {} < {}, where the agents run faster on their own; \"on\" batches them",
-                               work, kAutoBatchingMinWork);
+                               iql ? "iql" : "dqn", work, kAutoBatchingMinWork);
     }
     return "";
 }

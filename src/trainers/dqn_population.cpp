@@ -18,13 +18,6 @@
 namespace fh::trainers {
 namespace {
 
-/// The environment's scalars but the seed (env::EnvParams's fields, in order).
-auto env_without_seed(const env::EnvParams& e) {
-    return std::tie(e.multiplier, e.tick_size, e.commission, e.slippage_ticks, e.initial_equity, e.reward_scale,
-                    e.drawdown_penalty, e.bankruptcy_fraction, e.limit_offset_ticks, e.limit_atr_mult, e.max_contracts,
-                    e.position_levels, e.urgency_levels, e.episode_length, e.market_dim, e.state_dim);
-}
-
 /// The first agent's profile, once there is one and a market for each agent.
 const config::Profile& first_agent(const std::vector<config::Profile>& agents,
                                    const std::vector<const env::DeviceMarket*>& markets) {
@@ -280,6 +273,10 @@ void DqnPopulation::update() {
         adam_ops(false);
     });
     ++updates_;
+}
+
+std::unique_ptr<Trainer> DqnPopulation::agent(int i) {
+    return std::make_unique<DqnPopulationAgent>(shared_from_this(), i);
 }
 
 DqnPopulationAgent::DqnPopulationAgent(std::shared_ptr<DqnPopulation> population, int agent)

@@ -20,6 +20,7 @@
 #include "ops/device.hpp"
 #include "ops/dqn/ops.hpp"
 #include "trainers/dqn_trainer.hpp"
+#include "trainers/population.hpp"
 #include "trainers/q_network.hpp"
 #include "trainers/trainer.hpp"
 
@@ -27,7 +28,7 @@ namespace fh::trainers {
 
 class DqnPopulationAgent;
 
-class DqnPopulation {
+class DqnPopulation final : public BatchedPopulation, public std::enable_shared_from_this<DqnPopulation> {
 public:
     /// Why `agent` cannot train in a batched population whose first agent is `first` ("" when it
     /// can): a DQN profile with the C51 or scalar head and none of dqn.her, dqn.curiosity,
@@ -41,9 +42,11 @@ public:
     DqnPopulation(ops::Device& ops, const std::vector<config::Profile>& agents,
                   const std::vector<const env::DeviceMarket*>& markets);
 
-    int agents() const noexcept { return agents_; }
+    int agents() const noexcept override { return agents_; }
     int n_envs() const noexcept { return n_envs_; }
-    int batch_rows() const noexcept { return batch_; }
+    long long batch_rows() const noexcept override { return batch_; }
+    long long env_steps_per_iteration() const noexcept override { return n_envs_; }
+    std::unique_ptr<Trainer> agent(int i) override;
     /// Per agent (every agent advances together).
     long long steps() const noexcept { return steps_; }
     long long updates() const noexcept { return updates_; }
@@ -52,11 +55,11 @@ public:
     /// training.min_replay_size transitions, training.updates_per_iteration updates (as DqnTrainer).
     /// Tests: an update at which an agent's Trainer asked for a NaN loss (inject_nan_at_updates)
     /// runs uncaptured, that agent's loss NaN.
-    void iterate();
+    void iterate() override;
     /// Bench: collection steps until the replay is ready; one collection step; one update.
-    void prepare();
-    void collect();
-    void update();
+    void prepare() override;
+    void collect() override;
+    void update() override;
 
     const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
 

@@ -28,11 +28,11 @@ namespace fh::trainers {
 namespace {
 
 // The monitor's statistics (monitor_.current: this update's; monitor_.accum: their sums over the log interval).
-constexpr int kValueLoss = 0, kQLoss = 1, kPolicyLoss = 2, kGradNorm = 3, kWeight = 4, kV = 5, kStats = 6;
+using namespace iql_stats;
+constexpr int kStats = kCount;
 /// The losses each update passes to the guard, in order (monitor_.current[0, 3)); then the gradient norm.
 constexpr const char* kGuardLossNames[] = {"the value (expectile) loss", "the Q loss", "the policy (AWR) loss"};
-constexpr int kGuardLosses = static_cast<int>(std::size(kGuardLossNames));
-static_assert(kGuardLosses == kGradNorm, "the guard reads the statistics [0, kGuardLosses), then the norm");
+static_assert(kGuardLosses == static_cast<int>(std::size(kGuardLossNames)));
 /// Share of the behaviour policy's rule-based traders' actions taken uniformly at random.
 constexpr float kBehaviourRandomFraction = 0.2f;
 
@@ -189,16 +189,13 @@ std::vector<StateTensor> IqlTrainer::state_tensors() {
     return t;
 }
 
-LogLine IqlTrainer::read_log(double seconds) {
-    const Interval r = read_interval(ops_, monitor_.accum.view(), monitor_.guard.cview(), seconds);
-    const auto& acc = r.sums;
-    const nn::GuardState& g = r.guard;
-    const double n = r.updates, updates_per_s = r.updates_per_s;
+LogLine iql_log_line(const config::Profile& profile, const std::vector<float>& acc, const nn::GuardState& g,
+                     double n, double updates_per_s, long long updates, long long dataset_transitions) {
     const double loss = (acc[kValueLoss] + acc[kQLoss] + acc[kPolicyLoss]) / n;
     LogLine line;
     line.json = io::json::object({
-        {"updates", updates_},
-        {"dataset_transitions", dataset_transitions_},
+        {"updates", updates},
+        {"dataset_transitions", dataset_transitions},
         {"losses/loss", loss},
         {"losses/value", acc[kValueLoss] / n},
         {"losses/q", acc[kQLoss] / n},
@@ -211,13 +208,18 @@ LogLine IqlTrainer::read_log(double seconds) {
     });
     line.text = fmt::format("update {:>8} | loss {:.4f} (value {:.4f}, Q {:.4f}, policy {:.4f}) | weight {:.3f} | V "
                             "{:+.3f} | {:.3g} updates/s",
-                            updates_, loss, acc[kValueLoss] / n, acc[kQLoss] / n, acc[kPolicyLoss] / n, acc[kWeight] / n,
+                            updates, loss, acc[kValueLoss] / n, acc[kQLoss] / n, acc[kPolicyLoss] / n, acc[kWeight] / n,
                             acc[kV] / n, updates_per_s);
     line.loss = loss;
     line.updates_per_s = updates_per_s;
-    throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,
+    throw_if_diverged(g, profile.training.max_bad_updates, kGuardLossNames,
                       "Lower training.learning_rate or iql.beta, or check the dataset.");
     return line;
+}
+
+LogLine IqlTrainer::read_log(double seconds) {
+    const Interval r = read_interval(ops_, monitor_.accum.view(), monitor_.guard.cview(), seconds);
+    return iql_log_line(profile_, r.sums, r.guard, r.updates, r.updates_per_s, updates_, dataset_transitions_);
 }
 
 double IqlTrainer::dataset_collection_env_steps_per_s() const noexcept {

@@ -33,6 +33,19 @@ struct IqlNetworks {
     IqlNetworks(const config::Profile& profile, int state_dim, int num_actions);
 };
 
+/// An IQL update's statistics (the monitor's floats, in this order): the guard reads the first
+/// kGuardLosses (the losses), then the gradient norm.
+namespace iql_stats {
+constexpr int kValueLoss = 0, kQLoss = 1, kPolicyLoss = 2, kGradNorm = 3, kWeight = 4, kV = 5, kCount = 6;
+constexpr int kGuardLosses = 3;
+static_assert(kGuardLosses == kGradNorm, "the guard reads the statistics [0, kGuardLosses), then the norm");
+}  // namespace iql_stats
+
+/// One log line of an IQL run from its interval's statistics sums (iql_stats order), guard and
+/// counts (IqlTrainer's and a batched population's agents'); throws DivergedError as read_log.
+LogLine iql_log_line(const config::Profile& profile, const std::vector<float>& sums, const nn::GuardState& guard,
+                     double updates_in_interval, double updates_per_s, long long updates, long long dataset_transitions);
+
 /// The behaviour policy that collects the dataset (docs/iql.md) in environments of `params`.
 iql::BehaviourParams behaviour_params(const env::EnvParams& params, std::uint64_t seed);
 

@@ -70,13 +70,17 @@ replay::ReplayView ReplayRing::view() const {
                               n_envs_,                 state_dim_};
 }
 
+abi::SampleAgent ReplayRing::sample_agent(std::uint64_t seed, int n_step, float gamma) const {
+    const long long oldest = std::max<long long>(0, pushed_ - capacity_steps_);
+    return abi::SampleAgent{view(), replay::SampleParams{seed, 0, oldest, sampleable_steps(n_step), n_step, gamma}};
+}
+
 void ReplayRing::sample(ops::Device& device, ReplayBatch& out, std::uint64_t seed, std::uint64_t update, int n_step,
                         float gamma, ops::View<const long long> update_from, const ops::CounterAdvance& advance) const {
-    const long long oldest = std::max<long long>(0, pushed_ - capacity_steps_);
+    abi::SampleAgent at = sample_agent(seed, n_step, gamma);
+    at.params.update = update;
     ops::nstep_sample(device, out.states(), out.next_states(), out.actions.view(), out.returns.view(),
-                      out.discounts.view(), view(),
-                      replay::SampleParams{seed, update, oldest, sampleable_steps(n_step), n_step, gamma}, out.batch,
-                      update_from, advance);
+                      out.discounts.view(), at.ring, at.params, out.batch, update_from, advance);
 }
 
 std::vector<StateTensor> ReplayRing::state_tensors(const std::string& prefix) {

@@ -11,6 +11,7 @@
 
 #include "io/replay_dump.hpp"
 #include "math/replay.h"
+#include "abi/replay_nstep.h"
 #include "ops/device.hpp"
 #include "ops/dqn/ops.hpp"
 #include "trainers/state_tensor.hpp"
@@ -70,6 +71,10 @@ public:
     /// ops::CounterAdvance).
     void sample(ops::Device& device, ReplayBatch& out, std::uint64_t seed, std::uint64_t update, int n_step,
                 float gamma, ops::View<const long long> update_from = {}, const ops::CounterAdvance& advance = {}) const;
+
+    /// What sample() draws from, for a population's one draw over many rings
+    /// (ops::nstep_sample_agents): the ring and the sampling of sample(seed, _, n_step, gamma).
+    abi::SampleAgent sample_agent(std::uint64_t seed, int n_step, float gamma) const;
 
     /// The ring's arrays as checkpoint tensors "<prefix>states", ... (e.g. "replay/").
     std::vector<StateTensor> state_tensors(const std::string& prefix);

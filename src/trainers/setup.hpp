@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <tuple>
 
 #include "math/env.h"
 #include "config/profile.hpp"
@@ -18,6 +19,14 @@ data::DataOptions data_options(const config::Profile& profile);
 
 /// [instrument], [env], [experience] and the run seed -> the environment's parameters.
 env::EnvParams env_params(const config::Profile& profile, int market_dim);
+
+/// The environment's parameters but the seed (env::EnvParams's fields, in order): what the agents
+/// of a batched population must share.
+inline auto env_without_seed(const env::EnvParams& e) {
+    return std::tie(e.multiplier, e.tick_size, e.commission, e.slippage_ticks, e.initial_equity, e.reward_scale,
+                    e.drawdown_penalty, e.bankruptcy_fraction, e.limit_offset_ticks, e.limit_atr_mult, e.max_contracts,
+                    e.position_levels, e.urgency_levels, e.episode_length, e.market_dim, e.state_dim);
+}
 
 /// Refuses eval.deterministic = false (exit 2): every trainer evaluates its greedy / most likely
 /// action; sampled evaluation is not built.

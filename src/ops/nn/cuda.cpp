@@ -39,6 +39,30 @@ void norm_and_guard(CudaDevice& device, View<float> grad_norm, View<float> scrat
         stats.empty() ? nullptr : stats.data(), static_cast<int>(accum.size()));
 }
 
+void norm_and_guard_agents(CudaDevice& device, int agents, View<const float> x, View<float> scratch, View<int> gate,
+                           View<nn::GuardState> state, View<float> stats, int n_losses, int norm_index,
+                           core::CounterValue update, View<float> accum) {
+    const std::size_t N = static_cast<std::size_t>(agents);
+    device.kernels().network_norm_guard_agents_kernel(
+        device.stream(), LaunchDims{dim3(abi::kNormBlocks, static_cast<unsigned>(agents)), dim3(abi::kNormThreads), 0},
+        scratch.data(), x.data(), static_cast<int>(x.size() / N), gate.data(), state.data(), stats.data(), agents,
+        n_losses, norm_index, update, accum.empty() ? nullptr : accum.data(), static_cast<int>(stats.size() / N));
+}
+
+void adam_step_agents(CudaDevice& device, int agents, View<float> params, View<float> m, View<float> v,
+                      View<const float> grads, View<const float> grad_norm, View<const int> gate, core::CounterValue step,
+                      const core::AdamConstants& c, View<const float> lr, View<float> target,
+                      View<const float> tau_keep) {
+    const long long P = static_cast<long long>(params.size() / static_cast<std::size_t>(agents));
+    const LaunchDims dims{dim3(static_cast<unsigned>(abi::adam_blocks(P, false)), static_cast<unsigned>(agents)),
+                          dim3(abi::kAdamThreads), 0};
+    device.kernels().network_adam_agents_kernel(device.stream(), dims, params.data(), m.data(), v.data(), grads.data(),
+                                                grad_norm.empty() ? nullptr : grad_norm.data(),
+                                                gate.empty() ? nullptr : gate.data(), step, lr.data(), c,
+                                                target.empty() ? nullptr : target.data(),
+                                                tau_keep.empty() ? nullptr : tau_keep.data(), static_cast<int>(P));
+}
+
 void group_attention_forward(CudaDevice& device, View<float> x_out, View<float> alpha, View<const float> x,
                              View<const float> scores, const attention::Groups& groups, int D, int rows, int x_rows) {
     device.kernels().group_attention_forward_kernel(device.stream(), LaunchDims::linear(static_cast<std::size_t>(rows), 128),

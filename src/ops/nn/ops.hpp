@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "math/attention.h"
 #include "math/nn.h"
@@ -41,6 +43,13 @@ void training_guard(CudaDevice& device, View<int> gate, View<nn::GuardState> sta
 void norm_and_guard(CudaDevice& device, View<float> grad_norm, View<float> scratch, View<const float> x, View<int> gate,
                     View<nn::GuardState> state, View<const float> losses, core::CounterValue update,
                     View<float> accum, View<const float> stats);
+void norm_and_guard_agents(CudaDevice& device, int agents, View<const float> x, View<float> scratch, View<int> gate,
+                           View<nn::GuardState> state, View<float> stats, int n_losses, int norm_index,
+                           core::CounterValue update, View<float> accum);
+void adam_step_agents(CudaDevice& device, int agents, View<float> params, View<float> m, View<float> v,
+                      View<const float> grads, View<const float> grad_norm, View<const int> gate, core::CounterValue step,
+                      const core::AdamConstants& c, View<const float> lr, View<float> target,
+                      View<const float> tau_keep);
 void group_attention_forward(CudaDevice& device, View<float> x_out, View<float> alpha, View<const float> x,
                              View<const float> scores, const attention::Groups& groups, int D, int rows, int x_rows);
 void group_attention_backward(CudaDevice& device, View<float> d_scores, View<const float> d_x_out, View<const float> x,
@@ -121,6 +130,104 @@ inline void norm_and_guard(Device& device, View<float> grad_norm, View<float> sc
     device.global_norm(grad_norm, x, scratch.subview(0, Device::global_norm_scratch_size()));
     training_guard(device, gate, state, losses, grad_norm, update);
     if (!accum.empty()) device.saxpy(accum, 1.0f, stats);
+}
+
+/// norm_and_guard for every agent of a population in one launch. Agent a's gradients are x[a P,
+/// (a + 1) P) (P = x.size() / agents), its scratch block a of scratch (agents x
+/// norm_guard_scratch_size(), zero before the first call), its gate[a] and state[a]. Its
+/// statistics are column a of stats (n_stats, agents), stat-major: the guard reads its losses
+/// stats[k agents + a], k < n_losses (at most abi::kMaxAgentGuardLosses), and its norm goes to
+/// stats[norm_index agents + a]; then, with accum (agents, n_stats), agent-major (each agent's
+/// log sums contiguous, as a single run's), accum row a += column a of stats. Each agent's norm,
+/// gate, state and sums are norm_and_guard's on its slices, bit for bit.
+inline void norm_and_guard_agents(Device& device, int agents, View<const float> x, View<float> scratch, View<int> gate,
+                                  View<nn::GuardState> state, View<float> stats, int n_losses, int norm_index,
+                                  CounterValue update, View<float> accum = {}) {
+    const char* op = "norm_and_guard_agents";
+    if (agents < 1 || x.empty() || x.size() % static_cast<std::size_t>(agents) != 0)
+        throw std::invalid_argument(fmt::format("ops::{}: {} gradients do not split into {} agents", op, x.size(), agents));
+    const std::size_t N = static_cast<std::size_t>(agents), P = x.size() / N;
+    if (stats.empty() || stats.size() % N != 0)
+        throw std::invalid_argument(fmt::format("ops::{}: stats ({}) is not (n_stats, {} agents)", op, stats.size(), agents));
+    const int n_stats = static_cast<int>(stats.size() / N);
+    if (n_losses < 1 || n_losses > abi::kMaxAgentGuardLosses || norm_index < 0 || norm_index >= n_stats)
+        throw std::invalid_argument(fmt::format("ops::{}: need 1 <= n_losses <= {} and a norm index below {} (got {}, {})",
+                                                op, abi::kMaxAgentGuardLosses, n_stats, n_losses, norm_index));
+    detail::require_size(scratch.size(), N * norm_guard_scratch_size(), op, "scratch");
+    detail::require_size(gate.size(), N, op, "gate");
+    detail::require_size(state.size(), N, op, "state");
+    if (!accum.empty()) detail::require_size(accum.size(), stats.size(), op, "accum");
+    detail::checked_int_size(P, op);
+    detail::checked_int_size(stats.size(), op);
+    detail::require_distinct(op, {detail::range("x", x), detail::range("scratch", scratch), detail::range("gate", gate),
+                                  detail::range("state", state), detail::range("stats", stats),
+                                  detail::range("accum", accum)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::norm_and_guard_agents(*cuda, agents, x, scratch, gate, state, stats, n_losses, norm_index,
+                                                update, accum);
+    // The CPU: norm_and_guard's steps on each agent's slices.
+    std::vector<float> losses(static_cast<std::size_t>(n_losses));
+    for (std::size_t a = 0; a < N; ++a) {
+        const View<float> norm = stats.subview(static_cast<std::size_t>(norm_index) * N + a, 1);
+        device.global_norm(norm, x.subview(a * P, P),
+                           scratch.subview(a * norm_guard_scratch_size(), Device::global_norm_scratch_size()));
+        for (std::size_t k = 0; k < losses.size(); ++k) losses[k] = stats.data()[k * N + a];
+        training_guard(device, gate.subview(a, 1), state.subview(a, 1), View<const float>(losses.data(), losses.size()),
+                       norm, update);
+        for (std::size_t k = 0; k < static_cast<std::size_t>(accum.empty() ? 0 : n_stats); ++k) {
+            float& sum = accum.data()[a * static_cast<std::size_t>(n_stats) + k];
+            sum = core::saxpy_element(sum, 1.0f, stats.data()[k * N + a]);
+        }
+    }
+}
+
+/// Device::adam_step (the captured form, at update number `step`) for every agent of a
+/// population in one launch. Agent a's params, m, v, grads and target are [a P, (a + 1) P) of
+/// theirs (P = params.size() / agents); its gradient norm grad_norm[a] (read when p.clip_norm > 0),
+/// its gate[a] (or gate empty), its learning rate lr[a] (device memory; p.lr is not used) and,
+/// with a target, its soft target's tau and keep tau_keep[2 a], tau_keep[2 a + 1] (device memory,
+/// SoftTarget's; target empty: none). p's betas, eps, weight decay and clip are every agent's.
+/// Each agent's floats are adam_step's on its slices with its scalars.
+inline void adam_step_agents(Device& device, int agents, View<float> params, View<float> m, View<float> v,
+                             View<const float> grads, View<const float> grad_norm, View<const int> gate,
+                             CounterValue step, const AdamParams& p, View<const float> lr, View<float> target = {},
+                             View<const float> tau_keep = {}) {
+    const char* op = "adam_step_agents";
+    if (agents < 1 || params.empty() || params.size() % static_cast<std::size_t>(agents) != 0)
+        throw std::invalid_argument(fmt::format("ops::{}: {} parameters do not split into {} agents", op, params.size(), agents));
+    const std::size_t N = static_cast<std::size_t>(agents), P = params.size() / N;
+    for (auto [size, name] : {std::pair{m.size(), "m"}, {v.size(), "v"}, {grads.size(), "grads"}})
+        detail::require_size(size, params.size(), op, name);
+    if (p.clip_norm > 0.f) detail::require_size(grad_norm.size(), N, op, "grad_norm (clip_norm > 0)");
+    if (!gate.empty()) detail::require_size(gate.size(), N, op, "gate");
+    detail::require_size(lr.size(), N, op, "lr");
+    if (!target.empty()) {
+        detail::require_size(target.size(), params.size(), op, "target");
+        detail::require_size(tau_keep.size(), 2 * N, op, "tau_keep");
+    }
+    if (step.counter == nullptr && step.offset < 1)
+        throw std::invalid_argument(fmt::format("ops::{}: step must be >= 1 (1-based), got {}", op, step.offset));
+    detail::checked_int_size(P, op);
+    detail::require_distinct(op, {detail::range("params", params), detail::range("m", m), detail::range("v", v),
+                                  detail::range("grads", grads), detail::range("grad_norm", grad_norm),
+                                  detail::range("gate", gate), detail::range("lr", lr), detail::range("target", target),
+                                  detail::range("tau_keep", tau_keep)});
+    if (CudaDevice* cuda = device.cuda()) {
+        core::AdamConstants c = core::constants_of(p);
+        if (step.counter == nullptr) c = core::at_step(c, step.offset);  // as Device::adam_step
+        return cuda_twin::adam_step_agents(*cuda, agents, params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(),
+                                           gate, step, c, lr, target, tau_keep);
+    }
+    for (std::size_t a = 0; a < N; ++a) {
+        AdamParams own = p;
+        own.lr = lr.data()[a];
+        const SoftTarget soft = target.empty() ? SoftTarget{}
+                                               : SoftTarget{target.subview(a * P, P), tau_keep.data()[2 * a],
+                                                            tau_keep.data()[2 * a + 1]};
+        device.adam_step(params.subview(a * P, P), m.subview(a * P, P), v.subview(a * P, P), grads.subview(a * P, P),
+                         p.clip_norm > 0.f ? grad_norm.subview(a, 1) : View<const float>(),
+                         gate.empty() ? View<const int>() : gate.subview(a, 1), step, own, lr.subview(a, 1), soft);
+    }
 }
 
 namespace detail {

@@ -21,4 +21,22 @@ void nstep_sample(View<float> states, View<float> next_states, View<int> actions
     if (!advance.counter.empty()) advance.counter.data()[0] += 1;
 }
 
+void nstep_sample_agents(View<float> states, View<float> next_states, View<int> actions, View<float> returns,
+                         View<float> discounts, View<const abi::SampleAgent> agents, std::size_t out_stride,
+                         const CounterAdvance& advance, int batch) {
+    const std::size_t B = static_cast<std::size_t>(batch);
+    for (std::size_t a = 0; a < agents.size(); ++a) {
+        const abi::SampleAgent& agent = agents.data()[a];
+        replay::SampleParams p = agent.params;
+        p.update = static_cast<std::uint64_t>(advance.counter.data()[0] + 1);
+        const std::size_t D = static_cast<std::size_t>(agent.ring.state_dim);
+        float* s = states.data() + a * out_stride;
+        float* s_next = next_states.data() + a * out_stride;
+        for (std::size_t b = 0; b < B; ++b)
+            replay::sample_nstep(static_cast<int>(b), agent.ring, p, s + b * D, s_next + b * D,
+                                 actions.data()[a * B + b], returns.data()[a * B + b], discounts.data()[a * B + b]);
+    }
+    advance.counter.data()[0] += 1;
+}
+
 }  // namespace fh::ops::cpu_twin

@@ -19,4 +19,15 @@ void nstep_sample(CudaDevice& device, View<float> states, View<float> next_state
                                          or_null(advance.counter), or_null(advance.ticket), batch);
 }
 
+void nstep_sample_agents(CudaDevice& device, View<float> states, View<float> next_states, View<int> actions,
+                         View<float> returns, View<float> discounts, View<const abi::SampleAgent> agents,
+                         std::size_t out_stride, const CounterAdvance& advance, int batch) {
+    LaunchDims dims = LaunchDims::linear(static_cast<std::size_t>(batch) * 32, 128);
+    dims.grid.y = static_cast<unsigned>(agents.size());
+    device.kernels().nstep_sample_agents_kernel(device.stream(), dims, states.data(), next_states.data(),
+                                                actions.data(), returns.data(), discounts.data(), agents.data(),
+                                                static_cast<long long>(out_stride), advance.counter.data(),
+                                                advance.ticket.data(), batch);
+}
+
 }  // namespace fh::ops::cuda_twin

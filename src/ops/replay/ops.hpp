@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "abi/replay_nstep.h"
 #include "math/replay.h"
 #include "ops/device.hpp"
 
@@ -21,6 +22,9 @@ namespace cpu_twin {
 void nstep_sample(View<float> states, View<float> next_states, View<int> actions, View<float> returns,
                   View<float> discounts, const replay::ReplayView& r, const replay::SampleParams& p,
                   View<const long long> update_from, const CounterAdvance& advance, int batch);
+void nstep_sample_agents(View<float> states, View<float> next_states, View<int> actions, View<float> returns,
+                         View<float> discounts, View<const abi::SampleAgent> agents, std::size_t out_stride,
+                         const CounterAdvance& advance, int batch);
 }  // namespace cpu_twin
 
 namespace cuda_twin {
@@ -28,6 +32,9 @@ void nstep_sample(CudaDevice& device, View<float> states, View<float> next_state
                   View<float> returns, View<float> discounts, const replay::ReplayView& r,
                   const replay::SampleParams& p, View<const long long> update_from, const CounterAdvance& advance,
                   int batch);
+void nstep_sample_agents(CudaDevice& device, View<float> states, View<float> next_states, View<int> actions,
+                         View<float> returns, View<float> discounts, View<const abi::SampleAgent> agents,
+                         std::size_t out_stride, const CounterAdvance& advance, int batch);
 }  // namespace cuda_twin
 
 /// A batch of n-step transitions from the replay ring (replay::sample_nstep).
@@ -67,6 +74,43 @@ inline void nstep_sample(Device& device, View<float> states, View<float> next_st
         return cuda_twin::nstep_sample(*cuda, states, next_states, actions, returns, discounts, r, p, update_from,
                                        advance, batch);
     cpu_twin::nstep_sample(states, next_states, actions, returns, discounts, r, p, update_from, advance, batch);
+}
+
+/// nstep_sample for every agent of a population in one launch: agent a draws `batch` rows from
+/// agents[a].ring with agents[a].params (its seed, sampleable range, n, gamma) at the update
+/// number advance.counter[0] + 1, which the op then leaves in the counter (every agent's update
+/// number: they update together). Agent a's states go to states[a * out_stride, + B D) and its
+/// next states to next_states[a * out_stride, + B D) (e.g. one [s; s'] block of 2 B D floats an
+/// agent: next_states = states shifted by B D, out_stride = 2 B D); its actions, returns and
+/// discounts to [a B, (a + 1) B). Each agent's rows are nstep_sample's on its ring, bit for bit.
+/// The rings and the descriptors (device memory) are the caller's; agents' rings are not checked
+/// against the outputs beyond their descriptors' sizes here.
+inline void nstep_sample_agents(Device& device, View<float> states, View<float> next_states, View<int> actions,
+                                View<float> returns, View<float> discounts, View<const abi::SampleAgent> agents,
+                                std::size_t out_stride, const CounterAdvance& advance, int batch, int state_dim) {
+    const char* op = "nstep_sample_agents";
+    if (agents.empty() || batch < 1 || state_dim < 1)
+        throw std::invalid_argument("ops::nstep_sample_agents: no agents, or an empty batch or state");
+    detail::require_size(advance.counter.size(), 1, op, "advance counter");
+    detail::require_size(advance.ticket.size(), 1, op, "advance ticket");
+    const std::size_t N = agents.size(), B = static_cast<std::size_t>(batch), D = static_cast<std::size_t>(state_dim);
+    if (out_stride < B * D)
+        throw std::invalid_argument(fmt::format("ops::{}: out_stride {} is below one agent's rows ({})", op, out_stride, B * D));
+    const std::size_t span = (N - 1) * out_stride + B * D;
+    detail::require_size(states.size(), span, op, "states");
+    detail::require_size(next_states.size(), span, op, "next_states");
+    detail::require_size(actions.size(), N * B, op, "actions");
+    detail::require_size(returns.size(), N * B, op, "returns");
+    detail::require_size(discounts.size(), N * B, op, "discounts");
+    detail::checked_int_size(N, op);
+    detail::require_distinct(op, {detail::range("actions", actions), detail::range("returns", returns),
+                                  detail::range("discounts", discounts), detail::range("agents", agents),
+                                  detail::range("advance counter", advance.counter),
+                                  detail::range("advance ticket", advance.ticket)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::nstep_sample_agents(*cuda, states, next_states, actions, returns, discounts, agents,
+                                              out_stride, advance, batch);
+    cpu_twin::nstep_sample_agents(states, next_states, actions, returns, discounts, agents, out_stride, advance, batch);
 }
 
 }  // namespace fh::ops

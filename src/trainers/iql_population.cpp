@@ -1,0 +1,314 @@
+/// @file iql_population.cpp
+/// @brief IqlTrainer's update for N agents at once: the same ops in the same order, each launched
+///        once over [agents][...] buffers (docs/sweeps.md).
+#include "trainers/iql_population.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <tuple>
+
+#include "nn/init.hpp"
+#include "ops/iql/ops.hpp"
+#include "ops/nn/ops.hpp"
+#include "ops/replay/ops.hpp"
+#include "trainers/offline_dataset.hpp"
+#include "trainers/setup.hpp"
+#include "util/errors.hpp"
+
+namespace fh::trainers {
+namespace {
+
+using namespace iql_stats;
+
+/// The first agent's profile, once there is one and a market for each agent.
+const config::Profile& first_agent(const std::vector<config::Profile>& agents,
+                                   const std::vector<const env::DeviceMarket*>& markets) {
+    if (agents.empty() || markets.size() != agents.size() ||
+        std::any_of(markets.begin(), markets.end(), [](const env::DeviceMarket* m) { return m == nullptr; }))
+        throw UsageError("a batched IQL population needs at least one agent and a market for each");
+    return agents.front();
+}
+
+}  // namespace
+
+std::string IqlPopulation::unsupported(const config::Profile& p, const config::Profile& first) {
+    if (p.run.trainer != "iql") return fmt::format("run.trainer = \"{}\" (only iql)", p.run.trainer);
+    if (!p.eval.deterministic) return "eval.deterministic = false";
+    // What the agents share: the networks, batch, dataset, clipping and target mode.
+    const auto shape = [](const config::Profile& q) {
+        return std::tie(q.iql.hidden, q.iql.dataset, q.iql.dataset_size, q.replay_buffer.batch_size,
+                        q.training.grad_clip_norm, q.training.target_update_period, q.experience.gpu_n_episodes,
+                        q.gpu.tf32);
+    };
+    if (shape(p) != shape(first))
+        return "a shape (iql.hidden, iql.dataset, iql.dataset_size, replay_buffer.batch_size, "
+               "training.grad_clip_norm, training.target_update_period, experience.gpu_n_episodes or gpu.tf32) "
+               "differs from the first agent's";
+    if ((p.training.tau > 0) != (first.training.tau > 0))
+        return "training.tau > 0 (a soft target) for some agents and not for others";
+    if (env_without_seed(trainers::env_params(p, 1)) != env_without_seed(trainers::env_params(first, 1)))
+        return "the environment ([instrument], [env] or experience.gpu_timesteps_per_episode) differs from the first "
+               "agent's";
+    return "";
+}
+
+IqlPopulation::IqlPopulation(ops::Device& ops, const std::vector<config::Profile>& agents,
+                             const std::vector<const env::DeviceMarket*>& markets)
+    : ops_(ops),
+      profiles_(agents),
+      agents_((first_agent(agents, markets), static_cast<int>(agents.size()))),
+      num_actions_(static_cast<int>(agents.front().num_actions())),
+      state_dim_(trainers::env_params(agents.front(), markets.front()->market_dim()).state_dim),
+      batch_(static_cast<int>(agents.front().replay_buffer.batch_size)),
+      net_(agents.front(), state_dim_, num_actions_) {
+    const config::Profile& first = agents.front();
+    for (std::size_t i = 0; i < agents.size(); ++i) {
+        const std::string why = unsupported(agents[i], first);
+        if (!why.empty())
+            throw UsageError(fmt::format("agent {} cannot train in a batched IQL population: {}", i, why));
+        if (markets[i]->market_dim() != markets.front()->market_dim())
+            throw UsageError(fmt::format("agent {}'s market has {} features, the first agent's {}", i,
+                                         markets[i]->market_dim(), markets.front()->market_dim()));
+        require_greedy_evaluation(agents[i]);
+        env_params_.push_back(trainers::env_params(agents[i], markets[i]->market_dim()));
+    }
+    const std::size_t N = agents.size(), P = params(), B = static_cast<std::size_t>(batch_),
+                      D = static_cast<std::size_t>(state_dim_), A = static_cast<std::size_t>(num_actions_);
+
+    // Each agent's dataset as its single run builds it (its seed's behaviour data on its market).
+    std::vector<abi::SampleAgent> sample_agents;
+    for (std::size_t i = 0; i < N; ++i) {
+        const config::Profile& p = agents[i];
+        OfflineDataset ds = build_offline_dataset(ops, p, *markets[i], env_params_[i], p.iql.dataset, p.iql.dataset_size,
+                                                  "iql");
+        sample_agents.push_back(ds.ring.sample_agent(static_cast<std::uint64_t>(p.run.seed), 1,
+                                                     static_cast<float>(p.training.gamma)));
+        datasets_.push_back(std::move(ds.ring));
+        transitions_.push_back(ds.transitions);
+        collection_seconds_.push_back(ds.collection_seconds);
+    }
+    sample_agents_ = ops.from_host<abi::SampleAgent>(sample_agents);
+
+    // Parameters as IqlTrainer initialises them, agent by agent (the padding zero).
+    online_ = ops.alloc<float>(N * P);
+    ops.fill(online_.view(), 0.0f);
+    for (std::size_t i = 0; i < N; ++i)
+        nn::init_params(ops, online_.view().subview(i * P, P), net_.layout, static_cast<std::uint64_t>(agents[i].run.seed));
+    target_ = ops.alloc<float>(N * P);
+    ops.copy(target_.view(), online_.cview());
+    for (auto* b : {&grads_, &m_, &v_}) {
+        *b = ops.alloc<float>(N * P);
+        ops.fill(b->view(), 0.0f);
+    }
+    twin_stride_ = net_.q2.layers().front().weight.offset - net_.q1.layers().front().weight.offset;
+    step_ = ops.from_host<long long>(std::vector<long long>{0});
+    step_ticket_ = ops.from_host<unsigned>(std::vector<unsigned>{0u});
+
+    std::vector<float> lr, tau_keep;
+    std::vector<iql::LossScalars> scalars;
+    for (const auto& p : agents) {
+        lr.push_back(static_cast<float>(p.training.learning_rate));
+        const ops::SoftTarget soft = ops::SoftTarget::of({}, p.training.tau > 0 ? p.training.tau : 1.0);
+        tau_keep.push_back(soft.tau);
+        tau_keep.push_back(soft.keep);
+        scalars.push_back(iql::LossScalars{static_cast<float>(p.iql.expectile), static_cast<float>(p.iql.beta),
+                                           static_cast<float>(p.iql.max_weight)});
+    }
+    lr_ = ops.from_host<float>(lr);
+    tau_keep_ = ops.from_host<float>(tau_keep);
+    scalars_ = ops.from_host<iql::LossScalars>(scalars);
+
+    x_ = ops.alloc<float>(N * 2 * B * D);
+    for (auto* b : {&rewards_, &discounts_, &loss_v_, &loss_q_, &loss_pi_, &awr_weights_, &d_v_})
+        *b = ops.alloc<float>(N * B);
+    actions_ = ops.alloc<int>(N * B);
+    for (auto* b : {&d_q1_, &d_q2_, &d_logits_}) *b = ops.alloc<float>(N * B * A);
+    current_ = ops.alloc<float>(N * kCount);
+    accum_ = ops.alloc<float>(N * kCount);
+    norm_scratch_ = ops.alloc<float>(N * ops::norm_guard_scratch_size());
+    for (auto* b : {&current_, &accum_, &norm_scratch_}) ops.fill(b->view(), 0.0f);  // the norm's tickets start at zero
+    gate_ = ops.from_host<int>(std::vector<int>(N, 0));
+    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>(N, nn::GuardState{0, 0, -1, 0, 0}));
+
+    const int rows = agents_ * batch_;
+    for (auto* ws : {&ws_q1_target_, &ws_q2_target_, &ws_q1_, &ws_q2_}) *ws = net_.q1.make_workspace(ops, rows);
+    ws_v_ = net_.v.make_workspace(ops, rows);
+    ws_v_next_ = net_.v.make_workspace(ops, rows);
+    ws_policy_ = net_.policy.make_workspace(ops, rows);
+}
+
+// IqlTrainer::update_ops for every agent (its steps' comments say why each is where it is).
+void IqlPopulation::update_ops(std::uint32_t inject_nan) {
+    const int N = agents_, B = batch_;
+    const std::size_t Ns = static_cast<std::size_t>(N), P = params(), Bs = static_cast<std::size_t>(B),
+                      D = static_cast<std::size_t>(state_dim_);
+    const std::size_t xs = 2 * Bs * D;  // one agent's [s; s']
+    const std::size_t span = (Ns - 1) * xs + Bs * D;
+    const auto update = step_.cview();
+
+    // 1. Every agent's batch at the update number the sampling advances the counter to.
+    ops::nstep_sample_agents(ops_, x_.view().subview(0, span), x_.view().subview(Bs * D, span), actions_.view(),
+                             rewards_.view(), discounts_.view(), sample_agents_.cview(), xs,
+                             ops::CounterAdvance{step_.view(), step_ticket_.view()}, B, state_dim_);
+    const auto states = x_.cview().subview(0, span), next = x_.cview().subview(Bs * D, span);
+    const auto online = online_.cview(), target = target_.cview();
+    // q2 of agent i is q1's layers shifted by twin_stride_ inside agent i's slice.
+    const auto online_q2 = online.subview(twin_stride_, Ns * P - twin_stride_);
+    const auto target_q2 = target.subview(twin_stride_, Ns * P - twin_stride_);
+
+    // The forwards: each agent's rows are its single run's (rows are independent).
+    ops::View<const float> q1_target, q2_target, v, v_next, q1, q2, logits;
+    ops_.run_concurrently(
+        [&] {
+            q1_target = net_.q1.forward_batched(ops_, target, P, states, xs, B, N, ws_q1_target_);
+            q2_target = net_.q1.forward_batched(ops_, target_q2, P, states, xs, B, N, ws_q2_target_);
+        },
+        [&] {
+            v = net_.v.forward_batched(ops_, online, P, states, xs, B, N, ws_v_);
+            v_next = net_.v.forward_batched(ops_, online, P, next, xs, B, N, ws_v_next_);
+        },
+        [&] {
+            q1 = net_.q1.forward_batched(ops_, online, P, states, xs, B, N, ws_q1_);
+            q2 = net_.q1.forward_batched(ops_, online_q2, P, states, xs, B, N, ws_q2_);
+        },
+        [&] { logits = net_.policy.forward_batched(ops_, online, P, states, xs, B, N, ws_policy_); });
+
+    // The three losses, their networks' backwards and their statistics (stat-major: stat k of
+    // agent a at k N + a, one mean launch per statistic for every agent).
+    const auto cur = current_.view();
+    const auto stat = [&](int k) { return cur.subview(static_cast<std::size_t>(k) * Ns, Ns); };
+    const auto grads = grads_.view();
+    const auto grads_q2 = grads.subview(twin_stride_, Ns * P - twin_stride_);
+    const auto& first = profiles_.front().iql;
+    ops_.run_concurrently(
+        [&] {
+            fh::ops::iql_value_loss(ops_, loss_v_.view(), d_v_.view(), v, q1_target, q2_target, actions_.cview(),
+                                    static_cast<float>(first.expectile), scalars_.cview());
+            net_.v.backward_batched(ops_, online, grads, d_v_.view(), {}, ws_v_, false);
+            ops_.mean(stat(kValueLoss), loss_v_.cview());
+            ops_.mean(stat(kV), v);
+            for (int a = 0; a < N && a < 32; ++a)
+                if (inject_nan & (1u << a))
+                    ops_.fill(cur.subview(static_cast<std::size_t>(kValueLoss) * Ns + static_cast<std::size_t>(a), 1),
+                              std::numeric_limits<float>::quiet_NaN());
+        },
+        [&] {
+            fh::ops::iql_q_loss(ops_, loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, actions_.cview(),
+                                rewards_.cview(), discounts_.cview(), v_next, N);
+            ops_.run_concurrently(
+                [&] { net_.q1.backward_batched(ops_, online, grads, d_q1_.view(), {}, ws_q1_, false); },
+                [&] { net_.q1.backward_batched(ops_, online_q2, grads_q2, d_q2_.view(), {}, ws_q2_, false); });
+            ops_.mean(stat(kQLoss), loss_q_.cview());
+        },
+        [&] {
+            fh::ops::awr_policy_loss(ops_, loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target,
+                                     q2_target, v, actions_.cview(), static_cast<float>(first.beta),
+                                     static_cast<float>(first.max_weight), scalars_.cview());
+            net_.policy.backward_batched(ops_, online, grads, d_logits_.view(), {}, ws_policy_, false);
+            ops_.mean(stat(kPolicyLoss), loss_pi_.cview());
+            ops_.mean(stat(kWeight), awr_weights_.cview());
+        });
+
+    // Norm, guard and the log's sums per agent (one launch), Adam per agent with its learning rate
+    // and soft target (one launch), or the periodic copy (every agent at one update number).
+    fh::ops::norm_and_guard_agents(ops_, N, grads_.cview(), norm_scratch_.view(), gate_.view(), guard_.view(), cur,
+                                   kGuardLosses, kGradNorm, ops::counter_value(update), accum_.view());
+    const auto& t = profiles_.front().training;
+    ops::AdamParams adam;
+    adam.clip_norm = static_cast<float>(t.grad_clip_norm);
+    const bool soft = t.tau > 0;
+    fh::ops::adam_step_agents(ops_, N, online_.view(), m_.view(), v_.view(), grads_.cview(), stat(kGradNorm),
+                              gate_.cview(), ops::counter_value(update), adam, lr_.cview(),
+                              soft ? target_.view() : ops::View<float>(), soft ? tau_keep_.cview() : ops::View<const float>());
+    if (!soft) ops_.copy_every(target_.view(), online_.cview(), update, t.target_update_period);
+}
+
+void IqlPopulation::iterate() {
+    const long long u = updates_ + 1;
+    std::uint32_t nan = 0;
+    for (const auto* view : views_)
+        if (view->agent() < 32 && view->injects_nan_at(u)) nan |= 1u << view->agent();
+    if (nan != 0) update_ops(nan);  // tests: never captured
+    else ops_.run_sequence(update_sequence_, [this] { update_ops(0); });
+    updates_ = u;
+}
+
+std::unique_ptr<Trainer> IqlPopulation::agent(int i) {
+    return std::make_unique<IqlPopulationAgent>(shared_from_this(), i);
+}
+
+// The sum of the agents' rates, as an unbatched population's bench reports it.
+double IqlPopulation::dataset_collection_env_steps_per_s() const noexcept {
+    double rate = 0;
+    for (std::size_t i = 0; i < transitions_.size(); ++i)
+        if (collection_seconds_[i] > 0) rate += static_cast<double>(transitions_[i]) / collection_seconds_[i];
+    return rate;
+}
+
+IqlPopulation::AgentState IqlPopulation::agent_state(int agent) {
+    if (agent < 0 || agent >= agents_) throw std::out_of_range("IqlPopulation::agent_state: no such agent");
+    const std::size_t a = static_cast<std::size_t>(agent), P = params();
+    const double seconds = collection_seconds_[a];
+    return AgentState{online_.view().subview(a * P, P),
+                      target_.view().subview(a * P, P),
+                      m_.view().subview(a * P, P),
+                      v_.view().subview(a * P, P),
+                      accum_.view().subview(a * kCount, kCount),
+                      guard_.view().subview(a, 1),
+                      transitions_[a],
+                      seconds > 0 ? static_cast<double>(transitions_[a]) / seconds : 0};
+}
+
+IqlPopulationAgent::IqlPopulationAgent(std::shared_ptr<IqlPopulation> population, int agent)
+    : population_(std::move(population)),
+      agent_(agent),
+      state_(population_->agent_state(agent)),
+      env_params_(population_->env_params(agent)),
+      policy_(population_->networks().policy, population_->networks().layout.total()) {
+    population_->views_.push_back(this);
+}
+
+IqlPopulationAgent::~IqlPopulationAgent() {
+    auto& v = population_->views_;
+    v.erase(std::remove(v.begin(), v.end(), this), v.end());
+}
+
+void IqlPopulationAgent::iterate() {
+    const long long at = population_->updates();
+    if (at == updates_) population_->iterate();  // the first agent of the round: every agent's update
+    else if (at != updates_ + 1)
+        throw std::logic_error("IqlPopulationAgent: the agents of a batched population advance one update a round");
+    ++updates_;
+}
+
+LogLine IqlPopulationAgent::read_log(double seconds) {
+    const Interval r = read_interval(population_->device(), state_.accumulators, state_.guard, seconds);
+    return iql_log_line(population_->profile(agent_), r.sums, r.guard, r.updates, r.updates_per_s, updates_,
+                        state_.dataset_transitions);
+}
+
+// IqlTrainer::state_tensors' names, shapes and order: an agent's checkpoint is a single run's.
+std::vector<StateTensor> IqlPopulationAgent::state_tensors() {
+    const auto P = static_cast<std::int64_t>(state_.online.size());
+    return {state_tensor("params/online", "F32", {P}, state_.online),
+            state_tensor("params/target", "F32", {P}, state_.target),
+            state_tensor("adam/m", "F32", {P}, state_.m),
+            state_tensor("adam/v", "F32", {P}, state_.v),
+            state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, state_.guard),
+            state_tensor("monitor/accumulators", "F32", {static_cast<std::int64_t>(state_.accumulators.size())},
+                         state_.accumulators)};
+}
+
+void IqlPopulationAgent::restore_counter_values(std::span<const std::int64_t>) {
+    throw UsageError("a batched population's agent cannot continue from a checkpoint inside the population; resume "
+                     "it alone, or the population with run.population_batching = \"off\"");
+}
+
+long long IqlPopulationAgent::bench_update() {
+    throw std::logic_error("IqlPopulationAgent: bench the population (bench_population), not one of its agents");
+}
+
+}  // namespace fh::trainers
