@@ -143,6 +143,37 @@ void population_equals_single_runs(const std::string& device, const std::string&
 
 const std::string kDqn = "--profile dqn-smoketest --set run.total_steps=800 --set run.eval_interval=400 "
                          "--set run.checkpoint_interval=400";
+const std::string kIql = "--profile iql-smoketest --set run.total_steps=120 --set run.eval_interval=60 "
+                         "--set run.checkpoint_interval=60 --set run.log_interval=30";
+
+/// Two runs of the same batched population of 8 agents (`common`) on the GPU: every agent's
+/// metrics, evaluation, equity and checkpoint tensors the same bits.
+void batched_population_is_reproducible(const std::string& common, const std::string& tag) {
+    const auto dir = scratch(tag);
+    std::vector<fs::path> runs;
+    for (const char* name : {"a", "b"}) {
+        const auto r = sh("\"$EXE\" " + common + " --device cuda --set run.population_batching=on --seeds 1,2,3,4,5,6,7,8 --output '" +
+                              (dir / name).string() + "'",
+                          dir);
+        INFO(r.err);
+        REQUIRE(r.code == 0);
+        CHECK(r.err.find("one batched engine for the 8 agents") != std::string::npos);
+        runs.push_back(last_line(r.out));
+    }
+    const auto agents = parse(slurp(runs[0] / "population.json")).find("agents")->as_array();
+    REQUIRE(agents.size() == 8);
+    for (const auto& a : agents) {
+        CHECK(a.find("status")->as_string() == "completed");
+        const std::string name = a.find("run")->as_string();
+        INFO(name);
+        CHECK(metrics_without_timing(runs[0] / name / "metrics.jsonl") ==
+              metrics_without_timing(runs[1] / name / "metrics.jsonl"));
+        CHECK(slurp(runs[0] / name / "eval.jsonl") == slurp(runs[1] / name / "eval.jsonl"));
+        CHECK(slurp(runs[0] / name / "backtest/equity.csv") == slurp(runs[1] / name / "backtest/equity.csv"));
+        check_same_tensors(runs[0] / name / "checkpoints/last.safetensors", runs[1] / name / "checkpoints/last.safetensors");
+    }
+    fs::remove_all(dir);
+}
 
 }  // namespace
 
@@ -168,6 +199,19 @@ TEST_CASE("population: 2 DQN agents with HER (another relabelling ratio and goal
     std::ofstream(grid) << "run.seed=1\nrun.seed=1 dqn.her_ratio=0.5 dqn.her_reward=0.1\n";
     population_equals_single_runs("cpu", kDqn + " --set dqn.her=true", "--population-grid '" + grid.string() + "'",
                                   {"--seed 1", "--seed 1 --set dqn.her_ratio=0.5 --set dqn.her_reward=0.1"}, "her2");
+    fs::remove_all(grid_dir);
+}
+
+TEST_CASE("population: 3 batched IQL agents (seeds, a grid with another expectile and beta) equal their single runs "
+          "(CPU)",
+          "[population][iql]") {
+    const auto grid_dir = scratch("iql-grid");
+    const fs::path grid = grid_dir / "grid.txt";
+    std::ofstream(grid) << "run.seed=1\nrun.seed=2\nrun.seed=2 iql.expectile=0.9 iql.beta=1.0\n";
+    population_equals_single_runs("cpu", kIql + " --set run.population_batching=on",
+                                  "--population-grid '" + grid.string() + "'",
+                                  {"--seed 1", "--seed 2", "--seed 2 --set iql.expectile=0.9 --set iql.beta=1.0"},
+                                  "iql3");
     fs::remove_all(grid_dir);
 }
 
@@ -351,30 +395,14 @@ TEST_CASE("population on the GPU: each of 8 DQN agents equals its single run (CU
 // population gives the same bits every time, and every agent its complete run directory.
 TEST_CASE("population on the GPU: a batched population of 8 DQN agents is bit-reproducible (CUDA)",
           "[gpu][population]") {
-    const auto dir = scratch("gpu8batched");
-    std::vector<fs::path> runs;
-    for (const char* name : {"a", "b"}) {
-        const auto r = sh("\"$EXE\" " + kDqn + " --device cuda --set run.population_batching=on --seeds 1,2,3,4,5,6,7,8 --output '" +
-                              (dir / name).string() + "'",
-                          dir);
-        INFO(r.err);
-        REQUIRE(r.code == 0);
-        CHECK(r.err.find("one batched engine for the 8 agents") != std::string::npos);
-        runs.push_back(last_line(r.out));
-    }
-    const auto agents = parse(slurp(runs[0] / "population.json")).find("agents")->as_array();
-    REQUIRE(agents.size() == 8);
-    for (const auto& a : agents) {
-        CHECK(a.find("status")->as_string() == "completed");
-        const std::string name = a.find("run")->as_string();
-        INFO(name);
-        CHECK(metrics_without_timing(runs[0] / name / "metrics.jsonl") ==
-              metrics_without_timing(runs[1] / name / "metrics.jsonl"));
-        CHECK(slurp(runs[0] / name / "eval.jsonl") == slurp(runs[1] / name / "eval.jsonl"));
-        CHECK(slurp(runs[0] / name / "backtest/equity.csv") == slurp(runs[1] / name / "backtest/equity.csv"));
-        check_same_tensors(runs[0] / name / "checkpoints/last.safetensors", runs[1] / name / "checkpoints/last.safetensors");
-    }
-    fs::remove_all(dir);
+    batched_population_is_reproducible(kDqn, "gpu8batched");
+}
+
+// The same for IQL's batched engine (tests/trainers/test_iql_population.cpp bounds its difference
+// from single runs).
+TEST_CASE("population on the GPU: a batched population of 8 IQL agents is bit-reproducible (CUDA)",
+          "[gpu][population][iql]") {
+    batched_population_is_reproducible(kIql, "gpu8iql");
 }
 
 // 8 agents on a GPU host's workers (a quarter of its cores each): a worker issues each of its
@@ -404,6 +432,18 @@ TEST_CASE("population: bench --set run.population=2 reports aggregate and per-ag
         CHECK(v.find(key)->as_double() > 0);
     }
     CHECK(v.find("updates_per_s_per_agent")->as_double() * 2 == Approx(v.find("agent_updates_per_s")->as_double()));
+    // IQL's batched engine: its updates, the agents' dataset collection; no collection while training.
+    const auto iql = sh("\"$EXE\" bench --profile iql-smoketest --device cpu --set run.total_steps=40 "
+                        "--set run.population=2 --set run.population_batching=on",
+                        dir);
+    INFO(iql.err);
+    REQUIRE(iql.code == 0);
+    const auto vi = parse(last_line(iql.out));
+    CHECK(vi.find("batched")->as_bool());
+    CHECK(vi.find("trainer")->as_string() == "iql");
+    CHECK(vi.find("agent_updates_per_s")->as_double() > 0);
+    CHECK(vi.find("collection_env_steps_per_s")->as_double() > 0);
+    CHECK(vi.find("end_to_end_env_steps_per_s")->as_double() == 0);
     const auto one = sh("\"$EXE\" bench --profile dqn-smoketest --device cpu --set run.total_steps=80", dir);
     REQUIRE(one.code == 0);
     CHECK(parse(last_line(one.out)).find("population") == nullptr);  // a single trainer's output as before
