@@ -75,7 +75,7 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
 std::string train_population(const PopulationPlan& plan, bool force, bool* skipped = nullptr);
 
 /// Why a population of these agents (resolved profiles, the first's settings deciding) would not
-/// train as one batched DQN engine, trainers::DqnPopulation ("" when it would): run.population_batching,
+/// train as one batched engine, trainers::BatchedPopulation ("" when it would): run.population_batching,
 /// the agents' trainer and options, their sizes under "auto", or `resuming` agents (docs/sweeps.md).
 std::string unbatched_reason(const std::vector<const config::Profile*>& agents, bool resuming = false);
 

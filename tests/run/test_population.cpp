@@ -238,6 +238,12 @@ TEST_CASE("population: run.population = 3 gives seeds run.seed + i; check lists 
                         "--set dqn.her=true",
                         dir);
     CHECK(her.out.find("# Each agent its own launches: agent 0: dqn.her") != std::string::npos);
+    // IQL agents batch under "auto" whatever their sizes; PPO has no batched engine.
+    const auto iql = sh("\"$EXE\" check iql-smoketest --set run.population=3", dir);
+    CHECK(iql.out.find("# Batched: one engine for every agent") != std::string::npos);
+    const auto ppo = sh("\"$EXE\" check ppo-smoketest --set run.population=2", dir);
+    CHECK(ppo.out.find("# Each agent its own launches: agent 0: run.trainer = \"ppo\" has no batched engine") !=
+          std::string::npos);
     fs::remove_all(dir);
 }
 
