@@ -367,15 +367,32 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
 /// agents' updates are bound by the batched engine's chain of launches and run faster on their own.
 constexpr long long kAutoBatchingMinWork = 32768;
 
-/// unbatched_reason for the members that train in this process.
-std::string unbatched_because(const std::vector<Member*>& training) {
+/// unbatched_reason for the members that train in this process (`dir`: where their run
+/// directories are). Resuming members batch when every member resumes and their checkpoints stand
+/// at one iteration (a population interrupted between its agents' steps of a round may not).
+std::string unbatched_because(const std::vector<Member*>& training, const std::string& dir = "") {
     std::vector<const config::Profile*> agents;
-    bool resuming = false;
+    std::size_t resuming = 0;
     for (const Member* m : training) {
         agents.push_back(&m->plan.profile);
-        resuming = resuming || m->action == AgentAction::resume;
+        if (m->action == AgentAction::resume) ++resuming;
     }
-    return unbatched_reason(agents, resuming);
+    std::string apart;
+    if (resuming > 0 && resuming < training.size()) {
+        apart = "some of its agents resume from checkpoints and others start";
+    } else if (resuming > 0) {
+        std::vector<std::int64_t> first;
+        for (const Member* m : training) {
+            const auto c = trainers::checkpoint_counters(
+                (fs::path(dir) / m->plan.name / "checkpoints" / "last.safetensors").string());
+            if (m == training.front()) first = c;
+            else if (c != first) {
+                apart = "its agents resume from checkpoints of different iterations";
+                break;
+            }
+        }
+    }
+    return unbatched_reason(agents, apart);
 }
 bool batched_population(const std::vector<Member*>& training) { return unbatched_because(training).empty(); }
 
@@ -427,7 +444,7 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     // A batched population: one engine on the first agent's device, each agent a view of it, all
     // advanced by one worker (one iteration of every agent a round).
     std::shared_ptr<trainers::BatchedPopulation> batched;
-    if (const std::string why = unbatched_because(training); why.empty()) {
+    if (const std::string why = unbatched_because(training, dir); why.empty()) {
         batched = make_population_engine(setup, training);
         log::info("population: one batched engine for the {} agents (every op one launch for all of them)",
                   training.size());
@@ -929,7 +946,7 @@ std::string bench_batched_population(const config::Profile& p, PopulationSetup& 
 
 }  // namespace
 
-std::string unbatched_reason(const std::vector<const config::Profile*>& agents, bool resuming) {
+std::string unbatched_reason(const std::vector<const config::Profile*>& agents, const std::string& resuming_apart) {
     if (agents.size() < 2) return "one agent";
     const config::Profile& first = *agents.front();
     if (first.run.population_batching == "off") return "run.population_batching = \"off\"";
@@ -937,7 +954,7 @@ std::string unbatched_reason(const std::vector<const config::Profile*>& agents, 
         const std::string why = trainers::batched_population_unsupported(*agents[i], first);
         if (!why.empty()) return fmt::format("agent {}: {}", i, why);
     }
-    if (resuming) return "its agents resume from their checkpoints";
+    if (!resuming_apart.empty()) return resuming_apart;
     // IQL's batched updates measured faster than its agents' own at every size (docs/performance.md).
     if (first.run.population_batching == "auto" && first.run.trainer == "dqn") {
         const long long widest = *std::max_element(first.dqn.hidden.begin(), first.dqn.hidden.end());

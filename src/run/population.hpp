@@ -76,8 +76,10 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
 
 /// Why a population of these agents (resolved profiles, the first's settings deciding) would not
 /// train as one batched engine, trainers::BatchedPopulation ("" when it would): run.population_batching,
-/// the agents' trainer and options, their sizes under "auto", or `resuming` agents (docs/sweeps.md).
-std::string unbatched_reason(const std::vector<const config::Profile*>& agents, bool resuming = false);
+/// the agents' trainer and options, their sizes under "auto", or `resuming_apart`: why resuming agents
+/// cannot continue together ("" when they can, or none resumes; docs/sweeps.md).
+std::string unbatched_reason(const std::vector<const config::Profile*>& agents,
+                             const std::string& resuming_apart = "");
 
 /// True when `dir` holds a population (population.json).
 bool is_population_directory(const std::string& dir);

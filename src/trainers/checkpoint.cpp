@@ -193,6 +193,14 @@ RunRecord load_checkpoint(const std::string& path, ops::Device& ops, Trainer& tr
     return record;
 }
 
+std::vector<std::int64_t> checkpoint_counters(const std::string& path) {
+    const auto file = io::TensorFile::read(path);
+    // "counters/steps_updates_pushed": the name DQN checkpoints had before the trainers shared a format.
+    const char* name = file.has("counters") ? "counters" : "counters/steps_updates_pushed";
+    if (!file.has(name)) throw io::CheckpointError(fmt::format("checkpoint {}: no counters", path));
+    return file.get<std::int64_t>(name, file.tensor(name).shape);
+}
+
 std::string checkpoint_profile_toml(const std::string& path) {
     const auto file = io::TensorFile::read(path);
     warn_if_version1(file);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <cstdint>
 #include <vector>
 
 #include "config/profile.hpp"
@@ -44,6 +45,10 @@ nn::ParamLayout policy_weights_layout(const config::Profile& profile, int state_
 /// version's for the profile's trainer (metadata layout_version, trainers::parameter_layout; a
 /// checkpoint without the key is layout "<trainer>/1").
 void require_layout_version(const io::TensorFile& file, const std::string& path, const config::Profile& profile);
+
+/// The host counters stored in a checkpoint (Trainer::counter_values at its save), e.g. to see
+/// whether a population's agents stand at one iteration before they resume.
+std::vector<std::int64_t> checkpoint_counters(const std::string& path);
 
 /// The resolved profile stored in a checkpoint (its TOML text).
 std::string checkpoint_profile_toml(const std::string& path);

@@ -180,6 +180,23 @@ DqnPopulation::AgentState DqnPopulation::agent_state(int agent) {
                       histogram_.view().subview(a * A, A)};
 }
 
+void DqnPopulation::restore_counters(int agent, long long steps, long long updates) {
+    if (agent < 0 || agent >= agents_) throw std::out_of_range("DqnPopulation::restore_counters: no such agent");
+    if (!restored_) {
+        if (steps_ != 0 || updates_ != 0)
+            throw std::logic_error("DqnPopulation::restore_counters after the population iterated");
+        steps_ = steps;
+        updates_ = updates;
+        restored_ = true;
+    } else if (steps != steps_ || updates != updates_) {
+        throw UsageError(fmt::format("agent {} of a batched population continues from step {} (update {}), another "
+                                     "from step {} (update {}); resume with run.population_batching = \"off\"",
+                                     agent, steps, updates, steps_, updates_));
+    }
+    ops_.upload<dqn::Counters>(counters_.view().subview(static_cast<std::size_t>(agent), 1),
+                               std::vector<dqn::Counters>{dqn::Counters{steps, updates, steps}});
+}
+
 bool DqnPopulation::ready_to_update() const noexcept { return steps_ >= min_steps_; }
 
 // DqnTrainer::collect_ops for every agent: the online networks on their environments'
@@ -337,9 +354,13 @@ std::vector<StateTensor> DqnPopulationAgent::state_tensors() {
                          state_.histogram)};
 }
 
-void DqnPopulationAgent::restore_counter_values(std::span<const std::int64_t>) {
-    throw UsageError("a batched population's agent cannot continue from a checkpoint inside the population; resume "
-                     "it alone, or the population with run.population_batching = \"off\"");
+// DqnTrainer::restore_counter_values' checks and counters, the population's shared by every agent.
+void DqnPopulationAgent::restore_counter_values(std::span<const std::int64_t> v) {
+    if (v.size() != 3 || v[0] < 0 || v[1] < 0 || v[2] != v[0])
+        throw UsageError("checkpoint counters are inconsistent (steps, updates, pushed steps)");
+    population_->restore_counters(agent_, v[0], v[1]);
+    steps_ = v[0];
+    log_marks_ = DqnLogMarks{v[1], v[0] * population_->n_envs()};
 }
 
 long long DqnPopulationAgent::bench_update() {

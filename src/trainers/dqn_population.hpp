@@ -1,6 +1,6 @@
 /// @file dqn_population.hpp
 /// @brief Many DQN agents of one network shape trained as one batched engine (docs/sweeps.md,
-///        "Batched DQN populations"): every buffer is laid out [agents][...], every op of a
+///        "Batched populations"): every buffer is laid out [agents][...], every op of a
 ///        collection step or an update is one launch for all agents (the DQN kernels take the
 ///        agent from their grid, the layers are strided-batched products), and an iteration of
 ///        the whole population is one captured sequence. Agent i computes what DqnTrainer does
@@ -62,6 +62,10 @@ public:
     void update() override;
 
     const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
+    /// Resume (before the first iteration): agent `agent` continues from its checkpoint's steps
+    /// and updates, and its device counters follow. Every agent must continue from the same ones
+    /// (the first call sets the population's; a later one that differs: UsageError).
+    void restore_counters(int agent, long long steps, long long updates);
 
     /// Agent i's slices of the population's buffers: what DqnTrainer keeps for one agent.
     struct AgentState {
@@ -93,6 +97,7 @@ private:
     env::EnvParams env_params_;  // agent 0's; every agent's but for the seed
     QNetwork net_;
     long long steps_ = 0, updates_ = 0;
+    bool restored_ = false;  ///< restore_counters set steps_ and updates_
 
     // Parameters (N, P): online, target, gradients, Adam's moments.
     ops::Buffer<float> online_, target_, grads_, m_, v_;
@@ -132,7 +137,8 @@ private:
 /// agent whose iterate() asks for the population's next iteration runs it for every agent, the
 /// others then count it (a runner steps every live agent once per round, on one host thread; an
 /// agent that ends leaves, the others go on). Its checkpoint tensors and counters are a single
-/// run's; a checkpoint resumes as one (not into a population: restore_counter_values refuses).
+/// run's; a checkpoint resumes as one, or into a population whose agents all continue from one
+/// iteration (DqnPopulation::restore_counters).
 class DqnPopulationAgent final : public Trainer {
 public:
     DqnPopulationAgent(std::shared_ptr<DqnPopulation> population, int agent);

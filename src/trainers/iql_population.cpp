@@ -236,6 +236,19 @@ void IqlPopulation::iterate() {
     updates_ = u;
 }
 
+void IqlPopulation::restore_updates(long long updates) {
+    if (!restored_) {
+        if (updates_ != 0) throw std::logic_error("IqlPopulation::restore_updates after the population updated");
+        updates_ = updates;
+        restored_ = true;
+        ops_.upload<long long>(step_.view(), std::vector<long long>{updates});
+    } else if (updates != updates_) {
+        throw UsageError(fmt::format("an agent of a batched population continues from update {}, another from update "
+                                     "{}; resume with run.population_batching = \"off\"",
+                                     updates, updates_));
+    }
+}
+
 std::unique_ptr<Trainer> IqlPopulation::agent(int i) {
     return std::make_unique<IqlPopulationAgent>(shared_from_this(), i);
 }
@@ -300,11 +313,6 @@ std::vector<StateTensor> IqlPopulationAgent::state_tensors() {
             state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, state_.guard),
             state_tensor("monitor/accumulators", "F32", {static_cast<std::int64_t>(state_.accumulators.size())},
                          state_.accumulators)};
-}
-
-void IqlPopulationAgent::restore_counter_values(std::span<const std::int64_t>) {
-    throw UsageError("a batched population's agent cannot continue from a checkpoint inside the population; resume "
-                     "it alone, or the population with run.population_batching = \"off\"");
 }
 
 long long IqlPopulationAgent::bench_update() {

@@ -57,6 +57,9 @@ public:
     double dataset_collection_env_steps_per_s() const noexcept override;
 
     long long updates() const noexcept { return updates_; }
+    /// Resume (before the first update): every agent continues from `updates` (the first call
+    /// sets the population's update number; a later one that differs: UsageError).
+    void restore_updates(long long updates);
     const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
     const env::EnvParams& env_params(int agent) const { return env_params_.at(static_cast<std::size_t>(agent)); }
     const IqlNetworks& networks() const noexcept { return net_; }
@@ -82,6 +85,7 @@ private:
     IqlNetworks net_;
     std::size_t twin_stride_ = 0;  ///< q2's parameters are q1's shifted by this (IqlTrainer's)
     long long updates_ = 0;
+    bool restored_ = false;  ///< restore_updates set updates_
 
     // Each agent's dataset (its ring, as IqlTrainer's) and its sampling on the device.
     std::vector<ReplayRing> datasets_;
@@ -113,8 +117,8 @@ private:
 };
 
 /// Agent i of an IqlPopulation as a Trainer (as DqnPopulationAgent): its log lines, checkpoint
-/// tensors and counters are a single IQL run's; it cannot continue from a checkpoint inside the
-/// population (restore_counter_values refuses: resume it alone or unbatched).
+/// tensors and counters are a single IQL run's; it continues from a checkpoint as one, or inside
+/// a population whose agents all continue from one update (IqlPopulation::restore_updates).
 class IqlPopulationAgent final : public UpdateCountedTrainer {
 public:
     IqlPopulationAgent(std::shared_ptr<IqlPopulation> population, int agent);
@@ -126,7 +130,6 @@ public:
     void iterate() override;
     LogLine read_log(double seconds) override;
     std::vector<StateTensor> state_tensors() override;
-    void restore_counter_values(std::span<const std::int64_t> values) override;
     ops::View<float> policy_weights() noexcept override { return state_.online; }
     GreedyPolicy& policy() noexcept override { return policy_; }
     const env::EnvParams& env_params() const noexcept override { return env_params_; }
@@ -137,7 +140,7 @@ public:
     bool injects_nan_at(long long u) const noexcept { return nan_injected(u); }
 
 private:
-    void restore_optimizer_steps(long long) override {}
+    void restore_optimizer_steps(long long steps) override { population_->restore_updates(steps); }
 
     std::shared_ptr<IqlPopulation> population_;
     int agent_;

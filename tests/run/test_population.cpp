@@ -316,6 +316,59 @@ TEST_CASE("population: a diverged agent stops alone, its summary says so; the ot
     fs::remove_all(dir);
 }
 
+/// A batched population of 3 agents (`common`) trained to `half`, then resumed to `total`: it
+/// resumes batched, and each agent's run equals the same population's resumed with each agent's
+/// own launches (which equal their single runs: the tests above). The first part's agents are
+/// marked interrupted there (summary.json's status), as an interrupt at the end of a round leaves
+/// them, so that --resume continues them from their checkpoints of one iteration.
+void batched_resume_equals_unbatched(const std::string& common, long long half, long long total, const std::string& tag) {
+    const auto dir = scratch(tag);
+    std::vector<fs::path> pops;
+    for (const char* how : {"on", "off"}) {
+        const auto first = sh("\"$EXE\" " + common + " --device cpu --set run.population_batching=on --seeds 1,2,3 "
+                              "--set run.total_steps=" + std::to_string(half) + " --output '" + (dir / how).string() + "'",
+                              dir);
+        INFO(first.err);
+        REQUIRE(first.code == 0);
+        const fs::path popdir = last_line(first.out);
+        const auto listing = parse(slurp(popdir / "population.json"));
+        for (const auto& a : listing.find("agents")->as_array()) {
+            const fs::path summary = popdir / a.find("run")->as_string() / "summary.json";
+            std::string text = slurp(summary);
+            const std::string done = "\"status\":\"completed\"";
+            REQUIRE(text.find(done) != std::string::npos);
+            text.replace(text.find(done), done.size(), "\"status\":\"interrupted\"");
+            std::ofstream(summary) << text;
+        }
+        const auto resumed = sh("\"$EXE\" --resume '" + popdir.string() + "' --device cpu --set run.total_steps=" +
+                                    std::to_string(total) + " --set run.population_batching=" + how,
+                                dir);
+        INFO(resumed.err);
+        REQUIRE(resumed.code == 0);
+        CHECK((resumed.err.find("one batched engine for the 3 agents") != std::string::npos) == (std::string(how) == "on"));
+        pops.push_back(popdir);
+    }
+    const auto listing = parse(slurp(pops[0] / "population.json"));
+    const auto& agents = listing.find("agents")->as_array();
+    REQUIRE(agents.size() == 3);
+    for (const auto& a : agents) {
+        CHECK(a.find("status")->as_string() == "completed");
+        const std::string name = a.find("run")->as_string();
+        INFO(name);
+        CHECK(metrics_without_timing(pops[0] / name / "metrics.jsonl") == metrics_without_timing(pops[1] / name / "metrics.jsonl"));
+        CHECK(slurp(pops[0] / name / "eval.jsonl") == slurp(pops[1] / name / "eval.jsonl"));
+        CHECK(slurp(pops[0] / name / "backtest/equity.csv") == slurp(pops[1] / name / "backtest/equity.csv"));
+        check_same_tensors(pops[0] / name / "checkpoints/last.safetensors", pops[1] / name / "checkpoints/last.safetensors");
+        CHECK(member(pops[0] / name / "summary.json", "updates") == member(pops[1] / name / "summary.json", "updates"));
+    }
+    fs::remove_all(dir);
+}
+
+TEST_CASE("population: a batched population resumes batched, each agent as it would alone (CPU)", "[population]") {
+    SECTION("DQN") { batched_resume_equals_unbatched("--profile dqn-smoketest --set run.eval_interval=400 --set run.checkpoint_interval=400", 400, 800, "resume-dqn"); }
+    SECTION("IQL") { batched_resume_equals_unbatched(kIql, 60, 120, "resume-iql"); }
+}
+
 TEST_CASE("population: SIGINT checkpoints every agent (exit 130); --resume POPDIR finishes them all", "[population]") {
     const auto dir = scratch("sigint");
     const fs::path popdir = dir / "runs" / "dqn-smoketest";

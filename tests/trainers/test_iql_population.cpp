@@ -167,6 +167,19 @@ TEST_CASE("A batched IQL population refuses what it does not batch, naming it", 
     dqn.run.trainer = "dqn";
     CHECK_THROWS_AS(trainers::IqlPopulation(ops, {first, dqn}, {&market, &market}), UsageError);
     CHECK_THROWS_AS(trainers::IqlPopulation(ops, {first}, {}), UsageError);
+    // A resume continues every agent from one update: the first sets it, another must match.
+    auto population = std::make_shared<trainers::IqlPopulation>(
+        ops, std::vector<config::Profile>{first, agent_profile({"run.seed=8"})},
+        std::vector<const env::DeviceMarket*>{&market, &market});
+    auto a = population->agent(0), b = population->agent(1);
+    a->restore_counter_values(std::vector<std::int64_t>{5});
+    CHECK(population->updates() == 5);
+    CHECK_THROWS_AS(b->restore_counter_values(std::vector<std::int64_t>{6}), UsageError);
+    b->restore_counter_values(std::vector<std::int64_t>{5});
+    a->iterate();
+    b->iterate();
+    CHECK(population->updates() == 6);
+    CHECK(b->updates() == 6);
 }
 
 TEST_CASE("A batched IQL population's agents against their single runs on the GPU (N = 8)",
