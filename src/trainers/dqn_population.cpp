@@ -255,10 +255,8 @@ void DqnPopulation::iterate() {
     std::vector<std::uint32_t> nan(static_cast<std::size_t>(n), 0u);
     bool inject = false;
     for (long long k = 0; k < n; ++k) {
-        const long long u = updates_ + k + 1;
-        std::uint32_t& mask = nan[static_cast<std::size_t>(k)];
-        for (const auto* v : views_)
-            if (v->agent() < 32 && v->injects_nan_at(u)) mask |= 1u << v->agent();
+        const std::uint32_t mask = members_.nan_mask(updates_ + k + 1);
+        nan[static_cast<std::size_t>(k)] = mask;
         inject = inject || mask != 0;
     }
     const auto issue = [&] {
@@ -302,19 +300,13 @@ DqnPopulationAgent::DqnPopulationAgent(std::shared_ptr<DqnPopulation> population
       state_(population_->agent_state(agent)),
       env_params_(trainers::env_params(population_->profile(agent), population_->env_params().market_dim)),
       policy_(network_config(population_->profile(agent), env_params_.state_dim), eval_goal(population_->profile(agent))) {
-    population_->views_.push_back(this);
+    population_->members_.join(this);
 }
 
-DqnPopulationAgent::~DqnPopulationAgent() {
-    auto& v = population_->views_;
-    v.erase(std::remove(v.begin(), v.end(), this), v.end());
-}
+DqnPopulationAgent::~DqnPopulationAgent() { population_->members_.leave(this); }
 
 void DqnPopulationAgent::iterate() {
-    const long long at = population_->steps();
-    if (at == steps_) population_->iterate();  // the first agent of the round: every agent's iteration
-    else if (at != steps_ + 1)
-        throw std::logic_error("DqnPopulationAgent: the agents of a batched population advance one iteration a round");
+    PopulationAgents<DqnPopulationAgent>::advance(*population_, population_->steps(), steps_);
     ++steps_;
 }
 

@@ -127,7 +127,7 @@ private:
     QNetwork::Workspace ws_act_, ws_s_, ws_next_, ws_target_;
     ops::OpSequence collect_sequence_, iteration_sequence_, update_sequence_;
     friend class DqnPopulationAgent;
-    std::vector<const DqnPopulationAgent*> views_;  ///< the live agents' Trainers (NaN injection)
+    PopulationAgents<DqnPopulationAgent> members_;
 
     ops::RingViews ring();
 };

@@ -228,9 +228,7 @@ void IqlPopulation::update_ops(std::uint32_t inject_nan) {
 
 void IqlPopulation::iterate() {
     const long long u = updates_ + 1;
-    std::uint32_t nan = 0;
-    for (const auto* view : views_)
-        if (view->agent() < 32 && view->injects_nan_at(u)) nan |= 1u << view->agent();
+    const std::uint32_t nan = members_.nan_mask(u);
     if (nan != 0) update_ops(nan);  // tests: never captured
     else ops_.run_sequence(update_sequence_, [this] { update_ops(0); });
     updates_ = u;
@@ -281,19 +279,13 @@ IqlPopulationAgent::IqlPopulationAgent(std::shared_ptr<IqlPopulation> population
       state_(population_->agent_state(agent)),
       env_params_(population_->env_params(agent)),
       policy_(population_->networks().policy, population_->networks().layout.total()) {
-    population_->views_.push_back(this);
+    population_->members_.join(this);
 }
 
-IqlPopulationAgent::~IqlPopulationAgent() {
-    auto& v = population_->views_;
-    v.erase(std::remove(v.begin(), v.end(), this), v.end());
-}
+IqlPopulationAgent::~IqlPopulationAgent() { population_->members_.leave(this); }
 
 void IqlPopulationAgent::iterate() {
-    const long long at = population_->updates();
-    if (at == updates_) population_->iterate();  // the first agent of the round: every agent's update
-    else if (at != updates_ + 1)
-        throw std::logic_error("IqlPopulationAgent: the agents of a batched population advance one update a round");
+    PopulationAgents<IqlPopulationAgent>::advance(*population_, population_->updates(), updates_);
     ++updates_;
 }
 

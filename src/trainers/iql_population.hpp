@@ -113,7 +113,7 @@ private:
     ops::OpSequence update_sequence_;
 
     friend class IqlPopulationAgent;
-    std::vector<const class IqlPopulationAgent*> views_;  ///< the live agents' Trainers (NaN injection)
+    PopulationAgents<class IqlPopulationAgent> members_;
 };
 
 /// Agent i of an IqlPopulation as a Trainer (as DqnPopulationAgent): its log lines, checkpoint

@@ -5,7 +5,10 @@
 ///        whichever trainer it runs (trainers::DqnPopulation, trainers::IqlPopulation).
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,32 @@ public:
     virtual std::unique_ptr<Trainer> agent(int i) = 0;
     /// An offline trainer's dataset collection rate over every agent, env steps/s; 0 otherwise.
     virtual double dataset_collection_env_steps_per_s() const noexcept { return 0; }
+};
+
+/// What a batched population's agents (its Trainers) share: they advance in rounds, the first agent
+/// of a round (its own count equal to the population's) running the population's iteration for
+/// every agent, the others (one behind it) counting it; and the live ones are asked which updates
+/// a test spoils with a NaN loss. `Agent` has agent() and injects_nan_at(update).
+template <class Agent> class PopulationAgents {
+public:
+    void join(const Agent* a) { live_.push_back(a); }
+    void leave(const Agent* a) { live_.erase(std::remove(live_.begin(), live_.end(), a), live_.end()); }
+    /// One agent's step of a round: `population_at` the population's iterations, `own` the agent's.
+    static void advance(BatchedPopulation& population, long long population_at, long long own) {
+        if (population_at == own) population.iterate();
+        else if (population_at != own + 1)
+            throw std::logic_error("the agents of a batched population advance one iteration a round");
+    }
+    /// Bit a set for each live agent a < 32 whose Trainer asked for a NaN loss at update `u` (tests).
+    std::uint32_t nan_mask(long long u) const {
+        std::uint32_t mask = 0;
+        for (const Agent* a : live_)
+            if (a->agent() < 32 && a->injects_nan_at(u)) mask |= 1u << a->agent();
+        return mask;
+    }
+
+private:
+    std::vector<const Agent*> live_;
 };
 
 /// Why `agent` cannot train in a batched population whose first agent is `first` ("" when it can):
