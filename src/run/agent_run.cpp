@@ -79,7 +79,7 @@ void AgentRun::log_line(double seconds) {
 }
 
 bool AgentRun::after_iteration(long long iterations) {
-    if (signals::interrupt_requested()) {
+    if (o_.interrupt_requested ? o_.interrupt_requested() : signals::interrupt_requested()) {
         status_ = "interrupted";
         return false;
     }

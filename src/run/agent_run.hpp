@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,10 @@ struct AgentOptions {
     std::string resume_dir;              ///< "" for a new run; summary.json keeps its first overrides
     bool progress_bar = true;            ///< the terminal's progress line (a single run's)
     std::string log_prefix;              ///< before each log line ("agent 2: " in a population)
+    /// Whether SIGINT/SIGTERM asked the run to stop, polled after each iteration; empty:
+    /// signals::interrupt_requested(). A batched population's agents read the answer latched at
+    /// the start of each round, so that they all stop after the same iteration (and resume batched).
+    std::function<bool()> interrupt_requested;
 };
 
 class AgentRun {

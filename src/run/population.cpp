@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -444,6 +445,8 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     // A batched population: one engine on the first agent's device, each agent a view of it, all
     // advanced by one worker (one iteration of every agent a round).
     std::shared_ptr<trainers::BatchedPopulation> batched;
+    // A batched population's interrupt, latched at the start of each round (AgentOptions).
+    std::atomic<bool> round_interrupt{false};
     if (const std::string why = unbatched_because(training, dir); why.empty()) {
         batched = make_population_engine(setup, training);
         log::info("population: one batched engine for the {} agents (every op one launch for all of them)",
@@ -477,6 +480,7 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
         }
         o.progress_bar = false;
         o.log_prefix = fmt::format("agent {}: ", m.plan.index);
+        if (batched) o.interrupt_requested = [&round_interrupt] { return round_interrupt.load(); };
         m.run = std::make_unique<AgentRun>(p, dev, shared.market, *shared.device_market, std::move(trainer),
                                            std::move(rd), resuming, std::move(o), t0);
         m.status = "running";
@@ -495,6 +499,7 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
         for (std::size_t i = w; i < training.size(); i += workers) mine.push_back(training[i]);
         std::size_t live = mine.size();
         while (live > 0) {
+            round_interrupt = signals::interrupt_requested();
             for (auto* m : mine)  // every agent's work issued before any waits (PPO's rollouts)
                 if (m->live) m->run->prepare();
             for (auto* m : mine) {

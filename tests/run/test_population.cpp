@@ -369,6 +369,47 @@ TEST_CASE("population: a batched population resumes batched, each agent as it wo
     SECTION("IQL") { batched_resume_equals_unbatched(kIql, 60, 120, "resume-iql"); }
 }
 
+// A batched population's agents read the interrupt latched at the start of each round: they stop
+// after the same iteration, so the population resumes batched, and each agent as it would alone.
+TEST_CASE("population: SIGINT stops a batched population's agents at one iteration; it resumes batched",
+          "[population][iql]") {
+    const auto dir = scratch("sigint-batched");
+    const fs::path popdir = dir / "runs" / "iql-smoketest";
+    const std::string name = "iql-smoketest,run.log_interval=50,run.total_steps=100000000,seed=";
+    const std::string metrics = (popdir / (name + "3") / "metrics.jsonl").string();
+    const auto r = sh("\"$EXE\" --profile iql-smoketest --device cpu --output '" + (dir / "runs").string() +
+                          "' --seeds 1,2,3 --set run.total_steps=100000000 --set run.log_interval=50 & pid=$!; "
+                          "for i in $(seq 600); do [ -s '" + metrics + "' ] && break; sleep 0.1; done; "
+                          "kill -INT $pid; wait $pid",
+                      dir);
+    INFO(r.err);
+    REQUIRE(r.code == 130);
+    std::vector<std::string> updates;
+    for (int seed = 1; seed <= 3; ++seed) updates.push_back(member(popdir / (name + std::to_string(seed)) / "summary.json", "updates"));
+    CHECK(updates[1] == updates[0]);
+    CHECK(updates[2] == updates[0]);
+    REQUIRE(std::stoll(updates[0]) < 3000);
+    const auto resumed = sh("\"$EXE\" --resume '" + popdir.string() + "' --device cpu --set run.total_steps=3000", dir);
+    INFO(resumed.err);
+    REQUIRE(resumed.code == 0);
+    CHECK(resumed.err.find("one batched engine for the 3 agents") != std::string::npos);
+    for (const int seed : {1, 3}) {
+        const auto single = sh("\"$EXE\" --profile iql-smoketest --device cpu --output '" + (dir / "single").string() +
+                                   "' --set run.total_steps=3000 --set run.log_interval=50 --seed " + std::to_string(seed) +
+                                   " --auto-name",
+                               dir);
+        INFO(single.err);
+        REQUIRE(single.code == 0);
+        const fs::path one = last_line(single.out), agent = popdir / (name + std::to_string(seed));
+        INFO(agent.string());
+        CHECK(slurp(agent / "eval.jsonl") == slurp(one / "eval.jsonl"));
+        for (const char* key : {"updates", "best", "validation", "test"})
+            CHECK(member(agent / "summary.json", key) == member(one / "summary.json", key));
+        check_same_tensors(agent / "checkpoints/last.safetensors", one / "checkpoints/last.safetensors");
+    }
+    fs::remove_all(dir);
+}
+
 TEST_CASE("population: SIGINT checkpoints every agent (exit 130); --resume POPDIR finishes them all", "[population]") {
     const auto dir = scratch("sigint");
     const fs::path popdir = dir / "runs" / "dqn-smoketest";
