@@ -16,18 +16,6 @@
 #include "util/errors.hpp"
 
 namespace fh::trainers {
-namespace {
-
-/// The first agent's profile, once there is one and a market for each agent.
-const config::Profile& first_agent(const std::vector<config::Profile>& agents,
-                                   const std::vector<const env::DeviceMarket*>& markets) {
-    if (agents.empty() || markets.size() != agents.size() ||
-        std::any_of(markets.begin(), markets.end(), [](const env::DeviceMarket* m) { return m == nullptr; }))
-        throw UsageError("a batched DQN population needs at least one agent and a market for each");
-    return agents.front();
-}
-
-}  // namespace
 
 std::string DqnPopulation::unsupported(const config::Profile& p, const config::Profile& first) {
     if (p.run.trainer != "dqn") return fmt::format("run.trainer = \"{}\" (only dqn)", p.run.trainer);
@@ -59,7 +47,7 @@ DqnPopulation::DqnPopulation(ops::Device& ops, const std::vector<config::Profile
     : ops_(ops),
       profiles_(agents),
       agents_(static_cast<int>(agents.size())),
-      n_envs_(static_cast<int>(first_agent(agents, markets).experience.gpu_n_episodes)),
+      n_envs_(static_cast<int>(first_agent(agents, markets, "DQN").experience.gpu_n_episodes)),
       batch_(static_cast<int>(agents.front().replay_buffer.batch_size)),
       num_actions_(static_cast<int>(agents.front().num_actions())),
       capacity_steps_(0),

@@ -19,20 +19,8 @@
 #include "util/errors.hpp"
 
 namespace fh::trainers {
-namespace {
 
 using namespace iql_stats;
-
-/// The first agent's profile, once there is one and a market for each agent.
-const config::Profile& first_agent(const std::vector<config::Profile>& agents,
-                                   const std::vector<const env::DeviceMarket*>& markets) {
-    if (agents.empty() || markets.size() != agents.size() ||
-        std::any_of(markets.begin(), markets.end(), [](const env::DeviceMarket* m) { return m == nullptr; }))
-        throw UsageError("a batched IQL population needs at least one agent and a market for each");
-    return agents.front();
-}
-
-}  // namespace
 
 std::string IqlPopulation::unsupported(const config::Profile& p, const config::Profile& first) {
     if (p.run.trainer != "iql") return fmt::format("run.trainer = \"{}\" (only iql)", p.run.trainer);
@@ -59,7 +47,7 @@ IqlPopulation::IqlPopulation(ops::Device& ops, const std::vector<config::Profile
                              const std::vector<const env::DeviceMarket*>& markets)
     : ops_(ops),
       profiles_(agents),
-      agents_((first_agent(agents, markets), static_cast<int>(agents.size()))),
+      agents_((first_agent(agents, markets, "IQL"), static_cast<int>(agents.size()))),
       num_actions_(static_cast<int>(agents.front().num_actions())),
       state_dim_(trainers::env_params(agents.front(), markets.front()->market_dim()).state_dim),
       batch_(static_cast<int>(agents.front().replay_buffer.batch_size)),

@@ -16,6 +16,7 @@
 #include "env/vec_env.hpp"
 #include "ops/device.hpp"
 #include "trainers/trainer.hpp"
+#include "util/errors.hpp"
 
 namespace fh::trainers {
 
@@ -70,6 +71,16 @@ public:
 private:
     std::vector<const Agent*> live_;
 };
+
+/// The first agent's profile, once there is one and a market for each agent (else UsageError,
+/// naming the `trainer`'s engine).
+inline const config::Profile& first_agent(const std::vector<config::Profile>& agents,
+                                          const std::vector<const env::DeviceMarket*>& markets, const char* trainer) {
+    if (agents.empty() || markets.size() != agents.size() ||
+        std::any_of(markets.begin(), markets.end(), [](const env::DeviceMarket* m) { return m == nullptr; }))
+        throw UsageError(std::string("a batched ") + trainer + " population needs at least one agent and a market for each");
+    return agents.front();
+}
 
 /// Why `agent` cannot train in a batched population whose first agent is `first` ("" when it can):
 /// the trainer's engine's conditions (DqnPopulation::unsupported, IqlPopulation::unsupported), or a
