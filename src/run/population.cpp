@@ -370,7 +370,7 @@ constexpr long long kAutoBatchingMinWork = 32768;
 
 /// unbatched_reason for the members that train in this process (`dir`: where their run
 /// directories are). Resuming members batch when every member resumes and their checkpoints stand
-/// at one iteration (a population interrupted between its agents' steps of a round may not).
+/// at one iteration.
 std::string unbatched_because(const std::vector<Member*>& training, const std::string& dir = "") {
     std::vector<const config::Profile*> agents;
     std::size_t resuming = 0;
@@ -378,22 +378,17 @@ std::string unbatched_because(const std::vector<Member*>& training, const std::s
         agents.push_back(&m->plan.profile);
         if (m->action == AgentAction::resume) ++resuming;
     }
-    std::string apart;
-    if (resuming > 0 && resuming < training.size()) {
-        apart = "some of its agents resume from checkpoints and others start";
-    } else if (resuming > 0) {
-        std::vector<std::int64_t> first;
-        for (const Member* m : training) {
-            const auto c = trainers::checkpoint_counters(
-                (fs::path(dir) / m->plan.name / "checkpoints" / "last.safetensors").string());
-            if (m == training.front()) first = c;
-            else if (c != first) {
-                apart = "its agents resume from checkpoints of different iterations";
-                break;
-            }
-        }
+    // The checkpoints are read only for agents that would batch otherwise.
+    if (std::string why = unbatched_reason(agents); !why.empty() || resuming == 0) return why;
+    if (resuming < training.size()) return "some of its agents resume from checkpoints and others start";
+    std::vector<std::int64_t> first;
+    for (const Member* m : training) {
+        const auto c = trainers::checkpoint_counters(
+            (fs::path(dir) / m->plan.name / "checkpoints" / "last.safetensors").string());
+        if (m == training.front()) first = c;
+        else if (c != first) return "its agents resume from checkpoints of different iterations";
     }
-    return unbatched_reason(agents, apart);
+    return "";
 }
 bool batched_population(const std::vector<Member*>& training) { return unbatched_because(training).empty(); }
 
@@ -951,7 +946,7 @@ std::string bench_batched_population(const config::Profile& p, PopulationSetup& 
 
 }  // namespace
 
-std::string unbatched_reason(const std::vector<const config::Profile*>& agents, const std::string& resuming_apart) {
+std::string unbatched_reason(const std::vector<const config::Profile*>& agents) {
     if (agents.size() < 2) return "one agent";
     const config::Profile& first = *agents.front();
     if (first.run.population_batching == "off") return "run.population_batching = \"off\"";
@@ -959,7 +954,6 @@ std::string unbatched_reason(const std::vector<const config::Profile*>& agents, 
         const std::string why = trainers::batched_population_unsupported(*agents[i], first);
         if (!why.empty()) return fmt::format("agent {}: {}", i, why);
     }
-    if (!resuming_apart.empty()) return resuming_apart;
     // IQL's batched updates measured faster than its agents' own at every size (docs/performance.md).
     if (first.run.population_batching == "auto" && first.run.trainer == "dqn") {
         const long long widest = *std::max_element(first.dqn.hidden.begin(), first.dqn.hidden.end());

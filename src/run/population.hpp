@@ -76,10 +76,9 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
 
 /// Why a population of these agents (resolved profiles, the first's settings deciding) would not
 /// train as one batched engine, trainers::BatchedPopulation ("" when it would): run.population_batching,
-/// the agents' trainer and options, their sizes under "auto", or `resuming_apart`: why resuming agents
-/// cannot continue together ("" when they can, or none resumes; docs/sweeps.md).
-std::string unbatched_reason(const std::vector<const config::Profile*>& agents,
-                             const std::string& resuming_apart = "");
+/// the agents' trainer and options or their sizes under "auto" (docs/sweeps.md). Resuming agents
+/// must also stand at one iteration (the runner checks their checkpoints).
+std::string unbatched_reason(const std::vector<const config::Profile*>& agents);
 
 /// True when `dir` holds a population (population.json).
 bool is_population_directory(const std::string& dir);
