@@ -168,13 +168,14 @@ inline constexpr int kMaxAgentGuardLosses = 8;
 /// scratch scratch + a kNormGuardScratch, its gate[a] and state[a]. Its statistics are column a of
 /// stats (n_stats, agents), stat-major: its losses stats[k agents + a] for k < n_losses (at most
 /// kMaxAgentGuardLosses), its norm written to stats[norm_index agents + a]; with accum (agents,
-/// n_stats), agent-major, accum[a n_stats + k] = saxpy_element(accum[a n_stats + k], 1, stats[k
-/// agents + a]) after the norm's write. Each agent's norm, gate, state and sums are the single
-/// kernel's bits on its slices.
+/// n_stats), agent-major, accum[a accum_stride + k] = saxpy_element(accum[a accum_stride + k], 1, stats[k
+/// agents + a]) after the norm's write (accum's rows accum_stride >= n_stats apart: [a accum_stride,
+/// + n_stats) for agent a, where a trainer keeps more sums per agent). Each agent's norm, gate,
+/// state and sums are the single kernel's bits on its slices.
 using NetworkNormGuardAgents = void(float* __restrict__ scratch, const float* __restrict__ x, int n,
                                     int* __restrict__ gate, nn::GuardState* __restrict__ state, float* stats,
                                     int agents, int n_losses, int norm_index, core::CounterValue update,
-                                    float* __restrict__ accum, int n_stats);
+                                    float* __restrict__ accum, int n_stats, int accum_stride);
 /// Adam's block size (both kernels). The grid has a thread per element (network_adam_kernel) or
 /// per four (network_adam_by4_kernel, whose first n % 4 threads also take the tail): adam_blocks.
 inline constexpr int kAdamThreads = 256;

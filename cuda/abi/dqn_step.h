@@ -7,6 +7,7 @@
 #pragma once
 
 #include "abi/core_network.h"
+#include "abi/env.h"
 #include "math/dqn.h"
 #include "math/env.h"
 #include "math/her.h"
@@ -110,13 +111,6 @@ struct DqnRing {
     int state_dim;
 };
 
-/// One agent's own market and episode seed in a population's dqn_collect: agents whose run.seed
-/// differs draw different episode starts and, on the synthetic market, trade different bars.
-struct DqnCollectAgent {
-    env::MarketView market;
-    std::uint64_t seed;  ///< replaces params.seed (env::reset_env's episode starts)
-};
-
 /// One collection step of n environments, one warp per environment, written into the ring's slot
 /// counters.pushed % capacity_steps: the observation before the step, the action, env::step_env's
 /// reward and done flag, the observation after the step (terminal for a finished episode), then
@@ -136,7 +130,7 @@ struct DqnCollectArgs {
     unsigned* tickets;                 ///< with advance: (agents) zero between launches
     env::MarketView market;
     env::EnvParams params;
-    const DqnCollectAgent* agents;     ///< null: `market` and params.seed for every agent; else (agents)
+    const EnvAgent* agents;     ///< null: `market` and params.seed for every agent; else (agents)
     int n;
 };
 /// Warps (environments) per block of dqn_collect_kernel (with `advance`, one ticket per block),

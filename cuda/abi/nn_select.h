@@ -12,9 +12,10 @@ namespace fh::abi {
 using EpsilonGreedy = void(int* __restrict__ actions, const float* __restrict__ q, int num_actions,
                            float epsilon, std::uint64_t seed, std::uint64_t step, int n);
 
-/// histogram[a] += number of e < n with actions[e] == a (integer atomics: exact).
+/// histogram[g num_actions + a] += number of e < n with actions[e] == a and e / rows_per_agent
+/// == g (integer atomics: exact): one histogram per agent of rows_per_agent rows (= n: one).
 using ActionHistogram = void(unsigned long long* __restrict__ histogram, const int* __restrict__ actions,
-                            int num_actions, int n);
+                            int num_actions, int n, int rows_per_agent);
 
 }  // namespace fh::abi
 

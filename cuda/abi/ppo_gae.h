@@ -23,7 +23,9 @@ using PpoNormalizePartials = void(float* __restrict__ partials, const float* __r
 /// Any 1-D grid of kNormalizeThreads-thread blocks: every block reduces the partials in the same
 /// fixed order (identical moments in every block), then x[i] = ppo::normalize_element(x[i], ...).
 using PpoNormalizeApply = void(float* __restrict__ x, const float* __restrict__ partials, int n);
-/// Launch exactly one block of ppo::kCollectThreads. The environments with done[e] ==
+/// Launch one block of ppo::kCollectThreads per agent (one: a single run); block b works on agent
+/// b's n environments (next_states, info, done at b n..), count[b] and lists (capacity entries
+/// from b capacity), as one block on those alone. The environments with done[e] ==
 /// env::kTruncated, in environment order, are appended at entries *count, *count + 1, ... (from 0
 /// when restart != 0): rows[k] = row_base + e, bars[k] = info[e].bar (the bar of the observation
 /// after the step), portfolio[k] (state_dim - market_dim floats) = columns market_dim.. of

@@ -670,7 +670,7 @@ extern "C" __global__ void network_norm_guard_agents_kernel(float* __restrict__ 
                                                             fh::nn::GuardState* __restrict__ state, float* stats,
                                                             int agents, int n_losses, int norm_index,
                                                             fh::core::CounterValue update, float* __restrict__ accum,
-                                                            int n_stats) {
+                                                            int n_stats, int accum_stride) {
     const int a = static_cast<int>(blockIdx.y);
     x += static_cast<long long>(a) * n;
     scratch += static_cast<long long>(a) * fh::abi::kNormGuardScratch;
@@ -694,7 +694,7 @@ extern "C" __global__ void network_norm_guard_agents_kernel(float* __restrict__ 
     if (accum != nullptr) {
         __syncthreads();
         for (int k = threadIdx.x; k < n_stats; k += blockDim.x) {
-            float& sum_k = accum[static_cast<long long>(a) * n_stats + k];
+            float& sum_k = accum[static_cast<long long>(a) * accum_stride + k];
             sum_k = fh::core::saxpy_element(sum_k, 1.0f, stats[static_cast<long long>(k) * agents + a]);
         }
     }

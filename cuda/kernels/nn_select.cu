@@ -24,10 +24,10 @@ extern "C" __global__ void epsilon_greedy_kernel(int* __restrict__ actions, cons
 
 extern "C" __global__ void action_histogram_kernel(unsigned long long* __restrict__ histogram,
                                                      const int* __restrict__ actions, int num_actions,
-                                                     int n) {
+                                                     int n, int rows_per_agent) {
     for (long long e = global_thread_index(); e < n; e += grid_thread_count()) {
         const int a = actions[e];
-        if (a >= 0 && a < num_actions) atomicAdd(histogram + a, 1ull);
+        if (a >= 0 && a < num_actions) atomicAdd(histogram + e / rows_per_agent * num_actions + a, 1ull);
     }
 }
 

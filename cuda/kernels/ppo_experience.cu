@@ -9,6 +9,8 @@
  *                         count the new one; penalty = coef * max(0, (c - 0.5) / 0.5) with c the
  *                         most frequent action's share once step + 1 >= W, else 0
  *                         (ppo::diversity_update, ppo::diversity_penalty).
+ * Agents:      sample with agent_seeds: environment e is agent e / envs_per_agent's environment
+ *              e % envs_per_agent, drawn with that agent's seed (what its own launch draws).
  * Layout:      logits (n, A); actions, log_probs, penalty (n); window (n, W); counts (n, A).
  * Launch:      one thread per environment, any 1-D grid (grid-stride).
  * Determinism: exact. Diversity: integers and IEEE float division (--fmad=false), = CPU twin
@@ -27,12 +29,15 @@ using fh::device::grid_thread_count;
 
 extern "C" __global__ void ppo_sample_kernel(int* __restrict__ actions, float* __restrict__ log_probs,
                                              const float* __restrict__ logits, int num_actions,
-                                             std::uint64_t seed, fh::core::CounterValue step_value, int n) {
+                                             std::uint64_t seed, fh::core::CounterValue step_value, int n,
+                                             const std::uint64_t* __restrict__ agent_seeds, int envs_per_agent) {
     const auto step = static_cast<std::uint64_t>(step_value.value());
     for (long long e = global_thread_index(); e < n; e += grid_thread_count()) {
         float lp = 0.0f;
-        actions[e] = fh::ppo::sample_action(logits + e * num_actions, num_actions, seed, static_cast<int>(e),
-                                            step, lp);
+        const long long agent = agent_seeds == nullptr ? 0 : e / envs_per_agent;
+        actions[e] = fh::ppo::sample_action(logits + e * num_actions, num_actions,
+                                            agent_seeds == nullptr ? seed : agent_seeds[agent],
+                                            static_cast<int>(e - agent * envs_per_agent), step, lp);
         log_probs[e] = lp;
     }
 }

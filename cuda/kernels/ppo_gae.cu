@@ -117,6 +117,17 @@ extern "C" __global__ void ppo_collect_truncated_kernel(int* __restrict__ rows, 
                                                         const std::uint8_t* __restrict__ done, int n, int state_dim,
                                                         int market_dim, int row_base, int capacity, int restart) {
     constexpr int kWarps = fh::ppo::kCollectThreads / 32;
+    {  // block b: agent b's environments and lists (one block: a single agent's)
+        const int agent = static_cast<int>(blockIdx.x);
+        const long long envs = static_cast<long long>(agent) * n;
+        rows += static_cast<long long>(agent) * capacity;
+        bars += static_cast<long long>(agent) * capacity;
+        portfolio += static_cast<long long>(agent) * capacity * (state_dim - market_dim);
+        count += agent;
+        next_states += envs * state_dim;
+        info += envs;
+        done += envs;
+    }
     __shared__ int warp_offset[kWarps];
     __shared__ int tile_envs[fh::ppo::kCollectThreads];  // the tile's truncated environments, in order
     __shared__ int tile_total, start;

@@ -7,6 +7,10 @@
  *              Lv = 0.5 (v - R)^2 or 0.5 max((v - R)^2, (v_old + clip(v - v_old, -eps, eps) - R)^2);
  *              d_logits = dL/dlogits, d_values = dL/dv (the minibatch mean's gradient, 1/B inside).
  *              stats: policy loss, value loss, entropy, approx KL (old - new), clipped (0/1).
+ * Agents:      several agents' minibatches of rows_per_agent rows one after the other (B =
+ *              agents x rows_per_agent), each with its agent_params (null: `params` for every
+ *              row) and its own mean (1 / rows_per_agent); stats stay (kPpoLossStats, B), so stat
+ *              k is (agents, rows_per_agent) and one ops::mean over it gives (stats, agents).
  * Layout:      logits, d_logits (B, A); values, actions, old_log_probs, advantages, returns,
  *              old_values, d_values (B); stats (ppo::kPpoLossStats, B): stat k of sample i at k B + i,
  *              so each stat is contiguous for ops::mean.
@@ -47,7 +51,9 @@ extern "C" __global__ void ppo_loss_kernel(float* __restrict__ stats, float* __r
                                            const float* __restrict__ old_log_probs,
                                            const float* __restrict__ advantages, const float* __restrict__ returns,
                                            const float* __restrict__ old_values, fh::ppo::LossParams params,
-                                           int num_actions, int batch) {
+                                           int num_actions, int batch,
+                                           const fh::ppo::LossParams* __restrict__ agent_params,
+                                           int rows_per_agent) {
     const int lane = static_cast<int>(threadIdx.x) % G;
     const long long groups = grid_thread_count() / G;
     // A warp's groups take consecutive samples and step together (the same trip counts), so the
@@ -72,14 +78,15 @@ extern "C" __global__ void ppo_loss_kernel(float* __restrict__ stats, float* __r
         if (!live) continue;
         const int a = actions[i];
         const float logp = z[a] - lse;
+        const fh::ppo::LossParams p = agent_params == nullptr ? params : agent_params[i / rows_per_agent];
         const fh::ppo::LossTerms t =
-            fh::ppo::loss_terms(logp, old_log_probs[i], advantages[i], values[i], returns[i], old_values[i], params);
-        const float scale = 1.0f / static_cast<float>(batch);
+            fh::ppo::loss_terms(logp, old_log_probs[i], advantages[i], values[i], returns[i], old_values[i], p);
+        const float scale = 1.0f / static_cast<float>(rows_per_agent);
         float* dz = d_logits + i * num_actions;
         for (int j = lane; j < num_actions; j += G)
-            dz[j] = fh::ppo::loss_logit_grad(z[j] - lse, j == a, t, H, params.entropy_coef, scale);
+            dz[j] = fh::ppo::loss_logit_grad(z[j] - lse, j == a, t, H, p.entropy_coef, scale);
         if (lane == 0)
-            fh::ppo::loss_write_sample(static_cast<int>(i), batch, t, H, logp, old_log_probs[i], params, stats,
+            fh::ppo::loss_write_sample(static_cast<int>(i), batch, scale, t, H, logp, old_log_probs[i], p, stats,
                                        d_values);
     }
 }

@@ -30,9 +30,20 @@ extern "C" __global__ void ppo_gather_kernel(float* __restrict__ states, int* __
                                              float* __restrict__ returns, float* __restrict__ old_values,
                                              fh::ppo::RolloutView rollout, std::uint64_t seed,
                                              fh::core::CounterValue epoch_value, int offset, int batch,
-                                             int rows_per_warp) {
+                                             int rows_per_warp, const std::uint64_t* __restrict__ agent_seeds) {
     constexpr int kWarp = 32;
     const auto epoch = static_cast<std::uint64_t>(epoch_value.value());
+    // Agent blockIdx.y's minibatch from its rollout (grid y 1 and agent_seeds null: one agent).
+    const int agent = static_cast<int>(blockIdx.y);
+    rollout = fh::ppo::agent_rollout(rollout, agent);
+    if (agent_seeds != nullptr) seed = agent_seeds[agent];
+    const long long out = static_cast<long long>(agent) * batch;
+    states += out * rollout.state_dim;
+    actions += out;
+    old_log_probs += out;
+    advantages += out;
+    returns += out;
+    old_values += out;
     const int lane = static_cast<int>(threadIdx.x % kWarp);
     const int D = rollout.state_dim;
     const long long warp = global_thread_index() / kWarp, warps = grid_thread_count() / kWarp;

@@ -208,6 +208,19 @@ struct RolloutView {
     int state_dim;
 };
 
+/// Agent `agent`'s rollout when several agents' rollouts of r.rows rows each lie one after the
+/// other in r's buffers.
+FH_HD RolloutView agent_rollout(RolloutView r, int agent) {
+    const long long rows = static_cast<long long>(agent) * r.rows;
+    r.states += rows * r.state_dim;
+    r.actions += rows;
+    r.log_probs += rows;
+    r.advantages += rows;
+    r.returns += rows;
+    r.values += rows;
+    return r;
+}
+
 /// The rollout row of minibatch row i: permute(offset + i, rows, seed, epoch).
 FH_HD long long gather_source(int i, const RolloutView& r, std::uint64_t seed, std::uint64_t epoch, int offset) {
     return permute(static_cast<std::uint32_t>(offset + i), static_cast<std::uint32_t>(r.rows), seed, epoch);
@@ -293,10 +306,11 @@ FH_HD float loss_logit_grad(float lp, bool is_action, const LossTerms& t, float 
     return (d_policy - entropy_coef * d_entropy) * scale;
 }
 
-/// Writes sample i's d_values and its kPpoLossStats stats (logp: its action's log-probability).
-FH_HD void loss_write_sample(int i, int B, const LossTerms& t, float H, float logp, float old_logp,
+/// Writes sample i's d_values (scale: 1 / its minibatch's rows) and its kPpoLossStats stats (logp:
+/// its action's log-probability) at stat k * B + i (B: the rows of every minibatch of the launch).
+FH_HD void loss_write_sample(int i, int B, float scale, const LossTerms& t, float H, float logp, float old_logp,
                              const LossParams& p, float* stats, float* d_values) {
-    d_values[i] = p.value_coef * t.d_value * (1.0f / static_cast<float>(B));
+    d_values[i] = p.value_coef * t.d_value * scale;
     stats[kStatPolicy * B + i] = -t.surrogate;
     stats[kStatValue * B + i] = t.value_loss;
     stats[kStatEntropy * B + i] = H;
@@ -304,12 +318,13 @@ FH_HD void loss_write_sample(int i, int B, const LossTerms& t, float H, float lo
     stats[kStatClipped * B + i] = t.clipped ? 1.0f : 0.0f;
 }
 
-/// Sample i of a minibatch of B (logits (B, A) row i, scalars at i): writes its kPpoLossStats
+/// Sample i of a minibatch of B (logits (B, A) row i, scalars at i; several agents' minibatches of
+/// `rows` each one after the other: B = agents x rows, 1 / rows the scale): writes its kPpoLossStats
 /// stats and the gradients of the minibatch-mean loss
 ///   L = mean_i [ -min(ratio adv, clip(ratio, 1-eps, 1+eps) adv) + value_coef Lv - entropy_coef H ]
 /// (loss_terms, loss_logit_grad): d_logits row i (A) and d_values[i]. The row's sums (its
 /// log-sum-exp and entropy) in action order; the kernel sums them across abi::kPpoLossLanes lanes.
-FH_HD void loss_sample(int i, int B, int A, const float* logits, const float* values, const int* actions,
+FH_HD void loss_sample(int i, int B, int rows, int A, const float* logits, const float* values, const int* actions,
                        const float* old_log_probs, const float* advantages, const float* returns,
                        const float* old_values, const LossParams& p, float* stats, float* d_logits,
                        float* d_values) {
@@ -324,9 +339,9 @@ FH_HD void loss_sample(int i, int B, int A, const float* logits, const float* va
         H -= expf(lp) * lp;
     }
     const LossTerms t = loss_terms(logp, old_log_probs[i], advantages[i], values[i], returns[i], old_values[i], p);
-    const float scale = 1.0f / static_cast<float>(B);
+    const float scale = 1.0f / static_cast<float>(rows);
     for (int j = 0; j < A; ++j) dz[j] = loss_logit_grad(z[j] - lse, j == a, t, H, p.entropy_coef, scale);
-    loss_write_sample(i, B, t, H, logp, old_log_probs[i], p, stats, d_values);
+    loss_write_sample(i, B, scale, t, H, logp, old_log_probs[i], p, stats, d_values);
 }
 
 // ---- curiosity (ICM-style forward model) ---------------------------------------------------

@@ -79,12 +79,30 @@ MarketView DeviceMarket::view(Split split) const {
 
 VecEnv::VecEnv(ops::Device& ops, const DeviceMarket& market, Split split, const EnvParams& params,
                int n_envs)
-    : ops_(ops), market_(market.view(split)), params_(params), n_envs_(n_envs) {
-    if (n_envs < 1) throw std::invalid_argument("VecEnv: n_envs must be >= 1");
-    if (params.market_dim != market.market_dim())
-        throw std::invalid_argument(fmt::format("VecEnv: params.market_dim {} != the market's {}",
-                                                params.market_dim, market.market_dim()));
-    const auto n = static_cast<std::size_t>(n_envs);
+    : VecEnv(ops, std::vector<const DeviceMarket*>{&market}, {params.seed}, split, params, n_envs) {}
+
+VecEnv::VecEnv(ops::Device& ops, const std::vector<const DeviceMarket*>& markets,
+               const std::vector<std::uint64_t>& seeds, Split split, const EnvParams& params, int n_envs_per_agent)
+    : ops_(ops), params_(params), n_envs_(n_envs_per_agent) {
+    if (n_envs_per_agent < 1) throw std::invalid_argument("VecEnv: n_envs must be >= 1");
+    if (markets.empty() || seeds.size() != markets.size())
+        throw std::invalid_argument("VecEnv: one market and one seed per agent");
+    std::vector<abi::EnvAgent> agents;
+    for (std::size_t a = 0; a < markets.size(); ++a) {
+        if (params.market_dim != markets[a]->market_dim())
+            throw std::invalid_argument(fmt::format("VecEnv: params.market_dim {} != the market's {}",
+                                                    params.market_dim, markets[a]->market_dim()));
+        agents.push_back(abi::EnvAgent{markets[a]->view(split), seeds[a]});
+    }
+    market_ = agents.front().market;
+    if (agents.size() > 1) {
+        if (static_cast<long long>(n_envs_per_agent) * static_cast<long long>(agents.size()) >
+            std::numeric_limits<int>::max())
+            throw std::invalid_argument("VecEnv: the agents' environments exceed an int");
+        n_envs_ = n_envs_per_agent * static_cast<int>(agents.size());
+        agents_ = ops.from_host<abi::EnvAgent>(agents);
+    }
+    const auto n = static_cast<std::size_t>(n_envs_);
     state_ = ops.alloc<EnvState>(n);
     portfolio_ = ops.alloc<float>(n * PORTFOLIO_STRIDE);
     observations_ = ops.alloc<float>(2 * n * static_cast<std::size_t>(params.state_dim));
@@ -97,16 +115,19 @@ VecEnv::VecEnv(ops::Device& ops, const DeviceMarket& market, Split split, const 
 }
 
 void VecEnv::reset_all() {
-    fh::ops::env_reset(ops_, state_.view(), portfolio_.view(), {}, market_, params_);
-    fh::ops::env_gather_states(ops_, states_view(), state_.cview(), portfolio_.cview(), market_, params_);
+    fh::ops::env_reset(ops_, state_.view(), portfolio_.view(), {}, market_, params_, agents_.cview());
+    fh::ops::env_gather_states(ops_, states_view(), state_.cview(), portfolio_.cview(), market_, params_,
+                               agents_.cview());
 }
 
 void VecEnv::step(ops::View<const int> actions) {
     fh::ops::env_step(ops_, state_.view(), portfolio_.view(), reward_.view(), done_.view(), info_.view(),
-                  actions, market_, params_);
-    fh::ops::env_gather_states(ops_, next_states_view(), state_.cview(), portfolio_.cview(), market_, params_);
-    fh::ops::env_reset(ops_, state_.view(), portfolio_.view(), done_.cview(), market_, params_);
-    fh::ops::env_gather_states(ops_, states_view(), state_.cview(), portfolio_.cview(), market_, params_);
+                  actions, market_, params_, agents_.cview());
+    fh::ops::env_gather_states(ops_, next_states_view(), state_.cview(), portfolio_.cview(), market_, params_,
+                               agents_.cview());
+    fh::ops::env_reset(ops_, state_.view(), portfolio_.view(), done_.cview(), market_, params_, agents_.cview());
+    fh::ops::env_gather_states(ops_, states_view(), state_.cview(), portfolio_.cview(), market_, params_,
+                               agents_.cview());
 }
 
 }  // namespace fh::env

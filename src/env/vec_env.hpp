@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "abi/env.h"
 #include "math/env.h"
 #include "data/market_data.hpp"
 #include "ops/device.hpp"
@@ -72,13 +73,18 @@ class VecEnv {
 public:
     VecEnv(ops::Device& ops, const DeviceMarket& market, Split split, const EnvParams& params,
            int n_envs);
+    /// A population's environments in one set of launches: n_envs_per_agent for each agent,
+    /// agent a's (rows [a n, (a + 1) n) of every buffer) on markets[a] with episode seed seeds[a]
+    /// (params.seed aside, params are every agent's): what agent a's own VecEnv computes.
+    VecEnv(ops::Device& ops, const std::vector<const DeviceMarket*>& markets, const std::vector<std::uint64_t>& seeds,
+           Split split, const EnvParams& params, int n_envs_per_agent);
 
     /// Starts a fresh episode in every environment and gathers the first states.
     void reset_all();
     /// Advances every environment one bar with actions (n_envs, in [0, num_actions)).
     void step(ops::View<const int> actions);
 
-    int n_envs() const noexcept { return n_envs_; }
+    int n_envs() const noexcept { return n_envs_; }  ///< every agent's together
     const EnvParams& params() const noexcept { return params_; }
     ops::View<const float> states() const noexcept { return observations_.cview().subview(half(), half()); }  ///< (n_envs, state_dim)
     ops::View<const float> next_states() const noexcept { return observations_.cview().subview(0, half()); }  ///< (n_envs, state_dim)
@@ -86,7 +92,7 @@ public:
     ops::View<const std::uint8_t> done() const noexcept { return done_.view(); }     ///< (n_envs) DoneFlag
     ops::View<const StepInfo> info() const noexcept { return info_.view(); }         ///< (n_envs)
     ops::View<const EnvState> state() const noexcept { return state_.view(); }       ///< (n_envs)
-    const MarketView& market() const noexcept { return market_; }
+    const MarketView& market() const noexcept { return market_; }  ///< the first agent's
     /// The market features of every bar (n_bars, market_dim): the first market_dim columns of an
     /// observation at bar t are row t.
     ops::View<const float> market_features() const noexcept {
@@ -116,6 +122,7 @@ private:
     ops::View<float> next_states_view() noexcept { return observations_.view().subview(0, half()); }
     ops::Buffer<std::uint8_t> done_;
     ops::Buffer<StepInfo> info_;
+    ops::Buffer<abi::EnvAgent> agents_;  ///< several agents' environments: each agent's market and seed
 };
 
 }  // namespace fh::env

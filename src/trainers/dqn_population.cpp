@@ -89,7 +89,7 @@ DqnPopulation::DqnPopulation(ops::Device& ops, const std::vector<config::Profile
     env_state_ = ops.alloc<env::EnvState>(N * n);
     env_portfolio_ = ops.alloc<float>(N * n * env::PORTFOLIO_STRIDE);
     env_states_ = ops.alloc<float>(N * n * D);
-    std::vector<abi::DqnCollectAgent> collect_agents(N);
+    std::vector<abi::EnvAgent> collect_agents(N);
     for (std::size_t i = 0; i < N; ++i) {
         env::VecEnv venv(ops, *markets[i], env::Split::train, trainers::env_params(agents[i], env_params_.market_dim), n_envs_);
         venv.reset_all();
@@ -98,11 +98,11 @@ DqnPopulation::DqnPopulation(ops::Device& ops, const std::vector<config::Profile
         ops.copy(env_portfolio_.view().subview(i * n * env::PORTFOLIO_STRIDE, n * env::PORTFOLIO_STRIDE),
                  ops::View<const float>(start.portfolio));
         ops.copy(env_states_.view().subview(i * n * D, n * D), ops::View<const float>(start.states));
-        collect_agents[i] = abi::DqnCollectAgent{venv.market(), static_cast<std::uint64_t>(agents[i].run.seed)};
+        collect_agents[i] = abi::EnvAgent{venv.market(), static_cast<std::uint64_t>(agents[i].run.seed)};
         if (i == 0) market0_ = venv.market();
         ops.synchronize();  // the copies are done before venv's buffers go
     }
-    collect_agents_ = ops.from_host<abi::DqnCollectAgent>(collect_agents);
+    collect_agents_ = ops.from_host<abi::EnvAgent>(collect_agents);
 
     // The rings, zeroed as ReplayRing's.
     const std::size_t rows = N * static_cast<std::size_t>(capacity_steps_) * n;

@@ -104,7 +104,7 @@ private:
     // The environments (N, n): state, portfolio, observations; each agent's market and seed.
     ops::Buffer<env::EnvState> env_state_;
     ops::Buffer<float> env_portfolio_, env_states_;
-    ops::Buffer<abi::DqnCollectAgent> collect_agents_;
+    ops::Buffer<abi::EnvAgent> collect_agents_;
     env::MarketView market0_{};  // agent 0's (dqn_collect's `market`, unused beside collect_agents_)
     // The replay rings (N, capacity_steps * n).
     ops::Buffer<float> ring_states_, ring_next_states_, ring_rewards_;

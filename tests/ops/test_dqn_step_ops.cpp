@@ -700,7 +700,7 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
         auto actions = ops.alloc<int>(N * n);
         fh::env::MarketView half = env.market();
         half.n_starts = std::max(1, half.n_starts / 2);
-        auto own_agents = ops.from_host<fh::abi::DqnCollectAgent>(std::vector<fh::abi::DqnCollectAgent>{
+        auto own_agents = ops.from_host<fh::abi::EnvAgent>(std::vector<fh::abi::EnvAgent>{
             {env.market(), 101}, {env.market(), 102}, {half, 103}});
         for (int step = 0; step < 12; ++step) {
             fh::ops::env_random_actions(ops, actions.view(), 11, static_cast<std::uint64_t>(step),
@@ -708,7 +708,7 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
             auto pers = env.persistent();
             fh::ops::dqn_collect(ops, pers.state, pers.portfolio, pers.states, actions.cview(), ring, counters.cview(),
                                  env.market(), f.params, fh::ops::CollectAdvance{counters.view(), tickets.view()},
-                                 own ? own_agents.cview() : fh::ops::View<const fh::abi::DqnCollectAgent>{});
+                                 own ? own_agents.cview() : fh::ops::View<const fh::abi::EnvAgent>{});
         }
         std::vector<long long> counts;
         for (const auto& c : ops.to_host(counters.cview())) counts.insert(counts.end(), {c.steps, c.updates, c.pushed});

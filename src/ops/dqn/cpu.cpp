@@ -293,7 +293,7 @@ void dqn_advance(View<dqn::Counters> counters) {
 void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> states, View<const int> actions,
                  const RingViews& ring, View<const dqn::Counters> counters, const env::MarketView& one_market,
                  const env::EnvParams& params, const CollectAdvance& advance,
-                 View<const abi::DqnCollectAgent> agents) {
+                 View<const abi::EnvAgent> agents) {
     const std::size_t n = static_cast<std::size_t>(ring.n_envs), D = static_cast<std::size_t>(params.state_dim),
                       M = static_cast<std::size_t>(params.market_dim);
     const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * n;

@@ -97,7 +97,7 @@ void dqn_advance(CudaDevice& device, View<dqn::Counters> counters) {
 void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
                  View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
                  const env::MarketView& market, const env::EnvParams& params, const CollectAdvance& advance,
-                 View<const abi::DqnCollectAgent> agents) {
+                 View<const abi::EnvAgent> agents) {
     const long long n = ring.n_envs;
     const long long blocks = (n + abi::kDqnCollectWarps - 1) / abi::kDqnCollectWarps;
     abi::DqnCollectArgs a{state.data(),   portfolio.data(), states.data(),

@@ -61,7 +61,7 @@ void dqn_advance(View<dqn::Counters> counters);
 void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> states, View<const int> actions,
                  const RingViews& ring, View<const dqn::Counters> counters, const env::MarketView& market,
                  const env::EnvParams& params, const CollectAdvance& advance,
-                 View<const abi::DqnCollectAgent> agents);
+                 View<const abi::EnvAgent> agents);
 void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, View<float> masks,
                 const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
                 int batch, int ensemble);
@@ -97,7 +97,7 @@ void dqn_advance(CudaDevice& device, View<dqn::Counters> counters);
 void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
                  View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
                  const env::MarketView& market, const env::EnvParams& params, const CollectAdvance& advance,
-                 View<const abi::DqnCollectAgent> agents);
+                 View<const abi::EnvAgent> agents);
 void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
                 View<float> masks, const RingViews& ring, View<const dqn::Counters> counters,
                 View<const dqn::AgentParams> agent, int batch, int ensemble);
@@ -315,7 +315,7 @@ inline void dqn_advance(Device& device, View<dqn::Counters> counters) {
 inline void dqn_collect(Device& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
                         View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
                         const env::MarketView& market, const env::EnvParams& params,
-                        const CollectAdvance& advance = {}, View<const abi::DqnCollectAgent> agents = {}) {
+                        const CollectAdvance& advance = {}, View<const abi::EnvAgent> agents = {}) {
     const char* op = "dqn_collect";
     const std::size_t N = detail::agents_of(counters.size(), op);
     if (!advance.counters.empty() || !advance.tickets.empty()) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "abi/env.h"
 #include "math/env.h"
 #include "ops/device.hpp"
 
@@ -19,23 +20,24 @@ namespace fh::ops {
 
 namespace cpu_twin {
 void env_reset(View<env::EnvState> state, View<float> portfolio, View<const std::uint8_t> mask,
-               const env::MarketView& market, const env::EnvParams& params);
+               const env::MarketView& market, const env::EnvParams& params, View<const abi::EnvAgent> agents);
 void env_step(View<env::EnvState> state, View<float> portfolio, View<float> reward, View<std::uint8_t> done,
               View<env::StepInfo> info, View<const int> actions, const env::MarketView& market,
-              const env::EnvParams& params);
+              const env::EnvParams& params, View<const abi::EnvAgent> agents);
 void env_gather_states(View<float> states, View<const env::EnvState> state, View<const float> portfolio,
-                       const env::MarketView& market, const env::EnvParams& params);
+                       const env::MarketView& market, const env::EnvParams& params, View<const abi::EnvAgent> agents);
 void env_random_actions(View<int> actions, std::uint64_t seed, std::uint64_t step, int num_actions);
 }  // namespace cpu_twin
 
 namespace cuda_twin {
 void env_reset(CudaDevice& device, View<env::EnvState> state, View<float> portfolio, View<const std::uint8_t> mask,
-               const env::MarketView& market, const env::EnvParams& params);
+               const env::MarketView& market, const env::EnvParams& params, View<const abi::EnvAgent> agents);
 void env_step(CudaDevice& device, View<env::EnvState> state, View<float> portfolio, View<float> reward,
               View<std::uint8_t> done, View<env::StepInfo> info, View<const int> actions, const env::MarketView& market,
-              const env::EnvParams& params);
+              const env::EnvParams& params, View<const abi::EnvAgent> agents);
 void env_gather_states(CudaDevice& device, View<float> states, View<const env::EnvState> state,
-                       View<const float> portfolio, const env::MarketView& market, const env::EnvParams& params);
+                       View<const float> portfolio, const env::MarketView& market, const env::EnvParams& params,
+                       View<const abi::EnvAgent> agents);
 void env_random_actions(CudaDevice& device, View<int> actions, std::uint64_t seed, std::uint64_t step, int num_actions);
 }  // namespace cuda_twin
 
@@ -54,14 +56,23 @@ inline void check_env_params(const env::EnvParams& p, const env::MarketView& m) 
             "env: episode_length, max_contracts, initial_equity and tick_size must be positive");
     if (m.n_starts < 1 || m.n_bars < 2) throw std::invalid_argument("env: the market has no valid episode start");
 }
+/// With `agents` (a population's environments, abi::EnvAgent): n environments split evenly.
+inline void check_env_agents(std::size_t n, View<const abi::EnvAgent> agents, const char* op) {
+    if (!agents.empty() && (n % agents.size() != 0 || n == 0))
+        throw std::invalid_argument(fmt::format("ops::{}: {} environments do not split into {} agents", op, n, agents.size()));
+}
 }  // namespace detail
 
 /// Resets the environments whose mask entry is non-zero; an empty mask resets all.
-/// portfolio (n_envs * PORTFOLIO_STRIDE), mask (n_envs) or empty.
+/// portfolio (n_envs * PORTFOLIO_STRIDE), mask (n_envs) or empty. With `agents` (device memory,
+/// abi::EnvAgent; env_step and env_gather_states alike) the environments are several agents'
+/// (n_envs / agents each), each on its agent's market and seed; `market` is then the first agent's.
 inline void env_reset(Device& device, View<env::EnvState> state, View<float> portfolio, View<const std::uint8_t> mask,
-                      const env::MarketView& market, const env::EnvParams& params) {
+                      const env::MarketView& market, const env::EnvParams& params,
+                      View<const abi::EnvAgent> agents = {}) {
     detail::check_env_params(params, market);
     const std::size_t n = state.size();
+    detail::check_env_agents(n, agents, "env_reset");
     detail::checked_int_size(n, "env_reset");
     detail::require_same_size(portfolio.size(), n * env::PORTFOLIO_STRIDE, "env_reset (portfolio)");
     if (!mask.empty()) detail::require_same_size(mask.size(), n, "env_reset (mask)");
@@ -69,8 +80,8 @@ inline void env_reset(Device& device, View<env::EnvState> state, View<float> por
                                            detail::range("mask", mask)});
     if (n) {
         if (CudaDevice* cuda = device.cuda())
-            return cuda_twin::env_reset(*cuda, state, portfolio, mask, market, params);
-        cpu_twin::env_reset(state, portfolio, mask, market, params);
+            return cuda_twin::env_reset(*cuda, state, portfolio, mask, market, params, agents);
+        cpu_twin::env_reset(state, portfolio, mask, market, params, agents);
     }
 }
 
@@ -78,9 +89,11 @@ inline void env_reset(Device& device, View<env::EnvState> state, View<float> por
 /// reward, done, info, actions (n_envs); all buffers distinct.
 inline void env_step(Device& device, View<env::EnvState> state, View<float> portfolio, View<float> reward,
                      View<std::uint8_t> done, View<env::StepInfo> info, View<const int> actions,
-                     const env::MarketView& market, const env::EnvParams& params) {
+                     const env::MarketView& market, const env::EnvParams& params,
+                     View<const abi::EnvAgent> agents = {}) {
     detail::check_env_params(params, market);
     const std::size_t n = state.size();
+    detail::check_env_agents(n, agents, "env_step");
     detail::checked_int_size(n, "env_step");
     detail::require_same_size(portfolio.size(), n * env::PORTFOLIO_STRIDE, "env_step (portfolio)");
     detail::require_same_size(reward.size(), n, "env_step (reward)");
@@ -92,17 +105,18 @@ inline void env_step(Device& device, View<env::EnvState> state, View<float> port
                                           detail::range("info", info), detail::range("actions", actions)});
     if (n) {
         if (CudaDevice* cuda = device.cuda())
-            return cuda_twin::env_step(*cuda, state, portfolio, reward, done, info, actions, market, params);
-        cpu_twin::env_step(state, portfolio, reward, done, info, actions, market, params);
+            return cuda_twin::env_step(*cuda, state, portfolio, reward, done, info, actions, market, params, agents);
+        cpu_twin::env_step(state, portfolio, reward, done, info, actions, market, params, agents);
     }
 }
 
 /// states (n_envs * state_dim) = [features of bar t | portfolio features] per environment.
 inline void env_gather_states(Device& device, View<float> states, View<const env::EnvState> state,
                               View<const float> portfolio, const env::MarketView& market,
-                              const env::EnvParams& params) {
+                              const env::EnvParams& params, View<const abi::EnvAgent> agents = {}) {
     detail::check_env_params(params, market);
     const std::size_t n = state.size();
+    detail::check_env_agents(n, agents, "env_gather_states");
     detail::require_same_size(states.size(), n * static_cast<std::size_t>(params.state_dim), "env_gather_states");
     detail::require_same_size(portfolio.size(), n * env::PORTFOLIO_STRIDE, "env_gather_states (portfolio)");
     detail::checked_int_size(states.size(), "env_gather_states");
@@ -110,8 +124,8 @@ inline void env_gather_states(Device& device, View<float> states, View<const env
                                                    detail::range("portfolio", portfolio)});
     if (n) {
         if (CudaDevice* cuda = device.cuda())
-            return cuda_twin::env_gather_states(*cuda, states, state, portfolio, market, params);
-        cpu_twin::env_gather_states(states, state, portfolio, market, params);
+            return cuda_twin::env_gather_states(*cuda, states, state, portfolio, market, params, agents);
+        cpu_twin::env_gather_states(states, state, portfolio, market, params, agents);
     }
 }
 

@@ -15,10 +15,11 @@ void epsilon_greedy(View<int> actions, View<const float> q, int num_actions, flo
             policy::epsilon_greedy(q.data() + e * num_actions, num_actions, epsilon, seed, static_cast<int>(e), step);
 }
 
-void action_histogram(View<unsigned long long> histogram, View<const int> actions, int num_actions) {
+void action_histogram(View<unsigned long long> histogram, View<const int> actions, int num_actions, int agents) {
+    const std::size_t rows = actions.size() / static_cast<std::size_t>(agents);
     for (std::size_t e = 0; e < actions.size(); ++e) {
         const int a = actions.data()[e];
-        if (a >= 0 && a < num_actions) histogram.data()[a] += 1;
+        if (a >= 0 && a < num_actions) histogram.data()[e / rows * static_cast<std::size_t>(num_actions) + a] += 1;
     }
 }
 

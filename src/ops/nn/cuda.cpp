@@ -17,9 +17,10 @@ void epsilon_greedy(CudaDevice& device, View<int> actions, View<const float> q, 
 }
 
 void action_histogram(CudaDevice& device, View<unsigned long long> histogram, View<const int> actions,
-                      int num_actions) {
+                      int num_actions, int agents) {
     device.kernels().action_histogram_kernel(device.stream(), LaunchDims::linear(actions.size(), 256), histogram.data(),
-                                             actions.data(), num_actions, static_cast<int>(actions.size()));
+                                             actions.data(), num_actions, static_cast<int>(actions.size()),
+                                             static_cast<int>(actions.size() / static_cast<std::size_t>(agents)));
 }
 
 void training_guard(CudaDevice& device, View<int> gate, View<nn::GuardState> state, View<const float> losses,
@@ -41,12 +42,13 @@ void norm_and_guard(CudaDevice& device, View<float> grad_norm, View<float> scrat
 
 void norm_and_guard_agents(CudaDevice& device, int agents, View<const float> x, View<float> scratch, View<int> gate,
                            View<nn::GuardState> state, View<float> stats, int n_losses, int norm_index,
-                           core::CounterValue update, View<float> accum) {
+                           core::CounterValue update, View<float> accum, int accum_stride) {
     const std::size_t N = static_cast<std::size_t>(agents);
     device.kernels().network_norm_guard_agents_kernel(
         device.stream(), LaunchDims{dim3(abi::kNormBlocks, static_cast<unsigned>(agents)), dim3(abi::kNormThreads), 0},
         scratch.data(), x.data(), static_cast<int>(x.size() / N), gate.data(), state.data(), stats.data(), agents,
-        n_losses, norm_index, update, accum.empty() ? nullptr : accum.data(), static_cast<int>(stats.size() / N));
+        n_losses, norm_index, update, accum.empty() ? nullptr : accum.data(), static_cast<int>(stats.size() / N),
+        accum_stride);
 }
 
 void adam_step_agents(CudaDevice& device, int agents, View<float> params, View<float> m, View<float> v,

@@ -25,7 +25,7 @@ namespace fh::ops {
 namespace cpu_twin {
 void epsilon_greedy(View<int> actions, View<const float> q, int num_actions, float epsilon, std::uint64_t seed,
                     std::uint64_t step);
-void action_histogram(View<unsigned long long> histogram, View<const int> actions, int num_actions);
+void action_histogram(View<unsigned long long> histogram, View<const int> actions, int num_actions, int agents);
 void training_guard(View<int> gate, View<nn::GuardState> state, View<const float> losses, View<const float> grad_norm,
                     core::CounterValue update);
 void group_attention_forward(View<float> x_out, View<float> alpha, View<const float> x, View<const float> scores,
@@ -37,7 +37,8 @@ void group_attention_backward(View<float> d_scores, View<const float> d_x_out, V
 namespace cuda_twin {
 void epsilon_greedy(CudaDevice& device, View<int> actions, View<const float> q, int num_actions, float epsilon,
                     std::uint64_t seed, std::uint64_t step);
-void action_histogram(CudaDevice& device, View<unsigned long long> histogram, View<const int> actions, int num_actions);
+void action_histogram(CudaDevice& device, View<unsigned long long> histogram, View<const int> actions, int num_actions,
+                      int agents);
 void training_guard(CudaDevice& device, View<int> gate, View<nn::GuardState> state, View<const float> losses,
                     View<const float> grad_norm, core::CounterValue update);
 void norm_and_guard(CudaDevice& device, View<float> grad_norm, View<float> scratch, View<const float> x, View<int> gate,
@@ -45,7 +46,7 @@ void norm_and_guard(CudaDevice& device, View<float> grad_norm, View<float> scrat
                     View<float> accum, View<const float> stats);
 void norm_and_guard_agents(CudaDevice& device, int agents, View<const float> x, View<float> scratch, View<int> gate,
                            View<nn::GuardState> state, View<float> stats, int n_losses, int norm_index,
-                           core::CounterValue update, View<float> accum);
+                           core::CounterValue update, View<float> accum, int accum_stride);
 void adam_step_agents(CudaDevice& device, int agents, View<float> params, View<float> m, View<float> v,
                       View<const float> grads, View<const float> grad_norm, View<const int> gate, core::CounterValue step,
                       const core::AdamConstants& c, View<const float> lr, View<float> target,
@@ -68,17 +69,22 @@ inline void epsilon_greedy(Device& device, View<int> actions, View<const float> 
     cpu_twin::epsilon_greedy(actions, q, num_actions, epsilon, seed, step);
 }
 
-/// histogram (num_actions) += counts of actions (n).
+/// histogram (num_actions) += counts of actions (n). Several agents' actions (agents > 1): rows
+/// split evenly, agent g's counts into histogram (agents, num_actions) row g.
 inline void action_histogram(Device& device, View<unsigned long long> histogram, View<const int> actions,
-                             int num_actions) {
-    detail::require_size(histogram.size(), static_cast<std::size_t>(num_actions), "action_histogram", "histogram");
+                             int num_actions, int agents = 1) {
+    if (agents < 1 || actions.size() % static_cast<std::size_t>(agents) != 0)
+        throw std::invalid_argument(
+            fmt::format("ops::action_histogram: {} actions do not split into {} agents", actions.size(), agents));
+    detail::require_size(histogram.size(), static_cast<std::size_t>(num_actions) * static_cast<std::size_t>(agents),
+                         "action_histogram", "histogram");
     detail::checked_int_size(actions.size(), "action_histogram");
     detail::require_distinct("action_histogram",
                              {detail::range("histogram", histogram), detail::range("actions", actions)});
     if (!actions.empty()) {
         if (CudaDevice* cuda = device.cuda())
-            return cuda_twin::action_histogram(*cuda, histogram, actions, num_actions);
-        cpu_twin::action_histogram(histogram, actions, num_actions);
+            return cuda_twin::action_histogram(*cuda, histogram, actions, num_actions, agents);
+        cpu_twin::action_histogram(histogram, actions, num_actions, agents);
     }
 }
 
@@ -138,11 +144,13 @@ inline void norm_and_guard(Device& device, View<float> grad_norm, View<float> sc
 /// statistics are column a of stats (n_stats, agents), stat-major: the guard reads its losses
 /// stats[k agents + a], k < n_losses (at most abi::kMaxAgentGuardLosses), and its norm goes to
 /// stats[norm_index agents + a]; then, with accum (agents, n_stats), agent-major (each agent's
-/// log sums contiguous, as a single run's), accum row a += column a of stats. Each agent's norm,
-/// gate, state and sums are norm_and_guard's on its slices, bit for bit.
+/// log sums contiguous, as a single run's), accum row a += column a of stats; accum_stride (0:
+/// n_stats) spaces the rows where an agent keeps more sums than these (accum (agents,
+/// accum_stride), the first n_stats of each row). Each agent's norm, gate, state and sums are
+/// norm_and_guard's on its slices, bit for bit.
 inline void norm_and_guard_agents(Device& device, int agents, View<const float> x, View<float> scratch, View<int> gate,
                                   View<nn::GuardState> state, View<float> stats, int n_losses, int norm_index,
-                                  CounterValue update, View<float> accum = {}) {
+                                  CounterValue update, View<float> accum = {}, int accum_stride = 0) {
     const char* op = "norm_and_guard_agents";
     if (agents < 1 || x.empty() || x.size() % static_cast<std::size_t>(agents) != 0)
         throw std::invalid_argument(fmt::format("ops::{}: {} gradients do not split into {} agents", op, x.size(), agents));
@@ -156,7 +164,10 @@ inline void norm_and_guard_agents(Device& device, int agents, View<const float> 
     detail::require_size(scratch.size(), N * norm_guard_scratch_size(), op, "scratch");
     detail::require_size(gate.size(), N, op, "gate");
     detail::require_size(state.size(), N, op, "state");
-    if (!accum.empty()) detail::require_size(accum.size(), stats.size(), op, "accum");
+    if (accum_stride == 0) accum_stride = n_stats;
+    if (accum_stride < n_stats)
+        throw std::invalid_argument(fmt::format("ops::{}: accum_stride {} < {} statistics", op, accum_stride, n_stats));
+    if (!accum.empty()) detail::require_size(accum.size(), N * static_cast<std::size_t>(accum_stride), op, "accum");
     detail::checked_int_size(P, op);
     detail::checked_int_size(stats.size(), op);
     detail::require_distinct(op, {detail::range("x", x), detail::range("scratch", scratch), detail::range("gate", gate),
@@ -164,7 +175,7 @@ inline void norm_and_guard_agents(Device& device, int agents, View<const float> 
                                   detail::range("accum", accum)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::norm_and_guard_agents(*cuda, agents, x, scratch, gate, state, stats, n_losses, norm_index,
-                                                update, accum);
+                                                update, accum, accum_stride);
     // The CPU: norm_and_guard's steps on each agent's slices.
     std::vector<float> losses(static_cast<std::size_t>(n_losses));
     for (std::size_t a = 0; a < N; ++a) {
@@ -175,7 +186,7 @@ inline void norm_and_guard_agents(Device& device, int agents, View<const float> 
         training_guard(device, gate.subview(a, 1), state.subview(a, 1), View<const float>(losses.data(), losses.size()),
                        norm, update);
         for (std::size_t k = 0; k < static_cast<std::size_t>(accum.empty() ? 0 : n_stats); ++k) {
-            float& sum = accum.data()[a * static_cast<std::size_t>(n_stats) + k];
+            float& sum = accum.data()[a * static_cast<std::size_t>(accum_stride) + k];
             sum = core::saxpy_element(sum, 1.0f, stats.data()[k * N + a]);
         }
     }

@@ -9,11 +9,16 @@
 namespace fh::ops::cpu_twin {
 
 void ppo_sample(View<int> actions, View<float> log_probs, View<const float> logits, int num_actions, std::uint64_t seed,
-                CounterValue step_value) {
+                CounterValue step_value, View<const std::uint64_t> agent_seeds) {
     const auto step = static_cast<std::uint64_t>(step_value.value());
-    for (std::size_t e = 0; e < actions.size(); ++e)
-        actions.data()[e] = ppo::sample_action(logits.data() + e * num_actions, num_actions, seed, static_cast<int>(e),
-                                               step, log_probs.data()[e]);
+    const std::size_t per = agent_seeds.empty() ? actions.size() : actions.size() / agent_seeds.size();
+    for (std::size_t e = 0; e < actions.size(); ++e) {
+        const std::size_t g = e / per;
+        actions.data()[e] =
+            ppo::sample_action(logits.data() + e * num_actions, num_actions,
+                               agent_seeds.empty() ? seed : agent_seeds.data()[g], static_cast<int>(e - g * per), step,
+                               log_probs.data()[e]);
+    }
 }
 
 void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View<const int> actions, int num_actions,
@@ -35,21 +40,25 @@ void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewa
 
 void ppo_collect_truncated(View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
                            View<const float> next_states, View<const env::StepInfo> info,
-                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart) {
-    const std::size_t n = done.size(), state_dim = next_states.size() / n, capacity = rows.size();
+                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart, int agents) {
+    const std::size_t N = static_cast<std::size_t>(agents);
+    const std::size_t n = done.size() / N, state_dim = next_states.size() / done.size(), capacity = rows.size() / N;
     const std::size_t md = static_cast<std::size_t>(market_dim), P = state_dim - md;
-    long long entry = restart ? 0 : count.data()[0];
-    for (std::size_t e = 0; e < n; ++e) {
-        if (done.data()[e] != env::kTruncated) continue;
-        if (entry >= 0 && static_cast<std::size_t>(entry) < capacity) {
-            const std::size_t k = static_cast<std::size_t>(entry);
-            rows.data()[k] = row_base + static_cast<int>(e);
-            bars.data()[k] = info.data()[e].bar;
-            std::memcpy(portfolio.data() + k * P, next_states.data() + e * state_dim + md, P * sizeof(float));
+    for (std::size_t g = 0; g < N; ++g) {  // agent g: its environments [g n, (g + 1) n), its lists
+        long long entry = restart ? 0 : count.data()[g];
+        for (std::size_t e = 0; e < n; ++e) {
+            const std::size_t env = g * n + e;
+            if (done.data()[env] != env::kTruncated) continue;
+            if (entry >= 0 && static_cast<std::size_t>(entry) < capacity) {
+                const std::size_t k = g * capacity + static_cast<std::size_t>(entry);
+                rows.data()[k] = row_base + static_cast<int>(e);
+                bars.data()[k] = info.data()[env].bar;
+                std::memcpy(portfolio.data() + k * P, next_states.data() + env * state_dim + md, P * sizeof(float));
+            }
+            ++entry;
         }
-        ++entry;
+        count.data()[g] = static_cast<int>(entry);
     }
-    count.data()[0] = static_cast<int>(entry);
 }
 
 void ppo_terminal_observations(View<float> observations, View<const int> bars, View<const float> portfolio,
@@ -87,11 +96,18 @@ void normalize(View<float> x, View<float> /*scratch*/) {
 
 void ppo_gather(View<float> states, View<int> actions, View<float> old_log_probs, View<float> advantages,
                 View<float> returns, View<float> old_values, const ppo::RolloutView& rollout, std::uint64_t seed,
-                CounterValue epoch_value, int offset) {
+                CounterValue epoch_value, int offset, View<const std::uint64_t> agent_seeds) {
     const auto epoch = static_cast<std::uint64_t>(epoch_value.value());
-    for (std::size_t i = 0; i < actions.size(); ++i)
-        ppo::gather_row(static_cast<int>(i), rollout, seed, epoch, offset, states.data(), actions.data(),
-                        old_log_probs.data(), advantages.data(), returns.data(), old_values.data());
+    const std::size_t N = agent_seeds.empty() ? 1 : agent_seeds.size(), B = actions.size() / N;
+    const std::size_t D = static_cast<std::size_t>(rollout.state_dim);
+    for (std::size_t g = 0; g < N; ++g) {  // agent g's minibatch from its rollout, into its rows
+        const ppo::RolloutView own = ppo::agent_rollout(rollout, static_cast<int>(g));
+        const std::uint64_t own_seed = agent_seeds.empty() ? seed : agent_seeds.data()[g];
+        for (std::size_t i = 0; i < B; ++i)
+            ppo::gather_row(static_cast<int>(i), own, own_seed, epoch, offset, states.data() + g * B * D,
+                            actions.data() + g * B, old_log_probs.data() + g * B, advantages.data() + g * B,
+                            returns.data() + g * B, old_values.data() + g * B);
+    }
 }
 
 void ppo_learning_rate(View<float> lr, double base_lr, bool linear, double total_rollouts, CounterValue rollouts) {
@@ -101,12 +117,15 @@ void ppo_learning_rate(View<float> lr, double base_lr, bool linear, double total
 void ppo_loss(View<float> stats, View<float> d_logits, View<float> d_values, View<const float> logits,
               View<const float> values, View<const int> actions, View<const float> old_log_probs,
               View<const float> advantages, View<const float> returns, View<const float> old_values,
-              const ppo::LossParams& p) {
+              const ppo::LossParams& p, View<const ppo::LossParams> agent_params) {
     const int B = static_cast<int>(actions.size());
     const int A = static_cast<int>(logits.size() / actions.size());
+    const int rows = agent_params.empty() ? B : B / static_cast<int>(agent_params.size());  // each agent's
     for (int i = 0; i < B; ++i)
-        ppo::loss_sample(i, B, A, logits.data(), values.data(), actions.data(), old_log_probs.data(), advantages.data(),
-                         returns.data(), old_values.data(), p, stats.data(), d_logits.data(), d_values.data());
+        ppo::loss_sample(i, B, rows, A, logits.data(), values.data(), actions.data(), old_log_probs.data(),
+                         advantages.data(), returns.data(), old_values.data(),
+                         agent_params.empty() ? p : agent_params.data()[i / rows], stats.data(), d_logits.data(),
+                         d_values.data());
 }
 
 void curiosity_input(View<float> input, View<const float> states, View<const int> actions, int num_actions) {

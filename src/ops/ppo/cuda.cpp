@@ -10,10 +10,11 @@ namespace fh::ops::cuda_twin {
 using cuda::LaunchDims;
 
 void ppo_sample(CudaDevice& device, View<int> actions, View<float> log_probs, View<const float> logits, int num_actions,
-                std::uint64_t seed, CounterValue step) {
-    device.kernels().ppo_sample_kernel(device.stream(), LaunchDims::linear(actions.size(), 128), actions.data(),
-                                       log_probs.data(), logits.data(), num_actions, seed, step,
-                                       static_cast<int>(actions.size()));
+                std::uint64_t seed, CounterValue step, View<const std::uint64_t> agent_seeds) {
+    device.kernels().ppo_sample_kernel(
+        device.stream(), LaunchDims::linear(actions.size(), 128), actions.data(), log_probs.data(), logits.data(),
+        num_actions, seed, step, static_cast<int>(actions.size()), agent_seeds.empty() ? nullptr : agent_seeds.data(),
+        static_cast<int>(agent_seeds.empty() ? actions.size() : actions.size() / agent_seeds.size()));
 }
 
 void ppo_diversity(CudaDevice& device, View<int> window, View<int> counts, View<float> penalty, View<const int> actions,
@@ -44,13 +45,13 @@ void normalize(CudaDevice& device, View<float> x, View<float> scratch) {
 
 void ppo_collect_truncated(CudaDevice& device, View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
                            View<const float> next_states, View<const env::StepInfo> info,
-                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart) {
-    const int n = static_cast<int>(done.size());
+                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart, int agents) {
+    const std::size_t N = static_cast<std::size_t>(agents);
     device.kernels().ppo_collect_truncated_kernel(
-        device.stream(), LaunchDims{dim3(1), dim3(ppo::kCollectThreads), 0}, rows.data(), bars.data(),
-        portfolio.data(), count.data(), next_states.data(), info.data(), done.data(), n,
-        static_cast<int>(next_states.size() / done.size()), market_dim, row_base, static_cast<int>(rows.size()),
-        restart ? 1 : 0);
+        device.stream(), LaunchDims{dim3(static_cast<unsigned>(agents)), dim3(ppo::kCollectThreads), 0}, rows.data(),
+        bars.data(), portfolio.data(), count.data(), next_states.data(), info.data(), done.data(),
+        static_cast<int>(done.size() / N), static_cast<int>(next_states.size() / done.size()), market_dim, row_base,
+        static_cast<int>(rows.size() / N), restart ? 1 : 0);
 }
 
 void ppo_terminal_observations(CudaDevice& device, View<float> observations, View<const int> bars,
@@ -70,13 +71,16 @@ void ppo_scatter_values(CudaDevice& device, View<float> dst, View<const float> v
 
 void ppo_gather(CudaDevice& device, View<float> states, View<int> actions, View<float> old_log_probs,
                 View<float> advantages, View<float> returns, View<float> old_values, const ppo::RolloutView& rollout,
-                std::uint64_t seed, CounterValue epoch, int offset) {
+                std::uint64_t seed, CounterValue epoch, int offset, View<const std::uint64_t> agent_seeds) {
+    const std::size_t N = agent_seeds.empty() ? 1 : agent_seeds.size(), B = actions.size() / N;
     const std::size_t rows = static_cast<std::size_t>(abi::kPpoGatherRowsPerWarp);
-    const std::size_t warps = (actions.size() + rows - 1) / rows;
-    device.kernels().ppo_gather_kernel(device.stream(), LaunchDims::linear(warps * 32, 128), states.data(),
-                                       actions.data(), old_log_probs.data(), advantages.data(), returns.data(),
-                                       old_values.data(), rollout, seed, epoch, offset,
-                                       static_cast<int>(actions.size()), abi::kPpoGatherRowsPerWarp);
+    const std::size_t warps = (B + rows - 1) / rows;
+    LaunchDims dims = LaunchDims::linear(warps * 32, 128);
+    dims.grid.y = static_cast<unsigned>(N);  // agent y's minibatch
+    device.kernels().ppo_gather_kernel(device.stream(), dims, states.data(), actions.data(), old_log_probs.data(),
+                                       advantages.data(), returns.data(), old_values.data(), rollout, seed, epoch,
+                                       offset, static_cast<int>(B), abi::kPpoGatherRowsPerWarp,
+                                       agent_seeds.empty() ? nullptr : agent_seeds.data());
 }
 
 void ppo_learning_rate(CudaDevice& device, View<float> lr, double base_lr, bool linear, double total_rollouts,
@@ -88,13 +92,15 @@ void ppo_learning_rate(CudaDevice& device, View<float> lr, double base_lr, bool 
 void ppo_loss(CudaDevice& device, View<float> stats, View<float> d_logits, View<float> d_values,
               View<const float> logits, View<const float> values, View<const int> actions,
               View<const float> old_log_probs, View<const float> advantages, View<const float> returns,
-              View<const float> old_values, const ppo::LossParams& p) {
+              View<const float> old_values, const ppo::LossParams& p, View<const ppo::LossParams> agent_params) {
     const std::size_t B = actions.size();
     const LaunchDims dims = LaunchDims::linear(B * abi::kPpoLossLanes, abi::kPpoLossThreads);  // lanes per sample
     device.kernels().ppo_loss_kernel(device.stream(), dims, stats.data(), d_logits.data(), d_values.data(),
                                      logits.data(), values.data(), actions.data(),
                                      old_log_probs.data(), advantages.data(), returns.data(), old_values.data(), p,
-                                     static_cast<int>(logits.size() / B), static_cast<int>(B));
+                                     static_cast<int>(logits.size() / B), static_cast<int>(B),
+                                     agent_params.empty() ? nullptr : agent_params.data(),
+                                     static_cast<int>(agent_params.empty() ? B : B / agent_params.size()));
 }
 
 void curiosity_input(CudaDevice& device, View<float> input, View<const float> states, View<const int> actions,

@@ -26,7 +26,7 @@ constexpr std::size_t normalize_scratch_size() noexcept {
 
 namespace cpu_twin {
 void ppo_sample(View<int> actions, View<float> log_probs, View<const float> logits, int num_actions, std::uint64_t seed,
-                CounterValue step);
+                CounterValue step, View<const std::uint64_t> agent_seeds);
 void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View<const int> actions, int num_actions,
                    int diversity_window, float coef, CounterValue step);
 void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewards, View<const float> values,
@@ -34,17 +34,17 @@ void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewa
 void normalize(View<float> x, View<float> /*scratch*/);
 void ppo_collect_truncated(View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
                            View<const float> next_states, View<const env::StepInfo> info,
-                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart);
+                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart, int agents);
 void ppo_terminal_observations(View<float> observations, View<const int> bars, View<const float> portfolio,
                                View<const float> features, int market_dim);
 void ppo_scatter_values(View<float> dst, View<const float> values, View<const int> rows);
 void ppo_gather(View<float> states, View<int> actions, View<float> old_log_probs, View<float> advantages,
                 View<float> returns, View<float> old_values, const ppo::RolloutView& rollout, std::uint64_t seed,
-                CounterValue epoch, int offset);
+                CounterValue epoch, int offset, View<const std::uint64_t> agent_seeds);
 void ppo_loss(View<float> stats, View<float> d_logits, View<float> d_values, View<const float> logits,
               View<const float> values, View<const int> actions, View<const float> old_log_probs,
               View<const float> advantages, View<const float> returns, View<const float> old_values,
-              const ppo::LossParams& p);
+              const ppo::LossParams& p, View<const ppo::LossParams> agent_params);
 void ppo_learning_rate(View<float> lr, double base_lr, bool linear, double total_rollouts, CounterValue rollouts);
 void curiosity_input(View<float> input, View<const float> states, View<const int> actions, int num_actions);
 void curiosity_error(View<float> error, View<float> d_pred, View<const float> pred, View<const float> next_states,
@@ -53,7 +53,7 @@ void curiosity_error(View<float> error, View<float> d_pred, View<const float> pr
 
 namespace cuda_twin {
 void ppo_sample(CudaDevice& device, View<int> actions, View<float> log_probs, View<const float> logits, int num_actions,
-                std::uint64_t seed, CounterValue step);
+                std::uint64_t seed, CounterValue step, View<const std::uint64_t> agent_seeds);
 void ppo_diversity(CudaDevice& device, View<int> window, View<int> counts, View<float> penalty, View<const int> actions,
                    int num_actions, int diversity_window, float coef, CounterValue step);
 void ppo_gae(CudaDevice& device, View<float> advantages, View<float> returns, View<const float> rewards,
@@ -62,17 +62,17 @@ void ppo_gae(CudaDevice& device, View<float> advantages, View<float> returns, Vi
 void normalize(CudaDevice& device, View<float> x, View<float> scratch);
 void ppo_collect_truncated(CudaDevice& device, View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
                            View<const float> next_states, View<const env::StepInfo> info,
-                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart);
+                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart, int agents);
 void ppo_terminal_observations(CudaDevice& device, View<float> observations, View<const int> bars,
                                View<const float> portfolio, View<const float> features, int market_dim);
 void ppo_scatter_values(CudaDevice& device, View<float> dst, View<const float> values, View<const int> rows);
 void ppo_gather(CudaDevice& device, View<float> states, View<int> actions, View<float> old_log_probs,
                 View<float> advantages, View<float> returns, View<float> old_values, const ppo::RolloutView& rollout,
-                std::uint64_t seed, CounterValue epoch, int offset);
+                std::uint64_t seed, CounterValue epoch, int offset, View<const std::uint64_t> agent_seeds);
 void ppo_loss(CudaDevice& device, View<float> stats, View<float> d_logits, View<float> d_values,
               View<const float> logits, View<const float> values, View<const int> actions,
               View<const float> old_log_probs, View<const float> advantages, View<const float> returns,
-              View<const float> old_values, const ppo::LossParams& p);
+              View<const float> old_values, const ppo::LossParams& p, View<const ppo::LossParams> agent_params);
 void ppo_learning_rate(CudaDevice& device, View<float> lr, double base_lr, bool linear, double total_rollouts,
                        CounterValue rollouts);
 void curiosity_input(CudaDevice& device, View<float> input, View<const float> states, View<const int> actions,
@@ -97,11 +97,16 @@ inline std::size_t columns(std::size_t size, std::size_t rows, const char* op, c
 
 /// For each env e (n = actions.size()), logits (n, A): u = unit_float(Philox(seed,
 /// policy_sample, e, step).v[0]); actions[e] = policy::sample(row e, u); log_probs[e] =
-/// policy::log_prob(row e, actions[e]).
+/// policy::log_prob(row e, actions[e]). Several agents' environments (agent_seeds, device memory):
+/// n splits evenly, environment e is agent g = e / (n / agents)'s environment e - g n / agents,
+/// drawn with agent_seeds[g] in place of seed.
 inline void ppo_sample(Device& device, View<int> actions, View<float> log_probs, View<const float> logits,
-                       int num_actions, std::uint64_t seed, CounterValue step) {
+                       int num_actions, std::uint64_t seed, CounterValue step,
+                       View<const std::uint64_t> agent_seeds = {}) {
     const char* op = "ppo_sample";
     detail::require_positive(static_cast<long long>(actions.size()), op, "the number of environments");
+    detail::require(agent_seeds.empty() || actions.size() % agent_seeds.size() == 0, op,
+                    fmt::format("{} environments do not split into {} agents", actions.size(), agent_seeds.size()));
     detail::require_positive(num_actions, op, "num_actions");
     const std::size_t n = actions.size();
     detail::require_size(log_probs.size(), n, op, "log_probs");
@@ -110,8 +115,8 @@ inline void ppo_sample(Device& device, View<int> actions, View<float> log_probs,
     detail::require_distinct(op, {detail::range("actions", actions), detail::range("log_probs", log_probs),
                                   detail::range("logits", logits)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::ppo_sample(*cuda, actions, log_probs, logits, num_actions, seed, step);
-    cpu_twin::ppo_sample(actions, log_probs, logits, num_actions, seed, step);
+        return cuda_twin::ppo_sample(*cuda, actions, log_probs, logits, num_actions, seed, step, agent_seeds);
+    cpu_twin::ppo_sample(actions, log_probs, logits, num_actions, seed, step, agent_seeds);
 }
 
 /// The action-diversity penalty (ppo::diversity_update). window (n, W = diversity_window) is
@@ -175,23 +180,31 @@ inline void ppo_gae(Device& device, View<float> advantages, View<float> returns,
 /// next_states[e] (n, state_dim; P = state_dim - market_dim); count (one int in device memory) is
 /// the number gathered so far and grows by theirs (restart: it starts from 0 instead). Entries at
 /// or past the capacity (rows.size()) are counted but not written: the caller sizes the buffers
-/// so that none can occur and checks the count. Bit-identical on both backends.
+/// so that none can occur and checks the count. Bit-identical on both backends. Several agents
+/// (agents > 1): done, info and next_states hold each agent's n environments one after the other,
+/// count (agents), rows, bars and portfolio each agent's capacity of entries: agent g's are
+/// gathered as a call on its slices alone.
 inline void ppo_collect_truncated(Device& device, View<int> rows, View<int> bars, View<float> portfolio,
                                   View<int> count, View<const float> next_states, View<const env::StepInfo> info,
-                                  View<const std::uint8_t> done, int market_dim, int row_base, bool restart) {
+                                  View<const std::uint8_t> done, int market_dim, int row_base, bool restart,
+                                  int agents = 1) {
     const char* op = "ppo_collect_truncated";
-    const std::size_t n = done.size();
+    detail::require(agents >= 1 && done.size() % static_cast<std::size_t>(agents) == 0, op,
+                    fmt::format("{} environments do not split into {} agents", done.size(), agents));
+    const std::size_t N = static_cast<std::size_t>(agents);
+    const std::size_t n = done.size() / N;  // each agent's
     detail::require_positive(static_cast<long long>(n), op, "the number of environments");
-    const std::size_t state_dim = detail::columns(next_states.size(), n, op, "next_states");
+    const std::size_t state_dim = detail::columns(next_states.size(), n * N, op, "next_states");
     detail::require(market_dim >= 0 && static_cast<std::size_t>(market_dim) <= state_dim, op,
                     fmt::format("market_dim {} must be in [0, state_dim {}]", market_dim, state_dim));
-    const std::size_t capacity = rows.size();
+    detail::require(rows.size() % N == 0, op, "rows must hold the same capacity for every agent");
+    const std::size_t capacity = rows.size() / N;  // each agent's
     detail::require_positive(static_cast<long long>(capacity), op, "the capacity (rows)");
-    detail::require_size(bars.size(), capacity, op, "bars");
-    detail::require_size(portfolio.size(), capacity * (state_dim - static_cast<std::size_t>(market_dim)), op,
+    detail::require_size(bars.size(), N * capacity, op, "bars");
+    detail::require_size(portfolio.size(), N * capacity * (state_dim - static_cast<std::size_t>(market_dim)), op,
                          "portfolio");
-    detail::require_size(info.size(), n, op, "info");
-    detail::require_size(count.size(), 1, op, "count");
+    detail::require_size(info.size(), N * n, op, "info");
+    detail::require_size(count.size(), N, op, "count");
     detail::require(row_base >= 0 && static_cast<long long>(row_base) + static_cast<long long>(n) <=
                                          std::numeric_limits<int>::max(),
                     op, fmt::format("row_base {} + {} rows must fit an int", row_base, n));
@@ -203,9 +216,9 @@ inline void ppo_collect_truncated(Device& device, View<int> rows, View<int> bars
                                   detail::range("done", done)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::ppo_collect_truncated(*cuda, rows, bars, portfolio, count, next_states, info, done,
-                                                market_dim, row_base, restart);
+                                                market_dim, row_base, restart, agents);
     cpu_twin::ppo_collect_truncated(rows, bars, portfolio, count, next_states, info, done, market_dim, row_base,
-                                    restart);
+                                    restart, agents);
 }
 
 /// The observations of gathered truncated episodes (r = bars.size() rows): observations (r,
@@ -266,56 +279,71 @@ inline void normalize(Device& device, View<float> x, View<float> scratch) {
 /// A shuffled minibatch of B = actions.size() rows: output row i = rollout row
 /// ppo::permute(offset + i, rollout.rows, seed, epoch) (a bijection of the rollout rows keyed
 /// by (seed, epoch), so offsets 0, B, 2B, ... of one epoch never repeat a row).
-/// states (B, rollout.state_dim), the rest (B); 0 <= offset, offset + B <= rollout.rows.
+/// states (B, rollout.state_dim), the rest (B); 0 <= offset, offset + B <= rollout.rows. Several
+/// agents (agent_seeds, device memory): the rollout's buffers hold each agent's rollout.rows rows
+/// one after the other (ppo::agent_rollout), the outputs each agent's B rows; agent g's minibatch
+/// is drawn with agent_seeds[g] in place of seed.
 inline void ppo_gather(Device& device, View<float> states, View<int> actions, View<float> old_log_probs,
                        View<float> advantages, View<float> returns, View<float> old_values, const ppo::RolloutView& r,
-                       std::uint64_t seed, CounterValue epoch, int offset) {
+                       std::uint64_t seed, CounterValue epoch, int offset, View<const std::uint64_t> agent_seeds = {}) {
     const char* op = "ppo_gather";
+    const std::size_t N = agent_seeds.empty() ? 1 : agent_seeds.size();
     detail::require_positive(static_cast<long long>(actions.size()), op, "the minibatch size");
+    detail::require(actions.size() % N == 0, op,
+                    fmt::format("{} minibatch rows do not split into {} agents", actions.size(), N));
     detail::require_positive(r.rows, op, "rollout.rows");
     detail::require_positive(r.state_dim, op, "rollout.state_dim");
     if (!r.states || !r.actions || !r.log_probs || !r.advantages || !r.returns || !r.values)
         throw std::invalid_argument("ops::ppo_gather: a rollout pointer is null");
-    const std::size_t B = actions.size(), D = static_cast<std::size_t>(r.state_dim),
+    // B, M: each agent's minibatch and rollout rows; the buffers hold N of each.
+    const std::size_t B = actions.size() / N, D = static_cast<std::size_t>(r.state_dim),
                       M = static_cast<std::size_t>(r.rows);
     if (offset < 0 || static_cast<std::size_t>(offset) + B > M)
         throw std::invalid_argument(fmt::format("ops::ppo_gather: rows [{}, {}) lie outside the rollout's {} rows",
                                                 offset, static_cast<long long>(offset) + static_cast<long long>(B), M));
-    detail::require_size(states.size(), B * D, op, "states");
-    detail::require_size(old_log_probs.size(), B, op, "old_log_probs");
-    detail::require_size(advantages.size(), B, op, "advantages");
-    detail::require_size(returns.size(), B, op, "returns");
-    detail::require_size(old_values.size(), B, op, "old_values");
-    detail::checked_int_size(B * D, op);
-    detail::checked_int_size(M * D, op);
+    detail::require_size(states.size(), N * B * D, op, "states");
+    detail::require_size(old_log_probs.size(), N * B, op, "old_log_probs");
+    detail::require_size(advantages.size(), N * B, op, "advantages");
+    detail::require_size(returns.size(), N * B, op, "returns");
+    detail::require_size(old_values.size(), N * B, op, "old_values");
+    detail::checked_int_size(N * B * D, op);
+    detail::checked_int_size(N * M * D, op);
+    const std::size_t NM = N * M;
     detail::require_distinct(op,
                              {detail::range("states", states), detail::range("actions", actions),
                               detail::range("old_log_probs", old_log_probs), detail::range("advantages", advantages),
                               detail::range("returns", returns), detail::range("old_values", old_values),
-                              detail::range("rollout.states", View<const float>(r.states, M * D)),
-                              detail::range("rollout.actions", View<const int>(r.actions, M)),
-                              detail::range("rollout.log_probs", View<const float>(r.log_probs, M)),
-                              detail::range("rollout.advantages", View<const float>(r.advantages, M)),
-                              detail::range("rollout.returns", View<const float>(r.returns, M)),
-                              detail::range("rollout.values", View<const float>(r.values, M))});
+                              detail::range("rollout.states", View<const float>(r.states, NM * D)),
+                              detail::range("rollout.actions", View<const int>(r.actions, NM)),
+                              detail::range("rollout.log_probs", View<const float>(r.log_probs, NM)),
+                              detail::range("rollout.advantages", View<const float>(r.advantages, NM)),
+                              detail::range("rollout.returns", View<const float>(r.returns, NM)),
+                              detail::range("rollout.values", View<const float>(r.values, NM))});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::ppo_gather(*cuda, states, actions, old_log_probs, advantages, returns, old_values, r, seed,
-                                     epoch, offset);
-    cpu_twin::ppo_gather(states, actions, old_log_probs, advantages, returns, old_values, r, seed, epoch, offset);
+                                     epoch, offset, agent_seeds);
+    cpu_twin::ppo_gather(states, actions, old_log_probs, advantages, returns, old_values, r, seed, epoch, offset,
+                         agent_seeds);
 }
 
 /// The PPO loss of a minibatch (ppo::loss_sample): B = actions.size(), logits (B, A),
 /// A = logits.size() / B; values (B) = the critic's current output; old_log_probs, advantages,
 /// returns, old_values (B). d_logits (B, A) and d_values (B) = gradients of the minibatch-mean
 /// total loss; stats (ppo::kPpoLossStats, B), stat k of sample i at k * B + i: policy loss,
-/// value loss, entropy, approx KL, clipped (ppo::LossStat).
+/// value loss, entropy, approx KL, clipped (ppo::LossStat). Several agents (agent_params, device
+/// memory): their minibatches of B / agents rows one after the other, each with its agent's
+/// params (p is then unused) and its own mean (1 / (B / agents)); stat k is then (agents, B /
+/// agents), so that one ops::mean of stats over agents x kPpoLossStats means is stat-major.
 inline void ppo_loss(Device& device, View<float> stats, View<float> d_logits, View<float> d_values,
                      View<const float> logits, View<const float> values, View<const int> actions,
                      View<const float> old_log_probs, View<const float> advantages, View<const float> returns,
-                     View<const float> old_values, const ppo::LossParams& p) {
+                     View<const float> old_values, const ppo::LossParams& p,
+                     View<const ppo::LossParams> agent_params = {}) {
     const char* op = "ppo_loss";
     detail::require_positive(static_cast<long long>(actions.size()), op, "the minibatch size");
     const std::size_t B = actions.size();
+    detail::require(agent_params.empty() || B % agent_params.size() == 0, op,
+                    fmt::format("{} minibatch rows do not split into {} agents", B, agent_params.size()));
     const std::size_t A = detail::columns(logits.size(), B, op, "logits");
     if (!(p.clip >= 0.f) || !std::isfinite(p.clip) || !std::isfinite(p.value_coef) || !std::isfinite(p.entropy_coef))
         throw std::invalid_argument(
@@ -339,9 +367,9 @@ inline void ppo_loss(Device& device, View<float> stats, View<float> d_logits, Vi
              detail::range("returns", returns), detail::range("old_values", old_values)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::ppo_loss(*cuda, stats, d_logits, d_values, logits, values, actions, old_log_probs, advantages,
-                                   returns, old_values, p);
+                                   returns, old_values, p, agent_params);
     cpu_twin::ppo_loss(stats, d_logits, d_values, logits, values, actions, old_log_probs, advantages, returns,
-                       old_values, p);
+                       old_values, p, agent_params);
 }
 
 /// The curiosity forward model's input (n, D + A) = [states row (D) | one-hot(action) (A)],
