@@ -21,25 +21,18 @@
 #include "ops/ppo/ops.hpp"
 
 namespace fh::trainers {
-namespace {
 
-// accum_: sums over the log interval of ...
-constexpr int kAccPolicy = 0, kAccValue = 1, kAccEntropy = 2, kAccKl = 3, kAccClip = 4;  // minibatch means
-// The loss's five means land at kAccPolicy.. in one ops::mean call: the stats' order.
-static_assert(kAccPolicy == ppo::kStatPolicy && kAccValue == ppo::kStatValue && kAccEntropy == ppo::kStatEntropy &&
-              kAccKl == ppo::kStatKl && kAccClip == ppo::kStatClipped && ppo::kPpoLossStats == 5);
-constexpr int kAccGradNorm = 5;                                                           // per update
-constexpr int kAccReward = 6, kAccPenalty = 7, kAccCuriosity = 8, kAccValueMean = 9, kAccReturn = 10;  // per rollout
-constexpr int kAccSize = 11;
-constexpr int kUpdateGroup = kAccGradNorm + 1;          // accum_[0, 6) gets one add per update
-constexpr int kRolloutGroup = kAccSize - kAccReward;    // accum_[6, 11) one per rollout
-/// The losses each update passes to the guard, in order (current_[0, 3)); then the gradient norm.
-constexpr const char* kGuardLossNames[] = {"the policy loss", "the value loss", "the entropy"};
-constexpr int kGuardLosses = static_cast<int>(std::size(kGuardLossNames));
-static_assert(kGuardLosses == kAccEntropy + 1, "the guard reads current_[0, kGuardLosses)");
-static_assert(ppo::kPpoLossStats == kAccClip + 1, "one accumulator per PPO loss statistic");
+using namespace ppo_monitor;
 
-}  // namespace
+double ppo_total_rollouts(const config::Profile& p) {
+    const long long per_rollout = p.experience.gpu_n_episodes * p.experience.gpu_timesteps_per_episode;
+    return static_cast<double>(std::max<long long>(1, p.run.total_steps / std::max<long long>(1, per_rollout)));
+}
+
+float ppo_scheduled_learning_rate(const config::Profile& p, long long rollouts) {
+    return ppo::scheduled_learning_rate(p.training.learning_rate, p.ppo.lr_schedule == "linear" ? 1 : 0,
+                                        ppo_total_rollouts(p), rollouts);
+}
 
 ActorCritic::ActorCritic(const config::Profile& p, int state_dim, int num_actions)
     : layout(),
@@ -121,15 +114,9 @@ PpoTrainer::PpoTrainer(ops::Device& ops, const config::Profile& profile, const e
     env_.reset_all();
 }
 
-// The run's rollouts R: the linear schedule decays from lr at the first to lr / R at the last.
-double PpoTrainer::total_rollouts() const noexcept {
-    return static_cast<double>(std::max<long long>(1, profile_.run.total_steps / progress_per_iteration()));
-}
+double PpoTrainer::total_rollouts() const noexcept { return ppo_total_rollouts(profile_); }
 
-float PpoTrainer::learning_rate() const noexcept {
-    return ppo::scheduled_learning_rate(profile_.training.learning_rate, profile_.ppo.lr_schedule == "linear" ? 1 : 0,
-                                        total_rollouts(), rollouts_);
-}
+float PpoTrainer::learning_rate() const noexcept { return ppo_scheduled_learning_rate(profile_, rollouts_); }
 
 long long PpoTrainer::updates_per_rollout() const noexcept { return profile_.ppo.epochs * profile_.ppo.minibatches; }
 
@@ -395,9 +382,7 @@ void PpoTrainer::restore_counter_values(std::span<const std::int64_t> v) {
     adam_.restore_steps(ops_, updates_);
     if (curiosity_) curiosity_->restore_steps(ops_, v[3]);
     ops_.upload<long long>(rollouts_dev_.view(), std::vector<long long>{rollouts_});
-    rollouts_at_log_ = rollouts_;
-    steps_at_log_ = steps_;
-    updates_at_log_ = updates_;
+    log_marks_ = PpoLogMarks{rollouts_, steps_, updates_};
 }
 
 LogLine PpoTrainer::read_log(double seconds) {
@@ -406,21 +391,28 @@ LogLine PpoTrainer::read_log(double seconds) {
     const auto hist = ops_.to_host(histogram_.cview());
     ops_.fill(accum_.view(), 0.0f);
     ops_.upload<unsigned long long>(histogram_.view(), std::vector<unsigned long long>(hist.size(), 0));
+    return ppo_log_line(profile_, acc, g, hist, PpoLogMarks{rollouts_, steps_, updates_}, n_envs_, seconds, log_marks_);
+}
 
-    const double n_up = static_cast<double>(std::max<long long>(1, updates_ - updates_at_log_));
-    const double n_roll = static_cast<double>(std::max<long long>(1, rollouts_ - rollouts_at_log_));
+LogLine ppo_log_line(const config::Profile& profile, std::span<const float> acc, const nn::GuardState& g,
+                     std::span<const unsigned long long> hist, const PpoLogMarks& now, int n_envs, double seconds,
+                     PpoLogMarks& marks) {
+    if (acc.size() != static_cast<std::size_t>(kAccSize))
+        throw std::logic_error(fmt::format("PPO log: {} accumulators, expected {}", acc.size(), kAccSize));
+    const double n_up = static_cast<double>(std::max<long long>(1, now.updates - marks.updates));
+    const double n_roll = static_cast<double>(std::max<long long>(1, now.rollouts - marks.rollouts));
     seconds = std::max(1e-9, seconds);
-    const double env_steps_per_s = static_cast<double>((steps_ - steps_at_log_) * n_envs_) / seconds;
-    const double updates_per_s = static_cast<double>(updates_ - updates_at_log_) / seconds;
-    const auto& pp = profile_.ppo;
+    const double env_steps_per_s = static_cast<double>((now.steps - marks.steps) * n_envs) / seconds;
+    const double updates_per_s = static_cast<double>(now.updates - marks.updates) / seconds;
+    const auto& pp = profile.ppo;
     const double policy = acc[kAccPolicy] / n_up, value = acc[kAccValue] / n_up, entropy = acc[kAccEntropy] / n_up;
     const double loss = policy + pp.value_coef * value - pp.entropy_coef * entropy;
     LogLine line;
     line.json = io::json::object({
-        {"step", steps_},
-        {"env_steps", steps_ * n_envs_},
-        {"updates", updates_},
-        {"rollouts", rollouts_},
+        {"step", now.steps},
+        {"env_steps", now.steps * n_envs},
+        {"updates", now.updates},
+        {"rollouts", now.rollouts},
         {"losses/loss", loss},
         {"losses/policy", policy},
         {"losses/value", value},
@@ -428,28 +420,26 @@ LogLine PpoTrainer::read_log(double seconds) {
         {"charts/approx_kl", acc[kAccKl] / n_up},
         {"charts/clip_fraction", acc[kAccClip] / n_up},
         {"charts/grad_norm", acc[kAccGradNorm] / n_up},
-        {"charts/learning_rate", learning_rate()},
+        {"charts/learning_rate", ppo_scheduled_learning_rate(profile, now.rollouts)},
         {"charts/skipped_updates", g.bad_total},
         {"rollout/reward", acc[kAccReward] / n_roll},
         {"rollout/diversity_penalty", acc[kAccPenalty] / n_roll},
         {"rollout/curiosity", acc[kAccCuriosity] / n_roll},
         {"rollout/value", acc[kAccValueMean] / n_roll},
         {"rollout/return", acc[kAccReturn] / n_roll},
-        {"charts/action_histogram", io::json::array_of<unsigned long long>(hist)},
+        {"charts/action_histogram", io::json::array_of<unsigned long long>(std::vector<unsigned long long>(hist.begin(), hist.end()))},
         {"perf/env_steps_per_s", env_steps_per_s},
         {"perf/updates_per_s", updates_per_s},
     });
     line.text = fmt::format("step {:>9} env steps | loss {:.4f} (policy {:+.4f}, value {:.4f}, entropy {:.3f}) | kl "
                             "{:.4f} | reward {:+.4f} | {:.3g} env steps/s, {:.3g} updates/s",
-                            steps_ * n_envs_, loss, policy, value, entropy, acc[kAccKl] / n_up,
+                            now.steps * n_envs, loss, policy, value, entropy, acc[kAccKl] / n_up,
                             acc[kAccReward] / n_roll, env_steps_per_s, updates_per_s);
     line.loss = loss;
     line.env_steps_per_s = env_steps_per_s;
     line.updates_per_s = updates_per_s;
-    rollouts_at_log_ = rollouts_;
-    steps_at_log_ = steps_;
-    updates_at_log_ = updates_;
-    throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,
+    marks = now;
+    throw_if_diverged(g, profile.training.max_bad_updates, kGuardLossNames,
                       "Lower training.learning_rate or training.grad_clip_norm, or check the data.");
     return line;
 }

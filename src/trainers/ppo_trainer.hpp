@@ -9,12 +9,15 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "abi/nn_guard.h"
 #include "config/profile.hpp"
+#include "math/ppo.h"
 #include "env/vec_env.hpp"
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
@@ -35,6 +38,42 @@ struct ActorCritic {
     ActorCritic(const config::Profile& profile, int state_dim, int num_actions);
 };
 
+
+/// The monitor's sums (accumulators, kAccSize floats: a checkpoint's "monitor/accumulators"): the
+/// five loss means and the gradient norm are added once per update, the rollout's statistics once
+/// per rollout; a log line divides them by the updates and rollouts since the last.
+namespace ppo_monitor {
+inline constexpr int kAccPolicy = 0, kAccValue = 1, kAccEntropy = 2, kAccKl = 3, kAccClip = 4;  // minibatch means
+// The loss's five means land at kAccPolicy.. in one ops::mean call: the stats' order.
+static_assert(kAccPolicy == ppo::kStatPolicy && kAccValue == ppo::kStatValue && kAccEntropy == ppo::kStatEntropy &&
+              kAccKl == ppo::kStatKl && kAccClip == ppo::kStatClipped && ppo::kPpoLossStats == 5);
+inline constexpr int kAccGradNorm = 5;  // per update
+inline constexpr int kAccReward = 6, kAccPenalty = 7, kAccCuriosity = 8, kAccValueMean = 9, kAccReturn = 10;  // per rollout
+inline constexpr int kAccSize = 11;
+inline constexpr int kUpdateGroup = kAccGradNorm + 1;        // [0, 6) gets one add per update
+inline constexpr int kRolloutGroup = kAccSize - kAccReward;  // [6, 11) one per rollout
+/// The losses each update passes to the guard, in order; then the gradient norm.
+inline constexpr const char* kGuardLossNames[] = {"the policy loss", "the value loss", "the entropy"};
+inline constexpr int kGuardLosses = static_cast<int>(std::size(kGuardLossNames));
+static_assert(kGuardLosses == kAccEntropy + 1, "the guard reads the first kGuardLosses statistics");
+static_assert(ppo::kPpoLossStats == kAccClip + 1, "one accumulator per PPO loss statistic");
+}  // namespace ppo_monitor
+
+/// A PPO run's counters at a log line (the last line's marks: what the next divides by).
+struct PpoLogMarks {
+    long long rollouts = 0, steps = 0, updates = 0;
+};
+
+/// The log line of a PPO run (PpoTrainer's, and a batched population's agents'): the monitor's
+/// sums `acc` (ppo_monitor::kAccSize) over the interval since `marks`, the guard, the action
+/// histogram, the counters now; marks becomes now. Throws TrainingDiverged as the guard says.
+LogLine ppo_log_line(const config::Profile& profile, std::span<const float> acc, const nn::GuardState& guard,
+                     std::span<const unsigned long long> histogram, const PpoLogMarks& now, int n_envs, double seconds,
+                     PpoLogMarks& marks);
+/// The rollouts of a run (total_steps over a rollout's env steps, at least 1) and the learning
+/// rate of rollout `rollouts` (ppo.lr_schedule: constant, or linear from lr down to lr / R).
+double ppo_total_rollouts(const config::Profile& profile);
+float ppo_scheduled_learning_rate(const config::Profile& profile, long long rollouts);
 
 class PpoTrainer final : public Trainer {
 public:
@@ -112,7 +151,7 @@ private:
     SoftmaxGreedyPolicy policy_;
     std::optional<CuriosityModel> curiosity_;  ///< ppo.curiosity: the forward model (n_envs rows per step)
     long long rollouts_ = 0, steps_ = 0, updates_ = 0;
-    long long updates_at_log_ = 0, steps_at_log_ = 0, rollouts_at_log_ = 0;
+    PpoLogMarks log_marks_;
 
     ops::Buffer<float> params_, grads_;
     AdamState adam_;

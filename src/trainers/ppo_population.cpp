@@ -1,0 +1,502 @@
+/// @file ppo_population.cpp
+/// @brief PpoTrainer's iteration for N agents at once: the same ops in the same order, each step's
+///        and each update's launched once over [agents][...] buffers (docs/sweeps.md).
+#include "trainers/ppo_population.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <stdexcept>
+#include <tuple>
+
+#include "nn/init.hpp"
+#include "ops/nn/ops.hpp"
+#include "ops/ppo/ops.hpp"
+#include "trainers/setup.hpp"
+#include "util/errors.hpp"
+
+namespace fh::trainers {
+
+using namespace ppo_monitor;
+
+std::string PpoPopulation::unsupported(const config::Profile& p, const config::Profile& first) {
+    if (p.run.trainer != "ppo") return fmt::format("run.trainer = \"{}\" (only ppo)", p.run.trainer);
+    if (!p.eval.deterministic) return "eval.deterministic = false";
+    if (p.ppo.curiosity) return "ppo.curiosity = true";
+    // What the agents share: the networks, the rollout's shape, the updates' schedule and mode.
+    const auto shape = [](const config::Profile& q) {
+        return std::tie(q.ppo.hidden, q.experience.gpu_n_episodes, q.experience.gpu_timesteps_per_episode,
+                        q.ppo.epochs, q.ppo.minibatches, q.ppo.clip_value, q.ppo.diversity_window,
+                        q.ppo.diversity_coef, q.ppo.lr_schedule, q.training.grad_clip_norm, q.run.total_steps,
+                        q.gpu.tf32);
+    };
+    if (shape(p) != shape(first))
+        return "a shape (ppo.hidden, experience.gpu_n_episodes, experience.gpu_timesteps_per_episode, ppo.epochs, "
+               "ppo.minibatches, ppo.clip_value, ppo.diversity_window, ppo.diversity_coef, ppo.lr_schedule, "
+               "training.grad_clip_norm, run.total_steps or gpu.tf32) differs from the first agent's";
+    if (env_without_seed(trainers::env_params(p, 1)) != env_without_seed(trainers::env_params(first, 1)))
+        return "the environment ([instrument] or [env]) differs from the first agent's";
+    return "";
+}
+
+namespace {
+
+// The first agent's environment parameters once every agent is checked (the population's
+// environments share them but for the seed, which abi::EnvAgent carries).
+env::EnvParams checked_env_params(const std::vector<config::Profile>& agents,
+                                  const std::vector<const env::DeviceMarket*>& markets) {
+    const config::Profile& first = first_agent(agents, markets, "PPO");
+    for (std::size_t i = 0; i < agents.size(); ++i) {
+        const std::string why = PpoPopulation::unsupported(agents[i], first);
+        if (!why.empty())
+            throw UsageError(fmt::format("agent {} cannot train in a batched PPO population: {}", i, why));
+        if (markets[i]->market_dim() != markets.front()->market_dim())
+            throw UsageError(fmt::format("agent {}'s market has {} features, the first agent's {}", i,
+                                         markets[i]->market_dim(), markets.front()->market_dim()));
+        require_greedy_evaluation(agents[i]);
+    }
+    return trainers::env_params(first, markets.front()->market_dim());
+}
+
+std::vector<std::uint64_t> seeds_of(const std::vector<config::Profile>& agents) {
+    std::vector<std::uint64_t> seeds;
+    for (const auto& p : agents) seeds.push_back(static_cast<std::uint64_t>(p.run.seed));
+    return seeds;
+}
+
+}  // namespace
+
+PpoPopulation::PpoPopulation(ops::Device& ops, const std::vector<config::Profile>& agents,
+                             const std::vector<const env::DeviceMarket*>& markets)
+    : ops_(ops),
+      profiles_(agents),
+      markets_(markets),
+      agents_((first_agent(agents, markets, "PPO"), static_cast<int>(agents.size()))),
+      n_envs_(static_cast<int>(agents.front().experience.gpu_n_episodes)),
+      horizon_(static_cast<int>(agents.front().experience.gpu_timesteps_per_episode)),
+      num_actions_(static_cast<int>(agents.front().num_actions())),
+      state_dim_(checked_env_params(agents, markets).state_dim),
+      batch_(static_cast<int>(static_cast<long long>(n_envs_) * horizon_ / agents.front().ppo.minibatches)),
+      window_(static_cast<int>(agents.front().ppo.diversity_window)),
+      epochs_(agents.front().ppo.epochs),
+      minibatches_(agents.front().ppo.minibatches),
+      net_(agents.front(), state_dim_, num_actions_),
+      env_(ops, markets, seeds_of(agents), env::Split::train, checked_env_params(agents, markets), n_envs_),
+      trunc_read_(ops, agents.size()) {
+    if (batch_ < 1) throw UsageError("ppo.minibatches exceeds the rollout's transitions");
+    for (std::size_t i = 0; i < agents.size(); ++i)
+        env_params_.push_back(trainers::env_params(agents[i], markets[i]->market_dim()));
+    const std::size_t N = agents.size(), n = static_cast<std::size_t>(n_envs_), P = params();
+    const std::size_t M = n * static_cast<std::size_t>(horizon_), D = static_cast<std::size_t>(state_dim_),
+                      A = static_cast<std::size_t>(num_actions_), B = static_cast<std::size_t>(batch_),
+                      W = static_cast<std::size_t>(window_);
+    const std::size_t portfolio_dim = D - static_cast<std::size_t>(env_params_.front().market_dim);
+
+    // Per agent: seeds, loss coefficients (its learning rate: ppo_learning_rate, every rollout).
+    seeds_ = ops.from_host<std::uint64_t>(seeds_of(agents));
+    std::vector<ppo::LossParams> loss;
+    for (const auto& p : agents)
+        loss.push_back(ppo::LossParams{static_cast<float>(p.ppo.clip), static_cast<float>(p.ppo.value_coef),
+                                       static_cast<float>(p.ppo.entropy_coef), p.ppo.clip_value ? 1 : 0});
+    loss_params_ = ops.from_host<ppo::LossParams>(loss);
+    lr_ = ops.alloc<float>(N);
+    ops.fill(lr_.view(), 0.0f);
+
+    // Parameters as PpoTrainer initialises them, agent by agent (the padding zero).
+    params_ = ops.alloc<float>(N * P);
+    ops.fill(params_.view(), 0.0f);
+    for (std::size_t i = 0; i < N; ++i)
+        nn::init_params(ops, params_.view().subview(i * P, P), net_.layout, static_cast<std::uint64_t>(agents[i].run.seed));
+    for (auto* b : {&grads_, &m_, &v_}) {
+        *b = ops.alloc<float>(N * P);
+        ops.fill(b->view(), 0.0f);
+    }
+
+    r_states_ = ops.alloc<float>(N * M * D);
+    for (auto* b : {&r_logp_, &r_values_, &r_next_values_, &r_rewards_, &r_adv_, &r_returns_, &r_penalty_})
+        *b = ops.alloc<float>(N * M);
+    ops.fill(r_penalty_.view(), 0.0f);
+    zeros_ = ops.alloc<float>(M);
+    ops.fill(zeros_.view(), 0.0f);
+    r_actions_ = ops.alloc<int>(N * M);
+    r_done_ = ops.alloc<std::uint8_t>(N * M);
+    step_actions_ = ops.alloc<int>(2 * N * n);
+    step_logp_ = ops.alloc<float>(2 * N * n);
+    step_rewards_ = ops.alloc<float>(N * n);
+    step_penalty_ = ops.alloc<float>(N * n);
+    // Truncated episodes: at most one per rollout row of each agent.
+    trunc_rows_ = ops.alloc<int>(N * M);
+    trunc_bars_ = ops.alloc<int>(N * M);
+    trunc_portfolio_ = ops.alloc<float>(N * M * portfolio_dim);
+    trunc_count_ = ops.from_host<int>(std::vector<int>(N, 0));
+    trunc_states_ = ops.alloc<float>(n * D);
+    ops.fill(trunc_states_.view(), 0.0f);  // the critic's padded passes read rows past the count
+
+    div_window_ = ops.from_host<int>(std::vector<int>(N * n * W, 0));
+    div_counts_ = ops.from_host<int>(std::vector<int>(N * n * A, 0));
+
+    mb_states_ = ops.alloc<float>(N * B * D);
+    for (auto* b : {&mb_old_logp_, &mb_adv_, &mb_returns_, &mb_old_values_, &mb_d_values_}) *b = ops.alloc<float>(N * B);
+    mb_stats_ = ops.alloc<float>(static_cast<std::size_t>(ppo::kPpoLossStats) * N * B);
+    mb_d_logits_ = ops.alloc<float>(N * B * A);
+    mb_actions_ = ops.alloc<int>(N * B);
+
+    current_ = ops.alloc<float>(static_cast<std::size_t>(kUpdateGroup) * N);
+    rollout_current_ = ops.alloc<float>(static_cast<std::size_t>(kRolloutGroup) * N);
+    accum_ = ops.alloc<float>(static_cast<std::size_t>(kAccSize) * N);
+    norm_scratch_ = ops.alloc<float>(N * ops::norm_guard_scratch_size());
+    for (auto* b : {&current_, &rollout_current_, &accum_, &norm_scratch_}) ops.fill(b->view(), 0.0f);  // tickets zero
+    normalize_scratch_ = ops.alloc<float>(ops::normalize_scratch_size());
+    gate_ = ops.from_host<int>(std::vector<int>(N, 0));
+    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>(N, nn::GuardState{0, 0, -1, 0, 0}));
+    histogram_ = ops.from_host<unsigned long long>(std::vector<unsigned long long>(N * A, 0));
+    rollouts_dev_ = ops.from_host<long long>(std::vector<long long>{0});
+
+    ws_actor_step_ = net_.actor.make_workspace(ops, agents_ * n_envs_);
+    ws_critic_step_ = net_.critic.make_workspace(ops, agents_ * n_envs_);
+    ws_critic_trunc_ = net_.critic.make_workspace(ops, n_envs_);
+    ws_actor_mb_ = net_.actor.make_workspace(ops, agents_ * batch_);
+    ws_critic_mb_ = net_.critic.make_workspace(ops, agents_ * batch_);
+    env_.reset_all();
+}
+
+template <class T>
+void PpoPopulation::store_step(ops::Buffer<T>& rollout, int t, ops::View<const T> step, std::size_t width) {
+    const std::size_t N = static_cast<std::size_t>(agents_), n = static_cast<std::size_t>(n_envs_) * width;
+    const std::size_t M = n * static_cast<std::size_t>(horizon_);  // an agent's rollout, in elements
+    ops_.copy_strided<T>(rollout.view().subview(static_cast<std::size_t>(t) * n, (N - 1) * M + n), M, step, n, n, N);
+}
+
+ops::CounterValue PpoPopulation::collection_step(int t) const {
+    return ops::counter_value(rollouts_dev_.cview(), horizon_, t);
+}
+
+void PpoPopulation::iterate() {
+    collect_rollout();
+    const long long per = updates_per_rollout();
+    std::uint32_t inject = 0;
+    for (long long i = 1; i <= per; ++i) inject |= members_.nan_mask(rollouts_ * per + i);
+    update_from_rollout(inject);
+}
+
+void PpoPopulation::issue_rollout() {
+    ops_.run_sequence(rollout_sequence_, [this] { rollout_ops(); });
+    trunc_read_.start(trunc_count_.cview());
+    rollout_issued_ = true;
+}
+
+void PpoPopulation::collect_rollout() {
+    if (!rollout_issued_) issue_rollout();
+    rollout_issued_ = false;
+    bootstrap_truncated();
+    ops_.run_sequence(advantage_sequence_, [this] { advantage_ops(); });
+}
+
+// PpoTrainer::rollout_ops for every agent.
+void PpoPopulation::rollout_ops() {
+    const std::size_t xs = static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(state_dim_);
+    const std::size_t P = params();
+    ops_.run_concurrently(
+        [&] {
+            const auto v = net_.critic.forward_batched(ops_, params_.cview(), P, env_.states(), xs, n_envs_, agents_,
+                                                       ws_critic_step_);
+            store_step(r_values_, 0, v);
+            store_step(r_states_, 0, env_.states(), static_cast<std::size_t>(state_dim_));
+        },
+        [&] { sample_actions(0); });
+    for (int t = 0; t < horizon_; ++t) rollout_step(t);
+}
+
+// The actor on every agent's states at step t: actions and log-probabilities (into the step's set
+// t % 2, then the rollouts' row t), the histograms.
+void PpoPopulation::sample_actions(int t) {
+    const std::size_t Nn = static_cast<std::size_t>(agents_) * static_cast<std::size_t>(n_envs_);
+    const std::size_t xs = static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(state_dim_);
+    const std::size_t set = static_cast<std::size_t>(t % 2) * Nn;
+    const auto actions = step_actions_.view().subview(set, Nn);
+    const auto logp = step_logp_.view().subview(set, Nn);
+    const auto logits =
+        net_.actor.forward_batched(ops_, params_.cview(), params(), env_.states(), xs, n_envs_, agents_, ws_actor_step_);
+    fh::ops::ppo_sample(ops_, actions, logp, logits, num_actions_, static_cast<std::uint64_t>(profiles_.front().run.seed),
+                        collection_step(t), seeds_.cview());
+    fh::ops::action_histogram(ops_, histogram_.view(), actions, num_actions_, agents_);
+    store_step(r_actions_, t, ops::View<const int>(actions));
+    store_step(r_logp_, t, ops::View<const float>(logp));
+}
+
+// PpoTrainer::rollout_step for every agent: the environments' step, then the critic, the actor's
+// next step and the stores, reward terms and truncated episodes beside each other.
+void PpoPopulation::rollout_step(int t) {
+    const std::size_t Nn = static_cast<std::size_t>(agents_) * static_cast<std::size_t>(n_envs_);
+    const std::size_t xs = static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(state_dim_);
+    const bool last = t + 1 == horizon_;
+    const auto actions = step_actions_.cview().subview(static_cast<std::size_t>(t % 2) * Nn, Nn);
+    const auto& first = profiles_.front().ppo;
+
+    env_.step(actions);
+    store_step(r_done_, t, env_.done());
+    const auto critic = [&] {
+        const auto v = net_.critic.forward_batched(ops_, params_.cview(), params(), last ? env_.next_states() : env_.states(),
+                                                   xs, n_envs_, agents_, ws_critic_step_);
+        store_step(r_next_values_, t, v);
+        if (!last) store_step(r_values_, t + 1, v);
+    };
+    // The reward less the diversity penalty (PpoTrainer subtracts it from the stored reward: the
+    // same floats), and the penalty.
+    const auto reward_terms = [&] {
+        if (first.diversity_coef > 0) {
+            fh::ops::ppo_diversity(ops_, div_window_.view(), div_counts_.view(), step_penalty_.view(), actions,
+                                   num_actions_, window_, static_cast<float>(first.diversity_coef), collection_step(t));
+            ops_.copy(step_rewards_.view(), env_.rewards());
+            ops_.saxpy(step_rewards_.view(), -1.0f, step_penalty_.cview());
+            store_step(r_rewards_, t, step_rewards_.cview());
+            store_step(r_penalty_, t, step_penalty_.cview());
+        } else {
+            store_step(r_rewards_, t, env_.rewards());
+        }
+    };
+    if (last) return ops_.run_concurrently(critic, reward_terms);
+    ops_.run_concurrently(critic, [&] { sample_actions(t + 1); }, [&] {
+        store_step(r_states_, t + 1, env_.states(), static_cast<std::size_t>(state_dim_));
+        reward_terms();
+        fh::ops::ppo_collect_truncated(ops_, trunc_rows_.view(), trunc_bars_.view(), trunc_portfolio_.view(),
+                                       trunc_count_.view(), env_.next_states(), env_.info(), env_.done(),
+                                       env_params_.front().market_dim, t * n_envs_, t == 0, agents_);
+    });
+}
+
+// PpoTrainer::bootstrap_truncated per agent: its critic on its truncated episodes' terminal
+// observations (its market's features), in passes of its single run's shapes.
+void PpoPopulation::bootstrap_truncated() {
+    const std::vector<int> counts = trunc_read_.wait();
+    const std::size_t n = static_cast<std::size_t>(n_envs_), M = n * static_cast<std::size_t>(horizon_);
+    const std::size_t D = static_cast<std::size_t>(state_dim_), P = params();
+    const int market_dim = env_params_.front().market_dim;
+    const std::size_t PD = D - static_cast<std::size_t>(market_dim);
+    for (std::size_t g = 0; g < counts.size(); ++g) {
+        const int count = counts[g];
+        if (count < 0 || static_cast<std::size_t>(count) > M)
+            throw std::logic_error(fmt::format("PPO population rollout: agent {}: {} truncated episodes in {} rows", g,
+                                               count, M));
+        const env::MarketView market = markets_[g]->view(env::Split::train);
+        const ops::View<const float> features(
+            market.features, static_cast<std::size_t>(market.n_bars) * static_cast<std::size_t>(market_dim));
+        const auto params = params_.cview().subview(g * P, P);
+        for (int first = 0; first < count; first += n_envs_) {
+            const std::size_t row = g * M + static_cast<std::size_t>(first);
+            const int rows = std::min(n_envs_, count - first);
+            const std::size_t r = static_cast<std::size_t>(rows);
+            const int pass =
+                std::min(n_envs_, static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(rows, 64)))));
+            fh::ops::ppo_terminal_observations(ops_, trunc_states_.view().subview(0, r * D),
+                                               trunc_bars_.cview().subview(row, r),
+                                               trunc_portfolio_.cview().subview(row * PD, r * PD), features, market_dim);
+            const auto v = net_.critic.infer(ops_, params, trunc_states_.cview().subview(0, static_cast<std::size_t>(pass) * D),
+                                             pass, ws_critic_trunc_);
+            fh::ops::ppo_scatter_values(ops_, r_next_values_.view().subview(g * M, M), v.subview(0, r),
+                                        trunc_rows_.cview().subview(row, r));
+        }
+    }
+}
+
+// PpoTrainer::advantage_ops per agent (its gamma and lambda).
+void PpoPopulation::advantage_ops() {
+    const std::size_t M = static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(horizon_);
+    const std::size_t R = static_cast<std::size_t>(kRolloutGroup), S = static_cast<std::size_t>(kAccSize);
+    for (std::size_t g = 0; g < static_cast<std::size_t>(agents_); ++g) {
+        const auto& p = profiles_[g];
+        const auto acc = rollout_current_.view().subview(g * R, R);
+        const auto at = [&](int k) { return acc.subview(static_cast<std::size_t>(k - kAccReward), 1); };
+        const auto own = [&](ops::Buffer<float>& b) { return b.view().subview(g * M, M); };
+        ops_.mean(at(kAccReward), own(r_rewards_));
+        ops_.mean(at(kAccPenalty), own(r_penalty_));
+        ops_.mean(at(kAccCuriosity), zeros_.cview());
+        ops_.mean(at(kAccValueMean), own(r_values_));
+        fh::ops::ppo_gae(ops_, own(r_adv_), own(r_returns_), own(r_rewards_), own(r_values_), own(r_next_values_),
+                         r_done_.cview().subview(g * M, M), static_cast<float>(p.training.gamma),
+                         static_cast<float>(p.ppo.gae_lambda), horizon_);
+        ops_.mean(at(kAccReturn), own(r_returns_));
+        ops_.saxpy(accum_.view().subview(g * S + static_cast<std::size_t>(kAccReward), R), 1.0f, acc);
+        fh::ops::normalize(ops_, own(r_adv_), normalize_scratch_.view());
+    }
+}
+
+void PpoPopulation::update_from_rollout(std::uint32_t inject_nan) {
+    if (rollout_issued_) throw std::logic_error("PPO population: an update while a rollout is issued but not completed");
+    if (inject_nan != 0) update_ops(inject_nan);  // tests: never captured
+    else ops_.run_sequence(update_sequence_, [this] { update_ops(0); });
+    ++rollouts_;
+}
+
+// PpoTrainer::update_ops for every agent: each agent's scheduled learning rate, the epochs of
+// minibatch updates, then the rollout count.
+void PpoPopulation::update_ops(std::uint32_t inject_nan) {
+    for (int g = 0; g < agents_; ++g) {
+        const auto& p = profiles_[static_cast<std::size_t>(g)];
+        fh::ops::ppo_learning_rate(ops_, lr_.view().subview(static_cast<std::size_t>(g), 1), p.training.learning_rate,
+                                   p.ppo.lr_schedule == "linear", ppo_total_rollouts(p),
+                                   ops::counter_value(rollouts_dev_.cview()));
+    }
+    for (int e = 0; e < static_cast<int>(epochs_); ++e)
+        for (int k = 0; k < static_cast<int>(minibatches_); ++k) minibatch_update(e, k, inject_nan);
+    ops_.increment(rollouts_dev_.view());
+}
+
+// PpoTrainer::minibatch_update for every agent: agent a's minibatch k of epoch e from its rollout
+// with its seed, its loss with its coefficients, its norm, guard and Adam step.
+void PpoPopulation::minibatch_update(int epoch, int minibatch, std::uint32_t inject_nan) {
+    const long long index = epoch * minibatches_ + minibatch + 1;  // 1-based, within the rollout
+    const auto update = ops::counter_value(rollouts_dev_.cview(), updates_per_rollout(), index);
+    const int N = agents_, B = batch_;
+    const std::size_t Ns = static_cast<std::size_t>(N), P = params(), Bs = static_cast<std::size_t>(B);
+    const std::size_t D = static_cast<std::size_t>(state_dim_);
+    const ppo::RolloutView rollout{r_states_.cview().data(), r_actions_.cview().data(), r_logp_.cview().data(),
+                                   r_adv_.cview().data(),    r_returns_.cview().data(), r_values_.cview().data(),
+                                   n_envs_ * horizon_,       state_dim_};
+    fh::ops::ppo_gather(ops_, mb_states_.view(), mb_actions_.view(), mb_old_logp_.view(), mb_adv_.view(),
+                        mb_returns_.view(), mb_old_values_.view(), rollout,
+                        static_cast<std::uint64_t>(profiles_.front().run.seed),
+                        ops::counter_value(rollouts_dev_.cview(), epochs_, epoch), minibatch * B, seeds_.cview());
+    ops::View<const float> logits, values;
+    ops_.run_concurrently(
+        [&] {
+            values = net_.critic.forward_batched(ops_, params_.cview(), P, mb_states_.cview(), Bs * D, B, N, ws_critic_mb_);
+        },
+        [&] {
+            logits = net_.actor.forward_batched(ops_, params_.cview(), P, mb_states_.cview(), Bs * D, B, N, ws_actor_mb_);
+        });
+    const auto& pp = profiles_.front().ppo;
+    fh::ops::ppo_loss(ops_, mb_stats_.view(), mb_d_logits_.view(), mb_d_values_.view(), logits, values,
+                      mb_actions_.cview(), mb_old_logp_.cview(), mb_adv_.cview(), mb_returns_.cview(),
+                      mb_old_values_.cview(),
+                      ppo::LossParams{static_cast<float>(pp.clip), static_cast<float>(pp.value_coef),
+                                      static_cast<float>(pp.entropy_coef), pp.clip_value ? 1 : 0},
+                      loss_params_.cview());
+    // The statistics stat-major: stat k of agent a at k N + a (one mean launch for all).
+    const auto cur = current_.view();
+    const long long u = rollouts_ * updates_per_rollout() + index;
+    ops_.run_concurrently(
+        [&] {
+            ops_.mean(cur.subview(0, static_cast<std::size_t>(ppo::kPpoLossStats) * Ns), mb_stats_.cview());
+            if (inject_nan != 0) {
+                const std::uint32_t mask = members_.nan_mask(u);
+                for (int a = 0; a < N && a < 32; ++a)
+                    if (mask & (1u << a))
+                        ops_.fill(cur.subview(static_cast<std::size_t>(kAccPolicy) * Ns + static_cast<std::size_t>(a), 1),
+                                  std::numeric_limits<float>::quiet_NaN());
+            }
+            net_.critic.backward_batched(ops_, params_.cview(), grads_.view(), mb_d_values_.view(), {}, ws_critic_mb_,
+                                         false);
+        },
+        [&] {
+            net_.actor.backward_batched(ops_, params_.cview(), grads_.view(), mb_d_logits_.view(), {}, ws_actor_mb_,
+                                        false);
+        });
+    fh::ops::norm_and_guard_agents(ops_, N, grads_.cview(), norm_scratch_.view(), gate_.view(), guard_.view(), cur,
+                                   kGuardLosses, kAccGradNorm, update, accum_.view(), kAccSize);
+    ops::AdamParams adam;
+    adam.clip_norm = static_cast<float>(profiles_.front().training.grad_clip_norm);
+    fh::ops::adam_step_agents(ops_, N, params_.view(), m_.view(), v_.view(), grads_.cview(),
+                              current_.cview().subview(static_cast<std::size_t>(kAccGradNorm) * Ns, Ns), gate_.cview(),
+                              update, adam, lr_.cview());
+}
+
+void PpoPopulation::restore_rollouts(long long rollouts) {
+    if (!restored_) {
+        if (rollouts_ != 0) throw std::logic_error("PpoPopulation::restore_rollouts after the population trained");
+        rollouts_ = rollouts;
+        restored_ = true;
+        ops_.upload<long long>(rollouts_dev_.view(), std::vector<long long>{rollouts});
+    } else if (rollouts != rollouts_) {
+        throw UsageError(fmt::format("an agent of a batched population continues from rollout {}, another from rollout "
+                                     "{}; resume with run.population_batching = \"off\"",
+                                     rollouts, rollouts_));
+    }
+}
+
+std::unique_ptr<Trainer> PpoPopulation::agent(int i) { return std::make_unique<PpoPopulationAgent>(shared_from_this(), i); }
+
+PpoPopulation::AgentState PpoPopulation::agent_state(int agent) {
+    if (agent < 0 || agent >= agents_) throw std::out_of_range("PpoPopulation::agent_state");
+    const std::size_t a = static_cast<std::size_t>(agent), P = params(), n = static_cast<std::size_t>(n_envs_);
+    const std::size_t D = static_cast<std::size_t>(state_dim_), A = static_cast<std::size_t>(num_actions_),
+                      W = static_cast<std::size_t>(window_), S = static_cast<std::size_t>(kAccSize);
+    const auto env = env_.persistent();
+    return AgentState{params_.view().subview(a * P, P),
+                      m_.view().subview(a * P, P),
+                      v_.view().subview(a * P, P),
+                      accum_.view().subview(a * S, S),
+                      env.state.subview(a * n, n),
+                      env.portfolio.subview(a * n * env::PORTFOLIO_STRIDE, n * env::PORTFOLIO_STRIDE),
+                      env.states.subview(a * n * D, n * D),
+                      div_window_.view().subview(a * n * W, n * W),
+                      div_counts_.view().subview(a * n * A, n * A),
+                      guard_.view().subview(a, 1),
+                      histogram_.view().subview(a * A, A)};
+}
+
+PpoPopulationAgent::PpoPopulationAgent(std::shared_ptr<PpoPopulation> population, int agent)
+    : population_(std::move(population)),
+      agent_(agent),
+      state_(population_->agent_state(agent)),
+      env_params_(population_->env_params(agent)),
+      policy_(population_->network().actor, population_->network().layout.total()) {
+    population_->members_.join(this);
+}
+
+PpoPopulationAgent::~PpoPopulationAgent() { population_->members_.leave(this); }
+
+void PpoPopulationAgent::iterate() {
+    PopulationAgents<PpoPopulationAgent>::advance(*population_, population_->rollouts(), rollouts_);
+    ++rollouts_;
+}
+
+LogLine PpoPopulationAgent::read_log(double seconds) {
+    ops::Device& ops = population_->device();
+    const auto acc = ops.to_host(ops::View<const float>(state_.accumulators));  // synchronises
+    const nn::GuardState g = ops.to_host(ops::View<const nn::GuardState>(state_.guard))[0];
+    const auto hist = ops.to_host(ops::View<const unsigned long long>(state_.histogram));
+    ops.fill(state_.accumulators, 0.0f);
+    ops.upload<unsigned long long>(state_.histogram, std::vector<unsigned long long>(hist.size(), 0));
+    const PpoLogMarks now{rollouts_, rollouts_ * population_->horizon(), updates()};
+    return ppo_log_line(population_->profile(agent_), acc, g, hist, now, population_->n_envs(), seconds, log_marks_);
+}
+
+// PpoTrainer::state_tensors' names, shapes and order (without curiosity, which a batched
+// population does not take): an agent's checkpoint is a single run's.
+std::vector<StateTensor> PpoPopulationAgent::state_tensors() {
+    const auto P = static_cast<std::int64_t>(state_.params.size());
+    const auto D = static_cast<std::int64_t>(env_params_.state_dim);
+    const auto n = static_cast<std::int64_t>(population_->n_envs());
+    const auto A = static_cast<std::int64_t>(state_.histogram.size());
+    return {state_tensor("params/online", "F32", {P}, state_.params),
+            state_tensor("adam/m", "F32", {P}, state_.m),
+            state_tensor("adam/v", "F32", {P}, state_.v),
+            state_tensor("env/state", "U8", {n, static_cast<std::int64_t>(sizeof(env::EnvState))}, state_.env_state),
+            state_tensor("env/portfolio", "F32", {n, env::PORTFOLIO_STRIDE}, state_.env_portfolio),
+            state_tensor("env/states", "F32", {n, D}, state_.env_states),
+            state_tensor("diversity/window", "I32", {n, static_cast<std::int64_t>(state_.diversity_window.size()) / n},
+                         state_.diversity_window),
+            state_tensor("diversity/counts", "I32", {n, A}, state_.diversity_counts),
+            state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, state_.guard),
+            state_tensor("monitor/accumulators", "F32", {kAccSize}, state_.accumulators),
+            state_tensor("monitor/histogram", "U64", {A}, state_.histogram)};
+}
+
+// PpoTrainer::restore_counter_values' checks, the population's rollout count shared by every agent.
+void PpoPopulationAgent::restore_counter_values(std::span<const std::int64_t> v) {
+    const long long per = population_->updates_per_rollout();
+    if (v.size() != 4 || v[0] < 0 || v[1] != v[0] * population_->horizon() || v[2] != v[0] * per || v[3] < 0)
+        throw UsageError("checkpoint counters are inconsistent (rollouts, steps, updates, curiosity updates)");
+    population_->restore_rollouts(v[0]);
+    rollouts_ = v[0];
+    log_marks_ = PpoLogMarks{v[0], v[1], v[2]};
+}
+
+long long PpoPopulationAgent::bench_update() {
+    throw std::logic_error("PpoPopulationAgent: bench the population (bench_population), not one of its agents");
+}
+
+}  // namespace fh::trainers
