@@ -22,7 +22,7 @@ struct RunConfig {
     std::string trainer;                       ///< dqn | ppo | iql | supervised | dt (required)
     std::int64_t seed = 0;                     ///< master RNG seed
     std::int64_t population = 1;               ///< agents trained together in one process (docs/sweeps.md)
-    std::string population_batching = "auto";  ///< auto | on | off: a DQN or IQL population as one batched engine (docs/sweeps.md)
+    std::string population_batching = "auto";  ///< auto | on | off: a DQN, IQL or PPO population as one batched engine (docs/sweeps.md)
     std::string device = "auto";               ///< auto | cpu | cuda | cuda:N
     std::string output_dir = "runs";           ///< root of run directories
     std::int64_t total_steps = 1'000'000;      ///< budget: env steps (DQN, PPO) or updates (IQL, supervised, dt)

@@ -897,7 +897,7 @@ std::string bench_batched_population(const config::Profile& p, PopulationSetup& 
     for (long long k = 0; k < b.phase; ++k) population->update();
     dev.synchronize();
     b.update_s = since(t);
-    b.updates = b.phase * agents;
+    b.updates = b.phase * agents * population->updates_per_update();
     if (per > 0) {
         t = clock::now();
         for (long long k = 0; k < b.phase; ++k) population->iterate();
@@ -917,7 +917,7 @@ std::string bench_batched_population(const config::Profile& p, PopulationSetup& 
         };
         const auto update = [&](long long k) {
             for (long long i = 0; i < k; ++i) population->update();
-            return static_cast<double>(k * agents);
+            return static_cast<double>(k * agents * population->updates_per_update());
         };
         cuda::set_kernel_timing(true);
         (void)cuda::collect_kernel_times();
@@ -954,7 +954,8 @@ std::string unbatched_reason(const std::vector<const config::Profile*>& agents) 
         const std::string why = trainers::batched_population_unsupported(*agents[i], first);
         if (!why.empty()) return fmt::format("agent {}: {}", i, why);
     }
-    // IQL's batched updates measured faster than its agents' own at every size (docs/performance.md).
+    // IQL's and PPO's batched engines measured faster than their agents' own launches at every size
+    // (docs/performance.md).
     if (first.run.population_batching == "auto" && first.run.trainer == "dqn") {
         const long long widest = *std::max_element(first.dqn.hidden.begin(), first.dqn.hidden.end());
         const long long work = first.replay_buffer.batch_size * widest;

@@ -2,7 +2,8 @@
 /// @brief A batched population: many agents of one trainer and network shape trained as one
 ///        engine (docs/sweeps.md, "Batched populations"), every buffer laid out [agents][...] and
 ///        every op one launch for all agents. What the population runner and `bench` use of one,
-///        whichever trainer it runs (trainers::DqnPopulation, trainers::IqlPopulation).
+///        whichever trainer it runs (trainers::DqnPopulation, trainers::IqlPopulation,
+///        trainers::PpoPopulation).
 #pragma once
 
 #include <algorithm>
@@ -29,6 +30,8 @@ public:
     virtual long long batch_rows() const noexcept = 0;
     /// Environment steps one iteration collects per agent (0: an offline trainer, IQL).
     virtual long long env_steps_per_iteration() const noexcept = 0;
+    /// Gradient updates of each agent in one update() (PPO: a rollout's epochs x minibatches).
+    virtual long long updates_per_update() const noexcept { return 1; }
 
     /// One iteration of every agent (the trainer's iteration: DqnTrainer's collection step and
     /// updates, IqlTrainer's update).

@@ -50,6 +50,7 @@ public:
     int agents() const noexcept override { return agents_; }
     long long batch_rows() const noexcept override { return batch_; }
     long long env_steps_per_iteration() const noexcept override { return static_cast<long long>(n_envs_) * horizon_; }
+    long long updates_per_update() const noexcept override { return updates_per_rollout(); }
     /// One rollout of every agent, then ppo.epochs x ppo.minibatches updates of every agent. Tests:
     /// a rollout whose updates include one at which an agent's Trainer asked for a NaN policy loss
     /// runs uncaptured, that agent's loss NaN there.

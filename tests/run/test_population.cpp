@@ -238,11 +238,17 @@ TEST_CASE("population: run.population = 3 gives seeds run.seed + i; check lists 
                         "--set dqn.her=true",
                         dir);
     CHECK(her.out.find("# Each agent its own launches: agent 0: dqn.her") != std::string::npos);
-    // IQL agents batch under "auto" whatever their sizes; PPO has no batched engine.
+    // IQL and PPO agents batch under "auto" whatever their sizes; PPO with curiosity does not; DT has
+    // no batched engine.
     const auto iql = sh("\"$EXE\" check iql-smoketest --set run.population=3", dir);
     CHECK(iql.out.find("# Batched: one engine for every agent") != std::string::npos);
     const auto ppo = sh("\"$EXE\" check ppo-smoketest --set run.population=2", dir);
-    CHECK(ppo.out.find("# Each agent its own launches: agent 0: run.trainer = \"ppo\" has no batched engine") !=
+    CHECK(ppo.out.find("# Batched: one engine for every agent") != std::string::npos);
+    const auto curious = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set ppo.curiosity=true", dir);
+    CHECK(curious.out.find("# Each agent its own launches: agent 0: ppo.curiosity = true") != std::string::npos);
+    const auto dt = sh("\"$EXE\" check dt-smoketest --set run.population=2", dir);
+    INFO(dt.out << dt.err);
+    CHECK(dt.out.find("# Each agent its own launches: agent 0: run.trainer = \"dt\" has no batched engine") !=
           std::string::npos);
     fs::remove_all(dir);
 }
