@@ -14,14 +14,18 @@ using FillF32 = void(float* y, float value, int n);
 /// dst[i] = src[i]. dst and src must not overlap (__restrict__).
 using CopyF32 = void(float* __restrict__ dst, const float* __restrict__ src, int n);
 /// Up to kCopyGroupMax independent copies in one launch (a rollout step's stores): copy c
-/// (grid.y = the copies given) moves bytes[c] bytes from src[c] to dst[c], in 4-byte words where
-/// dst, src and the size allow, else byte by byte; grid.x blocks stride over the longest copy.
-/// No copy's dst may overlap another copy's src or dst, nor its own src.
-constexpr int kCopyGroupMax = 4;
+/// (grid.y = the copies given) moves rows[c] rows of bytes[c] bytes, row r from src[c] + r
+/// src_pitch[c] to dst[c] + r dst_pitch[c] (one row: a plain copy), in 4-byte words where the
+/// pointers, the size and the pitches allow, else byte by byte; grid.x blocks stride over the
+/// longest copy. No copy's dst may overlap another copy's src or dst, nor its own src.
+constexpr int kCopyGroupMax = 8;
 struct CopyGroupArgs {
     void* dst[kCopyGroupMax];
     const void* src[kCopyGroupMax];
     long long bytes[kCopyGroupMax];
+    long long rows[kCopyGroupMax];
+    long long dst_pitch[kCopyGroupMax];
+    long long src_pitch[kCopyGroupMax];
 };
 using CopyGroup = void(CopyGroupArgs args);
 /// y[i] += a * x[i] (one fused multiply-add). x and y must not overlap (__restrict__):

@@ -18,10 +18,11 @@ using PpoSample = void(int* __restrict__ actions, float* __restrict__ log_probs,
                        core::CounterValue step, int n, const std::uint64_t* __restrict__ agent_seeds,
                        int envs_per_agent);
 /// For e < n: penalty[e] = ppo::diversity_update(window + e * W, counts + e * num_actions,
-/// actions[e], ...); window (n, W), counts (n, num_actions). All buffers distinct.
+/// actions[e], ...); window (n, W), counts (n, num_actions). All buffers distinct. agent_coef null:
+/// `coef`; else agent_coef[e / envs_per_agent] (several agents' environments).
 using PpoDiversity = void(int* __restrict__ window, int* __restrict__ counts, float* __restrict__ penalty,
                           const int* __restrict__ actions, int num_actions, int W, float coef,
-                          core::CounterValue step, int n);
+                          core::CounterValue step, int n, const float* __restrict__ agent_coef, int envs_per_agent);
 
 }  // namespace fh::abi
 

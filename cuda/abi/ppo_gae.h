@@ -10,12 +10,15 @@
 
 namespace fh::abi {
 
-/// For e < n: ppo::gae_env(e, n, T, ...); every buffer (T, n), row t * n + e. Outputs distinct
+/// For e < n: ppo::gae_env(e, n, T, ...); every buffer (T, n), row t * n + e. Several agents
+/// (agents > 1): each buffer (agents, T, n), agent g's block as one agent's with its gamma and
+/// lambda agent_gamma_lambda[2 g], [2 g + 1] (null: gamma and lambda for every agent). Outputs distinct
 /// from each other and from the inputs (values and next_values may share: read-only).
 using PpoGae = void(float* __restrict__ advantages, float* __restrict__ returns,
                     const float* __restrict__ rewards, const float* __restrict__ values,
                     const float* __restrict__ next_values, const std::uint8_t* __restrict__ done,
-                    float gamma, float lambda, int T, int n);
+                    float gamma, float lambda, int T, int n, const float* __restrict__ agent_gamma_lambda,
+                    int agents);
 /// Launch exactly ppo::kNormalizeBlocks x ppo::kNormalizeThreads. partials (kNormalizeScratch):
 /// block b writes the double sums of d = x - x[0] and d^2 over its grid-stride share, each as a
 /// float pair (hi, lo = d - hi) at 4b..4b+3; block 0 writes x[0] at 4 * kNormalizeBlocks.

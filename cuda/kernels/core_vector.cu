@@ -37,18 +37,25 @@ extern "C" __global__ void copy_f32_kernel(float* __restrict__ dst,
 
 extern "C" __global__ void copy_group_kernel(fh::abi::CopyGroupArgs args) {
     const int c = static_cast<int>(blockIdx.y);
-    const long long bytes = args.bytes[c];
+    const long long bytes = args.bytes[c], rows = args.rows[c];
+    const long long dst_pitch = args.dst_pitch[c], src_pitch = args.src_pitch[c];
     const auto* src = static_cast<const unsigned char*>(args.src[c]);
     auto* dst = static_cast<unsigned char*>(args.dst[c]);
     const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
     const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (((reinterpret_cast<unsigned long long>(src) | reinterpret_cast<unsigned long long>(dst) |
-          static_cast<unsigned long long>(bytes)) & 3ULL) == 0) {
-        const auto* s = reinterpret_cast<const unsigned*>(src);
-        auto* d = reinterpret_cast<unsigned*>(dst);
-        for (long long i = first; i < bytes / 4; i += step) d[i] = s[i];
+          static_cast<unsigned long long>(bytes) | static_cast<unsigned long long>(dst_pitch) |
+          static_cast<unsigned long long>(src_pitch)) & 3ULL) == 0) {
+        const long long words = bytes / 4;  // a row's
+        for (long long i = first; i < words * rows; i += step) {
+            const long long r = i / words, w = i - r * words;
+            reinterpret_cast<unsigned*>(dst + r * dst_pitch)[w] = reinterpret_cast<const unsigned*>(src + r * src_pitch)[w];
+        }
     } else {
-        for (long long i = first; i < bytes; i += step) dst[i] = src[i];
+        for (long long i = first; i < bytes * rows; i += step) {
+            const long long r = i / bytes, b = i - r * bytes;
+            dst[r * dst_pitch + b] = src[r * src_pitch + b];
+        }
     }
 }
 

@@ -10,7 +10,8 @@
  *                         most frequent action's share once step + 1 >= W, else 0
  *                         (ppo::diversity_update, ppo::diversity_penalty).
  * Agents:      sample with agent_seeds: environment e is agent e / envs_per_agent's environment
- *              e % envs_per_agent, drawn with that agent's seed (what its own launch draws).
+ *              e % envs_per_agent, drawn with that agent's seed (what its own launch draws);
+ *              diversity with agent_coef: that agent's coefficient.
  * Layout:      logits (n, A); actions, log_probs, penalty (n); window (n, W); counts (n, A).
  * Launch:      one thread per environment, any 1-D grid (grid-stride).
  * Determinism: exact. Diversity: integers and IEEE float division (--fmad=false), = CPU twin
@@ -45,11 +46,12 @@ extern "C" __global__ void ppo_sample_kernel(int* __restrict__ actions, float* _
 extern "C" __global__ void ppo_diversity_kernel(int* __restrict__ window, int* __restrict__ counts,
                                                 float* __restrict__ penalty, const int* __restrict__ actions,
                                                 int num_actions, int W, float coef,
-                                                fh::core::CounterValue step_value, int n) {
+                                                fh::core::CounterValue step_value, int n,
+                                                const float* __restrict__ agent_coef, int envs_per_agent) {
     const auto step = static_cast<std::uint64_t>(step_value.value());
     for (long long e = global_thread_index(); e < n; e += grid_thread_count())
         penalty[e] = fh::ppo::diversity_update(window + e * W, counts + e * num_actions, actions[e], num_actions,
-                                               W, coef, step);
+                                               W, agent_coef == nullptr ? coef : agent_coef[e / envs_per_agent], step);
 }
 
 FH_KERNELS_ppo_experience(FH_CHECK_KERNEL_ABI)

@@ -63,10 +63,15 @@ extern "C" __global__ void ppo_gae_kernel(float* __restrict__ advantages, float*
                                           const float* __restrict__ rewards, const float* __restrict__ values,
                                           const float* __restrict__ next_values,
                                           const std::uint8_t* __restrict__ done, float gamma, float lambda,
-                                          int T, int n) {
-    for (long long e = global_thread_index(); e < n; e += grid_thread_count())
-        fh::ppo::gae_env(static_cast<int>(e), n, T, rewards, values, next_values, done, gamma, lambda, advantages,
-                         returns);
+                                          int T, int n, const float* __restrict__ agent_gamma_lambda, int agents) {
+    // Agent g's environments are e in [g n, (g + 1) n), its (T, n) rows from g T n (one agent: g 0).
+    for (long long e = global_thread_index(); e < static_cast<long long>(n) * agents; e += grid_thread_count()) {
+        const long long g = e / n, rows = g * T * n;
+        fh::ppo::gae_env(static_cast<int>(e - g * n), n, T, rewards + rows, values + rows, next_values + rows,
+                         done + rows, agent_gamma_lambda == nullptr ? gamma : agent_gamma_lambda[2 * g],
+                         agent_gamma_lambda == nullptr ? lambda : agent_gamma_lambda[2 * g + 1], advantages + rows,
+                         returns + rows);
+    }
 }
 
 extern "C" __global__ void ppo_normalize_partials_kernel(float* __restrict__ partials, const float* __restrict__ x,

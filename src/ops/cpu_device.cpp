@@ -51,7 +51,9 @@ void CpuDevice::copy_impl(View<float> dst, View<const float> src) {
 
 void CpuDevice::copy_group_impl(std::span<const CopyPair> copies) {
     for (const CopyPair& c : copies)
-        if (!c.dst.empty()) std::memcpy(c.dst.data(), c.src.data(), c.dst.size());
+        if (!c.dst.empty())
+            for (std::size_t r = 0; r < c.rows; ++r)
+                std::memcpy(c.dst.data() + r * c.dst_pitch, c.src.data() + r * c.src_pitch, c.width);
 }
 
 void CpuDevice::saxpy_impl(View<float> y, float a, View<const float> x) {

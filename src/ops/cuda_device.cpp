@@ -114,6 +114,7 @@ struct CudaDevice::SplitKPlan {
 CudaDevice::~CudaDevice() {
     lt_plans_.clear();
     split_k_plans_.clear();
+    split_k_batched_plans_.clear();
     if (lt_) cublasLtDestroy(lt_);
 }
 
@@ -307,8 +308,11 @@ void CudaDevice::copy_group_impl(std::span<const CopyPair> copies) {
         if (c.dst.empty()) continue;
         args.dst[count] = c.dst.data();
         args.src[count] = c.src.data();
-        args.bytes[count] = static_cast<long long>(c.dst.size());
-        longest = std::max(longest, c.dst.size());
+        args.bytes[count] = static_cast<long long>(c.width);
+        args.rows[count] = static_cast<long long>(c.rows);
+        args.dst_pitch[count] = static_cast<long long>(c.dst_pitch);
+        args.src_pitch[count] = static_cast<long long>(c.src_pitch);
+        longest = std::max(longest, c.width * c.rows);
         ++count;
     }
     if (count == 0) return;
@@ -649,14 +653,12 @@ void CudaDevice::head_backward_impl(View<float> dZ, View<float> grads, View<cons
 // shape, then the library's FP32 algorithms in its order, the first that takes 64 x 64 tiles,
 // the split and a reduction into the output type (or the compute type), with the first stages it
 // accepts (`scripts/algo-search-probe.cu` searched every configuration of these shapes).
-bool CudaDevice::split_k_weight_gradient(float* dW, const float* X, const float* dZ, int in, int out, int rows,
-                                         const std::string& label) {
-    if (tf32_ || rows < kSplitKMinRows) return false;
+const CudaDevice::SplitKPlan* CudaDevice::split_k_plan(int in, int out, int rows, int align) {
+    if (tf32_ || rows < kSplitKMinRows) return nullptr;
     const int m = in, n = out, k = rows;  // column-major dW (in x out) = X (in x rows) dZ^T
     const long long tiles = ((m + 63) / 64) * static_cast<long long>((n + 63) / 64);
     const long long sms = device_.sm_count;
-    if (tiles * 4 > sms) return false;
-    const int align = std::min({alignment_of(dW), alignment_of(X), alignment_of(dZ)});
+    if (tiles * 4 > sms) return nullptr;
     auto& plan = split_k_plans_[std::make_tuple(m, n, k, align)];
     if (!plan) {
         plan = std::make_shared<SplitKPlan>();
@@ -736,11 +738,72 @@ bool CudaDevice::split_k_weight_gradient(float* dW, const float* X, const float*
                        p.usable ? fmt::format("cuBLASLt, K split in {}", splits) : std::string("cublasSgemm"));
         }
     }
-    if (!plan->lt.usable) return false;
+    return plan->lt.usable ? plan.get() : nullptr;
+}
+
+bool CudaDevice::split_k_weight_gradient(float* dW, const float* X, const float* dZ, int in, int out, int rows,
+                                         const std::string& label) {
+    const SplitKPlan* plan = split_k_plan(in, out, rows, std::min({alignment_of(dW), alignment_of(X), alignment_of(dZ)}));
+    if (plan == nullptr) return false;
     // The caller's name with the library named as issued: "linear dW (lt, split K 16) 50x512x1024".
     std::string name = label;
     if (const auto at = name.find("(sgemm)"); at != std::string::npos)
         name.replace(at, 7, fmt::format("(lt, split K {})", plan->splits));
+    if (cuda::op_filtered(name, stream())) return true;  // bench --ablate
+    const cuda::TimedRegion timed(name, stream());
+    const float one = 1.f, zero = 0.f;
+    const LtPlan& p = plan->lt;
+    FH_CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &one, X, p.a, dZ, p.b, &zero, dW, p.c, dW, p.c, &p.algo, workspace(),
+                                   kWorkspaceBytes, stream()));
+    return true;
+}
+
+// The single network's split-K product (its plan, at the alignment of every network's pointers)
+// for `count` networks in one cuBLASLt call: the same algorithm, tile, split and reduction on each
+// network's block (the layouts' strided batches), so each network's dW is what its own
+// split_k_weight_gradient writes (a population's agents keep their single runs' bits here), and
+// the batch gives the blocks of all networks to one launch.
+bool CudaDevice::split_k_weight_gradient_batched(float* dW, const float* X, const float* dZ, int in, int out, int rows,
+                                                 int count, long long x_stride, long long dz_stride,
+                                                 long long dw_stride, const std::string& label) {
+    const auto bytes = [](long long floats) { return alignment_of(reinterpret_cast<const void*>(floats * 4)); };
+    const int align = std::min({alignment_of(dW), alignment_of(X), alignment_of(dZ), bytes(x_stride), bytes(dz_stride),
+                                bytes(dw_stride)});
+    const SplitKPlan* single = split_k_plan(in, out, rows, align);
+    if (single == nullptr) return false;
+    auto& plan = split_k_batched_plans_[std::make_tuple(in, out, rows, align, count, x_stride, dz_stride, dw_stride)];
+    if (!plan) {
+        plan = std::make_shared<SplitKPlan>();
+        plan->splits = single->splits;
+        LtPlan& p = plan->lt;
+        const int m = in, n = out, k = rows;
+        FH_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        const cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_T;
+        FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+        FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+        FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, m, k, m));
+        FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, n, k, n));
+        FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, m, n, m));
+        const std::int32_t batch = count;
+        for (auto [layout, stride] : {std::pair{p.a, x_stride}, {p.b, dz_stride}, {p.c, dw_stride}}) {
+            FH_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                                             sizeof batch));
+            const std::int64_t offset = stride;
+            FH_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                             &offset, sizeof offset));
+        }
+        cublasLtMatmulHeuristicResult_t check{};
+        p.algo = single->lt.algo;
+        p.usable = cublasLtMatmulAlgoCheck(lt_, p.op, p.a, p.b, p.c, p.c, &p.algo, &check) == CUBLAS_STATUS_SUCCESS &&
+                   check.workspaceSize <= kWorkspaceBytes;
+        log::debug("linear dW {}x{} over {} rows, {} networks: {}", in, out, rows, count,
+                   p.usable ? fmt::format("cuBLASLt batched, K split in {}", plan->splits)
+                            : std::string("cublasSgemmStridedBatched"));
+    }
+    if (!plan->lt.usable) return false;
+    std::string name = label;
+    if (const auto at = name.find("(sgemm batched)"); at != std::string::npos)
+        name.replace(at, 15, fmt::format("(lt batched, split K {})", plan->splits));
     if (cuda::op_filtered(name, stream())) return true;  // bench --ablate
     const cuda::TimedRegion timed(name, stream());
     const float one = 1.f, zero = 0.f;
@@ -806,7 +869,9 @@ void CudaDevice::linear_backward_batched_impl(View<float> dX, View<float> grads,
         const std::string label = cuda::op_names_wanted()
                                       ? fmt::format("linear dW (sgemm batched) {}x{}x{} x{}", in, out, batch, count)
                                       : std::string();
-        if (!cuda::op_filtered(label, stream())) {  // bench --ablate
+        if (!(!accumulate && split_k_weight_gradient_batched(grads.data() + w_offset, X.data(), dZ, in, out, batch, count,
+                                                             static_cast<long long>(x_stride), rows, pstride, label)) &&
+            !cuda::op_filtered(label, stream())) {  // bench --ablate
             const cuda::TimedRegion timed(label, stream());
             FH_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, X.data(),
                                                       in, static_cast<long long>(x_stride), dZ, out, rows,

@@ -159,7 +159,15 @@ private:
                                  const std::string& label);
     static constexpr int kSplitKMinRows = 1024;
     struct SplitKPlan;
+    /// The split-K plan of a dW product (in, out, rows) at pointer alignment `align`, or null when
+    /// the rule takes cublasSgemm (or none of the library's algorithms fits).
+    const SplitKPlan* split_k_plan(int in, int out, int rows, int align);
+    bool split_k_weight_gradient_batched(float* dW, const float* X, const float* dZ, int in, int out, int rows,
+                                         int count, long long x_stride, long long dz_stride, long long dw_stride,
+                                         const std::string& label);
     std::map<std::tuple<int, int, int, int>, std::shared_ptr<SplitKPlan>> split_k_plans_;
+    std::map<std::tuple<int, int, int, int, int, long long, long long, long long>, std::shared_ptr<SplitKPlan>>
+        split_k_batched_plans_;
     bool tf32_ = false;   ///< linear layers: cuBLAS math mode (set_tf32)
     bool graphs_ = true;  ///< run_sequence captures CUDA Graphs
     int sharers_ = 1;     ///< agents sharing the GPU (set_gpu_sharers)

@@ -68,9 +68,14 @@ void Device::copy_group(std::span<const CopyPair> copies) {
             fmt::format("ops::copy_group: {} copies, at most {} in one group", copies.size(), abi::kCopyGroupMax));
     for (std::size_t i = 0; i < copies.size(); ++i) {
         const CopyPair& c = copies[i];
-        if (c.elements != c.src_elements)
+        if (c.rows == 1 && c.elements != c.src_elements)
             throw std::invalid_argument(fmt::format("ops::copy_group: copy {} has {} elements to {} from", i,
                                                     c.elements, c.src_elements));
+        if (c.rows != 1 && (c.rows == 0 || c.dst_pitch < c.width || c.src_pitch < c.width ||
+                            (c.rows - 1) * c.dst_pitch + c.width > c.dst.size() ||
+                            (c.rows - 1) * c.src_pitch + c.width > c.src.size()))
+            throw std::invalid_argument(fmt::format(
+                "ops::copy_group: copy {}'s {} rows of {} bytes exceed its buffers or pitches", i, c.rows, c.width));
         for (std::size_t j = 0; j < copies.size(); ++j) {
             if (overlaps(c.dst, copies[j].src))
                 throw std::invalid_argument(fmt::format("ops::copy_group: copy {}'s dst overlaps copy {}'s src", i, j));

@@ -41,17 +41,30 @@ using CounterValue = core::CounterValue;
 class CudaDevice;
 
 /// One copy of Device::copy_group: dst = src, element for element, for any trivially copyable
-/// element type (the sizes must match: checked).
+/// element type (the sizes must match: checked); or, made by strided(), `rows` rows of `width`
+/// elements, row r from src + r src_pitch to dst + r dst_pitch (Device::copy_strided's copy).
 struct CopyPair {
     template <class T>
     requires std::is_trivially_copyable_v<T> && (!std::is_const_v<T>)
     CopyPair(View<T> dst, std::type_identity_t<View<const T>> src)
         : dst(reinterpret_cast<std::byte*>(dst.data()), dst.size() * sizeof(T)),
           src(reinterpret_cast<const std::byte*>(src.data()), src.size() * sizeof(T)),
-          elements(dst.size()), src_elements(src.size()) {}
+          elements(dst.size()), src_elements(src.size()), width(dst.size() * sizeof(T)) {}
+    template <class T>
+    requires std::is_trivially_copyable_v<T> && (!std::is_const_v<T>)
+    static CopyPair strided(View<T> dst, std::size_t dst_pitch, std::type_identity_t<View<const T>> src,
+                            std::size_t src_pitch, std::size_t width, std::size_t rows) {
+        CopyPair c(dst, src);
+        c.rows = rows;
+        c.width = width * sizeof(T);
+        c.dst_pitch = dst_pitch * sizeof(T);
+        c.src_pitch = src_pitch * sizeof(T);
+        return c;
+    }
     View<std::byte> dst;
     View<const std::byte> src;
     std::size_t elements, src_elements;
+    std::size_t rows = 1, width = 0, dst_pitch = 0, src_pitch = 0;  ///< bytes; one row: width = dst's bytes
 };
 
 class Device;
@@ -252,8 +265,8 @@ public:
     /// dst[i] = src[i]; dst and src must not overlap.
     void copy(View<float> dst, View<const float> src);
     /// Several copies in one launch on CUDA (a rollout step's stores): each pair's dst = src, as
-    /// copy_raw; at most abi::kCopyGroupMax pairs. No dst may overlap any src or another dst
-    /// (checked); empty pairs are skipped.
+    /// copy_raw, or its strided rows (CopyPair::strided); at most abi::kCopyGroupMax pairs. No dst
+    /// may overlap any src or another dst (checked); empty pairs are skipped.
     void copy_group(std::span<const CopyPair> copies);
     void copy_group(std::initializer_list<CopyPair> copies) { copy_group(std::span<const CopyPair>(copies)); }
     /// y[i] += a * x[i] (fused); x and y must be the same size and must not overlap. To scale a

@@ -29,13 +29,14 @@ std::string PpoPopulation::unsupported(const config::Profile& p, const config::P
     const auto shape = [](const config::Profile& q) {
         return std::tie(q.ppo.hidden, q.experience.gpu_n_episodes, q.experience.gpu_timesteps_per_episode,
                         q.ppo.epochs, q.ppo.minibatches, q.ppo.clip_value, q.ppo.diversity_window,
-                        q.ppo.diversity_coef, q.ppo.lr_schedule, q.training.grad_clip_norm, q.run.total_steps,
-                        q.gpu.tf32);
+                        q.ppo.lr_schedule, q.training.grad_clip_norm, q.run.total_steps, q.gpu.tf32);
     };
     if (shape(p) != shape(first))
         return "a shape (ppo.hidden, experience.gpu_n_episodes, experience.gpu_timesteps_per_episode, ppo.epochs, "
-               "ppo.minibatches, ppo.clip_value, ppo.diversity_window, ppo.diversity_coef, ppo.lr_schedule, "
-               "training.grad_clip_norm, run.total_steps or gpu.tf32) differs from the first agent's";
+               "ppo.minibatches, ppo.clip_value, ppo.diversity_window, ppo.lr_schedule, training.grad_clip_norm, "
+               "run.total_steps or gpu.tf32) differs from the first agent's";
+    if ((p.ppo.diversity_coef > 0) != (first.ppo.diversity_coef > 0))
+        return "ppo.diversity_coef > 0 (a diversity penalty) for some agents and not for others";
     if (env_without_seed(trainers::env_params(p, 1)) != env_without_seed(trainers::env_params(first, 1)))
         return "the environment ([instrument] or [env]) differs from the first agent's";
     return "";
@@ -101,6 +102,15 @@ PpoPopulation::PpoPopulation(ops::Device& ops, const std::vector<config::Profile
         loss.push_back(ppo::LossParams{static_cast<float>(p.ppo.clip), static_cast<float>(p.ppo.value_coef),
                                        static_cast<float>(p.ppo.entropy_coef), p.ppo.clip_value ? 1 : 0});
     loss_params_ = ops.from_host<ppo::LossParams>(loss);
+    std::vector<float> gamma_lambda;
+    for (const auto& p : agents) {
+        gamma_lambda.push_back(static_cast<float>(p.training.gamma));
+        gamma_lambda.push_back(static_cast<float>(p.ppo.gae_lambda));
+    }
+    gamma_lambda_ = ops.from_host<float>(gamma_lambda);
+    std::vector<float> diversity;
+    for (const auto& p : agents) diversity.push_back(static_cast<float>(p.ppo.diversity_coef));
+    diversity_coef_ = ops.from_host<float>(diversity);
     lr_ = ops.alloc<float>(N);
     ops.fill(lr_.view(), 0.0f);
 
@@ -163,10 +173,11 @@ PpoPopulation::PpoPopulation(ops::Device& ops, const std::vector<config::Profile
 }
 
 template <class T>
-void PpoPopulation::store_step(ops::Buffer<T>& rollout, int t, ops::View<const T> step, std::size_t width) {
+ops::CopyPair PpoPopulation::step_row(ops::Buffer<T>& rollout, int t, ops::View<const T> step, std::size_t width) {
     const std::size_t N = static_cast<std::size_t>(agents_), n = static_cast<std::size_t>(n_envs_) * width;
     const std::size_t M = n * static_cast<std::size_t>(horizon_);  // an agent's rollout, in elements
-    ops_.copy_strided<T>(rollout.view().subview(static_cast<std::size_t>(t) * n, (N - 1) * M + n), M, step, n, n, N);
+    return ops::CopyPair::strided<T>(rollout.view().subview(static_cast<std::size_t>(t) * n, (N - 1) * M + n), M, step,
+                                     n, n, N);
 }
 
 ops::CounterValue PpoPopulation::collection_step(int t) const {
@@ -202,8 +213,7 @@ void PpoPopulation::rollout_ops() {
         [&] {
             const auto v = net_.critic.forward_batched(ops_, params_.cview(), P, env_.states(), xs, n_envs_, agents_,
                                                        ws_critic_step_);
-            store_step(r_values_, 0, v);
-            store_step(r_states_, 0, env_.states(), static_cast<std::size_t>(state_dim_));
+            ops_.copy_group({step_row(r_values_, 0, v), step_row(r_states_, 0, env_.states(), static_cast<std::size_t>(state_dim_))});
         },
         [&] { sample_actions(0); });
     for (int t = 0; t < horizon_; ++t) rollout_step(t);
@@ -222,8 +232,7 @@ void PpoPopulation::sample_actions(int t) {
     fh::ops::ppo_sample(ops_, actions, logp, logits, num_actions_, static_cast<std::uint64_t>(profiles_.front().run.seed),
                         collection_step(t), seeds_.cview());
     fh::ops::action_histogram(ops_, histogram_.view(), actions, num_actions_, agents_);
-    store_step(r_actions_, t, ops::View<const int>(actions));
-    store_step(r_logp_, t, ops::View<const float>(logp));
+    ops_.copy_group({step_row(r_actions_, t, ops::View<const int>(actions)), step_row(r_logp_, t, ops::View<const float>(logp))});
 }
 
 // PpoTrainer::rollout_step for every agent: the environments' step, then the critic, the actor's
@@ -236,30 +245,32 @@ void PpoPopulation::rollout_step(int t) {
     const auto& first = profiles_.front().ppo;
 
     env_.step(actions);
-    store_step(r_done_, t, env_.done());
     const auto critic = [&] {
         const auto v = net_.critic.forward_batched(ops_, params_.cview(), params(), last ? env_.next_states() : env_.states(),
                                                    xs, n_envs_, agents_, ws_critic_step_);
-        store_step(r_next_values_, t, v);
-        if (!last) store_step(r_values_, t + 1, v);
+        if (last) ops_.copy_group({step_row(r_next_values_, t, v)});
+        else ops_.copy_group({step_row(r_next_values_, t, v), step_row(r_values_, t + 1, v)});
     };
-    // The reward less the diversity penalty (PpoTrainer subtracts it from the stored reward: the
-    // same floats), and the penalty.
+    // Step t's done flags and reward less the diversity penalty (PpoTrainer subtracts it from the
+    // stored reward: the same floats), the penalty, and s_{t+1}: one launch of strided stores.
     const auto reward_terms = [&] {
+        std::vector<ops::CopyPair> stores{step_row(r_done_, t, env_.done())};
+        if (!last) stores.push_back(step_row(r_states_, t + 1, env_.states(), static_cast<std::size_t>(state_dim_)));
         if (first.diversity_coef > 0) {
             fh::ops::ppo_diversity(ops_, div_window_.view(), div_counts_.view(), step_penalty_.view(), actions,
-                                   num_actions_, window_, static_cast<float>(first.diversity_coef), collection_step(t));
+                                   num_actions_, window_, static_cast<float>(first.diversity_coef), collection_step(t),
+                                   diversity_coef_.cview());
             ops_.copy(step_rewards_.view(), env_.rewards());
             ops_.saxpy(step_rewards_.view(), -1.0f, step_penalty_.cview());
-            store_step(r_rewards_, t, step_rewards_.cview());
-            store_step(r_penalty_, t, step_penalty_.cview());
+            stores.push_back(step_row(r_rewards_, t, step_rewards_.cview()));
+            stores.push_back(step_row(r_penalty_, t, step_penalty_.cview()));
         } else {
-            store_step(r_rewards_, t, env_.rewards());
+            stores.push_back(step_row(r_rewards_, t, env_.rewards()));
         }
+        ops_.copy_group(stores);
     };
     if (last) return ops_.run_concurrently(critic, reward_terms);
     ops_.run_concurrently(critic, [&] { sample_actions(t + 1); }, [&] {
-        store_step(r_states_, t + 1, env_.states(), static_cast<std::size_t>(state_dim_));
         reward_terms();
         fh::ops::ppo_collect_truncated(ops_, trunc_rows_.view(), trunc_bars_.view(), trunc_portfolio_.view(),
                                        trunc_count_.view(), env_.next_states(), env_.info(), env_.done(),
@@ -301,12 +312,16 @@ void PpoPopulation::bootstrap_truncated() {
     }
 }
 
-// PpoTrainer::advantage_ops per agent (its gamma and lambda).
+// PpoTrainer::advantage_ops: GAE for every agent in one launch (each agent's gamma and lambda),
+// the statistics and the advantages' normalisation per agent.
 void PpoPopulation::advantage_ops() {
     const std::size_t M = static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(horizon_);
     const std::size_t R = static_cast<std::size_t>(kRolloutGroup), S = static_cast<std::size_t>(kAccSize);
+    const auto& first = profiles_.front();
+    fh::ops::ppo_gae(ops_, r_adv_.view(), r_returns_.view(), r_rewards_.cview(), r_values_.cview(),
+                     r_next_values_.cview(), r_done_.cview(), static_cast<float>(first.training.gamma),
+                     static_cast<float>(first.ppo.gae_lambda), horizon_, gamma_lambda_.cview());
     for (std::size_t g = 0; g < static_cast<std::size_t>(agents_); ++g) {
-        const auto& p = profiles_[g];
         const auto acc = rollout_current_.view().subview(g * R, R);
         const auto at = [&](int k) { return acc.subview(static_cast<std::size_t>(k - kAccReward), 1); };
         const auto own = [&](ops::Buffer<float>& b) { return b.view().subview(g * M, M); };
@@ -314,9 +329,6 @@ void PpoPopulation::advantage_ops() {
         ops_.mean(at(kAccPenalty), own(r_penalty_));
         ops_.mean(at(kAccCuriosity), zeros_.cview());
         ops_.mean(at(kAccValueMean), own(r_values_));
-        fh::ops::ppo_gae(ops_, own(r_adv_), own(r_returns_), own(r_rewards_), own(r_values_), own(r_next_values_),
-                         r_done_.cview().subview(g * M, M), static_cast<float>(p.training.gamma),
-                         static_cast<float>(p.ppo.gae_lambda), horizon_);
         ops_.mean(at(kAccReturn), own(r_returns_));
         ops_.saxpy(accum_.view().subview(g * S + static_cast<std::size_t>(kAccReward), R), 1.0f, acc);
         fh::ops::normalize(ops_, own(r_adv_), normalize_scratch_.view());

@@ -6,8 +6,9 @@
 ///        environments of all agents, the actor and critic as strided batches over the agents'
 ///        networks, sampling with each agent's seed), a minibatch update of every agent too (the
 ///        gather, the forwards and backwards, the loss with each agent's coefficients, norm and
-///        guard, Adam with each agent's scheduled learning rate); GAE, the advantages' normalisation
-///        and the truncated episodes' bootstrap values run per agent once a rollout. Agent i computes
+///        guard, Adam with each agent's scheduled learning rate) and GAE; the rollout's statistics,
+///        the advantages' normalisation and the truncated episodes' bootstrap values run per agent
+///        once a rollout. Agent i computes
 ///        what PpoTrainer does with agent i's profile: bit for bit on the CPU; on CUDA up to the
 ///        products' rounding (a batch of N networks may take other cuBLAS algorithms than one).
 #pragma once
@@ -36,10 +37,11 @@ class PpoPopulation final : public BatchedPopulation, public std::enable_shared_
 public:
     /// Why `agent` cannot train in a batched PPO population whose first agent is `first` ("" when
     /// it can): a PPO profile without ppo.curiosity whose networks, rollout (environments, horizon),
-    /// epochs, minibatches, clip_value, diversity window and coefficient, learning-rate schedule,
-    /// gradient clip, total steps and environment (run.seed aside) are the first agent's. Its own:
-    /// run.seed (episode starts, initial weights, sampling, minibatches), training.learning_rate,
-    /// gamma, max_bad_updates, ppo.gae_lambda, clip, value_coef, entropy_coef.
+    /// epochs, minibatches, clip_value, diversity window, learning-rate schedule, gradient clip,
+    /// total steps and environment (run.seed aside) are the first agent's, with a diversity penalty
+    /// where the first agent has one. Its own: run.seed (episode starts, initial weights, sampling,
+    /// minibatches), training.learning_rate, gamma, max_bad_updates, ppo.gae_lambda, clip,
+    /// value_coef, entropy_coef, diversity_coef.
     static std::string unsupported(const config::Profile& agent, const config::Profile& first);
 
     /// Agent i trains on markets[i]'s training split. Throws UsageError when unsupported() names
@@ -97,9 +99,10 @@ private:
     void update_ops(std::uint32_t inject_nan);
     void minibatch_update(int epoch, int minibatch, std::uint32_t inject_nan);
     ops::CounterValue collection_step(int t) const;
-    /// Row t of every agent's (T, n) rollout buffer `rollout` = the (agents, n) `step` values.
+    /// The copy of the (agents, n) `step` values (width elements each) into row t of every agent's
+    /// (T, n) rollout buffer `rollout`: strided, for Device::copy_group.
     template <class T>
-    void store_step(ops::Buffer<T>& rollout, int t, ops::View<const T> step, std::size_t width = 1);
+    ops::CopyPair step_row(ops::Buffer<T>& rollout, int t, ops::View<const T> step, std::size_t width = 1);
     std::size_t params() const noexcept { return net_.layout.total(); }
 
     ops::Device& ops_;
@@ -114,10 +117,11 @@ private:
     bool restored_ = false;       ///< restore_rollouts set rollouts_
     bool rollout_issued_ = false;  ///< issue_rollout ran; collect_rollout completes the rollout
 
-    // Per agent on the device: run.seed (sampling, minibatches), loss coefficients, learning rate.
+    // Per agent on the device: run.seed (sampling, minibatches), loss coefficients, GAE's gamma and
+    // lambda (pairs), diversity coefficient, learning rate.
     ops::Buffer<std::uint64_t> seeds_;
     ops::Buffer<ppo::LossParams> loss_params_;
-    ops::Buffer<float> lr_;
+    ops::Buffer<float> gamma_lambda_, diversity_coef_, lr_;
     // Parameters (N, P): actor-critic, gradients, Adam's moments.
     ops::Buffer<float> params_, grads_, m_, v_;
     // Each agent's rollout (N, T, n): row t * n + e of agent a at a T n + t n + e.

@@ -2,9 +2,10 @@
 /// @brief The ops a batched PPO population launches once for all its agents: the environments of
 ///        several agents (abi::EnvAgent), ppo_sample with each agent's seed, per-agent action
 ///        histograms, truncated-episode lists and minibatch gathers, the PPO loss with each agent's
-///        coefficients, norm_and_guard_agents with a row stride, and Device::copy_strided. On each
+///        coefficients, GAE with each agent's gamma and lambda, norm_and_guard_agents with a row
+///        stride, and Device::copy_strided. On each
 ///        backend every agent's results equal the single op's on that agent's slices, bit for bit;
-///        [gpu] the exact ops (environments, lists, gathers, copies) equal the CPU twins too.
+///        [gpu] the exact ops (environments, lists, gathers, GAE, copies) equal the CPU twins too.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -245,6 +246,32 @@ void ppo_ops(Device& ops, Outputs& out) {
     }
     out.loss = ops.to_host(d_logits.cview());
 
+    // GAE of every agent's (T, n) rollout in one launch, each with its gamma and lambda.
+    {
+        const auto rewards = ops.from_host<float>(random_floats(N * M, 18));
+        const auto vals = ops.from_host<float>(random_floats(N * M, 19));
+        const auto next_vals = ops.from_host<float>(random_floats(N * M, 20));
+        std::vector<std::uint8_t> flags(N * M);
+        for (std::size_t i = 0; i < flags.size(); ++i) flags[i] = static_cast<std::uint8_t>(i % 13 == 0 ? 1 : (i % 17 == 0 ? 2 : 0));
+        const auto d_flags = ops.from_host<std::uint8_t>(flags);
+        const std::vector<float> gl{0.99f, 0.95f, 0.9f, 0.8f, 0.97f, 1.0f};
+        const auto d_gl = ops.from_host<float>(gl);
+        auto adv = ops.alloc<float>(N * M), ret = ops.alloc<float>(N * M);
+        fh::ops::ppo_gae(ops, adv.view(), ret.view(), rewards.cview(), vals.cview(), next_vals.cview(), d_flags.cview(),
+                         0.5f, 0.5f, static_cast<int>(T), d_gl.cview());
+        for (std::size_t k = 0; k < N; ++k) {
+            INFO("GAE, agent " << k);
+            auto a1 = ops.alloc<float>(M), r1 = ops.alloc<float>(M);
+            fh::ops::ppo_gae(ops, a1.view(), r1.view(), rewards.cview().subview(k * M, M), vals.cview().subview(k * M, M),
+                             next_vals.cview().subview(k * M, M), d_flags.cview().subview(k * M, M), gl[2 * k],
+                             gl[2 * k + 1], static_cast<int>(T));
+            CHECK(same_bits(ops.to_host(a1.cview()), part(ops.to_host(adv.cview()), k, M)));
+            CHECK(same_bits(ops.to_host(r1.cview()), part(ops.to_host(ret.cview()), k, M)));
+        }
+        const auto b = bytes_of(ops.to_host(adv.cview()));
+        out.copies.insert(out.copies.end(), b.begin(), b.end());
+    }
+
     // copy_strided: row t of each agent's (T, n) rollout from an (agents, n) step.
     const auto src = ops.from_host<float>(random_floats(N * n, 14));
     auto dst = ops.alloc<float>(N * M);
@@ -255,7 +282,34 @@ void ppo_ops(Device& ops, Outputs& out) {
         for (std::size_t t = 0; t < T; ++t)
             CHECK(same_bits(part(hd, k * T + t, n), t == 2 ? part(hsrc, k, n) : std::vector<float>(n, -1.0f)));
     CHECK_THROWS_AS(ops.copy_strided<float>(dst.view(), M, src.cview(), n, n, N + 1), std::invalid_argument);
-    out.copies = bytes_of(hd);
+    // The same rows by copy_group's strided pairs (one launch with a byte-wide one and a plain copy).
+    {
+        auto dst2 = ops.alloc<float>(N * M);
+        ops.fill(dst2.view(), -1.0f);
+        std::vector<std::uint8_t> flags(N * n);
+        for (std::size_t i = 0; i < flags.size(); ++i) flags[i] = static_cast<std::uint8_t>(i * 37 % 251);
+        const auto d_flags = ops.from_host<std::uint8_t>(flags);
+        auto r_flags = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(N * M, 0));
+        auto plain = ops.alloc<float>(N * n);
+        ops.copy_group({fh::ops::CopyPair::strided<float>(dst2.view().subview(2 * n, (N - 1) * M + n), M, src.cview(), n, n, N),
+                        fh::ops::CopyPair::strided<std::uint8_t>(r_flags.view().subview(3 * n - 1, (N - 1) * M + n), M,
+                                                                 d_flags.cview(), n, n, N),
+                        fh::ops::CopyPair(plain.view(), src.cview())});
+        CHECK(same_bits(ops.to_host(dst2.cview()), hd));
+        CHECK(same_bits(ops.to_host(plain.cview()), hsrc));
+        const auto hf = ops.to_host(r_flags.cview());
+        for (std::size_t k = 0; k < N; ++k)
+            for (std::size_t i = 0; i < M; ++i) {
+                const bool copied = i + 1 >= 3 * n && i + 1 < 4 * n;  // row 3, one byte early: unaligned
+                CHECK(hf[k * M + i] == (copied ? flags[k * n + i + 1 - 3 * n] : 0));
+            }
+        CHECK_THROWS_AS(ops.copy_group({fh::ops::CopyPair::strided<float>(dst2.view(), M, src.cview(), n, n, N + 1)}),
+                        std::invalid_argument);
+        const auto b = bytes_of(hf);
+        out.copies.insert(out.copies.end(), b.begin(), b.end());
+    }
+    const auto copied = bytes_of(hd);
+    out.copies.insert(out.copies.end(), copied.begin(), copied.end());
 
     // norm_and_guard_agents whose sums are rows of a wider per-agent block (accum_stride).
     const std::size_t P = 257, S = 6, W = 11;

@@ -162,7 +162,7 @@ TEST_CASE("copy_group refuses overlaps, size mismatches and too many pairs", "[o
     CHECK_NOTHROW(ops.copy_group({{v.subview(0, 8), c.subview(16, 8)}, {v.subview(8, 8), c.subview(16, 8)}}));
     CHECK_THROWS_WITH(ops.copy_group({{v.subview(0, 8), c.subview(16, 9)}}), Catch::Contains("8 elements to 9 from"));
     const fh::ops::CopyPair p{v.subview(0, 1), c.subview(40, 1)};
-    CHECK_THROWS_WITH(ops.copy_group({p, p, p, p, p}), Catch::Contains("at most 4"));
+    CHECK_THROWS_WITH(ops.copy_group({p, p, p, p, p, p, p, p, p}), Catch::Contains("at most 8"));
 }
 
 TEST_CASE("CUDA copy_group equals the CPU twin", "[gpu][ops]") {

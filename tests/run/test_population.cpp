@@ -145,6 +145,8 @@ const std::string kDqn = "--profile dqn-smoketest --set run.total_steps=800 --se
                          "--set run.checkpoint_interval=400";
 const std::string kIql = "--profile iql-smoketest --set run.total_steps=120 --set run.eval_interval=60 "
                          "--set run.checkpoint_interval=60 --set run.log_interval=30";
+const std::string kPpo = "--profile ppo-smoketest --set run.total_steps=1600 --set run.eval_interval=800 "
+                         "--set run.checkpoint_interval=800";
 
 /// Two runs of the same batched population of 8 agents (`common`) on the GPU: every agent's
 /// metrics, evaluation, equity and checkpoint tensors the same bits.
@@ -215,11 +217,22 @@ TEST_CASE("population: 3 batched IQL agents (seeds, a grid with another expectil
     fs::remove_all(grid_dir);
 }
 
-TEST_CASE("population: 2 PPO agents from --seeds equal their single runs (CPU)", "[population]") {
-    population_equals_single_runs("cpu",
-                                  "--profile ppo-smoketest --set run.total_steps=1600 --set run.eval_interval=800 "
-                                  "--set run.checkpoint_interval=800",
-                                  "--seeds 3,5", {"--seed 3", "--seed 5"}, "ppo2");
+TEST_CASE("population: 2 PPO agents from --seeds equal their single runs (CPU, own launches)", "[population]") {
+    population_equals_single_runs("cpu", kPpo + " --set run.population_batching=off", "--seeds 3,5",
+                                  {"--seed 3", "--seed 5"}, "ppo2");
+}
+
+TEST_CASE("population: 3 batched PPO agents (seeds, a grid with another clip, entropy and lambda) equal their single "
+          "runs (CPU)",
+          "[population][ppo]") {
+    const auto grid_dir = scratch("ppo-grid");
+    const fs::path grid = grid_dir / "grid.txt";
+    std::ofstream(grid) << "run.seed=1\nrun.seed=2\nrun.seed=2 ppo.clip=0.1 ppo.entropy_coef=0.05 ppo.gae_lambda=0.9\n";
+    population_equals_single_runs(
+        "cpu", kPpo + " --set run.population_batching=on", "--population-grid '" + grid.string() + "'",
+        {"--seed 1", "--seed 2", "--seed 2 --set ppo.clip=0.1 --set ppo.entropy_coef=0.05 --set ppo.gae_lambda=0.9"},
+        "ppo3");
+    fs::remove_all(grid_dir);
 }
 
 TEST_CASE("population: run.population = 3 gives seeds run.seed + i; check lists the agents", "[population]") {
@@ -511,15 +524,20 @@ TEST_CASE("population on the GPU: a batched population of 8 IQL agents is bit-re
     batched_population_is_reproducible(kIql, "gpu8iql");
 }
 
-// 8 agents on a GPU host's workers (a quarter of its cores each): a worker issues each of its
-// agents' rollouts before it completes any (Trainer::prepare_iteration).
+// 8 agents with their own launches on a GPU host's workers (a quarter of its cores each): a worker
+// issues each of its agents' rollouts before it completes any (Trainer::prepare_iteration).
 TEST_CASE("population on the GPU: each of 8 PPO agents equals its single run (CUDA, exact)", "[gpu][population]") {
     std::vector<std::string> singles;
     for (int s = 1; s <= 8; ++s) singles.push_back("--seed " + std::to_string(s));
-    population_equals_single_runs("cuda",
-                                  "--profile ppo-smoketest --set run.total_steps=1600 --set run.eval_interval=800 "
-                                  "--set run.checkpoint_interval=800",
-                                  "--seeds 1,2,3,4,5,6,7,8", singles, "ppo8");
+    population_equals_single_runs("cuda", kPpo + " --set run.population_batching=off", "--seeds 1,2,3,4,5,6,7,8",
+                                  singles, "ppo8");
+}
+
+// PPO's batched engine (tests/trainers/test_ppo_population.cpp bounds its difference from single
+// runs): the same population gives the same bits every time.
+TEST_CASE("population on the GPU: a batched population of 8 PPO agents is bit-reproducible (CUDA)",
+          "[gpu][population][ppo]") {
+    batched_population_is_reproducible(kPpo, "gpu8ppo");
 }
 
 TEST_CASE("population: bench --set run.population=2 reports aggregate and per-agent rates", "[population][bench]") {

@@ -139,7 +139,8 @@ std::vector<config::Profile> three_agents(const std::vector<std::string>& shared
         {"run.seed=3"},
         {"run.seed=11", "training.learning_rate=0.0005", "training.gamma=0.95", "ppo.gae_lambda=0.9",
          "ppo.entropy_coef=0.02"},
-        {"run.seed=12", "ppo.clip=0.1", "ppo.value_coef=0.25", "training.learning_rate=0.002"}};
+        {"run.seed=12", "ppo.clip=0.1", "ppo.value_coef=0.25", "training.learning_rate=0.002",
+         "ppo.diversity_coef=0.2"}};
     for (const auto& o : own) {
         auto overrides = shared;
         overrides.insert(overrides.end(), o.begin(), o.end());
@@ -153,14 +154,13 @@ std::vector<config::Profile> three_agents(const std::vector<std::string>& shared
 TEST_CASE("A batched PPO population's agents equal their single runs bit for bit (CPU, N = 3)",
           "[trainers][ppo][population]") {
     ops::CpuDevice ops;
-    SECTION("each agent's seed, learning rate, gamma, lambda, clip and coefficients; a linear schedule") {
+    SECTION("each agent's seed, learning rate, gamma, lambda, clip and coefficients (diversity too); a linear schedule") {
         CHECK(population_against_single_runs(ops, three_agents({"training.grad_clip_norm=1"}), 3) == 0.0);
     }
     SECTION("truncations in the middle of rollouts; no diversity penalty; a NaN loss skips agent 1's update 5 alone") {
-        CHECK(population_against_single_runs(ops,
-                                             three_agents({"env.bankruptcy_fraction=0.9995", "ppo.diversity_coef=0",
-                                                           "ppo.lr_schedule=\"constant\""}),
-                                             3, {5}) == 0.0);
+        auto agents = three_agents({"env.bankruptcy_fraction=0.9995", "ppo.lr_schedule=\"constant\""});
+        for (auto& a : agents) a.ppo.diversity_coef = 0;
+        CHECK(population_against_single_runs(ops, agents, 3, {5}) == 0.0);
     }
 }
 
@@ -172,6 +172,9 @@ TEST_CASE("A batched PPO population refuses what it does not batch, naming it", 
     CHECK(trainers::PpoPopulation::unsupported(agent_profile({"ppo.epochs=3"}), first).find("shape") !=
           std::string::npos);
     CHECK(trainers::PpoPopulation::unsupported(agent_profile({"ppo.curiosity=true"}), first).find("curiosity") !=
+          std::string::npos);
+    CHECK(trainers::PpoPopulation::unsupported(agent_profile({"ppo.diversity_coef=0.3"}), first).empty());
+    CHECK(trainers::PpoPopulation::unsupported(agent_profile({"ppo.diversity_coef=0"}), first).find("diversity") !=
           std::string::npos);
     CHECK(trainers::PpoPopulation::unsupported(agent_profile({"env.reward_scale=2"}), first).find("environment") !=
           std::string::npos);

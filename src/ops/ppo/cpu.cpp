@@ -22,20 +22,29 @@ void ppo_sample(View<int> actions, View<float> log_probs, View<const float> logi
 }
 
 void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View<const int> actions, int num_actions,
-                   int diversity_window, float coef, CounterValue step_value) {
+                   int diversity_window, float coef, CounterValue step_value, View<const float> agent_coef) {
     const auto step = static_cast<std::uint64_t>(step_value.value());
     const std::size_t W = static_cast<std::size_t>(diversity_window), A = static_cast<std::size_t>(num_actions);
+    const std::size_t per = agent_coef.empty() ? actions.size() : actions.size() / agent_coef.size();
     for (std::size_t e = 0; e < actions.size(); ++e)
         penalty.data()[e] = ppo::diversity_update(window.data() + e * W, counts.data() + e * A, actions.data()[e],
-                                                  num_actions, diversity_window, coef, step);
+                                                  num_actions, diversity_window,
+                                                  agent_coef.empty() ? coef : agent_coef.data()[e / per], step);
 }
 
 void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewards, View<const float> values,
-             View<const float> next_values, View<const std::uint8_t> done, float gamma, float lambda, int T) {
-    const int n = static_cast<int>(rewards.size() / static_cast<std::size_t>(T));
-    for (int e = 0; e < n; ++e)
-        ppo::gae_env(e, n, T, rewards.data(), values.data(), next_values.data(), done.data(), gamma, lambda,
-                     advantages.data(), returns.data());
+             View<const float> next_values, View<const std::uint8_t> done, float gamma, float lambda, int T,
+             View<const float> agent_gamma_lambda) {
+    const std::size_t agents = std::max<std::size_t>(1, agent_gamma_lambda.size() / 2);
+    const std::size_t M = rewards.size() / agents;  // an agent's (T, n) rows
+    const int n = static_cast<int>(M / static_cast<std::size_t>(T));
+    for (std::size_t g = 0; g < agents; ++g) {
+        const float own_gamma = agent_gamma_lambda.empty() ? gamma : agent_gamma_lambda.data()[2 * g];
+        const float own_lambda = agent_gamma_lambda.empty() ? lambda : agent_gamma_lambda.data()[2 * g + 1];
+        for (int e = 0; e < n; ++e)
+            ppo::gae_env(e, n, T, rewards.data() + g * M, values.data() + g * M, next_values.data() + g * M,
+                         done.data() + g * M, own_gamma, own_lambda, advantages.data() + g * M, returns.data() + g * M);
+    }
 }
 
 void ppo_collect_truncated(View<int> rows, View<int> bars, View<float> portfolio, View<int> count,

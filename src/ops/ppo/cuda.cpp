@@ -3,6 +3,9 @@
 ///        The op (src/ops/ppo/ops.hpp) checked sizes and that the buffers of each launch are
 ///        distinct before these run.
 #include "ops/ppo/ops.hpp"
+
+#include <algorithm>
+
 #include "ops/cuda_device.hpp"
 
 namespace fh::ops::cuda_twin {
@@ -18,19 +21,24 @@ void ppo_sample(CudaDevice& device, View<int> actions, View<float> log_probs, Vi
 }
 
 void ppo_diversity(CudaDevice& device, View<int> window, View<int> counts, View<float> penalty, View<const int> actions,
-                   int num_actions, int diversity_window, float coef, CounterValue step) {
-    device.kernels().ppo_diversity_kernel(device.stream(), LaunchDims::linear(actions.size(), 128), window.data(),
-                                          counts.data(), penalty.data(), actions.data(), num_actions, diversity_window,
-                                          coef, step, static_cast<int>(actions.size()));
+                   int num_actions, int diversity_window, float coef, CounterValue step, View<const float> agent_coef) {
+    device.kernels().ppo_diversity_kernel(
+        device.stream(), LaunchDims::linear(actions.size(), 128), window.data(), counts.data(), penalty.data(),
+        actions.data(), num_actions, diversity_window, coef, step, static_cast<int>(actions.size()),
+        agent_coef.empty() ? nullptr : agent_coef.data(),
+        static_cast<int>(agent_coef.empty() ? actions.size() : actions.size() / agent_coef.size()));
 }
 
 void ppo_gae(CudaDevice& device, View<float> advantages, View<float> returns, View<const float> rewards,
              View<const float> values, View<const float> next_values, View<const std::uint8_t> done, float gamma,
-             float lambda, int T) {
-    const std::size_t n = rewards.size() / static_cast<std::size_t>(T);
-    device.kernels().ppo_gae_kernel(device.stream(), LaunchDims::linear(n, 128), advantages.data(), returns.data(),
-                                    rewards.data(), values.data(), next_values.data(), done.data(), gamma, lambda, T,
-                                    static_cast<int>(n));
+             float lambda, int T, View<const float> agent_gamma_lambda) {
+    const std::size_t agents = std::max<std::size_t>(1, agent_gamma_lambda.size() / 2);
+    const std::size_t n = rewards.size() / agents / static_cast<std::size_t>(T);  // each agent's environments
+    device.kernels().ppo_gae_kernel(device.stream(), LaunchDims::linear(n * agents, 128), advantages.data(),
+                                    returns.data(), rewards.data(), values.data(), next_values.data(), done.data(),
+                                    gamma, lambda, T, static_cast<int>(n),
+                                    agent_gamma_lambda.empty() ? nullptr : agent_gamma_lambda.data(),
+                                    static_cast<int>(agents));
 }
 
 void normalize(CudaDevice& device, View<float> x, View<float> scratch) {

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -28,9 +29,10 @@ namespace cpu_twin {
 void ppo_sample(View<int> actions, View<float> log_probs, View<const float> logits, int num_actions, std::uint64_t seed,
                 CounterValue step, View<const std::uint64_t> agent_seeds);
 void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View<const int> actions, int num_actions,
-                   int diversity_window, float coef, CounterValue step);
+                   int diversity_window, float coef, CounterValue step, View<const float> agent_coef);
 void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewards, View<const float> values,
-             View<const float> next_values, View<const std::uint8_t> done, float gamma, float lambda, int T);
+             View<const float> next_values, View<const std::uint8_t> done, float gamma, float lambda, int T,
+             View<const float> agent_gamma_lambda);
 void normalize(View<float> x, View<float> /*scratch*/);
 void ppo_collect_truncated(View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
                            View<const float> next_states, View<const env::StepInfo> info,
@@ -55,10 +57,10 @@ namespace cuda_twin {
 void ppo_sample(CudaDevice& device, View<int> actions, View<float> log_probs, View<const float> logits, int num_actions,
                 std::uint64_t seed, CounterValue step, View<const std::uint64_t> agent_seeds);
 void ppo_diversity(CudaDevice& device, View<int> window, View<int> counts, View<float> penalty, View<const int> actions,
-                   int num_actions, int diversity_window, float coef, CounterValue step);
+                   int num_actions, int diversity_window, float coef, CounterValue step, View<const float> agent_coef);
 void ppo_gae(CudaDevice& device, View<float> advantages, View<float> returns, View<const float> rewards,
              View<const float> values, View<const float> next_values, View<const std::uint8_t> done, float gamma,
-             float lambda, int T);
+             float lambda, int T, View<const float> agent_gamma_lambda);
 void normalize(CudaDevice& device, View<float> x, View<float> scratch);
 void ppo_collect_truncated(CudaDevice& device, View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
                            View<const float> next_states, View<const env::StepInfo> info,
@@ -124,12 +126,15 @@ inline void ppo_sample(Device& device, View<int> actions, View<float> log_probs,
 /// caller before step 0; never reset at episode ends); step = the 0-based global collection
 /// step. Stores and counts actions (n) (uncounting the action W steps old), then penalty (n) =
 /// coef * max(0, (c - 0.5) / 0.5), c = the most frequent action's share of the window, once
-/// step + 1 >= W; 0 before. Actions must lie in [0, A).
+/// step + 1 >= W; 0 before. Actions must lie in [0, A). Several agents' environments (agent_coef,
+/// device memory): n splits evenly, agent g's with its coefficient agent_coef[g].
 inline void ppo_diversity(Device& device, View<int> window, View<int> counts, View<float> penalty,
                           View<const int> actions, int num_actions, int diversity_window, float coef,
-                          CounterValue step) {
+                          CounterValue step, View<const float> agent_coef = {}) {
     const char* op = "ppo_diversity";
     detail::require_positive(static_cast<long long>(actions.size()), op, "the number of environments");
+    detail::require(agent_coef.empty() || actions.size() % agent_coef.size() == 0, op,
+                    fmt::format("{} environments do not split into {} agents", actions.size(), agent_coef.size()));
     detail::require_positive(num_actions, op, "num_actions");
     detail::require_positive(diversity_window, op, "diversity_window");
     if (!std::isfinite(coef)) throw std::invalid_argument("ops::ppo_diversity: coef is not finite");
@@ -143,22 +148,25 @@ inline void ppo_diversity(Device& device, View<int> window, View<int> counts, Vi
                                   detail::range("penalty", penalty), detail::range("actions", actions)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::ppo_diversity(*cuda, window, counts, penalty, actions, num_actions, diversity_window, coef,
-                                        step);
-    cpu_twin::ppo_diversity(window, counts, penalty, actions, num_actions, diversity_window, coef, step);
+                                        step, agent_coef);
+    cpu_twin::ppo_diversity(window, counts, penalty, actions, num_actions, diversity_window, coef, step, agent_coef);
 }
 
 /// GAE (ppo::gae_env) over a (T, n) rollout, n = rewards.size() / T: advantages, returns,
 /// rewards, values (V(s_t)), next_values (V of the observation after step t: the terminal
 /// one when done, V(s_T) at t = T-1), done (env::DoneFlag) all (T, n). A termination does not
 /// bootstrap; a truncation bootstraps from next_values but ends the episode (gae restarts).
-/// Bit-identical on both backends.
+/// Bit-identical on both backends. Several agents' rollouts (agent_gamma_lambda, device memory, a
+/// (gamma, lambda) pair per agent): every buffer (agents, T, n), agent g's block with its pair.
 inline void ppo_gae(Device& device, View<float> advantages, View<float> returns, View<const float> rewards,
                     View<const float> values, View<const float> next_values, View<const std::uint8_t> done, float gamma,
-                    float lambda, int T) {
+                    float lambda, int T, View<const float> agent_gamma_lambda = {}) {
     const char* op = "ppo_gae";
     detail::require_positive(T, op, "T");
     const std::size_t size = rewards.size();
-    detail::columns(size, static_cast<std::size_t>(T), op, "rewards");  // n = size / T >= 1
+    detail::require(agent_gamma_lambda.size() % 2 == 0, op, "agent_gamma_lambda holds a (gamma, lambda) pair per agent");
+    const std::size_t agents = std::max<std::size_t>(1, agent_gamma_lambda.size() / 2);
+    detail::columns(size, static_cast<std::size_t>(T) * agents, op, "rewards");  // n = size / (agents T) >= 1
     detail::require_size(advantages.size(), size, op, "advantages");
     detail::require_size(returns.size(), size, op, "returns");
     detail::require_size(values.size(), size, op, "values");
@@ -169,8 +177,9 @@ inline void ppo_gae(Device& device, View<float> advantages, View<float> returns,
                                   detail::range("rewards", rewards), detail::range("values", values),
                                   detail::range("next_values", next_values), detail::range("done", done)});
     if (CudaDevice* cuda = device.cuda())
-        return cuda_twin::ppo_gae(*cuda, advantages, returns, rewards, values, next_values, done, gamma, lambda, T);
-    cpu_twin::ppo_gae(advantages, returns, rewards, values, next_values, done, gamma, lambda, T);
+        return cuda_twin::ppo_gae(*cuda, advantages, returns, rewards, values, next_values, done, gamma, lambda, T,
+                                  agent_gamma_lambda);
+    cpu_twin::ppo_gae(advantages, returns, rewards, values, next_values, done, gamma, lambda, T, agent_gamma_lambda);
 }
 
 /// The truncated episodes of one rollout step, gathered compactly: for the environments whose
