@@ -172,6 +172,12 @@ inline constexpr int kMaxAgentGuardLosses = 8;
 /// agents + a]) after the norm's write (accum's rows accum_stride >= n_stats apart: [a accum_stride,
 /// + n_stats) for agent a, where a trainer keeps more sums per agent). Each agent's norm, gate,
 /// state and sums are the single kernel's bits on its slices.
+/// The weight gradients of `count` networks whose rows were split in `splits` slices (a strided
+/// batch of count x splits products into partials, network k's slice s at (k splits + s) size):
+/// dw[k dw_stride + j] = (accumulate ? dw[...] : 0) + sum over s in order of the partials' element
+/// j, for j < size. Any grid (grid-stride over count x size elements).
+using NetworkSplitKReduce = void(float* __restrict__ dw, long long dw_stride, const float* __restrict__ partials,
+                                 int size, int splits, int count, int accumulate);
 using NetworkNormGuardAgents = void(float* __restrict__ scratch, const float* __restrict__ x, int n,
                                     int* __restrict__ gate, nn::GuardState* __restrict__ state, float* stats,
                                     int agents, int n_losses, int norm_index, core::CounterValue update,
@@ -271,6 +277,7 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
     FH_KERNEL(core_network, network_narrow_head_backward_kernel, NetworkHeadBackward) \
     FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \
     FH_KERNEL(core_network, network_norm_guard_agents_kernel, NetworkNormGuardAgents) \
+    FH_KERNEL(core_network, network_split_k_reduce_kernel, NetworkSplitKReduce)     \
     FH_KERNEL(core_network, network_adam_agents_kernel, NetworkAdamAgents)          \
     FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \
     FH_KERNEL(core_network, network_norm_guard_kernel, NetworkNormGuard)            \

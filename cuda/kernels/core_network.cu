@@ -21,7 +21,9 @@
  *              sums them. Norm: partials with exactly kNormBlocks x kNormThreads, then finish with
  *              one block of kNormThreads. A population's norm and guard and Adam
  *              (network_norm_guard_agents_kernel, network_adam_agents_kernel): the single
- *              kernels' grids in x, one agent per blockIdx.y, each on its slices.
+ *              kernels' grids in x, one agent per blockIdx.y, each on its slices. The split weight
+ *              gradients' reduce (network_split_k_reduce_kernel): grid-stride over the networks'
+ *              elements, each summing its slices' partials in slice order.
  * Determinism: run-to-run exact. No float atomics: the bias gradient sums each column's rows in
  *              row order per thread, then the block's threads in a fixed tree; with several
  *              slices, the last block of a column group to finish (an integer ticket decides
@@ -662,6 +664,20 @@ extern "C" __global__ void network_norm_guard_kernel(float* grad_norm, float* __
         __syncthreads();
         for (int i = threadIdx.x; i < n_stats; i += blockDim.x)
             accum[i] = fh::core::saxpy_element(accum[i], 1.0f, stats[i]);
+    }
+}
+
+extern "C" __global__ void network_split_k_reduce_kernel(float* __restrict__ dw, long long dw_stride,
+                                                         const float* __restrict__ partials, int size, int splits,
+                                                         int count, int accumulate) {
+    const long long total = static_cast<long long>(size) * count;
+    for (long long i = global_thread_index(); i < total; i += grid_thread_count()) {
+        const long long k = i / size, j = i - k * size;
+        const float* p = partials + k * splits * size + j;
+        float sum = p[0];
+        for (int s = 1; s < splits; ++s) sum = fh::core::add_rn(sum, p[static_cast<long long>(s) * size]);
+        float& out = dw[k * dw_stride + j];
+        out = accumulate ? fh::core::add_rn(out, sum) : sum;
     }
 }
 

@@ -114,7 +114,6 @@ struct CudaDevice::SplitKPlan {
 CudaDevice::~CudaDevice() {
     lt_plans_.clear();
     split_k_plans_.clear();
-    split_k_batched_plans_.clear();
     if (lt_) cublasLtDestroy(lt_);
 }
 
@@ -758,58 +757,43 @@ bool CudaDevice::split_k_weight_gradient(float* dW, const float* X, const float*
     return true;
 }
 
-// The single network's split-K product (its plan, at the alignment of every network's pointers)
-// for `count` networks in one cuBLASLt call: the same algorithm, tile, split and reduction on each
-// network's block (the layouts' strided batches), so each network's dW is what its own
-// split_k_weight_gradient writes (a population's agents keep their single runs' bits here), and
-// the batch gives the blocks of all networks to one launch.
-bool CudaDevice::split_k_weight_gradient_batched(float* dW, const float* X, const float* dZ, int in, int out, int rows,
-                                                 int count, long long x_stride, long long dz_stride,
-                                                 long long dw_stride, const std::string& label) {
-    const auto bytes = [](long long floats) { return alignment_of(reinterpret_cast<const void*>(floats * 4)); };
-    const int align = std::min({alignment_of(dW), alignment_of(X), alignment_of(dZ), bytes(x_stride), bytes(dz_stride),
-                                bytes(dw_stride)});
-    const SplitKPlan* single = split_k_plan(in, out, rows, align);
-    if (single == nullptr) return false;
-    auto& plan = split_k_batched_plans_[std::make_tuple(in, out, rows, align, count, x_stride, dz_stride, dw_stride)];
-    if (!plan) {
-        plan = std::make_shared<SplitKPlan>();
-        plan->splits = single->splits;
-        LtPlan& p = plan->lt;
-        const int m = in, n = out, k = rows;
-        FH_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-        const cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_T;
-        FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-        FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-        FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, m, k, m));
-        FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, n, k, n));
-        FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, m, n, m));
-        const std::int32_t batch = count;
-        for (auto [layout, stride] : {std::pair{p.a, x_stride}, {p.b, dz_stride}, {p.c, dw_stride}}) {
-            FH_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
-                                                             sizeof batch));
-            const std::int64_t offset = stride;
-            FH_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                             &offset, sizeof offset));
-        }
-        cublasLtMatmulHeuristicResult_t check{};
-        p.algo = single->lt.algo;
-        p.usable = cublasLtMatmulAlgoCheck(lt_, p.op, p.a, p.b, p.c, p.c, &p.algo, &check) == CUBLAS_STATUS_SUCCESS &&
-                   check.workspaceSize <= kWorkspaceBytes;
-        log::debug("linear dW {}x{} over {} rows, {} networks: {}", in, out, rows, count,
-                   p.usable ? fmt::format("cuBLASLt batched, K split in {}", plan->splits)
-                            : std::string("cublasSgemmStridedBatched"));
-    }
-    if (!plan->lt.usable) return false;
+// The weight gradients of `count` networks over many rows each, where their few output tiles would
+// leave most SMs idle (the single network's reason for split_k_weight_gradient): the rows of every
+// network split in S slices, one strided batch of count x S products (network k's slice s is rows
+// [s K, (s + 1) K) of its block; the networks' inputs must lie one after the other, so that every
+// slice is the same stride apart) into the lane's partials, then network_split_k_reduce_kernel sums
+// each network's S slices in order. S: the largest power of two up to 64 that divides the rows,
+// leaves every slice at least kSplitKBatchedMinSliceRows rows, keeps count x S x in x out within
+// the partials and the blocks below two waves; from the shape and the SM count only (run-to-run
+// exact). The lane's partials are the bias gradient's: act_bias_grad finished with them on this
+// lane before, and the next use on this lane comes after the reduce.
+bool CudaDevice::split_weight_gradient_batched(float* dW, long long dw_stride, const float* X, long long x_stride,
+                                               const float* dZ, int in, int out, int rows, int count, bool accumulate,
+                                               const std::string& label) {
+    if (tf32_ || rows < kSplitKMinRows || x_stride != static_cast<long long>(rows) * in) return false;
+    const long long tiles = ((in + 63) / 64) * static_cast<long long>((out + 63) / 64);
+    const long long sms = device_.sm_count, size = static_cast<long long>(in) * out;
+    if (tiles * count * 4 > sms) return false;
+    int splits = 1;
+    while (splits < 64 && rows % (splits * 2) == 0 && rows / (splits * 2) >= kSplitKBatchedMinSliceRows &&
+           static_cast<long long>(count) * splits * 2 * size <= static_cast<long long>(kBiasPartialFloats) &&
+           tiles * count * splits < 2 * sms)
+        splits *= 2;
+    if (splits < 2) return false;
     std::string name = label;
     if (const auto at = name.find("(sgemm batched)"); at != std::string::npos)
-        name.replace(at, 15, fmt::format("(lt batched, split K {})", plan->splits));
+        name.replace(at, 15, fmt::format("(sgemm batched, split K {})", splits));
     if (cuda::op_filtered(name, stream())) return true;  // bench --ablate
     const cuda::TimedRegion timed(name, stream());
+    const int k = rows / splits;
+    float* const partials = bias_partials();
     const float one = 1.f, zero = 0.f;
-    const LtPlan& p = plan->lt;
-    FH_CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &one, X, p.a, dZ, p.b, &zero, dW, p.c, dW, p.c, &p.algo, workspace(),
-                                   kWorkspaceBytes, stream()));
+    FH_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, k, &one, X, in,
+                                              static_cast<long long>(k) * in, dZ, out, static_cast<long long>(k) * out,
+                                              &zero, partials, in, size, count * splits));
+    kernels().network_split_k_reduce_kernel(stream(), LaunchDims::linear(static_cast<std::size_t>(size * count)), dW,
+                                            dw_stride, partials, static_cast<int>(size), splits, count,
+                                            accumulate ? 1 : 0);
     return true;
 }
 
@@ -869,8 +853,8 @@ void CudaDevice::linear_backward_batched_impl(View<float> dX, View<float> grads,
         const std::string label = cuda::op_names_wanted()
                                       ? fmt::format("linear dW (sgemm batched) {}x{}x{} x{}", in, out, batch, count)
                                       : std::string();
-        if (!(!accumulate && split_k_weight_gradient_batched(grads.data() + w_offset, X.data(), dZ, in, out, batch, count,
-                                                             static_cast<long long>(x_stride), rows, pstride, label)) &&
+        if (!split_weight_gradient_batched(grads.data() + w_offset, pstride, X.data(), static_cast<long long>(x_stride),
+                                           dZ, in, out, batch, count, accumulate, label) &&
             !cuda::op_filtered(label, stream())) {  // bench --ablate
             const cuda::TimedRegion timed(label, stream());
             FH_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, X.data(),

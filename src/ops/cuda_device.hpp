@@ -162,12 +162,13 @@ private:
     /// The split-K plan of a dW product (in, out, rows) at pointer alignment `align`, or null when
     /// the rule takes cublasSgemm (or none of the library's algorithms fits).
     const SplitKPlan* split_k_plan(int in, int out, int rows, int align);
-    bool split_k_weight_gradient_batched(float* dW, const float* X, const float* dZ, int in, int out, int rows,
-                                         int count, long long x_stride, long long dz_stride, long long dw_stride,
-                                         const std::string& label);
+    /// linear_backward_batched's weight gradients (count networks, dW of network k at k dw_stride)
+    /// with the rows split (the definition says when); false: the caller issues one strided batch.
+    bool split_weight_gradient_batched(float* dW, long long dw_stride, const float* X, long long x_stride,
+                                       const float* dZ, int in, int out, int rows, int count, bool accumulate,
+                                       const std::string& label);
+    static constexpr int kSplitKBatchedMinSliceRows = 256;
     std::map<std::tuple<int, int, int, int>, std::shared_ptr<SplitKPlan>> split_k_plans_;
-    std::map<std::tuple<int, int, int, int, int, long long, long long, long long>, std::shared_ptr<SplitKPlan>>
-        split_k_batched_plans_;
     bool tf32_ = false;   ///< linear layers: cuBLAS math mode (set_tf32)
     bool graphs_ = true;  ///< run_sequence captures CUDA Graphs
     int sharers_ = 1;     ///< agents sharing the GPU (set_gpu_sharers)

@@ -357,6 +357,29 @@ TEST_CASE("linear_backward_batched equals one linear_backward per network, on bo
                     }
 }
 
+// Many rows per network: the weight gradients with the rows split across slices (one strided batch
+// of every network's slices, then each network's sum in slice order; separate inputs only) and one
+// product per network where the inputs are shared; each within rounding of the CPU's, run to run
+// the same bits.
+TEST_CASE("linear_backward_batched over many rows: split weight gradients within rounding of the CPU, reproducible",
+          "[gpu][nn]") {
+    CpuDevice cpu;
+    auto& gpu = fh::test::gpu_ops();
+    for (int count : {2, 5})
+        for (bool shared_input : {false, true}) {
+            const int batch = 4096, in = 29, out = 65;
+            INFO("count " << count << " shared " << shared_input);
+            const auto c = run_backward_batched(cpu, count, batch, in, out, Activation::tanh, true, shared_input, false);
+            const auto g = run_backward_batched(gpu, count, batch, in, out, Activation::tanh, true, shared_input, false);
+            const auto again = run_backward_batched(gpu, count, batch, in, out, Activation::tanh, true, shared_input, false);
+            CHECK(again.grads == g.grads);
+            CHECK(again.grads_acc == g.grads_acc);
+            FH_REQUIRE_CLOSE(g.dX, c.dX, 1e-5, 1e-4);
+            FH_REQUIRE_CLOSE(g.grads, c.grads, 1e-5 * std::sqrt(batch), 1e-4);
+            FH_REQUIRE_CLOSE(g.grads_acc, c.grads_acc, 2e-5 * std::sqrt(batch), 1e-4);
+        }
+}
+
 namespace {
 
 struct HeadResults {
