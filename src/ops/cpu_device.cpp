@@ -35,12 +35,6 @@ void CpuDevice::copy_bytes(void* dst, const void* src, std::size_t bytes) {
     std::memcpy(dst, src, bytes);
 }
 
-void CpuDevice::copy_2d_bytes(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
-                              std::size_t width, std::size_t rows) {
-    for (std::size_t r = 0; r < rows; ++r)
-        std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, width);
-}
-
 void CpuDevice::fill_impl(View<float> y, float value) {
     for (std::size_t i = 0; i < y.size(); ++i) y.data()[i] = value;
 }

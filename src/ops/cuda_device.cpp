@@ -279,15 +279,6 @@ void CudaDevice::copy_bytes(void* dst, const void* src, std::size_t bytes) {
     FH_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
 }
 
-void CudaDevice::copy_2d_bytes(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
-                               std::size_t width, std::size_t rows) {
-    const std::string label =
-        cuda::op_names_wanted() ? fmt::format("device copy {} rows of {} bytes", rows, width) : std::string();
-    if (cuda::op_filtered(label, stream())) return;  // bench --ablate
-    const cuda::TimedRegion timed(label, stream());
-    FH_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice, stream()));
-}
-
 void CudaDevice::fill_impl(View<float> y, float value) {
     kernels().fill_f32_kernel(stream(), LaunchDims::linear(y.size()), y.data(), value, static_cast<int>(y.size()));
 }

@@ -72,8 +72,6 @@ protected:
     void upload_bytes(void* dst, const void* src, std::size_t bytes) override;
     void download_bytes(void* dst, const void* src, std::size_t bytes) override;
     void copy_bytes(void* dst, const void* src, std::size_t bytes) override;
-    void copy_2d_bytes(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch, std::size_t width,
-                       std::size_t rows) override;
 
     void fill_impl(View<float> y, float value) override;
     void copy_impl(View<float> dst, View<const float> src) override;

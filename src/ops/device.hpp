@@ -42,7 +42,8 @@ class CudaDevice;
 
 /// One copy of Device::copy_group: dst = src, element for element, for any trivially copyable
 /// element type (the sizes must match: checked); or, made by strided(), `rows` rows of `width`
-/// elements, row r from src + r src_pitch to dst + r dst_pitch (Device::copy_strided's copy).
+/// elements, row r from src + r src_pitch to dst + r dst_pitch (e.g. a step's (agents, n) values
+/// into row t of every agent's (T, n) rollout).
 struct CopyPair {
     template <class T>
     requires std::is_trivially_copyable_v<T> && (!std::is_const_v<T>)
@@ -237,19 +238,6 @@ public:
         if (overlaps(dst, src)) throw std::invalid_argument("ops::copy_raw: dst and src overlap");
         if (!dst.empty()) copy_bytes(dst.data(), src.data(), dst.size() * sizeof(T));
     }
-    /// Row r < rows of dst (at r * dst_pitch, width elements) = row r of src (at r * src_pitch):
-    /// one strided copy (cudaMemcpy2DAsync on CUDA), e.g. a step's (agents, n) values into row t
-    /// of each agent's (T, n) rollout. Pitches >= width; dst and src distinct buffers.
-    template <class T>
-    void copy_strided(View<T> dst, std::size_t dst_pitch, std::type_identity_t<View<const T>> src,
-                      std::size_t src_pitch, std::size_t width, std::size_t rows) {
-        if (rows == 0 || width == 0) return;
-        if (dst_pitch < width || src_pitch < width || (rows - 1) * dst_pitch + width > dst.size() ||
-            (rows - 1) * src_pitch + width > src.size())
-            throw std::invalid_argument("ops::copy_strided: rows of width elements exceed a buffer or its pitch");
-        if (overlaps(dst, src)) throw std::invalid_argument("ops::copy_strided: dst and src overlap");
-        copy_2d_bytes(dst.data(), dst_pitch * sizeof(T), src.data(), src_pitch * sizeof(T), width * sizeof(T), rows);
-    }
     void free_bytes(void* p, std::size_t bytes) noexcept {
         release_bytes(p);
         bytes_in_use_ -= bytes;
@@ -388,8 +376,6 @@ protected:
     virtual void upload_bytes(void* dst, const void* src, std::size_t bytes) = 0;
     virtual void download_bytes(void* dst, const void* src, std::size_t bytes) = 0;
     virtual void copy_bytes(void* dst, const void* src, std::size_t bytes) = 0;
-    virtual void copy_2d_bytes(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
-                               std::size_t width, std::size_t rows) = 0;
 
     // The core ops' implementations; the public functions above checked the arguments.
     virtual void fill_impl(View<float> y, float value) = 0;

@@ -251,13 +251,22 @@ TEST_CASE("population: run.population = 3 gives seeds run.seed + i; check lists 
                         "--set dqn.her=true",
                         dir);
     CHECK(her.out.find("# Each agent its own launches: agent 0: dqn.her") != std::string::npos);
-    // IQL and PPO agents batch under "auto" whatever their sizes; PPO with curiosity does not; DT has
-    // no batched engine.
+    // IQL agents batch under "auto" whatever their sizes; PPO agents where their networks are narrow
+    // and their rollouts not tiny; PPO with curiosity does not batch; DT has no batched engine.
     const auto iql = sh("\"$EXE\" check iql-smoketest --set run.population=3", dir);
     CHECK(iql.out.find("# Batched: one engine for every agent") != std::string::npos);
     const auto ppo = sh("\"$EXE\" check ppo-smoketest --set run.population=2", dir);
-    CHECK(ppo.out.find("# Batched: one engine for every agent") != std::string::npos);
-    const auto curious = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set ppo.curiosity=true", dir);
+    CHECK(ppo.out.find("# Each agent its own launches: run.population_batching = \"auto\": a rollout") !=
+          std::string::npos);
+    const auto ppo_big = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set experience.gpu_n_episodes=64", dir);
+    CHECK(ppo_big.out.find("# Batched: one engine for every agent") != std::string::npos);
+    const auto ppo_wide = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set experience.gpu_n_episodes=64 "
+                             "--set ppo.hidden=[128,128]",
+                             dir);
+    CHECK(ppo_wide.out.find("widest ppo.hidden layer is 128 > 64") != std::string::npos);
+    const auto curious = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set run.population_batching=on "
+                            "--set ppo.curiosity=true",
+                            dir);
     CHECK(curious.out.find("# Each agent its own launches: agent 0: ppo.curiosity = true") != std::string::npos);
     const auto dt = sh("\"$EXE\" check dt-smoketest --set run.population=2", dir);
     INFO(dt.out << dt.err);
@@ -386,6 +395,7 @@ void batched_resume_equals_unbatched(const std::string& common, long long half, 
 TEST_CASE("population: a batched population resumes batched, each agent as it would alone (CPU)", "[population]") {
     SECTION("DQN") { batched_resume_equals_unbatched("--profile dqn-smoketest --set run.eval_interval=400 --set run.checkpoint_interval=400", 400, 800, "resume-dqn"); }
     SECTION("IQL") { batched_resume_equals_unbatched(kIql, 60, 120, "resume-iql"); }
+    SECTION("PPO") { batched_resume_equals_unbatched(kPpo, 800, 1600, "resume-ppo"); }
 }
 
 // A batched population's agents read the interrupt latched at the start of each round: they stop
