@@ -26,14 +26,11 @@ using fh::ops::CpuDevice;
 using fh::ops::Device;
 using fh::ops::View;
 using fh::test::random_floats;
+using fh::test::same_bits;
 
 namespace {
 
 constexpr int kAgents = 3;
-
-template <class T> bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 /// A ring of `steps` x `envs` random transitions (some done flags), agent k's.
 struct Ring {

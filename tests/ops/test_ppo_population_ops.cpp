@@ -30,14 +30,12 @@ using fh::ops::CpuDevice;
 using fh::ops::Device;
 using fh::ops::View;
 using fh::test::random_floats;
+using fh::test::same_bits;
 
 namespace {
 
 constexpr int kAgents = 3;
 
-template <class T> bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 template <class T> std::vector<T> part(const std::vector<T>& h, std::size_t k, std::size_t n) {
     return std::vector<T>(h.begin() + static_cast<std::ptrdiff_t>(k * n), h.begin() + static_cast<std::ptrdiff_t>((k + 1) * n));
 }

@@ -6,7 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <random>
 #include <span>
@@ -59,5 +62,26 @@ Mismatches compare_close(std::span<const T> got, std::span<const T> ref, double 
                             << fh_m_.first);                                                 \
         REQUIRE(fh_m_.count == 0);                                                           \
     } while (0)
+
+/// Equal sizes and the same bytes (NaNs included).
+template <class T> bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+/// A tensor's bytes read as floats.
+inline std::vector<float> as_floats(const std::vector<std::byte>& b) {
+    std::vector<float> out(b.size() / sizeof(float));
+    std::memcpy(out.data(), b.data(), out.size() * sizeof(float));
+    return out;
+}
+
+/// The largest |a - b| relative to max(1, |a|) over two equal-sized vectors.
+inline double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (std::size_t k = 0; k < a.size(); ++k)
+        worst = std::max(worst, std::fabs(static_cast<double>(a[k]) - b[k]) / std::max(1.0, std::fabs(1.0 * a[k])));
+    return worst;
+}
 
 }  // namespace fh::test

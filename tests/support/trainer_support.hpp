@@ -143,4 +143,11 @@ hidden = [16]
     io::write_replay_dump(path, writer.replay_dump());
 }
 
+/// The bytes of trainer t's state tensor `name` (its checkpoint's), read to the host.
+inline std::vector<std::byte> tensor_bytes(ops::Device& ops, trainers::Trainer& t, const std::string& name) {
+    for (const auto& st : t.state_tensors())
+        if (st.name == name) return ops.to_host<std::byte>(st.bytes);
+    throw std::runtime_error("no state tensor " + name);
+}
+
 }  // namespace fh::test

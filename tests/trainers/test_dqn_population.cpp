@@ -26,6 +26,7 @@
 #include "util/errors.hpp"
 
 using namespace fh;
+using fh::test::max_relative_difference;
 
 namespace {
 
@@ -61,15 +62,6 @@ std::vector<float> tensor(ops::Device& ops, trainers::Trainer& t, const std::str
             return out;
         }
     throw std::runtime_error("no state tensor " + name);
-}
-
-/// The largest |a - b| relative to max(1, |a|) over two equal-sized vectors.
-double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (std::size_t k = 0; k < a.size(); ++k)
-        worst = std::max(worst, std::fabs(static_cast<double>(a[k]) - b[k]) / std::max(1.0, std::fabs(1.0 * a[k])));
-    return worst;
 }
 
 /// Trains the agents as one population and each alone for `iterations`; returns the largest

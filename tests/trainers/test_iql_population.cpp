@@ -16,13 +16,18 @@
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "ops/cpu_device.hpp"
+#include "support/compare.hpp"
 #include "support/gpu.hpp"
+#include "support/trainer_support.hpp"
 #include "trainers/iql_population.hpp"
 #include "trainers/iql_trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 
 using namespace fh;
+using fh::test::as_floats;
+using fh::test::max_relative_difference;
+using fh::test::tensor_bytes;
 
 namespace {
 
@@ -45,27 +50,6 @@ dataset = "behaviour"
 dataset_size = 600
 )";
     return config::resolve_profile_text(text, "test-profile", overrides);
-}
-
-std::vector<std::byte> tensor_bytes(ops::Device& ops, trainers::Trainer& t, const std::string& name) {
-    for (const auto& st : t.state_tensors())
-        if (st.name == name) return ops.to_host<std::byte>(st.bytes);
-    throw std::runtime_error("no state tensor " + name);
-}
-
-std::vector<float> as_floats(const std::vector<std::byte>& b) {
-    std::vector<float> out(b.size() / sizeof(float));
-    std::memcpy(out.data(), b.data(), out.size() * sizeof(float));
-    return out;
-}
-
-/// The largest |a - b| relative to max(1, |a|).
-double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (std::size_t k = 0; k < a.size(); ++k)
-        worst = std::max(worst, std::fabs(static_cast<double>(a[k]) - b[k]) / std::max(1.0, std::fabs(1.0 * a[k])));
-    return worst;
 }
 
 const char* const kFloatTensors[] = {"params/online", "params/target", "adam/m", "adam/v", "monitor/accumulators"};
