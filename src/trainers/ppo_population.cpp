@@ -27,9 +27,9 @@ std::string PpoPopulation::unsupported(const config::Profile& p, const config::P
     if (p.ppo.curiosity) return "ppo.curiosity = true";
     // What the agents share: the networks, the rollout's shape, the updates' schedule and mode.
     const auto shape = [](const config::Profile& q) {
-        return std::tie(q.ppo.hidden, q.experience.gpu_n_episodes, q.experience.gpu_timesteps_per_episode,
-                        q.ppo.epochs, q.ppo.minibatches, q.ppo.clip_value, q.ppo.diversity_window,
-                        q.ppo.lr_schedule, q.training.grad_clip_norm, q.run.total_steps, q.gpu.tf32);
+        return std::tie(q.ppo.hidden, q.experience.gpu_n_episodes, q.experience.gpu_timesteps_per_episode, q.ppo.epochs,
+                        q.ppo.minibatches, q.ppo.clip_value, q.ppo.diversity_window, q.ppo.lr_schedule,
+                        q.training.grad_clip_norm, q.run.total_steps, q.gpu.tf32);
     };
     if (shape(p) != shape(first))
         return "a shape (ppo.hidden, experience.gpu_n_episodes, experience.gpu_timesteps_per_episode, ppo.epochs, "
@@ -84,7 +84,8 @@ PpoPopulation::PpoPopulation(ops::Device& ops, const std::vector<config::Profile
       epochs_(agents.front().ppo.epochs),
       minibatches_(agents.front().ppo.minibatches),
       net_(agents.front(), state_dim_, num_actions_),
-      env_(ops, markets, seeds_of(agents), env::Split::train, checked_env_params(agents, markets), n_envs_),
+      env_(ops, markets, seeds_of(agents), env::Split::train,
+           trainers::env_params(agents.front(), markets.front()->market_dim()), n_envs_),
       trunc_read_(ops, agents.size()) {
     if (batch_ < 1) throw UsageError("ppo.minibatches exceeds the rollout's transitions");
     for (std::size_t i = 0; i < agents.size(); ++i)
@@ -118,7 +119,8 @@ PpoPopulation::PpoPopulation(ops::Device& ops, const std::vector<config::Profile
     params_ = ops.alloc<float>(N * P);
     ops.fill(params_.view(), 0.0f);
     for (std::size_t i = 0; i < N; ++i)
-        nn::init_params(ops, params_.view().subview(i * P, P), net_.layout, static_cast<std::uint64_t>(agents[i].run.seed));
+        nn::init_params(ops, params_.view().subview(i * P, P), net_.layout,
+                        static_cast<std::uint64_t>(agents[i].run.seed));
     for (auto* b : {&grads_, &m_, &v_}) {
         *b = ops.alloc<float>(N * P);
         ops.fill(b->view(), 0.0f);
@@ -148,7 +150,8 @@ PpoPopulation::PpoPopulation(ops::Device& ops, const std::vector<config::Profile
     div_counts_ = ops.from_host<int>(std::vector<int>(N * n * A, 0));
 
     mb_states_ = ops.alloc<float>(N * B * D);
-    for (auto* b : {&mb_old_logp_, &mb_adv_, &mb_returns_, &mb_old_values_, &mb_d_values_}) *b = ops.alloc<float>(N * B);
+    for (auto* b : {&mb_old_logp_, &mb_adv_, &mb_returns_, &mb_old_values_, &mb_d_values_})
+        *b = ops.alloc<float>(N * B);
     mb_stats_ = ops.alloc<float>(static_cast<std::size_t>(ppo::kPpoLossStats) * N * B);
     mb_d_logits_ = ops.alloc<float>(N * B * A);
     mb_actions_ = ops.alloc<int>(N * B);
@@ -213,7 +216,8 @@ void PpoPopulation::rollout_ops() {
         [&] {
             const auto v = net_.critic.forward_batched(ops_, params_.cview(), P, env_.states(), xs, n_envs_, agents_,
                                                        ws_critic_step_);
-            ops_.copy_group({step_row(r_values_, 0, v), step_row(r_states_, 0, env_.states(), static_cast<std::size_t>(state_dim_))});
+            ops_.copy_group({step_row(r_values_, 0, v),
+                             step_row(r_states_, 0, env_.states(), static_cast<std::size_t>(state_dim_))});
         },
         [&] { sample_actions(0); });
     for (int t = 0; t < horizon_; ++t) rollout_step(t);
@@ -227,12 +231,13 @@ void PpoPopulation::sample_actions(int t) {
     const std::size_t set = static_cast<std::size_t>(t % 2) * Nn;
     const auto actions = step_actions_.view().subview(set, Nn);
     const auto logp = step_logp_.view().subview(set, Nn);
-    const auto logits =
-        net_.actor.forward_batched(ops_, params_.cview(), params(), env_.states(), xs, n_envs_, agents_, ws_actor_step_);
-    fh::ops::ppo_sample(ops_, actions, logp, logits, num_actions_, static_cast<std::uint64_t>(profiles_.front().run.seed),
-                        collection_step(t), seeds_.cview());
+    const auto logits = net_.actor.forward_batched(ops_, params_.cview(), params(), env_.states(), xs, n_envs_, agents_,
+                                                   ws_actor_step_);
+    fh::ops::ppo_sample(ops_, actions, logp, logits, num_actions_,
+                        static_cast<std::uint64_t>(profiles_.front().run.seed), collection_step(t), seeds_.cview());
     fh::ops::action_histogram(ops_, histogram_.view(), actions, num_actions_, agents_);
-    ops_.copy_group({step_row(r_actions_, t, ops::View<const int>(actions)), step_row(r_logp_, t, ops::View<const float>(logp))});
+    ops_.copy_group(
+        {step_row(r_actions_, t, ops::View<const int>(actions)), step_row(r_logp_, t, ops::View<const float>(logp))});
 }
 
 // PpoTrainer::rollout_step for every agent: the environments' step, then the critic, the actor's
@@ -246,10 +251,13 @@ void PpoPopulation::rollout_step(int t) {
 
     env_.step(actions);
     const auto critic = [&] {
-        const auto v = net_.critic.forward_batched(ops_, params_.cview(), params(), last ? env_.next_states() : env_.states(),
-                                                   xs, n_envs_, agents_, ws_critic_step_);
-        if (last) ops_.copy_group({step_row(r_next_values_, t, v)});
-        else ops_.copy_group({step_row(r_next_values_, t, v), step_row(r_values_, t + 1, v)});
+        const auto v =
+            net_.critic.forward_batched(ops_, params_.cview(), params(), last ? env_.next_states() : env_.states(), xs,
+                                        n_envs_, agents_, ws_critic_step_);
+        if (last)
+            ops_.copy_group({step_row(r_next_values_, t, v)});
+        else
+            ops_.copy_group({step_row(r_next_values_, t, v), step_row(r_values_, t + 1, v)});
     };
     // Step t's done flags and reward less the diversity penalty (PpoTrainer subtracts it from the
     // stored reward: the same floats), the penalty, and s_{t+1}: one launch of strided stores.
@@ -270,12 +278,14 @@ void PpoPopulation::rollout_step(int t) {
         ops_.copy_group(stores);
     };
     if (last) return ops_.run_concurrently(critic, reward_terms);
-    ops_.run_concurrently(critic, [&] { sample_actions(t + 1); }, [&] {
-        reward_terms();
-        fh::ops::ppo_collect_truncated(ops_, trunc_rows_.view(), trunc_bars_.view(), trunc_portfolio_.view(),
-                                       trunc_count_.view(), env_.next_states(), env_.info(), env_.done(),
-                                       env_params_.front().market_dim, t * n_envs_, t == 0, agents_);
-    });
+    ops_.run_concurrently(
+        critic, [&] { sample_actions(t + 1); },
+        [&] {
+            reward_terms();
+            fh::ops::ppo_collect_truncated(ops_, trunc_rows_.view(), trunc_bars_.view(), trunc_portfolio_.view(),
+                                           trunc_count_.view(), env_.next_states(), env_.info(), env_.done(),
+                                           env_params_.front().market_dim, t * n_envs_, t == 0, agents_);
+        });
 }
 
 // PpoTrainer::bootstrap_truncated per agent: its critic on its truncated episodes' terminal
@@ -289,8 +299,8 @@ void PpoPopulation::bootstrap_truncated() {
     for (std::size_t g = 0; g < counts.size(); ++g) {
         const int count = counts[g];
         if (count < 0 || static_cast<std::size_t>(count) > M)
-            throw std::logic_error(fmt::format("PPO population rollout: agent {}: {} truncated episodes in {} rows", g,
-                                               count, M));
+            throw std::logic_error(
+                fmt::format("PPO population rollout: agent {}: {} truncated episodes in {} rows", g, count, M));
         const env::MarketView market = markets_[g]->view(env::Split::train);
         const ops::View<const float> features(
             market.features, static_cast<std::size_t>(market.n_bars) * static_cast<std::size_t>(market_dim));
@@ -301,11 +311,12 @@ void PpoPopulation::bootstrap_truncated() {
             const std::size_t r = static_cast<std::size_t>(rows);
             const int pass =
                 std::min(n_envs_, static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(rows, 64)))));
-            fh::ops::ppo_terminal_observations(ops_, trunc_states_.view().subview(0, r * D),
-                                               trunc_bars_.cview().subview(row, r),
-                                               trunc_portfolio_.cview().subview(row * PD, r * PD), features, market_dim);
-            const auto v = net_.critic.infer(ops_, params, trunc_states_.cview().subview(0, static_cast<std::size_t>(pass) * D),
-                                             pass, ws_critic_trunc_);
+            fh::ops::ppo_terminal_observations(
+                ops_, trunc_states_.view().subview(0, r * D), trunc_bars_.cview().subview(row, r),
+                trunc_portfolio_.cview().subview(row * PD, r * PD), features, market_dim);
+            const auto v =
+                net_.critic.infer(ops_, params, trunc_states_.cview().subview(0, static_cast<std::size_t>(pass) * D),
+                                  pass, ws_critic_trunc_);
             fh::ops::ppo_scatter_values(ops_, r_next_values_.view().subview(g * M, M), v.subview(0, r),
                                         trunc_rows_.cview().subview(row, r));
         }
@@ -336,9 +347,12 @@ void PpoPopulation::advantage_ops() {
 }
 
 void PpoPopulation::update_from_rollout(std::uint32_t inject_nan) {
-    if (rollout_issued_) throw std::logic_error("PPO population: an update while a rollout is issued but not completed");
-    if (inject_nan != 0) update_ops(inject_nan);  // tests: never captured
-    else ops_.run_sequence(update_sequence_, [this] { update_ops(0); });
+    if (rollout_issued_)
+        throw std::logic_error("PPO population: an update while a rollout is issued but not completed");
+    if (inject_nan != 0)
+        update_ops(inject_nan);  // tests: never captured
+    else
+        ops_.run_sequence(update_sequence_, [this] { update_ops(0); });
     ++rollouts_;
 }
 
@@ -364,9 +378,9 @@ void PpoPopulation::minibatch_update(int epoch, int minibatch, std::uint32_t inj
     const int N = agents_, B = batch_;
     const std::size_t Ns = static_cast<std::size_t>(N), P = params(), Bs = static_cast<std::size_t>(B);
     const std::size_t D = static_cast<std::size_t>(state_dim_);
-    const ppo::RolloutView rollout{r_states_.cview().data(), r_actions_.cview().data(), r_logp_.cview().data(),
-                                   r_adv_.cview().data(),    r_returns_.cview().data(), r_values_.cview().data(),
-                                   n_envs_ * horizon_,       state_dim_};
+    const ppo::RolloutView rollout{
+        r_states_.cview().data(),  r_actions_.cview().data(), r_logp_.cview().data(), r_adv_.cview().data(),
+        r_returns_.cview().data(), r_values_.cview().data(),  n_envs_ * horizon_,     state_dim_};
     fh::ops::ppo_gather(ops_, mb_states_.view(), mb_actions_.view(), mb_old_logp_.view(), mb_adv_.view(),
                         mb_returns_.view(), mb_old_values_.view(), rollout,
                         static_cast<std::uint64_t>(profiles_.front().run.seed),
@@ -374,10 +388,12 @@ void PpoPopulation::minibatch_update(int epoch, int minibatch, std::uint32_t inj
     ops::View<const float> logits, values;
     ops_.run_concurrently(
         [&] {
-            values = net_.critic.forward_batched(ops_, params_.cview(), P, mb_states_.cview(), Bs * D, B, N, ws_critic_mb_);
+            values =
+                net_.critic.forward_batched(ops_, params_.cview(), P, mb_states_.cview(), Bs * D, B, N, ws_critic_mb_);
         },
         [&] {
-            logits = net_.actor.forward_batched(ops_, params_.cview(), P, mb_states_.cview(), Bs * D, B, N, ws_actor_mb_);
+            logits =
+                net_.actor.forward_batched(ops_, params_.cview(), P, mb_states_.cview(), Bs * D, B, N, ws_actor_mb_);
         });
     const auto& pp = profiles_.front().ppo;
     fh::ops::ppo_loss(ops_, mb_stats_.view(), mb_d_logits_.view(), mb_d_values_.view(), logits, values,
@@ -396,8 +412,9 @@ void PpoPopulation::minibatch_update(int epoch, int minibatch, std::uint32_t inj
                 const std::uint32_t mask = members_.nan_mask(u);
                 for (int a = 0; a < N && a < 32; ++a)
                     if (mask & (1u << a))
-                        ops_.fill(cur.subview(static_cast<std::size_t>(kAccPolicy) * Ns + static_cast<std::size_t>(a), 1),
-                                  std::numeric_limits<float>::quiet_NaN());
+                        ops_.fill(
+                            cur.subview(static_cast<std::size_t>(kAccPolicy) * Ns + static_cast<std::size_t>(a), 1),
+                            std::numeric_limits<float>::quiet_NaN());
             }
             net_.critic.backward_batched(ops_, params_.cview(), grads_.view(), mb_d_values_.view(), {}, ws_critic_mb_,
                                          false);
@@ -422,13 +439,16 @@ void PpoPopulation::restore_rollouts(long long rollouts) {
         restored_ = true;
         ops_.upload<long long>(rollouts_dev_.view(), std::vector<long long>{rollouts});
     } else if (rollouts != rollouts_) {
-        throw UsageError(fmt::format("an agent of a batched population continues from rollout {}, another from rollout "
-                                     "{}; resume with run.population_batching = \"off\"",
-                                     rollouts, rollouts_));
+        throw UsageError(
+            fmt::format("an agent of a batched population continues from rollout {}, another from rollout "
+                        "{}; resume with run.population_batching = \"off\"",
+                        rollouts, rollouts_));
     }
 }
 
-std::unique_ptr<Trainer> PpoPopulation::agent(int i) { return std::make_unique<PpoPopulationAgent>(shared_from_this(), i); }
+std::unique_ptr<Trainer> PpoPopulation::agent(int i) {
+    return std::make_unique<PpoPopulationAgent>(shared_from_this(), i);
+}
 
 PpoPopulation::AgentState PpoPopulation::agent_state(int agent) {
     if (agent < 0 || agent >= agents_) throw std::out_of_range("PpoPopulation::agent_state");
@@ -458,7 +478,9 @@ PpoPopulationAgent::PpoPopulationAgent(std::shared_ptr<PpoPopulation> population
     population_->members_.join(this);
 }
 
-PpoPopulationAgent::~PpoPopulationAgent() { population_->members_.leave(this); }
+PpoPopulationAgent::~PpoPopulationAgent() {
+    population_->members_.leave(this);
+}
 
 void PpoPopulationAgent::iterate() {
     PopulationAgents<PpoPopulationAgent>::advance(*population_, population_->rollouts(), rollouts_);

@@ -114,7 +114,7 @@ private:
     ActorCritic net_;
     env::VecEnv env_;  ///< every agent's n_envs environments, agent-major
     long long rollouts_ = 0;
-    bool restored_ = false;       ///< restore_rollouts set rollouts_
+    bool restored_ = false;        ///< restore_rollouts set rollouts_
     bool rollout_issued_ = false;  ///< issue_rollout ran; collect_rollout completes the rollout
 
     // Per agent on the device: run.seed (sampling, minibatches), loss coefficients, GAE's gamma and

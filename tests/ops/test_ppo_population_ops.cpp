@@ -36,10 +36,13 @@ namespace {
 
 constexpr int kAgents = 3;
 
-template <class T> std::vector<T> part(const std::vector<T>& h, std::size_t k, std::size_t n) {
-    return std::vector<T>(h.begin() + static_cast<std::ptrdiff_t>(k * n), h.begin() + static_cast<std::ptrdiff_t>((k + 1) * n));
+template <class T>
+std::vector<T> part(const std::vector<T>& h, std::size_t k, std::size_t n) {
+    return std::vector<T>(h.begin() + static_cast<std::ptrdiff_t>(k * n),
+                          h.begin() + static_cast<std::ptrdiff_t>((k + 1) * n));
 }
-template <class T> std::vector<std::byte> bytes_of(const std::vector<T>& v) {
+template <class T>
+std::vector<std::byte> bytes_of(const std::vector<T>& v) {
     std::vector<std::byte> b(v.size() * sizeof(T));
     std::memcpy(b.data(), v.data(), b.size());
     return b;
@@ -47,8 +50,8 @@ template <class T> std::vector<std::byte> bytes_of(const std::vector<T>& v) {
 
 /// What a device computed, for the CPU-GPU comparison of the exact ops.
 struct Outputs {
-    std::vector<std::byte> env;   ///< every agent's environment buffers after the steps
-    std::vector<std::byte> lists; ///< the truncated-episode lists and counts
+    std::vector<std::byte> env;    ///< every agent's environment buffers after the steps
+    std::vector<std::byte> lists;  ///< the truncated-episode lists and counts
     std::vector<std::byte> gather, copies;
     std::vector<int> actions;
     std::vector<float> log_probs, loss;
@@ -67,7 +70,8 @@ void environments(Device& ops, Outputs& out) {
                 "\n[data]\nsynthetic_bars = 1500\ncache_dir = \"\"\n[env]\nbankruptcy_fraction = 0.9995\n"
                 "[experience]\ngpu_timesteps_per_episode = 7\n",
             "agent", {});
-        markets.push_back(std::make_unique<fh::env::DeviceMarket>(ops, fh::data::load_market(fh::trainers::data_options(p))));
+        markets.push_back(
+            std::make_unique<fh::env::DeviceMarket>(ops, fh::data::load_market(fh::trainers::data_options(p))));
         views.push_back(markets.back().get());
         seeds.push_back(static_cast<std::uint64_t>(p.run.seed));
         if (k == 0) params = fh::trainers::env_params(p, markets.back()->market_dim());
@@ -78,8 +82,8 @@ void environments(Device& ops, Outputs& out) {
     for (int k = 0; k < kAgents; ++k) {
         auto own = params;
         own.seed = seeds[static_cast<std::size_t>(k)];
-        alone.push_back(std::make_unique<fh::env::VecEnv>(ops, *markets[static_cast<std::size_t>(k)], fh::env::Split::train,
-                                                          own, n));
+        alone.push_back(std::make_unique<fh::env::VecEnv>(ops, *markets[static_cast<std::size_t>(k)],
+                                                          fh::env::Split::train, own, n));
         alone.back()->reset_all();
     }
     together.reset_all();
@@ -90,7 +94,8 @@ void environments(Device& ops, Outputs& out) {
     for (int step = 0; step < 25; ++step) {
         fh::ops::env_random_actions(ops, actions.view(), 99, static_cast<std::uint64_t>(step), A);
         together.step(actions.cview());
-        for (std::size_t k = 0; k < static_cast<std::size_t>(kAgents); ++k) alone[k]->step(actions.cview().subview(k * un, un));
+        for (std::size_t k = 0; k < static_cast<std::size_t>(kAgents); ++k)
+            alone[k]->step(actions.cview().subview(k * un, un));
         const auto done = ops.to_host(together.done());
         for (auto d : done) truncated += d == fh::env::kTruncated;
         for (std::size_t k = 0; k < static_cast<std::size_t>(kAgents); ++k) {
@@ -121,7 +126,8 @@ void ppo_ops(Device& ops, Outputs& out) {
     const auto logits = ops.from_host<float>(random_floats(N * n * A, 5));
     auto actions = ops.alloc<int>(N * n);
     auto logp = ops.alloc<float>(N * n);
-    fh::ops::ppo_sample(ops, actions.view(), logp.view(), logits.cview(), static_cast<int>(A), 0, step, d_seeds.cview());
+    fh::ops::ppo_sample(ops, actions.view(), logp.view(), logits.cview(), static_cast<int>(A), 0, step,
+                        d_seeds.cview());
     auto hist = ops.from_host<unsigned long long>(std::vector<unsigned long long>(N * A, 1));
     fh::ops::action_histogram(ops, hist.view(), actions.cview(), static_cast<int>(A), static_cast<int>(N));
     const auto ha = ops.to_host(actions.cview());
@@ -189,7 +195,8 @@ void ppo_ops(Device& ops, Outputs& out) {
     for (std::size_t i = 0; i < r_act.size(); ++i) r_act[i] = static_cast<int>(i % A);
     const auto r_actions = ops.from_host<int>(r_act);
     Buffer<float> r_scalars[4];
-    for (int s = 0; s < 4; ++s) r_scalars[s] = ops.from_host<float>(random_floats(N * M, 8 + static_cast<std::uint64_t>(s)));
+    for (int s = 0; s < 4; ++s)
+        r_scalars[s] = ops.from_host<float>(random_floats(N * M, 8 + static_cast<std::uint64_t>(s)));
     const fh::ppo::RolloutView rollout{r_states.cview().data(),     r_actions.cview().data(),
                                        r_scalars[0].cview().data(), r_scalars[1].cview().data(),
                                        r_scalars[2].cview().data(), r_scalars[3].cview().data(),
@@ -211,7 +218,8 @@ void ppo_ops(Device& ops, Outputs& out) {
                             fh::ppo::agent_rollout(rollout, static_cast<int>(k)), seeds[k], epoch, static_cast<int>(B));
         CHECK(same_bits(ops.to_host(s1.cview()), part(ops.to_host(g_states.cview()), k, B * D)));
         CHECK(ops.to_host(a1.cview()) == part(ops.to_host(g_actions.cview()), k, B));
-        for (int s = 0; s < 4; ++s) CHECK(same_bits(ops.to_host(x1[s].cview()), part(ops.to_host(g_s[s].cview()), k, B)));
+        for (int s = 0; s < 4; ++s)
+            CHECK(same_bits(ops.to_host(x1[s].cview()), part(ops.to_host(g_s[s].cview()), k, B)));
     }
     for (const auto& b : {bytes_of(ops.to_host(g_states.cview())), bytes_of(ops.to_host(g_actions.cview()))})
         out.gather.insert(out.gather.end(), b.begin(), b.end());
@@ -250,7 +258,8 @@ void ppo_ops(Device& ops, Outputs& out) {
         const auto vals = ops.from_host<float>(random_floats(N * M, 19));
         const auto next_vals = ops.from_host<float>(random_floats(N * M, 20));
         std::vector<std::uint8_t> flags(N * M);
-        for (std::size_t i = 0; i < flags.size(); ++i) flags[i] = static_cast<std::uint8_t>(i % 13 == 0 ? 1 : (i % 17 == 0 ? 2 : 0));
+        for (std::size_t i = 0; i < flags.size(); ++i)
+            flags[i] = static_cast<std::uint8_t>(i % 13 == 0 ? 1 : (i % 17 == 0 ? 2 : 0));
         const auto d_flags = ops.from_host<std::uint8_t>(flags);
         const std::vector<float> gl{0.99f, 0.95f, 0.9f, 0.8f, 0.97f, 1.0f};
         const auto d_gl = ops.from_host<float>(gl);
@@ -260,9 +269,9 @@ void ppo_ops(Device& ops, Outputs& out) {
         for (std::size_t k = 0; k < N; ++k) {
             INFO("GAE, agent " << k);
             auto a1 = ops.alloc<float>(M), r1 = ops.alloc<float>(M);
-            fh::ops::ppo_gae(ops, a1.view(), r1.view(), rewards.cview().subview(k * M, M), vals.cview().subview(k * M, M),
-                             next_vals.cview().subview(k * M, M), d_flags.cview().subview(k * M, M), gl[2 * k],
-                             gl[2 * k + 1], static_cast<int>(T));
+            fh::ops::ppo_gae(ops, a1.view(), r1.view(), rewards.cview().subview(k * M, M),
+                             vals.cview().subview(k * M, M), next_vals.cview().subview(k * M, M),
+                             d_flags.cview().subview(k * M, M), gl[2 * k], gl[2 * k + 1], static_cast<int>(T));
             CHECK(same_bits(ops.to_host(a1.cview()), part(ops.to_host(adv.cview()), k, M)));
             CHECK(same_bits(ops.to_host(r1.cview()), part(ops.to_host(ret.cview()), k, M)));
         }
@@ -285,10 +294,11 @@ void ppo_ops(Device& ops, Outputs& out) {
         const auto d_flags = ops.from_host<std::uint8_t>(flags);
         auto r_flags = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(N * M, 0));
         auto plain = ops.alloc<float>(N * n);
-        ops.copy_group({fh::ops::CopyPair::strided<float>(dst2.view().subview(2 * n, (N - 1) * M + n), M, src.cview(), n, n, N),
-                        fh::ops::CopyPair::strided<std::uint8_t>(r_flags.view().subview(3 * n - 1, (N - 1) * M + n), M,
-                                                                 d_flags.cview(), n, n, N),
-                        fh::ops::CopyPair(plain.view(), src.cview())});
+        ops.copy_group(
+            {fh::ops::CopyPair::strided<float>(dst2.view().subview(2 * n, (N - 1) * M + n), M, src.cview(), n, n, N),
+             fh::ops::CopyPair::strided<std::uint8_t>(r_flags.view().subview(3 * n - 1, (N - 1) * M + n), M,
+                                                      d_flags.cview(), n, n, N),
+             fh::ops::CopyPair(plain.view(), src.cview())});
         CHECK(same_bits(ops.to_host(dst2.cview()), hd));
         CHECK(same_bits(ops.to_host(plain.cview()), hsrc));
         const auto hf = ops.to_host(r_flags.cview());
@@ -313,7 +323,8 @@ void ppo_ops(Device& ops, Outputs& out) {
     auto scratch = ops.alloc<float>(N * fh::ops::norm_guard_scratch_size());
     ops.fill(scratch.view(), 0.0f);
     auto gate = ops.alloc<int>(N);
-    auto guard = ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>(N, fh::nn::GuardState{0, 0, -1, 0, 0}));
+    auto guard =
+        ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>(N, fh::nn::GuardState{0, 0, -1, 0, 0}));
     const auto before = ops.to_host(accum.cview());
     const auto update = fh::ops::CounterValue{1};
     fh::ops::norm_and_guard_agents(ops, static_cast<int>(N), grads.cview(), scratch.view(), gate.view(), guard.view(),
@@ -321,7 +332,8 @@ void ppo_ops(Device& ops, Outputs& out) {
     const auto after = ops.to_host(accum.cview()), hst = ops.to_host(st.cview());
     for (std::size_t k = 0; k < N; ++k)
         for (std::size_t j = 0; j < W; ++j) {
-            const float expect = j < S ? fh::core::saxpy_element(before[k * W + j], 1.0f, hst[j * N + k]) : before[k * W + j];
+            const float expect =
+                j < S ? fh::core::saxpy_element(before[k * W + j], 1.0f, hst[j * N + k]) : before[k * W + j];
             CHECK(std::memcmp(&after[k * W + j], &expect, sizeof expect) == 0);
         }
 }
@@ -335,7 +347,8 @@ Outputs both_ways(Device& ops) {
 
 }  // namespace
 
-TEST_CASE("PPO population ops: each agent's results are the single op's on its slices (CPU)", "[population][ops][ppo]") {
+TEST_CASE("PPO population ops: each agent's results are the single op's on its slices (CPU)",
+          "[population][ops][ppo]") {
     CpuDevice cpu;
     both_ways(cpu);
 }

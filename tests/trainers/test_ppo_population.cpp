@@ -110,8 +110,10 @@ double population_against_single_runs(ops::Device& ops, const std::vector<config
             CHECK((std::isnan(la.loss) ? std::isnan(lb.loss) : lb.loss == Approx(la.loss).epsilon(1e-2)));
         }
         const auto params = as_floats(tensor_bytes(ops, *members[i], "params/online"));
-        if (i == 0) first_params = params;
-        else CHECK(params != first_params);  // own seeds or hyperparameters: not copies
+        if (i == 0)
+            first_params = params;
+        else
+            CHECK(params != first_params);  // own seeds or hyperparameters: not copies
     }
     return worst;
 }
@@ -138,7 +140,8 @@ std::vector<config::Profile> three_agents(const std::vector<std::string>& shared
 TEST_CASE("A batched PPO population's agents equal their single runs bit for bit (CPU, N = 3)",
           "[trainers][ppo][population]") {
     ops::CpuDevice ops;
-    SECTION("each agent's seed, learning rate, gamma, lambda, clip and coefficients (diversity too); a linear schedule") {
+    SECTION(
+        "each agent's seed, learning rate, gamma, lambda, clip and coefficients (diversity too); a linear schedule") {
         CHECK(population_against_single_runs(ops, three_agents({"training.grad_clip_norm=1"}), 3) == 0.0);
     }
     SECTION("truncations in the middle of rollouts; no diversity penalty; a NaN loss skips agent 1's update 5 alone") {
