@@ -73,14 +73,23 @@ struct PolicyRun {
 };
 
 /// Runs `bar` for every step: the first on its own (a policy sizes its workspace then), the
-/// others as one sequence captured at the second bar when `capture_steps`.
+/// others kBacktestBarsPerSequence at a time as one captured sequence when `capture_steps`
+/// (the remainder as another).
 void run_bars(ops::Device& ops, int max_steps, bool capture_steps, const std::function<void()>& bar) {
-    ops::OpSequence sequence;
-    for (int step = 0; step < max_steps; ++step) {
-        if (capture_steps && step > 0) ops.run_sequence(sequence, bar);
-        else bar();
+    if (!capture_steps) {
+        for (int step = 0; step < max_steps; ++step) bar();
+        return;
     }
-    if (capture_steps) ops.synchronize();  // the sequence's last launches finish before it is released
+    if (max_steps > 0) bar();
+    const auto bars = [&](int count) {
+        for (int i = 0; i < count; ++i) bar();
+    };
+    ops::OpSequence chunk, rest;
+    int left = max_steps - 1;
+    for (; left >= kBacktestBarsPerSequence; left -= kBacktestBarsPerSequence)
+        ops.run_sequence(chunk, [&] { bars(kBacktestBarsPerSequence); });
+    if (left > 0) ops.run_sequence(rest, [&] { bars(left); });
+    ops.synchronize();  // the sequences' last launches finish before they are released
 }
 
 Run run_policy(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,
@@ -91,7 +100,7 @@ Run run_policy(ops::Device& ops, const env::MarketView& market, const env::EnvPa
     return std::move(p.run);
 }
 
-/// Two policies' passes side by side, bar by bar: each bar's two chains are branches of one
+/// Two policies' passes side by side, bar by bar: each bar's two chains are branches of a
 /// captured sequence (Device::run_concurrently: two streams on the GPU, which overlap; nothing is
 /// shared between the passes, so each gives what it gives alone). Both policies capture-safe.
 std::pair<Run, Run> run_policies(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,

@@ -5,7 +5,9 @@
 ///        separate sequential passes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -293,4 +295,38 @@ TEST_CASE("segments = k equals k sequential passes over the same bars", "[eval]"
     std::size_t one_bars = 0;
     for (const auto& s : one.segments) one_bars += static_cast<std::size_t>(s.end - s.start);
     CHECK(bars == one_bars);
+}
+
+// The captured path runs a backtest's bars kBacktestBarsPerSequence to a sequence (the first alone, the remainder
+// as a shorter sequence): every count of bars left over must trade every bar exactly as the
+// op-by-op path (on the CPU the sequences run their ops directly, so this checks the bar count).
+TEST_CASE("a backtest whose steps are captured trades every bar as the op-by-op one, whatever the bars left over",
+          "[eval]") {
+    ops::CpuDevice cpu;
+    auto md = test::random_walk_market(2500, 5, 6, {0, 2150});
+    md.bars_per_year = 5000;
+    auto p = test::es_params(6, 5, 3);
+    env::DeviceMarket market(cpu, md);
+    const int A = env::num_actions(p);
+    std::vector<bool> residues(eval::kBacktestBarsPerSequence, false);
+    for (int segments = 1; segments <= 12; ++segments) {
+        INFO("segments " << segments);
+        const auto direct =
+            eval::backtest(cpu, market, md, env::Split::test, p, state_policy(cpu, A, p.state_dim), segments, true);
+        const auto captured = eval::backtest(cpu, market, md, env::Split::test, p, state_policy(cpu, A, p.state_dim),
+                                             segments, true, true);
+        int max_steps = 0;
+        for (const auto& s : direct.segments) max_steps = std::max(max_steps, s.end - s.start - 1);
+        residues[static_cast<std::size_t>((max_steps - 1) % eval::kBacktestBarsPerSequence)] = true;
+        REQUIRE(direct.segment_bars == captured.segment_bars);
+        REQUIRE(direct.records.size() == captured.records.size());
+        for (std::size_t s = 0; s < direct.segments.size(); ++s)
+            for (int i = 0; i < direct.segment_bars[s]; ++i) {
+                const std::size_t j = static_cast<std::size_t>(direct.segments[s].offset + i);
+                REQUIRE(std::memcmp(&direct.records[j], &captured.records[j], sizeof(backtest::BarRecord)) == 0);
+            }
+        REQUIRE(direct.strategy.total_return == captured.strategy.total_return);
+        REQUIRE(direct.buy_and_hold.total_return == captured.buy_and_hold.total_return);
+    }
+    CHECK(std::count(residues.begin(), residues.end(), false) == 0);  // every count of bars left over
 }

@@ -103,7 +103,7 @@ TEST_CASE("a CUDA backtest whose steps are captured (buy-and-hold beside the pol
         const eval::Policy act = [&](ops::View<int> a, ops::View<const float> s, int n) {
             policy->act(gpu, weights.cview(), a, s, n);
         };
-        for (int segments : {1, 7}) {
+        for (int segments : {1, 2, 3, 5, 7}) {
             INFO("segments " << segments);
             const auto direct = eval::backtest(gpu, gm, md, env::Split::test, p, act, segments, true, false);
             const auto captured = eval::backtest(gpu, gm, md, env::Split::test, p, act, segments, true, true);
