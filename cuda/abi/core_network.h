@@ -30,6 +30,12 @@ FH_HD bool bias_act_quads(const float* y, const float* b, int out, long long tot
 /// total / 4), else one element.
 using NetworkBiasActForward = void(float* __restrict__ y, const float* __restrict__ b,
                                    Activation act, int batch, int out);
+/// network_bias_act_forward_kernel for `count` networks of one shape in one launch (grid.z the
+/// network; a batched layer whose activation cuBLASLt cannot fuse, e.g. tanh): network z's y at
+/// z * batch * out, its b at z * b_stride; each element's math is the one-network kernel's. (A
+/// kernel of its own, as network_act_bias_grad_batched_kernel.)
+using NetworkBiasActForwardBatched = void(float* __restrict__ y, const float* __restrict__ b, Activation act, int batch,
+                                          int out, long long b_stride);
 /// Linear layers with few inputs (in <= kLinearNarrowMaxIn: the observation layers), the product
 /// and its bias and activation in one launch: for each of `count` layers of one shape (grid.z),
 /// y[z][r, j] = act(acc + b[j]) (act(acc) when b is null) with acc = sum over k = 0 .. in - 1 in
@@ -268,6 +274,7 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
 
 #define FH_KERNELS_core_network(FH_KERNEL)                                                 \
     FH_KERNEL(core_network, network_bias_act_forward_kernel, NetworkBiasActForward) \
+    FH_KERNEL(core_network, network_bias_act_forward_batched_kernel, NetworkBiasActForwardBatched) \
     FH_KERNEL(core_network, network_linear_narrow_2_kernel, NetworkLinearNarrow)     \
     FH_KERNEL(core_network, network_linear_narrow_4_kernel, NetworkLinearNarrow)     \
     FH_KERNEL(core_network, network_linear_narrow_8_kernel, NetworkLinearNarrow)     \

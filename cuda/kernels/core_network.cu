@@ -49,9 +49,11 @@ using fh::core::Activation;
 using fh::device::global_thread_index;
 using fh::device::grid_thread_count;
 
-extern "C" __global__ void network_bias_act_forward_kernel(float* __restrict__ y,
-                                                           const float* __restrict__ b,
-                                                           Activation act, int batch, int out) {
+namespace {
+
+/// network_bias_act_forward_kernel's pass over one network's y (the grid's x dimension).
+__device__ __forceinline__ void bias_act(float* __restrict__ y, const float* __restrict__ b, Activation act, int batch,
+                                         int out) {
     const long long total = static_cast<long long>(batch) * out;
     if (fh::abi::bias_act_quads(y, b, out, total)) {
         // Four columns of a row at a time: 16-byte loads and stores, the column found with one
@@ -82,6 +84,20 @@ extern "C" __global__ void network_bias_act_forward_kernel(float* __restrict__ y
         const float z = b != nullptr ? y[i] + b[j] : y[i];
         y[i] = fh::core::activate(z, act);
     }
+}
+
+}  // namespace
+
+extern "C" __global__ void network_bias_act_forward_kernel(float* __restrict__ y, const float* __restrict__ b,
+                                                           Activation act, int batch, int out) {
+    bias_act(y, b, act, batch, out);
+}
+
+extern "C" __global__ void network_bias_act_forward_batched_kernel(float* __restrict__ y, const float* __restrict__ b,
+                                                                   Activation act, int batch, int out,
+                                                                   long long b_stride) {
+    const long long z = blockIdx.z;  // this block's network
+    bias_act(y + z * batch * out, b == nullptr ? nullptr : b + z * b_stride, act, batch, out);
 }
 
 namespace {

@@ -260,10 +260,14 @@ TEST_CASE("population: run.population = 3 gives seeds run.seed + i; check lists 
           std::string::npos);
     const auto ppo_big = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set experience.gpu_n_episodes=64", dir);
     CHECK(ppo_big.out.find("# Batched: one engine for every agent") != std::string::npos);
+    const auto ppo_mid = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set experience.gpu_n_episodes=64 "
+                            "--set ppo.hidden=[256,256]",
+                            dir);
+    CHECK(ppo_mid.out.find("# Batched: one engine for every agent") != std::string::npos);
     const auto ppo_wide = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set experience.gpu_n_episodes=64 "
-                             "--set ppo.hidden=[128,128]",
+                             "--set ppo.hidden=[512,512]",
                              dir);
-    CHECK(ppo_wide.out.find("widest ppo.hidden layer is 128 > 64") != std::string::npos);
+    CHECK(ppo_wide.out.find("widest ppo.hidden layer is 512 > 256") != std::string::npos);
     const auto curious = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set run.population_batching=on "
                             "--set ppo.curiosity=true",
                             dir);
