@@ -59,8 +59,8 @@ inline constexpr int kBacktestBarsPerSequence = 4;
 /// `capture_steps`: the policy issues the same ops with the same arguments on every call after its
 /// first (GreedyPolicy::capture_safe): the bars' gathers, policy passes and steps then run
 /// kBacktestBarsPerSequence bars to a captured sequence (a CUDA Graph: one launch instead of
-/// several per bar), with the same results, and buy-and-hold's pass runs beside the policy's (two streams on the GPU) instead of
-/// after it.
+/// several per bar), with the same results, and buy-and-hold's pass runs beside the policy's (two
+/// streams on the GPU) instead of after it.
 BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const data::MarketData& md,
                         env::Split split, const env::EnvParams& params, const Policy& policy,
                         int segments, bool keep_records, bool capture_steps = false);
