@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The population goal table of docs/performance.md ("Populations: the goal table, one call"):
+# The population goal table of docs/performance.md ("Populations", "The goal table, one call"):
 # `foxhunt-train bench` of each goal configuration with one agent and with a population of N
 # (how training would run it: run.population_batching = "auto"), in one go so that every figure
 # comes from the same machine state; then a population of N dqn-smoketest seeds trained end to end
