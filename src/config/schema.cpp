@@ -62,7 +62,7 @@ std::vector<KeyDescriptor> build_schema() {
                 FH_FIELD(run.seed)),
         integer("run", "population", closed(1, 256), "agents trained together in one process, agent i with seed run.seed + i, each in its own run directory under the population's (docs/sweeps.md); 1 = a single run",
                 FH_FIELD(run.population)),
-        text("run", "population_batching", "auto|on|off", "a DQN, IQL or PPO population as one batched engine (every op one launch for all agents) where its agents allow it: auto for IQL always, for PPO when the widest ppo.hidden layer <= 64 and a rollout (experience.gpu_n_episodes x gpu_timesteps_per_episode) >= 1024 transitions, for DQN when replay_buffer.batch_size x the widest dqn.hidden layer >= 32768 (smaller agents run faster with their own launches), on always, off never (docs/sweeps.md)",
+        text("run", "population_batching", "auto|on|off", "a DQN, IQL or PPO population as one batched engine (every op one launch for all agents) where its agents allow it: auto for IQL always, for PPO when the widest ppo.hidden layer <= 256 and a rollout (experience.gpu_n_episodes x gpu_timesteps_per_episode) >= 1024 transitions, for DQN when replay_buffer.batch_size x the widest dqn.hidden layer >= 32768 (smaller agents run faster with their own launches), on always, off never (docs/sweeps.md)",
              FH_FIELD(run.population_batching)),
         text("run", "device", "", "compute device: auto (GPU if present, else CPU with a warning), cpu, cuda, cuda:N",
              FH_FIELD(run.device), Rule::device),
