@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,6 +17,7 @@
 
 #include "eval/backtest.hpp"
 #include "ops/cpu_device.hpp"
+#include "support/backtest_records.hpp"
 #include "support/market_fixture.hpp"
 #include "ops/env/ops.hpp"
 
@@ -318,13 +318,7 @@ TEST_CASE("a backtest whose steps are captured trades every bar as the op-by-op 
         int max_steps = 0;
         for (const auto& s : direct.segments) max_steps = std::max(max_steps, s.end - s.start - 1);
         residues[static_cast<std::size_t>((max_steps - 1) % eval::kBacktestBarsPerSequence)] = true;
-        REQUIRE(direct.segment_bars == captured.segment_bars);
-        REQUIRE(direct.records.size() == captured.records.size());
-        for (std::size_t s = 0; s < direct.segments.size(); ++s)
-            for (int i = 0; i < direct.segment_bars[s]; ++i) {
-                const std::size_t j = static_cast<std::size_t>(direct.segments[s].offset + i);
-                REQUIRE(std::memcmp(&direct.records[j], &captured.records[j], sizeof(backtest::BarRecord)) == 0);
-            }
+        test::require_same_traded_records(direct, captured);
         REQUIRE(direct.strategy.total_return == captured.strategy.total_return);
         REQUIRE(direct.buy_and_hold.total_return == captured.buy_and_hold.total_return);
     }

@@ -3,7 +3,6 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "eval/backtest.hpp"
 #include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
+#include "support/backtest_records.hpp"
 #include "support/compare.hpp"
 #include "support/market_fixture.hpp"
 #include "trainers/trainer.hpp"
@@ -68,13 +68,7 @@ TEST_CASE("the CUDA backtest equals the CPU backtest", "[gpu][eval]") {
                                       segments, true);
         const auto g = eval::backtest(gpu, gm, md, env::Split::test, p, state_policy(gpu, A, p.state_dim),
                                       segments, true);
-        REQUIRE(c.segment_bars == g.segment_bars);
-        REQUIRE(c.records.size() == g.records.size());
-        for (std::size_t s = 0; s < c.segments.size(); ++s)
-            for (int i = 0; i < c.segment_bars[s]; ++i) {
-                const std::size_t j = static_cast<std::size_t>(c.segments[s].offset + i);
-                REQUIRE(std::memcmp(&c.records[j], &g.records[j], sizeof(backtest::BarRecord)) == 0);
-            }
+        test::require_same_traded_records(c, g);
         require_same(c.strategy, g.strategy);
         require_same(c.buy_and_hold, g.buy_and_hold);
     }
@@ -107,23 +101,10 @@ TEST_CASE("a CUDA backtest whose steps are captured (buy-and-hold beside the pol
             INFO("segments " << segments);
             const auto direct = eval::backtest(gpu, gm, md, env::Split::test, p, act, segments, true, false);
             const auto captured = eval::backtest(gpu, gm, md, env::Split::test, p, act, segments, true, true);
-            REQUIRE(direct.segment_bars == captured.segment_bars);
-            REQUIRE(direct.records.size() == captured.records.size());
-            for (std::size_t s = 0; s < direct.segments.size(); ++s)  // the bars each segment traded
-                for (int i = 0; i < direct.segment_bars[s]; ++i) {
-                    const std::size_t j = static_cast<std::size_t>(direct.segments[s].offset + i);
-                    REQUIRE(std::memcmp(&direct.records[j], &captured.records[j], sizeof(backtest::BarRecord)) == 0);
-                }
+            test::require_same_traded_records(direct, captured);
             require_same(direct.strategy, captured.strategy);
             require_same(direct.buy_and_hold, captured.buy_and_hold);
-            REQUIRE(direct.buy_and_hold_segment_bars == captured.buy_and_hold_segment_bars);
-            REQUIRE(direct.buy_and_hold_records.size() == captured.buy_and_hold_records.size());
-            for (std::size_t s = 0; s < direct.segments.size(); ++s)
-                for (int i = 0; i < direct.buy_and_hold_segment_bars[s]; ++i) {
-                    const std::size_t j = static_cast<std::size_t>(direct.segments[s].offset + i);
-                    REQUIRE(std::memcmp(&direct.buy_and_hold_records[j], &captured.buy_and_hold_records[j],
-                                        sizeof(backtest::BarRecord)) == 0);
-                }
+            test::require_same_traded_records(direct, captured, true);
             CHECK(direct.strategy.action_histogram.size() > 1);
         }
     }
