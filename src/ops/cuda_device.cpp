@@ -32,6 +32,7 @@ using cuda::LaunchDims;
 
 namespace {
 constexpr std::size_t kWorkspaceBytes = 32u << 20;
+constexpr std::uint64_t kPoolKeepBytes = std::uint64_t{64} << 20;
 /// The bias gradient's row slices: at least kBiasSliceRows rows each, and about kBiasGradBlocks
 /// blocks in all (one wave of 1024-thread blocks on a large GPU; a constant, so that the slicing
 /// and the sums' order do not depend on the device); partial sums per slice and a ticket per
@@ -84,6 +85,17 @@ CudaDevice::CudaDevice(int ordinal, int side_lanes)
     // The narrow layers' largest tile double-buffers its inputs in more than 48 KB.
     kernels().network_linear_narrow_8_kernel.allow_dynamic_smem(
         abi::linear_narrow_smem_bytes(128, abi::kLinearNarrowMaxIn), device_.ordinal);
+    int pools = 0;
+    FH_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device_.ordinal));
+    stream_ordered_memory_ = pools != 0;
+    if (stream_ordered_memory_) {
+        // The pool keeps up to this much freed memory for the next allocations (a backtest's
+        // buffers, allocated anew by every evaluation) instead of returning it at each synchronisation.
+        cudaMemPool_t pool = nullptr;
+        FH_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_.ordinal));
+        std::uint64_t keep = kPoolKeepBytes;
+        FH_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    }
     const int sides = std::clamp(side_lanes, 0, kSideLanes);
     for (int i = 0; i <= sides; ++i) lanes_.push_back(std::make_unique<Lane>());
     const auto s = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
@@ -251,12 +263,30 @@ void CudaDevice::set_tf32(bool on) {
 
 void* CudaDevice::allocate_bytes(std::size_t bytes) {
     void* p = nullptr;
-    FH_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+    if (!stream_ordered_memory_) {
+        FH_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+        return p;
+    }
+    // On the device's own stream, which every lane forks from and joins (so the memory is there
+    // for any lane's later ops, and an upload, which uses that stream, follows the allocation).
+    cudaStream_t own = lanes_[0]->stream.get();
+    for (cudaStream_t s : {own, stream()}) {
+        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        FH_CUDA_CHECK(cudaStreamIsCapturing(s, &capturing));
+        if (capturing != cudaStreamCaptureStatusNone)  // it would become a node of the graph
+            throw std::logic_error("CudaDevice: memory allocated while a sequence is captured");
+    }
+    FH_CUDA_CHECK(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, own));
+    // Inside a branch of run_concurrently the lane forked before the allocation: wait for it.
+    if (lane_ != 0) FH_CUDA_CHECK(cudaStreamSynchronize(own));
     return p;
 }
 
 void CudaDevice::release_bytes(void* p) noexcept {
-    FH_CUDA_CHECK_NOTHROW(cudaFree(p));
+    // After the ops issued so far on the current lane (a branch's own buffers) or the device's
+    // stream (which has joined every branch); no wait for anything else on the GPU.
+    if (stream_ordered_memory_) FH_CUDA_CHECK_NOTHROW(cudaFreeAsync(p, stream()));
+    else FH_CUDA_CHECK_NOTHROW(cudaFree(p));
 }
 
 void CudaDevice::upload_bytes(void* dst, const void* src, std::size_t bytes) {

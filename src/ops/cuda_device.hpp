@@ -169,6 +169,9 @@ private:
     std::map<std::tuple<int, int, int, int>, std::shared_ptr<SplitKPlan>> split_k_plans_;
     bool tf32_ = false;   ///< linear layers: cuBLAS math mode (set_tf32)
     bool graphs_ = true;  ///< run_sequence captures CUDA Graphs
+    /// Memory from the device's stream-ordered pool (cudaMallocAsync): freeing it waits for no
+    /// other stream, where cudaFree waits for the whole GPU (a population's other agents too).
+    bool stream_ordered_memory_ = false;
     int sharers_ = 1;     ///< agents sharing the GPU (set_gpu_sharers)
     bool stage_head_rows_ = true;  ///< set_stage_head_rows
 };

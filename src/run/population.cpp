@@ -282,6 +282,20 @@ void on_threads(std::size_t threads, const std::function<void(std::size_t)>& bod
 
 /// The devices, markets and trainers of the agents that train in this process.
 struct PopulationSetup {
+    PopulationSetup() = default;
+    PopulationSetup(const PopulationSetup&) = delete;
+    PopulationSetup& operator=(const PopulationSetup&) = delete;
+    /// Every agent's work done before the markets it reads go (memory is freed in the order of the
+    /// stream of the device that holds it, not of the agents' own streams).
+    ~PopulationSetup() {
+        for (auto& d : devices) {
+            try {
+                d->synchronize();
+            } catch (const std::exception& e) {
+                log::error("population: {}", e.what());
+            }
+        }
+    }
     std::vector<std::unique_ptr<ops::Device>> devices;  // destroyed last (members in reverse order)
     struct SharedMarket {
         data::MarketData market;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ops/cpu_device.hpp"
@@ -360,4 +361,41 @@ TEST_CASE("HostRead returns the values at start (CPU)", "[ops]") {
 
 TEST_CASE("HostRead returns the values at start (GPU)", "[gpu][ops]") {
     check_host_read(fh::test::gpu_ops());
+}
+
+// Device memory comes from the stream-ordered pool (its free waits for no other agent's work):
+// buffers freed and allocated again between ops, one allocated inside a branch of
+// run_concurrently and read after the join, and two devices (a population's agents) freeing
+// while the other has work queued all keep their values; an allocation inside a captured
+// sequence, which would become a node of the graph, is refused and the device goes on.
+TEST_CASE("CUDA memory is freed in stream order and refused inside a captured sequence", "[gpu][ops]") {
+    auto& a = fh::test::gpu_ops();
+    fh::ops::CudaDevice b(0, fh::ops::CudaDevice::kAgentSideLanes);
+    const auto x = random_floats(4099, 31);
+    auto big = a.from_host<float>(x);
+    for (int round = 0; round < 20; ++round) {
+        for (int k = 0; k < 8; ++k) a.scale(big.view(), 1.0f);  // work queued on a
+        auto t = b.from_host<float>(random_floats(1000 + round, 40 + round));
+        b.scale(t.view(), 2.0f);
+        const auto expected = random_floats(1000 + round, 40 + round);
+        const auto got = b.to_host(t.cview());
+        for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == expected[i] * 2.0f);
+    }  // each round's t freed on b while a may still run
+    CHECK(a.to_host(big.cview()) == x);
+
+    std::optional<fh::ops::Buffer<float>> made_in_branch;
+    auto other = a.alloc<float>(300);
+    a.run_concurrently([&] {
+        made_in_branch = a.alloc<float>(300);
+        a.fill(made_in_branch->view(), 1.5f);
+    },
+                       [&] { a.fill(other.view(), -2.f); });
+    CHECK(a.to_host(made_in_branch->cview()) == std::vector<float>(300, 1.5f));
+    CHECK(a.to_host(other.cview()) == std::vector<float>(300, -2.f));
+
+    fh::ops::OpSequence seq;
+    CHECK_THROWS_AS(a.run_sequence(seq, [&] { (void)a.alloc<float>(16); }), std::logic_error);
+    auto after = a.alloc<float>(16);
+    a.fill(after.view(), 3.f);
+    CHECK(a.to_host(after.cview()) == std::vector<float>(16, 3.f));
 }
