@@ -269,13 +269,12 @@ void* CudaDevice::allocate_bytes(std::size_t bytes) {
     }
     // On the device's own stream, which every lane forks from and joins (so the memory is there
     // for any lane's later ops, and an upload, which uses that stream, follows the allocation).
+    // The current lane captures whenever a sequence does (a lane forked inside a capture joins it).
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    FH_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capturing));
+    if (capturing != cudaStreamCaptureStatusNone)  // it would become a node of the graph
+        throw std::logic_error("CudaDevice: memory allocated while a sequence is captured");
     cudaStream_t own = lanes_[0]->stream.get();
-    for (cudaStream_t s : {own, stream()}) {
-        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-        FH_CUDA_CHECK(cudaStreamIsCapturing(s, &capturing));
-        if (capturing != cudaStreamCaptureStatusNone)  // it would become a node of the graph
-            throw std::logic_error("CudaDevice: memory allocated while a sequence is captured");
-    }
     FH_CUDA_CHECK(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, own));
     // Inside a branch of run_concurrently the lane forked before the allocation: wait for it.
     if (lane_ != 0) FH_CUDA_CHECK(cudaStreamSynchronize(own));
