@@ -11,11 +11,8 @@
 #include "io/json.hpp"
 #include "io/run_directory.hpp"
 #include "io/safetensors.hpp"
-#include "trainers/dqn_trainer.hpp"
-#include "trainers/dt_network.hpp"
-#include "trainers/iql_trainer.hpp"
-#include "trainers/supervised_trainer.hpp"
-#include "trainers/ppo_trainer.hpp"
+#include "trainers/q_network.hpp"
+#include "trainers/trainer.hpp"
 #include "util/log.hpp"
 
 namespace fh::trainers {
@@ -98,18 +95,6 @@ void require_layout_version(const io::TensorFile& file, const std::string& path,
             "checkpoint {}: its parameters are in layout {}, this version of foxhunt-train reads {}{} (the "
             "checkpoint was written by an earlier version: evaluate or resume it with that version, or train anew)",
             path, have, want, want == "dqn/2" ? " (one head layer [value | advantages] instead of two)" : ""));
-}
-
-nn::ParamLayout policy_weights_layout(const config::Profile& p, int state_dim) {
-    const int actions = static_cast<int>(p.num_actions());
-    if (p.run.trainer == "dqn") return QNetwork(network_config(p, state_dim)).layout();
-    if (p.run.trainer == "ppo") return ActorCritic(p, state_dim, actions).layout;
-    if (p.run.trainer == "iql") return IqlNetworks(p, state_dim, actions).layout;
-    // The forecaster's slices; the adapter's calibration follows them (docs/supervised.md).
-    if (p.run.trainer == "supervised") return SupervisedNetwork(p, state_dim - env::kPortfolioFeatures).layout;
-    // The transformer's slices; the return-to-go calibration follows them (docs/dt.md).
-    if (p.run.trainer == "dt") return DtNetwork(dt_shape(p, state_dim)).layout();
-    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql, supervised or dt)");
 }
 
 void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,

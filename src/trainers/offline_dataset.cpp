@@ -8,7 +8,7 @@
 
 #include "io/replay_dump.hpp"
 #include "ops/iql/ops.hpp"
-#include "trainers/iql_trainer.hpp"
+#include "trainers/iql/engine.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
 

@@ -2,8 +2,8 @@
 /// @brief A batched population: many agents of one trainer and network shape trained as one
 ///        engine (docs/sweeps.md, "Batched populations"), every buffer laid out [agents][...] and
 ///        every op one launch for all agents. What the population runner and `bench` use of one,
-///        whichever trainer it runs (trainers::DqnPopulation, trainers::IqlPopulation,
-///        trainers::PpoPopulation).
+///        whichever trainer it runs (trainers::DqnPopulation, trainers::IqlEngine,
+///        trainers::PpoEngine).
 #pragma once
 
 #include <algorithm>
@@ -34,7 +34,7 @@ public:
     virtual long long updates_per_update() const noexcept { return 1; }
 
     /// One iteration of every agent (the trainer's iteration: DqnTrainer's collection step and
-    /// updates, IqlTrainer's update).
+    /// updates, IqlEngine's update).
     virtual void iterate() = 0;
     /// Bench: brings every agent to training's steady state; one collection phase alone (nothing
     /// for an offline trainer); one update of every agent alone.
@@ -86,8 +86,8 @@ inline const config::Profile& first_agent(const std::vector<config::Profile>& ag
 }
 
 /// Why `agent` cannot train in a batched population whose first agent is `first` ("" when it can):
-/// the trainer's engine's conditions (DqnPopulation::unsupported, IqlPopulation::unsupported), or a
-/// trainer without a batched engine.
+/// the conditions of the trainer's engine (its TrainerKind, registry.hpp), or a trainer without a
+/// batched engine.
 std::string batched_population_unsupported(const config::Profile& agent, const config::Profile& first);
 
 /// The batched engine of `agents` (each unsupported() == ""), agent i on markets[i]'s training split.

@@ -7,12 +7,6 @@
 #include <chrono>
 
 #include "ops/nn/ops.hpp"
-#include "trainers/dqn_trainer.hpp"
-#include "trainers/dt_trainer.hpp"
-#include "trainers/q_network.hpp"
-#include "trainers/iql_trainer.hpp"
-#include "trainers/ppo_trainer.hpp"
-#include "trainers/supervised_trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 
@@ -104,40 +98,6 @@ UpdateCountedTrainer::Interval UpdateCountedTrainer::read_interval(ops::Device& 
     r.updates_per_s = static_cast<double>(updates_ - updates_at_log_) / std::max(1e-9, seconds);
     updates_at_log_ = updates_;
     return r;
-}
-
-std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& p, const env::DeviceMarket& market) {
-    if (p.run.trainer == "dqn") return std::make_unique<DqnTrainer>(ops, p, market);
-    if (p.run.trainer == "ppo") return std::make_unique<PpoTrainer>(ops, p, market);
-    if (p.run.trainer == "iql") return std::make_unique<IqlTrainer>(ops, p, market);
-    if (p.run.trainer == "supervised") return std::make_unique<SupervisedTrainer>(ops, p, market);
-    if (p.run.trainer == "dt") return std::make_unique<DtTrainer>(ops, p, market);
-    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql, supervised or dt)");
-}
-
-std::string parameter_layout(const config::Profile& p) {
-    if (p.run.trainer == "dqn") return p.dqn.head == "iqn" ? kIqnNetworkLayout : kQNetworkLayout;
-    return p.run.trainer + "/1";
-}
-
-std::unique_ptr<GreedyPolicy> make_greedy_policy(const config::Profile& p, int state_dim) {
-    if (p.run.trainer == "dqn") return std::make_unique<DqnGreedyPolicy>(network_config(p, state_dim), eval_goal(p));
-    const int num_actions = static_cast<int>(p.num_actions());
-    if (p.run.trainer == "ppo") {
-        const ActorCritic net(p, state_dim, num_actions);
-        return std::make_unique<SoftmaxGreedyPolicy>(net.actor, net.layout.total());
-    }
-    if (p.run.trainer == "iql") {
-        const IqlNetworks net(p, state_dim, num_actions);
-        return std::make_unique<SoftmaxGreedyPolicy>(net.policy, net.layout.total());
-    }
-    if (p.run.trainer == "supervised") {
-        const int market_dim = state_dim - env::kPortfolioFeatures;
-        const SupervisedNetwork net(p, market_dim);
-        return std::make_unique<SupervisedSignalPolicy>(net.net, net.layout.total(), signal_params(p, market_dim));
-    }
-    if (p.run.trainer == "dt") return std::make_unique<DtPolicy>(dt_shape(p, state_dim));
-    throw UsageError("unknown trainer '" + p.run.trainer + "' (dqn, ppo, iql, supervised or dt)");
 }
 
 }  // namespace fh::trainers

@@ -218,7 +218,8 @@ private:
 /// max(1, log_interval / progress_per_iteration) iterations and after the last one.
 void training_loop(Trainer& trainer, long long total, long long log_interval, const LoopCallbacks& callbacks);
 
-/// The trainer run.trainer names, on the training split of `market`.
+/// The trainer run.trainer names, on the training split of `market` (these three: lookups in the
+/// table of trainers, registry.hpp).
 std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
 
 /// The layout of run.trainer's parameters in this version ("dqn/2", "ppo/1", "iql/1"): stored in

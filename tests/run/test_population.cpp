@@ -252,7 +252,8 @@ TEST_CASE("population: run.population = 3 gives seeds run.seed + i; check lists 
                         dir);
     CHECK(her.out.find("# Each agent its own launches: agent 0: dqn.her") != std::string::npos);
     // IQL agents batch under "auto" whatever their sizes; PPO agents where their networks are narrow
-    // and their rollouts not tiny; PPO with curiosity does not batch; DT has no batched engine.
+    // and their rollouts not tiny (curiosity included: each agent's forward model in the one engine);
+    // DT has no batched engine.
     const auto iql = sh("\"$EXE\" check iql-smoketest --set run.population=3", dir);
     CHECK(iql.out.find("# Batched: one engine for every agent") != std::string::npos);
     const auto ppo = sh("\"$EXE\" check ppo-smoketest --set run.population=2", dir);
@@ -271,7 +272,7 @@ TEST_CASE("population: run.population = 3 gives seeds run.seed + i; check lists 
     const auto curious = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set run.population_batching=on "
                             "--set ppo.curiosity=true",
                             dir);
-    CHECK(curious.out.find("# Each agent its own launches: agent 0: ppo.curiosity = true") != std::string::npos);
+    CHECK(curious.out.find("# Batched: one engine for every agent") != std::string::npos);
     const auto dt = sh("\"$EXE\" check dt-smoketest --set run.population=2", dir);
     INFO(dt.out << dt.err);
     CHECK(dt.out.find("# Each agent its own launches: agent 0: run.trainer = \"dt\" has no batched engine") !=

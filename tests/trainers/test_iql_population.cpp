@@ -1,6 +1,7 @@
 /// @file test_iql_population.cpp
-/// @brief The batched IQL population (trainers::IqlPopulation): agent i's weights, target, Adam
-///        moments, guard and log sums after a run equal IqlTrainer's with agent i's profile: bit for
+/// @brief The IQL engine of N agents (trainers::IqlEngine): agent i's weights, target, Adam
+///        moments, guard and log sums after a run equal an engine of one's with agent i's profile
+///        (a single run): bit for
 ///        bit on the CPU; on the GPU within a bound the test reports.
 #include <catch2/catch.hpp>
 
@@ -19,8 +20,7 @@
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
-#include "trainers/iql_population.hpp"
-#include "trainers/iql_trainer.hpp"
+#include "trainers/iql/engine.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 
@@ -66,7 +66,7 @@ double population_against_single_runs(ops::Device& ops, const std::vector<config
         markets.push_back(std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(p))));
         views.push_back(markets.back().get());
     }
-    auto population = std::make_shared<trainers::IqlPopulation>(ops, agents, views);
+    auto population = std::make_shared<trainers::IqlEngine>(ops, agents, views);
     std::vector<std::unique_ptr<trainers::Trainer>> members;
     for (std::size_t i = 0; i < agents.size(); ++i) members.push_back(population->agent(static_cast<int>(i)));
     members[1]->inject_nan_at_updates(nan_updates);
@@ -77,7 +77,8 @@ double population_against_single_runs(ops::Device& ops, const std::vector<config
     std::vector<float> first_online;
     for (std::size_t i = 0; i < agents.size(); ++i) {
         INFO("agent " << i);
-        trainers::IqlTrainer single(ops, agents[i], *markets[i]);
+        const auto alone = trainers::make_iql_trainer(ops, agents[i], *markets[i]);
+        trainers::Trainer& single = *alone;
         if (i == 1) single.inject_nan_at_updates(nan_updates);
         for (int k = 0; k < updates; ++k) single.iterate();
         REQUIRE(members[i]->updates() == single.updates());
@@ -138,21 +139,21 @@ TEST_CASE("A batched IQL population's agents equal their single runs bit for bit
 
 TEST_CASE("A batched IQL population refuses what it does not batch, naming it", "[trainers][iql][population]") {
     const auto first = agent_profile({});
-    CHECK(trainers::IqlPopulation::unsupported(agent_profile({"run.seed=9", "iql.beta=1"}), first).empty());
-    CHECK(trainers::IqlPopulation::unsupported(agent_profile({"iql.hidden=[32, 32]"}), first).find("shape") !=
+    CHECK(trainers::IqlEngine::unsupported(agent_profile({"run.seed=9", "iql.beta=1"}), first).empty());
+    CHECK(trainers::IqlEngine::unsupported(agent_profile({"iql.hidden=[32, 32]"}), first).find("shape") !=
           std::string::npos);
-    CHECK(trainers::IqlPopulation::unsupported(agent_profile({"training.tau=0"}), first).find("soft target") !=
+    CHECK(trainers::IqlEngine::unsupported(agent_profile({"training.tau=0"}), first).find("soft target") !=
           std::string::npos);
-    CHECK(trainers::IqlPopulation::unsupported(agent_profile({"env.reward_scale=2"}), first).find("environment") !=
+    CHECK(trainers::IqlEngine::unsupported(agent_profile({"env.reward_scale=2"}), first).find("environment") !=
           std::string::npos);
     ops::CpuDevice ops;
     env::DeviceMarket market(ops, data::load_market(trainers::data_options(first)));
     auto dqn = first;
     dqn.run.trainer = "dqn";
-    CHECK_THROWS_AS(trainers::IqlPopulation(ops, {first, dqn}, {&market, &market}), UsageError);
-    CHECK_THROWS_AS(trainers::IqlPopulation(ops, {first}, {}), UsageError);
+    CHECK_THROWS_AS(trainers::IqlEngine(ops, {first, dqn}, {&market, &market}), UsageError);
+    CHECK_THROWS_AS(trainers::IqlEngine(ops, {first}, {}), UsageError);
     // A resume continues every agent from one update: the first sets it, another must match.
-    auto population = std::make_shared<trainers::IqlPopulation>(
+    auto population = std::make_shared<trainers::IqlEngine>(
         ops, std::vector<config::Profile>{first, agent_profile({"run.seed=8"})},
         std::vector<const env::DeviceMarket*>{&market, &market});
     auto a = population->agent(0), b = population->agent(1);

@@ -20,8 +20,8 @@
 #include "support/gpu.hpp"
 #include "support/learning_table.hpp"
 #include "support/policy_eval.hpp"
-#include "trainers/iql_trainer.hpp"
-#include "trainers/ppo_trainer.hpp"
+#include "trainers/iql/engine.hpp"
+#include "trainers/ppo/engine.hpp"
 #include "trainers/setup.hpp"
 
 using namespace fh;
@@ -110,7 +110,8 @@ TEST_CASE("IQL from the behaviour dataset on the planted signal: five seeds, tes
         const auto p = table_profile(kIqlSettings, seed, updates, sizes);
         const auto market = data::load_market(trainers::data_options(p));
         env::DeviceMarket dm(ops, market);
-        trainers::IqlTrainer trainer(ops, p, dm);
+        const auto engine = trainers::make_iql_trainer(ops, p, dm);
+        trainers::Trainer& trainer = *engine;
         const auto r = test::train_selecting_on_validation(ops, dm, market, p.data.planted_signal, trainer, updates,
                                                            updates / 20);
         // The behaviour policy that collected the dataset, on the same test episodes: environment
@@ -153,7 +154,8 @@ TEST_CASE("PPO on the planted signal: five seeds, test Sharpe of the validation-
         const auto p = table_profile(kPpoSettings, seed, steps, sizes);
         const auto market = data::load_market(trainers::data_options(p));
         env::DeviceMarket dm(ops, market);
-        trainers::PpoTrainer trainer(ops, p, dm);
+        const auto engine = trainers::make_ppo_trainer(ops, p, dm);
+        trainers::Trainer& trainer = *engine;
         const auto r = test::train_selecting_on_validation(ops, dm, market, p.data.planted_signal, trainer, steps,
                                                            steps / 20);
         std::printf("| %d | %.3f | %.3f | %.3f | %.3f | %.1f |\n", seed, r.test_ratio, r.peak_ratio, r.final_ratio,

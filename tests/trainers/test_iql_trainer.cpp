@@ -17,7 +17,7 @@
 #include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
-#include "trainers/iql_trainer.hpp"
+#include "trainers/iql/engine.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "ops/iql/ops.hpp"
@@ -66,8 +66,9 @@ std::string temp_path(const std::string& name) {
 TEST_CASE("IQL smoke run on the CPU: behaviour dataset, finite metrics, every update counted", "[trainers][iql]") {
     ops::CpuDevice ops;
     Fixture f(ops, iql_profile());
-    trainers::IqlTrainer trainer(ops, f.p, f.dm);
-    CHECK(trainer.dataset_transitions() == 1000);  // 8 environments x 125 steps
+    const auto engine = trainers::make_iql_trainer(ops, f.p, f.dm);
+    trainers::Trainer& trainer = *engine;
+    CHECK(trainer.env_steps() == 1000);  // 8 environments x 125 steps
     const auto lines = run_training(trainer, f.p);
     CHECK(trainer.updates() == 300);
     REQUIRE(lines.size() == 3);
@@ -82,7 +83,8 @@ TEST_CASE("IQL smoke run on the CPU: behaviour dataset, finite metrics, every up
 TEST_CASE("IQL with tau = 0 copies the target every target_update_period updates", "[trainers][iql]") {
     ops::CpuDevice ops;
     Fixture f(ops, iql_profile({"training.tau=0", "training.target_update_period=25"}));
-    trainers::IqlTrainer trainer(ops, f.p, f.dm);
+    const auto engine = trainers::make_iql_trainer(ops, f.p, f.dm);
+    trainers::Trainer& trainer = *engine;
     const auto online_and_target = [&] {
         const auto s = snapshot(ops, trainer);  // params/online, params/target first
         return std::pair{s.at(0), s.at(1)};
@@ -98,7 +100,7 @@ TEST_CASE("IQL with tau = 0 copies the target every target_update_period updates
 static void check_resume_equivalence(ops::Device& ops) {
     Fixture f(ops, iql_profile());
     test::check_resume_equivalence(ops, f.p, 120,
-                                   [&] { return std::make_unique<trainers::IqlTrainer>(ops, f.p, f.dm); });
+                                   [&] { return trainers::make_iql_trainer(ops, f.p, f.dm); });
 }
 
 TEST_CASE("IQL resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][iql][resume]") {
@@ -118,7 +120,7 @@ TEST_CASE("IQL on the GPU: the captured update equals every op issued alone (exa
         // tau = 0: periodic copies every 25 updates, decided on the device.
         Fixture f(ops, iql_profile({target, "training.target_update_period=25"}));
         const auto r = test::run_captured_and_one_by_one(
-            ops, f.p, [&] { return std::make_unique<trainers::IqlTrainer>(ops, f.p, f.dm); });
+            ops, f.p, [&] { return trainers::make_iql_trainer(ops, f.p, f.dm); });
         r.check_equal();
     }
 }
@@ -126,7 +128,8 @@ TEST_CASE("IQL on the GPU: the captured update equals every op issued alone (exa
 TEST_CASE("IQL guard: injected NaN updates are skipped, too many exit 5 naming the value loss", "[trainers][iql][guard]") {
     ops::CpuDevice ops;
     Fixture f(ops, iql_profile({"training.max_bad_updates=2"}));
-    trainers::IqlTrainer trainer(ops, f.p, f.dm);
+    const auto engine = trainers::make_iql_trainer(ops, f.p, f.dm);
+    trainers::Trainer& trainer = *engine;
     trainer.inject_nan_at_updates({1, 3});
     const auto before = snapshot(ops, trainer);
     trainer.iterate();
@@ -149,15 +152,16 @@ TEST_CASE("IQL trains from a DQN run's replay dump; a dump of another shape is r
     test::write_small_dqn_dump(ops, path);
 
     Fixture f(ops, iql_profile({"iql.dataset=\"" + path + "\"", "run.total_steps=50"}));
-    trainers::IqlTrainer trainer(ops, f.p, f.dm);
-    CHECK(trainer.dataset_transitions() == 400);  // the ring: 50 steps x 8 environments, full
+    const auto engine = trainers::make_iql_trainer(ops, f.p, f.dm);
+    trainers::Trainer& trainer = *engine;
+    CHECK(trainer.env_steps() == 400);  // the ring: 50 steps x 8 environments, full
     run_training(trainer, f.p);
     CHECK(trainer.updates() == 50);
 
     // Another action space than the dump's: refused with a data error naming the file.
     Fixture g(ops, iql_profile({"iql.dataset=\"" + path + "\"", "env.position_levels=5"}));
     try {
-        trainers::IqlTrainer wrong(ops, g.p, g.dm);
+        (void)trainers::make_iql_trainer(ops, g.p, g.dm);
         FAIL("expected DataError");
     } catch (const DataError& e) {
         CHECK(std::string(e.what()).find(path) != std::string::npos);
@@ -173,7 +177,8 @@ TEST_CASE("IQL from the mixed behaviour dataset beats the behaviour policy on va
                                 "run.log_interval=100000", "iql.dataset_size=20000", "experience.gpu_n_episodes=16",
                                 "replay_buffer.batch_size=128", "training.learning_rate=0.001", "training.gamma=0.9",
                                 "iql.hidden=[64, 64]"}));
-    trainers::IqlTrainer trainer(ops, f.p, f.dm);
+    const auto engine = trainers::make_iql_trainer(ops, f.p, f.dm);
+    trainers::Trainer& trainer = *engine;
     run_training(trainer, f.p);
     const auto params = trainer.env_params();
     const int n = 16, steps = 400;

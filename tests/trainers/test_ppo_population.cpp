@@ -1,8 +1,8 @@
 /// @file test_ppo_population.cpp
-/// @brief The batched PPO population (trainers::PpoPopulation): agent i's weights, Adam moments,
-///        environments, diversity windows, guard, log sums and histogram after some rollouts equal
-///        PpoTrainer's with agent i's profile: bit for bit on the CPU; on the GPU within a bound the
-///        test reports.
+/// @brief The PPO engine of N agents (trainers::PpoEngine): agent i's weights, Adam moments,
+///        environments, diversity windows, curiosity model, guard, log sums and histogram after some
+///        rollouts equal an engine of one's (a single run) with agent i's profile: bit for bit on
+///        the CPU; on the GPU within a bound the test reports.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -21,8 +21,7 @@
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
-#include "trainers/ppo_population.hpp"
-#include "trainers/ppo_trainer.hpp"
+#include "trainers/ppo/engine.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 
@@ -69,7 +68,7 @@ double population_against_single_runs(ops::Device& ops, const std::vector<config
         markets.push_back(std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(p))));
         views.push_back(markets.back().get());
     }
-    auto population = std::make_shared<trainers::PpoPopulation>(ops, agents, views);
+    auto population = std::make_shared<trainers::PpoEngine>(ops, agents, views);
     std::vector<std::unique_ptr<trainers::Trainer>> members;
     for (std::size_t i = 0; i < agents.size(); ++i) members.push_back(population->agent(static_cast<int>(i)));
     members[1]->inject_nan_at_updates(nan_updates);
@@ -80,7 +79,8 @@ double population_against_single_runs(ops::Device& ops, const std::vector<config
     std::vector<float> first_params;
     for (std::size_t i = 0; i < agents.size(); ++i) {
         INFO("agent " << i);
-        trainers::PpoTrainer single(ops, agents[i], *markets[i]);
+        const auto alone = trainers::make_ppo_trainer(ops, agents[i], *markets[i]);  // an engine of one
+        trainers::Trainer& single = *alone;
         if (i == 1) single.inject_nan_at_updates(nan_updates);
         for (int k = 0; k < rollouts; ++k) single.iterate();
         REQUIRE(members[i]->updates() == single.updates());
@@ -149,30 +149,38 @@ TEST_CASE("A batched PPO population's agents equal their single runs bit for bit
         for (auto& a : agents) a.ppo.diversity_coef = 0;
         CHECK(population_against_single_runs(ops, agents, 3, {5}) == 0.0);
     }
+    SECTION("curiosity: each agent's forward model and its curiosity_coef") {
+        auto agents = three_agents({"ppo.curiosity=true", "ppo.curiosity_coef=0.1"});
+        agents[2].ppo.curiosity_coef = 0.3;
+        CHECK(population_against_single_runs(ops, agents, 3) == 0.0);
+    }
 }
 
 TEST_CASE("A batched PPO population refuses what it does not batch, naming it", "[trainers][ppo][population]") {
     const auto first = agent_profile({});
-    CHECK(trainers::PpoPopulation::unsupported(agent_profile({"run.seed=9", "ppo.clip=0.3"}), first).empty());
-    CHECK(trainers::PpoPopulation::unsupported(agent_profile({"ppo.hidden=[32, 32]"}), first).find("shape") !=
+    CHECK(trainers::PpoEngine::unsupported(agent_profile({"run.seed=9", "ppo.clip=0.3"}), first).empty());
+    CHECK(trainers::PpoEngine::unsupported(agent_profile({"ppo.hidden=[32, 32]"}), first).find("shape") !=
           std::string::npos);
-    CHECK(trainers::PpoPopulation::unsupported(agent_profile({"ppo.epochs=3"}), first).find("shape") !=
+    CHECK(trainers::PpoEngine::unsupported(agent_profile({"ppo.epochs=3"}), first).find("shape") !=
           std::string::npos);
-    CHECK(trainers::PpoPopulation::unsupported(agent_profile({"ppo.curiosity=true"}), first).find("curiosity") !=
+    CHECK(trainers::PpoEngine::unsupported(agent_profile({"ppo.curiosity=true"}), first).find("ppo.curiosity") !=
+          std::string::npos);  // with and without curiosity: not one engine
+    CHECK(trainers::PpoEngine::unsupported(agent_profile({"ppo.curiosity=true", "run.seed=4"}),
+                                           agent_profile({"ppo.curiosity=true", "ppo.curiosity_coef=0.5"}))
+              .empty());
+    CHECK(trainers::PpoEngine::unsupported(agent_profile({"ppo.diversity_coef=0.3"}), first).empty());
+    CHECK(trainers::PpoEngine::unsupported(agent_profile({"ppo.diversity_coef=0"}), first).find("diversity") !=
           std::string::npos);
-    CHECK(trainers::PpoPopulation::unsupported(agent_profile({"ppo.diversity_coef=0.3"}), first).empty());
-    CHECK(trainers::PpoPopulation::unsupported(agent_profile({"ppo.diversity_coef=0"}), first).find("diversity") !=
-          std::string::npos);
-    CHECK(trainers::PpoPopulation::unsupported(agent_profile({"env.reward_scale=2"}), first).find("environment") !=
+    CHECK(trainers::PpoEngine::unsupported(agent_profile({"env.reward_scale=2"}), first).find("environment") !=
           std::string::npos);
     ops::CpuDevice ops;
     env::DeviceMarket market(ops, data::load_market(trainers::data_options(first)));
     auto iql = first;
     iql.run.trainer = "iql";
-    CHECK_THROWS_AS(trainers::PpoPopulation(ops, {first, iql}, {&market, &market}), UsageError);
-    CHECK_THROWS_AS(trainers::PpoPopulation(ops, {first}, {}), UsageError);
+    CHECK_THROWS_AS(trainers::PpoEngine(ops, {first, iql}, {&market, &market}), UsageError);
+    CHECK_THROWS_AS(trainers::PpoEngine(ops, {first}, {}), UsageError);
     // A resume continues every agent from one rollout: the first sets it, another must match.
-    auto population = std::make_shared<trainers::PpoPopulation>(
+    auto population = std::make_shared<trainers::PpoEngine>(
         ops, std::vector<config::Profile>{first, agent_profile({"run.seed=8"})},
         std::vector<const env::DeviceMarket*>{&market, &market});
     auto a = population->agent(0), b = population->agent(1);

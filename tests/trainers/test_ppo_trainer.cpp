@@ -20,7 +20,7 @@
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
 #include "support/policy_eval.hpp"
-#include "trainers/ppo_trainer.hpp"
+#include "trainers/ppo/engine.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "ops/env/ops.hpp"
@@ -69,7 +69,8 @@ struct Fixture {
 TEST_CASE("PPO smoke run on the CPU: finite metrics, counters, 45 actions", "[trainers][ppo]") {
     ops::CpuDevice ops;
     Fixture f(ops, ppo_profile());
-    trainers::PpoTrainer trainer(ops, f.p, f.dm);
+    const auto trainer_owner = trainers::make_ppo_trainer(ops, f.p, f.dm);
+    trainers::PpoAgent& trainer = *trainer_owner;
     REQUIRE(env::num_actions(trainer.env_params()) == 45);
     const auto lines = run_training(trainer, f.p);
     CHECK(trainer.iterations() == 8);  // 1600 / (8 x 25)
@@ -95,13 +96,14 @@ TEST_CASE("PPO action-diversity penalty: a one-action policy pays diversity_coef
     ops::CpuDevice ops;
     // A policy that always takes action 0 (its logit's bias +100: the softmax is saturated and
     // the updates cannot move it), so every window's share is 1.
-    auto concentrate = [&](trainers::PpoTrainer& t) {
+    auto concentrate = [&](trainers::PpoAgent& t) {
         auto w = ops.to_host(ops::View<const float>(t.policy_weights()));
         w[t.network().actor.layers().back().bias.offset] = 100.0f;
         ops.upload<float>(t.policy_weights(), w);
     };
     Fixture f(ops, ppo_profile());
-    trainers::PpoTrainer trainer(ops, f.p, f.dm);
+    const auto trainer_owner = trainers::make_ppo_trainer(ops, f.p, f.dm);
+    trainers::PpoAgent& trainer = *trainer_owner;
     concentrate(trainer);
     const auto lines = run_training(trainer, f.p);  // 4 lines of 2 rollouts x 25 steps; window 10
     REQUIRE(lines.size() == 4);
@@ -109,7 +111,8 @@ TEST_CASE("PPO action-diversity penalty: a one-action policy pays diversity_coef
     CHECK(field(lines[3].json, "rollout/diversity_penalty") == Approx(0.05));
     // The penalty is in the reward trained on: env reward - penalty.
     Fixture g(ops, ppo_profile({"ppo.diversity_coef=0"}));
-    trainers::PpoTrainer without(ops, g.p, g.dm);
+    const auto without_owner = trainers::make_ppo_trainer(ops, g.p, g.dm);
+    trainers::PpoAgent& without = *without_owner;
     concentrate(without);
     const auto plain = run_training(without, g.p);
     CHECK(field(plain[3].json, "rollout/diversity_penalty") == 0.0);
@@ -120,7 +123,8 @@ TEST_CASE("PPO with curiosity and constant learning rate runs with finite metric
     ops::CpuDevice ops;
     Fixture f(ops, ppo_profile({"ppo.curiosity=true", "ppo.curiosity_coef=0.1", "ppo.lr_schedule=\"constant\"",
                                 "ppo.clip_value=false"}));
-    trainers::PpoTrainer trainer(ops, f.p, f.dm);
+    const auto trainer_owner = trainers::make_ppo_trainer(ops, f.p, f.dm);
+    trainers::PpoAgent& trainer = *trainer_owner;
     const auto lines = run_training(trainer, f.p);
     for (const auto& l : lines) {
         INFO(io::json::serialize(l.json));
@@ -133,7 +137,8 @@ TEST_CASE("PPO with curiosity and constant learning rate runs with finite metric
 TEST_CASE("PPO learning rate decays linearly over the run", "[trainers][ppo]") {
     ops::CpuDevice ops;
     Fixture f(ops, ppo_profile());
-    trainers::PpoTrainer trainer(ops, f.p, f.dm);
+    const auto trainer_owner = trainers::make_ppo_trainer(ops, f.p, f.dm);
+    trainers::PpoAgent& trainer = *trainer_owner;
     const double lr = f.p.training.learning_rate;
     CHECK(trainer.learning_rate() == Approx(lr));
     trainer.iterate();
@@ -143,15 +148,18 @@ TEST_CASE("PPO learning rate decays linearly over the run", "[trainers][ppo]") {
 
 static void check_resume_equivalence(ops::Device& ops) {
     Fixture f(ops, ppo_profile({"ppo.curiosity=true"}));
-    trainers::PpoTrainer straight(ops, f.p, f.dm);
+    const auto straight_owner = trainers::make_ppo_trainer(ops, f.p, f.dm);
+    trainers::PpoAgent& straight = *straight_owner;
     run_training(straight, f.p);
 
-    trainers::PpoTrainer first(ops, f.p, f.dm);
+    const auto first_owner = trainers::make_ppo_trainer(ops, f.p, f.dm);
+    trainers::PpoAgent& first = *first_owner;
     for (int i = 0; i < 3; ++i) first.iterate();
     const auto state = snapshot(ops, first);
     const auto counters = first.counter_values();
 
-    trainers::PpoTrainer resumed(ops, f.p, f.dm);
+    const auto resumed_owner = trainers::make_ppo_trainer(ops, f.p, f.dm);
+    trainers::PpoAgent& resumed = *resumed_owner;
     const auto tensors = resumed.state_tensors();
     REQUIRE(tensors.size() == state.size());
     for (std::size_t i = 0; i < tensors.size(); ++i) ops.upload<std::byte>(tensors[i].bytes, state[i]);
@@ -185,7 +193,7 @@ TEST_CASE("PPO on the GPU: the captured rollout and updates equal every op issue
     // Curiosity and the diversity penalty on, the linear schedule: every counter-derived value.
     Fixture f(ops, ppo_profile({"ppo.curiosity=true", "ppo.curiosity_coef=0.1"}));
     const auto r = test::run_captured_and_one_by_one(
-        ops, f.p, [&] { return std::make_unique<trainers::PpoTrainer>(ops, f.p, f.dm); });
+        ops, f.p, [&] { return trainers::make_ppo_trainer(ops, f.p, f.dm); });
     REQUIRE(r.captured_log.size() == 4);  // 1600 env steps, a line every 400
     r.check_equal();
 }
@@ -198,7 +206,8 @@ TEST_CASE("PPO on the GPU: the captured rollout and updates equal every op issue
 // exact: the CPU's rows do not depend on how many share a pass; the GPU's may (its passes differ).
 static void check_bootstrap_values(ops::Device& ops, bool exact) {
     Fixture f(ops, ppo_profile({"env.bankruptcy_fraction=0.9995"}));
-    trainers::PpoTrainer trainer(ops, f.p, f.dm);
+    const auto trainer_owner = trainers::make_ppo_trainer(ops, f.p, f.dm);
+    trainers::PpoAgent& trainer = *trainer_owner;
     trainer.bench_collect();
     const auto first_actions = ops.to_host(trainer.rollout_actions());
     trainer.bench_collect();
@@ -262,7 +271,8 @@ TEST_CASE("PPO guard: an injected NaN update is skipped, too many exit 5 naming 
     ops::CpuDevice ops;
     Fixture f(ops, ppo_profile());
     SECTION("a skipped update leaves weights and Adam moments untouched") {
-        trainers::PpoTrainer trainer(ops, f.p, f.dm);
+        const auto trainer_owner = trainers::make_ppo_trainer(ops, f.p, f.dm);
+    trainers::PpoAgent& trainer = *trainer_owner;
         trainer.inject_nan_at_updates({1, 2, 3, 4, 5, 6, 7, 8});  // the whole first rollout
         const auto before = snapshot(ops, trainer);
         trainer.iterate();
@@ -278,7 +288,8 @@ TEST_CASE("PPO guard: an injected NaN update is skipped, too many exit 5 naming 
     }
     SECTION("max_bad_updates reached: DivergedError (exit 5) names the policy loss") {
         Fixture g(ops, ppo_profile({"training.max_bad_updates=3"}));
-        trainers::PpoTrainer trainer(ops, g.p, g.dm);
+        const auto trainer_owner = trainers::make_ppo_trainer(ops, g.p, g.dm);
+    trainers::PpoAgent& trainer = *trainer_owner;
         trainer.inject_nan_at_updates({2, 3, 4});
         trainer.iterate();
         try {
@@ -330,7 +341,8 @@ lr_schedule = "constant"
 TEST_CASE("PPO learns the planted signal: validation beats flat and random", "[trainers][ppo][learning]") {
     ops::CpuDevice ops;
     Fixture f(ops, learning_profile(false));
-    trainers::PpoTrainer trainer(ops, f.p, f.dm);
+    const auto trainer_owner = trainers::make_ppo_trainer(ops, f.p, f.dm);
+    trainers::PpoAgent& trainer = *trainer_owner;
     run_training(trainer, f.p);
     const auto params = trainer.env_params();
     const int n = 16, steps = 400;
@@ -354,7 +366,8 @@ TEST_CASE("PPO reaches half of the planted signal's best Sharpe", "[.learning]")
     std::unique_ptr<ops::CpuDevice> cpu;
     ops::Device* ops = gpu ? static_cast<ops::Device*>(&test::gpu_ops()) : (cpu = std::make_unique<ops::CpuDevice>()).get();
     Fixture f(*ops, learning_profile(gpu));
-    trainers::PpoTrainer trainer(*ops, f.p, f.dm);
+    const auto trainer_owner = trainers::make_ppo_trainer(*ops, f.p, f.dm);
+    trainers::PpoAgent& trainer = *trainer_owner;
     const auto t0 = std::chrono::steady_clock::now();
     run_training(trainer, f.p);
     ops->synchronize();

@@ -1,7 +1,9 @@
-/// @file iql_population.cpp
-/// @brief IqlTrainer's update for N agents at once: the same ops in the same order, each launched
-///        once over [agents][...] buffers (docs/sweeps.md).
-#include "trainers/iql_population.hpp"
+/// @file engine.cpp
+/// @brief The IQL algorithm, top to bottom (docs/iql.md), for every agent of an engine at once:
+///        build each agent's dataset once, then per update: sample a batch (n = 1), V by expectile
+///        regression on min(Q1', Q2')(s, a), the twin Q towards r + gamma (1 - terminated) V(s'),
+///        the policy by advantage-weighted regression, backward, guard, Adam, target update.
+#include "trainers/iql/engine.hpp"
 
 #include <fmt/format.h>
 
@@ -10,6 +12,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "io/json.hpp"
 #include "nn/init.hpp"
 #include "ops/iql/ops.hpp"
 #include "ops/nn/ops.hpp"
@@ -22,7 +25,36 @@ namespace fh::trainers {
 
 using namespace iql_stats;
 
-std::string IqlPopulation::unsupported(const config::Profile& p, const config::Profile& first) {
+namespace {
+/// The losses each update passes to the guard, in order (statistics [0, 3)); then the gradient norm.
+constexpr const char* kGuardLossNames[] = {"the value (expectile) loss", "the Q loss", "the policy (AWR) loss"};
+static_assert(kGuardLosses == static_cast<int>(std::size(kGuardLossNames)));
+/// Share of the behaviour policy's rule-based traders' actions taken uniformly at random.
+constexpr float kBehaviourRandomFraction = 0.2f;
+}  // namespace
+
+IqlNetworks::IqlNetworks(const config::Profile& p, int state_dim, int num_actions)
+    : layout(),
+      q1(layout, "q1", nn::MlpConfig::stack(state_dim, p.iql.hidden, num_actions, ops::Activation::relu)),
+      q2(layout, "q2", nn::MlpConfig::stack(state_dim, p.iql.hidden, num_actions, ops::Activation::relu)),
+      v(layout, "v", nn::MlpConfig::stack(state_dim, p.iql.hidden, 1, ops::Activation::relu)),
+      // A small last layer starts the policy near uniform.
+      policy(layout, "policy",
+             nn::MlpConfig::stack(state_dim, p.iql.hidden, num_actions, ops::Activation::relu, 0.01f)) {}
+
+iql::BehaviourParams behaviour_params(const env::EnvParams& e, std::uint64_t seed) {
+    return iql::BehaviourParams{e.position_levels, e.urgency_levels,         e.market_dim,
+                                e.state_dim,       kBehaviourRandomFraction, seed};
+}
+
+std::unique_ptr<IqlAgent> make_iql_trainer(ops::Device& ops, const config::Profile& profile,
+                                           const env::DeviceMarket& market) {
+    return std::make_unique<IqlAgent>(std::make_shared<IqlEngine>(ops, std::vector<config::Profile>{profile},
+                                                                  std::vector<const env::DeviceMarket*>{&market}),
+                                      0);
+}
+
+std::string IqlEngine::unsupported(const config::Profile& p, const config::Profile& first) {
     if (p.run.trainer != "iql") return fmt::format("run.trainer = \"{}\" (only iql)", p.run.trainer);
     if (!p.eval.deterministic) return "eval.deterministic = false";
     // What the agents share: the networks, batch, dataset, clipping and target mode.
@@ -43,8 +75,8 @@ std::string IqlPopulation::unsupported(const config::Profile& p, const config::P
     return "";
 }
 
-IqlPopulation::IqlPopulation(ops::Device& ops, const std::vector<config::Profile>& agents,
-                             const std::vector<const env::DeviceMarket*>& markets)
+IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
+                     const std::vector<const env::DeviceMarket*>& markets)
     : ops_(ops),
       profiles_(agents),
       agents_((first_agent(agents, markets, "IQL"), static_cast<int>(agents.size()))),
@@ -70,21 +102,22 @@ IqlPopulation::IqlPopulation(ops::Device& ops, const std::vector<config::Profile
     std::vector<abi::SampleAgent> sample_agents;
     for (std::size_t i = 0; i < N; ++i) {
         const config::Profile& p = agents[i];
-        OfflineDataset ds = build_offline_dataset(ops, p, *markets[i], env_params_[i], p.iql.dataset, p.iql.dataset_size,
-                                                  "iql");
-        sample_agents.push_back(ds.ring.sample_agent(static_cast<std::uint64_t>(p.run.seed), 1,
-                                                     static_cast<float>(p.training.gamma)));
+        OfflineDataset ds =
+            build_offline_dataset(ops, p, *markets[i], env_params_[i], p.iql.dataset, p.iql.dataset_size, "iql");
+        sample_agents.push_back(
+            ds.ring.sample_agent(static_cast<std::uint64_t>(p.run.seed), 1, static_cast<float>(p.training.gamma)));
         datasets_.push_back(std::move(ds.ring));
         transitions_.push_back(ds.transitions);
         collection_seconds_.push_back(ds.collection_seconds);
     }
     sample_agents_ = ops.from_host<abi::SampleAgent>(sample_agents);
 
-    // Parameters as IqlTrainer initialises them, agent by agent (the padding zero).
+    // Each agent's parameters from its seed (the padding zero), the target a copy.
     online_ = ops.alloc<float>(N * P);
     ops.fill(online_.view(), 0.0f);
     for (std::size_t i = 0; i < N; ++i)
-        nn::init_params(ops, online_.view().subview(i * P, P), net_.layout, static_cast<std::uint64_t>(agents[i].run.seed));
+        nn::init_params(ops, online_.view().subview(i * P, P), net_.layout,
+                        static_cast<std::uint64_t>(agents[i].run.seed));
     target_ = ops.alloc<float>(N * P);
     ops.copy(target_.view(), online_.cview());
     for (auto* b : {&grads_, &m_, &v_}) {
@@ -92,6 +125,11 @@ IqlPopulation::IqlPopulation(ops::Device& ops, const std::vector<config::Profile
         ops.fill(b->view(), 0.0f);
     }
     twin_stride_ = net_.q2.layers().front().weight.offset - net_.q1.layers().front().weight.offset;
+    for (std::size_t l = 0; l < net_.q1.layers().size(); ++l) {
+        const auto &a = net_.q1.layers()[l], &b = net_.q2.layers()[l];
+        if (b.weight.offset != a.weight.offset + twin_stride_ || b.bias.offset != a.bias.offset + twin_stride_)
+            throw std::logic_error("IqlEngine: the twin Q networks are not laid out at one stride");
+    }
     step_ = ops.from_host<long long>(std::vector<long long>{0});
     step_ticket_ = ops.from_host<unsigned>(std::vector<unsigned>{0u});
 
@@ -128,8 +166,11 @@ IqlPopulation::IqlPopulation(ops::Device& ops, const std::vector<config::Profile
     ws_policy_ = net_.policy.make_workspace(ops, rows);
 }
 
-// IqlTrainer::update_ops for every agent (its steps' comments say why each is where it is).
-void IqlPopulation::update_ops(std::uint32_t inject_nan) {
+// One update of every agent. Its number (sampling, the guard, Adam's bias corrections, the periodic
+// target copy) is read from the update counter in device memory, which the update's first launch
+// (the sampling) advances: no per-update value comes from the host, so the sequence is captured
+// once and replayed.
+void IqlEngine::update_ops(std::uint32_t inject_nan) {
     const int N = agents_, B = batch_;
     const std::size_t Ns = static_cast<std::size_t>(N), P = params(), Bs = static_cast<std::size_t>(B),
                       D = static_cast<std::size_t>(state_dim_);
@@ -137,7 +178,8 @@ void IqlPopulation::update_ops(std::uint32_t inject_nan) {
     const std::size_t span = (Ns - 1) * xs + Bs * D;
     const auto update = step_.cview();
 
-    // 1. Every agent's batch at the update number the sampling advances the counter to.
+    // 1. Every agent's uniform batch of one-step transitions (s, a, r, gamma (1 - terminated), s')
+    //    at the update number the sampling advances the counter to (no launch of its own).
     ops::nstep_sample_agents(ops_, x_.view().subview(0, span), x_.view().subview(Bs * D, span), actions_.view(),
                              rewards_.view(), discounts_.view(), sample_agents_.cview(), xs,
                              ops::CounterAdvance{step_.view(), step_ticket_.view()}, B, state_dim_);
@@ -147,7 +189,10 @@ void IqlPopulation::update_ops(std::uint32_t inject_nan) {
     const auto online_q2 = online.subview(twin_stride_, Ns * P - twin_stride_);
     const auto target_q2 = target.subview(twin_stride_, Ns * P - twin_stride_);
 
-    // The forwards: each agent's rows are its single run's (rows are independent).
+    // The forwards are independent (each writes only its own workspace): the target twin, V on s
+    // and s', the online twin and the policy run as four branches (four streams on CUDA: small
+    // layers leave most of the GPU idle, so they overlap). Each layer is one strided-batched
+    // product over the agents' networks.
     ops::View<const float> q1_target, q2_target, v, v_next, q1, q2, logits;
     ops_.run_concurrently(
         [&] {
@@ -164,8 +209,14 @@ void IqlPopulation::update_ops(std::uint32_t inject_nan) {
         },
         [&] { logits = net_.policy.forward_batched(ops_, online, P, states, xs, B, N, ws_policy_); });
 
-    // The three losses, their networks' backwards and their statistics (stat-major: stat k of
-    // agent a at k N + a, one mean launch per statistic for every agent).
+    // 2-5. Three branches, each a loss, its networks' backward and its statistics (every branch
+    //    writes only its own loss, gradient buffers, workspace rows, gradient slices and
+    //    statistics; all read the forwards' outputs; statistics stat-major: stat k of agent a at
+    //    k N + a, one mean launch per statistic for every agent):
+    //  - V(s) by expectile regression towards min of the target twin Q at (s, a);
+    //  - twin Q towards r + gamma (1 - terminated) V(s'), then Q1's and Q2's backwards side by
+    //    side (Q2 is q1's layers shifted by twin_stride_);
+    //  - the policy by advantage-weighted regression: weights min(exp(beta (Q' - V)), max_weight).
     const auto cur = current_.view();
     const auto stat = [&](int k) { return cur.subview(static_cast<std::size_t>(k) * Ns, Ns); };
     const auto grads = grads_.view();
@@ -200,8 +251,10 @@ void IqlPopulation::update_ops(std::uint32_t inject_nan) {
             ops_.mean(stat(kWeight), awr_weights_.cview());
         });
 
-    // Norm, guard and the log's sums per agent (one launch), Adam per agent with its learning rate
-    // and soft target (one launch), or the periodic copy (every agent at one update number).
+    // 6. Norm, guard and the log's sums per agent (one launch), Adam per agent with its learning
+    //    rate; with tau > 0 the soft target copy (target += tau (online - target)) in Adam's pass,
+    //    else the periodic copy after it (every agent at one update number). Only the Q slices of
+    //    the target are read; updating the whole buffer keeps one operation.
     fh::ops::norm_and_guard_agents(ops_, N, grads_.cview(), norm_scratch_.view(), gate_.view(), guard_.view(), cur,
                                    kGuardLosses, kGradNorm, ops::counter_value(update), accum_.view());
     const auto& t = profiles_.front().training;
@@ -210,45 +263,49 @@ void IqlPopulation::update_ops(std::uint32_t inject_nan) {
     const bool soft = t.tau > 0;
     fh::ops::adam_step_agents(ops_, N, online_.view(), m_.view(), v_.view(), grads_.cview(), stat(kGradNorm),
                               gate_.cview(), ops::counter_value(update), adam, lr_.cview(),
-                              soft ? target_.view() : ops::View<float>(), soft ? tau_keep_.cview() : ops::View<const float>());
+                              soft ? target_.view() : ops::View<float>(),
+                              soft ? tau_keep_.cview() : ops::View<const float>());
     if (!soft) ops_.copy_every(target_.view(), online_.cview(), update, t.target_update_period);
 }
 
-void IqlPopulation::iterate() {
+void IqlEngine::iterate() {
     const long long u = updates_ + 1;
     const std::uint32_t nan = members_.nan_mask(u);
-    if (nan != 0) update_ops(nan);  // tests: never captured
-    else ops_.run_sequence(update_sequence_, [this] { update_ops(0); });
+    if (nan != 0)
+        update_ops(nan);  // tests: never captured
+    else
+        ops_.run_sequence(update_sequence_, [this] { update_ops(0); });
     updates_ = u;
 }
 
-void IqlPopulation::restore_updates(long long updates) {
+void IqlEngine::restore_updates(long long updates) {
     if (!restored_) {
-        if (updates_ != 0) throw std::logic_error("IqlPopulation::restore_updates after the population updated");
+        if (updates_ != 0) throw std::logic_error("IqlEngine::restore_updates after the population updated");
         updates_ = updates;
         restored_ = true;
         ops_.upload<long long>(step_.view(), std::vector<long long>{updates});
     } else if (updates != updates_) {
-        throw UsageError(fmt::format("an agent of a batched population continues from update {}, another from update "
-                                     "{}; resume with run.population_batching = \"off\"",
-                                     updates, updates_));
+        throw UsageError(
+            fmt::format("an agent of a batched population continues from update {}, another from update "
+                        "{}; resume with run.population_batching = \"off\"",
+                        updates, updates_));
     }
 }
 
-std::unique_ptr<Trainer> IqlPopulation::agent(int i) {
-    return std::make_unique<IqlPopulationAgent>(shared_from_this(), i);
+std::unique_ptr<Trainer> IqlEngine::agent(int i) {
+    return std::make_unique<IqlAgent>(shared_from_this(), i);
 }
 
 // The sum of the agents' rates, as an unbatched population's bench reports it.
-double IqlPopulation::dataset_collection_env_steps_per_s() const noexcept {
+double IqlEngine::dataset_collection_env_steps_per_s() const noexcept {
     double rate = 0;
     for (std::size_t i = 0; i < transitions_.size(); ++i)
         if (collection_seconds_[i] > 0) rate += static_cast<double>(transitions_[i]) / collection_seconds_[i];
     return rate;
 }
 
-IqlPopulation::AgentState IqlPopulation::agent_state(int agent) {
-    if (agent < 0 || agent >= agents_) throw std::out_of_range("IqlPopulation::agent_state: no such agent");
+IqlEngine::AgentState IqlEngine::agent_state(int agent) {
+    if (agent < 0 || agent >= agents_) throw std::out_of_range("IqlEngine::agent_state: no such agent");
     const std::size_t a = static_cast<std::size_t>(agent), P = params();
     const double seconds = collection_seconds_[a];
     return AgentState{online_.view().subview(a * P, P),
@@ -261,7 +318,7 @@ IqlPopulation::AgentState IqlPopulation::agent_state(int agent) {
                       seconds > 0 ? static_cast<double>(transitions_[a]) / seconds : 0};
 }
 
-IqlPopulationAgent::IqlPopulationAgent(std::shared_ptr<IqlPopulation> population, int agent)
+IqlAgent::IqlAgent(std::shared_ptr<IqlEngine> population, int agent)
     : population_(std::move(population)),
       agent_(agent),
       state_(population_->agent_state(agent)),
@@ -270,21 +327,24 @@ IqlPopulationAgent::IqlPopulationAgent(std::shared_ptr<IqlPopulation> population
     population_->members_.join(this);
 }
 
-IqlPopulationAgent::~IqlPopulationAgent() { population_->members_.leave(this); }
+IqlAgent::~IqlAgent() {
+    population_->members_.leave(this);
+}
 
-void IqlPopulationAgent::iterate() {
-    PopulationAgents<IqlPopulationAgent>::advance(*population_, population_->updates(), updates_);
+void IqlAgent::iterate() {
+    PopulationAgents<IqlAgent>::advance(*population_, population_->updates(), updates_);
     ++updates_;
 }
 
-LogLine IqlPopulationAgent::read_log(double seconds) {
+LogLine IqlAgent::read_log(double seconds) {
     const Interval r = read_interval(population_->device(), state_.accumulators, state_.guard, seconds);
     return iql_log_line(population_->profile(agent_), r.sums, r.guard, r.updates, r.updates_per_s, updates_,
                         state_.dataset_transitions);
 }
 
-// IqlTrainer::state_tensors' names, shapes and order: an agent's checkpoint is a single run's.
-std::vector<StateTensor> IqlPopulationAgent::state_tensors() {
+// The checkpoint's tensors (their names, shapes and order are those of checkpoints written by
+// earlier versions' single runs, which therefore resume).
+std::vector<StateTensor> IqlAgent::state_tensors() {
     const auto P = static_cast<std::int64_t>(state_.online.size());
     return {state_tensor("params/online", "F32", {P}, state_.online),
             state_tensor("params/target", "F32", {P}, state_.target),
@@ -295,8 +355,40 @@ std::vector<StateTensor> IqlPopulationAgent::state_tensors() {
                          state_.accumulators)};
 }
 
-long long IqlPopulationAgent::bench_update() {
-    throw std::logic_error("IqlPopulationAgent: bench the population (bench_population), not one of its agents");
+long long IqlAgent::bench_update() {
+    if (population_->agents() != 1)
+        throw std::logic_error("IqlAgent: bench the engine (bench_population), not one of its agents");
+    iterate();
+    return 1;
+}
+
+LogLine iql_log_line(const config::Profile& profile, const std::vector<float>& acc, const nn::GuardState& g, double n,
+                     double updates_per_s, long long updates, long long dataset_transitions) {
+    const double loss = (acc[kValueLoss] + acc[kQLoss] + acc[kPolicyLoss]) / n;
+    LogLine line;
+    line.json = io::json::object({
+        {"updates", updates},
+        {"dataset_transitions", dataset_transitions},
+        {"losses/loss", loss},
+        {"losses/value", acc[kValueLoss] / n},
+        {"losses/q", acc[kQLoss] / n},
+        {"losses/policy", acc[kPolicyLoss] / n},
+        {"charts/awr_weight", acc[kWeight] / n},
+        {"values/v", acc[kV] / n},
+        {"charts/grad_norm", acc[kGradNorm] / n},
+        {"charts/skipped_updates", g.bad_total},
+        {"perf/updates_per_s", updates_per_s},
+    });
+    line.text = fmt::format(
+        "update {:>8} | loss {:.4f} (value {:.4f}, Q {:.4f}, policy {:.4f}) | weight {:.3f} | V "
+        "{:+.3f} | {:.3g} updates/s",
+        updates, loss, acc[kValueLoss] / n, acc[kQLoss] / n, acc[kPolicyLoss] / n, acc[kWeight] / n, acc[kV] / n,
+        updates_per_s);
+    line.loss = loss;
+    line.updates_per_s = updates_per_s;
+    throw_if_diverged(g, profile.training.max_bad_updates, kGuardLossNames,
+                      "Lower training.learning_rate or iql.beta, or check the dataset.");
+    return line;
 }
 
 }  // namespace fh::trainers

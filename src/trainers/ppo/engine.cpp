@@ -1,7 +1,10 @@
-/// @file ppo_population.cpp
-/// @brief PpoTrainer's iteration for N agents at once: the same ops in the same order, each step's
-///        and each update's launched once over [agents][...] buffers (docs/sweeps.md).
-#include "trainers/ppo_population.hpp"
+/// @file engine.cpp
+/// @brief The PPO algorithm, top to bottom (docs/ppo.md), for every agent of an engine at once:
+///        collect a rollout (sample from the actor, value from the critic, env step, diversity
+///        penalty, curiosity bonus), GAE and advantage normalisation, then epochs of shuffled
+///        minibatches (clipped surrogate, value loss, entropy bonus, backward, guard, Adam with a
+///        learning-rate schedule).
+#include "trainers/ppo/engine.hpp"
 
 #include <fmt/format.h>
 
@@ -11,6 +14,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "io/json.hpp"
 #include "nn/init.hpp"
 #include "ops/nn/ops.hpp"
 #include "ops/ppo/ops.hpp"
@@ -21,20 +25,42 @@ namespace fh::trainers {
 
 using namespace ppo_monitor;
 
-std::string PpoPopulation::unsupported(const config::Profile& p, const config::Profile& first) {
+double ppo_total_rollouts(const config::Profile& p) {
+    const long long per_rollout = p.experience.gpu_n_episodes * p.experience.gpu_timesteps_per_episode;
+    return static_cast<double>(std::max<long long>(1, p.run.total_steps / std::max<long long>(1, per_rollout)));
+}
+
+float ppo_scheduled_learning_rate(const config::Profile& p, long long rollouts) {
+    return ppo::scheduled_learning_rate(p.training.learning_rate, p.ppo.lr_schedule == "linear" ? 1 : 0,
+                                        ppo_total_rollouts(p), rollouts);
+}
+
+ActorCritic::ActorCritic(const config::Profile& p, int state_dim, int num_actions)
+    : layout(),
+      // A small last actor layer starts the policy near uniform (maximal entropy).
+      actor(layout, "actor", nn::MlpConfig::stack(state_dim, p.ppo.hidden, num_actions, ops::Activation::tanh, 0.01f)),
+      critic(layout, "critic", nn::MlpConfig::stack(state_dim, p.ppo.hidden, 1, ops::Activation::tanh)) {}
+
+std::unique_ptr<PpoAgent> make_ppo_trainer(ops::Device& ops, const config::Profile& profile,
+                                           const env::DeviceMarket& market) {
+    return std::make_unique<PpoAgent>(std::make_shared<PpoEngine>(ops, std::vector<config::Profile>{profile},
+                                                                  std::vector<const env::DeviceMarket*>{&market}),
+                                      0);
+}
+
+std::string PpoEngine::unsupported(const config::Profile& p, const config::Profile& first) {
     if (p.run.trainer != "ppo") return fmt::format("run.trainer = \"{}\" (only ppo)", p.run.trainer);
     if (!p.eval.deterministic) return "eval.deterministic = false";
-    if (p.ppo.curiosity) return "ppo.curiosity = true";
     // What the agents share: the networks, the rollout's shape, the updates' schedule and mode.
     const auto shape = [](const config::Profile& q) {
         return std::tie(q.ppo.hidden, q.experience.gpu_n_episodes, q.experience.gpu_timesteps_per_episode, q.ppo.epochs,
                         q.ppo.minibatches, q.ppo.clip_value, q.ppo.diversity_window, q.ppo.lr_schedule,
-                        q.training.grad_clip_norm, q.run.total_steps, q.gpu.tf32);
+                        q.training.grad_clip_norm, q.run.total_steps, q.gpu.tf32, q.ppo.curiosity);
     };
     if (shape(p) != shape(first))
         return "a shape (ppo.hidden, experience.gpu_n_episodes, experience.gpu_timesteps_per_episode, ppo.epochs, "
                "ppo.minibatches, ppo.clip_value, ppo.diversity_window, ppo.lr_schedule, training.grad_clip_norm, "
-               "run.total_steps or gpu.tf32) differs from the first agent's";
+               "run.total_steps, gpu.tf32 or ppo.curiosity) differs from the first agent's";
     if ((p.ppo.diversity_coef > 0) != (first.ppo.diversity_coef > 0))
         return "ppo.diversity_coef > 0 (a diversity penalty) for some agents and not for others";
     if (env_without_seed(trainers::env_params(p, 1)) != env_without_seed(trainers::env_params(first, 1)))
@@ -50,7 +76,7 @@ env::EnvParams checked_env_params(const std::vector<config::Profile>& agents,
                                   const std::vector<const env::DeviceMarket*>& markets) {
     const config::Profile& first = first_agent(agents, markets, "PPO");
     for (std::size_t i = 0; i < agents.size(); ++i) {
-        const std::string why = PpoPopulation::unsupported(agents[i], first);
+        const std::string why = PpoEngine::unsupported(agents[i], first);
         if (!why.empty())
             throw UsageError(fmt::format("agent {} cannot train in a batched PPO population: {}", i, why));
         if (markets[i]->market_dim() != markets.front()->market_dim())
@@ -69,8 +95,8 @@ std::vector<std::uint64_t> seeds_of(const std::vector<config::Profile>& agents) 
 
 }  // namespace
 
-PpoPopulation::PpoPopulation(ops::Device& ops, const std::vector<config::Profile>& agents,
-                             const std::vector<const env::DeviceMarket*>& markets)
+PpoEngine::PpoEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
+                     const std::vector<const env::DeviceMarket*>& markets)
     : ops_(ops),
       profiles_(agents),
       markets_(markets),
@@ -115,7 +141,7 @@ PpoPopulation::PpoPopulation(ops::Device& ops, const std::vector<config::Profile
     lr_ = ops.alloc<float>(N);
     ops.fill(lr_.view(), 0.0f);
 
-    // Parameters as PpoTrainer initialises them, agent by agent (the padding zero).
+    // Each agent's parameters from its seed (the padding zero).
     params_ = ops.alloc<float>(N * P);
     ops.fill(params_.view(), 0.0f);
     for (std::size_t i = 0; i < N; ++i)
@@ -130,8 +156,14 @@ PpoPopulation::PpoPopulation(ops::Device& ops, const std::vector<config::Profile
     for (auto* b : {&r_logp_, &r_values_, &r_next_values_, &r_rewards_, &r_adv_, &r_returns_, &r_penalty_})
         *b = ops.alloc<float>(N * M);
     ops.fill(r_penalty_.view(), 0.0f);
-    zeros_ = ops.alloc<float>(M);
-    ops.fill(zeros_.view(), 0.0f);
+    r_curiosity_ = ops.alloc<float>(N * M);
+    ops.fill(r_curiosity_.view(), 0.0f);
+    if (agents.front().ppo.curiosity) {
+        curiosity_.reserve(N);
+        for (const auto& p : agents)
+            curiosity_.emplace_back(ops, state_dim_, num_actions_, static_cast<int>(p.ppo.hidden.front()),
+                                    env_params_.front().market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed));
+    }
     r_actions_ = ops.alloc<int>(N * M);
     r_done_ = ops.alloc<std::uint8_t>(N * M);
     step_actions_ = ops.alloc<int>(2 * N * n);
@@ -176,18 +208,18 @@ PpoPopulation::PpoPopulation(ops::Device& ops, const std::vector<config::Profile
 }
 
 template <class T>
-ops::CopyPair PpoPopulation::step_row(ops::Buffer<T>& rollout, int t, ops::View<const T> step, std::size_t width) {
+ops::CopyPair PpoEngine::step_row(ops::Buffer<T>& rollout, int t, ops::View<const T> step, std::size_t width) {
     const std::size_t N = static_cast<std::size_t>(agents_), n = static_cast<std::size_t>(n_envs_) * width;
     const std::size_t M = n * static_cast<std::size_t>(horizon_);  // an agent's rollout, in elements
     return ops::CopyPair::strided<T>(rollout.view().subview(static_cast<std::size_t>(t) * n, (N - 1) * M + n), M, step,
                                      n, n, N);
 }
 
-ops::CounterValue PpoPopulation::collection_step(int t) const {
+ops::CounterValue PpoEngine::collection_step(int t) const {
     return ops::counter_value(rollouts_dev_.cview(), horizon_, t);
 }
 
-void PpoPopulation::iterate() {
+void PpoEngine::iterate() {
     collect_rollout();
     const long long per = updates_per_rollout();
     std::uint32_t inject = 0;
@@ -195,21 +227,23 @@ void PpoPopulation::iterate() {
     update_from_rollout(inject);
 }
 
-void PpoPopulation::issue_rollout() {
+void PpoEngine::issue_rollout() {
     ops_.run_sequence(rollout_sequence_, [this] { rollout_ops(); });
     trunc_read_.start(trunc_count_.cview());
     rollout_issued_ = true;
 }
 
-void PpoPopulation::collect_rollout() {
+void PpoEngine::collect_rollout() {
     if (!rollout_issued_) issue_rollout();
     rollout_issued_ = false;
     bootstrap_truncated();
     ops_.run_sequence(advantage_sequence_, [this] { advantage_ops(); });
+    for (auto& c : curiosity_) c.count_steps(horizon_);
 }
 
-// PpoTrainer::rollout_ops for every agent.
-void PpoPopulation::rollout_ops() {
+// The rollout's T steps, beginning with V(s_0) (stored with s_0) beside the actor's first step;
+// each step (rollout_step) computes the values the next one needs.
+void PpoEngine::rollout_ops() {
     const std::size_t xs = static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(state_dim_);
     const std::size_t P = params();
     ops_.run_concurrently(
@@ -225,7 +259,7 @@ void PpoPopulation::rollout_ops() {
 
 // The actor on every agent's states at step t: actions and log-probabilities (into the step's set
 // t % 2, then the rollouts' row t), the histograms.
-void PpoPopulation::sample_actions(int t) {
+void PpoEngine::sample_actions(int t) {
     const std::size_t Nn = static_cast<std::size_t>(agents_) * static_cast<std::size_t>(n_envs_);
     const std::size_t xs = static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(state_dim_);
     const std::size_t set = static_cast<std::size_t>(t % 2) * Nn;
@@ -240,9 +274,17 @@ void PpoPopulation::sample_actions(int t) {
         {step_row(r_actions_, t, ops::View<const int>(actions)), step_row(r_logp_, t, ops::View<const float>(logp))});
 }
 
-// PpoTrainer::rollout_step for every agent: the environments' step, then the critic, the actor's
-// next step and the stores, reward terms and truncated episodes beside each other.
-void PpoPopulation::rollout_step(int t) {
+// Step t of the rollout (its actions are sampled): the environments' step, then branches (streams
+// on CUDA) that each write only their own buffers and rows:
+//  - the critic on s_{t+1} (the state after any reset): V(s_{t+1}) of step t + 1, which is also V
+//    of the observation after step t where the episode did not end; at the rollout's last step
+//    the critic runs on the observations after the step instead (GAE bootstraps from them);
+//  - the actor at step t + 1;
+//  - step t's done flags, s_{t+1}, the reward less the diversity penalty, the curiosity bonus,
+//    and the truncated episodes' gather (their values come after the rollout,
+//    bootstrap_truncated; a terminated episode's next value is never read).
+// So each step waits for one critic pass beside the actor.
+void PpoEngine::rollout_step(int t) {
     const std::size_t Nn = static_cast<std::size_t>(agents_) * static_cast<std::size_t>(n_envs_);
     const std::size_t xs = static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(state_dim_);
     const bool last = t + 1 == horizon_;
@@ -259,8 +301,8 @@ void PpoPopulation::rollout_step(int t) {
         else
             ops_.copy_group({step_row(r_next_values_, t, v), step_row(r_values_, t + 1, v)});
     };
-    // Step t's done flags and reward less the diversity penalty (PpoTrainer subtracts it from the
-    // stored reward: the same floats), the penalty, and s_{t+1}: one launch of strided stores.
+    // Step t's done flags and reward less the diversity penalty, the penalty, and s_{t+1}: one
+    // launch of strided stores; then the curiosity bonus, added to the stored reward.
     const auto reward_terms = [&] {
         std::vector<ops::CopyPair> stores{step_row(r_done_, t, env_.done())};
         if (!last) stores.push_back(step_row(r_states_, t + 1, env_.states(), static_cast<std::size_t>(state_dim_)));
@@ -276,6 +318,7 @@ void PpoPopulation::rollout_step(int t) {
             stores.push_back(step_row(r_rewards_, t, env_.rewards()));
         }
         ops_.copy_group(stores);
+        if (!curiosity_.empty()) curiosity_step(t);
     };
     if (last) return ops_.run_concurrently(critic, reward_terms);
     ops_.run_concurrently(
@@ -288,9 +331,31 @@ void PpoPopulation::rollout_step(int t) {
         });
 }
 
-// PpoTrainer::bootstrap_truncated per agent: its critic on its truncated episodes' terminal
-// observations (its market's features), in passes of its single run's shapes.
-void PpoPopulation::bootstrap_truncated() {
+// The curiosity bonus of step t, per agent: its forward model's prediction error on (s_t, a_t) ->
+// the next bar's market features, added to the reward with its ppo.curiosity_coef; then one Adam
+// step of its model on the same transitions (at its ppo learning rate, unscheduled).
+void PpoEngine::curiosity_step(int t) {
+    const std::size_t n = static_cast<std::size_t>(n_envs_), D = static_cast<std::size_t>(state_dim_);
+    const std::size_t M = n * static_cast<std::size_t>(horizon_);
+    for (std::size_t g = 0; g < curiosity_.size(); ++g) {
+        const auto& p = profiles_[g];
+        const std::size_t row = g * M + static_cast<std::size_t>(t) * n;  // agent g's row t
+        const auto error = r_curiosity_.view().subview(row, n);
+        fh::ops::curiosity_input(ops_, curiosity_[g].input(), r_states_.cview().subview(row * D, n * D),
+                                 r_actions_.cview().subview(row, n), num_actions_);
+        curiosity_[g].train_step(ops_, error, env_.next_states().subview(g * n * D, n * D), state_dim_,
+                                 static_cast<float>(p.training.learning_rate));
+        ops_.saxpy(r_rewards_.view().subview(row, n), static_cast<float>(p.ppo.curiosity_coef), error);
+    }
+}
+
+// The bootstrap values of the rollout's truncated episodes, per agent: its critic on their
+// terminal observations (rebuilt from bar and portfolio features of its market), written over
+// next_values at their rows. The host reads the counts (its one wait in a rollout: for the
+// rollout's steps alone, as their read was issued right after them) and runs the critic on just
+// those rows, in passes of at most n rows, each padded to a power of two of at least 64 rows (the
+// padding rows are discarded) so that the matrix products see few distinct shapes.
+void PpoEngine::bootstrap_truncated() {
     const std::vector<int> counts = trunc_read_.wait();
     const std::size_t n = static_cast<std::size_t>(n_envs_), M = n * static_cast<std::size_t>(horizon_);
     const std::size_t D = static_cast<std::size_t>(state_dim_), P = params();
@@ -323,9 +388,9 @@ void PpoPopulation::bootstrap_truncated() {
     }
 }
 
-// PpoTrainer::advantage_ops: GAE for every agent in one launch (each agent's gamma and lambda),
-// the statistics and the advantages' normalisation per agent.
-void PpoPopulation::advantage_ops() {
+// GAE for every agent in one launch (each agent's gamma and lambda), then per agent the rollout's
+// statistics and the advantages' normalisation.
+void PpoEngine::advantage_ops() {
     const std::size_t M = static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(horizon_);
     const std::size_t R = static_cast<std::size_t>(kRolloutGroup), S = static_cast<std::size_t>(kAccSize);
     const auto& first = profiles_.front();
@@ -338,7 +403,7 @@ void PpoPopulation::advantage_ops() {
         const auto own = [&](ops::Buffer<float>& b) { return b.view().subview(g * M, M); };
         ops_.mean(at(kAccReward), own(r_rewards_));
         ops_.mean(at(kAccPenalty), own(r_penalty_));
-        ops_.mean(at(kAccCuriosity), zeros_.cview());
+        ops_.mean(at(kAccCuriosity), own(r_curiosity_));
         ops_.mean(at(kAccValueMean), own(r_values_));
         ops_.mean(at(kAccReturn), own(r_returns_));
         ops_.saxpy(accum_.view().subview(g * S + static_cast<std::size_t>(kAccReward), R), 1.0f, acc);
@@ -346,7 +411,7 @@ void PpoPopulation::advantage_ops() {
     }
 }
 
-void PpoPopulation::update_from_rollout(std::uint32_t inject_nan) {
+void PpoEngine::update_from_rollout(std::uint32_t inject_nan) {
     if (rollout_issued_)
         throw std::logic_error("PPO population: an update while a rollout is issued but not completed");
     if (inject_nan != 0)
@@ -356,9 +421,9 @@ void PpoPopulation::update_from_rollout(std::uint32_t inject_nan) {
     ++rollouts_;
 }
 
-// PpoTrainer::update_ops for every agent: each agent's scheduled learning rate, the epochs of
-// minibatch updates, then the rollout count.
-void PpoPopulation::update_ops(std::uint32_t inject_nan) {
+// Each agent's scheduled learning rate, the epochs of minibatch updates, then the rollout count
+// advances.
+void PpoEngine::update_ops(std::uint32_t inject_nan) {
     for (int g = 0; g < agents_; ++g) {
         const auto& p = profiles_[static_cast<std::size_t>(g)];
         fh::ops::ppo_learning_rate(ops_, lr_.view().subview(static_cast<std::size_t>(g), 1), p.training.learning_rate,
@@ -370,9 +435,10 @@ void PpoPopulation::update_ops(std::uint32_t inject_nan) {
     ops_.increment(rollouts_dev_.view());
 }
 
-// PpoTrainer::minibatch_update for every agent: agent a's minibatch k of epoch e from its rollout
-// with its seed, its loss with its coefficients, its norm, guard and Adam step.
-void PpoPopulation::minibatch_update(int epoch, int minibatch, std::uint32_t inject_nan) {
+// Minibatch k of epoch e of every agent: rows [k B, (k + 1) B) of agent a's rollout shuffled by the
+// key (its seed, rollouts * epochs + e); its loss with its coefficients, its norm, guard and Adam
+// step. It is update number rollouts * epochs * minibatches + e * minibatches + k + 1.
+void PpoEngine::minibatch_update(int epoch, int minibatch, std::uint32_t inject_nan) {
     const long long index = epoch * minibatches_ + minibatch + 1;  // 1-based, within the rollout
     const auto update = ops::counter_value(rollouts_dev_.cview(), updates_per_rollout(), index);
     const int N = agents_, B = batch_;
@@ -432,9 +498,9 @@ void PpoPopulation::minibatch_update(int epoch, int minibatch, std::uint32_t inj
                               update, adam, lr_.cview());
 }
 
-void PpoPopulation::restore_rollouts(long long rollouts) {
+void PpoEngine::restore_rollouts(long long rollouts) {
     if (!restored_) {
-        if (rollouts_ != 0) throw std::logic_error("PpoPopulation::restore_rollouts after the population trained");
+        if (rollouts_ != 0) throw std::logic_error("PpoEngine::restore_rollouts after the population trained");
         rollouts_ = rollouts;
         restored_ = true;
         ops_.upload<long long>(rollouts_dev_.view(), std::vector<long long>{rollouts});
@@ -446,15 +512,16 @@ void PpoPopulation::restore_rollouts(long long rollouts) {
     }
 }
 
-std::unique_ptr<Trainer> PpoPopulation::agent(int i) {
-    return std::make_unique<PpoPopulationAgent>(shared_from_this(), i);
+std::unique_ptr<Trainer> PpoEngine::agent(int i) {
+    return std::make_unique<PpoAgent>(shared_from_this(), i);
 }
 
-PpoPopulation::AgentState PpoPopulation::agent_state(int agent) {
-    if (agent < 0 || agent >= agents_) throw std::out_of_range("PpoPopulation::agent_state");
+PpoEngine::AgentState PpoEngine::agent_state(int agent) {
+    if (agent < 0 || agent >= agents_) throw std::out_of_range("PpoEngine::agent_state");
     const std::size_t a = static_cast<std::size_t>(agent), P = params(), n = static_cast<std::size_t>(n_envs_);
     const std::size_t D = static_cast<std::size_t>(state_dim_), A = static_cast<std::size_t>(num_actions_),
                       W = static_cast<std::size_t>(window_), S = static_cast<std::size_t>(kAccSize);
+    const std::size_t M = n * static_cast<std::size_t>(horizon_);
     const auto env = env_.persistent();
     return AgentState{params_.view().subview(a * P, P),
                       m_.view().subview(a * P, P),
@@ -466,10 +533,15 @@ PpoPopulation::AgentState PpoPopulation::agent_state(int agent) {
                       div_window_.view().subview(a * n * W, n * W),
                       div_counts_.view().subview(a * n * A, n * A),
                       guard_.view().subview(a, 1),
-                      histogram_.view().subview(a * A, A)};
+                      histogram_.view().subview(a * A, A),
+                      r_values_.cview().subview(a * M, M),
+                      r_next_values_.cview().subview(a * M, M),
+                      r_actions_.cview().subview(a * M, M),
+                      r_done_.cview().subview(a * M, M),
+                      curiosity_.empty() ? nullptr : &curiosity_[a]};
 }
 
-PpoPopulationAgent::PpoPopulationAgent(std::shared_ptr<PpoPopulation> population, int agent)
+PpoAgent::PpoAgent(std::shared_ptr<PpoEngine> population, int agent)
     : population_(std::move(population)),
       agent_(agent),
       state_(population_->agent_state(agent)),
@@ -478,16 +550,16 @@ PpoPopulationAgent::PpoPopulationAgent(std::shared_ptr<PpoPopulation> population
     population_->members_.join(this);
 }
 
-PpoPopulationAgent::~PpoPopulationAgent() {
+PpoAgent::~PpoAgent() {
     population_->members_.leave(this);
 }
 
-void PpoPopulationAgent::iterate() {
-    PopulationAgents<PpoPopulationAgent>::advance(*population_, population_->rollouts(), rollouts_);
+void PpoAgent::iterate() {
+    PopulationAgents<PpoAgent>::advance(*population_, population_->rollouts(), rollouts_);
     ++rollouts_;
 }
 
-LogLine PpoPopulationAgent::read_log(double seconds) {
+LogLine PpoAgent::read_log(double seconds) {
     ops::Device& ops = population_->device();
     const auto acc = ops.to_host(ops::View<const float>(state_.accumulators));  // synchronises
     const nn::GuardState g = ops.to_host(ops::View<const nn::GuardState>(state_.guard))[0];
@@ -498,39 +570,116 @@ LogLine PpoPopulationAgent::read_log(double seconds) {
     return ppo_log_line(population_->profile(agent_), acc, g, hist, now, population_->n_envs(), seconds, log_marks_);
 }
 
-// PpoTrainer::state_tensors' names, shapes and order (without curiosity, which a batched
-// population does not take): an agent's checkpoint is a single run's.
-std::vector<StateTensor> PpoPopulationAgent::state_tensors() {
+// The checkpoint's tensors (their names, shapes and order are those of checkpoints written by
+// earlier versions' single runs, which therefore resume).
+std::vector<StateTensor> PpoAgent::state_tensors() {
     const auto P = static_cast<std::int64_t>(state_.params.size());
     const auto D = static_cast<std::int64_t>(env_params_.state_dim);
     const auto n = static_cast<std::int64_t>(population_->n_envs());
     const auto A = static_cast<std::int64_t>(state_.histogram.size());
-    return {state_tensor("params/online", "F32", {P}, state_.params),
-            state_tensor("adam/m", "F32", {P}, state_.m),
-            state_tensor("adam/v", "F32", {P}, state_.v),
-            state_tensor("env/state", "U8", {n, static_cast<std::int64_t>(sizeof(env::EnvState))}, state_.env_state),
-            state_tensor("env/portfolio", "F32", {n, env::PORTFOLIO_STRIDE}, state_.env_portfolio),
-            state_tensor("env/states", "F32", {n, D}, state_.env_states),
-            state_tensor("diversity/window", "I32", {n, static_cast<std::int64_t>(state_.diversity_window.size()) / n},
-                         state_.diversity_window),
-            state_tensor("diversity/counts", "I32", {n, A}, state_.diversity_counts),
-            state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, state_.guard),
-            state_tensor("monitor/accumulators", "F32", {kAccSize}, state_.accumulators),
-            state_tensor("monitor/histogram", "U64", {A}, state_.histogram)};
+    std::vector<StateTensor> t{
+        state_tensor("params/online", "F32", {P}, state_.params),
+        state_tensor("adam/m", "F32", {P}, state_.m),
+        state_tensor("adam/v", "F32", {P}, state_.v),
+        state_tensor("env/state", "U8", {n, static_cast<std::int64_t>(sizeof(env::EnvState))}, state_.env_state),
+        state_tensor("env/portfolio", "F32", {n, env::PORTFOLIO_STRIDE}, state_.env_portfolio),
+        state_tensor("env/states", "F32", {n, D}, state_.env_states),
+        state_tensor("diversity/window", "I32", {n, static_cast<std::int64_t>(state_.diversity_window.size()) / n},
+                     state_.diversity_window),
+        state_tensor("diversity/counts", "I32", {n, A}, state_.diversity_counts),
+        state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, state_.guard),
+        state_tensor("monitor/accumulators", "F32", {kAccSize}, state_.accumulators),
+        state_tensor("monitor/histogram", "U64", {A}, state_.histogram)};
+    if (state_.curiosity)
+        for (auto& c : state_.curiosity->state_tensors("curiosity/")) t.push_back(std::move(c));
+    return t;
 }
 
-// PpoTrainer::restore_counter_values' checks, the population's rollout count shared by every agent.
-void PpoPopulationAgent::restore_counter_values(std::span<const std::int64_t> v) {
+// The engine's rollout count is shared by every agent.
+void PpoAgent::restore_counter_values(std::span<const std::int64_t> v) {
     const long long per = population_->updates_per_rollout();
     if (v.size() != 4 || v[0] < 0 || v[1] != v[0] * population_->horizon() || v[2] != v[0] * per || v[3] < 0)
         throw UsageError("checkpoint counters are inconsistent (rollouts, steps, updates, curiosity updates)");
     population_->restore_rollouts(v[0]);
+    if (state_.curiosity) state_.curiosity->restore_steps(population_->device(), v[3]);
     rollouts_ = v[0];
     log_marks_ = PpoLogMarks{v[0], v[1], v[2]};
 }
 
-long long PpoPopulationAgent::bench_update() {
-    throw std::logic_error("PpoPopulationAgent: bench the population (bench_population), not one of its agents");
+void PpoAgent::prepare_iteration() {
+    if (population_->rollouts() == rollouts_) population_->issue_ahead();
+}
+
+float PpoAgent::learning_rate() const noexcept {
+    return ppo_scheduled_learning_rate(population_->profile(agent_), rollouts_);
+}
+
+long long PpoAgent::bench_collect() {
+    if (population_->agents() != 1)
+        throw std::logic_error("PpoAgent: bench the engine (bench_population), not one of its agents");
+    population_->collect();
+    return progress_per_iteration();
+}
+
+// The rollout's updates, which also count the rollout (on the host as on the device).
+long long PpoAgent::bench_update() {
+    if (population_->agents() != 1)
+        throw std::logic_error("PpoAgent: bench the engine (bench_population), not one of its agents");
+    population_->update();
+    ++rollouts_;
+    return population_->updates_per_rollout();
+}
+
+LogLine ppo_log_line(const config::Profile& profile, std::span<const float> acc, const nn::GuardState& g,
+                     std::span<const unsigned long long> hist, const PpoLogMarks& now, int n_envs, double seconds,
+                     PpoLogMarks& marks) {
+    if (acc.size() != static_cast<std::size_t>(kAccSize))
+        throw std::logic_error(fmt::format("PPO log: {} accumulators, expected {}", acc.size(), kAccSize));
+    const double n_up = static_cast<double>(std::max<long long>(1, now.updates - marks.updates));
+    const double n_roll = static_cast<double>(std::max<long long>(1, now.rollouts - marks.rollouts));
+    seconds = std::max(1e-9, seconds);
+    const double env_steps_per_s = static_cast<double>((now.steps - marks.steps) * n_envs) / seconds;
+    const double updates_per_s = static_cast<double>(now.updates - marks.updates) / seconds;
+    const auto& pp = profile.ppo;
+    const double policy = acc[kAccPolicy] / n_up, value = acc[kAccValue] / n_up, entropy = acc[kAccEntropy] / n_up;
+    const double loss = policy + pp.value_coef * value - pp.entropy_coef * entropy;
+    LogLine line;
+    line.json = io::json::object({
+        {"step", now.steps},
+        {"env_steps", now.steps * n_envs},
+        {"updates", now.updates},
+        {"rollouts", now.rollouts},
+        {"losses/loss", loss},
+        {"losses/policy", policy},
+        {"losses/value", value},
+        {"losses/entropy", entropy},
+        {"charts/approx_kl", acc[kAccKl] / n_up},
+        {"charts/clip_fraction", acc[kAccClip] / n_up},
+        {"charts/grad_norm", acc[kAccGradNorm] / n_up},
+        {"charts/learning_rate", ppo_scheduled_learning_rate(profile, now.rollouts)},
+        {"charts/skipped_updates", g.bad_total},
+        {"rollout/reward", acc[kAccReward] / n_roll},
+        {"rollout/diversity_penalty", acc[kAccPenalty] / n_roll},
+        {"rollout/curiosity", acc[kAccCuriosity] / n_roll},
+        {"rollout/value", acc[kAccValueMean] / n_roll},
+        {"rollout/return", acc[kAccReturn] / n_roll},
+        {"charts/action_histogram",
+         io::json::array_of<unsigned long long>(std::vector<unsigned long long>(hist.begin(), hist.end()))},
+        {"perf/env_steps_per_s", env_steps_per_s},
+        {"perf/updates_per_s", updates_per_s},
+    });
+    line.text = fmt::format(
+        "step {:>9} env steps | loss {:.4f} (policy {:+.4f}, value {:.4f}, entropy {:.3f}) | kl "
+        "{:.4f} | reward {:+.4f} | {:.3g} env steps/s, {:.3g} updates/s",
+        now.steps * n_envs, loss, policy, value, entropy, acc[kAccKl] / n_up, acc[kAccReward] / n_roll, env_steps_per_s,
+        updates_per_s);
+    line.loss = loss;
+    line.env_steps_per_s = env_steps_per_s;
+    line.updates_per_s = updates_per_s;
+    marks = now;
+    throw_if_diverged(g, profile.training.max_bad_updates, kGuardLossNames,
+                      "Lower training.learning_rate or training.grad_clip_norm, or check the data.");
+    return line;
 }
 
 }  // namespace fh::trainers

@@ -1,0 +1,191 @@
+/// @file engine.hpp
+/// @brief Implicit Q-learning, offline (docs/iql.md): the one IQL engine. Each agent keeps a fixed
+///        dataset of transitions (collected on its training split by the documented behaviour
+///        policy, or a DQN run's replay dump), twin Q networks with target copies trained towards
+///        r + gamma * (1 - terminated) * V(s'), V by expectile regression on the target twin
+///        minimum, and a softmax policy extracted by advantage-weighted regression. Buffers are
+///        laid out [agents][...]; every op of an update is one launch for all agents (the
+///        sampling, losses, norm and guard, and Adam take the agent from their grid or row; each
+///        layer is a strided-batched product over the agents' networks), and an update of every
+///        agent is one captured sequence. A single run is an engine of one agent; a batched
+///        population (docs/sweeps.md, "Batched populations") one of N, agent i computing what an
+///        engine of one computes with agent i's profile (bit for bit on the CPU; on CUDA up to the
+///        products' rounding: a batch of N networks may take other cuBLAS algorithms).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "abi/nn_guard.h"
+#include "abi/replay_nstep.h"
+#include "config/profile.hpp"
+#include "env/vec_env.hpp"
+#include "math/iql.h"
+#include "math/nn.h"
+#include "nn/mlp.hpp"
+#include "nn/param_layout.hpp"
+#include "ops/device.hpp"
+#include "trainers/population.hpp"
+#include "trainers/replay_ring.hpp"
+#include "trainers/softmax_policy.hpp"
+#include "trainers/trainer.hpp"
+
+namespace fh::trainers {
+
+/// The four IQL networks in one flat parameter buffer: q1, q2 (state -> one Q per action),
+/// v (state -> V), policy (state -> logits).
+struct IqlNetworks {
+    nn::ParamLayout layout;
+    nn::Mlp q1, q2, v, policy;
+    IqlNetworks(const config::Profile& profile, int state_dim, int num_actions);
+};
+
+/// An IQL update's statistics (the monitor's floats, in this order): the guard reads the first
+/// kGuardLosses (the losses), then the gradient norm.
+namespace iql_stats {
+constexpr int kValueLoss = 0, kQLoss = 1, kPolicyLoss = 2, kGradNorm = 3, kWeight = 4, kV = 5, kCount = 6;
+constexpr int kGuardLosses = 3;
+static_assert(kGuardLosses == kGradNorm, "the guard reads the statistics [0, kGuardLosses), then the norm");
+}  // namespace iql_stats
+
+/// One log line of an IQL agent from its interval's statistics sums (iql_stats order), guard and
+/// counts; throws DivergedError (exit 5) when the guard gave up.
+LogLine iql_log_line(const config::Profile& profile, const std::vector<float>& sums, const nn::GuardState& guard,
+                     double updates_in_interval, double updates_per_s, long long updates,
+                     long long dataset_transitions);
+
+/// The behaviour policy that collects the dataset (docs/iql.md) in environments of `params`.
+iql::BehaviourParams behaviour_params(const env::EnvParams& params, std::uint64_t seed);
+
+class IqlAgent;
+
+/// An IQL run of `profile` on `market`'s training split: agent 0 of an engine of one.
+std::unique_ptr<IqlAgent> make_iql_trainer(ops::Device& ops, const config::Profile& profile,
+                                           const env::DeviceMarket& market);
+
+class IqlEngine final : public BatchedPopulation, public std::enable_shared_from_this<IqlEngine> {
+public:
+    /// Why `agent` cannot train in one engine with `first` ("" when it can): an IQL profile whose network, batch,
+    /// dataset, clipping, target mode and period and environment (run.seed aside) are the first agent's. Its own:
+    /// run.seed (dataset, initial weights, sampling), training.learning_rate, gamma, tau, iql.expectile, beta,
+    /// max_weight, max_bad_updates.
+    static std::string unsupported(const config::Profile& agent, const config::Profile& first);
+
+    /// Builds each agent's dataset (agent i on markets[i]: its seed's behaviour data, or the replay
+    /// dump iql.dataset names) and initialises its networks from its seed. Throws UsageError when
+    /// unsupported() names a problem.
+    IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
+              const std::vector<const env::DeviceMarket*>& markets);
+
+    int agents() const noexcept override { return agents_; }
+    long long batch_rows() const noexcept override { return batch_; }
+    long long env_steps_per_iteration() const noexcept override { return 0; }
+    /// One update of every agent. Tests: an update at which an agent's Trainer asked for a NaN
+    /// loss runs uncaptured, that agent's value loss NaN.
+    void iterate() override;
+    void prepare() override {}
+    void collect() override {}
+    void update() override { iterate(); }
+    std::unique_ptr<Trainer> agent(int i) override;
+    /// The sum of the agents' dataset collection rates.
+    double dataset_collection_env_steps_per_s() const noexcept override;
+
+    long long updates() const noexcept { return updates_; }
+    /// Resume (before the first update): every agent continues from `updates` (the first call
+    /// sets the engine's update number; a later one that differs: UsageError).
+    void restore_updates(long long updates);
+    const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
+    const env::EnvParams& env_params(int agent) const { return env_params_.at(static_cast<std::size_t>(agent)); }
+    const IqlNetworks& networks() const noexcept { return net_; }
+    ops::Device& device() noexcept { return ops_; }
+
+    /// Agent i's slices of the engine's buffers.
+    struct AgentState {
+        ops::View<float> online, target, m, v, accumulators;
+        ops::View<nn::GuardState> guard;
+        long long dataset_transitions = 0;
+        double dataset_env_steps_per_s = 0;
+    };
+    AgentState agent_state(int agent);
+
+private:
+    void update_ops(std::uint32_t inject_nan);
+    std::size_t params() const noexcept { return net_.layout.total(); }
+
+    ops::Device& ops_;
+    std::vector<config::Profile> profiles_;
+    std::vector<env::EnvParams> env_params_;
+    int agents_, num_actions_, state_dim_, batch_;
+    IqlNetworks net_;
+    std::size_t twin_stride_ = 0;  ///< q2's parameters are q1's shifted by this inside an agent's slice
+    long long updates_ = 0;
+    bool restored_ = false;  ///< restore_updates set updates_
+
+    // Each agent's dataset (a ring of the replay layout, sampled with n = 1) and its sampling on the device.
+    std::vector<ReplayRing> datasets_;
+    std::vector<long long> transitions_;
+    std::vector<double> collection_seconds_;
+    ops::Buffer<abi::SampleAgent> sample_agents_;
+    // Parameters (N, P): online, target, gradients, Adam's moments; the shared update number.
+    ops::Buffer<float> online_, target_, grads_, m_, v_;
+    ops::Buffer<long long> step_;
+    ops::Buffer<unsigned> step_ticket_;
+    // Per agent on the device: learning rate, soft target's tau and keep, the losses' coefficients.
+    ops::Buffer<float> lr_, tau_keep_;
+    ops::Buffer<iql::LossScalars> scalars_;
+    // One batch per agent: x (N, 2B, D) = [s; s'], actions, rewards, discounts (N, B).
+    ops::Buffer<float> x_, rewards_, discounts_;
+    ops::Buffer<int> actions_;
+    ops::Buffer<float> loss_v_, loss_q_, loss_pi_, awr_weights_, d_v_, d_q1_, d_q2_, d_logits_;
+    // The monitor: this update's statistics (stats, N) stat-major, their sums (N, stats)
+    // agent-major (an agent's are a single run's accumulators), the norm's scratch, gate, guard.
+    ops::Buffer<float> current_, accum_, norm_scratch_;
+    ops::Buffer<int> gate_;
+    ops::Buffer<nn::GuardState> guard_;
+    // Workspaces (N x B rows each): the target twins on s, V on s and on s', the online twins, the policy.
+    nn::Mlp::Workspace ws_q1_target_, ws_q2_target_, ws_v_, ws_v_next_, ws_q1_, ws_q2_, ws_policy_;
+    ops::OpSequence update_sequence_;
+
+    friend class IqlAgent;
+    PopulationAgents<class IqlAgent> members_;
+};
+
+/// Agent i of an IqlEngine as a Trainer, with its own logs, evaluations, checkpoints and summary.
+/// The agents advance together (PopulationAgents): the first of a round to iterate runs the
+/// engine's update for every agent. Its checkpoint tensors and counters are the same whatever the
+/// engine's size: a checkpoint resumes alone, or inside an engine whose agents all continue from
+/// one update (IqlEngine::restore_updates).
+class IqlAgent final : public UpdateCountedTrainer {
+public:
+    IqlAgent(std::shared_ptr<IqlEngine> population, int agent);
+    ~IqlAgent() override;
+    IqlAgent(const IqlAgent&) = delete;
+    IqlAgent& operator=(const IqlAgent&) = delete;
+
+    long long env_steps() const noexcept override { return state_.dataset_transitions; }
+    void iterate() override;
+    LogLine read_log(double seconds) override;
+    std::vector<StateTensor> state_tensors() override;
+    ops::View<float> policy_weights() noexcept override { return state_.online; }
+    GreedyPolicy& policy() noexcept override { return policy_; }
+    const env::EnvParams& env_params() const noexcept override { return env_params_; }
+    /// Bench of a single run (an engine of one agent): one update.
+    long long bench_update() override;
+    long long batch_rows() const noexcept override { return population_->batch_rows(); }
+    double dataset_collection_env_steps_per_s() const noexcept override { return state_.dataset_env_steps_per_s; }
+    int agent() const noexcept { return agent_; }
+    bool injects_nan_at(long long u) const noexcept { return nan_injected(u); }
+
+private:
+    void restore_optimizer_steps(long long steps) override { population_->restore_updates(steps); }
+
+    std::shared_ptr<IqlEngine> population_;
+    int agent_;
+    IqlEngine::AgentState state_;
+    env::EnvParams env_params_;
+    SoftmaxGreedyPolicy policy_;
+};
+
+}  // namespace fh::trainers

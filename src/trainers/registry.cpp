@@ -1,0 +1,162 @@
+/// @file registry.cpp
+/// @brief The table of trainers (registry.hpp): each algorithm's entry points, in one place.
+#include "trainers/registry.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+
+#include "trainers/checkpoint.hpp"
+#include "trainers/dqn_population.hpp"
+#include "trainers/dqn_trainer.hpp"
+#include "trainers/dt_network.hpp"
+#include "trainers/dt_trainer.hpp"
+#include "trainers/iql/engine.hpp"
+#include "trainers/ppo/engine.hpp"
+#include "trainers/q_network.hpp"
+#include "trainers/supervised_trainer.hpp"
+#include "util/errors.hpp"
+
+namespace fh::trainers {
+namespace {
+
+// DQN: DqnTrainer for a single run; DqnPopulation batches the agents its options allow.
+const TrainerKind kDqn{
+    "dqn",
+    [](ops::Device& ops, const config::Profile& p, const env::DeviceMarket& m) -> std::unique_ptr<Trainer> {
+        return std::make_unique<DqnTrainer>(ops, p, m);
+    },
+    [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
+        return std::make_unique<DqnGreedyPolicy>(network_config(p, state_dim), eval_goal(p));
+    },
+    [](const config::Profile& p, int state_dim) { return QNetwork(network_config(p, state_dim)).layout(); },
+    [](const config::Profile& p) -> std::string { return p.dqn.head == "iqn" ? kIqnNetworkLayout : kQNetworkLayout; },
+    &DqnPopulation::unsupported,
+    [](ops::Device& ops, const std::vector<config::Profile>& agents,
+       const std::vector<const env::DeviceMarket*>& markets) -> std::shared_ptr<BatchedPopulation> {
+        return std::make_shared<DqnPopulation>(ops, agents, markets);
+    },
+};
+
+// PPO and IQL: one engine each; a single run is an engine of one agent.
+const TrainerKind kPpo{
+    "ppo",
+    [](ops::Device& ops, const config::Profile& p, const env::DeviceMarket& m) -> std::unique_ptr<Trainer> {
+        return make_ppo_trainer(ops, p, m);
+    },
+    [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
+        const ActorCritic net(p, state_dim, static_cast<int>(p.num_actions()));
+        return std::make_unique<SoftmaxGreedyPolicy>(net.actor, net.layout.total());
+    },
+    [](const config::Profile& p, int state_dim) {
+        return ActorCritic(p, state_dim, static_cast<int>(p.num_actions())).layout;
+    },
+    [](const config::Profile&) -> std::string { return "ppo/1"; },
+    &PpoEngine::unsupported,
+    [](ops::Device& ops, const std::vector<config::Profile>& agents,
+       const std::vector<const env::DeviceMarket*>& markets) -> std::shared_ptr<BatchedPopulation> {
+        return std::make_shared<PpoEngine>(ops, agents, markets);
+    },
+};
+
+const TrainerKind kIql{
+    "iql",
+    [](ops::Device& ops, const config::Profile& p, const env::DeviceMarket& m) -> std::unique_ptr<Trainer> {
+        return make_iql_trainer(ops, p, m);
+    },
+    [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
+        const IqlNetworks net(p, state_dim, static_cast<int>(p.num_actions()));
+        return std::make_unique<SoftmaxGreedyPolicy>(net.policy, net.layout.total());
+    },
+    [](const config::Profile& p, int state_dim) {
+        return IqlNetworks(p, state_dim, static_cast<int>(p.num_actions())).layout;
+    },
+    [](const config::Profile&) -> std::string { return "iql/1"; },
+    &IqlEngine::unsupported,
+    [](ops::Device& ops, const std::vector<config::Profile>& agents,
+       const std::vector<const env::DeviceMarket*>& markets) -> std::shared_ptr<BatchedPopulation> {
+        return std::make_shared<IqlEngine>(ops, agents, markets);
+    },
+};
+
+// The supervised baseline and the Decision Transformer: no batched engine (docs/architecture.md).
+const TrainerKind kSupervised{
+    "supervised",
+    [](ops::Device& ops, const config::Profile& p, const env::DeviceMarket& m) -> std::unique_ptr<Trainer> {
+        return std::make_unique<SupervisedTrainer>(ops, p, m);
+    },
+    [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
+        const int market_dim = state_dim - env::kPortfolioFeatures;
+        const SupervisedNetwork net(p, market_dim);
+        return std::make_unique<SupervisedSignalPolicy>(net.net, net.layout.total(), signal_params(p, market_dim));
+    },
+    // The forecaster's slices; the adapter's calibration follows them (docs/supervised.md).
+    [](const config::Profile& p, int state_dim) {
+        return SupervisedNetwork(p, state_dim - env::kPortfolioFeatures).layout;
+    },
+    [](const config::Profile&) -> std::string { return "supervised/1"; },
+};
+
+const TrainerKind kDt{
+    "dt",
+    [](ops::Device& ops, const config::Profile& p, const env::DeviceMarket& m) -> std::unique_ptr<Trainer> {
+        return std::make_unique<DtTrainer>(ops, p, m);
+    },
+    [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
+        return std::make_unique<DtPolicy>(dt_shape(p, state_dim));
+    },
+    // The transformer's slices; the return-to-go calibration follows them (docs/dt.md).
+    [](const config::Profile& p, int state_dim) { return DtNetwork(dt_shape(p, state_dim)).layout(); },
+    [](const config::Profile&) -> std::string { return "dt/1"; },
+};
+
+const std::array<TrainerKind, 5> kTrainers{kDqn, kPpo, kIql, kSupervised, kDt};
+
+}  // namespace
+
+std::span<const TrainerKind> trainer_kinds() {
+    return kTrainers;
+}
+
+const TrainerKind& trainer_kind(std::string_view name) {
+    for (const auto& k : kTrainers)
+        if (k.name == name) return k;
+    throw UsageError(fmt::format("unknown trainer '{}' (dqn, ppo, iql, supervised or dt)", name));
+}
+
+// The entry points the run uses, each a lookup in the table.
+
+std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& p, const env::DeviceMarket& market) {
+    return trainer_kind(p.run.trainer).make(ops, p, market);
+}
+
+std::string parameter_layout(const config::Profile& p) {
+    return trainer_kind(p.run.trainer).layout_version(p);
+}
+
+std::unique_ptr<GreedyPolicy> make_greedy_policy(const config::Profile& p, int state_dim) {
+    return trainer_kind(p.run.trainer).greedy_policy(p, state_dim);
+}
+
+nn::ParamLayout policy_weights_layout(const config::Profile& p, int state_dim) {
+    return trainer_kind(p.run.trainer).weights_layout(p, state_dim);
+}
+
+std::string batched_population_unsupported(const config::Profile& agent, const config::Profile& first) {
+    const TrainerKind& kind = trainer_kind(first.run.trainer);
+    if (!kind.batched_unsupported)
+        return fmt::format("run.trainer = \"{}\" has no batched engine (dqn, iql and ppo have)", first.run.trainer);
+    if (agent.run.trainer != first.run.trainer)
+        return fmt::format("run.trainer = \"{}\" (only {})", agent.run.trainer, first.run.trainer);
+    return kind.batched_unsupported(agent, first);
+}
+
+std::shared_ptr<BatchedPopulation> make_batched_population(ops::Device& ops, const std::vector<config::Profile>& agents,
+                                                           const std::vector<const env::DeviceMarket*>& markets) {
+    if (agents.empty()) throw UsageError("a batched population needs at least one agent");
+    const TrainerKind& kind = trainer_kind(agents.front().run.trainer);
+    if (!kind.make_batched) throw UsageError(batched_population_unsupported(agents.front(), agents.front()));
+    return kind.make_batched(ops, agents, markets);
+}
+
+}  // namespace fh::trainers

@@ -1,0 +1,47 @@
+/// @file registry.hpp
+/// @brief The trainers by name (run.trainer): one entry per algorithm says how to build its run,
+///        its greedy policy and its parameter layout, and whether and how its agents train as one
+///        batched engine. Nothing outside this table branches on the trainer's name to reach an
+///        engine (src/trainers/registry.cpp holds the table).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/profile.hpp"
+#include "env/vec_env.hpp"
+#include "nn/param_layout.hpp"
+#include "ops/device.hpp"
+#include "trainers/population.hpp"
+#include "trainers/trainer.hpp"
+
+namespace fh::trainers {
+
+struct TrainerKind {
+    std::string_view name;
+    /// A single run on `market`'s training split.
+    std::unique_ptr<Trainer> (*make)(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
+    /// The greedy policy of the trainer's network for observations of state_dim floats (all `eval` needs).
+    std::unique_ptr<GreedyPolicy> (*greedy_policy)(const config::Profile& profile, int state_dim);
+    /// The layout of the policy's weights (params/online) for observations of state_dim floats.
+    nn::ParamLayout (*weights_layout)(const config::Profile& profile, int state_dim);
+    /// The name of that layout in this version ("dqn/2", "ppo/1", ...), stored in checkpoints so that
+    /// one written by a version with another layout is refused by name.
+    std::string (*layout_version)(const config::Profile& profile);
+    /// Why `agent` cannot train in one batched engine with `first` ("" when it can); null: the
+    /// trainer has no batched engine.
+    std::string (*batched_unsupported)(const config::Profile& agent, const config::Profile& first) = nullptr;
+    /// The batched engine of `agents` (each batched_unsupported() == ""), agent i on markets[i].
+    std::shared_ptr<BatchedPopulation> (*make_batched)(ops::Device& ops, const std::vector<config::Profile>& agents,
+                                                       const std::vector<const env::DeviceMarket*>& markets) = nullptr;
+};
+
+/// Every trainer, in the order the docs list them.
+std::span<const TrainerKind> trainer_kinds();
+/// The entry of run.trainer = `name`; UsageError naming the trainers for an unknown one.
+const TrainerKind& trainer_kind(std::string_view name);
+
+}  // namespace fh::trainers
