@@ -186,13 +186,20 @@ Span span_of(const json::Value& summary, const std::string& prefix, std::optiona
     return sp;
 }
 
-/// The note under greyed annualised figures.
-std::string short_split_note(const std::string& split, const Span& sp) {
+/// The note under greyed annualised figures of the short splits `splits` (their spans).
+std::string short_split_note(const std::vector<std::string>& splits, const std::vector<Span>& spans) {
+    std::string which;
+    for (std::size_t i = 0; i < splits.size(); ++i)
+        which += fmt::format("{}{} split ({} bars)",
+                             i == 0                   ? ""
+                             : i + 1 == splits.size() ? " and the "
+                                                      : ", the ",
+                             splits[i], std::llround(spans[i].bars.value_or(0)));
     return note(
-        fmt::format("Greyed: the annualised figures (annual return, Sharpe, Sortino, Calmar, turnover) of the {} "
-                    "split. It is {} bars long, under a quarter of the {} bars per year they are scaled to: a "
-                    "short sample extrapolated to a year, not an estimate of a year's result.",
-                    split, std::llround(sp.bars.value_or(0)), short_number(sp.per_year.value_or(0))));
+        fmt::format("Greyed: the annualised figures (annual return, Sharpe, Sortino, Calmar, turnover) of the {}. "
+                    "{} under a quarter of the {} bars per year they are scaled to: a short sample extrapolated "
+                    "to a year, not an estimate of a year's result.",
+                    which, splits.size() == 1 ? "It is" : "Each is", short_number(spans[0].per_year.value_or(0))));
 }
 
 /// The equity and drawdown charts of one equity.csv (strategy and buy-and-hold).
@@ -378,12 +385,14 @@ std::string metrics_table(const json::Value& summary_like, const std::vector<Met
         out += "</tr>";
     }
     out += "</table>\n";
-    std::vector<std::string> seen;  // one note per short split
+    std::vector<std::string> seen;  // one note for the short splits
+    std::vector<Span> spans;
     for (const auto& c : columns) {
         if (!c.span.is_short() || std::find(seen.begin(), seen.end(), c.split) != seen.end()) continue;
         seen.push_back(c.split);
-        out += short_split_note(c.split, c.span);
+        spans.push_back(c.span);
     }
+    if (!seen.empty()) out += short_split_note(seen, spans);
     return out;
 }
 
@@ -552,7 +561,10 @@ std::optional<PopulationAgent> population_agent(const fs::path& dir, const std::
     return std::nullopt;
 }
 
-std::string facts_table(const json::Value& s, const std::optional<PopulationAgent>& population) {
+/// The run's facts from summary.json (or eval.json: the checkpoint and split, and the trainer and
+/// seed of the profile it stores where eval.json does not say).
+std::string facts_table(const json::Value& s, const std::optional<PopulationAgent>& population,
+                        const std::map<std::string, std::string>& settings, bool eval_layout) {
     std::vector<std::pair<std::string, std::string>> rows;
     auto text_at = [&](const char* k) -> std::string {
         const json::Value* v = s.is_object() ? s.find(k) : nullptr;
@@ -562,10 +574,18 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
         if (v->is_number()) return fmt::format("{:.6g}", v->as_double());
         return json::serialize(*v);
     };
-    rows.reserve(12);
-    rows.emplace_back("trainer", text_at("trainer"));
+    const auto or_setting = [&](std::string v, const char* key) {
+        const auto it = settings.find(key);
+        return v == "-" && eval_layout && it != settings.end() ? it->second : v;
+    };
+    rows.reserve(14);
+    if (eval_layout) {
+        rows.emplace_back("checkpoint", text_at("checkpoint"));
+        rows.emplace_back("split", text_at("split"));
+    }
+    rows.emplace_back("trainer", or_setting(text_at("trainer"), "run.trainer"));
     rows.emplace_back("device", text_at("device"));
-    rows.emplace_back("seed", text_at("seed"));
+    rows.emplace_back("seed", or_setting(text_at("seed"), "run.seed"));
     std::string overrides = "-";
     if (const auto* o = s.is_object() ? s.find("overrides") : nullptr; o != nullptr && o->is_array() && !o->as_array().empty()) {
         overrides.clear();
@@ -586,8 +606,9 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
     rows.emplace_back("env steps", text_at("env_steps"));
     rows.emplace_back("updates", text_at("updates"));
     if (population) {
-        rows.emplace_back("population", fmt::format("trained in a population: agent {} of {}, all in one process ({})",
-                                                    population->index, population->agents, population->record));
+        rows.emplace_back("population",
+                          fmt::format("trained in a population: agent {} (agents 0-{}), all in one process ({})",
+                                      population->index, population->agents - 1, population->record));
         // The agents take turns on shared workers: an agent's wall_seconds runs from the
         // population's start to its own end, and its time alone is not measured.
         const auto wall = number_at(s, "wall_seconds");
@@ -600,10 +621,11 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
     } else {
         rows.emplace_back("wall time (s)", text_at("wall_seconds"));
     }
-    rows.emplace_back("env steps/s", text_at("env_steps_per_s"));
+    const std::string rate = text_at("env_steps_per_s");
+    rows.emplace_back("env steps/s", rate + (population && rate != "-" ? " (while the agents took turns)" : ""));
     std::string out = "<table>";
     for (const auto& [k, v] : rows) {
-        if (v == "-" && (k == "env steps/s" || k == "updates")) continue;
+        if (v == "-" && (k == "env steps/s" || k == "updates" || eval_layout)) continue;
         out += "<tr><th>" + xml_escape(k) + "</th><td>" + xml_escape(v) + "</td></tr>";
     }
     return out + "</table>\n";
@@ -655,15 +677,15 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
 
     std::string b;
     b += "<h1>" + xml_escape(name) + "</h1>\n";
-    b += fmt::format(
-        "<p class=\"sub\"><span class=\"badge {}\">{}</span> &#160; {}{} &#160;·&#160; {}</p>\n", xml_escape(status),
-        xml_escape(status),
-        xml_escape(eval_layout                      ? "eval of a checkpoint"
-                   : setting("run.trainer").empty() ? "run"
-                                                    : setting("run.trainer")),
-        population ? xml_escape(fmt::format(", agent {} of a population of {}", population->index, population->agents))
-                   : "",
-        xml_escape(fs::absolute(dir).lexically_normal().string()));
+    b += fmt::format("<p class=\"sub\"><span class=\"badge {}\">{}</span> &#160; {}{} &#160;·&#160; {}</p>\n",
+                     xml_escape(status), xml_escape(status),
+                     xml_escape(eval_layout                      ? "eval of a checkpoint"
+                                : setting("run.trainer").empty() ? "run"
+                                                                 : setting("run.trainer")),
+                     population ? xml_escape(fmt::format(", agent {} of a population of {} (agents 0-{})",
+                                                         population->index, population->agents, population->agents - 1))
+                                : "",
+                     xml_escape(fs::absolute(dir).lexically_normal().string()));
     if (!problem.empty()) b += note(problem);
 
     const auto ret = number_at(summary, test + "strategy.total_return");
@@ -728,7 +750,7 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
     b += panel(fills_table(dir / (eval_layout ? "trades.csv" : "backtest/trades.csv")));
 
     b += "<h2>Run</h2>\n";
-    b += panel(facts_table(summary, population));
+    b += panel(facts_table(summary, population, settings, eval_layout));
     b += "<h2>Resolved profile</h2>\n";
     if (is_file(dir / "config.toml")) b += "<pre>" + xml_escape(read_text((dir / "config.toml").string())) + "</pre>\n";
     else b += note("config.toml is missing.");
@@ -952,10 +974,21 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     std::string b;
     const std::string name = fs::absolute(base).lexically_normal().filename().string();
     b += "<h1>" + xml_escape(name.empty() ? dir : name) + "</h1>\n";
-    b +=
-        fmt::format("<p class=\"sub\"><span class=\"badge\">{}</span> &#160; {} {}, {} settings &#160;·&#160; {}</p>\n",
-                    population ? "population" : "sweep", runs.size(), population ? "agents" : "runs",
-                    grouped.rows.size(), xml_escape(fs::absolute(base).lexically_normal().string()));
+    b += fmt::format(
+        "<p class=\"sub\"><span class=\"badge\">{}</span> &#160; {} {}, {} setting{} &#160;·&#160; {}</p>\n",
+        population ? "population" : "sweep", runs.size(), population ? "agents" : "runs", grouped.rows.size(),
+        grouped.rows.size() == 1 ? "" : "s", xml_escape(fs::absolute(base).lexically_normal().string()));
+    // Annualised figures of short splits (any run's) are greyed, with a note.
+    std::optional<Span> short_test, short_val;
+    for (const auto& r : runs) {
+        const auto per_year = bars_per_year_of(r.summary, r.settings);
+        if (const Span sp = span_of(r.summary, "test.strategy", per_year); sp.is_short() && !short_test)
+            short_test = sp;
+        if (const Span sp = span_of(r.summary, "validation.strategy", per_year); sp.is_short() && !short_val)
+            short_val = sp;
+    }
+    const std::string field = grouped.metric.substr(grouped.metric.find('_') + 1);  // "sharpe"
+    const bool metric_greyed = short_val && is_annualised(field);
     std::size_t finished = 0;
     for (const auto& r : runs) finished += r.status == "completed" || r.status == "early_stopped";
     b += "<div class=\"cards\">";
@@ -968,24 +1001,14 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
             return j == grouped.columns.size() ? nullptr : &best[j];
         };
         const std::string what = per_run || last_key == first_key ? "mean " : "best mean ";
-        if (const Cell* v = col(grouped.metric)) b += card(what + grouped.metric, cell_text(*v, 2), "± sd over seeds");
+        if (const Cell* v = col(grouped.metric))
+            b += card(what + grouped.metric, cell_text(*v, 2), "± sd over seeds", metric_greyed ? "ann" : "");
         if (const Cell* v = col("test_sharpe"))
             b += card(last_key == first_key ? "test Sharpe" : "its test Sharpe", cell_text(*v, 2),
-                      "mean ± sd over seeds");
+                      "mean ± sd over seeds", short_test ? "ann" : "");
     }
     b += "</div>\n";
 
-    // Annualised columns of short splits (any run's) are greyed, with a note.
-    std::optional<Span> short_test, short_val;
-    for (const auto& r : runs) {
-        const auto per_year = bars_per_year_of(r.summary, r.settings);
-        if (const Span sp = span_of(r.summary, "test.strategy", per_year); sp.is_short() && !short_test)
-            short_test = sp;
-        if (const Span sp = span_of(r.summary, "validation.strategy", per_year); sp.is_short() && !short_val)
-            short_val = sp;
-    }
-    const std::string field = grouped.metric.substr(grouped.metric.find('_') + 1);  // "sharpe"
-    const bool metric_greyed = short_val && is_annualised(field);
     std::vector<std::string> greyed;
     if (short_test) greyed = {"test_sharpe", "bh_sharpe"};
     if (metric_greyed) greyed.push_back(grouped.metric);
@@ -1092,7 +1115,8 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     }
     const std::string over = per_run ? "per agent (#: rank)" : "mean ± sd over seeds, dots: the seeds (#: rank)";
     b += "<h2>" +
-         xml_escape(per_run ? "Each run's " + grouped.metric : "Settings by mean " + grouped.metric + " over seeds") +
+         xml_escape(per_run ? (population ? "Each agent's " : "Each run's ") + grouped.metric
+                            : "Settings by mean " + grouped.metric + " over seeds") +
          "</h2>\n";
     ChartOptions o;
     o.title = fmt::format("{}: {} (green: best)", grouped.metric, over);
@@ -1103,8 +1127,17 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     o.reference_label = "buy-and-hold";
     b += panel(bar_chart(test_bars, o));
     if (short_test || metric_greyed) {
-        const Span& sp = short_test ? *short_test : *short_val;
-        b += short_split_note(short_test ? "test" : "validation", sp);
+        std::vector<std::string> splits;
+        std::vector<Span> spans;
+        if (metric_greyed) {
+            splits.emplace_back("validation");
+            spans.push_back(*short_val);
+        }
+        if (short_test) {
+            splits.emplace_back("test");
+            spans.push_back(*short_test);
+        }
+        b += short_split_note(splits, spans);
     }
 
     // The validation curves of every setting (or run) on one chart.

@@ -344,19 +344,40 @@ TEST_CASE("report: annualised figures of a split shorter than a quarter of a yea
     check_self_contained(short_html);
     // annual return, Sharpe, Sortino, Calmar and turnover of the four columns (test and validation).
     CHECK(count(short_html, "<td class=\"n ann\"") == 20);
-    CHECK(count(short_html, "It is 28 bars long, under a quarter of the 6020 bars per year") == 2);  // test, validation
-    CHECK(short_html.find("<div class=\"v ann\">1.50</div>") != std::string::npos);                  // the Sharpe card
+    CHECK(count(short_html,
+                "of the test split (28 bars) and the validation split (28 bars). Each is under a quarter of "
+                "the 6020 bars per year") == 1);
+    CHECK(short_html.find("<div class=\"v ann\">1.50</div>") != std::string::npos);  // the Sharpe card
     CHECK(short_html.find("val_sharpe is annualised from a validation split of 28 bars") != std::string::npos);
     const std::string long_html = slurp(fh::report::write_report((dir / "long").string(), ""));
     CHECK(count(long_html, "class=\"n ann\"") == 0);
     CHECK(long_html.find("Greyed") == std::string::npos);
     CHECK(long_html.find("v ann") == std::string::npos);
+    // An eval output: the same from eval.json's bars_per_year; the checkpoint and split named.
+    const fs::path ev = dir / "eval";
+    fs::create_directories(ev);
+    fs::copy_file(dir / "short" / "config.toml", ev / "config.toml");
+    fs::copy_file(dir / "short" / "backtest" / "equity.csv", ev / "equity.csv");
+    write(ev / "eval.json", json::serialize(json::object({{"checkpoint", "/x/best.safetensors"},
+                                                          {"split", "test"},
+                                                          {"strategy", metrics(0.1, 2.0)},
+                                                          {"buy_and_hold", metrics(0.01, 0.2)},
+                                                          {"bars_per_year", 6019.6}})));
+    const std::string eval_html = slurp(fh::report::write_report(ev.string(), ""));
+    check_self_contained(eval_html);
+    CHECK(count(eval_html, "<td class=\"n ann\"") == 10);
+    CHECK(eval_html.find("of the test split (28 bars). It is under a quarter") != std::string::npos);
+    CHECK(eval_html.find("<th>checkpoint</th><td>/x/best.safetensors</td>") != std::string::npos);
+    CHECK(eval_html.find("<th>seed</th><td>1</td>") != std::string::npos);  // from the profile it stores
+    fs::remove_all(ev);
     // A sweep of short runs greys its Sharpe columns.
     fs::remove_all(dir / "long");
     make_run(dir / "short2", 3e-4, 1, 2.0, 1.0);
     const std::string sweep = slurp(fh::report::write_report(dir.string(), ""));
     CHECK(sweep.find("<td class=\"n ann\">") != std::string::npos);
-    CHECK(sweep.find("It is 28 bars long") != std::string::npos);
+    CHECK(sweep.find("of the validation split (28 bars) and the test split (28 bars). Each is under") !=
+          std::string::npos);
+    CHECK(sweep.find("<div class=\"v ann\">") != std::string::npos);
     fs::remove_all(dir);
 }
 
@@ -404,8 +425,8 @@ TEST_CASE("report: a population agent's page says so and shows its share of the 
     write_population_json(dir, {"seed=1", "seed=2", "seed=3"});
     const std::string html = slurp(fh::report::write_report((dir / "seed=2").string(), ""));
     check_self_contained(html);
-    CHECK(html.find("agent 1 of a population of 3") != std::string::npos);
-    CHECK(html.find("trained in a population: agent 1 of 3") != std::string::npos);
+    CHECK(html.find("agent 1 of a population of 3 (agents 0-2)") != std::string::npos);
+    CHECK(html.find("trained in a population: agent 1 (agents 0-2), all in one process") != std::string::npos);
     CHECK(html.find("1.167, its even share of the population&#39;s 3.5 s") != std::string::npos);  // 3.5 s / 3
     // A run outside a population says nothing of one.
     const auto solo = scratch("solo");
