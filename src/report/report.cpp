@@ -71,7 +71,7 @@ td.name{white-space:normal;overflow-wrap:break-word;min-width:120px;font-size:12
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 td .sd{display:block;color:var(--muted);font-size:11px;font-weight:400}
 table.runs{font-size:12px}
-table.runs td,table.runs th{padding:3px 5px}
+table.runs td,table.runs th{padding:3px 4px}
 tr.best td{background:#ecfdf5;font-weight:600}
 .ann,.card .v.ann,td.n.ann{color:#a1a1aa}
 .note{color:var(--muted);font-size:13px}
