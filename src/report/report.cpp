@@ -4,16 +4,20 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <string_view>
 
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "report/runs.hpp"
 #include "report/svg.hpp"
 #include "util/errors.hpp"
+#include "util/log.hpp"
 
 namespace fh::report {
 
@@ -57,14 +61,21 @@ svg .grid{stroke:#eef0f3;stroke-width:1}
 svg .plot{fill:none;stroke:#d1d5db;stroke-width:1}
 svg .zero{stroke:#9ca3af;stroke-width:1;stroke-dasharray:3 3}
 svg .err{stroke:#111827;stroke-width:1.2;fill:none}
+.keys{font-size:12px;color:#374151;padding:2px 8px 4px 70px}
+.keys .key{display:inline-block;margin-right:14px;white-space:nowrap}
+.keys .sw{display:inline-block;width:14px;height:4px;margin-right:5px;vertical-align:middle;border-radius:2px}
 table{border-collapse:collapse;width:100%;font-size:12.5px;background:var(--card)}
 th,td{padding:4px 6px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap}
-th{background:#f1f5f9;font-weight:600;white-space:normal;vertical-align:bottom}
-td.name{white-space:normal;word-break:break-all;min-width:220px;font-size:12px}
+th{background:#f1f5f9;font-weight:600;white-space:normal;vertical-align:bottom;overflow-wrap:break-word}
+td.name{white-space:normal;overflow-wrap:break-word;min-width:120px;font-size:12px}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
+td .sd{display:block;color:var(--muted);font-size:11px;font-weight:400}
+table.runs{font-size:12px}
+table.runs td,table.runs th{padding:3px 4px}
 tr.best td{background:#ecfdf5;font-weight:600}
+.ann,.card .v.ann,td.n.ann{color:#a1a1aa}
 .note{color:var(--muted);font-size:13px}
-pre{background:#0f172a;color:#e2e8f0;padding:12px;border-radius:8px;overflow-x:auto;font-size:12px;line-height:1.4}
+pre{background:#0f172a;color:#e2e8f0;padding:12px;border-radius:8px;overflow-x:auto;font-size:12px;line-height:1.4;white-space:pre-wrap;overflow-wrap:anywhere}
 a{color:var(--blue)}
 footer{margin-top:32px;color:var(--muted);font-size:12px}
 )";
@@ -121,13 +132,86 @@ std::string integer(std::optional<double> v) { return v ? fmt::format("{}", std:
 std::string panel(const std::string& inner) { return "<div class=\"panel\">" + inner + "</div>\n"; }
 std::string note(const std::string& text) { return "<p class=\"note\">" + xml_escape(text) + "</p>\n"; }
 
+/// The member at a dotted path ("test.strategy.action_histogram"), or nullptr.
+const json::Value* member_at(const json::Value& v, const std::string& dotted) {
+    const json::Value* cur = &v;
+    for (std::size_t b = 0; cur != nullptr;) {
+        if (!cur->is_object()) return nullptr;
+        const auto dot = dotted.find('.', b);
+        cur = cur->find(std::string_view(dotted).substr(b, dot == std::string::npos ? std::string::npos : dot - b));
+        if (dot == std::string::npos) break;
+        b = dot + 1;
+    }
+    return cur;
+}
+
+/// The metrics scaled to a year by `bars_per_year` (docs/metrics.md).
+bool is_annualised(std::string_view metric) {
+    return metric == "annual_return" || metric == "sharpe" || metric == "sortino" || metric == "calmar" ||
+           metric == "turnover";
+}
+
+/// How long a split's backtest was against the year its annualised metrics are scaled to: the
+/// bars it decided on (its action histogram's sum: one action per executed decision) and the
+/// run's bars per year. Annualised figures of a split shorter than a quarter of a year
+/// extrapolate too short a sample (a 5,000% annual return from a few good days): the report
+/// greys them and says why.
+struct Span {
+    std::optional<double> bars, per_year;
+    bool is_short() const { return bars && per_year && *per_year > 0 && *bars < *per_year / 4; }
+};
+
+/// The run's bars per year: summary.json's (or eval.json's) `bars_per_year`, else config.toml's
+/// `instrument.bars_per_year` when set (0 = inferred, unknown here).
+std::optional<double> bars_per_year_of(const json::Value& summary, const std::map<std::string, std::string>& settings) {
+    if (const auto v = number_at(summary, "bars_per_year"); v && *v > 0) return v;
+    if (const auto it = settings.find("instrument.bars_per_year"); it != settings.end()) {
+        char* end = nullptr;
+        const double v = std::strtod(it->second.c_str(), &end);
+        if (end != it->second.c_str() && *end == '\0' && v > 0) return v;
+    }
+    return std::nullopt;
+}
+
+/// The span of the backtest whose metrics are at `prefix` ("test.strategy", "strategy").
+Span span_of(const json::Value& summary, const std::string& prefix, std::optional<double> per_year) {
+    Span sp;
+    sp.per_year = per_year;
+    if (const auto* h = member_at(summary, prefix + ".action_histogram"); h != nullptr && h->is_array()) {
+        double n = 0;
+        for (const auto& c : h->as_array())
+            if (c.is_number()) n += c.as_double();
+        sp.bars = n;
+    }
+    return sp;
+}
+
+/// The note under greyed annualised figures of the short splits `splits` (their spans).
+std::string short_split_note(const std::vector<std::string>& splits, const std::vector<Span>& spans) {
+    std::string which;
+    for (std::size_t i = 0; i < splits.size(); ++i)
+        which += fmt::format("{}{} split ({} bars)",
+                             i == 0                   ? ""
+                             : i + 1 == splits.size() ? " and the "
+                                                      : ", the ",
+                             splits[i], std::llround(spans[i].bars.value_or(0)));
+    return note(
+        fmt::format("Greyed: the annualised figures (annual return, Sharpe, Sortino, Calmar, turnover) of the {}. "
+                    "{} under a quarter of the {} bars per year they are scaled to: a short sample extrapolated "
+                    "to a year, not an estimate of a year's result.",
+                    which, splits.size() == 1 ? "It is" : "Each is", short_number(spans[0].per_year.value_or(0))));
+}
+
 /// The equity and drawdown charts of one equity.csv (strategy and buy-and-hold).
 std::string equity_section(const fs::path& csv_path, const std::string& split) {
     if (!is_file(csv_path)) return note(fmt::format("No {} backtest ({} is missing).", split, csv_path.filename().string()));
     const Csv csv = read_csv(csv_path.string());
     const int ct = csv.column("time"), ce = csv.column("equity"), ch = csv.column("buy_and_hold_equity"),
-              cs = csv.column("segment");
+              cs = csv.column("segment"), cb = csv.column("bar");
     if (ct < 0 || ce < 0) return note(csv_path.string() + " has no time/equity columns.");
+    // x: the bar index (trading bars, so nights, weekends and holidays take no room), each tick
+    // with its bar's date; the time itself for a file without a bar column.
+    std::map<double, double> time_of_bar;
     Series eq = make_series("strategy", kStrategyColor);
     Series hold = make_series("buy-and-hold", kHoldColor);
     Series dd = make_series("strategy", kStrategyColor);
@@ -137,8 +221,10 @@ std::string equity_section(const fs::path& csv_path, const std::string& split) {
     std::string segment;
     double peak = 0, hpeak = 0;
     for (const auto& row : csv.rows) {
-        if (static_cast<int>(row.size()) <= std::max({ct, ce, ch, cs})) continue;
-        const double t = parse_time(row[static_cast<std::size_t>(ct)]);
+        if (static_cast<int>(row.size()) <= std::max({ct, ce, ch, cs, cb})) continue;
+        const double time = parse_time(row[static_cast<std::size_t>(ct)]);
+        const double t = cb >= 0 ? to_number(row[static_cast<std::size_t>(cb)]) : time;
+        if (cb >= 0 && std::isfinite(t) && std::isfinite(time)) time_of_bar[t] = time;
         const double e = to_number(row[static_cast<std::size_t>(ce)]);
         const double h = ch >= 0 ? to_number(row[static_cast<std::size_t>(ch)]) : kNaN;
         const std::string seg = cs >= 0 ? row[static_cast<std::size_t>(cs)] : "0";
@@ -165,14 +251,35 @@ std::string equity_section(const fs::path& csv_path, const std::string& split) {
     }
     ChartOptions o;
     o.title = fmt::format("{} split: equity", split);
-    o.x_axis = Axis::time;
+    o.x_axis = cb >= 0 ? Axis::number : Axis::time;
+    if (cb >= 0) {
+        const bool days =
+            !time_of_bar.empty() && time_of_bar.rbegin()->second - time_of_bar.begin()->second > 2 * 86400.0;
+        o.x_label = "bar (trading bars only; the bar's date under each tick)";
+        o.x_tick_sub = [time_of_bar, days](double bar) -> std::string {
+            auto it = time_of_bar.lower_bound(bar);
+            if (it == time_of_bar.end()) {
+                if (time_of_bar.empty()) return "";
+                it = std::prev(it);
+            }
+            const std::time_t tt = static_cast<std::time_t>(it->second);
+            std::tm tm{};
+            gmtime_r(&tt, &tm);
+            char buf[32];
+            std::strftime(buf, sizeof buf, days ? "%Y-%m-%d" : "%m-%d %H:%M", &tm);
+            return buf;
+        };
+    }
     o.y_label = "equity";
+    o.height = cb >= 0 ? 290 : 260;
     std::string out = panel(line_chart({eq, hold}, o));
     ChartOptions d;
     d.title = fmt::format("{} split: drawdown from the running peak", split);
-    d.x_axis = Axis::time;
+    d.x_axis = o.x_axis;
+    d.x_tick_sub = o.x_tick_sub;
+    d.x_label = o.x_label;
     d.y_axis = Axis::percent;
-    d.height = 200;
+    d.height = cb >= 0 ? 230 : 200;
     out += panel(line_chart({dd, hdd}, d));
     if (ch < 0) out += note(csv_path.string() + " has no buy_and_hold_equity column (written by an older version).");
     return out;
@@ -188,7 +295,7 @@ std::string good_bad(std::optional<double> a, std::optional<double> b) {
     return *a > *b ? "good" : *a < *b ? "bad" : "";
 }
 
-/// Action labels from the profile: "+1 mkt" (target contracts, order type).
+/// Action labels from the profile: "+1 market" (target contracts, order type as trades.csv names it).
 std::vector<std::string> action_labels(const std::map<std::string, std::string>& s, std::size_t n) {
     std::vector<std::string> out;
     const auto get = [&](const char* k) -> long long {
@@ -196,7 +303,7 @@ std::vector<std::string> action_labels(const std::map<std::string, std::string>&
         return it == s.end() ? 0 : std::atoll(it->second.c_str());
     };
     const long long L = get("env.position_levels"), U = get("env.urgency_levels"), M = get("instrument.max_contracts");
-    static const char* urgency[] = {"mkt", "lim", "far"};
+    static const char* urgency[] = {"market", "passive_limit", "far_limit"};  // trades.csv's order_type names
     for (std::size_t a = 0; a < n; ++a) {
         if (L < 3 || U < 1 || U > 3 || static_cast<long long>(n) != L * U || M < 1) {
             out.push_back(fmt::format("a{}", a));
@@ -219,9 +326,14 @@ std::string histogram_chart(const json::Value* hist, const std::vector<std::stri
     for (std::size_t i = 0; i < a.size(); ++i) {
         const double count = a[i].is_number() ? a[i].as_double() : 0;
         const std::string label = i < labels_from.size() ? labels_from[i] : fmt::format("a{}", i);
-        bars.push_back(Bar{label, total > 0 ? count / total : 0, std::nullopt, kStrategyColor,
+        bars.push_back(Bar{label,
+                           total > 0 ? count / total : 0,
+                           std::nullopt,
+                           kStrategyColor,
                            fmt::format("action {} ({}): {} bars, {:.1f}%", i, label, std::llround(count),
-                                       total > 0 ? 100 * count / total : 0.0)});
+                                       total > 0 ? 100 * count / total : 0.0),
+                           {},
+                           std::nullopt});
     }
     ChartOptions o;
     o.title = title;
@@ -230,31 +342,58 @@ std::string histogram_chart(const json::Value* hist, const std::vector<std::stri
     return panel(bar_chart(bars, o));
 }
 
-std::string metrics_table(const json::Value& summary_like, const std::vector<std::pair<std::string, std::string>>& columns) {
-    // columns: (heading, dotted prefix such as "test.strategy")
+/// A column of the trade statistics: its heading, the dotted prefix of its metrics
+/// ("test.strategy"), its split's name and span.
+struct MetricsColumn {
+    std::string heading, prefix, split;
+    Span span;
+};
+
+/// The trade statistics; the annualised figures of a short split are greyed, with a note.
+std::string metrics_table(const json::Value& summary_like, const std::vector<MetricsColumn>& columns) {
     struct Row {
         const char* key;
         const char* label;
         int kind;  // 0 percent, 1 ratio, 2 integer
     };
-    static const Row rows[] = {{"total_return", "total return", 0}, {"annual_return", "annual return", 0},
-                               {"sharpe", "Sharpe", 1},             {"sortino", "Sortino", 1},
-                               {"max_drawdown", "max drawdown", 0}, {"calmar", "Calmar", 1},
-                               {"trades", "trades", 2},             {"win_rate", "win rate", 0},
-                               {"profit_factor", "profit factor", 1}, {"exposure", "exposure", 0},
+    static const Row rows[] = {{"total_return", "total return", 0},
+                               {"annual_return", "annual return", 0},
+                               {"sharpe", "Sharpe (annualised)", 1},
+                               {"sortino", "Sortino (annualised)", 1},
+                               {"max_drawdown", "max drawdown", 0},
+                               {"calmar", "Calmar (annualised)", 1},
+                               {"trades", "trades", 2},
+                               {"win_rate", "win rate", 0},
+                               {"profit_factor", "profit factor", 1},
+                               {"exposure", "exposure", 0},
                                {"turnover", "turnover (per year)", 1}};
     std::string out = "<table><tr><th>metric</th>";
-    for (const auto& c : columns) out += "<th>" + xml_escape(c.first) + "</th>";
+    for (const auto& c : columns) out += "<th>" + xml_escape(c.heading) + "</th>";
     out += "</tr>";
     for (const auto& r : rows) {
         out += "<tr><td>" + std::string(r.label) + "</td>";
         for (const auto& c : columns) {
-            const auto v = number_at(summary_like, c.second + "." + r.key);
-            out += "<td class=\"n\">" + xml_escape(r.kind == 0 ? pct(v) : r.kind == 1 ? num(v, 3) : integer(v)) + "</td>";
+            const auto v = number_at(summary_like, c.prefix + "." + r.key);
+            const bool grey = is_annualised(r.key) && c.span.is_short();
+            out += std::string(grey ? "<td class=\"n ann\" title=\"annualised from a short split (see the note)\">"
+                                    : "<td class=\"n\">") +
+                   xml_escape(r.kind == 0   ? pct(v)
+                              : r.kind == 1 ? num(v, 3)
+                                            : integer(v)) +
+                   "</td>";
         }
         out += "</tr>";
     }
-    return out + "</table>\n";
+    out += "</table>\n";
+    std::vector<std::string> seen;  // one note for the short splits
+    std::vector<Span> spans;
+    for (const auto& c : columns) {
+        if (!c.span.is_short() || std::find(seen.begin(), seen.end(), c.split) != seen.end()) continue;
+        seen.push_back(c.split);
+        spans.push_back(c.span);
+    }
+    if (!seen.empty()) out += short_split_note(seen, spans);
+    return out;
 }
 
 std::string fills_table(const fs::path& trades_csv) {
@@ -321,19 +460,43 @@ std::string validation_chart(const fs::path& eval_jsonl, const std::string& metr
     return panel(line_chart({s, h}, o));
 }
 
-/// Small multiples of metrics.jsonl: q/* together, every other numeric field alone.
-std::string training_charts(const fs::path& metrics_jsonl) {
-    const auto lines = read_jsonl(metrics_jsonl.string());
+/// Small multiples of metrics.jsonl: q/* together, every other numeric field alone. Left out,
+/// and named in a note: the terms the profile turns off (CQL with dqn.cql_alpha = 0, whose
+/// loss is still logged) and the fields that are 0 on every line (curiosity off, no skipped
+/// update, a head's loss that is not in use).
+std::string training_charts(const fs::path& metrics_jsonl, const std::map<std::string, std::string>& settings) {
+    const auto lines = read_jsonl(metrics_jsonl.string());  // objects only
     if (lines.empty()) return note("No training metrics (metrics.jsonl is missing or empty).");
     const std::string xkey = number_at(lines.front(), "env_steps") && number_at(lines.back(), "env_steps") &&
                                      *number_at(lines.back(), "env_steps") > 0
                                  ? "env_steps"
                                  : "updates";
+    const auto off_by_profile = [&](const std::string& field) -> std::string {
+        const auto it = settings.find("dqn.cql_alpha");
+        if (field == "losses/cql" && it != settings.end() && to_number(it->second) == 0)
+            return "CQL off (dqn.cql_alpha = 0)";
+        return "";
+    };
     std::vector<std::string> fields;
-    for (const auto& [k, v] : lines.back().as_object()) {
-        if (!v.is_number() || k == "step" || k == "env_steps" || k == "updates" || k.rfind("perf/", 0) == 0) continue;
-        fields.push_back(k);
-    }
+    for (const auto& l : lines)
+        for (const auto& [k, v] : l.as_object()) {
+            if (!v.is_number() || k == "step" || k == "env_steps" || k == "updates" || k.rfind("perf/", 0) == 0)
+                continue;
+            if (std::find(fields.begin(), fields.end(), k) == fields.end()) fields.push_back(k);
+        }
+    std::vector<std::string> zero, off;
+    std::erase_if(fields, [&](const std::string& f) {
+        if (const std::string why = off_by_profile(f); !why.empty()) {
+            off.push_back(f + ": " + why);
+            return true;
+        }
+        const bool all_zero = std::all_of(lines.begin(), lines.end(), [&](const json::Value& l) {
+            const json::Value* v = l.find(f);
+            return v == nullptr || !v->is_number() || v->as_double() == 0;
+        });
+        if (all_zero) zero.push_back(f);
+        return all_zero;
+    });
     static const char* palette[] = {"#2563eb", "#dc2626", "#059669", "#7c3aed", "#d97706", "#0891b2"};
     std::vector<std::pair<std::string, std::vector<Series>>> charts;  // title, series
     std::vector<Series> q;
@@ -364,10 +527,44 @@ std::string training_charts(const fs::path& metrics_jsonl) {
         if (series.size() == 1) series[0].label = "";
         out += panel(line_chart(series, o));
     }
-    return out + "</div>\n";
+    out += "</div>\n";
+    if (!off.empty() || !zero.empty())
+        out += note(fmt::format("Not drawn: {}{}{}.", fmt::join(off, "; "), !off.empty() && !zero.empty() ? "; " : "",
+                                zero.empty() ? "" : fmt::format("{} (0 on every line)", fmt::join(zero, ", "))));
+    return out;
 }
 
-std::string facts_table(const json::Value& s) {
+/// A population's agent: where it stands in the population.json of its parent directory.
+struct PopulationAgent {
+    long long index = 0;  ///< 0-based
+    std::size_t agents = 0;
+    std::string record;  ///< population.json's path
+};
+
+std::optional<PopulationAgent> population_agent(const fs::path& dir, const std::string& name) {
+    const fs::path record = fs::absolute(dir).lexically_normal().parent_path() / "population.json";
+    if (!is_file(record)) return std::nullopt;
+    try {
+        const auto v = json::parse(read_text(record.string(), 16u << 20), json::Limits{16u << 20, 64, true});
+        const auto* agents = v.is_object() ? v.find("agents") : nullptr;
+        if (agents == nullptr || !agents->is_array()) return std::nullopt;
+        const auto& a = agents->as_array();
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            const auto* run = a[i].is_object() ? a[i].find("run") : nullptr;
+            if (run == nullptr || !run->is_string() || run->as_string() != name) continue;
+            const auto index = number_at(a[i], "index");
+            return PopulationAgent{index ? std::llround(*index) : static_cast<long long>(i), a.size(), record.string()};
+        }
+    } catch (const std::exception& e) {
+        log::warn("report: {}: {}; the run's population is not shown", record.string(), e.what());
+    }
+    return std::nullopt;
+}
+
+/// The run's facts from summary.json (or eval.json: the checkpoint and split, and the trainer and
+/// seed of the profile it stores where eval.json does not say).
+std::string facts_table(const json::Value& s, const std::optional<PopulationAgent>& population,
+                        const std::map<std::string, std::string>& settings, bool eval_layout) {
     std::vector<std::pair<std::string, std::string>> rows;
     auto text_at = [&](const char* k) -> std::string {
         const json::Value* v = s.is_object() ? s.find(k) : nullptr;
@@ -377,10 +574,18 @@ std::string facts_table(const json::Value& s) {
         if (v->is_number()) return fmt::format("{:.6g}", v->as_double());
         return json::serialize(*v);
     };
-    rows.reserve(12);
-    rows.emplace_back("trainer", text_at("trainer"));
+    const auto or_setting = [&](std::string v, const char* key) {
+        const auto it = settings.find(key);
+        return v == "-" && eval_layout && it != settings.end() ? it->second : v;
+    };
+    rows.reserve(14);
+    if (eval_layout) {
+        rows.emplace_back("checkpoint", text_at("checkpoint"));
+        rows.emplace_back("split", text_at("split"));
+    }
+    rows.emplace_back("trainer", or_setting(text_at("trainer"), "run.trainer"));
     rows.emplace_back("device", text_at("device"));
-    rows.emplace_back("seed", text_at("seed"));
+    rows.emplace_back("seed", or_setting(text_at("seed"), "run.seed"));
     std::string overrides = "-";
     if (const auto* o = s.is_object() ? s.find("overrides") : nullptr; o != nullptr && o->is_array() && !o->as_array().empty()) {
         overrides.clear();
@@ -400,11 +605,27 @@ std::string facts_table(const json::Value& s) {
     rows.emplace_back("bars per year", text_at("bars_per_year"));
     rows.emplace_back("env steps", text_at("env_steps"));
     rows.emplace_back("updates", text_at("updates"));
-    rows.emplace_back("wall time (s)", text_at("wall_seconds"));
-    rows.emplace_back("env steps/s", text_at("env_steps_per_s"));
+    if (population) {
+        rows.emplace_back("population",
+                          fmt::format("trained in a population: agent {} (agents 0-{}), all in one process ({})",
+                                      population->index, population->agents - 1, population->record));
+        // The agents take turns on shared workers: an agent's wall_seconds runs from the
+        // population's start to its own end, and its time alone is not measured.
+        const auto wall = number_at(s, "wall_seconds");
+        rows.emplace_back(
+            "wall time (s)",
+            wall ? fmt::format("{:.4g}, its even share of the population's {:.4g} s (the {} agents trained "
+                               "together from the population's start to this agent's end)",
+                               *wall / static_cast<double>(population->agents), *wall, population->agents)
+                 : "-");
+    } else {
+        rows.emplace_back("wall time (s)", text_at("wall_seconds"));
+    }
+    const std::string rate = text_at("env_steps_per_s");
+    rows.emplace_back("env steps/s", rate + (population && rate != "-" ? " (while the agents took turns)" : ""));
     std::string out = "<table>";
     for (const auto& [k, v] : rows) {
-        if (v == "-" && (k == "env steps/s" || k == "updates")) continue;
+        if (v == "-" && (k == "env steps/s" || k == "updates" || eval_layout)) continue;
         out += "<tr><th>" + xml_escape(k) + "</th><td>" + xml_escape(v) + "</td></tr>";
     }
     return out + "</table>\n";
@@ -449,12 +670,21 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
     std::string split = "test";
     if (const auto* s = summary.is_object() ? summary.find("split") : nullptr; s != nullptr && s->is_string())
         split = s->as_string() == "val" ? "validation" : "test";
+    const auto per_year = bars_per_year_of(summary, settings);
+    const Span test_span = span_of(summary, test + "strategy", per_year);
+    const Span val_span = span_of(summary, "validation.strategy", per_year);
+    const auto population = eval_layout ? std::nullopt : population_agent(dir, name);
 
     std::string b;
     b += "<h1>" + xml_escape(name) + "</h1>\n";
-    b += fmt::format("<p class=\"sub\"><span class=\"badge {}\">{}</span> &#160; {} &#160;·&#160; {}</p>\n",
+    b += fmt::format("<p class=\"sub\"><span class=\"badge {}\">{}</span> &#160; {}{} &#160;·&#160; {}</p>\n",
                      xml_escape(status), xml_escape(status),
-                     xml_escape(eval_layout ? "eval of a checkpoint" : setting("run.trainer").empty() ? "run" : setting("run.trainer")),
+                     xml_escape(eval_layout                      ? "eval of a checkpoint"
+                                : setting("run.trainer").empty() ? "run"
+                                                                 : setting("run.trainer")),
+                     population ? xml_escape(fmt::format(", agent {} of a population of {} (agents 0-{})",
+                                                         population->index, population->agents, population->agents - 1))
+                                : "",
                      xml_escape(fs::absolute(dir).lexically_normal().string()));
     if (!problem.empty()) b += note(problem);
 
@@ -466,14 +696,23 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
     const auto hdd = number_at(summary, test + "buy_and_hold.max_drawdown");
     b += "<div class=\"cards\">";
     b += card(split + " return", pct(ret), "buy-and-hold " + pct(hret), good_bad(ret, hret));
-    b += card(split + " Sharpe", num(sh, 2), "buy-and-hold " + num(hsh, 2), good_bad(sh, hsh));
+    b += test_span.is_short()
+             ? card(split + " Sharpe (annualised)", num(sh, 2),
+                    fmt::format("from {} bars only, greyed (see the trade statistics); buy-and-hold {}",
+                                std::llround(*test_span.bars), num(hsh, 2)),
+                    "ann")
+             : card(split + " Sharpe", num(sh, 2), "buy-and-hold " + num(hsh, 2), good_bad(sh, hsh));
     b += card("max drawdown", pct(dd), "buy-and-hold " + pct(hdd), good_bad(hdd, dd));
     b += card("trades", integer(number_at(summary, test + "strategy.trades")),
               "win rate " + pct(number_at(summary, test + "strategy.win_rate"), 0));
     if (!eval_layout) {
         const auto best = number_at(summary, "best.value");
         const auto step = number_at(summary, "best.env_steps") ? number_at(summary, "best.env_steps") : number_at(summary, "best.updates");
-        b += card("best " + metric, num(best, 3), step ? "at step " + short_number(*step) : "no validation");
+        const bool annualised = is_annualised(metric.substr(metric.find('_') + 1)) && val_span.is_short();
+        b += card("best " + metric, num(best, 3),
+                  (step ? "at step " + short_number(*step) : std::string("no validation")) +
+                      (annualised ? ", annualised from a short split" : ""),
+                  annualised ? "ann" : "");
     }
     b += "</div>\n";
 
@@ -485,32 +724,33 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
         b += equity_section(dir / "backtest/val_equity.csv", "validation");
         b += "<h2>Validation over training</h2>\n";
         b += validation_chart(dir / "eval.jsonl", metric);
+        if (is_annualised(metric.substr(metric.find('_') + 1)) && val_span.is_short())
+            b +=
+                note(fmt::format("{} is annualised from a validation split of {} bars, under a quarter of the {} bars "
+                                 "per year: compare its values with each other, not with a year's figures.",
+                                 metric, std::llround(*val_span.bars), short_number(*val_span.per_year)));
         b += "<h2>Training</h2>\n";
-        b += training_charts(dir / "metrics.jsonl");
+        b += training_charts(dir / "metrics.jsonl", settings);
     }
     b += "<h2>Actions</h2>\n";
-    const json::Value* hist = nullptr;
-    if (summary.is_object()) {
-        const json::Value* t = eval_layout ? &summary : summary.find("test");
-        if (t != nullptr && t->is_object())
-            if (const auto* st = t->find("strategy"); st != nullptr && st->is_object()) hist = st->find("action_histogram");
-    }
+    const json::Value* hist = member_at(summary, test + "strategy.action_histogram");
     const std::size_t n_actions = hist != nullptr && hist->is_array() ? hist->as_array().size() : 0;
     b += histogram_chart(hist, action_labels(settings, n_actions),
                          fmt::format("actions taken on the {} split (target contracts, order type)", split));
 
     b += "<h2>Trade statistics</h2>\n";
-    std::vector<std::pair<std::string, std::string>> cols{{split + ": strategy", eval_layout ? "strategy" : "test.strategy"},
-                                                          {split + ": buy-and-hold", eval_layout ? "buy_and_hold" : "test.buy_and_hold"}};
+    std::vector<MetricsColumn> cols{
+        {split + ": strategy", eval_layout ? "strategy" : "test.strategy", split, test_span},
+        {split + ": buy-and-hold", eval_layout ? "buy_and_hold" : "test.buy_and_hold", split, test_span}};
     if (!eval_layout && summary.is_object() && summary.find("validation") != nullptr && !summary.find("validation")->is_null()) {
-        cols.emplace_back("validation (best): strategy", "validation.strategy");
-        cols.emplace_back("validation: buy-and-hold", "validation.buy_and_hold");
+        cols.push_back({"validation (best): strategy", "validation.strategy", "validation", val_span});
+        cols.push_back({"validation: buy-and-hold", "validation.buy_and_hold", "validation", val_span});
     }
     b += panel(metrics_table(summary, cols));
     b += panel(fills_table(dir / (eval_layout ? "trades.csv" : "backtest/trades.csv")));
 
     b += "<h2>Run</h2>\n";
-    b += panel(facts_table(summary));
+    b += panel(facts_table(summary, population, settings, eval_layout));
     b += "<h2>Resolved profile</h2>\n";
     if (is_file(dir / "config.toml")) b += "<pre>" + xml_escape(read_text((dir / "config.toml").string())) + "</pre>\n";
     else b += note("config.toml is missing.");
@@ -521,19 +761,49 @@ std::string link(const std::string& href, const std::string& text) {
     return "<a href=\"" + xml_escape(href) + "\">" + xml_escape(text) + "</a>";
 }
 
+/// A relative path as a URL path: each segment percent-encoded (RFC 3986) but for the
+/// unreserved characters and the sub-delimiters a run's name is made of (`=`, `,`, ...), so that
+/// `%`, `#`, `?`, spaces, `:` (a scheme) and bytes outside ASCII reach the file they name.
+std::string url_path(const std::string& path) {
+    static constexpr std::string_view keep = "-._~!$&'()*+,;=@/";
+    std::string out;
+    for (const char ch : path) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (std::isalnum(c) != 0 && c < 0x80)
+            out += ch;
+        else if (keep.find(ch) != std::string_view::npos)
+            out += ch;
+        else
+            out += fmt::format("%{:02X}", c);
+    }
+    return out;
+}
+
+/// Text with a line-break opportunity (<wbr/>) after each of `after`'s characters: tables wrap
+/// a run's name at its commas and a column's name at its dots, never inside a token.
+std::string breakable(const std::string& text, std::string_view after) {
+    std::string out;
+    for (const char c : text) {
+        out += xml_escape(std::string_view(&c, 1));
+        if (after.find(c) != std::string_view::npos) out += "<wbr/>";
+    }
+    return out;
+}
+
 /// A table as HTML: an ungrouped table links each run's name to its report; a grouped one
-/// links each seed's run after the setting.
-std::string html_table(const Table& t, const fs::path& base) {
+/// links each seed's run after the setting. A number's sd goes under it (narrow columns);
+/// the columns in `greyed` (annualised from a short split) are grey.
+std::string html_table(const Table& t, const fs::path& base, const std::vector<std::string>& greyed = {}) {
     const auto href = [&](const std::string& p) {
         const std::string rel =
             fs::absolute(p).lexically_normal().lexically_relative(fs::absolute(base).lexically_normal()).generic_string();
-        return (rel.empty() ? p : rel) + "/report.html";
+        return url_path((rel.empty() ? p : rel) + "/report.html");
     };
     const auto runs_col = std::find(t.columns.begin(), t.columns.end(), "runs") - t.columns.begin();
-    std::string out = "<table><tr>";
+    std::string out = "<table class=\"runs\"><tr>";
     for (std::size_t j = 0; j < t.columns.size(); ++j) {
         if (t.grouped && static_cast<long>(j) == runs_col) out += "<th>reports</th>";
-        out += "<th>" + xml_escape(t.columns[j]) + "</th>";
+        out += "<th>" + breakable(t.columns[j], "._") + "</th>";
     }
     out += "</tr>";
     for (std::size_t i = 0; i < t.rows.size(); ++i) {
@@ -542,20 +812,131 @@ std::string html_table(const Table& t, const fs::path& base) {
             const Cell& c = t.rows[i][j];
             if (t.grouped && static_cast<long>(j) == runs_col) {
                 std::string links;
-                for (std::size_t k = 0; k < t.row_runs[i].size(); ++k)
-                {
+                for (std::size_t k = 0; k < t.row_runs[i].size(); ++k) {
                     if (k > 0) links += ' ';
                     links += link(href(t.row_runs[i][k]), fmt::format("#{}", k + 1));
                 }
                 out += "<td>" + links + "</td>";
             }
             if (!t.grouped && t.columns[j] == "run") {
-                out += "<td class=\"name\">" + link(href(t.row_runs[i].at(0)), c.text) + "</td>";
+                out += "<td class=\"name\"><a href=\"" + xml_escape(href(t.row_runs[i].at(0))) + "\">" +
+                       breakable(c.text, ",") + "</a></td>";
                 continue;
             }
-            out += std::string(c.is_number ? "<td class=\"n\">" : "<td>") + xml_escape(cell_text(c, 3)) + "</td>";
+            if (!c.is_number) {
+                out += "<td class=\"name\">" + breakable(c.text, ",") + "</td>";
+                continue;
+            }
+            const bool grey = std::find(greyed.begin(), greyed.end(), t.columns[j]) != greyed.end();
+            Cell mean = c;
+            mean.sd.reset();
+            const std::string text =
+                c.number && c.sd && c.is_integer ? fmt::format("{:.1f}", *c.number) : cell_text(mean, 3);
+            out += std::string(grey ? "<td class=\"n ann\">" : "<td class=\"n\">") + xml_escape(text);
+            if (c.number && c.sd)
+                out += "<span class=\"sd\">± " +
+                       xml_escape(c.is_integer ? fmt::format("{:.1f}", *c.sd) : fmt::format("{:.3f}", *c.sd)) +
+                       "</span>";
+            out += "</td>";
         }
         out += "</tr>";
+    }
+    return out + "</table>\n";
+}
+
+/// Orders two settings' values as the swept key's values: numerically where both are numbers,
+/// else as text.
+bool value_less(const std::string& a, const std::string& b) {
+    const double x = to_number(a), y = to_number(b);
+    if (std::isfinite(x) && std::isfinite(y)) return x < y;
+    if (std::isfinite(x) != std::isfinite(y)) return std::isfinite(x);  // numbers first
+    return a < b;
+}
+
+constexpr const char* kPalette[] = {"#2563eb", "#dc2626", "#059669", "#7c3aed", "#d97706",
+                                    "#0891b2", "#db2777", "#65a30d", "#4b5563", "#9333ea"};
+
+/// A bar of the sweep page: a setting (every seed's run) or, where the runs differ by their seed
+/// alone (a population of seeds), one run.
+struct SweepBar {
+    std::string label;  ///< "#2 learning_rate=0.001" (the rank, then the setting)
+    std::vector<const RunRecord*> runs;
+    std::optional<double> metric, metric_sd, test_sharpe, test_sharpe_sd;
+    bool best = false;
+    std::string color;
+};
+
+/// The validation metric over training of `runs` (eval.jsonl): the mean over the runs at each
+/// step some run evaluated at, with mean +- sd as the band where two or more runs have it.
+Series validation_mean(const std::vector<const RunRecord*>& runs, std::string label, std::string color,
+                       std::string& unit) {
+    std::map<double, std::vector<double>> at;
+    for (const auto* r : runs)
+        for (const auto& l : read_jsonl((fs::path(r->path) / "eval.jsonl").string())) {
+            std::optional<double> x = number_at(l, "env_steps");
+            if (!x) {
+                x = number_at(l, "updates");
+                if (x) unit = "updates";
+            }
+            const auto v = number_at(l, "value");
+            if (x && v) at[*x].push_back(*v);
+        }
+    Series s = make_series(std::move(label), std::move(color));
+    for (const auto& [x, vs] : at) {
+        double m = 0;
+        for (double v : vs) m += v;
+        m /= static_cast<double>(vs.size());
+        double sd = kNaN;
+        if (vs.size() >= 2) {
+            double q = 0;
+            for (double v : vs) q += (v - m) * (v - m);
+            sd = std::sqrt(q / static_cast<double>(vs.size() - 1));
+        }
+        s.x.push_back(x);
+        s.y.push_back(m);
+        s.band_lo.push_back(m - sd);
+        s.band_hi.push_back(m + sd);
+    }
+    return s;
+}
+
+/// The agents of a population directory's population.json as a table (index, seed, run linked
+/// to its report, status, overrides); "" when `dir` holds none.
+std::string population_agents(const fs::path& dir, const std::function<std::string(const std::string&)>& href) {
+    const fs::path record = dir / "population.json";
+    if (!is_file(record)) return "";
+    json::Value v;
+    try {
+        v = json::parse(read_text(record.string(), 16u << 20), json::Limits{16u << 20, 64, true});
+    } catch (const std::exception& e) {
+        log::warn("report: {}: {}; its agents are not listed", record.string(), e.what());
+        return note(fmt::format("{} does not parse: {}", record.string(), e.what()));
+    }
+    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
+    if (agents == nullptr || !agents->is_array()) return note(record.string() + " lists no agents.");
+    std::string out =
+        "<table class=\"runs\"><tr><th>agent</th><th>seed</th><th>run</th><th>status</th><th>its overrides</th>"
+        "<th>best</th><th>test return</th><th>test Sharpe</th></tr>";
+    for (const auto& a : agents->as_array()) {
+        if (!a.is_object()) continue;
+        const auto text = [&](const char* k) {
+            const auto* x = a.find(k);
+            return x != nullptr && x->is_string() ? x->as_string() : std::string();
+        };
+        std::string overrides;
+        if (const auto* o = a.find("overrides"); o != nullptr && o->is_array())
+            for (const auto& x : o->as_array())
+                if (x.is_string()) overrides += (overrides.empty() ? "" : ", ") + x.as_string();
+        const std::string run = text("run");
+        const bool has_run = !run.empty() && is_run_directory((dir / run).string());
+        out += fmt::format(
+            "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"name\">{}</td><td>{}</td>"
+            "<td class=\"name\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            integer(number_at(a, "index")), integer(number_at(a, "seed")),
+            has_run ? "<a href=\"" + xml_escape(href((dir / run).string())) + "\">" + breakable(run, ",") + "</a>"
+                    : breakable(run, ","),
+            xml_escape(text("status")), breakable(overrides, ","), num(number_at(a, "best.value"), 3),
+            pct(number_at(a, "test.strategy.total_return")), num(number_at(a, "test.strategy.sharpe"), 3));
     }
     return out + "</table>\n";
 }
@@ -573,60 +954,232 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     const Table all = run_table(runs);
     const fs::path base(dir);
     const fs::path link_base = links_from.empty() ? base : fs::path(links_from);
+    const bool population = is_file(base / "population.json");
+    const auto href = [&](const std::string& p) {
+        const std::string rel = fs::absolute(p)
+                                    .lexically_normal()
+                                    .lexically_relative(fs::absolute(link_base).lexically_normal())
+                                    .generic_string();
+        return url_path((rel.empty() ? p : rel) + "/report.html");
+    };
+    std::map<std::string, const RunRecord*> by_path;
+    for (const auto& r : runs) by_path[r.path] = &r;
+    const auto col_of = [&](const Table& t, const std::string& c) {
+        return static_cast<std::size_t>(std::find(t.columns.begin(), t.columns.end(), c) - t.columns.begin());
+    };
+    // The swept keys: the grouped table's columns between its rank and "runs".
+    const std::size_t first_key = 1, last_key = col_of(grouped, "runs");
+    const bool per_run = last_key == first_key && runs.size() > 1;  // only the seed differs: a bar per run
+
     std::string b;
     const std::string name = fs::absolute(base).lexically_normal().filename().string();
     b += "<h1>" + xml_escape(name.empty() ? dir : name) + "</h1>\n";
-    b += fmt::format("<p class=\"sub\"><span class=\"badge\">sweep</span> &#160; {} runs, {} settings &#160;·&#160; {}</p>\n",
-                     runs.size(), grouped.rows.size(), xml_escape(fs::absolute(base).lexically_normal().string()));
+    b += fmt::format(
+        "<p class=\"sub\"><span class=\"badge\">{}</span> &#160; {} {}, {} setting{} &#160;·&#160; {}</p>\n",
+        population ? "population" : "sweep", runs.size(), population ? "agents" : "runs", grouped.rows.size(),
+        grouped.rows.size() == 1 ? "" : "s", xml_escape(fs::absolute(base).lexically_normal().string()));
+    // Annualised figures of short splits (any run's) are greyed, with a note.
+    std::optional<Span> short_test, short_val;
+    for (const auto& r : runs) {
+        const auto per_year = bars_per_year_of(r.summary, r.settings);
+        if (const Span sp = span_of(r.summary, "test.strategy", per_year); sp.is_short() && !short_test)
+            short_test = sp;
+        if (const Span sp = span_of(r.summary, "validation.strategy", per_year); sp.is_short() && !short_val)
+            short_val = sp;
+    }
+    const std::string field = grouped.metric.substr(grouped.metric.find('_') + 1);  // "sharpe"
+    const bool metric_greyed = short_val && is_annualised(field);
     std::size_t finished = 0;
     for (const auto& r : runs) finished += r.status == "completed" || r.status == "early_stopped";
     b += "<div class=\"cards\">";
-    b += card("runs finished", fmt::format("{}/{}", finished, runs.size()), "completed or early stopped");
+    b += card(population ? "agents finished" : "runs finished", fmt::format("{}/{}", finished, runs.size()),
+              "completed or early stopped");
     if (grouped.best_row >= 0) {
         const auto& best = grouped.rows[static_cast<std::size_t>(grouped.best_row)];
         const auto col = [&](const std::string& c) -> const Cell* {
-            const auto it = std::find(grouped.columns.begin(), grouped.columns.end(), c);
-            return it == grouped.columns.end() ? nullptr : &best[static_cast<std::size_t>(it - grouped.columns.begin())];
+            const std::size_t j = col_of(grouped, c);
+            return j == grouped.columns.size() ? nullptr : &best[j];
         };
-        if (const Cell* v = col(grouped.metric)) b += card("best mean " + grouped.metric, cell_text(*v, 2), "± sd over seeds");
-        if (const Cell* v = col("test_sharpe")) b += card("its test Sharpe", cell_text(*v, 2), "mean ± sd over seeds");
+        const std::string what = per_run || last_key == first_key ? "mean " : "best mean ";
+        if (const Cell* v = col(grouped.metric))
+            b += card(what + grouped.metric, cell_text(*v, 2), "± sd over seeds", metric_greyed ? "ann" : "");
+        if (const Cell* v = col("test_sharpe"))
+            b += card(last_key == first_key ? "test Sharpe" : "its test Sharpe", cell_text(*v, 2),
+                      "mean ± sd over seeds", short_test ? "ann" : "");
     }
     b += "</div>\n";
 
-    b += "<h2>Settings ranked by mean " + xml_escape(grouped.metric) + " over seeds</h2>\n";
-    std::vector<Bar> bars, test_bars;
-    const auto metric_col = std::find(grouped.columns.begin(), grouped.columns.end(), grouped.metric) - grouped.columns.begin();
-    const auto sharpe_col = std::find(grouped.columns.begin(), grouped.columns.end(), "test_sharpe") - grouped.columns.begin();
-    const long first_key = 1;
-    const long last_key = static_cast<long>(std::find(grouped.columns.begin(), grouped.columns.end(), "runs") -
-                                                           grouped.columns.begin());
-    for (std::size_t i = 0; i < grouped.rows.size(); ++i) {
-        const auto& row = grouped.rows[i];
-        std::string label;
-        for (long k = first_key; k < last_key; ++k) {
-            const std::string& col = grouped.columns[static_cast<std::size_t>(k)];
-            if (!label.empty()) label += ' ';
-            label.append(col, col.find('.') + 1);
-            label += '=';
-            label += row[static_cast<std::size_t>(k)].text;
+    std::vector<std::string> greyed;
+    if (short_test) greyed = {"test_sharpe", "bh_sharpe"};
+    if (metric_greyed) greyed.push_back(grouped.metric);
+
+    // The bars: settings in the swept keys' order (or runs by seed), each seed's value a dot,
+    // buy-and-hold's test Sharpe the reference line of the test chart.
+    std::vector<SweepBar> items;
+    if (per_run) {
+        std::vector<const RunRecord*> ordered;
+        for (const auto& r : runs) ordered.push_back(&r);
+        std::stable_sort(ordered.begin(), ordered.end(),
+                         [](const RunRecord* a, const RunRecord* c) { return a->seed < c->seed; });
+        for (const auto* r : ordered) {
+            const std::size_t rank =
+                static_cast<std::size_t>(std::find_if(all.row_runs.begin(), all.row_runs.end(),
+                                                      [&](const auto& p) { return p.at(0) == r->path; }) -
+                                         all.row_runs.begin());
+            SweepBar s;
+            s.label = fmt::format("#{} seed={}", rank + 1, r->seed);
+            s.runs = {r};
+            s.metric = r->best_val;
+            s.test_sharpe = r->test_sharpe;
+            s.best = static_cast<int>(rank) == all.best_row;
+            items.push_back(std::move(s));
         }
-        if (label.empty()) label = "all runs";
-        const Cell& m = row[static_cast<std::size_t>(metric_col)];
-        const Cell& s = row[static_cast<std::size_t>(sharpe_col)];
-        const std::string color = static_cast<int>(i) == grouped.best_row ? "#059669" : kStrategyColor;
-        if (m.number) bars.push_back(Bar{label, *m.number, m.sd, color, label + ": " + cell_text(m, 3)});
-        if (s.number) test_bars.push_back(Bar{label, *s.number, s.sd, color, label + ": " + cell_text(s, 3)});
+    } else {
+        std::vector<std::size_t> order(grouped.rows.size());
+        for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+            for (std::size_t k = first_key; k < last_key; ++k) {
+                const std::string &a = grouped.rows[x][k].text, &c = grouped.rows[y][k].text;
+                if (a != c) return value_less(a, c);
+            }
+            return false;
+        });
+        const std::size_t mcol = col_of(grouped, grouped.metric), scol = col_of(grouped, "test_sharpe");
+        for (const std::size_t i : order) {
+            const auto& row = grouped.rows[i];
+            SweepBar s;
+            s.label = fmt::format("#{}", i + 1);
+            for (std::size_t k = first_key; k < last_key; ++k) {
+                const std::string& col = grouped.columns[k];
+                s.label += ' ' + col.substr(col.find('.') + 1) + '=' + row[k].text;
+            }
+            if (last_key == first_key) s.label += " all runs";
+            for (const auto& p : grouped.row_runs[i])
+                if (const auto it = by_path.find(p); it != by_path.end()) s.runs.push_back(it->second);
+            if (mcol < row.size()) {
+                s.metric = row[mcol].number;
+                s.metric_sd = row[mcol].sd;
+            }
+            if (scol < row.size()) {
+                s.test_sharpe = row[scol].number;
+                s.test_sharpe_sd = row[scol].sd;
+            }
+            s.best = static_cast<int>(i) == grouped.best_row;
+            items.push_back(std::move(s));
+        }
     }
+    std::vector<Bar> bars, test_bars;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        auto& s = items[i];
+        s.color = kPalette[i % std::size(kPalette)];
+        const std::string color = s.best ? "#059669" : kStrategyColor;
+        std::vector<double> vals, sharpes, holds, val_holds;
+        for (const auto* r : s.runs) {
+            if (r->best_val) vals.push_back(*r->best_val);
+            if (r->test_sharpe) sharpes.push_back(*r->test_sharpe);
+            if (r->hold_sharpe) holds.push_back(*r->hold_sharpe);
+            if (const auto h = number_at(
+                    r->summary, "validation.buy_and_hold." + (field == "return" ? std::string("total_return") : field)))
+                val_holds.push_back(*h);
+        }
+        const auto mean = [](const std::vector<double>& xs) -> std::optional<double> {
+            if (xs.empty()) return std::nullopt;
+            double m = 0;
+            for (double x : xs) m += x;
+            return m / static_cast<double>(xs.size());
+        };
+        if (s.metric) {
+            Bar bar{s.label,
+                    *s.metric,
+                    s.metric_sd,
+                    color,
+                    fmt::format("{}: mean {:.3f} over {} run(s)", s.label, *s.metric, vals.size()),
+                    {},
+                    std::nullopt};
+            if (s.runs.size() > 1) bar.points = vals;
+            if (grouped.metric != "val_loss") bar.reference = mean(val_holds);
+            bars.push_back(std::move(bar));
+        }
+        if (s.test_sharpe) {
+            Bar bar{s.label,
+                    *s.test_sharpe,
+                    s.test_sharpe_sd,
+                    color,
+                    fmt::format("{}: mean {:.3f} over {} run(s)", s.label, *s.test_sharpe, sharpes.size()),
+                    {},
+                    std::nullopt};
+            if (s.runs.size() > 1) bar.points = sharpes;
+            bar.reference = mean(holds);
+            test_bars.push_back(std::move(bar));
+        }
+    }
+    const std::string over = per_run ? "per agent (#: rank)" : "mean ± sd over seeds, dots: the seeds (#: rank)";
+    b += "<h2>" +
+         xml_escape(per_run ? (population ? "Each agent's " : "Each run's ") + grouped.metric
+                            : "Settings by mean " + grouped.metric + " over seeds") +
+         "</h2>\n";
     ChartOptions o;
-    o.title = fmt::format("mean {} ± sd over seeds (green: best)", grouped.metric);
+    o.title = fmt::format("{}: {} (green: best)", grouped.metric, over);
+    o.points_label = per_run ? "" : "seeds";
+    o.reference_label = grouped.metric == "val_loss" ? "" : "buy-and-hold";
     b += panel(bar_chart(bars, o));
-    o.title = "test Sharpe of the same settings: mean ± sd over seeds";
+    o.title = fmt::format("test Sharpe: {}", over);
+    o.reference_label = "buy-and-hold";
     b += panel(bar_chart(test_bars, o));
-    b += panel(html_table(grouped, link_base));
-    b += note("The best validation setting is not always the best on the test split: read the spread over seeds.");
-    b += "<h2>Every run</h2>\n";
-    b += panel(html_table(all, link_base));
-    return page((name.empty() ? dir : name) + " — foxhunt-train sweep report", b);
+    if (short_test || metric_greyed) {
+        std::vector<std::string> splits;
+        std::vector<Span> spans;
+        if (metric_greyed) {
+            splits.emplace_back("validation");
+            spans.push_back(*short_val);
+        }
+        if (short_test) {
+            splits.emplace_back("test");
+            spans.push_back(*short_test);
+        }
+        b += short_split_note(splits, spans);
+    }
+
+    // The validation curves of every setting (or run) on one chart.
+    {
+        std::vector<Series> curves;
+        std::string unit = "env steps";
+        std::string legend;
+        for (const auto& s : items) {
+            Series c = validation_mean(s.runs, "", s.color, unit);
+            if (c.x.empty()) continue;
+            legend += fmt::format("<span class=\"key\"><span class=\"sw\" style=\"background:{}\"></span>{}</span> ",
+                                  s.color, xml_escape(s.label));
+            curves.push_back(std::move(c));
+        }
+        b += "<h2>Validation over training</h2>\n";
+        if (curves.empty()) {
+            b += note("No validation backtests (no run has an eval.jsonl).");
+        } else {
+            ChartOptions v;
+            v.title = fmt::format("validation {} over training: {}", field,
+                                  per_run ? "each run" : "mean over seeds, band: ± sd");
+            v.x_label = unit;
+            v.zero_line = true;
+            v.height = 300;
+            b += panel(line_chart(curves, v) + "<div class=\"keys\">" + legend + "</div>");
+        }
+    }
+
+    b += "<h2>Table</h2>\n";
+    b += panel(html_table(grouped, link_base, greyed));
+    b += note(
+        "The best validation setting is not always the best on the test split: read the spread over seeds. "
+        "bh_*: buy-and-hold on the same test split.");
+    if (population) {
+        b += "<h2>Agents</h2>\n";
+        b += panel(population_agents(base, href));
+    }
+    b += population ? "<h2>Every agent, ranked</h2>\n" : "<h2>Every run</h2>\n";
+    b += panel(html_table(all, link_base, greyed));
+    return page((name.empty() ? dir : name) +
+                    (population ? " — foxhunt-train population report" : " — foxhunt-train sweep report"),
+                b);
 }
 
 std::string write_report(const std::string& path, const std::string& output) {

@@ -141,14 +141,18 @@ std::vector<json::Value> read_jsonl(const std::string& path) {
     if (!fs::is_regular_file(path, ec)) return out;
     const std::string text = read_text(path);
     std::size_t pos = 0;
-    while (pos < text.size()) {
+    for (std::size_t number = 1; pos < text.size(); ++number) {
         auto end = text.find('\n', pos);
         if (end == std::string::npos) end = text.size();
         const std::string_view line(text.data() + pos, end - pos);
         pos = end + 1;
         if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
         try {
-            out.push_back(json::parse(line, kSummaryLimits));
+            json::Value v = json::parse(line, kSummaryLimits);
+            if (v.is_object())
+                out.push_back(std::move(v));
+            else
+                log::warn("{}:{}: not a JSON object; the line is skipped", path, number);
         } catch (const json::ParseError&) {
             // a line cut by a crash: skipped
         }

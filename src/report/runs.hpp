@@ -92,7 +92,8 @@ struct Csv {
 };
 Csv read_csv(const std::string& path);
 
-/// Every line of a JSONL file parsed (lines that do not parse are skipped).
+/// Every line of a JSONL file that is a JSON object (lines that do not parse are skipped; lines
+/// that parse to something else are skipped with a warning naming the file and line).
 std::vector<io::json::Value> read_jsonl(const std::string& path);
 
 /// A member path of a JSON value ("test.strategy.sharpe") as a number, when present.

@@ -163,6 +163,10 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
             xr.add(s.x[i]);
             yr.add(s.y[i]);
             if (s.fill_to_zero) yr.add(0);
+            if (i < s.band_lo.size() && i < s.band_hi.size()) {
+                yr.add(s.band_lo[i]);
+                yr.add(s.band_hi[i]);
+            }
         }
     if (xr.empty() || yr.empty()) return empty_note(o);
     if (o.zero_line) yr.add(0);
@@ -179,7 +183,8 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
     const bool from_zero = yr.lo == 0 || yr.hi == 0;  // drawdown-like: keep 0 on the edge
     if (!(from_zero && yr.hi == 0)) yr.hi += ypad;
     if (!(from_zero && yr.lo == 0)) yr.lo -= ypad;
-    const double pw = o.width - kLeft - kRight, ph = o.height - kTop - kBottom;
+    const bool sub_ticks = o.x_tick_sub && o.x_axis != Axis::time;
+    const double pw = o.width - kLeft - kRight, ph = o.height - kTop - kBottom - (sub_ticks ? 14 : 0);
     auto X = [&](double x) { return kLeft + (x - xr.lo) / (xr.hi - xr.lo) * pw; };
     auto Y = [&](double y) { return kTop + (yr.hi - y) / (yr.hi - yr.lo) * ph; };
 
@@ -200,6 +205,9 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
                            kTop + ph);
         svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>)", fmt_coord(px),
                            kTop + ph + 16, xml_escape(tick_label(v, o.x_axis, xt.step)));
+        if (sub_ticks)
+            svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>)", fmt_coord(px),
+                               kTop + ph + 29, xml_escape(o.x_tick_sub(v)));
     }
     svg += fmt::format(R"(<rect class="plot" x="{}" y="{}" width="{}" height="{}"/>)", kLeft, kTop, pw, ph);
     if (o.zero_line && yr.lo < 0 && yr.hi > 0)
@@ -212,6 +220,28 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
         svg += fmt::format(R"~(<text class="axis" x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)~",
                            fmt_coord(kTop + ph / 2), fmt_coord(kTop + ph / 2), xml_escape(o.y_label));
 
+    // Bands first (under every line): one polygon per run of finite bounds.
+    for (const auto& s : series) {
+        const std::size_t n = std::min({s.x.size(), s.band_lo.size(), s.band_hi.size()});
+        for (std::size_t b = 0; b < n;) {
+            const auto ok = [&](std::size_t i) {
+                return std::isfinite(s.x[i]) && std::isfinite(s.band_lo[i]) && std::isfinite(s.band_hi[i]);
+            };
+            if (!ok(b)) {
+                ++b;
+                continue;
+            }
+            std::size_t e = b;
+            while (e < n && ok(e)) ++e;
+            std::string d;
+            for (std::size_t i = b; i < e; ++i)
+                d += fmt::format("{}{:.1f} {:.1f}", i == b ? 'M' : 'L', X(s.x[i]), Y(s.band_hi[i]));
+            for (std::size_t i = e; i-- > b;) d += fmt::format("L{:.1f} {:.1f}", X(s.x[i]), Y(s.band_lo[i]));
+            svg +=
+                fmt::format(R"(<path class="band" d="{}Z" fill="{}" fill-opacity="0.14" stroke="none"/>)", d, s.color);
+            b = e;
+        }
+    }
     // Series.
     for (const auto& s : series) {
         const std::size_t n = std::min(s.x.size(), s.y.size());
@@ -270,6 +300,8 @@ std::string bar_chart(const std::vector<Bar>& bars, const ChartOptions& o) {
     for (const auto& b : bars) {
         yr.add(b.value + (b.error ? *b.error : 0));
         yr.add(b.value - (b.error ? *b.error : 0));
+        for (double p : b.points) yr.add(p);
+        if (b.reference) yr.add(*b.reference);
     }
     if (yr.hi == yr.lo) yr.hi = yr.lo + 1;
     const double span = yr.hi - yr.lo;
@@ -310,6 +342,20 @@ std::string bar_chart(const std::vector<Bar>& bars, const ChartOptions& o) {
                                fmt::arg("x", fmt_coord(cx)), fmt::arg("a", fmt_coord(ya)), fmt::arg("b", fmt_coord(yb)),
                                fmt::arg("l", fmt_coord(cx - bw / 4)), fmt::arg("r", fmt_coord(cx + bw / 4)));
         }
+        for (std::size_t k = 0; k < b.points.size(); ++k) {  // spread sideways so equal values stay visible
+            if (!std::isfinite(b.points[k])) continue;
+            const double dx = b.points.size() < 2
+                                  ? 0.0
+                                  : (static_cast<double>(k) / static_cast<double>(b.points.size() - 1) - 0.5) *
+                                        std::min(bw * 0.6, 24.0);
+            svg += fmt::format(
+                R"(<circle class="pt" cx="{}" cy="{}" r="3" fill="#111827" fill-opacity="0.75" stroke="#fff" stroke-width="0.8"/>)",
+                fmt_coord(cx + dx), fmt_coord(Y(b.points[k])));
+        }
+        if (b.reference && std::isfinite(*b.reference))
+            svg += fmt::format(
+                R"(<line class="ref" x1="{}" y1="{y}" x2="{}" y2="{y}" stroke="#d97706" stroke-width="2" stroke-dasharray="6 4"/>)",
+                fmt_coord(cx - slot / 2), fmt_coord(cx + slot / 2), fmt::arg("y", fmt_coord(Y(*b.reference))));
         const double ty = kTop + ph + 14;
         if (rotate)
             svg += fmt::format(R"~(<text class="tick" x="{x}" y="{y}" text-anchor="end" transform="rotate(-40 {x} {y})">{t}</text>)~",
@@ -324,6 +370,22 @@ std::string bar_chart(const std::vector<Bar>& bars, const ChartOptions& o) {
     if (!o.y_label.empty())
         svg += fmt::format(R"~(<text class="axis" x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)~",
                            fmt_coord(kTop + ph / 2), fmt_coord(kTop + ph / 2), xml_escape(o.y_label));
+    // Legend of the points and reference lines, right-aligned above the plot.
+    double lx = kLeft + pw;
+    if (!o.reference_label.empty()) {
+        lx -= 34 + 7.2 * static_cast<double>(o.reference_label.size());
+        svg += fmt::format(
+            R"(<line x1="{}" y1="22" x2="{}" y2="22" stroke="#d97706" stroke-width="2.5" stroke-dasharray="5 3"/>)",
+            fmt_coord(lx), fmt_coord(lx + 16));
+        svg += fmt::format(R"(<text class="legend" x="{}" y="26">{}</text>)", fmt_coord(lx + 20),
+                           xml_escape(o.reference_label));
+    }
+    if (!o.points_label.empty()) {
+        lx -= 26 + 7.2 * static_cast<double>(o.points_label.size());
+        svg += fmt::format(R"(<circle cx="{}" cy="22" r="3" fill="#111827" fill-opacity="0.75"/>)", fmt_coord(lx + 6));
+        svg += fmt::format(R"(<text class="legend" x="{}" y="26">{}</text>)", fmt_coord(lx + 14),
+                           xml_escape(o.points_label));
+    }
     return svg + "</svg>";
 }
 

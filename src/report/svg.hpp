@@ -4,6 +4,7 @@
 ///        (optionally with error bars). Output is well-formed XML; text is escaped.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,9 @@ struct Series {
     bool dashed = false;
     bool fill_to_zero = false;  ///< shade the area between the line and y = 0 (drawdowns)
     std::vector<std::size_t> markers;  ///< indices drawn as dots (e.g. the best evaluation)
+    /// Optional band around the line (same length as x; empty: none), shaded in the line's
+    /// colour, e.g. mean +- sd over seeds. Non-finite bounds break the band.
+    std::vector<double> band_lo, band_hi;
 };
 
 enum class Axis { number, time, percent };  ///< time: Unix seconds shown as dates
@@ -32,6 +36,12 @@ struct ChartOptions {
     Axis y_axis = Axis::number;
     int width = 860, height = 260;
     bool zero_line = false;  ///< draw y = 0 when inside the range
+    /// Number axes: a second line under each x tick (e.g. the date of a bar index); empty: none.
+    std::function<std::string(double)> x_tick_sub;
+    /// Bar charts: the legend of the bars' reference lines (Bar::reference); "" = no legend.
+    std::string reference_label;
+    /// Bar charts: the legend of the bars' points (Bar::points); "" = no legend.
+    std::string points_label;
 };
 
 /// A line chart; a note in place of the plot when no series has a finite point.
@@ -43,9 +53,12 @@ struct Bar {
     std::optional<double> error;  ///< +- error bar
     std::string color = "#2563eb";
     std::string title;            ///< tooltip (SVG <title>)
+    std::vector<double> points;   ///< single values drawn as dots over the bar (e.g. each seed's)
+    std::optional<double> reference;  ///< a dashed line across the bar's slot (e.g. buy-and-hold's)
 };
 
-/// A vertical bar chart with labels under the bars (rotated when crowded).
+/// A vertical bar chart with labels under the bars (rotated when crowded); each bar's points and
+/// reference line (adjacent equal references join into one line) inside the y range.
 std::string bar_chart(const std::vector<Bar>& bars, const ChartOptions& options);
 
 /// "1.5k", "2.0M", or the number with up to 4 significant digits.
