@@ -696,7 +696,7 @@ void CudaDevice::head_backward_impl(View<float> dZ, View<float> grads, View<cons
 // products in a fixed order (run-to-run exact). The algorithm: the heuristic's first for the
 // shape, then the library's FP32 algorithms in its order, the first that takes 64 x 64 tiles,
 // the split and a reduction into the output type (or the compute type), with the first stages it
-// accepts (`scripts/algo-search-probe.cu` searched every configuration of these shapes).
+// accepts (`bench/algo-search-probe.cu` searched every configuration of these shapes).
 const CudaDevice::SplitKPlan* CudaDevice::split_k_plan(int in, int out, int rows, int align) {
     if (tf32_ || rows < kSplitKMinRows) return nullptr;
     const int m = in, n = out, k = rows;  // column-major dW (in x out) = X (in x rows) dZ^T
