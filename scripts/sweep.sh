@@ -4,7 +4,7 @@
 # overrides and seed (--auto-name) with run.on_exists = "resume": re-running the same command skips
 # finished runs and resumes interrupted ones, so it completes a sweep. Ctrl-C (or SIGTERM) stops
 # every running job once, cleanly: each writes its checkpoint and summary.json, then exits 130.
-# docs/sweeps.md is the reference; README "Sweeps" has examples.
+# docs/sweeps.md is the reference; docs/cli.md "Sweeps and populations: examples" has examples.
 set -uo pipefail
 
 usage() {

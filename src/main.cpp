@@ -1,6 +1,6 @@
 /// @file main.cpp
 /// @brief Command-line wiring only: options and subcommands to fh::cli entry points, exceptions
-///        to exit codes (README "Exit codes").
+///        to exit codes (docs/cli.md "Exit codes").
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 

@@ -194,7 +194,7 @@ inline constexpr int kAdamThreads = 256;
 /// Whether Adam runs as network_adam_by4_kernel, four elements a thread (float4 loads and stores,
 /// then the tail one a thread), instead of network_adam_kernel, one a thread: at least
 /// kAdamVectorMinElements of them and every array 16-byte aligned (target may be null). The
-/// threshold is where four a thread measured faster (scripts/adam-probe.cu: 601,136 elements 4.8
+/// threshold is where four a thread measured faster (bench/adam-probe.cu: 601,136 elements 4.8
 /// against 5.6 us, 322,644 elements 4.2 against 4.0). Each element's floats are the same either
 /// way.
 inline constexpr long long kAdamVectorMinElements = 1LL << 19;

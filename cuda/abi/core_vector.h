@@ -29,7 +29,8 @@ struct CopyGroupArgs {
 };
 using CopyGroup = void(CopyGroupArgs args);
 /// y[i] += a * x[i] (one fused multiply-add). x and y must not overlap (__restrict__):
-/// for y *= alpha use ScaleF32, never saxpy(y, y, alpha - 1) (an aliased saxpy produced NaNs in an earlier system).
+/// for y *= alpha use ScaleF32, never saxpy(y, y, alpha - 1) (undefined under __restrict__: an
+/// aliased saxpy can produce NaNs).
 using SaxpyF32 = void(float* __restrict__ y, const float* __restrict__ x, float a, int n);
 /// y[i] *= alpha, in place; a single pointer, so nothing can alias.
 using ScaleF32 = void(float* y, float alpha, int n);

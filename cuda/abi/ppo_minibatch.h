@@ -10,7 +10,7 @@
 namespace fh::abi {
 
 /// Minibatch rows per warp of ppo_gather_kernel as the trainer launches it: measured on an H200
-/// against 1 and 8 (docs/performance.md, "PPO populations"), fastest for one agent and for 16.
+/// against 1 and 8 (docs/performance-log.md, "Batched PPO populations"), fastest for one agent and for 16.
 inline constexpr int kPpoGatherRowsPerWarp = 4;
 
 /// For i < batch: ppo::gather_row(i, rollout, seed, epoch, offset, ...): states (batch,

@@ -756,7 +756,7 @@ template <int kWidth> struct AdamUnit {
 
 /// The launch's constants: the host's c, or with the update number / learning rate in device
 /// memory computed once per block (thread 0, then a barrier: the at_step chain of double
-/// multiplications per thread measured slower than the barrier, scripts/adam-probe.cu).
+/// multiplications per thread measured slower than the barrier, bench/adam-probe.cu).
 __device__ fh::core::AdamConstants adam_constants(fh::core::AdamConstants c, fh::core::CounterValue step,
                                                   const float* __restrict__ lr_from) {
     if (step.counter == nullptr && lr_from == nullptr) return c;
@@ -818,7 +818,7 @@ __device__ void adam_pass(float* __restrict__ params, float* __restrict__ m, flo
 
 // One element a thread, at most 32 registers (a full SM of blocks of 256): below
 // abi::kAdamVectorMinElements, more threads each with one element in flight measured faster than
-// a quarter of them with four (scripts/adam-probe.cu).
+// a quarter of them with four (bench/adam-probe.cu).
 static_assert(fh::abi::kAdamThreads == 256, "FH_FULL_SM_BLOCKS_OF_256 counts blocks of 256");
 extern "C" __global__ void __launch_bounds__(fh::abi::kAdamThreads, FH_FULL_SM_BLOCKS_OF_256)
     network_adam_kernel(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,

@@ -16,8 +16,8 @@
  *             in another order than the CPU, so it agrees within float rounding. Tests: tests/ops/.
  * Aliasing:   copy and saxpy take __restrict__ pointers: their buffers must not overlap (the host
  *             wrapper refuses overlap). In-place scaling is scale_f32_kernel, a single pointer,
- *             never saxpy(y, y, alpha - 1), which is undefined behaviour under __restrict__ and
- *             produced NaNs in an earlier system.
+ *             never saxpy(y, y, alpha - 1), which is undefined behaviour under __restrict__ (an
+ *             aliased saxpy can produce NaNs).
  * Signatures: cuda/abi/core_vector.h (checked below).
  */
 #include "abi/core_vector.h"

@@ -806,7 +806,7 @@ extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
 
 // A thread per parameter (no grid-stride loop) and at most 32 registers, so a full SM of blocks:
 // the element's loads go out before the agent's step is waited for (as network_adam_kernel,
-// docs/performance.md "Adam: the loads before the wait, ...").
+// docs/performance-log.md "Adam: the loads before the wait, ...").
 static_assert(fh::abi::kDqnAdamThreads == 256, "FH_FULL_SM_BLOCKS_OF_256 counts blocks of 256");
 extern "C" __global__ void __launch_bounds__(fh::abi::kDqnAdamThreads, FH_FULL_SM_BLOCKS_OF_256)
     dqn_adam_target_kernel(fh::abi::DqnAdamTargetArgs a) {

@@ -398,7 +398,7 @@ bool first_heuristic_algorithm(cublasLtHandle_t lt, cublasLtMatmulDesc_t op, cub
 
 // Single FP32 forwards of 4,096 to 8,191 rows (the DQN collection step's) take 128 x 64 tiles
 // without a K split: cuBLASLt's heuristic gives them 32 x 128, 64 x 64 or 64 x 256 tiles (the last
-// with the K split in two), 4 to 14 % slower alone. Measured in the trainers (docs/performance.md,
+// with the K split in two), 4 to 14 % slower alone. Measured in the trainers (docs/performance-log.md,
 // "The forward products' tiles"): the same rule from 2,048 rows and for strided pairs made
 // dqn-full's update, iql-full's and ppo-full's collection slower, and ppo small's 8,192-row
 // minibatches too, so it stops there.
@@ -686,7 +686,7 @@ void CudaDevice::head_backward_impl(View<float> dZ, View<float> grads, View<cons
         kernels().network_narrow_head_backward_kernel(stream(), dims, a);
 }
 
-// The rule (measured: docs/performance.md, "The weight gradient over many rows, K split"): FP32
+// The rule (measured: docs/performance-log.md, "The weight gradient over many rows, K split"): FP32
 // only (TF32 takes tensor-core kernels); at least kSplitKMinRows rows; the weight gradient's
 // 64 x 64 output tiles on at most a quarter of the SMs; K (the rows) split in the largest power of
 // two up to 64 whose blocks fit one wave and leave each split at least 16 rows, and only if that
@@ -696,7 +696,7 @@ void CudaDevice::head_backward_impl(View<float> dZ, View<float> grads, View<cons
 // products in a fixed order (run-to-run exact). The algorithm: the heuristic's first for the
 // shape, then the library's FP32 algorithms in its order, the first that takes 64 x 64 tiles,
 // the split and a reduction into the output type (or the compute type), with the first stages it
-// accepts (`scripts/algo-search-probe.cu` searched every configuration of these shapes).
+// accepts (`bench/algo-search-probe.cu` searched every configuration of these shapes).
 const CudaDevice::SplitKPlan* CudaDevice::split_k_plan(int in, int out, int rows, int align) {
     if (tf32_ || rows < kSplitKMinRows) return nullptr;
     const int m = in, n = out, k = rows;  // column-major dW (in x out) = X (in x rows) dZ^T

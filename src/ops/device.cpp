@@ -92,7 +92,7 @@ void Device::saxpy(View<float> y, float a, View<const float> x) {
     if (overlaps(y, x))
         throw std::invalid_argument(
             "ops::saxpy: y and x overlap. The saxpy kernel's pointers are __restrict__, so an "
-            "aliased call is undefined behaviour (it produced NaNs in the earlier system). To scale "
+            "aliased call is undefined behaviour (an aliased saxpy can produce NaNs). To scale "
             "a buffer in place use ops::scale (scale_f32_kernel).");
     if (!y.empty()) saxpy_impl(y, a, x);
 }

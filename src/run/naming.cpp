@@ -47,7 +47,7 @@ std::string name_value(const config::KeyValue& v) {
     return std::visit(Visitor{}, v);
 }
 
-/// Files and folders a run directory holds (README "run directory"); anything else is not ours.
+/// Files and folders a run directory holds (docs/run-directory.md); anything else is not ours.
 bool is_run_file(const std::string& name) {
     static const std::set<std::string> known{"config.toml", "metrics.jsonl", "eval.jsonl", "summary.json",
                                              "checkpoints", "backtest",      "replay.fhreplay", "report.html"};

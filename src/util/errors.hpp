@@ -1,5 +1,5 @@
 /// @file errors.hpp
-/// @brief Exit codes (README "Exit codes") and the exception types that carry them to main().
+/// @brief Exit codes (docs/cli.md "Exit codes") and the exception types that carry them to main().
 #pragma once
 
 #include <stdexcept>
@@ -7,7 +7,7 @@
 
 namespace fh {
 
-/// Process exit codes. Documented in README.md and `foxhunt-train --help`.
+/// Process exit codes. Documented in docs/cli.md and `foxhunt-train --help`.
 enum class ExitCode : int {
     ok = 0,            ///< success, also an early-stopped run
     usage = 2,         ///< bad command line or profile

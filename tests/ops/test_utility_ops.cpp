@@ -74,7 +74,8 @@ TEST_CASE("saxpy and copy refuse overlapping buffers", "[ops][aliasing]") {
     CpuDevice ops;
     auto buf = ops.from_host<float>(random_floats(64, 5));
     const auto v = buf.view();
-    // The aliased form of the earlier system's bug: y *= alpha written as saxpy(y, alpha - 1, y).
+    // The aliased form of in-place scaling, y *= alpha written as saxpy(y, alpha - 1, y): refused,
+    // with the error naming ops::scale.
     CHECK_THROWS_WITH(ops.saxpy(v, -0.5f, buf.cview()), Catch::Contains("ops::scale"));
     CHECK_THROWS_AS(ops.saxpy(v.subview(0, 32), 1.f, v.subview(16, 32)), std::invalid_argument);
     CHECK_THROWS_AS(ops.copy(v.subview(8, 16), v.subview(0, 16)), std::invalid_argument);

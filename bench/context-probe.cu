@@ -1,7 +1,7 @@
 // context-probe.cu: how long a bare CUDA program (no foxhunt-train code) takes from its start to
 // its first kernel, by phase: the floor under `bench`'s time_to_first_kernel_s. Not part of the
-// build (docs/performance.md quotes it):
-//   nvcc -O2 -std=c++17 -arch=sm_90 -o context-probe scripts/context-probe.cu -lcuda
+// build (docs/performance-log.md quotes it):
+//   nvcc -O2 -std=c++17 -arch=sm_90 -o context-probe bench/context-probe.cu -lcuda
 //   ./context-probe          runtime API (cudaFree(0) creates the primary context)
 //   ./context-probe driver   driver API (cuInit, cuDevicePrimaryCtxRetain) then a runtime kernel
 #include <cuda.h>

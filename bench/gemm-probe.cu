@@ -1,7 +1,7 @@
 // gemm-probe.cu: times every cuBLASLt heuristic algorithm (FP32) for the GEMM shapes the trainers
 // use, issued back to back on a stream and replayed from a CUDA Graph, and checks that each
-// algorithm is run-to-run exact. Not part of the build (docs/performance.md quotes it):
-//   nvcc -O2 -std=c++17 -arch=sm_90 -o gemm-probe scripts/gemm-probe.cu -lcublasLt -lcublas && ./gemm-probe
+// algorithm is run-to-run exact. Not part of the build (docs/performance-log.md quotes it):
+//   nvcc -O2 -std=c++17 -arch=sm_90 -o gemm-probe bench/gemm-probe.cu -lcublasLt -lcublas && ./gemm-probe
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

@@ -3,8 +3,8 @@
 // reductions) and of 20 (cuBLAS product, kernel) pairs, captured with and without
 // cudaLaunchAttributeProgrammaticStreamSerialization on our kernels; mode 1: griddepcontrol.wait
 // first, mode 3: then launch_dependents. Prints us per kernel (or pair). Not part of the build
-// (docs/performance.md quotes it):
-//   nvcc -O2 -std=c++17 -arch=sm_90 -o pdl-probe scripts/pdl-probe.cu -lcublas && ./pdl-probe
+// (docs/performance-log.md quotes it):
+//   nvcc -O2 -std=c++17 -arch=sm_90 -o pdl-probe bench/pdl-probe.cu -lcublas && ./pdl-probe
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cstdio>

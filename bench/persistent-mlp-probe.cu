@@ -1,4 +1,4 @@
-// persistent-mlp-probe.cu: an experiment, not part of the build (docs/performance.md quotes it).
+// persistent-mlp-probe.cu: an experiment, not part of the build (docs/performance-log.md quotes it).
 // Question: would one persistent kernel for a whole DQN update (every layer in one launch, grid-wide
 // barriers between the layers) beat the trainer's chain of cuBLAS launches replayed from a CUDA
 // Graph? The probe times the update's forward, the online and the target network on [s; s'] (512
@@ -9,7 +9,7 @@
 //   - persistent: one cooperative kernel, one block per SM, 32 x 32 output tiles with a 32-deep k
 //                 loop through shared memory, grid.sync() between layers, bias and ReLU fused.
 // The persistent kernel's result is checked against the chain's (max abs difference printed).
-//   nvcc -O3 -std=c++20 -arch=sm_90 -o persistent-mlp-probe scripts/persistent-mlp-probe.cu -lcublas
+//   nvcc -O3 -std=c++20 -arch=sm_90 -o persistent-mlp-probe bench/persistent-mlp-probe.cu -lcublas
 //   ./persistent-mlp-probe
 #include <cooperative_groups.h>
 #include <cublas_v2.h>

@@ -1,11 +1,11 @@
-// small-gemm-probe.cu: an experiment, not part of the build (docs/performance.md quotes it).
+// small-gemm-probe.cu: an experiment, not part of the build (docs/performance-log.md quotes it).
 // A hand-written FP32 GEMM for the trainers' small linear layers (tiles of 32x32 to 64x64,
 // 4-byte cp.async pipelines, K split across blocks with a fixed-order reduction and across
 // thread groups of a block, bias/activation epilogues) timed against cuBLAS SGEMM for every
 // shape the trainers use, each replayed from a CUDA Graph, every variant checked bit for bit
 // against a CPU sum in the kernel's order. Result on the H200: no variant beats cuBLAS by more
 // than 1.3x on any shape, and most are slower, so the trainers keep cuBLAS.
-//   nvcc -O3 -std=c++20 -arch=sm_90 -Icuda -o small-gemm-probe scripts/small-gemm-probe.cu -lcublas && ./small-gemm-probe
+//   nvcc -O3 -std=c++20 -arch=sm_90 -Icuda -o small-gemm-probe bench/small-gemm-probe.cu -lcublas && ./small-gemm-probe
 #include "math/core.h"
 
 namespace fh::core {

@@ -14,9 +14,9 @@
 //   5  as 1, lane 0 of each warp computing the constants, shuffled to the others (no barrier).
 // Every variant's parameters, moments and target must equal variant 0's bit for bit after the
 // same steps (checked and printed; with core::adam_element's products and sums contracted by nvcc,
-// as they were when docs/performance.md's table was measured, variant 3's differed; since
-// core::mul_rn / add_rn they all agree). Not part of the build (docs/performance.md quotes it):
-//   nvcc -O3 -std=c++20 -arch=sm_90 -Icuda -o adam-probe scripts/adam-probe.cu && ./adam-probe
+// as they were when docs/performance-log.md's table was measured, variant 3's differed; since
+// core::mul_rn / add_rn they all agree). Not part of the build (docs/performance-log.md quotes it):
+//   nvcc -O3 -std=c++20 -arch=sm_90 -Icuda -o adam-probe bench/adam-probe.cu && ./adam-probe
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdlib>

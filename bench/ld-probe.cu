@@ -2,8 +2,8 @@
 // trainers' FP32 products? Times each product as the trainers issue it (forward: cuBLASLt's first
 // heuristic with its epilogue, as CudaDevice::lt_linear_forward; dW, dX and tanh layers' forwards:
 // cublasSgemm), replayed from a CUDA Graph, with the natural stride and the padded one. Not part of
-// the build (docs/performance.md quotes it):
-//   nvcc -O2 -std=c++17 -arch=sm_90 -o ld-probe scripts/ld-probe.cu -lcublasLt -lcublas && ./ld-probe
+// the build (docs/performance-log.md quotes it):
+//   nvcc -O2 -std=c++17 -arch=sm_90 -o ld-probe bench/ld-probe.cu -lcublasLt -lcublas && ./ld-probe
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

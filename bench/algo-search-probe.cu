@@ -5,8 +5,8 @@
 // trainers issue them), times each configuration as the trainers issue it (20 dependent calls
 // captured in a CUDA Graph, replayed), checks that it is run-to-run exact, and prints the fastest
 // against cublasSgemm (backward shapes) and the heuristic's first choice. Not part of the build
-// (docs/performance.md quotes it):
-//   nvcc -O2 -std=c++17 -arch=sm_90 -o algo-search-probe scripts/algo-search-probe.cu -lcublasLt -lcublas
+// (docs/performance-log.md quotes it):
+//   nvcc -O2 -std=c++17 -arch=sm_90 -o algo-search-probe bench/algo-search-probe.cu -lcublasLt -lcublas
 //   ./algo-search-probe [NAME-SUBSTRING...]    (only the shapes whose name contains one of them)
 #include <cublasLt.h>
 #include <cublas_v2.h>

@@ -3,8 +3,8 @@
 // + the value stream, batch 256) with every layer of every agent in one launch, captured in one
 // CUDA Graph and replayed; prints microseconds per population update and agent-updates/s for each
 // N, with the products as cuBLASLt strided batches (bias + ReLU epilogues forward; FP32, and TF32
-// as gpu.tf32 = true would) or as cublasSgemmStridedBatched (FP32). Not part of the build (docs/performance.md quotes it):
-//   nvcc -O2 -std=c++17 -arch=sm_90 -o population-probe scripts/population-probe.cu -lcublas -lcublasLt
+// as gpu.tf32 = true would) or as cublasSgemmStridedBatched (FP32). Not part of the build (docs/performance-log.md quotes it):
+//   nvcc -O2 -std=c++17 -arch=sm_90 -o population-probe bench/population-probe.cu -lcublas -lcublasLt
 //   ./population-probe
 // The launches of one population update (16, whatever N):
 //   sampling            1 kernel: 2B rows of 50 floats per agent gathered from a replay

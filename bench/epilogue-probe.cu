@@ -1,7 +1,7 @@
 // epilogue-probe.cu: two questions about cuBLASLt in FP32 at the DQN update's shapes (batch 256,
 // trunk [256, 256], head 510 outputs), answered on the GPU. Not part of the build
-// (docs/performance.md quotes it):
-//   nvcc -O2 -std=c++17 -arch=sm_90 -o epilogue-probe scripts/epilogue-probe.cu -lcublasLt && ./epilogue-probe
+// (docs/performance-log.md quotes it):
+//   nvcc -O2 -std=c++17 -arch=sm_90 -o epilogue-probe bench/epilogue-probe.cu -lcublasLt && ./epilogue-probe
 // 1. Do the backward epilogues exist in FP32 (RELU_AUX_BIAS forward, DRELU_BGRAD on the dX product,
 //    BGRADB on the dW product), what do they cost against the plain products, and do their
 //    results equal a host computation (within rounding) and themselves run to run (bit for bit)?

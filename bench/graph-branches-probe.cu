@@ -7,8 +7,8 @@
 // "straight") and an Adam stand-in: 22 graph nodes per agent, on the agent's own buffers. Prints,
 // for each N and mode, microseconds per population update (N agent-updates), agent-updates/s and
 // the host's cost of the launches alone (the GPU held by a spin kernel meanwhile). Not part of the
-// build (docs/performance.md, "Populations", quotes it):
-//   nvcc -O2 -std=c++17 -arch=sm_90 -o graph-branches-probe scripts/graph-branches-probe.cu -lcublas
+// build (docs/performance-log.md, "Populations", quotes it):
+//   nvcc -O2 -std=c++17 -arch=sm_90 -o graph-branches-probe bench/graph-branches-probe.cu -lcublas
 //   ./graph-branches-probe
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
