@@ -377,7 +377,14 @@ std::string facts_table(const json::Value& s) {
         if (v->is_number()) return fmt::format("{:.6g}", v->as_double());
         return json::serialize(*v);
     };
-    rows.reserve(12);
+    rows.reserve(14);
+    if (s.is_object() && s.find("checkpoint") != nullptr) {  // eval.json: the policy and what it scored
+        rows.emplace_back("checkpoint", text_at("checkpoint"));
+        if (const auto* bars = s.find("bars"); bars != nullptr && bars->is_object())
+            rows.emplace_back("bars scored",
+                              fmt::format("{} ({} .. {}, after each segment's warm-up)", text_at("split"),
+                                          integer(number_at(*bars, "from")), integer(number_at(*bars, "to"))));
+    }
     rows.emplace_back("trainer", text_at("trainer"));
     rows.emplace_back("device", text_at("device"));
     rows.emplace_back("seed", text_at("seed"));
@@ -397,7 +404,11 @@ std::string facts_table(const json::Value& s) {
     } else if (const auto* d2 = s.is_object() ? s.find("data") : nullptr; d2 != nullptr && d2->is_string()) {
         rows.emplace_back("data", d2->as_string());
     }
-    rows.emplace_back("bars per year", text_at("bars_per_year"));
+    const json::Value* inferred = s.is_object() ? s.find("bars_per_year_inferred") : nullptr;
+    const bool known = inferred != nullptr && inferred->kind() == json::Value::Kind::boolean;
+    rows.emplace_back("bars per year", text_at("bars_per_year") + (!known                ? ""
+                                                                   : inferred->as_bool() ? " (inferred from the data)"
+                                                                                         : " (from the profile)"));
     rows.emplace_back("env steps", text_at("env_steps"));
     rows.emplace_back("updates", text_at("updates"));
     rows.emplace_back("wall time (s)", text_at("wall_seconds"));
@@ -448,7 +459,7 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
         status = s->as_string();
     std::string split = "test";
     if (const auto* s = summary.is_object() ? summary.find("split") : nullptr; s != nullptr && s->is_string())
-        split = s->as_string() == "val" ? "validation" : "test";
+        split = s->as_string() == "val" ? "validation" : s->as_string() == "test" ? "test" : "evaluated";
 
     std::string b;
     b += "<h1>" + xml_escape(name) + "</h1>\n";
@@ -477,7 +488,10 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
     }
     b += "</div>\n";
 
-    b += "<h2>" + xml_escape(split == "test" ? "Test split" : "Validation split") + "</h2>\n";
+    const char* heading = split == "test"         ? "Test split"
+                          : split == "validation" ? "Validation split"
+                                                  : "Evaluated bars";
+    b += "<h2>" + xml_escape(heading) + "</h2>\n";
     b += equity_section(dir / (eval_layout ? "equity.csv" : "backtest/equity.csv"), split);
     if (!eval_layout) {
         b += "<h2>Validation split</h2>\n";
@@ -592,6 +606,8 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
         if (const Cell* v = col("test_sharpe")) b += card("its test Sharpe", cell_text(*v, 2), "mean ± sd over seeds");
     }
     b += "</div>\n";
+    if (const std::string s = seed_spread_sentence(grouped.seed_spread); !s.empty()) b += note(s);
+    for (const auto& d : grouped.duplicates) b += note(duplicate_sentence(d));
 
     b += "<h2>Settings ranked by mean " + xml_escape(grouped.metric) + " over seeds</h2>\n";
     std::vector<Bar> bars, test_bars;
