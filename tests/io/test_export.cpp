@@ -159,6 +159,7 @@ void check_export(const fs::path& run, const fs::path& dir, bool decisions) {
     CHECK(static_cast<int>(mean.size()) + 8 == state_dim);
     // The weights are the checkpoint's params/online, slice by slice; nothing else of the state.
     const auto ck = fh::io::TensorFile::read(checkpoint);
+    auto ops = fh::ops::make_device(fh::ops::parse_device_spec("cpu"));  // outlives the policy's buffers
     const auto policy = fh::trainers::make_greedy_policy(p, state_dim);
     const auto weights = ck.get<float>("params/online", {policy->weights_size()});
     const auto layout = fh::trainers::policy_weights_layout(p, state_dim);
@@ -176,7 +177,6 @@ void check_export(const fs::path& run, const fs::path& dir, bool decisions) {
     if (!decisions) return;
 
     // Observations as eval builds them: normalised features, then the 8 portfolio features.
-    auto ops = fh::ops::make_device(fh::ops::parse_device_spec("cpu"));
     std::mt19937 rng(7);
     std::normal_distribution<float> normal(0.f, 1.5f);
     const int n = 64;

@@ -5,6 +5,7 @@
 ///        run seeds (single runs and a population's agents) and defaults to the run seed.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -189,10 +190,12 @@ TEST_CASE("a CSV that fails to load leaves no fxcache behind", "[eval][fxcache]"
     CHECK(r.code == 3);
     CHECK_FALSE(fs::exists(dir / "short.csv.fxcache"));
     // A file that loads keeps its cache.
-    for (int i = 100; i < 2000; ++i)
-        csv += std::to_string(1'600'000'000L + 3600L * i) + "," + std::to_string(4000 + i % 7) + "," +
-               std::to_string(4002 + i % 7) + "," + std::to_string(3998 + i % 7) + "," + std::to_string(4001 + i % 5) +
-               ",10\n";
+    for (int i = 100; i < 2000; ++i) {
+        const int open = 4000 + i % 7, close = 4001 + i % 5;
+        csv += std::to_string(1'600'000'000L + 3600L * i) + "," + std::to_string(open) + "," +
+               std::to_string(std::max(open, close) + 1) + "," + std::to_string(std::min(open, close) - 1) + "," +
+               std::to_string(close) + ",10\n";
+    }
     std::ofstream(dir / "long.csv") << csv;
     const auto ok = sh("\"$EXE\" check dqn-smoketest --data '" + (dir / "long.csv").string() + "'", dir);
     INFO(ok.err);
