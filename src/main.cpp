@@ -192,7 +192,9 @@ int main(int argc, char** argv) {
     eval->add_option("--checkpoint", eval_checkpoint, "Checkpoint file (run/checkpoints/best.safetensors)")
         ->required()
         ->type_name("FILE");
-    eval->add_option("--split", eval_split, "Split to backtest")->check(CLI::IsMember({"val", "test"}))->capture_default_str();
+    eval->add_option("--split", eval_split,
+                     "Split to backtest: val, test, all (every bar past the warm-up) or FROM:TO (bars)")
+        ->capture_default_str();
     eval->footer("eval uses the checkpoint's profile. --set honours only the data keys (data.path, format, split "
                  "fractions, cache_dir, synthetic market), the costs (instrument.commission, slippage_ticks), "
                  "instrument.bars_per_year, eval.segments and run.device; --output DIR writes eval.json, equity.csv, "
@@ -226,7 +228,16 @@ int main(int argc, char** argv) {
                     "Also time the captured collection step and update again with each op left out in turn (a "
                     "diagnostic, CUDA only: what each op costs inside the graph, overlap included) and add the "
                     "table to the JSON");
-    for (auto* sub : {train, check, info, bench, eval, compare, report}) {
+    std::string export_source, export_output;
+    auto* exporter = app.add_subcommand(
+        "export",
+        "Write the policy of a checkpoint (or a run directory's best, else last) as named per-layer tensors "
+        "with its normalisation and profile: a small safetensors file (docs/checkpoints.md)");
+    exporter->add_option("SOURCE", export_source, "Run directory or checkpoint file")
+        ->required()
+        ->type_name("RUN_DIR|CHECKPOINT");
+    exporter->add_option("-o,--out", export_output, "The safetensors file to write")->required()->type_name("FILE");
+    for (auto* sub : {train, check, info, bench, eval, compare, report, exporter}) {
         sub->fallthrough();  // global options after it too
         const std::string own = sub->get_footer();
         sub->footer((own.empty() ? "" : own + "\n\n") + global_options_help(app));
@@ -266,6 +277,7 @@ int main(int argc, char** argv) {
         if (eval->parsed()) return fh::cli::run_eval(g, eval_checkpoint, eval_split);
         if (compare->parsed()) return fh::cli::run_compare(g, compare_options);
         if (report->parsed()) return fh::cli::run_report(g, report_path, report_output);
+        if (exporter->parsed()) return fh::cli::run_export(g, export_source, export_output);
         return fh::cli::run_train(g);
     } catch (const fh::Error& e) {
         fh::log::error("{}", e.what());

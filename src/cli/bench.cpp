@@ -40,6 +40,7 @@ int run_eval(const GlobalOptions& g, const std::string& checkpoint, const std::s
     if (!g.data.empty()) r.overrides.push_back("data.path=" + config::toml_quote(g.data));
     if (!g.device.empty()) r.overrides.push_back("run.device=" + config::toml_quote(g.device));
     r.output_dir = g.output;
+    r.force = g.force;
     fmt::print("{}\n", run::evaluate(r));
     std::fflush(stdout);
     return 0;

@@ -50,7 +50,7 @@ int run_check(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g, &path);
     // A population: the grid and every agent's profile checked as train checks them (the grid's
     // problems named file:line:column), before the data is read.
-    const run::PopulationRequest request{parse_seeds(g.seeds), g.population_grid};
+    const run::PopulationRequest request{parse_seeds(g.seeds), g.population_grid, !g.population_record.empty()};
     std::optional<run::PopulationPlan> plan;
     if (run::wants_population(profile, request))
         plan = run::plan_population(path, profile, all_overrides(g), request, g.auto_name);

@@ -58,9 +58,10 @@ int run_check(const GlobalOptions& options);
 /// `foxhunt-train bench --profile P`: throughput figures as one JSON object on stdout.
 int run_bench(const GlobalOptions& options);
 
-/// `foxhunt-train eval --checkpoint FILE [--split val|test] [--data PATH] [--output DIR]`: backtest
-/// report as JSON; with --output, DIR also gets eval.json, equity.csv, trades.csv, config.toml and
-/// report.html. Refuses --profile, --resume, --seed and --set keys it does not honour (exit 2).
+/// `foxhunt-train eval --checkpoint FILE [--split val|test|all|FROM:TO] [--data PATH] [--output DIR
+/// [--force]]`: backtest report as JSON; with --output (new or empty, unless --force), DIR also
+/// gets eval.json, equity.csv, trades.csv, config.toml and report.html. Refuses --profile,
+/// --resume, --seed and --set keys it does not honour (exit 2).
 int run_eval(const GlobalOptions& options, const std::string& checkpoint, const std::string& split);
 
 /// Options of `compare`.
@@ -78,5 +79,9 @@ int run_report(const GlobalOptions& options, const std::string& path, const std:
 
 /// `foxhunt-train info`: the devices, and the embedded kernel modules with their architectures.
 int run_info(const GlobalOptions& options);
+
+/// `export SOURCE -o FILE`: the policy of a checkpoint or run directory as named tensors
+/// (run::export_policy).
+int run_export(const GlobalOptions& options, const std::string& source, const std::string& output);
 
 }  // namespace fh::cli

@@ -53,7 +53,7 @@ int train_population(const GlobalOptions& g) {
     }
     std::string path;
     const config::Profile profile = resolve_from_options(g, &path);
-    run::PopulationRequest request{parse_seeds(g.seeds), g.population_grid};
+    run::PopulationRequest request{parse_seeds(g.seeds), g.population_grid, !g.population_record.empty()};
     if (!g.resume.empty())
         throw UsageError(fmt::format("--resume {} continues one run; a population resumes from its directory (the one "
                                      "with population.json), with no --seeds, --population-grid or run.population",

@@ -44,6 +44,7 @@ struct DataConfig {
     std::string cache_dir;             ///< fxcache directory; "" = next to the data
     std::int64_t synthetic_bars = 20'000;  ///< bars of the synthetic market
     double planted_signal = 0.0;       ///< strength of the synthetic market's predictable part
+    std::int64_t seed = -1;            ///< the synthetic market's seed; -1 = run.seed (data_seed())
     bool operator==(const DataConfig&) const = default;
 };
 
@@ -285,6 +286,9 @@ struct ProfileSource {
 
 /// The one entry point for the rest of the program: locate_profile + resolve_profile_file.
 Profile resolve_profile(const ProfileSource& source);
+
+/// The seed the synthetic market is drawn from: data.seed, or run.seed when data.seed is -1.
+std::int64_t data_seed(const Profile& profile);
 
 /// The resolved profile as TOML, every key, with our own emitter (shortest round-trip floats).
 /// Feeding the text back to resolve_profile_text gives the same Profile.

@@ -528,3 +528,11 @@ Profile resolve_profile_file(const std::string& path, const std::vector<std::str
 }
 
 }  // namespace fh::config
+
+namespace fh::config {
+
+std::int64_t data_seed(const Profile& profile) {
+    return profile.data.seed < 0 ? profile.run.seed : profile.data.seed;
+}
+
+}  // namespace fh::config

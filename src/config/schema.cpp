@@ -96,6 +96,10 @@ std::vector<KeyDescriptor> build_schema() {
                 FH_FIELD(data.synthetic_bars)),
         number("data", "planted_signal", closed_open(0, 1), "strength of the synthetic market's planted predictable component; 0 = none",
                FH_FIELD(data.planted_signal)),
+        integer("data", "seed", closed(-1, kMaxCount),
+                "seed of the synthetic market (when data.path is \"\"); -1 = run.seed, so each seed draws its own "
+                "market; set it to hold the market fixed across seeds (docs/data.md)",
+                FH_FIELD(data.seed)),
         // [instrument]
         number("instrument", "multiplier", open_closed(0, 1e9), "currency per point per contract",
                FH_FIELD(instrument.multiplier)),

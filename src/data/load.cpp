@@ -110,6 +110,20 @@ std::string fxcache_path(const DataOptions& o) {
         .string();
 }
 
+namespace {
+
+/// Removes the fxcache file a failed load wrote, on destruction unless dismissed.
+struct CacheGuard {
+    std::string path;
+    ~CacheGuard() {
+        if (path.empty()) return;
+        std::error_code ec;
+        fs::remove(path, ec);
+    }
+};
+
+}  // namespace
+
 MarketData load_market(const DataOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     check_options(o);
@@ -128,6 +142,7 @@ MarketData load_market(const DataOptions& o) {
     const std::string cache = fxcache_path(o);
     CachePayload payload;
     std::string status = cache.empty() ? "off" : "";
+    CacheGuard written;  // the cache written below, removed if the load fails after it
     if (!cache.empty()) {
         std::string why;
         bool ok = read_fxcache(cache, key, &payload, &why);
@@ -154,6 +169,8 @@ MarketData load_market(const DataOptions& o) {
             if (!write_fxcache(cache, key, payload, &why)) {
                 log::warn("fxcache: not written: {}; features will be recomputed next time", why);
                 status += " (not written)";
+            } else {
+                written.path = cache;
             }
         }
     }
@@ -176,8 +193,21 @@ MarketData load_market(const DataOptions& o) {
     md.cache_path = cache;
     md.cache_status = status;
     make_splits(md, SplitFractions{o.train_fraction, o.val_fraction, o.test_fraction});
+    if (o.test_range) {
+        const std::size_t n = md.bars.size();
+        const SplitRange r{o.test_range->begin, o.test_range->end == 0 ? n : o.test_range->end};
+        if (r.end > n || r.begin >= r.end)
+            throw UsageError(
+                fmt::format("the bars [{}, {}) are not a range of the data's {} bars [0, {})", r.begin, r.end, n, n));
+        md.test = r;
+        if (count_episode_starts(md, md.test) == 0)
+            throw DataError(
+                fmt::format("{}: the bars [{}, {}) have no bar to trade past the {}-bar feature warm-up of "
+                            "their segment",
+                            md.source, r.begin, r.end, md.warmup_bars));
+    }
 
-    if (count_episode_starts(md, md.train) == 0)
+    if ((!o.test_range || !o.normalization) && count_episode_starts(md, md.train) == 0)
         throw DataError(fmt::format(
             "{}: {} bars give the training split [{}, {}) no episode start: every segment needs more than the "
             "{}-bar feature warm-up plus one bar inside the split; provide more data or raise data.train_fraction",
@@ -203,6 +233,7 @@ MarketData load_market(const DataOptions& o) {
     normalize_in_place(md.features, md.norm);
     log::info("data: {} bars from {} in {:.3f} s (fxcache {})", md.bars.size(), md.source, seconds_since(t0),
               md.cache_status);
+    written.path.clear();  // loaded: the cache stays
     return md;
 }
 

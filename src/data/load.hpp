@@ -23,13 +23,18 @@ struct DataOptions {
     std::string cache_dir;            ///< [data] cache_dir: "" = next to the data (synthetic: no cache)
     std::int64_t synthetic_bars = 100000;  ///< [data] synthetic_bars
     double planted_signal = 0;        ///< [data] planted_signal in (-1, 1) (synthetic only)
-    std::uint64_t seed = 1;           ///< [run] seed (synthetic market)
+    std::uint64_t seed = 1;           ///< [data] seed, or [run] seed when -1 (synthetic market)
     double bars_per_year = 0;         ///< [instrument] bars_per_year: 0 = infer from the data
     float norm_clip = 5.0f;           ///< clip of the z-scores
     bool use_cache = true;            ///< false: neither read nor write the fxcache
     /// Normalise with these statistics instead of the training split's: a checkpoint's, so that
     /// `eval` on other data normalises exactly as its training did. Must have one entry per feature.
     std::optional<NormalizationStats> normalization;
+    /// `eval --split all|FROM:TO`: the test split is these bars instead of the fractions' (end 0 =
+    /// every bar to the last; UsageError when past the data or empty, DataError when it has no
+    /// bar past the warm-up). With `normalization` given, the training split then needs no
+    /// episode start.
+    std::optional<SplitRange> test_range;
     /// Computes the normalisation statistics' moments (training_stats) when set; a run with a GPU
     /// sets one that uses the device for large data (same bits as the host's).
     ColumnMoments column_moments;
@@ -37,7 +42,8 @@ struct DataOptions {
 
 /// Loads (or generates) the bars, computes or reuses the features through the fxcache, splits
 /// by time and normalises with the training split's statistics.
-/// Throws DataError (exit 3) for bad data ("<file>:<line>: ..."), UsageError for bad options.
+/// Throws DataError (exit 3) for bad data ("<file>:<line>: ..."), UsageError for bad options;
+/// a load that fails leaves no fxcache file of its own behind (one it wrote is removed).
 MarketData load_market(const DataOptions& options);
 
 /// The fxcache file load_market uses for these options ("" when none).

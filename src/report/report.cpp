@@ -579,9 +579,14 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
         return v == "-" && eval_layout && it != settings.end() ? it->second : v;
     };
     rows.reserve(14);
-    if (eval_layout) {
+    if (eval_layout) {  // eval.json: the policy and what it scored
         rows.emplace_back("checkpoint", text_at("checkpoint"));
-        rows.emplace_back("split", text_at("split"));
+        if (const auto* bars = s.find("bars"); bars != nullptr && bars->is_object())
+            rows.emplace_back("bars scored",
+                              fmt::format("{} ({} .. {}, after each segment's warm-up)", text_at("split"),
+                                          integer(number_at(*bars, "from")), integer(number_at(*bars, "to"))));
+        else
+            rows.emplace_back("split", text_at("split"));
     }
     rows.emplace_back("trainer", or_setting(text_at("trainer"), "run.trainer"));
     rows.emplace_back("device", text_at("device"));
@@ -602,7 +607,11 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
     } else if (const auto* d2 = s.is_object() ? s.find("data") : nullptr; d2 != nullptr && d2->is_string()) {
         rows.emplace_back("data", d2->as_string());
     }
-    rows.emplace_back("bars per year", text_at("bars_per_year"));
+    const json::Value* inferred = s.is_object() ? s.find("bars_per_year_inferred") : nullptr;
+    const bool known = inferred != nullptr && inferred->kind() == json::Value::Kind::boolean;
+    rows.emplace_back("bars per year", text_at("bars_per_year") + (!known                ? ""
+                                                                   : inferred->as_bool() ? " (inferred from the data)"
+                                                                                         : " (from the profile)"));
     rows.emplace_back("env steps", text_at("env_steps"));
     rows.emplace_back("updates", text_at("updates"));
     if (population) {
@@ -669,7 +678,7 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
         status = s->as_string();
     std::string split = "test";
     if (const auto* s = summary.is_object() ? summary.find("split") : nullptr; s != nullptr && s->is_string())
-        split = s->as_string() == "val" ? "validation" : "test";
+        split = s->as_string() == "val" ? "validation" : s->as_string() == "test" ? "test" : "evaluated";
     const auto per_year = bars_per_year_of(summary, settings);
     const Span test_span = span_of(summary, test + "strategy", per_year);
     const Span val_span = span_of(summary, "validation.strategy", per_year);
@@ -716,7 +725,10 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
     }
     b += "</div>\n";
 
-    b += "<h2>" + xml_escape(split == "test" ? "Test split" : "Validation split") + "</h2>\n";
+    const char* heading = split == "test"         ? "Test split"
+                          : split == "validation" ? "Validation split"
+                                                  : "Evaluated bars";
+    b += "<h2>" + xml_escape(heading) + "</h2>\n";
     b += equity_section(dir / (eval_layout ? "equity.csv" : "backtest/equity.csv"), split);
     if (!eval_layout) {
         b += "<h2>Validation split</h2>\n";
@@ -1008,6 +1020,8 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
                       "mean ± sd over seeds", short_test ? "ann" : "");
     }
     b += "</div>\n";
+    if (const std::string s = seed_spread_sentence(grouped.seed_spread); !s.empty()) b += note(s);
+    for (const auto& d : grouped.duplicates) b += note(duplicate_sentence(d));
 
     std::vector<std::string> greyed;
     if (short_test) greyed = {"test_sharpe", "bh_sharpe"};

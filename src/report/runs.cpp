@@ -15,6 +15,7 @@
 #include "run/naming.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
+#include "util/xxh64.hpp"
 
 namespace fh::report {
 
@@ -189,9 +190,16 @@ RunRecord read_run(const std::string& path) {
     if (r.name.empty()) r.name = fs::path(path).parent_path().filename().string();  // "dir/"
     try {
         const config::Profile p = config::resolve_profile_file((fs::path(path) / "config.toml").string());
-        for (const auto& k : config::schema()) r.settings[k.full_name()] = setting_text(config::get_value(p, k));
+        std::string identity;  // every key that changes what the run computes, in schema order
+        for (const auto& k : config::schema()) {
+            r.settings[k.full_name()] = setting_text(config::get_value(p, k));
+            if (!run::is_placement_key(k.full_name()))
+                identity += k.full_name() + "=" + config::toml_value_text(config::get_value(p, k)) + "\n";
+        }
+        r.profile_hash = fmt::format("{:016x}", util::xxh64(identity.data(), identity.size()));
         r.seed = p.run.seed;
         r.metric = p.early_stopping.metric;
+        r.data_follows_seed = p.data.path.empty() && p.data.seed < 0;
     } catch (const Error& e) {
         log::warn("{}: config.toml does not resolve ({}); its settings are left out", path, e.what());
     }
@@ -219,7 +227,80 @@ RunRecord read_run(const std::string& path) {
     r.hold_return = number_at(r.summary, "test.buy_and_hold.total_return");
     r.hold_sharpe = number_at(r.summary, "test.buy_and_hold.sharpe");
     if (const auto seed = number_at(r.summary, "seed")) r.seed = static_cast<std::int64_t>(*seed);
+    if (const auto* d = r.summary.is_object() ? r.summary.find("data") : nullptr; d != nullptr && d->is_object())
+        if (const auto* h = d->find("xxh64"); h != nullptr && h->is_string()) r.data_hash = h->as_string();
     return r;
+}
+
+std::vector<Duplicate> drop_duplicates(std::vector<RunRecord>& runs) {
+    std::vector<Duplicate> dropped;
+    std::map<std::string, std::string> seen;  // identity -> the run counted
+    std::vector<RunRecord> kept;
+    for (auto& r : runs) {
+        if (r.profile_hash.empty()) {
+            kept.push_back(std::move(r));
+            continue;
+        }
+        const std::string id = fmt::format("{} {} {}", r.profile_hash, r.seed, r.data_hash);
+        if (const auto [it, fresh] = seen.emplace(id, r.path); !fresh) {
+            dropped.push_back(Duplicate{r.path, it->second});
+            continue;
+        }
+        kept.push_back(std::move(r));
+    }
+    runs = std::move(kept);
+    return dropped;
+}
+
+std::string duplicate_sentence(const Duplicate& d) {
+    if (d.path == d.same_as) return fmt::format("{} is given twice: counted once.", d.path);
+    return fmt::format("{} is the same run as {} (same resolved profile, seed and data): counted once.", d.path,
+                       d.same_as);
+}
+
+std::string seed_spread(const std::vector<RunRecord>& runs, const std::vector<std::string>& keys) {
+    // The settings (values of `keys`) -> the data of their finished runs.
+    std::map<std::vector<std::string>, std::vector<const RunRecord*>> groups;
+    for (const auto& r : runs) {
+        if (!r.best_val && !r.test_return) continue;
+        std::vector<std::string> values;
+        for (const auto& k : keys) {
+            const auto it = r.settings.find(k);
+            values.push_back(it == r.settings.end() ? "?" : it->second);
+        }
+        groups[values].push_back(&r);
+    }
+    bool varies = false, fixed = false;
+    for (const auto& [values, members] : groups) {
+        std::set<std::int64_t> seeds;
+        std::set<std::string> data;
+        bool follows = false;
+        for (const auto* r : members) {
+            seeds.insert(r->seed);
+            data.insert(r->data_hash);
+            follows = follows || r->data_follows_seed;
+        }
+        if (seeds.size() < 2) continue;
+        // The data hash says it where summary.json records it; else the profile (data.seed).
+        const bool differs = data.count("") == 0 ? data.size() > 1 : follows;
+        (differs ? varies : fixed) = true;
+    }
+    if (varies && fixed) return "mixed";
+    if (varies) return "data";
+    if (fixed) return "fixed";
+    return "";
+}
+
+std::string seed_spread_sentence(const std::string& spread) {
+    if (spread == "data")
+        return "The spread over seeds includes the market's: each seed drew its own synthetic market (data.seed "
+               "follows run.seed); set data.seed to hold the market fixed.";
+    if (spread == "fixed")
+        return "The spread over seeds is the training's alone: every seed of a setting saw the same bars.";
+    if (spread == "mixed")
+        return "The spread over seeds includes the market's for some settings (each seed its own synthetic market) "
+               "and not for others (the same bars for every seed).";
+    return "";
 }
 
 std::vector<RunRecord> collect_runs(const std::vector<std::string>& paths) {
@@ -262,12 +343,15 @@ std::vector<std::string> differing_keys(const std::vector<RunRecord>& runs) {
 
 Table run_table(const std::vector<RunRecord>& input) {
     std::vector<RunRecord> runs = input;
+    std::vector<Duplicate> duplicates = drop_duplicates(runs);
     // Higher is better, but for a loss (val_loss): ranked by the negated value.
     const double sign = metric_of(runs) == "val_loss" ? -1.0 : 1.0;
     rank(runs, [sign](const RunRecord& r) { return r.best_val ? std::optional<double>(sign * *r.best_val) : std::nullopt; },
          [](const RunRecord& r) { return r.name; });
     const auto keys = differing_keys(runs);
     Table t;
+    t.duplicates = std::move(duplicates);
+    t.seed_spread = seed_spread(runs, keys);
     t.metric = metric_of(runs);
     t.columns = {"rank", "run"};
     for (const auto& k : keys) t.columns.push_back(k);
@@ -298,7 +382,9 @@ Table run_table(const std::vector<RunRecord>& input) {
     return t;
 }
 
-Table seed_table(const std::vector<RunRecord>& runs) {
+Table seed_table(const std::vector<RunRecord>& input) {
+    std::vector<RunRecord> runs = input;
+    std::vector<Duplicate> duplicates = drop_duplicates(runs);
     const auto keys = differing_keys(runs);
     struct Group {
         std::vector<std::string> values;
@@ -349,6 +435,8 @@ Table seed_table(const std::vector<RunRecord>& runs) {
          [](const Group& g) { return fmt::format("{}", fmt::join(g.values, "\x1f")); });
     Table t;
     t.grouped = true;
+    t.duplicates = std::move(duplicates);
+    t.seed_spread = seed_spread(runs, keys);
     t.metric = metric_of(runs);
     t.columns = {"rank"};
     for (const auto& k : keys) t.columns.push_back(k);
@@ -423,6 +511,8 @@ std::string to_markdown(const Table& t) {
                      : fmt::format("\n{} runs ranked by the best {}; * = best; test_* and bh_* (buy-and-hold) on the "
                                    "test split.\n",
                                    t.rows.size(), t.metric);
+    for (const auto& d : t.duplicates) out += duplicate_sentence(d) + "\n";
+    if (const std::string s = seed_spread_sentence(t.seed_spread); !s.empty()) out += s + "\n";
     return out;
 }
 
@@ -481,9 +571,15 @@ std::string to_json(const Table& t) {
         o.emplace_back(t.grouped ? "run_dirs" : "run_dir", t.grouped ? json::Value::array(std::move(paths)) : paths.at(0));
         rows.push_back(json::Value::object(std::move(o)));
     }
-    return json::serialize(json::object({{"metric", t.metric},
-                                         {"grouped_by_seed", t.grouped},
-                                         {"rows", json::Value::array(std::move(rows))}})) +
+    json::Array duplicates;
+    for (const auto& d : t.duplicates)
+        duplicates.push_back(json::object({{"run_dir", d.path}, {"same_as", d.same_as}}));
+    return json::serialize(
+               json::object({{"metric", t.metric},
+                             {"grouped_by_seed", t.grouped},
+                             {"seed_spread", t.seed_spread.empty() ? json::Value() : json::Value(t.seed_spread)},
+                             {"duplicates", json::Value::array(std::move(duplicates))},
+                             {"rows", json::Value::array(std::move(rows))}})) +
            "\n";
 }
 

@@ -25,8 +25,35 @@ struct RunRecord {
     std::optional<double> best_val;                ///< summary.best.value
     std::optional<double> test_return, test_sharpe, test_max_drawdown, test_trades;
     std::optional<double> hold_return, hold_sharpe;  ///< buy-and-hold on the test split
+    std::string profile_hash;        ///< XXH64 of the resolved profile but placement keys and the seed ("" unresolved)
+    std::string data_hash;           ///< summary.json's data.xxh64 ("" when absent)
+    bool data_follows_seed = false;  ///< synthetic market drawn from run.seed (data.seed = -1)
     io::json::Value summary;                       ///< null when missing or unreadable
 };
+
+/// A run left out of a table because it is the same run as another: the same resolved profile
+/// (placement keys aside: name, output directory, device, run.on_exists), seed and data hash.
+struct Duplicate {
+    std::string path;     ///< the run left out
+    std::string same_as;  ///< the run counted
+};
+
+/// Removes from `runs` every run that is the same as an earlier one (RunRecord::profile_hash,
+/// seed and data_hash all equal; a run whose config.toml does not resolve is never a
+/// duplicate) and returns them, in order.
+std::vector<Duplicate> drop_duplicates(std::vector<RunRecord>& runs);
+
+/// One line for people: "A is the same run as B (same resolved profile, seed and data): counted
+/// once." ("A is given twice: counted once." when both are the same path).
+std::string duplicate_sentence(const Duplicate& d);
+
+/// Whether the spread over seeds holds the variance of the market as well as that of the
+/// training: "data" (the runs' data hashes differ between seeds: each seed drew its own
+/// synthetic market, data.seed following run.seed), "fixed" (every run of a setting saw the
+/// same bars: data from files or a fixed data.seed), "mixed" (both kinds of setting), or ""
+/// (no setting with two finished seeds). `sentence` gives it as one line for people.
+std::string seed_spread(const std::vector<RunRecord>& runs, const std::vector<std::string>& keys);
+std::string seed_spread_sentence(const std::string& spread);
 
 /// A run directory holds config.toml (every run writes it first).
 bool is_run_directory(const std::string& path);
@@ -61,17 +88,21 @@ struct Table {
     int best_row = -1;
     std::string metric;        ///< the validation metric the rows are ranked by
     bool grouped = false;
+    std::vector<Duplicate> duplicates;  ///< runs given twice, counted once (drop_duplicates)
+    std::string seed_spread;            ///< seed_spread() of the runs counted
 };
 
 /// One row per run, ranked by the best validation metric (descending; runs without one last).
+/// Both tables count a run given twice once (drop_duplicates; Table::duplicates names them).
 Table run_table(const std::vector<RunRecord>& runs);
 /// One row per setting (the differing keys without the seed): runs, seeds, mean and sd over
 /// seeds of the validation metric, test metrics and buy-and-hold, ranked by the mean validation
 /// metric; unfinished runs are counted but not averaged.
 Table seed_table(const std::vector<RunRecord>& runs);
 
-/// The table as markdown (`mean ± sd`, best marked with `*`), CSV (RFC 4180; `_mean`/`_sd`
-/// columns) or JSON (one object per row).
+/// The table as markdown (`mean ± sd`, best marked with `*`; a line per duplicate and one on
+/// the seed spread below it), CSV (RFC 4180; `_mean`/`_sd` columns; nothing but the table) or
+/// JSON (one object per row; "duplicates" and "seed_spread" members).
 std::string to_markdown(const Table& t);
 std::string to_csv(const Table& t);
 std::string to_json(const Table& t);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include "config/schema.hpp"
@@ -31,15 +32,47 @@ namespace fs = std::filesystem;
 const std::vector<std::string>& eval_honoured_keys() {
     static const std::vector<std::string> keys{
         "data.path",          "data.format",       "data.train_fraction",     "data.val_fraction",
-        "data.test_fraction", "data.cache_dir",    "data.synthetic_bars",     "data.planted_signal",
+        "data.test_fraction", "data.cache_dir",    "data.synthetic_bars",     "data.planted_signal", "data.seed",
         "instrument.commission", "instrument.slippage_ticks", "instrument.bars_per_year", "eval.segments",
         "run.device",         "dqn.her_eval_goal"};  // a HER policy asked for another target (docs/dqn.md)
     return keys;
 }
 
+namespace {
+
+/// --split FROM:TO (TO may be empty: to the last bar) as bars [FROM, TO); nullopt for val, test.
+std::optional<data::SplitRange> bar_range(const std::string& split) {
+    if (split == "val" || split == "test") return std::nullopt;
+    if (split == "all") return data::SplitRange{0, 0};
+    const auto colon = split.find(':');
+    const auto number = [&](std::string_view t, std::size_t* out) {
+        if (t.empty() || t.size() > 15 || t.find_first_not_of("0123456789") != std::string_view::npos) return false;
+        *out = static_cast<std::size_t>(std::stoull(std::string(t)));
+        return true;
+    };
+    data::SplitRange r;
+    if (colon != std::string::npos && number(std::string_view(split).substr(0, colon), &r.begin)) {
+        if (colon + 1 == split.size()) return r;  // FROM: to the last bar (end 0)
+        if (number(std::string_view(split).substr(colon + 1), &r.end) && r.end > r.begin) return r;
+    }
+    throw UsageError(
+        "eval --split: expected val, test, all or FROM:TO (bar numbers, TO exclusive, empty for the last "
+        "bar), got '" +
+        split + "'");
+}
+
+}  // namespace
+
 std::string evaluate(const EvalRequest& r) {
-    if (r.split != "val" && r.split != "test")
-        throw UsageError("eval --split: expected val or test, got '" + r.split + "'");
+    const std::optional<data::SplitRange> range = bar_range(r.split);
+    if (!r.output_dir.empty() && !r.force) {
+        std::error_code ec;
+        if (fs::exists(r.output_dir, ec) && (!fs::is_directory(r.output_dir, ec) || !fs::is_empty(r.output_dir, ec)))
+            throw UsageError(
+                fmt::format("eval --output {}: exists and is not an empty directory; choose another, "
+                            "remove it, or give --force to write into it (its eval files are replaced)",
+                            r.output_dir));
+    }
     bool segments_given = false;
     for (const auto& o : r.overrides) {
         std::string key = o.substr(0, o.find('='));
@@ -57,6 +90,7 @@ std::string evaluate(const EvalRequest& r) {
     auto ops = make_device(p);
     auto options = trainers::data_options(p);
     options.normalization = trainers::checkpoint_normalization(r.checkpoint);
+    options.test_range = range;
     const auto market = data::load_market(options);
     env::DeviceMarket dm(*ops, market);
     const auto params = trainers::env_params(p, market.market_dim);
@@ -69,17 +103,25 @@ std::string evaluate(const EvalRequest& r) {
     const auto online = ops->from_host<float>(weights);
     auto act = [&](ops::View<int> a, ops::View<const float> s, int n) { policy->act(*ops, online.cview(), a, s, n); };
     const bool keep = !r.output_dir.empty();
-    const auto report = eval::backtest(*ops, dm, market, r.split == "val" ? env::Split::val : env::Split::test, params, act,
-                                       segments, keep, policy->capture_safe());
+    const env::Split split = r.split == "val" ? env::Split::val : env::Split::test;  // all, FROM:TO: md.test
+    const auto report = eval::backtest(*ops, dm, market, split, params, act, segments, keep, policy->capture_safe());
+    const data::SplitRange scored = split == env::Split::val ? market.val : market.test;
     json::Array overrides;
     for (const auto& o : r.overrides) overrides.emplace_back(o);
-    const std::string text = json::serialize(json::object({{"checkpoint", r.checkpoint},
-                                                           {"split", r.split},
-                                                           {"data", market.source},
-                                                           {"segments", segments},
-                                                           {"overrides", json::Value::array(std::move(overrides))},
-                                                           {"strategy", eval::metrics_value(report.strategy)},
-                                                           {"buy_and_hold", eval::metrics_value(report.buy_and_hold)}}));
+    const std::string text = json::serialize(json::object(
+        {{"checkpoint", r.checkpoint},
+         {"split", r.split},
+         {"bars", json::object({{"from", scored.begin}, {"to", scored.end}, {"warmup", market.warmup_bars}})},
+         {"data", market.source},
+         {"trainer", p.run.trainer},
+         {"device", ops->description()},
+         {"seed", p.run.seed},
+         {"bars_per_year", market.bars_per_year},
+         {"bars_per_year_inferred", market.bars_per_year_inferred},
+         {"segments", segments},
+         {"overrides", json::Value::array(std::move(overrides))},
+         {"strategy", eval::metrics_value(report.strategy)},
+         {"buy_and_hold", eval::metrics_value(report.buy_and_hold)}}));
     if (keep) {
         std::error_code ec;
         fs::create_directories(r.output_dir, ec);

@@ -56,12 +56,15 @@ json::Object run_facts(const config::Profile& p, const data::MarketData& market,
         for (const auto& o : overrides) a.emplace_back(o);
         recorded = json::Value::array(std::move(a));
     }
+    const bool synthetic = p.data.path.empty();
     return json::Object{{"seed", p.run.seed},
                         {"overrides", recorded},
                         {"data", json::object({{"path", p.data.path},
                                                {"source", market.source},
                                                {"bars", market.bars.size()},
-                                               {"xxh64", bars_hash(market.bars)}})},
+                                               {"xxh64", bars_hash(market.bars)},
+                                               {"seed", synthetic ? json::Value(config::data_seed(p)) : json::Value()},
+                                               {"seed_follows_run", synthetic && p.data.seed < 0}})},
                         {"bars_per_year", market.bars_per_year},
                         {"bars_per_year_inferred", market.bars_per_year_inferred}};
 }

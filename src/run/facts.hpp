@@ -20,7 +20,9 @@ std::string bars_hash(const data::BarSeries& bars);
 /// The members summary.json gains (docs/sweeps.md): "seed", "overrides" (the command line's
 /// "section.key=value" strings; a resumed run keeps those of the command that started it, read
 /// from `resume_dir`'s summary.json when it has them), "data" {"path", "source", "bars",
-/// "xxh64"}, "bars_per_year", "bars_per_year_inferred".
+/// "xxh64", "seed" (the synthetic market's, config::data_seed; null for data from files),
+/// "seed_follows_run" (data.seed = -1 on the synthetic market)}, "bars_per_year",
+/// "bars_per_year_inferred".
 io::json::Object run_facts(const config::Profile& p, const data::MarketData& market,
                            const std::vector<std::string>& overrides, const std::string& resume_dir);
 

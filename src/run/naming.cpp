@@ -47,6 +47,22 @@ std::string name_value(const config::KeyValue& v) {
     return std::visit(Visitor{}, v);
 }
 
+/// `section.key=<value>` with the value escaped.
+std::string setting_in_name(const config::Profile& p, const config::KeyDescriptor& k) {
+    return k.full_name() + "=" + name_escape(name_value(config::get_value(p, k)));
+}
+
+/// `name`, or past kMaxDerivedNameBytes its head and '~' with the 16 hex digits of its XXH64.
+std::string bounded(const std::string& name) {
+    if (name.size() <= kMaxDerivedNameBytes) return name;
+    const std::uint64_t h = util::xxh64(name.data(), name.size());
+    std::size_t cut = kMaxDerivedNameBytes - 17;
+    // Never cut inside a %XX escape.
+    if (cut >= 1 && name[cut - 1] == '%') cut -= 1;
+    else if (cut >= 2 && name[cut - 2] == '%') cut -= 2;
+    return name.substr(0, cut) + fmt::format("~{:016x}", h);
+}
+
 /// Files and folders a run directory holds (docs/run-directory.md); anything else is not ours.
 bool is_run_file(const std::string& name) {
     static const std::set<std::string> known{"config.toml", "metrics.jsonl", "eval.jsonl", "summary.json",
@@ -86,15 +102,35 @@ std::string derived_run_name(const config::Profile& p, const std::vector<std::st
     std::string base = name_escape(p.run.name.empty() ? p.run.trainer : p.run.name);
     if (!base.empty() && (base[0] == '.' || base[0] == '-')) base = fmt::format("%{:02X}", base[0]) + base.substr(1);
     std::string name = base;
-    for (const auto& [full, k] : keys) name += "," + full + "=" + name_escape(name_value(config::get_value(p, *k)));
+    for (const auto& [full, k] : keys) {
+        name += ',';
+        name += setting_in_name(p, *k);
+    }
     name += fmt::format(",seed={}", p.run.seed);
-    if (name.size() <= kMaxDerivedNameBytes) return name;
-    const std::uint64_t h = util::xxh64(name.data(), name.size());
-    std::size_t cut = kMaxDerivedNameBytes - 17;
-    // Never cut inside a %XX escape.
-    if (cut >= 1 && name[cut - 1] == '%') cut -= 1;
-    else if (cut >= 2 && name[cut - 2] == '%') cut -= 2;
-    return name.substr(0, cut) + fmt::format("~{:016x}", h);
+    return bounded(name);
+}
+
+std::vector<std::string> agent_run_names(const std::vector<config::Profile>& agents) {
+    std::vector<const config::KeyDescriptor*> differing;
+    for (const auto& k : config::schema()) {
+        if (is_placement_key(k.full_name())) continue;
+        std::set<std::string> values;
+        for (const auto& a : agents) values.insert(name_value(config::get_value(a, k)));
+        if (values.size() > 1) differing.push_back(&k);
+    }
+    std::sort(differing.begin(), differing.end(), [](const config::KeyDescriptor* a, const config::KeyDescriptor* b) {
+        return a->full_name() < b->full_name();
+    });
+    std::vector<std::string> names;
+    for (const auto& a : agents) {
+        std::string name;
+        for (const auto* k : differing) {
+            name += setting_in_name(a, *k);
+            name += ',';
+        }
+        names.push_back(bounded(name + fmt::format("seed={}", a.run.seed)));
+    }
+    return names;
 }
 
 std::string summary_status(const std::string& run_dir) {

@@ -30,6 +30,14 @@ bool is_placement_key(std::string_view section_dot_key);
 /// kMaxDerivedNameBytes is cut and ends with '~' and the 16 hex digits of its full text's XXH64.
 std::string derived_run_name(const config::Profile& resolved, const std::vector<std::string>& overrides);
 
+/// The names of a population's agents in the population's directory: what differs between them,
+///   `<section.key>=<value>,...,seed=<N>`   (e.g. `seed=3`, `training.learning_rate=0.0003,seed=3`)
+/// one `section.key=value` per key (placement keys aside) whose resolved value is not the same for
+/// every agent, sorted by key, values written and escaped as derived_run_name writes them, then
+/// the seed; cut and hashed as derived_run_name past kMaxDerivedNameBytes. Everything the agents
+/// share is in each agent's config.toml and in the population directory's name.
+std::vector<std::string> agent_run_names(const std::vector<config::Profile>& agents);
+
 /// `<byte>` -> itself when in [A-Za-z0-9._+-], else %XX (upper-case hex).
 std::string name_escape(std::string_view text);
 

@@ -305,9 +305,9 @@ struct PopulationSetup {
 };
 
 /// Markets are shared between agents whose data is the same: every agent's, except the synthetic
-/// market, which each seed draws anew.
+/// market, which each data seed (config::data_seed: run.seed unless data.seed is set) draws anew.
 std::string market_key(const config::Profile& p) {
-    return p.data.path.empty() ? fmt::format("synthetic:{}", p.run.seed) : std::string("data");
+    return p.data.path.empty() ? fmt::format("synthetic:{}", config::data_seed(p)) : std::string("data");
 }
 
 std::unique_ptr<ops::Device> agent_device(const ops::DeviceSpec& spec, const config::Profile& p, int agents) {
@@ -558,6 +558,42 @@ std::string outcome(const Where& where, const std::vector<Member>& members) {
     return where.flat ? where.agents : dir;
 }
 
+/// A population resumed by its command (run.on_exists = resume): its agents keep the directories
+/// population.json names (a population written by an earlier version named them otherwise),
+/// where the recorded agent is the planned one (the same index, seed and grid line).
+void adopt_recorded_names(const std::string& dir, std::vector<Member>& members) {
+    json::Value v;
+    try {
+        v = json::parse(read_text(fs::path(dir) / "population.json"), json::Limits{64u << 20, 64, true});
+    } catch (const std::exception&) {
+        return;  // unreadable: the planned names
+    }
+    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
+    if (agents == nullptr || !agents->is_array()) return;
+    for (const auto& a : agents->as_array()) {
+        const auto* index = a.is_object() ? a.find("index") : nullptr;
+        const auto* run = a.is_object() ? a.find("run") : nullptr;
+        const auto* seed = a.is_object() ? a.find("seed") : nullptr;
+        const auto* grid = a.is_object() ? a.find("overrides") : nullptr;
+        if (index == nullptr || !index->is_integer() || run == nullptr || !run->is_string() || seed == nullptr ||
+            !seed->is_integer() || grid == nullptr || !grid->is_array())
+            continue;
+        const std::int64_t i = index->as_i64();
+        const std::string& name = run->as_string();
+        if (i < 0 || static_cast<std::size_t>(i) >= members.size() || name.empty() || name[0] == '.' ||
+            name.find('/') != std::string::npos)
+            continue;
+        Member& m = members[static_cast<std::size_t>(i)];
+        std::vector<std::string> recorded;
+        for (const auto& g : grid->as_array())
+            if (g.is_string()) recorded.push_back(g.as_string());
+        if (seed->as_i64() != m.plan.seed || recorded != m.plan.grid || name == m.plan.name) continue;
+        log::info("agent {}: its run directory is {} (population.json)", m.plan.index, name);
+        m.plan.name = name;
+        m.plan.profile.run.name = name;
+    }
+}
+
 /// Decides each member's action from its directory (a resumed population, run.on_exists = resume;
 /// a flat population applies run.on_exists to each agent's directory as a single run would).
 void place_members(const std::string& dir, std::vector<Member>& members, const std::string& mode = "resume") {
@@ -701,14 +737,22 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
             }
             a.seed = a.profile.run.seed;
             a.profile.run.population = 1;
-            a.name = derived_run_name(a.profile, a.overrides);
-            a.profile.run.name = a.name;
-            if (const auto [it, fresh] = names.emplace(a.name, a.index); !fresh)
-                throw UsageError(fmt::format("agents {} and {} would be the same run ({}): give each agent another seed "
-                                             "or other overrides",
-                                             it->second, a.index, a.name));
             plan.agents.push_back(std::move(a));
         }
+    }
+    // Each agent's run directory: named by what differs between the agents in the population's
+    // directory; flat (beside single runs), as --auto-name names the single run.
+    std::vector<config::Profile> profiles;
+    for (const auto& a : plan.agents) profiles.push_back(a.profile);
+    const std::vector<std::string> agent_names = agent_run_names(profiles);
+    for (auto& a : plan.agents) {
+        a.name = r.flat ? derived_run_name(a.profile, a.overrides) : agent_names[static_cast<std::size_t>(a.index)];
+        a.profile.run.name = a.name;
+        if (const auto [it, fresh] = names.emplace(a.name, a.index); !fresh)
+            throw UsageError(
+                fmt::format("agents {} and {} would be the same run ({}): give each agent another seed "
+                            "or other overrides",
+                            it->second, a.index, a.name));
     }
     // The population's directory name.
     if (auto_name) {
@@ -769,6 +813,7 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
                                              wanted.string()));
             where.agents = wanted.string();
             lock.emplace(where.agents);
+            adopt_recorded_names(where.agents, members);
             place_members(where.agents, members);
             log::info("population directory {} exists: unfinished agents resumed (run.on_exists = \"resume\")",
                       where.agents);

@@ -31,6 +31,10 @@ bool is_agent_key(std::string_view section_dot_key);
 struct PopulationRequest {
     std::vector<std::int64_t> seeds;  ///< --seeds (empty: run.seed, run.seed + 1, ... for run.population)
     std::string grid_file;            ///< --population-grid ("" = none)
+    /// --population-record: the agents go beside single runs (flat), each named as --auto-name
+    /// names its single run; else in the population's directory, named by what differs between
+    /// them (agent_run_names).
+    bool flat = false;
 };
 
 /// True when the request or the profile asks for more than one agent, or for a grid.
@@ -43,7 +47,7 @@ struct AgentPlan {
     std::vector<std::string> grid;       ///< its grid line's overrides, as written ("" none)
     std::vector<std::string> overrides;  ///< the single run's command-line overrides (summary.json)
     config::Profile profile;             ///< resolved; run.population 1, run.name its name
-    std::string name;                    ///< its run directory's name (as --auto-name names the single run)
+    std::string name;                    ///< its run directory's name (PopulationRequest::flat says how it is made)
 };
 
 struct PopulationPlan {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/profile.hpp"
@@ -30,9 +31,10 @@ std::string run_name(const config::Profile& profile);
 /// What `eval` is asked for.
 struct EvalRequest {
     std::string checkpoint;              ///< a checkpoint file
-    std::string split = "test";          ///< "val" or "test"
+    std::string split = "test";          ///< "val", "test", "all" (every bar) or "FROM:TO" (bars [FROM, TO))
     std::vector<std::string> overrides;  ///< "section.key=value", only eval_honoured_keys()
     std::string output_dir;              ///< "" = print only
+    bool force = false;                  ///< write into an existing non-empty output_dir
 };
 
 /// The profile keys `eval` honours on top of the checkpoint's profile: the data (path, format,
@@ -46,6 +48,21 @@ const std::vector<std::string>& eval_honoured_keys();
 /// strategy's and buy-and-hold's metrics. With an output directory it also writes eval.json,
 /// equity.csv, trades.csv, config.toml (the profile used) and report.html there.
 std::string evaluate(const EvalRequest& request);
+
+/// `content` metadata of an exported policy file (export_policy).
+inline constexpr std::string_view kPolicyExportContent = "foxhunt-policy/1";
+
+/// The checkpoint behind `source`: the file itself, or a run directory's
+/// checkpoints/best.safetensors, else its checkpoints/last.safetensors (UsageError when none).
+std::string policy_checkpoint(const std::string& source);
+
+/// Writes the policy of a checkpoint (or a run directory's, policy_checkpoint) to `output`, a
+/// safetensors file (docs/checkpoints.md "Exported weights"): one F32 tensor per slice of the
+/// trainer's parameter layout (`q.l0.weight` (out, in), `q.l0.bias`, ...), the calibration
+/// that follows them (supervised, dt), the normalisation (`norm.mean`, `norm.stddev`), and in
+/// the metadata the resolved profile, the normalisation (and its clip), the dimensions and the
+/// table of tensors. Refuses an existing `output` unless `force`. Returns the checkpoint read.
+std::string export_policy(const std::string& source, const std::string& output, bool force);
 
 /// Throughput figures of the profile's trainer as one JSON object: collection
 /// env steps/s (collection only), updates/s (training only), end-to-end env steps/s, time to

@@ -18,7 +18,7 @@ data::DataOptions data_options(const config::Profile& p) {
     o.cache_dir = p.data.cache_dir;
     o.synthetic_bars = p.data.synthetic_bars;
     o.planted_signal = p.data.planted_signal;
-    o.seed = static_cast<std::uint64_t>(p.run.seed);
+    o.seed = static_cast<std::uint64_t>(config::data_seed(p));  // the synthetic market's
     o.bars_per_year = p.instrument.bars_per_year;
     o.use_cache = true;  // data.cache_dir "" puts the cache next to the data (the synthetic market is never cached)
     return o;

@@ -110,3 +110,28 @@ TEST_CASE("run.on_exists decides what an existing run directory means", "[naming
     CHECK(fs::exists(root / "r" / "notes.txt"));
     fs::remove_all(root);
 }
+
+TEST_CASE("a population's agents are named by what differs between them", "[naming][population]") {
+    const auto agent = [](const std::vector<std::string>& overrides) {
+        std::vector<std::string> all{"data.path=\"/data/es 5m.csv\"", "instrument.commission=1.5"};  // shared
+        all.insert(all.end(), overrides.begin(), overrides.end());
+        return fh::config::resolve_profile_text("[run]\ntrainer = \"dqn\"\n", "p.toml", all);
+    };
+    using fh::run::agent_run_names;
+    CHECK(agent_run_names({agent({"run.seed=1"}), agent({"run.seed=2"})}) ==
+          std::vector<std::string>{"seed=1", "seed=2"});
+    // The shared overrides (the data path, the commission) name none of them; 3e-4 is written canonically.
+    CHECK(agent_run_names({agent({"run.seed=3"}), agent({"run.seed=3", "training.learning_rate=3e-4"}),
+                           agent({"run.seed=4", "training.learning_rate=3e-4", "training.gamma=0.9"})}) ==
+          std::vector<std::string>{"training.gamma=0.99,training.learning_rate=0.0001,seed=3",
+                                   "training.gamma=0.99,training.learning_rate=0.0003,seed=3",
+                                   "training.gamma=0.9,training.learning_rate=0.0003,seed=4"});
+    CHECK(agent_run_names({agent({"run.seed=5"})}) == std::vector<std::string>{"seed=5"});
+    // Placement keys never name an agent; long names are bounded as derived names are.
+    CHECK(agent_run_names({agent({"run.seed=1", "run.device=\"cpu\""}), agent({"run.seed=2"})}) ==
+          std::vector<std::string>{"seed=1", "seed=2"});
+    const auto long_names = agent_run_names({agent({"run.seed=1", "data.path=\"" + std::string(300, 'a') + "1\""}),
+                                             agent({"run.seed=1", "data.path=\"" + std::string(300, 'a') + "2\""})});
+    CHECK(long_names[0].size() <= fh::run::kMaxDerivedNameBytes);
+    CHECK(long_names[0] != long_names[1]);
+}

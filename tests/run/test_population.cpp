@@ -80,12 +80,17 @@ void check_same_tensors(const fs::path& a, const fs::path& b) {
     }
 }
 
-/// config.toml without the line that places it (run.output_dir).
+/// config.toml's settings without the lines that place it (run.output_dir, run.name) and without
+/// the comments (aligned after the longest setting of a section, the name's included).
 std::string config_without_output_dir(const fs::path& file) {
     std::istringstream in(slurp(file));
     std::string line, out;
-    while (std::getline(in, line))
-        if (line.rfind("output_dir", 0) != 0) out += line + "\n";
+    while (std::getline(in, line)) {
+        if (line.rfind("output_dir", 0) == 0 || line.rfind("name =", 0) == 0) continue;
+        if (const auto comment = line.find("  #"); comment != std::string::npos) line.resize(comment);
+        while (!line.empty() && line.back() == ' ') line.pop_back();
+        out += line + "\n";
+    }
     return out;
 }
 
@@ -130,7 +135,10 @@ void population_equals_single_runs(const std::string& device, const std::string&
         REQUIRE(r.code == 0);
         const fs::path single = last_line(r.out);
         const fs::path agent = popdir / agents[i].find("run")->as_string();
-        CHECK(agent.filename() == single.filename());  // named as --auto-name names the single run
+        // Named by what differs between the agents: the seed, and the grid line's keys.
+        CHECK(agent.filename().string().rfind("seed=") != std::string::npos);
+        CHECK(agent.filename().string().find("smoketest") == std::string::npos);  // the population's name has it
+        CHECK(agent.filename().string().find("run.total_steps") == std::string::npos);  // shared: not in the name
         check_agent_equals_single(agent, single);
     }
     // compare reads the population directory as a folder of runs.
@@ -138,6 +146,14 @@ void population_equals_single_runs(const std::string& device, const std::string&
     INFO(c.err);
     CHECK(c.code == 0);
     CHECK(static_cast<std::size_t>(std::count(c.out.begin(), c.out.end(), '\n')) == singles.size() + 1);
+    // Each agent and its single run are the same run: compared together, each is counted once.
+    const auto both =
+        sh("\"$EXE\" compare '" + popdir.string() + "' '" + (dir / "single").string() + "' --format json", dir);
+    INFO(both.err);
+    CHECK(both.code == 0);
+    const auto j = parse(both.out);
+    CHECK(j.find("rows")->as_array().size() == singles.size());
+    CHECK(j.find("duplicates")->as_array().size() == singles.size());
     fs::remove_all(dir);
 }
 
@@ -241,8 +257,8 @@ TEST_CASE("population: run.population = 3 gives seeds run.seed + i; check lists 
     INFO(r.err);
     REQUIRE(r.code == 0);
     CHECK(r.out.find("# Population: 3 agents") != std::string::npos);
-    CHECK(r.out.find("dqn-smoketest,seed=4") != std::string::npos);
-    CHECK(r.out.find("dqn-smoketest,seed=6") != std::string::npos);
+    CHECK(r.out.find(" seed=4\n") != std::string::npos);  // the agents named by what differs: the seed
+    CHECK(r.out.find(" seed=6\n") != std::string::npos);
     // Whether the agents train as one batched engine, and why not.
     CHECK(r.out.find("# Each agent its own launches: run.population_batching = \"auto\"") != std::string::npos);
     const auto on = sh("\"$EXE\" check dqn-smoketest --set run.population=3 --set run.population_batching=on", dir);
@@ -409,7 +425,7 @@ TEST_CASE("population: SIGINT stops a batched population's agents at one iterati
           "[population][iql]") {
     const auto dir = scratch("sigint-batched");
     const fs::path popdir = dir / "runs" / "iql-smoketest";
-    const std::string name = "iql-smoketest,run.log_interval=50,run.total_steps=100000000,seed=";
+    const std::string name = "seed=";
     const std::string metrics = (popdir / (name + "3") / "metrics.jsonl").string();
     const auto r = sh("\"$EXE\" --profile iql-smoketest --device cpu --output '" + (dir / "runs").string() +
                           "' --seeds 1,2,3 --set run.total_steps=100000000 --set run.log_interval=50 & pid=$!; "
@@ -447,9 +463,7 @@ TEST_CASE("population: SIGINT stops a batched population's agents at one iterati
 TEST_CASE("population: SIGINT checkpoints every agent (exit 130); --resume POPDIR finishes them all", "[population]") {
     const auto dir = scratch("sigint");
     const fs::path popdir = dir / "runs" / "dqn-smoketest";
-    const std::string metrics = (popdir / "dqn-smoketest,run.log_interval=400,run.total_steps=100000000,seed=2" /
-                                 "metrics.jsonl")
-                                    .string();
+    const std::string metrics = (popdir / "seed=2" / "metrics.jsonl").string();
     const auto r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + (dir / "runs").string() +
                           "' --seeds 1,2 --set run.total_steps=100000000 --set run.log_interval=400 & pid=$!; "
                           "for i in $(seq 600); do [ -s '" + metrics + "' ] && break; sleep 0.1; done; "
@@ -481,8 +495,7 @@ TEST_CASE("population: SIGINT checkpoints every agent (exit 130); --resume POPDI
         INFO(single.err);
         REQUIRE(single.code == 0);
         const fs::path one = last_line(single.out);
-        const fs::path agent =
-            popdir / ("dqn-smoketest,run.log_interval=400,run.total_steps=100000000,seed=" + std::to_string(seed));
+        const fs::path agent = popdir / ("seed=" + std::to_string(seed));
         INFO(agent.string());
         CHECK(slurp(agent / "eval.jsonl") == slurp(one / "eval.jsonl"));
         for (const char* key : {"env_steps", "updates", "best", "validation", "test"})
@@ -502,17 +515,63 @@ TEST_CASE("population: run.on_exists = resume skips a finished population", "[po
     const auto first = sh(cmd, dir);
     INFO(first.err);
     REQUIRE(first.code == 0);
-    const std::string before = slurp(fs::path(last_line(first.out)) / "dqn-smoketest,run.checkpoint_interval=400,"
-                                                                       "run.eval_interval=400,run.total_steps=800,seed=1" /
-                                     "summary.json");
+    const std::string before = slurp(fs::path(last_line(first.out)) / "seed=1" / "summary.json");
     const auto second = sh(cmd, dir);
     INFO(second.err);
     REQUIRE(second.code == 0);
     CHECK(last_line(second.out) == last_line(first.out));
     CHECK(second.err.find("left as it is") != std::string::npos);
-    CHECK(slurp(fs::path(last_line(first.out)) / "dqn-smoketest,run.checkpoint_interval=400,run.eval_interval=400,"
-                                                 "run.total_steps=800,seed=1" /
-                "summary.json") == before);
+    CHECK(slurp(fs::path(last_line(first.out)) / "seed=1" / "summary.json") == before);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("population: one written with the earlier naming (agents named as single runs) resumes by its command",
+          "[population]") {
+    const auto dir = scratch("old-names");
+    const std::string cmd = "\"$EXE\" " + kDqn + " --device cpu --seeds 1,2 --set run.on_exists=resume --output '" +
+                            (dir / "runs").string() + "'";
+    // Interrupted before the end: the first agent finished, the second has a checkpoint only.
+    const auto first = sh(cmd + " --set run.total_steps=400", dir);
+    INFO(first.err);
+    REQUIRE(first.code == 0);
+    const fs::path popdir = last_line(first.out);
+    // As an earlier version wrote it: each agent's directory named as --auto-name names its single run.
+    const std::string old1 =
+        "dqn-smoketest,run.checkpoint_interval=400,run.eval_interval=400,run.total_steps=400,seed=1";
+    const std::string old2 =
+        "dqn-smoketest,run.checkpoint_interval=400,run.eval_interval=400,run.total_steps=400,seed=2";
+    fs::rename(popdir / "seed=1", popdir / old1);
+    fs::rename(popdir / "seed=2", popdir / old2);
+    std::string listing = slurp(popdir / "population.json");
+    for (const auto& [now, before] : {std::pair{"\"run\":\"seed=1\"", "\"run\":\"" + old1 + "\""},
+                                      std::pair{"\"run\":\"seed=2\"", "\"run\":\"" + old2 + "\""}}) {
+        const auto at = listing.find(now);
+        REQUIRE(at != std::string::npos);
+        listing.replace(at, std::string(now).size(), before);
+    }
+    std::ofstream(popdir / "population.json") << listing;
+    // Agent 2 unfinished: its summary says interrupted, as after a SIGINT.
+    {
+        std::string s = slurp(popdir / old2 / "summary.json");
+        const auto at = s.find("\"status\":\"completed\"");
+        REQUIRE(at != std::string::npos);
+        s.replace(at, 20, "\"status\":\"interrupted\"");
+        std::ofstream(popdir / old2 / "summary.json") << s;
+    }
+    const auto again = sh(cmd + " --set run.total_steps=800", dir);
+    INFO(again.err);
+    REQUIRE(again.code == 0);
+    CHECK(last_line(again.out) == popdir.string());
+    // The recorded directories were used: agent 1 left as it is, agent 2 resumed to 800 steps in its old directory.
+    CHECK_FALSE(fs::exists(popdir / "seed=1"));
+    CHECK_FALSE(fs::exists(popdir / "seed=2"));
+    CHECK(again.err.find("left as it is") != std::string::npos);
+    CHECK(member(popdir / old2 / "summary.json", "status") == "\"completed\"");
+    CHECK(member(popdir / old2 / "summary.json", "env_steps") == "800");
+    const auto agents = parse(slurp(popdir / "population.json")).find("agents")->as_array();
+    REQUIRE(agents.size() == 2);
+    CHECK(agents[0].find("run")->as_string() == old1);
+    CHECK(agents[1].find("run")->as_string() == old2);
     fs::remove_all(dir);
 }
 
