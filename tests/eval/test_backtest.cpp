@@ -1,8 +1,9 @@
 /// @file test_backtest.cpp
 /// @brief [eval] A backtest on a small random-walk market: equity.csv and trades.csv alone (plus
 ///        the profile's multiplier, initial equity and bars_per_year) recompute the equity bar by
-///        bar and every metric, independently of the evaluator's code; segments = k equals k
-///        separate sequential passes.
+///        bar and every metric, independently of the evaluator's code; every fill follows the
+///        order rules of docs/environment.md computed from the bars (not from the fills' own
+///        prices); segments = k equals k separate sequential passes.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -231,6 +232,121 @@ TEST_CASE("equity.csv and trades.csv recompute the equity and every metric", "[e
     CHECK(m.action_histogram == rc.histogram);
     CHECK(rc.trades > 10);
     std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+/// Contracts of position level `level` (docs/environment.md, "Target position"): level i of L is
+/// k = i - (L-1)/2, the target k x max_contracts / ((L-1)/2) rounded half away from zero.
+int target_of_level(int level, const env::EnvParams& p) {
+    const int half = (p.position_levels - 1) / 2;
+    const double t = static_cast<double>(level - half) * p.max_contracts / half;
+    return static_cast<int>(t < 0 ? -std::floor(-t + 0.5) : std::floor(t + 0.5));
+}
+
+}  // namespace
+
+// The fills against the rules of docs/environment.md ("Actions"), computed from the bars and the
+// action of the bar before, not from the fills themselves: whether an order fills, its side,
+// size, type, price and commission.
+TEST_CASE("every fill of trades.csv follows docs/environment.md's order rules, from the bars", "[eval]") {
+    ops::CpuDevice cpu;
+    auto md = test::random_walk_market(3001, 7, 6, {0, 2700});
+    md.bars_per_year = 252.0 * 78;
+    auto p = test::es_params(6, 5, 3);  // levels -3, -2, 0, 2, 3 (1.5 rounds away from zero)
+    p.bankruptcy_fraction = 0.0;
+    p.limit_atr_mult = 0.3;  // far limits that fill on some bars and not on others
+    env::DeviceMarket market(cpu, md);
+    const int A = env::num_actions(p);
+    const auto report = eval::backtest(cpu, market, md, env::Split::test, p, random_policy(cpu, A), 1, true);
+    REQUIRE(report.segments.size() == 2);  // the contract boundary at bar 2700 cuts the test split
+    const auto dir = std::filesystem::temp_directory_path() / "fh_eval_fill_rules";
+    std::filesystem::create_directories(dir);
+    eval::write_equity_csv((dir / "equity.csv").string(), report, md);
+    eval::write_trades_csv((dir / "trades.csv").string(), report, md);
+    std::string eh, th;
+    const auto eq = read_csv((dir / "equity.csv").string(), eh);
+    const auto tr = read_csv((dir / "trades.csv").string(), th);
+    std::filesystem::remove_all(dir);
+    struct Row {
+        int qty;
+        double price, commission;
+        std::string type;
+    };
+    std::map<std::pair<int, long>, Row> fills;
+    for (const auto& r : tr) {
+        REQUIRE(r.size() == 8);
+        fills[{std::stoi(r[0]), std::stol(r[1])}] = Row{std::stoi(r[4]) * (r[3] == "buy"    ? 1
+                                                                           : r[3] == "sell" ? -1
+                                                                                            : 0),
+                                                        std::stod(r[5]), std::stod(r[7]), r[6]};
+    }
+    const char* const kType[] = {"market", "passive_limit", "far_limit"};
+    const auto& bars = md.bars;
+    long long seen[3][2] = {};  // [urgency][filled]
+    int seg = -1, pos = 0;
+    long prev_bar = -1;
+    std::size_t matched = 0;
+    for (const auto& r : eq) {
+        const int s = std::stoi(r[0]);
+        const long bar = std::stol(r[1]);
+        const int action = std::stoi(r[4]);
+        const auto f = fills.find({s, bar});
+        if (s != seg) {  // a segment starts flat, with no order
+            seg = s;
+            pos = 0;
+            CHECK(f == fills.end());
+            // docs/metrics.md: a piece starts after the feature warm-up of its contract (bars
+            // 2400..2700, then 2700 + 5 after the boundary).
+            CHECK(bar == (s == 0 ? 2400L : 2705L));
+        } else {
+            REQUIRE(bar == prev_bar + 1);
+            // equity.csv's action on bar t1 is the one decided at the close of t0 = t1 - 1, whose
+            // order executes during t1.
+            INFO("segment " << s << " bar " << bar << ": action " << action << " at position " << pos);
+            REQUIRE(action >= 0);
+            const auto t0 = static_cast<std::size_t>(prev_bar), t1 = static_cast<std::size_t>(bar);
+            const int urgency = action % p.urgency_levels;
+            const int d = target_of_level(action / p.urgency_levels, p) - pos;
+            bool filled = false;
+            double price = 0;
+            if (d != 0 && urgency == 0) {  // market: open(t+1) +/- slippage, against the trader
+                filled = true;
+                price = bars.open[t1] + (d > 0 ? 1 : -1) * p.slippage_ticks * p.tick_size;
+            } else if (d != 0) {  // limits: close(t) -/+ offset, filled when the bar reaches it
+                const double offset = urgency == 1 ? p.limit_offset_ticks * p.tick_size : p.limit_atr_mult * md.atr[t0];
+                const double limit = d > 0 ? bars.close[t0] - offset : bars.close[t0] + offset;
+                filled = d > 0 ? bars.low[t1] <= limit : bars.high[t1] >= limit;
+                price = d > 0 ? std::min(limit, bars.open[t1])
+                              : std::max(limit, bars.open[t1]);  // never better than the open
+                if (filled) {
+                    CHECK(price >= bars.low[t1]);
+                    CHECK(price <= bars.high[t1]);
+                }
+            }
+            if (d != 0) ++seen[urgency][filled ? 1 : 0];
+            CHECK(filled == (f != fills.end()));
+            if (filled && f != fills.end()) {
+                ++matched;
+                CHECK(f->second.qty == d);  // all or nothing, the whole difference
+                CHECK(f->second.type == kType[urgency]);
+                CHECK(f->second.price == price);
+                CHECK(f->second.commission == std::abs(d) * p.commission);
+                pos += d;
+            }
+            CHECK(std::stoi(r[5]) == pos);
+        }
+        prev_bar = bar;
+    }
+    CHECK(matched == fills.size());
+    // The random policy exercised every rule: market orders, limits filled and limits missed.
+    CHECK(seen[0][1] > 10);
+    CHECK(seen[0][0] == 0);
+    for (int u : {1, 2}) {
+        INFO("urgency " << u);
+        CHECK(seen[u][1] > 10);
+        CHECK(seen[u][0] > 10);
+    }
 }
 
 TEST_CASE("buy-and-hold: one market buy per segment, held to the end", "[eval]") {

@@ -85,11 +85,8 @@ std::string last_line(const std::string& s) {
 }
 
 void render(const fs::path& html, const fs::path& png) {
-    const std::string chromium = fh::test::chromium_path();
-    if (chromium.empty()) {
-        std::fprintf(stderr, "NOTICE: chromium is not installed: the sweep report is not rendered (apt-get install chromium)\n");
-        return;
-    }
+    const std::string chromium = fh::test::chromium_for("the sweep report");
+    if (chromium.empty()) return;
     const auto r = fh::test::render_with_chromium(chromium, html, png);
     INFO(r.log);
     CHECK(r.code == 0);

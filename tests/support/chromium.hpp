@@ -2,8 +2,11 @@
 /// @brief Renders a local HTML file to a PNG with headless Chromium (Debian `chromium`), for the
 ///        report tests: the page's console messages (errors, Content-Security-Policy refusals)
 ///        come back from Chromium's log. Where Chromium is not installed, `chromium_path()` is
-///        empty and the tests print a visible notice instead.
+///        empty and the tests print a visible notice instead, except under CI=true, where a
+///        missing Chromium fails them (scripts/test.sh installs it there).
 #pragma once
+
+#include <catch2/catch.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,6 +34,27 @@ inline std::string chromium_path() {
             if (::access(p.c_str(), X_OK) == 0) return p.string();
         }
     return "";
+}
+
+/// Whether the environment says CI=true (scripts/test.sh then installs Chromium).
+inline bool running_in_ci() {
+    const char* ci = std::getenv("CI");
+    return ci != nullptr && std::string(ci) == "true";
+}
+
+/// chromium_path() for a rendering check of `what`. Where Chromium is missing: under CI=true the
+/// test fails (the check must run in CI); elsewhere a notice on stderr and "" (skip the check).
+inline std::string chromium_for(const std::string& what) {
+    std::string path = chromium_path();
+    if (path.empty()) {
+        if (running_in_ci())
+            FAIL("chromium is not installed and CI=true: " << what
+                                                           << " must be rendered in CI (scripts/test.sh installs the "
+                                                              "Debian package chromium when CI=true)");
+        std::fprintf(stderr, "NOTICE: chromium is not installed: %s is not rendered (apt-get install chromium)\n",
+                     what.c_str());
+    }
+    return path;
 }
 
 /// `s` in single quotes for sh.

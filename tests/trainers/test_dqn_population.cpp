@@ -26,7 +26,8 @@
 #include "util/errors.hpp"
 
 using namespace fh;
-using fh::test::max_relative_difference;
+using fh::test::movement_fraction;
+using fh::test::relative_l2;
 
 namespace {
 
@@ -64,9 +65,16 @@ std::vector<float> tensor(ops::Device& ops, trainers::Trainer& t, const std::str
     throw std::runtime_error("no state tensor " + name);
 }
 
-/// Trains the agents as one population and each alone for `iterations`; returns the largest
-/// relative difference between any agent's tensors and its single run's (0: bit for bit).
-double population_against_single_runs(ops::Device& ops, const std::vector<config::Profile>& agents, int iterations) {
+/// How far a population's agents part from their single runs: `bits` whether every tensor below
+/// is the same bytes; the largest movement_fraction of the online and target weights (against
+/// the single run's start) and relative_l2 of Adam's moments, over the agents.
+struct Parting {
+    bool bits = true;
+    double online = 0, target = 0, m = 0, v = 0;
+};
+
+/// Trains the agents as one population and each alone for `iterations`.
+Parting population_against_single_runs(ops::Device& ops, const std::vector<config::Profile>& agents, int iterations) {
     std::vector<std::unique_ptr<env::DeviceMarket>> markets;
     std::vector<const env::DeviceMarket*> views;
     for (const auto& p : agents) {
@@ -76,24 +84,30 @@ double population_against_single_runs(ops::Device& ops, const std::vector<config
     trainers::DqnPopulation population(ops, agents, views);
     for (int k = 0; k < iterations; ++k) population.iterate();
     REQUIRE(population.updates() > 0);
-    double worst = 0;
+    Parting r;
     std::vector<float> first_online;
     for (std::size_t i = 0; i < agents.size(); ++i) {
         INFO("agent " << i);
         trainers::DqnTrainer single(ops, agents[i], *markets[i]);
+        const auto start = tensor(ops, single, "params/online");  // the target starts as a copy
         for (int k = 0; k < iterations; ++k) single.iterate();
         REQUIRE(single.updates() == population.updates());
         const auto state = population.agent_state(static_cast<int>(i));
-        const auto online = host(ops, state.online);
-        worst = std::max(worst, max_relative_difference(tensor(ops, single, "params/online"), online));
-        worst = std::max(worst, max_relative_difference(tensor(ops, single, "params/target"), host(ops, state.target)));
-        worst = std::max(worst, max_relative_difference(tensor(ops, single, "adam/m"), host(ops, state.m)));
-        worst = std::max(worst, max_relative_difference(tensor(ops, single, "adam/v"), host(ops, state.v)));
+        const auto online = host(ops, state.online), target = host(ops, state.target), m = host(ops, state.m),
+                   v = host(ops, state.v);
+        const auto s_online = tensor(ops, single, "params/online"), s_target = tensor(ops, single, "params/target"),
+                   s_m = tensor(ops, single, "adam/m"), s_v = tensor(ops, single, "adam/v");
+        r.bits = r.bits && test::same_bits(online, s_online) && test::same_bits(target, s_target) &&
+                 test::same_bits(m, s_m) && test::same_bits(v, s_v);
+        r.online = std::max(r.online, movement_fraction(online, s_online, start));
+        r.target = std::max(r.target, movement_fraction(target, s_target, start));
+        r.m = std::max(r.m, relative_l2(m, s_m));
+        r.v = std::max(r.v, relative_l2(v, s_v));
         // The agents are not copies of one another (their seeds or hyperparameters differ).
         if (i == 0) first_online = online;
         else CHECK(online != first_online);
     }
-    return worst;
+    return r;
 }
 
 /// Three agents: their own seeds, and a grid's scalars on two of them.
@@ -124,7 +138,7 @@ TEST_CASE("A batched DQN population's agents equal their single runs bit for bit
     }
     SECTION("the scalar head") { shared = {"dqn.head=mse"}; }
     // 8 collection steps fill min_replay_size; 40 more wrap the 32-step ring.
-    CHECK(population_against_single_runs(ops, three_agents(shared), 48) == 0.0);
+    CHECK(population_against_single_runs(ops, three_agents(shared), 48).bits);
 }
 
 TEST_CASE("A batched DQN population refuses what it does not batch, naming it", "[trainers][dqn][population]") {
@@ -153,11 +167,21 @@ TEST_CASE("A batched DQN population's agents against their single runs on the GP
     for (int i = 0; i < 8; ++i)
         agents.push_back(agent_profile({"run.seed=" + std::to_string(20 + i),
                                         "training.learning_rate=" + std::to_string(0.0002 * (1 + i % 3))}));
-    const double worst = population_against_single_runs(ops, agents, 48);
-    // The population's products are strided batches of 8 networks where a single run multiplies one
-    // or two: cuBLAS may pick another algorithm and round differently. Reported, and bounded.
-    WARN("GPU population against single runs: largest relative difference " << worst);
-    CHECK(worst < 1e-3);
+    const auto r = population_against_single_runs(ops, agents, 48);
+    // Error model: the population's products are strided batches of 8 networks where a single run
+    // multiplies one or two, so cuBLAS may round them differently (a relative ~1e-6 per product,
+    // bounded in the next test). Sampling, exploration and the replay are the same integers, so
+    // the runs part only through those roundings, carried through 40 Adam updates: each moves a
+    // weight by about the learning rate whatever the rounding, except where a gradient is near
+    // zero. Bounded: 1% of the weights' movement over the run; Adam's moments, whose elements are
+    // sums of the gradients (m) and their squares (v, twice the gradients' relative error), within
+    // 1% and 2% of their norm.
+    WARN("GPU population against single runs, fraction of the movement: online "
+         << r.online << ", target " << r.target << "; relative difference of Adam's m " << r.m << ", v " << r.v);
+    CHECK(r.online <= 0.01);
+    CHECK(r.target <= 0.01);
+    CHECK(r.m <= 0.01);
+    CHECK(r.v <= 0.02);
 }
 
 // Where a batched population's GPU results part from its single runs': each product of the
@@ -197,7 +221,14 @@ TEST_CASE("the batched population's GPU products against one network's: where th
     net.backward_agents(ops, params.cview(), grads_all.view(), d_all.view(), ws_s);
     const auto g_all = ops.to_host(grads_all.cview());
     // One network at a time, as a single run computes them.
+    // Error model (fh::test::reordered_sums): the same sums in another order. Forwards: three
+    // nested reductions (the state's layer, 256 hidden, the heads) of at most 256 terms; the
+    // gradients: the heads' and hidden layers' backward then the sum over the batch of 256, four.
+    // The worst element, in units of that bound, must stay within 1.
     double act = 0, online = 0, target = 0, grads = 0;
+    const auto worst = [](const std::vector<float>& got, const std::vector<float>& ref, int levels) {
+        return test::compare_close(got, ref, test::reordered_sums(levels, 256, test::max_abs(ref))).worst;
+    };
     auto pair = ops.alloc<float>(2 * P);
     auto ws1 = net.make_workspace(ops, n), ws_pair = net.make_workspace(ops, 4 * B);
     auto g1 = ops.alloc<float>(P);
@@ -205,24 +236,27 @@ TEST_CASE("the batched population's GPU products against one network's: where th
     for (int i = 0; i < N; ++i) {
         const std::size_t k = static_cast<std::size_t>(i);
         const auto a1 = ops.to_host(net.forward(ops, params.cview().subview(k * P, P), obs.cview().subview(k * n * Ds, n * Ds), n, ws1));
-        act = std::max(act, max_relative_difference(a1, std::vector<float>(act_all.begin() + k * n * Ws, act_all.begin() + (k + 1) * n * Ws)));
+        act = std::max(
+            act, worst(a1, std::vector<float>(act_all.begin() + k * n * Ws, act_all.begin() + (k + 1) * n * Ws), 3));
         ops.copy(pair.view().subview(0, P), params.cview().subview(k * P, P));
         ops.copy(pair.view().subview(P, P), targets.cview().subview(k * P, P));
         const auto heads = ops.to_host(net.forward_batched(ops, pair.cview(), 2, x.cview().subview(k * xs, xs), 2 * B, ws_pair));
-        online = std::max(online, max_relative_difference(std::vector<float>(heads.begin(), heads.begin() + Bs * Ws),
-                                                          std::vector<float>(s_all.begin() + k * Bs * Ws, s_all.begin() + (k + 1) * Bs * Ws)));
-        target = std::max(target, max_relative_difference(std::vector<float>(heads.begin() + 3 * Bs * Ws, heads.begin() + 4 * Bs * Ws),
-                                                          std::vector<float>(t_all.begin() + k * Bs * Ws, t_all.begin() + (k + 1) * Bs * Ws)));
+        online = std::max(online,
+                          worst(std::vector<float>(heads.begin(), heads.begin() + Bs * Ws),
+                                std::vector<float>(s_all.begin() + k * Bs * Ws, s_all.begin() + (k + 1) * Bs * Ws), 3));
+        target = std::max(target,
+                          worst(std::vector<float>(heads.begin() + 3 * Bs * Ws, heads.begin() + 4 * Bs * Ws),
+                                std::vector<float>(t_all.begin() + k * Bs * Ws, t_all.begin() + (k + 1) * Bs * Ws), 3));
         ops.fill(g1.view(), 0.f);
         ops.copy(d1.view(), d_head.cview().subview(k * Bs * Ws, Bs * Ws));
         net.backward(ops, pair.cview(), g1.view(), d1.view(), B, ws_pair);
-        grads = std::max(grads, max_relative_difference(ops.to_host(g1.cview()),
-                                                        std::vector<float>(g_all.begin() + k * P, g_all.begin() + (k + 1) * P)));
+        grads = std::max(grads, worst(ops.to_host(g1.cview()),
+                                      std::vector<float>(g_all.begin() + k * P, g_all.begin() + (k + 1) * P), 4));
     }
-    WARN("batched against one network, largest relative difference: acting forward " << act << ", online forward "
-         << online << ", target forward " << target << ", gradients " << grads);
-    CHECK(act < 1e-5);
-    CHECK(online < 1e-5);
-    CHECK(target < 1e-5);
-    CHECK(grads < 1e-4);
+    WARN("batched against one network, the worst element in units of its reordered-sums bound: acting forward "
+         << act << ", online forward " << online << ", target forward " << target << ", gradients " << grads);
+    CHECK(act <= 1);
+    CHECK(online <= 1);
+    CHECK(target <= 1);
+    CHECK(grads <= 1);
 }

@@ -26,7 +26,8 @@
 
 using namespace fh;
 using fh::test::as_floats;
-using fh::test::max_relative_difference;
+using fh::test::movement_fraction;
+using fh::test::relative_l2;
 using fh::test::tensor_bytes;
 
 namespace {
@@ -52,14 +53,20 @@ dataset_size = 600
     return config::resolve_profile_text(text, "test-profile", overrides);
 }
 
-const char* const kFloatTensors[] = {"params/online", "params/target", "adam/m", "adam/v", "monitor/accumulators"};
+/// How far the agents part from their single runs: `bits` whether every float tensor below is the
+/// same bytes; the largest movement_fraction of the online and target weights, relative_l2 of
+/// Adam's moments, and the worst element of the monitor's accumulators in units of a 1% relative
+/// bound (they sum the updates' losses; NaN where both runs logged a NaN loss).
+struct Parting {
+    bool bits = true;
+    double online = 0, target = 0, m = 0, v = 0, monitor = 0;
+};
 
 /// Trains the agents as one population and each alone for `updates` (with NaN losses at
-/// `nan_updates` of agent 1 in both); returns the largest relative difference between any agent's
-/// checkpoint tensors and its single run's (0: bit for bit; the guard states must be equal). The
-/// logged losses are compared bit for bit when `exact` (the CPU), else within 1e-3.
-double population_against_single_runs(ops::Device& ops, const std::vector<config::Profile>& agents, int updates,
-                                      const std::vector<long long>& nan_updates = {}, bool exact = true) {
+/// `nan_updates` of agent 1 in both). The guard states must be equal; the logged losses are
+/// compared bit for bit when `exact` (the CPU), else within 1e-3.
+Parting population_against_single_runs(ops::Device& ops, const std::vector<config::Profile>& agents, int updates,
+                                       const std::vector<long long>& nan_updates = {}, bool exact = true) {
     std::vector<std::unique_ptr<env::DeviceMarket>> markets;
     std::vector<const env::DeviceMarket*> views;
     for (const auto& p : agents) {
@@ -73,19 +80,32 @@ double population_against_single_runs(ops::Device& ops, const std::vector<config
     for (int k = 0; k < updates; ++k)
         for (auto& m : members) m->iterate();
     REQUIRE(population->updates() == updates);
-    double worst = 0;
+    Parting worst;
     std::vector<float> first_online;
     for (std::size_t i = 0; i < agents.size(); ++i) {
         INFO("agent " << i);
         const auto alone = trainers::make_iql_trainer(ops, agents[i], *markets[i]);
         trainers::Trainer& single = *alone;
         if (i == 1) single.inject_nan_at_updates(nan_updates);
+        const auto start_online = as_floats(tensor_bytes(ops, single, "params/online")),
+                   start_target = as_floats(tensor_bytes(ops, single, "params/target"));
         for (int k = 0; k < updates; ++k) single.iterate();
         REQUIRE(members[i]->updates() == single.updates());
         CHECK(members[i]->env_steps() == single.env_steps());
-        for (const char* name : kFloatTensors)
-            worst = std::max(worst, max_relative_difference(as_floats(tensor_bytes(ops, single, name)),
-                                                            as_floats(tensor_bytes(ops, *members[i], name))));
+        const auto got = [&](const char* name) { return as_floats(tensor_bytes(ops, *members[i], name)); };
+        const auto ref = [&](const char* name) { return as_floats(tensor_bytes(ops, single, name)); };
+        for (const char* name : {"params/online", "params/target", "adam/m", "adam/v", "monitor/accumulators"})
+            worst.bits = worst.bits && test::same_bits(got(name), ref(name));
+        worst.online =
+            std::max(worst.online, movement_fraction(got("params/online"), ref("params/online"), start_online));
+        worst.target =
+            std::max(worst.target, movement_fraction(got("params/target"), ref("params/target"), start_target));
+        worst.m = std::max(worst.m, relative_l2(got("adam/m"), ref("adam/m")));
+        worst.v = std::max(worst.v, relative_l2(got("adam/v"), ref("adam/v")));
+        worst.monitor =
+            std::max(worst.monitor, test::compare_close(got("monitor/accumulators"), ref("monitor/accumulators"),
+                                                        test::Tol{0, 1e-2}, test::Nan::both_match)
+                                        .worst);
         CHECK(tensor_bytes(ops, single, "guard/state") == tensor_bytes(ops, *members[i], "guard/state"));
         // The same names, shapes and order as a single run's checkpoint.
         const auto a = single.state_tensors(), b = members[i]->state_tensors();
@@ -98,7 +118,8 @@ double population_against_single_runs(ops::Device& ops, const std::vector<config
         // The log lines: the same loss (a NaN one too).
         const auto la = single.read_log(1.0), lb = members[i]->read_log(1.0);
         if (exact) CHECK(std::memcmp(&la.loss, &lb.loss, sizeof la.loss) == 0);
-        else CHECK((std::isnan(la.loss) ? std::isnan(lb.loss) : lb.loss == Approx(la.loss).epsilon(1e-3)));
+        else
+            CHECK(test::close_value(lb.loss, la.loss, test::Tol{0, 1e-3}, test::Nan::both_match));
         const auto online = as_floats(tensor_bytes(ops, *members[i], "params/online"));
         if (i == 0) first_online = online;
         else CHECK(online != first_online);  // own seeds or hyperparameters: not copies
@@ -129,11 +150,12 @@ TEST_CASE("A batched IQL population's agents equal their single runs bit for bit
     SECTION("soft targets with each agent's tau") {
         auto agents = three_agents({"training.grad_clip_norm=1"});
         agents[2].training.tau = 0.02;
-        CHECK(population_against_single_runs(ops, agents, 30) == 0.0);
+        CHECK(population_against_single_runs(ops, agents, 30).bits);
     }
     SECTION("periodic targets; a NaN loss skips agent 1's update 5 alone") {
         CHECK(population_against_single_runs(ops, three_agents({"training.tau=0", "training.target_update_period=4"}),
-                                             30, {5}) == 0.0);
+                                             30, {5})
+                  .bits);
     }
 }
 
@@ -175,9 +197,20 @@ TEST_CASE("A batched IQL population's agents against their single runs on the GP
         agents.push_back(agent_profile({"run.seed=" + std::to_string(20 + i), "iql.hidden=[256, 256]",
                                         "replay_buffer.batch_size=256",
                                         "training.learning_rate=" + std::to_string(0.0002 * (1 + i % 3))}));
-    const double worst = population_against_single_runs(ops, agents, 40, {7}, false);
-    // The population's products are strided batches of 8 networks where a single run multiplies
-    // one network or its twin pair: cuBLAS may pick other algorithms and round differently.
-    WARN("GPU IQL population against single runs: largest relative difference " << worst);
-    CHECK(worst < 1e-3);
+    const auto r = population_against_single_runs(ops, agents, 40, {7}, false);
+    // Error model: the population's products are strided batches of 8 networks where a single run
+    // multiplies one network or its twin pair: cuBLAS may pick other algorithms and round
+    // differently (a relative ~1e-6 per product). The dataset and the sampled batches are the same
+    // integers, so the runs part only through those roundings, carried through 40 Adam updates
+    // (each moves a weight by about the learning rate whatever the rounding). Bounded: 1% of the
+    // weights' movement; Adam's moments within 1% (m) and 2% (v: squares) of their norm; the
+    // monitor's sums of losses within 1% each.
+    WARN("GPU IQL population against single runs, fraction of the movement: online "
+         << r.online << ", target " << r.target << "; Adam's m " << r.m << ", v " << r.v << "; monitor (units of 1%) "
+         << r.monitor);
+    CHECK(r.online <= 0.01);
+    CHECK(r.target <= 0.01);
+    CHECK(r.m <= 0.01);
+    CHECK(r.v <= 0.02);
+    CHECK(r.monitor <= 1);
 }

@@ -27,7 +27,8 @@
 
 using namespace fh;
 using fh::test::as_floats;
-using fh::test::max_relative_difference;
+using fh::test::movement_fraction;
+using fh::test::relative_l2;
 using fh::test::tensor_bytes;
 
 namespace {
@@ -58,10 +59,13 @@ diversity_coef = 0.05
 
 /// Trains the agents as one population and each alone for `rollouts` (with NaN policy losses at
 /// `nan_updates` of agent 1 in both). exact (the CPU): every checkpoint tensor and the logged loss
-/// bit for bit, returns 0. Otherwise returns the largest relative difference between the agents'
-/// parameters and Adam moments and their single runs' (the products round differently).
-double population_against_single_runs(ops::Device& ops, const std::vector<config::Profile>& agents, int rollouts,
-                                      const std::vector<long long>& nan_updates = {}, bool exact = true) {
+/// bit for bit (the result's fields stay 0). Otherwise returns how far the agents part from their
+/// single runs: the largest movement_fraction of the weights and relative_l2 of Adam's moments.
+struct Parting {
+    double params = 0, m = 0, v = 0;
+};
+Parting population_against_single_runs(ops::Device& ops, const std::vector<config::Profile>& agents, int rollouts,
+                                       const std::vector<long long>& nan_updates = {}, bool exact = true) {
     std::vector<std::unique_ptr<env::DeviceMarket>> markets;
     std::vector<const env::DeviceMarket*> views;
     for (const auto& p : agents) {
@@ -75,13 +79,14 @@ double population_against_single_runs(ops::Device& ops, const std::vector<config
     for (int k = 0; k < rollouts; ++k)
         for (auto& m : members) m->iterate();
     REQUIRE(population->rollouts() == rollouts);
-    double worst = 0;
+    Parting worst;
     std::vector<float> first_params;
     for (std::size_t i = 0; i < agents.size(); ++i) {
         INFO("agent " << i);
         const auto alone = trainers::make_ppo_trainer(ops, agents[i], *markets[i]);  // an engine of one
         trainers::Trainer& single = *alone;
         if (i == 1) single.inject_nan_at_updates(nan_updates);
+        const auto start = as_floats(tensor_bytes(ops, single, "params/online"));
         for (int k = 0; k < rollouts; ++k) single.iterate();
         REQUIRE(members[i]->updates() == single.updates());
         CHECK(members[i]->env_steps() == single.env_steps());
@@ -97,17 +102,21 @@ double population_against_single_runs(ops::Device& ops, const std::vector<config
             CHECK(a[k].dtype == b[k].dtype);
             if (exact) CHECK(ops.to_host<std::byte>(a[k].bytes) == ops.to_host<std::byte>(b[k].bytes));
         }
-        if (!exact)
-            for (const char* name : {"params/online", "adam/m", "adam/v"})
-                worst = std::max(worst, max_relative_difference(as_floats(tensor_bytes(ops, single, name)),
-                                                                as_floats(tensor_bytes(ops, *members[i], name))));
+        if (!exact) {
+            const auto got = [&](const char* name) { return as_floats(tensor_bytes(ops, *members[i], name)); };
+            const auto ref = [&](const char* name) { return as_floats(tensor_bytes(ops, single, name)); };
+            worst.params = std::max(worst.params, movement_fraction(got("params/online"), ref("params/online"), start));
+            worst.m = std::max(worst.m, relative_l2(got("adam/m"), ref("adam/m")));
+            worst.v = std::max(worst.v, relative_l2(got("adam/v"), ref("adam/v")));
+        }
         // The log lines: the same loss (a NaN one too) and the same JSON on the CPU.
         const auto la = single.read_log(1.0), lb = members[i]->read_log(1.0);
         if (exact) {
             CHECK(std::memcmp(&la.loss, &lb.loss, sizeof la.loss) == 0);
             CHECK(io::json::serialize(la.json) == io::json::serialize(lb.json));
         } else {
-            CHECK((std::isnan(la.loss) ? std::isnan(lb.loss) : lb.loss == Approx(la.loss).epsilon(1e-2)));
+            // The loss of the last update, from weights that part by the bound below: 1%.
+            CHECK(test::close_value(lb.loss, la.loss, test::Tol{0, 1e-2}, test::Nan::both_match));
         }
         const auto params = as_floats(tensor_bytes(ops, *members[i], "params/online"));
         if (i == 0)
@@ -142,12 +151,12 @@ TEST_CASE("A batched PPO population's agents equal their single runs bit for bit
     ops::CpuDevice ops;
     SECTION(
         "each agent's seed, learning rate, gamma, lambda, clip and coefficients (diversity too); a linear schedule") {
-        CHECK(population_against_single_runs(ops, three_agents({"training.grad_clip_norm=1"}), 3) == 0.0);
+        CHECK(population_against_single_runs(ops, three_agents({"training.grad_clip_norm=1"}), 3).params == 0.0);
     }
     SECTION("truncations in the middle of rollouts; no diversity penalty; a NaN loss skips agent 1's update 5 alone") {
         auto agents = three_agents({"env.bankruptcy_fraction=0.9995", "ppo.lr_schedule=\"constant\""});
         for (auto& a : agents) a.ppo.diversity_coef = 0;
-        CHECK(population_against_single_runs(ops, agents, 3, {5}) == 0.0);
+        CHECK(population_against_single_runs(ops, agents, 3, {5}).params == 0.0);
     }
     SECTION("curiosity: each agent's forward model and its curiosity_coef") {
         auto agents = three_agents({"ppo.curiosity=true", "ppo.curiosity_coef=0.1"});
@@ -205,10 +214,18 @@ TEST_CASE("A batched PPO population's agents against their single runs on the GP
         agents.push_back(agent_profile({"run.seed=" + std::to_string(20 + i), "ppo.hidden=[64, 64]",
                                         "experience.gpu_n_episodes=64", "experience.gpu_timesteps_per_episode=32",
                                         "training.learning_rate=" + std::to_string(0.0002 * (1 + i % 3))}));
-    const double worst = population_against_single_runs(ops, agents, 3, {7}, false);
-    // The population's products are strided batches of 8 networks where a single run multiplies
-    // one network: cuBLAS may pick other algorithms and round differently, and a sampled action
-    // whose uniform draw falls within that rounding of a boundary may differ.
-    WARN("GPU PPO population against single runs: largest relative difference " << worst);
-    CHECK(worst < 1e-2);
+    const auto r = population_against_single_runs(ops, agents, 3, {7}, false);
+    // Error model: the population's products are strided batches of 8 networks where a single run
+    // multiplies one network: cuBLAS may pick other algorithms and round differently (a relative
+    // ~1e-6 per product), carried through 3 rollouts x 6 Adam steps (each moves a weight by about
+    // the learning rate, 2e-4 to 6e-4, whatever the rounding); and a sampled action whose uniform
+    // draw falls within that rounding of a boundary may differ, changing one environment's (of
+    // 64) transitions from there on: a few percent of a minibatch's gradient at most. Bounded:
+    // 5% of the weights' movement (the bound was 1e-2 absolute: the whole movement); Adam's
+    // moments within 5% (m) and 10% (v: squares, twice the gradients' relative error) of their norm.
+    WARN("GPU PPO population against single runs, fraction of the movement: " << r.params << "; Adam's m " << r.m
+                                                                              << ", v " << r.v);
+    CHECK(r.params <= 0.05);
+    CHECK(r.m <= 0.05);
+    CHECK(r.v <= 0.1);
 }
