@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "config/schema.hpp"
 #include "support.hpp"
 
 using fh::test::has_problem;
@@ -301,4 +302,46 @@ TEST_CASE("a float for an integer key suggests the same number as an integer", "
     o = resolve(R + "total_steps = 1.5\n");
     CHECK(has_problem(o, "p.toml:3:15:", "(an integer has no fraction or exponent)"));
     for (const auto& p : o.problems) CHECK(p.find("write") == std::string::npos);
+}
+
+TEST_CASE("cross-key rules never compute with a value that failed its own check (no trap, one message)", "[config]") {
+    // Hostile values for every key of the schema, alone and (integers) in pairs within a section,
+    // under every trainer: each resolves to problems or a profile, never a signal (a rule like
+    // dt.embedding % dt.heads ran on dt.heads = 0, or INT64_MIN % -1, and trapped).
+    using fh::config::KeyType;
+    const std::vector<std::string> ints = {"0", "-1", "1", "-9223372036854775808", "9223372036854775807", "2147483648"};
+    const std::vector<std::string> numbers = {"0.0", "-1.0", "1e308", "-1e308", "4.9e-324", "inf", "nan", "-0.0"};
+    const std::vector<std::string> arrays = {"[0]", "[-1]", "[-9223372036854775808]", "[9223372036854775807]"};
+    std::size_t resolved = 0;
+    for (const std::string trainer : {"dqn", "ppo", "iql", "supervised", "dt"}) {
+        const std::string text = "[run]\ntrainer = \"" + trainer + "\"\n";
+        for (const auto& d : fh::config::schema()) {
+            const auto* values = d.type == KeyType::integer     ? &ints
+                                 : d.type == KeyType::number    ? &numbers
+                                 : d.type == KeyType::int_array ? &arrays
+                                                                : nullptr;
+            if (values == nullptr) continue;
+            for (const auto& v : *values) {
+                const auto o = resolve(text, {d.full_name() + "=" + v});
+                if (!o.ok) CHECK(o.exit_code == 2);
+                ++resolved;
+            }
+            if (d.type != KeyType::integer) continue;
+            for (const auto& e : fh::config::schema()) {
+                if (e.section != d.section || e.type != KeyType::integer || &e == &d) continue;
+                for (const auto& v : ints)
+                    for (const auto& w : ints) {
+                        (void)resolve(text, {d.full_name() + "=" + v, e.full_name() + "=" + w});
+                        ++resolved;
+                    }
+            }
+        }
+    }
+    CHECK(resolved > 10000);
+    // The bad key is reported once, at its place, and no rule adds a message computed from it.
+    auto o = resolve(R, {"dt.heads=0"});
+    REQUIRE(o.problems.size() == 1);
+    CHECK(has_problem(o, "--set dt.heads=0:", "dt.heads must be [1, 64]"));
+    o = resolve(R, {"dt.heads=-1", "dt.embedding=-9223372036854775808"});
+    CHECK(o.problems.size() == 2);
 }
