@@ -74,6 +74,9 @@ private:
     /// injected (tests), one by one.
     void update_ops(bool inject_nan);
     void restore_optimizer_steps(long long steps) override { adam_.restore_steps(ops_, steps); }
+    long long updates_at_last_log(long long updates) override {
+        return last_log_point(ops_, monitor_, profile_.run.log_interval, updates);
+    }
 
     ops::Device& ops_;
     config::Profile profile_;
