@@ -83,13 +83,17 @@ TEST_CASE("an error at any stage of set-up or training unwinds cleanly and exits
         "--set run.checkpoint_interval=200 --output '" +
         (dir / "runs").string() + "'";
     const std::vector<Case> cases = {
-        {"a single run", "--profile dqn-smoketest" + common,
+        {"a single run",
+         "--profile dqn-smoketest" + common,
          {"session", "trainer", "run-directory", "agent-run", "train-step:7", "checkpoint:2", "finish"}},
-        {"a batched population", "--profile dqn-smoketest --seeds 1,2,3 --set run.population_batching=on" + common,
+        {"a batched population",
+         "--profile dqn-smoketest --seeds 1,2,3 --set run.population_batching=on" + common,
          {"population-setup", "population-engine", "agent-run:3", "train-step:8", "checkpoint:4", "finish:2"}},
-        {"an unbatched population", "--profile dqn-smoketest --seeds 1,2,3 --set run.population_batching=off" + common,
+        {"an unbatched population",
+         "--profile dqn-smoketest --seeds 1,2,3 --set run.population_batching=off" + common,
          {"agent-run:2", "train-step:5", "finish:3"}},
-        {"a PPO population", "--profile ppo-smoketest --seeds 1,2 --set run.population_batching=on" + common,
+        {"a PPO population",
+         "--profile ppo-smoketest --seeds 1,2 --set run.population_batching=on" + common,
          {"population-engine", "train-step:2"}},
     };
     for (const auto& c : cases)
@@ -258,8 +262,9 @@ TEST_CASE(
 TEST_CASE("eval refuses what it would ignore or misreport: segments past the split, a goal without HER, NaN weights",
           "[run]") {
     const auto dir = scratch("eval");
-    auto r =
-        sh("\"$EXE\" train --profile dqn-smoketest --device cpu --set run.total_steps=200 --set run.name=a --output runs", dir);
+    auto r = sh(
+        "\"$EXE\" train --profile dqn-smoketest --device cpu --set run.total_steps=200 --set run.name=a --output runs",
+        dir);
     REQUIRE(r.code == 0);
     const std::string ckpt = (dir / "runs" / "a" / "checkpoints" / "last.safetensors").string();
     r = sh("\"$EXE\" eval --checkpoint '" + ckpt + "'", dir);
