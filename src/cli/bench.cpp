@@ -7,6 +7,8 @@
 
 #include "cli/commands.hpp"
 #include "config/schema.hpp"
+#include "cuda/device.hpp"
+#include "ops/make_device.hpp"
 #include "run/population.hpp"
 #include "run/run.hpp"
 #include "util/errors.hpp"
@@ -17,6 +19,14 @@ int run_bench(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g);
     if (!g.seeds.empty() || !g.population_grid.empty() || !g.population_record.empty())
         throw UsageError("bench: --seeds and --population-grid do not apply; --set run.population=N times N agents");
+    if (g.ablate) {  // a diagnostic of CUDA's captured steps: refused where there are none, not ignored
+        const auto spec = ops::parse_device_spec(profile.run.device);
+        if (spec.kind == ops::DeviceSpec::Kind::cpu ||
+            (spec.kind == ops::DeviceSpec::Kind::automatic && cuda::device_count() == 0))
+            throw UsageError(fmt::format("bench --ablate: run.device = \"{}\" runs on the CPU backend, which has no "
+                                         "captured steps to leave ops out of; --ablate is a CUDA diagnostic",
+                                         profile.run.device));
+    }
     fmt::print("{}\n", profile.run.population > 1 ? run::bench_population(profile, g.force, g.ablate, g.kernel_times)
                                                   : run::bench(profile, g.kernel_times, g.force, g.ablate));
     std::fflush(stdout);

@@ -321,132 +321,222 @@ private:
 
     void check_cross_keys(const std::set<std::string>& bad) {
         const auto& p = profile_;
-        const auto rule = [&](std::initializer_list<std::string> keys, bool violated,
-                              const std::string& message) {
+        // A rule names every key it reads. It runs only when each of them passed its own type
+        // and range check: a key out of range is reported once, at the key, and a rule never
+        // computes with it (dt.embedding % dt.heads with heads = 0 would trap). The condition and
+        // the message are evaluated only then.
+        const auto rule = [&](std::initializer_list<std::string> keys, const auto& violated, const auto& message) {
             for (const auto& k : keys)
                 if (bad.count(k)) return;  // already reported; a second message would be noise
-            if (violated) problem(where_of_any(keys), message);
+            if (violated()) problem(where_of_any(keys), message());
         };
         const double sum = p.data.train_fraction + p.data.val_fraction + p.data.test_fraction;
-        rule({"data.train_fraction", "data.val_fraction", "data.test_fraction"}, sum > 1.0 + 1e-9,
-             fmt::format("data.train_fraction + val_fraction + test_fraction = {} + {} + {} = {} "
-                         "exceeds 1",
-                         p.data.train_fraction, p.data.val_fraction, p.data.test_fraction, sum));
-        rule({"data.format", "data.path"}, p.data.format == "csv" && p.data.path.empty(),
-             "data.format = \"csv\" but data.path is empty: give the CSV with data.path or --data");
-        rule({"data.val_fraction", "early_stopping.patience"},
-             p.data.val_fraction == 0 && p.early_stopping.patience > 0,
-             "early stopping (early_stopping.patience > 0) needs a validation split: set "
-             "data.val_fraction > 0, or early_stopping.patience = 0");
-        rule({"replay_buffer.min_replay_size", "replay_buffer.buffer_size", "training.buffer_size"},
-             p.replay_buffer.min_replay_size > p.replay_buffer.buffer_size,
-             fmt::format("replay_buffer.min_replay_size = {} exceeds buffer_size = {}: training "
-                         "would never start",
-                         p.replay_buffer.min_replay_size, p.replay_buffer.buffer_size));
-        rule({"replay_buffer.batch_size", "replay_buffer.buffer_size", "training.buffer_size"},
-             p.replay_buffer.batch_size > p.replay_buffer.buffer_size,
-             fmt::format("replay_buffer.batch_size = {} exceeds buffer_size = {}",
-                         p.replay_buffer.batch_size, p.replay_buffer.buffer_size));
-        rule({"replay_buffer.batch_size", "replay_buffer.min_replay_size", "run.trainer"},
-             p.run.trainer == "dqn" && p.replay_buffer.batch_size > p.replay_buffer.min_replay_size,
-             fmt::format("replay_buffer.batch_size = {} exceeds min_replay_size = {}: the first "
-                         "updates would sample the same few transitions many times",
-                         p.replay_buffer.batch_size, p.replay_buffer.min_replay_size));
-        rule({"experience.n_step", "experience.gpu_timesteps_per_episode"},
-             p.experience.n_step >= p.experience.gpu_timesteps_per_episode,
-             fmt::format("experience.n_step = {} must be shorter than an episode "
-                         "(gpu_timesteps_per_episode = {})",
-                         p.experience.n_step, p.experience.gpu_timesteps_per_episode));
-        rule({"dqn.v_min", "dqn.v_max"}, !(p.dqn.v_min < p.dqn.v_max),
-             fmt::format("dqn.v_min = {} must be below dqn.v_max = {}", p.dqn.v_min, p.dqn.v_max));
-        rule({"training.epsilon_start", "training.epsilon_end"},
-             p.training.epsilon_end > p.training.epsilon_start,
-             fmt::format("training.epsilon_end = {} exceeds epsilon_start = {}",
-                         p.training.epsilon_end, p.training.epsilon_start));
-        const auto rollout = p.experience.gpu_n_episodes * p.experience.gpu_timesteps_per_episode;
-        rule({"ppo.minibatches", "experience.gpu_n_episodes", "experience.gpu_timesteps_per_episode",
-              "run.trainer"},
-             p.run.trainer == "ppo" && p.ppo.minibatches > rollout,
-             fmt::format("ppo.minibatches = {} exceeds the rollout's {} transitions "
-                         "(gpu_n_episodes * gpu_timesteps_per_episode)",
-                         p.ppo.minibatches, rollout));
-        rule({"replay_buffer.batch_size", "iql.dataset_size", "run.trainer"},
-             p.run.trainer == "iql" && p.replay_buffer.batch_size > p.iql.dataset_size,
-             fmt::format("replay_buffer.batch_size = {} exceeds iql.dataset_size = {}",
-                         p.replay_buffer.batch_size, p.iql.dataset_size));
-        rule({"iql.dataset"}, p.iql.dataset.empty(),
-             "iql.dataset is empty: use \"behaviour\" or the path of a replay dump");
-        rule({"run.eval_interval", "data.val_fraction"}, p.run.eval_interval > 0 && p.data.val_fraction == 0,
-             fmt::format("run.eval_interval = {} asks for validation backtests but data.val_fraction = 0 leaves no "
-                         "validation split: set data.val_fraction > 0 (e.g. 0.15), or run.eval_interval = 0",
-                         p.run.eval_interval));
-        rule({"data.test_fraction"}, p.data.test_fraction == 0,
-             "data.test_fraction = 0 leaves no test split, but every run ends with a backtest on it "
-             "(backtest/, summary.json): give it a share, e.g. data.test_fraction = 0.15");
+        rule(
+            {"data.train_fraction", "data.val_fraction", "data.test_fraction"}, [&] { return sum > 1.0 + 1e-9; },
+            [&] {
+                return fmt::format(
+                    "data.train_fraction + val_fraction + test_fraction = {} + {} + {} = {} "
+                    "exceeds 1",
+                    p.data.train_fraction, p.data.val_fraction, p.data.test_fraction, sum);
+            });
+        rule(
+            {"data.format", "data.path"}, [&] { return p.data.format == "csv" && p.data.path.empty(); },
+            [&] { return "data.format = \"csv\" but data.path is empty: give the CSV with data.path or --data"; });
+        rule(
+            {"data.val_fraction", "early_stopping.patience"},
+            [&] { return p.data.val_fraction == 0 && p.early_stopping.patience > 0; },
+            [&] {
+                return "early stopping (early_stopping.patience > 0) needs a validation split: set "
+                       "data.val_fraction > 0, or early_stopping.patience = 0";
+            });
+        rule(
+            {"replay_buffer.min_replay_size", "replay_buffer.buffer_size", "training.buffer_size"},
+            [&] { return p.replay_buffer.min_replay_size > p.replay_buffer.buffer_size; },
+            [&] {
+                return fmt::format(
+                    "replay_buffer.min_replay_size = {} exceeds buffer_size = {}: training "
+                    "would never start",
+                    p.replay_buffer.min_replay_size, p.replay_buffer.buffer_size);
+            });
+        rule(
+            {"replay_buffer.batch_size", "replay_buffer.buffer_size", "training.buffer_size"},
+            [&] { return p.replay_buffer.batch_size > p.replay_buffer.buffer_size; },
+            [&] {
+                return fmt::format("replay_buffer.batch_size = {} exceeds buffer_size = {}", p.replay_buffer.batch_size,
+                                   p.replay_buffer.buffer_size);
+            });
+        rule(
+            {"replay_buffer.batch_size", "replay_buffer.min_replay_size", "run.trainer"},
+            [&] { return p.run.trainer == "dqn" && p.replay_buffer.batch_size > p.replay_buffer.min_replay_size; },
+            [&] {
+                return fmt::format(
+                    "replay_buffer.batch_size = {} exceeds min_replay_size = {}: the first "
+                    "updates would sample the same few transitions many times",
+                    p.replay_buffer.batch_size, p.replay_buffer.min_replay_size);
+            });
+        rule(
+            {"experience.n_step", "experience.gpu_timesteps_per_episode"},
+            [&] { return p.experience.n_step >= p.experience.gpu_timesteps_per_episode; },
+            [&] {
+                return fmt::format(
+                    "experience.n_step = {} must be shorter than an episode "
+                    "(gpu_timesteps_per_episode = {})",
+                    p.experience.n_step, p.experience.gpu_timesteps_per_episode);
+            });
+        rule(
+            {"dqn.v_min", "dqn.v_max"},
+            [&] { return !(static_cast<float>(p.dqn.v_min) < static_cast<float>(p.dqn.v_max)); },
+            [&] {
+                return fmt::format(
+                    "dqn.v_min = {} must be below dqn.v_max = {} (also as the 32-bit floats the kernels "
+                    "use: {} and {})",
+                    p.dqn.v_min, p.dqn.v_max, static_cast<float>(p.dqn.v_min), static_cast<float>(p.dqn.v_max));
+            });
+        rule(
+            {"training.epsilon_start", "training.epsilon_end"},
+            [&] { return p.training.epsilon_end > p.training.epsilon_start; },
+            [&] {
+                return fmt::format("training.epsilon_end = {} exceeds epsilon_start = {}", p.training.epsilon_end,
+                                   p.training.epsilon_start);
+            });
+        const auto rollout = [&] { return p.experience.gpu_n_episodes * p.experience.gpu_timesteps_per_episode; };
+        rule(
+            {"ppo.minibatches", "experience.gpu_n_episodes", "experience.gpu_timesteps_per_episode", "run.trainer"},
+            [&] { return p.run.trainer == "ppo" && p.ppo.minibatches > rollout(); },
+            [&] {
+                return fmt::format(
+                    "ppo.minibatches = {} exceeds the rollout's {} transitions "
+                    "(gpu_n_episodes * gpu_timesteps_per_episode)",
+                    p.ppo.minibatches, rollout());
+            });
+        rule(
+            {"replay_buffer.batch_size", "iql.dataset_size", "run.trainer"},
+            [&] { return p.run.trainer == "iql" && p.replay_buffer.batch_size > p.iql.dataset_size; },
+            [&] {
+                return fmt::format("replay_buffer.batch_size = {} exceeds iql.dataset_size = {}",
+                                   p.replay_buffer.batch_size, p.iql.dataset_size);
+            });
+        rule(
+            {"iql.dataset"}, [&] { return p.iql.dataset.empty(); },
+            [&] { return "iql.dataset is empty: use \"behaviour\" or the path of a replay dump"; });
+        rule(
+            {"run.eval_interval", "data.val_fraction"},
+            [&] { return p.run.eval_interval > 0 && p.data.val_fraction == 0; },
+            [&] {
+                return fmt::format(
+                    "run.eval_interval = {} asks for validation backtests but data.val_fraction = 0 leaves no "
+                    "validation split: set data.val_fraction > 0 (e.g. 0.15), or run.eval_interval = 0",
+                    p.run.eval_interval);
+            });
+        rule(
+            {"data.test_fraction"}, [&] { return p.data.test_fraction == 0; },
+            [&] {
+                return "data.test_fraction = 0 leaves no test split, but every run ends with a backtest on it "
+                       "(backtest/, summary.json): give it a share, e.g. data.test_fraction = 0.15";
+            });
         // Options in the schema that no trainer acts on yet: refused here, so that `check` and
         // `train` agree and nothing runs for hours before saying so.
         if (p.run.trainer == "dqn") {
             // The IQN head (docs/dqn.md): one agent, one network; its loss kernel keeps 2A + N floats
             // per sample in shared memory.
-            rule({"dqn.head", "dqn.ensemble_size"}, p.dqn.head == "iqn" && p.dqn.ensemble_size > 1,
-                 fmt::format("dqn.head = \"iqn\" with dqn.ensemble_size = {}: the ensemble has C51 and scalar heads "
-                             "only; set dqn.ensemble_size = 1 or dqn.head = \"c51\" / \"mse\"",
-                             p.dqn.ensemble_size));
-            rule({"dqn.head", "dqn.iqn_quantiles", "env.position_levels", "env.urgency_levels"},
-                 p.dqn.head == "iqn" && 2 * p.num_actions() + p.dqn.iqn_quantiles > 384,
-                 fmt::format("dqn.head = \"iqn\": 2 * actions ({}) + dqn.iqn_quantiles ({}) = {} exceeds 384, the "
-                             "floats per sample the IQN loss kernel keeps in shared memory; use fewer fractions or "
-                             "fewer position / urgency levels",
-                             p.num_actions(), p.dqn.iqn_quantiles, 2 * p.num_actions() + p.dqn.iqn_quantiles));
+            rule(
+                {"dqn.head", "dqn.ensemble_size"}, [&] { return p.dqn.head == "iqn" && p.dqn.ensemble_size > 1; },
+                [&] {
+                    return fmt::format(
+                        "dqn.head = \"iqn\" with dqn.ensemble_size = {}: the ensemble has C51 and scalar heads "
+                        "only; set dqn.ensemble_size = 1 or dqn.head = \"c51\" / \"mse\"",
+                        p.dqn.ensemble_size);
+                });
+            rule(
+                {"dqn.head", "dqn.iqn_quantiles", "env.position_levels", "env.urgency_levels"},
+                [&] { return p.dqn.head == "iqn" && 2 * p.num_actions() + p.dqn.iqn_quantiles > 384; },
+                [&] {
+                    return fmt::format(
+                        "dqn.head = \"iqn\": 2 * actions ({}) + dqn.iqn_quantiles ({}) = {} exceeds 384, the "
+                        "floats per sample the IQN loss kernel keeps in shared memory; use fewer fractions or "
+                        "fewer position / urgency levels",
+                        p.num_actions(), p.dqn.iqn_quantiles, 2 * p.num_actions() + p.dqn.iqn_quantiles);
+                });
             // Hindsight experience replay (docs/dqn.md): the goals the network trains on and the one it is
             // evaluated with.
-            rule({"dqn.her", "dqn.her_goal_min", "dqn.her_goal_max"}, p.dqn.her && p.dqn.her_goal_min > p.dqn.her_goal_max,
-                 fmt::format("dqn.her_goal_min = {} exceeds dqn.her_goal_max = {}: the episode goals are drawn from "
-                             "[her_goal_min, her_goal_max]",
-                             p.dqn.her_goal_min, p.dqn.her_goal_max));
-            rule({"dqn.her", "dqn.her_eval_goal", "dqn.her_goal_min", "dqn.her_goal_max"},
-                 p.dqn.her && p.dqn.her_goal_min <= p.dqn.her_goal_max &&
-                     (p.dqn.her_eval_goal < p.dqn.her_goal_min || p.dqn.her_eval_goal > p.dqn.her_goal_max),
-                 fmt::format("dqn.her_eval_goal = {} lies outside the training goals [{}, {}] (dqn.her_goal_min, "
-                             "dqn.her_goal_max): the backtests would ask the network for a goal no episode had, an "
-                             "extrapolation of the goal features; widen the range or pick a goal inside it",
-                             p.dqn.her_eval_goal, p.dqn.her_goal_min, p.dqn.her_goal_max));
-            rule({"dqn.her", "dqn.her_reward", "dqn.v_min", "dqn.v_max", "training.gamma", "dqn.head"},
-                 p.dqn.her && p.dqn.head == "c51" && p.training.gamma < 1 &&
-                     p.dqn.her_reward / (1 - p.training.gamma) > p.dqn.v_max - p.dqn.v_min,
-                 fmt::format("dqn.her_reward = {} can add up to her_reward / (1 - training.gamma) = {:.4g} to a "
-                             "value, more than the whole C51 support [dqn.v_min, dqn.v_max] = [{}, {}] spans: the "
-                             "goal's values would pile up on the support's edge; lower her_reward or widen the support",
-                             p.dqn.her_reward, p.dqn.her_reward / (1 - p.training.gamma), p.dqn.v_min, p.dqn.v_max));
+            rule(
+                {"dqn.her", "dqn.her_goal_min", "dqn.her_goal_max"},
+                [&] { return p.dqn.her && p.dqn.her_goal_min > p.dqn.her_goal_max; },
+                [&] {
+                    return fmt::format(
+                        "dqn.her_goal_min = {} exceeds dqn.her_goal_max = {}: the episode goals are drawn from "
+                        "[her_goal_min, her_goal_max]",
+                        p.dqn.her_goal_min, p.dqn.her_goal_max);
+                });
+            rule(
+                {"dqn.her", "dqn.her_eval_goal", "dqn.her_goal_min", "dqn.her_goal_max"},
+                [&] {
+                    return p.dqn.her && p.dqn.her_goal_min <= p.dqn.her_goal_max &&
+                           (p.dqn.her_eval_goal < p.dqn.her_goal_min || p.dqn.her_eval_goal > p.dqn.her_goal_max);
+                },
+                [&] {
+                    return fmt::format(
+                        "dqn.her_eval_goal = {} lies outside the training goals [{}, {}] (dqn.her_goal_min, "
+                        "dqn.her_goal_max): the backtests would ask the network for a goal no episode had, an "
+                        "extrapolation of the goal features; widen the range or pick a goal inside it",
+                        p.dqn.her_eval_goal, p.dqn.her_goal_min, p.dqn.her_goal_max);
+                });
+            rule(
+                {"dqn.her", "dqn.her_reward", "dqn.v_min", "dqn.v_max", "training.gamma", "dqn.head"},
+                [&] {
+                    return p.dqn.her && p.dqn.head == "c51" && p.training.gamma < 1 &&
+                           p.dqn.her_reward / (1 - p.training.gamma) > p.dqn.v_max - p.dqn.v_min;
+                },
+                [&] {
+                    return fmt::format(
+                        "dqn.her_reward = {} can add up to her_reward / (1 - training.gamma) = {:.4g} to a "
+                        "value, more than the whole C51 support [dqn.v_min, dqn.v_max] = [{}, {}] spans: the "
+                        "goal's values would pile up on the support's edge; lower her_reward or widen the support",
+                        p.dqn.her_reward, p.dqn.her_reward / (1 - p.training.gamma), p.dqn.v_min, p.dqn.v_max);
+                });
             // The per-sample DQN kernels keep a row's atoms, Q and (ensemble) every head's Q in 48 KB
             // of shared memory per block of up to four warps (abi::dqn_step_smem_bytes).
             {
-                dqn::HeadParams h{};
-                h.num_actions = static_cast<int>(p.num_actions());
-                h.num_atoms = static_cast<int>(p.dqn.num_atoms);
-                h.ensemble = static_cast<int>(p.dqn.ensemble_size);
-                const long long bytes = abi::dqn_step_smem_bytes(h);
-                rule({"dqn.num_atoms", "dqn.ensemble_size", "env.position_levels", "env.urgency_levels"},
-                     bytes > abi::kDqnMaxSmemBytes,
-                     fmt::format("dqn.num_atoms = {}, {} actions and dqn.ensemble_size = {} need {} bytes of the "
-                                 "DQN kernels' shared memory per block, more than 48 KB: use fewer atoms, actions "
-                                 "or heads",
-                                 p.dqn.num_atoms, h.num_actions, h.ensemble, bytes));
+                const auto head = [&] {
+                    dqn::HeadParams h{};
+                    h.num_actions = static_cast<int>(p.num_actions());
+                    h.num_atoms = static_cast<int>(p.dqn.num_atoms);
+                    h.ensemble = static_cast<int>(p.dqn.ensemble_size);
+                    return h;
+                };
+                rule(
+                    {"dqn.num_atoms", "dqn.ensemble_size", "env.position_levels", "env.urgency_levels"},
+                    [&] { return abi::dqn_step_smem_bytes(head()) > abi::kDqnMaxSmemBytes; },
+                    [&] {
+                        return fmt::format(
+                            "dqn.num_atoms = {}, {} actions and dqn.ensemble_size = {} need {} bytes of the "
+                            "DQN kernels' shared memory per block, more than 48 KB: use fewer atoms, actions "
+                            "or heads",
+                            p.dqn.num_atoms, head().num_actions, head().ensemble, abi::dqn_step_smem_bytes(head()));
+                    });
             }
             // The replay ring holds whole steps of every environment, at least n_step + 1 of them.
-            const auto need = p.experience.gpu_n_episodes * (p.experience.n_step + 1);
-            rule({"replay_buffer.buffer_size", "training.buffer_size", "experience.gpu_n_episodes", "experience.n_step"},
-                 p.replay_buffer.buffer_size < need,
-                 fmt::format("replay_buffer.buffer_size = {} is smaller than one step of every environment for "
-                             "n_step + 1 steps (experience.gpu_n_episodes * (experience.n_step + 1) = {} * {} = {}): "
-                             "the replay would silently grow to {} transitions; raise buffer_size to at least {} or "
-                             "lower gpu_n_episodes",
-                             p.replay_buffer.buffer_size, p.experience.gpu_n_episodes, p.experience.n_step + 1, need,
-                             need, need));
+            const auto need = [&] { return p.experience.gpu_n_episodes * (p.experience.n_step + 1); };
+            rule(
+                {"replay_buffer.buffer_size", "training.buffer_size", "experience.gpu_n_episodes", "experience.n_step"},
+                [&] { return p.replay_buffer.buffer_size < need(); },
+                [&] {
+                    return fmt::format(
+                        "replay_buffer.buffer_size = {} is smaller than one step of every environment for "
+                        "n_step + 1 steps (experience.gpu_n_episodes * (experience.n_step + 1) = {} * {} = {}): "
+                        "the replay would silently grow to {} transitions; raise buffer_size to at least {} or "
+                        "lower gpu_n_episodes",
+                        p.replay_buffer.buffer_size, p.experience.gpu_n_episodes, p.experience.n_step + 1, need(),
+                        need(), need());
+                });
         }
-        rule({"eval.deterministic"}, !p.eval.deterministic,
-             "eval.deterministic = false (sampled actions in backtests) is not implemented yet: every trainer "
-             "evaluates its greedy / most likely action; set eval.deterministic = true");
+        rule(
+            {"eval.deterministic"}, [&] { return !p.eval.deterministic; },
+            [&] {
+                return "eval.deterministic = false (sampled actions in backtests) is not implemented yet: every "
+                       "trainer "
+                       "evaluates its greedy / most likely action; set eval.deterministic = true";
+            });
         // Arrays past the kernels' int index range (the data's real size is checked again once
         // it is loaded; a CSV's bar count is not known here).
         if (bad.empty() && !p.run.trainer.empty()) {
@@ -455,41 +545,72 @@ private:
             in.dump_rows = 1;  // a replay dump's size is checked once its header is read
             for (const auto& ip : index_range_problems(p, in)) problem(where_of_any({ip.key}), ip.message);
         }
-        rule({"early_stopping.metric", "run.trainer"}, p.early_stopping.metric == "val_loss" && p.run.trainer != "supervised",
-             fmt::format("early_stopping.metric = \"val_loss\" needs run.trainer = \"supervised\" (the {} trainer has no "
-                         "validation loss); use val_sharpe, val_return or val_sortino",
-                         p.run.trainer));
-        rule({"supervised.exit_threshold", "supervised.entry_threshold"},
-             p.supervised.exit_threshold > p.supervised.entry_threshold,
-             fmt::format("supervised.exit_threshold = {} exceeds supervised.entry_threshold = {}: a position would be "
-                         "closed at a score that opens it",
-                         p.supervised.exit_threshold, p.supervised.entry_threshold));
+        rule(
+            {"early_stopping.metric", "run.trainer"},
+            [&] { return p.early_stopping.metric == "val_loss" && p.run.trainer != "supervised"; },
+            [&] {
+                return fmt::format(
+                    "early_stopping.metric = \"val_loss\" needs run.trainer = \"supervised\" (the {} trainer has no "
+                    "validation loss); use val_sharpe, val_return or val_sortino",
+                    p.run.trainer);
+            });
+        rule(
+            {"supervised.exit_threshold", "supervised.entry_threshold"},
+            [&] { return p.supervised.exit_threshold > p.supervised.entry_threshold; },
+            [&] {
+                return fmt::format(
+                    "supervised.exit_threshold = {} exceeds supervised.entry_threshold = {}: a position would be "
+                    "closed at a score that opens it",
+                    p.supervised.exit_threshold, p.supervised.entry_threshold);
+            });
         {
             const std::int64_t urgency = p.supervised.order_type == "far_limit"       ? 2
                                          : p.supervised.order_type == "passive_limit" ? 1
                                                                                       : 0;
-            rule({"supervised.order_type", "env.urgency_levels", "run.trainer"},
-                 p.run.trainer == "supervised" && urgency >= p.env.urgency_levels,
-                 fmt::format("supervised.order_type = {} needs env.urgency_levels >= {} (it is {}): the environment's "
-                             "actions have no such order type",
-                             toml_quote(p.supervised.order_type), urgency + 1, p.env.urgency_levels));
+            rule(
+                {"supervised.order_type", "env.urgency_levels", "run.trainer"},
+                [&] { return p.run.trainer == "supervised" && urgency >= p.env.urgency_levels; },
+                [&] {
+                    return fmt::format(
+                        "supervised.order_type = {} needs env.urgency_levels >= {} (it is {}): the environment's "
+                        "actions have no such order type",
+                        toml_quote(p.supervised.order_type), urgency + 1, p.env.urgency_levels);
+                });
         }
-        rule({"dt.embedding", "dt.heads"}, p.dt.embedding % p.dt.heads != 0,
-             fmt::format("dt.embedding = {} is not a multiple of dt.heads = {}: every head gets embedding / heads "
-                         "features",
-                         p.dt.embedding, p.dt.heads));
-        rule({"dt.embedding", "dt.heads"},
-             p.dt.embedding % p.dt.heads == 0 && p.dt.embedding / p.dt.heads > 128,
-             fmt::format("dt.embedding / dt.heads = {} features per head exceeds 128: use more heads",
-                         p.dt.embedding / std::max<std::int64_t>(1, p.dt.heads)));
-        rule({"dt.batch_size", "dt.dataset_size", "run.trainer"},
-             p.run.trainer == "dt" && p.dt.dataset == "behaviour" && p.dt.batch_size > p.dt.dataset_size,
-             fmt::format("dt.batch_size = {} exceeds dt.dataset_size = {}", p.dt.batch_size, p.dt.dataset_size));
-        rule({"dt.dataset"}, p.dt.dataset.empty(), "dt.dataset is empty: use \"behaviour\" or the path of a replay dump");
-        rule({"replay_buffer.save_dump", "run.trainer"}, p.replay_buffer.save_dump && p.run.trainer != "dqn",
-             fmt::format("replay_buffer.save_dump = true needs run.trainer = \"dqn\" (the {} trainer has no replay "
-                         "memory)",
-                         p.run.trainer));
+        rule(
+            {"dt.embedding", "dt.heads"}, [&] { return p.dt.embedding % p.dt.heads != 0; },
+            [&] {
+                return fmt::format(
+                    "dt.embedding = {} is not a multiple of dt.heads = {}: every head gets embedding / heads "
+                    "features",
+                    p.dt.embedding, p.dt.heads);
+            });
+        rule(
+            {"dt.embedding", "dt.heads"},
+            [&] { return p.dt.embedding % p.dt.heads == 0 && p.dt.embedding / p.dt.heads > 128; },
+            [&] {
+                return fmt::format("dt.embedding / dt.heads = {} features per head exceeds 128: use more heads",
+                                   p.dt.embedding / std::max<std::int64_t>(1, p.dt.heads));
+            });
+        rule(
+            {"dt.batch_size", "dt.dataset_size", "run.trainer"},
+            [&] { return p.run.trainer == "dt" && p.dt.dataset == "behaviour" && p.dt.batch_size > p.dt.dataset_size; },
+            [&] {
+                return fmt::format("dt.batch_size = {} exceeds dt.dataset_size = {}", p.dt.batch_size,
+                                   p.dt.dataset_size);
+            });
+        rule(
+            {"dt.dataset"}, [&] { return p.dt.dataset.empty(); },
+            [&] { return "dt.dataset is empty: use \"behaviour\" or the path of a replay dump"; });
+        rule(
+            {"replay_buffer.save_dump", "run.trainer"},
+            [&] { return p.replay_buffer.save_dump && p.run.trainer != "dqn"; },
+            [&] {
+                return fmt::format(
+                    "replay_buffer.save_dump = true needs run.trainer = \"dqn\" (the {} trainer has no replay "
+                    "memory)",
+                    p.run.trainer);
+            });
     }
 
     std::string origin_;

@@ -109,7 +109,7 @@ std::vector<KeyDescriptor> build_schema() {
                FH_FIELD(instrument.commission)),
         number("instrument", "slippage_ticks", closed(0, 1e6), "ticks against the trader on every market-order fill",
                FH_FIELD(instrument.slippage_ticks)),
-        number("instrument", "initial_equity", open_closed(0, 1e15), "starting account equity, currency",
+        number("instrument", "initial_equity", closed(1, 1e15), "starting account equity, currency (at least 1: rewards divide by it, and a smaller one overflows them)",
                FH_FIELD(instrument.initial_equity)),
         integer("instrument", "max_contracts", closed(1, 100000), "contracts held at the extreme position level",
                 FH_FIELD(instrument.max_contracts)),
@@ -465,6 +465,17 @@ std::string KeyDescriptor::check(const KeyValue& value) const {
             const auto v = std::get<double>(value);
             if (!std::isfinite(v) || !in_bounds(bounds, v))
                 return fmt::format("{} must be {}, got {}", full_name(), range_text(), v);
+            // The kernels receive the value as a 32-bit float: the range holds for that value
+            // too, and a nonzero value must stay a normal float (not rounded to 0, 1 or a
+            // denormal the GPU flushes to zero).
+            const auto f = static_cast<float>(v);
+            if (!in_bounds(bounds, static_cast<double>(f)))
+                return fmt::format("{} = {} becomes {} as the 32-bit float the kernels compute with, which is not {}",
+                                   full_name(), v, f, range_text());
+            if (v != 0 && std::fabs(f) < std::numeric_limits<float>::min())
+                return fmt::format("{} = {} is below the smallest normal 32-bit float ({:g}) the kernels compute "
+                                   "with: use 0 or a value of at least that size",
+                                   full_name(), v, std::numeric_limits<float>::min());
             return "";
         }
         case KeyType::boolean: return "";

@@ -33,6 +33,7 @@
 #include <cstring>
 
 #include "config/profile.hpp"
+#include "util/regular_file.hpp"
 
 namespace fh::config {
 namespace {
@@ -429,7 +430,7 @@ bool find_too_deep(std::string_view text, int max_depth, int& line, int& column)
 TomlValue parse_toml(std::string_view text, std::string_view origin) {
     // A UTF-8 byte order mark (some Windows editors write one) is not part of the text; columns
     // on line 1 count from the character after it, as editors show them.
-    if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+    text = util::without_bom(text);
     if (text.size() > kMaxProfileBytes)
         throw ProfileError({fmt::format("{}:1:1: the profile is {} bytes; the limit is {} (1 MiB): is "
                                         "this really a profile?",

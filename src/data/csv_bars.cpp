@@ -330,8 +330,15 @@ std::vector<std::string> list_csv_files(const std::string& dir) {
     std::vector<std::string> files;
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), e; !ec && it != e; it.increment(ec)) {
-        if (!it->is_regular_file()) continue;
-        if (lower(it->path().extension().string()) == ".csv") files.push_back(it->path().string());
+        if (lower(it->path().extension().string()) != ".csv") continue;
+        std::error_code entry;
+        const bool regular = it->is_regular_file(entry);
+        // A .csv entry that cannot be resolved (a symlink loop, a dangling link) is named, not
+        // skipped: the directory's contract files would silently lose one.
+        if (entry)
+            throw DataError(fmt::format("{}: {}; a data directory holds CSV files (links that resolve to them)",
+                                        it->path().string(), entry.message()));
+        if (regular) files.push_back(it->path().string());
     }
     if (ec) throw DataError(fmt::format("{}: cannot list the directory: {}", dir, ec.message()));
     std::sort(files.begin(), files.end());

@@ -57,9 +57,9 @@ void check_options(const DataOptions& o) {
 std::vector<SourceFile> read_sources(const std::string& path) {
     std::error_code ec;
     if (!fs::exists(path, ec))
-        throw DataError(fmt::format("{}: no such file or directory; data.path must name a CSV file or a directory "
+        throw DataError(fmt::format("{}: {}; data.path must name a CSV file or a directory "
                                     "of CSV files (or be empty for the synthetic market)",
-                                    path));
+                                    path, ec ? ec.message() : std::string("no such file or directory")));
     std::vector<SourceFile> files;
     if (is_directory(path)) {
         for (auto& f : list_csv_files(path)) files.push_back({f, read_file_bytes(f)});

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <iterator>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -52,6 +53,24 @@ long long progress_of(const std::string& line, const std::string& key) {
     return ec == std::errc() && ptr != first ? v : -1;
 }
 
+/// Opens the directory `path` and takes its lock (flock, exclusive, not waiting); UsageError
+/// naming `what` when another process holds it or it cannot be opened.
+int lock_directory(const std::string& path, const std::string& what) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) throw UsageError(fmt::format("{}: cannot open: {}", what, std::strerror(errno)));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        ::close(fd);
+        if (e == EWOULDBLOCK)
+            throw UsageError(fmt::format("{}: another foxhunt-train process is running in this run directory "
+                                         "(it holds the directory's lock); wait for it to finish, or stop it (Ctrl-C "
+                                         "saves a checkpoint) and resume then",
+                                         what));
+        throw UsageError(fmt::format("{}: cannot lock the run directory: {}", what, std::strerror(e)));
+    }
+    return fd;
+}
+
 }  // namespace
 
 RunDirectory RunDirectory::create(const std::string& root, const std::string& name) {
@@ -88,19 +107,13 @@ RunDirectory RunDirectory::open(const std::string& path) {
         throw UsageError(fmt::format("--resume {}: there is no checkpoints/last.safetensors: the run stopped before "
                                      "its first checkpoint; start it again instead",
                                      path));
-    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) throw UsageError(fmt::format("--resume {}: cannot open: {}", path, std::strerror(errno)));
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        const int e = errno;
-        ::close(fd);
-        if (e == EWOULDBLOCK)
-            throw UsageError(fmt::format("--resume {}: another foxhunt-train process is running in this run directory "
-                                         "(it holds the directory's lock); wait for it to finish, or stop it (Ctrl-C "
-                                         "saves a checkpoint) and resume then",
-                                         path));
-        throw UsageError(fmt::format("--resume {}: cannot lock the run directory: {}", path, std::strerror(e)));
-    }
-    return RunDirectory(path, fd);
+    return RunDirectory(path, lock_directory(path, "--resume " + path));
+}
+
+DirectoryLock::DirectoryLock(const std::string& path) : fd_(lock_directory(path, path)) {}
+
+DirectoryLock::~DirectoryLock() {
+    if (fd_ >= 0) ::close(fd_);
 }
 
 void RunDirectory::append_eval(const std::string& json_object) const {
@@ -116,10 +129,26 @@ void RunDirectory::append_eval(const std::string& json_object) const {
 }
 
 std::string RunDirectory::file_path(const std::string& relative) const {
-    const fs::path p = fs::path(path_) / relative;
-    std::error_code ec;
-    fs::create_directories(p.parent_path(), ec);
-    if (ec) throw UsageError(fmt::format("cannot create {}: {}", p.parent_path().string(), ec.message()));
+    // Every folder and file the run reads or writes passes here: none may be a symbolic link (a
+    // linked backtest/ would have a resumed run overwrite files outside the run, a linked
+    // checkpoint be read from anywhere). Missing folders are created, one at a time.
+    fs::path p = path_;
+    const fs::path rel(relative);
+    for (auto it = rel.begin(); it != rel.end(); ++it) {
+        p /= *it;
+        const bool last = std::next(it) == rel.end();
+        struct stat st {};
+        if (::lstat(p.c_str(), &st) == 0) {
+            if (S_ISLNK(st.st_mode)) symlink_refused(p.string());
+            if (!last && !S_ISDIR(st.st_mode))
+                throw UsageError(fmt::format("{} is not a directory; a run directory's {} must be one", p.string(),
+                                             it->string()));
+        } else if (errno != ENOENT) {
+            throw UsageError(fmt::format("cannot use {}: {}", p.string(), std::strerror(errno)));
+        } else if (!last && ::mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) {
+            throw UsageError(fmt::format("cannot create {}: {}", p.string(), std::strerror(errno)));
+        }
+    }
     return p.string();
 }
 
@@ -137,7 +166,7 @@ RunDirectory::~RunDirectory() {
 }
 
 void RunDirectory::write_file(const std::string& file, const std::string& text) const {
-    write_file_atomically((fs::path(path_) / file).string(), text);
+    write_file_atomically(file_path(file), text);
 }
 
 std::optional<std::string> RunDirectory::read_file(const std::string& file) const {
@@ -176,7 +205,7 @@ RunDirectory::ResumeCleanup RunDirectory::prepare_resume(long long progress, con
     ResumeCleanup c;
     for (const char* sub : {"", "checkpoints", "backtest"}) {
         std::error_code ec;
-        const fs::path dir = fs::path(path_) / sub;
+        const fs::path dir = *sub ? fs::path(file_path(sub)) : fs::path(path_);  // a linked folder is refused
         for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
             const std::string name = it->path().filename().string();
             if (!is_temporary(name)) continue;

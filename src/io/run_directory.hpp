@@ -40,7 +40,8 @@ public:
     void append_metrics(const std::string& json_object);
     /// Appends one line to eval.jsonl.
     void append_eval(const std::string& json_object) const;
-    /// `path()/relative`, creating its parent folder.
+    /// `path()/relative`, creating its missing folders; UsageError when any folder on the way or
+    /// the file itself is a symbolic link (every file a run reads or writes comes from here).
     std::string file_path(const std::string& relative) const;
 
     /// What prepare_resume cleaned.
@@ -63,6 +64,21 @@ private:
     std::string path_;
     int lock_fd_ = -1;
     std::FILE* metrics_ = nullptr;
+};
+
+/// The lock of an existing run directory, held while this object lives: taken before a
+/// directory that run.on_exists found is removed to start the run again, so that a run in
+/// progress there (before its first checkpoint) is refused rather than deleted. UsageError when
+/// another process holds it.
+class DirectoryLock {
+public:
+    explicit DirectoryLock(const std::string& path);
+    ~DirectoryLock();
+    DirectoryLock(const DirectoryLock&) = delete;
+    DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+private:
+    int fd_ = -1;
 };
 
 /// The status of a summary.json text ("completed", "early_stopped", "interrupted", "diverged"),

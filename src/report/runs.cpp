@@ -314,8 +314,15 @@ std::vector<RunRecord> collect_runs(const std::vector<std::string>& paths) {
             continue;
         }
         std::vector<std::string> found;
-        for (const auto& e : fs::directory_iterator(path, ec))
-            if (e.is_directory() && is_run_directory(e.path().string())) found.push_back(e.path().string());
+        for (const auto& e : fs::directory_iterator(path, ec)) {
+            std::error_code entry;
+            const bool dir = e.is_directory(entry);
+            if (entry) {  // a symlink loop, a dangling link: not a run; the others still count
+                log::warn("{}: skipped: {}", e.path().string(), entry.message());
+                continue;
+            }
+            if (dir && is_run_directory(e.path().string())) found.push_back(e.path().string());
+        }
         if (found.empty())
             throw UsageError(fmt::format("{} is neither a run directory (no config.toml) nor a sweep directory (no run "
                                          "directory inside)",

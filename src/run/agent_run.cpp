@@ -10,7 +10,9 @@
 #include "io/replay_dump.hpp"
 #include "run/facts.hpp"
 #include "trainers/resume.hpp"
+#include "trainers/run_checks.hpp"
 #include "util/errors.hpp"
+#include "util/fault.hpp"
 #include "util/log.hpp"
 #include "util/signals.hpp"
 
@@ -37,7 +39,7 @@ AgentRun::AgentRun(const config::Profile& p, ops::Device& ops, const data::Marke
     if (!resuming) {
         dir_.write_file("config.toml", config::to_toml(p_));
     } else {  // everything checked before a byte is written (src/trainers/resume.cpp)
-        auto resumed = trainers::resume_run(dir_, ops_, *trainer_, p_, early_);
+        auto resumed = trainers::resume_run(dir_, ops_, *trainer_, p_, early_, static_cast<std::int64_t>(market_.bars.size()));
         record_ = std::move(resumed.record);
         best_weights_ = std::move(resumed.best_weights);
     }
@@ -50,6 +52,7 @@ AgentRun::AgentRun(const config::Profile& p, ops::Device& ops, const data::Marke
     unit_key_ = trainer_->progress_unit();  // what run.*_interval count
     unit_ = unit_key_;
     std::replace(unit_.begin(), unit_.end(), '_', ' ');
+    util::fault_point("agent-run");
 }
 
 trainers::RunRecord AgentRun::run_record() {  // what a checkpoint written now keeps for a resume
@@ -68,8 +71,45 @@ bool AgentRun::crossed(long long iterations, long long interval) const {  // pro
     return interval > 0 && (iterations * per_) / interval != ((iterations - 1) * per_) / interval;
 }
 
+/// Validations in a row on one action before the collapse monitor reports (docs/metrics.md).
+constexpr long long kCollapseWindow = 3;
+
+ActionSpread action_spread(const std::vector<long long>& histogram) {
+    ActionSpread s;
+    long long total = 0, top = -1;
+    for (std::size_t a = 0; a < histogram.size(); ++a) {
+        total += histogram[a];
+        if (histogram[a] > top) {
+            top = histogram[a];
+            s.top_action = static_cast<int>(a);
+        }
+    }
+    if (total <= 0) return s;
+    for (long long c : histogram)
+        if (c > 0) {
+            const double q = static_cast<double>(c) / static_cast<double>(total);
+            s.entropy -= q * std::log(q);
+        }
+    s.top_share = static_cast<double>(top) / static_cast<double>(total);
+    s.valid = true;
+    return s;
+}
+
 void AgentRun::log_line(double seconds) {
-    const trainers::LogLine line = trainer_->read_log(seconds);
+    trainers::LogLine line = trainer_->read_log(seconds);
+    // The collapse monitor's figures of the actions taken in the interval (DQN, PPO).
+    if (const auto* h = line.json.is_object() ? line.json.find("charts/action_histogram") : nullptr;
+        h != nullptr && h->is_array()) {
+        std::vector<long long> counts;
+        for (const auto& c : h->as_array()) counts.push_back(c.is_number() ? static_cast<long long>(c.as_double()) : 0);
+        const auto spread = action_spread(counts);
+        if (spread.valid) {
+            auto o = line.json.as_object();
+            o.emplace_back("charts/action_entropy", spread.entropy);
+            o.emplace_back("charts/top_action_share", spread.top_share);
+            line.json = json::Value::object(std::move(o));
+        }
+    }
     last_log_ = line.json;
     dir_.append_metrics(json::serialize(line.json));
     progress_.clear();
@@ -98,6 +138,12 @@ bool AgentRun::after_iteration(long long iterations) {
                           {"value", metric},
                           {"best", decision.improved}};
         if (val_loss) line.emplace_back("val_loss", *val_loss);
+        const auto spread = action_spread(report.strategy.action_histogram);
+        if (spread.valid) {
+            line.emplace_back("action_entropy", spread.entropy);
+            line.emplace_back("top_action_share", spread.top_share);
+        }
+        watch_collapse(at, spread);
         line.emplace_back("strategy", eval::metrics_value(report.strategy));
         line.emplace_back("buy_and_hold", eval::metrics_value(report.buy_and_hold));
         dir_.append_eval(json::serialize(json::Value::object(std::move(line))));
@@ -134,8 +180,11 @@ void AgentRun::begin() {
 
 bool AgentRun::step() {
     if (!loop_) begin();
+    util::fault_point("train-step");
     try {
-        return loop_->step();
+        const bool more = loop_->step();
+        if (!more && status_ != "interrupted") refuse_mostly_skipped();
+        return more;
     } catch (const DivergedError& e) {
         progress_.finish();
         status_ = "diverged";
@@ -144,6 +193,38 @@ bool AgentRun::step() {
         dir_.write_file("summary.json", json::serialize(summary_) + "\n");
         return false;
     }
+}
+
+void AgentRun::watch_collapse(long long at, const ActionSpread& spread) {
+    // The greedy policy on one action (at least 99% of the validation's bars) for
+    // kCollapseWindow validations in a row: warned once, kept for summary.json.
+    if (!collapse_.is_null()) return;
+    collapsed_evaluations_ = spread.valid && spread.top_share >= 0.99 ? collapsed_evaluations_ + 1 : 0;
+    if (collapsed_evaluations_ < kCollapseWindow) return;
+    collapse_ = json::object({{unit_key_, at},
+                              {"action", spread.top_action},
+                              {"top_action_share", spread.top_share},
+                              {"action_entropy", spread.entropy},
+                              {"evaluations", collapsed_evaluations_}});
+    log::warn("{}collapse: the greedy policy has taken action {} on {:.1f}% of the validation bars in {} validations "
+              "in a row, up to {} {}: it no longer depends on the state (summary.json "
+              "\"collapse\")",
+              o_.log_prefix, spread.top_action, 100 * spread.top_share, collapsed_evaluations_, at, unit_);
+}
+
+void AgentRun::refuse_mostly_skipped() const {
+    // The guard stops a run at training.max_bad_updates skipped updates; a run shorter than that
+    // whose updates were mostly skipped has trained (nearly) nothing, and its results are those of
+    // its initial weights: it ends as diverged too, not "completed".
+    const json::Value* skipped = last_log_.is_object() ? last_log_.find("charts/skipped_updates") : nullptr;
+    const long long updates = trainer_->updates();
+    if (skipped == nullptr || !skipped->is_number() || updates <= 0) return;
+    const auto bad = static_cast<long long>(skipped->as_double());
+    if (2 * bad <= updates) return;
+    throw DivergedError(fmt::format("training diverged: the guard skipped {} of the run's {} updates (more than half; "
+                                    "training.max_bad_updates = {} was not reached): the weights are (nearly) the "
+                                    "initial ones. Lower training.learning_rate or check the data and the instrument",
+                                    bad, updates, p_.training.max_bad_updates));
 }
 
 void AgentRun::prepare() {
@@ -158,6 +239,7 @@ void AgentRun::write_summary(json::Object o) {
 
 void AgentRun::finish() {
     if (status_ == "diverged") return;
+    util::fault_point("finish");
     if (!loop_) begin();
     ops_.synchronize();
     const double train_s = std::chrono::duration<double>(clock::now() - t_train_).count();
@@ -183,7 +265,8 @@ void AgentRun::finish() {
                         train_s > 0 ? static_cast<double>(trainer.env_steps() - env_steps_at_start_) / train_s : 0.0},
                        {"updates_per_s",
                         train_s > 0 ? static_cast<double>(trainer.updates() - updates_at_start_) / train_s : 0.0},
-                       {"final", last_log_}};
+                       {"final", last_log_},
+                       {"collapse", collapse_}};
         for (auto& m : run_facts(p_, market_, o_.overrides, o_.resume_dir)) o.push_back(std::move(m));
         return o;
     };
@@ -211,10 +294,13 @@ void AgentRun::finish() {
     eval::write_trades_csv(dir_.file_path("backtest/trades.csv"), test, market_);
     // backtest/val_equity.csv: the validation split with the same weights, one exact sequential
     // pass (the report's validation plot).
-    eval::write_equity_csv(dir_.file_path("backtest/val_equity.csv"),
-                           eval::backtest(ops_, dm_, market_, env::Split::val, trainer.env_params(), greedy, 1, true,
-                                          capture),
-                           market_);
+    // (None when the validation split has no bar to trade: data.val_fraction = 0 with
+    // run.eval_interval = 0.)
+    if (trainers::has_validation_backtest(market_))
+        eval::write_equity_csv(dir_.file_path("backtest/val_equity.csv"),
+                               eval::backtest(ops_, dm_, market_, env::Split::val, trainer.env_params(), greedy, 1,
+                                              true, capture),
+                               market_);
     if (best_weights_.empty()) trainers::save_checkpoint(best_ckpt_, ops_, trainer, p_, market_, early_, run_record());
     log::info("{}test backtest: return {:.4f}, Sharpe {:.3f}, max drawdown {:.4f}, {} trades (buy-and-hold: return "
               "{:.4f}, Sharpe {:.3f})",

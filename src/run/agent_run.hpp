@@ -26,6 +26,15 @@
 
 namespace fh::run {
 
+/// The spread of an action histogram (the collapse monitor, docs/metrics.md): its entropy in
+/// nats (0: one action; ln(actions): uniform) and the share of the most frequent action.
+struct ActionSpread {
+    bool valid = false;  ///< false for an empty histogram
+    double entropy = 0, top_share = 0;
+    int top_action = 0;
+};
+ActionSpread action_spread(const std::vector<long long>& histogram);
+
 /// How an AgentRun reports besides its files.
 struct AgentOptions {
     std::vector<std::string> overrides;  ///< recorded in summary.json (run/facts.hpp)
@@ -82,6 +91,10 @@ private:
     trainers::RunRecord run_record();
     void write_summary(io::json::Object o);
     bool crossed(long long iterations, long long interval) const;
+    /// Throws DivergedError when more than half of the run's updates were skipped by the guard.
+    void refuse_mostly_skipped() const;
+    /// The collapse monitor: counts validations whose greedy policy stays on one action.
+    void watch_collapse(long long at, const ActionSpread& spread);
 
     config::Profile p_;
     ops::Device& ops_;
@@ -105,6 +118,8 @@ private:
     long long per_ = 1;
     std::string unit_key_, unit_;
     io::json::Value last_log_;
+    io::json::Value collapse_;  ///< summary.json's "collapse" (null: none)
+    long long collapsed_evaluations_ = 0;
     io::json::Value summary_;
     long long env_steps_at_start_ = 0, updates_at_start_ = 0;
     clock::time_point t_train_;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <system_error>
@@ -19,6 +20,7 @@
 #include "run/run.hpp"
 #include "run/session.hpp"
 #include "trainers/checkpoint.hpp"
+#include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "trainers/trainer.hpp"
 #include "util/errors.hpp"
@@ -86,6 +88,11 @@ std::string evaluate(const EvalRequest& r) {
         segments_given = segments_given || key == "eval.segments";
     }
     const auto p = config::resolve_profile_text(trainers::checkpoint_profile_toml(r.checkpoint), r.checkpoint, r.overrides);
+    for (const auto& o : r.overrides)
+        if (o.substr(0, o.find('=')).find("dqn.her_eval_goal") != std::string::npos && !(p.run.trainer == "dqn" && p.dqn.her))
+            throw UsageError(fmt::format("eval --set {}: the checkpoint's policy was not trained with hindsight "
+                                         "experience replay (dqn.her = true), so it has no goal to set",
+                                         o));
     const int segments = segments_given ? static_cast<int>(p.eval.segments) : 1;
     auto ops = make_device(p);
     auto options = trainers::data_options(p);
@@ -94,12 +101,22 @@ std::string evaluate(const EvalRequest& r) {
     const auto market = data::load_market(options);
     env::DeviceMarket dm(*ops, market);
     const auto params = trainers::env_params(p, market.market_dim);
+    // A profile error, not a data error: the segments the split cannot hold (exit 2).
+    if (segments_given)
+        trainers::check_segments(market, r.split == "val" ? market.val : market.test,
+                                 r.split == "val" ? "validation" : "test", segments);
 
     // Only the policy's network: the checkpoint's params/online.
     const auto policy = trainers::make_greedy_policy(p, params.state_dim);
     const auto file = io::TensorFile::read(r.checkpoint);
     trainers::require_layout_version(file, r.checkpoint, p);
     const auto weights = file.get<float>("params/online", {policy->weights_size()});
+    // Weights that are not all finite (a run that diverged, an edited file) would trade on NaN.
+    if (const auto bad = std::find_if(weights.begin(), weights.end(), [](float w) { return !std::isfinite(w); });
+        bad != weights.end())
+        throw io::CheckpointError(fmt::format("checkpoint {}: tensor params/online: weight {} of {} is {}: the policy "
+                                              "is not finite (did its run diverge?); nothing to evaluate",
+                                              r.checkpoint, bad - weights.begin(), weights.size(), *bad));
     const auto online = ops->from_host<float>(weights);
     auto act = [&](ops::View<int> a, ops::View<const float> s, int n) { policy->act(*ops, online.cview(), a, s, n); };
     const bool keep = !r.output_dir.empty();

@@ -13,6 +13,7 @@
 
 #include "config/schema.hpp"
 #include "io/json.hpp"
+#include "io/run_directory.hpp"
 #include "util/errors.hpp"
 #include "util/xxh64.hpp"
 
@@ -185,7 +186,9 @@ Placement place_run(const config::Profile& p) {
                                  dir.string(), state);
         return out;
     }
-    // Killed before its first checkpoint: start again, if the directory holds only run files.
+    // Killed before its first checkpoint: start again, if the directory holds only run files and
+    // no process runs there (one that has not written its first checkpoint yet holds the lock).
+    const io::DirectoryLock lock(dir.string());
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
         const std::string name = entry.path().filename().string();
         if (!is_run_file(name))

@@ -44,7 +44,9 @@
 #include "trainers/setup.hpp"
 #include "trainers/trainer.hpp"
 #include "util/errors.hpp"
+#include "util/fault.hpp"
 #include "util/log.hpp"
+#include "util/regular_file.hpp"
 #include "util/signals.hpp"
 
 namespace fh::run {
@@ -83,21 +85,35 @@ struct GridLine {
 /// The lines of a grid file: whitespace-separated KEY=VALUE tokens, '#' to the end of the line a
 /// comment, blank lines ignored (scripts/sweep.sh's --grid format).
 std::vector<GridLine> read_grid(const std::string& file) {
-    std::error_code ec;
-    if (!fs::is_regular_file(file, ec))
-        throw UsageError(fmt::format("--population-grid {}: no such file", file));
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw UsageError(fmt::format("--population-grid {}: cannot read it", file));
+    // Read as a profile is: a regular file only, its size checked before a byte is read, a UTF-8
+    // byte order mark dropped.
+    util::RegularFile in(file);
+    if (!in.ok())
+        throw UsageError(fmt::format("--population-grid {}: {}", file, in.missing() ? "no such file" : in.error()));
+    std::string whole;
+    bool too_big = false;
+    if (!in.read_all(whole, config::kMaxProfileBytes, &too_big))
+        throw UsageError(fmt::format("--population-grid {}: {}", file, in.error()));
+    if (too_big)
+        throw UsageError(fmt::format("--population-grid {}: larger than {} bytes (1 MiB): is this really a grid?", file,
+                                     config::kMaxProfileBytes));
+    const std::string_view body = util::without_bom(whole);
     std::vector<GridLine> lines;
-    std::string text;
     int number = 0;
-    std::size_t bytes = 0;
-    while (std::getline(in, text)) {
+    for (std::size_t at = 0; at < body.size();) {
+        std::size_t end = body.find('\n', at);
+        if (end == std::string_view::npos) end = body.size();
+        std::string text(body.substr(at, end - at));
+        at = end + 1;
         ++number;
-        bytes += text.size() + 1;
-        if (bytes > config::kMaxProfileBytes)
-            throw UsageError(fmt::format("--population-grid {}: larger than {} bytes", file, config::kMaxProfileBytes));
         if (const auto hash = text.find('#'); hash != std::string::npos) text.resize(hash);
+        for (std::size_t i = 0; i < text.size(); ++i) {
+            const auto c = static_cast<unsigned char>(text[i]);
+            if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
+                throw UsageError(fmt::format("{}:{}:{}: a control character (byte 0x{:02X}): a grid is text of "
+                                             "KEY=VALUE tokens",
+                                             file, number, i + 1, c));
+        }
         GridLine line{number, {}};
         std::size_t i = 0;
         while (i < text.size()) {
@@ -107,6 +123,17 @@ std::vector<GridLine> read_grid(const std::string& file) {
             while (i < text.size() && text[i] != ' ' && text[i] != '\t' && text[i] != '\r') ++i;
             line.tokens.push_back({number, static_cast<int>(start) + 1, text.substr(start, i - start)});
         }
+        // One value per key and agent: a key twice on a line would keep only the last.
+        for (std::size_t a = 0; a < line.tokens.size(); ++a)
+            for (std::size_t b = 0; b < a; ++b) {
+                const auto& first = line.tokens[b];
+                const auto& again = line.tokens[a];
+                if (first.text.find('=') != std::string::npos && again.text.find('=') != std::string::npos &&
+                    override_key(first.text) == override_key(again.text))
+                    throw UsageError(fmt::format("{}:{}:{}: {} is set twice on this line (first at column {}): an "
+                                                 "agent has one value per key",
+                                                 file, number, again.column, override_key(again.text), first.column));
+            }
         if (!line.tokens.empty()) lines.push_back(std::move(line));
     }
     if (lines.empty()) throw UsageError(fmt::format("--population-grid {}: no agent (every line is blank or a comment)", file));
@@ -458,13 +485,24 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     write_population_json(where, base, members);  // first: a population stopped while it starts resumes too
     PopulationSetup setup;
     set_up(setup, training, force);
+    util::fault_point("population-setup");
     // A batched population: one engine on the first agent's device, each agent a view of it, all
     // advanced by one worker (one iteration of every agent a round).
     std::shared_ptr<trainers::BatchedPopulation> batched;
+    // On every way out, an error included: each agent's run (its trainer, its buffers) goes
+    // before the engine, then the engine before the devices and markets (`setup`) they live on.
+    // (The members outlive this function; their runs must not.)
+    struct ReleaseRuns {
+        std::vector<Member>& members;
+        ~ReleaseRuns() {
+            for (auto& m : members) m.run.reset();
+        }
+    } release_runs{members};
     // A batched population's interrupt, latched at the start of each round (AgentOptions).
     std::atomic<bool> round_interrupt{false};
     if (const std::string why = unbatched_because(training, dir); why.empty()) {
         batched = make_population_engine(setup, training);
+        util::fault_point("population-engine");
         log::info("population: one batched engine for the {} agents (every op one launch for all of them)",
                   training.size());
     } else if (training.size() > 1) {
@@ -617,7 +655,8 @@ void place_members(const std::string& dir, std::vector<Member>& members, const s
                       status.empty() ? "no summary.json" : status);
         } else if (fs::is_regular_file(agent / "checkpoints" / "last.safetensors", ec)) {
             m.action = AgentAction::resume;
-        } else {  // stopped before its first checkpoint: started again
+        } else {  // stopped before its first checkpoint: started again, unless a process runs there
+            const io::DirectoryLock lock(agent.string());
             fs::remove_all(agent, ec);
             if (ec) throw UsageError(fmt::format("cannot remove {} to start the agent again: {}", agent.string(), ec.message()));
             m.action = AgentAction::create;
@@ -860,6 +899,11 @@ std::string resume_population(const std::string& dir, const std::vector<std::str
         Member m;
         m.plan.index = static_cast<int>(index->as_i64());
         m.plan.name = run->as_string();
+        for (const auto& other : members)
+            if (other.plan.name == m.plan.name || other.plan.index == m.plan.index)
+                throw UsageError(fmt::format("--resume {}: population.json lists agent {} ({}) twice; the file was "
+                                             "edited: each agent once",
+                                             dir, m.plan.index, m.plan.name));
         const fs::path config_file = fs::path(dir) / m.plan.name / "config.toml";
         if (!fs::is_regular_file(config_file))
             throw UsageError(fmt::format("--resume {}: agent {} has no {} (the population stopped before that agent "

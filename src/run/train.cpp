@@ -12,6 +12,7 @@
 #include "run/session.hpp"
 #include "trainers/trainer.hpp"
 #include "util/errors.hpp"
+#include "util/fault.hpp"
 #include "util/signals.hpp"
 
 namespace fh::run {
@@ -35,8 +36,11 @@ std::string train(const config::Profile& p, const std::string& resume_dir, const
     std::optional<io::RunDirectory> locked;
     if (!resume_dir.empty()) locked.emplace(io::RunDirectory::open(resume_dir));
     Session session(p, force);
+    util::fault_point("session");
     auto trainer = trainers::make_trainer(*session.ops, p, *session.device_market);
+    util::fault_point("trainer");
     auto dir = locked ? std::move(*locked) : io::RunDirectory::create(p.run.output_dir, run_name(p));
+    util::fault_point("run-directory");
     AgentOptions options;
     options.overrides = overrides;
     options.resume_dir = resume_dir;

@@ -5,14 +5,19 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <span>
 
 #include "build_config.hpp"
 #include "io/json.hpp"
 #include "io/run_directory.hpp"
 #include "io/safetensors.hpp"
+#include "math/dqn.h"
+#include "math/env.h"
+#include "math/nn.h"
 #include "trainers/q_network.hpp"
 #include "trainers/trainer.hpp"
+#include "util/fault.hpp"
 #include "util/log.hpp"
 
 namespace fh::trainers {
@@ -68,6 +73,79 @@ std::int64_t integer_of(const io::TensorFile& f, const std::string& key, const s
         bad_metadata(f.path(), key, text, fmt::format("an integer >= {}", lo));
     return v;
 }
+
+/// The records of a struct-valued tensor (U8 bytes), copied out.
+template <class T>
+std::vector<T> records(std::span<const std::byte> bytes) {
+    std::vector<T> out(bytes.size() / sizeof(T));
+    if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+    return out;
+}
+
+/// Every integer of a state tensor against the run it is restored into: "" when valid, else what
+/// is wrong. The checksum proves the file is the one written, not that its values are possible
+/// (an edited, regenerated file; a bar index past the data would be read out of bounds). Every
+/// integer tensor a trainer checkpoints has a rule here (a new one without a rule is refused).
+std::string integer_problem(const std::string& name, std::span<const std::byte> bytes, const CheckpointBounds& k) {
+    const auto each = [&](auto sample, long long lo, long long hi, const char* what) -> std::string {
+        using T = decltype(sample);
+        const auto v = records<T>(bytes);
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if (static_cast<long long>(v[i]) < lo || static_cast<long long>(v[i]) > hi)
+                return fmt::format("element {} is {}, not {} in [{}, {}]", i, static_cast<long long>(v[i]), what, lo,
+                                   hi);
+        return "";
+    };
+    if (name.ends_with("replay/actions")) return each(std::int32_t{}, 0, k.num_actions - 1, "an action");
+    if (name.ends_with("replay/done")) return each(std::uint8_t{}, 0, 2, "a done flag");
+    if (name == "diversity/window") return each(std::int32_t{}, -1, k.num_actions - 1, "an action (or -1)");
+    if (name == "diversity/counts") return each(std::int32_t{}, 0, k.diversity_window, "a count of the window");
+    if (name == "monitor/histogram") return "";  // counts: any value
+    if (name == "env/state") {
+        const auto v = records<env::EnvState>(bytes);
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const auto& e = v[i];
+            std::string bad;
+            if (!(0 <= e.start_bar && e.start_bar <= e.t && e.t <= e.end_bar && e.end_bar <= k.n_bars))
+                bad = fmt::format("bars start {}, t {}, end {} are not 0 <= start <= t <= end <= {} (the data's bars)",
+                                  e.start_bar, e.t, e.end_bar, k.n_bars);
+            else if (e.steps < 0 || e.bars_in_position < 0)
+                bad = fmt::format("steps {} / bars in position {} are negative", e.steps, e.bars_in_position);
+            else if (e.position < -k.max_contracts || e.position > k.max_contracts)
+                bad = fmt::format("position {} exceeds instrument.max_contracts = {}", e.position, k.max_contracts);
+            else if (e.last_fill_side < -1 || e.last_fill_side > 1)
+                bad = fmt::format("last fill side {} is not -1, 0 or 1", e.last_fill_side);
+            else if (!std::isfinite(e.equity) || !std::isfinite(e.peak_equity) || !std::isfinite(e.avg_entry_price) ||
+                     !std::isfinite(e.realized_pnl) || !std::isfinite(e.fees) || !std::isfinite(e.last_fill_price))
+                bad = "an amount is not finite";
+            if (!bad.empty()) return fmt::format("environment {}: {}", i, bad);
+        }
+        return "";
+    }
+    if (name == "guard/state") {
+        for (const auto& g : records<nn::GuardState>(bytes))
+            if (g.bad_total < 0 || g.bad_consecutive < 0 || g.bad_consecutive > g.bad_total ||
+                g.first_bad_quantity < -1 || g.applied_updates < 0 || g.first_bad_update < -1)
+                return fmt::format("the guard's counters (skipped {}, in a row {}, first bad quantity {}, applied {}) "
+                                   "are impossible",
+                                   g.bad_total, g.bad_consecutive, g.first_bad_quantity, g.applied_updates);
+        return "";
+    }
+    if (name == "monitor/stats") {
+        for (const auto& m : records<dqn::MonitorStats>(bytes))
+            if (m.updates < 0 || m.samples < 0)
+                return fmt::format("the monitor's counts (updates {}, samples {}) are negative", m.updates, m.samples);
+        return "";
+    }
+    if (name == "curiosity/stats") {
+        for (const auto& c : records<dqn::CuriosityStats>(bytes))
+            if (c.transitions < 0) return fmt::format("the curiosity transitions ({}) are negative", c.transitions);
+        return "";
+    }
+    throw std::logic_error("checkpoint: the integer state tensor " + name + " has no range check");
+}
+
+bool integer_dtype(const std::string& dtype) { return dtype != "F32" && dtype != "F64"; }
 
 void warn_if_version1(const io::TensorFile& f) {
     if (f.format_version() == 1)
@@ -130,11 +208,12 @@ void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer
     w.set_metadata("early_stopping_stale", fmt::format("{}", es.evaluations_without_improvement()));
     w.set_metadata("wall_seconds", fmt::format("{}", record.wall_seconds));
     if (!record.best_validation.empty()) w.set_metadata("best_validation", record.best_validation);
+    util::fault_point("checkpoint");  // as a full disk would fail the write
     w.write(path);
 }
 
 RunRecord load_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
-                          EarlyStopping* es) {
+                          EarlyStopping* es, std::int64_t n_bars) {
     const auto file = io::TensorFile::read(path);
     warn_if_version1(file);
     const auto trainer_name = file.metadata("trainer").value_or("");
@@ -152,9 +231,23 @@ RunRecord load_checkpoint(const std::string& path, ops::Device& ops, Trainer& tr
                                                   path, t.name, io::dtype_name(v.dtype), io::shape_string(v.shape),
                                                   t.dtype, io::shape_string(to_shape(t.shape))));
     }
+    const CheckpointBounds bounds{profile.num_actions(), n_bars, profile.instrument.max_contracts,
+                                  profile.ppo.diversity_window};
+    for (const auto& t : tensors) {
+        if (!integer_dtype(t.dtype)) continue;
+        const auto problem = integer_problem(t.name, file.tensor(t.name).bytes, bounds);
+        if (!problem.empty())
+            throw io::CheckpointError(fmt::format("checkpoint {}: tensor {}: {}; the file was edited or written for "
+                                                  "other data (use another checkpoint)",
+                                                  path, t.name, problem));
+    }
     // "counters/steps_updates_pushed": the name DQN checkpoints had before the trainers shared a format.
     const char* counters = file.has("counters") ? "counters" : "counters/steps_updates_pushed";
     const auto c = file.get<std::int64_t>(counters, {trainer.counter_values().size()});
+    for (std::size_t i = 0; i < c.size(); ++i)
+        if (c[i] < 0 || c[i] > static_cast<std::int64_t>(9e15))
+            throw io::CheckpointError(fmt::format("checkpoint {}: tensor {}: counter {} is {}, not in [0, 9e15]", path,
+                                                  counters, i, c[i]));
     RunRecord record;
     std::optional<double> best;
     std::int64_t best_step = -1, stale = 0;
@@ -167,10 +260,20 @@ RunRecord load_checkpoint(const std::string& path, ops::Device& ops, Trainer& tr
     record.wall_seconds = number_of(file, "wall_seconds", "0");
     if (record.wall_seconds < 0) bad_metadata(path, "wall_seconds", fmt::format("{}", record.wall_seconds), "a time >= 0");
     record.best_validation = file.metadata("best_validation").value_or("");
-    if (!record.best_validation.empty() &&
-        (record.best_validation.rfind("{\"strategy\":", 0) != 0 || record.best_validation.back() != '}' ||
-         record.best_validation.find_first_of("\n\r") != std::string::npos))
-        bad_metadata(path, "best_validation", record.best_validation, "a backtest JSON object");
+    if (!record.best_validation.empty()) {
+        // Parsed as summary.json will parse it at the end of the run: a bad value is refused now,
+        // before anything trains.
+        bool ok = record.best_validation.find_first_of("\n\r") == std::string::npos;
+        if (ok) {
+            try {
+                const auto v = io::json::parse(record.best_validation, io::json::Limits{1'000'000, 16, true});
+                ok = v.is_object() && v.find("strategy") != nullptr && v.find("strategy")->is_object();
+            } catch (const std::exception&) {
+                ok = false;
+            }
+        }
+        if (!ok) bad_metadata(path, "best_validation", record.best_validation, "a backtest JSON object");
+    }
 
     for (const auto& t : tensors) ops.upload<std::byte>(t.bytes, file.tensor(t.name).bytes);
     trainer.restore_counter_values(c);

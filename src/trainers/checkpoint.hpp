@@ -30,12 +30,22 @@ void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer
                      const data::MarketData& market, const EarlyStopping& early_stopping,
                      const RunRecord& record = {});
 
+/// What the integers of a checkpoint's state are checked against at load.
+struct CheckpointBounds {
+    std::int64_t num_actions = 0;
+    std::int64_t n_bars = 0;  ///< the market's bars: an environment's bar indices stay below
+    std::int64_t max_contracts = 0;
+    std::int64_t diversity_window = 0;
+};
+
 /// Restores a trainer built from the same profile (the trainer kind, then sizes tensor by tensor,
 /// are checked) and the early-stopping state; returns the run record. Throws io::CheckpointError
-/// (exit 2) on any mismatch, corruption or malformed metadata value. Nothing is uploaded until
-/// every tensor has been checked.
+/// (exit 2) on any mismatch, corruption or malformed metadata value, and on any integer of the
+/// state outside what the run allows (an action past env's actions, a bar index past the data's
+/// `n_bars`, a negative counter; docs/checkpoints.md). Nothing is uploaded until every tensor and
+/// every metadata value has been checked.
 RunRecord load_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
-                          EarlyStopping* early_stopping);
+                          EarlyStopping* early_stopping, std::int64_t n_bars);
 
 /// The flat layout of params/online for run.trainer's networks (docs/checkpoints.md,
 /// "param_layout"): slice names, offsets and sizes.

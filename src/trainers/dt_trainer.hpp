@@ -88,6 +88,9 @@ public:
 private:
     void update_ops(bool inject_nan);
     void restore_optimizer_steps(long long steps) override { adam_.restore_steps(ops_, steps); }
+    long long updates_at_last_log(long long updates) override {
+        return last_log_point(ops_, monitor_.accum.cview(), profile_.run.log_interval, updates);
+    }
     ops::View<float> params() noexcept { return weights_.view().subview(0, param_floats_); }
 
     ops::Device& ops_;

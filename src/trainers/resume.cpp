@@ -13,11 +13,11 @@
 namespace fh::trainers {
 
 Resumed resume_run(io::RunDirectory& dir, ops::Device& ops, Trainer& trainer, const config::Profile& p,
-                   EarlyStopping& early) {
+                   EarlyStopping& early, std::int64_t n_bars) {
     const std::string last = dir.file_path("checkpoints/last.safetensors");
-    const std::string best = (std::filesystem::path(dir.path()) / "checkpoints" / "best.safetensors").string();
+    const std::string best = dir.file_path("checkpoints/best.safetensors");
     Resumed r;
-    r.record = load_checkpoint(last, ops, trainer, p, &early);
+    r.record = load_checkpoint(last, ops, trainer, p, &early, n_bars);
     const long long at = trainer.progress();
     std::string unit = trainer.progress_unit();
     std::replace(unit.begin(), unit.end(), '_', ' ');

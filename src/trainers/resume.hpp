@@ -26,8 +26,9 @@ struct Resumed {
 /// run.total_steps goes past the checkpoint, and only then removes the temporaries a killed
 /// process left, cuts metrics.jsonl and eval.jsonl back to the checkpoint and writes config.toml
 /// with the profile in force (the resume's --set overrides included). `dir` must be locked
-/// (RunDirectory::open). Throws UsageError / CheckpointError (exit 2) before writing anything.
+/// (RunDirectory::open). `n_bars`: the market's bars (the checkpoint's bar indices are checked
+/// against it). Throws UsageError / CheckpointError (exit 2) before writing anything.
 Resumed resume_run(io::RunDirectory& dir, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
-                   EarlyStopping& early);
+                   EarlyStopping& early, std::int64_t n_bars);
 
 }  // namespace fh::trainers

@@ -9,7 +9,9 @@
 
 #include "math/env.h"
 #include "eval/backtest.hpp"
+#include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
+#include "trainers/supervised_trainer.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
 
@@ -31,6 +33,20 @@ std::size_t tradable_bars(const data::MarketData& md, const data::SplitRange& sp
     return n;
 }
 
+}  // namespace
+
+void check_segments(const data::MarketData& md, const data::SplitRange& split, const char* name,
+                    std::int64_t segments) {
+    const std::size_t bars = tradable_bars(md, split);
+    if (static_cast<std::size_t>(segments) > bars / 2)
+        throw UsageError(fmt::format(
+            "eval.segments = {} is more than half of the {} split's {} tradable bars: every segment needs a bar to "
+            "decide at and one to execute in; set eval.segments <= {} or give the {} split more bars",
+            segments, name, bars, std::max<std::size_t>(1, bars / 2), name));
+}
+
+namespace {
+
 void check_splits(const config::Profile& p, const data::MarketData& md) {
     const auto none = [&](const char* name, const data::SplitRange& r, const char* key) {
         return DataError(fmt::format(
@@ -40,15 +56,18 @@ void check_splits(const config::Profile& p, const data::MarketData& md) {
             md.source, name, r.begin, r.end, r.size(), md.warmup_bars, key));
     };
     if (tradable_bars(md, md.test) == 0) throw none("test", md.test, "data.test_fraction");
+    // The supervised forecaster's training samples: a bar with supervised.horizon bars after it
+    // inside its segment of the training split.
+    if (p.run.trainer == "supervised" &&
+        supervised_samples(md.bars.close, env::episode_starts(md.bars, md.warmup_bars, md.train),
+                           static_cast<int>(p.supervised.horizon))
+            .bars.empty())
+        throw DataError(fmt::format("{}: the training split [{}, {}) has no bar with supervised.horizon = {} bars "
+                                    "after it inside the split (lower supervised.horizon or give more data)",
+                                    md.source, md.train.begin, md.train.end, p.supervised.horizon));
     if (p.run.eval_interval > 0) {
-        const std::size_t val = tradable_bars(md, md.val);
-        if (val == 0) throw none("validation", md.val, "data.val_fraction");
-        if (static_cast<std::size_t>(p.eval.segments) > val / 2)
-            throw UsageError(fmt::format(
-                "eval.segments = {} is more than half of the validation split's {} tradable bars: every segment "
-                "needs a bar to decide at and one to execute in; set eval.segments <= {} or give the validation "
-                "split more bars (data.val_fraction)",
-                p.eval.segments, val, std::max<std::size_t>(1, val / 2)));
+        if (tradable_bars(md, md.val) == 0) throw none("validation", md.val, "data.val_fraction");
+        check_segments(md, md.val, "validation", p.eval.segments);
     }
 }
 
@@ -77,6 +96,8 @@ std::uint64_t check_dump(const config::Profile& p, const data::MarketData& md, b
 std::string percent(double x) { return fmt::format("{:.3g}%", 100 * x); }
 
 }  // namespace
+
+bool has_validation_backtest(const data::MarketData& md) { return tradable_bars(md, md.val) > 0; }
 
 InstrumentFit instrument_fit(const config::Profile& p, const data::BarSeries& b) {
     InstrumentFit fit;

@@ -43,6 +43,17 @@ void check_data_size(const config::Profile& profile, const RunCheckOptions& opti
 /// or DeviceError (exit 4: host memory). Logs the instrument warnings.
 RunSizes check_run(const config::Profile& profile, const data::MarketData& market, const RunCheckOptions& options);
 
+/// eval.segments against a split's tradable bars (at most half of them: every segment needs a bar
+/// to decide at and one to execute in): UsageError (exit 2) naming the key. `check`, `train` and
+/// `eval` use it.
+void check_segments(const data::MarketData& md, const data::SplitRange& split, const char* name,
+                    std::int64_t segments);
+
+/// Whether the validation split has a bar to trade (the test backtest's companion pass,
+/// backtest/val_equity.csv, runs only then: data.val_fraction = 0 with run.eval_interval = 0 is a
+/// valid run without one).
+bool has_validation_backtest(const data::MarketData& md);
+
 /// The instrument against the prices (docs/data.md, "Instruments"): a tick above 5% of the median
 /// close or a round trip costing more than 10 median bar ranges is refused without --force; a
 /// tenth of either, or a full position worth more than 20 times the initial equity, is a warning.

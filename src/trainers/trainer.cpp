@@ -62,7 +62,14 @@ void UpdateCountedTrainer::restore_counter_values(std::span<const std::int64_t> 
     if (v.size() != 1 || v[0] < 0) throw UsageError("checkpoint counters are inconsistent (updates)");
     updates_ = v[0];
     restore_optimizer_steps(updates_);
-    updates_at_log_ = updates_;
+    updates_at_log_ = updates_at_last_log(updates_);
+}
+
+long long UpdateCountedTrainer::last_log_point(ops::Device& ops, ops::View<const float> accumulators,
+                                               long long log_interval, long long updates) {
+    const auto sums = ops.to_host(accumulators);
+    const bool pending = std::any_of(sums.begin(), sums.end(), [](float x) { return x != 0.0f; });
+    return pending && log_interval > 0 ? updates - updates % log_interval : updates;
 }
 
 UpdateCountedTrainer::UpdateMonitor::UpdateMonitor(ops::Device& ops, int stats)

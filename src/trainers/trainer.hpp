@@ -146,6 +146,10 @@ public:
 protected:
     /// Sets the optimizer's step count to `steps` (resume).
     virtual void restore_optimizer_steps(long long steps) = 0;
+    /// A resumed trainer at `updates`: the update count of the last metrics line before it, from
+    /// which the next line's averages count (the checkpoint's accumulators hold the sums since
+    /// that line when the run was interrupted between two). Default: `updates`.
+    virtual long long updates_at_last_log(long long updates) { return updates; }
 
     /// What an offline trainer keeps beside its networks: this update's statistics and their
     /// sums over the log interval (`stats` floats each; the guard reads the first ones, its
@@ -172,6 +176,12 @@ protected:
         nn::GuardState guard;
         double updates, updates_per_s;
     };
+    /// updates_at_last_log for a trainer logging every `log_interval` updates into the
+    /// `accumulators`: the last multiple of it when they hold sums, else `updates` (the line at the
+    /// end of a run, or none pending). Synchronises (once, at a resume).
+    static long long last_log_point(ops::Device& ops, ops::View<const float> accumulators, long long log_interval,
+                                    long long updates);
+
     /// Synchronises: once per log interval.
     Interval read_interval(ops::Device& ops, ops::View<float> accumulators, ops::View<const nn::GuardState> guard,
                            double seconds);

@@ -42,8 +42,6 @@ RegularFile::RegularFile(const std::string& path) {
         ::close(fd);
         return;
     }
-    const int flags = ::fcntl(fd, F_GETFL);
-    if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
     fd_ = fd;
     size_ = static_cast<std::uint64_t>(st.st_size);
 }
@@ -62,6 +60,10 @@ bool RegularFile::read_all(std::string& out, std::uint64_t max_bytes, bool* too_
     out.clear();
     if (too_big) *too_big = false;
     if (fd_ < 0) return false;
+    if (size_ > max_bytes) {  // refused before reading (a 2 GB file is not read to say so)
+        if (too_big) *too_big = true;
+        return true;
+    }
     // The size from fstat is a hint (the file may grow or shrink while read): read to the end.
     out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size_, max_bytes) + 1));
     std::size_t have = 0;
@@ -73,7 +75,10 @@ bool RegularFile::read_all(std::string& out, std::uint64_t max_bytes, bool* too_
         const ssize_t n = ::read(fd_, out.data() + have, out.size() - have);
         if (n < 0) {
             if (errno == EINTR) continue;
-            error_ = fmt::format("cannot read: {}", std::strerror(errno));
+            error_ = errno == EAGAIN || errno == EWOULDBLOCK
+                         ? std::string("cannot read: it has no data now and would wait for more (a file of the "
+                                       "kernel or a device, not a file on disk)")
+                         : fmt::format("cannot read: {}", std::strerror(errno));
             out.clear();
             return false;
         }
@@ -83,6 +88,10 @@ bool RegularFile::read_all(std::string& out, std::uint64_t max_bytes, bool* too_
     out.resize(have);
     if (have > max_bytes && too_big) *too_big = true;
     return true;
+}
+
+std::string_view without_bom(std::string_view text) noexcept {
+    return text.substr(0, 3) == "\xEF\xBB\xBF" ? text.substr(3) : text;
 }
 
 std::string non_regular_kind(const std::string& path) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace fh::util {
 
@@ -14,8 +15,9 @@ namespace fh::util {
 /// "cannot open: No such file or directory", "is a directory", "is a FIFO (named pipe), not a regular file", ...
 class RegularFile {
 public:
-    /// Opens `path` read-only without blocking (O_NONBLOCK, so a FIFO cannot stall the open),
-    /// checks with fstat that it is a regular file, then clears O_NONBLOCK.
+    /// Opens `path` read-only without blocking (O_NONBLOCK, so a FIFO cannot stall the open) and
+    /// checks with fstat that it is a regular file. O_NONBLOCK stays set: it changes nothing for a
+    /// file on disk, and a read of a kernel file that would wait (/proc/kmsg) fails instead.
     explicit RegularFile(const std::string& path);
     ~RegularFile();
     RegularFile(const RegularFile&) = delete;
@@ -31,8 +33,11 @@ public:
     /// Gives up ownership of the descriptor (the caller closes it).
     int release() noexcept;
 
-    /// Reads the whole file (at most `max_bytes`; more sets *too_big and returns the first
-    /// max_bytes + 1 bytes). Returns false with error() set on a read error.
+    /// Reads the whole file, at most `max_bytes`: a file whose size is larger sets *too_big
+    /// before a byte is read (out empty); one that grows past it while read sets it too (out
+    /// holds the first max_bytes + 1 bytes). Returns false with error() set on a read error, or
+    /// when a read would block (a file of the kernel such as /proc/kmsg: the descriptor stays
+    /// non-blocking, so such a file is refused instead of hanging).
     bool read_all(std::string& out, std::uint64_t max_bytes, bool* too_big = nullptr);
 
 private:
@@ -41,6 +46,10 @@ private:
     std::string error_;
     bool missing_ = false;
 };
+
+/// The text without a leading UTF-8 byte order mark (some Windows editors write one): profiles
+/// and grid files read alike.
+std::string_view without_bom(std::string_view text) noexcept;
 
 /// "a FIFO (named pipe)", "a character device", "a directory", ... for a path that exists but is
 /// not a regular file; "" for a regular file or a path that does not exist. Follows symlinks.

@@ -179,10 +179,17 @@ TEST_CASE("cli: bench prints each trainer's throughput as one JSON object", "[co
     }
 }
 
-TEST_CASE("cli: bench --kernel-times and --ablate are CUDA diagnostics: none on the CPU; an unbatched population takes --ablate only",
+TEST_CASE("cli: bench --kernel-times and --ablate are CUDA diagnostics: none on the CPU (--ablate refused); an unbatched population takes --ablate only",
           "[config]") {
     if (!have_exe()) return;
-    const auto r = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times --ablate "
+    for (const std::string population : {"", " --set run.population=2"}) {
+        const auto refused = run_exe("bench --profile dqn-smoketest --device cpu --quiet --ablate --set run.total_steps=80" +
+                                     population);
+        INFO(refused.err);
+        CHECK(refused.code == 2);
+        CHECK(refused.err.find("--ablate is a CUDA diagnostic") != std::string::npos);
+    }
+    const auto r = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times "
                            "--set run.total_steps=80");
     INFO(r.err);
     REQUIRE(r.code == 0);
@@ -199,12 +206,6 @@ TEST_CASE("cli: bench --kernel-times and --ablate are CUDA diagnostics: none on 
     CHECK(q.code == 0);
     CHECK(q.out.find("\"batched\":true") != std::string::npos);
     CHECK(q.out.find("\"kernel_times\"") == std::string::npos);
-    const auto a = run_exe("bench --profile dqn-smoketest --device cpu --quiet --ablate --set run.population=2 "
-                           "--set run.total_steps=80");
-    INFO(a.err);
-    CHECK(a.code == 0);
-    CHECK(a.out.find("\"agent_updates_per_s\":") != std::string::npos);
-    CHECK(a.out.find("\"ablation\"") == std::string::npos);
 }
 
 TEST_CASE("cli: bench --ablate times the captured steps again without each op and without their work, on CUDA", "[gpu][config]") {

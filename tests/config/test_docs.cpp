@@ -262,3 +262,52 @@ TEST_CASE("every docs/NAME.md the docs mention exists", "[config][docs]") {
         }
     }
 }
+
+TEST_CASE("docs/profiles.md's rules name only schema keys, and the refusals they list are refused", "[config]") {
+    // The prose above the generated tables is written by hand: it must not drift from the
+    // resolver (it once said dqn.her was refused after it was implemented).
+    std::ifstream in(docs_path());
+    REQUIRE(in);
+    std::string prose, line;
+    while (std::getline(in, line) && line.rfind("# Keys", 0) != 0) prose += line + "\n";
+    // Every `section.key` it names exists.
+    std::size_t named = 0;
+    for (std::size_t at = prose.find('`'); at != std::string::npos; at = prose.find('`', at + 1)) {
+        const auto end = prose.find('`', at + 1);
+        if (end == std::string::npos) break;
+        const std::string token = prose.substr(at + 1, end - at - 1);
+        at = end;
+        const auto dot = token.find('.');
+        if (dot == std::string::npos || !fh::config::is_section(token.substr(0, dot))) continue;
+        std::string key = token.substr(dot + 1);
+        key = key.substr(0, key.find_first_of(" =<>+*/)["));
+        INFO(token);
+        CHECK(fh::config::find_key(token.substr(0, dot), key) != nullptr);
+        ++named;
+    }
+    CHECK(named > 40);
+    // The "not implemented yet" bullet lists `key = value` pairs, and each is refused for every trainer.
+    const auto start = prose.find("- Not implemented yet, so refused");
+    REQUIRE(start != std::string::npos);
+    auto stop = prose.find("\n- ", start + 1);
+    const std::string bullet = prose.substr(start, stop == std::string::npos ? std::string::npos : stop - start);
+    std::size_t refusals = 0;
+    for (std::size_t at = bullet.find('`'); at != std::string::npos; at = bullet.find('`', at + 1)) {
+        const auto end = bullet.find('`', at + 1);
+        if (end == std::string::npos) break;
+        const std::string token = bullet.substr(at + 1, end - at - 1);
+        at = end;
+        const auto eq = token.find(" = ");
+        INFO("docs/profiles.md refuses `" << token << "`: write it as `key = value`");
+        REQUIRE(eq != std::string::npos);
+        const std::string key = token.substr(0, eq), value = token.substr(eq + 3);
+        for (const std::string trainer : {"dqn", "ppo", "iql", "supervised", "dt"}) {
+            const auto o = fh::test::resolve("[run]\ntrainer = \"" + trainer + "\"\n", {key + "=" + value});
+            INFO(trainer);
+            CHECK(!o.ok);
+            CHECK(o.message.find(key) != std::string::npos);
+        }
+        ++refusals;
+    }
+    CHECK(refusals >= 1);
+}

@@ -1,10 +1,13 @@
 /// @file test_malformed.cpp
 /// @brief Malformed profiles: each is a usage error (exit 2) with every problem located at
 ///        `file:line:col`; none crashes (also the inputs that break toml++ 3.3.0).
+#include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "config/schema.hpp"
 #include "support.hpp"
 
 using fh::test::has_problem;
@@ -301,4 +304,78 @@ TEST_CASE("a float for an integer key suggests the same number as an integer", "
     o = resolve(R + "total_steps = 1.5\n");
     CHECK(has_problem(o, "p.toml:3:15:", "(an integer has no fraction or exponent)"));
     for (const auto& p : o.problems) CHECK(p.find("write") == std::string::npos);
+}
+
+TEST_CASE("cross-key rules never compute with a value that failed its own check (no trap, one message)", "[config]") {
+    // Hostile values for every key of the schema, alone and (integers) in pairs within a section,
+    // under every trainer: each resolves to problems or a profile, never a signal (a rule like
+    // dt.embedding % dt.heads ran on dt.heads = 0, or INT64_MIN % -1, and trapped).
+    using fh::config::KeyType;
+    const std::vector<std::string> ints = {"0", "-1", "1", "-9223372036854775808", "9223372036854775807", "2147483648"};
+    const std::vector<std::string> numbers = {"0.0", "-1.0", "1e308", "-1e308", "4.9e-324", "inf", "nan", "-0.0"};
+    const std::vector<std::string> arrays = {"[0]", "[-1]", "[-9223372036854775808]", "[9223372036854775807]"};
+    std::size_t resolved = 0;
+    for (const std::string trainer : {"dqn", "ppo", "iql", "supervised", "dt"}) {
+        const std::string text = "[run]\ntrainer = \"" + trainer + "\"\n";
+        for (const auto& d : fh::config::schema()) {
+            const auto* values = d.type == KeyType::integer     ? &ints
+                                 : d.type == KeyType::number    ? &numbers
+                                 : d.type == KeyType::int_array ? &arrays
+                                                                : nullptr;
+            if (values == nullptr) continue;
+            for (const auto& v : *values) {
+                const auto o = resolve(text, {d.full_name() + "=" + v});
+                if (!o.ok) CHECK(o.exit_code == 2);
+                ++resolved;
+            }
+            if (d.type != KeyType::integer) continue;
+            for (const auto& e : fh::config::schema()) {
+                if (e.section != d.section || e.type != KeyType::integer || &e == &d) continue;
+                for (const auto& v : ints)
+                    for (const auto& w : ints) {
+                        (void)resolve(text, {d.full_name() + "=" + v, e.full_name() + "=" + w});
+                        ++resolved;
+                    }
+            }
+        }
+    }
+    CHECK(resolved > 10000);
+    // The bad key is reported once, at its place, and no rule adds a message computed from it.
+    auto o = resolve(R, {"dt.heads=0"});
+    REQUIRE(o.problems.size() == 1);
+    CHECK(has_problem(o, "--set dt.heads=0:", "dt.heads must be [1, 64]"));
+    o = resolve(R, {"dt.heads=-1", "dt.embedding=-9223372036854775808"});
+    CHECK(o.problems.size() == 2);
+}
+
+TEST_CASE("float keys are checked as the 32-bit floats the kernels receive", "[config]") {
+    // A value valid as a double but not as a float32 (rounded onto an excluded bound, or to 0 /
+    // a denormal) is refused by `check` as by `train`, for every float key of the schema.
+    std::size_t refused = 0;
+    for (const auto& d : fh::config::schema()) {
+        if (d.type != fh::config::KeyType::number) continue;
+        std::vector<double> values;
+        const auto& b = d.bounds;
+        if (std::isfinite(b.lo) && b.lo_open) values.push_back(b.lo == 0 ? 1e-300 : b.lo + std::fabs(b.lo) * 1e-12);
+        if (std::isfinite(b.hi) && b.hi_open) values.push_back(b.hi - std::fabs(b.hi) * 1e-12);
+        if (b.lo <= 1e-40 && b.hi >= 1e-40) values.push_back(1e-40);  // a float32 denormal
+        if (b.lo <= 4.9e-324 && b.hi >= 4.9e-324) values.push_back(4.9e-324);
+        for (const double v : values) {
+            char text[64];
+            std::snprintf(text, sizeof text, "%.17g", v);
+            const auto o = resolve(R, {d.full_name() + "=" + text});
+            INFO(d.full_name() << " = " << text);
+            CHECK_FALSE(o.ok);
+            CHECK(has_problem(o, "--set " + d.full_name(), "32-bit float"));
+            ++refused;
+        }
+    }
+    CHECK(refused > 40);
+    // The issue's values, and a C51 support that is empty as floats.
+    for (const std::string s : {"iql.expectile=1e-300", "iql.expectile=0.9999999999", "iql.max_weight=1e-300",
+                                "supervised.full_score=1e-300", "supervised.volatility_floor=4.9e-324"})
+        CHECK_FALSE(resolve(R, {s}).ok);
+    const auto o = resolve(R, {"dqn.v_min=1.00000001", "dqn.v_max=1.00000002"});
+    CHECK(has_problem(o, "--set dqn.v_", "as the 32-bit floats"));
+    CHECK(resolve(R, {"dqn.v_min=0.5", "dqn.v_max=0.5000001"}).ok);  // distinct floats: fine
 }

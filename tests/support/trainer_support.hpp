@@ -17,6 +17,7 @@
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
 #include "trainers/dqn_trainer.hpp"
+#include "io/json.hpp"
 #include "trainers/setup.hpp"
 #include "trainers/trainer.hpp"
 
@@ -91,23 +92,46 @@ CapturedAndOneByOne run_captured_and_one_by_one(ops::Device& ops, const config::
 /// An uninterrupted run of the profile against one stopped after `first_iterations`, its state
 /// copied into a new trainer (as --resume does), restored and run to the end: every state tensor
 /// must be equal, byte for byte. `make()` builds a trainer (std::unique_ptr); returns the two.
+/// A metrics line without what depends on time (perf/*, rates per second).
+inline std::string without_timing(const trainers::LogLine& line) {
+    io::json::Object kept;
+    for (const auto& [k, v] : line.json.as_object())
+        if (k.rfind("perf/", 0) != 0 && k.find("per_s") == std::string::npos) kept.emplace_back(k, v);
+    return io::json::serialize(io::json::Value::object(std::move(kept)));
+}
+
+/// The first run is stopped between two log lines (as an interrupt stops it), so the resumed
+/// run's first line averages over updates on both sides of the checkpoint: every logged quantity
+/// after the resume must equal the uninterrupted run's (timing aside).
 template <class MakeTrainer>
 auto check_resume_equivalence(ops::Device& ops, const config::Profile& p, int first_iterations, MakeTrainer make) {
     auto straight = make();
-    run_training(*straight, p);
+    const auto straight_log = run_training(*straight, p);
     auto first = make();
-    for (int i = 0; i < first_iterations; ++i) first->iterate();
+    {
+        trainers::LoopCallbacks cb;
+        cb.log = [&](double seconds) { (void)first->read_log(seconds); };
+        cb.after_iteration = [&](long long it) { return it < first_iterations; };
+        trainers::training_loop(*first, p.run.total_steps, p.run.log_interval, cb);
+    }
+    REQUIRE(first->iterations() == first_iterations);
     const auto state = snapshot(ops, *first);
     auto resumed = make();
     const auto tensors = resumed->state_tensors();
     for (std::size_t i = 0; i < tensors.size(); ++i) ops.upload<std::byte>(tensors[i].bytes, state[i]);
     resumed->restore_counter_values(first->counter_values());
-    run_training(*resumed, p);
+    const auto resumed_log = run_training(*resumed, p);
     const auto a = snapshot(ops, *straight), b = snapshot(ops, *resumed);
     REQUIRE(a.size() == b.size());
     for (std::size_t i = 0; i < a.size(); ++i) {
         INFO(tensors[i].name);
         CHECK(a[i] == b[i]);
+    }
+    REQUIRE(resumed_log.size() <= straight_log.size());
+    const std::size_t skip = straight_log.size() - resumed_log.size();
+    for (std::size_t i = 0; i < resumed_log.size(); ++i) {
+        INFO("metrics line " << i + 1 << " after the resume");
+        CHECK(without_timing(resumed_log[i]) == without_timing(straight_log[skip + i]));
     }
     return std::pair{std::move(straight), std::move(resumed)};
 }

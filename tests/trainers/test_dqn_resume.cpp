@@ -5,8 +5,12 @@
 
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -238,7 +242,7 @@ TEST_CASE("a DQN checkpoint with the earlier counters tensor name still resumes"
     w.write(old);
 
     trainers::DqnTrainer resumed(ops, p, dm);
-    trainers::load_checkpoint(old, ops, resumed, p, nullptr);
+    trainers::load_checkpoint(old, ops, resumed, p, nullptr, static_cast<std::int64_t>(market.bars.size()));
     CHECK(resumed.counter_values() == trainer.counter_values());
     std::filesystem::remove_all(dir);
 }
@@ -268,7 +272,7 @@ TEST_CASE("a DQN checkpoint of the earlier parameter layout is refused by name",
             w.set_metadata(key, value);
     w.write(old);
     trainers::DqnTrainer resumed(ops, p, dm);
-    CHECK_THROWS_WITH(trainers::load_checkpoint(old, ops, resumed, p, nullptr),
+    CHECK_THROWS_WITH(trainers::load_checkpoint(old, ops, resumed, p, nullptr, static_cast<std::int64_t>(market.bars.size())),
                       Catch::Contains("layout dqn/1") && Catch::Contains("earlier version"));
     std::filesystem::remove_all(dir);
 }
@@ -287,7 +291,7 @@ TEST_CASE("checkpoint metadata: +infinity round-trips, malformed values are refu
     early.observe(100, std::numeric_limits<double>::infinity());
     trainers::save_checkpoint(path, ops, trainer, p, market, early, {12.5, "{\"strategy\":{},\"buy_and_hold\":{}}"});
     trainers::EarlyStopping back(5, 0.0, 0);
-    const auto record = trainers::load_checkpoint(path, ops, trainer, p, &back);
+    const auto record = trainers::load_checkpoint(path, ops, trainer, p, &back, static_cast<std::int64_t>(market.bars.size()));
     CHECK(*back.best() == std::numeric_limits<double>::infinity());
     CHECK(back.best_step() == 100);
     CHECK(record.wall_seconds == 12.5);
@@ -310,7 +314,7 @@ TEST_CASE("checkpoint metadata: +infinity round-trips, malformed values are refu
         rewrite(key, value);
         trainers::EarlyStopping es(5, 0.0, 0);
         try {
-            trainers::load_checkpoint(edited, ops, trainer, p, &es);
+            trainers::load_checkpoint(edited, ops, trainer, p, &es, static_cast<std::int64_t>(market.bars.size()));
         } catch (const io::CheckpointError& e) {
             CHECK(e.code() == ExitCode::usage);
             return e.what();
@@ -325,6 +329,84 @@ TEST_CASE("checkpoint metadata: +infinity round-trips, malformed values are refu
     CHECK(error_of("early_stopping_best", "none") == "<accepted>");
     rewrite("norm_clip", "-1");
     CHECK_THROWS_WITH(trainers::checkpoint_normalization(edited), Catch::Contains("metadata norm_clip = \"-1\" is not"));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("checkpoint integers and metadata are checked against the run at load, checksums notwithstanding (exit 2)",
+          "[trainers][dqn][resume]") {
+    ops::CpuDevice ops;
+    const auto p = resume_profile(400);
+    const auto market = data::load_market(trainers::data_options(p));
+    const auto bars = static_cast<std::int64_t>(market.bars.size());
+    env::DeviceMarket dm(ops, market);
+    trainers::DqnTrainer trainer(ops, p, dm);
+    test::run_training(trainer, p);
+    const auto dir = std::filesystem::temp_directory_path() / ("fh-int-ckpt-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "c.safetensors").string(), edited = (dir / "e.safetensors").string();
+    trainers::EarlyStopping early(5, 0.0, 0);
+    trainers::save_checkpoint(path, ops, trainer, p, market, early, {1.0, "{\"strategy\":{},\"buy_and_hold\":{}}"});
+    // A copy with one tensor's bytes (or one metadata value) changed, with valid checksums.
+    const auto rewrite = [&](const std::string& tensor, const std::function<void(std::vector<std::byte>&)>& edit,
+                             const std::string& key = "", const std::string& value = "") {
+        const auto file = io::TensorFile::read(path);
+        io::TensorFileWriter w;
+        std::vector<std::vector<std::byte>> keep;
+        keep.reserve(file.names().size());
+        for (const auto& name : file.names()) {
+            const auto t = file.tensor(name);
+            keep.emplace_back(t.bytes.begin(), t.bytes.end());
+            if (name == tensor) edit(keep.back());
+            w.add(name, t.dtype, t.shape, std::span<const std::byte>(keep.back()));
+        }
+        for (const auto& [k, v] : file.all_metadata())
+            if (k != "format" && k != "format_version" && k != "data_xxh64" && k != "header_xxh64")
+                w.set_metadata(k, k == key ? value : v);
+        w.write(edited);
+    };
+    const auto error = [&]() -> std::string {
+        trainers::DqnTrainer fresh(ops, p, dm);
+        trainers::EarlyStopping es(5, 0.0, 0);
+        try {
+            trainers::load_checkpoint(edited, ops, fresh, p, &es, bars);
+        } catch (const io::CheckpointError& e) {
+            CHECK(e.code() == ExitCode::usage);
+            return e.what();
+        }
+        return "<accepted>";
+    };
+    const auto set_int = [](std::size_t offset, std::int32_t v) {
+        return [=](std::vector<std::byte>& b) { std::memcpy(b.data() + offset, &v, sizeof v); };
+    };
+    rewrite("", [](std::vector<std::byte>&) {});
+    CHECK(error() == "<accepted>");
+    // An environment's bar index past the data (segfaulted in the collection step).
+    rewrite("env/state", set_int(offsetof(env::EnvState, t), 2147483647));
+    CHECK_THAT(error(), Catch::Contains("tensor env/state: environment 0") && Catch::Contains("t 2147483647"));
+    rewrite("env/state", set_int(sizeof(env::EnvState) + offsetof(env::EnvState, end_bar), static_cast<std::int32_t>(bars + 1)));
+    CHECK_THAT(error(), Catch::Contains("tensor env/state: environment 1"));
+    rewrite("env/state", set_int(offsetof(env::EnvState, position), 1000000));
+    CHECK_THAT(error(), Catch::Contains("exceeds instrument.max_contracts"));
+    // A replay action past the action space (a replay dump refuses the same value).
+    rewrite("replay/actions", set_int(4 * 7, 1000000));
+    CHECK_THAT(error(), Catch::Contains("tensor replay/actions: element 7 is 1000000, not an action in [0, 8]"));
+    rewrite("replay/actions", set_int(0, -1));
+    CHECK_THAT(error(), Catch::Contains("tensor replay/actions: element 0 is -1"));
+    rewrite("replay/done", [](std::vector<std::byte>& b) { b[3] = std::byte{7}; });
+    CHECK_THAT(error(), Catch::Contains("tensor replay/done: element 3 is 7"));
+    rewrite("guard/state", set_int(offsetof(nn::GuardState, bad_total), -5));
+    CHECK_THAT(error(), Catch::Contains("tensor guard/state"));
+    rewrite("counters", [](std::vector<std::byte>& b) {
+        const std::int64_t v = -3;
+        std::memcpy(b.data() + 8, &v, sizeof v);
+    });
+    CHECK_THAT(error(), Catch::Contains("tensor counters: counter 1 is -3"));
+    // best_validation that is not the expected object: refused at load, not after training.
+    for (const std::string bad : {"[1,2]", "{\"strategy\":1}", "{\"strategy\":{}} trailing", "{\"strategy\":{},}"}) {
+        INFO(bad);
+        rewrite("", [](std::vector<std::byte>&) {}, "best_validation", bad);
+        CHECK_THAT(error(), Catch::Contains("metadata best_validation"));
+    }
     std::filesystem::remove_all(dir);
 }
 
@@ -347,13 +429,13 @@ TEST_CASE("a C51 checkpoint is refused by an IQN profile and an IQN checkpoint b
         trainers::save_checkpoint(path, ops, trainer, written, market, early);
         CHECK(io::TensorFile::read(path).metadata("layout_version").value_or("") == (from_iqn ? "dqn-iqn/1" : "dqn/2"));
         trainers::DqnTrainer other(ops, reader, dm);
-        CHECK_THROWS_WITH(trainers::load_checkpoint(path, ops, other, reader, nullptr),
+        CHECK_THROWS_WITH(trainers::load_checkpoint(path, ops, other, reader, nullptr, static_cast<std::int64_t>(market.bars.size())),
                           Catch::Contains(from_iqn ? "layout dqn-iqn/1" : "layout dqn/2") &&
                               Catch::Contains(from_iqn ? "holds an IQN network" : "cannot load the weights of a C51") &&
                               Catch::Contains("dqn.head"));
         // The same head reads it.
         trainers::DqnTrainer same(ops, written, dm);
-        CHECK_NOTHROW(trainers::load_checkpoint(path, ops, same, written, nullptr));
+        CHECK_NOTHROW(trainers::load_checkpoint(path, ops, same, written, nullptr, static_cast<std::int64_t>(market.bars.size())));
     }
     std::filesystem::remove_all(dir);
 }
