@@ -216,6 +216,13 @@ int main(int argc, char** argv) {
                   "directory, an eval --output directory, or a sweep directory (a comparison page plus each run's report)");
     report->add_option("PATH", report_path, "Run, eval output or sweep directory")->required()->type_name("DIR");
     report->add_option("-o,--out", report_output, "The HTML file (default: PATH/report.html)")->type_name("FILE");
+    auto* walk_forward = app.add_subcommand(
+        "walk-forward", "Train the profile's walk_forward.folds folds in time order (each on the bars before its test "
+                        "block) and stitch their test blocks into one out-of-sample curve with intervals and "
+                        "buy-and-hold (docs/walk-forward.md)");
+    walk_forward->footer("Example: foxhunt-train walk-forward --profile dqn-full --data bars.csv --set "
+                         "walk_forward.folds=5 --set run.total_steps=2000000 --set run.name=wf; then foxhunt-train "
+                         "report runs/wf. Run it again with the same run.name (run.on_exists = resume) to continue one.");
     auto* bench = app.add_subcommand(
         "bench", "Measure the profile's throughput and print it as JSON (collection env steps/s, "
                  "updates/s, end-to-end env steps/s, time to first kernel, peak device memory)");
@@ -226,7 +233,7 @@ int main(int argc, char** argv) {
                     "Also time the captured collection step and update again with each op left out in turn (a "
                     "diagnostic, CUDA only: what each op costs inside the graph, overlap included) and add the "
                     "table to the JSON");
-    for (auto* sub : {train, check, info, bench, eval, compare, report}) {
+    for (auto* sub : {train, check, info, bench, eval, compare, report, walk_forward}) {
         sub->fallthrough();  // global options after it too
         const std::string own = sub->get_footer();
         sub->footer((own.empty() ? "" : own + "\n\n") + global_options_help(app));
@@ -266,6 +273,7 @@ int main(int argc, char** argv) {
         if (eval->parsed()) return fh::cli::run_eval(g, eval_checkpoint, eval_split);
         if (compare->parsed()) return fh::cli::run_compare(g, compare_options);
         if (report->parsed()) return fh::cli::run_report(g, report_path, report_output);
+        if (walk_forward->parsed()) return fh::cli::run_walk_forward(g);
         return fh::cli::run_train(g);
     } catch (const fh::Error& e) {
         fh::log::error("{}", e.what());

@@ -79,4 +79,8 @@ int run_report(const GlobalOptions& options, const std::string& path, const std:
 /// `foxhunt-train info`: the devices, and the embedded kernel modules with their architectures.
 int run_info(const GlobalOptions& options);
 
+/// `walk-forward`: the profile's walk_forward.folds folds trained in time order and stitched
+/// (docs/walk-forward.md).
+int run_walk_forward(const GlobalOptions& options);
+
 }  // namespace fh::cli

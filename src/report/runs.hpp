@@ -25,6 +25,7 @@ struct RunRecord {
     std::optional<double> best_val;                ///< summary.best.value
     std::optional<double> test_return, test_sharpe, test_max_drawdown, test_trades;
     std::optional<double> hold_return, hold_sharpe;  ///< buy-and-hold on the test split
+    std::optional<double> test_sharpe_lo, test_sharpe_hi, test_psr;  ///< test.inference (docs/metrics.md)
     io::json::Value summary;                       ///< null when missing or unreadable
 };
 

@@ -9,6 +9,7 @@
 
 #include "math/env.h"
 #include "eval/backtest.hpp"
+#include "eval/bootstrap.hpp"
 #include "io/replay_dump.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
@@ -40,6 +41,13 @@ void check_splits(const config::Profile& p, const data::MarketData& md) {
             md.source, name, r.begin, r.end, r.size(), md.warmup_bars, key));
     };
     if (tradable_bars(md, md.test) == 0) throw none("test", md.test, "data.test_fraction");
+    // The bootstrap's fixed block against the returns of the test and validation backtests
+    // (each segment's bars but its first).
+    for (const auto* split : {&md.test, &md.val}) {
+        std::size_t returns = 0;
+        for (const auto& s : eval::backtest_segments(md, *split, 1)) returns += static_cast<std::size_t>(s.end - s.start - 1);
+        if (returns > 0) eval::require_block_fits(p.eval.bootstrap_block, returns);
+    }
     if (p.run.eval_interval > 0) {
         const std::size_t val = tradable_bars(md, md.val);
         if (val == 0) throw none("validation", md.val, "data.val_fraction");
