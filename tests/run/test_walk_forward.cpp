@@ -17,6 +17,7 @@
 #include "data/walk_forward.hpp"
 #include "io/json.hpp"
 #include "support/shell.hpp"
+#include "support/xml_check.hpp"
 #include "util/errors.hpp"
 
 using namespace fh;
@@ -165,8 +166,13 @@ TEST_CASE("walk-forward through the executable; fold k is blind to bars inside o
         growth *= 1 + s.find("test")->find("strategy")->find("total_return")->as_double();
     }
     CHECK(st->find("strategy")->find("total_return")->as_double() == Catch::Detail::Approx(growth - 1).epsilon(1e-9));
-    CHECK(test::slurp(A / "report.html").find("Stitched out-of-sample curve") != std::string::npos);
-    CHECK(fs::exists(A / "fold-1" / "report.html"));
+    const std::string page = test::slurp(A / "report.html");
+    CHECK(page.find("Stitched out-of-sample curve") != std::string::npos);
+    CHECK(page.find("beat buy-and-hold?") != std::string::npos);
+    CHECK(test::xml_problem(page).empty());
+    const std::string fold_page = test::slurp(A / "fold-1" / "report.html");
+    CHECK(fold_page.find("The 95% interval of the annualised Sharpe ratio") != std::string::npos);
+    CHECK(test::xml_problem(fold_page).empty());
     const auto c = test::run_shell("\"$EXE\" compare '" + A.string() + "'", dir);
     CHECK(c.code == 0);
     CHECK(c.out.find("Walk-forward") != std::string::npos);
