@@ -195,7 +195,8 @@ int main(int argc, char** argv) {
     eval->add_option("--split", eval_split, "Split to backtest")->check(CLI::IsMember({"val", "test"}))->capture_default_str();
     eval->footer("eval uses the checkpoint's profile. --set honours only the data keys (data.path, format, split "
                  "fractions, cache_dir, synthetic market), the costs (instrument.commission, slippage_ticks), "
-                 "instrument.bars_per_year, eval.segments and run.device; --output DIR writes eval.json, equity.csv, "
+                 "instrument.bars_per_year, eval.segments, the eval.bootstrap_* keys and eval.confidence, and run.device; "
+                 "--output DIR writes eval.json, equity.csv, "
                  "trades.csv, config.toml and report.html there. --data PATH backtests other bars (normalised with "
                  "the checkpoint's statistics); the profile, its instrument included, is the checkpoint's.");
     fh::cli::CompareOptions compare_options;
