@@ -197,7 +197,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     eval->footer("eval uses the checkpoint's profile. --set honours only the data keys (data.path, format, split "
                  "fractions, cache_dir, synthetic market), the costs (instrument.commission, slippage_ticks), "
-                 "instrument.bars_per_year, eval.segments and run.device; --output DIR writes eval.json, equity.csv, "
+                 "instrument.bars_per_year, eval.segments, the eval.bootstrap_* keys and eval.confidence, and run.device; "
+                 "--output DIR writes eval.json, equity.csv, "
                  "trades.csv, config.toml and report.html there. --data PATH backtests other bars (normalised with "
                  "the checkpoint's statistics); the profile, its instrument included, is the checkpoint's.");
     fh::cli::CompareOptions compare_options;
@@ -218,6 +219,13 @@ int main(int argc, char** argv) {
                   "directory, an eval --output directory, or a sweep directory (a comparison page plus each run's report)");
     report->add_option("PATH", report_path, "Run, eval output or sweep directory")->required()->type_name("DIR");
     report->add_option("-o,--out", report_output, "The HTML file (default: PATH/report.html)")->type_name("FILE");
+    auto* walk_forward = app.add_subcommand(
+        "walk-forward", "Train the profile's walk_forward.folds folds in time order (each on the bars before its test "
+                        "block) and stitch their test blocks into one out-of-sample curve with intervals and "
+                        "buy-and-hold (docs/walk-forward.md)");
+    walk_forward->footer("Example: foxhunt-train walk-forward --profile dqn-full --data bars.csv --set "
+                         "walk_forward.folds=5 --set run.total_steps=2000000 --set run.name=wf; then foxhunt-train "
+                         "report runs/wf. Run it again with the same run.name (run.on_exists = resume) to continue one.");
     auto* bench = app.add_subcommand(
         "bench", "Measure the profile's throughput and print it as JSON (collection env steps/s, "
                  "updates/s, end-to-end env steps/s, time to first kernel, peak device memory)");
@@ -237,7 +245,7 @@ int main(int argc, char** argv) {
         ->required()
         ->type_name("RUN_DIR|CHECKPOINT");
     exporter->add_option("-o,--out", export_output, "The safetensors file to write")->required()->type_name("FILE");
-    for (auto* sub : {train, check, info, bench, eval, compare, report, exporter}) {
+    for (auto* sub : {train, check, info, bench, eval, compare, report, exporter, walk_forward}) {
         sub->fallthrough();  // global options after it too
         const std::string own = sub->get_footer();
         sub->footer((own.empty() ? "" : own + "\n\n") + global_options_help(app));
@@ -278,6 +286,7 @@ int main(int argc, char** argv) {
         if (compare->parsed()) return fh::cli::run_compare(g, compare_options);
         if (report->parsed()) return fh::cli::run_report(g, report_path, report_output);
         if (exporter->parsed()) return fh::cli::run_export(g, export_source, export_output);
+        if (walk_forward->parsed()) return fh::cli::run_walk_forward(g);
         return fh::cli::run_train(g);
     } catch (const fh::Error& e) {
         fh::log::error("{}", e.what());

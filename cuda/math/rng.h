@@ -50,6 +50,7 @@ enum class Purpose : std::uint32_t {
     bootstrap_mask = 12,    ///< DQN ensemble masks: stream = environment index, counter = step * 8 + head / 4
     her_goal = 13,          ///< DQN HER episode goals: stream = environment index, counter = its episode number
     her_relabel = 14,       ///< DQN HER relabelling: stream = batch row, counter = update number
+    bootstrap = 15,         ///< backtest block bootstrap (host): stream = resample, counter = block number
 };
 
 /// Four independent 32-bit words for (seed, purpose, stream, counter).

@@ -83,5 +83,8 @@ int run_info(const GlobalOptions& options);
 /// `export SOURCE -o FILE`: the policy of a checkpoint or run directory as named tensors
 /// (run::export_policy).
 int run_export(const GlobalOptions& options, const std::string& source, const std::string& output);
+/// `walk-forward`: the profile's walk_forward.folds folds trained in time order and stitched
+/// (docs/walk-forward.md).
+int run_walk_forward(const GlobalOptions& options);
 
 }  // namespace fh::cli

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli/commands.hpp"
+#include "report/inference.hpp"
 #include "report/runs.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
@@ -18,11 +19,17 @@ int run_compare(const GlobalOptions& g, const CompareOptions& c) {
         throw UsageError("compare reads run directories only: --profile, --set, --resume and --auto-name do not apply");
     const auto runs = report::collect_runs(c.paths);
     const report::Table t = c.group_by_seed ? report::seed_table(runs) : report::run_table(runs);
-    if (c.format == "csv")  // the table alone on stdout: the duplicates on stderr
+    const auto deflated = report::deflated_best(runs);  // docs/metrics.md "Deflated Sharpe ratio"
+    if (c.format == "csv") {  // the table alone on stdout: the duplicates on stderr
         for (const auto& d : t.duplicates) log::warn("{}", report::duplicate_sentence(d));
-    if (c.format == "csv") fmt::print("{}", report::to_csv(t));
-    else if (c.format == "json") fmt::print("{}", report::to_json(t));
-    else fmt::print("{}", report::to_markdown(t));
+        fmt::print("{}", report::to_csv(t));
+    } else if (c.format == "json") {
+        fmt::print("{}", report::with_deflated(report::to_json(t), deflated));
+    } else {
+        fmt::print("{}", report::to_markdown(t));
+        if (deflated) fmt::print("\n{}\n", deflated->text);
+        for (const auto& path : c.paths) fmt::print("{}", report::walk_forward_markdown(path));
+    }
     std::fflush(stdout);
     return 0;
 }

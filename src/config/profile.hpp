@@ -197,7 +197,19 @@ struct DtConfig {
 struct EvalConfig {
     std::int64_t segments = 1;      ///< equal parts of the split backtested in parallel
     bool deterministic = true;      ///< greedy actions
+    std::int64_t bootstrap_resamples = 2000;  ///< resamples of the block bootstrap (docs/metrics.md)
+    std::int64_t bootstrap_block = 0;         ///< mean block length; 0 = ceil(n^(1/3))
+    std::int64_t bootstrap_seed = 1;          ///< the bootstrap's Philox seed
+    double confidence = 0.95;                 ///< the intervals' coverage
     bool operator==(const EvalConfig&) const = default;
+};
+
+/// [walk_forward]: rolling-origin evaluation (docs/walk-forward.md).
+struct WalkForwardConfig {
+    std::int64_t folds = 0;             ///< K folds; 0 = an ordinary run on the data.*_fraction splits
+    std::int64_t fold = 0;              ///< the fold this run trains (0 .. folds - 1)
+    std::string window = "expanding";   ///< expanding | sliding training window
+    bool operator==(const WalkForwardConfig&) const = default;
 };
 
 /// [early_stopping]
@@ -233,6 +245,7 @@ struct Profile {
     SupervisedConfig supervised;
     DtConfig dt;
     EvalConfig eval;
+    WalkForwardConfig walk_forward;
     EarlyStoppingConfig early_stopping;
     GpuConfig gpu;
     bool operator==(const Profile&) const = default;

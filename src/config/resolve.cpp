@@ -339,6 +339,15 @@ private:
                     "exceeds 1",
                     p.data.train_fraction, p.data.val_fraction, p.data.test_fraction, sum);
             });
+        rule({"walk_forward.folds"}, [&] { return p.walk_forward.folds == 1; },
+             [&] { return "walk_forward.folds = 1: a walk-forward needs at least 2 folds (0 = an ordinary run)"; });
+        rule(
+            {"walk_forward.fold", "walk_forward.folds"},
+            [&] { return p.walk_forward.folds >= 2 && p.walk_forward.fold >= p.walk_forward.folds; },
+            [&] {
+                return fmt::format("walk_forward.fold = {} does not exist: the folds are 0 .. {}", p.walk_forward.fold,
+                                   p.walk_forward.folds - 1);
+            });
         rule(
             {"data.format", "data.path"}, [&] { return p.data.format == "csv" && p.data.path.empty(); },
             [&] { return "data.format = \"csv\" but data.path is empty: give the CSV with data.path or --data"; });

@@ -17,6 +17,7 @@
 #include "data/fxcache.hpp"
 #include "data/splits.hpp"
 #include "data/synthetic_market.hpp"
+#include "data/walk_forward.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
 
@@ -205,6 +206,20 @@ MarketData load_market(const DataOptions& o) {
                 fmt::format("{}: the bars [{}, {}) have no bar to trade past the {}-bar feature warm-up of "
                             "their segment",
                             md.source, r.begin, r.end, md.warmup_bars));
+    }
+    if (o.walk_forward_folds > 0) {  // one fold of a walk-forward (docs/walk-forward.md)
+        const auto folds = walk_forward_folds(md.bars.size(), SplitFractions{o.train_fraction, o.val_fraction, o.test_fraction},
+                                              o.walk_forward_folds, o.walk_forward_sliding);
+        check_walk_forward_folds(folds, md.warmup_bars, o.episode_length, o.walk_forward_folds);
+        const Fold& f = folds.at(static_cast<std::size_t>(o.walk_forward_fold));
+        truncate_bars(md, payload.raw.values, payload.raw.dim, f.test.end);
+        md.train = f.train;
+        md.val = f.val;
+        md.test = f.test;
+        log::info("data: walk-forward fold {} of {} ({}): train [{}, {}), validation [{}, {}), test [{}, {}); the "
+                  "bars after it dropped",
+                  o.walk_forward_fold, o.walk_forward_folds, o.walk_forward_sliding ? "sliding" : "expanding",
+                  f.train.begin, f.train.end, f.val.begin, f.val.end, f.test.begin, f.test.end);
     }
 
     if ((!o.test_range || !o.normalization) && count_episode_starts(md, md.train) == 0)

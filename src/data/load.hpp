@@ -27,6 +27,13 @@ struct DataOptions {
     double bars_per_year = 0;         ///< [instrument] bars_per_year: 0 = infer from the data
     float norm_clip = 5.0f;           ///< clip of the z-scores
     bool use_cache = true;            ///< false: neither read nor write the fxcache
+    /// [walk_forward] folds (0 = off), fold and window (data/walk_forward.hpp): the data ends with
+    /// the fold's test block and the splits are the fold's. episode_length ([experience]
+    /// gpu_timesteps_per_episode) is the shortest training window a fold may have past the warm-up.
+    int walk_forward_folds = 0;
+    int walk_forward_fold = 0;
+    bool walk_forward_sliding = false;
+    std::size_t episode_length = 0;
     /// Normalise with these statistics instead of the training split's: a checkpoint's, so that
     /// `eval` on other data normalises exactly as its training did. Must have one entry per feature.
     std::optional<NormalizationStats> normalization;

@@ -14,6 +14,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
+#include "report/inference.hpp"
 #include "report/runs.hpp"
 #include "report/svg.hpp"
 #include "util/errors.hpp"
@@ -128,6 +129,12 @@ std::string pct(std::optional<double> v, int decimals = 2) {
 }
 std::string num(std::optional<double> v, int decimals = 3) { return v ? fmt::format("{:.{}f}", *v, decimals) : "-"; }
 std::string integer(std::optional<double> v) { return v ? fmt::format("{}", std::llround(*v)) : "-"; }
+
+const json::Value& member_or_null(const json::Value& v, const char* key) {
+    static const json::Value null;
+    const json::Value* m = v.is_object() ? v.find(key) : nullptr;
+    return m != nullptr ? *m : null;
+}
 
 std::string panel(const std::string& inner) { return "<div class=\"panel\">" + inner + "</div>\n"; }
 std::string note(const std::string& text) { return "<p class=\"note\">" + xml_escape(text) + "</p>\n"; }
@@ -730,10 +737,12 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
                                                   : "Evaluated bars";
     b += "<h2>" + xml_escape(heading) + "</h2>\n";
     b += equity_section(dir / (eval_layout ? "equity.csv" : "backtest/equity.csv"), split);
+    b += inference_html(eval_layout ? summary : member_or_null(summary, "test"), split);  // intervals, PSRs
     if (!eval_layout) {
         b += "<h2>Validation split</h2>\n";
         b += note("The same weights as the test backtest (the best validation weights), one sequential pass.");
         b += equity_section(dir / "backtest/val_equity.csv", "validation");
+        b += inference_html(member_or_null(summary, "validation"), "validation");
         b += "<h2>Validation over training</h2>\n";
         b += validation_chart(dir / "eval.jsonl", metric);
         if (is_annualised(metric.substr(metric.find('_') + 1)) && val_span.is_short())
@@ -1185,6 +1194,7 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     b += note(
         "The best validation setting is not always the best on the test split: read the spread over seeds. "
         "bh_*: buy-and-hold on the same test split.");
+    if (const auto deflated = deflated_best(runs)) b += note(deflated->text);  // docs/metrics.md
     if (population) {
         b += "<h2>Agents</h2>\n";
         b += panel(population_agents(base, href));
@@ -1194,6 +1204,130 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     return page((name.empty() ? dir : name) +
                     (population ? " — foxhunt-train population report" : " — foxhunt-train sweep report"),
                 b);
+}
+
+std::string walk_forward_report_html(const std::string& dir) {
+    const fs::path base(dir);
+    const std::string name = fs::absolute(base).lexically_normal().filename().string();
+    json::Value wf;
+    try {
+        wf = json::parse(read_text((base / "walk_forward.json").string()), json::Limits{64u << 20, 64, true});
+    } catch (const std::exception& e) {
+        return page(name, note(fmt::format("walk_forward.json does not parse: {}", e.what())));
+    }
+    const json::Value& stitched = member_or_null(wf, "stitched");
+    std::string b;
+    b += "<h1>" + xml_escape(name) + "</h1>\n";
+    const auto folds = number_at(wf, "folds");
+    const json::Value* window = wf.find("window");
+    const json::Value* trainer = wf.find("trainer");
+    b += fmt::format(
+        "<p class=\"sub\"><span class=\"badge\">walk-forward</span> &#160; {} folds, {} window, {} "
+        "&#160;·&#160; {}</p>\n",
+        folds ? std::llround(*folds) : 0, window != nullptr && window->is_string() ? window->as_string() : "?",
+        trainer != nullptr && trainer->is_string() ? xml_escape(trainer->as_string()) : "?",
+        xml_escape(fs::absolute(base).lexically_normal().string()));
+    const auto ret = number_at(stitched, "strategy.total_return"),
+               hret = number_at(stitched, "buy_and_hold.total_return");
+    const auto sh = number_at(stitched, "strategy.sharpe"), hsh = number_at(stitched, "buy_and_hold.sharpe");
+    const auto lo = number_at(stitched, "inference.bootstrap.sharpe.lo"),
+               hi = number_at(stitched, "inference.bootstrap.sharpe.hi");
+    const auto dlo = number_at(stitched, "inference.bootstrap.sharpe_difference.lo"),
+               dhi = number_at(stitched, "inference.bootstrap.sharpe_difference.hi");
+    b += "<div class=\"cards\">";
+    b += card("out-of-sample return", pct(ret), "buy-and-hold " + pct(hret), good_bad(ret, hret));
+    b += card("out-of-sample Sharpe", num(sh, 2),
+              lo && hi ? fmt::format("interval [{:.2f}, {:.2f}]; buy-and-hold {}", *lo, *hi, num(hsh, 2))
+                       : "buy-and-hold " + num(hsh, 2),
+              good_bad(sh, hsh));
+    b += card("beat buy-and-hold?",
+              dlo && dhi ? (*dlo > 0   ? "yes"
+                            : *dhi < 0 ? "no: it lost"
+                                       : "not distinguishable")
+                         : "-",
+              dlo && dhi ? fmt::format("Sharpe difference [{:.2f}, {:.2f}]", *dlo, *dhi) : "no interval",
+              dlo && dhi ? (*dlo > 0   ? "good"
+                            : *dhi < 0 ? "bad"
+                                       : "")
+                         : "");
+    b += card("PSR against 0", num(number_at(stitched, "inference.psr_zero"), 3),
+              "against buy-and-hold " + num(number_at(stitched, "inference.psr_buy_and_hold"), 3));
+    if (const auto* d = wf.find("deflated_sharpe"); d != nullptr && d->is_object()) {
+        const auto dsr = number_at(*d, "dsr");
+        const json::Value* yes = d->find("distinguishable");
+        const bool dist = yes != nullptr && yes->kind() == json::Value::Kind::boolean && yes->as_bool();
+        b += card("best fold vs luck (DSR)", num(dsr, 3),
+                  dist ? "distinguishable from noise" : "NOT distinguishable from noise", dist ? "good" : "bad");
+    }
+    b += "</div>\n";
+
+    b += "<h2>Stitched out-of-sample curve</h2>\n";
+    b += note(
+        "The folds' test blocks, each traded with the weights its own fold selected on its validation block, "
+        "compounded into one curve; buy-and-hold on the same blocks. Dots mark where each fold's test block starts.");
+    const fs::path csv_path = base / "stitched_equity.csv";
+    if (is_file(csv_path)) {
+        const Csv csv = read_csv(csv_path.string());
+        const int ct = csv.column("time"), ce = csv.column("equity"), ch = csv.column("buy_and_hold_equity"),
+                  cf = csv.column("fold");
+        Series eq = make_series("strategy", kStrategyColor);
+        Series hold = make_series("buy-and-hold", kHoldColor);
+        hold.dashed = true;
+        std::string fold;
+        for (const auto& row : csv.rows) {
+            if (ct < 0 || ce < 0 || ch < 0 || cf < 0 || static_cast<int>(row.size()) <= std::max({ct, ce, ch, cf}))
+                continue;
+            if (row[static_cast<std::size_t>(cf)] != fold) {
+                fold = row[static_cast<std::size_t>(cf)];
+                eq.markers.push_back(eq.x.size());
+            }
+            eq.x.push_back(parse_time(row[static_cast<std::size_t>(ct)]));
+            eq.y.push_back(to_number(row[static_cast<std::size_t>(ce)]));
+            hold.x.push_back(eq.x.back());
+            hold.y.push_back(to_number(row[static_cast<std::size_t>(ch)]));
+        }
+        ChartOptions o;
+        o.title = "stitched test blocks: equity (dots: fold starts)";
+        o.x_axis = Axis::time;
+        o.y_label = "equity";
+        b += panel(line_chart({eq, hold}, o));
+    } else {
+        b += note("stitched_equity.csv is missing.");
+    }
+    b += inference_html(stitched, "stitched");
+    b += panel(metrics_table(
+        wf, {{"stitched: strategy", "stitched.strategy"}, {"stitched: buy-and-hold", "stitched.buy_and_hold"}}));
+
+    b += "<h2>Folds</h2>\n";
+    std::string t =
+        "<table><tr><th>fold</th><th>train</th><th>validation</th><th>test</th><th>test return</th>"
+        "<th>test Sharpe</th><th>Sharpe interval</th><th>buy-and-hold Sharpe</th><th>PSR(0)</th><th>status</th></tr>";
+    if (const auto* runs = wf.find("fold_runs"); runs != nullptr && runs->is_array()) {
+        for (const auto& f : runs->as_array()) {
+            const auto range = [&](const char* k) {
+                const auto b0 = number_at(f, std::string(k) + ".begin"), e0 = number_at(f, std::string(k) + ".end");
+                return b0 && e0 ? fmt::format("[{}, {})", std::llround(*b0), std::llround(*e0)) : std::string("-");
+            };
+            const json::Value* rd = f.find("run_dir");
+            const std::string dir_name = rd != nullptr && rd->is_string() ? rd->as_string() : "";
+            const json::Value* st = f.find("status");
+            const auto flo = number_at(f, "test_backtest.inference.bootstrap.sharpe.lo"),
+                       fhi = number_at(f, "test_backtest.inference.bootstrap.sharpe.hi");
+            t += fmt::format(
+                "<tr><td class=\"name\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td "
+                "class=\"n\">{}</td>"
+                "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                link(dir_name + "/report.html", dir_name), range("train"), range("validation"), range("test"),
+                pct(number_at(f, "test_backtest.strategy.total_return")), num(number_at(f, "test_backtest.strategy.sharpe"), 3),
+                flo && fhi ? fmt::format("[{:.3f}, {:.3f}]", *flo, *fhi) : "-",
+                num(number_at(f, "test_backtest.buy_and_hold.sharpe"), 3), num(number_at(f, "test_backtest.inference.psr_zero"), 3),
+                st != nullptr && st->is_string() ? xml_escape(st->as_string()) : "");
+        }
+    }
+    b += panel(t + "</table>\n");
+    if (const auto* d = wf.find("deflated_sharpe"); d != nullptr && d->is_object())
+        if (const auto* text = d->find("text"); text != nullptr && text->is_string()) b += note(text->as_string());
+    return page((name.empty() ? dir : name) + " — foxhunt-train walk-forward report", b);
 }
 
 std::string write_report(const std::string& path, const std::string& output) {
@@ -1213,6 +1347,10 @@ std::string write_report(const std::string& path, const std::string& output) {
     }
     const auto runs = collect_runs({path});  // UsageError when it holds no run directory
     for (const auto& r : runs) io::write_file_atomically((fs::path(r.path) / "report.html").string(), run_report_html(r.path), fail);
+    if (is_file(dir / "walk_forward.json")) {  // a walk-forward directory (docs/walk-forward.md)
+        io::write_file_atomically(out, walk_forward_report_html(path), fail);
+        return out;
+    }
     const fs::path out_dir = fs::absolute(out).parent_path();
     io::write_file_atomically(out, sweep_report_html(path, out_dir.string()), fail);
     return out;

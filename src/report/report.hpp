@@ -19,7 +19,12 @@ std::string run_report_html(const std::string& dir);
 /// Links are relative to `links_from` (the page's folder; "" = `dir`).
 std::string sweep_report_html(const std::string& dir, const std::string& links_from = "");
 
-/// Writes the report of `path` (a run, eval output or sweep directory) to `output`, default
+/// The page of a walk-forward directory (walk_forward.json, stitched_equity.csv, fold-k/): the
+/// stitched out-of-sample curve with buy-and-hold and the folds marked, its intervals, the folds'
+/// table linking each fold's report, and the deflated Sharpe ratio of the best fold.
+std::string walk_forward_report_html(const std::string& dir);
+
+/// Writes the report of `path` (a run, eval output, sweep or walk-forward directory) to `output`, default
 /// `<path>/report.html`; for a sweep, every run's report.html too. Returns the page's path.
 /// Throws UsageError (exit 2) when `path` is none of these.
 std::string write_report(const std::string& path, const std::string& output);

@@ -226,6 +226,9 @@ RunRecord read_run(const std::string& path) {
     r.test_trades = number_at(r.summary, "test.strategy.trades");
     r.hold_return = number_at(r.summary, "test.buy_and_hold.total_return");
     r.hold_sharpe = number_at(r.summary, "test.buy_and_hold.sharpe");
+    r.test_sharpe_lo = number_at(r.summary, "test.inference.bootstrap.sharpe.lo");
+    r.test_sharpe_hi = number_at(r.summary, "test.inference.bootstrap.sharpe.hi");
+    r.test_psr = number_at(r.summary, "test.inference.psr_zero");
     if (const auto seed = number_at(r.summary, "seed")) r.seed = static_cast<std::int64_t>(*seed);
     if (const auto* d = r.summary.is_object() ? r.summary.find("data") : nullptr; d != nullptr && d->is_object())
         if (const auto* h = d->find("xxh64"); h != nullptr && h->is_string()) r.data_hash = h->as_string();
@@ -364,7 +367,8 @@ Table run_table(const std::vector<RunRecord>& input) {
     for (const auto& k : keys) t.columns.push_back(k);
     for (const char* c : {"seed", "status"}) t.columns.emplace_back(c);
     t.columns.push_back(t.metric);
-    for (const char* c : {"test_return", "test_sharpe", "test_max_drawdown", "test_trades", "bh_return", "bh_sharpe"})
+    for (const char* c : {"test_return", "test_sharpe", "test_sharpe [lo, hi]", "test_psr", "test_max_drawdown",
+                          "test_trades", "bh_return", "bh_sharpe"})
         t.columns.emplace_back(c);
     for (std::size_t i = 0; i < runs.size(); ++i) {
         const auto& r = runs[i];
@@ -378,6 +382,10 @@ Table run_table(const std::vector<RunRecord>& input) {
         row.push_back(number_cell(r.best_val));
         row.push_back(number_cell(r.test_return));
         row.push_back(number_cell(r.test_sharpe));
+        row.push_back(text_cell(r.test_sharpe_lo && r.test_sharpe_hi
+                                    ? fmt::format("[{:.4f}, {:.4f}]", *r.test_sharpe_lo, *r.test_sharpe_hi)
+                                    : "-"));
+        row.push_back(number_cell(r.test_psr));
         row.push_back(number_cell(r.test_max_drawdown));
         row.push_back(number_cell(r.test_trades, true));
         row.push_back(number_cell(r.hold_return));

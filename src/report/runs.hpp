@@ -28,6 +28,7 @@ struct RunRecord {
     std::string profile_hash;        ///< XXH64 of the resolved profile but placement keys and the seed ("" unresolved)
     std::string data_hash;           ///< summary.json's data.xxh64 ("" when absent)
     bool data_follows_seed = false;  ///< synthetic market drawn from run.seed (data.seed = -1)
+    std::optional<double> test_sharpe_lo, test_sharpe_hi, test_psr;  ///< test.inference (docs/metrics.md)
     io::json::Value summary;                       ///< null when missing or unreadable
 };
 

@@ -1,12 +1,14 @@
 /// @file agent_run.cpp
 #include "run/agent_run.hpp"
 
+#include <optional>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "eval/backtest.hpp"
+#include "eval/inference.hpp"
 #include "io/replay_dump.hpp"
 #include "run/facts.hpp"
 #include "trainers/resume.hpp"
@@ -296,11 +298,11 @@ void AgentRun::finish() {
     // pass (the report's validation plot).
     // (None when the validation split has no bar to trade: data.val_fraction = 0 with
     // run.eval_interval = 0.)
-    if (trainers::has_validation_backtest(market_))
-        eval::write_equity_csv(dir_.file_path("backtest/val_equity.csv"),
-                               eval::backtest(ops_, dm_, market_, env::Split::val, trainer.env_params(), greedy, 1,
-                                              true, capture),
-                               market_);
+    std::optional<eval::BacktestReport> val_pass;
+    if (trainers::has_validation_backtest(market_)) {
+        val_pass = eval::backtest(ops_, dm_, market_, env::Split::val, trainer.env_params(), greedy, 1, true, capture);
+        eval::write_equity_csv(dir_.file_path("backtest/val_equity.csv"), *val_pass, market_);
+    }
     if (best_weights_.empty()) trainers::save_checkpoint(best_ckpt_, ops_, trainer, p_, market_, early_, run_record());
     log::info("{}test backtest: return {:.4f}, Sharpe {:.3f}, max drawdown {:.4f}, {} trades (buy-and-hold: return "
               "{:.4f}, Sharpe {:.3f})",
@@ -310,10 +312,16 @@ void AgentRun::finish() {
     done.emplace_back("best", json::object({{unit_key_, early_.best_step()},
                                             {"metric", p_.early_stopping.metric},
                                             {"value", early_.best()}}));
-    done.emplace_back("validation", record_.best_validation.empty()
+    // Intervals and PSRs (docs/metrics.md): the test's from the test backtest, the validation's from
+    // the final validation pass (backtest/val_equity.csv), both with the best weights.
+    auto boot = eval::bootstrap_options(p_.eval);
+    boot.cut_block_to_series = true;  // checked against the splits before training (run_checks)
+    done.emplace_back("validation", record_.best_validation.empty() || !val_pass
                                         ? json::Value()
-                                        : json::parse(record_.best_validation, json::Limits{1'000'000, 16, true}));
-    done.emplace_back("test", eval::report_value(test));
+                                        : eval::with_inference(json::parse(record_.best_validation,
+                                                                           json::Limits{1'000'000, 16, true}),
+                                                               *val_pass, boot));
+    done.emplace_back("test", eval::with_inference(eval::report_value(test), test, boot));
     write_summary(std::move(done));
     log::info("{}done ({}): {} env steps, {} updates in {:.1f} s; {}", o_.log_prefix, status_, trainer.env_steps(),
               trainer.updates(), wall, dir_.path());

@@ -13,6 +13,7 @@
 #include "config/schema.hpp"
 #include "data/load.hpp"
 #include "eval/backtest.hpp"
+#include "eval/inference.hpp"
 #include "io/json.hpp"
 #include "io/run_directory.hpp"
 #include "io/safetensors.hpp"
@@ -36,6 +37,7 @@ const std::vector<std::string>& eval_honoured_keys() {
         "data.path",          "data.format",       "data.train_fraction",     "data.val_fraction",
         "data.test_fraction", "data.cache_dir",    "data.synthetic_bars",     "data.planted_signal", "data.seed",
         "instrument.commission", "instrument.slippage_ticks", "instrument.bars_per_year", "eval.segments",
+        "eval.bootstrap_resamples", "eval.bootstrap_block", "eval.bootstrap_seed", "eval.confidence",
         "run.device",         "dqn.her_eval_goal"};  // a HER policy asked for another target (docs/dqn.md)
     return keys;
 }
@@ -121,7 +123,8 @@ std::string evaluate(const EvalRequest& r) {
     auto act = [&](ops::View<int> a, ops::View<const float> s, int n) { policy->act(*ops, online.cview(), a, s, n); };
     const bool keep = !r.output_dir.empty();
     const env::Split split = r.split == "val" ? env::Split::val : env::Split::test;  // all, FROM:TO: md.test
-    const auto report = eval::backtest(*ops, dm, market, split, params, act, segments, keep, policy->capture_safe());
+    const auto report = eval::backtest(*ops, dm, market, split, params, act, segments, true,
+                                       policy->capture_safe());  // records: the inference's returns
     const data::SplitRange scored = split == env::Split::val ? market.val : market.test;
     json::Array overrides;
     for (const auto& o : r.overrides) overrides.emplace_back(o);
@@ -138,7 +141,9 @@ std::string evaluate(const EvalRequest& r) {
          {"segments", segments},
          {"overrides", json::Value::array(std::move(overrides))},
          {"strategy", eval::metrics_value(report.strategy)},
-         {"buy_and_hold", eval::metrics_value(report.buy_and_hold)}}));
+         {"buy_and_hold", eval::metrics_value(report.buy_and_hold)},
+         {"inference", eval::inference_value(eval::backtest_returns(report), report.bars_per_year,
+                                             eval::bootstrap_options(p.eval))}}));
     if (keep) {
         std::error_code ec;
         fs::create_directories(r.output_dir, ec);

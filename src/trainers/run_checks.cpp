@@ -10,6 +10,7 @@
 #include "math/env.h"
 #include "eval/backtest.hpp"
 #include "env/vec_env.hpp"
+#include "eval/bootstrap.hpp"
 #include "io/replay_dump.hpp"
 #include "trainers/supervised_trainer.hpp"
 #include "util/errors.hpp"
@@ -65,6 +66,13 @@ void check_splits(const config::Profile& p, const data::MarketData& md) {
         throw DataError(fmt::format("{}: the training split [{}, {}) has no bar with supervised.horizon = {} bars "
                                     "after it inside the split (lower supervised.horizon or give more data)",
                                     md.source, md.train.begin, md.train.end, p.supervised.horizon));
+    // The bootstrap's fixed block against the returns of the test and validation backtests
+    // (each segment's bars but its first).
+    for (const auto* split : {&md.test, &md.val}) {
+        std::size_t returns = 0;
+        for (const auto& s : eval::backtest_segments(md, *split, 1)) returns += static_cast<std::size_t>(s.end - s.start - 1);
+        if (returns > 0) eval::require_block_fits(p.eval.bootstrap_block, returns);
+    }
     if (p.run.eval_interval > 0) {
         if (tradable_bars(md, md.val) == 0) throw none("validation", md.val, "data.val_fraction");
         check_segments(md, md.val, "validation", p.eval.segments);

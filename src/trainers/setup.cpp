@@ -21,6 +21,10 @@ data::DataOptions data_options(const config::Profile& p) {
     o.seed = static_cast<std::uint64_t>(config::data_seed(p));  // the synthetic market's
     o.bars_per_year = p.instrument.bars_per_year;
     o.use_cache = true;  // data.cache_dir "" puts the cache next to the data (the synthetic market is never cached)
+    o.walk_forward_folds = static_cast<int>(p.walk_forward.folds);
+    o.walk_forward_fold = static_cast<int>(p.walk_forward.fold);
+    o.walk_forward_sliding = p.walk_forward.window == "sliding";
+    o.episode_length = static_cast<std::size_t>(p.experience.gpu_timesteps_per_episode);
     return o;
 }
 
