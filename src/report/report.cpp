@@ -1296,7 +1296,8 @@ std::string walk_forward_report_html(const std::string& dir) {
     }
     b += inference_html(stitched, "stitched");
     b += panel(metrics_table(
-        wf, {{"stitched: strategy", "stitched.strategy"}, {"stitched: buy-and-hold", "stitched.buy_and_hold"}}));
+        wf, {{"stitched: strategy", "stitched.strategy", "stitched", {}},
+             {"stitched: buy-and-hold", "stitched.buy_and_hold", "stitched", {}}}));
 
     b += "<h2>Folds</h2>\n";
     std::string t =

@@ -161,7 +161,7 @@ TEST_CASE("A batched PPO population's agents equal their single runs bit for bit
     SECTION("curiosity: each agent's forward model and its curiosity_coef") {
         auto agents = three_agents({"ppo.curiosity=true", "ppo.curiosity_coef=0.1"});
         agents[2].ppo.curiosity_coef = 0.3;
-        CHECK(population_against_single_runs(ops, agents, 3) == 0.0);
+        CHECK(population_against_single_runs(ops, agents, 3).params == 0.0);
     }
 }
 
