@@ -452,7 +452,8 @@ std::string output_of(const std::string& command) {
 
 TEST_CASE("the sweep examples of README.md and docs/sweeps.md run verbatim", "[sweep]") {
     // Every code block with a scripts/sweep.sh or sweep.sbatch command, run in a folder where
-    // scripts/ is the source tree's and build/foxhunt-train the executable under test. How each
+    // scripts/ has the source tree's scripts and build/foxhunt-train is the executable under test
+    // (FH_TRAIN_EXE). How each
     // command runs (printed to the test log):
     // - a sweep on the CPU of a smoketest profile: verbatim, in full (the profile's own budget);
     //   then every run of its grid must have completed, and the block's other foxhunt-train
@@ -480,7 +481,11 @@ TEST_CASE("the sweep examples of README.md and docs/sweeps.md run verbatim", "[s
             if (!sweep_block) continue;
             const auto dir = scratch("example");
             fs::create_directories(dir / "build");
-            fs::create_directory_symlink(fs::path(src) / "scripts", dir / "scripts");
+            // scripts/ holds links to the source tree's scripts (a link to the folder itself would make
+            // sweep.sh's default executable, ../build/foxhunt-train, the source tree's build).
+            fs::create_directories(dir / "scripts");
+            for (const auto& e : fs::directory_iterator(fs::path(src) / "scripts"))
+                fs::create_symlink(e.path(), dir / "scripts" / e.path().filename());
             fs::create_symlink(std::getenv("FH_TRAIN_EXE"), dir / "build" / "foxhunt-train");
             std::string script = "set -e -o pipefail\n";
             std::vector<std::string> full_runs;
