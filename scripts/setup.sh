@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Installs the Debian packages foxhunt-train needs (idempotent), configures and builds.
-# Usage: scripts/setup.sh [meson options...]   e.g. scripts/setup.sh -Dgpu_archs=86
+# Usage: scripts/setup.sh [--target T]... [meson options...]   e.g. scripts/setup.sh -Dgpu_archs=86
+#   --target T   build only ninja target T and what it needs (e.g. foxhunt-train: the executable
+#                without the test suite, as scripts/run.sh does); default: everything, tests included
 # Environment: BUILD_DIR (default: build), TOOLKIT_DIR (default: /usr/local/cuda).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 TOOLKIT_DIR=${TOOLKIT_DIR:-/usr/local/cuda}
+targets=()
+while [ $# -gt 0 ] && [ "$1" = --target ]; do
+    [ $# -ge 2 ] || { echo "setup: --target takes a ninja target (e.g. foxhunt-train)" >&2; exit 2; }
+    targets+=("$2")
+    shift 2
+done
 
 # parallel: scripts/sweep.sh runs its jobs with GNU parallel when installed (the [sweep] tests
 # then exercise it; without it the script uses its own job pool).
@@ -34,4 +42,4 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
 elif [ $# -gt 0 ]; then
     meson configure "$BUILD_DIR" "$@" >/dev/null
 fi
-ninja -C "$BUILD_DIR" >&2
+ninja -C "$BUILD_DIR" "${targets[@]}" >&2

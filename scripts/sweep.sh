@@ -6,6 +6,10 @@
 # every running job once, cleanly: each writes its checkpoint and summary.json, then exits 130.
 # docs/sweeps.md is the reference; docs/cli.md "Sweeps and populations: examples" has examples.
 set -uo pipefail
+if ((BASH_VERSINFO[0] < 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] < 1))); then
+    echo "sweep: needs bash 5.1 or newer (wait -n -p), this is bash $BASH_VERSION" >&2
+    exit 2
+fi
 
 usage() {
     cat <<'EOF'
@@ -31,12 +35,13 @@ Where:
 Other:
   --print-grid          print the grid, one point per line (tab-separated overrides), and exit
   --point I             run point I (0-based) alone, in the foreground (a Slurm array task)
-  --dry-run             print each run's command and exit
+  --dry-run             print each process's command and exit (nothing is written)
   -h, --help            this text
 
 Each run's stdout and stderr go to DIR/sweep-logs/point-<I>.log (a population's to the log of
-each of its runs); one line per finished run is printed. Exit status: 0 when every run finished (or was skipped), 130 when interrupted, 1 when a
-run failed (its log says why), 2 for a usage error.
+each of its runs); one line per finished run is printed, then a summary (failed runs counted in
+runs, not processes). Exit status: 0 when every run finished (or was skipped), 130 when
+interrupted, 1 when a run failed (its log says why), 2 for a usage error.
 Then: foxhunt-train compare DIR --group-by-seed; foxhunt-train report DIR.
 EOF
 }
@@ -53,10 +58,14 @@ self="$here/$(basename "${BASH_SOURCE[0]}")"
 agent_keys="run.seed training.learning_rate training.gamma training.tau training.target_update_period training.epsilon_start training.epsilon_end training.epsilon_decay_steps training.grad_clip_norm training.max_bad_updates dqn.cql_alpha dqn.mse_blend_alpha dqn.curiosity_coef dqn.her_ratio dqn.her_reward ppo.clip ppo.gae_lambda ppo.entropy_coef ppo.value_coef ppo.diversity_coef ppo.curiosity_coef iql.expectile iql.beta iql.max_weight"
 is_agent_key() { [[ " $agent_keys " == *" $1 "* ]]; }
 
-# A job is one point (one run) or several (one population): __job SLOT JOB, JOB a line of the jobs file.
+# A job is one point (one run) or several (one population): __job SLOT JOB POINTS, POINTS the
+# job's point indices ("3 4 5"), JOB its index (naming a population's files in sweep-logs/).
 if [ "${1:-}" = "__job" ]; then
     slot=$2 job=$3
-    read -r -a job_points <<<"$(sed -n "$((job + 1))p" "$FH_SWEEP_JOBS")"
+    read -r -a job_points <<<"$4"
+    # This invocation's outcome of each point, for the sweep's summary (not under --point).
+    outcome=${FH_SWEEP_STATUS:+$FH_SWEEP_STATUS/job-$job}
+    [ -z "$outcome" ] || : >"$outcome"
     IFS=',' read -r -a devices <<<"$FH_SWEEP_DEVICES"
     device=${devices[$(( (slot - 1) % ${#devices[@]} ))]}
     eval "extra=($FH_SWEEP_EXTRA)"
@@ -132,6 +141,7 @@ if [ "${1:-}" = "__job" ] && [ ${#job_points[@]} -gt 1 ]; then
             *) if [ "$action" = skipped ]; then what=skipped; else what="failed (exit $code, see $log)"; dir=""; fi ;;
         esac
         printf 'sweep: point %s on %s: %s %s\n' "$point" "$device" "$what" "$dir"
+        [ -z "$outcome" ] || printf '%s %s\n' "$point" "${what%% *}" >>"$outcome"
     done
     rm -f "$attempt"
     exit "$code"
@@ -159,6 +169,7 @@ if [ "${1:-}" = "__job" ]; then
     esac
     rm -f "$attempt"
     printf 'sweep: point %s on %s: %s %s\n' "$point" "$device" "$what" "$dir"
+    [ -z "$outcome" ] || printf '%s %s\n' "$point" "${what%% *}" >>"$outcome"
     exit "$code"
 fi
 
@@ -278,17 +289,15 @@ else
     slots=$jobs
 fi
 
-mkdir -p "$out/sweep-logs" || die "cannot create $out/sweep-logs"
-printf '%s\n' "$grid" >"$out/sweep-grid.tsv"
+mapfile -t points <<<"$grid"
 # The jobs: one line of point indices each. By default the points that differ only in per-agent keys
 # (the seed, the learning rate, ...) form a group, and each group is split into one population per
 # job slot (a part of one point is a single run, as with --no-population).
 make_jobs() {
-    local i line t key own groups=() members=() g found
+    local i t key own groups=() members=() g found
     for ((i = 0; i < n; i++)); do
-        line=$(sed -n "$((i + 1))p" "$out/sweep-grid.tsv")
         key="" own=0
-        IFS=$'\t' read -r -a tokens <<<"$line"
+        IFS=$'\t' read -r -a tokens <<<"${points[$i]}"
         for t in "${tokens[@]}"; do
             [ -n "$t" ] || continue
             if is_agent_key "${t%%=*}"; then own=1; else key+="$t"$'\t'; fi
@@ -298,7 +307,7 @@ make_jobs() {
         for g in "${!groups[@]}"; do [ "${groups[$g]}" = "$key" ] && { found=$g; break; }; done
         if [ $found -lt 0 ]; then groups+=("$key"); members+=("$i"); else members[$found]+=" $i"; fi
     done
-    local m parts p size c from to
+    local m parts size c from to
     for m in "${members[@]}"; do
         read -r -a pts <<<"$m"
         size=${#pts[@]}
@@ -309,54 +318,76 @@ make_jobs() {
         done
     done
 }
-make_jobs >"$out/sweep-jobs.tsv"
-jobs_n=$(wc -l <"$out/sweep-jobs.tsv")
-export FH_SWEEP_EXE=$exe FH_SWEEP_PROFILE=$profile FH_SWEEP_OUT=$out FH_SWEEP_GRID="$out/sweep-grid.tsv"
-export FH_SWEEP_JOBS="$out/sweep-jobs.tsv"
-export FH_SWEEP_DEVICES=$(IFS=,; printf '%s' "${devices[*]}")
-export FH_SWEEP_EXTRA=$(printf '%q ' "${extra[@]}")
-
 if [ -n "$point" ]; then
     [[ "$point" =~ ^[0-9]+$ ]] && [ "$point" -lt "$n" ] || die "--point $point: the grid has points 0..$((n - 1))"
-    printf '%s\n' "$point" >"$out/sweep-jobs-point-$point.tsv"
-    export FH_SWEEP_JOBS="$out/sweep-jobs-point-$point.tsv"
-    exec "$self" __job 1 0
+    job_list=("$point")  # a Slurm array task: the point alone
+else
+    mapfile -t job_list < <(make_jobs)
 fi
-if [ $dry_run -eq 1 ]; then
+jobs_n=${#job_list[@]}
+# The options after --, quoted for the jobs' eval (nothing when there are none: printf would
+# otherwise print one '' for no arguments, an empty argument to every run).
+extra_quoted=""
+if [ ${#extra[@]} -gt 0 ]; then extra_quoted=$(printf ' %q' "${extra[@]}"); fi
+
+if [ $dry_run -eq 1 ]; then  # the commands, and nothing written
     for ((j = 0; j < jobs_n; j++)); do
-        read -r -a pts <<<"$(sed -n "$((j + 1))p" "$out/sweep-jobs.tsv")"
+        read -r -a pts <<<"${job_list[$j]}"
+        printf '%s --profile %q --output %q --auto-name --set run.on_exists=resume --device %s' "$exe" "$profile" \
+            "$out" "${devices[$(( j % slots % ${#devices[@]} ))]}"
+        IFS=$'\t' read -r -a tokens <<<"${points[${pts[0]}]}"
         if [ ${#pts[@]} -gt 1 ]; then
-            printf '%s --profile %q --output %q --auto-name --set run.on_exists=resume --device %s' "$exe" "$profile" \
-                "$out" "${devices[$(( j % slots % ${#devices[@]} ))]}"
-            IFS=$'\t' read -r -a tokens <<<"$(sed -n "$((pts[0] + 1))p" "$out/sweep-grid.tsv")"
             for t in "${tokens[@]}"; do [ -z "$t" ] || is_agent_key "${t%%=*}" || printf ' --set %q' "$t"; done
             printf ' --population-grid %q --population-record %q' "$out/sweep-logs/population-$j.grid" \
                 "$out/sweep-logs/population-$j.json"
-            printf ' %s  # points %s\n' "$FH_SWEEP_EXTRA" "${pts[*]}"
-            continue
+            printf '%s  # points %s\n' "$extra_quoted" "${pts[*]}"
+        else
+            for t in "${tokens[@]}"; do
+                [ -n "$t" ] || continue
+                if [[ "$t" == run.seed=* ]]; then printf ' --seed %q' "${t#run.seed=}"; else printf ' --set %q' "$t"; fi
+            done
+            printf '%s\n' "$extra_quoted"
         fi
-        i=${pts[0]}
-        printf '%s --profile %q --output %q --auto-name --set run.on_exists=resume --device %s' "$exe" "$profile" "$out" \
-            "${devices[$(( j % slots % ${#devices[@]} ))]}"
-        IFS=$'\t' read -r -a tokens <<<"$(sed -n "$((i + 1))p" "$out/sweep-grid.tsv")"
-        for t in "${tokens[@]}"; do printf ' --set %q' "$t"; done
-        printf ' %s\n' "$FH_SWEEP_EXTRA"
     done
     exit 0
 fi
 
+# The sweep's files: the grid (what the jobs read) and the job table, each replaced whole (the
+# tasks of a Slurm array write the same files at once).
+write_file() {  # write_file PATH: stdin to PATH, atomically
+    local tmp="$1.tmp-$$"
+    cat >"$tmp" && mv -f "$tmp" "$1" || { rm -f "$tmp"; die "cannot write $1"; }
+}
+mkdir -p "$out/sweep-logs" || die "cannot create $out/sweep-logs"
+printf '%s\n' "${points[@]}" | write_file "$out/sweep-grid.tsv"
+if [ -n "$point" ]; then seq 0 $((n - 1)); else printf '%s\n' "${job_list[@]}"; fi | write_file "$out/sweep-jobs.tsv"
+export FH_SWEEP_EXE=$exe FH_SWEEP_PROFILE=$profile FH_SWEEP_OUT=$out FH_SWEEP_GRID="$out/sweep-grid.tsv"
+export FH_SWEEP_DEVICES=$(IFS=,; printf '%s' "${devices[*]}")
+export FH_SWEEP_EXTRA=$extra_quoted
+
+if [ -n "$point" ]; then
+    unset FH_SWEEP_STATUS
+    exec "$self" __job 1 "$point" "$point"
+fi
+
+# Each job records the outcome of each of its points here (job-J: "POINT done|skipped|...").
+FH_SWEEP_STATUS=$(mktemp -d "${TMPDIR:-/tmp}/fh-sweep-status-XXXXXX") || die "cannot create a temporary folder"
+export FH_SWEEP_STATUS
+trap 'rm -rf "$FH_SWEEP_STATUS"' EXIT
+
 echo "sweep: $n runs in $out on ${FH_SWEEP_DEVICES//,/, } ($slots at a time; $jobs_n processes)" >&2
 start=$(date +%s)
-failed=0 interrupted=0
+interrupted=0
 if [ $use_parallel -eq 1 ] && command -v parallel >/dev/null; then
     echo "sweep: GNU parallel; logs in $out/sweep-logs/" >&2
     # --termseq: Ctrl-C sends every job one SIGINT and waits (up to 10 min) for its checkpoint.
-    parallel --will-cite --jobs "$slots" --joblog "$out/sweep-logs/joblog" --line-buffer \
-        --termseq INT,600000,KILL,25 "$self" __job '{%}' '{}' ::: $(seq 0 $((jobs_n - 1)))
+    # Each input line is JOB<tab>POINTS: {1} and {2}.
+    for ((j = 0; j < jobs_n; j++)); do printf '%s\t%s\n' "$j" "${job_list[$j]}"; done |
+        parallel --will-cite --jobs "$slots" --joblog "$out/sweep-logs/joblog" --line-buffer --colsep '\t' \
+            --termseq INT,600000,KILL,25 "$self" __job '{%}' '{1}' '{2}'
     code=$?
-    # The joblog's 7th column is each job's exit status.
-    failed=$(awk -F'\t' 'NR > 1 && $7 != 0 && $7 != 130' "$out/sweep-logs/joblog" | wc -l)
-    [ $code -eq 0 ] || [ "$failed" -gt 0 ] || interrupted=1  # stopped before every job ran
+    # Stopped before every job ran, or a job interrupted (the joblog's 7th column: its exit status).
+    [ $code -eq 0 ] || [ "$(awk -F'\t' 'NR > 1' "$out/sweep-logs/joblog" | wc -l)" -eq "$jobs_n" ] || interrupted=1
     awk -F'\t' 'NR > 1 && $7 == 130 { found = 1 } END { exit !found }' "$out/sweep-logs/joblog" && interrupted=1
 else
     [ $use_parallel -eq 0 ] || echo "sweep: GNU parallel is not installed (Debian package 'parallel'); using the built-in job pool" >&2
@@ -381,19 +412,37 @@ else
         kill -0 "$pid" 2>/dev/null && return 0                     # (which may name a job still running)
         free+=("${running[$pid]}")
         unset "running[$pid]"
-        case $code in 0) ;; 130) interrupted=1 ;; *) failed=$((failed + 1)) ;; esac
+        [ $code -ne 130 ] || interrupted=1
     }
     for ((i = 0; i < jobs_n; i++)); do
         while [ ${#free[@]} -eq 0 ] && [ $stopping -eq 0 ]; do reap; done
         [ $stopping -eq 0 ] || break
         slot=${free[-1]}
         unset 'free[-1]'
-        "$self" __job "$slot" "$i" &
+        "$self" __job "$slot" "$i" "${job_list[$i]}" &
         running[$!]=$slot
     done
     while [ ${#running[@]} -gt 0 ]; do reap; done
     [ $stopping -eq 0 ] || interrupted=1
 fi
+
+# The runs that failed or were interrupted in this invocation, counted in runs (a population is
+# one process of many runs): each started job's record. A job that ended without recording a
+# point (killed outright) counts that point as failed, or as interrupted when the sweep was.
+failed_points=() interrupted_points=()
+for ((j = 0; j < jobs_n; j++)); do
+    [ -f "$FH_SWEEP_STATUS/job-$j" ] || continue  # never started (the sweep was stopped first)
+    for p in ${job_list[$j]}; do
+        what=$(awk -v p="$p" '$1 == p { w = $2 } END { print w }' "$FH_SWEEP_STATUS/job-$j")
+        case $what in
+            done|skipped) ;;
+            interrupted) interrupted_points+=("$p") ;;
+            failed) failed_points+=("$p") ;;
+            *) if [ $interrupted -eq 1 ]; then interrupted_points+=("$p"); else failed_points+=("$p"); fi ;;
+        esac
+    done
+done
+[ ${#interrupted_points[@]} -eq 0 ] || interrupted=1
 
 # The outcome, from the run directories themselves.
 declare -A count=()
@@ -407,8 +456,9 @@ done
 summary=""
 for k in $(printf '%s\n' "${!count[@]}" | sort); do summary+="${summary:+, }${count[$k]} $k"; done
 echo "sweep: $(( $(date +%s) - start )) s; $out holds $total runs: ${summary:-none}" >&2
-if [ "$failed" -gt 0 ]; then
-    echo "sweep: $failed runs failed; their logs are in $out/sweep-logs/" >&2
+if [ ${#failed_points[@]} -gt 0 ]; then
+    echo "sweep: ${#failed_points[@]} of $n runs failed (points ${failed_points[*]}); their logs:" \
+         "$out/sweep-logs/point-<I>.log" >&2
     exit 1
 fi
 if [ $interrupted -eq 1 ]; then

@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <exception>
+#include <optional>
+#include <string>
 
 #include "build_config.hpp"
 #include "cli/commands.hpp"
@@ -23,15 +25,16 @@ constexpr const char* kDescription =
     "A run is described by a TOML profile (docs/profiles.md lists every key); with no\n"
     "subcommand, foxhunt-train trains.";
 
-constexpr const char* kFooter = R"(Profiles:
+constexpr const char* kProfilesHelp = R"(Profiles:
   --profile takes a file path or the name of a shipped profile (dqn-smoketest, dqn-full,
   ppo-smoketest, ppo-full, iql-smoketest, iql-full, supervised-smoketest, supervised-full,
   dt-smoketest, dt-full; ".toml" optional), looked up in the
   source tree's and the install prefix's profiles/ folders. Precedence: built-in defaults <
   profile < command line (--set, then --data/--seed/--device/--output). A --set value is TOML:
-  numbers as is, strings quoted (a bare word is accepted for string keys), arrays in brackets.
+  numbers as is, strings quoted (a bare word is accepted for string keys), arrays in brackets.)";
 
-Examples:
+/// The top level's help only (a subcommand's --help shows its own options and notes).
+constexpr const char* kExamplesHelp = R"(Examples:
   foxhunt-train check dqn-smoketest                       validate, print the resolved profile
   foxhunt-train check dqn-full --set dqn.hidden=[512,512] --set training.learning_rate=3e-4
   foxhunt-train --profile dqn-smoketest                   train (the default subcommand)
@@ -71,26 +74,113 @@ void configure_logging(const fh::cli::GlobalOptions& g) {
     fh::cuda::set_sync_debug(g.cuda_sync_debug);
 }
 
-/// The global options as a help section, for the subcommands' --help (CLI11 lists only a
-/// subcommand's own options there; the global ones are accepted after the subcommand too).
-std::string global_options_help(const CLI::App& app) {
-    std::string out = "Global options (also accepted after the subcommand):\n";
-    for (const CLI::Option* o : app.get_options()) {
-        const std::string name = o->get_name(false, true);
-        if (name == "-h,--help" || name == "--version") continue;
-        std::string left = "  " + name;
-        if (!o->get_type_name().empty() && o->get_expected_min() > 0) left += " " + o->get_type_name();
-        out += left.size() < 32 ? left + std::string(32 - left.size(), ' ') : left + "\n" + std::string(32, ' ');
-        out += o->get_description() + "\n";
+/// Options shared by several subcommands, each added to every subcommand that accepts it (bound to
+/// the same variables), so that a subcommand's --help lists exactly what it accepts and the parser
+/// refuses the rest (exit 2).
+struct Shared {
+    fh::cli::GlobalOptions& g;
+    std::int64_t& seed;
+
+    /// A non-negative integer without CLI11's validator name in the help ("N", not "N:NONNEGATIVE").
+    static CLI::Validator non_negative() { return CLI::NonNegativeNumber.description(""); }
+
+    void logging(CLI::App* a) const {
+        a->add_flag("-q,--quiet", g.quiet, "Only warnings and errors");
+        a->add_flag("-v,--verbose", g.verbose, "Debug output");
+        a->add_option("--log-format", g.log_format, "Log line format: text or json (one object per line)")
+            ->check(CLI::IsMember({"text", "json"}).description(""))
+            ->type_name("text|json")
+            ->capture_default_str();
     }
-    return out;
-}
+    void profile(CLI::App* a) const {
+        a->add_option("-p,--profile", g.profile,
+                      "Profile: a TOML file, or the name of a shipped profile (e.g. dqn-smoketest)")
+            ->type_name("PATH|NAME");
+    }
+    void set(CLI::App* a, const std::string& description) const {
+        a->add_option("--set", g.overrides, description)->type_name("SECTION.KEY=VALUE")->allow_extra_args(false);
+    }
+    void set(CLI::App* a) const {
+        set(a,
+            "Override one profile key, repeatable; the value is TOML, e.g. --set dqn.hidden=[512,512] "
+            "--set run.trainer=ppo. Unknown keys are errors");
+    }
+    void data(CLI::App* a,
+              const std::string& description = "Bar data (CSV file or directory); overrides data.path") const {
+        a->add_option("--data", g.data, description)->type_name("PATH");
+    }
+    CLI::Option* seed_option(CLI::App* a) const {
+        return a->add_option("--seed", seed, "Master seed; overrides run.seed")->type_name("N")->check(non_negative());
+    }
+    void device(CLI::App* a) const {
+        a->add_option("--device", g.device,
+                      "Compute device, overrides run.device: auto (GPU if present, else CPU with a warning), cpu, "
+                      "cuda, cuda:N")
+            ->type_name("DEVICE");
+    }
+    void output(CLI::App* a,
+                const std::string& description = "Root directory of run directories; overrides run.output_dir") const {
+        a->add_option("--output", g.output, description)->type_name("DIR");
+    }
+    void resume(CLI::App* a, const std::string& description) const {
+        a->add_option("--resume", g.resume, description)->type_name("RUN_DIR");
+    }
+    void auto_name(CLI::App* a) const {
+        a->add_flag("--auto-name", g.auto_name,
+                    "Name the run from its --set/--data overrides and seed (docs/sweeps.md): "
+                    "<run.name or trainer>,<section.key>=<value>,...,seed=<N>");
+    }
+    void population(CLI::App* a, bool record) const {
+        a->add_option("--seeds", g.seeds,
+                      "Train a population: one agent per seed, in one process, each in its own run directory under "
+                      "the population's (docs/sweeps.md \"Population\")")
+            ->type_name("N,N,...");
+        a->add_option("--population-grid", g.population_grid,
+                      "Train a population: one agent per line (\"KEY=VALUE KEY=VALUE\", per-agent scalar keys only; "
+                      "crossed with --seeds or run.population's seeds)")
+            ->type_name("FILE");
+        if (record)
+            a->add_option("--population-record", g.population_record,
+                          "Train a population with the agents' run directories directly in the output directory (each "
+                          "placed by run.on_exists as a single run is) and its population.json written to FILE "
+                          "(scripts/sweep.sh)")
+                ->type_name("FILE");
+    }
+    void cuda_sync_debug(CLI::App* a) const {
+        a->add_flag("--cuda-sync-debug", g.cuda_sync_debug,
+                    "Synchronize after every kernel launch so that a GPU fault names its kernel (slow)");
+    }
+    void force(CLI::App* a) const {
+        a->add_flag("--force", g.force,
+                    "Run although the instrument does not fit the prices (a tick over 5% of the price, costs over 10 "
+                    "bar ranges); without it such a profile is refused");
+    }
+    /// What `foxhunt-train [train]` accepts: the top level's options and the train subcommand's.
+    std::vector<CLI::Option*> train(CLI::App* a) const {
+        profile(a);
+        set(a);
+        data(a);
+        auto* s = seed_option(a);
+        device(a);
+        output(a);
+        resume(a,
+               "Continue the run in RUN_DIR from its last checkpoint (its config.toml is the profile unless "
+               "--profile is given)");
+        auto_name(a);
+        population(a, true);
+        force(a);
+        cuda_sync_debug(a);
+        logging(a);
+        return {s};
+    }
+};
 
 /// A hint for arguments CLI11 did not expect that look like profile overrides in another tool's
 /// syntax: Hydra's `section.key=value`, PufferLib's `--section.key value`.
 std::string override_hint(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
+        if (i > 1 && std::string(argv[i - 1]) == "--set") continue;  // a --set's own value
         const auto eq = a.find('=');
         const auto dot = a.find('.');
         if (a.rfind("--", 0) != 0 && eq != std::string::npos && dot != std::string::npos && dot < eq)
@@ -103,6 +193,19 @@ std::string override_hint(int argc, char** argv) {
         }
     }
     return "";
+}
+
+/// "--seed is not an option of eval" for the first argument that looks like an option the
+/// subcommand `sub` does not have (before or after its name).
+std::optional<std::string> unknown_option(const CLI::App& sub, int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a.size() < 2 || a[0] != '-' || (a[1] >= '0' && a[1] <= '9') || a[1] == '.') continue;  // a value
+        const std::string name = a.substr(0, a.find('='));
+        if (name == "--" || sub.get_option_no_throw(name) != nullptr) continue;
+        return fmt::format("{} is not an option of {}", name, sub.get_name());
+    }
+    return std::nullopt;
 }
 
 /// `--log-format json` as given on the command line, read before (or without) CLI11 parsing.
@@ -123,112 +226,106 @@ int main(int argc, char** argv) {
     std::string check_profile;
 
     CLI::App app{kDescription, "foxhunt-train"};
-    app.footer(kFooter);
     app.set_version_flag("--version", std::string("foxhunt-train ") + FH_VERSION);
     app.require_subcommand(0, 1);
 
-    app.add_option("-p,--profile", g.profile,
-                   "Profile: a TOML file, or the name of a shipped profile (e.g. dqn-smoketest)")
-        ->type_name("PATH|NAME");
-    app.add_option("--set", g.overrides,
-                   "Override one profile key, repeatable; the value is TOML, e.g. "
-                   "--set dqn.hidden=[512,512] --set run.trainer=ppo. Unknown keys are errors")
-        ->type_name("SECTION.KEY=VALUE")
-        ->allow_extra_args(false);
-    app.add_option("--data", g.data, "Bar data (CSV file or directory); overrides data.path")
-        ->type_name("PATH");
-    auto* seed_opt = app.add_option("--seed", seed, "Master seed; overrides run.seed")
-                         ->type_name("N")
-                         ->check(CLI::NonNegativeNumber);
-    app.add_option("--device", g.device,
-                   "Compute device, overrides run.device: auto (GPU if present, else CPU with a "
-                   "warning), cpu, cuda, cuda:N")
-        ->type_name("DEVICE");
-    app.add_option("--output", g.output, "Root directory of run directories; overrides run.output_dir")
-        ->type_name("DIR");
-    app.add_option("--resume", g.resume,
-                   "Continue the run in RUN_DIR from its last checkpoint (its config.toml is the "
-                   "profile unless --profile is given)")
-        ->type_name("RUN_DIR");
-    auto* quiet = app.add_flag("-q,--quiet", g.quiet, "Only warnings and errors");
-    app.add_flag("-v,--verbose", g.verbose, "Debug output")->excludes(quiet);
-    app.add_option("--log-format", g.log_format, "Log line format: text or json (one object per line)")
-        ->check(CLI::IsMember({"text", "json"}))
-        ->capture_default_str();
-    app.add_flag("--auto-name", g.auto_name,
-                 "Name the run from its --set/--data overrides and seed (docs/sweeps.md): "
-                 "<run.name or trainer>,<section.key>=<value>,...,seed=<N>");
-    app.add_option("--seeds", g.seeds,
-                   "Train a population: one agent per seed, in one process, each in its own run directory under the "
-                   "population's (docs/sweeps.md \"Population\")")
-        ->type_name("N,N,...");
-    app.add_option("--population-grid", g.population_grid,
-                   "Train a population: one agent per line (\"KEY=VALUE KEY=VALUE\", per-agent scalar keys only; "
-                   "crossed with --seeds or run.population's seeds)")
-        ->type_name("FILE");
-    app.add_option("--population-record", g.population_record,
-                   "Train a population with the agents' run directories directly in the output directory (each placed "
-                   "by run.on_exists as a single run is) and its population.json written to FILE (scripts/sweep.sh)")
-        ->type_name("FILE");
-    app.add_flag("--cuda-sync-debug", g.cuda_sync_debug,
-                 "Synchronize after every kernel launch so that a GPU fault names its kernel (slow)");
-    app.add_flag("--force", g.force,
-                 "Train although the instrument does not fit the prices (a tick over 5% of the price, costs "
-                 "over 10 bar ranges); without it such a run is refused");
+    const Shared shared{g, seed};
+    // The top level trains (the default subcommand): its options are train's.
+    std::vector<CLI::Option*> seed_options = shared.train(&app);
 
-    auto* train = app.add_subcommand(
-        "train", "Train an agent from the profile (the default when no subcommand is given)");
-    auto* check = app.add_subcommand(
-        "check",
-        "Validate a profile and print it resolved (as TOML) with the estimated device memory; "
-        "no GPU needed");
-    check->add_option("PROFILE", check_profile, "Profile file or shipped profile name")
-        ->type_name("PATH|NAME");
+    auto* train =
+        app.add_subcommand("train", "Train an agent from the profile (the default when no subcommand is given)");
+    for (auto* o : shared.train(train)) seed_options.push_back(o);
+    auto* check =
+        app.add_subcommand("check",
+                           "Validate a profile and print it resolved (as TOML) with the estimated device memory; "
+                           "no GPU needed");
+    check->add_option("PROFILE", check_profile, "Profile file or shipped profile name")->type_name("PATH|NAME");
+    shared.profile(check);
+    shared.set(check);
+    shared.data(check);
+    seed_options.push_back(shared.seed_option(check));
+    shared.device(check);
+    shared.output(check);
+    shared.resume(check, "Check the profile of the run in RUN_DIR (its config.toml, unless --profile is given)");
+    shared.auto_name(check);
+    shared.population(check, false);
+    shared.force(check);
+    shared.logging(check);
     auto* info = app.add_subcommand("info", "Show the GPU(s), driver and the embedded kernel modules");
+    shared.logging(info);
     std::string eval_checkpoint, eval_split = "test";
-    auto* eval = app.add_subcommand(
-        "eval", "Backtest a saved policy (a checkpoint) on the validation or test split of its profile's "
-                "data, or of --data, normalised as in training; prints the metrics as JSON");
+    auto* eval =
+        app.add_subcommand("eval",
+                           "Backtest a saved policy (a checkpoint) on the validation or test split of its profile's "
+                           "data, or of --data, normalised as in training; prints the metrics as JSON");
     eval->add_option("--checkpoint", eval_checkpoint, "Checkpoint file (run/checkpoints/best.safetensors)")
         ->required()
         ->type_name("FILE");
     eval->add_option("--split", eval_split,
-                     "Split to backtest: val, test, all (every bar past the warm-up) or FROM:TO (bars)")
+                     "Split to backtest: val, test, all (every bar past the warm-up) or FROM:TO (bars; FROM: to the "
+                     "last bar)")
+        ->type_name("val|test|all|FROM:TO")
         ->capture_default_str();
-    eval->footer("eval uses the checkpoint's profile. --set honours only the data keys (data.path, format, split "
-                 "fractions, cache_dir, synthetic market), the costs (instrument.commission, slippage_ticks), "
-                 "instrument.bars_per_year, eval.segments, the eval.bootstrap_* keys and eval.confidence, and run.device; "
-                 "--output DIR writes eval.json, equity.csv, "
-                 "trades.csv, config.toml and report.html there. --data PATH backtests other bars (normalised with "
-                 "the checkpoint's statistics); the profile, its instrument included, is the checkpoint's.");
+    shared.set(eval, "Override one of the keys eval honours (below), repeatable; the value is TOML");
+    shared.data(eval, "Backtest these bars (CSV file or directory) instead of the profile's; overrides data.path");
+    shared.device(eval);
+    shared.output(eval, "Also write eval.json, equity.csv, trades.csv, config.toml and report.html to DIR");
+    eval->add_flag("--force", g.force, "With --output: write into an existing non-empty directory");
+    shared.cuda_sync_debug(eval);
+    shared.logging(eval);
+    eval->footer(
+        "eval uses the checkpoint's profile. --set honours only the data keys (data.path, format, split "
+        "fractions, cache_dir, synthetic market, data.seed), the costs (instrument.commission, slippage_ticks), "
+        "instrument.bars_per_year, eval.segments, the eval.bootstrap_* keys, eval.confidence, dqn.her_eval_goal "
+        "and run.device. --data PATH backtests other bars (normalised with the checkpoint's statistics); the "
+        "profile, its instrument included, is the checkpoint's.");
     fh::cli::CompareOptions compare_options;
     auto* compare = app.add_subcommand(
-        "compare", "One table of runs from run directories and sweep directories: the settings that differ, seed, "
-                   "status, best validation metric, test metrics and buy-and-hold; ranked, best marked");
+        "compare",
+        "One table of runs from run directories and sweep directories: the settings that differ, seed, "
+        "status, best validation metric, test metrics and buy-and-hold; ranked, best marked");
     compare->add_option("PATHS", compare_options.paths, "Run directories and sweep directories (folders of runs)")
         ->required()
         ->type_name("RUN_DIR|SWEEP_DIR ...");
     compare->add_option("--format", compare_options.format, "Output format")
-        ->check(CLI::IsMember({"markdown", "csv", "json"}))
+        ->check(CLI::IsMember({"markdown", "csv", "json"}).description(""))
+        ->type_name("markdown|csv|json")
         ->capture_default_str();
     compare->add_flag("--group-by-seed", compare_options.group_by_seed,
                       "One row per setting: mean +- sd over seeds, ranked by the mean validation metric");
+    shared.logging(compare);
     std::string report_path, report_output;
     auto* report = app.add_subcommand(
-        "report", "Write a self-contained HTML report (inline SVG, no scripts, nothing from the network) of a run "
-                  "directory, an eval --output directory, or a sweep directory (a comparison page plus each run's report)");
+        "report",
+        "Write a self-contained HTML report (inline SVG, no scripts, nothing from the network) of a run "
+        "directory, an eval --output directory, or a sweep directory (a comparison page plus each run's report)");
     report->add_option("PATH", report_path, "Run, eval output or sweep directory")->required()->type_name("DIR");
     report->add_option("-o,--out", report_output, "The HTML file (default: PATH/report.html)")->type_name("FILE");
+    shared.logging(report);
     auto* walk_forward = app.add_subcommand(
         "walk-forward", "Train the profile's walk_forward.folds folds in time order (each on the bars before its test "
                         "block) and stitch their test blocks into one out-of-sample curve with intervals and "
                         "buy-and-hold (docs/walk-forward.md)");
-    walk_forward->footer("Example: foxhunt-train walk-forward --profile dqn-full --data bars.csv --set "
-                         "walk_forward.folds=5 --set run.total_steps=2000000 --set run.name=wf; then foxhunt-train "
-                         "report runs/wf. Run it again with the same run.name (run.on_exists = resume) to continue one.");
-    auto* bench = app.add_subcommand(
-        "bench", "Measure the profile's throughput and print it as JSON (collection env steps/s, "
-                 "updates/s, end-to-end env steps/s, time to first kernel, peak device memory)");
+    shared.profile(walk_forward);
+    shared.set(walk_forward);
+    shared.data(walk_forward);
+    seed_options.push_back(shared.seed_option(walk_forward));
+    shared.device(walk_forward);
+    shared.output(walk_forward);
+    shared.force(walk_forward);
+    shared.cuda_sync_debug(walk_forward);
+    shared.logging(walk_forward);
+    auto* bench = app.add_subcommand("bench",
+                                     "Measure the profile's throughput and print it as JSON (collection env steps/s, "
+                                     "updates/s, end-to-end env steps/s, time to first kernel, peak device memory)");
+    shared.profile(bench);
+    shared.set(bench,
+               "Override one profile key, repeatable; the value is TOML (--set run.population=N times N "
+               "agents together)");
+    shared.data(bench);
+    seed_options.push_back(shared.seed_option(bench));
+    shared.device(bench);
     bench->add_flag("--kernel-times", g.kernel_times,
                     "Also time every kernel and matrix product of the phases with CUDA events (a diagnostic: the "
                     "phases then run op by op, without CUDA Graphs) and add a per-kernel table to the JSON");
@@ -236,6 +333,9 @@ int main(int argc, char** argv) {
                     "Also time the captured collection step and update again with each op left out in turn (a "
                     "diagnostic, CUDA only: what each op costs inside the graph, overlap included) and add the "
                     "table to the JSON");
+    shared.force(bench);
+    shared.cuda_sync_debug(bench);
+    shared.logging(bench);
     std::string export_source, export_output;
     auto* exporter = app.add_subcommand(
         "export",
@@ -245,11 +345,16 @@ int main(int argc, char** argv) {
         ->required()
         ->type_name("RUN_DIR|CHECKPOINT");
     exporter->add_option("-o,--out", export_output, "The safetensors file to write")->required()->type_name("FILE");
-    for (auto* sub : {train, check, info, bench, eval, compare, report, exporter, walk_forward}) {
-        sub->fallthrough();  // global options after it too
-        const std::string own = sub->get_footer();
-        sub->footer((own.empty() ? "" : own + "\n\n") + global_options_help(app));
-    }
+    exporter->add_flag("--force", g.force, "Replace an existing FILE");
+    shared.logging(exporter);
+    // Footers after the subcommands exist (each would inherit the top level's): the examples and
+    // exit codes once, at the top; the profile notes with the subcommands that take a profile.
+    app.footer(std::string(kProfilesHelp) + "\n\n" + kExamplesHelp);
+    for (auto* sub : {train, check, bench}) sub->footer(kProfilesHelp);
+    walk_forward->footer(std::string(kProfilesHelp) +
+                         "\n\nExample: foxhunt-train walk-forward --profile dqn-full --data bars.csv --set "
+                         "walk_forward.folds=5 --set run.total_steps=2000000 --set run.name=wf; then foxhunt-train "
+                         "report runs/wf. Run it again with the same run.name (run.on_exists = resume) to continue one.");
 
     try {
         app.parse(argc, argv);
@@ -258,7 +363,22 @@ int main(int argc, char** argv) {
                 throw CLI::ValidationError("check", "give the profile once: as PROFILE or --profile");
             g.profile = check_profile;
         }
-        if (seed_opt->count() > 0) g.seed = seed;
+        for (const auto* o : seed_options)
+            if (o->count() > 0) g.seed = seed;
+        if (g.quiet && g.verbose) throw CLI::ValidationError("--quiet and --verbose: give one of them");
+        // Options given before a subcommand are the top level's (train's): the subcommand must take them too.
+        for (CLI::App* sub : app.get_subcommands())
+            for (const CLI::Option* o : app.get_options()) {
+                if (o->count() == 0) continue;
+                const CLI::Option* own = sub->get_option_no_throw(o->get_name());
+                if (own == nullptr)
+                    throw CLI::ValidationError(
+                        fmt::format("{}: {} does not apply (foxhunt-train {} --help lists its options)",
+                                    sub->get_name(), o->get_name(), sub->get_name()));
+                if (own->count() > 0)  // each level would replace the other's values
+                    throw CLI::ValidationError(fmt::format("{}: give {} after the subcommand only, not before it too",
+                                                           sub->get_name(), o->get_name()));
+            }
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0 || dynamic_cast<const CLI::CallForHelp*>(&e) != nullptr ||
             dynamic_cast<const CLI::CallForAllHelp*>(&e) != nullptr || dynamic_cast<const CLI::CallForVersion*>(&e) != nullptr) {
@@ -266,7 +386,13 @@ int main(int argc, char** argv) {
             return code == 0 ? 0 : static_cast<int>(fh::ExitCode::usage);
         }
         std::string message = e.what();
-        if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) message += override_hint(argc, argv);
+        if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+            // After a subcommand: name it, and the first option it does not take.
+            for (const CLI::App* sub : app.get_subcommands())
+                message = fmt::format("{}: {} (foxhunt-train {} --help lists its options)", sub->get_name(),
+                                      unknown_option(*sub, argc, argv).value_or(message), sub->get_name());
+            message += override_hint(argc, argv);
+        }
         message += "\nRun with --help for more information.";
         if (wants_json(argc, argv)) {
             fh::log::configure(fh::log::Level::info, fh::log::Format::json);

@@ -9,9 +9,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "io/json.hpp"
 #include "support.hpp"
@@ -297,28 +300,157 @@ TEST_CASE("cli: bench --ablate on a population leaves each op out of the batched
     }
 }
 
-TEST_CASE("cli: --help names every option, examples and exit codes", "[config]") {
+namespace {
+
+/// The long option names of a --help's "Options:" section (without --help and --version).
+std::set<std::string> listed_options(const std::string& help) {
+    std::set<std::string> out;
+    std::istringstream in(help);
+    std::string line;
+    bool options = false;
+    while (std::getline(in, line)) {
+        if (line == "Options:")
+            options = true;
+        else if (!line.empty() && line[0] != ' ')
+            options = false;
+        if (!options || line.rfind("  -", 0) != 0) continue;
+        const std::string first = line.substr(2, line.find(' ', 2) - 2);  // "-p,--profile"
+        const auto at = first.find("--");
+        if (at == std::string::npos) continue;
+        const std::string name = first.substr(at);
+        if (name != "--help" && name != "--version") out.insert(name);
+    }
+    return out;
+}
+
+int occurrences(const std::string& text, const std::string& what) {
+    int n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
+/// What each subcommand accepts ("" is the top level, which trains).
+const std::vector<std::pair<std::string, std::set<std::string>>>& accepted_options() {
+    static const std::set<std::string> logging = {"--quiet", "--verbose", "--log-format"};
+    static const auto with_logging = [](std::set<std::string> s) {
+        s.insert(logging.begin(), logging.end());
+        return s;
+    };
+    static const std::set<std::string> train =
+        with_logging({"--profile", "--set", "--data", "--seed", "--device", "--output", "--resume", "--auto-name",
+                      "--seeds", "--population-grid", "--population-record", "--force", "--cuda-sync-debug"});
+    static const std::vector<std::pair<std::string, std::set<std::string>>> all = {
+        {"", train},
+        {"train", train},
+        {"check", with_logging({"--profile", "--set", "--data", "--seed", "--device", "--output", "--resume",
+                                "--auto-name", "--seeds", "--population-grid", "--force"})},
+        {"bench", with_logging({"--profile", "--set", "--data", "--seed", "--device", "--kernel-times", "--ablate",
+                                "--force", "--cuda-sync-debug"})},
+        {"eval",
+         with_logging({"--checkpoint", "--split", "--set", "--data", "--device", "--output", "--cuda-sync-debug"})},
+        {"compare", with_logging({"--format", "--group-by-seed"})},
+        {"report", with_logging({"--out"})},
+        {"info", logging},
+    };
+    return all;
+}
+
+}  // namespace
+
+TEST_CASE("cli: --help names every option, the examples and exit codes once, no parser leftovers", "[config]") {
     if (!have_exe()) return;
     const auto r = run_exe("--help");
     CHECK(r.code == 0);
-    for (const char* s : {"--profile", "--set", "--data", "--seed", "--device", "--output",
-                          "--resume", "--quiet", "--verbose", "--log-format", "check", "train",
-                          "info", "Examples:", "Exit codes:", "130"})
+    for (const char* s : {"--profile", "--set", "--data", "--seed", "--device", "--output", "--resume", "--quiet",
+                          "--verbose", "--log-format", "check", "train", "info", "130"})
         CHECK(r.out.find(s) != std::string::npos);
+    CHECK(occurrences(r.out, "Examples:") == 1);
+    CHECK(occurrences(r.out, "Exit codes:") == 1);
+    CHECK(occurrences(r.out, "Profiles:") == 1);
+    for (const auto& [sub, options] : accepted_options()) {
+        const auto h = run_exe(sub + " --help");
+        INFO(sub << " --help:\n" << h.out);
+        CHECK(h.code == 0);
+        CHECK(h.err.empty());
+        // CLI11's own vocabulary: validator names after the type, "Excludes:", "Needs:", its
+        // default type names.
+        for (const char* leftover : {"Excludes", "Needs:", ":NONNEGATIVE", "NONNEGATIVE", ":{", "TEXT", " INT", "UINT"})
+            CHECK(h.out.find(leftover) == std::string::npos);
+    }
 }
 
-TEST_CASE("cli: a subcommand's --help shows the global options too; eval --help names --data", "[config]") {
+TEST_CASE("cli: each subcommand's --help lists exactly the options it accepts, and it refuses the others", "[config]") {
     if (!have_exe()) return;
-    for (const char* sub : {"train", "check", "bench", "eval", "info"}) {
-        INFO(sub);
-        const auto r = run_exe(std::string(sub) + " --help");
-        CHECK(r.code == 0);
-        for (const char* s : {"Global options", "--profile", "--set", "--data", "--device", "--log-format", "--force"})
-            CHECK(r.out.find(s) != std::string::npos);
+    std::set<std::string> every;
+    for (const auto& [sub, options] : accepted_options()) every.insert(options.begin(), options.end());
+    // A value each option takes (flags take none); the value only has to be consumed.
+    const std::map<std::string, std::string> value = {{"--profile", "dqn-smoketest"},
+                                                      {"--set", "run.seed=1"},
+                                                      {"--data", "x.csv"},
+                                                      {"--seed", "1"},
+                                                      {"--device", "cpu"},
+                                                      {"--output", "out"},
+                                                      {"--resume", "run"},
+                                                      {"--seeds", "1,2"},
+                                                      {"--population-grid", "g"},
+                                                      {"--population-record", "r"},
+                                                      {"--checkpoint", "c"},
+                                                      {"--split", "val"},
+                                                      {"--format", "csv"},
+                                                      {"--out", "o.html"},
+                                                      {"--log-format", "json"}};
+    // What each subcommand needs besides the option under test (not run: the parser stops first).
+    const std::map<std::string, std::string> needs = {
+        {"eval", " --checkpoint missing.safetensors"}, {"compare", " missing-dir"}, {"report", " missing-dir"}};
+    for (const auto& [sub, options] : accepted_options()) {
+        const auto h = run_exe(sub + " --help");
+        INFO(sub << " --help:\n" << h.out);
+        CHECK(listed_options(h.out) == options);
+        if (!sub.empty()) {
+            CHECK(h.out.find("Examples:") == std::string::npos);
+            CHECK(h.out.find("Exit codes:") == std::string::npos);
+            CHECK(h.out.find("Usage: foxhunt-train " + sub + " ") != std::string::npos);
+        }
+        if (sub.empty()) continue;  // the top level trains: every option of train, none refused
+        const std::string rest = needs.count(sub) ? needs.at(sub) : "";
+        bool before = true;
+        for (const auto& o : every) {
+            if (options.count(o)) continue;
+            const std::string arg = o + (value.count(o) ? " " + value.at(o) : "");
+            // After the subcommand; once per subcommand also before it (where the top level
+            // reads it as train's, and the subcommand must take it too).
+            std::vector<std::string> commands = {sub + rest + " " + arg};
+            if (before) commands.push_back(arg + " " + sub + rest);
+            before = false;
+            for (const auto& cmd : commands) {
+                const auto r = run_exe(cmd);
+                INFO(cmd << "\n" << r.err);
+                CHECK(r.code == 2);
+                CHECK(r.err.find(sub + ": " + o + " ") != std::string::npos);
+                CHECK(r.err.find(sub + " --help") != std::string::npos);
+            }
+        }
     }
+    // An option before and after the subcommand: one would replace the other's values.
+    const auto twice = run_exe("--set run.seed=2 check dqn-smoketest --set run.seed=3");
+    CHECK(twice.code == 2);
+    CHECK(twice.err.find("--set") != std::string::npos);
+    // Before a subcommand that takes it: as after it.
+    const auto before = run_exe("--set run.seed=7 check dqn-smoketest");
+    INFO(before.err);
+    CHECK(before.code == 0);
+    CHECK(before.out.find("seed = 7") != std::string::npos);
+    const auto both = run_exe("check dqn-smoketest -q -v");
+    CHECK(both.code == 2);
+    CHECK(both.err.find("--quiet and --verbose") != std::string::npos);
+}
+
+TEST_CASE("cli: eval --help names --data and what eval honours", "[config]") {
+    if (!have_exe()) return;
     const auto e = run_exe("eval --help");
     CHECK(e.out.find("--checkpoint") != std::string::npos);
     CHECK(e.out.find("--data PATH backtests other bars") != std::string::npos);
+    CHECK(e.out.find("instrument.commission") != std::string::npos);
 }
 
 TEST_CASE("cli: another tool's override syntax gets the --set to use", "[config]") {
@@ -332,6 +464,11 @@ TEST_CASE("cli: another tool's override syntax gets the --set to use", "[config]
     CHECK(r.err.find("--set training.learning_rate=3e-4") != std::string::npos);
     r = run_exe("check dqn-smoketest --bogus");  // an unknown option: no hint
     CHECK(r.code == 2);
+    CHECK(r.err.find("use --set") == std::string::npos);
+    // A --set's own value is no other tool's syntax: an empty argument after it gets no hint.
+    r = run_exe("check dqn-smoketest --set run.on_exists=resume ''");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("check: ") != std::string::npos);
     CHECK(r.err.find("use --set") == std::string::npos);
 }
 
