@@ -346,8 +346,11 @@ const std::vector<std::pair<std::string, std::set<std::string>>>& accepted_optio
                                 "--auto-name", "--seeds", "--population-grid", "--force"})},
         {"bench", with_logging({"--profile", "--set", "--data", "--seed", "--device", "--kernel-times", "--ablate",
                                 "--force", "--cuda-sync-debug"})},
-        {"eval",
-         with_logging({"--checkpoint", "--split", "--set", "--data", "--device", "--output", "--cuda-sync-debug"})},
+        {"eval", with_logging({"--checkpoint", "--split", "--set", "--data", "--device", "--output", "--force",
+                               "--cuda-sync-debug"})},
+        {"walk-forward", with_logging({"--profile", "--set", "--data", "--seed", "--device", "--output", "--force",
+                                       "--cuda-sync-debug"})},
+        {"export", with_logging({"--out", "--force"})},
         {"compare", with_logging({"--format", "--group-by-seed"})},
         {"report", with_logging({"--out"})},
         {"info", logging},
@@ -401,7 +404,8 @@ TEST_CASE("cli: each subcommand's --help lists exactly the options it accepts, a
                                                       {"--log-format", "json"}};
     // What each subcommand needs besides the option under test (not run: the parser stops first).
     const std::map<std::string, std::string> needs = {
-        {"eval", " --checkpoint missing.safetensors"}, {"compare", " missing-dir"}, {"report", " missing-dir"}};
+        {"eval", " --checkpoint missing.safetensors"}, {"compare", " missing-dir"}, {"report", " missing-dir"},
+        {"export", " missing-dir -o missing.safetensors"}};
     for (const auto& [sub, options] : accepted_options()) {
         const auto h = run_exe(sub + " --help");
         INFO(sub << " --help:\n" << h.out);
