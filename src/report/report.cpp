@@ -1111,27 +1111,25 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
             for (double x : xs) m += x;
             return m / static_cast<double>(xs.size());
         };
-        if (s.metric) {
+        // One bar: the mean over the setting's runs, each run a point when there are several.
+        const auto bar_of = [&](double value, std::optional<double> sd, const std::vector<double>& points) {
             Bar bar{s.label,
-                    *s.metric,
-                    s.metric_sd,
+                    value,
+                    sd,
                     color,
-                    fmt::format("{}: mean {:.3f} over {} run(s)", s.label, *s.metric, vals.size()),
+                    fmt::format("{}: mean {:.3f} over {} run(s)", s.label, value, points.size()),
                     {},
                     std::nullopt};
-            if (s.runs.size() > 1) bar.points = vals;
+            if (s.runs.size() > 1) bar.points = points;
+            return bar;
+        };
+        if (s.metric) {
+            Bar bar = bar_of(*s.metric, s.metric_sd, vals);
             if (grouped.metric != "val_loss") bar.reference = mean(val_holds);
             bars.push_back(std::move(bar));
         }
         if (s.test_sharpe) {
-            Bar bar{s.label,
-                    *s.test_sharpe,
-                    s.test_sharpe_sd,
-                    color,
-                    fmt::format("{}: mean {:.3f} over {} run(s)", s.label, *s.test_sharpe, sharpes.size()),
-                    {},
-                    std::nullopt};
-            if (s.runs.size() > 1) bar.points = sharpes;
+            Bar bar = bar_of(*s.test_sharpe, s.test_sharpe_sd, sharpes);
             bar.reference = mean(holds);
             test_bars.push_back(std::move(bar));
         }
