@@ -7,8 +7,7 @@
 #include <array>
 
 #include "trainers/checkpoint.hpp"
-#include "trainers/dqn_population.hpp"
-#include "trainers/dqn_trainer.hpp"
+#include "trainers/dqn/engine.hpp"
 #include "trainers/dt_network.hpp"
 #include "trainers/dt_trainer.hpp"
 #include "trainers/iql/engine.hpp"
@@ -20,25 +19,24 @@
 namespace fh::trainers {
 namespace {
 
-// DQN: DqnTrainer for a single run; DqnPopulation batches the agents its options allow.
+// DQN, PPO and IQL: one engine each; a single run is an engine of one agent.
 const TrainerKind kDqn{
     "dqn",
     [](ops::Device& ops, const config::Profile& p, const env::DeviceMarket& m) -> std::unique_ptr<Trainer> {
-        return std::make_unique<DqnTrainer>(ops, p, m);
+        return make_dqn_trainer(ops, p, m);
     },
     [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
         return std::make_unique<DqnGreedyPolicy>(network_config(p, state_dim), eval_goal(p));
     },
     [](const config::Profile& p, int state_dim) { return QNetwork(network_config(p, state_dim)).layout(); },
     [](const config::Profile& p) -> std::string { return p.dqn.head == "iqn" ? kIqnNetworkLayout : kQNetworkLayout; },
-    &DqnPopulation::unsupported,
+    &DqnEngine::unsupported,
     [](ops::Device& ops, const std::vector<config::Profile>& agents,
        const std::vector<const env::DeviceMarket*>& markets) -> std::shared_ptr<BatchedPopulation> {
-        return std::make_shared<DqnPopulation>(ops, agents, markets);
+        return std::make_shared<DqnEngine>(ops, agents, markets);
     },
 };
 
-// PPO and IQL: one engine each; a single run is an engine of one agent.
 const TrainerKind kPpo{
     "ppo",
     [](ops::Device& ops, const config::Profile& p, const env::DeviceMarket& m) -> std::unique_ptr<Trainer> {

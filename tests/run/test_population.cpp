@@ -215,7 +215,9 @@ TEST_CASE("population: 2 DQN agents with HER (another relabelling ratio and goal
     const auto grid_dir = scratch("her-grid");
     const fs::path grid = grid_dir / "grid.txt";
     std::ofstream(grid) << "run.seed=1\nrun.seed=1 dqn.her_ratio=0.5 dqn.her_reward=0.1\n";
-    population_equals_single_runs("cpu", kDqn + " --set dqn.her=true", "--population-grid '" + grid.string() + "'",
+    // Batched: the engine's HER ops take both agents in one launch.
+    population_equals_single_runs("cpu", kDqn + " --set dqn.her=true --set run.population_batching=on",
+                                  "--population-grid '" + grid.string() + "'",
                                   {"--seed 1", "--seed 1 --set dqn.her_ratio=0.5 --set dqn.her_reward=0.1"}, "her2");
     fs::remove_all(grid_dir);
 }
@@ -266,7 +268,7 @@ TEST_CASE("population: run.population = 3 gives seeds run.seed + i; check lists 
     const auto her = sh("\"$EXE\" check dqn-smoketest --set run.population=3 --set run.population_batching=on "
                         "--set dqn.her=true",
                         dir);
-    CHECK(her.out.find("# Each agent its own launches: agent 0: dqn.her") != std::string::npos);
+    CHECK(her.out.find("# Batched: one engine for every agent") != std::string::npos);  // every option batches
     // IQL agents batch under "auto" whatever their sizes; PPO agents where their networks are narrow
     // and their rollouts not tiny (curiosity included: each agent's forward model in the one engine);
     // DT has no batched engine.

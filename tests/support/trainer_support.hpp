@@ -16,7 +16,7 @@
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
-#include "trainers/dqn_trainer.hpp"
+#include "trainers/dqn/engine.hpp"
 #include "io/json.hpp"
 #include "trainers/setup.hpp"
 #include "trainers/trainer.hpp"
@@ -162,7 +162,8 @@ hidden = [16]
 )", "dqn-dump-profile");
     const auto market = data::load_market(trainers::data_options(dqn));
     const env::DeviceMarket dm(ops, market);
-    trainers::DqnTrainer writer(ops, dqn, dm);
+    auto writer_engine = trainers::make_dqn_trainer(ops, dqn, dm);
+    auto& writer = *writer_engine;
     run_training(writer, dqn);
     io::write_replay_dump(path, writer.replay_dump());
 }

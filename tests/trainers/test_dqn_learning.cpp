@@ -25,7 +25,7 @@
 #include "support/learning_table.hpp"
 #include "support/policy_eval.hpp"
 #include "support/trainer_support.hpp"
-#include "trainers/dqn_trainer.hpp"
+#include "trainers/dqn/engine.hpp"
 #include "trainers/setup.hpp"
 
 using namespace fh;
@@ -80,7 +80,8 @@ TEST_CASE("DQN reaches half of the planted signal's best Sharpe", "[.learning]")
                                        "training.epsilon_decay_steps=40000"});
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(*ops, market);
-    trainers::DqnTrainer trainer(*ops, p, dm);
+    auto trainer_engine = trainers::make_dqn_trainer(*ops, p, dm);
+    auto& trainer = *trainer_engine;
     const auto t0 = std::chrono::steady_clock::now();
     test::run_training(trainer, p);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -113,7 +114,8 @@ config::Profile variant_profile(int seed, long long steps, const std::vector<std
 test::VariantRun run_variant(ops::Device& ops, const config::Profile& p, long long every) {
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
-    trainers::DqnTrainer trainer(ops, p, dm);
+    auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);
+    auto& trainer = *trainer_engine;
     return test::train_selecting_on_validation(ops, dm, market, p.data.planted_signal, trainer, p.run.total_steps,
                                                every);
 }

@@ -1,7 +1,8 @@
 /// @file test_dqn_population.cpp
-/// @brief The batched DQN population (trainers::DqnPopulation): agent i's weights, target and
-///        Adam moments after a run equal DqnTrainer's with agent i's profile: bit for bit on the
-///        CPU; on the GPU, bit for bit or within a bound the test reports.
+/// @brief The DQN engine with several agents (trainers::DqnEngine): agent i's weights, target and
+///        Adam moments after a run equal those of an engine of one with agent i's profile (a
+///        single run), with every option: bit for bit on the CPU; on the GPU, bit for bit or
+///        within a bound the test reports.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -20,8 +21,7 @@
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
-#include "trainers/dqn_population.hpp"
-#include "trainers/dqn_trainer.hpp"
+#include "trainers/dqn/engine.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 
@@ -52,8 +52,6 @@ hidden = [32, 32]
     return config::resolve_profile_text(text, "test-profile", overrides);
 }
 
-std::vector<float> host(ops::Device& ops, ops::View<const float> v) { return ops.to_host(v); }
-
 std::vector<float> tensor(ops::Device& ops, trainers::Trainer& t, const std::string& name) {
     for (const auto& st : t.state_tensors())
         if (st.name == name) {
@@ -81,20 +79,23 @@ Parting population_against_single_runs(ops::Device& ops, const std::vector<confi
         markets.push_back(std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(p))));
         views.push_back(markets.back().get());
     }
-    trainers::DqnPopulation population(ops, agents, views);
-    for (int k = 0; k < iterations; ++k) population.iterate();
-    REQUIRE(population.updates() > 0);
+    const auto population = std::make_shared<trainers::DqnEngine>(ops, agents, views);
+    std::vector<std::unique_ptr<trainers::Trainer>> members;
+    for (int i = 0; i < population->agents(); ++i) members.push_back(population->agent(i));
+    for (int k = 0; k < iterations; ++k) population->iterate();
+    REQUIRE(population->updates() > 0);
     Parting r;
     std::vector<float> first_online;
     for (std::size_t i = 0; i < agents.size(); ++i) {
         INFO("agent " << i);
-        trainers::DqnTrainer single(ops, agents[i], *markets[i]);
+        auto single_engine = trainers::make_dqn_trainer(ops, agents[i], *markets[i]);
+        auto& single = *single_engine;
         const auto start = tensor(ops, single, "params/online");  // the target starts as a copy
         for (int k = 0; k < iterations; ++k) single.iterate();
-        REQUIRE(single.updates() == population.updates());
-        const auto state = population.agent_state(static_cast<int>(i));
-        const auto online = host(ops, state.online), target = host(ops, state.target), m = host(ops, state.m),
-                   v = host(ops, state.v);
+        REQUIRE(single.updates() == population->updates());
+        auto& member = *members[i];
+        const auto online = tensor(ops, member, "params/online"), target = tensor(ops, member, "params/target"),
+                   m = tensor(ops, member, "adam/m"), v = tensor(ops, member, "adam/v");
         const auto s_online = tensor(ops, single, "params/online"), s_target = tensor(ops, single, "params/target"),
                    s_m = tensor(ops, single, "adam/m"), s_v = tensor(ops, single, "adam/v");
         r.bits = r.bits && test::same_bits(online, s_online) && test::same_bits(target, s_target) &&
@@ -128,7 +129,7 @@ std::vector<config::Profile> three_agents(const std::vector<std::string>& shared
 
 }  // namespace
 
-TEST_CASE("A batched DQN population's agents equal their single runs bit for bit (CPU, N = 3)",
+TEST_CASE("A DQN engine's agents equal their single runs bit for bit, with every option (CPU, N = 3)",
           "[trainers][dqn][population]") {
     ops::CpuDevice ops;
     std::vector<std::string> shared;
@@ -137,27 +138,53 @@ TEST_CASE("A batched DQN population's agents equal their single runs bit for bit
         shared = {"dqn.double_dqn=false", "experience.n_step=3", "training.updates_per_iteration=2"};
     }
     SECTION("the scalar head") { shared = {"dqn.head=mse"}; }
+    // The options: HER and curiosity batch over the agents; attention and the IQN head run each
+    // agent's networks in turn (the single run pairs its two networks in one pass, the engine of
+    // several agents does not: the same values on the CPU).
+    SECTION("HER") {
+        shared = {"dqn.her=true"};
+    }
+    SECTION("curiosity") {
+        shared = {"dqn.curiosity=true"};
+    }
+    SECTION("attention") {
+        shared = {"dqn.attention=true"};
+    }
+    SECTION("the IQN head") {
+        shared = {"dqn.head=iqn", "dqn.iqn_quantiles=8", "dqn.iqn_act_quantiles=4"};
+    }
+    SECTION("the IQN head without double DQN") {
+        shared = {"dqn.head=iqn", "dqn.iqn_quantiles=8", "dqn.iqn_act_quantiles=4", "dqn.double_dqn=false"};
+    }
+    SECTION("a bootstrapped ensemble with UCB exploration") {
+        shared = {"dqn.ensemble_size=3", "dqn.ensemble_bootstrap=0.7", "dqn.ensemble_ucb=0.5"};
+    }
     // 8 collection steps fill min_replay_size; 40 more wrap the 32-step ring.
     CHECK(population_against_single_runs(ops, three_agents(shared), 48).bits);
 }
 
-TEST_CASE("A batched DQN population refuses what it does not batch, naming it", "[trainers][dqn][population]") {
+TEST_CASE("A DQN engine refuses agents that do not share its shapes, naming what differs",
+          "[trainers][dqn][population]") {
     const auto first = agent_profile({});
-    CHECK(trainers::DqnPopulation::unsupported(agent_profile({"run.seed=9", "training.learning_rate=0.01"}), first)
-              .empty());
-    CHECK(trainers::DqnPopulation::unsupported(agent_profile({"dqn.her=true"}), first) == "dqn.her");
-    CHECK(trainers::DqnPopulation::unsupported(agent_profile({"dqn.head=iqn"}), first) == "dqn.head = \"iqn\"");
-    CHECK(trainers::DqnPopulation::unsupported(agent_profile({"dqn.ensemble_size=2"}), first) ==
-          "dqn.ensemble_size > 1");
-    CHECK(trainers::DqnPopulation::unsupported(agent_profile({"dqn.hidden=[32, 16]"}), first).find("shape") !=
-          std::string::npos);
-    CHECK(trainers::DqnPopulation::unsupported(agent_profile({"env.reward_scale=2"}), first).find("environment") !=
+    using trainers::DqnEngine;
+    CHECK(DqnEngine::unsupported(agent_profile({"run.seed=9", "training.learning_rate=0.01"}), first).empty());
+    // Every option trains in an engine of agents that all take it...
+    for (const char* option :
+         {"dqn.her=true", "dqn.curiosity=true", "dqn.attention=true", "dqn.head=iqn", "dqn.ensemble_size=2"}) {
+        INFO(option);
+        CHECK(DqnEngine::unsupported(agent_profile({option}), agent_profile({option})).empty());
+        // ... but not beside agents without it.
+        CHECK(DqnEngine::unsupported(agent_profile({option}), first).find("differs from the first agent's") !=
+              std::string::npos);
+    }
+    CHECK(DqnEngine::unsupported(agent_profile({"dqn.hidden=[32, 16]"}), first).find("shape") != std::string::npos);
+    CHECK(DqnEngine::unsupported(agent_profile({"env.reward_scale=2"}), first).find("environment") !=
           std::string::npos);
     ops::CpuDevice ops;
     const auto bad = std::vector<config::Profile>{first, agent_profile({"dqn.curiosity=true"})};
     env::DeviceMarket market(ops, data::load_market(trainers::data_options(first)));
-    CHECK_THROWS_AS(trainers::DqnPopulation(ops, bad, {&market, &market}), UsageError);
-    CHECK_THROWS_AS(trainers::DqnPopulation(ops, {first}, {}), UsageError);
+    CHECK_THROWS_AS(DqnEngine(ops, bad, {&market, &market}), UsageError);
+    CHECK_THROWS_AS(DqnEngine(ops, {first}, {}), UsageError);
 }
 
 TEST_CASE("A batched DQN population's agents against their single runs on the GPU (N = 8)",

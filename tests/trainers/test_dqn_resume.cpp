@@ -23,7 +23,7 @@
 #include "support/trainer_support.hpp"
 #include "io/safetensors.hpp"
 #include "trainers/checkpoint.hpp"
-#include "trainers/dqn_trainer.hpp"
+#include "trainers/dqn/engine.hpp"
 #include "trainers/setup.hpp"
 
 using namespace fh;
@@ -59,9 +59,11 @@ struct Snapshot {
     std::vector<std::int64_t> counters;  ///< steps, updates, pushed steps
 };
 
-Snapshot save(ops::Device& ops, trainers::DqnTrainer& t) { return {test::snapshot(ops, t), t.counter_values()}; }
+Snapshot save(ops::Device& ops, trainers::DqnAgent& t) {
+    return {test::snapshot(ops, t), t.counter_values()};
+}
 
-void restore(ops::Device& ops, trainers::DqnTrainer& t, const Snapshot& s) {
+void restore(ops::Device& ops, trainers::DqnAgent& t, const Snapshot& s) {
     const auto tensors = t.state_tensors();
     REQUIRE(tensors.size() == s.tensors.size());
     for (std::size_t i = 0; i < tensors.size(); ++i) ops.upload<std::byte>(tensors[i].bytes, s.tensors[i]);
@@ -74,25 +76,28 @@ void restore(ops::Device& ops, trainers::DqnTrainer& t, const Snapshot& s) {
 // online and target forwards of large batches, side by side).
 static void check_resume_equivalence(ops::Device& ops, const std::vector<std::string>& overrides = {},
                                      int paired_max_rows = -1) {
-    const auto set_rows = [&](trainers::DqnTrainer& t) {
-        if (paired_max_rows >= 0) t.set_paired_forward_max_rows(paired_max_rows);
+    const auto set_rows = [&](trainers::DqnAgent& t) {
+        if (paired_max_rows >= 0) t.engine().set_paired_forward_max_rows(paired_max_rows);
     };
     const auto full = resume_profile(1600, overrides);
     const auto market = data::load_market(trainers::data_options(full));
     env::DeviceMarket dm(ops, market);
 
-    trainers::DqnTrainer straight(ops, full, dm);
+    auto straight_engine = trainers::make_dqn_trainer(ops, full, dm);
+    auto& straight = *straight_engine;
     set_rows(straight);
     const auto straight_log = test::run_training(straight, full);
 
     const auto half = resume_profile(800, overrides);
-    trainers::DqnTrainer first_half(ops, half, dm);
+    auto first_half_engine = trainers::make_dqn_trainer(ops, half, dm);
+    auto& first_half = *first_half_engine;
     set_rows(first_half);
     test::run_training(first_half, half);
     const Snapshot snap = save(ops, first_half);
     CHECK(snap.counters.at(0) == 200);
 
-    trainers::DqnTrainer resumed(ops, full, dm);
+    auto resumed_engine = trainers::make_dqn_trainer(ops, full, dm);
+    auto& resumed = *resumed_engine;
     set_rows(resumed);
     restore(ops, resumed, snap);
     const auto resumed_log = test::run_training(resumed, full);
@@ -139,8 +144,10 @@ TEST_CASE("the DQN online and target forwards side by side equal the paired pass
         const auto profile = resume_profile(1000, overrides);
         const auto market = data::load_market(trainers::data_options(profile));
         env::DeviceMarket dm(ops, market);
-        trainers::DqnTrainer paired(ops, profile, dm), split(ops, profile, dm);
-        split.set_paired_forward_max_rows(16);
+        auto paired_engine = trainers::make_dqn_trainer(ops, profile, dm);
+        auto split_engine = trainers::make_dqn_trainer(ops, profile, dm);
+        auto &paired = *paired_engine, &split = *split_engine;
+        split.engine().set_paired_forward_max_rows(16);
         const auto a = test::run_training(paired, profile), b = test::run_training(split, profile);
         REQUIRE(a.size() == b.size());
         for (std::size_t i = 0; i < a.size(); ++i)
@@ -191,7 +198,8 @@ TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every
     const auto p = resume_profile(1600, overrides);
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
-    trainers::DqnTrainer overlapped(ops, p, dm);
+    auto overlapped_engine = trainers::make_dqn_trainer(ops, p, dm);
+    auto& overlapped = *overlapped_engine;
     const auto log_a = test::run_training(overlapped, p);
     const Snapshot a = save(ops, overlapped);
 
@@ -203,7 +211,8 @@ TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every
     std::vector<trainers::LogLine> log_b;
     {
         const OneByOne one_by_one;
-        trainers::DqnTrainer sequential(ops, p, dm);
+        auto sequential_engine = trainers::make_dqn_trainer(ops, p, dm);
+        auto& sequential = *sequential_engine;
         log_b = test::run_training(sequential, p);
         b = save(ops, sequential);
     }
@@ -221,7 +230,8 @@ TEST_CASE("a DQN checkpoint with the earlier counters tensor name still resumes"
     const auto p = resume_profile(400);
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
-    trainers::DqnTrainer trainer(ops, p, dm);
+    auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);
+    auto& trainer = *trainer_engine;
     test::run_training(trainer, p);
     const auto dir = std::filesystem::temp_directory_path() / ("fh-old-ckpt-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
@@ -241,7 +251,8 @@ TEST_CASE("a DQN checkpoint with the earlier counters tensor name still resumes"
             w.set_metadata(key, value);
     w.write(old);
 
-    trainers::DqnTrainer resumed(ops, p, dm);
+    auto resumed_engine = trainers::make_dqn_trainer(ops, p, dm);
+    auto& resumed = *resumed_engine;
     trainers::load_checkpoint(old, ops, resumed, p, nullptr, static_cast<std::int64_t>(market.bars.size()));
     CHECK(resumed.counter_values() == trainer.counter_values());
     std::filesystem::remove_all(dir);
@@ -252,7 +263,8 @@ TEST_CASE("a DQN checkpoint of the earlier parameter layout is refused by name",
     const auto p = resume_profile(200);
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
-    trainers::DqnTrainer trainer(ops, p, dm);
+    auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);
+    auto& trainer = *trainer_engine;
     const auto dir = std::filesystem::temp_directory_path() / ("fh-layout-ckpt-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     const std::string current = (dir / "current.safetensors").string(), old = (dir / "old.safetensors").string();
@@ -271,7 +283,8 @@ TEST_CASE("a DQN checkpoint of the earlier parameter layout is refused by name",
             key != "layout_version")
             w.set_metadata(key, value);
     w.write(old);
-    trainers::DqnTrainer resumed(ops, p, dm);
+    auto resumed_engine = trainers::make_dqn_trainer(ops, p, dm);
+    auto& resumed = *resumed_engine;
     CHECK_THROWS_WITH(trainers::load_checkpoint(old, ops, resumed, p, nullptr, static_cast<std::int64_t>(market.bars.size())),
                       Catch::Contains("layout dqn/1") && Catch::Contains("earlier version"));
     std::filesystem::remove_all(dir);
@@ -283,7 +296,8 @@ TEST_CASE("checkpoint metadata: +infinity round-trips, malformed values are refu
     const auto p = resume_profile(400);
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
-    trainers::DqnTrainer trainer(ops, p, dm);
+    auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);
+    auto& trainer = *trainer_engine;
     const auto dir = std::filesystem::temp_directory_path() / ("fh-meta-ckpt-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     const std::string path = (dir / "c.safetensors").string(), edited = (dir / "e.safetensors").string();
@@ -339,7 +353,8 @@ TEST_CASE("checkpoint integers and metadata are checked against the run at load,
     const auto market = data::load_market(trainers::data_options(p));
     const auto bars = static_cast<std::int64_t>(market.bars.size());
     env::DeviceMarket dm(ops, market);
-    trainers::DqnTrainer trainer(ops, p, dm);
+    auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);
+    auto& trainer = *trainer_engine;
     test::run_training(trainer, p);
     const auto dir = std::filesystem::temp_directory_path() / ("fh-int-ckpt-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
@@ -365,7 +380,8 @@ TEST_CASE("checkpoint integers and metadata are checked against the run at load,
         w.write(edited);
     };
     const auto error = [&]() -> std::string {
-        trainers::DqnTrainer fresh(ops, p, dm);
+        auto fresh_engine = trainers::make_dqn_trainer(ops, p, dm);
+        auto& fresh = *fresh_engine;
         trainers::EarlyStopping es(5, 0.0, 0);
         try {
             trainers::load_checkpoint(edited, ops, fresh, p, &es, bars);
@@ -423,18 +439,21 @@ TEST_CASE("a C51 checkpoint is refused by an IQN profile and an IQN checkpoint b
                                                          : std::vector<std::string>{"dqn.head=iqn"});
         const auto market = data::load_market(trainers::data_options(written));
         env::DeviceMarket dm(ops, market);
-        trainers::DqnTrainer trainer(ops, written, dm);
+        auto trainer_engine = trainers::make_dqn_trainer(ops, written, dm);
+        auto& trainer = *trainer_engine;
         const std::string path = (dir / "ckpt.safetensors").string();
         trainers::EarlyStopping early(0, 0.0, 0);
         trainers::save_checkpoint(path, ops, trainer, written, market, early);
         CHECK(io::TensorFile::read(path).metadata("layout_version").value_or("") == (from_iqn ? "dqn-iqn/1" : "dqn/2"));
-        trainers::DqnTrainer other(ops, reader, dm);
+        auto other_engine = trainers::make_dqn_trainer(ops, reader, dm);
+        auto& other = *other_engine;
         CHECK_THROWS_WITH(trainers::load_checkpoint(path, ops, other, reader, nullptr, static_cast<std::int64_t>(market.bars.size())),
                           Catch::Contains(from_iqn ? "layout dqn-iqn/1" : "layout dqn/2") &&
                               Catch::Contains(from_iqn ? "holds an IQN network" : "cannot load the weights of a C51") &&
                               Catch::Contains("dqn.head"));
         // The same head reads it.
-        trainers::DqnTrainer same(ops, written, dm);
+        auto same_engine = trainers::make_dqn_trainer(ops, written, dm);
+        auto& same = *same_engine;
         CHECK_NOTHROW(trainers::load_checkpoint(path, ops, same, written, nullptr, static_cast<std::int64_t>(market.bars.size())));
     }
     std::filesystem::remove_all(dir);

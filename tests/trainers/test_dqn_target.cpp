@@ -17,7 +17,7 @@
 #include "ops/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/trainer_support.hpp"
-#include "trainers/dqn_trainer.hpp"
+#include "trainers/dqn/engine.hpp"
 #include "trainers/setup.hpp"
 
 using namespace fh;
@@ -56,14 +56,14 @@ struct Saved {
     std::vector<std::int64_t> counters;
 };
 
-void restore(ops::Device& ops, trainers::DqnTrainer& t, const Saved& s) {
+void restore(ops::Device& ops, trainers::DqnAgent& t, const Saved& s) {
     const auto st = t.state_tensors();
     REQUIRE(st.size() == s.tensors.size());
     for (std::size_t i = 0; i < st.size(); ++i) ops.upload<std::byte>(st[i].bytes, s.tensors[i]);
     t.restore_counter_values(s.counters);
 }
 
-std::size_t index_of(trainers::DqnTrainer& t, const std::string& name) {
+std::size_t index_of(trainers::DqnAgent& t, const std::string& name) {
     const auto st = t.state_tensors();
     for (std::size_t i = 0; i < st.size(); ++i)
         if (st[i].name == name) return i;
@@ -76,8 +76,9 @@ std::size_t index_of(trainers::DqnTrainer& t, const std::string& name) {
 /// online weights after it.
 std::vector<float> online_after_one_more(ops::Device& ops, const config::Profile& p, const env::DeviceMarket& dm,
                                          int paired_max_rows, const Saved& base, const std::vector<std::byte>& target) {
-    trainers::DqnTrainer t(ops, p, dm);
-    if (paired_max_rows >= 0) t.set_paired_forward_max_rows(paired_max_rows);
+    auto t_engine = trainers::make_dqn_trainer(ops, p, dm);
+    auto& t = *t_engine;
+    if (paired_max_rows >= 0) t.engine().set_paired_forward_max_rows(paired_max_rows);
     Saved s = base;
     s.tensors[index_of(t, "params/target")] = target;
     restore(ops, t, s);
@@ -112,8 +113,9 @@ TEST_CASE("the DQN update bootstraps from the target network, not the online one
     const auto p = target_profile(head);
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
-    trainers::DqnTrainer first(ops, p, dm);
-    if (paired >= 0) first.set_paired_forward_max_rows(paired);
+    auto first_engine = trainers::make_dqn_trainer(ops, p, dm);
+    auto& first = *first_engine;
+    if (paired >= 0) first.engine().set_paired_forward_max_rows(paired);
     test::run_training(first, p);
     REQUIRE(first.updates() > 0);
     const Saved base{test::snapshot(ops, first), first.counter_values()};

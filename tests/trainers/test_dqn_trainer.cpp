@@ -18,7 +18,7 @@
 #include "ops/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/trainer_support.hpp"
-#include "trainers/dqn_trainer.hpp"
+#include "trainers/dqn/engine.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "ops/env/ops.hpp"
@@ -61,7 +61,8 @@ TEST_CASE("DQN smoke run on the CPU: finite metrics, every step counted", "[trai
     const auto p = profile("");
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
-    trainers::DqnTrainer trainer(ops, p, dm);
+    auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);
+    auto& trainer = *trainer_engine;
     const auto log = test::run_training(trainer, p);
     REQUIRE(trainer.env_steps() == 2000);
     REQUIRE(log.size() == 5);
@@ -102,7 +103,8 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
         const auto p = with(profile(""), overrides);
         const auto market = data::load_market(trainers::data_options(p));
         env::DeviceMarket dm(ops, market);
-        trainers::DqnTrainer trainer(ops, p, dm);
+        auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);
+        auto& trainer = *trainer_engine;
         const auto log = test::run_training(trainer, p);
         CHECK(trainer.updates() > 0);
         CHECK(std::isfinite(test::metric(log.back(), "losses/loss")));
@@ -151,7 +153,8 @@ TEST_CASE("DQN curiosity: the stored rewards carry the forward model's bonus, no
         const auto p = with(profile(""), o);
         const auto market = data::load_market(trainers::data_options(p));
         env::DeviceMarket dm(ops, market);
-        trainers::DqnTrainer trainer(ops, p, dm);
+        auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);
+        auto& trainer = *trainer_engine;
         const auto log = test::run_training(trainer, p);
         CHECK(trainer.updates() == 0);
         return std::pair{trainer.replay_dump(), test::metric(log.back(), "charts/curiosity")};
@@ -198,7 +201,8 @@ TEST_CASE("DQN HER: the network takes the goal features, the ring keeps each epi
     const int D = trainers::env_params(p, market.market_dim).state_dim;
     const auto config = trainers::network_config(p, D);
     CHECK(config.state_dim == D + 2);
-    trainers::DqnTrainer trainer(ops, p, dm);
+    auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);
+    auto& trainer = *trainer_engine;
     const trainers::QNetwork net(config);
     CHECK(trainer.policy().weights_size() == net.layout().total());
     CHECK(trainer.policy_weights().size() == net.layout().total());
@@ -258,7 +262,8 @@ TEST_CASE("DQN is deterministic: same seed, same metrics", "[trainers][dqn]") {
         ops::CpuDevice ops;
         const auto market = data::load_market(trainers::data_options(p));
         env::DeviceMarket dm(ops, market);
-        trainers::DqnTrainer trainer(ops, p, dm);
+        auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);
+        auto& trainer = *trainer_engine;
         auto log = test::run_training(trainer, p);
         return std::pair{log, ops.to_host(ops::View<const float>(trainer.policy_weights()))};
     };
@@ -286,7 +291,8 @@ TEST_CASE("the guard skips an injected NaN update, keeps the last good weights, 
     const auto layout = trainers::QNetwork(trainers::network_config(p, trainers::env_params(p, market.market_dim).state_dim)).layout();
     auto weights = [&](trainers::Trainer& t) { return ops.to_host(ops::View<const float>(t.policy_weights())); };
     {
-        trainers::DqnTrainer trainer(ops, p, dm);
+        auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);
+        auto& trainer = *trainer_engine;
         trainer.inject_nan_at_updates({1});
         const auto log = test::run_training(trainer, p);
         REQUIRE(trainer.updates() == 1);
@@ -294,13 +300,15 @@ TEST_CASE("the guard skips an injected NaN update, keeps the last good weights, 
         CHECK(weights(trainer) == nn::initial_params(layout, 7));  // the bad update was not applied
     }
     {
-        trainers::DqnTrainer trainer(ops, p, dm);
+        auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);
+        auto& trainer = *trainer_engine;
         test::run_training(trainer, p);
         CHECK(weights(trainer) != nn::initial_params(layout, 7));
     }
     {
         auto q = with(p, {"run.total_steps=400", "run.log_interval=40", "training.max_bad_updates=3"});
-        trainers::DqnTrainer trainer(ops, q, dm);
+        auto trainer_engine = trainers::make_dqn_trainer(ops, q, dm);
+        auto& trainer = *trainer_engine;
         trainer.inject_nan_at_updates({2, 3, 4});
         try {
             test::run_training(trainer, q);

@@ -28,7 +28,7 @@
 #include "support/gpu.hpp"
 #include "support/policy_eval.hpp"
 #include "support/trainer_support.hpp"
-#include "trainers/dqn_trainer.hpp"
+#include "trainers/dqn/engine.hpp"
 #include "trainers/dt_trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -360,7 +360,8 @@ TEST_CASE("dt from a DQN run's replay dump: median of five seeds against the ora
         double dqn_sharpe = 0;
         {
             Fixture f(ops, dqn);
-            trainers::DqnTrainer writer(ops, f.p, f.dm);
+            auto writer_engine = trainers::make_dqn_trainer(ops, f.p, f.dm);
+            auto& writer = *writer_engine;
             run_training(writer, f.p);
             io::write_replay_dump(path, writer.replay_dump());
             auto policy = [&](ops::View<int> a, ops::View<const float> st, int n) {

@@ -32,7 +32,7 @@
 #include "ops/cpu_device.hpp"
 #include "ops/iqn/ops.hpp"
 #include "support/trainer_support.hpp"
-#include "trainers/dqn_trainer.hpp"
+#include "trainers/dqn/engine.hpp"
 #include "trainers/q_network.hpp"
 #include "trainers/setup.hpp"
 
@@ -308,7 +308,8 @@ TEST_CASE("DQN with the IQN head trains on the CPU: variants, losses, determinis
         const auto p = profile(variant);
         const auto market = data::load_market(trainers::data_options(p));
         env::DeviceMarket dm(ops, market);
-        trainers::DqnTrainer trainer(ops, p, dm);
+        auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);
+        auto& trainer = *trainer_engine;
         const auto log = test::run_training(trainer, p);
         REQUIRE(trainer.env_steps() == 600);
         CHECK(trainer.updates() > 0);

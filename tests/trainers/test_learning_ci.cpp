@@ -19,7 +19,7 @@
 #include "support/learning_table.hpp"
 #include "support/policy_eval.hpp"
 #include "support/trainer_support.hpp"
-#include "trainers/dqn_trainer.hpp"
+#include "trainers/dqn/engine.hpp"
 #include "trainers/setup.hpp"
 
 using namespace fh;

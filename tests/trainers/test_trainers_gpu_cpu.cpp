@@ -28,7 +28,7 @@
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
-#include "trainers/dqn_trainer.hpp"
+#include "trainers/dqn/engine.hpp"
 #include "trainers/setup.hpp"
 
 using namespace fh;

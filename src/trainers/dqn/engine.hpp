@@ -1,0 +1,299 @@
+/// @file engine.hpp
+/// @brief The distributional DQN (docs/dqn.md), the one DQN engine: dueling C51 (or scalar, or
+///        IQN) head blended with an MSE loss on the expected Q, double-DQN targets, n-step
+///        returns, uniform replay on the device, epsilon-greedy collection, soft or periodic
+///        target updates, Adam with global-norm clipping and the training guard; with its options
+///        (HER, curiosity, feature attention, bootstrapped ensembles, CQL). Buffers are laid out
+///        [agents][...]; a single run is an engine of one agent, a batched population
+///        (docs/sweeps.md, "Batched populations") one of N, agent i computing what an engine of
+///        one computes with agent i's profile (bit for bit on the CPU; on CUDA up to the
+///        products' rounding: a batch of N networks may take other cuBLAS algorithms).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/profile.hpp"
+#include "env/vec_env.hpp"
+#include "math/dqn.h"
+#include "math/nn.h"
+#include "ops/device.hpp"
+#include "ops/dqn/ops.hpp"
+#include "trainers/curiosity_model.hpp"
+#include "trainers/population.hpp"
+#include "trainers/q_network.hpp"
+#include "trainers/trainer.hpp"
+
+namespace fh::trainers {
+
+/// The network a DQN profile describes, for observations of state_dim floats.
+QNetworkConfig network_config(const config::Profile& profile, int state_dim);
+
+/// The replay ring's collection steps (capacity) and the steps it holds before the first update, of a
+/// DQN profile (n_envs transitions a step).
+struct DqnReplaySteps {
+    int capacity = 0;
+    long long before_updates = 0;
+};
+DqnReplaySteps dqn_replay_steps(const config::Profile& profile);
+
+/// The agent's constants the DQN device steps read (cuda/math/dqn.h): seed, epsilon schedule,
+/// gamma, the losses' coefficients, the target update, Adam's hyperparameters.
+dqn::AgentParams dqn_agent_params(const config::Profile& profile);
+
+/// The counters at the last log line (its rates are per second since).
+struct DqnLogMarks {
+    long long updates = 0, env_steps = 0;
+};
+
+/// Evaluation: the first action of maximal Q of a QNetwork (no exploration). With a goal (dqn.her),
+/// the network sees each observation with that goal's features (ops::dqn_goal_states): `config`
+/// is then the goal-conditioned network's (network_config adds the features).
+class DqnGreedyPolicy final : public GreedyPolicy {
+public:
+    explicit DqnGreedyPolicy(const QNetworkConfig& config, std::optional<float> goal = std::nullopt)
+        : net_(config), goal_(goal) {}
+    std::size_t weights_size() const override { return net_.layout().total(); }
+    void act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions, ops::View<const float> states,
+             int n) override;
+    bool capture_safe() const noexcept override { return true; }  // a forward and the greedy pick
+
+private:
+    QNetwork net_;
+    QNetwork::Workspace ws_;  ///< grown to the largest batch seen
+    ops::Device* ws_owner_ = nullptr;
+    std::optional<float> goal_;                  ///< dqn.her_eval_goal, with dqn.her
+    ops::Buffer<float> goal_obs_, goal_buffer_;  ///< with a goal: the rows [s | goal features], the goal (1)
+};
+
+/// The goal a DQN profile's policy is evaluated with: dqn.her_eval_goal with dqn.her, else none.
+std::optional<float> eval_goal(const config::Profile& profile);
+
+class DqnAgent;
+
+/// A DQN run of `profile` on `market`'s training split: agent 0 of an engine of one.
+std::unique_ptr<DqnAgent> make_dqn_trainer(ops::Device& ops, const config::Profile& profile,
+                                           const env::DeviceMarket& market);
+
+/// One iteration = one collection step of every agent's environments and, once the replay holds
+/// training.min_replay_size transitions, training.updates_per_iteration gradient updates of every
+/// agent. The two overlap on the device: collection acts with the online weights of the
+/// iteration's start and writes the next replay slot while the first update samples the steps
+/// stored before it (dqn::sample_range) and computes its gradient; its Adam step follows both;
+/// then the counters advance. An iteration of every agent is one captured sequence.
+///
+/// Every op takes all agents in one launch, except the networks of an engine whose network cannot
+/// run as a strided batch over agents (dqn.attention or the IQN head with more than one agent):
+/// there each agent's forward, loss and backward run one after the other in the same sequence.
+class DqnEngine final : public BatchedPopulation, public std::enable_shared_from_this<DqnEngine> {
+public:
+    /// Why `agent` cannot train in one engine with `first` ("" when it can): a DQN profile whose
+    /// network, options, batch, replay, schedule shape and environment (run.seed aside) are the
+    /// first agent's. Its own: run.seed, the learning rate, gamma, tau, epsilon schedule, the
+    /// losses' coefficients (cql_alpha, mse_blend_alpha, curiosity_coef, HER's ratio, reward and
+    /// goal range, the ensemble's bootstrap probability and UCB), max_bad_updates.
+    static std::string unsupported(const config::Profile& agent, const config::Profile& first);
+
+    /// `agents[i]` trains on `markets[i]`'s training split (agents with different seeds may have
+    /// different synthetic markets; the same market may serve several). Throws UsageError when an
+    /// option is not implemented or unsupported() names a problem.
+    DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
+              const std::vector<const env::DeviceMarket*>& markets);
+
+    int agents() const noexcept override { return agents_; }
+    int n_envs() const noexcept { return n_envs_; }
+    long long batch_rows() const noexcept override { return batch_; }
+    long long env_steps_per_iteration() const noexcept override { return n_envs_; }
+    std::unique_ptr<Trainer> agent(int i) override;
+    /// Per agent (every agent advances together).
+    long long steps() const noexcept { return steps_; }
+    long long updates() const noexcept { return updates_; }
+
+    /// One iteration of every agent. Tests: an update at which an agent's Trainer asked for a NaN
+    /// loss (inject_nan_at_updates) runs uncaptured, that agent's loss NaN.
+    void iterate() override;
+    /// Bench: collection steps until the replay is ready; one collection step; one update.
+    void prepare() override;
+    void collect() override;
+    void update() override;
+
+    const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
+    const env::EnvParams& env_params() const noexcept { return env_params_; }
+    ops::Device& device() noexcept { return ops_; }
+    int capacity_steps() const noexcept { return capacity_steps_; }
+
+    /// Resume (before the first iteration): agent `agent` continues from its checkpoint's steps
+    /// and updates, and its device counters follow. Every agent must continue from the same ones
+    /// (the first call sets the engine's; a later one that differs: UsageError).
+    void restore_counters(int agent, long long steps, long long updates);
+    /// Agent i's checkpoint tensors (a single run's names, shapes and order, so that a checkpoint
+    /// resumes alone or in a population), its log line, its replay as a dump.
+    std::vector<StateTensor> state_tensors(int agent);
+    LogLine read_log(int agent, double seconds, DqnLogMarks& marks);
+    io::ReplayDump replay_dump(int agent);
+    ops::View<float> online(int agent);
+    ops::View<float> target(int agent);
+
+    /// An engine of one: batches up to this many rows run the online and target networks as one
+    /// batched pass on [s; s'] (small products: one launch beats two); larger batches run the
+    /// online network on [s; s'] beside the target on s' alone, a quarter fewer forward products.
+    /// The same values either way (rows are independent); the GPU's products may differ in their
+    /// last bits. An engine of several agents runs the latter (or the batched forwards).
+    static constexpr int kPairedForwardMaxRows = 512;
+    /// Tests: another threshold than kPairedForwardMaxRows (before the first iteration).
+    void set_paired_forward_max_rows(int rows);
+
+private:
+    bool ready_to_update() const noexcept { return steps_ >= min_steps_; }
+    void collect_ops(bool advance);  // acting and the environment step into the replay slot (and dqn_advance)
+    void curiosity_ops();            // the bonus into the slot just written, one step of each model
+    void gradient_ops(std::uint32_t inject_nan);  // one update's ops up to its Adam step
+    void agent_gradient_ops(int a);               // agent a's forward, loss and backward (the unbatched networks)
+    void iqn_loss_ops(int a);                     // dqn.head = "iqn": fractions, both networks' quantiles, the loss
+    void adam_ops(bool end_step);                 // one update's Adam step and target update (and dqn_advance)
+    void after_collect();
+    void make_update_workspaces();
+    /// The paired forward of an engine of one (online and target contiguous in nets_).
+    bool paired_forward() const noexcept {
+        return agents_ == 1 && batch_ <= paired_forward_max_rows_ && net_.iqn_params().quantiles == 0;
+    }
+    std::size_t params() const noexcept { return net_.layout().total(); }
+    /// The ring of every agent, or of agent a alone.
+    ops::RingViews ring();
+    ops::RingViews ring(int a);
+    template <class T>
+    ops::View<T> slice(ops::Buffer<T>& b, int a) {
+        const std::size_t per = b.size() / static_cast<std::size_t>(agents_);
+        return b.view().subview(static_cast<std::size_t>(a) * per, per);
+    }
+    template <class T>
+    ops::View<const T> cslice(ops::Buffer<T>& b, int a) {
+        return ops::View<const T>(slice(b, a));
+    }
+
+    ops::Device& ops_;
+    std::vector<config::Profile> profiles_;
+    int agents_, n_envs_, batch_, num_actions_, capacity_steps_ = 0;
+    long long min_steps_ = 0, updates_per_iteration_ = 0;
+    env::EnvParams env_params_;  // agent 0's; every agent's but for the seed
+    QNetwork net_;
+    bool batched_net_ = false;  ///< more than one agent and a network forward_agents runs
+    long long steps_ = 0, updates_ = 0;
+    bool restored_ = false;  ///< restore_counters set steps_ and updates_
+
+    // Parameters: the online networks (N, P) then the targets (N, P) in one buffer (an engine of
+    // one runs both in one batched pass); gradients and Adam's moments (N, P).
+    ops::Buffer<float> nets_, grads_, m_, v_;
+    ops::View<float> online_, target_;
+    // The environments (N, n): state, portfolio, observations; each agent's market and seed.
+    ops::Buffer<env::EnvState> env_state_;
+    ops::Buffer<float> env_portfolio_, env_states_;
+    ops::Buffer<abi::EnvAgent> collect_agents_;
+    env::MarketView market0_{};  // agent 0's (dqn_collect's `market`, unused beside collect_agents_)
+    // The replay rings (N, capacity_steps * n).
+    ops::Buffer<float> ring_states_, ring_next_states_, ring_rewards_;
+    ops::Buffer<int> ring_actions_;
+    ops::Buffer<std::uint8_t> ring_done_;
+    // Per agent on the device: constants, counters, the collection's tickets, the update's step.
+    // What changes from step to step lives on the device, so the sequences replay unchanged.
+    ops::Buffer<dqn::AgentParams> agent_;
+    ops::Buffer<dqn::Counters> counters_;
+    ops::Buffer<unsigned> collect_tickets_;
+    ops::Buffer<dqn::UpdateStep> step_;
+    // dqn.her: the goal of every transition in the rings (N, capacity_steps * n) and the acting
+    // rows [observation | goal features] (N, n, D + 2).
+    ops::Buffer<float> her_goals_, her_obs_;
+    // One batch per agent: x (N, 2B, DX) = [s; s'] (DX = D, or D + 2 with HER); actions, returns,
+    // discounts (N, B); acting's actions (N, n).
+    ops::Buffer<float> x_, returns_, discounts_;
+    ops::Buffer<int> batch_actions_, actions_;
+    // The loss's gradient w.r.t. the head outputs (N, B * max(1, quantiles), W), per-row statistics
+    // (N, kSampleStats, B * K), norm partials (N, scratch).
+    ops::Buffer<float> d_head_, sample_stats_, norm_partials_;
+    // dqn.ensemble_size > 1: the bootstrap masks (N, B, K; when ensemble_bootstrap < 1), the
+    // ensemble's target actions (N, B), and the acting outputs of the last collection step
+    // (per agent, for q/ensemble_spread).
+    ops::Buffer<float> masks_;
+    ops::Buffer<int> target_actions_;
+    std::vector<ops::View<const float>> act_outputs_;
+    // dqn.head = "iqn": the update's fractions of the rows of [s; s'] (N, 2B * quantiles) and their
+    // features.
+    ops::Buffer<float> iqn_features_, iqn_taus_;
+    // dqn.curiosity: each agent's forward model (n rows per collection step), the step's next-bar
+    // features (N, n, M) and errors (N, n), the bonus's sums since the last log (N).
+    std::vector<CuriosityModel> curiosity_;
+    ops::Buffer<float> cur_next_market_, cur_error_;
+    ops::Buffer<dqn::CuriosityStats> cur_stats_;
+    // Guard and monitoring (N; histograms (N, A)).
+    ops::Buffer<nn::GuardState> guard_;
+    ops::Buffer<dqn::MonitorStats> stats_;
+    ops::Buffer<unsigned long long> histogram_;
+    // Workspaces. Acting: one of N x n rows (batched) or one per agent. The update, batched: the
+    // online networks on s (differentiated) and s', the targets on s' (N x B rows each); unbatched
+    // (an agent at a time): the paired pass (4B rows), or the online network on [s; s'] (ws_pair_,
+    // 2B rows) beside the target on s' (ws_target_, B rows).
+    std::vector<QNetwork::Workspace> ws_act_;
+    QNetwork::Workspace ws_pair_, ws_next_, ws_target_;
+    int paired_forward_max_rows_ = kPairedForwardMaxRows;
+    // The captured sequences (CUDA Graphs on the GPU): a collection step alone (until the replay
+    // is ready), a whole iteration, and an update alone (bench).
+    ops::OpSequence collect_sequence_, iteration_sequence_, update_sequence_;
+    friend class DqnAgent;
+    PopulationAgents<DqnAgent> members_;
+};
+
+/// Agent i of a DqnEngine as a Trainer, with its own logs, evaluations, checkpoints and summary.
+/// The agents advance together (PopulationAgents): the first of a round to iterate runs the
+/// engine's iteration for every agent. Its checkpoint tensors and counters are the same whatever
+/// the engine's size: a checkpoint resumes alone, or inside an engine whose agents all continue
+/// from one iteration (DqnEngine::restore_counters).
+class DqnAgent final : public Trainer {
+public:
+    DqnAgent(std::shared_ptr<DqnEngine> engine, int agent);
+    ~DqnAgent() override;
+    DqnAgent(const DqnAgent&) = delete;
+    DqnAgent& operator=(const DqnAgent&) = delete;
+
+    long long progress_per_iteration() const noexcept override { return engine_->n_envs(); }
+    long long iterations() const noexcept override { return steps_; }
+    long long env_steps() const noexcept override { return steps_ * engine_->n_envs(); }
+    long long updates() const noexcept override { return engine_->updates(); }
+    void iterate() override;
+    LogLine read_log(double seconds) override { return engine_->read_log(agent_, seconds, log_marks_); }
+    /// Weights, target, Adam moments, the replay ring, the environments, the guard and the
+    /// monitoring accumulators (and the options' state), in a fixed order; counters: steps,
+    /// updates, pushed steps.
+    std::vector<StateTensor> state_tensors() override { return engine_->state_tensors(agent_); }
+    std::vector<std::int64_t> counter_values() const override { return {steps_, updates(), steps_}; }
+    void restore_counter_values(std::span<const std::int64_t> values) override;
+    ops::View<float> policy_weights() noexcept override { return engine_->online(agent_); }
+    GreedyPolicy& policy() noexcept override { return policy_; }
+    const env::EnvParams& env_params() const noexcept override { return env_params_; }
+    io::ReplayDump replay_dump() override { return engine_->replay_dump(agent_); }
+
+    /// Bench of an engine of one (a population is benched as one, bench_population).
+    void bench_prepare() override;
+    long long bench_collect() override;
+    long long bench_update() override;
+    long long batch_rows() const noexcept override { return engine_->batch_rows(); }
+
+    int agent() const noexcept { return agent_; }
+    DqnEngine& engine() noexcept { return *engine_; }
+    /// Whether a test asked for a NaN loss at update u of this agent.
+    bool injects_nan_at(long long u) const noexcept { return nan_injected(u); }
+
+private:
+    void require_alone(const char* what) const;
+
+    std::shared_ptr<DqnEngine> engine_;
+    int agent_;
+    env::EnvParams env_params_;
+    DqnGreedyPolicy policy_;
+    long long steps_ = 0;
+    DqnLogMarks log_marks_;
+};
+
+}  // namespace fh::trainers
