@@ -187,6 +187,13 @@ TEST_CASE(
         if (fired) CHECK(summary.find("\"evaluations\":" + window + "}") != std::string::npos);
         CHECK(slurp(dir / "runs" / name / "config.toml").find("collapse_window = " + window) != std::string::npos);
     }
+    // A population's agents are watched with the same window.
+    const auto pop = sh(base + " --seeds 1,2 --set run.name=pop --set eval.collapse_window=2", dir);
+    INFO(pop.err);
+    REQUIRE(pop.code == 0);
+    for (const char* agent : {"seed=1", "seed=2"})
+        CHECK(slurp(dir / "runs" / "pop" / agent / "summary.json").find("\"collapse\":{\"updates\":100,") !=
+              std::string::npos);
     // Not a count of at least one validation: exit 2 naming the key, in check and in train.
     for (const std::string bad : {"0", "-1", "1000001", "2.5", "\"3\"", "true"}) {
         for (const std::string command : {"check supervised-smoketest", "train --profile supervised-smoketest"}) {
