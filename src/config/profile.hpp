@@ -201,6 +201,7 @@ struct EvalConfig {
     std::int64_t bootstrap_block = 0;         ///< mean block length; 0 = ceil(n^(1/3))
     std::int64_t bootstrap_seed = 1;          ///< the bootstrap's Philox seed
     double confidence = 0.95;                 ///< the intervals' coverage
+    std::int64_t collapse_window = 3;         ///< validations in a row on one action before the collapse monitor warns
     bool operator==(const EvalConfig&) const = default;
 };
 

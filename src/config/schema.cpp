@@ -335,6 +335,8 @@ std::vector<KeyDescriptor> build_schema() {
                 FH_FIELD(eval.bootstrap_seed)),
         number("eval", "confidence", open(0.5, 1), "coverage of the bootstrap's percentile intervals",
                FH_FIELD(eval.confidence)),
+        integer("eval", "collapse_window", closed(1, 1'000'000), "the collapse monitor (docs/metrics.md): validations in a row whose greedy policy takes one action on at least 99% of the bars before the run warns and records it in summary.json",
+                FH_FIELD(eval.collapse_window)),
         // [walk_forward]
         integer("walk_forward", "folds", closed(0, 1000), "K folds of a walk-forward (docs/walk-forward.md): the span of data.test_fraction cut into K test blocks, each fold trained on the bars before its block; 0 = an ordinary run; 1 is refused",
                 FH_FIELD(walk_forward.folds)),

@@ -73,9 +73,6 @@ bool AgentRun::crossed(long long iterations, long long interval) const {  // pro
     return interval > 0 && (iterations * per_) / interval != ((iterations - 1) * per_) / interval;
 }
 
-/// Validations in a row on one action before the collapse monitor reports (docs/metrics.md).
-constexpr long long kCollapseWindow = 3;
-
 ActionSpread action_spread(const std::vector<long long>& histogram) {
     ActionSpread s;
     long long total = 0, top = -1;
@@ -199,10 +196,10 @@ bool AgentRun::step() {
 
 void AgentRun::watch_collapse(long long at, const ActionSpread& spread) {
     // The greedy policy on one action (at least 99% of the validation's bars) for
-    // kCollapseWindow validations in a row: warned once, kept for summary.json.
+    // eval.collapse_window validations in a row: warned once, kept for summary.json.
     if (!collapse_.is_null()) return;
     collapsed_evaluations_ = spread.valid && spread.top_share >= 0.99 ? collapsed_evaluations_ + 1 : 0;
-    if (collapsed_evaluations_ < kCollapseWindow) return;
+    if (collapsed_evaluations_ < p_.eval.collapse_window) return;
     collapse_ = json::object({{unit_key_, at},
                               {"action", spread.top_action},
                               {"top_action_share", spread.top_share},

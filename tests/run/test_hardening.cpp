@@ -158,6 +158,58 @@ TEST_CASE("the collapse monitor: an engineered collapse onto one action is warne
     fs::remove_all(dir);
 }
 
+TEST_CASE(
+    "eval.collapse_window: the validations in a row the collapse monitor waits for; bad values refused naming "
+    "the key",
+    "[run][trainers]") {
+    // The engineered collapse above (the flat action on every bar), four validations (50 .. 200
+    // updates): a window of 2 reports at the second, 4 at the fourth, 5 never.
+    const auto dir = scratch("collapse-window");
+    const std::string base =
+        "\"$EXE\" train --profile supervised-smoketest --device cpu --set run.total_steps=200 "
+        "--set run.eval_interval=50 --set early_stopping.patience=0 "
+        "--set supervised.entry_threshold=1000000 --output '" +
+        (dir / "runs").string() + "'";
+    struct Window {
+        int window;
+        std::string collapse;  // the start of summary.json's "collapse"
+    };
+    for (const Window& w : {Window{2, "\"collapse\":{\"updates\":100,"}, Window{4, "\"collapse\":{\"updates\":200,"},
+                            Window{5, "\"collapse\":null"}}) {
+        const std::string window = std::to_string(w.window), name = "w" + window;
+        const auto r = sh(base + " --set run.name=" + name + " --set eval.collapse_window=" + window, dir);
+        INFO("window " << w.window << "\n" << r.err);
+        REQUIRE(r.code == 0);
+        const bool fired = w.window <= 4;
+        CHECK((r.err.find("collapse: the greedy policy") != std::string::npos) == fired);
+        const std::string summary = slurp(dir / "runs" / name / "summary.json");
+        CHECK(summary.find(w.collapse) != std::string::npos);
+        if (fired) CHECK(summary.find("\"evaluations\":" + window + "}") != std::string::npos);
+        CHECK(slurp(dir / "runs" / name / "config.toml").find("collapse_window = " + window) != std::string::npos);
+    }
+    // A population's agents are watched with the same window.
+    const auto pop = sh(base + " --seeds 1,2 --set run.name=pop --set eval.collapse_window=2", dir);
+    INFO(pop.err);
+    REQUIRE(pop.code == 0);
+    for (const char* agent : {"seed=1", "seed=2"})
+        CHECK(slurp(dir / "runs" / "pop" / agent / "summary.json").find("\"collapse\":{\"updates\":100,") !=
+              std::string::npos);
+    // Not a count of at least one validation: exit 2 naming the key, in check and in train.
+    for (const std::string bad : {"0", "-1", "1000001", "2.5", "\"3\"", "true"}) {
+        for (const std::string command : {"check supervised-smoketest", "train --profile supervised-smoketest"}) {
+            const auto r = sh("\"$EXE\" " + command + " --device cpu --set 'eval.collapse_window=" + bad +
+                                  "' --output '" + (dir / "bad").string() + "'",
+                              dir);
+            INFO(command << " eval.collapse_window=" << bad << "\n" << r.err);
+            CHECK(r.code == 2);
+            CHECK(r.err.find("eval.collapse_window") != std::string::npos);
+            CHECK(r.err.find("internal error") == std::string::npos);
+        }
+    }
+    CHECK_FALSE(fs::exists(dir / "bad"));
+    fs::remove_all(dir);
+}
+
 TEST_CASE("a run whose updates were mostly skipped ends diverged (exit 5), not completed, below max_bad_updates",
           "[run][population]") {
     // training.max_bad_updates is far away; every update of agent 1 is NaN: it trained nothing.

@@ -13,6 +13,9 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "config/profile.hpp"
 #include "data/market_data.hpp"
 #include "data/synthetic_market.hpp"
 #include "env/vec_env.hpp"
@@ -68,6 +71,22 @@ inline VariantRun train_selecting_on_validation(ops::Device& ops, const env::Dev
     const double entropy = action_entropy(ops, dm, trainer.env_params(), [&](ops::View<int> a, ops::View<const float> s,
                                                                              int n) { trainer.act(ops, a, s, n); });
     return {test / test_oracle, best / val_oracle, last / val_oracle, seconds, entropy};
+}
+
+/// The DQN options of profiles/dqn-full.toml as overrides: its algorithm (head, atoms, losses,
+/// CQL, ensemble, dueling, double DQN, curiosity, attention), not its GPU sizes.
+inline std::vector<std::string> shipped_dqn_options() {
+    const auto full = config::resolve_profile_file(config::locate_profile("dqn-full"));
+    const auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+    return {"dqn.head=\"" + full.dqn.head + "\"",
+            fmt::format("dqn.num_atoms={}", full.dqn.num_atoms),
+            fmt::format("dqn.mse_blend_alpha={}", full.dqn.mse_blend_alpha),
+            fmt::format("dqn.cql_alpha={}", full.dqn.cql_alpha),
+            fmt::format("dqn.ensemble_size={}", full.dqn.ensemble_size),
+            "dqn.double_dqn=" + flag(full.dqn.double_dqn),
+            "dqn.dueling=" + flag(full.dqn.dueling),
+            "dqn.curiosity=" + flag(full.dqn.curiosity),
+            "dqn.attention=" + flag(full.dqn.attention)};
 }
 
 /// Whether `name` is one of the comma-separated names of `list`.

@@ -137,14 +137,7 @@ TEST_CASE("DQN variants on the planted signal: five seeds, test Sharpe of the va
         std::vector<std::string> overrides;
     };
     // "shipped": the DQN options of profiles/dqn-full.toml (C51 + CQL 0.3), held to the goals.
-    const auto full = config::resolve_profile_file(config::locate_profile("dqn-full"));
-    const std::vector<std::string> shipped{
-        "dqn.head=" + full.dqn.head, "dqn.cql_alpha=" + std::to_string(full.dqn.cql_alpha),
-        "dqn.ensemble_size=" + std::to_string(full.dqn.ensemble_size),
-        "dqn.double_dqn=" + std::string(full.dqn.double_dqn ? "true" : "false"),
-        "dqn.dueling=" + std::string(full.dqn.dueling ? "true" : "false"),
-        "dqn.curiosity=" + std::string(full.dqn.curiosity ? "true" : "false"),
-        "dqn.attention=" + std::string(full.dqn.attention ? "true" : "false")};
+    const std::vector<std::string> shipped = test::shipped_dqn_options();
     const std::vector<Variant> variants{
         {"shipped", shipped},
         {"plain", {}},
