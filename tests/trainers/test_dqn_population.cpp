@@ -190,10 +190,21 @@ TEST_CASE("A DQN engine refuses agents that do not share its shapes, naming what
 TEST_CASE("A batched DQN population's agents against their single runs on the GPU (N = 8)",
           "[gpu][trainers][dqn][population]") {
     auto& ops = test::gpu_ops();
+    // The C51 head batches every op; HER and curiosity add their batched ops; the IQN head and
+    // attention run each agent's networks in turn (the online network beside the target, where a
+    // single run pairs them in one strided batch).
+    std::vector<std::string> shared;
+    SECTION("the C51 head") {}
+    SECTION("HER and curiosity") { shared = {"dqn.her=true", "dqn.curiosity=true"}; }
+    SECTION("the IQN head") { shared = {"dqn.head=iqn", "dqn.iqn_quantiles=8", "dqn.iqn_act_quantiles=4"}; }
+    SECTION("attention") { shared = {"dqn.attention=true"}; }
     std::vector<config::Profile> agents;
-    for (int i = 0; i < 8; ++i)
-        agents.push_back(agent_profile({"run.seed=" + std::to_string(20 + i),
-                                        "training.learning_rate=" + std::to_string(0.0002 * (1 + i % 3))}));
+    for (int i = 0; i < 8; ++i) {
+        auto overrides = shared;
+        overrides.push_back("run.seed=" + std::to_string(20 + i));
+        overrides.push_back("training.learning_rate=" + std::to_string(0.0002 * (1 + i % 3)));
+        agents.push_back(agent_profile(overrides));
+    }
     const auto r = population_against_single_runs(ops, agents, 48);
     // Error model: the population's products are strided batches of 8 networks where a single run
     // multiplies one or two, so cuBLAS may round them differently (a relative ~1e-6 per product,
