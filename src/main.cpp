@@ -378,7 +378,8 @@ int main(int argc, char** argv) {
     shared.cuda_sync_debug(audit);
     shared.logging(audit);
     audit->footer(
-        "With RUN_DIR the policy is the run's (checkpoints/best.safetensors, else last), normalised with its "
+        std::string(kProfilesHelp) +
+        "\n\nWith RUN_DIR the policy is the run's (checkpoints/best.safetensors, else last), normalised with its "
         "checkpoint's statistics; with --profile it is the trainer's initial policy on the profile's data. It "
         "exits with 0 when clean, 6 when a look-ahead is found (2: a usage or profile error, 3: a data "
         "error).\n\nExample: foxhunt-train audit "

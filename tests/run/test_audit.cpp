@@ -301,3 +301,29 @@ TEST_CASE("audit: a one-bar look-ahead planted in a feature is caught at every c
     CHECK(t.code == 0);
     fs::remove_all(dir);
 }
+
+TEST_CASE("audit on CUDA: a smoketest run is clean, the planted look-ahead caught at each cut", "[gpu][audit]") {
+    const auto dir = test::scratch_dir("fh-audit", "cuda");
+    auto r = test::run_shell("cd '" + dir.string() + "' && \"$EXE\" --profile dqn-smoketest --device cuda -q", dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    // The decisions of the CUDA backtest (captured steps) repeat exactly: nothing changes but
+    // what a later bar drives.
+    r = test::run_shell("cd '" + dir.string() + "' && \"$EXE\" audit runs/dqn-smoketest --cuts 3 -q", dir);
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    r = test::run_shell("cd '" + dir.string() +
+                            "' && FH_PLANT_LOOKAHEAD=ret_4 \"$EXE\" audit --profile dqn-smoketest "
+                            "--device cuda --cuts 3 --json a.json -q",
+                        dir);
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 6);
+    const auto j = read_json(dir / "a.json");
+    for (const auto& c : j.find("cuts")->as_array()) {
+        const auto& features = c.find("features")->as_array();
+        REQUIRE(features.size() == 1);
+        CHECK(features[0].find("feature")->as_string() == "ret_4");
+        CHECK(features[0].find("first_bar")->as_i64() == c.find("bar")->as_i64());
+    }
+    fs::remove_all(dir);
+}
