@@ -48,7 +48,7 @@ double typical_return(const data::BarSeries& b, std::size_t cut) {
     return *mid > 0 ? std::clamp(*mid, 1e-4, 0.05) : 1e-3;
 }
 
-/// Everything the audit compares of one load: features, ATR, statistics.
+/// The feature columns (as the policy observes them) and the ATR at the bars up to the cut.
 void compare_features(const data::MarketData& before, const data::MarketData& after, std::size_t cut, AuditCut& out) {
     const auto D = static_cast<std::size_t>(before.market_dim);
     if (after.market_dim != before.market_dim || after.bars.size() != before.bars.size())
@@ -97,9 +97,10 @@ std::vector<int> decisions(ops::Device& ops, const config::Profile& p, data::Mar
 void audit_data(ops::Device& ops, const config::Profile& p, data::DataOptions options,
                 const data::NormalizationStats& norm, const std::vector<float>& weights, AuditReport& r) {
     options.use_cache = false;  // every load below the same way, the unaltered one included
+    constexpr auto kNone = static_cast<std::size_t>(-1);  // no cut: the data as they are
     auto load = [&](std::size_t cut, bool fit) {
         data::DataOptions o = options;
-        if (cut != static_cast<std::size_t>(-1))
+        if (cut != kNone)
             o.alter_bars = [cut, seed = r.options.cut_seed](data::BarSeries& b) { replace_bars_after(b, cut, seed); };
         if (fit)
             o.normalization.reset();
@@ -107,7 +108,6 @@ void audit_data(ops::Device& ops, const config::Profile& p, data::DataOptions op
             o.normalization = norm;
         return data::load_market(o);
     };
-    constexpr auto kNone = static_cast<std::size_t>(-1);
     const data::MarketData base = load(kNone, false);
     r.data = base.source;
     r.bars = base.bars.size();
