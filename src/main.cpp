@@ -51,6 +51,7 @@ constexpr const char* kExamplesHelp = R"(Examples:
                                                           three agents in one process: pops/dqn-smoketest/<agent>/
   foxhunt-train compare sweeps/lr --group-by-seed         mean +- sd per setting over seeds, best marked
   foxhunt-train report runs/x                             runs/x/report.html (self-contained HTML)
+  foxhunt-train audit runs/x                              look-ahead audit of the run's policy (exit 6: found)
   foxhunt-train eval --checkpoint runs/x/checkpoints/best.safetensors --set instrument.commission=5 \
       --output runs/x/eval-commission-5                   equity.csv, trades.csv, eval.json, report.html
   scripts/sweep.sh --profile dqn-full --set training.learning_rate=1e-4,3e-4 --seeds 1,2,3 --output sweeps/lr
@@ -61,6 +62,7 @@ Exit codes:
   3    data error
   4    device error (no device, no cubin for its architecture, not enough device or host memory)
   5    training diverged (the guard gave up)
+  6    audit: a look-ahead found (a feature, statistic or decision changed by a later bar)
   130  interrupted (SIGINT/SIGTERM; checkpoint and summary are written first)
 )";
 
@@ -347,6 +349,41 @@ int main(int argc, char** argv) {
     exporter->add_option("-o,--out", export_output, "The safetensors file to write")->required()->type_name("FILE");
     exporter->add_flag("--force", g.force, "Replace an existing FILE");
     shared.logging(exporter);
+    fh::cli::AuditCommand audit_command;
+    auto* audit = app.add_subcommand(
+        "audit",
+        "Look-ahead audit: at several cuts, replace every later bar, recompute the features, their normalisation "
+        "and the policy's greedy decisions, and report whatever changed at or before the cut (exit 6), naming the "
+        "feature and the bar (docs/look-ahead-audit.md)");
+    audit
+        ->add_option("SOURCE", audit_command.source,
+                     "Run directory (its best checkpoint, else its last) or checkpoint file; or give --profile")
+        ->type_name("RUN_DIR|CHECKPOINT");
+    shared.profile(audit);
+    shared.set(audit,
+               "Override one key, repeatable; the value is TOML. With RUN_DIR only the keys eval honours (the data "
+               "keys, e.g. --set data.seed=3)");
+    shared.data(audit, "Audit on these bars (CSV file or directory); overrides data.path");
+    seed_options.push_back(shared.seed_option(audit));
+    shared.device(audit);
+    audit->add_option("--cuts", audit_command.cuts, "Random cuts besides the split and contract boundaries")
+        ->type_name("N")
+        ->check(Shared::non_negative())
+        ->capture_default_str();
+    audit->add_option("--cut-seed", audit_command.cut_seed, "Seed of the random cuts and of the replacement bars")
+        ->type_name("N")
+        ->capture_default_str();
+    audit->add_option("--json", audit_command.json, "Also write the findings to FILE as JSON")->type_name("FILE");
+    shared.force(audit);
+    shared.cuda_sync_debug(audit);
+    shared.logging(audit);
+    audit->footer(
+        std::string(kProfilesHelp) +
+        "\n\nWith RUN_DIR the policy is the run's (checkpoints/best.safetensors, else last), normalised with its "
+        "checkpoint's statistics; with --profile it is the trainer's initial policy on the profile's data. It "
+        "exits with 0 when clean, 6 when a look-ahead is found (2: a usage or profile error, 3: a data "
+        "error).\n\nExample: foxhunt-train audit "
+        "runs/dqn-smoketest --json audit.json");
     // Footers after the subcommands exist (each would inherit the top level's): the examples and
     // exit codes once, at the top; the profile notes with the subcommands that take a profile.
     app.footer(std::string(kProfilesHelp) + "\n\n" + kExamplesHelp);
@@ -413,6 +450,7 @@ int main(int argc, char** argv) {
         if (report->parsed()) return fh::cli::run_report(g, report_path, report_output);
         if (exporter->parsed()) return fh::cli::run_export(g, export_source, export_output);
         if (walk_forward->parsed()) return fh::cli::run_walk_forward(g);
+        if (audit->parsed()) return fh::cli::run_audit(g, audit_command);
         return fh::cli::run_train(g);
     } catch (const fh::Error& e) {
         fh::log::error("{}", e.what());

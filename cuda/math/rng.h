@@ -51,6 +51,8 @@ enum class Purpose : std::uint32_t {
     her_goal = 13,          ///< DQN HER episode goals: stream = environment index, counter = its episode number
     her_relabel = 14,       ///< DQN HER relabelling: stream = batch row, counter = update number
     bootstrap = 15,         ///< backtest block bootstrap (host): stream = resample, counter = block number
+    audit = 16,             ///< look-ahead audit (host): stream 0 the random cuts (counter = cut number),
+                            ///< stream 1 + cut bar the replacement bars (counter = bar)
 };
 
 /// Four independent 32-bit words for (seed, purpose, stream, counter).

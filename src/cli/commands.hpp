@@ -2,6 +2,7 @@
 /// @brief The subcommands' entry points; main.cpp only wires the command line to them.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,6 +84,17 @@ int run_info(const GlobalOptions& options);
 /// `export SOURCE -o FILE`: the policy of a checkpoint or run directory as named tensors
 /// (run::export_policy).
 int run_export(const GlobalOptions& options, const std::string& source, const std::string& output);
+/// Options of `audit`.
+struct AuditCommand {
+    std::string source;          ///< RUN_DIR or CHECKPOINT ("" with --profile)
+    int cuts = 5;                ///< --cuts: random cuts
+    std::uint64_t cut_seed = 1;  ///< --cut-seed
+    std::string json;            ///< --json FILE ("" = none)
+};
+/// `audit RUN_DIR|CHECKPOINT` or `audit --profile P`: the look-ahead audit (docs/look-ahead-audit.md);
+/// returns 0 when clean, ExitCode::lookahead (6) when not.
+int run_audit(const GlobalOptions& options, const AuditCommand& audit);
+
 /// `walk-forward`: the profile's walk_forward.folds folds trained in time order and stitched
 /// (docs/walk-forward.md).
 int run_walk_forward(const GlobalOptions& options);

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <mutex>
+#include <stdexcept>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "data/synthetic_market.hpp"
 #include "data/walk_forward.hpp"
 #include "util/errors.hpp"
+#include "util/fault.hpp"
 #include "util/log.hpp"
 
 namespace fh::data {
@@ -93,10 +96,29 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+/// FH_PLANT_LOOKAHEAD (util/fault.hpp, tests only): the feature `name` of every bar takes the
+/// value of the next bar of its segment, a one-bar look-ahead planted on purpose. After the
+/// fxcache, so that no cache file ever holds it.
+void plant_lookahead(RawFeatures& raw, const BarSeries& bars, const std::string& name) {
+    const auto& names = core42_names();
+    const auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end())
+        throw UsageError(fmt::format("FH_PLANT_LOOKAHEAD={}: no such feature (docs/features.md lists them)", name));
+    const auto k = static_cast<std::size_t>(it - names.begin());
+    const auto D = static_cast<std::size_t>(raw.dim);
+    static std::once_flag said;  // once per process, not at every load
+    std::call_once(said, [&] {
+        log::warn("FH_PLANT_LOOKAHEAD: the feature {} reads the next bar (a look-ahead planted on purpose, for a test)",
+                  name);
+    });
+    for (std::size_t t = 0; t < bars.size(); ++t)
+        if (t + 1 < bars.segment_end(t)) raw.values[t * D + k] = raw.values[(t + 1) * D + k];
+}
+
 }  // namespace
 
 std::string fxcache_path(const DataOptions& o) {
-    if (!o.use_cache) return "";
+    if (!o.use_cache || o.alter_bars) return "";
     if (o.path.empty()) {
         if (o.cache_dir.empty()) return "";
         return (fs::path(o.cache_dir) / fmt::format("synthetic-{:016x}.fxcache", xxh64(synthetic_descriptor(o)))).string();
@@ -163,6 +185,12 @@ MarketData load_market(const DataOptions& o) {
     }
     if (status != "reused") {
         payload.bars = synthetic ? generate_synthetic({o.synthetic_bars, o.seed, o.planted_signal}) : parse_sources(files);
+        if (o.alter_bars) {
+            const std::size_t n = payload.bars.size();
+            o.alter_bars(payload.bars);
+            if (const auto bad = check_bar_series(payload.bars, false); !bad.empty() || payload.bars.size() != n)
+                throw std::logic_error("load_market: alter_bars left an invalid series: " + bad);
+        }
         payload.daily_calendar = median_spacing(payload.bars) >= 20 * 3600;
         payload.raw = compute_features(payload.bars, FeatureConfig{o.feature_set, payload.daily_calendar});
         if (!cache.empty()) {
@@ -175,6 +203,8 @@ MarketData load_market(const DataOptions& o) {
             }
         }
     }
+    if (const std::string& planted = util::planted_lookahead_feature(); !planted.empty())
+        plant_lookahead(payload.raw, payload.bars, planted);
     files.clear();
     files.shrink_to_fit();
     for (const auto& w : sanity_warnings(payload.bars)) log::warn("data: {}: {}", synthetic ? "synthetic market" : o.path, w);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -45,6 +46,10 @@ struct DataOptions {
     /// Computes the normalisation statistics' moments (training_stats) when set; a run with a GPU
     /// sets one that uses the device for large data (same bits as the host's).
     ColumnMoments column_moments;
+    /// The look-ahead audit's (run/audit.hpp): alters the bars after they are read or generated and
+    /// before anything is computed from them (features, calendar mode, splits, statistics); the
+    /// fxcache is then neither read nor written. It must leave a valid series of the same length.
+    std::function<void(BarSeries&)> alter_bars;
 };
 
 /// Loads (or generates) the bars, computes or reuses the features through the fxcache, splits

@@ -65,7 +65,49 @@ std::optional<data::SplitRange> bar_range(const std::string& split) {
         split + "'");
 }
 
+/// The key of a "section.key=value" override, trimmed.
+std::string override_key(const std::string& o) {
+    std::string key = o.substr(0, o.find('='));
+    key.erase(0, key.find_first_not_of(" \t"));
+    key.erase(key.find_last_not_of(" \t") + 1);
+    return key;
+}
+
 }  // namespace
+
+config::Profile checkpoint_profile(const std::string& checkpoint, const std::vector<std::string>& overrides,
+                                   std::string_view command) {
+    const auto& honoured = eval_honoured_keys();
+    for (const auto& o : overrides)
+        if (std::find(honoured.begin(), honoured.end(), override_key(o)) == honoured.end())
+            throw UsageError(
+                fmt::format("{} --set {}: {} uses the checkpoint's profile and honours only {} "
+                            "(docs/sweeps.md, \"eval\")",
+                            command, o, command, fmt::join(honoured, ", ")));
+    auto p = config::resolve_profile_text(trainers::checkpoint_profile_toml(checkpoint), checkpoint, overrides);
+    for (const auto& o : overrides)
+        if (override_key(o) == "dqn.her_eval_goal" && !(p.run.trainer == "dqn" && p.dqn.her))
+            throw UsageError(
+                fmt::format("{} --set {}: the checkpoint's policy was not trained with hindsight "
+                            "experience replay (dqn.her = true), so it has no goal to set",
+                            command, o));
+    return p;
+}
+
+std::vector<float> checkpoint_policy_weights(const std::string& checkpoint, const config::Profile& p,
+                                             std::size_t weights_size) {
+    const auto file = io::TensorFile::read(checkpoint);
+    trainers::require_layout_version(file, checkpoint, p);
+    auto weights = file.get<float>("params/online", {weights_size});
+    // Weights that are not all finite (a run that diverged, an edited file) would trade on NaN.
+    if (const auto bad = std::find_if(weights.begin(), weights.end(), [](float w) { return !std::isfinite(w); });
+        bad != weights.end())
+        throw io::CheckpointError(
+            fmt::format("checkpoint {}: tensor params/online: weight {} of {} is {}: the policy "
+                        "is not finite (did its run diverge?); nothing to evaluate",
+                        checkpoint, bad - weights.begin(), weights.size(), *bad));
+    return weights;
+}
 
 std::string evaluate(const EvalRequest& r) {
     const std::optional<data::SplitRange> range = bar_range(r.split);
@@ -78,23 +120,8 @@ std::string evaluate(const EvalRequest& r) {
                             r.output_dir));
     }
     bool segments_given = false;
-    for (const auto& o : r.overrides) {
-        std::string key = o.substr(0, o.find('='));
-        key.erase(0, key.find_first_not_of(" \t"));
-        key.erase(key.find_last_not_of(" \t") + 1);
-        const auto& honoured = eval_honoured_keys();
-        if (std::find(honoured.begin(), honoured.end(), key) == honoured.end())
-            throw UsageError(fmt::format("eval --set {}: eval uses the checkpoint's profile and honours only {} "
-                                         "(docs/sweeps.md, \"eval\")",
-                                         o, fmt::join(honoured, ", ")));
-        segments_given = segments_given || key == "eval.segments";
-    }
-    const auto p = config::resolve_profile_text(trainers::checkpoint_profile_toml(r.checkpoint), r.checkpoint, r.overrides);
-    for (const auto& o : r.overrides)
-        if (o.substr(0, o.find('=')).find("dqn.her_eval_goal") != std::string::npos && !(p.run.trainer == "dqn" && p.dqn.her))
-            throw UsageError(fmt::format("eval --set {}: the checkpoint's policy was not trained with hindsight "
-                                         "experience replay (dqn.her = true), so it has no goal to set",
-                                         o));
+    for (const auto& o : r.overrides) segments_given = segments_given || override_key(o) == "eval.segments";
+    const auto p = checkpoint_profile(r.checkpoint, r.overrides, "eval");
     const int segments = segments_given ? static_cast<int>(p.eval.segments) : 1;
     auto ops = make_device(p);
     auto options = trainers::data_options(p);
@@ -110,15 +137,7 @@ std::string evaluate(const EvalRequest& r) {
 
     // Only the policy's network: the checkpoint's params/online.
     const auto policy = trainers::make_greedy_policy(p, params.state_dim);
-    const auto file = io::TensorFile::read(r.checkpoint);
-    trainers::require_layout_version(file, r.checkpoint, p);
-    const auto weights = file.get<float>("params/online", {policy->weights_size()});
-    // Weights that are not all finite (a run that diverged, an edited file) would trade on NaN.
-    if (const auto bad = std::find_if(weights.begin(), weights.end(), [](float w) { return !std::isfinite(w); });
-        bad != weights.end())
-        throw io::CheckpointError(fmt::format("checkpoint {}: tensor params/online: weight {} of {} is {}: the policy "
-                                              "is not finite (did its run diverge?); nothing to evaluate",
-                                              r.checkpoint, bad - weights.begin(), weights.size(), *bad));
+    const auto weights = checkpoint_policy_weights(r.checkpoint, p, policy->weights_size());
     const auto online = ops->from_host<float>(weights);
     auto act = [&](ops::View<int> a, ops::View<const float> s, int n) { policy->act(*ops, online.cview(), a, s, n); };
     const bool keep = !r.output_dir.empty();

@@ -42,6 +42,17 @@ struct EvalRequest {
 /// eval.segments and the device. Anything else would change what the policy sees or does.
 const std::vector<std::string>& eval_honoured_keys();
 
+/// The profile stored in `checkpoint` with `overrides` applied, each of which must be one of
+/// eval_honoured_keys() (UsageError naming `command` otherwise; dqn.her_eval_goal only for a
+/// policy trained with hindsight experience replay).
+config::Profile checkpoint_profile(const std::string& checkpoint, const std::vector<std::string>& overrides,
+                                   std::string_view command);
+
+/// The policy's weights (params/online, `weights_size` floats) of `checkpoint`: its parameter
+/// layout checked against the profile's, every weight finite (io::CheckpointError, exit 2).
+std::vector<float> checkpoint_policy_weights(const std::string& checkpoint, const config::Profile& profile,
+                                             std::size_t weights_size);
+
 /// Backtests the policy of a checkpoint on a split of its profile's data (with the honoured
 /// overrides), normalised with the checkpoint's statistics: one exact sequential pass, or
 /// eval.segments parts when that is overridden. Returns one JSON object: the split and the

@@ -14,6 +14,7 @@ enum class ExitCode : int {
     data = 3,          ///< bad or unreadable market data
     device = 4,        ///< no device, no cubin for its architecture, out of memory, CUDA error
     diverged = 5,      ///< the training guard gave up
+    lookahead = 6,     ///< `audit` found a feature, statistic or decision that a later bar changed
     interrupted = 130  ///< SIGINT/SIGTERM (checkpoint and summary were written first)
 };
 

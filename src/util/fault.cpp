@@ -46,4 +46,12 @@ void fault_point(std::string_view stage) {
     throw UsageError(fmt::format("fault injected at {} (FH_FAULT)", stage));
 }
 
+const std::string& planted_lookahead_feature() {
+    static const std::string feature = [] {
+        const char* text = std::getenv("FH_PLANT_LOOKAHEAD");
+        return std::string(text == nullptr ? "" : text);
+    }();
+    return feature;
+}
+
 }  // namespace fh::util

@@ -350,6 +350,8 @@ const std::vector<std::pair<std::string, std::set<std::string>>>& accepted_optio
                                "--cuda-sync-debug"})},
         {"walk-forward", with_logging({"--profile", "--set", "--data", "--seed", "--device", "--output", "--force",
                                        "--cuda-sync-debug"})},
+        {"audit", with_logging({"--profile", "--set", "--data", "--seed", "--device", "--cuts", "--cut-seed", "--json",
+                                "--force", "--cuda-sync-debug"})},
         {"export", with_logging({"--out", "--force"})},
         {"compare", with_logging({"--format", "--group-by-seed"})},
         {"report", with_logging({"--out"})},
@@ -401,6 +403,9 @@ TEST_CASE("cli: each subcommand's --help lists exactly the options it accepts, a
                                                       {"--split", "val"},
                                                       {"--format", "csv"},
                                                       {"--out", "o.html"},
+                                                      {"--cuts", "3"},
+                                                      {"--cut-seed", "2"},
+                                                      {"--json", "a.json"},
                                                       {"--log-format", "json"}};
     // What each subcommand needs besides the option under test (not run: the parser stops first).
     const std::map<std::string, std::string> needs = {
