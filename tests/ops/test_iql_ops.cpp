@@ -18,6 +18,7 @@
 #include "ops/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
+#include "support/iql_model.hpp"
 #include "support/gpu.hpp"
 #include "ops/iql/ops.hpp"
 
@@ -74,65 +75,6 @@ AwrOut run_awr(fh::ops::Device& ops, const std::vector<float>& logits, const std
     fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d.view(), bl.cview(), b1.cview(), b2.cview(), bv.cview(), ba.cview(),
                         beta, max_weight);
     return {ops.to_host(loss.cview()), ops.to_host(w.cview()), ops.to_host(d.cview())};
-}
-
-/// The error model of the twin-Q loss (iql::q_row), per row from the inputs: y = r + d v' (the
-/// device may fuse it: 2 u of |r| + |d v'| between the sides), e = q - y (its rounding, u of |e|
-/// each side), d_q = 2 e / B (u each side), loss = e1^2 + e2^2 (three roundings each side, some
-/// fused). Invalid rows: NaN loss, zero gradients, on both sides.
-struct QBounds {
-    fh::test::Bounds loss, d_q1, d_q2;
-};
-QBounds q_model(const std::vector<float>& q1, const std::vector<float>& q2, const std::vector<int>& actions,
-                const std::vector<float>& rewards, const std::vector<float>& discounts, const std::vector<float>& vn,
-                int A) {
-    const double u = fh::test::kFloatU;
-    const std::size_t B = actions.size();
-    QBounds m{fh::test::Bounds(B, 0.0), fh::test::Bounds(B * A, 0.0), fh::test::Bounds(B * A, 0.0)};
-    for (std::size_t b = 0; b < B; ++b) {
-        const int a = actions[b];
-        if (a < 0 || a >= A) continue;
-        const double dv = static_cast<double>(discounts[b]) * vn[b], y = rewards[b] + dv;
-        const double dy = 2 * u * (std::abs(static_cast<double>(rewards[b])) + std::abs(dv) + std::abs(y));
-        const double e1 = q1[b * A + a] - y, e2 = q2[b * A + a] - y;
-        const double de1 = dy + 2 * u * std::abs(e1), de2 = dy + 2 * u * std::abs(e2);
-        m.d_q1[b * A + a] = (2 * de1 + 4 * u * std::abs(e1)) / static_cast<double>(B);
-        m.d_q2[b * A + a] = (2 * de2 + 4 * u * std::abs(e2)) / static_cast<double>(B);
-        m.loss[b] = 2 * std::abs(e1) * de1 + 2 * std::abs(e2) * de2 + 6 * u * (e1 * e1 + e2 * e2);
-    }
-    return m;
-}
-
-/// The error model of the AWR policy loss (iql::awr_row), per row from the inputs: the weight
-/// min(expf(beta adv), max) (adv and beta adv round alike on both sides: expf's 2 ulp, 8 u of w);
-/// log pi(a) = l_a - lse (log_sum_exp_bound, the subtraction's u each side); loss = -w log pi
-/// (u each side); d_logits_j = w (p_j - onehot) / B (softmax_bound; a subtraction and two
-/// products, u each on each side).
-struct AwrBounds {
-    fh::test::Bounds loss, weights, d_logits;
-};
-AwrBounds awr_model(const std::vector<float>& logits, const std::vector<float>& q1, const std::vector<float>& q2,
-                    const std::vector<float>& v, const std::vector<int>& actions, float beta, float max_weight, int A) {
-    const double u = fh::test::kFloatU;
-    const std::size_t B = actions.size();
-    AwrBounds m{fh::test::Bounds(B, 0.0), fh::test::Bounds(B, 0.0), fh::test::Bounds(B * A, 0.0)};
-    for (std::size_t b = 0; b < B; ++b) {
-        const int a = actions[b];
-        if (a < 0 || a >= A) continue;
-        const float adv = std::min(q1[b * A + a], q2[b * A + a]) - v[b];
-        const double e = std::exp(std::min(static_cast<double>(beta * adv), 80.0));
-        const double w = std::min(e, static_cast<double>(max_weight)), dw = 8 * u * w;  // (clamped: near it)
-        m.weights[b] = dw;
-        const auto s = fh::test::log_sum_exp_bound(logits.data() + b * A, A);
-        const double lp = logits[b * A + a] - s.lse, dlp = s.bound + 2 * u * std::abs(lp);
-        m.loss[b] = dw * std::abs(lp) + w * dlp + 2 * u * w * std::abs(lp);
-        for (int j = 0; j < A; ++j) {
-            const double p = std::exp(static_cast<double>(logits[b * A + j]) - s.lse), g = std::abs(p - (j == a));
-            m.d_logits[b * A + j] =
-                (dw * g + w * fh::test::softmax_bound(s, logits[b * A + j]) + 6 * u * w * g) / static_cast<double>(B);
-        }
-    }
-    return m;
 }
 
 std::vector<int> run_behaviour(fh::ops::Device& ops, const std::vector<float>& states, const BehaviourParams& p,
@@ -638,7 +580,7 @@ TEST_CASE("the IQL kernels equal their CPU twins", "[gpu][iql]") {
         {
             const QOut c = run_q(cpu, q1, q2, actions, rewards, discounts, vn);
             const QOut g = run_q(gpu, q1, q2, actions, rewards, discounts, vn);
-            const auto m = q_model(q1, q2, actions, rewards, discounts, vn, A);
+            const auto m = fh::test::q_model(q1, q2, actions, rewards, discounts, vn, A);
             FH_REQUIRE_WITHIN(g.loss, c.loss, m.loss, fh::test::Nan::both_match);
             FH_REQUIRE_WITHIN(g.d_q1, c.d_q1, m.d_q1);
             FH_REQUIRE_WITHIN(g.d_q2, c.d_q2, m.d_q2);
@@ -646,9 +588,9 @@ TEST_CASE("the IQL kernels equal their CPU twins", "[gpu][iql]") {
         for (float beta : {0.5f, 3.0f}) {
             const AwrOut c = run_awr(cpu, logits, tq1, tq2, v, actions, beta, 20.0f);
             const AwrOut g = run_awr(gpu, logits, tq1, tq2, v, actions, beta, 20.0f);
-            // Device expf/logf differ from glibc's in the last bits (awr_model): weights reach 20,
+            // Device expf/logf differ from glibc's in the last bits (fh::test::awr_model): weights reach 20,
             // and pi - 1 or log pi nearly cancel, so the bounds follow p and w, not the result.
-            const auto m = awr_model(logits, tq1, tq2, v, actions, beta, 20.0f, A);
+            const auto m = fh::test::awr_model(logits, tq1, tq2, v, actions, beta, 20.0f, A);
             FH_REQUIRE_WITHIN(g.weights, c.weights, m.weights);
             FH_REQUIRE_WITHIN(g.loss, c.loss, m.loss, fh::test::Nan::both_match);
             FH_REQUIRE_WITHIN(g.d_logits, c.d_logits, m.d_logits);

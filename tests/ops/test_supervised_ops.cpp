@@ -16,6 +16,7 @@
 #include "ops/cpu_device.hpp"
 #include "ops/supervised/ops.hpp"
 #include "support/compare.hpp"
+#include "support/error_model.hpp"
 #include "support/gpu.hpp"
 
 using fh::supervised::SignalParams;
@@ -303,8 +304,27 @@ TEST_CASE("the supervised kernels equal their CPU twins", "[gpu][supervised]") {
         for (int target : {fh::supervised::kReturn, fh::supervised::kDirection}) {
             const auto& y = target == fh::supervised::kReturn ? yr : yd;
             const auto c = run_loss(cpu, pred, y, target), d = run_loss(gpu, pred, y, target);
-            FH_REQUIRE_CLOSE(d.loss, c.loss, 1e-6, 1e-5);
-            FH_REQUIRE_CLOSE(d.d, c.d, 1e-7, 1e-5);
+            if (target == fh::supervised::kReturn) {  // a subtraction and products: exact
+                FH_REQUIRE_CLOSE(d.loss, c.loss, 0, 0);
+                FH_REQUIRE_CLOSE(d.d, c.d, 0, 0);
+                continue;
+            }
+            // Direction (supervised::loss_row), per element: max(p, 0) - y p may fuse on the device
+            // (2 u of each term and of the loss, both sides); log1pf(expf(-|p|)) takes expf's
+            // and log1pf's 2 ulp (16 u of it, both sides); sigmoid(p) - y: expf, a sum and a
+            // division (16 u of sigmoid, both sides), the subtraction's and the scale's u each.
+            const double u = fh::test::kFloatU, scale = 1.0 / B;
+            fh::test::Bounds bl(pred.size()), bd(pred.size());
+            for (std::size_t i = 0; i < pred.size(); ++i) {
+                const double p = pred[i], t = y[i], soft = std::log1p(std::exp(-std::abs(p)));
+                const double sig = 1 / (1 + std::exp(-p));
+                bl[i] = 4 * u * (std::max(p, 0.0) + std::abs(t * p) + std::abs(static_cast<double>(c.loss[i]))) +
+                        16 * u * soft;
+                bd[i] =
+                    scale * (16 * u * sig + 2 * u * std::abs(sig - t)) + 2 * u * std::abs(static_cast<double>(c.d[i]));
+            }
+            FH_REQUIRE_WITHIN(d.loss, c.loss, bl);
+            FH_REQUIRE_WITHIN(d.d, c.d, bd);
         }
         // The adapter on random states (positions on the levels), every setting.
         auto p = base_params();

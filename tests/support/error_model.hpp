@@ -63,17 +63,42 @@ inline Bounds reordered_sum(const std::vector<double>& abs_terms, double terms) 
 /// block = ref.size()), since a sum that cancels to near zero keeps its terms' rounding error:
 ///     bound_i = k u (|ref_i| + max_abs(block of i)),  k = levels sum_ulps(terms) + 8 transcendentals.
 template <class T>
+Bounds block_bounds(const std::vector<T>& ref, std::size_t block, double k);
+
+template <class T>
 Bounds chain_bounds(const std::vector<T>& ref, std::size_t block, int levels, double terms, int transcendentals) {
+    return block_bounds(ref, block, levels * sum_ulps(terms) + 8.0 * transcendentals);
+}
+
+/// bound_i = k u (|ref_i| + the largest |ref| of i's block of `block` elements): k ulps of each
+/// element and of its block's scale (chain_bounds' form, for a model that gives k directly).
+template <class T>
+Bounds block_bounds(const std::vector<T>& ref, std::size_t block, double k) {
     REQUIRE(block > 0);
-    const double k = (levels * sum_ulps(terms) + 8.0 * transcendentals) * kFloatU;
     Bounds b(ref.size());
     for (std::size_t from = 0; from < ref.size(); from += block) {
         const std::size_t to = std::min(ref.size(), from + block);
         double scale = 0;
-        for (std::size_t i = from; i < to; ++i) scale = std::max(scale, std::abs(static_cast<double>(ref[i])));
-        for (std::size_t i = from; i < to; ++i) b[i] = k * (std::abs(static_cast<double>(ref[i])) + scale);
+        for (std::size_t i = from; i < to; ++i)
+            if (std::isfinite(static_cast<double>(ref[i])))
+                scale = std::max(scale, std::abs(static_cast<double>(ref[i])));
+        for (std::size_t i = from; i < to; ++i) b[i] = k * kFloatU * (std::abs(static_cast<double>(ref[i])) + scale);
     }
     return b;
+}
+
+/// The mean of x's n floats on two sides (Device::mean: the CPU sums in double, the kernel in
+/// float in a tree): the float sum's reordered-sum bound, sum_ulps(n) u sum |x| / n, and the
+/// division's and the final rounding's u of |mean| on each side.
+template <class T>
+double mean_bound(const std::vector<T>& x) {
+    double abs_sum = 0, sum = 0;
+    for (const T& v : x) {
+        abs_sum += std::abs(static_cast<double>(v));
+        sum += static_cast<double>(v);
+    }
+    const double n = static_cast<double>(x.size());
+    return sum_ulps(n) * kFloatU * abs_sum / n + 4 * kFloatU * std::abs(sum / n);
 }
 
 /// A row's log-sum-exp (policy::log_sum_exp: its max m, then m + logf(sum of expf(l - m)) in
@@ -168,6 +193,14 @@ Mismatches compare_within(const G& got, const R& ref, const Bounds& bound, Nan n
         const auto fh_m_ = ::fh::test::compare_within(got, ref, bound __VA_OPT__(, ) __VA_ARGS__); \
         INFO(::fh::test::describe(fh_m_));                                                         \
         REQUIRE(fh_m_.count == 0);                                                                 \
+    } while (0)
+
+/// CHECK form of FH_REQUIRE_WITHIN (the test goes on after a failure).
+#define FH_CHECK_WITHIN(got, ref, bound, ...)                                                      \
+    do {                                                                                           \
+        const auto fh_m_ = ::fh::test::compare_within(got, ref, bound __VA_OPT__(, ) __VA_ARGS__); \
+        INFO(::fh::test::describe(fh_m_));                                                         \
+        CHECK(fh_m_.count == 0);                                                                   \
     } while (0)
 
 /// The bound of a linear layer's forward Y = act(X W^T + b) (nn::ref::linear_forward): each

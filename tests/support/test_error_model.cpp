@@ -79,6 +79,8 @@ TEST_CASE("abs_gemm: |A| |B| with either operand transposed", "[support][compare
     CHECK(fh::test::plus({1, 2}, {0.5, 0.25}) == std::vector<double>{1.5, 2.25});
     CHECK(fh::test::abs_of(std::vector<float>{-1.5f, 2.f}) == std::vector<double>{1.5, 2});
     CHECK(fh::test::ulps(3).rtol == 3 * kFloatU);
+    // mean_bound: 4 sqrt(n) u sum|x| / n + 4 u |mean|.
+    CHECK(fh::test::mean_bound(std::vector<float>{1, -3, 2, 4}) == Approx(4 * 2 * kFloatU * 10 / 4 + 4 * kFloatU * 1));
     // chain_bounds: k u (|ref_i| + the largest |ref| of i's block), k = levels 4 sqrt(terms) + 8 per transcendental.
     const auto cb = fh::test::chain_bounds(std::vector<float>{1, -4, 0.5f, 0}, 2, 2, 4, 1);
     const double k = (2 * 4 * 2 + 8) * kFloatU;
