@@ -102,20 +102,25 @@ double mean_bound(const std::vector<T>& x) {
 }
 
 /// A row's log-sum-exp (policy::log_sum_exp: its max m, then m + logf(sum of expf(l - m)) in
-/// order) on two sides: the exact value and the bound of the two floats' difference. Each side:
-/// expf within 2 ulp (4 u of each term: 4 u of the sum) and n - 1 additions of positive terms
-/// ((n - 1) u of the sum), which logf turns into an absolute (n + 3) u; logf's own 2 ulp (4 u of
-/// |log sum|); the final addition (u of |lse|). `bound` is twice that.
+/// order): the exact value and the bound of the difference of two float evaluations, each
+/// within, of the exact value: expf of the rounded l_j - m, within (4 + |l_j - m|) u of each term
+/// (2 ulp and the argument's rounding), and n - 1 additions of positive terms ((n - 1) u of the
+/// sum), which logf turns into as much absolute error; logf's own 2 ulp (4 u of |log sum|); the
+/// final addition (u of |lse|). `bound` is twice that.
 struct LogSumExp {
     double lse = 0, bound = 0;
 };
 inline LogSumExp log_sum_exp_bound(const float* l, int n) {
     double m = l[0];
     for (int j = 1; j < n; ++j) m = std::max(m, static_cast<double>(l[j]));
-    double sum = 0;
-    for (int j = 0; j < n; ++j) sum += std::exp(static_cast<double>(l[j]) - m);
+    double sum = 0, terms = 0;
+    for (int j = 0; j < n; ++j) {
+        const double e = std::exp(static_cast<double>(l[j]) - m);
+        sum += e;
+        terms += e * (4 + std::abs(static_cast<double>(l[j]) - m));
+    }
     const double lse = m + std::log(sum);
-    return {lse, 2 * kFloatU * ((n + 3) + 4 * std::abs(std::log(sum)) + std::abs(lse))};
+    return {lse, 2 * kFloatU * (terms / sum + (n - 1) + 4 * std::abs(std::log(sum)) + std::abs(lse))};
 }
 
 /// softmax p_j = expf(l_j - lse) of a row on two sides: p_j's bound from lse's, the subtraction's
