@@ -555,6 +555,51 @@ TEST_CASE("behaviour policy: each trader type by hand, random_fraction 0 and 1",
     }
 }
 
+TEST_CASE("IQL error models: the CPU twins are within half of q_model's and awr_model's bounds of the double math",
+          "[iql]") {
+    // The [gpu] test's models cover two float sides; one side against the exact losses (the same
+    // formulas in double) takes at most half.
+    fh::ops::CpuDevice cpu;
+    const int A = 9, B = 1000;
+    const auto v = random_floats(B, 1), vn = random_floats(B, 2), q1 = random_floats(B * A, 3),
+               q2 = random_floats(B * A, 4), logits = random_floats(B * A, 5, -8.f, 8.f), rewards = random_floats(B, 6);
+    auto discounts = random_floats(B, 7, 0.f, 0.99f);
+    const auto actions = random_actions(B, A, 8);
+    const QOut q = run_q(cpu, q1, q2, actions, rewards, discounts, vn);
+    std::vector<double> loss(B), d1(B * A, 0.0), d2(B * A, 0.0);
+    for (int b = 0; b < B; ++b) {
+        const int a = actions[b];
+        const double y = rewards[b] + static_cast<double>(discounts[b]) * vn[b];
+        const double e1 = q1[b * A + a] - y, e2 = q2[b * A + a] - y;
+        loss[b] = e1 * e1 + e2 * e2;
+        d1[b * A + a] = 2 * e1 / B;
+        d2[b * A + a] = 2 * e2 / B;
+    }
+    const auto mq = fh::test::q_model(q1, q2, actions, rewards, discounts, vn, A);
+    FH_REQUIRE_WITHIN(q.loss, loss, fh::test::times(mq.loss, 0.5));
+    FH_REQUIRE_WITHIN(q.d_q1, d1, fh::test::times(mq.d_q1, 0.5));
+    FH_REQUIRE_WITHIN(q.d_q2, d2, fh::test::times(mq.d_q2, 0.5));
+    for (float beta : {0.5f, 3.0f}) {
+        INFO("beta " << beta);
+        const AwrOut w = run_awr(cpu, logits, q1, q2, v, actions, beta, 20.0f);
+        std::vector<double> wl(B), ww(B), wd(B * A);
+        for (int b = 0; b < B; ++b) {
+            const int a = actions[b];
+            const float adv = std::min(q1[b * A + a], q2[b * A + a]) - v[b];
+            const double weight = std::min(std::exp(static_cast<double>(beta * adv)), 20.0);
+            const auto s = fh::test::log_sum_exp_bound(logits.data() + b * A, A);
+            ww[b] = weight;
+            wl[b] = -weight * (logits[b * A + a] - s.lse);
+            for (int j = 0; j < A; ++j)
+                wd[b * A + j] = weight * (std::exp(logits[b * A + j] - s.lse) - (j == a ? 1.0 : 0.0)) / B;
+        }
+        const auto ma = fh::test::awr_model(logits, q1, q2, v, actions, beta, 20.0f, A);
+        FH_REQUIRE_WITHIN(w.weights, ww, fh::test::times(ma.weights, 0.5));
+        FH_REQUIRE_WITHIN(w.loss, wl, fh::test::times(ma.loss, 0.5));
+        FH_REQUIRE_WITHIN(w.d_logits, wd, fh::test::times(ma.d_logits, 0.5));
+    }
+}
+
 TEST_CASE("the IQL kernels equal their CPU twins", "[gpu][iql]") {
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();

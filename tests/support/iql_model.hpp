@@ -15,7 +15,8 @@ namespace fh::test {
 
 /// The error model of the twin-Q loss (iql::q_row), per row from the inputs: y = r + d v' (the
 /// device may fuse it: 2 u of |r| + |d v'| between the sides), e = q - y (its rounding, u of |e|
-/// each side), d_q = 2 e / B (u each side), loss = e1^2 + e2^2 (three roundings each side, some
+/// each side), d_q = 2 e scale (scale = 1 / B in float: its own rounding and the product's, 2 u
+/// each side), loss = e1^2 + e2^2 (three roundings each side, some
 /// fused). Invalid rows: NaN loss, zero gradients, on both sides.
 struct QBounds {
     Bounds loss, d_q1, d_q2;
@@ -33,8 +34,8 @@ inline QBounds q_model(const std::vector<float>& q1, const std::vector<float>& q
         const double dy = 2 * u * (std::abs(static_cast<double>(rewards[b])) + std::abs(dv) + std::abs(y));
         const double e1 = q1[b * A + a] - y, e2 = q2[b * A + a] - y;
         const double de1 = dy + 2 * u * std::abs(e1), de2 = dy + 2 * u * std::abs(e2);
-        m.d_q1[b * A + a] = (2 * de1 + 4 * u * std::abs(e1)) / static_cast<double>(B);
-        m.d_q2[b * A + a] = (2 * de2 + 4 * u * std::abs(e2)) / static_cast<double>(B);
+        m.d_q1[b * A + a] = (2 * de1 + 8 * u * std::abs(e1)) / static_cast<double>(B);
+        m.d_q2[b * A + a] = (2 * de2 + 8 * u * std::abs(e2)) / static_cast<double>(B);
         m.loss[b] = 2 * std::abs(e1) * de1 + 2 * std::abs(e2) * de2 + 6 * u * (e1 * e1 + e2 * e2);
     }
     return m;
@@ -43,8 +44,8 @@ inline QBounds q_model(const std::vector<float>& q1, const std::vector<float>& q
 /// The error model of the AWR policy loss (iql::awr_row), per row from the inputs: the weight
 /// min(expf(beta adv), max) (adv and beta adv round alike on both sides: expf's 2 ulp, 8 u of w);
 /// log pi(a) = l_a - lse (log_sum_exp_bound, the subtraction's u each side); loss = -w log pi
-/// (u each side); d_logits_j = w (p_j - onehot) / B (softmax_bound; a subtraction and two
-/// products, u each on each side).
+/// (u each side); d_logits_j = w (p_j - onehot) scale (softmax_bound; a subtraction, two
+/// products and the float scale 1 / B, u each on each side).
 struct AwrBounds {
     Bounds loss, weights, d_logits;
 };
@@ -67,7 +68,7 @@ inline AwrBounds awr_model(const std::vector<float>& logits, const std::vector<f
         for (int j = 0; j < A; ++j) {
             const double p = std::exp(static_cast<double>(logits[b * A + j]) - s.lse), g = std::abs(p - (j == a));
             m.d_logits[b * A + j] =
-                (dw * g + w * softmax_bound(s, logits[b * A + j]) + 6 * u * w * g) / static_cast<double>(B);
+                (dw * g + w * softmax_bound(s, logits[b * A + j]) + 8 * u * w * g) / static_cast<double>(B);
         }
     }
     return m;
