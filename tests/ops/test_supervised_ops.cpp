@@ -115,6 +115,26 @@ int level_of(float pred, const std::vector<float>& st, const SignalParams& p,
     return a / p.urgency_levels;
 }
 
+/// The direction loss's error model (supervised::loss_row) between two float evaluations, per
+/// element from the prediction p, the label y and the reference's loss: max(p, 0) -
+/// y p may fuse on the device (2 u of each term and of the loss, both sides); log1pf(expf(-|p|))
+/// takes expf's and log1pf's 2 ulp (16 u of it, both sides); sigmoid(p) - y: expf, a sum and a
+/// division (16 u of sigmoid, both sides), then the subtraction, the float scale 1 / B and the
+/// product (8 u of the result, both sides). Returns the loss's and the gradient's bounds.
+std::pair<fh::test::Bounds, fh::test::Bounds> direction_model(const std::vector<float>& pred,
+                                                              const std::vector<float>& y,
+                                                              const std::vector<float>& loss) {
+    const double u = fh::test::kFloatU, scale = 1.0 / static_cast<double>(pred.size());
+    fh::test::Bounds bl(pred.size()), bd(pred.size());
+    for (std::size_t i = 0; i < pred.size(); ++i) {
+        const double p = pred[i], t = y[i], soft = std::log1p(std::exp(-std::abs(p)));
+        const double sig = 1 / (1 + std::exp(-p));
+        bl[i] = 4 * u * (std::max(p, 0.0) + std::abs(t * p) + std::abs(static_cast<double>(loss[i]))) + 16 * u * soft;
+        bd[i] = scale * (16 * u * sig + 8 * u * std::abs(sig - t));
+    }
+    return {bl, bd};
+}
+
 }  // namespace
 
 TEST_CASE("supervised_gather: sequential batches in order, random ones uniform, each row its sample's bar",
@@ -277,6 +297,27 @@ TEST_CASE("signal adapter: with 15 levels and 3 contracts the held position is f
     }
 }
 
+TEST_CASE("the direction loss's error model: the CPU twin is within half its bound of the double loss",
+          "[supervised][ops]") {
+    // The [gpu] test's model covers two float sides; one side against the exact loss (the same
+    // formula in double) takes at most half.
+    fh::ops::CpuDevice cpu;
+    const std::size_t B = 1000;
+    const auto pred = random_floats(B, 31, -12.f, 12.f);
+    std::vector<float> y(B);
+    for (std::size_t i = 0; i < B; ++i) y[i] = static_cast<float>(i % 3) * 0.5f;
+    const auto c = run_loss(cpu, pred, y, fh::supervised::kDirection);
+    std::vector<double> loss(B), d(B);
+    for (std::size_t i = 0; i < B; ++i) {
+        const double p = pred[i];
+        loss[i] = std::max(p, 0.0) - y[i] * p + std::log1p(std::exp(-std::abs(p)));
+        d[i] = (1 / (1 + std::exp(-p)) - y[i]) / static_cast<double>(B);
+    }
+    const auto m = direction_model(pred, y, c.loss);
+    FH_REQUIRE_WITHIN(c.loss, loss, fh::test::times(m.first, 0.5));
+    FH_REQUIRE_WITHIN(c.d, d, fh::test::times(m.second, 0.5));
+}
+
 TEST_CASE("the supervised kernels equal their CPU twins", "[gpu][supervised]") {
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
@@ -309,22 +350,9 @@ TEST_CASE("the supervised kernels equal their CPU twins", "[gpu][supervised]") {
                 FH_REQUIRE_CLOSE(d.d, c.d, 0, 0);
                 continue;
             }
-            // Direction (supervised::loss_row), per element: max(p, 0) - y p may fuse on the device
-            // (2 u of each term and of the loss, both sides); log1pf(expf(-|p|)) takes expf's
-            // and log1pf's 2 ulp (16 u of it, both sides); sigmoid(p) - y: expf, a sum and a
-            // division (16 u of sigmoid, both sides), the subtraction's and the scale's u each.
-            const double u = fh::test::kFloatU, scale = 1.0 / B;
-            fh::test::Bounds bl(pred.size()), bd(pred.size());
-            for (std::size_t i = 0; i < pred.size(); ++i) {
-                const double p = pred[i], t = y[i], soft = std::log1p(std::exp(-std::abs(p)));
-                const double sig = 1 / (1 + std::exp(-p));
-                bl[i] = 4 * u * (std::max(p, 0.0) + std::abs(t * p) + std::abs(static_cast<double>(c.loss[i]))) +
-                        16 * u * soft;
-                bd[i] =
-                    scale * (16 * u * sig + 2 * u * std::abs(sig - t)) + 2 * u * std::abs(static_cast<double>(c.d[i]));
-            }
-            FH_REQUIRE_WITHIN(d.loss, c.loss, bl);
-            FH_REQUIRE_WITHIN(d.d, c.d, bd);
+            const auto m = direction_model(pred, y, c.loss);
+            FH_REQUIRE_WITHIN(d.loss, c.loss, m.first);
+            FH_REQUIRE_WITHIN(d.d, c.d, m.second);
         }
         // The adapter on random states (positions on the levels), every setting.
         auto p = base_params();
