@@ -290,11 +290,11 @@ TEST_CASE("the DQN ensemble's acting, loss and masks on the GPU equal their CPU 
                     const LossOut lc = loss(cpu, h, B, c.hs, c.hsel, c.ht, c, c.target_actions, c.masks, cql);
                     const LossOut lg = loss(gpu, h, B, c.hs, c.hsel, c.ht, c, c.target_actions, c.masks, cql);
                     // Each head's loss as the single head's (test_dqn_step_ops.cpp, loss_model: 3
-                    // reductions of up to Z terms and 3 expf / logf for C51; 2 reductions of A terms
+                    // reductions of up to Z terms and 4 expf / logf for C51; 2 reductions of A terms
                     // for the scalar head; CQL 2 more), one more level for the mean over the K heads;
                     // norm-relative, d_head as one tensor, the stats per statistic.
                     const int levels = (scalar ? 2 : 3) + 1, terms = scalar ? 9 : 51;
-                    const int tr = (scalar ? 0 : 3) + (cql > 0 ? 2 : 0);
+                    const int tr = (scalar ? 0 : 4) + (cql > 0 ? 2 : 0);
                     const auto bounds = [&](const LossOut& r) {
                         return std::pair{
                             fh::test::chain_bounds(r.d_head, r.d_head.size(), levels, terms, tr),

@@ -135,8 +135,8 @@ LossOut run_loss(fh::ops::Device& ops, const LossCase& c, const fh::dqn::AgentPa
 
 /// The fused loss's error model against the CPU twin (fh::test::chain_bounds, norm-relative):
 /// the C51 head, 3 nested reductions of up to max(Z, A) terms (the dueling mean over the
-/// actions, the log-sum-exp over the atoms, the target's projection and expectation) and 3
-/// expf / logf (the online softmax's two, the target's expf), 2 more with CQL (its soft maximum
+/// actions, the log-sum-exp over the atoms, the target's projection and expectation) and 4
+/// expf / logf (the online softmax's two, the selecting row's and the target's expf), 2 more with CQL (its soft maximum
 /// over the actions); the scalar head, 2 reductions over the A actions (the dueling mean, CQL's
 /// sum) and CQL's two. d_head: one scale for the tensor; stats: one per statistic (its B rows).
 struct LossBounds {
@@ -144,7 +144,7 @@ struct LossBounds {
 };
 LossBounds loss_model(const LossOut& ref, const HeadParams& h, int B, bool cql) {
     const int levels = h.scalar ? 2 : 3, terms = h.scalar ? h.num_actions : std::max(h.num_atoms, h.num_actions);
-    const int transcendentals = (h.scalar ? 0 : 3) + (cql ? 2 : 0);
+    const int transcendentals = (h.scalar ? 0 : 4) + (cql ? 2 : 0);
     return {fh::test::chain_bounds(ref.d_head, ref.d_head.size(), levels, terms, transcendentals),
             fh::test::chain_bounds(ref.stats, static_cast<std::size_t>(B), levels, terms, transcendentals)};
 }

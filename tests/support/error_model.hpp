@@ -328,7 +328,8 @@ MlpBounds mlp_bounds(const Layers& layers, const std::vector<float>& params, con
         const std::vector<float> b(params.begin() + static_cast<std::ptrdiff_t>(L.bias.offset),
                                    params.begin() + static_cast<std::ptrdiff_t>(L.bias.offset + L.bias.size));
         std::vector<float> y(nb * static_cast<std::size_t>(L.out));
-        nn::ref::linear_forward<float>(y.data(), x.data(), W.data(), b.data(), batch, L.in, L.out, L.act);
+        nn::ref::linear_forward<float>(y.data(), x.data(), W.data(), b.empty() ? nullptr : b.data(), batch, L.in, L.out,
+                                       L.act);
         bounds.push_back(
             linear_forward_bound(x, W, b, y, batch, L.in, L.out, L.act, bounds.empty() ? Bounds{} : bounds.back()));
         acts.push_back(std::move(y));
