@@ -17,6 +17,8 @@
 #include "math/iql.h"
 #include "ops/cpu_device.hpp"
 #include "support/compare.hpp"
+#include "support/error_model.hpp"
+#include "support/iql_model.hpp"
 #include "support/gpu.hpp"
 #include "ops/iql/ops.hpp"
 
@@ -553,6 +555,51 @@ TEST_CASE("behaviour policy: each trader type by hand, random_fraction 0 and 1",
     }
 }
 
+TEST_CASE("IQL error models: the CPU twins are within half of q_model's and awr_model's bounds of the double math",
+          "[iql]") {
+    // The [gpu] test's models cover two float sides; one side against the exact losses (the same
+    // formulas in double) takes at most half.
+    fh::ops::CpuDevice cpu;
+    const int A = 9, B = 1000;
+    const auto v = random_floats(B, 1), vn = random_floats(B, 2), q1 = random_floats(B * A, 3),
+               q2 = random_floats(B * A, 4), logits = random_floats(B * A, 5, -8.f, 8.f), rewards = random_floats(B, 6);
+    auto discounts = random_floats(B, 7, 0.f, 0.99f);
+    const auto actions = random_actions(B, A, 8);
+    const QOut q = run_q(cpu, q1, q2, actions, rewards, discounts, vn);
+    std::vector<double> loss(B), d1(B * A, 0.0), d2(B * A, 0.0);
+    for (int b = 0; b < B; ++b) {
+        const int a = actions[b];
+        const double y = rewards[b] + static_cast<double>(discounts[b]) * vn[b];
+        const double e1 = q1[b * A + a] - y, e2 = q2[b * A + a] - y;
+        loss[b] = e1 * e1 + e2 * e2;
+        d1[b * A + a] = 2 * e1 / B;
+        d2[b * A + a] = 2 * e2 / B;
+    }
+    const auto mq = fh::test::q_model(q1, q2, actions, rewards, discounts, vn, A);
+    FH_REQUIRE_WITHIN(q.loss, loss, fh::test::times(mq.loss, 0.5));
+    FH_REQUIRE_WITHIN(q.d_q1, d1, fh::test::times(mq.d_q1, 0.5));
+    FH_REQUIRE_WITHIN(q.d_q2, d2, fh::test::times(mq.d_q2, 0.5));
+    for (float beta : {0.5f, 3.0f}) {
+        INFO("beta " << beta);
+        const AwrOut w = run_awr(cpu, logits, q1, q2, v, actions, beta, 20.0f);
+        std::vector<double> wl(B), ww(B), wd(B * A);
+        for (int b = 0; b < B; ++b) {
+            const int a = actions[b];
+            const float adv = std::min(q1[b * A + a], q2[b * A + a]) - v[b];
+            const double weight = std::min(std::exp(static_cast<double>(beta * adv)), 20.0);
+            const auto s = fh::test::log_sum_exp_bound(logits.data() + b * A, A);
+            ww[b] = weight;
+            wl[b] = -weight * (logits[b * A + a] - s.lse);
+            for (int j = 0; j < A; ++j)
+                wd[b * A + j] = weight * (std::exp(logits[b * A + j] - s.lse) - (j == a ? 1.0 : 0.0)) / B;
+        }
+        const auto ma = fh::test::awr_model(logits, q1, q2, v, actions, beta, 20.0f, A);
+        FH_REQUIRE_WITHIN(w.weights, ww, fh::test::times(ma.weights, 0.5));
+        FH_REQUIRE_WITHIN(w.loss, wl, fh::test::times(ma.loss, 0.5));
+        FH_REQUIRE_WITHIN(w.d_logits, wd, fh::test::times(ma.d_logits, 0.5));
+    }
+}
+
 TEST_CASE("the IQL kernels equal their CPU twins", "[gpu][iql]") {
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
@@ -570,24 +617,28 @@ TEST_CASE("the IQL kernels equal their CPU twins", "[gpu][iql]") {
         if (B >= 7) actions[3] = A;  // an invalid action: NaN loss, zero gradients on both
         for (float tau : {0.5f, 0.9f}) {
             const ValueOut c = run_value(cpu, v, tq1, tq2, actions, tau), g = run_value(gpu, v, tq1, tq2, actions, tau);
-            FH_REQUIRE_CLOSE(g.loss, c.loss, 1e-6, 1e-5);
-            FH_REQUIRE_CLOSE(g.d_v, c.d_v, 1e-7, 1e-5);
+            // Exact: a subtraction and products, no sum for the device to fuse (iql::value_row);
+            // the invalid row's loss is NaN on both sides.
+            FH_REQUIRE_CLOSE(g.loss, c.loss, 0, 0, fh::test::Nan::both_match);
+            FH_REQUIRE_CLOSE(g.d_v, c.d_v, 0, 0);
         }
         {
             const QOut c = run_q(cpu, q1, q2, actions, rewards, discounts, vn);
             const QOut g = run_q(gpu, q1, q2, actions, rewards, discounts, vn);
-            FH_REQUIRE_CLOSE(g.loss, c.loss, 1e-5, 1e-5);
-            FH_REQUIRE_CLOSE(g.d_q1, c.d_q1, 1e-6, 1e-5);
-            FH_REQUIRE_CLOSE(g.d_q2, c.d_q2, 1e-6, 1e-5);
+            const auto m = fh::test::q_model(q1, q2, actions, rewards, discounts, vn, A);
+            FH_REQUIRE_WITHIN(g.loss, c.loss, m.loss, fh::test::Nan::both_match);
+            FH_REQUIRE_WITHIN(g.d_q1, c.d_q1, m.d_q1);
+            FH_REQUIRE_WITHIN(g.d_q2, c.d_q2, m.d_q2);
         }
         for (float beta : {0.5f, 3.0f}) {
             const AwrOut c = run_awr(cpu, logits, tq1, tq2, v, actions, beta, 20.0f);
             const AwrOut g = run_awr(gpu, logits, tq1, tq2, v, actions, beta, 20.0f);
-            FH_REQUIRE_CLOSE(g.weights, c.weights, 1e-6, 1e-5);
-            // Device expf/logf differ from glibc's in the last bits; weights reach 20, so the
-            // absolute tolerances allow 20 x a few 1e-7 where log pi or pi - 1 nearly cancel.
-            FH_REQUIRE_CLOSE(g.loss, c.loss, 1e-4, 1e-4);
-            FH_REQUIRE_CLOSE(g.d_logits, c.d_logits, 1e-5, 1e-4);
+            // Device expf/logf differ from glibc's in the last bits (fh::test::awr_model): weights reach 20,
+            // and pi - 1 or log pi nearly cancel, so the bounds follow p and w, not the result.
+            const auto m = fh::test::awr_model(logits, tq1, tq2, v, actions, beta, 20.0f, A);
+            FH_REQUIRE_WITHIN(g.weights, c.weights, m.weights);
+            FH_REQUIRE_WITHIN(g.loss, c.loss, m.loss, fh::test::Nan::both_match);
+            FH_REQUIRE_WITHIN(g.d_logits, c.d_logits, m.d_logits);
         }
     }
     // The behaviour policy: bit for bit, odd sizes, both market layouts, several steps.

@@ -17,6 +17,7 @@
 #include "ops/dqn/ops.hpp"
 #include "ops/iqn/ops.hpp"
 #include "support/compare.hpp"
+#include "support/error_model.hpp"
 #include "support/gpu.hpp"
 
 using fh::dqn::HeadParams;
@@ -388,11 +389,14 @@ TEST_CASE("the IQN kernels equal their CPU twins bit for bit (the loss with CQL 
                         else REQUIRE(lg.stats[i] == lc.stats[i]);
                     }
                 } else {  // CQL's softmax: expf and logf may differ from the CPU's by an ulp
-                    FH_REQUIRE_CLOSE(lg.d_head, lc.d_head, 1e-6, 1e-4);
-                    for (std::size_t i = 0; i < lc.stats.size(); ++i) {
-                        if (std::isnan(lc.stats[i])) REQUIRE(std::isnan(lg.stats[i]));
-                        else REQUIRE(lg.stats[i] == Approx(lc.stats[i]).margin(1e-5).epsilon(1e-5));
-                    }
+                    // One level (the soft maximum's sum over the 9 actions), expf and logf,
+                    // norm-relative (fh::test::chain_bounds): d_head as one tensor, the stats per
+                    // statistic (B rows); the corrupt row's NaN statistics on both sides.
+                    FH_REQUIRE_WITHIN(lg.d_head, lc.d_head,
+                                      fh::test::chain_bounds(lc.d_head, lc.d_head.size(), 1, 9, 2));
+                    FH_REQUIRE_WITHIN(lg.stats, lc.stats,
+                                      fh::test::chain_bounds(lc.stats, static_cast<std::size_t>(B), 1, 9, 2),
+                                      fh::test::Nan::both_match);
                 }
             }
     // Acting's mean rows.

@@ -16,6 +16,7 @@
 #include "ops/cpu_device.hpp"
 #include "ops/supervised/ops.hpp"
 #include "support/compare.hpp"
+#include "support/error_model.hpp"
 #include "support/gpu.hpp"
 
 using fh::supervised::SignalParams;
@@ -112,6 +113,26 @@ int level_of(float pred, const std::vector<float>& st, const SignalParams& p,
     const int a = run_signal(ops, {pred}, st, calibration, p)[0];
     CHECK(a % p.urgency_levels == p.urgency);
     return a / p.urgency_levels;
+}
+
+/// The direction loss's error model (supervised::loss_row) between two float evaluations, per
+/// element from the prediction p, the label y and the reference's loss: max(p, 0) -
+/// y p may fuse on the device (2 u of each term and of the loss, both sides); log1pf(expf(-|p|))
+/// takes expf's and log1pf's 2 ulp (16 u of it, both sides); sigmoid(p) - y: expf, a sum and a
+/// division (16 u of sigmoid, both sides), then the subtraction, the float scale 1 / B and the
+/// product (8 u of the result, both sides). Returns the loss's and the gradient's bounds.
+std::pair<fh::test::Bounds, fh::test::Bounds> direction_model(const std::vector<float>& pred,
+                                                              const std::vector<float>& y,
+                                                              const std::vector<float>& loss) {
+    const double u = fh::test::kFloatU, scale = 1.0 / static_cast<double>(pred.size());
+    fh::test::Bounds bl(pred.size()), bd(pred.size());
+    for (std::size_t i = 0; i < pred.size(); ++i) {
+        const double p = pred[i], t = y[i], soft = std::log1p(std::exp(-std::abs(p)));
+        const double sig = 1 / (1 + std::exp(-p));
+        bl[i] = 4 * u * (std::max(p, 0.0) + std::abs(t * p) + std::abs(static_cast<double>(loss[i]))) + 16 * u * soft;
+        bd[i] = scale * (16 * u * sig + 8 * u * std::abs(sig - t));
+    }
+    return {bl, bd};
 }
 
 }  // namespace
@@ -276,6 +297,27 @@ TEST_CASE("signal adapter: with 15 levels and 3 contracts the held position is f
     }
 }
 
+TEST_CASE("the direction loss's error model: the CPU twin is within half its bound of the double loss",
+          "[supervised][ops]") {
+    // The [gpu] test's model covers two float sides; one side against the exact loss (the same
+    // formula in double) takes at most half.
+    fh::ops::CpuDevice cpu;
+    const std::size_t B = 1000;
+    const auto pred = random_floats(B, 31, -12.f, 12.f);
+    std::vector<float> y(B);
+    for (std::size_t i = 0; i < B; ++i) y[i] = static_cast<float>(i % 3) * 0.5f;
+    const auto c = run_loss(cpu, pred, y, fh::supervised::kDirection);
+    std::vector<double> loss(B), d(B);
+    for (std::size_t i = 0; i < B; ++i) {
+        const double p = pred[i];
+        loss[i] = std::max(p, 0.0) - y[i] * p + std::log1p(std::exp(-std::abs(p)));
+        d[i] = (1 / (1 + std::exp(-p)) - y[i]) / static_cast<double>(B);
+    }
+    const auto m = direction_model(pred, y, c.loss);
+    FH_REQUIRE_WITHIN(c.loss, loss, fh::test::times(m.first, 0.5));
+    FH_REQUIRE_WITHIN(c.d, d, fh::test::times(m.second, 0.5));
+}
+
 TEST_CASE("the supervised kernels equal their CPU twins", "[gpu][supervised]") {
     fh::ops::CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
@@ -303,8 +345,14 @@ TEST_CASE("the supervised kernels equal their CPU twins", "[gpu][supervised]") {
         for (int target : {fh::supervised::kReturn, fh::supervised::kDirection}) {
             const auto& y = target == fh::supervised::kReturn ? yr : yd;
             const auto c = run_loss(cpu, pred, y, target), d = run_loss(gpu, pred, y, target);
-            FH_REQUIRE_CLOSE(d.loss, c.loss, 1e-6, 1e-5);
-            FH_REQUIRE_CLOSE(d.d, c.d, 1e-7, 1e-5);
+            if (target == fh::supervised::kReturn) {  // a subtraction and products: exact
+                FH_REQUIRE_CLOSE(d.loss, c.loss, 0, 0);
+                FH_REQUIRE_CLOSE(d.d, c.d, 0, 0);
+                continue;
+            }
+            const auto m = direction_model(pred, y, c.loss);
+            FH_REQUIRE_WITHIN(d.loss, c.loss, m.first);
+            FH_REQUIRE_WITHIN(d.d, c.d, m.second);
         }
         // The adapter on random states (positions on the levels), every setting.
         auto p = base_params();

@@ -96,11 +96,10 @@ inline bool close_value(double g, double r, Tol tol, Nan nan, double* ratio = nu
     return ok;
 }
 
-/// Compares got with ref element by element: any two contiguous ranges of numbers (vectors,
-/// spans, arrays; float against double is fine). Sizes must match; a size mismatch counts as one
-/// mismatch and is printed.
-template <class G, class R>
-Mismatches compare_close(const G& got, const R& ref, Tol tol, Nan nan = Nan::differ) {
+namespace detail {
+/// compare_close with element i's tolerance tol_at(i).
+template <class G, class R, class TolAt>
+Mismatches compare_each(const G& got, const R& ref, TolAt tol_at, Nan nan) {
     Mismatches m;
     const std::size_t n = std::size(got);
     if (n != std::size(ref)) {
@@ -114,18 +113,26 @@ Mismatches compare_close(const G& got, const R& ref, Tol tol, Nan nan = Nan::dif
     for (std::size_t i = 0; i < n; ++i) {
         const double g = static_cast<double>(gp[i]), r = static_cast<double>(rp[i]);
         double q = 0;
-        const bool ok = close_value(g, r, tol, nan, &q);
+        const bool ok = close_value(g, r, tol_at(i), nan, &q);
         if (std::isfinite(g) && std::isfinite(r)) m.max_error = std::max(m.max_error, std::abs(g - r));
         m.worst = std::max(m.worst, q);
         if (!ok) {
-            if (m.count < 5)
-                m.first +=
-                    "  [" + std::to_string(i) + "] got " + detail::number(g) + " ref " + detail::number(r) + "\n";
+            if (m.count < 5) m.first += "  [" + std::to_string(i) + "] got " + number(g) + " ref " + number(r) + "\n";
             ++m.count;
             if (!std::isfinite(g) || !std::isfinite(r)) ++m.nonfinite;
         }
     }
     return m;
+}
+}  // namespace detail
+
+/// Compares got with ref element by element: any two contiguous ranges of numbers (vectors,
+/// spans, arrays; float against double is fine). Sizes must match; a size mismatch counts as one
+/// mismatch and is printed.
+template <class G, class R>
+Mismatches compare_close(const G& got, const R& ref, Tol tol, Nan nan = Nan::differ) {
+    return detail::compare_each(
+        got, ref, [tol](std::size_t) { return tol; }, nan);
 }
 
 /// "mismatches: N (M non-finite), max error E, worst W tolerances\n  [i] got .. ref ..".
