@@ -2,7 +2,7 @@
 /// @brief A batched population: many agents of one trainer and network shape trained as one
 ///        engine (docs/sweeps.md, "Batched populations"), every buffer laid out [agents][...] and
 ///        every op one launch for all agents. What the population runner and `bench` use of one,
-///        whichever trainer it runs (trainers::DqnPopulation, trainers::IqlEngine,
+///        whichever trainer it runs (trainers::DqnEngine, trainers::IqlEngine,
 ///        trainers::PpoEngine).
 #pragma once
 
@@ -33,7 +33,7 @@ public:
     /// Gradient updates of each agent in one update() (PPO: a rollout's epochs x minibatches).
     virtual long long updates_per_update() const noexcept { return 1; }
 
-    /// One iteration of every agent (the trainer's iteration: DqnTrainer's collection step and
+    /// One iteration of every agent (the trainer's iteration: DqnEngine's collection step and
     /// updates, IqlEngine's update).
     virtual void iterate() = 0;
     /// Bench: brings every agent to training's steady state; one collection phase alone (nothing

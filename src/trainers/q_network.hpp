@@ -91,7 +91,7 @@ public:
     /// backward() then differentiates the first network.
     ops::View<const float> forward_batched(ops::Device& ops, ops::View<const float> params, int count,
                                            ops::View<const float> X, int batch, Workspace& ws) const;
-    /// A population's networks (DqnPopulation; the trunk and head without attention or the IQN
+    /// A population's networks (DqnEngine of several agents; the trunk and head without attention or the IQN
     /// head): network k's parameters at k * param_stride in `params`, its states X[k * x_stride ...]
     /// (batch, state_dim). Returns (count, batch, output_width); ws needs count * batch rows.
     /// Network k's rows are forward's with its parameters: bit for bit on the CPU.
