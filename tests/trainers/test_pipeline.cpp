@@ -458,3 +458,103 @@ TEST_CASE("dt: early stopping, eval reproduces the test metrics, a resumed run e
     CHECK(object_after(e.out, "\"strategy\":") == test_a);
     fs::remove_all(dir);
 }
+
+TEST_CASE(
+    "checkpoint.keep_replay = false: checkpoints without the replay, eval reads them, a resume refills the "
+    "replay and trains on",
+    "[trainers][pipeline][resume][keep_replay]") {
+    const auto dir = scratch("keep-replay");
+    const auto counters = [](const fh::io::TensorFile& f) { return f.get<std::int64_t>("counters", {3}); };
+    const auto has_replay = [](const fh::io::TensorFile& f) {
+        for (const char* t : {"replay/states", "replay/next_states", "replay/rewards", "replay/actions", "replay/done"})
+            if (f.has(t)) return true;
+        return false;
+    };
+    // dqn-smoketest to 1000 env steps (250 collection steps of 4 environments, one update each once
+    // the replay holds min_replay_size = 64 transitions: 16 steps): with and without the replay.
+    const std::string common =
+        "\"$EXE\" --profile dqn-smoketest --device cpu -q --output '" + dir.string() + "' --set run.total_steps=1000";
+    const auto kept = sh(common + " --set run.name=kept", dir);
+    REQUIRE(kept.code == 0);
+    const auto lean = sh(common + " --set run.name=lean --set checkpoint.keep_replay=false", dir);
+    INFO(lean.err);
+    REQUIRE(lean.code == 0);
+    for (const char* which : {"last", "best"}) {
+        INFO(which);
+        const fs::path with = dir / "kept" / "checkpoints" / (std::string(which) + ".safetensors");
+        const fs::path without = dir / "lean" / "checkpoints" / (std::string(which) + ".safetensors");
+        const auto fk = fh::io::TensorFile::read(with.string());
+        const auto fl = fh::io::TensorFile::read(without.string());
+        CHECK(has_replay(fk));
+        CHECK(fk.metadata("replay") == "kept");
+        CHECK(!has_replay(fl));
+        CHECK(fl.metadata("replay") == "omitted");
+        CHECK(fl.has("params/online"));
+        CHECK(fs::file_size(without) + 256 * 2 * 50 * 4 < fs::file_size(with));  // the states alone: 100 KiB
+        // The counters of an empty replay: steps and updates go on, no pushed steps.
+        const std::vector<std::int64_t> empty{counters(fk)[0], counters(fk)[1], 0};
+        CHECK(counters(fk)[2] == counters(fk)[0]);
+        CHECK(counters(fl) == empty);
+    }
+    CHECK(counters(fh::io::TensorFile::read((dir / "lean/checkpoints/last.safetensors").string())) ==
+          std::vector<std::int64_t>{250, 234, 0});
+    // The weights are the same (the key changes only what is written): eval needs nothing else.
+    const auto ek = sh("\"$EXE\" eval --checkpoint '" + (dir / "kept/checkpoints/last.safetensors").string() +
+                           "' --split test --device cpu",
+                       dir);
+    const auto el = sh("\"$EXE\" eval --checkpoint '" + (dir / "lean/checkpoints/last.safetensors").string() +
+                           "' --split test --device cpu",
+                       dir);
+    INFO(el.err);
+    REQUIRE(el.code == 0);
+    CHECK(object_after(el.out, "\"strategy\":") == object_after(ek.out, "\"strategy\":"));
+
+    // Resumed to 2000 env steps: the log says the replay refills (not exact); no update until it
+    // holds 16 steps again, then one per step: 234 + 250 - 16 updates, steps continue.
+    const auto resumed =
+        sh("\"$EXE\" --resume '" + (dir / "lean").string() + "' --device cpu --set run.total_steps=2000", dir);
+    INFO(resumed.err);
+    REQUIRE(resumed.code == 0);
+    CHECK(resumed.err.find("the checkpoint holds no replay memory (written with checkpoint.keep_replay = false): the "
+                           "replay refills from empty") != std::string::npos);
+    CHECK(resumed.err.find("this resume is not exact") != std::string::npos);
+    CHECK(slurp(dir / "lean" / "summary.json").find("\"status\":\"completed\"") != std::string::npos);
+    const auto after = fh::io::TensorFile::read((dir / "lean/checkpoints/last.safetensors").string());
+    CHECK(!has_replay(after));
+    CHECK(counters(after) == std::vector<std::int64_t>{500, 468, 0});
+    // Its metrics go on counting updates past the resume.
+    CHECK(slurp(dir / "lean" / "metrics.jsonl").find("\"step\":500,\"env_steps\":2000,\"updates\":468") !=
+          std::string::npos);
+
+    // Resumed again, now keeping the replay: its checkpoint holds the 250 steps pushed since the
+    // ring was refilled (updates 468 + 250 - 16), and a resume from it has all it needs: the bare
+    // --resume says nothing of a refill and updates from its first step.
+    const auto again = sh("\"$EXE\" --resume '" + (dir / "lean").string() +
+                              "' --device cpu --set run.total_steps=3000 --set checkpoint.keep_replay=true",
+                          dir);
+    INFO(again.err);
+    REQUIRE(again.code == 0);
+    CHECK(again.err.find("replay refills from empty") != std::string::npos);  // from the lean checkpoint
+    const auto full = fh::io::TensorFile::read((dir / "lean/checkpoints/last.safetensors").string());
+    CHECK(has_replay(full));
+    CHECK(full.metadata("replay") == "kept");
+    CHECK(counters(full) == std::vector<std::int64_t>{750, 702, 250});
+    const auto third =
+        sh("\"$EXE\" --resume '" + (dir / "lean").string() + "' --device cpu --set run.total_steps=4000", dir);
+    INFO(third.err);
+    REQUIRE(third.code == 0);
+    CHECK(third.err.find("resumed from") != std::string::npos);
+    CHECK(third.err.find("no replay memory") == std::string::npos);
+    CHECK(counters(fh::io::TensorFile::read((dir / "lean/checkpoints/last.safetensors").string())) ==
+          std::vector<std::int64_t>{1000, 952, 500});
+
+    // Bad values are refused naming the key (exit 2).
+    for (const char* bad : {"2", "maybe", "\"false\""}) {
+        INFO(bad);
+        const auto r = sh(common + " --set run.name=bad --set 'checkpoint.keep_replay=" + std::string(bad) + "'", dir);
+        CHECK(r.code == 2);
+        CHECK(r.err.find("checkpoint.keep_replay") != std::string::npos);
+        CHECK(!fs::exists(dir / "bad"));
+    }
+    fs::remove_all(dir);
+}
