@@ -526,11 +526,11 @@ TEST_CASE(
     CHECK(slurp(dir / "lean" / "metrics.jsonl").find("\"step\":500,\"env_steps\":2000,\"updates\":468") !=
           std::string::npos);
 
-    // Resumed again, now keeping the replay: its checkpoint holds the 250 steps pushed since the
-    // ring was refilled (updates 468 + 250 - 16), and a resume from it has all it needs: the bare
-    // --resume says nothing of a refill and updates from its first step.
+    // Resumed again for 25 steps, now keeping the replay: its checkpoint holds the 25 steps pushed
+    // since the ring was refilled (updates 468 + 25 - 16), in the ring's first 25 slots (the device
+    // wrote from slot 0 again; the rest is still empty).
     const auto again = sh("\"$EXE\" --resume '" + (dir / "lean").string() +
-                              "' --device cpu --set run.total_steps=3000 --set checkpoint.keep_replay=true",
+                              "' --device cpu --set run.total_steps=2100 --set checkpoint.keep_replay=true",
                           dir);
     INFO(again.err);
     REQUIRE(again.code == 0);
@@ -538,15 +538,29 @@ TEST_CASE(
     const auto full = fh::io::TensorFile::read((dir / "lean/checkpoints/last.safetensors").string());
     CHECK(has_replay(full));
     CHECK(full.metadata("replay") == "kept");
-    CHECK(counters(full) == std::vector<std::int64_t>{750, 702, 250});
+    CHECK(counters(full) == std::vector<std::int64_t>{525, 477, 25});
+    const auto shape = full.tensor("replay/states").shape;  // (64 slots x 4 environments, D)
+    REQUIRE(shape.size() == 2);
+    REQUIRE(shape[0] == 256);
+    const auto states = full.get<float>("replay/states", shape);
+    const std::size_t D = shape[1];
+    for (std::size_t row = 0; row < 256; ++row) {
+        const bool written =
+            std::any_of(states.begin() + static_cast<std::ptrdiff_t>(row * D),
+                        states.begin() + static_cast<std::ptrdiff_t>((row + 1) * D), [](float x) { return x != 0.0f; });
+        INFO(row);
+        CHECK(written == (row < 25 * 4));
+    }
+    // A resume from it has all it needs: the bare --resume says nothing of a refill and updates
+    // from its first step.
     const auto third =
-        sh("\"$EXE\" --resume '" + (dir / "lean").string() + "' --device cpu --set run.total_steps=4000", dir);
+        sh("\"$EXE\" --resume '" + (dir / "lean").string() + "' --device cpu --set run.total_steps=3000", dir);
     INFO(third.err);
     REQUIRE(third.code == 0);
     CHECK(third.err.find("resumed from") != std::string::npos);
     CHECK(third.err.find("no replay memory") == std::string::npos);
     CHECK(counters(fh::io::TensorFile::read((dir / "lean/checkpoints/last.safetensors").string())) ==
-          std::vector<std::int64_t>{1000, 952, 500});
+          std::vector<std::int64_t>{750, 702, 250});
 
     // Bad values are refused naming the key (exit 2).
     for (const char* bad : {"2", "maybe", "\"false\""}) {
