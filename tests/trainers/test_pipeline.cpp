@@ -508,6 +508,11 @@ TEST_CASE(
     INFO(el.err);
     REQUIRE(el.code == 0);
     CHECK(object_after(el.out, "\"strategy\":") == object_after(ek.out, "\"strategy\":"));
+    const auto exported =
+        sh("\"$EXE\" export '" + (dir / "lean").string() + "' -o '" + (dir / "policy.safetensors").string() + "'", dir);
+    INFO(exported.err);
+    CHECK(exported.code == 0);
+    CHECK(fh::io::TensorFile::read((dir / "policy.safetensors").string()).has("q.l0.weight"));
 
     // Resumed to 2000 env steps: the log says the replay refills (not exact); no update until it
     // holds 16 steps again, then one per step: 234 + 250 - 16 updates, steps continue.
