@@ -290,6 +290,8 @@ Model build(const Profile& p, const SizeInputs& in) {
         m.arrays.push_back({fmt::format("the acting C51 logits ({} environments x {} actions x {} atoms x {} heads)",
                                         envs, actions, atoms, heads),
                             mul(envs, az), "experience.gpu_n_episodes"});
+        // The replay memory, unless checkpoint.keep_replay = false leaves it out.
+        const std::uint64_t replay_bytes = p.checkpoint.keep_replay ? mul(rows, row_bytes) : 0;
         if (p.dqn.head == "iqn") {
             // The IQN head (docs/dqn.md) instead of the C51 layers: the fraction embedding (n_cos ->
             // H) and the head layer (H -> W); every sample has N fractions in an update and K when
@@ -316,9 +318,9 @@ Model build(const Profile& p, const SizeInputs& in) {
             m.arrays.push_back({fmt::format("an update's IQN rows ({} x {} fractions x {} floats, both networks)",
                                             mul(4, batch), N, last),
                                 mul(mul(4, upd_rows), last), "dqn.iqn_quantiles"});
-            m.checkpoint_bytes = add(add(mul(iqn_params, 4 * kF32), mul(rows, row_bytes)), mul(envs, env_state_bytes));
+            m.checkpoint_bytes = add(add(mul(iqn_params, 4 * kF32), replay_bytes), mul(envs, env_state_bytes));
         } else {
-            m.checkpoint_bytes = add(add(mul(params, 4 * kF32), mul(rows, row_bytes)), mul(envs, env_state_bytes));
+            m.checkpoint_bytes = add(add(mul(params, 4 * kF32), replay_bytes), mul(envs, env_state_bytes));
         }
         if (p.dqn.curiosity) {
             // its parameters with gradients and Adam moments; per environment: its input, the
@@ -373,11 +375,12 @@ std::vector<MemoryItem> estimate_host_memory(const Profile& p, const SizeInputs&
         items.push_back({"the replay dump, read before it is uploaded", m.dump_read_bytes, "iql.dataset"});
     else
         items.push_back({"the host copy a checkpoint is written from", m.checkpoint_bytes,
-                         p.run.trainer == "dqn" || p.run.trainer.empty() ? "replay_buffer.buffer_size"
-                         : p.run.trainer == "ppo"                       ? "ppo.hidden"
-                         : p.run.trainer == "supervised"                ? "supervised.hidden"
-                         : p.run.trainer == "dt"                        ? "dt.embedding"
-                                                                         : "iql.hidden"});
+                         p.run.trainer == "dqn" || p.run.trainer.empty()
+                             ? (p.checkpoint.keep_replay ? "replay_buffer.buffer_size" : "dqn.hidden")
+                         : p.run.trainer == "ppo"        ? "ppo.hidden"
+                         : p.run.trainer == "supervised" ? "supervised.hidden"
+                         : p.run.trainer == "dt"         ? "dt.embedding"
+                                                         : "iql.hidden"});
     if (in.host_backend)
         for (auto item : m.device) {
             item.consumer += " (CPU backend)";

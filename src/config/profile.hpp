@@ -222,6 +222,12 @@ struct EarlyStoppingConfig {
     bool operator==(const EarlyStoppingConfig&) const = default;
 };
 
+/// [checkpoint]: what the run's checkpoints keep (docs/checkpoints.md).
+struct CheckpointConfig {
+    bool keep_replay = true;  ///< DQN: the replay memory in the checkpoints (false: smaller files, a resume refills it)
+    bool operator==(const CheckpointConfig&) const = default;
+};
+
 /// [gpu]
 struct GpuConfig {
     std::string profile = "auto";   ///< "auto" or a named device class
@@ -248,6 +254,7 @@ struct Profile {
     EvalConfig eval;
     WalkForwardConfig walk_forward;
     EarlyStoppingConfig early_stopping;
+    CheckpointConfig checkpoint;
     GpuConfig gpu;
     bool operator==(const Profile&) const = default;
 

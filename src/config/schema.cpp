@@ -353,6 +353,9 @@ std::vector<KeyDescriptor> build_schema() {
                FH_FIELD(early_stopping.min_delta)),
         integer("early_stopping", "min_steps", closed(0, kMaxCount), "no early stop before this many steps",
                 FH_FIELD(early_stopping.min_steps)),
+        // [checkpoint]
+        boolean("checkpoint", "keep_replay", "DQN: write the replay memory into checkpoints/last.safetensors and best.safetensors (an exact resume); false: checkpoints without it (dqn-full's replay is about 780 of its 790 MiB), a resume refills the replay from empty, which is not exact (docs/checkpoints.md); no effect for PPO, IQL, supervised and dt, which keep no replay in their checkpoints",
+                FH_FIELD(checkpoint.keep_replay)),
         // [gpu]
         text("gpu", "profile", "", "\"auto\" (read the device) or a named device class such as rtx3050, a100, h100 (classes are not implemented yet: warned, the device is read)",
              FH_FIELD(gpu.profile), Rule::device_class),
@@ -575,6 +578,7 @@ const std::vector<SectionDescriptor>& sections() {
         {"eval", "validation and test backtests"},
         {"walk_forward", "rolling-origin (walk-forward) evaluation"},
         {"early_stopping", "stopping on a validation metric"},
+        {"checkpoint", "what the checkpoints keep"},
         {"gpu", "device settings"},
     };
     return table;

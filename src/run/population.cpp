@@ -434,7 +434,9 @@ std::string unbatched_because(const std::vector<Member*>& training, const std::s
         const auto c = trainers::checkpoint_counters(
             (fs::path(dir) / m->plan.name / "checkpoints" / "last.safetensors").string());
         if (m == training.front()) first = c;
-        else if (c != first) return "its agents resume from checkpoints of different iterations";
+        else if (c != first)
+            return "its agents resume from checkpoints of different iterations (or, DQN, with replay memories of "
+                   "different fills: a checkpoint written with checkpoint.keep_replay = false holds none)";
     }
     return "";
 }

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -181,12 +182,17 @@ void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer
     // One host copy of each tensor, borrowed by the writer (not copied again).
     std::vector<std::vector<std::byte>> host;
     const auto tensors = trainer.state_tensors();
+    const bool has_replay = std::ranges::any_of(tensors, [](const StateTensor& t) { return replay_memory(t.name); });
+    const bool keep_replay = profile.checkpoint.keep_replay;
     host.reserve(tensors.size());
     for (const auto& t : tensors) {
+        if (!keep_replay && replay_memory(t.name)) continue;
         host.push_back(ops.to_host<std::byte>(t.bytes));
         w.add_borrowed(t.name, dtype(t), to_shape(t.shape), std::span<const std::byte>(host.back()));
     }
-    const auto counters = trainer.counter_values();
+    const auto counters =
+        keep_replay ? trainer.counter_values() : trainer.counters_without_replay(trainer.counter_values());
+    w.set_metadata("replay", !has_replay ? "none" : keep_replay ? "kept" : "omitted");
     w.add<std::int64_t>("counters", {counters.size()}, counters);
     const std::uint64_t dim = market.norm.mean.size();
     w.add<float>("norm/mean", {dim}, market.norm.mean);
@@ -221,8 +227,16 @@ RunRecord load_checkpoint(const std::string& path, ops::Device& ops, Trainer& tr
         throw io::CheckpointError(fmt::format("checkpoint {}: written by the '{}' trainer, this run is '{}'", path,
                                               trainer_name, profile.run.trainer));
     require_layout_version(file, path, profile);
+    // A checkpoint without the replay memory (checkpoint.keep_replay = false): the trainer keeps
+    // its fresh, empty replay and continues from the counters of an empty one. (Files written
+    // before the key have no `replay` metadata and hold the replay.)
+    const std::string replay = file.metadata("replay").value_or("kept");
+    if (replay != "kept" && replay != "omitted" && replay != "none")
+        bad_metadata(path, "replay", replay, "\"kept\", \"omitted\" or \"none\"");
+    const bool replay_omitted = replay == "omitted";
     // Everything is checked before anything is uploaded.
-    const auto tensors = trainer.state_tensors();
+    auto tensors = trainer.state_tensors();
+    if (replay_omitted) std::erase_if(tensors, [](const StateTensor& t) { return replay_memory(t.name); });
     for (const auto& t : tensors) {
         const auto v = file.tensor(t.name);
         if (v.dtype != dtype(t) || v.shape != to_shape(t.shape))
@@ -243,12 +257,14 @@ RunRecord load_checkpoint(const std::string& path, ops::Device& ops, Trainer& tr
     }
     // "counters/steps_updates_pushed": the name DQN checkpoints had before the trainers shared a format.
     const char* counters = file.has("counters") ? "counters" : "counters/steps_updates_pushed";
-    const auto c = file.get<std::int64_t>(counters, {trainer.counter_values().size()});
+    auto c = file.get<std::int64_t>(counters, {trainer.counter_values().size()});
+    if (replay_omitted) c = trainer.counters_without_replay(c);  // as written; enforced for an edited file
     for (std::size_t i = 0; i < c.size(); ++i)
         if (c[i] < 0 || c[i] > static_cast<std::int64_t>(9e15))
             throw io::CheckpointError(fmt::format("checkpoint {}: tensor {}: counter {} is {}, not in [0, 9e15]", path,
                                                   counters, i, c[i]));
     RunRecord record;
+    record.replay_omitted = replay_omitted;
     std::optional<double> best;
     std::int64_t best_step = -1, stale = 0;
     if (es) {

@@ -22,10 +22,16 @@ namespace fh::trainers {
 struct RunRecord {
     double wall_seconds = 0;      ///< wall time of the run's processes up to this checkpoint
     std::string best_validation;  ///< summary.json's "validation" object of the best evaluation; "" = none
+    /// load_checkpoint: the checkpoint left the replay memory out (checkpoint.keep_replay =
+    /// false), so the resumed trainer refills it from empty (not an exact resume).
+    bool replay_omitted = false;
 };
 
 /// Writes the trainer's full state (resumable) to `path`, with the metadata of
 /// docs/checkpoints.md (profile, normalisation, step, parameter layout, bars_per_year, ...).
+/// With checkpoint.keep_replay = false, without the replay memory (the tensors replay_memory()
+/// names) and with the counters of an emptied replay (Trainer::counters_without_replay);
+/// metadata `replay` says which ("kept", "omitted", or "none" for a trainer without one).
 void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
                      const data::MarketData& market, const EarlyStopping& early_stopping,
                      const RunRecord& record = {});

@@ -55,7 +55,13 @@ Resumed resume_run(io::RunDirectory& dir, ops::Device& ops, Trainer& trainer, co
         log::info("resume: dropped {} metrics/eval line(s) written after the checkpoint (they are written again)",
                   cleaned.lines_dropped);
     dir.write_file("config.toml", config::to_toml(p));
-    log::info("resumed from {} at {} {} ({:.1f} s of earlier wall time)", last, at, unit, r.record.wall_seconds);
+    log::info("resumed from {} at {} {} ({:.1f} s of earlier wall time){}", last, at, unit, r.record.wall_seconds,
+              r.record.replay_omitted
+                  ? fmt::format("; the checkpoint holds no replay memory (written with checkpoint.keep_replay = "
+                                "false): the replay refills from empty and updates resume once it holds "
+                                "replay_buffer.min_replay_size = {} transitions, so this resume is not exact",
+                                p.replay_buffer.min_replay_size)
+                  : "");
     return r;
 }
 

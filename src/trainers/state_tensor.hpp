@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,13 @@ struct StateTensor {
     std::vector<std::int64_t> shape;
     ops::View<std::byte> bytes;
 };
+
+/// Whether a state tensor is part of a trainer's replay memory: the ring's transitions
+/// ("replay/...") and, with dqn.her, their goals ("her/goals"). checkpoint.keep_replay = false
+/// leaves these out of checkpoints (docs/checkpoints.md).
+inline bool replay_memory(std::string_view name) noexcept {
+    return name.starts_with("replay/") || name == "her/goals";
+}
 
 /// A StateTensor over a typed view.
 template <class T>

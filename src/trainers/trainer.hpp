@@ -82,6 +82,13 @@ public:
     virtual std::vector<std::int64_t> counter_values() const = 0;
     /// Continues from a checkpoint's counters (after its tensors were uploaded).
     virtual void restore_counter_values(std::span<const std::int64_t> values) = 0;
+    /// The counters of the same state with its replay memory emptied (the state tensors that
+    /// replay_memory() names): what a checkpoint without them stores (checkpoint.keep_replay =
+    /// false), from which a resume refills the replay. The counters unchanged by default (a
+    /// trainer without replay memory).
+    virtual std::vector<std::int64_t> counters_without_replay(std::span<const std::int64_t> values) const {
+        return {values.begin(), values.end()};
+    }
 
     /// The weights the checkpoint stores as params/online and evaluation acts with.
     virtual ops::View<float> policy_weights() noexcept = 0;

@@ -155,9 +155,10 @@ TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]"
                           "iql.expectile", "iql.max_weight", "ppo.clip_value", "ppo.lr_schedule", "ppo.curiosity_coef",
                           "replay_buffer.save_dump", "early_stopping.metric", "gpu.memory_fraction", "run.on_exists",
                           "run.population", "run.population_batching", "data.seed", "eval.bootstrap_block",
-                          "eval.confidence", "eval.collapse_window", "walk_forward.folds", "walk_forward.fold", "walk_forward.window"})
+                          "eval.confidence", "eval.collapse_window", "walk_forward.folds", "walk_forward.fold", "walk_forward.window",
+                          "checkpoint.keep_replay"})
         CHECK(names.count(n) == 1);
-    CHECK(names.size() == 135);
+    CHECK(names.size() == 136);
 }
 
 TEST_CASE("the emitter writes every key and its text resolves to the same profile", "[config]") {

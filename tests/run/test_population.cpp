@@ -371,8 +371,10 @@ TEST_CASE("population: a diverged agent stops alone, its summary says so; the ot
 /// resumes batched, and each agent's run equals the same population's resumed with each agent's
 /// own launches (which equal their single runs: the tests above). The first part's agents are
 /// marked interrupted there (summary.json's status), as an interrupt at the end of a round leaves
-/// them, so that --resume continues them from their checkpoints of one iteration.
-void batched_resume_equals_unbatched(const std::string& common, long long half, long long total, const std::string& tag) {
+/// them, so that --resume continues them from their checkpoints of one iteration. `updates` >= 0:
+/// every agent's summary.json counts that many updates at the end.
+void batched_resume_equals_unbatched(const std::string& common, long long half, long long total, const std::string& tag,
+                                     long long updates = -1) {
     const auto dir = scratch(tag);
     std::vector<fs::path> pops;
     for (const char* how : {"on", "off"}) {
@@ -411,12 +413,22 @@ void batched_resume_equals_unbatched(const std::string& common, long long half, 
         CHECK(slurp(pops[0] / name / "backtest/equity.csv") == slurp(pops[1] / name / "backtest/equity.csv"));
         check_same_tensors(pops[0] / name / "checkpoints/last.safetensors", pops[1] / name / "checkpoints/last.safetensors");
         CHECK(member(pops[0] / name / "summary.json", "updates") == member(pops[1] / name / "summary.json", "updates"));
+        if (updates >= 0) CHECK(member(pops[0] / name / "summary.json", "updates") == std::to_string(updates));
     }
     fs::remove_all(dir);
 }
 
 TEST_CASE("population: a batched population resumes batched, each agent as it would alone (CPU)", "[population]") {
     SECTION("DQN") { batched_resume_equals_unbatched("--profile dqn-smoketest --set run.eval_interval=400 --set run.checkpoint_interval=400", 400, 800, "resume-dqn"); }
+    // Without the replay in the checkpoints: the agents resume batched, each ring refilling from
+    // empty (updates 84 at 400 env steps, then none for the 16 steps that refill 64 transitions:
+    // 84 + 100 - 16), each as it would alone.
+    SECTION("DQN, checkpoint.keep_replay = false") {
+        batched_resume_equals_unbatched(
+            "--profile dqn-smoketest --set run.eval_interval=400 --set "
+            "run.checkpoint_interval=400 --set checkpoint.keep_replay=false",
+            400, 800, "resume-dqn-lean", 168);
+    }
     SECTION("IQL") { batched_resume_equals_unbatched(kIql, 60, 120, "resume-iql"); }
     SECTION("PPO") { batched_resume_equals_unbatched(kPpo, 800, 1600, "resume-ppo"); }
 }

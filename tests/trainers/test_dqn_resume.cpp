@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
@@ -225,6 +227,81 @@ TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every
     CHECK(a.tensors == b.tensors);
 }
 
+// checkpoint.keep_replay = false: the checkpoint holds no replay memory and the counters of an
+// empty one; the trainer loaded from it keeps steps and updates, writes its ring from slot 0
+// again (the device counters' pushed steps from 0) and updates once min_replay_size transitions
+// (16 steps of 4 environments) are stored again.
+static void check_refill(ops::Device& ops, const std::vector<std::string>& overrides = {}) {
+    auto o = overrides;
+    o.push_back("checkpoint.keep_replay=false");
+    const auto p = resume_profile(800, o);  // 200 collection steps, an update each from the 17th
+    const auto market = data::load_market(trainers::data_options(p));
+    env::DeviceMarket dm(ops, market);
+    auto trainer = trainers::make_dqn_trainer(ops, p, dm);
+    test::run_training(*trainer, p);
+    REQUIRE(trainer->counter_values() == std::vector<std::int64_t>{200, 184, 200});
+    const auto dir = std::filesystem::temp_directory_path() / ("fh-refill-ckpt-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "lean.safetensors").string();
+    trainers::EarlyStopping early(0, 0.0, 0);
+    trainers::save_checkpoint(path, ops, *trainer, p, market, early);
+    const auto file = io::TensorFile::read(path);
+    CHECK(file.metadata("replay") == "omitted");
+    for (const auto& name : file.names()) {
+        INFO(name);
+        CHECK(!trainers::replay_memory(name));
+    }
+    CHECK(file.has("params/online"));
+    CHECK(file.has("env/state"));
+
+    auto resumed = trainers::make_dqn_trainer(ops, p, dm);
+    const auto record =
+        trainers::load_checkpoint(path, ops, *resumed, p, nullptr, static_cast<std::int64_t>(market.bars.size()));
+    CHECK(record.replay_omitted);
+    CHECK(resumed->counter_values() == std::vector<std::int64_t>{200, 184, 0});
+    CHECK(ops.to_host(ops::View<const float>(resumed->policy_weights())) ==
+          ops.to_host(ops::View<const float>(trainer->policy_weights())));
+    for (int i = 0; i < 16; ++i) resumed->iterate();  // refilling: no update
+    CHECK(resumed->counter_values() == std::vector<std::int64_t>{216, 184, 16});
+    const auto dump = resumed->replay_dump();  // the ring: slots 0 .. 15 written, the rest empty
+    const std::size_t D = static_cast<std::size_t>(dump.state_dim), n = static_cast<std::size_t>(dump.n_envs);
+    CHECK(dump.pushed_steps == 16);
+    for (std::size_t row = 0; row < dump.states.size() / D; ++row) {
+        const bool written = std::any_of(dump.states.begin() + static_cast<std::ptrdiff_t>(row * D),
+                                         dump.states.begin() + static_cast<std::ptrdiff_t>((row + 1) * D),
+                                         [](float x) { return x != 0.0f; });
+        INFO(row);
+        CHECK(written == (row < 16 * n));
+    }
+    for (int i = 0; i < 24; ++i) resumed->iterate();  // an update a step again
+    CHECK(resumed->counter_values() == std::vector<std::int64_t>{240, 208, 40});
+    const auto line = resumed->read_log(1.0);
+    CHECK(std::isfinite(test::metric(line, "losses/loss")));
+    CHECK(test::metric(line, "losses/loss") > 0);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a DQN checkpoint without the replay (checkpoint.keep_replay = false) refills it from empty (CPU)",
+          "[trainers][dqn][resume][keep_replay]") {
+    ops::CpuDevice ops;
+    SECTION("the C51 head") {
+        check_refill(ops);
+    }
+    SECTION("with HER (her/goals left out too) and curiosity") {
+        check_refill(ops, {"dqn.her=true", "dqn.curiosity=true"});
+    }
+}
+
+TEST_CASE("a DQN checkpoint without the replay (checkpoint.keep_replay = false) refills it from empty (GPU)",
+          "[gpu][trainers][dqn][resume][keep_replay]") {
+    SECTION("the C51 head") {
+        check_refill(fh::test::gpu_ops());
+    }
+    SECTION("with HER (her/goals left out too) and curiosity") {
+        check_refill(fh::test::gpu_ops(), {"dqn.her=true", "dqn.curiosity=true"});
+    }
+}
+
 TEST_CASE("a DQN checkpoint with the earlier counters tensor name still resumes", "[trainers][dqn][resume]") {
     ops::CpuDevice ops;
     const auto p = resume_profile(400);
@@ -340,6 +417,8 @@ TEST_CASE("checkpoint metadata: +infinity round-trips, malformed values are refu
     CHECK_THAT(error_of("early_stopping_stale", "-2"), Catch::Contains("is not an integer >= 0"));
     CHECK_THAT(error_of("wall_seconds", "nan"), Catch::Contains("is not a finite number"));
     CHECK_THAT(error_of("best_validation", "not json"), Catch::Contains("is not a backtest JSON object"));
+    CHECK_THAT(error_of("replay", "partial"),
+               Catch::Contains("metadata replay = \"partial\" is not \"kept\", \"omitted\" or \"none\""));
     CHECK(error_of("early_stopping_best", "none") == "<accepted>");
     rewrite("norm_clip", "-1");
     CHECK_THROWS_WITH(trainers::checkpoint_normalization(edited), Catch::Contains("metadata norm_clip = \"-1\" is not"));

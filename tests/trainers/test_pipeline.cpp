@@ -458,3 +458,122 @@ TEST_CASE("dt: early stopping, eval reproduces the test metrics, a resumed run e
     CHECK(object_after(e.out, "\"strategy\":") == test_a);
     fs::remove_all(dir);
 }
+
+TEST_CASE(
+    "checkpoint.keep_replay = false: checkpoints without the replay, eval reads them, a resume refills the "
+    "replay and trains on",
+    "[trainers][pipeline][resume][keep_replay]") {
+    const auto dir = scratch("keep-replay");
+    const auto counters = [](const fh::io::TensorFile& f) { return f.get<std::int64_t>("counters", {3}); };
+    const auto has_replay = [](const fh::io::TensorFile& f) {
+        for (const char* t : {"replay/states", "replay/next_states", "replay/rewards", "replay/actions", "replay/done"})
+            if (f.has(t)) return true;
+        return false;
+    };
+    // dqn-smoketest to 1000 env steps (250 collection steps of 4 environments, one update each once
+    // the replay holds min_replay_size = 64 transitions: 16 steps): with and without the replay.
+    const std::string common =
+        "\"$EXE\" --profile dqn-smoketest --device cpu -q --output '" + dir.string() + "' --set run.total_steps=1000";
+    const auto kept = sh(common + " --set run.name=kept", dir);
+    REQUIRE(kept.code == 0);
+    const auto lean = sh(common + " --set run.name=lean --set checkpoint.keep_replay=false", dir);
+    INFO(lean.err);
+    REQUIRE(lean.code == 0);
+    for (const char* which : {"last", "best"}) {
+        INFO(which);
+        const fs::path with = dir / "kept" / "checkpoints" / (std::string(which) + ".safetensors");
+        const fs::path without = dir / "lean" / "checkpoints" / (std::string(which) + ".safetensors");
+        const auto fk = fh::io::TensorFile::read(with.string());
+        const auto fl = fh::io::TensorFile::read(without.string());
+        CHECK(has_replay(fk));
+        CHECK(fk.metadata("replay") == "kept");
+        CHECK(!has_replay(fl));
+        CHECK(fl.metadata("replay") == "omitted");
+        CHECK(fl.has("params/online"));
+        CHECK(fs::file_size(without) + 256 * 2 * 50 * 4 < fs::file_size(with));  // the states alone: 100 KiB
+        // The counters of an empty replay: steps and updates go on, no pushed steps.
+        const std::vector<std::int64_t> empty{counters(fk)[0], counters(fk)[1], 0};
+        CHECK(counters(fk)[2] == counters(fk)[0]);
+        CHECK(counters(fl) == empty);
+    }
+    CHECK(counters(fh::io::TensorFile::read((dir / "lean/checkpoints/last.safetensors").string())) ==
+          std::vector<std::int64_t>{250, 234, 0});
+    // The weights are the same (the key changes only what is written): eval needs nothing else.
+    const auto ek = sh("\"$EXE\" eval --checkpoint '" + (dir / "kept/checkpoints/last.safetensors").string() +
+                           "' --split test --device cpu",
+                       dir);
+    const auto el = sh("\"$EXE\" eval --checkpoint '" + (dir / "lean/checkpoints/last.safetensors").string() +
+                           "' --split test --device cpu",
+                       dir);
+    INFO(el.err);
+    REQUIRE(el.code == 0);
+    CHECK(object_after(el.out, "\"strategy\":") == object_after(ek.out, "\"strategy\":"));
+    const auto exported =
+        sh("\"$EXE\" export '" + (dir / "lean").string() + "' -o '" + (dir / "policy.safetensors").string() + "'", dir);
+    INFO(exported.err);
+    CHECK(exported.code == 0);
+    CHECK(fh::io::TensorFile::read((dir / "policy.safetensors").string()).has("q.l0.weight"));
+
+    // Resumed to 2000 env steps: the log says the replay refills (not exact); no update until it
+    // holds 16 steps again, then one per step: 234 + 250 - 16 updates, steps continue.
+    const auto resumed =
+        sh("\"$EXE\" --resume '" + (dir / "lean").string() + "' --device cpu --set run.total_steps=2000", dir);
+    INFO(resumed.err);
+    REQUIRE(resumed.code == 0);
+    CHECK(resumed.err.find("the checkpoint holds no replay memory (written with checkpoint.keep_replay = false): the "
+                           "replay refills from empty") != std::string::npos);
+    CHECK(resumed.err.find("this resume is not exact") != std::string::npos);
+    CHECK(slurp(dir / "lean" / "summary.json").find("\"status\":\"completed\"") != std::string::npos);
+    const auto after = fh::io::TensorFile::read((dir / "lean/checkpoints/last.safetensors").string());
+    CHECK(!has_replay(after));
+    CHECK(counters(after) == std::vector<std::int64_t>{500, 468, 0});
+    // Its metrics go on counting updates past the resume.
+    CHECK(slurp(dir / "lean" / "metrics.jsonl").find("\"step\":500,\"env_steps\":2000,\"updates\":468") !=
+          std::string::npos);
+
+    // Resumed again for 25 steps, now keeping the replay: its checkpoint holds the 25 steps pushed
+    // since the ring was refilled (updates 468 + 25 - 16), in the ring's first 25 slots (the device
+    // wrote from slot 0 again; the rest is still empty).
+    const auto again = sh("\"$EXE\" --resume '" + (dir / "lean").string() +
+                              "' --device cpu --set run.total_steps=2100 --set checkpoint.keep_replay=true",
+                          dir);
+    INFO(again.err);
+    REQUIRE(again.code == 0);
+    CHECK(again.err.find("replay refills from empty") != std::string::npos);  // from the lean checkpoint
+    const auto full = fh::io::TensorFile::read((dir / "lean/checkpoints/last.safetensors").string());
+    CHECK(has_replay(full));
+    CHECK(full.metadata("replay") == "kept");
+    CHECK(counters(full) == std::vector<std::int64_t>{525, 477, 25});
+    const auto shape = full.tensor("replay/states").shape;  // (64 slots x 4 environments, D)
+    REQUIRE(shape.size() == 2);
+    REQUIRE(shape[0] == 256);
+    const auto states = full.get<float>("replay/states", shape);
+    const std::size_t D = shape[1];
+    for (std::size_t row = 0; row < 256; ++row) {
+        const bool written =
+            std::any_of(states.begin() + static_cast<std::ptrdiff_t>(row * D),
+                        states.begin() + static_cast<std::ptrdiff_t>((row + 1) * D), [](float x) { return x != 0.0f; });
+        INFO(row);
+        CHECK(written == (row < 25 * 4));
+    }
+    // A resume from it has all it needs: the bare --resume says nothing of a refill and updates
+    // from its first step.
+    const auto third =
+        sh("\"$EXE\" --resume '" + (dir / "lean").string() + "' --device cpu --set run.total_steps=3000", dir);
+    INFO(third.err);
+    REQUIRE(third.code == 0);
+    CHECK(third.err.find("resumed from") != std::string::npos);
+    CHECK(third.err.find("no replay memory") == std::string::npos);
+    CHECK(counters(fh::io::TensorFile::read((dir / "lean/checkpoints/last.safetensors").string())) ==
+          std::vector<std::int64_t>{750, 702, 250});
+
+    // Bad values are refused naming the key (exit 2).
+    for (const char* bad : {"2", "maybe", "\"false\""}) {
+        INFO(bad);
+        const auto r = sh(common + " --set run.name=bad --set 'checkpoint.keep_replay=" + std::string(bad) + "'", dir);
+        CHECK(r.code == 2);
+        CHECK(r.err.find("checkpoint.keep_replay") != std::string::npos);
+        CHECK(!fs::exists(dir / "bad"));
+    }
+    fs::remove_all(dir);
+}

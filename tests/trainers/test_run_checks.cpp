@@ -302,3 +302,22 @@ TEST_CASE("run checks: a CSV too large for the host is refused before it is read
     CHECK_THAT(m, Catch::Contains("data.synthetic_bars must be [1000, 1000000]"));
     fs::remove_all(dir);
 }
+
+TEST_CASE("run checks: checkpoint.keep_replay = false takes the replay out of the checkpoint's host copy",
+          "[trainers][run_checks][memory][keep_replay]") {
+    const auto copy = [](const std::string& keep) {
+        const auto p = fh::config::resolve_profile_file(fh::config::locate_profile("dqn-full"),
+                                                        {"checkpoint.keep_replay=" + keep});
+        for (const auto& item : fh::config::estimate_host_memory(p, {}))
+            if (item.consumer == "the host copy a checkpoint is written from") return item;
+        FAIL("no checkpoint item");
+        return fh::config::MemoryItem{};
+    };
+    const auto kept = copy("true"), lean = copy("false");
+    CHECK(kept.bytes > (780ull << 20));  // 2 million transitions of 409 B
+    CHECK(lean.bytes < (12ull << 20));   // weights, target, Adam, environments
+    CHECK(kept.bytes - lean.bytes ==
+          fh::config::dqn_replay_rows(fh::config::resolve_profile_file(fh::config::locate_profile("dqn-full"))) * 409);
+    CHECK(kept.key == "replay_buffer.buffer_size");
+    CHECK(lean.key == "dqn.hidden");
+}

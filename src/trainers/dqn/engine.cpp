@@ -335,24 +335,26 @@ ops::View<float> DqnEngine::target(int agent) {
     return target_.subview(static_cast<std::size_t>(agent) * params(), params());
 }
 
-void DqnEngine::restore_counters(int agent, long long steps, long long updates) {
+void DqnEngine::restore_counters(int agent, long long steps, long long updates, long long pushed) {
     if (agent < 0 || agent >= agents_) throw std::out_of_range("DqnEngine::restore_counters: no such agent");
     if (!restored_) {
         if (steps_ != 0 || updates_ != 0)
             throw std::logic_error("DqnEngine::restore_counters after the engine iterated");
         steps_ = steps;
         updates_ = updates;
+        pushed_ = pushed;
         restored_ = true;
-    } else if (steps != steps_ || updates != updates_) {
-        throw UsageError(
-            fmt::format("agent {} of a batched population continues from step {} (update {}), another "
-                        "from step {} (update {}); resume with run.population_batching = \"off\"",
-                        agent, steps, updates, steps_, updates_));
+    } else if (steps != steps_ || updates != updates_ || pushed != pushed_) {
+        throw UsageError(fmt::format(
+            "agent {} of a batched population continues from step {} (update {}, {} steps in its replay), another "
+            "from step {} (update {}, {} steps in its replay; checkpoints written with checkpoint.keep_replay = "
+            "false hold none); resume with run.population_batching = \"off\"",
+            agent, steps, updates, pushed, steps_, updates_, pushed_));
     }
     // One curiosity model step per collection step.
     if (!curiosity_.empty()) curiosity_[static_cast<std::size_t>(agent)].restore_steps(ops_, steps);
     ops_.upload<dqn::Counters>(counters_.view().subview(static_cast<std::size_t>(agent), 1),
-                               std::vector<dqn::Counters>{dqn::Counters{steps, updates, steps}});
+                               std::vector<dqn::Counters>{dqn::Counters{steps, updates, pushed}});
 }
 
 // One collection step of every agent: each acts epsilon-greedily on its online network's Q and
@@ -571,6 +573,7 @@ void DqnEngine::iterate() {
 
 void DqnEngine::after_collect() {
     ++steps_;
+    ++pushed_;
     for (auto& c : curiosity_) c.count_steps(1);
 }
 
@@ -697,7 +700,7 @@ io::ReplayDump DqnEngine::replay_dump(int a) {
     d.n_envs = n_envs_;
     d.capacity_steps = capacity_steps_;
     d.num_actions = num_actions_;
-    d.pushed_steps = steps_;
+    d.pushed_steps = pushed_;
     d.states = ops_.to_host(cslice(ring_states_, a));
     d.next_states = ops_.to_host(cslice(ring_next_states_, a));
     d.rewards = ops_.to_host(cslice(ring_rewards_, a));
@@ -724,11 +727,17 @@ void DqnAgent::iterate() {
 }
 
 void DqnAgent::restore_counter_values(std::span<const std::int64_t> v) {
-    if (v.size() != 3 || v[0] < 0 || v[1] < 0 || v[2] != v[0])
+    if (v.size() != 3 || v[0] < 0 || v[1] < 0 || v[2] < 0 || v[2] > v[0])
         throw UsageError("checkpoint counters are inconsistent (steps, updates, pushed steps)");
-    engine_->restore_counters(agent_, v[0], v[1]);
+    engine_->restore_counters(agent_, v[0], v[1], v[2]);
     steps_ = v[0];
     log_marks_ = DqnLogMarks{v[1], v[0] * engine_->n_envs()};
+}
+
+std::vector<std::int64_t> DqnAgent::counters_without_replay(std::span<const std::int64_t> v) const {
+    std::vector<std::int64_t> out(v.begin(), v.end());
+    if (out.size() == 3) out[2] = 0;  // steps and updates go on; the ring refills from empty
+    return out;
 }
 
 void DqnAgent::require_alone(const char* what) const {

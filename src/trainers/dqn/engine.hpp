@@ -125,10 +125,16 @@ public:
     ops::Device& device() noexcept { return ops_; }
     int capacity_steps() const noexcept { return capacity_steps_; }
 
-    /// Resume (before the first iteration): agent `agent` continues from its checkpoint's steps
-    /// and updates, and its device counters follow. Every agent must continue from the same ones
-    /// (the first call sets the engine's; a later one that differs: UsageError).
-    void restore_counters(int agent, long long steps, long long updates);
+    /// Resume (before the first iteration): agent `agent` continues from its checkpoint's steps,
+    /// updates and steps pushed to its ring since it was (re)filled (`pushed` <= `steps`; fewer
+    /// after a resume from a checkpoint without the replay memory, checkpoint.keep_replay =
+    /// false, whose ring refills from empty), and its device counters follow. Every agent must
+    /// continue from the same ones (the first call sets the engine's; a later one that differs:
+    /// UsageError).
+    void restore_counters(int agent, long long steps, long long updates, long long pushed);
+    /// Per agent: the steps in its ring since it was (re)filled (steps() unless a resume
+    /// emptied it).
+    long long pushed() const noexcept { return pushed_; }
     /// Agent i's checkpoint tensors (a single run's names, shapes and order, so that a checkpoint
     /// resumes alone or in a population), its log line, its replay as a dump.
     std::vector<StateTensor> state_tensors(int agent);
@@ -147,7 +153,8 @@ public:
     void set_paired_forward_max_rows(int rows);
 
 private:
-    bool ready_to_update() const noexcept { return steps_ >= min_steps_; }
+    /// Updates start once the ring holds min_steps_ steps (again, after a resume that refills it).
+    bool ready_to_update() const noexcept { return pushed_ >= min_steps_; }
     void collect_ops(bool advance);  // acting and the environment step into the replay slot (and dqn_advance)
     void curiosity_ops();            // the bonus into the slot just written, one step of each model
     void gradient_ops(std::uint32_t inject_nan);  // one update's ops up to its Adam step
@@ -181,8 +188,8 @@ private:
     env::EnvParams env_params_;  // agent 0's; every agent's but for the seed
     QNetwork net_;
     bool batched_net_ = false;  ///< more than one agent and a network forward_agents runs
-    long long steps_ = 0, updates_ = 0;
-    bool restored_ = false;  ///< restore_counters set steps_ and updates_
+    long long steps_ = 0, updates_ = 0, pushed_ = 0;  // the device counters' mirror (dqn::Counters)
+    bool restored_ = false;                           ///< restore_counters set steps_, updates_ and pushed_
 
     // Parameters: the online networks (N, P) then the targets (N, P) in one buffer (an engine of
     // one runs both in one batched pass); gradients and Adam's moments (N, P).
@@ -265,10 +272,12 @@ public:
     LogLine read_log(double seconds) override { return engine_->read_log(agent_, seconds, log_marks_); }
     /// Weights, target, Adam moments, the replay ring, the environments, the guard and the
     /// monitoring accumulators (and the options' state), in a fixed order; counters: steps,
-    /// updates, pushed steps.
+    /// updates, pushed steps (those in the ring since it was (re)filled: DqnEngine::pushed).
     std::vector<StateTensor> state_tensors() override { return engine_->state_tensors(agent_); }
-    std::vector<std::int64_t> counter_values() const override { return {steps_, updates(), steps_}; }
+    std::vector<std::int64_t> counter_values() const override { return {steps_, updates(), engine_->pushed()}; }
     void restore_counter_values(std::span<const std::int64_t> values) override;
+    /// An emptied ring: no pushed steps.
+    std::vector<std::int64_t> counters_without_replay(std::span<const std::int64_t> values) const override;
     ops::View<float> policy_weights() noexcept override { return engine_->online(agent_); }
     GreedyPolicy& policy() noexcept override { return policy_; }
     const env::EnvParams& env_params() const noexcept override { return env_params_; }
