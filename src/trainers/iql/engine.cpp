@@ -159,11 +159,15 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     gate_ = ops.from_host<int>(std::vector<int>(N, 0));
     guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>(N, nn::GuardState{0, 0, -1, 0, 0}));
 
-    const int rows = agents_ * batch_;
-    for (auto* ws : {&ws_q1_target_, &ws_q2_target_, &ws_q1_, &ws_q2_}) *ws = net_.q1.make_workspace(ops, rows);
+    // An engine of one: the twins' pairs and V on [s; s'] (2B rows each); else N x B rows each.
+    const int rows = alone() ? 2 * batch_ : agents_ * batch_;
+    for (auto* ws : {&ws_q1_target_, &ws_q1_}) *ws = net_.q1.make_workspace(ops, rows);
     ws_v_ = net_.v.make_workspace(ops, rows);
-    ws_v_next_ = net_.v.make_workspace(ops, rows);
-    ws_policy_ = net_.policy.make_workspace(ops, rows);
+    ws_policy_ = net_.policy.make_workspace(ops, agents_ * batch_);
+    if (!alone()) {
+        for (auto* ws : {&ws_q2_target_, &ws_q2_}) *ws = net_.q1.make_workspace(ops, rows);
+        ws_v_next_ = net_.v.make_workspace(ops, rows);
+    }
 }
 
 // One update of every agent. Its number (sampling, the guard, Adam's bias corrections, the periodic
@@ -193,21 +197,46 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
     // and s', the online twin and the policy run as four branches (four streams on CUDA: small
     // layers leave most of the GPU idle, so they overlap). Each layer is one strided-batched
     // product over the agents' networks.
+    // An engine of one runs each twin as one batched pass of its two networks on s (q2 is q1's
+    // layers shifted by twin_stride_) and V on [s; s'] as one pass of 2B rows: fewer, larger
+    // products (the same rows).
     ops::View<const float> q1_target, q2_target, v, v_next, q1, q2, logits;
+    const std::size_t BA = Bs * static_cast<std::size_t>(num_actions_);
     ops_.run_concurrently(
         [&] {
+            if (alone()) {
+                const auto pair = net_.q1.forward_batched(ops_, target, twin_stride_, states, 0, B, 2, ws_q1_target_);
+                q1_target = pair.subview(0, BA);
+                q2_target = pair.subview(BA, BA);
+                return;
+            }
             q1_target = net_.q1.forward_batched(ops_, target, P, states, xs, B, N, ws_q1_target_);
             q2_target = net_.q1.forward_batched(ops_, target_q2, P, states, xs, B, N, ws_q2_target_);
         },
         [&] {
+            if (alone()) {
+                const auto pair = net_.v.forward(ops_, online, x_.cview(), 2 * B, ws_v_);
+                v = pair.subview(0, Bs);
+                v_next = pair.subview(Bs, Bs);
+                return;
+            }
             v = net_.v.forward_batched(ops_, online, P, states, xs, B, N, ws_v_);
             v_next = net_.v.forward_batched(ops_, online, P, next, xs, B, N, ws_v_next_);
         },
         [&] {
+            if (alone()) {
+                const auto pair = net_.q1.forward_batched(ops_, online, twin_stride_, states, 0, B, 2, ws_q1_);
+                q1 = pair.subview(0, BA);
+                q2 = pair.subview(BA, BA);
+                return;
+            }
             q1 = net_.q1.forward_batched(ops_, online, P, states, xs, B, N, ws_q1_);
             q2 = net_.q1.forward_batched(ops_, online_q2, P, states, xs, B, N, ws_q2_);
         },
-        [&] { logits = net_.policy.forward_batched(ops_, online, P, states, xs, B, N, ws_policy_); });
+        [&] {
+            logits = alone() ? net_.policy.forward(ops_, online, states, B, ws_policy_)
+                             : net_.policy.forward_batched(ops_, online, P, states, xs, B, N, ws_policy_);
+        });
 
     // 2-5. Three branches, each a loss, its networks' backward and its statistics (every branch
     //    writes only its own loss, gradient buffers, workspace rows, gradient slices and
@@ -226,7 +255,8 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
         [&] {
             fh::ops::iql_value_loss(ops_, loss_v_.view(), d_v_.view(), v, q1_target, q2_target, actions_.cview(),
                                     static_cast<float>(first.expectile), scalars_.cview());
-            net_.v.backward_batched(ops_, online, grads, d_v_.view(), {}, ws_v_, false);
+            if (alone()) net_.v.backward(ops_, online, grads, d_v_.view(), {}, B, ws_v_, false);
+            else net_.v.backward_batched(ops_, online, grads, d_v_.view(), {}, ws_v_, false);
             ops_.mean(stat(kValueLoss), loss_v_.cview());
             ops_.mean(stat(kV), v);
             for (int a = 0; a < N && a < 32; ++a)
@@ -237,16 +267,22 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
         [&] {
             fh::ops::iql_q_loss(ops_, loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, actions_.cview(),
                                 rewards_.cview(), discounts_.cview(), v_next, N);
-            ops_.run_concurrently(
-                [&] { net_.q1.backward_batched(ops_, online, grads, d_q1_.view(), {}, ws_q1_, false); },
-                [&] { net_.q1.backward_batched(ops_, online_q2, grads_q2, d_q2_.view(), {}, ws_q2_, false); });
+            if (alone())  // network 0 and 1 of the twin pair's pass
+                ops_.run_concurrently(
+                    [&] { net_.q1.backward(ops_, online, grads, d_q1_.view(), {}, B, ws_q1_, false, 0); },
+                    [&] { net_.q1.backward(ops_, online, grads, d_q2_.view(), {}, B, ws_q1_, false, 1); });
+            else
+                ops_.run_concurrently(
+                    [&] { net_.q1.backward_batched(ops_, online, grads, d_q1_.view(), {}, ws_q1_, false); },
+                    [&] { net_.q1.backward_batched(ops_, online_q2, grads_q2, d_q2_.view(), {}, ws_q2_, false); });
             ops_.mean(stat(kQLoss), loss_q_.cview());
         },
         [&] {
             fh::ops::awr_policy_loss(ops_, loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target,
                                      q2_target, v, actions_.cview(), static_cast<float>(first.beta),
                                      static_cast<float>(first.max_weight), scalars_.cview());
-            net_.policy.backward_batched(ops_, online, grads, d_logits_.view(), {}, ws_policy_, false);
+            if (alone()) net_.policy.backward(ops_, online, grads, d_logits_.view(), {}, B, ws_policy_, false);
+            else net_.policy.backward_batched(ops_, online, grads, d_logits_.view(), {}, ws_policy_, false);
             ops_.mean(stat(kPolicyLoss), loss_pi_.cview());
             ops_.mean(stat(kWeight), awr_weights_.cview());
         });

@@ -113,6 +113,7 @@ public:
 private:
     void update_ops(std::uint32_t inject_nan);
     std::size_t params() const noexcept { return net_.layout.total(); }
+    bool alone() const noexcept { return agents_ == 1; }  ///< an engine of one (a single run)
 
     ops::Device& ops_;
     std::vector<config::Profile> profiles_;

@@ -243,13 +243,20 @@ void PpoEngine::collect_rollout() {
 
 // The rollout's T steps, beginning with V(s_0) (stored with s_0) beside the actor's first step;
 // each step (rollout_step) computes the values the next one needs.
-void PpoEngine::rollout_ops() {
+// A collection step's actor or critic on every agent's n observations: one strided-batched pass
+// over the agents' networks, or for an engine of one the fused inference (Device::mlp_infer: one
+// launch for the whole network where it fits).
+ops::View<const float> PpoEngine::step_forward(const nn::Mlp& net, ops::View<const float> states,
+                                               nn::Mlp::Workspace& ws) {
+    if (agents_ == 1) return net.infer(ops_, params_.cview(), states, n_envs_, ws);
     const std::size_t xs = static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(state_dim_);
-    const std::size_t P = params();
+    return net.forward_batched(ops_, params_.cview(), params(), states, xs, n_envs_, agents_, ws);
+}
+
+void PpoEngine::rollout_ops() {
     ops_.run_concurrently(
         [&] {
-            const auto v = net_.critic.forward_batched(ops_, params_.cview(), P, env_.states(), xs, n_envs_, agents_,
-                                                       ws_critic_step_);
+            const auto v = step_forward(net_.critic, env_.states(), ws_critic_step_);
             ops_.copy_group({step_row(r_values_, 0, v),
                              step_row(r_states_, 0, env_.states(), static_cast<std::size_t>(state_dim_))});
         },
@@ -261,12 +268,10 @@ void PpoEngine::rollout_ops() {
 // t % 2, then the rollouts' row t), the histograms.
 void PpoEngine::sample_actions(int t) {
     const std::size_t Nn = static_cast<std::size_t>(agents_) * static_cast<std::size_t>(n_envs_);
-    const std::size_t xs = static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(state_dim_);
     const std::size_t set = static_cast<std::size_t>(t % 2) * Nn;
     const auto actions = step_actions_.view().subview(set, Nn);
     const auto logp = step_logp_.view().subview(set, Nn);
-    const auto logits = net_.actor.forward_batched(ops_, params_.cview(), params(), env_.states(), xs, n_envs_, agents_,
-                                                   ws_actor_step_);
+    const auto logits = step_forward(net_.actor, env_.states(), ws_actor_step_);
     fh::ops::ppo_sample(ops_, actions, logp, logits, num_actions_,
                         static_cast<std::uint64_t>(profiles_.front().run.seed), collection_step(t), seeds_.cview());
     fh::ops::action_histogram(ops_, histogram_.view(), actions, num_actions_, agents_);
@@ -286,16 +291,13 @@ void PpoEngine::sample_actions(int t) {
 // So each step waits for one critic pass beside the actor.
 void PpoEngine::rollout_step(int t) {
     const std::size_t Nn = static_cast<std::size_t>(agents_) * static_cast<std::size_t>(n_envs_);
-    const std::size_t xs = static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(state_dim_);
     const bool last = t + 1 == horizon_;
     const auto actions = step_actions_.cview().subview(static_cast<std::size_t>(t % 2) * Nn, Nn);
     const auto& first = profiles_.front().ppo;
 
     env_.step(actions);
     const auto critic = [&] {
-        const auto v =
-            net_.critic.forward_batched(ops_, params_.cview(), params(), last ? env_.next_states() : env_.states(), xs,
-                                        n_envs_, agents_, ws_critic_step_);
+        const auto v = step_forward(net_.critic, last ? env_.next_states() : env_.states(), ws_critic_step_);
         if (last)
             ops_.copy_group({step_row(r_next_values_, t, v)});
         else

@@ -162,6 +162,7 @@ private:
     void rollout_ops();
     void rollout_step(int t);
     void sample_actions(int t);
+    ops::View<const float> step_forward(const nn::Mlp& net, ops::View<const float> states, nn::Mlp::Workspace& ws);
     void curiosity_step(int t);
     void bootstrap_truncated();
     void advantage_ops();
