@@ -96,7 +96,7 @@ std::vector<int> decisions(ops::Device& ops, const config::Profile& p, data::Mar
 /// The audit proper, on `ops`, of `weights` with the data of `options` normalised with `norm`.
 void audit_data(ops::Device& ops, const config::Profile& p, data::DataOptions options,
                 const data::NormalizationStats& norm, const std::vector<float>& weights, AuditReport& r) {
-    options.use_cache = false;  // every load below the same way, the unaltered one included
+    options.use_cache = false;                            // every load below the same way, the unaltered one included
     constexpr auto kNone = static_cast<std::size_t>(-1);  // no cut: the data as they are
     auto load = [&](std::size_t cut, bool fit) {
         data::DataOptions o = options;

@@ -187,7 +187,7 @@ private:
     long long min_steps_ = 0, updates_per_iteration_ = 0;
     env::EnvParams env_params_;  // agent 0's; every agent's but for the seed
     QNetwork net_;
-    bool batched_net_ = false;  ///< more than one agent and a network forward_agents runs
+    bool batched_net_ = false;                        ///< more than one agent and a network forward_agents runs
     long long steps_ = 0, updates_ = 0, pushed_ = 0;  // the device counters' mirror (dqn::Counters)
     bool restored_ = false;                           ///< restore_counters set steps_, updates_ and pushed_
 

@@ -255,8 +255,10 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
         [&] {
             fh::ops::iql_value_loss(ops_, loss_v_.view(), d_v_.view(), v, q1_target, q2_target, actions_.cview(),
                                     static_cast<float>(first.expectile), scalars_.cview());
-            if (alone()) net_.v.backward(ops_, online, grads, d_v_.view(), {}, B, ws_v_, false);
-            else net_.v.backward_batched(ops_, online, grads, d_v_.view(), {}, ws_v_, false);
+            if (alone())
+                net_.v.backward(ops_, online, grads, d_v_.view(), {}, B, ws_v_, false);
+            else
+                net_.v.backward_batched(ops_, online, grads, d_v_.view(), {}, ws_v_, false);
             ops_.mean(stat(kValueLoss), loss_v_.cview());
             ops_.mean(stat(kV), v);
             for (int a = 0; a < N && a < 32; ++a)
@@ -281,8 +283,10 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
             fh::ops::awr_policy_loss(ops_, loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target,
                                      q2_target, v, actions_.cview(), static_cast<float>(first.beta),
                                      static_cast<float>(first.max_weight), scalars_.cview());
-            if (alone()) net_.policy.backward(ops_, online, grads, d_logits_.view(), {}, B, ws_policy_, false);
-            else net_.policy.backward_batched(ops_, online, grads, d_logits_.view(), {}, ws_policy_, false);
+            if (alone())
+                net_.policy.backward(ops_, online, grads, d_logits_.view(), {}, B, ws_policy_, false);
+            else
+                net_.policy.backward_batched(ops_, online, grads, d_logits_.view(), {}, ws_policy_, false);
             ops_.mean(stat(kPolicyLoss), loss_pi_.cview());
             ops_.mean(stat(kWeight), awr_weights_.cview());
         });
