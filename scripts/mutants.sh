@@ -18,7 +18,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 # the CI tests (no [gpu], no hidden ones) that should catch it | what the bug is. Fields are
 # separated by " ;; ".
 MUTANTS=(
-"dqn-online-bootstrap ;; src/trainers/dqn_trainer.cpp ;; s/(ops::dqn_loss\(ops_, d_head_\.view\(\), sample_stats_\.view\(\), head_s, head_select, )head_target,/\1head_online_next,/ ;; [target] ;; DQN bootstraps from the online network at s' instead of the target network"
+"dqn-online-bootstrap ;; src/trainers/dqn/engine.cpp ;; s/(ops::dqn_loss\(ops_, slice\(d_head_, a\), slice\(sample_stats_, a\), head_s, head_select, )head_target,/\1head_online_next,/ ;; [target] ;; DQN bootstraps from the online network at s' instead of the target network"
 "env-lookahead ;; src/ops/env/cpu.cpp ;; s/static_cast<std::size_t>\(state\.data\(\)\[e\]\.t\) \* mdim;/static_cast<std::size_t>(state.data()[e].t + 1) * mdim;/ ;; [env] ;; the agent's state holds the next bar's features (a look-ahead)"
 "dqn-sample-half-batch ;; src/ops/dqn/cpu.cpp ;; s/replay::sample_nstep\(static_cast<int>\(b\), view, sp, xg/replay::sample_nstep(static_cast<int>(b \/ 2), view, sp, xg/ ;; DQN collection into the ring* ;; DQN's replay batch draws each transition twice (half the batch)"
 "dqn-adam-no-clip ;; src/ops/dqn/cpu.cpp ;; s/const float clip = s\.adam\.clip_norm > 0\.f \? core::clip_scale\(s\.grad_norm, s\.adam\.clip_norm\) : 1\.f;/const float clip = 1.f;/ ;; DQN Adam + target* ;; DQN's Adam ignores training.grad_clip_norm"
