@@ -30,6 +30,7 @@ MUTANTS=(
 "guard-nan-blind ;; src/ops/nn/cpu.cpp ;; s/gate\.data\(\)\[0\] = nn::guard_decide\(/gate.data()[0] = 1 | nn::guard_decide(/ ;; [guard] ;; the training guard counts a NaN loss but applies the update anyway"
 "checkpoint-drops-adam-v ;; src/trainers/checkpoint.cpp ;; s/for \(const auto& t : tensors\) ops\.upload<std::byte>\(t\.bytes, file\.tensor\(t\.name\)\.bytes\);/for (const auto\& t : tensors) if (t.name != \"adam\/v\") ops.upload<std::byte>(t.bytes, file.tensor(t.name).bytes);/ ;; dqn.her: the smoketest* ;; a resume from a checkpoint file leaves Adam's second moments at their fresh values"
 "backtest-no-warmup ;; src/eval/backtest.cpp ;; s/std::max\(\{seg_begin \+ md\.warmup_bars, pb\}\)/std::max({seg_begin, pb})/ ;; every fill of trades.csv* ;; the backtest trades a contract's first bars, before the features' warm-up"
+"lean-checkpoint-keeps-pushed ;; src/trainers/checkpoint.cpp ;; s/keep_replay \? trainer\.counter_values\(\) : trainer\.counters_without_replay\(trainer\.counter_values\(\)\)/trainer.counter_values()/ ;; [keep_replay] ;; a checkpoint written without its replay memory keeps the ring's push count, so a resume samples slots nothing wrote"
 "compare-nan-blind ;; tests/support/compare.hpp ;; s/ok = nan == Nan::both_match && std::isnan\(g\) && std::isnan\(r\);/ok = std::isnan(g) \&\& std::isnan(r);/ ;; [compare] ;; the tests' comparison counts NaN on both sides as a match"
 )
 
