@@ -23,11 +23,22 @@
 #include <cstring>
 #include <vector>
 #include "math/core.h"
-#define CK(x) do { auto e = (x); if ((int)e) { printf("err %d at %d\n", (int)e, __LINE__); exit(1);} } while(0)
+#define CK(x)                                           \
+    do {                                                \
+        auto e = (x);                                   \
+        if ((int)e) {                                   \
+            printf("err %d at %d\n", (int)e, __LINE__); \
+            exit(1);                                    \
+        }                                               \
+    } while (0)
 using fh::core::AdamConstants;
 
-__device__ __forceinline__ long long gti() { return static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ long long gtc() { return static_cast<long long>(gridDim.x) * blockDim.x; }
+__device__ __forceinline__ long long gti() {
+    return static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ long long gtc() {
+    return static_cast<long long>(gridDim.x) * blockDim.x;
+}
 
 struct Args {
     float *params, *m, *v, *target;
@@ -81,7 +92,9 @@ __global__ void adam_v0(Args a) {
             element(p.y, mi.y, vi.y, g.y, tp ? &t.y : nullptr, scale, c, a.tau, a.keep);
             element(p.z, mi.z, vi.z, g.z, tp ? &t.z : nullptr, scale, c, a.tau, a.keep);
             element(p.w, mi.w, vi.w, g.w, tp ? &t.w : nullptr, scale, c, a.tau, a.keep);
-            p4[i] = p; m4[i] = mi; v4[i] = vi;
+            p4[i] = p;
+            m4[i] = mi;
+            v4[i] = vi;
             if (a.target != nullptr) t4[i] = t;
         }
         first = n4 * 4;
@@ -89,7 +102,9 @@ __global__ void adam_v0(Args a) {
     for (long long i = first + gti(); i < a.n; i += gtc()) {
         float p = a.params[i], mi = a.m[i], vi = a.v[i];
         element(p, mi, vi, a.grads[i], a.target ? &a.target[i] : nullptr, scale, c, a.tau, a.keep);
-        a.params[i] = p; a.m[i] = mi; a.v[i] = vi;
+        a.params[i] = p;
+        a.m[i] = mi;
+        a.v[i] = vi;
     }
 }
 
@@ -132,7 +147,10 @@ __global__ void __launch_bounds__(256, 8) adam_scalar(Args a) {
     for (int j = 0; j < kPer; ++j) {
         const long long i = base + static_cast<long long>(j) * blockDim.x;
         if (i < a.n) {
-            p[j] = a.params[i]; mi[j] = a.m[i]; vi[j] = a.v[i]; g[j] = a.grads[i];
+            p[j] = a.params[i];
+            mi[j] = a.m[i];
+            vi[j] = a.v[i];
+            g[j] = a.grads[i];
             t[j] = a.target != nullptr ? a.target[i] : 0.f;
         }
     }
@@ -145,7 +163,9 @@ __global__ void __launch_bounds__(256, 8) adam_scalar(Args a) {
         const long long i = base + static_cast<long long>(j) * blockDim.x;
         if (i < a.n) {
             element_t(p[j], mi[j], vi[j], g[j], t[j], a.target != nullptr, scale, c, a.tau, a.keep);
-            a.params[i] = p[j]; a.m[i] = mi[j]; a.v[i] = vi[j];
+            a.params[i] = p[j];
+            a.m[i] = mi[j];
+            a.v[i] = vi[j];
             if (a.target != nullptr) a.target[i] = t[j];
         }
     }
@@ -157,8 +177,10 @@ __global__ void __launch_bounds__(256, 4) adam_by4(Args a) {
     const long long n4 = a.n / 4;
     float4 p{}, mi{}, vi{}, g{}, t{};
     if (i < n4) {
-        p = reinterpret_cast<float4*>(a.params)[i]; mi = reinterpret_cast<float4*>(a.m)[i];
-        vi = reinterpret_cast<float4*>(a.v)[i]; g = reinterpret_cast<const float4*>(a.grads)[i];
+        p = reinterpret_cast<float4*>(a.params)[i];
+        mi = reinterpret_cast<float4*>(a.m)[i];
+        vi = reinterpret_cast<float4*>(a.v)[i];
+        g = reinterpret_cast<const float4*>(a.grads)[i];
         if (a.target) t = reinterpret_cast<float4*>(a.target)[i];
     }
     const AdamConstants c = constants<0>(a);
@@ -170,7 +192,8 @@ __global__ void __launch_bounds__(256, 4) adam_by4(Args a) {
     element_t(p.y, mi.y, vi.y, g.y, t.y, ht, scale, c, a.tau, a.keep);
     element_t(p.z, mi.z, vi.z, g.z, t.z, ht, scale, c, a.tau, a.keep);
     element_t(p.w, mi.w, vi.w, g.w, t.w, ht, scale, c, a.tau, a.keep);
-    reinterpret_cast<float4*>(a.params)[i] = p; reinterpret_cast<float4*>(a.m)[i] = mi;
+    reinterpret_cast<float4*>(a.params)[i] = p;
+    reinterpret_cast<float4*>(a.m)[i] = mi;
     reinterpret_cast<float4*>(a.v)[i] = vi;
     if (a.target) reinterpret_cast<float4*>(a.target)[i] = t;
 }
@@ -199,11 +222,21 @@ void launch(int variant, const Args& a) {
             adam_v0<<<(threads + 255) / 256, 256, 0, s>>>(a);
             break;
         }
-        case 1: adam_scalar<1, 0><<<(n + 255) / 256, 256, 0, s>>>(a); break;
-        case 2: adam_scalar<1, 1><<<(n + 255) / 256, 256, 0, s>>>(a); break;
-        case 3: adam_scalar<2, 0><<<(n + 511) / 512, 256, 0, s>>>(a); break;
-        case 4: adam_by4<<<(n / 4 + 255) / 256, 256, 0, s>>>(a); break;
-        case 5: adam_scalar<1, 2><<<(n + 255) / 256, 256, 0, s>>>(a); break;
+        case 1:
+            adam_scalar<1, 0><<<(n + 255) / 256, 256, 0, s>>>(a);
+            break;
+        case 2:
+            adam_scalar<1, 1><<<(n + 255) / 256, 256, 0, s>>>(a);
+            break;
+        case 3:
+            adam_scalar<2, 0><<<(n + 511) / 512, 256, 0, s>>>(a);
+            break;
+        case 4:
+            adam_by4<<<(n / 4 + 255) / 256, 256, 0, s>>>(a);
+            break;
+        case 5:
+            adam_scalar<1, 2><<<(n + 255) / 256, 256, 0, s>>>(a);
+            break;
     }
     CK(cudaGetLastError());
 }
@@ -226,7 +259,9 @@ int main() {
             int* gate;
             long long* counter;
             for (float** b : {&P, &M, &V, &T, &G}) CK(cudaMalloc(b, n * sizeof(float)));
-            CK(cudaMalloc(&norm, 4)); CK(cudaMalloc(&gate, 4)); CK(cudaMalloc(&counter, 8));
+            CK(cudaMalloc(&norm, 4));
+            CK(cudaMalloc(&gate, 4));
+            CK(cudaMalloc(&counter, 8));
             AdamConstants c{1e-3f, 0.9f, 0.999f, 1e-8f, 1.0f, 0.f, 1.f, 1.f};
             std::vector<float> ref[4];
             printf("n = %d%s\n", n, with_target[si] ? " (with a soft target)" : "");
@@ -235,7 +270,9 @@ int main() {
                 CK(cudaMemcpy(P, h.data(), n * 4, cudaMemcpyHostToDevice));
                 CK(cudaMemcpy(T, h.data(), n * 4, cudaMemcpyHostToDevice));
                 CK(cudaMemcpy(G, h.data(), n * 4, cudaMemcpyHostToDevice));
-                CK(cudaMemset(M, 0, n * 4)); CK(cudaMemset(V, 0, n * 4)); CK(cudaMemset(counter, 0, 8));
+                CK(cudaMemset(M, 0, n * 4));
+                CK(cudaMemset(V, 0, n * 4));
+                CK(cudaMemset(counter, 0, 8));
                 Args a{P, M, V, with_target[si] ? T : nullptr, G, norm, gate, counter, c, 0.005f, 0.995f, n};
                 cudaGraph_t g;
                 cudaGraphExec_t ge;
@@ -255,7 +292,8 @@ int main() {
                     CK(cudaMemcpy(out[1].data(), M, n * 4, cudaMemcpyDeviceToHost));
                     CK(cudaMemcpy(out[2].data(), V, n * 4, cudaMemcpyDeviceToHost));
                     CK(cudaMemcpy(out[3].data(), T, n * 4, cudaMemcpyDeviceToHost));
-                    if (variant == 0) for (int q = 0; q < 4; ++q) ref[q] = out[q];
+                    if (variant == 0)
+                        for (int q = 0; q < 4; ++q) ref[q] = out[q];
                     bool same = true;
                     for (int q = 0; q < 4; ++q) same = same && std::memcmp(out[q].data(), ref[q].data(), n * 4) == 0;
                     if (!same) printf("  variant %d: bits DIFFER from variant 0\n", variant);
@@ -278,7 +316,9 @@ int main() {
                 cudaGraphDestroy(g);
             }
             for (float* b : {P, M, V, T, G}) cudaFree(b);
-            cudaFree(norm); cudaFree(gate); cudaFree(counter);
+            cudaFree(norm);
+            cudaFree(gate);
+            cudaFree(counter);
         }
     }
     return 0;

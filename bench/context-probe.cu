@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-__global__ void empty_kernel(int* p) { if (p) *p = 1; }
+__global__ void empty_kernel(int* p) {
+    if (p) *p = 1;
+}
 static double now_ms() {
     using namespace std::chrono;
     return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
@@ -20,8 +22,10 @@ int main(int argc, char** argv) {
     if (driver) {
         if (cuInit(0) != CUDA_SUCCESS) return 1;
         const double t1 = now_ms();
-        CUdevice dev; cuDeviceGet(&dev, 0);
-        CUcontext ctx; if (cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) return 1;
+        CUdevice dev;
+        cuDeviceGet(&dev, 0);
+        CUcontext ctx;
+        if (cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) return 1;
         cuCtxSetCurrent(ctx);
         const double t2 = now_ms();
         empty_kernel<<<1, 1>>>(nullptr);

@@ -59,7 +59,9 @@ struct Agent {
     long long P;
 };
 
-static long long blocks(long long n) { return (n + 255) / 256; }
+static long long blocks(long long n) {
+    return (n + 255) / 256;
+}
 
 static void gemm(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, const float* A, int lda, const float* B,
                  int ldb, float* C, int ldc) {
@@ -83,8 +85,8 @@ static void issue(Agent& a, bool straight = false) {
     for (int l = 0; l < 3; ++l) {
         gemm(a.h, true, false, kOut[l], R, kIn[l], a.w[l], kIn[l], l == 0 ? a.x : a.act[l], kIn[l], a.act[l + 1],
              kOut[l]);
-        elementwise<<<blocks((long long)R * kOut[l]), 256, 0, a.s>>>(a.act[l + 1], a.act[l + 1],
-                                                                      (long long)R * kOut[l], 0.5f);
+        elementwise<<<blocks((long long)R * kOut[l]), 256, 0, a.s>>>(a.act[l + 1], a.act[l + 1], (long long)R * kOut[l],
+                                                                     0.5f);
     }
     elementwise<<<blocks((long long)kB * kW), 256, 0, a.s>>>(a.grad[3], a.act[3], (long long)kB * kW, 0.1f);
     for (int l = 2; l >= 0; --l) {
@@ -94,12 +96,12 @@ static void issue(Agent& a, bool straight = false) {
             CK(cudaStreamWaitEvent(a.side, a.fork, 0));
         }
         // dW (in x out over B rows) beside dX
-        gemm(straight ? a.h : a.h_side, false, true, kIn[l], kOut[l], kB, l == 0 ? a.x : a.act[l], kIn[l], a.grad[l + 1], kOut[l],
-             a.dw[l], kIn[l]);
+        gemm(straight ? a.h : a.h_side, false, true, kIn[l], kOut[l], kB, l == 0 ? a.x : a.act[l], kIn[l],
+             a.grad[l + 1], kOut[l], a.dw[l], kIn[l]);
         if (l > 0) {
             gemm(a.h, false, false, kIn[l], kB, kOut[l], a.w[l], kIn[l], a.grad[l + 1], kOut[l], a.grad[l], kIn[l]);
             elementwise<<<blocks((long long)kB * kIn[l]), 256, 0, a.s>>>(a.grad[l], a.grad[l], (long long)kB * kIn[l],
-                                                                          1.f);
+                                                                         1.f);
         }
         if (!straight) {
             CK(cudaEventRecord(a.join, a.side));
@@ -158,8 +160,9 @@ int main() {
     for (auto& e : done) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 
     const int kRounds = 2000, kHostRounds = 40;
-    printf("N | mode | GPU us per population update | agent-updates/s | host us per population update "
-           "(enqueue only, GPU held by a spin kernel)\n");
+    printf(
+        "N | mode | GPU us per population update | agent-updates/s | host us per population update "
+        "(enqueue only, GPU held by a spin kernel)\n");
     for (int N : {1, 4, 16}) {
         // forked / straight: one graph per agent, captured on its own stream, launched on it.
         std::vector<cudaGraphExec_t> forked(N), straight(N);
@@ -195,7 +198,8 @@ int main() {
         for (int rep = 0; rep < 2; ++rep)
             for (int mode = 0; mode < 3; ++mode) {
                 auto round = [&] {
-                    if (mode == 2) CK(cudaGraphLaunch(one, origin));
+                    if (mode == 2)
+                        CK(cudaGraphLaunch(one, origin));
                     else
                         for (int i = 0; i < N; ++i) CK(cudaGraphLaunch(mode ? straight[i] : forked[i], ag[i].s));
                 };

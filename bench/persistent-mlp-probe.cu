@@ -23,33 +23,33 @@
 
 namespace cg = cooperative_groups;
 
-#define CK(x)                                                                                     \
-    do {                                                                                          \
-        cudaError_t e_ = (x);                                                                     \
-        if (e_ != cudaSuccess) {                                                                  \
+#define CK(x)                                                                                       \
+    do {                                                                                            \
+        cudaError_t e_ = (x);                                                                       \
+        if (e_ != cudaSuccess) {                                                                    \
             std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            std::exit(1);                                                                         \
-        }                                                                                         \
+            std::exit(1);                                                                           \
+        }                                                                                           \
     } while (0)
-#define CB(x)                                                                   \
-    do {                                                                        \
-        if ((x) != CUBLAS_STATUS_SUCCESS) {                                     \
+#define CB(x)                                                                           \
+    do {                                                                                \
+        if ((x) != CUBLAS_STATUS_SUCCESS) {                                             \
             std::fprintf(stderr, "%s:%d cuBLAS error in %s\n", __FILE__, __LINE__, #x); \
-            std::exit(1);                                                       \
-        }                                                                       \
+            std::exit(1);                                                               \
+        }                                                                               \
     } while (0)
 
 constexpr int kLayers = 3;
 constexpr int kTile = 32, kThreads = 256;
 
 struct Net {
-    int rows, count;                  // rows per network, networks
+    int rows, count;  // rows per network, networks
     int in[kLayers], out[kLayers];
-    const float* w[kLayers];          // network k's W (out, in) at w + k * w_stride
+    const float* w[kLayers];  // network k's W (out, in) at w + k * w_stride
     const float* b[kLayers];
     long long w_stride[kLayers], b_stride[kLayers];
-    const float* x;                   // (rows, in[0]), shared by the networks
-    float* y[kLayers];                // (count, rows, out)
+    const float* x;     // (rows, in[0]), shared by the networks
+    float* y[kLayers];  // (count, rows, out)
     int relu[kLayers];
 };
 
@@ -153,11 +153,11 @@ int main() {
             const long long x_stride = l == 0 ? 0 : static_cast<long long>(rows) * sizes[l];
             // Y_k (rows, out) = X_k (rows, in) W_k^T: column-major C (out x rows) = W (out x in) * X^T.
             CB(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, sizes[l + 1], rows, sizes[l], &one,
-                                         chain_net.w[l], sizes[l], chain_net.w_stride[l], X, sizes[l], x_stride,
-                                         &zero, chain_net.y[l], sizes[l + 1],
-                                         static_cast<long long>(rows) * sizes[l + 1], count));
+                                         chain_net.w[l], sizes[l], chain_net.w_stride[l], X, sizes[l], x_stride, &zero,
+                                         chain_net.y[l], sizes[l + 1], static_cast<long long>(rows) * sizes[l + 1],
+                                         count));
             bias_relu<<<264, 256, 0, s>>>(chain_net.y[l], chain_net.b[l], chain_net.b_stride[l], rows, sizes[l + 1],
-                                         count, chain_net.relu[l]);
+                                          count, chain_net.relu[l]);
         }
     };
     auto graph_of = [&](auto&& body) {
@@ -197,8 +197,10 @@ int main() {
     };
     const int reps = 2000;
     std::printf("device: %d SMs, %d persistent blocks per SM possible\n", sms, per_sm);
-    std::printf("chain (6 launches, graph):       %.2f us\n", time_us([&] { CK(cudaGraphLaunch(chain_graph, s)); }, reps));
-    std::printf("empty (6 kernels, graph):        %.2f us\n", time_us([&] { CK(cudaGraphLaunch(empty_graph, s)); }, reps));
+    std::printf("chain (6 launches, graph):       %.2f us\n",
+                time_us([&] { CK(cudaGraphLaunch(chain_graph, s)); }, reps));
+    std::printf("empty (6 kernels, graph):        %.2f us\n",
+                time_us([&] { CK(cudaGraphLaunch(empty_graph, s)); }, reps));
     for (int blocks : {sms / 2, sms, 2 * sms}) {
         if (blocks > sms * per_sm) continue;
         std::printf("persistent (%3d blocks):         %.2f us\n", blocks, time_us([&] { persistent(blocks); }, reps));

@@ -3,7 +3,8 @@
 // + the value stream, batch 256) with every layer of every agent in one launch, captured in one
 // CUDA Graph and replayed; prints microseconds per population update and agent-updates/s for each
 // N, with the products as cuBLASLt strided batches (bias + ReLU epilogues forward; FP32, and TF32
-// as gpu.tf32 = true would) or as cublasSgemmStridedBatched (FP32). Not part of the build (docs/performance-log.md quotes it):
+// as gpu.tf32 = true would) or as cublasSgemmStridedBatched (FP32). Not part of the build (docs/performance-log.md
+// quotes it):
 //   nvcc -O2 -std=c++17 -arch=sm_90 -o population-probe bench/population-probe.cu -lcublas -lcublasLt
 //   ./population-probe
 // The launches of one population update (16, whatever N):
@@ -23,13 +24,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-#define CK(x)                                                             \
-    do {                                                                  \
-        auto e_ = (x);                                                    \
-        if ((int)e_) {                                                    \
-            printf("error %d at line %d\n", (int)e_, __LINE__);           \
-            exit(1);                                                      \
-        }                                                                 \
+#define CK(x)                                                   \
+    do {                                                        \
+        auto e_ = (x);                                          \
+        if ((int)e_) {                                          \
+            printf("error %d at line %d\n", (int)e_, __LINE__); \
+            exit(1);                                            \
+        }                                                       \
     } while (0)
 
 static const int kB = 256, kD = 50, kH = 256, kW = 510;
@@ -90,7 +91,9 @@ __global__ void adam_standin(float* p, float* m, float* v, const float* g, float
     t[i] = 0.995f * t[i] + 0.005f * pi;
 }
 
-static unsigned blocks(long long n) { return (unsigned)((n + 255) / 256); }
+static unsigned blocks(long long n) {
+    return (unsigned)((n + 255) / 256);
+}
 
 struct Ctx {
     cublasHandle_t blas;
@@ -206,7 +209,7 @@ int main() {
             unsigned step = 1;
             auto update = [&]() {
                 gather_rows<<<blocks((long long)N * 2 * kB * kD), 256, 0, s0>>>(x, replay, replay_rows, 2 * kB, kD, N,
-                                                                               step);
+                                                                                step);
                 CK(cudaEventRecord(fork, s0));
                 CK(cudaStreamWaitEvent(s1, fork));
                 // Target on s' (s1) beside the online network on [s; s'] (s0). Row-major Y (rows,
@@ -264,7 +267,10 @@ int main() {
             float ms = 0;
             CK(cudaEventElapsedTime(&ms, e0, e1));
             const double us = 1000.0 * ms / reps;
-            printf("| %s | %d | %.1f | %.0f |\n", variant == 0 ? "cuBLASLt" : variant == 1 ? "cuBLASLt, TF32" : "SgemmStridedBatched",
+            printf("| %s | %d | %.1f | %.0f |\n",
+                   variant == 0   ? "cuBLASLt"
+                   : variant == 1 ? "cuBLASLt, TF32"
+                                  : "SgemmStridedBatched",
                    N, us, N / us * 1e6);
             CK(cudaGraphExecDestroy(ge));
             CK(cudaGraphDestroy(g));

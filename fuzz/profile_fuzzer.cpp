@@ -49,8 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (e.problems().empty()) fail("ProfileError without problems", "");
         if (e.code() != fh::ExitCode::usage) fail("ProfileError with an exit code other than 2", "");
         for (const auto& m : e.problems())
-            if (m.rfind("fuzz.toml:", 0) != 0 && m.rfind("--set ", 0) != 0)
-                fail("a problem without a location", m);
+            if (m.rfind("fuzz.toml:", 0) != 0 && m.rfind("--set ", 0) != 0) fail("a problem without a location", m);
     }
     return 0;
 }

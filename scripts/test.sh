@@ -8,6 +8,14 @@ BUILD_DIR=${BUILD_DIR:-build}
 "$root/scripts/setup.sh" || { echo "0 passed, 1 failed"; exit 1; }
 # CI=true: the report and sweep tests render their HTML with headless Chromium and fail without it
 # (elsewhere they skip the rendering with a notice), so CI installs the Debian package.
+# CI=true: the formatting check (meson test 'format') needs clang-format 14 (Debian 12's package).
+if [ "${CI:-}" = "true" ] && ! command -v clang-format >/dev/null 2>&1; then
+    echo "test: CI=true: installing clang-format for the formatting check" >&2
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang-format >/dev/null; } ||
+        echo "test: could not install clang-format: the formatting check will be skipped" >&2
+fi
 if [ "${CI:-}" = "true" ] && ! command -v chromium >/dev/null 2>&1; then
     echo "test: CI=true: installing chromium for the rendering checks" >&2
     SUDO=""

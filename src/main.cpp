@@ -67,9 +67,7 @@ Exit codes:
 )";
 
 void configure_logging(const fh::cli::GlobalOptions& g) {
-    const auto level = g.quiet ? fh::log::Level::warn
-                       : g.verbose ? fh::log::Level::debug
-                                   : fh::log::Level::info;
+    const auto level = g.quiet ? fh::log::Level::warn : g.verbose ? fh::log::Level::debug : fh::log::Level::info;
     const bool json = g.log_format == "json";
     fh::log::configure(level, json ? fh::log::Format::json : fh::log::Format::text);
     fh::signals::set_json_messages(json);
@@ -306,9 +304,10 @@ int main(int argc, char** argv) {
     report->add_option("-o,--out", report_output, "The HTML file (default: PATH/report.html)")->type_name("FILE");
     shared.logging(report);
     auto* walk_forward = app.add_subcommand(
-        "walk-forward", "Train the profile's walk_forward.folds folds in time order (each on the bars before its test "
-                        "block) and stitch their test blocks into one out-of-sample curve with intervals and "
-                        "buy-and-hold (docs/walk-forward.md)");
+        "walk-forward",
+        "Train the profile's walk_forward.folds folds in time order (each on the bars before its test "
+        "block) and stitch their test blocks into one out-of-sample curve with intervals and "
+        "buy-and-hold (docs/walk-forward.md)");
     shared.profile(walk_forward);
     shared.set(walk_forward);
     shared.data(walk_forward);
@@ -388,10 +387,11 @@ int main(int argc, char** argv) {
     // exit codes once, at the top; the profile notes with the subcommands that take a profile.
     app.footer(std::string(kProfilesHelp) + "\n\n" + kExamplesHelp);
     for (auto* sub : {train, check, bench}) sub->footer(kProfilesHelp);
-    walk_forward->footer(std::string(kProfilesHelp) +
-                         "\n\nExample: foxhunt-train walk-forward --profile dqn-full --data bars.csv --set "
-                         "walk_forward.folds=5 --set run.total_steps=2000000 --set run.name=wf; then foxhunt-train "
-                         "report runs/wf. Run it again with the same run.name (run.on_exists = resume) to continue one.");
+    walk_forward->footer(
+        std::string(kProfilesHelp) +
+        "\n\nExample: foxhunt-train walk-forward --profile dqn-full --data bars.csv --set "
+        "walk_forward.folds=5 --set run.total_steps=2000000 --set run.name=wf; then foxhunt-train "
+        "report runs/wf. Run it again with the same run.name (run.on_exists = resume) to continue one.");
 
     try {
         app.parse(argc, argv);
@@ -418,7 +418,8 @@ int main(int argc, char** argv) {
             }
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0 || dynamic_cast<const CLI::CallForHelp*>(&e) != nullptr ||
-            dynamic_cast<const CLI::CallForAllHelp*>(&e) != nullptr || dynamic_cast<const CLI::CallForVersion*>(&e) != nullptr) {
+            dynamic_cast<const CLI::CallForAllHelp*>(&e) != nullptr ||
+            dynamic_cast<const CLI::CallForVersion*>(&e) != nullptr) {
             const int code = app.exit(e);  // --help, --version: printed to stdout
             return code == 0 ? 0 : static_cast<int>(fh::ExitCode::usage);
         }

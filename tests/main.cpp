@@ -22,8 +22,7 @@ int main(int argc, char** argv) {
                 return 77;
             }
         }
-        std::printf("NOTICE: no CUDA device (%s): [gpu] tests are excluded from this run\n",
-                    why.c_str());
+        std::printf("NOTICE: no CUDA device (%s): [gpu] tests are excluded from this run\n", why.c_str());
         // In a Catch2 spec ',' separates alternatives and juxtaposition means AND: exclude [gpu]
         // from every alternative.
         if (filters.empty()) filters.push_back("~[.]");  // the default run skips hidden tests

@@ -28,8 +28,8 @@ FH_HD bool bias_act_quads(const float* y, const float* b, int out, long long tot
 /// y[r, j] = act(y[r, j] + b[j]) in place. y (batch, out), b (out) or null (no bias).
 /// With bias_act_quads, each thread takes four columns of a row at a time (size the grid by
 /// total / 4), else one element.
-using NetworkBiasActForward = void(float* __restrict__ y, const float* __restrict__ b,
-                                   Activation act, int batch, int out);
+using NetworkBiasActForward = void(float* __restrict__ y, const float* __restrict__ b, Activation act, int batch,
+                                   int out);
 /// network_bias_act_forward_kernel for `count` networks of one shape in one launch (grid.z the
 /// network; a batched layer whose activation cuBLASLt cannot fuse, e.g. tanh): network z's y at
 /// z * batch * out, its b at z * b_stride; each element's math is the one-network kernel's. (A
@@ -54,12 +54,16 @@ inline constexpr int kLinearNarrowThreads = 256;
 inline constexpr int kLinearNarrowChunk = 32;
 /// The padded length of a staged row of a narrow tile of `tile` rows (or columns): its staging
 /// stores hit 8 banks, and its rows stay 16-byte aligned.
-FH_HD constexpr int linear_narrow_row(int tile) { return tile + 4; }
+FH_HD constexpr int linear_narrow_row(int tile) {
+    return tile + 4;
+}
 /// Shared-memory buffers of a tile, each one chunk of inputs for the tile's rows and columns: two
 /// for the 128-row tile (the next chunk's copies fill one while the block sums the other), one for
 /// the smaller tiles, whose larger footprint with two slowed the PPO rollout step, where two
 /// networks' narrow layers run beside cuBLAS's products (docs/performance.md).
-FH_HD constexpr int linear_narrow_buffers(int tile) { return tile == 128 ? 2 : 1; }
+FH_HD constexpr int linear_narrow_buffers(int tile) {
+    return tile == 128 ? 2 : 1;
+}
 /// Dynamic shared memory of a network_linear_narrow_* launch with tiles of `tile` (16 TM) and `in`
 /// inputs: as many buffers as chunks, up to linear_narrow_buffers(tile).
 FH_HD constexpr int linear_narrow_smem_bytes(int tile, int in) {
@@ -121,9 +125,9 @@ struct HeadBackwardArgs {
     float* dz;
     float* hidden_db;  // null: the hidden layer has no bias
     float* head_dw;
-    float* head_db;    // null: the head has no bias
-    float* partials;   // null with one slice
-    unsigned* tickets; // null with one slice
+    float* head_db;     // null: the head has no bias
+    float* partials;    // null with one slice
+    unsigned* tickets;  // null with one slice
     const float* dout;
     const float* x;
     const float* w;
@@ -149,8 +153,7 @@ FH_HD constexpr long long head_backward_partial_floats(int in, int out) {
 /// kNormBlocks x kNormThreads. partials (kNormBlocks), x (n).
 using NetworkNormPartials = void(float* __restrict__ partials, const float* __restrict__ x, int n);
 /// out[0] = sqrt(sum of partials), summed in a fixed tree order. One block of kNormThreads.
-using NetworkNormFinish = void(float* __restrict__ out, const float* __restrict__ partials,
-                               int n_partials);
+using NetworkNormFinish = void(float* __restrict__ out, const float* __restrict__ partials, int n_partials);
 /// network_norm_partials_kernel then network_norm_finish_kernel then training_guard_kernel in one
 /// launch (Device::global_norm and ops::training_guard of an update's tail): every block computes
 /// its partial as the partials kernel does into scratch[0, kNormBlocks); the last block to finish
@@ -160,10 +163,9 @@ using NetworkNormFinish = void(float* __restrict__ out, const float* __restrict_
 /// a = 1 does (accum[i] = saxpy_element(accum[i], 1, stats[i]), i < n_stats; stats may hold
 /// grad_norm and losses). The same bits as the separate launches. Launch exactly kNormBlocks x
 /// kNormThreads. x (n), losses (n_losses), gate (1), state (1); accum and stats (n_stats) or null.
-using NetworkNormGuard = void(float* grad_norm, float* __restrict__ scratch,
-                              const float* __restrict__ x, int n, int* __restrict__ gate,
-                              nn::GuardState* __restrict__ state, const float* losses, int n_losses,
-                              core::CounterValue update, float* __restrict__ accum, const float* stats,
+using NetworkNormGuard = void(float* grad_norm, float* __restrict__ scratch, const float* __restrict__ x, int n,
+                              int* __restrict__ gate, nn::GuardState* __restrict__ state, const float* losses,
+                              int n_losses, core::CounterValue update, float* __restrict__ accum, const float* stats,
                               int n_stats);
 /// Floats of network_norm_guard_kernel's scratch: the partials and the ticket.
 inline constexpr int kNormGuardScratch = kNormBlocks + 1;
@@ -201,8 +203,7 @@ inline constexpr long long kAdamVectorMinElements = 1LL << 19;
 FH_HD bool adam_vectorized(const void* params, const void* m, const void* v, const void* grads, const void* target,
                            long long n) {
     const unsigned long long bits = reinterpret_cast<unsigned long long>(params) |
-                                    reinterpret_cast<unsigned long long>(m) |
-                                    reinterpret_cast<unsigned long long>(v) |
+                                    reinterpret_cast<unsigned long long>(m) | reinterpret_cast<unsigned long long>(v) |
                                     reinterpret_cast<unsigned long long>(grads) |
                                     reinterpret_cast<unsigned long long>(target);
     return n >= kAdamVectorMinElements && (bits & 15ULL) == 0;
@@ -272,22 +273,22 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
 
 }  // namespace fh::abi
 
-#define FH_KERNELS_core_network(FH_KERNEL)                                                 \
-    FH_KERNEL(core_network, network_bias_act_forward_kernel, NetworkBiasActForward) \
+#define FH_KERNELS_core_network(FH_KERNEL)                                                         \
+    FH_KERNEL(core_network, network_bias_act_forward_kernel, NetworkBiasActForward)                \
     FH_KERNEL(core_network, network_bias_act_forward_batched_kernel, NetworkBiasActForwardBatched) \
-    FH_KERNEL(core_network, network_linear_narrow_2_kernel, NetworkLinearNarrow)     \
-    FH_KERNEL(core_network, network_linear_narrow_4_kernel, NetworkLinearNarrow)     \
-    FH_KERNEL(core_network, network_linear_narrow_8_kernel, NetworkLinearNarrow)     \
-    FH_KERNEL(core_network, network_act_bias_grad_kernel, NetworkActBiasGrad)       \
-    FH_KERNEL(core_network, network_act_bias_grad_batched_kernel, NetworkActBiasGradBatched) \
-    FH_KERNEL(core_network, network_scalar_head_backward_kernel, NetworkHeadBackward) \
-    FH_KERNEL(core_network, network_narrow_head_backward_kernel, NetworkHeadBackward) \
-    FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)      \
-    FH_KERNEL(core_network, network_norm_guard_agents_kernel, NetworkNormGuardAgents) \
-    FH_KERNEL(core_network, network_split_k_reduce_kernel, NetworkSplitKReduce)     \
-    FH_KERNEL(core_network, network_adam_agents_kernel, NetworkAdamAgents)          \
-    FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)          \
-    FH_KERNEL(core_network, network_norm_guard_kernel, NetworkNormGuard)            \
-    FH_KERNEL(core_network, network_adam_kernel, NetworkAdam)                       \
-    FH_KERNEL(core_network, network_adam_by4_kernel, NetworkAdam)                   \
+    FH_KERNEL(core_network, network_linear_narrow_2_kernel, NetworkLinearNarrow)                   \
+    FH_KERNEL(core_network, network_linear_narrow_4_kernel, NetworkLinearNarrow)                   \
+    FH_KERNEL(core_network, network_linear_narrow_8_kernel, NetworkLinearNarrow)                   \
+    FH_KERNEL(core_network, network_act_bias_grad_kernel, NetworkActBiasGrad)                      \
+    FH_KERNEL(core_network, network_act_bias_grad_batched_kernel, NetworkActBiasGradBatched)       \
+    FH_KERNEL(core_network, network_scalar_head_backward_kernel, NetworkHeadBackward)              \
+    FH_KERNEL(core_network, network_narrow_head_backward_kernel, NetworkHeadBackward)              \
+    FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)                     \
+    FH_KERNEL(core_network, network_norm_guard_agents_kernel, NetworkNormGuardAgents)              \
+    FH_KERNEL(core_network, network_split_k_reduce_kernel, NetworkSplitKReduce)                    \
+    FH_KERNEL(core_network, network_adam_agents_kernel, NetworkAdamAgents)                         \
+    FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)                         \
+    FH_KERNEL(core_network, network_norm_guard_kernel, NetworkNormGuard)                           \
+    FH_KERNEL(core_network, network_adam_kernel, NetworkAdam)                                      \
+    FH_KERNEL(core_network, network_adam_by4_kernel, NetworkAdam)                                  \
     FH_KERNEL(core_network, network_mlp_infer_kernel, NetworkMlpInfer)

@@ -52,12 +52,12 @@ using CopyEveryF32 = void(float* __restrict__ dst, const float* __restrict__ src
 }  // namespace fh::abi
 
 // FH_KERNEL(module, kernel symbol, signature in fh::abi) for each kernel of the module.
-#define FH_KERNELS_core_vector(FH_KERNEL)                          \
-    FH_KERNEL(core_vector, fill_f32_kernel, FillF32)   \
-    FH_KERNEL(core_vector, copy_f32_kernel, CopyF32)   \
-    FH_KERNEL(core_vector, copy_group_kernel, CopyGroup) \
-    FH_KERNEL(core_vector, saxpy_f32_kernel, SaxpyF32) \
-    FH_KERNEL(core_vector, scale_f32_kernel, ScaleF32) \
-    FH_KERNEL(core_vector, mean_f32_kernel, MeanF32)   \
+#define FH_KERNELS_core_vector(FH_KERNEL)                      \
+    FH_KERNEL(core_vector, fill_f32_kernel, FillF32)           \
+    FH_KERNEL(core_vector, copy_f32_kernel, CopyF32)           \
+    FH_KERNEL(core_vector, copy_group_kernel, CopyGroup)       \
+    FH_KERNEL(core_vector, saxpy_f32_kernel, SaxpyF32)         \
+    FH_KERNEL(core_vector, scale_f32_kernel, ScaleF32)         \
+    FH_KERNEL(core_vector, mean_f32_kernel, MeanF32)           \
     FH_KERNEL(core_vector, increment_i64_kernel, IncrementI64) \
     FH_KERNEL(core_vector, copy_every_f32_kernel, CopyEveryF32)

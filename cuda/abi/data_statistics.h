@@ -11,8 +11,7 @@ namespace fh::abi {
 /// k = threadIdx.x, threadIdx.x + blockDim.x, ...; center (D) or null (plain sums). values
 /// (any rows, D), rows (n) indices into it. Buffers distinct.
 using ColumnChunkSums = void(double* __restrict__ partials, const float* __restrict__ values,
-                             const long long* __restrict__ rows, long long n, int D,
-                             const double* __restrict__ center);
+                             const long long* __restrict__ rows, long long n, int D, const double* __restrict__ center);
 /// out[k] = statistics::column_total(partials, chunks, D, k) / divisor, one thread per column.
 using ColumnTotals = void(double* __restrict__ out, const double* __restrict__ partials, long long chunks, int D,
                           double divisor);

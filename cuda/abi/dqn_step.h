@@ -21,15 +21,15 @@ namespace fh::abi {
 /// With an ensemble (head_params.ensemble = K > 1) Q is the K heads' mean (dqn::ensemble_q) and
 /// collection acts on dqn::ensemble_score (the mean plus agent.ucb times the heads' spread).
 struct DqnActArgs {
-    int* actions;                      ///< (n) out
-    float* q;                          ///< (n, A) out, or null
-    unsigned long long* histogram;     ///< (A) += actions taken, or null
-    const float* head;                 ///< (n, output_width) network outputs
-    const dqn::AgentParams* agent;     ///< or null: greedy
-    const dqn::Counters* counters;     ///< with agent
+    int* actions;                   ///< (n) out
+    float* q;                       ///< (n, A) out, or null
+    unsigned long long* histogram;  ///< (A) += actions taken, or null
+    const float* head;              ///< (n, output_width) network outputs
+    const dqn::AgentParams* agent;  ///< or null: greedy
+    const dqn::Counters* counters;  ///< with agent
     dqn::HeadParams head_params;
     int n;
-    int explore;                       ///< with agent: 1 epsilon-greedy (collection), 0 greedy on the mean Q
+    int explore;  ///< with agent: 1 epsilon-greedy (collection), 0 greedy on the mean Q
 };
 using DqnAct = void(DqnActArgs args);
 
@@ -42,20 +42,20 @@ using DqnAct = void(DqnActArgs args);
 /// head k of sample b, W = head_width) and stats has B * K columns; each row's loss is weighted
 /// by masks[row] / (B * K), and a* comes from target_actions (the heads' mean Q) when given.
 struct DqnLossArgs {
-    float* d_head;                     ///< (B * K, W) out
-    float* stats;                      ///< (kSampleStats, B * K) out
-    const float* head_s;               ///< (B * K, W) online network at s
-    const float* head_select;          ///< (B * K, W) picks a*: online at s' (double DQN) or target at s'
-    const float* head_target;          ///< (B * K, W) target network at s'
-    const int* actions;                ///< (B)
-    const float* returns;              ///< (B) n-step returns
-    const float* discounts;            ///< (B) gamma^k, 0 after a termination
-    const int* target_actions;         ///< (B) a* of every head, or null: each row's own argmax of select
-    const float* masks;                ///< (B * K) weights of the rows (bootstrap masks), or null: 1
-    const dqn::AgentParams* agent;     ///< mse_alpha, cql_alpha
+    float* d_head;                  ///< (B * K, W) out
+    float* stats;                   ///< (kSampleStats, B * K) out
+    const float* head_s;            ///< (B * K, W) online network at s
+    const float* head_select;       ///< (B * K, W) picks a*: online at s' (double DQN) or target at s'
+    const float* head_target;       ///< (B * K, W) target network at s'
+    const int* actions;             ///< (B)
+    const float* returns;           ///< (B) n-step returns
+    const float* discounts;         ///< (B) gamma^k, 0 after a termination
+    const int* target_actions;      ///< (B) a* of every head, or null: each row's own argmax of select
+    const float* masks;             ///< (B * K) weights of the rows (bootstrap masks), or null: 1
+    const dqn::AgentParams* agent;  ///< mse_alpha, cql_alpha
     dqn::HeadParams head_params;
-    int batch;                         ///< B, samples
-    int stage_rows;                    ///< 1: the four-warp loss copies its three rows to shared memory first (dqn_loss_stages_rows)
+    int batch;       ///< B, samples
+    int stage_rows;  ///< 1: the four-warp loss copies its three rows to shared memory first (dqn_loss_stages_rows)
 };
 using DqnLoss = void(DqnLossArgs args);
 
@@ -66,17 +66,17 @@ using DqnLoss = void(DqnLossArgs args);
 /// fixed trees, then runs dqn::finish_update (guard, monitor, Adam constants, target copy,
 /// counter). The ticket decides which block finishes, never the order of a sum.
 struct DqnFinishArgs {
-    dqn::UpdateStep* step;             ///< (1) out
-    nn::GuardState* guard;             ///< (1)
-    dqn::MonitorStats* stats;          ///< (1)
-    dqn::Counters* counters;           ///< (1)
-    float* norm_partials;              ///< (kDqnFinishScratch): kNormBlocks partials, then the ticket
-    const float* grads;                ///< (n)
-    const float* sample_stats;         ///< (kSampleStats, B)
+    dqn::UpdateStep* step;      ///< (1) out
+    nn::GuardState* guard;      ///< (1)
+    dqn::MonitorStats* stats;   ///< (1)
+    dqn::Counters* counters;    ///< (1)
+    float* norm_partials;       ///< (kDqnFinishScratch): kNormBlocks partials, then the ticket
+    const float* grads;         ///< (n)
+    const float* sample_stats;  ///< (kSampleStats, B)
     const dqn::AgentParams* agent;
-    int n;                             ///< parameters per agent
+    int n;  ///< parameters per agent
     int batch;
-    int inject_nan;                    ///< tests: bit g makes agent g's C51 loss NaN
+    int inject_nan;  ///< tests: bit g makes agent g's C51 loss NaN
 };
 using DqnFinish = void(DqnFinishArgs args);
 
@@ -84,7 +84,9 @@ using DqnFinish = void(DqnFinishArgs args);
 /// with `advance`, also dqn_advance_kernel's increments. Launch: grid (dqn_adam_blocks(n), agents)
 /// of kDqnAdamThreads, a thread per parameter.
 inline constexpr int kDqnAdamThreads = 256;
-FH_HD long long dqn_adam_blocks(long long n) { return n > 0 ? (n + kDqnAdamThreads - 1) / kDqnAdamThreads : 1; }
+FH_HD long long dqn_adam_blocks(long long n) {
+    return n > 0 ? (n + kDqnAdamThreads - 1) / kDqnAdamThreads : 1;
+}
 struct DqnAdamTargetArgs {
     float* params;
     float* m;
@@ -93,19 +95,19 @@ struct DqnAdamTargetArgs {
     const float* grads;
     const dqn::UpdateStep* step;
     const dqn::AgentParams* agent;
-    dqn::Counters* advance;            ///< null, or the counters to advance (one per agent)
-    int n;                             ///< parameters per agent
+    dqn::Counters* advance;  ///< null, or the counters to advance (one per agent)
+    int n;                   ///< parameters per agent
 };
 using DqnAdamTarget = void(DqnAdamTargetArgs args);
 
 /// The replay ring's arrays, written by collection (slot k % capacity_steps, rows slot * n_envs +
 /// env) and read by sampling. Per agent: capacity_steps * n_envs rows.
 struct DqnRing {
-    float* states;          ///< (rows, state_dim)
-    float* next_states;     ///< (rows, state_dim)
-    int* actions;           ///< (rows)
-    float* rewards;         ///< (rows)
-    std::uint8_t* done;     ///< (rows) env::DoneFlag
+    float* states;       ///< (rows, state_dim)
+    float* next_states;  ///< (rows, state_dim)
+    int* actions;        ///< (rows)
+    float* rewards;      ///< (rows)
+    std::uint8_t* done;  ///< (rows) env::DoneFlag
     int capacity_steps;
     int n_envs;
     int state_dim;
@@ -120,17 +122,17 @@ struct DqnRing {
 /// Launch: grid (ceil(n / kDqnCollectWarps), agents), kDqnCollectWarps warps per block;
 /// dqn_collect_agents_kernel when `agents` is given.
 struct DqnCollectArgs {
-    env::EnvState* state;              ///< (n)
-    float* portfolio;                  ///< (n, PORTFOLIO_STRIDE)
-    float* states;                     ///< (n, state_dim): in, the observations acted on; out, the next ones
-    const int* actions;                ///< (n)
+    env::EnvState* state;  ///< (n)
+    float* portfolio;      ///< (n, PORTFOLIO_STRIDE)
+    float* states;         ///< (n, state_dim): in, the observations acted on; out, the next ones
+    const int* actions;    ///< (n)
     DqnRing ring;
     const dqn::Counters* counters;
-    dqn::Counters* advance;            ///< null, or `counters` itself: advanced after the step
-    unsigned* tickets;                 ///< with advance: (agents) zero between launches
+    dqn::Counters* advance;  ///< null, or `counters` itself: advanced after the step
+    unsigned* tickets;       ///< with advance: (agents) zero between launches
     env::MarketView market;
     env::EnvParams params;
-    const EnvAgent* agents;     ///< null: `market` and params.seed for every agent; else (agents)
+    const EnvAgent* agents;  ///< null: `market` and params.seed for every agent; else (agents)
     int n;
 };
 /// Warps (environments) per block of dqn_collect_kernel (with `advance`, one ticket per block),
@@ -149,16 +151,16 @@ using DqnCollect = void(DqnCollectArgs args);
 /// online network can run on both in one pass.
 /// masks (B, K), when given: dqn::bootstrap_mask of each head for each row's first transition.
 struct DqnSampleArgs {
-    float* x;                          ///< (2B, state_dim)
-    int* actions;                      ///< (B)
-    float* returns;                    ///< (B)
-    float* discounts;                  ///< (B)
-    float* masks;                      ///< (B, ensemble) out, or null
+    float* x;          ///< (2B, state_dim)
+    int* actions;      ///< (B)
+    float* returns;    ///< (B)
+    float* discounts;  ///< (B)
+    float* masks;      ///< (B, ensemble) out, or null
     DqnRing ring;
     const dqn::Counters* counters;
     const dqn::AgentParams* agent;
     int batch;
-    int ensemble;                      ///< K, heads per row of masks
+    int ensemble;  ///< K, heads per row of masks
 };
 using DqnSample = void(DqnSampleArgs args);
 
@@ -167,9 +169,9 @@ using DqnSample = void(DqnSampleArgs args);
 /// state row, its action) and next_market row e (market_dim) = the first market_dim columns of
 /// the ring's next-state row, of slot counters.pushed % capacity_steps.
 struct DqnCuriosityGatherArgs {
-    float* input;                      ///< (n, state_dim + num_actions) out
-    float* next_market;                ///< (n, market_dim) out
-    DqnRing ring;                      ///< read only
+    float* input;        ///< (n, state_dim + num_actions) out
+    float* next_market;  ///< (n, market_dim) out
+    DqnRing ring;        ///< read only
     const dqn::Counters* counters;
     int num_actions;
     int market_dim;
@@ -182,9 +184,9 @@ using DqnCuriosityGather = void(DqnCuriosityGatherArgs args);
 /// error[e]); stats += (the errors' sum: thread t sums e = t, t + T, ... in double, then the
 /// block's fixed tree; n transitions).
 struct DqnCuriosityBonusArgs {
-    float* rewards;                    ///< the ring's rewards (capacity_steps * n per agent)
-    dqn::CuriosityStats* stats;        ///< (1)
-    const float* error;                ///< (n) the forward model's error per environment
+    float* rewards;              ///< the ring's rewards (capacity_steps * n per agent)
+    dqn::CuriosityStats* stats;  ///< (1)
+    const float* error;          ///< (n) the forward model's error per environment
     const dqn::Counters* counters;
     const dqn::AgentParams* agent;
     int capacity_steps;
@@ -198,24 +200,24 @@ using DqnCuriosityBonus = void(DqnCuriosityBonusArgs args);
 /// counters.pushed % capacity_steps (the transition dqn_collect writes next) and obs row e =
 /// her::goal_state_row(states row e, g): the network acts on [observation | goal features].
 struct DqnHerObserveArgs {
-    float* obs;                        ///< (n, state_dim + her::kGoalFeatures) out
-    float* goals;                      ///< (capacity_steps * n) the ring's goal column
-    const env::EnvState* state;        ///< (n)
-    const float* states;               ///< (n, state_dim) the environments' observations
+    float* obs;                  ///< (n, state_dim + her::kGoalFeatures) out
+    float* goals;                ///< (capacity_steps * n) the ring's goal column
+    const env::EnvState* state;  ///< (n)
+    const float* states;         ///< (n, state_dim) the environments' observations
     const dqn::Counters* counters;
     const dqn::AgentParams* agent;
     int capacity_steps;
     int n;
-    int state_dim;                     ///< D, the environment's observation
+    int state_dim;  ///< D, the environment's observation
 };
 using DqnHerObserve = void(DqnHerObserveArgs args);
 
 /// dqn.her, evaluation's observations, one warp per row: obs row e = her::goal_state_row(states
 /// row e, goal[agent]) (the profile's dqn.her_eval_goal).
 struct DqnGoalStatesArgs {
-    float* obs;                        ///< (n, state_dim + her::kGoalFeatures) out
-    const float* states;               ///< (n, state_dim)
-    const float* goal;                 ///< (1) per agent
+    float* obs;           ///< (n, state_dim + her::kGoalFeatures) out
+    const float* states;  ///< (n, state_dim)
+    const float* goal;    ///< (1) per agent
     int n;
     int state_dim;
 };
@@ -227,14 +229,14 @@ using DqnGoalStates = void(DqnGoalStatesArgs args);
 /// row's goal features: x (2B, state_dim + her::kGoalFeatures). goals_out (B), when given, gets
 /// each row's goal. masks as dqn_sample's.
 struct DqnHerSampleArgs {
-    float* x;                          ///< (2B, state_dim + her::kGoalFeatures) out
-    int* actions;                      ///< (B)
-    float* returns;                    ///< (B)
-    float* discounts;                  ///< (B)
-    float* masks;                      ///< (B, ensemble) out, or null
-    float* goals_out;                  ///< (B) out, or null
-    DqnRing ring;                      ///< read only
-    const float* goals;                ///< (capacity_steps * n_envs) the ring's goal column
+    float* x;            ///< (2B, state_dim + her::kGoalFeatures) out
+    int* actions;        ///< (B)
+    float* returns;      ///< (B)
+    float* discounts;    ///< (B)
+    float* masks;        ///< (B, ensemble) out, or null
+    float* goals_out;    ///< (B) out, or null
+    DqnRing ring;        ///< read only
+    const float* goals;  ///< (capacity_steps * n_envs) the ring's goal column
     const dqn::Counters* counters;
     const dqn::AgentParams* agent;
     int batch;
@@ -305,18 +307,18 @@ static_assert(kNormThreads == kDqnFinishThreads, "the finish's blocks compute th
 
 }  // namespace fh::abi
 
-#define FH_KERNELS_dqn_step(FH_KERNEL)                               \
-    FH_KERNEL(dqn_step, dqn_act_kernel, DqnAct)                      \
-    FH_KERNEL(dqn_step, dqn_loss_kernel, DqnLoss)                    \
-    FH_KERNEL(dqn_step, dqn_loss_rows_kernel, DqnLoss)               \
-    FH_KERNEL(dqn_step, dqn_finish_kernel, DqnFinish)                \
-    FH_KERNEL(dqn_step, dqn_adam_target_kernel, DqnAdamTarget)       \
-    FH_KERNEL(dqn_step, dqn_advance_kernel, DqnAdvance)              \
-    FH_KERNEL(dqn_step, dqn_collect_kernel, DqnCollect)              \
-    FH_KERNEL(dqn_step, dqn_collect_agents_kernel, DqnCollect)       \
-    FH_KERNEL(dqn_step, dqn_sample_kernel, DqnSample)                \
+#define FH_KERNELS_dqn_step(FH_KERNEL)                                   \
+    FH_KERNEL(dqn_step, dqn_act_kernel, DqnAct)                          \
+    FH_KERNEL(dqn_step, dqn_loss_kernel, DqnLoss)                        \
+    FH_KERNEL(dqn_step, dqn_loss_rows_kernel, DqnLoss)                   \
+    FH_KERNEL(dqn_step, dqn_finish_kernel, DqnFinish)                    \
+    FH_KERNEL(dqn_step, dqn_adam_target_kernel, DqnAdamTarget)           \
+    FH_KERNEL(dqn_step, dqn_advance_kernel, DqnAdvance)                  \
+    FH_KERNEL(dqn_step, dqn_collect_kernel, DqnCollect)                  \
+    FH_KERNEL(dqn_step, dqn_collect_agents_kernel, DqnCollect)           \
+    FH_KERNEL(dqn_step, dqn_sample_kernel, DqnSample)                    \
     FH_KERNEL(dqn_step, dqn_curiosity_gather_kernel, DqnCuriosityGather) \
-    FH_KERNEL(dqn_step, dqn_curiosity_bonus_kernel, DqnCuriosityBonus) \
-    FH_KERNEL(dqn_step, dqn_her_observe_kernel, DqnHerObserve)       \
-    FH_KERNEL(dqn_step, dqn_goal_states_kernel, DqnGoalStates)       \
+    FH_KERNEL(dqn_step, dqn_curiosity_bonus_kernel, DqnCuriosityBonus)   \
+    FH_KERNEL(dqn_step, dqn_her_observe_kernel, DqnHerObserve)           \
+    FH_KERNEL(dqn_step, dqn_goal_states_kernel, DqnGoalStates)           \
     FH_KERNEL(dqn_step, dqn_her_sample_kernel, DqnHerSample)

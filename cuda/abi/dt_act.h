@@ -22,8 +22,8 @@ using DtActSelect = void(int* __restrict__ actions, dt::History* __restrict__ hi
 
 }  // namespace fh::abi
 
-#define FH_KERNELS_dt_act(FH_KERNEL)                        \
-    FH_KERNEL(dt_act, dt_act_tokens_kernel, DtActTokens)    \
-    FH_KERNEL(dt_act, dt_cache_write_kernel, DtCacheWrite)  \
+#define FH_KERNELS_dt_act(FH_KERNEL)                         \
+    FH_KERNEL(dt_act, dt_act_tokens_kernel, DtActTokens)     \
+    FH_KERNEL(dt_act, dt_cache_write_kernel, DtCacheWrite)   \
     FH_KERNEL(dt_act, dt_cache_attend_kernel, DtCacheAttend) \
     FH_KERNEL(dt_act, dt_act_select_kernel, DtActSelect)

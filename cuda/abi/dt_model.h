@@ -27,9 +27,9 @@ using DtLayerNormBackward = void(float* __restrict__ dx, const float* __restrict
                                  const float* __restrict__ stats, const float* __restrict__ gain, long long rows,
                                  int dim, int accumulate);
 /// Per feature: dt::layer_norm_param_grad.
-using DtLayerNormParamGrad = void(float* __restrict__ d_gain, float* __restrict__ d_bias,
-                                  const float* __restrict__ dy, const float* __restrict__ x,
-                                  const float* __restrict__ stats, long long rows, int dim);
+using DtLayerNormParamGrad = void(float* __restrict__ d_gain, float* __restrict__ d_bias, const float* __restrict__ dy,
+                                  const float* __restrict__ x, const float* __restrict__ stats, long long rows,
+                                  int dim);
 /// Per element: y = gelu(z) (forward), or dz = dy * gelu'(z) (backward).
 using DtGelu = void(float* __restrict__ y, const float* __restrict__ z, long long n);
 using DtGeluBackward = void(float* __restrict__ dz, const float* __restrict__ dy, const float* __restrict__ z,

@@ -20,7 +20,7 @@ using DtLearningRate = void(float* __restrict__ lr, double base, long long warmu
 
 }  // namespace fh::abi
 
-#define FH_KERNELS_dt_train(FH_KERNEL)                        \
-    FH_KERNEL(dt_train, dt_gather_kernel, DtGather)           \
-    FH_KERNEL(dt_train, dt_action_loss_kernel, DtActionLoss)  \
+#define FH_KERNELS_dt_train(FH_KERNEL)                       \
+    FH_KERNEL(dt_train, dt_gather_kernel, DtGather)          \
+    FH_KERNEL(dt_train, dt_action_loss_kernel, DtActionLoss) \
     FH_KERNEL(dt_train, dt_learning_rate_kernel, DtLearningRate)

@@ -24,34 +24,30 @@ struct EnvAgent {
 /// agents null: every environment on `market` with params.seed; else (n_envs / envs_per_agent)
 /// EnvAgents (the three kernels below alike).
 using EnvReset = void(env::EnvState* __restrict__ state, float* __restrict__ portfolio,
-                                const std::uint8_t* __restrict__ reset_mask, env::MarketView market,
-                                env::EnvParams params, int n_envs, const EnvAgent* __restrict__ agents,
-                                int envs_per_agent);
+                      const std::uint8_t* __restrict__ reset_mask, env::MarketView market, env::EnvParams params,
+                      int n_envs, const EnvAgent* __restrict__ agents, int envs_per_agent);
 
 /// One step of every environment with actions[e] (env::step_env).
 /// state (n_envs), portfolio (n_envs, PORTFOLIO_STRIDE), reward (n_envs), done (n_envs),
 /// info (n_envs), actions (n_envs): all distinct buffers.
-using EnvStep = void(env::EnvState* __restrict__ state, float* __restrict__ portfolio,
-                               float* __restrict__ reward, std::uint8_t* __restrict__ done,
-                               env::StepInfo* __restrict__ info, const int* __restrict__ actions,
-                               env::MarketView market, env::EnvParams params, int n_envs,
-                               const EnvAgent* __restrict__ agents, int envs_per_agent);
+using EnvStep = void(env::EnvState* __restrict__ state, float* __restrict__ portfolio, float* __restrict__ reward,
+                     std::uint8_t* __restrict__ done, env::StepInfo* __restrict__ info, const int* __restrict__ actions,
+                     env::MarketView market, env::EnvParams params, int n_envs, const EnvAgent* __restrict__ agents,
+                     int envs_per_agent);
 
 /// states[e] = [features of bar t_e (market_dim) | portfolio row e (kPortfolioFeatures)].
 /// states (n_envs, state_dim), state (n_envs), portfolio (n_envs, PORTFOLIO_STRIDE).
 using EnvGatherStates = void(float* __restrict__ states, const env::EnvState* __restrict__ state,
-                                   const float* __restrict__ portfolio, env::MarketView market,
-                                   env::EnvParams params, int n_envs, const EnvAgent* __restrict__ agents,
-                                   int envs_per_agent);
+                             const float* __restrict__ portfolio, env::MarketView market, env::EnvParams params,
+                             int n_envs, const EnvAgent* __restrict__ agents, int envs_per_agent);
 
 /// actions[e] = env::random_action(seed, e, step, num_actions).
-using EnvRandomActions = void(int* actions, std::uint64_t seed, std::uint64_t step,
-                                     int num_actions, int n_envs);
+using EnvRandomActions = void(int* actions, std::uint64_t seed, std::uint64_t step, int num_actions, int n_envs);
 
 }  // namespace fh::abi
 
-#define FH_KERNELS_env(FH_KERNEL)                                                 \
-    FH_KERNEL(env, env_reset_kernel, EnvReset)       \
-    FH_KERNEL(env, env_step_kernel, EnvStep)         \
+#define FH_KERNELS_env(FH_KERNEL)                             \
+    FH_KERNEL(env, env_reset_kernel, EnvReset)                \
+    FH_KERNEL(env, env_step_kernel, EnvStep)                  \
     FH_KERNEL(env, env_gather_states_kernel, EnvGatherStates) \
     FH_KERNEL(env, env_random_actions_kernel, EnvRandomActions)

@@ -11,10 +11,9 @@ namespace fh::abi {
 
 /// actions[e] = iql::behaviour_action(states + e * state_dim, e, step, params) for e < n;
 /// states (n, params.state_dim). actions and states distinct.
-using IqlBehaviour = void(int* __restrict__ actions, const float* __restrict__ states,
-                          iql::BehaviourParams params, std::uint64_t step, int n);
+using IqlBehaviour = void(int* __restrict__ actions, const float* __restrict__ states, iql::BehaviourParams params,
+                          std::uint64_t step, int n);
 
 }  // namespace fh::abi
 
-#define FH_KERNELS_iql_behaviour(FH_KERNEL) \
-    FH_KERNEL(iql_behaviour, iql_behaviour_kernel, IqlBehaviour)
+#define FH_KERNELS_iql_behaviour(FH_KERNEL) FH_KERNEL(iql_behaviour, iql_behaviour_kernel, IqlBehaviour)

@@ -20,6 +20,6 @@ using GroupAttentionBackward = void(float* __restrict__ d_scores, const float* _
 
 }  // namespace fh::abi
 
-#define FH_KERNELS_nn_attention(FH_KERNEL)                                      \
+#define FH_KERNELS_nn_attention(FH_KERNEL)                                         \
     FH_KERNEL(nn_attention, group_attention_forward_kernel, GroupAttentionForward) \
     FH_KERNEL(nn_attention, group_attention_backward_kernel, GroupAttentionBackward)

@@ -14,11 +14,10 @@ namespace fh::abi {
 /// (agents > 1): each buffer (agents, T, n), agent g's block as one agent's with its gamma and
 /// lambda agent_gamma_lambda[2 g], [2 g + 1] (null: gamma and lambda for every agent). Outputs distinct
 /// from each other and from the inputs (values and next_values may share: read-only).
-using PpoGae = void(float* __restrict__ advantages, float* __restrict__ returns,
-                    const float* __restrict__ rewards, const float* __restrict__ values,
-                    const float* __restrict__ next_values, const std::uint8_t* __restrict__ done,
-                    float gamma, float lambda, int T, int n, const float* __restrict__ agent_gamma_lambda,
-                    int agents);
+using PpoGae = void(float* __restrict__ advantages, float* __restrict__ returns, const float* __restrict__ rewards,
+                    const float* __restrict__ values, const float* __restrict__ next_values,
+                    const std::uint8_t* __restrict__ done, float gamma, float lambda, int T, int n,
+                    const float* __restrict__ agent_gamma_lambda, int agents);
 /// Launch exactly ppo::kNormalizeBlocks x ppo::kNormalizeThreads. partials (kNormalizeScratch):
 /// block b writes the double sums of d = x - x[0] and d^2 over its grid-stride share, each as a
 /// float pair (hi, lo = d - hi) at 4b..4b+3; block 0 writes x[0] at 4 * kNormalizeBlocks.
@@ -51,10 +50,10 @@ using PpoScatterValues = void(float* __restrict__ dst, const float* __restrict__
 
 }  // namespace fh::abi
 
-#define FH_KERNELS_ppo_gae(FH_KERNEL)                                                 \
-    FH_KERNEL(ppo_gae, ppo_gae_kernel, PpoGae)                                 \
-    FH_KERNEL(ppo_gae, ppo_normalize_partials_kernel, PpoNormalizePartials)    \
-    FH_KERNEL(ppo_gae, ppo_normalize_apply_kernel, PpoNormalizeApply)          \
-    FH_KERNEL(ppo_gae, ppo_collect_truncated_kernel, PpoCollectTruncated)      \
+#define FH_KERNELS_ppo_gae(FH_KERNEL)                                             \
+    FH_KERNEL(ppo_gae, ppo_gae_kernel, PpoGae)                                    \
+    FH_KERNEL(ppo_gae, ppo_normalize_partials_kernel, PpoNormalizePartials)       \
+    FH_KERNEL(ppo_gae, ppo_normalize_apply_kernel, PpoNormalizeApply)             \
+    FH_KERNEL(ppo_gae, ppo_collect_truncated_kernel, PpoCollectTruncated)         \
     FH_KERNEL(ppo_gae, ppo_terminal_observations_kernel, PpoTerminalObservations) \
     FH_KERNEL(ppo_gae, ppo_scatter_values_kernel, PpoScatterValues)

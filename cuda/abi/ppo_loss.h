@@ -16,8 +16,8 @@ using PpoLoss = void(float* __restrict__ stats, float* __restrict__ d_logits, fl
                      const float* __restrict__ logits, const float* __restrict__ values,
                      const int* __restrict__ actions, const float* __restrict__ old_log_probs,
                      const float* __restrict__ advantages, const float* __restrict__ returns,
-                     const float* __restrict__ old_values, ppo::LossParams params, int num_actions,
-                     int batch, const ppo::LossParams* __restrict__ agent_params, int rows_per_agent);
+                     const float* __restrict__ old_values, ppo::LossParams params, int num_actions, int batch,
+                     const ppo::LossParams* __restrict__ agent_params, int rows_per_agent);
 inline constexpr int kPpoLossThreads = 256;
 /// Lanes per sample: a group of eight adds a row of PPO's 45 actions in six steps a lane and three
 /// shuffles, where a warp's 32 lanes repeat the sample's scalar work 32 times.

@@ -13,9 +13,8 @@ namespace fh::abi {
 /// advance[0] + 1 and the launch leaves it in advance[0] (the last block to finish, counted on
 /// ticket (1), zero before and after): a captured update's counter advanced without a launch of
 /// its own. Launch one warp per row: blocks of a multiple of 32 threads.
-using NstepSample = void(float* __restrict__ states, float* __restrict__ next_states,
-                         int* __restrict__ actions, float* __restrict__ returns,
-                         float* __restrict__ discounts, replay::ReplayView replay,
+using NstepSample = void(float* __restrict__ states, float* __restrict__ next_states, int* __restrict__ actions,
+                         float* __restrict__ returns, float* __restrict__ discounts, replay::ReplayView replay,
                          replay::SampleParams params, const long long* __restrict__ update_from,
                          long long* __restrict__ advance, unsigned* __restrict__ ticket, int batch);
 
@@ -31,14 +30,13 @@ struct SampleAgent {
 /// returns, discounts + a * B; the last of all blocks leaves the number in advance[0] (ticket as
 /// nstep_sample_kernel's). Agent a's rows are nstep_sample_kernel's on its ring. Launch one warp
 /// per row in x (blocks of a multiple of 32 threads, any grid), gridDim.y = agents.
-using NstepSampleAgents = void(float* __restrict__ states, float* __restrict__ next_states,
-                               int* __restrict__ actions, float* __restrict__ returns,
-                               float* __restrict__ discounts, const SampleAgent* __restrict__ agents,
-                               long long out_stride, long long* __restrict__ advance, unsigned* __restrict__ ticket,
-                               int batch);
+using NstepSampleAgents = void(float* __restrict__ states, float* __restrict__ next_states, int* __restrict__ actions,
+                               float* __restrict__ returns, float* __restrict__ discounts,
+                               const SampleAgent* __restrict__ agents, long long out_stride,
+                               long long* __restrict__ advance, unsigned* __restrict__ ticket, int batch);
 
 }  // namespace fh::abi
 
-#define FH_KERNELS_replay_nstep(FH_KERNEL)                \
+#define FH_KERNELS_replay_nstep(FH_KERNEL)                    \
     FH_KERNEL(replay_nstep, nstep_sample_kernel, NstepSample) \
     FH_KERNEL(replay_nstep, nstep_sample_agents_kernel, NstepSampleAgents)

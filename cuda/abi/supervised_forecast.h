@@ -19,6 +19,6 @@ using SupervisedLoss = void(float* __restrict__ loss, float* __restrict__ d_pred
 
 }  // namespace fh::abi
 
-#define FH_KERNELS_supervised_forecast(FH_KERNEL)                               \
+#define FH_KERNELS_supervised_forecast(FH_KERNEL)                              \
     FH_KERNEL(supervised_forecast, supervised_gather_kernel, SupervisedGather) \
     FH_KERNEL(supervised_forecast, supervised_loss_kernel, SupervisedLoss)

@@ -16,5 +16,4 @@ using SupervisedSignal = void(int* __restrict__ actions, const float* __restrict
 
 }  // namespace fh::abi
 
-#define FH_KERNELS_supervised_signal(FH_KERNEL) \
-    FH_KERNEL(supervised_signal, supervised_signal_kernel, SupervisedSignal)
+#define FH_KERNELS_supervised_signal(FH_KERNEL) FH_KERNEL(supervised_signal, supervised_signal_kernel, SupervisedSignal)

@@ -26,10 +26,9 @@ using fh::device::global_thread_index;
 using fh::device::grid_thread_count;
 using namespace fh::backtest;
 
-extern "C" __global__ void backtest_reset_kernel(SegmentState* __restrict__ state,
-                                                 BarRecord* __restrict__ records,
-                                                 const Segment* __restrict__ segments,
-                                                 fh::env::EnvParams params, int n_segments) {
+extern "C" __global__ void backtest_reset_kernel(SegmentState* __restrict__ state, BarRecord* __restrict__ records,
+                                                 const Segment* __restrict__ segments, fh::env::EnvParams params,
+                                                 int n_segments) {
     for (long long s = global_thread_index(); s < n_segments; s += grid_thread_count()) {
         SegmentState st;
         reset_segment(st, records, segments[s], params);
@@ -37,12 +36,9 @@ extern "C" __global__ void backtest_reset_kernel(SegmentState* __restrict__ stat
     }
 }
 
-extern "C" __global__ void backtest_step_kernel(SegmentState* __restrict__ state,
-                                                BarRecord* __restrict__ records,
-                                                const Segment* __restrict__ segments,
-                                                const int* __restrict__ actions,
-                                                fh::env::MarketView market,
-                                                fh::env::EnvParams params, int n_segments) {
+extern "C" __global__ void backtest_step_kernel(SegmentState* __restrict__ state, BarRecord* __restrict__ records,
+                                                const Segment* __restrict__ segments, const int* __restrict__ actions,
+                                                fh::env::MarketView market, fh::env::EnvParams params, int n_segments) {
     for (long long s = global_thread_index(); s < n_segments; s += grid_thread_count()) {
         SegmentState st = state[s];
         if (st.finished) continue;
@@ -51,10 +47,9 @@ extern "C" __global__ void backtest_step_kernel(SegmentState* __restrict__ state
     }
 }
 
-extern "C" __global__ void backtest_gather_kernel(float* __restrict__ states,
-                                                  const SegmentState* __restrict__ state,
-                                                  fh::env::MarketView market,
-                                                  fh::env::EnvParams params, int n_segments) {
+extern "C" __global__ void backtest_gather_kernel(float* __restrict__ states, const SegmentState* __restrict__ state,
+                                                  fh::env::MarketView market, fh::env::EnvParams params,
+                                                  int n_segments) {
     const long long total = static_cast<long long>(n_segments) * params.state_dim;
     for (long long i = global_thread_index(); i < total; i += grid_thread_count()) {
         const long long s = i / params.state_dim;
@@ -70,13 +65,11 @@ extern "C" __global__ void backtest_gather_kernel(float* __restrict__ states,
     }
 }
 
-extern "C" __global__ void backtest_metrics_kernel(MetricsOut* __restrict__ out,
-                                                   long long* __restrict__ histogram,
+extern "C" __global__ void backtest_metrics_kernel(MetricsOut* __restrict__ out, long long* __restrict__ histogram,
                                                    const BarRecord* __restrict__ records,
                                                    const SegmentState* __restrict__ state,
-                                                   const Segment* __restrict__ segments,
-                                                   int n_segments, const double* __restrict__ close,
-                                                   MetricsParams params) {
+                                                   const Segment* __restrict__ segments, int n_segments,
+                                                   const double* __restrict__ close, MetricsParams params) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     MetricsOut m;
     compute_metrics(m, histogram, records, state, segments, n_segments, close, params);

@@ -11,13 +11,11 @@
  *                                (core::clip_scale, core::adam_element; bias corrections from the host, or
  *                                core::at_step of the update number in device memory)
  * Layout:      row-major; y, dy (batch, out); b, db (out); partials (slices, out) and tickets
- *              (ceil(out / 32), zero between launches) for the bias gradient, (kNormBlocks) for the norm; x, params, m, v, grads (n) flat; out,
- *              grad_norm, gate (1).
- * Launch:      bias+act: 1-D grid-stride, any grid (over quads of four columns when
- *              abi::bias_act_quads, else over elements). Adam: abi::adam_blocks blocks of
- *              abi::kAdamThreads, a thread per element, or per four by float4 in
- *              network_adam_by4_kernel where abi::adam_vectorized says so. Act + bias grad: block (32, kBiasGradRows), grid
- *              (ceil(out / 32), slices); with several slices the last block of each column group
+ *              (ceil(out / 32), zero between launches) for the bias gradient, (kNormBlocks) for the norm; x, params, m,
+ * v, grads (n) flat; out, grad_norm, gate (1). Launch:      bias+act: 1-D grid-stride, any grid (over quads of four
+ * columns when abi::bias_act_quads, else over elements). Adam: abi::adam_blocks blocks of abi::kAdamThreads, a thread
+ * per element, or per four by float4 in network_adam_by4_kernel where abi::adam_vectorized says so. Act + bias grad:
+ * block (32, kBiasGradRows), grid (ceil(out / 32), slices); with several slices the last block of each column group
  *              sums them. Norm: partials with exactly kNormBlocks x kNormThreads, then finish with
  *              one block of kNormThreads. A population's norm and guard and Adam
  *              (network_norm_guard_agents_kernel, network_adam_agents_kernel): the single
@@ -103,7 +101,8 @@ extern "C" __global__ void network_bias_act_forward_batched_kernel(float* __rest
 namespace {
 
 /// v[0..V) = p[0..V), one 16- or 8-byte shared-memory load (p aligned to it).
-template <int V> __device__ __forceinline__ void load_vec(float* v, const float* p) {
+template <int V>
+__device__ __forceinline__ void load_vec(float* v, const float* p) {
     if constexpr (V == 4) {
         const float4 t = *reinterpret_cast<const float4*>(p);
         v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
@@ -119,9 +118,12 @@ __device__ __forceinline__ void copy_async_float(float* dst, const float* src, b
     const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
 }
-__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void copy_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
 /// Waits until at most `pending` of this thread's committed copy groups are still in flight.
-template <int pending> __device__ __forceinline__ void copy_async_wait() {
+template <int pending>
+__device__ __forceinline__ void copy_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
 }
 
@@ -208,7 +210,7 @@ __device__ __forceinline__ void linear_narrow(float* __restrict__ y, const float
             sum(a1, c1);
         }
         if (k < kn) sum(a0, c0);  // an odd count: the last input's fragments are in a0, c0
-        __syncthreads();  // every thread is done with this buffer before chunk + NB is copied into it
+        __syncthreads();          // every thread is done with this buffer before chunk + NB is copied into it
         stage(chunk + NB);
     }
     const bool vec4 = V == 4 && out % 4 == 0 && reinterpret_cast<unsigned long long>(y) % 16 == 0;
@@ -274,14 +276,16 @@ namespace {
 __device__ void bias_rows_tree(float (&sums)[fh::abi::kBiasGradRows][32]) {
     __syncthreads();
     for (int stride = fh::abi::kBiasGradRows / 2; stride > 0; stride /= 2) {
-        if (threadIdx.y < static_cast<unsigned>(stride)) sums[threadIdx.y][threadIdx.x] += sums[threadIdx.y + stride][threadIdx.x];
+        if (threadIdx.y < static_cast<unsigned>(stride))
+            sums[threadIdx.y][threadIdx.x] += sums[threadIdx.y + stride][threadIdx.x];
         __syncthreads();
     }
 }
 
 /// bias_rows_tree for the first n of N arrays at once: one barrier per level for all of them,
 /// each array summed in bias_rows_tree's order (the same floats as n trees one after another).
-template <int N> __device__ void bias_rows_trees(float (*sums)[fh::abi::kBiasGradRows][32], int n) {
+template <int N>
+__device__ void bias_rows_trees(float (*sums)[fh::abi::kBiasGradRows][32], int n) {
     __syncthreads();
     for (int stride = fh::abi::kBiasGradRows / 2; stride > 0; stride /= 2) {
         if (threadIdx.y < static_cast<unsigned>(stride))
@@ -499,7 +503,8 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
     const int col = blockIdx.x * 32 + threadIdx.x;
     const bool has_col = col < in;
     const bool sums_head_b = blockIdx.x == 0 && threadIdx.x < out;  // thread x sums output x's db
-    if (threadIdx.y < out) w_cols[threadIdx.y][threadIdx.x] = has_col ? a.w[z * a.param_stride + threadIdx.y * in + col] : 0.f;
+    if (threadIdx.y < out)
+        w_cols[threadIdx.y][threadIdx.x] = has_col ? a.w[z * a.param_stride + threadIdx.y * in + col] : 0.f;
     const long long row0 = static_cast<long long>(blockIdx.y) * a.rows_per_slice;
     long long row_end = row0 + a.rows_per_slice;
     if (row_end > a.batch) row_end = a.batch;
@@ -530,8 +535,8 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
                         dx = __fmaf_rn(d[h], w_cols[h][threadIdx.x], dx);
                         acc_head[h] = __fmaf_rn(d[h], xv[u], acc_head[h]);
                     }
-                const float v = a.act == Activation::none ? dx
-                                                          : __fmul_rn(dx, fh::core::activation_derivative(xv[u], a.act));
+                const float v =
+                    a.act == Activation::none ? dx : __fmul_rn(dx, fh::core::activation_derivative(xv[u], a.act));
                 dz[(r0 + rr) * in + col] = v;
                 acc_hidden += v;
             }
@@ -641,14 +646,13 @@ __device__ double squared_norm_partial(const float* __restrict__ x, int n) {
 
 }  // namespace
 
-extern "C" __global__ void network_norm_partials_kernel(float* __restrict__ partials,
-                                                        const float* __restrict__ x, int n) {
+extern "C" __global__ void network_norm_partials_kernel(float* __restrict__ partials, const float* __restrict__ x,
+                                                        int n) {
     const double block = squared_norm_partial(x, n);
     if (threadIdx.x == 0) partials[blockIdx.x] = static_cast<float>(block);
 }
 
-extern "C" __global__ void network_norm_finish_kernel(float* __restrict__ out,
-                                                      const float* __restrict__ partials,
+extern "C" __global__ void network_norm_finish_kernel(float* __restrict__ out, const float* __restrict__ partials,
                                                       int n_partials) {
     double acc = 0.0;
     for (int i = threadIdx.x; i < n_partials; i += blockDim.x) acc += partials[i];
@@ -736,7 +740,8 @@ namespace {
 
 /// kWidth consecutive floats of one array: a thread's unit of Adam's pass (float4 loads and
 /// stores for 4).
-template <int kWidth> struct AdamUnit {
+template <int kWidth>
+struct AdamUnit {
     float x[kWidth];
     __device__ static AdamUnit load(const float* a, long long unit) {
         AdamUnit u;
@@ -749,8 +754,10 @@ template <int kWidth> struct AdamUnit {
         return u;
     }
     __device__ void store(float* a, long long unit) const {
-        if constexpr (kWidth == 4) reinterpret_cast<float4*>(a)[unit] = make_float4(x[0], x[1], x[2], x[3]);
-        else a[unit] = x[0];
+        if constexpr (kWidth == 4)
+            reinterpret_cast<float4*>(a)[unit] = make_float4(x[0], x[1], x[2], x[3]);
+        else
+            a[unit] = x[0];
     }
 };
 
@@ -776,9 +783,9 @@ __device__ fh::core::AdamConstants adam_constants(fh::core::AdamConstants c, fh:
 template <int kWidth>
 __device__ void adam_pass(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
                           const float* __restrict__ grads, const float* __restrict__ grad_norm,
-                          const int* __restrict__ gate, fh::core::CounterValue step,
-                          const float* __restrict__ lr_from, fh::core::AdamConstants c,
-                          float* __restrict__ target, float target_tau, float target_keep, int n) {
+                          const int* __restrict__ gate, fh::core::CounterValue step, const float* __restrict__ lr_from,
+                          fh::core::AdamConstants c, float* __restrict__ target, float target_tau, float target_keep,
+                          int n) {
     using Unit = AdamUnit<kWidth>;
     const long long units = n / kWidth;
     const long long i = global_thread_index();
@@ -834,8 +841,8 @@ extern "C" __global__ void __launch_bounds__(fh::abi::kAdamThreads, 4)
     network_adam_by4_kernel(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
                             const float* __restrict__ grads, const float* __restrict__ grad_norm,
                             const int* __restrict__ gate, fh::core::CounterValue step,
-                            const float* __restrict__ lr_from, fh::core::AdamConstants c,
-                            float* __restrict__ target, float target_tau, float target_keep, int n) {
+                            const float* __restrict__ lr_from, fh::core::AdamConstants c, float* __restrict__ target,
+                            float target_tau, float target_keep, int n) {
     adam_pass<4>(params, m, v, grads, grad_norm, gate, step, lr_from, c, target, target_tau, target_keep, n);
 }
 
@@ -843,9 +850,9 @@ extern "C" __global__ void network_mlp_infer_kernel(float* __restrict__ y, const
                                                     const float* __restrict__ params, fh::abi::MlpInferLayers L,
                                                     int batch) {
     extern __shared__ float smem[];
-    float* wt = smem;                      // this layer's W transposed: wt[k * out + j] = W[j, k]
-    float* bias = wt + L.max_weights;      // (out)
-    float* cur = bias + L.max_width;       // the layer's input rows (kMlpInferRows, in)
+    float* wt = smem;                  // this layer's W transposed: wt[k * out + j] = W[j, k]
+    float* bias = wt + L.max_weights;  // (out)
+    float* cur = bias + L.max_width;   // the layer's input rows (kMlpInferRows, in)
     float* nxt = cur + fh::abi::kMlpInferRows * L.max_width;
     const int row0 = blockIdx.x * fh::abi::kMlpInferRows;
     const int rows = min(fh::abi::kMlpInferRows, batch - row0);
@@ -868,8 +875,10 @@ extern "C" __global__ void network_mlp_infer_kernel(float* __restrict__ y, const
             float acc = 0.f;
             for (int k = 0; k < in; ++k) acc = fmaf(a[k], wt[k * out + j], acc);
             const float v = fh::core::activate(acc + bias[j], L.act[l]);
-            if (last) y[static_cast<long long>(row0 + r) * out + j] = v;
-            else nxt[r * out + j] = v;
+            if (last)
+                y[static_cast<long long>(row0 + r) * out + j] = v;
+            else
+                nxt[r * out + j] = v;
         }
         float* t = cur;
         cur = nxt;
@@ -881,8 +890,8 @@ extern "C" __global__ void network_mlp_infer_kernel(float* __restrict__ y, const
 extern "C" __global__ void __launch_bounds__(fh::abi::kAdamThreads, 4)
     network_adam_agents_kernel(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
                                const float* __restrict__ grads, const float* __restrict__ grad_norm,
-                               const int* __restrict__ gate, fh::core::CounterValue step,
-                               const float* __restrict__ lr, fh::core::AdamConstants c, float* __restrict__ target,
+                               const int* __restrict__ gate, fh::core::CounterValue step, const float* __restrict__ lr,
+                               fh::core::AdamConstants c, float* __restrict__ target,
                                const float* __restrict__ tau_keep, int n) {
     const long long a = blockIdx.y, at = a * n;
     adam_pass<1>(params + at, m + at, v + at, grads + at, grad_norm != nullptr ? grad_norm + a : nullptr,

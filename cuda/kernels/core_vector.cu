@@ -30,8 +30,7 @@ extern "C" __global__ void fill_f32_kernel(float* y, float value, int n) {
     for (long long i = global_thread_index(); i < n; i += grid_thread_count()) y[i] = value;
 }
 
-extern "C" __global__ void copy_f32_kernel(float* __restrict__ dst,
-                                               const float* __restrict__ src, int n) {
+extern "C" __global__ void copy_f32_kernel(float* __restrict__ dst, const float* __restrict__ src, int n) {
     for (long long i = global_thread_index(); i < n; i += grid_thread_count()) dst[i] = src[i];
 }
 
@@ -45,11 +44,13 @@ extern "C" __global__ void copy_group_kernel(fh::abi::CopyGroupArgs args) {
     const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (((reinterpret_cast<unsigned long long>(src) | reinterpret_cast<unsigned long long>(dst) |
           static_cast<unsigned long long>(bytes) | static_cast<unsigned long long>(dst_pitch) |
-          static_cast<unsigned long long>(src_pitch)) & 3ULL) == 0) {
+          static_cast<unsigned long long>(src_pitch)) &
+         3ULL) == 0) {
         const long long words = bytes / 4;  // a row's
         for (long long i = first; i < words * rows; i += step) {
             const long long r = i / words, w = i - r * words;
-            reinterpret_cast<unsigned*>(dst + r * dst_pitch)[w] = reinterpret_cast<const unsigned*>(src + r * src_pitch)[w];
+            reinterpret_cast<unsigned*>(dst + r * dst_pitch)[w] =
+                reinterpret_cast<const unsigned*>(src + r * src_pitch)[w];
         }
     } else {
         for (long long i = first; i < bytes * rows; i += step) {
@@ -59,8 +60,7 @@ extern "C" __global__ void copy_group_kernel(fh::abi::CopyGroupArgs args) {
     }
 }
 
-extern "C" __global__ void saxpy_f32_kernel(float* __restrict__ y,
-                                                const float* __restrict__ x, float a, int n) {
+extern "C" __global__ void saxpy_f32_kernel(float* __restrict__ y, const float* __restrict__ x, float a, int n) {
     for (long long i = global_thread_index(); i < n; i += grid_thread_count())
         y[i] = fh::core::saxpy_element(y[i], a, x[i]);
 }

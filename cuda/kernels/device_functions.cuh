@@ -65,7 +65,8 @@ __device__ __forceinline__ bool last_block_to_arrive(unsigned* ticket, unsigned 
 /// v combined over each group of `Lanes` adjacent lanes (a power of two up to 32) by a fixed xor
 /// butterfly, op(own, partner's) per step: with a commutative op (a sum, a maximum) every lane of
 /// a group ends with the same value. All 32 lanes of the warp must call it together.
-template <int Lanes, class Op> __device__ __forceinline__ float lanes_reduce(float v, Op op) {
+template <int Lanes, class Op>
+__device__ __forceinline__ float lanes_reduce(float v, Op op) {
     static_assert(Lanes >= 1 && Lanes <= 32 && (Lanes & (Lanes - 1)) == 0, "lane groups tile the warp");
     for (int o = Lanes / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
@@ -75,6 +76,6 @@ template <int Lanes, class Op> __device__ __forceinline__ float lanes_reduce(flo
 
 /// Ties a kernel definition to its declaration in cuda/abi/ (the host launches through that
 /// declaration): a changed parameter list on either side fails to compile.
-#define FH_CHECK_KERNEL_ABI(module, kernel, signature)                       \
+#define FH_CHECK_KERNEL_ABI(module, kernel, signature)                    \
     static_assert(std::is_same_v<decltype(kernel), ::fh::abi::signature>, \
                   #kernel " differs from its declaration fh::abi::" #signature);

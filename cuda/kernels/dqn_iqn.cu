@@ -80,9 +80,8 @@ extern "C" __global__ void iqn_loss_kernel(fh::abi::IqnLossArgs a) {
         return;
     }
     float st[fh::dqn::kSampleStats];
-    fh::iqn::sample_loss(a.head_s + off, a.head_select + off, a.head_target + off, a.taus + b * N, N, act,
-                         a.returns[b], a.discounts[b], 1.0f / static_cast<float>(a.batch), a.agent[0].cql_alpha, h, d,
-                         scratch, st);
+    fh::iqn::sample_loss(a.head_s + off, a.head_select + off, a.head_target + off, a.taus + b * N, N, act, a.returns[b],
+                         a.discounts[b], 1.0f / static_cast<float>(a.batch), a.agent[0].cql_alpha, h, d, scratch, st);
     for (int k = 0; k < fh::dqn::kSampleStats; ++k) a.stats[k * a.batch + b] = st[k];
 }
 

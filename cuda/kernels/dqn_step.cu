@@ -150,8 +150,12 @@ __device__ Softmax softmax_q(const float* row, const float* mean, int a, const H
 constexpr int kQChunk = 9;
 
 /// The smallest power of two >= n (n >= 1).
-__host__ __device__ constexpr int pow2_at_least(int n) { return n <= 1 ? 1 : 2 * pow2_at_least((n + 1) / 2); }
-__host__ __device__ constexpr int log2_of(int n) { return n <= 1 ? 0 : 1 + log2_of(n / 2); }
+__host__ __device__ constexpr int pow2_at_least(int n) {
+    return n <= 1 ? 1 : 2 * pow2_at_least((n + 1) / 2);
+}
+__host__ __device__ constexpr int log2_of(int n) {
+    return n <= 1 ? 0 : 1 + log2_of(n / 2);
+}
 
 /// One level (xor distance O) of warp_reduce_scatter over the first Vc of x's values.
 template <int V, int Vc, int O, class Op>
@@ -177,7 +181,8 @@ __device__ __forceinline__ void reduce_scatter_level(float (&x)[V], int lane, Op
 /// operand order of lanes_reduce<32>'s xor butterfly (op(own, partner's) at distances 16, 8, ...,
 /// 1), so the same floats, with fewer shuffles: at each distance a lane sends the half of its
 /// values its partner keeps. Lane L ends with value number L >> (5 - log2 V) in x[0].
-template <int V, class Op> __device__ __forceinline__ void warp_reduce_scatter(float (&x)[V], int lane, Op op) {
+template <int V, class Op>
+__device__ __forceinline__ void warp_reduce_scatter(float (&x)[V], int lane, Op op) {
     static_assert(V >= 1 && V <= 32 && (V & (V - 1)) == 0, "a power of two of values, at most one per lane");
     reduce_scatter_level<V, V, 16>(x, lane, op);
 }
@@ -340,7 +345,7 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, fh
         }
     }
     const float* score = w.q;  // what acting maximises
-    if (K > 1) {  // the heads' mean into w.q, the exploring score beside it
+    if (K > 1) {               // the heads' mean into w.q, the exploring score beside it
         if (lane == 0) {
             const float ucb = explore ? a.agent[agent].ucb : 0.f;
             for (int x = 0; x < A; ++x) {
@@ -452,7 +457,8 @@ __device__ void cql_atom_gradient(float* d, const float* hs, const WarpScratch& 
 __device__ void corrupt_row(float* d, float* stats, long long R, long long b, int W, int t, int threads) {
     for (int i = t; i < W; i += threads) d[i] = 0.f;
     if (t == 0)
-        for (int k = 0; k < fh::dqn::kSampleStats; ++k) stats[k * R + b] = cuda::std::numeric_limits<float>::quiet_NaN();
+        for (int k = 0; k < fh::dqn::kSampleStats; ++k)
+            stats[k * R + b] = cuda::std::numeric_limits<float>::quiet_NaN();
 }
 
 /// Head row b of the loss (row b of the B * K rows: head b % K of sample b / K; K = 1: the
@@ -706,8 +712,8 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps, fh::ab
     const Softmax online = s_online;
     const float td = s_td;
     for (int z = threadIdx.x; z < Z; z += blockDim.x)
-        first.buf2[z] = blended_logit_gradient(last.buf1[z] / online.sum, m[z], td, first.atoms[z], online.q, scale,
-                                               alpha);
+        first.buf2[z] =
+            blended_logit_gradient(last.buf1[z] / online.sum, m[z], td, first.atoms[z], online.q, scale, alpha);
     __syncthreads();
     const int value_rows = h.dueling ? 1 : 0;
     if (cql == 0.f) {
@@ -879,8 +885,8 @@ __device__ __forceinline__ void collect_env(const fh::abi::DqnCollectArgs& a, co
     const long long k = static_cast<long long>(agent) * a.n + e;  // this agent's environment e
     const fh::abi::DqnRing& r = a.ring;
     const long long ring_rows = static_cast<long long>(r.capacity_steps) * r.n_envs;
-    const long long row = static_cast<long long>(agent) * ring_rows +
-                          (a.counters[agent].pushed % r.capacity_steps) * r.n_envs + e;
+    const long long row =
+        static_cast<long long>(agent) * ring_rows + (a.counters[agent].pushed % r.capacity_steps) * r.n_envs + e;
     float* obs = a.states + k * D;
     const float* features = market.features;
     fh::env::EnvState s{};
@@ -997,8 +1003,8 @@ extern "C" __global__ void dqn_curiosity_gather_kernel(fh::abi::DqnCuriosityGath
     const fh::abi::DqnRing& r = a.ring;
     const int D = r.state_dim, A = a.num_actions, M = a.market_dim;
     const long long ring_rows = static_cast<long long>(r.capacity_steps) * r.n_envs;
-    const long long row = static_cast<long long>(agent) * ring_rows +
-                          (a.counters[agent].pushed % r.capacity_steps) * r.n_envs + e;
+    const long long row =
+        static_cast<long long>(agent) * ring_rows + (a.counters[agent].pushed % r.capacity_steps) * r.n_envs + e;
     const long long k = static_cast<long long>(agent) * a.n + e;
     float* in = a.input + k * (D + A);
     const int action = r.actions[row];
@@ -1010,8 +1016,8 @@ extern "C" __global__ void dqn_curiosity_gather_kernel(fh::abi::DqnCuriosityGath
 extern "C" __global__ void dqn_curiosity_bonus_kernel(fh::abi::DqnCuriosityBonusArgs a) {
     __shared__ double dsum[fh::abi::kDqnFinishThreads];
     const int agent = blockIdx.x;
-    const long long slot_row = static_cast<long long>(agent) * a.capacity_steps * a.n +
-                               (a.counters[agent].pushed % a.capacity_steps) * a.n;
+    const long long slot_row =
+        static_cast<long long>(agent) * a.capacity_steps * a.n + (a.counters[agent].pushed % a.capacity_steps) * a.n;
     const float coef = a.agent[agent].curiosity_coef;
     const float* error = a.error + static_cast<long long>(agent) * a.n;
     double sum = 0.0;
@@ -1035,8 +1041,8 @@ extern "C" __global__ void dqn_her_observe_kernel(fh::abi::DqnHerObserveArgs a) 
     const int D = a.state_dim, DG = D + fh::her::kGoalFeatures;
     const long long k = static_cast<long long>(agent) * a.n + e;
     const AgentParams& p = a.agent[agent];
-    const float goal = fh::her::episode_goal(p.seed, static_cast<int>(e), a.state[k].episode, p.her_goal_min,
-                                             p.her_goal_max);
+    const float goal =
+        fh::her::episode_goal(p.seed, static_cast<int>(e), a.state[k].episode, p.her_goal_min, p.her_goal_max);
     const float* state = a.states + k * D;
     float* obs = a.obs + k * DG;
     for (int c = lane; c < D; c += 32) obs[c] = state[c];
@@ -1096,8 +1102,9 @@ extern "C" __global__ void dqn_her_sample_kernel(fh::abi::DqnHerSampleArgs a) {
         future_end = limit - 1;
         for (int base_j = 0; base_j < limit; base_j += 32) {
             const int j = base_j + lane;
-            const bool done = j < limit && view.done[static_cast<long long>((step + j) % r.capacity_steps) * r.n_envs +
-                                                     env] != fh::env::kRunning;
+            const bool done =
+                j < limit &&
+                view.done[static_cast<long long>((step + j) % r.capacity_steps) * r.n_envs + env] != fh::env::kRunning;
             const unsigned hit = __ballot_sync(kFullMask, done);
             if (hit != 0u) {
                 future_end = base_j + __ffs(static_cast<int>(hit)) - 1;

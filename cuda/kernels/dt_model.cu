@@ -41,8 +41,8 @@ extern "C" __global__ void dt_embed_backward_kernel(float* __restrict__ d_return
                                        dim, num_actions);
 }
 
-extern "C" __global__ void dt_state_input_kernel(float* __restrict__ out, const float* __restrict__ states,
-                                                long long n, int state_dim, int market_dim) {
+extern "C" __global__ void dt_state_input_kernel(float* __restrict__ out, const float* __restrict__ states, long long n,
+                                                 int state_dim, int market_dim) {
     for (long long i = global_thread_index(); i < n; i += grid_thread_count())
         fh::dt::state_input_element(i, out, states, state_dim, market_dim);
 }
@@ -136,8 +136,7 @@ extern "C" __global__ void dt_attention_backward_query_kernel(float* __restrict_
 
 extern "C" __global__ void dt_attention_backward_key_kernel(float* __restrict__ dqkv, const float* __restrict__ dS,
                                                             const float* __restrict__ d_out,
-                                                            const float* __restrict__ qkv,
-                                                            const float* __restrict__ P,
+                                                            const float* __restrict__ qkv, const float* __restrict__ P,
                                                             fh::dt::AttentionShape shape) {
     const long long n = static_cast<long long>(shape.batch) * shape.heads * shape.tokens;
     for (long long t = global_thread_index(); t < n; t += grid_thread_count()) {

@@ -41,12 +41,10 @@ __device__ __forceinline__ EnvOf env_of(long long e, const MarketView& market, c
     return own;
 }
 
-extern "C" __global__ void env_reset_kernel(EnvState* __restrict__ state,
-                                                       float* __restrict__ portfolio,
-                                                       const std::uint8_t* __restrict__ reset_mask,
-                                                       MarketView market, EnvParams params,
-                                                       int n_envs, const fh::abi::EnvAgent* __restrict__ agents,
-                                                       int envs_per_agent) {
+extern "C" __global__ void env_reset_kernel(EnvState* __restrict__ state, float* __restrict__ portfolio,
+                                            const std::uint8_t* __restrict__ reset_mask, MarketView market,
+                                            EnvParams params, int n_envs, const fh::abi::EnvAgent* __restrict__ agents,
+                                            int envs_per_agent) {
     for (long long e = global_thread_index(); e < n_envs; e += grid_thread_count()) {
         if (reset_mask != nullptr && reset_mask[e] == 0) continue;
         const EnvOf own = env_of(e, market, params, agents, envs_per_agent);
@@ -57,15 +55,11 @@ extern "C" __global__ void env_reset_kernel(EnvState* __restrict__ state,
     }
 }
 
-extern "C" __global__ void env_step_kernel(EnvState* __restrict__ state,
-                                                      float* __restrict__ portfolio,
-                                                      float* __restrict__ reward,
-                                                      std::uint8_t* __restrict__ done,
-                                                      StepInfo* __restrict__ info,
-                                                      const int* __restrict__ actions,
-                                                      MarketView market, EnvParams params,
-                                                      int n_envs, const fh::abi::EnvAgent* __restrict__ agents,
-                                                      int envs_per_agent) {
+extern "C" __global__ void env_step_kernel(EnvState* __restrict__ state, float* __restrict__ portfolio,
+                                           float* __restrict__ reward, std::uint8_t* __restrict__ done,
+                                           StepInfo* __restrict__ info, const int* __restrict__ actions,
+                                           MarketView market, EnvParams params, int n_envs,
+                                           const fh::abi::EnvAgent* __restrict__ agents, int envs_per_agent) {
     for (long long e = global_thread_index(); e < n_envs; e += grid_thread_count()) {
         const EnvOf own = env_of(e, market, params, agents, envs_per_agent);
         EnvState s = state[e];
@@ -79,25 +73,22 @@ extern "C" __global__ void env_step_kernel(EnvState* __restrict__ state,
     }
 }
 
-extern "C" __global__ void env_gather_states_kernel(float* __restrict__ states,
-                                                          const EnvState* __restrict__ state,
-                                                          const float* __restrict__ portfolio,
-                                                          MarketView market, EnvParams params,
-                                                          int n_envs, const fh::abi::EnvAgent* __restrict__ agents,
-                                                          int envs_per_agent) {
+extern "C" __global__ void env_gather_states_kernel(float* __restrict__ states, const EnvState* __restrict__ state,
+                                                    const float* __restrict__ portfolio, MarketView market,
+                                                    EnvParams params, int n_envs,
+                                                    const fh::abi::EnvAgent* __restrict__ agents, int envs_per_agent) {
     const long long total = static_cast<long long>(n_envs) * params.state_dim;
     for (long long i = global_thread_index(); i < total; i += grid_thread_count()) {
         const long long e = i / params.state_dim;
         const int col = static_cast<int>(i - e * params.state_dim);
         const float* features = agents == nullptr ? market.features : agents[e / envs_per_agent].market.features;
-        states[i] = fh::env::observation_value(features, state[e].t, params.market_dim,
-                                               portfolio + e * PORTFOLIO_STRIDE, col);
+        states[i] =
+            fh::env::observation_value(features, state[e].t, params.market_dim, portfolio + e * PORTFOLIO_STRIDE, col);
     }
 }
 
-extern "C" __global__ void env_random_actions_kernel(int* actions, std::uint64_t seed,
-                                                            std::uint64_t step, int num_actions,
-                                                            int n_envs) {
+extern "C" __global__ void env_random_actions_kernel(int* actions, std::uint64_t seed, std::uint64_t step,
+                                                     int num_actions, int n_envs) {
     for (long long e = global_thread_index(); e < n_envs; e += grid_thread_count())
         actions[e] = random_action(seed, static_cast<int>(e), step, num_actions);
 }

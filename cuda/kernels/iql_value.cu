@@ -28,17 +28,15 @@ extern "C" __global__ void iql_value_loss_kernel(float* __restrict__ loss, float
     const float scale = 1.0f / static_cast<float>(batch);
     const long long rows = static_cast<long long>(batch) * agents;
     for (long long b = global_thread_index(); b < rows; b += grid_thread_count())
-        fh::iql::value_row(b, loss, d_v, v, q1, q2, actions, scalars != nullptr ? scalars[b / batch].expectile : expectile,
-                           num_actions, scale);
+        fh::iql::value_row(b, loss, d_v, v, q1, q2, actions,
+                           scalars != nullptr ? scalars[b / batch].expectile : expectile, num_actions, scale);
 }
 
 extern "C" __global__ void iql_q_loss_kernel(float* __restrict__ loss, float* __restrict__ d_q1,
                                              float* __restrict__ d_q2, const float* __restrict__ q1,
                                              const float* __restrict__ q2, const int* __restrict__ actions,
-                                             const float* __restrict__ rewards,
-                                             const float* __restrict__ discounts,
-                                             const float* __restrict__ v_next, int num_actions, int batch,
-                                             int agents) {
+                                             const float* __restrict__ rewards, const float* __restrict__ discounts,
+                                             const float* __restrict__ v_next, int num_actions, int batch, int agents) {
     const float scale = 1.0f / static_cast<float>(batch);
     const long long rows = static_cast<long long>(batch) * agents;
     for (long long b = global_thread_index(); b < rows; b += grid_thread_count())

@@ -15,16 +15,16 @@ using fh::device::global_thread_index;
 using fh::device::grid_thread_count;
 
 extern "C" __global__ void epsilon_greedy_kernel(int* __restrict__ actions, const float* __restrict__ q,
-                                                 int num_actions, float epsilon, std::uint64_t seed,
-                                                 std::uint64_t step, int n) {
+                                                 int num_actions, float epsilon, std::uint64_t seed, std::uint64_t step,
+                                                 int n) {
     for (long long e = global_thread_index(); e < n; e += grid_thread_count())
-        actions[e] = fh::policy::epsilon_greedy(q + e * num_actions, num_actions, epsilon, seed,
-                                             static_cast<int>(e), step);
+        actions[e] =
+            fh::policy::epsilon_greedy(q + e * num_actions, num_actions, epsilon, seed, static_cast<int>(e), step);
 }
 
 extern "C" __global__ void action_histogram_kernel(unsigned long long* __restrict__ histogram,
-                                                     const int* __restrict__ actions, int num_actions,
-                                                     int n, int rows_per_agent) {
+                                                   const int* __restrict__ actions, int num_actions, int n,
+                                                   int rows_per_agent) {
     for (long long e = global_thread_index(); e < n; e += grid_thread_count()) {
         const int a = actions[e];
         if (a >= 0 && a < num_actions) atomicAdd(histogram + e / rows_per_agent * num_actions + a, 1ull);

@@ -29,9 +29,8 @@ extern "C" __global__ void curiosity_input_kernel(float* __restrict__ input, con
 }
 
 extern "C" __global__ void curiosity_error_kernel(float* __restrict__ error, float* __restrict__ d_pred,
-                                                  const float* __restrict__ pred,
-                                                  const float* __restrict__ next_states, int P, int state_dim,
-                                                  int n) {
+                                                  const float* __restrict__ pred, const float* __restrict__ next_states,
+                                                  int P, int state_dim, int n) {
     for (long long e = global_thread_index(); e < n; e += grid_thread_count())
         error[e] = fh::ppo::curiosity_error_row(d_pred + e * P, pred + e * P, next_states + e * state_dim, P, n);
 }

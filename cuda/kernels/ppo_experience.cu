@@ -29,8 +29,8 @@ using fh::device::global_thread_index;
 using fh::device::grid_thread_count;
 
 extern "C" __global__ void ppo_sample_kernel(int* __restrict__ actions, float* __restrict__ log_probs,
-                                             const float* __restrict__ logits, int num_actions,
-                                             std::uint64_t seed, fh::core::CounterValue step_value, int n,
+                                             const float* __restrict__ logits, int num_actions, std::uint64_t seed,
+                                             fh::core::CounterValue step_value, int n,
                                              const std::uint64_t* __restrict__ agent_seeds, int envs_per_agent) {
     const auto step = static_cast<std::uint64_t>(step_value.value());
     for (long long e = global_thread_index(); e < n; e += grid_thread_count()) {
@@ -45,13 +45,12 @@ extern "C" __global__ void ppo_sample_kernel(int* __restrict__ actions, float* _
 
 extern "C" __global__ void ppo_diversity_kernel(int* __restrict__ window, int* __restrict__ counts,
                                                 float* __restrict__ penalty, const int* __restrict__ actions,
-                                                int num_actions, int W, float coef,
-                                                fh::core::CounterValue step_value, int n,
-                                                const float* __restrict__ agent_coef, int envs_per_agent) {
+                                                int num_actions, int W, float coef, fh::core::CounterValue step_value,
+                                                int n, const float* __restrict__ agent_coef, int envs_per_agent) {
     const auto step = static_cast<std::uint64_t>(step_value.value());
     for (long long e = global_thread_index(); e < n; e += grid_thread_count())
-        penalty[e] = fh::ppo::diversity_update(window + e * W, counts + e * num_actions, actions[e], num_actions,
-                                               W, agent_coef == nullptr ? coef : agent_coef[e / envs_per_agent], step);
+        penalty[e] = fh::ppo::diversity_update(window + e * W, counts + e * num_actions, actions[e], num_actions, W,
+                                               agent_coef == nullptr ? coef : agent_coef[e / envs_per_agent], step);
 }
 
 FH_KERNELS_ppo_experience(FH_CHECK_KERNEL_ABI)

@@ -61,9 +61,9 @@ __device__ double block_sum_fixed(double v, double* s) {
 
 extern "C" __global__ void ppo_gae_kernel(float* __restrict__ advantages, float* __restrict__ returns,
                                           const float* __restrict__ rewards, const float* __restrict__ values,
-                                          const float* __restrict__ next_values,
-                                          const std::uint8_t* __restrict__ done, float gamma, float lambda,
-                                          int T, int n, const float* __restrict__ agent_gamma_lambda, int agents) {
+                                          const float* __restrict__ next_values, const std::uint8_t* __restrict__ done,
+                                          float gamma, float lambda, int T, int n,
+                                          const float* __restrict__ agent_gamma_lambda, int agents) {
     // Agent g's environments are e in [g n, (g + 1) n), its (T, n) rows from g T n (one agent: g 0).
     for (long long e = global_thread_index(); e < static_cast<long long>(n) * agents; e += grid_thread_count()) {
         const long long g = e / n, rows = g * T * n;
@@ -107,8 +107,7 @@ extern "C" __global__ void ppo_normalize_apply_kernel(float* __restrict__ x, con
     }
     const double t1 = block_sum_fixed(s1, s);
     const double t2 = block_sum_fixed(s2, s);
-    if (threadIdx.x == 0)
-        fh::ppo::normalize_moments(t1, t2, n, partials[4 * kNormalizeBlocks], moments[0], moments[1]);
+    if (threadIdx.x == 0) fh::ppo::normalize_moments(t1, t2, n, partials[4 * kNormalizeBlocks], moments[0], moments[1]);
     __syncthreads();
     const float mean = moments[0], denom = moments[1];
     for (long long i = global_thread_index(); i < n; i += grid_thread_count())
@@ -171,7 +170,8 @@ extern "C" __global__ void ppo_collect_truncated_kernel(int* __restrict__ rows, 
             const long long k = i / P, j = i - k * P;
             const long long entry = base + k;
             if (entry >= 0 && entry < capacity)
-                portfolio[entry * P + j] = next_states[static_cast<long long>(tile_envs[k]) * state_dim + market_dim + j];
+                portfolio[entry * P + j] =
+                    next_states[static_cast<long long>(tile_envs[k]) * state_dim + market_dim + j];
         }
         base += total;
         __syncthreads();  // the next tile reuses the shared arrays
@@ -182,15 +182,15 @@ extern "C" __global__ void ppo_collect_truncated_kernel(int* __restrict__ rows, 
 extern "C" __global__ void ppo_terminal_observations_kernel(float* __restrict__ observations,
                                                             const int* __restrict__ bars,
                                                             const float* __restrict__ portfolio,
-                                                            const float* __restrict__ features, int n_bars,
-                                                            int rows, int state_dim, int market_dim) {
+                                                            const float* __restrict__ features, int n_bars, int rows,
+                                                            int state_dim, int market_dim) {
     const long long total = static_cast<long long>(rows) * state_dim;
     const int P = state_dim - market_dim;
     for (long long i = global_thread_index(); i < total; i += grid_thread_count()) {
         const long long r = i / state_dim;
         const int c = static_cast<int>(i - r * state_dim);
-        observations[i] = fh::ppo::terminal_observation_value(features, n_bars, bars[r], market_dim,
-                                                                     portfolio + r * P, c);
+        observations[i] =
+            fh::ppo::terminal_observation_value(features, n_bars, bars[r], market_dim, portfolio + r * P, c);
     }
 }
 

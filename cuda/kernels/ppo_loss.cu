@@ -52,8 +52,7 @@ extern "C" __global__ void ppo_loss_kernel(float* __restrict__ stats, float* __r
                                            const float* __restrict__ advantages, const float* __restrict__ returns,
                                            const float* __restrict__ old_values, fh::ppo::LossParams params,
                                            int num_actions, int batch,
-                                           const fh::ppo::LossParams* __restrict__ agent_params,
-                                           int rows_per_agent) {
+                                           const fh::ppo::LossParams* __restrict__ agent_params, int rows_per_agent) {
     const int lane = static_cast<int>(threadIdx.x) % G;
     const long long groups = grid_thread_count() / G;
     // A warp's groups take consecutive samples and step together (the same trip counts), so the

@@ -69,7 +69,8 @@ extern "C" __global__ void ppo_gather_kernel(float* __restrict__ states, int* __
 
 extern "C" __global__ void ppo_learning_rate_kernel(float* __restrict__ lr, double base_lr, int linear,
                                                     double total_rollouts, fh::core::CounterValue rollouts) {
-    if (global_thread_index() == 0) lr[0] = fh::ppo::scheduled_learning_rate(base_lr, linear, total_rollouts, rollouts.value());
+    if (global_thread_index() == 0)
+        lr[0] = fh::ppo::scheduled_learning_rate(base_lr, linear, total_rollouts, rollouts.value());
 }
 
 FH_KERNELS_ppo_minibatch(FH_CHECK_KERNEL_ABI)

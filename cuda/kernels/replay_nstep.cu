@@ -32,8 +32,10 @@ extern "C" __global__ void nstep_sample_kernel(float* __restrict__ states, float
                                                const long long* __restrict__ update_from,
                                                long long* __restrict__ advance, unsigned* __restrict__ ticket,
                                                int batch) {
-    if (advance != nullptr) params.update = static_cast<std::uint64_t>(*advance + 1);
-    else if (update_from != nullptr) params.update = static_cast<std::uint64_t>(*update_from);
+    if (advance != nullptr)
+        params.update = static_cast<std::uint64_t>(*advance + 1);
+    else if (update_from != nullptr)
+        params.update = static_cast<std::uint64_t>(*update_from);
     const int lane = static_cast<int>(threadIdx.x % 32);
     const int D = replay.state_dim;
     for (long long b = global_thread_index() / 32; b < batch; b += grid_thread_count() / 32) {

@@ -35,13 +35,13 @@ struct SegmentState {
 
 /// What happened at one bar of a segment (the bar's close marks the equity).
 struct BarRecord {
-    double equity;        ///< marked at this bar's close
-    double fill_price;    ///< 0 without a fill in this bar
-    double commission;    ///< charged for this bar's fill
-    int position;         ///< contracts held at this bar's close
-    int filled_contracts; ///< signed fill executed in this bar (0: none)
-    int order_type;       ///< env::OrderType of the order executed in this bar, kNoOrder: none
-    int action;           ///< the action chosen at the previous close (-1 at the first bar)
+    double equity;         ///< marked at this bar's close
+    double fill_price;     ///< 0 without a fill in this bar
+    double commission;     ///< charged for this bar's fill
+    int position;          ///< contracts held at this bar's close
+    int filled_contracts;  ///< signed fill executed in this bar (0: none)
+    int order_type;        ///< env::OrderType of the order executed in this bar, kNoOrder: none
+    int action;            ///< the action chosen at the previous close (-1 at the first bar)
 };
 
 /// Scalars of the metrics.
@@ -81,8 +81,8 @@ FH_HD void reset_segment(SegmentState& st, BarRecord* records, const Segment& se
 /// finishes at the last bar of its run, or when step_env reports a bankruptcy (it then stops
 /// trading; its equity curve ends at that bar). The episode-length truncation of training does
 /// not apply: env.steps wraps at episode_length so the time features stay in their training range.
-FH_HD void step_segment(SegmentState& st, BarRecord* records, const Segment& seg, int action,
-                        const env::MarketView& m, const env::EnvParams& p) {
+FH_HD void step_segment(SegmentState& st, BarRecord* records, const Segment& seg, int action, const env::MarketView& m,
+                        const env::EnvParams& p) {
     if (st.finished) return;
     env::StepInfo info{};
     std::uint8_t done = 0;
@@ -101,7 +101,9 @@ FH_HD void step_segment(SegmentState& st, BarRecord* records, const Segment& seg
     if (done == env::kTerminated || st.env.t + 1 >= seg.end) st.finished = 1;
 }
 
-FH_HD double abs_d(double x) { return x < 0 ? -x : x; }
+FH_HD double abs_d(double x) {
+    return x < 0 ? -x : x;
+}
 
 /// A trade whose |P&L| is at most this share of its traded value (the sum of |contracts| x
 /// price x multiplier + commission over its fills) is break-even: neither a win nor a loss. The
@@ -162,9 +164,8 @@ FH_HD void book_fill(TradeBook& b, int d, double price, double commission, doubl
 
 /// Every metric of docs/metrics.md over the segments, in one fixed order. records hold
 /// sum(end - start) entries; state[s].bars of segment s are valid. histogram (num_actions).
-FH_HD void compute_metrics(MetricsOut& out, long long* histogram, const BarRecord* records,
-                           const SegmentState* state, const Segment* segs, int n_segments,
-                           const double* close, const MetricsParams& mp) {
+FH_HD void compute_metrics(MetricsOut& out, long long* histogram, const BarRecord* records, const SegmentState* state,
+                           const Segment* segs, int n_segments, const double* close, const MetricsParams& mp) {
     for (int a = 0; a < mp.num_actions; ++a) histogram[a] = 0;
     // Pass 1: returns, compounded curve, exposure, turnover, trades.
     long long n = 0, exposed = 0;
@@ -232,8 +233,9 @@ FH_HD void compute_metrics(MetricsOut& out, long long* histogram, const BarRecor
     out.max_drawdown = max_dd;
     out.calmar = max_dd > 0 ? out.annual_return / max_dd : out.annual_return > 0 ? HUGE_VAL : 0.0;
     out.win_rate = book.trades > 0 ? static_cast<double>(book.wins) / book.trades : 0.0;
-    out.profit_factor = book.gross_loss > 0 ? book.gross_profit / book.gross_loss
-                        : book.gross_profit > 0 ? HUGE_VAL : 0.0;
+    out.profit_factor = book.gross_loss > 0     ? book.gross_profit / book.gross_loss
+                        : book.gross_profit > 0 ? HUGE_VAL
+                                                : 0.0;
     out.exposure = static_cast<double>(exposed) / n;
     out.turnover = traded / mp.initial_equity * mp.bars_per_year / n;
 }

@@ -20,27 +20,37 @@ namespace fh::core {
 
 /// The saxpy element, shared by the kernel and the CPU twin so both round identically
 /// (an explicit fma: nvcc would contract a*x+y into one anyway, g++ on x86-64 would not).
-FH_HD float saxpy_element(float y, float a, float x) { return __builtin_fmaf(a, x, y); }
+FH_HD float saxpy_element(float y, float a, float x) {
+    return __builtin_fmaf(a, x, y);
+}
 
 /// Elementwise activation of a linear layer. Values are part of the kernel ABI.
 enum class Activation : int { none = 0, relu = 1, tanh = 2 };
 
 /// act(z).
-template <class T> FH_HD T activate(T z, Activation a) {
+template <class T>
+FH_HD T activate(T z, Activation a) {
     switch (a) {
-        case Activation::relu: return z > T(0) ? z : T(0);
-        case Activation::tanh: return FH_NN_MATH_NS::tanh(z);
-        default: return z;
+        case Activation::relu:
+            return z > T(0) ? z : T(0);
+        case Activation::tanh:
+            return FH_NN_MATH_NS::tanh(z);
+        default:
+            return z;
     }
 }
 
 /// act'(z) written through the activated output y = act(z) (what backward keeps):
 /// relu: 1 if y > 0 else 0 (the derivative at z = 0 is taken as 0); tanh: 1 - y^2; none: 1.
-template <class T> FH_HD T activation_derivative(T y, Activation a) {
+template <class T>
+FH_HD T activation_derivative(T y, Activation a) {
     switch (a) {
-        case Activation::relu: return y > T(0) ? T(1) : T(0);
-        case Activation::tanh: return T(1) - y * y;
-        default: return T(1);
+        case Activation::relu:
+            return y > T(0) ? T(1) : T(0);
+        case Activation::tanh:
+            return T(1) - y * y;
+        default:
+            return T(1);
     }
 }
 
@@ -63,26 +73,35 @@ struct CounterValue {
 /// multiply-add (nvcc would choose per kernel which products to fuse, so two kernels running the
 /// same source could round differently), on the host plain (the project builds with
 /// -ffp-contract=off). What makes the Adam element equal on both backends bit for bit.
-template <class T> FH_HD T mul_rn(T a, T b) {
+template <class T>
+FH_HD T mul_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-    if constexpr (sizeof(T) == sizeof(double)) return __dmul_rn(a, b);
-    else return __fmul_rn(a, b);
+    if constexpr (sizeof(T) == sizeof(double))
+        return __dmul_rn(a, b);
+    else
+        return __fmul_rn(a, b);
 #else
     return a * b;
 #endif
 }
-template <class T> FH_HD T add_rn(T a, T b) {
+template <class T>
+FH_HD T add_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-    if constexpr (sizeof(T) == sizeof(double)) return __dadd_rn(a, b);
-    else return __fadd_rn(a, b);
+    if constexpr (sizeof(T) == sizeof(double))
+        return __dadd_rn(a, b);
+    else
+        return __fadd_rn(a, b);
 #else
     return a + b;
 #endif
 }
-template <class T> FH_HD T sub_rn(T a, T b) {
+template <class T>
+FH_HD T sub_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-    if constexpr (sizeof(T) == sizeof(double)) return __dsub_rn(a, b);
-    else return __fsub_rn(a, b);
+    if constexpr (sizeof(T) == sizeof(double))
+        return __dsub_rn(a, b);
+    else
+        return __fsub_rn(a, b);
 #else
     return a - b;
 #endif
@@ -91,13 +110,13 @@ template <class T> FH_HD T sub_rn(T a, T b) {
 /// Adam's hyper-parameters for one update (Kingma & Ba 2015; decoupled weight decay as in
 /// AdamW, Loshchilov & Hutter 2019).
 struct AdamParams {
-    float lr = 1e-3f;            ///< learning rate
-    float beta1 = 0.9f;          ///< first-moment decay
-    float beta2 = 0.999f;        ///< second-moment decay
-    float eps = 1e-8f;           ///< added to sqrt(vhat)
-    float clip_norm = 0.f;       ///< > 0: scale gradients by min(1, clip_norm / (norm + 1e-6))
-    float weight_decay = 0.f;    ///< decoupled: p -= lr * weight_decay * p (0: plain Adam)
-    int step = 1;                ///< 1-based number of this update (bias correction)
+    float lr = 1e-3f;          ///< learning rate
+    float beta1 = 0.9f;        ///< first-moment decay
+    float beta2 = 0.999f;      ///< second-moment decay
+    float eps = 1e-8f;         ///< added to sqrt(vhat)
+    float clip_norm = 0.f;     ///< > 0: scale gradients by min(1, clip_norm / (norm + 1e-6))
+    float weight_decay = 0.f;  ///< decoupled: p -= lr * weight_decay * p (0: plain Adam)
+    int step = 1;              ///< 1-based number of this update (bias correction)
 };
 
 /// What one Adam launch needs, with the bias corrections 1 - beta^step (at_step, in double by

@@ -28,24 +28,26 @@ namespace fh::dqn {
 
 /// Scalars of the head and its losses. Passed to kernels by value.
 struct HeadParams {
-    int num_actions;   ///< A
-    int num_atoms;     ///< Z (the C51 head)
-    int dueling;       ///< 1: logits = V + A - mean_a A; 0: logits = A
-    float v_min;       ///< support [v_min, v_max], Z atoms
+    int num_actions;  ///< A
+    int num_atoms;    ///< Z (the C51 head)
+    int dueling;      ///< 1: logits = V + A - mean_a A; 0: logits = A
+    float v_min;      ///< support [v_min, v_max], Z atoms
     float v_max;
     int scalar = 0;    ///< 1: dqn.head = "mse": one output per action, Q itself (no atoms, no support)
     int ensemble = 1;  ///< K heads on the shared trunk (dqn.ensemble_size): K head rows side by side per sample
 };
 
 /// Outputs per action (and of the value stream): Z for the C51 head, 1 for the scalar head.
-FH_HD int head_atoms(const HeadParams& h) { return h.scalar ? 1 : h.num_atoms; }
+FH_HD int head_atoms(const HeadParams& h) {
+    return h.scalar ? 1 : h.num_atoms;
+}
 
 /// Atom j of the support: v_min + j * (v_max - v_min) / (Z - 1).
-template <class T> FH_HD T atom(const HeadParams& h, int j) {
+template <class T>
+FH_HD T atom(const HeadParams& h, int j) {
     return static_cast<T>(h.v_min) +
            static_cast<T>(j) * (static_cast<T>(h.v_max) - static_cast<T>(h.v_min)) / static_cast<T>(h.num_atoms - 1);
 }
-
 
 /// Dueling C51 head for one sample: value (Z) and advantage (A, Z) -> logits (A, Z),
 /// probabilities (A, Z) = softmax over atoms, and Q (A) = sum_z p * atom_z.
@@ -82,7 +84,8 @@ FH_HD void head_forward(const T* value, const T* adv, T* logits, T* probs, T* q,
 
 /// Backward of the dueling combination: d_value[z] = sum_a d_logits[a, z];
 /// d_adv[a, z] = d_logits[a, z] - mean_a d_logits[a, z] (or d_logits without dueling).
-template <class T> FH_HD void head_backward(const T* d_logits, T* d_value, T* d_adv, const HeadParams& h) {
+template <class T>
+FH_HD void head_backward(const T* d_logits, T* d_value, T* d_adv, const HeadParams& h) {
     const int A = h.num_actions, Z = h.num_atoms;
     for (int z = 0; z < Z; ++z) {
         T sum = 0;
@@ -151,10 +154,12 @@ FH_HD T mse_expected_q(const T* probs, T q, T y, T* d_logits, T scale, const Hea
 /// taken action a. Its gradient with respect to Q(s, x) is softmax_x(Q) - [x == a]: it lowers
 /// the actions the data did not take, in proportion to how much the soft maximum favours them,
 /// and raises the taken one. Stable: exponentials after the maximum.
-template <class T> struct SoftMaximum {
+template <class T>
+struct SoftMaximum {
     T max, sum;  ///< max_x Q_x and sum_x exp(Q_x - max), summed in action order
 };
-template <class T> FH_HD SoftMaximum<T> cql_soft_maximum(const T* q, int A) {
+template <class T>
+FH_HD SoftMaximum<T> cql_soft_maximum(const T* q, int A) {
     T mx = q[0];
     for (int x = 1; x < A; ++x) mx = q[x] > mx ? q[x] : mx;
     T sum = 0;
@@ -162,18 +167,26 @@ template <class T> FH_HD SoftMaximum<T> cql_soft_maximum(const T* q, int A) {
     return {mx, sum};
 }
 /// The term logsumexp_x Q_x - Q_a.
-template <class T> FH_HD T cql_term(const T* q, int a, SoftMaximum<T> s) { return s.max + FH_MATH_NS::log(s.sum) - q[a]; }
+template <class T>
+FH_HD T cql_term(const T* q, int a, SoftMaximum<T> s) {
+    return s.max + FH_MATH_NS::log(s.sum) - q[a];
+}
 /// dL/dQ_x times `weight` (the term's weight times 1/B): (softmax_x - [x == a]) * weight.
-template <class T> FH_HD T cql_coefficient(const T* q, int x, int a, SoftMaximum<T> s, T weight) {
+template <class T>
+FH_HD T cql_coefficient(const T* q, int x, int a, SoftMaximum<T> s, T weight) {
     return (FH_MATH_NS::exp(q[x] - s.max) / s.sum - (x == a ? T(1) : T(0))) * weight;
 }
 
 /// The CQL gradient of logit z of action x: coef_x * dQ_x/dlogit_z = coef_x * p_z * (atom_z - Q_x).
-template <class T> FH_HD T cql_logit_gradient(T coef, T p, T atom_z, T q_x) { return coef * p * (atom_z - q_x); }
+template <class T>
+FH_HD T cql_logit_gradient(T coef, T p, T atom_z, T q_x) {
+    return coef * p * (atom_z - q_x);
+}
 
 /// The action whose next-state distribution is the target: argmax of q_next_select, which is the
 /// online network's Q(s') for double DQN (van Hasselt et al. 2016), else the target network's.
-template <class T> FH_HD int target_action(const T* q_next_select_row, const HeadParams& h) {
+template <class T>
+FH_HD int target_action(const T* q_next_select_row, const HeadParams& h) {
     return policy::argmax(q_next_select_row, h.num_actions);
 }
 
@@ -182,8 +195,8 @@ template <class T> FH_HD int target_action(const T* q_next_select_row, const Hea
 /// there; the other actions' rows are zero. Arrays are the whole batch's.
 template <class T>
 FH_HD T c51_sample_loss(long long b, const T* logits, const T* probs, const T* q_next_select,
-                        const T* probs_next_target, const int* actions, const T* returns,
-                        const T* discounts, T* d_logits, T scale, const HeadParams& h) {
+                        const T* probs_next_target, const int* actions, const T* returns, const T* discounts,
+                        T* d_logits, T scale, const HeadParams& h) {
     const int A = h.num_actions, Z = h.num_atoms;
     const long long AZ = static_cast<long long>(A) * Z;
     const int a_star = target_action(q_next_select + b * A, h);
@@ -218,9 +231,9 @@ FH_HD T cql_sample_loss(long long b, const T* probs, const T* q, const int* acti
 
 /// The MSE loss of batch row b on the expected Q: y = R + discount * Q_target(s', a*).
 template <class T>
-FH_HD T mse_sample_loss(long long b, const T* probs, const T* q, const T* q_next_select,
-                        const T* q_next_target, const int* actions, const T* returns,
-                        const T* discounts, T* d_logits, T* td, T scale, const HeadParams& h) {
+FH_HD T mse_sample_loss(long long b, const T* probs, const T* q, const T* q_next_select, const T* q_next_target,
+                        const int* actions, const T* returns, const T* discounts, T* d_logits, T* td, T scale,
+                        const HeadParams& h) {
     const int A = h.num_actions, Z = h.num_atoms;
     const long long AZ = static_cast<long long>(A) * Z;
     const int a_star = target_action(q_next_select + b * A, h);
@@ -232,7 +245,6 @@ FH_HD T mse_sample_loss(long long b, const T* probs, const T* q, const T* q_next
                           d + static_cast<long long>(a) * Z, scale, h, td[b]);
 }
 
-
 // ---- the device-side steps of the DQN trainer (cuda/kernels/dqn_step.cu) -------------------
 // Collection and updates are fixed kernel sequences (captured once in CUDA Graphs): every value
 // that changes from one step to the next lives in device memory, in these structs. Each is an
@@ -241,26 +253,26 @@ FH_HD T mse_sample_loss(long long b, const T* probs, const T* q, const T* q_next
 
 /// One agent's constants: exploration schedule, sampling, loss blend, target network, Adam.
 struct AgentParams {
-    std::uint64_t seed;               ///< run.seed: every Philox draw of this agent
+    std::uint64_t seed;  ///< run.seed: every Philox draw of this agent
     double epsilon_start, epsilon_end;
-    double epsilon_decay_env_steps;   ///< 0: epsilon_end from the first step
-    int n_envs;                       ///< environments per collection step
-    int n_step;                       ///< n-step returns
+    double epsilon_decay_env_steps;  ///< 0: epsilon_end from the first step
+    int n_envs;                      ///< environments per collection step
+    int n_step;                      ///< n-step returns
     float gamma;
-    float mse_alpha;                  ///< loss = alpha * C51 + (1 - alpha) * MSE (+ cql_alpha * CQL)
-    float cql_alpha;                  ///< weight of the CQL term; 0: off (the loss kernel skips it)
-    float curiosity_coef;             ///< weight of the curiosity bonus in the stored reward (with dqn.curiosity)
-    float bootstrap_prob;             ///< ensemble: probability that a head trains on a transition (1: all do)
-    float ucb;                        ///< ensemble: collection acts on mean + ucb * spread of the heads' Q; 0: the mean
-    float tau;                        ///< soft target update rate; 0: a copy every target_period
-    float one_minus_tau;              ///< float(1 - tau) computed in double (as the host did)
+    float mse_alpha;       ///< loss = alpha * C51 + (1 - alpha) * MSE (+ cql_alpha * CQL)
+    float cql_alpha;       ///< weight of the CQL term; 0: off (the loss kernel skips it)
+    float curiosity_coef;  ///< weight of the curiosity bonus in the stored reward (with dqn.curiosity)
+    float bootstrap_prob;  ///< ensemble: probability that a head trains on a transition (1: all do)
+    float ucb;             ///< ensemble: collection acts on mean + ucb * spread of the heads' Q; 0: the mean
+    float tau;             ///< soft target update rate; 0: a copy every target_period
+    float one_minus_tau;   ///< float(1 - tau) computed in double (as the host did)
     long long target_period;
     float lr, beta1, beta2, adam_eps, clip_norm, weight_decay;  ///< Adam (core::adam_element)
     // dqn.her (cuda/math/her.h): episode goals, relabelling and the goal reward.
-    float her_ratio;                  ///< probability that a replayed row gets a future achieved goal
-    float her_reward;                 ///< the goal reward (per step at or above the goal)
-    float her_goal_min, her_goal_max; ///< episode goals, percent of the initial equity
-    int her_horizon;                  ///< the longest episode, steps (the relabelling's future scan)
+    float her_ratio;                   ///< probability that a replayed row gets a future achieved goal
+    float her_reward;                  ///< the goal reward (per step at or above the goal)
+    float her_goal_min, her_goal_max;  ///< episode goals, percent of the initial equity
+    int her_horizon;                   ///< the longest episode, steps (the relabelling's future scan)
 };
 
 /// One agent's counters, advanced by the kernels (the host keeps a mirror for logging and
@@ -305,11 +317,10 @@ FH_HD AgentSampling agent_sampling(const float* states, const float* next_states
                                    int state_dim, long long agent, const Counters& c, const AgentParams& p) {
     const long long base = agent * capacity_steps * n_envs;
     const SampleRange range = sample_range(c.pushed, capacity_steps, p.n_step);
-    return AgentSampling{
-        replay::ReplayView{states + base * state_dim, next_states + base * state_dim, actions + base, rewards + base,
-                           done + base, capacity_steps, n_envs, state_dim},
-        replay::SampleParams{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest, range.count, p.n_step,
-                             p.gamma}};
+    return AgentSampling{replay::ReplayView{states + base * state_dim, next_states + base * state_dim, actions + base,
+                                            rewards + base, done + base, capacity_steps, n_envs, state_dim},
+                         replay::SampleParams{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest,
+                                              range.count, p.n_step, p.gamma}};
 }
 
 /// Epsilon of collection step `step`: linear from epsilon_start to epsilon_end over
@@ -338,19 +349,25 @@ FH_HD core::AdamConstants adam_constants(const AgentParams& p, long long step) {
 
 /// Floats of one sample's head output: [value (Z) | advantages (A, Z)] with dueling, the
 /// advantages alone without. The head is one linear layer of this width.
-FH_HD int head_width(const HeadParams& h) { return (h.dueling ? head_atoms(h) : 0) + h.num_actions * head_atoms(h); }
+FH_HD int head_width(const HeadParams& h) {
+    return (h.dueling ? head_atoms(h) : 0) + h.num_actions * head_atoms(h);
+}
 /// Floats of one sample's network output: the K = ensemble heads' rows side by side, so the
 /// outputs of B samples are also B * K head rows (row b * K + k is head k of sample b).
-FH_HD int output_width(const HeadParams& h) { return h.ensemble * head_width(h); }
+FH_HD int output_width(const HeadParams& h) {
+    return h.ensemble * head_width(h);
+}
 
 /// Logit (a, z) of a head row: value[z] + adv[a, z] - mean_adv[z] with dueling, adv[a, z]
 /// without. mean_adv[z] = (sum over a of adv[a, z]) / A, summed in action order.
-template <class T> FH_HD T head_logit(const T* row, T mean_adv_z, int a, int z, const HeadParams& h) {
+template <class T>
+FH_HD T head_logit(const T* row, T mean_adv_z, int a, int z, const HeadParams& h) {
     const T* adv = row + (h.dueling ? head_atoms(h) : 0);
     const T x = adv[a * head_atoms(h) + z];
     return h.dueling ? row[z] + x - mean_adv_z : x;
 }
-template <class T> FH_HD T head_mean_adv(const T* row, int z, const HeadParams& h) {
+template <class T>
+FH_HD T head_mean_adv(const T* row, int z, const HeadParams& h) {
     if (!h.dueling) return T(0);
     const T* adv = row + head_atoms(h);
     T sum = 0;
@@ -363,14 +380,16 @@ template <class T> FH_HD T head_mean_adv(const T* row, int z, const HeadParams& 
 /// p_j * max(0, 1 - |b_j - i|) from it (the two neighbouring atoms share the mass; an exact hit
 /// gives all of it). Each target atom sums its shares in the order j = 0, 1, ...: no scatter,
 /// no atomics, the same order on every backend.
-template <class T> FH_HD T projection_position(T reward, T discount, int j, const HeadParams& h) {
+template <class T>
+FH_HD T projection_position(T reward, T discount, int j, const HeadParams& h) {
     const T vmin = static_cast<T>(h.v_min), vmax = static_cast<T>(h.v_max);
     const T dz = (vmax - vmin) / static_cast<T>(h.num_atoms - 1);
     T tz = reward + discount * atom<T>(h, j);
     tz = tz < vmin ? vmin : (tz > vmax ? vmax : tz);
     return (tz - vmin) / dz;
 }
-template <class T> FH_HD T projection_weight(T position, int i) {
+template <class T>
+FH_HD T projection_weight(T position, int i) {
     const T d = position - static_cast<T>(i);
     const T w = T(1) - (d < 0 ? -d : d);
     return w > 0 ? w : T(0);
@@ -399,7 +418,8 @@ inline constexpr int kUpdateLosses = 3;
 // gradient check call it as is).
 
 /// Q of every action of a scalar head row into q (A).
-template <class T> FH_HD void scalar_q(const T* row, const HeadParams& h, T* q) {
+template <class T>
+FH_HD void scalar_q(const T* row, const HeadParams& h, T* q) {
     const T mean = head_mean_adv(row, 0, h);
     for (int a = 0; a < h.num_actions; ++a) q[a] = head_logit(row, mean, a, 0, h);
 }
@@ -408,8 +428,8 @@ template <class T> FH_HD void scalar_q(const T* row, const HeadParams& h, T* q) 
 /// stats[kSampleStats] as the C51 head's (C51 row 0). q_scratch holds 2A values. target_action
 /// >= 0 is a* (an ensemble's, from the heads' mean), else a* = argmax of row_select's Q.
 template <class T>
-FH_HD void scalar_sample_loss(const T* row_s, const T* row_select, const T* row_target, int act, T ret, T disc,
-                              T scale, T cql_alpha, const HeadParams& h, T* d_row, T* q_scratch, T* stats,
+FH_HD void scalar_sample_loss(const T* row_s, const T* row_select, const T* row_target, int act, T ret, T disc, T scale,
+                              T cql_alpha, const HeadParams& h, T* d_row, T* q_scratch, T* stats,
                               int target_action = -1) {
     const int A = h.num_actions;
     T* q_s = q_scratch;
@@ -453,10 +473,12 @@ FH_HD void scalar_sample_loss(const T* row_s, const T* row_select, const T* row_
 
 /// The heads' mean Q of action a from q_k (K, A), summed in head order, and their spread (the
 /// population standard deviation over heads, two-pass).
-template <class T> struct EnsembleQ {
+template <class T>
+struct EnsembleQ {
     T mean, spread;
 };
-template <class T> FH_HD EnsembleQ<T> ensemble_q(const T* q_heads, int K, int A, int a) {
+template <class T>
+FH_HD EnsembleQ<T> ensemble_q(const T* q_heads, int K, int A, int a) {
     T sum = 0;
     for (int k = 0; k < K; ++k) sum += q_heads[k * A + a];
     const T mean = sum / static_cast<T>(K);
@@ -470,7 +492,10 @@ template <class T> FH_HD EnsembleQ<T> ensemble_q(const T* q_heads, int K, int A,
 
 /// The score acting maximises: the mean Q, plus ucb times the spread when exploring with a UCB
 /// bonus (collection only; evaluation and the target action use the mean).
-template <class T> FH_HD T ensemble_score(EnsembleQ<T> e, T ucb) { return ucb > T(0) ? e.mean + ucb * e.spread : e.mean; }
+template <class T>
+FH_HD T ensemble_score(EnsembleQ<T> e, T ucb) {
+    return ucb > T(0) ? e.mean + ucb * e.spread : e.mean;
+}
 
 /// Bootstrap mask of head k for the transition that environment `env` collected at step `step`:
 /// 1 with probability p, else 0, from Philox(seed, bootstrap_mask, env, step * 8 + k / 4), word
@@ -489,9 +514,9 @@ inline constexpr int kMaxEnsemble = 32;
 /// Sums since the last read-back.
 struct MonitorStats {
     double loss_sum[kUpdateLosses];  ///< batch-mean C51, MSE and CQL terms, summed over updates
-    double q_sum;            ///< Q(s, a) of sampled transitions, summed
-    double td_abs_sum;       ///< |TD error| of the expected Q, summed
-    double grad_norm_sum;    ///< pre-clipping gradient norm, summed over updates
+    double q_sum;                    ///< Q(s, a) of sampled transitions, summed
+    double td_abs_sum;               ///< |TD error| of the expected Q, summed
+    double grad_norm_sum;            ///< pre-clipping gradient norm, summed over updates
     float q_min, q_max;
     float grad_norm_max;
     int updates;
@@ -547,15 +572,19 @@ struct CuriosityStats {
 
 /// A collected transition's stored reward: the environment's reward plus the weighted bonus
 /// (no fused multiply-add on either backend).
-FH_HD float reward_with_bonus(float reward, float coef, float error) { return reward + coef * error; }
+FH_HD float reward_with_bonus(float reward, float coef, float error) {
+    return reward + coef * error;
+}
 
 /// One parameter's Adam step (when the guard applied the update) and its target update: soft,
 /// target = fma(tau, p, target * (1 - tau)), or a copy when copy_target.
 FH_HD void adam_target_element(float& param, float& m, float& v, float& target, float grad, float clip_factor,
                                const UpdateStep& step, const AgentParams& p) {
     if (step.gate) core::adam_element(param, m, v, grad, clip_factor, step.adam);
-    if (p.tau > 0.0f) target = core::saxpy_element(target * p.one_minus_tau, p.tau, param);
-    else if (step.copy_target) target = param;
+    if (p.tau > 0.0f)
+        target = core::saxpy_element(target * p.one_minus_tau, p.tau, param);
+    else if (step.copy_target)
+        target = param;
 }
 
 }  // namespace fh::dqn

@@ -33,19 +33,39 @@ constexpr float kLayerNormEps = 1e-5f;
 /// schema's rule keeps heads meaningful and the per-thread loops short.
 constexpr int kMaxHeadDim = 128;
 
-FH_HD float sqrt_of(float x) { return sqrtf(x); }
-FH_HD double sqrt_of(double x) { return sqrt(x); }
-FH_HD float exp_of(float x) { return expf(x); }
-FH_HD double exp_of(double x) { return exp(x); }
-FH_HD float log_of(float x) { return logf(x); }
-FH_HD double log_of(double x) { return log(x); }
-FH_HD float erf_of(float x) { return erff(x); }
-FH_HD double erf_of(double x) { return erf(x); }
+FH_HD float sqrt_of(float x) {
+    return sqrtf(x);
+}
+FH_HD double sqrt_of(double x) {
+    return sqrt(x);
+}
+FH_HD float exp_of(float x) {
+    return expf(x);
+}
+FH_HD double exp_of(double x) {
+    return exp(x);
+}
+FH_HD float log_of(float x) {
+    return logf(x);
+}
+FH_HD double log_of(double x) {
+    return log(x);
+}
+FH_HD float erf_of(float x) {
+    return erff(x);
+}
+FH_HD double erf_of(double x) {
+    return erf(x);
+}
 
 // ---- GELU (exact, erf form) ------------------------------------------------------------------
 
-template <class T> FH_HD T gelu(T x) { return T(0.5) * x * (T(1) + erf_of(x * T(0.70710678118654752))); }
-template <class T> FH_HD T gelu_derivative(T x) {
+template <class T>
+FH_HD T gelu(T x) {
+    return T(0.5) * x * (T(1) + erf_of(x * T(0.70710678118654752)));
+}
+template <class T>
+FH_HD T gelu_derivative(T x) {
     const T cdf = T(0.5) * (T(1) + erf_of(x * T(0.70710678118654752)));
     return cdf + x * exp_of(T(-0.5) * x * x) * T(0.39894228040143268);
 }
@@ -143,7 +163,9 @@ FH_HD long long first_visible(long long i, int span) {
 }
 
 /// Head h's slope 2^(-8 (h + 1) / heads) (the ALiBi geometric sequence).
-FH_HD float alibi_slope(int h, int heads) { return exp2f(-8.0f * static_cast<float>(h + 1) / static_cast<float>(heads)); }
+FH_HD float alibi_slope(int h, int heads) {
+    return exp2f(-8.0f * static_cast<float>(h + 1) / static_cast<float>(heads));
+}
 
 /// Training attention: `batch` sequences of `tokens` tokens (tokens <= 3 span), width `dim` in
 /// `heads` heads; qkv rows (batch * tokens, 3 dim) = [q | k | v], head h at columns
@@ -290,8 +312,8 @@ FH_HD void embed_token(T* x, int kind, T rtg, const T* state_token, int action, 
 FH_HD void embed_row(long long r, float* x, const float* rtg, const float* s_proj, const int* actions,
                      const EmbedParams& p) {
     const long long n = r / kTokensPerStep;
-    embed_token(x + r * p.dim, static_cast<int>(r % kTokensPerStep), rtg[n], s_proj + n * p.dim, actions[n],
-                p.return_w, p.return_b, p.action_table, p.dim);
+    embed_token(x + r * p.dim, static_cast<int>(r % kTokensPerStep), rtg[n], s_proj + n * p.dim, actions[n], p.return_w,
+                p.return_b, p.action_table, p.dim);
 }
 
 /// Element `idx` of the embeddings' backward, summed over the batch's rows in a fixed order, from
@@ -390,7 +412,8 @@ FH_HD void gather_window(long long b, float* states, float* rtg, int* actions, i
         const long long row = b * w.context + k;
         const bool real = k < len;
         const long long n = start + k;
-        for (int c = 0; c < d.state_dim; ++c) states[row * d.state_dim + c] = real ? d.states[n * d.state_dim + c] : 0.0f;
+        for (int c = 0; c < d.state_dim; ++c)
+            states[row * d.state_dim + c] = real ? d.states[n * d.state_dim + c] : 0.0f;
         rtg[row] = real ? d.rtg[n] : 0.0f;
         actions[row] = real ? d.actions[n] : 0;
     }
@@ -447,7 +470,9 @@ FH_HD float warmup_learning_rate(double lr, long long warmup, long long step) {
 // cache_slots(span) tokens per environment (token j in slot j % slots): a_{t-1} still needs
 // R_{t-span}, which R_t's slot would overwrite in a ring of 3 span.
 
-FH_HD int cache_slots(int span) { return kTokensPerStep * (span + 1); }
+FH_HD int cache_slots(int span) {
+    return kTokensPerStep * (span + 1);
+}
 
 /// Per environment: the timestep t since the history's start, and the action taken at t - 1.
 struct History {
@@ -471,9 +496,10 @@ FH_HD void act_tokens(int e, float* x, History* hist, const float* states, const
     History& h = hist[e];
     if (states[static_cast<long long>(e) * a.state_dim + a.market_dim + kTimeLeftFeature] >= 1.0f) h = History{0, 0};
     const long long r0 = static_cast<long long>(e) * kTokensPerStep;
-    embed_token(x + r0 * a.dim, kActionToken, 0.0f, s_proj, h.prev_action, p.return_w, p.return_b, p.action_table, a.dim);
-    embed_token(x + (r0 + 1) * a.dim, kReturnToken, a.target_token[0], s_proj, 0, p.return_w, p.return_b, p.action_table,
+    embed_token(x + r0 * a.dim, kActionToken, 0.0f, s_proj, h.prev_action, p.return_w, p.return_b, p.action_table,
                 a.dim);
+    embed_token(x + (r0 + 1) * a.dim, kReturnToken, a.target_token[0], s_proj, 0, p.return_w, p.return_b,
+                p.action_table, a.dim);
     embed_token(x + (r0 + 2) * a.dim, kStateToken, 0.0f, s_proj + static_cast<long long>(e) * a.dim, 0, p.return_w,
                 p.return_b, p.action_table, a.dim);
 }

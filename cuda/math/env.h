@@ -27,35 +27,35 @@ constexpr int kPortfolioFeatures = 8;
 /// Scalars of the environment, from the profile's [instrument], [env] and [experience] tables.
 /// Passed to kernels by value.
 struct EnvParams {
-    double multiplier;          ///< currency per point per contract
-    double tick_size;           ///< price increment
-    double commission;          ///< per contract per side
-    double slippage_ticks;      ///< market orders fill this many ticks against the trader
-    double initial_equity;      ///< equity at every episode start
-    double reward_scale;        ///< reward = equity change / initial_equity * reward_scale - ...
-    double drawdown_penalty;    ///< ... - drawdown_penalty * increase of drawdown (fraction)
-    double bankruptcy_fraction; ///< episode terminates when equity < this * initial_equity
-    double limit_offset_ticks;  ///< urgency 1: passive limit this many ticks from the close
-    double limit_atr_mult;      ///< urgency 2: far limit this many ATRs from the close
-    std::uint64_t seed;         ///< run seed (episode starts)
-    int max_contracts;          ///< |target position| at the extreme level
-    int position_levels;        ///< L, odd: targets -(L-1)/2 .. +(L-1)/2 scaled to max_contracts
-    int urgency_levels;         ///< 1..3: market, passive limit, far limit
-    int episode_length;         ///< gpu_timesteps_per_episode
-    int market_dim;             ///< market features per bar
-    int state_dim;              ///< market_dim + kPortfolioFeatures
+    double multiplier;           ///< currency per point per contract
+    double tick_size;            ///< price increment
+    double commission;           ///< per contract per side
+    double slippage_ticks;       ///< market orders fill this many ticks against the trader
+    double initial_equity;       ///< equity at every episode start
+    double reward_scale;         ///< reward = equity change / initial_equity * reward_scale - ...
+    double drawdown_penalty;     ///< ... - drawdown_penalty * increase of drawdown (fraction)
+    double bankruptcy_fraction;  ///< episode terminates when equity < this * initial_equity
+    double limit_offset_ticks;   ///< urgency 1: passive limit this many ticks from the close
+    double limit_atr_mult;       ///< urgency 2: far limit this many ATRs from the close
+    std::uint64_t seed;          ///< run seed (episode starts)
+    int max_contracts;           ///< |target position| at the extreme level
+    int position_levels;         ///< L, odd: targets -(L-1)/2 .. +(L-1)/2 scaled to max_contracts
+    int urgency_levels;          ///< 1..3: market, passive limit, far limit
+    int episode_length;          ///< gpu_timesteps_per_episode
+    int market_dim;              ///< market features per bar
+    int state_dim;               ///< market_dim + kPortfolioFeatures
 };
 
 /// Device-resident market of one split. Pointers to device memory on CUDA, host memory on CPU.
 struct MarketView {
-    const double* open;      ///< (n_bars)
-    const double* high;      ///< (n_bars)
-    const double* low;       ///< (n_bars)
-    const double* close;     ///< (n_bars)
-    const double* atr;       ///< (n_bars) ATR(14) in price units
-    const float* features;   ///< (n_bars, market_dim) normalised
-    const int* starts;       ///< (n_starts) bars where an episode may start
-    const int* ends;         ///< (n_starts) exclusive end of the bars usable from that start
+    const double* open;     ///< (n_bars)
+    const double* high;     ///< (n_bars)
+    const double* low;      ///< (n_bars)
+    const double* close;    ///< (n_bars)
+    const double* atr;      ///< (n_bars) ATR(14) in price units
+    const float* features;  ///< (n_bars, market_dim) normalised
+    const int* starts;      ///< (n_starts) bars where an episode may start
+    const int* ends;        ///< (n_starts) exclusive end of the bars usable from that start
     int n_starts;
     int n_bars;
 };
@@ -99,7 +99,9 @@ struct StepInfo {
     int target_position;   ///< the position the action asked for
 };
 
-FH_HD int sign_of(int x) { return (x > 0) - (x < 0); }
+FH_HD int sign_of(int x) {
+    return (x > 0) - (x < 0);
+}
 
 /// Target contracts of a position level: k = level - (L-1)/2 scaled so that the extreme levels
 /// hold max_contracts, rounded half away from zero (exact integer arithmetic).
@@ -115,8 +117,7 @@ FH_HD int target_contracts(int level, const EnvParams& p) {
 /// Starts episode number s.episode of environment `env`: a start bar drawn uniformly from the
 /// split's valid starts, flat, at initial equity.
 FH_HD void reset_env(EnvState& s, int env, const MarketView& m, const EnvParams& p) {
-    const rng::U32x4 r = rng::draw(p.seed, rng::Purpose::episode_start,
-                                   static_cast<std::uint32_t>(env), s.episode);
+    const rng::U32x4 r = rng::draw(p.seed, rng::Purpose::episode_start, static_cast<std::uint32_t>(env), s.episode);
     const int i = static_cast<int>(rng::below(r.v[0], static_cast<std::uint32_t>(m.n_starts)));
     const std::uint32_t next_episode = s.episode + 1;
     s = EnvState{};
@@ -230,8 +231,10 @@ FH_HD float step_env_at(EnvState& s, int action, const StepPrices& bar, const En
             const int aq = q < 0 ? -q : q, ad = delta < 0 ? -delta : delta;
             const int closed = ad < aq ? ad : aq;
             s.realized_pnl += closed * (price - s.avg_entry_price) * sign_of(q) * p.multiplier;
-            if (new_q == 0) s.avg_entry_price = 0.0;
-            else if (ad > aq) s.avg_entry_price = price;  // reversed: the rest opens at the fill
+            if (new_q == 0)
+                s.avg_entry_price = 0.0;
+            else if (ad > aq)
+                s.avg_entry_price = price;  // reversed: the rest opens at the fill
         }
         s.fees += commission;
         s.last_fill_price = price;
@@ -245,9 +248,12 @@ FH_HD float step_env_at(EnvState& s, int action, const StepPrices& bar, const En
     s.steps += 1;
 
     // ---- termination ----------------------------------------------------------------------
-    if (s.equity < p.bankruptcy_fraction * p.initial_equity) done = kTerminated;
-    else if (s.steps >= p.episode_length || t1 + 1 >= s.end_bar) done = kTruncated;
-    else done = kRunning;
+    if (s.equity < p.bankruptcy_fraction * p.initial_equity)
+        done = kTerminated;
+    else if (s.steps >= p.episode_length || t1 + 1 >= s.end_bar)
+        done = kTruncated;
+    else
+        done = kRunning;
 
     info.fill_price = price;
     info.commission = commission;
@@ -257,8 +263,7 @@ FH_HD float step_env_at(EnvState& s, int action, const StepPrices& bar, const En
     info.target_position = target;
 
     const double increase = drawdown1 > drawdown0 ? drawdown1 - drawdown0 : 0.0;
-    const double reward =
-        (s.equity - equity0) / p.initial_equity * p.reward_scale - p.drawdown_penalty * increase;
+    const double reward = (s.equity - equity0) / p.initial_equity * p.reward_scale - p.drawdown_penalty * increase;
     return static_cast<float>(reward);
 }
 /// step_env_at with the step's prices read from the market.

@@ -43,7 +43,9 @@ FH_HD float episode_goal(std::uint64_t seed, int env, std::uint32_t episode, flo
 /// The goal term of a transition's reward: `weight` when the next observation's achieved return
 /// is at or above the goal, else 0. (Positive, so that ending an episode early, bankrupt, never
 /// avoids a penalty.)
-FH_HD float goal_reward(float achieved_next, float goal, float weight) { return achieved_next >= goal ? weight : 0.0f; }
+FH_HD float goal_reward(float achieved_next, float goal, float weight) {
+    return achieved_next >= goal ? weight : 0.0f;
+}
 
 /// The goal features appended to an observation whose achieved return is `achieved`.
 FH_HD void goal_features(float goal, float achieved, float* out) {
@@ -79,7 +81,9 @@ struct GoalDraw {
 FH_HD rng::U32x4 relabel_words(std::uint64_t seed, int b, std::uint64_t update) {
     return rng::draw(seed, rng::Purpose::her_relabel, static_cast<std::uint32_t>(b), update);
 }
-FH_HD bool relabels(const rng::U32x4& u, float ratio) { return rng::unit_float(u.v[0]) < ratio; }
+FH_HD bool relabels(const rng::U32x4& u, float ratio) {
+    return rng::unit_float(u.v[0]) < ratio;
+}
 
 /// How many steps from `step` the future scan may look at: min(horizon, newest - step + 1) (>= 1
 /// for a sampled step, which the ring holds).
@@ -134,8 +138,8 @@ FH_HD GoalDraw finish_goal_draw(replay::NstepDraw d, const rng::U32x4& u, bool r
 /// is the episode's last transition the ring holds (future_last: the first done flag at or after
 /// t, at most `horizon` - 1 steps on, no further than `newest`); otherwise the goal stored with the
 /// first transition. The return is finish_goal_draw's.
-FH_HD GoalDraw draw_goal_nstep(int b, const replay::ReplayView& r, const float* goals,
-                               const replay::SampleParams& s, const RelabelParams& h) {
+FH_HD GoalDraw draw_goal_nstep(int b, const replay::ReplayView& r, const float* goals, const replay::SampleParams& s,
+                               const RelabelParams& h) {
     const replay::NstepDraw d = replay::draw_nstep(b, r, s);
     const rng::U32x4 u = relabel_words(s.seed, b, s.update);
     const bool relabel = relabels(u, h.ratio);

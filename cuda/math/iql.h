@@ -42,7 +42,9 @@ FH_HD float invalid_loss() {
 #endif
 }
 
-FH_HD bool valid_action(int a, int num_actions) { return a >= 0 && a < num_actions; }
+FH_HD bool valid_action(int a, int num_actions) {
+    return a >= 0 && a < num_actions;
+}
 
 /// min(q1[a], q2[a]): the clipped double-Q estimate of one row.
 FH_HD float twin_min(const float* q1_row, const float* q2_row, int a) {
@@ -50,12 +52,14 @@ FH_HD float twin_min(const float* q1_row, const float* q2_row, int a) {
 }
 
 /// The expectile weight |tau - 1(u < 0)|: tau for u >= 0, 1 - tau for u < 0.
-FH_HD float expectile_weight(float u, float tau) { return u < 0.0f ? 1.0f - tau : tau; }
+FH_HD float expectile_weight(float u, float tau) {
+    return u < 0.0f ? 1.0f - tau : tau;
+}
 
 /// Value loss of row b: q = min(q1[b, a], q2[b, a]) (target twins), u = q - v[b],
 /// loss[b] = w u^2, d_v[b] = -2 w u * scale (scale = 1/B: the gradient of the batch mean).
-FH_HD void value_row(long long b, float* loss, float* d_v, const float* v, const float* q1,
-                     const float* q2, const int* actions, float tau, int num_actions, float scale) {
+FH_HD void value_row(long long b, float* loss, float* d_v, const float* v, const float* q1, const float* q2,
+                     const int* actions, float tau, int num_actions, float scale) {
     const int a = actions[b];
     if (!valid_action(a, num_actions)) {
         loss[b] = invalid_loss();
@@ -73,8 +77,8 @@ FH_HD void value_row(long long b, float* loss, float* d_v, const float* v, const
 /// gamma * (1 - terminated)); loss[b] = (q1[b, a] - y)^2 + (q2[b, a] - y)^2; the rows of d_q1
 /// and d_q2 are 2 (q - y) * scale at column a and 0 elsewhere.
 FH_HD void q_row(long long b, float* loss, float* d_q1, float* d_q2, const float* q1, const float* q2,
-                 const int* actions, const float* rewards, const float* discounts, const float* v_next,
-                 int num_actions, float scale) {
+                 const int* actions, const float* rewards, const float* discounts, const float* v_next, int num_actions,
+                 float scale) {
     const long long row = b * num_actions;
     for (int j = 0; j < num_actions; ++j) {
         d_q1[row + j] = 0.0f;
@@ -104,9 +108,9 @@ FH_HD float awr_weight(float adv, float beta, float max_weight) {
 /// AWR policy loss of row b: adv = min(q1[b, a], q2[b, a]) - v[b] (target twins), weights[b] =
 /// awr_weight(adv) (a constant: no gradient flows through it), loss[b] = -weights[b] log pi(a|s)
 /// with pi = softmax(logits[b]); the row of d_logits = weights[b] (pi - onehot(a)) * scale.
-FH_HD void awr_row(long long b, float* loss, float* weights, float* d_logits, const float* logits,
-                   const float* q1, const float* q2, const float* v, const int* actions, float beta,
-                   float max_weight, int num_actions, float scale) {
+FH_HD void awr_row(long long b, float* loss, float* weights, float* d_logits, const float* logits, const float* q1,
+                   const float* q2, const float* v, const int* actions, float beta, float max_weight, int num_actions,
+                   float scale) {
     const long long row = b * num_actions;
     const int a = actions[b];
     if (!valid_action(a, num_actions)) {

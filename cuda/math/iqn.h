@@ -78,10 +78,13 @@ FH_HD float sample_tau(std::uint64_t seed, int row, long long update, int k) {
 }
 
 /// Acting's fraction k of K: the midpoint (k + 1/2) / K (deterministic).
-FH_HD float midpoint_tau(int k, int K) { return (static_cast<float>(k) + 0.5f) / static_cast<float>(K); }
+FH_HD float midpoint_tau(int k, int K) {
+    return (static_cast<float>(k) + 0.5f) / static_cast<float>(K);
+}
 
 /// d phi[h] = sum_k dx[k][h] psi[k][h] over one sample's N rows (x = phi * psi), in order k = 0, 1, ...
-template <class T> FH_HD T phi_gradient(const T* dx, const T* psi, int N, int H, int h) {
+template <class T>
+FH_HD T phi_gradient(const T* dx, const T* psi, int N, int H, int h) {
     T s = 0;
     for (int k = 0; k < N; ++k) s += dx[static_cast<long long>(k) * H + h] * psi[static_cast<long long>(k) * H + h];
     return s;
@@ -91,7 +94,8 @@ template <class T> FH_HD T phi_gradient(const T* dx, const T* psi, int N, int H,
 /// embeddings psi(tau_k) of its K midpoints: the head layer and the dueling combination are
 /// linear in psi, so the scalar head's Q of phi(s) * mean_k psi(tau_k) is the mean over the K
 /// fractions of Z_tau(a) (up to rounding), at the cost of one head row per sample.
-template <class T> FH_HD T mean_row_element(const T* rows, int K, int W, int w) {
+template <class T>
+FH_HD T mean_row_element(const T* rows, int K, int W, int w) {
     T s = 0;
     for (int k = 0; k < K; ++k) s += rows[static_cast<long long>(k) * W + w];
     return s / static_cast<T>(K);
@@ -100,7 +104,8 @@ template <class T> FH_HD T mean_row_element(const T* rows, int K, int W, int w) 
 /// The quantile Huber loss (kappa = 1) of one pair, u = T_j - Z_i: rho = |tau - 1{u < 0}|
 /// Huber(u) with Huber(u) = u^2 / 2 for |u| <= 1, |u| - 1/2 beyond; and d rho / d Z_i =
 /// -|tau - 1{u < 0}| Huber'(u) (the target T_j is a constant).
-template <class T> FH_HD void quantile_huber(T u, T tau, T& rho, T& d_z) {
+template <class T>
+FH_HD void quantile_huber(T u, T tau, T& rho, T& d_z) {
     const T au = u < 0 ? -u : u;
     const T w = u < 0 ? T(1) - tau : tau;
     rho = w * (au <= T(1) ? T(0.5) * u * u : au - T(0.5));
@@ -109,7 +114,9 @@ template <class T> FH_HD void quantile_huber(T u, T tau, T& rho, T& d_z) {
 }
 
 /// Floats of scratch sample_loss needs: 2A + N.
-FH_HD int loss_scratch(const dqn::HeadParams& h, int N) { return 2 * h.num_actions + N; }
+FH_HD int loss_scratch(const dqn::HeadParams& h, int N) {
+    return 2 * h.num_actions + N;
+}
 
 /// The loss of one sample on the IQN head (the whole update's math for one sample):
 ///   rows_s (N, W): the online network at s under the fractions taus (N);
@@ -126,8 +133,8 @@ template <class T>
 FH_HD void sample_loss(const T* rows_s, const T* rows_select, const T* rows_target, const T* taus, int N, int act,
                        T ret, T disc, T scale, T cql_alpha, const dqn::HeadParams& h, T* d_rows, T* scratch, T* stats) {
     const int A = h.num_actions, W = dqn::head_width(h), off = h.dueling ? 1 : 0;
-    T* qa = scratch;          // one row's Z(a), then the CQL coefficients
-    T* qm = scratch + A;      // the mean over fractions of Z(a)
+    T* qa = scratch;      // one row's Z(a), then the CQL coefficients
+    T* qm = scratch + A;  // the mean over fractions of Z(a)
     T* target = scratch + 2 * A;
     const T n = static_cast<T>(N);
     // 1. a*: the first maximal mean over the selecting network's fractions.

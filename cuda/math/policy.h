@@ -59,7 +59,8 @@ FH_HD int most_likely(const float* logits, int num_actions) {
 }
 
 /// First index of the maximum (ties go to the lowest action, on every backend).
-template <class T> FH_HD int argmax(const T* x, int n) {
+template <class T>
+FH_HD int argmax(const T* x, int n) {
     int best = 0;
     for (int i = 1; i < n; ++i)
         if (x[i] > x[best]) best = i;

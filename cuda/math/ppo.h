@@ -31,8 +31,8 @@ FH_HD float scheduled_learning_rate(double lr, int linear, double total_rollouts
 /// Samples environment e's action at collection step `step` from softmax(logits) (one row of
 /// num_actions) with u = unit_float(Philox(seed, policy_sample, e, step).v[0]), and returns its
 /// log-probability under the same logits.
-FH_HD int sample_action(const float* logits, int num_actions, std::uint64_t seed, int e,
-                        std::uint64_t step, float& log_prob) {
+FH_HD int sample_action(const float* logits, int num_actions, std::uint64_t seed, int e, std::uint64_t step,
+                        float& log_prob) {
     const rng::U32x4 w = rng::draw(seed, rng::Purpose::policy_sample, static_cast<std::uint32_t>(e), step);
     const float u = rng::unit_float(w.v[0]);
     const int action = policy::sample(logits, num_actions, u);
@@ -133,8 +133,7 @@ inline constexpr double kNormalizeEpsilon = 1e-8;
 /// the one-pass variance free of cancellation): mean = shift + S1 / n, population variance
 /// S2 / n - (S1 / n)^2 (clamped at 0); denom = std + kNormalizeEpsilon. In double, rounded to
 /// float at the end.
-FH_HD void normalize_moments(double sum_d, double sum_d2, long long n, float shift, float& mean,
-                             float& denom) {
+FH_HD void normalize_moments(double sum_d, double sum_d2, long long n, float shift, float& mean, float& denom) {
     const double m1 = sum_d / static_cast<double>(n);
     double var = sum_d2 / static_cast<double>(n) - m1 * m1;
     if (!(var > 0.0)) var = 0.0;
@@ -143,7 +142,9 @@ FH_HD void normalize_moments(double sum_d, double sum_d2, long long n, float shi
 }
 
 /// x' = (x - mean) / denom, in float.
-FH_HD float normalize_element(float x, float mean, float denom) { return (x - mean) / denom; }
+FH_HD float normalize_element(float x, float mean, float denom) {
+    return (x - mean) / denom;
+}
 
 // ---- minibatch shuffle: a keyed permutation ----------------------------------------------
 
@@ -237,9 +238,8 @@ FH_HD void gather_scalars(int i, long long src, const RolloutView& r, int* actio
 }
 
 /// Minibatch row i = rollout row gather_source(i, ...): its state and scalars.
-FH_HD void gather_row(int i, const RolloutView& r, std::uint64_t seed, std::uint64_t epoch, int offset,
-                      float* states, int* actions, float* old_log_probs, float* advantages, float* returns,
-                      float* old_values) {
+FH_HD void gather_row(int i, const RolloutView& r, std::uint64_t seed, std::uint64_t epoch, int offset, float* states,
+                      int* actions, float* old_log_probs, float* advantages, float* returns, float* old_values) {
     const long long src = gather_source(i, r, seed, epoch, offset);
     const long long D = r.state_dim;
     for (long long c = 0; c < D; ++c) states[i * D + c] = r.states[src * D + c];
@@ -326,8 +326,7 @@ FH_HD void loss_write_sample(int i, int B, float scale, const LossTerms& t, floa
 /// log-sum-exp and entropy) in action order; the kernel sums them across abi::kPpoLossLanes lanes.
 FH_HD void loss_sample(int i, int B, int rows, int A, const float* logits, const float* values, const int* actions,
                        const float* old_log_probs, const float* advantages, const float* returns,
-                       const float* old_values, const LossParams& p, float* stats, float* d_logits,
-                       float* d_values) {
+                       const float* old_values, const LossParams& p, float* stats, float* d_logits, float* d_values) {
     const float* z = logits + static_cast<long long>(i) * A;
     float* dz = d_logits + static_cast<long long>(i) * A;
     const int a = actions[i];

@@ -27,9 +27,9 @@ struct ReplayView {
 /// Which transitions a batch is drawn from and how n-step returns are formed.
 struct SampleParams {
     std::uint64_t seed;
-    std::uint64_t update;      ///< RNG counter: the update number
-    long long oldest_step;     ///< first step still in the ring
-    long long sampleable;      ///< steps [oldest, oldest + sampleable) have n-1 steps after them
+    std::uint64_t update;   ///< RNG counter: the update number
+    long long oldest_step;  ///< first step still in the ring
+    long long sampleable;   ///< steps [oldest, oldest + sampleable) have n-1 steps after them
     int n_step;
     float gamma;
 };
@@ -81,7 +81,10 @@ FH_HD NstepDraw accumulate_nstep(const NstepPick& p, const ReplayView& r, const 
         acc += g * reward;
         g *= s.gamma;
         d.last = ring_row(r, p.step + k, p.env);
-        if (done == env::kTerminated) { d.discount = 0.0f; break; }
+        if (done == env::kTerminated) {
+            d.discount = 0.0f;
+            break;
+        }
         d.discount = g;
         if (done == env::kTruncated) break;
     }
@@ -175,8 +178,8 @@ __device__ inline NstepDraw warp_sample_nstep(int b, const ReplayView& r, const 
 
 /// Batch row b, whole: the draw, then the state and next state rows (state_dim floats each).
 /// Returns the draw (its step and env identify the first transition).
-FH_HD NstepDraw sample_nstep(int b, const ReplayView& r, const SampleParams& s, float* state_out,
-                             float* next_out, int& action, float& ret, float& discount) {
+FH_HD NstepDraw sample_nstep(int b, const ReplayView& r, const SampleParams& s, float* state_out, float* next_out,
+                             int& action, float& ret, float& discount) {
     const NstepDraw d = draw_nstep(b, r, s);
     for (int c = 0; c < r.state_dim; ++c) state_out[c] = r.states[d.first * r.state_dim + c];
     for (int c = 0; c < r.state_dim; ++c) next_out[c] = r.next_states[d.last * r.state_dim + c];

@@ -36,14 +36,14 @@ FH_HD U32x4 philox4x32_10(U32x4 ctr, std::uint32_t k0, std::uint32_t k1) {
 
 /// What a random draw is for; each purpose is an independent stream family.
 enum class Purpose : std::uint32_t {
-    episode_start = 1,   ///< stream = environment index, counter = its episode number
-    random_action = 2,   ///< stream = environment index, counter = global step
-    exploration = 3,     ///< epsilon-greedy coin flips
-    replay_sample = 4,   ///< stream = batch row, counter = update number
-    init = 5,            ///< parameter initialisation
-    minibatch = 6,       ///< shuffles: stream = epoch, counter = permutation round
-    policy_sample = 7,   ///< PPO action sampling: stream = environment index, counter = global step
-    behaviour = 8,       ///< IQL behaviour policy: stream = environment index, counter = global step
+    episode_start = 1,      ///< stream = environment index, counter = its episode number
+    random_action = 2,      ///< stream = environment index, counter = global step
+    exploration = 3,        ///< epsilon-greedy coin flips
+    replay_sample = 4,      ///< stream = batch row, counter = update number
+    init = 5,               ///< parameter initialisation
+    minibatch = 6,          ///< shuffles: stream = epoch, counter = permutation round
+    policy_sample = 7,      ///< PPO action sampling: stream = environment index, counter = global step
+    behaviour = 8,          ///< IQL behaviour policy: stream = environment index, counter = global step
     supervised_sample = 9,  ///< supervised batches: stream = batch row, counter = update number
     dt_sample = 10,         ///< Decision Transformer windows: stream = batch row, counter = update number
     iqn_tau = 11,           ///< IQN quantile fractions: stream = batch row, counter = (update << 8) | tau / 4
@@ -57,8 +57,8 @@ enum class Purpose : std::uint32_t {
 
 /// Four independent 32-bit words for (seed, purpose, stream, counter).
 FH_HD U32x4 draw(std::uint64_t seed, Purpose purpose, std::uint32_t stream, std::uint64_t counter) {
-    const U32x4 ctr{{static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32),
-                     stream, static_cast<std::uint32_t>(purpose)}};
+    const U32x4 ctr{{static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32), stream,
+                     static_cast<std::uint32_t>(purpose)}};
     return philox4x32_10(ctr, static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
 }
 

@@ -17,7 +17,9 @@ namespace fh::statistics {
 
 inline constexpr long long kChunkRows = 4096;
 
-FH_HD long long chunk_count(long long n) { return (n + kChunkRows - 1) / kChunkRows; }
+FH_HD long long chunk_count(long long n) {
+    return (n + kChunkRows - 1) / kChunkRows;
+}
 
 /// Chunk c's partial for column k: the sum of x (center null) or of (x - center[k])^2.
 FH_HD double chunk_partial(const float* values, const long long* rows, long long n, int D, int k, long long c,

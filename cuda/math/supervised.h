@@ -110,14 +110,14 @@ struct SignalParams {
     int vol_feature;        ///< column of the volatility feature (rv_32) in a state row
     int market_dim;         ///< market features per state row (the portfolio features follow)
     int state_dim;
-    int position_levels;    ///< L (odd)
+    int position_levels;  ///< L (odd)
     int urgency_levels;
     int max_contracts;
-    int urgency;            ///< the order type of every order: 0 market, 1 passive limit, 2 far limit
-    float entry_threshold;  ///< |score| needed to open or resize a position
-    float exit_threshold;   ///< |score| needed to keep a position of the score's sign (<= entry)
-    float full_score;       ///< magnitude sizing: |score| of the full position
-    float volatility_floor; ///< the volatility ratio is at least this
+    int urgency;             ///< the order type of every order: 0 market, 1 passive limit, 2 far limit
+    float entry_threshold;   ///< |score| needed to open or resize a position
+    float exit_threshold;    ///< |score| needed to keep a position of the score's sign (<= entry)
+    float full_score;        ///< magnitude sizing: |score| of the full position
+    float volatility_floor;  ///< the volatility ratio is at least this
 };
 
 /// The adapter's score of a prediction: return: the prediction itself (the forecast return in

@@ -23,9 +23,10 @@ int run_bench(const GlobalOptions& g) {
         const auto spec = ops::parse_device_spec(profile.run.device);
         if (spec.kind == ops::DeviceSpec::Kind::cpu ||
             (spec.kind == ops::DeviceSpec::Kind::automatic && cuda::device_count() == 0))
-            throw UsageError(fmt::format("bench --ablate: run.device = \"{}\" runs on the CPU backend, which has no "
-                                         "captured steps to leave ops out of; --ablate is a CUDA diagnostic",
-                                         profile.run.device));
+            throw UsageError(
+                fmt::format("bench --ablate: run.device = \"{}\" runs on the CPU backend, which has no "
+                            "captured steps to leave ops out of; --ablate is a CUDA diagnostic",
+                            profile.run.device));
     }
     fmt::print("{}\n", profile.run.population > 1 ? run::bench_population(profile, g.force, g.ablate, g.kernel_times)
                                                   : run::bench(profile, g.kernel_times, g.force, g.ablate));
@@ -35,14 +36,17 @@ int run_bench(const GlobalOptions& g) {
 
 int run_eval(const GlobalOptions& g, const std::string& checkpoint, const std::string& split) {
     if (!g.profile.empty())
-        throw UsageError("eval uses the profile stored in the checkpoint; --profile does not apply (--set honours the "
-                         "data, cost and segment keys: docs/sweeps.md)");
+        throw UsageError(
+            "eval uses the profile stored in the checkpoint; --profile does not apply (--set honours the "
+            "data, cost and segment keys: docs/sweeps.md)");
     if (!g.resume.empty() || g.auto_name || !g.seeds.empty() || !g.population_grid.empty() ||
         !g.population_record.empty())
-        throw UsageError("eval: --resume, --auto-name, --seeds, --population-grid and --population-record do not apply");
+        throw UsageError(
+            "eval: --resume, --auto-name, --seeds, --population-grid and --population-record do not apply");
     if (g.seed)
-        throw UsageError("eval: --seed does not apply (the backtest is deterministic; the checkpoint's seed makes its "
-                         "synthetic market)");
+        throw UsageError(
+            "eval: --seed does not apply (the backtest is deterministic; the checkpoint's seed makes its "
+            "synthetic market)");
     run::EvalRequest r;
     r.checkpoint = checkpoint;
     r.split = split;

@@ -63,27 +63,29 @@ int run_check(const GlobalOptions& g) {
     trainers::RunCheckOptions options;
     options.force = g.force;
     options.verify_dataset = true;
-    options.host_backend = spec.kind == ops::DeviceSpec::Kind::cpu ||
-                           (spec.kind == ops::DeviceSpec::Kind::automatic && gpus == 0);
+    options.host_backend =
+        spec.kind == ops::DeviceSpec::Kind::cpu || (spec.kind == ops::DeviceSpec::Kind::automatic && gpus == 0);
     trainers::check_data_size(profile, options);
     const auto market = data::load_market(trainers::data_options(profile));
     const auto sizes = trainers::check_run(profile, market, options);
     std::string device_limit;
     if (!options.host_backend && gpus > spec.ordinal) {
         const auto d = cuda::query_device(spec.ordinal);
-        const auto budget = static_cast<std::uint64_t>(static_cast<double>(d.free_memory) * profile.gpu.memory_fraction);
-        config::require_memory(sizes.device, budget, "device memory",
-                               fmt::format("gpu.memory_fraction {} of the {} free on {}, cuda:{}",
-                                           profile.gpu.memory_fraction, config::format_bytes(d.free_memory), d.name,
-                                           spec.ordinal));
+        const auto budget =
+            static_cast<std::uint64_t>(static_cast<double>(d.free_memory) * profile.gpu.memory_fraction);
+        config::require_memory(
+            sizes.device, budget, "device memory",
+            fmt::format("gpu.memory_fraction {} of the {} free on {}, cuda:{}", profile.gpu.memory_fraction,
+                        config::format_bytes(d.free_memory), d.name, spec.ordinal));
         device_limit = fmt::format("fits: {} available on {}, gpu.memory_fraction = {} of its free memory",
                                    config::format_bytes(budget), d.name, profile.gpu.memory_fraction);
     } else if (options.host_backend) {
         device_limit = "the CPU backend: counted in the host memory below";
     } else {
-        device_limit = fmt::format("not compared: no GPU here ({}); a run compares it with gpu.memory_fraction = {} "
-                                   "of the device's free memory before it allocates",
-                                   why, profile.gpu.memory_fraction);
+        device_limit = fmt::format(
+            "not compared: no GPU here ({}); a run compares it with gpu.memory_fraction = {} "
+            "of the device's free memory before it allocates",
+            why, profile.gpu.memory_fraction);
     }
 
     fmt::print("# foxhunt-train check: {} is valid", path);
@@ -95,9 +97,11 @@ int run_check(const GlobalOptions& g) {
     fmt::print("\n# Data:\n");
     print_comment_block(data::describe(market));
     if (profile.run.trainer == "iql" && profile.iql.dataset != "behaviour")
-        fmt::print("#   iql.dataset:    {} (verified: {} rows allocated)\n", profile.iql.dataset, sizes.inputs.dump_rows);
+        fmt::print("#   iql.dataset:    {} (verified: {} rows allocated)\n", profile.iql.dataset,
+                   sizes.inputs.dump_rows);
     if (profile.run.trainer == "dt" && profile.dt.dataset != "behaviour")
-        fmt::print("#   dt.dataset:     {} (verified: {} rows allocated)\n", profile.dt.dataset, sizes.inputs.dump_rows);
+        fmt::print("#   dt.dataset:     {} (verified: {} rows allocated)\n", profile.dt.dataset,
+                   sizes.inputs.dump_rows);
 
     fmt::print("\n# Estimated device memory ({} bars of market data):\n", market.bars.size());
     print_items(sizes.device, device_limit);
@@ -106,20 +110,23 @@ int run_check(const GlobalOptions& g) {
                                 ? fmt::format("fits: {} available", config::format_bytes(sizes.host_available))
                                 : std::string("not compared: the available memory could not be read"));
     if (plan) {
-        fmt::print("\n# Population: {} agents in one process, in {}/{}/ (the memory above is one agent's; the\n"
-                   "# device holds every agent's). Per agent: seed, its own keys, run directory:\n",
-                   plan->agents.size(), profile.run.output_dir, plan->name);
+        fmt::print(
+            "\n# Population: {} agents in one process, in {}/{}/ (the memory above is one agent's; the\n"
+            "# device holds every agent's). Per agent: seed, its own keys, run directory:\n",
+            plan->agents.size(), profile.run.output_dir, plan->name);
         for (const auto& a : plan->agents)
             fmt::print("#   {:>3}  seed {:<6} {}  {}\n", a.index, a.seed, fmt::join(a.grid, " "), a.name);
         std::vector<const config::Profile*> agents;
         for (const auto& a : plan->agents) agents.push_back(&a.profile);
         const std::string unbatched = run::unbatched_reason(agents);
-        fmt::print("# {}\n", unbatched.empty() ? std::string("Batched: one engine for every agent, each op one launch for all "
-                                                              "of them (run.population_batching)")
-                                               : "Each agent its own launches: " + unbatched);
-        fmt::print("# Estimated device memory of the {} agents: {} (train compares it with the device's before it "
-                   "allocates)\n",
-                   plan->agents.size(), config::format_bytes(config::total_bytes(sizes.device) * plan->agents.size()));
+        fmt::print("# {}\n", unbatched.empty()
+                                 ? std::string("Batched: one engine for every agent, each op one launch for all "
+                                               "of them (run.population_batching)")
+                                 : "Each agent its own launches: " + unbatched);
+        fmt::print(
+            "# Estimated device memory of the {} agents: {} (train compares it with the device's before it "
+            "allocates)\n",
+            plan->agents.size(), config::format_bytes(config::total_bytes(sizes.device) * plan->agents.size()));
     }
     std::fflush(stdout);
     return 0;

@@ -25,12 +25,13 @@ struct GlobalOptions {
     bool verbose = false;
     std::string log_format = "text";  ///< text | json
     bool cuda_sync_debug = false;
-    bool kernel_times = false;           ///< bench --kernel-times
-    bool ablate = false;                 ///< bench --ablate
-    bool force = false;  ///< --force: train although the instrument does not fit the prices
+    bool kernel_times = false;    ///< bench --kernel-times
+    bool ablate = false;          ///< bench --ablate
+    bool force = false;           ///< --force: train although the instrument does not fit the prices
     std::string seeds;            ///< --seeds N,N,...: a population with exactly these seeds ("" = not given)
     std::string population_grid;  ///< --population-grid FILE: one agent (or one per seed) per line
-    std::string population_record;  ///< --population-record FILE: agents directly in the output dir, population.json there
+    std::string
+        population_record;  ///< --population-record FILE: agents directly in the output dir, population.json there
 };
 
 /// --seeds and --population-grid as a population request (run/population.hpp); throws UsageError
@@ -67,8 +68,8 @@ int run_eval(const GlobalOptions& options, const std::string& checkpoint, const 
 
 /// Options of `compare`.
 struct CompareOptions {
-    std::vector<std::string> paths;  ///< run directories and sweep directories
-    std::string format = "markdown"; ///< markdown | csv | json
+    std::vector<std::string> paths;   ///< run directories and sweep directories
+    std::string format = "markdown";  ///< markdown | csv | json
     bool group_by_seed = false;
 };
 /// `foxhunt-train compare PATH...`: one table of runs (or of settings, --group-by-seed) on stdout.

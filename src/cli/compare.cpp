@@ -20,7 +20,7 @@ int run_compare(const GlobalOptions& g, const CompareOptions& c) {
     const auto runs = report::collect_runs(c.paths);
     const report::Table t = c.group_by_seed ? report::seed_table(runs) : report::run_table(runs);
     const auto deflated = report::deflated_best(runs);  // docs/metrics.md "Deflated Sharpe ratio"
-    if (c.format == "csv") {  // the table alone on stdout: the duplicates on stderr
+    if (c.format == "csv") {                            // the table alone on stdout: the duplicates on stderr
         for (const auto& d : t.duplicates) log::warn("{}", report::duplicate_sentence(d));
         fmt::print("{}", report::to_csv(t));
     } else if (c.format == "json") {

@@ -36,14 +36,13 @@ void print_modules() {
                 if (e.kind == cuda::FatbinEntry::Kind::ptx) problem += " [contains PTX!]";
                 if (e.kind != cuda::FatbinEntry::Kind::cubin) continue;
                 archs.push_back(e.arch);
-                if (!e.compressed)
-                    kernels = std::to_string(cuda::parse_cubin_kernels(e.payload).size());
+                if (!e.compressed) kernels = std::to_string(cuda::parse_cubin_kernels(e.payload).size());
             }
         } catch (const std::exception& ex) {
             problem = fmt::format(" [unreadable: {}]", ex.what());
         }
-        fmt::print("  {:<32} {:<24} {:>3} kernels  {:>7.1f} KiB{}\n", m.name, arch_list(archs),
-                   kernels, static_cast<double>(m.fatbin.size()) / 1024.0, problem);
+        fmt::print("  {:<32} {:<24} {:>3} kernels  {:>7.1f} KiB{}\n", m.name, arch_list(archs), kernels,
+                   static_cast<double>(m.fatbin.size()) / 1024.0, problem);
     }
 }
 
@@ -51,30 +50,30 @@ void print_modules() {
 
 int run_info(const GlobalOptions&) {
     const auto archs = cuda::configured_archs();
-    fmt::print("foxhunt-train {} (built for {}; CUDA runtime linked statically)\n\n", FH_VERSION,
-               arch_list(archs));
+    fmt::print("foxhunt-train {} (built for {}; CUDA runtime linked statically)\n\n", FH_VERSION, arch_list(archs));
 
     std::string why;
     const int n = cuda::device_count(&why);
     if (n == 0) {
-        fmt::print("Devices: no CUDA device ({}).\n"
-                   "  Training still runs on the CPU reference backend (--device cpu), slowly.\n\n",
-                   why);
+        fmt::print(
+            "Devices: no CUDA device ({}).\n"
+            "  Training still runs on the CPU reference backend (--device cpu), slowly.\n\n",
+            why);
     } else {
         fmt::print("Devices:\n");
         for (int i = 0; i < n; ++i) {
             const auto d = cuda::query_device(i);
-            fmt::print("  cuda:{}  {}  compute {}.{} (sm_{}), {} SMs, {} total / {} free, driver {}, "
-                       "runtime {}\n",
-                       i, d.name, d.cc_major, d.cc_minor, d.arch(), d.sm_count,
-                       gib(d.total_memory), gib(d.free_memory),
-                       cuda::cuda_version_string(d.driver_version),
-                       cuda::cuda_version_string(d.runtime_version));
+            fmt::print(
+                "  cuda:{}  {}  compute {}.{} (sm_{}), {} SMs, {} total / {} free, driver {}, "
+                "runtime {}\n",
+                i, d.name, d.cc_major, d.cc_minor, d.arch(), d.sm_count, gib(d.total_memory), gib(d.free_memory),
+                cuda::cuda_version_string(d.driver_version), cuda::cuda_version_string(d.runtime_version));
             const unsigned serving = cuda::cubin_arch_for(d.cc_major, d.cc_minor, archs);
             if (serving == 0) {
-                fmt::print("    NOT SUPPORTED by this build: no embedded cubin runs on sm_{}. "
-                           "Rebuild with: meson configure build -Dgpu_archs={},{} && ninja -C build\n",
-                           d.arch(), FH_GPU_ARCHS, d.arch());
+                fmt::print(
+                    "    NOT SUPPORTED by this build: no embedded cubin runs on sm_{}. "
+                    "Rebuild with: meson configure build -Dgpu_archs={},{} && ninja -C build\n",
+                    d.arch(), FH_GPU_ARCHS, d.arch());
                 continue;
             }
             try {

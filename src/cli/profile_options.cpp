@@ -26,13 +26,15 @@ config::Profile resolve_from_options(const GlobalOptions& g, std::string* path) 
         name = (std::filesystem::path(g.resume) / "config.toml").string();
         std::error_code ec;
         if (!std::filesystem::is_regular_file(name, ec))
-            throw UsageError(fmt::format("--resume {}: no config.toml there; is it a run "
-                                         "directory?",
-                                         g.resume));
+            throw UsageError(
+                fmt::format("--resume {}: no config.toml there; is it a run "
+                            "directory?",
+                            g.resume));
     }
     if (name.empty())
-        throw UsageError("no profile: pass --profile PATH|NAME, e.g. --profile dqn-smoketest "
-                         "(`foxhunt-train check --help` lists the shipped profiles)");
+        throw UsageError(
+            "no profile: pass --profile PATH|NAME, e.g. --profile dqn-smoketest "
+            "(`foxhunt-train check --help` lists the shipped profiles)");
     const std::string file = config::locate_profile(name);
     if (path != nullptr) *path = file;
     return config::resolve_profile_file(file, all_overrides(g));

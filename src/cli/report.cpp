@@ -14,8 +14,9 @@ namespace fh::cli {
 
 int run_report(const GlobalOptions& g, const std::string& path, const std::string& output) {
     if (!g.profile.empty() || !g.overrides.empty() || !g.resume.empty() || g.auto_name)
-        throw UsageError("report reads a run, eval or sweep directory only: --profile, --set, --resume and --auto-name "
-                         "do not apply");
+        throw UsageError(
+            "report reads a run, eval or sweep directory only: --profile, --set, --resume and --auto-name "
+            "do not apply");
     const std::string page = report::write_report(path, output);
     log::info("report written to {}", page);
     fmt::print("{}\n", page);

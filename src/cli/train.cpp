@@ -26,7 +26,8 @@ std::vector<std::int64_t> parse_seeds(const std::string& text) {
         const char* last = text.data() + end;
         const auto [ptr, ec] = std::from_chars(first, last, v);
         if (first == last || ec != std::errc() || ptr != last || v < 0 || v > 9'000'000'000'000'000LL)
-            throw UsageError(fmt::format("--seeds takes non-negative integers separated by commas (1,2,5), got '{}'", text));
+            throw UsageError(
+                fmt::format("--seeds takes non-negative integers separated by commas (1,2,5), got '{}'", text));
         seeds.push_back(v);
         if (seeds.size() > run::kMaxAgents)
             throw UsageError(fmt::format("--seeds: more than {} seeds; at most {} agents train in one process",
@@ -41,11 +42,13 @@ namespace {
 int train_population(const GlobalOptions& g) {
     if (!g.resume.empty() && run::is_population_directory(g.resume)) {
         if (g.auto_name)
-            throw UsageError("--auto-name names a new population and --resume continues an existing one: give one of them");
+            throw UsageError(
+                "--auto-name names a new population and --resume continues an existing one: give one of them");
         if (!g.profile.empty() || !g.seeds.empty() || !g.population_grid.empty() || !g.population_record.empty())
-            throw UsageError(fmt::format("--resume {}: a population resumes each agent with its own config.toml; "
-                                         "--profile, --seeds and --population-grid do not apply",
-                                         g.resume));
+            throw UsageError(
+                fmt::format("--resume {}: a population resumes each agent with its own config.toml; "
+                            "--profile, --seeds and --population-grid do not apply",
+                            g.resume));
         const std::string dir = run::resume_population(g.resume, all_overrides(g), g.force);
         fmt::print("{}\n", dir);
         std::fflush(stdout);
@@ -55,9 +58,10 @@ int train_population(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g, &path);
     run::PopulationRequest request{parse_seeds(g.seeds), g.population_grid, !g.population_record.empty()};
     if (!g.resume.empty())
-        throw UsageError(fmt::format("--resume {} continues one run; a population resumes from its directory (the one "
-                                     "with population.json), with no --seeds, --population-grid or run.population",
-                                     g.resume));
+        throw UsageError(
+            fmt::format("--resume {} continues one run; a population resumes from its directory (the one "
+                        "with population.json), with no --seeds, --population-grid or run.population",
+                        g.resume));
     auto plan = run::plan_population(path, profile, all_overrides(g), request, g.auto_name);
     plan.record = g.population_record;
     log::info("profile {}: trainer {}, device {}, {} env steps, {} agents", path, profile.run.trainer,
@@ -81,8 +85,9 @@ int run_train(const GlobalOptions& g) {
     std::string resume = g.resume;
     if (g.auto_name) {
         if (!resume.empty())
-            throw UsageError("--auto-name names a new run and --resume continues an existing one: give one of them "
-                             "(with --auto-name, run.on_exists = \"resume\" resumes the named run)");
+            throw UsageError(
+                "--auto-name names a new run and --resume continues an existing one: give one of them "
+                "(with --auto-name, run.on_exists = \"resume\" resumes the named run)");
         profile.run.name = run::derived_run_name(profile, overrides);
         log::info("run name (--auto-name): {}", profile.run.name);
     }
@@ -96,8 +101,8 @@ int run_train(const GlobalOptions& g) {
         }
         if (placement.action == run::Placement::Action::resume) resume = placement.path;
     }
-    log::info("profile {}: trainer {}, device {}, {} env steps, seed {}", path, profile.run.trainer,
-              profile.run.device, profile.run.total_steps, profile.run.seed);
+    log::info("profile {}: trainer {}, device {}, {} env steps, seed {}", path, profile.run.trainer, profile.run.device,
+              profile.run.total_steps, profile.run.seed);
     const std::string dir = run::train(profile, resume, overrides, g.force);
     fmt::print("{}\n", dir);
     std::fflush(stdout);

@@ -18,12 +18,10 @@ std::string to_toml(const Profile& profile) {
         std::vector<std::pair<std::string, const KeyDescriptor*>> lines;
         for (const auto& k : schema()) {
             if (k.section != section.name) continue;
-            lines.emplace_back(fmt::format("{} = {}", k.key, toml_value_text(get_value(profile, k))),
-                               &k);
+            lines.emplace_back(fmt::format("{} = {}", k.key, toml_value_text(get_value(profile, k))), &k);
             width = std::max(width, lines.back().first.size());
         }
-        for (const auto& [line, k] : lines)
-            out += fmt::format("{:<{}}  # {}\n", line, width, k->doc);
+        for (const auto& [line, k] : lines) out += fmt::format("{:<{}}  # {}\n", line, width, k->doc);
     }
     return out;
 }

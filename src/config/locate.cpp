@@ -64,8 +64,8 @@ std::string locate_profile(const std::string& path_or_name) {
                          fmt::format("{}", fmt::join(shipped_profile_names(), ", ")) + ")");
     if (is_file(path_or_name)) return path_or_name;
     if (const auto kind = util::non_regular_kind(path_or_name); !kind.empty())
-        throw UsageError(fmt::format("profile '{}' is {}, not a regular file; a profile is a TOML text file",
-                                     path_or_name, kind));
+        throw UsageError(
+            fmt::format("profile '{}' is {}, not a regular file; a profile is a TOML text file", path_or_name, kind));
     const bool looks_like_path = path_or_name.find('/') != std::string::npos;
     if (!looks_like_path) {
         fs::path name(path_or_name);
@@ -79,11 +79,11 @@ std::string locate_profile(const std::string& path_or_name) {
     if (const auto g = closest(stem, names)) hint = fmt::format(" Did you mean '{}'?", *g);
     std::string where;
     for (const auto& d : profile_dirs()) where += "\n  " + d.lexically_normal().string();
-    throw UsageError(fmt::format(
-        "profile '{}' not found: it is not a file{}.{}\nShipped profiles: {}{}", path_or_name,
-        looks_like_path ? "" : ", nor a shipped profile name", hint,
-        names.empty() ? std::string("(none found)") : fmt::format("{}", fmt::join(names, ", ")),
-        looks_like_path ? std::string() : "\nLooked in:" + where));
+    throw UsageError(
+        fmt::format("profile '{}' not found: it is not a file{}.{}\nShipped profiles: {}{}", path_or_name,
+                    looks_like_path ? "" : ", nor a shipped profile name", hint,
+                    names.empty() ? std::string("(none found)") : fmt::format("{}", fmt::join(names, ", ")),
+                    looks_like_path ? std::string() : "\nLooked in:" + where));
 }
 
 Profile resolve_profile(const ProfileSource& source) {

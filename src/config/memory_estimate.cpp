@@ -25,8 +25,12 @@ constexpr std::uint64_t kF32 = 4;
 constexpr std::uint64_t kAlign = 32;  // nn::ParamLayout::kAlignment: every slice starts at a multiple
 constexpr std::uint64_t kD = static_cast<std::uint64_t>(kStateDim);
 
-std::uint64_t u(std::int64_t v) { return v < 0 ? 0 : static_cast<std::uint64_t>(v); }
-std::uint64_t aligned(std::uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+std::uint64_t u(std::int64_t v) {
+    return v < 0 ? 0 : static_cast<std::uint64_t>(v);
+}
+std::uint64_t aligned(std::uint64_t n) {
+    return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 /// a * b saturating at the largest uint64 (products of profile values cannot wrap).
 std::uint64_t mul(std::uint64_t a, std::uint64_t b) {
@@ -64,7 +68,9 @@ Mlp curiosity_model(const std::vector<std::int64_t>& hidden, std::uint64_t actio
     return mlp(kD + actions, {hidden.empty() ? 1 : hidden.front()}, kMarketDim);
 }
 
-std::string data_key(const Profile& p) { return p.data.path.empty() ? "data.synthetic_bars" : "data.path"; }
+std::string data_key(const Profile& p) {
+    return p.data.path.empty() ? "data.synthetic_bars" : "data.path";
+}
 
 /// Everything both estimates and the array check derive from.
 struct Model {
@@ -134,8 +140,8 @@ Model build(const Profile& p, const SizeInputs& in) {
             curiosity_bytes = mul(envs, (kD + actions + kMarketDim + cur.per_row) * kF32);
             m.checkpoint_bytes = add(m.checkpoint_bytes, mul(cur.params, 3 * kF32));
         }
-        m.device.push_back({fmt::format("networks ({} parameters, with gradients and Adam moments)", params), net_copies,
-                            "ppo.hidden"});
+        m.device.push_back({fmt::format("networks ({} parameters, with gradients and Adam moments)", params),
+                            net_copies, "ppo.hidden"});
         m.arrays.push_back({"the actor's and critic's parameters", params, "ppo.hidden"});
         const std::uint64_t ws_row = actor.per_row + critic.per_row;
         const std::uint64_t mb_row = kD + 5 + static_cast<std::uint64_t>(ppo::kPpoLossStats) + actions + 1;
@@ -149,7 +155,8 @@ Model build(const Profile& p, const SizeInputs& in) {
                             "experience.gpu_timesteps_per_episode"});
         m.arrays.push_back({fmt::format("a minibatch ({} rows x {} floats)", mb, std::max({kD, actions, actor.widest})),
                             mul(mb, std::max({kD, actions, actor.widest})), "ppo.minibatches"});
-        m.checkpoint_bytes = add(m.checkpoint_bytes, add(mul(params, 3 * kF32), mul(envs, env_state_bytes + 4 * (window + actions))));
+        m.checkpoint_bytes =
+            add(m.checkpoint_bytes, add(mul(params, 3 * kF32), mul(envs, env_state_bytes + 4 * (window + actions))));
     } else if (p.run.trainer == "iql") {
         const bool from_dump = p.iql.dataset != "behaviour";
         std::uint64_t rows = 0, ds_envs = 0;
@@ -163,8 +170,8 @@ Model build(const Profile& p, const SizeInputs& in) {
                                 env_bytes(ds_envs), "experience.gpu_n_episodes"});
         }
         const std::string ds_key = from_dump ? "iql.dataset" : "iql.dataset_size";
-        m.device.push_back({fmt::format("offline dataset ({} transitions x {} B)", rows, row_bytes), mul(rows, row_bytes),
-                            ds_key});
+        m.device.push_back(
+            {fmt::format("offline dataset ({} transitions x {} B)", rows, row_bytes), mul(rows, row_bytes), ds_key});
         m.arrays.push_back({fmt::format("the dataset's states ({} x {} floats)", rows, kD), mul(rows, kD), ds_key});
         if (from_dump) m.dump_read_bytes = mul(rows, row_bytes);
         const Mlp q = mlp(kD, p.iql.hidden, actions), v = mlp(kD, p.iql.hidden, 1), pi = mlp(kD, p.iql.hidden, actions);
@@ -230,8 +237,8 @@ Model build(const Profile& p, const SizeInputs& in) {
     } else if (p.run.trainer == "supervised") {
         // Per bar of the training and validation splits (at most every bar): its sample index and
         // label, and the validation loss per sample.
-        m.device.push_back({fmt::format("training and validation samples ({} bars x 12 B)", bars), mul(bars, 12),
-                            data_key(p)});
+        m.device.push_back(
+            {fmt::format("training and validation samples ({} bars x 12 B)", bars), mul(bars, 12), data_key(p)});
         const std::uint64_t kM = static_cast<std::uint64_t>(kMarketDim);
         const Mlp f = mlp(kM, p.supervised.hidden, 1);
         const std::uint64_t params = f.params + aligned(supervised::kCalibrationFloats);
@@ -239,7 +246,8 @@ Model build(const Profile& p, const SizeInputs& in) {
                             mul(params, 4 * kF32), "supervised.hidden"});
         m.arrays.push_back({"the forecaster's parameters", params, "supervised.hidden"});
         const std::uint64_t batch = u(p.supervised.batch_size);
-        const std::uint64_t chunk = std::min<std::uint64_t>(static_cast<std::uint64_t>(kSupervisedValidationChunk), bars);
+        const std::uint64_t chunk =
+            std::min<std::uint64_t>(static_cast<std::uint64_t>(kSupervisedValidationChunk), bars);
         // a batch (features, labels, predictions' loss and gradient) and its workspace; the
         // validation chunk's the same; the evaluation policy's (one row per backtest segment)
         const std::uint64_t row = kM + 3 + f.per_row;
@@ -263,8 +271,9 @@ Model build(const Profile& p, const SizeInputs& in) {
         // An ensemble's K heads sit side by side in the output layer: every head term times K.
         const std::uint64_t heads = u(p.dqn.ensemble_size);
         const std::uint64_t az = mul(mul(actions, atoms), heads);
-        const Mlp trunk = mlp(kD, std::vector<std::int64_t>(p.dqn.hidden.begin(), p.dqn.hidden.end() - (p.dqn.hidden.empty() ? 0 : 1)),
-                              p.dqn.hidden.empty() ? 1 : u(p.dqn.hidden.back()));
+        const Mlp trunk = mlp(
+            kD, std::vector<std::int64_t>(p.dqn.hidden.begin(), p.dqn.hidden.end() - (p.dqn.hidden.empty() ? 0 : 1)),
+            p.dqn.hidden.empty() ? 1 : u(p.dqn.hidden.back()));
         const std::uint64_t last = p.dqn.hidden.empty() ? kD : u(p.dqn.hidden.back());
         const Mlp value = mlp(last, {}, mul(atoms, heads)), adv = mlp(last, {}, az);
         const std::uint64_t params = add(add(trunk.params, value.params), adv.params);
@@ -326,15 +335,16 @@ Model build(const Profile& p, const SizeInputs& in) {
             // its parameters with gradients and Adam moments; per environment: its input, the
             // next bar's features, the error, the prediction's gradient and its workspace
             const Mlp cur = curiosity_model(p.dqn.hidden, actions);
-            m.device.push_back({fmt::format("curiosity model ({} parameters, {} rows per step)", cur.params, envs),
-                                add(mul(cur.params, 4 * kF32),
-                                    mul(envs, (kD + actions + 2 * kMarketDim + 1 + cur.per_row) * kF32)),
-                                "dqn.curiosity"});
+            m.device.push_back(
+                {fmt::format("curiosity model ({} parameters, {} rows per step)", cur.params, envs),
+                 add(mul(cur.params, 4 * kF32), mul(envs, (kD + actions + 2 * kMarketDim + 1 + cur.per_row) * kF32)),
+                 "dqn.curiosity"});
             m.checkpoint_bytes = add(m.checkpoint_bytes, mul(cur.params, 3 * kF32));
         }
     }
     if (!in.host_backend)
-        m.device.push_back({"CUDA context, cuBLAS workspaces and the streams' scratch (approximate, fixed)", 600ull << 20, ""});
+        m.device.push_back(
+            {"CUDA context, cuBLAS workspaces and the streams' scratch (approximate, fixed)", 600ull << 20, ""});
     const auto by_size = [](const MemoryItem& a, const MemoryItem& b) { return a.bytes > b.bytes; };
     std::stable_sort(m.device.begin(), m.device.end(), by_size);
     return m;
@@ -348,7 +358,9 @@ std::uint64_t dqn_replay_rows(const Profile& p) {
     return mul(steps, envs);
 }
 
-std::vector<MemoryItem> estimate_device_memory(const Profile& p, const SizeInputs& in) { return build(p, in).device; }
+std::vector<MemoryItem> estimate_device_memory(const Profile& p, const SizeInputs& in) {
+    return build(p, in).device;
+}
 
 std::vector<MemoryItem> estimate_device_memory(const Profile& p, std::uint64_t bars) {
     SizeInputs in;
@@ -366,8 +378,9 @@ std::vector<MemoryItem> estimate_host_memory(const Profile& p, const SizeInputs&
     const std::uint64_t bar_bytes = 8 + 6 * 8 + kMarketDim * kF32;
     const bool cached = !p.data.path.empty() || !p.data.cache_dir.empty();
     const std::uint64_t per_bar = bar_bytes * (cached ? 2 : 1) + (p.data.path.empty() ? 0 : 64);
-    items.push_back({fmt::format("market data{} ({} bars x {} B)", cached ? " and its fxcache image" : "", bars, per_bar),
-                     mul(bars, per_bar), data_key(p)});
+    items.push_back(
+        {fmt::format("market data{} ({} bars x {} B)", cached ? " and its fxcache image" : "", bars, per_bar),
+         mul(bars, per_bar), data_key(p)});
     if (m.episodes_bytes > 0)
         items.push_back({"the dataset read back and rebuilt into episodes", m.episodes_bytes,
                          p.dt.dataset != "behaviour" ? "dt.dataset" : "dt.dataset_size"});
@@ -386,11 +399,14 @@ std::vector<MemoryItem> estimate_host_memory(const Profile& p, const SizeInputs&
             item.consumer += " (CPU backend)";
             items.push_back(item);
         }
-    std::stable_sort(items.begin(), items.end(), [](const MemoryItem& a, const MemoryItem& b) { return a.bytes > b.bytes; });
+    std::stable_sort(items.begin(), items.end(),
+                     [](const MemoryItem& a, const MemoryItem& b) { return a.bytes > b.bytes; });
     return items;
 }
 
-std::vector<ArrayExtent> array_extents(const Profile& p, const SizeInputs& in) { return build(p, in).arrays; }
+std::vector<ArrayExtent> array_extents(const Profile& p, const SizeInputs& in) {
+    return build(p, in).arrays;
+}
 
 std::vector<IndexProblem> index_range_problems(const Profile& p, const SizeInputs& in) {
     std::vector<IndexProblem> out;
@@ -424,9 +440,10 @@ void require_memory(const std::vector<MemoryItem>& items, std::uint64_t availabl
     for (std::size_t i = 0; i < std::min<std::size_t>(3, items.size()); ++i)
         top += fmt::format("\n  {:>10}  {}{}", format_bytes(items[i].bytes), items[i].consumer,
                            items[i].key.empty() ? "" : fmt::format(" (change {})", items[i].key));
-    throw DeviceError(fmt::format("the run needs about {} of {} but {} is available ({}); the biggest consumers:{}\n"
-                                  "Lower the sizes named above (`foxhunt-train check PROFILE` prints the whole estimate).",
-                                  format_bytes(need), what, format_bytes(available), where, top));
+    throw DeviceError(
+        fmt::format("the run needs about {} of {} but {} is available ({}); the biggest consumers:{}\n"
+                    "Lower the sizes named above (`foxhunt-train check PROFILE` prints the whole estimate).",
+                    format_bytes(need), what, format_bytes(available), where, top));
 }
 
 std::uint64_t available_host_memory() {

@@ -1,5 +1,6 @@
 /// @file memory_estimate.hpp
-/// @brief What a run allocates, from its resolved profile and the data's size: device memory by consumer, host memory by consumer, and the largest
+/// @brief What a run allocates, from its resolved profile and the data's size: device memory by consumer, host memory
+/// by consumer, and the largest
 ///        single array of each consumer. `check` prints and checks them; a run checks them again
 ///        before it allocates anything: an array past the kernels' int index range is a usage
 ///        error naming the key (exit 2), memory beyond what is available a device error naming
@@ -22,14 +23,14 @@ namespace fh::config {
 struct MemoryItem {
     std::string consumer;  ///< e.g. "replay buffer (999424 transitions x 409 B)"
     std::uint64_t bytes = 0;
-    std::string key;       ///< e.g. "replay_buffer.buffer_size"; "" when no key controls it
+    std::string key;  ///< e.g. "replay_buffer.buffer_size"; "" when no key controls it
 };
 
 /// The largest single array of a consumer, in elements: the kernels index with int.
 struct ArrayExtent {
     std::string what;  ///< e.g. "the replay buffer's states (999424 x 50 floats)"
     std::uint64_t elements = 0;
-    std::string key;   ///< the key that sets its size
+    std::string key;  ///< the key that sets its size
 };
 
 /// Sizes the estimate assumes (from the environment's observation layout).

@@ -23,9 +23,10 @@ namespace {
 std::string join_problems(const std::vector<std::string>& problems) {
     std::string s;
     for (const auto& p : problems) s += p + "\n";
-    s += fmt::format("({} problem{} in the profile; docs/profiles.md lists every key, and "
-                     "`foxhunt-train check PROFILE` prints the resolved profile)",
-                     problems.size(), problems.size() == 1 ? "" : "s");
+    s += fmt::format(
+        "({} problem{} in the profile; docs/profiles.md lists every key, and "
+        "`foxhunt-train check PROFILE` prints the resolved profile)",
+        problems.size(), problems.size() == 1 ? "" : "s");
     return s;
 }
 
@@ -55,8 +56,7 @@ std::vector<std::string> owners_of(std::string_view key) {
     return out;
 }
 
-std::string list(const std::vector<std::string>& items, std::string_view before = "",
-                 std::string_view after = "") {
+std::string list(const std::vector<std::string>& items, std::string_view before = "", std::string_view after = "") {
     std::string s;
     for (const auto& i : items) s += fmt::format("{}{}{}{}", s.empty() ? "" : ", ", before, i, after);
     return s;
@@ -82,8 +82,8 @@ public:
                                                "keys), not {}",
                                                name, name, kind_phrase(value.kind)));
                 else
-                    problem(where, fmt::format("unknown key '{}' outside any section{}", name,
-                                               suggestion_for_section(name)));
+                    problem(where,
+                            fmt::format("unknown key '{}' outside any section{}", name, suggestion_for_section(name)));
                 continue;
             }
             if (!is_section(name)) {
@@ -107,8 +107,7 @@ public:
                 continue;
             }
             if (!is_section(o.section)) {
-                problem(o.where,
-                        fmt::format("unknown section [{}]{}", o.section, suggestion_for_section(o.section)));
+                problem(o.where, fmt::format("unknown section [{}]{}", o.section, suggestion_for_section(o.section)));
                 continue;
             }
             // The alias pair: a command-line value of one replaces a profile value of the other.
@@ -160,11 +159,9 @@ private:
     }
 
     std::string suggestion_for_section(const std::string& name) const {
-        if (const auto g = closest(name, section_names()))
-            return fmt::format("; did you mean [{}]?", *g);
+        if (const auto g = closest(name, section_names())) return fmt::format("; did you mean [{}]?", *g);
         const auto owners = owners_of(name);
-        if (!owners.empty())
-            return fmt::format("; '{}' is a key of [{}], not a section", name, owners.front());
+        if (!owners.empty()) return fmt::format("; '{}' is a key of [{}], not a section", name, owners.front());
         return fmt::format("; the sections are {}", list(section_names(), "[", "]"));
     }
 
@@ -191,8 +188,10 @@ private:
         set_value(profile_, *d, *v);
         const auto name = d->full_name();
         set_at_[name] = value.where.line > 0 || cli ? value.where : key_where;
-        if (cli) from_cli_.insert(name);
-        else from_cli_.erase(name);
+        if (cli)
+            from_cli_.insert(name);
+        else
+            from_cli_.erase(name);
     }
 
     /// For a float given to an integer key: the integer to write instead, when there is one.
@@ -204,15 +203,18 @@ private:
         return " (an integer has no fraction or exponent)";
     }
 
-    static std::optional<KeyValue> convert(const KeyDescriptor& d, const TomlValue& v,
-                                           std::string& error) {
+    static std::optional<KeyValue> convert(const KeyDescriptor& d, const TomlValue& v, std::string& error) {
         using K = TomlValue::Kind;
         const auto got = [&](const TomlValue& x) {
             switch (x.kind) {
-                case K::string: return fmt::format("{} ({})", kind_phrase(x.kind), toml_quote(x.string.substr(0, 40)));
-                case K::integer: return fmt::format("{} ({})", kind_phrase(x.kind), x.integer);
-                case K::floating: return fmt::format("{} ({})", kind_phrase(x.kind), x.floating);
-                default: return std::string(kind_phrase(x.kind));
+                case K::string:
+                    return fmt::format("{} ({})", kind_phrase(x.kind), toml_quote(x.string.substr(0, 40)));
+                case K::integer:
+                    return fmt::format("{} ({})", kind_phrase(x.kind), x.integer);
+                case K::floating:
+                    return fmt::format("{} ({})", kind_phrase(x.kind), x.floating);
+                default:
+                    return std::string(kind_phrase(x.kind));
             }
         };
         switch (d.type) {
@@ -235,16 +237,17 @@ private:
                 return std::nullopt;
             case KeyType::int_array: {
                 if (v.kind != K::array) {
-                    error = fmt::format("{} must be an array of integers like [256, 256], got {}",
-                                        d.full_name(), got(v));
+                    error =
+                        fmt::format("{} must be an array of integers like [256, 256], got {}", d.full_name(), got(v));
                     return std::nullopt;
                 }
                 std::vector<std::int64_t> out;
                 for (std::size_t i = 0; i < v.items.size(); ++i) {
                     if (v.items[i].kind != K::integer) {
-                        error = fmt::format("{} must be an array of integers like [256, 256]; "
-                                            "element {} is {}",
-                                            d.full_name(), i, got(v.items[i]));
+                        error = fmt::format(
+                            "{} must be an array of integers like [256, 256]; "
+                            "element {} is {}",
+                            d.full_name(), i, got(v.items[i]));
                         return std::nullopt;
                     }
                     out.push_back(v.items[i].integer);
@@ -263,21 +266,18 @@ private:
     void check_required() {
         for (const auto& d : schema()) {
             if (!d.required || set_at_.count(d.full_name())) continue;
-            const std::string fix = d.choices.empty()
-                                        ? std::string()
-                                        : fmt::format(" ({})", d.range_text());
+            const std::string fix = d.choices.empty() ? std::string() : fmt::format(" ({})", d.range_text());
             if (run_header_.line > 0 && d.section == "run")
-                problem(run_header_, fmt::format("[{}] has no '{}', which is required{}: add e.g. "
-                                                 "{} = \"{}\" under this header",
-                                                 d.section, d.key, fix, d.key,
-                                                 d.choices.substr(0, d.choices.find('|'))));
+                problem(run_header_,
+                        fmt::format("[{}] has no '{}', which is required{}: add e.g. "
+                                    "{} = \"{}\" under this header",
+                                    d.section, d.key, fix, d.key, d.choices.substr(0, d.choices.find('|'))));
             else
                 problem(Location{origin_, 1, 1},
                         fmt::format("missing required key {}{}: add a [{}] section with e.g. "
                                     "{} = \"{}\", or pass --set {}={}",
-                                    d.full_name(), fix, d.section, d.key,
-                                    d.choices.substr(0, d.choices.find('|')), d.full_name(),
-                                    d.choices.substr(0, d.choices.find('|'))));
+                                    d.full_name(), fix, d.section, d.key, d.choices.substr(0, d.choices.find('|')),
+                                    d.full_name(), d.choices.substr(0, d.choices.find('|'))));
         }
     }
 
@@ -285,8 +285,7 @@ private:
         auto& p = profile_;
         const bool alias_set = set_at_.count("training.buffer_size") && p.training.buffer_size != 0;
         if (alias_set) {
-            if (set_at_.count("replay_buffer.buffer_size") &&
-                p.replay_buffer.buffer_size != p.training.buffer_size) {
+            if (set_at_.count("replay_buffer.buffer_size") && p.replay_buffer.buffer_size != p.training.buffer_size) {
                 problem(where_of("training.buffer_size"),
                         fmt::format("training.buffer_size = {} contradicts replay_buffer.buffer_size "
                                     "= {} (set at {}); they are the same setting: keep one",
@@ -310,8 +309,7 @@ private:
             const auto it = set_at_.find(n);
             if (it == set_at_.end()) continue;
             const bool cli = from_cli_.count(n) > 0;
-            if (!best || (cli && !best_cli) ||
-                (cli == best_cli && !cli && it->second.line > best->line)) {
+            if (!best || (cli && !best_cli) || (cli == best_cli && !cli && it->second.line > best->line)) {
                 best = it->second;
                 best_cli = cli;
             }
@@ -339,8 +337,9 @@ private:
                     "exceeds 1",
                     p.data.train_fraction, p.data.val_fraction, p.data.test_fraction, sum);
             });
-        rule({"walk_forward.folds"}, [&] { return p.walk_forward.folds == 1; },
-             [&] { return "walk_forward.folds = 1: a walk-forward needs at least 2 folds (0 = an ordinary run)"; });
+        rule(
+            {"walk_forward.folds"}, [&] { return p.walk_forward.folds == 1; },
+            [&] { return "walk_forward.folds = 1: a walk-forward needs at least 2 folds (0 = an ordinary run)"; });
         rule(
             {"walk_forward.fold", "walk_forward.folds"},
             [&] { return p.walk_forward.folds >= 2 && p.walk_forward.fold >= p.walk_forward.folds; },
@@ -648,12 +647,12 @@ Profile resolve_profile_file(const std::string& path, const std::vector<std::str
     if (!file.ok()) throw UsageError(fmt::format("{}: {}; a profile is a TOML text file", path, file.error()));
     std::string text;
     bool too_big = false;
-    if (!file.read_all(text, kMaxProfileBytes, &too_big))
-        throw UsageError(fmt::format("{}: {}", path, file.error()));
+    if (!file.read_all(text, kMaxProfileBytes, &too_big)) throw UsageError(fmt::format("{}: {}", path, file.error()));
     if (too_big)
-        throw ProfileError({fmt::format("{}:1:1: the profile is larger than {} bytes (1 MiB): is this "
-                                        "really a profile?",
-                                        path, kMaxProfileBytes)});
+        throw ProfileError(
+            {fmt::format("{}:1:1: the profile is larger than {} bytes (1 MiB): is this "
+                         "really a profile?",
+                         path, kMaxProfileBytes)});
     return resolve_profile_text(text, path, overrides);
 }
 

@@ -15,26 +15,34 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Bounds any() { return {}; }
-Bounds closed(double lo, double hi) { return {lo, hi, false, false}; }
-Bounds open(double lo, double hi) { return {lo, hi, true, true}; }
-Bounds open_closed(double lo, double hi) { return {lo, hi, true, false}; }
-Bounds closed_open(double lo, double hi) { return {lo, hi, false, true}; }
+Bounds any() {
+    return {};
+}
+Bounds closed(double lo, double hi) {
+    return {lo, hi, false, false};
+}
+Bounds open(double lo, double hi) {
+    return {lo, hi, true, true};
+}
+Bounds open_closed(double lo, double hi) {
+    return {lo, hi, true, false};
+}
+Bounds closed_open(double lo, double hi) {
+    return {lo, hi, false, true};
+}
 
-KeyDescriptor integer(std::string_view s, std::string_view k, Bounds b, std::string_view doc,
-                      FieldPtr (*f)(Profile&), Rule rule = Rule::none) {
+KeyDescriptor integer(std::string_view s, std::string_view k, Bounds b, std::string_view doc, FieldPtr (*f)(Profile&),
+                      Rule rule = Rule::none) {
     return {s, k, KeyType::integer, b, "", rule, 0, 0, false, doc, f};
 }
-KeyDescriptor number(std::string_view s, std::string_view k, Bounds b, std::string_view doc,
-                     FieldPtr (*f)(Profile&)) {
+KeyDescriptor number(std::string_view s, std::string_view k, Bounds b, std::string_view doc, FieldPtr (*f)(Profile&)) {
     return {s, k, KeyType::number, b, "", Rule::none, 0, 0, false, doc, f};
 }
-KeyDescriptor boolean(std::string_view s, std::string_view k, std::string_view doc,
-                      FieldPtr (*f)(Profile&)) {
+KeyDescriptor boolean(std::string_view s, std::string_view k, std::string_view doc, FieldPtr (*f)(Profile&)) {
     return {s, k, KeyType::boolean, any(), "", Rule::none, 0, 0, false, doc, f};
 }
-KeyDescriptor text(std::string_view s, std::string_view k, std::string_view choices,
-                   std::string_view doc, FieldPtr (*f)(Profile&), Rule rule = Rule::no_newline) {
+KeyDescriptor text(std::string_view s, std::string_view k, std::string_view choices, std::string_view doc,
+                   FieldPtr (*f)(Profile&), Rule rule = Rule::no_newline) {
     return {s, k, KeyType::string, any(), choices, rule, 0, 0, false, doc, f};
 }
 KeyDescriptor layers(std::string_view s, std::string_view doc, FieldPtr (*f)(Profile&)) {
@@ -56,45 +64,59 @@ std::vector<KeyDescriptor> build_schema() {
         // [run]
         text("run", "name", "", "run name: the run directory's name under output_dir; \"\" = TRAINER-DATE-TIME",
              FH_FIELD(run.name), Rule::run_name),
-        required(text("run", "trainer", "dqn|ppo|iql|supervised|dt", "the trainer (required)",
-                      FH_FIELD(run.trainer))),
-        integer("run", "seed", closed(0, kMaxCount), "master seed: same profile, seed and device give identical results",
-                FH_FIELD(run.seed)),
-        integer("run", "population", closed(1, 256), "agents trained together in one process, agent i with seed run.seed + i, each in its own run directory under the population's (docs/sweeps.md); 1 = a single run",
+        required(text("run", "trainer", "dqn|ppo|iql|supervised|dt", "the trainer (required)", FH_FIELD(run.trainer))),
+        integer("run", "seed", closed(0, kMaxCount),
+                "master seed: same profile, seed and device give identical results", FH_FIELD(run.seed)),
+        integer("run", "population", closed(1, 256),
+                "agents trained together in one process, agent i with seed run.seed + i, each in its own run directory "
+                "under the population's (docs/sweeps.md); 1 = a single run",
                 FH_FIELD(run.population)),
-        text("run", "population_batching", "auto|on|off", "a DQN, IQL or PPO population as one batched engine (every op one launch for all agents) where its agents allow it: auto for IQL always, for PPO when the widest ppo.hidden layer <= 256 and a rollout (experience.gpu_n_episodes x gpu_timesteps_per_episode) >= 1024 transitions, for DQN when replay_buffer.batch_size x the widest dqn.hidden layer >= 32768 (smaller agents run faster with their own launches), on always, off never (docs/sweeps.md)",
+        text("run", "population_batching", "auto|on|off",
+             "a DQN, IQL or PPO population as one batched engine (every op one launch for all agents) where its agents "
+             "allow it: auto for IQL always, for PPO when the widest ppo.hidden layer <= 256 and a rollout "
+             "(experience.gpu_n_episodes x gpu_timesteps_per_episode) >= 1024 transitions, for DQN when "
+             "replay_buffer.batch_size x the widest dqn.hidden layer >= 32768 (smaller agents run faster with their "
+             "own launches), on always, off never (docs/sweeps.md)",
              FH_FIELD(run.population_batching)),
         text("run", "device", "", "compute device: auto (GPU if present, else CPU with a warning), cpu, cuda, cuda:N",
              FH_FIELD(run.device), Rule::device),
         text("run", "output_dir", "", "root directory of run directories", FH_FIELD(run.output_dir)),
-        integer("run", "total_steps", closed(1, kMaxCount), "training budget: environment steps (DQN, PPO) or gradient updates (IQL, supervised, dt)",
+        integer("run", "total_steps", closed(1, kMaxCount),
+                "training budget: environment steps (DQN, PPO) or gradient updates (IQL, supervised, dt)",
                 FH_FIELD(run.total_steps)),
-        integer("run", "log_interval", closed(1, kMaxCount), "env steps (IQL, supervised, dt: updates) between metrics.jsonl lines",
-                FH_FIELD(run.log_interval)),
-        integer("run", "eval_interval", closed(0, kMaxCount), "env steps (IQL, supervised, dt: updates) between validation backtests; 0 = none (the test backtest at the end uses the last weights)",
+        integer("run", "log_interval", closed(1, kMaxCount),
+                "env steps (IQL, supervised, dt: updates) between metrics.jsonl lines", FH_FIELD(run.log_interval)),
+        integer("run", "eval_interval", closed(0, kMaxCount),
+                "env steps (IQL, supervised, dt: updates) between validation backtests; 0 = none (the test backtest at "
+                "the end uses the last weights)",
                 FH_FIELD(run.eval_interval)),
-        integer("run", "checkpoint_interval", closed(0, kMaxCount), "env steps (IQL, supervised, dt: updates) between checkpoints; 0 = only at the end",
+        integer("run", "checkpoint_interval", closed(0, kMaxCount),
+                "env steps (IQL, supervised, dt: updates) between checkpoints; 0 = only at the end",
                 FH_FIELD(run.checkpoint_interval)),
-        text("run", "on_exists", "new|skip|resume|error", "when the run directory exists: new makes NAME-2; skip does nothing; resume continues an unfinished run and skips a finished one; error stops (docs/sweeps.md)",
+        text("run", "on_exists", "new|skip|resume|error",
+             "when the run directory exists: new makes NAME-2; skip does nothing; resume continues an unfinished run "
+             "and skips a finished one; error stops (docs/sweeps.md)",
              FH_FIELD(run.on_exists)),
         // [data]
         text("data", "path", "", "CSV file or directory of bars; \"\" = the embedded synthetic market",
              FH_FIELD(data.path)),
-        text("data", "format", "auto|csv", "format of data.path; auto = from the file name",
-             FH_FIELD(data.format)),
+        text("data", "format", "auto|csv", "format of data.path; auto = from the file name", FH_FIELD(data.format)),
         number("data", "train_fraction", open_closed(0, 1), "leading share of the bars used for training",
                FH_FIELD(data.train_fraction)),
         number("data", "val_fraction", closed_open(0, 1), "following share used for validation (early stopping)",
                FH_FIELD(data.val_fraction)),
-        number("data", "test_fraction", closed_open(0, 1), "following share used for the final test; the three sum to at most 1",
-               FH_FIELD(data.test_fraction)),
-        text("data", "feature_set", "core42", "market features per bar (docs/features.md)",
-             FH_FIELD(data.feature_set)),
-        text("data", "cache_dir", "", "fxcache directory for computed features; \"\" = next to the data (the synthetic market is not cached)",
+        number("data", "test_fraction", closed_open(0, 1),
+               "following share used for the final test; the three sum to at most 1", FH_FIELD(data.test_fraction)),
+        text("data", "feature_set", "core42", "market features per bar (docs/features.md)", FH_FIELD(data.feature_set)),
+        text("data", "cache_dir", "",
+             "fxcache directory for computed features; \"\" = next to the data (the synthetic market is not cached)",
              FH_FIELD(data.cache_dir)),
-        integer("data", "synthetic_bars", closed(1000, 1'000'000), "bars of the synthetic market (when data.path is \"\"); more would drift its price far from the instrument's scale",
+        integer("data", "synthetic_bars", closed(1000, 1'000'000),
+                "bars of the synthetic market (when data.path is \"\"); more would drift its price far from the "
+                "instrument's scale",
                 FH_FIELD(data.synthetic_bars)),
-        number("data", "planted_signal", closed_open(0, 1), "strength of the synthetic market's planted predictable component; 0 = none",
+        number("data", "planted_signal", closed_open(0, 1),
+               "strength of the synthetic market's planted predictable component; 0 = none",
                FH_FIELD(data.planted_signal)),
         integer("data", "seed", closed(-1, kMaxCount),
                 "seed of the synthetic market (when data.path is \"\"); -1 = run.seed, so each seed draws its own "
@@ -109,77 +131,80 @@ std::vector<KeyDescriptor> build_schema() {
                FH_FIELD(instrument.commission)),
         number("instrument", "slippage_ticks", closed(0, 1e6), "ticks against the trader on every market-order fill",
                FH_FIELD(instrument.slippage_ticks)),
-        number("instrument", "initial_equity", closed(1, 1e15), "starting account equity, currency (at least 1: rewards divide by it, and a smaller one overflows them)",
+        number("instrument", "initial_equity", closed(1, 1e15),
+               "starting account equity, currency (at least 1: rewards divide by it, and a smaller one overflows them)",
                FH_FIELD(instrument.initial_equity)),
         integer("instrument", "max_contracts", closed(1, 100000), "contracts held at the extreme position level",
                 FH_FIELD(instrument.max_contracts)),
-        number("instrument", "bars_per_year", closed(0, 1e8), "bars per year for annualised metrics; 0 = infer from timestamps",
-               FH_FIELD(instrument.bars_per_year)),
+        number("instrument", "bars_per_year", closed(0, 1e8),
+               "bars per year for annualised metrics; 0 = infer from timestamps", FH_FIELD(instrument.bars_per_year)),
         // [env]
-        integer("env", "position_levels", closed(3, 101), "target position levels -(L-1)/2 .. (L-1)/2, scaled to max_contracts",
-                FH_FIELD(env.position_levels), Rule::odd),
+        integer("env", "position_levels", closed(3, 101),
+                "target position levels -(L-1)/2 .. (L-1)/2, scaled to max_contracts", FH_FIELD(env.position_levels),
+                Rule::odd),
         integer("env", "urgency_levels", closed(1, 3), "order types: market, + passive limit, + far limit",
                 FH_FIELD(env.urgency_levels)),
         number("env", "reward_scale", open_closed(0, 1e6), "reward = equity change / initial_equity * reward_scale",
                FH_FIELD(env.reward_scale)),
-        number("env", "drawdown_penalty", closed(0, 1e6), "weight of the increase in drawdown subtracted from the reward",
-               FH_FIELD(env.drawdown_penalty)),
+        number("env", "drawdown_penalty", closed(0, 1e6),
+               "weight of the increase in drawdown subtracted from the reward", FH_FIELD(env.drawdown_penalty)),
         number("env", "bankruptcy_fraction", closed_open(0, 1), "an episode ends when equity < this * initial_equity",
                FH_FIELD(env.bankruptcy_fraction)),
         number("env", "limit_offset_ticks", closed(0, 1e6), "passive limit order distance from the close, in ticks",
                FH_FIELD(env.limit_offset_ticks)),
-        number("env", "limit_atr_mult", closed(0, 1e6), "far limit order distance from the close, in multiples of ATR(14)",
-               FH_FIELD(env.limit_atr_mult)),
+        number("env", "limit_atr_mult", closed(0, 1e6),
+               "far limit order distance from the close, in multiples of ATR(14)", FH_FIELD(env.limit_atr_mult)),
         // [experience]
         integer("experience", "gpu_n_episodes", closed(1, 1 << 20), "environments stepped in parallel",
                 FH_FIELD(experience.gpu_n_episodes)),
-        integer("experience", "gpu_timesteps_per_episode", closed(1, 10'000'000), "bars per episode (shorter at the data end or on bankruptcy)",
+        integer("experience", "gpu_timesteps_per_episode", closed(1, 10'000'000),
+                "bars per episode (shorter at the data end or on bankruptcy)",
                 FH_FIELD(experience.gpu_timesteps_per_episode)),
-        integer("experience", "n_step", closed(1, 64), "n of the n-step return",
-                FH_FIELD(experience.n_step)),
+        integer("experience", "n_step", closed(1, 64), "n of the n-step return", FH_FIELD(experience.n_step)),
         // [replay_buffer]
         integer("replay_buffer", "buffer_size", closed(1, kMaxRows), "transitions kept in the device replay buffer",
                 FH_FIELD(replay_buffer.buffer_size)),
-        integer("replay_buffer", "min_replay_size", closed(1, kMaxRows), "transitions collected before the first update",
-                FH_FIELD(replay_buffer.min_replay_size)),
+        integer("replay_buffer", "min_replay_size", closed(1, kMaxRows),
+                "transitions collected before the first update", FH_FIELD(replay_buffer.min_replay_size)),
         integer("replay_buffer", "batch_size", closed(1, 1 << 20), "transitions per gradient update",
                 FH_FIELD(replay_buffer.batch_size)),
-        boolean("replay_buffer", "save_dump", "DQN: write the replay memory to replay.fhreplay in the run directory at the end (an iql.dataset)",
+        boolean("replay_buffer", "save_dump",
+                "DQN: write the replay memory to replay.fhreplay in the run directory at the end (an iql.dataset)",
                 FH_FIELD(replay_buffer.save_dump)),
         // [training]
-        number("training", "learning_rate", open_closed(0, 1), "Adam step size",
-               FH_FIELD(training.learning_rate)),
-        number("training", "gamma", closed(0, 1), "discount factor per bar",
-               FH_FIELD(training.gamma)),
+        number("training", "learning_rate", open_closed(0, 1), "Adam step size", FH_FIELD(training.learning_rate)),
+        number("training", "gamma", closed(0, 1), "discount factor per bar", FH_FIELD(training.gamma)),
         number("training", "grad_clip_norm", closed(0, 1e6), "global gradient-norm clip; 0 = off",
                FH_FIELD(training.grad_clip_norm)),
         integer("training", "updates_per_iteration", closed(1, 1024), "gradient updates per collection step",
                 FH_FIELD(training.updates_per_iteration)),
-        integer("training", "buffer_size", closed(0, kMaxRows), "alias of replay_buffer.buffer_size (both set and different = error); 0 = unset",
+        integer("training", "buffer_size", closed(0, kMaxRows),
+                "alias of replay_buffer.buffer_size (both set and different = error); 0 = unset",
                 FH_FIELD(training.buffer_size)),
-        number("training", "tau", closed(0, 1), "soft target update rate per update; 0 = copy every target_update_period updates",
+        number("training", "tau", closed(0, 1),
+               "soft target update rate per update; 0 = copy every target_update_period updates",
                FH_FIELD(training.tau)),
-        integer("training", "target_update_period", closed(1, kMaxCount), "updates between target-network copies when tau = 0",
-                FH_FIELD(training.target_update_period)),
+        integer("training", "target_update_period", closed(1, kMaxCount),
+                "updates between target-network copies when tau = 0", FH_FIELD(training.target_update_period)),
         number("training", "epsilon_start", closed(0, 1), "initial epsilon-greedy exploration rate",
                FH_FIELD(training.epsilon_start)),
         number("training", "epsilon_end", closed(0, 1), "final exploration rate (at most epsilon_start)",
                FH_FIELD(training.epsilon_end)),
-        integer("training", "epsilon_decay_steps", closed(0, kMaxCount), "environment steps of the linear decay; 0 = epsilon_end from the start",
+        integer("training", "epsilon_decay_steps", closed(0, kMaxCount),
+                "environment steps of the linear decay; 0 = epsilon_end from the start",
                 FH_FIELD(training.epsilon_decay_steps)),
-        integer("training", "max_bad_updates", closed(1, kMaxCount), "training guard: skipped non-finite updates before the run stops (exit 5)",
+        integer("training", "max_bad_updates", closed(1, kMaxCount),
+                "training guard: skipped non-finite updates before the run stops (exit 5)",
                 FH_FIELD(training.max_bad_updates)),
         // [dqn]
         layers("dqn", "widths of the MLP trunk's hidden layers", FH_FIELD(dqn.hidden)),
         boolean("dqn", "dueling", "separate value and advantage heads", FH_FIELD(dqn.dueling)),
         integer("dqn", "num_atoms", closed(2, 1001), "atoms of the C51 support (51 or 101 typical)",
                 FH_FIELD(dqn.num_atoms)),
-        number("dqn", "v_min", closed(-1e6, 1e6), "lowest value of the C51 support (below v_max)",
-               FH_FIELD(dqn.v_min)),
-        number("dqn", "v_max", closed(-1e6, 1e6), "highest value of the C51 support",
-               FH_FIELD(dqn.v_max)),
-        number("dqn", "mse_blend_alpha", closed(0, 1), "weight of the C51 loss; the MSE loss on the expected Q gets 1 - alpha",
-               FH_FIELD(dqn.mse_blend_alpha)),
+        number("dqn", "v_min", closed(-1e6, 1e6), "lowest value of the C51 support (below v_max)", FH_FIELD(dqn.v_min)),
+        number("dqn", "v_max", closed(-1e6, 1e6), "highest value of the C51 support", FH_FIELD(dqn.v_max)),
+        number("dqn", "mse_blend_alpha", closed(0, 1),
+               "weight of the C51 loss; the MSE loss on the expected Q gets 1 - alpha", FH_FIELD(dqn.mse_blend_alpha)),
         boolean("dqn", "double_dqn", "double-DQN targets: the online net selects, the target net evaluates",
                 FH_FIELD(dqn.double_dqn)),
         number("dqn", "cql_alpha", closed(0, 1e6),
@@ -250,13 +275,11 @@ std::vector<KeyDescriptor> build_schema() {
                FH_FIELD(dqn.her_eval_goal)),
         // [ppo]
         layers("ppo", "widths of the actor's and critic's hidden layers", FH_FIELD(ppo.hidden)),
-        number("ppo", "clip", open_closed(0, 1), "clip range of the surrogate objective",
-               FH_FIELD(ppo.clip)),
+        number("ppo", "clip", open_closed(0, 1), "clip range of the surrogate objective", FH_FIELD(ppo.clip)),
         number("ppo", "gae_lambda", closed(0, 1), "lambda of GAE", FH_FIELD(ppo.gae_lambda)),
         integer("ppo", "epochs", closed(1, 100), "passes over each rollout", FH_FIELD(ppo.epochs)),
         integer("ppo", "minibatches", closed(1, 1 << 20), "minibatches per epoch", FH_FIELD(ppo.minibatches)),
-        number("ppo", "entropy_coef", closed(0, 1e6), "weight of the entropy bonus",
-               FH_FIELD(ppo.entropy_coef)),
+        number("ppo", "entropy_coef", closed(0, 1e6), "weight of the entropy bonus", FH_FIELD(ppo.entropy_coef)),
         number("ppo", "value_coef", closed(0, 1e6), "weight of the value loss", FH_FIELD(ppo.value_coef)),
         integer("ppo", "diversity_window", closed(1, 1'000'000), "steps over which action diversity is measured",
                 FH_FIELD(ppo.diversity_window)),
@@ -264,19 +287,19 @@ std::vector<KeyDescriptor> build_schema() {
                FH_FIELD(ppo.diversity_coef)),
         boolean("ppo", "clip_value", "clip the value loss around the rollout's values by ppo.clip",
                 FH_FIELD(ppo.clip_value)),
-        text("ppo", "lr_schedule", "linear|constant", "learning-rate schedule: linear decay to 0 over the run, or constant",
-             FH_FIELD(ppo.lr_schedule)),
+        text("ppo", "lr_schedule", "linear|constant",
+             "learning-rate schedule: linear decay to 0 over the run, or constant", FH_FIELD(ppo.lr_schedule)),
         boolean("ppo", "curiosity", "curiosity bonus: a forward model's prediction error of the next bar's features",
                 FH_FIELD(ppo.curiosity)),
         number("ppo", "curiosity_coef", closed(0, 1e6), "weight of the curiosity bonus in the reward",
                FH_FIELD(ppo.curiosity_coef)),
         // [iql]
         layers("iql", "widths of the Q, V and policy networks' hidden layers", FH_FIELD(iql.hidden)),
-        number("iql", "expectile", open(0, 1), "expectile of the V regression (0.5 = mean)",
-               FH_FIELD(iql.expectile)),
+        number("iql", "expectile", open(0, 1), "expectile of the V regression (0.5 = mean)", FH_FIELD(iql.expectile)),
         number("iql", "beta", open_closed(0, 1e6), "inverse temperature of the advantage-weighted policy extraction",
                FH_FIELD(iql.beta)),
-        text("iql", "dataset", "", "\"behaviour\" (collect with a behaviour policy on the training split) or the path of a replay dump",
+        text("iql", "dataset", "",
+             "\"behaviour\" (collect with a behaviour policy on the training split) or the path of a replay dump",
              FH_FIELD(iql.dataset)),
         integer("iql", "dataset_size", closed(1, kMaxRows), "transitions in the offline dataset",
                 FH_FIELD(iql.dataset_size)),
@@ -284,85 +307,129 @@ std::vector<KeyDescriptor> build_schema() {
                FH_FIELD(iql.max_weight)),
         // [supervised]
         layers("supervised", "widths of the forecaster's hidden layers", FH_FIELD(supervised.hidden)),
-        text("supervised", "target", "return|direction", "what the forecaster predicts: return = the next horizon bars' log return (regression, squared error on the return over the training labels' RMS); direction = whether it is positive (classification, binary cross-entropy)",
+        text("supervised", "target", "return|direction",
+             "what the forecaster predicts: return = the next horizon bars' log return (regression, squared error on "
+             "the return over the training labels' RMS); direction = whether it is positive (classification, binary "
+             "cross-entropy)",
              FH_FIELD(supervised.target)),
-        integer("supervised", "horizon", closed(1, 10000), "bars ahead of the forecast: the label of bar t is ln(close[t + horizon] / close[t])",
+        integer("supervised", "horizon", closed(1, 10000),
+                "bars ahead of the forecast: the label of bar t is ln(close[t + horizon] / close[t])",
                 FH_FIELD(supervised.horizon)),
         integer("supervised", "batch_size", closed(1, 1'000'000), "samples of the training split per gradient update",
                 FH_FIELD(supervised.batch_size)),
-        number("supervised", "entry_threshold", closed(0, 1e6), "signal adapter: the score magnitude that opens, resizes or reverses a position (score: the forecast return in units of the labels' RMS, or P(up) - P(down))",
+        number("supervised", "entry_threshold", closed(0, 1e6),
+               "signal adapter: the score magnitude that opens, resizes or reverses a position (score: the forecast "
+               "return in units of the labels' RMS, or P(up) - P(down))",
                FH_FIELD(supervised.entry_threshold)),
-        number("supervised", "exit_threshold", closed(0, 1e6), "signal adapter: below entry_threshold, a position of the score's sign is kept while the score magnitude is at least this, else closed; at most entry_threshold",
+        number("supervised", "exit_threshold", closed(0, 1e6),
+               "signal adapter: below entry_threshold, a position of the score's sign is kept while the score "
+               "magnitude is at least this, else closed; at most entry_threshold",
                FH_FIELD(supervised.exit_threshold)),
-        text("supervised", "sizing", "fixed|magnitude", "signal adapter: fixed = the full position (max_contracts); magnitude = min(1, abs(score) / full_score) of it, rounded to a position level",
+        text("supervised", "sizing", "fixed|magnitude",
+             "signal adapter: fixed = the full position (max_contracts); magnitude = min(1, abs(score) / full_score) "
+             "of it, rounded to a position level",
              FH_FIELD(supervised.sizing)),
-        number("supervised", "full_score", open_closed(0, 1e6), "signal adapter, magnitude sizing: the score magnitude that takes the full position",
+        number("supervised", "full_score", open_closed(0, 1e6),
+               "signal adapter, magnitude sizing: the score magnitude that takes the full position",
                FH_FIELD(supervised.full_score)),
-        boolean("supervised", "volatility_sizing", "signal adapter: divide the size by the volatility ratio (rv_32 over its training mean; capped at the full position)",
+        boolean("supervised", "volatility_sizing",
+                "signal adapter: divide the size by the volatility ratio (rv_32 over its training mean; capped at the "
+                "full position)",
                 FH_FIELD(supervised.volatility_sizing)),
-        number("supervised", "volatility_floor", open_closed(0, 1e6), "signal adapter: the volatility ratio is at least this (limits the size in very quiet markets)",
+        number("supervised", "volatility_floor", open_closed(0, 1e6),
+               "signal adapter: the volatility ratio is at least this (limits the size in very quiet markets)",
                FH_FIELD(supervised.volatility_floor)),
-        text("supervised", "order_type", "market|passive_limit|far_limit", "signal adapter: the order type of every order (urgency 0, 1, 2; needs env.urgency_levels above it)",
+        text("supervised", "order_type", "market|passive_limit|far_limit",
+             "signal adapter: the order type of every order (urgency 0, 1, 2; needs env.urgency_levels above it)",
              FH_FIELD(supervised.order_type)),
         // [dt]
-        integer("dt", "context", closed(1, 256), "K: timesteps of a training window (3 K tokens: return-to-go, state, action) and of the acting KV cache; each token attends over the last K timesteps",
+        integer("dt", "context", closed(1, 256),
+                "K: timesteps of a training window (3 K tokens: return-to-go, state, action) and of the acting KV "
+                "cache; each token attends over the last K timesteps",
                 FH_FIELD(dt.context)),
-        integer("dt", "layers", closed(1, 16), "transformer blocks (pre-norm: attention, then a GELU MLP of 4 x embedding)",
-                FH_FIELD(dt.layers)),
+        integer("dt", "layers", closed(1, 16),
+                "transformer blocks (pre-norm: attention, then a GELU MLP of 4 x embedding)", FH_FIELD(dt.layers)),
         integer("dt", "heads", closed(1, 64), "attention heads; embedding / heads per head (at most 128)",
                 FH_FIELD(dt.heads)),
-        integer("dt", "embedding", closed(4, 1024), "token width (a multiple of dt.heads)",
-                FH_FIELD(dt.embedding)),
+        integer("dt", "embedding", closed(4, 1024), "token width (a multiple of dt.heads)", FH_FIELD(dt.embedding)),
         integer("dt", "batch_size", closed(1, 65536), "windows of dt.context timesteps per gradient update",
                 FH_FIELD(dt.batch_size)),
-        integer("dt", "warmup_updates", closed(0, kMaxCount), "the learning rate rises linearly from 0 to training.learning_rate over this many updates; 0 = none",
+        integer("dt", "warmup_updates", closed(0, kMaxCount),
+                "the learning rate rises linearly from 0 to training.learning_rate over this many updates; 0 = none",
                 FH_FIELD(dt.warmup_updates)),
-        number("dt", "target_quantile", closed(0, 1), "the target return the policy acts with: this quantile of the dataset's episodes' mean reward per step (0.9: a good episode of the data, not an unseen one)",
+        number("dt", "target_quantile", closed(0, 1),
+               "the target return the policy acts with: this quantile of the dataset's episodes' mean reward per step "
+               "(0.9: a good episode of the data, not an unseen one)",
                FH_FIELD(dt.target_quantile)),
-        text("dt", "dataset", "", "\"behaviour\" (collect with IQL's behaviour policy on the training split) or the path of a replay dump",
+        text("dt", "dataset", "",
+             "\"behaviour\" (collect with IQL's behaviour policy on the training split) or the path of a replay dump",
              FH_FIELD(dt.dataset)),
         integer("dt", "dataset_size", closed(1, kMaxRows), "transitions in a behaviour dataset",
                 FH_FIELD(dt.dataset_size)),
         // [eval]
         integer("eval", "segments", closed(1, 4096), "equal parts of the split backtested in parallel",
                 FH_FIELD(eval.segments)),
-        boolean("eval", "deterministic", "greedy actions in backtests (false is not implemented yet: refused)", FH_FIELD(eval.deterministic)),
-        integer("eval", "bootstrap_resamples", closed(100, 1'000'000), "resamples of the stationary block bootstrap behind every backtest's confidence intervals (docs/metrics.md)",
+        boolean("eval", "deterministic", "greedy actions in backtests (false is not implemented yet: refused)",
+                FH_FIELD(eval.deterministic)),
+        integer("eval", "bootstrap_resamples", closed(100, 1'000'000),
+                "resamples of the stationary block bootstrap behind every backtest's confidence intervals "
+                "(docs/metrics.md)",
                 FH_FIELD(eval.bootstrap_resamples)),
-        integer("eval", "bootstrap_block", closed(0, kMaxCount), "mean block length (bars) of the block bootstrap; 0 = ceil(n^(1/3)) of the backtest's n returns; longer than the series: refused",
+        integer("eval", "bootstrap_block", closed(0, kMaxCount),
+                "mean block length (bars) of the block bootstrap; 0 = ceil(n^(1/3)) of the backtest's n returns; "
+                "longer than the series: refused",
                 FH_FIELD(eval.bootstrap_block)),
-        integer("eval", "bootstrap_seed", closed(0, kMaxCount), "seed of the block bootstrap (Philox): the same seed gives the same resamples",
+        integer("eval", "bootstrap_seed", closed(0, kMaxCount),
+                "seed of the block bootstrap (Philox): the same seed gives the same resamples",
                 FH_FIELD(eval.bootstrap_seed)),
         number("eval", "confidence", open(0.5, 1), "coverage of the bootstrap's percentile intervals",
                FH_FIELD(eval.confidence)),
-        integer("eval", "collapse_window", closed(1, 1'000'000), "the collapse monitor (docs/metrics.md): validations in a row whose greedy policy takes one action on at least 99% of the bars before the run warns and records it in summary.json",
+        integer("eval", "collapse_window", closed(1, 1'000'000),
+                "the collapse monitor (docs/metrics.md): validations in a row whose greedy policy takes one action on "
+                "at least 99% of the bars before the run warns and records it in summary.json",
                 FH_FIELD(eval.collapse_window)),
         // [walk_forward]
-        integer("walk_forward", "folds", closed(0, 1000), "K folds of a walk-forward (docs/walk-forward.md): the span of data.test_fraction cut into K test blocks, each fold trained on the bars before its block; 0 = an ordinary run; 1 is refused",
+        integer("walk_forward", "folds", closed(0, 1000),
+                "K folds of a walk-forward (docs/walk-forward.md): the span of data.test_fraction cut into K test "
+                "blocks, each fold trained on the bars before its block; 0 = an ordinary run; 1 is refused",
                 FH_FIELD(walk_forward.folds)),
-        integer("walk_forward", "fold", closed(0, 999), "the fold this run trains (0 = the earliest); the walk-forward command sets it for each fold",
+        integer("walk_forward", "fold", closed(0, 999),
+                "the fold this run trains (0 = the earliest); the walk-forward command sets it for each fold",
                 FH_FIELD(walk_forward.fold)),
-        text("walk_forward", "window", "expanding|sliding", "a fold's training window: expanding (every bar from the first to its validation block) or sliding (the first fold's training length, moved forward)",
+        text("walk_forward", "window", "expanding|sliding",
+             "a fold's training window: expanding (every bar from the first to its validation block) or sliding (the "
+             "first fold's training length, moved forward)",
              FH_FIELD(walk_forward.window)),
         // [early_stopping]
-        text("early_stopping", "metric", "val_sharpe|val_return|val_sortino|val_loss", "validation metric that decides the best checkpoint (val_loss: the supervised forecaster's loss on the validation split, lower is better)",
+        text("early_stopping", "metric", "val_sharpe|val_return|val_sortino|val_loss",
+             "validation metric that decides the best checkpoint (val_loss: the supervised forecaster's loss on the "
+             "validation split, lower is better)",
              FH_FIELD(early_stopping.metric)),
-        integer("early_stopping", "patience", closed(0, 1'000'000), "evaluations without improvement before stopping; 0 = never stop early",
+        integer("early_stopping", "patience", closed(0, 1'000'000),
+                "evaluations without improvement before stopping; 0 = never stop early",
                 FH_FIELD(early_stopping.patience)),
         number("early_stopping", "min_delta", closed(0, 1e6), "smallest improvement of the metric that counts",
                FH_FIELD(early_stopping.min_delta)),
         integer("early_stopping", "min_steps", closed(0, kMaxCount), "no early stop before this many steps",
                 FH_FIELD(early_stopping.min_steps)),
         // [checkpoint]
-        boolean("checkpoint", "keep_replay", "DQN: write the replay memory into checkpoints/last.safetensors and best.safetensors (an exact resume); false: checkpoints without it (dqn-full's replay is about 780 of its 790 MiB), a resume refills the replay from empty, which is not exact (docs/checkpoints.md); no effect for PPO, IQL, supervised and dt, which keep no replay in their checkpoints",
+        boolean("checkpoint", "keep_replay",
+                "DQN: write the replay memory into checkpoints/last.safetensors and best.safetensors (an exact "
+                "resume); false: checkpoints without it (dqn-full's replay is about 780 of its 790 MiB), a resume "
+                "refills the replay from empty, which is not exact (docs/checkpoints.md); no effect for PPO, IQL, "
+                "supervised and dt, which keep no replay in their checkpoints",
                 FH_FIELD(checkpoint.keep_replay)),
         // [gpu]
-        text("gpu", "profile", "", "\"auto\" (read the device) or a named device class such as rtx3050, a100, h100 (classes are not implemented yet: warned, the device is read)",
+        text("gpu", "profile", "",
+             "\"auto\" (read the device) or a named device class such as rtx3050, a100, h100 (classes are not "
+             "implemented yet: warned, the device is read)",
              FH_FIELD(gpu.profile), Rule::device_class),
-        boolean("gpu", "cuda_graphs", "capture the repeated steps in CUDA Graphs: each DQN iteration (the collection step beside its updates), each IQL update, each PPO rollout and each rollout's minibatch updates (false: the same kernels launch one by one, still on several streams, same results)",
+        boolean("gpu", "cuda_graphs",
+                "capture the repeated steps in CUDA Graphs: each DQN iteration (the collection step beside its "
+                "updates), each IQL update, each PPO rollout and each rollout's minibatch updates (false: the same "
+                "kernels launch one by one, still on several streams, same results)",
                 FH_FIELD(gpu.cuda_graphs)),
-        boolean("gpu", "tf32", "allow TF32 tensor-core GEMMs (faster, about 1e-3 relative error)",
-                FH_FIELD(gpu.tf32)),
+        boolean("gpu", "tf32", "allow TF32 tensor-core GEMMs (faster, about 1e-3 relative error)", FH_FIELD(gpu.tf32)),
         number("gpu", "memory_fraction", open_closed(0, 1), "share of device memory the run may use",
                FH_FIELD(gpu.memory_fraction)),
     };
@@ -434,16 +501,23 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 std::string_view type_name(KeyType t) {
     switch (t) {
-        case KeyType::integer: return "integer";
-        case KeyType::number: return "float";
-        case KeyType::boolean: return "bool";
-        case KeyType::string: return "string";
-        case KeyType::int_array: return "array of integers";
+        case KeyType::integer:
+            return "integer";
+        case KeyType::number:
+            return "float";
+        case KeyType::boolean:
+            return "bool";
+        case KeyType::string:
+            return "string";
+        case KeyType::int_array:
+            return "array of integers";
     }
     return "?";
 }
 
-std::string KeyDescriptor::full_name() const { return fmt::format("{}.{}", section, key); }
+std::string KeyDescriptor::full_name() const {
+    return fmt::format("{}.{}", section, key);
+}
 
 std::string KeyDescriptor::range_text() const {
     switch (type) {
@@ -452,11 +526,12 @@ std::string KeyDescriptor::range_text() const {
             if (rule == Rule::odd) s = "odd, " + s;
             return s;
         }
-        case KeyType::number: return bounds_text(bounds, false) + ", finite";
-        case KeyType::boolean: return "true, false";
+        case KeyType::number:
+            return bounds_text(bounds, false) + ", finite";
+        case KeyType::boolean:
+            return "true, false";
         case KeyType::int_array:
-            return fmt::format("{} to {} values, each {}", min_items, max_items,
-                               bounds_text(bounds, true));
+            return fmt::format("{} to {} values, each {}", min_items, max_items, bounds_text(bounds, true));
         case KeyType::string: {
             if (rule == Rule::device) return "auto, cpu, cuda, cuda:N";
             if (rule == Rule::run_name) return "a directory name (no /, not . or ..)";
@@ -477,8 +552,8 @@ std::string KeyDescriptor::check(const KeyValue& value) const {
             if (!in_bounds(bounds, static_cast<double>(v)))
                 return fmt::format("{} must be {}, got {}", full_name(), range_text(), v);
             if (rule == Rule::odd && v % 2 == 0)
-                return fmt::format("{} must be odd (a flat level in the middle), got {}; try {}",
-                                   full_name(), v, v + 1);
+                return fmt::format("{} must be odd (a flat level in the middle), got {}; try {}", full_name(), v,
+                                   v + 1);
             return "";
         }
         case KeyType::number: {
@@ -493,60 +568,59 @@ std::string KeyDescriptor::check(const KeyValue& value) const {
                 return fmt::format("{} = {} becomes {} as the 32-bit float the kernels compute with, which is not {}",
                                    full_name(), v, f, range_text());
             if (v != 0 && std::fabs(f) < std::numeric_limits<float>::min())
-                return fmt::format("{} = {} is below the smallest normal 32-bit float ({:g}) the kernels compute "
-                                   "with: use 0 or a value of at least that size",
-                                   full_name(), v, std::numeric_limits<float>::min());
+                return fmt::format(
+                    "{} = {} is below the smallest normal 32-bit float ({:g}) the kernels compute "
+                    "with: use 0 or a value of at least that size",
+                    full_name(), v, std::numeric_limits<float>::min());
             return "";
         }
-        case KeyType::boolean: return "";
+        case KeyType::boolean:
+            return "";
         case KeyType::int_array: {
             const auto& v = std::get<std::vector<std::int64_t>>(value);
             const auto n = static_cast<std::int64_t>(v.size());
             if (n < min_items || n > max_items)
-                return fmt::format("{} must have {} to {} values, got {}", full_name(), min_items,
-                                   max_items, n);
+                return fmt::format("{} must have {} to {} values, got {}", full_name(), min_items, max_items, n);
             for (std::size_t i = 0; i < v.size(); ++i)
                 if (!in_bounds(bounds, static_cast<double>(v[i])))
-                    return fmt::format("{}[{}] must be {}, got {}", full_name(), i,
-                                       bounds_text(bounds, true), v[i]);
+                    return fmt::format("{}[{}] must be {}, got {}", full_name(), i, bounds_text(bounds, true), v[i]);
             return "";
         }
         case KeyType::string: {
             const auto& s = std::get<std::string>(value);
             for (unsigned char c : s)
-                if (c < 0x20 || c == 0x7f)
-                    return fmt::format("{} must not contain control characters", full_name());
+                if (c < 0x20 || c == 0x7f) return fmt::format("{} must not contain control characters", full_name());
             if (rule == Rule::device && !valid_device(s))
-                return fmt::format("{} must be one of auto, cpu, cuda, cuda:N; got {}", full_name(),
-                                   toml_quote(s));
+                return fmt::format("{} must be one of auto, cpu, cuda, cuda:N; got {}", full_name(), toml_quote(s));
             if (rule == Rule::run_name && !s.empty()) {
                 if (s == "." || s == ".." || s.find('/') != std::string::npos)
-                    return fmt::format("{} = {} is not a directory name: it must not be \".\" or \"..\" or "
-                                       "contain '/' (the run directory is output_dir/name; set run.output_dir or "
-                                       "--output for another place)",
-                                       full_name(), toml_quote(s));
+                    return fmt::format(
+                        "{} = {} is not a directory name: it must not be \".\" or \"..\" or "
+                        "contain '/' (the run directory is output_dir/name; set run.output_dir or "
+                        "--output for another place)",
+                        full_name(), toml_quote(s));
                 if (s.size() > 200)
-                    return fmt::format("{} is {} bytes long; at most 200 (a directory name, with room for a "
-                                       "\"-2\" suffix)",
-                                       full_name(), s.size());
+                    return fmt::format(
+                        "{} is {} bytes long; at most 200 (a directory name, with room for a "
+                        "\"-2\" suffix)",
+                        full_name(), s.size());
             }
             if (rule == Rule::device_class) {
-                const bool ok = !s.empty() && s.size() <= 64 &&
-                                std::all_of(s.begin(), s.end(), [](char c) {
-                                    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                                           c == '_' || c == '-';
-                                });
+                const bool ok = !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+                    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+                });
                 if (!ok)
-                    return fmt::format("{} must be \"auto\" or a device class name of a-z 0-9 _ -; "
-                                       "got {}", full_name(), toml_quote(s));
+                    return fmt::format(
+                        "{} must be \"auto\" or a device class name of a-z 0-9 _ -; "
+                        "got {}",
+                        full_name(), toml_quote(s));
             }
             if (!choices.empty()) {
                 const auto options = split_choices(choices);
                 if (std::find(options.begin(), options.end(), s) == options.end()) {
                     std::vector<std::string> names(options.begin(), options.end());
                     const auto guess = closest(s, names);
-                    return fmt::format("{} must be one of {}; got {}{}", full_name(), range_text(),
-                                       toml_quote(s),
+                    return fmt::format("{} must be one of {}; got {}{}", full_name(), range_text(), toml_quote(s),
                                        guess ? fmt::format(" (did you mean \"{}\"?)", *guess) : "");
                 }
             }
@@ -616,14 +690,26 @@ std::string toml_quote(std::string_view s) {
     for (char ch : s) {
         const auto c = static_cast<unsigned char>(ch);
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\t': out += "\\t"; break;
-            case '\r': out += "\\r"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
             default:
-                if (c < 0x20 || c == 0x7f) out += fmt::format("\\u{:04X}", c);
-                else out += ch;
+                if (c < 0x20 || c == 0x7f)
+                    out += fmt::format("\\u{:04X}", c);
+                else
+                    out += ch;
         }
     }
     return out + "\"";

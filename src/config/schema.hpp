@@ -22,8 +22,7 @@ enum class KeyType { integer, number, boolean, string, int_array };
 std::string_view type_name(KeyType t);
 
 /// A pointer to the Profile field a key is bound to.
-using FieldPtr =
-    std::variant<std::int64_t*, double*, bool*, std::string*, std::vector<std::int64_t>*>;
+using FieldPtr = std::variant<std::int64_t*, double*, bool*, std::string*, std::vector<std::int64_t>*>;
 
 /// A key's value, detached from any Profile.
 using KeyValue = std::variant<std::int64_t, double, bool, std::string, std::vector<std::int64_t>>;
@@ -31,11 +30,11 @@ using KeyValue = std::variant<std::int64_t, double, bool, std::string, std::vect
 /// Extra rules a key has beyond its range or choices.
 enum class Rule {
     none,
-    odd,              ///< integer must be odd
-    device,           ///< auto | cpu | cuda | cuda:N
-    device_class,     ///< "auto" or a name of [a-z0-9_-]
-    no_newline,       ///< strings that are names or paths: no control characters
-    run_name,         ///< no_newline, and one directory name: no '/', not "." or "..", <= 200 bytes
+    odd,           ///< integer must be odd
+    device,        ///< auto | cpu | cuda | cuda:N
+    device_class,  ///< "auto" or a name of [a-z0-9_-]
+    no_newline,    ///< strings that are names or paths: no control characters
+    run_name,      ///< no_newline, and one directory name: no '/', not "." or "..", <= 200 bytes
 };
 
 /// Bounds of a number (or of each element of an integer array).
@@ -50,14 +49,14 @@ struct KeyDescriptor {
     std::string_view section;
     std::string_view key;
     KeyType type;
-    Bounds bounds;                 ///< numbers, integers, and each element of an int array
-    std::string_view choices;      ///< strings: allowed values separated by '|'; "" = any
+    Bounds bounds;             ///< numbers, integers, and each element of an int array
+    std::string_view choices;  ///< strings: allowed values separated by '|'; "" = any
     Rule rule = Rule::none;
-    std::int64_t min_items = 0;    ///< int arrays: length range
+    std::int64_t min_items = 0;  ///< int arrays: length range
     std::int64_t max_items = 0;
-    bool required = false;         ///< only run.trainer
-    std::string_view doc;          ///< one-line meaning (no '|' characters: it is a table cell)
-    FieldPtr (*field)(Profile&);   ///< where the value lives
+    bool required = false;        ///< only run.trainer
+    std::string_view doc;         ///< one-line meaning (no '|' characters: it is a table cell)
+    FieldPtr (*field)(Profile&);  ///< where the value lives
 
     std::string full_name() const;  ///< "section.key"
     /// The allowed values in words, as docs/profiles.md shows them ("[0, 1]", "dqn, ppo, iql").

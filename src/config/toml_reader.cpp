@@ -7,7 +7,7 @@
 // in builds without NDEBUG; upstream later removed those asserts. They guard nothing we rely on:
 // the parser reports such inputs as ordinary syntax errors once the asserts are gone.
 #define TOML_ASSERT(expr) static_cast<void>(0)
-#define TOML_ENABLE_FORMATTERS 0  // we never use toml++'s printer (see emit.cpp)
+#define TOML_ENABLE_FORMATTERS 0           // we never use toml++'s printer (see emit.cpp)
 #define TOML_ENABLE_UNRELEASED_FEATURES 0  // no unicode bare keys
 // toml++ 3.3.0's generated `impl::is_non_ascii_horizontal_whitespace` reaches
 // TOML_UNREACHABLE (__builtin_unreachable: undefined behaviour) for most code points in
@@ -39,14 +39,14 @@ namespace fh::config {
 namespace {
 
 Location location_of(const toml::source_region& r, std::string_view origin) {
-    return Location{std::string(origin), static_cast<int>(r.begin.line),
-                    static_cast<int>(r.begin.column)};
+    return Location{std::string(origin), static_cast<int>(r.begin.line), static_cast<int>(r.begin.column)};
 }
 
 std::string too_deep(const Location& where) {
-    return fmt::format("{}: the profile nests tables, keys or arrays more than {} levels deep here; a "
-                       "profile needs 3 ([section], key, array of integers): is this really a profile?",
-                       where.text(), kMaxNesting);
+    return fmt::format(
+        "{}: the profile nests tables, keys or arrays more than {} levels deep here; a "
+        "profile needs 3 ([section], key, array of integers): is this really a profile?",
+        where.text(), kMaxNesting);
 }
 
 TomlValue convert(const toml::node& node, std::string_view origin, int depth);
@@ -82,7 +82,8 @@ TomlValue convert(const toml::node& node, std::string_view origin, int depth) {
     out.where = location_of(node.source(), origin);
     if (depth > kMaxNesting) throw ProfileError({too_deep(out.where)});
     switch (node.type()) {
-        case toml::node_type::table: return convert_table(*node.as_table(), origin, depth);
+        case toml::node_type::table:
+            return convert_table(*node.as_table(), origin, depth);
         case toml::node_type::array:
             out.kind = TomlValue::Kind::array;
             for (const auto& e : *node.as_array()) out.items.push_back(convert(e, origin, depth + 1));
@@ -103,7 +104,9 @@ TomlValue convert(const toml::node& node, std::string_view origin, int depth) {
             out.kind = TomlValue::Kind::boolean;
             out.boolean = node.as_boolean()->get();
             break;
-        default: out.kind = TomlValue::Kind::date_time; break;
+        default:
+            out.kind = TomlValue::Kind::date_time;
+            break;
     }
     return out;
 }
@@ -116,8 +119,7 @@ std::string_view trim(std::string_view s) {
 
 bool is_bare_key(std::string_view s) {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '_' || c == '-';
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
     });
 }
 
@@ -138,13 +140,20 @@ std::string Location::text() const {
 
 std::string_view kind_phrase(TomlValue::Kind k) {
     switch (k) {
-        case TomlValue::Kind::integer: return "an integer";
-        case TomlValue::Kind::floating: return "a float";
-        case TomlValue::Kind::boolean: return "a bool";
-        case TomlValue::Kind::string: return "a string";
-        case TomlValue::Kind::array: return "an array";
-        case TomlValue::Kind::table: return "a table";
-        case TomlValue::Kind::date_time: return "a date/time";
+        case TomlValue::Kind::integer:
+            return "an integer";
+        case TomlValue::Kind::floating:
+            return "a float";
+        case TomlValue::Kind::boolean:
+            return "a bool";
+        case TomlValue::Kind::string:
+            return "a string";
+        case TomlValue::Kind::array:
+            return "an array";
+        case TomlValue::Kind::table:
+            return "a table";
+        case TomlValue::Kind::date_time:
+            return "a date/time";
     }
     return "a value";
 }
@@ -210,7 +219,10 @@ bool find_tomlpp_hazard(std::string_view text, int& line, int& column, std::stri
     column = 1;
     const auto decode = [&](std::size_t at, std::size_t& len) -> std::uint32_t {
         const unsigned char c = s[at];
-        if (c < 0x80) { len = 1; return c; }
+        if (c < 0x80) {
+            len = 1;
+            return c;
+        }
         len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
         std::uint32_t cp = c & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
         for (std::size_t j = 1; j < len && at + j < n; ++j) cp = (cp << 6) | (s[at + j] & 0x3F);
@@ -218,24 +230,37 @@ bool find_tomlpp_hazard(std::string_view text, int& line, int& column, std::stri
     };
     const auto advance = [&](std::size_t len, std::uint32_t cp) {
         i += len;
-        if (cp == '\n') { ++line; column = 1; } else { ++column; }
+        if (cp == '\n') {
+            ++line;
+            column = 1;
+        } else {
+            ++column;
+        }
     };
-    const auto starts = [&](const char* three) {
-        return i + 3 <= n && std::memcmp(s + i, three, 3) == 0;
-    };
+    const auto starts = [&](const char* three) { return i + 3 <= n && std::memcmp(s + i, three, 3) == 0; };
     while (i < n) {
         std::size_t len = 0;
         const std::uint32_t cp = decode(i, len);
         switch (state) {
             case S::normal:
-                if (cp == '#') state = S::comment;
-                else if (starts("\"\"\"")) { advance(1, cp); advance(1, cp); state = S::ml_basic; }
-                else if (cp == '"') state = S::basic;
-                else if (starts("'''")) { advance(1, cp); advance(1, cp); state = S::ml_literal; }
-                else if (cp == '\'') state = S::literal;
+                if (cp == '#')
+                    state = S::comment;
+                else if (starts("\"\"\"")) {
+                    advance(1, cp);
+                    advance(1, cp);
+                    state = S::ml_basic;
+                } else if (cp == '"')
+                    state = S::basic;
+                else if (starts("'''")) {
+                    advance(1, cp);
+                    advance(1, cp);
+                    state = S::ml_literal;
+                } else if (cp == '\'')
+                    state = S::literal;
                 else if (cp >= 0x80) {
-                    why = "non-ASCII character outside a string or comment (keys are ASCII; put "
-                          "text in quotes)";
+                    why =
+                        "non-ASCII character outside a string or comment (keys are ASCII; put "
+                        "text in quotes)";
                     return true;
                 }
                 advance(len, cp);
@@ -281,8 +306,9 @@ bool find_tomlpp_hazard(std::string_view text, int& line, int& column, std::stri
                 std::size_t len2 = 0;
                 const std::uint32_t next = decode(i, len2);
                 if (next >= 0x80) {
-                    why = "a backslash in a string must start an escape such as \\n, \\t, "
-                          "\\\", \\\\ or \\uXXXX";
+                    why =
+                        "a backslash in a string must start an escape such as \\n, \\t, "
+                        "\\\", \\\\ or \\uXXXX";
                     return true;
                 }
                 advance(len2, next);  // the escaped character
@@ -432,14 +458,16 @@ TomlValue parse_toml(std::string_view text, std::string_view origin) {
     // on line 1 count from the character after it, as editors show them.
     text = util::without_bom(text);
     if (text.size() > kMaxProfileBytes)
-        throw ProfileError({fmt::format("{}:1:1: the profile is {} bytes; the limit is {} (1 MiB): is "
-                                        "this really a profile?",
-                                        origin, text.size(), kMaxProfileBytes)});
+        throw ProfileError(
+            {fmt::format("{}:1:1: the profile is {} bytes; the limit is {} (1 MiB): is "
+                         "this really a profile?",
+                         origin, text.size(), kMaxProfileBytes)});
     int line = 0, column = 0;
     if (!validate_utf8(text, line, column))
-        throw ProfileError({fmt::format("{}:{}:{}: invalid UTF-8 (a profile is UTF-8 text; is this "
-                                        "a binary file or in another encoding?)",
-                                        origin, line, column)});
+        throw ProfileError(
+            {fmt::format("{}:{}:{}: invalid UTF-8 (a profile is UTF-8 text; is this "
+                         "a binary file or in another encoding?)",
+                         origin, line, column)});
     std::string why;
     if (find_tomlpp_hazard(text, line, column, why))
         throw ProfileError({fmt::format("{}:{}:{}: TOML syntax error: {}", origin, line, column, why)});
@@ -450,14 +478,12 @@ TomlValue parse_toml(std::string_view text, std::string_view origin) {
         return convert_table(t, origin, 0);
     } catch (const toml::parse_error& e) {
         const auto& b = e.source().begin;
-        throw ProfileError({fmt::format("{}:{}:{}: TOML syntax error: {}", origin,
-                                        std::max<std::uint32_t>(b.line, 1),
+        throw ProfileError({fmt::format("{}:{}:{}: TOML syntax error: {}", origin, std::max<std::uint32_t>(b.line, 1),
                                         std::max<std::uint32_t>(b.column, 1), describe(e))});
     }
 }
 
-Override parse_override(std::string_view text,
-                        bool (*is_string_key)(std::string_view, std::string_view)) {
+Override parse_override(std::string_view text, bool (*is_string_key)(std::string_view, std::string_view)) {
     Override o;
     o.where.origin = fmt::format("--set {}", text);
     const auto fail = [&](const std::string& m) -> ProfileError {
@@ -467,18 +493,15 @@ Override parse_override(std::string_view text,
     if (!validate_utf8(text, line, column)) throw fail("invalid UTF-8");
     if (text.size() > 64 * 1024) throw fail("the override is longer than 64 KiB");
     const auto eq = text.find('=');
-    if (eq == std::string_view::npos)
-        throw fail("expected section.key=value (e.g. --set training.learning_rate=3e-4)");
+    if (eq == std::string_view::npos) throw fail("expected section.key=value (e.g. --set training.learning_rate=3e-4)");
     const auto name = trim(text.substr(0, eq));
     const auto value = trim(text.substr(eq + 1));
     const auto dot = name.find('.');
-    if (dot == std::string_view::npos || !is_bare_key(name.substr(0, dot)) ||
-        !is_bare_key(name.substr(dot + 1)))
+    if (dot == std::string_view::npos || !is_bare_key(name.substr(0, dot)) || !is_bare_key(name.substr(dot + 1)))
         throw fail(fmt::format("\"{}\" is not section.key (e.g. dqn.hidden)", name));
     o.section = std::string(name.substr(0, dot));
     o.key = std::string(name.substr(dot + 1));
-    if (value.find_first_of("\r\n") != std::string_view::npos)
-        throw fail("the value must be on one line");
+    if (value.find_first_of("\r\n") != std::string_view::npos) throw fail("the value must be on one line");
 
     const std::string doc = fmt::format("v = {}\n", value);
     if (std::string why; find_tomlpp_hazard(doc, line, column, why)) {
@@ -503,10 +526,10 @@ Override parse_override(std::string_view text,
             o.value.string = std::string(value);
         } else {
             const auto col = static_cast<int>(e.source().begin.column) - 4;  // after "v = "
-            throw fail(fmt::format("the value is not valid TOML ({}{}); strings need quotes, "
-                                   "arrays brackets: --set dqn.hidden=[256,256]",
-                                   e.description(),
-                                   col > 0 ? fmt::format(" at character {} of the value", col) : ""));
+            throw fail(
+                fmt::format("the value is not valid TOML ({}{}); strings need quotes, "
+                            "arrays brackets: --set dqn.hidden=[256,256]",
+                            e.description(), col > 0 ? fmt::format(" at character {} of the value", col) : ""));
         }
     }
     // Every value position is the override itself.

@@ -28,10 +28,10 @@ struct TomlValue {
     double floating = 0;
     bool boolean = false;
     std::string string;
-    std::vector<TomlValue> items;       ///< array elements, or table values
-    std::vector<std::string> keys;      ///< table keys (parallel to items)
-    std::vector<Location> key_where;    ///< table key positions (parallel to items)
-    Location where;                     ///< the value (a table: its header, if any)
+    std::vector<TomlValue> items;     ///< array elements, or table values
+    std::vector<std::string> keys;    ///< table keys (parallel to items)
+    std::vector<Location> key_where;  ///< table key positions (parallel to items)
+    Location where;                   ///< the value (a table: its header, if any)
 };
 
 /// Deepest nesting a profile may have (tables, dotted keys and arrays together; a profile needs
@@ -57,8 +57,7 @@ struct Override {
 
 /// Splits and parses one override. `is_string_key(section, key)` decides bare-word strings.
 /// @throws ProfileError with one message on malformed text.
-Override parse_override(std::string_view text, bool (*is_string_key)(std::string_view section,
-                                                                     std::string_view key));
+Override parse_override(std::string_view text, bool (*is_string_key)(std::string_view section, std::string_view key));
 
 /// First invalid UTF-8 sequence: returns false and sets line/column (1-based, in characters).
 bool validate_utf8(std::string_view text, int& line, int& column);

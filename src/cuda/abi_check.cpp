@@ -25,17 +25,17 @@ std::vector<std::size_t> host_param_offsets(std::span<const ParamLayout> params)
 std::vector<std::string> compare_kernel_abi(const KernelSpec& spec, const CubinKernel& cubin) {
     std::vector<std::string> problems;
     if (cubin.params.size() != spec.params.size()) {
-        problems.push_back(fmt::format("{}: the host declares {} parameters, the cubin has {}",
-                                       spec.name, spec.params.size(), cubin.params.size()));
+        problems.push_back(fmt::format("{}: the host declares {} parameters, the cubin has {}", spec.name,
+                                       spec.params.size(), cubin.params.size()));
         return problems;
     }
     const auto offsets = host_param_offsets(spec.params);
     for (std::size_t i = 0; i < spec.params.size(); ++i) {
         const auto& c = cubin.params[i];
         if (c.ordinal != i || c.size != spec.params[i].size || c.offset != offsets[i])
-            problems.push_back(fmt::format(
-                "{}: parameter {}: host has size {} at offset {}, cubin has size {} at offset {}",
-                spec.name, i, spec.params[i].size, offsets[i], c.size, c.offset));
+            problems.push_back(
+                fmt::format("{}: parameter {}: host has size {} at offset {}, cubin has size {} at offset {}",
+                            spec.name, i, spec.params[i].size, offsets[i], c.size, c.offset));
     }
     return problems;
 }
@@ -54,9 +54,10 @@ std::vector<std::string> check_embedded_modules() {
         std::set<unsigned> seen;
         for (const auto& e : entries) {
             if (e.kind == FatbinEntry::Kind::ptx) {
-                problems.push_back(fmt::format("module {}: contains PTX for compute_{} (the driver "
-                                               "could JIT it; only machine code may be embedded)",
-                                               m.name, e.arch));
+                problems.push_back(
+                    fmt::format("module {}: contains PTX for compute_{} (the driver "
+                                "could JIT it; only machine code may be embedded)",
+                                m.name, e.arch));
                 continue;
             }
             if (e.kind != FatbinEntry::Kind::cubin) {
@@ -64,8 +65,10 @@ std::vector<std::string> check_embedded_modules() {
                 continue;
             }
             if (e.compressed) {
-                problems.push_back(fmt::format("module {} sm_{}: compressed cubin (build with "
-                                               "--no-compress)", m.name, e.arch));
+                problems.push_back(
+                    fmt::format("module {} sm_{}: compressed cubin (build with "
+                                "--no-compress)",
+                                m.name, e.arch));
                 continue;
             }
             seen.insert(e.arch);
@@ -83,8 +86,7 @@ std::vector<std::string> check_embedded_modules() {
                 const auto it = std::find_if(kernels.begin(), kernels.end(),
                                              [&](const CubinKernel& k) { return k.name == spec.name; });
                 if (it == kernels.end()) {
-                    problems.push_back(fmt::format("module {} sm_{}: kernel {} is missing", m.name,
-                                                   e.arch, spec.name));
+                    problems.push_back(fmt::format("module {} sm_{}: kernel {} is missing", m.name, e.arch, spec.name));
                     continue;
                 }
                 for (auto& p : compare_kernel_abi(spec, *it))
@@ -92,12 +94,13 @@ std::vector<std::string> check_embedded_modules() {
             }
             for (const auto& k : kernels)
                 if (!declared.count(k.name))
-                    problems.push_back(fmt::format("module {} sm_{}: kernel {} is not declared in "
-                                                   "cuda/abi/", m.name, e.arch, k.name));
+                    problems.push_back(
+                        fmt::format("module {} sm_{}: kernel {} is not declared in "
+                                    "cuda/abi/",
+                                    m.name, e.arch, k.name));
         }
         for (unsigned a : archs)
-            if (!seen.count(a))
-                problems.push_back(fmt::format("module {}: no cubin for sm_{}", m.name, a));
+            if (!seen.count(a)) problems.push_back(fmt::format("module {}: no cubin for sm_{}", m.name, a));
         for (unsigned a : seen)
             if (std::find(archs.begin(), archs.end(), a) == archs.end())
                 problems.push_back(fmt::format("module {}: unexpected cubin for sm_{}", m.name, a));

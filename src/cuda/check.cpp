@@ -24,16 +24,17 @@ std::string hint_for(cudaError_t status) {
                    "-Dgpu_archs=<its compute capability, e.g. 89>)";
         case cudaErrorInsufficientDriver:
             return " (the NVIDIA driver is older than CUDA 13 needs: install driver 580 or newer)";
-        default: return "";
+        default:
+            return "";
     }
 }
 }  // namespace
 
 void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
-    throw CudaError(fmt::format("CUDA error {} ({}) in {} at {}:{}: {}{}", cudaGetErrorName(status),
-                                static_cast<int>(status), call, file, line,
-                                cudaGetErrorString(status), hint_for(status)),
-                    static_cast<int>(status));
+    throw CudaError(
+        fmt::format("CUDA error {} ({}) in {} at {}:{}: {}{}", cudaGetErrorName(status), static_cast<int>(status), call,
+                    file, line, cudaGetErrorString(status), hint_for(status)),
+        static_cast<int>(status));
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
@@ -46,13 +47,17 @@ void report_cuda_error(cudaError_t status, const char* call, const char* file, i
     // During process teardown the runtime may already be gone; that is not worth a message.
     if (status == cudaErrorCudartUnloading) return;
     try {
-        log::error("CUDA error {} in {} at {}:{} (ignored in a destructor): {}",
-                   cudaGetErrorName(status), call, file, line, cudaGetErrorString(status));
+        log::error("CUDA error {} in {} at {}:{} (ignored in a destructor): {}", cudaGetErrorName(status), call, file,
+                   line, cudaGetErrorString(status));
     } catch (...) {
     }
 }
 
-void set_sync_debug(bool on) noexcept { g_sync_debug = on; }
-bool sync_debug() noexcept { return g_sync_debug; }
+void set_sync_debug(bool on) noexcept {
+    g_sync_debug = on;
+}
+bool sync_debug() noexcept {
+    return g_sync_debug;
+}
 
 }  // namespace fh::cuda

@@ -23,8 +23,7 @@ private:
 };
 
 [[noreturn]] void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line);
-[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file,
-                                     int line);
+[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line);
 /// Logs a failure (for destructors, which must not throw); quiet during driver shutdown.
 void report_cuda_error(cudaError_t status, const char* call, const char* file, int line) noexcept;
 
@@ -35,23 +34,21 @@ bool sync_debug() noexcept;
 
 }  // namespace fh::cuda
 
-#define FH_CUDA_CHECK(call)                                                            \
-    do {                                                                               \
-        const cudaError_t fh_status_ = (call);                                         \
-        if (fh_status_ != cudaSuccess)                                                 \
-            ::fh::cuda::throw_cuda_error(fh_status_, #call, __FILE__, __LINE__);       \
+#define FH_CUDA_CHECK(call)                                                                                 \
+    do {                                                                                                    \
+        const cudaError_t fh_status_ = (call);                                                              \
+        if (fh_status_ != cudaSuccess) ::fh::cuda::throw_cuda_error(fh_status_, #call, __FILE__, __LINE__); \
     } while (0)
 
-#define FH_CUDA_CHECK_NOTHROW(call)                                                    \
-    do {                                                                               \
-        const cudaError_t fh_status_ = (call);                                         \
-        if (fh_status_ != cudaSuccess)                                                 \
-            ::fh::cuda::report_cuda_error(fh_status_, #call, __FILE__, __LINE__);      \
+#define FH_CUDA_CHECK_NOTHROW(call)                                                                          \
+    do {                                                                                                     \
+        const cudaError_t fh_status_ = (call);                                                               \
+        if (fh_status_ != cudaSuccess) ::fh::cuda::report_cuda_error(fh_status_, #call, __FILE__, __LINE__); \
     } while (0)
 
-#define FH_CUBLAS_CHECK(call)                                                          \
-    do {                                                                               \
-        const cublasStatus_t fh_status_ = (call);                                      \
-        if (fh_status_ != CUBLAS_STATUS_SUCCESS)                                       \
-            ::fh::cuda::throw_cublas_error(fh_status_, #call, __FILE__, __LINE__);     \
+#define FH_CUBLAS_CHECK(call)                                                      \
+    do {                                                                           \
+        const cublasStatus_t fh_status_ = (call);                                  \
+        if (fh_status_ != CUBLAS_STATUS_SUCCESS)                                   \
+            ::fh::cuda::throw_cublas_error(fh_status_, #call, __FILE__, __LINE__); \
     } while (0)

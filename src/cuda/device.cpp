@@ -21,7 +21,9 @@ int device_count(std::string* why) {
     return n;
 }
 
-std::string cuda_version_string(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+std::string cuda_version_string(int v) {
+    return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
+}
 
 DeviceInfo query_device(int ordinal) {
     DeviceInfo d;
@@ -51,20 +53,20 @@ DeviceInfo select_device(int ordinal) {
     const int n = device_count(&why);
     if (n == 0) throw DeviceError("no CUDA device is available: " + why + " (use --device cpu)");
     if (ordinal < 0 || ordinal >= n)
-        throw DeviceError(fmt::format("device cuda:{} does not exist: this machine has {} CUDA "
-                                      "device(s), cuda:0 to cuda:{}",
-                                      ordinal, n, n - 1));
+        throw DeviceError(
+            fmt::format("device cuda:{} does not exist: this machine has {} CUDA "
+                        "device(s), cuda:0 to cuda:{}",
+                        ordinal, n, n - 1));
     DeviceInfo d = query_device(ordinal);
     const auto archs = configured_archs();
     if (cubin_arch_for(d.cc_major, d.cc_minor, archs) == 0) {
         std::string list;
         for (unsigned a : archs) list += fmt::format("{}sm_{}", list.empty() ? "" : ", ", a);
-        throw DeviceError(fmt::format(
-            "{} (cuda:{}) is compute capability {}.{} (sm_{}), but this build embeds machine code "
-            "for {} only, and nothing is compiled at run time. Rebuild with its architecture: "
-            "meson configure build -Dgpu_archs={},{} && ninja -C build",
-            d.name, ordinal, d.cc_major, d.cc_minor, d.arch(), list, FH_GPU_ARCHS,
-            d.arch()));
+        throw DeviceError(
+            fmt::format("{} (cuda:{}) is compute capability {}.{} (sm_{}), but this build embeds machine code "
+                        "for {} only, and nothing is compiled at run time. Rebuild with its architecture: "
+                        "meson configure build -Dgpu_archs={},{} && ninja -C build",
+                        d.name, ordinal, d.cc_major, d.cc_minor, d.arch(), list, FH_GPU_ARCHS, d.arch()));
     }
     FH_CUDA_CHECK(cudaSetDevice(ordinal));
     return d;

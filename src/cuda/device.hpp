@@ -14,9 +14,9 @@ struct DeviceInfo {
     int cc_minor = 0;
     int sm_count = 0;
     std::size_t shared_memory_per_sm = 0;  ///< bytes a multiprocessor holds for its resident blocks
-    std::size_t total_memory = 0;  ///< bytes
-    std::size_t free_memory = 0;   ///< bytes, at query time
-    int driver_version = 0;        ///< e.g. 13000 for CUDA 13.0
+    std::size_t total_memory = 0;          ///< bytes
+    std::size_t free_memory = 0;           ///< bytes, at query time
+    int driver_version = 0;                ///< e.g. 13000 for CUDA 13.0
     int runtime_version = 0;
     int arch() const noexcept { return cc_major * 10 + cc_minor; }
 };

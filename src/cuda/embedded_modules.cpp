@@ -6,7 +6,7 @@
 
 #include "build_config.hpp"
 
-#define FH_EMBEDDED_MODULE(name)                     \
+#define FH_EMBEDDED_MODULE(name)                           \
     extern "C" const std::byte fh_fatbin_##name##_begin[]; \
     extern "C" const std::byte fh_fatbin_##name##_end[];
 #include "cuda/embedded_module_list.inc"
@@ -16,14 +16,13 @@ namespace fh::cuda {
 namespace {
 // g++ warns about comparing addresses of distinct arrays; the symbols are adjacent by design.
 std::span<const std::byte> between(const std::byte* begin, const std::byte* end) {
-    return {begin, static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(end) -
-                                            reinterpret_cast<std::uintptr_t>(begin))};
+    return {begin,
+            static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(end) - reinterpret_cast<std::uintptr_t>(begin))};
 }
 }  // namespace
 
 std::span<const EmbeddedModule> embedded_modules() {
-#define FH_EMBEDDED_MODULE(name) \
-    EmbeddedModule{#name, between(fh_fatbin_##name##_begin, fh_fatbin_##name##_end)},
+#define FH_EMBEDDED_MODULE(name) EmbeddedModule{#name, between(fh_fatbin_##name##_begin, fh_fatbin_##name##_end)},
     static const EmbeddedModule modules[] = {
 #include "cuda/embedded_module_list.inc"
     };

@@ -11,8 +11,8 @@
 namespace fh::cuda {
 
 struct EmbeddedModule {
-    std::string_view name;                ///< cuda/<name>.cu
-    std::span<const std::byte> fatbin;    ///< one cubin per architecture, no PTX
+    std::string_view name;              ///< cuda/<name>.cu
+    std::span<const std::byte> fatbin;  ///< one cubin per architecture, no PTX
 };
 
 std::span<const EmbeddedModule> embedded_modules();

@@ -20,7 +20,8 @@ namespace {
 constexpr std::uint32_t kFatbinMagic = 0xBA55ED50u;
 constexpr std::uint64_t kFlagCompressed = 0x2000;
 
-template <class T> T read_at(std::span<const std::byte> b, std::size_t off, const char* what) {
+template <class T>
+T read_at(std::span<const std::byte> b, std::size_t off, const char* what) {
     if (off > b.size() || b.size() - off < sizeof(T))
         throw std::runtime_error(fmt::format("truncated {} (offset {} of {})", what, off, b.size()));
     T v;
@@ -28,8 +29,7 @@ template <class T> T read_at(std::span<const std::byte> b, std::size_t off, cons
     return v;
 }
 
-std::span<const std::byte> sub(std::span<const std::byte> b, std::uint64_t off, std::uint64_t len,
-                               const char* what) {
+std::span<const std::byte> sub(std::span<const std::byte> b, std::uint64_t off, std::uint64_t len, const char* what) {
     if (off > b.size() || len > b.size() - off)
         throw std::runtime_error(fmt::format("{} lies outside the image", what));
     return b.subspan(off, len);
@@ -49,7 +49,10 @@ struct Elf {
     std::span<const std::byte> shstr;
 
     explicit Elf(std::span<const std::byte> b) : bytes(b) {
-        if (b.size() < 64 || std::memcmp(b.data(), "\x7f" "ELF", 4) != 0)
+        if (b.size() < 64 || std::memcmp(b.data(),
+                                         "\x7f"
+                                         "ELF",
+                                         4) != 0)
             throw std::runtime_error("not an ELF image");
         if (static_cast<unsigned char>(b[4]) != 2) throw std::runtime_error("not a 64-bit ELF");
         const auto shoff = read_at<std::uint64_t>(b, 0x28, "ELF header");
@@ -128,9 +131,7 @@ std::vector<FatbinEntry> parse_fatbin(std::span<const std::byte> image) {
         const auto flags = read_at<std::uint64_t>(body, off + 0x28, "fatbin entry");
         if (ehs < 0x30) throw std::runtime_error("bad fatbin entry header size");
         FatbinEntry e;
-        e.kind = kind == 1 ? FatbinEntry::Kind::ptx
-                 : kind == 2 ? FatbinEntry::Kind::cubin
-                             : FatbinEntry::Kind::unknown;
+        e.kind = kind == 1 ? FatbinEntry::Kind::ptx : kind == 2 ? FatbinEntry::Kind::cubin : FatbinEntry::Kind::unknown;
         e.arch = arch;
         e.compressed = (flags & kFlagCompressed) != 0;
         e.payload = sub(body, off + ehs, size, "fatbin entry payload");

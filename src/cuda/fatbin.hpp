@@ -27,7 +27,7 @@ struct CubinKernel {
 
 struct FatbinEntry {
     enum class Kind { ptx, cubin, unknown } kind = Kind::unknown;
-    unsigned arch = 0;        ///< e.g. 86 for sm_86
+    unsigned arch = 0;  ///< e.g. 86 for sm_86
     bool compressed = false;
     std::span<const std::byte> payload;
 };

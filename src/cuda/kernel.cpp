@@ -34,10 +34,8 @@ unsigned Library::kernel_count() const {
     return n;
 }
 
-void launch_checked(const void* kernel, const char* name, const LaunchDims& d, void** args,
-                    cudaStream_t stream) {
-    if (kernel == nullptr)
-        throw CudaError(fmt::format("kernel {} launched before it was resolved", name), 0);
+void launch_checked(const void* kernel, const char* name, const LaunchDims& d, void** args, cudaStream_t stream) {
+    if (kernel == nullptr) throw CudaError(fmt::format("kernel {} launched before it was resolved", name), 0);
     if (op_names_wanted() && op_filtered(name, stream)) return;  // bench --ablate
     const TimedRegion timed(kernel_timing() ? name : "", stream);
     const cudaError_t status = cudaLaunchKernel(kernel, d.grid, d.block, args, d.smem_bytes, stream);

@@ -52,13 +52,14 @@ private:
     cudaLibrary_t lib_ = nullptr;
 };
 
-void launch_checked(const void* kernel, const char* name, const LaunchDims& d, void** args,
-                    cudaStream_t stream);
+void launch_checked(const void* kernel, const char* name, const LaunchDims& d, void** args, cudaStream_t stream);
 
-template <class Signature> class Kernel;
+template <class Signature>
+class Kernel;
 
 /// The typed handle of a kernel whose parameter list is Params... (declared once in cuda/abi/).
-template <class... Params> class Kernel<void(Params...)> {
+template <class... Params>
+class Kernel<void(Params...)> {
 public:
     Kernel() = default;
     Kernel(cudaKernel_t k, const char* name) : k_(k), name_(name) {}
@@ -67,13 +68,11 @@ public:
     const char* name() const noexcept { return name_; }
 
     /// Launches on `stream`. type_identity_t stops deduction: arguments convert to Params.
-    void operator()(cudaStream_t stream, const LaunchDims& dims,
-                    std::type_identity_t<Params>... args) const {
+    void operator()(cudaStream_t stream, const LaunchDims& dims, std::type_identity_t<Params>... args) const {
         if constexpr (sizeof...(Params) == 0) {
             launch_checked(reinterpret_cast<const void*>(k_), name_, dims, nullptr, stream);
         } else {
-            std::array<void*, sizeof...(Params)> argv{
-                const_cast<void*>(static_cast<const void*>(&args))...};
+            std::array<void*, sizeof...(Params)> argv{const_cast<void*>(static_cast<const void*>(&args))...};
             launch_checked(reinterpret_cast<const void*>(k_), name_, dims, argv.data(), stream);
         }
     }
@@ -95,10 +94,11 @@ struct ParamLayout {
     std::size_t size;
     std::size_t align;
 };
-template <class Signature> struct SignatureLayout;
-template <class... Params> struct SignatureLayout<void(Params...)> {
-    static constexpr std::array<ParamLayout, sizeof...(Params)> params{
-        ParamLayout{sizeof(Params), alignof(Params)}...};
+template <class Signature>
+struct SignatureLayout;
+template <class... Params>
+struct SignatureLayout<void(Params...)> {
+    static constexpr std::array<ParamLayout, sizeof...(Params)> params{ParamLayout{sizeof(Params), alignof(Params)}...};
 };
 
 }  // namespace fh::cuda

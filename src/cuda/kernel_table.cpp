@@ -14,8 +14,7 @@
 namespace fh::cuda {
 
 std::span<const KernelSpec> expected_kernels() {
-#define FH_KERNEL_SPEC(module, kernel, signature) \
-    KernelSpec{#module, #kernel, SignatureLayout<abi::signature>::params},
+#define FH_KERNEL_SPEC(module, kernel, signature) KernelSpec{#module, #kernel, SignatureLayout<abi::signature>::params},
     static const KernelSpec specs[] = {FH_ALL_KERNELS(FH_KERNEL_SPEC)};
 #undef FH_KERNEL_SPEC
     return specs;
@@ -49,7 +48,9 @@ KernelRegistry::KernelRegistry() {
     });
 }
 
-KernelRegistry::~KernelRegistry() { clear_stand_in(this); }
+KernelRegistry::~KernelRegistry() {
+    clear_stand_in(this);
+}
 
 std::shared_ptr<const KernelRegistry> KernelRegistry::shared() {
     static std::mutex mutex;

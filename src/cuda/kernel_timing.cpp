@@ -37,8 +37,12 @@ Recorder& recorder() {
 
 }  // namespace
 
-void set_kernel_timing(bool on) noexcept { g_on = on; }
-bool kernel_timing() noexcept { return g_on; }
+void set_kernel_timing(bool on) noexcept {
+    g_on = on;
+}
+bool kernel_timing() noexcept {
+    return g_on;
+}
 
 void set_op_filter(std::string name, FilterMode mode) {
     std::lock_guard lock(g_filter_mutex);
@@ -47,7 +51,9 @@ void set_op_filter(std::string name, FilterMode mode) {
     g_filter_mode = mode;
     ++g_filter_generation;
 }
-bool op_names_wanted() noexcept { return g_on || g_filter_on; }
+bool op_names_wanted() noexcept {
+    return g_on || g_filter_on;
+}
 bool op_filtered(const std::string& name, cudaStream_t stream) {
     if (!g_filter_on || t_launching_stand_in) return false;
     std::function<void(cudaStream_t)> stand_in;
@@ -80,7 +86,9 @@ void clear_stand_in(const void* owner) noexcept {
     g_stand_in_owner = nullptr;
     g_stand_in = nullptr;
 }
-unsigned op_filter_generation() noexcept { return g_filter_generation; }
+unsigned op_filter_generation() noexcept {
+    return g_filter_generation;
+}
 
 TimedRegion::TimedRegion(std::string name, cudaStream_t stream) : name_(std::move(name)), stream_(stream) {
     if (!g_on) return;

@@ -11,7 +11,8 @@
 namespace fh::cuda {
 
 /// Owns `count` elements of T in device memory (uninitialised).
-template <class T> class DeviceBuffer {
+template <class T>
+class DeviceBuffer {
 public:
     DeviceBuffer() = default;
     explicit DeviceBuffer(std::size_t count) : count_(count) {
@@ -67,9 +68,7 @@ private:
 
 class Event {
 public:
-    explicit Event(unsigned flags = cudaEventDefault) {
-        FH_CUDA_CHECK(cudaEventCreateWithFlags(&e_, flags));
-    }
+    explicit Event(unsigned flags = cudaEventDefault) { FH_CUDA_CHECK(cudaEventCreateWithFlags(&e_, flags)); }
     ~Event() {
         if (e_) FH_CUDA_CHECK_NOTHROW(cudaEventDestroy(e_));
     }

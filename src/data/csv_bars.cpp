@@ -47,8 +47,10 @@ std::string show(std::string_view s) {
     std::string out = "'";
     for (std::size_t i = 0; i < s.size() && i < 40; ++i) {
         const auto c = static_cast<unsigned char>(s[i]);
-        if (c < 0x20 || c >= 0x7f) out += fmt::format("\\x{:02x}", c);
-        else out += static_cast<char>(c);
+        if (c < 0x20 || c >= 0x7f)
+            out += fmt::format("\\x{:02x}", c);
+        else
+            out += static_cast<char>(c);
     }
     if (s.size() > 40) out += "...";
     return out + "'";
@@ -69,7 +71,9 @@ bool parse_digits(std::string_view s, std::size_t pos, std::size_t n, int* out) 
     return true;
 }
 
-bool is_leap(std::int64_t y) noexcept { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+bool is_leap(std::int64_t y) noexcept {
+    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
 
 unsigned days_in_month(std::int64_t y, unsigned m) noexcept {
     static constexpr unsigned kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
@@ -100,8 +104,7 @@ std::string format_time(std::int64_t t) {
     const unsigned d = doy - (153 * mp + 2) / 5 + 1;
     const unsigned m = mp < 10 ? mp + 3 : mp - 9;
     const std::int64_t y = y0 + (m <= 2);
-    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", y, m, d, sod / 3600,
-                       (sod / 60) % 60, sod % 60);
+    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", y, m, d, sod / 3600, (sod / 60) % 60, sod % 60);
 }
 
 std::optional<std::int64_t> parse_time(std::string_view s, std::string* why) {
@@ -118,8 +121,8 @@ std::optional<std::int64_t> parse_time(std::string_view s, std::string* why) {
         return v;
     }
     int y = 0, mo = 0, d = 0;
-    if (s.size() < 10 || !parse_digits(s, 0, 4, &y) || s[4] != '-' || !parse_digits(s, 5, 2, &mo) ||
-        s[7] != '-' || !parse_digits(s, 8, 2, &d))
+    if (s.size() < 10 || !parse_digits(s, 0, 4, &y) || s[4] != '-' || !parse_digits(s, 5, 2, &mo) || s[7] != '-' ||
+        !parse_digits(s, 8, 2, &d))
         return bad("expected Unix seconds or an ISO-8601 date YYYY-MM-DD[THH:MM[:SS]]");
     if (mo < 1 || mo > 12) return bad("month out of range 01..12");
     if (d < 1 || static_cast<unsigned>(d) > days_in_month(y, static_cast<unsigned>(mo)))
@@ -184,28 +187,36 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
     {
         if (header.find(',') == std::string_view::npos &&
             (header.find(';') != std::string_view::npos || header.find('\t') != std::string_view::npos))
-            fail(name, 1, fmt::format("wrong delimiter: the header {} is separated by '{}'; expected {}",
-                                      show(header), header.find(';') != std::string_view::npos ? ";" : "\\t",
-                                      kFormatHint));
+            fail(name, 1,
+                 fmt::format("wrong delimiter: the header {} is separated by '{}'; expected {}", show(header),
+                             header.find(';') != std::string_view::npos ? ";" : "\\t", kFormatHint));
         std::array<int, 7> seen{};  // first column of each role, +1
         std::size_t start = 0;
         for (;;) {
             const std::size_t comma = header.find(',', start);
-            const std::string_view raw = header.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+            const std::string_view raw =
+                header.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
             const std::string n = lower(trim(raw));
             Role r = Role::ignore;
-            if (std::find(std::begin(kTimeNames), std::end(kTimeNames), n) != std::end(kTimeNames)) r = Role::time;
-            else if (n == "open") r = Role::open;
-            else if (n == "high") r = Role::high;
-            else if (n == "low") r = Role::low;
-            else if (n == "close") r = Role::close;
-            else if (n == "volume") r = Role::volume;
+            if (std::find(std::begin(kTimeNames), std::end(kTimeNames), n) != std::end(kTimeNames))
+                r = Role::time;
+            else if (n == "open")
+                r = Role::open;
+            else if (n == "high")
+                r = Role::high;
+            else if (n == "low")
+                r = Role::low;
+            else if (n == "close")
+                r = Role::close;
+            else if (n == "volume")
+                r = Role::volume;
             if (r != Role::ignore) {
                 auto& s = seen[static_cast<std::size_t>(r)];
                 if (s != 0)
-                    fail(name, 1, fmt::format("column {} repeats column {} ({}); expected exactly one {} column",
-                                              show(trim(raw)), s, r == Role::time ? "two time columns" : "same name",
-                                              r == Role::time ? "time" : n));
+                    fail(name, 1,
+                         fmt::format("column {} repeats column {} ({}); expected exactly one {} column",
+                                     show(trim(raw)), s, r == Role::time ? "two time columns" : "same name",
+                                     r == Role::time ? "time" : n));
                 s = static_cast<int>(roles.size()) + 1;
             }
             roles.push_back(r);
@@ -220,8 +231,8 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
                               : seen[5] == 0 ? "'close'"
                                              : nullptr;
         if (missing)
-            fail(name, 1, fmt::format("missing column {} in the header {}; expected {}", missing, show(header),
-                                      kFormatHint));
+            fail(name, 1,
+                 fmt::format("missing column {} in the header {}; expected {}", missing, show(header), kFormatHint));
     }
     const bool has_volume = std::find(roles.begin(), roles.end(), Role::volume) != roles.end();
     const std::size_t ncols = roles.size();
@@ -243,20 +254,24 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
             if (std::string_view(p, static_cast<std::size_t>(end - p)).find_first_not_of(" \t\r\n") ==
                 std::string_view::npos)
                 break;  // blank lines at the end of the file
-            fail(name, line_no, "empty line; expected a data row (blank lines are allowed only at the end of the file)");
+            fail(name, line_no,
+                 "empty line; expected a data row (blank lines are allowed only at the end of the file)");
         }
         if (ncols > 1 && line.find(',') == std::string_view::npos &&
             (line.find(';') != std::string_view::npos || line.find('\t') != std::string_view::npos))
-            fail(name, line_no, fmt::format("wrong delimiter: no comma in {}; expected {} comma-separated fields as in the header",
-                                            show(line), ncols));
+            fail(name, line_no,
+                 fmt::format("wrong delimiter: no comma in {}; expected {} comma-separated fields as in the header",
+                             show(line), ncols));
         std::int64_t t = 0;
         double v[7] = {0, 0, 0, 0, 0, 0, 0};
         std::size_t k = 0, start = 0;
         for (;; ++k) {
             const std::size_t comma = line.find(',', start);
             if (k >= ncols)
-                fail(name, line_no, fmt::format("too many fields: expected {} as in the header (the delimiter is a comma)", ncols));
-            const std::string_view f = trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+                fail(name, line_no,
+                     fmt::format("too many fields: expected {} as in the header (the delimiter is a comma)", ncols));
+            const std::string_view f =
+                trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
             const Role r = roles[k];
             if (r == Role::time) {
                 std::string why;
@@ -267,39 +282,50 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
                 double x = 0;
                 const auto res = std::from_chars(f.data(), f.data() + f.size(), x);
                 if (f.empty() || res.ec != std::errc() || res.ptr != f.data() + f.size())
-                    fail(name, line_no, fmt::format("{} {} is not a number{}", col_names[k], show(f),
-                                                    (f.find(';') != std::string_view::npos || f.find('\t') != std::string_view::npos)
-                                                        ? " (wrong delimiter? fields are separated by commas)" : ""));
+                    fail(name, line_no,
+                         fmt::format("{} {} is not a number{}", col_names[k], show(f),
+                                     (f.find(';') != std::string_view::npos || f.find('\t') != std::string_view::npos)
+                                         ? " (wrong delimiter? fields are separated by commas)"
+                                         : ""));
                 if (!std::isfinite(x))
                     fail(name, line_no, fmt::format("{} is {}; expected a finite number", col_names[k], show(f)));
                 if (r == Role::volume ? x < 0 : x <= 0)
-                    fail(name, line_no, fmt::format("{} is {}; expected {}", col_names[k], show(f),
-                                                    r == Role::volume ? "a volume >= 0" : "a positive price"));
+                    fail(name, line_no,
+                         fmt::format("{} is {}; expected {}", col_names[k], show(f),
+                                     r == Role::volume ? "a volume >= 0" : "a positive price"));
                 if (r != Role::volume && (x < kMinPrice || x > kMaxPrice))
-                    fail(name, line_no, fmt::format("{} is {}; expected a price in [{}, {}] (the environment's "
-                                                    "accounting and features are not built for more; wrong unit or "
-                                                    "a missing decimal point?)",
-                                                    col_names[k], show(f), kMinPrice, kMaxPrice));
+                    fail(name, line_no,
+                         fmt::format("{} is {}; expected a price in [{}, {}] (the environment's "
+                                     "accounting and features are not built for more; wrong unit or "
+                                     "a missing decimal point?)",
+                                     col_names[k], show(f), kMinPrice, kMaxPrice));
                 v[static_cast<std::size_t>(r)] = x;
             }
             if (comma == std::string_view::npos) break;
             start = comma + 1;
         }
         if (k + 1 < ncols)
-            fail(name, line_no, fmt::format("truncated line: {} field{}, expected {} as in the header{}", k + 1,
-                                            k == 0 ? "" : "s", ncols,
-                                            (line.find(';') != std::string_view::npos || line.find('\t') != std::string_view::npos)
-                                                ? " (wrong delimiter? fields are separated by commas)" : ""));
+            fail(name, line_no,
+                 fmt::format("truncated line: {} field{}, expected {} as in the header{}", k + 1, k == 0 ? "" : "s",
+                             ncols,
+                             (line.find(';') != std::string_view::npos || line.find('\t') != std::string_view::npos)
+                                 ? " (wrong delimiter? fields are separated by commas)"
+                                 : ""));
         const double o = v[2], h = v[3], l = v[4], c = v[5];
         if (h < l) fail(name, line_no, fmt::format("high {} < low {}; expected high >= low", h, l));
         if (l > std::min(o, c))
-            fail(name, line_no, fmt::format("low {} is above min(open, close) = {}; expected low <= open and low <= close", l, std::min(o, c)));
+            fail(name, line_no,
+                 fmt::format("low {} is above min(open, close) = {}; expected low <= open and low <= close", l,
+                             std::min(o, c)));
         if (h < std::max(o, c))
-            fail(name, line_no, fmt::format("high {} is below max(open, close) = {}; expected high >= open and high >= close", h, std::max(o, c)));
+            fail(name, line_no,
+                 fmt::format("high {} is below max(open, close) = {}; expected high >= open and high >= close", h,
+                             std::max(o, c)));
         if (!bars.time.empty() && t <= bars.time.back())
-            fail(name, line_no, fmt::format("time {} is {} the previous row's {} (line {}); rows must be strictly increasing in time",
-                                            format_time(t), t == bars.time.back() ? "a duplicate of" : "before",
-                                            format_time(bars.time.back()), prev_line));
+            fail(name, line_no,
+                 fmt::format("time {} is {} the previous row's {} (line {}); rows must be strictly increasing in time",
+                             format_time(t), t == bars.time.back() ? "a duplicate of" : "before",
+                             format_time(bars.time.back()), prev_line));
         bars.time.push_back(t);
         bars.open.push_back(o);
         bars.high.push_back(h);
@@ -308,22 +334,25 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
         bars.volume.push_back(v[6]);
         prev_line = line_no;
     }
-    if (bars.size() == 0) fail(name, 1, fmt::format("the file has a header but no data rows; expected one row per bar after it"));
+    if (bars.size() == 0)
+        fail(name, 1, fmt::format("the file has a header but no data rows; expected one row per bar after it"));
     return bars;
 }
 
 std::string read_file_bytes(const std::string& path) {
     util::RegularFile f(path);
     if (!f.ok())
-        throw DataError(fmt::format("{}: {}; data.path must name a CSV file or a directory of CSV files", path,
-                                    f.error()));
+        throw DataError(
+            fmt::format("{}: {}; data.path must name a CSV file or a directory of CSV files", path, f.error()));
     std::string out;
     if (!f.read_all(out, std::numeric_limits<std::size_t>::max() / 2))
         throw DataError(fmt::format("{}: {}", path, f.error()));
     return out;
 }
 
-BarSeries read_csv_file(const std::string& path) { return parse_csv_bars(read_file_bytes(path), path); }
+BarSeries read_csv_file(const std::string& path) {
+    return parse_csv_bars(read_file_bytes(path), path);
+}
 
 std::vector<std::string> list_csv_files(const std::string& dir) {
     namespace fs = std::filesystem;
@@ -355,11 +384,11 @@ void append_segment(BarSeries& into, BarSeries&& next) {
                                     next.segment_names.front(), next.has_volume ? "has" : "has no",
                                     into.segment_names.back(), into.has_volume ? "has one" : "has none"));
     if (next.time.front() <= into.time.back())
-        throw DataError(fmt::format(
-            "{}:2: first bar {} is not after the last bar {} of {}; consecutive contract files must not "
-            "overlap in time: trim the roll period from one of them (docs/data.md, Contract directories)",
-            next.segment_names.front(), format_time(next.time.front()), format_time(into.time.back()),
-            into.segment_names.back()));
+        throw DataError(
+            fmt::format("{}:2: first bar {} is not after the last bar {} of {}; consecutive contract files must not "
+                        "overlap in time: trim the roll period from one of them (docs/data.md, Contract directories)",
+                        next.segment_names.front(), format_time(next.time.front()), format_time(into.time.back()),
+                        into.segment_names.back()));
     const std::size_t offset = into.size();
     into.time.insert(into.time.end(), next.time.begin(), next.time.end());
     into.open.insert(into.open.end(), next.open.begin(), next.open.end());
@@ -381,7 +410,8 @@ BarSeries join_contracts(std::vector<BarSeries> parts) {
 
 BarSeries read_csv_directory(const std::string& dir) {
     const auto files = list_csv_files(dir);
-    if (files.empty()) throw DataError(fmt::format("{}: no *.csv files in the directory; expected one CSV file per contract", dir));
+    if (files.empty())
+        throw DataError(fmt::format("{}: no *.csv files in the directory; expected one CSV file per contract", dir));
     std::vector<BarSeries> parts;
     parts.reserve(files.size());
     for (const auto& f : files) parts.push_back(read_csv_file(f));

@@ -17,7 +17,9 @@ namespace {
 constexpr double kTwoPi = 2.0 * std::numbers::pi;
 
 /// a / b, or 0 when b is 0 (flat windows, zero ranges).
-double safe_div(double a, double b) noexcept { return b != 0.0 ? a / b : 0.0; }
+double safe_div(double a, double b) noexcept {
+    return b != 0.0 ? a / b : 0.0;
+}
 
 /// Mean of x[lo..hi] (inclusive); 0 for an empty range.
 double mean(const std::vector<double>& x, std::size_t lo, std::size_t hi) noexcept {
@@ -40,24 +42,39 @@ double stddev(const std::vector<double>& x, std::size_t lo, std::size_t hi) noex
 
 const std::vector<std::string>& core42_names() {
     static const std::vector<std::string> names = {
-        "ret_1", "ret_2", "ret_4", "ret_8", "ret_16", "ret_32", "ret_64",            // 0-6
-        "ret_oc", "gap",                                                             // 7-8
-        "rv_8", "rv_32", "rv_128", "vol_ratio_8_128", "parkinson_32",                // 9-13
-        "sma_dev_8", "sma_dev_32", "sma_dev_128", "sma_slope_32", "macd",            // 14-18
-        "macd_signal", "donchian_32", "er_32",                                       // 19-21
-        "rsi_14", "stoch_k_14", "cci_20", "boll_z_20", "ret_z_32",                   // 22-26
-        "atr_14_rel", "atr_ratio_14_64", "range_rel", "range_atr", "body",           // 27-31
-        "upper_wick", "lower_wick", "close_pos",                                     // 32-34
-        "logvol_z_32", "vol_ratio_8_32", "signed_vol_32",                            // 35-37
-        "cal_cycle_sin", "cal_cycle_cos", "dow_sin", "dow_cos",                      // 38-41
+        "ret_1",         "ret_2",
+        "ret_4",         "ret_8",
+        "ret_16",        "ret_32",
+        "ret_64",                // 0-6
+        "ret_oc",        "gap",  // 7-8
+        "rv_8",          "rv_32",
+        "rv_128",        "vol_ratio_8_128",
+        "parkinson_32",  // 9-13
+        "sma_dev_8",     "sma_dev_32",
+        "sma_dev_128",   "sma_slope_32",
+        "macd",  // 14-18
+        "macd_signal",   "donchian_32",
+        "er_32",  // 19-21
+        "rsi_14",        "stoch_k_14",
+        "cci_20",        "boll_z_20",
+        "ret_z_32",  // 22-26
+        "atr_14_rel",    "atr_ratio_14_64",
+        "range_rel",     "range_atr",
+        "body",  // 27-31
+        "upper_wick",    "lower_wick",
+        "close_pos",  // 32-34
+        "logvol_z_32",   "vol_ratio_8_32",
+        "signed_vol_32",  // 35-37
+        "cal_cycle_sin", "cal_cycle_cos",
+        "dow_sin",       "dow_cos",  // 38-41
     };
     return names;
 }
 
 const std::vector<FeatureGroup>& core42_groups() {
     static const std::vector<FeatureGroup> groups = {
-        {"returns", 0, 9},   {"volatility", 9, 14}, {"trend", 14, 22},    {"oscillators", 22, 27},
-        {"range", 27, 35},   {"volume", 35, 38},    {"calendar", 38, 42},
+        {"returns", 0, 9}, {"volatility", 9, 14}, {"trend", 14, 22},    {"oscillators", 22, 27},
+        {"range", 27, 35}, {"volume", 35, 38},    {"calendar", 38, 42},
     };
     return groups;
 }
@@ -71,12 +88,12 @@ RawFeatures compute_core42(const BarSeries& b, const FeatureConfig& config) {
     out.atr.assign(n, 0.0);
 
     // Per-bar series used by several features (global index; segment starts reset them).
-    std::vector<double> r(n, 0.0);    // log return ln(c_t / c_{t-1}); 0 at a segment start
-    std::vector<double> tr(n, 0.0);   // true range; h - l at a segment start
-    std::vector<double> tp(n, 0.0);   // typical price (h + l + c) / 3
-    std::vector<double> lv(n, 0.0);   // ln(1 + volume)
-    std::vector<double> pk(n, 0.0);   // ln(h / l)^2 (Parkinson)
-    std::vector<double> r2(n, 0.0);   // r^2
+    std::vector<double> r(n, 0.0);   // log return ln(c_t / c_{t-1}); 0 at a segment start
+    std::vector<double> tr(n, 0.0);  // true range; h - l at a segment start
+    std::vector<double> tp(n, 0.0);  // typical price (h + l + c) / 3
+    std::vector<double> lv(n, 0.0);  // ln(1 + volume)
+    std::vector<double> pk(n, 0.0);  // ln(h / l)^2 (Parkinson)
+    std::vector<double> r2(n, 0.0);  // r^2
     std::vector<double> sma32(n, 0.0);
 
     for (std::size_t seg = 0; seg < b.segment_starts.size(); ++seg) {
@@ -103,8 +120,8 @@ RawFeatures compute_core42(const BarSeries& b, const FeatureConfig& config) {
             // Returns over horizons 1..64 bars.
             const std::size_t horizons[] = {1, 2, 4, 8, 16, 32, 64};
             for (int k = 0; k < 7; ++k) f[k] = std::log(c / b.close[lag(horizons[k])]);
-            f[7] = std::log(c / o);                                    // ret_oc
-            f[8] = t > s ? std::log(o / b.close[t - 1]) : 0.0;         // gap
+            f[7] = std::log(c / o);                             // ret_oc
+            f[8] = t > s ? std::log(o / b.close[t - 1]) : 0.0;  // gap
             // Realized volatility: RMS of the last k log returns.
             const double rv8 = std::sqrt(mean(r2, rlo(8), t));
             const double rv32 = std::sqrt(mean(r2, rlo(32), t));
@@ -135,8 +152,10 @@ RawFeatures compute_core42(const BarSeries& b, const FeatureConfig& config) {
             if (t > s) signal += (2.0 / 10.0) * (macd - signal);
             f[18] = macd;
             f[19] = signal;
-            const double hh32 = *std::max_element(b.high.begin() + static_cast<std::ptrdiff_t>(lo(32)), b.high.begin() + static_cast<std::ptrdiff_t>(t) + 1);
-            const double ll32 = *std::min_element(b.low.begin() + static_cast<std::ptrdiff_t>(lo(32)), b.low.begin() + static_cast<std::ptrdiff_t>(t) + 1);
+            const double hh32 = *std::max_element(b.high.begin() + static_cast<std::ptrdiff_t>(lo(32)),
+                                                  b.high.begin() + static_cast<std::ptrdiff_t>(t) + 1);
+            const double ll32 = *std::min_element(b.low.begin() + static_cast<std::ptrdiff_t>(lo(32)),
+                                                  b.low.begin() + static_cast<std::ptrdiff_t>(t) + 1);
             f[20] = 2.0 * safe_div(c - ll32, hh32 - ll32) - 1.0;
             double path = 0;
             for (std::size_t j = rlo(32); j <= t && t > s; ++j) path += std::abs(b.close[j] - b.close[j - 1]);
@@ -148,8 +167,10 @@ RawFeatures compute_core42(const BarSeries& b, const FeatureConfig& config) {
                 (d > 0 ? gain : loss) += std::abs(d);
             }
             f[22] = safe_div(gain - loss, gain + loss);
-            const double hh14 = *std::max_element(b.high.begin() + static_cast<std::ptrdiff_t>(lo(14)), b.high.begin() + static_cast<std::ptrdiff_t>(t) + 1);
-            const double ll14 = *std::min_element(b.low.begin() + static_cast<std::ptrdiff_t>(lo(14)), b.low.begin() + static_cast<std::ptrdiff_t>(t) + 1);
+            const double hh14 = *std::max_element(b.high.begin() + static_cast<std::ptrdiff_t>(lo(14)),
+                                                  b.high.begin() + static_cast<std::ptrdiff_t>(t) + 1);
+            const double ll14 = *std::min_element(b.low.begin() + static_cast<std::ptrdiff_t>(lo(14)),
+                                                  b.low.begin() + static_cast<std::ptrdiff_t>(t) + 1);
             f[23] = 2.0 * safe_div(c - ll14, hh14 - ll14) - 1.0;
             const double tp_sma = mean(tp, lo(20), t);
             double md = 0;
@@ -182,9 +203,8 @@ RawFeatures compute_core42(const BarSeries& b, const FeatureConfig& config) {
             // Calendar (UTC). Cycle: time of day (intraday) or day of year (daily).
             const std::int64_t ts = b.time[t];
             const std::int64_t days = ts >= 0 ? ts / 86400 : -((-ts + 86399) / 86400);
-            const double cycle = config.daily_calendar
-                                     ? std::fmod(static_cast<double>(days), 365.2425) / 365.2425
-                                     : static_cast<double>(ts - days * 86400) / 86400.0;
+            const double cycle = config.daily_calendar ? std::fmod(static_cast<double>(days), 365.2425) / 365.2425
+                                                       : static_cast<double>(ts - days * 86400) / 86400.0;
             const auto dow = static_cast<double>(((days + 3) % 7 + 7) % 7);  // Monday = 0
             f[38] = std::sin(kTwoPi * cycle);
             f[39] = std::cos(kTwoPi * cycle);
@@ -200,8 +220,8 @@ RawFeatures compute_core42(const BarSeries& b, const FeatureConfig& config) {
 
 RawFeatures compute_features(const BarSeries& bars, const FeatureConfig& config) {
     if (config.feature_set == "core42") return compute_core42(bars, config);
-    throw UsageError(fmt::format("data.feature_set = \"{}\" is not a known feature set; expected \"core42\"",
-                                 config.feature_set));
+    throw UsageError(
+        fmt::format("data.feature_set = \"{}\" is not a known feature set; expected \"core42\"", config.feature_set));
 }
 
 }  // namespace fh::data

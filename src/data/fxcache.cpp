@@ -24,12 +24,15 @@ namespace {
 
 constexpr char kMagic[8] = {'F', 'H', 'X', 'C', 'A', 'C', 'H', 'E'};
 
-
 /// Appends raw bytes of trivially copyable values.
 struct Writer {
     std::string& out;
-    template <class T> void put(const T& v) { out.append(reinterpret_cast<const char*>(&v), sizeof(T)); }
-    template <class T> void put_array(const std::vector<T>& v) {
+    template <class T>
+    void put(const T& v) {
+        out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+    }
+    template <class T>
+    void put_array(const std::vector<T>& v) {
         out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
     }
 };
@@ -39,7 +42,8 @@ struct Reader {
     std::string_view in;
     std::size_t pos = 0;
     bool ok = true;
-    template <class T> T get() {
+    template <class T>
+    T get() {
         T v{};
         if (!ok || in.size() - pos < sizeof(T)) {
             ok = false;
@@ -49,7 +53,8 @@ struct Reader {
         pos += sizeof(T);
         return v;
     }
-    template <class T> void get_array(std::vector<T>* v, std::size_t n) {
+    template <class T>
+    void get_array(std::vector<T>* v, std::size_t n) {
         if (!ok || n > (in.size() - pos) / sizeof(T)) {
             ok = false;
             return;
@@ -62,10 +67,9 @@ struct Reader {
 
 }  // namespace
 
-
 std::uint64_t feature_config_hash(const std::string& feature_set) {
-    return xxh64(fmt::format("feature_set={};feature_code={};fxcache={}", feature_set, kFeatureCodeVersion,
-                             kFxcacheVersion));
+    return xxh64(
+        fmt::format("feature_set={};feature_code={};fxcache={}", feature_set, kFeatureCodeVersion, kFxcacheVersion));
 }
 
 std::string encode_fxcache(const CacheKey& key, const CachePayload& pl) {
@@ -115,7 +119,8 @@ bool decode_fxcache(std::string_view bytes, const CacheKey& expected, CachePaylo
         return false;
     };
     if (bytes.size() < kFxcacheHeaderBytes)
-        return bad(fmt::format("truncated: {} bytes, shorter than the {}-byte header", bytes.size(), kFxcacheHeaderBytes));
+        return bad(
+            fmt::format("truncated: {} bytes, shorter than the {}-byte header", bytes.size(), kFxcacheHeaderBytes));
     if (std::memcmp(bytes.data(), kMagic, 8) != 0) return bad("not an fxcache file (bad magic)");
     Reader r{bytes, 8};
     const auto version = r.get<std::uint32_t>();
@@ -135,8 +140,7 @@ bool decode_fxcache(std::string_view bytes, const CacheKey& expected, CachePaylo
     if (key.source_hash != expected.source_hash)
         return bad(fmt::format("stale: the source data changed (hash {:016x}, cache made from {:016x})",
                                expected.source_hash, key.source_hash));
-    if (key.config_hash != expected.config_hash)
-        return bad("stale: the feature configuration or code version changed");
+    if (key.config_hash != expected.config_hash) return bad("stale: the feature configuration or code version changed");
     const std::string_view payload = bytes.substr(kFxcacheHeaderBytes);
     if (xxh64(payload) != checksum) return bad("corrupt: payload checksum mismatch");
 

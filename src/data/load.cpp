@@ -49,11 +49,11 @@ void check_options(const DataOptions& o) {
     if (o.format != "auto" && o.format != "csv")
         throw UsageError(fmt::format("data.format = \"{}\": expected \"auto\" or \"csv\"", o.format));
     if (!(o.bars_per_year >= 0) || !std::isfinite(o.bars_per_year))
-        throw UsageError(fmt::format("instrument.bars_per_year = {}: expected 0 (infer) or a positive number",
-                                     o.bars_per_year));
+        throw UsageError(
+            fmt::format("instrument.bars_per_year = {}: expected 0 (infer) or a positive number", o.bars_per_year));
     if (o.feature_set != "core42")
-        throw UsageError(fmt::format("data.feature_set = \"{}\" is not a known feature set; expected \"core42\"",
-                                     o.feature_set));
+        throw UsageError(
+            fmt::format("data.feature_set = \"{}\" is not a known feature set; expected \"core42\"", o.feature_set));
     if (!(o.norm_clip > 0)) throw UsageError("the normalisation clip must be positive");
 }
 
@@ -61,14 +61,16 @@ void check_options(const DataOptions& o) {
 std::vector<SourceFile> read_sources(const std::string& path) {
     std::error_code ec;
     if (!fs::exists(path, ec))
-        throw DataError(fmt::format("{}: {}; data.path must name a CSV file or a directory "
-                                    "of CSV files (or be empty for the synthetic market)",
-                                    path, ec ? ec.message() : std::string("no such file or directory")));
+        throw DataError(
+            fmt::format("{}: {}; data.path must name a CSV file or a directory "
+                        "of CSV files (or be empty for the synthetic market)",
+                        path, ec ? ec.message() : std::string("no such file or directory")));
     std::vector<SourceFile> files;
     if (is_directory(path)) {
         for (auto& f : list_csv_files(path)) files.push_back({f, read_file_bytes(f)});
         if (files.empty())
-            throw DataError(fmt::format("{}: no *.csv files in the directory; expected one CSV file per contract", path));
+            throw DataError(
+                fmt::format("{}: no *.csv files in the directory; expected one CSV file per contract", path));
     } else {
         files.push_back({path, read_file_bytes(path)});
     }
@@ -121,12 +123,13 @@ std::string fxcache_path(const DataOptions& o) {
     if (!o.use_cache || o.alter_bars) return "";
     if (o.path.empty()) {
         if (o.cache_dir.empty()) return "";
-        return (fs::path(o.cache_dir) / fmt::format("synthetic-{:016x}.fxcache", xxh64(synthetic_descriptor(o)))).string();
+        return (fs::path(o.cache_dir) / fmt::format("synthetic-{:016x}.fxcache", xxh64(synthetic_descriptor(o))))
+            .string();
     }
     std::error_code ec;
     fs::path src = fs::weakly_canonical(fs::path(o.path), ec);
     if (ec) src = fs::absolute(fs::path(o.path));
-    if (!src.has_filename()) src = src.parent_path();  // "dir/" -> "dir"
+    if (!src.has_filename()) src = src.parent_path();           // "dir/" -> "dir"
     if (o.cache_dir.empty()) return src.string() + ".fxcache";  // next to the data
     return (fs::path(o.cache_dir) /
             fmt::format("{}-{:08x}.fxcache", src.filename().string(), xxh64(src.string()) & 0xffffffffu))
@@ -171,7 +174,8 @@ MarketData load_market(const DataOptions& o) {
         bool ok = read_fxcache(cache, key, &payload, &why);
         if (ok && payload.raw.dim != kCore42Dim) ok = false, why = "unexpected feature dimension";
         if (ok && !synthetic) {  // a CSV's prices were range-checked when parsed: so must a cache's be
-            if (const auto bad = check_bar_series(payload.bars, true); !bad.empty()) ok = false, why = "corrupt: " + bad;
+            if (const auto bad = check_bar_series(payload.bars, true); !bad.empty())
+                ok = false, why = "corrupt: " + bad;
         }
         if (ok) {
             status = "reused";
@@ -184,7 +188,8 @@ MarketData load_market(const DataOptions& o) {
         }
     }
     if (status != "reused") {
-        payload.bars = synthetic ? generate_synthetic({o.synthetic_bars, o.seed, o.planted_signal}) : parse_sources(files);
+        payload.bars =
+            synthetic ? generate_synthetic({o.synthetic_bars, o.seed, o.planted_signal}) : parse_sources(files);
         if (o.alter_bars) {
             const std::size_t n = payload.bars.size();
             o.alter_bars(payload.bars);
@@ -207,7 +212,8 @@ MarketData load_market(const DataOptions& o) {
         plant_lookahead(payload.raw, payload.bars, planted);
     files.clear();
     files.shrink_to_fit();
-    for (const auto& w : sanity_warnings(payload.bars)) log::warn("data: {}: {}", synthetic ? "synthetic market" : o.path, w);
+    for (const auto& w : sanity_warnings(payload.bars))
+        log::warn("data: {}: {}", synthetic ? "synthetic market" : o.path, w);
 
     MarketData md;
     md.bars = std::move(payload.bars);
@@ -238,18 +244,20 @@ MarketData load_market(const DataOptions& o) {
                             md.source, r.begin, r.end, md.warmup_bars));
     }
     if (o.walk_forward_folds > 0) {  // one fold of a walk-forward (docs/walk-forward.md)
-        const auto folds = walk_forward_folds(md.bars.size(), SplitFractions{o.train_fraction, o.val_fraction, o.test_fraction},
-                                              o.walk_forward_folds, o.walk_forward_sliding);
+        const auto folds =
+            walk_forward_folds(md.bars.size(), SplitFractions{o.train_fraction, o.val_fraction, o.test_fraction},
+                               o.walk_forward_folds, o.walk_forward_sliding);
         check_walk_forward_folds(folds, md.warmup_bars, o.episode_length, o.walk_forward_folds);
         const Fold& f = folds.at(static_cast<std::size_t>(o.walk_forward_fold));
         truncate_bars(md, payload.raw.values, payload.raw.dim, f.test.end);
         md.train = f.train;
         md.val = f.val;
         md.test = f.test;
-        log::info("data: walk-forward fold {} of {} ({}): train [{}, {}), validation [{}, {}), test [{}, {}); the "
-                  "bars after it dropped",
-                  o.walk_forward_fold, o.walk_forward_folds, o.walk_forward_sliding ? "sliding" : "expanding",
-                  f.train.begin, f.train.end, f.val.begin, f.val.end, f.test.begin, f.test.end);
+        log::info(
+            "data: walk-forward fold {} of {} ({}): train [{}, {}), validation [{}, {}), test [{}, {}); the "
+            "bars after it dropped",
+            o.walk_forward_fold, o.walk_forward_folds, o.walk_forward_sliding ? "sliding" : "expanding", f.train.begin,
+            f.train.end, f.val.begin, f.val.end, f.test.begin, f.test.end);
     }
 
     if ((!o.test_range || !o.normalization) && count_episode_starts(md, md.train) == 0)
@@ -270,7 +278,8 @@ MarketData load_market(const DataOptions& o) {
         md.norm = *o.normalization;
     } else {
         StatisticsSource source;
-        md.norm = training_stats(payload.raw, md.bars, md.train, md.warmup_bars, o.norm_clip, o.column_moments, &source);
+        md.norm =
+            training_stats(payload.raw, md.bars, md.train, md.warmup_bars, o.norm_clip, o.column_moments, &source);
         md.norm_rows = source.rows;
         md.norm_computed_on = source.computed_on;
     }
@@ -299,17 +308,17 @@ std::string describe(const MarketData& md) {
     auto split = [&](const char* name, const SplitRange& r) {
         return fmt::format("  {:<5} {:>10} bars [{}, {}), {} episode starts{}\n", name, r.size(), r.begin, r.end,
                            count_episode_starts(md, r),
-                           r.size() > 0 ? fmt::format(", {} .. {}", format_time(b.time[r.begin]),
-                                                      format_time(b.time[r.end - 1]))
-                                        : std::string());
+                           r.size() > 0
+                               ? fmt::format(", {} .. {}", format_time(b.time[r.begin]), format_time(b.time[r.end - 1]))
+                               : std::string());
     };
     s += "splits:\n" + split("train", md.train) + split("val", md.val) + split("test", md.test);
     if (!md.norm.mean.empty()) {
         const auto [mlo, mhi] = std::minmax_element(md.norm.mean.begin(), md.norm.mean.end());
         const auto [slo, shi] = std::minmax_element(md.norm.stddev.begin(), md.norm.stddev.end());
-        s += md.norm_rows > 0
-                 ? fmt::format("normalisation:  {} training bars, computed on the {}", md.norm_rows, md.norm_computed_on)
-                 : std::string("normalisation:  given (a checkpoint's)");
+        s += md.norm_rows > 0 ? fmt::format("normalisation:  {} training bars, computed on the {}", md.norm_rows,
+                                            md.norm_computed_on)
+                              : std::string("normalisation:  given (a checkpoint's)");
         s += fmt::format("; feature means {:.4g} .. {:.4g}, stddevs {:.4g} .. {:.4g}\n", *mlo, *mhi, *slo, *shi);
         if (md.feature_names.size() == md.norm.mean.size())
             s += fmt::format("                {}: mean {:.4g}, stddev {:.4g} per bar\n", md.feature_names.front(),

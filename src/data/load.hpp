@@ -15,19 +15,19 @@ namespace fh::data {
 
 /// Everything load_market needs. Profile keys in brackets.
 struct DataOptions {
-    std::string path;                 ///< [data] path: CSV file or directory of contract CSVs; "" = synthetic
-    std::string format = "auto";      ///< [data] format: "auto" or "csv"
-    double train_fraction = 0.7;      ///< [data] train_fraction (time order: train, val, test)
-    double val_fraction = 0.15;       ///< [data] val_fraction
-    double test_fraction = 0.15;      ///< [data] test_fraction
-    std::string feature_set = "core42";  ///< [data] feature_set
-    std::string cache_dir;            ///< [data] cache_dir: "" = next to the data (synthetic: no cache)
+    std::string path;                      ///< [data] path: CSV file or directory of contract CSVs; "" = synthetic
+    std::string format = "auto";           ///< [data] format: "auto" or "csv"
+    double train_fraction = 0.7;           ///< [data] train_fraction (time order: train, val, test)
+    double val_fraction = 0.15;            ///< [data] val_fraction
+    double test_fraction = 0.15;           ///< [data] test_fraction
+    std::string feature_set = "core42";    ///< [data] feature_set
+    std::string cache_dir;                 ///< [data] cache_dir: "" = next to the data (synthetic: no cache)
     std::int64_t synthetic_bars = 100000;  ///< [data] synthetic_bars
-    double planted_signal = 0;        ///< [data] planted_signal in (-1, 1) (synthetic only)
-    std::uint64_t seed = 1;           ///< [data] seed, or [run] seed when -1 (synthetic market)
-    double bars_per_year = 0;         ///< [instrument] bars_per_year: 0 = infer from the data
-    float norm_clip = 5.0f;           ///< clip of the z-scores
-    bool use_cache = true;            ///< false: neither read nor write the fxcache
+    double planted_signal = 0;             ///< [data] planted_signal in (-1, 1) (synthetic only)
+    std::uint64_t seed = 1;                ///< [data] seed, or [run] seed when -1 (synthetic market)
+    double bars_per_year = 0;              ///< [instrument] bars_per_year: 0 = infer from the data
+    float norm_clip = 5.0f;                ///< clip of the z-scores
+    bool use_cache = true;                 ///< false: neither read nor write the fxcache
     /// [walk_forward] folds (0 = off), fold and window (data/walk_forward.hpp): the data ends with
     /// the fold's test block and the splits are the fold's. episode_length ([experience]
     /// gpu_timesteps_per_episode) is the shortest training window a fold may have past the warm-up.

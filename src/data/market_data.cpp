@@ -37,8 +37,7 @@ std::size_t count_episode_starts(const MarketData& md, const SplitRange& split) 
 std::string check_bar_series(const BarSeries& b, bool price_range) {
     const std::size_t n = b.time.size();
     for (const auto* v : {&b.open, &b.high, &b.low, &b.close, &b.volume})
-        if (v->size() != n)
-            return fmt::format("the price and volume arrays have {} entries for {} bars", v->size(), n);
+        if (v->size() != n) return fmt::format("the price and volume arrays have {} entries for {} bars", v->size(), n);
     if (n == 0) return "no bars";
     if (b.segment_starts.empty() || b.segment_starts.front() != 0) return "the first segment does not start at bar 0";
     if (b.segment_names.size() != b.segment_starts.size())
@@ -57,7 +56,8 @@ std::string check_bar_series(const BarSeries& b, bool price_range) {
                 return fmt::format("bar {}: price {} is outside [{}, {}]", i, x, kMinPrice, kMaxPrice);
         }
         if (!(l <= std::min(o, c)) || !(h >= std::max(o, c)))
-            return fmt::format("bar {}: open {} high {} low {} close {} violate low <= open, close <= high", i, o, h, l, c);
+            return fmt::format("bar {}: open {} high {} low {} close {} violate low <= open, close <= high", i, o, h, l,
+                               c);
         if (!std::isfinite(v) || v < 0) return fmt::format("bar {}: volume {} is not finite and >= 0", i, v);
         if (!b.has_volume && v != 0) return fmt::format("bar {}: volume {} in a series without volume", i, v);
     }
@@ -90,17 +90,18 @@ std::vector<std::string> sanity_warnings(const BarSeries& b) {
     }
     constexpr std::int64_t kDay = 86400;
     if (widest > 0 && widest_gap > 30 * kDay && widest_gap > 100 * std::max<std::int64_t>(median, 1))
-        out.push_back(fmt::format("a gap of {:.0f} days between bar {} ({}) and bar {} ({}), {:.0f} times the median "
-                                  "spacing of {} s: the time features and bars_per_year assume regular bars (a "
-                                  "mistyped year?)",
-                                  static_cast<double>(widest_gap) / kDay, widest - 1, format_time(b.time[widest - 1]),
-                                  widest, format_time(b.time[widest]),
-                                  static_cast<double>(widest_gap) / static_cast<double>(std::max<std::int64_t>(median, 1)),
-                                  median));
+        out.push_back(fmt::format(
+            "a gap of {:.0f} days between bar {} ({}) and bar {} ({}), {:.0f} times the median "
+            "spacing of {} s: the time features and bars_per_year assume regular bars (a "
+            "mistyped year?)",
+            static_cast<double>(widest_gap) / kDay, widest - 1, format_time(b.time[widest - 1]), widest,
+            format_time(b.time[widest]),
+            static_cast<double>(widest_gap) / static_cast<double>(std::max<std::int64_t>(median, 1)), median));
     if (jump > 0 && jump_ratio >= 10)
-        out.push_back(fmt::format("bar {} ({}) closes at {} after {}: a {:.0f}-fold move in one bar (a unit change or "
-                                  "a missing decimal point?)",
-                                  jump, format_time(b.time[jump]), b.close[jump], b.close[jump - 1], jump_ratio));
+        out.push_back(
+            fmt::format("bar {} ({}) closes at {} after {}: a {:.0f}-fold move in one bar (a unit change or "
+                        "a missing decimal point?)",
+                        jump, format_time(b.time[jump]), b.close[jump], b.close[jump - 1], jump_ratio));
     const double years = static_cast<double>(b.time.back() - b.time.front()) / (365.2425 * kDay);
     if (years > 100)
         out.push_back(fmt::format("the bars span {:.0f} years ({} .. {})", years, format_time(b.time.front()),

@@ -45,25 +45,25 @@ struct NormalizationStats {
 
 struct MarketData {
     BarSeries bars;
-    int market_dim = 0;                     ///< features per bar (42 for core42)
-    std::vector<std::string> feature_names; ///< market_dim names, docs/features.md order
-    std::vector<float> features;            ///< (bars, market_dim) row-major, normalised, clipped
-    std::vector<double> atr;                ///< ATR(14) per bar in price units (limit orders)
-    std::size_t warmup_bars = 0;            ///< bars at each segment's start lacking full history
+    int market_dim = 0;                      ///< features per bar (42 for core42)
+    std::vector<std::string> feature_names;  ///< market_dim names, docs/features.md order
+    std::vector<float> features;             ///< (bars, market_dim) row-major, normalised, clipped
+    std::vector<double> atr;                 ///< ATR(14) per bar in price units (limit orders)
+    std::size_t warmup_bars = 0;             ///< bars at each segment's start lacking full history
     SplitRange train, val, test;
-    double bars_per_year = 0;               ///< from the profile, or inferred from spacing
+    double bars_per_year = 0;  ///< from the profile, or inferred from spacing
     NormalizationStats norm;
-    std::size_t norm_rows = 0;              ///< training bars the statistics summarise (0: given, a checkpoint's)
+    std::size_t norm_rows = 0;               ///< training bars the statistics summarise (0: given, a checkpoint's)
     std::string norm_computed_on = "given";  ///< "host", "device" (large data on a GPU) or "given"
-    std::string source;                     ///< file/directory path, or "synthetic(seed=N)"
+    std::string source;                      ///< file/directory path, or "synthetic(seed=N)"
 
     // Added by the data layer (informational; the environment does not need them).
-    std::string feature_set = "core42";     ///< name of the feature set in `features`
-    bool bars_per_year_inferred = false;    ///< true when bars_per_year came from the spacing
-    std::int64_t median_spacing_s = 0;      ///< median time between consecutive bars (seconds)
-    bool daily_calendar = false;            ///< calendar features in daily mode (docs/features.md)
-    std::string cache_path;                 ///< fxcache file used, "" when none
-    std::string cache_status;               ///< "reused", "built", "rebuilt (<why>)", "off"
+    std::string feature_set = "core42";   ///< name of the feature set in `features`
+    bool bars_per_year_inferred = false;  ///< true when bars_per_year came from the spacing
+    std::int64_t median_spacing_s = 0;    ///< median time between consecutive bars (seconds)
+    bool daily_calendar = false;          ///< calendar features in daily mode (docs/features.md)
+    std::string cache_path;               ///< fxcache file used, "" when none
+    std::string cache_status;             ///< "reused", "built", "rebuilt (<why>)", "off"
 };
 
 /// Prices a data source may have (CSV rows, and the bars of a cache made from them): far from

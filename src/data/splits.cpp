@@ -16,10 +16,10 @@ namespace fh::data {
 void make_splits(MarketData& md, const SplitFractions& f) {
     const double sum = f.train + f.val + f.test;
     if (!(f.train > 0) || !(f.val >= 0) || !(f.test >= 0) || !(sum <= 1.0 + 1e-9))
-        throw UsageError(fmt::format(
-            "data.train_fraction/val_fraction/test_fraction = {}/{}/{}: expected train > 0, val >= 0, "
-            "test >= 0 and a sum <= 1",
-            f.train, f.val, f.test));
+        throw UsageError(
+            fmt::format("data.train_fraction/val_fraction/test_fraction = {}/{}/{}: expected train > 0, val >= 0, "
+                        "test >= 0 and a sum <= 1",
+                        f.train, f.val, f.test));
     const std::size_t n = md.bars.size();
     const auto at = [&](double frac) {
         return std::min(n, static_cast<std::size_t>(std::floor(static_cast<double>(n) * frac + 1e-9)));
@@ -56,8 +56,8 @@ double infer_bars_per_year(const BarSeries& bars) {
     // Short data: classify by the median spacing.
     const double day = 86400.0;
     if (spacing >= 20 * 3600) {
-        if (spacing < 4 * day) return 252.0;    // daily bars, trading days only
-        if (spacing < 20 * day) return 52.0;    // weekly
+        if (spacing < 4 * day) return 252.0;  // daily bars, trading days only
+        if (spacing < 20 * day) return 52.0;  // weekly
         return kYear / static_cast<double>(spacing);
     }
     // Intraday: 252 trading days times the median number of bars per UTC calendar day.

@@ -35,9 +35,9 @@ double infer_bars_per_year(const BarSeries& bars);
 /// `rows` of values (bars, dim), in the fixed order of cuda/math/statistics.h, and returns where
 /// ("host" or "device"). The default runs on the host; a run with a GPU passes one that computes
 /// the same bits on the device for large data (run::Session).
-using ColumnMoments = std::function<std::string(const std::vector<float>& values, int dim,
-                                                const std::vector<long long>& rows, std::vector<double>& mean,
-                                                std::vector<double>& m2)>;
+using ColumnMoments =
+    std::function<std::string(const std::vector<float>& values, int dim, const std::vector<long long>& rows,
+                              std::vector<double>& mean, std::vector<double>& m2)>;
 
 /// The host's ColumnMoments (statistics::column_moments_serial).
 std::string host_column_moments(const std::vector<float>& values, int dim, const std::vector<long long>& rows,

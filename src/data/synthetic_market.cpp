@@ -42,19 +42,18 @@ struct Rng {
 
 // Documented constants (docs/data.md).
 constexpr double kStartPrice = 4000.0;
-constexpr double kSigmaBase = 0.002;       // per-bar log-return volatility scale
+constexpr double kSigmaBase = 0.002;  // per-bar log-return volatility scale
 constexpr double kGarchA = 0.05, kGarchB = 0.93;
-constexpr double kStay = 0.995;            // regime persistence per bar
+constexpr double kStay = 0.995;  // regime persistence per bar
 constexpr double kDrift[3] = {0.00002, 0.0, -0.00004};
 constexpr double kVolMult[3] = {0.8, 1.0, 1.8};
-constexpr int kBarsPerDay = 23;            // hourly bars 00:00..22:00 UTC, Monday..Friday
+constexpr int kBarsPerDay = 23;                  // hourly bars 00:00..22:00 UTC, Monday..Friday
 constexpr std::int64_t kStartTime = 1420416000;  // 2015-01-05T00:00:00Z, a Monday
 
 }  // namespace
 
 BarSeries generate_synthetic(const SyntheticOptions& opt) {
-    if (opt.bars < 2)
-        throw UsageError(fmt::format("data.synthetic_bars = {}: expected at least 2 bars", opt.bars));
+    if (opt.bars < 2) throw UsageError(fmt::format("data.synthetic_bars = {}: expected at least 2 bars", opt.bars));
     if (!(std::abs(opt.planted_signal) < 1.0))
         throw UsageError(fmt::format("data.planted_signal = {}: expected a value in (-1, 1)", opt.planted_signal));
     const auto n = static_cast<std::size_t>(opt.bars);
@@ -69,9 +68,9 @@ BarSeries generate_synthetic(const SyntheticOptions& opt) {
     b.time.resize(n);
 
     int regime = 1;
-    double h = 1.0;           // GARCH variance multiplier, E[h] = 1
-    double prev_e = 0.0;      // previous standardized shock e_{t-1}
-    double prev_r = 0.0;      // previous log return r_{t-1}
+    double h = 1.0;       // GARCH variance multiplier, E[h] = 1
+    double prev_e = 0.0;  // previous standardized shock e_{t-1}
+    double prev_r = 0.0;  // previous log return r_{t-1}
     double prev_close = kStartPrice;
     for (std::size_t t = 0; t < n; ++t) {
         // 1. Regime: stay with probability kStay, else move to one of the other two.

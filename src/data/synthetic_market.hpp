@@ -29,13 +29,13 @@ int planted_observable(const BarSeries& bars, std::size_t t) noexcept;
 /// Result of the oracle policy position_t = sign(k) * planted_observable(t) (sign(0) = +1), held over bar t+1
 /// (entered at open(t+1) = close(t), no costs), over the episode starts of a split.
 struct OracleResult {
-    std::size_t bars = 0;            ///< bars t with t and t+1 in the split and segment
-    double mean_return = 0;          ///< mean per-bar log return of the policy
-    double stddev_return = 0;        ///< population stddev of the per-bar log return
-    double sharpe_per_bar = 0;       ///< mean / stddev
-    double sharpe_annualized = 0;    ///< sharpe_per_bar * sqrt(bars_per_year)
-    double hit_rate = 0;             ///< fraction of bars whose return sign matches the position
-    double expected_hit_rate = 0;    ///< Phi(|k| / sqrt(1 - k^2)), ignoring the small regime drift
+    std::size_t bars = 0;          ///< bars t with t and t+1 in the split and segment
+    double mean_return = 0;        ///< mean per-bar log return of the policy
+    double stddev_return = 0;      ///< population stddev of the per-bar log return
+    double sharpe_per_bar = 0;     ///< mean / stddev
+    double sharpe_annualized = 0;  ///< sharpe_per_bar * sqrt(bars_per_year)
+    double hit_rate = 0;           ///< fraction of bars whose return sign matches the position
+    double expected_hit_rate = 0;  ///< Phi(|k| / sqrt(1 - k^2)), ignoring the small regime drift
 };
 
 /// Evaluates the oracle policy on bars [split.begin, split.end) of `bars`.

@@ -30,9 +30,12 @@ EpisodeStarts episode_starts(const data::BarSeries& bars, std::size_t warmup, da
 namespace {
 const char* split_name(Split s) {
     switch (s) {
-        case Split::train: return "train";
-        case Split::val: return "validation";
-        case Split::test: return "test";
+        case Split::train:
+            return "train";
+        case Split::val:
+            return "validation";
+        case Split::test:
+            return "test";
     }
     return "?";
 }
@@ -68,17 +71,24 @@ DeviceMarket::DeviceMarket(ops::Device& ops, const data::MarketData& m) {
 MarketView DeviceMarket::view(Split split) const {
     const auto& s = splits_[static_cast<int>(split)];
     if (s.count == 0)
-        throw DataError(fmt::format("the {} split has no bar where an episode can start (it needs "
-                                    "bars after the feature warm-up with a following bar): use more "
-                                    "data or change the split fractions",
-                                    split_name(split)));
-    return MarketView{open_.view().data(),     high_.view().data(), low_.view().data(),
-                      close_.view().data(),    atr_.view().data(),  features_.view().data(),
-                      s.starts.view().data(),  s.ends.view().data(), s.count, n_bars_};
+        throw DataError(
+            fmt::format("the {} split has no bar where an episode can start (it needs "
+                        "bars after the feature warm-up with a following bar): use more "
+                        "data or change the split fractions",
+                        split_name(split)));
+    return MarketView{open_.view().data(),
+                      high_.view().data(),
+                      low_.view().data(),
+                      close_.view().data(),
+                      atr_.view().data(),
+                      features_.view().data(),
+                      s.starts.view().data(),
+                      s.ends.view().data(),
+                      s.count,
+                      n_bars_};
 }
 
-VecEnv::VecEnv(ops::Device& ops, const DeviceMarket& market, Split split, const EnvParams& params,
-               int n_envs)
+VecEnv::VecEnv(ops::Device& ops, const DeviceMarket& market, Split split, const EnvParams& params, int n_envs)
     : VecEnv(ops, std::vector<const DeviceMarket*>{&market}, {params.seed}, split, params, n_envs) {}
 
 VecEnv::VecEnv(ops::Device& ops, const std::vector<const DeviceMarket*>& markets,
@@ -121,8 +131,8 @@ void VecEnv::reset_all() {
 }
 
 void VecEnv::step(ops::View<const int> actions) {
-    fh::ops::env_step(ops_, state_.view(), portfolio_.view(), reward_.view(), done_.view(), info_.view(),
-                  actions, market_, params_, agents_.cview());
+    fh::ops::env_step(ops_, state_.view(), portfolio_.view(), reward_.view(), done_.view(), info_.view(), actions,
+                      market_, params_, agents_.cview());
     fh::ops::env_gather_states(ops_, next_states_view(), state_.cview(), portfolio_.cview(), market_, params_,
                                agents_.cview());
     fh::ops::env_reset(ops_, state_.view(), portfolio_.view(), done_.cview(), market_, params_, agents_.cview());

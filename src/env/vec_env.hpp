@@ -29,7 +29,9 @@ struct EpisodeStarts {
 EpisodeStarts episode_starts(const data::BarSeries& bars, std::size_t warmup, data::SplitRange split);
 
 /// num_actions of the action space: position_levels * urgency_levels.
-inline int num_actions(const EnvParams& p) { return p.position_levels * p.urgency_levels; }
+inline int num_actions(const EnvParams& p) {
+    return p.position_levels * p.urgency_levels;
+}
 
 /// The market of one run in a backend's memory (uploaded once).
 class DeviceMarket {
@@ -71,8 +73,7 @@ private:
 /// A transition is (states before step, action, reward, next_states, done).
 class VecEnv {
 public:
-    VecEnv(ops::Device& ops, const DeviceMarket& market, Split split, const EnvParams& params,
-           int n_envs);
+    VecEnv(ops::Device& ops, const DeviceMarket& market, Split split, const EnvParams& params, int n_envs);
     /// A population's environments in one set of launches: n_envs_per_agent for each agent,
     /// agent a's (rows [a n, (a + 1) n) of every buffer) on markets[a] with episode seed seeds[a]
     /// (params.seed aside, params are every agent's): what agent a's own VecEnv computes.
@@ -86,17 +87,22 @@ public:
 
     int n_envs() const noexcept { return n_envs_; }  ///< every agent's together
     const EnvParams& params() const noexcept { return params_; }
-    ops::View<const float> states() const noexcept { return observations_.cview().subview(half(), half()); }  ///< (n_envs, state_dim)
-    ops::View<const float> next_states() const noexcept { return observations_.cview().subview(0, half()); }  ///< (n_envs, state_dim)
-    ops::View<const float> rewards() const noexcept { return reward_.view(); }       ///< (n_envs)
-    ops::View<const std::uint8_t> done() const noexcept { return done_.view(); }     ///< (n_envs) DoneFlag
-    ops::View<const StepInfo> info() const noexcept { return info_.view(); }         ///< (n_envs)
-    ops::View<const EnvState> state() const noexcept { return state_.view(); }       ///< (n_envs)
-    const MarketView& market() const noexcept { return market_; }  ///< the first agent's
+    ops::View<const float> states() const noexcept {
+        return observations_.cview().subview(half(), half());
+    }  ///< (n_envs, state_dim)
+    ops::View<const float> next_states() const noexcept {
+        return observations_.cview().subview(0, half());
+    }                                                                             ///< (n_envs, state_dim)
+    ops::View<const float> rewards() const noexcept { return reward_.view(); }    ///< (n_envs)
+    ops::View<const std::uint8_t> done() const noexcept { return done_.view(); }  ///< (n_envs) DoneFlag
+    ops::View<const StepInfo> info() const noexcept { return info_.view(); }      ///< (n_envs)
+    ops::View<const EnvState> state() const noexcept { return state_.view(); }    ///< (n_envs)
+    const MarketView& market() const noexcept { return market_; }                 ///< the first agent's
     /// The market features of every bar (n_bars, market_dim): the first market_dim columns of an
     /// observation at bar t are row t.
     ops::View<const float> market_features() const noexcept {
-        return {market_.features, static_cast<std::size_t>(market_.n_bars) * static_cast<std::size_t>(params_.market_dim)};
+        return {market_.features,
+                static_cast<std::size_t>(market_.n_bars) * static_cast<std::size_t>(params_.market_dim)};
     }
 
     /// The buffers that carry the environments from one step to the next (checkpoints save and

@@ -19,9 +19,12 @@ namespace {
 
 data::SplitRange split_range(const data::MarketData& md, env::Split split) {
     switch (split) {
-        case env::Split::train: return md.train;
-        case env::Split::val: return md.val;
-        case env::Split::test: return md.test;
+        case env::Split::train:
+            return md.train;
+        case env::Split::val:
+            return md.val;
+        case env::Split::test:
+            return md.test;
     }
     return md.test;
 }
@@ -93,8 +96,8 @@ void run_bars(ops::Device& ops, int max_steps, bool capture_steps, const std::fu
 }
 
 Run run_policy(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,
-               ops::View<const backtest::Segment> segments, std::size_t total_bars, int max_steps,
-               const Policy& policy, bool capture_steps) {
+               ops::View<const backtest::Segment> segments, std::size_t total_bars, int max_steps, const Policy& policy,
+               bool capture_steps) {
     PolicyRun p(ops, params, segments, total_bars, policy);
     run_bars(ops, max_steps, capture_steps, [&] { p.bar(ops, market, params, segments); });
     return std::move(p.run);
@@ -119,7 +122,7 @@ Metrics device_metrics(ops::Device& ops, const Run& run, ops::View<const backtes
     auto out = ops.alloc<backtest::MetricsOut>(1);
     auto histogram = ops.alloc<long long>(static_cast<std::size_t>(mp.num_actions));
     fh::ops::backtest_metrics(ops, out.view(), histogram.view(), run.records.cview(), run.state.cview(), segments,
-                         market, mp);
+                              market, mp);
     const auto m = ops.to_host(out.cview());
     return to_metrics(m[0], ops.to_host(histogram.cview()));
 }
@@ -128,23 +131,26 @@ std::string iso_time(std::int64_t unix_seconds) {
     const std::time_t t = static_cast<std::time_t>(unix_seconds);
     std::tm tm{};
     gmtime_r(&t, &tm);
-    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                       tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                       tm.tm_min, tm.tm_sec);
 }
 
 const char* order_type_name(int type) {
     switch (type) {
-        case env::kMarket: return "market";
-        case env::kPassiveLimit: return "passive_limit";
-        case env::kFarLimit: return "far_limit";
-        default: return "none";
+        case env::kMarket:
+            return "market";
+        case env::kPassiveLimit:
+            return "passive_limit";
+        case env::kFarLimit:
+            return "far_limit";
+        default:
+            return "none";
     }
 }
 
 }  // namespace
 
-std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, data::SplitRange split,
-                                                 int segments) {
+std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, data::SplitRange split, int segments) {
     if (segments < 1) throw std::invalid_argument(fmt::format("backtest: segments must be >= 1, got {}", segments));
     const auto& b = md.bars;
     const std::size_t end = std::min(split.end, b.size());
@@ -168,9 +174,9 @@ std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, dat
     return out;
 }
 
-BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const data::MarketData& md,
-                        env::Split split, const env::EnvParams& params, const Policy& policy,
-                        int segments, bool keep_records, bool capture_steps) {
+BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const data::MarketData& md, env::Split split,
+                        const env::EnvParams& params, const Policy& policy, int segments, bool keep_records,
+                        bool capture_steps) {
     if (!(md.bars_per_year > 0))
         throw std::invalid_argument("backtest: MarketData::bars_per_year must be positive (annualisation)");
     const env::MarketView view = market.view(split);  // throws DataError for an empty split
@@ -201,11 +207,10 @@ BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const
         ops.copy_raw(actions, hold_actions.cview());
     };
     std::pair<Run, Run> runs =
-        capture_steps
-            ? run_policies(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy, buy_and_hold)
-            : std::pair<Run, Run>{run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy, false),
-                                  run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, buy_and_hold,
-                                             true)};
+        capture_steps ? run_policies(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy, buy_and_hold)
+                      : std::pair<Run, Run>{
+                            run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy, false),
+                            run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, buy_and_hold, true)};
     {
         const Run& run = runs.first;
         report.strategy = device_metrics(ops, run, dev_segs.cview(), view, mp);
@@ -224,8 +229,7 @@ BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const
     return report;
 }
 
-Metrics compute_metrics(const std::vector<backtest::BarRecord>& records,
-                        const std::vector<backtest::Segment>& segments,
+Metrics compute_metrics(const std::vector<backtest::BarRecord>& records, const std::vector<backtest::Segment>& segments,
                         const std::vector<int>& segment_bars, const std::vector<double>& close,
                         const backtest::MetricsParams& params) {
     if (segment_bars.size() != segments.size())
@@ -271,8 +275,7 @@ void write_equity_csv(const std::string& path, const BacktestReport& r, const da
             const auto bar = static_cast<std::size_t>(seg.start + i);
             peak = i == 0 ? rec.equity : std::max(peak, rec.equity);
             out += fmt::format("{},{},{},{},{},{},{},{},", s, bar, iso_time(md.bars.time.at(bar)),
-                               md.bars.close.at(bar), rec.action, rec.position, rec.equity,
-                               (peak - rec.equity) / peak);
+                               md.bars.close.at(bar), rec.action, rec.position, rec.equity, (peak - rec.equity) / peak);
             if (have_hold && i < r.buy_and_hold_segment_bars[s])
                 out += fmt::format("{}", r.buy_and_hold_records.at(static_cast<std::size_t>(seg.offset + i)).equity);
             out += '\n';
@@ -290,9 +293,8 @@ void write_trades_csv(const std::string& path, const BacktestReport& r, const da
             if (rec.filled_contracts == 0) continue;
             const auto bar = static_cast<std::size_t>(seg.start + i);
             out += fmt::format("{},{},{},{},{},{},{},{}\n", s, bar, iso_time(md.bars.time.at(bar)),
-                               rec.filled_contracts > 0 ? "buy" : "sell",
-                               std::abs(rec.filled_contracts), rec.fill_price,
-                               order_type_name(rec.order_type), rec.commission);
+                               rec.filled_contracts > 0 ? "buy" : "sell", std::abs(rec.filled_contracts),
+                               rec.fill_price, order_type_name(rec.order_type), rec.commission);
         }
     }
     io::write_file_atomically(path, out);
@@ -313,7 +315,9 @@ io::json::Value metrics_value(const Metrics& m) {
                              {"action_histogram", io::json::array_of<long long>(m.action_histogram)}});
 }
 
-std::string metrics_json(const Metrics& m) { return io::json::serialize(metrics_value(m)); }
+std::string metrics_json(const Metrics& m) {
+    return io::json::serialize(metrics_value(m));
+}
 
 io::json::Value report_value(const BacktestReport& r) {
     return io::json::object({{"strategy", metrics_value(r.strategy)}, {"buy_and_hold", metrics_value(r.buy_and_hold)}});

@@ -29,10 +29,10 @@ struct Metrics {
 struct BacktestReport {
     Metrics strategy, buy_and_hold;
     double initial_equity = 0, multiplier = 0, bars_per_year = 0;
-    std::vector<backtest::Segment> segments;  ///< the segments evaluated, in order
-    std::vector<int> segment_bars;            ///< bars recorded per segment (shorter on bankruptcy)
-    std::vector<backtest::BarRecord> records; ///< the strategy's per-bar records (Segment::offset)
-    std::vector<int> buy_and_hold_segment_bars;            ///< keep_records: buy-and-hold's bars per segment
+    std::vector<backtest::Segment> segments;                ///< the segments evaluated, in order
+    std::vector<int> segment_bars;                          ///< bars recorded per segment (shorter on bankruptcy)
+    std::vector<backtest::BarRecord> records;               ///< the strategy's per-bar records (Segment::offset)
+    std::vector<int> buy_and_hold_segment_bars;             ///< keep_records: buy-and-hold's bars per segment
     std::vector<backtest::BarRecord> buy_and_hold_records;  ///< keep_records: buy-and-hold's per-bar records
 };
 
@@ -42,8 +42,7 @@ using Policy = std::function<void(ops::View<int> actions, ops::View<const float>
 /// The segments of a backtest over `split`: `segments` equal contiguous parts of the split, each
 /// further cut at contract (BarSeries segment) boundaries and starting after the feature warm-up;
 /// parts with fewer than 2 bars are dropped. segments == 1 gives one exact sequential pass.
-std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, data::SplitRange split,
-                                                 int segments);
+std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, data::SplitRange split, int segments);
 
 /// Bars per captured sequence of a backtest (capture_steps): one graph launch for several bars
 /// saves host launches and the gaps between graphs (dqn-smoketest on the H200: 16 seeds in one
@@ -61,13 +60,12 @@ inline constexpr int kBacktestBarsPerSequence = 4;
 /// kBacktestBarsPerSequence bars to a captured sequence (a CUDA Graph: one launch instead of
 /// several per bar), with the same results, and buy-and-hold's pass runs beside the policy's (two
 /// streams on the GPU) instead of after it.
-BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const data::MarketData& md,
-                        env::Split split, const env::EnvParams& params, const Policy& policy,
-                        int segments, bool keep_records, bool capture_steps = false);
+BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const data::MarketData& md, env::Split split,
+                        const env::EnvParams& params, const Policy& policy, int segments, bool keep_records,
+                        bool capture_steps = false);
 
 /// The metrics of host-side records (the CPU twin of the metrics kernel; for tests and tools).
-Metrics compute_metrics(const std::vector<backtest::BarRecord>& records,
-                        const std::vector<backtest::Segment>& segments,
+Metrics compute_metrics(const std::vector<backtest::BarRecord>& records, const std::vector<backtest::Segment>& segments,
                         const std::vector<int>& segment_bars, const std::vector<double>& close,
                         const backtest::MetricsParams& params);
 

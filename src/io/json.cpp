@@ -11,9 +11,7 @@
 namespace fh::io::json {
 
 ParseError::ParseError(std::size_t offset, const std::string& message)
-    : std::runtime_error(fmt::format("at byte {}: {}", offset, message)),
-      offset_(offset),
-      reason_(message) {}
+    : std::runtime_error(fmt::format("at byte {}: {}", offset, message)), offset_(offset), reason_(message) {}
 
 Value Value::boolean(bool b) {
     Value v;
@@ -85,8 +83,7 @@ std::int64_t Value::as_i64() const {
         return static_cast<std::int64_t>(magnitude_);
     }
     if (magnitude_ > max + 1) throw std::logic_error("json: integer below int64 range");
-    return magnitude_ == max + 1 ? std::numeric_limits<std::int64_t>::min()
-                                 : -static_cast<std::int64_t>(magnitude_);
+    return magnitude_ == max + 1 ? std::numeric_limits<std::int64_t>::min() : -static_cast<std::int64_t>(magnitude_);
 }
 double Value::as_double() const {
     if (kind_ == Kind::number) return number_;
@@ -114,13 +111,20 @@ const Value* Value::find(std::string_view key) const {
 
 const char* kind_name(Value::Kind k) noexcept {
     switch (k) {
-        case Value::Kind::null: return "null";
-        case Value::Kind::boolean: return "boolean";
-        case Value::Kind::integer: return "integer";
-        case Value::Kind::number: return "number";
-        case Value::Kind::string: return "string";
-        case Value::Kind::array: return "array";
-        case Value::Kind::object: return "object";
+        case Value::Kind::null:
+            return "null";
+        case Value::Kind::boolean:
+            return "boolean";
+        case Value::Kind::integer:
+            return "integer";
+        case Value::Kind::number:
+            return "number";
+        case Value::Kind::string:
+            return "string";
+        case Value::Kind::array:
+            return "array";
+        case Value::Kind::object:
+            return "object";
     }
     return "?";
 }
@@ -133,8 +137,7 @@ public:
 
     Value document() {
         if (s_.size() > limits_.max_bytes)
-            fail(0, fmt::format("input of {} bytes exceeds the limit of {} bytes", s_.size(),
-                                limits_.max_bytes));
+            fail(0, fmt::format("input of {} bytes exceeds the limit of {} bytes", s_.size(), limits_.max_bytes));
         skip_ws();
         Value v = value(0);
         skip_ws();
@@ -170,12 +173,21 @@ private:
         if (at_end()) fail(pos_, "unexpected end of input, expected a value");
         const unsigned char c = peek();
         switch (c) {
-            case '{': return object(depth + 1);
-            case '[': return array(depth + 1);
-            case '"': return Value::string(string());
-            case 't': expect_literal("true"); return Value::boolean(true);
-            case 'f': expect_literal("false"); return Value::boolean(false);
-            case 'n': expect_literal("null"); return Value();
+            case '{':
+                return object(depth + 1);
+            case '[':
+                return array(depth + 1);
+            case '"':
+                return Value::string(string());
+            case 't':
+                expect_literal("true");
+                return Value::boolean(true);
+            case 'f':
+                expect_literal("false");
+                return Value::boolean(false);
+            case 'n':
+                expect_literal("null");
+                return Value();
             default:
                 if (c == '-' || (c >= '0' && c <= '9')) return number();
                 fail(pos_, fmt::format("unexpected {}, expected a value", describe(c)));
@@ -183,8 +195,7 @@ private:
     }
 
     void check_depth(int depth) const {
-        if (depth > limits_.max_depth)
-            fail(pos_, fmt::format("nesting deeper than {} levels", limits_.max_depth));
+        if (depth > limits_.max_depth) fail(pos_, fmt::format("nesting deeper than {} levels", limits_.max_depth));
     }
 
     Value object(int depth) {
@@ -279,8 +290,7 @@ private:
         std::uint64_t m = 0;
         while (!at_end() && peek() >= '0' && peek() <= '9') {
             const std::uint64_t d = peek() - '0';
-            if (m > (std::numeric_limits<std::uint64_t>::max() - d) / 10)
-                fail(start, "integer out of range");
+            if (m > (std::numeric_limits<std::uint64_t>::max() - d) / 10) fail(start, "integer out of range");
             m = m * 10 + d;
             ++pos_;
         }
@@ -322,10 +332,14 @@ private:
         for (int i = 0; i < 4; ++i) {
             const unsigned char c = peek();
             unsigned d;
-            if (c >= '0' && c <= '9') d = c - '0';
-            else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-            else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-            else fail(pos_, fmt::format("invalid hex digit {} in a \\u escape", describe(c)));
+            if (c >= '0' && c <= '9')
+                d = c - '0';
+            else if (c >= 'a' && c <= 'f')
+                d = c - 'a' + 10;
+            else if (c >= 'A' && c <= 'F')
+                d = c - 'A' + 10;
+            else
+                fail(pos_, fmt::format("invalid hex digit {} in a \\u escape", describe(c)));
             v = v * 16 + d;
             ++pos_;
         }
@@ -357,10 +371,14 @@ private:
         const unsigned char c = peek();
         int extra;
         std::uint32_t cp;
-        if (c >= 0xC2 && c <= 0xDF) extra = 1, cp = c & 0x1F;
-        else if (c >= 0xE0 && c <= 0xEF) extra = 2, cp = c & 0x0F;
-        else if (c >= 0xF0 && c <= 0xF4) extra = 3, cp = c & 0x07;
-        else fail(at, "invalid UTF-8");
+        if (c >= 0xC2 && c <= 0xDF)
+            extra = 1, cp = c & 0x1F;
+        else if (c >= 0xE0 && c <= 0xEF)
+            extra = 2, cp = c & 0x0F;
+        else if (c >= 0xF0 && c <= 0xF4)
+            extra = 3, cp = c & 0x07;
+        else
+            fail(at, "invalid UTF-8");
         if (s_.size() - pos_ < static_cast<std::size_t>(extra) + 1) fail(at, "truncated UTF-8 sequence");
         for (int i = 1; i <= extra; ++i) {
             const unsigned char cc = static_cast<unsigned char>(s_[pos_ + i]);
@@ -401,14 +419,30 @@ private:
             const unsigned char e = peek();
             ++pos_;
             switch (e) {
-                case '"': out += '"'; break;
-                case '\\': out += '\\'; break;
-                case '/': out += '/'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'n': out += '\n'; break;
-                case 'r': out += '\r'; break;
-                case 't': out += '\t'; break;
+                case '"':
+                    out += '"';
+                    break;
+                case '\\':
+                    out += '\\';
+                    break;
+                case '/':
+                    out += '/';
+                    break;
+                case 'b':
+                    out += '\b';
+                    break;
+                case 'f':
+                    out += '\f';
+                    break;
+                case 'n':
+                    out += '\n';
+                    break;
+                case 'r':
+                    out += '\r';
+                    break;
+                case 't':
+                    out += '\t';
+                    break;
                 case 'u': {
                     std::uint32_t cp = hex4();
                     if (cp >= 0xDC00 && cp <= 0xDFFF) fail(esc, "lone low surrogate in a \\u escape");
@@ -422,7 +456,8 @@ private:
                     append_utf8(out, cp);
                     break;
                 }
-                default: fail(esc, fmt::format("invalid escape \\{}", describe(e)));
+                default:
+                    fail(esc, fmt::format("invalid escape \\{}", describe(e)));
             }
         }
     }
@@ -430,14 +465,22 @@ private:
 
 void serialize_to(std::string& out, const Value& v) {
     switch (v.kind()) {
-        case Value::Kind::null: out += "null"; return;
-        case Value::Kind::boolean: out += v.as_bool() ? "true" : "false"; return;
+        case Value::Kind::null:
+            out += "null";
+            return;
+        case Value::Kind::boolean:
+            out += v.as_bool() ? "true" : "false";
+            return;
         case Value::Kind::integer:
             if (v.is_negative()) out += '-';
             out += fmt::format("{}", v.magnitude());
             return;
-        case Value::Kind::number: out += fmt::format("{}", v.as_double()); return;
-        case Value::Kind::string: out += quote(v.as_string()); return;
+        case Value::Kind::number:
+            out += fmt::format("{}", v.as_double());
+            return;
+        case Value::Kind::string:
+            out += quote(v.as_string());
+            return;
         case Value::Kind::array: {
             out += '[';
             bool first = true;
@@ -467,7 +510,9 @@ void serialize_to(std::string& out, const Value& v) {
 
 }  // namespace
 
-Value parse(std::string_view text, const Limits& limits) { return Parser(text, limits).document(); }
+Value parse(std::string_view text, const Limits& limits) {
+    return Parser(text, limits).document();
+}
 
 Value object(std::initializer_list<Member> members) {
     Object o(members);
@@ -482,16 +527,32 @@ std::string quote(std::string_view s) {
     for (const char ch : s) {
         const auto c = static_cast<unsigned char>(ch);
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\b':
+                out += "\\b";
+                break;
+            case '\f':
+                out += "\\f";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
             default:
-                if (c < 0x20) out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-                else out += ch;
+                if (c < 0x20)
+                    out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+                else
+                    out += ch;
         }
     }
     return out + "\"";

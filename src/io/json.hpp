@@ -66,18 +66,18 @@ public:
     // Conversions for writing: {"key", 3}, {"key", 0.5}, {"key", "text"}, {"key", true}.
     Value(std::nullptr_t) {}
     template <class B>
-        requires std::same_as<B, bool>
-    Value(B b) : Value(boolean(b)) {}
+    requires std::same_as<B, bool> Value(B b) : Value(boolean(b)) {}
     template <std::integral I>
-        requires(!std::same_as<I, bool> && !std::same_as<I, char>)
-    Value(I i)
+    requires(!std::same_as<I, bool> && !std::same_as<I, char>) Value(I i)
         : Value(integer(i < 0, i < 0 ? 0 - static_cast<std::uint64_t>(i) : static_cast<std::uint64_t>(i))) {}
-    template <std::floating_point F> Value(F d) : Value(number(static_cast<double>(d))) {}
+    template <std::floating_point F>
+    Value(F d) : Value(number(static_cast<double>(d))) {}
     Value(const char* s) : Value(string(std::string(s))) {}
     Value(std::string_view s) : Value(string(std::string(s))) {}
     Value(const std::string& s) : Value(string(s)) {}
     /// A number, or null when empty.
-    template <std::floating_point F> Value(std::optional<F> d) : Value(d ? number(*d) : Value()) {}
+    template <std::floating_point F>
+    Value(std::optional<F> d) : Value(d ? number(*d) : Value()) {}
 
     Kind kind() const noexcept { return kind_; }
     bool is_null() const noexcept { return kind_ == Kind::null; }
@@ -90,11 +90,11 @@ public:
 
     /// Accessors throw std::logic_error on the wrong kind (callers check kind() first).
     bool as_bool() const;
-    bool is_negative() const;             ///< integer only
-    std::uint64_t magnitude() const;      ///< integer: |value|
-    std::uint64_t as_u64() const;         ///< integer >= 0
-    std::int64_t as_i64() const;          ///< integer within int64 (logic_error otherwise)
-    double as_double() const;             ///< integer or number
+    bool is_negative() const;         ///< integer only
+    std::uint64_t magnitude() const;  ///< integer: |value|
+    std::uint64_t as_u64() const;     ///< integer >= 0
+    std::int64_t as_i64() const;      ///< integer within int64 (logic_error otherwise)
+    double as_double() const;         ///< integer or number
     const std::string& as_string() const;
     const Array& as_array() const;
     const Object& as_object() const;
@@ -108,7 +108,7 @@ private:
     std::uint64_t magnitude_ = 0;
     double number_ = 0;
     std::string string_;
-    std::shared_ptr<const Array> array_;    // immutable once built; shared on copy
+    std::shared_ptr<const Array> array_;  // immutable once built; shared on copy
     std::shared_ptr<const Object> object_;
 };
 
@@ -127,7 +127,8 @@ Value parse(std::string_view text, const Limits& limits = {});
 /// An object from `{key, value}` pairs, in order (keys must be unique; checked).
 Value object(std::initializer_list<Member> members);
 /// An array of numbers (histograms, per-feature values).
-template <class T> Value array_of(std::span<const T> items) {
+template <class T>
+Value array_of(std::span<const T> items) {
     Array a;
     a.reserve(items.size());
     for (const T& x : items) a.emplace_back(x);

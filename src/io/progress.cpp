@@ -22,7 +22,9 @@ int terminal_width(std::FILE* out) {
 }
 }  // namespace
 
-bool stderr_is_terminal() noexcept { return ::isatty(STDERR_FILENO) == 1; }
+bool stderr_is_terminal() noexcept {
+    return ::isatty(STDERR_FILENO) == 1;
+}
 
 std::string format_eta(double seconds) {
     if (!std::isfinite(seconds) || seconds < 0 || seconds > 1e8) return "--";
@@ -42,10 +44,12 @@ std::string format_count(double v) {
 }
 
 std::string format_progress_line(const ProgressState& st, int width) {
-    const double frac = st.total_env_steps > 0
-                            ? std::clamp(static_cast<double>(st.env_steps) / static_cast<double>(st.total_env_steps), 0.0, 1.0)
-                            : 0.0;
-    const double remaining = st.total_env_steps > st.env_steps ? static_cast<double>(st.total_env_steps - st.env_steps) : 0.0;
+    const double frac =
+        st.total_env_steps > 0
+            ? std::clamp(static_cast<double>(st.env_steps) / static_cast<double>(st.total_env_steps), 0.0, 1.0)
+            : 0.0;
+    const double remaining =
+        st.total_env_steps > st.env_steps ? static_cast<double>(st.total_env_steps - st.env_steps) : 0.0;
     const double eta = remaining == 0 ? 0.0 : st.env_steps_per_s > 0 ? remaining / st.env_steps_per_s : -1.0;
 
     std::vector<std::string> fields;
@@ -56,8 +60,8 @@ std::string format_progress_line(const ProgressState& st, int width) {
     fields.push_back(fmt::format("{} upd/s", format_count(st.updates_per_s)));
     fields.push_back(std::isfinite(st.loss) ? fmt::format("loss {:.4g}", st.loss) : std::string("loss nan"));
     if (st.last_val_metric)
-        fields.push_back(fmt::format("val {} {:.4g}", st.metric_name.empty() ? "metric" : st.metric_name,
-                                     *st.last_val_metric));
+        fields.push_back(
+            fmt::format("val {} {:.4g}", st.metric_name.empty() ? "metric" : st.metric_name, *st.last_val_metric));
 
     std::string text;
     for (std::size_t i = 0; i < fields.size(); ++i) {
@@ -83,12 +87,13 @@ std::string format_progress_line(const ProgressState& st, int width) {
     return line;
 }
 
-Progress::Progress(std::uint64_t total_env_steps, bool enabled, std::FILE* out)
-    : enabled_(enabled), out_(out) {
+Progress::Progress(std::uint64_t total_env_steps, bool enabled, std::FILE* out) : enabled_(enabled), out_(out) {
     state_.total_env_steps = total_env_steps;
 }
 
-Progress::~Progress() { finish(); }
+Progress::~Progress() {
+    finish();
+}
 
 void Progress::update(std::uint64_t env_steps, double env_steps_per_s, double updates_per_s, double loss,
                       std::optional<double> last_val_metric, const std::string& metric_name) {

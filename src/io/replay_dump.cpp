@@ -77,9 +77,9 @@ std::optional<std::uint64_t> add(std::optional<std::uint64_t> a, std::optional<s
 
 /// The sizes a header describes.
 struct Sizes {
-    std::uint64_t rows = 0;        ///< capacity_steps * n_envs
+    std::uint64_t rows = 0;          ///< capacity_steps * n_envs
     std::uint64_t state_floats = 0;  ///< rows * state_dim
-    std::uint64_t file_bytes = 0;  ///< header + arrays + checksum
+    std::uint64_t file_bytes = 0;    ///< header + arrays + checksum
 };
 
 /// What is wrong with the dimensions, or an empty string. Also computes the sizes.
@@ -88,10 +88,10 @@ std::string check_dimensions(int state_dim, int n_envs, int capacity_steps, int 
     auto range = [](const char* name, long long v, long long hi) {
         return v < 1 || v > hi ? fmt::format("{} is {}, expected 1..{}", name, v, hi) : std::string();
     };
-    for (const std::string& s : {range("state_dim", state_dim, kReplayDumpMaxStateDim),
-                                 range("n_envs", n_envs, kReplayDumpMaxEnvs),
-                                 range("capacity_steps", capacity_steps, std::numeric_limits<int>::max()),
-                                 range("num_actions", num_actions, kReplayDumpMaxActions)})
+    for (const std::string& s :
+         {range("state_dim", state_dim, kReplayDumpMaxStateDim), range("n_envs", n_envs, kReplayDumpMaxEnvs),
+          range("capacity_steps", capacity_steps, std::numeric_limits<int>::max()),
+          range("num_actions", num_actions, kReplayDumpMaxActions)})
         if (!s.empty()) return s;
     if (pushed < 0) return fmt::format("pushed_steps is {}, expected >= 0", pushed);
     const std::uint64_t rows = static_cast<std::uint64_t>(capacity_steps) * static_cast<std::uint64_t>(n_envs);
@@ -111,15 +111,13 @@ std::string check_dimensions(int state_dim, int n_envs, int capacity_steps, int 
     throw DataError(fmt::format("replay dump {}: {}", path, what));
 }
 
-
 }  // namespace
 
 void write_replay_dump(const std::string& path, const ReplayDump& d) {
     Sizes sz;
     const std::string problem =
         check_dimensions(d.state_dim, d.n_envs, d.capacity_steps, d.num_actions, d.pushed_steps, sz);
-    if (!problem.empty())
-        throw std::invalid_argument(fmt::format("write_replay_dump {}: {}", path, problem));
+    if (!problem.empty()) throw std::invalid_argument(fmt::format("write_replay_dump {}: {}", path, problem));
     auto require = [&](std::size_t got, std::uint64_t want, const char* what) {
         if (got != want)
             throw std::invalid_argument(
@@ -136,8 +134,8 @@ void write_replay_dump(const std::string& path, const ReplayDump& d) {
                                                     path, d.actions[i], i, d.num_actions));
     for (std::size_t i = 0; i < d.done.size(); ++i)
         if (d.done[i] > 2)
-            throw std::invalid_argument(fmt::format("write_replay_dump {}: done flag {} at row {} is not 0, 1 or 2",
-                                                    path, d.done[i], i));
+            throw std::invalid_argument(
+                fmt::format("write_replay_dump {}: done flag {} at row {} is not 0, 1 or 2", path, d.done[i], i));
 
     Header h{};
     std::memcpy(h + kOffMagic, kReplayDumpMagic, sizeof kReplayDumpMagic);
@@ -244,8 +242,8 @@ ReplayDumpInfo scan_replay_dump(const std::string& path, bool header_only, Repla
     info.num_actions = static_cast<std::int32_t>(get_u32(h + kOffActions));
     info.pushed_steps = static_cast<std::int64_t>(get_u64(h + kOffPushed));
     Sizes sz;
-    const std::string problem = check_dimensions(info.state_dim, info.n_envs, info.capacity_steps, info.num_actions,
-                                                 info.pushed_steps, sz);
+    const std::string problem =
+        check_dimensions(info.state_dim, info.n_envs, info.capacity_steps, info.num_actions, info.pushed_steps, sz);
     if (!problem.empty()) io_fail(path, "invalid header: " + problem);
     if (sz.file_bytes != file_bytes)
         io_fail(path, fmt::format("the file has {} bytes but its header (state_dim {}, n_envs {}, capacity_steps {}) "
@@ -295,9 +293,10 @@ ReplayDumpInfo scan_replay_dump(const std::string& path, bool header_only, Repla
             for (std::size_t i = 0; i < v.size(); ++i) {
                 const std::uint64_t row = (first + i) / D;
                 if (row < written && !std::isfinite(v[i]) && bad_value.empty())
-                    note(fmt::format("{} of row {} (feature {}) is {}: the dump holds non-finite values "
-                                     "(was it written by a diverged run?)",
-                                     what, row, (first + i) % D, v[i]));
+                    note(
+                        fmt::format("{} of row {} (feature {}) is {}: the dump holds non-finite values "
+                                    "(was it written by a diverged run?)",
+                                    what, row, (first + i) % D, v[i]));
             }
         };
     };
@@ -318,7 +317,8 @@ ReplayDumpInfo scan_replay_dump(const std::string& path, bool header_only, Repla
     });
     array(keep ? &keep->done : &done, sz.rows, [&](std::span<const std::uint8_t> v, std::uint64_t first) {
         for (std::size_t i = 0; i < v.size(); ++i)
-            if (v[i] > 2 && bad_value.empty()) note(fmt::format("done flag {} at row {} is not 0, 1 or 2", v[i], first + i));
+            if (v[i] > 2 && bad_value.empty())
+                note(fmt::format("done flag {} at row {} is not 0, 1 or 2", v[i], first + i));
     });
     const std::uint64_t actual = in.digest();
     unsigned char sum[kChecksumBytes];
@@ -344,8 +344,12 @@ ReplayDump read_replay_dump(const std::string& path) {
     return d;
 }
 
-ReplayDumpInfo read_replay_dump_info(const std::string& path) { return scan_replay_dump(path, true, nullptr); }
+ReplayDumpInfo read_replay_dump_info(const std::string& path) {
+    return scan_replay_dump(path, true, nullptr);
+}
 
-ReplayDumpInfo verify_replay_dump(const std::string& path) { return scan_replay_dump(path, false, nullptr); }
+ReplayDumpInfo verify_replay_dump(const std::string& path) {
+    return scan_replay_dump(path, false, nullptr);
+}
 
 }  // namespace fh::io

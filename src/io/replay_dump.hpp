@@ -23,8 +23,8 @@ struct ReplayDump {
     int state_dim = 0, n_envs = 0, capacity_steps = 0, num_actions = 0;
     long long pushed_steps = 0;  ///< steps ever pushed (rows of steps >= min(pushed, capacity) are unwritten)
     std::vector<float> states, next_states, rewards;  ///< (rows, state_dim), (rows, state_dim), (rows)
-    std::vector<int> actions;                          ///< (rows), in [0, num_actions)
-    std::vector<std::uint8_t> done;                    ///< (rows), env::DoneFlag: 0, 1 or 2
+    std::vector<int> actions;                         ///< (rows), in [0, num_actions)
+    std::vector<std::uint8_t> done;                   ///< (rows), env::DoneFlag: 0, 1 or 2
 };
 
 /// The file's first 8 bytes.

@@ -29,9 +29,10 @@ namespace fs = std::filesystem;
 namespace {
 
 [[noreturn]] void symlink_refused(const std::string& file) {
-    throw UsageError(fmt::format("{} is a symbolic link; a run directory's files must be its own (remove the link, "
-                                 "or copy the file in its place)",
-                                 file));
+    throw UsageError(
+        fmt::format("{} is a symbolic link; a run directory's files must be its own (remove the link, "
+                    "or copy the file in its place)",
+                    file));
 }
 
 /// True for `<anything>.tmp-<digits>`: an io::AtomicFile temporary.
@@ -62,10 +63,11 @@ int lock_directory(const std::string& path, const std::string& what) {
         const int e = errno;
         ::close(fd);
         if (e == EWOULDBLOCK)
-            throw UsageError(fmt::format("{}: another foxhunt-train process is running in this run directory "
-                                         "(it holds the directory's lock); wait for it to finish, or stop it (Ctrl-C "
-                                         "saves a checkpoint) and resume then",
-                                         what));
+            throw UsageError(
+                fmt::format("{}: another foxhunt-train process is running in this run directory "
+                            "(it holds the directory's lock); wait for it to finish, or stop it (Ctrl-C "
+                            "saves a checkpoint) and resume then",
+                            what));
         throw UsageError(fmt::format("{}: cannot lock the run directory: {}", what, std::strerror(e)));
     }
     return fd;
@@ -75,17 +77,21 @@ int lock_directory(const std::string& path, const std::string& what) {
 
 RunDirectory RunDirectory::create(const std::string& root, const std::string& name) {
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
-        throw UsageError(fmt::format("run.name = \"{}\" is not a directory name: it must not be \".\" or \"..\" or "
-                                     "contain '/' (set run.output_dir or --output for another place)",
-                                     name));
+        throw UsageError(
+            fmt::format("run.name = \"{}\" is not a directory name: it must not be \".\" or \"..\" or "
+                        "contain '/' (set run.output_dir or --output for another place)",
+                        name));
     std::error_code ec;
     fs::create_directories(root, ec);
-    if (ec) throw UsageError(fmt::format("cannot create the output directory {}: {} (set run.output_dir or --output)", root, ec.message()));
+    if (ec)
+        throw UsageError(fmt::format("cannot create the output directory {}: {} (set run.output_dir or --output)", root,
+                                     ec.message()));
     for (int k = 1; k < 10000; ++k) {
         const fs::path candidate = fs::path(root) / (k == 1 ? name : fmt::format("{}-{}", name, k));
         if (::mkdir(candidate.c_str(), 0755) != 0) {
             if (errno == EEXIST) continue;  // a directory, a file or a link of that name: the next name
-            throw UsageError(fmt::format("cannot create the run directory {}: {}", candidate.string(), std::strerror(errno)));
+            throw UsageError(
+                fmt::format("cannot create the run directory {}: {}", candidate.string(), std::strerror(errno)));
         }
         const int fd = ::open(candidate.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -100,13 +106,13 @@ RunDirectory RunDirectory::create(const std::string& root, const std::string& na
 
 RunDirectory RunDirectory::open(const std::string& path) {
     std::error_code ec;
-    if (!fs::is_directory(path, ec))
-        throw UsageError(fmt::format("--resume {}: no such run directory", path));
+    if (!fs::is_directory(path, ec)) throw UsageError(fmt::format("--resume {}: no such run directory", path));
     const fs::path last = fs::path(path) / "checkpoints" / "last.safetensors";
     if (!fs::exists(fs::symlink_status(last, ec)))
-        throw UsageError(fmt::format("--resume {}: there is no checkpoints/last.safetensors: the run stopped before "
-                                     "its first checkpoint; start it again instead",
-                                     path));
+        throw UsageError(
+            fmt::format("--resume {}: there is no checkpoints/last.safetensors: the run stopped before "
+                        "its first checkpoint; start it again instead",
+                        path));
     return RunDirectory(path, lock_directory(path, "--resume " + path));
 }
 
@@ -125,7 +131,8 @@ void RunDirectory::append_eval(const std::string& json_object) const {
     const ssize_t n = ::write(fd, line.data(), line.size());  // one write: a line is whole or absent
     const int e = errno;
     ::close(fd);
-    if (n != static_cast<ssize_t>(line.size())) throw UsageError(fmt::format("cannot write {}: {}", file, std::strerror(e)));
+    if (n != static_cast<ssize_t>(line.size()))
+        throw UsageError(fmt::format("cannot write {}: {}", file, std::strerror(e)));
 }
 
 std::string RunDirectory::file_path(const std::string& relative) const {
@@ -141,8 +148,8 @@ std::string RunDirectory::file_path(const std::string& relative) const {
         if (::lstat(p.c_str(), &st) == 0) {
             if (S_ISLNK(st.st_mode)) symlink_refused(p.string());
             if (!last && !S_ISDIR(st.st_mode))
-                throw UsageError(fmt::format("{} is not a directory; a run directory's {} must be one", p.string(),
-                                             it->string()));
+                throw UsageError(
+                    fmt::format("{} is not a directory; a run directory's {} must be one", p.string(), it->string()));
         } else if (errno != ENOENT) {
             throw UsageError(fmt::format("cannot use {}: {}", p.string(), std::strerror(errno)));
         } else if (!last && ::mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -224,8 +231,8 @@ RunDirectory::ResumeCleanup RunDirectory::prepare_resume(long long progress, con
             const std::string line = text->substr(at, nl == std::string::npos ? std::string::npos : nl - at);
             at = nl == std::string::npos ? text->size() : nl + 1;
             const long long p = progress_of(line, unit_key);
-            if (!cut && nl != std::string::npos && !line.empty() && line.front() == '{' && line.back() == '}' && p >= 0 &&
-                p <= progress) {
+            if (!cut && nl != std::string::npos && !line.empty() && line.front() == '{' && line.back() == '}' &&
+                p >= 0 && p <= progress) {
                 kept += line + "\n";
             } else {
                 cut = true;  // a partial or foreign line, or one past the checkpoint: it and what follows go
@@ -258,7 +265,8 @@ std::string summary_status(const std::string& summary) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
-    io::write_file_atomically(path, text, [&](const std::string& m) { throw UsageError(fmt::format("{}: {}", path, m)); });
+    io::write_file_atomically(path, text,
+                              [&](const std::string& m) { throw UsageError(fmt::format("{}: {}", path, m)); });
 }
 
 }  // namespace fh::io

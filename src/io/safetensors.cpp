@@ -31,12 +31,18 @@ constexpr Dtype kAllDtypes[] = {Dtype::F32, Dtype::F64, Dtype::I32, Dtype::I64, 
 // for the same tensors and metadata, and aligns every tensor to its element size.
 int write_rank(Dtype d) {
     switch (d) {
-        case Dtype::U64: return 0;
-        case Dtype::I64: return 1;
-        case Dtype::F64: return 2;
-        case Dtype::F32: return 3;
-        case Dtype::I32: return 4;
-        case Dtype::U8: return 5;
+        case Dtype::U64:
+            return 0;
+        case Dtype::I64:
+            return 1;
+        case Dtype::F64:
+            return 2;
+        case Dtype::F32:
+            return 3;
+        case Dtype::I32:
+            return 4;
+        case Dtype::U8:
+            return 5;
     }
     return 6;
 }
@@ -63,7 +69,9 @@ std::optional<std::uint64_t> element_count(const Shape& shape) {
     return n;
 }
 
-std::string hex16(std::uint64_t v) { return fmt::format("{:016x}", v); }
+std::string hex16(std::uint64_t v) {
+    return fmt::format("{:016x}", v);
+}
 
 }  // namespace
 
@@ -72,12 +80,18 @@ std::string hex16(std::uint64_t v) { return fmt::format("{:016x}", v); }
 
 std::string_view dtype_name(Dtype d) noexcept {
     switch (d) {
-        case Dtype::F32: return "F32";
-        case Dtype::F64: return "F64";
-        case Dtype::I32: return "I32";
-        case Dtype::I64: return "I64";
-        case Dtype::U8: return "U8";
-        case Dtype::U64: return "U64";
+        case Dtype::F32:
+            return "F32";
+        case Dtype::F64:
+            return "F64";
+        case Dtype::I32:
+            return "I32";
+        case Dtype::I64:
+            return "I64";
+        case Dtype::U8:
+            return "U8";
+        case Dtype::U64:
+            return "U64";
     }
     return "?";
 }
@@ -90,12 +104,15 @@ std::optional<Dtype> dtype_from_name(std::string_view name) noexcept {
 
 std::size_t dtype_size(Dtype d) noexcept {
     switch (d) {
-        case Dtype::U8: return 1;
+        case Dtype::U8:
+            return 1;
         case Dtype::F32:
-        case Dtype::I32: return 4;
+        case Dtype::I32:
+            return 4;
         case Dtype::F64:
         case Dtype::I64:
-        case Dtype::U64: return 8;
+        case Dtype::U64:
+            return 8;
     }
     return 0;
 }
@@ -103,7 +120,6 @@ std::size_t dtype_size(Dtype d) noexcept {
 std::string shape_string(const Shape& s) {
     return fmt::format("[{}]", fmt::join(s, ", "));
 }
-
 
 std::string header_checksum_input(const std::map<std::string, std::string>& metadata,
                                   const std::vector<TableEntry>& tensors) {
@@ -136,15 +152,14 @@ void TensorFileWriter::add_entry(Entry e) {
     const auto n = element_count(e.shape);
     if (!n || *n > std::numeric_limits<std::uint64_t>::max() / dtype_size(e.dtype) ||
         *n * dtype_size(e.dtype) != e.bytes.size())
-        throw CheckpointError(fmt::format(
-            "checkpoint tensor {}: {} bytes given, shape {} of {} needs {}", e.name, e.bytes.size(),
-            shape_string(e.shape), dtype_name(e.dtype),
-            n ? fmt::format("{}", *n * dtype_size(e.dtype)) : std::string("more than 2^64")));
+        throw CheckpointError(
+            fmt::format("checkpoint tensor {}: {} bytes given, shape {} of {} needs {}", e.name, e.bytes.size(),
+                        shape_string(e.shape), dtype_name(e.dtype),
+                        n ? fmt::format("{}", *n * dtype_size(e.dtype)) : std::string("more than 2^64")));
     entries_.push_back(std::move(e));
 }
 
-void TensorFileWriter::add(const std::string& name, Dtype dtype, const Shape& shape,
-                           std::span<const std::byte> bytes) {
+void TensorFileWriter::add(const std::string& name, Dtype dtype, const Shape& shape, std::span<const std::byte> bytes) {
     auto owned = std::make_shared<std::vector<std::byte>>(bytes.begin(), bytes.end());
     const std::span<const std::byte> view(owned->data(), owned->size());
     add_entry(Entry{name, dtype, shape, std::move(owned), view});
@@ -204,8 +219,8 @@ std::string TensorFileWriter::header(const std::vector<const Entry*>& order, std
     for (const Entry* e : order) {
         h += ',';
         h += json::quote(e->name);
-        h += fmt::format(":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
-                         dtype_name(e->dtype), fmt::join(e->shape, ","), offset, offset + e->bytes.size());
+        h += fmt::format(":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}", dtype_name(e->dtype),
+                         fmt::join(e->shape, ","), offset, offset + e->bytes.size());
         offset += e->bytes.size();
     }
     h += '}';
@@ -236,7 +251,8 @@ void TensorFileWriter::write(const std::string& path) const {
     unsigned char len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((h.size() >> (8 * i)) & 0xFF);
 
-    AtomicFile file(path, [&](const std::string& m) { throw CheckpointError(fmt::format("checkpoint {}: {}", path, m)); });
+    AtomicFile file(path,
+                    [&](const std::string& m) { throw CheckpointError(fmt::format("checkpoint {}: {}", path, m)); });
     file.write(len, sizeof len);
     file.write(h.data(), h.size());
     for (const Entry* e : order) file.write(e->bytes.data(), e->bytes.size());
@@ -246,7 +262,9 @@ void TensorFileWriter::write(const std::string& path) const {
 // ---------------------------------------------------------------------------------------------
 // TensorFile
 
-TensorFile::TensorFile(TensorFile&& o) noexcept { *this = std::move(o); }
+TensorFile::TensorFile(TensorFile&& o) noexcept {
+    *this = std::move(o);
+}
 
 TensorFile& TensorFile::operator=(TensorFile&& o) noexcept {
     if (this == &o) return *this;
@@ -269,7 +287,9 @@ TensorFile& TensorFile::operator=(TensorFile&& o) noexcept {
     return *this;
 }
 
-TensorFile::~TensorFile() { release(); }
+TensorFile::~TensorFile() {
+    release();
+}
 
 void TensorFile::release() noexcept {
     if (mapping_) ::munmap(mapping_, size_);
@@ -308,8 +328,7 @@ TensorFile TensorFile::read(const std::string& path, const ReadOptions& options)
     return f;
 }
 
-TensorFile TensorFile::from_bytes(std::vector<std::byte> bytes, const std::string& label,
-                                  const ReadOptions& options) {
+TensorFile TensorFile::from_bytes(std::vector<std::byte> bytes, const std::string& label, const ReadOptions& options) {
     TensorFile f;
     f.path_ = label;
     f.memory_ = std::move(bytes);
@@ -321,17 +340,18 @@ TensorFile TensorFile::from_bytes(std::vector<std::byte> bytes, const std::strin
 
 void TensorFile::validate(const ReadOptions& options) {
     if (size_ < 8)
-        fail(fmt::format("too short: {} bytes (a safetensors file starts with an 8-byte header length); "
-                         "the file is truncated or not a checkpoint",
-                         size_));
+        fail(
+            fmt::format("too short: {} bytes (a safetensors file starts with an 8-byte header length); "
+                        "the file is truncated or not a checkpoint",
+                        size_));
     std::uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint8_t>(base_[i]);
     if (n > kMaxHeaderBytes)
-        fail(fmt::format("header length {} is larger than the limit of {} bytes; not a safetensors file?",
-                         n, kMaxHeaderBytes));
+        fail(fmt::format("header length {} is larger than the limit of {} bytes; not a safetensors file?", n,
+                         kMaxHeaderBytes));
     if (n > size_ - 8)
-        fail(fmt::format("header length {} extends beyond the end of the file ({} bytes); the file is truncated",
-                         n, size_));
+        fail(fmt::format("header length {} extends beyond the end of the file ({} bytes); the file is truncated", n,
+                         size_));
     if (n == 0) fail("invalid JSON header: empty header");
     data_begin_ = 8 + static_cast<std::size_t>(n);
     const std::uint64_t data_size = size_ - data_begin_;
@@ -368,14 +388,20 @@ void TensorFile::validate(const ReadOptions& options) {
         const json::Value* sh = nullptr;
         const json::Value* off = nullptr;
         for (const auto& [k, fv] : v.as_object()) {
-            if (k == "dtype") dt = &fv;
-            else if (k == "shape") sh = &fv;
-            else if (k == "data_offsets") off = &fv;
-            else fail(fmt::format("invalid header: tensor {} has an unknown field {}", name, k));
+            if (k == "dtype")
+                dt = &fv;
+            else if (k == "shape")
+                sh = &fv;
+            else if (k == "data_offsets")
+                off = &fv;
+            else
+                fail(fmt::format("invalid header: tensor {} has an unknown field {}", name, k));
         }
         if (!dt || !sh || !off)
             fail(fmt::format("invalid header: tensor {} lacks {}", name,
-                             !dt ? "dtype" : !sh ? "shape" : "data_offsets"));
+                             !dt   ? "dtype"
+                             : !sh ? "shape"
+                                   : "data_offsets"));
         if (!dt->is_string()) fail(fmt::format("invalid header: tensor {}: dtype is not a string", name));
         const auto dtype = dtype_from_name(dt->as_string());
         if (!dtype)
@@ -389,20 +415,19 @@ void TensorFile::validate(const ReadOptions& options) {
             shape.push_back(d.as_u64());
         }
         if (!off->is_array() || off->as_array().size() != 2 || !off->as_array()[0].is_integer() ||
-            !off->as_array()[1].is_integer() || off->as_array()[0].is_negative() ||
-            off->as_array()[1].is_negative())
+            !off->as_array()[1].is_integer() || off->as_array()[0].is_negative() || off->as_array()[1].is_negative())
             fail(fmt::format("invalid header: tensor {}: data_offsets must be [begin, end], integers >= 0", name));
         const std::uint64_t b = off->as_array()[0].as_u64(), e = off->as_array()[1].as_u64();
         if (b > e || e > data_size)
-            fail(fmt::format("tensor {}: data_offsets [{}, {}] lie outside the data section of {} bytes",
-                             name, b, e, data_size));
+            fail(fmt::format("tensor {}: data_offsets [{}, {}] lie outside the data section of {} bytes", name, b, e,
+                             data_size));
         const auto count = element_count(shape);
         if (!count || *count > std::numeric_limits<std::uint64_t>::max() / dtype_size(*dtype) ||
             *count * dtype_size(*dtype) != e - b)
-            fail(fmt::format("tensor {}: size {} bytes does not match shape {} of {} ({} bytes per element)",
-                             name, e - b, shape_string(shape), dtype_name(*dtype), dtype_size(*dtype)));
-        tensors_[name] = TensorView{*dtype, shape,
-                                    std::span<const std::byte>(base_ + data_begin_ + b, static_cast<std::size_t>(e - b))};
+            fail(fmt::format("tensor {}: size {} bytes does not match shape {} of {} ({} bytes per element)", name,
+                             e - b, shape_string(shape), dtype_name(*dtype), dtype_size(*dtype)));
+        tensors_[name] = TensorView{
+            *dtype, shape, std::span<const std::byte>(base_ + data_begin_ + b, static_cast<std::size_t>(e - b))};
         infos.push_back(Info{name, b, e});
     }
 
@@ -414,16 +439,17 @@ void TensorFile::validate(const ReadOptions& options) {
     for (std::size_t i = 0; i < infos.size(); ++i) {
         const Info& t = infos[i];
         if (t.begin < at)
-            fail(fmt::format("tensors {} and {} overlap (data_offsets must be sorted and disjoint)",
-                             infos[i - 1].name, t.name));
+            fail(fmt::format("tensors {} and {} overlap (data_offsets must be sorted and disjoint)", infos[i - 1].name,
+                             t.name));
         if (t.begin > at)
-            fail(fmt::format("gap in the data before tensor {} (bytes {}..{} belong to no tensor)", t.name, at, t.begin));
+            fail(fmt::format("gap in the data before tensor {} (bytes {}..{} belong to no tensor)", t.name, at,
+                             t.begin));
         at = t.end;
         order_.push_back(t.name);
     }
     if (at != data_size)
-        fail(fmt::format("the tensors cover {} bytes but the data section holds {} (trailing or missing bytes)",
-                         at, data_size));
+        fail(fmt::format("the tensors cover {} bytes but the data section holds {} (trailing or missing bytes)", at,
+                         data_size));
 
     if (!options.require_checkpoint) return;
     const auto marker = metadata(std::string(kMetaFormat));
@@ -432,14 +458,16 @@ void TensorFile::validate(const ReadOptions& options) {
                          marker ? json::quote(*marker) : std::string("missing"), kFormatMarker));
     const auto version = metadata(std::string(kMetaVersion));
     if (version != "1" && version != fmt::format("{}", kFormatVersion))
-        fail(fmt::format("checkpoint format version {} is not supported by this build (it reads versions 1 and {}); "
-                         "was it written by a newer foxhunt-train?",
-                         version ? json::quote(*version) : std::string("missing"), kFormatVersion));
+        fail(
+            fmt::format("checkpoint format version {} is not supported by this build (it reads versions 1 and {}); "
+                        "was it written by a newer foxhunt-train?",
+                        version ? json::quote(*version) : std::string("missing"), kFormatVersion));
     format_version_ = *version == "1" ? 1 : kFormatVersion;
     if (format_version_ == 1 && metadata(std::string(kMetaHeaderChecksum)))
-        fail(fmt::format("the header says format version 1 but carries {}, which only version 2 writes: the version "
-                         "was edited or is corrupt (use another checkpoint)",
-                         kMetaHeaderChecksum));
+        fail(
+            fmt::format("the header says format version 1 but carries {}, which only version 2 writes: the version "
+                        "was edited or is corrupt (use another checkpoint)",
+                        kMetaHeaderChecksum));
     if (format_version_ != 1) {
         // Version 2: the metadata (the embedded profile, the normalisation clip, ...) and the
         // tensor table are covered too, so a same-length edit of either is caught.
@@ -453,17 +481,19 @@ void TensorFile::validate(const ReadOptions& options) {
         }
         const std::string actual_header = hex16(fh::data::xxh64(header_checksum_input(metadata_, table)));
         if (*header_sum != actual_header)
-            fail(fmt::format("header checksum mismatch: the metadata and tensor table hash to {} but the header says "
-                             "{}; the header was edited or is corrupt (use another checkpoint)",
-                             actual_header, *header_sum));
+            fail(
+                fmt::format("header checksum mismatch: the metadata and tensor table hash to {} but the header says "
+                            "{}; the header was edited or is corrupt (use another checkpoint)",
+                            actual_header, *header_sum));
     }
     const auto sum = metadata(std::string(kMetaChecksum));
     if (!sum) fail(fmt::format("metadata {} (the data checksum) is missing", kMetaChecksum));
     const std::string actual = hex16(fh::data::xxh64(base_ + data_begin_, static_cast<std::size_t>(data_size)));
     if (*sum != actual)
-        fail(fmt::format("checksum mismatch: the data hashes to {} but the header says {}; the file is "
-                         "corrupt (use another checkpoint)",
-                         actual, *sum));
+        fail(
+            fmt::format("checksum mismatch: the data hashes to {} but the header says {}; the file is "
+                        "corrupt (use another checkpoint)",
+                        actual, *sum));
 }
 
 std::optional<std::string> TensorFile::metadata(const std::string& key) const {
@@ -472,9 +502,13 @@ std::optional<std::string> TensorFile::metadata(const std::string& key) const {
     return it->second;
 }
 
-bool TensorFile::has(const std::string& name) const { return tensors_.count(name) != 0; }
+bool TensorFile::has(const std::string& name) const {
+    return tensors_.count(name) != 0;
+}
 
-std::vector<std::string> TensorFile::names() const { return order_; }
+std::vector<std::string> TensorFile::names() const {
+    return order_;
+}
 
 TensorView TensorFile::tensor(const std::string& name) const {
     const auto it = tensors_.find(name);
@@ -487,8 +521,8 @@ TensorView TensorFile::checked(const std::string& name, Dtype dtype, const Shape
     if (v.dtype != dtype)
         fail(fmt::format("tensor {} has dtype {}, expected {}", name, dtype_name(v.dtype), dtype_name(dtype)));
     if (v.shape != expected)
-        fail(fmt::format("tensor {} has shape {}, expected {} (was the checkpoint written with another profile?)",
-                         name, shape_string(v.shape), shape_string(expected)));
+        fail(fmt::format("tensor {} has shape {}, expected {} (was the checkpoint written with another profile?)", name,
+                         shape_string(v.shape), shape_string(expected)));
     return v;
 }
 

@@ -41,14 +41,22 @@ std::string_view dtype_name(Dtype d) noexcept;
 std::optional<Dtype> dtype_from_name(std::string_view name) noexcept;
 std::size_t dtype_size(Dtype d) noexcept;
 
-template <class T> constexpr Dtype dtype_of() {
-    if constexpr (std::is_same_v<T, float>) return Dtype::F32;
-    else if constexpr (std::is_same_v<T, double>) return Dtype::F64;
-    else if constexpr (std::is_same_v<T, std::int32_t>) return Dtype::I32;
-    else if constexpr (std::is_same_v<T, std::int64_t>) return Dtype::I64;
-    else if constexpr (std::is_same_v<T, std::uint8_t>) return Dtype::U8;
-    else if constexpr (std::is_same_v<T, std::uint64_t>) return Dtype::U64;
-    else static_assert(sizeof(T) == 0, "no safetensors dtype for this type");
+template <class T>
+constexpr Dtype dtype_of() {
+    if constexpr (std::is_same_v<T, float>)
+        return Dtype::F32;
+    else if constexpr (std::is_same_v<T, double>)
+        return Dtype::F64;
+    else if constexpr (std::is_same_v<T, std::int32_t>)
+        return Dtype::I32;
+    else if constexpr (std::is_same_v<T, std::int64_t>)
+        return Dtype::I64;
+    else if constexpr (std::is_same_v<T, std::uint8_t>)
+        return Dtype::U8;
+    else if constexpr (std::is_same_v<T, std::uint64_t>)
+        return Dtype::U64;
+    else
+        static_assert(sizeof(T) == 0, "no safetensors dtype for this type");
 }
 
 using Shape = std::vector<std::uint64_t>;
@@ -56,7 +64,7 @@ using Shape = std::vector<std::uint64_t>;
 std::string shape_string(const Shape& s);
 
 /// Metadata keys the writer adds and the reader checks (reserved: set_metadata refuses them).
-inline constexpr std::string_view kMetaFormat = "format";          ///< = kFormatMarker
+inline constexpr std::string_view kMetaFormat = "format";           ///< = kFormatMarker
 inline constexpr std::string_view kMetaVersion = "format_version";  ///< = kFormatVersion, decimal
 inline constexpr std::string_view kMetaChecksum = "data_xxh64";     ///< 16 lower-case hex digits
 /// Version 2: XXH64 of the metadata and the tensor table (header_checksum_input), 16 hex digits.
@@ -92,9 +100,9 @@ public:
     void add(const std::string& name, Dtype dtype, const Shape& shape, std::span<const std::byte> bytes);
     /// Same, without copying: `bytes` must stay alive and unchanged until write() returns
     /// (for large buffers such as the replay memory).
-    void add_borrowed(const std::string& name, Dtype dtype, const Shape& shape,
-                      std::span<const std::byte> bytes);
-    template <class T> void add(const std::string& name, const Shape& shape, std::span<const T> values) {
+    void add_borrowed(const std::string& name, Dtype dtype, const Shape& shape, std::span<const std::byte> bytes);
+    template <class T>
+    void add(const std::string& name, const Shape& shape, std::span<const T> values) {
         add(name, dtype_of<T>(), shape, std::as_bytes(values));
     }
     /// A string in `__metadata__` (e.g. the resolved profile, normalisation statistics as JSON).
@@ -167,7 +175,8 @@ public:
     TensorView tensor(const std::string& name) const;
     /// A copy of the tensor's elements; throws CheckpointError when it is missing, its dtype is
     /// not T's, or its shape is not `expected`.
-    template <class T> std::vector<T> get(const std::string& name, const Shape& expected) const {
+    template <class T>
+    std::vector<T> get(const std::string& name, const Shape& expected) const {
         const TensorView v = checked(name, dtype_of<T>(), expected);
         std::vector<T> out(v.bytes.size() / sizeof(T));
         if (!v.bytes.empty()) std::memcpy(out.data(), v.bytes.data(), v.bytes.size());
@@ -185,9 +194,9 @@ private:
     std::string path_;
     const std::byte* base_ = nullptr;  // the whole file
     std::size_t size_ = 0;
-    void* mapping_ = nullptr;          // mmap address, or null
-    std::vector<std::byte> memory_;    // from_bytes storage
-    std::size_t data_begin_ = 0;       // 8 + N
+    void* mapping_ = nullptr;        // mmap address, or null
+    std::vector<std::byte> memory_;  // from_bytes storage
+    std::size_t data_begin_ = 0;     // 8 + N
     std::map<std::string, std::string> metadata_;
     std::map<std::string, TensorView> tensors_;
     std::vector<std::string> order_;

@@ -27,20 +27,22 @@ std::vector<float> initial_params(const ParamLayout& layout, std::uint64_t seed)
     return host;
 }
 
-void init_params(ops::Device& ops, ops::View<float> params, const ParamLayout& layout,
-                 std::uint64_t seed) {
+void init_params(ops::Device& ops, ops::View<float> params, const ParamLayout& layout, std::uint64_t seed) {
     if (params.size() != layout.total())
-        throw std::invalid_argument(fmt::format(
-            "nn::init_params: the buffer has {} floats, the layout {}", params.size(), layout.total()));
+        throw std::invalid_argument(
+            fmt::format("nn::init_params: the buffer has {} floats, the layout {}", params.size(), layout.total()));
     const std::vector<float> host = initial_params(layout, seed);
     ops.upload(params, std::span<const float>(host));
 }
 
 float init_gain(ops::Activation act) {
     switch (act) {
-        case ops::Activation::relu: return std::sqrt(2.f);
-        case ops::Activation::tanh: return 5.f / 3.f;
-        default: return 1.f;
+        case ops::Activation::relu:
+            return std::sqrt(2.f);
+        case ops::Activation::tanh:
+            return 5.f / 3.f;
+        default:
+            return 1.f;
     }
 }
 

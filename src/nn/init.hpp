@@ -23,8 +23,7 @@ std::vector<float> initial_params(const ParamLayout& layout, std::uint64_t seed)
 
 /// Computes initial_params on the host and uploads it into `params` (layout.total() floats):
 /// the same numbers on the CPU and CUDA backends.
-void init_params(ops::Device& ops, ops::View<float> params, const ParamLayout& layout,
-                 std::uint64_t seed);
+void init_params(ops::Device& ops, ops::View<float> params, const ParamLayout& layout, std::uint64_t seed);
 
 /// The init gain for a layer followed by `act`: sqrt(2) for relu, 5/3 for tanh, 1 for none
 /// (PyTorch's calculate_gain).

@@ -27,10 +27,10 @@ Mlp::Mlp(ParamLayout& layout, std::string name, MlpConfig config) : name_(std::m
         layer.act = last ? config.output : config.hidden;
         InitSpec w_init{InitSpec::Kind::uniform_fan_in, layer.in,
                         init_gain(layer.act) * (last ? config.output_init_scale : 1.f)};
-        const std::size_t w = layout.add(fmt::format("{}.l{}.w", name_, l),
-                                         static_cast<std::size_t>(layer.out) * layer.in, w_init);
-        const std::size_t b = layout.add(fmt::format("{}.l{}.b", name_, l),
-                                         static_cast<std::size_t>(layer.out), InitSpec{});
+        const std::size_t w =
+            layout.add(fmt::format("{}.l{}.w", name_, l), static_cast<std::size_t>(layer.out) * layer.in, w_init);
+        const std::size_t b =
+            layout.add(fmt::format("{}.l{}.b", name_, l), static_cast<std::size_t>(layer.out), InitSpec{});
         layer.weight = layout.slice(w);
         layer.bias = layout.slice(b);
         layers_.push_back(std::move(layer));
@@ -55,13 +55,16 @@ Mlp::Workspace Mlp::make_workspace(ops::Device& ops, int max_batch) const {
     return ws;
 }
 
-View<const float> Mlp::forward(ops::Device& ops, View<const float> params, View<const float> X,
-                               int batch, Workspace& ws) const {
+View<const float> Mlp::forward(ops::Device& ops, View<const float> params, View<const float> X, int batch,
+                               Workspace& ws) const {
     if (batch < 1 || batch > ws.max_batch_)
-        throw std::invalid_argument(fmt::format("nn::Mlp '{}'::forward: batch {} outside [1, {}] "
-                                                "(the workspace's max_batch)", name_, batch, ws.max_batch_));
+        throw std::invalid_argument(
+            fmt::format("nn::Mlp '{}'::forward: batch {} outside [1, {}] "
+                        "(the workspace's max_batch)",
+                        name_, batch, ws.max_batch_));
     if (ws.widths_.size() != layers_.size())
-        throw std::invalid_argument(fmt::format("nn::Mlp '{}'::forward: the workspace belongs to another network", name_));
+        throw std::invalid_argument(
+            fmt::format("nn::Mlp '{}'::forward: the workspace belongs to another network", name_));
     const std::size_t rows = static_cast<std::size_t>(batch);
     View<const float> x = X;
     for (std::size_t l = 0; l < layers_.size(); ++l) {
@@ -104,10 +107,13 @@ View<const float> Mlp::forward_batched(ops::Device& ops, View<const float> param
                                        View<const float> X, std::size_t x_stride, int batch, int count,
                                        Workspace& ws) const {
     if (batch < 1 || count < 1 || static_cast<long long>(batch) * count > ws.max_batch_)
-        throw std::invalid_argument(fmt::format("nn::Mlp '{}'::forward_batched: {} x {} rows exceed the workspace's "
-                                                "max_batch {}", name_, count, batch, ws.max_batch_));
+        throw std::invalid_argument(
+            fmt::format("nn::Mlp '{}'::forward_batched: {} x {} rows exceed the workspace's "
+                        "max_batch {}",
+                        name_, count, batch, ws.max_batch_));
     if (ws.widths_.size() != layers_.size())
-        throw std::invalid_argument(fmt::format("nn::Mlp '{}'::forward_batched: the workspace belongs to another network", name_));
+        throw std::invalid_argument(
+            fmt::format("nn::Mlp '{}'::forward_batched: the workspace belongs to another network", name_));
     const std::size_t rows = static_cast<std::size_t>(batch) * static_cast<std::size_t>(count);
     View<const float> x = X;
     std::size_t stride = x_stride;
@@ -127,15 +133,15 @@ View<const float> Mlp::forward_batched(ops::Device& ops, View<const float> param
     return x;
 }
 
-void Mlp::backward(ops::Device& ops, View<const float> params, View<float> grads, View<float> dOut,
-                   View<float> dX, int batch, Workspace& ws, bool accumulate, int network) const {
+void Mlp::backward(ops::Device& ops, View<const float> params, View<float> grads, View<float> dOut, View<float> dX,
+                   int batch, Workspace& ws, bool accumulate, int network) const {
     if (ws.batch_ == 0 || batch < 1 || batch > ws.batch_)
-        throw std::invalid_argument(fmt::format(
-            "nn::Mlp '{}'::backward: batch {} is not within the workspace's last forward ({} rows)",
-            name_, batch, ws.batch_));
+        throw std::invalid_argument(
+            fmt::format("nn::Mlp '{}'::backward: batch {} is not within the workspace's last forward ({} rows)", name_,
+                        batch, ws.batch_));
     if (network < 0 || network >= ws.count_)
-        throw std::invalid_argument(fmt::format("nn::Mlp '{}'::backward: network {} of a forward over {}", name_,
-                                                network, ws.count_));
+        throw std::invalid_argument(
+            fmt::format("nn::Mlp '{}'::backward: network {} of a forward over {}", name_, network, ws.count_));
     backward_networks(ops, params, grads, dOut, dX, batch, ws, accumulate, network, 1);
 }
 
@@ -151,8 +157,8 @@ void Mlp::backward_networks(ops::Device& ops, View<const float> params, View<flo
     const std::size_t rows = static_cast<std::size_t>(batch);
     const std::size_t k = static_cast<std::size_t>(first);
     const std::size_t row0 = k * static_cast<std::size_t>(ws.batch_);  // the first network's first row
-    const std::size_t p0 = k * ws.param_stride_;                        // its parameters' shift
-    const std::size_t n = static_cast<std::size_t>(networks);          // networks together: all rows (batch = ws.batch_)
+    const std::size_t p0 = k * ws.param_stride_;                       // its parameters' shift
+    const std::size_t n = static_cast<std::size_t>(networks);  // networks together: all rows (batch = ws.batch_)
     // Layer l's backward, or the given parts of it.
     const auto layer = [&](std::size_t l, ops::BackwardPart parts) {
         const Layer& L = layers_[l];
@@ -175,8 +181,8 @@ void Mlp::backward_networks(ops::Device& ops, View<const float> params, View<flo
     // whole backward and the activation and bias parts of the hidden layer below in one op (one
     // pass over the hidden output on CUDA); that layer's weights and input parts follow.
     const std::size_t top = layers_.size() - 1;
-    const bool narrow_head = top >= 1 && layers_[top].out <= abi::kHeadBackwardMaxOut &&
-                             layers_[top].act == ops::Activation::none;
+    const bool narrow_head =
+        top >= 1 && layers_[top].out <= abi::kHeadBackwardMaxOut && layers_[top].act == ops::Activation::none;
     const auto head = [&] {
         const Layer& H = layers_[top];
         const Layer& L = layers_[top - 1];

@@ -15,10 +15,10 @@
 namespace fh::nn {
 
 struct MlpConfig {
-    std::vector<int> sizes;                            ///< {in, h1, ..., out}: >= 2 entries, each >= 1
-    ops::Activation hidden = ops::Activation::relu;   ///< after every layer but the last
-    ops::Activation output = ops::Activation::none;   ///< after the last layer
-    float output_init_scale = 1.f;                     ///< multiplies the last layer's init bound
+    std::vector<int> sizes;                          ///< {in, h1, ..., out}: >= 2 entries, each >= 1
+    ops::Activation hidden = ops::Activation::relu;  ///< after every layer but the last
+    ops::Activation output = ops::Activation::none;  ///< after the last layer
+    float output_init_scale = 1.f;                   ///< multiplies the last layer's init bound
 
     /// in -> hidden... -> out, `act` after every hidden layer, no activation on the output.
     static MlpConfig stack(int in, const std::vector<std::int64_t>& hidden, int out, ops::Activation act,
@@ -79,8 +79,8 @@ public:
 
     /// Runs the network on X (batch, in_dim) with the weights in `params` (the layout's buffer);
     /// returns the output (batch, out_dim), a view into `ws`.
-    ops::View<const float> forward(ops::Device& ops, ops::View<const float> params,
-                                   ops::View<const float> X, int batch, Workspace& ws) const;
+    ops::View<const float> forward(ops::Device& ops, ops::View<const float> params, ops::View<const float> X, int batch,
+                                   Workspace& ws) const;
 
     /// The same output as forward for inference only (collection, acting): one launch for the
     /// whole network where the device has a fused path (Device::mlp_infer), else forward. The
@@ -107,9 +107,8 @@ public:
     /// its parameters and gradients at k * param_stride (the same layout slices shifted: e.g.
     /// twin networks registered one after the other). The backwards of different networks of one
     /// workspace touch disjoint memory, so they may run concurrently.
-    void backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads,
-                  ops::View<float> dOut, ops::View<float> dX, int batch, Workspace& ws,
-                  bool accumulate, int network = 0) const;
+    void backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads, ops::View<float> dOut,
+                  ops::View<float> dX, int batch, Workspace& ws, bool accumulate, int network = 0) const;
     /// Backward of every network of the last forward_batched on `ws`, each on all its rows: one
     /// launch per layer part for all of them (Device::linear_backward_batched) instead of `count`
     /// backwards. dOut (count, batch, out_dim): network k's dL/dOutput in block k, overwritten

@@ -21,8 +21,8 @@ std::size_t ParamLayout::add(std::string name, std::size_t size, InitSpec init) 
         if (s.name == name)
             throw std::invalid_argument(fmt::format("nn::ParamLayout::add: slice '{}' already exists", name));
     if (init.kind == InitSpec::Kind::uniform_fan_in && (init.fan_in < 1 || !(init.gain >= 0.f)))
-        throw std::invalid_argument(fmt::format(
-            "nn::ParamLayout::add: slice '{}': uniform_fan_in needs fan_in >= 1 and gain >= 0", name));
+        throw std::invalid_argument(
+            fmt::format("nn::ParamLayout::add: slice '{}': uniform_fan_in needs fan_in >= 1 and gain >= 0", name));
     const std::size_t offset = (total_ + kAlignment - 1) / kAlignment * kAlignment;
     slices_.push_back(ParamSlice{std::move(name), offset, size, init});
     total_ = offset + size;
@@ -46,10 +46,10 @@ const ParamSlice& ParamLayout::find(std::string_view name) const {
 
 void ParamLayout::check_buffer(std::size_t size) const {
     if (size != total_)
-        throw std::invalid_argument(fmt::format(
-            "nn::ParamLayout: buffer has {} floats but the layout has {} (allocate it with "
-            "nn::alloc_zeroed after every slice is added)",
-            size, total_));
+        throw std::invalid_argument(
+            fmt::format("nn::ParamLayout: buffer has {} floats but the layout has {} (allocate it with "
+                        "nn::alloc_zeroed after every slice is added)",
+                        size, total_));
 }
 
 ops::Buffer<float> alloc_zeroed(ops::Device& ops, const ParamLayout& layout) {

@@ -18,8 +18,8 @@ namespace fh::nn {
 struct InitSpec {
     enum class Kind { zeros, uniform_fan_in };
     Kind kind = Kind::zeros;
-    int fan_in = 0;     ///< uniform_fan_in: inputs per output unit
-    float gain = 1.f;   ///< uniform_fan_in: bound = gain * sqrt(3 / fan_in)
+    int fan_in = 0;    ///< uniform_fan_in: inputs per output unit
+    float gain = 1.f;  ///< uniform_fan_in: bound = gain * sqrt(3 / fan_in)
 
     /// The bound b of U(-b, b): gain * sqrt(3 / fan_in) (0 for zeros).
     double bound() const;
@@ -51,7 +51,8 @@ public:
     std::size_t total() const noexcept { return total_; }
 
     /// The slice `index` of a buffer of this layout (its size must be total()).
-    template <class T> ops::View<T> view(ops::View<T> buffer, std::size_t index) const {
+    template <class T>
+    ops::View<T> view(ops::View<T> buffer, std::size_t index) const {
         check_buffer(buffer.size());
         const ParamSlice& s = slice(index);
         return buffer.subview(s.offset, s.size);

@@ -17,8 +17,7 @@ using core::Activation;
 /// Y = act(X W^T + b). Y (batch, out), X (batch, in), W (out, in), b (out) or null.
 /// Each output sums its products in input order k = 0..in-1, then adds the bias.
 template <class T>
-void linear_forward(T* Y, const T* X, const T* W, const T* b, int batch, int in, int out,
-                    Activation act) {
+void linear_forward(T* Y, const T* X, const T* W, const T* b, int batch, int in, int out, Activation act) {
     for (int r = 0; r < batch; ++r) {
         const T* x = X + static_cast<std::size_t>(r) * in;
         for (int o = 0; o < out; ++o) {
@@ -80,8 +79,8 @@ void input_backward(T* dX, const T* dZ, const T* W, int batch, int in, int out) 
 }
 
 template <class T>
-void linear_backward(T* dX, T* dW, T* db, T* dY, const T* Y, const T* X, const T* W, int batch,
-                     int in, int out, Activation act, bool accumulate) {
+void linear_backward(T* dX, T* dW, T* db, T* dY, const T* Y, const T* X, const T* W, int batch, int in, int out,
+                     Activation act, bool accumulate) {
     activation_backward(dY, Y, batch, out, act);
     if (db != nullptr) bias_backward(db, dY, batch, out, accumulate);
     weight_backward(dW, dY, X, batch, in, out, accumulate);

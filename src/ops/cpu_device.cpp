@@ -72,9 +72,10 @@ void CpuDevice::linear_forward_impl(View<float> Y, View<const float> X, View<con
     nn::ref::linear_forward<float>(Y.data(), X.data(), W.data(), b.empty() ? nullptr : b.data(), batch, in, out, act);
 }
 
-void CpuDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
-                                            std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
-                                            int count, int batch, int in, int out, Activation act) {
+void CpuDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride,
+                                            View<const float> params, std::size_t param_stride, std::size_t w_offset,
+                                            std::ptrdiff_t b_offset, int count, int batch, int in, int out,
+                                            Activation act) {
     const std::size_t ys = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
     for (std::size_t k = 0; k < static_cast<std::size_t>(count); ++k) {
         const float* p = params.data() + k * param_stride;
@@ -86,7 +87,8 @@ void CpuDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, 
 void CpuDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY,
                                      View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                      int out, Activation act, bool accumulate, BackwardPart parts) {
-    if (has_part(parts, BackwardPart::activation)) nn::ref::activation_backward<float>(dY.data(), Y.data(), batch, out, act);
+    if (has_part(parts, BackwardPart::activation))
+        nn::ref::activation_backward<float>(dY.data(), Y.data(), batch, out, act);
     if (has_part(parts, BackwardPart::bias) && !db.empty())
         nn::ref::bias_backward<float>(db.data(), dY.data(), batch, out, accumulate);
     if (has_part(parts, BackwardPart::weights))
@@ -136,9 +138,12 @@ void CpuDevice::global_norm_impl(View<float> out, View<const float> x, View<floa
     out.data()[0] = static_cast<float>(std::sqrt(s));
 }
 
-void CpuDevice::increment_impl(View<long long> counter) { counter.data()[0] += 1; }
+void CpuDevice::increment_impl(View<long long> counter) {
+    counter.data()[0] += 1;
+}
 
-void CpuDevice::copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter, long long period) {
+void CpuDevice::copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter,
+                                long long period) {
     if (counter.data()[0] % period != 0) return;
     std::copy(src.data(), src.data() + src.size(), dst.data());
 }

@@ -28,7 +28,8 @@ protected:
     void scale_impl(View<float> y, float alpha) override;
     void mean_impl(View<float> out, View<const float> x) override;
     void increment_impl(View<long long> counter) override;
-    void copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter, long long period) override;
+    void copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter,
+                         long long period) override;
     void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch,
                              int in, int out, Activation act) override;
     void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
@@ -40,8 +41,8 @@ protected:
                             int out, Activation act, bool accumulate) override;
     void linear_backward_batched_impl(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
                                       View<const float> X, std::size_t x_stride, View<const float> params,
-                                      std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
-                                      int batch, int in, int out, Activation act, bool accumulate,
+                                      std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
+                                      int count, int batch, int in, int out, Activation act, bool accumulate,
                                       BackwardPart parts) override;
     void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                               View<const float> X, View<const float> W, int batch, int in, int out, Activation act,

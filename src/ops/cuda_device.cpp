@@ -98,7 +98,9 @@ CudaDevice::CudaDevice(int ordinal, int side_lanes)
     }
     const int sides = std::clamp(side_lanes, 0, kSideLanes);
     for (int i = 0; i <= sides; ++i) lanes_.push_back(std::make_unique<Lane>());
-    const auto s = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+    const auto s = [](Clock::time_point a, Clock::time_point b) {
+        return std::chrono::duration<double>(b - a).count();
+    };
     log::debug("device start-up: driver and context {:.3f} s, kernel modules {:.3f} s, streams and cuBLAS {:.3f} s",
                s(created_, context_ready_), s(context_ready_, modules_ready_), s(modules_ready_, Clock::now()));
 }
@@ -182,7 +184,8 @@ void CudaDevice::run_sequence(OpSequence& seq, const std::function<void()>& ops)
         return;
     }
     if (seq.captured && static_cast<CudaGraph&>(*seq.captured).filter_generation != cuda::op_filter_generation()) {
-        FH_CUDA_CHECK(cudaStreamSynchronize(stream()));  // bench --ablate changed the filter: the old graph may still run
+        FH_CUDA_CHECK(
+            cudaStreamSynchronize(stream()));  // bench --ablate changed the filter: the old graph may still run
         seq.reset();
     }
     if (!seq.captured) {
@@ -206,12 +209,24 @@ void CudaDevice::run_sequence(OpSequence& seq, const std::function<void()>& ops)
     FH_CUDA_CHECK(cudaGraphLaunch(static_cast<CudaGraph&>(*seq.captured).exec, stream()));
 }
 
-void CudaDevice::synchronize() { lanes_[0]->stream.synchronize(); }
-cudaStream_t CudaDevice::stream() const noexcept { return lanes_[static_cast<std::size_t>(lane_)]->stream.get(); }
-cublasHandle_t CudaDevice::cublas() const noexcept { return lanes_[static_cast<std::size_t>(lane_)]->cublas.get(); }
-void* CudaDevice::workspace() const noexcept { return lanes_[static_cast<std::size_t>(lane_)]->workspace; }
-float* CudaDevice::bias_partials() const noexcept { return lanes_[static_cast<std::size_t>(lane_)]->bias_partials; }
-unsigned* CudaDevice::bias_tickets() const noexcept { return lanes_[static_cast<std::size_t>(lane_)]->bias_tickets; }
+void CudaDevice::synchronize() {
+    lanes_[0]->stream.synchronize();
+}
+cudaStream_t CudaDevice::stream() const noexcept {
+    return lanes_[static_cast<std::size_t>(lane_)]->stream.get();
+}
+cublasHandle_t CudaDevice::cublas() const noexcept {
+    return lanes_[static_cast<std::size_t>(lane_)]->cublas.get();
+}
+void* CudaDevice::workspace() const noexcept {
+    return lanes_[static_cast<std::size_t>(lane_)]->workspace;
+}
+float* CudaDevice::bias_partials() const noexcept {
+    return lanes_[static_cast<std::size_t>(lane_)]->bias_partials;
+}
+unsigned* CudaDevice::bias_tickets() const noexcept {
+    return lanes_[static_cast<std::size_t>(lane_)]->bias_tickets;
+}
 
 void CudaDevice::run_branches(std::span<const std::function<void()>> branches) {
     // Free lanes for all branches but the last (which stays on the current lane); branches
@@ -253,7 +268,9 @@ void CudaDevice::run_branches(std::span<const std::function<void()>> branches) {
     release();
 }
 
-void CudaDevice::make_current() { FH_CUDA_CHECK(cudaSetDevice(device_.ordinal)); }
+void CudaDevice::make_current() {
+    FH_CUDA_CHECK(cudaSetDevice(device_.ordinal));
+}
 
 void CudaDevice::set_tf32(bool on) {
     const auto mode = on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
@@ -284,8 +301,10 @@ void* CudaDevice::allocate_bytes(std::size_t bytes) {
 void CudaDevice::release_bytes(void* p) noexcept {
     // After the ops issued so far on the current lane (a branch's own buffers) or the device's
     // stream (which has joined every branch); no wait for anything else on the GPU.
-    if (stream_ordered_memory_) FH_CUDA_CHECK_NOTHROW(cudaFreeAsync(p, stream()));
-    else FH_CUDA_CHECK_NOTHROW(cudaFree(p));
+    if (stream_ordered_memory_)
+        FH_CUDA_CHECK_NOTHROW(cudaFreeAsync(p, stream()));
+    else
+        FH_CUDA_CHECK_NOTHROW(cudaFree(p));
 }
 
 void CudaDevice::upload_bytes(void* dst, const void* src, std::size_t bytes) {
@@ -359,9 +378,10 @@ void CudaDevice::increment_impl(View<long long> counter) {
     kernels().increment_i64_kernel(stream(), LaunchDims{dim3(1), dim3(1), 0}, counter.data());
 }
 
-void CudaDevice::copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter, long long period) {
-    kernels().copy_every_f32_kernel(stream(), LaunchDims::linear(dst.size()), dst.data(), src.data(), counter.data(), period,
-                                    static_cast<int>(dst.size()));
+void CudaDevice::copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter,
+                                 long long period) {
+    kernels().copy_every_f32_kernel(stream(), LaunchDims::linear(dst.size()), dst.data(), src.data(), counter.data(),
+                                    period, static_cast<int>(dst.size()));
 }
 
 namespace {
@@ -431,17 +451,19 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
                                    long long w_stride, int count, int batch, int in, int out, Activation act) {
     if (act == Activation::tanh) return false;
     const bool bias = b != nullptr;
-    const cublasLtEpilogue_t epilogue = act == Activation::relu ? (bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
-                                                                : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    const cublasLtEpilogue_t epilogue = act == Activation::relu
+                                            ? (bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                                            : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
     // The smallest alignment of the operands (and of the batch strides) decides the algorithms.
     int align = std::min({alignment_of(Y), alignment_of(X), alignment_of(W)});
     if (bias) align = std::min(align, alignment_of(b));
     if (count > 1) {
         const auto elem = [](long long n) { return alignment_of(reinterpret_cast<const void*>(n * 4)); };
-        align = std::min({align, elem(w_stride), elem(x_stride == 0 ? 64 : x_stride),
-                          elem(static_cast<long long>(batch) * out)});
+        align = std::min(
+            {align, elem(w_stride), elem(x_stride == 0 ? 64 : x_stride), elem(static_cast<long long>(batch) * out)});
     }
-    const auto key = std::make_tuple(in, out, batch, static_cast<int>(epilogue), tf32_, align, count, w_stride, x_stride);
+    const auto key =
+        std::make_tuple(in, out, batch, static_cast<int>(epilogue), tf32_, align, count, w_stride, x_stride);
     auto& plan = lt_plans_[key];
     if (!plan) {
         plan = std::make_shared<LtPlan>();
@@ -452,7 +474,8 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
         const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
         FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
         FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-        FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+        FH_CUBLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
         FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_32F, in, out, in));
         FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_32F, in, batch, in));
         FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_32F, out, batch, out));
@@ -460,13 +483,14 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
             const std::int32_t n = count;
             const std::int64_t sa = w_stride, sb = x_stride, sc = static_cast<std::int64_t>(batch) * out;
             for (auto [layout, stride] : {std::pair{plan->a, sa}, {plan->b, sb}, {plan->c, sc}}) {
-                FH_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
+                FH_CUBLAS_CHECK(
+                    cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
                 FH_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                                  &stride, sizeof stride));
             }
             if (bias)
-                FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &sa,
-                                                               sizeof sa));
+                FH_CUBLAS_CHECK(
+                    cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &sa, sizeof sa));
         }
         plan->usable = first_heuristic_algorithm(lt_, plan->op, plan->a, plan->b, plan->c, align, plan->algo);
         if (plan->usable && !tf32_ && count == 1 && batch >= kWideTileMinRows && batch < kWideTileEndRows)
@@ -476,14 +500,14 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
     if (bias)
         FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
     const float one = 1.f, zero = 0.f;
-    const std::string label =
-        cuda::op_names_wanted() ? fmt::format("linear forward (lt) {}x{}x{}{}", batch, out, in,
-                                              count > 1 ? fmt::format(" x{}", count) : std::string())
-                                : std::string();
+    const std::string label = cuda::op_names_wanted()
+                                  ? fmt::format("linear forward (lt) {}x{}x{}{}", batch, out, in,
+                                                count > 1 ? fmt::format(" x{}", count) : std::string())
+                                  : std::string();
     if (cuda::op_filtered(label, stream())) return true;  // bench --ablate
     const cuda::TimedRegion timed(label, stream());
-    const cublasStatus_t st = cublasLtMatmul(lt_, plan->op, &one, W, plan->a, X, plan->b, &zero, Y, plan->c, Y,
-                                             plan->c, &plan->algo, workspace(), kWorkspaceBytes, stream());
+    const cublasStatus_t st = cublasLtMatmul(lt_, plan->op, &one, W, plan->a, X, plan->b, &zero, Y, plan->c, Y, plan->c,
+                                             &plan->algo, workspace(), kWorkspaceBytes, stream());
     if (st == CUBLAS_STATUS_SUCCESS) return true;
     if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE)
         cuda::throw_cublas_error(st, "cublasLtMatmul", __FILE__, __LINE__);
@@ -504,9 +528,10 @@ bool CudaDevice::narrow_linear_forward(float* Y, const float* X, long long x_str
     const long long tile = 16LL * tm;
     const long long grid_x = (batch + tile - 1) / tile, grid_y = (out + tile - 1) / tile;
     if (grid_y > 65535) return false;
-    const LaunchDims dims{dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), static_cast<unsigned>(count)),
-                          dim3(abi::kLinearNarrowThreads),
-                          static_cast<std::size_t>(abi::linear_narrow_smem_bytes(static_cast<int>(tile), in))};
+    const LaunchDims dims{
+        dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), static_cast<unsigned>(count)),
+        dim3(abi::kLinearNarrowThreads),
+        static_cast<std::size_t>(abi::linear_narrow_smem_bytes(static_cast<int>(tile), in))};
     const auto& kernel = tm == 8   ? kernels().network_linear_narrow_8_kernel
                          : tm == 4 ? kernels().network_linear_narrow_4_kernel
                                    : kernels().network_linear_narrow_2_kernel;
@@ -526,8 +551,8 @@ void CudaDevice::linear_forward_impl(View<float> Y, View<const float> X, View<co
         cuda::op_names_wanted() ? fmt::format("linear forward (sgemm) {}x{}x{}", batch, out, in) : std::string();
     if (!cuda::op_filtered(label, stream())) {  // bench --ablate
         const cuda::TimedRegion timed(label, stream());
-        FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, &one, W.data(), in, X.data(), in,
-                                    &zero, Y.data(), out));
+        FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, &one, W.data(), in, X.data(),
+                                    in, &zero, Y.data(), out));
     }
     if (b.empty() && act == Activation::none) return;
     // Y and b are distinct (checked by Device::linear_forward).
@@ -537,9 +562,10 @@ void CudaDevice::linear_forward_impl(View<float> Y, View<const float> X, View<co
                                               bias, act, batch, out);
 }
 
-void CudaDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
-                                             std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
-                                             int count, int batch, int in, int out, Activation act) {
+void CudaDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride,
+                                             View<const float> params, std::size_t param_stride, std::size_t w_offset,
+                                             std::ptrdiff_t b_offset, int count, int batch, int in, int out,
+                                             Activation act) {
     const float* W = params.data() + w_offset;
     const float* b = b_offset < 0 ? nullptr : params.data() + b_offset;
     if (narrow_linear_forward(Y.data(), X.data(), static_cast<long long>(x_stride), W, b,
@@ -552,13 +578,12 @@ void CudaDevice::linear_forward_batched_impl(View<float> Y, View<const float> X,
         const std::size_t ys = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
         const std::size_t xs = static_cast<std::size_t>(batch) * static_cast<std::size_t>(in);
         for (std::size_t k = 0; k < static_cast<std::size_t>(count); ++k)
-            linear_forward_impl(
-                Y.subview(k * ys, ys), X.subview(k * x_stride, xs),
-                params.subview(k * param_stride + w_offset, static_cast<std::size_t>(out) * in),
-                b == nullptr ? View<const float>()
-                             : params.subview(k * param_stride + static_cast<std::size_t>(b_offset),
-                                              static_cast<std::size_t>(out)),
-                batch, in, out, act);
+            linear_forward_impl(Y.subview(k * ys, ys), X.subview(k * x_stride, xs),
+                                params.subview(k * param_stride + w_offset, static_cast<std::size_t>(out) * in),
+                                b == nullptr ? View<const float>()
+                                             : params.subview(k * param_stride + static_cast<std::size_t>(b_offset),
+                                                              static_cast<std::size_t>(out)),
+                                batch, in, out, act);
         return;
     }
     // No batched cuBLASLt algorithm, or an activation its epilogue lacks (tanh): one strided-batched
@@ -589,9 +614,9 @@ bool CudaDevice::mlp_infer_impl(View<float> Y, View<const float> X, View<const f
     const long long smem = abi::mlp_infer_smem_floats(layers) * static_cast<long long>(sizeof(float));
     if (smem > kMaxSmemBytes) return false;
     const unsigned blocks = static_cast<unsigned>((batch + abi::kMlpInferRows - 1) / abi::kMlpInferRows);
-    kernels().network_mlp_infer_kernel(stream(), LaunchDims{dim3(blocks), dim3(abi::kMlpInferThreads),
-                                                            static_cast<std::size_t>(smem)},
-                                       Y.data(), X.data(), params.data(), layers, batch);
+    kernels().network_mlp_infer_kernel(
+        stream(), LaunchDims{dim3(blocks), dim3(abi::kMlpInferThreads), static_cast<std::size_t>(smem)}, Y.data(),
+        X.data(), params.data(), layers, batch);
     return true;
 }
 
@@ -610,17 +635,18 @@ void CudaDevice::act_bias_grad(float* dY, float* db, const float* Y, Activation 
     const int rows_per_slice = (batch + slices - 1) / slices;
     const bool partials = db != nullptr && slices > 1;
     // Every network's partials and tickets have to fit the device's buffers at once.
-    if (partials && (static_cast<std::size_t>(count) * static_cast<std::size_t>(slices) * static_cast<std::size_t>(out) >
-                         kBiasPartialFloats ||
-                     static_cast<std::size_t>(count) * static_cast<std::size_t>(column_groups) > kBiasTickets)) {
+    if (partials &&
+        (static_cast<std::size_t>(count) * static_cast<std::size_t>(slices) * static_cast<std::size_t>(out) >
+             kBiasPartialFloats ||
+         static_cast<std::size_t>(count) * static_cast<std::size_t>(column_groups) > kBiasTickets)) {
         for (int k = 0; k < count; ++k)
             act_bias_grad(dY + k * net_stride, db + k * db_stride, Y + k * net_stride, act, accumulate, batch, out, 1,
                           0, 0);
         return;
     }
-    const LaunchDims dims{dim3(static_cast<unsigned>(column_groups), static_cast<unsigned>(slices),
-                               static_cast<unsigned>(count)),
-                          dim3(32, abi::kBiasGradRows), 0};
+    const LaunchDims dims{
+        dim3(static_cast<unsigned>(column_groups), static_cast<unsigned>(slices), static_cast<unsigned>(count)),
+        dim3(32, abi::kBiasGradRows), 0};
     float* const scratch = partials ? bias_partials() : nullptr;
     unsigned* const tickets = partials ? bias_tickets() : nullptr;
     if (count == 1)
@@ -677,9 +703,9 @@ void CudaDevice::head_backward_impl(View<float> dZ, View<float> grads, View<cons
                                   (batch + slices - 1) / slices,
                                   accumulate ? 1 : 0,
                                   act};
-    const LaunchDims dims{dim3(static_cast<unsigned>(column_groups), static_cast<unsigned>(slices),
-                               static_cast<unsigned>(count)),
-                          dim3(32, abi::kBiasGradRows), 0};
+    const LaunchDims dims{
+        dim3(static_cast<unsigned>(column_groups), static_cast<unsigned>(slices), static_cast<unsigned>(count)),
+        dim3(32, abi::kBiasGradRows), 0};
     if (out == 1)
         kernels().network_scalar_head_backward_kernel(stream(), dims, a);
     else
@@ -733,7 +759,8 @@ const CudaDevice::SplitKPlan* CudaDevice::split_k_plan(int in, int out, int rows
                 if (cublasLtMatmulAlgoGetIds(lt_, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
                                              CUDA_R_32F, static_cast<int>(all.size()), all.data(),
                                              &count) == CUBLAS_STATUS_SUCCESS)
-                    ids.insert(ids.end(), all.begin(), all.begin() + std::clamp(count, 0, static_cast<int>(all.size())));
+                    ids.insert(ids.end(), all.begin(),
+                               all.begin() + std::clamp(count, 0, static_cast<int>(all.size())));
             }
             const std::uint32_t tile = CUBLASLT_MATMUL_TILE_64x64;
             const std::int32_t split = splits;
@@ -787,7 +814,8 @@ const CudaDevice::SplitKPlan* CudaDevice::split_k_plan(int in, int out, int rows
 
 bool CudaDevice::split_k_weight_gradient(float* dW, const float* X, const float* dZ, int in, int out, int rows,
                                          const std::string& label) {
-    const SplitKPlan* plan = split_k_plan(in, out, rows, std::min({alignment_of(dW), alignment_of(X), alignment_of(dZ)}));
+    const SplitKPlan* plan =
+        split_k_plan(in, out, rows, std::min({alignment_of(dW), alignment_of(X), alignment_of(dZ)}));
     if (plan == nullptr) return false;
     // The caller's name with the library named as issued: "linear dW (lt, split K 16) 50x512x1024".
     std::string name = label;
@@ -905,8 +933,8 @@ void CudaDevice::linear_backward_batched_impl(View<float> dX, View<float> grads,
                                            dZ, in, out, batch, count, accumulate, label) &&
             !cuda::op_filtered(label, stream())) {  // bench --ablate
             const cuda::TimedRegion timed(label, stream());
-            FH_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, X.data(),
-                                                      in, static_cast<long long>(x_stride), dZ, out, rows,
+            FH_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one,
+                                                      X.data(), in, static_cast<long long>(x_stride), dZ, out, rows,
                                                       accumulate ? &one : &zero, grads.data() + w_offset, in, pstride,
                                                       count));
         }
@@ -939,8 +967,8 @@ void CudaDevice::adam_step_impl(View<float> params, View<float> m, View<float> v
                                 View<const float> lr, const core::AdamConstants& c, const SoftTarget& target) {
     // params, m, v, grads and grad_norm are distinct; gate overlaps none of the written buffers.
     float* const t = target.target.empty() ? nullptr : target.target.data();
-    const bool by4 = abi::adam_vectorized(params.data(), m.data(), v.data(), grads.data(), t,
-                                          static_cast<long long>(params.size()));
+    const bool by4 =
+        abi::adam_vectorized(params.data(), m.data(), v.data(), grads.data(), t, static_cast<long long>(params.size()));
     const auto blocks = abi::adam_blocks(static_cast<long long>(params.size()), by4);  // a thread per unit
     const LaunchDims dims{dim3(static_cast<unsigned>(blocks)), dim3(abi::kAdamThreads), 0};
     auto& launch = by4 ? kernels().network_adam_by4_kernel : kernels().network_adam_kernel;

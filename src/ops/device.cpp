@@ -69,8 +69,8 @@ void Device::copy_group(std::span<const CopyPair> copies) {
     for (std::size_t i = 0; i < copies.size(); ++i) {
         const CopyPair& c = copies[i];
         if (c.rows == 1 && c.elements != c.src_elements)
-            throw std::invalid_argument(fmt::format("ops::copy_group: copy {} has {} elements to {} from", i,
-                                                    c.elements, c.src_elements));
+            throw std::invalid_argument(
+                fmt::format("ops::copy_group: copy {} has {} elements to {} from", i, c.elements, c.src_elements));
         if (c.rows != 1 && (c.rows == 0 || c.dst_pitch < c.width || c.src_pitch < c.width ||
                             (c.rows - 1) * c.dst_pitch + c.width > c.dst.size() ||
                             (c.rows - 1) * c.src_pitch + c.width > c.src.size()))
@@ -80,7 +80,8 @@ void Device::copy_group(std::span<const CopyPair> copies) {
             if (overlaps(c.dst, copies[j].src))
                 throw std::invalid_argument(fmt::format("ops::copy_group: copy {}'s dst overlaps copy {}'s src", i, j));
             if (j != i && overlaps(c.dst, copies[j].dst))
-                throw std::invalid_argument(fmt::format("ops::copy_group: copies {} and {} write the same bytes", i, j));
+                throw std::invalid_argument(
+                    fmt::format("ops::copy_group: copies {} and {} write the same bytes", i, j));
         }
     }
     copy_group_impl(copies);
@@ -143,11 +144,11 @@ bool Device::mlp_infer(View<float> Y, View<const float> X, View<const float> par
         require_positive(out, "out", op);
         require_activation(layers.act[l], op);
         detail::require(l == 0 || in == layers.out[l - 1], op, "each layer's in must be the previous layer's out");
-        detail::require(layers.weight[l] >= 0 &&
-                            static_cast<std::size_t>(layers.weight[l]) + mul(out, in) <= params.size(),
-                        op, "a layer's weights lie outside params");
-        detail::require(layers.bias[l] < 0 || static_cast<std::size_t>(layers.bias[l]) + static_cast<std::size_t>(out) <=
-                                                  params.size(),
+        detail::require(
+            layers.weight[l] >= 0 && static_cast<std::size_t>(layers.weight[l]) + mul(out, in) <= params.size(), op,
+            "a layer's weights lie outside params");
+        detail::require(layers.bias[l] < 0 ||
+                            static_cast<std::size_t>(layers.bias[l]) + static_cast<std::size_t>(out) <= params.size(),
                         op, "a layer's bias lies outside params");
         detail::checked_int_size(mul(out, in), op);
         layers.max_weights = std::max(layers.max_weights, in * out);
@@ -252,7 +253,8 @@ void Device::head_backward(View<float> dZ, View<float> grads, View<const float> 
     detail::require_size(dOut.size(), n * mul(batch, out), op, "dOut (count, batch, out)");
     // A network's slices: the head's W and b, the hidden layer's b.
     std::size_t end = layer_end(head_w_offset, head_b_offset, in, out);
-    if (hidden_b_offset >= 0) end = std::max(end, static_cast<std::size_t>(hidden_b_offset) + static_cast<std::size_t>(in));
+    if (hidden_b_offset >= 0)
+        end = std::max(end, static_cast<std::size_t>(hidden_b_offset) + static_cast<std::size_t>(in));
     detail::require(param_stride >= end || n == 1, op, "param_stride must cover a network's head and hidden bias");
     detail::require(params.size() >= (n - 1) * param_stride + end, op,
                     "params must hold every network's head ((count - 1) * param_stride + its end)");
@@ -274,11 +276,12 @@ void Device::linear_backward_each(View<float> dX, View<float> grads, View<float>
     const std::size_t ys = mul(batch, out), xs = mul(batch, in), ws = mul(out, in);
     for (std::size_t k = 0; k < static_cast<std::size_t>(count); ++k) {
         const std::size_t p0 = k * param_stride;
-        linear_backward_impl(dX.empty() ? View<float>() : dX.subview(k * xs, xs), grads.subview(p0 + w_offset, ws),
-                             b_offset < 0 ? View<float>()
-                                          : grads.subview(p0 + static_cast<std::size_t>(b_offset), static_cast<std::size_t>(out)),
-                             dY.subview(k * ys, ys), Y.subview(k * ys, ys), X.subview(k * x_stride, xs),
-                             params.subview(p0 + w_offset, ws), batch, in, out, act, accumulate, parts);
+        linear_backward_impl(
+            dX.empty() ? View<float>() : dX.subview(k * xs, xs), grads.subview(p0 + w_offset, ws),
+            b_offset < 0 ? View<float>()
+                         : grads.subview(p0 + static_cast<std::size_t>(b_offset), static_cast<std::size_t>(out)),
+            dY.subview(k * ys, ys), Y.subview(k * ys, ys), X.subview(k * x_stride, xs),
+            params.subview(p0 + w_offset, ws), batch, in, out, act, accumulate, parts);
     }
 }
 
@@ -339,11 +342,12 @@ void Device::adam_step(View<float> params, View<float> m, View<float> v, View<co
         const char* op = "adam_step";
         detail::require_size(target.target.size(), params.size(), op, "target");
         if (!(target.tau > 0.f && target.tau <= 1.f))
-            throw std::invalid_argument(fmt::format("ops::adam_step: target tau must be in (0, 1], got {}", target.tau));
-        detail::require_distinct(op, {detail::range("target", target.target), detail::range("params", params),
-                                      detail::range("m", m), detail::range("v", v), detail::range("grads", grads),
-                                      detail::range("grad_norm", grad_norm), detail::range("gate", gate),
-                                      detail::range("lr", lr)});
+            throw std::invalid_argument(
+                fmt::format("ops::adam_step: target tau must be in (0, 1], got {}", target.tau));
+        detail::require_distinct(
+            op, {detail::range("target", target.target), detail::range("params", params), detail::range("m", m),
+                 detail::range("v", v), detail::range("grads", grads), detail::range("grad_norm", grad_norm),
+                 detail::range("gate", gate), detail::range("lr", lr)});
     }
     if (!lr.empty()) {
         detail::require_size(lr.size(), 1, "adam_step", "lr");
@@ -354,8 +358,9 @@ void Device::adam_step(View<float> params, View<float> m, View<float> v, View<co
         throw std::invalid_argument(fmt::format("ops::adam_step: step must be >= 1 (1-based), got {}", step.offset));
     if (params.empty()) return;
     core::AdamConstants c = core::constants_of(p);
-    if (step.counter == nullptr) c = core::at_step(c, step.offset);  // a host value: the corrections here
-                                                                      // (else the kernel computes them)
+    if (step.counter == nullptr)
+        c = core::at_step(c, step.offset);  // a host value: the corrections here
+                                            // (else the kernel computes them)
     adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, step, lr, c, target);
 }
 

@@ -46,15 +46,17 @@ class CudaDevice;
 /// into row t of every agent's (T, n) rollout).
 struct CopyPair {
     template <class T>
-    requires std::is_trivially_copyable_v<T> && (!std::is_const_v<T>)
-    CopyPair(View<T> dst, std::type_identity_t<View<const T>> src)
+    requires std::is_trivially_copyable_v<T> &&
+        (!std::is_const_v<T>)CopyPair(View<T> dst, std::type_identity_t<View<const T>> src)
         : dst(reinterpret_cast<std::byte*>(dst.data()), dst.size() * sizeof(T)),
           src(reinterpret_cast<const std::byte*>(src.data()), src.size() * sizeof(T)),
-          elements(dst.size()), src_elements(src.size()), width(dst.size() * sizeof(T)) {}
+          elements(dst.size()),
+          src_elements(src.size()),
+          width(dst.size() * sizeof(T)) {}
     template <class T>
-    requires std::is_trivially_copyable_v<T> && (!std::is_const_v<T>)
-    static CopyPair strided(View<T> dst, std::size_t dst_pitch, std::type_identity_t<View<const T>> src,
-                            std::size_t src_pitch, std::size_t width, std::size_t rows) {
+    requires std::is_trivially_copyable_v<T> &&(!std::is_const_v<T>)static CopyPair
+        strided(View<T> dst, std::size_t dst_pitch, std::type_identity_t<View<const T>> src, std::size_t src_pitch,
+                std::size_t width, std::size_t rows) {
         CopyPair c(dst, src);
         c.rows = rows;
         c.width = width * sizeof(T);
@@ -193,7 +195,8 @@ public:
     /// synchronised one by one, and when no lane is free, branches simply run one after the
     /// other. No branch may write memory another reads or writes, so the results never depend on
     /// the overlap.
-    template <class... Branches> void run_concurrently(Branches&&... branches) {
+    template <class... Branches>
+    void run_concurrently(Branches&&... branches) {
         const std::function<void()> list[] = {std::function<void()>(std::forward<Branches>(branches))...};
         run_branches(std::span<const std::function<void()>>(list));
     }
@@ -282,9 +285,9 @@ public:
     /// `count` layers of one shape at once (a population's networks, or an online and a target
     /// network side by side): network k's W (out, in) is at k * param_stride + w_offset in
     /// `params` and its b (out) at k * param_stride + b_offset (b_offset < 0: no bias), e.g.
-    /// `count` consecutive copies of one layout, or twin networks inside a larger one; for k < count, Y_k = act(X_k W_k^T + b_k) with
-    /// Y (count, batch, out) and X_k = X[k * x_stride ...] (batch, in): x_stride = batch * in for
-    /// an input per network, 0 for one input they all read. On CUDA one batched matrix product.
+    /// `count` consecutive copies of one layout, or twin networks inside a larger one; for k < count, Y_k = act(X_k
+    /// W_k^T + b_k) with Y (count, batch, out) and X_k = X[k * x_stride ...] (batch, in): x_stride = batch * in for an
+    /// input per network, 0 for one input they all read. On CUDA one batched matrix product.
     void linear_forward_batched(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
                                 std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset, int count,
                                 int batch, int in, int out, Activation act);
@@ -339,8 +342,7 @@ public:
     /// weights and two activation tiles exceed 48 KB of shared memory. The caller then runs the
     /// layers with linear_forward, which gives the same values within float rounding (another
     /// summation order; the [gpu] test compares them).
-    bool mlp_infer(View<float> Y, View<const float> X, View<const float> params, abi::MlpInferLayers layers,
-                   int batch);
+    bool mlp_infer(View<float> Y, View<const float> X, View<const float> params, abi::MlpInferLayers layers, int batch);
     /// Floats of scratch that global_norm needs (one partial sum per block of its fixed grid).
     static constexpr std::size_t global_norm_scratch_size() noexcept {
         return static_cast<std::size_t>(abi::kNormBlocks);
@@ -385,16 +387,18 @@ protected:
     virtual void scale_impl(View<float> y, float alpha) = 0;
     virtual void mean_impl(View<float> out, View<const float> x) = 0;
     virtual void increment_impl(View<long long> counter) = 0;
-    virtual void copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter, long long period) = 0;
+    virtual void copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter,
+                                 long long period) = 0;
     virtual void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
                                      int batch, int in, int out, Activation act) = 0;
-    virtual void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
-                                             std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,
-                                             int count, int batch, int in, int out, Activation act) = 0;
+    virtual void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride,
+                                             View<const float> params, std::size_t param_stride, std::size_t w_offset,
+                                             std::ptrdiff_t b_offset, int count, int batch, int in, int out,
+                                             Activation act) = 0;
     virtual void head_backward_impl(View<float> dZ, View<float> grads, View<const float> dOut, View<const float> X,
                                     View<const float> params, std::size_t param_stride, std::size_t head_w_offset,
-                                    std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count,
-                                    int batch, int in, int out, Activation act, bool accumulate) = 0;
+                                    std::ptrdiff_t head_b_offset, std::ptrdiff_t hidden_b_offset, int count, int batch,
+                                    int in, int out, Activation act, bool accumulate) = 0;
     virtual void linear_backward_batched_impl(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
                                               View<const float> X, std::size_t x_stride, View<const float> params,
                                               std::size_t param_stride, std::size_t w_offset, std::ptrdiff_t b_offset,

@@ -14,9 +14,9 @@ namespace fh::ops {
 struct HostReadBytes::Impl {
     CudaDevice* cuda = nullptr;
     std::size_t bytes = 0;
-    void* pinned = nullptr;                 // CUDA: the copy's destination
-    std::vector<unsigned char> host;        // CPU: the copy itself
-    std::optional<cuda::Event> copied;      // CUDA: recorded after the copy
+    void* pinned = nullptr;             // CUDA: the copy's destination
+    std::vector<unsigned char> host;    // CPU: the copy itself
+    std::optional<cuda::Event> copied;  // CUDA: recorded after the copy
     bool started = false;
     ~Impl() {
         if (pinned) FH_CUDA_CHECK_NOTHROW(cudaFreeHost(pinned));

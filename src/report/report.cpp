@@ -127,8 +127,12 @@ double to_number(const std::string& s) {
 std::string pct(std::optional<double> v, int decimals = 2) {
     return v ? fmt::format("{:.{}f}%", *v * 100, decimals) : "-";
 }
-std::string num(std::optional<double> v, int decimals = 3) { return v ? fmt::format("{:.{}f}", *v, decimals) : "-"; }
-std::string integer(std::optional<double> v) { return v ? fmt::format("{}", std::llround(*v)) : "-"; }
+std::string num(std::optional<double> v, int decimals = 3) {
+    return v ? fmt::format("{:.{}f}", *v, decimals) : "-";
+}
+std::string integer(std::optional<double> v) {
+    return v ? fmt::format("{}", std::llround(*v)) : "-";
+}
 
 const json::Value& member_or_null(const json::Value& v, const char* key) {
     static const json::Value null;
@@ -136,8 +140,12 @@ const json::Value& member_or_null(const json::Value& v, const char* key) {
     return m != nullptr ? *m : null;
 }
 
-std::string panel(const std::string& inner) { return "<div class=\"panel\">" + inner + "</div>\n"; }
-std::string note(const std::string& text) { return "<p class=\"note\">" + xml_escape(text) + "</p>\n"; }
+std::string panel(const std::string& inner) {
+    return "<div class=\"panel\">" + inner + "</div>\n";
+}
+std::string note(const std::string& text) {
+    return "<p class=\"note\">" + xml_escape(text) + "</p>\n";
+}
 
 /// The member at a dotted path ("test.strategy.action_histogram"), or nullptr.
 const json::Value* member_at(const json::Value& v, const std::string& dotted) {
@@ -211,7 +219,8 @@ std::string short_split_note(const std::vector<std::string>& splits, const std::
 
 /// The equity and drawdown charts of one equity.csv (strategy and buy-and-hold).
 std::string equity_section(const fs::path& csv_path, const std::string& split) {
-    if (!is_file(csv_path)) return note(fmt::format("No {} backtest ({} is missing).", split, csv_path.filename().string()));
+    if (!is_file(csv_path))
+        return note(fmt::format("No {} backtest ({} is missing).", split, csv_path.filename().string()));
     const Csv csv = read_csv(csv_path.string());
     const int ct = csv.column("time"), ce = csv.column("equity"), ch = csv.column("buy_and_hold_equity"),
               cs = csv.column("segment"), cb = csv.column("bar");
@@ -292,9 +301,11 @@ std::string equity_section(const fs::path& csv_path, const std::string& split) {
     return out;
 }
 
-std::string card(const std::string& key, const std::string& value, const std::string& comment, const std::string& cls = "") {
-    return fmt::format("<div class=\"card\"><div class=\"k\">{}</div><div class=\"v{}\">{}</div><div class=\"c\">{}</div></div>",
-                       xml_escape(key), cls.empty() ? "" : " " + cls, xml_escape(value), xml_escape(comment));
+std::string card(const std::string& key, const std::string& value, const std::string& comment,
+                 const std::string& cls = "") {
+    return fmt::format(
+        "<div class=\"card\"><div class=\"k\">{}</div><div class=\"v{}\">{}</div><div class=\"c\">{}</div></div>",
+        xml_escape(key), cls.empty() ? "" : " " + cls, xml_escape(value), xml_escape(comment));
 }
 
 std::string good_bad(std::optional<double> a, std::optional<double> b) {
@@ -318,13 +329,15 @@ std::vector<std::string> action_labels(const std::map<std::string, std::string>&
         }
         const long long i = static_cast<long long>(a) / U, u = static_cast<long long>(a) % U;
         const long long half = (L - 1) / 2, k = i - half;
-        const long long target = static_cast<long long>(std::llround(static_cast<double>(k * M) / static_cast<double>(half)));
+        const long long target =
+            static_cast<long long>(std::llround(static_cast<double>(k * M) / static_cast<double>(half)));
         out.push_back(fmt::format("{}{} {}", target > 0 ? "+" : "", target, urgency[u]));
     }
     return out;
 }
 
-std::string histogram_chart(const json::Value* hist, const std::vector<std::string>& labels_from, const std::string& title) {
+std::string histogram_chart(const json::Value* hist, const std::vector<std::string>& labels_from,
+                            const std::string& title) {
     if (hist == nullptr || !hist->is_array() || hist->as_array().empty()) return note("No action histogram.");
     std::vector<Bar> bars;
     double total = 0;
@@ -408,7 +421,8 @@ std::string fills_table(const fs::path& trades_csv) {
     const Csv csv = read_csv(trades_csv.string());
     const int side = csv.column("side"), contracts = csv.column("contracts"), type = csv.column("order_type"),
               commission = csv.column("commission");
-    if (side < 0 || contracts < 0 || type < 0 || commission < 0) return note(trades_csv.string() + ": unexpected columns");
+    if (side < 0 || contracts < 0 || type < 0 || commission < 0)
+        return note(trades_csv.string() + ": unexpected columns");
     long long buys = 0, sells = 0, qty = 0;
     double fees = 0;
     std::map<std::string, long long> by_type;
@@ -420,11 +434,13 @@ std::string fills_table(const fs::path& trades_csv) {
         if (std::isfinite(f)) fees += f;
         by_type[r[static_cast<std::size_t>(type)]] += 1;
     }
-    std::string out = "<table><tr><th>fills</th><th>buys</th><th>sells</th><th>contracts traded</th><th>commission</th>";
+    std::string out =
+        "<table><tr><th>fills</th><th>buys</th><th>sells</th><th>contracts traded</th><th>commission</th>";
     for (const auto& [t, n] : by_type) out += "<th>" + xml_escape(t) + " fills</th>";
-    out += fmt::format("</tr><tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
-                       "<td class=\"n\">{:.2f}</td>",
-                       buys + sells, buys, sells, qty, fees);
+    out += fmt::format(
+        "</tr><tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{:.2f}</td>",
+        buys + sells, buys, sells, qty, fees);
     for (const auto& [t, n] : by_type) out += fmt::format("<td class=\"n\">{}</td>", n);
     return out + "</tr></table>\n";
 }
@@ -434,7 +450,8 @@ std::string fills_table(const fs::path& trades_csv) {
 std::string validation_chart(const fs::path& eval_jsonl, const std::string& metric) {
     const auto lines = read_jsonl(eval_jsonl.string());
     if (lines.empty()) return note("No validation backtests (eval.jsonl is missing or empty; run.eval_interval = 0?).");
-    const std::string field = metric.substr(metric.find('_') + 1) == "return" ? "total_return" : metric.substr(metric.find('_') + 1);
+    const std::string field =
+        metric.substr(metric.find('_') + 1) == "return" ? "total_return" : metric.substr(metric.find('_') + 1);
     Series s = make_series(metric, kStrategyColor);
     Series h = make_series("buy-and-hold " + field, kHoldColor);
     h.dashed = true;
@@ -599,7 +616,8 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
     rows.emplace_back("device", text_at("device"));
     rows.emplace_back("seed", or_setting(text_at("seed"), "run.seed"));
     std::string overrides = "-";
-    if (const auto* o = s.is_object() ? s.find("overrides") : nullptr; o != nullptr && o->is_array() && !o->as_array().empty()) {
+    if (const auto* o = s.is_object() ? s.find("overrides") : nullptr;
+        o != nullptr && o->is_array() && !o->as_array().empty()) {
         overrides.clear();
         for (const auto& v : o->as_array())
             if (v.is_string()) overrides += (overrides.empty() ? "" : "  ") + v.as_string();
@@ -609,8 +627,9 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
         const auto* src = d->find("source");
         const auto* h = d->find("xxh64");
         const auto bars = number_at(*d, "bars");
-        rows.emplace_back("data", fmt::format("{} ({} bars, xxh64 {})", src && src->is_string() ? src->as_string() : "-",
-                                              integer(bars), h && h->is_string() ? h->as_string() : "-"));
+        rows.emplace_back("data",
+                          fmt::format("{} ({} bars, xxh64 {})", src && src->is_string() ? src->as_string() : "-",
+                                      integer(bars), h && h->is_string() ? h->as_string() : "-"));
     } else if (const auto* d2 = s.is_object() ? s.find("data") : nullptr; d2 != nullptr && d2->is_string()) {
         rows.emplace_back("data", d2->as_string());
     }
@@ -677,7 +696,8 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
         const auto it = settings.find(k);
         return it == settings.end() ? std::string() : it->second;
     };
-    const std::string metric = setting("early_stopping.metric").empty() ? "val_sharpe" : setting("early_stopping.metric");
+    const std::string metric =
+        setting("early_stopping.metric").empty() ? "val_sharpe" : setting("early_stopping.metric");
     // eval.json has {strategy, buy_and_hold} at the top; summary.json under "test".
     const std::string test = eval_layout ? "" : "test.";
     std::string status = eval_layout ? "eval" : "unknown";
@@ -723,7 +743,8 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
               "win rate " + pct(number_at(summary, test + "strategy.win_rate"), 0));
     if (!eval_layout) {
         const auto best = number_at(summary, "best.value");
-        const auto step = number_at(summary, "best.env_steps") ? number_at(summary, "best.env_steps") : number_at(summary, "best.updates");
+        const auto step = number_at(summary, "best.env_steps") ? number_at(summary, "best.env_steps")
+                                                               : number_at(summary, "best.updates");
         const bool annualised = is_annualised(metric.substr(metric.find('_') + 1)) && val_span.is_short();
         b += card("best " + metric, num(best, 3),
                   (step ? "at step " + short_number(*step) : std::string("no validation")) +
@@ -763,7 +784,8 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
     std::vector<MetricsColumn> cols{
         {split + ": strategy", eval_layout ? "strategy" : "test.strategy", split, test_span},
         {split + ": buy-and-hold", eval_layout ? "buy_and_hold" : "test.buy_and_hold", split, test_span}};
-    if (!eval_layout && summary.is_object() && summary.find("validation") != nullptr && !summary.find("validation")->is_null()) {
+    if (!eval_layout && summary.is_object() && summary.find("validation") != nullptr &&
+        !summary.find("validation")->is_null()) {
         cols.push_back({"validation (best): strategy", "validation.strategy", "validation", val_span});
         cols.push_back({"validation: buy-and-hold", "validation.buy_and_hold", "validation", val_span});
     }
@@ -773,8 +795,10 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
     b += "<h2>Run</h2>\n";
     b += panel(facts_table(summary, population, settings, eval_layout));
     b += "<h2>Resolved profile</h2>\n";
-    if (is_file(dir / "config.toml")) b += "<pre>" + xml_escape(read_text((dir / "config.toml").string())) + "</pre>\n";
-    else b += note("config.toml is missing.");
+    if (is_file(dir / "config.toml"))
+        b += "<pre>" + xml_escape(read_text((dir / "config.toml").string())) + "</pre>\n";
+    else
+        b += note("config.toml is missing.");
     return page(name + " — foxhunt-train report", b);
 }
 
@@ -816,8 +840,10 @@ std::string breakable(const std::string& text, std::string_view after) {
 /// the columns in `greyed` (annualised from a short split) are grey.
 std::string html_table(const Table& t, const fs::path& base, const std::vector<std::string>& greyed = {}) {
     const auto href = [&](const std::string& p) {
-        const std::string rel =
-            fs::absolute(p).lexically_normal().lexically_relative(fs::absolute(base).lexically_normal()).generic_string();
+        const std::string rel = fs::absolute(p)
+                                    .lexically_normal()
+                                    .lexically_relative(fs::absolute(base).lexically_normal())
+                                    .generic_string();
         return url_path((rel.empty() ? p : rel) + "/report.html");
     };
     const auto runs_col = std::find(t.columns.begin(), t.columns.end(), "runs") - t.columns.begin();
@@ -1293,9 +1319,8 @@ std::string walk_forward_report_html(const std::string& dir) {
         b += note("stitched_equity.csv is missing.");
     }
     b += inference_html(stitched, "stitched");
-    b += panel(metrics_table(
-        wf, {{"stitched: strategy", "stitched.strategy", "stitched", {}},
-             {"stitched: buy-and-hold", "stitched.buy_and_hold", "stitched", {}}}));
+    b += panel(metrics_table(wf, {{"stitched: strategy", "stitched.strategy", "stitched", {}},
+                                  {"stitched: buy-and-hold", "stitched.buy_and_hold", "stitched", {}}}));
 
     b += "<h2>Folds</h2>\n";
     std::string t =
@@ -1317,9 +1342,11 @@ std::string walk_forward_report_html(const std::string& dir) {
                 "class=\"n\">{}</td>"
                 "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
                 link(dir_name + "/report.html", dir_name), range("train"), range("validation"), range("test"),
-                pct(number_at(f, "test_backtest.strategy.total_return")), num(number_at(f, "test_backtest.strategy.sharpe"), 3),
+                pct(number_at(f, "test_backtest.strategy.total_return")),
+                num(number_at(f, "test_backtest.strategy.sharpe"), 3),
                 flo && fhi ? fmt::format("[{:.3f}, {:.3f}]", *flo, *fhi) : "-",
-                num(number_at(f, "test_backtest.buy_and_hold.sharpe"), 3), num(number_at(f, "test_backtest.inference.psr_zero"), 3),
+                num(number_at(f, "test_backtest.buy_and_hold.sharpe"), 3),
+                num(number_at(f, "test_backtest.inference.psr_zero"), 3),
                 st != nullptr && st->is_string() ? xml_escape(st->as_string()) : "");
         }
     }
@@ -1345,7 +1372,8 @@ std::string write_report(const std::string& path, const std::string& output) {
         return out;
     }
     const auto runs = collect_runs({path});  // UsageError when it holds no run directory
-    for (const auto& r : runs) io::write_file_atomically((fs::path(r.path) / "report.html").string(), run_report_html(r.path), fail);
+    for (const auto& r : runs)
+        io::write_file_atomically((fs::path(r.path) / "report.html").string(), run_report_html(r.path), fail);
     if (is_file(dir / "walk_forward.json")) {  // a walk-forward directory (docs/walk-forward.md)
         io::write_file_atomically(out, walk_forward_report_html(path), fail);
         return out;

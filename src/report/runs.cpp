@@ -32,7 +32,8 @@ std::string setting_text(const config::KeyValue& v) {
 }
 
 /// Sorts rows by `key` descending, absent values last, ties by name.
-template <class T, class Key, class Name> void rank(std::vector<T>& items, Key key, Name name) {
+template <class T, class Key, class Name>
+void rank(std::vector<T>& items, Key key, Name name) {
     std::stable_sort(items.begin(), items.end(), [&](const T& a, const T& b) {
         const std::optional<double> ka = key(a), kb = key(b);
         if (ka.has_value() != kb.has_value()) return ka.has_value();
@@ -41,7 +42,9 @@ template <class T, class Key, class Name> void rank(std::vector<T>& items, Key k
     });
 }
 
-Cell text_cell(std::string s) { return Cell{std::move(s), std::nullopt, std::nullopt, false, false}; }
+Cell text_cell(std::string s) {
+    return Cell{std::move(s), std::nullopt, std::nullopt, false, false};
+}
 Cell number_cell(std::optional<double> v, bool integer = false) {
     Cell c;
     c.number = v;
@@ -96,7 +99,8 @@ std::string read_text(const std::string& path, std::size_t max_bytes) {
     std::error_code ec;
     const auto size = fs::file_size(path, ec);
     if (ec) throw UsageError(fmt::format("cannot read {}: {}", path, ec.message()));
-    if (size > max_bytes) throw UsageError(fmt::format("{} is too large ({} bytes, at most {})", path, size, max_bytes));
+    if (size > max_bytes)
+        throw UsageError(fmt::format("{} is too large ({} bytes, at most {})", path, size, max_bytes));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw UsageError(fmt::format("cannot read {}", path));
     std::stringstream ss;
@@ -129,8 +133,10 @@ Csv read_csv(const std::string& path) {
             if (c == std::string_view::npos) break;
             b = c + 1;
         }
-        if (first) csv.header = std::move(fields);
-        else csv.rows.push_back(std::move(fields));
+        if (first)
+            csv.header = std::move(fields);
+        else
+            csv.rows.push_back(std::move(fields));
         first = false;
     }
     return csv;
@@ -182,8 +188,7 @@ bool is_run_directory(const std::string& path) {
 }
 
 RunRecord read_run(const std::string& path) {
-    if (!is_run_directory(path))
-        throw UsageError(fmt::format("{} is not a run directory (no config.toml)", path));
+    if (!is_run_directory(path)) throw UsageError(fmt::format("{} is not a run directory (no config.toml)", path));
     RunRecord r;
     r.path = path;
     r.name = fs::path(path).filename().string();
@@ -327,9 +332,10 @@ std::vector<RunRecord> collect_runs(const std::vector<std::string>& paths) {
             if (dir && is_run_directory(e.path().string())) found.push_back(e.path().string());
         }
         if (found.empty())
-            throw UsageError(fmt::format("{} is neither a run directory (no config.toml) nor a sweep directory (no run "
-                                         "directory inside)",
-                                         path));
+            throw UsageError(
+                fmt::format("{} is neither a run directory (no config.toml) nor a sweep directory (no run "
+                            "directory inside)",
+                            path));
         std::sort(found.begin(), found.end());
         for (const auto& f : found) runs.push_back(read_run(f));
     }
@@ -356,8 +362,10 @@ Table run_table(const std::vector<RunRecord>& input) {
     std::vector<Duplicate> duplicates = drop_duplicates(runs);
     // Higher is better, but for a loss (val_loss): ranked by the negated value.
     const double sign = metric_of(runs) == "val_loss" ? -1.0 : 1.0;
-    rank(runs, [sign](const RunRecord& r) { return r.best_val ? std::optional<double>(sign * *r.best_val) : std::nullopt; },
-         [](const RunRecord& r) { return r.name; });
+    rank(
+        runs,
+        [sign](const RunRecord& r) { return r.best_val ? std::optional<double>(sign * *r.best_val) : std::nullopt; },
+        [](const RunRecord& r) { return r.name; });
     const auto keys = differing_keys(runs);
     Table t;
     t.duplicates = std::move(duplicates);
@@ -446,8 +454,10 @@ Table seed_table(const std::vector<RunRecord>& input) {
         g.hold_sharpe = stat(hsharpe);
     }
     const double sign = metric_of(runs) == "val_loss" ? -1.0 : 1.0;  // lower is better for a loss
-    rank(groups, [sign](const Group& g) { return g.val.mean ? std::optional<double>(sign * *g.val.mean) : std::nullopt; },
-         [](const Group& g) { return fmt::format("{}", fmt::join(g.values, "\x1f")); });
+    rank(
+        groups,
+        [sign](const Group& g) { return g.val.mean ? std::optional<double>(sign * *g.val.mean) : std::nullopt; },
+        [](const Group& g) { return fmt::format("{}", fmt::join(g.values, "\x1f")); });
     Table t;
     t.grouped = true;
     t.duplicates = std::move(duplicates);
@@ -520,12 +530,14 @@ std::string to_markdown(const Table& t) {
         out.pop_back();
         out += "\n";
     }
-    out += t.grouped ? fmt::format("\n{} settings ranked by the mean {} over seeds (mean ± sd; runs = finished/all); "
-                                   "* = best.\n",
-                                   t.rows.size(), t.metric)
-                     : fmt::format("\n{} runs ranked by the best {}; * = best; test_* and bh_* (buy-and-hold) on the "
-                                   "test split.\n",
-                                   t.rows.size(), t.metric);
+    out += t.grouped ? fmt::format(
+                           "\n{} settings ranked by the mean {} over seeds (mean ± sd; runs = finished/all); "
+                           "* = best.\n",
+                           t.rows.size(), t.metric)
+                     : fmt::format(
+                           "\n{} runs ranked by the best {}; * = best; test_* and bh_* (buy-and-hold) on the "
+                           "test split.\n",
+                           t.rows.size(), t.metric);
     for (const auto& d : t.duplicates) out += duplicate_sentence(d) + "\n";
     if (const std::string s = seed_spread_sentence(t.seed_spread); !s.empty()) out += s + "\n";
     return out;
@@ -554,7 +566,9 @@ std::string to_csv(const Table& t) {
                 out += csv_field(c.text);
                 continue;
             }
-            if (c.number) out += c.is_integer && !(t.grouped && j > 0) ? number_text(*c.number, true) : fmt::format("{}", *c.number);
+            if (c.number)
+                out +=
+                    c.is_integer && !(t.grouped && j > 0) ? number_text(*c.number, true) : fmt::format("{}", *c.number);
             if (t.grouped && j > 0) {
                 out += ",";
                 if (c.sd) out += fmt::format("{}", *c.sd);
@@ -583,7 +597,8 @@ std::string to_json(const Table& t) {
         }
         json::Array paths;
         for (const auto& p : t.row_runs[i]) paths.emplace_back(p);
-        o.emplace_back(t.grouped ? "run_dirs" : "run_dir", t.grouped ? json::Value::array(std::move(paths)) : paths.at(0));
+        o.emplace_back(t.grouped ? "run_dirs" : "run_dir",
+                       t.grouped ? json::Value::array(std::move(paths)) : paths.at(0));
         rows.push_back(json::Value::object(std::move(o)));
     }
     json::Array duplicates;

@@ -16,20 +16,20 @@ namespace fh::report {
 
 /// One run directory as read back.
 struct RunRecord {
-    std::string path;                              ///< as found (sweep dir / name)
-    std::string name;                              ///< the directory's name
-    std::map<std::string, std::string> settings;   ///< "section.key" -> value text, every key of config.toml
+    std::string path;                             ///< as found (sweep dir / name)
+    std::string name;                             ///< the directory's name
+    std::map<std::string, std::string> settings;  ///< "section.key" -> value text, every key of config.toml
     std::int64_t seed = 0;
-    std::string status;                            ///< summary.json's, or "no summary" / "unreadable summary"
-    std::string metric;                            ///< early_stopping.metric, e.g. "val_sharpe"
-    std::optional<double> best_val;                ///< summary.best.value
+    std::string status;              ///< summary.json's, or "no summary" / "unreadable summary"
+    std::string metric;              ///< early_stopping.metric, e.g. "val_sharpe"
+    std::optional<double> best_val;  ///< summary.best.value
     std::optional<double> test_return, test_sharpe, test_max_drawdown, test_trades;
     std::optional<double> hold_return, hold_sharpe;  ///< buy-and-hold on the test split
     std::string profile_hash;        ///< XXH64 of the resolved profile but placement keys and the seed ("" unresolved)
     std::string data_hash;           ///< summary.json's data.xxh64 ("" when absent)
     bool data_follows_seed = false;  ///< synthetic market drawn from run.seed (data.seed = -1)
     std::optional<double> test_sharpe_lo, test_sharpe_hi, test_psr;  ///< test.inference (docs/metrics.md)
-    io::json::Value summary;                       ///< null when missing or unreadable
+    io::json::Value summary;                                         ///< null when missing or unreadable
 };
 
 /// A run left out of a table because it is the same run as another: the same resolved profile
@@ -76,9 +76,9 @@ std::vector<std::string> differing_keys(const std::vector<RunRecord>& runs);
 struct Cell {
     std::string text;
     std::optional<double> number;
-    std::optional<double> sd;       ///< grouped tables: the sample sd over seeds (n >= 2)
+    std::optional<double> sd;  ///< grouped tables: the sample sd over seeds (n >= 2)
     bool is_number = false;
-    bool is_integer = false;        ///< written without decimals
+    bool is_integer = false;  ///< written without decimals
 };
 
 /// One comparison table; `best_row` is marked (-1: none).
@@ -87,7 +87,7 @@ struct Table {
     std::vector<std::vector<Cell>> rows;
     std::vector<std::vector<std::string>> row_runs;  ///< the run paths behind each row (links)
     int best_row = -1;
-    std::string metric;        ///< the validation metric the rows are ranked by
+    std::string metric;  ///< the validation metric the rows are ranked by
     bool grouped = false;
     std::vector<Duplicate> duplicates;  ///< runs given twice, counted once (drop_duplicates)
     std::string seed_spread;            ///< seed_spread() of the runs counted

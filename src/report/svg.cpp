@@ -34,7 +34,9 @@ double nice_step(double span, int target) {
     return nice * mag;
 }
 
-std::string fmt_coord(double v) { return fmt::format("{:.1f}", v); }
+std::string fmt_coord(double v) {
+    return fmt::format("{:.1f}", v);
+}
 
 std::string time_label(double t, double step) {
     const std::time_t tt = static_cast<std::time_t>(t);
@@ -67,8 +69,8 @@ Ticks number_ticks(double lo, double hi, int target) {
 }
 
 Ticks time_ticks(double lo, double hi) {
-    static const double steps[] = {60,         300,         900,         3600,         3 * 3600,     6 * 3600,
-                                   12 * 3600,  86400,       2 * 86400,   7 * 86400,    14 * 86400,   30 * 86400,
+    static const double steps[] = {60,         300,         900,         3600,        3 * 3600,     6 * 3600,
+                                   12 * 3600,  86400,       2 * 86400,   7 * 86400,   14 * 86400,   30 * 86400,
                                    91 * 86400, 182 * 86400, 365 * 86400, 730 * 86400, 1825 * 86400, 3650 * 86400};
     Ticks t;
     t.step = steps[std::size(steps) - 1];
@@ -114,16 +116,15 @@ std::vector<std::size_t> thin(const std::vector<double>& y, std::size_t buckets)
 }
 
 std::string frame_open(const ChartOptions& o) {
-    return fmt::format(R"(<svg class="chart" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{t}">)"
-                       R"(<text class="ct" x="{l}" y="18">{t}</text>)",
-                       fmt::arg("w", o.width), fmt::arg("h", o.height), fmt::arg("t", xml_escape(o.title)),
-                       fmt::arg("l", kLeft));
+    return fmt::format(
+        R"(<svg class="chart" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{t}">)"
+        R"(<text class="ct" x="{l}" y="18">{t}</text>)",
+        fmt::arg("w", o.width), fmt::arg("h", o.height), fmt::arg("t", xml_escape(o.title)), fmt::arg("l", kLeft));
 }
 
 std::string empty_note(const ChartOptions& o) {
-    return frame_open(o) +
-           fmt::format(R"(<text class="note" x="{}" y="{}" text-anchor="middle">no data</text></svg>)", o.width / 2,
-                       o.height / 2);
+    return frame_open(o) + fmt::format(R"(<text class="note" x="{}" y="{}" text-anchor="middle">no data</text></svg>)",
+                                       o.width / 2, o.height / 2);
 }
 
 }  // namespace
@@ -133,15 +134,27 @@ std::string xml_escape(std::string_view s) {
     out.reserve(s.size());
     for (char c : s) {
         switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            case '\'': out += "&#39;"; break;
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&quot;";
+                break;
+            case '\'':
+                out += "&#39;";
+                break;
             default:
                 // XML 1.0 allows no control characters but tab, LF and CR.
-                if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') out += ' ';
-                else out += c;
+                if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r')
+                    out += ' ';
+                else
+                    out += c;
         }
     }
     return out;
@@ -201,8 +214,8 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
     const Ticks xt = o.x_axis == Axis::time ? time_ticks(xr.lo, xr.hi) : number_ticks(xr.lo, xr.hi, 6);
     for (double v : xt.at) {
         const double px = X(v);
-        svg += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", fmt_coord(px), kTop, fmt_coord(px),
-                           kTop + ph);
+        svg += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", fmt_coord(px), kTop,
+                           fmt_coord(px), kTop + ph);
         svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>)", fmt_coord(px),
                            kTop + ph + 16, xml_escape(tick_label(v, o.x_axis, xt.step)));
         if (sub_ticks)
@@ -211,14 +224,15 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
     }
     svg += fmt::format(R"(<rect class="plot" x="{}" y="{}" width="{}" height="{}"/>)", kLeft, kTop, pw, ph);
     if (o.zero_line && yr.lo < 0 && yr.hi > 0)
-        svg += fmt::format(R"(<line class="zero" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(0)), kLeft + pw,
-                           fmt_coord(Y(0)));
+        svg += fmt::format(R"(<line class="zero" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(0)),
+                           kLeft + pw, fmt_coord(Y(0)));
     if (!o.x_label.empty())
         svg += fmt::format(R"(<text class="axis" x="{}" y="{}" text-anchor="middle">{}</text>)", kLeft + pw / 2,
                            o.height - 6, xml_escape(o.x_label));
     if (!o.y_label.empty())
-        svg += fmt::format(R"~(<text class="axis" x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)~",
-                           fmt_coord(kTop + ph / 2), fmt_coord(kTop + ph / 2), xml_escape(o.y_label));
+        svg += fmt::format(
+            R"~(<text class="axis" x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)~",
+            fmt_coord(kTop + ph / 2), fmt_coord(kTop + ph / 2), xml_escape(o.y_label));
 
     // Bands first (under every line): one polygon per run of finite bounds.
     for (const auto& s : series) {
@@ -252,8 +266,7 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
         double first_x = 0, last_x = 0;
         for (std::size_t i : keep) {
             if (!std::isfinite(s.y[i]) || !std::isfinite(s.x[i])) {
-                if (open && s.fill_to_zero)
-                    area += fmt::format("L{} {}Z", fmt_coord(X(last_x)), fmt_coord(Y(0)));
+                if (open && s.fill_to_zero) area += fmt::format("L{} {}Z", fmt_coord(X(last_x)), fmt_coord(Y(0)));
                 open = false;
                 continue;
             }
@@ -288,7 +301,8 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
         lx -= w;
         svg += fmt::format(R"(<line x1="{}" y1="22" x2="{}" y2="22" stroke="{}" stroke-width="2.5"{}/>)", fmt_coord(lx),
                            fmt_coord(lx + 16), it->color, it->dashed ? R"( stroke-dasharray="5 3")" : "");
-        svg += fmt::format(R"(<text class="legend" x="{}" y="26">{}</text>)", fmt_coord(lx + 20), xml_escape(it->label));
+        svg +=
+            fmt::format(R"(<text class="legend" x="{}" y="26">{}</text>)", fmt_coord(lx + 20), xml_escape(it->label));
     }
     return svg + "</svg>";
 }
@@ -320,8 +334,8 @@ std::string bar_chart(const std::vector<Bar>& bars, const ChartOptions& o) {
     std::string svg = frame_open(frame);
     const Ticks yt = number_ticks(yr.lo, yr.hi, 5);
     for (double v : yt.at) {
-        svg += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(v)), kLeft + pw,
-                           fmt_coord(Y(v)));
+        svg += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(v)),
+                           kLeft + pw, fmt_coord(Y(v)));
         svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>)", kLeft - 6,
                            fmt_coord(Y(v) + 4), xml_escape(tick_label(v, o.y_axis, yt.step)));
     }
@@ -358,18 +372,20 @@ std::string bar_chart(const std::vector<Bar>& bars, const ChartOptions& o) {
                 fmt_coord(cx - slot / 2), fmt_coord(cx + slot / 2), fmt::arg("y", fmt_coord(Y(*b.reference))));
         const double ty = kTop + ph + 14;
         if (rotate)
-            svg += fmt::format(R"~(<text class="tick" x="{x}" y="{y}" text-anchor="end" transform="rotate(-40 {x} {y})">{t}</text>)~",
-                               fmt::arg("x", fmt_coord(cx)), fmt::arg("y", fmt_coord(ty)), fmt::arg("t", xml_escape(b.label)));
+            svg += fmt::format(
+                R"~(<text class="tick" x="{x}" y="{y}" text-anchor="end" transform="rotate(-40 {x} {y})">{t}</text>)~",
+                fmt::arg("x", fmt_coord(cx)), fmt::arg("y", fmt_coord(ty)), fmt::arg("t", xml_escape(b.label)));
         else
             svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>)", fmt_coord(cx),
                                fmt_coord(ty), xml_escape(b.label));
     }
     if (yr.lo < 0)
-        svg += fmt::format(R"(<line class="zero" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(0)), kLeft + pw,
-                           fmt_coord(Y(0)));
+        svg += fmt::format(R"(<line class="zero" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(0)),
+                           kLeft + pw, fmt_coord(Y(0)));
     if (!o.y_label.empty())
-        svg += fmt::format(R"~(<text class="axis" x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)~",
-                           fmt_coord(kTop + ph / 2), fmt_coord(kTop + ph / 2), xml_escape(o.y_label));
+        svg += fmt::format(
+            R"~(<text class="axis" x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)~",
+            fmt_coord(kTop + ph / 2), fmt_coord(kTop + ph / 2), xml_escape(o.y_label));
     // Legend of the points and reference lines, right-aligned above the plot.
     double lx = kLeft + pw;
     if (!o.reference_label.empty()) {

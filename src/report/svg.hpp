@@ -20,7 +20,7 @@ struct Series {
     std::vector<double> x, y;  ///< same length; non-finite y values break the line
     std::string color = "#2563eb";
     bool dashed = false;
-    bool fill_to_zero = false;  ///< shade the area between the line and y = 0 (drawdowns)
+    bool fill_to_zero = false;         ///< shade the area between the line and y = 0 (drawdowns)
     std::vector<std::size_t> markers;  ///< indices drawn as dots (e.g. the best evaluation)
     /// Optional band around the line (same length as x; empty: none), shaded in the line's
     /// colour, e.g. mean +- sd over seeds. Non-finite bounds break the band.
@@ -52,8 +52,8 @@ struct Bar {
     double value = 0;
     std::optional<double> error;  ///< +- error bar
     std::string color = "#2563eb";
-    std::string title;            ///< tooltip (SVG <title>)
-    std::vector<double> points;   ///< single values drawn as dots over the bar (e.g. each seed's)
+    std::string title;                ///< tooltip (SVG <title>)
+    std::vector<double> points;       ///< single values drawn as dots over the bar (e.g. each seed's)
     std::optional<double> reference;  ///< a dashed line across the bar's slot (e.g. buy-and-hold's)
 };
 

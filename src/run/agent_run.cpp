@@ -35,13 +35,14 @@ AgentRun::AgentRun(const config::Profile& p, ops::Device& ops, const data::Marke
       t0_(t0),
       by_loss_(p.early_stopping.metric == "val_loss"),  // the supervised forecaster's (resolve checks)
       early_(p.early_stopping.patience, p.early_stopping.min_delta, p.early_stopping.min_steps, by_loss_),
-      progress_(static_cast<std::uint64_t>(p.run.total_steps),
-                o_.progress_bar && io::stderr_is_terminal() && log::current_format() == log::Format::text &&
-                    log::shows(log::Level::info)) {
+      progress_(static_cast<std::uint64_t>(p.run.total_steps), o_.progress_bar && io::stderr_is_terminal() &&
+                                                                   log::current_format() == log::Format::text &&
+                                                                   log::shows(log::Level::info)) {
     if (!resuming) {
         dir_.write_file("config.toml", config::to_toml(p_));
     } else {  // everything checked before a byte is written (src/trainers/resume.cpp)
-        auto resumed = trainers::resume_run(dir_, ops_, *trainer_, p_, early_, static_cast<std::int64_t>(market_.bars.size()));
+        auto resumed =
+            trainers::resume_run(dir_, ops_, *trainer_, p_, early_, static_cast<std::int64_t>(market_.bars.size()));
         record_ = std::move(resumed.record);
         best_weights_ = std::move(resumed.best_weights);
     }
@@ -125,8 +126,9 @@ bool AgentRun::after_iteration(long long iterations) {
     const long long at = iterations * per_;
     auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer_->act(ops_, a, s, n); };
     if (crossed(iterations, p_.run.eval_interval)) {
-        const auto report = eval::backtest(ops_, dm_, market_, env::Split::val, trainer_->env_params(), greedy,
-                                           static_cast<int>(p_.eval.segments), false, trainer_->policy().capture_safe());
+        const auto report =
+            eval::backtest(ops_, dm_, market_, env::Split::val, trainer_->env_params(), greedy,
+                           static_cast<int>(p_.eval.segments), false, trainer_->policy().capture_safe());
         const std::optional<double> val_loss = trainer_->validation_loss();  // supervised only
         const double metric = by_loss_ ? val_loss.value_or(std::nan("")) : select_metric(report.strategy);
         last_val_ = metric;
@@ -205,10 +207,11 @@ void AgentRun::watch_collapse(long long at, const ActionSpread& spread) {
                               {"top_action_share", spread.top_share},
                               {"action_entropy", spread.entropy},
                               {"evaluations", collapsed_evaluations_}});
-    log::warn("{}collapse: the greedy policy has taken action {} on {:.1f}% of the validation bars in {} validations "
-              "in a row, up to {} {}: it no longer depends on the state (summary.json "
-              "\"collapse\")",
-              o_.log_prefix, spread.top_action, 100 * spread.top_share, collapsed_evaluations_, at, unit_);
+    log::warn(
+        "{}collapse: the greedy policy has taken action {} on {:.1f}% of the validation bars in {} validations "
+        "in a row, up to {} {}: it no longer depends on the state (summary.json "
+        "\"collapse\")",
+        o_.log_prefix, spread.top_action, 100 * spread.top_share, collapsed_evaluations_, at, unit_);
 }
 
 void AgentRun::refuse_mostly_skipped() const {
@@ -220,10 +223,11 @@ void AgentRun::refuse_mostly_skipped() const {
     if (skipped == nullptr || !skipped->is_number() || updates <= 0) return;
     const auto bad = static_cast<long long>(skipped->as_double());
     if (2 * bad <= updates) return;
-    throw DivergedError(fmt::format("training diverged: the guard skipped {} of the run's {} updates (more than half; "
-                                    "training.max_bad_updates = {} was not reached): the weights are (nearly) the "
-                                    "initial ones. Lower training.learning_rate or check the data and the instrument",
-                                    bad, updates, p_.training.max_bad_updates));
+    throw DivergedError(
+        fmt::format("training diverged: the guard skipped {} of the run's {} updates (more than half; "
+                    "training.max_bad_updates = {} was not reached): the weights are (nearly) the "
+                    "initial ones. Lower training.learning_rate or check the data and the instrument",
+                    bad, updates, p_.training.max_bad_updates));
 }
 
 void AgentRun::prepare() {
@@ -254,25 +258,25 @@ void AgentRun::finish() {
     trainers::Trainer& trainer = *trainer_;
     // summary.json: the status, then what every run reports, then (finished runs) the results.
     auto summary = [&](const std::string& run_status) {
-        json::Object o{{"status", run_status},
-                       {"trainer", p_.run.trainer},
-                       {"device", ops_.description()},
-                       {"env_steps", trainer.env_steps()},
-                       {"updates", trainer.updates()},
-                       {"wall_seconds", wall},
-                       {"env_steps_per_s",
-                        train_s > 0 ? static_cast<double>(trainer.env_steps() - env_steps_at_start_) / train_s : 0.0},
-                       {"updates_per_s",
-                        train_s > 0 ? static_cast<double>(trainer.updates() - updates_at_start_) / train_s : 0.0},
-                       {"final", last_log_},
-                       {"collapse", collapse_}};
+        json::Object o{
+            {"status", run_status},
+            {"trainer", p_.run.trainer},
+            {"device", ops_.description()},
+            {"env_steps", trainer.env_steps()},
+            {"updates", trainer.updates()},
+            {"wall_seconds", wall},
+            {"env_steps_per_s",
+             train_s > 0 ? static_cast<double>(trainer.env_steps() - env_steps_at_start_) / train_s : 0.0},
+            {"updates_per_s", train_s > 0 ? static_cast<double>(trainer.updates() - updates_at_start_) / train_s : 0.0},
+            {"final", last_log_},
+            {"collapse", collapse_}};
         for (auto& m : run_facts(p_, market_, o_.overrides, o_.resume_dir)) o.push_back(std::move(m));
         return o;
     };
     if (status_ == "interrupted") {
         write_summary(summary(status_));
-        error_ = fmt::format("interrupted at {} {}; checkpoint {}; continue with --resume {}", trainer.progress(), unit_,
-                             last_ckpt_, dir_.path());
+        error_ = fmt::format("interrupted at {} {}; checkpoint {}; continue with --resume {}", trainer.progress(),
+                             unit_, last_ckpt_, dir_.path());
         return;
     }
 
@@ -301,23 +305,24 @@ void AgentRun::finish() {
         eval::write_equity_csv(dir_.file_path("backtest/val_equity.csv"), *val_pass, market_);
     }
     if (best_weights_.empty()) trainers::save_checkpoint(best_ckpt_, ops_, trainer, p_, market_, early_, run_record());
-    log::info("{}test backtest: return {:.4f}, Sharpe {:.3f}, max drawdown {:.4f}, {} trades (buy-and-hold: return "
-              "{:.4f}, Sharpe {:.3f})",
-              o_.log_prefix, test.strategy.total_return, test.strategy.sharpe, test.strategy.max_drawdown,
-              test.strategy.trades, test.buy_and_hold.total_return, test.buy_and_hold.sharpe);
+    log::info(
+        "{}test backtest: return {:.4f}, Sharpe {:.3f}, max drawdown {:.4f}, {} trades (buy-and-hold: return "
+        "{:.4f}, Sharpe {:.3f})",
+        o_.log_prefix, test.strategy.total_return, test.strategy.sharpe, test.strategy.max_drawdown,
+        test.strategy.trades, test.buy_and_hold.total_return, test.buy_and_hold.sharpe);
     json::Object done = summary(status_);
-    done.emplace_back("best", json::object({{unit_key_, early_.best_step()},
-                                            {"metric", p_.early_stopping.metric},
-                                            {"value", early_.best()}}));
+    done.emplace_back(
+        "best", json::object(
+                    {{unit_key_, early_.best_step()}, {"metric", p_.early_stopping.metric}, {"value", early_.best()}}));
     // Intervals and PSRs (docs/metrics.md): the test's from the test backtest, the validation's from
     // the final validation pass (backtest/val_equity.csv), both with the best weights.
     auto boot = eval::bootstrap_options(p_.eval);
     boot.cut_block_to_series = true;  // checked against the splits before training (run_checks)
     done.emplace_back("validation", record_.best_validation.empty() || !val_pass
                                         ? json::Value()
-                                        : eval::with_inference(json::parse(record_.best_validation,
-                                                                           json::Limits{1'000'000, 16, true}),
-                                                               *val_pass, boot));
+                                        : eval::with_inference(
+                                              json::parse(record_.best_validation, json::Limits{1'000'000, 16, true}),
+                                              *val_pass, boot));
     done.emplace_back("test", eval::with_inference(eval::report_value(test), test, boot));
     write_summary(std::move(done));
     log::info("{}done ({}): {} env steps, {} updates in {:.1f} s; {}", o_.log_prefix, status_, trainer.env_steps(),

@@ -18,7 +18,9 @@ using clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
+double seconds_since(clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+}
 
 }  // namespace
 
@@ -28,9 +30,8 @@ json::Value kernel_table(std::vector<cuda::KernelTime> times, double phases) {
     double total = 0;
     for (const auto& t : times) {
         total += t.total_us;
-        rows.push_back(json::object({{"op", t.name},
-                                     {"launches", static_cast<double>(t.calls) / phases},
-                                     {"us", t.total_us / phases}}));
+        rows.push_back(json::object(
+            {{"op", t.name}, {"launches", static_cast<double>(t.calls) / phases}, {"us", t.total_us / phases}}));
     }
     return json::object({{"us_total", total / phases}, {"ops", json::Value::array(std::move(rows))}});
 }
@@ -143,24 +144,26 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force, bool 
             json::Object parts;
             const auto synchronize = [&] { ops->synchronize(); };
             if (collected > 0)  // per collection step of every environment
-                parts.emplace_back("collection", ablation_table(synchronize, collect_times, [&](long long k) {
-                                       return static_cast<double>(collect(k)) / n_envs;
-                                   }, runs));
+                parts.emplace_back("collection",
+                                   ablation_table(
+                                       synchronize, collect_times,
+                                       [&](long long k) { return static_cast<double>(collect(k)) / n_envs; }, runs));
             if (updates > 0)  // per update
-                parts.emplace_back("update", ablation_table(synchronize, update_times, [&](long long k) {
-                                       return static_cast<double>(update(k));
-                                   }, runs));
+                parts.emplace_back("update", ablation_table(
+                                                 synchronize, update_times,
+                                                 [&](long long k) { return static_cast<double>(update(k)); }, runs));
             ablation = json::Value::object(std::move(parts));
         }
         if (kernel_times)
-            times = json::object({{"collection", kernel_table(std::move(collect_times), std::max(1.0, timed_steps))},
-                                  {"update", kernel_table(std::move(update_times),
-                                                          static_cast<double>(std::max<long long>(1, timed_updates)))}});
+            times =
+                json::object({{"collection", kernel_table(std::move(collect_times), std::max(1.0, timed_steps))},
+                              {"update", kernel_table(std::move(update_times),
+                                                      static_cast<double>(std::max<long long>(1, timed_updates)))}});
     }
 
     const double collection_steps = static_cast<double>(collected) / n_envs;  // steps of all environments
-    const double collection_rate = collected > 0 ? static_cast<double>(collected) / collect_s
-                                                 : trainer->dataset_collection_env_steps_per_s();
+    const double collection_rate =
+        collected > 0 ? static_cast<double>(collected) / collect_s : trainer->dataset_collection_env_steps_per_s();
     json::Object out{
         {"trainer", p.run.trainer},
         {"device", ops->description()},
@@ -175,7 +178,7 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force, bool 
         {"time_to_first_kernel_s", first_kernel_s},
         {"peak_device_memory_bytes", ops->peak_bytes()},
     };
-    if (!times.is_null()) out.emplace_back("kernel_times", std::move(times));  // only with --kernel-times on CUDA
+    if (!times.is_null()) out.emplace_back("kernel_times", std::move(times));    // only with --kernel-times on CUDA
     if (!ablation.is_null()) out.emplace_back("ablation", std::move(ablation));  // only with --ablate on CUDA
     return json::serialize(json::Value::object(std::move(out)));
 }

@@ -1,5 +1,6 @@
 /// @file bench_ablation.hpp
-/// @brief `bench --kernel-times`' and `bench --ablate`'s tables, shared by one agent's bench (bench.cpp) and a population's
+/// @brief `bench --kernel-times`' and `bench --ablate`'s tables, shared by one agent's bench (bench.cpp) and a
+/// population's
 ///        (population.cpp).
 #pragma once
 
@@ -22,9 +23,9 @@ io::json::Value kernel_table(std::vector<cuda::KernelTime> times, double phases)
 /// `op_names` (the ops' launches by name) with its launches left out (`us_without`, `us_saved`:
 /// the op's node and work), replaced by that kernel (`us_stand_in`, `us_work`: its work on the
 /// path) and alone (every other launch replaced: `us_alone`, `us_alone_work`: its work with the
-/// GPU to itself, beyond the skeleton); `runs` calls each after one untimed call that captures the graphs again (the results
-/// of the filtered calls are meaningless); microseconds per unit. `synchronize` waits for every
-/// device the phase uses.
+/// GPU to itself, beyond the skeleton); `runs` calls each after one untimed call that captures the graphs again (the
+/// results of the filtered calls are meaningless); microseconds per unit. `synchronize` waits for every device the
+/// phase uses.
 io::json::Value ablation_table(const std::function<void()>& synchronize, const std::vector<cuda::KernelTime>& op_names,
                                const std::function<double(long long)>& run_phase, long long runs);
 

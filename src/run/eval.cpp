@@ -34,11 +34,25 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string>& eval_honoured_keys() {
     static const std::vector<std::string> keys{
-        "data.path",          "data.format",       "data.train_fraction",     "data.val_fraction",
-        "data.test_fraction", "data.cache_dir",    "data.synthetic_bars",     "data.planted_signal", "data.seed",
-        "instrument.commission", "instrument.slippage_ticks", "instrument.bars_per_year", "eval.segments",
-        "eval.bootstrap_resamples", "eval.bootstrap_block", "eval.bootstrap_seed", "eval.confidence",
-        "run.device",         "dqn.her_eval_goal"};  // a HER policy asked for another target (docs/dqn.md)
+        "data.path",
+        "data.format",
+        "data.train_fraction",
+        "data.val_fraction",
+        "data.test_fraction",
+        "data.cache_dir",
+        "data.synthetic_bars",
+        "data.planted_signal",
+        "data.seed",
+        "instrument.commission",
+        "instrument.slippage_ticks",
+        "instrument.bars_per_year",
+        "eval.segments",
+        "eval.bootstrap_resamples",
+        "eval.bootstrap_block",
+        "eval.bootstrap_seed",
+        "eval.confidence",
+        "run.device",
+        "dqn.her_eval_goal"};  // a HER policy asked for another target (docs/dqn.md)
     return keys;
 }
 

@@ -15,7 +15,8 @@ namespace json = io::json;
 
 namespace {
 
-template <class T> std::uint64_t mix(std::uint64_t h, const std::vector<T>& v) {
+template <class T>
+std::uint64_t mix(std::uint64_t h, const std::vector<T>& v) {
     return util::xxh64(v.data(), v.size() * sizeof(T), h);
 }
 
@@ -48,8 +49,8 @@ std::string bars_hash(const data::BarSeries& b) {
     return fmt::format("{:016x}", h);
 }
 
-json::Object run_facts(const config::Profile& p, const data::MarketData& market, const std::vector<std::string>& overrides,
-                       const std::string& resume_dir) {
+json::Object run_facts(const config::Profile& p, const data::MarketData& market,
+                       const std::vector<std::string>& overrides, const std::string& resume_dir) {
     json::Value recorded = resume_dir.empty() ? json::Value() : earlier_overrides(resume_dir);
     if (recorded.is_null()) {
         json::Array a;

@@ -43,7 +43,9 @@ std::string name_value(const config::KeyValue& v) {
         std::string operator()(double d) const { return config::toml_value_text(d); }
         std::string operator()(bool b) const { return b ? "true" : "false"; }
         std::string operator()(const std::string& s) const { return s; }
-        std::string operator()(const std::vector<std::int64_t>& a) const { return fmt::format("{}", fmt::join(a, "x")); }
+        std::string operator()(const std::vector<std::int64_t>& a) const {
+            return fmt::format("{}", fmt::join(a, "x"));
+        }
     };
     return std::visit(Visitor{}, v);
 }
@@ -59,14 +61,16 @@ std::string bounded(const std::string& name) {
     const std::uint64_t h = util::xxh64(name.data(), name.size());
     std::size_t cut = kMaxDerivedNameBytes - 17;
     // Never cut inside a %XX escape.
-    if (cut >= 1 && name[cut - 1] == '%') cut -= 1;
-    else if (cut >= 2 && name[cut - 2] == '%') cut -= 2;
+    if (cut >= 1 && name[cut - 1] == '%')
+        cut -= 1;
+    else if (cut >= 2 && name[cut - 2] == '%')
+        cut -= 2;
     return name.substr(0, cut) + fmt::format("~{:016x}", h);
 }
 
 /// Files and folders a run directory holds (docs/run-directory.md); anything else is not ours.
 bool is_run_file(const std::string& name) {
-    static const std::set<std::string> known{"config.toml", "metrics.jsonl", "eval.jsonl", "summary.json",
+    static const std::set<std::string> known{"config.toml", "metrics.jsonl", "eval.jsonl",      "summary.json",
                                              "checkpoints", "backtest",      "replay.fhreplay", "report.html"};
     // Temporary files of an interrupted atomic write: <file>.tmp-<pid>; a lock file.
     return known.count(name) > 0 || name.find(".tmp-") != std::string::npos || name.ends_with(".lock");
@@ -83,8 +87,10 @@ std::string name_escape(std::string_view text) {
     std::string out;
     out.reserve(text.size());
     for (unsigned char c : text) {
-        if (safe_byte(c)) out += static_cast<char>(c);
-        else out += fmt::format("%{:02X}", c);
+        if (safe_byte(c))
+            out += static_cast<char>(c);
+        else
+            out += fmt::format("%{:02X}", c);
     }
     return out;
 }
@@ -155,22 +161,26 @@ Placement place_run(const config::Profile& p) {
     std::error_code ec;
     if (!fs::exists(dir, ec)) return out;
     if (!fs::is_directory(dir, ec))
-        throw UsageError(fmt::format("{} exists and is not a directory; remove it or choose another run.name", dir.string()));
+        throw UsageError(
+            fmt::format("{} exists and is not a directory; remove it or choose another run.name", dir.string()));
     const std::string& mode = p.run.on_exists;
     if (mode == "new") {
-        out.reason = fmt::format("{} exists (run.on_exists = \"new\"): a new directory is made beside it", dir.string());
+        out.reason =
+            fmt::format("{} exists (run.on_exists = \"new\"): a new directory is made beside it", dir.string());
         return out;
     }
     out.path = dir.string();
     out.status = summary_status(out.path);
     const std::string state = out.status.empty() ? "no summary.json" : "status " + out.status;
     if (mode == "error")
-        throw UsageError(fmt::format("run directory {} exists ({}) and run.on_exists = \"error\"; remove it, rename the "
-                                     "run or set run.on_exists to new, skip or resume",
-                                     dir.string(), state));
+        throw UsageError(
+            fmt::format("run directory {} exists ({}) and run.on_exists = \"error\"; remove it, rename the "
+                        "run or set run.on_exists to new, skip or resume",
+                        dir.string(), state));
     if (mode == "skip") {
         out.action = Placement::Action::skip;
-        out.reason = fmt::format("run directory {} exists ({}): skipped (run.on_exists = \"skip\")", dir.string(), state);
+        out.reason =
+            fmt::format("run directory {} exists ({}): skipped (run.on_exists = \"skip\")", dir.string(), state);
         return out;
     }
     // resume
@@ -182,8 +192,9 @@ Placement place_run(const config::Profile& p) {
     }
     if (fs::is_regular_file(dir / "checkpoints" / "last.safetensors", ec)) {
         out.action = Placement::Action::resume;
-        out.reason = fmt::format("run directory {} exists ({}): resumed from its last checkpoint (run.on_exists = \"resume\")",
-                                 dir.string(), state);
+        out.reason =
+            fmt::format("run directory {} exists ({}): resumed from its last checkpoint (run.on_exists = \"resume\")",
+                        dir.string(), state);
         return out;
     }
     // Killed before its first checkpoint: start again, if the directory holds only run files and
@@ -192,9 +203,10 @@ Placement place_run(const config::Profile& p) {
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
         const std::string name = entry.path().filename().string();
         if (!is_run_file(name))
-            throw UsageError(fmt::format("run directory {} has no checkpoint to resume from and holds {}, which is not a "
-                                         "run file; remove the directory to start the run again",
-                                         dir.string(), name));
+            throw UsageError(
+                fmt::format("run directory {} has no checkpoint to resume from and holds {}, which is not a "
+                            "run file; remove the directory to start the run again",
+                            dir.string(), name));
     }
     fs::remove_all(dir, ec);
     if (ec) throw UsageError(fmt::format("cannot remove {} to start the run again: {}", dir.string(), ec.message()));

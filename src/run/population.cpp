@@ -70,7 +70,9 @@ std::string trim(std::string_view s) {
 }
 
 /// "section.key" of an override "section.key=value".
-std::string override_key(const std::string& o) { return trim(std::string_view(o).substr(0, o.find('='))); }
+std::string override_key(const std::string& o) {
+    return trim(std::string_view(o).substr(0, o.find('=')));
+}
 
 /// One grid token: where it is and what it says.
 struct GridToken {
@@ -110,9 +112,10 @@ std::vector<GridLine> read_grid(const std::string& file) {
         for (std::size_t i = 0; i < text.size(); ++i) {
             const auto c = static_cast<unsigned char>(text[i]);
             if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
-                throw UsageError(fmt::format("{}:{}:{}: a control character (byte 0x{:02X}): a grid is text of "
-                                             "KEY=VALUE tokens",
-                                             file, number, i + 1, c));
+                throw UsageError(
+                    fmt::format("{}:{}:{}: a control character (byte 0x{:02X}): a grid is text of "
+                                "KEY=VALUE tokens",
+                                file, number, i + 1, c));
         }
         GridLine line{number, {}};
         std::size_t i = 0;
@@ -130,13 +133,15 @@ std::vector<GridLine> read_grid(const std::string& file) {
                 const auto& again = line.tokens[a];
                 if (first.text.find('=') != std::string::npos && again.text.find('=') != std::string::npos &&
                     override_key(first.text) == override_key(again.text))
-                    throw UsageError(fmt::format("{}:{}:{}: {} is set twice on this line (first at column {}): an "
-                                                 "agent has one value per key",
-                                                 file, number, again.column, override_key(again.text), first.column));
+                    throw UsageError(
+                        fmt::format("{}:{}:{}: {} is set twice on this line (first at column {}): an "
+                                    "agent has one value per key",
+                                    file, number, again.column, override_key(again.text), first.column));
             }
         if (!line.tokens.empty()) lines.push_back(std::move(line));
     }
-    if (lines.empty()) throw UsageError(fmt::format("--population-grid {}: no agent (every line is blank or a comment)", file));
+    if (lines.empty())
+        throw UsageError(fmt::format("--population-grid {}: no agent (every line is blank or a comment)", file));
     return lines;
 }
 
@@ -164,13 +169,14 @@ std::string token_problem(const GridToken& t) {
         const bool shape = key.find("hidden") != std::string::npos || key == "dqn.num_atoms" ||
                            key.find("batch") != std::string::npos || key.find("size") != std::string::npos ||
                            key.find("n_episodes") != std::string::npos || key == "experience.n_step";
-        return fmt::format("{} cannot differ between the agents of one population: it {}; put those points in separate "
-                           "processes (scripts/sweep.sh runs them). Keys an agent may set: {}",
-                           key,
-                           shape ? "changes a shape"
-                                 : "changes a shape or what the agents share (the data, the budget, the device, the "
-                                   "environment)",
-                           agent_keys_text());
+        return fmt::format(
+            "{} cannot differ between the agents of one population: it {}; put those points in separate "
+            "processes (scripts/sweep.sh runs them). Keys an agent may set: {}",
+            key,
+            shape ? "changes a shape"
+                  : "changes a shape or what the agents share (the data, the budget, the device, the "
+                    "environment)",
+            agent_keys_text());
     }
     return "";
 }
@@ -205,10 +211,11 @@ public:
             ::close(fd_);
             fd_ = -1;
             if (e == EWOULDBLOCK)
-                throw UsageError(fmt::format("{}: another foxhunt-train process is running in this population "
-                                             "directory (it holds the directory's lock); wait for it to finish, or "
-                                             "stop it (Ctrl-C saves a checkpoint) and resume then",
-                                             path));
+                throw UsageError(
+                    fmt::format("{}: another foxhunt-train process is running in this population "
+                                "directory (it holds the directory's lock); wait for it to finish, or "
+                                "stop it (Ctrl-C saves a checkpoint) and resume then",
+                                path));
             throw UsageError(fmt::format("{}: cannot lock the population directory: {}", path, std::strerror(e)));
         }
     }
@@ -229,7 +236,9 @@ std::string read_text(const fs::path& p) {
     return s.str();
 }
 
-bool finished_status(const std::string& s) { return s == "completed" || s == "early_stopped" || s == "diverged"; }
+bool finished_status(const std::string& s) {
+    return s == "completed" || s == "early_stopped" || s == "diverged";
+}
 
 /// What each agent does in this process.
 enum class AgentAction { create, resume, done };
@@ -237,7 +246,7 @@ enum class AgentAction { create, resume, done };
 struct Member {
     AgentPlan plan;
     AgentAction action = AgentAction::create;
-    std::string status;  ///< the status it ends with (or had, when done)
+    std::string status;   ///< the status it ends with (or had, when done)
     std::string done_by;  ///< population.json's "action": trained, resumed or skipped (left as it was)
     std::unique_ptr<AgentRun> run;
     bool live = false;
@@ -360,8 +369,10 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
     const int agents = static_cast<int>(training.size());
     auto device0 = agent_device(ops::parse_device_spec(first.run.device), first, agents);
     ops::DeviceSpec spec;
-    if (auto* c = device0->cuda()) spec = {ops::DeviceSpec::Kind::cuda, c->device().ordinal};
-    else spec = {ops::DeviceSpec::Kind::cpu, 0};
+    if (auto* c = device0->cuda())
+        spec = {ops::DeviceSpec::Kind::cuda, c->device().ordinal};
+    else
+        spec = {ops::DeviceSpec::Kind::cpu, 0};
     log::info("device: {} ({} agents, each with its own streams)", device0->description(), training.size());
     o.host_backend = device0->cuda() == nullptr;
     s.devices.push_back(std::move(device0));
@@ -373,8 +384,7 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
         if (s.markets.emplace(key, std::make_unique<PopulationSetup::SharedMarket>()).second)
             firsts.push_back(&m->plan.profile);
     }
-    const std::size_t threads =
-        std::min<std::size_t>(firsts.size(), std::max(1u, std::thread::hardware_concurrency()));
+    const std::size_t threads = std::min<std::size_t>(firsts.size(), std::max(1u, std::thread::hardware_concurrency()));
     on_threads(threads, [&](std::size_t t) {
         for (std::size_t k = t; k < firsts.size(); k += threads)
             s.markets.at(market_key(*firsts[k]))->market = data::load_market(trainers::data_options(*firsts[k]));
@@ -431,16 +441,19 @@ std::string unbatched_because(const std::vector<Member*>& training, const std::s
     if (resuming < training.size()) return "some of its agents resume from checkpoints and others start";
     std::vector<std::int64_t> first;
     for (const Member* m : training) {
-        const auto c = trainers::checkpoint_counters(
-            (fs::path(dir) / m->plan.name / "checkpoints" / "last.safetensors").string());
-        if (m == training.front()) first = c;
+        const auto c =
+            trainers::checkpoint_counters((fs::path(dir) / m->plan.name / "checkpoints" / "last.safetensors").string());
+        if (m == training.front())
+            first = c;
         else if (c != first)
             return "its agents resume from checkpoints of different iterations (or, DQN, with replay memories of "
                    "different fills: a checkpoint written with checkpoint.keep_replay = false holds none)";
     }
     return "";
 }
-bool batched_population(const std::vector<Member*>& training) { return unbatched_because(training).empty(); }
+bool batched_population(const std::vector<Member*>& training) {
+    return unbatched_because(training).empty();
+}
 
 /// The batched engine of the members, on the first agent's device, each agent on its market.
 std::shared_ptr<trainers::BatchedPopulation> make_population_engine(PopulationSetup& setup,
@@ -516,8 +529,7 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
         ops::Device& dev = batched ? *setup.devices.front() : *setup.devices[i];
         const auto& shared = *setup.markets.at(market_key(p));
         std::unique_ptr<trainers::Trainer> trainer =
-            batched ? batched->agent(static_cast<int>(i))
-                    : trainers::make_trainer(dev, p, *shared.device_market);
+            batched ? batched->agent(static_cast<int>(i)) : trainers::make_trainer(dev, p, *shared.device_market);
         if (agent_hook()) agent_hook()(m.plan.index, *trainer);
         const std::string agent_dir = (fs::path(dir) / m.plan.name).string();
         const bool resuming = m.action == AgentAction::resume;
@@ -547,8 +559,7 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     for (auto* m : training) m->run->begin();
     // Each worker advances its agents in turn; an agent that ends (finished, early-stopped,
     // diverged or interrupted) leaves alone and the others go on.
-    const std::size_t workers =
-        batched ? 1 : agent_workers(training.size(), setup.devices.front()->cuda() != nullptr);
+    const std::size_t workers = batched ? 1 : agent_workers(training.size(), setup.devices.front()->cuda() != nullptr);
     std::mutex record;  // population.json and the members' status
     on_workers(workers, setup.devices, [&](std::size_t w) {
         std::vector<Member*> mine;
@@ -586,14 +597,16 @@ std::string outcome(const Where& where, const std::vector<Member>& members) {
         if (m.status == "interrupted") interrupted.push_back(std::to_string(m.plan.index));
     }
     if (!interrupted.empty())
-        throw InterruptedError(fmt::format("population interrupted: agents {} wrote their checkpoints; continue with "
-                                           "{}",
-                                           fmt::join(interrupted, ","),
-                                           where.flat ? "the same command (run.on_exists = \"resume\")" : "--resume " + dir));
+        throw InterruptedError(
+            fmt::format("population interrupted: agents {} wrote their checkpoints; continue with "
+                        "{}",
+                        fmt::join(interrupted, ","),
+                        where.flat ? "the same command (run.on_exists = \"resume\")" : "--resume " + dir));
     if (!diverged.empty())
-        throw DivergedError(fmt::format("population {}: agent(s) {} diverged (their summary.json says why); the others "
-                                        "finished",
-                                        dir, fmt::join(diverged, ",")));
+        throw DivergedError(
+            fmt::format("population {}: agent(s) {} diverged (their summary.json says why); the others "
+                        "finished",
+                        dir, fmt::join(diverged, ",")));
     log::info("population done: {} agents in {}", members.size(), where.agents);
     return where.flat ? where.agents : dir;
 }
@@ -646,9 +659,10 @@ void place_members(const std::string& dir, std::vector<Member>& members, const s
         }
         const std::string status = summary_status(agent.string());
         if (mode == "error")
-            throw UsageError(fmt::format("run directory {} exists ({}) and run.on_exists = \"error\"; remove it, rename "
-                                         "the run or set run.on_exists to new, skip or resume",
-                                         agent.string(), status.empty() ? "no summary.json" : "status " + status));
+            throw UsageError(
+                fmt::format("run directory {} exists ({}) and run.on_exists = \"error\"; remove it, rename "
+                            "the run or set run.on_exists to new, skip or resume",
+                            agent.string(), status.empty() ? "no summary.json" : "status " + status));
         if (mode == "skip" || finished_status(status)) {
             m.action = AgentAction::done;
             m.status = status.empty() ? "unfinished" : status;
@@ -660,7 +674,9 @@ void place_members(const std::string& dir, std::vector<Member>& members, const s
         } else {  // stopped before its first checkpoint: started again, unless a process runs there
             const io::DirectoryLock lock(agent.string());
             fs::remove_all(agent, ec);
-            if (ec) throw UsageError(fmt::format("cannot remove {} to start the agent again: {}", agent.string(), ec.message()));
+            if (ec)
+                throw UsageError(
+                    fmt::format("cannot remove {} to start the agent again: {}", agent.string(), ec.message()));
             m.action = AgentAction::create;
         }
     }
@@ -707,7 +723,9 @@ bool wants_population(const config::Profile& p, const PopulationRequest& r) {
     return p.run.population > 1 || !r.seeds.empty() || !r.grid_file.empty();
 }
 
-void set_agent_hook_for_tests(std::function<void(int, trainers::Trainer&)> hook) { agent_hook() = std::move(hook); }
+void set_agent_hook_for_tests(std::function<void(int, trainers::Trainer&)> hook) {
+    agent_hook() = std::move(hook);
+}
 
 PopulationPlan plan_population(const std::string& profile_file, const config::Profile& base,
                                const std::vector<std::string>& overrides, const PopulationRequest& r, bool auto_name) {
@@ -720,8 +738,8 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
         if (k != "run.seed" && k != "run.population") shared.push_back(o);
     }
     if (!r.seeds.empty() && base.run.population > 1 && static_cast<std::size_t>(base.run.population) != r.seeds.size())
-        throw UsageError(fmt::format("--seeds names {} seeds but run.population = {}: give one of them",
-                                     r.seeds.size(), base.run.population));
+        throw UsageError(fmt::format("--seeds names {} seeds but run.population = {}: give one of them", r.seeds.size(),
+                                     base.run.population));
     std::vector<std::int64_t> seeds = r.seeds;
     if (seeds.empty())
         for (std::int64_t i = 0; i < base.run.population; ++i) seeds.push_back(base.run.seed + i);
@@ -733,9 +751,11 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
         for (const auto& line : lines)
             for (const auto& t : line.tokens) {
                 const std::string why = token_problem(t);
-                if (!why.empty()) problems.push_back(fmt::format("{}:{}:{}: {}", r.grid_file, t.line, t.column, why));
+                if (!why.empty())
+                    problems.push_back(fmt::format("{}:{}:{}: {}", r.grid_file, t.line, t.column, why));
                 else
-                    for (auto& p : value_problems(profile_file, shared, r.grid_file, t)) problems.push_back(std::move(p));
+                    for (auto& p : value_problems(profile_file, shared, r.grid_file, t))
+                        problems.push_back(std::move(p));
             }
         if (!problems.empty()) throw config::ProfileError(problems);
     } else {
@@ -748,8 +768,8 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
         count += own_seed ? 1 : seeds.size();
     }
     if (count > kMaxAgents)
-        throw UsageError(fmt::format("the population has {} agents (seeds x grid lines); at most {} train in one process",
-                                     count, kMaxAgents));
+        throw UsageError(fmt::format(
+            "the population has {} agents (seeds x grid lines); at most {} train in one process", count, kMaxAgents));
 
     std::map<std::string, int> names;
     for (const auto& line : lines) {
@@ -772,8 +792,9 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
             } catch (const config::ProfileError& e) {
                 std::vector<std::string> problems;
                 for (const auto& p : e.problems())
-                    problems.push_back(line.line > 0 ? fmt::format("{}:{}: agent {}: {}", r.grid_file, line.line, a.index, p)
-                                                     : fmt::format("agent {}: {}", a.index, p));
+                    problems.push_back(line.line > 0
+                                           ? fmt::format("{}:{}: agent {}: {}", r.grid_file, line.line, a.index, p)
+                                           : fmt::format("agent {}: {}", a.index, p));
                 throw config::ProfileError(problems);
             }
             a.seed = a.profile.run.seed;
@@ -822,7 +843,7 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
     std::error_code ec;
     Where where;
     std::optional<DirLock> lock;  // the population directory's, while it trains
-    if (!plan.record.empty()) {  // flat: the agents in run.output_dir, each placed as a single run
+    if (!plan.record.empty()) {   // flat: the agents in run.output_dir, each placed as a single run
         where.flat = true;
         where.agents = base.run.output_dir;
         where.record = plan.record;
@@ -839,9 +860,10 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
                 throw UsageError(fmt::format("{} exists and is not a directory; remove it or choose another run.name",
                                              wanted.string()));
             if (mode == "error")
-                throw UsageError(fmt::format("population directory {} exists and run.on_exists = \"error\"; remove it, "
-                                             "rename the population or set run.on_exists to new, skip or resume",
-                                             wanted.string()));
+                throw UsageError(
+                    fmt::format("population directory {} exists and run.on_exists = \"error\"; remove it, "
+                                "rename the population or set run.on_exists to new, skip or resume",
+                                wanted.string()));
             if (mode == "skip") {
                 log::info("population directory {} exists: skipped (run.on_exists = \"skip\")", wanted.string());
                 if (skipped != nullptr) *skipped = true;
@@ -849,9 +871,10 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
             }
             // resume
             if (!is_population_directory(wanted.string()))
-                throw UsageError(fmt::format("{} exists and holds no population.json: it is not a population this "
-                                             "version can resume; remove it to start the population again",
-                                             wanted.string()));
+                throw UsageError(
+                    fmt::format("{} exists and holds no population.json: it is not a population this "
+                                "version can resume; remove it to start the population again",
+                                wanted.string()));
             where.agents = wanted.string();
             lock.emplace(where.agents);
             adopt_recorded_names(where.agents, members);
@@ -859,7 +882,8 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
             log::info("population directory {} exists: unfinished agents resumed (run.on_exists = \"resume\")",
                       where.agents);
         } else {
-            if (exists) log::info("{} exists (run.on_exists = \"new\"): a new directory is made beside it", wanted.string());
+            if (exists)
+                log::info("{} exists (run.on_exists = \"new\"): a new directory is made beside it", wanted.string());
             where.agents = io::RunDirectory::create(base.run.output_dir, plan.name).path();
             lock.emplace(where.agents);
         }
@@ -897,21 +921,24 @@ std::string resume_population(const std::string& dir, const std::vector<std::str
         const auto* index = a.is_object() ? a.find("index") : nullptr;
         if (run == nullptr || !run->is_string() || index == nullptr || !index->is_integer() ||
             run->as_string().find('/') != std::string::npos || run->as_string().empty() || run->as_string()[0] == '.')
-            throw UsageError(fmt::format("--resume {}: population.json: an agent without a valid run directory name", dir));
+            throw UsageError(
+                fmt::format("--resume {}: population.json: an agent without a valid run directory name", dir));
         Member m;
         m.plan.index = static_cast<int>(index->as_i64());
         m.plan.name = run->as_string();
         for (const auto& other : members)
             if (other.plan.name == m.plan.name || other.plan.index == m.plan.index)
-                throw UsageError(fmt::format("--resume {}: population.json lists agent {} ({}) twice; the file was "
-                                             "edited: each agent once",
-                                             dir, m.plan.index, m.plan.name));
+                throw UsageError(
+                    fmt::format("--resume {}: population.json lists agent {} ({}) twice; the file was "
+                                "edited: each agent once",
+                                dir, m.plan.index, m.plan.name));
         const fs::path config_file = fs::path(dir) / m.plan.name / "config.toml";
         if (!fs::is_regular_file(config_file))
-            throw UsageError(fmt::format("--resume {}: agent {} has no {} (the population stopped before that agent "
-                                         "started); run the population's command again with --set "
-                                         "run.on_exists=resume, which starts the agents that have no directory",
-                                         dir, m.plan.index, config_file.string()));
+            throw UsageError(
+                fmt::format("--resume {}: agent {} has no {} (the population stopped before that agent "
+                            "started); run the population's command again with --set "
+                            "run.on_exists=resume, which starts the agents that have no directory",
+                            dir, m.plan.index, config_file.string()));
         m.plan.profile = config::resolve_profile_file(config_file.string(), overrides);
         m.plan.profile.run.population = 1;
         m.plan.profile.run.output_dir = dir;
@@ -1072,22 +1099,25 @@ std::string unbatched_reason(const std::vector<const config::Profile*>& agents) 
         const long long widest = *std::max_element(first.ppo.hidden.begin(), first.ppo.hidden.end());
         const long long rollout = first.experience.gpu_n_episodes * first.experience.gpu_timesteps_per_episode;
         if (widest > kAutoBatchingPpoMaxWidth)
-            return fmt::format("run.population_batching = \"auto\": the widest ppo.hidden layer is {} > {}, where the "
-                               "agents run faster on their own; \"on\" batches them",
-                               widest, kAutoBatchingPpoMaxWidth);
+            return fmt::format(
+                "run.population_batching = \"auto\": the widest ppo.hidden layer is {} > {}, where the "
+                "agents run faster on their own; \"on\" batches them",
+                widest, kAutoBatchingPpoMaxWidth);
         if (rollout < kAutoBatchingPpoMinRollout)
-            return fmt::format("run.population_batching = \"auto\": a rollout of experience.gpu_n_episodes x "
-                               "gpu_timesteps_per_episode = {} < {} transitions, where the agents run faster on their "
-                               "own; \"on\" batches them",
-                               rollout, kAutoBatchingPpoMinRollout);
+            return fmt::format(
+                "run.population_batching = \"auto\": a rollout of experience.gpu_n_episodes x "
+                "gpu_timesteps_per_episode = {} < {} transitions, where the agents run faster on their "
+                "own; \"on\" batches them",
+                rollout, kAutoBatchingPpoMinRollout);
     }
     if (first.run.population_batching == "auto" && first.run.trainer == "dqn") {
         const long long widest = *std::max_element(first.dqn.hidden.begin(), first.dqn.hidden.end());
         const long long work = first.replay_buffer.batch_size * widest;
         if (work < kAutoBatchingMinWork)
-            return fmt::format("run.population_batching = \"auto\": replay_buffer.batch_size x the widest dqn.hidden "
-                               "layer is {} < {}, where the agents run faster on their own; \"on\" batches them",
-                               work, kAutoBatchingMinWork);
+            return fmt::format(
+                "run.population_batching = \"auto\": replay_buffer.batch_size x the widest dqn.hidden "
+                "layer is {} < {}, where the agents run faster on their own; \"on\" batches them",
+                work, kAutoBatchingMinWork);
     }
     return "";
 }
@@ -1107,14 +1137,17 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
     for (auto& m : members) training.push_back(&m);
     PopulationSetup setup;
     set_up(setup, training, force);
-    if (batched_population(training)) return bench_batched_population(p, setup, training, t_start, ablate, kernel_times);
+    if (batched_population(training))
+        return bench_batched_population(p, setup, training, t_start, ablate, kernel_times);
     if (kernel_times)
-        throw UsageError("bench --kernel-times: a population times its ops when it is batched (run.population_batching "
-                         "and a DQN profile it batches: docs/sweeps.md); else time one agent with run.population = 1");
+        throw UsageError(
+            "bench --kernel-times: a population times its ops when it is batched (run.population_batching "
+            "and a DQN profile it batches: docs/sweeps.md); else time one agent with run.population = 1");
     std::vector<std::unique_ptr<trainers::Trainer>> trainers_;
     for (std::size_t i = 0; i < n; ++i)
-        trainers_.push_back(trainers::make_trainer(*setup.devices[i], training[i]->plan.profile,
-                                                   *setup.markets.at(market_key(training[i]->plan.profile))->device_market));
+        trainers_.push_back(
+            trainers::make_trainer(*setup.devices[i], training[i]->plan.profile,
+                                   *setup.markets.at(market_key(training[i]->plan.profile))->device_market));
     const auto sync_all = [&] {
         for (auto& d : setup.devices) d->synchronize();
     };
@@ -1153,7 +1186,8 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
         return 0LL;
     });
     auto t = clock::now();
-    const long long collected = each_agent(phase, [](trainers::Trainer& tr) { return tr.bench_collect(); }, true);
+    const long long collected = each_agent(
+        phase, [](trainers::Trainer& tr) { return tr.bench_collect(); }, true);
     const double collect_s = since(t);
     t = clock::now();
     const long long updates = each_agent(phase, [](trainers::Trainer& tr) { return tr.bench_update(); });
@@ -1164,10 +1198,13 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
         long long before = 0;
         for (auto& tr : trainers_) before += tr->env_steps();
         t = clock::now();
-        (void)each_agent(phase, [](trainers::Trainer& tr) {
-            tr.iterate();
-            return 0LL;
-        }, true);
+        (void)each_agent(
+            phase,
+            [](trainers::Trainer& tr) {
+                tr.iterate();
+                return 0LL;
+            },
+            true);
         e2e_s = since(t);
         for (auto& tr : trainers_) e2e_steps += tr->env_steps();
         e2e_steps -= before;
@@ -1190,16 +1227,23 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
         const double env_rows = static_cast<double>(p.experience.gpu_n_episodes);
         json::Object parts;
         if (collected > 0)
-            parts.emplace_back("collection", ablation_table(sync_all, collect_ops, [&](long long k) {
-                                   return static_cast<double>(each_agent(k, [](trainers::Trainer& tr) {
-                                              return tr.bench_collect();
-                                          }, true)) / env_rows;
-                               }, phase));
+            parts.emplace_back("collection",
+                               ablation_table(
+                                   sync_all, collect_ops,
+                                   [&](long long k) {
+                                       return static_cast<double>(each_agent(
+                                                  k, [](trainers::Trainer& tr) { return tr.bench_collect(); }, true)) /
+                                              env_rows;
+                                   },
+                                   phase));
         if (updates > 0)
-            parts.emplace_back("update", ablation_table(sync_all, update_ops, [&](long long k) {
-                                   return static_cast<double>(
-                                       each_agent(k, [](trainers::Trainer& tr) { return tr.bench_update(); }));
-                               }, phase));
+            parts.emplace_back("update", ablation_table(
+                                             sync_all, update_ops,
+                                             [&](long long k) {
+                                                 return static_cast<double>(each_agent(
+                                                     k, [](trainers::Trainer& tr) { return tr.bench_update(); }));
+                                             },
+                                             phase));
         ablation = json::Value::object(std::move(parts));
     }
 

@@ -51,9 +51,9 @@ struct AgentPlan {
 };
 
 struct PopulationPlan {
-    config::Profile base;                ///< the population's profile (run.name, output_dir, on_exists)
+    config::Profile base;  ///< the population's profile (run.name, output_dir, on_exists)
     std::vector<AgentPlan> agents;
-    std::string name;                    ///< the population directory's name
+    std::string name;  ///< the population directory's name
     /// "" = the agents in `<run.output_dir>/<name>/` with its population.json. Else (flat) the
     /// agents directly in run.output_dir, run.on_exists applied to each agent's directory as to a
     /// single run's, and population.json written to this file (scripts/sweep.sh).
@@ -72,8 +72,8 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
                                bool auto_name);
 
 /// Trains the plan's agents on host workers in `<run.output_dir>/<plan.name>` (run.on_exists applies
-/// to it) and returns that directory (flat, plan.record set: run.output_dir). A diverged agent stops alone (its summary.json says so);
-/// after the others finish the population exits with DivergedError (5). SIGINT/SIGTERM: every
+/// to it) and returns that directory (flat, plan.record set: run.output_dir). A diverged agent stops alone (its
+/// summary.json says so); after the others finish the population exits with DivergedError (5). SIGINT/SIGTERM: every
 /// live agent writes its checkpoint and summary ("interrupted"), then InterruptedError (130).
 /// `skipped`: set when run.on_exists = "skip" left an existing population as it is.
 std::string train_population(const PopulationPlan& plan, bool force, bool* skipped = nullptr);

@@ -51,11 +51,12 @@ void check_device_memory(const ops::Device& device, const config::Profile& p,
     if (!memory) return;  // the CPU backend's memory is host memory: check_run compared it
     const auto need = config::total_bytes(items);
     const auto budget = static_cast<std::uint64_t>(static_cast<double>(memory->free_bytes) * p.gpu.memory_fraction);
-    log::info("device memory: {} estimated, {} available (gpu.memory_fraction {} of {} free)", config::format_bytes(need),
-              config::format_bytes(budget), p.gpu.memory_fraction, config::format_bytes(memory->free_bytes));
-    config::require_memory(items, budget, "device memory",
-                           fmt::format("gpu.memory_fraction {} of the free memory of {}", p.gpu.memory_fraction,
-                                       memory->name));
+    log::info("device memory: {} estimated, {} available (gpu.memory_fraction {} of {} free)",
+              config::format_bytes(need), config::format_bytes(budget), p.gpu.memory_fraction,
+              config::format_bytes(memory->free_bytes));
+    config::require_memory(
+        items, budget, "device memory",
+        fmt::format("gpu.memory_fraction {} of the free memory of {}", p.gpu.memory_fraction, memory->name));
 }
 
 Session::Session(const config::Profile& p, bool force) {

@@ -13,7 +13,9 @@ AdamState::AdamState(ops::Device& device, const nn::ParamLayout& layout)
       device_step_(device.from_host<long long>(std::vector<long long>{0})),
       step_ticket_(device.from_host<unsigned>(std::vector<unsigned>{0u})) {}
 
-void AdamState::advance_device_step(ops::Device& device) { device.increment(device_step_.view()); }
+void AdamState::advance_device_step(ops::Device& device) {
+    device.increment(device_step_.view());
+}
 
 void AdamState::update_at_device_step(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
                                       ops::View<const float> grad_norm, ops::View<const int> gate,

@@ -24,7 +24,9 @@
 namespace fh::trainers {
 namespace {
 
-io::Shape to_shape(const std::vector<std::int64_t>& s) { return io::Shape(s.begin(), s.end()); }
+io::Shape to_shape(const std::vector<std::int64_t>& s) {
+    return io::Shape(s.begin(), s.end());
+}
 
 io::Dtype dtype(const StateTensor& t) {
     const auto d = io::dtype_from_name(t.dtype);
@@ -41,7 +43,8 @@ std::string layout_json(const nn::ParamLayout& layout) {
         if (s.name.size() > 2 && s.name.ends_with(".w")) {
             const std::string bias = s.name.substr(0, s.name.size() - 2) + ".b";
             for (const auto& b : layout.slices())
-                if (b.name == bias && b.size > 0 && s.size % b.size == 0) shape = fmt::format("[{},{}]", b.size, s.size / b.size);
+                if (b.name == bias && b.size > 0 && s.size % b.size == 0)
+                    shape = fmt::format("[{},{}]", b.size, s.size / b.size);
         }
         out += fmt::format("{}{{\"name\":{},\"offset\":{},\"size\":{},\"shape\":{}}}", out.size() > 1 ? "," : "",
                            io::json::quote(s.name), s.offset, s.size, shape);
@@ -51,9 +54,10 @@ std::string layout_json(const nn::ParamLayout& layout) {
 
 [[noreturn]] void bad_metadata(const std::string& path, const std::string& key, const std::string& value,
                                const std::string& expected) {
-    throw io::CheckpointError(fmt::format("checkpoint {}: metadata {} = {} is not {}; the file is corrupt or was "
-                                          "edited (use another checkpoint)",
-                                          path, key, io::json::quote(value.substr(0, 60)), expected));
+    throw io::CheckpointError(
+        fmt::format("checkpoint {}: metadata {} = {} is not {}; the file is corrupt or was "
+                    "edited (use another checkpoint)",
+                    path, key, io::json::quote(value.substr(0, 60)), expected));
 }
 
 /// A metadata number, strictly: the whole text, finite unless `allow_inf`.
@@ -127,9 +131,10 @@ std::string integer_problem(const std::string& name, std::span<const std::byte> 
         for (const auto& g : records<nn::GuardState>(bytes))
             if (g.bad_total < 0 || g.bad_consecutive < 0 || g.bad_consecutive > g.bad_total ||
                 g.first_bad_quantity < -1 || g.applied_updates < 0 || g.first_bad_update < -1)
-                return fmt::format("the guard's counters (skipped {}, in a row {}, first bad quantity {}, applied {}) "
-                                   "are impossible",
-                                   g.bad_total, g.bad_consecutive, g.first_bad_quantity, g.applied_updates);
+                return fmt::format(
+                    "the guard's counters (skipped {}, in a row {}, first bad quantity {}, applied {}) "
+                    "are impossible",
+                    g.bad_total, g.bad_consecutive, g.first_bad_quantity, g.applied_updates);
         return "";
     }
     if (name == "monitor/stats") {
@@ -146,13 +151,16 @@ std::string integer_problem(const std::string& name, std::span<const std::byte> 
     throw std::logic_error("checkpoint: the integer state tensor " + name + " has no range check");
 }
 
-bool integer_dtype(const std::string& dtype) { return dtype != "F32" && dtype != "F64"; }
+bool integer_dtype(const std::string& dtype) {
+    return dtype != "F32" && dtype != "F64";
+}
 
 void warn_if_version1(const io::TensorFile& f) {
     if (f.format_version() == 1)
-        log::warn("checkpoint {}: format version 1, written before checkpoints checksummed their metadata: the "
-                  "embedded profile and the normalisation clip are not verified (a resumed run writes version 2)",
-                  f.path());
+        log::warn(
+            "checkpoint {}: format version 1, written before checkpoints checksummed their metadata: the "
+            "embedded profile and the normalisation clip are not verified (a resumed run writes version 2)",
+            f.path());
 }
 
 }  // namespace
@@ -203,7 +211,8 @@ void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer
     w.set_metadata("created_by", std::string("foxhunt-train ") + FH_VERSION);
     w.set_metadata("step", fmt::format("{}", trainer.progress()));
     w.set_metadata("progress_unit", trainer.progress_unit());
-    w.set_metadata("param_layout", layout_json(policy_weights_layout(profile, market.market_dim + env::kPortfolioFeatures)));
+    w.set_metadata("param_layout",
+                   layout_json(policy_weights_layout(profile, market.market_dim + env::kPortfolioFeatures)));
     w.set_metadata("norm_clip", fmt::format("{}", market.norm.clip));
     w.set_metadata("feature_set", profile.data.feature_set);
     w.set_metadata("data_source", market.source);
@@ -240,10 +249,11 @@ RunRecord load_checkpoint(const std::string& path, ops::Device& ops, Trainer& tr
     for (const auto& t : tensors) {
         const auto v = file.tensor(t.name);
         if (v.dtype != dtype(t) || v.shape != to_shape(t.shape))
-            throw io::CheckpointError(fmt::format("checkpoint {}: tensor {} is {} {}, this run needs {} {} (was the "
-                                                  "profile changed since the checkpoint was written?)",
-                                                  path, t.name, io::dtype_name(v.dtype), io::shape_string(v.shape),
-                                                  t.dtype, io::shape_string(to_shape(t.shape))));
+            throw io::CheckpointError(
+                fmt::format("checkpoint {}: tensor {} is {} {}, this run needs {} {} (was the "
+                            "profile changed since the checkpoint was written?)",
+                            path, t.name, io::dtype_name(v.dtype), io::shape_string(v.shape), t.dtype,
+                            io::shape_string(to_shape(t.shape))));
     }
     const CheckpointBounds bounds{profile.num_actions(), n_bars, profile.instrument.max_contracts,
                                   profile.ppo.diversity_window};
@@ -251,9 +261,10 @@ RunRecord load_checkpoint(const std::string& path, ops::Device& ops, Trainer& tr
         if (!integer_dtype(t.dtype)) continue;
         const auto problem = integer_problem(t.name, file.tensor(t.name).bytes, bounds);
         if (!problem.empty())
-            throw io::CheckpointError(fmt::format("checkpoint {}: tensor {}: {}; the file was edited or written for "
-                                                  "other data (use another checkpoint)",
-                                                  path, t.name, problem));
+            throw io::CheckpointError(
+                fmt::format("checkpoint {}: tensor {}: {}; the file was edited or written for "
+                            "other data (use another checkpoint)",
+                            path, t.name, problem));
     }
     // "counters/steps_updates_pushed": the name DQN checkpoints had before the trainers shared a format.
     const char* counters = file.has("counters") ? "counters" : "counters/steps_updates_pushed";
@@ -261,8 +272,8 @@ RunRecord load_checkpoint(const std::string& path, ops::Device& ops, Trainer& tr
     if (replay_omitted) c = trainer.counters_without_replay(c);  // as written; enforced for an edited file
     for (std::size_t i = 0; i < c.size(); ++i)
         if (c[i] < 0 || c[i] > static_cast<std::int64_t>(9e15))
-            throw io::CheckpointError(fmt::format("checkpoint {}: tensor {}: counter {} is {}, not in [0, 9e15]", path,
-                                                  counters, i, c[i]));
+            throw io::CheckpointError(
+                fmt::format("checkpoint {}: tensor {}: counter {} is {}, not in [0, 9e15]", path, counters, i, c[i]));
     RunRecord record;
     record.replay_omitted = replay_omitted;
     std::optional<double> best;
@@ -274,7 +285,8 @@ RunRecord load_checkpoint(const std::string& path, ops::Device& ops, Trainer& tr
         stale = integer_of(file, "early_stopping_stale", "0", 0);
     }
     record.wall_seconds = number_of(file, "wall_seconds", "0");
-    if (record.wall_seconds < 0) bad_metadata(path, "wall_seconds", fmt::format("{}", record.wall_seconds), "a time >= 0");
+    if (record.wall_seconds < 0)
+        bad_metadata(path, "wall_seconds", fmt::format("{}", record.wall_seconds), "a time >= 0");
     record.best_validation = file.metadata("best_validation").value_or("");
     if (!record.best_validation.empty()) {
         // Parsed as summary.json will parse it at the end of the run: a bad value is refused now,
@@ -324,9 +336,10 @@ data::NormalizationStats checkpoint_normalization(const std::string& path) {
     s.clip = static_cast<float>(clip);
     for (std::size_t i = 0; i < s.mean.size(); ++i)
         if (!std::isfinite(s.mean[i]) || !std::isfinite(s.stddev[i]) || !(s.stddev[i] > 0))
-            throw io::CheckpointError(fmt::format("checkpoint {}: the normalisation of feature {} (mean {}, stddev {}) "
-                                                  "is not finite with a positive stddev; the file is corrupt",
-                                                  path, i, s.mean[i], s.stddev[i]));
+            throw io::CheckpointError(
+                fmt::format("checkpoint {}: the normalisation of feature {} (mean {}, stddev {}) "
+                            "is not finite with a positive stddev; the file is corrupt",
+                            path, i, s.mean[i], s.stddev[i]));
     return s;
 }
 

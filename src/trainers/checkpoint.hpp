@@ -33,8 +33,7 @@ struct RunRecord {
 /// names) and with the counters of an emptied replay (Trainer::counters_without_replay);
 /// metadata `replay` says which ("kept", "omitted", or "none" for a trainer without one).
 void save_checkpoint(const std::string& path, ops::Device& ops, Trainer& trainer, const config::Profile& profile,
-                     const data::MarketData& market, const EarlyStopping& early_stopping,
-                     const RunRecord& record = {});
+                     const data::MarketData& market, const EarlyStopping& early_stopping, const RunRecord& record = {});
 
 /// What the integers of a checkpoint's state are checked against at load.
 struct CheckpointBounds {

@@ -12,13 +12,19 @@
 namespace fh::trainers {
 namespace {
 
-using ops::Activation;
 using nn::InitSpec;
+using ops::Activation;
 
-InitSpec fan_in(int n, float gain = 1.0f) { return InitSpec{InitSpec::Kind::uniform_fan_in, n, gain}; }
-InitSpec zeros() { return InitSpec{}; }
+InitSpec fan_in(int n, float gain = 1.0f) {
+    return InitSpec{InitSpec::Kind::uniform_fan_in, n, gain};
+}
+InitSpec zeros() {
+    return InitSpec{};
+}
 
-std::size_t sz(long long n) { return static_cast<std::size_t>(n); }
+std::size_t sz(long long n) {
+    return static_cast<std::size_t>(n);
+}
 
 }  // namespace
 
@@ -36,8 +42,9 @@ DtShape dt_shape(const config::Profile& p, int state_dim) {
 DtNetwork::DtNetwork(const DtShape& s) : shape_(s) {
     if (s.dim < s.heads || s.dim % s.heads != 0 || s.context < 1 || s.layers < 1 ||
         s.state_dim <= env::kPortfolioFeatures || s.num_actions < 1)
-        throw std::invalid_argument("DtNetwork: embedding must be a multiple of heads, states must hold the portfolio "
-                                    "features; every size >= 1");
+        throw std::invalid_argument(
+            "DtNetwork: embedding must be a multiple of heads, states must hold the portfolio "
+            "features; every size >= 1");
     const std::size_t D = sz(s.dim), S = sz(s.state_dim), A = sz(s.num_actions), F = sz(s.hidden());
     // The embeddings: the return-to-go scalar and the action table start small (|w| <= 0.5 sqrt 3).
     state_w_ = layout_.add("embed/state/w", D * S, fan_in(s.state_dim));
@@ -132,7 +139,8 @@ ops::View<const float> DtNetwork::forward(ops::Device& ops, ops::View<const floa
         auto& a = ws.layers[static_cast<std::size_t>(l)];
         const auto x = ws.x[static_cast<std::size_t>(l)].cview();
         // Attention branch: h = x + proj(attention(qkv(ln1(x)))).
-        ops::dt_layer_norm(ops, a.ln1.view(), a.ln1_stats.view(), x, slice(params, s.ln1_gain), slice(params, s.ln1_bias), D);
+        ops::dt_layer_norm(ops, a.ln1.view(), a.ln1_stats.view(), x, slice(params, s.ln1_gain),
+                           slice(params, s.ln1_bias), D);
         ops.linear_forward(a.qkv.view(), a.ln1.cview(), slice(params, s.qkv_w), slice(params, s.qkv_b), R, D, 3 * D,
                            Activation::none);
         ops::dt_attention(ops, a.attn.view(), a.P.view(), a.qkv.cview(), attention_shape(B));
@@ -166,8 +174,9 @@ void DtNetwork::backward(ops::Device& ops, ops::View<const float> params, ops::V
     // d_res: the gradient of the residual stream, from the top down.
     ops.linear_backward(ws.d_tmp.view(), slice(grads, head_w_), slice(grads, head_b_), d_logits, ws.logits.cview(),
                         ws.lnf.cview(), slice(params, head_w_), R, D, A, Activation::none, false);
-    ops::dt_layer_norm_backward(ops, ws.d_res.view(), slice(grads, lnf_gain_), slice(grads, lnf_bias_), ws.d_tmp.cview(),
-                                ws.x.back().cview(), ws.lnf_stats.cview(), slice(params, lnf_gain_), D, false);
+    ops::dt_layer_norm_backward(ops, ws.d_res.view(), slice(grads, lnf_gain_), slice(grads, lnf_bias_),
+                                ws.d_tmp.cview(), ws.x.back().cview(), ws.lnf_stats.cview(), slice(params, lnf_gain_),
+                                D, false);
     for (int l = shape_.layers - 1; l >= 0; --l) {
         const LayerSlices& s = layers_[static_cast<std::size_t>(l)];
         auto& a = ws.layers[static_cast<std::size_t>(l)];
@@ -194,15 +203,18 @@ void DtNetwork::backward(ops::Device& ops, ops::View<const float> params, ops::V
     ops::dt_embed_backward(ops, slice(grads, return_w_), slice(grads, return_b_), slice(grads, action_table_),
                            ws.d_s_proj.view(), ws.d_res.cview(), in.rtg, in.actions, D, A);
     ops.linear_backward({}, slice(grads, state_w_), slice(grads, state_b_), ws.d_s_proj.view(), ws.s_proj.cview(),
-                        ws.states.cview(), slice(params, state_w_), steps, shape_.state_dim, D, Activation::none, false);
+                        ws.states.cview(), slice(params, state_w_), steps, shape_.state_dim, D, Activation::none,
+                        false);
 }
 
 dt::ActParams DtNetwork::act_params(ops::View<const float> target_token) const {
-    return dt::ActParams{shape_.state_dim, market_dim(), shape_.dim, shape_.heads, shape_.context, shape_.num_actions,
-                         target_token.data()};
+    return dt::ActParams{shape_.state_dim, market_dim(),       shape_.dim,         shape_.heads,
+                         shape_.context,   shape_.num_actions, target_token.data()};
 }
 
-int DtNetwork::market_dim() const noexcept { return shape_.state_dim - env::kPortfolioFeatures; }
+int DtNetwork::market_dim() const noexcept {
+    return shape_.state_dim - env::kPortfolioFeatures;
+}
 
 DtNetwork::ActWorkspace DtNetwork::make_act_workspace(ops::Device& ops, int n) const {
     if (n < 1) throw std::invalid_argument("DtNetwork::make_act_workspace: n must be >= 1");

@@ -77,7 +77,8 @@ private:
     struct LayerSlices {
         std::size_t ln1_gain, ln1_bias, qkv_w, qkv_b, proj_w, proj_b, ln2_gain, ln2_bias, fc1_w, fc1_b, fc2_w, fc2_b;
     };
-    template <class T> ops::View<T> slice(ops::View<T> buffer, std::size_t index) const {
+    template <class T>
+    ops::View<T> slice(ops::View<T> buffer, std::size_t index) const {
         return layout_.view(buffer, index);
     }
     ops::DtEmbedViews embed_views(ops::View<const float> params) const;

@@ -111,8 +111,8 @@ DtTrainer::DtTrainer(ops::Device& ops, const config::Profile& profile, const env
       param_floats_(policy_.network().layout().total()) {
     DtEpisodes episodes;
     {
-        OfflineDataset ds = build_offline_dataset(ops, profile, market, env_params_, profile.dt.dataset,
-                                                  profile.dt.dataset_size, "dt");
+        OfflineDataset ds =
+            build_offline_dataset(ops, profile, market, env_params_, profile.dt.dataset, profile.dt.dataset_size, "dt");
         dataset_transitions_ = ds.transitions;
         collection_seconds_ = ds.collection_seconds;
         episodes = dt_episodes(ds.ring.dump(ops, shape_.num_actions));
@@ -147,13 +147,15 @@ DtTrainer::DtTrainer(ops::Device& ops, const config::Profile& profile, const env
     b_lengths_ = ops.alloc<int>(B);
     loss_ = ops.alloc<float>(B);
     correct_ = ops.alloc<float>(B);
-    d_logits_ = ops.alloc<float>(B * static_cast<std::size_t>(shape_.tokens()) * static_cast<std::size_t>(shape_.num_actions));
+    d_logits_ =
+        ops.alloc<float>(B * static_cast<std::size_t>(shape_.tokens()) * static_cast<std::size_t>(shape_.num_actions));
     monitor_ = UpdateMonitor(ops, kStats);
-    log::info("dt dataset: {} steps in {} finished episodes; return-to-go scale {:.3g} per step, target {:.3g} per "
-              "step (quantile {} of the {}), token {:.3f}; {} parameters",
-              dataset_steps_, episodes.episode_rates.size(), calibration_.scale, calibration_.target_rate,
-              profile.dt.target_quantile, episodes.episode_rates.empty() ? "steps' rates" : "finished episodes",
-              calibration_.target_token(), param_floats_);
+    log::info(
+        "dt dataset: {} steps in {} finished episodes; return-to-go scale {:.3g} per step, target {:.3g} per "
+        "step (quantile {} of the {}), token {:.3f}; {} parameters",
+        dataset_steps_, episodes.episode_rates.size(), calibration_.scale, calibration_.target_rate,
+        profile.dt.target_quantile, episodes.episode_rates.empty() ? "steps' rates" : "finished episodes",
+        calibration_.target_token(), param_floats_);
 }
 
 double DtTrainer::dataset_collection_env_steps_per_s() const noexcept {
@@ -229,10 +231,10 @@ LogLine DtTrainer::read_log(double seconds) {
         {"charts/skipped_updates", r.guard.bad_total},
         {"perf/updates_per_s", r.updates_per_s},
     });
-    line.text = fmt::format("update {:>8} | loss {:.5f} | accuracy {:.3f} | lr {:.3g} | grad norm {:.3g} | "
-                            "{:.3g} updates/s",
-                            updates_, loss, acc[kAccuracy] / n, acc[kLearningRate] / n, acc[kGradNorm] / n,
-                            r.updates_per_s);
+    line.text = fmt::format(
+        "update {:>8} | loss {:.5f} | accuracy {:.3f} | lr {:.3g} | grad norm {:.3g} | "
+        "{:.3g} updates/s",
+        updates_, loss, acc[kAccuracy] / n, acc[kLearningRate] / n, acc[kGradNorm] / n, r.updates_per_s);
     line.loss = loss;
     line.updates_per_s = r.updates_per_s;
     throw_if_diverged(r.guard, profile_.training.max_bad_updates, kGuardLossNames,

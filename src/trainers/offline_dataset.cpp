@@ -47,13 +47,15 @@ OfflineDataset collect_behaviour(ops::Device& ops, const config::Profile& profil
 OfflineDataset load_dump(ops::Device& ops, const env::EnvParams& params, const std::string& path, const char* key) {
     const auto dump = io::read_replay_dump(path);
     if (dump.state_dim != params.state_dim)
-        throw DataError(fmt::format("{}: the replay dump's states have {} features, this profile's data gives {} "
-                                    "(was it written with another feature set or instrument?)",
-                                    path, dump.state_dim, params.state_dim));
+        throw DataError(
+            fmt::format("{}: the replay dump's states have {} features, this profile's data gives {} "
+                        "(was it written with another feature set or instrument?)",
+                        path, dump.state_dim, params.state_dim));
     if (dump.num_actions != env::num_actions(params))
-        throw DataError(fmt::format("{}: the replay dump has {} actions, this profile's environment has {} (set "
-                                    "env.position_levels and env.urgency_levels as in the run that wrote it)",
-                                    path, dump.num_actions, env::num_actions(params)));
+        throw DataError(
+            fmt::format("{}: the replay dump has {} actions, this profile's environment has {} (set "
+                        "env.position_levels and env.urgency_levels as in the run that wrote it)",
+                        path, dump.num_actions, env::num_actions(params)));
     if (dump.pushed_steps < 1) throw DataError(path + ": the replay dump holds no transitions");
     OfflineDataset ds;
     ds.ring = ReplayRing(ops, dump);

@@ -53,13 +53,15 @@ public:
 /// of a round (its own count equal to the population's) running the population's iteration for
 /// every agent, the others (one behind it) counting it; and the live ones are asked which updates
 /// a test spoils with a NaN loss. `Agent` has agent() and injects_nan_at(update).
-template <class Agent> class PopulationAgents {
+template <class Agent>
+class PopulationAgents {
 public:
     void join(const Agent* a) { live_.push_back(a); }
     void leave(const Agent* a) { live_.erase(std::remove(live_.begin(), live_.end(), a), live_.end()); }
     /// One agent's step of a round: `population_at` the population's iterations, `own` the agent's.
     static void advance(BatchedPopulation& population, long long population_at, long long own) {
-        if (population_at == own) population.iterate();
+        if (population_at == own)
+            population.iterate();
         else if (population_at != own + 1)
             throw std::logic_error("the agents of a batched population advance one iteration a round");
     }
@@ -81,7 +83,8 @@ inline const config::Profile& first_agent(const std::vector<config::Profile>& ag
                                           const std::vector<const env::DeviceMarket*>& markets, const char* trainer) {
     if (agents.empty() || markets.size() != agents.size() ||
         std::any_of(markets.begin(), markets.end(), [](const env::DeviceMarket* m) { return m == nullptr; }))
-        throw UsageError(std::string("a batched ") + trainer + " population needs at least one agent and a market for each");
+        throw UsageError(std::string("a batched ") + trainer +
+                         " population needs at least one agent and a market for each");
     return agents.front();
 }
 

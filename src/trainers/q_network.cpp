@@ -16,13 +16,13 @@ nn::MlpConfig network_config(const QNetworkConfig& c) {
     m.sizes.push_back(c.state_dim);
     for (int h : c.hidden) m.sizes.push_back(h);
     m.hidden = ops::Activation::relu;  // every trunk layer, the last one included, feeds on through a ReLU
-    if (c.iqn.quantiles > 0) {  // the IQN head: the trunk alone, phi(s) = its last ReLU layer
+    if (c.iqn.quantiles > 0) {         // the IQN head: the trunk alone, phi(s) = its last ReLU layer
         m.output = ops::Activation::relu;
         return m;
     }
     m.sizes.push_back(dqn::output_width(c.head));  // every head of an ensemble in one layer
-    m.output = ops::Activation::none;  // the head's outputs are logits' parts
-    m.output_init_scale = 0.1f;        // start near a uniform distribution over the atoms
+    m.output = ops::Activation::none;              // the head's outputs are logits' parts
+    m.output_init_scale = 0.1f;                    // start near a uniform distribution over the atoms
     return m;
 }
 
@@ -58,7 +58,8 @@ QNetwork::QNetwork(const QNetworkConfig& c) : config_(c), layout_(), net_(layout
         groups_.count = G;
         for (int k = 0; k < G; ++k) {
             groups_.begin[k] = c.attention[static_cast<std::size_t>(k)].begin;
-            if (k > 0 && c.attention[static_cast<std::size_t>(k)].begin != c.attention[static_cast<std::size_t>(k - 1)].end)
+            if (k > 0 &&
+                c.attention[static_cast<std::size_t>(k)].begin != c.attention[static_cast<std::size_t>(k - 1)].end)
                 throw std::invalid_argument("QNetwork: the attention groups must be contiguous");
         }
         groups_.begin[G] = c.attention.back().end;
@@ -164,9 +165,8 @@ void QNetwork::backward_agents(ops::Device& ops, ops::View<const float> params, 
 }
 
 ops::View<const float> QNetwork::forward_quantiles(ops::Device& ops, ops::View<const float> params, int count,
-                                                   ops::View<const float> X, int batch,
-                                                   ops::View<const float> features, int quantiles,
-                                                   Workspace& ws) const {
+                                                   ops::View<const float> X, int batch, ops::View<const float> features,
+                                                   int quantiles, Workspace& ws) const {
     if (!iqn_head_) throw std::logic_error("QNetwork::forward_quantiles: not the IQN head");
     auto& w = ws.iqn;
     if (quantiles < 1 || quantiles > w.max_quantiles || w.dx.size() == 0)
@@ -213,8 +213,7 @@ void QNetwork::backward(ops::Device& ops, ops::View<const float> params, ops::Vi
         const auto dx = w.dx.view().subview(0, Bs * N * H), d_psi = w.d_psi.view().subview(0, Bs * N * H);
         const auto d_phi = w.d_phi.view().subview(0, Bs * H);
         iqn_head_->backward(ops, params, grads, d_head, dx, batch * w.quantiles, w.head, false);
-        ops::iqn_hadamard_backward(ops, d_phi, d_psi, dx, w.phi, w.psi, batch, w.quantiles,
-                                   config_.hidden.back());
+        ops::iqn_hadamard_backward(ops, d_phi, d_psi, dx, w.phi, w.psi, batch, w.quantiles, config_.hidden.back());
         iqn_embed_->backward(ops, params, grads, d_psi, {}, batch * w.quantiles, w.embed, false);
         d_head = d_phi;
     }
@@ -254,8 +253,10 @@ double ensemble_spread(const std::vector<float>& outputs, const dqn::HeadParams&
         for (int k = 0; k < K; ++k) {
             const float* hk = outputs.data() + r * OW + static_cast<std::size_t>(k) * static_cast<std::size_t>(W);
             float* qk = q_heads.data() + static_cast<std::size_t>(k) * As;
-            if (h.scalar) dqn::scalar_q(hk, h, qk);
-            else dqn::head_forward(hk, hk + (h.dueling ? Z : 0), logits.data(), probs.data(), qk, h);
+            if (h.scalar)
+                dqn::scalar_q(hk, h, qk);
+            else
+                dqn::head_forward(hk, hk + (h.dueling ? Z : 0), logits.data(), probs.data(), qk, h);
         }
         for (int a = 0; a < A; ++a) mean[static_cast<std::size_t>(a)] = dqn::ensemble_q(q_heads.data(), K, A, a).mean;
         sum += dqn::ensemble_q(q_heads.data(), K, A, policy::argmax(mean.data(), A)).spread;

@@ -83,8 +83,8 @@ public:
     /// IQN head: the head layer on phi(s) * the mean embedding of acting's K midpoint fractions,
     /// the scalar head's row whose Q is the mean over those fractions of Z_tau(a) (the head layer
     /// and the dueling combination are linear in the embedding).
-    ops::View<const float> forward(ops::Device& ops, ops::View<const float> params, ops::View<const float> X,
-                                   int batch, Workspace& ws) const;
+    ops::View<const float> forward(ops::Device& ops, ops::View<const float> params, ops::View<const float> X, int batch,
+                                   Workspace& ws) const;
     /// Head outputs of `count` networks of this layout at once (online and target): params holds
     /// their parameters one after the other (count * layout().total()); all run on the same X
     /// (batch, state_dim). Returns (count, batch, output_width); ws needs count * batch rows.
@@ -124,8 +124,8 @@ public:
     const std::vector<data::FeatureGroup>& attention_groups() const noexcept { return config_.attention; }
 
     /// Q (batch, A) and the greedy actions (batch) of states X: forward, then ops::dqn_act.
-    void q_values(ops::Device& ops, ops::View<const float> params, ops::View<const float> X, int batch,
-                  Workspace& ws, ops::View<float> q, ops::View<int> actions) const;
+    void q_values(ops::Device& ops, ops::View<const float> params, ops::View<const float> X, int batch, Workspace& ws,
+                  ops::View<float> q, ops::View<int> actions) const;
 
 private:
     QNetworkConfig config_;

@@ -55,8 +55,8 @@ ReplayRing::Slot ReplayRing::next_slot() {
 }
 
 ops::RingViews ReplayRing::views() {
-    return ops::RingViews{states_.view(), next_states_.view(), actions_.view(), rewards_.view(), done_.view(),
-                          capacity_steps_, n_envs_, state_dim_};
+    return ops::RingViews{states_.view(), next_states_.view(), actions_.view(), rewards_.view(),
+                          done_.view(),   capacity_steps_,     n_envs_,         state_dim_};
 }
 
 long long ReplayRing::sampleable_steps(int n_step) const noexcept {
@@ -65,9 +65,14 @@ long long ReplayRing::sampleable_steps(int n_step) const noexcept {
 }
 
 replay::ReplayView ReplayRing::view() const {
-    return replay::ReplayView{states_.cview().data(), next_states_.cview().data(), actions_.cview().data(),
-                              rewards_.cview().data(), done_.cview().data(),      capacity_steps_,
-                              n_envs_,                 state_dim_};
+    return replay::ReplayView{states_.cview().data(),
+                              next_states_.cview().data(),
+                              actions_.cview().data(),
+                              rewards_.cview().data(),
+                              done_.cview().data(),
+                              capacity_steps_,
+                              n_envs_,
+                              state_dim_};
 }
 
 abi::SampleAgent ReplayRing::sample_agent(std::uint64_t seed, int n_step, float gamma) const {

@@ -70,7 +70,8 @@ public:
     /// captured update's counter), or the counter advance advances in the launch (its value + 1:
     /// ops::CounterAdvance).
     void sample(ops::Device& device, ReplayBatch& out, std::uint64_t seed, std::uint64_t update, int n_step,
-                float gamma, ops::View<const long long> update_from = {}, const ops::CounterAdvance& advance = {}) const;
+                float gamma, ops::View<const long long> update_from = {},
+                const ops::CounterAdvance& advance = {}) const;
 
     /// What sample() draws from, for a population's one draw over many rings
     /// (ops::nstep_sample_agents): the ring and the sampling of sample(seed, _, n_step, gamma).

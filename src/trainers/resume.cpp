@@ -27,11 +27,11 @@ Resumed resume_run(io::RunDirectory& dir, ops::Device& ops, Trainer& trainer, co
     const std::string status = summary ? io::summary_status(*summary) : "";
     const long long iterations = std::max<long long>(1, p.run.total_steps / trainer.progress_per_iteration());
     if ((status == "completed" || status == "early_stopped") && iterations <= trainer.iterations())
-        throw UsageError(fmt::format("--resume {}: the run is finished (summary.json: status \"{}\", checkpoint at {} {}) "
-                                     "and run.total_steps = {} asks for nothing more; its files are left as they are. "
-                                     "To train it further, raise the budget: --resume {} --set run.total_steps={}",
-                                     dir.path(), status, at, unit, p.run.total_steps, dir.path(),
-                                     std::max<long long>(at, 1) * 2));
+        throw UsageError(
+            fmt::format("--resume {}: the run is finished (summary.json: status \"{}\", checkpoint at {} {}) "
+                        "and run.total_steps = {} asks for nothing more; its files are left as they are. "
+                        "To train it further, raise the budget: --resume {} --set run.total_steps={}",
+                        dir.path(), status, at, unit, p.run.total_steps, dir.path(), std::max<long long>(at, 1) * 2));
 
     // The best weights: those of the best evaluation the checkpoint records. best.safetensors may
     // be newer than last.safetensors (written between it and the interruption): then the run
@@ -40,11 +40,13 @@ Resumed resume_run(io::RunDirectory& dir, ops::Device& ops, Trainer& trainer, co
         const auto file = io::TensorFile::read(best);
         const std::string step = file.metadata("step").value_or("");
         if (step.empty() || step == fmt::format("{}", early.best_step()))
-            r.best_weights = file.get<float>("params/online", {static_cast<std::uint64_t>(trainer.policy_weights().size())});
+            r.best_weights =
+                file.get<float>("params/online", {static_cast<std::uint64_t>(trainer.policy_weights().size())});
         else
-            log::warn("resume: checkpoints/best.safetensors is from {} {} but the checkpoint resumed records its best at "
-                      "{}: it was written after the checkpoint and will be recomputed",
-                      step, unit, early.best_step());
+            log::warn(
+                "resume: checkpoints/best.safetensors is from {} {} but the checkpoint resumed records its best at "
+                "{}: it was written after the checkpoint and will be recomputed",
+                step, unit, early.best_step());
     }
 
     // Only now does the resumed run change files.

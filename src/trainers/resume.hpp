@@ -17,8 +17,8 @@ namespace fh::trainers {
 
 /// What a resumed run continues with.
 struct Resumed {
-    RunRecord record;                ///< wall time so far, the best validation backtest
-    std::vector<float> best_weights; ///< the best validation's weights ("" when none was kept)
+    RunRecord record;                 ///< wall time so far, the best validation backtest
+    std::vector<float> best_weights;  ///< the best validation's weights ("" when none was kept)
 };
 
 /// Loads and checks checkpoints/last.safetensors into `trainer` and `early` (every tensor, the

@@ -63,14 +63,16 @@ void check_splits(const config::Profile& p, const data::MarketData& md) {
         supervised_samples(md.bars.close, env::episode_starts(md.bars, md.warmup_bars, md.train),
                            static_cast<int>(p.supervised.horizon))
             .bars.empty())
-        throw DataError(fmt::format("{}: the training split [{}, {}) has no bar with supervised.horizon = {} bars "
-                                    "after it inside the split (lower supervised.horizon or give more data)",
-                                    md.source, md.train.begin, md.train.end, p.supervised.horizon));
+        throw DataError(
+            fmt::format("{}: the training split [{}, {}) has no bar with supervised.horizon = {} bars "
+                        "after it inside the split (lower supervised.horizon or give more data)",
+                        md.source, md.train.begin, md.train.end, p.supervised.horizon));
     // The bootstrap's fixed block against the returns of the test and validation backtests
     // (each segment's bars but its first).
     for (const auto* split : {&md.test, &md.val}) {
         std::size_t returns = 0;
-        for (const auto& s : eval::backtest_segments(md, *split, 1)) returns += static_cast<std::size_t>(s.end - s.start - 1);
+        for (const auto& s : eval::backtest_segments(md, *split, 1))
+            returns += static_cast<std::size_t>(s.end - s.start - 1);
         if (returns > 0) eval::require_block_fits(p.eval.bootstrap_block, returns);
     }
     if (p.run.eval_interval > 0) {
@@ -86,26 +88,33 @@ std::uint64_t check_dump(const config::Profile& p, const data::MarketData& md, b
     const auto info = verify ? io::verify_replay_dump(path) : io::read_replay_dump_info(path);
     const int state_dim = md.market_dim + env::kPortfolioFeatures;
     if (info.state_dim != state_dim)
-        throw DataError(fmt::format("{}: the replay dump's states have {} features, this profile's data gives {} "
-                                    "(was it written with another data.feature_set?)",
-                                    path, info.state_dim, state_dim));
+        throw DataError(
+            fmt::format("{}: the replay dump's states have {} features, this profile's data gives {} "
+                        "(was it written with another data.feature_set?)",
+                        path, info.state_dim, state_dim));
     if (info.num_actions != p.num_actions())
-        throw DataError(fmt::format("{}: the replay dump has {} actions, this profile's environment has {} (set "
-                                    "env.position_levels and env.urgency_levels as in the run that wrote it)",
-                                    path, info.num_actions, p.num_actions()));
+        throw DataError(
+            fmt::format("{}: the replay dump has {} actions, this profile's environment has {} (set "
+                        "env.position_levels and env.urgency_levels as in the run that wrote it)",
+                        path, info.num_actions, p.num_actions()));
     if (info.transitions() == 0) throw DataError(path + ": the replay dump holds no transitions");
     if (info.transitions() < static_cast<std::uint64_t>(batch))
-        throw DataError(fmt::format("{}: the replay dump holds {} transitions, fewer than one batch "
-                                    "({} = {}): lower the batch size or use a larger dump",
-                                    path, info.transitions(), batch_key, batch));
+        throw DataError(
+            fmt::format("{}: the replay dump holds {} transitions, fewer than one batch "
+                        "({} = {}): lower the batch size or use a larger dump",
+                        path, info.transitions(), batch_key, batch));
     return static_cast<std::uint64_t>(info.capacity_steps) * static_cast<std::uint64_t>(info.n_envs);
 }
 
-std::string percent(double x) { return fmt::format("{:.3g}%", 100 * x); }
+std::string percent(double x) {
+    return fmt::format("{:.3g}%", 100 * x);
+}
 
 }  // namespace
 
-bool has_validation_backtest(const data::MarketData& md) { return tradable_bars(md, md.val) > 0; }
+bool has_validation_backtest(const data::MarketData& md) {
+    return tradable_bars(md, md.val) > 0;
+}
 
 InstrumentFit instrument_fit(const config::Profile& p, const data::BarSeries& b) {
     InstrumentFit fit;
@@ -123,8 +132,10 @@ InstrumentFit instrument_fit(const config::Profile& p, const data::BarSeries& b)
         "instrument.tick_size = {} is {} of the median close {:.6g}: every market fill slips {} tick(s) = {} of the "
         "price",
         in.tick_size, percent(tick_share), close, in.slippage_ticks, percent(tick_share * in.slippage_ticks));
-    if (tick_share > 0.05) fit.refusals.push_back(tick);
-    else if (tick_share > 0.005) fit.warnings.push_back(tick);
+    if (tick_share > 0.05)
+        fit.refusals.push_back(tick);
+    else if (tick_share > 0.005)
+        fit.warnings.push_back(tick);
     const double round_trip = 2 * in.commission + 2 * in.slippage_ticks * in.tick_size * in.multiplier;
     const double range_value = range * in.multiplier;
     if (round_trip > 0) {
@@ -134,13 +145,16 @@ InstrumentFit instrument_fit(const config::Profile& p, const data::BarSeries& b)
             round_trip, in.commission, in.slippage_ticks, in.tick_size, in.multiplier, range_value, range,
             range_value > 0 ? fmt::format("{:.3g} times the typical bar's range", round_trip / range_value)
                             : std::string("the bars have no range"));
-        if (range_value > 0 && round_trip > 10 * range_value) fit.refusals.push_back(cost);
-        else if (range_value <= 0 || round_trip > range_value) fit.warnings.push_back(cost);
+        if (range_value > 0 && round_trip > 10 * range_value)
+            fit.refusals.push_back(cost);
+        else if (range_value <= 0 || round_trip > range_value)
+            fit.warnings.push_back(cost);
     }
     const double position = close * in.multiplier * static_cast<double>(in.max_contracts);
     if (position > 20 * in.initial_equity)
         fit.warnings.push_back(fmt::format(
-            "a full position ({} contracts x close {:.6g} x multiplier {} = {:.6g}) is {:.3g} times instrument.initial_equity "
+            "a full position ({} contracts x close {:.6g} x multiplier {} = {:.6g}) is {:.3g} times "
+            "instrument.initial_equity "
             "= {}: the agent trades with that leverage",
             in.max_contracts, close, in.multiplier, position, position / in.initial_equity, in.initial_equity));
     if (!fit.refusals.empty()) fit.refusals.push_back(defaults_hint);
@@ -181,8 +195,8 @@ RunSizes check_run(const config::Profile& p, const data::MarketData& md, const R
     sizes.inputs.bars_known = true;
     sizes.inputs.host_backend = o.host_backend;
     if (p.run.trainer == "iql" && p.iql.dataset != "behaviour")
-        sizes.inputs.dump_rows = check_dump(p, md, o.verify_dataset, p.iql.dataset, p.replay_buffer.batch_size,
-                                            "replay_buffer.batch_size");
+        sizes.inputs.dump_rows =
+            check_dump(p, md, o.verify_dataset, p.iql.dataset, p.replay_buffer.batch_size, "replay_buffer.batch_size");
     if (p.run.trainer == "dt" && p.dt.dataset != "behaviour")
         sizes.inputs.dump_rows = check_dump(p, md, o.verify_dataset, p.dt.dataset, p.dt.batch_size, "dt.batch_size");
 
@@ -197,9 +211,10 @@ RunSizes check_run(const config::Profile& p, const data::MarketData& md, const R
         std::string list;
         for (const auto& r : fit.refusals) list += "\n  " + r;
         if (!o.force)
-            throw UsageError(fmt::format("the instrument does not fit the prices of {}:{}\nEvery agent would lose to "
-                                         "costs; pass --force to train anyway",
-                                         md.source, list));
+            throw UsageError(
+                fmt::format("the instrument does not fit the prices of {}:{}\nEvery agent would lose to "
+                            "costs; pass --force to train anyway",
+                            md.source, list));
         log::warn("instrument: --force: training although the instrument does not fit the prices:{}", list);
     }
 

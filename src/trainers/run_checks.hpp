@@ -46,8 +46,7 @@ RunSizes check_run(const config::Profile& profile, const data::MarketData& marke
 /// eval.segments against a split's tradable bars (at most half of them: every segment needs a bar
 /// to decide at and one to execute in): UsageError (exit 2) naming the key. `check`, `train` and
 /// `eval` use it.
-void check_segments(const data::MarketData& md, const data::SplitRange& split, const char* name,
-                    std::int64_t segments);
+void check_segments(const data::MarketData& md, const data::SplitRange& split, const char* name, std::int64_t segments);
 
 /// Whether the validation split has a bar to trade (the test backtest's companion pass,
 /// backtest/val_equity.csv, runs only then: data.val_fraction = 0 with run.eval_interval = 0 is a

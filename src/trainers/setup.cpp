@@ -30,7 +30,8 @@ data::DataOptions data_options(const config::Profile& p) {
 
 void require_greedy_evaluation(const config::Profile& p) {
     if (!p.eval.deterministic)
-        throw UsageError("the " + p.run.trainer + " trainer does not implement eval.deterministic = false yet "
+        throw UsageError("the " + p.run.trainer +
+                         " trainer does not implement eval.deterministic = false yet "
                          "(evaluation uses the greedy / most likely action); set it to true to train");
 }
 

@@ -16,8 +16,8 @@ namespace fh::trainers {
 
 /// A named piece of a trainer's state in the backend's memory, as raw bytes (checkpoints).
 struct StateTensor {
-    std::string name;                 ///< e.g. "params/online"
-    std::string dtype;                ///< safetensors dtype: F32, I32, U8, U64
+    std::string name;   ///< e.g. "params/online"
+    std::string dtype;  ///< safetensors dtype: F32, I32, U8, U64
     std::vector<std::int64_t> shape;
     ops::View<std::byte> bytes;
 };

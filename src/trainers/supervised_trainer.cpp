@@ -44,7 +44,8 @@ int urgency_of(const std::string& order_type) {
 }  // namespace
 
 SupervisedNetwork::SupervisedNetwork(const config::Profile& p, int market_dim)
-    : layout(), net(layout, "forecaster", nn::MlpConfig::stack(market_dim, p.supervised.hidden, 1, ops::Activation::relu)) {}
+    : layout(),
+      net(layout, "forecaster", nn::MlpConfig::stack(market_dim, p.supervised.hidden, 1, ops::Activation::relu)) {}
 
 supervised::SignalParams signal_params(const config::Profile& p, int market_dim) {
     supervised::SignalParams s{};
@@ -73,7 +74,8 @@ SupervisedSamples supervised_samples(const std::vector<double>& close, const env
         // ends[i]: the exclusive end of the bars usable from t (its segment's and split's end).
         if (t + horizon >= starts.ends[i]) continue;
         s.bars.push_back(static_cast<int>(t));
-        s.returns.push_back(std::log(close[static_cast<std::size_t>(t + horizon)] / close[static_cast<std::size_t>(t)]));
+        s.returns.push_back(
+            std::log(close[static_cast<std::size_t>(t + horizon)] / close[static_cast<std::size_t>(t)]));
     }
     return s;
 }
@@ -82,7 +84,9 @@ std::vector<float> supervised_labels(const std::vector<double>& returns, int tar
     std::vector<float> y(returns.size());
     for (std::size_t i = 0; i < returns.size(); ++i) {
         const double r = returns[i];
-        y[i] = target == supervised::kDirection ? (r > 0 ? 1.0f : r < 0 ? 0.0f : 0.5f)
+        y[i] = target == supervised::kDirection ? (r > 0   ? 1.0f
+                                                   : r < 0 ? 0.0f
+                                                           : 0.5f)
                                                 : static_cast<float>(r / label_scale);
     }
     return y;
@@ -96,7 +100,8 @@ void SupervisedSignalPolicy::act(ops::Device& ops, ops::View<const float> weight
         owner_ = &ops;
     }
     if (weights.size() != weights_size())
-        throw std::invalid_argument(fmt::format("SupervisedSignalPolicy: {} weights, expected {}", weights.size(), weights_size()));
+        throw std::invalid_argument(
+            fmt::format("SupervisedSignalPolicy: {} weights, expected {}", weights.size(), weights_size()));
     const std::size_t rows = static_cast<std::size_t>(n);
     const auto x = x_.view().subview(0, rows * static_cast<std::size_t>(params_.market_dim));
     // The market columns of the states (the portfolio features are not the forecaster's input).
@@ -129,9 +134,10 @@ SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& pr
     const auto& close = market.host_close();
     const auto train = supervised_samples(close, market.host_starts(env::Split::train), horizon);
     if (train.bars.empty())
-        throw DataError(fmt::format("the training split has no bar with supervised.horizon = {} bars after it inside "
-                                    "the split (lower supervised.horizon or give more data)",
-                                    horizon));
+        throw DataError(
+            fmt::format("the training split has no bar with supervised.horizon = {} bars after it inside "
+                        "the split (lower supervised.horizon or give more data)",
+                        horizon));
     const auto val = supervised_samples(close, market.host_starts(env::Split::val), horizon);
     n_train_ = train.bars.size();
     n_val_ = val.bars.size();
@@ -140,8 +146,9 @@ SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& pr
     label_scale_ = std::sqrt(sq / static_cast<double>(n_train_));
     if (!(label_scale_ > 0) || !std::isfinite(label_scale_)) label_scale_ = 1.0;
 
-    features_ = ops::View<const float>(market.view(env::Split::train).features,
-                                       static_cast<std::size_t>(market.n_bars()) * static_cast<std::size_t>(market_dim_));
+    features_ =
+        ops::View<const float>(market.view(env::Split::train).features,
+                               static_cast<std::size_t>(market.n_bars()) * static_cast<std::size_t>(market_dim_));
     train_index_ = ops.from_host<int>(train.bars);
     train_labels_ = ops.from_host<float>(supervised_labels(train.returns, target_, label_scale_));
     if (n_val_ > 0) {
@@ -158,9 +165,10 @@ SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& pr
         calibration[0] = norm.mean[v];
         calibration[1] = norm.stddev[v];
     } else if (profile.supervised.volatility_sizing) {
-        throw UsageError(fmt::format("supervised.volatility_sizing = true needs the feature rv_32 at column {} "
-                                     "(data.feature_set = \"core42\")",
-                                     kSupervisedVolatilityFeature));
+        throw UsageError(
+            fmt::format("supervised.volatility_sizing = true needs the feature rv_32 at column {} "
+                        "(data.feature_set = \"core42\")",
+                        kSupervisedVolatilityFeature));
     }
     calibration[2] = static_cast<float>(label_scale_);
     calibration[3] = static_cast<float>(horizon);
@@ -176,7 +184,8 @@ SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& pr
     x_ = ops.alloc<float>(B * M);
     for (auto* b : {&y_, &loss_, &d_pred_}) *b = ops.alloc<float>(B);
     if (n_val_ > 0) {
-        const std::size_t chunk = std::min<std::size_t>(n_val_, static_cast<std::size_t>(config::kSupervisedValidationChunk));
+        const std::size_t chunk =
+            std::min<std::size_t>(n_val_, static_cast<std::size_t>(config::kSupervisedValidationChunk));
         ws_val_ = net_.net.make_workspace(ops, static_cast<int>(chunk));
         val_x_ = ops.alloc<float>(chunk * M);
         val_y_ = ops.alloc<float>(chunk);
@@ -211,9 +220,9 @@ void SupervisedTrainer::update_ops(bool inject_nan) {
     const auto update = adam_.device_step();
 
     // 1. A uniform batch of training bars: their features and labels.
-    ops::supervised_gather(ops_, x_.view(), y_.view(), samples(train_index_, train_labels_),
-                           supervised::GatherParams{static_cast<std::uint64_t>(profile_.run.seed),
-                                                    ops::counter_value(update), 0, 1});
+    ops::supervised_gather(
+        ops_, x_.view(), y_.view(), samples(train_index_, train_labels_),
+        supervised::GatherParams{static_cast<std::uint64_t>(profile_.run.seed), ops::counter_value(update), 0, 1});
     // 2. Forward, loss, backward.
     const auto pred = net_.net.forward(ops_, params(), x_.cview(), batch_, ws_);
     ops::supervised_loss(ops_, loss_.view(), d_pred_.view(), pred, y_.cview(), target_);
@@ -232,7 +241,8 @@ void SupervisedTrainer::update_ops(bool inject_nan) {
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
-    adam_.update_at_device_step(ops_, params(), grads_.cview(), stats.subview(kGradNorm, 1), monitor_.gate.cview(), adam);
+    adam_.update_at_device_step(ops_, params(), grads_.cview(), stats.subview(kGradNorm, 1), monitor_.gate.cview(),
+                                adam);
 }
 
 std::optional<double> SupervisedTrainer::validation_loss() {
@@ -277,9 +287,10 @@ LogLine SupervisedTrainer::read_log(double seconds) {
         {"charts/skipped_updates", g.bad_total},
         {"perf/updates_per_s", updates_per_s},
     });
-    line.text = fmt::format("update {:>8} | loss {:.5f} | prediction {:+.4f} (label {:+.4f}) | grad norm {:.3g} | "
-                            "{:.3g} updates/s",
-                            updates_, loss, acc[kPrediction] / n, acc[kLabel] / n, acc[kGradNorm] / n, updates_per_s);
+    line.text = fmt::format(
+        "update {:>8} | loss {:.5f} | prediction {:+.4f} (label {:+.4f}) | grad norm {:.3g} | "
+        "{:.3g} updates/s",
+        updates_, loss, acc[kPrediction] / n, acc[kLabel] / n, acc[kGradNorm] / n, updates_per_s);
     line.loss = loss;
     line.updates_per_s = updates_per_s;
     throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,

@@ -49,13 +49,14 @@ void throw_if_diverged(const nn::GuardState& g, long long max_bad_updates, std::
                        const std::string& advice) {
     if (g.bad_total < max_bad_updates) return;
     const auto i = static_cast<std::size_t>(g.first_bad_quantity);
-    const std::string quantity_name = g.first_bad_quantity < 0   ? "nothing"
-                                      : i < losses.size()        ? losses[i]
-                                      : i == losses.size()       ? "the gradient norm"
-                                                                 : "an unknown quantity";
-    throw DivergedError(fmt::format("training diverged: the guard skipped {} updates (training.max_bad_updates = {}); "
-                                    "the first bad quantity was {} at update {}. {}",
-                                    g.bad_total, max_bad_updates, quantity_name, g.first_bad_update, advice));
+    const std::string quantity_name = g.first_bad_quantity < 0 ? "nothing"
+                                      : i < losses.size()      ? losses[i]
+                                      : i == losses.size()     ? "the gradient norm"
+                                                               : "an unknown quantity";
+    throw DivergedError(
+        fmt::format("training diverged: the guard skipped {} updates (training.max_bad_updates = {}); "
+                    "the first bad quantity was {} at update {}. {}",
+                    g.bad_total, max_bad_updates, quantity_name, g.first_bad_update, advice));
 }
 
 void UpdateCountedTrainer::restore_counter_values(std::span<const std::int64_t> v) {
@@ -92,8 +93,10 @@ void UpdateCountedTrainer::run_update(ops::Device& ops, AdamState& adam, ops::Op
                                       const std::function<void(bool inject_nan)>& update_ops) {
     const long long u = ++updates_;
     adam.count_step();
-    if (nan_injected(u)) update_ops(true);  // never captured
-    else ops.run_sequence(seq, [&] { update_ops(false); });
+    if (nan_injected(u))
+        update_ops(true);  // never captured
+    else
+        ops.run_sequence(seq, [&] { update_ops(false); });
 }
 
 UpdateCountedTrainer::Interval UpdateCountedTrainer::read_interval(ops::Device& ops, ops::View<float> accumulators,

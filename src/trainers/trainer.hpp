@@ -237,7 +237,8 @@ void training_loop(Trainer& trainer, long long total, long long log_interval, co
 
 /// The trainer run.trainer names, on the training split of `market` (these three: lookups in the
 /// table of trainers, registry.hpp).
-std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
+std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& profile,
+                                      const env::DeviceMarket& market);
 
 /// The layout of run.trainer's parameters in this version ("dqn/2", "ppo/1", "iql/1"): stored in
 /// checkpoints, so that one written by a version with another layout is refused by name.

@@ -18,15 +18,19 @@ Format g_format = Format::text;
 
 spdlog::level::level_enum to_spdlog(Level l) {
     switch (l) {
-        case Level::debug: return spdlog::level::debug;
-        case Level::info: return spdlog::level::info;
-        case Level::warn: return spdlog::level::warn;
-        case Level::error: return spdlog::level::err;
-        case Level::off: return spdlog::level::off;
+        case Level::debug:
+            return spdlog::level::debug;
+        case Level::info:
+            return spdlog::level::info;
+        case Level::warn:
+            return spdlog::level::warn;
+        case Level::error:
+            return spdlog::level::err;
+        case Level::off:
+            return spdlog::level::off;
     }
     return spdlog::level::info;
 }
-
 
 spdlog::logger& logger() {
     if (!g_logger) {
@@ -49,9 +53,13 @@ void configure(Level level, Format format) {
         l.set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v");
 }
 
-Format current_format() noexcept { return g_format; }
+Format current_format() noexcept {
+    return g_format;
+}
 
-bool shows(Level level) noexcept { return g_logger == nullptr || g_logger->should_log(to_spdlog(level)); }
+bool shows(Level level) noexcept {
+    return g_logger == nullptr || g_logger->should_log(to_spdlog(level));
+}
 
 void emit(Level level, std::string_view message) {
     std::lock_guard lock(g_mutex);

@@ -20,16 +20,20 @@ Format current_format() noexcept;
 /// True when messages of `level` are shown (false for info under --quiet).
 bool shows(Level level) noexcept;
 
-template <class... A> void debug(fmt::format_string<A...> f, A&&... a) {
+template <class... A>
+void debug(fmt::format_string<A...> f, A&&... a) {
     emit(Level::debug, fmt::format(f, std::forward<A>(a)...));
 }
-template <class... A> void info(fmt::format_string<A...> f, A&&... a) {
+template <class... A>
+void info(fmt::format_string<A...> f, A&&... a) {
     emit(Level::info, fmt::format(f, std::forward<A>(a)...));
 }
-template <class... A> void warn(fmt::format_string<A...> f, A&&... a) {
+template <class... A>
+void warn(fmt::format_string<A...> f, A&&... a) {
     emit(Level::warn, fmt::format(f, std::forward<A>(a)...));
 }
-template <class... A> void error(fmt::format_string<A...> f, A&&... a) {
+template <class... A>
+void error(fmt::format_string<A...> f, A&&... a) {
     emit(Level::error, fmt::format(f, std::forward<A>(a)...));
 }
 

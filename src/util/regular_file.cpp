@@ -76,8 +76,9 @@ bool RegularFile::read_all(std::string& out, std::uint64_t max_bytes, bool* too_
         if (n < 0) {
             if (errno == EINTR) continue;
             error_ = errno == EAGAIN || errno == EWOULDBLOCK
-                         ? std::string("cannot read: it has no data now and would wait for more (a file of the "
-                                       "kernel or a device, not a file on disk)")
+                         ? std::string(
+                               "cannot read: it has no data now and would wait for more (a file of the "
+                               "kernel or a device, not a file on disk)")
                          : fmt::format("cannot read: {}", std::strerror(errno));
             out.clear();
             return false;

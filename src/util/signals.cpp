@@ -28,7 +28,8 @@ constexpr char kSecond[] = "\nfoxhunt-train: second interrupt: exiting now (exit
 constexpr char kFirstJson[] =
     "{\"level\":\"warning\",\"message\":\"interrupt received: finishing the current step, then saving a "
     "checkpoint and the summary (interrupt again to quit at once)\"}\n";
-constexpr char kSecondJson[] = "{\"level\":\"warning\",\"message\":\"second interrupt: exiting now (exit code 130)\"}\n";
+constexpr char kSecondJson[] =
+    "{\"level\":\"warning\",\"message\":\"second interrupt: exiting now (exit code 130)\"}\n";
 std::atomic<bool> g_json{false};
 
 void write_stderr(const char* s, std::size_t n) noexcept {
@@ -46,11 +47,15 @@ extern "C" void on_interrupt(int sig) {
     const bool json = g_json.load(std::memory_order_relaxed);
     if (g_count.fetch_add(1) == 0) {
         g_signal.store(sig);
-        if (json) write_stderr(kFirstJson, sizeof kFirstJson - 1);
-        else write_stderr(kFirst, sizeof kFirst - 1);
+        if (json)
+            write_stderr(kFirstJson, sizeof kFirstJson - 1);
+        else
+            write_stderr(kFirst, sizeof kFirst - 1);
     } else {
-        if (json) write_stderr(kSecondJson, sizeof kSecondJson - 1);
-        else write_stderr(kSecond, sizeof kSecond - 1);
+        if (json)
+            write_stderr(kSecondJson, sizeof kSecondJson - 1);
+        else
+            write_stderr(kSecond, sizeof kSecond - 1);
         ::_exit(130);
     }
     errno = saved_errno;
@@ -78,14 +83,24 @@ void uninstall_interrupt_handlers() {
     g_installed = false;
 }
 
-void set_json_messages(bool json) noexcept { g_json.store(json); }
+void set_json_messages(bool json) noexcept {
+    g_json.store(json);
+}
 
-const char* first_signal_message() noexcept { return g_json.load() ? kFirstJson : kFirst; }
-const char* second_signal_message() noexcept { return g_json.load() ? kSecondJson : kSecond; }
+const char* first_signal_message() noexcept {
+    return g_json.load() ? kFirstJson : kFirst;
+}
+const char* second_signal_message() noexcept {
+    return g_json.load() ? kSecondJson : kSecond;
+}
 
-bool interrupt_requested() noexcept { return g_count.load(std::memory_order_relaxed) > 0; }
+bool interrupt_requested() noexcept {
+    return g_count.load(std::memory_order_relaxed) > 0;
+}
 
-int interrupt_signal() noexcept { return g_signal.load(std::memory_order_relaxed); }
+int interrupt_signal() noexcept {
+    return g_signal.load(std::memory_order_relaxed);
+}
 
 void reset_interrupt_for_tests() noexcept {
     g_count.store(0);

@@ -13,9 +13,15 @@ constexpr std::uint64_t P2 = 0xC2B2AE3D27D4EB4FULL;
 constexpr std::uint64_t P3 = 0x165667B19E3779F9ULL;
 constexpr std::uint64_t P4 = 0x85EBCA77C2B2AE63ULL;
 constexpr std::uint64_t P5 = 0x27D4EB2F165667C5ULL;
-inline std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-inline std::uint64_t round(std::uint64_t acc, std::uint64_t in) { return rotl(acc + in * P2, 31) * P1; }
-inline std::uint64_t merge(std::uint64_t acc, std::uint64_t v) { return (acc ^ round(0, v)) * P1 + P4; }
+inline std::uint64_t rotl(std::uint64_t x, int r) {
+    return (x << r) | (x >> (64 - r));
+}
+inline std::uint64_t round(std::uint64_t acc, std::uint64_t in) {
+    return rotl(acc + in * P2, 31) * P1;
+}
+inline std::uint64_t merge(std::uint64_t acc, std::uint64_t v) {
+    return (acc ^ round(0, v)) * P1 + P4;
+}
 inline std::uint64_t rd64(const unsigned char* p) {
     std::uint64_t v = 0;
     for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];

@@ -42,8 +42,8 @@ Run run_exe(const std::string& args) {
     if (exe == nullptr) return r;
     const auto dir = fs::temp_directory_path() / ("fh-cli-test-" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    const std::string cmd = std::string("'") + exe + "' " + args + " >'" + (dir / "out").string() +
-                            "' 2>'" + (dir / "err").string() + "'";
+    const std::string cmd =
+        std::string("'") + exe + "' " + args + " >'" + (dir / "out").string() + "' 2>'" + (dir / "err").string() + "'";
     const int status = std::system(cmd.c_str());
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     r.out = slurp(dir / "out");
@@ -78,8 +78,9 @@ TEST_CASE("cli: check prints a resolved profile that feeds back to the same reso
                std::to_string(c + 1.0) + "," + std::to_string(c - 1.0) + "," + std::to_string(c) + ",1000\n";
     }
     const auto bars = write_temp("bars.csv", csv);
-    const auto first = run_exe("check dqn-smoketest --set dqn.hidden=[32,32] --seed 9 --set data.cache_dir='\"" +
-                               (fs::temp_directory_path() / "fh-cli-cache").string() + "\"' --data '" + bars.string() + "'");
+    const auto first =
+        run_exe("check dqn-smoketest --set dqn.hidden=[32,32] --seed 9 --set data.cache_dir='\"" +
+                (fs::temp_directory_path() / "fh-cli-cache").string() + "\"' --data '" + bars.string() + "'");
     INFO(first.err);
     REQUIRE(first.code == 0);
     CHECK(first.out.find("hidden = [32, 32]") != std::string::npos);
@@ -106,7 +107,8 @@ TEST_CASE("cli: check prints a resolved profile that feeds back to the same reso
     fs::remove(resolved);
 
     // A data error is exit code 3 and names the file and line.
-    const auto bad = write_temp("bad.csv", "timestamp,open,high,low,close\n2024-01-02,1,2,0.5,1.5\n2024-01-01,1,2,0.5,1.5\n");
+    const auto bad =
+        write_temp("bad.csv", "timestamp,open,high,low,close\n2024-01-02,1,2,0.5,1.5\n2024-01-01,1,2,0.5,1.5\n");
     const auto r = run_exe("check dqn-smoketest --data '" + bad.string() + "'");
     CHECK(r.code == 3);
     CHECK(r.err.find(bad.string() + ":3:") != std::string::npos);
@@ -182,36 +184,42 @@ TEST_CASE("cli: bench prints each trainer's throughput as one JSON object", "[co
     }
 }
 
-TEST_CASE("cli: bench --kernel-times and --ablate are CUDA diagnostics: none on the CPU (--ablate refused); an unbatched population takes --ablate only",
-          "[config]") {
+TEST_CASE(
+    "cli: bench --kernel-times and --ablate are CUDA diagnostics: none on the CPU (--ablate refused); an unbatched "
+    "population takes --ablate only",
+    "[config]") {
     if (!have_exe()) return;
     for (const std::string population : {"", " --set run.population=2"}) {
-        const auto refused = run_exe("bench --profile dqn-smoketest --device cpu --quiet --ablate --set run.total_steps=80" +
-                                     population);
+        const auto refused = run_exe(
+            "bench --profile dqn-smoketest --device cpu --quiet --ablate --set run.total_steps=80" + population);
         INFO(refused.err);
         CHECK(refused.code == 2);
         CHECK(refused.err.find("--ablate is a CUDA diagnostic") != std::string::npos);
     }
-    const auto r = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times "
-                           "--set run.total_steps=80");
+    const auto r = run_exe(
+        "bench --profile dqn-smoketest --device cpu --quiet --kernel-times "
+        "--set run.total_steps=80");
     INFO(r.err);
     REQUIRE(r.code == 0);
     CHECK(r.out.find("\"updates_per_s\":") != std::string::npos);
     CHECK(r.out.find("\"kernel_times\"") == std::string::npos);
     CHECK(r.out.find("\"ablation\"") == std::string::npos);
-    const auto p = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times --set run.population=2 "
-                           "--set run.population_batching=off");
+    const auto p = run_exe(
+        "bench --profile dqn-smoketest --device cpu --quiet --kernel-times --set run.population=2 "
+        "--set run.population_batching=off");
     CHECK(p.code == 2);
     CHECK(p.err.find("a population times its ops when it is batched") != std::string::npos);
-    const auto q = run_exe("bench --profile dqn-smoketest --device cpu --quiet --kernel-times --set run.population=2 "
-                           "--set run.total_steps=80 --set run.population_batching=on");
+    const auto q = run_exe(
+        "bench --profile dqn-smoketest --device cpu --quiet --kernel-times --set run.population=2 "
+        "--set run.total_steps=80 --set run.population_batching=on");
     INFO(q.err);
     CHECK(q.code == 0);
     CHECK(q.out.find("\"batched\":true") != std::string::npos);
     CHECK(q.out.find("\"kernel_times\"") == std::string::npos);
 }
 
-TEST_CASE("cli: bench --ablate times the captured steps again without each op and without their work, on CUDA", "[gpu][config]") {
+TEST_CASE("cli: bench --ablate times the captured steps again without each op and without their work, on CUDA",
+          "[gpu][config]") {
     if (!have_exe()) return;
     namespace json = fh::io::json;
     for (const std::string profile : {"dqn-smoketest", "iql-smoketest"}) {
@@ -260,43 +268,44 @@ TEST_CASE("cli: bench --ablate times the captured steps again without each op an
     }
 }
 
-TEST_CASE("cli: bench --ablate on a population leaves each op out of the batched engine or every agent's graphs, on CUDA",
-          "[gpu][config][population]") {
+TEST_CASE(
+    "cli: bench --ablate on a population leaves each op out of the batched engine or every agent's graphs, on CUDA",
+    "[gpu][config][population]") {
     if (!have_exe()) return;
     namespace json = fh::io::json;
     // The batched engine (every op one launch for all agents) and the agents' own graphs.
     for (const bool batched : {true, false}) {
-    INFO("batched " << batched);
-    const auto r = run_exe("bench --profile dqn-smoketest --device cuda --quiet --ablate --set run.population=3" +
-                           std::string(batched ? " --kernel-times --set run.population_batching=on" : ""));
-    INFO(r.err);
-    REQUIRE(r.code == 0);
-    const json::Value v = json::parse(r.out.substr(r.out.rfind('{', r.out.find("\"trainer\""))),
-                                      json::Limits{64u << 20, 64, true});
-    REQUIRE(v.find("population") != nullptr);
-    REQUIRE(v.find("batched") != nullptr);
-    CHECK(v.find("batched")->as_bool() == batched);
-    CHECK((v.find("kernel_times") != nullptr) == batched);
-    const json::Value* ablation = v.find("ablation");
-    REQUIRE(ablation != nullptr);
-    for (const char* phase : {"collection", "update"}) {
-        INFO(phase);
-        const json::Value* a = ablation->find(phase);
-        REQUIRE(a != nullptr);
-        const double captured = a->find("us_captured")->as_double();
-        CHECK(captured > 0);
-        const auto& ops = a->find("ops")->as_array();
-        REQUIRE(!ops.empty());
-        bool loss = false, act = false;
-        for (const auto& op : ops) {
-            const std::string name = op.find("op")->as_string();
-            loss = loss || name.find("dqn_loss") != std::string::npos;
-            act = act || name.find("dqn_act") != std::string::npos;
-            CHECK(op.find("us_without")->as_double() > 0);
-            CHECK(op.find("us_without")->as_double() < 3 * captured);
+        INFO("batched " << batched);
+        const auto r = run_exe("bench --profile dqn-smoketest --device cuda --quiet --ablate --set run.population=3" +
+                               std::string(batched ? " --kernel-times --set run.population_batching=on" : ""));
+        INFO(r.err);
+        REQUIRE(r.code == 0);
+        const json::Value v =
+            json::parse(r.out.substr(r.out.rfind('{', r.out.find("\"trainer\""))), json::Limits{64u << 20, 64, true});
+        REQUIRE(v.find("population") != nullptr);
+        REQUIRE(v.find("batched") != nullptr);
+        CHECK(v.find("batched")->as_bool() == batched);
+        CHECK((v.find("kernel_times") != nullptr) == batched);
+        const json::Value* ablation = v.find("ablation");
+        REQUIRE(ablation != nullptr);
+        for (const char* phase : {"collection", "update"}) {
+            INFO(phase);
+            const json::Value* a = ablation->find(phase);
+            REQUIRE(a != nullptr);
+            const double captured = a->find("us_captured")->as_double();
+            CHECK(captured > 0);
+            const auto& ops = a->find("ops")->as_array();
+            REQUIRE(!ops.empty());
+            bool loss = false, act = false;
+            for (const auto& op : ops) {
+                const std::string name = op.find("op")->as_string();
+                loss = loss || name.find("dqn_loss") != std::string::npos;
+                act = act || name.find("dqn_act") != std::string::npos;
+                CHECK(op.find("us_without")->as_double() > 0);
+                CHECK(op.find("us_without")->as_double() < 3 * captured);
+            }
+            CHECK((std::string(phase) == "update" ? loss : act));
         }
-        CHECK((std::string(phase) == "update" ? loss : act));
-    }
     }
 }
 
@@ -408,9 +417,10 @@ TEST_CASE("cli: each subcommand's --help lists exactly the options it accepts, a
                                                       {"--json", "a.json"},
                                                       {"--log-format", "json"}};
     // What each subcommand needs besides the option under test (not run: the parser stops first).
-    const std::map<std::string, std::string> needs = {
-        {"eval", " --checkpoint missing.safetensors"}, {"compare", " missing-dir"}, {"report", " missing-dir"},
-        {"export", " missing-dir -o missing.safetensors"}};
+    const std::map<std::string, std::string> needs = {{"eval", " --checkpoint missing.safetensors"},
+                                                      {"compare", " missing-dir"},
+                                                      {"report", " missing-dir"},
+                                                      {"export", " missing-dir -o missing.safetensors"}};
     for (const auto& [sub, options] : accepted_options()) {
         const auto h = run_exe(sub + " --help");
         INFO(sub << " --help:\n" << h.out);
@@ -513,12 +523,14 @@ TEST_CASE("cli: --log-format json makes every stderr line JSON, errors and inter
     const std::string metrics = (out / "dqn-smoketest" / "metrics.jsonl").string();
     fs::create_directories(out);
     const std::string err = (out / "err").string();
-    const int status = std::system(
-        ("'" + std::string(std::getenv("FH_TRAIN_EXE")) + "' --log-format json --profile dqn-smoketest --device cpu "
-         "--output '" + out.string() + "' --set run.total_steps=100000000 --set run.log_interval=400 2>'" + err +
-         "' & pid=$!; for i in $(seq 600); do [ -s '" + metrics + "' ] && break; sleep 0.1; done; "
-         "kill -INT $pid; wait $pid")
-            .c_str());
+    const int status = std::system(("'" + std::string(std::getenv("FH_TRAIN_EXE")) +
+                                    "' --log-format json --profile dqn-smoketest --device cpu "
+                                    "--output '" +
+                                    out.string() + "' --set run.total_steps=100000000 --set run.log_interval=400 2>'" +
+                                    err + "' & pid=$!; for i in $(seq 600); do [ -s '" + metrics +
+                                    "' ] && break; sleep 0.1; done; "
+                                    "kill -INT $pid; wait $pid")
+                                       .c_str());
     CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 130));
     const std::string text = slurp(err);
     INFO(text);

@@ -47,10 +47,14 @@ std::vector<Case> cases() {
         {"truncated UTF-8 at the end", R + "# \xe2\x82", "p.toml:3:3:", "invalid UTF-8"},
         // toml++ 3.3.0 reaches __builtin_unreachable testing many non-ASCII code points for
         // whitespace (found by fuzz/profile_fuzzer); these must be refused before toml++ runs
-        {"fuzz: non-ASCII bare key", std::string("\xc3\xa9na\x05\x00&", 7), "p.toml:1:1:", "non-ASCII character outside a string"},
-        {"non-ASCII value without quotes", R + "name = Zürich\n", "p.toml:3:9:", "non-ASCII character outside a string"},
+        {"fuzz: non-ASCII bare key", std::string("\xc3\xa9na\x05\x00&", 7),
+         "p.toml:1:1:", "non-ASCII character outside a string"},
+        {"non-ASCII value without quotes", R + "name = Zürich\n",
+         "p.toml:3:9:", "non-ASCII character outside a string"},
         {"CJK after a value", R + "seed = 1 、\n", "p.toml:3:10:", "non-ASCII character outside a string"},
-        {"fuzz: non-ASCII scanned inside a bad value", std::string("a.b.a = 1dddddddddddPPPPPPPPPPPPPPPPddddD\0\0\0\0\0\0\0'[\xc3\xa3'[=]\0da.b", 61), "p.toml:1:", "TOML syntax error"},
+        {"fuzz: non-ASCII scanned inside a bad value",
+         std::string("a.b.a = 1dddddddddddPPPPPPPPPPPPPPPPddddD\0\0\0\0\0\0\0'[\xc3\xa3'[=]\0da.b", 61),
+         "p.toml:1:", "TOML syntax error"},
         {"non-ASCII in a bad number", R + "seed = 1x'é'\n", "p.toml:3:", "TOML syntax error"},
         {"non-ASCII escape", R + "name = \"a\\é\"\n", "p.toml:3:11:", "must start an escape"},
         // --- missing and unknown -----------------------------------------------------------
@@ -61,7 +65,8 @@ std::vector<Case> cases() {
         {"unknown section", R + "[replay]\nbuffer_size = 5\n", "p.toml:3:1:", "did you mean [replay_buffer]"},
         {"misspelt section", R + "[dqm]\nhidden = [1]\n", "p.toml:3:1:", "did you mean [dqn]"},
         {"key outside any section", "trainer = \"dqn\"\n", "p.toml:1:1:", "belongs under [run]"},
-        {"key in the wrong section", R + "[dqn]\nbuffer_size = 5\n", "p.toml:4:1:", "is a key of [replay_buffer, training]"},
+        {"key in the wrong section", R + "[dqn]\nbuffer_size = 5\n",
+         "p.toml:4:1:", "is a key of [replay_buffer, training]"},
         {"sub-table", R + "[dqn.extra]\nx = 1\n", "p.toml:", "unknown key 'extra' in [dqn]"},
         {"section given as a value", R + "data = 5\n", "p.toml:3:1:", "unknown key 'data' in [run]"},
         {"top-level section as a value", "data = 5\n" + R, "p.toml:1:1:", "[data] must be a table"},
@@ -94,7 +99,8 @@ std::vector<Case> cases() {
         // --- cross-key rules --------------------------------------------------------------
         {"fractions above 1", R + "[data]\ntrain_fraction = 0.8\nval_fraction = 0.2\ntest_fraction = 0.2\n",
          "p.toml:6:17:", "exceeds 1"},
-        {"min_replay_size > buffer_size", R + "[replay_buffer]\nbuffer_size = 100\nmin_replay_size = 200\nbatch_size = 32\n",
+        {"min_replay_size > buffer_size",
+         R + "[replay_buffer]\nbuffer_size = 100\nmin_replay_size = 200\nbatch_size = 32\n",
          "p.toml:5:19:", "min_replay_size = 200 exceeds buffer_size = 100"},
         {"buffer_size alias contradiction", R + "[replay_buffer]\nbuffer_size = 5000\n[training]\nbuffer_size = 6000\n",
          "p.toml:6:15:", "contradicts replay_buffer.buffer_size = 5000 (set at p.toml:4:15)"},
@@ -107,7 +113,8 @@ std::vector<Case> cases() {
         {"n_step >= episode", R + "[experience]\ngpu_timesteps_per_episode = 3\nn_step = 3\n",
          "p.toml:5:10:", "shorter than an episode"},
         {"ppo minibatches > rollout",
-         "[run]\ntrainer = \"ppo\"\n[experience]\ngpu_n_episodes = 2\ngpu_timesteps_per_episode = 4\n[ppo]\nminibatches = 16\n",
+         "[run]\ntrainer = \"ppo\"\n[experience]\ngpu_n_episodes = 2\ngpu_timesteps_per_episode = "
+         "4\n[ppo]\nminibatches = 16\n",
          "p.toml:7:15:", "exceeds the rollout's 8 transitions"},
         {"iql batch > dataset", "[run]\ntrainer = \"iql\"\n[iql]\ndataset_size = 10\n",
          "p.toml:4:16:", "exceeds iql.dataset_size = 10"},
@@ -167,7 +174,10 @@ TEST_CASE("binary garbage, NUL bytes and random bytes never crash", "[config]") 
     CHECK(has_problem(o, "p.toml:3:", ""));
 
     // An ELF-like header: invalid UTF-8 in the first line.
-    o = resolve(std::string("\x7f" "ELF\x02\x01\x01\x00\x00\x00\xff\xfe", 12));
+    o =
+        resolve(std::string("\x7f"
+                            "ELF\x02\x01\x01\x00\x00\x00\xff\xfe",
+                            12));
     CHECK(o.exit_code == 2);
     CHECK(has_problem(o, "p.toml:1:", "invalid UTF-8"));
 
@@ -188,8 +198,9 @@ TEST_CASE("a huge profile is refused with exit code 2", "[config]") {
 }
 
 TEST_CASE("non-ASCII UTF-8 in comments and strings parses", "[config]") {
-    const auto o = resolve("# Gewinn – größer als erwartet 😀 ✓\n[run]  # Lauf\ntrainer = \"dqn\"  # ✓ ok\n"
-                           "name = \"Zürich-λ\"\n");
+    const auto o = resolve(
+        "# Gewinn – größer als erwartet 😀 ✓\n[run]  # Lauf\ntrainer = \"dqn\"  # ✓ ok\n"
+        "name = \"Zürich-λ\"\n");
     REQUIRE(o.ok);
     CHECK(o.profile.run.name == "Zürich-λ");
     // and it round-trips through the emitter
@@ -254,7 +265,7 @@ TEST_CASE("deep nesting is refused at its place, never by a crash (10,000 levels
         {R + "x = " + repeat("{a = ", 10000) + "1" + repeat("}", 10000) + "\n", "p.toml:3:"},
         {R + "x = {" + repeat("a.", 10000) + "b = 1}\n", "p.toml:3:"},
         {R + "x = " + repeat("[", 10000) + repeat("]", 10000) + "\n", "p.toml:3:"},
-        {R + "[a]\n" + repeat("b.", 40) + "c = 1\n", "p.toml:4:"},          // header + key parts
+        {R + "[a]\n" + repeat("b.", 40) + "c = 1\n", "p.toml:4:"},  // header + key parts
         {R + "x = [" + repeat("{a = [", 20) + "1" + repeat("]}", 20) + "]\n", "p.toml:3:"},
     };
     for (const auto& d : deep) {

@@ -11,22 +11,21 @@ TEST_CASE("overrides: defaults < profile < command line", "[config]") {
     const std::string profile = kMinimal + "seed = 3\n[training]\nlearning_rate = 1e-3\n";
     auto o = resolve(profile);
     REQUIRE(o.ok);
-    CHECK(o.profile.run.seed == 3);                         // profile over default
-    CHECK(o.profile.training.gamma == 0.99);                // default
+    CHECK(o.profile.run.seed == 3);           // profile over default
+    CHECK(o.profile.training.gamma == 0.99);  // default
     o = resolve(profile, {"run.seed=7", "training.gamma=0.5"});
     REQUIRE(o.ok);
-    CHECK(o.profile.run.seed == 7);                         // command line over profile
-    CHECK(o.profile.training.gamma == 0.5);                 // command line over default
-    CHECK(o.profile.training.learning_rate == 1e-3);        // untouched
-    o = resolve(profile, {"run.seed=7", "run.seed=8"});     // a later override wins
+    CHECK(o.profile.run.seed == 7);                      // command line over profile
+    CHECK(o.profile.training.gamma == 0.5);              // command line over default
+    CHECK(o.profile.training.learning_rate == 1e-3);     // untouched
+    o = resolve(profile, {"run.seed=7", "run.seed=8"});  // a later override wins
     REQUIRE(o.ok);
     CHECK(o.profile.run.seed == 8);
 }
 
 TEST_CASE("overrides: values are TOML; bare words for string keys", "[config]") {
-    auto o = resolve(kMinimal, {"dqn.hidden=[512, 512, 128]", "run.name=\"es 7\"",
-                                "training.learning_rate=3e-4", "dqn.dueling=false",
-                                "run.device=cuda:1", "data.path=/data/es 5m.csv",
+    auto o = resolve(kMinimal, {"dqn.hidden=[512, 512, 128]", "run.name=\"es 7\"", "training.learning_rate=3e-4",
+                                "dqn.dueling=false", "run.device=cuda:1", "data.path=/data/es 5m.csv",
                                 " env.position_levels = 15 "});
     INFO(o.message);
     REQUIRE(o.ok);

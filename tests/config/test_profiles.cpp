@@ -22,9 +22,8 @@ std::string source_dir() {
     return s != nullptr ? s : FH_SOURCE_DIR;
 }
 
-const std::vector<std::string> kShipped = {"dqn-smoketest", "dqn-full",      "ppo-smoketest",
-                                           "ppo-full",      "iql-smoketest", "iql-full",
-                                           "supervised-smoketest", "supervised-full",
+const std::vector<std::string> kShipped = {"dqn-smoketest", "dqn-full", "ppo-smoketest",        "ppo-full",
+                                           "iql-smoketest", "iql-full", "supervised-smoketest", "supervised-full",
                                            "dt-smoketest",  "dt-full"};
 
 }  // namespace
@@ -148,14 +147,36 @@ TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]"
         CHECK(fields.insert(f).second);
     }
     // the keys other parts of the program depend on
-    for (const char* n : {"run.trainer", "run.device", "data.synthetic_bars", "data.planted_signal",
-                          "env.position_levels", "experience.gpu_n_episodes", "training.tau",
-                          "training.max_bad_updates", "dqn.mse_blend_alpha", "dqn.iqn_quantiles", "dqn.her_ratio",
+    for (const char* n : {"run.trainer",
+                          "run.device",
+                          "data.synthetic_bars",
+                          "data.planted_signal",
+                          "env.position_levels",
+                          "experience.gpu_n_episodes",
+                          "training.tau",
+                          "training.max_bad_updates",
+                          "dqn.mse_blend_alpha",
+                          "dqn.iqn_quantiles",
+                          "dqn.her_ratio",
                           "ppo.diversity_window",
-                          "iql.expectile", "iql.max_weight", "ppo.clip_value", "ppo.lr_schedule", "ppo.curiosity_coef",
-                          "replay_buffer.save_dump", "early_stopping.metric", "gpu.memory_fraction", "run.on_exists",
-                          "run.population", "run.population_batching", "data.seed", "eval.bootstrap_block",
-                          "eval.confidence", "eval.collapse_window", "walk_forward.folds", "walk_forward.fold", "walk_forward.window",
+                          "iql.expectile",
+                          "iql.max_weight",
+                          "ppo.clip_value",
+                          "ppo.lr_schedule",
+                          "ppo.curiosity_coef",
+                          "replay_buffer.save_dump",
+                          "early_stopping.metric",
+                          "gpu.memory_fraction",
+                          "run.on_exists",
+                          "run.population",
+                          "run.population_batching",
+                          "data.seed",
+                          "eval.bootstrap_block",
+                          "eval.confidence",
+                          "eval.collapse_window",
+                          "walk_forward.folds",
+                          "walk_forward.fold",
+                          "walk_forward.window",
                           "checkpoint.keep_replay"})
         CHECK(names.count(n) == 1);
     CHECK(names.size() == 136);
@@ -167,8 +188,7 @@ TEST_CASE("the emitter writes every key and its text resolves to the same profil
                      "v_min = -0.1\nv_max = 1e6\n[training]\nlearning_rate = 1e-9\n");
     REQUIRE(o.ok);
     const auto text = fh::config::to_toml(o.profile);
-    for (const auto& k : fh::config::schema())
-        CHECK(text.find(fmt::format("\n{} = ", k.key)) != std::string::npos);
+    for (const auto& k : fh::config::schema()) CHECK(text.find(fmt::format("\n{} = ", k.key)) != std::string::npos);
     const auto again = resolve(text);
     REQUIRE(again.ok);
     CHECK(again.profile == o.profile);
@@ -219,7 +239,7 @@ TEST_CASE("memory estimate: consumers, keys and napkin sizes", "[config]") {
     };
     const auto rows8 = iqn_rows(8), rows16 = iqn_rows(16), rows24 = iqn_rows(24);
     CHECK(rows16 > rows8);
-    CHECK(rows24 - rows16 == rows16 - rows8);  // linear in N: the update's rows
+    CHECK(rows24 - rows16 == rows16 - rows8);           // linear in N: the update's rows
     CHECK(rows16 - rows8 >= 4ull * 8 * 256 * 3 * 256);  // at least B x 8 more rows of three H-wide arrays
     // PPO and IQL name their own consumers
     o = resolve("[run]\ntrainer = \"ppo\"\n");
@@ -231,8 +251,7 @@ TEST_CASE("memory estimate: consumers, keys and napkin sizes", "[config]") {
     o = resolve("[run]\ntrainer = \"iql\"\n");
     REQUIRE(o.ok);
     bool dataset = false;
-    for (const auto& i : fh::config::estimate_device_memory(o.profile))
-        dataset |= i.key == "iql.dataset_size";
+    for (const auto& i : fh::config::estimate_device_memory(o.profile)) dataset |= i.key == "iql.dataset_size";
     CHECK(dataset);
     CHECK(fh::config::format_bytes(512) == "512 B");
     CHECK(fh::config::format_bytes(3u << 20) == "3.0 MiB");

@@ -78,11 +78,11 @@ TEST_CASE("malformed fatbins are rejected, not misread", "[cuda][abi]") {
 
 TEST_CASE("which embedded cubin serves a device: same major, highest minor not above", "[cuda][abi]") {
     const std::vector<unsigned> archs{80, 86, 90};
-    CHECK(cubin_arch_for(8, 0, archs) == 80);   // A100
-    CHECK(cubin_arch_for(8, 6, archs) == 86);   // RTX 3050 .. 3090
-    CHECK(cubin_arch_for(8, 9, archs) == 86);   // RTX 40xx / L4 run the sm_86 cubin
-    CHECK(cubin_arch_for(9, 0, archs) == 90);   // H100 / H200
-    CHECK(cubin_arch_for(7, 5, archs) == 0);    // Turing: not embedded
-    CHECK(cubin_arch_for(10, 0, archs) == 0);   // Blackwell: rebuild with -Dgpu_archs=...,100
+    CHECK(cubin_arch_for(8, 0, archs) == 80);  // A100
+    CHECK(cubin_arch_for(8, 6, archs) == 86);  // RTX 3050 .. 3090
+    CHECK(cubin_arch_for(8, 9, archs) == 86);  // RTX 40xx / L4 run the sm_86 cubin
+    CHECK(cubin_arch_for(9, 0, archs) == 90);  // H100 / H200
+    CHECK(cubin_arch_for(7, 5, archs) == 0);   // Turing: not embedded
+    CHECK(cubin_arch_for(10, 0, archs) == 0);  // Blackwell: rebuild with -Dgpu_archs=...,100
     CHECK(cubin_arch_for(9, 0, std::vector<unsigned>{80, 86}) == 0);
 }

@@ -21,7 +21,8 @@ struct FilterReset {
 
 }  // namespace
 
-TEST_CASE("ablation filter: leaves out or stands in for the named launches, every launch or all but the named", "[cuda]") {
+TEST_CASE("ablation filter: leaves out or stands in for the named launches, every launch or all but the named",
+          "[cuda]") {
     using fh::cuda::FilterMode;
     FilterReset reset;
     std::vector<std::string> stood_in;  // the launches the stand-in replaced, in order

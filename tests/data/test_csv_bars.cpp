@@ -132,35 +132,46 @@ TEST_CASE("csv: bad files name the line and what is wrong", "[data]") {
         {"whitespace only", "\n\r\n  \n", "bars.csv:1:", "empty file"},
         {"header only", H, "bars.csv:1:", "no data rows"},
         {"BOM then nothing", "\xEF\xBB\xBF", "bars.csv:1:", "empty file"},
-        {"missing close", "timestamp,open,high,low,volume\n2024-01-02,1,1,1,1\n", "bars.csv:1:", "missing column 'close'"},
-        {"missing time", "when,open,high,low,close\n2024-01-02,1,1,1,1\n", "bars.csv:1:", "missing column a time column"},
+        {"missing close", "timestamp,open,high,low,volume\n2024-01-02,1,1,1,1\n",
+         "bars.csv:1:", "missing column 'close'"},
+        {"missing time", "when,open,high,low,close\n2024-01-02,1,1,1,1\n",
+         "bars.csv:1:", "missing column a time column"},
         {"two time columns", "date,time,open,high,low,close\n", "bars.csv:1:", "two time columns"},
         {"duplicate column", "time,open,open,high,low,close\n", "bars.csv:1:", "repeats column"},
-        {"semicolon delimiter", "timestamp;open;high;low;close\n2024-01-02;1;1;1;1\n", "bars.csv:1:", "wrong delimiter"},
+        {"semicolon delimiter", "timestamp;open;high;low;close\n2024-01-02;1;1;1;1\n",
+         "bars.csv:1:", "wrong delimiter"},
         {"tab delimiter", "timestamp\topen\thigh\tlow\tclose\n", "bars.csv:1:", "wrong delimiter"},
         {"duplicate time", H + r1 + r1, "bars.csv:3:", "duplicate of the previous row's 2024-01-02T00:00:00Z (line 2)"},
         {"time going back", H + r2 + r1, "bars.csv:3:", "before the previous row's"},
-        {"NaN price", H + r1 + "2024-01-03,nan,102,100,101.5,1200\n", "bars.csv:3:", "open is 'nan'; expected a finite number"},
+        {"NaN price", H + r1 + "2024-01-03,nan,102,100,101.5,1200\n",
+         "bars.csv:3:", "open is 'nan'; expected a finite number"},
         {"inf price", H + r1 + "2024-01-03,100,inf,100,101.5,1200\n", "bars.csv:3:", "high is 'inf'"},
         {"negative price", H + "2024-01-02,-100,101,-101,100.5,1000\n", "bars.csv:2:", "expected a positive price"},
         {"zero price", H + "2024-01-02,0,101,0,100.5,1000\n", "bars.csv:2:", "expected a positive price"},
         {"high < low", H + r1 + "2024-01-03,100.5,99,100,100,1200\n", "bars.csv:3:", "high 99 < low 100"},
-        {"low above open", H + "2024-01-02,100,101,100.2,100.5,1000\n", "bars.csv:2:", "low 100.2 is above min(open, close) = 100"},
-        {"high below close", H + "2024-01-02,100,101,99,101.5,1000\n", "bars.csv:2:", "high 101 is below max(open, close) = 101.5"},
+        {"low above open", H + "2024-01-02,100,101,100.2,100.5,1000\n",
+         "bars.csv:2:", "low 100.2 is above min(open, close) = 100"},
+        {"high below close", H + "2024-01-02,100,101,99,101.5,1000\n",
+         "bars.csv:2:", "high 101 is below max(open, close) = 101.5"},
         {"negative volume", H + "2024-01-02,100,101,99,100.5,-1\n", "bars.csv:2:", "expected a volume >= 0"},
-        {"extreme price", H + r1 + "2024-01-03,1e300,1e300,1e300,1e300,1200\n", "bars.csv:3:",
-         "open is '1e300'; expected a price in [1e-09, 1000000000]"},
+        {"extreme price", H + r1 + "2024-01-03,1e300,1e300,1e300,1e300,1200\n",
+         "bars.csv:3:", "open is '1e300'; expected a price in [1e-09, 1000000000]"},
         {"tiny price", H + "2024-01-02,1e-12,1e-12,1e-12,1e-12,1000\n", "bars.csv:2:", "expected a price in [1e-09,"},
-        {"not a number", H + r1 + "2024-01-03,100.5,10x2,100,101.5,1200\n", "bars.csv:3:", "high '10x2' is not a number"},
+        {"not a number", H + r1 + "2024-01-03,100.5,10x2,100,101.5,1200\n",
+         "bars.csv:3:", "high '10x2' is not a number"},
         {"empty field", H + "2024-01-02,100,,99,100.5,1000\n", "bars.csv:2:", "high '' is not a number"},
-        {"truncated last line", H + r1 + r2 + "2024-01-04,101.5,102", "bars.csv:4:", "truncated line: 3 fields, expected 6"},
+        {"truncated last line", H + r1 + r2 + "2024-01-04,101.5,102",
+         "bars.csv:4:", "truncated line: 3 fields, expected 6"},
         {"too many fields", H + "2024-01-02,100,101,99,100.5,1000,7\n", "bars.csv:2:", "too many fields"},
-        {"row with semicolons", H + r1 + "2024-01-03;100.5;102;100;101.5;1200\n", "bars.csv:3:", "wrong delimiter: no comma"},
+        {"row with semicolons", H + r1 + "2024-01-03;100.5;102;100;101.5;1200\n",
+         "bars.csv:3:", "wrong delimiter: no comma"},
         {"bad date", H + "2024-02-30,100,101,99,100.5,1000\n", "bars.csv:2:", "day out of range"},
         {"garbage time", H + "yesterday,100,101,99,100.5,1000\n", "bars.csv:2:", "is not a valid time"},
         {"blank line in the middle", H + r1 + "\n" + r2, "bars.csv:3:", "empty line"},
-        {"CRLF with an error", "time,open,high,low,close\r\n1,1,1,1,1\r\n2,1,1,1,x\r\n", "bars.csv:3:", "close 'x' is not a number"},
-        {"BOM with an error", "\xEF\xBB\xBFtime,open,high,low,close\n1,1,1,1,1\n1,1,1,1,1\n", "bars.csv:3:", "duplicate"},
+        {"CRLF with an error", "time,open,high,low,close\r\n1,1,1,1,1\r\n2,1,1,1,x\r\n",
+         "bars.csv:3:", "close 'x' is not a number"},
+        {"BOM with an error", "\xEF\xBB\xBFtime,open,high,low,close\n1,1,1,1,1\n1,1,1,1,1\n",
+         "bars.csv:3:", "duplicate"},
     };
     for (const auto& c : cases) {
         INFO(c.what);
@@ -239,9 +250,14 @@ TEST_CASE("csv: mutated files either load or raise a DataError naming a line", "
         for (int e = 0; e < edits; ++e) {
             const std::size_t pos = rnd() % s.size();
             switch (rnd() % 3) {
-                case 0: s[pos] = alphabet[rnd() % (sizeof alphabet - 1)]; break;
-                case 1: s.erase(pos, 1 + rnd() % 8); break;
-                default: s.insert(pos, 1, alphabet[rnd() % (sizeof alphabet - 1)]);
+                case 0:
+                    s[pos] = alphabet[rnd() % (sizeof alphabet - 1)];
+                    break;
+                case 1:
+                    s.erase(pos, 1 + rnd() % 8);
+                    break;
+                default:
+                    s.insert(pos, 1, alphabet[rnd() % (sizeof alphabet - 1)]);
             }
             if (s.empty()) s.push_back('x');
         }

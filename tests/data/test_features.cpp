@@ -157,7 +157,8 @@ TEST_CASE("core42: no volume column gives zero volume features", "[data]") {
     b.volume.assign(5, 0.0);
     const auto f = compute_core42(b, {});
     for (std::size_t t = 0; t < 5; ++t)
-        for (const char* n : {"logvol_z_32", "vol_ratio_8_32", "signed_vol_32"}) CHECK(f.values[t * 42 + col(n)] == 0.0f);
+        for (const char* n : {"logvol_z_32", "vol_ratio_8_32", "signed_vol_32"})
+            CHECK(f.values[t * 42 + col(n)] == 0.0f);
 }
 
 TEST_CASE("core42: causal - features on bars[0..k) equal the first k rows of the full series", "[data]") {
@@ -168,7 +169,8 @@ TEST_CASE("core42: causal - features on bars[0..k) equal the first k rows of the
     append_segment(b, std::move(second));
     REQUIRE(b.segment_starts.size() == 2);
     const auto full = compute_core42(b, {});
-    std::vector<std::size_t> ks = {1, 2, 3, 5, 8, 13, 31, 32, 33, 64, 127, 128, 129, 130, 200, 511, 999, 1499, 1500, 1501, 1502, 1629, 1630, 2199};
+    std::vector<std::size_t> ks = {1,   2,   3,   5,   8,   13,   31,   32,   33,   64,   127,  128,
+                                   129, 130, 200, 511, 999, 1499, 1500, 1501, 1502, 1629, 1630, 2199};
     for (std::size_t k = 7; k < b.size(); k += 97) ks.push_back(k);
     for (std::size_t k : ks) {
         const auto p = compute_core42(prefix(b, k), {});
@@ -190,8 +192,7 @@ TEST_CASE("core42: each segment starts afresh (no feature reads across a contrac
     REQUIRE(std::equal(alone.values.begin(), alone.values.end(), joined.values.begin() + 400 * 42));
 }
 
-TEST_CASE("core42: a zero-range bar (high = low) has a neutral bar shape: close_pos 0, body and wicks 0",
-          "[data]") {
+TEST_CASE("core42: a zero-range bar (high = low) has a neutral bar shape: close_pos 0, body and wicks 0", "[data]") {
     auto b = small_series();
     b.open[3] = b.high[3] = b.low[3] = b.close[3] = 99;  // a flat bar (no trade, or a limit day)
     const auto f = compute_core42(b, FeatureConfig{"core42", true});

@@ -65,7 +65,8 @@ TEST_CASE("fxcache: round trip", "[data]") {
     std::string why;
     REQUIRE(write_fxcache(path, key, p, &why));
     CHECK(fs::exists(path));
-    for (auto& e : fs::directory_iterator(dir.path / "sub/dir")) CHECK(e.path().filename() == "x.fxcache");  // no temp left
+    for (auto& e : fs::directory_iterator(dir.path / "sub/dir"))
+        CHECK(e.path().filename() == "x.fxcache");  // no temp left
     CachePayload q;
     REQUIRE(read_fxcache(path, key, &q, &why));
     CHECK(q.bars.time == p.bars.time);
@@ -100,7 +101,8 @@ TEST_CASE("fxcache: stale, truncated, corrupted and wrong-version files are reje
     CHECK_FALSE(read_fxcache(dir.file("none.fxcache"), key, &q, &why));
     CHECK(why == "no cache file");
 
-    for (std::size_t cut : {std::size_t{0}, std::size_t{10}, std::size_t{63}, std::size_t{64}, good.size() / 2, good.size() - 1}) {
+    for (std::size_t cut :
+         {std::size_t{0}, std::size_t{10}, std::size_t{63}, std::size_t{64}, good.size() / 2, good.size() - 1}) {
         INFO("cut to " << cut);
         fh::test::write_text(path, good.substr(0, cut));
         CHECK_FALSE(read_fxcache(path, key, &q, &why));
@@ -280,6 +282,7 @@ TEST_CASE("fxcache: a cache of a CSV with a price out of range is rebuilt from t
     p.bars.high[700] = 1e300;
     REQUIRE(write_fxcache(fxcache_path(o), key, p, &why));
     const auto md = load_market(o);
-    CHECK_THAT(md.cache_status, Catch::StartsWith("rebuilt (corrupt: bar 700: price 1e+300 is outside [1e-09, 1000000000]"));
+    CHECK_THAT(md.cache_status,
+               Catch::StartsWith("rebuilt (corrupt: bar 700: price 1e+300 is outside [1e-09, 1000000000]"));
     CHECK(md.bars.close[700] < 1e6);
 }

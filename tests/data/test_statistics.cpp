@@ -32,7 +32,8 @@ struct Matrix {
 Matrix matrix(long long n_rows, int D, std::uint64_t seed) {
     Matrix m{fh::test::random_floats(static_cast<std::size_t>(n_rows) * D, seed, -1.f, 1.f), {}, D};
     for (long long r = 0; r < n_rows; ++r)
-        for (int k = 0; k < D; ++k) m.values[static_cast<std::size_t>(r * D + k)] += 1000.0f * static_cast<float>(k % 5);
+        for (int k = 0; k < D; ++k)
+            m.values[static_cast<std::size_t>(r * D + k)] += 1000.0f * static_cast<float>(k % 5);
     for (long long r = 0; r < n_rows; ++r)
         if (r % 7 != 0) m.rows.push_back(r);
     return m;
@@ -85,10 +86,10 @@ TEST_CASE("load_market computes the statistics through the options' column momen
                            std::vector<double>& mean, std::vector<double>& m2) -> std::string {
         ++calls;
         CHECK(rows.front() >= static_cast<long long>(host.warmup_bars));  // past the warm-up
-        CHECK(rows.back() < static_cast<long long>(host.train.end));     // the training split only
+        CHECK(rows.back() < static_cast<long long>(host.train.end));      // the training split only
         host_column_moments(values, dim, rows, mean, m2);
         for (auto& x : mean) x *= 2.0;  // visibly its result (a power of two: rounds alike)
-        return "device";  // as a GPU run's hook says
+        return "device";                // as a GPU run's hook says
     };
     const auto hooked = load_market(o);
     CHECK(calls == 1);
@@ -97,8 +98,7 @@ TEST_CASE("load_market computes the statistics through the options' column momen
     CHECK(hooked.norm_rows == static_cast<std::size_t>(host.train.end - host.warmup_bars));
     CHECK(describe(hooked).find("computed on the device") != std::string::npos);
     CHECK(describe(host).find("computed on the host") != std::string::npos);
-    for (std::size_t k = 0; k < host.norm.mean.size(); ++k)
-        CHECK(hooked.norm.mean[k] == 2.0f * host.norm.mean[k]);
+    for (std::size_t k = 0; k < host.norm.mean.size(); ++k) CHECK(hooked.norm.mean[k] == 2.0f * host.norm.mean[k]);
 }
 
 TEST_CASE("column moments on the device equal the host's bit for bit", "[gpu][data]") {

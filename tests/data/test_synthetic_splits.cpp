@@ -51,8 +51,8 @@ TEST_CASE("synthetic: OHLC invariants, volume, time", "[data]") {
     std::string csv = "timestamp,open,high,low,close,volume\n";
     char buf[200];
     for (std::size_t t = 0; t < 500; ++t) {
-        std::snprintf(buf, sizeof buf, "%lld,%.17g,%.17g,%.17g,%.17g,%.17g\n", static_cast<long long>(b.time[t]), b.open[t],
-                      b.high[t], b.low[t], b.close[t], b.volume[t]);
+        std::snprintf(buf, sizeof buf, "%lld,%.17g,%.17g,%.17g,%.17g,%.17g\n", static_cast<long long>(b.time[t]),
+                      b.open[t], b.high[t], b.low[t], b.close[t], b.volume[t]);
         csv += buf;
     }
     const auto r = parse_csv_bars(csv, "synthetic.csv");
@@ -140,7 +140,8 @@ TEST_CASE("splits: bars_per_year inferred from the data", "[data]") {
     BarSeries m;
     for (int day = 0; day < 5; ++day)
         for (int i = 0; i < 78; ++i) {
-            m.time.push_back(days_from_civil(2024, 3, 4 + static_cast<unsigned>(day)) * 86400 + 14 * 3600 + 30 * 60 + i * 300);
+            m.time.push_back(days_from_civil(2024, 3, 4 + static_cast<unsigned>(day)) * 86400 + 14 * 3600 + 30 * 60 +
+                             i * 300);
             m.close.push_back(1);
         }
     CHECK(median_spacing(m) == 300);

@@ -31,9 +31,16 @@ struct OneEnv {
 
     OneEnv(std::vector<Bar> bars, EnvParams params) : data(make_market(bars, 3, 2.0)), p(params) {
         ends = {static_cast<int>(bars.size())};
-        m = MarketView{data.bars.open.data(), data.bars.high.data(), data.bars.low.data(),
-                       data.bars.close.data(), data.atr.data(), data.features.data(),
-                       starts.data(), ends.data(), 1, static_cast<int>(bars.size())};
+        m = MarketView{data.bars.open.data(),
+                       data.bars.high.data(),
+                       data.bars.low.data(),
+                       data.bars.close.data(),
+                       data.atr.data(),
+                       data.features.data(),
+                       starts.data(),
+                       ends.data(),
+                       1,
+                       static_cast<int>(bars.size())};
         reset_env(s, 0, m, p);
     }
     /// action = level * urgency_levels + urgency
@@ -66,7 +73,7 @@ TEST_CASE("market buy fills at the next open plus slippage and marks to the clos
     const float r = e.step(kLong, kMarket);
     CHECK(e.info.fill_price == 101.25);  // open 101 + 1 tick against the buyer
     CHECK(e.info.filled_contracts == 2);
-    CHECK(e.info.commission == 4.0);     // 2 contracts x $2
+    CHECK(e.info.commission == 4.0);                              // 2 contracts x $2
     CHECK(e.s.equity == 100000.0 + 2 * (102 - 101.25) * 50 - 4);  // 100071
     CHECK(r == Approx(71.0 / 100000.0));
     CHECK(e.s.position == 2);
@@ -119,8 +126,7 @@ TEST_CASE("the far limit sits limit_atr_mult ATRs from the close", "[env]") {
 }
 
 TEST_CASE("a reversal from long to short is one order for the whole difference", "[env]") {
-    OneEnv e({{99, 101, 98, 100}, {100, 101, 99, 100}, {102, 103, 101, 101}, {101, 102, 100, 101}},
-             es_params(3));
+    OneEnv e({{99, 101, 98, 100}, {100, 101, 99, 100}, {102, 103, 101, 101}, {101, 102, 100, 101}}, es_params(3));
     e.step(kLong, kMarket);  // buy 2 at 100.25
     REQUIRE(e.s.position == 2);
     const double equity_before = e.s.equity;
@@ -129,7 +135,7 @@ TEST_CASE("a reversal from long to short is one order for the whole difference",
     CHECK(e.info.fill_price == 101.75);
     CHECK(e.info.commission == 8.0);
     CHECK(e.s.position == -2);
-    CHECK(e.s.avg_entry_price == 101.75);  // the new short opened at the fill
+    CHECK(e.s.avg_entry_price == 101.75);                   // the new short opened at the fill
     CHECK(e.s.realized_pnl == 2 * (101.75 - 100.25) * 50);  // the long was closed at the fill
     // Held 2 long from close 100 to 101, then -4 from 101.75 to close 101.
     CHECK(e.s.equity == equity_before + (2 * (101 - 100) + (-4) * (101 - 101.75)) * 50 - 8);
@@ -140,7 +146,7 @@ TEST_CASE("a reversal from long to short is one order for the whole difference",
 TEST_CASE("commission is charged on the contracts that change, per side", "[env]") {
     OneEnv e({{99, 101, 98, 100}, {100, 101, 99, 100}, {100, 101, 99, 100}, {100, 101, 99, 100}},
              es_params(3, 5, 2));  // levels -2 -1 0 1 2
-    e.step(4, kMarket);  // 0 -> +2
+    e.step(4, kMarket);            // 0 -> +2
     CHECK(e.info.commission == 4.0);
     e.step(3, kMarket);  // +2 -> +1
     CHECK(e.info.commission == 2.0);
@@ -247,8 +253,14 @@ TEST_CASE("episode starts respect warm-up, splits and segment (contract) boundar
         CHECK(t + 1 < end);
         const bool first_segment = t < 40, second = t >= 40 && t < 70;
         if (first_segment) CHECK(end == 40);
-        if (second) { CHECK(t >= 45); CHECK(end == 70); }
-        if (t >= 70) { CHECK(t >= 75); CHECK(end == 80); }
+        if (second) {
+            CHECK(t >= 45);
+            CHECK(end == 70);
+        }
+        if (t >= 70) {
+            CHECK(t >= 75);
+            CHECK(end == 80);
+        }
     }
     CHECK(st.starts.front() == 30);
     CHECK(st.starts.back() == 78);
@@ -313,7 +325,11 @@ TEST_CASE("random actions are a pure function of (seed, env, step)", "[env]") {
     fh::ops::env_random_actions(ops, a.view(), 7, 3, 9);
     CHECK(ops.to_host(a.cview()) == x);
     std::vector<int> hist(9, 0);
-    for (int v : x) { REQUIRE(v >= 0); REQUIRE(v < 9); ++hist[v]; }
+    for (int v : x) {
+        REQUIRE(v >= 0);
+        REQUIRE(v < 9);
+        ++hist[v];
+    }
     for (int h : hist) CHECK(h > 70);  // ~111 each
     fh::ops::env_random_actions(ops, a.view(), 7, 4, 9);
     CHECK(ops.to_host(a.cview()) != x);

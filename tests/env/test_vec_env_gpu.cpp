@@ -17,7 +17,8 @@ using namespace fh::env;
 
 namespace {
 
-template <class T> bool bytes_equal(const std::vector<T>& a, const std::vector<T>& b) {
+template <class T>
+bool bytes_equal(const std::vector<T>& a, const std::vector<T>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
@@ -67,7 +68,10 @@ TEST_CASE("the CUDA environment equals the CPU environment step by step", "[gpu]
             REQUIRE(cd == gpu.to_host(ge.done()));
             REQUIRE(cpu.to_host(ce.states()) == gpu.to_host(ge.states()));
             REQUIRE(cpu.to_host(ce.next_states()) == gpu.to_host(ge.next_states()));
-            for (auto d : cd) { terminated += d == kTerminated; truncated += d == kTruncated; }
+            for (auto d : cd) {
+                terminated += d == kTerminated;
+                truncated += d == kTruncated;
+            }
         }
         CHECK(fills > 1000);
         CHECK(truncated > 0);
@@ -104,8 +108,8 @@ TEST_CASE("collection throughput with random actions", "[.bench]") {
     if (fh::test::gpu_available()) {
         for (int n : {4096, 65536}) {
             const double gpu_rate = run(fh::test::gpu_ops(), n, 2000);
-            std::printf("collection, random actions, %d envs: cuda %.3g env steps/s (%.0fx cpu@4096)\n",
-                        n, gpu_rate, gpu_rate / cpu_rate);
+            std::printf("collection, random actions, %d envs: cuda %.3g env steps/s (%.0fx cpu@4096)\n", n, gpu_rate,
+                        gpu_rate / cpu_rate);
         }
     }
 }

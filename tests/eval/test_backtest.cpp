@@ -85,8 +85,7 @@ TEST_CASE("equity.csv and trades.csv recompute the equity and every metric", "[e
     env::DeviceMarket market(cpu, md);
     const int A = env::num_actions(p);
     const auto segments = GENERATE(1, 3);
-    const auto report = eval::backtest(cpu, market, md, env::Split::test, p, random_policy(cpu, A),
-                                       segments, true);
+    const auto report = eval::backtest(cpu, market, md, env::Split::test, p, random_policy(cpu, A), segments, true);
     REQUIRE(report.segments.size() >= 2);  // the contract boundary cuts the split
 
     const auto dir = std::filesystem::temp_directory_path() / ("fh_eval_csv_" + std::to_string(segments));
@@ -101,7 +100,10 @@ TEST_CASE("equity.csv and trades.csv recompute the equity and every metric", "[e
     REQUIRE(!tr.empty());
 
     // fills by (segment, bar)
-    struct Fill { int qty; double price, commission; };
+    struct Fill {
+        int qty;
+        double price, commission;
+    };
     std::map<std::pair<int, long>, Fill> fills;
     for (const auto& r : tr) {
         REQUIRE(r.size() == 8);
@@ -122,15 +124,21 @@ TEST_CASE("equity.csv and trades.csv recompute the equity and every metric", "[e
         if (pos == 0) return;
         const double pnl = trade_cash + pos * last_close * mult;
         rc.trades += 1;
-        if (pnl > 0) { rc.wins += 1; rc.gross_profit += pnl; } else rc.gross_loss -= pnl;
+        if (pnl > 0) {
+            rc.wins += 1;
+            rc.gross_profit += pnl;
+        } else
+            rc.gross_loss -= pnl;
     };
     double last_close = 0;
     double hold_growth = 1, prev_hold = 0;  // buy-and-hold's compounded curve from its column
     for (const auto& r : eq) {
         REQUIRE(r.size() == 9);
         const double hold = std::stod(r[8]);
-        if (std::stoi(r[0]) != seg) CHECK(hold == E0);
-        else hold_growth *= hold / prev_hold;
+        if (std::stoi(r[0]) != seg)
+            CHECK(hold == E0);
+        else
+            hold_growth *= hold / prev_hold;
         prev_hold = hold;
         const int s = std::stoi(r[0]);
         const long bar = std::stol(r[1]);
@@ -170,7 +178,11 @@ TEST_CASE("equity.csv and trades.csv recompute the equity and every metric", "[e
                 const double share = fl.commission * std::abs(q) / std::abs(d);
                 const double closing = trade_cash + q * fl.price * mult - share;  // -(-q) * price
                 rc.trades += 1;
-                if (closing > 0) { rc.wins += 1; rc.gross_profit += closing; } else rc.gross_loss -= closing;
+                if (closing > 0) {
+                    rc.wins += 1;
+                    rc.gross_profit += closing;
+                } else
+                    rc.gross_loss -= closing;
                 trade_cash = -(d + q) * fl.price * mult - (fl.commission - share);
             } else {
                 trade_cash += -d * fl.price * mult - fl.commission;
@@ -381,21 +393,19 @@ TEST_CASE("segments = k equals k sequential passes over the same bars", "[eval]"
     p.bankruptcy_fraction = 0.0;
     env::DeviceMarket market(cpu, md);
     const int A = env::num_actions(p);
-    const auto k = eval::backtest(cpu, market, md, env::Split::test, p,
-                                  state_policy(cpu, A, p.state_dim), 4, true);
+    const auto k = eval::backtest(cpu, market, md, env::Split::test, p, state_policy(cpu, A, p.state_dim), 4, true);
     REQUIRE(k.segments.size() == 5);  // 4 parts, one cut again at the contract boundary
     std::size_t bars = 0;
     for (const auto& s : k.segments) bars += static_cast<std::size_t>(s.end - s.start);
-    const auto one = eval::backtest(cpu, market, md, env::Split::test, p,
-                                    state_policy(cpu, A, p.state_dim), 1, true);
+    const auto one = eval::backtest(cpu, market, md, env::Split::test, p, state_policy(cpu, A, p.state_dim), 1, true);
     REQUIRE(one.segments.size() == 2);  // the contract boundary only
     for (std::size_t s = 0; s < k.segments.size(); ++s) {
         const auto& seg = k.segments[s];
         auto sub = md;
         sub.test = {static_cast<std::size_t>(seg.start), static_cast<std::size_t>(seg.end)};
         env::DeviceMarket sub_market(cpu, sub);
-        const auto single = eval::backtest(cpu, sub_market, sub, env::Split::test, p,
-                                           state_policy(cpu, A, p.state_dim), 1, true);
+        const auto single =
+            eval::backtest(cpu, sub_market, sub, env::Split::test, p, state_policy(cpu, A, p.state_dim), 1, true);
         REQUIRE(single.segments.size() == 1);
         REQUIRE(single.segments[0].start == seg.start);
         REQUIRE(single.segment_bars[0] == k.segment_bars[s]);

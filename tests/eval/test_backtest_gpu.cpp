@@ -71,19 +71,20 @@ TEST_CASE("the CUDA backtest equals the CPU backtest", "[gpu][eval]") {
     const int A = env::num_actions(p);
     for (int segments : {1, 7, 64}) {
         INFO("segments " << segments);
-        const auto c = eval::backtest(cpu, cm, md, env::Split::test, p, state_policy(cpu, A, p.state_dim),
-                                      segments, true);
-        const auto g = eval::backtest(gpu, gm, md, env::Split::test, p, state_policy(gpu, A, p.state_dim),
-                                      segments, true);
+        const auto c =
+            eval::backtest(cpu, cm, md, env::Split::test, p, state_policy(cpu, A, p.state_dim), segments, true);
+        const auto g =
+            eval::backtest(gpu, gm, md, env::Split::test, p, state_policy(gpu, A, p.state_dim), segments, true);
         test::require_same_traded_records(c, g);
         require_same(c.strategy, g.strategy);
         require_same(c.buy_and_hold, g.buy_and_hold);
     }
 }
 
-TEST_CASE("a CUDA backtest whose steps are captured (buy-and-hold beside the policy) equals the same backtest "
-          "issued op by op, one pass after the other (DQN and softmax policies)",
-          "[gpu][eval]") {
+TEST_CASE(
+    "a CUDA backtest whose steps are captured (buy-and-hold beside the policy) equals the same backtest "
+    "issued op by op, one pass after the other (DQN and softmax policies)",
+    "[gpu][eval]") {
     auto& gpu = test::gpu_ops();
     auto md = test::random_walk_market(20011, 23, 42, {0, 7001, 13007, 17003});
     md.bars_per_year = 252.0 * 78;
@@ -94,8 +95,7 @@ TEST_CASE("a CUDA backtest whose steps are captured (buy-and-hold beside the pol
         INFO("trainer " << trainer << (her ? " with HER" : ""));
         const auto profile = config::resolve_profile_text(
             std::string("[run]\ntrainer = \"") + trainer + "\"\n[dqn]\nhidden = [32, 32]\n[ppo]\nhidden = [32, 32]\n",
-            "capture-test",
-            {"env.position_levels=15", "env.urgency_levels=3", her ? "dqn.her=true" : "dqn.her=false"});
+            "capture-test", {"env.position_levels=15", "env.urgency_levels=3", her ? "dqn.her=true" : "dqn.her=false"});
         const auto policy = trainers::make_greedy_policy(profile, p.state_dim);
         REQUIRE(policy->capture_safe());
         // Random weights that make the actions vary from bar to bar.

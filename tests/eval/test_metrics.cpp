@@ -13,8 +13,8 @@ using Approx = Catch::Detail::Approx;
 
 namespace {
 
-fh::backtest::BarRecord bar(double equity, int position, int fill = 0, double price = 0.0,
-                            double commission = 0.0, int action = 0) {
+fh::backtest::BarRecord bar(double equity, int position, int fill = 0, double price = 0.0, double commission = 0.0,
+                            int action = 0) {
     fh::backtest::BarRecord r{};
     r.equity = equity;
     r.position = position;
@@ -117,9 +117,8 @@ TEST_CASE("a position open at the segment end is a trade closed at the last clos
 TEST_CASE("a reversal closes one trade and opens the next", "[eval]") {
     // long 1 @100, sell 2 @104 (closes +4 - 1 - 1, opens short 1 with $1), cover @106 (-2 - 1 - 1).
     const std::vector<double> close{100, 100, 104, 106};
-    const std::vector<fh::backtest::BarRecord> r{
-        bar(1000, 0, 0, 0, 0, -1), bar(999, 1, 1, 100, 1, 2), bar(1001, -1, -2, 104, 2, 0),
-        bar(998, 0, 1, 106, 1, 1)};
+    const std::vector<fh::backtest::BarRecord> r{bar(1000, 0, 0, 0, 0, -1), bar(999, 1, 1, 100, 1, 2),
+                                                 bar(1001, -1, -2, 104, 2, 0), bar(998, 0, 1, 106, 1, 1)};
     const Metrics m = fh::eval::compute_metrics(r, {{0, 4, 0}}, {4}, close, {1.0, 1000.0, 252.0, 3});
     CHECK(m.trades == 2);
     CHECK(m.win_rate == 0.5);

@@ -79,9 +79,9 @@ TEST_CASE("json: strings, escapes and UTF-8", "[io][json]") {
     CHECK(reason_of(R"("\x")").find("invalid escape") != std::string::npos);
     CHECK(reason_of("\"a\nb\"").find("raw control character") != std::string::npos);
     CHECK(reason_of("\"abc") == "unterminated string");
-    CHECK(reason_of("\"\xC3\"") == "invalid UTF-8");          // sequence cut short
-    CHECK(reason_of("\"\xC0\xAF\"") == "invalid UTF-8");      // overlong '/'
-    CHECK(reason_of("\"\xED\xA0\x80\"") == "invalid UTF-8");  // encoded surrogate
+    CHECK(reason_of("\"\xC3\"") == "invalid UTF-8");              // sequence cut short
+    CHECK(reason_of("\"\xC0\xAF\"") == "invalid UTF-8");          // overlong '/'
+    CHECK(reason_of("\"\xED\xA0\x80\"") == "invalid UTF-8");      // encoded surrogate
     CHECK(reason_of("\"\xF4\x90\x80\x80\"") == "invalid UTF-8");  // above U+10FFFF
     CHECK(reason_of("\"\x80\"") == "invalid UTF-8");
 }
@@ -118,12 +118,12 @@ TEST_CASE("json: depth and size bounds", "[io][json]") {
     CHECK_NOTHROW(json::parse(std::string(8, '[') + std::string(8, ']'), limits));
     CHECK(reason_of(std::string(9, '[') + std::string(9, ']'), limits) == "nesting deeper than 8 levels");
     CHECK(reason_of(std::string(100000, '['), {}) == "nesting deeper than 64 levels");  // no stack overflow
-    CHECK(reason_of(std::string(1001, ' ') + "1", limits).find("exceeds the limit of 1000 bytes") !=
-          std::string::npos);
+    CHECK(reason_of(std::string(1001, ' ') + "1", limits).find("exceeds the limit of 1000 bytes") != std::string::npos);
 }
 
 TEST_CASE("json: compact serialisation as serde_json writes it", "[io][json]") {
-    const std::string text = R"({"a":[1,-2,0,true,false,null,"x\"y\\z\n\t\b\f\r\u001f/é"],"b":{},"c":[],"d":18446744073709551615})";
+    const std::string text =
+        R"({"a":[1,-2,0,true,false,null,"x\"y\\z\n\t\b\f\r\u001f/é"],"b":{},"c":[],"d":18446744073709551615})";
     CHECK(json::serialize(json::parse(text)) == text);
     CHECK(json::serialize(json::parse(" { \"k\" : [ 1 , 2 ] } ")) == "{\"k\":[1,2]}");
     CHECK(json::quote("a\x01") == "\"a\\u0001\"");

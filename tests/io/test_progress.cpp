@@ -45,7 +45,7 @@ TEST_CASE("progress: enabled draws in place, limits redraws, ends with a newline
         Progress p(1000, true, out.f);
         p.update(100, 50.0, 5.0, 0.25, std::nullopt, "sharpe");
         p.update(200, 50.0, 5.0, 0.25, std::nullopt, "sharpe");  // within 100 ms: not drawn
-        p.update(1000, 50.0, 5.0, 0.125, 1.5, "sharpe");        // the total: always drawn
+        p.update(1000, 50.0, 5.0, 0.125, 1.5, "sharpe");         // the total: always drawn
         p.finish();
         p.finish();  // idempotent
     }
@@ -69,9 +69,11 @@ TEST_CASE("progress: the line's fields and width", "[io][progress]") {
     st.last_val_metric = 1.2345;
     st.metric_name = "sharpe";
     const std::string line = format_progress_line(st, 200);
-    CHECK(line == "[############------------------]  40.0% ETA 1m38s | 400k/1.00M steps | 6.10k env/s | "
-                  "95 upd/s | loss 0.0123 | val sharpe 1.234");
-    for (int w : {1, 10, 40, 80, 100}) CHECK(format_progress_line(st, w).size() <= static_cast<std::size_t>(std::max(w - 1, 1)));
+    CHECK(line ==
+          "[############------------------]  40.0% ETA 1m38s | 400k/1.00M steps | 6.10k env/s | "
+          "95 upd/s | loss 0.0123 | val sharpe 1.234");
+    for (int w : {1, 10, 40, 80, 100})
+        CHECK(format_progress_line(st, w).size() <= static_cast<std::size_t>(std::max(w - 1, 1)));
     CHECK(format_progress_line(st, 80).front() != '[');  // no room for a bar of 10 cells
     st.env_steps_per_s = 0;
     CHECK(format_progress_line(st, 200).find("ETA --") != std::string::npos);

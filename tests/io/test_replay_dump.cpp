@@ -63,7 +63,9 @@ std::uint64_t get_u64(const Bytes& b, std::size_t at) {
 }
 
 /// Recomputes the trailing checksum, so that a test reaches the check after it.
-void reseal(Bytes& b) { put_u64(b, b.size() - 8, fh::util::xxh64(b.data(), b.size() - 8)); }
+void reseal(Bytes& b) {
+    put_u64(b, b.size() - 8, fh::util::xxh64(b.data(), b.size() - 8));
+}
 
 ReplayDump sample_dump() {
     ReplayDump d;
@@ -88,8 +90,8 @@ ReplayDump sample_dump() {
 }
 
 /// Header offsets of docs/replay-dump.md.
-constexpr std::size_t kVersion = 8, kHeaderSize = 12, kStateDim = 16, kEnvs = 20, kCapacity = 24,
-                      kActions = 28, kPushed = 32, kReserved = 40, kData = 64;
+constexpr std::size_t kVersion = 8, kHeaderSize = 12, kStateDim = 16, kEnvs = 20, kCapacity = 24, kActions = 28,
+                      kPushed = 32, kReserved = 40, kData = 64;
 
 /// Reading `p` throws fh::DataError (exit code 3) "replay dump <p>: ..." containing `what`.
 void require_refused(const fs::path& p, const std::string& what) {
@@ -164,8 +166,7 @@ TEST_CASE("replay dump: round trip and the documented layout", "[replay]") {
     CHECK(files == 1);
 }
 
-TEST_CASE("replay dump: every corruption is refused with a DataError naming the file and the problem",
-          "[replay]") {
+TEST_CASE("replay dump: every corruption is refused with a DataError naming the file and the problem", "[replay]") {
     TempDir dir;
     const fs::path good = dir.path / "good.fhreplay", bad = dir.path / "bad.fhreplay";
     fh::io::write_replay_dump(good.string(), sample_dump());
@@ -211,14 +212,13 @@ TEST_CASE("replay dump: every corruption is refused with a DataError naming the 
             std::uint32_t value;
             const char* message;
         };
-        for (const Field& f : {Field{kHeaderSize, 32, "header size 32"}, Field{kStateDim, 0, "state_dim is 0"},
-                               Field{kEnvs, 0, "n_envs is 0"}, Field{kCapacity, 0, "capacity_steps is 0"},
-                               Field{kActions, 0, "num_actions is 0"},
-                               Field{kStateDim, 0xFFFFFFFFu, "state_dim is -1"},
-                               Field{kStateDim, 1u << 30, "state_dim is 1073741824"},
-                               Field{kEnvs, 0x7FFFFFFFu, "n_envs is 2147483647"},
-                               Field{kCapacity, 5, "describes"},  // consistent numbers, wrong length
-                               Field{kReserved + 3, 1, "reserved byte 43"}}) {
+        for (const Field& f :
+             {Field{kHeaderSize, 32, "header size 32"}, Field{kStateDim, 0, "state_dim is 0"},
+              Field{kEnvs, 0, "n_envs is 0"}, Field{kCapacity, 0, "capacity_steps is 0"},
+              Field{kActions, 0, "num_actions is 0"}, Field{kStateDim, 0xFFFFFFFFu, "state_dim is -1"},
+              Field{kStateDim, 1u << 30, "state_dim is 1073741824"}, Field{kEnvs, 0x7FFFFFFFu, "n_envs is 2147483647"},
+              Field{kCapacity, 5, "describes"},  // consistent numbers, wrong length
+              Field{kReserved + 3, 1, "reserved byte 43"}}) {
             INFO("offset " << f.at);
             Bytes b = ok;
             put_u32(b, f.at, f.value);
@@ -315,8 +315,7 @@ TEST_CASE("replay dump: the writer refuses an inconsistent dump and reports I/O 
     }
 }
 
-TEST_CASE("replay dump: non-finite values are refused whatever the checksum; unwritten rows are not read",
-          "[replay]") {
+TEST_CASE("replay dump: non-finite values are refused whatever the checksum; unwritten rows are not read", "[replay]") {
     TempDir dir;
     const fs::path p = dir.path / "d.fhreplay";
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
@@ -370,7 +369,8 @@ TEST_CASE("replay dump: the streaming check reads a large dump in bounded chunks
     d.done.assign(rows, 0);
     d.next_states[rows * 50 - 1] = std::numeric_limits<float>::quiet_NaN();  // in the last chunk
     fh::io::write_replay_dump(p.string(), d);
-    CHECK_THROWS_WITH(fh::io::verify_replay_dump(p.string()), Catch::Contains("the next state of row 12799 (feature 49) is nan"));
+    CHECK_THROWS_WITH(fh::io::verify_replay_dump(p.string()),
+                      Catch::Contains("the next state of row 12799 (feature 49) is nan"));
     d.next_states[rows * 50 - 1] = 0;
     fh::io::write_replay_dump(p.string(), d);
     CHECK(fh::io::verify_replay_dump(p.string()).transitions() == rows);

@@ -37,7 +37,9 @@ std::string slurp(const fs::path& p) {
     return s.str();
 }
 
-void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+void write(const fs::path& p, const std::string& text) {
+    std::ofstream(p, std::ios::binary) << text;
+}
 
 std::string error_of(const std::function<void()>& f) {
     try {
@@ -74,7 +76,8 @@ TEST_CASE("run directory: one process at a time holds a run directory", "[io][ru
         write(fs::path(path) / "checkpoints" / "last.safetensors", "x");
         // held by the creator: a resume is refused (flock locks conflict between open file
         // descriptions, in one process as between two)
-        CHECK_THAT(error_of([&] { RunDirectory::open(path); }), Catch::Contains("another foxhunt-train process is running"));
+        CHECK_THAT(error_of([&] { RunDirectory::open(path); }),
+                   Catch::Contains("another foxhunt-train process is running"));
     }
     {
         const auto d = RunDirectory::open(path);  // released with the creator
@@ -84,7 +87,8 @@ TEST_CASE("run directory: one process at a time holds a run directory", "[io][ru
     // a directory without a checkpoint cannot be resumed, and nothing is written to it
     fs::remove(fs::path(path) / "checkpoints" / "last.safetensors");
     CHECK_THAT(error_of([&] { RunDirectory::open(path); }), Catch::Contains("no checkpoints/last.safetensors"));
-    CHECK_THAT(error_of([&] { RunDirectory::open((s.path / "none").string()); }), Catch::Contains("no such run directory"));
+    CHECK_THAT(error_of([&] { RunDirectory::open((s.path / "none").string()); }),
+               Catch::Contains("no such run directory"));
 }
 
 TEST_CASE("run directory: a resume removes a killed process's temporaries and the lines past its checkpoint",

@@ -26,7 +26,8 @@ struct TempDir {
     fs::path path;
     TempDir() {
         static int counter = 0;
-        path = fs::temp_directory_path() / ("fh-io-test-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
+        path =
+            fs::temp_directory_path() / ("fh-io-test-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
         fs::remove_all(path);
         fs::create_directories(path);
     }
@@ -75,7 +76,8 @@ std::string hex16(std::uint64_t v) {
 /// entries (already JSON, without braces).
 std::vector<std::byte> checkpoint_with_meta(const std::string& meta_json) {
     const std::string data("\x00\x00\x80\x3f\x00\x00\x00\x40", 8);
-    return make_file("{\"__metadata__\":{" + meta_json + "},\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data);
+    return make_file(
+        "{\"__metadata__\":{" + meta_json + "},\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data);
 }
 
 std::string error_of(const std::vector<std::byte>& b, bool require_checkpoint = true) {
@@ -109,12 +111,15 @@ const std::string kGoodHeaderV2 =
     "\"data_offsets\":[0,8]},\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[8,32]}}    ";
 const std::string kGoodFileV2 = std::string("\xf8\x00\x00\x00\x00\x00\x00\x00", 8) + kGoodHeaderV2 + kGoodData;
 
-template <class T> std::vector<T> seeded(std::size_t n, std::uint32_t seed) {
+template <class T>
+std::vector<T> seeded(std::size_t n, std::uint32_t seed) {
     std::mt19937_64 rng(seed);
     std::vector<T> v(n);
     for (auto& x : v) {
-        if constexpr (std::is_floating_point_v<T>) x = static_cast<T>(std::uniform_real_distribution<double>(-1e3, 1e3)(rng));
-        else x = static_cast<T>(rng());
+        if constexpr (std::is_floating_point_v<T>)
+            x = static_cast<T>(std::uniform_real_distribution<double>(-1e3, 1e3)(rng));
+        else
+            x = static_cast<T>(rng());
     }
     return v;
 }
@@ -186,12 +191,14 @@ TEST_CASE("safetensors: a plain safetensors file (the library's own test vector)
     // safetensors' test_serialization: {"attn.0": F32 [1,2,3] = 0..5}, no metadata.
     const std::string header = "{\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],\"data_offsets\":[0,24]}}";
     REQUIRE(header.size() == 64);
-    const std::string data("\x00\x00\x00\x00\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40\x00\x00\x80\x40\x00\x00\xa0\x40", 24);
+    const std::string data(
+        "\x00\x00\x00\x00\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40\x00\x00\x80\x40\x00\x00\xa0\x40", 24);
     const auto file = bytes_of(std::string("\x40\x00\x00\x00\x00\x00\x00\x00", 8) + header + data);
     const auto f = TensorFile::from_bytes(file, "plain.safetensors", ReadOptions{false});
     CHECK(f.get<float>("attn.0", {1, 2, 3}) == std::vector<float>{0, 1, 2, 3, 4, 5});
     CHECK(error_of(file) ==
-          "checkpoint ck.safetensors: not a foxhunt checkpoint: metadata format is missing (expected \"foxhunt-checkpoint\")");
+          "checkpoint ck.safetensors: not a foxhunt checkpoint: metadata format is missing (expected "
+          "\"foxhunt-checkpoint\")");
 }
 
 TEST_CASE("safetensors: round trip of every dtype with odd shapes, through a file", "[io][safetensors]") {
@@ -235,8 +242,8 @@ TEST_CASE("safetensors: round trip of every dtype with odd shapes, through a fil
     CHECK(f.metadata("header_xxh64").has_value());
     CHECK(f.has("env/state"));
     CHECK_FALSE(f.has("env/nope"));
-    CHECK(f.names() == std::vector<std::string>{"rng/key", "counters/steps", "rng/f64", "adam/empty",
-                                                "params/online", "env/state", "a/odd", "replay/flags"});
+    CHECK(f.names() == std::vector<std::string>{"rng/key", "counters/steps", "rng/f64", "adam/empty", "params/online",
+                                                "env/state", "a/odd", "replay/flags"});
 
     // Every tensor is aligned to its element size within the file (header is a multiple of 8).
     for (const auto& name : f.names()) {
@@ -274,8 +281,10 @@ TEST_CASE("safetensors: the written file parses with an independent minimal read
     CHECK(header[last] == '}');
     CHECK(last + 8 > header.size());  // at most 7 spaces of padding
     CHECK(header.rfind("{\"__metadata__\":{", 0) == 0);
-    CHECK(header.find(",\"params/online\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}") != std::string::npos);
-    CHECK(header.find(",\"env/state\":{\"dtype\":\"I32\",\"shape\":[1,2],\"data_offsets\":[12,20]}}") != std::string::npos);
+    CHECK(header.find(",\"params/online\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}") !=
+          std::string::npos);
+    CHECK(header.find(",\"env/state\":{\"dtype\":\"I32\",\"shape\":[1,2],\"data_offsets\":[12,20]}}") !=
+          std::string::npos);
     const std::byte* data = raw.data() + 8 + n;
     CHECK(std::memcmp(data, w.data(), 12) == 0);
     CHECK(std::memcmp(data + 12, s.data(), 8) == 0);
@@ -368,10 +377,13 @@ TEST_CASE("safetensors: corrupt data and headers are refused", "[io][safetensors
         }
     }
     SECTION("wrong marker, version, missing or malformed checksum") {
-        const std::string sum = "\"data_xxh64\":\"" + hex16(fh::data::xxh64(std::string_view("\x00\x00\x80\x3f\x00\x00\x00\x40", 8))) + "\"";
-        CHECK(error_of(checkpoint_with_meta(sum + ",\"format\":\"foxhunt-checkpoint\",\"format_version\":\"1\"")) == "<accepted>");
+        const std::string sum = "\"data_xxh64\":\"" +
+                                hex16(fh::data::xxh64(std::string_view("\x00\x00\x80\x3f\x00\x00\x00\x40", 8))) + "\"";
+        CHECK(error_of(checkpoint_with_meta(sum + ",\"format\":\"foxhunt-checkpoint\",\"format_version\":\"1\"")) ==
+              "<accepted>");
         CHECK(error_of(checkpoint_with_meta(sum + ",\"format\":\"pt\",\"format_version\":\"1\"")) ==
-              "checkpoint ck.safetensors: not a foxhunt checkpoint: metadata format is \"pt\" (expected \"foxhunt-checkpoint\")");
+              "checkpoint ck.safetensors: not a foxhunt checkpoint: metadata format is \"pt\" (expected "
+              "\"foxhunt-checkpoint\")");
         CHECK(error_of(checkpoint_with_meta(sum + ",\"format\":\"foxhunt-checkpoint\",\"format_version\":\"3\"")) ==
               "checkpoint ck.safetensors: checkpoint format version \"3\" is not supported by this build (it reads "
               "versions 1 and 2); was it written by a newer foxhunt-train?");
@@ -380,16 +392,21 @@ TEST_CASE("safetensors: corrupt data and headers are refused", "[io][safetensors
                    Catch::Contains("metadata header_xxh64 (the header checksum) is missing"));
         CHECK_THAT(error_of(checkpoint_with_meta("\"format\":\"foxhunt-checkpoint\",\"format_version\":\"1\"")),
                    Catch::Contains("metadata data_xxh64 (the data checksum) is missing"));
-        CHECK_THAT(error_of(checkpoint_with_meta("\"data_xxh64\":\"zz\",\"format\":\"foxhunt-checkpoint\",\"format_version\":\"1\"")),
+        CHECK_THAT(error_of(checkpoint_with_meta(
+                       "\"data_xxh64\":\"zz\",\"format\":\"foxhunt-checkpoint\",\"format_version\":\"1\"")),
                    Catch::Contains("checksum mismatch"));
-        CHECK_THAT(error_of(checkpoint_with_meta("\"format\":1")), Catch::Contains("metadata format is integer, expected a string"));
+        CHECK_THAT(error_of(checkpoint_with_meta("\"format\":1")),
+                   Catch::Contains("metadata format is integer, expected a string"));
     }
 }
 
 TEST_CASE("safetensors: structural problems in a header are named", "[io][safetensors]") {
     const std::string d16(16, '\x01');
-    auto err = [](const std::string& header, const std::string& data) { return error_of(make_file(header, data), false); };
-    CHECK_THAT(err("not json", ""), Catch::Contains("invalid JSON header at header byte 0: invalid literal, expected null"));
+    auto err = [](const std::string& header, const std::string& data) {
+        return error_of(make_file(header, data), false);
+    };
+    CHECK_THAT(err("not json", ""),
+               Catch::Contains("invalid JSON header at header byte 0: invalid literal, expected null"));
     CHECK_THAT(err("[]", ""), Catch::Contains("the JSON is array, expected an object"));
     CHECK(err("{}", "") == "<accepted>");
     CHECK_THAT(err(R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})", std::string(4, '\0')),
@@ -402,19 +419,23 @@ TEST_CASE("safetensors: structural problems in a header are named", "[io][safete
                Catch::Contains("tensor a: size 8 bytes does not match shape [3] of F32 (4 bytes per element)"));
     CHECK_THAT(err(R"({"a":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", ""),
                Catch::Contains("does not match shape"));
-    CHECK_THAT(err(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},"b":{"dtype":"F64","shape":[1],"data_offsets":[4,12]}})",
-                   std::string(12, '\0')),
-               Catch::Contains("tensors a and b overlap"));
+    CHECK_THAT(
+        err(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},"b":{"dtype":"F64","shape":[1],"data_offsets":[4,12]}})",
+            std::string(12, '\0')),
+        Catch::Contains("tensors a and b overlap"));
     CHECK_THAT(err(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[8,16]}})", d16),
                Catch::Contains("gap in the data before tensor a"));
     CHECK_THAT(err(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", d16),
                Catch::Contains("the tensors cover 8 bytes but the data section holds 16"));
     // Unsorted but tiling offsets are valid (the library sorts them too).
-    CHECK(err(R"({"b":{"dtype":"F64","shape":[1],"data_offsets":[8,16]},"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", d16) ==
-          "<accepted>");
+    CHECK(
+        err(R"({"b":{"dtype":"F64","shape":[1],"data_offsets":[8,16]},"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})",
+            d16) == "<accepted>");
     CHECK_THAT(err(R"({"a":{"dtype":"F64","shape":[1]}})", ""), Catch::Contains("tensor a lacks data_offsets"));
-    CHECK_THAT(err(R"({"a":{"dtype":"F64","shape":[-1],"data_offsets":[0,0]}})", ""), Catch::Contains("shape entries must be integers >= 0"));
-    CHECK_THAT(err(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0]}})", ""), Catch::Contains("data_offsets must be [begin, end]"));
+    CHECK_THAT(err(R"({"a":{"dtype":"F64","shape":[-1],"data_offsets":[0,0]}})", ""),
+               Catch::Contains("shape entries must be integers >= 0"));
+    CHECK_THAT(err(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0]}})", ""),
+               Catch::Contains("data_offsets must be [begin, end]"));
     CHECK_THAT(err(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8],"x":1}})", std::string(8, '\0')),
                Catch::Contains("tensor a has an unknown field x"));
     CHECK_THAT(err(R"({"a":1})", ""), Catch::Contains("tensor a is not an object"));
@@ -434,11 +455,18 @@ TEST_CASE("safetensors: missing tensors, wrong shapes and dtypes", "[io][safeten
         }
         return std::string("<no error>");
     };
-    CHECK(msg([&] { f.get<float>("params/online", {2, 3}); }) == "checkpoint good.safetensors: missing tensor params/online");
+    CHECK(msg([&] {
+              f.get<float>("params/online", {2, 3});
+          }) == "checkpoint good.safetensors: missing tensor params/online");
     CHECK(msg([&] { f.tensor("zz"); }) == "checkpoint good.safetensors: missing tensor zz");
-    CHECK(msg([&] { f.get<float>("a", {3, 2}); }) ==
-          "checkpoint good.safetensors: tensor a has shape [2, 3], expected [3, 2] (was the checkpoint written with another profile?)");
-    CHECK(msg([&] { f.get<double>("a", {2, 3}); }) == "checkpoint good.safetensors: tensor a has dtype F32, expected F64");
+    CHECK(msg([&] {
+              f.get<float>("a", {3, 2});
+          }) ==
+          "checkpoint good.safetensors: tensor a has shape [2, 3], expected [3, 2] (was the checkpoint written with "
+          "another profile?)");
+    CHECK(msg([&] {
+              f.get<double>("a", {2, 3});
+          }) == "checkpoint good.safetensors: tensor a has dtype F32, expected F64");
 }
 
 TEST_CASE("safetensors: file-level errors", "[io][safetensors]") {
@@ -465,7 +493,8 @@ TEST_CASE("safetensors: file-level errors", "[io][safetensors]") {
 TEST_CASE("safetensors: writer refuses bad tensors and reserved keys", "[io][safetensors]") {
     TensorFileWriter w;
     const std::vector<float> v{1, 2, 3};
-    CHECK_THROWS_WITH(w.add<float>("a", {2, 2}, v), "checkpoint tensor a: 12 bytes given, shape [2, 2] of F32 needs 16");
+    CHECK_THROWS_WITH(w.add<float>("a", {2, 2}, v),
+                      "checkpoint tensor a: 12 bytes given, shape [2, 2] of F32 needs 16");
     w.add<float>("a", {3}, v);
     CHECK_THROWS_WITH(w.add<float>("a", {3}, v), "checkpoint tensor a: added twice");
     CHECK_THROWS_AS(w.add<float>("", {3}, v), CheckpointError);

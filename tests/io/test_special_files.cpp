@@ -38,7 +38,8 @@ struct Fifo {
 
 /// Runs `f` with a deadline, so that a regression shows as a failure, not a hung test run. The
 /// detached thread of a hung call is left behind (the process ends with the test run).
-template <class F> std::string error_within_seconds(F f) {
+template <class F>
+std::string error_within_seconds(F f) {
     auto task = std::make_shared<std::packaged_task<std::string()>>([f]() -> std::string {
         try {
             f();
@@ -69,8 +70,8 @@ TEST_CASE("special files: a FIFO or a device is refused at once by every reader"
     const std::string p = fifo.path.string();
     for (const std::string& path : {p, std::string("/dev/zero")}) {
         INFO(path);
-        const std::string kind = path == p ? "is a FIFO (named pipe), not a regular file"
-                                           : "is a character device, not a regular file";
+        const std::string kind =
+            path == p ? "is a FIFO (named pipe), not a regular file" : "is a character device, not a regular file";
         CHECK_THAT(error_within_seconds([&] { fh::config::resolve_profile_file(path); }), Catch::Contains(kind));
         CHECK_THAT(error_within_seconds([&] { fh::config::locate_profile(path); }), Catch::Contains(kind.substr(3)));
         CHECK_THAT(error_within_seconds([&] { fh::data::read_csv_file(path); }), Catch::Contains(kind));

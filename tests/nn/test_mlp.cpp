@@ -37,8 +37,8 @@ TEST_CASE("ParamLayout places aligned, named slices in one buffer", "[nn]") {
     CHECK(layout.total() == 128);
     CHECK(layout.find("c").size == 64);
     CHECK_THROWS_WITH(layout.find("zz"), Catch::Contains("known: a, b, c"));
-    CHECK_THROWS(layout.add("a", 3));                                          // duplicate
-    CHECK_THROWS(layout.add("d", 0));                                          // empty
+    CHECK_THROWS(layout.add("a", 3));                                                    // duplicate
+    CHECK_THROWS(layout.add("d", 0));                                                    // empty
     CHECK_THROWS(layout.add("e", 3, InitSpec{InitSpec::Kind::uniform_fan_in, 0, 1.f}));  // fan_in 0
     CHECK(layout.total() == 128);
 
@@ -104,16 +104,15 @@ namespace {
 struct DoubleRun {
     std::vector<double> out, grads, dX;
 };
-DoubleRun run_double(const Mlp& net, std::size_t total, const std::vector<float>& params,
-                     const std::vector<float>& Xf, int batch) {
+DoubleRun run_double(const Mlp& net, std::size_t total, const std::vector<float>& params, const std::vector<float>& Xf,
+                     int batch) {
     const std::vector<double> P(params.begin(), params.end());
     std::vector<std::vector<double>> acts;
     std::vector<double> x(Xf.begin(), Xf.end());
     for (const auto& L : net.layers()) {
         std::vector<double> y(static_cast<std::size_t>(batch) * L.out);
-        fh::nn::ref::linear_forward(y.data(), (acts.empty() ? x : acts.back()).data(),
-                                    P.data() + L.weight.offset, P.data() + L.bias.offset, batch,
-                                    L.in, L.out, L.act);
+        fh::nn::ref::linear_forward(y.data(), (acts.empty() ? x : acts.back()).data(), P.data() + L.weight.offset,
+                                    P.data() + L.bias.offset, batch, L.in, L.out, L.act);
         acts.push_back(std::move(y));
     }
     DoubleRun r;
@@ -124,10 +123,9 @@ DoubleRun run_double(const Mlp& net, std::size_t total, const std::vector<float>
     for (std::size_t l = net.layers().size(); l-- > 0;) {
         const auto& L = net.layers()[l];
         std::vector<double> dx(static_cast<std::size_t>(batch) * L.in);
-        fh::nn::ref::linear_backward(dx.data(), r.grads.data() + L.weight.offset,
-                                     r.grads.data() + L.bias.offset, dy.data(), acts[l].data(),
-                                     (l == 0 ? x : acts[l - 1]).data(), P.data() + L.weight.offset,
-                                     batch, L.in, L.out, L.act, false);
+        fh::nn::ref::linear_backward(dx.data(), r.grads.data() + L.weight.offset, r.grads.data() + L.bias.offset,
+                                     dy.data(), acts[l].data(), (l == 0 ? x : acts[l - 1]).data(),
+                                     P.data() + L.weight.offset, batch, L.in, L.out, L.act, false);
         dy = std::move(dx);
     }
     r.dX = dy;
@@ -137,9 +135,8 @@ DoubleRun run_double(const Mlp& net, std::size_t total, const std::vector<float>
 struct OpsRun {
     std::vector<float> out, grads, grads_twice, dX;
 };
-OpsRun run_ops(fh::ops::Device& ops, const Mlp& net, const ParamLayout& layout,
-               const std::vector<float>& params_h, const std::vector<float>& Xh, int batch,
-               int max_batch) {
+OpsRun run_ops(fh::ops::Device& ops, const Mlp& net, const ParamLayout& layout, const std::vector<float>& params_h,
+               const std::vector<float>& Xh, int batch, int max_batch) {
     auto params = ops.from_host<float>(params_h);
     auto X = ops.from_host<float>(Xh);
     auto grads = fh::nn::alloc_zeroed(ops, layout);
@@ -164,9 +161,9 @@ OpsRun run_ops(fh::ops::Device& ops, const Mlp& net, const ParamLayout& layout,
 TEST_CASE("Mlp forward/backward on the CPU match the double reference; accumulate adds", "[nn]") {
     // Widths up to abi::kHeadBackwardMaxOut without an output activation: a narrow head
     // (Device::head_backward; 1: a value head).
-    for (auto [hidden, output, width] : {std::tuple{Activation::relu, Activation::none, 3},
-                                         std::tuple{Activation::tanh, Activation::tanh, 3},
-                                         std::tuple{Activation::tanh, Activation::none, 1}}) {
+    for (auto [hidden, output, width] :
+         {std::tuple{Activation::relu, Activation::none, 3}, std::tuple{Activation::tanh, Activation::tanh, 3},
+          std::tuple{Activation::tanh, Activation::none, 1}}) {
         INFO("hidden " << static_cast<int>(hidden) << " output " << static_cast<int>(output) << " width " << width);
         ParamLayout layout;
         const Mlp net(layout, "net", MlpConfig{{5, 7, 6, width}, hidden, output});
@@ -176,8 +173,7 @@ TEST_CASE("Mlp forward/backward on the CPU match the double reference; accumulat
         auto params = fh::nn::initial_params(layout, 7);
         // Non-zero biases so that they matter.
         for (const auto& L : net.layers())
-            for (std::size_t k = 0; k < L.bias.size; ++k)
-                params[L.bias.offset + k] = 0.05f * static_cast<float>(k + 1);
+            for (std::size_t k = 0; k < L.bias.size; ++k) params[L.bias.offset + k] = 0.05f * static_cast<float>(k + 1);
         const int batch = 4;
         const auto X = fh::test::random_floats(batch * 5, 3, -1.f, 1.f);
         CpuDevice ops;
@@ -294,7 +290,8 @@ std::array<TwinRun, 3> run_twins(fh::ops::Device& ops, int batch, bool shared_in
     const std::size_t stride = b.layers().front().weight.offset - a.layers().front().weight.offset;
     const auto params_h = fh::nn::initial_params(layout, 17);
     auto params = ops.from_host<float>(params_h);
-    const std::size_t n_out = static_cast<std::size_t>(batch) * static_cast<std::size_t>(width), n_in = static_cast<std::size_t>(batch) * 6;
+    const std::size_t n_out = static_cast<std::size_t>(batch) * static_cast<std::size_t>(width),
+                      n_in = static_cast<std::size_t>(batch) * 6;
     const std::size_t x_stride = shared_input ? 0 : n_in;
     auto X = ops.from_host<float>(fh::test::random_floats(n_in + x_stride, 5, -1.f, 1.f));
     const auto dout_a = fh::test::random_floats(n_out, 6), dout_b = fh::test::random_floats(n_out, 7);
@@ -331,7 +328,8 @@ std::array<TwinRun, 3> run_twins(fh::ops::Device& ops, int batch, bool shared_in
     {
         auto grads = fh::nn::alloc_zeroed(ops, layout);
         auto ws = a.make_workspace(ops, 2 * batch);
-        CHECK_THROWS_AS(a.backward_batched(ops, params.cview(), grads.view(), {}, {}, ws, false), std::invalid_argument);
+        CHECK_THROWS_AS(a.backward_batched(ops, params.cview(), grads.view(), {}, {}, ws, false),
+                        std::invalid_argument);
         std::vector<float> dout = dout_a;
         dout.insert(dout.end(), dout_b.begin(), dout_b.end());
         auto d = ops.from_host<float>(dout);
@@ -375,7 +373,8 @@ TEST_CASE("Mlp backward of network k of a batched forward equals that network on
     for (int batch : {1, 5, 33})
         for (bool shared : {true, false})
             for (bool overlap : {false, true})
-                for (int width : {4, 1, fh::abi::kHeadBackwardMaxOut + 1}) {  // narrow heads (1: a value head), a wide one
+                for (int width :
+                     {4, 1, fh::abi::kHeadBackwardMaxOut + 1}) {  // narrow heads (1: a value head), a wide one
                     INFO("batch " << batch << " shared input " << shared << " overlap " << overlap << " width "
                                   << width);
                     const auto r = run_twins(ops, batch, shared, overlap, width);
@@ -393,7 +392,8 @@ TEST_CASE("CUDA Mlp backward of the networks of a batched forward equals the CPU
     for (int batch : {1, 5, 257, 1031})
         for (bool shared : {true, false})
             for (bool overlap : {false, true})
-                for (int width : {4, 1, fh::abi::kHeadBackwardMaxOut + 1}) {  // narrow heads (1: a value head), a wide one
+                for (int width :
+                     {4, 1, fh::abi::kHeadBackwardMaxOut + 1}) {  // narrow heads (1: a value head), a wide one
                     INFO("batch " << batch << " shared input " << shared << " overlap " << overlap << " width "
                                   << width);
                     const auto c = run_twins(cpu, batch, shared, overlap, width);
@@ -443,12 +443,12 @@ TEST_CASE("CUDA Mlp infer (one fused launch) equals the CPU forward within toler
         Activation act;
         bool fused;  // whether the GPU takes the fused path (48 KB of shared memory)
     };
-    const std::vector<Shape> shapes{{{50, 64, 64, 45}, Activation::tanh, true},    // PPO's small actor
-                                    {{50, 64, 64, 1}, Activation::tanh, true},     // and critic
+    const std::vector<Shape> shapes{{{50, 64, 64, 45}, Activation::tanh, true},  // PPO's small actor
+                                    {{50, 64, 64, 1}, Activation::tanh, true},   // and critic
                                     {{7, 33, 3}, Activation::relu, true},
                                     {{42, 129, 65, 7}, Activation::relu, true},
                                     {{5, 9, 9, 9, 9, 9, 2}, Activation::tanh, true},  // kMlpInferMaxLayers
-                                    {{50, 256, 256, 9}, Activation::relu, false}};  // 256 KB of weights
+                                    {{50, 256, 256, 9}, Activation::relu, false}};    // 256 KB of weights
     auto& gpu = fh::test::gpu_ops();
     for (const auto& sh : shapes) {
         ParamLayout layout;

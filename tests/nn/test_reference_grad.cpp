@@ -18,7 +18,8 @@ namespace ref = fh::nn::ref;
 
 namespace {
 
-template <class T> std::vector<T> random_vec(std::size_t n, std::uint64_t seed, double lo, double hi) {
+template <class T>
+std::vector<T> random_vec(std::size_t n, std::uint64_t seed, double lo, double hi) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> d(lo, hi);
     std::vector<T> v(n);
@@ -33,7 +34,8 @@ struct TinyMlp {
     std::vector<double> X, W1, b1, W2, b2;
 
     TinyMlp(Activation a1, Activation a2, std::uint64_t seed)
-        : act1(a1), act2(a2),
+        : act1(a1),
+          act2(a2),
           X(random_vec<double>(B * IN, seed, -1, 1)),
           W1(random_vec<double>(H * IN, seed + 1, -0.8, 0.8)),
           b1(random_vec<double>(H, seed + 2, -0.3, 0.3)),
@@ -62,17 +64,16 @@ struct TinyMlp {
                 std::vector<double>(OUT * H), std::vector<double>(OUT)};
         std::vector<double> dy2(y2.size()), dy1(y1.size());
         for (std::size_t i = 0; i < y2.size(); ++i) dy2[i] = 2 * y2[i];  // dL/dY2
-        ref::linear_backward(dy1.data(), g.W2.data(), g.b2.data(), dy2.data(), y2.data(),
-                             y1.data(), W2.data(), B, H, OUT, act2, false);
-        ref::linear_backward(g.X.data(), g.W1.data(), g.b1.data(), dy1.data(), y1.data(),
-                             X.data(), W1.data(), B, IN, H, act1, false);
+        ref::linear_backward(dy1.data(), g.W2.data(), g.b2.data(), dy2.data(), y2.data(), y1.data(), W2.data(), B, H,
+                             OUT, act2, false);
+        ref::linear_backward(g.X.data(), g.W1.data(), g.b1.data(), dy1.data(), y1.data(), X.data(), W1.data(), B, IN, H,
+                             act1, false);
         return g;
     }
 };
 
 /// Central differences of the loss with respect to every element of `param`.
-void check_against_fd(TinyMlp& net, std::vector<double>& param, const std::vector<double>& grad,
-                      const char* name) {
+void check_against_fd(TinyMlp& net, std::vector<double>& param, const std::vector<double>& grad, const char* name) {
     const double h = 1e-6;
     for (std::size_t i = 0; i < param.size(); ++i) {
         const double saved = param[i];
@@ -95,10 +96,11 @@ void check_against_fd(TinyMlp& net, std::vector<double>& param, const std::vecto
 }  // namespace
 
 TEST_CASE("linear reference gradients match central finite differences (double)", "[nn]") {
-    const std::pair<Activation, Activation> cases[] = {
-        {Activation::relu, Activation::none}, {Activation::tanh, Activation::none},
-        {Activation::relu, Activation::tanh}, {Activation::tanh, Activation::relu},
-        {Activation::none, Activation::none}};
+    const std::pair<Activation, Activation> cases[] = {{Activation::relu, Activation::none},
+                                                       {Activation::tanh, Activation::none},
+                                                       {Activation::relu, Activation::tanh},
+                                                       {Activation::tanh, Activation::relu},
+                                                       {Activation::none, Activation::none}};
     std::uint64_t seed = 100;
     for (auto [a1, a2] : cases) {
         INFO("activations " << static_cast<int>(a1) << ", " << static_cast<int>(a2));
@@ -118,8 +120,8 @@ TEST_CASE("linear reference: accumulate adds, null bias and null dX are skipped"
     const auto b = random_vec<double>(OUT, 3, -1, 1);
     std::vector<double> Y(B * OUT), Ynb(B * OUT);
     ref::linear_forward(Y.data(), X.data(), W.data(), b.data(), B, IN, OUT, Activation::none);
-    ref::linear_forward(Ynb.data(), X.data(), W.data(), static_cast<const double*>(nullptr), B, IN,
-                        OUT, Activation::none);
+    ref::linear_forward(Ynb.data(), X.data(), W.data(), static_cast<const double*>(nullptr), B, IN, OUT,
+                        Activation::none);
     for (int r = 0; r < B; ++r)
         for (int o = 0; o < OUT; ++o) {
             double z = 0;
@@ -130,13 +132,13 @@ TEST_CASE("linear reference: accumulate adds, null bias and null dX are skipped"
     const auto dY0 = random_vec<double>(B * OUT, 4, -1, 1);
     std::vector<double> dW(OUT * IN), db(OUT), dW2(OUT * IN), db2(OUT), dX(B * IN);
     auto dY = dY0;
-    ref::linear_backward(dX.data(), dW.data(), db.data(), dY.data(), Y.data(), X.data(), W.data(),
-                         B, IN, OUT, Activation::none, false);
+    ref::linear_backward(dX.data(), dW.data(), db.data(), dY.data(), Y.data(), X.data(), W.data(), B, IN, OUT,
+                         Activation::none, false);
     dW2 = dW;
     db2 = db;
     dY = dY0;
-    ref::linear_backward(static_cast<double*>(nullptr), dW2.data(), db2.data(), dY.data(), Y.data(),
-                         X.data(), W.data(), B, IN, OUT, Activation::none, true);
+    ref::linear_backward(static_cast<double*>(nullptr), dW2.data(), db2.data(), dY.data(), Y.data(), X.data(), W.data(),
+                         B, IN, OUT, Activation::none, true);
     for (std::size_t i = 0; i < dW.size(); ++i) REQUIRE(dW2[i] == Approx(2 * dW[i]).margin(1e-15));
     for (std::size_t i = 0; i < db.size(); ++i) REQUIRE(db2[i] == Approx(2 * db[i]).margin(1e-15));
 }
@@ -148,21 +150,21 @@ TEST_CASE("CPU linear ops are the float reference and close to double", "[nn]") 
         INFO("activation " << static_cast<int>(act));
         const auto Xd = random_vec<double>(B * IN, 7, -1, 1), Wd = random_vec<double>(OUT * IN, 8, -0.5, 0.5);
         const auto bd = random_vec<double>(OUT, 9, -0.5, 0.5), dYd = random_vec<double>(B * OUT, 10, -1, 1);
-        const std::vector<float> Xf(Xd.begin(), Xd.end()), Wf(Wd.begin(), Wd.end()),
-            bf(bd.begin(), bd.end()), dYf(dYd.begin(), dYd.end());
+        const std::vector<float> Xf(Xd.begin(), Xd.end()), Wf(Wd.begin(), Wd.end()), bf(bd.begin(), bd.end()),
+            dYf(dYd.begin(), dYd.end());
 
         auto X = ops.from_host<float>(Xf), W = ops.from_host<float>(Wf), b = ops.from_host<float>(bf);
         auto Y = ops.alloc<float>(B * OUT), dY = ops.from_host<float>(dYf);
         auto dX = ops.alloc<float>(B * IN), dW = ops.alloc<float>(OUT * IN), db = ops.alloc<float>(OUT);
         ops.linear_forward(Y.view(), X.cview(), W.cview(), b.cview(), B, IN, OUT, act);
-        ops.linear_backward(dX.view(), dW.view(), db.view(), dY.view(), Y.cview(), X.cview(),
-                            W.cview(), B, IN, OUT, act, false);
+        ops.linear_backward(dX.view(), dW.view(), db.view(), dY.view(), Y.cview(), X.cview(), W.cview(), B, IN, OUT,
+                            act, false);
 
         // Bit-identical to the float reference.
         std::vector<float> Yr(B * OUT), dYr = dYf, dXr(B * IN), dWr(OUT * IN), dbr(OUT);
         ref::linear_forward(Yr.data(), Xf.data(), Wf.data(), bf.data(), B, IN, OUT, act);
-        ref::linear_backward(dXr.data(), dWr.data(), dbr.data(), dYr.data(), Yr.data(), Xf.data(),
-                             Wf.data(), B, IN, OUT, act, false);
+        ref::linear_backward(dXr.data(), dWr.data(), dbr.data(), dYr.data(), Yr.data(), Xf.data(), Wf.data(), B, IN,
+                             OUT, act, false);
         CHECK(ops.to_host(Y.cview()) == Yr);
         CHECK(ops.to_host(dY.cview()) == dYr);
         CHECK(ops.to_host(dX.cview()) == dXr);
@@ -172,8 +174,8 @@ TEST_CASE("CPU linear ops are the float reference and close to double", "[nn]") 
         // Close to double.
         std::vector<double> Yd(B * OUT), dYdd = dYd, dXd(B * IN), dWd(OUT * IN), dbd(OUT);
         ref::linear_forward(Yd.data(), Xd.data(), Wd.data(), bd.data(), B, IN, OUT, act);
-        ref::linear_backward(dXd.data(), dWd.data(), dbd.data(), dYdd.data(), Yd.data(), Xd.data(),
-                             Wd.data(), B, IN, OUT, act, false);
+        ref::linear_backward(dXd.data(), dWd.data(), dbd.data(), dYdd.data(), Yd.data(), Xd.data(), Wd.data(), B, IN,
+                             OUT, act, false);
         auto close = [](const std::vector<float>& f, const std::vector<double>& d) {
             for (std::size_t i = 0; i < f.size(); ++i)
                 if (std::abs(f[i] - d[i]) > 1e-5 + 1e-5 * std::abs(d[i])) return false;

@@ -25,7 +25,9 @@ using fh::test::random_floats;
 namespace {
 
 /// Uneven groups of a 13-wide row.
-fh::attention::Groups groups13() { return fh::attention::Groups{4, {0, 3, 4, 9, 13}}; }
+fh::attention::Groups groups13() {
+    return fh::attention::Groups{4, {0, 3, 4, 9, 13}};
+}
 
 fh::trainers::QNetworkConfig network(bool attention) {
     fh::trainers::QNetworkConfig c;
@@ -155,9 +157,9 @@ TEST_CASE("feature attention ops equal the row math; one X under several network
     auto bad = g;
     bad.begin[2] = 2;
     bad.begin[1] = 3;
-    CHECK_THROWS_AS(fh::ops::group_attention_forward(ops, out.view(), alpha.view(), x.cview(), scores.cview(), bad, rows,
-                                                     x_rows),
-                    std::invalid_argument);
+    CHECK_THROWS_AS(
+        fh::ops::group_attention_forward(ops, out.view(), alpha.view(), x.cview(), scores.cview(), bad, rows, x_rows),
+        std::invalid_argument);
 }
 
 TEST_CASE("QNetwork with attention: zero attention weights give the plain network's outputs, bit for bit",

@@ -133,7 +133,8 @@ TEST_CASE("DQN ensemble acting: the heads' mean Q, greedy on it, the UCB score o
             const HeadParams h = with_heads(h1, K);
             const int n = 40, A = h.num_actions;
             INFO("scalar " << scalar << " K " << K);
-            const auto outputs = random_floats(n * fh::dqn::output_width(h), 60 + static_cast<std::uint64_t>(K), -2.f, 2.f);
+            const auto outputs =
+                random_floats(n * fh::dqn::output_width(h), 60 + static_cast<std::uint64_t>(K), -2.f, 2.f);
             std::vector<Acted> heads;
             for (int k = 0; k < K; ++k) heads.push_back(act(ops, head_rows(outputs, h, k, n), h1, n, nullptr));
             const Acted greedy = act(ops, outputs, h, n, nullptr);
@@ -147,7 +148,8 @@ TEST_CASE("DQN ensemble acting: the heads' mean Q, greedy on it, the UCB score o
                 std::vector<double> mean(static_cast<std::size_t>(A)), score(mean.size());
                 for (int a = 0; a < A; ++a) {
                     double s = 0, s2 = 0;
-                    for (int k = 0; k < K; ++k) s += heads[static_cast<std::size_t>(k)].q[static_cast<std::size_t>(e * A + a)];
+                    for (int k = 0; k < K; ++k)
+                        s += heads[static_cast<std::size_t>(k)].q[static_cast<std::size_t>(e * A + a)];
                     const double m = s / K;
                     for (int k = 0; k < K; ++k) {
                         const double d = heads[static_cast<std::size_t>(k)].q[static_cast<std::size_t>(e * A + a)] - m;
@@ -156,7 +158,8 @@ TEST_CASE("DQN ensemble acting: the heads' mean Q, greedy on it, the UCB score o
                     mean[static_cast<std::size_t>(a)] = m;
                     score[static_cast<std::size_t>(a)] = m + 3.0 * std::sqrt(s2 / K);
                     REQUIRE(greedy.q[static_cast<std::size_t>(e * A + a)] == Approx(m).margin(1e-6));
-                    REQUIRE(ucb.q[static_cast<std::size_t>(e * A + a)] == greedy.q[static_cast<std::size_t>(e * A + a)]);
+                    REQUIRE(ucb.q[static_cast<std::size_t>(e * A + a)] ==
+                            greedy.q[static_cast<std::size_t>(e * A + a)]);
                 }
                 const auto best = [&](const std::vector<double>& v) {
                     return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
@@ -200,8 +203,12 @@ TEST_CASE("DQN ensemble loss: each head row is the one-head loss, weighted by it
                                 one.stats[static_cast<std::size_t>(s * B + b)]);
                     for (int i = 0; i < W; ++i) {
                         const float got = all.d_head[static_cast<std::size_t>(r * W + i)];
-                        if (mask == 0.f) REQUIRE(got == 0.f);
-                        else REQUIRE(got == Approx(one.d_head[static_cast<std::size_t>(b * W + i)] / K).margin(1e-9).epsilon(1e-5));
+                        if (mask == 0.f)
+                            REQUIRE(got == 0.f);
+                        else
+                            REQUIRE(
+                                got ==
+                                Approx(one.d_head[static_cast<std::size_t>(b * W + i)] / K).margin(1e-9).epsilon(1e-5));
                     }
                 }
             }
@@ -223,7 +230,8 @@ TEST_CASE("DQN ensemble loss: each head row is the one-head loss, weighted by it
         }
 }
 
-TEST_CASE("DQN ensemble bootstrap masks: fixed per transition, Bernoulli(p), drawn by sampling", "[dqn][ops][ensemble]") {
+TEST_CASE("DQN ensemble bootstrap masks: fixed per transition, Bernoulli(p), drawn by sampling",
+          "[dqn][ops][ensemble]") {
     // The mask function: 1 at p = 1; about p of the heads otherwise; a function of (env, step, head).
     for (int k = 0; k < 32; ++k) CHECK(fh::dqn::bootstrap_mask(5, 3, 1000, k, 1.0f) == 1.0f);
     for (float p : {0.2f, 0.5f, 0.9f}) {
@@ -235,14 +243,16 @@ TEST_CASE("DQN ensemble bootstrap masks: fixed per transition, Bernoulli(p), dra
         CHECK(ones / (envs * steps * K) == Approx(p).margin(0.02));
     }
     int heads_differ = 0;
-    for (int s = 0; s < 64; ++s) heads_differ += fh::dqn::bootstrap_mask(5, 1, s, 0, 0.5f) != fh::dqn::bootstrap_mask(5, 1, s, 7, 0.5f);
+    for (int s = 0; s < 64; ++s)
+        heads_differ += fh::dqn::bootstrap_mask(5, 1, s, 0, 0.5f) != fh::dqn::bootstrap_mask(5, 1, s, 7, 0.5f);
     CHECK(heads_differ > 10);
     CHECK(fh::dqn::bootstrap_mask(5, 2, 9, 3, 0.5f) == fh::dqn::bootstrap_mask(5, 2, 9, 3, 0.5f));
 
     // dqn_sample writes each row's masks of its first transition (the draw's env and step).
     fh::ops::CpuDevice ops;
     const int cap = 20, n = 6, D = 3, B = 41, K = 4;
-    auto rs = ops.from_host<float>(random_floats(cap * n * D, 1)), rn = ops.from_host<float>(random_floats(cap * n * D, 2));
+    auto rs = ops.from_host<float>(random_floats(cap * n * D, 1)),
+         rn = ops.from_host<float>(random_floats(cap * n * D, 2));
     auto rr = ops.from_host<float>(random_floats(cap * n, 3));
     auto ra = ops.from_host<int>(std::vector<int>(cap * n, 1));
     auto rd = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(cap * n, 0));
@@ -251,15 +261,17 @@ TEST_CASE("DQN ensemble bootstrap masks: fixed per transition, Bernoulli(p), dra
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a});
     const fh::dqn::Counters counters{57, 4, 57};
     auto cnt = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{counters});
-    auto x = ops.alloc<float>(2 * B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B), masks = ops.alloc<float>(B * K);
+    auto x = ops.alloc<float>(2 * B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B),
+         masks = ops.alloc<float>(B * K);
     auto ba = ops.alloc<int>(B);
-    fh::ops::dqn_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, cnt.cview(), ag.cview(), B, masks.view(), K);
+    fh::ops::dqn_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, cnt.cview(), ag.cview(), B, masks.view(),
+                        K);
     const auto got = ops.to_host(masks.cview());
-    const fh::replay::ReplayView view{rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(),
-                                      rd.cview().data(), cap, n, D};
+    const fh::replay::ReplayView view{
+        rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(), rd.cview().data(), cap, n, D};
     const auto range = fh::dqn::sample_range(counters.pushed, cap, a.n_step);
-    const fh::replay::SampleParams sp{a.seed, static_cast<std::uint64_t>(counters.updates + 1), range.oldest,
-                                      range.count, a.n_step, a.gamma};
+    const fh::replay::SampleParams sp{
+        a.seed, static_cast<std::uint64_t>(counters.updates + 1), range.oldest, range.count, a.n_step, a.gamma};
     double ones = 0;
     for (int b = 0; b < B; ++b) {
         const auto draw = fh::replay::draw_nstep(b, view, sp);
@@ -267,7 +279,8 @@ TEST_CASE("DQN ensemble bootstrap masks: fixed per transition, Bernoulli(p), dra
         CHECK(draw.step < range.oldest + range.count);
         CHECK(draw.first == (draw.step % cap) * n + draw.env);
         for (int k = 0; k < K; ++k) {
-            REQUIRE(got[static_cast<std::size_t>(b * K + k)] == fh::dqn::bootstrap_mask(a.seed, draw.env, draw.step, k, 0.5f));
+            REQUIRE(got[static_cast<std::size_t>(b * K + k)] ==
+                    fh::dqn::bootstrap_mask(a.seed, draw.env, draw.step, k, 0.5f));
             ones += got[static_cast<std::size_t>(b * K + k)];
         }
     }
@@ -321,7 +334,8 @@ TEST_CASE("the DQN ensemble's acting, loss and masks on the GPU equal their CPU 
                         std::vector<float> row(ac.q.begin() + e * 9, ac.q.begin() + e * 9 + 9);
                         std::sort(row.begin(), row.end());
                         if (row[8] - row[7] > 1e-3f && mode != 1)
-                            REQUIRE(ag_.actions[static_cast<std::size_t>(e)] == ac.actions[static_cast<std::size_t>(e)]);
+                            REQUIRE(ag_.actions[static_cast<std::size_t>(e)] ==
+                                    ac.actions[static_cast<std::size_t>(e)]);
                     }
                     if (scalar) CHECK(ag_.actions == ac.actions);  // the same floats per head: the same choices
                 }
@@ -329,16 +343,19 @@ TEST_CASE("the DQN ensemble's acting, loss and masks on the GPU equal their CPU 
     // The masks: sampling on both backends from one ring.
     const int cap = 30, n = 11, D = 5, B = 100, K = 6;
     auto sample_masks = [&](fh::ops::Device& ops) {
-        auto rs = ops.from_host<float>(random_floats(cap * n * D, 1)), rn = ops.from_host<float>(random_floats(cap * n * D, 2));
+        auto rs = ops.from_host<float>(random_floats(cap * n * D, 1)),
+             rn = ops.from_host<float>(random_floats(cap * n * D, 2));
         auto rr = ops.from_host<float>(random_floats(cap * n, 3));
         auto ra = ops.from_host<int>(std::vector<int>(cap * n, 2));
         auto rd = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(cap * n, 0));
         const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
         auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{ensemble_agent(0.f, 0.3f)});
         auto cnt = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{95, 12, 95}});
-        auto x = ops.alloc<float>(2 * B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B), m = ops.alloc<float>(B * K);
+        auto x = ops.alloc<float>(2 * B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B),
+             m = ops.alloc<float>(B * K);
         auto ba = ops.alloc<int>(B);
-        fh::ops::dqn_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, cnt.cview(), ag.cview(), B, m.view(), K);
+        fh::ops::dqn_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, cnt.cview(), ag.cview(), B, m.view(),
+                            K);
         return std::pair{ops.to_host(m.cview()), ops.to_host(x.cview())};
     };
     const auto mc = sample_masks(cpu), mg = sample_masks(gpu);

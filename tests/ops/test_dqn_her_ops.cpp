@@ -143,7 +143,8 @@ TEST_CASE("HER relabelling on a hand-made ring: the worked example of docs/dqn.m
         for (const auto& hp : {fh::her::RelabelParams{1.0f, 0.05f, 50, kCol, 2},    // steps 1, 2 stored
                                fh::her::RelabelParams{1.0f, 0.05f, 2, kCol, 7}}) {  // 2 steps looked at
             std::set<int> futures;
-            for (int b = 0; b < 64; ++b) futures.insert(fh::her::draw_goal_nstep(b, r.view(), r.goals.data(), sp, hp).future);
+            for (int b = 0; b < 64; ++b)
+                futures.insert(fh::her::draw_goal_nstep(b, r.view(), r.goals.data(), sp, hp).future);
             CHECK(futures == std::set<int>{0, 1});
         }
     }
@@ -183,9 +184,10 @@ TEST_CASE("HER's future scan: the first done flag at or after the step, bounded 
     CHECK(last(81, 100, 99) == 18);
 }
 
-TEST_CASE("HER ops on the CPU: observe writes the slot's goals and the acting rows; the sampler is dqn_sample's "
-          "draw with goals",
-          "[dqn][her][ops]") {
+TEST_CASE(
+    "HER ops on the CPU: observe writes the slot's goals and the acting rows; the sampler is dqn_sample's "
+    "draw with goals",
+    "[dqn][her][ops]") {
     fh::ops::CpuDevice ops;
     const auto f = fh::test::small_market(ops);
     const int n = 6, cap = 9, D = f.params.state_dim, DG = D + fh::her::kGoalFeatures;
@@ -214,7 +216,8 @@ TEST_CASE("HER ops on the CPU: observe writes the slot's goals and the acting ro
                                                   a.her_goal_max);
             REQUIRE(gl[static_cast<std::size_t>((step % cap) * n + e)] == g);
             const float* row = o.data() + e * DG;
-            REQUIRE(std::vector<float>(row, row + D) == std::vector<float>(states.begin() + e * D, states.begin() + (e + 1) * D));
+            REQUIRE(std::vector<float>(row, row + D) ==
+                    std::vector<float>(states.begin() + e * D, states.begin() + (e + 1) * D));
             REQUIRE(row[D] == g);
             REQUIRE(row[D + 1] == g - states[static_cast<std::size_t>(e * D + col)]);
         }
@@ -343,9 +346,14 @@ HerRun run_her(fh::ops::Device& ops) {
     auto rd = ops.alloc<std::uint8_t>(N * rows);
     auto goals = ops.alloc<float>(N * rows);
     ops.fill(goals.view(), 0.0f);
-    const fh::ops::RingViews one{rs.view().subview(0, rows * D), rn.view().subview(0, rows * D),
-                                 ra.view().subview(0, rows), rr.view().subview(0, rows), rd.view().subview(0, rows),
-                                 cap, n, D};
+    const fh::ops::RingViews one{rs.view().subview(0, rows * D),
+                                 rn.view().subview(0, rows * D),
+                                 ra.view().subview(0, rows),
+                                 rr.view().subview(0, rows),
+                                 rd.view().subview(0, rows),
+                                 cap,
+                                 n,
+                                 D};
     auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}});
     std::vector<fh::dqn::AgentParams> agents{her_agent(0.8f, 0.05f, params.episode_length),
                                              her_agent(0.5f, 0.2f, params.episode_length)};
@@ -392,8 +400,8 @@ HerRun run_her(fh::ops::Device& ops) {
     auto eval_goal = ops.from_host<float>(std::vector<float>{0.7f, -0.4f});
     auto eval_obs = ops.alloc<float>(N * n * DG);
     fh::ops::dqn_goal_states(ops, eval_obs.view(), states2.cview(), eval_goal.cview(), D);
-    return {ops.to_host(obs2.cview()), ops.to_host(goals.cview()),   ops.to_host(x.cview()),
-            ops.to_host(br.cview()),   ops.to_host(bd.cview()),      ops.to_host(masks.cview()),
+    return {ops.to_host(obs2.cview()), ops.to_host(goals.cview()),    ops.to_host(x.cview()),
+            ops.to_host(br.cview()),   ops.to_host(bd.cview()),       ops.to_host(masks.cview()),
             ops.to_host(bg.cview()),   ops.to_host(eval_obs.cview()), ops.to_host(ba.cview())};
 }
 

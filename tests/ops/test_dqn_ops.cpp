@@ -71,7 +71,10 @@ TEST_CASE("C51 projection: hand-computed cases", "[dqn]") {
                 for (double d : {0.0, 0.5, 0.99}) {
                     const auto m = project(p, r, d, h);
                     double total = 0;
-                    for (double x : m) { REQUIRE(x >= 0); total += x; }
+                    for (double x : m) {
+                        REQUIRE(x >= 0);
+                        total += x;
+                    }
                     REQUIRE(total == Approx(1.0).margin(1e-12));
                 }
         }
@@ -90,12 +93,12 @@ TEST_CASE("C51 cross-entropy gradient is p - m on the taken action only", "[dqn]
     const std::vector<int> actions{2, 0};
     const std::vector<double> returns{0.5, -0.25}, discounts{0.9, 0.0};
     for (int b = 0; b < B; ++b) {
-        const double loss = fh::dqn::c51_sample_loss<double>(b, logits.data(), probs.data(), q_next.data(),
-                                                             probs_next.data(), actions.data(), returns.data(),
-                                                             discounts.data(), d.data(), 1.0, h);
+        const double loss =
+            fh::dqn::c51_sample_loss<double>(b, logits.data(), probs.data(), q_next.data(), probs_next.data(),
+                                             actions.data(), returns.data(), discounts.data(), d.data(), 1.0, h);
         const int a_star = fh::policy::argmax(&q_next[b * 3], 3);
-        const auto m = project({&probs_next[b * AZ + a_star * 5], &probs_next[b * AZ + a_star * 5] + 5},
-                               returns[b], discounts[b], h);
+        const auto m = project({&probs_next[b * AZ + a_star * 5], &probs_next[b * AZ + a_star * 5] + 5}, returns[b],
+                               discounts[b], h);
         double want_loss = 0;
         for (int z = 0; z < 5; ++z) want_loss -= m[z] * std::log(probs[b * AZ + actions[b] * 5 + z]);
         CHECK(loss == Approx(want_loss).epsilon(1e-12));
@@ -112,9 +115,13 @@ TEST_CASE("n-step returns stop at episode ends; terminations do not bootstrap", 
     const int cap = 8;
     std::vector<float> states(cap), next(cap), rewards{1, 2, 4, 8, 16, 32, 64, 128};
     std::vector<int> actions{0, 1, 2, 3, 4, 5, 6, 7};
-    for (int s = 0; s < cap; ++s) { states[s] = static_cast<float>(s); next[s] = 100.f + s; }
+    for (int s = 0; s < cap; ++s) {
+        states[s] = static_cast<float>(s);
+        next[s] = 100.f + s;
+    }
     auto sample = [&](std::vector<std::uint8_t> done, long long step, int n) {
-        const fh::replay::ReplayView r{states.data(), next.data(), actions.data(), rewards.data(), done.data(), cap, 1, 1};
+        const fh::replay::ReplayView r{
+            states.data(), next.data(), actions.data(), rewards.data(), done.data(), cap, 1, 1};
         const fh::replay::SampleParams p{1, 0, step, 1, n, 0.5f};
         float s = 0, ns = 0, ret = 0, disc = 0;
         int a = 0;
@@ -133,14 +140,16 @@ TEST_CASE("n-step returns stop at episode ends; terminations do not bootstrap", 
         CHECK(ns == 103.f);
     }
     SECTION("a truncated episode stops the sum and bootstraps from its last state") {
-        auto d = running; d[2] = kTruncated;
+        auto d = running;
+        d[2] = kTruncated;
         auto [ret, disc, ns] = sample(d, 1, 3);  // 2 + 0.5*4
         CHECK(ret == 4.0f);
         CHECK(disc == 0.25f);
         CHECK(ns == 102.f);
     }
     SECTION("a termination stops the sum and does not bootstrap") {
-        auto d = running; d[2] = kTerminated;
+        auto d = running;
+        d[2] = kTerminated;
         auto [ret, disc, ns] = sample(d, 1, 3);
         CHECK(ret == 4.0f);
         CHECK(disc == 0.0f);
@@ -259,8 +268,8 @@ std::tuple<std::vector<float>, std::vector<float>, std::vector<long long>, std::
     for (int i = 0; i < cap * n_envs; ++i) acts[i] = i % 5, done[i] = static_cast<std::uint8_t>(i % 13 == 0 ? 1 : 0);
     auto ra = ops.from_host<int>(acts);
     auto rd = ops.from_host<std::uint8_t>(done);
-    const fh::replay::ReplayView r{rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(),
-                                   rd.cview().data(), cap, n_envs, D};
+    const fh::replay::ReplayView r{
+        rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(), rd.cview().data(), cap, n_envs, D};
     auto bs = ops.alloc<float>(B * D), bn = ops.alloc<float>(B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B);
     auto ba = ops.alloc<int>(B);
     auto counter = ops.from_host<long long>(std::vector<long long>{8});
@@ -293,8 +302,10 @@ TEST_CASE("n-step sampling that advances its update counter samples at counter +
     fh::ops::CpuDevice cpu;
     const auto [states, returns, counts, tickets] = sample_advancing(cpu);
     const std::size_t half_s = states.size() / 2, half_r = returns.size() / 2;
-    CHECK(std::vector<float>(states.begin(), states.begin() + half_s) == std::vector<float>(states.begin() + half_s, states.end()));
-    CHECK(std::vector<float>(returns.begin(), returns.begin() + half_r) == std::vector<float>(returns.begin() + half_r, returns.end()));
+    CHECK(std::vector<float>(states.begin(), states.begin() + half_s) ==
+          std::vector<float>(states.begin() + half_s, states.end()));
+    CHECK(std::vector<float>(returns.begin(), returns.begin() + half_r) ==
+          std::vector<float>(returns.begin() + half_r, returns.end()));
     CHECK(counts == std::vector<long long>{9, 10});
     // Not with an update number from update_from as well.
     auto c = cpu.from_host<long long>(std::vector<long long>{0});
@@ -305,11 +316,11 @@ TEST_CASE("n-step sampling that advances its update counter samples at counter +
     const std::vector<int> ring_a(8, 0);
     const std::vector<std::uint8_t> ring_d(8, 0);
     const fh::replay::ReplayView r{ring.data(), ring.data() + 32, ring_a.data(), ring.data(), ring_d.data(), 8, 1, 1};
-    CHECK_THROWS_WITH(fh::ops::nstep_sample(cpu, x.view().subview(0, 1), x.view().subview(1, 1), i.view(),
-                                            x.view().subview(2, 1), x.view().subview(3, 1), r,
-                                            fh::replay::SampleParams{1, 0, 0, 4, 1, 0.9f}, 1, c.cview(),
-                                            fh::ops::CounterAdvance{c.view(), t.view()}),
-                      Catch::Contains("update_from and from advance"));
+    CHECK_THROWS_WITH(
+        fh::ops::nstep_sample(cpu, x.view().subview(0, 1), x.view().subview(1, 1), i.view(), x.view().subview(2, 1),
+                              x.view().subview(3, 1), r, fh::replay::SampleParams{1, 0, 0, 4, 1, 0.9f}, 1, c.cview(),
+                              fh::ops::CounterAdvance{c.view(), t.view()}),
+        Catch::Contains("update_from and from advance"));
 }
 
 TEST_CASE("GPU n-step sampling that advances its counter equals the CPU's, the ticket zero after", "[gpu][dqn]") {
@@ -334,18 +345,28 @@ TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal
         const auto rewards = random_floats(cap * n_envs, 3);
         std::vector<int> acts(cap * n_envs);
         std::vector<std::uint8_t> done(cap * n_envs);
-        for (int i = 0; i < cap * n_envs; ++i) { acts[i] = i % 9; done[i] = static_cast<std::uint8_t>(i % 17 == 0 ? 1 : i % 11 == 0 ? 2 : 0); }
+        for (int i = 0; i < cap * n_envs; ++i) {
+            acts[i] = i % 9;
+            done[i] = static_cast<std::uint8_t>(i % 17 == 0 ? 1 : i % 11 == 0 ? 2 : 0);
+        }
         const auto q = random_floats(4099 * 9, 4);
         auto run = [&](fh::ops::Device& ops) {
             auto rs = ops.from_host<float>(states), rn = ops.from_host<float>(next), rr = ops.from_host<float>(rewards);
             auto ra = ops.from_host<int>(acts);
             auto rd = ops.from_host<std::uint8_t>(done);
-            const fh::replay::ReplayView r{rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(),
-                                        rd.cview().data(), cap, n_envs, D};
-            auto bs = ops.alloc<float>(B * D), bn = ops.alloc<float>(B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B);
+            const fh::replay::ReplayView r{rs.cview().data(),
+                                           rn.cview().data(),
+                                           ra.cview().data(),
+                                           rr.cview().data(),
+                                           rd.cview().data(),
+                                           cap,
+                                           n_envs,
+                                           D};
+            auto bs = ops.alloc<float>(B * D), bn = ops.alloc<float>(B * D), br = ops.alloc<float>(B),
+                 bd = ops.alloc<float>(B);
             auto ba = ops.alloc<int>(B);
             fh::ops::nstep_sample(ops, bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
-                             fh::replay::SampleParams{42, 9, 50, 30, 3, 0.97f}, B);
+                                  fh::replay::SampleParams{42, 9, 50, 30, 3, 0.97f}, B);
             auto qb = ops.from_host<float>(q);
             auto ea = ops.alloc<int>(4099);
             fh::ops::epsilon_greedy(ops, ea.view(), qb.cview(), 9, 0.3f, 5, 11);
@@ -353,9 +374,9 @@ TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal
             ops.mean(m.view(), br.cview());
             auto hist = ops.from_host<unsigned long long>(std::vector<unsigned long long>(9, 0));
             fh::ops::action_histogram(ops, hist.view(), ea.cview(), 9);
-            return std::tuple{ops.to_host(bs.cview()), ops.to_host(bn.cview()), ops.to_host(ba.cview()),
-                              ops.to_host(br.cview()), ops.to_host(bd.cview()), ops.to_host(ea.cview()),
-                              ops.to_host(m.cview()), ops.to_host(hist.cview())};
+            return std::tuple{ops.to_host(bs.cview()), ops.to_host(bn.cview()),  ops.to_host(ba.cview()),
+                              ops.to_host(br.cview()), ops.to_host(bd.cview()),  ops.to_host(ea.cview()),
+                              ops.to_host(m.cview()),  ops.to_host(hist.cview())};
         };
         const auto c = run(cpu);
         const auto g = run(gpu);

@@ -90,8 +90,10 @@ void unfused_loss(const std::vector<float>& hs, const std::vector<float>& hsel, 
         stats[2 * B + b] = td[b];
         stats[3 * B + b] = qs[b * A + actions[b]];
         if (cql > 0)
-            stats[4 * B + b] = fh::dqn::cql_sample_loss<double>(b, ps.data(), qs.data(), actions.data(), dq.data(), 1.0 / B, h);
-        std::vector<double> d_logits(static_cast<std::size_t>(AZ)), dv(static_cast<std::size_t>(Z)), da(d_logits.size());
+            stats[4 * B + b] =
+                fh::dqn::cql_sample_loss<double>(b, ps.data(), qs.data(), actions.data(), dq.data(), 1.0 / B, h);
+        std::vector<double> d_logits(static_cast<std::size_t>(AZ)), dv(static_cast<std::size_t>(Z)),
+            da(d_logits.size());
         for (int i = 0; i < AZ; ++i)
             d_logits[i] = alpha * dc[b * AZ + i] + (1 - alpha) * dm[b * AZ + i] + cql * dq[b * AZ + i];
         fh::dqn::head_backward<double>(d_logits.data(), dv.data(), da.data(), h);
@@ -109,8 +111,14 @@ struct LossCase {
 
 LossCase loss_case(const HeadParams& h, int B, std::uint64_t seed) {
     const int W = fh::dqn::head_width(h);
-    LossCase c{h, B, random_floats(B * W, seed), random_floats(B * W, seed + 1), random_floats(B * W, seed + 2),
-               random_floats(B, seed + 3, -4.f, 4.f), random_floats(B, seed + 4, 0.f, 0.99f), {}};
+    LossCase c{h,
+               B,
+               random_floats(B * W, seed),
+               random_floats(B * W, seed + 1),
+               random_floats(B * W, seed + 2),
+               random_floats(B, seed + 3, -4.f, 4.f),
+               random_floats(B, seed + 4, 0.f, 0.99f),
+               {}};
     c.discounts[0] = 0.f;  // a terminal transition
     for (int b = 0; b < B; ++b) c.actions.push_back((b * 7 + 3) % h.num_actions);
     return c;
@@ -157,17 +165,18 @@ TEST_CASE("the fused DQN loss equals the unfused head, losses, blend, CQL and he
         for (int Z : {5, 51})
             for (double alpha : {0.0, 0.4, 1.0})
                 for (double cql : {0.0, 0.7}) {
-                const HeadParams h{4, Z, dueling, -3.f, 3.f};
-                const int B = 9;
-                INFO("dueling " << dueling << " Z " << Z << " alpha " << alpha << " cql " << cql);
-                const LossCase c = loss_case(h, B, 100 + static_cast<std::uint64_t>(Z));
-                const LossOut got = run_loss(ops, c, agent(static_cast<float>(alpha), 0.01f, 0, static_cast<float>(cql)), false);
-                std::vector<double> d_ref, s_ref;
-                unfused_loss(c.hs, c.hsel, c.ht, c.actions, c.returns, c.discounts, alpha, cql, h, B, d_ref, s_ref);
-                const std::vector<float> d_ref_f(d_ref.begin(), d_ref.end()), s_ref_f(s_ref.begin(), s_ref.end());
-                FH_REQUIRE_CLOSE(got.d_head, d_ref_f, 2e-6, 2e-4);
-                FH_REQUIRE_CLOSE(got.stats, s_ref_f, 2e-5, 2e-4);
-            }
+                    const HeadParams h{4, Z, dueling, -3.f, 3.f};
+                    const int B = 9;
+                    INFO("dueling " << dueling << " Z " << Z << " alpha " << alpha << " cql " << cql);
+                    const LossCase c = loss_case(h, B, 100 + static_cast<std::uint64_t>(Z));
+                    const LossOut got =
+                        run_loss(ops, c, agent(static_cast<float>(alpha), 0.01f, 0, static_cast<float>(cql)), false);
+                    std::vector<double> d_ref, s_ref;
+                    unfused_loss(c.hs, c.hsel, c.ht, c.actions, c.returns, c.discounts, alpha, cql, h, B, d_ref, s_ref);
+                    const std::vector<float> d_ref_f(d_ref.begin(), d_ref.end()), s_ref_f(s_ref.begin(), s_ref.end());
+                    FH_REQUIRE_CLOSE(got.d_head, d_ref_f, 2e-6, 2e-4);
+                    FH_REQUIRE_CLOSE(got.stats, s_ref_f, 2e-5, 2e-4);
+                }
 }
 
 TEST_CASE("the scalar head (dqn.head = mse): its loss gradient matches finite differences; the op equals it",
@@ -182,13 +191,16 @@ TEST_CASE("the scalar head (dqn.head = mse): its loss gradient matches finite di
             const LossCase c = loss_case(h, B, 300 + static_cast<std::uint64_t>(dueling));
             const LossOut got = run_loss(ops, c, agent(0.4f, 0.01f, 0, static_cast<float>(cql)), false);
             for (int b = 0; b < B; ++b) {
-                auto rows = [&](const std::vector<float>& v) { return std::vector<double>(v.begin() + b * W, v.begin() + (b + 1) * W); };
+                auto rows = [&](const std::vector<float>& v) {
+                    return std::vector<double>(v.begin() + b * W, v.begin() + (b + 1) * W);
+                };
                 const auto hsel = rows(c.hsel), ht = rows(c.ht);
                 // L(row_s) = (MSE + cql * CQL) / B, in double.
                 auto loss = [&](const std::vector<double>& hs, std::vector<double>* d) {
                     std::vector<double> grad(static_cast<std::size_t>(W)), q(10), st(fh::dqn::kSampleStats);
                     fh::dqn::scalar_sample_loss<double>(hs.data(), hsel.data(), ht.data(), c.actions[b], c.returns[b],
-                                                        c.discounts[b], 1.0 / B, cql, h, grad.data(), q.data(), st.data());
+                                                        c.discounts[b], 1.0 / B, cql, h, grad.data(), q.data(),
+                                                        st.data());
                     if (d) *d = grad;
                     return st;
                 };
@@ -201,7 +213,8 @@ TEST_CASE("the scalar head (dqn.head = mse): its loss gradient matches finite di
                     minus[i] -= 1e-6;
                     const auto lp = loss(plus, nullptr), lm = loss(minus, nullptr);
                     const double numeric = ((lp[fh::dqn::kStatMse] + cql * lp[fh::dqn::kStatCql]) -
-                                            (lm[fh::dqn::kStatMse] + cql * lm[fh::dqn::kStatCql])) / (2e-6 * B);
+                                            (lm[fh::dqn::kStatMse] + cql * lm[fh::dqn::kStatCql])) /
+                                           (2e-6 * B);
                     REQUIRE(grad[i] == Approx(numeric).margin(1e-7).epsilon(1e-5));
                     REQUIRE(got.d_head[b * W + i] == Approx(grad[i]).margin(1e-6).epsilon(1e-4));
                 }
@@ -369,8 +382,8 @@ TEST_CASE("the steps an update samples: never the slot the collection beside it 
     CHECK(sample_range(25, 10, 3).count == 7);
     for (long long pushed = 3; pushed < 40; ++pushed) {
         const auto r = sample_range(pushed, 10, 3);
-        CHECK(r.oldest % 10 != pushed % 10);            // not the slot being written
-        CHECK(r.oldest + r.count + 2 == pushed);        // the newest start has its 2 successors stored
+        CHECK(r.oldest % 10 != pushed % 10);      // not the slot being written
+        CHECK(r.oldest + r.count + 2 == pushed);  // the newest start has its 2 successors stored
     }
 }
 
@@ -392,7 +405,8 @@ TEST_CASE("DQN collection into the ring equals VecEnv::step and a copy; sampling
     auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}});
     auto actions = ops.alloc<int>(n);
     for (int step = 0; step < 40; ++step) {
-        fh::ops::env_random_actions(ops, actions.view(), 5, static_cast<std::uint64_t>(step), fh::env::num_actions(params));
+        fh::ops::env_random_actions(ops, actions.view(), 5, static_cast<std::uint64_t>(step),
+                                    fh::env::num_actions(params));
         const auto before = ops.to_host(reference.states());
         reference.step(actions.cview());
         auto pers = fused.persistent();
@@ -422,8 +436,8 @@ TEST_CASE("DQN collection into the ring equals VecEnv::step and a copy; sampling
     fh::ops::dqn_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, counters.cview(), ag.cview(), B);
     auto s2 = ops.alloc<float>(B * D), n2 = ops.alloc<float>(B * D), r2 = ops.alloc<float>(B), d2 = ops.alloc<float>(B);
     auto a2 = ops.alloc<int>(B);
-    const fh::replay::ReplayView view{rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(),
-                                      rd.cview().data(), cap, n, D};
+    const fh::replay::ReplayView view{
+        rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(), rd.cview().data(), cap, n, D};
     fh::ops::nstep_sample(ops, s2.view(), n2.view(), a2.view(), r2.view(), d2.view(), view,
                           fh::replay::SampleParams{a.seed, 3, 41 - cap, cap - a.n_step, a.n_step, a.gamma}, B);
     const auto xh = ops.to_host(x.cview());
@@ -501,7 +515,8 @@ TEST_CASE("the fused DQN kernels equal their CPU twins", "[gpu][dqn][ops]") {
                     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a});
                     auto cnt = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{37, 0, 37}});
                     if (explore)
-                        fh::ops::dqn_act(ops, acts.view(), q.view(), hist.view(), head.cview(), h, ag.cview(), cnt.cview());
+                        fh::ops::dqn_act(ops, acts.view(), q.view(), hist.view(), head.cview(), h, ag.cview(),
+                                         cnt.cview());
                     else
                         fh::ops::dqn_act(ops, acts.view(), q.view(), {}, head.cview(), h, {}, {});
                     return std::tuple{ops.to_host(acts.cview()), ops.to_host(q.cview()), ops.to_host(hist.cview())};
@@ -622,7 +637,8 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
             std::vector<fh::dqn::AgentParams>{agent(0.5f, 0.f, 2), agent(0.3f, 0.f, 3), agent(0.5f, 0.f, 1)});
         auto step = ops.alloc<fh::dqn::UpdateStep>(N);
         auto guard = ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>(N, {0, 0, -1, 0, 0}));
-        auto monitor = ops.from_host<fh::dqn::MonitorStats>(std::vector<fh::dqn::MonitorStats>(N, fh::dqn::MonitorStats{}));
+        auto monitor =
+            ops.from_host<fh::dqn::MonitorStats>(std::vector<fh::dqn::MonitorStats>(N, fh::dqn::MonitorStats{}));
         auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>(N, {9, 1, 9}));
         auto partials = ops.alloc<float>(N * fh::ops::dqn_finish_scratch_size());
         ops.fill(partials.view(), 0.f);
@@ -637,13 +653,14 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
                                 s.adam.bias_correction2, static_cast<float>(s.gate), static_cast<float>(s.copy_target)})
                     steps.push_back(v);
             for (const auto& m : ops.to_host(monitor.cview()))
-                for (double v : std::initializer_list<double>{m.loss_sum[0], m.loss_sum[1], m.loss_sum[2], m.q_sum, m.td_abs_sum, m.grad_norm_sum,
-                                 m.q_min, m.q_max})
+                for (double v : std::initializer_list<double>{m.loss_sum[0], m.loss_sum[1], m.loss_sum[2], m.q_sum,
+                                                              m.td_abs_sum, m.grad_norm_sum, m.q_min, m.q_max})
                     monitors.push_back(v);
             for (const auto& c : ops.to_host(counters.cview())) monitors.push_back(static_cast<double>(c.updates));
         }
         // Adam + target with the last step.
-        auto params = ops.from_host<float>(random_floats(N * P, 23)), mo = ops.from_host<float>(random_floats(N * P, 24));
+        auto params = ops.from_host<float>(random_floats(N * P, 23)),
+             mo = ops.from_host<float>(random_floats(N * P, 24));
         auto vo = ops.from_host<float>(random_floats(N * P, 25, 0.f, 1.f)),
              target = ops.from_host<float>(random_floats(N * P, 26));
         fh::ops::dqn_adam_target(ops, params.view(), mo.view(), vo.view(), target.view(), grads.cview(), step.cview(),
@@ -662,7 +679,7 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
     CHECK(std::get<0>(fg) == std::get<0>(fc));
     CHECK(std::get<1>(fg) == std::get<1>(fc));
     CHECK(std::get<1>(fc)[std::get<1>(fc).size() - 7] == 3.0);  // the third agent's update count after two finishes
-    CHECK(std::get<1>(fc).back() == 10.0);                        // its pushed steps, advanced once
+    CHECK(std::get<1>(fc).back() == 10.0);                      // its pushed steps, advanced once
     CHECK(std::get<2>(fg) == std::get<2>(fc));
     CHECK(std::get<3>(fg) == std::get<3>(fc));
     CHECK(std::get<4>(fg) == std::get<4>(fc));
@@ -686,10 +703,10 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
             auto pers = env.persistent();
             // Every other step advances the counters in the step's own launch (its last block).
             const bool in_launch = step % 2 == 0;
-            fh::ops::dqn_collect(ops, pers.state, pers.portfolio, pers.states, actions.cview(), ring, counters.cview(),
-                                 env.market(), f.params,
-                                 in_launch ? fh::ops::CollectAdvance{counters.view(), tickets.view()}
-                                           : fh::ops::CollectAdvance{});
+            fh::ops::dqn_collect(
+                ops, pers.state, pers.portfolio, pers.states, actions.cview(), ring, counters.cview(), env.market(),
+                f.params,
+                in_launch ? fh::ops::CollectAdvance{counters.view(), tickets.view()} : fh::ops::CollectAdvance{});
             if (!in_launch) fh::ops::dqn_advance(ops, counters.view());
         }
         CHECK(ops.to_host(counters.cview())[0].pushed == 150);
@@ -699,7 +716,7 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
         auto x = ops.alloc<float>(2 * Bs * D), br = ops.alloc<float>(Bs), bd = ops.alloc<float>(Bs);
         auto ba = ops.alloc<int>(Bs);
         fh::ops::dqn_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, counters.cview(), ag.cview(), Bs);
-        return std::tuple{ops.to_host(rs.cview()), ops.to_host(rn.cview()), ops.to_host(rr.cview()),
+        return std::tuple{ops.to_host(rs.cview()), ops.to_host(rn.cview()),   ops.to_host(rr.cview()),
                           ops.to_host(rd.cview()), ops.to_host(env.states()), ops.to_host(x.cview()),
                           ops.to_host(br.cview()), ops.to_host(bd.cview())};
     };
@@ -717,14 +734,14 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
         auto ra = ops.alloc<int>(N * cap * n);
         auto rd = ops.alloc<std::uint8_t>(N * cap * n);
         const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
-        auto counters = ops.from_host<fh::dqn::Counters>(
-            std::vector<fh::dqn::Counters>{{0, 0, 0}, {5, 1, 5}, {13, 2, 13}});
+        auto counters =
+            ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}, {5, 1, 5}, {13, 2, 13}});
         auto tickets = ops.from_host<unsigned>(std::vector<unsigned>(N, 0u));
         auto actions = ops.alloc<int>(N * n);
         fh::env::MarketView half = env.market();
         half.n_starts = std::max(1, half.n_starts / 2);
-        auto own_agents = ops.from_host<fh::abi::EnvAgent>(std::vector<fh::abi::EnvAgent>{
-            {env.market(), 101}, {env.market(), 102}, {half, 103}});
+        auto own_agents = ops.from_host<fh::abi::EnvAgent>(
+            std::vector<fh::abi::EnvAgent>{{env.market(), 101}, {env.market(), 102}, {half, 103}});
         for (int step = 0; step < 12; ++step) {
             fh::ops::env_random_actions(ops, actions.view(), 11, static_cast<std::uint64_t>(step),
                                         fh::env::num_actions(f.params));
@@ -735,8 +752,9 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
         }
         std::vector<long long> counts;
         for (const auto& c : ops.to_host(counters.cview())) counts.insert(counts.end(), {c.steps, c.updates, c.pushed});
-        return std::tuple{ops.to_host(rs.cview()), ops.to_host(rn.cview()), ops.to_host(rr.cview()),
-                          ops.to_host(rd.cview()), ops.to_host(env.states()), counts, ops.to_host(tickets.cview())};
+        return std::tuple{ops.to_host(rs.cview()),     ops.to_host(rn.cview()),   ops.to_host(rr.cview()),
+                          ops.to_host(rd.cview()),     ops.to_host(env.states()), counts,
+                          ops.to_host(tickets.cview())};
     };
     const auto ac = run_agents(cpu), ag3 = run_agents(gpu);
     CHECK(std::get<0>(ag3) == std::get<0>(ac));

@@ -41,11 +41,27 @@ struct Block {
     std::size_t rw, rb, table, g1, b1, qw, qb, pw, pb, g2, b2, f1w, f1b, f2w, f2b, total;
     Block(int batch_, int K_, int D_, int H_, int A_) : batch(batch_), K(K_), D(D_), H(H_), A(A_) {
         std::size_t o = 0;
-        auto take = [&](std::size_t n) { const std::size_t at = o; o += n; return at; };
+        auto take = [&](std::size_t n) {
+            const std::size_t at = o;
+            o += n;
+            return at;
+        };
         const std::size_t d = static_cast<std::size_t>(D);
-        rw = take(d); rb = take(d); table = take(static_cast<std::size_t>(A) * d);
-        g1 = take(d); b1 = take(d); qw = take(3 * d * d); qb = take(3 * d); pw = take(d * d); pb = take(d);
-        g2 = take(d); b2 = take(d); f1w = take(4 * d * d); f1b = take(4 * d); f2w = take(4 * d * d); f2b = take(d);
+        rw = take(d);
+        rb = take(d);
+        table = take(static_cast<std::size_t>(A) * d);
+        g1 = take(d);
+        b1 = take(d);
+        qw = take(3 * d * d);
+        qb = take(3 * d);
+        pw = take(d * d);
+        pb = take(d);
+        g2 = take(d);
+        b2 = take(d);
+        f1w = take(4 * d * d);
+        f1b = take(4 * d);
+        f2w = take(4 * d * d);
+        f2b = take(d);
         total = o;
     }
     fh::dt::AttentionShape shape() const { return {batch, tokens(), D, H, K}; }
@@ -63,29 +79,38 @@ struct Block {
             fh::dt::embed_token(c.x.data() + r * d, static_cast<int>(r % 3), rtg[n], s_proj.data() + n * d, actions[n],
                                 p.data() + rw, p.data() + rb, p.data() + table, D);
         }
-        c.ln1.assign(R * d, 0); c.st1.assign(2 * R, 0);
+        c.ln1.assign(R * d, 0);
+        c.st1.assign(2 * R, 0);
         for (std::size_t r = 0; r < R; ++r)
-            fh::dt::layer_norm_row<double>(static_cast<long long>(r), c.ln1.data(), c.st1.data(), c.x.data(), p.data() + g1, p.data() + b1, D);
+            fh::dt::layer_norm_row<double>(static_cast<long long>(r), c.ln1.data(), c.st1.data(), c.x.data(),
+                                           p.data() + g1, p.data() + b1, D);
         c.qkv.assign(3 * R * d, 0);
-        fh::nn::ref::linear_forward(c.qkv.data(), c.ln1.data(), p.data() + qw, p.data() + qb, rows(), D, 3 * D, fh::core::Activation::none);
+        fh::nn::ref::linear_forward(c.qkv.data(), c.ln1.data(), p.data() + qw, p.data() + qb, rows(), D, 3 * D,
+                                    fh::core::Activation::none);
         c.P.assign(static_cast<std::size_t>(batch * H * tokens() * tokens()), 0);
         c.attn.assign(R * d, 0);
         for (int b = 0; b < batch; ++b)
             for (int h = 0; h < H; ++h)
-                for (int i = 0; i < tokens(); ++i) fh::dt::attention_query(b, h, i, c.attn.data(), c.P.data(), c.qkv.data(), shape());
+                for (int i = 0; i < tokens(); ++i)
+                    fh::dt::attention_query(b, h, i, c.attn.data(), c.P.data(), c.qkv.data(), shape());
         c.proj.assign(R * d, 0);
-        fh::nn::ref::linear_forward(c.proj.data(), c.attn.data(), p.data() + pw, p.data() + pb, rows(), D, D, fh::core::Activation::none);
+        fh::nn::ref::linear_forward(c.proj.data(), c.attn.data(), p.data() + pw, p.data() + pb, rows(), D, D,
+                                    fh::core::Activation::none);
         c.h.resize(R * d);
         for (std::size_t i = 0; i < R * d; ++i) c.h[i] = c.x[i] + c.proj[i];
-        c.ln2.assign(R * d, 0); c.st2.assign(2 * R, 0);
+        c.ln2.assign(R * d, 0);
+        c.st2.assign(2 * R, 0);
         for (std::size_t r = 0; r < R; ++r)
-            fh::dt::layer_norm_row<double>(static_cast<long long>(r), c.ln2.data(), c.st2.data(), c.h.data(), p.data() + g2, p.data() + b2, D);
+            fh::dt::layer_norm_row<double>(static_cast<long long>(r), c.ln2.data(), c.st2.data(), c.h.data(),
+                                           p.data() + g2, p.data() + b2, D);
         c.z.assign(4 * R * d, 0);
-        fh::nn::ref::linear_forward(c.z.data(), c.ln2.data(), p.data() + f1w, p.data() + f1b, rows(), D, 4 * D, fh::core::Activation::none);
+        fh::nn::ref::linear_forward(c.z.data(), c.ln2.data(), p.data() + f1w, p.data() + f1b, rows(), D, 4 * D,
+                                    fh::core::Activation::none);
         c.a.resize(c.z.size());
         for (std::size_t i = 0; i < c.z.size(); ++i) c.a[i] = fh::dt::gelu(c.z[i]);
         c.f2.assign(R * d, 0);
-        fh::nn::ref::linear_forward(c.f2.data(), c.a.data(), p.data() + f2w, p.data() + f2b, rows(), 4 * D, D, fh::core::Activation::none);
+        fh::nn::ref::linear_forward(c.f2.data(), c.a.data(), p.data() + f2w, p.data() + f2b, rows(), 4 * D, D,
+                                    fh::core::Activation::none);
         c.out.resize(R * d);
         for (std::size_t i = 0; i < R * d; ++i) c.out[i] = c.h[i] + c.f2[i];
         return c;
@@ -100,34 +125,45 @@ struct Block {
         Vec dres = w;  // dL/dout
         Vec dA(4 * R * d, 0), dZ(4 * R * d, 0), dtmp(R * d, 0);
         Vec dY = dres;
-        fh::nn::ref::linear_backward(dA.data(), dp.data() + f2w, dp.data() + f2b, dY.data(), c.f2.data(), c.a.data(), p.data() + f2w, rows(), 4 * D, D, Activation::none, false);
+        fh::nn::ref::linear_backward(dA.data(), dp.data() + f2w, dp.data() + f2b, dY.data(), c.f2.data(), c.a.data(),
+                                     p.data() + f2w, rows(), 4 * D, D, Activation::none, false);
         for (std::size_t i = 0; i < dZ.size(); ++i) dZ[i] = dA[i] * fh::dt::gelu_derivative(c.z[i]);
-        fh::nn::ref::linear_backward(dtmp.data(), dp.data() + f1w, dp.data() + f1b, dZ.data(), c.z.data(), c.ln2.data(), p.data() + f1w, rows(), D, 4 * D, Activation::none, false);
+        fh::nn::ref::linear_backward(dtmp.data(), dp.data() + f1w, dp.data() + f1b, dZ.data(), c.z.data(), c.ln2.data(),
+                                     p.data() + f1w, rows(), D, 4 * D, Activation::none, false);
         for (std::size_t r = 0; r < R; ++r)
-            fh::dt::layer_norm_backward_row<double>(static_cast<long long>(r), dres.data(), dtmp.data(), c.h.data(), c.st2.data(), p.data() + g2, D, 1);
+            fh::dt::layer_norm_backward_row<double>(static_cast<long long>(r), dres.data(), dtmp.data(), c.h.data(),
+                                                    c.st2.data(), p.data() + g2, D, 1);
         for (int col = 0; col < D; ++col)
-            fh::dt::layer_norm_param_grad<double>(col, dp.data() + g2, dp.data() + b2, dtmp.data(), c.h.data(), c.st2.data(), rows(), D);
+            fh::dt::layer_norm_param_grad<double>(col, dp.data() + g2, dp.data() + b2, dtmp.data(), c.h.data(),
+                                                  c.st2.data(), rows(), D);
         Vec dattn(R * d, 0);
         dY = dres;
-        fh::nn::ref::linear_backward(dattn.data(), dp.data() + pw, dp.data() + pb, dY.data(), c.proj.data(), c.attn.data(), p.data() + pw, rows(), D, D, Activation::none, false);
+        fh::nn::ref::linear_backward(dattn.data(), dp.data() + pw, dp.data() + pb, dY.data(), c.proj.data(),
+                                     c.attn.data(), p.data() + pw, rows(), D, D, Activation::none, false);
         Vec dqkv(3 * R * d, 0), dS(c.P.size(), 0);
         for (int b = 0; b < batch; ++b)
             for (int h = 0; h < H; ++h)
                 for (int i = 0; i < tokens(); ++i)
-                    fh::dt::attention_backward_query(b, h, i, dqkv.data(), dS.data(), dattn.data(), c.qkv.data(), c.P.data(), shape());
+                    fh::dt::attention_backward_query(b, h, i, dqkv.data(), dS.data(), dattn.data(), c.qkv.data(),
+                                                     c.P.data(), shape());
         for (int b = 0; b < batch; ++b)
             for (int h = 0; h < H; ++h)
                 for (int j = 0; j < tokens(); ++j)
-                    fh::dt::attention_backward_key(b, h, j, dqkv.data(), dS.data(), dattn.data(), c.qkv.data(), c.P.data(), shape());
-        fh::nn::ref::linear_backward(dtmp.data(), dp.data() + qw, dp.data() + qb, dqkv.data(), c.qkv.data(), c.ln1.data(), p.data() + qw, rows(), D, 3 * D, Activation::none, false);
+                    fh::dt::attention_backward_key(b, h, j, dqkv.data(), dS.data(), dattn.data(), c.qkv.data(),
+                                                   c.P.data(), shape());
+        fh::nn::ref::linear_backward(dtmp.data(), dp.data() + qw, dp.data() + qb, dqkv.data(), c.qkv.data(),
+                                     c.ln1.data(), p.data() + qw, rows(), D, 3 * D, Activation::none, false);
         for (std::size_t r = 0; r < R; ++r)
-            fh::dt::layer_norm_backward_row<double>(static_cast<long long>(r), dres.data(), dtmp.data(), c.x.data(), c.st1.data(), p.data() + g1, D, 1);
+            fh::dt::layer_norm_backward_row<double>(static_cast<long long>(r), dres.data(), dtmp.data(), c.x.data(),
+                                                    c.st1.data(), p.data() + g1, D, 1);
         for (int col = 0; col < D; ++col)
-            fh::dt::layer_norm_param_grad<double>(col, dp.data() + g1, dp.data() + b1, dtmp.data(), c.x.data(), c.st1.data(), rows(), D);
+            fh::dt::layer_norm_param_grad<double>(col, dp.data() + g1, dp.data() + b1, dtmp.data(), c.x.data(),
+                                                  c.st1.data(), rows(), D);
         const long long steps = static_cast<long long>(batch) * K;
         ds.assign(static_cast<std::size_t>(steps) * d, 0);
         for (long long i = 0; i < fh::dt::embed_backward_elements(steps, D, A); ++i)
-            fh::dt::embed_backward_element<double>(i, dp.data() + rw, dp.data() + rb, dp.data() + table, ds.data(), dres.data(), rtg.data(), actions.data(), steps, D, A);
+            fh::dt::embed_backward_element<double>(i, dp.data() + rw, dp.data() + rb, dp.data() + table, ds.data(),
+                                                   dres.data(), rtg.data(), actions.data(), steps, D, A);
     }
 };
 
@@ -188,8 +224,8 @@ TEST_CASE("dt: embeddings + one transformer block match central finite differenc
 
 TEST_CASE("dt: attention sees only the last span timesteps, itself included (ALiBi by distance)", "[dt]") {
     CHECK(fh::dt::first_visible(0, 3) == 0);
-    CHECK(fh::dt::first_visible(8, 3) == 0);   // timestep 2 sees timesteps 0..2
-    CHECK(fh::dt::first_visible(9, 3) == 3);   // timestep 3 sees 1..3
+    CHECK(fh::dt::first_visible(8, 3) == 0);  // timestep 2 sees timesteps 0..2
+    CHECK(fh::dt::first_visible(9, 3) == 3);  // timestep 3 sees 1..3
     CHECK(fh::dt::first_visible(11, 3) == 3);
     CHECK(fh::dt::first_visible(12, 1) == 12);  // span 1: its own timestep's tokens
     CHECK(fh::dt::alibi_slope(0, 1) == 1.0f / 256.0f);
@@ -278,9 +314,9 @@ TEST_CASE("dt gather: windows end at their step, start at max(episode start, end
     fh::ops::dt_gather(ops, s.view(), r.view(), a.view(), len.view(), d, fh::dt::WindowParams{3, 5, 0, 1, K});
     CHECK(ops.to_host(s.cview()) == again);
     // Sequential windows past the dataset are refused.
-    CHECK_THROWS_AS(fh::ops::dt_gather(ops, s.view(), r.view(), a.view(), len.view(), d,
-                                       fh::dt::WindowParams{0, 0, 1, 0, K}),
-                    std::invalid_argument);
+    CHECK_THROWS_AS(
+        fh::ops::dt_gather(ops, s.view(), r.view(), a.view(), len.view(), d, fh::dt::WindowParams{0, 0, 1, 0, K}),
+        std::invalid_argument);
 }
 
 namespace {
@@ -382,7 +418,7 @@ TEST_CASE("dt state input: the portfolio's running totals are left out, acting i
     fh::ops::dt_state_input(ops, out.view(), in.cview(), S, M);
     const auto h = ops.to_host(out.cview());
     for (std::size_t i = 0; i < h.size(); ++i) {
-        const int c = static_cast<int>(i % S) - M;  // portfolio column, or negative for a market feature
+        const int c = static_cast<int>(i % S) - M;      // portfolio column, or negative for a market feature
         const bool total = c == 2 || c == 3 || c == 5;  // equity change, drawdown, fees paid
         CHECK(h[i] == (total ? 0.0f : states[i]));
     }
@@ -459,7 +495,8 @@ TEST_CASE("dt kernels equal their CPU twins", "[gpu][dt]") {
         };
         auto attention = [&](fh::ops::Device& o) {
             auto bq = o.from_host<float>(qkv), bd = o.from_host<float>(d_out);
-            auto out = o.alloc<float>(R * D), bp = o.alloc<float>(P), dq = o.alloc<float>(3 * R * D), ds = o.alloc<float>(P);
+            auto out = o.alloc<float>(R * D), bp = o.alloc<float>(P), dq = o.alloc<float>(3 * R * D),
+                 ds = o.alloc<float>(P);
             fh::ops::dt_attention(o, out.view(), bp.view(), bq.cview(), s);
             fh::ops::dt_attention_backward(o, dq.view(), ds.view(), bd.cview(), bq.cview(), bp.cview(), s);
             return Out{o.to_host(out.cview()), o.to_host(bp.cview()), o.to_host(dq.cview())};
@@ -477,14 +514,16 @@ TEST_CASE("dt kernels equal their CPU twins", "[gpu][dt]") {
         const auto x = random_floats(R * D, 3), dy = random_floats(R * D, 4);
         const auto gain = random_floats(D, 5, -0.5f, 0.5f), bias = random_floats(D, 6);
         auto norm = [&](fh::ops::Device& o) {
-            auto bx = o.from_host<float>(x), bdy = o.from_host<float>(dy), bg = o.from_host<float>(gain), bb = o.from_host<float>(bias);
+            auto bx = o.from_host<float>(x), bdy = o.from_host<float>(dy), bg = o.from_host<float>(gain),
+                 bb = o.from_host<float>(bias);
             auto y = o.alloc<float>(R * D), st = o.alloc<float>(2 * R), dx = o.from_host<float>(dy);
             auto dg = o.alloc<float>(D), db = o.alloc<float>(D), gy = o.alloc<float>(R * D), gz = o.alloc<float>(R * D);
             fh::ops::dt_layer_norm(o, y.view(), st.view(), bx.cview(), bg.cview(), bb.cview(), s.dim);
-            fh::ops::dt_layer_norm_backward(o, dx.view(), dg.view(), db.view(), bdy.cview(), bx.cview(), st.cview(), bg.cview(), s.dim, true);
+            fh::ops::dt_layer_norm_backward(o, dx.view(), dg.view(), db.view(), bdy.cview(), bx.cview(), st.cview(),
+                                            bg.cview(), s.dim, true);
             fh::ops::dt_gelu(o, gy.view(), bx.cview());
             fh::ops::dt_gelu_backward(o, gz.view(), bdy.cview(), bx.cview());
-            return std::vector<std::vector<float>>{o.to_host(y.cview()), o.to_host(dx.cview()), o.to_host(dg.cview()),
+            return std::vector<std::vector<float>>{o.to_host(y.cview()),  o.to_host(dx.cview()), o.to_host(dg.cview()),
                                                    o.to_host(db.cview()), o.to_host(gy.cview()), o.to_host(gz.cview())};
         };
         const auto nc = norm(cpu), ng = norm(gpu);
@@ -518,7 +557,8 @@ TEST_CASE("dt kernels equal their CPU twins", "[gpu][dt]") {
             auto dt = o.alloc<float>(static_cast<std::size_t>(A) * D), dsp = o.alloc<float>(steps * D);
             const fh::ops::DtEmbedViews w{brw.cview(), brb.cview(), bt.cview(), s.dim, A};
             fh::ops::dt_embed(o, bx.view(), brtg.cview(), bsp.cview(), ba.cview(), w);
-            fh::ops::dt_embed_backward(o, dw.view(), dbb.view(), dt.view(), dsp.view(), bdx.cview(), brtg.cview(), ba.cview(), s.dim, A);
+            fh::ops::dt_embed_backward(o, dw.view(), dbb.view(), dt.view(), dsp.view(), bdx.cview(), brtg.cview(),
+                                       ba.cview(), s.dim, A);
             return std::vector<std::vector<float>>{o.to_host(bx.cview()), o.to_host(dw.cview()), o.to_host(dbb.cview()),
                                                    o.to_host(dt.cview()), o.to_host(dsp.cview())};
         };
@@ -556,14 +596,16 @@ TEST_CASE("dt training and acting kernels equal their CPU twins", "[gpu][dt]") {
         auto ba = o.from_host<int>(actions), be = o.from_host<int>(start);
         auto s = o.alloc<float>(static_cast<std::size_t>(B * K * S)), r = o.alloc<float>(B * K);
         auto a = o.alloc<int>(B * K), l = o.alloc<int>(B);
-        fh::ops::dt_gather(o, s.view(), r.view(), a.view(), l.view(), {bs.cview(), br.cview(), ba.cview(), be.cview(), S},
+        fh::ops::dt_gather(o, s.view(), r.view(), a.view(), l.view(),
+                           {bs.cview(), br.cview(), ba.cview(), be.cview(), S},
                            fh::dt::WindowParams{4, update, 0, 1, K});
         const auto logits = random_floats(static_cast<std::size_t>(B * 3 * K * A), 3);
         auto bl = o.from_host<float>(logits);
-        auto loss = o.alloc<float>(B), corr = o.alloc<float>(B), d = o.alloc<float>(logits.size()), lr = o.alloc<float>(1);
+        auto loss = o.alloc<float>(B), corr = o.alloc<float>(B), d = o.alloc<float>(logits.size()),
+             lr = o.alloc<float>(1);
         fh::ops::dt_action_loss(o, loss.view(), corr.view(), d.view(), bl.cview(), a.cview(), l.cview(), K, A);
         fh::ops::dt_learning_rate(o, lr.view(), 3e-4, 100, update);
-        return std::vector<std::vector<float>>{o.to_host(s.cview()), o.to_host(r.cview()), o.to_host(loss.cview()),
+        return std::vector<std::vector<float>>{o.to_host(s.cview()),    o.to_host(r.cview()), o.to_host(loss.cview()),
                                                o.to_host(corr.cview()), o.to_host(d.cview()), o.to_host(lr.cview())};
     };
     for (long long u : {1LL, 2LL, 150LL}) {
@@ -591,7 +633,8 @@ TEST_CASE("dt training and acting kernels equal their CPU twins", "[gpu][dt]") {
         std::vector<float> logits;
         for (int t = 0; t < 30; ++t) {
             auto st = random_floats(9 * 20, 100 + static_cast<std::uint64_t>(t));
-            for (int e = 0; e < 9; ++e) st[static_cast<std::size_t>(e * 20 + 12 + fh::dt::kTimeLeftFeature)] = (t % (e + 3) == 0) ? 1.0f : 0.3f;
+            for (int e = 0; e < 9; ++e)
+                st[static_cast<std::size_t>(e * 20 + 12 + fh::dt::kTimeLeftFeature)] = (t % (e + 3) == 0) ? 1.0f : 0.3f;
             auto bs = o.from_host<float>(st);
             net.act(o, params.cview(), tgt.cview(), act.view(), bs.cview(), ws);
             for (int a : o.to_host(act.cview())) all.push_back(a);

@@ -57,8 +57,8 @@ QOut run_q(fh::ops::Device& ops, const std::vector<float>& q1, const std::vector
     auto ba = ops.from_host<int>(actions);
     auto br = ops.from_host<float>(rewards), bd = ops.from_host<float>(discounts), bn = ops.from_host<float>(v_next);
     auto loss = ops.alloc<float>(actions.size()), d1 = ops.alloc<float>(q1.size()), d2 = ops.alloc<float>(q1.size());
-    fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d2.view(), b1.cview(), b2.cview(), ba.cview(), br.cview(), bd.cview(),
-                   bn.cview());
+    fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d2.view(), b1.cview(), b2.cview(), ba.cview(), br.cview(),
+                        bd.cview(), bn.cview());
     return {ops.to_host(loss.cview()), ops.to_host(d1.cview()), ops.to_host(d2.cview())};
 }
 
@@ -66,14 +66,14 @@ struct AwrOut {
     std::vector<float> loss, weights, d_logits;
 };
 AwrOut run_awr(fh::ops::Device& ops, const std::vector<float>& logits, const std::vector<float>& q1,
-               const std::vector<float>& q2, const std::vector<float>& v, const std::vector<int>& actions,
-               float beta, float max_weight) {
+               const std::vector<float>& q2, const std::vector<float>& v, const std::vector<int>& actions, float beta,
+               float max_weight) {
     auto bl = ops.from_host<float>(logits), b1 = ops.from_host<float>(q1), b2 = ops.from_host<float>(q2);
     auto bv = ops.from_host<float>(v);
     auto ba = ops.from_host<int>(actions);
     auto loss = ops.alloc<float>(v.size()), w = ops.alloc<float>(v.size()), d = ops.alloc<float>(logits.size());
-    fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d.view(), bl.cview(), b1.cview(), b2.cview(), bv.cview(), ba.cview(),
-                        beta, max_weight);
+    fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d.view(), bl.cview(), b1.cview(), b2.cview(), bv.cview(),
+                             ba.cview(), beta, max_weight);
     return {ops.to_host(loss.cview()), ops.to_host(w.cview()), ops.to_host(d.cview())};
 }
 
@@ -135,10 +135,13 @@ double awr_mean_loss(const std::vector<double>& logits, const std::vector<double
     return sum / B;
 }
 
-std::vector<double> to_double(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+std::vector<double> to_double(const std::vector<float>& x) {
+    return {x.begin(), x.end()};
+}
 
 /// Central differences of f with respect to every element of x (step h).
-template <class F> std::vector<double> central_differences(std::vector<double> x, F f, double h = 1e-6) {
+template <class F>
+std::vector<double> central_differences(std::vector<double> x, F f, double h = 1e-6) {
     std::vector<double> g(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) {
         const double x0 = x[i];
@@ -203,8 +206,7 @@ TEST_CASE("IQL value loss: hand-computed losses and gradients for tau 0.5, 0.7, 
     }
 }
 
-TEST_CASE("IQL value loss: gradient descent on one V reaches the mean (tau 0.5) and the expectile (tau 0.9)",
-          "[iql]") {
+TEST_CASE("IQL value loss: gradient descent on one V reaches the mean (tau 0.5) and the expectile (tau 0.9)", "[iql]") {
     fh::ops::CpuDevice ops;
     const int B = 64, A = 3;
     const auto q1 = random_floats(B * A, 11, -2.f, 3.f), q2 = random_floats(B * A, 12, -2.f, 3.f);
@@ -249,9 +251,8 @@ TEST_CASE("IQL value loss gradient equals central finite differences", "[iql]") 
             REQUIRE(std::abs(u) > 1e-3);
             CHECK(o.loss[b] == Approx((u < 0 ? 1.0 - tau : static_cast<double>(tau)) * u * u).epsilon(1e-5));
         }
-        const auto fd = central_differences(to_double(v), [&](const std::vector<double>& x) {
-            return value_mean_loss(x, q1d, q2d, actions, tau, A);
-        });
+        const auto fd = central_differences(
+            to_double(v), [&](const std::vector<double>& x) { return value_mean_loss(x, q1d, q2d, actions, tau, A); });
         require_gradient(o.d_v, fd);
     }
 }
@@ -281,8 +282,7 @@ TEST_CASE("IQL twin-Q loss: hand-computed values, gradients equal central finite
         auto d = random_floats(B, 35, 0.5f, 0.99f);
         d[2] = 0.0f;  // a terminal transition
         const QOut o = run_q(ops, q1, q2, actions, r, d, vn);
-        const auto q1d = to_double(q1), q2d = to_double(q2), rd = to_double(r), dd = to_double(d),
-                   vnd = to_double(vn);
+        const auto q1d = to_double(q1), q2d = to_double(q2), rd = to_double(r), dd = to_double(d), vnd = to_double(vn);
         for (int b = 0; b < B; ++b) {
             const double y = rd[b] + dd[b] * vnd[b];
             const double e1 = q1d[b * A + actions[b]] - y, e2 = q2d[b * A + actions[b]] - y;
@@ -297,8 +297,7 @@ TEST_CASE("IQL twin-Q loss: hand-computed values, gradients equal central finite
     }
 }
 
-TEST_CASE("AWR weights and policy loss equal a direct computation; the cap holds and extremes stay finite",
-          "[iql]") {
+TEST_CASE("AWR weights and policy loss equal a direct computation; the cap holds and extremes stay finite", "[iql]") {
     fh::ops::CpuDevice ops;
     const int B = 17, A = 6;
     const auto logits = random_floats(B * A, 41, -3.f, 3.f), q1 = random_floats(B * A, 42),
@@ -415,33 +414,36 @@ TEST_CASE("IQL ops: an out-of-range action gives a NaN loss and zero gradients; 
     auto loss = ops.alloc<float>(B), dv = ops.alloc<float>(B), w = ops.alloc<float>(B);
     auto d1 = ops.alloc<float>(B * A), d2 = ops.alloc<float>(B * A);
     // The same target network for both twins (read-only inputs may share memory).
-    CHECK_NOTHROW(fh::ops::iql_value_loss(ops, loss.view(), dv.view(), bv.cview(), bq.cview(), bq.cview(), ba.cview(), 0.7f));
-    CHECK_NOTHROW(fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d2.view(), bq.cview(), bq.cview(), ba.cview(), bv.cview(),
-                                 bv.cview(), bv.cview()));
+    CHECK_NOTHROW(
+        fh::ops::iql_value_loss(ops, loss.view(), dv.view(), bv.cview(), bq.cview(), bq.cview(), ba.cview(), 0.7f));
+    CHECK_NOTHROW(fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d2.view(), bq.cview(), bq.cview(), ba.cview(),
+                                      bv.cview(), bv.cview(), bv.cview()));
     // An output aliasing an input or another output is refused.
-    CHECK_THROWS_AS(fh::ops::iql_value_loss(ops, loss.view(), dv.view(), loss.cview(), bq.cview(), bq.cview(), ba.cview(), 0.7f),
-                    std::invalid_argument);
-    CHECK_THROWS_AS(fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d1.view(), bq.cview(), bq.cview(), ba.cview(), bv.cview(),
-                                   bv.cview(), bv.cview()),
+    CHECK_THROWS_AS(
+        fh::ops::iql_value_loss(ops, loss.view(), dv.view(), loss.cview(), bq.cview(), bq.cview(), ba.cview(), 0.7f),
+        std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d1.view(), bq.cview(), bq.cview(), ba.cview(),
+                                        bv.cview(), bv.cview(), bv.cview()),
                     std::invalid_argument);
     CHECK_THROWS_AS(fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d1.view(), d1.cview(), bq.cview(), bq.cview(),
-                                        bv.cview(), ba.cview(), 1.0f, 10.0f),
+                                             bv.cview(), ba.cview(), 1.0f, 10.0f),
                     std::invalid_argument);
     // Scalars and sizes.
     for (float tau : {0.0f, 1.0f, -0.5f, std::numeric_limits<float>::quiet_NaN()})
-        CHECK_THROWS_AS(fh::ops::iql_value_loss(ops, loss.view(), dv.view(), bv.cview(), bq.cview(), bq.cview(), ba.cview(), tau),
-                        std::invalid_argument);
+        CHECK_THROWS_AS(
+            fh::ops::iql_value_loss(ops, loss.view(), dv.view(), bv.cview(), bq.cview(), bq.cview(), ba.cview(), tau),
+            std::invalid_argument);
     CHECK_THROWS_AS(fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d1.view(), bq.cview(), bq.cview(), bq.cview(),
-                                        bv.cview(), ba.cview(), -1.0f, 10.0f),
+                                             bv.cview(), ba.cview(), -1.0f, 10.0f),
                     std::invalid_argument);
     CHECK_THROWS_AS(fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d1.view(), bq.cview(), bq.cview(), bq.cview(),
-                                        bv.cview(), ba.cview(), 1.0f, 0.0f),
+                                             bv.cview(), ba.cview(), 1.0f, 0.0f),
                     std::invalid_argument);
-    CHECK_THROWS_AS(fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d2.view(), bq.cview(), bq.cview(), ba.cview(), bv.cview(),
-                                   bv.cview(), bq.cview()),
+    CHECK_THROWS_AS(fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d2.view(), bq.cview(), bq.cview(), ba.cview(),
+                                        bv.cview(), bv.cview(), bq.cview()),
                     std::invalid_argument);  // v_next (B, A) instead of (B)
     CHECK_THROWS_AS(fh::ops::iql_value_loss(ops, loss.view(), dv.view(), bv.cview(), bq.cview().subview(0, B * A - 1),
-                                       bq.cview().subview(0, B * A - 1), ba.cview(), 0.7f),
+                                            bq.cview().subview(0, B * A - 1), ba.cview(), 0.7f),
                     std::invalid_argument);  // (B, A) not a multiple of B
     auto states = ops.alloc<float>(B * 13);
     auto acts = ops.alloc<int>(B);
@@ -544,7 +546,7 @@ TEST_CASE("behaviour policy: each trader type by hand, random_fraction 0 and 1",
             coin += flip;
             REQUIRE(a[e] == (flip ? random : want_rule));
         }
-        CHECK(coin > rule / 5);      // ~ 25 %
+        CHECK(coin > rule / 5);  // ~ 25 %
         CHECK(coin < rule * 3 / 10);
     }
     SECTION("a new step draws anew, the same step repeats") {

@@ -41,8 +41,10 @@ TausOut run_taus(fh::ops::Device& ops, bool midpoints, int rows, int N, int n_co
     auto taus = ops.alloc<float>(static_cast<std::size_t>(rows * N));
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{iqn_agent(0.f, seed)});
     auto cnt = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{7, updates, 7}});
-    if (midpoints) fh::ops::iqn_taus(ops, features.view(), taus.view(), {}, {}, rows, N, n_cos);
-    else fh::ops::iqn_taus(ops, features.view(), taus.view(), ag.cview(), cnt.cview(), rows, N, n_cos);
+    if (midpoints)
+        fh::ops::iqn_taus(ops, features.view(), taus.view(), {}, {}, rows, N, n_cos);
+    else
+        fh::ops::iqn_taus(ops, features.view(), taus.view(), ag.cview(), cnt.cview(), rows, N, n_cos);
     return {ops.to_host(features.cview()), ops.to_host(taus.cview())};
 }
 
@@ -93,10 +95,9 @@ std::vector<double> sample_loss_double(const LossCase& c, const HeadParams& h, i
     const std::vector<double> sel(c.hsel.begin() + off, c.hsel.begin() + off + n),
         tgt(c.ht.begin() + off, c.ht.begin() + off + n);
     const std::vector<double> taus(c.taus.begin() + b * N, c.taus.begin() + (b + 1) * N);
-    std::vector<double> d(n), scratch(static_cast<std::size_t>(fh::iqn::loss_scratch(h, N))),
-        st(fh::dqn::kSampleStats);
-    fh::iqn::sample_loss<double>(rows_s.data(), sel.data(), tgt.data(), taus.data(), N, c.actions[b],
-                                 c.returns[b], c.discounts[b], scale, cql, h, d.data(), scratch.data(), st.data());
+    std::vector<double> d(n), scratch(static_cast<std::size_t>(fh::iqn::loss_scratch(h, N))), st(fh::dqn::kSampleStats);
+    fh::iqn::sample_loss<double>(rows_s.data(), sel.data(), tgt.data(), taus.data(), N, c.actions[b], c.returns[b],
+                                 c.discounts[b], scale, cql, h, d.data(), scratch.data(), st.data());
     if (d_rows) *d_rows = d;
     return st;
 }
@@ -169,8 +170,8 @@ TEST_CASE("IQN Hadamard product and its backward equal the direct loops", "[dqn]
     const auto x1h = ops.to_host(x1.cview());
     for (int r = 0; r < rows * N; ++r)
         for (int h = 0; h < H; ++h)
-            REQUIRE(x1h[static_cast<std::size_t>(r * H + h)] ==
-                    phi_h[static_cast<std::size_t>((r / N) * H + h)] * psi_h[static_cast<std::size_t>((r % N) * H + h)]);
+            REQUIRE(x1h[static_cast<std::size_t>(r * H + h)] == phi_h[static_cast<std::size_t>((r / N) * H + h)] *
+                                                                    psi_h[static_cast<std::size_t>((r % N) * H + h)]);
     // The backward of the first 2 samples.
     const int B = 2;
     const auto dx_h = random_floats(B * N * H, 3);
@@ -220,9 +221,10 @@ TEST_CASE("IQN quantile Huber loss: by hand on one pair", "[dqn][iqn][ops]") {
     CHECK(d[0] > 0);
 }
 
-TEST_CASE("IQN loss: gradient matches finite differences; the CPU op equals the per-sample math; a* and "
-          "double DQN",
-          "[dqn][iqn][ops][gradcheck]") {
+TEST_CASE(
+    "IQN loss: gradient matches finite differences; the CPU op equals the per-sample math; a* and "
+    "double DQN",
+    "[dqn][iqn][ops][gradcheck]") {
     fh::ops::CpuDevice ops;
     for (int dueling : {1, 0})
         for (double cql : {0.0, 0.7}) {
@@ -246,13 +248,16 @@ TEST_CASE("IQN loss: gradient matches finite differences; the CPU op equals the 
                                             (lm[fh::dqn::kStatMse] + cql * lm[fh::dqn::kStatCql])) /
                                            (2e-6 * B);
                     REQUIRE(grad[i] == Approx(numeric).margin(1e-7).epsilon(1e-5));
-                    REQUIRE(got.d_head[off + static_cast<std::size_t>(i)] == Approx(grad[i]).margin(1e-6).epsilon(1e-4));
+                    REQUIRE(got.d_head[off + static_cast<std::size_t>(i)] ==
+                            Approx(grad[i]).margin(1e-6).epsilon(1e-4));
                 }
                 for (int k = 0; k < fh::dqn::kSampleStats; ++k)
                     CHECK(got.stats[static_cast<std::size_t>(k * B + b)] == Approx(st[k]).margin(1e-5).epsilon(1e-4));
                 CHECK(st[fh::dqn::kStatMse] > 0);
-                if (cql > 0) CHECK(st[fh::dqn::kStatCql] > 0);
-                else CHECK(st[fh::dqn::kStatCql] == 0);
+                if (cql > 0)
+                    CHECK(st[fh::dqn::kStatCql] > 0);
+                else
+                    CHECK(st[fh::dqn::kStatCql] == 0);
             }
         }
     // a* is the selecting rows' argmax of the mean over fractions: make action 2 the best on the
@@ -295,7 +300,8 @@ TEST_CASE("IQN acting: the mean row over the fractions, whose scalar Q is the me
             const double m = (double(r[1]) + r[2] + r[3] + r[4]) / 4;
             for (int a = 0; a < 4; ++a) qa[static_cast<std::size_t>(a)] += (r[0] + r[1 + a] - m) / K;
         }
-        for (int a = 0; a < 4; ++a) CHECK(qh[static_cast<std::size_t>(e * 4 + a)] == Approx(qa[static_cast<std::size_t>(a)]).margin(1e-5));
+        for (int a = 0; a < 4; ++a)
+            CHECK(qh[static_cast<std::size_t>(e * 4 + a)] == Approx(qa[static_cast<std::size_t>(a)]).margin(1e-5));
         CHECK(ah[static_cast<std::size_t>(e)] == static_cast<int>(std::max_element(qa.begin(), qa.end()) - qa.begin()));
     }
 }
@@ -327,8 +333,7 @@ TEST_CASE("IQN ops: outputs may not overlap, sizes and the shared-memory limit a
     auto phi = ops.alloc<float>(static_cast<std::size_t>(B * 3));
     CHECK_THROWS_AS(fh::ops::iqn_hadamard(ops, x.view(), phi.cview(), x.cview(), 1, B, N, B * N, 3),
                     std::invalid_argument);
-    CHECK_THROWS_AS(fh::ops::iqn_mean_rows(ops, d.view().subview(0, 2 * 4), d.cview(), 2, 2, 4),
-                    std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::iqn_mean_rows(ops, d.view().subview(0, 2 * 4), d.cview(), 2, 2, 4), std::invalid_argument);
 }
 
 TEST_CASE("the IQN kernels equal their CPU twins bit for bit (the loss with CQL within rounding)",
@@ -353,8 +358,7 @@ TEST_CASE("the IQN kernels equal their CPU twins bit for bit (the loss with CQL 
         const auto dx_h = random_floats(static_cast<std::size_t>(rows * N * H), 43);
         auto run = [&](fh::ops::Device& ops, int psi_rows) {
             auto phi = ops.from_host<float>(phi_h), dx = ops.from_host<float>(dx_h);
-            auto psi = ops.from_host<float>(
-                std::vector<float>(psi_h.begin(), psi_h.begin() + count * psi_rows * H));
+            auto psi = ops.from_host<float>(std::vector<float>(psi_h.begin(), psi_h.begin() + count * psi_rows * H));
             auto x = ops.alloc<float>(static_cast<std::size_t>(count * rows * N * H));
             fh::ops::iqn_hadamard(ops, x.view(), phi.cview(), psi.cview(), count, rows, N, psi_rows, H);
             auto d_phi = ops.alloc<float>(static_cast<std::size_t>(rows * H)), d_psi = ops.alloc<float>(dx_h.size());
@@ -385,8 +389,10 @@ TEST_CASE("the IQN kernels equal their CPU twins bit for bit (the loss with CQL 
                 if (cql == 0.f) {  // +, -, *, / only: the same bits
                     REQUIRE(lg.d_head == lc.d_head);
                     for (std::size_t i = 0; i < lc.stats.size(); ++i) {
-                        if (std::isnan(lc.stats[i])) REQUIRE(std::isnan(lg.stats[i]));
-                        else REQUIRE(lg.stats[i] == lc.stats[i]);
+                        if (std::isnan(lc.stats[i]))
+                            REQUIRE(std::isnan(lg.stats[i]));
+                        else
+                            REQUIRE(lg.stats[i] == lc.stats[i]);
                     }
                 } else {  // CQL's softmax: expf and logf may differ from the CPU's by an ulp
                     // One level (the soft maximum's sum over the 9 actions), expf and logf,

@@ -42,8 +42,8 @@ TEST_CASE("Adam with a soft target equals Adam, then scale and saxpy on the targ
     CHECK_THROWS_WITH(ops.adam_step(v.subview(0, 8), v.subview(8, 8), v.subview(16, 8), v.subview(24, 8), {}, {}, at,
                                     hp, {}, fh::ops::SoftTarget::of(v.subview(32, 7), 0.1)),
                       Catch::Contains("target"));
-    CHECK_THROWS(ops.adam_step(v.subview(0, 8), v.subview(8, 8), v.subview(16, 8), v.subview(24, 8), {}, {}, at, hp,
-                               {}, fh::ops::SoftTarget::of(v.subview(4, 8), 0.1)));  // overlaps params
+    CHECK_THROWS(ops.adam_step(v.subview(0, 8), v.subview(8, 8), v.subview(16, 8), v.subview(24, 8), {}, {}, at, hp, {},
+                               fh::ops::SoftTarget::of(v.subview(4, 8), 0.1)));  // overlaps params
     CHECK_THROWS_WITH(ops.adam_step(v.subview(0, 8), v.subview(8, 8), v.subview(16, 8), v.subview(24, 8), {}, {}, at,
                                     hp, {}, fh::ops::SoftTarget::of(v.subview(32, 8), 0.0)),
                       Catch::Contains("tau"));
@@ -149,8 +149,8 @@ AdamState run_adam(CpuDevice& ops, const std::vector<float>& grads, float clip, 
     hp.lr = 0.01f;
     hp.clip_norm = clip;
     hp.step = 3;
-    ops.adam_step(p.view(), m.view(), v.view(), g.cview(), nb.cview(),
-                  with_gate ? gate.cview() : View<const int>(), hp);
+    ops.adam_step(p.view(), m.view(), v.view(), g.cview(), nb.cview(), with_gate ? gate.cview() : View<const int>(),
+                  hp);
     return {ops.to_host(p.cview()), ops.to_host(m.cview()), ops.to_host(v.cview())};
 }
 
@@ -185,8 +185,7 @@ TEST_CASE("Adam: global-norm clipping scales the gradient exactly", "[nn]") {
 TEST_CASE("Adam: gate = 0 leaves params and moments untouched", "[nn]") {
     CpuDevice ops;
     const auto grads = random_floats(19, 4);
-    const AdamState before{random_floats(19, 1), random_floats(19, 2, -0.1f, 0.1f),
-                           random_floats(19, 3, 0.f, 0.1f)};
+    const AdamState before{random_floats(19, 1), random_floats(19, 2, -0.1f, 0.1f), random_floats(19, 3, 0.f, 0.1f)};
     const AdamState skipped = run_adam(ops, grads, 1.f, 5.f, 0);
     CHECK(skipped.p == before.p);
     CHECK(skipped.m == before.m);
@@ -205,8 +204,8 @@ TEST_CASE("global_norm equals a direct sum", "[nn]") {
     CpuDevice ops;
     auto scratch = ops.alloc<float>(Device::global_norm_scratch_size());
     auto out = ops.alloc<float>(1);
-    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{65},
-                          std::size_t{4099}, (std::size_t{1} << 20) + 3}) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{65}, std::size_t{4099},
+                          (std::size_t{1} << 20) + 3}) {
         INFO("n = " << n);
         const auto x = random_floats(n, n + 5);
         auto xb = ops.from_host<float>(x);
@@ -249,25 +248,25 @@ TEST_CASE("network ops check sizes and refuse aliased outputs", "[nn][aliasing]"
                    dX2 = o.subview(96, 16), X2 = o.subview(112, 16);
         CHECK_NOTHROW(ops.linear_backward_batched(dX2, G, dY2, Y2, X2.subview(0, 8), 0, P, 16, 0, 12, 2, 2, 4, 3,
                                                   Activation::relu, false));
-        CHECK_NOTHROW(ops.linear_backward_batched({}, G, dY2, Y2, X2, 8, P, 16, 0, 12, 2, 2, 4, 3, Activation::relu,
-                                                  true));
-        CHECK_THROWS_WITH(ops.linear_backward_batched(dX2, G, dY2, Y2, X2, 4, P, 16, 0, 12, 2, 2, 4, 3,
-                                                      Activation::relu, false),
-                          Catch::Contains("x_stride"));
-        CHECK_THROWS_WITH(ops.linear_backward_batched(dX2, G.subview(0, 20), dY2, Y2, X2.subview(0, 8), 0, P, 16, 0, 12, 2, 2, 4, 3,
-                                                      Activation::relu, false),
+        CHECK_NOTHROW(
+            ops.linear_backward_batched({}, G, dY2, Y2, X2, 8, P, 16, 0, 12, 2, 2, 4, 3, Activation::relu, true));
+        CHECK_THROWS_WITH(
+            ops.linear_backward_batched(dX2, G, dY2, Y2, X2, 4, P, 16, 0, 12, 2, 2, 4, 3, Activation::relu, false),
+            Catch::Contains("x_stride"));
+        CHECK_THROWS_WITH(ops.linear_backward_batched(dX2, G.subview(0, 20), dY2, Y2, X2.subview(0, 8), 0, P, 16, 0, 12,
+                                                      2, 2, 4, 3, Activation::relu, false),
                           Catch::Contains("grads must hold"));
         CHECK_THROWS_WITH(ops.linear_backward_batched(dX2, G, dY2, Y2, X2.subview(0, 8), 0, P, 8, 0, 12, 2, 2, 4, 3,
                                                       Activation::relu, false),
                           Catch::Contains("param_stride"));
-        CHECK_THROWS_WITH(ops.linear_backward_batched(dX2, G, dY2.subview(0, 6), Y2, X2.subview(0, 8), 0, P, 16, 0, 12, 2, 2, 4, 3,
-                                                      Activation::relu, false),
+        CHECK_THROWS_WITH(ops.linear_backward_batched(dX2, G, dY2.subview(0, 6), Y2, X2.subview(0, 8), 0, P, 16, 0, 12,
+                                                      2, 2, 4, 3, Activation::relu, false),
                           Catch::Contains("dY (count, batch, out)"));
         CHECK_THROWS_WITH(ops.linear_backward_batched(dX2, P, dY2, Y2, X2.subview(0, 8), 0, P, 16, 0, 12, 2, 2, 4, 3,
                                                       Activation::relu, false),
                           Catch::Contains("overlaps"));
-        CHECK_THROWS(ops.linear_backward_batched(dX2, G, dY2, Y2, X2.subview(0, 8), 0, P, 16, 0, 12, 0, 2, 4, 3, Activation::relu,
-                                                 false));
+        CHECK_THROWS(ops.linear_backward_batched(dX2, G, dY2, Y2, X2.subview(0, 8), 0, P, 16, 0, 12, 0, 2, 4, 3,
+                                                 Activation::relu, false));
     }
     // global_norm
     auto out = a.subview(100, 1), scratch = a.subview(0, 0);

@@ -107,8 +107,7 @@ TEST_CASE("CUDA linear forward/backward equal the CPU twins", "[gpu][nn]") {
         for (int in : {1, 3, 42, 129})
             for (int out : {1, 3, 42, 129})
                 for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
-                    INFO("batch " << batch << " in " << in << " out " << out << " act "
-                                  << static_cast<int>(act));
+                    INFO("batch " << batch << " in " << in << " out " << out << " act " << static_cast<int>(act));
                     const std::uint64_t seed = 1000u * batch + 10u * in + out;
                     const LinearResults c = run_linear(cpu, batch, in, out, act, seed);
                     const LinearResults g = run_linear(gpu, batch, in, out, act, seed);
@@ -125,7 +124,8 @@ TEST_CASE("CUDA linear forward/backward equal the CPU twins", "[gpu][nn]") {
                 }
 }
 
-TEST_CASE("CUDA linear forward over 4,096 to 8,191 rows (128 x 64 tiles, no K split) equals the CPU twin", "[gpu][nn]") {
+TEST_CASE("CUDA linear forward over 4,096 to 8,191 rows (128 x 64 tiles, no K split) equals the CPU twin",
+          "[gpu][nn]") {
     // CudaDevice::lt_linear_forward's wide-tile rule: the DQN collection step's three products at
     // 4,096 environments, odd shapes inside the range, and its edges (4,095 and 8,192 rows keep
     // the heuristic's algorithm), with each epilogue (none, bias, bias + ReLU, ReLU alone).
@@ -211,8 +211,8 @@ TEST_CASE("CUDA weight gradients with the rows split (few output tiles, many row
             const long long tiles = ((sh.in + 63) / 64) * static_cast<long long>((sh.out + 63) / 64);
             int splits = 1;
             while (splits < 64 && tiles * splits * 2 <= sms && sh.batch / (splits * 2) >= 16) splits *= 2;
-            const bool split = sh.batch >= 1024 && tiles * 4 <= sms && splits >= 2 &&
-                               (sh.batch + splits - 1) / splits <= 512;
+            const bool split =
+                sh.batch >= 1024 && tiles * 4 <= sms && splits >= 2 && (sh.batch + splits - 1) / splits <= 512;
             std::vector<std::string> dw;  // "linear dW (lt, split K 16) 50x512x1024", then the accumulating one
             for (const auto& t : times)
                 if (t.name.rfind("linear dW", 0) == 0) dw.push_back(t.name);
@@ -389,8 +389,8 @@ BatchedBackward run_backward_batched(Device& ops, int count, int batch, int in, 
                                           : std::vector<BackwardPart>{BackwardPart::all}) {
             if (!per_network) {
                 ops.linear_backward_batched(dx, grads.view(), dY.view(), Y.cview(), X.cview(), xs, params.cview(), P,
-                                            w_off, bias ? static_cast<std::ptrdiff_t>(b_off) : -1, count, batch, in, out,
-                                            act, accumulate, part);
+                                            w_off, bias ? static_cast<std::ptrdiff_t>(b_off) : -1, count, batch, in,
+                                            out, act, accumulate, part);
                 continue;
             }
             for (std::size_t k = 0; k < n; ++k)
@@ -398,8 +398,8 @@ BatchedBackward run_backward_batched(Device& ops, int count, int batch, int in, 
                                     grads.view().subview(k * P + w_off, wsz),
                                     bias ? grads.view().subview(k * P + b_off, out) : View<float>(),
                                     dY.view().subview(k * ys, ys), Y.cview().subview(k * ys, ys),
-                                    X.cview().subview(k * xs, nb * in), params.cview().subview(k * P + w_off, wsz), batch,
-                                    in, out, act, accumulate, part);
+                                    X.cview().subview(k * xs, nb * in), params.cview().subview(k * P + w_off, wsz),
+                                    batch, in, out, act, accumulate, part);
         }
     };
     BatchedBackward r;
@@ -436,7 +436,8 @@ TEST_CASE("linear_backward_batched equals one linear_backward per network, on bo
                         CHECK(c.grads_acc == c1.grads_acc);
                         const auto g = run_backward_batched(gpu, count, batch, in, out, act, bias, shared_input, false);
                         const auto g1 = run_backward_batched(gpu, count, batch, in, out, act, bias, shared_input, true);
-                        const auto gp = run_backward_batched(gpu, count, batch, in, out, act, bias, shared_input, false, true);
+                        const auto gp =
+                            run_backward_batched(gpu, count, batch, in, out, act, bias, shared_input, false, true);
                         // One launch for every network's dZ and db: the single op's bits.
                         CHECK(g.dZ == g1.dZ);
                         if (bias)
@@ -475,9 +476,12 @@ TEST_CASE("linear_backward_batched over many rows: split weight gradients within
         for (bool shared_input : {false, true}) {
             const int batch = 4096, in = 29, out = 65;
             INFO("count " << count << " shared " << shared_input);
-            const auto c = run_backward_batched(cpu, count, batch, in, out, Activation::tanh, true, shared_input, false);
-            const auto g = run_backward_batched(gpu, count, batch, in, out, Activation::tanh, true, shared_input, false);
-            const auto again = run_backward_batched(gpu, count, batch, in, out, Activation::tanh, true, shared_input, false);
+            const auto c =
+                run_backward_batched(cpu, count, batch, in, out, Activation::tanh, true, shared_input, false);
+            const auto g =
+                run_backward_batched(gpu, count, batch, in, out, Activation::tanh, true, shared_input, false);
+            const auto again =
+                run_backward_batched(gpu, count, batch, in, out, Activation::tanh, true, shared_input, false);
             CHECK(again.grads == g.grads);
             CHECK(again.grads_acc == g.grads_acc);
             // Reordered sums of `out` (dX) and `batch` terms (the split dW in any order).
@@ -633,10 +637,10 @@ TEST_CASE("head_backward is the head's linear_backward then the hidden activatio
                                         c.subview(400, 50), 50, 0, 30, 33, 1, 4, 10, 3, Activation::tanh, false),
                       Catch::Contains("dOut (count, batch, out)"));
     const int wide = fh::abi::kHeadBackwardMaxOut + 1;
-    CHECK_THROWS_WITH(cpu.head_backward(v.subview(0, 40), v.subview(100, 200), c.subview(300, 4 * wide),
-                                        c.subview(400, 40), c.subview(500, 200), 200, 0, 10 * wide, 11 * wide, 1, 4,
-                                        10, wide, Activation::tanh, false),
-                      Catch::Contains("kHeadBackwardMaxOut"));
+    CHECK_THROWS_WITH(
+        cpu.head_backward(v.subview(0, 40), v.subview(100, 200), c.subview(300, 4 * wide), c.subview(400, 40),
+                          c.subview(500, 200), 200, 0, 10 * wide, 11 * wide, 1, 4, 10, wide, Activation::tanh, false),
+        Catch::Contains("kHeadBackwardMaxOut"));
 }
 
 TEST_CASE("CUDA head_backward: one output the two passes' dZ and hidden db bit for bit, any width near the CPU",
@@ -691,11 +695,15 @@ TEST_CASE("CUDA bias + activation pass: four columns at a time equals one at a t
         for (int batch : {1, 3, 1000}) {
             for (Activation act : {Activation::tanh, Activation::relu})
                 for (bool bias : {true, false}) {
-                    INFO("out " << out << " batch " << batch << " tanh " << (act == Activation::tanh) << " bias " << bias);
+                    INFO("out " << out << " batch " << batch << " tanh " << (act == Activation::tanh) << " bias "
+                                << bias);
                     const std::size_t n = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
-                    const auto xh = random_floats(static_cast<std::size_t>(batch), 300 + static_cast<std::uint64_t>(out), -3.f, 3.f);
-                    const auto wh = random_floats(static_cast<std::size_t>(out), 500 + static_cast<std::uint64_t>(batch), -2.f, 2.f);
-                    const auto bh = random_floats(static_cast<std::size_t>(out), 400 + static_cast<std::uint64_t>(batch));
+                    const auto xh = random_floats(static_cast<std::size_t>(batch),
+                                                  300 + static_cast<std::uint64_t>(out), -3.f, 3.f);
+                    const auto wh = random_floats(static_cast<std::size_t>(out),
+                                                  500 + static_cast<std::uint64_t>(batch), -2.f, 2.f);
+                    const auto bh =
+                        random_floats(static_cast<std::size_t>(out), 400 + static_cast<std::uint64_t>(batch));
                     auto run = [&](Device& ops, std::size_t shift) {
                         auto x = ops.from_host<float>(xh), w = ops.from_host<float>(wh), b = ops.from_host<float>(bh);
                         auto y = ops.alloc<float>(n + 4);
@@ -713,12 +721,14 @@ TEST_CASE("CUDA bias + activation pass: four columns at a time equals one at a t
                         FH_REQUIRE_WITHIN(quads, c,
                                           fh::test::linear_forward_bound(xh, wh, bias ? bh : std::vector<float>{}, c,
                                                                          batch, 1, out, act));
-                    else CHECK(quads == c);
+                    else
+                        CHECK(quads == c);
                 }
         }
 }
 
-TEST_CASE("CUDA narrow tanh layers (network_linear_narrow_*): the in-order fmaf sum, each network as alone", "[gpu][nn]") {
+TEST_CASE("CUDA narrow tanh layers (network_linear_narrow_*): the in-order fmaf sum, each network as alone",
+          "[gpu][nn]") {
     // tanh layers of at most kLinearNarrowMaxIn inputs take one fused launch whose every output is
     // acc = fmaf(x[k], W[j, k], acc) over k in order, then tanh(acc + b[j]) (cuda/abi/core_network.h).
     // The shapes pick each of the three tiles (the host's choice depends on the blocks a tile
@@ -732,9 +742,9 @@ TEST_CASE("CUDA narrow tanh layers (network_linear_narrow_*): the in-order fmaf 
         bool shared_input;
     };
     for (const Shape sh : {Shape{1, 1, 1, 1, false}, Shape{1, 5, 50, 9, false}, Shape{1, 33, 64, 3, false},
-                           Shape{1, 130, 33, 130, false}, Shape{1, 2048, 50, 512, false}, Shape{1, 4099, 50, 256, false},
-                           Shape{1, 32773, 50, 256, false}, Shape{2, 512, 50, 256, false}, Shape{3, 77, 64, 45, true},
-                           Shape{3, 300, 7, 66, false}})
+                           Shape{1, 130, 33, 130, false}, Shape{1, 2048, 50, 512, false},
+                           Shape{1, 4099, 50, 256, false}, Shape{1, 32773, 50, 256, false},
+                           Shape{2, 512, 50, 256, false}, Shape{3, 77, 64, 45, true}, Shape{3, 300, 7, 66, false}})
         for (bool bias : {true, false}) {
             INFO("count " << sh.count << " batch " << sh.batch << " in " << sh.in << " out " << sh.out << " bias "
                           << bias);
@@ -754,7 +764,8 @@ TEST_CASE("CUDA narrow tanh layers (network_linear_narrow_*): the in-order fmaf 
                                    sh.in, sh.out, Activation::tanh);
             };
             const auto run = [&] {
-                if (sh.count == 1) one_network(0, y.view());
+                if (sh.count == 1)
+                    one_network(0, y.view());
                 else
                     gpu.linear_forward_batched(y.view(), x.cview(), xs, p.cview(), P, 0,
                                                bias ? static_cast<std::ptrdiff_t>(out * in) : -1, sh.count, sh.batch,
@@ -1022,8 +1033,7 @@ TEST_CASE("CUDA Adam four elements a thread (aligned arrays) equals one at a tim
         }
 }
 
-TEST_CASE("CUDA Adam with a soft target equals Adam then scale and saxpy (bit for bit) and the CPU twin",
-          "[gpu][nn]") {
+TEST_CASE("CUDA Adam with a soft target equals Adam then scale and saxpy (bit for bit) and the CPU twin", "[gpu][nn]") {
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
     for (std::size_t n : {std::size_t{1}, std::size_t{4099}, std::size_t{fh::abi::kAdamVectorMinElements} + 3})

@@ -55,8 +55,14 @@ Ring random_ring(Device& ops, int steps, int envs, int D, std::uint64_t seed) {
     }
     r.actions = ops.from_host<int>(actions);
     r.done = ops.from_host<std::uint8_t>(done);
-    r.view = fh::replay::ReplayView{r.states.cview().data(), r.next_states.cview().data(), r.actions.cview().data(),
-                                    r.rewards.cview().data(), r.done.cview().data(), steps, envs, D};
+    r.view = fh::replay::ReplayView{r.states.cview().data(),
+                                    r.next_states.cview().data(),
+                                    r.actions.cview().data(),
+                                    r.rewards.cview().data(),
+                                    r.done.cview().data(),
+                                    steps,
+                                    envs,
+                                    D};
     return r;
 }
 
@@ -88,8 +94,9 @@ Sampled sample_both_ways(Device& ops, int n_step) {
     auto counter = ops.from_host<long long>(std::vector<long long>{41});
     auto ticket = ops.from_host<unsigned>(std::vector<unsigned>{0u});
     const std::size_t span = (N - 1) * xs + static_cast<std::size_t>(B) * D;
-    fh::ops::nstep_sample_agents(ops, x.view().subview(0, span), x.view().subview(static_cast<std::size_t>(B) * D, span),
-                                 actions.view(), returns.view(), discounts.view(), agents_d.cview(), xs,
+    fh::ops::nstep_sample_agents(ops, x.view().subview(0, span),
+                                 x.view().subview(static_cast<std::size_t>(B) * D, span), actions.view(),
+                                 returns.view(), discounts.view(), agents_d.cview(), xs,
                                  fh::ops::CounterAdvance{counter.view(), ticket.view()}, B, D);
     Sampled out{ops.to_host(x.cview()), ops.to_host(returns.cview()), ops.to_host(discounts.cview()),
                 ops.to_host(actions.cview()), ops.to_host(counter.cview())[0]};
@@ -99,18 +106,20 @@ Sampled sample_both_ways(Device& ops, int n_step) {
         INFO("agent " << k);
         fh::replay::SampleParams p = agents[static_cast<std::size_t>(k)].params;
         p.update = 42;
-        auto s = ops.alloc<float>(static_cast<std::size_t>(B) * D), s2 = ops.alloc<float>(static_cast<std::size_t>(B) * D);
+        auto s = ops.alloc<float>(static_cast<std::size_t>(B) * D),
+             s2 = ops.alloc<float>(static_cast<std::size_t>(B) * D);
         auto a = ops.alloc<int>(B);
         auto r = ops.alloc<float>(B), d = ops.alloc<float>(B);
-        fh::ops::nstep_sample(ops, s.view(), s2.view(), a.view(), r.view(), d.view(), rings[static_cast<std::size_t>(k)].view,
-                              p, B);
+        fh::ops::nstep_sample(ops, s.view(), s2.view(), a.view(), r.view(), d.view(),
+                              rings[static_cast<std::size_t>(k)].view, p, B);
         const auto at = static_cast<std::size_t>(k) * xs, rows = static_cast<std::size_t>(B) * D;
         CHECK(same_bits(ops.to_host(s.cview()), std::vector<float>(out.x.begin() + at, out.x.begin() + at + rows)));
         CHECK(same_bits(ops.to_host(s2.cview()),
                         std::vector<float>(out.x.begin() + at + rows, out.x.begin() + at + 2 * rows)));
         const auto b0 = static_cast<std::size_t>(k) * B;
         CHECK(ops.to_host(a.cview()) == std::vector<int>(out.actions.begin() + b0, out.actions.begin() + b0 + B));
-        CHECK(same_bits(ops.to_host(r.cview()), std::vector<float>(out.returns.begin() + b0, out.returns.begin() + b0 + B)));
+        CHECK(same_bits(ops.to_host(r.cview()),
+                        std::vector<float>(out.returns.begin() + b0, out.returns.begin() + b0 + B)));
         CHECK(same_bits(ops.to_host(d.cview()),
                         std::vector<float>(out.discounts.begin() + b0, out.discounts.begin() + b0 + B)));
     }
@@ -148,18 +157,23 @@ std::vector<float> losses_both_ways(Device& ops) {
         INFO("agent " << k);
         const std::size_t r0 = k * B, c0 = r0 * A;
         const auto row = [&](const Buffer<float>& b) { return b.cview().subview(r0, B); };
-        const auto cell = [&](const Buffer<float>& b) { return b.cview().subview(c0, static_cast<std::size_t>(B) * A); };
+        const auto cell = [&](const Buffer<float>& b) {
+            return b.cview().subview(c0, static_cast<std::size_t>(B) * A);
+        };
         const auto ak = a.cview().subview(r0, B);
         auto lv1 = ops.alloc<float>(B), dv1 = ops.alloc<float>(B), lq1 = ops.alloc<float>(B);
-        auto dq11 = ops.alloc<float>(static_cast<std::size_t>(B) * A), dq21 = ops.alloc<float>(static_cast<std::size_t>(B) * A);
-        auto lp1 = ops.alloc<float>(B), w1 = ops.alloc<float>(B), dl1 = ops.alloc<float>(static_cast<std::size_t>(B) * A);
+        auto dq11 = ops.alloc<float>(static_cast<std::size_t>(B) * A),
+             dq21 = ops.alloc<float>(static_cast<std::size_t>(B) * A);
+        auto lp1 = ops.alloc<float>(B), w1 = ops.alloc<float>(B),
+             dl1 = ops.alloc<float>(static_cast<std::size_t>(B) * A);
         fh::ops::iql_value_loss(ops, lv1.view(), dv1.view(), row(v), cell(q1), cell(q2), ak, scalars[k].expectile);
         fh::ops::iql_q_loss(ops, lq1.view(), dq11.view(), dq21.view(), cell(q1), cell(q2), ak, row(r), row(d), row(vn));
         fh::ops::awr_policy_loss(ops, lp1.view(), w1.view(), dl1.view(), cell(logits), cell(q1), cell(q2), row(v), ak,
                                  scalars[k].beta, scalars[k].max_weight);
         const auto part = [&](const Buffer<float>& pop, std::size_t at, std::size_t n) {
             const auto h = ops.to_host(pop.cview());
-            return std::vector<float>(h.begin() + static_cast<std::ptrdiff_t>(at), h.begin() + static_cast<std::ptrdiff_t>(at + n));
+            return std::vector<float>(h.begin() + static_cast<std::ptrdiff_t>(at),
+                                      h.begin() + static_cast<std::ptrdiff_t>(at + n));
         };
         const std::size_t BA = static_cast<std::size_t>(B) * A;
         CHECK(same_bits(ops.to_host(lv1.cview()), part(lv, r0, B)));
@@ -229,12 +243,14 @@ std::vector<float> tail_both_ways(Device& ops, std::size_t P, bool soft) {
     const std::vector<float> lr{1e-3f, 3e-4f, 5e-3f};
     const std::vector<float> tau_keep{0.005f, 0.995f, 0.1f, 0.9f, 1.f, 0.f};
     // The population's buffers.
-    auto params = ops.from_host<float>(random_floats(N * P, 11)), m = ops.alloc<float>(N * P), v = ops.alloc<float>(N * P);
+    auto params = ops.from_host<float>(random_floats(N * P, 11)), m = ops.alloc<float>(N * P),
+         v = ops.alloc<float>(N * P);
     auto target = ops.from_host<float>(random_floats(N * P, 12));
     ops.fill(m.view(), 0.f);
     ops.fill(v.view(), 0.f);
     auto lr_d = ops.from_host<float>(lr), tk = ops.from_host<float>(tau_keep);
-    auto stats = ops.alloc<float>(N * S), accum = ops.alloc<float>(N * S), scratch = ops.alloc<float>(N * fh::ops::norm_guard_scratch_size());
+    auto stats = ops.alloc<float>(N * S), accum = ops.alloc<float>(N * S),
+         scratch = ops.alloc<float>(N * fh::ops::norm_guard_scratch_size());
     ops.fill(accum.view(), 0.f);
     ops.fill(scratch.view(), 0.f);
     auto gate = ops.alloc<int>(N);
@@ -251,11 +267,15 @@ std::vector<float> tail_both_ways(Device& ops, std::size_t P, bool soft) {
     for (std::size_t k = 0; k < N; ++k) {
         One o{ops.from_host<float>(std::vector<float>(host_params.begin() + static_cast<std::ptrdiff_t>(k * P),
                                                       host_params.begin() + static_cast<std::ptrdiff_t>((k + 1) * P))),
-              ops.alloc<float>(P), ops.alloc<float>(P),
+              ops.alloc<float>(P),
+              ops.alloc<float>(P),
               ops.from_host<float>(std::vector<float>(host_target.begin() + static_cast<std::ptrdiff_t>(k * P),
                                                       host_target.begin() + static_cast<std::ptrdiff_t>((k + 1) * P))),
-              ops.alloc<float>(S), ops.alloc<float>(S), ops.alloc<float>(fh::ops::norm_guard_scratch_size()),
-              ops.alloc<int>(1), ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>{{0, 0, -1, 0, 0}})};
+              ops.alloc<float>(S),
+              ops.alloc<float>(S),
+              ops.alloc<float>(fh::ops::norm_guard_scratch_size()),
+              ops.alloc<int>(1),
+              ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>{{0, 0, -1, 0, 0}})};
         for (auto* b : {&o.m, &o.v, &o.accum, &o.scratch}) ops.fill(b->view(), 0.f);
         alone.push_back(std::move(o));
     }
@@ -285,13 +305,15 @@ std::vector<float> tail_both_ways(Device& ops, std::size_t P, bool soft) {
                                     o.state.view(), s.subview(0, kLosses), counter, o.accum.view(), s);
             fh::ops::AdamParams own = adam;
             own.lr = lr[k];
-            ops.adam_step(o.params.view(), o.m.view(), o.v.view(), gk, s.subview(kNorm, 1), o.gate.cview(), counter, own,
-                          {}, soft ? fh::ops::SoftTarget{o.target.view(), tau_keep[2 * k], tau_keep[2 * k + 1]}
-                                   : fh::ops::SoftTarget{});
+            ops.adam_step(o.params.view(), o.m.view(), o.v.view(), gk, s.subview(kNorm, 1), o.gate.cview(), counter,
+                          own, {},
+                          soft ? fh::ops::SoftTarget{o.target.view(), tau_keep[2 * k], tau_keep[2 * k + 1]}
+                               : fh::ops::SoftTarget{});
         }
     }
     const auto part = [&](const std::vector<float>& h, std::size_t k, std::size_t n) {
-        return std::vector<float>(h.begin() + static_cast<std::ptrdiff_t>(k * n), h.begin() + static_cast<std::ptrdiff_t>((k + 1) * n));
+        return std::vector<float>(h.begin() + static_cast<std::ptrdiff_t>(k * n),
+                                  h.begin() + static_cast<std::ptrdiff_t>((k + 1) * n));
     };
     const auto hp = ops.to_host(params.cview()), hm = ops.to_host(m.cview()), hv = ops.to_host(v.cview()),
                ht = ops.to_host(target.cview()), hs = ops.to_host(stats.cview()), ha = ops.to_host(accum.cview());

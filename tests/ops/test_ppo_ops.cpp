@@ -41,7 +41,8 @@ std::vector<double> log_softmax(const std::vector<double>& z) {
 }
 
 float draw_u(std::uint64_t seed, int e, std::uint64_t step) {
-    return fh::rng::unit_float(fh::rng::draw(seed, fh::rng::Purpose::policy_sample, static_cast<std::uint32_t>(e), step).v[0]);
+    return fh::rng::unit_float(
+        fh::rng::draw(seed, fh::rng::Purpose::policy_sample, static_cast<std::uint32_t>(e), step).v[0]);
 }
 
 // ---- the PPO loss in double, written from the definition (not from math/ppo.h) ----------------
@@ -97,8 +98,8 @@ LossOut run_loss(fh::ops::Device& ops, const LossBatch& b, const LossParams& p) 
     auto ret = ops.from_host<float>(b.returns), ov = ops.from_host<float>(b.old_values);
     auto stats = ops.alloc<float>(fh::ppo::kPpoLossStats * b.B), dl = ops.alloc<float>(b.B * b.A);
     auto dv = ops.alloc<float>(b.B);
-    fh::ops::ppo_loss(ops, stats.view(), dl.view(), dv.view(), logits.cview(), values.cview(), actions.cview(), olp.cview(),
-                 adv.cview(), ret.cview(), ov.cview(), p);
+    fh::ops::ppo_loss(ops, stats.view(), dl.view(), dv.view(), logits.cview(), values.cview(), actions.cview(),
+                      olp.cview(), adv.cview(), ret.cview(), ov.cview(), p);
     return {ops.to_host(stats.cview()), ops.to_host(dl.cview()), ops.to_host(dv.cview())};
 }
 
@@ -137,8 +138,7 @@ TEST_CASE("policy math: log-probabilities and entropy equal a double softmax", "
             const auto lp = log_softmax(zd);
             double H = 0;
             for (double l : lp) H -= std::exp(l) * l;
-            for (int a = 0; a < A; ++a)
-                REQUIRE(fh::policy::log_prob(z.data(), A, a) == Approx(lp[a]).margin(5e-5));
+            for (int a = 0; a < A; ++a) REQUIRE(fh::policy::log_prob(z.data(), A, a) == Approx(lp[a]).margin(5e-5));
             CHECK(fh::policy::entropy(z.data(), A) == Approx(H).margin(5e-5));
             const double lse = zd[0] - lp[0];
             CHECK(fh::policy::log_sum_exp(z.data(), A) == Approx(lse).margin(5e-5));
@@ -224,7 +224,8 @@ TEST_CASE("ppo_learning_rate writes the schedule's rate at the rollout count in 
         INFO("rollouts " << r);
         ops.upload<long long>(rollouts.view(), std::vector<long long>{r});
         fh::ops::ppo_learning_rate(ops, lr.view(), 3e-4, true, 10.0, fh::ops::counter_value(rollouts.cview()));
-        CHECK(ops.to_host(lr.cview())[0] == static_cast<float>(3e-4 * std::max(0.0, 1.0 - static_cast<double>(r) / 10.0)));
+        CHECK(ops.to_host(lr.cview())[0] ==
+              static_cast<float>(3e-4 * std::max(0.0, 1.0 - static_cast<double>(r) / 10.0)));
         fh::ops::ppo_learning_rate(ops, lr.view(), 3e-4, false, 10.0, fh::ops::counter_value(rollouts.cview()));
         CHECK(ops.to_host(lr.cview())[0] == 3e-4f);
     }
@@ -237,7 +238,7 @@ TEST_CASE("diversity penalty: the window fills, the ring forgets old actions, th
     using fh::ppo::diversity_penalty;
     SECTION("the formula") {
         CHECK(fh::ppo::kDiversityThreshold == 0.5f);
-        CHECK(diversity_penalty(5, 10, 1.f) == 0.f);   // exactly half: no penalty
+        CHECK(diversity_penalty(5, 10, 1.f) == 0.f);  // exactly half: no penalty
         CHECK(diversity_penalty(3, 10, 1.f) == 0.f);
         CHECK(diversity_penalty(6, 10, 1.f) == Approx(0.2f));
         CHECK(diversity_penalty(10, 10, 0.7f) == 0.7f);  // one action fills the window: coef
@@ -258,7 +259,7 @@ TEST_CASE("diversity penalty: the window fills, the ring forgets old actions, th
             INFO("step " << step);
             ops.upload<int>(acts.view(), std::vector<int>{seq0[step], seq1[step]});
             fh::ops::ppo_diversity(ops, window.view(), counts.view(), penalty.view(), acts.cview(), A, W, 2.f,
-                              static_cast<std::uint64_t>(step));
+                                   static_cast<std::uint64_t>(step));
             const auto p = ops.to_host(penalty.cview());
             CHECK(p[0] == want0[step]);
             CHECK(p[1] == 0.f);  // env 1 never has more than half the window on one action
@@ -329,9 +330,10 @@ TEST_CASE("GAE: a hand-computed rollout with a termination, a truncation and the
 
 // ---- bootstrap values of truncated episodes ----------------------------------------------------
 
-TEST_CASE("ppo_collect_truncated gathers truncated episodes in environment order; their observations are rebuilt; "
-          "ppo_scatter_values puts values back",
-          "[ppo]") {
+TEST_CASE(
+    "ppo_collect_truncated gathers truncated episodes in environment order; their observations are rebuilt; "
+    "ppo_scatter_values puts values back",
+    "[ppo]") {
     using fh::env::kRunning;
     using fh::env::kTerminated;
     using fh::env::kTruncated;
@@ -347,7 +349,8 @@ TEST_CASE("ppo_collect_truncated gathers truncated episodes in environment order
     auto bars = ops.from_host<int>(std::vector<int>(capacity, -1));
     auto pf = ops.from_host<float>(std::vector<float>(capacity * 2, -1.f));
     auto count = ops.from_host<int>(std::vector<int>{77});  // stale: restart ignores it
-    auto d1 = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>{kRunning, kTruncated, kTerminated, kTruncated, kTruncated});
+    auto d1 = ops.from_host<std::uint8_t>(
+        std::vector<std::uint8_t>{kRunning, kTruncated, kTerminated, kTruncated, kTruncated});
     const auto collect = [&](fh::ops::View<const std::uint8_t> done, int row_base, bool restart) {
         fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(), o.cview(), inf.cview(),
                                        done, market_dim, row_base, restart);
@@ -356,7 +359,8 @@ TEST_CASE("ppo_collect_truncated gathers truncated episodes in environment order
     CHECK(ops.to_host(count.cview()) == std::vector<int>{3});
     CHECK(ops.to_host(rows.cview()) == std::vector<int>{11, 13, 14, -1});
     // Appending: entry 3 takes environment 0 (row 15); environment 4 (row 19) is counted past the capacity.
-    auto d2 = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>{kTruncated, kRunning, kRunning, kTerminated, kTruncated});
+    auto d2 =
+        ops.from_host<std::uint8_t>(std::vector<std::uint8_t>{kTruncated, kRunning, kRunning, kTerminated, kTruncated});
     collect(d2.cview(), 15, false);
     CHECK(ops.to_host(count.cview()) == std::vector<int>{5});
     CHECK(ops.to_host(rows.cview()) == std::vector<int>{11, 13, 14, 15});
@@ -386,9 +390,10 @@ TEST_CASE("ppo_collect_truncated gathers truncated episodes in environment order
     CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view().subview(0, 7), count.view(),
                                                    o.cview(), inf.cview(), d1.cview(), market_dim, 0, true),
                     std::invalid_argument);  // 7 floats for 4 entries of 2
-    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(),
-                                                   o.cview().subview(0, 18), inf.cview(), d1.cview(), market_dim, 0, true),
-                    std::invalid_argument);  // 18 floats for 5 environments
+    CHECK_THROWS_AS(
+        fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(), o.cview().subview(0, 18),
+                                       inf.cview(), d1.cview(), market_dim, 0, true),
+        std::invalid_argument);  // 18 floats for 5 environments
     CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(), o.cview(),
                                                    inf.cview(), d1.cview(), 5, 0, true),
                     std::invalid_argument);  // market_dim above state_dim
@@ -484,7 +489,7 @@ TEST_CASE("permute is a bijection of [0, m) and the epoch changes the order", "[
         }
         CHECK(differ_epoch > 950);  // ~999 expected
         CHECK(differ_seed > 950);
-        CHECK(fixed < 10);          // ~1 expected
+        CHECK(fixed < 10);  // ~1 expected
     }
     SECTION("m = 2: both orders occur over the epochs") {
         int swapped = 0;
@@ -520,13 +525,20 @@ TEST_CASE("ppo_gather takes the permuted rows; the minibatches of an epoch parti
     auto bs = ops.from_host<float>(st), blp = ops.from_host<float>(lp), badv = ops.from_host<float>(adv);
     auto bret = ops.from_host<float>(ret), bval = ops.from_host<float>(val);
     auto bact = ops.from_host<int>(act);
-    const RolloutView rollout{bs.cview().data(), bact.cview().data(), blp.cview().data(), badv.cview().data(),
-                              bret.cview().data(), bval.cview().data(), M, D};
+    const RolloutView rollout{bs.cview().data(),
+                              bact.cview().data(),
+                              blp.cview().data(),
+                              badv.cview().data(),
+                              bret.cview().data(),
+                              bval.cview().data(),
+                              M,
+                              D};
     auto gather = [&](int B, int offset, std::uint64_t epoch) {
         auto s = ops.alloc<float>(B * D), l = ops.alloc<float>(B), a2 = ops.alloc<float>(B), r2 = ops.alloc<float>(B),
              v = ops.alloc<float>(B);
         auto a = ops.alloc<int>(B);
-        fh::ops::ppo_gather(ops, s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), rollout, 5, epoch, offset);
+        fh::ops::ppo_gather(ops, s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), rollout, 5, epoch,
+                            offset);
         const auto hs = ops.to_host(s.cview());
         const auto ha = ops.to_host(a.cview());
         const auto hl = ops.to_host(l.cview()), hadv = ops.to_host(a2.cview()), hr = ops.to_host(r2.cview()),
@@ -689,12 +701,15 @@ TEST_CASE("PPO ops: sizes are checked; read-only inputs may share, outputs may n
     auto done = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(8, 0));
     auto adv = ops.alloc<float>(8), ret = ops.alloc<float>(8);
     // values and next_values may be the same read-only buffer ...
-    CHECK_NOTHROW(fh::ops::ppo_gae(ops, adv.view(), ret.view(), cf(0, 8), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 4));
+    CHECK_NOTHROW(
+        fh::ops::ppo_gae(ops, adv.view(), ret.view(), cf(0, 8), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 4));
     // ... an output aliasing an input may not.
-    CHECK_THROWS_AS(fh::ops::ppo_gae(ops, adv.view(), ret.view(), adv.cview(), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 4),
-                    std::invalid_argument);
-    CHECK_THROWS_AS(fh::ops::ppo_gae(ops, adv.view(), ret.view(), cf(0, 8), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 3),
-                    std::invalid_argument);  // 8 rows are not a multiple of T = 3
+    CHECK_THROWS_AS(
+        fh::ops::ppo_gae(ops, adv.view(), ret.view(), adv.cview(), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 4),
+        std::invalid_argument);
+    CHECK_THROWS_AS(
+        fh::ops::ppo_gae(ops, adv.view(), ret.view(), cf(0, 8), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 3),
+        std::invalid_argument);  // 8 rows are not a multiple of T = 3
 
     auto scratch = ops.alloc<float>(fh::ops::normalize_scratch_size());
     CHECK_THROWS_AS(fh::ops::normalize(ops, f(0, 8), f(8, 16)), std::invalid_argument);  // scratch too small
@@ -703,28 +718,38 @@ TEST_CASE("PPO ops: sizes are checked; read-only inputs may share, outputs may n
     auto acts = ops.from_host<int>(std::vector<int>{0, 1, 2, 0});
     auto stats = ops.alloc<float>(fh::ppo::kPpoLossStats * 4), dl = ops.alloc<float>(12), dv = ops.alloc<float>(4);
     const LossParams p{0.2f, 0.5f, 0.01f, 1};
-    CHECK_NOTHROW(fh::ops::ppo_loss(ops, stats.view(), dl.view(), dv.view(), cf(0, 12), cf(12, 4), acts.cview(), cf(16, 4),
-                               cf(20, 4), cf(24, 4), cf(12, 4), p));  // old_values == values: fine
-    CHECK_THROWS_AS(fh::ops::ppo_loss(ops, stats.view(), dl.view(), f(12, 4), cf(0, 12), cf(12, 4), acts.cview(), cf(16, 4),
-                                 cf(20, 4), cf(24, 4), cf(28, 4), p),
+    CHECK_NOTHROW(fh::ops::ppo_loss(ops, stats.view(), dl.view(), dv.view(), cf(0, 12), cf(12, 4), acts.cview(),
+                                    cf(16, 4), cf(20, 4), cf(24, 4), cf(12, 4), p));  // old_values == values: fine
+    CHECK_THROWS_AS(fh::ops::ppo_loss(ops, stats.view(), dl.view(), f(12, 4), cf(0, 12), cf(12, 4), acts.cview(),
+                                      cf(16, 4), cf(20, 4), cf(24, 4), cf(28, 4), p),
                     std::invalid_argument);  // d_values is the values buffer
-    CHECK_THROWS_AS(fh::ops::ppo_loss(ops, stats.view(), dl.view(), dv.view(), cf(0, 13), cf(12, 4), acts.cview(), cf(16, 4),
-                                 cf(20, 4), cf(24, 4), cf(28, 4), p),
+    CHECK_THROWS_AS(fh::ops::ppo_loss(ops, stats.view(), dl.view(), dv.view(), cf(0, 13), cf(12, 4), acts.cview(),
+                                      cf(16, 4), cf(20, 4), cf(24, 4), cf(28, 4), p),
                     std::invalid_argument);  // 13 logits for 4 samples
 
-    const RolloutView r{buf.cview().data(), acts.cview().data(), buf.cview().data(), buf.cview().data(),
-                        buf.cview().data(), buf.cview().data(), 4, 2};
+    const RolloutView r{buf.cview().data(),
+                        acts.cview().data(),
+                        buf.cview().data(),
+                        buf.cview().data(),
+                        buf.cview().data(),
+                        buf.cview().data(),
+                        4,
+                        2};
     auto gs = ops.alloc<float>(4), g1 = ops.alloc<float>(2), g2 = ops.alloc<float>(2), g3 = ops.alloc<float>(2),
          g4 = ops.alloc<float>(2);
     auto ga = ops.alloc<int>(2);
-    CHECK_NOTHROW(fh::ops::ppo_gather(ops, gs.view(), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 2));
-    CHECK_THROWS_AS(fh::ops::ppo_gather(ops, gs.view(), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 3),
-                    std::invalid_argument);  // rows [3, 5) of 4
-    CHECK_THROWS_AS(fh::ops::ppo_gather(ops, f(0, 4), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 0),
-                    std::invalid_argument);  // the output overlaps the rollout
+    CHECK_NOTHROW(
+        fh::ops::ppo_gather(ops, gs.view(), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 2));
+    CHECK_THROWS_AS(
+        fh::ops::ppo_gather(ops, gs.view(), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 3),
+        std::invalid_argument);  // rows [3, 5) of 4
+    CHECK_THROWS_AS(
+        fh::ops::ppo_gather(ops, f(0, 4), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 0),
+        std::invalid_argument);  // the output overlaps the rollout
 
     auto err = ops.alloc<float>(2), dp = ops.alloc<float>(10);
-    CHECK_THROWS_AS(fh::ops::curiosity_error(ops, err.view(), dp.view(), cf(0, 10), cf(10, 8), 4), std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::curiosity_error(ops, err.view(), dp.view(), cf(0, 10), cf(10, 8), 4),
+                    std::invalid_argument);
 
     auto window = ops.from_host<int>(std::vector<int>(8, 0)), counts = ops.from_host<int>(std::vector<int>(12, 0));
     auto pen = ops.alloc<float>(4);
@@ -809,10 +834,12 @@ TEST_CASE("GAE and normalize kernels equal their CPU twins", "[gpu][ppo]") {
     const auto rewards = random_floats(M, 31), values = random_floats(M, 32), next_values = random_floats(M, 33);
     std::vector<std::uint8_t> done(M);
     for (int i = 0; i < M; ++i)
-        done[i] = static_cast<std::uint8_t>(i % 29 == 0 ? fh::env::kTerminated : i % 13 == 0 ? fh::env::kTruncated
-                                                                                               : fh::env::kRunning);
+        done[i] = static_cast<std::uint8_t>(i % 29 == 0   ? fh::env::kTerminated
+                                            : i % 13 == 0 ? fh::env::kTruncated
+                                                          : fh::env::kRunning);
     auto gae = [&](fh::ops::Device& ops) {
-        auto r = ops.from_host<float>(rewards), v = ops.from_host<float>(values), nv = ops.from_host<float>(next_values);
+        auto r = ops.from_host<float>(rewards), v = ops.from_host<float>(values),
+             nv = ops.from_host<float>(next_values);
         auto d = ops.from_host<std::uint8_t>(done);
         auto adv = ops.alloc<float>(M), ret = ops.alloc<float>(M);
         fh::ops::ppo_gae(ops, adv.view(), ret.view(), r.cview(), v.cview(), nv.cview(), d.cview(), 0.99f, 0.95f, T);
@@ -862,7 +889,9 @@ TEST_CASE("the truncated-episode kernels (collect, observations, scatter) equal 
     for (auto& d : done)
         for (auto& x : d) {
             const auto r = rng() % 10;
-            x = static_cast<std::uint8_t>(r < 2 ? fh::env::kTruncated : r < 3 ? fh::env::kTerminated : fh::env::kRunning);
+            x = static_cast<std::uint8_t>(r < 2   ? fh::env::kTruncated
+                                          : r < 3 ? fh::env::kTerminated
+                                                  : fh::env::kRunning);
         }
     done[1][0] = done[1][n - 1] = fh::env::kTruncated;  // the first and last environment
     std::vector<fh::env::StepInfo> info(n);
@@ -890,7 +919,7 @@ TEST_CASE("the truncated-episode kernels (collect, observations, scatter) equal 
                           ops.to_host(obs.cview())};
     };
     const auto c = run(cpu), g = run(gpu);
-    REQUIRE(std::get<3>(c)[1] < capacity);  // two steps fit ...
+    REQUIRE(std::get<3>(c)[1] < capacity);      // two steps fit ...
     REQUIRE(std::get<3>(c).back() > capacity);  // ... the third reaches the capacity
     CHECK(std::get<3>(g) == std::get<3>(c));
     CHECK(std::get<0>(g) == std::get<0>(c));
@@ -901,7 +930,8 @@ TEST_CASE("the truncated-episode kernels (collect, observations, scatter) equal 
     // Scatter: 3,000 values to a permutation of dst's 3,001 rows, two of them moved outside.
     const int size = 3001, m = 3000;
     std::vector<int> at(m);
-    for (int i = 0; i < m; ++i) at[static_cast<std::size_t>(i)] = static_cast<int>((static_cast<long long>(i) * 1237) % m);
+    for (int i = 0; i < m; ++i)
+        at[static_cast<std::size_t>(i)] = static_cast<int>((static_cast<long long>(i) * 1237) % m);
     at[17] = -5;
     at[m - 1] = size + 10;
     const auto vals = random_floats(m, 43);
@@ -932,13 +962,20 @@ TEST_CASE("the PPO gather kernel equals its CPU twin", "[gpu][ppo]") {
             auto bs = ops.from_host<float>(st), blp = ops.from_host<float>(lp), badv = ops.from_host<float>(adv),
                  bret = ops.from_host<float>(ret), bval = ops.from_host<float>(val);
             auto bact = ops.from_host<int>(act);
-            const RolloutView r{bs.cview().data(), bact.cview().data(), blp.cview().data(), badv.cview().data(),
-                                bret.cview().data(), bval.cview().data(), M, D};
-            auto s = ops.alloc<float>(B * D), l = ops.alloc<float>(B), a2 = ops.alloc<float>(B), r2 = ops.alloc<float>(B),
-                 v = ops.alloc<float>(B);
+            const RolloutView r{bs.cview().data(),
+                                bact.cview().data(),
+                                blp.cview().data(),
+                                badv.cview().data(),
+                                bret.cview().data(),
+                                bval.cview().data(),
+                                M,
+                                D};
+            auto s = ops.alloc<float>(B * D), l = ops.alloc<float>(B), a2 = ops.alloc<float>(B),
+                 r2 = ops.alloc<float>(B), v = ops.alloc<float>(B);
             auto a = ops.alloc<int>(B);
-            fh::ops::ppo_gather(ops, s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), r, 123, epoch, offset);
-            return std::tuple{ops.to_host(s.cview()), ops.to_host(a.cview()), ops.to_host(l.cview()),
+            fh::ops::ppo_gather(ops, s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), r, 123, epoch,
+                                offset);
+            return std::tuple{ops.to_host(s.cview()),  ops.to_host(a.cview()),  ops.to_host(l.cview()),
                               ops.to_host(a2.cview()), ops.to_host(r2.cview()), ops.to_host(v.cview())};
         };
         for (int offset : {0, 600, 700}) {

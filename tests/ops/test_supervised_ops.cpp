@@ -377,7 +377,8 @@ TEST_CASE("the supervised kernels equal their CPU twins", "[gpu][supervised]") {
                     p.exit_threshold = 0.2f;
                     p.full_score = 2.0f;
                     p.urgency = 2;
-                    CHECK(run_signal(cpu, pred, states, calibration, p) == run_signal(gpu, pred, states, calibration, p));
+                    CHECK(run_signal(cpu, pred, states, calibration, p) ==
+                          run_signal(gpu, pred, states, calibration, p));
                 }
     }
 }

@@ -145,7 +145,8 @@ TEST_CASE("copy_group copies each pair, any element type, and nothing else", "[o
         for (std::size_t i = 0; i < n; ++i) REQUIRE(r.floats[i + 1] == xf[i]);
         REQUIRE(r.bytes[0] == 0xAB);
         REQUIRE(r.bytes[1] == 0xAB);
-        for (std::size_t i = 0; i < n; ++i) REQUIRE(r.bytes[i + 2] == static_cast<std::uint8_t>(((i + 1) * 37 + n) % 251));
+        for (std::size_t i = 0; i < n; ++i)
+            REQUIRE(r.bytes[i + 2] == static_cast<std::uint8_t>(((i + 1) * 37 + n) % 251));
         for (std::size_t i = 0; i < n; ++i) REQUIRE(r.ints[i] == static_cast<int>(i * 7919 + n) - 1000);
     }
 }
@@ -156,7 +157,8 @@ TEST_CASE("copy_group refuses overlaps, size mismatches and too many pairs", "[o
     const auto v = buf.view();
     const auto c = buf.cview();
     // A dst overlapping its own src, another pair's src, or another pair's dst.
-    CHECK_THROWS_WITH(ops.copy_group({{v.subview(0, 8), c.subview(4, 8)}}), Catch::Contains("copy 0's dst overlaps copy 0's src"));
+    CHECK_THROWS_WITH(ops.copy_group({{v.subview(0, 8), c.subview(4, 8)}}),
+                      Catch::Contains("copy 0's dst overlaps copy 0's src"));
     CHECK_THROWS_WITH(ops.copy_group({{v.subview(0, 8), c.subview(16, 8)}, {v.subview(32, 8), c.subview(2, 8)}}),
                       Catch::Contains("copy 0's dst overlaps copy 1's src"));
     CHECK_THROWS_WITH(ops.copy_group({{v.subview(0, 8), c.subview(16, 8)}, {v.subview(4, 8), c.subview(32, 8)}}),
@@ -311,8 +313,10 @@ TEST_CASE("Adam at an update number in device memory uses core::at_step's bias c
         fh::core::AdamConstants c{3e-3f, 0.9f, 0.999f, 1e-8f, 1.f, 0.f, 0.f, 0.f};
         c = fh::core::at_step(c, step);
         // The corrections agree with 1 - beta^step to float rounding.
-        CHECK(c.bias_correction1 == Approx(1.0 - std::pow(static_cast<double>(0.9f), static_cast<double>(step))).epsilon(1e-6));
-        CHECK(c.bias_correction2 == Approx(1.0 - std::pow(static_cast<double>(0.999f), static_cast<double>(step))).epsilon(1e-6));
+        CHECK(c.bias_correction1 ==
+              Approx(1.0 - std::pow(static_cast<double>(0.9f), static_cast<double>(step))).epsilon(1e-6));
+        CHECK(c.bias_correction2 ==
+              Approx(1.0 - std::pow(static_cast<double>(0.999f), static_cast<double>(step))).epsilon(1e-6));
         const float scale = fh::core::clip_scale(2.5f, 1.f);
         for (std::size_t i = 0; i < n; ++i) fh::core::adam_element(p[i], m[i], v[i], g[i], scale, c);
         std::vector<float> want = p;
@@ -395,11 +399,12 @@ TEST_CASE("CUDA memory is freed in stream order and refused inside a captured se
 
     std::optional<fh::ops::Buffer<float>> made_in_branch;
     auto other = a.alloc<float>(300);
-    a.run_concurrently([&] {
-        made_in_branch = a.alloc<float>(300);
-        a.fill(made_in_branch->view(), 1.5f);
-    },
-                       [&] { a.fill(other.view(), -2.f); });
+    a.run_concurrently(
+        [&] {
+            made_in_branch = a.alloc<float>(300);
+            a.fill(made_in_branch->view(), 1.5f);
+        },
+        [&] { a.fill(other.view(), -2.f); });
     CHECK(a.to_host(made_in_branch->cview()) == std::vector<float>(300, 1.5f));
     CHECK(a.to_host(other.cview()) == std::vector<float>(300, -2.f));
 

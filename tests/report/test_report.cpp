@@ -53,9 +53,17 @@ std::string fmt_lr(double lr) {
 }
 
 json::Value metrics(double total_return, double sharpe) {
-    return json::object({{"total_return", total_return}, {"annual_return", total_return * 2}, {"sharpe", sharpe},
-                         {"sortino", sharpe * 1.5}, {"max_drawdown", 0.05}, {"calmar", 3.0}, {"trades", 12},
-                         {"win_rate", 0.5}, {"profit_factor", nullptr}, {"exposure", 0.4}, {"turnover", 20.0},
+    return json::object({{"total_return", total_return},
+                         {"annual_return", total_return * 2},
+                         {"sharpe", sharpe},
+                         {"sortino", sharpe * 1.5},
+                         {"max_drawdown", 0.05},
+                         {"calmar", 3.0},
+                         {"trades", 12},
+                         {"win_rate", 0.5},
+                         {"profit_factor", nullptr},
+                         {"exposure", 0.4},
+                         {"turnover", 20.0},
                          {"action_histogram", json::Value::array({3, 0, 5, 10, 1, 0, 2, 0, 7})}});
 }
 
@@ -92,9 +100,13 @@ void make_run(const fs::path& dir, double lr, int seed, double val, double test_
               "\n");
     std::string evals, lines;
     for (int k = 1; k <= 4; ++k) {
-        evals += json::serialize(json::object({{"env_steps", 500 * k}, {"split", "val"}, {"metric", "val_sharpe"},
-                                               {"value", val - 4 + k}, {"best", true},
-                                               {"buy_and_hold", metrics(0.01, 0.3)}})) + "\n";
+        evals += json::serialize(json::object({{"env_steps", 500 * k},
+                                               {"split", "val"},
+                                               {"metric", "val_sharpe"},
+                                               {"value", val - 4 + k},
+                                               {"best", true},
+                                               {"buy_and_hold", metrics(0.01, 0.3)}})) +
+                 "\n";
     }
     for (int k = 1; k <= 20; ++k)
         lines += json::serialize(json::object({{"step", k * 25},
@@ -124,12 +136,14 @@ void make_run(const fs::path& dir, double lr, int seed, double val, double test_
         gmtime_r(&tt, &tm);
         std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
         equity += std::to_string(i < 150 ? 0 : 1) + "," + std::to_string(4000 + i) + "," + stamp + ",4000.25," +
-                  std::to_string(i % 9) + ",1," + std::to_string(e) + ",0.01," + (i == 299 ? "" : std::to_string(h)) + "\n";
+                  std::to_string(i % 9) + ",1," + std::to_string(e) + ",0.01," + (i == 299 ? "" : std::to_string(h)) +
+                  "\n";
     }
     write(dir / "backtest" / "equity.csv", equity);
     write(dir / "backtest" / "val_equity.csv", equity);
     write(dir / "backtest" / "trades.csv",
-          "segment,bar,time,side,contracts,price,order_type,commission\n0,4001,2020-09-13T12:31:40Z,buy,1,4000.5,market,2.5\n"
+          "segment,bar,time,side,contracts,price,order_type,commission\n0,4001,2020-09-13T12:31:40Z,buy,1,4000.5,"
+          "market,2.5\n"
           "0,4010,2020-09-13T13:16:40Z,sell,2,4001,passive_limit,5\n");
 }
 
@@ -305,7 +319,8 @@ TEST_CASE("report: a sweep's page ranks the settings and links every run's repor
     check_self_contained(html);
     CHECK(html.find("href=\"lr=0.001,seed=1/report.html\"") != std::string::npos);
     CHECK(html.find("<tr class=\"best\">") != std::string::npos);
-    for (int seed = 1; seed <= 3; ++seed) CHECK(fs::exists(dir / ("lr=0.001,seed=" + std::to_string(seed)) / "report.html"));
+    for (int seed = 1; seed <= 3; ++seed)
+        CHECK(fs::exists(dir / ("lr=0.001,seed=" + std::to_string(seed)) / "report.html"));
     // Elsewhere, the links still lead to the runs.
     const std::string moved = slurp(fh::report::write_report(dir.string(), (dir / "sub" / "page.html").string()));
     CHECK(moved.find("href=\"../lr=0.001,seed=1/report.html\"") != std::string::npos);

@@ -40,7 +40,8 @@ TEST_CASE("derived run names: canonical values, sorted keys, seed last, placemen
     CHECK(name_of({}) == "dqn,seed=0");
     CHECK(name_of({"training.learning_rate=3e-4", "run.seed=2"}) == "dqn,training.learning_rate=0.0003,seed=2");
     // The same run however its overrides are spelled or ordered.
-    CHECK(name_of({"training.learning_rate=0.0003", "run.seed=2"}) == name_of({"run.seed=2", "training.learning_rate=3e-4"}));
+    CHECK(name_of({"training.learning_rate=0.0003", "run.seed=2"}) ==
+          name_of({"run.seed=2", "training.learning_rate=3e-4"}));
     CHECK(name_of({"training.gamma=0.9", "dqn.num_atoms=21"}) == "dqn,dqn.num_atoms=21,training.gamma=0.9,seed=0");
     CHECK(name_of({"training.gamma=0.5", "training.gamma=0.9"}) == "dqn,training.gamma=0.9,seed=0");  // the last wins
     // Where and how a run is stored does not name it.
@@ -76,7 +77,8 @@ TEST_CASE("run.on_exists decides what an existing run directory means", "[naming
     using Action = fh::run::Placement::Action;
 
     // No directory yet: always create.
-    for (const char* mode : {"new", "skip", "resume", "error"}) CHECK(fh::run::place_run(profile_in(root, "r", mode)).action == Action::create);
+    for (const char* mode : {"new", "skip", "resume", "error"})
+        CHECK(fh::run::place_run(profile_in(root, "r", mode)).action == Action::create);
 
     touch(root / "r" / "config.toml");
     CHECK(fh::run::place_run(profile_in(root, "r", "new")).action == Action::create);  // r-2 beside it

@@ -29,11 +29,15 @@ namespace json = fh::io::json;
 
 namespace {
 
-fs::path scratch(const std::string& name) { return fh::test::scratch_dir("fh-population", name); }
+fs::path scratch(const std::string& name) {
+    return fh::test::scratch_dir("fh-population", name);
+}
 
 using Result = fh::test::ShellResult;
 using fh::test::slurp;
-Result sh(const std::string& script, const fs::path& dir) { return fh::test::run_shell(script, dir); }
+Result sh(const std::string& script, const fs::path& dir) {
+    return fh::test::run_shell(script, dir);
+}
 
 std::string last_line(const std::string& text) {
     std::string t = text;
@@ -42,7 +46,9 @@ std::string last_line(const std::string& text) {
     return nl == std::string::npos ? t : t.substr(nl + 1);
 }
 
-json::Value parse(const std::string& text) { return json::parse(text, json::Limits{64u << 20, 64, true}); }
+json::Value parse(const std::string& text) {
+    return json::parse(text, json::Limits{64u << 20, 64, true});
+}
 
 /// metrics.jsonl without what depends on time (perf/*).
 std::vector<std::string> metrics_without_timing(const fs::path& file) {
@@ -113,12 +119,13 @@ void check_agent_equals_single(const fs::path& agent, const fs::path& single) {
 
 /// A population of `profile` with `population_args`, then one single run per (seed, extra
 /// overrides) with --auto-name; each agent's directory (same name) must equal its single run's.
-void population_equals_single_runs(const std::string& device, const std::string& common, const std::string& population_args,
-                                   const std::vector<std::string>& singles, const std::string& tag) {
+void population_equals_single_runs(const std::string& device, const std::string& common,
+                                   const std::string& population_args, const std::vector<std::string>& singles,
+                                   const std::string& tag) {
     const auto dir = scratch(tag);
-    const auto pop = sh("\"$EXE\" " + common + " --device " + device + " --output '" + (dir / "pop").string() + "' " +
-                            population_args,
-                        dir);
+    const auto pop = sh(
+        "\"$EXE\" " + common + " --device " + device + " --output '" + (dir / "pop").string() + "' " + population_args,
+        dir);
     INFO(pop.err);
     REQUIRE(pop.code == 0);
     const fs::path popdir = last_line(pop.out);
@@ -137,7 +144,7 @@ void population_equals_single_runs(const std::string& device, const std::string&
         const fs::path agent = popdir / agents[i].find("run")->as_string();
         // Named by what differs between the agents: the seed, and the grid line's keys.
         CHECK(agent.filename().string().rfind("seed=") != std::string::npos);
-        CHECK(agent.filename().string().find("smoketest") == std::string::npos);  // the population's name has it
+        CHECK(agent.filename().string().find("smoketest") == std::string::npos);        // the population's name has it
         CHECK(agent.filename().string().find("run.total_steps") == std::string::npos);  // shared: not in the name
         check_agent_equals_single(agent, single);
     }
@@ -157,12 +164,15 @@ void population_equals_single_runs(const std::string& device, const std::string&
     fs::remove_all(dir);
 }
 
-const std::string kDqn = "--profile dqn-smoketest --set run.total_steps=800 --set run.eval_interval=400 "
-                         "--set run.checkpoint_interval=400";
-const std::string kIql = "--profile iql-smoketest --set run.total_steps=120 --set run.eval_interval=60 "
-                         "--set run.checkpoint_interval=60 --set run.log_interval=30";
-const std::string kPpo = "--profile ppo-smoketest --set run.total_steps=1600 --set run.eval_interval=800 "
-                         "--set run.checkpoint_interval=800";
+const std::string kDqn =
+    "--profile dqn-smoketest --set run.total_steps=800 --set run.eval_interval=400 "
+    "--set run.checkpoint_interval=400";
+const std::string kIql =
+    "--profile iql-smoketest --set run.total_steps=120 --set run.eval_interval=60 "
+    "--set run.checkpoint_interval=60 --set run.log_interval=30";
+const std::string kPpo =
+    "--profile ppo-smoketest --set run.total_steps=1600 --set run.eval_interval=800 "
+    "--set run.checkpoint_interval=800";
 
 /// Two runs of the same batched population of 8 agents (`common`) on the GPU: every agent's
 /// metrics, evaluation, equity and checkpoint tensors the same bits.
@@ -170,7 +180,8 @@ void batched_population_is_reproducible(const std::string& common, const std::st
     const auto dir = scratch(tag);
     std::vector<fs::path> runs;
     for (const char* name : {"a", "b"}) {
-        const auto r = sh("\"$EXE\" " + common + " --device cuda --set run.population_batching=on --seeds 1,2,3,4,5,6,7,8 --output '" +
+        const auto r = sh("\"$EXE\" " + common +
+                              " --device cuda --set run.population_batching=on --seeds 1,2,3,4,5,6,7,8 --output '" +
                               (dir / name).string() + "'",
                           dir);
         INFO(r.err);
@@ -188,7 +199,8 @@ void batched_population_is_reproducible(const std::string& common, const std::st
               metrics_without_timing(runs[1] / name / "metrics.jsonl"));
         CHECK(slurp(runs[0] / name / "eval.jsonl") == slurp(runs[1] / name / "eval.jsonl"));
         CHECK(slurp(runs[0] / name / "backtest/equity.csv") == slurp(runs[1] / name / "backtest/equity.csv"));
-        check_same_tensors(runs[0] / name / "checkpoints/last.safetensors", runs[1] / name / "checkpoints/last.safetensors");
+        check_same_tensors(runs[0] / name / "checkpoints/last.safetensors",
+                           runs[1] / name / "checkpoints/last.safetensors");
     }
     fs::remove_all(dir);
 }
@@ -209,9 +221,10 @@ TEST_CASE("population: each of 3 DQN agents (seeds, a grid with another learning
     fs::remove_all(grid_dir);
 }
 
-TEST_CASE("population: 2 DQN agents with HER (another relabelling ratio and goal reward) equal their single runs "
-          "(CPU)",
-          "[population][her]") {
+TEST_CASE(
+    "population: 2 DQN agents with HER (another relabelling ratio and goal reward) equal their single runs "
+    "(CPU)",
+    "[population][her]") {
     const auto grid_dir = scratch("her-grid");
     const fs::path grid = grid_dir / "grid.txt";
     std::ofstream(grid) << "run.seed=1\nrun.seed=1 dqn.her_ratio=0.5 dqn.her_reward=0.1\n";
@@ -222,16 +235,16 @@ TEST_CASE("population: 2 DQN agents with HER (another relabelling ratio and goal
     fs::remove_all(grid_dir);
 }
 
-TEST_CASE("population: 3 batched IQL agents (seeds, a grid with another expectile and beta) equal their single runs "
-          "(CPU)",
-          "[population][iql]") {
+TEST_CASE(
+    "population: 3 batched IQL agents (seeds, a grid with another expectile and beta) equal their single runs "
+    "(CPU)",
+    "[population][iql]") {
     const auto grid_dir = scratch("iql-grid");
     const fs::path grid = grid_dir / "grid.txt";
     std::ofstream(grid) << "run.seed=1\nrun.seed=2\nrun.seed=2 iql.expectile=0.9 iql.beta=1.0\n";
-    population_equals_single_runs("cpu", kIql + " --set run.population_batching=on",
-                                  "--population-grid '" + grid.string() + "'",
-                                  {"--seed 1", "--seed 2", "--seed 2 --set iql.expectile=0.9 --set iql.beta=1.0"},
-                                  "iql3");
+    population_equals_single_runs(
+        "cpu", kIql + " --set run.population_batching=on", "--population-grid '" + grid.string() + "'",
+        {"--seed 1", "--seed 2", "--seed 2 --set iql.expectile=0.9 --set iql.beta=1.0"}, "iql3");
     fs::remove_all(grid_dir);
 }
 
@@ -240,9 +253,10 @@ TEST_CASE("population: 2 PPO agents from --seeds equal their single runs (CPU, o
                                   {"--seed 3", "--seed 5"}, "ppo2");
 }
 
-TEST_CASE("population: 3 batched PPO agents (seeds, a grid with another clip, entropy and lambda) equal their single "
-          "runs (CPU)",
-          "[population][ppo]") {
+TEST_CASE(
+    "population: 3 batched PPO agents (seeds, a grid with another clip, entropy and lambda) equal their single "
+    "runs (CPU)",
+    "[population][ppo]") {
     const auto grid_dir = scratch("ppo-grid");
     const fs::path grid = grid_dir / "grid.txt";
     std::ofstream(grid) << "run.seed=1\nrun.seed=2\nrun.seed=2 ppo.clip=0.1 ppo.entropy_coef=0.05 ppo.gae_lambda=0.9\n";
@@ -265,9 +279,10 @@ TEST_CASE("population: run.population = 3 gives seeds run.seed + i; check lists 
     CHECK(r.out.find("# Each agent its own launches: run.population_batching = \"auto\"") != std::string::npos);
     const auto on = sh("\"$EXE\" check dqn-smoketest --set run.population=3 --set run.population_batching=on", dir);
     CHECK(on.out.find("# Batched: one engine for every agent") != std::string::npos);
-    const auto her = sh("\"$EXE\" check dqn-smoketest --set run.population=3 --set run.population_batching=on "
-                        "--set dqn.her=true",
-                        dir);
+    const auto her =
+        sh("\"$EXE\" check dqn-smoketest --set run.population=3 --set run.population_batching=on "
+           "--set dqn.her=true",
+           dir);
     CHECK(her.out.find("# Batched: one engine for every agent") != std::string::npos);  // every option batches
     // IQL agents batch under "auto" whatever their sizes; PPO agents where their networks are narrow
     // and their rollouts not tiny (curiosity included: each agent's forward model in the one engine);
@@ -277,19 +292,23 @@ TEST_CASE("population: run.population = 3 gives seeds run.seed + i; check lists 
     const auto ppo = sh("\"$EXE\" check ppo-smoketest --set run.population=2", dir);
     CHECK(ppo.out.find("# Each agent its own launches: run.population_batching = \"auto\": a rollout") !=
           std::string::npos);
-    const auto ppo_big = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set experience.gpu_n_episodes=64", dir);
+    const auto ppo_big =
+        sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set experience.gpu_n_episodes=64", dir);
     CHECK(ppo_big.out.find("# Batched: one engine for every agent") != std::string::npos);
-    const auto ppo_mid = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set experience.gpu_n_episodes=64 "
-                            "--set ppo.hidden=[256,256]",
-                            dir);
+    const auto ppo_mid =
+        sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set experience.gpu_n_episodes=64 "
+           "--set ppo.hidden=[256,256]",
+           dir);
     CHECK(ppo_mid.out.find("# Batched: one engine for every agent") != std::string::npos);
-    const auto ppo_wide = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set experience.gpu_n_episodes=64 "
-                             "--set ppo.hidden=[512,512]",
-                             dir);
+    const auto ppo_wide =
+        sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set experience.gpu_n_episodes=64 "
+           "--set ppo.hidden=[512,512]",
+           dir);
     CHECK(ppo_wide.out.find("widest ppo.hidden layer is 512 > 256") != std::string::npos);
-    const auto curious = sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set run.population_batching=on "
-                            "--set ppo.curiosity=true",
-                            dir);
+    const auto curious =
+        sh("\"$EXE\" check ppo-smoketest --set run.population=2 --set run.population_batching=on "
+           "--set ppo.curiosity=true",
+           dir);
     CHECK(curious.out.find("# Batched: one engine for every agent") != std::string::npos);
     const auto dt = sh("\"$EXE\" check dt-smoketest --set run.population=2", dir);
     INFO(dt.out << dt.err);
@@ -310,7 +329,8 @@ TEST_CASE("population: grids with shape keys, unknown keys or bad values are ref
         {"training.learning_rate=0.001\ntraining.learning_rate=0.01\ntraning.gamma=0.9\n", ":3:1: unknown key"},
         {"training.gamma=0.9\n\n  training.gamma=1.5\n", ":3:3:"},
         {"run.seed=1\nrun.seed\n", ":2:1: 'run.seed' is not KEY=VALUE"},
-        {"replay_buffer.batch_size=64\n", ":1:1: replay_buffer.batch_size cannot differ between the agents of one population: it changes a shape"},
+        {"replay_buffer.batch_size=64\n",
+         ":1:1: replay_buffer.batch_size cannot differ between the agents of one population: it changes a shape"},
     };
     for (const auto& c : cases) {
         std::ofstream(grid) << c.text;
@@ -327,7 +347,8 @@ TEST_CASE("population: grids with shape keys, unknown keys or bad values are ref
     const auto seeds = sh("\"$EXE\" --profile dqn-smoketest --device cpu --seeds 1,x", dir);
     CHECK(seeds.code == 2);
     CHECK(seeds.err.find("--seeds") != std::string::npos);
-    const auto same = sh("\"$EXE\" --profile dqn-smoketest --device cpu --seeds 1,1 --output '" + (dir / "runs").string() + "'", dir);
+    const auto same =
+        sh("\"$EXE\" --profile dqn-smoketest --device cpu --seeds 1,1 --output '" + (dir / "runs").string() + "'", dir);
     CHECK(same.code == 2);
     CHECK(same.err.find("same run") != std::string::npos);
     const auto many = sh("\"$EXE\" check dqn-smoketest --set run.population=257", dir);
@@ -337,12 +358,19 @@ TEST_CASE("population: grids with shape keys, unknown keys or bad values are ref
 
 TEST_CASE("population: a diverged agent stops alone, its summary says so; the others finish", "[population]") {
     std::string batching;
-    SECTION("each agent its own launches") { batching = "off"; }
-    SECTION("the batched engine") { batching = "on"; }
+    SECTION("each agent its own launches") {
+        batching = "off";
+    }
+    SECTION("the batched engine") {
+        batching = "on";
+    }
     const auto dir = scratch("diverged");
     const std::string file = fh::config::locate_profile("dqn-smoketest");
-    const std::vector<std::string> overrides{"run.total_steps=800", "run.eval_interval=400", "run.device=\"cpu\"",
-                                             "training.max_bad_updates=3", "run.output_dir=\"" + dir.string() + "\"",
+    const std::vector<std::string> overrides{"run.total_steps=800",
+                                             "run.eval_interval=400",
+                                             "run.device=\"cpu\"",
+                                             "training.max_bad_updates=3",
+                                             "run.output_dir=\"" + dir.string() + "\"",
                                              "run.population_batching=\"" + batching + "\""};
     const auto profile = fh::config::resolve_profile_file(file, overrides);
     fh::run::PopulationRequest request{{1, 2, 3}, ""};
@@ -378,8 +406,10 @@ void batched_resume_equals_unbatched(const std::string& common, long long half, 
     const auto dir = scratch(tag);
     std::vector<fs::path> pops;
     for (const char* how : {"on", "off"}) {
-        const auto first = sh("\"$EXE\" " + common + " --device cpu --set run.population_batching=on --seeds 1,2,3 "
-                              "--set run.total_steps=" + std::to_string(half) + " --output '" + (dir / how).string() + "'",
+        const auto first = sh("\"$EXE\" " + common +
+                                  " --device cpu --set run.population_batching=on --seeds 1,2,3 "
+                                  "--set run.total_steps=" +
+                                  std::to_string(half) + " --output '" + (dir / how).string() + "'",
                               dir);
         INFO(first.err);
         REQUIRE(first.code == 0);
@@ -398,7 +428,8 @@ void batched_resume_equals_unbatched(const std::string& common, long long half, 
                                 dir);
         INFO(resumed.err);
         REQUIRE(resumed.code == 0);
-        CHECK((resumed.err.find("one batched engine for the 3 agents") != std::string::npos) == (std::string(how) == "on"));
+        CHECK((resumed.err.find("one batched engine for the 3 agents") != std::string::npos) ==
+              (std::string(how) == "on"));
         pops.push_back(popdir);
     }
     const auto listing = parse(slurp(pops[0] / "population.json"));
@@ -408,10 +439,12 @@ void batched_resume_equals_unbatched(const std::string& common, long long half, 
         CHECK(a.find("status")->as_string() == "completed");
         const std::string name = a.find("run")->as_string();
         INFO(name);
-        CHECK(metrics_without_timing(pops[0] / name / "metrics.jsonl") == metrics_without_timing(pops[1] / name / "metrics.jsonl"));
+        CHECK(metrics_without_timing(pops[0] / name / "metrics.jsonl") ==
+              metrics_without_timing(pops[1] / name / "metrics.jsonl"));
         CHECK(slurp(pops[0] / name / "eval.jsonl") == slurp(pops[1] / name / "eval.jsonl"));
         CHECK(slurp(pops[0] / name / "backtest/equity.csv") == slurp(pops[1] / name / "backtest/equity.csv"));
-        check_same_tensors(pops[0] / name / "checkpoints/last.safetensors", pops[1] / name / "checkpoints/last.safetensors");
+        check_same_tensors(pops[0] / name / "checkpoints/last.safetensors",
+                           pops[1] / name / "checkpoints/last.safetensors");
         CHECK(member(pops[0] / name / "summary.json", "updates") == member(pops[1] / name / "summary.json", "updates"));
         if (updates >= 0) CHECK(member(pops[0] / name / "summary.json", "updates") == std::to_string(updates));
     }
@@ -419,7 +452,11 @@ void batched_resume_equals_unbatched(const std::string& common, long long half, 
 }
 
 TEST_CASE("population: a batched population resumes batched, each agent as it would alone (CPU)", "[population]") {
-    SECTION("DQN") { batched_resume_equals_unbatched("--profile dqn-smoketest --set run.eval_interval=400 --set run.checkpoint_interval=400", 400, 800, "resume-dqn"); }
+    SECTION("DQN") {
+        batched_resume_equals_unbatched(
+            "--profile dqn-smoketest --set run.eval_interval=400 --set run.checkpoint_interval=400", 400, 800,
+            "resume-dqn");
+    }
     // Without the replay in the checkpoints: the agents resume batched, each ring refilling from
     // empty (updates 84 at 400 env steps, then none for the 16 steps that refill 64 transitions:
     // 84 + 100 - 16), each as it would alone.
@@ -429,8 +466,12 @@ TEST_CASE("population: a batched population resumes batched, each agent as it wo
             "run.checkpoint_interval=400 --set checkpoint.keep_replay=false",
             400, 800, "resume-dqn-lean", 168);
     }
-    SECTION("IQL") { batched_resume_equals_unbatched(kIql, 60, 120, "resume-iql"); }
-    SECTION("PPO") { batched_resume_equals_unbatched(kPpo, 800, 1600, "resume-ppo"); }
+    SECTION("IQL") {
+        batched_resume_equals_unbatched(kIql, 60, 120, "resume-iql");
+    }
+    SECTION("PPO") {
+        batched_resume_equals_unbatched(kPpo, 800, 1600, "resume-ppo");
+    }
 }
 
 // A batched population's agents read the interrupt latched at the start of each round: they stop
@@ -443,13 +484,16 @@ TEST_CASE("population: SIGINT stops a batched population's agents at one iterati
     const std::string metrics = (popdir / (name + "3") / "metrics.jsonl").string();
     const auto r = sh("\"$EXE\" --profile iql-smoketest --device cpu --output '" + (dir / "runs").string() +
                           "' --seeds 1,2,3 --set run.total_steps=100000000 --set run.log_interval=50 & pid=$!; "
-                          "for i in $(seq 600); do [ -s '" + metrics + "' ] && break; sleep 0.1; done; "
+                          "for i in $(seq 600); do [ -s '" +
+                          metrics +
+                          "' ] && break; sleep 0.1; done; "
                           "kill -INT $pid; wait $pid",
                       dir);
     INFO(r.err);
     REQUIRE(r.code == 130);
     std::vector<std::string> updates;
-    for (int seed = 1; seed <= 3; ++seed) updates.push_back(member(popdir / (name + std::to_string(seed)) / "summary.json", "updates"));
+    for (int seed = 1; seed <= 3; ++seed)
+        updates.push_back(member(popdir / (name + std::to_string(seed)) / "summary.json", "updates"));
     CHECK(updates[1] == updates[0]);
     CHECK(updates[2] == updates[0]);
     REQUIRE(std::stoll(updates[0]) < 3000);
@@ -459,8 +503,8 @@ TEST_CASE("population: SIGINT stops a batched population's agents at one iterati
     CHECK(resumed.err.find("one batched engine for the 3 agents") != std::string::npos);
     for (const int seed : {1, 3}) {
         const auto single = sh("\"$EXE\" --profile iql-smoketest --device cpu --output '" + (dir / "single").string() +
-                                   "' --set run.total_steps=3000 --set run.log_interval=50 --seed " + std::to_string(seed) +
-                                   " --auto-name",
+                                   "' --set run.total_steps=3000 --set run.log_interval=50 --seed " +
+                                   std::to_string(seed) + " --auto-name",
                                dir);
         INFO(single.err);
         REQUIRE(single.code == 0);
@@ -480,7 +524,9 @@ TEST_CASE("population: SIGINT checkpoints every agent (exit 130); --resume POPDI
     const std::string metrics = (popdir / "seed=2" / "metrics.jsonl").string();
     const auto r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + (dir / "runs").string() +
                           "' --seeds 1,2 --set run.total_steps=100000000 --set run.log_interval=400 & pid=$!; "
-                          "for i in $(seq 600); do [ -s '" + metrics + "' ] && break; sleep 0.1; done; "
+                          "for i in $(seq 600); do [ -s '" +
+                          metrics +
+                          "' ] && break; sleep 0.1; done; "
                           "kill -INT $pid; wait $pid",
                       dir);
     INFO(r.err);
@@ -503,8 +549,8 @@ TEST_CASE("population: SIGINT checkpoints every agent (exit 130); --resume POPDI
     // The resumed agents equal uninterrupted single runs: validation, results, the last checkpoint.
     for (const int seed : {1, 2}) {
         const auto single = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + (dir / "single").string() +
-                                   "' --set run.total_steps=2400 --set run.log_interval=400 --seed " + std::to_string(seed) +
-                                   " --auto-name",
+                                   "' --set run.total_steps=2400 --set run.log_interval=400 --seed " +
+                                   std::to_string(seed) + " --auto-name",
                                dir);
         INFO(single.err);
         REQUIRE(single.code == 0);
@@ -630,8 +676,8 @@ TEST_CASE("population on the GPU: a batched population of 8 PPO agents is bit-re
 
 TEST_CASE("population: bench --set run.population=2 reports aggregate and per-agent rates", "[population][bench]") {
     const auto dir = scratch("bench");
-    const auto r = sh("\"$EXE\" bench --profile dqn-smoketest --device cpu --set run.total_steps=80 --set run.population=2",
-                      dir);
+    const auto r =
+        sh("\"$EXE\" bench --profile dqn-smoketest --device cpu --set run.total_steps=80 --set run.population=2", dir);
     INFO(r.err);
     REQUIRE(r.code == 0);
     const auto v = parse(last_line(r.out));
@@ -645,9 +691,10 @@ TEST_CASE("population: bench --set run.population=2 reports aggregate and per-ag
     }
     CHECK(v.find("updates_per_s_per_agent")->as_double() * 2 == Approx(v.find("agent_updates_per_s")->as_double()));
     // IQL's batched engine: its updates, the agents' dataset collection; no collection while training.
-    const auto iql = sh("\"$EXE\" bench --profile iql-smoketest --device cpu --set run.total_steps=40 "
-                        "--set run.population=2 --set run.population_batching=on",
-                        dir);
+    const auto iql =
+        sh("\"$EXE\" bench --profile iql-smoketest --device cpu --set run.total_steps=40 "
+           "--set run.population=2 --set run.population_batching=on",
+           dir);
     INFO(iql.err);
     REQUIRE(iql.code == 0);
     const auto vi = parse(last_line(iql.out));
@@ -688,9 +735,11 @@ TEST_CASE("population: a sweep's populations give the runs --no-population gives
     const auto dir = scratch("sweep");
     const char* src = std::getenv("FH_SOURCE_DIR");
     REQUIRE(src != nullptr);
-    const std::string sweep = "'" + (fs::path(src) / "scripts" / "sweep.sh").string() + "' --exe \"$EXE\" --profile "
+    const std::string sweep = "'" + (fs::path(src) / "scripts" / "sweep.sh").string() +
+                              "' --exe \"$EXE\" --profile "
                               "dqn-smoketest --cpu -j 1 --set training.learning_rate=1e-3,2e-3 --seeds 1,2";
-    const std::string tiny = " -- --set run.total_steps=400 --set run.eval_interval=200 --set run.checkpoint_interval=200";
+    const std::string tiny =
+        " -- --set run.total_steps=400 --set run.eval_interval=200 --set run.checkpoint_interval=200";
     const auto pop = sh(sweep + " --output '" + (dir / "pop").string() + "'" + tiny, dir);
     INFO(pop.out << pop.err);
     REQUIRE(pop.code == 0);
@@ -709,7 +758,8 @@ TEST_CASE("population: a sweep's populations give the runs --no-population gives
     const auto again = sh(sweep + " --output '" + (dir / "pop").string() + "'" + tiny, dir);
     REQUIRE(again.code == 0);
     std::size_t skipped = 0;
-    for (auto at = again.out.find(": skipped "); at != std::string::npos; at = again.out.find(": skipped ", at + 1)) ++skipped;
+    for (auto at = again.out.find(": skipped "); at != std::string::npos; at = again.out.find(": skipped ", at + 1))
+        ++skipped;
     CHECK(skipped == 4);
     fs::remove_all(dir);
 }

@@ -102,8 +102,9 @@ void render(const fs::path& html, const fs::path& png) {
 
 // Tiny budgets: each run trains 600 env steps and validates twice (about a second on the CPU).
 const std::string kTiny = " -- --set run.total_steps=600 --set run.eval_interval=300 --set run.log_interval=100";
-const std::string kGrid = " --profile dqn-smoketest --cpu -j 2 --output sweep --set training.learning_rate=1e-3,3e-4,1e-4 "
-                          "--seeds 1,2,3";
+const std::string kGrid =
+    " --profile dqn-smoketest --cpu -j 2 --output sweep --set training.learning_rate=1e-3,3e-4,1e-4 "
+    "--seeds 1,2,3";
 
 }  // namespace
 
@@ -120,8 +121,9 @@ TEST_CASE("a 3 x 3 CPU sweep runs, a second invocation skips every run, compare 
         CHECK(slurp(r / "summary.json").find("\"status\":\"completed\"") != std::string::npos);
         CHECK(r.filename().string().find(",training.learning_rate=") != std::string::npos);
     }
-    CHECK(fs::exists(dir / "sweep" / "dqn-smoketest,run.eval_interval=300,run.log_interval=100,run.total_steps=600,"
-                                     "training.learning_rate=0.0003,seed=2"));
+    CHECK(fs::exists(dir / "sweep" /
+                     "dqn-smoketest,run.eval_interval=300,run.log_interval=100,run.total_steps=600,"
+                     "training.learning_rate=0.0003,seed=2"));
     std::vector<std::string> before;
     for (const auto& r : runs) before.push_back(slurp(r / "summary.json"));
 
@@ -180,14 +182,17 @@ TEST_CASE("a 3 x 3 CPU sweep runs, a second invocation skips every run, compare 
     REQUIRE(ev.code == 0);
     for (const char* f : {"eval.json", "equity.csv", "trades.csv", "config.toml", "report.html"})
         CHECK(fs::exists(dir / "evaldir" / f));
-    CHECK(slurp(dir / "evaldir" / "equity.csv").rfind("segment,bar,time,close,action,position,equity,drawdown,buy_and_hold_equity", 0) == 0);
+    CHECK(slurp(dir / "evaldir" / "equity.csv")
+              .rfind("segment,bar,time,close,action,position,equity,drawdown,buy_and_hold_equity", 0) == 0);
     CHECK(fh::test::xml_problem(slurp(dir / "evaldir" / "report.html")).empty());
-    const auto costly = sh("\"$EXE\" eval --checkpoint '" + ckpt + "' --device cpu --set instrument.commission=40", dir);
+    const auto costly =
+        sh("\"$EXE\" eval --checkpoint '" + ckpt + "' --device cpu --set instrument.commission=40", dir);
     REQUIRE(costly.code == 0);
     const auto plain = json::parse(ev.out, json::Limits{1 << 20, 16, true});
     const auto dear = json::parse(costly.out, json::Limits{1 << 20, 16, true});
     if (plain.find("strategy")->find("trades")->as_i64() > 0)
-        CHECK(dear.find("strategy")->find("total_return")->as_double() < plain.find("strategy")->find("total_return")->as_double());
+        CHECK(dear.find("strategy")->find("total_return")->as_double() <
+              plain.find("strategy")->find("total_return")->as_double());
     for (const std::string bad : {" --set dqn.hidden=[8]", " --set env.position_levels=5", " --profile dqn-smoketest",
                                   " --seed 3", " --auto-name"}) {
         const auto r = sh("\"$EXE\" eval --checkpoint '" + ckpt + "' --device cpu" + bad, dir);
@@ -200,8 +205,9 @@ TEST_CASE("a 3 x 3 CPU sweep runs, a second invocation skips every run, compare 
 
 TEST_CASE("Ctrl-C stops a sweep with every run checkpointed; the same command resumes and completes it", "[sweep]") {
     const auto dir = scratch("interrupt");
-    const std::string grid = " --profile dqn-smoketest --cpu -j 2 --output sweep --no-parallel --seeds 1,2 -- "
-                             "--set run.total_steps=3000 --set run.log_interval=100";
+    const std::string grid =
+        " --profile dqn-smoketest --cpu -j 2 --output sweep --no-parallel --seeds 1,2 -- "
+        "--set run.total_steps=3000 --set run.log_interval=100";
     // Like a terminal's Ctrl-C: SIGINT to the sweep's whole process group once both runs train.
     // (Started from Python as a new process group with the default SIGINT action, as a terminal's
     // foreground job: a shell's `&` would start it with SIGINT ignored.)
@@ -223,10 +229,12 @@ TEST_CASE("Ctrl-C stops a sweep with every run checkpointed; the same command re
     fs::remove_all(dir);
 }
 
-TEST_CASE("--auto-name and run.on_exists through the command line; the run directory is stdout's last line", "[sweep]") {
+TEST_CASE("--auto-name and run.on_exists through the command line; the run directory is stdout's last line",
+          "[sweep]") {
     const auto dir = scratch("onexists");
-    const std::string base = "\"$EXE\" --profile dqn-smoketest --device cpu --output out --set run.total_steps=400 "
-                             "--set run.eval_interval=0 --seed 5";
+    const std::string base =
+        "\"$EXE\" --profile dqn-smoketest --device cpu --output out --set run.total_steps=400 "
+        "--set run.eval_interval=0 --seed 5";
     const auto a = sh(base + " --auto-name --set run.on_exists=resume", dir);
     INFO(a.err);
     REQUIRE(a.code == 0);

@@ -68,7 +68,8 @@ inline std::string shell_quote(const std::string& s) {
 inline std::string file_url(const std::filesystem::path& p) {
     std::string out = "file://";
     for (unsigned char c : std::filesystem::absolute(p).string()) {
-        if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-') out += static_cast<char>(c);
+        if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-')
+            out += static_cast<char>(c);
         else {
             char b[4];
             std::snprintf(b, sizeof b, "%%%02X", c);
@@ -80,8 +81,8 @@ inline std::string file_url(const std::filesystem::path& p) {
 
 struct Render {
     int code = -1;
-    std::string log;                    ///< Chromium's stderr
-    std::vector<std::string> console;   ///< the page's console lines and policy refusals
+    std::string log;                   ///< Chromium's stderr
+    std::vector<std::string> console;  ///< the page's console lines and policy refusals
     std::uintmax_t png_bytes = 0;
     bool png_signature = false;
 };
@@ -92,12 +93,13 @@ inline Render render_with_chromium(const std::string& chromium, const std::files
     namespace fs = std::filesystem;
     const fs::path profile = png.parent_path() / ("chromium-profile-" + std::to_string(::getpid()));
     const fs::path log = png.parent_path() / ("chromium-" + std::to_string(::getpid()) + ".log");
-    const std::string cmd = shell_quote(chromium) + " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
+    const std::string cmd = shell_quote(chromium) +
+                            " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
                             "--disable-background-networking --disable-component-update --disable-sync "
-                            "--hide-scrollbars --enable-logging=stderr --v=0 --user-data-dir=" + shell_quote(profile.string()) +
-                            " --window-size=" + std::to_string(width) + "," + std::to_string(height) +
-                            " --screenshot=" + shell_quote(png.string()) + " " + shell_quote(file_url(html)) + " 2>" +
-                            shell_quote(log.string()) + " >/dev/null";
+                            "--hide-scrollbars --enable-logging=stderr --v=0 --user-data-dir=" +
+                            shell_quote(profile.string()) + " --window-size=" + std::to_string(width) + "," +
+                            std::to_string(height) + " --screenshot=" + shell_quote(png.string()) + " " +
+                            shell_quote(file_url(html)) + " 2>" + shell_quote(log.string()) + " >/dev/null";
     Render r;
     const int status = std::system(cmd.c_str());
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -232,7 +232,8 @@ inline Tol reordered_sums(int levels, double terms, double scale) {
     } while (0)
 
 /// Equal sizes and the same bytes (NaNs included, with their payloads; -0 differs from +0).
-template <class T> bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
     return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 

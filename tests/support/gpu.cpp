@@ -7,7 +7,9 @@
 
 namespace fh::test {
 
-bool gpu_available(std::string* why) { return cuda::device_count(why) > 0; }
+bool gpu_available(std::string* why) {
+    return cuda::device_count(why) > 0;
+}
 
 ops::CudaDevice& gpu_ops() {
     static std::unique_ptr<ops::CudaDevice> ops = std::make_unique<ops::CudaDevice>(0);

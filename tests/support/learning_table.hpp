@@ -68,8 +68,9 @@ inline VariantRun train_selecting_on_validation(ops::Device& ops, const env::Dev
         [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.policy().act(ops, weights.cview(), a, s, n); },
         64, 1000, env::Split::test);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double entropy = action_entropy(ops, dm, trainer.env_params(), [&](ops::View<int> a, ops::View<const float> s,
-                                                                             int n) { trainer.act(ops, a, s, n); });
+    const double entropy =
+        action_entropy(ops, dm, trainer.env_params(),
+                       [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(ops, a, s, n); });
     return {test / test_oracle, best / val_oracle, last / val_oracle, seconds, entropy};
 }
 

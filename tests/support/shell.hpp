@@ -62,8 +62,12 @@ inline std::string ctrl_c_once(const std::string& pattern, int count) {
            "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
            "p = subprocess.Popen(sys.argv[1:], start_new_session=True)\n"
            "for _ in range(600):\n"
-           "    runs = [d for d in glob.glob(\"" + pattern + "\") if os.path.getsize(d) > 0]\n"
-           "    if len(runs) >= " + std::to_string(count) + ": break\n"
+           "    runs = [d for d in glob.glob(\"" +
+           pattern +
+           "\") if os.path.getsize(d) > 0]\n"
+           "    if len(runs) >= " +
+           std::to_string(count) +
+           ": break\n"
            "    time.sleep(0.1)\n"
            "os.killpg(p.pid, signal.SIGINT)\n"
            "sys.exit(p.wait())\n"

@@ -159,7 +159,8 @@ batch_size = 32
 save_dump = true
 [dqn]
 hidden = [16]
-)", "dqn-dump-profile");
+)",
+                                                  "dqn-dump-profile");
     const auto market = data::load_market(trainers::data_options(dqn));
     const env::DeviceMarket dm(ops, market);
     auto writer_engine = trainers::make_dqn_trainer(ops, dqn, dm);

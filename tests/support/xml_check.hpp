@@ -37,7 +37,8 @@ inline std::string xml_problem(std::string_view s) {
             const bool hex = ref[1] == 'x';
             if (ref.size() == (hex ? 2u : 1u)) return "empty character reference at line " + line(at);
             for (std::size_t k = hex ? 2 : 1; k < ref.size(); ++k)
-                if (!(hex ? std::isxdigit(static_cast<unsigned char>(ref[k])) : std::isdigit(static_cast<unsigned char>(ref[k]))))
+                if (!(hex ? std::isxdigit(static_cast<unsigned char>(ref[k]))
+                          : std::isdigit(static_cast<unsigned char>(ref[k]))))
                     return "bad character reference at line " + line(at);
             return "";
         }
@@ -57,7 +58,8 @@ inline std::string xml_problem(std::string_view s) {
             continue;
         }
         if (c != '<') {
-            if (open.empty() && !std::isspace(static_cast<unsigned char>(c))) return "text outside the root at line " + line(i);
+            if (open.empty() && !std::isspace(static_cast<unsigned char>(c)))
+                return "text outside the root at line " + line(i);
             ++i;
             continue;
         }
@@ -113,7 +115,8 @@ inline std::string xml_problem(std::string_view s) {
             if (!attributes.insert(attr).second) return "duplicate attribute " + attr + " at line " + line(k);
             if (k >= s.size() || s[k] != '=') return "attribute " + attr + " without a value at line " + line(k);
             ++k;
-            if (k >= s.size() || (s[k] != '"' && s[k] != '\'')) return "unquoted attribute " + attr + " at line " + line(k);
+            if (k >= s.size() || (s[k] != '"' && s[k] != '\''))
+                return "unquoted attribute " + attr + " at line " + line(k);
             const char q = s[k++];
             const auto end = s.find(q, k);
             if (end == std::string_view::npos) return "unclosed attribute value at line " + line(k);

@@ -68,16 +68,19 @@ TEST_CASE("DQN reaches half of the planted signal's best Sharpe", "[.learning]")
     const bool gpu = test::gpu_available();
     std::unique_ptr<ops::CpuDevice> cpu;
     ops::Device* ops = nullptr;
-    if (gpu) ops = &test::gpu_ops();
-    else ops = (cpu = std::make_unique<ops::CpuDevice>()).get();
+    if (gpu)
+        ops = &test::gpu_ops();
+    else
+        ops = (cpu = std::make_unique<ops::CpuDevice>()).get();
     const double k = 0.3;
-    const auto p = config::resolve_profile_text(kPlantedProfile, "learning-profile",
-        gpu ? std::vector<std::string>{"data.planted_signal=0.3", "run.total_steps=4000000", "experience.gpu_n_episodes=256",
-                                       "replay_buffer.buffer_size=400000", "replay_buffer.batch_size=256",
-                                       "training.epsilon_decay_steps=1000000"}
-            : std::vector<std::string>{"data.planted_signal=0.3", "run.total_steps=120000", "experience.gpu_n_episodes=16",
-                                       "replay_buffer.buffer_size=50000", "replay_buffer.batch_size=64",
-                                       "training.epsilon_decay_steps=40000"});
+    const auto p = config::resolve_profile_text(
+        kPlantedProfile, "learning-profile",
+        gpu ? std::vector<std::string>{"data.planted_signal=0.3", "run.total_steps=4000000",
+                                       "experience.gpu_n_episodes=256", "replay_buffer.buffer_size=400000",
+                                       "replay_buffer.batch_size=256", "training.epsilon_decay_steps=1000000"}
+            : std::vector<std::string>{"data.planted_signal=0.3", "run.total_steps=120000",
+                                       "experience.gpu_n_episodes=16", "replay_buffer.buffer_size=50000",
+                                       "replay_buffer.batch_size=64", "training.epsilon_decay_steps=40000"});
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(*ops, market);
     auto trainer_engine = trainers::make_dqn_trainer(*ops, p, dm);
@@ -87,13 +90,15 @@ TEST_CASE("DQN reaches half of the planted signal's best Sharpe", "[.learning]")
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     // The greedy policy on the validation split: per-step rewards (equity change, no costs).
-    const double sharpe = test::validation_sharpe(*ops, dm, trainer.env_params(),
-        [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(*ops, a, s, n); });
+    const double sharpe =
+        test::validation_sharpe(*ops, dm, trainer.env_params(),
+                                [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(*ops, a, s, n); });
     const auto oracle = data::planted_oracle(market.bars, market.val, k, market.bars_per_year);
-    std::printf("learning (%s): %lld env steps, %lld updates in %.1f s; validation Sharpe per bar %.4f, "
-                "oracle %.4f (ratio %.2f), oracle hit rate %.3f\n",
-                ops->description().c_str(), trainer.env_steps(), trainer.updates(), seconds, sharpe,
-                oracle.sharpe_per_bar, sharpe / oracle.sharpe_per_bar, oracle.hit_rate);
+    std::printf(
+        "learning (%s): %lld env steps, %lld updates in %.1f s; validation Sharpe per bar %.4f, "
+        "oracle %.4f (ratio %.2f), oracle hit rate %.3f\n",
+        ops->description().c_str(), trainer.env_steps(), trainer.updates(), seconds, sharpe, oracle.sharpe_per_bar,
+        sharpe / oracle.sharpe_per_bar, oracle.hit_rate);
     CHECK(sharpe >= 0.5 * oracle.sharpe_per_bar);
 }
 
@@ -101,9 +106,9 @@ namespace {
 
 /// The planted-signal profile of the variants' table (GPU sizes; a few seconds per run on an H200).
 config::Profile variant_profile(int seed, long long steps, const std::vector<std::string>& extra) {
-    std::vector<std::string> o{"data.planted_signal=0.3",        "run.total_steps=" + std::to_string(steps),
-                               "experience.gpu_n_episodes=256",  "replay_buffer.buffer_size=400000",
-                               "replay_buffer.batch_size=256",   "training.epsilon_decay_steps=1000000",
+    std::vector<std::string> o{"data.planted_signal=0.3",         "run.total_steps=" + std::to_string(steps),
+                               "experience.gpu_n_episodes=256",   "replay_buffer.buffer_size=400000",
+                               "replay_buffer.batch_size=256",    "training.epsilon_decay_steps=1000000",
                                "run.seed=" + std::to_string(seed)};
     o.insert(o.end(), extra.begin(), extra.end());
     o.push_back("run.log_interval=1000000000");
@@ -122,14 +127,17 @@ test::VariantRun run_variant(ops::Device& ops, const config::Profile& p, long lo
 
 }  // namespace
 
-TEST_CASE("DQN variants on the planted signal: five seeds, test Sharpe of the validation-selected weights "
-          "(the docs/learning.md table)",
-          "[.learning]") {
+TEST_CASE(
+    "DQN variants on the planted signal: five seeds, test Sharpe of the validation-selected weights "
+    "(the docs/learning.md table)",
+    "[.learning]") {
     const bool gpu = test::gpu_available();
     std::unique_ptr<ops::CpuDevice> cpu;
     ops::Device* ops = nullptr;
-    if (gpu) ops = &test::gpu_ops();
-    else ops = (cpu = std::make_unique<ops::CpuDevice>()).get();
+    if (gpu)
+        ops = &test::gpu_ops();
+    else
+        ops = (cpu = std::make_unique<ops::CpuDevice>()).get();
     // FH_LEARNING_STEPS scales the runs (the CPU needs far fewer); FH_LEARNING_VARIANTS picks rows.
     const long long steps = test::learning_steps(gpu ? 4000000 : 200000);
     struct Variant {
@@ -149,8 +157,9 @@ TEST_CASE("DQN variants on the planted signal: five seeds, test Sharpe of the va
         {"iqn-cql", {"dqn.head=iqn", "dqn.cql_alpha=0.1"}},
     };
     const std::vector<std::string> extra = test::learning_extra_overrides();
-    std::printf("| variant | seed | test / oracle | peak val / oracle | final val / oracle | final action entropy | "
-                "seconds |\n|---|---|---|---|---|---|---|\n");
+    std::printf(
+        "| variant | seed | test / oracle | peak val / oracle | final val / oracle | final action entropy | "
+        "seconds |\n|---|---|---|---|---|---|---|\n");
     for (const auto& v : variants) {
         if (!test::variant_picked(v.name)) continue;
         std::vector<double> test_ratios;

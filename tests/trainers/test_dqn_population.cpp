@@ -105,8 +105,10 @@ Parting population_against_single_runs(ops::Device& ops, const std::vector<confi
         r.m = std::max(r.m, relative_l2(m, s_m));
         r.v = std::max(r.v, relative_l2(v, s_v));
         // The agents are not copies of one another (their seeds or hyperparameters differ).
-        if (i == 0) first_online = online;
-        else CHECK(online != first_online);
+        if (i == 0)
+            first_online = online;
+        else
+            CHECK(online != first_online);
     }
     return r;
 }
@@ -137,7 +139,9 @@ TEST_CASE("A DQN engine's agents equal their single runs bit for bit, with every
     SECTION("no double DQN, 3-step returns, two updates per iteration") {
         shared = {"dqn.double_dqn=false", "experience.n_step=3", "training.updates_per_iteration=2"};
     }
-    SECTION("the scalar head") { shared = {"dqn.head=mse"}; }
+    SECTION("the scalar head") {
+        shared = {"dqn.head=mse"};
+    }
     // The options: HER and curiosity batch over the agents; attention and the IQN head run each
     // agent's networks in turn (the single run pairs its two networks in one pass, the engine of
     // several agents does not: the same values on the CPU).
@@ -195,9 +199,15 @@ TEST_CASE("A batched DQN population's agents against their single runs on the GP
     // single run pairs them in one strided batch).
     std::vector<std::string> shared;
     SECTION("the C51 head") {}
-    SECTION("HER and curiosity") { shared = {"dqn.her=true", "dqn.curiosity=true"}; }
-    SECTION("the IQN head") { shared = {"dqn.head=iqn", "dqn.iqn_quantiles=8", "dqn.iqn_act_quantiles=4"}; }
-    SECTION("attention") { shared = {"dqn.attention=true"}; }
+    SECTION("HER and curiosity") {
+        shared = {"dqn.her=true", "dqn.curiosity=true"};
+    }
+    SECTION("the IQN head") {
+        shared = {"dqn.head=iqn", "dqn.iqn_quantiles=8", "dqn.iqn_act_quantiles=4"};
+    }
+    SECTION("attention") {
+        shared = {"dqn.attention=true"};
+    }
     std::vector<config::Profile> agents;
     for (int i = 0; i < 8; ++i) {
         auto overrides = shared;
@@ -229,11 +239,12 @@ TEST_CASE("A batched DQN population's agents against their single runs on the GP
 TEST_CASE("the batched population's GPU products against one network's: where they part, and by how much",
           "[gpu][trainers][dqn][population]") {
     auto& ops = test::gpu_ops();
-    const auto p = agent_profile({"dqn.hidden=[256, 256]", "replay_buffer.batch_size=256",
-                                  "replay_buffer.min_replay_size=256"});
+    const auto p =
+        agent_profile({"dqn.hidden=[256, 256]", "replay_buffer.batch_size=256", "replay_buffer.min_replay_size=256"});
     const trainers::QNetwork net(trainers::network_config(p, 50));
     const int N = 8, B = 256, n = 512, D = net.state_dim(), W = net.output_width();
-    const std::size_t P = net.layout().total(), Bs = B, Ds = static_cast<std::size_t>(D), Ws = static_cast<std::size_t>(W);
+    const std::size_t P = net.layout().total(), Bs = B, Ds = static_cast<std::size_t>(D),
+                      Ws = static_cast<std::size_t>(W);
     auto params = ops.alloc<float>(N * P), targets = ops.alloc<float>(N * P);
     ops.fill(params.view(), 0.f);
     ops.fill(targets.view(), 0.f);
@@ -249,9 +260,10 @@ TEST_CASE("the batched population's GPU products against one network's: where th
          ws_t = net.make_workspace(ops, N * B);
     const auto act_all = ops.to_host(net.forward_agents(ops, params.cview(), P, obs.cview(), n * Ds, n, N, ws_act));
     const std::size_t xs = 2 * Bs * Ds, span = (N - 1) * xs + Bs * Ds;
-    const auto s_all = ops.to_host(net.forward_agents(ops, params.cview(), P, x.cview().subview(0, span), xs, B, N, ws_s));
-    const auto t_all = ops.to_host(
-        net.forward_agents(ops, targets.cview(), P, x.cview().subview(Bs * Ds, span), xs, B, N, ws_t));
+    const auto s_all =
+        ops.to_host(net.forward_agents(ops, params.cview(), P, x.cview().subview(0, span), xs, B, N, ws_s));
+    const auto t_all =
+        ops.to_host(net.forward_agents(ops, targets.cview(), P, x.cview().subview(Bs * Ds, span), xs, B, N, ws_t));
     auto grads_all = ops.alloc<float>(N * P);
     ops.fill(grads_all.view(), 0.f);
     auto d_all = ops.alloc<float>(N * Bs * Ws);
@@ -273,12 +285,14 @@ TEST_CASE("the batched population's GPU products against one network's: where th
     auto d1 = ops.alloc<float>(Bs * Ws);
     for (int i = 0; i < N; ++i) {
         const std::size_t k = static_cast<std::size_t>(i);
-        const auto a1 = ops.to_host(net.forward(ops, params.cview().subview(k * P, P), obs.cview().subview(k * n * Ds, n * Ds), n, ws1));
+        const auto a1 = ops.to_host(
+            net.forward(ops, params.cview().subview(k * P, P), obs.cview().subview(k * n * Ds, n * Ds), n, ws1));
         act = std::max(
             act, worst(a1, std::vector<float>(act_all.begin() + k * n * Ws, act_all.begin() + (k + 1) * n * Ws), 3));
         ops.copy(pair.view().subview(0, P), params.cview().subview(k * P, P));
         ops.copy(pair.view().subview(P, P), targets.cview().subview(k * P, P));
-        const auto heads = ops.to_host(net.forward_batched(ops, pair.cview(), 2, x.cview().subview(k * xs, xs), 2 * B, ws_pair));
+        const auto heads =
+            ops.to_host(net.forward_batched(ops, pair.cview(), 2, x.cview().subview(k * xs, xs), 2 * B, ws_pair));
         online = std::max(online,
                           worst(std::vector<float>(heads.begin(), heads.begin() + Bs * Ws),
                                 std::vector<float>(s_all.begin() + k * Bs * Ws, s_all.begin() + (k + 1) * Bs * Ws), 3));

@@ -53,7 +53,8 @@ tau = 0.0
 target_update_period = 50
 [dqn]
 hidden = [16]
-)", "resume-profile", overrides);
+)",
+                                        "resume-profile", overrides);
 }
 
 struct Snapshot {
@@ -108,7 +109,8 @@ static void check_resume_equivalence(ops::Device& ops, const std::vector<std::st
     for (std::size_t i = 0; i < 4; ++i) {
         const auto& a = straight_log[4 + i];
         const auto& b = resumed_log[i];
-        for (const char* key : {"env_steps", "losses/loss", "q/mean"}) CHECK(test::metric(a, key) == test::metric(b, key));
+        for (const char* key : {"env_steps", "losses/loss", "q/mean"})
+            CHECK(test::metric(a, key) == test::metric(b, key));
         CHECK(test::histogram(a) == test::histogram(b));
     }
     const auto sa = save(ops, straight), sb = save(ops, resumed);
@@ -117,32 +119,49 @@ static void check_resume_equivalence(ops::Device& ops, const std::vector<std::st
 
 TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][dqn][resume]") {
     ops::CpuDevice ops;
-    SECTION("the C51 head") { check_resume_equivalence(ops); }
-    SECTION("with CQL") { check_resume_equivalence(ops, {"dqn.cql_alpha=0.3"}); }
-    SECTION("the scalar head with CQL") { check_resume_equivalence(ops, {"dqn.head=mse", "dqn.cql_alpha=0.3"}); }
-    SECTION("with curiosity") { check_resume_equivalence(ops, {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"}); }
-    SECTION("with attention") { check_resume_equivalence(ops, {"dqn.attention=true"}); }
+    SECTION("the C51 head") {
+        check_resume_equivalence(ops);
+    }
+    SECTION("with CQL") {
+        check_resume_equivalence(ops, {"dqn.cql_alpha=0.3"});
+    }
+    SECTION("the scalar head with CQL") {
+        check_resume_equivalence(ops, {"dqn.head=mse", "dqn.cql_alpha=0.3"});
+    }
+    SECTION("with curiosity") {
+        check_resume_equivalence(ops, {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"});
+    }
+    SECTION("with attention") {
+        check_resume_equivalence(ops, {"dqn.attention=true"});
+    }
     SECTION("with an ensemble") {
         check_resume_equivalence(ops, {"dqn.ensemble_size=3", "dqn.ensemble_bootstrap=0.5", "dqn.ensemble_ucb=0.5"});
     }
-    SECTION("the IQN head with CQL") { check_resume_equivalence(ops, {"dqn.head=iqn", "dqn.cql_alpha=0.3"}); }
-    SECTION("with HER") { check_resume_equivalence(ops, {"dqn.her=true"}); }
+    SECTION("the IQN head with CQL") {
+        check_resume_equivalence(ops, {"dqn.head=iqn", "dqn.cql_alpha=0.3"});
+    }
+    SECTION("with HER") {
+        check_resume_equivalence(ops, {"dqn.her=true"});
+    }
     SECTION("HER with an ensemble, attention and curiosity") {
         check_resume_equivalence(ops, {"dqn.her=true", "dqn.her_ratio=0.5", "dqn.ensemble_size=3", "dqn.attention=true",
                                        "dqn.curiosity=true"});
     }
-    SECTION("HER with the IQN head") { check_resume_equivalence(ops, {"dqn.her=true", "dqn.head=iqn"}); }
-    SECTION("the online and target forwards side by side") { check_resume_equivalence(ops, {}, 16); }
+    SECTION("HER with the IQN head") {
+        check_resume_equivalence(ops, {"dqn.her=true", "dqn.head=iqn"});
+    }
+    SECTION("the online and target forwards side by side") {
+        check_resume_equivalence(ops, {}, 16);
+    }
 }
 
-TEST_CASE("the DQN online and target forwards side by side equal the paired pass (CPU, exact)",
-          "[trainers][dqn]") {
+TEST_CASE("the DQN online and target forwards side by side equal the paired pass (CPU, exact)", "[trainers][dqn]") {
     // Large batches run the online network on [s; s'] beside the target on s' alone instead of
     // both on [s; s'] in one batched pass; the CPU's rows are independent, so every bit agrees.
     ops::CpuDevice ops;
-    for (const std::vector<std::string>& overrides :
-         {std::vector<std::string>{}, {"dqn.double_dqn=false", "dqn.ensemble_size=3", "dqn.her=true"},
-          {"dqn.head=mse", "dqn.attention=true"}}) {
+    for (const std::vector<std::string>& overrides : {std::vector<std::string>{},
+                                                      {"dqn.double_dqn=false", "dqn.ensemble_size=3", "dqn.her=true"},
+                                                      {"dqn.head=mse", "dqn.attention=true"}}) {
         const auto profile = resume_profile(1000, overrides);
         const auto market = data::load_market(trainers::data_options(profile));
         env::DeviceMarket dm(ops, market);
@@ -159,15 +178,21 @@ TEST_CASE("the DQN online and target forwards side by side equal the paired pass
 }
 
 TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, exact)", "[gpu][trainers][dqn][resume]") {
-    SECTION("the C51 head") { check_resume_equivalence(fh::test::gpu_ops()); }
-    SECTION("with CQL") { check_resume_equivalence(fh::test::gpu_ops(), {"dqn.cql_alpha=0.3"}); }
+    SECTION("the C51 head") {
+        check_resume_equivalence(fh::test::gpu_ops());
+    }
+    SECTION("with CQL") {
+        check_resume_equivalence(fh::test::gpu_ops(), {"dqn.cql_alpha=0.3"});
+    }
     SECTION("the scalar head with CQL") {
         check_resume_equivalence(fh::test::gpu_ops(), {"dqn.head=mse", "dqn.cql_alpha=0.3"});
     }
     SECTION("with curiosity") {
         check_resume_equivalence(fh::test::gpu_ops(), {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"});
     }
-    SECTION("with attention") { check_resume_equivalence(fh::test::gpu_ops(), {"dqn.attention=true"}); }
+    SECTION("with attention") {
+        check_resume_equivalence(fh::test::gpu_ops(), {"dqn.attention=true"});
+    }
     SECTION("with an ensemble") {
         check_resume_equivalence(fh::test::gpu_ops(),
                                  {"dqn.ensemble_size=3", "dqn.ensemble_bootstrap=0.5", "dqn.ensemble_ucb=0.5"});
@@ -175,13 +200,19 @@ TEST_CASE("DQN resumed from its saved state equals an uninterrupted run (GPU, ex
     SECTION("the IQN head with CQL") {
         check_resume_equivalence(fh::test::gpu_ops(), {"dqn.head=iqn", "dqn.cql_alpha=0.3"});
     }
-    SECTION("with HER") { check_resume_equivalence(fh::test::gpu_ops(), {"dqn.her=true"}); }
+    SECTION("with HER") {
+        check_resume_equivalence(fh::test::gpu_ops(), {"dqn.her=true"});
+    }
     SECTION("HER with an ensemble, attention and curiosity") {
         check_resume_equivalence(fh::test::gpu_ops(), {"dqn.her=true", "dqn.her_ratio=0.5", "dqn.ensemble_size=3",
                                                        "dqn.attention=true", "dqn.curiosity=true"});
     }
-    SECTION("HER with the IQN head") { check_resume_equivalence(fh::test::gpu_ops(), {"dqn.her=true", "dqn.head=iqn"}); }
-    SECTION("the online and target forwards side by side") { check_resume_equivalence(fh::test::gpu_ops(), {}, 16); }
+    SECTION("HER with the IQN head") {
+        check_resume_equivalence(fh::test::gpu_ops(), {"dqn.her=true", "dqn.head=iqn"});
+    }
+    SECTION("the online and target forwards side by side") {
+        check_resume_equivalence(fh::test::gpu_ops(), {}, 16);
+    }
 }
 
 TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every op issued alone (exact)",
@@ -192,11 +223,21 @@ TEST_CASE("DQN on the GPU: collection beside the updates, captured, equals every
     std::vector<std::string> overrides{"training.updates_per_iteration=2"};
     // With curiosity the collection branch also scores, rewards and trains the forward model.
     SECTION("plain") {}
-    SECTION("with curiosity") { overrides.insert(overrides.end(), {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"}); }
-    SECTION("with attention") { overrides.push_back("dqn.attention=true"); }
-    SECTION("with an ensemble") { overrides.insert(overrides.end(), {"dqn.ensemble_size=3", "dqn.ensemble_ucb=0.5"}); }
-    SECTION("the IQN head") { overrides.insert(overrides.end(), {"dqn.head=iqn", "dqn.cql_alpha=0.3"}); }
-    SECTION("with HER") { overrides.insert(overrides.end(), {"dqn.her=true", "dqn.curiosity=true"}); }
+    SECTION("with curiosity") {
+        overrides.insert(overrides.end(), {"dqn.curiosity=true", "dqn.curiosity_coef=0.5"});
+    }
+    SECTION("with attention") {
+        overrides.push_back("dqn.attention=true");
+    }
+    SECTION("with an ensemble") {
+        overrides.insert(overrides.end(), {"dqn.ensemble_size=3", "dqn.ensemble_ucb=0.5"});
+    }
+    SECTION("the IQN head") {
+        overrides.insert(overrides.end(), {"dqn.head=iqn", "dqn.cql_alpha=0.3"});
+    }
+    SECTION("with HER") {
+        overrides.insert(overrides.end(), {"dqn.her=true", "dqn.curiosity=true"});
+    }
     const auto p = resume_profile(1600, overrides);
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
@@ -362,8 +403,9 @@ TEST_CASE("a DQN checkpoint of the earlier parameter layout is refused by name",
     w.write(old);
     auto resumed_engine = trainers::make_dqn_trainer(ops, p, dm);
     auto& resumed = *resumed_engine;
-    CHECK_THROWS_WITH(trainers::load_checkpoint(old, ops, resumed, p, nullptr, static_cast<std::int64_t>(market.bars.size())),
-                      Catch::Contains("layout dqn/1") && Catch::Contains("earlier version"));
+    CHECK_THROWS_WITH(
+        trainers::load_checkpoint(old, ops, resumed, p, nullptr, static_cast<std::int64_t>(market.bars.size())),
+        Catch::Contains("layout dqn/1") && Catch::Contains("earlier version"));
     std::filesystem::remove_all(dir);
 }
 
@@ -382,7 +424,8 @@ TEST_CASE("checkpoint metadata: +infinity round-trips, malformed values are refu
     early.observe(100, std::numeric_limits<double>::infinity());
     trainers::save_checkpoint(path, ops, trainer, p, market, early, {12.5, "{\"strategy\":{},\"buy_and_hold\":{}}"});
     trainers::EarlyStopping back(5, 0.0, 0);
-    const auto record = trainers::load_checkpoint(path, ops, trainer, p, &back, static_cast<std::int64_t>(market.bars.size()));
+    const auto record =
+        trainers::load_checkpoint(path, ops, trainer, p, &back, static_cast<std::int64_t>(market.bars.size()));
     CHECK(*back.best() == std::numeric_limits<double>::infinity());
     CHECK(back.best_step() == 100);
     CHECK(record.wall_seconds == 12.5);
@@ -412,7 +455,8 @@ TEST_CASE("checkpoint metadata: +infinity round-trips, malformed values are refu
         }
         return "<accepted>";
     };
-    CHECK_THAT(error_of("early_stopping_best", "abc"), Catch::Contains("metadata early_stopping_best = \"abc\" is not a number"));
+    CHECK_THAT(error_of("early_stopping_best", "abc"),
+               Catch::Contains("metadata early_stopping_best = \"abc\" is not a number"));
     CHECK_THAT(error_of("early_stopping_best_step", "1e5"), Catch::Contains("is not an integer >= -1"));
     CHECK_THAT(error_of("early_stopping_stale", "-2"), Catch::Contains("is not an integer >= 0"));
     CHECK_THAT(error_of("wall_seconds", "nan"), Catch::Contains("is not a finite number"));
@@ -421,7 +465,8 @@ TEST_CASE("checkpoint metadata: +infinity round-trips, malformed values are refu
                Catch::Contains("metadata replay = \"partial\" is not \"kept\", \"omitted\" or \"none\""));
     CHECK(error_of("early_stopping_best", "none") == "<accepted>");
     rewrite("norm_clip", "-1");
-    CHECK_THROWS_WITH(trainers::checkpoint_normalization(edited), Catch::Contains("metadata norm_clip = \"-1\" is not"));
+    CHECK_THROWS_WITH(trainers::checkpoint_normalization(edited),
+                      Catch::Contains("metadata norm_clip = \"-1\" is not"));
     std::filesystem::remove_all(dir);
 }
 
@@ -478,7 +523,8 @@ TEST_CASE("checkpoint integers and metadata are checked against the run at load,
     // An environment's bar index past the data (segfaulted in the collection step).
     rewrite("env/state", set_int(offsetof(env::EnvState, t), 2147483647));
     CHECK_THAT(error(), Catch::Contains("tensor env/state: environment 0") && Catch::Contains("t 2147483647"));
-    rewrite("env/state", set_int(sizeof(env::EnvState) + offsetof(env::EnvState, end_bar), static_cast<std::int32_t>(bars + 1)));
+    rewrite("env/state",
+            set_int(sizeof(env::EnvState) + offsetof(env::EnvState, end_bar), static_cast<std::int32_t>(bars + 1)));
     CHECK_THAT(error(), Catch::Contains("tensor env/state: environment 1"));
     rewrite("env/state", set_int(offsetof(env::EnvState, position), 1000000));
     CHECK_THAT(error(), Catch::Contains("exceeds instrument.max_contracts"));
@@ -499,7 +545,8 @@ TEST_CASE("checkpoint integers and metadata are checked against the run at load,
     // best_validation that is not the expected object: refused at load, not after training.
     for (const std::string bad : {"[1,2]", "{\"strategy\":1}", "{\"strategy\":{}} trailing", "{\"strategy\":{},}"}) {
         INFO(bad);
-        rewrite("", [](std::vector<std::byte>&) {}, "best_validation", bad);
+        rewrite(
+            "", [](std::vector<std::byte>&) {}, "best_validation", bad);
         CHECK_THAT(error(), Catch::Contains("metadata best_validation"));
     }
     std::filesystem::remove_all(dir);
@@ -512,10 +559,10 @@ TEST_CASE("a C51 checkpoint is refused by an IQN profile and an IQN checkpoint b
     std::filesystem::create_directories(dir);
     for (const bool from_iqn : {false, true}) {
         INFO("checkpoint of the " << (from_iqn ? "IQN" : "C51") << " head");
-        const auto written = resume_profile(200, from_iqn ? std::vector<std::string>{"dqn.head=iqn"}
-                                                          : std::vector<std::string>{});
-        const auto reader = resume_profile(200, from_iqn ? std::vector<std::string>{}
-                                                         : std::vector<std::string>{"dqn.head=iqn"});
+        const auto written =
+            resume_profile(200, from_iqn ? std::vector<std::string>{"dqn.head=iqn"} : std::vector<std::string>{});
+        const auto reader =
+            resume_profile(200, from_iqn ? std::vector<std::string>{} : std::vector<std::string>{"dqn.head=iqn"});
         const auto market = data::load_market(trainers::data_options(written));
         env::DeviceMarket dm(ops, market);
         auto trainer_engine = trainers::make_dqn_trainer(ops, written, dm);
@@ -526,14 +573,16 @@ TEST_CASE("a C51 checkpoint is refused by an IQN profile and an IQN checkpoint b
         CHECK(io::TensorFile::read(path).metadata("layout_version").value_or("") == (from_iqn ? "dqn-iqn/1" : "dqn/2"));
         auto other_engine = trainers::make_dqn_trainer(ops, reader, dm);
         auto& other = *other_engine;
-        CHECK_THROWS_WITH(trainers::load_checkpoint(path, ops, other, reader, nullptr, static_cast<std::int64_t>(market.bars.size())),
-                          Catch::Contains(from_iqn ? "layout dqn-iqn/1" : "layout dqn/2") &&
-                              Catch::Contains(from_iqn ? "holds an IQN network" : "cannot load the weights of a C51") &&
-                              Catch::Contains("dqn.head"));
+        CHECK_THROWS_WITH(
+            trainers::load_checkpoint(path, ops, other, reader, nullptr, static_cast<std::int64_t>(market.bars.size())),
+            Catch::Contains(from_iqn ? "layout dqn-iqn/1" : "layout dqn/2") &&
+                Catch::Contains(from_iqn ? "holds an IQN network" : "cannot load the weights of a C51") &&
+                Catch::Contains("dqn.head"));
         // The same head reads it.
         auto same_engine = trainers::make_dqn_trainer(ops, written, dm);
         auto& same = *same_engine;
-        CHECK_NOTHROW(trainers::load_checkpoint(path, ops, same, written, nullptr, static_cast<std::int64_t>(market.bars.size())));
+        CHECK_NOTHROW(trainers::load_checkpoint(path, ops, same, written, nullptr,
+                                                static_cast<std::int64_t>(market.bars.size())));
     }
     std::filesystem::remove_all(dir);
 }

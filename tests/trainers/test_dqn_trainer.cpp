@@ -47,7 +47,8 @@ batch_size = 32
 [dqn]
 hidden = [32, 32]
 )";
-    return config::resolve_profile_text(text, "test-profile", extra.empty() ? std::vector<std::string>{} : std::vector<std::string>{extra});
+    return config::resolve_profile_text(text, "test-profile",
+                                        extra.empty() ? std::vector<std::string>{} : std::vector<std::string>{extra});
 }
 
 config::Profile with(config::Profile p, const std::vector<std::string>& overrides) {
@@ -80,19 +81,30 @@ TEST_CASE("DQN smoke run on the CPU: finite metrics, every step counted", "[trai
     CHECK(test::metric(log.back(), "losses/loss") > 0);
 }
 
-TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 atoms, 5-step, CQL, scalar head, "
-          "curiosity, attention, ensemble, HER",
-          "[trainers][dqn]") {
+TEST_CASE(
+    "DQN variants run: no double DQN, no dueling, periodic target, 101 atoms, 5-step, CQL, scalar head, "
+    "curiosity, attention, ensemble, HER",
+    "[trainers][dqn]") {
     ops::CpuDevice ops;
     for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
-             {"dqn.double_dqn=false"}, {"dqn.dueling=false"}, {"training.tau=0"}, {"dqn.num_atoms=101"},
-             {"experience.n_step=5"}, {"dqn.cql_alpha=0.5"}, {"dqn.head=mse"}, {"dqn.head=mse", "dqn.dueling=false"},
-             {"dqn.head=mse", "dqn.cql_alpha=0.5"}, {"dqn.curiosity=true"},
-             {"dqn.curiosity=true", "dqn.head=mse", "dqn.cql_alpha=0.5"}, {"dqn.attention=true"},
-             {"dqn.attention=true", "dqn.head=mse", "dqn.curiosity=true"}, {"dqn.ensemble_size=3"},
+             {"dqn.double_dqn=false"},
+             {"dqn.dueling=false"},
+             {"training.tau=0"},
+             {"dqn.num_atoms=101"},
+             {"experience.n_step=5"},
+             {"dqn.cql_alpha=0.5"},
+             {"dqn.head=mse"},
+             {"dqn.head=mse", "dqn.dueling=false"},
+             {"dqn.head=mse", "dqn.cql_alpha=0.5"},
+             {"dqn.curiosity=true"},
+             {"dqn.curiosity=true", "dqn.head=mse", "dqn.cql_alpha=0.5"},
+             {"dqn.attention=true"},
+             {"dqn.attention=true", "dqn.head=mse", "dqn.curiosity=true"},
+             {"dqn.ensemble_size=3"},
              {"dqn.ensemble_size=4", "dqn.head=mse", "dqn.ensemble_ucb=1", "dqn.cql_alpha=0.5"},
              {"dqn.ensemble_size=2", "dqn.ensemble_bootstrap=1", "dqn.double_dqn=false", "dqn.attention=true"},
-             {"dqn.her=true"}, {"dqn.her=true", "dqn.head=mse", "dqn.attention=true", "dqn.curiosity=true"},
+             {"dqn.her=true"},
+             {"dqn.her=true", "dqn.head=mse", "dqn.attention=true", "dqn.curiosity=true"},
              {"dqn.her=true", "dqn.ensemble_size=3", "dqn.her_ratio=0", "experience.n_step=5"},
              {"dqn.her=true", "dqn.head=iqn", "dqn.her_ratio=1"}}) {
         std::string name;
@@ -110,8 +122,10 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
         CHECK(std::isfinite(test::metric(log.back(), "losses/loss")));
         CHECK(test::metric(log.back(), "charts/skipped_updates") == 0);
         // The CQL term (logsumexp - Q of the taken action) is positive when on and reported 0 when off.
-        if (p.dqn.cql_alpha > 0) CHECK(test::metric(log.back(), "losses/cql") > 0);
-        else CHECK(test::metric(log.back(), "losses/cql") == 0);
+        if (p.dqn.cql_alpha > 0)
+            CHECK(test::metric(log.back(), "losses/cql") > 0);
+        else
+            CHECK(test::metric(log.back(), "losses/cql") == 0);
         // With attention: one weight per feature group (7 of core42 and the portfolio), a softmax.
         double attention_sum = 0;
         int groups = 0;
@@ -130,12 +144,15 @@ TEST_CASE("DQN variants run: no double DQN, no dueling, periodic target, 101 ato
             CHECK(log.back().json.find("q/ensemble_spread") == nullptr);
         }
         CHECK((log.back().json.find("her/goal_reached") != nullptr) == p.dqn.her);
-        if (p.dqn.curiosity) CHECK(test::metric(log.back(), "charts/curiosity") > 0);
-        else CHECK(test::metric(log.back(), "charts/curiosity") == 0);
+        if (p.dqn.curiosity)
+            CHECK(test::metric(log.back(), "charts/curiosity") > 0);
+        else
+            CHECK(test::metric(log.back(), "charts/curiosity") == 0);
         if (p.dqn.head == "mse") {  // no distribution: no C51 loss; the loss is the MSE (+ CQL)
             CHECK(test::metric(log.back(), "losses/c51") == 0);
             CHECK(test::metric(log.back(), "losses/loss") ==
-                  Approx(test::metric(log.back(), "losses/mse") + p.dqn.cql_alpha * test::metric(log.back(), "losses/cql")));
+                  Approx(test::metric(log.back(), "losses/mse") +
+                         p.dqn.cql_alpha * test::metric(log.back(), "losses/cql")));
         }
     }
 }
@@ -190,9 +207,10 @@ TEST_CASE("DQN curiosity: the stored rewards carry the forward model's bonus, no
     CHECK(added / static_cast<double>(written) == Approx(2 * mean_error).epsilon(1e-3));
 }
 
-TEST_CASE("DQN HER: the network takes the goal features, the ring keeps each episode's goal, evaluation "
-          "conditions on dqn.her_eval_goal",
-          "[trainers][dqn][her]") {
+TEST_CASE(
+    "DQN HER: the network takes the goal features, the ring keeps each episode's goal, evaluation "
+    "conditions on dqn.her_eval_goal",
+    "[trainers][dqn][her]") {
     ops::CpuDevice ops;
     const auto p = with(profile(""), {"dqn.her=true", "run.total_steps=600", "run.log_interval=600",
                                       "dqn.her_goal_min=-1", "dqn.her_goal_max=3", "dqn.her_eval_goal=0.5"});
@@ -281,14 +299,16 @@ TEST_CASE("DQN is deterministic: same seed, same metrics", "[trainers][dqn]") {
     CHECK(wc != wa);
 }
 
-TEST_CASE("the guard skips an injected NaN update, keeps the last good weights, then exits 5", "[trainers][dqn][guard]") {
+TEST_CASE("the guard skips an injected NaN update, keeps the last good weights, then exits 5",
+          "[trainers][dqn][guard]") {
     ops::CpuDevice ops;
     // Updates start once 64 transitions (16 steps of 4 envs) are in the ring, beside the 17th
     // collection step: 17 steps -> 1 update.
     auto p = with(profile(""), {"run.total_steps=68", "run.log_interval=68"});
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
-    const auto layout = trainers::QNetwork(trainers::network_config(p, trainers::env_params(p, market.market_dim).state_dim)).layout();
+    const auto layout =
+        trainers::QNetwork(trainers::network_config(p, trainers::env_params(p, market.market_dim).state_dim)).layout();
     auto weights = [&](trainers::Trainer& t) { return ops.to_host(ops::View<const float>(t.policy_weights())); };
     {
         auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);

@@ -60,7 +60,8 @@ embedding = 16
 batch_size = 8
 warmup_updates = 10
 dataset_size = 2000
-)", "dt-test-profile", overrides);
+)",
+                                        "dt-test-profile", overrides);
 }
 
 struct Fixture {
@@ -85,11 +86,24 @@ void check_resume_equivalence(ops::Device& ops) {
 /// no costs, market orders, one contract long or short, episodes of 200 bars; the behaviour
 /// dataset (a quarter of its environments trade the oracle's rule, with 20 % random actions).
 std::vector<std::string> planted_overrides(int seed, int updates) {
-    return {"run.seed=" + std::to_string(seed), "data.synthetic_bars=40000", "data.planted_signal=0.3",
-            "run.total_steps=" + std::to_string(updates), "run.log_interval=1000000", "instrument.commission=0",
-            "instrument.slippage_ticks=0", "env.urgency_levels=1", "experience.gpu_timesteps_per_episode=200",
-            "experience.gpu_n_episodes=64", "dt.dataset_size=64000", "dt.context=10", "dt.layers=1", "dt.heads=2",
-            "dt.embedding=32", "dt.batch_size=32", "dt.warmup_updates=100", "training.learning_rate=1e-3"};
+    return {"run.seed=" + std::to_string(seed),
+            "data.synthetic_bars=40000",
+            "data.planted_signal=0.3",
+            "run.total_steps=" + std::to_string(updates),
+            "run.log_interval=1000000",
+            "instrument.commission=0",
+            "instrument.slippage_ticks=0",
+            "env.urgency_levels=1",
+            "experience.gpu_timesteps_per_episode=200",
+            "experience.gpu_n_episodes=64",
+            "dt.dataset_size=64000",
+            "dt.context=10",
+            "dt.layers=1",
+            "dt.heads=2",
+            "dt.embedding=32",
+            "dt.batch_size=32",
+            "dt.warmup_updates=100",
+            "training.learning_rate=1e-3"};
 }
 
 struct PlantedResult {
@@ -106,7 +120,8 @@ PlantedResult planted_run(ops::Device& ops, const std::vector<std::string>& over
     auto policy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(ops, a, s, n); };
     r.sharpe = test::validation_sharpe(ops, f.dm, trainer.env_params(), policy, 64, 1000, env::Split::test);
     r.oracle = data::planted_oracle(f.market.bars, f.market.test, 0.3, f.market.bars_per_year).sharpe_per_bar;
-    r.backtest = eval::backtest(ops, f.dm, f.market, env::Split::test, trainer.env_params(), policy, 1, false).strategy.sharpe;
+    r.backtest =
+        eval::backtest(ops, f.dm, f.market, env::Split::test, trainer.env_params(), policy, 1, false).strategy.sharpe;
     r.oracle_backtest = test::oracle_rule_backtest_sharpe(ops, f.dm, f.market, trainer.env_params());
     return r;
 }
@@ -160,7 +175,8 @@ TEST_CASE("dt calibration: the rates' spread and the target quantile of the fini
     CHECK(trainers::dt_calibration(ep, 1.0).target_rate == 3.0);
 }
 
-TEST_CASE("dt smoke run on the CPU: behaviour dataset, finite metrics, warm-up, every update counted", "[trainers][dt]") {
+TEST_CASE("dt smoke run on the CPU: behaviour dataset, finite metrics, warm-up, every update counted",
+          "[trainers][dt]") {
     ops::CpuDevice ops;
     Fixture f(ops, dt_profile());
     trainers::DtTrainer trainer(ops, f.p, f.dm);
@@ -176,7 +192,8 @@ TEST_CASE("dt smoke run on the CPU: behaviour dataset, finite metrics, warm-up, 
         CHECK(acc <= 1);
     }
     // Warm-up over 10 updates: the first interval's mean rate is below the second's (the full rate).
-    CHECK(log[0].json.find("charts/learning_rate")->as_double() < log[1].json.find("charts/learning_rate")->as_double());
+    CHECK(log[0].json.find("charts/learning_rate")->as_double() <
+          log[1].json.find("charts/learning_rate")->as_double());
     CHECK(log[1].json.find("charts/learning_rate")->as_double() == Approx(f.p.training.learning_rate));
     // The loss falls below log(A) (uniform) as it learns the behaviour's actions.
     CHECK(log[1].loss < std::log(static_cast<double>(f.p.num_actions())));
@@ -184,9 +201,9 @@ TEST_CASE("dt smoke run on the CPU: behaviour dataset, finite metrics, warm-up, 
 
 TEST_CASE("dt memory estimate covers what the trainer and its acting allocate", "[trainers][dt]") {
     ops::CpuDevice ops;
-    for (const auto& overrides : {std::vector<std::string>{}, std::vector<std::string>{"dt.layers=3", "dt.context=12",
-                                                                                        "dt.batch_size=40",
-                                                                                        "eval.segments=4"}}) {
+    for (const auto& overrides :
+         {std::vector<std::string>{},
+          std::vector<std::string>{"dt.layers=3", "dt.context=12", "dt.batch_size=40", "eval.segments=4"}}) {
         Fixture f(ops, dt_profile(overrides));
         const std::size_t before = ops.bytes_in_use();
         std::size_t peak = 0;
@@ -302,10 +319,11 @@ TEST_CASE("dt from the behaviour dataset reaches 0.7 of the planted oracle's tes
           "[trainers][dt][learning]") {
     ops::CpuDevice ops;
     const auto r = planted_run(ops, planted_overrides(1, 1500));
-    std::printf("dt planted (CPU, seed 1): test Sharpe per bar %.4f, oracle %.4f (ratio %.3f); backtest Sharpe %.2f, "
-                "oracle's rule %.2f (ratio %.3f); accuracy %.3f; %.1f s\n",
-                r.sharpe, r.oracle, r.sharpe / r.oracle, r.backtest, r.oracle_backtest, r.backtest / r.oracle_backtest,
-                r.accuracy, r.seconds);
+    std::printf(
+        "dt planted (CPU, seed 1): test Sharpe per bar %.4f, oracle %.4f (ratio %.3f); backtest Sharpe %.2f, "
+        "oracle's rule %.2f (ratio %.3f); accuracy %.3f; %.1f s\n",
+        r.sharpe, r.oracle, r.sharpe / r.oracle, r.backtest, r.oracle_backtest, r.backtest / r.oracle_backtest,
+        r.accuracy, r.seconds);
     CHECK(r.sharpe >= 0.7 * r.oracle);
     CHECK(r.backtest >= 0.7 * r.oracle_backtest);
 }
@@ -315,10 +333,13 @@ TEST_CASE("dt reaches 0.7 of the oracle's test Sharpe: median of five seeds (the
     const bool gpu = test::gpu_available();
     std::unique_ptr<ops::CpuDevice> cpu;
     ops::Device* ops = nullptr;
-    if (gpu) ops = &test::gpu_ops();
-    else ops = (cpu = std::make_unique<ops::CpuDevice>()).get();
-    std::printf("| seed | Sharpe per bar | oracle | ratio | backtest Sharpe | oracle's rule | ratio | accuracy | seconds |\n"
-                "|---|---|---|---|---|---|---|---|---|\n");
+    if (gpu)
+        ops = &test::gpu_ops();
+    else
+        ops = (cpu = std::make_unique<ops::CpuDevice>()).get();
+    std::printf(
+        "| seed | Sharpe per bar | oracle | ratio | backtest Sharpe | oracle's rule | ratio | accuracy | seconds |\n"
+        "|---|---|---|---|---|---|---|---|---|\n");
     std::vector<double> ratios, backtest_ratios;
     for (int seed = 1; seed <= 5; ++seed) {
         const auto r = planted_run(*ops, planted_overrides(seed, 1500));
@@ -343,8 +364,9 @@ TEST_CASE("dt from a DQN run's replay dump: median of five seeds against the ora
     std::unique_ptr<ops::CpuDevice> cpu;
     ops::Device& ops = test::gpu_available() ? static_cast<ops::Device&>(test::gpu_ops())
                                              : *(cpu = std::make_unique<ops::CpuDevice>());
-    std::printf("| seed | DQN's test Sharpe per bar | DT Sharpe per bar | oracle | ratio | backtest Sharpe | oracle's rule "
-                "| ratio | seconds (DQN, DT) |\n|---|---|---|---|---|---|---|---|---|\n");
+    std::printf(
+        "| seed | DQN's test Sharpe per bar | DT Sharpe per bar | oracle | ratio | backtest Sharpe | oracle's rule "
+        "| ratio | seconds (DQN, DT) |\n|---|---|---|---|---|---|---|---|---|\n");
     std::vector<double> ratios, backtest_ratios;
     for (int seed = 1; seed <= 5; ++seed) {
         const std::string path = temp_path("learning-" + std::to_string(seed) + ".fhreplay");
@@ -373,9 +395,9 @@ TEST_CASE("dt from a DQN run's replay dump: median of five seeds against the ora
         auto overrides = planted_overrides(seed, 1500);
         overrides.push_back("dt.dataset=\"" + path + "\"");
         const auto r = planted_run(ops, overrides);
-        std::printf("| %d | %.4f | %.4f | %.4f | %.3f | %.2f | %.2f | %.3f | %.0f, %.0f |\n", seed, dqn_sharpe, r.sharpe,
-                    r.oracle, r.sharpe / r.oracle, r.backtest, r.oracle_backtest, r.backtest / r.oracle_backtest,
-                    dqn_seconds, r.seconds);
+        std::printf("| %d | %.4f | %.4f | %.4f | %.3f | %.2f | %.2f | %.3f | %.0f, %.0f |\n", seed, dqn_sharpe,
+                    r.sharpe, r.oracle, r.sharpe / r.oracle, r.backtest, r.oracle_backtest,
+                    r.backtest / r.oracle_backtest, dqn_seconds, r.seconds);
         std::fflush(stdout);
         ratios.push_back(r.sharpe / r.oracle);
         backtest_ratios.push_back(r.backtest / r.oracle_backtest);

@@ -22,7 +22,8 @@ TEST_CASE("early stopping stops after patience evaluations without improvement",
     CHECK(es.best_step() == 100);
 }
 
-TEST_CASE("early stopping never stops while improving, and min_delta decides what counts", "[trainers][early_stopping]") {
+TEST_CASE("early stopping never stops while improving, and min_delta decides what counts",
+          "[trainers][early_stopping]") {
     EarlyStopping es(2, 0.1, 0);
     for (int i = 0; i < 50; ++i) {
         const auto d = es.observe(i, 0.2 * i);
@@ -59,9 +60,9 @@ TEST_CASE("early stopping: +infinity (val_sortino without downside) beats any nu
     const double inf = std::numeric_limits<double>::infinity();
     EarlyStopping es(2, 0.0, 0);
     CHECK(es.observe(1, 3.0).improved);
-    CHECK(es.observe(2, inf).improved);   // a gain with no losing bar: the best there is
+    CHECK(es.observe(2, inf).improved);        // a gain with no losing bar: the best there is
     CHECK_FALSE(es.observe(3, inf).improved);  // a tie keeps the first
     CHECK(es.best_step() == 2);
-    CHECK(es.observe(4, 1e300).stop);     // two evaluations without improvement
+    CHECK(es.observe(4, 1e300).stop);  // two evaluations without improvement
     CHECK(*es.best() == inf);
 }

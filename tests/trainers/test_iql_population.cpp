@@ -117,12 +117,15 @@ Parting population_against_single_runs(ops::Device& ops, const std::vector<confi
         }
         // The log lines: the same loss (a NaN one too).
         const auto la = single.read_log(1.0), lb = members[i]->read_log(1.0);
-        if (exact) CHECK(std::memcmp(&la.loss, &lb.loss, sizeof la.loss) == 0);
+        if (exact)
+            CHECK(std::memcmp(&la.loss, &lb.loss, sizeof la.loss) == 0);
         else
             CHECK(test::close_value(lb.loss, la.loss, test::Tol{0, 1e-3}, test::Nan::both_match));
         const auto online = as_floats(tensor_bytes(ops, *members[i], "params/online"));
-        if (i == 0) first_online = online;
-        else CHECK(online != first_online);  // own seeds or hyperparameters: not copies
+        if (i == 0)
+            first_online = online;
+        else
+            CHECK(online != first_online);  // own seeds or hyperparameters: not copies
     }
     return worst;
 }
@@ -175,9 +178,9 @@ TEST_CASE("A batched IQL population refuses what it does not batch, naming it", 
     CHECK_THROWS_AS(trainers::IqlEngine(ops, {first, dqn}, {&market, &market}), UsageError);
     CHECK_THROWS_AS(trainers::IqlEngine(ops, {first}, {}), UsageError);
     // A resume continues every agent from one update: the first sets it, another must match.
-    auto population = std::make_shared<trainers::IqlEngine>(
-        ops, std::vector<config::Profile>{first, agent_profile({"run.seed=8"})},
-        std::vector<const env::DeviceMarket*>{&market, &market});
+    auto population =
+        std::make_shared<trainers::IqlEngine>(ops, std::vector<config::Profile>{first, agent_profile({"run.seed=8"})},
+                                              std::vector<const env::DeviceMarket*>{&market, &market});
     auto a = population->agent(0), b = population->agent(1);
     a->restore_counter_values(std::vector<std::int64_t>{5});
     CHECK(population->updates() == 5);

@@ -30,8 +30,8 @@ namespace {
 
 /// The planted market of the DQN variants' table (k = 0.3, 40,000 bars, no costs, one urgency);
 /// the trainers' texts set the rest.
-const std::vector<std::string> kPlantedMarket{"data.planted_signal=0.3", "data.synthetic_bars=40000",
-                                              "data.cache_dir=\"\"",       "instrument.commission=0.0",
+const std::vector<std::string> kPlantedMarket{"data.planted_signal=0.3",       "data.synthetic_bars=40000",
+                                              "data.cache_dir=\"\"",           "instrument.commission=0.0",
                                               "instrument.slippage_ticks=0.0", "env.urgency_levels=1"};
 
 constexpr const char* kIqlSettings = R"(
@@ -91,9 +91,10 @@ ops::Device& learning_device(std::unique_ptr<ops::CpuDevice>& cpu) {
 
 }  // namespace
 
-TEST_CASE("IQL from the behaviour dataset on the planted signal: five seeds, test Sharpe of the "
-          "validation-selected weights against the oracle's and the behaviour policy's (the docs/learning.md table)",
-          "[.learning]") {
+TEST_CASE(
+    "IQL from the behaviour dataset on the planted signal: five seeds, test Sharpe of the "
+    "validation-selected weights against the oracle's and the behaviour policy's (the docs/learning.md table)",
+    "[.learning]") {
     std::unique_ptr<ops::CpuDevice> cpu;
     ops::Device& ops = learning_device(cpu);
     const bool gpu = test::gpu_available();
@@ -103,8 +104,9 @@ TEST_CASE("IQL from the behaviour dataset on the planted signal: five seeds, tes
         gpu ? std::vector<std::string>{"iql.dataset_size=1024000"}
             : std::vector<std::string>{"iql.dataset_size=64000", "experience.gpu_n_episodes=32", "iql.hidden=[64, 64]",
                                        "replay_buffer.batch_size=64"};
-    std::printf("| IQL seed | test / oracle | behaviour test / oracle | peak val / oracle | final val / oracle | "
-                "final action entropy | seconds |\n|---|---|---|---|---|---|---|\n");
+    std::printf(
+        "| IQL seed | test / oracle | behaviour test / oracle | peak val / oracle | final val / oracle | "
+        "final action entropy | seconds |\n|---|---|---|---|---|---|---|\n");
     std::vector<double> ratios;
     for (int seed = 1; seed <= 5; ++seed) {
         const auto p = table_profile(kIqlSettings, seed, updates, sizes);
@@ -112,8 +114,8 @@ TEST_CASE("IQL from the behaviour dataset on the planted signal: five seeds, tes
         env::DeviceMarket dm(ops, market);
         const auto engine = trainers::make_iql_trainer(ops, p, dm);
         trainers::Trainer& trainer = *engine;
-        const auto r = test::train_selecting_on_validation(ops, dm, market, p.data.planted_signal, trainer, updates,
-                                                           updates / 20);
+        const auto r =
+            test::train_selecting_on_validation(ops, dm, market, p.data.planted_signal, trainer, updates, updates / 20);
         // The behaviour policy that collected the dataset, on the same test episodes: environment
         // e is trader e % 4 (random, momentum, reversion, trend) as in the collection.
         const auto bp = trainers::behaviour_params(trainer.env_params(), static_cast<std::uint64_t>(p.run.seed));
@@ -136,9 +138,10 @@ TEST_CASE("IQL from the behaviour dataset on the planted signal: five seeds, tes
     CHECK(test::median(ratios) >= 0.8);
 }
 
-TEST_CASE("PPO on the planted signal: five seeds, test Sharpe of the validation-selected weights against the "
-          "oracle's (the docs/learning.md table)",
-          "[.learning]") {
+TEST_CASE(
+    "PPO on the planted signal: five seeds, test Sharpe of the validation-selected weights against the "
+    "oracle's (the docs/learning.md table)",
+    "[.learning]") {
     std::unique_ptr<ops::CpuDevice> cpu;
     ops::Device& ops = learning_device(cpu);
     const bool gpu = test::gpu_available();
@@ -147,8 +150,9 @@ TEST_CASE("PPO on the planted signal: five seeds, test Sharpe of the validation-
         gpu ? std::vector<std::string>{}
             : std::vector<std::string>{"experience.gpu_n_episodes=16", "experience.gpu_timesteps_per_episode=64",
                                        "ppo.minibatches=4"};
-    std::printf("| PPO seed | test / oracle | peak val / oracle | final val / oracle | final action entropy | seconds |\n"
-                "|---|---|---|---|---|---|\n");
+    std::printf(
+        "| PPO seed | test / oracle | peak val / oracle | final val / oracle | final action entropy | seconds |\n"
+        "|---|---|---|---|---|---|\n");
     std::vector<double> ratios;
     for (int seed = 1; seed <= 5; ++seed) {
         const auto p = table_profile(kPpoSettings, seed, steps, sizes);
@@ -156,8 +160,8 @@ TEST_CASE("PPO on the planted signal: five seeds, test Sharpe of the validation-
         env::DeviceMarket dm(ops, market);
         const auto engine = trainers::make_ppo_trainer(ops, p, dm);
         trainers::Trainer& trainer = *engine;
-        const auto r = test::train_selecting_on_validation(ops, dm, market, p.data.planted_signal, trainer, steps,
-                                                           steps / 20);
+        const auto r =
+            test::train_selecting_on_validation(ops, dm, market, p.data.planted_signal, trainer, steps, steps / 20);
         std::printf("| %d | %.3f | %.3f | %.3f | %.3f | %.1f |\n", seed, r.test_ratio, r.peak_ratio, r.final_ratio,
                     r.final_entropy, r.seconds);
         std::fflush(stdout);

@@ -46,7 +46,8 @@ batch_size = 32
 [iql]
 hidden = [32, 32]
 dataset_size = 1000
-)", "iql-test-profile", overrides);
+)",
+                                        "iql-test-profile", overrides);
 }
 
 struct Fixture {
@@ -58,7 +59,8 @@ struct Fixture {
 };
 
 std::string temp_path(const std::string& name) {
-    return (std::filesystem::temp_directory_path() / ("fh-iql-test-" + std::to_string(::getpid()) + "-" + name)).string();
+    return (std::filesystem::temp_directory_path() / ("fh-iql-test-" + std::to_string(::getpid()) + "-" + name))
+        .string();
 }
 
 }  // namespace
@@ -99,8 +101,7 @@ TEST_CASE("IQL with tau = 0 copies the target every target_update_period updates
 
 static void check_resume_equivalence(ops::Device& ops) {
     Fixture f(ops, iql_profile());
-    test::check_resume_equivalence(ops, f.p, 120,
-                                   [&] { return trainers::make_iql_trainer(ops, f.p, f.dm); });
+    test::check_resume_equivalence(ops, f.p, 120, [&] { return trainers::make_iql_trainer(ops, f.p, f.dm); });
 }
 
 TEST_CASE("IQL resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][iql][resume]") {
@@ -119,13 +120,14 @@ TEST_CASE("IQL on the GPU: the captured update equals every op issued alone (exa
         INFO(target);
         // tau = 0: periodic copies every 25 updates, decided on the device.
         Fixture f(ops, iql_profile({target, "training.target_update_period=25"}));
-        const auto r = test::run_captured_and_one_by_one(
-            ops, f.p, [&] { return trainers::make_iql_trainer(ops, f.p, f.dm); });
+        const auto r =
+            test::run_captured_and_one_by_one(ops, f.p, [&] { return trainers::make_iql_trainer(ops, f.p, f.dm); });
         r.check_equal();
     }
 }
 
-TEST_CASE("IQL guard: injected NaN updates are skipped, too many exit 5 naming the value loss", "[trainers][iql][guard]") {
+TEST_CASE("IQL guard: injected NaN updates are skipped, too many exit 5 naming the value loss",
+          "[trainers][iql][guard]") {
     ops::CpuDevice ops;
     Fixture f(ops, iql_profile({"training.max_bad_updates=2"}));
     const auto engine = trainers::make_iql_trainer(ops, f.p, f.dm);

@@ -91,8 +91,8 @@ double loss_and_grad(const std::vector<double>& p, const Batch& x, const dqn::He
             }
         linear_backward<double>(nullptr, &g[Net::we], &g[Net::be], d_psi.data(), psi.data(), x.features.data(),
                                 &p[Net::we], R, C, H, Activation::relu, false);
-        linear_backward<double>(nullptr, &g[Net::w1], &g[Net::b1], d_phi.data(), phi.data(), x.s.data(), &p[Net::w1],
-                                B, D, H, Activation::relu, false);
+        linear_backward<double>(nullptr, &g[Net::w1], &g[Net::b1], d_phi.data(), phi.data(), x.s.data(), &p[Net::w1], B,
+                                D, H, Activation::relu, false);
     }
     return loss;
 }
@@ -147,7 +147,9 @@ iqn_embedding = 16
 
 using Result = fh::test::ShellResult;
 using fh::test::slurp;
-Result sh(const std::string& script, const fs::path& dir) { return fh::test::run_shell(script, dir); }
+Result sh(const std::string& script, const fs::path& dir) {
+    return fh::test::run_shell(script, dir);
+}
 
 }  // namespace
 
@@ -298,10 +300,17 @@ TEST_CASE("QNetwork's IQN forward and backward on the CPU equal the double gradi
 TEST_CASE("DQN with the IQN head trains on the CPU: variants, losses, determinism", "[trainers][dqn][iqn]") {
     ops::CpuDevice ops;
     std::vector<trainers::LogLine> first;
-    for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
-             {}, {"dqn.dueling=false"}, {"dqn.double_dqn=false"}, {"dqn.cql_alpha=0.5"}, {"training.tau=0"},
-             {"experience.n_step=5"}, {"dqn.attention=true"}, {"dqn.curiosity=true", "dqn.cql_alpha=0.2"},
-             {"dqn.iqn_quantiles=1", "dqn.iqn_act_quantiles=1"}, {}}) {
+    for (const std::vector<std::string>& variant :
+         std::vector<std::vector<std::string>>{{},
+                                               {"dqn.dueling=false"},
+                                               {"dqn.double_dqn=false"},
+                                               {"dqn.cql_alpha=0.5"},
+                                               {"training.tau=0"},
+                                               {"experience.n_step=5"},
+                                               {"dqn.attention=true"},
+                                               {"dqn.curiosity=true", "dqn.cql_alpha=0.2"},
+                                               {"dqn.iqn_quantiles=1", "dqn.iqn_act_quantiles=1"},
+                                               {}}) {
         std::string name;
         for (const auto& v : variant) name += v + " ";
         INFO(name);
@@ -321,14 +330,17 @@ TEST_CASE("DQN with the IQN head trains on the CPU: variants, losses, determinis
         CHECK(test::metric(m, "losses/quantile_huber") == test::metric(m, "losses/mse"));
         CHECK(test::metric(m, "losses/loss") ==
               Approx(test::metric(m, "losses/quantile_huber") + p.dqn.cql_alpha * test::metric(m, "losses/cql")));
-        if (p.dqn.cql_alpha > 0) CHECK(test::metric(m, "losses/cql") > 0);
-        else CHECK(test::metric(m, "losses/cql") == 0);
+        if (p.dqn.cql_alpha > 0)
+            CHECK(test::metric(m, "losses/cql") > 0);
+        else
+            CHECK(test::metric(m, "losses/cql") == 0);
         long long actions = 0;
         for (auto c : test::histogram(m)) actions += c;
         CHECK(actions == 600);
         CHECK(std::isfinite(test::metric(m, "q/mean")));
         if (variant.empty()) {  // the first and the last run: the same seed gives the same metrics
-            if (first.empty()) first = log;
+            if (first.empty())
+                first = log;
             else
                 for (const char* key : {"losses/loss", "q/mean", "charts/grad_norm"})
                     CHECK(test::metric(first.back(), key) == test::metric(m, key));
@@ -348,8 +360,8 @@ TEST_CASE("the executable trains dqn-smoketest with head = iqn to the end; eval 
     const fs::path dir = fs::temp_directory_path() / ("fh-iqn-" + std::to_string(::getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);
-    const auto r = sh("\"$EXE\" --profile dqn-smoketest --set dqn.head=iqn --device cpu --output '" + dir.string() + "'",
-                      dir);
+    const auto r =
+        sh("\"$EXE\" --profile dqn-smoketest --set dqn.head=iqn --device cpu --output '" + dir.string() + "'", dir);
     INFO(r.err);
     REQUIRE(r.code == 0);
     const fs::path run = dir / "dqn-smoketest";

@@ -131,16 +131,20 @@ void inspect(const fs::path& run, pid_t last_pid, bool resumed, Report& rep) {
 TEST_CASE("kill -9 at random moments never leaves a corrupt file, and a resume leaves no temporary",
           "[trainers][pipeline][kill9]") {
     const int kills = std::getenv("FH_KILL9_COUNT") ? std::atoi(std::getenv("FH_KILL9_COUNT")) : 50;
-    const unsigned seed = std::getenv("FH_KILL9_SEED") ? static_cast<unsigned>(std::atoi(std::getenv("FH_KILL9_SEED"))) : 16;
+    const unsigned seed =
+        std::getenv("FH_KILL9_SEED") ? static_cast<unsigned>(std::atoi(std::getenv("FH_KILL9_SEED"))) : 16;
     const fs::path dir = fs::temp_directory_path() / ("fh-kill9-" + std::to_string(::getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);
     const fs::path run = dir / "dqn-smoketest", log = dir / "log";
     // Checkpoints every 100 env steps and validations (best checkpoints) every 200, each about
     // 60 MB (a 150,000-transition replay) written and fsynced: kills often land inside a write.
-    const std::vector<std::string> settings{"--device", "cpu", "--set", "run.total_steps=100000000", "--set",
-                                            "run.checkpoint_interval=100", "--set", "run.eval_interval=200",
-                                            "--set", "run.log_interval=100", "--set", "replay_buffer.buffer_size=150000"};
+    const std::vector<std::string> settings{"--device", "cpu",
+                                            "--set",    "run.total_steps=100000000",
+                                            "--set",    "run.checkpoint_interval=100",
+                                            "--set",    "run.eval_interval=200",
+                                            "--set",    "run.log_interval=100",
+                                            "--set",    "replay_buffer.buffer_size=150000"};
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> delay_ms(150, 1500);
     Report rep;
@@ -150,9 +154,9 @@ TEST_CASE("kill -9 at random moments never leaves a corrupt file, and a resume l
             fs::remove_all(run);
             ++rep.fresh_starts;
         }
-        std::vector<std::string> args = resume ? std::vector<std::string>{"--resume", run.string()}
-                                               : std::vector<std::string>{"--profile", "dqn-smoketest", "--output",
-                                                                          dir.string()};
+        std::vector<std::string> args =
+            resume ? std::vector<std::string>{"--resume", run.string()}
+                   : std::vector<std::string>{"--profile", "dqn-smoketest", "--output", dir.string()};
         args.insert(args.end(), settings.begin(), settings.end());
         const pid_t pid = spawn(args, log);
         std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
@@ -188,14 +192,16 @@ TEST_CASE("kill -9 at random moments never leaves a corrupt file, and a resume l
     REQUIRE(WEXITSTATUS(status) == 0);
     inspect(run, pid, true, rep);
     int temporaries = 0;
-    for (const auto& e : fs::recursive_directory_iterator(run)) temporaries += temp_pid(e.path().filename().string()) >= 0;
+    for (const auto& e : fs::recursive_directory_iterator(run))
+        temporaries += temp_pid(e.path().filename().string()) >= 0;
     CHECK(temporaries == 0);
     CHECK(slurp(run / "summary.json").rfind("{\"status\":\"completed\"", 0) == 0);
-    std::printf("kill -9 loop: %d kills (%d during a resume's start-up, %d runs started afresh before a first "
-                "checkpoint), %d temporaries seen right after kills, %d corrupt files, %d temporaries left after a "
-                "resume, %d broken jsonl lines; the run completed afterwards\n",
-                rep.kills, rep.killed_in_startup, rep.fresh_starts, rep.temporaries_seen, rep.corrupt, rep.leftovers,
-                rep.broken_lines);
+    std::printf(
+        "kill -9 loop: %d kills (%d during a resume's start-up, %d runs started afresh before a first "
+        "checkpoint), %d temporaries seen right after kills, %d corrupt files, %d temporaries left after a "
+        "resume, %d broken jsonl lines; the run completed afterwards\n",
+        rep.kills, rep.killed_in_startup, rep.fresh_starts, rep.temporaries_seen, rep.corrupt, rep.leftovers,
+        rep.broken_lines);
     CHECK(rep.corrupt == 0);
     CHECK(rep.leftovers == 0);
     CHECK(rep.broken_lines == 0);

@@ -24,11 +24,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch(const std::string& name) { return fh::test::scratch_dir("fh-pipeline", name); }
+fs::path scratch(const std::string& name) {
+    return fh::test::scratch_dir("fh-pipeline", name);
+}
 
 using Result = fh::test::ShellResult;
 using fh::test::slurp;
-Result sh(const std::string& script, const fs::path& dir) { return fh::test::run_shell(script, dir); }
+Result sh(const std::string& script, const fs::path& dir) {
+    return fh::test::run_shell(script, dir);
+}
 
 /// The text of the JSON object that follows `key` (objects nested one level deep at most).
 std::string object_after(const std::string& json, const std::string& key) {
@@ -48,14 +52,16 @@ TEST_CASE("train writes the complete run directory and eval reproduces its test 
         INFO(profile << ": " << r.err);
         REQUIRE(r.code == 0);
         const fs::path run = dir / profile;
-        for (const char* f : {"config.toml", "metrics.jsonl", "eval.jsonl", "summary.json", "checkpoints/last.safetensors",
-                              "checkpoints/best.safetensors", "backtest/equity.csv", "backtest/trades.csv"})
+        for (const char* f :
+             {"config.toml", "metrics.jsonl", "eval.jsonl", "summary.json", "checkpoints/last.safetensors",
+              "checkpoints/best.safetensors", "backtest/equity.csv", "backtest/trades.csv"})
             CHECK(fs::exists(run / f));
         const std::string summary = slurp(run / "summary.json");
         CHECK(summary.find("\"status\":\"completed\"") != std::string::npos);
         const std::string evals = slurp(run / "eval.jsonl");
         CHECK(std::count(evals.begin(), evals.end(), '\n') == 2);  // every smoketest validates twice
-        CHECK(slurp(run / "backtest/equity.csv").rfind("segment,bar,time,close,action,position,equity,drawdown", 0) == 0);
+        CHECK(slurp(run / "backtest/equity.csv").rfind("segment,bar,time,close,action,position,equity,drawdown", 0) ==
+              0);
         // The weights load as a plain safetensors file too.
         const auto best = fh::io::TensorFile::read((run / "checkpoints/best.safetensors").string(), {false});
         CHECK(best.has("params/online"));
@@ -71,7 +77,8 @@ TEST_CASE("train writes the complete run directory and eval reproduces its test 
     fs::remove_all(dir);
 }
 
-TEST_CASE("a DQN run's replay dump is an IQL dataset; a corrupted dump is refused with exit 3", "[trainers][pipeline][replay]") {
+TEST_CASE("a DQN run's replay dump is an IQL dataset; a corrupted dump is refused with exit 3",
+          "[trainers][pipeline][replay]") {
     const auto dir = scratch("dump");
     const auto r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + dir.string() +
                           "' --set replay_buffer.save_dump=true",
@@ -81,7 +88,8 @@ TEST_CASE("a DQN run's replay dump is an IQL dataset; a corrupted dump is refuse
     const fs::path dump = dir / "dqn-smoketest" / "replay.fhreplay";
     REQUIRE(fs::exists(dump));
     const std::string use_dump = " --set 'iql.dataset=\"" + dump.string() + "\"'";
-    const auto iql = sh("\"$EXE\" --profile iql-smoketest --device cpu --output '" + dir.string() + "'" + use_dump, dir);
+    const auto iql =
+        sh("\"$EXE\" --profile iql-smoketest --device cpu --output '" + dir.string() + "'" + use_dump, dir);
     INFO(iql.err);
     REQUIRE(iql.code == 0);
     CHECK(iql.err.find("replay dump") != std::string::npos);
@@ -92,7 +100,8 @@ TEST_CASE("a DQN run's replay dump is an IQL dataset; a corrupted dump is refuse
         f.seekp(200);
         f.put('\x5a');
     }
-    const auto bad = sh("\"$EXE\" --profile iql-smoketest --device cpu --output '" + dir.string() + "'" + use_dump, dir);
+    const auto bad =
+        sh("\"$EXE\" --profile iql-smoketest --device cpu --output '" + dir.string() + "'" + use_dump, dir);
     CHECK(bad.code == 3);
     CHECK(bad.err.find(dump.string()) != std::string::npos);
     // Only DQN has a replay memory to dump.
@@ -101,9 +110,10 @@ TEST_CASE("a DQN run's replay dump is an IQL dataset; a corrupted dump is refuse
     fs::remove_all(dir);
 }
 
-TEST_CASE("dqn.her: the smoketest trains, eval reproduces its test metrics, a resumed run equals an uninterrupted "
-          "one, its replay dump is an IQL dataset",
-          "[trainers][pipeline][her]") {
+TEST_CASE(
+    "dqn.her: the smoketest trains, eval reproduces its test metrics, a resumed run equals an uninterrupted "
+    "one, its replay dump is an IQL dataset",
+    "[trainers][pipeline][her]") {
     const auto dir = scratch("her");
     const std::string her = " --set dqn.her=true --set dqn.her_eval_goal=0.5";
     const auto a = sh("\"$EXE\" --profile dqn-smoketest --device cpu -q --output '" + dir.string() +
@@ -142,8 +152,8 @@ TEST_CASE("dqn.her: the smoketest trains, eval reproduces its test metrics, a re
                           "' --set run.name=resumed --set run.total_steps=1000" + her,
                       dir);
     REQUIRE(b.code == 0);
-    const auto c = sh("\"$EXE\" --resume '" + (dir / "resumed").string() + "' --device cpu -q --set run.total_steps=2000",
-                      dir);
+    const auto c =
+        sh("\"$EXE\" --resume '" + (dir / "resumed").string() + "' --device cpu -q --set run.total_steps=2000", dir);
     INFO(c.err);
     REQUIRE(c.code == 0);
     const auto fa = fh::io::TensorFile::read((straight / "checkpoints" / "last.safetensors").string());
@@ -186,7 +196,9 @@ TEST_CASE("SIGINT saves a checkpoint and the summary, exits 130; --resume finish
     const std::string metrics = (dir / "dqn-smoketest" / "metrics.jsonl").string();
     const auto r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + dir.string() +
                           "' --set run.total_steps=100000000 --set run.log_interval=400 & pid=$!; "
-                          "for i in $(seq 600); do [ -s '" + metrics + "' ] && break; sleep 0.1; done; "
+                          "for i in $(seq 600); do [ -s '" +
+                          metrics +
+                          "' ] && break; sleep 0.1; done; "
                           "kill -INT $pid; wait $pid",
                       dir);
     INFO(r.err);
@@ -229,7 +241,7 @@ TEST_CASE("early stopping ends the run cleanly with status early_stopped", "[tra
     CHECK(summary.find("\"status\":\"early_stopped\"") != std::string::npos);
     const std::string evals = slurp(run / "eval.jsonl");
     const auto last_line = evals.substr(evals.rfind('\n', evals.size() - 2) + 1);
-    CHECK(last_line.find("\"best\":false") != std::string::npos);  // it stopped on a non-improvement
+    CHECK(last_line.find("\"best\":false") != std::string::npos);        // it stopped on a non-improvement
     CHECK(summary.find("\"test\":{\"strategy\"") != std::string::npos);  // and still reported the test split
     fs::remove_all(dir);
 }
@@ -272,7 +284,8 @@ TEST_CASE("resume: a finished run is left untouched; validation, wall time and o
     r = sh("\"$EXE\" --profile dqn-smoketest --device cpu --output '" + dir.string() +
                "' --set run.total_steps=100000000 --set run.log_interval=400 --set run.eval_interval=400 "
                "--set run.checkpoint_interval=400 & pid=$!; "
-               "for i in $(seq 600); do [ -s '" + evals + "' ] && break; sleep 0.1; done; kill -INT $pid; wait $pid",
+               "for i in $(seq 600); do [ -s '" +
+               evals + "' ] && break; sleep 0.1; done; kill -INT $pid; wait $pid",
            dir);
     REQUIRE(r.code == 130);
     const auto last = fh::io::TensorFile::read((run / "checkpoints" / "last.safetensors").string());
@@ -289,8 +302,8 @@ TEST_CASE("resume: a finished run is left untouched; validation, wall time and o
     const std::string summary = slurp(run / "summary.json");
     CHECK(summary.find("\"status\":\"completed\"") != std::string::npos);
     CHECK(summary.find("\"validation\":{\"strategy\":") != std::string::npos);  // kept across the resume
-    CHECK(number_after(summary, "wall_seconds") > wall_before);                  // both processes counted
-    CHECK(number_after(summary, "bars_per_year") > 5000);                        // the inferred value is recorded
+    CHECK(number_after(summary, "wall_seconds") > wall_before);                 // both processes counted
+    CHECK(number_after(summary, "bars_per_year") > 5000);                       // the inferred value is recorded
     CHECK(summary.find("\"bars_per_year_inferred\":true") != std::string::npos);
     const std::string config = slurp(run / "config.toml");
     CHECK(config.find("total_steps = " + std::to_string(total) + " ") != std::string::npos);  // the resume's overrides
@@ -314,8 +327,12 @@ TEST_CASE("resume: a second process cannot resume a run in progress", "[trainers
     const std::string ckpt = (run / "checkpoints" / "last.safetensors").string();
     const auto r = sh("{ \"$EXE\" --profile dqn-smoketest --device cpu --output '" + dir.string() +
                           "' --set run.total_steps=100000000 --set run.checkpoint_interval=400 & pid=$!; "
-                          "for i in $(seq 600); do [ -s '" + ckpt + "' ] && break; sleep 0.1; done; "
-                          "\"$EXE\" --resume '" + run.string() + "' --device cpu --set run.total_steps=200000000; "
+                          "for i in $(seq 600); do [ -s '" +
+                          ckpt +
+                          "' ] && break; sleep 0.1; done; "
+                          "\"$EXE\" --resume '" +
+                          run.string() +
+                          "' --device cpu --set run.total_steps=200000000; "
                           "echo \"second=$?\"; kill -INT $pid; wait $pid; }",
                       dir);
     INFO(r.err);
@@ -329,9 +346,11 @@ TEST_CASE("checkpoints carry the documented metadata: step, version, bars_per_ye
           "[trainers][pipeline]") {
     const auto dir = scratch("meta");
     for (const std::string trainer : {"dqn", "ppo", "iql", "supervised"}) {
-        const auto r = sh("\"$EXE\" --profile " + trainer + "-smoketest --device cpu -q --output '" + dir.string() + "'", dir);
+        const auto r =
+            sh("\"$EXE\" --profile " + trainer + "-smoketest --device cpu -q --output '" + dir.string() + "'", dir);
         REQUIRE(r.code == 0);
-        const auto f = fh::io::TensorFile::read((dir / (trainer + "-smoketest") / "checkpoints" / "last.safetensors").string());
+        const auto f =
+            fh::io::TensorFile::read((dir / (trainer + "-smoketest") / "checkpoints" / "last.safetensors").string());
         INFO(trainer);
         CHECK(f.format_version() == 2);
         const bool by_updates = trainer == "iql" || trainer == "supervised";
@@ -384,7 +403,8 @@ TEST_CASE("supervised: early stopping on the validation loss, and a resumed run 
     CHECK(evals.find("\"metric\":\"val_loss\"") != std::string::npos);
     // The best is the lowest validation loss: its value is the smallest val_loss of eval.jsonl.
     double lowest = 1e300;
-    for (std::size_t at = evals.find("\"val_loss\":"); at != std::string::npos; at = evals.find("\"val_loss\":", at + 1))
+    for (std::size_t at = evals.find("\"val_loss\":"); at != std::string::npos;
+         at = evals.find("\"val_loss\":", at + 1))
         lowest = std::min(lowest, std::stod(evals.substr(at + 11)));
     const auto best = object_after(summary, "\"best\":");
     CHECK(std::stod(best.substr(best.find("\"value\":") + 8)) == lowest);
@@ -398,7 +418,8 @@ TEST_CASE("supervised: early stopping on the validation loss, and a resumed run 
                           "' --set run.name=resumed --set run.total_steps=250",
                       dir);
     REQUIRE(b.code == 0);
-    const auto c = sh("\"$EXE\" --resume '" + (dir / "resumed").string() + "' --device cpu -q --set run.total_steps=500", dir);
+    const auto c =
+        sh("\"$EXE\" --resume '" + (dir / "resumed").string() + "' --device cpu -q --set run.total_steps=500", dir);
     INFO(c.err);
     REQUIRE(c.code == 0);
     const auto fa = fh::io::TensorFile::read((dir / "straight" / "checkpoints" / "last.safetensors").string());
@@ -427,15 +448,15 @@ TEST_CASE("dt: early stopping, eval reproduces the test metrics, a resumed run e
     CHECK(fs::exists(dir / "early" / "checkpoints" / "best.safetensors"));
 
     // 200 updates straight, and 100 then resumed to 200: the same weights, moments, test metrics.
-    const auto a = sh("\"$EXE\" --profile dt-smoketest --device cpu -q --output '" + dir.string() +
-                          "' --set run.name=straight",
-                      dir);
+    const auto a = sh(
+        "\"$EXE\" --profile dt-smoketest --device cpu -q --output '" + dir.string() + "' --set run.name=straight", dir);
     REQUIRE(a.code == 0);
     const auto b = sh("\"$EXE\" --profile dt-smoketest --device cpu -q --output '" + dir.string() +
                           "' --set run.name=resumed --set run.total_steps=100",
                       dir);
     REQUIRE(b.code == 0);
-    const auto c = sh("\"$EXE\" --resume '" + (dir / "resumed").string() + "' --device cpu -q --set run.total_steps=200", dir);
+    const auto c =
+        sh("\"$EXE\" --resume '" + (dir / "resumed").string() + "' --device cpu -q --set run.total_steps=200", dir);
     INFO(c.err);
     REQUIRE(c.code == 0);
     const auto fa = fh::io::TensorFile::read((dir / "straight" / "checkpoints" / "last.safetensors").string());
@@ -450,8 +471,8 @@ TEST_CASE("dt: early stopping, eval reproduces the test metrics, a resumed run e
     CHECK(test_a == object_after(sb.substr(sb.find("\"test\":")), "\"strategy\":"));
     // eval of the last checkpoint (the policy built from the profile, its KV cache from empty)
     // reproduces the run's test backtest.
-    const auto e = sh("\"$EXE\" eval --checkpoint '" + (dir / "straight" / "checkpoints" / "last.safetensors").string() +
-                          "' --device cpu -q",
+    const auto e = sh("\"$EXE\" eval --checkpoint '" +
+                          (dir / "straight" / "checkpoints" / "last.safetensors").string() + "' --device cpu -q",
                       dir);
     INFO(e.err);
     REQUIRE(e.code == 0);

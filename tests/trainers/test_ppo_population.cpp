@@ -170,8 +170,7 @@ TEST_CASE("A batched PPO population refuses what it does not batch, naming it", 
     CHECK(trainers::PpoEngine::unsupported(agent_profile({"run.seed=9", "ppo.clip=0.3"}), first).empty());
     CHECK(trainers::PpoEngine::unsupported(agent_profile({"ppo.hidden=[32, 32]"}), first).find("shape") !=
           std::string::npos);
-    CHECK(trainers::PpoEngine::unsupported(agent_profile({"ppo.epochs=3"}), first).find("shape") !=
-          std::string::npos);
+    CHECK(trainers::PpoEngine::unsupported(agent_profile({"ppo.epochs=3"}), first).find("shape") != std::string::npos);
     CHECK(trainers::PpoEngine::unsupported(agent_profile({"ppo.curiosity=true"}), first).find("ppo.curiosity") !=
           std::string::npos);  // with and without curiosity: not one engine
     CHECK(trainers::PpoEngine::unsupported(agent_profile({"ppo.curiosity=true", "run.seed=4"}),
@@ -189,9 +188,9 @@ TEST_CASE("A batched PPO population refuses what it does not batch, naming it", 
     CHECK_THROWS_AS(trainers::PpoEngine(ops, {first, iql}, {&market, &market}), UsageError);
     CHECK_THROWS_AS(trainers::PpoEngine(ops, {first}, {}), UsageError);
     // A resume continues every agent from one rollout: the first sets it, another must match.
-    auto population = std::make_shared<trainers::PpoEngine>(
-        ops, std::vector<config::Profile>{first, agent_profile({"run.seed=8"})},
-        std::vector<const env::DeviceMarket*>{&market, &market});
+    auto population =
+        std::make_shared<trainers::PpoEngine>(ops, std::vector<config::Profile>{first, agent_profile({"run.seed=8"})},
+                                              std::vector<const env::DeviceMarket*>{&market, &market});
     auto a = population->agent(0), b = population->agent(1);
     const long long per = first.ppo.epochs * first.ppo.minibatches;
     const long long T = first.experience.gpu_timesteps_per_episode;

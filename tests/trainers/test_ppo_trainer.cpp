@@ -54,7 +54,8 @@ epochs = 2
 minibatches = 4
 diversity_window = 10
 diversity_coef = 0.05
-)", "ppo-test-profile", overrides);
+)",
+                                        "ppo-test-profile", overrides);
 }
 
 struct Fixture {
@@ -94,7 +95,8 @@ double field(const io::json::Value& json, const std::string& key) {
 }
 }  // namespace
 
-TEST_CASE("PPO action-diversity penalty: a one-action policy pays diversity_coef once the window is full", "[trainers][ppo]") {
+TEST_CASE("PPO action-diversity penalty: a one-action policy pays diversity_coef once the window is full",
+          "[trainers][ppo]") {
     ops::CpuDevice ops;
     // A policy that always takes action 0 (its logit's bias +100: the softmax is saturated and
     // the updates cannot move it), so every window's share is 1.
@@ -194,8 +196,8 @@ TEST_CASE("PPO on the GPU: the captured rollout and updates equal every op issue
     auto& ops = test::gpu_ops();
     // Curiosity and the diversity penalty on, the linear schedule: every counter-derived value.
     Fixture f(ops, ppo_profile({"ppo.curiosity=true", "ppo.curiosity_coef=0.1"}));
-    const auto r = test::run_captured_and_one_by_one(
-        ops, f.p, [&] { return trainers::make_ppo_trainer(ops, f.p, f.dm); });
+    const auto r =
+        test::run_captured_and_one_by_one(ops, f.p, [&] { return trainers::make_ppo_trainer(ops, f.p, f.dm); });
     REQUIRE(r.captured_log.size() == 4);  // 1600 env steps, a line every 400
     r.check_equal();
 }
@@ -233,7 +235,8 @@ static void check_bootstrap_values(ops::Device& ops, bool exact) {
         return ops.to_host(critic.infer(ops, params, states, n, ws));
     };
     for (int t = 0; t < T; ++t) {
-        ops.upload<int>(step_actions.view(), std::span<const int>(first_actions).subspan(static_cast<std::size_t>(t) * un, un));
+        ops.upload<int>(step_actions.view(),
+                        std::span<const int>(first_actions).subspan(static_cast<std::size_t>(t) * un, un));
         replay.step(step_actions.cview());
     }
     int mid_truncations = 0, checked = 0;
@@ -280,12 +283,13 @@ TEST_CASE("PPO's next values: the critic on the observation after each step, ter
     check_bootstrap_values(test::gpu_ops(), false);
 }
 
-TEST_CASE("PPO guard: an injected NaN update is skipped, too many exit 5 naming the quantity", "[trainers][ppo][guard]") {
+TEST_CASE("PPO guard: an injected NaN update is skipped, too many exit 5 naming the quantity",
+          "[trainers][ppo][guard]") {
     ops::CpuDevice ops;
     Fixture f(ops, ppo_profile());
     SECTION("a skipped update leaves weights and Adam moments untouched") {
         const auto trainer_owner = trainers::make_ppo_trainer(ops, f.p, f.dm);
-    trainers::PpoAgent& trainer = *trainer_owner;
+        trainers::PpoAgent& trainer = *trainer_owner;
         trainer.inject_nan_at_updates({1, 2, 3, 4, 5, 6, 7, 8});  // the whole first rollout
         const auto before = snapshot(ops, trainer);
         trainer.iterate();
@@ -302,7 +306,7 @@ TEST_CASE("PPO guard: an injected NaN update is skipped, too many exit 5 naming 
     SECTION("max_bad_updates reached: DivergedError (exit 5) names the policy loss") {
         Fixture g(ops, ppo_profile({"training.max_bad_updates=3"}));
         const auto trainer_owner = trainers::make_ppo_trainer(ops, g.p, g.dm);
-    trainers::PpoAgent& trainer = *trainer_owner;
+        trainers::PpoAgent& trainer = *trainer_owner;
         trainer.inject_nan_at_updates({2, 3, 4});
         trainer.iterate();
         try {
@@ -317,7 +321,8 @@ TEST_CASE("PPO guard: an injected NaN update is skipped, too many exit 5 naming 
 
 namespace {
 config::Profile learning_profile(bool gpu) {
-    return config::resolve_profile_text(R"(
+    return config::resolve_profile_text(
+        R"(
 [run]
 trainer = "ppo"
 seed = 3
@@ -341,7 +346,8 @@ epochs = 4
 entropy_coef = 0.003
 diversity_coef = 0.0
 lr_schedule = "constant"
-)", "ppo-learning-profile",
+)",
+        "ppo-learning-profile",
         gpu ? std::vector<std::string>{"run.total_steps=6000000", "run.log_interval=100000000",
                                        "experience.gpu_n_episodes=256", "experience.gpu_timesteps_per_episode=128",
                                        "ppo.minibatches=8", "data.planted_signal=0.3", "data.synthetic_bars=40000"}
@@ -354,7 +360,8 @@ lr_schedule = "constant"
 TEST_CASE("PPO reaches half of the planted signal's best Sharpe", "[.learning]") {
     const bool gpu = test::gpu_available();
     std::unique_ptr<ops::CpuDevice> cpu;
-    ops::Device* ops = gpu ? static_cast<ops::Device*>(&test::gpu_ops()) : (cpu = std::make_unique<ops::CpuDevice>()).get();
+    ops::Device* ops =
+        gpu ? static_cast<ops::Device*>(&test::gpu_ops()) : (cpu = std::make_unique<ops::CpuDevice>()).get();
     Fixture f(*ops, learning_profile(gpu));
     const auto trainer_owner = trainers::make_ppo_trainer(*ops, f.p, f.dm);
     trainers::PpoAgent& trainer = *trainer_owner;
@@ -362,12 +369,15 @@ TEST_CASE("PPO reaches half of the planted signal's best Sharpe", "[.learning]")
     run_training(trainer, f.p);
     ops->synchronize();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double sharpe = test::validation_sharpe(*ops, f.dm, trainer.env_params(),
-        [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(*ops, a, s, n); });
-    const auto oracle = data::planted_oracle(f.market.bars, f.market.val, f.p.data.planted_signal, f.market.bars_per_year);
-    std::printf("ppo learning (%s): %lld env steps, %lld updates in %.1f s; validation Sharpe per bar %.4f, oracle "
-                "%.4f (ratio %.2f)\n",
-                ops->description().c_str(), trainer.env_steps(), trainer.updates(), seconds, sharpe,
-                oracle.sharpe_per_bar, sharpe / oracle.sharpe_per_bar);
+    const double sharpe =
+        test::validation_sharpe(*ops, f.dm, trainer.env_params(),
+                                [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(*ops, a, s, n); });
+    const auto oracle =
+        data::planted_oracle(f.market.bars, f.market.val, f.p.data.planted_signal, f.market.bars_per_year);
+    std::printf(
+        "ppo learning (%s): %lld env steps, %lld updates in %.1f s; validation Sharpe per bar %.4f, oracle "
+        "%.4f (ratio %.2f)\n",
+        ops->description().c_str(), trainer.env_steps(), trainer.updates(), seconds, sharpe, oracle.sharpe_per_bar,
+        sharpe / oracle.sharpe_per_bar);
     CHECK(sharpe >= 0.5 * oracle.sharpe_per_bar);
 }

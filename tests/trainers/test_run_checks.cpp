@@ -32,13 +32,17 @@ using fh::trainers::RunCheckOptions;
 
 namespace {
 
-fs::path scratch(const std::string& name) { return fh::test::scratch_dir("fh-runchecks", name); }
+fs::path scratch(const std::string& name) {
+    return fh::test::scratch_dir("fh-runchecks", name);
+}
 
 using fh::test::slurp;
 using Result = fh::test::ShellResult;
 
 /// The executable with `args`.
-Result run(const std::string& args, const fs::path& dir) { return fh::test::run_shell("\"$EXE\" " + args, dir); }
+Result run(const std::string& args, const fs::path& dir) {
+    return fh::test::run_shell("\"$EXE\" " + args, dir);
+}
 
 fh::config::Profile profile(const std::vector<std::string>& overrides) {
     return fh::config::resolve_profile_text("[run]\ntrainer = \"dqn\"\n[data]\nsynthetic_bars = 3000\n", "p.toml",
@@ -82,8 +86,8 @@ TEST_CASE("run checks: check and train refuse the same profiles with the same ex
         const char* says;
     };
     const std::vector<Case> cases = {
-        {"an ensemble past the kernels' shared memory", "--set dqn.ensemble_size=32 --set env.position_levels=101 --set env.urgency_levels=3", 2,
-         "more than 48 KB"},
+        {"an ensemble past the kernels' shared memory",
+         "--set dqn.ensemble_size=32 --set env.position_levels=101 --set env.urgency_levels=3", 2, "more than 48 KB"},
         {"IQN head with an ensemble", "--set dqn.head=iqn --set dqn.ensemble_size=2", 2,
          "the ensemble has C51 and scalar heads only"},
         {"IQN loss scratch past shared memory",
@@ -97,8 +101,8 @@ TEST_CASE("run checks: check and train refuse the same profiles with the same ex
         {"HER's reward past the C51 support", "--set dqn.her=true --set dqn.her_reward=1", 2,
          "more than the whole C51 support"},
         {"sampled evaluation", "--set eval.deterministic=false", 2, "eval.deterministic = false"},
-        {"sampled evaluation, PPO", "--set run.trainer=ppo --set env.position_levels=15 --set eval.deterministic=false", 2,
-         "eval.deterministic = false"},
+        {"sampled evaluation, PPO", "--set run.trainer=ppo --set env.position_levels=15 --set eval.deterministic=false",
+         2, "eval.deterministic = false"},
         {"no validation and no test split",
          "--set data.train_fraction=1 --set data.val_fraction=0 --set data.test_fraction=0", 2,
          "data.test_fraction = 0 leaves no test split"},
@@ -106,7 +110,8 @@ TEST_CASE("run checks: check and train refuse the same profiles with the same ex
         {"a replay smaller than the environments", "--set experience.gpu_n_episodes=1024", 2,
          "the replay would silently grow to 4096 transitions"},
         {"a network past the int index range",
-         "--set dqn.hidden=[16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384]",
+         "--set "
+         "dqn.hidden=[16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384]",
          2, "the Q network's parameters: 4035969568 elements in one array"},
         {"too many evaluation segments", "--set eval.segments=4096", 2,
          "eval.segments = 4096 is more than half of the validation split's"},
@@ -222,16 +227,17 @@ TEST_CASE("run checks: the instrument against the prices", "[trainers][run_check
     CHECK_THAT(fit.refusals[1], Catch::Contains("60 times the typical bar's range"));
     CHECK_THAT(fit.refusals[2], Catch::Contains("CME E-mini S&P 500's"));
     // ... and the EUR/USD future's own values (docs/data.md) fit.
-    fit = fit_of(daily_csv(1.4, 0.01), {"instrument.tick_size=0.00005", "instrument.multiplier=125000",
-                                        "instrument.commission=2.5"});
+    fit = fit_of(daily_csv(1.4, 0.01),
+                 {"instrument.tick_size=0.00005", "instrument.multiplier=125000", "instrument.commission=2.5"});
     CHECK(fit.refusals.empty());
     // a stock at 50 with a one-cent tick and 1-dollar days
-    fit = fit_of(daily_csv(50, 1), {"instrument.tick_size=0.01", "instrument.multiplier=1", "instrument.commission=0.005",
-                                    "instrument.max_contracts=100"});
+    fit = fit_of(daily_csv(50, 1), {"instrument.tick_size=0.01", "instrument.multiplier=1",
+                                    "instrument.commission=0.005", "instrument.max_contracts=100"});
     CHECK(fit.refusals.empty());
     CHECK(fit.warnings.empty());
     // warnings: a tick of 1% of the price; a round trip of 2 bar ranges
-    fit = fit_of(daily_csv(25, 10), {"instrument.tick_size=0.25", "instrument.multiplier=1", "instrument.commission=0"});
+    fit =
+        fit_of(daily_csv(25, 10), {"instrument.tick_size=0.25", "instrument.multiplier=1", "instrument.commission=0"});
     REQUIRE(fit.warnings.size() == 1);
     CHECK_THAT(fit.warnings[0], Catch::Contains("% of the median close 25.0"));
     fit = fit_of(daily_csv(4000, 0.5), {});
@@ -249,7 +255,8 @@ TEST_CASE("run checks: the int index range with the real number of bars, and the
     auto problems = fh::config::index_range_problems(p, in);
     REQUIRE(problems.size() == 1);
     CHECK(problems[0].key == "data.synthetic_bars");
-    CHECK_THAT(problems[0].message, Catch::Contains("the market features (60000000 bars x 42 floats): 2520000000 elements"));
+    CHECK_THAT(problems[0].message,
+               Catch::Contains("the market features (60000000 bars x 42 floats): 2520000000 elements"));
     in.bars_known = false;  // a CSV before it is read: not judged
     CHECK(fh::config::index_range_problems(p, in).empty());
     // PPO rollouts: gpu_n_episodes x gpu_timesteps_per_episode x 50 floats
@@ -262,12 +269,14 @@ TEST_CASE("run checks: the int index range with the real number of bars, and the
     CHECK(problems[0].key == "experience.gpu_timesteps_per_episode");
     // ... and resolution refuses it at the keys' places, before any data is read
     std::string m;
-    CHECK(code_of([] {
-              fh::config::resolve_profile_text("[run]\ntrainer = \"ppo\"\n[experience]\ngpu_n_episodes = 65536\n"
-                                               "gpu_timesteps_per_episode = 1000\n",
-                                               "p.toml");
-          },
-                  &m) == 2);
+    CHECK(code_of(
+              [] {
+                  fh::config::resolve_profile_text(
+                      "[run]\ntrainer = \"ppo\"\n[experience]\ngpu_n_episodes = 65536\n"
+                      "gpu_timesteps_per_episode = 1000\n",
+                      "p.toml");
+              },
+              &m) == 2);
     CHECK_THAT(m, Catch::Contains("p.toml:5:29: the rollout's observations (65536 envs x 1000 steps x 50 floats): "
                                   "3276800000 elements"));
     // memory beyond what is available: a DeviceError (exit 4) naming the consumers and keys
@@ -283,7 +292,8 @@ TEST_CASE("run checks: the int index range with the real number of bars, and the
     CHECK(fh::config::available_host_memory() > 0);  // /proc/meminfo is readable here
 }
 
-TEST_CASE("run checks: a CSV too large for the host is refused before it is read (exit 4)", "[trainers][run_checks][memory]") {
+TEST_CASE("run checks: a CSV too large for the host is refused before it is read (exit 4)",
+          "[trainers][run_checks][memory]") {
     const auto dir = scratch("size");
     const std::string csv = (dir / "big.csv").string();
     std::ofstream(csv) << std::string(4 << 20, 'x');  // 4 MB that are not even a CSV

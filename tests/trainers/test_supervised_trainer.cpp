@@ -51,7 +51,8 @@ hidden = [32, 32]
 batch_size = 32
 [training]
 learning_rate = 1e-3
-)", "supervised-test-profile", overrides);
+)",
+                                        "supervised-test-profile", overrides);
 }
 
 struct Fixture {
@@ -66,10 +67,17 @@ struct Fixture {
 /// contract long or short (the oracle's positions), the next bar's return, episodes of 200 bars
 /// (as tests/trainers/test_dqn_learning.cpp), a small forecaster (the signal is one feature's sign).
 std::vector<std::string> planted_overrides(int seed, int bars, int updates) {
-    return {"run.seed=" + std::to_string(seed), "data.synthetic_bars=" + std::to_string(bars),
-            "run.total_steps=" + std::to_string(updates), "run.log_interval=1000000", "instrument.commission=0",
-            "instrument.slippage_ticks=0", "env.urgency_levels=1", "experience.gpu_timesteps_per_episode=200",
-            "supervised.hidden=[16]", "supervised.batch_size=256", "training.learning_rate=1e-3"};
+    return {"run.seed=" + std::to_string(seed),
+            "data.synthetic_bars=" + std::to_string(bars),
+            "run.total_steps=" + std::to_string(updates),
+            "run.log_interval=1000000",
+            "instrument.commission=0",
+            "instrument.slippage_ticks=0",
+            "env.urgency_levels=1",
+            "experience.gpu_timesteps_per_episode=200",
+            "supervised.hidden=[16]",
+            "supervised.batch_size=256",
+            "training.learning_rate=1e-3"};
 }
 
 /// The yardstick of docs/learning.md: the per-bar Sharpe of the policy's rewards on the TEST split
@@ -89,14 +97,16 @@ PlantedResult planted_run(ops::Device& ops, const std::vector<std::string>& over
     auto policy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(ops, a, s, n); };
     r.sharpe = test::validation_sharpe(ops, f.dm, trainer.env_params(), policy, 64, 1000, env::Split::test);
     r.oracle = data::planted_oracle(f.market.bars, f.market.test, k, f.market.bars_per_year).sharpe_per_bar;
-    r.backtest = eval::backtest(ops, f.dm, f.market, env::Split::test, trainer.env_params(), policy, 1, false).strategy.sharpe;
+    r.backtest =
+        eval::backtest(ops, f.dm, f.market, env::Split::test, trainer.env_params(), policy, 1, false).strategy.sharpe;
     r.oracle_backtest = test::oracle_rule_backtest_sharpe(ops, f.dm, f.market, trainer.env_params());
     return r;
 }
 
 }  // namespace
 
-TEST_CASE("supervised smoke run on the CPU: finite metrics, every update counted, both targets", "[trainers][supervised]") {
+TEST_CASE("supervised smoke run on the CPU: finite metrics, every update counted, both targets",
+          "[trainers][supervised]") {
     ops::CpuDevice ops;
     for (const char* target : {"return", "direction"}) {
         INFO(target);
@@ -137,8 +147,9 @@ TEST_CASE("supervised labels: the next horizon bars' log return, inside the spli
             for (std::size_t i = 0; i < s.bars.size(); ++i) {
                 const auto t = static_cast<std::size_t>(s.bars[i]);
                 CHECK(t >= range.begin);
-                CHECK(t + static_cast<std::size_t>(h) < range.end);                    // inside the split
-                CHECK(m.bars.segment_begin(t) == m.bars.segment_begin(t + static_cast<std::size_t>(h)));  // and the segment
+                CHECK(t + static_cast<std::size_t>(h) < range.end);  // inside the split
+                CHECK(m.bars.segment_begin(t) ==
+                      m.bars.segment_begin(t + static_cast<std::size_t>(h)));  // and the segment
                 CHECK(s.returns[i] == std::log(m.bars.close[t + static_cast<std::size_t>(h)] / m.bars.close[t]));
             }
             // Every start with h bars after it inside the split and segment is a sample.
@@ -200,7 +211,8 @@ TEST_CASE("supervised resumed from its saved state equals an uninterrupted run (
     check_resume_equivalence(test::gpu_ops());
 }
 
-TEST_CASE("supervised on the GPU: the captured update equals every op issued alone (exact)", "[gpu][trainers][supervised]") {
+TEST_CASE("supervised on the GPU: the captured update equals every op issued alone (exact)",
+          "[gpu][trainers][supervised]") {
     auto& ops = test::gpu_ops();
     Fixture f(ops, sup_profile());
     const auto r = test::run_captured_and_one_by_one(
@@ -243,7 +255,8 @@ TEST_CASE("supervised guard: injected NaN updates are skipped, too many exit 5 n
     }
 }
 
-TEST_CASE("supervised: the evaluation policy from the profile alone acts as the trainer does", "[trainers][supervised]") {
+TEST_CASE("supervised: the evaluation policy from the profile alone acts as the trainer does",
+          "[trainers][supervised]") {
     ops::CpuDevice ops;
     Fixture f(ops, sup_profile({"env.position_levels=5", "supervised.sizing=\"magnitude\"", "supervised.full_score=0.5",
                                 "supervised.volatility_sizing=true", "supervised.entry_threshold=0.05",
@@ -297,22 +310,27 @@ TEST_CASE("supervised forecaster + adapter reaches 0.8 of the planted oracle's t
           "[trainers][supervised][learning]") {
     ops::CpuDevice ops;
     const auto r = planted_run(ops, planted_overrides(1, 40000, 2000), 0.3);
-    std::printf("supervised planted (CPU, seed 1): test Sharpe per bar %.4f, oracle %.4f (ratio %.3f); backtest %.2f, "
-                "oracle's rule %.2f (ratio %.3f); val loss %.4f; %.1f s\n",
-                r.sharpe, r.oracle, r.sharpe / r.oracle, r.backtest, r.oracle_backtest, r.backtest / r.oracle_backtest,
-                r.val_loss, r.seconds);
+    std::printf(
+        "supervised planted (CPU, seed 1): test Sharpe per bar %.4f, oracle %.4f (ratio %.3f); backtest %.2f, "
+        "oracle's rule %.2f (ratio %.3f); val loss %.4f; %.1f s\n",
+        r.sharpe, r.oracle, r.sharpe / r.oracle, r.backtest, r.oracle_backtest, r.backtest / r.oracle_backtest,
+        r.val_loss, r.seconds);
     CHECK(r.sharpe >= 0.8 * r.oracle);
     CHECK(r.backtest >= 0.8 * r.oracle_backtest);
 }
 
-TEST_CASE("supervised reaches 0.8 of the oracle's test Sharpe on every seed (the docs/learning.md table)", "[.learning]") {
+TEST_CASE("supervised reaches 0.8 of the oracle's test Sharpe on every seed (the docs/learning.md table)",
+          "[.learning]") {
     const bool gpu = test::gpu_available();
     std::unique_ptr<ops::CpuDevice> cpu;
     ops::Device* ops = nullptr;
-    if (gpu) ops = &test::gpu_ops();
-    else ops = (cpu = std::make_unique<ops::CpuDevice>()).get();
-    std::printf("| seed | Sharpe per bar | oracle | ratio | backtest Sharpe | oracle's rule | ratio | validation loss | "
-                "seconds |\n|---|---|---|---|---|---|---|---|---|\n");
+    if (gpu)
+        ops = &test::gpu_ops();
+    else
+        ops = (cpu = std::make_unique<ops::CpuDevice>()).get();
+    std::printf(
+        "| seed | Sharpe per bar | oracle | ratio | backtest Sharpe | oracle's rule | ratio | validation loss | "
+        "seconds |\n|---|---|---|---|---|---|---|---|---|\n");
     for (int seed = 1; seed <= 5; ++seed) {
         const auto r = planted_run(*ops, planted_overrides(seed, 40000, 4000), 0.3);
         std::printf("| %d | %.4f | %.4f | %.3f | %.2f | %.2f | %.3f | %.4f | %.1f |\n", seed, r.sharpe, r.oracle,
@@ -322,4 +340,3 @@ TEST_CASE("supervised reaches 0.8 of the oracle's test Sharpe on every seed (the
         CHECK(r.backtest >= 0.8 * r.oracle_backtest);
     }
 }
-

@@ -39,8 +39,8 @@ struct Bounds {
     double weights, m, v;
 };
 
-/// Trains run.trainer's trainer (make_trainer) from profile `p` on both backends for `iterations` iterations and checks the
-/// parting against `b`.
+/// Trains run.trainer's trainer (make_trainer) from profile `p` on both backends for `iterations` iterations and checks
+/// the parting against `b`.
 void gpu_against_cpu(const config::Profile& p, int iterations, Bounds b) {
     ops::CpuDevice cpu;
     auto& gpu = test::gpu_ops();
@@ -82,23 +82,20 @@ config::Profile small(const char* trainer, std::vector<std::string> overrides) {
 
 TEST_CASE("the DQN trainer on the GPU against the CPU over 40 updates", "[gpu][trainers][dqn]") {
     // 8 iterations fill min_replay_size (8 environments x 8 steps), then one update per iteration.
-    gpu_against_cpu(
-        small("dqn", {"experience.gpu_n_episodes=8", "experience.gpu_timesteps_per_episode=40",
-                      "replay_buffer.buffer_size=256", "replay_buffer.min_replay_size=64",
-                      "replay_buffer.batch_size=32", "dqn.hidden=[32, 32]"}),
-        48, {0.01, 0.01, 0.02});
+    gpu_against_cpu(small("dqn", {"experience.gpu_n_episodes=8", "experience.gpu_timesteps_per_episode=40",
+                                  "replay_buffer.buffer_size=256", "replay_buffer.min_replay_size=64",
+                                  "replay_buffer.batch_size=32", "dqn.hidden=[32, 32]"}),
+                    48, {0.01, 0.01, 0.02});
 }
 
 TEST_CASE("the PPO trainer on the GPU against the CPU over 3 rollouts", "[gpu][trainers][ppo]") {
-    gpu_against_cpu(
-        small("ppo", {"experience.gpu_n_episodes=16", "experience.gpu_timesteps_per_episode=32", "ppo.hidden=[32, 32]",
-                      "ppo.epochs=2", "ppo.minibatches=2"}),
-        3, {0.05, 0.05, 0.1});
+    gpu_against_cpu(small("ppo", {"experience.gpu_n_episodes=16", "experience.gpu_timesteps_per_episode=32",
+                                  "ppo.hidden=[32, 32]", "ppo.epochs=2", "ppo.minibatches=2"}),
+                    3, {0.05, 0.05, 0.1});
 }
 
 TEST_CASE("the IQL trainer on the GPU against the CPU over 40 updates", "[gpu][trainers][iql]") {
-    gpu_against_cpu(
-        small("iql", {"experience.gpu_n_episodes=8", "experience.gpu_timesteps_per_episode=50",
-                      "replay_buffer.batch_size=32", "iql.hidden=[32, 32]", "iql.dataset_size=1000"}),
-        40, {0.01, 0.01, 0.02});
+    gpu_against_cpu(small("iql", {"experience.gpu_n_episodes=8", "experience.gpu_timesteps_per_episode=50",
+                                  "replay_buffer.batch_size=32", "iql.hidden=[32, 32]", "iql.dataset_size=1000"}),
+                    40, {0.01, 0.01, 0.02});
 }

@@ -99,7 +99,8 @@ void dqn_act(View<int> actions, View<float> q, View<unsigned long long> histogra
                 action = policy::argmax(qa.data(), A);
             }
             actions.data()[row_index] = action;
-            if (!histogram.empty()) histogram.data()[g * static_cast<std::size_t>(A) + static_cast<std::size_t>(action)] += 1;
+            if (!histogram.empty())
+                histogram.data()[g * static_cast<std::size_t>(A) + static_cast<std::size_t>(action)] += 1;
             if (!q.empty()) std::copy(qa.begin(), qa.end(), q.data() + row_index * static_cast<std::size_t>(A));
         }
 }
@@ -167,7 +168,8 @@ void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, V
             const float log_sum = ssm.max + std::log(ssm.sum);
             float ce = 0.f;
             for (int z = 0; z < Z; ++z)
-                ce -= m[static_cast<std::size_t>(z)] * (dqn::head_logit(hs, mean[static_cast<std::size_t>(z)], act, z, h) - log_sum);
+                ce -= m[static_cast<std::size_t>(z)] *
+                      (dqn::head_logit(hs, mean[static_cast<std::size_t>(z)], act, z, h) - log_sum);
             const float q = ssm.q;
             const float td = q - (ret + disc * q_target);
             // 5. The blended gradient of the taken action; 6. with CQL, every action's CQL gradient
@@ -189,7 +191,8 @@ void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, V
                     g[act * Z + z] = dqn::blended_logit_gradient(p[static_cast<std::size_t>(z)] / ssm.sum,
                                                                  m[static_cast<std::size_t>(z)], td,
                                                                  dqn::atom<float>(h, z), q, scale, alpha);
-                for (int x = 0; x < A; ++x) qa[static_cast<std::size_t>(x)] = softmax_q(hs, mean.data(), x, h, p.data()).q;
+                for (int x = 0; x < A; ++x)
+                    qa[static_cast<std::size_t>(x)] = softmax_q(hs, mean.data(), x, h, p.data()).q;
                 const auto sm = dqn::cql_soft_maximum(qa.data(), A);
                 for (int x = 0; x < A; ++x) {
                     const Softmax sx = softmax_q(hs, mean.data(), x, h, p.data());
@@ -233,7 +236,8 @@ void dqn_update_finish(View<dqn::UpdateStep> step, View<nn::GuardState> guard, V
         for (int blk = 0; blk < kBlocks; ++blk) {
             std::vector<double> acc(kThreads, 0.0);
             for (int t = 0; t < kThreads; ++t)
-                for (long long i = static_cast<long long>(blk) * kThreads + t; i < static_cast<long long>(P); i += grid) {
+                for (long long i = static_cast<long long>(blk) * kThreads + t; i < static_cast<long long>(P);
+                     i += grid) {
                     const double xi = x[i];
                     acc[static_cast<std::size_t>(t)] = std::fma(xi, xi, acc[static_cast<std::size_t>(t)]);
                 }
@@ -292,8 +296,7 @@ void dqn_advance(View<dqn::Counters> counters) {
 
 void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> states, View<const int> actions,
                  const RingViews& ring, View<const dqn::Counters> counters, const env::MarketView& one_market,
-                 const env::EnvParams& params, const CollectAdvance& advance,
-                 View<const abi::EnvAgent> agents) {
+                 const env::EnvParams& params, const CollectAdvance& advance, View<const abi::EnvAgent> agents) {
     const std::size_t n = static_cast<std::size_t>(ring.n_envs), D = static_cast<std::size_t>(params.state_dim),
                       M = static_cast<std::size_t>(params.market_dim);
     const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * n;
@@ -349,7 +352,8 @@ void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<floa
                                      actions.data()[g * B + b], returns.data()[g * B + b], discounts.data()[g * B + b]);
             if (masks.empty()) continue;
             float* mk = masks.data() + (g * B + b) * static_cast<std::size_t>(ensemble);
-            for (int k = 0; k < ensemble; ++k) mk[k] = dqn::bootstrap_mask(p.seed, draw.env, draw.step, k, p.bootstrap_prob);
+            for (int k = 0; k < ensemble; ++k)
+                mk[k] = dqn::bootstrap_mask(p.seed, draw.env, draw.step, k, p.bootstrap_prob);
         }
     }
 }
@@ -401,8 +405,8 @@ void dqn_her_observe(View<float> obs, View<float> goals, View<const env::EnvStat
         const auto slot = static_cast<std::size_t>(counters.data()[g].pushed % capacity_steps);
         for (std::size_t e = 0; e < n; ++e) {
             const std::size_t k = g * n + e;
-            const float goal = her::episode_goal(p.seed, static_cast<int>(e), state.data()[k].episode, p.her_goal_min,
-                                                 p.her_goal_max);
+            const float goal =
+                her::episode_goal(p.seed, static_cast<int>(e), state.data()[k].episode, p.her_goal_min, p.her_goal_max);
             her::goal_state_row(obs.data() + k * DG, states.data() + k * D, state_dim, col, goal);
             goals.data()[g * ring_rows + slot * n + e] = goal;
         }

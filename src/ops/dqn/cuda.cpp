@@ -21,8 +21,8 @@ LaunchDims per_row(long long rows, std::size_t agents, const dqn::HeadParams& h)
 }
 
 abi::DqnRing ring_of(const RingViews& r) {
-    return abi::DqnRing{r.states.data(), r.next_states.data(), r.actions.data(), r.rewards.data(), r.done.data(),
-                        r.capacity_steps, r.n_envs, r.state_dim};
+    return abi::DqnRing{r.states.data(), r.next_states.data(), r.actions.data(), r.rewards.data(),
+                        r.done.data(),   r.capacity_steps,     r.n_envs,         r.state_dim};
 }
 
 }  // namespace
@@ -31,9 +31,9 @@ void dqn_act(CudaDevice& device, View<int> actions, View<float> q, View<unsigned
              View<const float> head, const dqn::HeadParams& h, View<const dqn::AgentParams> agent,
              View<const dqn::Counters> counters, int n, bool explore) {
     const std::size_t N = agent.empty() ? 1 : agent.size();
-    abi::DqnActArgs a{actions.data(), or_null(q),         or_null(histogram), head.data(),
-                      or_null(agent), or_null(counters), h,                  n,
-                      explore ? 1 : 0};
+    abi::DqnActArgs a{
+        actions.data(), or_null(q), or_null(histogram), head.data(), or_null(agent), or_null(counters), h, n,
+        explore ? 1 : 0};
     device.kernels().dqn_act_kernel(device.stream(), per_row(n, N, h), a);  // shared memory checked by the op
 }
 
@@ -41,9 +41,20 @@ void dqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<co
               View<const float> head_select, View<const float> head_target, View<const int> actions,
               View<const float> returns, View<const float> discounts, View<const dqn::AgentParams> agent,
               const dqn::HeadParams& h, int batch, View<const int> target_actions, View<const float> masks) {
-    abi::DqnLossArgs a{d_head.data(),      stats.data(),   head_s.data(),           head_select.data(),
-                       head_target.data(), actions.data(), returns.data(),          discounts.data(),
-                       or_null(target_actions), or_null(masks), agent.data(), h, batch, 0};
+    abi::DqnLossArgs a{d_head.data(),
+                       stats.data(),
+                       head_s.data(),
+                       head_select.data(),
+                       head_target.data(),
+                       actions.data(),
+                       returns.data(),
+                       discounts.data(),
+                       or_null(target_actions),
+                       or_null(masks),
+                       agent.data(),
+                       h,
+                       batch,
+                       0};
     // A block of kDqnLossWarps warps per C51 head row, or a warp per row (abi::dqn_loss_split), by
     // the rows of every agent on the GPU: this launch's agents and those of the other sharers. The
     // scalar head's few flops per row take a warp (a lane) each.
@@ -69,9 +80,9 @@ void dqn_update_finish(CudaDevice& device, View<dqn::UpdateStep> step, View<nn::
     const std::size_t N = agent.size(), P = grads.size() / N;
     // One launch: the partials of Device::global_norm (its fixed grid) for every agent, each
     // agent's last block finishing.
-    abi::DqnFinishArgs a{step.data(),        guard.data(),         stats.data(), counters.data(),
-                         norm_partials.data(), grads.data(),       sample_stats.data(), agent.data(),
-                         static_cast<int>(P), batch,               inject_nan};
+    abi::DqnFinishArgs a{step.data(),          guard.data(), stats.data(),        counters.data(),
+                         norm_partials.data(), grads.data(), sample_stats.data(), agent.data(),
+                         static_cast<int>(P),  batch,        inject_nan};
     device.kernels().dqn_finish_kernel(
         device.stream(), LaunchDims{dim3(abi::kNormBlocks, static_cast<unsigned>(N)), dim3(abi::kDqnFinishThreads), 0},
         a);
@@ -84,7 +95,7 @@ void dqn_adam_target(CudaDevice& device, View<float> params, View<float> m, View
     const int P = static_cast<int>(params.size() / N);
     const LaunchDims dims{dim3(static_cast<unsigned>(abi::dqn_adam_blocks(P)), static_cast<unsigned>(N)),
                           dim3(abi::kDqnAdamThreads), 0};
-    abi::DqnAdamTargetArgs a{params.data(), m.data(),     v.data(), target.data(), grads.data(), step.data(),
+    abi::DqnAdamTargetArgs a{params.data(), m.data(),         v.data(), target.data(), grads.data(), step.data(),
                              agent.data(),  or_null(advance), P};
     device.kernels().dqn_adam_target_kernel(device.stream(), dims, a);
 }
@@ -100,14 +111,24 @@ void dqn_collect(CudaDevice& device, View<env::EnvState> state, View<float> port
                  View<const abi::EnvAgent> agents) {
     const long long n = ring.n_envs;
     const long long blocks = (n + abi::kDqnCollectWarps - 1) / abi::kDqnCollectWarps;
-    abi::DqnCollectArgs a{state.data(),   portfolio.data(), states.data(),
-                          actions.data(), ring_of(ring),    counters.data(),
-                          or_null(advance.counters), or_null(advance.tickets), market,
-                          params,         or_null(agents),  static_cast<int>(n)};
+    abi::DqnCollectArgs a{state.data(),
+                          portfolio.data(),
+                          states.data(),
+                          actions.data(),
+                          ring_of(ring),
+                          counters.data(),
+                          or_null(advance.counters),
+                          or_null(advance.tickets),
+                          market,
+                          params,
+                          or_null(agents),
+                          static_cast<int>(n)};
     const LaunchDims dims{dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(counters.size())),
                           dim3(32 * abi::kDqnCollectWarps), 0};
-    if (agents.empty()) device.kernels().dqn_collect_kernel(device.stream(), dims, a);
-    else device.kernels().dqn_collect_agents_kernel(device.stream(), dims, a);
+    if (agents.empty())
+        device.kernels().dqn_collect_kernel(device.stream(), dims, a);
+    else
+        device.kernels().dqn_collect_agents_kernel(device.stream(), dims, a);
 }
 
 void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
@@ -115,8 +136,9 @@ void dqn_sample(CudaDevice& device, View<float> x, View<int> actions, View<float
                 View<const dqn::AgentParams> agent, int batch, int ensemble) {
     const LaunchDims dims{dim3(static_cast<unsigned>((batch + 3) / 4), static_cast<unsigned>(agent.size())), dim3(128),
                           0};  // one warp per row
-    abi::DqnSampleArgs a{x.data(),      actions.data(), returns.data(), discounts.data(), or_null(masks),
-                         ring_of(ring), counters.data(), agent.data(),  batch,            ensemble};
+    abi::DqnSampleArgs a{x.data(),       actions.data(), returns.data(),  discounts.data(),
+                         or_null(masks), ring_of(ring),  counters.data(), agent.data(),
+                         batch,          ensemble};
     device.kernels().dqn_sample_kernel(device.stream(), dims, a);
 }
 
@@ -124,7 +146,7 @@ void dqn_curiosity_gather(CudaDevice& device, View<float> input, View<float> nex
                           View<const dqn::Counters> counters, int num_actions, int market_dim) {
     const long long n = ring.n_envs;
     const long long blocks = (n + abi::kDqnWarpsPerBlock - 1) / abi::kDqnWarpsPerBlock;
-    abi::DqnCuriosityGatherArgs a{input.data(), next_market.data(), ring_of(ring), counters.data(),
+    abi::DqnCuriosityGatherArgs a{input.data(), next_market.data(), ring_of(ring),      counters.data(),
                                   num_actions,  market_dim,         static_cast<int>(n)};
     device.kernels().dqn_curiosity_gather_kernel(
         device.stream(),
@@ -136,7 +158,7 @@ void dqn_curiosity_gather(CudaDevice& device, View<float> input, View<float> nex
 void dqn_curiosity_bonus(CudaDevice& device, const RingViews& ring, View<dqn::CuriosityStats> stats,
                          View<const float> error, View<const dqn::Counters> counters,
                          View<const dqn::AgentParams> agent) {
-    abi::DqnCuriosityBonusArgs a{ring.rewards.data(), stats.data(),       error.data(), counters.data(),
+    abi::DqnCuriosityBonusArgs a{ring.rewards.data(), stats.data(),        error.data(), counters.data(),
                                  agent.data(),        ring.capacity_steps, ring.n_envs};
     device.kernels().dqn_curiosity_bonus_kernel(
         device.stream(), LaunchDims{dim3(static_cast<unsigned>(agent.size())), dim3(abi::kDqnFinishThreads), 0}, a);
@@ -173,9 +195,9 @@ void dqn_her_sample(CudaDevice& device, View<float> x, View<int> actions, View<f
                     View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int batch, int ensemble) {
     const LaunchDims dims{dim3(static_cast<unsigned>((batch + 3) / 4), static_cast<unsigned>(agent.size())), dim3(128),
                           0};  // one warp per row
-    abi::DqnHerSampleArgs a{x.data(),      actions.data(), returns.data(),  discounts.data(), or_null(masks),
-                            or_null(goals_out), ring_of(ring), goals.data(), counters.data(),  agent.data(),
-                            batch,         ensemble};
+    abi::DqnHerSampleArgs a{x.data(),        actions.data(),     returns.data(), discounts.data(),
+                            or_null(masks),  or_null(goals_out), ring_of(ring),  goals.data(),
+                            counters.data(), agent.data(),       batch,          ensemble};
     device.kernels().dqn_her_sample_kernel(device.stream(), dims, a);
 }
 

@@ -60,8 +60,7 @@ void dqn_adam_target(View<float> params, View<float> m, View<float> v, View<floa
 void dqn_advance(View<dqn::Counters> counters);
 void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> states, View<const int> actions,
                  const RingViews& ring, View<const dqn::Counters> counters, const env::MarketView& market,
-                 const env::EnvParams& params, const CollectAdvance& advance,
-                 View<const abi::EnvAgent> agents);
+                 const env::EnvParams& params, const CollectAdvance& advance, View<const abi::EnvAgent> agents);
 void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, View<float> masks,
                 const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
                 int batch, int ensemble);
@@ -119,9 +118,9 @@ void dqn_her_sample(CudaDevice& device, View<float> x, View<int> actions, View<f
 namespace detail {
 inline void check_head(const dqn::HeadParams& h, const char* op) {
     if (h.num_actions < 1 || h.num_atoms < 2 || !(h.v_min < h.v_max))
-        throw std::invalid_argument(fmt::format(
-            "ops::{}: need num_actions >= 1, num_atoms >= 2 and v_min < v_max (got {}, {}, [{}, {}])", op,
-            h.num_actions, h.num_atoms, h.v_min, h.v_max));
+        throw std::invalid_argument(
+            fmt::format("ops::{}: need num_actions >= 1, num_atoms >= 2 and v_min < v_max (got {}, {}, [{}, {}])", op,
+                        h.num_actions, h.num_atoms, h.v_min, h.v_max));
     if (h.ensemble < 1 || h.ensemble > dqn::kMaxEnsemble)
         throw std::invalid_argument(
             fmt::format("ops::{}: the ensemble has {} heads, need 1 to {}", op, h.ensemble, dqn::kMaxEnsemble));
@@ -173,9 +172,9 @@ inline void dqn_act(Device& device, View<int> actions, View<float> q, View<unsig
     if (!q.empty()) detail::require_size(q.size(), actions.size() * A, op, "q");
     if (!histogram.empty()) detail::require_size(histogram.size(), N * A, op, "histogram");
     detail::checked_int_size(head.size(), op);
-    detail::require_distinct(op, {detail::range("actions", actions), detail::range("q", q),
-                                  detail::range("histogram", histogram), detail::range("head", head),
-                                  detail::range("agent", agent), detail::range("counters", counters)});
+    detail::require_distinct(
+        op, {detail::range("actions", actions), detail::range("q", q), detail::range("histogram", histogram),
+             detail::range("head", head), detail::range("agent", agent), detail::range("counters", counters)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dqn_act(*cuda, actions, q, histogram, head, h, agent, counters, static_cast<int>(n), explore);
     cpu_twin::dqn_act(actions, q, histogram, head, h, agent, counters, static_cast<int>(n), explore);
@@ -218,12 +217,12 @@ inline void dqn_loss(Device& device, View<float> d_head, View<float> stats, View
     if (!target_actions.empty()) detail::require_size(target_actions.size(), samples, op, "target_actions");
     if (!masks.empty()) detail::require_size(masks.size(), rows, op, "masks");
     detail::checked_int_size(rows * W, op);
-    detail::require_distinct(op, {detail::range("d_head", d_head), detail::range("stats", stats),
-                                  detail::range("head_s", head_s), detail::range("head_select", head_select),
-                                  detail::range("head_target", head_target), detail::range("actions", actions),
-                                  detail::range("returns", returns), detail::range("discounts", discounts),
-                                  detail::range("target_actions", target_actions), detail::range("masks", masks),
-                                  detail::range("agent", agent)});
+    detail::require_distinct(
+        op, {detail::range("d_head", d_head), detail::range("stats", stats), detail::range("head_s", head_s),
+             detail::range("head_select", head_select), detail::range("head_target", head_target),
+             detail::range("actions", actions), detail::range("returns", returns),
+             detail::range("discounts", discounts), detail::range("target_actions", target_actions),
+             detail::range("masks", masks), detail::range("agent", agent)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dqn_loss(*cuda, d_head, stats, head_s, head_select, head_target, actions, returns, discounts,
                                    agent, h, batch, target_actions, masks);
@@ -233,7 +232,9 @@ inline void dqn_loss(Device& device, View<float> d_head, View<float> stats, View
 
 /// Floats of scratch dqn_update_finish needs per agent (the gradient norm's partial sums and, on
 /// CUDA, a ticket): zero it before the first call (the op leaves it reusable).
-constexpr std::size_t dqn_finish_scratch_size() noexcept { return static_cast<std::size_t>(abi::kDqnFinishScratch); }
+constexpr std::size_t dqn_finish_scratch_size() noexcept {
+    return static_cast<std::size_t>(abi::kDqnFinishScratch);
+}
 
 /// The update's finish, per agent: the global norm of grads (N, P) (the fixed grid and trees of
 /// Device::global_norm, emulated exactly by the CPU twin), the batch sums of sample_stats
@@ -249,7 +250,9 @@ inline void dqn_update_finish(Device& device, View<dqn::UpdateStep> step, View<n
     const char* op = "dqn_update_finish";
     const std::size_t N = detail::agents_of(agent.size(), op);
     detail::require(batch >= 1, op, "batch must be >= 1");
-    for (auto [size, name] : {std::pair{step.size(), "step"}, {guard.size(), "guard"}, {stats.size(), "stats"},
+    for (auto [size, name] : {std::pair{step.size(), "step"},
+                              {guard.size(), "guard"},
+                              {stats.size(), "stats"},
                               {counters.size(), "counters"}})
         detail::require_size(size, N, op, name);
     detail::require_size(norm_partials.size(), N * dqn_finish_scratch_size(), op, "norm_partials");
@@ -284,10 +287,10 @@ inline void dqn_adam_target(Device& device, View<float> params, View<float> m, V
     detail::require_size(step.size(), N, op, "step");
     if (!advance.empty()) detail::require_size(advance.size(), N, op, "advance");
     detail::checked_int_size(params.size() / N, op);
-    detail::require_distinct(op, {detail::range("params", params), detail::range("m", m), detail::range("v", v),
-                                  detail::range("target", target), detail::range("grads", grads),
-                                  detail::range("step", step), detail::range("agent", agent),
-                                  detail::range("advance", advance)});
+    detail::require_distinct(
+        op, {detail::range("params", params), detail::range("m", m), detail::range("v", v),
+             detail::range("target", target), detail::range("grads", grads), detail::range("step", step),
+             detail::range("agent", agent), detail::range("advance", advance)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dqn_adam_target(*cuda, params, m, v, target, grads, step, agent, advance);
     cpu_twin::dqn_adam_target(params, m, v, target, grads, step, agent);
@@ -314,8 +317,8 @@ inline void dqn_advance(Device& device, View<dqn::Counters> counters) {
 /// params' market_dim.
 inline void dqn_collect(Device& device, View<env::EnvState> state, View<float> portfolio, View<float> states,
                         View<const int> actions, const RingViews& ring, View<const dqn::Counters> counters,
-                        const env::MarketView& market, const env::EnvParams& params,
-                        const CollectAdvance& advance = {}, View<const abi::EnvAgent> agents = {}) {
+                        const env::MarketView& market, const env::EnvParams& params, const CollectAdvance& advance = {},
+                        View<const abi::EnvAgent> agents = {}) {
     const char* op = "dqn_collect";
     const std::size_t N = detail::agents_of(counters.size(), op);
     if (!advance.counters.empty() || !advance.tickets.empty()) {
@@ -339,13 +342,12 @@ inline void dqn_collect(Device& device, View<env::EnvState> state, View<float> p
             detail::require(agents.data()[g].market.n_starts >= 1 && agents.data()[g].market.n_bars >= 2, op,
                             "an agent's market has no valid episode start");
     }
-    detail::require_distinct(op, {detail::range("state", state), detail::range("portfolio", portfolio),
-                                  detail::range("states", states), detail::range("actions", actions),
-                                  detail::range("ring states", ring.states),
-                                  detail::range("ring next_states", ring.next_states),
-                                  detail::range("ring actions", ring.actions),
-                                  detail::range("ring rewards", ring.rewards), detail::range("ring done", ring.done),
-                                  detail::range("counters", counters), detail::range("tickets", advance.tickets)});
+    detail::require_distinct(
+        op, {detail::range("state", state), detail::range("portfolio", portfolio), detail::range("states", states),
+             detail::range("actions", actions), detail::range("ring states", ring.states),
+             detail::range("ring next_states", ring.next_states), detail::range("ring actions", ring.actions),
+             detail::range("ring rewards", ring.rewards), detail::range("ring done", ring.done),
+             detail::range("counters", counters), detail::range("tickets", advance.tickets)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dqn_collect(*cuda, state, portfolio, states, actions, ring, counters, market, params, advance,
                                       agents);
@@ -374,15 +376,15 @@ inline void dqn_sample(Device& device, View<float> x, View<int> actions, View<fl
     detail::require_size(discounts.size(), N * B, op, "discounts");
     detail::require(ensemble >= 1 && ensemble <= dqn::kMaxEnsemble, op, "ensemble must be in [1, 32]");
     if (!masks.empty()) detail::require_size(masks.size(), N * B * static_cast<std::size_t>(ensemble), op, "masks");
-    detail::require_distinct(op, {detail::range("x", x), detail::range("actions", actions),
-                                  detail::range("returns", returns), detail::range("discounts", discounts),
-                                  detail::range("masks", masks),
-                                  detail::range("ring states", View<const float>(ring.states)),
-                                  detail::range("ring next_states", View<const float>(ring.next_states)),
-                                  detail::range("ring actions", View<const int>(ring.actions)),
-                                  detail::range("ring rewards", View<const float>(ring.rewards)),
-                                  detail::range("ring done", View<const std::uint8_t>(ring.done)),
-                                  detail::range("counters", counters), detail::range("agent", agent)});
+    detail::require_distinct(
+        op, {detail::range("x", x), detail::range("actions", actions), detail::range("returns", returns),
+             detail::range("discounts", discounts), detail::range("masks", masks),
+             detail::range("ring states", View<const float>(ring.states)),
+             detail::range("ring next_states", View<const float>(ring.next_states)),
+             detail::range("ring actions", View<const int>(ring.actions)),
+             detail::range("ring rewards", View<const float>(ring.rewards)),
+             detail::range("ring done", View<const std::uint8_t>(ring.done)), detail::range("counters", counters),
+             detail::range("agent", agent)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dqn_sample(*cuda, x, actions, returns, discounts, masks, ring, counters, agent, batch,
                                      ensemble);
@@ -405,11 +407,11 @@ inline void dqn_curiosity_gather(Device& device, View<float> input, View<float> 
     detail::require_size(input.size(), N * n * static_cast<std::size_t>(ring.state_dim + num_actions), op, "input");
     detail::require_size(next_market.size(), N * n * static_cast<std::size_t>(market_dim), op, "next_market");
     detail::checked_int_size(input.size(), op);
-    detail::require_distinct(op, {detail::range("input", input), detail::range("next_market", next_market),
-                                  detail::range("ring states", View<const float>(ring.states)),
-                                  detail::range("ring next_states", View<const float>(ring.next_states)),
-                                  detail::range("ring actions", View<const int>(ring.actions)),
-                                  detail::range("counters", counters)});
+    detail::require_distinct(
+        op, {detail::range("input", input), detail::range("next_market", next_market),
+             detail::range("ring states", View<const float>(ring.states)),
+             detail::range("ring next_states", View<const float>(ring.next_states)),
+             detail::range("ring actions", View<const int>(ring.actions)), detail::range("counters", counters)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dqn_curiosity_gather(*cuda, input, next_market, ring, counters, num_actions, market_dim);
     cpu_twin::dqn_curiosity_gather(input, next_market, ring, counters, num_actions, market_dim);
@@ -430,10 +432,11 @@ inline void dqn_curiosity_bonus(Device& device, const RingViews& ring, View<dqn:
     detail::require_size(counters.size(), N, op, "counters");
     detail::require_size(stats.size(), N, op, "stats");
     detail::require_size(error.size(), N * static_cast<std::size_t>(ring.n_envs), op, "error");
-    detail::require_distinct(op, {detail::range("ring rewards", ring.rewards), detail::range("stats", stats),
-                                  detail::range("error", error), detail::range("counters", counters),
-                                  detail::range("agent", agent)});
-    if (CudaDevice* cuda = device.cuda()) return cuda_twin::dqn_curiosity_bonus(*cuda, ring, stats, error, counters, agent);
+    detail::require_distinct(
+        op, {detail::range("ring rewards", ring.rewards), detail::range("stats", stats), detail::range("error", error),
+             detail::range("counters", counters), detail::range("agent", agent)});
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::dqn_curiosity_bonus(*cuda, ring, stats, error, counters, agent);
     cpu_twin::dqn_curiosity_bonus(ring, stats, error, counters, agent);
 }
 
@@ -459,9 +462,9 @@ inline void dqn_her_observe(Device& device, View<float> obs, View<float> goals, 
     detail::require_size(goals.size(), N * static_cast<std::size_t>(capacity_steps) * n, op, "goals");
     detail::checked_int_size(goals.size(), op);
     detail::checked_int_size(obs.size(), op);
-    detail::require_distinct(op, {detail::range("obs", obs), detail::range("goals", goals),
-                                  detail::range("state", state), detail::range("states", states),
-                                  detail::range("counters", counters), detail::range("agent", agent)});
+    detail::require_distinct(
+        op, {detail::range("obs", obs), detail::range("goals", goals), detail::range("state", state),
+             detail::range("states", states), detail::range("counters", counters), detail::range("agent", agent)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dqn_her_observe(*cuda, obs, goals, state, states, counters, agent, capacity_steps, state_dim);
     cpu_twin::dqn_her_observe(obs, goals, state, states, counters, agent, capacity_steps, state_dim);
@@ -479,8 +482,8 @@ inline void dqn_goal_states(Device& device, View<float> obs, View<const float> s
     const std::size_t n = states.size() / (N * D);
     detail::require_size(obs.size(), N * n * (D + her::kGoalFeatures), op, "obs");
     detail::checked_int_size(obs.size(), op);
-    detail::require_distinct(op, {detail::range("obs", obs), detail::range("states", states),
-                                  detail::range("goal", goal)});
+    detail::require_distinct(op,
+                             {detail::range("obs", obs), detail::range("states", states), detail::range("goal", goal)});
     if (CudaDevice* cuda = device.cuda()) return cuda_twin::dqn_goal_states(*cuda, obs, states, goal, state_dim);
     cpu_twin::dqn_goal_states(obs, states, goal, state_dim);
 }
@@ -491,10 +494,10 @@ inline void dqn_goal_states(Device& device, View<float> obs, View<const float> s
 /// states and next states with the row's goal features. goals (N, capacity_steps * n_envs) is the
 /// ring's goal column (dqn_her_observe); goals_out (N, B), when given, gets each row's goal.
 /// actions, returns, discounts, masks as dqn_sample's. Equal on both backends, bit for bit.
-inline void dqn_her_sample(Device& device, View<float> x, View<int> actions, View<float> returns,
-                           View<float> discounts, const RingViews& ring, View<const float> goals,
-                           View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int batch,
-                           View<float> masks = {}, int ensemble = 1, View<float> goals_out = {}) {
+inline void dqn_her_sample(Device& device, View<float> x, View<int> actions, View<float> returns, View<float> discounts,
+                           const RingViews& ring, View<const float> goals, View<const dqn::Counters> counters,
+                           View<const dqn::AgentParams> agent, int batch, View<float> masks = {}, int ensemble = 1,
+                           View<float> goals_out = {}) {
     const char* op = "dqn_her_sample";
     const std::size_t N = detail::agents_of(agent.size(), op);
     detail::require(batch >= 1, op, "batch must be >= 1");
@@ -511,16 +514,15 @@ inline void dqn_her_sample(Device& device, View<float> x, View<int> actions, Vie
     if (!masks.empty()) detail::require_size(masks.size(), N * B * static_cast<std::size_t>(ensemble), op, "masks");
     if (!goals_out.empty()) detail::require_size(goals_out.size(), N * B, op, "goals_out");
     detail::checked_int_size(x.size(), op);
-    detail::require_distinct(op, {detail::range("x", x), detail::range("actions", actions),
-                                  detail::range("returns", returns), detail::range("discounts", discounts),
-                                  detail::range("masks", masks), detail::range("goals_out", goals_out),
-                                  detail::range("ring states", View<const float>(ring.states)),
-                                  detail::range("ring next_states", View<const float>(ring.next_states)),
-                                  detail::range("ring actions", View<const int>(ring.actions)),
-                                  detail::range("ring rewards", View<const float>(ring.rewards)),
-                                  detail::range("ring done", View<const std::uint8_t>(ring.done)),
-                                  detail::range("goals", goals), detail::range("counters", counters),
-                                  detail::range("agent", agent)});
+    detail::require_distinct(
+        op, {detail::range("x", x), detail::range("actions", actions), detail::range("returns", returns),
+             detail::range("discounts", discounts), detail::range("masks", masks),
+             detail::range("goals_out", goals_out), detail::range("ring states", View<const float>(ring.states)),
+             detail::range("ring next_states", View<const float>(ring.next_states)),
+             detail::range("ring actions", View<const int>(ring.actions)),
+             detail::range("ring rewards", View<const float>(ring.rewards)),
+             detail::range("ring done", View<const std::uint8_t>(ring.done)), detail::range("goals", goals),
+             detail::range("counters", counters), detail::range("agent", agent)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dqn_her_sample(*cuda, x, actions, returns, discounts, masks, goals_out, ring, goals, counters,
                                          agent, batch, ensemble);

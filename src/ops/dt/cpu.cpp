@@ -25,16 +25,18 @@ void dt_embed_backward(View<float> d_return_w, View<float> d_return_b, View<floa
                                    dx.data(), rtg.data(), actions.data(), steps, dim, num_actions);
 }
 
-void dt_layer_norm(View<float> y, View<float> stats, View<const float> x, View<const float> gain, View<const float> bias,
-                   long long rows, int dim) {
-    for (long long r = 0; r < rows; ++r) dt::layer_norm_row(r, y.data(), stats.data(), x.data(), gain.data(), bias.data(), dim);
+void dt_layer_norm(View<float> y, View<float> stats, View<const float> x, View<const float> gain,
+                   View<const float> bias, long long rows, int dim) {
+    for (long long r = 0; r < rows; ++r)
+        dt::layer_norm_row(r, y.data(), stats.data(), x.data(), gain.data(), bias.data(), dim);
 }
 
 void dt_layer_norm_backward(View<float> dx, View<float> d_gain, View<float> d_bias, View<const float> dy,
                             View<const float> x, View<const float> stats, View<const float> gain, long long rows,
                             int dim, bool accumulate) {
     for (long long r = 0; r < rows; ++r)
-        dt::layer_norm_backward_row(r, dx.data(), dy.data(), x.data(), stats.data(), gain.data(), dim, accumulate ? 1 : 0);
+        dt::layer_norm_backward_row(r, dx.data(), dy.data(), x.data(), stats.data(), gain.data(), dim,
+                                    accumulate ? 1 : 0);
     for (int c = 0; c < dim; ++c)
         dt::layer_norm_param_grad(c, d_gain.data(), d_bias.data(), dy.data(), x.data(), stats.data(), rows, dim);
 }

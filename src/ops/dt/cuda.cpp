@@ -13,7 +13,9 @@ namespace fh::ops::cuda_twin {
 using cuda::LaunchDims;
 
 namespace {
-LaunchDims threads_for(long long n) { return LaunchDims::linear(static_cast<std::size_t>(n), 128); }
+LaunchDims threads_for(long long n) {
+    return LaunchDims::linear(static_cast<std::size_t>(n), 128);
+}
 long long attention_threads(const dt::AttentionShape& s) {
     return static_cast<long long>(s.batch) * s.heads * s.tokens;
 }
@@ -84,8 +86,8 @@ void dt_gather(CudaDevice& d, View<float> states, View<float> rtg, View<int> act
 }
 
 void dt_action_loss(CudaDevice& d, View<float> loss, View<float> correct, View<float> d_logits,
-                    View<const float> logits, View<const int> actions, View<const int> lengths, int batch,
-                    int context, int num_actions) {
+                    View<const float> logits, View<const int> actions, View<const int> lengths, int batch, int context,
+                    int num_actions) {
     d.kernels().dt_action_loss_kernel(d.stream(), threads_for(batch), loss.data(), correct.data(),
                                       d_logits.empty() ? nullptr : d_logits.data(), logits.data(), actions.data(),
                                       lengths.data(), batch, context, num_actions);
@@ -97,8 +99,8 @@ void dt_learning_rate(CudaDevice& d, View<float> lr, double base, long long warm
 
 void dt_act_tokens(CudaDevice& d, View<float> x, View<dt::History> hist, View<const float> states,
                    View<const float> s_proj, const dt::EmbedParams& e, const dt::ActParams& a, int n) {
-    d.kernels().dt_act_tokens_kernel(d.stream(), threads_for(n), x.data(), hist.data(), states.data(), s_proj.data(),
-                                     e, a, n);
+    d.kernels().dt_act_tokens_kernel(d.stream(), threads_for(n), x.data(), hist.data(), states.data(), s_proj.data(), e,
+                                     a, n);
 }
 
 void dt_cache_write(CudaDevice& d, View<float> cache, View<const float> qkv, View<const dt::History> hist,
@@ -114,8 +116,8 @@ void dt_cache_attend(CudaDevice& d, View<float> out, View<const float> cache, Vi
                                        out.data(), cache.data(), qkv.data(), hist.data(), a, n);
 }
 
-void dt_act_select(CudaDevice& d, View<int> actions, View<dt::History> hist, View<const float> logits,
-                   int num_actions, int n) {
+void dt_act_select(CudaDevice& d, View<int> actions, View<dt::History> hist, View<const float> logits, int num_actions,
+                   int n) {
     d.kernels().dt_act_select_kernel(d.stream(), threads_for(n), actions.data(), hist.data(), logits.data(),
                                      num_actions, n);
 }

@@ -38,8 +38,8 @@ void dt_embed(View<float> x, View<const float> rtg, View<const float> s_proj, Vi
 void dt_embed_backward(View<float> d_return_w, View<float> d_return_b, View<float> d_action_table, View<float> d_s_proj,
                        View<const float> dx, View<const float> rtg, View<const int> actions, long long steps, int dim,
                        int num_actions);
-void dt_layer_norm(View<float> y, View<float> stats, View<const float> x, View<const float> gain, View<const float> bias,
-                   long long rows, int dim);
+void dt_layer_norm(View<float> y, View<float> stats, View<const float> x, View<const float> gain,
+                   View<const float> bias, long long rows, int dim);
 void dt_layer_norm_backward(View<float> dx, View<float> d_gain, View<float> d_bias, View<const float> dy,
                             View<const float> x, View<const float> stats, View<const float> gain, long long rows,
                             int dim, bool accumulate);
@@ -82,8 +82,8 @@ void dt_attention_backward(CudaDevice& d, View<float> dqkv, View<float> dS, View
 void dt_gather(CudaDevice& d, View<float> states, View<float> rtg, View<int> actions, View<int> lengths,
                const dt::Dataset& ds, const dt::WindowParams& w, int batch);
 void dt_action_loss(CudaDevice& d, View<float> loss, View<float> correct, View<float> d_logits,
-                    View<const float> logits, View<const int> actions, View<const int> lengths, int batch,
-                    int context, int num_actions);
+                    View<const float> logits, View<const int> actions, View<const int> lengths, int batch, int context,
+                    int num_actions);
 void dt_learning_rate(CudaDevice& d, View<float> lr, double base, long long warmup, core::CounterValue step);
 void dt_act_tokens(CudaDevice& d, View<float> x, View<dt::History> hist, View<const float> states,
                    View<const float> s_proj, const dt::EmbedParams& e, const dt::ActParams& a, int n);
@@ -91,8 +91,8 @@ void dt_cache_write(CudaDevice& d, View<float> cache, View<const float> qkv, Vie
                     const dt::ActParams& a, int n);
 void dt_cache_attend(CudaDevice& d, View<float> out, View<const float> cache, View<const float> qkv,
                      View<const dt::History> hist, const dt::ActParams& a, int n);
-void dt_act_select(CudaDevice& d, View<int> actions, View<dt::History> hist, View<const float> logits,
-                   int num_actions, int n);
+void dt_act_select(CudaDevice& d, View<int> actions, View<dt::History> hist, View<const float> logits, int num_actions,
+                   int n);
 }  // namespace cuda_twin
 
 namespace dt_detail {
@@ -125,8 +125,9 @@ inline void dt_state_input(Device& device, View<float> out, View<const float> st
     const char* op = "dt_state_input";
     detail::require(state_dim >= 1 && market_dim >= 0 && market_dim < state_dim && !states.empty() &&
                         states.size() % static_cast<std::size_t>(state_dim) == 0,
-                    op, fmt::format("states has {} floats, not rows of state_dim = {} (market_dim {})", states.size(),
-                                    state_dim, market_dim));
+                    op,
+                    fmt::format("states has {} floats, not rows of state_dim = {} (market_dim {})", states.size(),
+                                state_dim, market_dim));
     detail::require_size(out.size(), states.size(), op, "out");
     (void)detail::checked_int_size(states.size(), op);
     detail::require_distinct(op, {detail::range("out", out), detail::range("states", states)});
@@ -169,10 +170,10 @@ inline void dt_embed_backward(Device& device, View<float> d_return_w, View<float
     detail::require_size(dx.size(), steps * D * dt::kTokensPerStep, op, "dx");
     detail::require_size(actions.size(), steps, op, "actions");
     (void)detail::checked_int_size(dx.size(), op);
-    detail::require_distinct(op, {detail::range("d_return_w", d_return_w), detail::range("d_return_b", d_return_b),
-                                  detail::range("d_action_table", d_action_table), detail::range("d_s_proj", d_s_proj),
-                                  detail::range("dx", dx), detail::range("rtg", rtg),
-                                  detail::range("actions", actions)});
+    detail::require_distinct(op,
+                             {detail::range("d_return_w", d_return_w), detail::range("d_return_b", d_return_b),
+                              detail::range("d_action_table", d_action_table), detail::range("d_s_proj", d_s_proj),
+                              detail::range("dx", dx), detail::range("rtg", rtg), detail::range("actions", actions)});
     const auto n = static_cast<long long>(steps);
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dt_embed_backward(*cuda, d_return_w, d_return_b, d_action_table, d_s_proj, dx, rtg, actions,
@@ -214,8 +215,8 @@ inline void dt_layer_norm_backward(Device& device, View<float> dx, View<float> d
     for (auto [v, name] : {std::pair{dx.size(), "dx"}, std::pair{dy.size(), "dy"}})
         detail::require_size(v, x.size(), op, name);
     detail::require_size(stats.size(), 2 * rows, op, "stats");
-    for (auto [v, name] : {std::pair{gain.size(), "gain"}, std::pair{d_gain.size(), "d_gain"},
-                           std::pair{d_bias.size(), "d_bias"}})
+    for (auto [v, name] :
+         {std::pair{gain.size(), "gain"}, std::pair{d_gain.size(), "d_gain"}, std::pair{d_bias.size(), "d_bias"}})
         detail::require_size(v, static_cast<std::size_t>(dim), op, name);
     detail::require_distinct(op, {detail::range("dx", dx), detail::range("d_gain", d_gain),
                                   detail::range("d_bias", d_bias), detail::range("dy", dy), detail::range("x", x),
@@ -304,13 +305,14 @@ inline void dt_gather(Device& device, View<float> states, View<float> rtg, View<
         detail::require(w.first >= 0 && static_cast<std::size_t>(w.first) + batch <= steps, op,
                         fmt::format("sequential windows [{}, {}) exceed the {} steps", w.first,
                                     w.first + static_cast<long long>(batch), steps));
-    detail::require_distinct(op, {detail::range("states", states), detail::range("rtg", rtg),
-                                  detail::range("actions", actions), detail::range("lengths", lengths),
-                                  detail::range("dataset states", d.states), detail::range("dataset rtg", d.rtg),
-                                  detail::range("dataset actions", d.actions),
-                                  detail::range("episode_start", d.episode_start)});
-    const dt::Dataset ds{d.states.data(), d.actions.data(), d.rtg.data(), d.episode_start.data(),
-                         static_cast<long long>(steps), d.state_dim};
+    detail::require_distinct(
+        op, {detail::range("states", states), detail::range("rtg", rtg), detail::range("actions", actions),
+             detail::range("lengths", lengths), detail::range("dataset states", d.states),
+             detail::range("dataset rtg", d.rtg), detail::range("dataset actions", d.actions),
+             detail::range("episode_start", d.episode_start)});
+    const dt::Dataset ds{
+        d.states.data(), d.actions.data(), d.rtg.data(), d.episode_start.data(), static_cast<long long>(steps),
+        d.state_dim};
     const int B = detail::checked_int_size(batch, op);
     if (CudaDevice* cuda = device.cuda()) return cuda_twin::dt_gather(*cuda, states, rtg, actions, lengths, ds, w, B);
     cpu_twin::dt_gather(states, rtg, actions, lengths, ds, w, B);
@@ -332,9 +334,9 @@ inline void dt_action_loss(Device& device, View<float> loss, View<float> correct
     if (!d_logits.empty()) detail::require_size(d_logits.size(), logits.size(), op, "d_logits");
     detail::require_size(actions.size(), batch * static_cast<std::size_t>(context), op, "actions");
     (void)detail::checked_int_size(logits.size(), op);
-    detail::require_distinct(op, {detail::range("loss", loss), detail::range("correct", correct),
-                                  detail::range("d_logits", d_logits), detail::range("logits", logits),
-                                  detail::range("actions", actions), detail::range("lengths", lengths)});
+    detail::require_distinct(
+        op, {detail::range("loss", loss), detail::range("correct", correct), detail::range("d_logits", d_logits),
+             detail::range("logits", logits), detail::range("actions", actions), detail::range("lengths", lengths)});
     const int B = detail::checked_int_size(batch, op);
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::dt_action_loss(*cuda, loss, correct, d_logits, logits, actions, lengths, B, context,
@@ -407,8 +409,8 @@ inline void dt_act_select(Device& device, View<int> actions, View<dt::History> h
     detail::require_size(actions.size(), n, op, "actions");
     detail::require_size(logits.size(), n * dt::kTokensPerStep * static_cast<std::size_t>(num_actions), op, "logits");
     (void)detail::checked_int_size(logits.size(), op);
-    detail::require_distinct(op, {detail::range("actions", actions), detail::range("hist", hist),
-                                  detail::range("logits", logits)});
+    detail::require_distinct(
+        op, {detail::range("actions", actions), detail::range("hist", hist), detail::range("logits", logits)});
     const int N = detail::checked_int_size(n, op);
     if (CudaDevice* cuda = device.cuda()) return cuda_twin::dt_act_select(*cuda, actions, hist, logits, num_actions, N);
     cpu_twin::dt_act_select(actions, hist, logits, num_actions, N);

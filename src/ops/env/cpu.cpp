@@ -41,8 +41,8 @@ void env_step(View<env::EnvState> state, View<float> portfolio, View<float> rewa
               const env::EnvParams& params, View<const abi::EnvAgent> agents) {
     for (std::size_t e = 0; e < state.size(); ++e) {
         const EnvOf own = env_of(e, state.size(), market, params, agents);
-        reward.data()[e] = env::step_env(state.data()[e], actions.data()[e], own.market, own.params, info.data()[e],
-                                         done.data()[e]);
+        reward.data()[e] =
+            env::step_env(state.data()[e], actions.data()[e], own.market, own.params, info.data()[e], done.data()[e]);
         env::portfolio_features(state.data()[e], own.market, own.params, portfolio.data() + e * env::PORTFOLIO_STRIDE);
     }
 }

@@ -10,7 +10,9 @@ namespace fh::ops::cuda_twin {
 using cuda::LaunchDims;
 
 namespace {
-const abi::EnvAgent* agents_of(View<const abi::EnvAgent> agents) { return agents.empty() ? nullptr : agents.data(); }
+const abi::EnvAgent* agents_of(View<const abi::EnvAgent> agents) {
+    return agents.empty() ? nullptr : agents.data();
+}
 int per_agent(std::size_t n, View<const abi::EnvAgent> agents) {
     return static_cast<int>(agents.empty() ? n : n / agents.size());
 }
@@ -20,7 +22,8 @@ void env_reset(CudaDevice& device, View<env::EnvState> state, View<float> portfo
                const env::MarketView& market, const env::EnvParams& params, View<const abi::EnvAgent> agents) {
     device.kernels().env_reset_kernel(device.stream(), LaunchDims::linear(state.size(), 128), state.data(),
                                       portfolio.data(), mask.empty() ? nullptr : mask.data(), market, params,
-                                      static_cast<int>(state.size()), agents_of(agents), per_agent(state.size(), agents));
+                                      static_cast<int>(state.size()), agents_of(agents),
+                                      per_agent(state.size(), agents));
 }
 
 void env_step(CudaDevice& device, View<env::EnvState> state, View<float> portfolio, View<float> reward,
@@ -35,10 +38,9 @@ void env_step(CudaDevice& device, View<env::EnvState> state, View<float> portfol
 void env_gather_states(CudaDevice& device, View<float> states, View<const env::EnvState> state,
                        View<const float> portfolio, const env::MarketView& market, const env::EnvParams& params,
                        View<const abi::EnvAgent> agents) {
-    device.kernels().env_gather_states_kernel(device.stream(), LaunchDims::linear(states.size()), states.data(),
-                                              state.data(), portfolio.data(), market, params,
-                                              static_cast<int>(state.size()), agents_of(agents),
-                                              per_agent(state.size(), agents));
+    device.kernels().env_gather_states_kernel(
+        device.stream(), LaunchDims::linear(states.size()), states.data(), state.data(), portfolio.data(), market,
+        params, static_cast<int>(state.size()), agents_of(agents), per_agent(state.size(), agents));
 }
 
 void env_random_actions(CudaDevice& device, View<int> actions, std::uint64_t seed, std::uint64_t step,

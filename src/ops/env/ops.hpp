@@ -59,7 +59,8 @@ inline void check_env_params(const env::EnvParams& p, const env::MarketView& m) 
 /// With `agents` (a population's environments, abi::EnvAgent): n environments split evenly.
 inline void check_env_agents(std::size_t n, View<const abi::EnvAgent> agents, const char* op) {
     if (!agents.empty() && (n % agents.size() != 0 || n == 0))
-        throw std::invalid_argument(fmt::format("ops::{}: {} environments do not split into {} agents", op, n, agents.size()));
+        throw std::invalid_argument(
+            fmt::format("ops::{}: {} environments do not split into {} agents", op, n, agents.size()));
 }
 }  // namespace detail
 
@@ -112,8 +113,8 @@ inline void env_step(Device& device, View<env::EnvState> state, View<float> port
 
 /// states (n_envs * state_dim) = [features of bar t | portfolio features] per environment.
 inline void env_gather_states(Device& device, View<float> states, View<const env::EnvState> state,
-                              View<const float> portfolio, const env::MarketView& market,
-                              const env::EnvParams& params, View<const abi::EnvAgent> agents = {}) {
+                              View<const float> portfolio, const env::MarketView& market, const env::EnvParams& params,
+                              View<const abi::EnvAgent> agents = {}) {
     detail::check_env_params(params, market);
     const std::size_t n = state.size();
     detail::check_env_agents(n, agents, "env_gather_states");

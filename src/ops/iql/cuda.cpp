@@ -11,7 +11,9 @@ using cuda::LaunchDims;
 
 namespace {
 /// Every agent's rows: one thread each.
-std::size_t rows_of(int batch, int agents) { return static_cast<std::size_t>(batch) * static_cast<std::size_t>(agents); }
+std::size_t rows_of(int batch, int agents) {
+    return static_cast<std::size_t>(batch) * static_cast<std::size_t>(agents);
+}
 }  // namespace
 
 void iql_value_loss(CudaDevice& device, View<float> loss, View<float> d_v, View<const float> v, View<const float> q1,
@@ -25,9 +27,9 @@ void iql_value_loss(CudaDevice& device, View<float> loss, View<float> d_v, View<
 void iql_q_loss(CudaDevice& device, View<float> loss, View<float> d_q1, View<float> d_q2, View<const float> q1,
                 View<const float> q2, View<const int> actions, View<const float> rewards, View<const float> discounts,
                 View<const float> v_next, int num_actions, int batch, int agents) {
-    device.kernels().iql_q_loss_kernel(device.stream(), LaunchDims::linear(rows_of(batch, agents), 128),
-                                       loss.data(), d_q1.data(), d_q2.data(), q1.data(), q2.data(), actions.data(),
-                                       rewards.data(), discounts.data(), v_next.data(), num_actions, batch, agents);
+    device.kernels().iql_q_loss_kernel(device.stream(), LaunchDims::linear(rows_of(batch, agents), 128), loss.data(),
+                                       d_q1.data(), d_q2.data(), q1.data(), q2.data(), actions.data(), rewards.data(),
+                                       discounts.data(), v_next.data(), num_actions, batch, agents);
 }
 
 void awr_policy_loss(CudaDevice& device, View<float> loss, View<float> weights, View<float> d_logits,

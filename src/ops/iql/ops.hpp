@@ -89,9 +89,9 @@ inline void iql_value_loss(Device& device, View<float> loss, View<float> d_v, Vi
     detail::require_size(d_v.size(), b, op, "d_v");
     detail::require_size(q2.size(), q1.size(), op, "q2");
     detail::require_size(actions.size(), b, op, "actions");
-    detail::require_distinct(op, {detail::range("loss", loss), detail::range("d_v", d_v), detail::range("v", v),
-                                  detail::range("q1", q1), detail::range("q2", q2), detail::range("actions", actions),
-                                  detail::range("scalars", scalars)});
+    detail::require_distinct(
+        op, {detail::range("loss", loss), detail::range("d_v", d_v), detail::range("v", v), detail::range("q1", q1),
+             detail::range("q2", q2), detail::range("actions", actions), detail::range("scalars", scalars)});
     const iql::LossScalars* own = scalars.empty() ? nullptr : scalars.data();
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::iql_value_loss(*cuda, loss, d_v, v, q1, q2, actions, expectile, A, B, own, agents);

@@ -16,8 +16,8 @@ void iqn_taus(View<float> features, View<float> taus, View<const dqn::AgentParam
     const long long update = agent.empty() ? 0 : counters.data()[0].updates + 1;
     for (long long t = 0; t < n; ++t) {
         const int r = static_cast<int>(t / quantiles), k = static_cast<int>(t % quantiles);
-        const float tau = agent.empty() ? iqn::midpoint_tau(k, quantiles)
-                                        : iqn::sample_tau(agent.data()[0].seed, r, update, k);
+        const float tau =
+            agent.empty() ? iqn::midpoint_tau(k, quantiles) : iqn::sample_tau(agent.data()[0].seed, r, update, k);
         taus.data()[t] = tau;
         for (int i = 0; i < n_cos; ++i) features.data()[t * n_cos + i] = iqn::cos_feature(tau, i);
     }
@@ -50,9 +50,9 @@ void iqn_hadamard_backward(View<float> d_phi, View<float> d_psi, View<const floa
 }
 
 void iqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, View<const float> head_select,
-              View<const float> head_target, View<const float> taus, View<const int> actions,
-              View<const float> returns, View<const float> discounts, View<const dqn::AgentParams> agent,
-              const dqn::HeadParams& h, int quantiles, int batch) {
+              View<const float> head_target, View<const float> taus, View<const int> actions, View<const float> returns,
+              View<const float> discounts, View<const dqn::AgentParams> agent, const dqn::HeadParams& h, int quantiles,
+              int batch) {
     const int N = quantiles, W = dqn::head_width(h), A = h.num_actions;
     const long long NW = static_cast<long long>(N) * W;
     std::vector<float> scratch(static_cast<std::size_t>(iqn::loss_scratch(h, N)));
@@ -77,8 +77,7 @@ void iqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, V
 void iqn_mean_rows(View<float> out, View<const float> head, int n, int quantiles, int width) {
     for (long long e = 0; e < n; ++e)
         for (int w = 0; w < width; ++w)
-            out.data()[e * width + w] =
-                iqn::mean_row_element(head.data() + e * quantiles * width, quantiles, width, w);
+            out.data()[e * width + w] = iqn::mean_row_element(head.data() + e * quantiles * width, quantiles, width, w);
 }
 
 }  // namespace fh::ops::cpu_twin

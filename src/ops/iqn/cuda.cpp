@@ -13,7 +13,8 @@ void iqn_taus(CudaDevice& device, View<float> features, View<float> taus, View<c
               View<const dqn::Counters> counters, int rows, int quantiles, int n_cos) {
     abi::IqnTausArgs a{features.data(), taus.data(), or_null(agent), or_null(counters), rows, quantiles, n_cos};
     device.kernels().iqn_taus_kernel(
-        device.stream(), LaunchDims::linear(static_cast<std::size_t>(rows) * static_cast<std::size_t>(quantiles), 128), a);
+        device.stream(), LaunchDims::linear(static_cast<std::size_t>(rows) * static_cast<std::size_t>(quantiles), 128),
+        a);
 }
 
 void iqn_hadamard(CudaDevice& device, View<float> x, View<const float> phi, View<const float> psi, int count, int rows,
@@ -34,12 +35,22 @@ void iqn_loss(CudaDevice& device, View<float> d_head, View<float> stats, View<co
               View<const int> actions, View<const float> returns, View<const float> discounts,
               View<const dqn::AgentParams> agent, const dqn::HeadParams& h, int quantiles, int batch) {
     constexpr int T = abi::kIqnLossThreads;
-    const LaunchDims dims{dim3(static_cast<unsigned>((batch + T - 1) / T)), dim3(T),
-                          sizeof(float) * static_cast<std::size_t>(T) *
-                              static_cast<std::size_t>(iqn::loss_scratch(h, quantiles))};
-    abi::IqnLossArgs a{d_head.data(),    stats.data(),   head_s.data(),    head_select.data(), head_target.data(),
-                       taus.data(),      actions.data(), returns.data(),   discounts.data(),   agent.data(),
-                       h,                quantiles,      batch};
+    const LaunchDims dims{
+        dim3(static_cast<unsigned>((batch + T - 1) / T)), dim3(T),
+        sizeof(float) * static_cast<std::size_t>(T) * static_cast<std::size_t>(iqn::loss_scratch(h, quantiles))};
+    abi::IqnLossArgs a{d_head.data(),
+                       stats.data(),
+                       head_s.data(),
+                       head_select.data(),
+                       head_target.data(),
+                       taus.data(),
+                       actions.data(),
+                       returns.data(),
+                       discounts.data(),
+                       agent.data(),
+                       h,
+                       quantiles,
+                       batch};
     device.kernels().iqn_loss_kernel(device.stream(), dims, a);
 }
 

@@ -30,9 +30,9 @@ void iqn_hadamard(View<float> x, View<const float> phi, View<const float> psi, i
 void iqn_hadamard_backward(View<float> d_phi, View<float> d_psi, View<const float> dx, View<const float> phi,
                            View<const float> psi, int batch, int quantiles, int width);
 void iqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, View<const float> head_select,
-              View<const float> head_target, View<const float> taus, View<const int> actions,
-              View<const float> returns, View<const float> discounts, View<const dqn::AgentParams> agent,
-              const dqn::HeadParams& h, int quantiles, int batch);
+              View<const float> head_target, View<const float> taus, View<const int> actions, View<const float> returns,
+              View<const float> discounts, View<const dqn::AgentParams> agent, const dqn::HeadParams& h, int quantiles,
+              int batch);
 void iqn_mean_rows(View<float> out, View<const float> head, int n, int quantiles, int width);
 }  // namespace cpu_twin
 
@@ -120,9 +120,9 @@ inline void iqn_hadamard_backward(Device& device, View<float> d_phi, View<float>
     detail::require(phi.size() >= B * H, op, "phi holds fewer than batch rows");
     detail::require(psi.size() >= B * N * H, op, "psi holds fewer than batch * quantiles rows");
     detail::checked_int_size(d_psi.size(), op);
-    detail::require_distinct(op, {detail::range("d_phi", d_phi), detail::range("d_psi", d_psi),
-                                  detail::range("dx", dx), detail::range("phi", phi.subview(0, B * H)),
-                                  detail::range("psi", psi.subview(0, B * N * H))});
+    detail::require_distinct(
+        op, {detail::range("d_phi", d_phi), detail::range("d_psi", d_psi), detail::range("dx", dx),
+             detail::range("phi", phi.subview(0, B * H)), detail::range("psi", psi.subview(0, B * N * H))});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::iqn_hadamard_backward(*cuda, d_phi, d_psi, dx, phi, psi, batch, quantiles, width);
     cpu_twin::iqn_hadamard_backward(d_phi, d_psi, dx, phi, psi, batch, quantiles, width);
@@ -168,11 +168,11 @@ inline void iqn_loss(Device& device, View<float> d_head, View<float> stats, View
     detail::require_size(returns.size(), B, op, "returns");
     detail::require_size(discounts.size(), B, op, "discounts");
     detail::checked_int_size(B * N * W, op);
-    detail::require_distinct(op, {detail::range("d_head", d_head), detail::range("stats", stats),
-                                  detail::range("head_s", head_s), detail::range("head_select", head_select),
-                                  detail::range("head_target", head_target), detail::range("taus", taus),
-                                  detail::range("actions", actions), detail::range("returns", returns),
-                                  detail::range("discounts", discounts), detail::range("agent", agent)});
+    detail::require_distinct(
+        op, {detail::range("d_head", d_head), detail::range("stats", stats), detail::range("head_s", head_s),
+             detail::range("head_select", head_select), detail::range("head_target", head_target),
+             detail::range("taus", taus), detail::range("actions", actions), detail::range("returns", returns),
+             detail::range("discounts", discounts), detail::range("agent", agent)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::iqn_loss(*cuda, d_head, stats, head_s, head_select, head_target, taus, actions, returns,
                                    discounts, agent, h, quantiles, batch);

@@ -1,5 +1,6 @@
 /// @file cuda.cpp
-/// @brief CUDA twins of the nn op family: launchers of cuda/kernels/nn_select.cu, nn_guard.cu, nn_attention.cu on the device's stream.
+/// @brief CUDA twins of the nn op family: launchers of cuda/kernels/nn_select.cu, nn_guard.cu, nn_attention.cu on the
+/// device's stream.
 ///        The op (src/ops/nn/ops.hpp) checked sizes and that the buffers of each launch are
 ///        distinct before these run.
 #include "ops/nn/ops.hpp"
@@ -16,8 +17,8 @@ void epsilon_greedy(CudaDevice& device, View<int> actions, View<const float> q, 
                                            static_cast<int>(actions.size()));
 }
 
-void action_histogram(CudaDevice& device, View<unsigned long long> histogram, View<const int> actions,
-                      int num_actions, int agents) {
+void action_histogram(CudaDevice& device, View<unsigned long long> histogram, View<const int> actions, int num_actions,
+                      int agents) {
     device.kernels().action_histogram_kernel(device.stream(), LaunchDims::linear(actions.size(), 256), histogram.data(),
                                              actions.data(), num_actions, static_cast<int>(actions.size()),
                                              static_cast<int>(actions.size() / static_cast<std::size_t>(agents)));
@@ -30,8 +31,8 @@ void training_guard(CudaDevice& device, View<int> gate, View<nn::GuardState> sta
 }
 
 void norm_and_guard(CudaDevice& device, View<float> grad_norm, View<float> scratch, View<const float> x, View<int> gate,
-                    View<nn::GuardState> state, View<const float> losses, core::CounterValue update,
-                    View<float> accum, View<const float> stats) {
+                    View<nn::GuardState> state, View<const float> losses, core::CounterValue update, View<float> accum,
+                    View<const float> stats) {
     // The fixed grid of Device::global_norm (its partials' order), the last block finishing.
     device.kernels().network_norm_guard_kernel(
         device.stream(), LaunchDims{dim3(abi::kNormBlocks), dim3(abi::kNormThreads), 0}, grad_norm.data(),
@@ -52,32 +53,30 @@ void norm_and_guard_agents(CudaDevice& device, int agents, View<const float> x, 
 }
 
 void adam_step_agents(CudaDevice& device, int agents, View<float> params, View<float> m, View<float> v,
-                      View<const float> grads, View<const float> grad_norm, View<const int> gate, core::CounterValue step,
-                      const core::AdamConstants& c, View<const float> lr, View<float> target,
+                      View<const float> grads, View<const float> grad_norm, View<const int> gate,
+                      core::CounterValue step, const core::AdamConstants& c, View<const float> lr, View<float> target,
                       View<const float> tau_keep) {
     const long long P = static_cast<long long>(params.size() / static_cast<std::size_t>(agents));
     const LaunchDims dims{dim3(static_cast<unsigned>(abi::adam_blocks(P, false)), static_cast<unsigned>(agents)),
                           dim3(abi::kAdamThreads), 0};
-    device.kernels().network_adam_agents_kernel(device.stream(), dims, params.data(), m.data(), v.data(), grads.data(),
-                                                grad_norm.empty() ? nullptr : grad_norm.data(),
-                                                gate.empty() ? nullptr : gate.data(), step, lr.data(), c,
-                                                target.empty() ? nullptr : target.data(),
-                                                tau_keep.empty() ? nullptr : tau_keep.data(), static_cast<int>(P));
+    device.kernels().network_adam_agents_kernel(
+        device.stream(), dims, params.data(), m.data(), v.data(), grads.data(),
+        grad_norm.empty() ? nullptr : grad_norm.data(), gate.empty() ? nullptr : gate.data(), step, lr.data(), c,
+        target.empty() ? nullptr : target.data(), tau_keep.empty() ? nullptr : tau_keep.data(), static_cast<int>(P));
 }
 
 void group_attention_forward(CudaDevice& device, View<float> x_out, View<float> alpha, View<const float> x,
                              View<const float> scores, const attention::Groups& groups, int D, int rows, int x_rows) {
-    device.kernels().group_attention_forward_kernel(device.stream(), LaunchDims::linear(static_cast<std::size_t>(rows), 128),
-                                                    x_out.data(), alpha.data(), x.data(), scores.data(), groups, D,
-                                                    rows, x_rows);
+    device.kernels().group_attention_forward_kernel(
+        device.stream(), LaunchDims::linear(static_cast<std::size_t>(rows), 128), x_out.data(), alpha.data(), x.data(),
+        scores.data(), groups, D, rows, x_rows);
 }
 
 void group_attention_backward(CudaDevice& device, View<float> d_scores, View<const float> d_x_out, View<const float> x,
                               View<const float> alpha, const attention::Groups& groups, int D, int rows) {
-    device.kernels().group_attention_backward_kernel(device.stream(),
-                                                     LaunchDims::linear(static_cast<std::size_t>(rows), 128),
-                                                     d_scores.data(), d_x_out.data(), x.data(), alpha.data(), groups,
-                                                     D, rows);
+    device.kernels().group_attention_backward_kernel(
+        device.stream(), LaunchDims::linear(static_cast<std::size_t>(rows), 128), d_scores.data(), d_x_out.data(),
+        x.data(), alpha.data(), groups, D, rows);
 }
 
 }  // namespace fh::ops::cuda_twin

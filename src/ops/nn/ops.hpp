@@ -42,14 +42,14 @@ void action_histogram(CudaDevice& device, View<unsigned long long> histogram, Vi
 void training_guard(CudaDevice& device, View<int> gate, View<nn::GuardState> state, View<const float> losses,
                     View<const float> grad_norm, core::CounterValue update);
 void norm_and_guard(CudaDevice& device, View<float> grad_norm, View<float> scratch, View<const float> x, View<int> gate,
-                    View<nn::GuardState> state, View<const float> losses, core::CounterValue update,
-                    View<float> accum, View<const float> stats);
+                    View<nn::GuardState> state, View<const float> losses, core::CounterValue update, View<float> accum,
+                    View<const float> stats);
 void norm_and_guard_agents(CudaDevice& device, int agents, View<const float> x, View<float> scratch, View<int> gate,
                            View<nn::GuardState> state, View<float> stats, int n_losses, int norm_index,
                            core::CounterValue update, View<float> accum, int accum_stride);
 void adam_step_agents(CudaDevice& device, int agents, View<float> params, View<float> m, View<float> v,
-                      View<const float> grads, View<const float> grad_norm, View<const int> gate, core::CounterValue step,
-                      const core::AdamConstants& c, View<const float> lr, View<float> target,
+                      View<const float> grads, View<const float> grad_norm, View<const int> gate,
+                      core::CounterValue step, const core::AdamConstants& c, View<const float> lr, View<float> target,
                       View<const float> tau_keep);
 void group_attention_forward(CudaDevice& device, View<float> x_out, View<float> alpha, View<const float> x,
                              View<const float> scores, const attention::Groups& groups, int D, int rows, int x_rows);
@@ -107,7 +107,9 @@ inline void training_guard(Device& device, View<int> gate, View<nn::GuardState> 
 
 /// Floats of norm_and_guard's scratch: the norm's partials and a ticket. Zero it once after
 /// allocating; the op leaves it zero again.
-constexpr std::size_t norm_guard_scratch_size() noexcept { return static_cast<std::size_t>(abi::kNormGuardScratch); }
+constexpr std::size_t norm_guard_scratch_size() noexcept {
+    return static_cast<std::size_t>(abi::kNormGuardScratch);
+}
 
 /// An update's tail: grad_norm (1) = the global norm of x (Device::global_norm), then
 /// training_guard(gate, state, losses, grad_norm, update), then, with accum, the log's
@@ -121,10 +123,10 @@ inline void norm_and_guard(Device& device, View<float> grad_norm, View<float> sc
     detail::require_size(stats.size(), accum.size(), "norm_and_guard", "stats");
     detail::checked_int_size(x.size(), "norm_and_guard");
     detail::checked_int_size(accum.size(), "norm_and_guard");
-    detail::require_distinct("norm_and_guard", {detail::range("grad_norm", grad_norm), detail::range("scratch", scratch),
-                                                detail::range("x", x), detail::range("gate", gate),
-                                                detail::range("state", state), detail::range("losses", losses),
-                                                detail::range("accum", accum)});
+    detail::require_distinct("norm_and_guard",
+                             {detail::range("grad_norm", grad_norm), detail::range("scratch", scratch),
+                              detail::range("x", x), detail::range("gate", gate), detail::range("state", state),
+                              detail::range("losses", losses), detail::range("accum", accum)});
     detail::require_distinct("norm_and_guard", {detail::range("accum", accum), detail::range("stats", stats)});
     if (CudaDevice* cuda = device.cuda()) {
         detail::require_size(grad_norm.size(), 1, "norm_and_guard", "grad_norm");
@@ -153,14 +155,17 @@ inline void norm_and_guard_agents(Device& device, int agents, View<const float> 
                                   CounterValue update, View<float> accum = {}, int accum_stride = 0) {
     const char* op = "norm_and_guard_agents";
     if (agents < 1 || x.empty() || x.size() % static_cast<std::size_t>(agents) != 0)
-        throw std::invalid_argument(fmt::format("ops::{}: {} gradients do not split into {} agents", op, x.size(), agents));
+        throw std::invalid_argument(
+            fmt::format("ops::{}: {} gradients do not split into {} agents", op, x.size(), agents));
     const std::size_t N = static_cast<std::size_t>(agents), P = x.size() / N;
     if (stats.empty() || stats.size() % N != 0)
-        throw std::invalid_argument(fmt::format("ops::{}: stats ({}) is not (n_stats, {} agents)", op, stats.size(), agents));
+        throw std::invalid_argument(
+            fmt::format("ops::{}: stats ({}) is not (n_stats, {} agents)", op, stats.size(), agents));
     const int n_stats = static_cast<int>(stats.size() / N);
     if (n_losses < 1 || n_losses > abi::kMaxAgentGuardLosses || norm_index < 0 || norm_index >= n_stats)
-        throw std::invalid_argument(fmt::format("ops::{}: need 1 <= n_losses <= {} and a norm index below {} (got {}, {})",
-                                                op, abi::kMaxAgentGuardLosses, n_stats, n_losses, norm_index));
+        throw std::invalid_argument(
+            fmt::format("ops::{}: need 1 <= n_losses <= {} and a norm index below {} (got {}, {})", op,
+                        abi::kMaxAgentGuardLosses, n_stats, n_losses, norm_index));
     detail::require_size(scratch.size(), N * norm_guard_scratch_size(), op, "scratch");
     detail::require_size(gate.size(), N, op, "gate");
     detail::require_size(state.size(), N, op, "state");
@@ -170,9 +175,9 @@ inline void norm_and_guard_agents(Device& device, int agents, View<const float> 
     if (!accum.empty()) detail::require_size(accum.size(), N * static_cast<std::size_t>(accum_stride), op, "accum");
     detail::checked_int_size(P, op);
     detail::checked_int_size(stats.size(), op);
-    detail::require_distinct(op, {detail::range("x", x), detail::range("scratch", scratch), detail::range("gate", gate),
-                                  detail::range("state", state), detail::range("stats", stats),
-                                  detail::range("accum", accum)});
+    detail::require_distinct(
+        op, {detail::range("x", x), detail::range("scratch", scratch), detail::range("gate", gate),
+             detail::range("state", state), detail::range("stats", stats), detail::range("accum", accum)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::norm_and_guard_agents(*cuda, agents, x, scratch, gate, state, stats, n_losses, norm_index,
                                                 update, accum, accum_stride);
@@ -205,7 +210,8 @@ inline void adam_step_agents(Device& device, int agents, View<float> params, Vie
                              View<const float> tau_keep = {}) {
     const char* op = "adam_step_agents";
     if (agents < 1 || params.empty() || params.size() % static_cast<std::size_t>(agents) != 0)
-        throw std::invalid_argument(fmt::format("ops::{}: {} parameters do not split into {} agents", op, params.size(), agents));
+        throw std::invalid_argument(
+            fmt::format("ops::{}: {} parameters do not split into {} agents", op, params.size(), agents));
     const std::size_t N = static_cast<std::size_t>(agents), P = params.size() / N;
     for (auto [size, name] : {std::pair{m.size(), "m"}, {v.size(), "v"}, {grads.size(), "grads"}})
         detail::require_size(size, params.size(), op, name);
@@ -219,22 +225,23 @@ inline void adam_step_agents(Device& device, int agents, View<float> params, Vie
     if (step.counter == nullptr && step.offset < 1)
         throw std::invalid_argument(fmt::format("ops::{}: step must be >= 1 (1-based), got {}", op, step.offset));
     detail::checked_int_size(P, op);
-    detail::require_distinct(op, {detail::range("params", params), detail::range("m", m), detail::range("v", v),
-                                  detail::range("grads", grads), detail::range("grad_norm", grad_norm),
-                                  detail::range("gate", gate), detail::range("lr", lr), detail::range("target", target),
-                                  detail::range("tau_keep", tau_keep)});
+    detail::require_distinct(
+        op, {detail::range("params", params), detail::range("m", m), detail::range("v", v),
+             detail::range("grads", grads), detail::range("grad_norm", grad_norm), detail::range("gate", gate),
+             detail::range("lr", lr), detail::range("target", target), detail::range("tau_keep", tau_keep)});
     if (CudaDevice* cuda = device.cuda()) {
         core::AdamConstants c = core::constants_of(p);
         if (step.counter == nullptr) c = core::at_step(c, step.offset);  // as Device::adam_step
-        return cuda_twin::adam_step_agents(*cuda, agents, params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(),
-                                           gate, step, c, lr, target, tau_keep);
+        return cuda_twin::adam_step_agents(*cuda, agents, params, m, v, grads,
+                                           p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, step, c, lr,
+                                           target, tau_keep);
     }
     for (std::size_t a = 0; a < N; ++a) {
         AdamParams own = p;
         own.lr = lr.data()[a];
-        const SoftTarget soft = target.empty() ? SoftTarget{}
-                                               : SoftTarget{target.subview(a * P, P), tau_keep.data()[2 * a],
-                                                            tau_keep.data()[2 * a + 1]};
+        const SoftTarget soft =
+            target.empty() ? SoftTarget{}
+                           : SoftTarget{target.subview(a * P, P), tau_keep.data()[2 * a], tau_keep.data()[2 * a + 1]};
         device.adam_step(params.subview(a * P, P), m.subview(a * P, P), v.subview(a * P, P), grads.subview(a * P, P),
                          p.clip_norm > 0.f ? grad_norm.subview(a, 1) : View<const float>(),
                          gate.empty() ? View<const int>() : gate.subview(a, 1), step, own, lr.subview(a, 1), soft);

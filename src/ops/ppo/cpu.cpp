@@ -14,10 +14,9 @@ void ppo_sample(View<int> actions, View<float> log_probs, View<const float> logi
     const std::size_t per = agent_seeds.empty() ? actions.size() : actions.size() / agent_seeds.size();
     for (std::size_t e = 0; e < actions.size(); ++e) {
         const std::size_t g = e / per;
-        actions.data()[e] =
-            ppo::sample_action(logits.data() + e * num_actions, num_actions,
-                               agent_seeds.empty() ? seed : agent_seeds.data()[g], static_cast<int>(e - g * per), step,
-                               log_probs.data()[e]);
+        actions.data()[e] = ppo::sample_action(logits.data() + e * num_actions, num_actions,
+                                               agent_seeds.empty() ? seed : agent_seeds.data()[g],
+                                               static_cast<int>(e - g * per), step, log_probs.data()[e]);
     }
 }
 
@@ -27,9 +26,9 @@ void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View
     const std::size_t W = static_cast<std::size_t>(diversity_window), A = static_cast<std::size_t>(num_actions);
     const std::size_t per = agent_coef.empty() ? actions.size() : actions.size() / agent_coef.size();
     for (std::size_t e = 0; e < actions.size(); ++e)
-        penalty.data()[e] = ppo::diversity_update(window.data() + e * W, counts.data() + e * A, actions.data()[e],
-                                                  num_actions, diversity_window,
-                                                  agent_coef.empty() ? coef : agent_coef.data()[e / per], step);
+        penalty.data()[e] =
+            ppo::diversity_update(window.data() + e * W, counts.data() + e * A, actions.data()[e], num_actions,
+                                  diversity_window, agent_coef.empty() ? coef : agent_coef.data()[e / per], step);
 }
 
 void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewards, View<const float> values,
@@ -48,8 +47,8 @@ void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewa
 }
 
 void ppo_collect_truncated(View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
-                           View<const float> next_states, View<const env::StepInfo> info,
-                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart, int agents) {
+                           View<const float> next_states, View<const env::StepInfo> info, View<const std::uint8_t> done,
+                           int market_dim, int row_base, bool restart, int agents) {
     const std::size_t N = static_cast<std::size_t>(agents);
     const std::size_t n = done.size() / N, state_dim = next_states.size() / done.size(), capacity = rows.size() / N;
     const std::size_t md = static_cast<std::size_t>(market_dim), P = state_dim - md;

@@ -34,11 +34,10 @@ void ppo_gae(CudaDevice& device, View<float> advantages, View<float> returns, Vi
              float lambda, int T, View<const float> agent_gamma_lambda) {
     const std::size_t agents = std::max<std::size_t>(1, agent_gamma_lambda.size() / 2);
     const std::size_t n = rewards.size() / agents / static_cast<std::size_t>(T);  // each agent's environments
-    device.kernels().ppo_gae_kernel(device.stream(), LaunchDims::linear(n * agents, 128), advantages.data(),
-                                    returns.data(), rewards.data(), values.data(), next_values.data(), done.data(),
-                                    gamma, lambda, T, static_cast<int>(n),
-                                    agent_gamma_lambda.empty() ? nullptr : agent_gamma_lambda.data(),
-                                    static_cast<int>(agents));
+    device.kernels().ppo_gae_kernel(
+        device.stream(), LaunchDims::linear(n * agents, 128), advantages.data(), returns.data(), rewards.data(),
+        values.data(), next_values.data(), done.data(), gamma, lambda, T, static_cast<int>(n),
+        agent_gamma_lambda.empty() ? nullptr : agent_gamma_lambda.data(), static_cast<int>(agents));
 }
 
 void normalize(CudaDevice& device, View<float> x, View<float> scratch) {
@@ -52,8 +51,8 @@ void normalize(CudaDevice& device, View<float> x, View<float> scratch) {
 }
 
 void ppo_collect_truncated(CudaDevice& device, View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
-                           View<const float> next_states, View<const env::StepInfo> info,
-                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart, int agents) {
+                           View<const float> next_states, View<const env::StepInfo> info, View<const std::uint8_t> done,
+                           int market_dim, int row_base, bool restart, int agents) {
     const std::size_t N = static_cast<std::size_t>(agents);
     device.kernels().ppo_collect_truncated_kernel(
         device.stream(), LaunchDims{dim3(static_cast<unsigned>(agents)), dim3(ppo::kCollectThreads), 0}, rows.data(),
@@ -103,12 +102,11 @@ void ppo_loss(CudaDevice& device, View<float> stats, View<float> d_logits, View<
               View<const float> old_values, const ppo::LossParams& p, View<const ppo::LossParams> agent_params) {
     const std::size_t B = actions.size();
     const LaunchDims dims = LaunchDims::linear(B * abi::kPpoLossLanes, abi::kPpoLossThreads);  // lanes per sample
-    device.kernels().ppo_loss_kernel(device.stream(), dims, stats.data(), d_logits.data(), d_values.data(),
-                                     logits.data(), values.data(), actions.data(),
-                                     old_log_probs.data(), advantages.data(), returns.data(), old_values.data(), p,
-                                     static_cast<int>(logits.size() / B), static_cast<int>(B),
-                                     agent_params.empty() ? nullptr : agent_params.data(),
-                                     static_cast<int>(agent_params.empty() ? B : B / agent_params.size()));
+    device.kernels().ppo_loss_kernel(
+        device.stream(), dims, stats.data(), d_logits.data(), d_values.data(), logits.data(), values.data(),
+        actions.data(), old_log_probs.data(), advantages.data(), returns.data(), old_values.data(), p,
+        static_cast<int>(logits.size() / B), static_cast<int>(B), agent_params.empty() ? nullptr : agent_params.data(),
+        static_cast<int>(agent_params.empty() ? B : B / agent_params.size()));
 }
 
 void curiosity_input(CudaDevice& device, View<float> input, View<const float> states, View<const int> actions,

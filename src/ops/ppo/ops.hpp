@@ -35,8 +35,8 @@ void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewa
              View<const float> agent_gamma_lambda);
 void normalize(View<float> x, View<float> /*scratch*/);
 void ppo_collect_truncated(View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
-                           View<const float> next_states, View<const env::StepInfo> info,
-                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart, int agents);
+                           View<const float> next_states, View<const env::StepInfo> info, View<const std::uint8_t> done,
+                           int market_dim, int row_base, bool restart, int agents);
 void ppo_terminal_observations(View<float> observations, View<const int> bars, View<const float> portfolio,
                                View<const float> features, int market_dim);
 void ppo_scatter_values(View<float> dst, View<const float> values, View<const int> rows);
@@ -63,8 +63,8 @@ void ppo_gae(CudaDevice& device, View<float> advantages, View<float> returns, Vi
              float lambda, int T, View<const float> agent_gamma_lambda);
 void normalize(CudaDevice& device, View<float> x, View<float> scratch);
 void ppo_collect_truncated(CudaDevice& device, View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
-                           View<const float> next_states, View<const env::StepInfo> info,
-                           View<const std::uint8_t> done, int market_dim, int row_base, bool restart, int agents);
+                           View<const float> next_states, View<const env::StepInfo> info, View<const std::uint8_t> done,
+                           int market_dim, int row_base, bool restart, int agents);
 void ppo_terminal_observations(CudaDevice& device, View<float> observations, View<const int> bars,
                                View<const float> portfolio, View<const float> features, int market_dim);
 void ppo_scatter_values(CudaDevice& device, View<float> dst, View<const float> values, View<const int> rows);
@@ -129,8 +129,8 @@ inline void ppo_sample(Device& device, View<int> actions, View<float> log_probs,
 /// step + 1 >= W; 0 before. Actions must lie in [0, A). Several agents' environments (agent_coef,
 /// device memory): n splits evenly, agent g's with its coefficient agent_coef[g].
 inline void ppo_diversity(Device& device, View<int> window, View<int> counts, View<float> penalty,
-                          View<const int> actions, int num_actions, int diversity_window, float coef,
-                          CounterValue step, View<const float> agent_coef = {}) {
+                          View<const int> actions, int num_actions, int diversity_window, float coef, CounterValue step,
+                          View<const float> agent_coef = {}) {
     const char* op = "ppo_diversity";
     detail::require_positive(static_cast<long long>(actions.size()), op, "the number of environments");
     detail::require(agent_coef.empty() || actions.size() % agent_coef.size() == 0, op,
@@ -164,7 +164,8 @@ inline void ppo_gae(Device& device, View<float> advantages, View<float> returns,
     const char* op = "ppo_gae";
     detail::require_positive(T, op, "T");
     const std::size_t size = rewards.size();
-    detail::require(agent_gamma_lambda.size() % 2 == 0, op, "agent_gamma_lambda holds a (gamma, lambda) pair per agent");
+    detail::require(agent_gamma_lambda.size() % 2 == 0, op,
+                    "agent_gamma_lambda holds a (gamma, lambda) pair per agent");
     const std::size_t agents = std::max<std::size_t>(1, agent_gamma_lambda.size() / 2);
     detail::columns(size, static_cast<std::size_t>(T) * agents, op, "rewards");  // n = size / (agents T) >= 1
     detail::require_size(advantages.size(), size, op, "advantages");
@@ -214,15 +215,15 @@ inline void ppo_collect_truncated(Device& device, View<int> rows, View<int> bars
                          "portfolio");
     detail::require_size(info.size(), N * n, op, "info");
     detail::require_size(count.size(), N, op, "count");
-    detail::require(row_base >= 0 && static_cast<long long>(row_base) + static_cast<long long>(n) <=
-                                         std::numeric_limits<int>::max(),
+    detail::require(row_base >= 0 &&
+                        static_cast<long long>(row_base) + static_cast<long long>(n) <= std::numeric_limits<int>::max(),
                     op, fmt::format("row_base {} + {} rows must fit an int", row_base, n));
     detail::checked_int_size(portfolio.size(), op);
     detail::checked_int_size(next_states.size(), op);
-    detail::require_distinct(op, {detail::range("rows", rows), detail::range("bars", bars),
-                                  detail::range("portfolio", portfolio), detail::range("count", count),
-                                  detail::range("next_states", next_states), detail::range("info", info),
-                                  detail::range("done", done)});
+    detail::require_distinct(
+        op, {detail::range("rows", rows), detail::range("bars", bars), detail::range("portfolio", portfolio),
+             detail::range("count", count), detail::range("next_states", next_states), detail::range("info", info),
+             detail::range("done", done)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::ppo_collect_truncated(*cuda, rows, bars, portfolio, count, next_states, info, done,
                                                 market_dim, row_base, restart, agents);
@@ -261,8 +262,8 @@ inline void ppo_scatter_values(Device& device, View<float> dst, View<const float
     detail::require_size(rows.size(), values.size(), op, "rows");
     detail::checked_int_size(dst.size(), op);
     detail::checked_int_size(values.size(), op);
-    detail::require_distinct(op, {detail::range("dst", dst), detail::range("values", values),
-                                  detail::range("rows", rows)});
+    detail::require_distinct(op,
+                             {detail::range("dst", dst), detail::range("values", values), detail::range("rows", rows)});
     if (values.empty()) return;
     if (CudaDevice* cuda = device.cuda()) return cuda_twin::ppo_scatter_values(*cuda, dst, values, rows);
     cpu_twin::ppo_scatter_values(dst, values, rows);
@@ -429,8 +430,10 @@ inline void ppo_learning_rate(Device& device, View<float> lr, double base_lr, bo
                               CounterValue rollouts) {
     detail::require_size(lr.size(), 1, "ppo_learning_rate", "lr");
     if (!std::isfinite(base_lr) || base_lr < 0 || !(total_rollouts >= 1))
-        throw std::invalid_argument(fmt::format("ops::ppo_learning_rate: need base_lr >= 0 and total_rollouts >= 1, "
-                                                "got {} and {}", base_lr, total_rollouts));
+        throw std::invalid_argument(
+            fmt::format("ops::ppo_learning_rate: need base_lr >= 0 and total_rollouts >= 1, "
+                        "got {} and {}",
+                        base_lr, total_rollouts));
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::ppo_learning_rate(*cuda, lr, base_lr, linear, total_rollouts, rollouts);
     cpu_twin::ppo_learning_rate(lr, base_lr, linear, total_rollouts, rollouts);

@@ -24,10 +24,9 @@ void nstep_sample_agents(CudaDevice& device, View<float> states, View<float> nex
                          std::size_t out_stride, const CounterAdvance& advance, int batch) {
     LaunchDims dims = LaunchDims::linear(static_cast<std::size_t>(batch) * 32, 128);
     dims.grid.y = static_cast<unsigned>(agents.size());
-    device.kernels().nstep_sample_agents_kernel(device.stream(), dims, states.data(), next_states.data(),
-                                                actions.data(), returns.data(), discounts.data(), agents.data(),
-                                                static_cast<long long>(out_stride), advance.counter.data(),
-                                                advance.ticket.data(), batch);
+    device.kernels().nstep_sample_agents_kernel(
+        device.stream(), dims, states.data(), next_states.data(), actions.data(), returns.data(), discounts.data(),
+        agents.data(), static_cast<long long>(out_stride), advance.counter.data(), advance.ticket.data(), batch);
 }
 
 }  // namespace fh::ops::cuda_twin

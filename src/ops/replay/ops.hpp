@@ -95,7 +95,8 @@ inline void nstep_sample_agents(Device& device, View<float> states, View<float> 
     detail::require_size(advance.ticket.size(), 1, op, "advance ticket");
     const std::size_t N = agents.size(), B = static_cast<std::size_t>(batch), D = static_cast<std::size_t>(state_dim);
     if (out_stride < B * D)
-        throw std::invalid_argument(fmt::format("ops::{}: out_stride {} is below one agent's rows ({})", op, out_stride, B * D));
+        throw std::invalid_argument(
+            fmt::format("ops::{}: out_stride {} is below one agent's rows ({})", op, out_stride, B * D));
     const std::size_t span = (N - 1) * out_stride + B * D;
     detail::require_size(states.size(), span, op, "states");
     detail::require_size(next_states.size(), span, op, "next_states");
@@ -103,10 +104,10 @@ inline void nstep_sample_agents(Device& device, View<float> states, View<float> 
     detail::require_size(returns.size(), N * B, op, "returns");
     detail::require_size(discounts.size(), N * B, op, "discounts");
     detail::checked_int_size(N, op);
-    detail::require_distinct(op, {detail::range("actions", actions), detail::range("returns", returns),
-                                  detail::range("discounts", discounts), detail::range("agents", agents),
-                                  detail::range("advance counter", advance.counter),
-                                  detail::range("advance ticket", advance.ticket)});
+    detail::require_distinct(
+        op, {detail::range("actions", actions), detail::range("returns", returns),
+             detail::range("discounts", discounts), detail::range("agents", agents),
+             detail::range("advance counter", advance.counter), detail::range("advance ticket", advance.ticket)});
     if (CudaDevice* cuda = device.cuda())
         return cuda_twin::nstep_sample_agents(*cuda, states, next_states, actions, returns, discounts, agents,
                                               out_stride, advance, batch);

@@ -47,9 +47,9 @@ inline void column_moments(Device& device, View<double> mean, View<double> m2, V
     detail::require_size(mean.size(), static_cast<std::size_t>(D), op, "mean");
     detail::require_size(m2.size(), static_cast<std::size_t>(D), op, "m2");
     detail::require_size(scratch.size(), column_moments_scratch_size(rows.size(), D), op, "scratch");
-    detail::require_distinct(op, {detail::range("mean", mean), detail::range("m2", m2),
-                                  detail::range("scratch", scratch), detail::range("values", values),
-                                  detail::range("rows", rows)});
+    detail::require_distinct(op,
+                             {detail::range("mean", mean), detail::range("m2", m2), detail::range("scratch", scratch),
+                              detail::range("values", values), detail::range("rows", rows)});
     if (CudaDevice* cuda = device.cuda()) return cuda_twin::column_moments(*cuda, mean, m2, scratch, values, rows, D);
     cpu_twin::column_moments(mean, m2, scratch, values, rows, D);
 }

@@ -23,8 +23,8 @@ void supervised_signal(View<int> actions, View<const float> predictions, View<co
                        View<const float> calibration, const supervised::SignalParams& params, int n) {
     const std::size_t D = static_cast<std::size_t>(params.state_dim);
     for (int i = 0; i < n; ++i)
-        actions.data()[i] = supervised::signal_action(predictions.data()[i], states.data() + static_cast<std::size_t>(i) * D,
-                                                      calibration.data(), params);
+        actions.data()[i] = supervised::signal_action(
+            predictions.data()[i], states.data() + static_cast<std::size_t>(i) * D, calibration.data(), params);
 }
 
 }  // namespace fh::ops::cpu_twin

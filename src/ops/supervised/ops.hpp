@@ -78,9 +78,12 @@ inline void supervised_gather(Device& device, View<float> x, View<float> y, cons
                                     params.first + static_cast<long long>(batch), n_samples));
     detail::require_distinct(op, {detail::range("x", x), detail::range("y", y), detail::range("rows", s.rows),
                                   detail::range("index", s.index), detail::range("labels", s.labels)});
-    const supervised::RowSource src{s.rows.data(), s.index.empty() ? nullptr : s.index.data(),
-                                    s.labels.empty() ? nullptr : s.labels.data(), static_cast<long long>(n_samples),
-                                    s.stride, s.cols};
+    const supervised::RowSource src{s.rows.data(),
+                                    s.index.empty() ? nullptr : s.index.data(),
+                                    s.labels.empty() ? nullptr : s.labels.data(),
+                                    static_cast<long long>(n_samples),
+                                    s.stride,
+                                    s.cols};
     if (CudaDevice* cuda = device.cuda()) return cuda_twin::supervised_gather(*cuda, x, y, src, params, B);
     cpu_twin::supervised_gather(x, y, src, params, B);
 }
@@ -99,7 +102,8 @@ inline void supervised_loss(Device& device, View<float> loss, View<float> d_pred
     detail::require_size(labels.size(), pred.size(), op, "labels");
     detail::require_distinct(op, {detail::range("loss", loss), detail::range("d_pred", d_pred),
                                   detail::range("pred", pred), detail::range("labels", labels)});
-    if (CudaDevice* cuda = device.cuda()) return cuda_twin::supervised_loss(*cuda, loss, d_pred, pred, labels, target, B);
+    if (CudaDevice* cuda = device.cuda())
+        return cuda_twin::supervised_loss(*cuda, loss, d_pred, pred, labels, target, B);
     cpu_twin::supervised_loss(loss, d_pred, pred, labels, target, B);
 }
 

@@ -182,8 +182,8 @@ public:
 private:
     void restore_optimizer_steps(long long steps) override { population_->restore_updates(steps); }
     long long updates_at_last_log(long long updates) override {
-        return last_log_point(population_->device(), state_.accumulators,
-                              population_->profile(agent_).run.log_interval, updates);
+        return last_log_point(population_->device(), state_.accumulators, population_->profile(agent_).run.log_interval,
+                              updates);
     }
 
     std::shared_ptr<IqlEngine> population_;
