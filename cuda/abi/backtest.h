@@ -1,6 +1,6 @@
 /// @file backtest.h
 /// @brief Kernel signatures of cuda/kernels/backtest.cu, the backtest evaluator (math:
-///        cuda/math/backtest.h).
+///        math/backtest.h).
 #pragma once
 
 #include "math/backtest.h"

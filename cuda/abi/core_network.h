@@ -1,6 +1,6 @@
 /// @file core_network.h
 /// @brief Kernel signatures of cuda/kernels/core_network.cu: bias + activation, their gradients,
-///        the global gradient norm and Adam (the math: cuda/math/core.h).
+///        the global gradient norm and Adam (the math: math/core.h).
 #pragma once
 
 #include "math/core.h"

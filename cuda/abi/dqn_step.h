@@ -1,7 +1,7 @@
 /// @file dqn_step.h
 /// @brief Kernel signatures of cuda/kernels/dqn_step.cu: the DQN trainer's fused device steps
 ///        (acting, the loss with the head's backward, the update's finish, Adam + target, the
-///        collection counters). Math: cuda/math/dqn.h. Every kernel takes an agent index from
+///        collection counters). Math: math/dqn.h. Every kernel takes an agent index from
 ///        its grid (blockIdx.y for the per-sample kernels, blockIdx.x for the one-block finish):
 ///        buffers are [agents][...] with the per-agent sizes given, so a population is one launch.
 #pragma once

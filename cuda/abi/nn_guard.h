@@ -1,5 +1,5 @@
 /// @file nn_guard.h
-/// @brief Kernel signature of cuda/kernels/nn_guard.cu, the training guard (math: cuda/math/nn.h).
+/// @brief Kernel signature of cuda/kernels/nn_guard.cu, the training guard (math: math/nn.h).
 #pragma once
 
 #include "math/core.h"

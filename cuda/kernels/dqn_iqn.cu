@@ -1,6 +1,6 @@
 /* dqn_iqn.cu — the IQN head of the DQN trainer (dqn.head = "iqn"; docs/dqn.md, "IQN head").
  *
- * Math:        cuda/math/iqn.h: sample_tau / midpoint_tau and cos_feature (the fractions and the
+ * Math:        math/iqn.h: sample_tau / midpoint_tau and cos_feature (the fractions and the
  *              embedding's features), the Hadamard product and phi_gradient, sample_loss (the
  *              quantile Huber loss, double-DQN a*, CQL on the mean Q, the dueling backward),
  *              mean_row_element (acting: the mean embedding of its K midpoints). The GEMMs of

@@ -1,6 +1,6 @@
 /* dqn_step.cu — the DQN trainer's fused device steps (docs/dqn.md, "The update on the device").
  *
- * Math:        cuda/math/dqn.h: head_logit / head_mean_adv (the dueling C51 head), softmax over
+ * Math:        math/dqn.h: head_logit / head_mean_adv (the dueling C51 head), softmax over
  *              the atoms, expected Q, policy::epsilon_explore / epsilon_greedy; the C51
  *              projection in gather form (projection_position, projection_weight), the
  *              cross-entropy, the MSE on the expected Q and their blend
@@ -41,7 +41,7 @@
  *              buffer (checked in src/ops/dqn/ops.hpp).
  * HER:         her_observe (collection's [observation | goal] rows and the ring's goal column),
  *              goal_states (evaluation's rows with a fixed goal), her_sample (dqn_sample with
- *              relabelling and the goal-conditioned return): math in cuda/math/her.h.
+ *              relabelling and the goal-conditioned return): math in math/her.h.
  * Signatures:  cuda/abi/dqn_step.h. Tests: tests/ops/test_dqn_step_ops.cpp ([gpu]).
  */
 #include <cuda/std/limits>

@@ -17,6 +17,7 @@
 #include "data/load.hpp"
 #include "ops/make_device.hpp"
 #include "run/population.hpp"
+#include "trainers/registry.hpp"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "util/log.hpp"
@@ -96,12 +97,9 @@ int run_check(const GlobalOptions& g) {
 
     fmt::print("\n# Data:\n");
     print_comment_block(data::describe(market));
-    if (profile.run.trainer == "iql" && profile.iql.dataset != "behaviour")
-        fmt::print("#   iql.dataset:    {} (verified: {} rows allocated)\n", profile.iql.dataset,
-                   sizes.inputs.dump_rows);
-    if (profile.run.trainer == "dt" && profile.dt.dataset != "behaviour")
-        fmt::print("#   dt.dataset:     {} (verified: {} rows allocated)\n", profile.dt.dataset,
-                   sizes.inputs.dump_rows);
+    if (!sizes.dump_key.empty())
+        fmt::print("#   {:<16}{} (verified: {} rows allocated)\n", sizes.dump_key + ":",
+                   trainers::offline_dataset(profile)->path, sizes.inputs.dump_rows);
 
     fmt::print("\n# Estimated device memory ({} bars of market data):\n", market.bars.size());
     print_items(sizes.device, device_limit);

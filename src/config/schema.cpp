@@ -756,4 +756,9 @@ std::optional<std::string> closest(std::string_view word, const std::vector<std:
     return std::nullopt;
 }
 
+bool is_placement_key(std::string_view k) {
+    return k == "run.name" || k == "run.output_dir" || k == "run.device" || k == "run.on_exists" || k == "run.seed" ||
+           k == "run.population" || k == "run.population_batching";
+}
+
 }  // namespace fh::config

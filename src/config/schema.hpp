@@ -94,4 +94,8 @@ std::string toml_quote(std::string_view s);
 /// plausible typo of `word`.
 std::optional<std::string> closest(std::string_view word, const std::vector<std::string>& candidates);
 
+/// Keys that never enter a derived run name or a comparison of settings: where and how a run is
+/// stored and on which device it runs, not what it computes (the seed is named on its own).
+bool is_placement_key(std::string_view section_dot_key);
+
 }  // namespace fh::config

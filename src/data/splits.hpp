@@ -32,7 +32,7 @@ std::int64_t median_spacing(const BarSeries& bars);
 double infer_bars_per_year(const BarSeries& bars);
 
 /// Computes mean (dim) and m2 (dim, the sums of squared deviations from the mean) of the rows
-/// `rows` of values (bars, dim), in the fixed order of cuda/math/statistics.h, and returns where
+/// `rows` of values (bars, dim), in the fixed order of math/statistics.h, and returns where
 /// ("host" or "device"). The default runs on the host; a run with a GPU passes one that computes
 /// the same bits on the device for large data (run::Session).
 using ColumnMoments =
@@ -44,7 +44,7 @@ std::string host_column_moments(const std::vector<float>& values, int dim, const
                                 std::vector<double>& mean, std::vector<double>& m2);
 
 /// Mean and population stddev of every feature over the training split's bars past the
-/// warm-up (all training bars if none is), in double in the order of cuda/math/statistics.h
+/// warm-up (all training bars if none is), in double in the order of math/statistics.h
 /// (computed by `moments`, or on the host when it is empty). A stddev below 1e-8 becomes 1
 /// (constant feature). `where` (optional) receives the rows used and where they were summed.
 struct StatisticsSource {

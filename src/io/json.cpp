@@ -248,7 +248,7 @@ private:
             if (members[order[i]].first == members[order[i - 1]].first)
                 first_repeat = std::min(first_repeat, order[i]);  // stable: order[i] is the later one
         if (first_repeat < members.size())
-            fail(key_at[first_repeat], fmt::format("duplicate key {}", quote(members[first_repeat].first)));
+            fail(key_at[first_repeat], fmt::format("duplicate key {}", util::json_quote(members[first_repeat].first)));
     }
 
     Value array(int depth) {
@@ -479,7 +479,7 @@ void serialize_to(std::string& out, const Value& v) {
             out += fmt::format("{}", v.as_double());
             return;
         case Value::Kind::string:
-            out += quote(v.as_string());
+            out += util::json_quote(v.as_string());
             return;
         case Value::Kind::array: {
             out += '[';
@@ -498,7 +498,7 @@ void serialize_to(std::string& out, const Value& v) {
             for (const auto& [k, item] : v.as_object()) {
                 if (!first) out += ',';
                 first = false;
-                out += quote(k);
+                out += util::json_quote(k);
                 out += ':';
                 serialize_to(out, item);
             }
@@ -518,44 +518,9 @@ Value object(std::initializer_list<Member> members) {
     Object o(members);
     for (std::size_t i = 0; i < o.size(); ++i)
         for (std::size_t j = 0; j < i; ++j)
-            if (o[i].first == o[j].first) throw std::logic_error("json::object: duplicate key " + quote(o[i].first));
+            if (o[i].first == o[j].first)
+                throw std::logic_error("json::object: duplicate key " + util::json_quote(o[i].first));
     return Value::object(std::move(o));
-}
-
-std::string quote(std::string_view s) {
-    std::string out = "\"";
-    for (const char ch : s) {
-        const auto c = static_cast<unsigned char>(ch);
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\b':
-                out += "\\b";
-                break;
-            case '\f':
-                out += "\\f";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (c < 0x20)
-                    out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-                else
-                    out += ch;
-        }
-    }
-    return out + "\"";
 }
 
 std::string serialize(const Value& v) {

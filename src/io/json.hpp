@@ -30,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+#include "util/json_string.hpp"
+
 namespace fh::io::json {
 
 /// A parse error; what() reads "at byte N: message".
@@ -138,7 +140,6 @@ Value array_of(std::span<const T> items) {
 /// Compact serialisation, as serde_json writes it (no spaces; strings escape `"` `\` and
 /// control characters, `\b \f \n \r \t` short, others `\u00xx`; non-ASCII as raw UTF-8;
 /// floating-point numbers in the shortest form that reads back exactly).
-std::string quote(std::string_view s);
 std::string serialize(const Value& v);
 
 }  // namespace fh::io::json

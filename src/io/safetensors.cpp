@@ -210,15 +210,15 @@ std::string TensorFileWriter::header(const std::vector<const Entry*>& order, std
     for (const auto& [k, v] : meta) {
         if (!first) h += ',';
         first = false;
-        h += json::quote(k);
+        h += util::json_quote(k);
         h += ':';
-        h += json::quote(v);
+        h += util::json_quote(v);
     }
     h += '}';
     std::uint64_t offset = 0;
     for (const Entry* e : order) {
         h += ',';
-        h += json::quote(e->name);
+        h += util::json_quote(e->name);
         h += fmt::format(":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}", dtype_name(e->dtype),
                          fmt::join(e->shape, ","), offset, offset + e->bytes.size());
         offset += e->bytes.size();
@@ -406,7 +406,7 @@ void TensorFile::validate(const ReadOptions& options) {
         const auto dtype = dtype_from_name(dt->as_string());
         if (!dtype)
             fail(fmt::format("unknown dtype {} for tensor {} (supported: F32, F64, I32, I64, U8, U64)",
-                             json::quote(dt->as_string()), name));
+                             util::json_quote(dt->as_string()), name));
         if (!sh->is_array()) fail(fmt::format("invalid header: tensor {}: shape is not an array", name));
         Shape shape;
         for (const auto& d : sh->as_array()) {
@@ -455,13 +455,13 @@ void TensorFile::validate(const ReadOptions& options) {
     const auto marker = metadata(std::string(kMetaFormat));
     if (marker != std::string(kFormatMarker))
         fail(fmt::format("not a foxhunt checkpoint: metadata {} is {} (expected \"{}\")", kMetaFormat,
-                         marker ? json::quote(*marker) : std::string("missing"), kFormatMarker));
+                         marker ? util::json_quote(*marker) : std::string("missing"), kFormatMarker));
     const auto version = metadata(std::string(kMetaVersion));
     if (version != "1" && version != fmt::format("{}", kFormatVersion))
         fail(
             fmt::format("checkpoint format version {} is not supported by this build (it reads versions 1 and {}); "
                         "was it written by a newer foxhunt-train?",
-                        version ? json::quote(*version) : std::string("missing"), kFormatVersion));
+                        version ? util::json_quote(*version) : std::string("missing"), kFormatVersion));
     format_version_ = *version == "1" ? 1 : kFormatVersion;
     if (format_version_ == 1 && metadata(std::string(kMetaHeaderChecksum)))
         fail(

@@ -1,13 +1,13 @@
 /// @file cpu_device.cpp
 /// @brief The CPU reference backend's memory and core ops: plain loops written from the math
-///        (cuda/math/core.h, src/nn/reference.hpp), the oracle the CUDA backend is tested against.
+///        (math/core.h, src/ops/linear_reference.hpp), the oracle the CUDA backend is tested against.
 #include "ops/cpu_device.hpp"
 
 #include <cmath>
 #include <cstring>
 #include <new>
 
-#include "nn/reference.hpp"
+#include "ops/linear_reference.hpp"
 
 namespace fh::ops {
 
@@ -69,7 +69,7 @@ void CpuDevice::mean_impl(View<float> out, View<const float> x) {
 
 void CpuDevice::linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
                                     int batch, int in, int out, Activation act) {
-    nn::ref::linear_forward<float>(Y.data(), X.data(), W.data(), b.empty() ? nullptr : b.data(), batch, in, out, act);
+    ops::ref::linear_forward<float>(Y.data(), X.data(), W.data(), b.empty() ? nullptr : b.data(), batch, in, out, act);
 }
 
 void CpuDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride,
@@ -79,8 +79,8 @@ void CpuDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, 
     const std::size_t ys = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
     for (std::size_t k = 0; k < static_cast<std::size_t>(count); ++k) {
         const float* p = params.data() + k * param_stride;
-        nn::ref::linear_forward<float>(Y.data() + k * ys, X.data() + k * x_stride, p + w_offset,
-                                       b_offset < 0 ? nullptr : p + b_offset, batch, in, out, act);
+        ops::ref::linear_forward<float>(Y.data() + k * ys, X.data() + k * x_stride, p + w_offset,
+                                        b_offset < 0 ? nullptr : p + b_offset, batch, in, out, act);
     }
 }
 
@@ -88,13 +88,13 @@ void CpuDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float>
                                      View<const float> Y, View<const float> X, View<const float> W, int batch, int in,
                                      int out, Activation act, bool accumulate, BackwardPart parts) {
     if (has_part(parts, BackwardPart::activation))
-        nn::ref::activation_backward<float>(dY.data(), Y.data(), batch, out, act);
+        ops::ref::activation_backward<float>(dY.data(), Y.data(), batch, out, act);
     if (has_part(parts, BackwardPart::bias) && !db.empty())
-        nn::ref::bias_backward<float>(db.data(), dY.data(), batch, out, accumulate);
+        ops::ref::bias_backward<float>(db.data(), dY.data(), batch, out, accumulate);
     if (has_part(parts, BackwardPart::weights))
-        nn::ref::weight_backward<float>(dW.data(), dY.data(), X.data(), batch, in, out, accumulate);
+        ops::ref::weight_backward<float>(dW.data(), dY.data(), X.data(), batch, in, out, accumulate);
     if (has_part(parts, BackwardPart::input) && !dX.empty())
-        nn::ref::input_backward<float>(dX.data(), dY.data(), W.data(), batch, in, out);
+        ops::ref::input_backward<float>(dX.data(), dY.data(), W.data(), batch, in, out);
 }
 
 // The head's linear_backward (no activation: its dZ is dOut, as act'(y) = 1 would leave it), then
@@ -111,11 +111,11 @@ void CpuDevice::head_backward_impl(View<float> dZ, View<float> grads, View<const
         float* z = dZ.data() + k * xs;
         float* g = grads.data() + k * param_stride;
         const float* p = params.data() + k * param_stride;
-        if (head_b_offset >= 0) nn::ref::bias_backward<float>(g + head_b_offset, d, batch, out, accumulate);
-        nn::ref::weight_backward<float>(g + head_w_offset, d, x, batch, in, out, accumulate);
-        nn::ref::input_backward<float>(z, d, p + head_w_offset, batch, in, out);
-        nn::ref::activation_backward<float>(z, x, batch, in, act);
-        if (hidden_b_offset >= 0) nn::ref::bias_backward<float>(g + hidden_b_offset, z, batch, in, accumulate);
+        if (head_b_offset >= 0) ops::ref::bias_backward<float>(g + head_b_offset, d, batch, out, accumulate);
+        ops::ref::weight_backward<float>(g + head_w_offset, d, x, batch, in, out, accumulate);
+        ops::ref::input_backward<float>(z, d, p + head_w_offset, batch, in, out);
+        ops::ref::activation_backward<float>(z, x, batch, in, act);
+        if (hidden_b_offset >= 0) ops::ref::bias_backward<float>(g + hidden_b_offset, z, batch, in, accumulate);
     }
 }
 

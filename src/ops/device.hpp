@@ -33,7 +33,7 @@ namespace fh::ops {
 
 enum class Backend { cpu, cuda };
 
-/// Network types shared with the kernels (cuda/math/core.h).
+/// Network types shared with the kernels (math/core.h).
 using Activation = core::Activation;
 using AdamParams = core::AdamParams;
 using CounterValue = core::CounterValue;
@@ -278,7 +278,7 @@ public:
     // ---- network ops: linear layers, gradient norm, Adam (cuda/kernels/core_network.cu + cuBLAS)
     // Row-major matrices; shapes beside each view. Every size must be >= 1. Outputs must not
     // overlap any other operand (checked: the kernels' pointers are __restrict__ and cuBLAS
-    // forbids C overlapping A or B). CPU twins: src/ops/cpu_device.cpp (src/nn/reference.hpp).
+    // forbids C overlapping A or B). CPU twins: src/ops/cpu_device.cpp (src/ops/linear_reference.hpp).
     /// Y = act(X W^T + b). Y (batch, out), X (batch, in), W (out, in), b (out) or empty (no bias).
     void linear_forward(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch, int in,
                         int out, Activation act);

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "eval/sharpe_inference.hpp"
+#include "backtest/sharpe_inference.hpp"
 #include "report/svg.hpp"
 
 namespace fh::report {
@@ -18,14 +18,14 @@ namespace json = io::json;
 std::optional<DeflatedBest> deflated_best(const std::vector<RunRecord>& runs) {
     struct Trial {
         const RunRecord* run;
-        eval::SharpeMoments m;
+        backtest::SharpeMoments m;
     };
     std::vector<Trial> trials;
     for (const auto& r : runs) {
         const auto sr = number_at(r.summary, "test.inference.sharpe_per_bar");
         const auto n = number_at(r.summary, "test.inference.bars");
         if (!sr || !n) continue;
-        eval::SharpeMoments m;
+        backtest::SharpeMoments m;
         m.n = static_cast<std::size_t>(*n);
         m.sharpe = *sr;
         m.skewness = number_at(r.summary, "test.inference.skewness").value_or(0.0);
@@ -41,13 +41,13 @@ std::optional<DeflatedBest> deflated_best(const std::vector<RunRecord>& runs) {
     double var = 0;
     for (const auto& t : trials) var += (t.m.sharpe - mean) * (t.m.sharpe - mean);
     var /= static_cast<double>(trials.size() - 1);
-    const auto d = eval::deflated_sharpe(best->m, trials.size(), var);
+    const auto d = backtest::deflated_sharpe(best->m, trials.size(), var);
     DeflatedBest out;
     out.trials = trials.size();
     out.best_run = best->run->path;
     out.best_sharpe_per_bar = best->m.sharpe;
     out.sd_sharpe_per_bar = std::sqrt(var);
-    out.expected_max_z = eval::expected_maximum_normal(trials.size());
+    out.expected_max_z = backtest::expected_maximum_normal(trials.size());
     out.sr0 = d.sr0;
     out.dsr = d.dsr;
     if (const auto it = best->run->settings.find("eval.confidence"); it != best->run->settings.end())

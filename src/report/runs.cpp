@@ -12,7 +12,6 @@
 
 #include "config/profile.hpp"
 #include "config/schema.hpp"
-#include "run/naming.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
 #include "util/xxh64.hpp"
@@ -198,7 +197,7 @@ RunRecord read_run(const std::string& path) {
         std::string identity;  // every key that changes what the run computes, in schema order
         for (const auto& k : config::schema()) {
             r.settings[k.full_name()] = setting_text(config::get_value(p, k));
-            if (!run::is_placement_key(k.full_name()))
+            if (!config::is_placement_key(k.full_name()))
                 identity += k.full_name() + "=" + config::toml_value_text(config::get_value(p, k)) + "\n";
         }
         r.profile_hash = fmt::format("{:016x}", util::xxh64(identity.data(), identity.size()));
@@ -346,7 +345,7 @@ std::vector<std::string> differing_keys(const std::vector<RunRecord>& runs) {
     std::vector<std::string> out;
     for (const auto& k : config::schema()) {
         const std::string key = k.full_name();
-        if (run::is_placement_key(key)) continue;
+        if (config::is_placement_key(key)) continue;
         std::set<std::string> values;
         for (const auto& r : runs) {
             const auto it = r.settings.find(key);

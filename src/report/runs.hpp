@@ -69,7 +69,7 @@ RunRecord read_run(const std::string& path);
 std::vector<RunRecord> collect_runs(const std::vector<std::string>& paths);
 
 /// The keys whose values differ between the runs ("section.key", schema order), leaving out
-/// where and how runs are stored and the seed (run/naming.hpp is_placement_key).
+/// where and how runs are stored and the seed (config::is_placement_key).
 std::vector<std::string> differing_keys(const std::vector<RunRecord>& runs);
 
 /// A table cell: text, or a number (null when absent), optionally with its sd.

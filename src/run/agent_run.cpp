@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "eval/backtest.hpp"
-#include "eval/inference.hpp"
+#include "backtest/backtest.hpp"
+#include "backtest/inference.hpp"
 #include "io/replay_dump.hpp"
 #include "run/facts.hpp"
 #include "trainers/resume.hpp"
@@ -63,7 +63,7 @@ trainers::RunRecord AgentRun::run_record() {  // what a checkpoint written now k
     return record_;
 }
 
-double AgentRun::select_metric(const eval::Metrics& m) const {
+double AgentRun::select_metric(const backtest::Metrics& m) const {
     const std::string& name = p_.early_stopping.metric;
     if (name == "val_return") return m.total_return;
     if (name == "val_sortino") return m.sortino;
@@ -127,8 +127,8 @@ bool AgentRun::after_iteration(long long iterations) {
     auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer_->act(ops_, a, s, n); };
     if (crossed(iterations, p_.run.eval_interval)) {
         const auto report =
-            eval::backtest(ops_, dm_, market_, env::Split::val, trainer_->env_params(), greedy,
-                           static_cast<int>(p_.eval.segments), false, trainer_->policy().capture_safe());
+            backtest::backtest(ops_, dm_, market_, env::Split::val, trainer_->env_params(), greedy,
+                               static_cast<int>(p_.eval.segments), false, trainer_->policy().capture_safe());
         const std::optional<double> val_loss = trainer_->validation_loss();  // supervised only
         const double metric = by_loss_ ? val_loss.value_or(std::nan("")) : select_metric(report.strategy);
         last_val_ = metric;
@@ -145,15 +145,15 @@ bool AgentRun::after_iteration(long long iterations) {
             line.emplace_back("top_action_share", spread.top_share);
         }
         watch_collapse(at, spread);
-        line.emplace_back("strategy", eval::metrics_value(report.strategy));
-        line.emplace_back("buy_and_hold", eval::metrics_value(report.buy_and_hold));
+        line.emplace_back("strategy", backtest::metrics_value(report.strategy));
+        line.emplace_back("buy_and_hold", backtest::metrics_value(report.buy_and_hold));
         dir_.append_eval(json::serialize(json::Value::object(std::move(line))));
         progress_.clear();
         log::info("{}validation at {} {}: {} {:.4f}{}", o_.log_prefix, at, unit_, p_.early_stopping.metric, metric,
                   decision.improved ? " (best so far)" : "");
         if (decision.improved) {
             best_weights_ = ops_.to_host(ops::View<const float>(trainer_->policy_weights()));
-            record_.best_validation = json::serialize(eval::report_value(report));
+            record_.best_validation = json::serialize(backtest::report_value(report));
             trainers::save_checkpoint(best_ckpt_, ops_, *trainer_, p_, market_, early_, run_record());
         }
         if (decision.stop) {
@@ -292,17 +292,18 @@ void AgentRun::finish() {
     if (!best_weights_.empty()) ops_.upload<float>(trainer.policy_weights(), best_weights_);
     const bool capture = trainer.policy().capture_safe();
     const auto test =
-        eval::backtest(ops_, dm_, market_, env::Split::test, trainer.env_params(), greedy, 1, true, capture);
-    eval::write_equity_csv(dir_.file_path("backtest/equity.csv"), test, market_);
-    eval::write_trades_csv(dir_.file_path("backtest/trades.csv"), test, market_);
+        backtest::backtest(ops_, dm_, market_, env::Split::test, trainer.env_params(), greedy, 1, true, capture);
+    backtest::write_equity_csv(dir_.file_path("backtest/equity.csv"), test, market_);
+    backtest::write_trades_csv(dir_.file_path("backtest/trades.csv"), test, market_);
     // backtest/val_equity.csv: the validation split with the same weights, one exact sequential
     // pass (the report's validation plot).
     // (None when the validation split has no bar to trade: data.val_fraction = 0 with
     // run.eval_interval = 0.)
-    std::optional<eval::BacktestReport> val_pass;
+    std::optional<backtest::BacktestReport> val_pass;
     if (trainers::has_validation_backtest(market_)) {
-        val_pass = eval::backtest(ops_, dm_, market_, env::Split::val, trainer.env_params(), greedy, 1, true, capture);
-        eval::write_equity_csv(dir_.file_path("backtest/val_equity.csv"), *val_pass, market_);
+        val_pass =
+            backtest::backtest(ops_, dm_, market_, env::Split::val, trainer.env_params(), greedy, 1, true, capture);
+        backtest::write_equity_csv(dir_.file_path("backtest/val_equity.csv"), *val_pass, market_);
     }
     if (best_weights_.empty()) trainers::save_checkpoint(best_ckpt_, ops_, trainer, p_, market_, early_, run_record());
     log::info(
@@ -316,14 +317,14 @@ void AgentRun::finish() {
                     {{unit_key_, early_.best_step()}, {"metric", p_.early_stopping.metric}, {"value", early_.best()}}));
     // Intervals and PSRs (docs/metrics.md): the test's from the test backtest, the validation's from
     // the final validation pass (backtest/val_equity.csv), both with the best weights.
-    auto boot = eval::bootstrap_options(p_.eval);
+    auto boot = backtest::bootstrap_options(p_.eval);
     boot.cut_block_to_series = true;  // checked against the splits before training (run_checks)
     done.emplace_back("validation", record_.best_validation.empty() || !val_pass
                                         ? json::Value()
-                                        : eval::with_inference(
+                                        : backtest::with_inference(
                                               json::parse(record_.best_validation, json::Limits{1'000'000, 16, true}),
                                               *val_pass, boot));
-    done.emplace_back("test", eval::with_inference(eval::report_value(test), test, boot));
+    done.emplace_back("test", backtest::with_inference(backtest::report_value(test), test, boot));
     write_summary(std::move(done));
     log::info("{}done ({}): {} env steps, {} updates in {:.1f} s; {}", o_.log_prefix, status_, trainer.env_steps(),
               trainer.updates(), wall, dir_.path());

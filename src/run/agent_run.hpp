@@ -15,7 +15,7 @@
 #include "config/profile.hpp"
 #include "data/market_data.hpp"
 #include "env/vec_env.hpp"
-#include "eval/backtest.hpp"
+#include "backtest/backtest.hpp"
 #include "io/json.hpp"
 #include "io/progress.hpp"
 #include "io/run_directory.hpp"
@@ -85,7 +85,7 @@ public:
     const io::json::Value& summary() const noexcept { return summary_; }
 
 private:
-    double select_metric(const eval::Metrics& m) const;
+    double select_metric(const backtest::Metrics& m) const;
     bool after_iteration(long long iterations);
     void log_line(double seconds);
     trainers::RunRecord run_record();

@@ -1,6 +1,6 @@
 /// @file audit.cpp
 /// @brief The look-ahead audit (audit.hpp): the cuts, the replaced bars, the data reloaded through
-///        data::load_market and the decisions through eval::backtest, the findings compared.
+///        data::load_market and the decisions through backtest::backtest, the findings compared.
 #include "run/audit.hpp"
 
 #include <fmt/format.h>
@@ -89,7 +89,7 @@ std::vector<int> decisions(ops::Device& ops, const config::Profile& p, data::Mar
         throw std::logic_error("audit: the policy's weights do not fit its network");
     const auto online = ops.from_host<float>(weights);
     auto act = [&](ops::View<int> a, ops::View<const float> s, int n) { policy->act(ops, online.cview(), a, s, n); };
-    const auto report = eval::backtest(ops, dm, md, env::Split::test, params, act, 1, true, policy->capture_safe());
+    const auto report = backtest::backtest(ops, dm, md, env::Split::test, params, act, 1, true, policy->capture_safe());
     return backtest_decisions(report, md.bars.size());
 }
 
@@ -214,7 +214,7 @@ void replace_bars_after(data::BarSeries& b, std::size_t cut, std::uint64_t seed)
     }
 }
 
-std::vector<int> backtest_decisions(const eval::BacktestReport& r, std::size_t n_bars) {
+std::vector<int> backtest_decisions(const backtest::BacktestReport& r, std::size_t n_bars) {
     std::vector<int> out(n_bars, -1);
     for (std::size_t s = 0; s < r.segments.size(); ++s) {
         const auto& seg = r.segments[s];

@@ -3,7 +3,7 @@
 ///        (random ones and the split and contract boundaries), every bar after the cut is
 ///        replaced and the data pipeline (features, normalisation statistics) and the policy's
 ///        greedy decisions are recomputed through the code paths a run uses (data::load_market,
-///        eval::backtest); whatever changed at or before the cut used a later bar.
+///        backtest::backtest); whatever changed at or before the cut used a later bar.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +14,7 @@
 
 #include "config/profile.hpp"
 #include "data/market_data.hpp"
-#include "eval/backtest.hpp"
+#include "backtest/backtest.hpp"
 #include "io/json.hpp"
 
 namespace fh::run {
@@ -106,7 +106,7 @@ void replace_bars_after(data::BarSeries& bars, std::size_t cut, std::uint64_t se
 
 /// The decision at each bar of a backtest over every bar (-1 where none was taken): the action
 /// chosen at bar t's close is the record of bar t + 1 (backtest::BarRecord::action).
-std::vector<int> backtest_decisions(const eval::BacktestReport& report, std::size_t n_bars);
+std::vector<int> backtest_decisions(const backtest::BacktestReport& report, std::size_t n_bars);
 
 /// The decisions at bars <= cut that differ, if any; `checked` receives how many were compared.
 std::optional<DecisionChange> compare_decisions(const std::vector<int>& before, const std::vector<int>& after,

@@ -12,8 +12,8 @@
 
 #include "config/schema.hpp"
 #include "data/load.hpp"
-#include "eval/backtest.hpp"
-#include "eval/inference.hpp"
+#include "backtest/backtest.hpp"
+#include "backtest/inference.hpp"
 #include "io/json.hpp"
 #include "io/run_directory.hpp"
 #include "io/safetensors.hpp"
@@ -156,8 +156,8 @@ std::string evaluate(const EvalRequest& r) {
     auto act = [&](ops::View<int> a, ops::View<const float> s, int n) { policy->act(*ops, online.cview(), a, s, n); };
     const bool keep = !r.output_dir.empty();
     const env::Split split = r.split == "val" ? env::Split::val : env::Split::test;  // all, FROM:TO: md.test
-    const auto report = eval::backtest(*ops, dm, market, split, params, act, segments, true,
-                                       policy->capture_safe());  // records: the inference's returns
+    const auto report = backtest::backtest(*ops, dm, market, split, params, act, segments, true,
+                                           policy->capture_safe());  // records: the inference's returns
     const data::SplitRange scored = split == env::Split::val ? market.val : market.test;
     json::Array overrides;
     for (const auto& o : r.overrides) overrides.emplace_back(o);
@@ -173,10 +173,10 @@ std::string evaluate(const EvalRequest& r) {
          {"bars_per_year_inferred", market.bars_per_year_inferred},
          {"segments", segments},
          {"overrides", json::Value::array(std::move(overrides))},
-         {"strategy", eval::metrics_value(report.strategy)},
-         {"buy_and_hold", eval::metrics_value(report.buy_and_hold)},
-         {"inference", eval::inference_value(eval::backtest_returns(report), report.bars_per_year,
-                                             eval::bootstrap_options(p.eval))}}));
+         {"strategy", backtest::metrics_value(report.strategy)},
+         {"buy_and_hold", backtest::metrics_value(report.buy_and_hold)},
+         {"inference", backtest::inference_value(backtest::backtest_returns(report), report.bars_per_year,
+                                                 backtest::bootstrap_options(p.eval))}}));
     if (keep) {
         std::error_code ec;
         fs::create_directories(r.output_dir, ec);
@@ -184,8 +184,8 @@ std::string evaluate(const EvalRequest& r) {
         const fs::path dir(r.output_dir);
         io::write_file_atomically((dir / "eval.json").string(), text + "\n");
         io::write_file_atomically((dir / "config.toml").string(), config::to_toml(p));
-        eval::write_equity_csv((dir / "equity.csv").string(), report, market);
-        eval::write_trades_csv((dir / "trades.csv").string(), report, market);
+        backtest::write_equity_csv((dir / "equity.csv").string(), report, market);
+        backtest::write_trades_csv((dir / "trades.csv").string(), report, market);
         const std::string page = report::write_report(r.output_dir, "");
         log::info("eval output: {} (eval.json, equity.csv, trades.csv, config.toml, {})", r.output_dir,
                   fs::path(page).filename().string());

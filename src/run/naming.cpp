@@ -78,11 +78,6 @@ bool is_run_file(const std::string& name) {
 
 }  // namespace
 
-bool is_placement_key(std::string_view k) {
-    return k == "run.name" || k == "run.output_dir" || k == "run.device" || k == "run.on_exists" || k == "run.seed" ||
-           k == "run.population" || k == "run.population_batching";
-}
-
 std::string name_escape(std::string_view text) {
     std::string out;
     out.reserve(text.size());
@@ -100,7 +95,7 @@ std::string derived_run_name(const config::Profile& p, const std::vector<std::st
     for (const auto& o : overrides) {
         const auto eq = o.find('=');
         const std::string full = trim(std::string_view(o).substr(0, eq));
-        if (is_placement_key(full)) continue;
+        if (config::is_placement_key(full)) continue;
         const auto dot = full.find('.');
         if (dot == std::string::npos) continue;  // resolve() refused it already
         const auto* k = config::find_key(full.substr(0, dot), full.substr(dot + 1));
@@ -120,7 +115,7 @@ std::string derived_run_name(const config::Profile& p, const std::vector<std::st
 std::vector<std::string> agent_run_names(const std::vector<config::Profile>& agents) {
     std::vector<const config::KeyDescriptor*> differing;
     for (const auto& k : config::schema()) {
-        if (is_placement_key(k.full_name())) continue;
+        if (config::is_placement_key(k.full_name())) continue;
         std::set<std::string> values;
         for (const auto& a : agents) values.insert(name_value(config::get_value(a, k)));
         if (values.size() > 1) differing.push_back(&k);

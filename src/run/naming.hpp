@@ -14,15 +14,11 @@ namespace fh::run {
 /// Longest derived name, in bytes (file systems allow 255 per path component).
 inline constexpr std::size_t kMaxDerivedNameBytes = 200;
 
-/// Keys that never enter a derived name: where and how a run is stored and on which device it
-/// runs, not what it computes (the seed is appended on its own).
-bool is_placement_key(std::string_view section_dot_key);
-
 /// The name of a run from its overrides and seed, stable and filesystem-safe:
 ///   `<base>,<section.key>=<value>,...,seed=<N>`
 /// base is run.name, or run.trainer when run.name is empty; one `section.key=value` per key
 /// overridden in `overrides` ("section.key=value" strings as on the command line; a key given
-/// twice counts once), sorted by key, placement keys (is_placement_key) left out; each value is
+/// twice counts once), sorted by key, placement keys (config::is_placement_key) left out; each value is
 /// the resolved profile's, written canonically (so 3e-4 and 0.0003 name the same run): integers
 /// and booleans as TOML writes them, floats in their shortest exact form, strings as they are,
 /// integer arrays joined by 'x' ([64, 64] -> 64x64). Every byte outside [A-Za-z0-9._+-] (and a

@@ -414,18 +414,6 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
     }
 }
 
-/// run.population_batching = "auto" batches DQN agents whose replay_buffer.batch_size times widest
-/// dqn.hidden layer reaches this (IQL agents always): measured on an H200 (16 agents, docs/performance.md), smaller
-/// agents' updates are bound by the batched engine's chain of launches and run faster on their own.
-constexpr long long kAutoBatchingMinWork = 32768;
-/// run.population_batching = "auto" batches PPO agents whose widest ppo.hidden layer is at most
-/// this and whose rollouts hold at least kAutoBatchingPpoMinRollout transitions: measured on an
-/// H200 (16 agents, docs/performance.md), up to [256, 256] the batched engine is as fast or
-/// faster end to end (within 9% where slower, up to 7 times faster with few environments); wider
-/// agents ([512, 512]) and tiny runs go faster on their own launches.
-constexpr long long kAutoBatchingPpoMaxWidth = 256;
-constexpr long long kAutoBatchingPpoMinRollout = 1024;
-
 /// unbatched_reason for the members that train in this process (`dir`: where their run
 /// directories are). Resuming members batch when every member resumes and their checkpoints stand
 /// at one iteration.
@@ -1093,32 +1081,7 @@ std::string unbatched_reason(const std::vector<const config::Profile*>& agents) 
         const std::string why = trainers::batched_population_unsupported(*agents[i], first);
         if (!why.empty()) return fmt::format("agent {}: {}", i, why);
     }
-    // IQL's batched engine measured faster than its agents' own launches at every size; PPO's where
-    // its networks are narrow and its rollouts not tiny (docs/performance.md).
-    if (first.run.population_batching == "auto" && first.run.trainer == "ppo") {
-        const long long widest = *std::max_element(first.ppo.hidden.begin(), first.ppo.hidden.end());
-        const long long rollout = first.experience.gpu_n_episodes * first.experience.gpu_timesteps_per_episode;
-        if (widest > kAutoBatchingPpoMaxWidth)
-            return fmt::format(
-                "run.population_batching = \"auto\": the widest ppo.hidden layer is {} > {}, where the "
-                "agents run faster on their own; \"on\" batches them",
-                widest, kAutoBatchingPpoMaxWidth);
-        if (rollout < kAutoBatchingPpoMinRollout)
-            return fmt::format(
-                "run.population_batching = \"auto\": a rollout of experience.gpu_n_episodes x "
-                "gpu_timesteps_per_episode = {} < {} transitions, where the agents run faster on their "
-                "own; \"on\" batches them",
-                rollout, kAutoBatchingPpoMinRollout);
-    }
-    if (first.run.population_batching == "auto" && first.run.trainer == "dqn") {
-        const long long widest = *std::max_element(first.dqn.hidden.begin(), first.dqn.hidden.end());
-        const long long work = first.replay_buffer.batch_size * widest;
-        if (work < kAutoBatchingMinWork)
-            return fmt::format(
-                "run.population_batching = \"auto\": replay_buffer.batch_size x the widest dqn.hidden "
-                "layer is {} < {}, where the agents run faster on their own; \"on\" batches them",
-                work, kAutoBatchingMinWork);
-    }
+    if (first.run.population_batching == "auto") return trainers::auto_batching_declined(first);
     return "";
 }
 

@@ -12,8 +12,8 @@
 
 #include "data/load.hpp"
 #include "data/walk_forward.hpp"
-#include "eval/backtest.hpp"
-#include "eval/inference.hpp"
+#include "backtest/backtest.hpp"
+#include "backtest/inference.hpp"
 #include "io/run_directory.hpp"
 #include "io/json.hpp"
 #include "report/inference.hpp"
@@ -63,7 +63,7 @@ json::Value curve_value(const std::vector<double>& returns, double initial_equit
         g *= 1 + r;
         curve.push_back(initial_equity * g);
     }
-    const eval::Metrics m = eval::curve_metrics(curve, bars_per_year);
+    const backtest::Metrics m = backtest::curve_metrics(curve, bars_per_year);
     return json::object({{"total_return", m.total_return},
                          {"annual_return", m.annual_return},
                          {"sharpe", m.sharpe},
@@ -138,11 +138,11 @@ std::string stitch_walk_forward(const std::string& dir, const config::Profile& p
         fold_values.push_back(json::Value::object(std::move(fv)));
     }
     if (!(bars_per_year > 0)) throw DataError(dir + ": the folds' summary.json give no bars_per_year");
-    const eval::ReturnSeries returns = eval::segment_returns(seg_strategy, seg_hold);
-    const json::Value stitched =
-        json::object({{"strategy", curve_value(returns.strategy, initial_equity, bars_per_year, trades)},
-                      {"buy_and_hold", curve_value(returns.hold, initial_equity, bars_per_year, std::nullopt)},
-                      {"inference", eval::inference_value(returns, bars_per_year, eval::bootstrap_options(p.eval))}});
+    const backtest::ReturnSeries returns = backtest::segment_returns(seg_strategy, seg_hold);
+    const json::Value stitched = json::object(
+        {{"strategy", curve_value(returns.strategy, initial_equity, bars_per_year, trades)},
+         {"buy_and_hold", curve_value(returns.hold, initial_equity, bars_per_year, std::nullopt)},
+         {"inference", backtest::inference_value(returns, bars_per_year, backtest::bootstrap_options(p.eval))}});
     const auto runs = report::collect_runs({dir});
     const auto deflated = report::deflated_best(runs);
     const json::Value out =

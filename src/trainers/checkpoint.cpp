@@ -47,7 +47,7 @@ std::string layout_json(const nn::ParamLayout& layout) {
                     shape = fmt::format("[{},{}]", b.size, s.size / b.size);
         }
         out += fmt::format("{}{{\"name\":{},\"offset\":{},\"size\":{},\"shape\":{}}}", out.size() > 1 ? "," : "",
-                           io::json::quote(s.name), s.offset, s.size, shape);
+                           util::json_quote(s.name), s.offset, s.size, shape);
     }
     return out + "]";
 }
@@ -57,7 +57,7 @@ std::string layout_json(const nn::ParamLayout& layout) {
     throw io::CheckpointError(
         fmt::format("checkpoint {}: metadata {} = {} is not {}; the file is corrupt or was "
                     "edited (use another checkpoint)",
-                    path, key, io::json::quote(value.substr(0, 60)), expected));
+                    path, key, util::json_quote(value.substr(0, 60)), expected));
 }
 
 /// A metadata number, strictly: the whole text, finite unless `allow_inf`.

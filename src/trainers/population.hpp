@@ -92,6 +92,9 @@ inline const config::Profile& first_agent(const std::vector<config::Profile>& ag
 /// the conditions of the trainer's engine (its TrainerKind, registry.hpp), or a trainer without a
 /// batched engine.
 std::string batched_population_unsupported(const config::Profile& agent, const config::Profile& first);
+/// With run.population_batching = "auto": why agents of `first`'s shape run faster on their own
+/// launches, measured per trainer ("" when they batch).
+std::string auto_batching_declined(const config::Profile& first);
 
 /// The batched engine of `agents` (each unsupported() == ""), agent i on markets[i]'s training split.
 std::shared_ptr<BatchedPopulation> make_batched_population(ops::Device& ops, const std::vector<config::Profile>& agents,

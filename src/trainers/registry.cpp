@@ -35,6 +35,7 @@ const TrainerKind kDqn{
        const std::vector<const env::DeviceMarket*>& markets) -> std::shared_ptr<BatchedPopulation> {
         return std::make_shared<DqnEngine>(ops, agents, markets);
     },
+    &DqnEngine::auto_batching_declined,
 };
 
 const TrainerKind kPpo{
@@ -55,6 +56,7 @@ const TrainerKind kPpo{
        const std::vector<const env::DeviceMarket*>& markets) -> std::shared_ptr<BatchedPopulation> {
         return std::make_shared<PpoEngine>(ops, agents, markets);
     },
+    &PpoEngine::auto_batching_declined,
 };
 
 const TrainerKind kIql{
@@ -74,6 +76,10 @@ const TrainerKind kIql{
     [](ops::Device& ops, const std::vector<config::Profile>& agents,
        const std::vector<const env::DeviceMarket*>& markets) -> std::shared_ptr<BatchedPopulation> {
         return std::make_shared<IqlEngine>(ops, agents, markets);
+    },
+    nullptr,  // measured faster batched at every size
+    [](const config::Profile& p) {
+        return OfflineDataset{"iql.dataset", p.iql.dataset, p.replay_buffer.batch_size, "replay_buffer.batch_size"};
     },
 };
 
@@ -106,6 +112,12 @@ const TrainerKind kDt{
     // The transformer's slices; the return-to-go calibration follows them (docs/dt.md).
     [](const config::Profile& p, int state_dim) { return DtNetwork(dt_shape(p, state_dim)).layout(); },
     [](const config::Profile&) -> std::string { return "dt/1"; },
+    nullptr,
+    nullptr,
+    nullptr,
+    [](const config::Profile& p) {
+        return OfflineDataset{"dt.dataset", p.dt.dataset, p.dt.batch_size, "dt.batch_size"};
+    },
 };
 
 const std::array<TrainerKind, 5> kTrainers{kDqn, kPpo, kIql, kSupervised, kDt};
@@ -130,6 +142,17 @@ std::unique_ptr<Trainer> make_trainer(ops::Device& ops, const config::Profile& p
 
 std::string parameter_layout(const config::Profile& p) {
     return trainer_kind(p.run.trainer).layout_version(p);
+}
+
+std::optional<OfflineDataset> offline_dataset(const config::Profile& p) {
+    const TrainerKind& kind = trainer_kind(p.run.trainer);
+    if (!kind.offline_dataset) return std::nullopt;
+    return kind.offline_dataset(p);
+}
+
+std::string auto_batching_declined(const config::Profile& first) {
+    const TrainerKind& kind = trainer_kind(first.run.trainer);
+    return kind.auto_batching_declined ? kind.auto_batching_declined(first) : "";
 }
 
 std::unique_ptr<GreedyPolicy> make_greedy_policy(const config::Profile& p, int state_dim) {

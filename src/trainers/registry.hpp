@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,6 +20,15 @@
 #include "trainers/trainer.hpp"
 
 namespace fh::trainers {
+
+/// An offline trainer's dataset: the key that names it, its value ("behaviour" or the path of a
+/// replay dump) and the batch that samples it, with that batch's key.
+struct OfflineDataset {
+    std::string_view key;
+    std::string path;
+    long long batch = 0;
+    std::string_view batch_key;
+};
 
 struct TrainerKind {
     std::string_view name;
@@ -37,11 +47,18 @@ struct TrainerKind {
     /// The batched engine of `agents` (each batched_unsupported() == ""), agent i on markets[i].
     std::shared_ptr<BatchedPopulation> (*make_batched)(ops::Device& ops, const std::vector<config::Profile>& agents,
                                                        const std::vector<const env::DeviceMarket*>& markets) = nullptr;
+    /// With run.population_batching = "auto": why the agents of `first`'s shape run faster on their
+    /// own launches ("" when batching pays; measured, docs/performance.md); null: always batch.
+    std::string (*auto_batching_declined)(const config::Profile& first) = nullptr;
+    /// An offline trainer's dataset; null: the trainer collects its own experience.
+    OfflineDataset (*offline_dataset)(const config::Profile& profile) = nullptr;
 };
 
 /// Every trainer, in the order the docs list them.
 std::span<const TrainerKind> trainer_kinds();
 /// The entry of run.trainer = `name`; UsageError naming the trainers for an unknown one.
 const TrainerKind& trainer_kind(std::string_view name);
+/// The dataset `profile`'s trainer learns from, if it is an offline trainer.
+std::optional<OfflineDataset> offline_dataset(const config::Profile& profile);
 
 }  // namespace fh::trainers

@@ -1,7 +1,7 @@
 /// @file replay_ring.hpp
 /// @brief ReplayRing: transitions in a device's memory, `capacity_steps` collection steps of
 ///        `n_envs` transitions each (step k in slot k % capacity_steps, rows slot * n_envs + env),
-///        sampled as n-step batches (ops::nstep_sample, cuda/math/replay.h). DQN's replay memory
+///        sampled as n-step batches (ops::nstep_sample, math/replay.h). DQN's replay memory
 ///        and IQL's offline dataset are each one.
 #pragma once
 

@@ -8,11 +8,12 @@
 #include <filesystem>
 
 #include "math/env.h"
-#include "eval/backtest.hpp"
+#include "backtest/backtest.hpp"
 #include "env/vec_env.hpp"
-#include "eval/bootstrap.hpp"
+#include "backtest/bootstrap.hpp"
 #include "io/replay_dump.hpp"
 #include "trainers/supervised_trainer.hpp"
+#include "trainers/registry.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
 
@@ -30,7 +31,7 @@ double median(std::vector<double> v) {
 std::size_t tradable_bars(const data::MarketData& md, const data::SplitRange& split) {
     if (data::count_episode_starts(md, split) == 0) return 0;
     std::size_t n = 0;
-    for (const auto& s : eval::backtest_segments(md, split, 1)) n += static_cast<std::size_t>(s.end - s.start);
+    for (const auto& s : backtest::backtest_segments(md, split, 1)) n += static_cast<std::size_t>(s.end - s.start);
     return n;
 }
 
@@ -71,9 +72,9 @@ void check_splits(const config::Profile& p, const data::MarketData& md) {
     // (each segment's bars but its first).
     for (const auto* split : {&md.test, &md.val}) {
         std::size_t returns = 0;
-        for (const auto& s : eval::backtest_segments(md, *split, 1))
+        for (const auto& s : backtest::backtest_segments(md, *split, 1))
             returns += static_cast<std::size_t>(s.end - s.start - 1);
-        if (returns > 0) eval::require_block_fits(p.eval.bootstrap_block, returns);
+        if (returns > 0) backtest::require_block_fits(p.eval.bootstrap_block, returns);
     }
     if (p.run.eval_interval > 0) {
         if (tradable_bars(md, md.val) == 0) throw none("validation", md.val, "data.val_fraction");
@@ -84,7 +85,7 @@ void check_splits(const config::Profile& p, const data::MarketData& md) {
 /// An offline trainer's replay dump (iql.dataset, dt.dataset) against the profile and the data,
 /// with `batch` rows per update and that key's name; returns its rows.
 std::uint64_t check_dump(const config::Profile& p, const data::MarketData& md, bool verify, const std::string& path,
-                         std::int64_t batch, const char* batch_key) {
+                         std::int64_t batch, std::string_view batch_key) {
     const auto info = verify ? io::verify_replay_dump(path) : io::read_replay_dump_info(path);
     const int state_dim = md.market_dim + env::kPortfolioFeatures;
     if (info.state_dim != state_dim)
@@ -194,11 +195,10 @@ RunSizes check_run(const config::Profile& p, const data::MarketData& md, const R
     sizes.inputs.bars = md.bars.size();
     sizes.inputs.bars_known = true;
     sizes.inputs.host_backend = o.host_backend;
-    if (p.run.trainer == "iql" && p.iql.dataset != "behaviour")
-        sizes.inputs.dump_rows =
-            check_dump(p, md, o.verify_dataset, p.iql.dataset, p.replay_buffer.batch_size, "replay_buffer.batch_size");
-    if (p.run.trainer == "dt" && p.dt.dataset != "behaviour")
-        sizes.inputs.dump_rows = check_dump(p, md, o.verify_dataset, p.dt.dataset, p.dt.batch_size, "dt.batch_size");
+    if (const auto dataset = offline_dataset(p); dataset && dataset->path != "behaviour") {
+        sizes.inputs.dump_rows = check_dump(p, md, o.verify_dataset, dataset->path, dataset->batch, dataset->batch_key);
+        sizes.dump_key = dataset->key;
+    }
 
     // The kernels' int index range with the real sizes (resolution checked what it could).
     std::string index;

@@ -31,6 +31,7 @@ struct RunSizes {
     config::SizeInputs inputs;
     std::vector<config::MemoryItem> device, host;
     std::uint64_t host_available = 0;  ///< 0: unknown (not checked)
+    std::string dump_key;              ///< the key of the replay dump checked (inputs.dump_rows rows), or ""
 };
 
 /// Before the data is read: the host memory its bars will need, estimated from the size of the

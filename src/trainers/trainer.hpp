@@ -47,7 +47,7 @@ public:
                      ops::View<const float> states, int n) = 0;
     /// Whether act, called again with the same n, weights and buffers, issues the same ops with
     /// the same arguments and allocates nothing (no per-call host value): a backtest may then
-    /// capture its steps (eval::backtest's capture_steps).
+    /// capture its steps (backtest::backtest's capture_steps).
     virtual bool capture_safe() const noexcept { return false; }
 };
 

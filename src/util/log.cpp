@@ -7,7 +7,7 @@
 
 #include <mutex>
 
-#include "io/json.hpp"
+#include "util/json_string.hpp"
 
 namespace fh::log {
 namespace {
@@ -65,7 +65,7 @@ void emit(Level level, std::string_view message) {
     std::lock_guard lock(g_mutex);
     auto& l = logger();
     if (g_format == Format::json)
-        l.log(to_spdlog(level), "\"message\":{}", io::json::quote(message));
+        l.log(to_spdlog(level), "\"message\":{}", util::json_quote(message));
     else
         l.log(to_spdlog(level), "{}", message);
 }

@@ -1,5 +1,5 @@
 /// @file test_statistics.cpp
-/// @brief The normalisation statistics' moments (cuda/math/statistics.h): the fixed chunked order
+/// @brief The normalisation statistics' moments (math/statistics.h): the fixed chunked order
 ///        on the host against plain sums in long double, the hook load_market gives a run, and
 ///        [gpu] the device's moments (ops::column_moments, run::device_column_moments) equal the
 ///        host's bit for bit.

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/backtest.hpp"
+#include "backtest/backtest.hpp"
 #include "ops/cpu_device.hpp"
 #include "support/backtest_records.hpp"
 #include "support/market_fixture.hpp"
@@ -44,7 +44,7 @@ std::vector<std::vector<std::string>> read_csv(const std::string& path, std::str
 }
 
 /// A policy of the state alone: the same state gives the same action on any segment.
-eval::Policy state_policy(ops::Device& ops, int num_actions, int state_dim) {
+backtest::Policy state_policy(ops::Device& ops, int num_actions, int state_dim) {
     return [&ops, num_actions, state_dim](ops::View<int> actions, ops::View<const float> states, int n) {
         const auto s = ops.to_host(states);
         std::vector<int> a(static_cast<std::size_t>(n));
@@ -58,7 +58,7 @@ eval::Policy state_policy(ops::Device& ops, int num_actions, int state_dim) {
 }
 
 /// Random actions from the counter RNG (a function of segment index and step).
-eval::Policy random_policy(ops::Device& ops, int num_actions) {
+backtest::Policy random_policy(ops::Device& ops, int num_actions) {
     auto step = std::make_shared<std::uint64_t>(0);
     return [&ops, num_actions, step](ops::View<int> actions, ops::View<const float>, int) {
         fh::ops::env_random_actions(ops, actions, 99, (*step)++, num_actions);
@@ -85,13 +85,13 @@ TEST_CASE("equity.csv and trades.csv recompute the equity and every metric", "[e
     env::DeviceMarket market(cpu, md);
     const int A = env::num_actions(p);
     const auto segments = GENERATE(1, 3);
-    const auto report = eval::backtest(cpu, market, md, env::Split::test, p, random_policy(cpu, A), segments, true);
+    const auto report = backtest::backtest(cpu, market, md, env::Split::test, p, random_policy(cpu, A), segments, true);
     REQUIRE(report.segments.size() >= 2);  // the contract boundary cuts the split
 
     const auto dir = std::filesystem::temp_directory_path() / ("fh_eval_csv_" + std::to_string(segments));
     std::filesystem::create_directories(dir);
-    eval::write_equity_csv((dir / "equity.csv").string(), report, md);
-    eval::write_trades_csv((dir / "trades.csv").string(), report, md);
+    backtest::write_equity_csv((dir / "equity.csv").string(), report, md);
+    backtest::write_trades_csv((dir / "trades.csv").string(), report, md);
     std::string eh, th;
     const auto eq = read_csv((dir / "equity.csv").string(), eh);
     const auto tr = read_csv((dir / "trades.csv").string(), th);
@@ -228,7 +228,7 @@ TEST_CASE("equity.csv and trades.csv recompute the equity and every metric", "[e
     rc.turnover = traded / E0 * bpy / n;
 
     const auto& m = report.strategy;
-    INFO(eval::metrics_json(m));
+    INFO(backtest::metrics_json(m));
     CHECK(report.buy_and_hold.total_return == Approx(hold_growth - 1).epsilon(1e-9));
     CHECK(m.total_return == Approx(rc.total_return).epsilon(1e-9));
     CHECK(m.annual_return == Approx(rc.annual_return).epsilon(1e-9));
@@ -270,12 +270,12 @@ TEST_CASE("every fill of trades.csv follows docs/environment.md's order rules, f
     p.limit_atr_mult = 0.3;  // far limits that fill on some bars and not on others
     env::DeviceMarket market(cpu, md);
     const int A = env::num_actions(p);
-    const auto report = eval::backtest(cpu, market, md, env::Split::test, p, random_policy(cpu, A), 1, true);
+    const auto report = backtest::backtest(cpu, market, md, env::Split::test, p, random_policy(cpu, A), 1, true);
     REQUIRE(report.segments.size() == 2);  // the contract boundary at bar 2700 cuts the test split
     const auto dir = std::filesystem::temp_directory_path() / "fh_eval_fill_rules";
     std::filesystem::create_directories(dir);
-    eval::write_equity_csv((dir / "equity.csv").string(), report, md);
-    eval::write_trades_csv((dir / "trades.csv").string(), report, md);
+    backtest::write_equity_csv((dir / "equity.csv").string(), report, md);
+    backtest::write_trades_csv((dir / "trades.csv").string(), report, md);
     std::string eh, th;
     const auto eq = read_csv((dir / "equity.csv").string(), eh);
     const auto tr = read_csv((dir / "trades.csv").string(), th);
@@ -370,12 +370,12 @@ TEST_CASE("buy-and-hold: one market buy per segment, held to the end", "[eval]")
     env::DeviceMarket market(cpu, md);
     const int hold = (p.position_levels - 1) * p.urgency_levels;
     const auto hold_vec = cpu.from_host<int>(std::vector<int>(1, hold));
-    const eval::Policy hold_policy = [&](ops::View<int> a, ops::View<const float>, int) {
+    const backtest::Policy hold_policy = [&](ops::View<int> a, ops::View<const float>, int) {
         cpu.copy_raw(a, hold_vec.cview());
     };
-    const auto r = eval::backtest(cpu, market, md, env::Split::val, p, hold_policy, 1, true);
+    const auto r = backtest::backtest(cpu, market, md, env::Split::val, p, hold_policy, 1, true);
     // the strategy "always long max" is buy-and-hold itself
-    CHECK(eval::metrics_json(r.strategy) == eval::metrics_json(r.buy_and_hold));
+    CHECK(backtest::metrics_json(r.strategy) == backtest::metrics_json(r.buy_and_hold));
     CHECK(r.buy_and_hold.trades == 1);
     CHECK(r.buy_and_hold.exposure == 1.0);
     // total return = (close_last - fill) * 2 * 50 - 2 * 2 over the initial equity
@@ -393,11 +393,12 @@ TEST_CASE("segments = k equals k sequential passes over the same bars", "[eval]"
     p.bankruptcy_fraction = 0.0;
     env::DeviceMarket market(cpu, md);
     const int A = env::num_actions(p);
-    const auto k = eval::backtest(cpu, market, md, env::Split::test, p, state_policy(cpu, A, p.state_dim), 4, true);
+    const auto k = backtest::backtest(cpu, market, md, env::Split::test, p, state_policy(cpu, A, p.state_dim), 4, true);
     REQUIRE(k.segments.size() == 5);  // 4 parts, one cut again at the contract boundary
     std::size_t bars = 0;
     for (const auto& s : k.segments) bars += static_cast<std::size_t>(s.end - s.start);
-    const auto one = eval::backtest(cpu, market, md, env::Split::test, p, state_policy(cpu, A, p.state_dim), 1, true);
+    const auto one =
+        backtest::backtest(cpu, market, md, env::Split::test, p, state_policy(cpu, A, p.state_dim), 1, true);
     REQUIRE(one.segments.size() == 2);  // the contract boundary only
     for (std::size_t s = 0; s < k.segments.size(); ++s) {
         const auto& seg = k.segments[s];
@@ -405,7 +406,7 @@ TEST_CASE("segments = k equals k sequential passes over the same bars", "[eval]"
         sub.test = {static_cast<std::size_t>(seg.start), static_cast<std::size_t>(seg.end)};
         env::DeviceMarket sub_market(cpu, sub);
         const auto single =
-            eval::backtest(cpu, sub_market, sub, env::Split::test, p, state_policy(cpu, A, p.state_dim), 1, true);
+            backtest::backtest(cpu, sub_market, sub, env::Split::test, p, state_policy(cpu, A, p.state_dim), 1, true);
         REQUIRE(single.segments.size() == 1);
         REQUIRE(single.segments[0].start == seg.start);
         REQUIRE(single.segment_bars[0] == k.segment_bars[s]);
@@ -434,16 +435,16 @@ TEST_CASE("a backtest whose steps are captured trades every bar as the op-by-op 
     auto p = test::es_params(6, 5, 3);
     env::DeviceMarket market(cpu, md);
     const int A = env::num_actions(p);
-    std::vector<bool> residues(eval::kBacktestBarsPerSequence, false);
+    std::vector<bool> residues(backtest::kBacktestBarsPerSequence, false);
     for (int segments = 1; segments <= 12; ++segments) {
         INFO("segments " << segments);
         const auto direct =
-            eval::backtest(cpu, market, md, env::Split::test, p, state_policy(cpu, A, p.state_dim), segments, true);
-        const auto captured = eval::backtest(cpu, market, md, env::Split::test, p, state_policy(cpu, A, p.state_dim),
-                                             segments, true, true);
+            backtest::backtest(cpu, market, md, env::Split::test, p, state_policy(cpu, A, p.state_dim), segments, true);
+        const auto captured = backtest::backtest(cpu, market, md, env::Split::test, p,
+                                                 state_policy(cpu, A, p.state_dim), segments, true, true);
         int max_steps = 0;
         for (const auto& s : direct.segments) max_steps = std::max(max_steps, s.end - s.start - 1);
-        residues[static_cast<std::size_t>((max_steps - 1) % eval::kBacktestBarsPerSequence)] = true;
+        residues[static_cast<std::size_t>((max_steps - 1) % backtest::kBacktestBarsPerSequence)] = true;
         test::require_same_traded_records(direct, captured);
         REQUIRE(direct.strategy.total_return == captured.strategy.total_return);
         REQUIRE(direct.buy_and_hold.total_return == captured.buy_and_hold.total_return);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "config/profile.hpp"
-#include "eval/backtest.hpp"
+#include "backtest/backtest.hpp"
 #include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/backtest_records.hpp"
@@ -22,7 +22,7 @@ using Approx = Catch::Detail::Approx;
 namespace {
 
 /// A policy of the states (downloaded) so that the gathered states are compared too.
-eval::Policy state_policy(ops::Device& ops, int num_actions, int state_dim) {
+backtest::Policy state_policy(ops::Device& ops, int num_actions, int state_dim) {
     return [&ops, num_actions, state_dim](ops::View<int> actions, ops::View<const float> states, int n) {
         const auto s = ops.to_host(states);
         std::vector<int> a(static_cast<std::size_t>(n));
@@ -35,8 +35,8 @@ eval::Policy state_policy(ops::Device& ops, int num_actions, int state_dim) {
     };
 }
 
-void require_same(const eval::Metrics& c, const eval::Metrics& g) {
-    INFO("cpu " << eval::metrics_json(c) << "\ngpu " << eval::metrics_json(g));
+void require_same(const backtest::Metrics& c, const backtest::Metrics& g) {
+    INFO("cpu " << backtest::metrics_json(c) << "\ngpu " << backtest::metrics_json(g));
     CHECK(c.total_return == g.total_return);
     CHECK(c.sharpe == g.sharpe);
     CHECK(c.sortino == g.sortino);
@@ -72,9 +72,9 @@ TEST_CASE("the CUDA backtest equals the CPU backtest", "[gpu][eval]") {
     for (int segments : {1, 7, 64}) {
         INFO("segments " << segments);
         const auto c =
-            eval::backtest(cpu, cm, md, env::Split::test, p, state_policy(cpu, A, p.state_dim), segments, true);
+            backtest::backtest(cpu, cm, md, env::Split::test, p, state_policy(cpu, A, p.state_dim), segments, true);
         const auto g =
-            eval::backtest(gpu, gm, md, env::Split::test, p, state_policy(gpu, A, p.state_dim), segments, true);
+            backtest::backtest(gpu, gm, md, env::Split::test, p, state_policy(gpu, A, p.state_dim), segments, true);
         test::require_same_traded_records(c, g);
         require_same(c.strategy, g.strategy);
         require_same(c.buy_and_hold, g.buy_and_hold);
@@ -101,13 +101,13 @@ TEST_CASE(
         // Random weights that make the actions vary from bar to bar.
         const auto w = test::random_floats(policy->weights_size(), 5, -0.5f, 0.5f);
         const auto weights = gpu.from_host<float>(w);
-        const eval::Policy act = [&](ops::View<int> a, ops::View<const float> s, int n) {
+        const backtest::Policy act = [&](ops::View<int> a, ops::View<const float> s, int n) {
             policy->act(gpu, weights.cview(), a, s, n);
         };
         for (int segments : {1, 2, 3, 5, 7}) {
             INFO("segments " << segments);
-            const auto direct = eval::backtest(gpu, gm, md, env::Split::test, p, act, segments, true, false);
-            const auto captured = eval::backtest(gpu, gm, md, env::Split::test, p, act, segments, true, true);
+            const auto direct = backtest::backtest(gpu, gm, md, env::Split::test, p, act, segments, true, false);
+            const auto captured = backtest::backtest(gpu, gm, md, env::Split::test, p, act, segments, true, true);
             test::require_same_traded_records(direct, captured);
             require_same(direct.strategy, captured.strategy);
             require_same(direct.buy_and_hold, captured.buy_and_hold);

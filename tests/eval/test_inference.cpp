@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "eval/bootstrap.hpp"
-#include "eval/inference.hpp"
-#include "eval/sharpe_inference.hpp"
+#include "backtest/bootstrap.hpp"
+#include "backtest/inference.hpp"
+#include "backtest/sharpe_inference.hpp"
 #include "io/json.hpp"
 #include "math/rng.h"
 #include "support/shell.hpp"
@@ -108,8 +108,8 @@ DocIntervals doc_intervals(const std::vector<std::vector<double>>& eq, const std
             doc_percentile(ret, 1 - a), doc_percentile(diff, a),   doc_percentile(diff, 1 - a)};
 }
 
-eval::BootstrapOptions options(int resamples, long long block, std::uint64_t seed, double confidence) {
-    eval::BootstrapOptions o;
+backtest::BootstrapOptions options(int resamples, long long block, std::uint64_t seed, double confidence) {
+    backtest::BootstrapOptions o;
     o.resamples = resamples;
     o.block = block;
     o.seed = seed;
@@ -134,33 +134,33 @@ double at(const io::json::Value& v, const std::string& dotted) {
 }  // namespace
 
 TEST_CASE("automatic block length is ceil(n^(1/3))", "[eval][inference]") {
-    CHECK(eval::automatic_block_length(0) == 1);
-    CHECK(eval::automatic_block_length(1) == 1);
-    CHECK(eval::automatic_block_length(8) == 2);
-    CHECK(eval::automatic_block_length(9) == 3);
-    CHECK(eval::automatic_block_length(1000) == 10);
-    CHECK(eval::automatic_block_length(1001) == 11);
-    CHECK(eval::automatic_block_length(15000) == 25);
+    CHECK(backtest::automatic_block_length(0) == 1);
+    CHECK(backtest::automatic_block_length(1) == 1);
+    CHECK(backtest::automatic_block_length(8) == 2);
+    CHECK(backtest::automatic_block_length(9) == 3);
+    CHECK(backtest::automatic_block_length(1000) == 10);
+    CHECK(backtest::automatic_block_length(1001) == 11);
+    CHECK(backtest::automatic_block_length(15000) == 25);
 }
 
 TEST_CASE("percentile interpolates linearly between order statistics", "[eval][inference]") {
     // numpy.percentile([1, 2, 3, 4], [25, 97.5]) = [1.75, 3.925]
     const std::vector<double> v{1, 2, 3, 4};
-    CHECK(eval::percentile(v, 0.25) == Approx(1.75));
-    CHECK(eval::percentile(v, 0.975) == Approx(3.925));
-    CHECK(eval::percentile(v, 0.0) == 1);
-    CHECK(eval::percentile(v, 1.0) == 4);
+    CHECK(backtest::percentile(v, 0.25) == Approx(1.75));
+    CHECK(backtest::percentile(v, 0.975) == Approx(3.925));
+    CHECK(backtest::percentile(v, 0.0) == 1);
+    CHECK(backtest::percentile(v, 1.0) == 4);
 }
 
 TEST_CASE("stationary bootstrap indices: blocks wrap circularly, mean length L, seeded", "[eval][inference]") {
     const std::size_t n = 50;
     for (long long L : {1LL, 4LL, 50LL}) {
-        const auto idx = eval::bootstrap_indices(n, L, 7, 3);
+        const auto idx = backtest::bootstrap_indices(n, L, 7, 3);
         REQUIRE(idx.size() == n);
         CHECK(idx == doc_indices(n, L, 7, 3));
-        CHECK(idx == eval::bootstrap_indices(n, L, 7, 3));  // deterministic
-        CHECK(idx != eval::bootstrap_indices(n, L, 8, 3));  // the seed matters
-        CHECK(idx != eval::bootstrap_indices(n, L, 7, 4));  // each resample its own
+        CHECK(idx == backtest::bootstrap_indices(n, L, 7, 3));  // deterministic
+        CHECK(idx != backtest::bootstrap_indices(n, L, 8, 3));  // the seed matters
+        CHECK(idx != backtest::bootstrap_indices(n, L, 7, 4));  // each resample its own
         for (auto i : idx) CHECK(i < n);
     }
     // The mean block length over many resamples of a long series is L (geometric lengths): count
@@ -169,7 +169,7 @@ TEST_CASE("stationary bootstrap indices: blocks wrap circularly, mean length L, 
     const long long L = 8;
     double starts = 0;
     for (int b = 0; b < 5; ++b) {
-        const auto idx = eval::bootstrap_indices(big, L, 1, b);
+        const auto idx = backtest::bootstrap_indices(big, L, 1, b);
         starts += 1;
         for (std::size_t t = 1; t < big; ++t) starts += idx[t] != (idx[t - 1] + 1) % big;
     }
@@ -182,12 +182,12 @@ TEST_CASE("block_bootstrap equals the documented procedure; a block longer than 
                                         {100, 99, 99.5, 101, 100.2, 100.9, 102, 101.5}};
     std::vector<std::vector<double>> hold{{100, 100.4, 100.1, 101, 101.2, 100.8, 101.5, 102, 101.7, 102.5},
                                           {100, 99.6, 100.2, 100.1}};  // a shorter curve: bankrupt
-    const auto r = eval::segment_returns(eq, hold);
+    const auto r = backtest::segment_returns(eq, hold);
     REQUIRE(r.strategy.size() == 16);
     REQUIRE(r.strategy_paired.size() == 12);
     for (long long block : {0LL, 3LL}) {
-        const eval::BootstrapOptions o = options(500, block, 42, 0.9);
-        const auto got = eval::block_bootstrap(r.strategy, r.strategy_paired, r.hold_paired, 252, o);
+        const backtest::BootstrapOptions o = options(500, block, 42, 0.9);
+        const auto got = backtest::block_bootstrap(r.strategy, r.strategy_paired, r.hold_paired, 252, o);
         const auto want = doc_intervals(eq, hold, 252, 500, block, 42, 0.9);
         CHECK(got.block == 3);  // the fixed 3, or ceil(16^(1/3)) = 3
         CHECK(got.sharpe.lo == Approx(want.sharpe_lo).epsilon(1e-12));
@@ -199,14 +199,14 @@ TEST_CASE("block_bootstrap equals the documented procedure; a block longer than 
         CHECK(got.sharpe.lo < got.sharpe.hi);
     }
     try {
-        eval::block_bootstrap(r.strategy, r.strategy_paired, r.hold_paired, 252, options(500, 13, 1, 0.95));
+        backtest::block_bootstrap(r.strategy, r.strategy_paired, r.hold_paired, 252, options(500, 13, 1, 0.95));
         FAIL("a block of 13 > 12 paired returns was accepted");
     } catch (const UsageError& e) {
         CHECK(std::string(e.what()).find("eval.bootstrap_block = 13") != std::string::npos);
     }
-    eval::BootstrapOptions cut = options(500, 13, 1, 0.95);
+    backtest::BootstrapOptions cut = options(500, 13, 1, 0.95);
     cut.cut_block_to_series = true;
-    CHECK(eval::block_bootstrap(r.strategy, r.strategy_paired, r.hold_paired, 252, cut).block == 12);
+    CHECK(backtest::block_bootstrap(r.strategy, r.strategy_paired, r.hold_paired, 252, cut).block == 12);
 }
 
 TEST_CASE("normal quantile and the expected maximum of N standard normals", "[eval][inference]") {
@@ -219,12 +219,12 @@ TEST_CASE("normal quantile and the expected maximum of N standard normals", "[ev
                                            {0.9, 1.2815515655446008},
                                            {0.99, 2.3263478740408408},
                                            {0.999999, 4.753424308817089}};
-    for (const auto& [p, x] : q) CHECK(eval::normal_quantile(p) == Approx(x).epsilon(1e-12).margin(1e-14));
+    for (const auto& [p, x] : q) CHECK(backtest::normal_quantile(p) == Approx(x).epsilon(1e-12).margin(1e-14));
     // g = 0.5772156649015329; (1-g)*inv_cdf(1-1/n) + g*inv_cdf(1-1/(n*e))
-    CHECK(eval::expected_maximum_normal(2) == Approx(0.5197553442805939).epsilon(1e-12));
-    CHECK(eval::expected_maximum_normal(10) == Approx(1.57459830134575).epsilon(1e-12));
-    CHECK(eval::expected_maximum_normal(1000) == Approx(3.255121513652723).epsilon(1e-12));
-    CHECK(eval::expected_maximum_normal(1) == 0);
+    CHECK(backtest::expected_maximum_normal(2) == Approx(0.5197553442805939).epsilon(1e-12));
+    CHECK(backtest::expected_maximum_normal(10) == Approx(1.57459830134575).epsilon(1e-12));
+    CHECK(backtest::expected_maximum_normal(1000) == Approx(3.255121513652723).epsilon(1e-12));
+    CHECK(backtest::expected_maximum_normal(1) == 0);
 }
 
 TEST_CASE("probabilistic Sharpe ratio of a worked example", "[eval][inference]") {
@@ -236,14 +236,14 @@ TEST_CASE("probabilistic Sharpe ratio of a worked example", "[eval][inference]")
     //   -> sr 0.17082157003758297, sk -0.4433999910384397, ku 2.237317326605141,
     //      psr(0) 0.7067670308809001, psr(0.1) 0.5892142909750664
     const std::vector<double> r{0.01, -0.02, 0.015, 0.003, -0.007, 0.021, -0.004, 0.012, -0.018, 0.009, 0.006, -0.001};
-    const auto m = eval::sharpe_moments(r);
+    const auto m = backtest::sharpe_moments(r);
     CHECK(m.n == 12);
     CHECK(m.sharpe == Approx(0.17082157003758297).epsilon(1e-12));
     CHECK(m.skewness == Approx(-0.4433999910384397).epsilon(1e-12));
     CHECK(m.kurtosis == Approx(2.237317326605141).epsilon(1e-12));
-    CHECK(*eval::probabilistic_sharpe(m, 0.0) == Approx(0.7067670308809001).epsilon(1e-12));
-    CHECK(*eval::probabilistic_sharpe(m, 0.1) == Approx(0.5892142909750664).epsilon(1e-12));
-    CHECK(!eval::probabilistic_sharpe(eval::sharpe_moments({0.01}), 0.0));
+    CHECK(*backtest::probabilistic_sharpe(m, 0.0) == Approx(0.7067670308809001).epsilon(1e-12));
+    CHECK(*backtest::probabilistic_sharpe(m, 0.1) == Approx(0.5892142909750664).epsilon(1e-12));
+    CHECK(!backtest::probabilistic_sharpe(backtest::sharpe_moments({0.01}), 0.0));
 }
 
 TEST_CASE("deflated Sharpe ratio: the paper's numerical example", "[eval][inference]") {
@@ -252,12 +252,12 @@ TEST_CASE("deflated Sharpe ratio: the paper's numerical example", "[eval][infere
     // kurtosis 10: SR0 = 0.1132 and DSR = 0.9004 (per day: SR = 2.5 / sqrt(250),
     // V = 0.5 / 250). Python, as above: em = (1-g)*inv_cdf(1-1/100) + g*inv_cdf(1-1/(100*e))
     // = 2.5306028932016846; sr0 = sqrt(0.5/250)*em = 0.11317200186513214; DSR = 0.9003968344493904.
-    eval::SharpeMoments best;
+    backtest::SharpeMoments best;
     best.n = 1250;
     best.sharpe = 2.5 / std::sqrt(250.0);
     best.skewness = -3;
     best.kurtosis = 10;
-    const auto d = eval::deflated_sharpe(best, 100, 0.5 / 250);
+    const auto d = backtest::deflated_sharpe(best, 100, 0.5 / 250);
     CHECK(d.sr0 == Approx(0.11317200186513214).epsilon(1e-12));
     REQUIRE(d.dsr);
     CHECK(*d.dsr == Approx(0.9003968344493904).epsilon(1e-10));

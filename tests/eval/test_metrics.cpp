@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "eval/backtest.hpp"
+#include "backtest/backtest.hpp"
 
-using fh::eval::Metrics;
+using fh::backtest::Metrics;
 using Approx = Catch::Detail::Approx;
 
 namespace {
@@ -29,7 +29,7 @@ fh::backtest::BarRecord bar(double equity, int position, int fill = 0, double pr
 }  // namespace
 
 TEST_CASE("metrics of a flat curve are all zero", "[eval]") {
-    const Metrics m = fh::eval::curve_metrics({100, 100, 100, 100}, 252);
+    const Metrics m = fh::backtest::curve_metrics({100, 100, 100, 100}, 252);
     CHECK(m.total_return == 0);
     CHECK(m.annual_return == 0);
     CHECK(m.sharpe == 0);
@@ -47,18 +47,18 @@ TEST_CASE("metrics of a monotone curve", "[eval]") {
     // returns 0.1, 0.1: no dispersion (Sharpe 0 by convention), no downside, no drawdown.
     // A gain without downside or drawdown: Sortino and Calmar are +infinity (JSON null), so early
     // stopping on val_sortino never prefers a losing run to it (0 used to rank below every gain).
-    const Metrics m = fh::eval::curve_metrics({100, 110, 121}, 2);
+    const Metrics m = fh::backtest::curve_metrics({100, 110, 121}, 2);
     CHECK(m.total_return == Approx(0.21).epsilon(1e-12));
     CHECK(m.annual_return == Approx(0.21).epsilon(1e-12));  // 1.21^(2/2) - 1
     CHECK(m.sharpe == 0);
     CHECK(m.sortino == std::numeric_limits<double>::infinity());
     CHECK(m.max_drawdown == 0);
     CHECK(m.calmar == std::numeric_limits<double>::infinity());
-    const auto json = fh::eval::metrics_json(m);
+    const auto json = fh::backtest::metrics_json(m);
     CHECK(json.find("\"sortino\":null") != std::string::npos);
     CHECK(json.find("\"calmar\":null") != std::string::npos);
     // a losing curve always has a downside and a drawdown: finite, negative
-    const Metrics loss = fh::eval::curve_metrics({100, 99, 98}, 2);
+    const Metrics loss = fh::backtest::curve_metrics({100, 99, 98}, 2);
     CHECK(loss.sortino < 0);
     CHECK(loss.calmar < 0);
     CHECK(std::isfinite(loss.sortino));
@@ -66,7 +66,7 @@ TEST_CASE("metrics of a monotone curve", "[eval]") {
 
 TEST_CASE("metrics of a curve with one drawdown", "[eval]") {
     // returns 0.2, -0.25, 0.2; mean 0.05; sample variance 0.135 / 2; downside 0.0625 / 3.
-    const Metrics m = fh::eval::curve_metrics({100, 120, 90, 108}, 3);
+    const Metrics m = fh::backtest::curve_metrics({100, 120, 90, 108}, 3);
     CHECK(m.total_return == Approx(0.08).epsilon(1e-12));
     CHECK(m.annual_return == Approx(0.08).epsilon(1e-12));
     CHECK(m.sharpe == Approx(0.05 / std::sqrt(0.0675) * std::sqrt(3.0)).epsilon(1e-12));
@@ -84,7 +84,7 @@ TEST_CASE("metrics of two losing round trips", "[eval]") {
     const std::vector<fh::backtest::BarRecord> r{bar(1000, 0, 0, 0, 0, -1), bar(999, 1, 1, 100, 1, 2),
                                                  bar(997, 0, -1, 99, 1, 1), bar(996, 1, 1, 100, 1, 2),
                                                  bar(993, 0, -1, 98, 1, 1)};
-    const Metrics m = fh::eval::compute_metrics(r, {{0, 5, 0}}, {5}, close, {1.0, 1000.0, 4.0, 3});
+    const Metrics m = fh::backtest::compute_metrics(r, {{0, 5, 0}}, {5}, close, {1.0, 1000.0, 4.0, 3});
     CHECK(m.total_return == Approx(-0.007).epsilon(1e-12));
     CHECK(m.trades == 2);
     CHECK(m.win_rate == 0);
@@ -106,12 +106,12 @@ TEST_CASE("a position open at the segment end is a trade closed at the last clos
     const std::vector<double> close{100, 101, 103};
     const std::vector<fh::backtest::BarRecord> r{bar(1000, 0, 0, 0, 0, -1), bar(1000, 2, 2, 100, 2, 2),
                                                  bar(1004, 2, 0, 0, 0, 2)};
-    const Metrics m = fh::eval::compute_metrics(r, {{0, 3, 0}}, {3}, close, {1.0, 1000.0, 252.0, 3});
+    const Metrics m = fh::backtest::compute_metrics(r, {{0, 3, 0}}, {3}, close, {1.0, 1000.0, 252.0, 3});
     CHECK(m.trades == 1);
     CHECK(m.win_rate == 1);
     CHECK(m.profit_factor == std::numeric_limits<double>::infinity());
     CHECK(m.exposure == 1);
-    CHECK(fh::eval::metrics_json(m).find("\"profit_factor\":null") != std::string::npos);
+    CHECK(fh::backtest::metrics_json(m).find("\"profit_factor\":null") != std::string::npos);
 }
 
 TEST_CASE("a reversal closes one trade and opens the next", "[eval]") {
@@ -119,7 +119,7 @@ TEST_CASE("a reversal closes one trade and opens the next", "[eval]") {
     const std::vector<double> close{100, 100, 104, 106};
     const std::vector<fh::backtest::BarRecord> r{bar(1000, 0, 0, 0, 0, -1), bar(999, 1, 1, 100, 1, 2),
                                                  bar(1001, -1, -2, 104, 2, 0), bar(998, 0, 1, 106, 1, 1)};
-    const Metrics m = fh::eval::compute_metrics(r, {{0, 4, 0}}, {4}, close, {1.0, 1000.0, 252.0, 3});
+    const Metrics m = fh::backtest::compute_metrics(r, {{0, 4, 0}}, {4}, close, {1.0, 1000.0, 252.0, 3});
     CHECK(m.trades == 2);
     CHECK(m.win_rate == 0.5);
     CHECK(m.profit_factor == Approx(2.0 / 4.0).epsilon(1e-12));
@@ -132,7 +132,7 @@ TEST_CASE("a break-even trade is neither a win nor a loss, whatever the rounding
     const auto trade = [](double buy, double sell) {
         const std::vector<fh::backtest::BarRecord> r{bar(100000, 0, 0, 0, 0, -1), bar(99997.5, 1, 1, buy, 2.5, 2),
                                                      bar(100000, 0, -1, sell, 2.5, 1)};
-        return fh::eval::compute_metrics(r, {{0, 3, 0}}, {3}, {buy, buy, sell}, {50.0, 100000.0, 252.0, 3});
+        return fh::backtest::compute_metrics(r, {{0, 3, 0}}, {3}, {buy, buy, sell}, {50.0, 100000.0, 252.0, 3});
     };
     REQUIRE(-2.5 + ((4000.3 - 4000.2) * 50 - 2.5) > 0.0);  // the rounding noise the tolerance is for
     Metrics m = trade(4000.2, 4000.3);

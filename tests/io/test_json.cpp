@@ -126,7 +126,7 @@ TEST_CASE("json: compact serialisation as serde_json writes it", "[io][json]") {
         R"({"a":[1,-2,0,true,false,null,"x\"y\\z\n\t\b\f\r\u001f/é"],"b":{},"c":[],"d":18446744073709551615})";
     CHECK(json::serialize(json::parse(text)) == text);
     CHECK(json::serialize(json::parse(" { \"k\" : [ 1 , 2 ] } ")) == "{\"k\":[1,2]}");
-    CHECK(json::quote("a\x01") == "\"a\\u0001\"");
+    CHECK(fh::util::json_quote("a\x01") == "\"a\\u0001\"");
     CHECK(json::serialize(json::parse("-9223372036854775808")) == "-9223372036854775808");
 }
 

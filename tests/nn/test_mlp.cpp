@@ -12,7 +12,7 @@
 #include "nn/init.hpp"
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
-#include "nn/reference.hpp"
+#include "ops/linear_reference.hpp"
 #include "ops/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
@@ -111,8 +111,8 @@ DoubleRun run_double(const Mlp& net, std::size_t total, const std::vector<float>
     std::vector<double> x(Xf.begin(), Xf.end());
     for (const auto& L : net.layers()) {
         std::vector<double> y(static_cast<std::size_t>(batch) * L.out);
-        fh::nn::ref::linear_forward(y.data(), (acts.empty() ? x : acts.back()).data(), P.data() + L.weight.offset,
-                                    P.data() + L.bias.offset, batch, L.in, L.out, L.act);
+        fh::ops::ref::linear_forward(y.data(), (acts.empty() ? x : acts.back()).data(), P.data() + L.weight.offset,
+                                     P.data() + L.bias.offset, batch, L.in, L.out, L.act);
         acts.push_back(std::move(y));
     }
     DoubleRun r;
@@ -123,9 +123,9 @@ DoubleRun run_double(const Mlp& net, std::size_t total, const std::vector<float>
     for (std::size_t l = net.layers().size(); l-- > 0;) {
         const auto& L = net.layers()[l];
         std::vector<double> dx(static_cast<std::size_t>(batch) * L.in);
-        fh::nn::ref::linear_backward(dx.data(), r.grads.data() + L.weight.offset, r.grads.data() + L.bias.offset,
-                                     dy.data(), acts[l].data(), (l == 0 ? x : acts[l - 1]).data(),
-                                     P.data() + L.weight.offset, batch, L.in, L.out, L.act, false);
+        fh::ops::ref::linear_backward(dx.data(), r.grads.data() + L.weight.offset, r.grads.data() + L.bias.offset,
+                                      dy.data(), acts[l].data(), (l == 0 ? x : acts[l - 1]).data(),
+                                      P.data() + L.weight.offset, batch, L.in, L.out, L.act, false);
         dy = std::move(dx);
     }
     r.dX = dy;

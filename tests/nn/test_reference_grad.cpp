@@ -1,5 +1,5 @@
 /// @file test_reference_grad.cpp
-/// @brief The templated linear-layer reference (src/nn/reference.hpp) in double against central
+/// @brief The templated linear-layer reference (src/ops/linear_reference.hpp) in double against central
 ///        finite differences on a tiny MLP (5 -> 7 -> 3, loss = sum of squared outputs), and the
 ///        float CPU ops against the same reference.
 #include <catch2/catch.hpp>
@@ -10,11 +10,11 @@
 #include <random>
 #include <vector>
 
-#include "nn/reference.hpp"
+#include "ops/linear_reference.hpp"
 #include "ops/cpu_device.hpp"
 
 using fh::core::Activation;
-namespace ref = fh::nn::ref;
+namespace ref = fh::ops::ref;
 
 namespace {
 

@@ -1,5 +1,5 @@
 /// @file test_attention_ops.cpp
-/// @brief Feature-group attention (cuda/math/attention.h, ops::group_attention_*, and inside
+/// @brief Feature-group attention (math/attention.h, ops::group_attention_*, and inside
 ///        trainers::QNetwork with dqn.attention): the row backward against central finite
 ///        differences in double; the ops against the row math; the network with zero attention
 ///        weights equal to the network without attention, bit for bit; the network's gradient of

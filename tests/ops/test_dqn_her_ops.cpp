@@ -1,5 +1,5 @@
 /// @file test_dqn_her_ops.cpp
-/// @brief Hindsight experience replay (dqn.her; cuda/math/her.h, docs/dqn.md): the goal, the goal
+/// @brief Hindsight experience replay (dqn.her; math/her.h, docs/dqn.md): the goal, the goal
 ///        reward and features by hand, relabelling on a hand-made ring (the worked example of
 ///        docs/dqn.md), the CPU ops against the math and against dqn_sample, and [gpu] every HER
 ///        kernel against its CPU twin on a ring filled by real collection.

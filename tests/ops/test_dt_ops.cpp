@@ -13,7 +13,7 @@
 
 #include "math/dt.h"
 #include "nn/init.hpp"
-#include "nn/reference.hpp"
+#include "ops/linear_reference.hpp"
 #include "ops/cpu_device.hpp"
 #include "ops/dt/ops.hpp"
 #include "support/compare.hpp"
@@ -85,8 +85,8 @@ struct Block {
             fh::dt::layer_norm_row<double>(static_cast<long long>(r), c.ln1.data(), c.st1.data(), c.x.data(),
                                            p.data() + g1, p.data() + b1, D);
         c.qkv.assign(3 * R * d, 0);
-        fh::nn::ref::linear_forward(c.qkv.data(), c.ln1.data(), p.data() + qw, p.data() + qb, rows(), D, 3 * D,
-                                    fh::core::Activation::none);
+        fh::ops::ref::linear_forward(c.qkv.data(), c.ln1.data(), p.data() + qw, p.data() + qb, rows(), D, 3 * D,
+                                     fh::core::Activation::none);
         c.P.assign(static_cast<std::size_t>(batch * H * tokens() * tokens()), 0);
         c.attn.assign(R * d, 0);
         for (int b = 0; b < batch; ++b)
@@ -94,8 +94,8 @@ struct Block {
                 for (int i = 0; i < tokens(); ++i)
                     fh::dt::attention_query(b, h, i, c.attn.data(), c.P.data(), c.qkv.data(), shape());
         c.proj.assign(R * d, 0);
-        fh::nn::ref::linear_forward(c.proj.data(), c.attn.data(), p.data() + pw, p.data() + pb, rows(), D, D,
-                                    fh::core::Activation::none);
+        fh::ops::ref::linear_forward(c.proj.data(), c.attn.data(), p.data() + pw, p.data() + pb, rows(), D, D,
+                                     fh::core::Activation::none);
         c.h.resize(R * d);
         for (std::size_t i = 0; i < R * d; ++i) c.h[i] = c.x[i] + c.proj[i];
         c.ln2.assign(R * d, 0);
@@ -104,13 +104,13 @@ struct Block {
             fh::dt::layer_norm_row<double>(static_cast<long long>(r), c.ln2.data(), c.st2.data(), c.h.data(),
                                            p.data() + g2, p.data() + b2, D);
         c.z.assign(4 * R * d, 0);
-        fh::nn::ref::linear_forward(c.z.data(), c.ln2.data(), p.data() + f1w, p.data() + f1b, rows(), D, 4 * D,
-                                    fh::core::Activation::none);
+        fh::ops::ref::linear_forward(c.z.data(), c.ln2.data(), p.data() + f1w, p.data() + f1b, rows(), D, 4 * D,
+                                     fh::core::Activation::none);
         c.a.resize(c.z.size());
         for (std::size_t i = 0; i < c.z.size(); ++i) c.a[i] = fh::dt::gelu(c.z[i]);
         c.f2.assign(R * d, 0);
-        fh::nn::ref::linear_forward(c.f2.data(), c.a.data(), p.data() + f2w, p.data() + f2b, rows(), 4 * D, D,
-                                    fh::core::Activation::none);
+        fh::ops::ref::linear_forward(c.f2.data(), c.a.data(), p.data() + f2w, p.data() + f2b, rows(), 4 * D, D,
+                                     fh::core::Activation::none);
         c.out.resize(R * d);
         for (std::size_t i = 0; i < R * d; ++i) c.out[i] = c.h[i] + c.f2[i];
         return c;
@@ -125,11 +125,11 @@ struct Block {
         Vec dres = w;  // dL/dout
         Vec dA(4 * R * d, 0), dZ(4 * R * d, 0), dtmp(R * d, 0);
         Vec dY = dres;
-        fh::nn::ref::linear_backward(dA.data(), dp.data() + f2w, dp.data() + f2b, dY.data(), c.f2.data(), c.a.data(),
-                                     p.data() + f2w, rows(), 4 * D, D, Activation::none, false);
+        fh::ops::ref::linear_backward(dA.data(), dp.data() + f2w, dp.data() + f2b, dY.data(), c.f2.data(), c.a.data(),
+                                      p.data() + f2w, rows(), 4 * D, D, Activation::none, false);
         for (std::size_t i = 0; i < dZ.size(); ++i) dZ[i] = dA[i] * fh::dt::gelu_derivative(c.z[i]);
-        fh::nn::ref::linear_backward(dtmp.data(), dp.data() + f1w, dp.data() + f1b, dZ.data(), c.z.data(), c.ln2.data(),
-                                     p.data() + f1w, rows(), D, 4 * D, Activation::none, false);
+        fh::ops::ref::linear_backward(dtmp.data(), dp.data() + f1w, dp.data() + f1b, dZ.data(), c.z.data(),
+                                      c.ln2.data(), p.data() + f1w, rows(), D, 4 * D, Activation::none, false);
         for (std::size_t r = 0; r < R; ++r)
             fh::dt::layer_norm_backward_row<double>(static_cast<long long>(r), dres.data(), dtmp.data(), c.h.data(),
                                                     c.st2.data(), p.data() + g2, D, 1);
@@ -138,8 +138,8 @@ struct Block {
                                                   c.st2.data(), rows(), D);
         Vec dattn(R * d, 0);
         dY = dres;
-        fh::nn::ref::linear_backward(dattn.data(), dp.data() + pw, dp.data() + pb, dY.data(), c.proj.data(),
-                                     c.attn.data(), p.data() + pw, rows(), D, D, Activation::none, false);
+        fh::ops::ref::linear_backward(dattn.data(), dp.data() + pw, dp.data() + pb, dY.data(), c.proj.data(),
+                                      c.attn.data(), p.data() + pw, rows(), D, D, Activation::none, false);
         Vec dqkv(3 * R * d, 0), dS(c.P.size(), 0);
         for (int b = 0; b < batch; ++b)
             for (int h = 0; h < H; ++h)
@@ -151,8 +151,8 @@ struct Block {
                 for (int j = 0; j < tokens(); ++j)
                     fh::dt::attention_backward_key(b, h, j, dqkv.data(), dS.data(), dattn.data(), c.qkv.data(),
                                                    c.P.data(), shape());
-        fh::nn::ref::linear_backward(dtmp.data(), dp.data() + qw, dp.data() + qb, dqkv.data(), c.qkv.data(),
-                                     c.ln1.data(), p.data() + qw, rows(), D, 3 * D, Activation::none, false);
+        fh::ops::ref::linear_backward(dtmp.data(), dp.data() + qw, dp.data() + qb, dqkv.data(), c.qkv.data(),
+                                      c.ln1.data(), p.data() + qw, rows(), D, 3 * D, Activation::none, false);
         for (std::size_t r = 0; r < R; ++r)
             fh::dt::layer_norm_backward_row<double>(static_cast<long long>(r), dres.data(), dtmp.data(), c.x.data(),
                                                     c.st1.data(), p.data() + g1, D, 1);

@@ -574,8 +574,8 @@ HeadBounds head_model(int count, int batch, int in, int out, Activation act, std
     for (std::size_t k = 0; k < n; ++k) {
         const auto x = part(X, k * xs, xs), w = part(params, k * stride, wo * wi), d = part(dOut, k * ds, ds);
         const auto head = fh::test::linear_backward_bounds(x, w, d, d, batch, in, out, Activation::none);
-        std::vector<float> dx(xs);  // the CPU's dX (dZ W in nn::ref's order): the hidden layer's dY
-        fh::nn::ref::input_backward<float>(dx.data(), d.data(), w.data(), batch, in, out);
+        std::vector<float> dx(xs);  // the CPU's dX (dZ W in ops::ref's order): the hidden layer's dY
+        fh::ops::ref::input_backward<float>(dx.data(), d.data(), w.data(), batch, in, out);
         const auto hidden = fh::test::linear_backward_bounds({}, {}, dx, x, batch, 1, in, act, {}, head.dX);
         m.dZ.insert(m.dZ.end(), hidden.dZ_bound.begin(), hidden.dZ_bound.end());
         const auto put = [&](std::size_t at, const fh::test::Bounds& set, const std::vector<double>& terms) {

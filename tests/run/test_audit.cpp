@@ -109,7 +109,7 @@ TEST_CASE("audit: the bars after the cut are replaced by valid others, the bars 
 
 TEST_CASE("audit: the decision at bar t is the action of bar t + 1's record; only decisions up to the cut count",
           "[audit]") {
-    eval::BacktestReport r;
+    backtest::BacktestReport r;
     // Two contracts' passes: bars [10, 15) and [20, 24).
     r.segments = {backtest::Segment{10, 15, 0}, backtest::Segment{20, 24, 5}};
     r.segment_bars = {5, 3};  // the second stopped early (bankrupt at its third bar)

@@ -8,13 +8,13 @@
 #include <cstring>
 #include <vector>
 
-#include "eval/backtest.hpp"
+#include "backtest/backtest.hpp"
 
 namespace fh::test {
 
 /// The two reports traded the same bars per segment and wrote the same bytes for each: the
 /// policy's records, or (`buy_and_hold`) the baseline's.
-inline void require_same_traded_records(const eval::BacktestReport& a, const eval::BacktestReport& b,
+inline void require_same_traded_records(const backtest::BacktestReport& a, const backtest::BacktestReport& b,
                                         bool buy_and_hold = false) {
     const auto& bars_a = buy_and_hold ? a.buy_and_hold_segment_bars : a.segment_bars;
     const auto& bars_b = buy_and_hold ? b.buy_and_hold_segment_bars : b.segment_bars;

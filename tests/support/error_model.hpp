@@ -7,7 +7,7 @@
 /// |d| <= u. Every bound here is of the difference of two float computations (the kernel and its
 /// CPU twin), so it covers the rounding of both sides.
 ///
-///  - exact: integer outputs, copies, and twins that share the scalar math of cuda/math/*.h
+///  - exact: integer outputs, copies, and twins that share the scalar math of math/*.h
 ///    with FMA contraction off: equal values (Tol{}, or ==).
 ///  - elementwise, the same formula: `ulps(k)`, k u relative to the result (FMA contraction on
 ///    the device side; the device's expf, logf, tanhf within 2 ulp of the rounded result).
@@ -28,7 +28,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "nn/reference.hpp"
+#include "ops/linear_reference.hpp"
 #include "support/compare.hpp"
 
 namespace fh::test {
@@ -208,7 +208,7 @@ Mismatches compare_within(const G& got, const R& ref, const Bounds& bound, Nan n
         CHECK(fh_m_.count == 0);                                                                   \
     } while (0)
 
-/// The bound of a linear layer's forward Y = act(X W^T + b) (nn::ref::linear_forward): each
+/// The bound of a linear layer's forward Y = act(X W^T + b) (ops::ref::linear_forward): each
 /// output sums `in` products and the bias; X's own bound (`x_bound`, empty where X is exact) is
 /// carried through |W|; the activation is 1-Lipschitz, and tanh within 2 ulp on each side (8 u
 /// of |y|). Y: the CPU's output (for tanh's share). X (batch, in), W (out, in), b (out) or empty.
@@ -228,7 +228,7 @@ inline Bounds linear_forward_bound(const std::vector<float>& X, const std::vecto
     return y;
 }
 
-/// The bounds of a linear layer's backward (nn::ref::linear_backward), and what the
+/// The bounds of a linear layer's backward (ops::ref::linear_backward), and what the
 /// accumulating form needs: dZ = dY act'(y), dX = dZ W (`out` terms), dW = dZ^T X and db =
 /// sum_r dZ (`batch` terms), and the magnitudes of dW's and db's terms.
 struct BackwardBounds {
@@ -311,7 +311,7 @@ inline LinearBounds linear_bounds(const std::vector<float>& X, const std::vector
 /// identical pass, and of dX. dOut: `dout_given` (exact), or 2 out (the derivative of the sum of
 /// squared outputs, from each side's own output) when empty.
 struct MlpBounds {
-    std::vector<float> out;  ///< the CPU's output (nn::ref in float: the CPU twin's arithmetic)
+    std::vector<float> out;  ///< the CPU's output (ops::ref in float: the CPU twin's arithmetic)
     Bounds out_bound, grads, grads_twice, dX;
 };
 
@@ -328,8 +328,8 @@ MlpBounds mlp_bounds(const Layers& layers, const std::vector<float>& params, con
         const std::vector<float> b(params.begin() + static_cast<std::ptrdiff_t>(L.bias.offset),
                                    params.begin() + static_cast<std::ptrdiff_t>(L.bias.offset + L.bias.size));
         std::vector<float> y(nb * static_cast<std::size_t>(L.out));
-        nn::ref::linear_forward<float>(y.data(), x.data(), W.data(), b.empty() ? nullptr : b.data(), batch, L.in, L.out,
-                                       L.act);
+        ops::ref::linear_forward<float>(y.data(), x.data(), W.data(), b.empty() ? nullptr : b.data(), batch, L.in,
+                                        L.out, L.act);
         bounds.push_back(
             linear_forward_bound(x, W, b, y, batch, L.in, L.out, L.act, bounds.empty() ? Bounds{} : bounds.back()));
         acts.push_back(std::move(y));
@@ -365,9 +365,9 @@ MlpBounds mlp_bounds(const Layers& layers, const std::vector<float>& params, con
             r.grads[L.bias.offset + i] = back.db[i];
             r.grads_twice[L.bias.offset + i] = db2[i];
         }
-        // The next layer down's dY: the CPU's dX (dZ W in float, nn::ref's order) and its bound.
+        // The next layer down's dY: the CPU's dX (dZ W in float, ops::ref's order) and its bound.
         std::vector<float> dz(back.dZ.begin(), back.dZ.end()), dx(nb * static_cast<std::size_t>(L.in));
-        nn::ref::input_backward<float>(dx.data(), dz.data(), W.data(), batch, L.in, L.out);
+        ops::ref::input_backward<float>(dx.data(), dz.data(), W.data(), batch, L.in, L.out);
         dY = std::move(dx);
         dy_bound = back.dX;
     }

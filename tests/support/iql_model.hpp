@@ -1,5 +1,5 @@
 /// @file iql_model.hpp
-/// @brief The error models of the IQL losses (cuda/math/iql.h) on the GPU against the CPU twin,
+/// @brief The error models of the IQL losses (math/iql.h) on the GPU against the CPU twin,
 ///        per row from the inputs (docs/testing.md, "GPU tolerances: the error models"); shared
 ///        by the IQL op tests and the population op tests.
 #pragma once

@@ -9,7 +9,7 @@
 
 #include "data/market_data.hpp"
 #include "env/vec_env.hpp"
-#include "eval/backtest.hpp"
+#include "backtest/backtest.hpp"
 #include "trainers/setup.hpp"
 
 namespace fh::test {
@@ -74,7 +74,7 @@ inline double oracle_rule_backtest_sharpe(ops::Device& ops, const env::DeviceMar
         for (std::size_t i = 0; i < actions.size(); ++i) actions[i] = norm[0] + norm[1] * states[i * D] >= 0 ? 2 : 0;
         ops.upload<int>(a.subview(0, actions.size()), actions);
     };
-    return eval::backtest(ops, dm, market, env::Split::test, params, oracle, 1, false).strategy.sharpe;
+    return backtest::backtest(ops, dm, market, env::Split::test, params, oracle, 1, false).strategy.sharpe;
 }
 
 }  // namespace fh::test

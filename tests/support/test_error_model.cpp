@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "math/policy.h"
-#include "nn/reference.hpp"
+#include "ops/linear_reference.hpp"
 #include "support/error_model.hpp"
 
 using fh::test::Bounds;
@@ -108,7 +108,7 @@ struct Layer {
     std::vector<float> Y, dZ, dX, dW, db, dW_acc, db_acc;
 };
 
-/// nn::ref's layer in T, forward, backward (set), backward again (accumulate), as the [gpu]
+/// ops::ref's layer in T, forward, backward (set), backward again (accumulate), as the [gpu]
 /// tests run it; `bug`: one weight off by 1e-3 in the forward.
 template <class T>
 Layer run_layer(const std::vector<float>& X, const std::vector<float>& W, const std::vector<float>& b,
@@ -119,19 +119,19 @@ Layer run_layer(const std::vector<float>& X, const std::vector<float>& W, const 
     std::vector<T> dx(x.size()), dw(w.size()), db(bias.size());
     std::vector<T> wf = w;
     if (bug) wf[w.size() / 2] += T(1e-3);
-    fh::nn::ref::linear_forward<T>(y.data(), x.data(), wf.data(), bias.data(), batch, in, out, act);
+    fh::ops::ref::linear_forward<T>(y.data(), x.data(), wf.data(), bias.data(), batch, in, out, act);
     Layer r;
     r.Y = back(y);
     std::vector<T> dy = to(dY0);
-    fh::nn::ref::linear_backward<T>(dx.data(), dw.data(), db.data(), dy.data(), y.data(), x.data(), w.data(), batch, in,
-                                    out, act, false);
+    fh::ops::ref::linear_backward<T>(dx.data(), dw.data(), db.data(), dy.data(), y.data(), x.data(), w.data(), batch,
+                                     in, out, act, false);
     r.dZ = back(dy);
     r.dX = back(dx);
     r.dW = back(dw);
     r.db = back(db);
     dy = to(dY0);
-    fh::nn::ref::linear_backward<T>(nullptr, dw.data(), db.data(), dy.data(), y.data(), x.data(), w.data(), batch, in,
-                                    out, act, true);
+    fh::ops::ref::linear_backward<T>(nullptr, dw.data(), db.data(), dy.data(), y.data(), x.data(), w.data(), batch, in,
+                                     out, act, true);
     r.dW_acc = back(dw);
     r.db_acc = back(db);
     return r;

@@ -2,8 +2,8 @@
 /// @brief Gradient check of the whole DQN loss in double precision: trunk (ReLU MLP), dueling
 ///        value/advantage layers, C51 head, C51 cross-entropy blended with the MSE loss on the
 ///        expected Q, plus the CQL term on the expected Q. The analytic gradient (the same per-sample functions the
-///        backends run, cuda/math/dqn.h and src/nn/reference.hpp, instantiated with double) must match central finite
-///        differences.
+///        backends run, math/dqn.h and src/ops/linear_reference.hpp, instantiated with double) must match central
+///        finite differences.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "math/dqn.h"
-#include "nn/reference.hpp"
+#include "ops/linear_reference.hpp"
 
 using fh::core::Activation;
 using fh::dqn::HeadParams;
@@ -36,8 +36,8 @@ struct Batch {
 /// The loss alpha * mean(C51) + (1 - alpha) * mean(MSE) + cql * mean(CQL); writes dL/dparams when grad.
 double loss_and_grad(const std::vector<double>& p, const Batch& x, double alpha, double cql,
                      std::vector<double>* grad) {
-    using fh::nn::ref::linear_backward;
-    using fh::nn::ref::linear_forward;
+    using fh::ops::ref::linear_backward;
+    using fh::ops::ref::linear_forward;
     std::vector<double> h(B * H), v(B * Z), adv(B * A * Z), logits(B * A * Z), probs(B * A * Z), q(B * A);
     linear_forward(h.data(), x.s.data(), &p[Params::w1], &p[Params::b1], B, D, H, Activation::relu);
     linear_forward(v.data(), h.data(), &p[Params::wv], &p[Params::bv], B, H, Z, Activation::none);

@@ -22,7 +22,7 @@
 #include "data/load.hpp"
 #include "data/synthetic_market.hpp"
 #include "env/vec_env.hpp"
-#include "eval/backtest.hpp"
+#include "backtest/backtest.hpp"
 #include "io/replay_dump.hpp"
 #include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
@@ -120,8 +120,8 @@ PlantedResult planted_run(ops::Device& ops, const std::vector<std::string>& over
     auto policy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(ops, a, s, n); };
     r.sharpe = test::validation_sharpe(ops, f.dm, trainer.env_params(), policy, 64, 1000, env::Split::test);
     r.oracle = data::planted_oracle(f.market.bars, f.market.test, 0.3, f.market.bars_per_year).sharpe_per_bar;
-    r.backtest =
-        eval::backtest(ops, f.dm, f.market, env::Split::test, trainer.env_params(), policy, 1, false).strategy.sharpe;
+    r.backtest = backtest::backtest(ops, f.dm, f.market, env::Split::test, trainer.env_params(), policy, 1, false)
+                     .strategy.sharpe;
     r.oracle_backtest = test::oracle_rule_backtest_sharpe(ops, f.dm, f.market, trainer.env_params());
     return r;
 }

@@ -28,7 +28,7 @@
 #include "support/shell.hpp"
 #include "math/iqn.h"
 #include "nn/init.hpp"
-#include "nn/reference.hpp"
+#include "ops/linear_reference.hpp"
 #include "ops/cpu_device.hpp"
 #include "ops/iqn/ops.hpp"
 #include "support/trainer_support.hpp"
@@ -60,8 +60,8 @@ struct Batch {
 /// The batch-mean loss (quantile Huber + cql * CQL) of the network `p`; dL/dp into grad when given.
 double loss_and_grad(const std::vector<double>& p, const Batch& x, const dqn::HeadParams& h, double cql,
                      std::vector<double>* grad) {
-    using nn::ref::linear_backward;
-    using nn::ref::linear_forward;
+    using ops::ref::linear_backward;
+    using ops::ref::linear_forward;
     const int W = dqn::head_width(h), R = B * N;
     const Net o(W);
     std::vector<double> phi(B * H), psi(R * H), xh(R * H), rows(R * W), d_rows(R * W);

@@ -1,6 +1,6 @@
 /// @file ops.hpp
 /// @brief The backtest op family: segments evaluated in lock-step from flat, their observations and
-///        the metrics of the records (the math: cuda/math/backtest.h; docs/metrics.md).
+///        the metrics of the records (the math: math/backtest.h; docs/metrics.md).
 ///
 /// Each op checks its arguments here, once, then runs its CPU twin (cpu_twin::, plain loops over
 /// the shared math, src/ops/backtest/cpu.cpp) or its CUDA twin (cuda_twin::, the kernels of

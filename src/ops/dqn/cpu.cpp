@@ -1,5 +1,5 @@
 /// @file cpu.cpp
-/// @brief CPU twins of the DQN op family: the shared math (cuda/math/dqn.h) in plain loops. The
+/// @brief CPU twins of the DQN op family: the shared math (math/dqn.h) in plain loops. The
 ///        acting and loss twins sum over atoms in order (the kernels sum across a warp: equal
 ///        within rounding); the finish twin emulates the kernels' fixed reduction trees and
 ///        equals them bit for bit.

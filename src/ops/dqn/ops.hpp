@@ -3,7 +3,7 @@
 ///        (Q of the dueling C51 head, epsilon-greedy), the whole loss of an update with the head's
 ///        backward, the update's finish (gradient norm, guard, monitor, Adam constants, target
 ///        copy, counters), Adam with the target update, and the collection counters (the math:
-///        cuda/math/dqn.h; docs/dqn.md).
+///        math/dqn.h; docs/dqn.md).
 ///
 /// Each op checks its arguments here, once, then runs its CPU twin (cpu_twin::, plain loops over
 /// the shared math, src/ops/dqn/cpu.cpp) or its CUDA twin (cuda_twin::, the kernels of

@@ -1,5 +1,5 @@
 /// @file ops.hpp
-/// @brief The Decision Transformer op family (docs/dt.md; the math: cuda/math/dt.h): token
+/// @brief The Decision Transformer op family (docs/dt.md; the math: math/dt.h): token
 ///        embeddings, layer norm, GELU, causal attention and their backwards; the training
 ///        windows, the action loss and the warm-up learning rate; acting with a KV cache.
 ///

@@ -1,6 +1,6 @@
 /// @file ops.hpp
 /// @brief The environment op family: reset, step, observations and random actions of n_envs trading
-///        environments (the math: cuda/math/env.h; the rules: docs/environment.md).
+///        environments (the math: math/env.h; the rules: docs/environment.md).
 ///
 /// Each op checks its arguments here, once, then runs its CPU twin (cpu_twin::, plain loops over
 /// the shared math, src/ops/env/cpu.cpp) or its CUDA twin (cuda_twin::, the kernels of

@@ -1,6 +1,6 @@
 /// @file ops.hpp
 /// @brief The IQL op family: the expectile value loss, the twin-Q TD loss, the AWR policy loss and the
-///        behaviour policy of the offline dataset (the math: cuda/math/iql.h; docs/iql.md).
+///        behaviour policy of the offline dataset (the math: math/iql.h; docs/iql.md).
 ///
 /// Each op checks its arguments here, once, then runs its CPU twin (cpu_twin::, plain loops over
 /// the shared math, src/ops/iql/cpu.cpp) or its CUDA twin (cuda_twin::, the kernels of

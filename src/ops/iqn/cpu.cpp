@@ -1,5 +1,5 @@
 /// @file cpu.cpp
-/// @brief CPU twins of the IQN op family: the shared math (cuda/math/iqn.h) in plain loops, in the
+/// @brief CPU twins of the IQN op family: the shared math (math/iqn.h) in plain loops, in the
 ///        kernels' order of operations (every sum on one thread of the kernel): equal to
 ///        cuda/kernels/dqn_iqn.cu bit for bit.
 #include <algorithm>

@@ -1,6 +1,6 @@
 /// @file ops.hpp
 /// @brief The IQN op family: the DQN trainer's IQN head (dqn.head = "iqn"; math in
-///        cuda/math/iqn.h, docs/dqn.md). The fractions of an update (Philox, the update number
+///        math/iqn.h, docs/dqn.md). The fractions of an update (Philox, the update number
 ///        from device memory) or of acting (fixed midpoints) with their cosine features, the
 ///        Hadamard product phi(s) * psi(tau) of the trunk's and the embedding's outputs and its
 ///        backward, the quantile Huber loss of an update with the head's backward, and the mean

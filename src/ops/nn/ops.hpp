@@ -1,7 +1,7 @@
 /// @file ops.hpp
 /// @brief The op family every network trainer shares: greedy / epsilon-greedy action selection, the
 ///        action histogram, the training guard and feature-group attention (the math:
-///        cuda/math/policy.h, cuda/math/nn.h, cuda/math/attention.h).
+///        math/policy.h, math/nn.h, math/attention.h).
 ///
 /// Each op checks its arguments here, once, then runs its CPU twin (cpu_twin::, plain loops over
 /// the shared math, src/ops/nn/cpu.cpp) or its CUDA twin (cuda_twin::, the kernels of

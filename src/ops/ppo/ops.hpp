@@ -1,7 +1,7 @@
 /// @file ops.hpp
 /// @brief The PPO op family: action sampling, the diversity penalty, GAE, normalisation, shuffled
 ///        minibatches, the clipped loss and the curiosity model's input and error (the math:
-///        cuda/math/ppo.h, cuda/math/policy.h; docs/ppo.md).
+///        math/ppo.h, math/policy.h; docs/ppo.md).
 ///
 /// Each op checks its arguments here, once, then runs its CPU twin (cpu_twin::, plain loops over
 /// the shared math, src/ops/ppo/cpu.cpp) or its CUDA twin (cuda_twin::, the kernels of

@@ -1,6 +1,6 @@
 /// @file ops.hpp
 /// @brief The replay op family: n-step batches from a replay ring (DQN's replay, IQL's dataset); the
-///        math: cuda/math/replay.h.
+///        math: math/replay.h.
 ///
 /// Each op checks its arguments here, once, then runs its CPU twin (cpu_twin::, plain loops over
 /// the shared math, src/ops/replay/cpu.cpp) or its CUDA twin (cuda_twin::, the kernels of

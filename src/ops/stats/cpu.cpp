@@ -1,6 +1,6 @@
 /// @file cpu.cpp
 /// @brief CPU twin of the statistics op family: the chunk partials and totals of
-///        cuda/math/statistics.h in plain loops (the same order as the kernels).
+///        math/statistics.h in plain loops (the same order as the kernels).
 #include "ops/stats/ops.hpp"
 
 namespace fh::ops::cpu_twin {

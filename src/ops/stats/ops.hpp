@@ -1,6 +1,6 @@
 /// @file ops.hpp
 /// @brief The statistics op family: per-column moments of a row subset of a float matrix in
-///        double, in the fixed order of cuda/math/statistics.h (the training split's
+///        double, in the fixed order of math/statistics.h (the training split's
 ///        normalisation statistics for large data, docs/data.md "Normalisation").
 ///
 /// The op checks its arguments here, once, then runs its CPU twin (cpu_twin::, plain loops over
@@ -34,7 +34,7 @@ inline std::size_t column_moments_scratch_size(std::size_t n, int D) {
 
 /// Over the rows rows[0 .. n) of values (any rows, D) row-major: mean (D) = the column sums / n
 /// and m2 (D) = the sums of squared deviations from that mean, both in double in the order of
-/// cuda/math/statistics.h (equal on both backends, bit for bit). n >= 1; every rows[i] must
+/// math/statistics.h (equal on both backends, bit for bit). n >= 1; every rows[i] must
 /// index a row of values (the caller builds them; not checked on the device). scratch holds
 /// column_moments_scratch_size(n, D) doubles.
 inline void column_moments(Device& device, View<double> mean, View<double> m2, View<double> scratch,

@@ -1,7 +1,7 @@
 /// @file ops.hpp
 /// @brief The supervised op family: the forecaster's batch gather and loss, and the signal
 ///        adapter that turns forecasts into the environment's actions (the math:
-///        cuda/math/supervised.h; docs/supervised.md).
+///        math/supervised.h; docs/supervised.md).
 ///
 /// Each op checks its arguments here, once, then runs its CPU twin (cpu_twin::, plain loops over
 /// the shared math, src/ops/supervised/cpu.cpp) or its CUDA twin (cuda_twin::, the kernels of

@@ -119,8 +119,22 @@ std::unique_ptr<DqnAgent> make_dqn_trainer(ops::Device& ops, const config::Profi
                                       0);
 }
 
+/// run.population_batching = "auto" batches DQN agents whose replay_buffer.batch_size times widest
+/// dqn.hidden layer reaches this: measured on an H200 (16 agents, docs/performance.md), smaller
+/// agents' updates are bound by the batched engine's chain of launches and run faster on their own.
+constexpr long long kAutoBatchingMinWork = 32768;
+
+std::string DqnEngine::auto_batching_declined(const config::Profile& first) {
+    const long long widest = *std::max_element(first.dqn.hidden.begin(), first.dqn.hidden.end());
+    const long long work = first.replay_buffer.batch_size * widest;
+    if (work >= kAutoBatchingMinWork) return "";
+    return fmt::format(
+        "run.population_batching = \"auto\": replay_buffer.batch_size x the widest dqn.hidden "
+        "layer is {} < {}, where the agents run faster on their own; \"on\" batches them",
+        work, kAutoBatchingMinWork);
+}
+
 std::string DqnEngine::unsupported(const config::Profile& p, const config::Profile& first) {
-    if (p.run.trainer != "dqn") return fmt::format("run.trainer = \"{}\" (only dqn)", p.run.trainer);
     if (p.dqn.head != "c51" && p.dqn.head != "mse" && p.dqn.head != "iqn")
         return fmt::format("dqn.head = \"{}\"", p.dqn.head);
     if (!p.eval.deterministic) return "eval.deterministic = false";

@@ -40,7 +40,7 @@ struct DqnReplaySteps {
 };
 DqnReplaySteps dqn_replay_steps(const config::Profile& profile);
 
-/// The agent's constants the DQN device steps read (cuda/math/dqn.h): seed, epsilon schedule,
+/// The agent's constants the DQN device steps read (math/dqn.h): seed, epsilon schedule,
 /// gamma, the losses' coefficients, the target update, Adam's hyperparameters.
 dqn::AgentParams dqn_agent_params(const config::Profile& profile);
 
@@ -96,6 +96,9 @@ public:
     /// losses' coefficients (cql_alpha, mse_blend_alpha, curiosity_coef, HER's ratio, reward and
     /// goal range, the ensemble's bootstrap probability and UCB), max_bad_updates.
     static std::string unsupported(const config::Profile& agent, const config::Profile& first);
+    /// With run.population_batching = "auto": why agents of `first`'s shape run faster on their own
+    /// launches ("" when they batch; TrainerKind::auto_batching_declined).
+    static std::string auto_batching_declined(const config::Profile& first);
 
     /// `agents[i]` trains on `markets[i]`'s training split (agents with different seeds may have
     /// different synthetic markets; the same market may serve several). Throws UsageError when an

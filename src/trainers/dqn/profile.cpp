@@ -14,7 +14,7 @@ namespace fh::trainers {
 
 QNetworkConfig network_config(const config::Profile& p, int state_dim) {
     QNetworkConfig c;
-    // dqn.her: the network sees [observation | goal features] (cuda/math/her.h).
+    // dqn.her: the network sees [observation | goal features] (math/her.h).
     c.state_dim = state_dim + (p.dqn.her ? her::kGoalFeatures : 0);
     for (auto h : p.dqn.hidden) c.hidden.push_back(static_cast<int>(h));
     // The IQN head's rows (one per sample and fraction) are the scalar head's.

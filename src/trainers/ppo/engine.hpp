@@ -103,6 +103,9 @@ public:
     /// starts, initial weights, sampling, minibatches), training.learning_rate, gamma, max_bad_updates, ppo.gae_lambda,
     /// clip, value_coef, entropy_coef, diversity_coef, curiosity_coef.
     static std::string unsupported(const config::Profile& agent, const config::Profile& first);
+    /// With run.population_batching = "auto": why agents of `first`'s shape run faster on their own
+    /// launches ("" when they batch; TrainerKind::auto_batching_declined).
+    static std::string auto_batching_declined(const config::Profile& first);
 
     /// Agent i trains on markets[i]'s training split. Throws UsageError when unsupported() names
     /// a problem.

@@ -1,11 +1,11 @@
 /// @file sharpe_inference.cpp
-#include "eval/sharpe_inference.hpp"
+#include "backtest/sharpe_inference.hpp"
 
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
 
-namespace fh::eval {
+namespace fh::backtest {
 
 double normal_cdf(double x) {
     return 0.5 * std::erfc(-x / std::numbers::sqrt2);
@@ -93,4 +93,4 @@ Deflated deflated_sharpe(const SharpeMoments& best, std::size_t n_trials, double
     return d;
 }
 
-}  // namespace fh::eval
+}  // namespace fh::backtest

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "config/profile.hpp"
-#include "eval/backtest.hpp"
-#include "eval/bootstrap.hpp"
+#include "backtest/backtest.hpp"
+#include "backtest/bootstrap.hpp"
 #include "io/json.hpp"
 
-namespace fh::eval {
+namespace fh::backtest {
 
 /// The per-bar returns r_i = E_i / E_{i-1} - 1 of each segment's curve, segments in order (a
 /// segment's first bar gives none): the strategy's, buy-and-hold's, and both on the bars both
@@ -40,4 +40,4 @@ io::json::Value inference_value(const ReturnSeries& returns, double bars_per_yea
 io::json::Value with_inference(const io::json::Value& object, const BacktestReport& report,
                                const BootstrapOptions& options);
 
-}  // namespace fh::eval
+}  // namespace fh::backtest

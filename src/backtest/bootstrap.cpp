@@ -1,5 +1,5 @@
 /// @file bootstrap.cpp
-#include "eval/bootstrap.hpp"
+#include "backtest/bootstrap.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "math/rng.h"
 #include "util/errors.hpp"
 
-namespace fh::eval {
+namespace fh::backtest {
 
 std::int64_t automatic_block_length(std::size_t n) {
     if (n <= 1) return 1;
@@ -133,4 +133,4 @@ BootstrapResult block_bootstrap(const std::vector<double>& strategy, const std::
     return r;
 }
 
-}  // namespace fh::eval
+}  // namespace fh::backtest

@@ -1,11 +1,11 @@
 /// @file inference.cpp
-#include "eval/inference.hpp"
+#include "backtest/inference.hpp"
 
 #include <algorithm>
 
-#include "eval/sharpe_inference.hpp"
+#include "backtest/sharpe_inference.hpp"
 
-namespace fh::eval {
+namespace fh::backtest {
 
 namespace json = io::json;
 
@@ -86,4 +86,4 @@ json::Value with_inference(const json::Value& object, const BacktestReport& repo
     return json::Value::object(std::move(members));
 }
 
-}  // namespace fh::eval
+}  // namespace fh::backtest

@@ -10,7 +10,7 @@
 
 #include "math/core.h"
 
-namespace fh::nn::ref {
+namespace fh::ops::ref {
 
 using core::Activation;
 
@@ -87,4 +87,4 @@ void linear_backward(T* dX, T* dW, T* db, T* dY, const T* Y, const T* X, const T
     if (dX != nullptr) input_backward(dX, dY, W, batch, in, out);
 }
 
-}  // namespace fh::nn::ref
+}  // namespace fh::ops::ref

@@ -15,7 +15,7 @@
 #include "io/json.hpp"
 #include "ops/device.hpp"
 
-namespace fh::eval {
+namespace fh::backtest {
 
 /// The metrics of docs/metrics.md.
 struct Metrics {
@@ -83,4 +83,4 @@ std::string metrics_json(const Metrics& m);
 /// {"strategy": metrics, "buy_and_hold": metrics}.
 io::json::Value report_value(const BacktestReport& r);
 
-}  // namespace fh::eval
+}  // namespace fh::backtest

@@ -2,7 +2,7 @@
 /// @brief The stationary block bootstrap (Politis & Romano 1994) of a backtest's per-bar returns:
 ///        percentile intervals of the annualised Sharpe ratio, of the total return and of the
 ///        Sharpe difference against buy-and-hold (paired: the same resampled bars for both).
-///        Host-only and deterministic given the seed (Philox, cuda/math/rng.h); docs/metrics.md
+///        Host-only and deterministic given the seed (Philox, math/rng.h); docs/metrics.md
 ///        "Confidence intervals" gives every step.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace fh::eval {
+namespace fh::backtest {
 
 /// [eval] bootstrap_resamples, bootstrap_block (0 = automatic), bootstrap_seed, confidence.
 struct BootstrapOptions {
@@ -72,4 +72,4 @@ BootstrapResult block_bootstrap(const std::vector<double>& strategy, const std::
                                 const std::vector<double>& hold_paired, double bars_per_year,
                                 const BootstrapOptions& options);
 
-}  // namespace fh::eval
+}  // namespace fh::backtest

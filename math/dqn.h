@@ -268,7 +268,7 @@ struct AgentParams {
     float one_minus_tau;   ///< float(1 - tau) computed in double (as the host did)
     long long target_period;
     float lr, beta1, beta2, adam_eps, clip_norm, weight_decay;  ///< Adam (core::adam_element)
-    // dqn.her (cuda/math/her.h): episode goals, relabelling and the goal reward.
+    // dqn.her (math/her.h): episode goals, relabelling and the goal reward.
     float her_ratio;                   ///< probability that a replayed row gets a future achieved goal
     float her_reward;                  ///< the goal reward (per step at or above the goal)
     float her_goal_min, her_goal_max;  ///< episode goals, percent of the initial equity

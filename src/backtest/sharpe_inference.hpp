@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-namespace fh::eval {
+namespace fh::backtest {
 
 /// The Euler-Mascheroni constant.
 inline constexpr double kEulerGamma = 0.5772156649015329;
@@ -43,4 +43,4 @@ struct Deflated {
 };
 Deflated deflated_sharpe(const SharpeMoments& best, std::size_t n_trials, double variance);
 
-}  // namespace fh::eval
+}  // namespace fh::backtest

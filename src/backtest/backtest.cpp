@@ -1,5 +1,5 @@
 /// @file backtest.cpp
-#include "eval/backtest.hpp"
+#include "backtest/backtest.hpp"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 #include "util/errors.hpp"
 #include "ops/backtest/ops.hpp"
 
-namespace fh::eval {
+namespace fh::backtest {
 
 namespace {
 
@@ -323,4 +323,4 @@ io::json::Value report_value(const BacktestReport& r) {
     return io::json::object({{"strategy", metrics_value(r.strategy)}, {"buy_and_hold", metrics_value(r.buy_and_hold)}});
 }
 
-}  // namespace fh::eval
+}  // namespace fh::backtest
