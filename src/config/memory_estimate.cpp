@@ -189,7 +189,7 @@ Model build(const Profile& p, const SizeInputs& in) {
     } else if (p.run.trainer == "dt") {
         // The offline dataset as IQL's (a replay ring), then its episodes in order on the device
         // (states, return-to-go token, action, episode start per transition); the shapes of
-        // src/trainers/dt_network.cpp (DtNetwork: parameters, Workspace, ActWorkspace).
+        // src/trainers/dt/network.cpp (DtNetwork: parameters, Workspace, ActWorkspace).
         const bool from_dump = p.dt.dataset != "behaviour";
         std::uint64_t rows = 0;
         if (from_dump) {

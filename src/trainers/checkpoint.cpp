@@ -16,7 +16,7 @@
 #include "math/dqn.h"
 #include "math/env.h"
 #include "math/nn.h"
-#include "trainers/q_network.hpp"
+#include "trainers/dqn/network.hpp"
 #include "trainers/trainer.hpp"
 #include "util/fault.hpp"
 #include "util/log.hpp"

@@ -8,12 +8,12 @@
 
 #include "trainers/checkpoint.hpp"
 #include "trainers/dqn/engine.hpp"
-#include "trainers/dt_network.hpp"
-#include "trainers/dt_trainer.hpp"
+#include "trainers/dt/network.hpp"
+#include "trainers/dt/trainer.hpp"
 #include "trainers/iql/engine.hpp"
 #include "trainers/ppo/engine.hpp"
-#include "trainers/q_network.hpp"
-#include "trainers/supervised_trainer.hpp"
+#include "trainers/dqn/network.hpp"
+#include "trainers/supervised/trainer.hpp"
 #include "util/errors.hpp"
 
 namespace fh::trainers {

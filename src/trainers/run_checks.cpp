@@ -12,7 +12,7 @@
 #include "env/vec_env.hpp"
 #include "backtest/bootstrap.hpp"
 #include "io/replay_dump.hpp"
-#include "trainers/supervised_trainer.hpp"
+#include "trainers/supervised/trainer.hpp"
 #include "trainers/registry.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"

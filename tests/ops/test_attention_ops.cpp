@@ -18,7 +18,7 @@
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
-#include "trainers/q_network.hpp"
+#include "trainers/dqn/network.hpp"
 
 using fh::test::random_floats;
 

@@ -19,7 +19,7 @@
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
-#include "trainers/dt_network.hpp"
+#include "trainers/dt/network.hpp"
 
 using fh::test::random_floats;
 using Vec = std::vector<double>;

@@ -29,7 +29,7 @@
 #include "support/policy_eval.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/dqn/engine.hpp"
-#include "trainers/dt_trainer.hpp"
+#include "trainers/dt/trainer.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 

@@ -33,7 +33,7 @@
 #include "ops/iqn/ops.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/dqn/engine.hpp"
-#include "trainers/q_network.hpp"
+#include "trainers/dqn/network.hpp"
 #include "trainers/setup.hpp"
 
 using namespace fh;

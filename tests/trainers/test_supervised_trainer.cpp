@@ -26,7 +26,7 @@
 #include "support/trainer_support.hpp"
 #include "trainers/early_stopping.hpp"
 #include "trainers/setup.hpp"
-#include "trainers/supervised_trainer.hpp"
+#include "trainers/supervised/trainer.hpp"
 #include "util/errors.hpp"
 
 using namespace fh;

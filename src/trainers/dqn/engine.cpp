@@ -135,6 +135,7 @@ std::string DqnEngine::auto_batching_declined(const config::Profile& first) {
 }
 
 std::string DqnEngine::unsupported(const config::Profile& p, const config::Profile& first) {
+    if (p.run.trainer != "dqn") return fmt::format("run.trainer = \"{}\" (only dqn)", p.run.trainer);
     if (p.dqn.head != "c51" && p.dqn.head != "mse" && p.dqn.head != "iqn")
         return fmt::format("dqn.head = \"{}\"", p.dqn.head);
     if (!p.eval.deterministic) return "eval.deterministic = false";

@@ -24,7 +24,7 @@
 #include "ops/dqn/ops.hpp"
 #include "trainers/curiosity_model.hpp"
 #include "trainers/population.hpp"
-#include "trainers/q_network.hpp"
+#include "trainers/dqn/network.hpp"
 #include "trainers/trainer.hpp"
 
 namespace fh::trainers {

@@ -55,6 +55,7 @@ std::unique_ptr<IqlAgent> make_iql_trainer(ops::Device& ops, const config::Profi
 }
 
 std::string IqlEngine::unsupported(const config::Profile& p, const config::Profile& first) {
+    if (p.run.trainer != "iql") return fmt::format("run.trainer = \"{}\" (only iql)", p.run.trainer);
     if (!p.eval.deterministic) return "eval.deterministic = false";
     // What the agents share: the networks, batch, dataset, clipping and target mode.
     const auto shape = [](const config::Profile& q) {

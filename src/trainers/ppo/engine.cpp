@@ -74,6 +74,7 @@ std::string PpoEngine::auto_batching_declined(const config::Profile& first) {
 }
 
 std::string PpoEngine::unsupported(const config::Profile& p, const config::Profile& first) {
+    if (p.run.trainer != "ppo") return fmt::format("run.trainer = \"{}\" (only ppo)", p.run.trainer);
     if (!p.eval.deterministic) return "eval.deterministic = false";
     // What the agents share: the networks, the rollout's shape, the updates' schedule and mode.
     const auto shape = [](const config::Profile& q) {

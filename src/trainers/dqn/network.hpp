@@ -1,4 +1,4 @@
-/// @file q_network.hpp
+/// @file dqn/network.hpp
 /// @brief The DQN network: an MLP trunk (ReLU) and the dueling C51 head as ONE linear layer whose
 ///        outputs are, per sample, [value (Z) | advantages (A, Z)] (the advantages alone without
 ///        dueling): dqn::head_width floats; an ensemble's K heads are K such rows side by side in

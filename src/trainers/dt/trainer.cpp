@@ -1,9 +1,9 @@
-/// @file dt_trainer.cpp
+/// @file dt/trainer.cpp
 /// @brief The Decision Transformer, top to bottom (docs/dt.md): the dataset (once: collected or
 ///        read, rebuilt into episodes, labelled with return-to-go tokens, uploaded), then per
 ///        update: the warm-up learning rate, a batch of windows, the forward, the action loss,
 ///        backward, guard, Adam.
-#include "trainers/dt_trainer.hpp"
+#include "trainers/dt/trainer.hpp"
 
 #include <fmt/format.h>
 

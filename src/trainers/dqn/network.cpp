@@ -1,5 +1,5 @@
-/// @file q_network.cpp
-#include "trainers/q_network.hpp"
+/// @file dqn/network.cpp
+#include "trainers/dqn/network.hpp"
 
 #include <stdexcept>
 

@@ -1,10 +1,10 @@
-/// @file supervised_trainer.cpp
+/// @file supervised/trainer.cpp
 /// @brief The supervised forecaster, top to bottom (docs/supervised.md): the samples and labels of
 ///        the training and validation splits (once, on the host), then per update: a uniform
 ///        batch of training bars, the forecaster's forward, the loss and its gradient, backward,
 ///        guard, Adam. The validation loss runs the forecaster over the validation split in
 ///        fixed chunks; evaluation runs it on the states' market columns and the signal adapter.
-#include "trainers/supervised_trainer.hpp"
+#include "trainers/supervised/trainer.hpp"
 
 #include <fmt/format.h>
 

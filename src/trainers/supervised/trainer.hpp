@@ -1,4 +1,4 @@
-/// @file supervised_trainer.hpp
+/// @file supervised/trainer.hpp
 /// @brief The supervised forecaster baseline (docs/supervised.md): an MLP on a bar's market
 ///        features predicts the next supervised.horizon bars' log return (regression) or its
 ///        direction (classification), trained on uniformly sampled bars of the training split,

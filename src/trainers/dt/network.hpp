@@ -1,4 +1,4 @@
-/// @file dt_network.hpp
+/// @file dt/network.hpp
 /// @brief The Decision Transformer's network (docs/dt.md): token embeddings of (return-to-go,
 ///        state, action) per timestep, `layers` pre-norm blocks (causal attention with ALiBi
 ///        biases, a GELU MLP of 4 x embedding), a final layer norm and an action head read at the

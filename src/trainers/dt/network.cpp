@@ -1,7 +1,7 @@
-/// @file dt_network.cpp
+/// @file dt/network.cpp
 /// @brief The Decision Transformer's forward, backward and cached acting (docs/dt.md), as a
 ///        sequence of ops: the device core's linear layers and the dt op family.
-#include "trainers/dt_network.hpp"
+#include "trainers/dt/network.hpp"
 
 #include <cmath>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-/// @file dt_trainer.hpp
+/// @file dt/trainer.hpp
 /// @brief The Decision Transformer, offline (docs/dt.md): the offline dataset of IQL (behaviour
 ///        collection or a DQN replay dump) rebuilt into episodes in order, each step labelled with
 ///        its return-to-go token (the mean reward per step over the rest of its episode, over the
@@ -18,7 +18,7 @@
 #include "ops/device.hpp"
 #include "ops/dt/ops.hpp"
 #include "trainers/adam_state.hpp"
-#include "trainers/dt_network.hpp"
+#include "trainers/dt/network.hpp"
 #include "trainers/trainer.hpp"
 
 namespace fh::trainers {
