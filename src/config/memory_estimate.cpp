@@ -11,6 +11,7 @@
 #include <limits>
 #include <string>
 
+#include "abi/core_network.h"
 #include "data/features.hpp"
 #include "math/backtest.h"
 #include "math/ppo.h"
@@ -145,9 +146,18 @@ Model build(const Profile& p, const SizeInputs& in) {
         m.arrays.push_back({"the actor's and critic's parameters", params, "ppo.hidden"});
         const std::uint64_t ws_row = actor.per_row + critic.per_row;
         const std::uint64_t mb_row = kD + 5 + static_cast<std::uint64_t>(ppo::kPpoLossStats) + actions + 1;
-        m.device.push_back({fmt::format("minibatch and workspaces ({} rows per minibatch)", mb),
-                            add(mul(add(envs, mb), ws_row * kF32), add(mul(mb, mb_row * kF32), curiosity_bytes)),
-                            "ppo.minibatches"});
+        // per environment, beside the acting workspaces: the critic's on truncated episodes and the
+        // step's actions and log-probabilities (two steps), reward and penalty
+        const std::uint64_t env_row = ws_row + critic.per_row + 6;
+        m.device.push_back(
+            {fmt::format("minibatch and workspaces ({} rows per minibatch)", mb),
+             add(add(mul(envs, env_row * kF32), mul(mb, ws_row * kF32)), add(mul(mb, mb_row * kF32), curiosity_bytes)),
+             "ppo.minibatches"});
+        // the advantages' normalisation and the gradient norm's partials; the monitor's sums, the
+        // agent's parameters, guard, counters and action histogram (under 1 KiB)
+        m.device.push_back({"reductions' scratch and counters",
+                            (static_cast<std::uint64_t>(ppo::kNormalizeScratch + abi::kNormGuardScratch) + 256) * kF32,
+                            ""});
         // Truncated episodes: up to one per rollout row (row, bar, portfolio features), and the
         // observations of n of them at a time.
         m.device.push_back({fmt::format("truncated episodes ({} x {} B)", rollout, (2 + kD - kMarketDim) * kF32),
@@ -246,8 +256,10 @@ Model build(const Profile& p, const SizeInputs& in) {
                             mul(params, 4 * kF32), "supervised.hidden"});
         m.arrays.push_back({"the forecaster's parameters", params, "supervised.hidden"});
         const std::uint64_t batch = u(p.supervised.batch_size);
+        // the validation loss runs over the validation split's bars in chunks
+        const auto val_bars = static_cast<std::uint64_t>(static_cast<double>(bars) * p.data.val_fraction) + 1;
         const std::uint64_t chunk =
-            std::min<std::uint64_t>(static_cast<std::uint64_t>(kSupervisedValidationChunk), bars);
+            std::min<std::uint64_t>(static_cast<std::uint64_t>(kSupervisedValidationChunk), val_bars);
         // a batch (features, labels, predictions' loss and gradient) and its workspace; the
         // validation chunk's the same; the evaluation policy's (one row per backtest segment)
         const std::uint64_t row = kM + 3 + f.per_row;
@@ -317,9 +329,12 @@ Model build(const Profile& p, const SizeInputs& in) {
                                             embed.params),
                                 mul(embed.params, 5 * kF32), "dqn.iqn_embedding"});
             const std::uint64_t upd_rows = mul(batch, N);  // one network's samples' fraction rows
+            // The backward's dx and d psi cover the workspace's rows (both networks on [s; s'], 4B
+            // samples); d phi one row per sample; the loss's gradient the online rows at s.
             const std::uint64_t iqn_ws =
                 add(add(mul(mul(2, upd_rows), C + 1), mul(mul(4, upd_rows), 2 * last + W)),
-                    add(mul(upd_rows, 2 * last + W), add(mul(envs, last + W), mul(K, C + last + 1) + last)));
+                    add(add(mul(mul(4, upd_rows), 2 * last), mul(mul(4, batch), last) + mul(upd_rows, W)),
+                        add(mul(envs, last + W), mul(K, C + last + 1) + last)));
             m.device.push_back({fmt::format("IQN fractions and workspaces ({} rows per network of an update, {} "
                                             "midpoints when acting)",
                                             mul(2, upd_rows), K),
