@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "ops/view.hpp"
+#include "abi/view.h"
 
 namespace fh::ops::detail {
 
