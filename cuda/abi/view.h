@@ -59,3 +59,9 @@ T* or_null(View<T> v) noexcept {
 }
 
 }  // namespace fh::ops
+
+namespace fh::abi {
+/// The signature of a kernel that receives an op's argument struct (its kernel list's entry).
+template <class Args>
+using Op = void(Args);
+}  // namespace fh::abi

@@ -18,10 +18,15 @@ namespace fh::ops {
 using cuda::LaunchDims;
 
 /// Checks the op's arguments, then runs its CUDA launch rule on a CUDA device or its CPU twin.
-/// check, launch and cpu are found by overload on the argument struct's type.
+/// check, launch and cpu are found by overload on the argument struct's type. A check that
+/// returns bool says whether there is work (false: nothing to do, e.g. no rows).
 template <class Op>
 void run(Device& device, const Op& op) {
-    check(op);
+    if constexpr (std::is_same_v<decltype(check(op)), bool>) {
+        if (!check(op)) return;
+    } else {
+        check(op);
+    }
     if (CudaDevice* gpu = device.cuda()) return launch(*gpu, op);
     cpu(op);
 }
