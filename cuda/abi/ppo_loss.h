@@ -4,6 +4,34 @@
 #pragma once
 
 #include "math/ppo.h"
+#include "abi/view.h"
+
+namespace fh::ops {
+
+/// The PPO loss of a minibatch (ppo::loss_sample): B = actions.size(), logits (B, A),
+/// A = logits.size() / B; values (B) = the critic's current output; old_log_probs, advantages,
+/// returns, old_values (B). d_logits (B, A) and d_values (B) = gradients of the minibatch-mean
+/// total loss; stats (ppo::kPpoLossStats, B), stat k of sample i at k * B + i: policy loss,
+/// value loss, entropy, approx KL, clipped (ppo::LossStat). Several agents (agent_params, device
+/// memory): their minibatches of B / agents rows one after the other, each with its agent's
+/// params (p is then unused) and its own mean (1 / (B / agents)); stat k is then (agents, B /
+/// agents), so that one ops::mean of stats over agents x kPpoLossStats means is stat-major.
+struct PpoLoss {
+    View<float> stats;
+    View<float> d_logits;
+    View<float> d_values;
+    View<const float> logits;
+    View<const float> values;
+    View<const int> actions;
+    View<const float> old_log_probs;
+    View<const float> advantages;
+    View<const float> returns;
+    View<const float> old_values;
+    ppo::LossParams p;
+    View<const ppo::LossParams> agent_params{};
+};
+
+}  // namespace fh::ops
 
 namespace fh::abi {
 
@@ -26,3 +54,55 @@ inline constexpr int kPpoLossLanes = 8;
 }  // namespace fh::abi
 
 #define FH_KERNELS_ppo_loss(FH_KERNEL) FH_KERNEL(ppo_loss, ppo_loss_kernel, PpoLoss)
+
+#ifndef __CUDACC__
+#include "ops/op.hpp"
+
+namespace fh::ops {
+
+inline void check(const PpoLoss& a) {
+    const auto& [stats, d_logits, d_values, logits, values, actions, old_log_probs, advantages, returns, old_values, p,
+                 agent_params] = a;
+    const char* op = "ppo_loss";
+    detail::require_positive(static_cast<long long>(actions.size()), op, "the minibatch size");
+    const std::size_t B = actions.size();
+    detail::require(agent_params.empty() || B % agent_params.size() == 0, op,
+                    fmt::format("{} minibatch rows do not split into {} agents", B, agent_params.size()));
+    const std::size_t A = detail::columns(logits.size(), B, op, "logits");
+    if (!(p.clip >= 0.f) || !std::isfinite(p.clip) || !std::isfinite(p.value_coef) || !std::isfinite(p.entropy_coef))
+        throw std::invalid_argument(
+            fmt::format("ops::ppo_loss: need a finite clip >= 0 and finite coefficients (got clip {}, value_coef {}, "
+                        "entropy_coef {})",
+                        p.clip, p.value_coef, p.entropy_coef));
+    detail::require_size(stats.size(), static_cast<std::size_t>(ppo::kPpoLossStats) * B, op, "stats");
+    detail::require_size(d_logits.size(), B * A, op, "d_logits");
+    detail::require_size(d_values.size(), B, op, "d_values");
+    detail::require_size(values.size(), B, op, "values");
+    detail::require_size(old_log_probs.size(), B, op, "old_log_probs");
+    detail::require_size(advantages.size(), B, op, "advantages");
+    detail::require_size(returns.size(), B, op, "returns");
+    detail::require_size(old_values.size(), B, op, "old_values");
+    detail::checked_int_size(B * A, op);
+    detail::checked_int_size(stats.size(), op);
+    detail::require_distinct(
+        op, {detail::range("stats", stats), detail::range("d_logits", d_logits), detail::range("d_values", d_values),
+             detail::range("logits", logits), detail::range("values", values), detail::range("actions", actions),
+             detail::range("old_log_probs", old_log_probs), detail::range("advantages", advantages),
+             detail::range("returns", returns), detail::range("old_values", old_values)});
+}
+void cpu(const PpoLoss& a);
+template <class Gpu>
+void launch(Gpu& gpu, const PpoLoss& a) {
+    const auto& [stats, d_logits, d_values, logits, values, actions, old_log_probs, advantages, returns, old_values, p,
+                 agent_params] = a;
+    const std::size_t B = actions.size();
+    const LaunchDims dims = LaunchDims::linear(B * abi::kPpoLossLanes, abi::kPpoLossThreads);  // lanes per sample
+    gpu.kernels().ppo_loss_kernel(gpu.stream(), dims, stats.data(), d_logits.data(), d_values.data(), logits.data(),
+                                  values.data(), actions.data(), old_log_probs.data(), advantages.data(),
+                                  returns.data(), old_values.data(), p, static_cast<int>(logits.size() / B),
+                                  static_cast<int>(B), agent_params.empty() ? nullptr : agent_params.data(),
+                                  static_cast<int>(agent_params.empty() ? B : B / agent_params.size()));
+}
+
+}  // namespace fh::ops
+#endif

@@ -38,7 +38,7 @@
  *              (src/ops/dqn/cpu.cpp) sum in their own order: equal within rounding, except the
  *              finish, whose twin emulates the same trees and equals it bit for bit.
  * Aliasing:    outputs overlap no other operand; the select and target head rows may be one
- *              buffer (checked in src/ops/dqn/ops.hpp).
+ *              buffer (checked in cuda/abi/dqn_step.h).
  * HER:         her_observe (collection's [observation | goal] rows and the ring's goal column),
  *              goal_states (evaluation's rows with a fixed goal), her_sample (dqn_sample with
  *              relabelling and the goal-conditioned return): math in math/her.h.
@@ -309,7 +309,7 @@ __device__ void block_min_and_max(float& lo, float& hi, float (*shared)[fh::abi:
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock, fh::abi::kDqnActBlocksPerSm)
-    dqn_act_kernel(fh::abi::DqnActArgs a) {
+    dqn_act_kernel(fh::ops::DqnAct a) {
     extern __shared__ float smem[];
     const HeadParams& h = a.head_params;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -464,8 +464,7 @@ __device__ void corrupt_row(float* d, float* stats, long long R, long long b, in
 /// Head row b of the loss (row b of the B * K rows: head b % K of sample b / K; K = 1: the
 /// sample) by one warp, every step in turn: dqn_loss_rows_kernel's rows (batches past one wave of
 /// four-warp blocks, and the scalar head); dqn_loss_kernel's four warps compute the same floats.
-__device__ void loss_row_one_warp(const fh::abi::DqnLossArgs& a, int agent, long long b, const WarpScratch& w,
-                                  int lane) {
+__device__ void loss_row_one_warp(const fh::ops::DqnLoss& a, int agent, long long b, const WarpScratch& w, int lane) {
     const HeadParams& h = a.head_params;
     const long long R = static_cast<long long>(a.batch) * h.ensemble;
     const int Z = h.num_atoms, A = h.num_actions, W = head_width(h);
@@ -575,8 +574,7 @@ __device__ void loss_row_one_warp(const fh::abi::DqnLossArgs& a, int agent, long
 
 /// The many-rows shape (abi::dqn_loss_split false): a warp per head row, kDqnWarpsPerBlock rows
 /// per block.
-extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock)
-    dqn_loss_rows_kernel(fh::abi::DqnLossArgs a) {
+extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock) dqn_loss_rows_kernel(fh::ops::DqnLoss a) {
     extern __shared__ float smem[];
     const HeadParams& h = a.head_params;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -589,7 +587,7 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnWarpsPerBlock)
 /// dqn_loss_rows_kernel). At most 64 registers, so that kDqnLossBlocksPerSm blocks fit an SM
 /// (1,056 rows in one wave on an H200).
 extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps, fh::abi::kDqnLossBlocksPerSm)
-    dqn_loss_kernel(fh::abi::DqnLossArgs a) {
+    dqn_loss_kernel(fh::ops::DqnLoss a) {
     extern __shared__ float smem[];
     __shared__ Softmax s_target, s_online;
     __shared__ float s_td;
@@ -751,7 +749,7 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnLossWarps, fh::ab
     for (int k = threadIdx.x; k < A * Z; k += blockDim.x) d[off + k] -= first.buf0[k % Z];
 }
 
-extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
+extern "C" __global__ void dqn_finish_kernel(fh::ops::DqnUpdateFinish a) {
     __shared__ double dsum[6][fh::abi::kDqnFinishThreads];
     __shared__ float fext[2][fh::abi::kDqnFinishThreads];
     const int agent = blockIdx.y;
@@ -815,7 +813,7 @@ extern "C" __global__ void dqn_finish_kernel(fh::abi::DqnFinishArgs a) {
 // docs/performance-log.md "Adam: the loads before the wait, ...").
 static_assert(fh::abi::kDqnAdamThreads == 256, "FH_FULL_SM_BLOCKS_OF_256 counts blocks of 256");
 extern "C" __global__ void __launch_bounds__(fh::abi::kDqnAdamThreads, FH_FULL_SM_BLOCKS_OF_256)
-    dqn_adam_target_kernel(fh::abi::DqnAdamTargetArgs a) {
+    dqn_adam_target_kernel(fh::ops::DqnAdamTarget a) {
     const int agent = blockIdx.y;
     const long long i = global_thread_index();
     const bool mine = i < a.n;
@@ -878,12 +876,12 @@ __device__ __forceinline__ void warp_copy(float* dst, const float* src, int n, i
 /// through L2; the next observation re-reads the market features just read (L1), or a new
 /// episode's first bar. The same floats as env::step_env, portfolio_features and
 /// observation_value in the order the CPU twin calls them.
-__device__ __forceinline__ void collect_env(const fh::abi::DqnCollectArgs& a, const fh::env::MarketView& market,
+__device__ __forceinline__ void collect_env(const fh::ops::DqnCollect& a, const fh::env::MarketView& market,
                                             const fh::env::EnvParams& p, long long e, int agent, int lane,
                                             float* pf_row) {
     const int D = p.state_dim, M = p.market_dim;
     const long long k = static_cast<long long>(agent) * a.n + e;  // this agent's environment e
-    const fh::abi::DqnRing& r = a.ring;
+    const fh::ops::DqnRing& r = a.ring;
     const long long ring_rows = static_cast<long long>(r.capacity_steps) * r.n_envs;
     const long long row =
         static_cast<long long>(agent) * ring_rows + (a.counters[agent].pushed % r.capacity_steps) * r.n_envs + e;
@@ -932,7 +930,7 @@ __device__ __forceinline__ void collect_env(const fh::abi::DqnCollectArgs& a, co
 /// seed (a.agents). Two kernels, so that the single run's keeps its registers (one body with
 /// both branches spilled).
 template <bool kAgents>
-__device__ __forceinline__ void collect_step(const fh::abi::DqnCollectArgs& a) {
+__device__ __forceinline__ void collect_step(const fh::ops::DqnCollect& a) {
     __shared__ float portfolio_rows[fh::abi::kDqnCollectWarps][fh::env::PORTFOLIO_STRIDE];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int agent = blockIdx.y;
@@ -947,30 +945,31 @@ __device__ __forceinline__ void collect_step(const fh::abi::DqnCollectArgs& a) {
         }
     }
     // Every block has read the counters before it takes its ticket, so the last may advance them.
-    if (a.advance != nullptr && fh::device::last_block_to_arrive(a.tickets + agent, gridDim.x) && threadIdx.x == 0) {
-        a.advance[agent].steps += 1;
-        a.advance[agent].pushed += 1;
-        a.tickets[agent] = 0;
+    if (a.advance.counters != nullptr && fh::device::last_block_to_arrive(a.advance.tickets + agent, gridDim.x) &&
+        threadIdx.x == 0) {
+        a.advance.counters[agent].steps += 1;
+        a.advance.counters[agent].pushed += 1;
+        a.advance.tickets[agent] = 0;
     }
 }
 
 extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnCollectWarps, fh::abi::kDqnCollectBlocksPerSm)
-    dqn_collect_kernel(fh::abi::DqnCollectArgs a) {
+    dqn_collect_kernel(fh::ops::DqnCollect a) {
     collect_step<false>(a);
 }
 
 // The agent's market in registers: the single run's 64 registers would spill.
 extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnCollectWarps, fh::abi::kDqnCollectAgentsBlocksPerSm)
-    dqn_collect_agents_kernel(fh::abi::DqnCollectArgs a) {
+    dqn_collect_agents_kernel(fh::ops::DqnCollect a) {
     collect_step<true>(a);
 }
 
-extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {
+extern "C" __global__ void dqn_sample_kernel(fh::ops::DqnSample a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int agent = blockIdx.y;
     const long long b = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + warp;
     if (b >= a.batch) return;
-    const fh::abi::DqnRing& r = a.ring;
+    const fh::ops::DqnRing& r = a.ring;
     const Counters c = a.counters[agent];
     const AgentParams& p = a.agent[agent];
     const AgentSampling sampling = agent_sampling(r.states, r.next_states, r.actions, r.rewards, r.done,
@@ -995,12 +994,12 @@ extern "C" __global__ void dqn_sample_kernel(fh::abi::DqnSampleArgs a) {
     }
 }
 
-extern "C" __global__ void dqn_curiosity_gather_kernel(fh::abi::DqnCuriosityGatherArgs a) {
+extern "C" __global__ void dqn_curiosity_gather_kernel(fh::ops::DqnCuriosityGather a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int agent = blockIdx.y;
     const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
     if (e >= a.n) return;
-    const fh::abi::DqnRing& r = a.ring;
+    const fh::ops::DqnRing& r = a.ring;
     const int D = r.state_dim, A = a.num_actions, M = a.market_dim;
     const long long ring_rows = static_cast<long long>(r.capacity_steps) * r.n_envs;
     const long long row =
@@ -1013,27 +1012,27 @@ extern "C" __global__ void dqn_curiosity_gather_kernel(fh::abi::DqnCuriosityGath
     for (int c = lane; c < M; c += 32) a.next_market[k * M + c] = r.next_states[row * D + c];
 }
 
-extern "C" __global__ void dqn_curiosity_bonus_kernel(fh::abi::DqnCuriosityBonusArgs a) {
+extern "C" __global__ void dqn_curiosity_bonus_kernel(fh::ops::DqnCuriosityBonus a) {
     __shared__ double dsum[fh::abi::kDqnFinishThreads];
     const int agent = blockIdx.x;
-    const long long slot_row =
-        static_cast<long long>(agent) * a.capacity_steps * a.n + (a.counters[agent].pushed % a.capacity_steps) * a.n;
+    const long long slot_row = static_cast<long long>(agent) * a.ring.capacity_steps * a.ring.n_envs +
+                               (a.counters[agent].pushed % a.ring.capacity_steps) * a.ring.n_envs;
     const float coef = a.agent[agent].curiosity_coef;
-    const float* error = a.error + static_cast<long long>(agent) * a.n;
+    const float* error = a.error + static_cast<long long>(agent) * a.ring.n_envs;
     double sum = 0.0;
-    for (long long e = threadIdx.x; e < a.n; e += fh::abi::kDqnFinishThreads) {
+    for (long long e = threadIdx.x; e < a.ring.n_envs; e += fh::abi::kDqnFinishThreads) {
         const float err = error[e];
-        a.rewards[slot_row + e] = fh::dqn::reward_with_bonus(a.rewards[slot_row + e], coef, err);
+        a.ring.rewards[slot_row + e] = fh::dqn::reward_with_bonus(a.ring.rewards[slot_row + e], coef, err);
         sum += err;
     }
     sum = block_sum(sum, dsum);
     if (threadIdx.x == 0) {
         a.stats[agent].error_sum += sum;
-        a.stats[agent].transitions += a.n;
+        a.stats[agent].transitions += a.ring.n_envs;
     }
 }
 
-extern "C" __global__ void dqn_her_observe_kernel(fh::abi::DqnHerObserveArgs a) {
+extern "C" __global__ void dqn_her_observe_kernel(fh::ops::DqnHerObserve a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int agent = blockIdx.y;
     const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
@@ -1054,7 +1053,7 @@ extern "C" __global__ void dqn_her_observe_kernel(fh::abi::DqnHerObserveArgs a) 
     }
 }
 
-extern "C" __global__ void dqn_goal_states_kernel(fh::abi::DqnGoalStatesArgs a) {
+extern "C" __global__ void dqn_goal_states_kernel(fh::ops::DqnGoalStates a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int agent = blockIdx.y;
     const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
@@ -1067,12 +1066,12 @@ extern "C" __global__ void dqn_goal_states_kernel(fh::abi::DqnGoalStatesArgs a) 
     if (lane == 0) fh::her::goal_features(a.goal[agent], state[fh::her::achieved_column(D)], obs + D);
 }
 
-extern "C" __global__ void dqn_her_sample_kernel(fh::abi::DqnHerSampleArgs a) {
+extern "C" __global__ void dqn_her_sample_kernel(fh::ops::DqnHerSample a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int agent = blockIdx.y;
     const long long b = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + warp;
     if (b >= a.batch) return;
-    const fh::abi::DqnRing& r = a.ring;
+    const fh::ops::DqnRing& r = a.ring;
     const Counters c = a.counters[agent];
     const AgentParams& p = a.agent[agent];
     const AgentSampling sampling = agent_sampling(r.states, r.next_states, r.actions, r.rewards, r.done,

@@ -8,8 +8,12 @@
 #include <span>
 #include <vector>
 
-#include "all_kernels.h"  // generated: build/cuda/all_kernels.h
 #include "cuda/kernel.hpp"
+// generated: build/cuda/all_kernels.h. The op headers' host parts (ops/op.hpp) then leave out
+// ops/cuda_device.hpp, which needs this table.
+#define FH_INCLUDING_KERNEL_LISTS
+#include "all_kernels.h"
+#undef FH_INCLUDING_KERNEL_LISTS
 
 namespace fh::cuda {
 

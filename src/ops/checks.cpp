@@ -37,4 +37,15 @@ void require(bool ok, const char* op, const std::string& what) {
     if (!ok) throw std::invalid_argument(fmt::format("ops::{}: {}", op, what));
 }
 
+void require_positive(long long v, const char* op, const char* what) {
+    if (v < 1) throw std::invalid_argument(fmt::format("ops::{}: {} must be >= 1 (got {})", op, what, v));
+}
+
+std::size_t columns(std::size_t size, std::size_t rows, const char* op, const char* what) {
+    if (rows == 0 || size == 0 || size % rows != 0)
+        throw std::invalid_argument(
+            fmt::format("ops::{}: {} has {} elements, not a non-zero multiple of {} rows", op, what, size, rows));
+    return size / rows;
+}
+
 }  // namespace fh::ops::detail

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "ops/view.hpp"
+#include "abi/view.h"
 
 namespace fh::ops::detail {
 
@@ -44,5 +44,9 @@ void require_same_size(std::size_t a, std::size_t b, const char* op);
 int checked_int_size(std::size_t n, const char* op);
 /// Throws `ops::<op>: <what>` unless `ok`.
 void require(bool ok, const char* op, const std::string& what);
+/// Throws unless v >= 1.
+void require_positive(long long v, const char* op, const char* what);
+/// The columns of a (rows, cols) buffer: its size must be a non-zero multiple of rows.
+std::size_t columns(std::size_t size, std::size_t rows, const char* op, const char* what);
 
 }  // namespace fh::ops::detail

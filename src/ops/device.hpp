@@ -27,7 +27,7 @@
 #include "abi/core_vector.h"
 #include "math/core.h"
 #include "ops/checks.hpp"
-#include "ops/view.hpp"
+#include "abi/view.h"
 
 namespace fh::ops {
 

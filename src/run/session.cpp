@@ -10,7 +10,7 @@
 #include "config/memory_estimate.hpp"
 #include "data/load.hpp"
 #include "ops/make_device.hpp"
-#include "ops/stats/ops.hpp"
+#include "abi/data_statistics.h"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -38,7 +38,7 @@ data::ColumnMoments device_column_moments(ops::Device& device) {
         auto r = device.from_host<long long>(rows);
         auto mean_d = device.alloc<double>(D), m2_d = device.alloc<double>(D);
         auto scratch = device.alloc<double>(ops::column_moments_scratch_size(rows.size(), dim));
-        ops::column_moments(device, mean_d.view(), m2_d.view(), scratch.view(), v.cview(), r.cview(), dim);
+        ops::run(device, ops::ColumnMoments{mean_d.view(), m2_d.view(), scratch.view(), v.cview(), r.cview(), dim});
         mean = device.to_host(mean_d.cview());
         m2 = device.to_host(m2_d.cview());
         return "device";

@@ -27,7 +27,7 @@ CuriosityModel::CuriosityModel(ops::Device& ops, int state_dim, int num_actions,
 void CuriosityModel::train_step(ops::Device& ops, ops::View<float> error, ops::View<const float> next, int next_width,
                                 float lr) {
     const auto pred = net_.forward(ops, params_.cview(), input_.cview(), rows_, ws_);
-    fh::ops::curiosity_error(ops, error, d_pred_.view(), pred, next, next_width);
+    fh::ops::run(ops, fh::ops::CuriosityError{error, d_pred_.view(), pred, next, next_width});
     net_.backward(ops, params_.cview(), grads_.view(), d_pred_.view(), {}, rows_, ws_, false);
     ops::AdamParams adam;
     adam.lr = lr;

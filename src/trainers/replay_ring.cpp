@@ -54,9 +54,9 @@ ReplayRing::Slot ReplayRing::next_slot() {
                 rewards_.view().subview(row, n), actions_.view().subview(row, n), done_.view().subview(row, n)};
 }
 
-ops::RingViews ReplayRing::views() {
-    return ops::RingViews{states_.view(), next_states_.view(), actions_.view(), rewards_.view(),
-                          done_.view(),   capacity_steps_,     n_envs_,         state_dim_};
+ops::DqnRing ReplayRing::views() {
+    return ops::DqnRing{states_.view(), next_states_.view(), actions_.view(), rewards_.view(),
+                        done_.view(),   capacity_steps_,     n_envs_,         state_dim_};
 }
 
 long long ReplayRing::sampleable_steps(int n_step) const noexcept {

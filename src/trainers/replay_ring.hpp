@@ -13,7 +13,7 @@
 #include "math/replay.h"
 #include "abi/replay_nstep.h"
 #include "ops/device.hpp"
-#include "ops/dqn/ops.hpp"
+#include "abi/dqn_step.h"
 #include "trainers/state_tensor.hpp"
 
 namespace fh::trainers {
@@ -61,7 +61,7 @@ public:
     void commit_slot() noexcept { ++pushed_; }
     /// The arrays, for the device steps that write and sample the ring themselves (the slot from
     /// a device counter); they keep pushed_steps() in step with commit_slot().
-    ops::RingViews views();
+    ops::DqnRing views();
 
     /// Steps that can start an n-step transition (n - 1 successors held).
     long long sampleable_steps(int n_step) const noexcept;

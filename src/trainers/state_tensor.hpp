@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/view.hpp"
+#include "abi/view.h"
 
 namespace fh::trainers {
 

@@ -13,7 +13,7 @@
 #include "data/splits.hpp"
 #include "data/synthetic_market.hpp"
 #include "ops/cpu_device.hpp"
-#include "ops/stats/ops.hpp"
+#include "abi/data_statistics.h"
 #include "run/session.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
@@ -69,7 +69,7 @@ TEST_CASE("column moments: the chunked order is the plain sum up to a chunk, clo
         auto r = cpu.from_host<long long>(m.rows);
         auto md = cpu.alloc<double>(5), m2d = cpu.alloc<double>(5);
         auto scratch = cpu.alloc<double>(fh::ops::column_moments_scratch_size(m.rows.size(), m.D));
-        fh::ops::column_moments(cpu, md.view(), m2d.view(), scratch.view(), v.cview(), r.cview(), m.D);
+        fh::ops::run(cpu, fh::ops::ColumnMoments{md.view(), m2d.view(), scratch.view(), v.cview(), r.cview(), m.D});
         CHECK(cpu.to_host(md.cview()) == mean);
         CHECK(cpu.to_host(m2d.cview()) == m2);
     }

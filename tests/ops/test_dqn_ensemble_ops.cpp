@@ -11,7 +11,7 @@
 #include "math/dqn.h"
 #include "math/replay.h"
 #include "ops/cpu_device.hpp"
-#include "ops/dqn/ops.hpp"
+#include "abi/dqn_step.h"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
@@ -61,11 +61,12 @@ Acted act(fh::ops::Device& ops, const std::vector<float>& outputs, const HeadPar
     auto actions = ops.alloc<int>(static_cast<std::size_t>(n));
     auto q = ops.alloc<float>(static_cast<std::size_t>(n * h.num_actions));
     if (agent == nullptr) {
-        fh::ops::dqn_act(ops, actions.view(), q.view(), {}, head.cview(), h, {}, {});
+        fh::ops::run(ops, fh::ops::DqnAct{actions.view(), q.view(), {}, head.cview(), h, {}, {}});
     } else {
         auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{*agent});
         auto cnt = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{5, 0, 5}});
-        fh::ops::dqn_act(ops, actions.view(), q.view(), {}, head.cview(), h, ag.cview(), cnt.cview(), explore);
+        fh::ops::run(ops,
+                     fh::ops::DqnAct{actions.view(), q.view(), {}, head.cview(), h, ag.cview(), cnt.cview(), explore});
     }
     return {ops.to_host(actions.cview()), ops.to_host(q.cview())};
 }
@@ -116,8 +117,8 @@ LossOut loss(fh::ops::Device& ops, const HeadParams& h, int B, const std::vector
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{ensemble_agent(0.f, 0.5f, cql)});
     auto d = ops.alloc<float>(rows * static_cast<std::size_t>(fh::dqn::head_width(h)));
     auto st = ops.alloc<float>(rows * fh::dqn::kSampleStats);
-    fh::ops::dqn_loss(ops, d.view(), st.view(), dhs.cview(), dsel.cview(), dt.cview(), act.cview(), ret.cview(),
-                      disc.cview(), ag.cview(), h, B, ta.cview(), mk.cview());
+    fh::ops::run(ops, fh::ops::DqnLoss{d.view(), st.view(), dhs.cview(), dsel.cview(), dt.cview(), act.cview(),
+                                       ret.cview(), disc.cview(), ag.cview(), h, B, ta.cview(), mk.cview()});
     return {ops.to_host(d.cview()), ops.to_host(st.cview())};
 }
 
@@ -256,7 +257,7 @@ TEST_CASE("DQN ensemble bootstrap masks: fixed per transition, Bernoulli(p), dra
     auto rr = ops.from_host<float>(random_floats(cap * n, 3));
     auto ra = ops.from_host<int>(std::vector<int>(cap * n, 1));
     auto rd = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(cap * n, 0));
-    const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
+    const fh::ops::DqnRing ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
     const auto a = ensemble_agent(0.f, 0.5f);
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a});
     const fh::dqn::Counters counters{57, 4, 57};
@@ -264,8 +265,8 @@ TEST_CASE("DQN ensemble bootstrap masks: fixed per transition, Bernoulli(p), dra
     auto x = ops.alloc<float>(2 * B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B),
          masks = ops.alloc<float>(B * K);
     auto ba = ops.alloc<int>(B);
-    fh::ops::dqn_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, cnt.cview(), ag.cview(), B, masks.view(),
-                        K);
+    fh::ops::run(ops, fh::ops::DqnSample{x.view(), ba.view(), br.view(), bd.view(), ring, cnt.cview(), ag.cview(), B,
+                                         masks.view(), K});
     const auto got = ops.to_host(masks.cview());
     const fh::replay::ReplayView view{
         rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(), rd.cview().data(), cap, n, D};
@@ -348,14 +349,14 @@ TEST_CASE("the DQN ensemble's acting, loss and masks on the GPU equal their CPU 
         auto rr = ops.from_host<float>(random_floats(cap * n, 3));
         auto ra = ops.from_host<int>(std::vector<int>(cap * n, 2));
         auto rd = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(cap * n, 0));
-        const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
+        const fh::ops::DqnRing ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
         auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{ensemble_agent(0.f, 0.3f)});
         auto cnt = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{95, 12, 95}});
         auto x = ops.alloc<float>(2 * B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B),
              m = ops.alloc<float>(B * K);
         auto ba = ops.alloc<int>(B);
-        fh::ops::dqn_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, cnt.cview(), ag.cview(), B, m.view(),
-                            K);
+        fh::ops::run(ops, fh::ops::DqnSample{x.view(), ba.view(), br.view(), bd.view(), ring, cnt.cview(), ag.cview(),
+                                             B, m.view(), K});
         return std::pair{ops.to_host(m.cview()), ops.to_host(x.cview())};
     };
     const auto mc = sample_masks(cpu), mg = sample_masks(gpu);

@@ -14,7 +14,7 @@
 #include "math/dqn.h"
 #include "math/her.h"
 #include "ops/cpu_device.hpp"
-#include "ops/dqn/ops.hpp"
+#include "abi/dqn_step.h"
 #include "ops/env/ops.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
@@ -198,7 +198,7 @@ TEST_CASE(
     auto ra = ops.alloc<int>(cap * n);
     auto rd = ops.alloc<std::uint8_t>(cap * n);
     auto goals = ops.alloc<float>(cap * n);
-    const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
+    const fh::ops::DqnRing ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
     auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}});
     const auto a = her_agent(0.8f, 0.05f, f.params.episode_length);
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a});
@@ -208,8 +208,8 @@ TEST_CASE(
         auto pers = env.persistent();
         const auto states = ops.to_host(env.states());
         const auto es = ops.to_host(View<const fh::env::EnvState>(pers.state));
-        fh::ops::dqn_her_observe(ops, obs.view(), goals.view(), pers.state, env.states(), counters.cview(), ag.cview(),
-                                 cap, D);
+        fh::ops::run(ops, fh::ops::DqnHerObserve{obs.view(), goals.view(), pers.state, env.states(), counters.cview(),
+                                                 ag.cview(), cap, D});
         const auto o = ops.to_host(obs.cview()), gl = ops.to_host(goals.cview());
         for (int e = 0; e < n; ++e) {
             const float g = fh::her::episode_goal(a.seed, e, es[static_cast<std::size_t>(e)].episode, a.her_goal_min,
@@ -223,9 +223,9 @@ TEST_CASE(
         }
         fh::ops::env_random_actions(ops, actions.view(), 5, static_cast<std::uint64_t>(step),
                                     fh::env::num_actions(f.params));
-        fh::ops::dqn_collect(ops, pers.state, pers.portfolio, pers.states, actions.cview(), ring, counters.cview(),
-                             env.market(), f.params);
-        fh::ops::dqn_advance(ops, counters.view());
+        fh::ops::run(ops, fh::ops::DqnCollect{pers.state, pers.portfolio, pers.states, actions.cview(), ring,
+                                              counters.cview(), env.market(), f.params});
+        fh::ops::run(ops, fh::ops::DqnAdvance{counters.view()});
     }
     ops.upload<fh::dqn::Counters>(counters.view(), std::vector<fh::dqn::Counters>{{60, 4, 60}});
     const int B = 41;
@@ -235,20 +235,20 @@ TEST_CASE(
     auto x0 = ops.alloc<float>(2 * B * D), br0 = ops.alloc<float>(B), bd0 = ops.alloc<float>(B);
     auto ba0 = ops.alloc<int>(B);
     auto masks0 = ops.alloc<float>(B * 3);
-    fh::ops::dqn_sample(ops, x0.view(), ba0.view(), br0.view(), bd0.view(), ring, counters.cview(), ag.cview(), B,
-                        masks0.view(), 3);
+    fh::ops::run(ops, fh::ops::DqnSample{x0.view(), ba0.view(), br0.view(), bd0.view(), ring, counters.cview(),
+                                         ag.cview(), B, masks0.view(), 3});
     const auto x0h = ops.to_host(x0.cview());
     SECTION("goal reward 0: the same transitions and returns as dqn_sample, with goal features") {
         auto a0 = a;
         a0.her_reward = 0.0f;
         auto ag0 = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a0});
-        fh::ops::dqn_her_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, goals.cview(), counters.cview(),
-                                ag0.cview(), B, masks.view(), 3, bg.view());
+        fh::ops::run(ops, fh::ops::DqnHerSample{x.view(), ba.view(), br.view(), bd.view(), ring, goals.cview(),
+                                                counters.cview(), ag0.cview(), B, masks.view(), 3, bg.view()});
         CHECK(ops.to_host(br.cview()) == ops.to_host(br0.cview()));
     }
     SECTION("with the goal reward: returns at least dqn_sample's, more where a goal was reached") {
-        fh::ops::dqn_her_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, goals.cview(), counters.cview(),
-                                ag.cview(), B, masks.view(), 3, bg.view());
+        fh::ops::run(ops, fh::ops::DqnHerSample{x.view(), ba.view(), br.view(), bd.view(), ring, goals.cview(),
+                                                counters.cview(), ag.cview(), B, masks.view(), 3, bg.view()});
         const auto r1 = ops.to_host(br.cview()), r0 = ops.to_host(br0.cview());
         int more = 0;
         for (int b = 0; b < B; ++b) {
@@ -278,7 +278,7 @@ TEST_CASE(
     // The evaluation rows: a fixed goal.
     auto eval_goal = ops.from_host<float>(std::vector<float>{1.25f});
     auto eval_obs = ops.alloc<float>(n * DG);
-    fh::ops::dqn_goal_states(ops, eval_obs.view(), env.states(), eval_goal.cview(), D);
+    fh::ops::run(ops, fh::ops::DqnGoalStates{eval_obs.view(), env.states(), eval_goal.cview(), D});
     const auto eo = ops.to_host(eval_obs.cview()), st = ops.to_host(env.states());
     for (int e = 0; e < n; ++e) {
         CHECK(eo[static_cast<std::size_t>(e * DG + D)] == 1.25f);
@@ -292,7 +292,7 @@ TEST_CASE("HER ops refuse wrong sizes and overlapping outputs", "[dqn][her][ops]
     auto rs = ops.alloc<float>(cap * n * D), rn = ops.alloc<float>(cap * n * D), rr = ops.alloc<float>(cap * n);
     auto ra = ops.alloc<int>(cap * n);
     auto rd = ops.alloc<std::uint8_t>(cap * n);
-    const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
+    const fh::ops::DqnRing ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
     auto goals = ops.alloc<float>(cap * n);
     auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{10, 0, 10}});
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{her_agent(0.5f, 0.1f)});
@@ -300,25 +300,25 @@ TEST_CASE("HER ops refuse wrong sizes and overlapping outputs", "[dqn][her][ops]
     auto x = ops.alloc<float>(2 * B * D), r = ops.alloc<float>(B), d = ops.alloc<float>(B);
     auto a = ops.alloc<int>(B);
     // x without room for the goal features
-    CHECK_THROWS_WITH(fh::ops::dqn_her_sample(ops, x.view(), a.view(), r.view(), d.view(), ring, goals.cview(),
-                                              counters.cview(), ag.cview(), B),
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::DqnHerSample{x.view(), a.view(), r.view(), d.view(), ring,
+                                                              goals.cview(), counters.cview(), ag.cview(), B}),
                       Catch::Contains("dqn_her_sample") && Catch::Contains("x"));
     auto xg = ops.alloc<float>(2 * B * (D + 2));
-    CHECK_THROWS_WITH(fh::ops::dqn_her_sample(ops, xg.view(), a.view(), r.view(), r.view(), ring, goals.cview(),
-                                              counters.cview(), ag.cview(), B),
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::DqnHerSample{xg.view(), a.view(), r.view(), r.view(), ring,
+                                                              goals.cview(), counters.cview(), ag.cview(), B}),
                       Catch::Contains("dqn_her_sample"));
     auto short_goals = ops.alloc<float>(cap * n - 1);
-    CHECK_THROWS_WITH(fh::ops::dqn_her_sample(ops, xg.view(), a.view(), r.view(), d.view(), ring, short_goals.cview(),
-                                              counters.cview(), ag.cview(), B),
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::DqnHerSample{xg.view(), a.view(), r.view(), d.view(), ring,
+                                                              short_goals.cview(), counters.cview(), ag.cview(), B}),
                       Catch::Contains("goals"));
     auto states = ops.alloc<float>(n * D);
     auto obs = ops.alloc<float>(n * (D + 2));
     auto st = ops.alloc<fh::env::EnvState>(n);
-    CHECK_THROWS_WITH(fh::ops::dqn_her_observe(ops, obs.view(), short_goals.view(), st.cview(), states.cview(),
-                                               counters.cview(), ag.cview(), cap, D),
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::DqnHerObserve{obs.view(), short_goals.view(), st.cview(),
+                                                               states.cview(), counters.cview(), ag.cview(), cap, D}),
                       Catch::Contains("goals"));
     auto goal = ops.from_host<float>(std::vector<float>{1.0f});
-    CHECK_THROWS_WITH(fh::ops::dqn_goal_states(ops, states.view(), states.cview(), goal.cview(), D),
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::DqnGoalStates{states.view(), states.cview(), goal.cview(), D}),
                       Catch::Contains("dqn_goal_states"));
 }
 
@@ -346,14 +346,14 @@ HerRun run_her(fh::ops::Device& ops) {
     auto rd = ops.alloc<std::uint8_t>(N * rows);
     auto goals = ops.alloc<float>(N * rows);
     ops.fill(goals.view(), 0.0f);
-    const fh::ops::RingViews one{rs.view().subview(0, rows * D),
-                                 rn.view().subview(0, rows * D),
-                                 ra.view().subview(0, rows),
-                                 rr.view().subview(0, rows),
-                                 rd.view().subview(0, rows),
-                                 cap,
-                                 n,
-                                 D};
+    const fh::ops::DqnRing one{rs.view().subview(0, rows * D),
+                               rn.view().subview(0, rows * D),
+                               ra.view().subview(0, rows),
+                               rr.view().subview(0, rows),
+                               rd.view().subview(0, rows),
+                               cap,
+                               n,
+                               D};
     auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}});
     std::vector<fh::dqn::AgentParams> agents{her_agent(0.8f, 0.05f, params.episode_length),
                                              her_agent(0.5f, 0.2f, params.episode_length)};
@@ -364,13 +364,13 @@ HerRun run_her(fh::ops::Device& ops) {
     auto obs = ops.alloc<float>(n * DG);
     for (int step = 0; step < 200; ++step) {
         auto pers = env.persistent();
-        fh::ops::dqn_her_observe(ops, obs.view(), goals.view().subview(0, rows), pers.state, env.states(),
-                                 counters.cview(), ag0.cview(), cap, D);
+        fh::ops::run(ops, fh::ops::DqnHerObserve{obs.view(), goals.view().subview(0, rows), pers.state, env.states(),
+                                                 counters.cview(), ag0.cview(), cap, D});
         fh::ops::env_random_actions(ops, actions.view(), 8, static_cast<std::uint64_t>(step),
                                     fh::env::num_actions(params));
-        fh::ops::dqn_collect(ops, pers.state, pers.portfolio, pers.states, actions.cview(), one, counters.cview(),
-                             env.market(), params);
-        fh::ops::dqn_advance(ops, counters.view());
+        fh::ops::run(ops, fh::ops::DqnCollect{pers.state, pers.portfolio, pers.states, actions.cview(), one,
+                                              counters.cview(), env.market(), params});
+        fh::ops::run(ops, fh::ops::DqnAdvance{counters.view()});
     }
     // The second agent's ring: a copy at another push count, with goals of its own.
     for (auto [buf, size] : {std::pair{rs.view(), rows * D}, {rn.view(), rows * D}, {rr.view(), rows}})
@@ -389,17 +389,17 @@ HerRun run_her(fh::ops::Device& ops) {
     }
     auto counters2 = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{200, 6, 200}, {193, 2, 193}});
     auto obs2 = ops.alloc<float>(N * n * DG);
-    fh::ops::dqn_her_observe(ops, obs2.view(), goals.view(), state2.cview(), states2.cview(), counters2.cview(),
-                             ag.cview(), cap, D);
-    const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
+    fh::ops::run(ops, fh::ops::DqnHerObserve{obs2.view(), goals.view(), state2.cview(), states2.cview(),
+                                             counters2.cview(), ag.cview(), cap, D});
+    const fh::ops::DqnRing ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
     auto x = ops.alloc<float>(N * 2 * B * DG), br = ops.alloc<float>(N * B), bd = ops.alloc<float>(N * B);
     auto bg = ops.alloc<float>(N * B), masks = ops.alloc<float>(N * B * K);
     auto ba = ops.alloc<int>(N * B);
-    fh::ops::dqn_her_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, goals.cview(), counters2.cview(),
-                            ag.cview(), B, masks.view(), K, bg.view());
+    fh::ops::run(ops, fh::ops::DqnHerSample{x.view(), ba.view(), br.view(), bd.view(), ring, goals.cview(),
+                                            counters2.cview(), ag.cview(), B, masks.view(), K, bg.view()});
     auto eval_goal = ops.from_host<float>(std::vector<float>{0.7f, -0.4f});
     auto eval_obs = ops.alloc<float>(N * n * DG);
-    fh::ops::dqn_goal_states(ops, eval_obs.view(), states2.cview(), eval_goal.cview(), D);
+    fh::ops::run(ops, fh::ops::DqnGoalStates{eval_obs.view(), states2.cview(), eval_goal.cview(), D});
     return {ops.to_host(obs2.cview()), ops.to_host(goals.cview()),    ops.to_host(x.cview()),
             ops.to_host(br.cview()),   ops.to_host(bd.cview()),       ops.to_host(masks.cview()),
             ops.to_host(bg.cview()),   ops.to_host(eval_obs.cview()), ops.to_host(ba.cview())};

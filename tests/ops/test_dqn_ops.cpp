@@ -14,7 +14,7 @@
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
-#include "ops/dqn/ops.hpp"
+#include "abi/dqn_step.h"
 #include "ops/nn/ops.hpp"
 #include "ops/replay/ops.hpp"
 

@@ -16,7 +16,7 @@
 #include "env/vec_env.hpp"
 #include "math/dqn.h"
 #include "ops/cpu_device.hpp"
-#include "ops/dqn/ops.hpp"
+#include "abi/dqn_step.h"
 #include "ops/env/ops.hpp"
 #include "ops/replay/ops.hpp"
 #include "support/compare.hpp"
@@ -136,8 +136,8 @@ LossOut run_loss(fh::ops::Device& ops, const LossCase& c, const fh::dqn::AgentPa
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a});
     auto d = ops.alloc<float>(static_cast<std::size_t>(c.B * W));
     auto st = ops.alloc<float>(static_cast<std::size_t>(fh::dqn::kSampleStats * c.B));
-    fh::ops::dqn_loss(ops, d.view(), st.view(), hs.cview(), same_select ? ht.cview() : hsel.cview(), ht.cview(),
-                      act.cview(), ret.cview(), disc.cview(), ag.cview(), c.h, c.B);
+    fh::ops::run(ops, fh::ops::DqnLoss{d.view(), st.view(), hs.cview(), same_select ? ht.cview() : hsel.cview(),
+                                       ht.cview(), act.cview(), ret.cview(), disc.cview(), ag.cview(), c.h, c.B});
     return {ops.to_host(d.cview()), ops.to_host(st.cview())};
 }
 
@@ -230,7 +230,7 @@ TEST_CASE("the scalar head (dqn.head = mse): its loss gradient matches finite di
     auto head = ops.from_host<float>(row);
     auto actions = ops.alloc<int>(3);
     auto q = ops.alloc<float>(3 * 4);
-    fh::ops::dqn_act(ops, actions.view(), q.view(), {}, head.cview(), h, {}, {});
+    fh::ops::run(ops, fh::ops::DqnAct{actions.view(), q.view(), {}, head.cview(), h, {}, {}});
     const auto qh = ops.to_host(q.cview());
     const auto ah = ops.to_host(actions.cview());
     for (int e = 0; e < 3; ++e) {
@@ -249,7 +249,7 @@ TEST_CASE("DQN acting: Q of the dueling head, greedy, epsilon from the counters,
     auto head = ops.from_host<float>(rows);
     auto actions = ops.alloc<int>(n);
     auto q = ops.alloc<float>(n * 5);
-    fh::ops::dqn_act(ops, actions.view(), q.view(), {}, head.cview(), h, {}, {});
+    fh::ops::run(ops, fh::ops::DqnAct{actions.view(), q.view(), {}, head.cview(), h, {}, {}});
     const auto qh = ops.to_host(q.cview());
     const auto ah = ops.to_host(actions.cview());
     for (int e = 0; e < n; ++e) {
@@ -262,7 +262,7 @@ TEST_CASE("DQN acting: Q of the dueling head, greedy, epsilon from the counters,
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{agent()});
     auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}});
     auto hist = ops.from_host<unsigned long long>(std::vector<unsigned long long>(5, 0));
-    fh::ops::dqn_act(ops, actions.view(), {}, hist.view(), head.cview(), h, ag.cview(), counters.cview());
+    fh::ops::run(ops, fh::ops::DqnAct{actions.view(), {}, hist.view(), head.cview(), h, ag.cview(), counters.cview()});
     const auto explore = ops.to_host(actions.cview());
     int differ = 0;
     for (int e = 0; e < n; ++e) differ += explore[e] != ah[e];
@@ -290,8 +290,9 @@ TEST_CASE("the DQN update's finish: norm, losses, guard, monitor, Adam constants
     auto partials = ops.alloc<float>(fh::ops::dqn_finish_scratch_size());
     ops.fill(partials.view(), 0.f);
     auto finish = [&](bool inject) {
-        fh::ops::dqn_update_finish(ops, step.view(), guard.view(), monitor.view(), counters.view(), partials.view(),
-                                   grads.cview(), sample.cview(), ag.cview(), B, inject);
+        fh::ops::run(
+            ops, fh::ops::DqnUpdateFinish{step.view(), guard.view(), monitor.view(), counters.view(), partials.view(),
+                                          grads.cview(), sample.cview(), ag.cview(), B, inject});
         return ops.to_host(step.cview())[0];
     };
     double sq = 0, c51 = 0, mse = 0, cql = 0;
@@ -342,8 +343,8 @@ TEST_CASE("DQN Adam + target equals Device::adam_step then the soft target updat
         ops.upload<float>(v.view(), vh);
         // With the iteration's counter advance in the same op (it changes nothing else).
         auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{7, 4, 7}});
-        fh::ops::dqn_adam_target(ops, params.view(), m.view(), v.view(), target.view(), grads.cview(), sv.cview(),
-                                 ag.cview(), counters.view());
+        fh::ops::run(ops, fh::ops::DqnAdamTarget{params.view(), m.view(), v.view(), target.view(), grads.cview(),
+                                                 sv.cview(), ag.cview(), counters.view()});
         const auto c = ops.to_host(counters.cview())[0];
         CHECK(c.steps == 8);
         CHECK(c.updates == 4);
@@ -401,7 +402,7 @@ TEST_CASE("DQN collection into the ring equals VecEnv::step and a copy; sampling
     auto rs = ops.alloc<float>(cap * n * D), rn = ops.alloc<float>(cap * n * D), rr = ops.alloc<float>(cap * n);
     auto ra = ops.alloc<int>(cap * n);
     auto rd = ops.alloc<std::uint8_t>(cap * n);
-    const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
+    const fh::ops::DqnRing ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
     auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}});
     auto actions = ops.alloc<int>(n);
     for (int step = 0; step < 40; ++step) {
@@ -410,9 +411,9 @@ TEST_CASE("DQN collection into the ring equals VecEnv::step and a copy; sampling
         const auto before = ops.to_host(reference.states());
         reference.step(actions.cview());
         auto pers = fused.persistent();
-        fh::ops::dqn_collect(ops, pers.state, pers.portfolio, pers.states, actions.cview(), ring, counters.cview(),
-                             fused.market(), params);
-        fh::ops::dqn_advance(ops, counters.view());
+        fh::ops::run(ops, fh::ops::DqnCollect{pers.state, pers.portfolio, pers.states, actions.cview(), ring,
+                                              counters.cview(), fused.market(), params});
+        fh::ops::run(ops, fh::ops::DqnAdvance{counters.view()});
         const std::size_t row = static_cast<std::size_t>(step % cap) * n;
         const auto ring_s = ops.to_host(rs.cview()), ring_n = ops.to_host(rn.cview());
         REQUIRE(std::vector<float>(ring_s.begin() + row * D, ring_s.begin() + (row + n) * D) == before);
@@ -433,7 +434,8 @@ TEST_CASE("DQN collection into the ring equals VecEnv::step and a copy; sampling
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a});
     auto x = ops.alloc<float>(2 * B * D), br = ops.alloc<float>(B), bd = ops.alloc<float>(B);
     auto ba = ops.alloc<int>(B);
-    fh::ops::dqn_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, counters.cview(), ag.cview(), B);
+    fh::ops::run(ops,
+                 fh::ops::DqnSample{x.view(), ba.view(), br.view(), bd.view(), ring, counters.cview(), ag.cview(), B});
     auto s2 = ops.alloc<float>(B * D), n2 = ops.alloc<float>(B * D), r2 = ops.alloc<float>(B), d2 = ops.alloc<float>(B);
     auto a2 = ops.alloc<int>(B);
     const fh::replay::ReplayView view{
@@ -457,11 +459,11 @@ TEST_CASE("DQN step ops: the select and target rows may be one buffer, outputs m
     auto act = ops.from_host<int>(c.actions);
     auto ret = ops.from_host<float>(c.returns), disc = ops.from_host<float>(c.discounts);
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{agent()});
-    CHECK_THROWS_AS(fh::ops::dqn_loss(ops, hs.view(), st.view(), hs.cview(), hs.cview(), hs.cview(), act.cview(),
-                                      ret.cview(), disc.cview(), ag.cview(), h, 4),
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::DqnLoss{hs.view(), st.view(), hs.cview(), hs.cview(), hs.cview(),
+                                                       act.cview(), ret.cview(), disc.cview(), ag.cview(), h, 4}),
                     std::invalid_argument);
-    CHECK_THROWS_AS(fh::ops::dqn_loss(ops, d.view(), st.view(), hs.cview(), hs.cview(), hs.cview(), act.cview(),
-                                      ret.cview(), disc.cview(), ag.cview(), h, 5),
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::DqnLoss{d.view(), st.view(), hs.cview(), hs.cview(), hs.cview(),
+                                                       act.cview(), ret.cview(), disc.cview(), ag.cview(), h, 5}),
                     std::invalid_argument);
 }
 
@@ -499,7 +501,7 @@ TEST_CASE("the fused DQN kernels equal their CPU twins", "[gpu][dqn][ops]") {
                         auto head = ops.from_host<float>(cq.hs);
                         auto acts = ops.alloc<int>(B);
                         auto q = ops.alloc<float>(B * 9);
-                        fh::ops::dqn_act(ops, acts.view(), q.view(), {}, head.cview(), hq, {}, {});
+                        fh::ops::run(ops, fh::ops::DqnAct{acts.view(), q.view(), {}, head.cview(), hq, {}, {}});
                         return std::pair{ops.to_host(acts.cview()), ops.to_host(q.cview())};
                     };
                     const auto sc = act_scalar(cpu), sg = act_scalar(gpu);
@@ -515,10 +517,10 @@ TEST_CASE("the fused DQN kernels equal their CPU twins", "[gpu][dqn][ops]") {
                     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{a});
                     auto cnt = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{37, 0, 37}});
                     if (explore)
-                        fh::ops::dqn_act(ops, acts.view(), q.view(), hist.view(), head.cview(), h, ag.cview(),
-                                         cnt.cview());
+                        fh::ops::run(ops, fh::ops::DqnAct{acts.view(), q.view(), hist.view(), head.cview(), h,
+                                                          ag.cview(), cnt.cview()});
                     else
-                        fh::ops::dqn_act(ops, acts.view(), q.view(), {}, head.cview(), h, {}, {});
+                        fh::ops::run(ops, fh::ops::DqnAct{acts.view(), q.view(), {}, head.cview(), h, {}, {}});
                     return std::tuple{ops.to_host(acts.cview()), ops.to_host(q.cview()), ops.to_host(hist.cview())};
                 };
                 for (bool explore : {false, true}) {
@@ -645,8 +647,9 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
         std::vector<float> steps;
         std::vector<double> monitors;
         for (int round = 0; round < 2; ++round) {
-            fh::ops::dqn_update_finish(ops, step.view(), guard.view(), monitor.view(), counters.view(), partials.view(),
-                                       grads.cview(), sample.cview(), ag.cview(), B, false);
+            fh::ops::run(
+                ops, fh::ops::DqnUpdateFinish{step.view(), guard.view(), monitor.view(), counters.view(),
+                                              partials.view(), grads.cview(), sample.cview(), ag.cview(), B, false});
             const auto sh = ops.to_host(step.cview());
             for (const auto& s : sh)
                 for (float v : {s.grad_norm, s.losses[0], s.losses[1], s.losses[2], s.adam.bias_correction1,
@@ -663,11 +666,11 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
              mo = ops.from_host<float>(random_floats(N * P, 24));
         auto vo = ops.from_host<float>(random_floats(N * P, 25, 0.f, 1.f)),
              target = ops.from_host<float>(random_floats(N * P, 26));
-        fh::ops::dqn_adam_target(ops, params.view(), mo.view(), vo.view(), target.view(), grads.cview(), step.cview(),
-                                 ag.cview());
+        fh::ops::run(ops, fh::ops::DqnAdamTarget{params.view(), mo.view(), vo.view(), target.view(), grads.cview(),
+                                                 step.cview(), ag.cview()});
         // Again, advancing the counters in the same launch (an iteration's last update).
-        fh::ops::dqn_adam_target(ops, params.view(), mo.view(), vo.view(), target.view(), grads.cview(), step.cview(),
-                                 ag.cview(), counters.view());
+        fh::ops::run(ops, fh::ops::DqnAdamTarget{params.view(), mo.view(), vo.view(), target.view(), grads.cview(),
+                                                 step.cview(), ag.cview(), counters.view()});
         for (const auto& c : ops.to_host(counters.cview())) {
             monitors.push_back(static_cast<double>(c.steps));
             monitors.push_back(static_cast<double>(c.pushed));
@@ -693,7 +696,7 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
         auto rs = ops.alloc<float>(cap * n * D), rn = ops.alloc<float>(cap * n * D), rr = ops.alloc<float>(cap * n);
         auto ra = ops.alloc<int>(cap * n);
         auto rd = ops.alloc<std::uint8_t>(cap * n);
-        const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
+        const fh::ops::DqnRing ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
         auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}});
         auto tickets = ops.from_host<unsigned>(std::vector<unsigned>{0u});
         auto actions = ops.alloc<int>(n);
@@ -703,11 +706,11 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
             auto pers = env.persistent();
             // Every other step advances the counters in the step's own launch (its last block).
             const bool in_launch = step % 2 == 0;
-            fh::ops::dqn_collect(
-                ops, pers.state, pers.portfolio, pers.states, actions.cview(), ring, counters.cview(), env.market(),
-                f.params,
-                in_launch ? fh::ops::CollectAdvance{counters.view(), tickets.view()} : fh::ops::CollectAdvance{});
-            if (!in_launch) fh::ops::dqn_advance(ops, counters.view());
+            fh::ops::run(ops, fh::ops::DqnCollect{pers.state, pers.portfolio, pers.states, actions.cview(), ring,
+                                                  counters.cview(), env.market(), f.params,
+                                                  in_launch ? fh::ops::CollectAdvance{counters.view(), tickets.view()}
+                                                            : fh::ops::CollectAdvance{}});
+            if (!in_launch) fh::ops::run(ops, fh::ops::DqnAdvance{counters.view()});
         }
         CHECK(ops.to_host(counters.cview())[0].pushed == 150);
         CHECK(ops.to_host(tickets.cview())[0] == 0u);  // left zero for the next launch
@@ -715,7 +718,8 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
         const int Bs = 257;
         auto x = ops.alloc<float>(2 * Bs * D), br = ops.alloc<float>(Bs), bd = ops.alloc<float>(Bs);
         auto ba = ops.alloc<int>(Bs);
-        fh::ops::dqn_sample(ops, x.view(), ba.view(), br.view(), bd.view(), ring, counters.cview(), ag.cview(), Bs);
+        fh::ops::run(
+            ops, fh::ops::DqnSample{x.view(), ba.view(), br.view(), bd.view(), ring, counters.cview(), ag.cview(), Bs});
         return std::tuple{ops.to_host(rs.cview()), ops.to_host(rn.cview()),   ops.to_host(rr.cview()),
                           ops.to_host(rd.cview()), ops.to_host(env.states()), ops.to_host(x.cview()),
                           ops.to_host(br.cview()), ops.to_host(bd.cview())};
@@ -733,7 +737,7 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
         auto rr = ops.alloc<float>(N * cap * n);
         auto ra = ops.alloc<int>(N * cap * n);
         auto rd = ops.alloc<std::uint8_t>(N * cap * n);
-        const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
+        const fh::ops::DqnRing ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), cap, n, D};
         auto counters =
             ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}, {5, 1, 5}, {13, 2, 13}});
         auto tickets = ops.from_host<unsigned>(std::vector<unsigned>(N, 0u));
@@ -746,9 +750,10 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
             fh::ops::env_random_actions(ops, actions.view(), 11, static_cast<std::uint64_t>(step),
                                         fh::env::num_actions(f.params));
             auto pers = env.persistent();
-            fh::ops::dqn_collect(ops, pers.state, pers.portfolio, pers.states, actions.cview(), ring, counters.cview(),
-                                 env.market(), f.params, fh::ops::CollectAdvance{counters.view(), tickets.view()},
-                                 own ? own_agents.cview() : fh::ops::View<const fh::abi::EnvAgent>{});
+            fh::ops::run(ops, fh::ops::DqnCollect{pers.state, pers.portfolio, pers.states, actions.cview(), ring,
+                                                  counters.cview(), env.market(), f.params,
+                                                  fh::ops::CollectAdvance{counters.view(), tickets.view()},
+                                                  own ? own_agents.cview() : fh::ops::View<const fh::abi::EnvAgent>{}});
         }
         std::vector<long long> counts;
         for (const auto& c : ops.to_host(counters.cview())) counts.insert(counts.end(), {c.steps, c.updates, c.pushed});
@@ -821,7 +826,7 @@ CuriosityResult run_curiosity(fh::ops::Device& ops, const CuriosityCase& c, floa
     auto rr = ops.from_host<float>(c.rewards);
     auto ra = ops.from_host<int>(c.actions);
     auto rd = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(c.actions.size(), 0));
-    const fh::ops::RingViews ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), c.cap, c.n, c.D};
+    const fh::ops::DqnRing ring{rs.view(), rn.view(), ra.view(), rr.view(), rd.view(), c.cap, c.n, c.D};
     auto counters = ops.from_host<fh::dqn::Counters>(c.counters);
     std::vector<fh::dqn::AgentParams> agents;
     for (int g = 0; g < c.N; ++g) {
@@ -834,9 +839,9 @@ CuriosityResult run_curiosity(fh::ops::Device& ops, const CuriosityCase& c, floa
     auto next = ops.alloc<float>(N * n * static_cast<std::size_t>(c.M));
     auto error = ops.from_host<float>(c.error);
     auto stats = ops.from_host<fh::dqn::CuriosityStats>(std::vector<fh::dqn::CuriosityStats>(N, {0.5, 7}));
-    fh::ops::dqn_curiosity_gather(ops, input.view(), next.view(), ring, counters.cview(), c.A, c.M);
+    fh::ops::run(ops, fh::ops::DqnCuriosityGather{input.view(), next.view(), ring, counters.cview(), c.A, c.M});
     for (int k = 0; k < 2; ++k)
-        fh::ops::dqn_curiosity_bonus(ops, ring, stats.view(), error.cview(), counters.cview(), ag.cview());
+        fh::ops::run(ops, fh::ops::DqnCuriosityBonus{ring, stats.view(), error.cview(), counters.cview(), ag.cview()});
     return {ops.to_host(input.cview()), ops.to_host(next.cview()), ops.to_host(rr.cview()), ops.to_host(stats.cview())};
 }
 

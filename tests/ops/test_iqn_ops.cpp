@@ -14,7 +14,7 @@
 
 #include "math/iqn.h"
 #include "ops/cpu_device.hpp"
-#include "ops/dqn/ops.hpp"
+#include "abi/dqn_step.h"
 #include "ops/iqn/ops.hpp"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
@@ -290,7 +290,7 @@ TEST_CASE("IQN acting: the mean row over the fractions, whose scalar Q is the me
     fh::ops::iqn_mean_rows(ops, mean.view(), rows.cview(), n, K, W);
     auto q = ops.alloc<float>(static_cast<std::size_t>(n * 4));
     auto actions = ops.alloc<int>(static_cast<std::size_t>(n));
-    fh::ops::dqn_act(ops, actions.view(), q.view(), {}, mean.cview(), h, {}, {});
+    fh::ops::run(ops, fh::ops::DqnAct{actions.view(), q.view(), {}, mean.cview(), h, {}, {}});
     const auto qh = ops.to_host(q.cview());
     const auto ah = ops.to_host(actions.cview());
     for (int e = 0; e < n; ++e) {

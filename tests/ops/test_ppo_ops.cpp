@@ -98,8 +98,8 @@ LossOut run_loss(fh::ops::Device& ops, const LossBatch& b, const LossParams& p) 
     auto ret = ops.from_host<float>(b.returns), ov = ops.from_host<float>(b.old_values);
     auto stats = ops.alloc<float>(fh::ppo::kPpoLossStats * b.B), dl = ops.alloc<float>(b.B * b.A);
     auto dv = ops.alloc<float>(b.B);
-    fh::ops::ppo_loss(ops, stats.view(), dl.view(), dv.view(), logits.cview(), values.cview(), actions.cview(),
-                      olp.cview(), adv.cview(), ret.cview(), ov.cview(), p);
+    fh::ops::run(ops, fh::ops::PpoLoss{stats.view(), dl.view(), dv.view(), logits.cview(), values.cview(),
+                                       actions.cview(), olp.cview(), adv.cview(), ret.cview(), ov.cview(), p});
     return {ops.to_host(stats.cview()), ops.to_host(dl.cview()), ops.to_host(dv.cview())};
 }
 
@@ -195,7 +195,7 @@ TEST_CASE("ppo_sample draws Philox(seed, policy_sample, e, step) and returns the
     auto logits = ops.from_host<float>(z);
     auto actions = ops.alloc<int>(n);
     auto lps = ops.alloc<float>(n);
-    fh::ops::ppo_sample(ops, actions.view(), lps.view(), logits.cview(), A, 11, 5);
+    fh::ops::run(ops, fh::ops::PpoSample{actions.view(), lps.view(), logits.cview(), A, 11, 5});
     const auto a5 = ops.to_host(actions.cview());
     const auto l5 = ops.to_host(lps.cview());
     for (int e = 0; e < n; ++e) {
@@ -205,13 +205,13 @@ TEST_CASE("ppo_sample draws Philox(seed, policy_sample, e, step) and returns the
         const auto lp = log_softmax(std::vector<double>(row, row + A));
         REQUIRE(l5[e] == Approx(lp[a5[e]]).margin(1e-5));
     }
-    fh::ops::ppo_sample(ops, actions.view(), lps.view(), logits.cview(), A, 11, 6);
+    fh::ops::run(ops, fh::ops::PpoSample{actions.view(), lps.view(), logits.cview(), A, 11, 6});
     const auto a6 = ops.to_host(actions.cview());
     CHECK(a6 != a5);  // another step, other draws
     // The step from a counter in device memory: counter 2, scale 2, offset 1 is step 5.
     auto counter = ops.from_host<long long>(std::vector<long long>{2});
-    fh::ops::ppo_sample(ops, actions.view(), lps.view(), logits.cview(), A, 11,
-                        fh::ops::counter_value(counter.cview(), 2, 1));
+    fh::ops::run(ops, fh::ops::PpoSample{actions.view(), lps.view(), logits.cview(), A, 11,
+                                         fh::ops::counter_value(counter.cview(), 2, 1)});
     CHECK(ops.to_host(actions.cview()) == a5);
     CHECK(ops.to_host(lps.cview()) == l5);
 }
@@ -223,13 +223,15 @@ TEST_CASE("ppo_learning_rate writes the schedule's rate at the rollout count in 
     for (long long r : {0LL, 1LL, 7LL, 10LL, 12LL}) {
         INFO("rollouts " << r);
         ops.upload<long long>(rollouts.view(), std::vector<long long>{r});
-        fh::ops::ppo_learning_rate(ops, lr.view(), 3e-4, true, 10.0, fh::ops::counter_value(rollouts.cview()));
+        fh::ops::run(ops,
+                     fh::ops::PpoLearningRate{lr.view(), 3e-4, true, 10.0, fh::ops::counter_value(rollouts.cview())});
         CHECK(ops.to_host(lr.cview())[0] ==
               static_cast<float>(3e-4 * std::max(0.0, 1.0 - static_cast<double>(r) / 10.0)));
-        fh::ops::ppo_learning_rate(ops, lr.view(), 3e-4, false, 10.0, fh::ops::counter_value(rollouts.cview()));
+        fh::ops::run(ops,
+                     fh::ops::PpoLearningRate{lr.view(), 3e-4, false, 10.0, fh::ops::counter_value(rollouts.cview())});
         CHECK(ops.to_host(lr.cview())[0] == 3e-4f);
     }
-    CHECK_THROWS_AS(fh::ops::ppo_learning_rate(ops, lr.view(), 3e-4, true, 0.0, 0), std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::PpoLearningRate{lr.view(), 3e-4, true, 0.0, 0}), std::invalid_argument);
 }
 
 // ---- the diversity penalty -------------------------------------------------------------------
@@ -258,8 +260,8 @@ TEST_CASE("diversity penalty: the window fills, the ring forgets old actions, th
         for (int step = 0; step < 9; ++step) {
             INFO("step " << step);
             ops.upload<int>(acts.view(), std::vector<int>{seq0[step], seq1[step]});
-            fh::ops::ppo_diversity(ops, window.view(), counts.view(), penalty.view(), acts.cview(), A, W, 2.f,
-                                   static_cast<std::uint64_t>(step));
+            fh::ops::run(ops, fh::ops::PpoDiversity{window.view(), counts.view(), penalty.view(), acts.cview(), A, W,
+                                                    2.f, static_cast<std::uint64_t>(step)});
             const auto p = ops.to_host(penalty.cview());
             CHECK(p[0] == want0[step]);
             CHECK(p[1] == 0.f);  // env 1 never has more than half the window on one action
@@ -274,7 +276,8 @@ TEST_CASE("diversity penalty: the window fills, the ring forgets old actions, th
         auto penalty = ops.alloc<float>(1);
         auto acts = ops.from_host<int>(std::vector<int>{1});
         for (std::uint64_t step = 0; step < 3; ++step) {
-            fh::ops::ppo_diversity(ops, window.view(), counts.view(), penalty.view(), acts.cview(), 2, 1, 0.3f, step);
+            fh::ops::run(ops, fh::ops::PpoDiversity{window.view(), counts.view(), penalty.view(), acts.cview(), 2, 1,
+                                                    0.3f, step});
             CHECK(ops.to_host(penalty.cview())[0] == 0.3f);
             CHECK(ops.to_host(counts.cview()) == std::vector<int>{0, 1});
         }
@@ -310,7 +313,8 @@ TEST_CASE("GAE: a hand-computed rollout with a termination, a truncation and the
     auto r = ops.from_host<float>(rewards), v = ops.from_host<float>(values), nv = ops.from_host<float>(next_values);
     auto d = ops.from_host<std::uint8_t>(done);
     auto adv = ops.alloc<float>(8), ret = ops.alloc<float>(8);
-    fh::ops::ppo_gae(ops, adv.view(), ret.view(), r.cview(), v.cview(), nv.cview(), d.cview(), 0.5f, 0.5f, 4);
+    fh::ops::run(ops,
+                 fh::ops::PpoGae{adv.view(), ret.view(), r.cview(), v.cview(), nv.cview(), d.cview(), 0.5f, 0.5f, 4});
     CHECK(ops.to_host(adv.cview()) == std::vector<float>{1.25f, 0, 1, 1.875f, 3.375f, 0.5f, 3.5f, -4});
     CHECK(ops.to_host(ret.cview()) == std::vector<float>{1.75f, 1, 2, 0.875f, 4.875f, 1, 5.5f, -4});
     SECTION("gamma = lambda = 1 and no dones: gae_0 is the sum of the deltas") {
@@ -318,7 +322,8 @@ TEST_CASE("GAE: a hand-computed rollout with a termination, a truncation and the
         // env 1: sum r -0.5 + sum next_values 0.5 - sum values 0.5 = -0.5, return -0.5 + 1.
         const std::vector<std::uint8_t> running(8, kRunning);
         auto dr = ops.from_host<std::uint8_t>(running);
-        fh::ops::ppo_gae(ops, adv.view(), ret.view(), r.cview(), v.cview(), nv.cview(), dr.cview(), 1.f, 1.f, 4);
+        fh::ops::run(
+            ops, fh::ops::PpoGae{adv.view(), ret.view(), r.cview(), v.cview(), nv.cview(), dr.cview(), 1.f, 1.f, 4});
         const auto a = ops.to_host(adv.cview());
         const auto rt = ops.to_host(ret.cview());
         CHECK(a[0] == 19.f);
@@ -352,8 +357,8 @@ TEST_CASE(
     auto d1 = ops.from_host<std::uint8_t>(
         std::vector<std::uint8_t>{kRunning, kTruncated, kTerminated, kTruncated, kTruncated});
     const auto collect = [&](fh::ops::View<const std::uint8_t> done, int row_base, bool restart) {
-        fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(), o.cview(), inf.cview(),
-                                       done, market_dim, row_base, restart);
+        fh::ops::run(ops, fh::ops::PpoCollectTruncated{rows.view(), bars.view(), pf.view(), count.view(), o.cview(),
+                                                       inf.cview(), done, market_dim, row_base, restart});
     };
     collect(d1.cview(), 10, true);
     CHECK(ops.to_host(count.cview()) == std::vector<int>{3});
@@ -371,8 +376,8 @@ TEST_CASE(
     auto features = ops.from_host<float>(std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f});
     auto obs_bars = ops.from_host<int>(std::vector<int>{2, 0, 3});  // bar 3 is outside: NaN
     auto obs = ops.alloc<float>(3 * dim);
-    fh::ops::ppo_terminal_observations(ops, obs.view(), obs_bars.cview(), pf.cview().subview(0, 6), features.cview(),
-                                       market_dim);
+    fh::ops::run(ops, fh::ops::PpoTerminalObservations{obs.view(), obs_bars.cview(), pf.cview().subview(0, 6),
+                                                       features.cview(), market_dim});
     const auto got = ops.to_host(obs.cview());
     CHECK(std::vector<float>(got.begin(), got.begin() + 8) == std::vector<float>{4.5f, 5.5f, 6, 7, 0.5f, 1.5f, 14, 15});
     CHECK(std::isnan(got[8]));
@@ -383,35 +388,40 @@ TEST_CASE(
     auto dst = ops.from_host<float>(std::vector<float>(8, 0.f));
     auto vals = ops.from_host<float>(std::vector<float>{1.5f, 2.5f, 3.5f});
     auto at = ops.from_host<int>(std::vector<int>{5, 0, 8});  // 8 is outside dst: skipped
-    fh::ops::ppo_scatter_values(ops, dst.view(), vals.cview(), at.cview());
+    fh::ops::run(ops, fh::ops::PpoScatterValues{dst.view(), vals.cview(), at.cview()});
     CHECK(ops.to_host(dst.cview()) == std::vector<float>{2.5f, 0, 0, 0, 0, 1.5f, 0, 0});
 
     // Sizes and overlaps are checked.
-    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view().subview(0, 7), count.view(),
-                                                   o.cview(), inf.cview(), d1.cview(), market_dim, 0, true),
-                    std::invalid_argument);  // 7 floats for 4 entries of 2
     CHECK_THROWS_AS(
-        fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(), o.cview().subview(0, 18),
-                                       inf.cview(), d1.cview(), market_dim, 0, true),
-        std::invalid_argument);  // 18 floats for 5 environments
-    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(), o.cview(),
-                                                   inf.cview(), d1.cview(), 5, 0, true),
+        fh::ops::run(ops, fh::ops::PpoCollectTruncated{rows.view(), bars.view(), pf.view().subview(0, 7), count.view(),
+                                                       o.cview(), inf.cview(), d1.cview(), market_dim, 0, true}),
+        std::invalid_argument);  // 7 floats for 4 entries of 2
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::PpoCollectTruncated{rows.view(), bars.view(), pf.view(), count.view(),
+                                                                   o.cview().subview(0, 18), inf.cview(), d1.cview(),
+                                                                   market_dim, 0, true}),
+                    std::invalid_argument);  // 18 floats for 5 environments
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::PpoCollectTruncated{rows.view(), bars.view(), pf.view(), count.view(),
+                                                                   o.cview(), inf.cview(), d1.cview(), 5, 0, true}),
                     std::invalid_argument);  // market_dim above state_dim
-    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(), o.cview(),
-                                                   inf.cview(), d1.cview(), market_dim, -1, true),
-                    std::invalid_argument);  // a negative row
-    CHECK_THROWS_AS(fh::ops::ppo_collect_truncated(ops, rows.view(), rows.view(), pf.view(), count.view(), o.cview(),
-                                                   inf.cview(), d1.cview(), market_dim, 0, true),
-                    std::invalid_argument);  // rows and bars overlap
-    CHECK_THROWS_AS(fh::ops::ppo_terminal_observations(ops, obs.view(), obs_bars.cview(), pf.cview().subview(0, 5),
-                                                       features.cview(), market_dim),
-                    std::invalid_argument);  // 5 portfolio floats for 3 rows of 2
-    CHECK_THROWS_AS(fh::ops::ppo_terminal_observations(ops, obs.view(), obs_bars.cview(), pf.cview().subview(0, 6),
-                                                       features.cview().subview(0, 5), market_dim),
-                    std::invalid_argument);  // features not whole bars
-    CHECK_THROWS_AS(fh::ops::ppo_scatter_values(ops, dst.view(), vals.cview(), at.cview().subview(0, 2)),
+    CHECK_THROWS_AS(
+        fh::ops::run(ops, fh::ops::PpoCollectTruncated{rows.view(), bars.view(), pf.view(), count.view(), o.cview(),
+                                                       inf.cview(), d1.cview(), market_dim, -1, true}),
+        std::invalid_argument);  // a negative row
+    CHECK_THROWS_AS(
+        fh::ops::run(ops, fh::ops::PpoCollectTruncated{rows.view(), rows.view(), pf.view(), count.view(), o.cview(),
+                                                       inf.cview(), d1.cview(), market_dim, 0, true}),
+        std::invalid_argument);  // rows and bars overlap
+    CHECK_THROWS_AS(
+        fh::ops::run(ops, fh::ops::PpoTerminalObservations{obs.view(), obs_bars.cview(), pf.cview().subview(0, 5),
+                                                           features.cview(), market_dim}),
+        std::invalid_argument);  // 5 portfolio floats for 3 rows of 2
+    CHECK_THROWS_AS(
+        fh::ops::run(ops, fh::ops::PpoTerminalObservations{obs.view(), obs_bars.cview(), pf.cview().subview(0, 6),
+                                                           features.cview().subview(0, 5), market_dim}),
+        std::invalid_argument);  // features not whole bars
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::PpoScatterValues{dst.view(), vals.cview(), at.cview().subview(0, 2)}),
                     std::invalid_argument);  // 2 rows for 3 values
-    CHECK_THROWS_AS(fh::ops::ppo_scatter_values(ops, dst.view(), dst.cview().subview(0, 3), at.cview()),
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::PpoScatterValues{dst.view(), dst.cview().subview(0, 3), at.cview()}),
                     std::invalid_argument);  // values inside dst
 }
 
@@ -424,7 +434,7 @@ TEST_CASE("normalize: mean 0 and population std 1, any size", "[ppo]") {
         INFO("n " << n);
         const auto x0 = random_floats(n, n, 3.f, 9.f);
         auto x = ops.from_host<float>(x0);
-        fh::ops::normalize(ops, x.view(), scratch.view());
+        fh::ops::run(ops, fh::ops::Normalize{x.view(), scratch.view()});
         const auto y = ops.to_host(x.cview());
         double m = 0, s = 0;
         for (float v : x0) m += v;
@@ -443,10 +453,10 @@ TEST_CASE("normalize: mean 0 and population std 1, any size", "[ppo]") {
     }
     SECTION("one element, or all equal: zeros") {
         auto one = ops.from_host<float>(std::vector<float>{42.f});
-        fh::ops::normalize(ops, one.view(), scratch.view());
+        fh::ops::run(ops, fh::ops::Normalize{one.view(), scratch.view()});
         CHECK(ops.to_host(one.cview())[0] == 0.f);
         auto same = ops.from_host<float>(std::vector<float>(50, -3.5f));
-        fh::ops::normalize(ops, same.view(), scratch.view());
+        fh::ops::run(ops, fh::ops::Normalize{same.view(), scratch.view()});
         for (float v : ops.to_host(same.cview())) CHECK(v == 0.f);
     }
 }
@@ -537,8 +547,8 @@ TEST_CASE("ppo_gather takes the permuted rows; the minibatches of an epoch parti
         auto s = ops.alloc<float>(B * D), l = ops.alloc<float>(B), a2 = ops.alloc<float>(B), r2 = ops.alloc<float>(B),
              v = ops.alloc<float>(B);
         auto a = ops.alloc<int>(B);
-        fh::ops::ppo_gather(ops, s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), rollout, 5, epoch,
-                            offset);
+        fh::ops::run(ops, fh::ops::PpoGather{s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), rollout, 5,
+                                             epoch, offset});
         const auto hs = ops.to_host(s.cview());
         const auto ha = ops.to_host(a.cview());
         const auto hl = ops.to_host(l.cview()), hadv = ops.to_host(a2.cview()), hr = ops.to_host(r2.cview()),
@@ -646,7 +656,7 @@ TEST_CASE("curiosity input and error by hand; d_pred matches finite differences"
         auto states = ops.from_host<float>(std::vector<float>{1, 2, 3, 4, 5, 6});
         auto acts = ops.from_host<int>(std::vector<int>{2, 0});
         auto input = ops.alloc<float>(2 * 7);
-        fh::ops::curiosity_input(ops, input.view(), states.cview(), acts.cview(), 4);
+        fh::ops::run(ops, fh::ops::CuriosityInput{input.view(), states.cview(), acts.cview(), 4});
         CHECK(ops.to_host(input.cview()) == std::vector<float>{1, 2, 3, 0, 0, 1, 0, 4, 5, 6, 1, 0, 0, 0});
     }
     SECTION("error and gradient, by hand") {
@@ -655,7 +665,7 @@ TEST_CASE("curiosity input and error by hand; d_pred matches finite differences"
         auto pred = ops.from_host<float>(std::vector<float>{1, 2, 0.5f, -1});
         auto next = ops.from_host<float>(std::vector<float>{0, 4, 9, 9, 1.5f, -1, 7, 7});
         auto err = ops.alloc<float>(2), dp = ops.alloc<float>(4);
-        fh::ops::curiosity_error(ops, err.view(), dp.view(), pred.cview(), next.cview(), 4);
+        fh::ops::run(ops, fh::ops::CuriosityError{err.view(), dp.view(), pred.cview(), next.cview(), 4});
         CHECK(ops.to_host(err.cview()) == std::vector<float>{1.25f, 0.25f});
         CHECK(ops.to_host(dp.cview()) == std::vector<float>{0.25f, -0.5f, -0.25f, 0.f});
     }
@@ -664,7 +674,7 @@ TEST_CASE("curiosity input and error by hand; d_pred matches finite differences"
         const auto pr = random_floats(n * P, 1), nx = random_floats(n * S, 2);
         auto pred = ops.from_host<float>(pr), next = ops.from_host<float>(nx);
         auto err = ops.alloc<float>(n), dp = ops.alloc<float>(n * P);
-        fh::ops::curiosity_error(ops, err.view(), dp.view(), pred.cview(), next.cview(), S);
+        fh::ops::run(ops, fh::ops::CuriosityError{err.view(), dp.view(), pred.cview(), next.cview(), S});
         const auto e = ops.to_host(err.cview()), d = ops.to_host(dp.cview());
         auto f = [&](const std::vector<double>& q) {
             double total = 0;
@@ -701,30 +711,33 @@ TEST_CASE("PPO ops: sizes are checked; read-only inputs may share, outputs may n
     auto done = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(8, 0));
     auto adv = ops.alloc<float>(8), ret = ops.alloc<float>(8);
     // values and next_values may be the same read-only buffer ...
-    CHECK_NOTHROW(
-        fh::ops::ppo_gae(ops, adv.view(), ret.view(), cf(0, 8), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 4));
+    CHECK_NOTHROW(fh::ops::run(
+        ops, fh::ops::PpoGae{adv.view(), ret.view(), cf(0, 8), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 4}));
     // ... an output aliasing an input may not.
-    CHECK_THROWS_AS(
-        fh::ops::ppo_gae(ops, adv.view(), ret.view(), adv.cview(), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 4),
-        std::invalid_argument);
-    CHECK_THROWS_AS(
-        fh::ops::ppo_gae(ops, adv.view(), ret.view(), cf(0, 8), cf(8, 8), cf(8, 8), done.cview(), 0.9f, 0.9f, 3),
-        std::invalid_argument);  // 8 rows are not a multiple of T = 3
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::PpoGae{adv.view(), ret.view(), adv.cview(), cf(8, 8), cf(8, 8),
+                                                      done.cview(), 0.9f, 0.9f, 4}),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::PpoGae{adv.view(), ret.view(), cf(0, 8), cf(8, 8), cf(8, 8),
+                                                      done.cview(), 0.9f, 0.9f, 3}),
+                    std::invalid_argument);  // 8 rows are not a multiple of T = 3
 
     auto scratch = ops.alloc<float>(fh::ops::normalize_scratch_size());
-    CHECK_THROWS_AS(fh::ops::normalize(ops, f(0, 8), f(8, 16)), std::invalid_argument);  // scratch too small
-    CHECK_THROWS_AS(fh::ops::normalize(ops, fh::ops::View<float>(), scratch.view()), std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::Normalize{f(0, 8), f(8, 16)}),
+                    std::invalid_argument);  // scratch too small
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::Normalize{fh::ops::View<float>(), scratch.view()}),
+                    std::invalid_argument);
 
     auto acts = ops.from_host<int>(std::vector<int>{0, 1, 2, 0});
     auto stats = ops.alloc<float>(fh::ppo::kPpoLossStats * 4), dl = ops.alloc<float>(12), dv = ops.alloc<float>(4);
     const LossParams p{0.2f, 0.5f, 0.01f, 1};
-    CHECK_NOTHROW(fh::ops::ppo_loss(ops, stats.view(), dl.view(), dv.view(), cf(0, 12), cf(12, 4), acts.cview(),
-                                    cf(16, 4), cf(20, 4), cf(24, 4), cf(12, 4), p));  // old_values == values: fine
-    CHECK_THROWS_AS(fh::ops::ppo_loss(ops, stats.view(), dl.view(), f(12, 4), cf(0, 12), cf(12, 4), acts.cview(),
-                                      cf(16, 4), cf(20, 4), cf(24, 4), cf(28, 4), p),
+    CHECK_NOTHROW(fh::ops::run(
+        ops, fh::ops::PpoLoss{stats.view(), dl.view(), dv.view(), cf(0, 12), cf(12, 4), acts.cview(), cf(16, 4),
+                              cf(20, 4), cf(24, 4), cf(12, 4), p}));  // old_values == values: fine
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::PpoLoss{stats.view(), dl.view(), f(12, 4), cf(0, 12), cf(12, 4),
+                                                       acts.cview(), cf(16, 4), cf(20, 4), cf(24, 4), cf(28, 4), p}),
                     std::invalid_argument);  // d_values is the values buffer
-    CHECK_THROWS_AS(fh::ops::ppo_loss(ops, stats.view(), dl.view(), dv.view(), cf(0, 13), cf(12, 4), acts.cview(),
-                                      cf(16, 4), cf(20, 4), cf(24, 4), cf(28, 4), p),
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::PpoLoss{stats.view(), dl.view(), dv.view(), cf(0, 13), cf(12, 4),
+                                                       acts.cview(), cf(16, 4), cf(20, 4), cf(24, 4), cf(28, 4), p}),
                     std::invalid_argument);  // 13 logits for 4 samples
 
     const RolloutView r{buf.cview().data(),
@@ -738,24 +751,26 @@ TEST_CASE("PPO ops: sizes are checked; read-only inputs may share, outputs may n
     auto gs = ops.alloc<float>(4), g1 = ops.alloc<float>(2), g2 = ops.alloc<float>(2), g3 = ops.alloc<float>(2),
          g4 = ops.alloc<float>(2);
     auto ga = ops.alloc<int>(2);
-    CHECK_NOTHROW(
-        fh::ops::ppo_gather(ops, gs.view(), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 2));
-    CHECK_THROWS_AS(
-        fh::ops::ppo_gather(ops, gs.view(), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 3),
-        std::invalid_argument);  // rows [3, 5) of 4
-    CHECK_THROWS_AS(
-        fh::ops::ppo_gather(ops, f(0, 4), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 0),
-        std::invalid_argument);  // the output overlaps the rollout
+    CHECK_NOTHROW(fh::ops::run(
+        ops, fh::ops::PpoGather{gs.view(), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(), r, 1, 0, 2}));
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::PpoGather{gs.view(), ga.view(), g1.view(), g2.view(), g3.view(),
+                                                         g4.view(), r, 1, 0, 3}),
+                    std::invalid_argument);  // rows [3, 5) of 4
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::PpoGather{f(0, 4), ga.view(), g1.view(), g2.view(), g3.view(), g4.view(),
+                                                         r, 1, 0, 0}),
+                    std::invalid_argument);  // the output overlaps the rollout
 
     auto err = ops.alloc<float>(2), dp = ops.alloc<float>(10);
-    CHECK_THROWS_AS(fh::ops::curiosity_error(ops, err.view(), dp.view(), cf(0, 10), cf(10, 8), 4),
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::CuriosityError{err.view(), dp.view(), cf(0, 10), cf(10, 8), 4}),
                     std::invalid_argument);
 
     auto window = ops.from_host<int>(std::vector<int>(8, 0)), counts = ops.from_host<int>(std::vector<int>(12, 0));
     auto pen = ops.alloc<float>(4);
-    CHECK_THROWS_AS(fh::ops::ppo_diversity(ops, window.view(), counts.view(), pen.view(), acts.cview(), 3, 0, 1.f, 0),
-                    std::invalid_argument);  // window 0
-    CHECK_NOTHROW(fh::ops::ppo_diversity(ops, window.view(), counts.view(), pen.view(), acts.cview(), 3, 2, 1.f, 0));
+    CHECK_THROWS_AS(
+        fh::ops::run(ops, fh::ops::PpoDiversity{window.view(), counts.view(), pen.view(), acts.cview(), 3, 0, 1.f, 0}),
+        std::invalid_argument);  // window 0
+    CHECK_NOTHROW(
+        fh::ops::run(ops, fh::ops::PpoDiversity{window.view(), counts.view(), pen.view(), acts.cview(), 3, 2, 1.f, 0}));
 }
 
 // ---- [gpu] the kernels against their CPU twins ---------------------------------------------------
@@ -772,10 +787,10 @@ TEST_CASE("PPO sampling and diversity kernels equal their CPU twins", "[gpu][ppo
         // Odd steps from a counter in device memory (step = counter * 1 + 0), even ones from the host.
         auto counter = ops.from_host<long long>(std::vector<long long>{static_cast<long long>(step)});
         if (step % 2 == 1)
-            fh::ops::ppo_sample(ops, actions.view(), lps.view(), logits.cview(), A, 77,
-                                fh::ops::counter_value(counter.cview()));
+            fh::ops::run(ops, fh::ops::PpoSample{actions.view(), lps.view(), logits.cview(), A, 77,
+                                                 fh::ops::counter_value(counter.cview())});
         else
-            fh::ops::ppo_sample(ops, actions.view(), lps.view(), logits.cview(), A, 77, step);
+            fh::ops::run(ops, fh::ops::PpoSample{actions.view(), lps.view(), logits.cview(), A, 77, step});
         return std::pair{ops.to_host(actions.cview()), ops.to_host(lps.cview())};
     };
     for (std::uint64_t step : {0ull, 1ull, 1000003ull}) {
@@ -814,8 +829,8 @@ TEST_CASE("PPO sampling and diversity kernels equal their CPU twins", "[gpu][ppo
             ops.upload<int>(acts.view(), a);
             // The step from device memory: counter = step / 2, step = counter * 2 + step % 2.
             ops.upload<long long>(counter.view(), std::vector<long long>{step / 2});
-            fh::ops::ppo_diversity(ops, window.view(), counts.view(), penalty.view(), acts.cview(), A, W, 0.37f,
-                                   fh::ops::counter_value(counter.cview(), 2, step % 2));
+            fh::ops::run(ops, fh::ops::PpoDiversity{window.view(), counts.view(), penalty.view(), acts.cview(), A, W,
+                                                    0.37f, fh::ops::counter_value(counter.cview(), 2, step % 2)});
             penalties.push_back(ops.to_host(penalty.cview()));
         }
         return std::tuple{penalties, ops.to_host(window.cview()), ops.to_host(counts.cview())};
@@ -842,7 +857,8 @@ TEST_CASE("GAE and normalize kernels equal their CPU twins", "[gpu][ppo]") {
              nv = ops.from_host<float>(next_values);
         auto d = ops.from_host<std::uint8_t>(done);
         auto adv = ops.alloc<float>(M), ret = ops.alloc<float>(M);
-        fh::ops::ppo_gae(ops, adv.view(), ret.view(), r.cview(), v.cview(), nv.cview(), d.cview(), 0.99f, 0.95f, T);
+        fh::ops::run(
+            ops, fh::ops::PpoGae{adv.view(), ret.view(), r.cview(), v.cview(), nv.cview(), d.cview(), 0.99f, 0.95f, T});
         return std::pair{ops.to_host(adv.cview()), ops.to_host(ret.cview())};
     };
     const auto c = gae(cpu), g = gae(gpu);
@@ -855,7 +871,7 @@ TEST_CASE("GAE and normalize kernels equal their CPU twins", "[gpu][ppo]") {
         auto norm = [&](fh::ops::Device& ops) {
             auto x = ops.from_host<float>(x0);
             auto scratch = ops.alloc<float>(fh::ops::normalize_scratch_size());
-            fh::ops::normalize(ops, x.view(), scratch.view());
+            fh::ops::run(ops, fh::ops::Normalize{x.view(), scratch.view()});
             return ops.to_host(x.cview());
         };
         const auto cn = norm(cpu), gn = norm(gpu), gn2 = norm(gpu);
@@ -908,13 +924,14 @@ TEST_CASE("the truncated-episode kernels (collect, observations, scatter) equal 
         std::vector<int> counts;
         for (int s = 0; s < steps; ++s) {
             auto d = ops.from_host<std::uint8_t>(done[static_cast<std::size_t>(s)]);
-            fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(), o.cview(),
-                                           inf.cview(), d.cview(), market_dim, s * n, s == 0);
+            fh::ops::run(ops, fh::ops::PpoCollectTruncated{rows.view(), bars.view(), pf.view(), count.view(), o.cview(),
+                                                           inf.cview(), d.cview(), market_dim, s * n, s == 0});
             counts.push_back(ops.to_host(count.cview())[0]);
         }
         auto f = ops.from_host<float>(features);
         auto obs = ops.alloc<float>(static_cast<std::size_t>(capacity) * dim);
-        fh::ops::ppo_terminal_observations(ops, obs.view(), bars.cview(), pf.cview(), f.cview(), market_dim);
+        fh::ops::run(ops,
+                     fh::ops::PpoTerminalObservations{obs.view(), bars.cview(), pf.cview(), f.cview(), market_dim});
         return std::tuple{ops.to_host(rows.cview()), ops.to_host(bars.cview()), ops.to_host(pf.cview()), counts,
                           ops.to_host(obs.cview())};
     };
@@ -939,7 +956,7 @@ TEST_CASE("the truncated-episode kernels (collect, observations, scatter) equal 
         auto dst = ops.from_host<float>(std::vector<float>(size, 0.5f));
         auto v = ops.from_host<float>(vals);
         auto r = ops.from_host<int>(at);
-        fh::ops::ppo_scatter_values(ops, dst.view(), v.cview(), r.cview());
+        fh::ops::run(ops, fh::ops::PpoScatterValues{dst.view(), v.cview(), r.cview()});
         return ops.to_host(dst.cview());
     };
     CHECK(scatter(gpu) == scatter(cpu));
@@ -973,8 +990,8 @@ TEST_CASE("the PPO gather kernel equals its CPU twin", "[gpu][ppo]") {
             auto s = ops.alloc<float>(B * D), l = ops.alloc<float>(B), a2 = ops.alloc<float>(B),
                  r2 = ops.alloc<float>(B), v = ops.alloc<float>(B);
             auto a = ops.alloc<int>(B);
-            fh::ops::ppo_gather(ops, s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), r, 123, epoch,
-                                offset);
+            fh::ops::run(ops, fh::ops::PpoGather{s.view(), a.view(), l.view(), a2.view(), r2.view(), v.view(), r, 123,
+                                                 epoch, offset});
             return std::tuple{ops.to_host(s.cview()),  ops.to_host(a.cview()),  ops.to_host(l.cview()),
                               ops.to_host(a2.cview()), ops.to_host(r2.cview()), ops.to_host(v.cview())};
         };
@@ -1001,8 +1018,8 @@ TEST_CASE("the PPO learning-rate kernel equals its CPU twin", "[gpu][ppo]") {
             for (int k = 0; k < 2; ++k) {
                 auto lr = backends[k]->alloc<float>(1);
                 auto counter = backends[k]->from_host<long long>(std::vector<long long>{r});
-                fh::ops::ppo_learning_rate(*backends[k], lr.view(), 2.5e-4, linear, 1000.0,
-                                           fh::ops::counter_value(counter.cview()));
+                fh::ops::run(*backends[k], fh::ops::PpoLearningRate{lr.view(), 2.5e-4, linear, 1000.0,
+                                                                    fh::ops::counter_value(counter.cview())});
                 got[k] = backends[k]->to_host(lr.cview());
             }
             CHECK(got[1] == got[0]);
@@ -1063,8 +1080,8 @@ TEST_CASE("the curiosity kernels equal their CPU twins", "[gpu][ppo]") {
         auto s = ops.from_host<float>(st), p = ops.from_host<float>(pr), x = ops.from_host<float>(nx);
         auto a = ops.from_host<int>(act);
         auto in = ops.alloc<float>(n * (D + A)), err = ops.alloc<float>(n), dp = ops.alloc<float>(n * P);
-        fh::ops::curiosity_input(ops, in.view(), s.cview(), a.cview(), A);
-        fh::ops::curiosity_error(ops, err.view(), dp.view(), p.cview(), x.cview(), D);
+        fh::ops::run(ops, fh::ops::CuriosityInput{in.view(), s.cview(), a.cview(), A});
+        fh::ops::run(ops, fh::ops::CuriosityError{err.view(), dp.view(), p.cview(), x.cview(), D});
         return std::tuple{ops.to_host(in.cview()), ops.to_host(err.cview()), ops.to_host(dp.cview())};
     };
     const auto c = run(cpu), g = run(gpu);

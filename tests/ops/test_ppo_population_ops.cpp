@@ -127,8 +127,8 @@ void ppo_ops(Device& ops, Outputs& out) {
     const auto logits = ops.from_host<float>(random_floats(N * n * A, 5));
     auto actions = ops.alloc<int>(N * n);
     auto logp = ops.alloc<float>(N * n);
-    fh::ops::ppo_sample(ops, actions.view(), logp.view(), logits.cview(), static_cast<int>(A), 0, step,
-                        d_seeds.cview());
+    fh::ops::run(ops, fh::ops::PpoSample{actions.view(), logp.view(), logits.cview(), static_cast<int>(A), 0, step,
+                                         d_seeds.cview()});
     auto hist = ops.from_host<unsigned long long>(std::vector<unsigned long long>(N * A, 1));
     fh::ops::action_histogram(ops, hist.view(), actions.cview(), static_cast<int>(A), static_cast<int>(N));
     const auto ha = ops.to_host(actions.cview());
@@ -138,8 +138,8 @@ void ppo_ops(Device& ops, Outputs& out) {
         INFO("agent " << k);
         auto a1 = ops.alloc<int>(n);
         auto l1 = ops.alloc<float>(n);
-        fh::ops::ppo_sample(ops, a1.view(), l1.view(), logits.cview().subview(k * n * A, n * A), static_cast<int>(A),
-                            seeds[k], step);
+        fh::ops::run(ops, fh::ops::PpoSample{a1.view(), l1.view(), logits.cview().subview(k * n * A, n * A),
+                                             static_cast<int>(A), seeds[k], step});
         CHECK(ops.to_host(a1.cview()) == part(ha, k, n));
         CHECK(same_bits(ops.to_host(l1.cview()), part(hl, k, n)));
         auto h1 = ops.from_host<unsigned long long>(std::vector<unsigned long long>(A, 1));
@@ -165,9 +165,9 @@ void ppo_ops(Device& ops, Outputs& out) {
     for (auto* b : {&rows, &bars}) ops.upload<int>(b->view(), std::vector<int>(N * M, -1));
     ops.fill(pf.view(), 0.0f);
     for (int t = 0; t < 2; ++t)
-        fh::ops::ppo_collect_truncated(ops, rows.view(), bars.view(), pf.view(), count.view(), next.cview(),
-                                       d_info.cview(), d_done.cview(), static_cast<int>(MD), t * static_cast<int>(n),
-                                       t == 0, static_cast<int>(N));
+        fh::ops::run(ops, fh::ops::PpoCollectTruncated{rows.view(), bars.view(), pf.view(), count.view(), next.cview(),
+                                                       d_info.cview(), d_done.cview(), static_cast<int>(MD),
+                                                       t * static_cast<int>(n), t == 0, static_cast<int>(N)});
     const auto hc = ops.to_host(count.cview());
     for (std::size_t k = 0; k < N; ++k) {
         INFO("agent " << k);
@@ -176,10 +176,10 @@ void ppo_ops(Device& ops, Outputs& out) {
         ops.fill(p1.view(), 0.0f);
         auto c1 = ops.from_host<int>(std::vector<int>{0});
         for (int t = 0; t < 2; ++t)
-            fh::ops::ppo_collect_truncated(ops, r1.view(), b1.view(), p1.view(), c1.view(),
-                                           next.cview().subview(k * n * D, n * D), d_info.cview().subview(k * n, n),
-                                           d_done.cview().subview(k * n, n), static_cast<int>(MD),
-                                           t * static_cast<int>(n), t == 0);
+            fh::ops::run(ops, fh::ops::PpoCollectTruncated{
+                                  r1.view(), b1.view(), p1.view(), c1.view(), next.cview().subview(k * n * D, n * D),
+                                  d_info.cview().subview(k * n, n), d_done.cview().subview(k * n, n),
+                                  static_cast<int>(MD), t * static_cast<int>(n), t == 0});
         CHECK(ops.to_host(c1.cview())[0] == hc[k]);
         CHECK(hc[k] > 0);
         CHECK(ops.to_host(r1.cview()) == part(ops.to_host(rows.cview()), k, M));
@@ -207,16 +207,17 @@ void ppo_ops(Device& ops, Outputs& out) {
     auto g_actions = ops.alloc<int>(N * B);
     Buffer<float> g_s[4];
     for (auto& b : g_s) b = ops.alloc<float>(N * B);
-    fh::ops::ppo_gather(ops, g_states.view(), g_actions.view(), g_s[0].view(), g_s[1].view(), g_s[2].view(),
-                        g_s[3].view(), rollout, 0, epoch, static_cast<int>(B), d_seeds.cview());
+    fh::ops::run(ops, fh::ops::PpoGather{g_states.view(), g_actions.view(), g_s[0].view(), g_s[1].view(), g_s[2].view(),
+                                         g_s[3].view(), rollout, 0, epoch, static_cast<int>(B), d_seeds.cview()});
     for (std::size_t k = 0; k < N; ++k) {
         INFO("agent " << k);
         auto s1 = ops.alloc<float>(B * D);
         auto a1 = ops.alloc<int>(B);
         Buffer<float> x1[4];
         for (auto& b : x1) b = ops.alloc<float>(B);
-        fh::ops::ppo_gather(ops, s1.view(), a1.view(), x1[0].view(), x1[1].view(), x1[2].view(), x1[3].view(),
-                            fh::ppo::agent_rollout(rollout, static_cast<int>(k)), seeds[k], epoch, static_cast<int>(B));
+        fh::ops::run(ops, fh::ops::PpoGather{s1.view(), a1.view(), x1[0].view(), x1[1].view(), x1[2].view(),
+                                             x1[3].view(), fh::ppo::agent_rollout(rollout, static_cast<int>(k)),
+                                             seeds[k], epoch, static_cast<int>(B)});
         CHECK(same_bits(ops.to_host(s1.cview()), part(ops.to_host(g_states.cview()), k, B * D)));
         CHECK(ops.to_host(a1.cview()) == part(ops.to_host(g_actions.cview()), k, B));
         for (int s = 0; s < 4; ++s)
@@ -233,9 +234,9 @@ void ppo_ops(Device& ops, Outputs& out) {
     auto stats = ops.alloc<float>(5 * N * B);
     auto d_logits = ops.alloc<float>(N * B * A);
     auto d_values = ops.alloc<float>(N * B);
-    fh::ops::ppo_loss(ops, stats.view(), d_logits.view(), d_values.view(), mb_logits.cview(), values.cview(),
-                      g_actions.cview(), g_s[0].cview(), g_s[1].cview(), g_s[2].cview(), g_s[3].cview(), lp[0],
-                      d_lp.cview());
+    fh::ops::run(ops, fh::ops::PpoLoss{stats.view(), d_logits.view(), d_values.view(), mb_logits.cview(),
+                                       values.cview(), g_actions.cview(), g_s[0].cview(), g_s[1].cview(),
+                                       g_s[2].cview(), g_s[3].cview(), lp[0], d_lp.cview()});
     const auto hs = ops.to_host(stats.cview());
     for (std::size_t k = 0; k < N; ++k) {
         INFO("agent " << k);
@@ -243,9 +244,9 @@ void ppo_ops(Device& ops, Outputs& out) {
         auto dl1 = ops.alloc<float>(B * A);
         auto dv1 = ops.alloc<float>(B);
         const auto sub = [&](const Buffer<float>& b, std::size_t w) { return b.cview().subview(k * B * w, B * w); };
-        fh::ops::ppo_loss(ops, s1.view(), dl1.view(), dv1.view(), sub(mb_logits, A), sub(values, 1),
-                          g_actions.cview().subview(k * B, B), sub(g_s[0], 1), sub(g_s[1], 1), sub(g_s[2], 1),
-                          sub(g_s[3], 1), lp[k]);
+        fh::ops::run(ops, fh::ops::PpoLoss{s1.view(), dl1.view(), dv1.view(), sub(mb_logits, A), sub(values, 1),
+                                           g_actions.cview().subview(k * B, B), sub(g_s[0], 1), sub(g_s[1], 1),
+                                           sub(g_s[2], 1), sub(g_s[3], 1), lp[k]});
         CHECK(same_bits(ops.to_host(dl1.cview()), part(ops.to_host(d_logits.cview()), k, B * A)));
         CHECK(same_bits(ops.to_host(dv1.cview()), part(ops.to_host(d_values.cview()), k, B)));
         const auto h1 = ops.to_host(s1.cview());
@@ -265,14 +266,15 @@ void ppo_ops(Device& ops, Outputs& out) {
         const std::vector<float> gl{0.99f, 0.95f, 0.9f, 0.8f, 0.97f, 1.0f};
         const auto d_gl = ops.from_host<float>(gl);
         auto adv = ops.alloc<float>(N * M), ret = ops.alloc<float>(N * M);
-        fh::ops::ppo_gae(ops, adv.view(), ret.view(), rewards.cview(), vals.cview(), next_vals.cview(), d_flags.cview(),
-                         0.5f, 0.5f, static_cast<int>(T), d_gl.cview());
+        fh::ops::run(ops, fh::ops::PpoGae{adv.view(), ret.view(), rewards.cview(), vals.cview(), next_vals.cview(),
+                                          d_flags.cview(), 0.5f, 0.5f, static_cast<int>(T), d_gl.cview()});
         for (std::size_t k = 0; k < N; ++k) {
             INFO("GAE, agent " << k);
             auto a1 = ops.alloc<float>(M), r1 = ops.alloc<float>(M);
-            fh::ops::ppo_gae(ops, a1.view(), r1.view(), rewards.cview().subview(k * M, M),
-                             vals.cview().subview(k * M, M), next_vals.cview().subview(k * M, M),
-                             d_flags.cview().subview(k * M, M), gl[2 * k], gl[2 * k + 1], static_cast<int>(T));
+            fh::ops::run(
+                ops, fh::ops::PpoGae{a1.view(), r1.view(), rewards.cview().subview(k * M, M),
+                                     vals.cview().subview(k * M, M), next_vals.cview().subview(k * M, M),
+                                     d_flags.cview().subview(k * M, M), gl[2 * k], gl[2 * k + 1], static_cast<int>(T)});
             CHECK(same_bits(ops.to_host(a1.cview()), part(ops.to_host(adv.cview()), k, M)));
             CHECK(same_bits(ops.to_host(r1.cview()), part(ops.to_host(ret.cview()), k, M)));
         }

@@ -12,7 +12,7 @@
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
-#include "ops/dqn/ops.hpp"
+#include "abi/dqn_step.h"
 #include "ops/host_read.hpp"
 
 using fh::ops::CpuDevice;

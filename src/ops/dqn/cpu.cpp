@@ -10,9 +10,8 @@
 
 #include "abi/dqn_step.h"
 #include "math/ppo.h"
-#include "ops/dqn/ops.hpp"
 
-namespace fh::ops::cpu_twin {
+namespace fh::ops {
 
 namespace {
 
@@ -47,7 +46,7 @@ double tree_sum(std::vector<double> s) {
 }
 
 /// Agent g's view of the ring and its sampling parameters (the samplers' shared start).
-dqn::AgentSampling ring_sampling(const RingViews& ring, std::size_t g, const dqn::Counters& c,
+dqn::AgentSampling ring_sampling(const DqnRing& ring, std::size_t g, const dqn::Counters& c,
                                  const dqn::AgentParams& p) {
     return dqn::agent_sampling(ring.states.data(), ring.next_states.data(), ring.actions.data(), ring.rewards.data(),
                                ring.done.data(), ring.capacity_steps, ring.n_envs, ring.state_dim,
@@ -56,9 +55,9 @@ dqn::AgentSampling ring_sampling(const RingViews& ring, std::size_t g, const dqn
 
 }  // namespace
 
-void dqn_act(View<int> actions, View<float> q, View<unsigned long long> histogram, View<const float> head,
-             const dqn::HeadParams& h, View<const dqn::AgentParams> agent, View<const dqn::Counters> counters, int n,
-             bool explore) {
+void cpu(const DqnAct& a) {
+    const auto& [actions, q, histogram, head, h, agent, counters, explore, n_rows] = a;
+    const int n = static_cast<int>(actions.size() / (agent.empty() ? 1 : agent.size()));
     const int A = h.num_actions, Z = h.num_atoms, W = dqn::head_width(h), K = h.ensemble;
     const std::size_t As = static_cast<std::size_t>(A), N = agent.empty() ? 1 : agent.size();
     std::vector<float> mean(static_cast<std::size_t>(Z)), p(static_cast<std::size_t>(Z)), qa(As),
@@ -105,10 +104,9 @@ void dqn_act(View<int> actions, View<float> q, View<unsigned long long> histogra
         }
 }
 
-void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, View<const float> head_select,
-              View<const float> head_target, View<const int> actions, View<const float> returns,
-              View<const float> discounts, View<const dqn::AgentParams> agent, const dqn::HeadParams& h, int batch,
-              View<const int> target_actions, View<const float> masks) {
+void cpu(const DqnLoss& a) {
+    const auto& [d_head, stats, head_s, head_select, head_target, actions, returns, discounts, agent, h, batch,
+                 target_actions, masks, stage_rows] = a;
     const int A = h.num_actions, Z = h.num_atoms, W = dqn::head_width(h);
     const std::size_t Zs = static_cast<std::size_t>(Z);
     std::vector<float> mean(Zs), p(Zs), p_next(Zs), m(Zs), qa(static_cast<std::size_t>(A)), q2(2 * qa.size());
@@ -222,9 +220,9 @@ void dqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, V
     }
 }
 
-void dqn_update_finish(View<dqn::UpdateStep> step, View<nn::GuardState> guard, View<dqn::MonitorStats> stats,
-                       View<dqn::Counters> counters, View<float> norm_partials, View<const float> grads,
-                       View<const float> sample_stats, View<const dqn::AgentParams> agent, int batch, int inject_nan) {
+void cpu(const DqnUpdateFinish& a) {
+    const auto& [step, guard, stats, counters, norm_partials, grads, sample_stats, agent, batch, inject_nan, n_params] =
+        a;
     const std::size_t N = agent.size(), P = grads.size() / N;
     constexpr int kBlocks = abi::kNormBlocks, kThreads = abi::kNormThreads, T = abi::kDqnFinishThreads;
     const long long grid = static_cast<long long>(kBlocks) * kThreads;
@@ -275,8 +273,8 @@ void dqn_update_finish(View<dqn::UpdateStep> step, View<nn::GuardState> guard, V
     }
 }
 
-void dqn_adam_target(View<float> params, View<float> m, View<float> v, View<float> target, View<const float> grads,
-                     View<const dqn::UpdateStep> step, View<const dqn::AgentParams> agent) {
+void cpu(const DqnAdamTarget& a) {
+    const auto& [params, m, v, target, grads, step, agent, advance, n_params] = a;
     const std::size_t N = agent.size(), P = params.size() / N;
     for (std::size_t g = 0; g < N; ++g) {
         const dqn::UpdateStep& s = step.data()[g];
@@ -285,18 +283,22 @@ void dqn_adam_target(View<float> params, View<float> m, View<float> v, View<floa
             dqn::adam_target_element(params.data()[i], m.data()[i], v.data()[i], target.data()[i], grads.data()[i],
                                      clip, s, agent.data()[g]);
     }
+    if (!advance.empty()) cpu(DqnAdvance{advance});
 }
 
-void dqn_advance(View<dqn::Counters> counters) {
+void cpu(const DqnAdvance& a) {
+    const auto& [counters] = a;
     for (std::size_t g = 0; g < counters.size(); ++g) {
         counters.data()[g].steps += 1;
         counters.data()[g].pushed += 1;
     }
 }
 
-void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> states, View<const int> actions,
-                 const RingViews& ring, View<const dqn::Counters> counters, const env::MarketView& one_market,
-                 const env::EnvParams& params, const CollectAdvance& advance, View<const abi::EnvAgent> agents) {
+void cpu(const DqnCollect& a) {
+    const auto& [state, portfolio, states, actions, ring, counters, one_market, params, advance, agents, n_envs] = a;
+    for (std::size_t g = 0; g < agents.size(); ++g)  // the agents' markets' sizes (host memory here)
+        detail::require(agents.data()[g].market.n_starts >= 1 && agents.data()[g].market.n_bars >= 2, "dqn_collect",
+                        "an agent's market has no valid episode start");
     const std::size_t n = static_cast<std::size_t>(ring.n_envs), D = static_cast<std::size_t>(params.state_dim),
                       M = static_cast<std::size_t>(params.market_dim);
     const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * n;
@@ -332,12 +334,11 @@ void dqn_collect(View<env::EnvState> state, View<float> portfolio, View<float> s
             gather(obs, s.t, pf);
         }
     }
-    if (!advance.counters.empty()) dqn_advance(advance.counters);
+    if (!advance.counters.empty()) cpu(DqnAdvance{advance.counters});
 }
 
-void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, View<float> masks,
-                const RingViews& ring, View<const dqn::Counters> counters, View<const dqn::AgentParams> agent,
-                int batch, int ensemble) {
+void cpu(const DqnSample& a) {
+    const auto& [x, actions, returns, discounts, ring, counters, agent, batch, masks, ensemble] = a;
     const std::size_t D = static_cast<std::size_t>(ring.state_dim), B = static_cast<std::size_t>(batch);
     for (std::size_t g = 0; g < agent.size(); ++g) {
         const dqn::Counters c = counters.data()[g];
@@ -358,8 +359,8 @@ void dqn_sample(View<float> x, View<int> actions, View<float> returns, View<floa
     }
 }
 
-void dqn_curiosity_gather(View<float> input, View<float> next_market, const RingViews& ring,
-                          View<const dqn::Counters> counters, int num_actions, int market_dim) {
+void cpu(const DqnCuriosityGather& a) {
+    const auto& [input, next_market, ring, counters, num_actions, market_dim, n_envs] = a;
     const std::size_t n = static_cast<std::size_t>(ring.n_envs), D = static_cast<std::size_t>(ring.state_dim),
                       A = static_cast<std::size_t>(num_actions), M = static_cast<std::size_t>(market_dim);
     const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * n;
@@ -374,8 +375,8 @@ void dqn_curiosity_gather(View<float> input, View<float> next_market, const Ring
     }
 }
 
-void dqn_curiosity_bonus(const RingViews& ring, View<dqn::CuriosityStats> stats, View<const float> error,
-                         View<const dqn::Counters> counters, View<const dqn::AgentParams> agent) {
+void cpu(const DqnCuriosityBonus& a) {
+    const auto& [ring, stats, error, counters, agent] = a;
     constexpr int T = abi::kDqnFinishThreads;
     const std::size_t n = static_cast<std::size_t>(ring.n_envs);
     const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * n;
@@ -394,9 +395,8 @@ void dqn_curiosity_bonus(const RingViews& ring, View<dqn::CuriosityStats> stats,
     }
 }
 
-void dqn_her_observe(View<float> obs, View<float> goals, View<const env::EnvState> state, View<const float> states,
-                     View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int capacity_steps,
-                     int state_dim) {
+void cpu(const DqnHerObserve& a) {
+    const auto& [obs, goals, state, states, counters, agent, capacity_steps, state_dim, n_envs] = a;
     const std::size_t N = agent.size(), n = state.size() / N, D = static_cast<std::size_t>(state_dim);
     const std::size_t DG = D + her::kGoalFeatures, ring_rows = static_cast<std::size_t>(capacity_steps) * n;
     const int col = her::achieved_column(state_dim);
@@ -413,7 +413,8 @@ void dqn_her_observe(View<float> obs, View<float> goals, View<const env::EnvStat
     }
 }
 
-void dqn_goal_states(View<float> obs, View<const float> states, View<const float> goal, int state_dim) {
+void cpu(const DqnGoalStates& a) {
+    const auto& [obs, states, goal, state_dim, n_rows] = a;
     const std::size_t N = goal.size(), D = static_cast<std::size_t>(state_dim), n = states.size() / (N * D);
     const std::size_t DG = D + her::kGoalFeatures;
     const int col = her::achieved_column(state_dim);
@@ -423,9 +424,8 @@ void dqn_goal_states(View<float> obs, View<const float> states, View<const float
                                 goal.data()[g]);
 }
 
-void dqn_her_sample(View<float> x, View<int> actions, View<float> returns, View<float> discounts, View<float> masks,
-                    View<float> goals_out, const RingViews& ring, View<const float> goals,
-                    View<const dqn::Counters> counters, View<const dqn::AgentParams> agent, int batch, int ensemble) {
+void cpu(const DqnHerSample& a) {
+    const auto& [x, actions, returns, discounts, ring, goals, counters, agent, batch, masks, ensemble, goals_out] = a;
     const std::size_t D = static_cast<std::size_t>(ring.state_dim), B = static_cast<std::size_t>(batch);
     const std::size_t DG = D + her::kGoalFeatures;
     const std::size_t ring_rows = static_cast<std::size_t>(ring.capacity_steps) * static_cast<std::size_t>(ring.n_envs);
@@ -456,4 +456,4 @@ void dqn_her_sample(View<float> x, View<int> actions, View<float> returns, View<
     }
 }
 
-}  // namespace fh::ops::cpu_twin
+}  // namespace fh::ops

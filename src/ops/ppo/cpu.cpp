@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstring>
 
-namespace fh::ops::cpu_twin {
+namespace fh::ops {
 
-void ppo_sample(View<int> actions, View<float> log_probs, View<const float> logits, int num_actions, std::uint64_t seed,
-                CounterValue step_value, View<const std::uint64_t> agent_seeds) {
+void cpu(const PpoSample& a) {
+    const auto& [actions, log_probs, logits, num_actions, seed, step_value, agent_seeds] = a;
     const auto step = static_cast<std::uint64_t>(step_value.value());
     const std::size_t per = agent_seeds.empty() ? actions.size() : actions.size() / agent_seeds.size();
     for (std::size_t e = 0; e < actions.size(); ++e) {
@@ -20,8 +20,8 @@ void ppo_sample(View<int> actions, View<float> log_probs, View<const float> logi
     }
 }
 
-void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View<const int> actions, int num_actions,
-                   int diversity_window, float coef, CounterValue step_value, View<const float> agent_coef) {
+void cpu(const PpoDiversity& a) {
+    const auto& [window, counts, penalty, actions, num_actions, diversity_window, coef, step_value, agent_coef] = a;
     const auto step = static_cast<std::uint64_t>(step_value.value());
     const std::size_t W = static_cast<std::size_t>(diversity_window), A = static_cast<std::size_t>(num_actions);
     const std::size_t per = agent_coef.empty() ? actions.size() : actions.size() / agent_coef.size();
@@ -31,9 +31,8 @@ void ppo_diversity(View<int> window, View<int> counts, View<float> penalty, View
                                   diversity_window, agent_coef.empty() ? coef : agent_coef.data()[e / per], step);
 }
 
-void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewards, View<const float> values,
-             View<const float> next_values, View<const std::uint8_t> done, float gamma, float lambda, int T,
-             View<const float> agent_gamma_lambda) {
+void cpu(const PpoGae& a) {
+    const auto& [advantages, returns, rewards, values, next_values, done, gamma, lambda, T, agent_gamma_lambda] = a;
     const std::size_t agents = std::max<std::size_t>(1, agent_gamma_lambda.size() / 2);
     const std::size_t M = rewards.size() / agents;  // an agent's (T, n) rows
     const int n = static_cast<int>(M / static_cast<std::size_t>(T));
@@ -46,9 +45,8 @@ void ppo_gae(View<float> advantages, View<float> returns, View<const float> rewa
     }
 }
 
-void ppo_collect_truncated(View<int> rows, View<int> bars, View<float> portfolio, View<int> count,
-                           View<const float> next_states, View<const env::StepInfo> info, View<const std::uint8_t> done,
-                           int market_dim, int row_base, bool restart, int agents) {
+void cpu(const PpoCollectTruncated& a) {
+    const auto& [rows, bars, portfolio, count, next_states, info, done, market_dim, row_base, restart, agents] = a;
     const std::size_t N = static_cast<std::size_t>(agents);
     const std::size_t n = done.size() / N, state_dim = next_states.size() / done.size(), capacity = rows.size() / N;
     const std::size_t md = static_cast<std::size_t>(market_dim), P = state_dim - md;
@@ -69,8 +67,8 @@ void ppo_collect_truncated(View<int> rows, View<int> bars, View<float> portfolio
     }
 }
 
-void ppo_terminal_observations(View<float> observations, View<const int> bars, View<const float> portfolio,
-                               View<const float> features, int market_dim) {
+void cpu(const PpoTerminalObservations& a) {
+    const auto& [observations, bars, portfolio, features, market_dim] = a;
     const std::size_t r = bars.size(), state_dim = observations.size() / r;
     const std::size_t P = state_dim - static_cast<std::size_t>(market_dim);
     const int n_bars = static_cast<int>(features.size() / static_cast<std::size_t>(market_dim));
@@ -80,14 +78,16 @@ void ppo_terminal_observations(View<float> observations, View<const int> bars, V
                 features.data(), n_bars, bars.data()[k], market_dim, portfolio.data() + k * P, static_cast<int>(c));
 }
 
-void ppo_scatter_values(View<float> dst, View<const float> values, View<const int> rows) {
+void cpu(const PpoScatterValues& a) {
+    const auto& [dst, values, rows] = a;
     for (std::size_t i = 0; i < values.size(); ++i) {
         const int row = rows.data()[i];
         if (row >= 0 && static_cast<std::size_t>(row) < dst.size()) dst.data()[row] = values.data()[i];
     }
 }
 
-void normalize(View<float> x, View<float> /*scratch*/) {
+void cpu(const Normalize& a) {
+    const auto& [x, _unnamed] = a;
     // The same moments as the kernels (shifted by x[0], double sums), summed sequentially.
     float* v = x.data();
     const float shift = v[0];
@@ -102,9 +102,9 @@ void normalize(View<float> x, View<float> /*scratch*/) {
     for (std::size_t i = 0; i < x.size(); ++i) v[i] = ppo::normalize_element(v[i], mean, denom);
 }
 
-void ppo_gather(View<float> states, View<int> actions, View<float> old_log_probs, View<float> advantages,
-                View<float> returns, View<float> old_values, const ppo::RolloutView& rollout, std::uint64_t seed,
-                CounterValue epoch_value, int offset, View<const std::uint64_t> agent_seeds) {
+void cpu(const PpoGather& a) {
+    const auto& [states, actions, old_log_probs, advantages, returns, old_values, rollout, seed, epoch_value, offset,
+                 agent_seeds] = a;
     const auto epoch = static_cast<std::uint64_t>(epoch_value.value());
     const std::size_t N = agent_seeds.empty() ? 1 : agent_seeds.size(), B = actions.size() / N;
     const std::size_t D = static_cast<std::size_t>(rollout.state_dim);
@@ -118,14 +118,14 @@ void ppo_gather(View<float> states, View<int> actions, View<float> old_log_probs
     }
 }
 
-void ppo_learning_rate(View<float> lr, double base_lr, bool linear, double total_rollouts, CounterValue rollouts) {
+void cpu(const PpoLearningRate& a) {
+    const auto& [lr, base_lr, linear, total_rollouts, rollouts] = a;
     lr.data()[0] = ppo::scheduled_learning_rate(base_lr, linear ? 1 : 0, total_rollouts, rollouts.value());
 }
 
-void ppo_loss(View<float> stats, View<float> d_logits, View<float> d_values, View<const float> logits,
-              View<const float> values, View<const int> actions, View<const float> old_log_probs,
-              View<const float> advantages, View<const float> returns, View<const float> old_values,
-              const ppo::LossParams& p, View<const ppo::LossParams> agent_params) {
+void cpu(const PpoLoss& a) {
+    const auto& [stats, d_logits, d_values, logits, values, actions, old_log_probs, advantages, returns, old_values, p,
+                 agent_params] = a;
     const int B = static_cast<int>(actions.size());
     const int A = static_cast<int>(logits.size() / actions.size());
     const int rows = agent_params.empty() ? B : B / static_cast<int>(agent_params.size());  // each agent's
@@ -136,15 +136,16 @@ void ppo_loss(View<float> stats, View<float> d_logits, View<float> d_values, Vie
                          d_values.data());
 }
 
-void curiosity_input(View<float> input, View<const float> states, View<const int> actions, int num_actions) {
+void cpu(const CuriosityInput& a) {
+    const auto& [input, states, actions, num_actions] = a;
     const std::size_t n = actions.size(), D = states.size() / n, width = D + static_cast<std::size_t>(num_actions);
     for (std::size_t e = 0; e < n; ++e)
         ppo::curiosity_input_row(input.data() + e * width, states.data() + e * D, actions.data()[e],
                                  static_cast<int>(D), num_actions);
 }
 
-void curiosity_error(View<float> error, View<float> d_pred, View<const float> pred, View<const float> next_states,
-                     int state_dim) {
+void cpu(const CuriosityError& a) {
+    const auto& [error, d_pred, pred, next_states, state_dim] = a;
     const std::size_t n = error.size(), P = pred.size() / n, S = static_cast<std::size_t>(state_dim);
     for (std::size_t e = 0; e < n; ++e)
         error.data()[e] =
@@ -152,4 +153,4 @@ void curiosity_error(View<float> error, View<float> d_pred, View<const float> pr
                                      static_cast<int>(P), static_cast<int>(n));
 }
 
-}  // namespace fh::ops::cpu_twin
+}  // namespace fh::ops

@@ -1,14 +1,13 @@
 /// @file cpu.cpp
-/// @brief CPU twin of the statistics op family: the chunk partials and totals of
-///        math/statistics.h in plain loops (the same order as the kernels).
-#include "ops/stats/ops.hpp"
+/// @brief CPU twin of the statistics op (cuda/abi/data_statistics.h): the chunk partials and
+///        totals of math/statistics.h in plain loops (the same order as the kernels).
+#include "abi/data_statistics.h"
 
-namespace fh::ops::cpu_twin {
+namespace fh::ops {
 
-void column_moments(View<double> mean, View<double> m2, View<double> scratch, View<const float> values,
-                    View<const long long> rows, int D) {
-    statistics::column_moments_serial(mean.data(), m2.data(), scratch.data(), values.data(), rows.data(),
-                                      static_cast<long long>(rows.size()), D);
+void cpu(const ColumnMoments& a) {
+    statistics::column_moments_serial(a.mean.data(), a.m2.data(), a.scratch.data(), a.values.data(), a.rows.data(),
+                                      static_cast<long long>(a.rows.size()), a.D);
 }
 
-}  // namespace fh::ops::cpu_twin
+}  // namespace fh::ops

@@ -319,26 +319,26 @@ void DqnEngine::set_paired_forward_max_rows(int rows) {
     iteration_sequence_.reset();
 }
 
-ops::RingViews DqnEngine::ring() {
-    return ops::RingViews{ring_states_.view(),
-                          ring_next_states_.view(),
-                          ring_actions_.view(),
-                          ring_rewards_.view(),
-                          ring_done_.view(),
-                          capacity_steps_,
-                          n_envs_,
-                          env_params_.state_dim};
+ops::DqnRing DqnEngine::ring() {
+    return ops::DqnRing{ring_states_.view(),
+                        ring_next_states_.view(),
+                        ring_actions_.view(),
+                        ring_rewards_.view(),
+                        ring_done_.view(),
+                        capacity_steps_,
+                        n_envs_,
+                        env_params_.state_dim};
 }
 
-ops::RingViews DqnEngine::ring(int a) {
-    return ops::RingViews{slice(ring_states_, a),
-                          slice(ring_next_states_, a),
-                          slice(ring_actions_, a),
-                          slice(ring_rewards_, a),
-                          slice(ring_done_, a),
-                          capacity_steps_,
-                          n_envs_,
-                          env_params_.state_dim};
+ops::DqnRing DqnEngine::ring(int a) {
+    return ops::DqnRing{slice(ring_states_, a),
+                        slice(ring_next_states_, a),
+                        slice(ring_actions_, a),
+                        slice(ring_rewards_, a),
+                        slice(ring_done_, a),
+                        capacity_steps_,
+                        n_envs_,
+                        env_params_.state_dim};
 }
 
 ops::View<float> DqnEngine::online(int agent) {
@@ -382,33 +382,39 @@ void DqnEngine::collect_ops(bool advance) {
                       DX = static_cast<std::size_t>(net_.state_dim());
     ops::View<const float> observations = env_states_.cview();
     if (profiles_.front().dqn.her) {  // the episodes' goals into the slot's goal column, and the rows acted on
-        ops::dqn_her_observe(ops_, her_obs_.view(), her_goals_.view(), env_state_.cview(), env_states_.cview(),
-                             counters_.cview(), agent_.cview(), capacity_steps_, env_params_.state_dim);
+        ops::run(ops_, ops::DqnHerObserve{her_obs_.view(), her_goals_.view(), env_state_.cview(), env_states_.cview(),
+                                          counters_.cview(), agent_.cview(), capacity_steps_, env_params_.state_dim});
         observations = her_obs_.cview();
     }
     if (batched_net_) {
         const auto head = net_.forward_agents(ops_, ops::View<const float>(online_), params(), observations, n * DX,
                                               n_envs_, agents_, ws_act_.front());
-        ops::dqn_act(ops_, actions_.view(), {}, histogram_.view(), head, net_.head(), agent_.cview(),
-                     counters_.cview());
+        ops::run(
+            ops_,
+            ops::DqnAct{actions_.view(), {}, histogram_.view(), head, net_.head(), agent_.cview(), counters_.cview()});
         for (int a = 0; a < agents_; ++a) act_outputs_[static_cast<std::size_t>(a)] = head.subview(a * n * W, n * W);
     } else {
         for (int a = 0; a < agents_; ++a) {
             const auto head = net_.forward(ops_, online(a), observations.subview(a * n * DX, n * DX), n_envs_,
                                            ws_act_[static_cast<std::size_t>(a)]);
             act_outputs_[static_cast<std::size_t>(a)] = head;
-            ops::dqn_act(ops_, slice(actions_, a), {}, slice(histogram_, a), head, net_.head(), cslice(agent_, a),
-                         cslice(counters_, a));
+            ops::run(ops_, ops::DqnAct{slice(actions_, a),
+                                       {},
+                                       slice(histogram_, a),
+                                       head,
+                                       net_.head(),
+                                       cslice(agent_, a),
+                                       cslice(counters_, a)});
         }
     }
     const bool advance_here = advance && curiosity_.empty();
-    ops::dqn_collect(
-        ops_, env_state_.view(), env_portfolio_.view(), env_states_.view(), actions_.cview(), ring(), counters_.cview(),
-        market0_, env_params_,
-        advance_here ? ops::CollectAdvance{counters_.view(), collect_tickets_.view()} : ops::CollectAdvance{},
-        collect_agents_.cview());
+    ops::run(ops_, ops::DqnCollect{env_state_.view(), env_portfolio_.view(), env_states_.view(), actions_.cview(),
+                                   ring(), counters_.cview(), market0_, env_params_,
+                                   advance_here ? ops::CollectAdvance{counters_.view(), collect_tickets_.view()}
+                                                : ops::CollectAdvance{},
+                                   collect_agents_.cview()});
     if (!curiosity_.empty()) curiosity_ops();
-    if (advance && !advance_here) ops::dqn_advance(ops_, counters_.view());
+    if (advance && !advance_here) ops::run(ops_, ops::DqnAdvance{counters_.view()});
 }
 
 // The curiosity bonus (docs/dqn.md, "Curiosity"): each agent's forward model's error on the
@@ -419,12 +425,13 @@ void DqnEngine::curiosity_ops() {
     const int M = env_params_.market_dim;
     for (int a = 0; a < agents_; ++a) {
         auto& model = curiosity_[static_cast<std::size_t>(a)];
-        ops::dqn_curiosity_gather(ops_, model.input(), slice(cur_next_market_, a), ring(a), cslice(counters_, a),
-                                  num_actions_, M);
+        ops::run(ops_, ops::DqnCuriosityGather{model.input(), slice(cur_next_market_, a), ring(a), cslice(counters_, a),
+                                               num_actions_, M});
         model.train_step(ops_, slice(cur_error_, a), cslice(cur_next_market_, a), M,
                          static_cast<float>(profile(a).training.learning_rate));
     }
-    ops::dqn_curiosity_bonus(ops_, ring(), cur_stats_.view(), cur_error_.cview(), counters_.cview(), agent_.cview());
+    ops::run(ops_,
+             ops::DqnCuriosityBonus{ring(), cur_stats_.view(), cur_error_.cview(), counters_.cview(), agent_.cview()});
 }
 
 // One gradient update of every agent on a uniform batch of its n-step transitions (docs/dqn.md):
@@ -440,11 +447,11 @@ void DqnEngine::curiosity_ops() {
 void DqnEngine::gradient_ops(std::uint32_t inject_nan) {
     const int B = batch_, K = net_.head().ensemble;
     if (profiles_.front().dqn.her)  // relabelled goals, goal-conditioned returns, rows with goal features
-        ops::dqn_her_sample(ops_, x_.view(), batch_actions_.view(), returns_.view(), discounts_.view(), ring(),
-                            her_goals_.cview(), counters_.cview(), agent_.cview(), B, masks_.view(), K);
+        ops::run(ops_, ops::DqnHerSample{x_.view(), batch_actions_.view(), returns_.view(), discounts_.view(), ring(),
+                                         her_goals_.cview(), counters_.cview(), agent_.cview(), B, masks_.view(), K});
     else
-        ops::dqn_sample(ops_, x_.view(), batch_actions_.view(), returns_.view(), discounts_.view(), ring(),
-                        counters_.cview(), agent_.cview(), B, masks_.view(), K);
+        ops::run(ops_, ops::DqnSample{x_.view(), batch_actions_.view(), returns_.view(), discounts_.view(), ring(),
+                                      counters_.cview(), agent_.cview(), B, masks_.view(), K});
     if (batched_net_) {
         // Every agent's online network on s (differentiated) and s', its target on s' (three batched
         // forwards side by side; rows being independent, each agent's are its own engine's).
@@ -464,17 +471,24 @@ void DqnEngine::gradient_ops(std::uint32_t inject_nan) {
             [&] { head_target = net_.forward_agents(ops_, target, params(), next, xs, B, agents_, ws_target_); });
         const auto head_select = double_dqn ? head_next : head_target;
         if (K > 1)  // the ensemble's a*: the heads' mean Q of the select network at s'
-            ops::dqn_act(ops_, target_actions_.view(), {}, {}, head_select, net_.head(), agent_.cview(),
-                         counters_.cview(), false);
-        ops::dqn_loss(ops_, d_head_.view(), sample_stats_.view(), head_s, head_select, head_target,
-                      batch_actions_.cview(), returns_.cview(), discounts_.cview(), agent_.cview(), net_.head(), B,
-                      target_actions_.cview(), masks_.cview());
+            ops::run(ops_, ops::DqnAct{target_actions_.view(),
+                                       {},
+                                       {},
+                                       head_select,
+                                       net_.head(),
+                                       agent_.cview(),
+                                       counters_.cview(),
+                                       false});
+        ops::run(ops_, ops::DqnLoss{d_head_.view(), sample_stats_.view(), head_s, head_select, head_target,
+                                    batch_actions_.cview(), returns_.cview(), discounts_.cview(), agent_.cview(),
+                                    net_.head(), B, target_actions_.cview(), masks_.cview()});
         net_.backward_agents(ops_, online, grads_.view(), d_head_.view(), ws_pair_);
     } else {
         for (int a = 0; a < agents_; ++a) agent_gradient_ops(a);
     }
-    ops::dqn_update_finish(ops_, step_.view(), guard_.view(), stats_.view(), counters_.view(), norm_partials_.view(),
-                           grads_.cview(), sample_stats_.cview(), agent_.cview(), B * K, inject_nan);
+    ops::run(ops_,
+             ops::DqnUpdateFinish{step_.view(), guard_.view(), stats_.view(), counters_.view(), norm_partials_.view(),
+                                  grads_.cview(), sample_stats_.cview(), agent_.cview(), B * K, inject_nan});
 }
 
 // Agent a's forward, loss and backward, on its slices of the batch: the paired pass of an engine of
@@ -505,12 +519,19 @@ void DqnEngine::agent_gradient_ops(int a) {
         }
         const auto head_select = profile(a).dqn.double_dqn ? head_online_next : head_target;
         if (K > 1)  // the ensemble's a*: the heads' mean Q of the select network at s'
-            ops::dqn_act(ops_, slice(target_actions_, a), {}, {}, head_select, net_.head(), cslice(agent_, a),
-                         cslice(counters_, a), false);
-        ops::dqn_loss(ops_, slice(d_head_, a), slice(sample_stats_, a), head_s, head_select, head_target,
-                      cslice(batch_actions_, a), cslice(returns_, a), cslice(discounts_, a), cslice(agent_, a),
-                      net_.head(), B, K > 1 ? cslice(target_actions_, a) : ops::View<const int>{},
-                      masks_.size() > 0 ? cslice(masks_, a) : ops::View<const float>{});
+            ops::run(ops_, ops::DqnAct{slice(target_actions_, a),
+                                       {},
+                                       {},
+                                       head_select,
+                                       net_.head(),
+                                       cslice(agent_, a),
+                                       cslice(counters_, a),
+                                       false});
+        ops::run(ops_,
+                 ops::DqnLoss{slice(d_head_, a), slice(sample_stats_, a), head_s, head_select, head_target,
+                              cslice(batch_actions_, a), cslice(returns_, a), cslice(discounts_, a), cslice(agent_, a),
+                              net_.head(), B, K > 1 ? cslice(target_actions_, a) : ops::View<const int>{},
+                              masks_.size() > 0 ? cslice(masks_, a) : ops::View<const float>{}});
     }
     net_.backward(ops_, online(a), slice(grads_, a), slice(d_head_, a), B, ws_pair_);
 }
@@ -552,8 +573,8 @@ void DqnEngine::iqn_loss_ops(int a) {
 }
 
 void DqnEngine::adam_ops(bool end_step) {
-    ops::dqn_adam_target(ops_, online_, m_.view(), v_.view(), target_, grads_.cview(), step_.cview(), agent_.cview(),
-                         end_step ? counters_.view() : ops::View<dqn::Counters>{});
+    ops::run(ops_, ops::DqnAdamTarget{online_, m_.view(), v_.view(), target_, grads_.cview(), step_.cview(),
+                                      agent_.cview(), end_step ? counters_.view() : ops::View<dqn::Counters>{}});
 }
 
 // The first update's gradient beside the collection step; its Adam step only after the

@@ -21,7 +21,7 @@
 #include "math/dqn.h"
 #include "math/nn.h"
 #include "ops/device.hpp"
-#include "ops/dqn/ops.hpp"
+#include "abi/dqn_step.h"
 #include "trainers/curiosity_model.hpp"
 #include "trainers/population.hpp"
 #include "trainers/dqn/network.hpp"
@@ -172,8 +172,8 @@ private:
     }
     std::size_t params() const noexcept { return net_.layout().total(); }
     /// The ring of every agent, or of agent a alone.
-    ops::RingViews ring();
-    ops::RingViews ring(int a);
+    ops::DqnRing ring();
+    ops::DqnRing ring(int a);
     template <class T>
     ops::View<T> slice(ops::Buffer<T>& b, int a) {
         const std::size_t per = b.size() / static_cast<std::size_t>(agents_);

@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "ops/dqn/ops.hpp"
+#include "abi/dqn_step.h"
 #include "ops/iqn/ops.hpp"
 #include "ops/nn/ops.hpp"
 
@@ -238,7 +238,7 @@ ops::View<const float> QNetwork::attention_weights(const Workspace& ws) const {
 void QNetwork::q_values(ops::Device& ops, ops::View<const float> params, ops::View<const float> X, int batch,
                         Workspace& ws, ops::View<float> q, ops::View<int> actions) const {
     const auto head = forward(ops, params, X, batch, ws);
-    ops::dqn_act(ops, actions, q, {}, head, config_.head, {}, {});
+    ops::run(ops, ops::DqnAct{actions, q, {}, head, config_.head, {}, {}});
 }
 
 double ensemble_spread(const std::vector<float>& outputs, const dqn::HeadParams& h) {

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "data/features.hpp"
-#include "ops/dqn/ops.hpp"
+#include "abi/dqn_step.h"
 #include "trainers/dqn/engine.hpp"
 #include "util/errors.hpp"
 
@@ -92,7 +92,7 @@ void DqnGreedyPolicy::act(ops::Device& ops, ops::View<const float> weights, ops:
     }
     if (!goal_) return net_.q_values(ops, weights, states, n, ws_, {}, actions);
     const auto obs = goal_obs_.view().subview(0, static_cast<std::size_t>(n) * DX);
-    ops::dqn_goal_states(ops, obs, states, goal_buffer_.cview(), net_.state_dim() - her::kGoalFeatures);
+    ops::run(ops, ops::DqnGoalStates{obs, states, goal_buffer_.cview(), net_.state_dim() - her::kGoalFeatures});
     net_.q_values(ops, weights, obs, n, ws_, {}, actions);
 }
 

@@ -297,8 +297,9 @@ void PpoEngine::sample_actions(int t) {
     const auto actions = step_actions_.view().subview(set, Nn);
     const auto logp = step_logp_.view().subview(set, Nn);
     const auto logits = step_forward(net_.actor, env_.states(), ws_actor_step_);
-    fh::ops::ppo_sample(ops_, actions, logp, logits, num_actions_,
-                        static_cast<std::uint64_t>(profiles_.front().run.seed), collection_step(t), seeds_.cview());
+    fh::ops::run(ops_, fh::ops::PpoSample{actions, logp, logits, num_actions_,
+                                          static_cast<std::uint64_t>(profiles_.front().run.seed), collection_step(t),
+                                          seeds_.cview()});
     fh::ops::action_histogram(ops_, histogram_.view(), actions, num_actions_, agents_);
     ops_.copy_group(
         {step_row(r_actions_, t, ops::View<const int>(actions)), step_row(r_logp_, t, ops::View<const float>(logp))});
@@ -334,9 +335,10 @@ void PpoEngine::rollout_step(int t) {
         std::vector<ops::CopyPair> stores{step_row(r_done_, t, env_.done())};
         if (!last) stores.push_back(step_row(r_states_, t + 1, env_.states(), static_cast<std::size_t>(state_dim_)));
         if (first.diversity_coef > 0) {
-            fh::ops::ppo_diversity(ops_, div_window_.view(), div_counts_.view(), step_penalty_.view(), actions,
-                                   num_actions_, window_, static_cast<float>(first.diversity_coef), collection_step(t),
-                                   diversity_coef_.cview());
+            fh::ops::run(ops_,
+                         fh::ops::PpoDiversity{div_window_.view(), div_counts_.view(), step_penalty_.view(), actions,
+                                               num_actions_, window_, static_cast<float>(first.diversity_coef),
+                                               collection_step(t), diversity_coef_.cview()});
             ops_.copy(step_rewards_.view(), env_.rewards());
             ops_.saxpy(step_rewards_.view(), -1.0f, step_penalty_.cview());
             stores.push_back(step_row(r_rewards_, t, step_rewards_.cview()));
@@ -352,9 +354,10 @@ void PpoEngine::rollout_step(int t) {
         critic, [&] { sample_actions(t + 1); },
         [&] {
             reward_terms();
-            fh::ops::ppo_collect_truncated(ops_, trunc_rows_.view(), trunc_bars_.view(), trunc_portfolio_.view(),
-                                           trunc_count_.view(), env_.next_states(), env_.info(), env_.done(),
-                                           env_params_.front().market_dim, t * n_envs_, t == 0, agents_);
+            fh::ops::run(ops_,
+                         fh::ops::PpoCollectTruncated{trunc_rows_.view(), trunc_bars_.view(), trunc_portfolio_.view(),
+                                                      trunc_count_.view(), env_.next_states(), env_.info(), env_.done(),
+                                                      env_params_.front().market_dim, t * n_envs_, t == 0, agents_});
         });
 }
 
@@ -368,8 +371,8 @@ void PpoEngine::curiosity_step(int t) {
         const auto& p = profiles_[g];
         const std::size_t row = g * M + static_cast<std::size_t>(t) * n;  // agent g's row t
         const auto error = r_curiosity_.view().subview(row, n);
-        fh::ops::curiosity_input(ops_, curiosity_[g].input(), r_states_.cview().subview(row * D, n * D),
-                                 r_actions_.cview().subview(row, n), num_actions_);
+        fh::ops::run(ops_, fh::ops::CuriosityInput{curiosity_[g].input(), r_states_.cview().subview(row * D, n * D),
+                                                   r_actions_.cview().subview(row, n), num_actions_});
         curiosity_[g].train_step(ops_, error, env_.next_states().subview(g * n * D, n * D), state_dim_,
                                  static_cast<float>(p.training.learning_rate));
         ops_.saxpy(r_rewards_.view().subview(row, n), static_cast<float>(p.ppo.curiosity_coef), error);
@@ -403,14 +406,14 @@ void PpoEngine::bootstrap_truncated() {
             const std::size_t r = static_cast<std::size_t>(rows);
             const int pass =
                 std::min(n_envs_, static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(rows, 64)))));
-            fh::ops::ppo_terminal_observations(
-                ops_, trunc_states_.view().subview(0, r * D), trunc_bars_.cview().subview(row, r),
-                trunc_portfolio_.cview().subview(row * PD, r * PD), features, market_dim);
+            fh::ops::run(ops_, fh::ops::PpoTerminalObservations{
+                                   trunc_states_.view().subview(0, r * D), trunc_bars_.cview().subview(row, r),
+                                   trunc_portfolio_.cview().subview(row * PD, r * PD), features, market_dim});
             const auto v =
                 net_.critic.infer(ops_, params, trunc_states_.cview().subview(0, static_cast<std::size_t>(pass) * D),
                                   pass, ws_critic_trunc_);
-            fh::ops::ppo_scatter_values(ops_, r_next_values_.view().subview(g * M, M), v.subview(0, r),
-                                        trunc_rows_.cview().subview(row, r));
+            fh::ops::run(ops_, fh::ops::PpoScatterValues{r_next_values_.view().subview(g * M, M), v.subview(0, r),
+                                                         trunc_rows_.cview().subview(row, r)});
         }
     }
 }
@@ -421,9 +424,10 @@ void PpoEngine::advantage_ops() {
     const std::size_t M = static_cast<std::size_t>(n_envs_) * static_cast<std::size_t>(horizon_);
     const std::size_t R = static_cast<std::size_t>(kRolloutGroup), S = static_cast<std::size_t>(kAccSize);
     const auto& first = profiles_.front();
-    fh::ops::ppo_gae(ops_, r_adv_.view(), r_returns_.view(), r_rewards_.cview(), r_values_.cview(),
-                     r_next_values_.cview(), r_done_.cview(), static_cast<float>(first.training.gamma),
-                     static_cast<float>(first.ppo.gae_lambda), horizon_, gamma_lambda_.cview());
+    fh::ops::run(ops_,
+                 fh::ops::PpoGae{r_adv_.view(), r_returns_.view(), r_rewards_.cview(), r_values_.cview(),
+                                 r_next_values_.cview(), r_done_.cview(), static_cast<float>(first.training.gamma),
+                                 static_cast<float>(first.ppo.gae_lambda), horizon_, gamma_lambda_.cview()});
     for (std::size_t g = 0; g < static_cast<std::size_t>(agents_); ++g) {
         const auto acc = rollout_current_.view().subview(g * R, R);
         const auto at = [&](int k) { return acc.subview(static_cast<std::size_t>(k - kAccReward), 1); };
@@ -434,7 +438,7 @@ void PpoEngine::advantage_ops() {
         ops_.mean(at(kAccValueMean), own(r_values_));
         ops_.mean(at(kAccReturn), own(r_returns_));
         ops_.saxpy(accum_.view().subview(g * S + static_cast<std::size_t>(kAccReward), R), 1.0f, acc);
-        fh::ops::normalize(ops_, own(r_adv_), normalize_scratch_.view());
+        fh::ops::run(ops_, fh::ops::Normalize{own(r_adv_), normalize_scratch_.view()});
     }
 }
 
@@ -453,9 +457,9 @@ void PpoEngine::update_from_rollout(std::uint32_t inject_nan) {
 void PpoEngine::update_ops(std::uint32_t inject_nan) {
     for (int g = 0; g < agents_; ++g) {
         const auto& p = profiles_[static_cast<std::size_t>(g)];
-        fh::ops::ppo_learning_rate(ops_, lr_.view().subview(static_cast<std::size_t>(g), 1), p.training.learning_rate,
-                                   p.ppo.lr_schedule == "linear", ppo_total_rollouts(p),
-                                   ops::counter_value(rollouts_dev_.cview()));
+        fh::ops::run(ops_, fh::ops::PpoLearningRate{lr_.view().subview(static_cast<std::size_t>(g), 1),
+                                                    p.training.learning_rate, p.ppo.lr_schedule == "linear",
+                                                    ppo_total_rollouts(p), ops::counter_value(rollouts_dev_.cview())});
     }
     for (int e = 0; e < static_cast<int>(epochs_); ++e)
         for (int k = 0; k < static_cast<int>(minibatches_); ++k) minibatch_update(e, k, inject_nan);
@@ -474,10 +478,11 @@ void PpoEngine::minibatch_update(int epoch, int minibatch, std::uint32_t inject_
     const ppo::RolloutView rollout{
         r_states_.cview().data(),  r_actions_.cview().data(), r_logp_.cview().data(), r_adv_.cview().data(),
         r_returns_.cview().data(), r_values_.cview().data(),  n_envs_ * horizon_,     state_dim_};
-    fh::ops::ppo_gather(ops_, mb_states_.view(), mb_actions_.view(), mb_old_logp_.view(), mb_adv_.view(),
-                        mb_returns_.view(), mb_old_values_.view(), rollout,
-                        static_cast<std::uint64_t>(profiles_.front().run.seed),
-                        ops::counter_value(rollouts_dev_.cview(), epochs_, epoch), minibatch * B, seeds_.cview());
+    fh::ops::run(ops_, fh::ops::PpoGather{mb_states_.view(), mb_actions_.view(), mb_old_logp_.view(), mb_adv_.view(),
+                                          mb_returns_.view(), mb_old_values_.view(), rollout,
+                                          static_cast<std::uint64_t>(profiles_.front().run.seed),
+                                          ops::counter_value(rollouts_dev_.cview(), epochs_, epoch), minibatch * B,
+                                          seeds_.cview()});
     ops::View<const float> logits, values;
     ops_.run_concurrently(
         [&] {
@@ -489,12 +494,12 @@ void PpoEngine::minibatch_update(int epoch, int minibatch, std::uint32_t inject_
                 net_.actor.forward_batched(ops_, params_.cview(), P, mb_states_.cview(), Bs * D, B, N, ws_actor_mb_);
         });
     const auto& pp = profiles_.front().ppo;
-    fh::ops::ppo_loss(ops_, mb_stats_.view(), mb_d_logits_.view(), mb_d_values_.view(), logits, values,
-                      mb_actions_.cview(), mb_old_logp_.cview(), mb_adv_.cview(), mb_returns_.cview(),
-                      mb_old_values_.cview(),
-                      ppo::LossParams{static_cast<float>(pp.clip), static_cast<float>(pp.value_coef),
-                                      static_cast<float>(pp.entropy_coef), pp.clip_value ? 1 : 0},
-                      loss_params_.cview());
+    fh::ops::run(ops_, fh::ops::PpoLoss{mb_stats_.view(), mb_d_logits_.view(), mb_d_values_.view(), logits, values,
+                                        mb_actions_.cview(), mb_old_logp_.cview(), mb_adv_.cview(), mb_returns_.cview(),
+                                        mb_old_values_.cview(),
+                                        ppo::LossParams{static_cast<float>(pp.clip), static_cast<float>(pp.value_coef),
+                                                        static_cast<float>(pp.entropy_coef), pp.clip_value ? 1 : 0},
+                                        loss_params_.cview()});
     // The statistics stat-major: stat k of agent a at k N + a (one mean launch for all).
     const auto cur = current_.view();
     const long long u = rollouts_ * updates_per_rollout() + index;

@@ -1,7 +1,11 @@
-/// @file view.hpp
+/// @file view.h
 /// @brief View<T>: `count` elements of T in a device's memory (host memory for the CPU backend,
-///        device memory for CUDA), and the overlap test the ops' aliasing checks use.
+///        device memory for CUDA), and the overlap test the ops' aliasing checks use. An op's
+///        argument struct holds Views and is what its kernel receives: in device code a View
+///        converts to its pointer (null when empty), so a kernel reads `a.x[i]`.
 #pragma once
+
+#include "math/host_device.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -10,18 +14,24 @@
 
 namespace fh::ops {
 
-/// Deliberately has no operator[]: only a backend's own code dereferences data().
+/// Deliberately has no operator[] on the host: only a backend's own code dereferences data().
 template <class T>
 class View {
 public:
     View() = default;
-    View(T* data, std::size_t count) : data_(data), count_(count) {}
+    FH_HD View(T* data, std::size_t count) : data_(data), count_(count) {}
     template <class U>
-    requires std::is_same_v<const U, T> View(View<U> v) : data_(v.data()), count_(v.size()) {}
+    requires std::is_same_v<const U, T> FH_HD View(View<U> v) : data_(v.data()), count_(v.size()) {}
 
-    T* data() const noexcept { return data_; }
-    std::size_t size() const noexcept { return count_; }
-    bool empty() const noexcept { return count_ == 0; }
+    FH_HD T* data() const noexcept { return data_; }
+    FH_HD std::size_t size() const noexcept { return count_; }
+    FH_HD bool empty() const noexcept { return count_ == 0; }
+#if defined(__CUDACC__)
+    /// Kernels: the pointer, or null for an empty view (an absent optional operand).
+    __device__ __forceinline__ operator T*() const noexcept {
+        return count_ ? data_ : nullptr;
+    }
+#endif
     View subview(std::size_t offset, std::size_t count) const {
         if (offset > count_ || count > count_ - offset)
             throw std::out_of_range("ops::View::subview: range outside the view");
@@ -49,3 +59,9 @@ T* or_null(View<T> v) noexcept {
 }
 
 }  // namespace fh::ops
+
+namespace fh::abi {
+/// The signature of a kernel that receives an op's argument struct (its kernel list's entry).
+template <class Args>
+using Op = void(Args);
+}  // namespace fh::abi

@@ -1,0 +1,46 @@
+/// @file op.hpp
+/// @brief ops::run, the one dispatch of every op. An op is one argument struct (its operands as
+///        Views, its shapes as numbers) declared in cuda/abi/<module>.h; beside it, in the
+///        header's host part, its checks `check(const Op&)` (sizes, the kernels' int range, the
+///        aliasing rule of src/ops/checks.hpp), its launch rule `launch(Gpu&, const Op&)` (launch
+///        shape and kernel; a single-kernel op's kernel receives the struct itself) and the
+///        declaration of its CPU twin `cpu(const Op&)` (src/ops/<family>/cpu.cpp). A caller
+///        writes `ops::run(device, ops::ColumnMoments{mean, m2, ...})`.
+#pragma once
+
+#include <fmt/format.h>
+
+#include "cuda/kernel.hpp"
+#include "ops/device.hpp"
+
+namespace fh::ops {
+
+using cuda::LaunchDims;
+
+/// Checks the op's arguments, then runs its CUDA launch rule on a CUDA device or its CPU twin.
+/// check, launch and cpu are found by overload on the argument struct's type. A check that
+/// returns bool says whether there is work (false: nothing to do, e.g. no rows).
+template <class Op>
+void run(Device& device, const Op& op) {
+    if constexpr (std::is_same_v<decltype(check(op)), bool>) {
+        if (!check(op)) return;
+    } else {
+        check(op);
+    }
+    if (CudaDevice* gpu = device.cuda()) return launch(*gpu, op);
+    cpu(op);
+}
+
+/// One warp per row, `warps` rows per block, `agents` grid rows, `smem` bytes of shared memory.
+inline LaunchDims warp_rows(long long rows, int warps, std::size_t agents = 1, std::size_t smem = 0) {
+    return LaunchDims{dim3(static_cast<unsigned>((rows + warps - 1) / warps), static_cast<unsigned>(agents)),
+                      dim3(32 * static_cast<unsigned>(warps)), smem};
+}
+
+}  // namespace fh::ops
+
+// The launch rules' device, complete wherever a run is instantiated; not while the kernel table
+// (which it needs) includes the op headers for their kernel lists.
+#ifndef FH_INCLUDING_KERNEL_LISTS
+#include "ops/cuda_device.hpp"
+#endif
