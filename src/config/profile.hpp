@@ -231,10 +231,10 @@ struct CheckpointConfig {
 
 /// [gpu]
 struct GpuConfig {
-    std::string profile = "auto";  ///< "auto" or a named device class
-    bool cuda_graphs = true;       ///< capture repeated kernel sequences
-    bool tf32 = false;             ///< TF32 tensor-core GEMMs
-    double memory_fraction = 0.9;  ///< share of device memory the run may use
+    std::string profile = "auto";    ///< "auto" or a named device class
+    bool cuda_graphs = true;         ///< capture repeated kernel sequences
+    std::string precision = "fp32";  ///< the linear layers' matrix products: fp32, tf32 or bf16 (ops::Precision)
+    double memory_fraction = 0.9;    ///< share of device memory the run may use
     bool operator==(const GpuConfig&) const = default;
 };
 

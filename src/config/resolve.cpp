@@ -168,6 +168,13 @@ private:
     void apply_value(const std::string& section, const std::string& key, const TomlValue& value,
                      const Location& key_where, bool cli) {
         const auto* d = find_key(section, key);
+        if (d == nullptr && section == "gpu" && key == "tf32") {  // a key of earlier versions, replaced
+            problem(key_where,
+                    "gpu.tf32 is no longer a key: gpu.precision replaces it; write gpu.precision = "
+                    "\"tf32\" for TF32 products (tf32 = true), gpu.precision = \"fp32\" for FP32 "
+                    "(tf32 = false), or \"bf16\" (docs/profiles.md)");
+            return;
+        }
         if (d == nullptr) {
             std::string hint;
             if (const auto g = closest(key, keys_of(section)))

@@ -12,6 +12,7 @@
 #include "env/vec_env.hpp"
 #include "eval/bootstrap.hpp"
 #include "io/replay_dump.hpp"
+#include "trainers/registry.hpp"
 #include "trainers/supervised_trainer.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
@@ -188,6 +189,8 @@ void check_data_size(const config::Profile& p, const RunCheckOptions& o) {
 }
 
 RunSizes check_run(const config::Profile& p, const data::MarketData& md, const RunCheckOptions& o) {
+    if (const std::string refused = precision_refusal(p.run.trainer, p.gpu.precision); !refused.empty())
+        throw UsageError(refused);
     check_splits(p, md);
 
     RunSizes sizes;

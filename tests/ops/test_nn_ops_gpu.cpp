@@ -102,7 +102,7 @@ LinearResults run_linear(Device& ops, int batch, int in, int out, Activation act
 TEST_CASE("CUDA linear forward/backward equal the CPU twins", "[gpu][nn]") {
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    REQUIRE_FALSE(gpu.tf32());
+    REQUIRE(gpu.precision() == fh::ops::Precision::fp32);
     for (int batch : {1, 7, 65, 257})
         for (int in : {1, 3, 42, 129})
             for (int out : {1, 3, 42, 129})
@@ -131,7 +131,7 @@ TEST_CASE("CUDA linear forward over 4,096 to 8,191 rows (128 x 64 tiles, no K sp
     // the heuristic's algorithm), with each epilogue (none, bias, bias + ReLU, ReLU alone).
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    REQUIRE_FALSE(gpu.tf32());
+    REQUIRE(gpu.precision() == fh::ops::Precision::fp32);
     struct Shape {
         int batch, in, out;
         Activation act;
