@@ -60,8 +60,8 @@ rows = [("DQN updates/s (reference, 4096 envs)", "dqn4096", "updates_per_s", Fal
         ("ppo-full end to end", "ppofull", "end_to_end_env_steps_per_s", True),
         (f"DQN population N = {n}, agent-updates/s", "population", "agent_updates_per_s", False)]
 device = next((b["device"] for p in precisions for k in ("dqn4096", "population") if (b := load(k, p))), "?")
-print(f"device: {device}
-")
+print(f"device: {device}")
+print()
 print("| figure | " + " | ".join(precisions) + " |")
 print("|---|" + "---:|" * len(precisions))
 for name, key, field, millions in rows:
@@ -75,6 +75,7 @@ for name, key, field, millions in rows:
         cells.append(text)
     print(f"| {name} | " + " | ".join(cells) + " |")
 PY
+    [ $? -eq 0 ] || status=1
     exit $status
 fi
 
