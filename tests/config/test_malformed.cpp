@@ -413,3 +413,25 @@ TEST_CASE("gpu.tf32 is refused, naming gpu.precision; gpu.precision takes fp32, 
     CHECK(bad.exit_code == 2);
     CHECK(has_problem(bad, "p.toml:4:13:", "gpu.precision must be one of fp32, tf32, bf16"));
 }
+
+TEST_CASE("a profile foxhunt-train wrote before gpu.precision (config.toml, a checkpoint's) reads its gpu.tf32",
+          "[config][precision]") {
+    // An earlier version's resolved profile: to_toml's text with `tf32 = B` where precision is now.
+    fh::config::Profile p = resolve(R).profile;
+    const std::string text = fh::config::to_toml(p);
+    REQUIRE(text.starts_with(fh::config::kResolvedProfileHeader));
+    const auto at = text.find("precision = \"fp32\"");
+    REQUIRE(at != std::string::npos);
+    for (const bool on : {true, false}) {
+        std::string old = text;
+        old.replace(at, std::string("precision = \"fp32\"").size(), on ? "tf32 = true" : "tf32 = false");
+        const auto o = resolve(old);
+        INFO(o.message);
+        REQUIRE(o.ok);
+        CHECK(o.profile.gpu.precision == (on ? "tf32" : "fp32"));
+        // The same text without the header is a person's profile: refused, naming the new key.
+        const auto edited = resolve(old.substr(fh::config::kResolvedProfileHeader.size()));
+        CHECK(edited.exit_code == 2);
+        CHECK(edited.message.find("gpu.precision = \"tf32\"") != std::string::npos);
+    }
+}
