@@ -1,7 +1,7 @@
 /// @file core.h
 /// @brief Scalar math of the core numeric ops (cuda/kernels/core_vector.cu, core_network.cu),
 ///        shared with the CPU twins (src/ops/cpu_device.cpp) and the templated reference
-///        (src/nn/reference.hpp): the saxpy element, activations, the gradient clip factor and
+///        (src/ops/linear_reference.hpp): the saxpy element, activations, the gradient clip factor and
 ///        the Adam element. The activation math is templated so the gradient checks run it in
 ///        double.
 #pragma once
@@ -105,6 +105,50 @@ FH_HD T sub_rn(T a, T b) {
 #else
     return a - b;
 #endif
+}
+
+/// The bits of a float (an integer view of its IEEE 754 binary32 encoding).
+FH_HD unsigned float_bits(float x) {
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(x);
+#else
+    unsigned u;
+    __builtin_memcpy(&u, &x, sizeof u);
+    return u;
+#endif
+}
+/// The float of these bits.
+FH_HD float bits_float(unsigned u) {
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    float x;
+    __builtin_memcpy(&x, &u, sizeof x);
+    return x;
+#endif
+}
+
+/// x rounded to BF16 (bfloat16: float's sign and 8 exponent bits, 7 of its 23 fraction bits; unit
+/// roundoff 2^-8), to nearest with ties to even, as the BF16 encoding: float's upper 16 bits.
+/// Subnormals round on BF16's subnormal grid (no flush to zero); a value at or beyond the largest
+/// BF16 (0x1.fep127) plus half its last unit rounds to +-Inf; +-Inf stay; a NaN stays a NaN (made
+/// quiet, sign and top payload bits kept). The one definition of the rounding of gpu.precision =
+/// "bf16": the conversion kernel (network_round_bf16_kernel) and the CPU backend both use it.
+FH_HD unsigned short bf16_bits(float x) {
+    const unsigned u = float_bits(x);
+    if ((u & 0x7f800000u) == 0x7f800000u)  // Inf or NaN: no rounding (a NaN keeps a fraction bit set)
+        return static_cast<unsigned short>((u >> 16) | ((u & 0x007fffffu) != 0 ? 0x0040u : 0u));
+    const unsigned lsb = (u >> 16) & 1u;  // ties go to the even one of the two neighbours
+    return static_cast<unsigned short>((u + 0x7fffu + lsb) >> 16);
+}
+/// The float a BF16 encoding stands for (exact: every BF16 value is a float).
+FH_HD float bf16_value(unsigned short b) {
+    return bits_float(static_cast<unsigned>(b) << 16);
+}
+/// x rounded to BF16, as a float (bf16_value(bf16_bits(x))): what a product's operand becomes in
+/// gpu.precision = "bf16". Products of two such values are exact in float (8 + 8 significant bits).
+FH_HD float round_to_bf16(float x) {
+    return bf16_value(bf16_bits(x));
 }
 
 /// Adam's hyper-parameters for one update (Kingma & Ba 2015; decoupled weight decay as in

@@ -7,7 +7,8 @@
 # Usage:
 #   scripts/population-table.sh [OUT_DIR]
 # Environment: EXE (default build/foxhunt-train), N (agents, default 16), BATCHING ("auto", "on"
-# or "off", default auto), EXTRA (more bench arguments, e.g. "--set gpu.tf32=true"), ROUNDS
+# or "off", default auto), PRECISION (gpu.precision of every configuration:
+# fp32, the default, tf32 or bf16), EXTRA (more bench arguments), ROUNDS
 # (rounds of the smoketest timing, default 2), SKIP_RUNS=1 (the bench table only).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -15,6 +16,7 @@ exe=${EXE:-$root/build/foxhunt-train}
 agents=${N:-16}
 batching=${BATCHING:-auto}
 rounds=${ROUNDS:-2}
+precision=${PRECISION:-fp32}
 out=${1:-$(mktemp -d "${TMPDIR:-/tmp}/fh-population.XXXXXX")}
 mkdir -p "$out"
 
@@ -39,7 +41,8 @@ for i in "${!names[@]}"; do
         population=()
         [ "$n" -gt 1 ] && population=(--set "run.population=$n" --set "run.population_batching=$batching")
         # shellcheck disable=SC2086
-        if ! "$exe" bench --device cuda --quiet ${args[$i]} "${population[@]}" ${EXTRA:-} >"$file" \
+        if ! "$exe" bench --device cuda --quiet ${args[$i]} "${population[@]}" --set "gpu.precision=$precision" ${EXTRA:-} \
+            >"$file" \
             2>"$out/bench-$i-$n.log"; then
             echo "${names[$i]}, N = $n: failed: $(tail -n 1 "$out/bench-$i-$n.log")" >&2
             rm -f "$file"
@@ -48,6 +51,7 @@ for i in "${!names[@]}"; do
     done
 done
 
+echo "precision: $precision (gpu.precision)"
 python3 - "$out" "$agents" "${names[@]}" <<'PY'
 import json, os, sys
 out, n, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
@@ -102,12 +106,12 @@ for round in $(seq 1 "$rounds"); do
     rm -rf "$out/runs"
     t0=$(date +%s.%N)
     # shellcheck disable=SC2086
-    "$exe" --profile dqn-smoketest --device cuda --quiet --seeds "$seeds" --output "$out/runs" ${EXTRA:-} \
+    "$exe" --profile dqn-smoketest --device cuda --quiet --seeds "$seeds" --output "$out/runs" --set "gpu.precision=$precision" ${EXTRA:-} \
         >"$out/population-$round.log" 2>&1 || { echo "population run failed: $(tail -n 1 "$out/population-$round.log")" >&2; status=1; }
     t1=$(date +%s.%N)
     for seed in 1 2; do
         # shellcheck disable=SC2086
-        "$exe" --profile dqn-smoketest --device cuda --quiet --seed "$seed" --output "$out/runs" ${EXTRA:-} \
+        "$exe" --profile dqn-smoketest --device cuda --quiet --seed "$seed" --output "$out/runs" --set "gpu.precision=$precision" ${EXTRA:-} \
             >"$out/single-$round-$seed.log" 2>&1 || { echo "single run failed: $(tail -n 1 "$out/single-$round-$seed.log")" >&2; status=1; }
     done
     t2=$(date +%s.%N)

@@ -120,7 +120,9 @@ inline constexpr int kBiasGradRows = 32;
 /// (tickets, zero before and after) adds the slices in order. The column group 0 blocks also sum
 /// dout (head db). Network z: x, dz at z * x_stride, dout at z * batch * out, w, head_dw,
 /// head_db, hidden_db at z * param_stride, partials at z * slices * head_backward_partial_floats,
-/// tickets at z * ceil(in / 32).
+/// tickets at z * ceil(in / 32). round_bf16 (gpu.precision = "bf16"): the two products' operands
+/// (dout, X and W) are each rounded by core::round_to_bf16 before they multiply, as the CPU twin
+/// rounds them; the activation's derivative reads X itself and head_db sums dout itself.
 struct HeadBackwardArgs {
     float* dz;
     float* hidden_db;  // null: the hidden layer has no bias
@@ -134,6 +136,7 @@ struct HeadBackwardArgs {
     long long x_stride, param_stride;
     int batch, in, out, rows_per_slice, accumulate;
     Activation act;
+    int round_bf16;
 };
 using NetworkHeadBackward = void(HeadBackwardArgs args);
 /// The widest head network_narrow_head_backward_kernel takes (its per-thread sums and shared rows).
@@ -266,10 +269,31 @@ constexpr long long mlp_infer_smem_floats(const MlpInferLayers& l) {
 /// out[count - 1]) from x (batch, in[0]). Block b runs rows [b * kMlpInferRows, ...) through
 /// every layer with the activations in shared memory, staging each layer's weights there in
 /// turn. Each output is acc = sum over k in order of fmaf(a[k], W[j, k], acc) from 0, then
-/// act(acc + b[j]). Launch: grid ceil(batch / kMlpInferRows), block kMlpInferThreads, dynamic
-/// shared memory mlp_infer_smem_floats(layers) floats.
+/// act(acc + b[j]). round_bf16 (gpu.precision = "bf16"): every layer's input a[k] and weights
+/// W[j, k] rounded by core::round_to_bf16 first (the products' operands, as the CPU twin and the
+/// cuBLAS path round them). Launch: grid ceil(batch / kMlpInferRows), block kMlpInferThreads,
+/// dynamic shared memory mlp_infer_smem_floats(layers) floats.
 using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ params,
-                             MlpInferLayers layers, int batch);
+                             MlpInferLayers layers, int batch, int round_bf16);
+
+/// The operands of gpu.precision = "bf16"'s matrix products, rounded into BF16 scratch in one
+/// launch (CudaDevice's linear layers): for each of the grid's y pairs p (< kRoundBf16Max), rows
+/// rows[p] of width[p] floats, row r at src[p] + r * src_pitch[p], become dst[p] + r * width[p]
+/// (packed) as core::bf16_bits (round to nearest even). Any grid.x (grid-stride over each pair's
+/// rows x width elements). No dst may overlap a src or the other dst.
+inline constexpr int kRoundBf16Max = 2;
+/// BF16 elements of each of a stream's two operand regions (CudaDevice's BF16 scratch).
+inline constexpr long long kBf16RegionElements = 8LL << 20;
+/// Streams with BF16 scratch at most (CudaDevice: its own and kSideLanes side lanes).
+inline constexpr int kBf16ScratchStreams = 6;
+struct RoundBf16Args {
+    unsigned short* dst[kRoundBf16Max];
+    const float* src[kRoundBf16Max];
+    long long width[kRoundBf16Max];
+    long long rows[kRoundBf16Max];
+    long long src_pitch[kRoundBf16Max];
+};
+using NetworkRoundBf16 = void(RoundBf16Args args);
 
 }  // namespace fh::abi
 
@@ -291,4 +315,5 @@ using NetworkMlpInfer = void(float* __restrict__ y, const float* __restrict__ x,
     FH_KERNEL(core_network, network_norm_guard_kernel, NetworkNormGuard)                           \
     FH_KERNEL(core_network, network_adam_kernel, NetworkAdam)                                      \
     FH_KERNEL(core_network, network_adam_by4_kernel, NetworkAdam)                                  \
-    FH_KERNEL(core_network, network_mlp_infer_kernel, NetworkMlpInfer)
+    FH_KERNEL(core_network, network_mlp_infer_kernel, NetworkMlpInfer)                             \
+    FH_KERNEL(core_network, network_round_bf16_kernel, NetworkRoundBf16)

@@ -10,6 +10,9 @@
  *                                v = b2 v + (1-b2) g^2; p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
  *                                (core::clip_scale, core::adam_element; bias corrections from the host, or
  *                                core::at_step of the update number in device memory)
+ *              BF16 operands     dst[i] = core::bf16_bits(src[i]) (gpu.precision = "bf16": the
+ *                                operands of the cuBLAS products; the head backward and the fused
+ *                                MLP inference round theirs with core::round_to_bf16 as they load)
  * Layout:      row-major; y, dy (batch, out); b, db (out); partials (slices, out) and tickets
  *              (ceil(out / 32), zero between launches) for the bias gradient, (kNormBlocks) for the norm; x, params, m,
  * v, grads (n) flat; out, grad_norm, gate (1). Launch:      bias+act: 1-D grid-stride, any grid (over quads of four
@@ -37,7 +40,7 @@
  *              launching. In-place updates (bias+act on y, act backward on dy) are single pointers.
  * Gate:        Adam does nothing when *gate == 0 (the training guard's skip, no host sync).
  * Signatures:  cuda/abi/core_network.h (checked below).
- * CPU twin:    src/ops/cpu_device.cpp (+ src/nn/reference.hpp); tests: tests/ops/test_nn_ops*.cpp
+ * CPU twin:    src/ops/cpu_device.cpp (+ src/ops/linear_reference.hpp); tests: tests/ops/test_nn_ops*.cpp
  *              and tests/nn/.
  */
 #include "abi/core_network.h"
@@ -48,6 +51,11 @@ using fh::device::global_thread_index;
 using fh::device::grid_thread_count;
 
 namespace {
+
+/// A matrix product's operand: x, or with round_bf16 (gpu.precision = "bf16") x rounded to BF16.
+__device__ __forceinline__ float round_operand(float x, int round_bf16) {
+    return round_bf16 ? fh::core::round_to_bf16(x) : x;
+}
 
 /// network_bias_act_forward_kernel's pass over one network's y (the grid's x dimension).
 __device__ __forceinline__ void bias_act(float* __restrict__ y, const float* __restrict__ b, Activation act, int batch,
@@ -410,15 +418,16 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
     if (row_end > a.batch) row_end = a.batch;
     float acc_hidden = 0.f, acc_head = 0.f, acc_head_b = 0.f;
     if (col < in) {
-        const float wj = a.w[z * a.param_stride + col];
+        const float wj = round_operand(a.w[z * a.param_stride + col], a.round_bf16);
         // dZ of row i as network_act_bias_grad_kernel rounds it (each product rounded, no FMA
         // contraction), summed in the same row order: the hidden db's bits are the two passes'.
         const auto row = [&](long long r, float d, float xv) {
-            const float dx = __fmul_rn(d, wj);
+            const float dp = round_operand(d, a.round_bf16);  // the products' operands
+            const float dx = __fmul_rn(dp, wj);
             const float v = a.act == Activation::none ? dx : __fmul_rn(dx, fh::core::activation_derivative(xv, a.act));
             dz[r * in + col] = v;
             acc_hidden += v;
-            acc_head = __fmaf_rn(d, xv, acc_head);
+            acc_head = __fmaf_rn(dp, round_operand(xv, a.round_bf16), acc_head);
             if (sums_head_b) acc_head_b += d;
         };
         long long r = row0 + threadIdx.y;
@@ -504,7 +513,8 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
     const bool has_col = col < in;
     const bool sums_head_b = blockIdx.x == 0 && threadIdx.x < out;  // thread x sums output x's db
     if (threadIdx.y < out)
-        w_cols[threadIdx.y][threadIdx.x] = has_col ? a.w[z * a.param_stride + threadIdx.y * in + col] : 0.f;
+        w_cols[threadIdx.y][threadIdx.x] =
+            has_col ? round_operand(a.w[z * a.param_stride + threadIdx.y * in + col], a.round_bf16) : 0.f;
     const long long row0 = static_cast<long long>(blockIdx.y) * a.rows_per_slice;
     long long row_end = row0 + a.rows_per_slice;
     if (row_end > a.batch) row_end = a.batch;
@@ -529,11 +539,13 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kBiasGradRows, 1)
             const float* d = rows_d + rr * out;
             if (has_col) {
                 float dx = 0.f;
+                const float xp = round_operand(xv[u], a.round_bf16);  // the products' operands
 #pragma unroll
                 for (int h = 0; h < H; ++h)
                     if (h < out) {
-                        dx = __fmaf_rn(d[h], w_cols[h][threadIdx.x], dx);
-                        acc_head[h] = __fmaf_rn(d[h], xv[u], acc_head[h]);
+                        const float dh = round_operand(d[h], a.round_bf16);
+                        dx = __fmaf_rn(dh, w_cols[h][threadIdx.x], dx);
+                        acc_head[h] = __fmaf_rn(dh, xp, acc_head[h]);
                     }
                 const float v =
                     a.act == Activation::none ? dx : __fmul_rn(dx, fh::core::activation_derivative(xv[u], a.act));
@@ -848,7 +860,7 @@ extern "C" __global__ void __launch_bounds__(fh::abi::kAdamThreads, 4)
 
 extern "C" __global__ void network_mlp_infer_kernel(float* __restrict__ y, const float* __restrict__ x,
                                                     const float* __restrict__ params, fh::abi::MlpInferLayers L,
-                                                    int batch) {
+                                                    int batch, int round_bf16) {
     extern __shared__ float smem[];
     float* wt = smem;                  // this layer's W transposed: wt[k * out + j] = W[j, k]
     float* bias = wt + L.max_weights;  // (out)
@@ -857,14 +869,15 @@ extern "C" __global__ void network_mlp_infer_kernel(float* __restrict__ y, const
     const int row0 = blockIdx.x * fh::abi::kMlpInferRows;
     const int rows = min(fh::abi::kMlpInferRows, batch - row0);
     const int in0 = L.in[0];
-    for (int i = threadIdx.x; i < rows * in0; i += blockDim.x) cur[i] = x[static_cast<long long>(row0) * in0 + i];
+    for (int i = threadIdx.x; i < rows * in0; i += blockDim.x)
+        cur[i] = round_operand(x[static_cast<long long>(row0) * in0 + i], round_bf16);
     for (int l = 0; l < L.count; ++l) {
         const int in = L.in[l], out = L.out[l];
         const float* W = params + L.weight[l];
         __syncthreads();  // the previous layer no longer reads wt and has written cur
         for (int i = threadIdx.x; i < in * out; i += blockDim.x) {
             const int j = i / in, k = i - j * in;
-            wt[k * out + j] = W[i];
+            wt[k * out + j] = round_operand(W[i], round_bf16);
         }
         for (int j = threadIdx.x; j < out; j += blockDim.x) bias[j] = L.bias[l] >= 0 ? params[L.bias[l] + j] : 0.f;
         __syncthreads();
@@ -878,11 +891,22 @@ extern "C" __global__ void network_mlp_infer_kernel(float* __restrict__ y, const
             if (last)
                 y[static_cast<long long>(row0 + r) * out + j] = v;
             else
-                nxt[r * out + j] = v;
+                nxt[r * out + j] = round_operand(v, round_bf16);  // the next layer's input
         }
         float* t = cur;
         cur = nxt;
         nxt = t;
+    }
+}
+
+extern "C" __global__ void network_round_bf16_kernel(fh::abi::RoundBf16Args a) {
+    const int p = static_cast<int>(blockIdx.y);  // this block's pair
+    const long long width = a.width[p], total = width * a.rows[p], pitch = a.src_pitch[p];
+    unsigned short* __restrict__ dst = a.dst[p];
+    const float* __restrict__ src = a.src[p];
+    for (long long i = global_thread_index(); i < total; i += grid_thread_count()) {
+        const long long r = i / width, c = i - r * width;
+        dst[i] = fh::core::bf16_bits(src[r * pitch + c]);
     }
 }
 

@@ -17,6 +17,7 @@
 #include "data/load.hpp"
 #include "ops/make_device.hpp"
 #include "run/population.hpp"
+#include "run/session.hpp"
 #include "trainers/registry.hpp"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
@@ -94,6 +95,9 @@ int run_check(const GlobalOptions& g) {
         fmt::print(" (with {} command-line override{})", all_overrides(g).size(),
                    all_overrides(g).size() == 1 ? "" : "s");
     fmt::print("\n{}", config::to_toml(profile));
+    fmt::print("\n# Precision: {}\n",
+               ops::precision_effect(run::profile_precision(profile),
+                                     options.host_backend ? ops::Backend::cpu : ops::Backend::cuda));
 
     fmt::print("\n# Data:\n");
     print_comment_block(data::describe(market));

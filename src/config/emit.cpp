@@ -9,9 +9,7 @@
 namespace fh::config {
 
 std::string to_toml(const Profile& profile) {
-    std::string out =
-        "# Resolved foxhunt-train profile: defaults < profile < command line.\n"
-        "# Every key is listed; docs/profiles.md explains each.\n";
+    std::string out = std::string(kResolvedProfileHeader) + "# Every key is listed; docs/profiles.md explains each.\n";
     for (const auto& section : sections()) {
         out += fmt::format("\n[{}]  # {}\n", section.name, section.doc);
         std::size_t width = 0;

@@ -360,6 +360,11 @@ Model build(const Profile& p, const SizeInputs& in) {
     if (!in.host_backend)
         m.device.push_back(
             {"CUDA context, cuBLAS workspaces and the streams' scratch (approximate, fixed)", 600ull << 20, ""});
+    if (!in.host_backend && p.gpu.precision == "bf16")  // two regions of BF16 operands per stream
+        m.device.push_back({"BF16 operands of the matrix products (every stream's scratch)",
+                            mul(static_cast<std::uint64_t>(abi::kBf16ScratchStreams),
+                                2 * static_cast<std::uint64_t>(abi::kBf16RegionElements) * 2),
+                            "gpu.precision"});
     const auto by_size = [](const MemoryItem& a, const MemoryItem& b) { return a.bytes > b.bytes; };
     std::stable_sort(m.device.begin(), m.device.end(), by_size);
     return m;

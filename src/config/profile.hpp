@@ -231,10 +231,10 @@ struct CheckpointConfig {
 
 /// [gpu]
 struct GpuConfig {
-    std::string profile = "auto";  ///< "auto" or a named device class
-    bool cuda_graphs = true;       ///< capture repeated kernel sequences
-    bool tf32 = false;             ///< TF32 tensor-core GEMMs
-    double memory_fraction = 0.9;  ///< share of device memory the run may use
+    std::string profile = "auto";    ///< "auto" or a named device class
+    bool cuda_graphs = true;         ///< capture repeated kernel sequences
+    std::string precision = "fp32";  ///< the linear layers' matrix products: fp32, tf32 or bf16 (ops::Precision)
+    double memory_fraction = 0.9;    ///< share of device memory the run may use
     bool operator==(const GpuConfig&) const = default;
 };
 
@@ -276,6 +276,14 @@ private:
 
 /// Largest profile file accepted (bytes).
 inline constexpr std::size_t kMaxProfileBytes = 1u << 20;
+
+/// The first line of config::to_toml's text: what marks a profile written by foxhunt-train (a run's
+/// config.toml, a checkpoint's profile) rather than by a person. Such a profile from a version
+/// before gpu.precision has `tf32 = true|false` under [gpu], which resolves as gpu.precision =
+/// "tf32"|"fp32" (so that earlier runs still evaluate, export, report and resume); anywhere else
+/// gpu.tf32 is refused, naming gpu.precision.
+inline constexpr std::string_view kResolvedProfileHeader =
+    "# Resolved foxhunt-train profile: defaults < profile < command line.\n";
 
 /// Resolves a profile given as text: defaults < `text` < `overrides`.
 /// @param origin     the name used in messages (normally the file path)

@@ -64,7 +64,8 @@ std::string list(const std::vector<std::string>& items, std::string_view before 
 
 class Resolver {
 public:
-    explicit Resolver(std::string_view origin) : origin_(origin) {}
+    /// stored: the text is a profile foxhunt-train wrote (kResolvedProfileHeader).
+    Resolver(std::string_view origin, bool stored) : origin_(origin), stored_(stored) {}
 
     void apply_document(const TomlValue& root) {
         for (std::size_t i = 0; i < root.items.size(); ++i) {
@@ -168,6 +169,20 @@ private:
     void apply_value(const std::string& section, const std::string& key, const TomlValue& value,
                      const Location& key_where, bool cli) {
         const auto* d = find_key(section, key);
+        if (d == nullptr && section == "gpu" && key == "tf32" && stored_ && !cli &&
+            value.kind == TomlValue::Kind::boolean) {  // an earlier version's own profile: its meaning
+            const auto* precision = find_key("gpu", "precision");
+            set_value(profile_, *precision, KeyValue{std::string(value.boolean ? "tf32" : "fp32")});
+            set_at_[precision->full_name()] = value.where.line > 0 ? value.where : key_where;
+            return;
+        }
+        if (d == nullptr && section == "gpu" && key == "tf32") {  // a key of earlier versions, replaced
+            problem(key_where,
+                    "gpu.tf32 is no longer a key: gpu.precision replaces it; write gpu.precision = "
+                    "\"tf32\" for TF32 products (tf32 = true), gpu.precision = \"fp32\" for FP32 "
+                    "(tf32 = false), or \"bf16\" (docs/profiles.md)");
+            return;
+        }
         if (d == nullptr) {
             std::string hint;
             if (const auto g = closest(key, keys_of(section)))
@@ -622,6 +637,7 @@ private:
     }
 
     std::string origin_;
+    bool stored_ = false;
     Profile profile_;
     Location run_header_;
     std::map<std::string, Location> set_at_;  ///< where each key's value came from
@@ -636,7 +652,7 @@ ProfileError::ProfileError(std::vector<std::string> problems)
 
 Profile resolve_profile_text(std::string_view text, std::string_view origin,
                              const std::vector<std::string>& overrides) {
-    Resolver r(origin);
+    Resolver r(origin, text.starts_with(kResolvedProfileHeader));
     r.apply_document(parse_toml(text, origin));  // a syntax error ends here: nothing to check
     r.apply_overrides(overrides);
     return r.finish();

@@ -429,7 +429,12 @@ std::vector<KeyDescriptor> build_schema() {
                 "updates), each IQL update, each PPO rollout and each rollout's minibatch updates (false: the same "
                 "kernels launch one by one, still on several streams, same results)",
                 FH_FIELD(gpu.cuda_graphs)),
-        boolean("gpu", "tf32", "allow TF32 tensor-core GEMMs (faster, about 1e-3 relative error)", FH_FIELD(gpu.tf32)),
+        text(
+            "gpu", "precision", "fp32|tf32|bf16",
+            "the arithmetic of the linear layers' matrix products: fp32 (FP32 operands and sums), tf32 (TF32 "
+            "tensor cores, FP32 sums; the CPU backend computes FP32), bf16 (operands rounded to BF16 on both backends, "
+            "FP32 sums); weights, Adam, losses, environment and returns stay FP32 (docs/performance.md, Precision)",
+            FH_FIELD(gpu.precision)),
         number("gpu", "memory_fraction", open_closed(0, 1), "share of device memory the run may use",
                FH_FIELD(gpu.memory_fraction)),
     };

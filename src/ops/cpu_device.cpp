@@ -67,9 +67,27 @@ void CpuDevice::mean_impl(View<float> out, View<const float> x) {
     }
 }
 
+// gpu.precision = "bf16": every product's operands rounded to BF16 first (the CUDA backend rounds
+// the same tensors with the same core::round_to_bf16), the sums in FP32 as in fp32; the bias, the
+// activation and its derivative, and the bias gradient read the unrounded values.
+const float* CpuDevice::operand(const float* x, std::size_t n, std::vector<float>& copy) const {
+    if (precision() != Precision::bf16) return x;
+    copy.resize(n);
+    for (std::size_t i = 0; i < n; ++i) copy[i] = core::round_to_bf16(x[i]);
+    return copy.data();
+}
+
+namespace {
+std::size_t elements(int rows, int cols) {
+    return static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+}
+}  // namespace
+
 void CpuDevice::linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
                                     int batch, int in, int out, Activation act) {
-    ops::ref::linear_forward<float>(Y.data(), X.data(), W.data(), b.empty() ? nullptr : b.data(), batch, in, out, act);
+    ops::ref::linear_forward<float>(Y.data(), operand(X.data(), elements(batch, in), a_),
+                                    operand(W.data(), elements(out, in), b_), b.empty() ? nullptr : b.data(), batch, in,
+                                    out, act);
 }
 
 void CpuDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride,
@@ -79,7 +97,8 @@ void CpuDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, 
     const std::size_t ys = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
     for (std::size_t k = 0; k < static_cast<std::size_t>(count); ++k) {
         const float* p = params.data() + k * param_stride;
-        ops::ref::linear_forward<float>(Y.data() + k * ys, X.data() + k * x_stride, p + w_offset,
+        ops::ref::linear_forward<float>(Y.data() + k * ys, operand(X.data() + k * x_stride, elements(batch, in), a_),
+                                        operand(p + w_offset, elements(out, in), b_),
                                         b_offset < 0 ? nullptr : p + b_offset, batch, in, out, act);
     }
 }
@@ -91,10 +110,14 @@ void CpuDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float>
         ops::ref::activation_backward<float>(dY.data(), Y.data(), batch, out, act);
     if (has_part(parts, BackwardPart::bias) && !db.empty())
         ops::ref::bias_backward<float>(db.data(), dY.data(), batch, out, accumulate);
-    if (has_part(parts, BackwardPart::weights))
-        ops::ref::weight_backward<float>(dW.data(), dY.data(), X.data(), batch, in, out, accumulate);
-    if (has_part(parts, BackwardPart::input) && !dX.empty())
-        ops::ref::input_backward<float>(dX.data(), dY.data(), W.data(), batch, in, out);
+    const bool weights = has_part(parts, BackwardPart::weights);
+    const bool input = has_part(parts, BackwardPart::input) && !dX.empty();
+    if (!weights && !input) return;
+    const float* dZ = operand(dY.data(), elements(batch, out), c_);
+    if (weights)
+        ops::ref::weight_backward<float>(dW.data(), dZ, operand(X.data(), elements(batch, in), a_), batch, in, out,
+                                         accumulate);
+    if (input) ops::ref::input_backward<float>(dX.data(), dZ, operand(W.data(), elements(out, in), b_), batch, in, out);
 }
 
 // The head's linear_backward (no activation: its dZ is dOut, as act'(y) = 1 would leave it), then
@@ -112,8 +135,11 @@ void CpuDevice::head_backward_impl(View<float> dZ, View<float> grads, View<const
         float* g = grads.data() + k * param_stride;
         const float* p = params.data() + k * param_stride;
         if (head_b_offset >= 0) ops::ref::bias_backward<float>(g + head_b_offset, d, batch, out, accumulate);
-        ops::ref::weight_backward<float>(g + head_w_offset, d, x, batch, in, out, accumulate);
-        ops::ref::input_backward<float>(z, d, p + head_w_offset, batch, in, out);
+        const float* d_operand = operand(d, elements(batch, out), c_);
+        ops::ref::weight_backward<float>(g + head_w_offset, d_operand, operand(x, elements(batch, in), a_), batch, in,
+                                         out, accumulate);
+        ops::ref::input_backward<float>(z, d_operand, operand(p + head_w_offset, elements(out, in), b_), batch, in,
+                                        out);
         ops::ref::activation_backward<float>(z, x, batch, in, act);
         if (hidden_b_offset >= 0) ops::ref::bias_backward<float>(g + hidden_b_offset, z, batch, in, accumulate);
     }

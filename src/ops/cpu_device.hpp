@@ -51,6 +51,12 @@ protected:
     void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
                         View<const float> grad_norm, View<const int> gate, core::CounterValue step,
                         View<const float> lr, const core::AdamConstants& c, const SoftTarget& target) override;
+
+private:
+    /// A product's operand of n floats: x itself, or in bf16 its values rounded to BF16
+    /// (core::round_to_bf16) in `copy`. tf32 is computed in FP32 here (Precision).
+    const float* operand(const float* x, std::size_t n, std::vector<float>& copy) const;
+    std::vector<float> a_, b_, c_;  ///< the rounded operands of the product being computed
 };
 
 }  // namespace fh::ops

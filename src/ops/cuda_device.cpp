@@ -13,10 +13,13 @@
 ///   dX       dX^T (in, B)  = W^T (in, out) . dZ^T (out, B)
 ///            = Sgemm(N, N, m=in, n=B, k=out, A=W lda=in, B=dZ ldb=out, C=dX ldc=in)
 /// (tests/ops/test_nn_ops.cpp compares each with the CPU reference.)
+/// gpu.precision = "bf16" issues the same three products through cublasGemmEx (or cuBLASLt for
+/// the forward) with A and B in BF16, rounded first into the lane's scratch (round_bf16).
 
 #include "ops/cuda_device.hpp"
 
 #include "cuda/kernel_timing.hpp"
+#include "util/errors.hpp"
 #include "util/log.hpp"
 
 #include <fmt/format.h>
@@ -62,6 +65,7 @@ struct CudaDevice::Lane {
     void* workspace = nullptr;
     float* bias_partials = nullptr;
     unsigned* bias_tickets = nullptr;
+    unsigned short* bf16 = nullptr;  ///< two regions of kBf16RegionElements (bf16 only: apply_precision)
     bool busy = false;
     Lane() {
         FH_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
@@ -71,6 +75,7 @@ struct CudaDevice::Lane {
         FH_CUBLAS_CHECK(cublasSetWorkspace(cublas.get(), workspace, kWorkspaceBytes));
     }
     ~Lane() {
+        if (bf16) FH_CUDA_CHECK_NOTHROW(cudaFree(bf16));
         if (bias_tickets) FH_CUDA_CHECK_NOTHROW(cudaFree(bias_tickets));
         if (bias_partials) FH_CUDA_CHECK_NOTHROW(cudaFree(bias_partials));
         if (workspace) FH_CUDA_CHECK_NOTHROW(cudaFree(workspace));
@@ -272,10 +277,16 @@ void CudaDevice::make_current() {
     FH_CUDA_CHECK(cudaSetDevice(device_.ordinal));
 }
 
-void CudaDevice::set_tf32(bool on) {
-    const auto mode = on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
-    for (const auto& lane : lanes_) FH_CUBLAS_CHECK(cublasSetMathMode(lane->cublas.get(), mode));
-    tf32_ = on;
+void CudaDevice::apply_precision(Precision p) {
+    const auto mode = p == Precision::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+    if (p == Precision::bf16) make_current();  // the scratch on this device, whatever the thread's current one
+    for (const auto& lane : lanes_) {
+        FH_CUBLAS_CHECK(cublasSetMathMode(lane->cublas.get(), mode));
+        // Before anything is captured (set with the device): nothing may allocate inside a capture.
+        if (p == Precision::bf16 && lane->bf16 == nullptr)
+            FH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&lane->bf16),
+                                     2 * static_cast<std::size_t>(kBf16RegionElements) * sizeof(unsigned short)));
+    }
 }
 
 void* CudaDevice::allocate_bytes(std::size_t bytes) {
@@ -447,9 +458,13 @@ void prefer_128x64_tiles(cublasLtHandle_t lt, cublasLtMatmulDesc_t op, cublasLtM
 
 }  // namespace
 
-bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride, const float* W, const float* b,
-                                   long long w_stride, int count, int batch, int in, int out, Activation act) {
+bool CudaDevice::lt_linear_forward(float* Y, const void* X, long long x_stride, const void* W, const float* b,
+                                   long long w_stride, long long b_stride, int count, int batch, int in, int out,
+                                   Activation act) {
     if (act == Activation::tanh) return false;
+    const Precision precision = this->precision();
+    const bool bf16 = precision == Precision::bf16;
+    const cudaDataType_t operand_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
     const bool bias = b != nullptr;
     const cublasLtEpilogue_t epilogue = act == Activation::relu
                                             ? (bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
@@ -458,26 +473,30 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
     int align = std::min({alignment_of(Y), alignment_of(X), alignment_of(W)});
     if (bias) align = std::min(align, alignment_of(b));
     if (count > 1) {
-        const auto elem = [](long long n) { return alignment_of(reinterpret_cast<const void*>(n * 4)); };
-        align = std::min(
-            {align, elem(w_stride), elem(x_stride == 0 ? 64 : x_stride), elem(static_cast<long long>(batch) * out)});
+        const long long operand_bytes = bf16 ? 2 : 4;
+        const auto bytes = [](long long n) { return alignment_of(reinterpret_cast<const void*>(n)); };
+        align =
+            std::min({align, bytes(w_stride * operand_bytes), bytes((x_stride == 0 ? 64 : x_stride) * operand_bytes),
+                      bytes(static_cast<long long>(batch) * out * 4)});
+        if (bias) align = std::min(align, bytes(b_stride * 4));
     }
-    const auto key =
-        std::make_tuple(in, out, batch, static_cast<int>(epilogue), tf32_, align, count, w_stride, x_stride);
+    const auto key = std::make_tuple(in, out, batch, static_cast<int>(epilogue), static_cast<int>(precision), align,
+                                     count, w_stride, x_stride, b_stride);
     auto& plan = lt_plans_[key];
     if (!plan) {
         plan = std::make_shared<LtPlan>();
         // Row-major Y (B, out) = X (B, in) W^T is column-major Y^T (out, B) = op(A) B with
         // A = W stored (in, out) column-major and op = transpose, B = X^T (in, B).
-        const cublasComputeType_t compute = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        const cublasComputeType_t compute =
+            precision == Precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
         FH_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F));
         const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
         FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
         FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
         FH_CUBLAS_CHECK(
             cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-        FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_32F, in, out, in));
-        FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_32F, in, batch, in));
+        FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, operand_type, in, out, in));
+        FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, operand_type, in, batch, in));
         FH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_32F, out, batch, out));
         if (count > 1) {
             const std::int32_t n = count;
@@ -488,12 +507,14 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
                 FH_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                                  &stride, sizeof stride));
             }
+            const std::int64_t sbias = b_stride;
             if (bias)
-                FH_CUBLAS_CHECK(
-                    cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &sa, sizeof sa));
+                FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &sbias,
+                                                               sizeof sbias));
         }
         plan->usable = first_heuristic_algorithm(lt_, plan->op, plan->a, plan->b, plan->c, align, plan->algo);
-        if (plan->usable && !tf32_ && count == 1 && batch >= kWideTileMinRows && batch < kWideTileEndRows)
+        if (plan->usable && precision == Precision::fp32 && count == 1 && batch >= kWideTileMinRows &&
+            batch < kWideTileEndRows)
             prefer_128x64_tiles(lt_, plan->op, plan->a, plan->b, plan->c, plan->algo);
     }
     if (!plan->usable) return false;
@@ -501,7 +522,7 @@ bool CudaDevice::lt_linear_forward(float* Y, const float* X, long long x_stride,
         FH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
     const float one = 1.f, zero = 0.f;
     const std::string label = cuda::op_names_wanted()
-                                  ? fmt::format("linear forward (lt) {}x{}x{}{}", batch, out, in,
+                                  ? fmt::format("linear forward (lt{}) {}x{}x{}{}", bf16 ? " bf16" : "", batch, out, in,
                                                 count > 1 ? fmt::format(" x{}", count) : std::string())
                                   : std::string();
     if (cuda::op_filtered(label, stream())) return true;  // bench --ablate
@@ -541,10 +562,14 @@ bool CudaDevice::narrow_linear_forward(float* Y, const float* X, long long x_str
 
 void CudaDevice::linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
                                      int batch, int in, int out, Activation act) {
+    if (precision() == Precision::bf16)
+        return bf16_linear_forward(Y.data(), X.data(), 0, W.data(), 0, b.empty() ? nullptr : b.data(), 0, 1, batch, in,
+                                   out, act);
     if (narrow_linear_forward(Y.data(), X.data(), 0, W.data(), b.empty() ? nullptr : b.data(), 0, 1, batch, in, out,
                               act))
         return;
-    if (lt_linear_forward(Y.data(), X.data(), 0, W.data(), b.empty() ? nullptr : b.data(), 0, 1, batch, in, out, act))
+    if (lt_linear_forward(Y.data(), X.data(), 0, W.data(), b.empty() ? nullptr : b.data(), 0, 0, 1, batch, in, out,
+                          act))
         return;
     const float one = 1.f, zero = 0.f;
     const std::string label =
@@ -554,12 +579,16 @@ void CudaDevice::linear_forward_impl(View<float> Y, View<const float> X, View<co
         FH_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, &one, W.data(), in, X.data(),
                                     in, &zero, Y.data(), out));
     }
-    if (b.empty() && act == Activation::none) return;
+    bias_act(Y.data(), b.empty() ? nullptr : b.data(), act, batch, out);
+}
+
+void CudaDevice::bias_act(float* Y, const float* b, Activation act, int batch, int out) {
+    if (b == nullptr && act == Activation::none) return;
     // Y and b are distinct (checked by Device::linear_forward).
-    const float* bias = b.empty() ? nullptr : b.data();
-    const bool quads = abi::bias_act_quads(Y.data(), bias, out, static_cast<long long>(Y.size()));
-    kernels().network_bias_act_forward_kernel(stream(), LaunchDims::linear(quads ? Y.size() / 4 : Y.size()), Y.data(),
-                                              bias, act, batch, out);
+    const long long n = static_cast<long long>(batch) * out;
+    const bool quads = abi::bias_act_quads(Y, b, out, n);
+    kernels().network_bias_act_forward_kernel(stream(), LaunchDims::linear(static_cast<std::size_t>(quads ? n / 4 : n)),
+                                              Y, b, act, batch, out);
 }
 
 void CudaDevice::linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride,
@@ -568,11 +597,16 @@ void CudaDevice::linear_forward_batched_impl(View<float> Y, View<const float> X,
                                              Activation act) {
     const float* W = params.data() + w_offset;
     const float* b = b_offset < 0 ? nullptr : params.data() + b_offset;
+    if (precision() == Precision::bf16)
+        return bf16_linear_forward(Y.data(), X.data(), static_cast<long long>(x_stride), W,
+                                   static_cast<long long>(param_stride), b, static_cast<long long>(param_stride), count,
+                                   batch, in, out, act);
     if (narrow_linear_forward(Y.data(), X.data(), static_cast<long long>(x_stride), W, b,
                               static_cast<long long>(param_stride), count, batch, in, out, act))
         return;
     if (lt_linear_forward(Y.data(), X.data(), static_cast<long long>(x_stride), W, b,
-                          static_cast<long long>(param_stride), count, batch, in, out, act))
+                          static_cast<long long>(param_stride), static_cast<long long>(param_stride), count, batch, in,
+                          out, act))
         return;
     if (count == 1 || count > 65535) {  // one layer (linear_forward's path), or more than a grid's z
         const std::size_t ys = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
@@ -616,7 +650,7 @@ bool CudaDevice::mlp_infer_impl(View<float> Y, View<const float> X, View<const f
     const unsigned blocks = static_cast<unsigned>((batch + abi::kMlpInferRows - 1) / abi::kMlpInferRows);
     kernels().network_mlp_infer_kernel(
         stream(), LaunchDims{dim3(blocks), dim3(abi::kMlpInferThreads), static_cast<std::size_t>(smem)}, Y.data(),
-        X.data(), params.data(), layers, batch);
+        X.data(), params.data(), layers, batch, precision() == Precision::bf16 ? 1 : 0);
     return true;
 }
 
@@ -702,7 +736,8 @@ void CudaDevice::head_backward_impl(View<float> dZ, View<float> grads, View<cons
                                   out,
                                   (batch + slices - 1) / slices,
                                   accumulate ? 1 : 0,
-                                  act};
+                                  act,
+                                  precision() == Precision::bf16 ? 1 : 0};
     const LaunchDims dims{
         dim3(static_cast<unsigned>(column_groups), static_cast<unsigned>(slices), static_cast<unsigned>(count)),
         dim3(32, abi::kBiasGradRows), 0};
@@ -724,7 +759,7 @@ void CudaDevice::head_backward_impl(View<float> dZ, View<float> grads, View<cons
 // the split and a reduction into the output type (or the compute type), with the first stages it
 // accepts (`bench/algo-search-probe.cu` searched every configuration of these shapes).
 const CudaDevice::SplitKPlan* CudaDevice::split_k_plan(int in, int out, int rows, int align) {
-    if (tf32_ || rows < kSplitKMinRows) return nullptr;
+    if (precision() != Precision::fp32 || rows < kSplitKMinRows) return nullptr;
     const int m = in, n = out, k = rows;  // column-major dW (in x out) = X (in x rows) dZ^T
     const long long tiles = ((m + 63) / 64) * static_cast<long long>((n + 63) / 64);
     const long long sms = device_.sm_count;
@@ -843,7 +878,8 @@ bool CudaDevice::split_k_weight_gradient(float* dW, const float* X, const float*
 bool CudaDevice::split_weight_gradient_batched(float* dW, long long dw_stride, const float* X, long long x_stride,
                                                const float* dZ, int in, int out, int rows, int count, bool accumulate,
                                                const std::string& label) {
-    if (tf32_ || rows < kSplitKMinRows || x_stride != static_cast<long long>(rows) * in) return false;
+    if (precision() != Precision::fp32 || rows < kSplitKMinRows || x_stride != static_cast<long long>(rows) * in)
+        return false;
     const long long tiles = ((in + 63) / 64) * static_cast<long long>((out + 63) / 64);
     const long long sms = device_.sm_count, size = static_cast<long long>(in) * out;
     // Split while the networks' 64 x 64 output tiles do not fill the SMs once (measured on the H200,
@@ -885,6 +921,9 @@ void CudaDevice::linear_backward_impl(View<float> dX, View<float> dW, View<float
         act_bias_grad(dY.data(), sum_bias ? db.data() : nullptr, Y.data(), activation ? act : Activation::none,
                       accumulate, batch, out, 1, 0, 0);
     const float* dZ = dY.data();
+    if (precision() == Precision::bf16)
+        return bf16_backward(input ? dX.data() : nullptr, dW.data(), dZ, X.data(), W.data(), batch, in, out, accumulate,
+                             weights, input);
     if (weights) {
         const std::string label =
             cuda::op_names_wanted() ? fmt::format("linear dW (sgemm) {}x{}x{}", in, out, batch) : std::string();
@@ -921,10 +960,39 @@ void CudaDevice::linear_backward_batched_impl(View<float> dX, View<float> grads,
     const bool sum_bias = has_part(parts, BackwardPart::bias) && b_offset >= 0;
     const long long rows = static_cast<long long>(batch) * out;  // one network's block of dY and Y
     const long long pstride = static_cast<long long>(param_stride);
+    const bool bf16 = precision() == Precision::bf16;
+    const long long x_blocks = x_stride == 0 ? 1 : count, xs = static_cast<long long>(batch) * in;
+    const long long w_size = static_cast<long long>(out) * in;
+    // bf16: one strided batch of each product where every network's operands fit the BF16 regions,
+    // else linear_backward per network (its row chunks).
+    if (bf16 && (x_blocks * xs > kBf16RegionElements || count * rows > kBf16RegionElements ||
+                 (input && count * w_size > kBf16RegionElements)))
+        return linear_backward_each(dX, grads, dY, Y, X, x_stride, params, param_stride, w_offset, b_offset, count,
+                                    batch, in, out, act, accumulate, parts);
     if (activation || sum_bias)
         act_bias_grad(dY.data(), sum_bias ? grads.data() + b_offset : nullptr, Y.data(),
                       activation ? act : Activation::none, accumulate, batch, out, count, rows, pstride);
     const float* dZ = dY.data();
+    if (bf16) {
+        if (weights) {
+            round_bf16({X.data(), xs, x_blocks, static_cast<long long>(x_stride)}, {dZ, count * rows, 1, 0});
+            gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, bf16_region(0), in, x_stride == 0 ? 0 : xs,
+                      bf16_region(1), out, rows, accumulate ? 1.f : 0.f, grads.data() + w_offset, in, pstride, count,
+                      cuda::op_names_wanted()
+                          ? fmt::format("linear dW (gemm bf16 batched) {}x{}x{} x{}", in, out, batch, count)
+                          : std::string());
+        }
+        if (input) {  // region 1 still holds dZ when the weights' product rounded it
+            round_bf16({params.data() + w_offset, w_size, count, pstride},
+                       weights ? Bf16Operand{} : Bf16Operand{dZ, count * rows, 1, 0});
+            gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, bf16_region(0), in, w_size, bf16_region(1), out, rows,
+                      0.f, dX.data(), in, xs, count,
+                      cuda::op_names_wanted()
+                          ? fmt::format("linear dX (gemm bf16 batched) {}x{}x{} x{}", batch, in, out, count)
+                          : std::string());
+        }
+        return;
+    }
     if (weights) {
         const std::string label = cuda::op_names_wanted()
                                       ? fmt::format("linear dW (sgemm batched) {}x{}x{} x{}", in, out, batch, count)
@@ -949,6 +1017,147 @@ void CudaDevice::linear_backward_batched_impl(View<float> dX, View<float> grads,
                                                       params.data() + w_offset, in, pstride, dZ, out, rows, &zero,
                                                       dX.data(), in, static_cast<long long>(batch) * in, count));
         }
+    }
+}
+
+// ---- gpu.precision = "bf16" ----------------------------------------------------------------
+// Every product of a linear layer multiplies operands rounded to BF16 (core::bf16_bits, the CPU
+// twin's core::round_to_bf16) and sums in FP32: cublasGemmEx / cublasGemmStridedBatchedEx (or
+// cuBLASLt for the forward, with its bias and ReLU epilogue) with CUDA_R_16BF inputs, CUDA_R_32F
+// outputs and CUBLAS_COMPUTE_32F. The operands are rounded on the lane's stream into the lane's
+// two regions just before their product (a region is reused by the next product on the same
+// stream, after this one). Row chunks (operands larger than a region) have sizes fixed by the
+// shape, and the library's choice is fixed per shape (cuBLASLt's cached plan, cuBLAS's default
+// algorithm with the lane's fixed workspace): the same bits on every run.
+
+const unsigned short* CudaDevice::bf16_region(int region) const noexcept {
+    return lanes_[static_cast<std::size_t>(lane_)]->bf16 + region * kBf16RegionElements;
+}
+
+void CudaDevice::require_bf16_weights(int in, int out) {
+    if (static_cast<long long>(in) * out > kBf16RegionElements)
+        throw UsageError(fmt::format(
+            "gpu.precision = \"bf16\": a linear layer of {} x {} weights is larger than the BF16 operand scratch "
+            "({} elements); use gpu.precision = \"tf32\" or \"fp32\", or a narrower layer",
+            out, in, kBf16RegionElements));
+}
+
+void CudaDevice::round_bf16(const Bf16Operand& a, const Bf16Operand& b) {
+    abi::RoundBf16Args args{};
+    unsigned count = 0;
+    long long longest = 0;
+    const Bf16Operand* operands[2] = {&a, &b};
+    for (int region = 0; region < 2; ++region) {
+        const Bf16Operand& o = *operands[region];
+        if (o.src == nullptr || o.width * o.rows == 0) continue;
+        if (o.width * o.rows > kBf16RegionElements)
+            throw std::logic_error("CudaDevice::round_bf16: an operand larger than its region");
+        args.dst[count] = lanes_[static_cast<std::size_t>(lane_)]->bf16 + region * kBf16RegionElements;
+        args.src[count] = o.src;
+        args.width[count] = o.width;
+        args.rows[count] = o.rows;
+        args.src_pitch[count] = o.pitch;
+        longest = std::max(longest, o.width * o.rows);
+        ++count;
+    }
+    if (count == 0) return;
+    LaunchDims dims = LaunchDims::linear(static_cast<std::size_t>(longest));
+    dims.grid.y = count;
+    kernels().network_round_bf16_kernel(stream(), dims, args);
+}
+
+void CudaDevice::gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const unsigned short* A,
+                           int lda, long long stride_a, const unsigned short* B, int ldb, long long stride_b,
+                           float beta, float* C, int ldc, long long stride_c, int count, const std::string& label) {
+    if (cuda::op_filtered(label, stream())) return;  // bench --ablate
+    const cuda::TimedRegion timed(label, stream());
+    const float one = 1.f;
+    if (count == 1)
+        FH_CUBLAS_CHECK(cublasGemmEx(cublas(), ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta,
+                                     C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    else
+        FH_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas(), ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, stride_a, B,
+                                                   CUDA_R_16BF, ldb, stride_b, &beta, C, CUDA_R_32F, ldc, stride_c,
+                                                   count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void CudaDevice::bf16_linear_forward(float* Y, const float* X, long long x_stride, const float* W, long long w_stride,
+                                     const float* b, long long b_stride, int count, int batch, int in, int out,
+                                     Activation act) {
+    const long long w_size = static_cast<long long>(out) * in, xs = static_cast<long long>(batch) * in;
+    const long long ys = static_cast<long long>(batch) * out;
+    if (count > 1) {
+        const long long x_blocks = x_stride == 0 ? 1 : count;
+        if (count * w_size <= kBf16RegionElements && x_blocks * xs <= kBf16RegionElements) {
+            // Every network's weights, packed, and their inputs (one block when they share it).
+            round_bf16({W, w_size, count, w_stride}, {X, xs, x_blocks, x_stride});
+            const unsigned short *wb = bf16_region(0), *xb = bf16_region(1);
+            const long long x_packed = x_stride == 0 ? 0 : xs;
+            if (lt_linear_forward(Y, xb, x_packed, wb, b, w_size, b_stride, count, batch, in, out, act)) return;
+            gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, wb, in, w_size, xb, in, x_packed, 0.f, Y, out, ys,
+                      count,
+                      cuda::op_names_wanted()
+                          ? fmt::format("linear forward (gemm bf16 batched) {}x{}x{} x{}", batch, out, in, count)
+                          : std::string());
+            if (b == nullptr && act == Activation::none) return;
+            auto dims = LaunchDims::linear(static_cast<std::size_t>(out % 4 == 0 ? ys / 4 : ys));
+            dims.grid.z = static_cast<unsigned>(count);
+            kernels().network_bias_act_forward_batched_kernel(stream(), dims, Y, b, act, batch, out, b_stride);
+            return;
+        }
+        for (long long k = 0; k < count; ++k)  // larger than the regions: network by network
+            bf16_linear_forward(Y + k * ys, X + k * x_stride, 0, W + k * w_stride, 0,
+                                b == nullptr ? nullptr : b + k * b_stride, 0, 1, batch, in, out, act);
+        return;
+    }
+    require_bf16_weights(in, out);
+    const int chunk = static_cast<int>(std::min<long long>(batch, kBf16RegionElements / in));
+    for (int r0 = 0; r0 < batch; r0 += chunk) {
+        const int rows = std::min(chunk, batch - r0);
+        // The weights once (region 0 keeps them for every chunk), each chunk's rows of X.
+        round_bf16(r0 == 0 ? Bf16Operand{W, w_size, 1, 0} : Bf16Operand{},
+                   {X + static_cast<long long>(r0) * in, static_cast<long long>(rows) * in, 1, 0});
+        float* y = Y + static_cast<long long>(r0) * out;
+        if (lt_linear_forward(y, bf16_region(1), 0, bf16_region(0), b, 0, 0, 1, rows, in, out, act)) continue;
+        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, bf16_region(0), in, 0, bf16_region(1), in, 0, 0.f, y, out, 0,
+                  1,
+                  cuda::op_names_wanted() ? fmt::format("linear forward (gemm bf16) {}x{}x{}", rows, out, in)
+                                          : std::string());
+        bias_act(y, b, act, rows, out);
+    }
+}
+
+void CudaDevice::bf16_backward(float* dX, float* dW, const float* dZ, const float* X, const float* W, int batch, int in,
+                               int out, bool accumulate, bool weights, bool input) {
+    bool dz_rounded = false;  // region 1 holds every row of dZ
+    if (weights) {
+        // dW^T (in, out) = X^T dZ over row chunks, each added to the chunks before it.
+        const int chunk = static_cast<int>(std::min<long long>(batch, kBf16RegionElements / std::max(in, out)));
+        for (int r0 = 0; r0 < batch; r0 += chunk) {
+            const int rows = std::min(chunk, batch - r0);
+            round_bf16({X + static_cast<long long>(r0) * in, static_cast<long long>(rows) * in, 1, 0},
+                       {dZ + static_cast<long long>(r0) * out, static_cast<long long>(rows) * out, 1, 0});
+            gemm_bf16(
+                CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, bf16_region(0), in, 0, bf16_region(1), out, 0,
+                r0 == 0 && !accumulate ? 0.f : 1.f, dW, in, 0, 1,
+                cuda::op_names_wanted() ? fmt::format("linear dW (gemm bf16) {}x{}x{}", in, out, rows) : std::string());
+        }
+        dz_rounded = chunk >= batch;
+    }
+    if (!input) return;
+    require_bf16_weights(in, out);
+    // dX^T (in, rows) = W^T dZ^T per row chunk (a chunk of dX's rows each).
+    const int chunk = static_cast<int>(std::min<long long>(batch, kBf16RegionElements / out));
+    for (int r0 = 0; r0 < batch; r0 += chunk) {
+        const int rows = std::min(chunk, batch - r0);
+        round_bf16(r0 == 0 ? Bf16Operand{W, static_cast<long long>(out) * in, 1, 0} : Bf16Operand{},
+                   dz_rounded
+                       ? Bf16Operand{}
+                       : Bf16Operand{dZ + static_cast<long long>(r0) * out, static_cast<long long>(rows) * out, 1, 0});
+        gemm_bf16(
+            CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, bf16_region(0), in, 0, bf16_region(1), out, 0, 0.f,
+            dX + static_cast<long long>(r0) * in, in, 0, 1,
+            cuda::op_names_wanted() ? fmt::format("linear dX (gemm bf16) {}x{}x{}", rows, in, out) : std::string());
     }
 }
 

@@ -34,10 +34,6 @@ public:
     void synchronize() override;
     CudaDevice* cuda() noexcept override { return this; }
     std::optional<MemoryInfo> memory() const override;
-    /// TF32 tensor-core math for the cuBLAS SGEMMs of the linear layers (faster, ~10-bit
-    /// mantissa products); off by default (full FP32).
-    void set_tf32(bool on) override;
-    bool tf32() const noexcept { return tf32_; }
     /// Graphs are used unless turned off here, by --cuda-sync-debug or by kernel timing.
     void set_graphs(bool on) override { graphs_ = on; }
     void make_current() override;
@@ -67,6 +63,10 @@ public:
     static constexpr int kAgentSideLanes = 2;
 
 protected:
+    /// fp32: cuBLAS's default math; tf32: CUBLAS_TF32_TENSOR_OP_MATH and cuBLASLt's
+    /// CUBLAS_COMPUTE_32F_FAST_TF32; bf16: every linear layer's product from BF16 operands
+    /// (bf16_linear_forward, bf16_backward), with each lane's BF16 scratch allocated here.
+    void apply_precision(Precision p) override;
     void* allocate_bytes(std::size_t bytes) override;
     void release_bytes(void* p) noexcept override;
     void upload_bytes(void* dst, const void* src, std::size_t bytes) override;
@@ -118,8 +118,41 @@ private:
     /// algorithm fits (tanh, or the heuristic found none): then SGEMM + the bias kernel.
     /// `count` layers at once: W_k = W + k * w_stride, b_k = b + k * w_stride (b null: no bias),
     /// X_k = X + k * x_stride, Y_k = Y + k * batch * out.
-    bool lt_linear_forward(float* Y, const float* X, long long x_stride, const float* W, const float* b,
-                           long long w_stride, int count, int batch, int in, int out, Activation act);
+    /// In bf16 X and W are BF16 (the lane's scratch, bf16_linear_forward) and b_stride is the
+    /// biases' own stride (the weights' copies are packed).
+    bool lt_linear_forward(float* Y, const void* X, long long x_stride, const void* W, const float* b,
+                           long long w_stride, long long b_stride, int count, int batch, int in, int out,
+                           Activation act);
+    /// Y = act(Y + b) after a product without epilogue (network_bias_act_forward_kernel).
+    void bias_act(float* Y, const float* b, Activation act, int batch, int out);
+
+    // gpu.precision = "bf16": the operands rounded into the lane's BF16 scratch, two regions of
+    // kBf16RegionElements (0: the weights, or X for dW; 1: the activations or dZ), then cuBLAS with
+    // BF16 inputs, FP32 outputs and CUBLAS_COMPUTE_32F. Operands larger than a region go in row
+    // chunks of a size fixed by the shape (dW: summed chunk after chunk into dW); a weight matrix
+    // must fit a region (else a UsageError names the layer).
+    static constexpr long long kBf16RegionElements = abi::kBf16RegionElements;
+    static_assert(abi::kBf16ScratchStreams == 1 + kSideLanes);
+    /// One operand: `rows` blocks of `width` floats, block r at src + r pitch (null src: none).
+    struct Bf16Operand {
+        const float* src = nullptr;
+        long long width = 0, rows = 1, pitch = 0;
+    };
+    /// Rounds `a` into region 0 and `b` into region 1 (network_round_bf16_kernel, one launch).
+    void round_bf16(const Bf16Operand& a, const Bf16Operand& b);
+    const unsigned short* bf16_region(int region) const noexcept;
+    /// C = op(A) op(B) (+ beta C) column-major, as cublasGemmEx / cublasGemmStridedBatchedEx.
+    void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const unsigned short* A, int lda,
+                   long long stride_a, const unsigned short* B, int ldb, long long stride_b, float beta, float* C,
+                   int ldc, long long stride_c, int count, const std::string& label);
+    /// linear_forward(_batched) in bf16: `count` layers, W_k at W + k w_stride, b_k at b + k b_stride.
+    void bf16_linear_forward(float* Y, const float* X, long long x_stride, const float* W, long long w_stride,
+                             const float* b, long long b_stride, int count, int batch, int in, int out, Activation act);
+    /// One network's dW (weights) and dX (input, dX not null) from dZ in bf16.
+    void bf16_backward(float* dX, float* dW, const float* dZ, const float* X, const float* W, int batch, int in,
+                       int out, bool accumulate, bool weights, bool input);
+    /// A weight matrix larger than a BF16 region: refused (UsageError).
+    static void require_bf16_weights(int in, int out);
 
     // Start-up split for the debug log (members start in this order): the driver and the
     // context, the kernel modules, then the streams and cuBLAS.
@@ -149,7 +182,8 @@ private:
     /// cuBLASLt plans by shape, epilogue, math mode and alignment: the same algorithm for the same
     /// problem on every call (run-to-run determinism).
     struct LtPlan;
-    std::map<std::tuple<int, int, int, int, bool, int, int, long long, long long>, std::shared_ptr<LtPlan>> lt_plans_;
+    std::map<std::tuple<int, int, int, int, int, int, int, long long, long long, long long>, std::shared_ptr<LtPlan>>
+        lt_plans_;
     /// The weight gradient dW (in x out, column-major) = X dZ^T over `rows` rows with the rows (K)
     /// split across blocks, where its few output tiles would leave most SMs idle and the rows are
     /// many (the rule: the definition). False when the rule or the library declines: the caller
@@ -168,7 +202,6 @@ private:
                                        const std::string& label);
     static constexpr int kSplitKBatchedMinSliceRows = 256;
     std::map<std::tuple<int, int, int, int>, std::shared_ptr<SplitKPlan>> split_k_plans_;
-    bool tf32_ = false;   ///< linear layers: cuBLAS math mode (set_tf32)
     bool graphs_ = true;  ///< run_sequence captures CUDA Graphs
     /// Memory from the device's stream-ordered pool (cudaMallocAsync): freeing it waits for no
     /// other stream, where cudaFree waits for the whole GPU (a population's other agents too).

@@ -364,6 +364,42 @@ void Device::adam_step(View<float> params, View<float> m, View<float> v, View<co
     adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, step, lr, c, target);
 }
 
+std::string_view precision_name(Precision p) noexcept {
+    switch (p) {
+        case Precision::tf32:
+            return "tf32";
+        case Precision::bf16:
+            return "bf16";
+        default:
+            return "fp32";
+    }
+}
+
+std::optional<Precision> parse_precision(std::string_view name) noexcept {
+    for (const Precision p : {Precision::fp32, Precision::tf32, Precision::bf16})
+        if (name == precision_name(p)) return p;
+    return std::nullopt;
+}
+
+std::string precision_effect(Precision p, Backend b) {
+    const bool cpu = b == Backend::cpu;
+    switch (p) {
+        case Precision::tf32:
+            return cpu ? "tf32: on the CPU backend the products compute in FP32 (TF32 is the GPU's tensor-core "
+                         "rounding); on a GPU (sm_80 and later) faster matrix products, about 1e-3 relative error each"
+                       : "tf32: the linear layers' products on TF32 tensor cores with FP32 sums: expected faster "
+                         "than fp32 (docs/performance.md, Precision), about 1e-3 relative error per product";
+        case Precision::bf16:
+            return cpu ? "bf16: on the CPU backend the products' operands rounded to BF16 as on the GPU (slower than "
+                         "fp32 here: the rounding is extra work); on a GPU (sm_80 and later) the fastest products, "
+                         "about 4e-3 relative error per product"
+                       : "bf16: the linear layers' products with BF16 operands and FP32 sums, FP32 master weights: "
+                         "expected the fastest (docs/performance.md, Precision), about 4e-3 relative error per product";
+        default:
+            return "fp32: full FP32 products (the reference speed and results)";
+    }
+}
+
 CounterValue counter_value(View<const long long> counter, long long scale, long long offset) {
     detail::require_size(counter.size(), 1, "counter_value", "counter");
     return CounterValue(counter.data(), scale, offset);

@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -32,6 +33,20 @@
 namespace fh::ops {
 
 enum class Backend { cpu, cuda };
+
+/// The arithmetic of the linear layers' matrix products (gpu.precision; docs/performance.md,
+/// "Precision"): fp32, FP32 operands and sums; tf32, operands rounded to TF32 by the GPU's tensor
+/// cores, FP32 sums (the CPU backend computes FP32: the GPU's TF32 rounding is the hardware's,
+/// not reproduced); bf16, every product's operands rounded to BF16 (core::round_to_bf16, on both
+/// backends) and summed in FP32. Weights, optimizer state, losses, the environment, returns and
+/// advantages stay FP32 in every mode.
+enum class Precision { fp32, tf32, bf16 };
+/// "fp32", "tf32", "bf16": the values of gpu.precision.
+std::string_view precision_name(Precision p) noexcept;
+/// The Precision of a gpu.precision value, or nullopt for any other text.
+std::optional<Precision> parse_precision(std::string_view name) noexcept;
+/// One line for `check`: the precision and its expected effect on speed and results on a backend.
+std::string precision_effect(Precision p, Backend b);
 
 /// Network types shared with the kernels (math/core.h).
 using Activation = core::Activation;
@@ -177,9 +192,13 @@ public:
         std::size_t free_bytes = 0, total_bytes = 0;
     };
     virtual std::optional<MemoryInfo> memory() const { return std::nullopt; }
-    /// TF32 tensor-core math for the linear layers' matrix products (gpu.tf32); the CPU backend
-    /// always computes in FP32.
-    virtual void set_tf32(bool /*on*/) {}
+    /// The arithmetic of the linear layers' matrix products from now on (gpu.precision; fp32 until
+    /// set): linear_forward(_batched), linear_backward(_batched), head_backward and mlp_infer.
+    void set_precision(Precision p) {
+        apply_precision(p);
+        precision_ = p;
+    }
+    Precision precision() const noexcept { return precision_; }
     /// Makes this device the calling thread's current one (CUDA keeps the current device per
     /// thread; a device created on another thread must be made current before use).
     virtual void make_current() {}
@@ -366,6 +385,8 @@ public:
                    View<const float> lr = {}, SoftTarget target = {});
 
 protected:
+    /// What set_precision changes in the backend (CUDA: cuBLAS's math mode, BF16 scratch).
+    virtual void apply_precision(Precision /*p*/) {}
     /// linear_backward_batched as one linear_backward_impl per network on its blocks (the CPU's
     /// implementation, and CUDA's for one network).
     void linear_backward_each(View<float> dX, View<float> grads, View<float> dY, View<const float> Y,
@@ -424,6 +445,7 @@ private:
                     View<const float> grad_norm, View<const int> gate, const AdamParams& p);
     std::size_t bytes_in_use_ = 0;
     std::size_t peak_bytes_ = 0;
+    Precision precision_ = Precision::fp32;
 };
 
 template <class T>

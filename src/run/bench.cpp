@@ -167,6 +167,7 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force, bool 
     json::Object out{
         {"trainer", p.run.trainer},
         {"device", ops->description()},
+        {"precision", p.gpu.precision},
         {"n_envs", p.experience.gpu_n_episodes},
         {"batch_size", trainer->batch_rows()},
         {"iterations_per_phase", phase},

@@ -349,7 +349,7 @@ std::string market_key(const config::Profile& p) {
 std::unique_ptr<ops::Device> agent_device(const ops::DeviceSpec& spec, const config::Profile& p, int agents) {
     auto d = ops::make_device(spec, ops::CudaDevice::kAgentSideLanes);
     if (auto* cuda = d->cuda()) cuda->set_gpu_sharers(agents);  // launch shapes only: the same results
-    d->set_tf32(p.gpu.tf32);
+    d->set_precision(profile_precision(p));
     d->set_graphs(p.gpu.cuda_graphs);
     d->make_current();
     return d;
@@ -966,6 +966,7 @@ json::Object population_bench_json(const config::Profile& p, std::size_t n, cons
     return json::Object{
         {"trainer", p.run.trainer},
         {"device", b.device},
+        {"precision", p.gpu.precision},
         {"population", static_cast<std::int64_t>(n)},
         {"batched", b.batched},
         {"n_envs", p.experience.gpu_n_episodes},

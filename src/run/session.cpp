@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <stdexcept>
 
 #include "config/memory_estimate.hpp"
 #include "data/load.hpp"
@@ -24,10 +25,16 @@ std::unique_ptr<ops::Device> make_device(const config::Profile& p) {
         log::warn("gpu.profile = \"{}\": named device classes are not implemented yet; the device is read at start",
                   p.gpu.profile);
     auto ops = ops::make_device(ops::parse_device_spec(p.run.device));
-    ops->set_tf32(p.gpu.tf32);
+    ops->set_precision(profile_precision(p));
     ops->set_graphs(p.gpu.cuda_graphs);
-    log::info("device: {}", ops->description());
+    log::info("device: {}, precision {}", ops->description(), p.gpu.precision);
     return ops;
+}
+
+ops::Precision profile_precision(const config::Profile& p) {
+    const auto precision = ops::parse_precision(p.gpu.precision);
+    if (!precision) throw std::logic_error("gpu.precision = \"" + p.gpu.precision + "\" passed the schema");
+    return *precision;
 }
 
 data::ColumnMoments device_column_moments(ops::Device& device) {

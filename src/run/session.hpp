@@ -15,8 +15,10 @@
 
 namespace fh::run {
 
-/// The device the profile names (run.device, gpu.tf32), with its description logged.
+/// The device the profile names (run.device, gpu.precision), with its description logged.
 std::unique_ptr<ops::Device> make_device(const config::Profile& profile);
+/// gpu.precision as the device's setting (the schema allows only its names).
+ops::Precision profile_precision(const config::Profile& profile);
 
 /// Training rows x features from which a run with a GPU computes the normalisation statistics on
 /// the device (device_column_moments) instead of the host: below it the upload costs more than

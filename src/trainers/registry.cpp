@@ -163,6 +163,21 @@ nn::ParamLayout policy_weights_layout(const config::Profile& p, int state_dim) {
     return trainer_kind(p.run.trainer).weights_layout(p, state_dim);
 }
 
+std::span<const PrecisionRefusal> precision_refusals() {
+    return {};  // none in force (docs/learning.md, "Precision parity")
+}
+
+std::string precision_refusal(std::string_view trainer, std::string_view precision,
+                              std::span<const PrecisionRefusal> refusals) {
+    for (const PrecisionRefusal& r : refusals)
+        if (r.trainer == trainer && r.precision == precision)
+            return fmt::format(
+                "gpu.precision = \"{}\" is refused for run.trainer = \"{}\": {} (docs/learning.md, \"Precision "
+                "parity\"); use \"fp32\" or \"tf32\"",
+                precision, trainer, r.reason);
+    return "";
+}
+
 std::string batched_population_unsupported(const config::Profile& agent, const config::Profile& first) {
     const TrainerKind& kind = trainer_kind(first.run.trainer);
     if (!kind.batched_unsupported)

@@ -54,6 +54,18 @@ struct TrainerKind {
     OfflineDataset (*offline_dataset)(const config::Profile& profile) = nullptr;
 };
 
+/// A gpu.precision refused for a trainer: it failed the learning parity of docs/learning.md
+/// ("Precision parity") for that trainer, and `reason` says with which figures.
+struct PrecisionRefusal {
+    std::string_view trainer, precision, reason;
+};
+/// The refusals in force: none today (no precision has failed a parity measurement; one is added
+/// here with its figures when a measurement calls for it).
+std::span<const PrecisionRefusal> precision_refusals();
+/// Why `precision` is refused for `trainer` in `refusals` ("" when it is not).
+std::string precision_refusal(std::string_view trainer, std::string_view precision,
+                              std::span<const PrecisionRefusal> refusals = precision_refusals());
+
 /// Every trainer, in the order the docs list them.
 std::span<const TrainerKind> trainer_kinds();
 /// The entry of run.trainer = `name`; UsageError naming the trainers for an unknown one.

@@ -12,8 +12,8 @@
 #include "env/vec_env.hpp"
 #include "backtest/bootstrap.hpp"
 #include "io/replay_dump.hpp"
-#include "trainers/supervised/trainer.hpp"
 #include "trainers/registry.hpp"
+#include "trainers/supervised/trainer.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
 
@@ -189,6 +189,8 @@ void check_data_size(const config::Profile& p, const RunCheckOptions& o) {
 }
 
 RunSizes check_run(const config::Profile& p, const data::MarketData& md, const RunCheckOptions& o) {
+    if (const std::string refused = precision_refusal(p.run.trainer, p.gpu.precision); !refused.empty())
+        throw UsageError(refused);
     check_splits(p, md);
 
     RunSizes sizes;

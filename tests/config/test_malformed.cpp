@@ -390,3 +390,48 @@ TEST_CASE("float keys are checked as the 32-bit floats the kernels receive", "[c
     CHECK(has_problem(o, "--set dqn.v_", "as the 32-bit floats"));
     CHECK(resolve(R, {"dqn.v_min=0.5", "dqn.v_max=0.5000001"}).ok);  // distinct floats: fine
 }
+
+TEST_CASE("gpu.tf32 is refused, naming gpu.precision; gpu.precision takes fp32, tf32, bf16", "[config][precision]") {
+    for (const char* value : {"true", "false"}) {
+        const auto o = resolve(R + "[gpu]\ntf32 = " + value + "\n");
+        INFO(o.message);
+        CHECK(o.exit_code == 2);
+        CHECK(has_problem(o, "p.toml:4:1:", "gpu.tf32 is no longer a key"));
+        CHECK(has_problem(o, "p.toml:4:1:", "gpu.precision = \"tf32\""));
+    }
+    const auto cli = resolve(R, {"gpu.tf32=true"});
+    CHECK(cli.exit_code == 2);
+    CHECK(has_problem(cli, "--set gpu.tf32=true:", "gpu.precision = \"tf32\""));
+    CHECK(resolve(R).profile.gpu.precision == "fp32");  // the default
+    for (const char* value : {"fp32", "tf32", "bf16"}) {
+        const auto o = resolve(R + "[gpu]\nprecision = \"" + value + "\"\n");
+        INFO(o.message);
+        REQUIRE(o.ok);
+        CHECK(o.profile.gpu.precision == value);
+    }
+    const auto bad = resolve(R + "[gpu]\nprecision = \"fp16\"\n");
+    CHECK(bad.exit_code == 2);
+    CHECK(has_problem(bad, "p.toml:4:13:", "gpu.precision must be one of fp32, tf32, bf16"));
+}
+
+TEST_CASE("a profile foxhunt-train wrote before gpu.precision (config.toml, a checkpoint's) reads its gpu.tf32",
+          "[config][precision]") {
+    // An earlier version's resolved profile: to_toml's text with `tf32 = B` where precision is now.
+    fh::config::Profile p = resolve(R).profile;
+    const std::string text = fh::config::to_toml(p);
+    REQUIRE(text.starts_with(fh::config::kResolvedProfileHeader));
+    const auto at = text.find("precision = \"fp32\"");
+    REQUIRE(at != std::string::npos);
+    for (const bool on : {true, false}) {
+        std::string old = text;
+        old.replace(at, std::string("precision = \"fp32\"").size(), on ? "tf32 = true" : "tf32 = false");
+        const auto o = resolve(old);
+        INFO(o.message);
+        REQUIRE(o.ok);
+        CHECK(o.profile.gpu.precision == (on ? "tf32" : "fp32"));
+        // The same text without the header is a person's profile: refused, naming the new key.
+        const auto edited = resolve(old.substr(fh::config::kResolvedProfileHeader.size()));
+        CHECK(edited.exit_code == 2);
+        CHECK(edited.message.find("gpu.precision = \"tf32\"") != std::string::npos);
+    }
+}

@@ -36,6 +36,8 @@ TEST_CASE("every shipped profile parses, validates and round-trips", "[config]")
         const auto p = fh::config::resolve_profile_file(path);
         CHECK(p.run.trainer == name.substr(0, name.find('-')));
         CHECK(p.run.name == name);
+        // The full profiles ship TF32 products; the smoketests (and the tests built on them) FP32.
+        CHECK(p.gpu.precision == (name.ends_with("-full") ? "tf32" : "fp32"));
         const auto text = fh::config::to_toml(p);
         const auto again = resolve(text);
         REQUIRE(again.ok);

@@ -102,7 +102,7 @@ LinearResults run_linear(Device& ops, int batch, int in, int out, Activation act
 TEST_CASE("CUDA linear forward/backward equal the CPU twins", "[gpu][nn]") {
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    REQUIRE_FALSE(gpu.tf32());
+    REQUIRE(gpu.precision() == fh::ops::Precision::fp32);
     for (int batch : {1, 7, 65, 257})
         for (int in : {1, 3, 42, 129})
             for (int out : {1, 3, 42, 129})
@@ -131,7 +131,7 @@ TEST_CASE("CUDA linear forward over 4,096 to 8,191 rows (128 x 64 tiles, no K sp
     // the heuristic's algorithm), with each epilogue (none, bias, bias + ReLU, ReLU alone).
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    REQUIRE_FALSE(gpu.tf32());
+    REQUIRE(gpu.precision() == fh::ops::Precision::fp32);
     struct Shape {
         int batch, in, out;
         Activation act;
@@ -592,6 +592,47 @@ HeadBounds head_model(int count, int batch, int in, int out, Activation act, std
     return m;
 }
 
+/// head_model in gpu.precision = "bf16": the head's two products multiply operands rounded to
+/// BF16 on both sides (the same values, exact products), so their sums' bounds are the FP32
+/// model's on the rounded dOut, X and W; the head's db and the hidden layer's activation (X
+/// itself) and bias read the unrounded values.
+HeadBounds head_model_bf16(int count, int batch, int in, int out, Activation act, std::uint64_t seed) {
+    const std::size_t n = static_cast<std::size_t>(count), rows = static_cast<std::size_t>(batch);
+    const std::size_t wi = static_cast<std::size_t>(in), wo = static_cast<std::size_t>(out);
+    const std::size_t xs = rows * wi, stride = head_stride(in, out), ds = rows * wo;
+    const auto rounded = [](std::vector<float> v) {
+        for (float& x : v) x = fh::core::round_to_bf16(x);
+        return v;
+    };
+    const auto X = random_floats(n * xs, seed, -1.f, 1.f);
+    const auto params = random_floats(n * stride, seed + 1, -0.3f, 0.3f);
+    const auto dOut = random_floats(n * ds, seed + 2, -1.f, 1.f);
+    HeadBounds m;
+    m.grads.assign(n * stride, 0.0);
+    m.grads_acc.assign(n * stride, 0.0);
+    for (std::size_t k = 0; k < n; ++k) {
+        const auto x = part(X, k * xs, xs), w = part(params, k * stride, wo * wi), d = part(dOut, k * ds, ds);
+        const auto rx = rounded(x), rw = rounded(w), rd = rounded(d);
+        const auto head = fh::test::linear_backward_bounds(rx, rw, rd, rd, batch, in, out, Activation::none);
+        const auto head_b = fh::test::linear_backward_bounds({}, {}, d, d, batch, in, out, Activation::none);
+        std::vector<float> dx(xs);  // the CPU's dX (rounded dZ W in ops::ref's order): the hidden layer's dY
+        fh::ops::ref::input_backward<float>(dx.data(), rd.data(), rw.data(), batch, in, out);
+        const auto hidden = fh::test::linear_backward_bounds({}, {}, dx, x, batch, 1, in, act, {}, head.dX);
+        m.dZ.insert(m.dZ.end(), hidden.dZ_bound.begin(), hidden.dZ_bound.end());
+        const auto put = [&](std::size_t at, const fh::test::Bounds& set, const std::vector<double>& terms) {
+            const auto acc = fh::test::accumulated(set, terms, batch);
+            for (std::size_t i = 0; i < set.size(); ++i) {
+                m.grads[k * stride + at + i] = set[i];
+                m.grads_acc[k * stride + at + i] = acc[i];
+            }
+        };
+        put(0, head.dW, head.dW_terms);
+        put(wo * wi, head_b.db, head_b.db_terms);
+        put(wo * wi + wo, hidden.db, hidden.db_terms);
+    }
+    return m;
+}
+
 /// Network k's floats [from, from + size) of a gradient buffer laid out as run_head's.
 std::vector<float> slices_of(const std::vector<float>& v, int count, std::size_t stride, std::size_t from,
                              std::size_t size) {
@@ -678,6 +719,38 @@ TEST_CASE("CUDA head_backward: one output the two passes' dZ and hidden db bit f
                         CHECK(again.grads_acc == g.grads_acc);
                         // The head's dX: `out` terms; its dW, db and the hidden db: `batch` terms.
                         const auto m = head_model(count, batch, in, out, act, seed);
+                        FH_REQUIRE_WITHIN(g.dZ, c.dZ, m.dZ);
+                        FH_REQUIRE_WITHIN(g.grads, c.grads, m.grads);
+                        FH_REQUIRE_WITHIN(g.grads_acc, c.grads_acc, m.grads_acc);
+                    }
+}
+
+TEST_CASE("CUDA head_backward in bf16: the CPU twin's rounded operands, within the model; run-to-run exact",
+          "[gpu][nn][precision]") {
+    // The head kernels round dOut, X and W as they load them (HeadBackwardArgs::round_bf16); the
+    // CPU twin rounds the same tensors. The shared device goes back to fp32 afterwards.
+    CpuDevice cpu;
+    cpu.set_precision(fh::ops::Precision::bf16);
+    auto& gpu = fh::test::gpu_ops();
+    struct Fp32Again {
+        fh::ops::CudaDevice& d;
+        ~Fp32Again() { d.set_precision(fh::ops::Precision::fp32); }
+    } again_fp32{gpu};
+    gpu.set_precision(fh::ops::Precision::bf16);
+    for (int out : {1, 9, fh::abi::kHeadBackwardMaxOut})
+        for (int count : {1, 3})
+            for (int batch : {37, 2049})
+                for (int in : {45, 512})
+                    for (Activation act : {Activation::none, Activation::relu, Activation::tanh}) {
+                        INFO("out " << out << " count " << count << " batch " << batch << " in " << in << " act "
+                                    << static_cast<int>(act));
+                        const std::uint64_t seed = 71u * static_cast<unsigned>(batch + in + count + out);
+                        const auto g = run_head(gpu, count, batch, in, out, act, true, seed);
+                        const auto c = run_head(cpu, count, batch, in, out, act, true, seed);
+                        const auto again = run_head(gpu, count, batch, in, out, act, true, seed);
+                        CHECK(again.dZ == g.dZ);
+                        CHECK(again.grads == g.grads);
+                        const auto m = head_model_bf16(count, batch, in, out, act, seed);
                         FH_REQUIRE_WITHIN(g.dZ, c.dZ, m.dZ);
                         FH_REQUIRE_WITHIN(g.grads, c.grads, m.grads);
                         FH_REQUIRE_WITHIN(g.grads_acc, c.grads_acc, m.grads_acc);

@@ -305,6 +305,93 @@ inline LinearBounds linear_bounds(const std::vector<float>& X, const std::vector
     return r;
 }
 
+// ---- gpu.precision = "tf32" and "bf16" (tests/ops/test_precision_gpu.cpp) ----------------------
+// The products' operands: in bf16 both sides round them to BF16 with the same core::round_to_bf16,
+// so identical inputs give identical operands, and products of two BF16 values are exact in float;
+// an operand that already differs between the sides (dZ after a tanh) may round to neighbouring
+// BF16 values: |rb(a) - rb(b)| <= |a - b| + kBf16U (|a| + |b|) (bf16_operands). In tf32 only the
+// GPU rounds, each operand within kTf32U (TF32 keeps 10 of float's 23 fraction bits; 2^-10 covers
+// truncation as well as rounding to nearest, the hardware's choice not being documented), so each
+// product within 2 kTf32U + kTf32U^2 of the CPU's. The GPU's sums run on tensor cores, which may
+// align and truncate within their blocks: taken as up to 2 u per addition, added up without
+// cancellation (2 K u of sum |t|: the worst case, not the random walk of sum_ulps), plus the CPU's
+// own 2 sqrt(K) u (tensor_core_sum).
+
+/// BF16's unit roundoff (8 significant bits).
+inline constexpr double kBf16U = 0x1p-8;
+/// TF32's operand rounding as bounded here (10 fraction bits, truncation or nearest).
+inline constexpr double kTf32U = 0x1p-10;
+
+/// The bound of a K-term float sum on tensor cores (GPU) against the CPU's loop, per element
+/// from the terms' magnitudes: (2 K + 2 sqrt(K)) u sum |t|.
+inline Bounds tensor_core_sum(const std::vector<double>& abs_terms, double terms) {
+    const double k = (2 * std::max(terms, 1.0) + 2 * std::sqrt(std::max(terms, 1.0))) * kFloatU;
+    Bounds b(abs_terms.size());
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = k * abs_terms[i];
+    return b;
+}
+
+/// The bound of BF16-rounded operands whose unrounded values are known within `bound` on the two
+/// sides (empty or 0: the same value, the same rounding): bound + kBf16U (2 |v| + bound).
+inline Bounds bf16_operands(const std::vector<double>& v, const Bounds& bound) {
+    Bounds r(v.size(), 0.0);
+    if (bound.empty()) return r;
+    for (std::size_t i = 0; i < v.size(); ++i)
+        if (bound[i] > 0) r[i] = bound[i] + kBf16U * (2 * std::abs(v[i]) + bound[i]);
+    return r;
+}
+
+/// One layer forward, backward (set) and backward again (accumulate), as the [gpu] tests run it,
+/// in gpu.precision `bf16` (both sides round the operands) or tf32 (the GPU rounds, the CPU
+/// computes FP32): linear_bounds' model with the products' terms taken from the operands as
+/// rounded, the sums on tensor cores (tensor_core_sum), the operands' rounding as above; the
+/// activation and bias parts stay FP32 on both sides (their bounds as in linear_backward_bounds).
+inline LinearBounds linear_bounds_precision(const std::vector<float>& X, const std::vector<float>& W,
+                                            const std::vector<float>& b, const std::vector<float>& dY,
+                                            const std::vector<float>& Y, int batch, int in, int out,
+                                            core::Activation act, bool bf16) {
+    const std::size_t nb = static_cast<std::size_t>(batch), ni = static_cast<std::size_t>(in),
+                      no = static_cast<std::size_t>(out);
+    const auto operand = [&](const std::vector<float>& v) {
+        std::vector<double> r(v.size());
+        for (std::size_t i = 0; i < v.size(); ++i)
+            r[i] = std::abs(static_cast<double>(bf16 ? core::round_to_bf16(v[i]) : v[i]));
+        return r;
+    };
+    const double product_u = bf16 ? 0.0 : 2 * kTf32U + kTf32U * kTf32U;  // the GPU's own operand rounding
+    const auto products = [&](Bounds sum, const std::vector<double>& abs_terms) {
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += product_u * abs_terms[i];
+        return sum;
+    };
+    const std::vector<double> x = operand(X), w = operand(W);
+    LinearBounds r;
+    std::vector<double> terms = abs_gemm(x, false, w, true, nb, ni, no);
+    std::vector<double> with_bias = terms;
+    if (!b.empty())
+        for (std::size_t i = 0; i < with_bias.size(); ++i) with_bias[i] += std::abs(static_cast<double>(b[i % no]));
+    r.Y = products(tensor_core_sum(with_bias, in + (b.empty() ? 0 : 1)), terms);
+    if (act == core::Activation::tanh)
+        for (std::size_t i = 0; i < r.Y.size(); ++i) r.Y[i] += 8 * kFloatU * std::abs(static_cast<double>(Y[i]));
+    // dZ in FP32 on both sides (linear_backward_bounds' activation part, Y's bound carried).
+    auto fp32 = linear_backward_bounds({}, {}, dY, Y, batch, in, out, act, {}, {}, r.Y);
+    r.dZ = fp32.dZ_bound;
+    r.db = fp32.db;
+    r.db_acc = accumulated(fp32.db, fp32.db_terms, batch);
+    std::vector<double> dz(fp32.dZ.size());
+    for (std::size_t i = 0; i < dz.size(); ++i)
+        dz[i] = std::abs(bf16 ? static_cast<double>(core::round_to_bf16(static_cast<float>(fp32.dZ[i]))) : fp32.dZ[i]);
+    const Bounds dz_bound = bf16 ? bf16_operands(fp32.dZ, fp32.dZ_bound) : fp32.dZ_bound;
+    const std::vector<double> dx_terms = abs_gemm(dz, false, w, false, nb, no, ni);
+    r.dX = plus(products(tensor_core_sum(dx_terms, out), dx_terms), abs_gemm(dz_bound, false, w, false, nb, no, ni));
+    const std::vector<double> dw_terms = abs_gemm(dz, true, x, false, no, nb, ni);
+    r.dW = plus(products(tensor_core_sum(dw_terms, batch), dw_terms), abs_gemm(dz_bound, true, x, false, no, nb, ni));
+    // Accumulated: the product again, added to the first (beta = 1): twice the set bound and a sum
+    // of one more term of twice the magnitude.
+    r.dW_acc = products(tensor_core_sum(dw_terms, batch + 1), dw_terms);
+    for (std::size_t i = 0; i < r.dW_acc.size(); ++i) r.dW_acc[i] = 2 * (r.dW_acc[i] + r.dW[i]);
+    return r;
+}
+
 /// An Mlp (nn::Mlp: layers with in, out, act, weight.offset, bias.offset) forward and backward
 /// as its [gpu] tests run it, from the parameters and X: the bounds of the output, of every
 /// gradient (laid out as the parameters; 0 elsewhere), of the gradients accumulated by a second

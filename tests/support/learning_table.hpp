@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include <catch2/catch.hpp>
+
 #include "config/profile.hpp"
 #include "data/market_data.hpp"
 #include "data/synthetic_market.hpp"
@@ -127,6 +129,24 @@ inline std::vector<std::string> learning_extra_overrides() {
     }
     return extra;
 }
+
+/// A learning run's device in its profile's gpu.precision (FH_LEARNING_EXTRA="gpu.precision=bf16"
+/// sets it for every row): what a run's Session sets, which these tests bypass by making their
+/// own device. fp32 again when the run ends.
+class ProfilePrecision {
+public:
+    ProfilePrecision(ops::Device& ops, const config::Profile& p) : ops_(ops) {
+        const auto precision = ops::parse_precision(p.gpu.precision);
+        REQUIRE(precision.has_value());
+        ops_.set_precision(*precision);
+    }
+    ~ProfilePrecision() { ops_.set_precision(ops::Precision::fp32); }
+    ProfilePrecision(const ProfilePrecision&) = delete;
+    ProfilePrecision& operator=(const ProfilePrecision&) = delete;
+
+private:
+    ops::Device& ops_;
+};
 
 /// Whether FH_LEARNING_VARIANTS (a comma-separated list; unset = every row) picks `name`.
 inline bool variant_picked(std::string_view name) {

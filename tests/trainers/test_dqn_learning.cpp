@@ -117,6 +117,7 @@ config::Profile variant_profile(int seed, long long steps, const std::vector<std
 
 /// One seed of a variant: the DQN on the planted market, validated every `every` env steps.
 test::VariantRun run_variant(ops::Device& ops, const config::Profile& p, long long every) {
+    const test::ProfilePrecision precision(ops, p);
     const auto market = data::load_market(trainers::data_options(p));
     env::DeviceMarket dm(ops, market);
     auto trainer_engine = trainers::make_dqn_trainer(ops, p, dm);

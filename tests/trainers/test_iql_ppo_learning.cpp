@@ -110,6 +110,7 @@ TEST_CASE(
     std::vector<double> ratios;
     for (int seed = 1; seed <= 5; ++seed) {
         const auto p = table_profile(kIqlSettings, seed, updates, sizes);
+        const test::ProfilePrecision precision(ops, p);
         const auto market = data::load_market(trainers::data_options(p));
         env::DeviceMarket dm(ops, market);
         const auto engine = trainers::make_iql_trainer(ops, p, dm);
@@ -156,6 +157,7 @@ TEST_CASE(
     std::vector<double> ratios;
     for (int seed = 1; seed <= 5; ++seed) {
         const auto p = table_profile(kPpoSettings, seed, steps, sizes);
+        const test::ProfilePrecision precision(ops, p);
         const auto market = data::load_market(trainers::data_options(p));
         env::DeviceMarket dm(ops, market);
         const auto engine = trainers::make_ppo_trainer(ops, p, dm);

@@ -22,6 +22,7 @@
 #include "data/load.hpp"
 #include "io/replay_dump.hpp"
 #include "support/shell.hpp"
+#include "trainers/registry.hpp"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -330,4 +331,21 @@ TEST_CASE("run checks: checkpoint.keep_replay = false takes the replay out of th
           fh::config::dqn_replay_rows(fh::config::resolve_profile_file(fh::config::locate_profile("dqn-full"))) * 409);
     CHECK(kept.key == "replay_buffer.buffer_size");
     CHECK(lean.key == "dqn.hidden");
+}
+
+TEST_CASE("run checks: a precision refused for a trainer names the trainer, the precision and why; none is in force",
+          "[trainers][run_checks][precision]") {
+    using fh::trainers::PrecisionRefusal;
+    const PrecisionRefusal table[] = {{"iql", "bf16", "median test / oracle 0.80 of fp32's (goal 0.97)"}};
+    const std::string why = fh::trainers::precision_refusal("iql", "bf16", table);
+    CHECK(why.find("gpu.precision = \"bf16\" is refused for run.trainer = \"iql\"") != std::string::npos);
+    CHECK(why.find("0.80 of fp32's") != std::string::npos);
+    CHECK(fh::trainers::precision_refusal("iql", "tf32", table).empty());
+    CHECK(fh::trainers::precision_refusal("dqn", "bf16", table).empty());
+    // Off until a parity measurement calls for a refusal (docs/learning.md, "Precision parity"):
+    // every trainer runs in every precision.
+    CHECK(fh::trainers::precision_refusals().empty());
+    for (const char* trainer : {"dqn", "ppo", "iql", "supervised", "dt"})
+        for (const char* precision : {"fp32", "tf32", "bf16"})
+            CHECK(fh::trainers::precision_refusal(trainer, precision).empty());
 }

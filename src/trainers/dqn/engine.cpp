@@ -144,11 +144,11 @@ std::string DqnEngine::unsupported(const config::Profile& p, const config::Profi
         return std::tie(q.dqn.hidden, q.dqn.num_atoms, q.dqn.dueling, q.dqn.v_min, q.dqn.v_max, q.dqn.head,
                         q.dqn.double_dqn, q.experience.gpu_n_episodes, q.experience.n_step, q.replay_buffer.batch_size,
                         q.replay_buffer.buffer_size, q.replay_buffer.min_replay_size, q.training.updates_per_iteration,
-                        q.gpu.tf32);
+                        q.gpu.precision);
     };
     if (shape(p) != shape(first))
         return "a shape (dqn.hidden, num_atoms, dueling, v_min, v_max, head, double_dqn, experience.gpu_n_episodes, "
-               "n_step, replay_buffer sizes, training.updates_per_iteration or gpu.tf32) differs from the first "
+               "n_step, replay_buffer sizes, training.updates_per_iteration or gpu.precision) differs from the first "
                "agent's";
     const auto options = [](const config::Profile& q) {
         return std::make_tuple(q.dqn.her, q.dqn.curiosity, q.dqn.attention, q.dqn.ensemble_size,

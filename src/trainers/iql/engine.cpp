@@ -61,11 +61,11 @@ std::string IqlEngine::unsupported(const config::Profile& p, const config::Profi
     const auto shape = [](const config::Profile& q) {
         return std::tie(q.iql.hidden, q.iql.dataset, q.iql.dataset_size, q.replay_buffer.batch_size,
                         q.training.grad_clip_norm, q.training.target_update_period, q.experience.gpu_n_episodes,
-                        q.gpu.tf32);
+                        q.gpu.precision);
     };
     if (shape(p) != shape(first))
         return "a shape (iql.hidden, iql.dataset, iql.dataset_size, replay_buffer.batch_size, "
-               "training.grad_clip_norm, training.target_update_period, experience.gpu_n_episodes or gpu.tf32) "
+               "training.grad_clip_norm, training.target_update_period, experience.gpu_n_episodes or gpu.precision) "
                "differs from the first agent's";
     if ((p.training.tau > 0) != (first.training.tau > 0))
         return "training.tau > 0 (a soft target) for some agents and not for others";

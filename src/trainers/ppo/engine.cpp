@@ -80,12 +80,12 @@ std::string PpoEngine::unsupported(const config::Profile& p, const config::Profi
     const auto shape = [](const config::Profile& q) {
         return std::tie(q.ppo.hidden, q.experience.gpu_n_episodes, q.experience.gpu_timesteps_per_episode, q.ppo.epochs,
                         q.ppo.minibatches, q.ppo.clip_value, q.ppo.diversity_window, q.ppo.lr_schedule,
-                        q.training.grad_clip_norm, q.run.total_steps, q.gpu.tf32, q.ppo.curiosity);
+                        q.training.grad_clip_norm, q.run.total_steps, q.gpu.precision, q.ppo.curiosity);
     };
     if (shape(p) != shape(first))
         return "a shape (ppo.hidden, experience.gpu_n_episodes, experience.gpu_timesteps_per_episode, ppo.epochs, "
                "ppo.minibatches, ppo.clip_value, ppo.diversity_window, ppo.lr_schedule, training.grad_clip_norm, "
-               "run.total_steps, gpu.tf32 or ppo.curiosity) differs from the first agent's";
+               "run.total_steps, gpu.precision or ppo.curiosity) differs from the first agent's";
     if ((p.ppo.diversity_coef > 0) != (first.ppo.diversity_coef > 0))
         return "ppo.diversity_coef > 0 (a diversity penalty) for some agents and not for others";
     if (env_without_seed(trainers::env_params(p, 1)) != env_without_seed(trainers::env_params(first, 1)))
