@@ -31,6 +31,9 @@ MUTANTS=(
 "checkpoint-drops-adam-v ;; src/trainers/checkpoint.cpp ;; s/for \(const auto& t : tensors\) ops\.upload<std::byte>\(t\.bytes, file\.tensor\(t\.name\)\.bytes\);/for (const auto\& t : tensors) if (t.name != \"adam\/v\") ops.upload<std::byte>(t.bytes, file.tensor(t.name).bytes);/ ;; dqn.her: the smoketest* ;; a resume from a checkpoint file leaves Adam's second moments at their fresh values"
 "backtest-no-warmup ;; src/eval/backtest.cpp ;; s/std::max\(\{seg_begin \+ md\.warmup_bars, pb\}\)/std::max({seg_begin, pb})/ ;; every fill of trades.csv* ;; the backtest trades a contract's first bars, before the features' warm-up"
 "lean-checkpoint-keeps-pushed ;; src/trainers/checkpoint.cpp ;; s/keep_replay \? trainer\.counter_values\(\) : trainer\.counters_without_replay\(trainer\.counter_values\(\)\)/trainer.counter_values()/ ;; [keep_replay] ;; a checkpoint written without its replay memory keeps the ring's push count, so a resume samples slots nothing wrote"
+"pbt-exploit-skips-adam ;; src/run/search.cpp ;; s/ \|\| name\.starts_with\(.adam\/.\)// ;; PBT's exploit copies exactly* ;; PBT's exploit copies the weights but not Adam's moments"
+"pbt-keys-not-on-device ;; src/trainers/dqn/engine.cpp ;; s/ops_\.upload<dqn::AgentParams>\(slice\(agent_, a\), std::vector<dqn::AgentParams>\{dqn_agent_params\(p\)\}\);// ;; PBT: the same command* ;; PBT's explore records the new keys but the DQN agent trains on with its old device constants"
+"pbt-round-no-checkpoint ;; src/run/population.cpp ;; s/^( *)m\.run->save_checkpoint\(\);/\1(void)m;/ ;; PBT: the same command* ;; a PBT round writes no checkpoint, so a resume continues from the state before the round"
 "compare-nan-blind ;; tests/support/compare.hpp ;; s/ok = nan == Nan::both_match && std::isnan\(g\) && std::isnan\(r\);/ok = std::isnan(g) \&\& std::isnan(r);/ ;; [compare] ;; the tests' comparison counts NaN on both sides as a match"
 )
 

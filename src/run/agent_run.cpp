@@ -52,7 +52,8 @@ AgentRun::AgentRun(const config::Profile& p, ops::Device& ops, const data::Marke
             const std::size_t begin = eval->rfind('\n', end == 0 ? 0 : end - 1);
             try {
                 const json::Value v = json::parse(eval->substr(begin == std::string::npos ? 0 : begin + 1,
-                                                               end - (begin == std::string::npos ? 0 : begin + 1)));
+                                                               end - (begin == std::string::npos ? 0 : begin + 1)),
+                                                  json::Limits{16u << 20, 64, true});
                 const auto* at = v.find(trainer_->progress_unit());
                 const auto* value = v.find("value");
                 if (at != nullptr && value != nullptr && at->is_integer() && value->is_number() &&

@@ -180,9 +180,11 @@ void check_same_search(const fs::path& a, const fs::path& b) {
 }
 
 const std::string kGrid = "training.learning_rate=loguniform(1e-4,1e-2) dqn.cql_alpha=uniform(0,1)\n";
+// The regular checkpoints fall on the rounds' iterations, written before each round: a resume
+// must continue from the checkpoint the round writes after it.
 const std::string kSearch =
-    "--profile dqn-smoketest --device cpu --seeds 1,2,3,4 --set run.total_steps=800 --set run.eval_interval=200 "
-    "--set run.checkpoint_interval=800 --set run.log_interval=200 --set dqn.hidden=[32] --set run.search=pbt "
+    "--profile dqn-smoketest --seeds 1,2,3,4 --set run.total_steps=800 --set run.eval_interval=200 "
+    "--set run.checkpoint_interval=200 --set run.log_interval=200 --set dqn.hidden=[32] --set run.search=pbt "
     "--set data.seed=5 --set search.fraction=0.25";
 
 }  // namespace
@@ -373,7 +375,7 @@ TEST_CASE("PBT: the same command twice gives the same lineage and bits; a search
     const auto dir = scratch("pbt");
     std::ofstream(dir / "grid.txt") << kGrid;
     const auto search = [&](const std::string& out, const std::string& env, const std::string& extra = "") {
-        return fh::test::run_shell(env + " \"$EXE\" " + kSearch + extra + " --population-grid '" +
+        return fh::test::run_shell(env + " \"$EXE\" " + kSearch + " --device cpu" + extra + " --population-grid '" +
                                        (dir / "grid.txt").string() + "' --output '" + (dir / out).string() + "'",
                                    dir);
     };
@@ -419,6 +421,27 @@ TEST_CASE("PBT: the same command twice gives the same lineage and bits; a search
             REQUIRE(resumed.code == 0);
             check_same_search(pa, pc);
         }
+    }
+    fs::remove_all(dir);
+}
+
+TEST_CASE("PBT on the GPU: the same command twice gives the same lineage and bits (CUDA)", "[gpu][search]") {
+    const auto dir = scratch("pbt-gpu");
+    std::ofstream(dir / "grid.txt") << kGrid;
+    for (const std::string batching : {"off", "on"}) {
+        INFO("run.population_batching = " << batching);
+        std::vector<fs::path> runs;
+        for (const char* name : {"a", "b"}) {
+            const auto r =
+                fh::test::run_shell("\"$EXE\" " + kSearch + " --device cuda --set run.population_batching=" + batching +
+                                        " --population-grid '" + (dir / "grid.txt").string() + "' --output '" +
+                                        (dir / (batching + name)).string() + "'",
+                                    dir);
+            INFO(r.err);
+            REQUIRE(r.code == 0);
+            runs.push_back(last_line(r.out));
+        }
+        check_same_search(runs[0], runs[1]);
     }
     fs::remove_all(dir);
 }
