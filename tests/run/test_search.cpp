@@ -6,7 +6,9 @@
 ///        a search resumed after a crash the uninterrupted one.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -405,6 +407,20 @@ TEST_CASE("PBT: the same command twice gives the same lineage and bits; a search
                     if (k == "training.learning_rate") CHECK(cfg.training.learning_rate == v.as_double());
             }
             CHECK(copies == 3);
+            // report draws the lineage and each key's trajectory; compare shows the final keys.
+            const auto rep = fh::test::run_shell(
+                "\"$EXE\" report '" + pa.string() + "' -o '" + (dir / "report.html").string() + "'", dir);
+            INFO(rep.err);
+            CHECK(rep.code == 0);
+            const std::string html = slurp(dir / "report.html");
+            for (const char* want :
+                 {"<h2>Search</h2>", "Lineage: each agent at its index",
+                  "training.learning_rate of each agent over training", "dqn.cql_alpha of each agent over training"})
+                CHECK(html.find(want) != std::string::npos);
+            const auto cmp = fh::test::run_shell("\"$EXE\" compare '" + pa.string() + "' --format csv", dir);
+            CHECK(cmp.code == 0);
+            CHECK(cmp.out.find("training.learning_rate") != std::string::npos);
+            CHECK(cmp.out.find("dqn.cql_alpha") != std::string::npos);
             // The same command: the same search, bit for bit.
             const auto b = search("b", "", extra);
             INFO(b.err);
@@ -443,5 +459,46 @@ TEST_CASE("PBT on the GPU: the same command twice gives the same lineage and bit
         }
         check_same_search(runs[0], runs[1]);
     }
+    fs::remove_all(dir);
+}
+
+TEST_CASE("scripts/sweep.sh: a search space in --set draws one point per seed; run.search reaches every search",
+          "[search][sweep]") {
+    const auto dir = scratch("sweep");
+    const char* src = std::getenv("FH_SOURCE_DIR");
+    REQUIRE(src != nullptr);
+    std::string sweep = "'";
+    sweep += (fs::path(src) / "scripts" / "sweep.sh").string();
+    sweep +=
+        "' --exe \"$EXE\" --profile dqn-smoketest --cpu --set 'training.learning_rate=loguniform(1e-4, 1e-2)' "
+        "--set run.search=pbt --seeds 1,2,3,4";
+    const std::string tiny =
+        " -- --set run.total_steps=400 --set run.eval_interval=200 --set dqn.hidden=[16] --set data.seed=5";
+    // Two job slots: two searches of two agents, each with run.search and its grid of spaces.
+    const auto dry = fh::test::run_shell(sweep + " -j 2 --dry-run --output '" + (dir / "sw").string() + "'", dir);
+    INFO(dry.out << dry.err);
+    REQUIRE(dry.code == 0);
+    CHECK(std::count(dry.out.begin(), dry.out.end(), '\n') == 2);
+    for (const char* want : {"--set run.search=pbt", "population-0.grid", "population-1.grid"})
+        CHECK(dry.out.find(want) != std::string::npos);
+    CHECK(dry.out.find("loguniform") == std::string::npos);  // in the populations' grids, not --set
+    const auto alone = fh::test::run_shell(sweep + " --no-population --output '" + (dir / "x").string() + "'", dir);
+    CHECK(alone.code == 2);
+    CHECK(alone.err.find("a population draws it; drop --no-population") != std::string::npos);
+    const auto r = fh::test::run_shell(sweep + " -j 2 --output '" + (dir / "sw").string() + "'" + tiny, dir);
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.err.find("(2 at a time; 2 processes)") != std::string::npos);
+    std::set<double> lrs;
+    int lineages = 0;
+    for (const auto& e : fs::directory_iterator(dir / "sw")) {
+        if (!fs::exists(e.path() / "config.toml")) continue;
+        const auto p = config::resolve_profile_file((e.path() / "config.toml").string());
+        CHECK(p.run.search == "pbt");
+        lineages += fs::exists(e.path() / "lineage.jsonl");
+        lrs.insert(p.training.learning_rate);
+    }
+    CHECK(lineages == 4);
+    CHECK(lrs.size() >= 3);  // four draws (a round may have set one agent's to another's perturbed value)
     fs::remove_all(dir);
 }
