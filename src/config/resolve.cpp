@@ -348,9 +348,10 @@ private:
                                    p.walk_forward.folds - 1);
             });
         rule(
-            {"run.search", "run.trainer"}, [&] { return p.run.search == "pbt" && p.run.trainer != "dqn"; },
+            {"run.search", "run.trainer"},
+            [&] { return p.run.search == "pbt" && p.run.trainer != "dqn" && p.run.trainer != "iql"; },
             [&] {
-                return fmt::format("run.search = \"pbt\" trains DQN populations in this version, not {}",
+                return fmt::format("run.search = \"pbt\" trains DQN and IQL populations in this version, not {}",
                                    p.run.trainer);
             });
         rule(

@@ -30,6 +30,7 @@
 #include "support/shell.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/dqn/engine.hpp"
+#include "trainers/population.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 
@@ -128,6 +129,35 @@ void batched_exploit(ops::Device& ops, bool replay) {
     config::Profile shape = agents[2];
     shape.replay_buffer.batch_size = 16;
     CHECK_THROWS_AS(members[2]->set_agent_keys(shape), UsageError);
+}
+
+/// A batched IQL engine of three agents (own seeds, datasets and learning rates) after 30 updates:
+/// agent 2 copies agent 0, then trains on with agent 0's keys.
+void batched_iql_exploit(ops::Device& ops) {
+    const std::string file = config::locate_profile("iql-smoketest");
+    std::vector<config::Profile> agents;
+    std::vector<std::unique_ptr<env::DeviceMarket>> markets;
+    std::vector<const env::DeviceMarket*> views;
+    for (const char* lr : {"0.001", "0.0005", "0.002"}) {
+        agents.push_back(config::resolve_profile_file(
+            file, {std::string("training.learning_rate=") + lr, "run.seed=" + std::to_string(3 + agents.size()),
+                   "iql.expectile=0." + std::to_string(6 + agents.size())}));
+        markets.push_back(
+            std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(agents.back()))));
+        views.push_back(markets.back().get());
+    }
+    const auto engine = trainers::make_batched_population(ops, agents, views);
+    std::vector<std::unique_ptr<trainers::Trainer>> members;
+    for (int i = 0; i < 3; ++i) members.push_back(engine->agent(i));
+    const auto round = [&] {  // the agents advance together, as a population runs them
+        for (auto& m : members) m->iterate();
+    };
+    for (int k = 0; k < 30; ++k) round();
+    check_exploit(ops, *members[2], ops, *members[0], false);
+    config::Profile p = agents[0];
+    p.run.seed = agents[2].run.seed;
+    members[2]->set_agent_keys(p);
+    for (int k = 0; k < 4; ++k) round();
 }
 
 std::string slurp(const fs::path& p) {
@@ -299,6 +329,9 @@ TEST_CASE("PBT's exploit copies exactly the source agent's state (CPU, batched a
     SECTION("batched, without the replay") {
         batched_exploit(ops, false);
     }
+    SECTION("IQL, batched") {
+        batched_iql_exploit(ops);
+    }
     SECTION("separate engines on separate devices") {
         ops::CpuDevice other;
         const auto a = dqn_profile({"run.seed=3"}), b = dqn_profile({"run.seed=4", "training.learning_rate=0.003"});
@@ -318,6 +351,7 @@ TEST_CASE("PBT's exploit copies exactly the source agent's state (CUDA, batched)
     auto& ops = test::gpu_ops();
     batched_exploit(ops, true);
     batched_exploit(ops, false);
+    batched_iql_exploit(ops);
 }
 
 TEST_CASE("search spaces in a grid: each agent draws its point from its seed; bad spaces name file:line:column",
@@ -500,5 +534,42 @@ TEST_CASE("scripts/sweep.sh: a search space in --set draws one point per seed; r
     }
     CHECK(lineages == 4);
     CHECK(lrs.size() >= 3);  // four draws (a round may have set one agent's to another's perturbed value)
+    fs::remove_all(dir);
+}
+
+TEST_CASE("PBT on IQL (rounds in updates): the same command twice, and resumed after a crash, give the same search",
+          "[search][iql]") {
+    const auto dir = scratch("pbt-iql");
+    std::ofstream(dir / "grid.txt") << "training.learning_rate=loguniform(1e-4,1e-2) iql.expectile=uniform(0.5,0.9)\n";
+    const auto search = [&](const std::string& out, const std::string& env) {
+        return fh::test::run_shell(
+            env +
+                " \"$EXE\" --profile iql-smoketest --device cpu --seeds 1,2,3,4 --set "
+                "run.total_steps=120 --set run.eval_interval=30 --set run.checkpoint_interval=30 "
+                "--set run.log_interval=30 --set run.search=pbt --set data.seed=5 "
+                "--population-grid '" +
+                (dir / "grid.txt").string() + "' --output '" + (dir / out).string() + "'",
+            dir);
+    };
+    const auto a = search("a", "");
+    INFO(a.err);
+    REQUIRE(a.code == 0);
+    CHECK(a.err.find("one batched engine for the 4 agents") != std::string::npos);
+    const fs::path pa = last_line(a.out);
+    int copies = 0;
+    const auto pop = parse(slurp(pa / "population.json"));
+    for (const auto& agent : pop.find("agents")->as_array())
+        copies += static_cast<int>(agent.find("lineage")->as_array().size());
+    CHECK(copies == 3);  // rounds at 30, 60 and 90 updates
+    const auto b = search("b", "");
+    REQUIRE(b.code == 0);
+    check_same_search(pa, last_line(b.out));
+    const auto c = search("c", "FH_FAULT=train-step:300");  // 4 agents x 75 updates: after the second round
+    REQUIRE(c.code == 2);
+    const fs::path pc = dir / "c" / "iql-smoketest";
+    const auto resumed = fh::test::run_shell("\"$EXE\" --resume '" + pc.string() + "' --device cpu", dir);
+    INFO(resumed.err);
+    REQUIRE(resumed.code == 0);
+    check_same_search(pa, pc);
     fs::remove_all(dir);
 }
