@@ -573,3 +573,40 @@ TEST_CASE("PBT on IQL (rounds in updates): the same command twice, and resumed a
     check_same_search(pa, pc);
     fs::remove_all(dir);
 }
+
+TEST_CASE("run.search is refused where it cannot search: another trainer, an interval off the validations, one agent",
+          "[search]") {
+    const auto problems = [](const std::vector<std::string>& overrides) {
+        try {
+            (void)config::resolve_profile_file(config::locate_profile("ppo-smoketest"), overrides);
+        } catch (const config::ProfileError& e) {
+            std::string all;
+            for (const auto& p : e.problems()) all += p + "\n";
+            return all;
+        }
+        return std::string();
+    };
+    CHECK(problems({"run.search=pbt"}).find("trains DQN and IQL populations in this version, not ppo") !=
+          std::string::npos);
+    CHECK(problems({"run.trainer=dqn", "run.search=pbt", "run.eval_interval=400", "search.interval=600"})
+              .find("search.interval = 600 is not a multiple of run.eval_interval = 400") != std::string::npos);
+    CHECK(problems({"run.trainer=dqn", "run.search=pbt", "run.eval_interval=0"}).find("needs run.eval_interval > 0") !=
+          std::string::npos);
+    CHECK(problems({"run.trainer=dqn", "run.search=pbt", "run.eval_interval=400", "search.interval=1200"}).empty());
+    CHECK(problems({"run.search=halving"}).find("run.search") != std::string::npos);
+    const auto dir = scratch("refused");
+    // A single run, and a population of one, do not search (exit 2, nothing written).
+    const auto single = fh::test::run_shell(
+        "\"$EXE\" --profile dqn-smoketest --device cpu --set run.search=pbt --output '" + (dir / "runs").string() + "'",
+        dir);
+    CHECK(single.code == 2);
+    CHECK(single.err.find("searches inside a population") != std::string::npos);
+    const auto one =
+        fh::test::run_shell("\"$EXE\" --profile dqn-smoketest --device cpu --seeds 1 --set run.search=pbt --output '" +
+                                (dir / "runs").string() + "'",
+                            dir);
+    CHECK(one.code == 2);
+    CHECK(one.err.find("needs a population of at least 2 agents, not 1") != std::string::npos);
+    CHECK(!fs::exists(dir / "runs"));
+    fs::remove_all(dir);
+}
