@@ -1032,7 +1032,7 @@ std::string search_section(const fs::path& dir) {
             if (const auto from = number_at(l, "copied")) {
                 line.markers.push_back(line.x.size() - 1);
                 Series c;
-                c.label = fmt::format("agent {} copies {}", *index, *from);
+                // No legend entry of its own (the table below lists the copies).
                 c.color = color;
                 c.dashed = true;
                 c.x = {*at, *at};
