@@ -655,6 +655,20 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     std::vector<Member*> training;
     for (auto& m : members)
         if (m.action != AgentAction::done) training.push_back(&m);
+    // A resumed search's agents train on with the keys their rounds gave them (their config.toml),
+    // whatever profile the command resolved (run.on_exists = "resume" plans from the grid).
+    if (base.run.search != "none")
+        for (Member* m : training) {
+            if (m->action != AgentAction::resume) continue;
+            const config::Profile saved =
+                config::resolve_profile_file((fs::path(dir) / m->plan.name / "config.toml").string());
+            for (const auto& k : agent_keys()) {
+                if (k == "run.seed") continue;
+                const auto dot = k.find('.');
+                const auto* d = config::find_key(k.substr(0, dot), k.substr(dot + 1));
+                config::set_value(m->plan.profile, *d, config::get_value(saved, *d));
+            }
+        }
     write_population_json(where, base, members);  // first: a population stopped while it starts resumes too
     PopulationSetup setup;
     set_up(setup, training, force);

@@ -541,10 +541,10 @@ TEST_CASE("PBT on IQL (rounds in updates): the same command twice, and resumed a
           "[search][iql]") {
     const auto dir = scratch("pbt-iql");
     std::ofstream(dir / "grid.txt") << "training.learning_rate=loguniform(1e-4,1e-2) iql.expectile=uniform(0.5,0.9)\n";
-    const auto search = [&](const std::string& out, const std::string& env) {
+    const auto search = [&](const std::string& out, const std::string& env, const std::string& extra = "") {
         return fh::test::run_shell(
-            env +
-                " \"$EXE\" --profile iql-smoketest --device cpu --seeds 1,2,3,4 --set "
+            env + " \"$EXE\" --profile iql-smoketest --device cpu" + extra +
+                " --seeds 1,2,3,4 --set "
                 "run.total_steps=120 --set run.eval_interval=30 --set run.checkpoint_interval=30 "
                 "--set run.log_interval=30 --set run.search=pbt --set data.seed=5 "
                 "--population-grid '" +
@@ -571,6 +571,13 @@ TEST_CASE("PBT on IQL (rounds in updates): the same command twice, and resumed a
     INFO(resumed.err);
     REQUIRE(resumed.code == 0);
     check_same_search(pa, pc);
+    // The same, continued by the command again with run.on_exists = "resume" (as scripts/sweep.sh
+    // does): the agents train on with their config.toml's keys, not the grid's draws.
+    REQUIRE(search("d", "FH_FAULT=train-step:300").code == 2);
+    const auto d = search("d", "", " --set run.on_exists=resume");
+    INFO(d.err);
+    REQUIRE(d.code == 0);
+    check_same_search(pa, dir / "d" / "iql-smoketest");
     fs::remove_all(dir);
 }
 
