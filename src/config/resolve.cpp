@@ -349,10 +349,12 @@ private:
             });
         rule(
             {"run.search", "run.trainer"},
-            [&] { return p.run.search == "pbt" && p.run.trainer != "dqn" && p.run.trainer != "iql"; },
             [&] {
-                return fmt::format("run.search = \"pbt\" trains DQN and IQL populations in this version, not {}",
-                                   p.run.trainer);
+                return p.run.search == "pbt" && p.run.trainer != "dqn" && p.run.trainer != "iql" &&
+                       p.run.trainer != "ppo";
+            },
+            [&] {
+                return fmt::format("run.search = \"pbt\" trains DQN, IQL and PPO populations, not {}", p.run.trainer);
             });
         rule(
             {"run.search", "run.eval_interval", "data.val_fraction"},

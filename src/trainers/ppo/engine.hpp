@@ -103,6 +103,11 @@ public:
     /// starts, initial weights, sampling, minibatches), training.learning_rate, gamma, max_bad_updates, ppo.gae_lambda,
     /// clip, value_coef, entropy_coef, diversity_coef, curiosity_coef.
     static std::string unsupported(const config::Profile& agent, const config::Profile& first);
+    /// Agent `agent` trains on with `profile`'s per-agent keys (its seed and every other key as
+    /// before; else UsageError): its loss coefficients, gamma and lambda and diversity weight on
+    /// the device are replaced (its learning rate follows at the next rollout) and the captured
+    /// sequences captured again.
+    void set_agent_keys(int agent, const config::Profile& profile);
 
     /// Agent i trains on markets[i]'s training split. Throws UsageError when unsupported() names
     /// a problem.
@@ -254,6 +259,7 @@ public:
     void prepare_iteration() override;
     LogLine read_log(double seconds) override;
     std::vector<StateTensor> state_tensors() override;
+    void set_agent_keys(const config::Profile& profile) override { population_->set_agent_keys(agent_, profile); }
     /// Rollouts, steps, updates, curiosity updates.
     std::vector<std::int64_t> counter_values() const override {
         return {rollouts_, rollouts_ * population_->horizon(), updates(),
