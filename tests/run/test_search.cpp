@@ -512,15 +512,17 @@ TEST_CASE("PBT: the same command twice gives the same lineage and bits; a search
     fs::remove_all(dir);
 }
 
-TEST_CASE("PBT on the GPU: the same command twice gives the same lineage and bits (CUDA)", "[gpu][search]") {
-    const auto dir = scratch("pbt-gpu");
-    std::ofstream(dir / "grid.txt") << kGrid;
+/// The same search twice on the GPU (`common` with its grid line `grid`), batched and not: the
+/// same lineage, validations and checkpoint tensors.
+void gpu_search_twice(const std::string& common, const std::string& grid, const std::string& tag) {
+    const auto dir = scratch(tag);
+    std::ofstream(dir / "grid.txt") << grid;
     for (const std::string batching : {"off", "on"}) {
         INFO("run.population_batching = " << batching);
         std::vector<fs::path> runs;
         for (const char* name : {"a", "b"}) {
             const auto r =
-                fh::test::run_shell("\"$EXE\" " + kSearch + " --device cuda --set run.population_batching=" + batching +
+                fh::test::run_shell("\"$EXE\" " + common + " --device cuda --set run.population_batching=" + batching +
                                         " --population-grid '" + (dir / "grid.txt").string() + "' --output '" +
                                         (dir / (batching + name)).string() + "'",
                                     dir);
@@ -531,6 +533,24 @@ TEST_CASE("PBT on the GPU: the same command twice gives the same lineage and bit
         check_same_search(runs[0], runs[1]);
     }
     fs::remove_all(dir);
+}
+
+TEST_CASE("PBT on the GPU: the same command twice gives the same lineage and bits (CUDA)", "[gpu][search]") {
+    SECTION("DQN") {
+        gpu_search_twice(kSearch, kGrid, "pbt-gpu-dqn");
+    }
+    SECTION("IQL") {
+        gpu_search_twice(
+            "--profile iql-smoketest --seeds 1,2,3,4 --set run.total_steps=120 --set run.eval_interval=30 --set "
+            "run.checkpoint_interval=30 --set run.log_interval=30 --set run.search=pbt --set data.seed=5",
+            "training.learning_rate=loguniform(1e-4,1e-2) iql.expectile=uniform(0.5,0.9)\n", "pbt-gpu-iql");
+    }
+    SECTION("PPO") {
+        gpu_search_twice(
+            "--profile ppo-smoketest --seeds 1,2,3,4 --set run.total_steps=1600 --set run.eval_interval=400 --set "
+            "run.checkpoint_interval=400 --set run.log_interval=400 --set run.search=pbt --set data.seed=5",
+            "training.learning_rate=loguniform(1e-4,1e-2) ppo.entropy_coef=uniform(0,0.05)\n", "pbt-gpu-ppo");
+    }
 }
 
 TEST_CASE("scripts/sweep.sh: a search space in --set draws one point per seed; run.search reaches every search",
