@@ -53,6 +53,7 @@ enum class Purpose : std::uint32_t {
     bootstrap = 15,         ///< backtest block bootstrap (host): stream = resample, counter = block number
     audit = 16,             ///< look-ahead audit (host): stream 0 the random cuts (counter = cut number),
                             ///< stream 1 + cut bar the replacement bars (counter = bar)
+    search = 17,            ///< population search (host, src/run/search.cpp): stream = what is drawn, counter = draw
 };
 
 /// Four independent 32-bit words for (seed, purpose, stream, counter).

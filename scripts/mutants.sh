@@ -32,6 +32,9 @@ MUTANTS=(
 "backtest-no-warmup ;; src/backtest/backtest.cpp ;; s/std::max\(\{seg_begin \+ md\.warmup_bars, pb\}\)/std::max({seg_begin, pb})/ ;; every fill of trades.csv* ;; the backtest trades a contract's first bars, before the features' warm-up"
 "lean-checkpoint-keeps-pushed ;; src/trainers/checkpoint.cpp ;; s/keep_replay \? trainer\.counter_values\(\) : trainer\.counters_without_replay\(trainer\.counter_values\(\)\)/trainer.counter_values()/ ;; [keep_replay] ;; a checkpoint written without its replay memory keeps the ring's push count, so a resume samples slots nothing wrote"
 "memory-iqn-backward ;; src/config/memory_estimate.cpp ;; s/add\(add\(mul\(mul\(4, upd_rows\), 2 \* last\)/add(add(mul(upd_rows, 2 * last)/ ;; check's memory estimate* ;; check's memory estimate counts the IQN backward's gradients for a quarter of their rows (a run it passes may not fit)"
+"pbt-exploit-skips-adam ;; src/run/search.cpp ;; s/ \|\| name\.starts_with\(.adam\/.\)// ;; PBT's exploit copies exactly* ;; PBT's exploit copies the weights but not Adam's moments"
+"pbt-keys-not-on-device ;; src/trainers/dqn/engine.cpp ;; s/ops_\.upload<dqn::AgentParams>\(slice\(agent_, a\), std::vector<dqn::AgentParams>\{dqn_agent_params\(p\)\}\);// ;; PBT: the same command* ;; PBT's explore records the new keys but the DQN agent trains on with its old device constants"
+"pbt-round-no-checkpoint ;; src/run/population.cpp ;; s/^( *)m\.run->save_checkpoint\(\);/\1(void)m;/ ;; PBT: the same command* ;; a PBT round writes no checkpoint, so a resume continues from the state before the round"
 "compare-nan-blind ;; tests/support/compare.hpp ;; s/ok = nan == Nan::both_match && std::isnan\(g\) && std::isnan\(r\);/ok = std::isnan(g) \&\& std::isnan(r);/ ;; [compare] ;; the tests' comparison counts NaN on both sides as a match"
 )
 

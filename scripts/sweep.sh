@@ -16,8 +16,10 @@ usage() {
 Usage: scripts/sweep.sh --profile P --output DIR [grid] [where] [-- foxhunt-train options]
 
 Grid (the cross product of every --set axis, the --grid lines and the seeds):
-  --set KEY=V1,V2,...   one axis; values are TOML, split at commas outside [] and quotes
-                        (--set dqn.hidden=[64,64],[128,128])
+  --set KEY=V1,V2,...   one axis; values are TOML, split at commas outside [], () and quotes
+                        (--set dqn.hidden=[64,64],[128,128]); a per-agent key may take a
+                        search space, loguniform(a,b), uniform(a,b) or choice(v1,...), which
+                        each seed's agent draws (docs/sweeps.md "Searching")
   --grid FILE           one override set per line: "KEY=VALUE KEY=VALUE" (# comments, blank
                         lines ignored); crossed with the --set axes and the seeds
   --seeds S1,S2,...     seeds (default: the profile's run.seed)
@@ -57,6 +59,15 @@ self="$here/$(basename "${BASH_SOURCE[0]}")"
 # Each run's per-agent keys (kept in step with agent_keys() in src/run/population.cpp; a test checks).
 agent_keys="run.seed training.learning_rate training.gamma training.tau training.target_update_period training.epsilon_start training.epsilon_end training.epsilon_decay_steps training.grad_clip_norm training.max_bad_updates dqn.cql_alpha dqn.mse_blend_alpha dqn.curiosity_coef dqn.her_ratio dqn.her_reward ppo.clip ppo.gae_lambda ppo.entropy_coef ppo.value_coef ppo.diversity_coef ppo.curiosity_coef iql.expectile iql.beta iql.max_weight"
 is_agent_key() { [[ " $agent_keys " == *" $1 "* ]]; }
+# A value written as a search space (loguniform(a,b), uniform(a,b), choice(v1,...)): a population
+# draws it, one point per agent (docs/sweeps.md "Searching"), so its point always runs as one.
+is_space() { [[ "$1" =~ ^[A-Za-z_]+\(.*\)$ ]]; }
+has_space() {  # has_space LINE: a point's tab-separated tokens
+    local t tokens
+    IFS=$'\t' read -r -a tokens <<<"$1"
+    for t in "${tokens[@]}"; do is_space "${t#*=}" && return 0; done
+    return 1
+}
 
 # A job is one point (one run) or several (one population): __job SLOT JOB POINTS, POINTS the
 # job's point indices ("3 4 5"), JOB its index (naming a population's files in sweep-logs/).
@@ -69,7 +80,11 @@ if [ "${1:-}" = "__job" ]; then
     IFS=',' read -r -a devices <<<"$FH_SWEEP_DEVICES"
     device=${devices[$(( (slot - 1) % ${#devices[@]} ))]}
     eval "extra=($FH_SWEEP_EXTRA)"
-    if [ ${#job_points[@]} -gt 1 ]; then
+    as_population=0
+    if [ ${#job_points[@]} -gt 1 ] || has_space "$(sed -n "$((job_points[0] + 1))p" "$FH_SWEEP_GRID")"; then
+        as_population=1
+    fi
+    if [ $as_population -eq 1 ]; then
         # A population: the per-agent keys of each point make one line of its grid, the other keys
         # (the same for every point of the job) are --set for all.
         grid="$FH_SWEEP_OUT/sweep-logs/population-$job.grid"
@@ -120,7 +135,7 @@ run_attempt() {
     while kill -0 "$child" 2>/dev/null; do wait "$child"; done  # a trapped signal ends wait early
     wait "$child"; code=$?                                      # the child's own status (bash keeps it)
 }
-if [ "${1:-}" = "__job" ] && [ ${#job_points[@]} -gt 1 ]; then
+if [ "${1:-}" = "__job" ] && [ $as_population -eq 1 ]; then
     run_attempt
     for point in "${job_points[@]}"; do cat "$attempt" >>"$FH_SWEEP_OUT/sweep-logs/point-$point.log"; done
     # One line per run, from population.json (agents in the order of the job's points).
@@ -212,8 +227,8 @@ split_values() {
         if [ -n "$quote" ]; then
             [ "$c" = "$quote" ] && quote=""
         elif [ "$c" = '"' ] || [ "$c" = "'" ]; then quote=$c
-        elif [ "$c" = '[' ]; then depth=$((depth + 1))
-        elif [ "$c" = ']' ]; then depth=$((depth - 1))
+        elif [ "$c" = '[' ] || [ "$c" = '(' ]; then depth=$((depth + 1))
+        elif [ "$c" = ']' ] || [ "$c" = ')' ]; then depth=$((depth - 1))
         elif [ "$c" = ',' ] && [ $depth -eq 0 ]; then printf '%s\n' "$cur"; cur=""; continue
         fi
         cur+=$c
@@ -302,6 +317,10 @@ make_jobs() {
             [ -n "$t" ] || continue
             if is_agent_key "${t%%=*}"; then own=1; else key+="$t"$'\t'; fi
         done
+        if [ $population -eq 0 ] && has_space "${points[$i]}"; then
+            echo "sweep: point $i draws a search space (${points[$i]//$'\t'/ }): a population draws it; drop --no-population" >&2
+            return 2
+        fi
         if [ $population -eq 0 ] || [ $own -eq 0 ]; then key="__point $i"; fi  # a run alone
         found=-1
         for g in "${!groups[@]}"; do [ "${groups[$g]}" = "$key" ] && { found=$g; break; }; done
@@ -322,7 +341,8 @@ if [ -n "$point" ]; then
     [[ "$point" =~ ^[0-9]+$ ]] && [ "$point" -lt "$n" ] || die "--point $point: the grid has points 0..$((n - 1))"
     job_list=("$point")  # a Slurm array task: the point alone
 else
-    mapfile -t job_list < <(make_jobs)
+    job_text=$(make_jobs) || exit 2
+    mapfile -t job_list <<<"$job_text"
 fi
 jobs_n=${#job_list[@]}
 # The options after --, quoted for the jobs' eval (nothing when there are none: printf would
@@ -336,7 +356,7 @@ if [ $dry_run -eq 1 ]; then  # the commands, and nothing written
         printf '%s --profile %q --output %q --auto-name --set run.on_exists=resume --device %s' "$exe" "$profile" \
             "$out" "${devices[$(( j % slots % ${#devices[@]} ))]}"
         IFS=$'\t' read -r -a tokens <<<"${points[${pts[0]}]}"
-        if [ ${#pts[@]} -gt 1 ]; then
+        if [ ${#pts[@]} -gt 1 ] || has_space "${points[${pts[0]}]}"; then
             for t in "${tokens[@]}"; do [ -z "$t" ] || is_agent_key "${t%%=*}" || printf ' --set %q' "$t"; done
             printf ' --population-grid %q --population-record %q' "$out/sweep-logs/population-$j.grid" \
                 "$out/sweep-logs/population-$j.json"

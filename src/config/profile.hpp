@@ -31,6 +31,7 @@ struct RunConfig {
     std::int64_t eval_interval = 50'000;         ///< steps between validation backtests; 0 = end
     std::int64_t checkpoint_interval = 100'000;  ///< steps between checkpoints; 0 = end only
     std::string on_exists = "new";               ///< new | skip | resume | error (docs/sweeps.md)
+    std::string search = "none";                 ///< none | pbt: a search inside the population (docs/sweeps.md)
     bool operator==(const RunConfig&) const = default;
 };
 
@@ -214,6 +215,17 @@ struct WalkForwardConfig {
     bool operator==(const WalkForwardConfig&) const = default;
 };
 
+/// [search]: population-based training inside a population (run.search, docs/sweeps.md).
+struct SearchConfig {
+    std::int64_t interval = 0;           ///< progress units between PBT rounds; 0 = run.eval_interval
+    double fraction = 0.25;              ///< the bottom (and top) share of the agents ranked at a round
+    double perturb_down = 0.8;           ///< a perturbed key is multiplied by this or by perturb_up
+    double perturb_up = 1.25;            ///< (a coin decides which)
+    double resample_probability = 0.25;  ///< a key drawn again from its distribution instead
+    bool copy_replay = true;             ///< DQN: the exploiting agent copies the replay memory too
+    bool operator==(const SearchConfig&) const = default;
+};
+
 /// [early_stopping]
 struct EarlyStoppingConfig {
     std::string metric = "val_sharpe";  ///< val_sharpe | val_return | val_sortino | val_loss (supervised)
@@ -254,6 +266,7 @@ struct Profile {
     DtConfig dt;
     EvalConfig eval;
     WalkForwardConfig walk_forward;
+    SearchConfig search;
     EarlyStoppingConfig early_stopping;
     CheckpointConfig checkpoint;
     GpuConfig gpu;

@@ -363,6 +363,33 @@ private:
                                    p.walk_forward.folds - 1);
             });
         rule(
+            {"run.search", "run.trainer"},
+            [&] {
+                return p.run.search == "pbt" && p.run.trainer != "dqn" && p.run.trainer != "iql" &&
+                       p.run.trainer != "ppo";
+            },
+            [&] {
+                return fmt::format("run.search = \"pbt\" trains DQN, IQL and PPO populations, not {}", p.run.trainer);
+            });
+        rule(
+            {"run.search", "run.eval_interval", "data.val_fraction"},
+            [&] { return p.run.search == "pbt" && (p.run.eval_interval == 0 || p.data.val_fraction == 0); },
+            [&] {
+                return "run.search = \"pbt\" ranks the agents on their validation metric: it needs "
+                       "run.eval_interval > 0 and data.val_fraction > 0";
+            });
+        rule(
+            {"run.search", "search.interval", "run.eval_interval"},
+            [&] {
+                return p.run.search == "pbt" && p.run.eval_interval > 0 && p.search.interval % p.run.eval_interval != 0;
+            },
+            [&] {
+                return fmt::format(
+                    "search.interval = {} is not a multiple of run.eval_interval = {}: a PBT round ranks the agents "
+                    "on the validation of the same step",
+                    p.search.interval, p.run.eval_interval);
+            });
+        rule(
             {"data.format", "data.path"}, [&] { return p.data.format == "csv" && p.data.path.empty(); },
             [&] { return "data.format = \"csv\" but data.path is empty: give the CSV with data.path or --data"; });
         rule(

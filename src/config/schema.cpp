@@ -97,6 +97,10 @@ std::vector<KeyDescriptor> build_schema() {
              "when the run directory exists: new makes NAME-2; skip does nothing; resume continues an unfinished run "
              "and skips a finished one; error stops (docs/sweeps.md)",
              FH_FIELD(run.on_exists)),
+        text("run", "search", "none|pbt",
+             "a search inside a population (docs/sweeps.md): pbt = population-based training, the bottom agents "
+             "copying the top ones every search.interval and perturbing their keys; none = each agent trains alone",
+             FH_FIELD(run.search)),
         // [data]
         text("data", "path", "", "CSV file or directory of bars; \"\" = the embedded synthetic market",
              FH_FIELD(data.path)),
@@ -400,6 +404,27 @@ std::vector<KeyDescriptor> build_schema() {
              "a fold's training window: expanding (every bar from the first to its validation block) or sliding (the "
              "first fold's training length, moved forward)",
              FH_FIELD(walk_forward.window)),
+        // [search]
+        integer("search", "interval", closed(0, kMaxCount),
+                "run.search = \"pbt\": progress units (env steps; updates for IQL) between rounds, a multiple of "
+                "run.eval_interval; 0 = run.eval_interval (docs/sweeps.md)",
+                FH_FIELD(search.interval)),
+        number("search", "fraction", closed(0.01, 0.5),
+               "PBT: the share of the ranked agents (at least one) that copies an agent drawn from the same share at "
+               "the top",
+               FH_FIELD(search.fraction)),
+        number("search", "perturb_down", open_closed(0, 1),
+               "PBT: a perturbed key is multiplied by perturb_down or perturb_up (a seeded coin decides)",
+               FH_FIELD(search.perturb_down)),
+        number("search", "perturb_up", closed(1, 100), "PBT: see perturb_down", FH_FIELD(search.perturb_up)),
+        number("search", "resample_probability", closed(0, 1),
+               "PBT: the probability that a key of an exploiting agent is drawn again from its distribution instead "
+               "of perturbed",
+               FH_FIELD(search.resample_probability)),
+        boolean("search", "copy_replay",
+                "PBT, DQN: the exploiting agent copies the replay memory of the agent it copies besides its weights, "
+                "target network and Adam state; false: it keeps its own",
+                FH_FIELD(search.copy_replay)),
         // [early_stopping]
         text("early_stopping", "metric", "val_sharpe|val_return|val_sortino|val_loss",
              "validation metric that decides the best checkpoint (val_loss: the supervised forecaster's loss on the "
@@ -656,6 +681,7 @@ const std::vector<SectionDescriptor>& sections() {
         {"dt", "the Decision Transformer, offline"},
         {"eval", "validation and test backtests"},
         {"walk_forward", "rolling-origin (walk-forward) evaluation"},
+        {"search", "population-based training inside a population (run.search)"},
         {"early_stopping", "stopping on a validation metric"},
         {"checkpoint", "what the checkpoints keep"},
         {"gpu", "device settings"},

@@ -219,7 +219,7 @@ RunDirectory::ResumeCleanup RunDirectory::prepare_resume(long long progress, con
             if (fs::remove(it->path(), ec)) ++c.temporaries_removed;
         }
     }
-    for (const char* file : {"metrics.jsonl", "eval.jsonl"}) {
+    for (const char* file : {"metrics.jsonl", "eval.jsonl", "lineage.jsonl"}) {
         const auto text = read_file(file);
         if (!text) continue;
         std::string kept;

@@ -51,8 +51,8 @@ public:
     };
     /// Before a resumed run writes anything (its checkpoint validated): removes the temporary
     /// files a killed process left (`<file>.tmp-<pid>`, in the directory, checkpoints/ and
-    /// backtest/; the lock guarantees no live process is writing them) and rewrites metrics.jsonl
-    /// and eval.jsonl without the lines past `progress` (whose `"<unit_key>":N` is larger: the
+    /// backtest/; the lock guarantees no live process is writing them) and rewrites metrics.jsonl,
+    /// eval.jsonl and a search's lineage.jsonl without the lines past `progress` (whose `"<unit_key>":N` is larger: the
     /// resumed run writes them again) or after a partial line, so that both read as the
     /// uninterrupted run's.
     ResumeCleanup prepare_resume(long long progress, const std::string& unit_key);

@@ -988,6 +988,101 @@ std::string population_agents(const fs::path& dir, const std::function<std::stri
     return out + "</table>\n";
 }
 
+/// A search's record (run.search, docs/sweeps.md "Searching"): the lineage (each agent a line at
+/// its index, each copy a dashed line from the agent copied, at its step) and each searched key's
+/// trajectory per agent, from the agents' lineage.jsonl; "" when population.json records no search.
+std::string search_section(const fs::path& dir) {
+    json::Value v;
+    try {
+        v = json::parse(read_text((dir / "population.json").string(), 16u << 20), json::Limits{16u << 20, 64, true});
+    } catch (const std::exception&) {
+        return "";  // population_agents says so
+    }
+    const auto* search = v.is_object() ? v.find("search") : nullptr;
+    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
+    if (search == nullptr || !search->is_object() || agents == nullptr || !agents->is_array()) return "";
+    const auto* method = search->find("method");
+    std::string out = "<h2>Search</h2>\n";
+    out += note(fmt::format(
+        "run.search = \"{}\": every {} progress units the bottom {} of the agents ranked on their validation "
+        "metric copy an agent of the top as many, then perturb or draw again the keys of their search space "
+        "(each agent's lineage.jsonl).",
+        method != nullptr && method->is_string() ? method->as_string() : "?", integer(number_at(*search, "interval")),
+        pct(number_at(*search, "fraction"))));
+    std::vector<Series> lineage;
+    std::map<std::string, std::vector<Series>> keys;  // key -> one series per agent
+    std::string copies;
+    std::string unit = "env_steps";
+    std::size_t i = 0;
+    for (const auto& a : agents->as_array()) {
+        const auto* run = a.is_object() ? a.find("run") : nullptr;
+        const auto index = number_at(a, "index");
+        if (run == nullptr || !run->is_string() || !index) continue;
+        const std::string color = kPalette[i++ % std::size(kPalette)];
+        Series line;
+        line.label = fmt::format("agent {}", *index);
+        line.color = color;
+        std::map<std::string, Series> own;
+        for (const auto& l : read_jsonl((dir / run->as_string() / "lineage.jsonl").string())) {
+            if (l.find("updates") != nullptr) unit = "updates";
+            const auto at = number_at(l, unit);
+            if (!at) continue;
+            line.x.push_back(*at);
+            line.y.push_back(*index);
+            if (const auto from = number_at(l, "copied")) {
+                line.markers.push_back(line.x.size() - 1);
+                Series c;
+                // No legend entry of its own (the table below lists the copies).
+                c.color = color;
+                c.dashed = true;
+                c.x = {*at, *at};
+                c.y = {*from, *index};
+                lineage.push_back(std::move(c));
+                copies += fmt::format(
+                    "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
+                    "class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"name\">{}</td></tr>",
+                    integer(at), integer(index), integer(from), num(number_at(l, "metric"), 3),
+                    num(number_at(l, "copied_metric"), 3),
+                    xml_escape(l.find("keys") ? json::serialize(*l.find("keys")) : ""));
+            }
+            if (const auto* k = l.find("keys"); k != nullptr && k->is_object())
+                for (const auto& [name, value] : k->as_object()) {
+                    if (!value.is_number()) continue;
+                    Series& s = own[name];
+                    s.label = line.label;
+                    s.color = color;
+                    // A step: the value holds until the next line.
+                    if (!s.x.empty()) {
+                        s.x.push_back(*at);
+                        s.y.push_back(s.y.back());
+                    }
+                    s.x.push_back(*at);
+                    s.y.push_back(value.as_double());
+                }
+        }
+        lineage.insert(lineage.begin(), std::move(line));
+        for (auto& [name, s] : own) keys[name].push_back(std::move(s));
+    }
+    ChartOptions o;
+    o.title = "Lineage: each agent at its index; a dashed line from the agent it copied, a dot where it did";
+    o.x_label = unit;
+    o.y_label = "agent";
+    out += panel(line_chart(lineage, o));
+    for (auto& [name, series] : keys) {
+        ChartOptions k;
+        k.title = name + " of each agent over training";
+        k.x_label = unit;
+        k.y_label = name;
+        out += panel(line_chart(series, k));
+    }
+    if (!copies.empty())
+        out += panel("<table class=\"runs\"><tr><th>" + unit +
+                     "</th><th>agent</th><th>copied</th><th>its metric</th><th>copied's metric</th><th>its keys "
+                     "after</th></tr>" +
+                     copies + "</table>\n");
+    return out;
+}
+
 }  // namespace
 
 std::string run_report_html(const std::string& dir) {
@@ -1222,6 +1317,7 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     if (population) {
         b += "<h2>Agents</h2>\n";
         b += panel(population_agents(base, href));
+        b += search_section(base);
     }
     b += population ? "<h2>Every agent, ranked</h2>\n" : "<h2>Every run</h2>\n";
     b += panel(html_table(all, link_base, greyed));

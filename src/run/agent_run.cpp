@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "backtest/backtest.hpp"
 #include "backtest/inference.hpp"
@@ -45,6 +46,22 @@ AgentRun::AgentRun(const config::Profile& p, ops::Device& ops, const data::Marke
             trainers::resume_run(dir_, ops_, *trainer_, p_, early_, static_cast<std::int64_t>(market_.bars.size()));
         record_ = std::move(resumed.record);
         best_weights_ = std::move(resumed.best_weights);
+        // The validation of the checkpoint's step, if it had one (a search ranks the agents on it).
+        if (const auto eval = dir_.read_file("eval.jsonl"); eval && !eval->empty()) {
+            const std::size_t end = eval->back() == '\n' ? eval->size() - 1 : eval->size();
+            const std::size_t begin = eval->rfind('\n', end == 0 ? 0 : end - 1);
+            try {
+                const json::Value v = json::parse(eval->substr(begin == std::string::npos ? 0 : begin + 1,
+                                                               end - (begin == std::string::npos ? 0 : begin + 1)),
+                                                  json::Limits{16u << 20, 64, true});
+                const auto* at = v.find(trainer_->progress_unit());
+                const auto* value = v.find("value");
+                if (at != nullptr && value != nullptr && at->is_integer() && value->is_number() &&
+                    at->as_i64() == trainer_->progress())
+                    last_val_ = value->as_double();
+            } catch (const std::exception&) {  // no validation to continue from
+            }
+        }
     }
     wall_before_ = record_.wall_seconds;
     last_ckpt_ = dir_.file_path("checkpoints/last.safetensors");
@@ -68,6 +85,25 @@ double AgentRun::select_metric(const backtest::Metrics& m) const {
     if (name == "val_return") return m.total_return;
     if (name == "val_sortino") return m.sortino;
     return m.sharpe;
+}
+
+void AgentRun::set_agent_keys(const config::Profile& profile) {
+    config::Profile p = profile;
+    p.run.name = p_.run.name;
+    p.run.output_dir = p_.run.output_dir;
+    trainer_->set_agent_keys(p);
+    p_ = std::move(p);
+    dir_.write_file("config.toml", config::to_toml(p_));
+}
+
+void AgentRun::save_checkpoint() {
+    trainers::save_checkpoint(last_ckpt_, ops_, *trainer_, p_, market_, early_, run_record());
+}
+
+void AgentRun::append_lineage(const std::string& json_object) {
+    std::ofstream out(dir_.file_path("lineage.jsonl"), std::ios::app | std::ios::binary);
+    out << json_object << '\n';
+    if (!out) throw UsageError(fmt::format("{}: cannot append to lineage.jsonl", dir_.path()));
 }
 
 bool AgentRun::crossed(long long iterations, long long interval) const {  // progress interval crossed by this iteration
@@ -119,7 +155,8 @@ void AgentRun::log_line(double seconds) {
 }
 
 bool AgentRun::after_iteration(long long iterations) {
-    if (o_.interrupt_requested ? o_.interrupt_requested() : signals::interrupt_requested()) {
+    if (iterations != hold_interrupt_at_ &&
+        (o_.interrupt_requested ? o_.interrupt_requested() : signals::interrupt_requested())) {
         status_ = "interrupted";
         return false;
     }

@@ -81,6 +81,21 @@ public:
     const config::Profile& profile() const noexcept { return p_; }
     trainers::Trainer& trainer() noexcept { return *trainer_; }
     ops::Device& device() noexcept { return ops_; }
+    /// The metric of the last validation (early_stopping.metric; after a resume, that of the
+    /// checkpoint's step when it validated there), nullopt before the first.
+    std::optional<double> last_validation() const noexcept { return last_val_; }
+    /// A population search: the trainer continues with `profile`'s per-agent keys
+    /// (Trainer::set_agent_keys), which config.toml and later checkpoints record.
+    void set_agent_keys(const config::Profile& profile);
+    /// A search's round ends at this iteration: an interrupt is not taken there, so that every
+    /// agent validates it (the round ranks them on it) before the population stops (interrupt()).
+    void hold_interrupt_at(long long iteration) noexcept { hold_interrupt_at_ = iteration; }
+    /// Ends the run as interrupted (then finish() writes its checkpoint and summary).
+    void interrupt() noexcept { status_ = "interrupted"; }
+    /// Writes checkpoints/last.safetensors now (a search round, so that a resume continues after it).
+    void save_checkpoint();
+    /// Appends one line to the run's lineage.jsonl (a search's record of the agent).
+    void append_lineage(const std::string& json_object);
     /// summary.json as written last (null before finish(), or for a diverged run its object).
     const io::json::Value& summary() const noexcept { return summary_; }
 
@@ -122,6 +137,7 @@ private:
     long long collapsed_evaluations_ = 0;
     io::json::Value summary_;
     long long env_steps_at_start_ = 0, updates_at_start_ = 0;
+    long long hold_interrupt_at_ = -1;
     clock::time_point t_train_;
     std::optional<trainers::TrainingLoop> loop_;
 };

@@ -14,8 +14,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <exception>
 #include <map>
 #include <memory>
@@ -33,11 +35,13 @@
 #include "io/json.hpp"
 #include "io/run_directory.hpp"
 #include "ops/cuda_device.hpp"
+#include "report/runs.hpp"
 #include "ops/make_device.hpp"
 #include "run/agent_run.hpp"
 #include "run/bench_ablation.hpp"
 #include "run/naming.hpp"
 #include "run/run.hpp"
+#include "run/search.hpp"
 #include "run/session.hpp"
 #include "trainers/population.hpp"
 #include "trainers/run_checks.hpp"
@@ -123,7 +127,13 @@ std::vector<GridLine> read_grid(const std::string& file) {
             while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r')) ++i;
             if (i >= text.size()) break;
             const std::size_t start = i;
-            while (i < text.size() && text[i] != ' ' && text[i] != '\t' && text[i] != '\r') ++i;
+            // A search space's arguments may be spaced: "choice(0.9, 0.99)" is one token.
+            int depth = 0;
+            while (i < text.size() && (depth > 0 || (text[i] != ' ' && text[i] != '\t' && text[i] != '\r'))) {
+                if (text[i] == '(') ++depth;
+                if (text[i] == ')') --depth;
+                ++i;
+            }
             line.tokens.push_back({number, static_cast<int>(start) + 1, text.substr(start, i - start)});
         }
         // One value per key and agent: a key twice on a line would keep only the last.
@@ -179,6 +189,26 @@ std::string token_problem(const GridToken& t) {
             agent_keys_text());
     }
     return "";
+}
+
+/// A grid token's search space (KEY=loguniform(a,b), ...; search.hpp), or nullopt for a value.
+/// Throws config::ProfileError naming `file:line:column` for a bad one.
+std::optional<Distribution> token_distribution(const std::string& grid_file, const GridToken& t) {
+    const auto eq = t.text.find('=');
+    const std::string value = t.text.substr(eq + 1);
+    if (!is_distribution(value)) return std::nullopt;
+    const std::string key = override_key(t.text);
+    const auto where = [&](std::size_t offset) {
+        return fmt::format("{}:{}:{}", grid_file, t.line, t.column + static_cast<int>(eq + 1 + offset));
+    };
+    if (key == "run.seed")
+        throw config::ProfileError(
+            {fmt::format("{}: run.seed cannot be searched: give the seeds (--seeds, "
+                         "run.population); each agent draws its point from its seed",
+                         where(0))});
+    auto parsed = parse_distribution(key, value);
+    if (!parsed.distribution) throw config::ProfileError({fmt::format("{}: {}", where(parsed.offset), parsed.problem)});
+    return parsed.distribution;
 }
 
 /// "<file>:<line>:<column>: " + the problem a resolve found in this token alone.
@@ -283,6 +313,25 @@ void write_population_json(const Where& where, const config::Profile& base, cons
                        {"run", m.plan.name},
                        {"status", m.status.empty() ? std::string("pending") : m.status}};
         if (!m.done_by.empty()) a.emplace_back("action", m.done_by);
+        if (!m.plan.space.empty()) {
+            json::Array space;
+            for (const auto& d : m.plan.space) space.emplace_back(d.key + "=" + d.text);
+            a.emplace_back("space", json::Value::array(std::move(space)));
+        }
+        if (base.run.search != "none") {  // the agent's lineage.jsonl: whom it copied when, its keys now
+            json::Array copies;
+            json::Value keys;
+            for (auto& line : report::read_jsonl((fs::path(dir) / m.plan.name / "lineage.jsonl").string())) {
+                if (const auto* k = line.find("keys")) keys = *k;
+                if (line.find("copied") == nullptr) continue;
+                json::Object c;
+                for (const auto& [k, v] : line.as_object())
+                    if (k != "keys" && k != "tensors") c.emplace_back(k, v);
+                copies.push_back(json::Value::object(std::move(c)));
+            }
+            if (!keys.is_null()) a.emplace_back("keys", std::move(keys));
+            a.emplace_back("lineage", json::Value::array(std::move(copies)));
+        }
         const json::Value s = read_summary(fs::path(dir) / m.plan.name);
         if (s.is_object()) {
             for (const char* key : {"best", "test", "error"})
@@ -292,6 +341,16 @@ void write_population_json(const Where& where, const config::Profile& base, cons
     }
     json::Object top{{"population", static_cast<std::int64_t>(members.size())}, {"trainer", base.run.trainer}};
     if (where.flat) top.emplace_back("directory", dir);
+    if (base.run.search == "pbt")
+        top.emplace_back(
+            "search",
+            json::object({{"method", base.run.search},
+                          {"interval", base.search.interval > 0 ? base.search.interval : base.run.eval_interval},
+                          {"fraction", base.search.fraction},
+                          {"perturb_down", base.search.perturb_down},
+                          {"perturb_up", base.search.perturb_up},
+                          {"resample_probability", base.search.resample_probability},
+                          {"copy_replay", base.search.copy_replay}}));
     top.emplace_back("agents", json::Value::array(std::move(agents)));
     io::write_file_atomically(where.record, json::serialize(json::Value::object(std::move(top))) + "\n",
                               [&](const std::string& m) { throw UsageError(fmt::format("{}: {}", where.record, m)); });
@@ -414,6 +473,105 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
     }
 }
 
+/// run.search = "pbt": progress units between rounds; 0 when the population does not search.
+long long search_interval(const config::Profile& p) {
+    if (p.run.search != "pbt") return 0;
+    return p.search.interval > 0 ? p.search.interval : p.run.eval_interval;
+}
+
+/// The keys a search follows in an agent's lineage: those its grid line sets (drawn or not), run.seed aside.
+json::Value searched_keys(const Member& m) {
+    json::Object keys;
+    for (const auto& g : m.plan.grid) {
+        const std::string k = override_key(g);
+        if (k == "run.seed") continue;
+        const auto dot = k.find('.');
+        const auto* d = config::find_key(k.substr(0, dot), k.substr(dot + 1));
+        if (d == nullptr) continue;
+        const config::KeyValue v = config::get_value(m.plan.profile, *d);
+        if (const auto* i = std::get_if<std::int64_t>(&v))
+            keys.emplace_back(k, *i);
+        else if (const auto* x = std::get_if<double>(&v))
+            keys.emplace_back(k, *x);
+    }
+    return json::Value::object(std::move(keys));
+}
+
+/// The rounds a search has done: the largest "round" of the agents' lineage.jsonl (a resumed
+/// population's files, cut back to their checkpoints).
+long long rounds_done(const std::vector<Member*>& training) {
+    long long done = 0;
+    for (const Member* m : training) {
+        if (!m->run) continue;
+        for (const auto& line : report::read_jsonl((fs::path(m->run->path()) / "lineage.jsonl").string()))
+            if (const auto* r = line.is_object() ? line.find("round") : nullptr; r != nullptr && r->is_integer())
+                done = std::max<long long>(done, r->as_i64());
+    }
+    return done;
+}
+
+/// One PBT round (docs/sweeps.md, "Population-based training"), the agents standing at its
+/// iteration, each validated there: the live agents ranked on their validation metric, each of
+/// the bottom search.fraction copies the state of one drawn from the top as many (weights,
+/// target, Adam's moments; the replay with search.copy_replay), takes its per-agent keys and
+/// explores those of its search space. Then every live agent writes its checkpoint (a resume
+/// continues after the round) and a line of its lineage.jsonl.
+void pbt_round(const config::Profile& base, std::int64_t seed, const std::vector<Member*>& training, long long round) {
+    const std::size_t n = training.size();
+    std::vector<double> metric(n, std::nan(""));
+    std::vector<bool> live(n, false);
+    for (std::size_t i = 0; i < n; ++i) {
+        live[i] = training[i]->live;
+        if (live[i] && training[i]->run->last_validation()) metric[i] = *training[i]->run->last_validation();
+    }
+    const auto exploits = plan_exploits(metric, live, base.search.fraction, static_cast<std::uint64_t>(seed),
+                                        static_cast<std::uint64_t>(round));
+    std::vector<json::Object> extra(n);
+    for (const auto& e : exploits) {
+        Member& dst = *training[static_cast<std::size_t>(e.agent)];
+        const Member& src = *training[static_cast<std::size_t>(e.source)];
+        const auto tensors = copy_agent_state(dst.run->device(), dst.run->trainer(), src.run->device(),
+                                              src.run->trainer(), base.search.copy_replay);
+        // The copied agent's per-agent keys (the seed is the agent's own), then its space explored.
+        std::vector<std::string> keys;
+        for (const auto& k : agent_keys()) {
+            if (k == "run.seed") continue;
+            const auto dot = k.find('.');
+            keys.push_back(k + "=" +
+                           config::toml_value_text(config::get_value(
+                               src.plan.profile, *config::find_key(k.substr(0, dot), k.substr(dot + 1)))));
+        }
+        for (auto& k : explore_keys(dst.plan.space, src.plan.profile, base.search, static_cast<std::uint64_t>(seed),
+                                    static_cast<std::uint64_t>(round), dst.plan.index))
+            keys.push_back(std::move(k));
+        config::Profile p = config::resolve_profile_text(config::to_toml(dst.plan.profile),
+                                                         (fs::path(dst.run->path()) / "config.toml").string(), keys);
+        dst.run->set_agent_keys(p);
+        dst.plan.profile = dst.run->profile();
+        json::Array names;
+        for (const auto& t : tensors) names.emplace_back(t);
+        auto& x = extra[static_cast<std::size_t>(e.agent)];
+        x.emplace_back("copied", src.plan.index);
+        x.emplace_back("copied_run", src.plan.name);
+        x.emplace_back("copied_metric", metric[static_cast<std::size_t>(e.source)]);
+        x.emplace_back("tensors", json::Value::array(std::move(names)));
+        log::info("agent {}: PBT round {}: copies agent {} ({} {:.4f} against {:.4f}), explores {}", dst.plan.index,
+                  round, src.plan.index, base.early_stopping.metric, metric[static_cast<std::size_t>(e.source)],
+                  metric[static_cast<std::size_t>(e.agent)], json::serialize(searched_keys(dst)));
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        if (!live[i]) continue;
+        Member& m = *training[i];
+        m.run->save_checkpoint();
+        trainers::Trainer& t = m.run->trainer();
+        json::Object line{{t.progress_unit(), t.progress()}, {"round", round}};
+        line.emplace_back("metric", std::isnan(metric[i]) ? json::Value() : json::Value(metric[i]));
+        for (auto& kv : extra[i]) line.emplace_back(std::move(kv.first), std::move(kv.second));
+        line.emplace_back("keys", searched_keys(m));
+        m.run->append_lineage(json::serialize(json::Value::object(std::move(line))));
+    }
+}
+
 /// unbatched_reason for the members that train in this process (`dir`: where their run
 /// directories are). Resuming members batch when every member resumes and their checkpoints stand
 /// at one iteration.
@@ -485,6 +643,20 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     std::vector<Member*> training;
     for (auto& m : members)
         if (m.action != AgentAction::done) training.push_back(&m);
+    // A resumed search's agents train on with the keys their rounds gave them (their config.toml),
+    // whatever profile the command resolved (run.on_exists = "resume" plans from the grid).
+    if (base.run.search != "none")
+        for (Member* m : training) {
+            if (m->action != AgentAction::resume) continue;
+            const config::Profile saved =
+                config::resolve_profile_file((fs::path(dir) / m->plan.name / "config.toml").string());
+            for (const auto& k : agent_keys()) {
+                if (k == "run.seed") continue;
+                const auto dot = k.find('.');
+                const auto* d = config::find_key(k.substr(0, dot), k.substr(dot + 1));
+                config::set_value(m->plan.profile, *d, config::get_value(saved, *d));
+            }
+        }
     write_population_json(where, base, members);  // first: a population stopped while it starts resumes too
     PopulationSetup setup;
     set_up(setup, training, force);
@@ -542,38 +714,83 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
         m.status = "running";
         m.live = true;
     }
+    // A search's first record: each new agent's keys at its start.
+    const long long interval = search_interval(base);
+    if (interval > 0)
+        for (auto* m : training)
+            if (m->action == AgentAction::create) {
+                json::Object line{{m->run->trainer().progress_unit(), 0}, {"round", 0}};
+                line.emplace_back("keys", searched_keys(*m));
+                m->run->append_lineage(json::serialize(json::Value::object(std::move(line))));
+            }
     write_population_json(where, base, members);
     signals::install_interrupt_handlers();
     for (auto* m : training) m->run->begin();
     // Each worker advances its agents in turn; an agent that ends (finished, early-stopped,
-    // diverged or interrupted) leaves alone and the others go on.
+    // diverged or interrupted) leaves alone and the others go on. A search (run.search) stops
+    // every agent at the iteration of its next round, runs the round, and goes on.
     const std::size_t workers = batched ? 1 : agent_workers(training.size(), setup.devices.front()->cuda() != nullptr);
+    const long long per = training.front()->run->trainer().progress_per_iteration();
+    long long round = interval > 0 ? rounds_done(training) : 0;
     std::mutex record;  // population.json and the members' status
-    on_workers(workers, setup.devices, [&](std::size_t w) {
-        std::vector<Member*> mine;
-        for (std::size_t i = w; i < training.size(); i += workers) mine.push_back(training[i]);
-        std::size_t live = mine.size();
-        while (live > 0) {
-            round_interrupt = signals::interrupt_requested();
-            for (auto* m : mine)  // every agent's work issued before any waits (PPO's rollouts)
-                if (m->live) m->run->prepare();
-            for (auto* m : mine) {
-                if (!m->live) continue;
-                if (m->run->step()) continue;
-                m->live = false;
-                --live;
-                if (m->run->status() == "diverged")
-                    log::error("agent {}: {} (the other agents go on)", m->plan.index, m->run->error());
-                else
-                    m->run->finish();
-                const std::string status = m->run->status();
-                m->run.reset();  // its trainer's device memory back
-                const std::lock_guard lock(record);
-                m->status = status;
-                write_population_json(where, base, members);
+    const auto end_member = [&](Member* m) {
+        m->live = false;
+        if (m->run->status() == "diverged")
+            log::error("agent {}: {} (the other agents go on)", m->plan.index, m->run->error());
+        else
+            m->run->finish();
+        const std::string status = m->run->status();
+        m->run.reset();  // its trainer's device memory back
+        const std::lock_guard lock(record);
+        m->status = status;
+        write_population_json(where, base, members);
+    };
+    while (std::any_of(training.begin(), training.end(), [](const Member* m) { return m->live; })) {
+        // The iteration of the next round (none without a search).
+        const long long stop =
+            interval > 0 ? ((round + 1) * interval + per - 1) / per : std::numeric_limits<long long>::max();
+        for (auto* m : training)
+            if (m->live) m->run->hold_interrupt_at(stop);
+        const auto waiting = [stop](const Member* m) { return m->run->trainer().iterations() >= stop; };
+        on_workers(workers, setup.devices, [&](std::size_t w) {
+            std::vector<Member*> mine;
+            for (std::size_t i = w; i < training.size(); i += workers)
+                if (training[i]->live) mine.push_back(training[i]);
+            std::size_t going = std::count_if(mine.begin(), mine.end(), [&](const Member* m) { return !waiting(m); });
+            while (going > 0) {
+                round_interrupt = signals::interrupt_requested();
+                for (auto* m : mine)  // every agent's work issued before any waits (PPO's rollouts)
+                    if (m->live && !waiting(m)) m->run->prepare();
+                for (auto* m : mine) {
+                    if (!m->live || waiting(m)) continue;
+                    if (m->run->step()) {
+                        if (waiting(m)) --going;
+                        continue;
+                    }
+                    --going;
+                    end_member(m);
+                }
+            }
+        });
+        if (interval == 0) break;
+        // Every live agent stands at the round's iteration, validated there. An interrupt now, or
+        // one that stopped an agent before it, stops them all before the round (a resume runs it).
+        const bool interrupted =
+            signals::interrupt_requested() ||
+            std::any_of(training.begin(), training.end(), [](const Member* m) { return m->status == "interrupted"; });
+        for (auto* m : training) {
+            if (!m->live) continue;
+            if (interrupted) {
+                m->run->interrupt();
+                end_member(m);
             }
         }
-    });
+        if (!std::any_of(training.begin(), training.end(), [](const Member* m) { return m->live; })) break;
+        ++round;
+        pbt_round(base, members.front().plan.seed, training, round);
+        const std::lock_guard lock(record);
+        write_population_json(where, base, members);
+    }
     for (auto& m : members) m.run.reset();
 }
 
@@ -739,11 +956,30 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
         for (const auto& line : lines)
             for (const auto& t : line.tokens) {
                 const std::string why = token_problem(t);
-                if (!why.empty())
+                if (!why.empty()) {
                     problems.push_back(fmt::format("{}:{}:{}: {}", r.grid_file, t.line, t.column, why));
-                else
+                    continue;
+                }
+                std::optional<Distribution> d;
+                try {
+                    d = token_distribution(r.grid_file, t);
+                } catch (const config::ProfileError& e) {
+                    problems.insert(problems.end(), e.problems().begin(), e.problems().end());
+                    continue;
+                }
+                if (!d) {
                     for (auto& p : value_problems(profile_file, shared, r.grid_file, t))
                         problems.push_back(std::move(p));
+                    continue;
+                }
+                // Every value the space can draw lies between its bounds: each bound must be a
+                // value of the key.
+                for (const auto& bound : bound_values(*d)) {
+                    GridToken b = t;
+                    b.text = d->key + "=" + bound;
+                    for (auto& p : value_problems(profile_file, shared, r.grid_file, b))
+                        problems.push_back(fmt::format("{} (a bound of {})", p, d->text));
+                }
             }
         if (!problems.empty()) throw config::ProfileError(problems);
     } else {
@@ -770,12 +1006,30 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
             AgentPlan a;
             a.index = static_cast<int>(plan.agents.size());
             a.overrides = shared;
-            for (const auto& t : line.tokens) {
-                a.grid.push_back(t.text);
-                a.overrides.push_back(t.text);
-            }
-            if (seed) a.overrides.push_back(fmt::format("run.seed={}", *seed));
+            std::vector<std::string> drawn;  // the line with its search spaces drawn
             try {
+                // The agent's seed first (its line's values and seed), then its search spaces drawn
+                // from that seed: the same agent draws the same point in any population.
+                std::vector<std::string> fixed = a.overrides;
+                for (const auto& t : line.tokens)
+                    if (!token_distribution(r.grid_file, t)) fixed.push_back(t.text);
+                if (seed) fixed.push_back(fmt::format("run.seed={}", *seed));
+                const config::Profile seeded = config::resolve_profile_file(profile_file, fixed);
+                for (const auto& t : line.tokens) {
+                    if (auto d = token_distribution(r.grid_file, t)) {
+                        drawn.push_back(
+                            d->key + "=" +
+                            draw_value(*d, static_cast<std::uint64_t>(seeded.run.seed), key_stream(d->key), 0));
+                        a.space.push_back(std::move(*d));
+                    } else {
+                        drawn.push_back(t.text);
+                    }
+                }
+                for (const auto& t : drawn) {
+                    a.grid.push_back(t);
+                    a.overrides.push_back(t);
+                }
+                if (seed) a.overrides.push_back(fmt::format("run.seed={}", *seed));
                 a.profile = config::resolve_profile_file(profile_file, a.overrides);
             } catch (const config::ProfileError& e) {
                 std::vector<std::string> problems;
@@ -790,6 +1044,9 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
             plan.agents.push_back(std::move(a));
         }
     }
+    if (base.run.search != "none" && plan.agents.size() < 2)
+        throw UsageError(fmt::format("run.search = \"{}\" needs a population of at least 2 agents, not {}",
+                                     base.run.search, plan.agents.size()));
     // Each agent's run directory: named by what differs between the agents in the population's
     // directory; flat (beside single runs), as --auto-name names the single run.
     std::vector<config::Profile> profiles;
@@ -935,6 +1192,18 @@ std::string resume_population(const std::string& dir, const std::vector<std::str
         if (const auto* g = a.find("overrides"); g != nullptr && g->is_array())
             for (const auto& o : g->as_array())
                 if (o.is_string()) m.plan.grid.push_back(o.as_string());
+        if (const auto* sp = a.find("space"); sp != nullptr && sp->is_array())
+            for (const auto& o : sp->as_array()) {
+                const std::string text = o.is_string() ? o.as_string() : "";
+                const auto eq = text.find('=');
+                auto parsed = eq == std::string::npos || !is_agent_key(text.substr(0, eq))
+                                  ? ParsedDistribution{std::nullopt, "not KEY=DISTRIBUTION", 0}
+                                  : parse_distribution(text.substr(0, eq), text.substr(eq + 1));
+                if (!parsed.distribution)
+                    throw UsageError(fmt::format("--resume {}: population.json: agent {}: search space '{}': {}", dir,
+                                                 m.plan.index, text, parsed.problem));
+                m.plan.space.push_back(std::move(*parsed.distribution));
+            }
         members.push_back(std::move(m));
     }
     base = members.front().plan.profile;

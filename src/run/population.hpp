@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/profile.hpp"
+#include "run/search.hpp"
 
 namespace fh::trainers {
 class Trainer;
@@ -44,7 +45,8 @@ bool wants_population(const config::Profile& profile, const PopulationRequest& r
 struct AgentPlan {
     int index = 0;
     std::int64_t seed = 0;
-    std::vector<std::string> grid;       ///< its grid line's overrides, as written ("" none)
+    std::vector<std::string> grid;       ///< its grid line's overrides, its search spaces drawn ("" none)
+    std::vector<Distribution> space;     ///< its line's search spaces (KEY=loguniform(a,b), ...; search.hpp)
     std::vector<std::string> overrides;  ///< the single run's command-line overrides (summary.json)
     config::Profile profile;             ///< resolved; run.population 1, run.name its name
     std::string name;                    ///< its run directory's name (PopulationRequest::flat says how it is made)

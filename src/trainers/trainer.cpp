@@ -41,6 +41,10 @@ void training_loop(Trainer& trainer, long long total, long long log_interval, co
     }
 }
 
+void Trainer::set_agent_keys(const config::Profile& profile) {
+    throw UsageError(fmt::format("run.search: a {} agent cannot change its keys while it trains", profile.run.trainer));
+}
+
 bool Trainer::nan_injected(long long update) const noexcept {
     return std::find(nan_updates_.begin(), nan_updates_.end(), update) != nan_updates_.end();
 }

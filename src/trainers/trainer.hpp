@@ -118,6 +118,11 @@ public:
     /// early_stopping.metric = "val_loss"); synchronises. nullopt for the others.
     virtual std::optional<double> validation_loss() { return std::nullopt; }
 
+    /// A population search (run.search, src/run/search.hpp): from the next iteration on, this
+    /// agent trains with `profile`'s per-agent keys (run::agent_keys(); run.seed unchanged), every
+    /// other key as before. Throws UsageError for a trainer that cannot change them while it trains.
+    virtual void set_agent_keys(const config::Profile& profile);
+
     /// Tests: the first loss the trainer gives the guard becomes NaN at these update numbers
     /// (1-based), the same way in every trainer, so the guard's skip and give-up can be tested.
     void inject_nan_at_updates(std::vector<long long> updates) { nan_updates_ = std::move(updates); }

@@ -179,9 +179,16 @@ TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]"
                           "walk_forward.folds",
                           "walk_forward.fold",
                           "walk_forward.window",
-                          "checkpoint.keep_replay"})
+                          "checkpoint.keep_replay",
+                          "run.search",
+                          "search.interval",
+                          "search.fraction",
+                          "search.perturb_down",
+                          "search.perturb_up",
+                          "search.resample_probability",
+                          "search.copy_replay"})
         CHECK(names.count(n) == 1);
-    CHECK(names.size() == 136);
+    CHECK(names.size() == 143);
 }
 
 TEST_CASE("the emitter writes every key and its text resolves to the same profile", "[config]") {

@@ -730,6 +730,21 @@ std::vector<StateTensor> DqnEngine::state_tensors(int a) {
     return t;
 }
 
+void DqnEngine::set_agent_keys(int a, const config::Profile& p) {
+    if (a < 0 || a >= agents_) throw std::out_of_range("DqnEngine::set_agent_keys: no such agent");
+    auto& current = profiles_[static_cast<std::size_t>(a)];
+    if (p.run.seed != current.run.seed)
+        throw UsageError("a DQN agent keeps its run.seed while it trains (its exploration and replay draws)");
+    if (const std::string why = unsupported(p, current); !why.empty())
+        throw UsageError(fmt::format("agent {}: its keys cannot change while it trains: {}", a, why));
+    current = p;
+    ops_.upload<dqn::AgentParams>(slice(agent_, a), std::vector<dqn::AgentParams>{dqn_agent_params(p)});
+    // The curiosity models' learning rate is an argument of the captured sequences.
+    collect_sequence_.reset();
+    iteration_sequence_.reset();
+    update_sequence_.reset();
+}
+
 io::ReplayDump DqnEngine::replay_dump(int a) {
     io::ReplayDump d;
     d.state_dim = env_params_.state_dim;

@@ -145,6 +145,10 @@ public:
     io::ReplayDump replay_dump(int agent);
     ops::View<float> online(int agent);
     ops::View<float> target(int agent);
+    /// Agent `agent` trains on with `profile`'s per-agent keys (its seed and every other key as
+    /// before; else UsageError): its device constants (dqn::AgentParams) are replaced and the
+    /// captured sequences captured again.
+    void set_agent_keys(int agent, const config::Profile& profile);
 
     /// An engine of one: batches up to this many rows run the online and target networks as one
     /// batched pass on [s; s'] (small products: one launch beats two); larger batches run the
@@ -285,6 +289,7 @@ public:
     GreedyPolicy& policy() noexcept override { return policy_; }
     const env::EnvParams& env_params() const noexcept override { return env_params_; }
     io::ReplayDump replay_dump() override { return engine_->replay_dump(agent_); }
+    void set_agent_keys(const config::Profile& profile) override { engine_->set_agent_keys(agent_, profile); }
 
     /// Bench of an engine of one (a population is benched as one, bench_population).
     void bench_prepare() override;

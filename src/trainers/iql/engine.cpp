@@ -384,6 +384,29 @@ LogLine IqlAgent::read_log(double seconds) {
 
 // The checkpoint's tensors (their names, shapes and order are those of checkpoints written by
 // earlier versions' single runs, which therefore resume).
+void IqlEngine::set_agent_keys(int a, const config::Profile& p) {
+    if (a < 0 || a >= agents_) throw std::out_of_range("IqlEngine::set_agent_keys: no such agent");
+    auto& current = profiles_[static_cast<std::size_t>(a)];
+    if (p.run.seed != current.run.seed)
+        throw UsageError("an IQL agent keeps its run.seed while it trains (its dataset and sampling)");
+    if (const std::string why = unsupported(p, current); !why.empty())
+        throw UsageError(fmt::format("agent {}: its keys cannot change while it trains: {}", a, why));
+    current = p;
+    const auto i = static_cast<std::size_t>(a);
+    ops_.upload<float>(lr_.view().subview(i, 1), std::vector<float>{static_cast<float>(p.training.learning_rate)});
+    const ops::SoftTarget soft = ops::SoftTarget::of({}, p.training.tau > 0 ? p.training.tau : 1.0);
+    ops_.upload<float>(tau_keep_.view().subview(2 * i, 2), std::vector<float>{soft.tau, soft.keep});
+    ops_.upload<iql::LossScalars>(scalars_.view().subview(i, 1),
+                                  std::vector<iql::LossScalars>{iql::LossScalars{
+                                      static_cast<float>(p.iql.expectile), static_cast<float>(p.iql.beta),
+                                      static_cast<float>(p.iql.max_weight)}});
+    ops_.upload<abi::SampleAgent>(
+        sample_agents_.view().subview(i, 1),
+        std::vector<abi::SampleAgent>{datasets_[i].sample_agent(static_cast<std::uint64_t>(p.run.seed), 1,
+                                                                static_cast<float>(p.training.gamma))});
+    update_sequence_.reset();
+}
+
 std::vector<StateTensor> IqlAgent::state_tensors() {
     const auto P = static_cast<std::int64_t>(state_.online.size());
     return {state_tensor("params/online", "F32", {P}, state_.online),

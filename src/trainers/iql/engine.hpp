@@ -101,6 +101,11 @@ public:
     const IqlNetworks& networks() const noexcept { return net_; }
     ops::Device& device() noexcept { return ops_; }
 
+    /// Agent `agent` trains on with `profile`'s per-agent keys (its seed and every other key as
+    /// before; else UsageError): its learning rate, target rate, loss scalars and sampling's gamma
+    /// on the device are replaced and the captured update captured again.
+    void set_agent_keys(int agent, const config::Profile& profile);
+
     /// Agent i's slices of the engine's buffers.
     struct AgentState {
         ops::View<float> online, target, m, v, accumulators;
@@ -169,6 +174,7 @@ public:
     void iterate() override;
     LogLine read_log(double seconds) override;
     std::vector<StateTensor> state_tensors() override;
+    void set_agent_keys(const config::Profile& profile) override { population_->set_agent_keys(agent_, profile); }
     ops::View<float> policy_weights() noexcept override { return state_.online; }
     GreedyPolicy& policy() noexcept override { return policy_; }
     const env::EnvParams& env_params() const noexcept override { return env_params_; }

@@ -544,6 +544,29 @@ void PpoEngine::restore_rollouts(long long rollouts) {
     }
 }
 
+void PpoEngine::set_agent_keys(int a, const config::Profile& p) {
+    if (a < 0 || a >= agents_) throw std::out_of_range("PpoEngine::set_agent_keys: no such agent");
+    auto& current = profiles_[static_cast<std::size_t>(a)];
+    if (p.run.seed != current.run.seed)
+        throw UsageError("a PPO agent keeps its run.seed while it trains (its environments and sampling)");
+    if (const std::string why = unsupported(p, current); !why.empty())
+        throw UsageError(fmt::format("agent {}: its keys cannot change while it trains: {}", a, why));
+    current = p;
+    const auto i = static_cast<std::size_t>(a);
+    ops_.upload<ppo::LossParams>(loss_params_.view().subview(i, 1),
+                                 std::vector<ppo::LossParams>{ppo::LossParams{
+                                     static_cast<float>(p.ppo.clip), static_cast<float>(p.ppo.value_coef),
+                                     static_cast<float>(p.ppo.entropy_coef), p.ppo.clip_value ? 1 : 0}});
+    ops_.upload<float>(gamma_lambda_.view().subview(2 * i, 2),
+                       std::vector<float>{static_cast<float>(p.training.gamma), static_cast<float>(p.ppo.gae_lambda)});
+    ops_.upload<float>(diversity_coef_.view().subview(i, 1),
+                       std::vector<float>{static_cast<float>(p.ppo.diversity_coef)});
+    // The learning rate (ppo_learning_rate) and the curiosity weight are arguments of the sequences.
+    rollout_sequence_.reset();
+    advantage_sequence_.reset();
+    update_sequence_.reset();
+}
+
 std::unique_ptr<Trainer> PpoEngine::agent(int i) {
     return std::make_unique<PpoAgent>(shared_from_this(), i);
 }

@@ -106,6 +106,11 @@ public:
     /// With run.population_batching = "auto": why agents of `first`'s shape run faster on their own
     /// launches ("" when they batch; TrainerKind::auto_batching_declined).
     static std::string auto_batching_declined(const config::Profile& first);
+    /// Agent `agent` trains on with `profile`'s per-agent keys (its seed and every other key as
+    /// before; else UsageError): its loss coefficients, gamma and lambda and diversity weight on
+    /// the device are replaced (its learning rate follows at the next rollout) and the captured
+    /// sequences captured again.
+    void set_agent_keys(int agent, const config::Profile& profile);
 
     /// Agent i trains on markets[i]'s training split. Throws UsageError when unsupported() names
     /// a problem.
@@ -257,6 +262,7 @@ public:
     void prepare_iteration() override;
     LogLine read_log(double seconds) override;
     std::vector<StateTensor> state_tensors() override;
+    void set_agent_keys(const config::Profile& profile) override { population_->set_agent_keys(agent_, profile); }
     /// Rollouts, steps, updates, curiosity updates.
     std::vector<std::int64_t> counter_values() const override {
         return {rollouts_, rollouts_ * population_->horizon(), updates(),

@@ -1,0 +1,715 @@
+/// @file test_search.cpp
+/// @brief A search inside a population (src/run/search.hpp, docs/sweeps.md "Searching"): search
+///        spaces and their seeded draws, refused spaces naming file:line:column, PBT's exploit
+///        (bit for bit the copied agent's weights, target, Adam state and replay; CPU, and a [gpu]
+///        twin) and explore, and whole searches: the same command twice the same lineage and bits,
+///        a search resumed after a crash the uninterrupted one.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config/profile.hpp"
+#include "config/schema.hpp"
+#include "data/load.hpp"
+#include "env/vec_env.hpp"
+#include "io/json.hpp"
+#include "io/safetensors.hpp"
+#include "ops/cpu_device.hpp"
+#include "run/population.hpp"
+#include "run/search.hpp"
+#include "support/gpu.hpp"
+#include "support/shell.hpp"
+#include "support/trainer_support.hpp"
+#include "trainers/dqn/engine.hpp"
+#include "trainers/population.hpp"
+#include "trainers/setup.hpp"
+#include "util/errors.hpp"
+
+using namespace fh;
+namespace fs = std::filesystem;
+namespace json = fh::io::json;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+    return fh::test::scratch_dir("fh-search", name);
+}
+
+run::Distribution dist(const std::string& key, const std::string& text) {
+    auto p = run::parse_distribution(key, text);
+    INFO(text << ": " << p.problem);
+    REQUIRE(p.distribution);
+    return *p.distribution;
+}
+
+config::Profile dqn_profile(const std::vector<std::string>& overrides) {
+    const std::string text = R"(
+[run]
+trainer = "dqn"
+seed = 7
+[data]
+synthetic_bars = 3000
+cache_dir = ""
+[experience]
+gpu_n_episodes = 8
+gpu_timesteps_per_episode = 40
+[replay_buffer]
+buffer_size = 256
+min_replay_size = 64
+batch_size = 32
+[dqn]
+hidden = [32, 32]
+)";
+    return config::resolve_profile_text(text, "test-profile", overrides);
+}
+
+/// Exploit between trainers `dst` and `src` (on `dst_ops`, `src_ops`): afterwards dst's weights,
+/// target, Adam moments (and replay when `replay`) are src's bytes, its environments its own.
+void check_exploit(ops::Device& dst_ops, trainers::Trainer& dst, ops::Device& src_ops, trainers::Trainer& src,
+                   bool replay) {
+    REQUIRE(dst.updates() > 0);
+    REQUIRE(dst.updates() == src.updates());  // Adam's step: the same update count
+    std::vector<std::pair<std::string, std::vector<std::byte>>> before;
+    for (const auto& t : dst.state_tensors()) before.emplace_back(t.name, dst_ops.to_host<std::byte>(t.bytes));
+    const auto copied = run::copy_agent_state(dst_ops, dst, src_ops, src, replay);
+    const std::set<std::string> names(copied.begin(), copied.end());
+    for (const char* must : {"params/online", "adam/m", "adam/v"}) CHECK(names.count(must) == 1);
+    for (const auto& t : dst.state_tensors())  // DQN's and IQL's target network (PPO has none)
+        if (t.name == "params/target") CHECK(names.count(t.name) == 1);
+    CHECK(names.count("replay/states") == (replay ? 1u : 0u));
+    CHECK(dst.updates() == src.updates());
+    for (const auto& [name, old] : before) {
+        INFO(name);
+        const auto now = test::tensor_bytes(dst_ops, dst, name);
+        const auto theirs = test::tensor_bytes(src_ops, src, name);
+        const bool copy =
+            name.starts_with("params/") || name.starts_with("adam/") || (replay && trainers::replay_memory(name));
+        if (copy) {
+            CHECK(now == theirs);
+            if (name == "params/online" || name == "adam/m" || name == "replay/states")
+                CHECK(old != theirs);  // the agents differed: the check above is not vacuous
+        } else {
+            CHECK(now == old);  // its own environments, guard and monitoring
+        }
+    }
+}
+
+/// A batched engine of three DQN agents (their own seeds and learning rates) trained 48 iterations
+/// (the replay ring wrapped), then agent 2 copies agent 0.
+void batched_exploit(ops::Device& ops, bool replay) {
+    std::vector<config::Profile> agents;
+    std::vector<std::unique_ptr<env::DeviceMarket>> markets;
+    std::vector<const env::DeviceMarket*> views;
+    for (const char* lr : {"0.001", "0.0005", "0.002"}) {
+        agents.push_back(dqn_profile(
+            {std::string("training.learning_rate=") + lr, "run.seed=" + std::to_string(3 + agents.size())}));
+        markets.push_back(
+            std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(agents.back()))));
+        views.push_back(markets.back().get());
+    }
+    const auto engine = std::make_shared<trainers::DqnEngine>(ops, agents, views);
+    std::vector<std::unique_ptr<trainers::Trainer>> members;
+    for (int i = 0; i < 3; ++i) members.push_back(engine->agent(i));
+    for (int k = 0; k < 48; ++k) engine->iterate();
+    check_exploit(ops, *members[2], ops, *members[0], replay);
+    // The copy trains on, with agent 0's learning rate: its keys changed on the device.
+    config::Profile p = agents[2];
+    p.training.learning_rate = agents[0].training.learning_rate;
+    members[2]->set_agent_keys(p);
+    CHECK(engine->profile(2).training.learning_rate == agents[0].training.learning_rate);
+    for (int k = 0; k < 4; ++k) engine->iterate();
+    // A key an agent cannot change while it trains is refused.
+    config::Profile shape = agents[2];
+    shape.replay_buffer.batch_size = 16;
+    CHECK_THROWS_AS(members[2]->set_agent_keys(shape), UsageError);
+}
+
+/// A batched engine of three agents of a shipped profile (own seeds and learning rates; `own`,
+/// another per-agent key of each) after `rounds` iterations: agent 2 copies agent 0, then trains
+/// on with agent 0's keys.
+void batched_profile_exploit(ops::Device& ops, const std::string& profile, const std::vector<std::string>& own,
+                             int rounds) {
+    const std::string file = config::locate_profile(profile);
+    std::vector<config::Profile> agents;
+    std::vector<std::unique_ptr<env::DeviceMarket>> markets;
+    std::vector<const env::DeviceMarket*> views;
+    for (const char* lr : {"0.001", "0.0005", "0.002"}) {
+        agents.push_back(config::resolve_profile_file(
+            file, {std::string("training.learning_rate=") + lr, "run.seed=" + std::to_string(3 + agents.size()),
+                   "run.population_batching=on", own[agents.size()]}));
+        markets.push_back(
+            std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(agents.back()))));
+        views.push_back(markets.back().get());
+    }
+    const auto engine = trainers::make_batched_population(ops, agents, views);
+    std::vector<std::unique_ptr<trainers::Trainer>> members;
+    for (int i = 0; i < 3; ++i) members.push_back(engine->agent(i));
+    const auto round = [&] {  // the agents advance together, as a population runs them
+        for (auto& m : members) m->iterate();
+    };
+    for (int k = 0; k < rounds; ++k) round();
+    check_exploit(ops, *members[2], ops, *members[0], false);
+    config::Profile p = agents[0];
+    p.run.seed = agents[2].run.seed;
+    members[2]->set_agent_keys(p);
+    for (int k = 0; k < 2; ++k) round();
+}
+
+/// A batched IQL engine of three agents (own seeds, datasets and learning rates) after 30 updates:
+/// agent 2 copies agent 0, then trains on with agent 0's keys.
+void batched_iql_exploit(ops::Device& ops) {
+    const std::string file = config::locate_profile("iql-smoketest");
+    std::vector<config::Profile> agents;
+    std::vector<std::unique_ptr<env::DeviceMarket>> markets;
+    std::vector<const env::DeviceMarket*> views;
+    for (const char* lr : {"0.001", "0.0005", "0.002"}) {
+        agents.push_back(config::resolve_profile_file(
+            file, {std::string("training.learning_rate=") + lr, "run.seed=" + std::to_string(3 + agents.size()),
+                   "iql.expectile=0." + std::to_string(6 + agents.size())}));
+        markets.push_back(
+            std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(agents.back()))));
+        views.push_back(markets.back().get());
+    }
+    const auto engine = trainers::make_batched_population(ops, agents, views);
+    std::vector<std::unique_ptr<trainers::Trainer>> members;
+    for (int i = 0; i < 3; ++i) members.push_back(engine->agent(i));
+    const auto round = [&] {  // the agents advance together, as a population runs them
+        for (auto& m : members) m->iterate();
+    };
+    for (int k = 0; k < 30; ++k) round();
+    check_exploit(ops, *members[2], ops, *members[0], false);
+    config::Profile p = agents[0];
+    p.run.seed = agents[2].run.seed;
+    members[2]->set_agent_keys(p);
+    for (int k = 0; k < 4; ++k) round();
+}
+
+std::string slurp(const fs::path& p) {
+    return fh::test::slurp(p);
+}
+
+json::Value parse(const std::string& text) {
+    return json::parse(text, json::Limits{64u << 20, 64, true});
+}
+
+std::string last_line(const std::string& text) {
+    std::string t = text;
+    while (!t.empty() && t.back() == '\n') t.pop_back();
+    const auto nl = t.rfind('\n');
+    return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+void check_same_tensors(const fs::path& a, const fs::path& b) {
+    const auto fa = fh::io::TensorFile::read(a.string());
+    const auto fb = fh::io::TensorFile::read(b.string());
+    REQUIRE(fa.names() == fb.names());
+    for (const auto& name : fa.names()) {
+        const auto ta = fa.tensor(name), tb = fb.tensor(name);
+        INFO(a.string() << " tensor " << name);
+        REQUIRE(ta.bytes.size() == tb.bytes.size());
+        CHECK(std::equal(ta.bytes.begin(), ta.bytes.end(), tb.bytes.begin()));
+    }
+}
+
+/// Two population directories hold the same search: population.json's agents (their keys and
+/// lineage), each agent's lineage.jsonl, eval.jsonl, config.toml's keys and last checkpoint.
+void check_same_search(const fs::path& a, const fs::path& b) {
+    const auto ja = parse(slurp(a / "population.json"));
+    const auto jb = parse(slurp(b / "population.json"));
+    const auto& agents = ja.find("agents")->as_array();
+    REQUIRE(agents.size() == jb.find("agents")->as_array().size());
+    for (std::size_t i = 0; i < agents.size(); ++i) {
+        const auto& x = agents[i];
+        const auto& y = jb.find("agents")->as_array()[i];
+        const std::string name = x.find("run")->as_string();
+        INFO(name);
+        CHECK(y.find("run")->as_string() == name);
+        for (const char* key : {"lineage", "keys", "space", "overrides", "best", "test", "status"}) {
+            INFO(key);
+            REQUIRE(x.find(key) != nullptr);
+            CHECK(json::serialize(*x.find(key)) == json::serialize(*y.find(key)));
+        }
+        CHECK(slurp(a / name / "lineage.jsonl") == slurp(b / name / "lineage.jsonl"));
+        CHECK(slurp(a / name / "eval.jsonl") == slurp(b / name / "eval.jsonl"));
+        check_same_tensors(a / name / "checkpoints/last.safetensors", b / name / "checkpoints/last.safetensors");
+    }
+}
+
+const std::string kGrid = "training.learning_rate=loguniform(1e-4,1e-2) dqn.cql_alpha=uniform(0,1)\n";
+// The regular checkpoints fall on the rounds' iterations, written before each round: a resume
+// must continue from the checkpoint the round writes after it.
+const std::string kSearch =
+    "--profile dqn-smoketest --seeds 1,2,3,4 --set run.total_steps=800 --set run.eval_interval=200 "
+    "--set run.checkpoint_interval=200 --set run.log_interval=200 --set dqn.hidden=[32] --set run.search=pbt "
+    "--set data.seed=5 --set search.fraction=0.25";
+
+}  // namespace
+
+TEST_CASE("search spaces: draws follow their seeds and stay within their bounds", "[search]") {
+    const auto lr = dist("training.learning_rate", "loguniform(1e-4,1e-2)");
+    const auto cql = dist("dqn.cql_alpha", "uniform(0, 1)");
+    const auto period = dist("training.target_update_period", "choice(10,100,1000)");
+    std::set<std::string> seen;
+    for (std::uint64_t seed = 1; seed <= 50; ++seed) {
+        const std::string a = run::draw_value(lr, seed, run::key_stream(lr.key), 0);
+        CHECK(a == run::draw_value(lr, seed, run::key_stream(lr.key), 0));  // same seed, same draw
+        seen.insert(a);
+        const double v = std::stod(a);
+        CHECK(v >= 1e-4);
+        CHECK(v <= 1e-2);
+        const double c = std::stod(run::draw_value(cql, seed, run::key_stream(cql.key), 0));
+        CHECK(c >= 0);
+        CHECK(c < 1);
+        const std::string t = run::draw_value(period, seed, run::key_stream(period.key), 0);
+        CHECK((t == "10" || t == "100" || t == "1000"));
+    }
+    CHECK(seen.size() == 50);  // different seeds, different draws
+    // Log-uniform: about half the draws below the geometric middle (1e-3).
+    int below = 0;
+    for (std::uint64_t seed = 1; seed <= 400; ++seed)
+        below += std::stod(run::draw_value(lr, seed, run::key_stream(lr.key), 0)) < 1e-3;
+    CHECK(below > 160);
+    CHECK(below < 240);
+    // An integer key's uniform draws are integers.
+    const auto decay = dist("training.epsilon_decay_steps", "uniform(100,1000)");
+    CHECK(run::draw_value(decay, 3, 1, 0).find_first_of(".e") == std::string::npos);
+}
+
+TEST_CASE("search spaces: PBT's perturbation and resampling follow their seeds", "[search]") {
+    const auto lr = dist("training.learning_rate", "loguniform(1e-4,1e-2)");
+    std::set<std::string> values;
+    int up = 0;
+    for (std::uint64_t c = 0; c < 200; ++c) {
+        const std::string v = run::perturb_value(lr, 1e-3, 0.8, 1.25, 9, 1, c);
+        CHECK(v == run::perturb_value(lr, 1e-3, 0.8, 1.25, 9, 1, c));
+        values.insert(v);
+        up += v == config::toml_value_text(1e-3 * 1.25);
+    }
+    CHECK(values == std::set<std::string>{config::toml_value_text(1e-3 * 0.8), config::toml_value_text(1e-3 * 1.25)});
+    CHECK(up > 70);
+    CHECK(up < 130);
+    // Clamped to the space's bounds; a choice moves to a neighbour.
+    CHECK(run::perturb_value(lr, 9.9e-3, 1.25, 1.25, 9, 1, 0) == config::toml_value_text(1e-2));
+    const auto period = dist("training.target_update_period", "choice(10,100,1000)");
+    for (std::uint64_t c = 0; c < 20; ++c) {
+        const std::string v = run::perturb_value(period, 100, 0.8, 1.25, 4, 2, c);
+        CHECK((v == "10" || v == "1000"));
+    }
+    // explore_keys: the same seed and round, the same keys; another seed, others.
+    const config::Profile p = dqn_profile({"training.learning_rate=0.001"});
+    const run::SearchSpace space{lr, dist("dqn.cql_alpha", "uniform(0,1)")};
+    config::SearchConfig s;
+    s.resample_probability = 0.5;
+    const auto a = run::explore_keys(space, p, s, 1, 3, 2);
+    CHECK(a == run::explore_keys(space, p, s, 1, 3, 2));
+    CHECK(a != run::explore_keys(space, p, s, 2, 3, 2));
+    CHECK(a != run::explore_keys(space, p, s, 1, 4, 2));
+    REQUIRE(a.size() == 2);
+    CHECK(a[0].starts_with("training.learning_rate="));
+    // resample_probability 0: only perturbations of the copied agent's values; 1: only draws.
+    s.resample_probability = 0;
+    for (std::uint64_t round = 1; round < 20; ++round) {
+        const auto k = run::explore_keys({lr}, p, s, 1, round, 0);
+        const double v = std::stod(k[0].substr(k[0].find('=') + 1));
+        CHECK((v == Approx(p.training.learning_rate * 0.8) || v == Approx(p.training.learning_rate * 1.25)));
+    }
+    s.resample_probability = 1;
+    for (std::uint64_t round = 1; round < 20; ++round) {
+        const auto k = run::explore_keys({lr}, p, s, 1, round, 0);
+        CHECK(k[0] ==
+              "training.learning_rate=" + run::draw_value(lr, 1, run::key_stream(lr.key), ((round << 20) | 0u) + 1));
+    }
+}
+
+TEST_CASE("PBT's exploit: the bottom agents copy agents drawn from the top, seeded", "[search]") {
+    const std::vector<double> metric{0.5, -1.0, 2.0, 0.1, std::nan(""), 1.0, -0.5, 0.0};
+    const std::vector<bool> live{true, true, true, true, true, true, true, false};
+    // Ranked (live, validated): 2, 5, 0, 3, 6, 1 -> a quarter of 6 = 1: agent 1 copies agent 2.
+    auto e = run::plan_exploits(metric, live, 0.25, 1, 1);
+    REQUIRE(e.size() == 1);
+    CHECK(e[0].agent == 1);
+    CHECK(e[0].source == 2);
+    // Half: the bottom three (3, 6, 1) each copy one of the top three (2, 5, 0).
+    e = run::plan_exploits(metric, live, 0.5, 1, 1);
+    REQUIRE(e.size() == 3);
+    std::set<int> sources;
+    for (const auto& x : e) {
+        CHECK((x.agent == 3 || x.agent == 6 || x.agent == 1));
+        CHECK((x.source == 2 || x.source == 5 || x.source == 0));
+        sources.insert(x.source);
+    }
+    std::set<int> over_rounds;  // the draw of the source varies with the round and the seed
+    for (std::uint64_t round = 1; round < 40; ++round)
+        for (const auto& x : run::plan_exploits(metric, live, 0.5, 7, round)) over_rounds.insert(x.source);
+    CHECK(over_rounds == std::set<int>{0, 2, 5});
+    CHECK(run::plan_exploits({1.0}, {true}, 0.5, 1, 1).empty());
+}
+
+TEST_CASE("PBT's exploit copies exactly the source agent's state (CPU, batched and separate engines)", "[search]") {
+    ops::CpuDevice ops;
+    SECTION("batched, with the replay") {
+        batched_exploit(ops, true);
+    }
+    SECTION("batched, without the replay") {
+        batched_exploit(ops, false);
+    }
+    SECTION("IQL, batched") {
+        batched_iql_exploit(ops);
+    }
+    SECTION("PPO, batched") {
+        batched_profile_exploit(ops, "ppo-smoketest", {"ppo.clip=0.1", "ppo.clip=0.2", "ppo.entropy_coef=0.02"}, 2);
+    }
+    SECTION("separate engines on separate devices") {
+        ops::CpuDevice other;
+        const auto a = dqn_profile({"run.seed=3"}), b = dqn_profile({"run.seed=4", "training.learning_rate=0.003"});
+        const env::DeviceMarket ma(ops, data::load_market(trainers::data_options(a)));
+        const env::DeviceMarket mb(other, data::load_market(trainers::data_options(b)));
+        auto ta = trainers::make_dqn_trainer(ops, a, ma);
+        auto tb = trainers::make_dqn_trainer(other, b, mb);
+        for (int k = 0; k < 48; ++k) {
+            ta->iterate();
+            tb->iterate();
+        }
+        check_exploit(ops, *ta, other, *tb, true);
+    }
+}
+
+TEST_CASE("PBT's exploit copies exactly the source agent's state (CUDA, batched)", "[gpu][search]") {
+    auto& ops = test::gpu_ops();
+    batched_exploit(ops, true);
+    batched_exploit(ops, false);
+    batched_iql_exploit(ops);
+    batched_profile_exploit(ops, "ppo-smoketest", {"ppo.clip=0.1", "ppo.clip=0.2", "ppo.entropy_coef=0.02"}, 2);
+}
+
+TEST_CASE("search spaces in a grid: each agent draws its point from its seed; bad spaces name file:line:column",
+          "[search]") {
+    const auto dir = scratch("grid");
+    const std::string profile_file = config::locate_profile("dqn-smoketest");
+    const auto base = config::resolve_profile_file(profile_file, {"run.population=4"});
+    const auto plan_of = [&](const std::string& grid) {
+        const fs::path file = dir / "grid.txt";
+        std::ofstream(file) << grid;
+        run::PopulationRequest r;
+        r.grid_file = file.string();
+        return run::plan_population(profile_file, base, {"run.population=4"}, r, false);
+    };
+    const auto a = plan_of(kGrid);
+    REQUIRE(a.agents.size() == 4);
+    std::set<double> lrs;
+    for (const auto& agent : a.agents) {
+        CHECK(agent.space.size() == 2);
+        lrs.insert(agent.profile.training.learning_rate);
+        CHECK(agent.profile.training.learning_rate >= 1e-4);
+        CHECK(agent.profile.training.learning_rate <= 1e-2);
+        CHECK(agent.profile.dqn.cql_alpha < 1);
+    }
+    CHECK(lrs.size() == 4);
+    const auto b = plan_of(kGrid);  // the same command draws the same points
+    for (std::size_t i = 0; i < 4; ++i) CHECK(a.agents[i].grid == b.agents[i].grid);
+    // Spaced arguments are one token.
+    CHECK(plan_of("dqn.cql_alpha=choice(0, 0.5)\n").agents.size() == 4);
+    const auto refused = [&](const std::string& grid, const std::string& where, const std::string& what) {
+        INFO(grid);
+        try {
+            (void)plan_of(grid);
+            FAIL("accepted");
+        } catch (const config::ProfileError& e) {
+            std::string all;
+            for (const auto& p : e.problems()) all += p + "\n";
+            INFO(all);
+            CHECK(all.find((dir / "grid.txt").string() + ":" + where + ":") != std::string::npos);
+            CHECK(all.find(what) != std::string::npos);
+        }
+    };
+    refused("training.learning_rate=lognormal(1,2)\n", "1:24", "unknown distribution 'lognormal'");
+    refused("dqn.cql_alpha=0.1\ntraining.learning_rate=uniform(0.01,0.001)\n", "2:32",
+            "the first bound must be below the second");
+    refused("training.learning_rate=loguniform(0,0.1)\n", "1:35", "must be > 0");
+    refused("training.learning_rate=loguniform(1e-4,x)\n", "1:40", "'x' is not a number");
+    refused("training.learning_rate=uniform(1e-4,1e-3\n", "1:41", "must end with its ')'");
+    refused("dqn.hidden=choice(32,64)\n", "1:1", "cannot differ between the agents");
+    refused("run.seed=choice(1,2)\n", "1:10", "run.seed cannot be searched");
+    refused("training.gamma=uniform(0.9,1.5)\n", "1:1", "a bound of uniform(0.9,1.5)");
+    fs::remove_all(dir);
+}
+
+TEST_CASE("PBT: the same command twice gives the same lineage and bits; a search resumed after a crash equals it",
+          "[search]") {
+    const auto dir = scratch("pbt");
+    std::ofstream(dir / "grid.txt") << kGrid;
+    const auto search = [&](const std::string& out, const std::string& env, const std::string& extra = "") {
+        return fh::test::run_shell(env + " \"$EXE\" " + kSearch + " --device cpu" + extra + " --population-grid '" +
+                                       (dir / "grid.txt").string() + "' --output '" + (dir / out).string() + "'",
+                                   dir);
+    };
+    for (const std::string batching : {"off", "on"}) {
+        SECTION("run.population_batching = " + batching) {
+            const std::string extra = " --set run.population_batching=" + batching;
+            const auto a = search("a", "", extra);
+            INFO(a.err);
+            REQUIRE(a.code == 0);
+            const fs::path pa = last_line(a.out);
+            CHECK((a.err.find("one batched engine") != std::string::npos) == (batching == "on"));
+            const auto pop = parse(slurp(pa / "population.json"));
+            REQUIRE(pop.find("search") != nullptr);
+            // Three rounds (200, 400, 600 env steps), one copy each (a quarter of 4 agents).
+            int copies = 0;
+            for (const auto& agent : pop.find("agents")->as_array()) {
+                copies += static_cast<int>(agent.find("lineage")->as_array().size());
+                const std::string name = agent.find("run")->as_string();
+                int lines = 0;
+                std::istringstream in(slurp(pa / name / "lineage.jsonl"));
+                for (std::string line; std::getline(in, line);) ++lines;
+                CHECK(lines == 4);  // its keys at the start and after each round
+                // config.toml holds the keys it trains with now.
+                const auto cfg = config::resolve_profile_file((pa / name / "config.toml").string());
+                const auto& keys = agent.find("keys")->as_object();
+                for (const auto& [k, v] : keys)
+                    if (k == "training.learning_rate") CHECK(cfg.training.learning_rate == v.as_double());
+            }
+            CHECK(copies == 3);
+            // report draws the lineage and each key's trajectory; compare shows the final keys.
+            const auto rep = fh::test::run_shell(
+                "\"$EXE\" report '" + pa.string() + "' -o '" + (dir / "report.html").string() + "'", dir);
+            INFO(rep.err);
+            CHECK(rep.code == 0);
+            const std::string html = slurp(dir / "report.html");
+            for (const char* want :
+                 {"<h2>Search</h2>", "Lineage: each agent at its index",
+                  "training.learning_rate of each agent over training", "dqn.cql_alpha of each agent over training"})
+                CHECK(html.find(want) != std::string::npos);
+            const auto cmp = fh::test::run_shell("\"$EXE\" compare '" + pa.string() + "' --format csv", dir);
+            CHECK(cmp.code == 0);
+            CHECK(cmp.out.find("training.learning_rate") != std::string::npos);
+            CHECK(cmp.out.find("dqn.cql_alpha") != std::string::npos);
+            // The same command: the same search, bit for bit.
+            const auto b = search("b", "", extra);
+            INFO(b.err);
+            REQUIRE(b.code == 0);
+            check_same_search(pa, last_line(b.out));
+            // Crashed after the second round (4 agents x 125 iterations), then resumed: the same.
+            const auto c = search("c", "FH_FAULT=train-step:500", extra);
+            INFO(c.err);
+            REQUIRE(c.code == 2);
+            const fs::path pc = dir / "c" / "dqn-smoketest";
+            REQUIRE(fs::exists(pc / "population.json"));
+            const auto resumed = fh::test::run_shell("\"$EXE\" --resume '" + pc.string() + "' --device cpu", dir);
+            INFO(resumed.err);
+            REQUIRE(resumed.code == 0);
+            check_same_search(pa, pc);
+        }
+    }
+    fs::remove_all(dir);
+}
+
+/// The same search twice on the GPU (`common` with its grid line `grid`), batched and not: the
+/// same lineage, validations and checkpoint tensors.
+void gpu_search_twice(const std::string& common, const std::string& grid, const std::string& tag) {
+    const auto dir = scratch(tag);
+    std::ofstream(dir / "grid.txt") << grid;
+    for (const std::string batching : {"off", "on"}) {
+        INFO("run.population_batching = " << batching);
+        std::vector<fs::path> runs;
+        for (const char* name : {"a", "b"}) {
+            const auto r =
+                fh::test::run_shell("\"$EXE\" " + common + " --device cuda --set run.population_batching=" + batching +
+                                        " --population-grid '" + (dir / "grid.txt").string() + "' --output '" +
+                                        (dir / (batching + name)).string() + "'",
+                                    dir);
+            INFO(r.err);
+            REQUIRE(r.code == 0);
+            runs.push_back(last_line(r.out));
+        }
+        check_same_search(runs[0], runs[1]);
+    }
+    fs::remove_all(dir);
+}
+
+TEST_CASE("PBT on the GPU: the same command twice gives the same lineage and bits (CUDA)", "[gpu][search]") {
+    SECTION("DQN") {
+        gpu_search_twice(kSearch, kGrid, "pbt-gpu-dqn");
+    }
+    SECTION("IQL") {
+        gpu_search_twice(
+            "--profile iql-smoketest --seeds 1,2,3,4 --set run.total_steps=120 --set run.eval_interval=30 --set "
+            "run.checkpoint_interval=30 --set run.log_interval=30 --set run.search=pbt --set data.seed=5",
+            "training.learning_rate=loguniform(1e-4,1e-2) iql.expectile=uniform(0.5,0.9)\n", "pbt-gpu-iql");
+    }
+    SECTION("PPO") {
+        gpu_search_twice(
+            "--profile ppo-smoketest --seeds 1,2,3,4 --set run.total_steps=1600 --set run.eval_interval=400 --set "
+            "run.checkpoint_interval=400 --set run.log_interval=400 --set run.search=pbt --set data.seed=5",
+            "training.learning_rate=loguniform(1e-4,1e-2) ppo.entropy_coef=uniform(0,0.05)\n", "pbt-gpu-ppo");
+    }
+}
+
+TEST_CASE("scripts/sweep.sh: a search space in --set draws one point per seed; run.search reaches every search",
+          "[search][sweep]") {
+    const auto dir = scratch("sweep");
+    const char* src = std::getenv("FH_SOURCE_DIR");
+    REQUIRE(src != nullptr);
+    std::string sweep = "'";
+    sweep += (fs::path(src) / "scripts" / "sweep.sh").string();
+    sweep +=
+        "' --exe \"$EXE\" --profile dqn-smoketest --cpu --set 'training.learning_rate=loguniform(1e-4, 1e-2)' "
+        "--set run.search=pbt --seeds 1,2,3,4";
+    const std::string tiny =
+        " -- --set run.total_steps=400 --set run.eval_interval=200 --set dqn.hidden=[16] --set data.seed=5";
+    // Two job slots: two searches of two agents, each with run.search and its grid of spaces.
+    const auto dry = fh::test::run_shell(sweep + " -j 2 --dry-run --output '" + (dir / "sw").string() + "'", dir);
+    INFO(dry.out << dry.err);
+    REQUIRE(dry.code == 0);
+    CHECK(std::count(dry.out.begin(), dry.out.end(), '\n') == 2);
+    for (const char* want : {"--set run.search=pbt", "population-0.grid", "population-1.grid"})
+        CHECK(dry.out.find(want) != std::string::npos);
+    CHECK(dry.out.find("loguniform") == std::string::npos);  // in the populations' grids, not --set
+    const auto alone = fh::test::run_shell(sweep + " --no-population --output '" + (dir / "x").string() + "'", dir);
+    CHECK(alone.code == 2);
+    CHECK(alone.err.find("a population draws it; drop --no-population") != std::string::npos);
+    const auto r = fh::test::run_shell(sweep + " -j 2 --output '" + (dir / "sw").string() + "'" + tiny, dir);
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.err.find("(2 at a time; 2 processes)") != std::string::npos);
+    std::set<double> lrs;
+    int lineages = 0;
+    for (const auto& e : fs::directory_iterator(dir / "sw")) {
+        if (!fs::exists(e.path() / "config.toml")) continue;
+        const auto p = config::resolve_profile_file((e.path() / "config.toml").string());
+        CHECK(p.run.search == "pbt");
+        lineages += fs::exists(e.path() / "lineage.jsonl");
+        lrs.insert(p.training.learning_rate);
+    }
+    CHECK(lineages == 4);
+    CHECK(lrs.size() >= 3);  // four draws (a round may have set one agent's to another's perturbed value)
+    fs::remove_all(dir);
+}
+
+TEST_CASE("PBT on IQL (rounds in updates): the same command twice, and resumed after a crash, give the same search",
+          "[search][iql]") {
+    const auto dir = scratch("pbt-iql");
+    std::ofstream(dir / "grid.txt") << "training.learning_rate=loguniform(1e-4,1e-2) iql.expectile=uniform(0.5,0.9)\n";
+    const auto search = [&](const std::string& out, const std::string& env, const std::string& extra = "") {
+        return fh::test::run_shell(
+            env + " \"$EXE\" --profile iql-smoketest --device cpu" + extra +
+                " --seeds 1,2,3,4 --set "
+                "run.total_steps=120 --set run.eval_interval=30 --set run.checkpoint_interval=30 "
+                "--set run.log_interval=30 --set run.search=pbt --set data.seed=5 "
+                "--population-grid '" +
+                (dir / "grid.txt").string() + "' --output '" + (dir / out).string() + "'",
+            dir);
+    };
+    const auto a = search("a", "");
+    INFO(a.err);
+    REQUIRE(a.code == 0);
+    CHECK(a.err.find("one batched engine for the 4 agents") != std::string::npos);
+    const fs::path pa = last_line(a.out);
+    int copies = 0;
+    const auto pop = parse(slurp(pa / "population.json"));
+    for (const auto& agent : pop.find("agents")->as_array())
+        copies += static_cast<int>(agent.find("lineage")->as_array().size());
+    CHECK(copies == 3);  // rounds at 30, 60 and 90 updates
+    const auto b = search("b", "");
+    REQUIRE(b.code == 0);
+    check_same_search(pa, last_line(b.out));
+    const auto c = search("c", "FH_FAULT=train-step:300");  // 4 agents x 75 updates: after the second round
+    REQUIRE(c.code == 2);
+    const fs::path pc = dir / "c" / "iql-smoketest";
+    const auto resumed = fh::test::run_shell("\"$EXE\" --resume '" + pc.string() + "' --device cpu", dir);
+    INFO(resumed.err);
+    REQUIRE(resumed.code == 0);
+    check_same_search(pa, pc);
+    // The same, continued by the command again with run.on_exists = "resume" (as scripts/sweep.sh
+    // does): the agents train on with their config.toml's keys, not the grid's draws.
+    REQUIRE(search("d", "FH_FAULT=train-step:300").code == 2);
+    const auto d = search("d", "", " --set run.on_exists=resume");
+    INFO(d.err);
+    REQUIRE(d.code == 0);
+    check_same_search(pa, dir / "d" / "iql-smoketest");
+    fs::remove_all(dir);
+}
+
+TEST_CASE(
+    "PBT on PPO (rounds of whole rollouts): the same command twice, and resumed after a crash, give the same "
+    "search",
+    "[search][ppo]") {
+    const auto dir = scratch("pbt-ppo");
+    std::ofstream(dir / "grid.txt")
+        << "training.learning_rate=loguniform(1e-4,1e-2) ppo.entropy_coef=uniform(0,0.05)\n";
+    const auto search = [&](const std::string& out, const std::string& env) {
+        return fh::test::run_shell(
+            env +
+                " \"$EXE\" --profile ppo-smoketest --device cpu --seeds 1,2,3,4 --set run.total_steps=1600 --set "
+                "run.eval_interval=400 --set run.checkpoint_interval=400 --set run.log_interval=400 --set "
+                "run.search=pbt --set data.seed=5 --set ppo.hidden=[32] --population-grid '" +
+                (dir / "grid.txt").string() + "' --output '" + (dir / out).string() + "'",
+            dir);
+    };
+    const auto a = search("a", "");
+    INFO(a.err);
+    REQUIRE(a.code == 0);
+    const fs::path pa = last_line(a.out);
+    const auto pop = parse(slurp(pa / "population.json"));
+    int copies = 0;
+    for (const auto& agent : pop.find("agents")->as_array())
+        copies += static_cast<int>(agent.find("lineage")->as_array().size());
+    CHECK(copies == 3);  // rounds after rollouts 1, 2 and 3
+    const auto b = search("b", "");
+    REQUIRE(b.code == 0);
+    check_same_search(pa, last_line(b.out));
+    const auto c = search("c", "FH_FAULT=train-step:11");  // 4 agents x 3 rollouts: after the second round
+    REQUIRE(c.code == 2);
+    const fs::path pc = dir / "c" / "ppo-smoketest";
+    const auto resumed = fh::test::run_shell("\"$EXE\" --resume '" + pc.string() + "' --device cpu", dir);
+    INFO(resumed.err);
+    REQUIRE(resumed.code == 0);
+    check_same_search(pa, pc);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("run.search is refused where it cannot search: another trainer, an interval off the validations, one agent",
+          "[search]") {
+    const auto problems = [](const std::vector<std::string>& overrides) {
+        try {
+            (void)config::resolve_profile_file(config::locate_profile("ppo-smoketest"), overrides);
+        } catch (const config::ProfileError& e) {
+            std::string all;
+            for (const auto& p : e.problems()) all += p + "\n";
+            return all;
+        }
+        return std::string();
+    };
+    CHECK(problems({"run.trainer=dt", "run.search=pbt"}).find("trains DQN, IQL and PPO populations, not dt") !=
+          std::string::npos);
+    CHECK(problems({"run.search=pbt"}).empty());
+    CHECK(problems({"run.trainer=dqn", "run.search=pbt", "run.eval_interval=400", "search.interval=600"})
+              .find("search.interval = 600 is not a multiple of run.eval_interval = 400") != std::string::npos);
+    CHECK(problems({"run.trainer=dqn", "run.search=pbt", "run.eval_interval=0"}).find("needs run.eval_interval > 0") !=
+          std::string::npos);
+    CHECK(problems({"run.trainer=dqn", "run.search=pbt", "run.eval_interval=400", "search.interval=1200"}).empty());
+    CHECK(problems({"run.search=halving"}).find("run.search") != std::string::npos);
+    const auto dir = scratch("refused");
+    // A single run, and a population of one, do not search (exit 2, nothing written).
+    const auto single = fh::test::run_shell(
+        "\"$EXE\" --profile dqn-smoketest --device cpu --set run.search=pbt --output '" + (dir / "runs").string() + "'",
+        dir);
+    CHECK(single.code == 2);
+    CHECK(single.err.find("searches inside a population") != std::string::npos);
+    const auto one =
+        fh::test::run_shell("\"$EXE\" --profile dqn-smoketest --device cpu --seeds 1 --set run.search=pbt --output '" +
+                                (dir / "runs").string() + "'",
+                            dir);
+    CHECK(one.code == 2);
+    CHECK(one.err.find("needs a population of at least 2 agents, not 1") != std::string::npos);
+    CHECK(!fs::exists(dir / "runs"));
+    fs::remove_all(dir);
+}
