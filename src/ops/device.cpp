@@ -388,13 +388,16 @@ std::string precision_effect(Precision p, Backend b) {
             return cpu ? "tf32: on the CPU backend the products compute in FP32 (TF32 is the GPU's tensor-core "
                          "rounding); on a GPU (sm_80 and later) faster matrix products, about 1e-3 relative error each"
                        : "tf32: the linear layers' products on TF32 tensor cores with FP32 sums: expected faster "
-                         "than fp32 (docs/performance.md, Precision), about 1e-3 relative error per product";
+                         "than fp32 (measured 1.1 to 2x: docs/performance.md, Precision), about 1e-3 relative error "
+                         "per product";
         case Precision::bf16:
             return cpu ? "bf16: on the CPU backend the products' operands rounded to BF16 as on the GPU (slower than "
-                         "fp32 here: the rounding is extra work); on a GPU (sm_80 and later) the fastest products, "
-                         "about 4e-3 relative error per product"
+                         "fp32 here: the rounding is extra work); on a GPU (sm_80 and later) also slower than fp32 "
+                         "today (each product rounds its operands in an extra launch), about 4e-3 relative error "
+                         "per product"
                        : "bf16: the linear layers' products with BF16 operands and FP32 sums, FP32 master weights: "
-                         "expected the fastest (docs/performance.md, Precision), about 4e-3 relative error per product";
+                         "measured 1.5 to 2.7x slower than fp32 today, each product rounding its operands in an extra "
+                         "launch (docs/performance.md, Precision), about 4e-3 relative error per product";
         default:
             return "fp32: full FP32 products (the reference speed and results)";
     }
