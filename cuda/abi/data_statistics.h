@@ -84,4 +84,9 @@ void launch(Gpu& gpu, const ColumnMoments& a) {
 }
 
 }  // namespace fh::ops
+
+// The launch rules' device (src/ops/op.hpp).
+#ifndef FH_INCLUDING_KERNEL_LISTS
+#include "ops/cuda_device.hpp"
+#endif
 #endif

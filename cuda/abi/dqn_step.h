@@ -8,7 +8,11 @@
 
 #include "abi/core_network.h"
 #include "abi/view.h"
+// env.h's host part must not reach the kernel table before this header's kernel list exists.
+#pragma push_macro("FH_INCLUDING_KERNEL_LISTS")
+#define FH_INCLUDING_KERNEL_LISTS
 #include "abi/env.h"
+#pragma pop_macro("FH_INCLUDING_KERNEL_LISTS")
 #include "math/dqn.h"
 #include "math/env.h"
 #include "math/her.h"
@@ -793,4 +797,9 @@ void launch(Gpu& gpu, const DqnHerSample& a) {
     gpu.kernels().dqn_her_sample_kernel(gpu.stream(), warp_rows(a.batch, 4, a.agent.size()), a);
 }
 }  // namespace fh::ops
+
+// The launch rules' device (src/ops/op.hpp).
+#ifndef FH_INCLUDING_KERNEL_LISTS
+#include "ops/cuda_device.hpp"
+#endif
 #endif

@@ -289,4 +289,9 @@ void launch(Gpu& gpu, const Normalize& a) {
 }
 
 }  // namespace fh::ops
+
+// The launch rules' device (src/ops/op.hpp).
+#ifndef FH_INCLUDING_KERNEL_LISTS
+#include "ops/cuda_device.hpp"
+#endif
 #endif

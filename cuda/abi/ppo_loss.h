@@ -105,4 +105,9 @@ void launch(Gpu& gpu, const PpoLoss& a) {
 }
 
 }  // namespace fh::ops
+
+// The launch rules' device (src/ops/op.hpp).
+#ifndef FH_INCLUDING_KERNEL_LISTS
+#include "ops/cuda_device.hpp"
+#endif
 #endif

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "math/replay.h"
+#include "abi/view.h"
 
 namespace fh::abi {
 
@@ -37,6 +38,134 @@ using NstepSampleAgents = void(float* __restrict__ states, float* __restrict__ n
 
 }  // namespace fh::abi
 
+namespace fh::ops {
+
+/// A batch of n-step transitions from the replay ring (replay::sample_nstep).
+/// states, next_states (B, state_dim); actions, returns, discounts (B). update_from (1) or
+/// empty: the RNG's update number read from device memory instead of p.update (a captured
+/// update's counter, Device::increment). advance: the update number is advance.counter[0] + 1,
+/// which the launch leaves in the counter (CounterAdvance; not with update_from).
+struct NstepSample {
+    View<float> states;
+    View<float> next_states;
+    View<int> actions;
+    View<float> returns;
+    View<float> discounts;
+    replay::ReplayView r;
+    replay::SampleParams p;
+    int batch;
+    View<const long long> update_from{};
+    CounterAdvance advance{};
+};
+
+/// nstep_sample for every agent of a population in one launch: agent a draws `batch` rows from
+/// agents[a].ring with agents[a].params (its seed, sampleable range, n, gamma) at the update
+/// number advance.counter[0] + 1, which the op then leaves in the counter (every agent's update
+/// number: they update together). Agent a's states go to states[a * out_stride, + B D) and its
+/// next states to next_states[a * out_stride, + B D) (e.g. one [s; s'] block of 2 B D floats an
+/// agent: next_states = states shifted by B D, out_stride = 2 B D); its actions, returns and
+/// discounts to [a B, (a + 1) B). Each agent's rows are nstep_sample's on its ring, bit for bit.
+/// The rings and the descriptors (device memory) are the caller's; agents' rings are not checked
+/// against the outputs beyond their descriptors' sizes here.
+struct NstepSampleAgents {
+    View<float> states;
+    View<float> next_states;
+    View<int> actions;
+    View<float> returns;
+    View<float> discounts;
+    View<const abi::SampleAgent> agents;
+    std::size_t out_stride;
+    CounterAdvance advance;
+    int batch;
+    int state_dim;
+};
+
+}  // namespace fh::ops
+
 #define FH_KERNELS_replay_nstep(FH_KERNEL)                    \
     FH_KERNEL(replay_nstep, nstep_sample_kernel, NstepSample) \
     FH_KERNEL(replay_nstep, nstep_sample_agents_kernel, NstepSampleAgents)
+
+#ifndef __CUDACC__
+#include "ops/op.hpp"
+
+namespace fh::ops {
+
+inline void check(const NstepSample& a) {
+    const auto& [states, next_states, actions, returns, discounts, r, p, batch, update_from, advance] = a;
+    if (!update_from.empty()) detail::require_size(update_from.size(), 1, "nstep_sample", "update_from");
+    if (!advance.counter.empty()) {
+        if (!update_from.empty())
+            throw std::invalid_argument("ops::nstep_sample: an update number from update_from and from advance");
+        detail::require_size(advance.counter.size(), 1, "nstep_sample", "advance counter");
+        detail::require_size(advance.ticket.size(), 1, "nstep_sample", "advance ticket");
+    }
+    if (batch < 1 || r.capacity_steps < 1 || r.n_envs < 1 || r.state_dim < 1 || p.n_step < 1 || p.sampleable < 1 ||
+        p.oldest_step < 0)
+        throw std::invalid_argument("ops::nstep_sample: empty batch, ring or sampleable range");
+    const std::size_t B = static_cast<std::size_t>(batch), D = static_cast<std::size_t>(r.state_dim);
+    detail::require_size(states.size(), B * D, "nstep_sample", "states");
+    detail::require_size(next_states.size(), B * D, "nstep_sample", "next_states");
+    detail::require_size(actions.size(), B, "nstep_sample", "actions");
+    detail::require_size(returns.size(), B, "nstep_sample", "returns");
+    detail::require_size(discounts.size(), B, "nstep_sample", "discounts");
+    const std::size_t rows = static_cast<std::size_t>(r.capacity_steps) * static_cast<std::size_t>(r.n_envs);
+    const View<const float> ring_states(r.states, rows * D), ring_next(r.next_states, rows * D);
+    detail::require_distinct(
+        "nstep_sample",
+        {detail::range("states", states), detail::range("next_states", next_states), detail::range("actions", actions),
+         detail::range("returns", returns), detail::range("discounts", discounts),
+         detail::range("ring states", ring_states), detail::range("ring next_states", ring_next),
+         detail::range("advance counter", advance.counter), detail::range("advance ticket", advance.ticket)});
+}
+void cpu(const NstepSample& a);
+template <class Gpu>
+void launch(Gpu& gpu, const NstepSample& a) {
+    const auto& [states, next_states, actions, returns, discounts, r, p, batch, update_from, advance] = a;
+    gpu.kernels().nstep_sample_kernel(gpu.stream(), LaunchDims::linear(static_cast<std::size_t>(batch) * 32, 128),
+                                      states.data(), next_states.data(), actions.data(), returns.data(),
+                                      discounts.data(), r, p, update_from.empty() ? nullptr : update_from.data(),
+                                      or_null(advance.counter), or_null(advance.ticket), batch);
+}
+
+inline void check(const NstepSampleAgents& a) {
+    const auto& [states, next_states, actions, returns, discounts, agents, out_stride, advance, batch, state_dim] = a;
+    const char* op = "nstep_sample_agents";
+    if (agents.empty() || batch < 1 || state_dim < 1)
+        throw std::invalid_argument("ops::nstep_sample_agents: no agents, or an empty batch or state");
+    detail::require_size(advance.counter.size(), 1, op, "advance counter");
+    detail::require_size(advance.ticket.size(), 1, op, "advance ticket");
+    const std::size_t N = agents.size(), B = static_cast<std::size_t>(batch), D = static_cast<std::size_t>(state_dim);
+    if (out_stride < B * D)
+        throw std::invalid_argument(
+            fmt::format("ops::{}: out_stride {} is below one agent's rows ({})", op, out_stride, B * D));
+    const std::size_t span = (N - 1) * out_stride + B * D;
+    detail::require_size(states.size(), span, op, "states");
+    detail::require_size(next_states.size(), span, op, "next_states");
+    detail::require_size(actions.size(), N * B, op, "actions");
+    detail::require_size(returns.size(), N * B, op, "returns");
+    detail::require_size(discounts.size(), N * B, op, "discounts");
+    detail::checked_int_size(N, op);
+    detail::require_distinct(
+        op, {detail::range("actions", actions), detail::range("returns", returns),
+             detail::range("discounts", discounts), detail::range("agents", agents),
+             detail::range("advance counter", advance.counter), detail::range("advance ticket", advance.ticket)});
+}
+void cpu(const NstepSampleAgents& a);
+template <class Gpu>
+void launch(Gpu& gpu, const NstepSampleAgents& a) {
+    const auto& [states, next_states, actions, returns, discounts, agents, out_stride, advance, batch, state_dim_] = a;
+    LaunchDims dims = LaunchDims::linear(static_cast<std::size_t>(batch) * 32, 128);
+    dims.grid.y = static_cast<unsigned>(agents.size());
+    gpu.kernels().nstep_sample_agents_kernel(
+        gpu.stream(), dims, states.data(), next_states.data(), actions.data(), returns.data(), discounts.data(),
+        agents.data(), static_cast<long long>(out_stride), advance.counter.data(), advance.ticket.data(), batch);
+}
+
+}  // namespace fh::ops
+
+// The launch rules' device (src/ops/op.hpp).
+#ifndef FH_INCLUDING_KERNEL_LISTS
+#include "ops/cuda_device.hpp"
+#endif
+#endif

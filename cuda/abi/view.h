@@ -58,6 +58,15 @@ T* or_null(View<T> v) noexcept {
     return v.empty() ? nullptr : v.data();
 }
 
+/// A device counter that the op reading it advances in its own launch (a captured sequence's
+/// first op, instead of a Device::increment launch before it): the op uses counter[0] + 1 and
+/// leaves that in counter[0]. ticket (1): a zeroed scratch of the CUDA twin (its last block to
+/// finish advances), zero again after. Empty counter: none. (nstep_sample takes one.)
+struct CounterAdvance {
+    View<long long> counter;
+    View<unsigned> ticket;
+};
+
 }  // namespace fh::ops
 
 namespace fh::abi {

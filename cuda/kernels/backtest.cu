@@ -16,7 +16,7 @@
  * Determinism: exact run to run; compiled with --fmad=false (cuda/meson.build) so the GPU equals the
  *              CPU twin (src/ops/backtest/cpu.cpp) bit for bit, except annual_return and calmar
  *              (pow may differ by an ulp). Test: tests/eval/test_backtest_gpu.cpp ([gpu]).
- * Aliasing:    every pointer of one launch is a distinct buffer (checked in src/ops/backtest/ops.hpp).
+ * Aliasing:    every pointer of one launch is a distinct buffer (checked in cuda/abi/backtest.h).
  * Signatures:  cuda/abi/backtest.h.
  */
 #include "abi/backtest.h"

@@ -15,7 +15,7 @@
  *              on one thread in the twins' order, cos(pi x) is a polynomial in IEEE double
  *              (iqn::cos_pi), no atomics. The one exception: the loss with CQL (cql_alpha > 0)
  *              takes expf/logf in the soft maximum, within an ulp of the CPU's.
- * Aliasing:    outputs overlap no other operand (checked in src/ops/iqn/ops.hpp); the select and
+ * Aliasing:    outputs overlap no other operand (checked in cuda/abi/dqn_iqn.h); the select and
  *              target head rows may be one buffer.
  * Signatures:  cuda/abi/dqn_iqn.h. Tests: tests/ops/test_iqn_ops.cpp ([gpu]).
  */

@@ -11,7 +11,7 @@
 
 #include "io/run_directory.hpp"
 #include "util/errors.hpp"
-#include "ops/backtest/ops.hpp"
+#include "abi/backtest.h"
 
 namespace fh::backtest {
 
@@ -60,14 +60,15 @@ struct PolicyRun {
           states(ops.alloc<float>(segments.size() * static_cast<std::size_t>(params.state_dim))),
           actions(ops.alloc<int>(segments.size())),
           policy(policy) {
-        fh::ops::backtest_reset(ops, run.state.view(), run.records.view(), segments, params);
+        fh::ops::run(ops, fh::ops::BacktestReset{run.state.view(), run.records.view(), segments, params});
     }
     /// One bar: the observations, the policy's actions, the step.
     void bar(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,
              ops::View<const backtest::Segment> segments) {
-        fh::ops::backtest_gather(ops, states.view(), run.state.cview(), market, params);
+        fh::ops::run(ops, fh::ops::BacktestGather{states.view(), run.state.cview(), market, params});
         policy(actions.view(), states.cview(), static_cast<int>(segments.size()));
-        fh::ops::backtest_step(ops, run.state.view(), run.records.view(), segments, actions.cview(), market, params);
+        fh::ops::run(ops, fh::ops::BacktestStep{run.state.view(), run.records.view(), segments, actions.cview(), market,
+                                                params});
     }
     Run run;
     ops::Buffer<float> states;
@@ -121,8 +122,8 @@ Metrics device_metrics(ops::Device& ops, const Run& run, ops::View<const backtes
                        const env::MarketView& market, const backtest::MetricsParams& mp) {
     auto out = ops.alloc<backtest::MetricsOut>(1);
     auto histogram = ops.alloc<long long>(static_cast<std::size_t>(mp.num_actions));
-    fh::ops::backtest_metrics(ops, out.view(), histogram.view(), run.records.cview(), run.state.cview(), segments,
-                              market, mp);
+    fh::ops::run(ops, fh::ops::BacktestMetrics{out.view(), histogram.view(), run.records.cview(), run.state.cview(),
+                                               segments, market, mp});
     const auto m = ops.to_host(out.cview());
     return to_metrics(m[0], ops.to_host(histogram.cview()));
 }

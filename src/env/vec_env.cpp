@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "util/errors.hpp"
-#include "ops/env/ops.hpp"
+#include "abi/env.h"
 
 namespace fh::env {
 
@@ -125,19 +125,20 @@ VecEnv::VecEnv(ops::Device& ops, const std::vector<const DeviceMarket*>& markets
 }
 
 void VecEnv::reset_all() {
-    fh::ops::env_reset(ops_, state_.view(), portfolio_.view(), {}, market_, params_, agents_.cview());
-    fh::ops::env_gather_states(ops_, states_view(), state_.cview(), portfolio_.cview(), market_, params_,
-                               agents_.cview());
+    fh::ops::run(ops_, fh::ops::EnvReset{state_.view(), portfolio_.view(), {}, market_, params_, agents_.cview()});
+    fh::ops::run(ops_, fh::ops::EnvGatherStates{states_view(), state_.cview(), portfolio_.cview(), market_, params_,
+                                                agents_.cview()});
 }
 
 void VecEnv::step(ops::View<const int> actions) {
-    fh::ops::env_step(ops_, state_.view(), portfolio_.view(), reward_.view(), done_.view(), info_.view(), actions,
-                      market_, params_, agents_.cview());
-    fh::ops::env_gather_states(ops_, next_states_view(), state_.cview(), portfolio_.cview(), market_, params_,
-                               agents_.cview());
-    fh::ops::env_reset(ops_, state_.view(), portfolio_.view(), done_.cview(), market_, params_, agents_.cview());
-    fh::ops::env_gather_states(ops_, states_view(), state_.cview(), portfolio_.cview(), market_, params_,
-                               agents_.cview());
+    fh::ops::run(ops_, fh::ops::EnvStep{state_.view(), portfolio_.view(), reward_.view(), done_.view(), info_.view(),
+                                        actions, market_, params_, agents_.cview()});
+    fh::ops::run(ops_, fh::ops::EnvGatherStates{next_states_view(), state_.cview(), portfolio_.cview(), market_,
+                                                params_, agents_.cview()});
+    fh::ops::run(ops_,
+                 fh::ops::EnvReset{state_.view(), portfolio_.view(), done_.cview(), market_, params_, agents_.cview()});
+    fh::ops::run(ops_, fh::ops::EnvGatherStates{states_view(), state_.cview(), portfolio_.cview(), market_, params_,
+                                                agents_.cview()});
 }
 
 }  // namespace fh::env

@@ -1,8 +1,8 @@
 /// @file cuda_device.hpp
 /// @brief The CUDA backend: the device, its stream, the embedded kernels (typed handles) and
-///        cuBLAS. Every op is asynchronous on the stream; downloads synchronise. Op families'
-///        CUDA twins (ops::cuda_twin, src/ops/<family>/cuda.cpp) launch through kernels() on
-///        stream().
+///        cuBLAS. Every op is asynchronous on the stream; downloads synchronise. The ops' launch
+///        rules (cuda/abi/<module>.h; ops::cuda_twin in the families not yet converted) launch
+///        through kernels() on stream().
 #pragma once
 
 #include <cublasLt.h>

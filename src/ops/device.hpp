@@ -5,10 +5,9 @@
 ///        loops, the reference; src/ops/cpu_device.*) and CudaDevice (embedded kernels and
 ///        cuBLAS on one stream; src/ops/cuda_device.*).
 ///
-/// Everything else is an op family (src/ops/<family>/ops.hpp: env, backtest, nn, replay, dqn,
-/// ppo, iql): free functions `ops::name(device, ...)` that check their arguments once and
-/// dispatch to their CPU twin (`ops::cpu_twin::name`) or CUDA twin (`ops::cuda_twin::name`).
-/// docs/architecture.md shows how to add an op.
+/// Everything else is an op: an argument struct declared in cuda/abi/<module>.h, run by
+/// ops::run (src/ops/op.hpp), or, in the families not yet converted (nn, iql, supervised, dt),
+/// a function in src/ops/<family>/ops.hpp. docs/architecture.md shows how to add an op.
 #pragma once
 
 #include <cstddef>
@@ -164,15 +163,6 @@ constexpr bool has_part(BackwardPart set, BackwardPart p) noexcept {
 /// The number counter[0] * scale + offset of a counter in device memory (counter (1)), for the
 /// ops that take a CounterValue; the counter must outlive the ops (and a captured sequence).
 CounterValue counter_value(View<const long long> counter, long long scale = 1, long long offset = 0);
-
-/// A device counter that the op reading it advances in its own launch (a captured sequence's
-/// first op, instead of a Device::increment launch before it): the op uses counter[0] + 1 and
-/// leaves that in counter[0]. ticket (1): a zeroed scratch of the CUDA twin (its last block to
-/// finish advances), zero again after. Empty counter: none. (nstep_sample takes one.)
-struct CounterAdvance {
-    View<long long> counter;
-    View<unsigned> ticket;
-};
 
 class Device {
 public:

@@ -5,7 +5,10 @@
 ///        aliasing rule of src/ops/checks.hpp), its launch rule `launch(Gpu&, const Op&)` (launch
 ///        shape and kernel; a single-kernel op's kernel receives the struct itself) and the
 ///        declaration of its CPU twin `cpu(const Op&)` (src/ops/<family>/cpu.cpp). A caller
-///        writes `ops::run(device, ops::ColumnMoments{mean, m2, ...})`.
+///        writes `ops::run(device, ops::ColumnMoments{mean, m2, ...})`. Each op header ends by
+///        including ops/cuda_device.hpp (the launch rules' device, complete where a run is
+///        instantiated), except while the kernel table includes the headers for their kernel
+///        lists (FH_INCLUDING_KERNEL_LISTS; it needs each module's list before any host part).
 #pragma once
 
 #include <fmt/format.h>
@@ -38,9 +41,3 @@ inline LaunchDims warp_rows(long long rows, int warps, std::size_t agents = 1, s
 }
 
 }  // namespace fh::ops
-
-// The launch rules' device, complete wherever a run is instantiated; not while the kernel table
-// (which it needs) includes the op headers for their kernel lists.
-#ifndef FH_INCLUDING_KERNEL_LISTS
-#include "ops/cuda_device.hpp"
-#endif

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "ops/replay/ops.hpp"
+#include "abi/replay_nstep.h"
 #include "util/errors.hpp"
 
 namespace fh::trainers {
@@ -84,8 +84,8 @@ void ReplayRing::sample(ops::Device& device, ReplayBatch& out, std::uint64_t see
                         float gamma, ops::View<const long long> update_from, const ops::CounterAdvance& advance) const {
     abi::SampleAgent at = sample_agent(seed, n_step, gamma);
     at.params.update = update;
-    ops::nstep_sample(device, out.states(), out.next_states(), out.actions.view(), out.returns.view(),
-                      out.discounts.view(), at.ring, at.params, out.batch, update_from, advance);
+    ops::run(device, ops::NstepSample{out.states(), out.next_states(), out.actions.view(), out.returns.view(),
+                                      out.discounts.view(), at.ring, at.params, out.batch, update_from, advance});
 }
 
 std::vector<StateTensor> ReplayRing::state_tensors(const std::string& prefix) {

@@ -10,7 +10,7 @@
 #include "env/vec_env.hpp"
 #include "ops/cpu_device.hpp"
 #include "support/market_fixture.hpp"
-#include "ops/env/ops.hpp"
+#include "abi/env.h"
 
 using namespace fh::env;
 using fh::test::Bar;
@@ -213,7 +213,8 @@ TEST_CASE("VecEnv resets finished episodes at a fresh start and reports the term
     env.reset_all();
     auto actions = ops.alloc<int>(8);
     for (int step = 1; step <= 12; ++step) {
-        fh::ops::env_random_actions(ops, actions.view(), 99, step, num_actions(p));
+        fh::ops::run(ops,
+                     fh::ops::EnvRandomActions{actions.view(), 99, static_cast<std::uint64_t>(step), num_actions(p)});
         env.step(actions.cview());
         const auto done = ops.to_host(env.done());
         const auto st = ops.to_host(env.state());
@@ -279,7 +280,8 @@ TEST_CASE("accounting invariants hold over long random action sequences", "[env]
     auto actions = ops.alloc<int>(n);
     long fills = 0, limit_fills = 0;
     for (int step = 0; step < 2000; ++step) {
-        fh::ops::env_random_actions(ops, actions.view(), 5, step, num_actions(p));
+        fh::ops::run(ops,
+                     fh::ops::EnvRandomActions{actions.view(), 5, static_cast<std::uint64_t>(step), num_actions(p)});
         env.step(actions.cview());
         const auto info = ops.to_host(env.info());
         for (int e = 0; e < n; ++e) {
@@ -320,9 +322,9 @@ TEST_CASE("accounting invariants hold over long random action sequences", "[env]
 TEST_CASE("random actions are a pure function of (seed, env, step)", "[env]") {
     fh::ops::CpuDevice ops;
     auto a = ops.alloc<int>(1000);
-    fh::ops::env_random_actions(ops, a.view(), 7, 3, 9);
+    fh::ops::run(ops, fh::ops::EnvRandomActions{a.view(), 7, 3, 9});
     const auto x = ops.to_host(a.cview());
-    fh::ops::env_random_actions(ops, a.view(), 7, 3, 9);
+    fh::ops::run(ops, fh::ops::EnvRandomActions{a.view(), 7, 3, 9});
     CHECK(ops.to_host(a.cview()) == x);
     std::vector<int> hist(9, 0);
     for (int v : x) {
@@ -331,6 +333,6 @@ TEST_CASE("random actions are a pure function of (seed, env, step)", "[env]") {
         ++hist[v];
     }
     for (int h : hist) CHECK(h > 70);  // ~111 each
-    fh::ops::env_random_actions(ops, a.view(), 7, 4, 9);
+    fh::ops::run(ops, fh::ops::EnvRandomActions{a.view(), 7, 4, 9});
     CHECK(ops.to_host(a.cview()) != x);
 }

@@ -11,7 +11,7 @@
 #include "ops/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/market_fixture.hpp"
-#include "ops/env/ops.hpp"
+#include "abi/env.h"
 
 using namespace fh::env;
 
@@ -43,8 +43,10 @@ TEST_CASE("the CUDA environment equals the CPU environment step by step", "[gpu]
         auto ga = gpu.alloc<int>(n);
         long terminated = 0, truncated = 0, fills = 0;
         for (int step = 0; step < 3000; ++step) {
-            fh::ops::env_random_actions(cpu, ca.view(), 77, step, num_actions(p));
-            fh::ops::env_random_actions(gpu, ga.view(), 77, step, num_actions(p));
+            fh::ops::run(cpu,
+                         fh::ops::EnvRandomActions{ca.view(), 77, static_cast<std::uint64_t>(step), num_actions(p)});
+            fh::ops::run(gpu,
+                         fh::ops::EnvRandomActions{ga.view(), 77, static_cast<std::uint64_t>(step), num_actions(p)});
             ce.step(ca.cview());
             ge.step(ga.cview());
             if (step % 7 != 0 && step < 2990) continue;  // compare often, download less
@@ -89,13 +91,15 @@ TEST_CASE("collection throughput with random actions", "[.bench]") {
         env.reset_all();
         auto actions = ops.alloc<int>(static_cast<std::size_t>(n_envs));
         for (int s = 0; s < 20; ++s) {  // warm-up
-            fh::ops::env_random_actions(ops, actions.view(), 1, s, num_actions(p));
+            fh::ops::run(ops,
+                         fh::ops::EnvRandomActions{actions.view(), 1, static_cast<std::uint64_t>(s), num_actions(p)});
             env.step(actions.cview());
         }
         ops.synchronize();
         const auto t0 = std::chrono::steady_clock::now();
         for (int s = 0; s < steps; ++s) {
-            fh::ops::env_random_actions(ops, actions.view(), 1, 1000 + s, num_actions(p));
+            fh::ops::run(ops, fh::ops::EnvRandomActions{actions.view(), 1, static_cast<std::uint64_t>(1000 + s),
+                                                        num_actions(p)});
             env.step(actions.cview());
         }
         ops.synchronize();

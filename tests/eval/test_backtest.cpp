@@ -20,7 +20,7 @@
 #include "ops/cpu_device.hpp"
 #include "support/backtest_records.hpp"
 #include "support/market_fixture.hpp"
-#include "ops/env/ops.hpp"
+#include "abi/env.h"
 
 using namespace fh;
 using Approx = Catch::Detail::Approx;
@@ -61,7 +61,7 @@ backtest::Policy state_policy(ops::Device& ops, int num_actions, int state_dim) 
 backtest::Policy random_policy(ops::Device& ops, int num_actions) {
     auto step = std::make_shared<std::uint64_t>(0);
     return [&ops, num_actions, step](ops::View<int> actions, ops::View<const float>, int) {
-        fh::ops::env_random_actions(ops, actions, 99, (*step)++, num_actions);
+        fh::ops::run(ops, fh::ops::EnvRandomActions{actions, 99, (*step)++, num_actions});
     };
 }
 

@@ -15,7 +15,7 @@
 #include "math/her.h"
 #include "ops/cpu_device.hpp"
 #include "abi/dqn_step.h"
-#include "ops/env/ops.hpp"
+#include "abi/env.h"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
 #include "support/market_fixture.hpp"
@@ -221,8 +221,8 @@ TEST_CASE(
             REQUIRE(row[D] == g);
             REQUIRE(row[D + 1] == g - states[static_cast<std::size_t>(e * D + col)]);
         }
-        fh::ops::env_random_actions(ops, actions.view(), 5, static_cast<std::uint64_t>(step),
-                                    fh::env::num_actions(f.params));
+        fh::ops::run(ops, fh::ops::EnvRandomActions{actions.view(), 5, static_cast<std::uint64_t>(step),
+                                                    fh::env::num_actions(f.params)});
         fh::ops::run(ops, fh::ops::DqnCollect{pers.state, pers.portfolio, pers.states, actions.cview(), ring,
                                               counters.cview(), env.market(), f.params});
         fh::ops::run(ops, fh::ops::DqnAdvance{counters.view()});
@@ -366,8 +366,8 @@ HerRun run_her(fh::ops::Device& ops) {
         auto pers = env.persistent();
         fh::ops::run(ops, fh::ops::DqnHerObserve{obs.view(), goals.view().subview(0, rows), pers.state, env.states(),
                                                  counters.cview(), ag0.cview(), cap, D});
-        fh::ops::env_random_actions(ops, actions.view(), 8, static_cast<std::uint64_t>(step),
-                                    fh::env::num_actions(params));
+        fh::ops::run(ops, fh::ops::EnvRandomActions{actions.view(), 8, static_cast<std::uint64_t>(step),
+                                                    fh::env::num_actions(params)});
         fh::ops::run(ops, fh::ops::DqnCollect{pers.state, pers.portfolio, pers.states, actions.cview(), one,
                                               counters.cview(), env.market(), params});
         fh::ops::run(ops, fh::ops::DqnAdvance{counters.view()});

@@ -16,7 +16,7 @@
 #include "support/gpu.hpp"
 #include "abi/dqn_step.h"
 #include "ops/nn/ops.hpp"
-#include "ops/replay/ops.hpp"
+#include "abi/replay_nstep.h"
 
 using fh::dqn::HeadParams;
 using fh::test::random_floats;
@@ -278,9 +278,16 @@ std::tuple<std::vector<float>, std::vector<float>, std::vector<long long>, std::
     std::vector<long long> counts;
     std::vector<unsigned> tickets;
     for (int k = 0; k < 2; ++k) {
-        fh::ops::nstep_sample(ops, bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
-                              fh::replay::SampleParams{42, 0, 3, 20, 3, 0.97f}, B, {},
-                              fh::ops::CounterAdvance{counter.view(), ticket.view()});
+        fh::ops::run(ops, fh::ops::NstepSample{bs.view(),
+                                               bn.view(),
+                                               ba.view(),
+                                               br.view(),
+                                               bd.view(),
+                                               r,
+                                               fh::replay::SampleParams{42, 0, 3, 20, 3, 0.97f},
+                                               B,
+                                               {},
+                                               fh::ops::CounterAdvance{counter.view(), ticket.view()}});
         const auto s = ops.to_host(bs.cview()), ret = ops.to_host(br.cview());
         states.insert(states.end(), s.begin(), s.end());
         returns.insert(returns.end(), ret.begin(), ret.end());
@@ -289,8 +296,9 @@ std::tuple<std::vector<float>, std::vector<float>, std::vector<long long>, std::
     }
     // The same draws as update numbers 9 and 10 given directly.
     for (const long long u : {9LL, 10LL}) {
-        fh::ops::nstep_sample(ops, bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
-                              fh::replay::SampleParams{42, static_cast<std::uint64_t>(u), 3, 20, 3, 0.97f}, B);
+        fh::ops::run(
+            ops, fh::ops::NstepSample{bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
+                                      fh::replay::SampleParams{42, static_cast<std::uint64_t>(u), 3, 20, 3, 0.97f}, B});
         const auto s = ops.to_host(bs.cview()), ret = ops.to_host(br.cview());
         states.insert(states.end(), s.begin(), s.end());
         returns.insert(returns.end(), ret.begin(), ret.end());
@@ -316,11 +324,11 @@ TEST_CASE("n-step sampling that advances its update counter samples at counter +
     const std::vector<int> ring_a(8, 0);
     const std::vector<std::uint8_t> ring_d(8, 0);
     const fh::replay::ReplayView r{ring.data(), ring.data() + 32, ring_a.data(), ring.data(), ring_d.data(), 8, 1, 1};
-    CHECK_THROWS_WITH(
-        fh::ops::nstep_sample(cpu, x.view().subview(0, 1), x.view().subview(1, 1), i.view(), x.view().subview(2, 1),
-                              x.view().subview(3, 1), r, fh::replay::SampleParams{1, 0, 0, 4, 1, 0.9f}, 1, c.cview(),
-                              fh::ops::CounterAdvance{c.view(), t.view()}),
-        Catch::Contains("update_from and from advance"));
+    CHECK_THROWS_WITH(fh::ops::run(cpu, fh::ops::NstepSample{x.view().subview(0, 1), x.view().subview(1, 1), i.view(),
+                                                             x.view().subview(2, 1), x.view().subview(3, 1), r,
+                                                             fh::replay::SampleParams{1, 0, 0, 4, 1, 0.9f}, 1,
+                                                             c.cview(), fh::ops::CounterAdvance{c.view(), t.view()}}),
+                      Catch::Contains("update_from and from advance"));
 }
 
 TEST_CASE("GPU n-step sampling that advances its counter equals the CPU's, the ticket zero after", "[gpu][dqn]") {
@@ -365,8 +373,8 @@ TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal
             auto bs = ops.alloc<float>(B * D), bn = ops.alloc<float>(B * D), br = ops.alloc<float>(B),
                  bd = ops.alloc<float>(B);
             auto ba = ops.alloc<int>(B);
-            fh::ops::nstep_sample(ops, bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
-                                  fh::replay::SampleParams{42, 9, 50, 30, 3, 0.97f}, B);
+            fh::ops::run(ops, fh::ops::NstepSample{bs.view(), bn.view(), ba.view(), br.view(), bd.view(), r,
+                                                   fh::replay::SampleParams{42, 9, 50, 30, 3, 0.97f}, B});
             auto qb = ops.from_host<float>(q);
             auto ea = ops.alloc<int>(4099);
             fh::ops::epsilon_greedy(ops, ea.view(), qb.cview(), 9, 0.3f, 5, 11);

@@ -1,5 +1,5 @@
 /// @file test_dqn_step_ops.cpp
-/// @brief The fused DQN steps (src/ops/dqn/ops.hpp): each CPU twin against the unfused math it
+/// @brief The fused DQN steps (cuda/abi/dqn_step.h): each CPU twin against the unfused math it
 ///        replaces (the dueling C51 head, the C51 and MSE losses, their blend and the head's
 ///        backward, in double; Adam and the soft target as separate ops; VecEnv's step and the
 ///        ring copy; the n-step sampler), then [gpu] every kernel against its CPU twin on seeded
@@ -17,8 +17,8 @@
 #include "math/dqn.h"
 #include "ops/cpu_device.hpp"
 #include "abi/dqn_step.h"
-#include "ops/env/ops.hpp"
-#include "ops/replay/ops.hpp"
+#include "abi/env.h"
+#include "abi/replay_nstep.h"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
@@ -406,8 +406,8 @@ TEST_CASE("DQN collection into the ring equals VecEnv::step and a copy; sampling
     auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{0, 0, 0}});
     auto actions = ops.alloc<int>(n);
     for (int step = 0; step < 40; ++step) {
-        fh::ops::env_random_actions(ops, actions.view(), 5, static_cast<std::uint64_t>(step),
-                                    fh::env::num_actions(params));
+        fh::ops::run(ops, fh::ops::EnvRandomActions{actions.view(), 5, static_cast<std::uint64_t>(step),
+                                                    fh::env::num_actions(params)});
         const auto before = ops.to_host(reference.states());
         reference.step(actions.cview());
         auto pers = fused.persistent();
@@ -440,8 +440,9 @@ TEST_CASE("DQN collection into the ring equals VecEnv::step and a copy; sampling
     auto a2 = ops.alloc<int>(B);
     const fh::replay::ReplayView view{
         rs.cview().data(), rn.cview().data(), ra.cview().data(), rr.cview().data(), rd.cview().data(), cap, n, D};
-    fh::ops::nstep_sample(ops, s2.view(), n2.view(), a2.view(), r2.view(), d2.view(), view,
-                          fh::replay::SampleParams{a.seed, 3, 41 - cap, cap - a.n_step, a.n_step, a.gamma}, B);
+    fh::ops::run(
+        ops, fh::ops::NstepSample{s2.view(), n2.view(), a2.view(), r2.view(), d2.view(), view,
+                                  fh::replay::SampleParams{a.seed, 3, 41 - cap, cap - a.n_step, a.n_step, a.gamma}, B});
     const auto xh = ops.to_host(x.cview());
     CHECK(std::vector<float>(xh.begin(), xh.begin() + B * D) == ops.to_host(s2.cview()));
     CHECK(std::vector<float>(xh.begin() + B * D, xh.end()) == ops.to_host(n2.cview()));
@@ -701,8 +702,8 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
         auto tickets = ops.from_host<unsigned>(std::vector<unsigned>{0u});
         auto actions = ops.alloc<int>(n);
         for (int step = 0; step < 150; ++step) {
-            fh::ops::env_random_actions(ops, actions.view(), 8, static_cast<std::uint64_t>(step),
-                                        fh::env::num_actions(f.params));
+            fh::ops::run(ops, fh::ops::EnvRandomActions{actions.view(), 8, static_cast<std::uint64_t>(step),
+                                                        fh::env::num_actions(f.params)});
             auto pers = env.persistent();
             // Every other step advances the counters in the step's own launch (its last block).
             const bool in_launch = step % 2 == 0;
@@ -747,8 +748,8 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
         auto own_agents = ops.from_host<fh::abi::EnvAgent>(
             std::vector<fh::abi::EnvAgent>{{env.market(), 101}, {env.market(), 102}, {half, 103}});
         for (int step = 0; step < 12; ++step) {
-            fh::ops::env_random_actions(ops, actions.view(), 11, static_cast<std::uint64_t>(step),
-                                        fh::env::num_actions(f.params));
+            fh::ops::run(ops, fh::ops::EnvRandomActions{actions.view(), 11, static_cast<std::uint64_t>(step),
+                                                        fh::env::num_actions(f.params)});
             auto pers = env.persistent();
             fh::ops::run(ops, fh::ops::DqnCollect{pers.state, pers.portfolio, pers.states, actions.cview(), ring,
                                                   counters.cview(), env.market(), f.params,

@@ -1,5 +1,5 @@
 /// @file test_iqn_ops.cpp
-/// @brief The IQN op family (src/ops/iqn/ops.hpp, dqn.head = "iqn"): the fractions and their
+/// @brief The IQN op family (cuda/abi/dqn_iqn.h, dqn.head = "iqn"): the fractions and their
 ///        cosine features, the Hadamard product and its backward, the quantile Huber loss with the
 ///        head's backward (by hand, against finite differences of the per-sample math in double,
 ///        and the CPU op against that math), acting's mean rows; the aliasing checks; then [gpu]
@@ -15,7 +15,7 @@
 #include "math/iqn.h"
 #include "ops/cpu_device.hpp"
 #include "abi/dqn_step.h"
-#include "ops/iqn/ops.hpp"
+#include "abi/dqn_iqn.h"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
@@ -42,9 +42,9 @@ TausOut run_taus(fh::ops::Device& ops, bool midpoints, int rows, int N, int n_co
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{iqn_agent(0.f, seed)});
     auto cnt = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{7, updates, 7}});
     if (midpoints)
-        fh::ops::iqn_taus(ops, features.view(), taus.view(), {}, {}, rows, N, n_cos);
+        fh::ops::run(ops, fh::ops::IqnTaus{features.view(), taus.view(), {}, {}, rows, N, n_cos});
     else
-        fh::ops::iqn_taus(ops, features.view(), taus.view(), ag.cview(), cnt.cview(), rows, N, n_cos);
+        fh::ops::run(ops, fh::ops::IqnTaus{features.view(), taus.view(), ag.cview(), cnt.cview(), rows, N, n_cos});
     return {ops.to_host(features.cview()), ops.to_host(taus.cview())};
 }
 
@@ -82,8 +82,8 @@ LossOut run_loss(fh::ops::Device& ops, const LossCase& c, const HeadParams& h, i
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{iqn_agent(cql)});
     auto d = ops.alloc<float>(static_cast<std::size_t>(B * N) * W);
     auto st = ops.alloc<float>(static_cast<std::size_t>(B * fh::dqn::kSampleStats));
-    fh::ops::iqn_loss(ops, d.view(), st.view(), hs.cview(), hsel.cview(), ht.cview(), taus.cview(), act.cview(),
-                      ret.cview(), disc.cview(), ag.cview(), h, N, B);
+    fh::ops::run(ops, fh::ops::IqnLoss{d.view(), st.view(), hs.cview(), hsel.cview(), ht.cview(), taus.cview(),
+                                       act.cview(), ret.cview(), disc.cview(), ag.cview(), h, N, B});
     return {ops.to_host(d.cview()), ops.to_host(st.cview())};
 }
 
@@ -154,7 +154,7 @@ TEST_CASE("IQN Hadamard product and its backward equal the direct loops", "[dqn]
     const auto phi_h = random_floats(count * rows * H, 1), psi_h = random_floats(count * rows * N * H, 2);
     auto phi = ops.from_host<float>(phi_h), psi = ops.from_host<float>(psi_h);
     auto x = ops.alloc<float>(static_cast<std::size_t>(count * rows * N * H));
-    fh::ops::iqn_hadamard(ops, x.view(), phi.cview(), psi.cview(), count, rows, N, rows * N, H);
+    fh::ops::run(ops, fh::ops::IqnHadamard{x.view(), phi.cview(), psi.cview(), count, rows, N, rows * N, H});
     const auto xh = ops.to_host(x.cview());
     for (int c = 0; c < count; ++c)
         for (int r = 0; r < rows * N; ++r)
@@ -165,8 +165,8 @@ TEST_CASE("IQN Hadamard product and its backward equal the direct loops", "[dqn]
     // Acting: the same N fractions for every row.
     auto psi_shared = ops.from_host<float>(std::vector<float>(psi_h.begin(), psi_h.begin() + N * H));
     auto x1 = ops.alloc<float>(static_cast<std::size_t>(rows * N * H));
-    fh::ops::iqn_hadamard(ops, x1.view(), phi.cview().subview(0, static_cast<std::size_t>(rows * H)),
-                          psi_shared.cview(), 1, rows, N, N, H);
+    fh::ops::run(ops, fh::ops::IqnHadamard{x1.view(), phi.cview().subview(0, static_cast<std::size_t>(rows * H)),
+                                           psi_shared.cview(), 1, rows, N, N, H});
     const auto x1h = ops.to_host(x1.cview());
     for (int r = 0; r < rows * N; ++r)
         for (int h = 0; h < H; ++h)
@@ -177,7 +177,8 @@ TEST_CASE("IQN Hadamard product and its backward equal the direct loops", "[dqn]
     const auto dx_h = random_floats(B * N * H, 3);
     auto dx = ops.from_host<float>(dx_h);
     auto d_phi = ops.alloc<float>(static_cast<std::size_t>(B * H)), d_psi = ops.alloc<float>(dx_h.size());
-    fh::ops::iqn_hadamard_backward(ops, d_phi.view(), d_psi.view(), dx.cview(), phi.cview(), psi.cview(), B, N, H);
+    fh::ops::run(
+        ops, fh::ops::IqnHadamardBackward{d_phi.view(), d_psi.view(), dx.cview(), phi.cview(), psi.cview(), B, N, H});
     const auto dph = ops.to_host(d_phi.cview()), dps = ops.to_host(d_psi.cview());
     for (int b = 0; b < B; ++b)
         for (int h = 0; h < H; ++h) {
@@ -287,7 +288,7 @@ TEST_CASE("IQN acting: the mean row over the fractions, whose scalar Q is the me
     const auto rows_h = random_floats(static_cast<std::size_t>(n * K * W), 31);
     auto rows = ops.from_host<float>(rows_h);
     auto mean = ops.alloc<float>(static_cast<std::size_t>(n * W));
-    fh::ops::iqn_mean_rows(ops, mean.view(), rows.cview(), n, K, W);
+    fh::ops::run(ops, fh::ops::IqnMeanRows{mean.view(), rows.cview(), n, K, W});
     auto q = ops.alloc<float>(static_cast<std::size_t>(n * 4));
     auto actions = ops.alloc<int>(static_cast<std::size_t>(n));
     fh::ops::run(ops, fh::ops::DqnAct{actions.view(), q.view(), {}, mean.cview(), h, {}, {}});
@@ -317,23 +318,27 @@ TEST_CASE("IQN ops: outputs may not overlap, sizes and the shared-memory limit a
     auto f = ops.alloc<float>(static_cast<std::size_t>(B));
     auto act = ops.from_host<int>(std::vector<int>{0, 1});
     auto ag = ops.from_host<fh::dqn::AgentParams>(std::vector<fh::dqn::AgentParams>{iqn_agent()});
-    CHECK_NOTHROW(fh::ops::iqn_loss(ops, d.view(), st.view(), rows.cview(), rows.cview(), rows.cview(), taus.cview(),
-                                    act.cview(), f.cview(), f.cview(), ag.cview(), h, N, B));
-    CHECK_THROWS_AS(fh::ops::iqn_loss(ops, d.view(), st.view(), d.cview(), rows.cview(), rows.cview(), taus.cview(),
-                                      act.cview(), f.cview(), f.cview(), ag.cview(), h, N, B),
-                    std::invalid_argument);
+    CHECK_NOTHROW(
+        fh::ops::run(ops, fh::ops::IqnLoss{d.view(), st.view(), rows.cview(), rows.cview(), rows.cview(), taus.cview(),
+                                           act.cview(), f.cview(), f.cview(), ag.cview(), h, N, B}));
+    CHECK_THROWS_AS(
+        fh::ops::run(ops, fh::ops::IqnLoss{d.view(), st.view(), d.cview(), rows.cview(), rows.cview(), taus.cview(),
+                                           act.cview(), f.cview(), f.cview(), ag.cview(), h, N, B}),
+        std::invalid_argument);
     HeadParams c51 = h;
     c51.scalar = 0;
-    CHECK_THROWS_AS(fh::ops::iqn_loss(ops, d.view(), st.view(), rows.cview(), rows.cview(), rows.cview(), taus.cview(),
-                                      act.cview(), f.cview(), f.cview(), ag.cview(), c51, N, B),
-                    std::invalid_argument);
+    CHECK_THROWS_AS(
+        fh::ops::run(ops, fh::ops::IqnLoss{d.view(), st.view(), rows.cview(), rows.cview(), rows.cview(), taus.cview(),
+                                           act.cview(), f.cview(), f.cview(), ag.cview(), c51, N, B}),
+        std::invalid_argument);
     CHECK(fh::ops::iqn_loss_fits(9, 64));
     CHECK_FALSE(fh::ops::iqn_loss_fits(180, 64));
     auto x = ops.alloc<float>(static_cast<std::size_t>(B * N * 3));
     auto phi = ops.alloc<float>(static_cast<std::size_t>(B * 3));
-    CHECK_THROWS_AS(fh::ops::iqn_hadamard(ops, x.view(), phi.cview(), x.cview(), 1, B, N, B * N, 3),
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::IqnHadamard{x.view(), phi.cview(), x.cview(), 1, B, N, B * N, 3}),
                     std::invalid_argument);
-    CHECK_THROWS_AS(fh::ops::iqn_mean_rows(ops, d.view().subview(0, 2 * 4), d.cview(), 2, 2, 4), std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::IqnMeanRows{d.view().subview(0, 2 * 4), d.cview(), 2, 2, 4}),
+                    std::invalid_argument);
 }
 
 TEST_CASE("the IQN kernels equal their CPU twins bit for bit (the loss with CQL within rounding)",
@@ -360,11 +365,11 @@ TEST_CASE("the IQN kernels equal their CPU twins bit for bit (the loss with CQL 
             auto phi = ops.from_host<float>(phi_h), dx = ops.from_host<float>(dx_h);
             auto psi = ops.from_host<float>(std::vector<float>(psi_h.begin(), psi_h.begin() + count * psi_rows * H));
             auto x = ops.alloc<float>(static_cast<std::size_t>(count * rows * N * H));
-            fh::ops::iqn_hadamard(ops, x.view(), phi.cview(), psi.cview(), count, rows, N, psi_rows, H);
+            fh::ops::run(ops, fh::ops::IqnHadamard{x.view(), phi.cview(), psi.cview(), count, rows, N, psi_rows, H});
             auto d_phi = ops.alloc<float>(static_cast<std::size_t>(rows * H)), d_psi = ops.alloc<float>(dx_h.size());
             if (psi_rows == rows * N)
-                fh::ops::iqn_hadamard_backward(ops, d_phi.view(), d_psi.view(), dx.cview(), phi.cview(), psi.cview(),
-                                               rows, N, H);
+                fh::ops::run(ops, fh::ops::IqnHadamardBackward{d_phi.view(), d_psi.view(), dx.cview(), phi.cview(),
+                                                               psi.cview(), rows, N, H});
             return std::tuple{ops.to_host(x.cview()), ops.to_host(d_phi.cview()), ops.to_host(d_psi.cview())};
         };
         for (int psi_rows : {rows * N, N}) {
@@ -411,7 +416,7 @@ TEST_CASE("the IQN kernels equal their CPU twins bit for bit (the loss with CQL 
         auto run = [&](fh::ops::Device& ops) {
             auto rows = ops.from_host<float>(rows_h);
             auto out = ops.alloc<float>(static_cast<std::size_t>(n * W));
-            fh::ops::iqn_mean_rows(ops, out.view(), rows.cview(), n, K, W);
+            fh::ops::run(ops, fh::ops::IqnMeanRows{out.view(), rows.cview(), n, K, W});
             return ops.to_host(out.cview());
         };
         REQUIRE(run(gpu) == run(cpu));

@@ -17,7 +17,7 @@
 #include "ops/cpu_device.hpp"
 #include "ops/iql/ops.hpp"
 #include "ops/nn/ops.hpp"
-#include "ops/replay/ops.hpp"
+#include "abi/replay_nstep.h"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/iql_model.hpp"
@@ -94,10 +94,10 @@ Sampled sample_both_ways(Device& ops, int n_step) {
     auto counter = ops.from_host<long long>(std::vector<long long>{41});
     auto ticket = ops.from_host<unsigned>(std::vector<unsigned>{0u});
     const std::size_t span = (N - 1) * xs + static_cast<std::size_t>(B) * D;
-    fh::ops::nstep_sample_agents(ops, x.view().subview(0, span),
-                                 x.view().subview(static_cast<std::size_t>(B) * D, span), actions.view(),
-                                 returns.view(), discounts.view(), agents_d.cview(), xs,
-                                 fh::ops::CounterAdvance{counter.view(), ticket.view()}, B, D);
+    fh::ops::run(ops, fh::ops::NstepSampleAgents{x.view().subview(0, span),
+                                                 x.view().subview(static_cast<std::size_t>(B) * D, span),
+                                                 actions.view(), returns.view(), discounts.view(), agents_d.cview(), xs,
+                                                 fh::ops::CounterAdvance{counter.view(), ticket.view()}, B, D});
     Sampled out{ops.to_host(x.cview()), ops.to_host(returns.cview()), ops.to_host(discounts.cview()),
                 ops.to_host(actions.cview()), ops.to_host(counter.cview())[0]};
     REQUIRE(out.counter == 42);
@@ -110,8 +110,8 @@ Sampled sample_both_ways(Device& ops, int n_step) {
              s2 = ops.alloc<float>(static_cast<std::size_t>(B) * D);
         auto a = ops.alloc<int>(B);
         auto r = ops.alloc<float>(B), d = ops.alloc<float>(B);
-        fh::ops::nstep_sample(ops, s.view(), s2.view(), a.view(), r.view(), d.view(),
-                              rings[static_cast<std::size_t>(k)].view, p, B);
+        fh::ops::run(ops, fh::ops::NstepSample{s.view(), s2.view(), a.view(), r.view(), d.view(),
+                                               rings[static_cast<std::size_t>(k)].view, p, B});
         const auto at = static_cast<std::size_t>(k) * xs, rows = static_cast<std::size_t>(B) * D;
         CHECK(same_bits(ops.to_host(s.cview()), std::vector<float>(out.x.begin() + at, out.x.begin() + at + rows)));
         CHECK(same_bits(ops.to_host(s2.cview()),

@@ -18,7 +18,7 @@
 #include "env/vec_env.hpp"
 #include "math/ppo.h"
 #include "ops/cpu_device.hpp"
-#include "ops/env/ops.hpp"
+#include "abi/env.h"
 #include "ops/nn/ops.hpp"
 #include "ops/ppo/ops.hpp"
 #include "support/compare.hpp"
@@ -93,7 +93,7 @@ void environments(Device& ops, Outputs& out) {
     const std::size_t un = static_cast<std::size_t>(n), D = static_cast<std::size_t>(params.state_dim);
     int truncated = 0;
     for (int step = 0; step < 25; ++step) {
-        fh::ops::env_random_actions(ops, actions.view(), 99, static_cast<std::uint64_t>(step), A);
+        fh::ops::run(ops, fh::ops::EnvRandomActions{actions.view(), 99, static_cast<std::uint64_t>(step), A});
         together.step(actions.cview());
         for (std::size_t k = 0; k < static_cast<std::size_t>(kAgents); ++k)
             alone[k]->step(actions.cview().subview(k * un, un));

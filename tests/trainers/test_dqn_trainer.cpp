@@ -21,7 +21,7 @@
 #include "trainers/dqn/engine.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
-#include "ops/env/ops.hpp"
+#include "abi/env.h"
 
 using namespace fh;
 

@@ -30,7 +30,7 @@
 #include "nn/init.hpp"
 #include "ops/linear_reference.hpp"
 #include "ops/cpu_device.hpp"
-#include "ops/iqn/ops.hpp"
+#include "abi/dqn_iqn.h"
 #include "support/trainer_support.hpp"
 #include "trainers/dqn/engine.hpp"
 #include "trainers/dqn/network.hpp"
@@ -226,7 +226,7 @@ TEST_CASE("QNetwork's IQN forward and backward on the CPU equal the double gradi
     ag.cql_alpha = 0.4f;
     auto agent = ops.from_host<dqn::AgentParams>(std::vector<dqn::AgentParams>{ag});
     auto counters = ops.from_host<dqn::Counters>(std::vector<dqn::Counters>{{0, 5, 0}});
-    ops::iqn_taus(ops, feat.view(), taus.view(), agent.cview(), counters.cview(), B, N, C);
+    ops::run(ops, ops::IqnTaus{feat.view(), taus.view(), agent.cview(), counters.cview(), B, N, C});
     const auto tf = ops.to_host(taus.cview()), ff = ops.to_host(feat.cview());
     x.taus.assign(tf.begin(), tf.end());
     x.features.assign(ff.begin(), ff.end());
@@ -244,8 +244,8 @@ TEST_CASE("QNetwork's IQN forward and backward on the CPU equal the double gradi
     auto disc = ops.from_host<float>(std::vector<float>(x.discounts.begin(), x.discounts.end()));
     auto d_head = ops.alloc<float>(rows.size());
     auto stats = ops.alloc<float>(static_cast<std::size_t>(B * dqn::kSampleStats));
-    ops::iqn_loss(ops, d_head.view(), stats.view(), rows, sel.cview(), tgt.cview(), taus.cview(), act.cview(),
-                  ret.cview(), disc.cview(), agent.cview(), cfg.head, N, B);
+    ops::run(ops, ops::IqnLoss{d_head.view(), stats.view(), rows, sel.cview(), tgt.cview(), taus.cview(), act.cview(),
+                               ret.cview(), disc.cview(), agent.cview(), cfg.head, N, B});
     auto grads = ops.alloc<float>(L.total());
     ops.fill(grads.view(), 0.f);
     net.backward(ops, params.cview(), grads.view(), d_head.view(), B, ws);
@@ -280,7 +280,7 @@ TEST_CASE("QNetwork's IQN forward and backward on the CPU equal the double gradi
     const auto mean = ops.to_host(net.forward(ops, params.cview(), X.cview(), B, ws_act));
     auto mid_f = ops.alloc<float>(static_cast<std::size_t>(7 * C));
     auto mid_t = ops.alloc<float>(7);
-    ops::iqn_taus(ops, mid_f.view(), mid_t.view(), {}, {}, 1, 7, C);
+    ops::run(ops, ops::IqnTaus{mid_f.view(), mid_t.view(), {}, {}, 1, 7, C});
     std::vector<float> feat_k;
     for (int b = 0; b < B; ++b) {
         const auto m = ops.to_host(mid_f.cview());

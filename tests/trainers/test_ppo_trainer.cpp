@@ -25,7 +25,7 @@
 #include "trainers/ppo/engine.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
-#include "ops/env/ops.hpp"
+#include "abi/env.h"
 
 using namespace fh;
 using test::run_training;

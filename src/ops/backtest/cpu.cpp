@@ -1,29 +1,28 @@
 /// @file cpu.cpp
 /// @brief CPU twins of the backtest op family: the shared per-element math (math/backtest.h, math/env.h) in plain
 /// loops.
-#include "ops/backtest/ops.hpp"
+#include "abi/backtest.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-namespace fh::ops::cpu_twin {
+namespace fh::ops {
 
-void backtest_reset(View<backtest::SegmentState> state, View<backtest::BarRecord> records,
-                    View<const backtest::Segment> segments, const env::EnvParams& params) {
+void cpu(const BacktestReset& a) {
+    const auto& [state, records, segments, params] = a;
     for (std::size_t s = 0; s < state.size(); ++s)
         backtest::reset_segment(state.data()[s], records.data(), segments.data()[s], params);
 }
 
-void backtest_step(View<backtest::SegmentState> state, View<backtest::BarRecord> records,
-                   View<const backtest::Segment> segments, View<const int> actions, const env::MarketView& market,
-                   const env::EnvParams& params) {
+void cpu(const BacktestStep& a) {
+    const auto& [state, records, segments, actions, market, params] = a;
     for (std::size_t s = 0; s < state.size(); ++s)
         backtest::step_segment(state.data()[s], records.data(), segments.data()[s], actions.data()[s], market, params);
 }
 
-void backtest_gather(View<float> states, View<const backtest::SegmentState> state, const env::MarketView& market,
-                     const env::EnvParams& params) {
+void cpu(const BacktestGather& a) {
+    const auto& [states, state, market, params] = a;
     const std::size_t dim = static_cast<std::size_t>(params.state_dim);
     const std::size_t mdim = static_cast<std::size_t>(params.market_dim);
     for (std::size_t s = 0; s < state.size(); ++s) {
@@ -37,12 +36,10 @@ void backtest_gather(View<float> states, View<const backtest::SegmentState> stat
     }
 }
 
-void backtest_metrics(View<backtest::MetricsOut> out, View<long long> histogram,
-                      View<const backtest::BarRecord> records, View<const backtest::SegmentState> state,
-                      View<const backtest::Segment> segments, const env::MarketView& market,
-                      const backtest::MetricsParams& params) {
+void cpu(const BacktestMetrics& a) {
+    const auto& [out, histogram, records, state, segments, market, params] = a;
     backtest::compute_metrics(out.data()[0], histogram.data(), records.data(), state.data(), segments.data(),
                               static_cast<int>(segments.size()), market.close, params);
 }
 
-}  // namespace fh::ops::cpu_twin
+}  // namespace fh::ops

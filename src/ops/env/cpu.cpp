@@ -1,12 +1,12 @@
 /// @file cpu.cpp
 /// @brief CPU twins of the env op family: the shared per-element math (math/env.h) in plain loops.
-#include "ops/env/ops.hpp"
+#include "abi/env.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-namespace fh::ops::cpu_twin {
+namespace fh::ops {
 namespace {
 
 // Environment e's market, parameters and index within its agent (cuda/kernels/env.cu's env_of).
@@ -26,8 +26,8 @@ EnvOf env_of(std::size_t e, std::size_t n, const env::MarketView& market, const 
 
 }  // namespace
 
-void env_reset(View<env::EnvState> state, View<float> portfolio, View<const std::uint8_t> mask,
-               const env::MarketView& market, const env::EnvParams& params, View<const abi::EnvAgent> agents) {
+void cpu(const EnvReset& a) {
+    const auto& [state, portfolio, mask, market, params, agents] = a;
     for (std::size_t e = 0; e < state.size(); ++e) {
         if (!mask.empty() && mask.data()[e] == 0) continue;
         const EnvOf own = env_of(e, state.size(), market, params, agents);
@@ -36,9 +36,8 @@ void env_reset(View<env::EnvState> state, View<float> portfolio, View<const std:
     }
 }
 
-void env_step(View<env::EnvState> state, View<float> portfolio, View<float> reward, View<std::uint8_t> done,
-              View<env::StepInfo> info, View<const int> actions, const env::MarketView& market,
-              const env::EnvParams& params, View<const abi::EnvAgent> agents) {
+void cpu(const EnvStep& a) {
+    const auto& [state, portfolio, reward, done, info, actions, market, params, agents] = a;
     for (std::size_t e = 0; e < state.size(); ++e) {
         const EnvOf own = env_of(e, state.size(), market, params, agents);
         reward.data()[e] =
@@ -47,8 +46,8 @@ void env_step(View<env::EnvState> state, View<float> portfolio, View<float> rewa
     }
 }
 
-void env_gather_states(View<float> states, View<const env::EnvState> state, View<const float> portfolio,
-                       const env::MarketView& market, const env::EnvParams& params, View<const abi::EnvAgent> agents) {
+void cpu(const EnvGatherStates& a) {
+    const auto& [states, state, portfolio, market, params, agents] = a;
     const std::size_t dim = static_cast<std::size_t>(params.state_dim);
     const std::size_t mdim = static_cast<std::size_t>(params.market_dim);
     for (std::size_t e = 0; e < state.size(); ++e) {
@@ -61,9 +60,10 @@ void env_gather_states(View<float> states, View<const env::EnvState> state, View
     }
 }
 
-void env_random_actions(View<int> actions, std::uint64_t seed, std::uint64_t step, int num_actions) {
+void cpu(const EnvRandomActions& a) {
+    const auto& [actions, seed, step, num_actions] = a;
     for (std::size_t e = 0; e < actions.size(); ++e)
         actions.data()[e] = env::random_action(seed, static_cast<int>(e), step, num_actions);
 }
 
-}  // namespace fh::ops::cpu_twin
+}  // namespace fh::ops

@@ -6,12 +6,12 @@
 #include <limits>
 #include <vector>
 
-#include "ops/iqn/ops.hpp"
+#include "abi/dqn_iqn.h"
 
-namespace fh::ops::cpu_twin {
+namespace fh::ops {
 
-void iqn_taus(View<float> features, View<float> taus, View<const dqn::AgentParams> agent,
-              View<const dqn::Counters> counters, int rows, int quantiles, int n_cos) {
+void cpu(const IqnTaus& a) {
+    const auto& [features, taus, agent, counters, rows, quantiles, n_cos] = a;
     const long long n = static_cast<long long>(rows) * quantiles;
     const long long update = agent.empty() ? 0 : counters.data()[0].updates + 1;
     for (long long t = 0; t < n; ++t) {
@@ -23,8 +23,8 @@ void iqn_taus(View<float> features, View<float> taus, View<const dqn::AgentParam
     }
 }
 
-void iqn_hadamard(View<float> x, View<const float> phi, View<const float> psi, int count, int rows, int quantiles,
-                  int psi_rows, int width) {
+void cpu(const IqnHadamard& a) {
+    const auto& [x, phi, psi, count, rows, quantiles, psi_rows, width] = a;
     const long long per_net = static_cast<long long>(rows) * quantiles;
     for (long long c = 0; c < count; ++c)
         for (long long r = 0; r < per_net; ++r) {
@@ -35,8 +35,8 @@ void iqn_hadamard(View<float> x, View<const float> phi, View<const float> psi, i
         }
 }
 
-void iqn_hadamard_backward(View<float> d_phi, View<float> d_psi, View<const float> dx, View<const float> phi,
-                           View<const float> psi, int batch, int quantiles, int width) {
+void cpu(const IqnHadamardBackward& a) {
+    const auto& [d_phi, d_psi, dx, phi, psi, batch, quantiles, width] = a;
     for (long long b = 0; b < batch; ++b) {
         const long long r0 = b * quantiles;
         for (int h = 0; h < width; ++h) {
@@ -49,10 +49,9 @@ void iqn_hadamard_backward(View<float> d_phi, View<float> d_psi, View<const floa
     }
 }
 
-void iqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, View<const float> head_select,
-              View<const float> head_target, View<const float> taus, View<const int> actions, View<const float> returns,
-              View<const float> discounts, View<const dqn::AgentParams> agent, const dqn::HeadParams& h, int quantiles,
-              int batch) {
+void cpu(const IqnLoss& a) {
+    const auto& [d_head, stats, head_s, head_select, head_target, taus, actions, returns, discounts, agent, h,
+                 quantiles, batch] = a;
     const int N = quantiles, W = dqn::head_width(h), A = h.num_actions;
     const long long NW = static_cast<long long>(N) * W;
     std::vector<float> scratch(static_cast<std::size_t>(iqn::loss_scratch(h, N)));
@@ -74,10 +73,11 @@ void iqn_loss(View<float> d_head, View<float> stats, View<const float> head_s, V
     }
 }
 
-void iqn_mean_rows(View<float> out, View<const float> head, int n, int quantiles, int width) {
+void cpu(const IqnMeanRows& a) {
+    const auto& [out, head, n, quantiles, width] = a;
     for (long long e = 0; e < n; ++e)
         for (int w = 0; w < width; ++w)
             out.data()[e * width + w] = iqn::mean_row_element(head.data() + e * quantiles * width, quantiles, width, w);
 }
 
-}  // namespace fh::ops::cpu_twin
+}  // namespace fh::ops

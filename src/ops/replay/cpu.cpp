@@ -1,16 +1,15 @@
 /// @file cpu.cpp
 /// @brief CPU twins of the replay op family: the shared per-element math (math/replay.h) in plain loops.
-#include "ops/replay/ops.hpp"
+#include "abi/replay_nstep.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-namespace fh::ops::cpu_twin {
+namespace fh::ops {
 
-void nstep_sample(View<float> states, View<float> next_states, View<int> actions, View<float> returns,
-                  View<float> discounts, const replay::ReplayView& r, const replay::SampleParams& params,
-                  View<const long long> update_from, const CounterAdvance& advance, int batch) {
+void cpu(const NstepSample& a) {
+    const auto& [states, next_states, actions, returns, discounts, r, params, batch, update_from, advance] = a;
     replay::SampleParams p = params;
     if (!update_from.empty()) p.update = static_cast<std::uint64_t>(update_from.data()[0]);
     if (!advance.counter.empty()) p.update = static_cast<std::uint64_t>(advance.counter.data()[0] + 1);
@@ -21,9 +20,8 @@ void nstep_sample(View<float> states, View<float> next_states, View<int> actions
     if (!advance.counter.empty()) advance.counter.data()[0] += 1;
 }
 
-void nstep_sample_agents(View<float> states, View<float> next_states, View<int> actions, View<float> returns,
-                         View<float> discounts, View<const abi::SampleAgent> agents, std::size_t out_stride,
-                         const CounterAdvance& advance, int batch) {
+void cpu(const NstepSampleAgents& a) {
+    const auto& [states, next_states, actions, returns, discounts, agents, out_stride, advance, batch, state_dim_] = a;
     const std::size_t B = static_cast<std::size_t>(batch);
     for (std::size_t a = 0; a < agents.size(); ++a) {
         const abi::SampleAgent& agent = agents.data()[a];
@@ -39,4 +37,4 @@ void nstep_sample_agents(View<float> states, View<float> next_states, View<int> 
     advance.counter.data()[0] += 1;
 }
 
-}  // namespace fh::ops::cpu_twin
+}  // namespace fh::ops

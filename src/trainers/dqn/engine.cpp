@@ -14,7 +14,7 @@
 
 #include "io/json.hpp"
 #include "nn/init.hpp"
-#include "ops/iqn/ops.hpp"
+#include "abi/dqn_iqn.h"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 
@@ -547,8 +547,8 @@ void DqnEngine::iqn_loss_ops(int a) {
                       DX = static_cast<std::size_t>(net_.state_dim());
     const auto x = cslice(x_, a);
     const auto features = cslice(iqn_features_, a), taus = cslice(iqn_taus_, a);
-    ops::iqn_taus(ops_, slice(iqn_features_, a), slice(iqn_taus_, a), cslice(agent_, a), cslice(counters_, a), 2 * B, N,
-                  n_cos);
+    ops::run(ops_, ops::IqnTaus{slice(iqn_features_, a), slice(iqn_taus_, a), cslice(agent_, a), cslice(counters_, a),
+                                2 * B, N, n_cos});
     ops::View<const float> head_s, head_online_next, head_target;
     if (agents_ == 1) {
         // (network, [s; s'] rows x N, W): the online network's rows at s, its rows at s' (double
@@ -567,9 +567,9 @@ void DqnEngine::iqn_loss_ops(int a) {
             ws_target_);
     }
     const auto head_select = profile(a).dqn.double_dqn ? head_online_next : head_target;
-    ops::iqn_loss(ops_, slice(d_head_, a), slice(sample_stats_, a), head_s, head_select, head_target,
-                  taus.subview(0, rows), cslice(batch_actions_, a), cslice(returns_, a), cslice(discounts_, a),
-                  cslice(agent_, a), net_.head(), N, B);
+    ops::run(ops_, ops::IqnLoss{slice(d_head_, a), slice(sample_stats_, a), head_s, head_select, head_target,
+                                taus.subview(0, rows), cslice(batch_actions_, a), cslice(returns_, a),
+                                cslice(discounts_, a), cslice(agent_, a), net_.head(), N, B});
 }
 
 void DqnEngine::adam_ops(bool end_step) {

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "abi/dqn_step.h"
-#include "ops/iqn/ops.hpp"
+#include "abi/dqn_iqn.h"
 #include "ops/nn/ops.hpp"
 
 namespace fh::trainers {
@@ -98,7 +98,7 @@ QNetwork::Workspace QNetwork::make_workspace(ops::Device& ops, int max_batch, in
             w.mean = ops.alloc<float>(H);
             w.act_features = ops.alloc<float>(static_cast<std::size_t>(K) * n_cos);
             w.act_taus = ops.alloc<float>(static_cast<std::size_t>(K));
-            ops::iqn_taus(ops, w.act_features.view(), w.act_taus.view(), {}, {}, 1, K, config_.iqn.n_cos);
+            ops::run(ops, ops::IqnTaus{w.act_features.view(), w.act_taus.view(), {}, {}, 1, K, config_.iqn.n_cos});
         }
     }
     if (attention_) {
@@ -136,9 +136,9 @@ ops::View<const float> QNetwork::forward(ops::Device& ops, ops::View<const float
     const int K = config_.iqn.act_quantiles, H = config_.hidden.back();
     if (w.mean.size() == 0) throw std::logic_error("QNetwork::forward: an IQN workspace made for forward_quantiles");
     const auto psi = iqn_embed_->forward(ops, params, w.act_features.cview(), K, w.embed);
-    ops::iqn_mean_rows(ops, w.mean.view(), psi, 1, K, H);
+    ops::run(ops, ops::IqnMeanRows{w.mean.view(), psi, 1, K, H});
     const auto x = w.x.view().subview(0, static_cast<std::size_t>(batch) * static_cast<std::size_t>(H));
-    ops::iqn_hadamard(ops, x, out, w.mean.cview(), 1, batch, 1, 1, H);
+    ops::run(ops, ops::IqnHadamard{x, out, w.mean.cview(), 1, batch, 1, 1, H});
     w.quantiles = 0;  // nothing to differentiate
     return iqn_head_->forward(ops, params, x, batch, w.head);
 }
@@ -177,7 +177,7 @@ ops::View<const float> QNetwork::forward_quantiles(ops::Device& ops, ops::View<c
     // Every network embeds the same fractions (x_stride 0) with its own weights.
     const auto psi = iqn_embed_->forward_batched(ops, params, layout_.total(), features, 0, rows, count, w.embed);
     const auto x = w.x.view().subview(0, static_cast<std::size_t>(count) * Rs * Hs);
-    ops::iqn_hadamard(ops, x, phi, psi, count, batch, quantiles, rows, H);
+    ops::run(ops, ops::IqnHadamard{x, phi, psi, count, batch, quantiles, rows, H});
     w.phi = phi;
     w.psi = psi;
     w.quantiles = quantiles;
@@ -213,7 +213,8 @@ void QNetwork::backward(ops::Device& ops, ops::View<const float> params, ops::Vi
         const auto dx = w.dx.view().subview(0, Bs * N * H), d_psi = w.d_psi.view().subview(0, Bs * N * H);
         const auto d_phi = w.d_phi.view().subview(0, Bs * H);
         iqn_head_->backward(ops, params, grads, d_head, dx, batch * w.quantiles, w.head, false);
-        ops::iqn_hadamard_backward(ops, d_phi, d_psi, dx, w.phi, w.psi, batch, w.quantiles, config_.hidden.back());
+        ops::run(ops,
+                 ops::IqnHadamardBackward{d_phi, d_psi, dx, w.phi, w.psi, batch, w.quantiles, config_.hidden.back()});
         iqn_embed_->backward(ops, params, grads, d_psi, {}, batch * w.quantiles, w.embed, false);
         d_head = d_phi;
     }

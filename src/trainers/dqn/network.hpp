@@ -3,7 +3,7 @@
 ///        outputs are, per sample, [value (Z) | advantages (A, Z)] (the advantages alone without
 ///        dueling): dqn::head_width floats; an ensemble's K heads are K such rows side by side in
 ///        the same layer (dqn::output_width). The head's softmax, Q and loss run in the fused
-///        kernels of the DQN op family (src/ops/dqn/ops.hpp) straight from these outputs. All
+///        kernels of the DQN ops (cuda/abi/dqn_step.h) straight from these outputs. All
 ///        weights live in one flat buffer (nn::ParamLayout), so the target network, Adam, the
 ///        gradient norm and checkpoints each see one buffer.
 #pragma once

@@ -16,7 +16,7 @@
 #include "nn/init.hpp"
 #include "ops/iql/ops.hpp"
 #include "ops/nn/ops.hpp"
-#include "ops/replay/ops.hpp"
+#include "abi/replay_nstep.h"
 #include "trainers/offline_dataset.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
@@ -184,9 +184,9 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
 
     // 1. Every agent's uniform batch of one-step transitions (s, a, r, gamma (1 - terminated), s')
     //    at the update number the sampling advances the counter to (no launch of its own).
-    ops::nstep_sample_agents(ops_, x_.view().subview(0, span), x_.view().subview(Bs * D, span), actions_.view(),
-                             rewards_.view(), discounts_.view(), sample_agents_.cview(), xs,
-                             ops::CounterAdvance{step_.view(), step_ticket_.view()}, B, state_dim_);
+    ops::run(ops_, ops::NstepSampleAgents{x_.view().subview(0, span), x_.view().subview(Bs * D, span), actions_.view(),
+                                          rewards_.view(), discounts_.view(), sample_agents_.cview(), xs,
+                                          ops::CounterAdvance{step_.view(), step_ticket_.view()}, B, state_dim_});
     const auto states = x_.cview().subview(0, span), next = x_.cview().subview(Bs * D, span);
     const auto online = online_.cview(), target = target_.cview();
     // q2 of agent i is q1's layers shifted by twin_stride_ inside agent i's slice.
