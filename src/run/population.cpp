@@ -1108,6 +1108,79 @@ void place_members(const std::string& dir, std::vector<Member>& members, const s
     }
 }
 
+/// An agent population.json records (`a`, after `members`): its plan from its config.toml (with
+/// `overrides`) and the record; `what` opens each problem (exit 2).
+Member recorded_member(const std::string& dir, const json::Value& a, const std::vector<Member>& members,
+                       const std::vector<std::string>& overrides, const std::string& what) {
+    const auto* run = a.is_object() ? a.find("run") : nullptr;
+    const auto* index = a.is_object() ? a.find("index") : nullptr;
+    if (run == nullptr || !run->is_string() || index == nullptr || !index->is_integer() ||
+        run->as_string().find('/') != std::string::npos || run->as_string().empty() || run->as_string()[0] == '.')
+        throw UsageError(fmt::format("{}: population.json: an agent without a valid run directory name", what));
+    Member m;
+    m.plan.index = static_cast<int>(index->as_i64());
+    m.plan.name = run->as_string();
+    for (const auto& other : members)
+        if (other.plan.name == m.plan.name || other.plan.index == m.plan.index)
+            throw UsageError(
+                fmt::format("{}: population.json lists agent {} ({}) twice; the file was "
+                            "edited: each agent once",
+                            what, m.plan.index, m.plan.name));
+    const fs::path config_file = fs::path(dir) / m.plan.name / "config.toml";
+    if (!fs::is_regular_file(config_file))
+        throw UsageError(
+            fmt::format("{}: agent {} has no {} (the population stopped before that agent "
+                        "started); run the population's command again with --set "
+                        "run.on_exists=resume, which starts the agents that have no directory",
+                        what, m.plan.index, config_file.string()));
+    m.plan.profile = config::resolve_profile_file(config_file.string(), overrides);
+    m.plan.profile.run.population = 1;
+    m.plan.profile.run.output_dir = dir;
+    m.plan.profile.run.name = m.plan.name;
+    m.plan.seed = m.plan.profile.run.seed;
+    if (const auto* r = a.find("start_round"); r != nullptr && r->is_integer()) m.start_round = r->as_i64();
+    if (const auto* g = a.find("overrides"); g != nullptr && g->is_array())
+        for (const auto& o : g->as_array())
+            if (o.is_string()) m.plan.grid.push_back(o.as_string());
+    if (const auto* sp = a.find("space"); sp != nullptr && sp->is_array())
+        for (const auto& o : sp->as_array()) {
+            const std::string text = o.is_string() ? o.as_string() : "";
+            const auto eq = text.find('=');
+            auto parsed = eq == std::string::npos || !is_agent_key(text.substr(0, eq))
+                              ? ParsedDistribution{std::nullopt, "not KEY=DISTRIBUTION", 0}
+                              : parse_distribution(text.substr(0, eq), text.substr(eq + 1));
+            if (!parsed.distribution)
+                throw UsageError(fmt::format("{}: population.json: agent {}: search space '{}': {}", what, m.plan.index,
+                                             text, parsed.problem));
+            m.plan.space.push_back(std::move(*parsed.distribution));
+        }
+    return m;
+}
+
+/// A halving search continued by its command (run.on_exists = "resume"): the points it added after
+/// the planned agents, as population.json (`where.record`) records them.
+void adopt_recorded_points(const Where& where, std::vector<Member>& members) {
+    json::Value v;
+    try {
+        v = json::parse(read_text(where.record), json::Limits{64u << 20, 64, true});
+    } catch (const std::exception&) {
+        return;  // none recorded (or unreadable: the planned agents start again as place_members says)
+    }
+    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
+    if (agents == nullptr || !agents->is_array()) return;
+    for (const auto& a : agents->as_array()) {
+        const auto* index = a.is_object() ? a.find("index") : nullptr;
+        if (index == nullptr || !index->is_integer() || index->as_i64() < static_cast<std::int64_t>(members.size()))
+            continue;
+        if (index->as_i64() != static_cast<std::int64_t>(members.size()))
+            throw UsageError(fmt::format("{}: agent {} follows agent {}: the file was edited", where.record,
+                                         index->as_i64(), members.size() - 1));
+        members.push_back(recorded_member(where.agents, a, members, {}, where.record));
+        log::info("agent {}: a point of the search, {} (population.json)", members.back().plan.index,
+                  members.back().plan.name);
+    }
+}
+
 }  // namespace
 
 const std::vector<std::string>& agent_keys() {
@@ -1321,6 +1394,7 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
         where.record = plan.record;
         fs::create_directories(where.agents, ec);
         if (ec) throw UsageError(fmt::format("cannot create {}: {}", where.agents, ec.message()));
+        if (base.run.search == "halving" && mode == "resume") adopt_recorded_points(where, members);
         place_members(where.agents, members, mode);
         log::info("population: {} agents of {} in {} (population.json: {})", members.size(), base.run.trainer,
                   where.agents, where.record);
@@ -1350,6 +1424,8 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
             where.agents = wanted.string();
             lock.emplace(where.agents);
             adopt_recorded_names(where.agents, members);
+            if (base.run.search == "halving")
+                adopt_recorded_points({where.agents, (wanted / "population.json").string(), false}, members);
             place_members(where.agents, members);
             log::info("population directory {} exists: unfinished agents resumed (run.on_exists = \"resume\")",
                       where.agents);
@@ -1389,50 +1465,7 @@ std::string resume_population(const std::string& dir, const std::vector<std::str
     std::vector<Member> members;
     config::Profile base;
     for (const auto& a : agents->as_array()) {
-        const auto* run = a.is_object() ? a.find("run") : nullptr;
-        const auto* index = a.is_object() ? a.find("index") : nullptr;
-        if (run == nullptr || !run->is_string() || index == nullptr || !index->is_integer() ||
-            run->as_string().find('/') != std::string::npos || run->as_string().empty() || run->as_string()[0] == '.')
-            throw UsageError(
-                fmt::format("--resume {}: population.json: an agent without a valid run directory name", dir));
-        Member m;
-        m.plan.index = static_cast<int>(index->as_i64());
-        m.plan.name = run->as_string();
-        for (const auto& other : members)
-            if (other.plan.name == m.plan.name || other.plan.index == m.plan.index)
-                throw UsageError(
-                    fmt::format("--resume {}: population.json lists agent {} ({}) twice; the file was "
-                                "edited: each agent once",
-                                dir, m.plan.index, m.plan.name));
-        const fs::path config_file = fs::path(dir) / m.plan.name / "config.toml";
-        if (!fs::is_regular_file(config_file))
-            throw UsageError(
-                fmt::format("--resume {}: agent {} has no {} (the population stopped before that agent "
-                            "started); run the population's command again with --set "
-                            "run.on_exists=resume, which starts the agents that have no directory",
-                            dir, m.plan.index, config_file.string()));
-        m.plan.profile = config::resolve_profile_file(config_file.string(), overrides);
-        m.plan.profile.run.population = 1;
-        m.plan.profile.run.output_dir = dir;
-        m.plan.profile.run.name = m.plan.name;
-        m.plan.seed = m.plan.profile.run.seed;
-        if (const auto* r = a.find("start_round"); r != nullptr && r->is_integer()) m.start_round = r->as_i64();
-        if (const auto* g = a.find("overrides"); g != nullptr && g->is_array())
-            for (const auto& o : g->as_array())
-                if (o.is_string()) m.plan.grid.push_back(o.as_string());
-        if (const auto* sp = a.find("space"); sp != nullptr && sp->is_array())
-            for (const auto& o : sp->as_array()) {
-                const std::string text = o.is_string() ? o.as_string() : "";
-                const auto eq = text.find('=');
-                auto parsed = eq == std::string::npos || !is_agent_key(text.substr(0, eq))
-                                  ? ParsedDistribution{std::nullopt, "not KEY=DISTRIBUTION", 0}
-                                  : parse_distribution(text.substr(0, eq), text.substr(eq + 1));
-                if (!parsed.distribution)
-                    throw UsageError(fmt::format("--resume {}: population.json: agent {}: search space '{}': {}", dir,
-                                                 m.plan.index, text, parsed.problem));
-                m.plan.space.push_back(std::move(*parsed.distribution));
-            }
-        members.push_back(std::move(m));
+        members.push_back(recorded_member(dir, a, members, overrides, "--resume " + dir));
     }
     base = members.front().plan.profile;
     place_members(dir, members);
