@@ -762,10 +762,12 @@ const std::string kHalving =
     "--set search.max_points=6 --set run.total_steps=800 --set run.eval_interval=200 --set "
     "run.checkpoint_interval=200 --set run.log_interval=200 --set dqn.hidden=[32] --set data.seed=5";
 
-/// Each lineage line of a halving search's agents with a rung: the decision there is ASHA's (the
-/// agent goes on when fewer than ceil(n / eta) of the n agents at the rung up to its round rank
-/// ahead of it), and an agent stopped there ends "stopped" at that rung.
-void check_halving_decisions(const fs::path& pop_dir, long long eta) {
+/// Each lineage line of a halving search's agents stands at the agent's own progress (`interval`
+/// per round since its start, in `unit`); each with a rung holds ASHA's decision (the agent goes on
+/// when fewer than ceil(n / eta) of the n agents at the rung up to its round rank ahead of it), and
+/// an agent stopped there ends "stopped" at that rung.
+void check_halving_decisions(const fs::path& pop_dir, long long eta, long long interval,
+                             const std::string& unit = "env_steps") {
     struct Line {
         int index, rung;
         long long round;
@@ -781,6 +783,9 @@ void check_halving_decisions(const fs::path& pop_dir, long long eta) {
         std::string last_decision;
         for (std::string text; std::getline(in, text);) {
             const auto l = parse(text);
+            INFO(name << ": " << text);
+            CHECK(l.find(unit)->as_i64() ==
+                  (l.find("round")->as_i64() - agent.find("start_round")->as_i64()) * interval);
             if (l.find("rung") == nullptr) continue;
             lines.push_back({index, static_cast<int>(l.find("rung")->as_i64()), l.find("round")->as_i64(),
                              l.find("metric")->as_double(), l.find("decision")->as_string()});
@@ -864,7 +869,7 @@ TEST_CASE(
         const auto cfg = config::resolve_profile_file((pa / p.find("run")->as_string() / "config.toml").string());
         CHECK(cfg.run.seed == 1 + j);
     }
-    check_halving_decisions(pa, 2);
+    check_halving_decisions(pa, 2, 200);
     // The ranking: by the last rung reached, then the metric there; compare ranks its rows so.
     const auto& ranking = pop.find("search")->find("ranking")->as_array();
     REQUIRE(ranking.size() == 6);
@@ -999,7 +1004,8 @@ TEST_CASE("successive halving is refused where it cannot run: a batched engine a
 }
 
 TEST_CASE("successive halving on the GPU: the same command twice gives the same search (CUDA)", "[gpu][search]") {
-    const auto twice = [](const std::string& common, const std::string& grid, const std::string& tag) {
+    const auto twice = [](const std::string& common, const std::string& grid, const std::string& tag,
+                          long long interval, const std::string& unit) {
         const auto dir = scratch(tag);
         std::ofstream(dir / "grid.txt") << grid;
         std::vector<fs::path> runs;
@@ -1013,27 +1019,29 @@ TEST_CASE("successive halving on the GPU: the same command twice gives the same 
             runs.push_back(last_line(r.out));
         }
         check_same_search(runs[0], runs[1]);
-        check_halving_decisions(runs[0], 2);
+        check_halving_decisions(runs[0], 2, interval, unit);
         CHECK(parse(slurp(runs[0] / "population.json")).find("agents")->as_array().size() == 6);
         fs::remove_all(dir);
     };
     SECTION("DQN") {
         std::string common = kHalving;
         common.replace(common.find("--device cpu "), 13, "");
-        twice(common, kGrid, "halving-gpu-dqn");
+        twice(common, kGrid, "halving-gpu-dqn", 200, "env_steps");
     }
     SECTION("IQL") {
         twice(
             "--profile iql-smoketest --seeds 1,2,3,4 --set run.total_steps=120 --set run.eval_interval=30 --set "
             "run.checkpoint_interval=30 --set run.log_interval=30 --set run.search=halving --set search.eta=2 --set "
             "search.max_points=6 --set data.seed=5",
-            "training.learning_rate=loguniform(1e-4,1e-2) iql.expectile=uniform(0.5,0.9)\n", "halving-gpu-iql");
+            "training.learning_rate=loguniform(1e-4,1e-2) iql.expectile=uniform(0.5,0.9)\n", "halving-gpu-iql", 30,
+            "updates");
     }
     SECTION("PPO") {
         twice(
             "--profile ppo-smoketest --seeds 1,2,3,4 --set run.total_steps=1600 --set run.eval_interval=400 --set "
             "run.checkpoint_interval=400 --set run.log_interval=400 --set run.search=halving --set search.eta=2 "
             "--set search.max_points=6 --set data.seed=5",
-            "training.learning_rate=loguniform(1e-4,1e-2) ppo.entropy_coef=uniform(0,0.05)\n", "halving-gpu-ppo");
+            "training.learning_rate=loguniform(1e-4,1e-2) ppo.entropy_coef=uniform(0,0.05)\n", "halving-gpu-ppo", 400,
+            "env_steps");
     }
 }
