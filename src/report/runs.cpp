@@ -550,10 +550,15 @@ std::string to_markdown(const Table& t) {
                            "\n{} settings ranked by the mean {} over seeds (mean ± sd; runs = finished/all); "
                            "* = best.\n",
                            t.rows.size(), t.metric)
-                     : fmt::format(
-                           "\n{} runs ranked by the best {}; * = best; test_* and bh_* (buy-and-hold) on the "
-                           "test split.\n",
-                           t.rows.size(), t.metric);
+           : std::find(t.columns.begin(), t.columns.end(), "rung") != t.columns.end()
+               ? fmt::format(
+                     "\n{} runs ranked by the last rung of successive halving they reached, then the {} "
+                     "there (rung_metric); * = best; test_* and bh_* (buy-and-hold) on the test split.\n",
+                     t.rows.size(), t.metric)
+               : fmt::format(
+                     "\n{} runs ranked by the best {}; * = best; test_* and bh_* (buy-and-hold) on the "
+                     "test split.\n",
+                     t.rows.size(), t.metric);
     for (const auto& d : t.duplicates) out += duplicate_sentence(d) + "\n";
     if (const std::string s = seed_spread_sentence(t.seed_spread); !s.empty()) out += s + "\n";
     return out;

@@ -886,6 +886,8 @@ TEST_CASE(
     std::getline(rows, top);
     CHECK(header.find("rung,rung_metric") != std::string::npos);
     CHECK(top.find(ranking[0].find("run")->as_string()) != std::string::npos);
+    const auto table = fh::test::run_shell("\"$EXE\" compare '" + pa.string() + "'", dir);
+    CHECK(table.out.find("6 runs ranked by the last rung of successive halving they reached") != std::string::npos);
     // Point 4 trains as the same point would alone: a single run of its seed and keys, stopped
     // where the search stopped it (a fault after its last iteration), validates the same values
     // and holds the same checkpoint tensors.
