@@ -669,7 +669,8 @@ json::Value halving_end(const config::Profile& base, Member& m) {
 /// members.size() is modelled on agent j mod `population` (its grid line and search space), its
 /// seed the population's (agent 0's) + j, its space drawn from that seed (halving_point_line), and
 /// it starts at `round`.
-Member halving_point(const Where& where, const std::vector<Member>& members, std::size_t population, long long round) {
+Member halving_point(const Where& where, const config::Profile& base, const std::vector<Member>& members,
+                     std::size_t population, long long round) {
     const auto j = static_cast<int>(members.size());
     const Member& model = members[static_cast<std::size_t>(j) % population];
     if (model.plan.index != j % static_cast<int>(population))
@@ -687,8 +688,10 @@ Member halving_point(const Where& where, const std::vector<Member>& members, std
     m.plan.overrides.insert(m.plan.overrides.end(), keys.begin(), keys.end());
     m.plan.profile = config::resolve_profile_text(
         config::to_toml(model.plan.profile), (fs::path(where.agents) / model.plan.name / "config.toml").string(), keys);
-    if (where.flat) {
-        m.plan.name = derived_run_name(m.plan.profile, m.plan.overrides);
+    if (where.flat) {  // as --auto-name names its single run (the population's run.name its base)
+        config::Profile named = m.plan.profile;
+        named.run.name = base.run.name;
+        m.plan.name = derived_run_name(named, m.plan.overrides);
     } else {  // named by what differs from its model (its drawn keys and seed), as the first agents are
         m.plan.name = agent_run_names({model.plan.profile, m.plan.profile}).back();
         if (std::any_of(members.begin(), members.end(), [&](const Member& x) { return x.plan.name == m.plan.name; }))
@@ -762,7 +765,7 @@ void halving_round(const Where& where, const config::Profile& base, std::vector<
     while (occupied < population && members.size() < points) {
         while (slot < training.size() && training[slot]->live) ++slot;
         if (members.size() == members.capacity()) throw std::logic_error("halving: no room for a new point");
-        members.push_back(halving_point(where, members, population, round));
+        members.push_back(halving_point(where, base, members, population, round));
         Member& m = members.back();
         log::info("agent {}: halving round {}: a new point in slot {}: {}", m.plan.index, round, slot,
                   fmt::join(m.plan.grid, " "));

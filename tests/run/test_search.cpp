@@ -1047,3 +1047,32 @@ TEST_CASE("successive halving on the GPU: the same command twice gives the same 
             "env_steps");
     }
 }
+
+TEST_CASE("scripts/sweep.sh with successive halving: stopped agents are finished runs, new points named as single runs",
+          "[search][sweep]") {
+    const auto dir = scratch("halving-sweep");
+    const char* src = std::getenv("FH_SOURCE_DIR");
+    REQUIRE(src != nullptr);
+    const auto r = fh::test::run_shell(
+        "'" + (fs::path(src) / "scripts" / "sweep.sh").string() +
+            "' --exe \"$EXE\" --profile dqn-smoketest --cpu --set 'training.learning_rate=loguniform(1e-4, 1e-2)' "
+            "--set run.search=halving --seeds 1,2,3,4 --output '" +
+            (dir / "sw").string() +
+            "' -- --set run.total_steps=400 --set run.eval_interval=200 --set dqn.hidden=[16] --set data.seed=5 "
+            "--set search.eta=2 --set search.max_points=6",
+        dir);
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("done (stopped by successive halving)") != std::string::npos);
+    CHECK(r.err.find("holds 6 runs") != std::string::npos);
+    std::set<std::int64_t> seeds;
+    for (const auto& e : fs::directory_iterator(dir / "sw")) {
+        if (!fs::exists(e.path() / "config.toml")) continue;
+        const std::string name = e.path().filename().string();
+        INFO(name);
+        CHECK(name.rfind("dqn-smoketest,data.seed=5,", 0) == 0);  // --auto-name's form, as the first agents'
+        seeds.insert(config::resolve_profile_file((e.path() / "config.toml").string()).run.seed);
+    }
+    CHECK(seeds == std::set<std::int64_t>{1, 2, 3, 4, 5, 6});
+    fs::remove_all(dir);
+}
