@@ -31,7 +31,7 @@ struct RunRecord {
     std::optional<double> test_sharpe_lo, test_sharpe_hi, test_psr;  ///< test.inference (docs/metrics.md)
     /// A successive-halving agent (summary.json's "search"): the last rung it reached and its metric there.
     std::optional<double> rung, rung_metric;
-    io::json::Value summary;                                         ///< null when missing or unreadable
+    io::json::Value summary;  ///< null when missing or unreadable
 };
 
 /// A run left out of a table because it is the same run as another: the same resolved profile

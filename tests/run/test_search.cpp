@@ -888,6 +888,10 @@ TEST_CASE(
     CHECK(top.find(ranking[0].find("run")->as_string()) != std::string::npos);
     const auto table = fh::test::run_shell("\"$EXE\" compare '" + pa.string() + "'", dir);
     CHECK(table.out.find("6 runs ranked by the last rung of successive halving they reached") != std::string::npos);
+    const auto rep =
+        fh::test::run_shell("\"$EXE\" report '" + pa.string() + "' -o '" + (dir / "report.html").string() + "'", dir);
+    CHECK(rep.code == 0);
+    CHECK(slurp(dir / "report.html").find("run.search = &quot;halving&quot;: rungs at 200 x 2^k") != std::string::npos);
     // Point 4 trains as the same point would alone: a single run of its seed and keys, stopped
     // where the search stopped it (a fault after its last iteration), validates the same values
     // and holds the same checkpoint tensors.
