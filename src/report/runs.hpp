@@ -29,9 +29,9 @@ struct RunRecord {
     std::string data_hash;           ///< summary.json's data.xxh64 ("" when absent)
     bool data_follows_seed = false;  ///< synthetic market drawn from run.seed (data.seed = -1)
     std::optional<double> test_sharpe_lo, test_sharpe_hi, test_psr;  ///< test.inference (docs/metrics.md)
+    io::json::Value summary;                                         ///< null when missing or unreadable
     /// A successive-halving agent (summary.json's "search"): the last rung it reached and its metric there.
     std::optional<double> rung, rung_metric;
-    io::json::Value summary;  ///< null when missing or unreadable
 };
 
 /// A run left out of a table because it is the same run as another: the same resolved profile
