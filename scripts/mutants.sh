@@ -34,7 +34,9 @@ MUTANTS=(
 "memory-iqn-backward ;; src/config/memory_estimate.cpp ;; s/add\(add\(mul\(mul\(4, upd_rows\), 2 \* last\)/add(add(mul(upd_rows, 2 * last)/ ;; check's memory estimate* ;; check's memory estimate counts the IQN backward's gradients for a quarter of their rows (a run it passes may not fit)"
 "pbt-exploit-skips-adam ;; src/run/search.cpp ;; s/ \|\| name\.starts_with\(.adam\/.\)// ;; PBT's exploit copies exactly* ;; PBT's exploit copies the weights but not Adam's moments"
 "pbt-keys-not-on-device ;; src/trainers/dqn/engine.cpp ;; s/ops_\.upload<dqn::AgentParams>\(slice\(agent_, a\), std::vector<dqn::AgentParams>\{dqn_agent_params\(p\)\}\);// ;; PBT: the same command* ;; PBT's explore records the new keys but the DQN agent trains on with its old device constants"
-"pbt-round-no-checkpoint ;; src/run/population.cpp ;; s/^( *)m\.run->save_checkpoint\(\);/\1(void)m;/ ;; PBT: the same command* ;; a PBT round writes no checkpoint, so a resume continues from the state before the round"
+"pbt-round-no-checkpoint ;; src/run/population.cpp ;; s/if \(no_checkpoint\.empty\(\) \|\| !no_checkpoint\[i\]\) m\.run->save_checkpoint\(\);/(void)no_checkpoint;/ ;; PBT: the same command* ;; a PBT round writes no checkpoint, so a resume continues from the state before the round"
+"halving-no-history ;; src/run/population.cpp ;; s/r->as_i64\(\) < round\)/r->as_i64() < 0)/ ;; successive halving: the worst* ;; successive halving ranks a rung's arrivals among themselves, not among every point that reached the rung (ASHA)"
+"halving-own-rounds-ignored ;; src/run/population.cpp ;; s/\(\(round \+ 1 - m->start_round\)/((round + 1 - 0 * m->start_round)/ ;; successive halving: the worst* ;; a halving search's new point stops at the population's round iterations, not its own (its rungs at the wrong budgets)"
 "compare-nan-blind ;; tests/support/compare.hpp ;; s/ok = nan == Nan::both_match && std::isnan\(g\) && std::isnan\(r\);/ok = std::isnan(g) \&\& std::isnan(r);/ ;; [compare] ;; the tests' comparison counts NaN on both sides as a match"
 )
 

@@ -149,8 +149,9 @@ if [ "${1:-}" = "__job" ] && [ $as_population -eq 1 ]; then
         dir="$FH_SWEEP_OUT/$run"
         log="$FH_SWEEP_OUT/sweep-logs/point-$point.log"
         case $status in
-            completed|early_stopped)
-                case $action in skipped) what=skipped ;; resumed) what="done (resumed)" ;; *) what=done ;; esac ;;
+            completed|early_stopped|stopped)
+                case $action in skipped) what=skipped ;; resumed) what="done (resumed)" ;; *) what=done ;; esac
+                [ "$status" != stopped ] || what="$what (stopped by successive halving)" ;;
             interrupted) what=interrupted ;;
             diverged) what="failed (exit 5, see $log)"; dir="" ;;
             *) if [ "$action" = skipped ]; then what=skipped; else what="failed (exit $code, see $log)"; dir=""; fi ;;

@@ -31,7 +31,7 @@ struct RunConfig {
     std::int64_t eval_interval = 50'000;         ///< steps between validation backtests; 0 = end
     std::int64_t checkpoint_interval = 100'000;  ///< steps between checkpoints; 0 = end only
     std::string on_exists = "new";               ///< new | skip | resume | error (docs/sweeps.md)
-    std::string search = "none";                 ///< none | pbt: a search inside the population (docs/sweeps.md)
+    std::string search = "none";  ///< none | pbt | halving: a search inside the population (docs/sweeps.md)
     bool operator==(const RunConfig&) const = default;
 };
 
@@ -215,7 +215,7 @@ struct WalkForwardConfig {
     bool operator==(const WalkForwardConfig&) const = default;
 };
 
-/// [search]: population-based training inside a population (run.search, docs/sweeps.md).
+/// [search]: population-based training and successive halving inside a population (run.search, docs/sweeps.md).
 struct SearchConfig {
     std::int64_t interval = 0;           ///< progress units between PBT rounds; 0 = run.eval_interval
     double fraction = 0.25;              ///< the bottom (and top) share of the agents ranked at a round
@@ -223,6 +223,8 @@ struct SearchConfig {
     double perturb_up = 1.25;            ///< (a coin decides which)
     double resample_probability = 0.25;  ///< a key drawn again from its distribution instead
     bool copy_replay = true;             ///< DQN: the exploiting agent copies the replay memory too
+    std::int64_t eta = 3;                ///< halving: rungs at interval x eta^k; the worst (1 - 1/eta) stop there
+    std::int64_t max_points = 0;         ///< halving: points trained in all; 0 = eta x the population
     bool operator==(const SearchConfig&) const = default;
 };
 

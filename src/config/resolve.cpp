@@ -365,29 +365,42 @@ private:
         rule(
             {"run.search", "run.trainer"},
             [&] {
-                return p.run.search == "pbt" && p.run.trainer != "dqn" && p.run.trainer != "iql" &&
+                return p.run.search != "none" && p.run.trainer != "dqn" && p.run.trainer != "iql" &&
                        p.run.trainer != "ppo";
             },
             [&] {
-                return fmt::format("run.search = \"pbt\" trains DQN, IQL and PPO populations, not {}", p.run.trainer);
+                return fmt::format("run.search = \"{}\" trains DQN, IQL and PPO populations, not {}", p.run.search,
+                                   p.run.trainer);
             });
         rule(
             {"run.search", "run.eval_interval", "data.val_fraction"},
-            [&] { return p.run.search == "pbt" && (p.run.eval_interval == 0 || p.data.val_fraction == 0); },
+            [&] { return p.run.search != "none" && (p.run.eval_interval == 0 || p.data.val_fraction == 0); },
             [&] {
-                return "run.search = \"pbt\" ranks the agents on their validation metric: it needs "
-                       "run.eval_interval > 0 and data.val_fraction > 0";
+                return fmt::format(
+                    "run.search = \"{}\" ranks the agents on their validation metric: it needs "
+                    "run.eval_interval > 0 and data.val_fraction > 0",
+                    p.run.search);
             });
         rule(
             {"run.search", "search.interval", "run.eval_interval"},
             [&] {
-                return p.run.search == "pbt" && p.run.eval_interval > 0 && p.search.interval % p.run.eval_interval != 0;
+                return p.run.search != "none" && p.run.eval_interval > 0 &&
+                       p.search.interval % p.run.eval_interval != 0;
             },
             [&] {
                 return fmt::format(
-                    "search.interval = {} is not a multiple of run.eval_interval = {}: a PBT round ranks the agents "
+                    "search.interval = {} is not a multiple of run.eval_interval = {}: a {} round ranks the agents "
                     "on the validation of the same step",
-                    p.search.interval, p.run.eval_interval);
+                    p.search.interval, p.run.eval_interval, p.run.search == "pbt" ? "PBT" : "halving");
+            });
+        rule(
+            {"run.search", "run.population_batching"},
+            [&] { return p.run.search == "halving" && p.run.population_batching == "on"; },
+            [&] {
+                return "run.search = \"halving\" trains each agent as its own engine: a stopped agent's slot starts "
+                       "a new point from scratch, which a batched engine (one step, update and replay count for all "
+                       "its agents) cannot hold; set run.population_batching to \"auto\" or \"off\" "
+                       "(docs/sweeps.md)";
             });
         rule(
             {"data.format", "data.path"}, [&] { return p.data.format == "csv" && p.data.path.empty(); },

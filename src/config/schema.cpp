@@ -97,9 +97,11 @@ std::vector<KeyDescriptor> build_schema() {
              "when the run directory exists: new makes NAME-2; skip does nothing; resume continues an unfinished run "
              "and skips a finished one; error stops (docs/sweeps.md)",
              FH_FIELD(run.on_exists)),
-        text("run", "search", "none|pbt",
+        text("run", "search", "none|pbt|halving",
              "a search inside a population (docs/sweeps.md): pbt = population-based training, the bottom agents "
-             "copying the top ones every search.interval and perturbing their keys; none = each agent trains alone",
+             "copying the top ones every search.interval and perturbing their keys; halving = successive halving "
+             "(ASHA), the worst agents at each rung stopped and their slots given new points; none = each agent "
+             "trains alone",
              FH_FIELD(run.search)),
         // [data]
         text("data", "path", "", "CSV file or directory of bars; \"\" = the embedded synthetic market",
@@ -406,9 +408,17 @@ std::vector<KeyDescriptor> build_schema() {
              FH_FIELD(walk_forward.window)),
         // [search]
         integer("search", "interval", closed(0, kMaxCount),
-                "run.search = \"pbt\": progress units (env steps; updates for IQL) between rounds, a multiple of "
-                "run.eval_interval; 0 = run.eval_interval (docs/sweeps.md)",
+                "run.search: progress units (env steps; updates for IQL) between rounds, a multiple of "
+                "run.eval_interval; 0 = run.eval_interval (docs/sweeps.md); halving: the first rung's budget",
                 FH_FIELD(search.interval)),
+        integer("search", "eta", closed(2, 100),
+                "halving: the rungs stand at search.interval x eta^k progress units of each agent's own training, and "
+                "at each one the worst (1 - 1/eta) of the agents that reached it stop",
+                FH_FIELD(search.eta)),
+        integer("search", "max_points", closed(0, 4096),
+                "halving: the points the search trains in all, the population's first agents included (a stopped "
+                "agent's slot starts a new point while any are left); 0 = eta x the population's agents",
+                FH_FIELD(search.max_points)),
         number("search", "fraction", closed(0.01, 0.5),
                "PBT: the share of the ranked agents (at least one) that copies an agent drawn from the same share at "
                "the top",
@@ -681,7 +691,7 @@ const std::vector<SectionDescriptor>& sections() {
         {"dt", "the Decision Transformer, offline"},
         {"eval", "validation and test backtests"},
         {"walk_forward", "rolling-origin (walk-forward) evaluation"},
-        {"search", "population-based training inside a population (run.search)"},
+        {"search", "a search inside a population: population-based training and successive halving (run.search)"},
         {"early_stopping", "stopping on a validation metric"},
         {"checkpoint", "what the checkpoints keep"},
         {"gpu", "device settings"},

@@ -40,7 +40,7 @@ h1{font-size:22px;margin:0 0 4px;word-break:break-all}
 h2{font-size:16px;margin:28px 0 10px;padding-bottom:4px;border-bottom:1px solid var(--line)}
 .sub{color:var(--muted);margin:0 0 16px}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;background:#e0e7ff;color:#3730a3}
-.badge.completed,.badge.early_stopped{background:#dcfce7;color:#166534}
+.badge.completed,.badge.early_stopped,.badge.stopped{background:#dcfce7;color:#166534}
 .badge.interrupted{background:#fef3c7;color:#92400e}
 .badge.diverged{background:#fee2e2;color:#991b1b}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(180px,1fr));gap:10px}
@@ -1003,12 +1003,21 @@ std::string search_section(const fs::path& dir) {
     if (search == nullptr || !search->is_object() || agents == nullptr || !agents->is_array()) return "";
     const auto* method = search->find("method");
     std::string out = "<h2>Search</h2>\n";
-    out += note(fmt::format(
-        "run.search = \"{}\": every {} progress units the bottom {} of the agents ranked on their validation "
-        "metric copy an agent of the top as many, then perturb or draw again the keys of their search space "
-        "(each agent's lineage.jsonl).",
-        method != nullptr && method->is_string() ? method->as_string() : "?", integer(number_at(*search, "interval")),
-        pct(number_at(*search, "fraction"))));
+    if (method != nullptr && method->is_string() && method->as_string() == "halving")
+        out += note(fmt::format(
+            "run.search = \"halving\": rungs at {} x {}^k progress units of each agent's own training; at each the "
+            "agents that rank below the top 1/{} of all that reached it stop and their slots start new points, "
+            "{} in all (each agent's lineage.jsonl; population.json's \"ranking\": by the last rung reached, then "
+            "the metric there).",
+            integer(number_at(*search, "interval")), integer(number_at(*search, "eta")),
+            integer(number_at(*search, "eta")), integer(number_at(*search, "max_points"))));
+    else
+        out += note(fmt::format(
+            "run.search = \"{}\": every {} progress units the bottom {} of the agents ranked on their validation "
+            "metric copy an agent of the top as many, then perturb or draw again the keys of their search space "
+            "(each agent's lineage.jsonl).",
+            method != nullptr && method->is_string() ? method->as_string() : "?",
+            integer(number_at(*search, "interval")), pct(number_at(*search, "fraction"))));
     std::vector<Series> lineage;
     std::map<std::string, std::vector<Series>> keys;  // key -> one series per agent
     std::string copies;
@@ -1132,10 +1141,11 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     const std::string field = grouped.metric.substr(grouped.metric.find('_') + 1);  // "sharpe"
     const bool metric_greyed = short_val && is_annualised(field);
     std::size_t finished = 0;
-    for (const auto& r : runs) finished += r.status == "completed" || r.status == "early_stopped";
+    for (const auto& r : runs)
+        finished += r.status == "completed" || r.status == "early_stopped" || r.status == "stopped";
     b += "<div class=\"cards\">";
     b += card(population ? "agents finished" : "runs finished", fmt::format("{}/{}", finished, runs.size()),
-              "completed or early stopped");
+              "completed, early stopped or stopped by a search");
     if (grouped.best_row >= 0) {
         const auto& best = grouped.rows[static_cast<std::size_t>(grouped.best_row)];
         const auto col = [&](const std::string& c) -> const Cell* {

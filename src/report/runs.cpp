@@ -224,6 +224,8 @@ RunRecord read_run(const std::string& path) {
         return r;
     }
     r.best_val = number_at(r.summary, "best.value");
+    r.rung = number_at(r.summary, "search.rung");
+    r.rung_metric = number_at(r.summary, "search.metric");
     r.test_return = number_at(r.summary, "test.strategy.total_return");
     r.test_sharpe = number_at(r.summary, "test.strategy.sharpe");
     r.test_max_drawdown = number_at(r.summary, "test.strategy.max_drawdown");
@@ -365,6 +367,15 @@ Table run_table(const std::vector<RunRecord>& input) {
         runs,
         [sign](const RunRecord& r) { return r.best_val ? std::optional<double>(sign * *r.best_val) : std::nullopt; },
         [](const RunRecord& r) { return r.name; });
+    // Successive halving's agents: by the last rung reached, then the metric there.
+    const bool rungs = std::any_of(runs.begin(), runs.end(), [](const RunRecord& r) { return r.rung.has_value(); });
+    if (rungs) {
+        rank(
+            runs, [](const RunRecord& r) { return r.rung_metric; }, [](const RunRecord& r) { return r.name; });
+        std::stable_sort(runs.begin(), runs.end(), [](const RunRecord& a, const RunRecord& b) {
+            return a.rung.value_or(-2) > b.rung.value_or(-2);
+        });
+    }
     const auto keys = differing_keys(runs);
     Table t;
     t.duplicates = std::move(duplicates);
@@ -373,6 +384,8 @@ Table run_table(const std::vector<RunRecord>& input) {
     t.columns = {"rank", "run"};
     for (const auto& k : keys) t.columns.push_back(k);
     for (const char* c : {"seed", "status"}) t.columns.emplace_back(c);
+    if (rungs)
+        for (const char* c : {"rung", "rung_metric"}) t.columns.emplace_back(c);
     t.columns.push_back(t.metric);
     for (const char* c : {"test_return", "test_sharpe", "test_sharpe [lo, hi]", "test_psr", "test_max_drawdown",
                           "test_trades", "bh_return", "bh_sharpe"})
@@ -386,6 +399,10 @@ Table run_table(const std::vector<RunRecord>& input) {
         }
         row.push_back(number_cell(static_cast<double>(r.seed), true));
         row.push_back(text_cell(r.status));
+        if (rungs) {
+            row.push_back(number_cell(r.rung, true));
+            row.push_back(number_cell(r.rung_metric));
+        }
         row.push_back(number_cell(r.best_val));
         row.push_back(number_cell(r.test_return));
         row.push_back(number_cell(r.test_sharpe));
@@ -400,7 +417,7 @@ Table run_table(const std::vector<RunRecord>& input) {
         t.rows.push_back(std::move(row));
         t.row_runs.push_back({r.path});
     }
-    if (!runs.empty() && runs[0].best_val) t.best_row = 0;
+    if (!runs.empty() && (rungs ? runs[0].rung_metric.has_value() : runs[0].best_val.has_value())) t.best_row = 0;
     return t;
 }
 
@@ -533,10 +550,15 @@ std::string to_markdown(const Table& t) {
                            "\n{} settings ranked by the mean {} over seeds (mean ± sd; runs = finished/all); "
                            "* = best.\n",
                            t.rows.size(), t.metric)
-                     : fmt::format(
-                           "\n{} runs ranked by the best {}; * = best; test_* and bh_* (buy-and-hold) on the "
-                           "test split.\n",
-                           t.rows.size(), t.metric);
+           : std::find(t.columns.begin(), t.columns.end(), "rung") != t.columns.end()
+               ? fmt::format(
+                     "\n{} runs ranked by the last rung of successive halving they reached, then the {} "
+                     "there (rung_metric); * = best; test_* and bh_* (buy-and-hold) on the test split.\n",
+                     t.rows.size(), t.metric)
+               : fmt::format(
+                     "\n{} runs ranked by the best {}; * = best; test_* and bh_* (buy-and-hold) on the "
+                     "test split.\n",
+                     t.rows.size(), t.metric);
     for (const auto& d : t.duplicates) out += duplicate_sentence(d) + "\n";
     if (const std::string s = seed_spread_sentence(t.seed_spread); !s.empty()) out += s + "\n";
     return out;

@@ -30,6 +30,8 @@ struct RunRecord {
     bool data_follows_seed = false;  ///< synthetic market drawn from run.seed (data.seed = -1)
     std::optional<double> test_sharpe_lo, test_sharpe_hi, test_psr;  ///< test.inference (docs/metrics.md)
     io::json::Value summary;                                         ///< null when missing or unreadable
+    /// A successive-halving agent (summary.json's "search"): the last rung it reached and its metric there.
+    std::optional<double> rung, rung_metric;
 };
 
 /// A run left out of a table because it is the same run as another: the same resolved profile
@@ -93,7 +95,9 @@ struct Table {
     std::string seed_spread;            ///< seed_spread() of the runs counted
 };
 
-/// One row per run, ranked by the best validation metric (descending; runs without one last).
+/// One row per run, ranked by the best validation metric (descending; runs without one last); the
+/// agents of a successive-halving search (RunRecord::rung) by the last rung reached, then the metric
+/// there, with columns "rung" and "rung_metric".
 /// Both tables count a run given twice once (drop_duplicates; Table::duplicates names them).
 Table run_table(const std::vector<RunRecord>& runs);
 /// One row per setting (the differing keys without the seed): runs, seeds, mean and sd over

@@ -307,6 +307,7 @@ void AgentRun::finish() {
             {"updates_per_s", train_s > 0 ? static_cast<double>(trainer.updates() - updates_at_start_) / train_s : 0.0},
             {"final", last_log_},
             {"collapse", collapse_}};
+        if (!search_.is_null()) o.emplace_back("search", search_);
         for (auto& m : run_facts(p_, market_, o_.overrides, o_.resume_dir)) o.push_back(std::move(m));
         return o;
     };

@@ -92,6 +92,11 @@ public:
     void hold_interrupt_at(long long iteration) noexcept { hold_interrupt_at_ = iteration; }
     /// Ends the run as interrupted (then finish() writes its checkpoint and summary).
     void interrupt() noexcept { status_ = "interrupted"; }
+    /// Successive halving stopped the run at a rung: finish() ends it as a finished run (checkpoint,
+    /// test backtest, summary.json) with status "stopped".
+    void stop() noexcept { status_ = "stopped"; }
+    /// summary.json's "search" (a search's result for the agent: its rung and the metric there).
+    void set_search_result(io::json::Value search) { search_ = std::move(search); }
     /// Writes checkpoints/last.safetensors now (a search round, so that a resume continues after it).
     void save_checkpoint();
     /// Appends one line to the run's lineage.jsonl (a search's record of the agent).
@@ -134,6 +139,7 @@ private:
     std::string unit_key_, unit_;
     io::json::Value last_log_;
     io::json::Value collapse_;  ///< summary.json's "collapse" (null: none)
+    io::json::Value search_;    ///< summary.json's "search" (null: none)
     long long collapsed_evaluations_ = 0;
     io::json::Value summary_;
     long long env_steps_at_start_ = 0, updates_at_start_ = 0;

@@ -41,6 +41,7 @@
 #include "run/bench_ablation.hpp"
 #include "run/naming.hpp"
 #include "run/run.hpp"
+#include "run/halving.hpp"
 #include "run/search.hpp"
 #include "run/session.hpp"
 #include "trainers/population.hpp"
@@ -267,7 +268,7 @@ std::string read_text(const fs::path& p) {
 }
 
 bool finished_status(const std::string& s) {
-    return s == "completed" || s == "early_stopped" || s == "diverged";
+    return s == "completed" || s == "early_stopped" || s == "diverged" || s == "stopped";
 }
 
 /// What each agent does in this process.
@@ -280,6 +281,7 @@ struct Member {
     std::string done_by;  ///< population.json's "action": trained, resumed or skipped (left as it was)
     std::unique_ptr<AgentRun> run;
     bool live = false;
+    long long start_round = 0;  ///< halving: the round the point started at (its rungs count from there)
 };
 
 json::Value read_summary(const fs::path& dir) {
@@ -290,6 +292,18 @@ json::Value read_summary(const fs::path& dir) {
     } catch (const std::exception&) {
         return {};
     }
+}
+
+/// A search's progress units between rounds (halving: the first rung's budget); 0 when the
+/// population does not search.
+long long search_interval(const config::Profile& p) {
+    if (p.run.search == "none") return 0;
+    return p.search.interval > 0 ? p.search.interval : p.run.eval_interval;
+}
+
+/// A JSON number, or NaN (null, absent).
+double number_or_nan(const json::Value* v) {
+    return v != nullptr && v->is_number() ? v->as_double() : std::nan("");
 }
 
 /// Where the agents' run directories are and where population.json goes: the population's directory
@@ -304,6 +318,7 @@ struct Where {
 void write_population_json(const Where& where, const config::Profile& base, const std::vector<Member>& members) {
     const std::string& dir = where.agents;
     json::Array agents;
+    std::vector<RungResult> rungs;
     for (const auto& m : members) {
         json::Array grid;
         for (const auto& g : m.plan.grid) grid.emplace_back(g);
@@ -318,11 +333,15 @@ void write_population_json(const Where& where, const config::Profile& base, cons
             for (const auto& d : m.plan.space) space.emplace_back(d.key + "=" + d.text);
             a.emplace_back("space", json::Value::array(std::move(space)));
         }
+        const json::Value s = read_summary(fs::path(dir) / m.plan.name);
         if (base.run.search != "none") {  // the agent's lineage.jsonl: whom it copied when, its keys now
             json::Array copies;
             json::Value keys;
+            RungResult rung{m.plan.index, -1, std::nan("")};
             for (auto& line : report::read_jsonl((fs::path(dir) / m.plan.name / "lineage.jsonl").string())) {
                 if (const auto* k = line.find("keys")) keys = *k;
+                if (const auto* r = line.find("rung"); r != nullptr && r->is_integer())
+                    rung = {m.plan.index, static_cast<int>(r->as_i64()), number_or_nan(line.find("metric"))};
                 if (line.find("copied") == nullptr) continue;
                 json::Object c;
                 for (const auto& [k, v] : line.as_object())
@@ -331,8 +350,16 @@ void write_population_json(const Where& where, const config::Profile& base, cons
             }
             if (!keys.is_null()) a.emplace_back("keys", std::move(keys));
             a.emplace_back("lineage", json::Value::array(std::move(copies)));
+            if (base.run.search == "halving") {  // its last rung: summary.json's once it ended, else its lineage's
+                if (const auto* r = s.is_object() ? s.find("search") : nullptr; r != nullptr && r->is_object())
+                    if (const auto* k = r->find("rung"); k != nullptr && k->is_integer())
+                        rung = {m.plan.index, static_cast<int>(k->as_i64()), number_or_nan(r->find("metric"))};
+                a.emplace_back("start_round", m.start_round);
+                a.emplace_back("rung", rung.rung);
+                a.emplace_back("rung_metric", std::isnan(rung.metric) ? json::Value() : json::Value(rung.metric));
+                rungs.push_back(rung);
+            }
         }
-        const json::Value s = read_summary(fs::path(dir) / m.plan.name);
         if (s.is_object()) {
             for (const char* key : {"best", "test", "error"})
                 if (const auto* v = s.find(key)) a.emplace_back(key, *v);
@@ -351,6 +378,22 @@ void write_population_json(const Where& where, const config::Profile& base, cons
                           {"perturb_up", base.search.perturb_up},
                           {"resample_probability", base.search.resample_probability},
                           {"copy_replay", base.search.copy_replay}}));
+    if (base.run.search == "halving") {
+        std::size_t population = 0;  // the first agents: those that started at round 0
+        for (const auto& m : members) population += m.start_round == 0;
+        json::Array ranking;  // best first: the last rung reached, then the metric there
+        for (const auto& r : halving_ranking(rungs))
+            ranking.push_back(json::object({{"index", r.index},
+                                            {"run", members[static_cast<std::size_t>(r.index)].plan.name},
+                                            {"rung", r.rung},
+                                            {"metric", std::isnan(r.metric) ? json::Value() : json::Value(r.metric)}}));
+        top.emplace_back("search", json::object({{"method", base.run.search},
+                                                 {"interval", search_interval(base)},
+                                                 {"eta", base.search.eta},
+                                                 {"max_points", halving_points(base.search, population)},
+                                                 {"slots", static_cast<std::int64_t>(population)},
+                                                 {"ranking", json::Value::array(std::move(ranking))}}));
+    }
     top.emplace_back("agents", json::Value::array(std::move(agents)));
     io::write_file_atomically(where.record, json::serialize(json::Value::object(std::move(top))) + "\n",
                               [&](const std::string& m) { throw UsageError(fmt::format("{}: {}", where.record, m)); });
@@ -473,12 +516,6 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
     }
 }
 
-/// run.search = "pbt": progress units between rounds; 0 when the population does not search.
-long long search_interval(const config::Profile& p) {
-    if (p.run.search != "pbt") return 0;
-    return p.search.interval > 0 ? p.search.interval : p.run.eval_interval;
-}
-
 /// The keys a search follows in an agent's lineage: those its grid line sets (drawn or not), run.seed aside.
 json::Value searched_keys(const Member& m) {
     json::Object keys;
@@ -508,6 +545,24 @@ long long rounds_done(const std::vector<Member*>& training) {
                 done = std::max<long long>(done, r->as_i64());
     }
     return done;
+}
+
+/// A search round's record: every live agent writes its checkpoint (a resume continues after the
+/// round; not those in `no_checkpoint`, whose end writes it) and a line of its lineage.jsonl
+/// (progress, round, metric, `extra`, keys).
+void record_round(const std::vector<Member*>& training, long long round, const std::vector<double>& metric,
+                  std::vector<json::Object>& extra, const std::vector<bool>& no_checkpoint) {
+    for (std::size_t i = 0; i < training.size(); ++i) {
+        Member& m = *training[i];
+        if (!m.live) continue;
+        if (no_checkpoint.empty() || !no_checkpoint[i]) m.run->save_checkpoint();
+        trainers::Trainer& t = m.run->trainer();
+        json::Object line{{t.progress_unit(), t.progress()}, {"round", round}};
+        line.emplace_back("metric", std::isnan(metric[i]) ? json::Value() : json::Value(metric[i]));
+        for (auto& kv : extra[i]) line.emplace_back(std::move(kv.first), std::move(kv.second));
+        line.emplace_back("keys", searched_keys(m));
+        m.run->append_lineage(json::serialize(json::Value::object(std::move(line))));
+    }
 }
 
 /// One PBT round (docs/sweeps.md, "Population-based training"), the agents standing at its
@@ -559,16 +614,164 @@ void pbt_round(const config::Profile& base, std::int64_t seed, const std::vector
                   round, src.plan.index, base.early_stopping.metric, metric[static_cast<std::size_t>(e.source)],
                   metric[static_cast<std::size_t>(e.agent)], json::serialize(searched_keys(dst)));
     }
+    record_round(training, round, metric, extra, {});
+}
+
+/// Another agent's device like `first` (a halving search's slot beyond those it started with).
+std::unique_ptr<ops::Device> same_device(ops::Device& first, const config::Profile& p, std::size_t agents) {
+    ops::DeviceSpec spec{ops::DeviceSpec::Kind::cpu, 0};
+    if (auto* c = first.cuda()) spec = {ops::DeviceSpec::Kind::cuda, c->device().ordinal};
+    return agent_device(spec, p, static_cast<int>(agents));
+}
+
+/// The market of agent `p` (set_up loads the first agents'; a halving search's new point may draw
+/// a synthetic market of its own seed, loaded and checked here as set_up checks the first ones).
+const PopulationSetup::SharedMarket& point_market(PopulationSetup& s, const config::Profile& p, ops::Device& device,
+                                                  bool force) {
+    auto& m = s.markets[market_key(p)];
+    if (m && m->device_market) return *m;
+    if (!m) {
+        m = std::make_unique<PopulationSetup::SharedMarket>();
+        m->market = data::load_market(trainers::data_options(p));
+    }
+    trainers::RunCheckOptions o;
+    o.force = force;
+    o.host_backend = device.cuda() == nullptr;
+    (void)trainers::check_run(p, m->market, o);
+    m->device_market = std::make_unique<env::DeviceMarket>(device, m->market);
+    device.synchronize();
+    return *m;
+}
+
+/// summary.json's "search" of a halving agent that ends without being stopped: one that trained its
+/// full budget reached the top rung (halving_top_rung) with its last validation; one that stopped
+/// early (early stopping) the last rung its lineage.jsonl records.
+json::Value halving_end(const config::Profile& base, Member& m) {
+    json::Object o{{"method", "halving"}};
+    if (m.run->status() == "completed") {
+        o.emplace_back("rung",
+                       halving_top_rung(base.search.eta, search_interval(base), m.plan.profile.run.total_steps));
+        o.emplace_back("metric", m.run->last_validation() ? json::Value(*m.run->last_validation()) : json::Value());
+        return json::Value::object(std::move(o));
+    }
+    json::Value rung(std::int64_t{-1}), metric;
+    for (const auto& line : report::read_jsonl((fs::path(m.run->path()) / "lineage.jsonl").string()))
+        if (const auto* k = line.is_object() ? line.find("rung") : nullptr; k != nullptr && k->is_integer()) {
+            rung = *k;
+            metric = line.find("metric") != nullptr ? *line.find("metric") : json::Value();
+        }
+    o.emplace_back("rung", rung);
+    o.emplace_back("metric", metric);
+    return json::Value::object(std::move(o));
+}
+
+/// Successive halving's next point (docs/sweeps.md, "Successive halving"): point j =
+/// members.size() is modelled on agent j mod `population` (its grid line and search space), its
+/// seed the population's (agent 0's) + j, its space drawn from that seed (halving_point_line), and
+/// it starts at `round`.
+Member halving_point(const Where& where, const config::Profile& base, const std::vector<Member>& members,
+                     std::size_t population, long long round) {
+    const auto j = static_cast<int>(members.size());
+    const Member& model = members[static_cast<std::size_t>(j) % population];
+    if (model.plan.index != j % static_cast<int>(population))
+        throw std::logic_error("halving: the population's first agents are not in order");
+    Member m;
+    m.plan.index = j;
+    m.plan.seed = members.front().plan.seed + j;
+    m.plan.space = model.plan.space;
+    m.plan.grid = halving_point_line(model.plan.grid, model.plan.space, m.plan.seed);
+    std::vector<std::string> keys = m.plan.grid;
+    keys.push_back(fmt::format("run.seed={}", m.plan.seed));
+    for (const auto& o : model.plan.overrides)  // the single run's overrides: the model's, its line drawn again
+        if (std::none_of(keys.begin(), keys.end(), [&](const auto& k) { return override_key(k) == override_key(o); }))
+            m.plan.overrides.push_back(o);
+    m.plan.overrides.insert(m.plan.overrides.end(), keys.begin(), keys.end());
+    m.plan.profile = config::resolve_profile_text(
+        config::to_toml(model.plan.profile), (fs::path(where.agents) / model.plan.name / "config.toml").string(), keys);
+    if (where.flat) {  // as --auto-name names its single run (the population's run.name its base)
+        config::Profile named = m.plan.profile;
+        named.run.name = base.run.name;
+        m.plan.name = derived_run_name(named, m.plan.overrides);
+    } else {  // named by what differs from its model (its drawn keys and seed), as the first agents are
+        m.plan.name = agent_run_names({model.plan.profile, m.plan.profile}).back();
+        if (std::any_of(members.begin(), members.end(), [&](const Member& x) { return x.plan.name == m.plan.name; }))
+            m.plan.name += fmt::format(",point={}", j);
+    }
+    m.plan.profile.run.name = m.plan.name;
+    m.start_round = round;
+    return m;
+}
+
+/// One round of successive halving (docs/sweeps.md, "Successive halving"), every live agent at the
+/// round's iteration, validated there: each agent that stands at a rung of its own training
+/// (halving_rung) goes on or stops (halving_decisions, against the rungs every point's
+/// lineage.jsonl records), every live agent records the round (record_round), the stopped ones
+/// end as finished runs (status "stopped", `end`), and each empty slot of the `population` starts
+/// a new point (halving_point, `start`) while search.max_points allows.
+void halving_round(const Where& where, const config::Profile& base, std::vector<Member>& members,
+                   std::vector<Member*>& training, std::size_t population, long long round,
+                   const std::function<void(Member*)>& end, const std::function<void(std::size_t, Member&)>& start) {
+    const long long interval = search_interval(base);
+    const std::size_t n = training.size();
+    std::vector<double> metric(n, std::nan(""));
+    std::vector<RungEntry> arrivals;
+    std::vector<std::size_t> arriving;
     for (std::size_t i = 0; i < n; ++i) {
-        if (!live[i]) continue;
-        Member& m = *training[i];
-        m.run->save_checkpoint();
-        trainers::Trainer& t = m.run->trainer();
-        json::Object line{{t.progress_unit(), t.progress()}, {"round", round}};
-        line.emplace_back("metric", std::isnan(metric[i]) ? json::Value() : json::Value(metric[i]));
-        for (auto& kv : extra[i]) line.emplace_back(std::move(kv.first), std::move(kv.second));
-        line.emplace_back("keys", searched_keys(m));
-        m.run->append_lineage(json::serialize(json::Value::object(std::move(line))));
+        const Member& m = *training[i];
+        if (!m.live) continue;
+        if (m.run->last_validation()) metric[i] = *m.run->last_validation();
+        const int k = halving_rung(round - m.start_round, base.search.eta, interval, m.plan.profile.run.total_steps);
+        if (k < 0) continue;
+        arrivals.push_back({k, metric[i], round, m.plan.index});
+        arriving.push_back(i);
+    }
+    std::vector<RungEntry> history;  // the rungs of earlier rounds, every point's
+    for (const auto& m : members)
+        for (const auto& line : report::read_jsonl((fs::path(where.agents) / m.plan.name / "lineage.jsonl").string())) {
+            const auto* k = line.is_object() ? line.find("rung") : nullptr;
+            const auto* r = line.is_object() ? line.find("round") : nullptr;
+            if (k != nullptr && k->is_integer() && r != nullptr && r->is_integer() && r->as_i64() < round)
+                history.push_back(
+                    {static_cast<int>(k->as_i64()), number_or_nan(line.find("metric")), r->as_i64(), m.plan.index});
+        }
+    const std::vector<bool> on = halving_decisions(history, arrivals, base.search.eta);
+    std::vector<json::Object> extra(n);
+    std::vector<bool> stopping(n, false);
+    for (std::size_t a = 0; a < arrivals.size(); ++a) {
+        const std::size_t i = arriving[a];
+        stopping[i] = !on[a];
+        extra[i].emplace_back("rung", arrivals[a].rung);
+        extra[i].emplace_back("decision", on[a] ? "continued" : "stopped");
+        log::info("agent {}: halving round {}: rung {} ({} {:.4f}): {}", training[i]->plan.index, round,
+                  arrivals[a].rung, base.early_stopping.metric, metric[i], on[a] ? "goes on" : "stopped");
+    }
+    record_round(training, round, metric, extra, stopping);
+    for (std::size_t a = 0; a < arrivals.size(); ++a) {
+        Member* m = training[arriving[a]];
+        if (on[a]) continue;
+        m->run->set_search_result(json::object(
+            {{"method", "halving"},
+             {"rung", arrivals[a].rung},
+             {"metric", std::isnan(metric[arriving[a]]) ? json::Value() : json::Value(metric[arriving[a]])},
+             {"round", round}}));
+        m->run->stop();
+        end(m);
+    }
+    // The empty slots (stopped now, or ended since the last round) take new points.
+    const auto points = static_cast<std::size_t>(halving_points(base.search, population));
+    std::size_t occupied = static_cast<std::size_t>(
+        std::count_if(training.begin(), training.end(), [](const Member* m) { return m->live; }));
+    std::size_t slot = 0;
+    while (occupied < population && members.size() < points) {
+        while (slot < training.size() && training[slot]->live) ++slot;
+        if (members.size() == members.capacity()) throw std::logic_error("halving: no room for a new point");
+        members.push_back(halving_point(where, base, members, population, round));
+        Member& m = members.back();
+        log::info("agent {}: halving round {}: a new point in slot {}: {}", m.plan.index, round, slot,
+                  fmt::join(m.plan.grid, " "));
+        start(slot, m);
+        m.run->begin();
+        ++occupied;
     }
 }
 
@@ -640,6 +843,13 @@ void on_workers(std::size_t workers, const std::vector<std::unique_ptr<ops::Devi
 void run_members(const Where& where, const config::Profile& base, std::vector<Member>& members, bool force,
                  clock::time_point t0, const std::vector<std::string>& resume_overrides) {
     const std::string& dir = where.agents;
+    // Successive halving: the population's slots (its first agents, those that started at round 0)
+    // and room for every point the search may add (`training` points into `members`).
+    const auto slots = static_cast<std::size_t>(
+        std::count_if(members.begin(), members.end(), [](const Member& m) { return m.start_round == 0; }));
+    if (base.run.search == "halving")
+        members.reserve(
+            std::max<std::size_t>(members.size(), static_cast<std::size_t>(halving_points(base.search, slots))));
     std::vector<Member*> training;
     for (auto& m : members)
         if (m.action != AgentAction::done) training.push_back(&m);
@@ -683,11 +893,16 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     } else if (training.size() > 1) {
         log::info("population: each agent its own launches ({})", why);
     }
-    for (std::size_t i = 0; i < training.size(); ++i) {
-        Member& m = *training[i];
+    // Starts member m in slot i: its trainer, run directory and AgentRun; a search's new agent
+    // records its keys at its start. (A halving search's new point may take a slot of its own.)
+    const long long interval = search_interval(base);
+    const auto start = [&](std::size_t i, Member& m) {
         const config::Profile& p = m.plan.profile;
+        if (i == training.size()) training.push_back(&m);
+        training[i] = &m;
+        if (setup.devices.size() <= i) setup.devices.push_back(same_device(*setup.devices.front(), p, i + 1));
         ops::Device& dev = batched ? *setup.devices.front() : *setup.devices[i];
-        const auto& shared = *setup.markets.at(market_key(p));
+        const auto& shared = point_market(setup, p, dev, force);
         std::unique_ptr<trainers::Trainer> trainer =
             batched ? batched->agent(static_cast<int>(i)) : trainers::make_trainer(dev, p, *shared.device_market);
         if (agent_hook()) agent_hook()(m.plan.index, *trainer);
@@ -713,16 +928,13 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
                                            std::move(rd), resuming, std::move(o), t0);
         m.status = "running";
         m.live = true;
-    }
-    // A search's first record: each new agent's keys at its start.
-    const long long interval = search_interval(base);
-    if (interval > 0)
-        for (auto* m : training)
-            if (m->action == AgentAction::create) {
-                json::Object line{{m->run->trainer().progress_unit(), 0}, {"round", 0}};
-                line.emplace_back("keys", searched_keys(*m));
-                m->run->append_lineage(json::serialize(json::Value::object(std::move(line))));
-            }
+        if (interval > 0 && m.action == AgentAction::create) {  // a search's first record: the keys at the start
+            json::Object line{{m.run->trainer().progress_unit(), 0}, {"round", m.start_round}};
+            line.emplace_back("keys", searched_keys(m));
+            m.run->append_lineage(json::serialize(json::Value::object(std::move(line))));
+        }
+    };
+    for (std::size_t i = 0; i < training.size(); ++i) start(i, *training[i]);
     write_population_json(where, base, members);
     signals::install_interrupt_handlers();
     for (auto* m : training) m->run->begin();
@@ -735,10 +947,13 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     std::mutex record;  // population.json and the members' status
     const auto end_member = [&](Member* m) {
         m->live = false;
-        if (m->run->status() == "diverged")
+        if (m->run->status() == "diverged") {
             log::error("agent {}: {} (the other agents go on)", m->plan.index, m->run->error());
-        else
+        } else {
+            if (base.run.search == "halving" && m->run->status() != "stopped" && m->run->status() != "interrupted")
+                m->run->set_search_result(halving_end(base, *m));
             m->run->finish();
+        }
         const std::string status = m->run->status();
         m->run.reset();  // its trainer's device memory back
         const std::lock_guard lock(record);
@@ -746,12 +961,15 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
         write_population_json(where, base, members);
     };
     while (std::any_of(training.begin(), training.end(), [](const Member* m) { return m->live; })) {
-        // The iteration of the next round (none without a search).
-        const long long stop =
-            interval > 0 ? ((round + 1) * interval + per - 1) / per : std::numeric_limits<long long>::max();
+        // Each agent's iteration of the next round (none without a search; a halving search's new
+        // point counts its iterations from the round it started at).
+        const auto stop = [&](const Member* m) {
+            return interval > 0 ? ((round + 1 - m->start_round) * interval + per - 1) / per
+                                : std::numeric_limits<long long>::max();
+        };
         for (auto* m : training)
-            if (m->live) m->run->hold_interrupt_at(stop);
-        const auto waiting = [stop](const Member* m) { return m->run->trainer().iterations() >= stop; };
+            if (m->live) m->run->hold_interrupt_at(stop(m));
+        const auto waiting = [&stop](const Member* m) { return m->run->trainer().iterations() >= stop(m); };
         on_workers(workers, setup.devices, [&](std::size_t w) {
             std::vector<Member*> mine;
             for (std::size_t i = w; i < training.size(); i += workers)
@@ -785,9 +1003,15 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
                 end_member(m);
             }
         }
-        if (!std::any_of(training.begin(), training.end(), [](const Member* m) { return m->live; })) break;
+        // (A halving search whose agents all ended between rounds starts its next points at the round.)
+        if (interrupted || (base.run.search != "halving" &&
+                            !std::any_of(training.begin(), training.end(), [](const Member* m) { return m->live; })))
+            break;
         ++round;
-        pbt_round(base, members.front().plan.seed, training, round);
+        if (base.run.search == "halving")
+            halving_round(where, base, members, training, slots, round, end_member, start);
+        else
+            pbt_round(base, members.front().plan.seed, training, round);
         const std::lock_guard lock(record);
         write_population_json(where, base, members);
     }
@@ -884,6 +1108,79 @@ void place_members(const std::string& dir, std::vector<Member>& members, const s
                     fmt::format("cannot remove {} to start the agent again: {}", agent.string(), ec.message()));
             m.action = AgentAction::create;
         }
+    }
+}
+
+/// An agent population.json records (`a`, after `members`): its plan from its config.toml (with
+/// `overrides`) and the record; `what` opens each problem (exit 2).
+Member recorded_member(const std::string& dir, const json::Value& a, const std::vector<Member>& members,
+                       const std::vector<std::string>& overrides, const std::string& what) {
+    const auto* run = a.is_object() ? a.find("run") : nullptr;
+    const auto* index = a.is_object() ? a.find("index") : nullptr;
+    if (run == nullptr || !run->is_string() || index == nullptr || !index->is_integer() ||
+        run->as_string().find('/') != std::string::npos || run->as_string().empty() || run->as_string()[0] == '.')
+        throw UsageError(fmt::format("{}: population.json: an agent without a valid run directory name", what));
+    Member m;
+    m.plan.index = static_cast<int>(index->as_i64());
+    m.plan.name = run->as_string();
+    for (const auto& other : members)
+        if (other.plan.name == m.plan.name || other.plan.index == m.plan.index)
+            throw UsageError(
+                fmt::format("{}: population.json lists agent {} ({}) twice; the file was "
+                            "edited: each agent once",
+                            what, m.plan.index, m.plan.name));
+    const fs::path config_file = fs::path(dir) / m.plan.name / "config.toml";
+    if (!fs::is_regular_file(config_file))
+        throw UsageError(
+            fmt::format("{}: agent {} has no {} (the population stopped before that agent "
+                        "started); run the population's command again with --set "
+                        "run.on_exists=resume, which starts the agents that have no directory",
+                        what, m.plan.index, config_file.string()));
+    m.plan.profile = config::resolve_profile_file(config_file.string(), overrides);
+    m.plan.profile.run.population = 1;
+    m.plan.profile.run.output_dir = dir;
+    m.plan.profile.run.name = m.plan.name;
+    m.plan.seed = m.plan.profile.run.seed;
+    if (const auto* r = a.find("start_round"); r != nullptr && r->is_integer()) m.start_round = r->as_i64();
+    if (const auto* g = a.find("overrides"); g != nullptr && g->is_array())
+        for (const auto& o : g->as_array())
+            if (o.is_string()) m.plan.grid.push_back(o.as_string());
+    if (const auto* sp = a.find("space"); sp != nullptr && sp->is_array())
+        for (const auto& o : sp->as_array()) {
+            const std::string text = o.is_string() ? o.as_string() : "";
+            const auto eq = text.find('=');
+            auto parsed = eq == std::string::npos || !is_agent_key(text.substr(0, eq))
+                              ? ParsedDistribution{std::nullopt, "not KEY=DISTRIBUTION", 0}
+                              : parse_distribution(text.substr(0, eq), text.substr(eq + 1));
+            if (!parsed.distribution)
+                throw UsageError(fmt::format("{}: population.json: agent {}: search space '{}': {}", what, m.plan.index,
+                                             text, parsed.problem));
+            m.plan.space.push_back(std::move(*parsed.distribution));
+        }
+    return m;
+}
+
+/// A halving search continued by its command (run.on_exists = "resume"): the points it added after
+/// the planned agents, as population.json (`where.record`) records them.
+void adopt_recorded_points(const Where& where, std::vector<Member>& members) {
+    json::Value v;
+    try {
+        v = json::parse(read_text(where.record), json::Limits{64u << 20, 64, true});
+    } catch (const std::exception&) {
+        return;  // none recorded (or unreadable: the planned agents start again as place_members says)
+    }
+    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
+    if (agents == nullptr || !agents->is_array()) return;
+    for (const auto& a : agents->as_array()) {
+        const auto* index = a.is_object() ? a.find("index") : nullptr;
+        if (index == nullptr || !index->is_integer() || index->as_i64() < static_cast<std::int64_t>(members.size()))
+            continue;
+        if (index->as_i64() != static_cast<std::int64_t>(members.size()))
+            throw UsageError(fmt::format("{}: agent {} follows agent {}: the file was edited", where.record,
+                                         index->as_i64(), members.size() - 1));
+        members.push_back(recorded_member(where.agents, a, members, {}, where.record));
+        log::info("agent {}: a point of the search, {} (population.json)", members.back().plan.index,
+                  members.back().plan.name);
     }
 }
 
@@ -1047,6 +1344,12 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
     if (base.run.search != "none" && plan.agents.size() < 2)
         throw UsageError(fmt::format("run.search = \"{}\" needs a population of at least 2 agents, not {}",
                                      base.run.search, plan.agents.size()));
+    if (base.run.search == "halving" &&
+        halving_points(base.search, plan.agents.size()) < static_cast<long long>(plan.agents.size()))
+        throw UsageError(fmt::format(
+            "search.max_points = {} is below the population's {} agents: the search trains them all, then new "
+            "points while search.max_points allows (0 = search.eta x the agents)",
+            base.search.max_points, plan.agents.size()));
     // Each agent's run directory: named by what differs between the agents in the population's
     // directory; flat (beside single runs), as --auto-name names the single run.
     std::vector<config::Profile> profiles;
@@ -1094,6 +1397,7 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
         where.record = plan.record;
         fs::create_directories(where.agents, ec);
         if (ec) throw UsageError(fmt::format("cannot create {}: {}", where.agents, ec.message()));
+        if (base.run.search == "halving" && mode == "resume") adopt_recorded_points(where, members);
         place_members(where.agents, members, mode);
         log::info("population: {} agents of {} in {} (population.json: {})", members.size(), base.run.trainer,
                   where.agents, where.record);
@@ -1123,6 +1427,8 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
             where.agents = wanted.string();
             lock.emplace(where.agents);
             adopt_recorded_names(where.agents, members);
+            if (base.run.search == "halving")
+                adopt_recorded_points({where.agents, (wanted / "population.json").string(), false}, members);
             place_members(where.agents, members);
             log::info("population directory {} exists: unfinished agents resumed (run.on_exists = \"resume\")",
                       where.agents);
@@ -1162,49 +1468,7 @@ std::string resume_population(const std::string& dir, const std::vector<std::str
     std::vector<Member> members;
     config::Profile base;
     for (const auto& a : agents->as_array()) {
-        const auto* run = a.is_object() ? a.find("run") : nullptr;
-        const auto* index = a.is_object() ? a.find("index") : nullptr;
-        if (run == nullptr || !run->is_string() || index == nullptr || !index->is_integer() ||
-            run->as_string().find('/') != std::string::npos || run->as_string().empty() || run->as_string()[0] == '.')
-            throw UsageError(
-                fmt::format("--resume {}: population.json: an agent without a valid run directory name", dir));
-        Member m;
-        m.plan.index = static_cast<int>(index->as_i64());
-        m.plan.name = run->as_string();
-        for (const auto& other : members)
-            if (other.plan.name == m.plan.name || other.plan.index == m.plan.index)
-                throw UsageError(
-                    fmt::format("--resume {}: population.json lists agent {} ({}) twice; the file was "
-                                "edited: each agent once",
-                                dir, m.plan.index, m.plan.name));
-        const fs::path config_file = fs::path(dir) / m.plan.name / "config.toml";
-        if (!fs::is_regular_file(config_file))
-            throw UsageError(
-                fmt::format("--resume {}: agent {} has no {} (the population stopped before that agent "
-                            "started); run the population's command again with --set "
-                            "run.on_exists=resume, which starts the agents that have no directory",
-                            dir, m.plan.index, config_file.string()));
-        m.plan.profile = config::resolve_profile_file(config_file.string(), overrides);
-        m.plan.profile.run.population = 1;
-        m.plan.profile.run.output_dir = dir;
-        m.plan.profile.run.name = m.plan.name;
-        m.plan.seed = m.plan.profile.run.seed;
-        if (const auto* g = a.find("overrides"); g != nullptr && g->is_array())
-            for (const auto& o : g->as_array())
-                if (o.is_string()) m.plan.grid.push_back(o.as_string());
-        if (const auto* sp = a.find("space"); sp != nullptr && sp->is_array())
-            for (const auto& o : sp->as_array()) {
-                const std::string text = o.is_string() ? o.as_string() : "";
-                const auto eq = text.find('=');
-                auto parsed = eq == std::string::npos || !is_agent_key(text.substr(0, eq))
-                                  ? ParsedDistribution{std::nullopt, "not KEY=DISTRIBUTION", 0}
-                                  : parse_distribution(text.substr(0, eq), text.substr(eq + 1));
-                if (!parsed.distribution)
-                    throw UsageError(fmt::format("--resume {}: population.json: agent {}: search space '{}': {}", dir,
-                                                 m.plan.index, text, parsed.problem));
-                m.plan.space.push_back(std::move(*parsed.distribution));
-            }
-        members.push_back(std::move(m));
+        members.push_back(recorded_member(dir, a, members, overrides, "--resume " + dir));
     }
     base = members.front().plan.profile;
     place_members(dir, members);
@@ -1347,6 +1611,9 @@ std::string unbatched_reason(const std::vector<const config::Profile*>& agents) 
     if (agents.size() < 2) return "one agent";
     const config::Profile& first = *agents.front();
     if (first.run.population_batching == "off") return "run.population_batching = \"off\"";
+    if (first.run.search == "halving")
+        return "run.search = \"halving\": a stopped agent's slot starts a new point from scratch, which a batched "
+               "engine (one step, update and replay count for all its agents) cannot hold";
     for (std::size_t i = 0; i < agents.size(); ++i) {
         const std::string why = trainers::batched_population_unsupported(*agents[i], first);
         if (!why.empty()) return fmt::format("agent {}: {}", i, why);

@@ -186,9 +186,11 @@ TEST_CASE("schema: one descriptor per key, bound to distinct fields", "[config]"
                           "search.perturb_down",
                           "search.perturb_up",
                           "search.resample_probability",
-                          "search.copy_replay"})
+                          "search.copy_replay",
+                          "search.eta",
+                          "search.max_points"})
         CHECK(names.count(n) == 1);
-    CHECK(names.size() == 143);
+    CHECK(names.size() == 145);
 }
 
 TEST_CASE("the emitter writes every key and its text resolves to the same profile", "[config]") {

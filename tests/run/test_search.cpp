@@ -24,6 +24,7 @@
 #include "io/json.hpp"
 #include "io/safetensors.hpp"
 #include "ops/cpu_device.hpp"
+#include "run/halving.hpp"
 #include "run/population.hpp"
 #include "run/search.hpp"
 #include "support/gpu.hpp"
@@ -696,7 +697,6 @@ TEST_CASE("run.search is refused where it cannot search: another trainer, an int
     CHECK(problems({"run.trainer=dqn", "run.search=pbt", "run.eval_interval=0"}).find("needs run.eval_interval > 0") !=
           std::string::npos);
     CHECK(problems({"run.trainer=dqn", "run.search=pbt", "run.eval_interval=400", "search.interval=1200"}).empty());
-    CHECK(problems({"run.search=halving"}).find("run.search") != std::string::npos);
     const auto dir = scratch("refused");
     // A single run, and a population of one, do not search (exit 2, nothing written).
     const auto single = fh::test::run_shell(
@@ -711,5 +711,372 @@ TEST_CASE("run.search is refused where it cannot search: another trainer, an int
     CHECK(one.code == 2);
     CHECK(one.err.find("needs a population of at least 2 agents, not 1") != std::string::npos);
     CHECK(!fs::exists(dir / "runs"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("successive halving: rungs of each agent's own training, the worst (1 - 1/eta) stop, the ranking",
+          "[search]") {
+    // Rungs at interval x eta^k below the full budget (200 x 1, 3, 9 < 2000; 27 is past it).
+    CHECK(run::halving_rung(1, 3, 200, 2000) == 0);
+    CHECK(run::halving_rung(3, 3, 200, 2000) == 1);
+    CHECK(run::halving_rung(9, 3, 200, 2000) == 2);
+    for (long long r : {0LL, 2LL, 4LL, 8LL, 10LL, 27LL}) CHECK(run::halving_rung(r, 3, 200, 2000) == -1);
+    CHECK(run::halving_rung(4, 2, 200, 800) == -1);  // 800 is the full budget: the agent completes there
+    CHECK(run::halving_top_rung(3, 200, 2000) == 3);
+    CHECK(run::halving_top_rung(2, 200, 800) == 2);
+    CHECK(run::halving_top_rung(2, 200, 200) == 0);
+    const double nan = std::nan("");
+    // Four agents reach rung 0 together: the worst 4 - ceil(4/2) = 2 stop; eta 4: all but the best.
+    const std::vector<run::RungEntry> first{{0, 0.5, 1, 0}, {0, -3, 1, 1}, {0, -4, 1, 2}, {0, 11, 1, 3}};
+    CHECK(run::halving_decisions({}, first, 2) == std::vector<bool>{true, false, false, true});
+    CHECK(run::halving_decisions({}, first, 4) == std::vector<bool>{false, false, false, true});
+    CHECK(run::halving_decisions({}, first, 3) == std::vector<bool>{true, false, false, true});  // ceil(4/3) = 2 go on
+    // Later arrivals rank against every agent that reached the rung (ASHA): of 6, the top 3 go on.
+    const std::vector<run::RungEntry> later{{0, 1.3, 2, 4}, {0, -8, 2, 5}, {1, 4.3, 2, 0}, {1, 1.5, 2, 3}};
+    CHECK(run::halving_decisions(first, later, 2) == std::vector<bool>{true, false, true, false});
+    // No metric ranks last; a tie goes to the earlier round, then the lower index.
+    CHECK(run::halving_decisions({}, {{0, nan, 1, 0}, {0, -9, 1, 1}}, 2) == std::vector<bool>{false, true});
+    CHECK(run::halving_decisions({{0, 2, 1, 7}}, {{0, 2, 2, 1}}, 2) == std::vector<bool>{false});
+    CHECK(run::halving_decisions({}, {{0, 2, 1, 3}, {0, 2, 1, 1}}, 2) == std::vector<bool>{false, true});
+    // A new point's line: the space drawn again from its seed, the other keys as the model's.
+    const run::SearchSpace space{dist("training.learning_rate", "loguniform(1e-4,1e-2)"),
+                                 dist("dqn.cql_alpha", "uniform(0,1)")};
+    const auto line = run::halving_point_line(
+        {"training.learning_rate=0.001", "training.gamma=0.9", "dqn.cql_alpha=0.5", "run.seed=3"}, space, 9);
+    CHECK(line == std::vector<std::string>{
+                      "training.learning_rate=" + run::draw_value(space[0], 9, run::key_stream(space[0].key), 0),
+                      "training.gamma=0.9",
+                      "dqn.cql_alpha=" + run::draw_value(space[1], 9, run::key_stream("dqn.cql_alpha"), 0),
+                      "run.seed=9"});
+    // The result: by the last rung reached, then the metric there.
+    const auto ranked = run::halving_ranking({{0, 0, 5.0}, {1, 2, -1.0}, {2, 1, nan}, {3, 1, 0.5}, {4, -1, 9.0}});
+    std::vector<int> order;
+    for (const auto& r : ranked) order.push_back(r.index);
+    CHECK(order == std::vector<int>{1, 3, 2, 0, 4});
+}
+
+namespace {
+
+const std::string kHalving =
+    "--profile dqn-smoketest --device cpu --seeds 1,2,3,4 --set run.search=halving --set search.eta=2 "
+    "--set search.max_points=6 --set run.total_steps=800 --set run.eval_interval=200 --set "
+    "run.checkpoint_interval=200 --set run.log_interval=200 --set dqn.hidden=[32] --set data.seed=5";
+
+/// Each lineage line of a halving search's agents stands at the agent's own progress (`interval`
+/// per round since its start, in `unit`); each with a rung holds ASHA's decision (the agent goes on
+/// when fewer than ceil(n / eta) of the n agents at the rung up to its round rank ahead of it), and
+/// an agent stopped there ends "stopped" at that rung.
+void check_halving_decisions(const fs::path& pop_dir, long long eta, long long interval,
+                             const std::string& unit = "env_steps") {
+    struct Line {
+        int index, rung;
+        long long round;
+        double metric;
+        std::string decision;
+    };
+    std::vector<Line> lines;
+    const auto pop = parse(slurp(pop_dir / "population.json"));
+    for (const auto& agent : pop.find("agents")->as_array()) {
+        const std::string name = agent.find("run")->as_string();
+        const int index = static_cast<int>(agent.find("index")->as_i64());
+        std::istringstream in(slurp(pop_dir / name / "lineage.jsonl"));
+        std::string last_decision;
+        for (std::string text; std::getline(in, text);) {
+            const auto l = parse(text);
+            INFO(name << ": " << text);
+            CHECK(l.find(unit)->as_i64() ==
+                  (l.find("round")->as_i64() - agent.find("start_round")->as_i64()) * interval);
+            if (l.find("rung") == nullptr) continue;
+            lines.push_back({index, static_cast<int>(l.find("rung")->as_i64()), l.find("round")->as_i64(),
+                             l.find("metric")->as_double(), l.find("decision")->as_string()});
+            last_decision = lines.back().decision;
+        }
+        const auto summary = parse(slurp(pop_dir / name / "summary.json"));
+        INFO(name);
+        CHECK((summary.find("status")->as_string() == "stopped") == (last_decision == "stopped"));
+        if (last_decision == "stopped") CHECK(summary.find("search")->find("rung")->as_i64() == lines.back().rung);
+    }
+    REQUIRE(!lines.empty());
+    for (const auto& a : lines) {
+        std::size_t n = 0, ahead = 0;
+        for (const auto& b : lines) {
+            if (b.rung != a.rung || b.round > a.round) continue;
+            ++n;
+            ahead += b.metric > a.metric ||
+                     (b.metric == a.metric && (b.round < a.round || (b.round == a.round && b.index < a.index)));
+        }
+        INFO("agent " << a.index << " rung " << a.rung << " round " << a.round);
+        CHECK(a.decision == (ahead < (n + static_cast<std::size_t>(eta) - 1) / static_cast<std::size_t>(eta)
+                                 ? "continued"
+                                 : "stopped"));
+    }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "successive halving: the worst stop at each rung, new points fill their slots, the same command twice and "
+    "a resumed search give the same bits",
+    "[search]") {
+    const auto dir = scratch("halving");
+    std::ofstream(dir / "grid.txt") << kGrid;
+    const auto search = [&](const std::string& out, const std::string& env, const std::string& extra = "") {
+        return fh::test::run_shell(env + " \"$EXE\" " + kHalving + extra + " --population-grid '" +
+                                       (dir / "grid.txt").string() + "' --output '" + (dir / out).string() + "'",
+                                   dir);
+    };
+    const auto a = search("a", "");
+    INFO(a.err);
+    REQUIRE(a.code == 0);
+    CHECK(a.err.find("each agent its own launches (run.search = \"halving\"") != std::string::npos);
+    const fs::path pa = last_line(a.out);
+    const auto pop = parse(slurp(pa / "population.json"));
+    const auto& agents = pop.find("agents")->as_array();
+    REQUIRE(agents.size() == 6);  // search.max_points
+    // Round 1 (200 env steps): the four agents at rung 0, the worst two stopped there, their
+    // slots started points 4 and 5, drawn from seeds 5 and 6 (the population's seed + the index).
+    std::vector<std::pair<double, int>> rung0;
+    for (int i = 0; i < 4; ++i) {
+        std::istringstream in(
+            slurp(pa / agents[static_cast<std::size_t>(i)].find("run")->as_string() / "lineage.jsonl"));
+        std::string first, second;
+        std::getline(in, first);
+        std::getline(in, second);
+        const auto l = parse(second);
+        CHECK(l.find("round")->as_i64() == 1);
+        CHECK(l.find("rung")->as_i64() == 0);
+        rung0.emplace_back(l.find("metric")->as_double(), i);
+    }
+    std::sort(rung0.begin(), rung0.end());
+    for (std::size_t k = 0; k < 4; ++k)
+        CHECK(agents[static_cast<std::size_t>(rung0[k].second)].find("rung")->as_i64() >= (k < 2 ? 0 : 1));
+    for (std::size_t k = 0; k < 2; ++k) {
+        const auto& worst = agents[static_cast<std::size_t>(rung0[k].second)];
+        CHECK(worst.find("status")->as_string() == "stopped");
+        CHECK(worst.find("rung")->as_i64() == 0);
+    }
+    const auto lr = dist("training.learning_rate", "loguniform(1e-4,1e-2)");
+    const auto cql = dist("dqn.cql_alpha", "uniform(0,1)");
+    for (int j : {4, 5}) {
+        const auto& p = agents[static_cast<std::size_t>(j)];
+        CHECK(p.find("index")->as_i64() == j);
+        CHECK(p.find("seed")->as_i64() == 1 + j);
+        CHECK(p.find("start_round")->as_i64() == 1);
+        const auto& o = p.find("overrides")->as_array();
+        REQUIRE(o.size() == 2);
+        CHECK(o[0].as_string() == "training.learning_rate=" + run::draw_value(lr, 1 + j, run::key_stream(lr.key), 0));
+        CHECK(o[1].as_string() == "dqn.cql_alpha=" + run::draw_value(cql, 1 + j, run::key_stream(cql.key), 0));
+        const auto cfg = config::resolve_profile_file((pa / p.find("run")->as_string() / "config.toml").string());
+        CHECK(cfg.run.seed == 1 + j);
+    }
+    check_halving_decisions(pa, 2, 200);
+    // The ranking: by the last rung reached, then the metric there; compare ranks its rows so.
+    const auto& ranking = pop.find("search")->find("ranking")->as_array();
+    REQUIRE(ranking.size() == 6);
+    for (std::size_t k = 1; k < ranking.size(); ++k) {
+        const auto r0 = ranking[k - 1].find("rung")->as_i64(), r1 = ranking[k].find("rung")->as_i64();
+        CHECK(r0 >= r1);
+        if (r0 == r1) CHECK(ranking[k - 1].find("metric")->as_double() >= ranking[k].find("metric")->as_double());
+    }
+    const auto cmp = fh::test::run_shell("\"$EXE\" compare '" + pa.string() + "' --format csv", dir);
+    REQUIRE(cmp.code == 0);
+    std::istringstream rows(cmp.out);
+    std::string header, top;
+    std::getline(rows, header);
+    std::getline(rows, top);
+    CHECK(header.find("rung,rung_metric") != std::string::npos);
+    CHECK(top.find(ranking[0].find("run")->as_string()) != std::string::npos);
+    const auto table = fh::test::run_shell("\"$EXE\" compare '" + pa.string() + "'", dir);
+    CHECK(table.out.find("6 runs ranked by the last rung of successive halving they reached") != std::string::npos);
+    const auto rep =
+        fh::test::run_shell("\"$EXE\" report '" + pa.string() + "' -o '" + (dir / "report.html").string() + "'", dir);
+    CHECK(rep.code == 0);
+    CHECK(slurp(dir / "report.html").find("run.search = &quot;halving&quot;: rungs at 200 x 2^k") != std::string::npos);
+    // Point 4 trains as the same point would alone: a single run of its seed and keys, stopped
+    // where the search stopped it (a fault after its last iteration), validates the same values
+    // and holds the same checkpoint tensors.
+    {
+        const auto& p = agents[4];
+        const fs::path point = pa / p.find("run")->as_string();
+        const auto summary = parse(slurp(point / "summary.json"));
+        const long long steps = summary.find("env_steps")->as_i64();
+        std::string keys;
+        for (const auto& o : p.find("overrides")->as_array()) keys += " --set " + o.as_string();
+        const std::string fault = steps < 800 ? "FH_FAULT=train-step:" + std::to_string(steps / 4 + 1) : "";
+        const auto single = fh::test::run_shell(
+            fault + " \"$EXE\" --profile dqn-smoketest --device cpu --set run.seed=5" + keys +
+                " --set run.total_steps=800 --set run.eval_interval=200 --set run.checkpoint_interval=200 --set "
+                "run.log_interval=200 --set dqn.hidden=[32] --set data.seed=5 --set run.name=single --output '" +
+                (dir / "single").string() + "'",
+            dir);
+        INFO(single.err);
+        CHECK(single.code == (steps < 800 ? 2 : 0));
+        CHECK(slurp(point / "eval.jsonl") == slurp(dir / "single" / "single" / "eval.jsonl"));
+        check_same_tensors(point / "checkpoints/last.safetensors",
+                           dir / "single" / "single" / "checkpoints/last.safetensors");
+    }
+    // The same command: the same search, bit for bit.
+    const auto b = search("b", "");
+    INFO(b.err);
+    REQUIRE(b.code == 0);
+    check_same_search(pa, last_line(b.out));
+    // Crashed in the third round (4 agents x 50 iterations a round, then 2: point 4 resumes from
+    // the checkpoint of its first round), then resumed: the same search.
+    const auto c = search("c", "FH_FAULT=train-step:430");
+    REQUIRE(c.code == 2);
+    const fs::path pc = dir / "c" / "dqn-smoketest";
+    const auto resumed = fh::test::run_shell("\"$EXE\" --resume '" + pc.string() + "' --device cpu", dir);
+    INFO(resumed.err);
+    REQUIRE(resumed.code == 0);
+    check_same_search(pa, pc);
+    // Crashed in the second round (points 4 and 5, their first checkpoint not written yet, start
+    // again), continued by the command again with run.on_exists = "resume" (scripts/sweep.sh): the
+    // points the search added are the population's too.
+    REQUIRE(search("d", "FH_FAULT=train-step:250").code == 2);
+    const auto d = search("d", "", " --set run.on_exists=resume");
+    INFO(d.err);
+    REQUIRE(d.code == 0);
+    check_same_search(pa, dir / "d" / "dqn-smoketest");
+    fs::remove_all(dir);
+}
+
+TEST_CASE(
+    "successive halving, bare: the search keys' defaults (interval = run.eval_interval, eta 3, eta x agents "
+    "points), no search space",
+    "[search]") {
+    const auto dir = scratch("halving-bare");
+    const auto r = fh::test::run_shell(
+        "\"$EXE\" --profile dqn-smoketest --device cpu --seeds 1,2 --set run.search=halving --set dqn.hidden=[32] "
+        "--set run.total_steps=400 --set run.eval_interval=100 --set run.checkpoint_interval=100 --output '" +
+            (dir / "runs").string() + "'",
+        dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto pop = parse(slurp(fs::path(last_line(r.out)) / "population.json"));
+    const auto* s = pop.find("search");
+    REQUIRE(s != nullptr);
+    CHECK(s->find("method")->as_string() == "halving");
+    CHECK(s->find("interval")->as_i64() == 100);
+    CHECK(s->find("eta")->as_i64() == 3);
+    CHECK(s->find("max_points")->as_i64() == 6);
+    const auto& agents = pop.find("agents")->as_array();
+    REQUIRE(agents.size() == 6);
+    std::set<std::string> names;
+    for (const auto& a : agents) names.insert(a.find("run")->as_string());
+    CHECK(names.size() == 6);
+    CHECK(agents[5].find("seed")->as_i64() == 6);
+    CHECK(names.count("seed=6") == 1);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("successive halving is refused where it cannot run: a batched engine asked for, too few points, eta 1",
+          "[search]") {
+    const auto problems = [](const std::vector<std::string>& overrides) {
+        try {
+            (void)config::resolve_profile_file(config::locate_profile("dqn-smoketest"), overrides);
+        } catch (const config::ProfileError& e) {
+            std::string all;
+            for (const auto& p : e.problems()) all += p + "\n";
+            return all;
+        }
+        return std::string();
+    };
+    CHECK(problems({"run.search=halving"}).empty());
+    CHECK(problems({"run.search=halving", "run.population_batching=on"})
+              .find("run.search = \"halving\" trains each "
+                    "agent as its own engine") != std::string::npos);
+    CHECK(problems({"run.search=halving", "search.eta=1"}).find("search.eta") != std::string::npos);
+    CHECK(problems({"run.search=halving", "run.trainer=dt"}).find("run.search = \"halving\" trains DQN, IQL and PPO") !=
+          std::string::npos);
+    CHECK(problems({"run.search=halving", "run.eval_interval=300", "search.interval=400"})
+              .find("a halving round ranks") != std::string::npos);
+    const auto dir = scratch("halving-refused");
+    const auto few = fh::test::run_shell(
+        "\"$EXE\" --profile dqn-smoketest --device cpu --seeds 1,2,3 --set run.search=halving --set "
+        "search.max_points=2 --output '" +
+            (dir / "runs").string() + "'",
+        dir);
+    CHECK(few.code == 2);
+    CHECK(few.err.find("search.max_points = 2 is below the population's 3 agents") != std::string::npos);
+    const auto on = fh::test::run_shell(
+        "\"$EXE\" --profile dqn-smoketest --device cpu --seeds 1,2 --set run.search=halving --set "
+        "run.population_batching=on --output '" +
+            (dir / "runs").string() + "'",
+        dir);
+    CHECK(on.code == 2);
+    CHECK(on.err.find("run.population_batching") != std::string::npos);
+    CHECK(!fs::exists(dir / "runs"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("successive halving on the GPU: the same command twice gives the same search (CUDA)", "[gpu][search]") {
+    const auto twice = [](const std::string& common, const std::string& grid, const std::string& tag,
+                          long long interval, const std::string& unit) {
+        const auto dir = scratch(tag);
+        std::ofstream(dir / "grid.txt") << grid;
+        std::vector<fs::path> runs;
+        for (const char* name : {"a", "b"}) {
+            const auto r =
+                fh::test::run_shell("\"$EXE\" " + common + " --device cuda --population-grid '" +
+                                        (dir / "grid.txt").string() + "' --output '" + (dir / name).string() + "'",
+                                    dir);
+            INFO(r.err);
+            REQUIRE(r.code == 0);
+            runs.push_back(last_line(r.out));
+        }
+        check_same_search(runs[0], runs[1]);
+        check_halving_decisions(runs[0], 2, interval, unit);
+        CHECK(parse(slurp(runs[0] / "population.json")).find("agents")->as_array().size() == 6);
+        fs::remove_all(dir);
+    };
+    SECTION("DQN") {
+        std::string common = kHalving;
+        common.replace(common.find("--device cpu "), 13, "");
+        twice(common, kGrid, "halving-gpu-dqn", 200, "env_steps");
+    }
+    SECTION("IQL") {
+        twice(
+            "--profile iql-smoketest --seeds 1,2,3,4 --set run.total_steps=120 --set run.eval_interval=30 --set "
+            "run.checkpoint_interval=30 --set run.log_interval=30 --set run.search=halving --set search.eta=2 --set "
+            "search.max_points=6 --set data.seed=5",
+            "training.learning_rate=loguniform(1e-4,1e-2) iql.expectile=uniform(0.5,0.9)\n", "halving-gpu-iql", 30,
+            "updates");
+    }
+    SECTION("PPO") {
+        twice(
+            "--profile ppo-smoketest --seeds 1,2,3,4 --set run.total_steps=1600 --set run.eval_interval=400 --set "
+            "run.checkpoint_interval=400 --set run.log_interval=400 --set run.search=halving --set search.eta=2 "
+            "--set search.max_points=6 --set data.seed=5",
+            "training.learning_rate=loguniform(1e-4,1e-2) ppo.entropy_coef=uniform(0,0.05)\n", "halving-gpu-ppo", 400,
+            "env_steps");
+    }
+}
+
+TEST_CASE("scripts/sweep.sh with successive halving: stopped agents are finished runs, new points named as single runs",
+          "[search][sweep]") {
+    const auto dir = scratch("halving-sweep");
+    const char* src = std::getenv("FH_SOURCE_DIR");
+    REQUIRE(src != nullptr);
+    const auto r = fh::test::run_shell(
+        "'" + (fs::path(src) / "scripts" / "sweep.sh").string() +
+            "' --exe \"$EXE\" --profile dqn-smoketest --cpu --set 'training.learning_rate=loguniform(1e-4, 1e-2)' "
+            "--set run.search=halving --seeds 1,2,3,4 --output '" +
+            (dir / "sw").string() +
+            "' -- --set run.total_steps=400 --set run.eval_interval=200 --set dqn.hidden=[16] --set data.seed=5 "
+            "--set search.eta=2 --set search.max_points=6",
+        dir);
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("done (stopped by successive halving)") != std::string::npos);
+    CHECK(r.err.find("holds 6 runs") != std::string::npos);
+    std::set<std::int64_t> seeds;
+    for (const auto& e : fs::directory_iterator(dir / "sw")) {
+        if (!fs::exists(e.path() / "config.toml")) continue;
+        const std::string name = e.path().filename().string();
+        INFO(name);
+        CHECK(name.rfind("dqn-smoketest,data.seed=5,", 0) == 0);  // --auto-name's form, as the first agents'
+        seeds.insert(config::resolve_profile_file((e.path() / "config.toml").string()).run.seed);
+    }
+    CHECK(seeds == std::set<std::int64_t>{1, 2, 3, 4, 5, 6});
     fs::remove_all(dir);
 }
