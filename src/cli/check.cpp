@@ -13,9 +13,9 @@
 
 #include "cli/commands.hpp"
 #include "config/memory_estimate.hpp"
-#include "cuda/device.hpp"
+#include "device/cuda/device_info.hpp"
 #include "data/load.hpp"
-#include "ops/make_device.hpp"
+#include "device/make_device.hpp"
 #include "run/population.hpp"
 #include "run/session.hpp"
 #include "trainers/registry.hpp"

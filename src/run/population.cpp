@@ -21,13 +21,13 @@
 
 #include "config/memory_estimate.hpp"
 #include "config/schema.hpp"
-#include "cuda/kernel_timing.hpp"
+#include "device/cuda/kernel_timing.hpp"
 #include "data/load.hpp"
 #include "io/json.hpp"
 #include "io/run_directory.hpp"
-#include "ops/cuda_device.hpp"
+#include "device/cuda_device.hpp"
 #include "report/runs.hpp"
-#include "ops/make_device.hpp"
+#include "device/make_device.hpp"
 #include "run/agent_run.hpp"
 #include "run/bench_ablation.hpp"
 #include "run/naming.hpp"
@@ -693,7 +693,7 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
     std::error_code ec;
     Where where;
     std::optional<io::DirectoryLock> lock;  // the population directory's, while it trains
-    if (!plan.record.empty()) {   // flat: the agents in run.output_dir, each placed as a single run
+    if (!plan.record.empty()) {             // flat: the agents in run.output_dir, each placed as a single run
         where.flat = true;
         where.agents = base.run.output_dir;
         where.record = plan.record;
