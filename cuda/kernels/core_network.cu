@@ -1,5 +1,5 @@
 /* core_network.cu — the elementwise and reduction parts of the MLP building blocks and Adam
- * (the matrix products are cuBLASLt / cuBLAS GEMMs issued by src/device/cuda_device.cpp).
+ * (the matrix products are cuBLASLt / cuBLAS GEMMs issued by src/device/cuda_linear.cpp).
  *
  * Math:        bias+act forward  y[r,j] = act(y[r,j] + b[j])          (core::activate)
  *              act + bias grad   dy[i] = dy[i] * act'(y[i]) in place  (core::activation_derivative)

@@ -3,7 +3,8 @@
 ///        synchronisation, and the generic numeric ops (fill, copy, scale, saxpy, mean, the linear
 ///        layer and its backward, the global norm, Adam). Two implementations: CpuDevice (plain
 ///        loops, the reference; src/device/cpu_device.*) and CudaDevice (embedded kernels and
-///        cuBLAS on one stream; src/device/cuda_device.*).
+///        cuBLAS on one stream; src/device/cuda_device.*, its linear layers in
+///        src/device/cuda_linear.cpp).
 ///
 /// Everything else is an op: an argument struct declared in cuda/abi/<module>.h, run by
 /// ops::run (src/ops/op.hpp), or, in the families not yet converted (nn, iql, supervised, dt),
