@@ -574,7 +574,7 @@ int main(int argc, char** argv) {
     }
     for (const Shape& s : shapes) {
         const double flop = 2.0 * s.m * s.n * s.k * s.count;
-        // cuBLAS, as src/ops/cuda_device.cpp issues it (column-major view of row-major buffers)
+        // cuBLAS, as src/device/cuda_linear.cpp issues it (column-major view of row-major buffers)
         const float one = 1.f, zero = 0.f;
         auto sgemm = [&]() {
             for (int q = 0; q < s.count; ++q) {

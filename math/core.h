@@ -1,7 +1,7 @@
 /// @file core.h
 /// @brief Scalar math of the core numeric ops (cuda/kernels/core_vector.cu, core_network.cu),
-///        shared with the CPU twins (src/ops/cpu_device.cpp) and the templated reference
-///        (src/ops/linear_reference.hpp): the saxpy element, activations, the gradient clip factor and
+///        shared with the CPU twins (src/device/cpu_device.cpp) and the templated reference
+///        (src/device/linear_reference.hpp): the saxpy element, activations, the gradient clip factor and
 ///        the Adam element. The activation math is templated so the gradient checks run it in
 ///        double.
 #pragma once

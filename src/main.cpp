@@ -11,7 +11,7 @@
 
 #include "build_config.hpp"
 #include "cli/commands.hpp"
-#include "cuda/check.hpp"
+#include "device/cuda/check.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
 #include "util/signals.hpp"

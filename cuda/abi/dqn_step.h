@@ -800,6 +800,6 @@ void launch(Gpu& gpu, const DqnHerSample& a) {
 
 // The launch rules' device (src/ops/op.hpp).
 #ifndef FH_INCLUDING_KERNEL_LISTS
-#include "ops/cuda_device.hpp"
+#include "device/cuda_device.hpp"
 #endif
 #endif

@@ -108,6 +108,6 @@ void launch(Gpu& gpu, const PpoLoss& a) {
 
 // The launch rules' device (src/ops/op.hpp).
 #ifndef FH_INCLUDING_KERNEL_LISTS
-#include "ops/cuda_device.hpp"
+#include "device/cuda_device.hpp"
 #endif
 #endif

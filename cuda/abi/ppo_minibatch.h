@@ -150,6 +150,6 @@ void launch(Gpu& gpu, const PpoLearningRate& a) {
 
 // The launch rules' device (src/ops/op.hpp).
 #ifndef FH_INCLUDING_KERNEL_LISTS
-#include "ops/cuda_device.hpp"
+#include "device/cuda_device.hpp"
 #endif
 #endif

@@ -1,5 +1,5 @@
 /* core_network.cu — the elementwise and reduction parts of the MLP building blocks and Adam
- * (the matrix products are cuBLASLt / cuBLAS GEMMs issued by src/ops/cuda_device.cpp).
+ * (the matrix products are cuBLASLt / cuBLAS GEMMs issued by src/device/cuda_linear.cpp).
  *
  * Math:        bias+act forward  y[r,j] = act(y[r,j] + b[j])          (core::activate)
  *              act + bias grad   dy[i] = dy[i] * act'(y[i]) in place  (core::activation_derivative)
@@ -32,15 +32,15 @@
  *              fixed tree; the norm reduces a fixed grid (independent of the device's SM count)
  *              in a fixed tree order, in double. Adam equals the CPU twin bit for bit (its
  *              element rounds every product and sum on its own: core::mul_rn, add_rn); the other
- *              elementwise math matches the CPU twins (src/ops/cpu_device.cpp) up to FMA
+ *              elementwise math matches the CPU twins (src/device/cpu_device.cpp) up to FMA
  *              contraction and tanh's last bits, hence the tolerances of the tests; sums differ
  *              from the CPU's sequential sums by order only.
  * Aliasing:    pointers are __restrict__: y/b, dy/db/partials/y, partials/x, out/partials and the
- *              six Adam buffers must be distinct (tickets too); Device (src/ops/device.cpp) checks it before
+ *              six Adam buffers must be distinct (tickets too); Device (src/device/device.cpp) checks it before
  *              launching. In-place updates (bias+act on y, act backward on dy) are single pointers.
  * Gate:        Adam does nothing when *gate == 0 (the training guard's skip, no host sync).
  * Signatures:  cuda/abi/core_network.h (checked below).
- * CPU twin:    src/ops/cpu_device.cpp (+ src/ops/linear_reference.hpp); tests: tests/ops/test_nn_ops*.cpp
+ * CPU twin:    src/device/cpu_device.cpp (+ src/device/linear_reference.hpp); tests: tests/ops/test_nn_ops*.cpp
  *              and tests/nn/.
  */
 #include "abi/core_network.h"

@@ -9,10 +9,10 @@
  *             increment counter[0] += 1             (one thread: a device-side update number)
  *             copy_every dst[i] = src[i] if counter[0] % period == 0
  * Layout:     flat float arrays of n elements (n < 2^31).
- * Launch:     1-D, any grid and block size: grid-stride loops (src/ops/cuda_device.cpp uses 256 threads
+ * Launch:     1-D, any grid and block size: grid-stride loops (src/device/cuda_device.cpp uses 256 threads
  *             and enough blocks to cover n, capped).
  * Determinism: exact and run-to-run identical (no atomics); fill/copy/saxpy/scale are
- *             bit-identical to the CPU twins in src/ops/cpu_device.cpp (same fma); mean sums
+ *             bit-identical to the CPU twins in src/device/cpu_device.cpp (same fma); mean sums
  *             in another order than the CPU, so it agrees within float rounding. Tests: tests/ops/.
  * Aliasing:   copy and saxpy take __restrict__ pointers: their buffers must not overlap (the host
  *             wrapper refuses overlap). In-place scaling is scale_f32_kernel, a single pointer,

@@ -13,7 +13,7 @@
 #include "data/market_data.hpp"
 #include "env/vec_env.hpp"
 #include "io/json.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 
 namespace fh::backtest {
 

@@ -7,8 +7,8 @@
 
 #include "cli/commands.hpp"
 #include "config/schema.hpp"
-#include "cuda/device.hpp"
-#include "ops/make_device.hpp"
+#include "device/cuda/device_info.hpp"
+#include "device/make_device.hpp"
 #include "run/population.hpp"
 #include "run/run.hpp"
 #include "util/errors.hpp"

@@ -13,12 +13,11 @@
 
 #include "cli/commands.hpp"
 #include "config/memory_estimate.hpp"
-#include "cuda/device.hpp"
+#include "device/cuda/device_info.hpp"
 #include "data/load.hpp"
-#include "ops/make_device.hpp"
+#include "device/make_device.hpp"
 #include "run/population.hpp"
 #include "run/session.hpp"
-#include "trainers/registry.hpp"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "util/log.hpp"
@@ -102,8 +101,8 @@ int run_check(const GlobalOptions& g) {
     fmt::print("\n# Data:\n");
     print_comment_block(data::describe(market));
     if (!sizes.dump_key.empty())
-        fmt::print("#   {:<16}{} (verified: {} rows allocated)\n", sizes.dump_key + ":",
-                   trainers::offline_dataset(profile)->path, sizes.inputs.dump_rows);
+        fmt::print("#   {:<16}{} (verified: {} rows allocated)\n", sizes.dump_key + ":", sizes.dump_path,
+                   sizes.inputs.dump_rows);
 
     fmt::print("\n# Estimated device memory ({} bars of market data):\n", market.bars.size());
     print_items(sizes.device, device_limit);

@@ -7,10 +7,10 @@
 
 #include "build_config.hpp"
 #include "cli/commands.hpp"
-#include "cuda/device.hpp"
-#include "cuda/embedded_modules.hpp"
-#include "cuda/fatbin.hpp"
-#include "ops/cuda_device.hpp"
+#include "device/cuda/device_info.hpp"
+#include "device/cuda/embedded_modules.hpp"
+#include "device/cuda/fatbin.hpp"
+#include "device/cuda_device.hpp"
 
 namespace fh::cli {
 namespace {

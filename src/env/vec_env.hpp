@@ -11,7 +11,7 @@
 #include "abi/env.h"
 #include "math/env.h"
 #include "data/market_data.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 
 namespace fh::env {
 

@@ -55,8 +55,8 @@ long long progress_of(const std::string& line, const std::string& key) {
 }
 
 /// Opens the directory `path` and takes its lock (flock, exclusive, not waiting); UsageError
-/// naming `what` when another process holds it or it cannot be opened.
-int lock_directory(const std::string& path, const std::string& what) {
+/// naming `what` and the directory's `kind` when another process holds it or it cannot be opened.
+int lock_directory(const std::string& path, const std::string& what, const std::string& kind = "run directory") {
     const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) throw UsageError(fmt::format("{}: cannot open: {}", what, std::strerror(errno)));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -64,11 +64,11 @@ int lock_directory(const std::string& path, const std::string& what) {
         ::close(fd);
         if (e == EWOULDBLOCK)
             throw UsageError(
-                fmt::format("{}: another foxhunt-train process is running in this run directory "
+                fmt::format("{}: another foxhunt-train process is running in this {} "
                             "(it holds the directory's lock); wait for it to finish, or stop it (Ctrl-C "
                             "saves a checkpoint) and resume then",
-                            what));
-        throw UsageError(fmt::format("{}: cannot lock the run directory: {}", what, std::strerror(e)));
+                            what, kind));
+        throw UsageError(fmt::format("{}: cannot lock the {}: {}", what, kind, std::strerror(e)));
     }
     return fd;
 }
@@ -116,7 +116,8 @@ RunDirectory RunDirectory::open(const std::string& path) {
     return RunDirectory(path, lock_directory(path, "--resume " + path));
 }
 
-DirectoryLock::DirectoryLock(const std::string& path) : fd_(lock_directory(path, path)) {}
+DirectoryLock::DirectoryLock(const std::string& path, const std::string& kind)
+    : fd_(lock_directory(path, path, kind)) {}
 
 DirectoryLock::~DirectoryLock() {
     if (fd_ >= 0) ::close(fd_);

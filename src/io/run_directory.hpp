@@ -66,13 +66,14 @@ private:
     std::FILE* metrics_ = nullptr;
 };
 
-/// The lock of an existing run directory, held while this object lives: taken before a
-/// directory that run.on_exists found is removed to start the run again, so that a run in
-/// progress there (before its first checkpoint) is refused rather than deleted. UsageError when
-/// another process holds it.
+/// The lock of an existing directory (the same flock a RunDirectory holds), held while this object
+/// lives: taken before a directory that run.on_exists found is removed to start the run again, so
+/// that a run in progress there (before its first checkpoint) is refused rather than deleted, and
+/// by a population for its directory while it trains (`kind` "population directory": the word
+/// its messages use). UsageError when another process holds it.
 class DirectoryLock {
 public:
-    explicit DirectoryLock(const std::string& path);
+    explicit DirectoryLock(const std::string& path, const std::string& kind = "run directory");
     ~DirectoryLock();
     DirectoryLock(const DirectoryLock&) = delete;
     DirectoryLock& operator=(const DirectoryLock&) = delete;

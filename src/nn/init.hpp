@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "nn/param_layout.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 
 namespace fh::nn {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/device.hpp"
+#include "device/device.hpp"
 
 namespace fh::nn {
 

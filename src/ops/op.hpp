@@ -2,19 +2,19 @@
 /// @brief ops::run, the one dispatch of every op. An op is one argument struct (its operands as
 ///        Views, its shapes as numbers) declared in cuda/abi/<module>.h; beside it, in the
 ///        header's host part, its checks `check(const Op&)` (sizes, the kernels' int range, the
-///        aliasing rule of src/ops/checks.hpp), its launch rule `launch(Gpu&, const Op&)` (launch
+///        aliasing rule of src/device/checks.hpp), its launch rule `launch(Gpu&, const Op&)` (launch
 ///        shape and kernel; a single-kernel op's kernel receives the struct itself) and the
 ///        declaration of its CPU twin `cpu(const Op&)` (src/ops/<family>/cpu.cpp). A caller
 ///        writes `ops::run(device, ops::ColumnMoments{mean, m2, ...})`. Each op header ends by
-///        including ops/cuda_device.hpp (the launch rules' device, complete where a run is
+///        including device/cuda_device.hpp (the launch rules' device, complete where a run is
 ///        instantiated), except while the kernel table includes the headers for their kernel
 ///        lists (FH_INCLUDING_KERNEL_LISTS; it needs each module's list before any host part).
 #pragma once
 
 #include <fmt/format.h>
 
-#include "cuda/kernel.hpp"
-#include "ops/device.hpp"
+#include "device/cuda/kernel.hpp"
+#include "device/device.hpp"
 
 namespace fh::ops {
 

@@ -19,7 +19,7 @@
 #include "io/json.hpp"
 #include "io/progress.hpp"
 #include "io/run_directory.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "trainers/checkpoint.hpp"
 #include "trainers/early_stopping.hpp"
 #include "trainers/trainer.hpp"

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <functional>
 
-#include "cuda/kernel_timing.hpp"
+#include "device/cuda/kernel_timing.hpp"
 #include "io/json.hpp"
 #include "run/bench_ablation.hpp"
 #include "run/run.hpp"

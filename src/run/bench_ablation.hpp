@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "cuda/kernel_timing.hpp"
+#include "device/cuda/kernel_timing.hpp"
 #include "io/json.hpp"
 
 namespace fh::run {

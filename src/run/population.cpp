@@ -1,45 +1,38 @@
 /// @file population.cpp
-/// @brief The population: its plan (seeds x grid lines, each agent's profile), its directory and
-///        population.json, the agents' devices and markets, the agents' host workers, resume and bench.
+/// @brief The population: its plan (seeds x grid lines, each agent's profile; the grid file is read in
+///        population_grid.cpp), its training (its directory, the agents' devices and markets, their host
+///        workers, a search's rounds; population.json in population_record.cpp), resume and bench.
 #include "run/population.hpp"
-
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
-#include <sstream>
 #include <thread>
 
 #include "config/memory_estimate.hpp"
 #include "config/schema.hpp"
-#include "cuda/kernel_timing.hpp"
+#include "device/cuda/kernel_timing.hpp"
 #include "data/load.hpp"
-#include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "io/run_directory.hpp"
-#include "ops/cuda_device.hpp"
+#include "device/cuda_device.hpp"
 #include "report/runs.hpp"
-#include "ops/make_device.hpp"
+#include "device/make_device.hpp"
 #include "run/agent_run.hpp"
 #include "run/bench_ablation.hpp"
 #include "run/naming.hpp"
+#include "run/population_grid.hpp"
+#include "run/population_record.hpp"
 #include "run/run.hpp"
 #include "run/halving.hpp"
 #include "run/search.hpp"
@@ -51,7 +44,6 @@
 #include "util/errors.hpp"
 #include "util/fault.hpp"
 #include "util/log.hpp"
-#include "util/regular_file.hpp"
 #include "util/signals.hpp"
 
 namespace fh::run {
@@ -65,338 +57,6 @@ namespace {
 std::function<void(int, trainers::Trainer&)>& agent_hook() {
     static std::function<void(int, trainers::Trainer&)> hook;
     return hook;
-}
-
-std::string trim(std::string_view s) {
-    const auto b = s.find_first_not_of(" \t\r");
-    if (b == std::string_view::npos) return "";
-    const auto e = s.find_last_not_of(" \t\r");
-    return std::string(s.substr(b, e - b + 1));
-}
-
-/// "section.key" of an override "section.key=value".
-std::string override_key(const std::string& o) {
-    return trim(std::string_view(o).substr(0, o.find('=')));
-}
-
-/// One grid token: where it is and what it says.
-struct GridToken {
-    int line = 0, column = 0;  // 1-based
-    std::string text;
-};
-struct GridLine {
-    int line = 0;
-    std::vector<GridToken> tokens;
-};
-
-/// The lines of a grid file: whitespace-separated KEY=VALUE tokens, '#' to the end of the line a
-/// comment, blank lines ignored (scripts/sweep.sh's --grid format).
-std::vector<GridLine> read_grid(const std::string& file) {
-    // Read as a profile is: a regular file only, its size checked before a byte is read, a UTF-8
-    // byte order mark dropped.
-    util::RegularFile in(file);
-    if (!in.ok())
-        throw UsageError(fmt::format("--population-grid {}: {}", file, in.missing() ? "no such file" : in.error()));
-    std::string whole;
-    bool too_big = false;
-    if (!in.read_all(whole, config::kMaxProfileBytes, &too_big))
-        throw UsageError(fmt::format("--population-grid {}: {}", file, in.error()));
-    if (too_big)
-        throw UsageError(fmt::format("--population-grid {}: larger than {} bytes (1 MiB): is this really a grid?", file,
-                                     config::kMaxProfileBytes));
-    const std::string_view body = util::without_bom(whole);
-    std::vector<GridLine> lines;
-    int number = 0;
-    for (std::size_t at = 0; at < body.size();) {
-        std::size_t end = body.find('\n', at);
-        if (end == std::string_view::npos) end = body.size();
-        std::string text(body.substr(at, end - at));
-        at = end + 1;
-        ++number;
-        if (const auto hash = text.find('#'); hash != std::string::npos) text.resize(hash);
-        for (std::size_t i = 0; i < text.size(); ++i) {
-            const auto c = static_cast<unsigned char>(text[i]);
-            if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
-                throw UsageError(
-                    fmt::format("{}:{}:{}: a control character (byte 0x{:02X}): a grid is text of "
-                                "KEY=VALUE tokens",
-                                file, number, i + 1, c));
-        }
-        GridLine line{number, {}};
-        std::size_t i = 0;
-        while (i < text.size()) {
-            while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r')) ++i;
-            if (i >= text.size()) break;
-            const std::size_t start = i;
-            // A search space's arguments may be spaced: "choice(0.9, 0.99)" is one token.
-            int depth = 0;
-            while (i < text.size() && (depth > 0 || (text[i] != ' ' && text[i] != '\t' && text[i] != '\r'))) {
-                if (text[i] == '(') ++depth;
-                if (text[i] == ')') --depth;
-                ++i;
-            }
-            line.tokens.push_back({number, static_cast<int>(start) + 1, text.substr(start, i - start)});
-        }
-        // One value per key and agent: a key twice on a line would keep only the last.
-        for (std::size_t a = 0; a < line.tokens.size(); ++a)
-            for (std::size_t b = 0; b < a; ++b) {
-                const auto& first = line.tokens[b];
-                const auto& again = line.tokens[a];
-                if (first.text.find('=') != std::string::npos && again.text.find('=') != std::string::npos &&
-                    override_key(first.text) == override_key(again.text))
-                    throw UsageError(
-                        fmt::format("{}:{}:{}: {} is set twice on this line (first at column {}): an "
-                                    "agent has one value per key",
-                                    file, number, again.column, override_key(again.text), first.column));
-            }
-        if (!line.tokens.empty()) lines.push_back(std::move(line));
-    }
-    if (lines.empty())
-        throw UsageError(fmt::format("--population-grid {}: no agent (every line is blank or a comment)", file));
-    return lines;
-}
-
-std::string agent_keys_text() {
-    std::string out;
-    for (const auto& k : agent_keys()) out += (out.empty() ? "" : ", ") + k;
-    return out;
-}
-
-/// The problem with one grid token ("" when none): KEY=VALUE, a known key, an agent key.
-std::string token_problem(const GridToken& t) {
-    const auto eq = t.text.find('=');
-    if (eq == std::string::npos || eq == 0) return fmt::format("'{}' is not KEY=VALUE", t.text);
-    const std::string key = override_key(t.text);
-    const auto dot = key.find('.');
-    const config::KeyDescriptor* k =
-        dot == std::string::npos ? nullptr : config::find_key(key.substr(0, dot), key.substr(dot + 1));
-    if (k == nullptr) {
-        std::vector<std::string> names;
-        for (const auto& d : config::schema()) names.push_back(d.full_name());
-        const auto near = config::closest(key, names);
-        return fmt::format("unknown key '{}'{}", key, near ? fmt::format(" (did you mean '{}'?)", *near) : "");
-    }
-    if (!is_agent_key(key)) {
-        const bool shape = key.find("hidden") != std::string::npos || key == "dqn.num_atoms" ||
-                           key.find("batch") != std::string::npos || key.find("size") != std::string::npos ||
-                           key.find("n_episodes") != std::string::npos || key == "experience.n_step";
-        return fmt::format(
-            "{} cannot differ between the agents of one population: it {}; put those points in separate "
-            "processes (scripts/sweep.sh runs them). Keys an agent may set: {}",
-            key,
-            shape ? "changes a shape"
-                  : "changes a shape or what the agents share (the data, the budget, the device, the "
-                    "environment)",
-            agent_keys_text());
-    }
-    return "";
-}
-
-/// A grid token's search space (KEY=loguniform(a,b), ...; search.hpp), or nullopt for a value.
-/// Throws config::ProfileError naming `file:line:column` for a bad one.
-std::optional<Distribution> token_distribution(const std::string& grid_file, const GridToken& t) {
-    const auto eq = t.text.find('=');
-    const std::string value = t.text.substr(eq + 1);
-    if (!is_distribution(value)) return std::nullopt;
-    const std::string key = override_key(t.text);
-    const auto where = [&](std::size_t offset) {
-        return fmt::format("{}:{}:{}", grid_file, t.line, t.column + static_cast<int>(eq + 1 + offset));
-    };
-    if (key == "run.seed")
-        throw config::ProfileError(
-            {fmt::format("{}: run.seed cannot be searched: give the seeds (--seeds, "
-                         "run.population); each agent draws its point from its seed",
-                         where(0))});
-    auto parsed = parse_distribution(key, value);
-    if (!parsed.distribution) throw config::ProfileError({fmt::format("{}: {}", where(parsed.offset), parsed.problem)});
-    return parsed.distribution;
-}
-
-/// "<file>:<line>:<column>: " + the problem a resolve found in this token alone.
-std::vector<std::string> value_problems(const std::string& profile_file, const std::vector<std::string>& base,
-                                        const std::string& grid_file, const GridToken& t) {
-    std::vector<std::string> out;
-    std::vector<std::string> o = base;
-    o.push_back(t.text);
-    try {
-        (void)config::resolve_profile_file(profile_file, o);
-    } catch (const config::ProfileError& e) {
-        for (const auto& problem : e.problems())
-            if (problem.find(t.text) != std::string::npos || problem.rfind("--set", 0) == 0)
-                out.push_back(fmt::format("{}:{}:{}: {}", grid_file, t.line, t.column, problem));
-        if (out.empty())
-            for (const auto& problem : e.problems())
-                out.push_back(fmt::format("{}:{}:{}: {}: {}", grid_file, t.line, t.column, t.text, problem));
-    }
-    return out;
-}
-
-/// The population directory's lock: flock on the directory, dropped when the process ends.
-class DirLock {
-public:
-    explicit DirLock(const std::string& path) {
-        fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd_ < 0) throw UsageError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-        if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-            const int e = errno;
-            ::close(fd_);
-            fd_ = -1;
-            if (e == EWOULDBLOCK)
-                throw UsageError(
-                    fmt::format("{}: another foxhunt-train process is running in this population "
-                                "directory (it holds the directory's lock); wait for it to finish, or "
-                                "stop it (Ctrl-C saves a checkpoint) and resume then",
-                                path));
-            throw UsageError(fmt::format("{}: cannot lock the population directory: {}", path, std::strerror(e)));
-        }
-    }
-    ~DirLock() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    DirLock(const DirLock&) = delete;
-    DirLock& operator=(const DirLock&) = delete;
-
-private:
-    int fd_ = -1;
-};
-
-std::string read_text(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-bool finished_status(const std::string& s) {
-    return s == "completed" || s == "early_stopped" || s == "diverged" || s == "stopped";
-}
-
-/// What each agent does in this process.
-enum class AgentAction { create, resume, done };
-
-struct Member {
-    AgentPlan plan;
-    AgentAction action = AgentAction::create;
-    std::string status;   ///< the status it ends with (or had, when done)
-    std::string done_by;  ///< population.json's "action": trained, resumed or skipped (left as it was)
-    std::unique_ptr<AgentRun> run;
-    bool live = false;
-    long long start_round = 0;  ///< halving: the round the point started at (its rungs count from there)
-};
-
-json::Value read_summary(const fs::path& dir) {
-    try {
-        const std::string text = read_text(dir / "summary.json");
-        if (text.empty()) return {};
-        return json::parse(text, json::Limits{16u << 20, 64, true});
-    } catch (const std::exception&) {
-        return {};
-    }
-}
-
-/// A search's progress units between rounds (halving: the first rung's budget); 0 when the
-/// population does not search.
-long long search_interval(const config::Profile& p) {
-    if (p.run.search == "none") return 0;
-    return p.search.interval > 0 ? p.search.interval : p.run.eval_interval;
-}
-
-/// A JSON number, or NaN (null, absent).
-double number_or_nan(const json::Value* v) {
-    return v != nullptr && v->is_number() ? v->as_double() : std::nan("");
-}
-
-/// Where the agents' run directories are and where population.json goes: the population's directory
-/// for both, or (flat) run.output_dir and a file the command line names.
-struct Where {
-    std::string agents;  ///< the folder of the agents' run directories
-    std::string record;  ///< population.json's path
-    bool flat = false;
-};
-
-/// population.json: the population's agents, their seeds, overrides, directories, status and results.
-void write_population_json(const Where& where, const config::Profile& base, const std::vector<Member>& members) {
-    const std::string& dir = where.agents;
-    json::Array agents;
-    std::vector<RungResult> rungs;
-    for (const auto& m : members) {
-        json::Array grid;
-        for (const auto& g : m.plan.grid) grid.emplace_back(g);
-        json::Object a{{"index", m.plan.index},
-                       {"seed", m.plan.seed},
-                       {"overrides", json::Value::array(std::move(grid))},
-                       {"run", m.plan.name},
-                       {"status", m.status.empty() ? std::string("pending") : m.status}};
-        if (!m.done_by.empty()) a.emplace_back("action", m.done_by);
-        if (!m.plan.space.empty()) {
-            json::Array space;
-            for (const auto& d : m.plan.space) space.emplace_back(d.key + "=" + d.text);
-            a.emplace_back("space", json::Value::array(std::move(space)));
-        }
-        const json::Value s = read_summary(fs::path(dir) / m.plan.name);
-        if (base.run.search != "none") {  // the agent's lineage.jsonl: whom it copied when, its keys now
-            json::Array copies;
-            json::Value keys;
-            RungResult rung{m.plan.index, -1, std::nan("")};
-            for (auto& line : report::read_jsonl((fs::path(dir) / m.plan.name / "lineage.jsonl").string())) {
-                if (const auto* k = line.find("keys")) keys = *k;
-                if (const auto* r = line.find("rung"); r != nullptr && r->is_integer())
-                    rung = {m.plan.index, static_cast<int>(r->as_i64()), number_or_nan(line.find("metric"))};
-                if (line.find("copied") == nullptr) continue;
-                json::Object c;
-                for (const auto& [k, v] : line.as_object())
-                    if (k != "keys" && k != "tensors") c.emplace_back(k, v);
-                copies.push_back(json::Value::object(std::move(c)));
-            }
-            if (!keys.is_null()) a.emplace_back("keys", std::move(keys));
-            a.emplace_back("lineage", json::Value::array(std::move(copies)));
-            if (base.run.search == "halving") {  // its last rung: summary.json's once it ended, else its lineage's
-                if (const auto* r = s.is_object() ? s.find("search") : nullptr; r != nullptr && r->is_object())
-                    if (const auto* k = r->find("rung"); k != nullptr && k->is_integer())
-                        rung = {m.plan.index, static_cast<int>(k->as_i64()), number_or_nan(r->find("metric"))};
-                a.emplace_back("start_round", m.start_round);
-                a.emplace_back("rung", rung.rung);
-                a.emplace_back("rung_metric", std::isnan(rung.metric) ? json::Value() : json::Value(rung.metric));
-                rungs.push_back(rung);
-            }
-        }
-        if (s.is_object()) {
-            for (const char* key : {"best", "test", "error"})
-                if (const auto* v = s.find(key)) a.emplace_back(key, *v);
-        }
-        agents.push_back(json::Value::object(std::move(a)));
-    }
-    json::Object top{{"population", static_cast<std::int64_t>(members.size())}, {"trainer", base.run.trainer}};
-    if (where.flat) top.emplace_back("directory", dir);
-    if (base.run.search == "pbt")
-        top.emplace_back(
-            "search",
-            json::object({{"method", base.run.search},
-                          {"interval", base.search.interval > 0 ? base.search.interval : base.run.eval_interval},
-                          {"fraction", base.search.fraction},
-                          {"perturb_down", base.search.perturb_down},
-                          {"perturb_up", base.search.perturb_up},
-                          {"resample_probability", base.search.resample_probability},
-                          {"copy_replay", base.search.copy_replay}}));
-    if (base.run.search == "halving") {
-        std::size_t population = 0;  // the first agents: those that started at round 0
-        for (const auto& m : members) population += m.start_round == 0;
-        json::Array ranking;  // best first: the last rung reached, then the metric there
-        for (const auto& r : halving_ranking(rungs))
-            ranking.push_back(json::object({{"index", r.index},
-                                            {"run", members[static_cast<std::size_t>(r.index)].plan.name},
-                                            {"rung", r.rung},
-                                            {"metric", std::isnan(r.metric) ? json::Value() : json::Value(r.metric)}}));
-        top.emplace_back("search", json::object({{"method", base.run.search},
-                                                 {"interval", search_interval(base)},
-                                                 {"eta", base.search.eta},
-                                                 {"max_points", halving_points(base.search, population)},
-                                                 {"slots", static_cast<std::int64_t>(population)},
-                                                 {"ranking", json::Value::array(std::move(ranking))}}));
-    }
-    top.emplace_back("agents", json::Value::array(std::move(agents)));
-    io::write_file_atomically(where.record, json::serialize(json::Value::object(std::move(top))) + "\n",
-                              [&](const std::string& m) { throw UsageError(fmt::format("{}: {}", where.record, m)); });
 }
 
 /// Runs body(t) for t = 0 .. threads - 1, each on its own thread (the calling thread runs t = 0),
@@ -1040,40 +700,8 @@ std::string outcome(const Where& where, const std::vector<Member>& members) {
     return where.flat ? where.agents : dir;
 }
 
-/// A population resumed by its command (run.on_exists = resume): its agents keep the directories
-/// population.json names (a population written by an earlier version named them otherwise),
-/// where the recorded agent is the planned one (the same index, seed and grid line).
-void adopt_recorded_names(const std::string& dir, std::vector<Member>& members) {
-    json::Value v;
-    try {
-        v = json::parse(read_text(fs::path(dir) / "population.json"), json::Limits{64u << 20, 64, true});
-    } catch (const std::exception&) {
-        return;  // unreadable: the planned names
-    }
-    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
-    if (agents == nullptr || !agents->is_array()) return;
-    for (const auto& a : agents->as_array()) {
-        const auto* index = a.is_object() ? a.find("index") : nullptr;
-        const auto* run = a.is_object() ? a.find("run") : nullptr;
-        const auto* seed = a.is_object() ? a.find("seed") : nullptr;
-        const auto* grid = a.is_object() ? a.find("overrides") : nullptr;
-        if (index == nullptr || !index->is_integer() || run == nullptr || !run->is_string() || seed == nullptr ||
-            !seed->is_integer() || grid == nullptr || !grid->is_array())
-            continue;
-        const std::int64_t i = index->as_i64();
-        const std::string& name = run->as_string();
-        if (i < 0 || static_cast<std::size_t>(i) >= members.size() || name.empty() || name[0] == '.' ||
-            name.find('/') != std::string::npos)
-            continue;
-        Member& m = members[static_cast<std::size_t>(i)];
-        std::vector<std::string> recorded;
-        for (const auto& g : grid->as_array())
-            if (g.is_string()) recorded.push_back(g.as_string());
-        if (seed->as_i64() != m.plan.seed || recorded != m.plan.grid || name == m.plan.name) continue;
-        log::info("agent {}: its run directory is {} (population.json)", m.plan.index, name);
-        m.plan.name = name;
-        m.plan.profile.run.name = name;
-    }
+bool finished_status(const std::string& s) {
+    return s == "completed" || s == "early_stopped" || s == "diverged" || s == "stopped";
 }
 
 /// Decides each member's action from its directory (a resumed population, run.on_exists = resume;
@@ -1111,115 +739,7 @@ void place_members(const std::string& dir, std::vector<Member>& members, const s
     }
 }
 
-/// An agent population.json records (`a`, after `members`): its plan from its config.toml (with
-/// `overrides`) and the record; `what` opens each problem (exit 2).
-Member recorded_member(const std::string& dir, const json::Value& a, const std::vector<Member>& members,
-                       const std::vector<std::string>& overrides, const std::string& what) {
-    const auto* run = a.is_object() ? a.find("run") : nullptr;
-    const auto* index = a.is_object() ? a.find("index") : nullptr;
-    if (run == nullptr || !run->is_string() || index == nullptr || !index->is_integer() ||
-        run->as_string().find('/') != std::string::npos || run->as_string().empty() || run->as_string()[0] == '.')
-        throw UsageError(fmt::format("{}: population.json: an agent without a valid run directory name", what));
-    Member m;
-    m.plan.index = static_cast<int>(index->as_i64());
-    m.plan.name = run->as_string();
-    for (const auto& other : members)
-        if (other.plan.name == m.plan.name || other.plan.index == m.plan.index)
-            throw UsageError(
-                fmt::format("{}: population.json lists agent {} ({}) twice; the file was "
-                            "edited: each agent once",
-                            what, m.plan.index, m.plan.name));
-    const fs::path config_file = fs::path(dir) / m.plan.name / "config.toml";
-    if (!fs::is_regular_file(config_file))
-        throw UsageError(
-            fmt::format("{}: agent {} has no {} (the population stopped before that agent "
-                        "started); run the population's command again with --set "
-                        "run.on_exists=resume, which starts the agents that have no directory",
-                        what, m.plan.index, config_file.string()));
-    m.plan.profile = config::resolve_profile_file(config_file.string(), overrides);
-    m.plan.profile.run.population = 1;
-    m.plan.profile.run.output_dir = dir;
-    m.plan.profile.run.name = m.plan.name;
-    m.plan.seed = m.plan.profile.run.seed;
-    if (const auto* r = a.find("start_round"); r != nullptr && r->is_integer()) m.start_round = r->as_i64();
-    if (const auto* g = a.find("overrides"); g != nullptr && g->is_array())
-        for (const auto& o : g->as_array())
-            if (o.is_string()) m.plan.grid.push_back(o.as_string());
-    if (const auto* sp = a.find("space"); sp != nullptr && sp->is_array())
-        for (const auto& o : sp->as_array()) {
-            const std::string text = o.is_string() ? o.as_string() : "";
-            const auto eq = text.find('=');
-            auto parsed = eq == std::string::npos || !is_agent_key(text.substr(0, eq))
-                              ? ParsedDistribution{std::nullopt, "not KEY=DISTRIBUTION", 0}
-                              : parse_distribution(text.substr(0, eq), text.substr(eq + 1));
-            if (!parsed.distribution)
-                throw UsageError(fmt::format("{}: population.json: agent {}: search space '{}': {}", what, m.plan.index,
-                                             text, parsed.problem));
-            m.plan.space.push_back(std::move(*parsed.distribution));
-        }
-    return m;
-}
-
-/// A halving search continued by its command (run.on_exists = "resume"): the points it added after
-/// the planned agents, as population.json (`where.record`) records them.
-void adopt_recorded_points(const Where& where, std::vector<Member>& members) {
-    json::Value v;
-    try {
-        v = json::parse(read_text(where.record), json::Limits{64u << 20, 64, true});
-    } catch (const std::exception&) {
-        return;  // none recorded (or unreadable: the planned agents start again as place_members says)
-    }
-    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
-    if (agents == nullptr || !agents->is_array()) return;
-    for (const auto& a : agents->as_array()) {
-        const auto* index = a.is_object() ? a.find("index") : nullptr;
-        if (index == nullptr || !index->is_integer() || index->as_i64() < static_cast<std::int64_t>(members.size()))
-            continue;
-        if (index->as_i64() != static_cast<std::int64_t>(members.size()))
-            throw UsageError(fmt::format("{}: agent {} follows agent {}: the file was edited", where.record,
-                                         index->as_i64(), members.size() - 1));
-        members.push_back(recorded_member(where.agents, a, members, {}, where.record));
-        log::info("agent {}: a point of the search, {} (population.json)", members.back().plan.index,
-                  members.back().plan.name);
-    }
-}
-
 }  // namespace
-
-const std::vector<std::string>& agent_keys() {
-    static const std::vector<std::string> keys{
-        "run.seed",
-        "training.learning_rate",
-        "training.gamma",
-        "training.tau",
-        "training.target_update_period",
-        "training.epsilon_start",
-        "training.epsilon_end",
-        "training.epsilon_decay_steps",
-        "training.grad_clip_norm",
-        "training.max_bad_updates",
-        "dqn.cql_alpha",
-        "dqn.mse_blend_alpha",
-        "dqn.curiosity_coef",
-        "dqn.her_ratio",
-        "dqn.her_reward",
-        "ppo.clip",
-        "ppo.gae_lambda",
-        "ppo.entropy_coef",
-        "ppo.value_coef",
-        "ppo.diversity_coef",
-        "ppo.curiosity_coef",
-        "iql.expectile",
-        "iql.beta",
-        "iql.max_weight",
-    };
-    return keys;
-}
-
-bool is_agent_key(std::string_view k) {
-    const auto& keys = agent_keys();
-    return std::find(keys.begin(), keys.end(), k) != keys.end();
-}
 
 bool wants_population(const config::Profile& p, const PopulationRequest& r) {
     return p.run.population > 1 || !r.seeds.empty() || !r.grid_file.empty();
@@ -1248,37 +768,7 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
 
     std::vector<GridLine> lines;
     if (!r.grid_file.empty()) {
-        lines = read_grid(r.grid_file);
-        std::vector<std::string> problems;
-        for (const auto& line : lines)
-            for (const auto& t : line.tokens) {
-                const std::string why = token_problem(t);
-                if (!why.empty()) {
-                    problems.push_back(fmt::format("{}:{}:{}: {}", r.grid_file, t.line, t.column, why));
-                    continue;
-                }
-                std::optional<Distribution> d;
-                try {
-                    d = token_distribution(r.grid_file, t);
-                } catch (const config::ProfileError& e) {
-                    problems.insert(problems.end(), e.problems().begin(), e.problems().end());
-                    continue;
-                }
-                if (!d) {
-                    for (auto& p : value_problems(profile_file, shared, r.grid_file, t))
-                        problems.push_back(std::move(p));
-                    continue;
-                }
-                // Every value the space can draw lies between its bounds: each bound must be a
-                // value of the key.
-                for (const auto& bound : bound_values(*d)) {
-                    GridToken b = t;
-                    b.text = d->key + "=" + bound;
-                    for (auto& p : value_problems(profile_file, shared, r.grid_file, b))
-                        problems.push_back(fmt::format("{} (a bound of {})", p, d->text));
-                }
-            }
-        if (!problems.empty()) throw config::ProfileError(problems);
+        lines = read_grid(r.grid_file, profile_file, shared);
     } else {
         lines.push_back(GridLine{0, {}});
     }
@@ -1390,8 +880,8 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
     const std::string& mode = base.run.on_exists;
     std::error_code ec;
     Where where;
-    std::optional<DirLock> lock;  // the population directory's, while it trains
-    if (!plan.record.empty()) {   // flat: the agents in run.output_dir, each placed as a single run
+    std::optional<io::DirectoryLock> lock;  // the population directory's, while it trains
+    if (!plan.record.empty()) {             // flat: the agents in run.output_dir, each placed as a single run
         where.flat = true;
         where.agents = base.run.output_dir;
         where.record = plan.record;
@@ -1425,7 +915,7 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
                                 "version can resume; remove it to start the population again",
                                 wanted.string()));
             where.agents = wanted.string();
-            lock.emplace(where.agents);
+            lock.emplace(where.agents, "population directory");
             adopt_recorded_names(where.agents, members);
             if (base.run.search == "halving")
                 adopt_recorded_points({where.agents, (wanted / "population.json").string(), false}, members);
@@ -1436,7 +926,7 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
             if (exists)
                 log::info("{} exists (run.on_exists = \"new\"): a new directory is made beside it", wanted.string());
             where.agents = io::RunDirectory::create(base.run.output_dir, plan.name).path();
-            lock.emplace(where.agents);
+            lock.emplace(where.agents, "population directory");
         }
         where.record = (fs::path(where.agents) / "population.json").string();
         log::info("population: {} agents of {} in {}", members.size(), base.run.trainer, where.agents);
@@ -1453,24 +943,10 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
 
 std::string resume_population(const std::string& dir, const std::vector<std::string>& overrides, bool force) {
     const auto t0 = clock::now();
-    DirLock lock(dir);
+    const io::DirectoryLock lock(dir, "population directory");
     Where where{dir, (fs::path(dir) / "population.json").string(), false};
-    const std::string text = read_text(fs::path(dir) / "population.json");
-    json::Value v;
-    try {
-        v = json::parse(text, json::Limits{64u << 20, 64, true});
-    } catch (const json::ParseError& e) {
-        throw UsageError(fmt::format("--resume {}: population.json is unreadable: {}", dir, e.what()));
-    }
-    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
-    if (agents == nullptr || !agents->is_array() || agents->as_array().empty())
-        throw UsageError(fmt::format("--resume {}: population.json lists no agents", dir));
-    std::vector<Member> members;
-    config::Profile base;
-    for (const auto& a : agents->as_array()) {
-        members.push_back(recorded_member(dir, a, members, overrides, "--resume " + dir));
-    }
-    base = members.front().plan.profile;
+    std::vector<Member> members = read_population_json(dir, overrides);
+    const config::Profile base = members.front().plan.profile;
     place_members(dir, members);
     if (std::all_of(members.begin(), members.end(), [](const Member& m) { return m.action == AgentAction::done; }))
         throw UsageError(fmt::format("--resume {}: every agent is finished; their files are left as they are", dir));

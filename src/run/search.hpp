@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "config/profile.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "trainers/trainer.hpp"
 
 namespace fh::run {

@@ -10,7 +10,7 @@
 
 #include "config/memory_estimate.hpp"
 #include "data/load.hpp"
-#include "ops/make_device.hpp"
+#include "device/make_device.hpp"
 #include "abi/data_statistics.h"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"

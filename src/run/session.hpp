@@ -11,7 +11,7 @@
 #include "data/market_data.hpp"
 #include "data/splits.hpp"
 #include "env/vec_env.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 
 namespace fh::run {
 

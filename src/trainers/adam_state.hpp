@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "nn/param_layout.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "trainers/state_tensor.hpp"
 
 namespace fh::trainers {

@@ -12,7 +12,7 @@
 #include "io/safetensors.hpp"
 #include "data/market_data.hpp"
 #include "nn/param_layout.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "trainers/trainer.hpp"
 #include "trainers/early_stopping.hpp"
 

@@ -11,7 +11,7 @@
 
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "trainers/adam_state.hpp"
 #include "trainers/state_tensor.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "trainers/replay_ring.hpp"
 
 namespace fh::trainers {

@@ -15,7 +15,7 @@
 
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "trainers/trainer.hpp"
 #include "util/errors.hpp"
 

@@ -15,7 +15,7 @@
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
 #include "nn/param_layout.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "trainers/population.hpp"
 #include "trainers/trainer.hpp"
 

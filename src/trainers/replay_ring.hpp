@@ -12,7 +12,7 @@
 #include "io/replay_dump.hpp"
 #include "math/replay.h"
 #include "abi/replay_nstep.h"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "abi/dqn_step.h"
 #include "trainers/state_tensor.hpp"
 

@@ -8,7 +8,7 @@
 
 #include "config/profile.hpp"
 #include "io/run_directory.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "trainers/checkpoint.hpp"
 #include "trainers/early_stopping.hpp"
 #include "trainers/trainer.hpp"

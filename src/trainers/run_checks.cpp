@@ -200,6 +200,7 @@ RunSizes check_run(const config::Profile& p, const data::MarketData& md, const R
     if (const auto dataset = offline_dataset(p); dataset && dataset->path != "behaviour") {
         sizes.inputs.dump_rows = check_dump(p, md, o.verify_dataset, dataset->path, dataset->batch, dataset->batch_key);
         sizes.dump_key = dataset->key;
+        sizes.dump_path = dataset->path;
     }
 
     // The kernels' int index range with the real sizes (resolution checked what it could).

@@ -32,6 +32,7 @@ struct RunSizes {
     std::vector<config::MemoryItem> device, host;
     std::uint64_t host_available = 0;  ///< 0: unknown (not checked)
     std::string dump_key;              ///< the key of the replay dump checked (inputs.dump_rows rows), or ""
+    std::string dump_path;             ///< that dump's path (its key's value), or ""
 };
 
 /// Before the data is read: the host memory its bars will need, estimated from the size of the

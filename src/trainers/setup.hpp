@@ -10,7 +10,7 @@
 #include "config/profile.hpp"
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 
 namespace fh::trainers {
 

@@ -21,7 +21,7 @@
 #include "env/vec_env.hpp"
 #include "io/json.hpp"
 #include "io/replay_dump.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "trainers/adam_state.hpp"
 #include "trainers/state_tensor.hpp"
 

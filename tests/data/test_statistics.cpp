@@ -12,7 +12,7 @@
 #include "data/load.hpp"
 #include "data/splits.hpp"
 #include "data/synthetic_market.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "abi/data_statistics.h"
 #include "run/session.hpp"
 #include "support/compare.hpp"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "env/vec_env.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/market_fixture.hpp"
 #include "abi/env.h"

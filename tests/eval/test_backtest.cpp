@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "backtest/backtest.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/backtest_records.hpp"
 #include "support/market_fixture.hpp"
 #include "abi/env.h"

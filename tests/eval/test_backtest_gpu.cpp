@@ -9,7 +9,7 @@
 
 #include "config/profile.hpp"
 #include "backtest/backtest.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/backtest_records.hpp"
 #include "support/compare.hpp"

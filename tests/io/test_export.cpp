@@ -15,7 +15,7 @@
 
 #include "config/profile.hpp"
 #include "io/safetensors.hpp"
-#include "ops/make_device.hpp"
+#include "device/make_device.hpp"
 #include "support/shell.hpp"
 #include "trainers/checkpoint.hpp"
 #include "trainers/trainer.hpp"

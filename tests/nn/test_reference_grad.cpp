@@ -1,5 +1,5 @@
 /// @file test_reference_grad.cpp
-/// @brief The templated linear-layer reference (src/ops/linear_reference.hpp) in double against central
+/// @brief The templated linear-layer reference (src/device/linear_reference.hpp) in double against central
 ///        finite differences on a tiny MLP (5 -> 7 -> 3, loss = sum of squared outputs), and the
 ///        float CPU ops against the same reference.
 #include <catch2/catch.hpp>
@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "ops/linear_reference.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/linear_reference.hpp"
+#include "device/cpu_device.hpp"
 
 using fh::core::Activation;
 namespace ref = fh::ops::ref;

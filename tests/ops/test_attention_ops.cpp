@@ -13,7 +13,7 @@
 
 #include "data/features.hpp"
 #include "math/attention.h"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "ops/nn/ops.hpp"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"

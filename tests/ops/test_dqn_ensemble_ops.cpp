@@ -10,7 +10,7 @@
 
 #include "math/dqn.h"
 #include "math/replay.h"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "abi/dqn_step.h"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"

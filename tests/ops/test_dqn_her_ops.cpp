@@ -13,7 +13,7 @@
 #include "env/vec_env.hpp"
 #include "math/dqn.h"
 #include "math/her.h"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "abi/dqn_step.h"
 #include "abi/env.h"
 #include "support/compare.hpp"

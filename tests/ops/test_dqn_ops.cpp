@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "math/dqn.h"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"

@@ -15,7 +15,7 @@
 #include "data/synthetic_market.hpp"
 #include "env/vec_env.hpp"
 #include "math/dqn.h"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "abi/dqn_step.h"
 #include "abi/env.h"
 #include "abi/replay_nstep.h"

@@ -13,8 +13,8 @@
 
 #include "math/dt.h"
 #include "nn/init.hpp"
-#include "ops/linear_reference.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/linear_reference.hpp"
+#include "device/cpu_device.hpp"
 #include "ops/dt/ops.hpp"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"

@@ -15,7 +15,7 @@
 
 #include "math/rng.h"
 #include "math/iql.h"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/iql_model.hpp"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "math/iqn.h"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "abi/dqn_step.h"
 #include "abi/dqn_iqn.h"
 #include "support/compare.hpp"

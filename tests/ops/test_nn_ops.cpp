@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/adam_target.hpp"
 #include "support/compare.hpp"
 

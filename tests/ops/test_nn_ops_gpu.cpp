@@ -12,8 +12,8 @@
 #include <limits>
 #include <vector>
 
-#include "cuda/kernel_timing.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cuda/kernel_timing.hpp"
+#include "device/cpu_device.hpp"
 #include "ops/nn/ops.hpp"
 #include "support/adam_target.hpp"
 #include "support/compare.hpp"

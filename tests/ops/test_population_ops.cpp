@@ -14,7 +14,7 @@
 
 #include "abi/replay_nstep.h"
 #include "math/iql.h"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "ops/iql/ops.hpp"
 #include "ops/nn/ops.hpp"
 #include "abi/replay_nstep.h"

@@ -17,7 +17,7 @@
 #include "math/env.h"
 #include "math/policy.h"
 #include "math/ppo.h"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"

@@ -17,7 +17,7 @@
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "math/ppo.h"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "abi/env.h"
 #include "ops/nn/ops.hpp"
 #include "ops/ppo/ops.hpp"

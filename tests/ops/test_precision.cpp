@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "math/core.h"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/compare.hpp"
 
 using fh::core::round_to_bf16;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "math/supervised.h"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "ops/supervised/ops.hpp"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"

@@ -8,12 +8,12 @@
 #include <optional>
 #include <vector>
 
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
 #include "abi/dqn_step.h"
-#include "ops/host_read.hpp"
+#include "device/host_read.hpp"
 
 using fh::ops::CpuDevice;
 using fh::ops::Device;

@@ -4,6 +4,8 @@
 ///        diverged agent stops alone, interrupt and resume, refused grids.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -582,6 +584,41 @@ TEST_CASE("population: run.on_exists = resume skips a finished population", "[po
     CHECK(last_line(second.out) == last_line(first.out));
     CHECK(second.err.find("left as it is") != std::string::npos);
     CHECK(slurp(fs::path(last_line(first.out)) / "seed=1" / "summary.json") == before);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("population: a population directory in use is refused, by --resume and by its command", "[population]") {
+    // A process training a population holds its directory's lock (the run directory's flock):
+    // neither a --resume of it nor its command with run.on_exists = resume may run there too.
+    const auto dir = scratch("locked");
+    const fs::path popdir = dir / "runs" / "p";
+    fs::create_directories(popdir);
+    const std::string record = "{\"population\":2,\"trainer\":\"dqn\",\"agents\":[]}\n";
+    std::ofstream(popdir / "population.json") << record;
+    const std::string resume = "\"$EXE\" --resume '" + popdir.string() + "' --device cpu";
+    const std::string again = "\"$EXE\" " + kDqn +
+                              " --device cpu --seeds 1,2 --set run.name=p --set run.on_exists=resume " + "--output '" +
+                              (dir / "runs").string() + "'";
+    const int fd = ::open(popdir.c_str(), O_RDONLY | O_DIRECTORY);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+    const auto resumed = sh(resume, dir);
+    const auto rerun = sh(again, dir);
+    ::close(fd);
+    for (const auto* r : {&resumed, &rerun}) {
+        INFO(r->err);
+        CHECK(r->code == 2);
+        CHECK(
+            r->err.find(popdir.string() + ": another foxhunt-train process is running in this population directory") !=
+            std::string::npos);
+    }
+    CHECK(slurp(popdir / "population.json") == record);
+    CHECK(!fs::exists(popdir / "seed=1"));
+    // Unlocked, --resume reads the record (this one lists no agent).
+    const auto unlocked = sh(resume, dir);
+    INFO(unlocked.err);
+    CHECK(unlocked.code == 2);
+    CHECK(unlocked.err.find("population.json lists no agents") != std::string::npos);
     fs::remove_all(dir);
 }
 

@@ -23,7 +23,7 @@
 #include "env/vec_env.hpp"
 #include "io/json.hpp"
 #include "io/safetensors.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "run/halving.hpp"
 #include "run/population.hpp"
 #include "run/search.hpp"

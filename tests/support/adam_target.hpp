@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "support/compare.hpp"
 
 namespace fh::test {

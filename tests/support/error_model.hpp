@@ -28,7 +28,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "ops/linear_reference.hpp"
+#include "device/linear_reference.hpp"
 #include "support/compare.hpp"
 
 namespace fh::test {

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "cuda/device.hpp"
+#include "device/cuda/device_info.hpp"
 
 namespace fh::test {
 

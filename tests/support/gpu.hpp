@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "ops/cpu_device.hpp"
-#include "ops/cuda_device.hpp"
+#include "device/cpu_device.hpp"
+#include "device/cuda_device.hpp"
 
 namespace fh::test {
 

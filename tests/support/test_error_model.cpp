@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "math/policy.h"
-#include "ops/linear_reference.hpp"
+#include "device/linear_reference.hpp"
 #include "support/error_model.hpp"
 
 using fh::test::Bounds;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "config/profile.hpp"
-#include "cuda/check.hpp"
+#include "device/cuda/check.hpp"
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"

@@ -2,7 +2,7 @@
 /// @brief Gradient check of the whole DQN loss in double precision: trunk (ReLU MLP), dueling
 ///        value/advantage layers, C51 head, C51 cross-entropy blended with the MSE loss on the
 ///        expected Q, plus the CQL term on the expected Q. The analytic gradient (the same per-sample functions the
-///        backends run, math/dqn.h and src/ops/linear_reference.hpp, instantiated with double) must match central
+///        backends run, math/dqn.h and src/device/linear_reference.hpp, instantiated with double) must match central
 ///        finite differences.
 #include <catch2/catch.hpp>
 
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "math/dqn.h"
-#include "ops/linear_reference.hpp"
+#include "device/linear_reference.hpp"
 
 using fh::core::Activation;
 using fh::dqn::HeadParams;

@@ -20,7 +20,7 @@
 #include "data/load.hpp"
 #include "data/synthetic_market.hpp"
 #include "env/vec_env.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/learning_table.hpp"
 #include "support/policy_eval.hpp"

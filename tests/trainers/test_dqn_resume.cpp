@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "config/profile.hpp"
-#include "cuda/check.hpp"
+#include "device/cuda/check.hpp"
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
 #include "io/safetensors.hpp"

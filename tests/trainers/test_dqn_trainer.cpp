@@ -15,7 +15,7 @@
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "nn/init.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/dqn/engine.hpp"

@@ -24,7 +24,7 @@
 #include "env/vec_env.hpp"
 #include "backtest/backtest.hpp"
 #include "io/replay_dump.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/policy_eval.hpp"
 #include "support/trainer_support.hpp"

@@ -16,7 +16,7 @@
 #include "config/profile.hpp"
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"

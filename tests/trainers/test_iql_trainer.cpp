@@ -14,7 +14,7 @@
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/iql/engine.hpp"

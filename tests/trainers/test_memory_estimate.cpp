@@ -12,7 +12,7 @@
 #include "config/profile.hpp"
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "trainers/setup.hpp"
 #include "trainers/trainer.hpp"
 

@@ -17,7 +17,7 @@
 #include "data/load.hpp"
 #include "data/synthetic_market.hpp"
 #include "env/vec_env.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"

@@ -11,7 +11,7 @@
 #include "config/profile.hpp"
 #include "data/load.hpp"
 #include "env/vec_env.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/setup.hpp"

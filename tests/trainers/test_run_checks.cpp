@@ -197,6 +197,18 @@ TEST_CASE("run checks: an IQL replay dump must fit the profile and hold a batch"
     CHECK_THAT(m, Catch::Contains("holds 4 transitions, fewer than one batch (replay_buffer.batch_size = 64)"));
     write(50, 9, 64);
     CHECK(code_of([&] { check_run(p, md, o); }) == 0);
+    // The dump checked, as check prints it: its key, its path and its rows.
+    const auto sizes = check_run(p, md, o);
+    CHECK(sizes.dump_key == "iql.dataset");
+    CHECK(sizes.dump_path == path);
+    CHECK(sizes.inputs.dump_rows == 64);
+    std::ofstream(dir / "p.toml") << "[run]\ntrainer = \"iql\"\n[data]\nsynthetic_bars = 3000\n";
+    const auto checked = fh::test::run_shell("\"$EXE\" check --device cpu --profile '" + (dir / "p.toml").string() +
+                                                 "' --set '" + use + "' --set replay_buffer.batch_size=64",
+                                             dir);
+    INFO(checked.err);
+    CHECK(checked.code == 0);
+    CHECK_THAT(checked.out, Catch::Contains("#   iql.dataset:    " + path + " (verified: 64 rows allocated)"));
     write(49, 9, 64);
     CHECK(code_of([&] { check_run(p, md, o); }, &m) == 3);
     CHECK_THAT(m, Catch::Contains("states have 49 features, this profile's data gives 50"));

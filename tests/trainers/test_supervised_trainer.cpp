@@ -19,7 +19,7 @@
 #include "data/synthetic_market.hpp"
 #include "env/vec_env.hpp"
 #include "backtest/backtest.hpp"
-#include "ops/cpu_device.hpp"
+#include "device/cpu_device.hpp"
 #include "support/gpu.hpp"
 #include "support/market_fixture.hpp"
 #include "support/policy_eval.hpp"

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "ops/cuda_device.hpp"
+#include "device/cuda_device.hpp"
 
 namespace fh::ops::cuda_twin {
 

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "math/dt.h"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 
 namespace fh::ops {
 

@@ -3,7 +3,7 @@
 ///        The op (src/ops/iql/ops.hpp) checked sizes and that the buffers of each launch are
 ///        distinct before these run.
 #include "ops/iql/ops.hpp"
-#include "ops/cuda_device.hpp"
+#include "device/cuda_device.hpp"
 
 namespace fh::ops::cuda_twin {
 

@@ -13,7 +13,7 @@
 #include <stdexcept>
 
 #include "math/iql.h"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 
 namespace fh::ops {
 

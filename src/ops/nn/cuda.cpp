@@ -4,7 +4,7 @@
 ///        The op (src/ops/nn/ops.hpp) checked sizes and that the buffers of each launch are
 ///        distinct before these run.
 #include "ops/nn/ops.hpp"
-#include "ops/cuda_device.hpp"
+#include "device/cuda_device.hpp"
 
 namespace fh::ops::cuda_twin {
 

@@ -18,7 +18,7 @@
 #include "math/attention.h"
 #include "math/nn.h"
 #include "math/policy.h"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 
 namespace fh::ops {
 

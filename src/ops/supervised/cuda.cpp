@@ -3,7 +3,7 @@
 ///        device's stream. The op (src/ops/supervised/ops.hpp) checked sizes and that the buffers
 ///        of each launch are distinct before these run.
 #include "ops/supervised/ops.hpp"
-#include "ops/cuda_device.hpp"
+#include "device/cuda_device.hpp"
 
 namespace fh::ops::cuda_twin {
 

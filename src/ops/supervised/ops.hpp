@@ -15,7 +15,7 @@
 #include <stdexcept>
 
 #include "math/supervised.h"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 
 namespace fh::ops {
 

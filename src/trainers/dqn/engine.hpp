@@ -20,7 +20,7 @@
 #include "env/vec_env.hpp"
 #include "math/dqn.h"
 #include "math/nn.h"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "abi/dqn_step.h"
 #include "trainers/curiosity_model.hpp"
 #include "trainers/population.hpp"

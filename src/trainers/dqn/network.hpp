@@ -17,7 +17,7 @@
 #include "math/iqn.h"
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 
 namespace fh::trainers {
 

@@ -12,7 +12,7 @@
 #include "config/profile.hpp"
 #include "math/dt.h"
 #include "nn/param_layout.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "ops/dt/ops.hpp"
 
 namespace fh::trainers {

@@ -15,7 +15,7 @@
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "ops/dt/ops.hpp"
 #include "trainers/adam_state.hpp"
 #include "trainers/dt/network.hpp"

@@ -26,7 +26,7 @@
 #include "math/nn.h"
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "trainers/population.hpp"
 #include "trainers/replay_ring.hpp"
 #include "trainers/softmax_policy.hpp"

@@ -21,7 +21,7 @@
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
 #include "ops/supervised/ops.hpp"
-#include "ops/device.hpp"
+#include "device/device.hpp"
 #include "trainers/adam_state.hpp"
 #include "trainers/trainer.hpp"
 
