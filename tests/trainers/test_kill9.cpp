@@ -4,6 +4,7 @@
 ///        gone once a resume has started, metrics.jsonl and eval.jsonl read as one run, and the
 ///        run still completes. FH_KILL9_COUNT kills (default 50), FH_KILL9_SEED (default 16);
 ///        scripts/kill9-loop.sh runs it with more kills and prints the report.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -148,8 +149,12 @@ TEST_CASE("kill -9 at random moments never leaves a corrupt file, and a resume l
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> delay_ms(150, 1500);
     Report rep;
+    // Fresh starts in a row: on a loaded machine a run may not reach its first checkpoint within
+    // the drawn delay, so each fresh start in a row doubles it (up to 16 times).
+    int fresh_in_a_row = 0;
     while (rep.kills < kills) {
         const bool resume = fs::exists(run / "checkpoints" / "last.safetensors");
+        fresh_in_a_row = resume ? 0 : fresh_in_a_row + 1;
         if (!resume) {  // killed before its first checkpoint: a run starts afresh
             fs::remove_all(run);
             ++rep.fresh_starts;
@@ -159,7 +164,8 @@ TEST_CASE("kill -9 at random moments never leaves a corrupt file, and a resume l
                    : std::vector<std::string>{"--profile", "dqn-smoketest", "--output", dir.string()};
         args.insert(args.end(), settings.begin(), settings.end());
         const pid_t pid = spawn(args, log);
-        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+        const int stretch = 1 << std::min(std::max(fresh_in_a_row - 1, 0), 4);
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng) * stretch));
         ::kill(pid, SIGKILL);
         int status = 0;
         ::waitpid(pid, &status, 0);
