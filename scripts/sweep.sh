@@ -56,7 +56,7 @@ self="$here/$(basename "${BASH_SOURCE[0]}")"
 # --- The job itself (called by GNU parallel or the job pool): __job SLOT POINT -----------------
 # Runs one point with the device of its slot, forwards one SIGINT/SIGTERM to the run (which is in
 # its own session, so a terminal's Ctrl-C never reaches it twice) and prints one status line.
-# Each run's per-agent keys (kept in step with agent_keys() in src/run/population.cpp; a test checks).
+# Each run's per-agent keys (kept in step with agent_keys() in src/run/population_grid.cpp; a test checks).
 agent_keys="run.seed training.learning_rate training.gamma training.tau training.target_update_period training.epsilon_start training.epsilon_end training.epsilon_decay_steps training.grad_clip_norm training.max_bad_updates dqn.cql_alpha dqn.mse_blend_alpha dqn.curiosity_coef dqn.her_ratio dqn.her_reward ppo.clip ppo.gae_lambda ppo.entropy_coef ppo.value_coef ppo.diversity_coef ppo.curiosity_coef iql.expectile iql.beta iql.max_weight"
 is_agent_key() { [[ " $agent_keys " == *" $1 "* ]]; }
 # A value written as a search space (loguniform(a,b), uniform(a,b), choice(v1,...)): a population

@@ -1,7 +1,7 @@
 /// @file test_binary_deps.cpp
 /// @brief The foxhunt-train binary links no run-time compiler (libnvrtc), the CUDA runtime
 ///        statically, spdlog/fmt/toml++ compiled in, no shared library of theirs (so it runs
-///        on the GPU machine), and cuBLAS loaded on first use, not linked (src/cuda/cublas_loader.cpp).
+///        on the GPU machine), and cuBLAS loaded on first use, not linked (src/device/cuda/cublas_loader.cpp).
 #include <catch2/catch.hpp>
 #include <cublas_v2.h>
 
