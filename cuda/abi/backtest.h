@@ -82,9 +82,7 @@ struct BacktestMetrics {
     FH_KERNEL(backtest, backtest_metrics_kernel, BacktestMetrics)
 
 #ifndef __CUDACC__
-#include "ops/op.hpp"
-
-namespace fh::ops {
+#include "ops/op_begin.hpp"
 
 namespace detail {
 inline void check_backtest_params(const env::EnvParams& p) {
@@ -107,9 +105,7 @@ inline bool check(const BacktestReset& a) {
                                                 detail::range("segments", segments)});
     return !state.empty();
 }
-void cpu(const BacktestReset& a);
-template <class Gpu>
-void launch(Gpu& gpu, const BacktestReset& a) {
+FH_LAUNCH(BacktestReset) {
     const auto& [state, records, segments, params] = a;
     gpu.kernels().backtest_reset_kernel(gpu.stream(), LaunchDims::linear(state.size(), 128), state.data(),
                                         records.data(), segments.data(), params, static_cast<int>(state.size()));
@@ -126,9 +122,7 @@ inline bool check(const BacktestStep& a) {
     if (market.n_bars < 2) throw std::invalid_argument("ops::backtest_step: the market has < 2 bars");
     return !state.empty();
 }
-void cpu(const BacktestStep& a);
-template <class Gpu>
-void launch(Gpu& gpu, const BacktestStep& a) {
+FH_LAUNCH(BacktestStep) {
     const auto& [state, records, segments, actions, market, params] = a;
     gpu.kernels().backtest_step_kernel(gpu.stream(), LaunchDims::linear(state.size(), 128), state.data(),
                                        records.data(), segments.data(), actions.data(), market, params,
@@ -144,9 +138,7 @@ inline bool check(const BacktestGather& a) {
     detail::require_distinct("backtest_gather", {detail::range("states", states), detail::range("state", state)});
     return !state.empty();
 }
-void cpu(const BacktestGather& a);
-template <class Gpu>
-void launch(Gpu& gpu, const BacktestGather& a) {
+FH_LAUNCH(BacktestGather) {
     const auto& [states, state, market, params] = a;
     gpu.kernels().backtest_gather_kernel(gpu.stream(), LaunchDims::linear(states.size()), states.data(), state.data(),
                                          market, params, static_cast<int>(state.size()));
@@ -169,19 +161,12 @@ inline void check(const BacktestMetrics& a) {
                                                   detail::range("records", records), detail::range("state", state),
                                                   detail::range("segments", segments)});
 }
-void cpu(const BacktestMetrics& a);
-template <class Gpu>
-void launch(Gpu& gpu, const BacktestMetrics& a) {
+FH_LAUNCH(BacktestMetrics) {
     const auto& [out, histogram, records, state, segments, market, params] = a;
     gpu.kernels().backtest_metrics_kernel(gpu.stream(), LaunchDims{}, out.data(), histogram.data(), records.data(),
                                           state.data(), segments.data(), static_cast<int>(segments.size()),
                                           market.close, params);
 }
 
-}  // namespace fh::ops
-
-// The launch rules' device (src/ops/op.hpp).
-#ifndef FH_INCLUDING_KERNEL_LISTS
-#include "device/cuda_device.hpp"
-#endif
+#include "ops/op_end.hpp"
 #endif

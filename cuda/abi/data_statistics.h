@@ -47,9 +47,7 @@ using ColumnTotals = void(double* __restrict__ out, const double* __restrict__ p
     FH_KERNEL(data_statistics, column_totals_kernel, ColumnTotals)
 
 #ifndef __CUDACC__
-#include "ops/op.hpp"
-
-namespace fh::ops {
+#include "ops/op_begin.hpp"
 
 inline void check(const ColumnMoments& a) {
     const char* op = "column_moments";
@@ -64,11 +62,9 @@ inline void check(const ColumnMoments& a) {
         op, {detail::range("mean", a.mean), detail::range("m2", a.m2), detail::range("scratch", a.scratch),
              detail::range("values", a.values), detail::range("rows", a.rows)});
 }
-void cpu(const ColumnMoments& a);
 /// The chunk sums (a block per chunk, threads over the columns), then the totals (a thread per
 /// column): the mean, then the squared deviations from it.
-template <class Gpu>
-void launch(Gpu& gpu, const ColumnMoments& a) {
+FH_LAUNCH(ColumnMoments) {
     const auto n = static_cast<long long>(a.rows.size());
     const long long chunks = statistics::chunk_count(n);
     const LaunchDims per_chunk{dim3(static_cast<unsigned>(chunks)), dim3(a.D < 256 ? (a.D + 31) / 32 * 32 : 256), 0};
@@ -83,10 +79,5 @@ void launch(Gpu& gpu, const ColumnMoments& a) {
     k.column_totals_kernel(gpu.stream(), per_column, a.m2.data(), a.scratch.data(), chunks, a.D, 1.0);
 }
 
-}  // namespace fh::ops
-
-// The launch rules' device (src/ops/op.hpp).
-#ifndef FH_INCLUDING_KERNEL_LISTS
-#include "device/cuda_device.hpp"
-#endif
+#include "ops/op_end.hpp"
 #endif

@@ -157,9 +157,7 @@ struct IqnMeanRows {
     FH_KERNEL(dqn_iqn, iqn_mean_rows_kernel, IqnMeanRows)
 
 #ifndef __CUDACC__
-#include "ops/op.hpp"
-
-namespace fh::ops {
+#include "ops/op_begin.hpp"
 
 namespace detail {
 inline void check_quantiles(int quantiles, const char* op) {
@@ -193,9 +191,7 @@ inline void check(const IqnTaus& a) {
     detail::require_distinct(op, {detail::range("features", features), detail::range("taus", taus),
                                   detail::range("agent", agent), detail::range("counters", counters)});
 }
-void cpu(const IqnTaus& a);
-template <class Gpu>
-void launch(Gpu& gpu, const IqnTaus& a) {
+FH_LAUNCH(IqnTaus) {
     const auto& [features, taus, agent, counters, rows, quantiles, n_cos] = a;
     abi::IqnTausArgs k{features.data(), taus.data(), or_null(agent), or_null(counters), rows, quantiles, n_cos};
     gpu.kernels().iqn_taus_kernel(
@@ -217,9 +213,7 @@ inline void check(const IqnHadamard& a) {
     detail::checked_int_size(x.size(), op);
     detail::require_distinct(op, {detail::range("x", x), detail::range("phi", phi), detail::range("psi", psi)});
 }
-void cpu(const IqnHadamard& a);
-template <class Gpu>
-void launch(Gpu& gpu, const IqnHadamard& a) {
+FH_LAUNCH(IqnHadamard) {
     const auto& [x, phi, psi, count, rows, quantiles, psi_rows, width] = a;
     gpu.kernels().iqn_hadamard_kernel(gpu.stream(), LaunchDims::linear(x.size(), 256), x.data(), phi.data(), psi.data(),
                                       count, rows, quantiles, psi_rows, width);
@@ -242,9 +236,7 @@ inline void check(const IqnHadamardBackward& a) {
         op, {detail::range("d_phi", d_phi), detail::range("d_psi", d_psi), detail::range("dx", dx),
              detail::range("phi", phi.subview(0, B * H)), detail::range("psi", psi.subview(0, B * N * H))});
 }
-void cpu(const IqnHadamardBackward& a);
-template <class Gpu>
-void launch(Gpu& gpu, const IqnHadamardBackward& a) {
+FH_LAUNCH(IqnHadamardBackward) {
     const auto& [d_phi, d_psi, dx, phi, psi, batch, quantiles, width] = a;
     gpu.kernels().iqn_hadamard_backward_kernel(gpu.stream(), LaunchDims::linear(d_phi.size(), 256), d_phi.data(),
                                                d_psi.data(), dx.data(), phi.data(), psi.data(), batch, quantiles,
@@ -280,9 +272,7 @@ inline void check(const IqnLoss& a) {
              detail::range("taus", taus), detail::range("actions", actions), detail::range("returns", returns),
              detail::range("discounts", discounts), detail::range("agent", agent)});
 }
-void cpu(const IqnLoss& a);
-template <class Gpu>
-void launch(Gpu& gpu, const IqnLoss& a) {
+FH_LAUNCH(IqnLoss) {
     const auto& [d_head, stats, head_s, head_select, head_target, taus, actions, returns, discounts, agent, h,
                  quantiles, batch] = a;
     constexpr int T = abi::kIqnLossThreads;
@@ -316,18 +306,11 @@ inline void check(const IqnMeanRows& a) {
     detail::checked_int_size(head.size(), op);
     detail::require_distinct(op, {detail::range("out", out), detail::range("head", head)});
 }
-void cpu(const IqnMeanRows& a);
-template <class Gpu>
-void launch(Gpu& gpu, const IqnMeanRows& a) {
+FH_LAUNCH(IqnMeanRows) {
     const auto& [out, head, n, quantiles, width] = a;
     gpu.kernels().iqn_mean_rows_kernel(gpu.stream(), LaunchDims::linear(out.size(), 256), out.data(), head.data(), n,
                                        quantiles, width);
 }
 
-}  // namespace fh::ops
-
-// The launch rules' device (src/ops/op.hpp).
-#ifndef FH_INCLUDING_KERNEL_LISTS
-#include "device/cuda_device.hpp"
-#endif
+#include "ops/op_end.hpp"
 #endif

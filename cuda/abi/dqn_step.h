@@ -326,9 +326,7 @@ static_assert(kNormThreads == kDqnFinishThreads, "the finish's blocks compute th
     FH_KERNEL(dqn_step, dqn_her_sample_kernel, Op<fh::ops::DqnHerSample>)
 
 #ifndef __CUDACC__
-#include "ops/op.hpp"
-
-namespace fh::ops {
+#include "ops/op_begin.hpp"
 
 namespace detail {
 /// One warp per row, kDqnWarpsPerBlock rows per block, a grid row per agent, the rows' scratch.
@@ -395,9 +393,7 @@ inline void check(const DqnAct& a) {
         op, {detail::range("actions", actions), detail::range("q", q), detail::range("histogram", histogram),
              detail::range("head", head), detail::range("agent", agent), detail::range("counters", counters)});
 }
-void cpu(const DqnAct& a);
-template <class Gpu>
-void launch(Gpu& gpu, const DqnAct& a) {
+FH_LAUNCH(DqnAct) {
     const std::size_t N = a.agent.empty() ? 1 : a.agent.size();
     DqnAct k = a;
     k.n = static_cast<int>(a.actions.size() / N);
@@ -446,9 +442,7 @@ inline void check(const DqnLoss& a) {
              detail::range("discounts", discounts), detail::range("target_actions", target_actions),
              detail::range("masks", masks), detail::range("agent", agent)});
 }
-void cpu(const DqnLoss& a);
-template <class Gpu>
-void launch(Gpu& gpu, const DqnLoss& a) {
+FH_LAUNCH(DqnLoss) {
     // A block of kDqnLossWarps warps per C51 head row, or a warp per row (abi::dqn_loss_split), by
     // the rows of every agent on the GPU: this launch's agents and those of the other sharers. The
     // scalar head's few flops per row take a warp (a lane) each.
@@ -503,9 +497,7 @@ inline void check(const DqnUpdateFinish& a) {
                                   detail::range("norm_partials", norm_partials), detail::range("grads", grads),
                                   detail::range("sample_stats", sample_stats), detail::range("agent", agent)});
 }
-void cpu(const DqnUpdateFinish& a);
-template <class Gpu>
-void launch(Gpu& gpu, const DqnUpdateFinish& a) {
+FH_LAUNCH(DqnUpdateFinish) {
     // One launch: the partials of Device::global_norm (its fixed grid) for every agent, each
     // agent's last block finishing.
     DqnUpdateFinish k = a;
@@ -535,9 +527,7 @@ inline void check(const DqnAdamTarget& a) {
              detail::range("target", target), detail::range("grads", grads), detail::range("step", step),
              detail::range("agent", agent), detail::range("advance", advance)});
 }
-void cpu(const DqnAdamTarget& a);
-template <class Gpu>
-void launch(Gpu& gpu, const DqnAdamTarget& a) {
+FH_LAUNCH(DqnAdamTarget) {
     DqnAdamTarget k = a;
     k.n = static_cast<int>(a.params.size() / a.agent.size());
     const LaunchDims dims{dim3(static_cast<unsigned>(abi::dqn_adam_blocks(k.n)), static_cast<unsigned>(a.agent.size())),
@@ -550,9 +540,7 @@ inline void check(const DqnAdvance& a) {
     const auto& [counters] = a;
     detail::agents_of(counters.size(), "dqn_advance");
 }
-void cpu(const DqnAdvance& a);
-template <class Gpu>
-void launch(Gpu& gpu, const DqnAdvance& a) {
+FH_LAUNCH(DqnAdvance) {
     gpu.kernels().dqn_advance_kernel(gpu.stream(), LaunchDims{dim3(1), dim3(32), 0}, a.counters.data(),
                                      static_cast<int>(a.counters.size()));
 }
@@ -596,9 +584,7 @@ inline void check(const DqnCollect& a) {
              detail::range("ring rewards", ring.rewards), detail::range("ring done", ring.done),
              detail::range("counters", counters), detail::range("tickets", advance.tickets)});
 }
-void cpu(const DqnCollect& a);
-template <class Gpu>
-void launch(Gpu& gpu, const DqnCollect& a) {
+FH_LAUNCH(DqnCollect) {
     DqnCollect k = a;
     k.n = a.ring.n_envs;
     const LaunchDims dims = warp_rows(k.n, abi::kDqnCollectWarps, a.counters.size());
@@ -639,9 +625,7 @@ inline void check(const DqnSample& a) {
              detail::range("ring done", View<const std::uint8_t>(ring.done)), detail::range("counters", counters),
              detail::range("agent", agent)});
 }
-void cpu(const DqnSample& a);
-template <class Gpu>
-void launch(Gpu& gpu, const DqnSample& a) {
+FH_LAUNCH(DqnSample) {
     gpu.kernels().dqn_sample_kernel(gpu.stream(), warp_rows(a.batch, 4, a.agent.size()), a);
 }
 
@@ -667,9 +651,7 @@ inline void check(const DqnCuriosityGather& a) {
              detail::range("ring next_states", View<const float>(ring.next_states)),
              detail::range("ring actions", View<const int>(ring.actions)), detail::range("counters", counters)});
 }
-void cpu(const DqnCuriosityGather& a);
-template <class Gpu>
-void launch(Gpu& gpu, const DqnCuriosityGather& a) {
+FH_LAUNCH(DqnCuriosityGather) {
     DqnCuriosityGather k = a;
     k.n = a.ring.n_envs;
     gpu.kernels().dqn_curiosity_gather_kernel(gpu.stream(), warp_rows(k.n, abi::kDqnWarpsPerBlock, a.counters.size()),
@@ -694,9 +676,7 @@ inline void check(const DqnCuriosityBonus& a) {
         op, {detail::range("ring rewards", ring.rewards), detail::range("stats", stats), detail::range("error", error),
              detail::range("counters", counters), detail::range("agent", agent)});
 }
-void cpu(const DqnCuriosityBonus& a);
-template <class Gpu>
-void launch(Gpu& gpu, const DqnCuriosityBonus& a) {
+FH_LAUNCH(DqnCuriosityBonus) {
     const LaunchDims dims{dim3(static_cast<unsigned>(a.agent.size())), dim3(abi::kDqnFinishThreads), 0};
     gpu.kernels().dqn_curiosity_bonus_kernel(gpu.stream(), dims, a);
 }
@@ -726,9 +706,7 @@ inline void check(const DqnHerObserve& a) {
         op, {detail::range("obs", obs), detail::range("goals", goals), detail::range("state", state),
              detail::range("states", states), detail::range("counters", counters), detail::range("agent", agent)});
 }
-void cpu(const DqnHerObserve& a);
-template <class Gpu>
-void launch(Gpu& gpu, const DqnHerObserve& a) {
+FH_LAUNCH(DqnHerObserve) {
     DqnHerObserve k = a;
     k.n = static_cast<int>(a.state.size() / a.agent.size());
     gpu.kernels().dqn_her_observe_kernel(gpu.stream(), warp_rows(k.n, abi::kDqnWarpsPerBlock, a.agent.size()), k);
@@ -749,9 +727,7 @@ inline void check(const DqnGoalStates& a) {
     detail::require_distinct(op,
                              {detail::range("obs", obs), detail::range("states", states), detail::range("goal", goal)});
 }
-void cpu(const DqnGoalStates& a);
-template <class Gpu>
-void launch(Gpu& gpu, const DqnGoalStates& a) {
+FH_LAUNCH(DqnGoalStates) {
     DqnGoalStates k = a;
     k.n = static_cast<int>(a.states.size() / (a.goal.size() * static_cast<std::size_t>(a.state_dim)));
     gpu.kernels().dqn_goal_states_kernel(gpu.stream(), warp_rows(k.n, abi::kDqnWarpsPerBlock, a.goal.size()), k);
@@ -791,15 +767,8 @@ inline void check(const DqnHerSample& a) {
              detail::range("ring done", View<const std::uint8_t>(ring.done)), detail::range("goals", goals),
              detail::range("counters", counters), detail::range("agent", agent)});
 }
-void cpu(const DqnHerSample& a);
-template <class Gpu>
-void launch(Gpu& gpu, const DqnHerSample& a) {
+FH_LAUNCH(DqnHerSample) {
     gpu.kernels().dqn_her_sample_kernel(gpu.stream(), warp_rows(a.batch, 4, a.agent.size()), a);
 }
-}  // namespace fh::ops
-
-// The launch rules' device (src/ops/op.hpp).
-#ifndef FH_INCLUDING_KERNEL_LISTS
-#include "device/cuda_device.hpp"
-#endif
+#include "ops/op_end.hpp"
 #endif

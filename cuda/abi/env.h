@@ -103,9 +103,7 @@ struct EnvRandomActions {
     FH_KERNEL(env, env_random_actions_kernel, EnvRandomActions)
 
 #ifndef __CUDACC__
-#include "ops/op.hpp"
-
-namespace fh::ops {
+#include "ops/op_begin.hpp"
 
 namespace detail {
 inline void check_env_params(const env::EnvParams& p, const env::MarketView& m) {
@@ -146,9 +144,7 @@ inline bool check(const EnvReset& a) {
                                            detail::range("mask", mask)});
     return n > 0;
 }
-void cpu(const EnvReset& a);
-template <class Gpu>
-void launch(Gpu& gpu, const EnvReset& a) {
+FH_LAUNCH(EnvReset) {
     const auto& [state, portfolio, mask, market, params, agents] = a;
     gpu.kernels().env_reset_kernel(gpu.stream(), LaunchDims::linear(state.size(), 128), state.data(), portfolio.data(),
                                    mask.empty() ? nullptr : mask.data(), market, params, static_cast<int>(state.size()),
@@ -171,9 +167,7 @@ inline bool check(const EnvStep& a) {
                                           detail::range("info", info), detail::range("actions", actions)});
     return n > 0;
 }
-void cpu(const EnvStep& a);
-template <class Gpu>
-void launch(Gpu& gpu, const EnvStep& a) {
+FH_LAUNCH(EnvStep) {
     const auto& [state, portfolio, reward, done, info, actions, market, params, agents] = a;
     gpu.kernels().env_step_kernel(gpu.stream(), LaunchDims::linear(state.size(), 128), state.data(), portfolio.data(),
                                   reward.data(), done.data(), info.data(), actions.data(), market, params,
@@ -193,9 +187,7 @@ inline bool check(const EnvGatherStates& a) {
                                                    detail::range("portfolio", portfolio)});
     return n > 0;
 }
-void cpu(const EnvGatherStates& a);
-template <class Gpu>
-void launch(Gpu& gpu, const EnvGatherStates& a) {
+FH_LAUNCH(EnvGatherStates) {
     const auto& [states, state, portfolio, market, params, agents] = a;
     gpu.kernels().env_gather_states_kernel(gpu.stream(), LaunchDims::linear(states.size()), states.data(), state.data(),
                                            portfolio.data(), market, params, static_cast<int>(state.size()),
@@ -208,18 +200,11 @@ inline bool check(const EnvRandomActions& a) {
     if (num_actions < 1) throw std::invalid_argument("ops::env_random_actions: num_actions must be >= 1");
     return !actions.empty();
 }
-void cpu(const EnvRandomActions& a);
-template <class Gpu>
-void launch(Gpu& gpu, const EnvRandomActions& a) {
+FH_LAUNCH(EnvRandomActions) {
     const auto& [actions, seed, step, num_actions] = a;
     gpu.kernels().env_random_actions_kernel(gpu.stream(), LaunchDims::linear(actions.size()), actions.data(), seed,
                                             step, num_actions, static_cast<int>(actions.size()));
 }
 
-}  // namespace fh::ops
-
-// The launch rules' device (src/ops/op.hpp).
-#ifndef FH_INCLUDING_KERNEL_LISTS
-#include "device/cuda_device.hpp"
-#endif
+#include "ops/op_end.hpp"
 #endif

@@ -1,22 +1,61 @@
 /// @file iql_awr.h
-/// @brief Signature of cuda/kernels/iql_awr.cu: the advantage-weighted (AWR) policy loss of
-///        IQL (math in math/iql.h, the softmax in math/policy.h).
+/// @brief The advantage-weighted (AWR) policy loss of IQL (math in math/iql.h, the softmax in
+///        math/policy.h) and its kernel in cuda/kernels/iql_awr.cu. CPU twin: src/ops/iql/cpu.cpp.
 #pragma once
 
-#include "math/iql.h"
+// iql_value.h's host part must not reach the kernel table before this header's kernel list exists.
+#pragma push_macro("FH_INCLUDING_KERNEL_LISTS")
+#define FH_INCLUDING_KERNEL_LISTS
+#include "abi/iql_value.h"
+#pragma pop_macro("FH_INCLUDING_KERNEL_LISTS")
 
-namespace fh::abi {
+namespace fh::ops {
 
-/// Per row (iql::awr_row): adv = min(q1, q2)[a] - v (target twins), weights[b] =
-/// min(exp(min(beta adv, 80)), max_weight), loss[b] = -weights[b] log softmax(logits[b])[a],
-/// d_logits (B, A) = weights[b] (softmax - onehot(a)) / B. Outputs distinct from each other and
-/// the inputs. Over `agents` batches of B = `batch` rows (iql_value.h): beta and max_weight are
-/// scalars[r / B]'s, or the arguments when scalars is null.
-using AwrPolicyLoss = void(float* __restrict__ loss, float* __restrict__ weights, float* __restrict__ d_logits,
-                           const float* __restrict__ logits, const float* __restrict__ q1, const float* __restrict__ q2,
-                           const float* __restrict__ v, const int* __restrict__ actions, float beta, float max_weight,
-                           int num_actions, int batch, const iql::LossScalars* __restrict__ scalars, int agents);
+/// AWR policy loss, one thread per row (iql::awr_row): adv = min(q1[a], q2[a]) - v of the TARGET
+/// twins, weights[i] = min(exp(beta adv), max_weight) with the exponent clamped to
+/// iql::kMaxAwrExponent (a constant, no gradient); loss[i] = -weights[i] log pi(a|s);
+/// d_logits (B, A) = weights[i] (softmax - onehot(a)) / B. beta >= 0 and max_weight > 0, both
+/// finite. scalars (N): N agents' batches at once (IqlRows), each with its own beta and
+/// max_weight; beta and max_weight are then not used.
+struct AwrPolicyLoss {
+    View<float> loss, weights;               ///< (B) out
+    View<float> d_logits;                    ///< (B, A) out
+    View<const float> logits, q1, q2;        ///< (B, A) the policy's; the target twins at s
+    View<const float> v;                     ///< (B)
+    View<const int> actions;                 ///< (B)
+    float beta, max_weight;                  ///<
+    View<const iql::LossScalars> scalars{};  ///< (N) or empty: one agent
+};
 
-}  // namespace fh::abi
+}  // namespace fh::ops
 
-#define FH_KERNELS_iql_awr(FH_KERNEL) FH_KERNEL(iql_awr, awr_policy_loss_kernel, AwrPolicyLoss)
+#define FH_KERNELS_iql_awr(FH_KERNEL) FH_KERNEL(iql_awr, awr_policy_loss_kernel, Op<fh::ops::AwrPolicyLoss>)
+
+#ifndef __CUDACC__
+#include "ops/op_begin.hpp"
+
+inline void check(const AwrPolicyLoss& a) {
+    const auto& [loss, weights, d_logits, logits, q1, q2, v, actions, beta, max_weight, scalars] = a;
+    const char* op = "awr_policy_loss";
+    detail::check_iql_rows(v.size(), logits.size(), scalars.empty() ? 1 : scalars.size(), op, "v", "logits");
+    if (scalars.empty() && !(std::isfinite(beta) && beta >= 0.0f))
+        throw std::invalid_argument(fmt::format("ops::{}: beta {} must be finite and >= 0", op, beta));
+    if (scalars.empty() && !(std::isfinite(max_weight) && max_weight > 0.0f))
+        throw std::invalid_argument(fmt::format("ops::{}: max_weight {} must be finite and > 0", op, max_weight));
+    detail::require_size(loss.size(), v.size(), op, "loss");
+    detail::require_size(weights.size(), v.size(), op, "weights");
+    detail::require_size(d_logits.size(), logits.size(), op, "d_logits");
+    detail::require_size(q1.size(), logits.size(), op, "q1");
+    detail::require_size(q2.size(), logits.size(), op, "q2");
+    detail::require_size(actions.size(), v.size(), op, "actions");
+    detail::require_distinct(
+        op, {detail::range("loss", loss), detail::range("weights", weights), detail::range("d_logits", d_logits),
+             detail::range("logits", logits), detail::range("q1", q1), detail::range("q2", q2), detail::range("v", v),
+             detail::range("actions", actions), detail::range("scalars", scalars)});
+}
+FH_LAUNCH(AwrPolicyLoss) {
+    gpu.kernels().awr_policy_loss_kernel(gpu.stream(), LaunchDims::linear(a.v.size(), 128), a);
+}
+
+#include "ops/op_end.hpp"
+#endif

@@ -49,9 +49,7 @@ using CuriosityError = void(float* __restrict__ error, float* __restrict__ d_pre
     FH_KERNEL(ppo_curiosity, curiosity_error_kernel, CuriosityError)
 
 #ifndef __CUDACC__
-#include "ops/op.hpp"
-
-namespace fh::ops {
+#include "ops/op_begin.hpp"
 
 inline void check(const CuriosityInput& a) {
     const auto& [input, states, actions, num_actions] = a;
@@ -65,9 +63,7 @@ inline void check(const CuriosityInput& a) {
     detail::require_distinct(
         op, {detail::range("input", input), detail::range("states", states), detail::range("actions", actions)});
 }
-void cpu(const CuriosityInput& a);
-template <class Gpu>
-void launch(Gpu& gpu, const CuriosityInput& a) {
+FH_LAUNCH(CuriosityInput) {
     const auto& [input, states, actions, num_actions] = a;
     const std::size_t n = actions.size();
     gpu.kernels().curiosity_input_kernel(gpu.stream(), LaunchDims::linear(n, 128), input.data(), states.data(),
@@ -91,9 +87,7 @@ inline void check(const CuriosityError& a) {
     detail::require_distinct(op, {detail::range("error", error), detail::range("d_pred", d_pred),
                                   detail::range("pred", pred), detail::range("next_states", next_states)});
 }
-void cpu(const CuriosityError& a);
-template <class Gpu>
-void launch(Gpu& gpu, const CuriosityError& a) {
+FH_LAUNCH(CuriosityError) {
     const auto& [error, d_pred, pred, next_states, state_dim] = a;
     const std::size_t n = error.size();
     gpu.kernels().curiosity_error_kernel(gpu.stream(), LaunchDims::linear(n, 128), error.data(), d_pred.data(),
@@ -101,10 +95,5 @@ void launch(Gpu& gpu, const CuriosityError& a) {
                                          static_cast<int>(n));
 }
 
-}  // namespace fh::ops
-
-// The launch rules' device (src/ops/op.hpp).
-#ifndef FH_INCLUDING_KERNEL_LISTS
-#include "device/cuda_device.hpp"
-#endif
+#include "ops/op_end.hpp"
 #endif

@@ -69,9 +69,7 @@ using PpoDiversity = void(int* __restrict__ window, int* __restrict__ counts, fl
     FH_KERNEL(ppo_experience, ppo_diversity_kernel, PpoDiversity)
 
 #ifndef __CUDACC__
-#include "ops/op.hpp"
-
-namespace fh::ops {
+#include "ops/op_begin.hpp"
 
 inline void check(const PpoSample& a) {
     const auto& [actions, log_probs, logits, num_actions, seed, step, agent_seeds] = a;
@@ -87,9 +85,7 @@ inline void check(const PpoSample& a) {
     detail::require_distinct(op, {detail::range("actions", actions), detail::range("log_probs", log_probs),
                                   detail::range("logits", logits)});
 }
-void cpu(const PpoSample& a);
-template <class Gpu>
-void launch(Gpu& gpu, const PpoSample& a) {
+FH_LAUNCH(PpoSample) {
     const auto& [actions, log_probs, logits, num_actions, seed, step, agent_seeds] = a;
     gpu.kernels().ppo_sample_kernel(
         gpu.stream(), LaunchDims::linear(actions.size(), 128), actions.data(), log_probs.data(), logits.data(),
@@ -115,9 +111,7 @@ inline void check(const PpoDiversity& a) {
     detail::require_distinct(op, {detail::range("window", window), detail::range("counts", counts),
                                   detail::range("penalty", penalty), detail::range("actions", actions)});
 }
-void cpu(const PpoDiversity& a);
-template <class Gpu>
-void launch(Gpu& gpu, const PpoDiversity& a) {
+FH_LAUNCH(PpoDiversity) {
     const auto& [window, counts, penalty, actions, num_actions, diversity_window, coef, step, agent_coef] = a;
     gpu.kernels().ppo_diversity_kernel(
         gpu.stream(), LaunchDims::linear(actions.size(), 128), window.data(), counts.data(), penalty.data(),
@@ -126,10 +120,5 @@ void launch(Gpu& gpu, const PpoDiversity& a) {
         static_cast<int>(agent_coef.empty() ? actions.size() : actions.size() / agent_coef.size()));
 }
 
-}  // namespace fh::ops
-
-// The launch rules' device (src/ops/op.hpp).
-#ifndef FH_INCLUDING_KERNEL_LISTS
-#include "device/cuda_device.hpp"
-#endif
+#include "ops/op_end.hpp"
 #endif

@@ -140,9 +140,7 @@ using PpoScatterValues = void(float* __restrict__ dst, const float* __restrict__
     FH_KERNEL(ppo_gae, ppo_scatter_values_kernel, PpoScatterValues)
 
 #ifndef __CUDACC__
-#include "ops/op.hpp"
-
-namespace fh::ops {
+#include "ops/op_begin.hpp"
 
 inline void check(const PpoGae& a) {
     const auto& [advantages, returns, rewards, values, next_values, done, gamma, lambda, T, agent_gamma_lambda] = a;
@@ -163,9 +161,7 @@ inline void check(const PpoGae& a) {
                                   detail::range("rewards", rewards), detail::range("values", values),
                                   detail::range("next_values", next_values), detail::range("done", done)});
 }
-void cpu(const PpoGae& a);
-template <class Gpu>
-void launch(Gpu& gpu, const PpoGae& a) {
+FH_LAUNCH(PpoGae) {
     const auto& [advantages, returns, rewards, values, next_values, done, gamma, lambda, T, agent_gamma_lambda] = a;
     const std::size_t agents = std::max<std::size_t>(1, agent_gamma_lambda.size() / 2);
     const std::size_t n = rewards.size() / agents / static_cast<std::size_t>(T);  // each agent's environments
@@ -204,9 +200,7 @@ inline void check(const PpoCollectTruncated& a) {
              detail::range("count", count), detail::range("next_states", next_states), detail::range("info", info),
              detail::range("done", done)});
 }
-void cpu(const PpoCollectTruncated& a);
-template <class Gpu>
-void launch(Gpu& gpu, const PpoCollectTruncated& a) {
+FH_LAUNCH(PpoCollectTruncated) {
     const auto& [rows, bars, portfolio, count, next_states, info, done, market_dim, row_base, restart, agents] = a;
     const std::size_t N = static_cast<std::size_t>(agents);
     gpu.kernels().ppo_collect_truncated_kernel(
@@ -232,9 +226,7 @@ inline void check(const PpoTerminalObservations& a) {
     detail::require_distinct(op, {detail::range("observations", observations), detail::range("bars", bars),
                                   detail::range("portfolio", portfolio), detail::range("features", features)});
 }
-void cpu(const PpoTerminalObservations& a);
-template <class Gpu>
-void launch(Gpu& gpu, const PpoTerminalObservations& a) {
+FH_LAUNCH(PpoTerminalObservations) {
     const auto& [observations, bars, portfolio, features, market_dim] = a;
     const int r = static_cast<int>(bars.size());
     gpu.kernels().ppo_terminal_observations_kernel(
@@ -254,9 +246,7 @@ inline bool check(const PpoScatterValues& a) {
     if (values.empty()) return false;
     return true;
 }
-void cpu(const PpoScatterValues& a);
-template <class Gpu>
-void launch(Gpu& gpu, const PpoScatterValues& a) {
+FH_LAUNCH(PpoScatterValues) {
     const auto& [dst, values, rows] = a;
     gpu.kernels().ppo_scatter_values_kernel(gpu.stream(), LaunchDims::linear(values.size(), 128), dst.data(),
                                             values.data(), rows.data(), static_cast<int>(values.size()),
@@ -275,9 +265,7 @@ inline void check(const Normalize& a) {
     detail::checked_int_size(x.size(), op);
     detail::require_distinct(op, {detail::range("x", x), detail::range("scratch", scratch)});
 }
-void cpu(const Normalize& a);
-template <class Gpu>
-void launch(Gpu& gpu, const Normalize& a) {
+FH_LAUNCH(Normalize) {
     const auto& [x, scratch] = a;
     // A fixed grid for the partial sums (whatever the device), so the moments are the same on
     // every run; the apply kernel's blocks each reduce the partials in the same fixed order.
@@ -288,10 +276,5 @@ void launch(Gpu& gpu, const Normalize& a) {
                                              x.data(), scratch.data(), n);
 }
 
-}  // namespace fh::ops
-
-// The launch rules' device (src/ops/op.hpp).
-#ifndef FH_INCLUDING_KERNEL_LISTS
-#include "device/cuda_device.hpp"
-#endif
+#include "ops/op_end.hpp"
 #endif

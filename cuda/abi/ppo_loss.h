@@ -56,9 +56,7 @@ inline constexpr int kPpoLossLanes = 8;
 #define FH_KERNELS_ppo_loss(FH_KERNEL) FH_KERNEL(ppo_loss, ppo_loss_kernel, PpoLoss)
 
 #ifndef __CUDACC__
-#include "ops/op.hpp"
-
-namespace fh::ops {
+#include "ops/op_begin.hpp"
 
 inline void check(const PpoLoss& a) {
     const auto& [stats, d_logits, d_values, logits, values, actions, old_log_probs, advantages, returns, old_values, p,
@@ -90,9 +88,7 @@ inline void check(const PpoLoss& a) {
              detail::range("old_log_probs", old_log_probs), detail::range("advantages", advantages),
              detail::range("returns", returns), detail::range("old_values", old_values)});
 }
-void cpu(const PpoLoss& a);
-template <class Gpu>
-void launch(Gpu& gpu, const PpoLoss& a) {
+FH_LAUNCH(PpoLoss) {
     const auto& [stats, d_logits, d_values, logits, values, actions, old_log_probs, advantages, returns, old_values, p,
                  agent_params] = a;
     const std::size_t B = actions.size();
@@ -104,10 +100,5 @@ void launch(Gpu& gpu, const PpoLoss& a) {
                                   static_cast<int>(agent_params.empty() ? B : B / agent_params.size()));
 }
 
-}  // namespace fh::ops
-
-// The launch rules' device (src/ops/op.hpp).
-#ifndef FH_INCLUDING_KERNEL_LISTS
-#include "device/cuda_device.hpp"
-#endif
+#include "ops/op_end.hpp"
 #endif

@@ -72,9 +72,7 @@ using PpoLearningRate = void(float* __restrict__ lr, double base_lr, int linear,
     FH_KERNEL(ppo_minibatch, ppo_learning_rate_kernel, PpoLearningRate)
 
 #ifndef __CUDACC__
-#include "ops/op.hpp"
-
-namespace fh::ops {
+#include "ops/op_begin.hpp"
 
 inline void check(const PpoGather& a) {
     const auto& [states, actions, old_log_probs, advantages, returns, old_values, r, seed, epoch, offset, agent_seeds] =
@@ -113,9 +111,7 @@ inline void check(const PpoGather& a) {
                               detail::range("rollout.returns", View<const float>(r.returns, NM)),
                               detail::range("rollout.values", View<const float>(r.values, NM))});
 }
-void cpu(const PpoGather& a);
-template <class Gpu>
-void launch(Gpu& gpu, const PpoGather& a) {
+FH_LAUNCH(PpoGather) {
     const auto& [states, actions, old_log_probs, advantages, returns, old_values, rollout, seed, epoch, offset,
                  agent_seeds] = a;
     const std::size_t N = agent_seeds.empty() ? 1 : agent_seeds.size(), B = actions.size() / N;
@@ -138,18 +134,11 @@ inline void check(const PpoLearningRate& a) {
                         "got {} and {}",
                         base_lr, total_rollouts));
 }
-void cpu(const PpoLearningRate& a);
-template <class Gpu>
-void launch(Gpu& gpu, const PpoLearningRate& a) {
+FH_LAUNCH(PpoLearningRate) {
     const auto& [lr, base_lr, linear, total_rollouts, rollouts] = a;
     gpu.kernels().ppo_learning_rate_kernel(gpu.stream(), LaunchDims{dim3(1), dim3(1), 0}, lr.data(), base_lr,
                                            linear ? 1 : 0, total_rollouts, rollouts);
 }
 
-}  // namespace fh::ops
-
-// The launch rules' device (src/ops/op.hpp).
-#ifndef FH_INCLUDING_KERNEL_LISTS
-#include "device/cuda_device.hpp"
-#endif
+#include "ops/op_end.hpp"
 #endif

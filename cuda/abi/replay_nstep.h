@@ -87,9 +87,7 @@ struct NstepSampleAgents {
     FH_KERNEL(replay_nstep, nstep_sample_agents_kernel, NstepSampleAgents)
 
 #ifndef __CUDACC__
-#include "ops/op.hpp"
-
-namespace fh::ops {
+#include "ops/op_begin.hpp"
 
 inline void check(const NstepSample& a) {
     const auto& [states, next_states, actions, returns, discounts, r, p, batch, update_from, advance] = a;
@@ -118,9 +116,7 @@ inline void check(const NstepSample& a) {
          detail::range("ring states", ring_states), detail::range("ring next_states", ring_next),
          detail::range("advance counter", advance.counter), detail::range("advance ticket", advance.ticket)});
 }
-void cpu(const NstepSample& a);
-template <class Gpu>
-void launch(Gpu& gpu, const NstepSample& a) {
+FH_LAUNCH(NstepSample) {
     const auto& [states, next_states, actions, returns, discounts, r, p, batch, update_from, advance] = a;
     gpu.kernels().nstep_sample_kernel(gpu.stream(), LaunchDims::linear(static_cast<std::size_t>(batch) * 32, 128),
                                       states.data(), next_states.data(), actions.data(), returns.data(),
@@ -151,9 +147,7 @@ inline void check(const NstepSampleAgents& a) {
              detail::range("discounts", discounts), detail::range("agents", agents),
              detail::range("advance counter", advance.counter), detail::range("advance ticket", advance.ticket)});
 }
-void cpu(const NstepSampleAgents& a);
-template <class Gpu>
-void launch(Gpu& gpu, const NstepSampleAgents& a) {
+FH_LAUNCH(NstepSampleAgents) {
     const auto& [states, next_states, actions, returns, discounts, agents, out_stride, advance, batch, state_dim_] = a;
     LaunchDims dims = LaunchDims::linear(static_cast<std::size_t>(batch) * 32, 128);
     dims.grid.y = static_cast<unsigned>(agents.size());
@@ -162,10 +156,5 @@ void launch(Gpu& gpu, const NstepSampleAgents& a) {
         agents.data(), static_cast<long long>(out_stride), advance.counter.data(), advance.ticket.data(), batch);
 }
 
-}  // namespace fh::ops
-
-// The launch rules' device (src/ops/op.hpp).
-#ifndef FH_INCLUDING_KERNEL_LISTS
-#include "device/cuda_device.hpp"
-#endif
+#include "ops/op_end.hpp"
 #endif

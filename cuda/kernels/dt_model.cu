@@ -14,7 +14,7 @@
  *              partials and tree (the CPU twin's order too), so results are
  *              run-to-run exact; they equal the CPU within float rounding (FMA contraction,
  *              expf/erff ulps).
- * Aliasing:    outputs distinct from every other operand (checked by the ops in src/ops/dt/ops.hpp).
+ * Aliasing:    outputs distinct from every other operand (checked by the ops' checks, cuda/abi/dt_model.h).
  * Signatures:  cuda/abi/dt_model.h.
  */
 #include "abi/dt_model.h"

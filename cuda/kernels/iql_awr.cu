@@ -9,7 +9,7 @@
  * Launch:      one thread per batch row (of every agent), any 1-D grid (grid-stride loop).
  * Determinism: run-to-run exact (no reductions across threads, no atomics); versus the CPU
  *              within float rounding (device expf/logf differ from glibc's in the last bits).
- * Aliasing:    outputs are distinct from every other operand (checked by ops::awr_policy_loss);
+ * Aliasing:    outputs are distinct from every other operand (checked by ops::AwrPolicyLoss's check);
  *              read-only inputs may share memory.
  * Signatures:  cuda/abi/iql_awr.h.
  */
@@ -19,18 +19,13 @@
 using fh::device::global_thread_index;
 using fh::device::grid_thread_count;
 
-extern "C" __global__ void awr_policy_loss_kernel(float* __restrict__ loss, float* __restrict__ weights,
-                                                  float* __restrict__ d_logits, const float* __restrict__ logits,
-                                                  const float* __restrict__ q1, const float* __restrict__ q2,
-                                                  const float* __restrict__ v, const int* __restrict__ actions,
-                                                  float beta, float max_weight, int num_actions, int batch,
-                                                  const fh::iql::LossScalars* __restrict__ scalars, int agents) {
-    const float scale = 1.0f / static_cast<float>(batch);
-    const long long rows = static_cast<long long>(batch) * agents;
-    for (long long b = global_thread_index(); b < rows; b += grid_thread_count()) {
-        const bool own = scalars != nullptr;
-        fh::iql::awr_row(b, loss, weights, d_logits, logits, q1, q2, v, actions, own ? scalars[b / batch].beta : beta,
-                         own ? scalars[b / batch].max_weight : max_weight, num_actions, scale);
+extern "C" __global__ void awr_policy_loss_kernel(fh::ops::AwrPolicyLoss a) {
+    const fh::ops::IqlRows r = fh::ops::iql_rows(a.v.size(), a.logits.size(), a.scalars.empty() ? 1 : a.scalars.size());
+    for (long long b = global_thread_index(); b < r.rows; b += grid_thread_count()) {
+        const bool own = a.scalars != nullptr;
+        fh::iql::awr_row(b, a.loss, a.weights, a.d_logits, a.logits, a.q1, a.q2, a.v, a.actions,
+                         own ? a.scalars[b / r.batch].beta : a.beta,
+                         own ? a.scalars[b / r.batch].max_weight : a.max_weight, r.num_actions, r.scale);
     }
 }
 

@@ -11,7 +11,7 @@
  * Launch:      one thread per environment, any 1-D grid (grid-stride loop).
  * Determinism: exact and equal to the CPU twin bit for bit: integer arithmetic, exact float
  *              comparisons (unit_float is exact) and no rounding anywhere.
- * Aliasing:    actions and states are distinct (checked by ops::behaviour_actions).
+ * Aliasing:    actions and states are distinct (checked by ops::BehaviourActions's check).
  * Signatures:  cuda/abi/iql_behaviour.h.
  */
 #include "abi/iql_behaviour.h"
@@ -20,10 +20,10 @@
 using fh::device::global_thread_index;
 using fh::device::grid_thread_count;
 
-extern "C" __global__ void iql_behaviour_kernel(int* __restrict__ actions, const float* __restrict__ states,
-                                                fh::iql::BehaviourParams params, std::uint64_t step, int n) {
-    for (long long e = global_thread_index(); e < n; e += grid_thread_count())
-        actions[e] = fh::iql::behaviour_action(states + e * params.state_dim, static_cast<int>(e), step, params);
+extern "C" __global__ void iql_behaviour_kernel(fh::ops::BehaviourActions a) {
+    const auto D = static_cast<long long>(a.params.state_dim);
+    for (long long e = global_thread_index(); e < static_cast<long long>(a.actions.size()); e += grid_thread_count())
+        a.actions[e] = fh::iql::behaviour_action(a.states + e * D, static_cast<int>(e), a.step, a.params);
 }
 
 FH_KERNELS_iql_behaviour(FH_CHECK_KERNEL_ABI)

@@ -10,8 +10,8 @@
  * Launch:      one thread per batch row (of every agent), any 1-D grid (grid-stride loop).
  * Determinism: run-to-run exact (no reductions, no atomics); versus the CPU within float rounding
  *              (nvcc may fuse r + discount * v_next into an FMA).
- * Aliasing:    outputs are distinct from every other operand (checked by ops::iql_value_loss /
- *              ops::iql_q_loss); read-only inputs may share memory.
+ * Aliasing:    outputs are distinct from every other operand (checked by the ops' checks,
+ *              cuda/abi/iql_value.h); read-only inputs may share memory.
  * Signatures:  cuda/abi/iql_value.h.
  */
 #include "abi/iql_value.h"
@@ -20,27 +20,19 @@
 using fh::device::global_thread_index;
 using fh::device::grid_thread_count;
 
-extern "C" __global__ void iql_value_loss_kernel(float* __restrict__ loss, float* __restrict__ d_v,
-                                                 const float* __restrict__ v, const float* __restrict__ q1,
-                                                 const float* __restrict__ q2, const int* __restrict__ actions,
-                                                 float expectile, int num_actions, int batch,
-                                                 const fh::iql::LossScalars* __restrict__ scalars, int agents) {
-    const float scale = 1.0f / static_cast<float>(batch);
-    const long long rows = static_cast<long long>(batch) * agents;
-    for (long long b = global_thread_index(); b < rows; b += grid_thread_count())
-        fh::iql::value_row(b, loss, d_v, v, q1, q2, actions,
-                           scalars != nullptr ? scalars[b / batch].expectile : expectile, num_actions, scale);
+extern "C" __global__ void iql_value_loss_kernel(fh::ops::IqlValueLoss a) {
+    const fh::ops::IqlRows r = fh::ops::iql_rows(a.v.size(), a.q1.size(), a.scalars.empty() ? 1 : a.scalars.size());
+    for (long long b = global_thread_index(); b < r.rows; b += grid_thread_count())
+        fh::iql::value_row(b, a.loss, a.d_v, a.v, a.q1, a.q2, a.actions,
+                           a.scalars != nullptr ? a.scalars[b / r.batch].expectile : a.expectile, r.num_actions,
+                           r.scale);
 }
 
-extern "C" __global__ void iql_q_loss_kernel(float* __restrict__ loss, float* __restrict__ d_q1,
-                                             float* __restrict__ d_q2, const float* __restrict__ q1,
-                                             const float* __restrict__ q2, const int* __restrict__ actions,
-                                             const float* __restrict__ rewards, const float* __restrict__ discounts,
-                                             const float* __restrict__ v_next, int num_actions, int batch, int agents) {
-    const float scale = 1.0f / static_cast<float>(batch);
-    const long long rows = static_cast<long long>(batch) * agents;
-    for (long long b = global_thread_index(); b < rows; b += grid_thread_count())
-        fh::iql::q_row(b, loss, d_q1, d_q2, q1, q2, actions, rewards, discounts, v_next, num_actions, scale);
+extern "C" __global__ void iql_q_loss_kernel(fh::ops::IqlQLoss a) {
+    const fh::ops::IqlRows r = fh::ops::iql_rows(a.actions.size(), a.q1.size(), static_cast<std::size_t>(a.agents));
+    for (long long b = global_thread_index(); b < r.rows; b += grid_thread_count())
+        fh::iql::q_row(b, a.loss, a.d_q1, a.d_q2, a.q1, a.q2, a.actions, a.rewards, a.discounts, a.v_next,
+                       r.num_actions, r.scale);
 }
 
 FH_KERNELS_iql_value(FH_CHECK_KERNEL_ABI)

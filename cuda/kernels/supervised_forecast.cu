@@ -11,8 +11,8 @@
  * Determinism: the gather is exact (copies and integer arithmetic) and equals the CPU twin bit for
  *              bit; the loss is run-to-run exact (no reductions, no atomics) and equals the CPU
  *              within float rounding (expf, log1pf).
- * Aliasing:    outputs are distinct from every other operand (checked by ops::supervised_gather /
- *              ops::supervised_loss).
+ * Aliasing:    outputs are distinct from every other operand (checked by the ops' checks,
+ *              cuda/abi/supervised_forecast.h).
  * Signatures:  cuda/abi/supervised_forecast.h.
  */
 #include "abi/supervised_forecast.h"
@@ -21,19 +21,18 @@
 using fh::device::global_thread_index;
 using fh::device::grid_thread_count;
 
-extern "C" __global__ void supervised_gather_kernel(float* __restrict__ x, float* __restrict__ y,
-                                                    fh::supervised::RowSource source,
-                                                    fh::supervised::GatherParams params, int batch) {
+extern "C" __global__ void supervised_gather_kernel(fh::ops::SupervisedGather a) {
+    const fh::supervised::RowSource source = fh::ops::row_source(a.source);
+    const auto batch = static_cast<long long>(a.x.size() / static_cast<std::size_t>(source.cols));
     for (long long b = global_thread_index(); b < batch; b += grid_thread_count())
-        fh::supervised::gather_row(b, x, y, source, params);
+        fh::supervised::gather_row(b, a.x, a.y, source, a.params);
 }
 
-extern "C" __global__ void supervised_loss_kernel(float* __restrict__ loss, float* __restrict__ d_pred,
-                                                  const float* __restrict__ pred, const float* __restrict__ labels,
-                                                  int target, int batch) {
+extern "C" __global__ void supervised_loss_kernel(fh::ops::SupervisedLoss a) {
+    const auto batch = static_cast<long long>(a.pred.size());
     const float scale = 1.0f / static_cast<float>(batch);
     for (long long b = global_thread_index(); b < batch; b += grid_thread_count())
-        fh::supervised::loss_row(b, loss, d_pred, pred, labels, target, scale);
+        fh::supervised::loss_row(b, a.loss, a.d_pred, a.pred, a.labels, a.target, scale);
 }
 
 FH_KERNELS_supervised_forecast(FH_CHECK_KERNEL_ABI)

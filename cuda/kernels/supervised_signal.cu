@@ -13,7 +13,7 @@
  *              (compiled with --fmad=false, no reductions, no transcendental functions);
  *              "direction": the score's expf may differ from the host's by an ulp, so an action
  *              can differ only where a score lies within an ulp of a threshold or size step.
- * Aliasing:    actions is distinct from the inputs (checked by ops::supervised_signal).
+ * Aliasing:    actions is distinct from the inputs (checked by ops::SupervisedSignal's check).
  * Signatures:  cuda/abi/supervised_signal.h.
  */
 #include "abi/supervised_signal.h"
@@ -22,12 +22,10 @@
 using fh::device::global_thread_index;
 using fh::device::grid_thread_count;
 
-extern "C" __global__ void supervised_signal_kernel(int* __restrict__ actions, const float* __restrict__ predictions,
-                                                    const float* __restrict__ states,
-                                                    const float* __restrict__ calibration,
-                                                    fh::supervised::SignalParams params, int n) {
-    for (long long i = global_thread_index(); i < n; i += grid_thread_count())
-        actions[i] = fh::supervised::signal_action(predictions[i], states + i * params.state_dim, calibration, params);
+extern "C" __global__ void supervised_signal_kernel(fh::ops::SupervisedSignal a) {
+    const auto D = static_cast<long long>(a.params.state_dim);
+    for (long long i = global_thread_index(); i < static_cast<long long>(a.actions.size()); i += grid_thread_count())
+        a.actions[i] = fh::supervised::signal_action(a.predictions[i], a.states + i * D, a.calibration, a.params);
 }
 
 FH_KERNELS_supervised_signal(FH_CHECK_KERNEL_ABI)

@@ -5,10 +5,8 @@
 ///        aliasing rule of src/device/checks.hpp), its launch rule `launch(Gpu&, const Op&)` (launch
 ///        shape and kernel; a single-kernel op's kernel receives the struct itself) and the
 ///        declaration of its CPU twin `cpu(const Op&)` (src/ops/<family>/cpu.cpp). A caller
-///        writes `ops::run(device, ops::ColumnMoments{mean, m2, ...})`. Each op header ends by
-///        including device/cuda_device.hpp (the launch rules' device, complete where a run is
-///        instantiated), except while the kernel table includes the headers for their kernel
-///        lists (FH_INCLUDING_KERNEL_LISTS; it needs each module's list before any host part).
+///        writes `ops::run(device, ops::ColumnMoments{mean, m2, ...})`. A header's host part
+///        opens with ops/op_begin.hpp and closes with ops/op_end.hpp.
 #pragma once
 
 #include <fmt/format.h>
@@ -19,6 +17,13 @@
 namespace fh::ops {
 
 using cuda::LaunchDims;
+
+/// Declares Op's CPU twin `void cpu(const Op& a)` and opens its launch rule
+/// `template <class Gpu> void launch(Gpu& gpu, const Op& a)`: `FH_LAUNCH(DqnLoss) { ... }`.
+#define FH_LAUNCH(Op)      \
+    void cpu(const Op& a); \
+    template <class Gpu>   \
+    void launch(Gpu& gpu, const Op& a)
 
 /// Checks the op's arguments, then runs its CUDA launch rule on a CUDA device or its CPU twin.
 /// check, launch and cpu are found by overload on the argument struct's type. A check that

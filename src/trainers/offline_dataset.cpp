@@ -7,7 +7,7 @@
 #include <chrono>
 
 #include "io/replay_dump.hpp"
-#include "ops/iql/ops.hpp"
+#include "abi/iql_behaviour.h"
 #include "trainers/iql/engine.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
@@ -28,7 +28,7 @@ OfflineDataset collect_behaviour(ops::Device& ops, const config::Profile& profil
     const auto bp = behaviour_params(params, static_cast<std::uint64_t>(profile.run.seed));
     for (int step = 0; step < steps; ++step) {
         const auto slot = ds.ring.next_slot();
-        ops::behaviour_actions(ops, slot.actions, venv.states(), bp, static_cast<std::uint64_t>(step));
+        ops::run(ops, ops::BehaviourActions{slot.actions, venv.states(), bp, static_cast<std::uint64_t>(step)});
         ops.copy(slot.states, venv.states());
         venv.step(slot.actions);
         ops.copy(slot.rewards, venv.rewards());

@@ -15,7 +15,8 @@
 #include "nn/init.hpp"
 #include "device/linear_reference.hpp"
 #include "device/cpu_device.hpp"
-#include "ops/dt/ops.hpp"
+#include "abi/dt_act.h"
+#include "abi/dt_train.h"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
@@ -244,7 +245,8 @@ TEST_CASE("dt action loss: batch mean over real steps, gradient against finite d
         auto bz = ops.from_host<float>(z);
         auto ba = ops.from_host<int>(actions), bl = ops.from_host<int>(lengths);
         auto loss = ops.alloc<float>(B), correct = ops.alloc<float>(B), d = ops.alloc<float>(z.size());
-        fh::ops::dt_action_loss(ops, loss.view(), correct.view(), d.view(), bz.cview(), ba.cview(), bl.cview(), K, A);
+        fh::ops::run(ops, fh::ops::DtActionLoss{loss.view(), correct.view(), d.view(), bz.cview(), ba.cview(),
+                                                bl.cview(), K, A});
         if (grad) *grad = ops.to_host(d.cview());
         double s = 0;
         for (float v : ops.to_host(loss.cview())) s += v;
@@ -293,7 +295,8 @@ TEST_CASE("dt gather: windows end at their step, start at max(episode start, end
     const int K = 3, B = 9;
     auto s = ops.alloc<float>(B * K * 2), r = ops.alloc<float>(B * K);
     auto a = ops.alloc<int>(B * K), len = ops.alloc<int>(B);
-    fh::ops::dt_gather(ops, s.view(), r.view(), a.view(), len.view(), d, fh::dt::WindowParams{0, 0, 0, 0, K});
+    fh::ops::run(ops,
+                 fh::ops::DtGather{s.view(), r.view(), a.view(), len.view(), d, fh::dt::WindowParams{0, 0, 0, 0, K}});
     const auto hs = ops.to_host(s.cview()), hr = ops.to_host(r.cview());
     const auto ha = ops.to_host(a.cview()), hl = ops.to_host(len.cview());
     const std::vector<int> want_len{1, 2, 3, 3, 1, 2, 3, 3, 3};
@@ -309,14 +312,16 @@ TEST_CASE("dt gather: windows end at their step, start at max(episode start, end
         }
     }
     // Random windows: uniform end steps, the same draw on every call with the same counter.
-    fh::ops::dt_gather(ops, s.view(), r.view(), a.view(), len.view(), d, fh::dt::WindowParams{3, 5, 0, 1, K});
+    fh::ops::run(ops,
+                 fh::ops::DtGather{s.view(), r.view(), a.view(), len.view(), d, fh::dt::WindowParams{3, 5, 0, 1, K}});
     const auto again = ops.to_host(s.cview());
-    fh::ops::dt_gather(ops, s.view(), r.view(), a.view(), len.view(), d, fh::dt::WindowParams{3, 5, 0, 1, K});
+    fh::ops::run(ops,
+                 fh::ops::DtGather{s.view(), r.view(), a.view(), len.view(), d, fh::dt::WindowParams{3, 5, 0, 1, K}});
     CHECK(ops.to_host(s.cview()) == again);
     // Sequential windows past the dataset are refused.
-    CHECK_THROWS_AS(
-        fh::ops::dt_gather(ops, s.view(), r.view(), a.view(), len.view(), d, fh::dt::WindowParams{0, 0, 1, 0, K}),
-        std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::DtGather{s.view(), r.view(), a.view(), len.view(), d,
+                                                        fh::dt::WindowParams{0, 0, 1, 0, K}}),
+                    std::invalid_argument);
 }
 
 namespace {
@@ -415,7 +420,7 @@ TEST_CASE("dt state input: the portfolio's running totals are left out, acting i
     const auto states = random_floats(3 * S, 31);
     auto in = ops.from_host<float>(states);
     auto out = ops.alloc<float>(states.size());
-    fh::ops::dt_state_input(ops, out.view(), in.cview(), S, M);
+    fh::ops::run(ops, fh::ops::DtStateInput{out.view(), in.cview(), S, M});
     const auto h = ops.to_host(out.cview());
     for (std::size_t i = 0; i < h.size(); ++i) {
         const int c = static_cast<int>(i % S) - M;      // portfolio column, or negative for a market feature
@@ -497,8 +502,8 @@ TEST_CASE("dt kernels equal their CPU twins", "[gpu][dt]") {
             auto bq = o.from_host<float>(qkv), bd = o.from_host<float>(d_out);
             auto out = o.alloc<float>(R * D), bp = o.alloc<float>(P), dq = o.alloc<float>(3 * R * D),
                  ds = o.alloc<float>(P);
-            fh::ops::dt_attention(o, out.view(), bp.view(), bq.cview(), s);
-            fh::ops::dt_attention_backward(o, dq.view(), ds.view(), bd.cview(), bq.cview(), bp.cview(), s);
+            fh::ops::run(o, fh::ops::DtAttention{out.view(), bp.view(), bq.cview(), s});
+            fh::ops::run(o, fh::ops::DtAttentionBackward{dq.view(), ds.view(), bd.cview(), bq.cview(), bp.cview(), s});
             return Out{o.to_host(out.cview()), o.to_host(bp.cview()), o.to_host(dq.cview())};
         };
         const auto c = attention(cpu), g = attention(gpu);
@@ -518,11 +523,11 @@ TEST_CASE("dt kernels equal their CPU twins", "[gpu][dt]") {
                  bb = o.from_host<float>(bias);
             auto y = o.alloc<float>(R * D), st = o.alloc<float>(2 * R), dx = o.from_host<float>(dy);
             auto dg = o.alloc<float>(D), db = o.alloc<float>(D), gy = o.alloc<float>(R * D), gz = o.alloc<float>(R * D);
-            fh::ops::dt_layer_norm(o, y.view(), st.view(), bx.cview(), bg.cview(), bb.cview(), s.dim);
-            fh::ops::dt_layer_norm_backward(o, dx.view(), dg.view(), db.view(), bdy.cview(), bx.cview(), st.cview(),
-                                            bg.cview(), s.dim, true);
-            fh::ops::dt_gelu(o, gy.view(), bx.cview());
-            fh::ops::dt_gelu_backward(o, gz.view(), bdy.cview(), bx.cview());
+            fh::ops::run(o, fh::ops::DtLayerNorm{y.view(), st.view(), bx.cview(), bg.cview(), bb.cview(), s.dim});
+            fh::ops::run(o, fh::ops::DtLayerNormBackward{dx.view(), dg.view(), db.view(), bdy.cview(), bx.cview(),
+                                                         st.cview(), bg.cview(), s.dim, true});
+            fh::ops::run(o, fh::ops::DtGelu{gy.view(), bx.cview()});
+            fh::ops::run(o, fh::ops::DtGeluBackward{gz.view(), bdy.cview(), bx.cview()});
             return std::vector<std::vector<float>>{o.to_host(y.cview()),  o.to_host(dx.cview()), o.to_host(dg.cview()),
                                                    o.to_host(db.cview()), o.to_host(gy.cview()), o.to_host(gz.cview())};
         };
@@ -556,9 +561,9 @@ TEST_CASE("dt kernels equal their CPU twins", "[gpu][dt]") {
             auto bx = o.alloc<float>(R * D), dw = o.alloc<float>(D), dbb = o.alloc<float>(D);
             auto dt = o.alloc<float>(static_cast<std::size_t>(A) * D), dsp = o.alloc<float>(steps * D);
             const fh::ops::DtEmbedViews w{brw.cview(), brb.cview(), bt.cview(), s.dim, A};
-            fh::ops::dt_embed(o, bx.view(), brtg.cview(), bsp.cview(), ba.cview(), w);
-            fh::ops::dt_embed_backward(o, dw.view(), dbb.view(), dt.view(), dsp.view(), bdx.cview(), brtg.cview(),
-                                       ba.cview(), s.dim, A);
+            fh::ops::run(o, fh::ops::DtEmbed{bx.view(), brtg.cview(), bsp.cview(), ba.cview(), w});
+            fh::ops::run(o, fh::ops::DtEmbedBackward{dw.view(), dbb.view(), dt.view(), dsp.view(), bdx.cview(),
+                                                     brtg.cview(), ba.cview(), s.dim, A});
             return std::vector<std::vector<float>>{o.to_host(bx.cview()), o.to_host(dw.cview()), o.to_host(dbb.cview()),
                                                    o.to_host(dt.cview()), o.to_host(dsp.cview())};
         };
@@ -567,7 +572,7 @@ TEST_CASE("dt kernels equal their CPU twins", "[gpu][dt]") {
         auto state_input = [&](fh::ops::Device& o) {
             auto bx = o.from_host<float>(x);
             auto y = o.alloc<float>(x.size());
-            fh::ops::dt_state_input(o, y.view(), bx.cview(), 20, 12);
+            fh::ops::run(o, fh::ops::DtStateInput{y.view(), bx.cview(), 20, 12});
             return o.to_host(y.cview());
         };
         if (x.size() % 20 == 0) CHECK(state_input(gpu) == state_input(cpu));
@@ -596,15 +601,19 @@ TEST_CASE("dt training and acting kernels equal their CPU twins", "[gpu][dt]") {
         auto ba = o.from_host<int>(actions), be = o.from_host<int>(start);
         auto s = o.alloc<float>(static_cast<std::size_t>(B * K * S)), r = o.alloc<float>(B * K);
         auto a = o.alloc<int>(B * K), l = o.alloc<int>(B);
-        fh::ops::dt_gather(o, s.view(), r.view(), a.view(), l.view(),
-                           {bs.cview(), br.cview(), ba.cview(), be.cview(), S},
-                           fh::dt::WindowParams{4, update, 0, 1, K});
+        fh::ops::run(o, fh::ops::DtGather{s.view(),
+                                          r.view(),
+                                          a.view(),
+                                          l.view(),
+                                          {bs.cview(), br.cview(), ba.cview(), be.cview(), S},
+                                          fh::dt::WindowParams{4, update, 0, 1, K}});
         const auto logits = random_floats(static_cast<std::size_t>(B * 3 * K * A), 3);
         auto bl = o.from_host<float>(logits);
         auto loss = o.alloc<float>(B), corr = o.alloc<float>(B), d = o.alloc<float>(logits.size()),
              lr = o.alloc<float>(1);
-        fh::ops::dt_action_loss(o, loss.view(), corr.view(), d.view(), bl.cview(), a.cview(), l.cview(), K, A);
-        fh::ops::dt_learning_rate(o, lr.view(), 3e-4, 100, update);
+        fh::ops::run(o,
+                     fh::ops::DtActionLoss{loss.view(), corr.view(), d.view(), bl.cview(), a.cview(), l.cview(), K, A});
+        fh::ops::run(o, fh::ops::DtLearningRate{lr.view(), 3e-4, 100, update});
         return std::vector<std::vector<float>>{o.to_host(s.cview()),    o.to_host(r.cview()), o.to_host(loss.cview()),
                                                o.to_host(corr.cview()), o.to_host(d.cview()), o.to_host(lr.cview())};
     };

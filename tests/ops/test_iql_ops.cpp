@@ -20,7 +20,8 @@
 #include "support/error_model.hpp"
 #include "support/iql_model.hpp"
 #include "support/gpu.hpp"
-#include "ops/iql/ops.hpp"
+#include "abi/iql_awr.h"
+#include "abi/iql_behaviour.h"
 
 using fh::iql::BehaviourParams;
 using fh::test::random_floats;
@@ -43,7 +44,8 @@ ValueOut run_value(fh::ops::Device& ops, const std::vector<float>& v, const std:
     auto bv = ops.from_host<float>(v), b1 = ops.from_host<float>(q1), b2 = ops.from_host<float>(q2);
     auto ba = ops.from_host<int>(actions);
     auto loss = ops.alloc<float>(v.size()), d_v = ops.alloc<float>(v.size());
-    fh::ops::iql_value_loss(ops, loss.view(), d_v.view(), bv.cview(), b1.cview(), b2.cview(), ba.cview(), tau);
+    fh::ops::run(ops,
+                 fh::ops::IqlValueLoss{loss.view(), d_v.view(), bv.cview(), b1.cview(), b2.cview(), ba.cview(), tau});
     return {ops.to_host(loss.cview()), ops.to_host(d_v.cview())};
 }
 
@@ -57,8 +59,8 @@ QOut run_q(fh::ops::Device& ops, const std::vector<float>& q1, const std::vector
     auto ba = ops.from_host<int>(actions);
     auto br = ops.from_host<float>(rewards), bd = ops.from_host<float>(discounts), bn = ops.from_host<float>(v_next);
     auto loss = ops.alloc<float>(actions.size()), d1 = ops.alloc<float>(q1.size()), d2 = ops.alloc<float>(q1.size());
-    fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d2.view(), b1.cview(), b2.cview(), ba.cview(), br.cview(),
-                        bd.cview(), bn.cview());
+    fh::ops::run(ops, fh::ops::IqlQLoss{loss.view(), d1.view(), d2.view(), b1.cview(), b2.cview(), ba.cview(),
+                                        br.cview(), bd.cview(), bn.cview()});
     return {ops.to_host(loss.cview()), ops.to_host(d1.cview()), ops.to_host(d2.cview())};
 }
 
@@ -72,8 +74,8 @@ AwrOut run_awr(fh::ops::Device& ops, const std::vector<float>& logits, const std
     auto bv = ops.from_host<float>(v);
     auto ba = ops.from_host<int>(actions);
     auto loss = ops.alloc<float>(v.size()), w = ops.alloc<float>(v.size()), d = ops.alloc<float>(logits.size());
-    fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d.view(), bl.cview(), b1.cview(), b2.cview(), bv.cview(),
-                             ba.cview(), beta, max_weight);
+    fh::ops::run(ops, fh::ops::AwrPolicyLoss{loss.view(), w.view(), d.view(), bl.cview(), b1.cview(), b2.cview(),
+                                             bv.cview(), ba.cview(), beta, max_weight});
     return {ops.to_host(loss.cview()), ops.to_host(w.cview()), ops.to_host(d.cview())};
 }
 
@@ -81,7 +83,7 @@ std::vector<int> run_behaviour(fh::ops::Device& ops, const std::vector<float>& s
                                std::uint64_t step) {
     auto bs = ops.from_host<float>(states);
     auto ba = ops.alloc<int>(states.size() / static_cast<std::size_t>(p.state_dim));
-    fh::ops::behaviour_actions(ops, ba.view(), bs.cview(), p, step);
+    fh::ops::run(ops, fh::ops::BehaviourActions{ba.view(), bs.cview(), p, step});
     return ops.to_host(ba.cview());
 }
 
@@ -414,51 +416,55 @@ TEST_CASE("IQL ops: an out-of-range action gives a NaN loss and zero gradients; 
     auto loss = ops.alloc<float>(B), dv = ops.alloc<float>(B), w = ops.alloc<float>(B);
     auto d1 = ops.alloc<float>(B * A), d2 = ops.alloc<float>(B * A);
     // The same target network for both twins (read-only inputs may share memory).
-    CHECK_NOTHROW(
-        fh::ops::iql_value_loss(ops, loss.view(), dv.view(), bv.cview(), bq.cview(), bq.cview(), ba.cview(), 0.7f));
-    CHECK_NOTHROW(fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d2.view(), bq.cview(), bq.cview(), ba.cview(),
-                                      bv.cview(), bv.cview(), bv.cview()));
+    CHECK_NOTHROW(fh::ops::run(
+        ops, fh::ops::IqlValueLoss{loss.view(), dv.view(), bv.cview(), bq.cview(), bq.cview(), ba.cview(), 0.7f}));
+    CHECK_NOTHROW(fh::ops::run(ops, fh::ops::IqlQLoss{loss.view(), d1.view(), d2.view(), bq.cview(), bq.cview(),
+                                                      ba.cview(), bv.cview(), bv.cview(), bv.cview()}));
     // An output aliasing an input or another output is refused.
-    CHECK_THROWS_AS(
-        fh::ops::iql_value_loss(ops, loss.view(), dv.view(), loss.cview(), bq.cview(), bq.cview(), ba.cview(), 0.7f),
-        std::invalid_argument);
-    CHECK_THROWS_AS(fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d1.view(), bq.cview(), bq.cview(), ba.cview(),
-                                        bv.cview(), bv.cview(), bv.cview()),
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::IqlValueLoss{loss.view(), dv.view(), loss.cview(), bq.cview(),
+                                                            bq.cview(), ba.cview(), 0.7f}),
                     std::invalid_argument);
-    CHECK_THROWS_AS(fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d1.view(), d1.cview(), bq.cview(), bq.cview(),
-                                             bv.cview(), ba.cview(), 1.0f, 10.0f),
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::IqlQLoss{loss.view(), d1.view(), d1.view(), bq.cview(), bq.cview(),
+                                                        ba.cview(), bv.cview(), bv.cview(), bv.cview()}),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::AwrPolicyLoss{loss.view(), w.view(), d1.view(), d1.cview(), bq.cview(),
+                                                             bq.cview(), bv.cview(), ba.cview(), 1.0f, 10.0f}),
                     std::invalid_argument);
     // Scalars and sizes.
     for (float tau : {0.0f, 1.0f, -0.5f, std::numeric_limits<float>::quiet_NaN()})
-        CHECK_THROWS_AS(
-            fh::ops::iql_value_loss(ops, loss.view(), dv.view(), bv.cview(), bq.cview(), bq.cview(), ba.cview(), tau),
-            std::invalid_argument);
-    CHECK_THROWS_AS(fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d1.view(), bq.cview(), bq.cview(), bq.cview(),
-                                             bv.cview(), ba.cview(), -1.0f, 10.0f),
+        CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::IqlValueLoss{loss.view(), dv.view(), bv.cview(), bq.cview(),
+                                                                bq.cview(), ba.cview(), tau}),
+                        std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::AwrPolicyLoss{loss.view(), w.view(), d1.view(), bq.cview(), bq.cview(),
+                                                             bq.cview(), bv.cview(), ba.cview(), -1.0f, 10.0f}),
                     std::invalid_argument);
-    CHECK_THROWS_AS(fh::ops::awr_policy_loss(ops, loss.view(), w.view(), d1.view(), bq.cview(), bq.cview(), bq.cview(),
-                                             bv.cview(), ba.cview(), 1.0f, 0.0f),
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::AwrPolicyLoss{loss.view(), w.view(), d1.view(), bq.cview(), bq.cview(),
+                                                             bq.cview(), bv.cview(), ba.cview(), 1.0f, 0.0f}),
                     std::invalid_argument);
-    CHECK_THROWS_AS(fh::ops::iql_q_loss(ops, loss.view(), d1.view(), d2.view(), bq.cview(), bq.cview(), ba.cview(),
-                                        bv.cview(), bv.cview(), bq.cview()),
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::IqlQLoss{loss.view(), d1.view(), d2.view(), bq.cview(), bq.cview(),
+                                                        ba.cview(), bv.cview(), bv.cview(), bq.cview()}),
                     std::invalid_argument);  // v_next (B, A) instead of (B)
-    CHECK_THROWS_AS(fh::ops::iql_value_loss(ops, loss.view(), dv.view(), bv.cview(), bq.cview().subview(0, B * A - 1),
-                                            bq.cview().subview(0, B * A - 1), ba.cview(), 0.7f),
-                    std::invalid_argument);  // (B, A) not a multiple of B
+    CHECK_THROWS_AS(
+        fh::ops::run(ops, fh::ops::IqlValueLoss{loss.view(), dv.view(), bv.cview(), bq.cview().subview(0, B * A - 1),
+                                                bq.cview().subview(0, B * A - 1), ba.cview(), 0.7f}),
+        std::invalid_argument);  // (B, A) not a multiple of B
     auto states = ops.alloc<float>(B * 13);
     auto acts = ops.alloc<int>(B);
     const BehaviourParams ok{3, 3, 5, 13, 0.1f, 7};
-    CHECK_NOTHROW(fh::ops::behaviour_actions(ops, acts.view(), states.cview(), ok, 0));
+    CHECK_NOTHROW(fh::ops::run(ops, fh::ops::BehaviourActions{acts.view(), states.cview(), ok, 0}));
     BehaviourParams bad = ok;
     bad.random_fraction = 1.5f;
-    CHECK_THROWS_AS(fh::ops::behaviour_actions(ops, acts.view(), states.cview(), bad, 0), std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::BehaviourActions{acts.view(), states.cview(), bad, 0}),
+                    std::invalid_argument);
     bad = ok;
     bad.state_dim = 12;  // states no longer (n, state_dim)
-    CHECK_THROWS_AS(fh::ops::behaviour_actions(ops, acts.view(), states.cview(), bad, 0), std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::BehaviourActions{acts.view(), states.cview(), bad, 0}),
+                    std::invalid_argument);
     bad = ok;
     bad.market_dim = 14;
     bad.state_dim = 13;
-    CHECK_THROWS_AS(fh::ops::behaviour_actions(ops, acts.view(), states.cview(), bad, 0), std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::BehaviourActions{acts.view(), states.cview(), bad, 0}),
+                    std::invalid_argument);
 }
 
 TEST_CASE("behaviour policy: each trader type by hand, random_fraction 0 and 1", "[iql]") {

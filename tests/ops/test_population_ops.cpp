@@ -15,7 +15,7 @@
 #include "abi/replay_nstep.h"
 #include "math/iql.h"
 #include "device/cpu_device.hpp"
-#include "ops/iql/ops.hpp"
+#include "abi/iql_awr.h"
 #include "ops/nn/ops.hpp"
 #include "abi/replay_nstep.h"
 #include "support/compare.hpp"
@@ -143,11 +143,12 @@ std::vector<float> losses_both_ways(Device& ops) {
     auto lv = ops.alloc<float>(rows), dv = ops.alloc<float>(rows), lq = ops.alloc<float>(rows);
     auto dq1 = ops.alloc<float>(cells), dq2 = ops.alloc<float>(cells);
     auto lp = ops.alloc<float>(rows), w = ops.alloc<float>(rows), dl = ops.alloc<float>(cells);
-    fh::ops::iql_value_loss(ops, lv.view(), dv.view(), v.cview(), q1.cview(), q2.cview(), a.cview(), 0.5f, sc.cview());
-    fh::ops::iql_q_loss(ops, lq.view(), dq1.view(), dq2.view(), q1.cview(), q2.cview(), a.cview(), r.cview(), d.cview(),
-                        vn.cview(), kAgents);
-    fh::ops::awr_policy_loss(ops, lp.view(), w.view(), dl.view(), logits.cview(), q1.cview(), q2.cview(), v.cview(),
-                             a.cview(), 1.f, 1.f, sc.cview());
+    fh::ops::run(ops, fh::ops::IqlValueLoss{lv.view(), dv.view(), v.cview(), q1.cview(), q2.cview(), a.cview(), 0.5f,
+                                            sc.cview()});
+    fh::ops::run(ops, fh::ops::IqlQLoss{lq.view(), dq1.view(), dq2.view(), q1.cview(), q2.cview(), a.cview(), r.cview(),
+                                        d.cview(), vn.cview(), kAgents});
+    fh::ops::run(ops, fh::ops::AwrPolicyLoss{lp.view(), w.view(), dl.view(), logits.cview(), q1.cview(), q2.cview(),
+                                             v.cview(), a.cview(), 1.f, 1.f, sc.cview()});
     std::vector<float> all;
     for (const auto* b : {&lv, &dv, &lq, &dq1, &dq2, &lp, &w, &dl}) {
         const auto h = ops.to_host(b->cview());
@@ -166,10 +167,12 @@ std::vector<float> losses_both_ways(Device& ops) {
              dq21 = ops.alloc<float>(static_cast<std::size_t>(B) * A);
         auto lp1 = ops.alloc<float>(B), w1 = ops.alloc<float>(B),
              dl1 = ops.alloc<float>(static_cast<std::size_t>(B) * A);
-        fh::ops::iql_value_loss(ops, lv1.view(), dv1.view(), row(v), cell(q1), cell(q2), ak, scalars[k].expectile);
-        fh::ops::iql_q_loss(ops, lq1.view(), dq11.view(), dq21.view(), cell(q1), cell(q2), ak, row(r), row(d), row(vn));
-        fh::ops::awr_policy_loss(ops, lp1.view(), w1.view(), dl1.view(), cell(logits), cell(q1), cell(q2), row(v), ak,
-                                 scalars[k].beta, scalars[k].max_weight);
+        fh::ops::run(
+            ops, fh::ops::IqlValueLoss{lv1.view(), dv1.view(), row(v), cell(q1), cell(q2), ak, scalars[k].expectile});
+        fh::ops::run(ops, fh::ops::IqlQLoss{lq1.view(), dq11.view(), dq21.view(), cell(q1), cell(q2), ak, row(r),
+                                            row(d), row(vn)});
+        fh::ops::run(ops, fh::ops::AwrPolicyLoss{lp1.view(), w1.view(), dl1.view(), cell(logits), cell(q1), cell(q2),
+                                                 row(v), ak, scalars[k].beta, scalars[k].max_weight});
         const auto part = [&](const Buffer<float>& pop, std::size_t at, std::size_t n) {
             const auto h = ops.to_host(pop.cview());
             return std::vector<float>(h.begin() + static_cast<std::ptrdiff_t>(at),

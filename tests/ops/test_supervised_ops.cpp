@@ -14,7 +14,8 @@
 
 #include "math/supervised.h"
 #include "device/cpu_device.hpp"
-#include "ops/supervised/ops.hpp"
+#include "abi/supervised_forecast.h"
+#include "abi/supervised_signal.h"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
@@ -55,7 +56,7 @@ GatherOut run_gather(fh::ops::Device& ops, const std::vector<float>& rows, int s
     }
     auto x = ops.alloc<float>(static_cast<std::size_t>(batch * cols));
     auto y = ops.alloc<float>(static_cast<std::size_t>(batch));
-    fh::ops::supervised_gather(ops, x.view(), labels.empty() ? fh::ops::View<float>() : y.view(), s, g);
+    fh::ops::run(ops, fh::ops::SupervisedGather{x.view(), labels.empty() ? fh::ops::View<float>() : y.view(), s, g});
     return {ops.to_host(x.cview()), labels.empty() ? std::vector<float>() : ops.to_host(y.cview())};
 }
 
@@ -65,7 +66,7 @@ struct LossOut {
 LossOut run_loss(fh::ops::Device& ops, const std::vector<float>& pred, const std::vector<float>& y, int target) {
     auto bp = ops.from_host<float>(pred), by = ops.from_host<float>(y);
     auto loss = ops.alloc<float>(pred.size()), d = ops.alloc<float>(pred.size());
-    fh::ops::supervised_loss(ops, loss.view(), d.view(), bp.cview(), by.cview(), target);
+    fh::ops::run(ops, fh::ops::SupervisedLoss{loss.view(), d.view(), bp.cview(), by.cview(), target});
     return {ops.to_host(loss.cview()), ops.to_host(d.cview())};
 }
 
@@ -73,7 +74,7 @@ std::vector<int> run_signal(fh::ops::Device& ops, const std::vector<float>& pred
                             const std::vector<float>& calibration, const SignalParams& p) {
     auto bp = ops.from_host<float>(pred), bs = ops.from_host<float>(states), bc = ops.from_host<float>(calibration);
     auto a = ops.alloc<int>(pred.size());
-    fh::ops::supervised_signal(ops, a.view(), bp.cview(), bs.cview(), bc.cview(), p);
+    fh::ops::run(ops, fh::ops::SupervisedSignal{a.view(), bp.cview(), bs.cview(), bc.cview(), p});
     return ops.to_host(a.cview());
 }
 

@@ -16,7 +16,7 @@
 #include "data/synthetic_market.hpp"
 #include "env/vec_env.hpp"
 #include "device/cpu_device.hpp"
-#include "ops/iql/ops.hpp"
+#include "abi/iql_behaviour.h"
 #include "support/gpu.hpp"
 #include "support/learning_table.hpp"
 #include "support/policy_eval.hpp"
@@ -124,7 +124,7 @@ TEST_CASE(
         const double behaviour = test::validation_sharpe(
             ops, dm, trainer.env_params(),
             [&](ops::View<int> a, ops::View<const float> s, int) {
-                ops::behaviour_actions(ops, a, s, bp, static_cast<std::uint64_t>(step++));
+                ops::run(ops, ops::BehaviourActions{a, s, bp, static_cast<std::uint64_t>(step++)});
             },
             64, 1000, env::Split::test);
         const double test_oracle =

@@ -20,7 +20,6 @@
 #include "trainers/iql/engine.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
-#include "ops/iql/ops.hpp"
 
 using namespace fh;
 using test::run_training;

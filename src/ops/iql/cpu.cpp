@@ -1,48 +1,40 @@
 /// @file cpu.cpp
-/// @brief CPU twins of the iql op family: the shared per-element math (math/iql.h) in plain loops.
-#include "ops/iql/ops.hpp"
+/// @brief CPU twins of the iql op family (cuda/abi/iql_*.h): the shared per-element math
+///        (math/iql.h) in plain loops.
+#include "abi/iql_awr.h"
+#include "abi/iql_behaviour.h"
 
-#include <algorithm>
-#include <cmath>
-#include <cstring>
+namespace fh::ops {
 
-namespace fh::ops::cpu_twin {
-
-void iql_value_loss(View<float> loss, View<float> d_v, View<const float> v, View<const float> q1, View<const float> q2,
-                    View<const int> actions, float expectile, int num_actions, int batch,
-                    const iql::LossScalars* scalars, int agents) {
-    const float scale = 1.0f / static_cast<float>(batch);
-    for (long long b = 0; b < static_cast<long long>(batch) * agents; ++b)
-        iql::value_row(b, loss.data(), d_v.data(), v.data(), q1.data(), q2.data(), actions.data(),
-                       scalars != nullptr ? scalars[b / batch].expectile : expectile, num_actions, scale);
+void cpu(const IqlValueLoss& a) {
+    const IqlRows r = iql_rows(a.v.size(), a.q1.size(), a.scalars.empty() ? 1 : a.scalars.size());
+    for (long long b = 0; b < r.rows; ++b)
+        iql::value_row(b, a.loss.data(), a.d_v.data(), a.v.data(), a.q1.data(), a.q2.data(), a.actions.data(),
+                       a.scalars.empty() ? a.expectile : a.scalars.data()[b / r.batch].expectile, r.num_actions,
+                       r.scale);
 }
 
-void iql_q_loss(View<float> loss, View<float> d_q1, View<float> d_q2, View<const float> q1, View<const float> q2,
-                View<const int> actions, View<const float> rewards, View<const float> discounts,
-                View<const float> v_next, int num_actions, int batch, int agents) {
-    const float scale = 1.0f / static_cast<float>(batch);
-    for (long long b = 0; b < static_cast<long long>(batch) * agents; ++b)
-        iql::q_row(b, loss.data(), d_q1.data(), d_q2.data(), q1.data(), q2.data(), actions.data(), rewards.data(),
-                   discounts.data(), v_next.data(), num_actions, scale);
+void cpu(const IqlQLoss& a) {
+    const IqlRows r = iql_rows(a.actions.size(), a.q1.size(), static_cast<std::size_t>(a.agents));
+    for (long long b = 0; b < r.rows; ++b)
+        iql::q_row(b, a.loss.data(), a.d_q1.data(), a.d_q2.data(), a.q1.data(), a.q2.data(), a.actions.data(),
+                   a.rewards.data(), a.discounts.data(), a.v_next.data(), r.num_actions, r.scale);
 }
 
-void awr_policy_loss(View<float> loss, View<float> weights, View<float> d_logits, View<const float> logits,
-                     View<const float> q1, View<const float> q2, View<const float> v, View<const int> actions,
-                     float beta, float max_weight, int num_actions, int batch, const iql::LossScalars* scalars,
-                     int agents) {
-    const float scale = 1.0f / static_cast<float>(batch);
-    for (long long b = 0; b < static_cast<long long>(batch) * agents; ++b) {
-        const bool own = scalars != nullptr;
-        iql::awr_row(b, loss.data(), weights.data(), d_logits.data(), logits.data(), q1.data(), q2.data(), v.data(),
-                     actions.data(), own ? scalars[b / batch].beta : beta,
-                     own ? scalars[b / batch].max_weight : max_weight, num_actions, scale);
+void cpu(const AwrPolicyLoss& a) {
+    const IqlRows r = iql_rows(a.v.size(), a.logits.size(), a.scalars.empty() ? 1 : a.scalars.size());
+    for (long long b = 0; b < r.rows; ++b) {
+        const iql::LossScalars* own = a.scalars.empty() ? nullptr : a.scalars.data() + b / r.batch;
+        iql::awr_row(b, a.loss.data(), a.weights.data(), a.d_logits.data(), a.logits.data(), a.q1.data(), a.q2.data(),
+                     a.v.data(), a.actions.data(), own ? own->beta : a.beta, own ? own->max_weight : a.max_weight,
+                     r.num_actions, r.scale);
     }
 }
 
-void behaviour_actions(View<int> actions, View<const float> states, const iql::BehaviourParams& p, std::uint64_t step) {
-    const std::size_t D = static_cast<std::size_t>(p.state_dim);
-    for (std::size_t e = 0; e < actions.size(); ++e)
-        actions.data()[e] = iql::behaviour_action(states.data() + e * D, static_cast<int>(e), step, p);
+void cpu(const BehaviourActions& a) {
+    const std::size_t D = static_cast<std::size_t>(a.params.state_dim);
+    for (std::size_t e = 0; e < a.actions.size(); ++e)
+        a.actions.data()[e] = iql::behaviour_action(a.states.data() + e * D, static_cast<int>(e), a.step, a.params);
 }
 
-}  // namespace fh::ops::cpu_twin
+}  // namespace fh::ops

@@ -1,30 +1,31 @@
 /// @file cpu.cpp
-/// @brief CPU twins of the supervised op family: the shared per-row math (math/supervised.h) in
-///        plain loops.
-#include "ops/supervised/ops.hpp"
+/// @brief CPU twins of the supervised op family (cuda/abi/supervised_*.h): the shared per-row
+///        math (math/supervised.h) in plain loops.
+#include "abi/supervised_forecast.h"
+#include "abi/supervised_signal.h"
 
-namespace fh::ops::cpu_twin {
+namespace fh::ops {
 
-void supervised_gather(View<float> x, View<float> y, const supervised::RowSource& source,
-                       const supervised::GatherParams& params, int batch) {
-    float* yp = y.empty() ? nullptr : y.data();
-    for (long long b = 0; b < batch; ++b) supervised::gather_row(b, x.data(), yp, source, params);
+void cpu(const SupervisedGather& a) {
+    const supervised::RowSource source = row_source(a.source);
+    const auto batch = static_cast<long long>(a.x.size() / static_cast<std::size_t>(source.cols));
+    float* y = a.y.empty() ? nullptr : a.y.data();
+    for (long long b = 0; b < batch; ++b) supervised::gather_row(b, a.x.data(), y, source, a.params);
 }
 
-void supervised_loss(View<float> loss, View<float> d_pred, View<const float> pred, View<const float> labels, int target,
-                     int batch) {
+void cpu(const SupervisedLoss& a) {
+    const auto batch = static_cast<long long>(a.pred.size());
     const float scale = 1.0f / static_cast<float>(batch);
-    float* d = d_pred.empty() ? nullptr : d_pred.data();
+    float* d = a.d_pred.empty() ? nullptr : a.d_pred.data();
     for (long long b = 0; b < batch; ++b)
-        supervised::loss_row(b, loss.data(), d, pred.data(), labels.data(), target, scale);
+        supervised::loss_row(b, a.loss.data(), d, a.pred.data(), a.labels.data(), a.target, scale);
 }
 
-void supervised_signal(View<int> actions, View<const float> predictions, View<const float> states,
-                       View<const float> calibration, const supervised::SignalParams& params, int n) {
-    const std::size_t D = static_cast<std::size_t>(params.state_dim);
-    for (int i = 0; i < n; ++i)
-        actions.data()[i] = supervised::signal_action(
-            predictions.data()[i], states.data() + static_cast<std::size_t>(i) * D, calibration.data(), params);
+void cpu(const SupervisedSignal& a) {
+    const std::size_t D = static_cast<std::size_t>(a.params.state_dim);
+    for (std::size_t i = 0; i < a.actions.size(); ++i)
+        a.actions.data()[i] =
+            supervised::signal_action(a.predictions.data()[i], a.states.data() + i * D, a.calibration.data(), a.params);
 }
 
-}  // namespace fh::ops::cpu_twin
+}  // namespace fh::ops

@@ -130,38 +130,38 @@ ops::View<const float> DtNetwork::forward(ops::Device& ops, ops::View<const floa
                                           Workspace& ws) const {
     const int B = ws.batch, D = shape_.dim, F = shape_.hidden(), A = shape_.num_actions;
     const int R = B * shape_.tokens(), steps = B * shape_.context;
-    ops::dt_state_input(ops, ws.states.view(), in.states, shape_.state_dim, market_dim());
+    ops::run(ops, ops::DtStateInput{ws.states.view(), in.states, shape_.state_dim, market_dim()});
     ops.linear_forward(ws.s_proj.view(), ws.states.cview(), slice(params, state_w_), slice(params, state_b_), steps,
                        shape_.state_dim, D, Activation::none);
-    ops::dt_embed(ops, ws.x[0].view(), in.rtg, ws.s_proj.cview(), in.actions, embed_views(params));
+    ops::run(ops, ops::DtEmbed{ws.x[0].view(), in.rtg, ws.s_proj.cview(), in.actions, embed_views(params)});
     for (int l = 0; l < shape_.layers; ++l) {
         const LayerSlices& s = layers_[static_cast<std::size_t>(l)];
         auto& a = ws.layers[static_cast<std::size_t>(l)];
         const auto x = ws.x[static_cast<std::size_t>(l)].cview();
         // Attention branch: h = x + proj(attention(qkv(ln1(x)))).
-        ops::dt_layer_norm(ops, a.ln1.view(), a.ln1_stats.view(), x, slice(params, s.ln1_gain),
-                           slice(params, s.ln1_bias), D);
+        ops::run(ops, ops::DtLayerNorm{a.ln1.view(), a.ln1_stats.view(), x, slice(params, s.ln1_gain),
+                                       slice(params, s.ln1_bias), D});
         ops.linear_forward(a.qkv.view(), a.ln1.cview(), slice(params, s.qkv_w), slice(params, s.qkv_b), R, D, 3 * D,
                            Activation::none);
-        ops::dt_attention(ops, a.attn.view(), a.P.view(), a.qkv.cview(), attention_shape(B));
+        ops::run(ops, ops::DtAttention{a.attn.view(), a.P.view(), a.qkv.cview(), attention_shape(B)});
         ops.linear_forward(a.proj.view(), a.attn.cview(), slice(params, s.proj_w), slice(params, s.proj_b), R, D, D,
                            Activation::none);
         ops.copy(a.h.view(), x);
         ops.saxpy(a.h.view(), 1.0f, a.proj.cview());
         // MLP branch: x' = h + fc2(gelu(fc1(ln2(h)))).
-        ops::dt_layer_norm(ops, a.ln2.view(), a.ln2_stats.view(), a.h.cview(), slice(params, s.ln2_gain),
-                           slice(params, s.ln2_bias), D);
+        ops::run(ops, ops::DtLayerNorm{a.ln2.view(), a.ln2_stats.view(), a.h.cview(), slice(params, s.ln2_gain),
+                                       slice(params, s.ln2_bias), D});
         ops.linear_forward(a.fc1_z.view(), a.ln2.cview(), slice(params, s.fc1_w), slice(params, s.fc1_b), R, D, F,
                            Activation::none);
-        ops::dt_gelu(ops, a.fc1_a.view(), a.fc1_z.cview());
+        ops::run(ops, ops::DtGelu{a.fc1_a.view(), a.fc1_z.cview()});
         ops.linear_forward(a.fc2.view(), a.fc1_a.cview(), slice(params, s.fc2_w), slice(params, s.fc2_b), R, F, D,
                            Activation::none);
         const auto next = ws.x[static_cast<std::size_t>(l) + 1].view();
         ops.copy(next, a.h.cview());
         ops.saxpy(next, 1.0f, a.fc2.cview());
     }
-    ops::dt_layer_norm(ops, ws.lnf.view(), ws.lnf_stats.view(), ws.x.back().cview(), slice(params, lnf_gain_),
-                       slice(params, lnf_bias_), D);
+    ops::run(ops, ops::DtLayerNorm{ws.lnf.view(), ws.lnf_stats.view(), ws.x.back().cview(), slice(params, lnf_gain_),
+                                   slice(params, lnf_bias_), D});
     ops.linear_forward(ws.logits.view(), ws.lnf.cview(), slice(params, head_w_), slice(params, head_b_), R, D, A,
                        Activation::none);
     return ws.logits.cview();
@@ -174,34 +174,34 @@ void DtNetwork::backward(ops::Device& ops, ops::View<const float> params, ops::V
     // d_res: the gradient of the residual stream, from the top down.
     ops.linear_backward(ws.d_tmp.view(), slice(grads, head_w_), slice(grads, head_b_), d_logits, ws.logits.cview(),
                         ws.lnf.cview(), slice(params, head_w_), R, D, A, Activation::none, false);
-    ops::dt_layer_norm_backward(ops, ws.d_res.view(), slice(grads, lnf_gain_), slice(grads, lnf_bias_),
-                                ws.d_tmp.cview(), ws.x.back().cview(), ws.lnf_stats.cview(), slice(params, lnf_gain_),
-                                D, false);
+    ops::run(ops, ops::DtLayerNormBackward{ws.d_res.view(), slice(grads, lnf_gain_), slice(grads, lnf_bias_),
+                                           ws.d_tmp.cview(), ws.x.back().cview(), ws.lnf_stats.cview(),
+                                           slice(params, lnf_gain_), D, false});
     for (int l = shape_.layers - 1; l >= 0; --l) {
         const LayerSlices& s = layers_[static_cast<std::size_t>(l)];
         auto& a = ws.layers[static_cast<std::size_t>(l)];
         // MLP branch (d_res = dL/dx'; a linear layer without activation leaves its dY as is).
         ops.linear_backward(ws.d_fc1_a.view(), slice(grads, s.fc2_w), slice(grads, s.fc2_b), ws.d_res.view(),
                             a.fc2.cview(), a.fc1_a.cview(), slice(params, s.fc2_w), R, F, D, Activation::none, false);
-        ops::dt_gelu_backward(ops, ws.d_fc1_z.view(), ws.d_fc1_a.cview(), a.fc1_z.cview());
+        ops::run(ops, ops::DtGeluBackward{ws.d_fc1_z.view(), ws.d_fc1_a.cview(), a.fc1_z.cview()});
         ops.linear_backward(ws.d_tmp.view(), slice(grads, s.fc1_w), slice(grads, s.fc1_b), ws.d_fc1_z.view(),
                             a.fc1_z.cview(), a.ln2.cview(), slice(params, s.fc1_w), R, D, F, Activation::none, false);
-        ops::dt_layer_norm_backward(ops, ws.d_res.view(), slice(grads, s.ln2_gain), slice(grads, s.ln2_bias),
-                                    ws.d_tmp.cview(), a.h.cview(), a.ln2_stats.cview(), slice(params, s.ln2_gain), D,
-                                    true);
+        ops::run(ops, ops::DtLayerNormBackward{ws.d_res.view(), slice(grads, s.ln2_gain), slice(grads, s.ln2_bias),
+                                               ws.d_tmp.cview(), a.h.cview(), a.ln2_stats.cview(),
+                                               slice(params, s.ln2_gain), D, true});
         // Attention branch (d_res = dL/dh).
         ops.linear_backward(ws.d_tmp.view(), slice(grads, s.proj_w), slice(grads, s.proj_b), ws.d_res.view(),
                             a.proj.cview(), a.attn.cview(), slice(params, s.proj_w), R, D, D, Activation::none, false);
-        ops::dt_attention_backward(ops, ws.d_qkv.view(), ws.d_scores.view(), ws.d_tmp.cview(), a.qkv.cview(),
-                                   a.P.cview(), attention_shape(B));
+        ops::run(ops, ops::DtAttentionBackward{ws.d_qkv.view(), ws.d_scores.view(), ws.d_tmp.cview(), a.qkv.cview(),
+                                               a.P.cview(), attention_shape(B)});
         ops.linear_backward(ws.d_tmp.view(), slice(grads, s.qkv_w), slice(grads, s.qkv_b), ws.d_qkv.view(),
                             a.qkv.cview(), a.ln1.cview(), slice(params, s.qkv_w), R, D, 3 * D, Activation::none, false);
-        ops::dt_layer_norm_backward(ops, ws.d_res.view(), slice(grads, s.ln1_gain), slice(grads, s.ln1_bias),
-                                    ws.d_tmp.cview(), ws.x[static_cast<std::size_t>(l)].cview(), a.ln1_stats.cview(),
-                                    slice(params, s.ln1_gain), D, true);
+        ops::run(ops, ops::DtLayerNormBackward{ws.d_res.view(), slice(grads, s.ln1_gain), slice(grads, s.ln1_bias),
+                                               ws.d_tmp.cview(), ws.x[static_cast<std::size_t>(l)].cview(),
+                                               a.ln1_stats.cview(), slice(params, s.ln1_gain), D, true});
     }
-    ops::dt_embed_backward(ops, slice(grads, return_w_), slice(grads, return_b_), slice(grads, action_table_),
-                           ws.d_s_proj.view(), ws.d_res.cview(), in.rtg, in.actions, D, A);
+    ops::run(ops, ops::DtEmbedBackward{slice(grads, return_w_), slice(grads, return_b_), slice(grads, action_table_),
+                                       ws.d_s_proj.view(), ws.d_res.cview(), in.rtg, in.actions, D, A});
     ops.linear_backward({}, slice(grads, state_w_), slice(grads, state_b_), ws.d_s_proj.view(), ws.s_proj.cview(),
                         ws.states.cview(), slice(params, state_w_), steps, shape_.state_dim, D, Activation::none,
                         false);
@@ -246,35 +246,35 @@ void DtNetwork::act(ops::Device& ops, ops::View<const float> params, ops::View<c
     const int n = ws.n, rows = n * dt::kTokensPerStep, D = shape_.dim, F = shape_.hidden();
     if (target_token.size() != 1) throw std::invalid_argument("DtNetwork::act: one target token");
     const auto ap = act_params(target_token);
-    ops::dt_state_input(ops, ws.states.view(), states, shape_.state_dim, market_dim());
+    ops::run(ops, ops::DtStateInput{ws.states.view(), states, shape_.state_dim, market_dim()});
     ops.linear_forward(ws.s_proj.view(), ws.states.cview(), slice(params, state_w_), slice(params, state_b_), n,
                        shape_.state_dim, D, Activation::none);
-    ops::dt_act_tokens(ops, ws.x.view(), ws.history.view(), states, ws.s_proj.cview(), embed_views(params), ap);
+    ops::run(ops, ops::DtActTokens{ws.x.view(), ws.history.view(), states, ws.s_proj.cview(), embed_views(params), ap});
     for (int l = 0; l < shape_.layers; ++l) {
         const LayerSlices& s = layers_[static_cast<std::size_t>(l)];
-        ops::dt_layer_norm(ops, ws.ln.view(), ws.stats.view(), ws.x.cview(), slice(params, s.ln1_gain),
-                           slice(params, s.ln1_bias), D);
+        ops::run(ops, ops::DtLayerNorm{ws.ln.view(), ws.stats.view(), ws.x.cview(), slice(params, s.ln1_gain),
+                                       slice(params, s.ln1_bias), D});
         ops.linear_forward(ws.qkv.view(), ws.ln.cview(), slice(params, s.qkv_w), slice(params, s.qkv_b), rows, D, 3 * D,
                            Activation::none);
-        ops::dt_cache_attention(ops, ws.attn.view(), ws.cache[static_cast<std::size_t>(l)].view(), ws.qkv.cview(),
-                                ws.history.cview(), ap);
+        ops::run(ops, ops::DtCacheAttention{ws.attn.view(), ws.cache[static_cast<std::size_t>(l)].view(),
+                                            ws.qkv.cview(), ws.history.cview(), ap});
         ops.linear_forward(ws.proj.view(), ws.attn.cview(), slice(params, s.proj_w), slice(params, s.proj_b), rows, D,
                            D, Activation::none);
         ops.saxpy(ws.x.view(), 1.0f, ws.proj.cview());
-        ops::dt_layer_norm(ops, ws.ln.view(), ws.stats.view(), ws.x.cview(), slice(params, s.ln2_gain),
-                           slice(params, s.ln2_bias), D);
+        ops::run(ops, ops::DtLayerNorm{ws.ln.view(), ws.stats.view(), ws.x.cview(), slice(params, s.ln2_gain),
+                                       slice(params, s.ln2_bias), D});
         ops.linear_forward(ws.fc1_z.view(), ws.ln.cview(), slice(params, s.fc1_w), slice(params, s.fc1_b), rows, D, F,
                            Activation::none);
-        ops::dt_gelu(ops, ws.fc1_a.view(), ws.fc1_z.cview());
+        ops::run(ops, ops::DtGelu{ws.fc1_a.view(), ws.fc1_z.cview()});
         ops.linear_forward(ws.fc2.view(), ws.fc1_a.cview(), slice(params, s.fc2_w), slice(params, s.fc2_b), rows, F, D,
                            Activation::none);
         ops.saxpy(ws.x.view(), 1.0f, ws.fc2.cview());
     }
-    ops::dt_layer_norm(ops, ws.ln.view(), ws.stats.view(), ws.x.cview(), slice(params, lnf_gain_),
-                       slice(params, lnf_bias_), D);
+    ops::run(ops, ops::DtLayerNorm{ws.ln.view(), ws.stats.view(), ws.x.cview(), slice(params, lnf_gain_),
+                                   slice(params, lnf_bias_), D});
     ops.linear_forward(ws.logits.view(), ws.ln.cview(), slice(params, head_w_), slice(params, head_b_), rows, D,
                        shape_.num_actions, Activation::none);
-    ops::dt_act_select(ops, actions, ws.history.view(), ws.logits.cview(), shape_.num_actions);
+    ops::run(ops, ops::DtActSelect{actions, ws.history.view(), ws.logits.cview(), shape_.num_actions});
 }
 
 }  // namespace fh::trainers

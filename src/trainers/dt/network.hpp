@@ -13,7 +13,7 @@
 #include "math/dt.h"
 #include "nn/param_layout.hpp"
 #include "device/device.hpp"
-#include "ops/dt/ops.hpp"
+#include "abi/dt_act.h"
 
 namespace fh::trainers {
 

@@ -176,16 +176,17 @@ void DtTrainer::update_ops(bool inject_nan) {
     const auto cur = monitor_.current.view();
 
     // 1. The learning rate of this update, and a batch of windows (each ends at a uniform step).
-    ops::dt_learning_rate(ops_, lr_.view(), t.learning_rate, profile_.dt.warmup_updates, update);
-    ops::dt_gather(ops_, b_states_.view(), b_rtg_.view(), b_actions_.view(), b_lengths_.view(),
-                   ops::DtDatasetViews{ds_states_.cview(), ds_rtg_.cview(), ds_actions_.cview(),
-                                       ds_episode_start_.cview(), shape_.state_dim},
-                   dt::WindowParams{static_cast<std::uint64_t>(profile_.run.seed), update, 0, 1, shape_.context});
+    ops::run(ops_, ops::DtLearningRate{lr_.view(), t.learning_rate, profile_.dt.warmup_updates, update});
+    ops::run(ops_, ops::DtGather{
+                       b_states_.view(), b_rtg_.view(), b_actions_.view(), b_lengths_.view(),
+                       ops::DtDatasetViews{ds_states_.cview(), ds_rtg_.cview(), ds_actions_.cview(),
+                                           ds_episode_start_.cview(), shape_.state_dim},
+                       dt::WindowParams{static_cast<std::uint64_t>(profile_.run.seed), update, 0, 1, shape_.context}});
     // 2. Forward, the action loss at the state tokens, backward.
     const DtBatch in{b_states_.cview(), b_rtg_.cview(), b_actions_.cview()};
     const auto logits = policy_.network().forward(ops_, params(), in, ws_);
-    ops::dt_action_loss(ops_, loss_.view(), correct_.view(), d_logits_.view(), logits, b_actions_.cview(),
-                        b_lengths_.cview(), shape_.context, shape_.num_actions);
+    ops::run(ops_, ops::DtActionLoss{loss_.view(), correct_.view(), d_logits_.view(), logits, b_actions_.cview(),
+                                     b_lengths_.cview(), shape_.context, shape_.num_actions});
     policy_.network().backward(ops_, params(), grads_.view(), d_logits_.view(), in, ws_);
     // The windows' terms sum to the batch means: their mean times B.
     ops_.mean(cur.subview(kLoss, 1), loss_.cview());

@@ -16,7 +16,7 @@
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
 #include "device/device.hpp"
-#include "ops/dt/ops.hpp"
+#include "abi/dt_train.h"
 #include "trainers/adam_state.hpp"
 #include "trainers/dt/network.hpp"
 #include "trainers/trainer.hpp"

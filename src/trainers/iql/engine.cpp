@@ -14,7 +14,7 @@
 
 #include "io/json.hpp"
 #include "nn/init.hpp"
-#include "ops/iql/ops.hpp"
+#include "abi/iql_awr.h"
 #include "ops/nn/ops.hpp"
 #include "abi/replay_nstep.h"
 #include "trainers/offline_dataset.hpp"
@@ -253,8 +253,9 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
     const auto& first = profiles_.front().iql;
     ops_.run_concurrently(
         [&] {
-            fh::ops::iql_value_loss(ops_, loss_v_.view(), d_v_.view(), v, q1_target, q2_target, actions_.cview(),
-                                    static_cast<float>(first.expectile), scalars_.cview());
+            fh::ops::run(ops_,
+                         fh::ops::IqlValueLoss{loss_v_.view(), d_v_.view(), v, q1_target, q2_target, actions_.cview(),
+                                               static_cast<float>(first.expectile), scalars_.cview()});
             if (alone())
                 net_.v.backward(ops_, online, grads, d_v_.view(), {}, B, ws_v_, false);
             else
@@ -267,8 +268,8 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
                               std::numeric_limits<float>::quiet_NaN());
         },
         [&] {
-            fh::ops::iql_q_loss(ops_, loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, actions_.cview(),
-                                rewards_.cview(), discounts_.cview(), v_next, N);
+            fh::ops::run(ops_, fh::ops::IqlQLoss{loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, actions_.cview(),
+                                                 rewards_.cview(), discounts_.cview(), v_next, N});
             if (alone())  // network 0 and 1 of the twin pair's pass
                 ops_.run_concurrently(
                     [&] { net_.q1.backward(ops_, online, grads, d_q1_.view(), {}, B, ws_q1_, false, 0); },
@@ -280,9 +281,10 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
             ops_.mean(stat(kQLoss), loss_q_.cview());
         },
         [&] {
-            fh::ops::awr_policy_loss(ops_, loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target,
-                                     q2_target, v, actions_.cview(), static_cast<float>(first.beta),
-                                     static_cast<float>(first.max_weight), scalars_.cview());
+            fh::ops::run(
+                ops_, fh::ops::AwrPolicyLoss{loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target,
+                                             q2_target, v, actions_.cview(), static_cast<float>(first.beta),
+                                             static_cast<float>(first.max_weight), scalars_.cview()});
             if (alone())
                 net_.policy.backward(ops_, online, grads, d_logits_.view(), {}, B, ws_policy_, false);
             else

@@ -17,7 +17,7 @@
 #include "io/json.hpp"
 #include "nn/init.hpp"
 #include "ops/nn/ops.hpp"
-#include "ops/supervised/ops.hpp"
+#include "abi/supervised_signal.h"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
@@ -109,10 +109,10 @@ void SupervisedSignalPolicy::act(ops::Device& ops, ops::View<const float> weight
     src.rows = states.subview(0, rows * static_cast<std::size_t>(params_.state_dim));
     src.stride = params_.state_dim;
     src.cols = params_.market_dim;
-    ops::supervised_gather(ops, x, {}, src, supervised::GatherParams{0, 0, 0, 0});
+    ops::run(ops, ops::SupervisedGather{x, {}, src, supervised::GatherParams{0, 0, 0, 0}});
     const auto pred = net_.forward(ops, weights.subview(0, param_floats_), x, n, ws_);
-    ops::supervised_signal(ops, actions.subview(0, rows), pred, src.rows,
-                           weights.subview(param_floats_, supervised::kCalibrationFloats), params_);
+    ops::run(ops, ops::SupervisedSignal{actions.subview(0, rows), pred, src.rows,
+                                        weights.subview(param_floats_, supervised::kCalibrationFloats), params_});
     last_n_ = n;
 }
 
@@ -220,12 +220,12 @@ void SupervisedTrainer::update_ops(bool inject_nan) {
     const auto update = adam_.device_step();
 
     // 1. A uniform batch of training bars: their features and labels.
-    ops::supervised_gather(
-        ops_, x_.view(), y_.view(), samples(train_index_, train_labels_),
-        supervised::GatherParams{static_cast<std::uint64_t>(profile_.run.seed), ops::counter_value(update), 0, 1});
+    ops::run(ops_, ops::SupervisedGather{x_.view(), y_.view(), samples(train_index_, train_labels_),
+                                         supervised::GatherParams{static_cast<std::uint64_t>(profile_.run.seed),
+                                                                  ops::counter_value(update), 0, 1}});
     // 2. Forward, loss, backward.
     const auto pred = net_.net.forward(ops_, params(), x_.cview(), batch_, ws_);
-    ops::supervised_loss(ops_, loss_.view(), d_pred_.view(), pred, y_.cview(), target_);
+    ops::run(ops_, ops::SupervisedLoss{loss_.view(), d_pred_.view(), pred, y_.cview(), target_});
     net_.net.backward(ops_, params(), grads_.view(), d_pred_.view(), {}, batch_, ws_, false);
     const auto cur = monitor_.current.view();
     ops_.mean(cur.subview(kLoss, 1), loss_.cview());
@@ -254,9 +254,10 @@ std::optional<double> SupervisedTrainer::validation_loss() {
         const std::size_t c = std::min(chunk, n_val_ - first);
         const auto x = val_x_.view().subview(0, c * M);
         const auto y = val_y_.view().subview(0, c);
-        ops::supervised_gather(ops_, x, y, src, supervised::GatherParams{0, 0, static_cast<long long>(first), 0});
+        ops::run(ops_,
+                 ops::SupervisedGather{x, y, src, supervised::GatherParams{0, 0, static_cast<long long>(first), 0}});
         const auto pred = net_.net.forward(ops_, params(), x, static_cast<int>(c), ws_val_);
-        ops::supervised_loss(ops_, val_loss_rows_.view().subview(first, c), {}, pred, y, target_);
+        ops::run(ops_, ops::SupervisedLoss{val_loss_rows_.view().subview(first, c), {}, pred, y, target_});
     }
     ops_.mean(val_mean_.view(), val_loss_rows_.cview());
     return static_cast<double>(ops_.to_host(val_mean_.cview())[0]);

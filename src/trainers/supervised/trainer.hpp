@@ -20,7 +20,7 @@
 #include "math/supervised.h"
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
-#include "ops/supervised/ops.hpp"
+#include "abi/supervised_forecast.h"
 #include "device/device.hpp"
 #include "trainers/adam_state.hpp"
 #include "trainers/trainer.hpp"
