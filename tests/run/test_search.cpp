@@ -52,27 +52,6 @@ run::Distribution dist(const std::string& key, const std::string& text) {
     return *p.distribution;
 }
 
-config::Profile dqn_profile(const std::vector<std::string>& overrides) {
-    const std::string text = R"(
-[run]
-trainer = "dqn"
-seed = 7
-[data]
-synthetic_bars = 3000
-cache_dir = ""
-[experience]
-gpu_n_episodes = 8
-gpu_timesteps_per_episode = 40
-[replay_buffer]
-buffer_size = 256
-min_replay_size = 64
-batch_size = 32
-[dqn]
-hidden = [32, 32]
-)";
-    return config::resolve_profile_text(text, "test-profile", overrides);
-}
-
 /// Exploit between trainers `dst` and `src` (on `dst_ops`, `src_ops`): afterwards dst's weights,
 /// target, Adam moments (and replay when `replay`) are src's bytes, its environments its own.
 void check_exploit(ops::Device& dst_ops, trainers::Trainer& dst, ops::Device& src_ops, trainers::Trainer& src,
@@ -111,7 +90,7 @@ void batched_exploit(ops::Device& ops, bool replay) {
     std::vector<std::unique_ptr<env::DeviceMarket>> markets;
     std::vector<const env::DeviceMarket*> views;
     for (const char* lr : {"0.001", "0.0005", "0.002"}) {
-        agents.push_back(dqn_profile(
+        agents.push_back(test::small_dqn_profile(
             {std::string("training.learning_rate=") + lr, "run.seed=" + std::to_string(3 + agents.size())}));
         markets.push_back(
             std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(agents.back()))));
@@ -306,7 +285,7 @@ TEST_CASE("search spaces: PBT's perturbation and resampling follow their seeds",
         CHECK((v == "10" || v == "1000"));
     }
     // explore_keys: the same seed and round, the same keys; another seed, others.
-    const config::Profile p = dqn_profile({"training.learning_rate=0.001"});
+    const config::Profile p = test::small_dqn_profile({"training.learning_rate=0.001"});
     const run::SearchSpace space{lr, dist("dqn.cql_alpha", "uniform(0,1)")};
     config::SearchConfig s;
     s.resample_probability = 0.5;
@@ -371,7 +350,8 @@ TEST_CASE("PBT's exploit copies exactly the source agent's state (CPU, batched a
     }
     SECTION("separate engines on separate devices") {
         ops::CpuDevice other;
-        const auto a = dqn_profile({"run.seed=3"}), b = dqn_profile({"run.seed=4", "training.learning_rate=0.003"});
+        const auto a = test::small_dqn_profile({"run.seed=3"}),
+                   b = test::small_dqn_profile({"run.seed=4", "training.learning_rate=0.003"});
         const env::DeviceMarket ma(ops, data::load_market(trainers::data_options(a)));
         const env::DeviceMarket mb(other, data::load_market(trainers::data_options(b)));
         auto ta = trainers::make_dqn_trainer(ops, a, ma);

@@ -23,6 +23,29 @@
 
 namespace fh::test {
 
+/// A small DQN profile (8 environments of 40 steps on 3,000 synthetic bars, a 256-row replay,
+/// two 32-wide layers): the agents of the population and search tests.
+inline config::Profile small_dqn_profile(const std::vector<std::string>& overrides = {}) {
+    const std::string text = R"(
+[run]
+trainer = "dqn"
+seed = 7
+[data]
+synthetic_bars = 3000
+cache_dir = ""
+[experience]
+gpu_n_episodes = 8
+gpu_timesteps_per_episode = 40
+[replay_buffer]
+buffer_size = 256
+min_replay_size = 64
+batch_size = 32
+[dqn]
+hidden = [32, 32]
+)";
+    return config::resolve_profile_text(text, "test-profile", overrides);
+}
+
 /// training_loop over the profile's run.total_steps, one read_log per log interval.
 inline std::vector<trainers::LogLine> run_training(trainers::Trainer& t, const config::Profile& p) {
     std::vector<trainers::LogLine> lines;

@@ -31,27 +31,6 @@ using fh::test::relative_l2;
 
 namespace {
 
-config::Profile agent_profile(const std::vector<std::string>& overrides) {
-    const std::string text = R"(
-[run]
-trainer = "dqn"
-seed = 7
-[data]
-synthetic_bars = 3000
-cache_dir = ""
-[experience]
-gpu_n_episodes = 8
-gpu_timesteps_per_episode = 40
-[replay_buffer]
-buffer_size = 256
-min_replay_size = 64
-batch_size = 32
-[dqn]
-hidden = [32, 32]
-)";
-    return config::resolve_profile_text(text, "test-profile", overrides);
-}
-
 std::vector<float> tensor(ops::Device& ops, trainers::Trainer& t, const std::string& name) {
     for (const auto& st : t.state_tensors())
         if (st.name == name) {
@@ -124,7 +103,7 @@ std::vector<config::Profile> three_agents(const std::vector<std::string>& shared
     for (const auto& o : own) {
         auto overrides = shared;
         overrides.insert(overrides.end(), o.begin(), o.end());
-        agents.push_back(agent_profile(overrides));
+        agents.push_back(test::small_dqn_profile(overrides));
     }
     return agents;
 }
@@ -169,23 +148,25 @@ TEST_CASE("A DQN engine's agents equal their single runs bit for bit, with every
 
 TEST_CASE("A DQN engine refuses agents that do not share its shapes, naming what differs",
           "[trainers][dqn][population]") {
-    const auto first = agent_profile({});
+    const auto first = test::small_dqn_profile({});
     using trainers::DqnEngine;
-    CHECK(DqnEngine::unsupported(agent_profile({"run.seed=9", "training.learning_rate=0.01"}), first).empty());
+    CHECK(
+        DqnEngine::unsupported(test::small_dqn_profile({"run.seed=9", "training.learning_rate=0.01"}), first).empty());
     // Every option trains in an engine of agents that all take it...
     for (const char* option :
          {"dqn.her=true", "dqn.curiosity=true", "dqn.attention=true", "dqn.head=iqn", "dqn.ensemble_size=2"}) {
         INFO(option);
-        CHECK(DqnEngine::unsupported(agent_profile({option}), agent_profile({option})).empty());
+        CHECK(DqnEngine::unsupported(test::small_dqn_profile({option}), test::small_dqn_profile({option})).empty());
         // ... but not beside agents without it.
-        CHECK(DqnEngine::unsupported(agent_profile({option}), first).find("differs from the first agent's") !=
+        CHECK(DqnEngine::unsupported(test::small_dqn_profile({option}), first).find("differs from the first agent's") !=
               std::string::npos);
     }
-    CHECK(DqnEngine::unsupported(agent_profile({"dqn.hidden=[32, 16]"}), first).find("shape") != std::string::npos);
-    CHECK(DqnEngine::unsupported(agent_profile({"env.reward_scale=2"}), first).find("environment") !=
+    CHECK(DqnEngine::unsupported(test::small_dqn_profile({"dqn.hidden=[32, 16]"}), first).find("shape") !=
+          std::string::npos);
+    CHECK(DqnEngine::unsupported(test::small_dqn_profile({"env.reward_scale=2"}), first).find("environment") !=
           std::string::npos);
     ops::CpuDevice ops;
-    const auto bad = std::vector<config::Profile>{first, agent_profile({"dqn.curiosity=true"})};
+    const auto bad = std::vector<config::Profile>{first, test::small_dqn_profile({"dqn.curiosity=true"})};
     env::DeviceMarket market(ops, data::load_market(trainers::data_options(first)));
     CHECK_THROWS_AS(DqnEngine(ops, bad, {&market, &market}), UsageError);
     CHECK_THROWS_AS(DqnEngine(ops, {first}, {}), UsageError);
@@ -213,7 +194,7 @@ TEST_CASE("A batched DQN population's agents against their single runs on the GP
         auto overrides = shared;
         overrides.push_back("run.seed=" + std::to_string(20 + i));
         overrides.push_back("training.learning_rate=" + std::to_string(0.0002 * (1 + i % 3)));
-        agents.push_back(agent_profile(overrides));
+        agents.push_back(test::small_dqn_profile(overrides));
     }
     const auto r = population_against_single_runs(ops, agents, 48);
     // Error model: the population's products are strided batches of 8 networks where a single run
@@ -239,8 +220,8 @@ TEST_CASE("A batched DQN population's agents against their single runs on the GP
 TEST_CASE("the batched population's GPU products against one network's: where they part, and by how much",
           "[gpu][trainers][dqn][population]") {
     auto& ops = test::gpu_ops();
-    const auto p =
-        agent_profile({"dqn.hidden=[256, 256]", "replay_buffer.batch_size=256", "replay_buffer.min_replay_size=256"});
+    const auto p = test::small_dqn_profile(
+        {"dqn.hidden=[256, 256]", "replay_buffer.batch_size=256", "replay_buffer.min_replay_size=256"});
     const trainers::QNetwork net(trainers::network_config(p, 50));
     const int N = 8, B = 256, n = 512, D = net.state_dim(), W = net.output_width();
     const std::size_t P = net.layout().total(), Bs = B, Ds = static_cast<std::size_t>(D),
