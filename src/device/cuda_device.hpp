@@ -1,7 +1,7 @@
 /// @file cuda_device.hpp
 /// @brief The CUDA backend: the device, its stream, the embedded kernels (typed handles) and
 ///        cuBLAS. Every op is asynchronous on the stream; downloads synchronise. The ops' launch
-///        rules (cuda/abi/<module>.h; ops::cuda_twin in the families not yet converted) launch
+///        rules (cuda/abi/<module>.h; the nn family's ops::cuda_twin) launch
 ///        through kernels() on stream(). Defined in cuda_device.cpp (the runtime: lanes, graphs,
 ///        memory, the one-kernel core ops) and cuda_linear.cpp (the linear layers: products, their
 ///        GEMM choices and precision); the lanes in cuda_lane.hpp.

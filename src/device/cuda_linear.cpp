@@ -16,7 +16,7 @@
 ///            = Sgemm(N, T, m=in, n=out, k=B, A=X lda=in, B=dZ ldb=out, C=dW ldc=in)
 ///   dX       dX^T (in, B)  = W^T (in, out) . dZ^T (out, B)
 ///            = Sgemm(N, N, m=in, n=B, k=out, A=W lda=in, B=dZ ldb=out, C=dX ldc=in)
-/// (tests/ops/test_nn_ops.cpp compares each with the CPU reference.)
+/// (tests/device/test_nn_ops.cpp compares each with the CPU reference.)
 /// gpu.precision = "bf16" issues the same three products through cublasGemmEx (or cuBLASLt for
 /// the forward) with A and B in BF16, rounded first into the lane's scratch (round_bf16).
 

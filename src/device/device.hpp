@@ -7,7 +7,7 @@
 ///        src/device/cuda_linear.cpp).
 ///
 /// Everything else is an op: an argument struct declared in cuda/abi/<module>.h, run by
-/// ops::run (src/ops/op.hpp), or, in the families not yet converted (nn, iql, supervised, dt),
+/// ops::run (src/ops/op.hpp), or, in the nn family, not yet converted,
 /// a function in src/ops/<family>/ops.hpp. docs/architecture.md shows how to add an op.
 #pragma once
 

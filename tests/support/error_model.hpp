@@ -305,7 +305,7 @@ inline LinearBounds linear_bounds(const std::vector<float>& X, const std::vector
     return r;
 }
 
-// ---- gpu.precision = "tf32" and "bf16" (tests/ops/test_precision_gpu.cpp) ----------------------
+// ---- gpu.precision = "tf32" and "bf16" (tests/device/test_precision_gpu.cpp) ----------------------
 // The products' operands: in bf16 both sides round them to BF16 with the same core::round_to_bf16,
 // so identical inputs give identical operands, and products of two BF16 values are exact in float;
 // an operand that already differs between the sides (dZ after a tanh) may round to neighbouring
