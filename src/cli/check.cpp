@@ -55,6 +55,8 @@ int run_check(const GlobalOptions& g) {
     std::optional<run::PopulationPlan> plan;
     if (run::wants_population(profile, request))
         plan = run::plan_population(path, profile, all_overrides(g), request, g.auto_name);
+    else
+        run::refuse_search_without_population(profile);
 
     // Everything `train` checks before it allocates: the data (a data error exits with 3 and
     // names the line; the fxcache is built or reused), the data-dependent rules, sizes, memory.

@@ -81,11 +81,7 @@ int run_train(const GlobalOptions& g) {
     std::string path;
     config::Profile profile = resolve_from_options(g, &path);
     if (profile.run.population > 1) return train_population(g);
-    if (profile.run.search != "none")
-        throw UsageError(fmt::format(
-            "run.search = \"{}\" searches inside a population: give run.population > 1, --seeds or "
-            "--population-grid (docs/sweeps.md); an agent of a search resumes with its population (--resume POPDIR)",
-            profile.run.search));
+    run::refuse_search_without_population(profile);
     const std::vector<std::string> overrides = all_overrides(g);
     std::string resume = g.resume;
     if (g.auto_name) {

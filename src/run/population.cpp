@@ -745,6 +745,14 @@ bool wants_population(const config::Profile& p, const PopulationRequest& r) {
     return p.run.population > 1 || !r.seeds.empty() || !r.grid_file.empty();
 }
 
+void refuse_search_without_population(const config::Profile& p) {
+    if (p.run.search != "none")
+        throw UsageError(fmt::format(
+            "run.search = \"{}\" searches inside a population: give run.population > 1, --seeds or "
+            "--population-grid (docs/sweeps.md); an agent of a search resumes with its population (--resume POPDIR)",
+            p.run.search));
+}
+
 void set_agent_hook_for_tests(std::function<void(int, trainers::Trainer&)> hook) {
     agent_hook() = std::move(hook);
 }

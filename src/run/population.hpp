@@ -41,6 +41,10 @@ struct PopulationRequest {
 /// True when the request or the profile asks for more than one agent, or for a grid.
 bool wants_population(const config::Profile& profile, const PopulationRequest& request);
 
+/// A single run (no population) whose profile asks for a search (run.search): UsageError (exit 2)
+/// saying a search needs a population. `train` and `check` refuse it alike.
+void refuse_search_without_population(const config::Profile& profile);
+
 /// One agent of a plan.
 struct AgentPlan {
     int index = 0;

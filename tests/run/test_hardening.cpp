@@ -53,6 +53,8 @@ TEST_CASE("check and train agree: a run check accepts trains, a run check refuse
         edges.push_back({t, "--set data.val_fraction=0 --set run.eval_interval=0 --set early_stopping.patience=0"});
     // A forecast horizon longer than the training split.
     edges.push_back({"supervised", "--set supervised.horizon=10000"});
+    // A search without a population (check used to accept what train refuses).
+    for (const char* search : {"pbt", "halving"}) edges.push_back({"dqn", std::string("--set run.search=") + search});
     for (const auto& e : edges) {
         const std::string args = "--profile " + e.trainer + "-smoketest --device cpu " + e.sets +
                                  " --set run.total_steps=200 --output '" + (dir / "runs").string() + "'";
