@@ -8,6 +8,8 @@
 #include <cctype>
 #include <cmath>
 
+#include "util/json_string.hpp"
+
 namespace fh::config {
 namespace {
 
@@ -726,34 +728,11 @@ void set_value(Profile& p, const KeyDescriptor& k, const KeyValue& v) {
         k.field(p));
 }
 
+// A JSON string literal is a TOML basic string (the same escapes), but for DEL, which TOML wants escaped.
 std::string toml_quote(std::string_view s) {
-    std::string out = "\"";
-    for (char ch : s) {
-        const auto c = static_cast<unsigned char>(ch);
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            default:
-                if (c < 0x20 || c == 0x7f)
-                    out += fmt::format("\\u{:04X}", c);
-                else
-                    out += ch;
-        }
-    }
-    return out + "\"";
+    std::string out;
+    for (const char ch : util::json_quote(s)) out += ch == '\x7f' ? std::string("\\u007F") : std::string(1, ch);
+    return out;
 }
 
 std::string toml_value_text(const KeyValue& v) {

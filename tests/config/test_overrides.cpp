@@ -1,6 +1,8 @@
 /// @file test_overrides.cpp
 /// @brief `--set section.key=value`: precedence (defaults < profile < command line), unknown
 ///        keys, bad values, arrays, the buffer_size alias.
+#include "config/schema.hpp"
+#include "config/toml_reader.hpp"
 #include "support.hpp"
 
 using fh::test::has_problem;
@@ -124,4 +126,14 @@ TEST_CASE("overrides: the buffer_size alias", "[config]") {
     // an override's cross-key conflict is reported at the override
     o = resolve(kMinimal, {"replay_buffer.min_replay_size=2000000"});
     CHECK(has_problem(o, "--set replay_buffer.min_replay_size=2000000:", "exceeds buffer_size"));
+}
+
+TEST_CASE("overrides: toml_quote writes every ASCII string as a TOML string that reads back equal", "[config]") {
+    std::string all;
+    for (int c = 1; c < 128; ++c) all += static_cast<char>(c);  // control bytes, quotes, backslash, DEL
+    for (const std::string& s : {all, std::string("plain"), std::string("a \"b\" \\c\\"), std::string("\x7f")}) {
+        const auto t = fh::config::parse_toml("k = " + fh::config::toml_quote(s) + "\n", "quoted");
+        REQUIRE(t.items.size() == 1);
+        CHECK(t.items[0].string == s);
+    }
 }
