@@ -224,6 +224,34 @@ void check_same_search(const fs::path& a, const fs::path& b) {
     }
 }
 
+/// The search in `pa`, reproduced by `search(out, env, extra)` (its command run into dir/out with
+/// `env` before it and `extra` after it): the same command again; crashed at FH_FAULT=`resume_fault`,
+/// then `--resume POPDIR`; and, unless `again_fault` is empty, crashed there, then the command again
+/// with run.on_exists = "resume" (as scripts/sweep.sh does). Each gives the same search, bit for bit.
+template <class Search>
+void check_reproduced(const fs::path& dir, const fs::path& pa, const std::string& profile, Search&& search,
+                      const std::string& resume_fault, const std::string& again_fault = "") {
+    const auto b = search("b", "", "");
+    INFO(b.err);
+    REQUIRE(b.code == 0);
+    check_same_search(pa, last_line(b.out));
+    const auto c = search("c", "FH_FAULT=" + resume_fault, "");
+    INFO(c.err);
+    REQUIRE(c.code == 2);
+    const fs::path pc = dir / "c" / profile;
+    REQUIRE(fs::exists(pc / "population.json"));
+    const auto resumed = fh::test::run_shell("\"$EXE\" --resume '" + pc.string() + "' --device cpu", dir);
+    INFO(resumed.err);
+    REQUIRE(resumed.code == 0);
+    check_same_search(pa, pc);
+    if (again_fault.empty()) return;
+    REQUIRE(search("d", "FH_FAULT=" + again_fault, "").code == 2);
+    const auto d = search("d", "", " --set run.on_exists=resume");
+    INFO(d.err);
+    REQUIRE(d.code == 0);
+    check_same_search(pa, dir / "d" / profile);
+}
+
 const std::string kGrid = "training.learning_rate=loguniform(1e-4,1e-2) dqn.cql_alpha=uniform(0,1)\n";
 // The regular checkpoints fall on the rounds' iterations, written before each round: a resume
 // must continue from the checkpoint the round writes after it.
@@ -473,21 +501,14 @@ TEST_CASE("PBT: the same command twice gives the same lineage and bits; a search
             CHECK(cmp.code == 0);
             CHECK(cmp.out.find("training.learning_rate") != std::string::npos);
             CHECK(cmp.out.find("dqn.cql_alpha") != std::string::npos);
-            // The same command: the same search, bit for bit.
-            const auto b = search("b", "", extra);
-            INFO(b.err);
-            REQUIRE(b.code == 0);
-            check_same_search(pa, last_line(b.out));
-            // Crashed after the second round (4 agents x 125 iterations), then resumed: the same.
-            const auto c = search("c", "FH_FAULT=train-step:500", extra);
-            INFO(c.err);
-            REQUIRE(c.code == 2);
-            const fs::path pc = dir / "c" / "dqn-smoketest";
-            REQUIRE(fs::exists(pc / "population.json"));
-            const auto resumed = fh::test::run_shell("\"$EXE\" --resume '" + pc.string() + "' --device cpu", dir);
-            INFO(resumed.err);
-            REQUIRE(resumed.code == 0);
-            check_same_search(pa, pc);
+            // The same command, and crashed after the second round (4 agents x 125 iterations),
+            // then resumed: the same search, bit for bit.
+            check_reproduced(
+                dir, pa, "dqn-smoketest",
+                [&](const std::string& o, const std::string& e, const std::string& x) {
+                    return search(o, e, extra + x);
+                },
+                "train-step:500");
         }
     }
     fs::remove_all(dir);
@@ -599,23 +620,9 @@ TEST_CASE("PBT on IQL (rounds in updates): the same command twice, and resumed a
     for (const auto& agent : pop.find("agents")->as_array())
         copies += static_cast<int>(agent.find("lineage")->as_array().size());
     CHECK(copies == 3);  // rounds at 30, 60 and 90 updates
-    const auto b = search("b", "");
-    REQUIRE(b.code == 0);
-    check_same_search(pa, last_line(b.out));
-    const auto c = search("c", "FH_FAULT=train-step:300");  // 4 agents x 75 updates: after the second round
-    REQUIRE(c.code == 2);
-    const fs::path pc = dir / "c" / "iql-smoketest";
-    const auto resumed = fh::test::run_shell("\"$EXE\" --resume '" + pc.string() + "' --device cpu", dir);
-    INFO(resumed.err);
-    REQUIRE(resumed.code == 0);
-    check_same_search(pa, pc);
-    // The same, continued by the command again with run.on_exists = "resume" (as scripts/sweep.sh
-    // does): the agents train on with their config.toml's keys, not the grid's draws.
-    REQUIRE(search("d", "FH_FAULT=train-step:300").code == 2);
-    const auto d = search("d", "", " --set run.on_exists=resume");
-    INFO(d.err);
-    REQUIRE(d.code == 0);
-    check_same_search(pa, dir / "d" / "iql-smoketest");
+    // Crashed after the second round (4 agents x 75 updates), resumed or continued by the command
+    // again (the agents train on with their config.toml's keys, not the grid's draws).
+    check_reproduced(dir, pa, "iql-smoketest", search, "train-step:300", "train-step:300");
     fs::remove_all(dir);
 }
 
@@ -626,10 +633,10 @@ TEST_CASE(
     const auto dir = scratch("pbt-ppo");
     std::ofstream(dir / "grid.txt")
         << "training.learning_rate=loguniform(1e-4,1e-2) ppo.entropy_coef=uniform(0,0.05)\n";
-    const auto search = [&](const std::string& out, const std::string& env) {
+    const auto search = [&](const std::string& out, const std::string& env, const std::string& extra = "") {
         return fh::test::run_shell(
-            env +
-                " \"$EXE\" --profile ppo-smoketest --device cpu --seeds 1,2,3,4 --set run.total_steps=1600 --set "
+            env + " \"$EXE\" --profile ppo-smoketest --device cpu" + extra +
+                " --seeds 1,2,3,4 --set run.total_steps=1600 --set "
                 "run.eval_interval=400 --set run.checkpoint_interval=400 --set run.log_interval=400 --set "
                 "run.search=pbt --set data.seed=5 --set ppo.hidden=[32] --population-grid '" +
                 (dir / "grid.txt").string() + "' --output '" + (dir / out).string() + "'",
@@ -643,17 +650,8 @@ TEST_CASE(
     int copies = 0;
     for (const auto& agent : pop.find("agents")->as_array())
         copies += static_cast<int>(agent.find("lineage")->as_array().size());
-    CHECK(copies == 3);  // rounds after rollouts 1, 2 and 3
-    const auto b = search("b", "");
-    REQUIRE(b.code == 0);
-    check_same_search(pa, last_line(b.out));
-    const auto c = search("c", "FH_FAULT=train-step:11");  // 4 agents x 3 rollouts: after the second round
-    REQUIRE(c.code == 2);
-    const fs::path pc = dir / "c" / "ppo-smoketest";
-    const auto resumed = fh::test::run_shell("\"$EXE\" --resume '" + pc.string() + "' --device cpu", dir);
-    INFO(resumed.err);
-    REQUIRE(resumed.code == 0);
-    check_same_search(pa, pc);
+    CHECK(copies == 3);                                                   // rounds after rollouts 1, 2 and 3
+    check_reproduced(dir, pa, "ppo-smoketest", search, "train-step:11");  // 4 agents x 3 rollouts: after round 2
     fs::remove_all(dir);
 }
 
@@ -895,28 +893,11 @@ TEST_CASE(
         check_same_tensors(point / "checkpoints/last.safetensors",
                            dir / "single" / "single" / "checkpoints/last.safetensors");
     }
-    // The same command: the same search, bit for bit.
-    const auto b = search("b", "");
-    INFO(b.err);
-    REQUIRE(b.code == 0);
-    check_same_search(pa, last_line(b.out));
-    // Crashed in the third round (4 agents x 50 iterations a round, then 2: point 4 resumes from
-    // the checkpoint of its first round), then resumed: the same search.
-    const auto c = search("c", "FH_FAULT=train-step:430");
-    REQUIRE(c.code == 2);
-    const fs::path pc = dir / "c" / "dqn-smoketest";
-    const auto resumed = fh::test::run_shell("\"$EXE\" --resume '" + pc.string() + "' --device cpu", dir);
-    INFO(resumed.err);
-    REQUIRE(resumed.code == 0);
-    check_same_search(pa, pc);
-    // Crashed in the second round (points 4 and 5, their first checkpoint not written yet, start
-    // again), continued by the command again with run.on_exists = "resume" (scripts/sweep.sh): the
-    // points the search added are the population's too.
-    REQUIRE(search("d", "FH_FAULT=train-step:250").code == 2);
-    const auto d = search("d", "", " --set run.on_exists=resume");
-    INFO(d.err);
-    REQUIRE(d.code == 0);
-    check_same_search(pa, dir / "d" / "dqn-smoketest");
+    // The same command; crashed in the third round (4 agents x 50 iterations a round, then 2: point
+    // 4 resumes from the checkpoint of its first round), then resumed; crashed in the second round
+    // (points 4 and 5, their first checkpoint not written yet, start again), then the command again
+    // (the points the search added are the population's too): the same search each time.
+    check_reproduced(dir, pa, "dqn-smoketest", search, "train-step:430", "train-step:250");
     fs::remove_all(dir);
 }
 
