@@ -731,7 +731,11 @@ void set_value(Profile& p, const KeyDescriptor& k, const KeyValue& v) {
 // A JSON string literal is a TOML basic string (the same escapes), but for DEL, which TOML wants escaped.
 std::string toml_quote(std::string_view s) {
     std::string out;
-    for (const char ch : util::json_quote(s)) out += ch == '\x7f' ? std::string("\\u007F") : std::string(1, ch);
+    for (const char ch : util::json_quote(s))
+        if (ch == '\x7f')
+            out += "\\u007F";
+        else
+            out += ch;
     return out;
 }
 
