@@ -267,6 +267,10 @@ struct AgentParams {
     float tau;             ///< soft target update rate; 0: a copy every target_period
     float one_minus_tau;   ///< float(1 - tau) computed in double (as the host did)
     long long target_period;
+    /// Steps the agent's ring holds before its first update (dqn_replay_steps' before_updates): an
+    /// update of an agent whose ring holds fewer (a batched population's slot that started a new
+    /// point while the others train) leaves every state of the agent as it was (finish_update).
+    long long min_pushed;
     float lr, beta1, beta2, adam_eps, clip_norm, weight_decay;  ///< Adam (core::adam_element)
     // dqn.her (math/her.h): episode goals, relabelling and the goal reward.
     float her_ratio;                   ///< probability that a replayed row gets a future achieved goal
@@ -286,6 +290,7 @@ struct Counters {
 /// What one update's finish decided, read by the update's last kernel (Adam + target).
 struct UpdateStep {
     int gate;                  ///< 1: apply the update (the training guard)
+    int wait;                  ///< 1: no update at all: the agent's ring is not ready (AgentParams::min_pushed)
     int copy_target;           ///< 1: periodic target copy at this update
     float grad_norm;           ///< global norm of the gradient, before clipping
     float losses[3];           ///< batch-mean C51, MSE and CQL terms (what the guard checked)
@@ -316,7 +321,10 @@ FH_HD AgentSampling agent_sampling(const float* states, const float* next_states
                                    const float* rewards, const std::uint8_t* done, int capacity_steps, int n_envs,
                                    int state_dim, long long agent, const Counters& c, const AgentParams& p) {
     const long long base = agent * capacity_steps * n_envs;
-    const SampleRange range = sample_range(c.pushed, capacity_steps, p.n_step);
+    SampleRange range = sample_range(c.pushed, capacity_steps, p.n_step);
+    // An agent whose ring is not ready yet (AgentParams::min_pushed) draws from the ring's first
+    // step, whatever it holds: its update is discarded (finish_update).
+    if (range.count < 1) range.count = 1;
     return AgentSampling{replay::ReplayView{states + base * state_dim, next_states + base * state_dim, actions + base,
                                             rewards + base, done + base, capacity_steps, n_envs, state_dim},
                          replay::SampleParams{p.seed, static_cast<std::uint64_t>(c.updates + 1), range.oldest,
@@ -548,6 +556,13 @@ FH_HD void monitor_accumulate(MonitorStats& s, const float* losses, float grad_n
 /// the finish kernel (one thread) and its CPU twin.
 FH_HD void finish_update(UpdateStep& out, nn::GuardState& guard, MonitorStats& stats, Counters& counters,
                          const AgentParams& p, const BatchSums& sums, float grad_norm, int batch, int inject_nan) {
+    out.wait = counters.pushed < p.min_pushed ? 1 : 0;
+    if (out.wait) {  // no update: the guard, the monitor, the counters and (adam_target_element) the weights as they
+                     // were
+        out.gate = 0;
+        out.copy_target = 0;
+        return;
+    }
     const long long u = counters.updates + 1;
     out.losses[0] = static_cast<float>(sums.c51 / batch);
     out.losses[1] = static_cast<float>(sums.mse / batch);
@@ -580,6 +595,7 @@ FH_HD float reward_with_bonus(float reward, float coef, float error) {
 /// target = fma(tau, p, target * (1 - tau)), or a copy when copy_target.
 FH_HD void adam_target_element(float& param, float& m, float& v, float& target, float grad, float clip_factor,
                                const UpdateStep& step, const AgentParams& p) {
+    if (step.wait) return;
     if (step.gate) core::adam_element(param, m, v, grad, clip_factor, step.adam);
     if (p.tau > 0.0f)
         target = core::saxpy_element(target * p.one_minus_tau, p.tau, param);

@@ -395,12 +395,17 @@ private:
             });
         rule(
             {"run.search", "run.population_batching"},
-            [&] { return p.run.search == "halving" && p.run.population_batching == "on"; },
             [&] {
-                return "run.search = \"halving\" trains each agent as its own engine: a stopped agent's slot starts "
-                       "a new point from scratch, which a batched engine (one step, update and replay count for all "
-                       "its agents) cannot hold; set run.population_batching to \"auto\" or \"off\" "
-                       "(docs/sweeps.md)";
+                return p.run.search == "halving" && p.run.population_batching == "on" &&
+                       (p.run.trainer == "iql" || p.run.trainer == "ppo");
+            },
+            [&] {
+                return fmt::format(
+                    "run.search = \"halving\" with run.population_batching = \"on\": the batched {} engine cannot "
+                    "start a new point in a stopped agent's slot (its agents share their step and update counts; "
+                    "the batched DQN engine can); set run.population_batching to \"auto\" or \"off\", which train "
+                    "each {} agent as its own engine (docs/sweeps.md)",
+                    p.run.trainer, p.run.trainer);
             });
         rule(
             {"data.format", "data.path"}, [&] { return p.data.format == "csv" && p.data.path.empty(); },

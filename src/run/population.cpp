@@ -435,10 +435,39 @@ void halving_round(const Where& where, const config::Profile& base, std::vector<
     }
 }
 
+/// A resumed halving search's members in one batched engine (each agent with its own counters):
+/// every point, resumed or started again, must stand at one iteration of the search (its start
+/// round's plus its checkpoint's own), and the engine needs a slot for every new point the search
+/// may still add (`slots`).
+std::string halving_resume_unbatched(const std::vector<Member*>& training, const std::string& dir, std::size_t slots,
+                                     std::size_t members) {
+    const config::Profile& first = training.front()->plan.profile;
+    if (training.size() < slots && members < static_cast<std::size_t>(halving_points(first.search, slots)))
+        return "a resumed successive halving search with fewer unfinished points than slots";
+    const long long per_round = search_interval(first) / trainers::batched_refill_unit(first);
+    std::optional<long long> at;
+    for (const Member* m : training) {
+        long long own = 0;
+        if (m->action == AgentAction::resume) {
+            const auto c = trainers::checkpoint_counters(
+                (fs::path(dir) / m->plan.name / "checkpoints" / "last.safetensors").string());
+            own = c.empty() ? 0 : c.front();
+        }
+        const long long it = m->start_round * per_round + own;
+        if (at && *at != it)
+            return "its points resume from checkpoints of different iterations of the search (a checkpoint "
+                   "between rounds)";
+        at = it;
+    }
+    return "";
+}
+
 /// unbatched_reason for the members that train in this process (`dir`: where their run
 /// directories are). Resuming members batch when every member resumes and their checkpoints stand
-/// at one iteration.
-std::string unbatched_because(const std::vector<Member*>& training, const std::string& dir = "") {
+/// at one iteration (a halving search: halving_resume_unbatched, `slots` its slots, `members` the
+/// points drawn so far).
+std::string unbatched_because(const std::vector<Member*>& training, const std::string& dir = "", std::size_t slots = 0,
+                              std::size_t members = 0) {
     std::vector<const config::Profile*> agents;
     std::size_t resuming = 0;
     for (const Member* m : training) {
@@ -447,6 +476,8 @@ std::string unbatched_because(const std::vector<Member*>& training, const std::s
     }
     // The checkpoints are read only for agents that would batch otherwise.
     if (std::string why = unbatched_reason(agents); !why.empty() || resuming == 0) return why;
+    if (training.front()->plan.profile.run.search == "halving")
+        return halving_resume_unbatched(training, dir, slots, members);
     if (resuming < training.size()) return "some of its agents resume from checkpoints and others start";
     std::vector<std::int64_t> first;
     for (const Member* m : training) {
@@ -545,7 +576,7 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
     } release_runs{members};
     // A batched population's interrupt, latched at the start of each round (AgentOptions).
     std::atomic<bool> round_interrupt{false};
-    if (const std::string why = unbatched_because(training, dir); why.empty()) {
+    if (const std::string why = unbatched_because(training, dir, slots, members.size()); why.empty()) {
         batched = make_population_engine(setup, training);
         util::fault_point("population-engine");
         log::info("population: one batched engine for the {} agents (every op one launch for all of them)",
@@ -554,8 +585,10 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
         log::info("population: each agent its own launches ({})", why);
     }
     // Starts member m in slot i: its trainer, run directory and AgentRun; a search's new agent
-    // records its keys at its start. (A halving search's new point may take a slot of its own.)
+    // records its keys at its start. (A halving search's new point may take a slot of its own;
+    // batched, it takes the slot's place in the engine, started again from scratch.)
     const long long interval = search_interval(base);
+    bool engine_started = false;  // the batched engine's first agents have their Trainers
     const auto start = [&](std::size_t i, Member& m) {
         const config::Profile& p = m.plan.profile;
         if (i == training.size()) training.push_back(&m);
@@ -563,6 +596,7 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
         if (setup.devices.size() <= i) setup.devices.push_back(same_device(*setup.devices.front(), p, i + 1));
         ops::Device& dev = batched ? *setup.devices.front() : *setup.devices[i];
         const auto& shared = point_market(setup, p, dev, force);
+        if (batched && engine_started) batched->reset_agent(static_cast<int>(i), p, *shared.device_market);
         std::unique_ptr<trainers::Trainer> trainer =
             batched ? batched->agent(static_cast<int>(i)) : trainers::make_trainer(dev, p, *shared.device_market);
         if (agent_hook()) agent_hook()(m.plan.index, *trainer);
@@ -595,6 +629,7 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
         }
     };
     for (std::size_t i = 0; i < training.size(); ++i) start(i, *training[i]);
+    engine_started = true;
     write_population_json(where, base, members);
     signals::install_interrupt_handlers();
     for (auto* m : training) m->run->begin();
@@ -1096,8 +1131,8 @@ std::string unbatched_reason(const std::vector<const config::Profile*>& agents) 
     const config::Profile& first = *agents.front();
     if (first.run.population_batching == "off") return "run.population_batching = \"off\"";
     if (first.run.search == "halving")
-        return "run.search = \"halving\": a stopped agent's slot starts a new point from scratch, which a batched "
-               "engine (one step, update and replay count for all its agents) cannot hold";
+        if (std::string why = trainers::batched_halving_unsupported(first, search_interval(first)); !why.empty())
+            return why;
     for (std::size_t i = 0; i < agents.size(); ++i) {
         const std::string why = trainers::batched_population_unsupported(*agents[i], first);
         if (!why.empty()) return fmt::format("agent {}: {}", i, why);

@@ -45,6 +45,15 @@ public:
     /// Agent i as a Trainer (its logs, evaluations, checkpoints and summary a single run's). The
     /// agents advance together: the first of a round to iterate runs the population's iteration.
     virtual std::unique_ptr<Trainer> agent(int i) = 0;
+    /// Slot `agent` starts a new agent of `profile` (its shape the first agent's) on `market` from
+    /// scratch, exactly as a single run of it starts, while the others train on (successive
+    /// halving's new points): between iterations, before agent(agent) makes its Trainer (the
+    /// slot's old one gone). Engines whose agents share counters refuse (std::logic_error; the
+    /// trainer's TrainerKind::batched_refill_unit is null).
+    virtual void reset_agent(int agent, const config::Profile& profile, const env::DeviceMarket& market) {
+        (void)agent, (void)profile, (void)market;
+        throw std::logic_error("this batched engine cannot start a new agent in a slot");
+    }
     /// An offline trainer's dataset collection rate over every agent, env steps/s; 0 otherwise.
     virtual double dataset_collection_env_steps_per_s() const noexcept { return 0; }
 };
@@ -67,9 +76,14 @@ public:
     }
     /// Bit a set for each live agent a < 32 whose Trainer asked for a NaN loss at update `u` (tests).
     std::uint32_t nan_mask(long long u) const {
+        return nan_mask([u](int) { return u; });
+    }
+    /// The same where each agent a is at its own update `update_of(a)`.
+    template <class UpdateOf>
+    std::uint32_t nan_mask(UpdateOf&& update_of) const {
         std::uint32_t mask = 0;
         for (const Agent* a : live_)
-            if (a->agent() < 32 && a->injects_nan_at(u)) mask |= 1u << a->agent();
+            if (a->agent() < 32 && a->injects_nan_at(update_of(a->agent()))) mask |= 1u << a->agent();
         return mask;
     }
 
@@ -92,6 +106,13 @@ inline const config::Profile& first_agent(const std::vector<config::Profile>& ag
 /// the conditions of the trainer's engine (its TrainerKind, registry.hpp), or a trainer without a
 /// batched engine.
 std::string batched_population_unsupported(const config::Profile& agent, const config::Profile& first);
+/// Why a successive halving search of `first`'s agents (rounds every `interval` progress units)
+/// cannot train as one batched engine ("" when it can): the engine cannot start a new point in a
+/// slot (TrainerKind::batched_refill_unit), or the rounds do not fall on its iterations.
+std::string batched_halving_unsupported(const config::Profile& first, long long interval);
+/// The progress units of one iteration of `first`'s batched engine where it can start a new agent
+/// in a slot (TrainerKind::batched_refill_unit); 0 where it cannot.
+long long batched_refill_unit(const config::Profile& first);
 /// With run.population_batching = "auto": why agents of `first`'s shape run faster on their own
 /// launches, measured per trainer ("" when they batch).
 std::string auto_batching_declined(const config::Profile& first);

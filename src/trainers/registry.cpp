@@ -36,6 +36,8 @@ const TrainerKind kDqn{
         return std::make_shared<DqnEngine>(ops, agents, markets);
     },
     &DqnEngine::auto_batching_declined,
+    nullptr,
+    [](const config::Profile& p) -> long long { return p.experience.gpu_n_episodes; },
 };
 
 const TrainerKind kPpo{
@@ -185,6 +187,26 @@ std::string batched_population_unsupported(const config::Profile& agent, const c
     if (agent.run.trainer != first.run.trainer)
         return fmt::format("run.trainer = \"{}\" (only {})", agent.run.trainer, first.run.trainer);
     return kind.batched_unsupported(agent, first);
+}
+
+long long batched_refill_unit(const config::Profile& first) {
+    const TrainerKind& kind = trainer_kind(first.run.trainer);
+    return kind.batched_refill_unit ? kind.batched_refill_unit(first) : 0;
+}
+
+std::string batched_halving_unsupported(const config::Profile& first, long long interval) {
+    const TrainerKind& kind = trainer_kind(first.run.trainer);
+    if (!kind.batched_refill_unit)
+        return fmt::format(
+            "run.search = \"halving\": the batched {} engine cannot start a new point in a stopped agent's slot (its "
+            "agents share their step and update counts; the batched DQN engine can)",
+            first.run.trainer);
+    if (const long long unit = kind.batched_refill_unit(first); unit > 0 && interval % unit != 0)
+        return fmt::format(
+            "run.search = \"halving\": search.interval = {} is not a multiple of the engine's iteration ({} progress "
+            "units), so a new point's rounds would not fall on the others' iterations",
+            interval, unit);
+    return "";
 }
 
 std::shared_ptr<BatchedPopulation> make_batched_population(ops::Device& ops, const std::vector<config::Profile>& agents,

@@ -52,6 +52,10 @@ struct TrainerKind {
     std::string (*auto_batching_declined)(const config::Profile& first) = nullptr;
     /// An offline trainer's dataset; null: the trainer collects its own experience.
     OfflineDataset (*offline_dataset)(const config::Profile& profile) = nullptr;
+    /// The progress units (run.total_steps' unit) of one iteration of the batched engine, whose
+    /// BatchedPopulation::reset_agent starts a new agent in a slot while the others train
+    /// (successive halving's new points); null: its agents share counters, no slot starts again.
+    long long (*batched_refill_unit)(const config::Profile& profile) = nullptr;
 };
 
 /// A gpu.precision refused for a trainer: it failed the learning parity of docs/learning.md

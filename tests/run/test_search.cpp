@@ -228,9 +228,11 @@ void check_same_search(const fs::path& a, const fs::path& b) {
 /// `env` before it and `extra` after it): the same command again; crashed at FH_FAULT=`resume_fault`,
 /// then `--resume POPDIR`; and, unless `again_fault` is empty, crashed there, then the command again
 /// with run.on_exists = "resume" (as scripts/sweep.sh does). Each gives the same search, bit for bit.
+/// (`expect_log`, when not empty: a line the resumed runs' logs hold, e.g. that they train batched.)
 template <class Search>
 void check_reproduced(const fs::path& dir, const fs::path& pa, const std::string& profile, Search&& search,
-                      const std::string& resume_fault, const std::string& again_fault = "") {
+                      const std::string& resume_fault, const std::string& again_fault = "",
+                      const std::string& expect_log = "") {
     const auto b = search("b", "", "");
     INFO(b.err);
     REQUIRE(b.code == 0);
@@ -243,12 +245,14 @@ void check_reproduced(const fs::path& dir, const fs::path& pa, const std::string
     const auto resumed = fh::test::run_shell("\"$EXE\" --resume '" + pc.string() + "' --device cpu", dir);
     INFO(resumed.err);
     REQUIRE(resumed.code == 0);
+    CHECK(resumed.err.find(expect_log) != std::string::npos);
     check_same_search(pa, pc);
     if (again_fault.empty()) return;
     REQUIRE(search("d", "FH_FAULT=" + again_fault, "").code == 2);
     const auto d = search("d", "", " --set run.on_exists=resume");
     INFO(d.err);
     REQUIRE(d.code == 0);
+    CHECK(d.err.find(expect_log) != std::string::npos);
     check_same_search(pa, dir / "d" / profile);
 }
 
@@ -790,6 +794,30 @@ void check_halving_decisions(const fs::path& pop_dir, long long eta, long long i
     }
 }
 
+/// Point `p` (population.json's entry) of the halving search kHalving in `pop_dir` trains as the
+/// same point would alone: a single run of its seed and keys, stopped where the search stopped it
+/// (a fault after its last iteration), validates the same values and holds the same checkpoint
+/// tensors.
+void check_point_alone(const fs::path& dir, const fs::path& pop_dir, const json::Value& p) {
+    const fs::path point = pop_dir / p.find("run")->as_string();
+    const long long steps = parse(slurp(point / "summary.json")).find("env_steps")->as_i64();
+    std::string keys = " --set run.seed=" + std::to_string(p.find("seed")->as_i64());
+    for (const auto& o : p.find("overrides")->as_array()) keys += " --set " + o.as_string();
+    const std::string fault = steps < 800 ? "FH_FAULT=train-step:" + std::to_string(steps / 4 + 1) : "";
+    fs::remove_all(dir / "single");
+    const auto single = fh::test::run_shell(
+        fault + " \"$EXE\" --profile dqn-smoketest --device cpu" + keys +
+            " --set run.total_steps=800 --set run.eval_interval=200 --set run.checkpoint_interval=200 --set "
+            "run.log_interval=200 --set dqn.hidden=[32] --set data.seed=5 --set run.name=single --output '" +
+            (dir / "single").string() + "'",
+        dir);
+    INFO(single.err);
+    CHECK(single.code == (steps < 800 ? 2 : 0));
+    CHECK(slurp(point / "eval.jsonl") == slurp(dir / "single" / "single" / "eval.jsonl"));
+    check_same_tensors(point / "checkpoints/last.safetensors",
+                       dir / "single" / "single" / "checkpoints/last.safetensors");
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -806,7 +834,7 @@ TEST_CASE(
     const auto a = search("a", "");
     INFO(a.err);
     REQUIRE(a.code == 0);
-    CHECK(a.err.find("each agent its own launches (run.search = \"halving\"") != std::string::npos);
+    CHECK(a.err.find("each agent its own launches (") != std::string::npos);
     const fs::path pa = last_line(a.out);
     const auto pop = parse(slurp(pa / "population.json"));
     const auto& agents = pop.find("agents")->as_array();
@@ -870,34 +898,56 @@ TEST_CASE(
         fh::test::run_shell("\"$EXE\" report '" + pa.string() + "' -o '" + (dir / "report.html").string() + "'", dir);
     CHECK(rep.code == 0);
     CHECK(slurp(dir / "report.html").find("run.search = &quot;halving&quot;: rungs at 200 x 2^k") != std::string::npos);
-    // Point 4 trains as the same point would alone: a single run of its seed and keys, stopped
-    // where the search stopped it (a fault after its last iteration), validates the same values
-    // and holds the same checkpoint tensors.
-    {
-        const auto& p = agents[4];
-        const fs::path point = pa / p.find("run")->as_string();
-        const auto summary = parse(slurp(point / "summary.json"));
-        const long long steps = summary.find("env_steps")->as_i64();
-        std::string keys;
-        for (const auto& o : p.find("overrides")->as_array()) keys += " --set " + o.as_string();
-        const std::string fault = steps < 800 ? "FH_FAULT=train-step:" + std::to_string(steps / 4 + 1) : "";
-        const auto single = fh::test::run_shell(
-            fault + " \"$EXE\" --profile dqn-smoketest --device cpu --set run.seed=5" + keys +
-                " --set run.total_steps=800 --set run.eval_interval=200 --set run.checkpoint_interval=200 --set "
-                "run.log_interval=200 --set dqn.hidden=[32] --set data.seed=5 --set run.name=single --output '" +
-                (dir / "single").string() + "'",
-            dir);
-        INFO(single.err);
-        CHECK(single.code == (steps < 800 ? 2 : 0));
-        CHECK(slurp(point / "eval.jsonl") == slurp(dir / "single" / "single" / "eval.jsonl"));
-        check_same_tensors(point / "checkpoints/last.safetensors",
-                           dir / "single" / "single" / "checkpoints/last.safetensors");
-    }
+    check_point_alone(dir, pa, agents[4]);
     // The same command; crashed in the third round (4 agents x 50 iterations a round, then 2: point
     // 4 resumes from the checkpoint of its first round), then resumed; crashed in the second round
     // (points 4 and 5, their first checkpoint not written yet, start again), then the command again
     // (the points the search added are the population's too): the same search each time.
     check_reproduced(dir, pa, "dqn-smoketest", search, "train-step:430", "train-step:250");
+    fs::remove_all(dir);
+}
+
+TEST_CASE(
+    "successive halving, batched: a stopped agent's slot starts its new point from scratch in the engine, the same "
+    "decisions and bits as unbatched, and a resumed search trains batched to the same bits",
+    "[search]") {
+    const auto dir = scratch("halving-batched");
+    std::ofstream(dir / "grid.txt") << kGrid;
+    const auto search = [&](const std::string& out, const std::string& env, const std::string& extra = "") {
+        return fh::test::run_shell(env + " \"$EXE\" " + kHalving + " --set run.population_batching=on" + extra +
+                                       " --population-grid '" + (dir / "grid.txt").string() + "' --output '" +
+                                       (dir / out).string() + "'",
+                                   dir);
+    };
+    const std::string batched_log = "population: one batched engine for the ";
+    const auto a = search("a", "");
+    INFO(a.err);
+    REQUIRE(a.code == 0);
+    CHECK(a.err.find(batched_log + "4 agents") != std::string::npos);
+    const fs::path pa = last_line(a.out);
+    // The same command unbatched: the same stops, new points and slots, each point's bits the same.
+    const auto u =
+        fh::test::run_shell("\"$EXE\" " + kHalving + " --set run.population_batching=off --population-grid '" +
+                                (dir / "grid.txt").string() + "' --output '" + (dir / "u").string() + "'",
+                            dir);
+    INFO(u.err);
+    REQUIRE(u.code == 0);
+    CHECK(u.err.find("each agent its own launches (run.population_batching = \"off\")") != std::string::npos);
+    check_same_search(pa, last_line(u.out));
+    const auto pop = parse(slurp(pa / "population.json"));
+    const auto& agents = pop.find("agents")->as_array();
+    REQUIRE(agents.size() == 6);
+    check_halving_decisions(pa, 2, 200);
+    // Points 4 and 5 took the slots of agents stopped at round 1: each trains as it would alone.
+    for (std::size_t j : {4u, 5u}) {
+        INFO("point " << j);
+        CHECK(agents[j].find("start_round")->as_i64() == 1);
+        check_point_alone(dir, pa, agents[j]);
+    }
+    // Crashed in the third round (every point resumes from its checkpoint of round 2, point 4 from
+    // its own first), then --resume; crashed in the second round (points 4 and 5 start again),
+    // then the command again: each trains batched to the same search.
+    check_reproduced(dir, pa, "dqn-smoketest", search, "train-step:430", "train-step:250", batched_log);
     fs::remove_all(dir);
 }
 
@@ -930,8 +980,10 @@ TEST_CASE(
     fs::remove_all(dir);
 }
 
-TEST_CASE("successive halving is refused where it cannot run: a batched engine asked for, too few points, eta 1",
-          "[search]") {
+TEST_CASE(
+    "successive halving is refused where it cannot run: a batched IQL or PPO engine asked for, too few points, "
+    "eta 1",
+    "[search]") {
     const auto problems = [](const std::vector<std::string>& overrides) {
         try {
             (void)config::resolve_profile_file(config::locate_profile("dqn-smoketest"), overrides);
@@ -943,9 +995,11 @@ TEST_CASE("successive halving is refused where it cannot run: a batched engine a
         return std::string();
     };
     CHECK(problems({"run.search=halving"}).empty());
-    CHECK(problems({"run.search=halving", "run.population_batching=on"})
-              .find("run.search = \"halving\" trains each "
-                    "agent as its own engine") != std::string::npos);
+    CHECK(problems({"run.search=halving", "run.population_batching=on"}).empty());  // the batched DQN engine
+    for (const char* trainer : {"iql", "ppo"})
+        CHECK(problems({"run.search=halving", "run.population_batching=on", std::string("run.trainer=") + trainer})
+                  .find(std::string("the batched ") + trainer + " engine cannot start a new point") !=
+              std::string::npos);
     CHECK(problems({"run.search=halving", "search.eta=1"}).find("search.eta") != std::string::npos);
     CHECK(problems({"run.search=halving", "run.trainer=dt"}).find("run.search = \"halving\" trains DQN, IQL and PPO") !=
           std::string::npos);
@@ -960,19 +1014,20 @@ TEST_CASE("successive halving is refused where it cannot run: a batched engine a
     CHECK(few.code == 2);
     CHECK(few.err.find("search.max_points = 2 is below the population's 3 agents") != std::string::npos);
     const auto on = fh::test::run_shell(
-        "\"$EXE\" --profile dqn-smoketest --device cpu --seeds 1,2 --set run.search=halving --set "
+        "\"$EXE\" --profile ppo-smoketest --device cpu --seeds 1,2 --set run.search=halving --set "
         "run.population_batching=on --output '" +
             (dir / "runs").string() + "'",
         dir);
     CHECK(on.code == 2);
-    CHECK(on.err.find("run.population_batching") != std::string::npos);
+    CHECK(on.err.find("the batched ppo engine cannot start a new point in a stopped agent's slot") !=
+          std::string::npos);
     CHECK(!fs::exists(dir / "runs"));
     fs::remove_all(dir);
 }
 
 TEST_CASE("successive halving on the GPU: the same command twice gives the same search (CUDA)", "[gpu][search]") {
     const auto twice = [](const std::string& common, const std::string& grid, const std::string& tag,
-                          long long interval, const std::string& unit) {
+                          long long interval, const std::string& unit, const std::string& expect_log = "") {
         const auto dir = scratch(tag);
         std::ofstream(dir / "grid.txt") << grid;
         std::vector<fs::path> runs;
@@ -983,6 +1038,7 @@ TEST_CASE("successive halving on the GPU: the same command twice gives the same 
                                     dir);
             INFO(r.err);
             REQUIRE(r.code == 0);
+            CHECK(r.err.find(expect_log) != std::string::npos);
             runs.push_back(last_line(r.out));
         }
         check_same_search(runs[0], runs[1]);
@@ -994,6 +1050,12 @@ TEST_CASE("successive halving on the GPU: the same command twice gives the same 
         std::string common = kHalving;
         common.replace(common.find("--device cpu "), 13, "");
         twice(common, kGrid, "halving-gpu-dqn", 200, "env_steps");
+    }
+    SECTION("DQN, batched: stopped agents' slots start their new points in the engine") {
+        std::string common = kHalving;
+        common.replace(common.find("--device cpu "), 13, "");
+        twice(common + " --set run.population_batching=on", kGrid, "halving-gpu-dqn-batched", 200, "env_steps",
+              "population: one batched engine for the 4 agents");
     }
     SECTION("IQL") {
         twice(

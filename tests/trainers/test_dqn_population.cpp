@@ -62,7 +62,7 @@ Parting population_against_single_runs(ops::Device& ops, const std::vector<confi
     std::vector<std::unique_ptr<trainers::Trainer>> members;
     for (int i = 0; i < population->agents(); ++i) members.push_back(population->agent(i));
     for (int k = 0; k < iterations; ++k) population->iterate();
-    REQUIRE(population->updates() > 0);
+    REQUIRE(population->updates(0) > 0);
     Parting r;
     std::vector<float> first_online;
     for (std::size_t i = 0; i < agents.size(); ++i) {
@@ -71,7 +71,7 @@ Parting population_against_single_runs(ops::Device& ops, const std::vector<confi
         auto& single = *single_engine;
         const auto start = tensor(ops, single, "params/online");  // the target starts as a copy
         for (int k = 0; k < iterations; ++k) single.iterate();
-        REQUIRE(single.updates() == population->updates());
+        REQUIRE(single.updates() == population->updates(static_cast<int>(i)));
         auto& member = *members[i];
         const auto online = tensor(ops, member, "params/online"), target = tensor(ops, member, "params/target"),
                    m = tensor(ops, member, "adam/m"), v = tensor(ops, member, "adam/v");
@@ -144,6 +144,86 @@ TEST_CASE("A DQN engine's agents equal their single runs bit for bit, with every
     }
     // 8 collection steps fill min_replay_size; 40 more wrap the 32-step ring.
     CHECK(population_against_single_runs(ops, three_agents(shared), 48).bits);
+}
+
+namespace {
+
+/// Whether two Trainers hold the same checkpoint: every state tensor's bytes and the counters.
+bool same_state(ops::Device& ops, trainers::Trainer& a, trainers::Trainer& b) {
+    const auto ta = a.state_tensors(), tb = b.state_tensors();
+    bool same = ta.size() == tb.size() && a.counter_values() == b.counter_values();
+    for (std::size_t k = 0; same && k < ta.size(); ++k) {
+        INFO(ta[k].name);
+        same = ta[k].name == tb[k].name && ops.to_host<std::byte>(ta[k].bytes) == ops.to_host<std::byte>(tb[k].bytes);
+        CHECK(same);
+    }
+    return same;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "A DQN engine's slot started again (reset_agent) trains as a single run of its new agent, the others on "
+    "(CPU)",
+    "[trainers][dqn][population][search]") {
+    ops::CpuDevice ops;
+    std::vector<std::string> shared;
+    SECTION("the C51 head") {}
+    SECTION("3-step returns, two updates per iteration, a periodic target") {
+        shared = {"experience.n_step=3", "training.updates_per_iteration=2", "training.tau=0",
+                  "training.target_update_period=5"};
+    }
+    SECTION("HER") {
+        shared = {"dqn.her=true"};
+    }
+    SECTION("curiosity") {
+        shared = {"dqn.curiosity=true"};
+    }
+    SECTION("the IQN head") {
+        shared = {"dqn.head=iqn", "dqn.iqn_quantiles=8", "dqn.iqn_act_quantiles=4"};
+    }
+    SECTION("a bootstrapped ensemble") {
+        shared = {"dqn.ensemble_size=3", "dqn.ensemble_bootstrap=0.7"};
+    }
+    const auto agents = three_agents(shared);
+    auto fresh = shared;
+    for (const char* o : {"run.seed=21", "training.learning_rate=0.002", "training.epsilon_decay_steps=200"})
+        fresh.emplace_back(o);
+    const config::Profile point = test::small_dqn_profile(fresh);
+    std::vector<std::unique_ptr<env::DeviceMarket>> markets;
+    std::vector<const env::DeviceMarket*> views;
+    for (const auto& p : agents) {
+        markets.push_back(std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(p))));
+        views.push_back(markets.back().get());
+    }
+    const env::DeviceMarket point_market(ops, data::load_market(trainers::data_options(point)));
+    const auto engine = std::make_shared<trainers::DqnEngine>(ops, agents, views);
+    std::vector<std::unique_ptr<trainers::Trainer>> members;
+    for (int i = 0; i < engine->agents(); ++i) members.push_back(engine->agent(i));
+    // 20 iterations (every agent updating since its 8th), then agent 1's slot starts the new point,
+    // which waits 8 collection steps for its replay while the others update, then updates too.
+    constexpr int kBefore = 20, kAfter = 30;
+    for (int k = 0; k < kBefore; ++k)
+        for (auto& m : members) m->iterate();
+    members[1].reset();
+    engine->reset_agent(1, point, point_market);
+    members[1] = engine->agent(1);
+    CHECK(members[1]->iterations() == 0);
+    CHECK(members[1]->updates() == 0);
+    for (int k = 0; k < kAfter; ++k)
+        for (auto& m : members) m->iterate();
+    CHECK(members[1]->updates() > 0);
+    CHECK(members[0]->updates() > members[1]->updates());
+    auto alone = trainers::make_dqn_trainer(ops, point, point_market);
+    for (int k = 0; k < kAfter; ++k) alone->iterate();
+    CHECK(same_state(ops, *members[1], *alone));
+    for (int i : {0, 2}) {  // the other agents train on as they would alone
+        INFO("agent " << i);
+        auto single =
+            trainers::make_dqn_trainer(ops, agents[static_cast<std::size_t>(i)], *views[static_cast<std::size_t>(i)]);
+        for (int k = 0; k < kBefore + kAfter; ++k) single->iterate();
+        CHECK(same_state(ops, *members[static_cast<std::size_t>(i)], *single));
+    }
 }
 
 TEST_CASE("A DQN engine refuses agents that do not share its shapes, naming what differs",

@@ -216,17 +216,8 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     env_states_ = ops.alloc<float>(N * n * D);
     std::vector<abi::EnvAgent> collect_agents(N);
     for (std::size_t i = 0; i < N; ++i) {
-        env::VecEnv venv(ops, *markets[i], env::Split::train, trainers::env_params(agents[i], env_params_.market_dim),
-                         n_envs_);
-        venv.reset_all();
-        auto start = venv.persistent();
-        ops.copy_raw(env_state_.view().subview(i * n, n), ops::View<const env::EnvState>(start.state));
-        ops.copy(env_portfolio_.view().subview(i * n * env::PORTFOLIO_STRIDE, n * env::PORTFOLIO_STRIDE),
-                 ops::View<const float>(start.portfolio));
-        ops.copy(env_states_.view().subview(i * n * D, n * D), ops::View<const float>(start.states));
-        collect_agents[i] = abi::EnvAgent{venv.market(), static_cast<std::uint64_t>(agents[i].run.seed)};
-        if (i == 0) market0_ = venv.market();
-        ops.synchronize();  // the copies are done before venv's buffers go
+        collect_agents[i] = start_environments(i, agents[i], *markets[i]);
+        if (i == 0) market0_ = collect_agents[i].market;
     }
     collect_agents_ = ops.from_host<abi::EnvAgent>(collect_agents);
 
@@ -245,6 +236,9 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     for (const auto& p : agents) params_host.push_back(dqn_agent_params(p));
     agent_ = ops.from_host<dqn::AgentParams>(params_host);
     counters_ = ops.from_host<dqn::Counters>(std::vector<dqn::Counters>(N, dqn::Counters{}));
+    steps_.assign(N, 0);
+    updates_.assign(N, 0);
+    pushed_.assign(N, 0);
     collect_tickets_ = ops.from_host<unsigned>(std::vector<unsigned>(N, 0u));
     step_ = ops.from_host<dqn::UpdateStep>(std::vector<dqn::UpdateStep>(N, dqn::UpdateStep{}));
     if (first.dqn.her) {
@@ -292,6 +286,70 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         for (int a = 0; a < agents_; ++a) ws_act_.push_back(net_.make_workspace(ops, n_envs_));
     act_outputs_.resize(N);
     make_update_workspaces();
+}
+
+abi::EnvAgent DqnEngine::start_environments(std::size_t i, const config::Profile& profile,
+                                            const env::DeviceMarket& market) {
+    const std::size_t n = static_cast<std::size_t>(n_envs_), D = static_cast<std::size_t>(env_params_.state_dim);
+    env::VecEnv venv(ops_, market, env::Split::train, trainers::env_params(profile, env_params_.market_dim), n_envs_);
+    venv.reset_all();
+    auto start = venv.persistent();
+    ops_.copy_raw(env_state_.view().subview(i * n, n), ops::View<const env::EnvState>(start.state));
+    ops_.copy(env_portfolio_.view().subview(i * n * env::PORTFOLIO_STRIDE, n * env::PORTFOLIO_STRIDE),
+              ops::View<const float>(start.portfolio));
+    ops_.copy(env_states_.view().subview(i * n * D, n * D), ops::View<const float>(start.states));
+    const abi::EnvAgent agent{venv.market(), static_cast<std::uint64_t>(profile.run.seed)};
+    ops_.synchronize();  // the copies are done before venv's buffers go
+    return agent;
+}
+
+void DqnEngine::reset_agent(int agent, const config::Profile& p, const env::DeviceMarket& market) {
+    if (agent < 0 || agent >= agents_) throw std::out_of_range("DqnEngine::reset_agent: no such agent");
+    require_supported(p);
+    if (const std::string why = unsupported(p, profiles_.front()); !why.empty())
+        throw UsageError(fmt::format("a new agent cannot train in slot {} of a DQN engine: {}", agent, why));
+    if (market.market_dim() != env_params_.market_dim)
+        throw UsageError(fmt::format("a new agent's market has {} features, the engine's {}", market.market_dim(),
+                                     env_params_.market_dim));
+    const auto a = static_cast<std::size_t>(agent);
+    profiles_[a] = p;
+    // The weights from its seed (the padding zero), the target a copy; gradients and Adam's moments zero.
+    ops_.fill(online(agent), 0.0f);
+    nn::init_params(ops_, online(agent), net_.layout(), static_cast<std::uint64_t>(p.run.seed));
+    ops_.copy(target(agent), ops::View<const float>(online(agent)));
+    for (auto* b : {&grads_, &m_, &v_}) ops_.fill(slice(*b, agent), 0.0f);
+    // Its environments from its seed on its market; its ring empty.
+    ops_.upload<abi::EnvAgent>(slice(collect_agents_, agent),
+                               std::vector<abi::EnvAgent>{start_environments(a, p, market)});
+    for (auto* b : {&ring_states_, &ring_next_states_, &ring_rewards_}) ops_.fill(slice(*b, agent), 0.0f);
+    ops_.upload<int>(slice(ring_actions_, agent), std::vector<int>(slice(ring_actions_, agent).size(), 0));
+    ops_.upload<std::uint8_t>(slice(ring_done_, agent), std::vector<std::uint8_t>(slice(ring_done_, agent).size(), 0));
+    if (her_goals_.size() > 0) ops_.fill(slice(her_goals_, agent), 0.0f);
+    // Its constants, counters, update step, guard and monitoring as the constructor sets them.
+    ops_.upload<dqn::AgentParams>(slice(agent_, agent), std::vector<dqn::AgentParams>{dqn_agent_params(p)});
+    ops_.upload<dqn::Counters>(slice(counters_, agent), std::vector<dqn::Counters>{dqn::Counters{}});
+    ops_.upload<unsigned>(slice(collect_tickets_, agent), std::vector<unsigned>{0u});
+    ops_.upload<dqn::UpdateStep>(slice(step_, agent), std::vector<dqn::UpdateStep>{dqn::UpdateStep{}});
+    ops_.fill(slice(norm_partials_, agent), 0.0f);
+    ops_.upload<nn::GuardState>(slice(guard_, agent), std::vector<nn::GuardState>{nn::GuardState{0, 0, -1, 0, 0}});
+    ops_.upload<dqn::MonitorStats>(slice(stats_, agent), std::vector<dqn::MonitorStats>{dqn::MonitorStats{}});
+    ops_.upload<unsigned long long>(slice(histogram_, agent),
+                                    std::vector<unsigned long long>(static_cast<std::size_t>(num_actions_), 0));
+    if (!curiosity_.empty()) {
+        curiosity_[a] =
+            CuriosityModel(ops_, env_params_.state_dim, num_actions_, static_cast<int>(p.dqn.hidden.front()),
+                           env_params_.market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed));
+        ops_.upload<dqn::CuriosityStats>(slice(cur_stats_, agent),
+                                         std::vector<dqn::CuriosityStats>{dqn::CuriosityStats{}});
+    }
+    steps_[a] = 0;
+    updates_[a] = 0;
+    pushed_[a] = 0;
+    // The curiosity model's buffers and learning rate are the captured sequences' arguments.
+    collect_sequence_.reset();
+    iteration_sequence_.reset();
+    update_sequence_.reset();
+    ops_.synchronize();
 }
 
 void DqnEngine::make_update_workspaces() {
@@ -352,20 +410,11 @@ ops::View<float> DqnEngine::target(int agent) {
 
 void DqnEngine::restore_counters(int agent, long long steps, long long updates, long long pushed) {
     if (agent < 0 || agent >= agents_) throw std::out_of_range("DqnEngine::restore_counters: no such agent");
-    if (!restored_) {
-        if (steps_ != 0 || updates_ != 0)
-            throw std::logic_error("DqnEngine::restore_counters after the engine iterated");
-        steps_ = steps;
-        updates_ = updates;
-        pushed_ = pushed;
-        restored_ = true;
-    } else if (steps != steps_ || updates != updates_ || pushed != pushed_) {
-        throw UsageError(fmt::format(
-            "agent {} of a batched population continues from step {} (update {}, {} steps in its replay), another "
-            "from step {} (update {}, {} steps in its replay; checkpoints written with checkpoint.keep_replay = "
-            "false hold none); resume with run.population_batching = \"off\"",
-            agent, steps, updates, pushed, steps_, updates_, pushed_));
-    }
+    if (iterations_ != 0) throw std::logic_error("DqnEngine::restore_counters after the engine iterated");
+    const auto a = static_cast<std::size_t>(agent);
+    steps_[a] = steps;
+    updates_[a] = updates;
+    pushed_[a] = pushed;
     // One curiosity model step per collection step.
     if (!curiosity_.empty()) curiosity_[static_cast<std::size_t>(agent)].restore_steps(ops_, steps);
     ops_.upload<dqn::Counters>(counters_.view().subview(static_cast<std::size_t>(agent), 1),
@@ -580,14 +629,24 @@ void DqnEngine::adam_ops(bool end_step) {
 // The first update's gradient beside the collection step; its Adam step only after the
 // collection's forward has read the weights (the join), so collection acts with the weights of the
 // iteration's start without a copy of them. The last Adam step also advances the counters.
+bool DqnEngine::any_ready_to_update() const noexcept {
+    for (std::size_t a = 0; a < pushed_.size(); ++a)
+        if (ready_to_update(a)) return true;
+    return false;
+}
+
+// The agents whose rings are not ready yet (a slot that started a new point while the others
+// train) collect in the iteration as the others do; their updates are discarded on the device
+// (dqn::finish_update), so each agent trains as a single run of it does.
 void DqnEngine::iterate() {
-    if (!ready_to_update()) return collect();
+    if (!any_ready_to_update()) return collect();
     const long long n = updates_per_iteration_;
     // Tests: the agents whose updates get a NaN loss (their Trainers' inject_nan_at_updates).
     std::vector<std::uint32_t> nan(static_cast<std::size_t>(n), 0u);
     bool inject = false;
     for (long long k = 0; k < n; ++k) {
-        const std::uint32_t mask = members_.nan_mask(updates_ + k + 1);
+        const std::uint32_t mask =
+            members_.nan_mask([&](int a) { return updates_[static_cast<std::size_t>(a)] + k + 1; });
         nan[static_cast<std::size_t>(k)] = mask;
         inject = inject || mask != 0;
     }
@@ -603,18 +662,20 @@ void DqnEngine::iterate() {
         issue();  // tests: never captured
     else
         ops_.run_sequence(iteration_sequence_, issue);
+    for (std::size_t a = 0; a < updates_.size(); ++a)
+        if (ready_to_update(a)) updates_[a] += n;
     after_collect();
-    updates_ += n;
 }
 
 void DqnEngine::after_collect() {
-    ++steps_;
-    ++pushed_;
+    ++iterations_;
+    for (auto& s : steps_) ++s;
+    for (auto& p : pushed_) ++p;
     for (auto& c : curiosity_) c.count_steps(1);
 }
 
 void DqnEngine::prepare() {
-    while (!ready_to_update()) collect();
+    while (!any_ready_to_update()) collect();
 }
 
 void DqnEngine::collect() {
@@ -623,7 +684,7 @@ void DqnEngine::collect() {
 }
 
 void DqnEngine::update() {
-    const std::uint32_t mask = members_.nan_mask(updates_ + 1);
+    const std::uint32_t mask = members_.nan_mask([&](int a) { return updates_[static_cast<std::size_t>(a)] + 1; });
     const auto issue = [this, mask] {
         gradient_ops(mask);
         adam_ops(false);
@@ -632,7 +693,8 @@ void DqnEngine::update() {
         issue();  // tests: never captured
     else
         ops_.run_sequence(update_sequence_, issue);
-    ++updates_;
+    for (std::size_t a = 0; a < updates_.size(); ++a)
+        if (ready_to_update(a)) ++updates_[a];
 }
 
 std::unique_ptr<Trainer> DqnEngine::agent(int i) {
@@ -675,14 +737,15 @@ LogLine DqnEngine::read_log(int a, double seconds, DqnLogMarks& marks) {
     // With HER: the share of the environments whose return is at or above their episode's goal at
     // the log interval's last collection step (the acting rows' distance feature g - achieved <= 0).
     double goal_reached = 0.0;
-    if (p.dqn.her && steps_ > 0) {
+    const auto i = static_cast<std::size_t>(a);
+    if (p.dqn.her && steps_[i] > 0) {
         const auto rows = ops_.to_host(cslice(her_obs_, a));
         const std::size_t DX = static_cast<std::size_t>(net_.state_dim());
         std::size_t reached = 0;
         for (std::size_t e = 0; e < static_cast<std::size_t>(n_envs_); ++e) reached += rows[e * DX + DX - 1] <= 0.0f;
         goal_reached = static_cast<double>(reached) / n_envs_;
     }
-    LogLine line = dqn_log_line(p, s, g, histogram, curiosity, steps_, updates_, n_envs_, seconds, marks);
+    LogLine line = dqn_log_line(p, s, g, histogram, curiosity, steps_[i], updates_[i], n_envs_, seconds, marks);
     auto members = line.json.as_object();
     if (p.dqn.head == "iqn")  // losses/quantile_huber: the IQN head's loss (losses/mse holds the same number)
         members.emplace_back("losses/quantile_huber", s.updates > 0 ? s.loss_sum[1] / std::max(1, s.updates) : 0.0);
@@ -751,7 +814,7 @@ io::ReplayDump DqnEngine::replay_dump(int a) {
     d.n_envs = n_envs_;
     d.capacity_steps = capacity_steps_;
     d.num_actions = num_actions_;
-    d.pushed_steps = pushed_;
+    d.pushed_steps = pushed_.at(static_cast<std::size_t>(a));
     d.states = ops_.to_host(cslice(ring_states_, a));
     d.next_states = ops_.to_host(cslice(ring_next_states_, a));
     d.rewards = ops_.to_host(cslice(ring_rewards_, a));
@@ -764,7 +827,9 @@ DqnAgent::DqnAgent(std::shared_ptr<DqnEngine> engine, int agent)
     : engine_(std::move(engine)),
       agent_(agent),
       env_params_(trainers::env_params(engine_->profile(agent), engine_->env_params().market_dim)),
-      policy_(network_config(engine_->profile(agent), env_params_.state_dim), eval_goal(engine_->profile(agent))) {
+      policy_(network_config(engine_->profile(agent), env_params_.state_dim), eval_goal(engine_->profile(agent))),
+      steps_(engine_->steps(agent)),
+      start_(engine_->iterations() - steps_) {
     engine_->members_.join(this);
 }
 
@@ -773,7 +838,7 @@ DqnAgent::~DqnAgent() {
 }
 
 void DqnAgent::iterate() {
-    PopulationAgents<DqnAgent>::advance(*engine_, engine_->steps(), steps_);
+    PopulationAgents<DqnAgent>::advance(*engine_, engine_->iterations(), start_ + steps_);
     ++steps_;
 }
 
@@ -782,6 +847,7 @@ void DqnAgent::restore_counter_values(std::span<const std::int64_t> v) {
         throw UsageError("checkpoint counters are inconsistent (steps, updates, pushed steps)");
     engine_->restore_counters(agent_, v[0], v[1], v[2]);
     steps_ = v[0];
+    start_ = engine_->iterations() - steps_;
     log_marks_ = DqnLogMarks{v[1], v[0] * engine_->n_envs()};
 }
 
@@ -800,7 +866,7 @@ void DqnAgent::require_alone(const char* what) const {
 void DqnAgent::bench_prepare() {
     require_alone("bench_prepare");
     engine_->prepare();
-    steps_ = engine_->steps();
+    steps_ = engine_->steps(agent_);
 }
 
 long long DqnAgent::bench_collect() {

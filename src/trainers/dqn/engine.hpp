@@ -111,9 +111,20 @@ public:
     long long batch_rows() const noexcept override { return batch_; }
     long long env_steps_per_iteration() const noexcept override { return n_envs_; }
     std::unique_ptr<Trainer> agent(int i) override;
-    /// Per agent (every agent advances together).
-    long long steps() const noexcept { return steps_; }
-    long long updates() const noexcept { return updates_; }
+    /// The engine's iterations (every agent's collection step each); an agent's own steps,
+    /// updates and steps in its ring since it was (re)filled count from its own start (a slot
+    /// reset_agent started again, or a resume).
+    long long iterations() const noexcept { return iterations_; }
+    long long steps(int agent) const { return steps_.at(static_cast<std::size_t>(agent)); }
+    long long updates(int agent) const { return updates_.at(static_cast<std::size_t>(agent)); }
+    long long pushed(int agent) const { return pushed_.at(static_cast<std::size_t>(agent)); }
+    /// Slot `agent` starts a new agent of `profile` on `market` from scratch, as a single run of
+    /// that profile starts (its seed's weights and environments, Adam's moments zero, an empty
+    /// ring, its counters zero: epsilon, the ring's fill before updates, the target period and
+    /// Adam's step count from here); the other agents train on. Between iterations; its Trainer
+    /// (agent()) is made afterwards, the slot's old one gone. UsageError when unsupported() names a
+    /// problem against the first agent.
+    void reset_agent(int agent, const config::Profile& profile, const env::DeviceMarket& market) override;
 
     /// One iteration of every agent. Tests: an update at which an agent's Trainer asked for a NaN
     /// loss (inject_nan_at_updates) runs uncaptured, that agent's loss NaN.
@@ -131,13 +142,8 @@ public:
     /// Resume (before the first iteration): agent `agent` continues from its checkpoint's steps,
     /// updates and steps pushed to its ring since it was (re)filled (`pushed` <= `steps`; fewer
     /// after a resume from a checkpoint without the replay memory, checkpoint.keep_replay =
-    /// false, whose ring refills from empty), and its device counters follow. Every agent must
-    /// continue from the same ones (the first call sets the engine's; a later one that differs:
-    /// UsageError).
+    /// false, whose ring refills from empty), and its device counters follow.
     void restore_counters(int agent, long long steps, long long updates, long long pushed);
-    /// Per agent: the steps in its ring since it was (re)filled (steps() unless a resume
-    /// emptied it).
-    long long pushed() const noexcept { return pushed_; }
     /// Agent i's checkpoint tensors (a single run's names, shapes and order, so that a checkpoint
     /// resumes alone or in a population), its log line, its replay as a dump.
     std::vector<StateTensor> state_tensors(int agent);
@@ -160,8 +166,13 @@ public:
     void set_paired_forward_max_rows(int rows);
 
 private:
-    /// Updates start once the ring holds min_steps_ steps (again, after a resume that refills it).
-    bool ready_to_update() const noexcept { return pushed_ >= min_steps_; }
+    /// Agent a's updates start once its ring holds min_steps_ steps (again, after a resume that
+    /// refills it); an agent whose ring is not ready waits on the device (AgentParams::min_pushed).
+    bool ready_to_update(std::size_t a) const noexcept { return pushed_[a] >= min_steps_; }
+    bool any_ready_to_update() const noexcept;
+    /// Agent a's environments started from its seed on `market` (its slices of the environment
+    /// buffers); returns its collection's market and seed.
+    abi::EnvAgent start_environments(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
     void collect_ops(bool advance);  // acting and the environment step into the replay slot (and dqn_advance)
     void curiosity_ops();            // the bonus into the slot just written, one step of each model
     void gradient_ops(std::uint32_t inject_nan);  // one update's ops up to its Adam step
@@ -195,8 +206,8 @@ private:
     env::EnvParams env_params_;  // agent 0's; every agent's but for the seed
     QNetwork net_;
     bool batched_net_ = false;                        ///< more than one agent and a network forward_agents runs
-    long long steps_ = 0, updates_ = 0, pushed_ = 0;  // the device counters' mirror (dqn::Counters)
-    bool restored_ = false;                           ///< restore_counters set steps_, updates_ and pushed_
+    long long iterations_ = 0;
+    std::vector<long long> steps_, updates_, pushed_;  // per agent: the device counters' mirror (dqn::Counters)
 
     // Parameters: the online networks (N, P) then the targets (N, P) in one buffer (an engine of
     // one runs both in one batched pass); gradients and Adam's moments (N, P).
@@ -274,14 +285,14 @@ public:
     long long progress_per_iteration() const noexcept override { return engine_->n_envs(); }
     long long iterations() const noexcept override { return steps_; }
     long long env_steps() const noexcept override { return steps_ * engine_->n_envs(); }
-    long long updates() const noexcept override { return engine_->updates(); }
+    long long updates() const noexcept override { return engine_->updates(agent_); }
     void iterate() override;
     LogLine read_log(double seconds) override { return engine_->read_log(agent_, seconds, log_marks_); }
     /// Weights, target, Adam moments, the replay ring, the environments, the guard and the
     /// monitoring accumulators (and the options' state), in a fixed order; counters: steps,
     /// updates, pushed steps (those in the ring since it was (re)filled: DqnEngine::pushed).
     std::vector<StateTensor> state_tensors() override { return engine_->state_tensors(agent_); }
-    std::vector<std::int64_t> counter_values() const override { return {steps_, updates(), engine_->pushed()}; }
+    std::vector<std::int64_t> counter_values() const override { return {steps_, updates(), engine_->pushed(agent_)}; }
     void restore_counter_values(std::span<const std::int64_t> values) override;
     /// An emptied ring: no pushed steps.
     std::vector<std::int64_t> counters_without_replay(std::span<const std::int64_t> values) const override;
@@ -310,6 +321,7 @@ private:
     env::EnvParams env_params_;
     DqnGreedyPolicy policy_;
     long long steps_ = 0;
+    long long start_;  ///< the engine's iteration at which this agent's step 0 was (its steps count from there)
     DqnLogMarks log_marks_;
 };
 

@@ -62,6 +62,7 @@ dqn::AgentParams dqn_agent_params(const config::Profile& p) {
     a.tau = static_cast<float>(t.tau);
     a.one_minus_tau = static_cast<float>(1.0 - t.tau);
     a.target_period = t.target_update_period;
+    a.min_pushed = dqn_replay_steps(p).before_updates;
     const ops::AdamParams adam;  // the defaults: betas, eps; no weight decay
     a.lr = static_cast<float>(t.learning_rate);
     a.beta1 = adam.beta1;
