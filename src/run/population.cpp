@@ -437,8 +437,8 @@ void halving_round(const Where& where, const config::Profile& base, std::vector<
 
 /// A resumed halving search's members in one batched engine (each agent with its own counters):
 /// every point, resumed or started again, must stand at one iteration of the search (its start
-/// round's plus its checkpoint's own), and the engine needs a slot for every new point the search
-/// may still add (`slots`).
+/// round's plus its checkpoint's own iterations, the checkpoint's first counter: DQN's collection
+/// steps), and the engine needs a slot for every new point the search may still add (`slots`).
 std::string halving_resume_unbatched(const std::vector<Member*>& training, const std::string& dir, std::size_t slots,
                                      std::size_t members) {
     const config::Profile& first = training.front()->plan.profile;
