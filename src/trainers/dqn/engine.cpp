@@ -17,6 +17,7 @@
 #include "abi/dqn_iqn.h"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
+#include "abi/core_vector.h"
 
 namespace fh::trainers {
 
@@ -199,15 +200,15 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
 
     // Parameters, agent by agent from its seed (the padding zero); the targets start as copies.
     nets_ = ops.alloc<float>(2 * N * P);
-    ops.fill(nets_.view(), 0.0f);
+    ops::run(ops, ops::Fill{nets_.view(), 0.0f});
     online_ = nets_.view().subview(0, N * P);
     target_ = nets_.view().subview(N * P, N * P);
     for (std::size_t i = 0; i < N; ++i)
         nn::init_params(ops, online_.subview(i * P, P), net_.layout(), static_cast<std::uint64_t>(agents[i].run.seed));
-    ops.copy(target_, ops::View<const float>(online_));
+    ops::run(ops, ops::Copy{target_, ops::View<const float>(online_)});
     for (auto* b : {&grads_, &m_, &v_}) {
         *b = ops.alloc<float>(N * P);
-        ops.fill(b->view(), 0.0f);
+        ops::run(ops, ops::Fill{b->view(), 0.0f});
     }
 
     // Each agent's environments start as its own (its seed, its market).
@@ -221,9 +222,9 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         venv.reset_all();
         auto start = venv.persistent();
         ops.copy_raw(env_state_.view().subview(i * n, n), ops::View<const env::EnvState>(start.state));
-        ops.copy(env_portfolio_.view().subview(i * n * env::PORTFOLIO_STRIDE, n * env::PORTFOLIO_STRIDE),
-                 ops::View<const float>(start.portfolio));
-        ops.copy(env_states_.view().subview(i * n * D, n * D), ops::View<const float>(start.states));
+        ops::run(ops, ops::Copy{env_portfolio_.view().subview(i * n * env::PORTFOLIO_STRIDE, n * env::PORTFOLIO_STRIDE),
+                                ops::View<const float>(start.portfolio)});
+        ops::run(ops, ops::Copy{env_states_.view().subview(i * n * D, n * D), ops::View<const float>(start.states)});
         collect_agents[i] = abi::EnvAgent{venv.market(), static_cast<std::uint64_t>(agents[i].run.seed)};
         if (i == 0) market0_ = venv.market();
         ops.synchronize();  // the copies are done before venv's buffers go
@@ -235,9 +236,9 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     ring_states_ = ops.alloc<float>(rows * D);
     ring_next_states_ = ops.alloc<float>(rows * D);
     ring_rewards_ = ops.alloc<float>(rows);
-    ops.fill(ring_states_.view(), 0.0f);
-    ops.fill(ring_next_states_.view(), 0.0f);
-    ops.fill(ring_rewards_.view(), 0.0f);
+    ops::run(ops, ops::Fill{ring_states_.view(), 0.0f});
+    ops::run(ops, ops::Fill{ring_next_states_.view(), 0.0f});
+    ops::run(ops, ops::Fill{ring_rewards_.view(), 0.0f});
     ring_actions_ = ops.from_host<int>(std::vector<int>(rows, 0));
     ring_done_ = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(rows, 0));
 
@@ -249,7 +250,7 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     step_ = ops.from_host<dqn::UpdateStep>(std::vector<dqn::UpdateStep>(N, dqn::UpdateStep{}));
     if (first.dqn.her) {
         her_goals_ = ops.alloc<float>(rows);
-        ops.fill(her_goals_.view(), 0.0f);
+        ops::run(ops, ops::Fill{her_goals_.view(), 0.0f});
         her_obs_ = ops.alloc<float>(N * n * DX);
     }
     // With the IQN head, every sample has `quantiles` fractions: its update's head rows are B * quantiles.
@@ -271,7 +272,7 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         iqn_taus_ = ops.alloc<float>(N * fractions);
     }
     norm_partials_ = ops.alloc<float>(N * ops::dqn_finish_scratch_size());
-    ops.fill(norm_partials_.view(), 0.f);  // the finish's tickets start at zero
+    ops::run(ops, ops::Fill{norm_partials_.view(), 0.f});  // the finish's tickets start at zero
     guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>(N, nn::GuardState{0, 0, -1, 0, 0}));
     stats_ = ops.from_host<dqn::MonitorStats>(std::vector<dqn::MonitorStats>(N, dqn::MonitorStats{}));
     histogram_ = ops.from_host<unsigned long long>(std::vector<unsigned long long>(N * A, 0));
