@@ -1,6 +1,7 @@
 /// @file test_nn_ops.cpp
-/// @brief The network ops on the CPU backend: Adam against a hand-computed two-step case,
-///        clipping, the gate, the global norm against a direct sum, argument and aliasing checks.
+/// @brief The network ops on the CPU backend: ops::AdamStep against a hand-computed two-step
+///        case, clipping, the gate, ops::GlobalNorm against a direct sum, the linear layers'
+///        backward parts, argument and aliasing checks.
 ///        (Linear layers: tests/nn/test_reference_grad.cpp; GPU vs CPU: test_nn_ops_gpu.cpp.)
 #include <catch2/catch.hpp>
 

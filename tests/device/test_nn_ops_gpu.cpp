@@ -1,5 +1,5 @@
 /// @file test_nn_ops_gpu.cpp
-/// @brief [gpu] The CUDA network ops (cuBLAS SGEMMs + cuda/kernels/core_network.cu) against their CPU
+/// @brief [gpu] The CUDA network ops (cuBLAS SGEMMs + cuda/kernels/core_network.cu, core_optim.cu) against their CPU
 ///        twins on seeded random inputs (never zeros) over odd sizes. Each bound comes from the
 ///        error models of support/error_model.hpp, computed from the test's inputs: cuBLAS sums
 ///        in another order than the CPU loops (the reordered-sum model, per element from |X| |W|),

@@ -1,6 +1,8 @@
 /// @file test_utility_ops.cpp
-/// @brief The utility ops (cuda/kernels/core_vector.cu): the CPU reference against the math,
-///        the aliasing guard, and [gpu] the CUDA ops against the CPU twins.
+/// @brief The core vector ops (cuda/abi/core_vector.h, CPU twins in src/ops/core/cpu.cpp) and
+///        Adam at a device step: the CPU twins against the math, the aliasing checks, and [gpu]
+///        the CUDA launches against the CPU twins; then the device runtime's host reads and
+///        stream-ordered memory.
 #include <catch2/catch.hpp>
 
 #include <cmath>

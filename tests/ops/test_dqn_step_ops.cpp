@@ -324,7 +324,7 @@ TEST_CASE("the DQN update's finish: norm, losses, guard, monitor, Adam constants
     CHECK(ops.to_host(counters.cview())[0].updates == 3);
 }
 
-TEST_CASE("DQN Adam + target equals Device::adam_step then the soft target update", "[dqn][ops]") {
+TEST_CASE("DQN Adam + target equals ops::AdamStep then the soft target update", "[dqn][ops]") {
     fh::ops::CpuDevice ops;
     const int P = 1000;
     const auto p0 = random_floats(P, 1), t0 = random_floats(P, 2), g = random_floats(P, 3);
