@@ -1,20 +1,15 @@
 /// @file core_network.h
-/// @brief Kernel signatures of cuda/kernels/core_network.cu: bias + activation, their gradients,
-///        the global gradient norm and Adam (the math: math/core.h).
+/// @brief Kernel signatures of cuda/kernels/core_network.cu: the linear layers' bias + activation,
+///        their gradients, the narrow layers and heads, fused MLP inference and BF16 operands (the
+///        math: math/core.h). The device runtime launches them (src/device/cuda_linear.cpp) beside
+///        its cuBLAS / cuBLASLt products: the linear layers are Device's, not ops.
 #pragma once
 
 #include "math/core.h"
-#include "math/nn.h"
 
 namespace fh::abi {
 
 using core::Activation;
-using core::AdamConstants;
-
-/// Launch shape of the global norm: a fixed grid (independent of the device), so the summation
-/// order and hence the result is the same on every run and every GPU.
-inline constexpr int kNormBlocks = 256;
-inline constexpr int kNormThreads = 256;
 
 /// Whether network_bias_act_forward_kernel runs over quads of four columns: whole float4 rows
 /// (out % 4 == 0, y and b 16-byte aligned) and fewer than 2^31 quads (32-bit indices).
@@ -152,94 +147,12 @@ FH_HD constexpr long long head_backward_partial_floats(int in, int out) {
     return (1LL + out) * in + out;
 }
 
-/// partials[blk] = sum of x[i]^2 over block blk's grid-stride share. Launch exactly
-/// kNormBlocks x kNormThreads. partials (kNormBlocks), x (n).
-using NetworkNormPartials = void(float* __restrict__ partials, const float* __restrict__ x, int n);
-/// out[0] = sqrt(sum of partials), summed in a fixed tree order. One block of kNormThreads.
-using NetworkNormFinish = void(float* __restrict__ out, const float* __restrict__ partials, int n_partials);
-/// network_norm_partials_kernel then network_norm_finish_kernel then training_guard_kernel in one
-/// launch (Device::global_norm and ops::training_guard of an update's tail): every block computes
-/// its partial as the partials kernel does into scratch[0, kNormBlocks); the last block to finish
-/// (a ticket, scratch[kNormBlocks] read as an unsigned, zero between launches) sums them as the
-/// finish kernel does, writes grad_norm[0] and decides the gate as the guard kernel does, then,
-/// with accum, adds the update's statistics to the log's accumulators as saxpy_f32_kernel with
-/// a = 1 does (accum[i] = saxpy_element(accum[i], 1, stats[i]), i < n_stats; stats may hold
-/// grad_norm and losses). The same bits as the separate launches. Launch exactly kNormBlocks x
-/// kNormThreads. x (n), losses (n_losses), gate (1), state (1); accum and stats (n_stats) or null.
-using NetworkNormGuard = void(float* grad_norm, float* __restrict__ scratch, const float* __restrict__ x, int n,
-                              int* __restrict__ gate, nn::GuardState* __restrict__ state, const float* losses,
-                              int n_losses, core::CounterValue update, float* __restrict__ accum, const float* stats,
-                              int n_stats);
-/// Floats of network_norm_guard_kernel's scratch: the partials and the ticket.
-inline constexpr int kNormGuardScratch = kNormBlocks + 1;
-/// The most losses network_norm_guard_agents_kernel passes to an agent's guard.
-inline constexpr int kMaxAgentGuardLosses = 8;
-/// network_norm_guard_kernel for every agent of a population at once (gridDim.y = agents, each
-/// agent's blocks exactly network_norm_guard_kernel's grid): agent a's x is x[a n, (a + 1) n), its
-/// scratch scratch + a kNormGuardScratch, its gate[a] and state[a]. Its statistics are column a of
-/// stats (n_stats, agents), stat-major: its losses stats[k agents + a] for k < n_losses (at most
-/// kMaxAgentGuardLosses), its norm written to stats[norm_index agents + a]; with accum (agents,
-/// n_stats), agent-major, accum[a accum_stride + k] = saxpy_element(accum[a accum_stride + k], 1, stats[k
-/// agents + a]) after the norm's write (accum's rows accum_stride >= n_stats apart: [a accum_stride,
-/// + n_stats) for agent a, where a trainer keeps more sums per agent). Each agent's norm, gate,
-/// state and sums are the single kernel's bits on its slices.
 /// The weight gradients of `count` networks whose rows were split in `splits` slices (a strided
 /// batch of count x splits products into partials, network k's slice s at (k splits + s) size):
 /// dw[k dw_stride + j] = (accumulate ? dw[...] : 0) + sum over s in order of the partials' element
 /// j, for j < size. Any grid (grid-stride over count x size elements).
 using NetworkSplitKReduce = void(float* __restrict__ dw, long long dw_stride, const float* __restrict__ partials,
                                  int size, int splits, int count, int accumulate);
-using NetworkNormGuardAgents = void(float* __restrict__ scratch, const float* __restrict__ x, int n,
-                                    int* __restrict__ gate, nn::GuardState* __restrict__ state, float* stats,
-                                    int agents, int n_losses, int norm_index, core::CounterValue update,
-                                    float* __restrict__ accum, int n_stats, int accum_stride);
-/// Adam's block size (both kernels). The grid has a thread per element (network_adam_kernel) or
-/// per four (network_adam_by4_kernel, whose first n % 4 threads also take the tail): adam_blocks.
-inline constexpr int kAdamThreads = 256;
-/// Whether Adam runs as network_adam_by4_kernel, four elements a thread (float4 loads and stores,
-/// then the tail one a thread), instead of network_adam_kernel, one a thread: at least
-/// kAdamVectorMinElements of them and every array 16-byte aligned (target may be null). The
-/// threshold is where four a thread measured faster (bench/adam-probe.cu: 601,136 elements 4.8
-/// against 5.6 us, 322,644 elements 4.2 against 4.0). Each element's floats are the same either
-/// way.
-inline constexpr long long kAdamVectorMinElements = 1LL << 19;
-FH_HD bool adam_vectorized(const void* params, const void* m, const void* v, const void* grads, const void* target,
-                           long long n) {
-    const unsigned long long bits = reinterpret_cast<unsigned long long>(params) |
-                                    reinterpret_cast<unsigned long long>(m) | reinterpret_cast<unsigned long long>(v) |
-                                    reinterpret_cast<unsigned long long>(grads) |
-                                    reinterpret_cast<unsigned long long>(target);
-    return n >= kAdamVectorMinElements && (bits & 15ULL) == 0;
-}
-/// The blocks of kAdamThreads that Adam's launch over n elements needs (by4: adam_vectorized).
-FH_HD long long adam_blocks(long long n, bool by4) {
-    const long long threads = by4 ? n / 4 : n;
-    return threads > 0 ? (threads + kAdamThreads - 1) / kAdamThreads : 1;
-}
-/// Adam with global-norm clipping, gated: does nothing when gate != null and *gate == 0.
-/// params, m, v, grads (n); grad_norm (1), read only when c.clip_norm > 0; gate (1) or null.
-/// step.counter != null: the update number is step.value(), read from device memory, and the
-/// bias corrections are core::at_step(c, step.value()) (each block computes them once), else
-/// c's. lr_from (1) or null: the learning rate read from device memory instead of c.lr.
-/// target (n) or null: a soft target, after the step (or the gate's skip) target[i] =
-/// core::saxpy_element(target[i] * target_keep, target_tau, params[i]) (ops::SoftTarget).
-/// network_adam_kernel takes one element a thread, network_adam_by4_kernel four (where
-/// adam_vectorized says so); the same floats, equal to the CPU twin's (core::adam_element).
-/// Blocks of kAdamThreads.
-using NetworkAdam = void(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
-                         const float* __restrict__ grads, const float* __restrict__ grad_norm,
-                         const int* __restrict__ gate, core::CounterValue step, const float* __restrict__ lr_from,
-                         AdamConstants c, float* __restrict__ target, float target_tau, float target_keep, int n);
-/// network_adam_kernel for every agent of a population at once (gridDim.y = agents, each agent's
-/// blocks adam_blocks(n, false)): agent a's params, m, v, grads and target (or null) are [a n,
-/// (a + 1) n) of theirs, its norm grad_norm[a] (or null), gate[a] (or null), learning rate lr[a]
-/// (device memory), soft target's tau and keep tau_keep[2 a], tau_keep[2 a + 1] (read when target
-/// is not null); every agent at update number step.value(). Each element's floats are
-/// network_adam_kernel's with that agent's arguments. Blocks of kAdamThreads.
-using NetworkAdamAgents = void(float* __restrict__ params, float* __restrict__ m, float* __restrict__ v,
-                               const float* __restrict__ grads, const float* __restrict__ grad_norm,
-                               const int* __restrict__ gate, core::CounterValue step, const float* __restrict__ lr,
-                               AdamConstants c, float* __restrict__ target, const float* __restrict__ tau_keep, int n);
 
 /// A small MLP's layers for network_mlp_infer_kernel: layer l maps in[l] to out[l] features
 /// (in[l + 1] == out[l]) with weights W (out, in) at params + weight[l] and bias (out) at
@@ -307,13 +220,6 @@ using NetworkRoundBf16 = void(RoundBf16Args args);
     FH_KERNEL(core_network, network_act_bias_grad_batched_kernel, NetworkActBiasGradBatched)       \
     FH_KERNEL(core_network, network_scalar_head_backward_kernel, NetworkHeadBackward)              \
     FH_KERNEL(core_network, network_narrow_head_backward_kernel, NetworkHeadBackward)              \
-    FH_KERNEL(core_network, network_norm_partials_kernel, NetworkNormPartials)                     \
-    FH_KERNEL(core_network, network_norm_guard_agents_kernel, NetworkNormGuardAgents)              \
     FH_KERNEL(core_network, network_split_k_reduce_kernel, NetworkSplitKReduce)                    \
-    FH_KERNEL(core_network, network_adam_agents_kernel, NetworkAdamAgents)                         \
-    FH_KERNEL(core_network, network_norm_finish_kernel, NetworkNormFinish)                         \
-    FH_KERNEL(core_network, network_norm_guard_kernel, NetworkNormGuard)                           \
-    FH_KERNEL(core_network, network_adam_kernel, NetworkAdam)                                      \
-    FH_KERNEL(core_network, network_adam_by4_kernel, NetworkAdam)                                  \
     FH_KERNEL(core_network, network_mlp_infer_kernel, NetworkMlpInfer)                             \
     FH_KERNEL(core_network, network_round_bf16_kernel, NetworkRoundBf16)

@@ -6,11 +6,12 @@
 ///        buffers are [agents][...] with the per-agent sizes given, so a population is one launch.
 #pragma once
 
-#include "abi/core_network.h"
 #include "abi/view.h"
-// env.h's host part must not reach the kernel table before this header's kernel list exists.
+// env.h's and core_optim.h's host parts must not reach the kernel table before this header's
+// kernel list exists.
 #pragma push_macro("FH_INCLUDING_KERNEL_LISTS")
 #define FH_INCLUDING_KERNEL_LISTS
+#include "abi/core_optim.h"
 #include "abi/env.h"
 #pragma pop_macro("FH_INCLUDING_KERNEL_LISTS")
 #include "math/dqn.h"
@@ -470,7 +471,7 @@ constexpr std::size_t dqn_finish_scratch_size() noexcept {
 }
 
 /// The update's finish, per agent: the global norm of grads (N, P) (the fixed grid and trees of
-/// Device::global_norm, emulated exactly by the CPU twin), the batch sums of sample_stats
+/// ops::GlobalNorm, emulated exactly by the CPU twin), the batch sums of sample_stats
 /// (N, kSampleStats, B) in a fixed tree, then dqn::finish_update: the batch-mean losses, the training
 /// guard's decision, the monitor, this update's Adam constants and target copy, and counters'
 /// update count. step, guard, stats, counters (N); norm_partials (N, dqn_finish_scratch_size()).
@@ -498,7 +499,7 @@ inline void check(const DqnUpdateFinish& a) {
                                   detail::range("sample_stats", sample_stats), detail::range("agent", agent)});
 }
 FH_LAUNCH(DqnUpdateFinish) {
-    // One launch: the partials of Device::global_norm (its fixed grid) for every agent, each
+    // One launch: the partials of ops::GlobalNorm (its fixed grid) for every agent, each
     // agent's last block finishing.
     DqnUpdateFinish k = a;
     k.n = static_cast<int>(a.grads.size() / a.agent.size());

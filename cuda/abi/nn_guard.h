@@ -1,19 +1,44 @@
 /// @file nn_guard.h
-/// @brief Kernel signature of cuda/kernels/nn_guard.cu, the training guard (math: math/nn.h).
+/// @brief The training guard, its kernel in cuda/kernels/nn_guard.cu (math: math/nn.h). CPU twin:
+///        src/ops/nn/cpu.cpp.
 #pragma once
 
+#include "abi/view.h"
 #include "math/core.h"
 #include "math/nn.h"
 
-namespace fh::abi {
+namespace fh::ops {
 
-using nn::GuardState;
+/// gate (1) = 1 when every loss (n_losses) and the gradient norm (1) are finite, else 0
+/// (nn::guard_decide); updates the guard counters state (1). `update` is the update number, from
+/// the host or from device memory (counter_value: a captured update's counter). One thread.
+struct TrainingGuard {
+    View<int> gate;
+    View<nn::GuardState> state;
+    View<const float> losses;
+    View<const float> grad_norm;
+    core::CounterValue update;
+};
 
-/// gate[0] = guard_decide(state, losses (n_losses), grad_norm[0], update.value()): the update
-/// number from the launch or from device memory. One thread.
-using TrainingGuard = void(int* __restrict__ gate, GuardState* __restrict__ state, const float* __restrict__ losses,
-                           int n_losses, const float* __restrict__ grad_norm, core::CounterValue update);
+}  // namespace fh::ops
 
-}  // namespace fh::abi
+#define FH_KERNELS_nn_guard(FH_KERNEL) FH_KERNEL(nn_guard, training_guard_kernel, Op<fh::ops::TrainingGuard>)
 
-#define FH_KERNELS_nn_guard(FH_KERNEL) FH_KERNEL(nn_guard, training_guard_kernel, TrainingGuard)
+#ifndef __CUDACC__
+#include "ops/op_begin.hpp"
+
+inline void check(const TrainingGuard& a) {
+    detail::require_size(a.gate.size(), 1, "training_guard", "gate");
+    detail::require_size(a.state.size(), 1, "training_guard", "state");
+    detail::require_size(a.grad_norm.size(), 1, "training_guard", "grad_norm");
+    if (a.losses.empty()) throw std::invalid_argument("ops::training_guard: no losses");
+    detail::require_distinct("training_guard",
+                             {detail::range("gate", a.gate), detail::range("state", a.state),
+                              detail::range("losses", a.losses), detail::range("grad_norm", a.grad_norm)});
+}
+FH_LAUNCH(TrainingGuard) {
+    gpu.kernels().training_guard_kernel(gpu.stream(), LaunchDims{dim3(1), dim3(32), 0}, a);
+}
+
+#include "ops/op_end.hpp"
+#endif

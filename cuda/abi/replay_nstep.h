@@ -43,7 +43,7 @@ namespace fh::ops {
 /// A batch of n-step transitions from the replay ring (replay::sample_nstep).
 /// states, next_states (B, state_dim); actions, returns, discounts (B). update_from (1) or
 /// empty: the RNG's update number read from device memory instead of p.update (a captured
-/// update's counter, Device::increment). advance: the update number is advance.counter[0] + 1,
+/// update's counter, ops::Increment). advance: the update number is advance.counter[0] + 1,
 /// which the launch leaves in the counter (CounterAdvance; not with update_from).
 struct NstepSample {
     View<float> states;

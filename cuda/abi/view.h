@@ -59,7 +59,7 @@ T* or_null(View<T> v) noexcept {
 }
 
 /// A device counter that the op reading it advances in its own launch (a captured sequence's
-/// first op, instead of a Device::increment launch before it): the op uses counter[0] + 1 and
+/// first op, instead of an ops::Increment launch before it): the op uses counter[0] + 1 and
 /// leaves that in counter[0]. ticket (1): a zeroed scratch of the CUDA twin (its last block to
 /// finish advances), zero again after. Empty counter: none. (nstep_sample takes one.)
 struct CounterAdvance {

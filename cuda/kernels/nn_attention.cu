@@ -16,21 +16,17 @@
 using fh::device::global_thread_index;
 using fh::device::grid_thread_count;
 
-extern "C" __global__ void group_attention_forward_kernel(float* __restrict__ x_out, float* __restrict__ alpha,
-                                                          const float* __restrict__ x, const float* __restrict__ scores,
-                                                          fh::attention::Groups groups, int D, int rows, int x_rows) {
-    const int G = groups.count;
-    for (long long r = global_thread_index(); r < rows; r += grid_thread_count())
-        fh::attention::forward_row(x_out + r * D, alpha + r * G, x + (r % x_rows) * D, scores + r * G, groups);
+extern "C" __global__ void group_attention_forward_kernel(fh::ops::GroupAttentionForward a) {
+    const int G = a.groups.count, D = a.groups.begin[G];
+    for (long long r = global_thread_index(); r < a.rows; r += grid_thread_count())
+        fh::attention::forward_row(a.x_out + r * D, a.alpha + r * G, a.x + (r % a.x_rows) * D, a.scores + r * G,
+                                   a.groups);
 }
 
-extern "C" __global__ void group_attention_backward_kernel(float* __restrict__ d_scores,
-                                                           const float* __restrict__ d_x_out,
-                                                           const float* __restrict__ x, const float* __restrict__ alpha,
-                                                           fh::attention::Groups groups, int D, int rows) {
-    const int G = groups.count;
-    for (long long r = global_thread_index(); r < rows; r += grid_thread_count())
-        fh::attention::backward_row(d_scores + r * G, d_x_out + r * D, x + r * D, alpha + r * G, groups);
+extern "C" __global__ void group_attention_backward_kernel(fh::ops::GroupAttentionBackward a) {
+    const int G = a.groups.count, D = a.groups.begin[G];
+    for (long long r = global_thread_index(); r < a.rows; r += grid_thread_count())
+        fh::attention::backward_row(a.d_scores + r * G, a.d_x_out + r * D, a.x + r * D, a.alpha + r * G, a.groups);
 }
 
 FH_KERNELS_nn_attention(FH_CHECK_KERNEL_ABI)

@@ -14,20 +14,20 @@
 using fh::device::global_thread_index;
 using fh::device::grid_thread_count;
 
-extern "C" __global__ void epsilon_greedy_kernel(int* __restrict__ actions, const float* __restrict__ q,
-                                                 int num_actions, float epsilon, std::uint64_t seed, std::uint64_t step,
-                                                 int n) {
+extern "C" __global__ void epsilon_greedy_kernel(fh::ops::EpsilonGreedy a) {
+    const long long n = static_cast<long long>(a.actions.size());
     for (long long e = global_thread_index(); e < n; e += grid_thread_count())
-        actions[e] =
-            fh::policy::epsilon_greedy(q + e * num_actions, num_actions, epsilon, seed, static_cast<int>(e), step);
+        a.actions[e] = fh::policy::epsilon_greedy(a.q + e * a.num_actions, a.num_actions, a.epsilon, a.seed,
+                                                  static_cast<int>(e), a.step);
 }
 
-extern "C" __global__ void action_histogram_kernel(unsigned long long* __restrict__ histogram,
-                                                   const int* __restrict__ actions, int num_actions, int n,
-                                                   int rows_per_agent) {
+extern "C" __global__ void action_histogram_kernel(fh::ops::ActionHistogram a) {
+    const long long n = static_cast<long long>(a.actions.size());
+    const int rows_per_agent = static_cast<int>(n / a.agents);
     for (long long e = global_thread_index(); e < n; e += grid_thread_count()) {
-        const int a = actions[e];
-        if (a >= 0 && a < num_actions) atomicAdd(histogram + e / rows_per_agent * num_actions + a, 1ull);
+        const int action = a.actions[e];
+        if (action >= 0 && action < a.num_actions)
+            atomicAdd(a.histogram + e / rows_per_agent * a.num_actions + action, 1ull);
     }
 }
 

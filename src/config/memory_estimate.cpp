@@ -12,6 +12,7 @@
 #include <string>
 
 #include "abi/core_network.h"
+#include "abi/core_optim.h"
 #include "data/features.hpp"
 #include "math/backtest.h"
 #include "math/ppo.h"

@@ -1,5 +1,5 @@
 /// @file cpu_device.cpp
-/// @brief The CPU reference backend's memory and core ops: plain loops written from the math
+/// @brief The CPU reference backend's memory and linear layers: plain loops written from the math
 ///        (math/core.h, src/device/linear_reference.hpp), the oracle the CUDA backend is tested against.
 #include "device/cpu_device.hpp"
 
@@ -33,38 +33,6 @@ void CpuDevice::download_bytes(void* dst, const void* src, std::size_t bytes) {
 
 void CpuDevice::copy_bytes(void* dst, const void* src, std::size_t bytes) {
     std::memcpy(dst, src, bytes);
-}
-
-void CpuDevice::fill_impl(View<float> y, float value) {
-    for (std::size_t i = 0; i < y.size(); ++i) y.data()[i] = value;
-}
-
-void CpuDevice::copy_impl(View<float> dst, View<const float> src) {
-    for (std::size_t i = 0; i < dst.size(); ++i) dst.data()[i] = src.data()[i];
-}
-
-void CpuDevice::copy_group_impl(std::span<const CopyPair> copies) {
-    for (const CopyPair& c : copies)
-        if (!c.dst.empty())
-            for (std::size_t r = 0; r < c.rows; ++r)
-                std::memcpy(c.dst.data() + r * c.dst_pitch, c.src.data() + r * c.src_pitch, c.width);
-}
-
-void CpuDevice::saxpy_impl(View<float> y, float a, View<const float> x) {
-    for (std::size_t i = 0; i < y.size(); ++i) y.data()[i] = core::saxpy_element(y.data()[i], a, x.data()[i]);
-}
-
-void CpuDevice::scale_impl(View<float> y, float alpha) {
-    for (std::size_t i = 0; i < y.size(); ++i) y.data()[i] *= alpha;
-}
-
-void CpuDevice::mean_impl(View<float> out, View<const float> x) {
-    const std::size_t n = x.size() / out.size();
-    for (std::size_t s = 0; s < out.size(); ++s) {
-        double sum = 0.0;
-        for (std::size_t i = 0; i < n; ++i) sum += x.data()[s * n + i];
-        out.data()[s] = static_cast<float>(sum / static_cast<double>(n));
-    }
 }
 
 // gpu.precision = "bf16": every product's operands rounded to BF16 first (the CUDA backend rounds
@@ -153,45 +121,6 @@ void CpuDevice::linear_backward_batched_impl(View<float> dX, View<float> grads, 
                                              BackwardPart parts) {
     linear_backward_each(dX, grads, dY, Y, X, x_stride, params, param_stride, w_offset, b_offset, count, batch, in, out,
                          act, accumulate, parts);
-}
-
-void CpuDevice::global_norm_impl(View<float> out, View<const float> x, View<float> /*scratch*/) {
-    double s = 0.0;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-        const double xi = x.data()[i];
-        s += xi * xi;
-    }
-    out.data()[0] = static_cast<float>(std::sqrt(s));
-}
-
-void CpuDevice::increment_impl(View<long long> counter) {
-    counter.data()[0] += 1;
-}
-
-void CpuDevice::copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter,
-                                long long period) {
-    if (counter.data()[0] % period != 0) return;
-    std::copy(src.data(), src.data() + src.size(), dst.data());
-}
-
-void CpuDevice::adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                               View<const float> grad_norm, View<const int> gate, core::CounterValue step,
-                               View<const float> lr, const core::AdamConstants& constants, const SoftTarget& target) {
-    const auto follow = [&] {  // the soft target, after the step (or its skip)
-        float* t = target.target.data();
-        for (std::size_t i = 0; i < target.target.size(); ++i)
-            t[i] = core::saxpy_element(t[i] * target.keep, target.tau, params.data()[i]);
-    };
-    if (!gate.empty() && gate.data()[0] == 0) {  // the guard skipped this update
-        follow();
-        return;
-    }
-    core::AdamConstants c = step.counter != nullptr ? core::at_step(constants, step.value()) : constants;
-    if (!lr.empty()) c.lr = lr.data()[0];
-    const float scale = c.clip_norm > 0.f ? core::clip_scale(grad_norm.data()[0], c.clip_norm) : 1.f;
-    for (std::size_t i = 0; i < params.size(); ++i)
-        core::adam_element(params.data()[i], m.data()[i], v.data()[i], grads.data()[i], scale, c);
-    follow();
 }
 
 }  // namespace fh::ops

@@ -1,7 +1,7 @@
 /// @file cpu_device.hpp
 /// @brief The CPU reference backend: plain loops written from the math, readable as
-///        documentation; the oracle the CUDA backend is tested against. Op families' CPU twins
-///        are free functions (ops::cpu_twin, src/ops/<family>/cpu.cpp).
+///        documentation; the oracle the CUDA backend is tested against. The ops' CPU twins are
+///        free functions (ops::cpu, src/ops/<family>/cpu.cpp).
 #pragma once
 
 #include "device/device.hpp"
@@ -21,15 +21,6 @@ protected:
     void download_bytes(void* dst, const void* src, std::size_t bytes) override;
     void copy_bytes(void* dst, const void* src, std::size_t bytes) override;
 
-    void fill_impl(View<float> y, float value) override;
-    void copy_impl(View<float> dst, View<const float> src) override;
-    void copy_group_impl(std::span<const CopyPair> copies) override;
-    void saxpy_impl(View<float> y, float a, View<const float> x) override;
-    void scale_impl(View<float> y, float alpha) override;
-    void mean_impl(View<float> out, View<const float> x) override;
-    void increment_impl(View<long long> counter) override;
-    void copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter,
-                         long long period) override;
     void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch,
                              int in, int out, Activation act) override;
     void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
@@ -47,10 +38,6 @@ protected:
     void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                               View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
                               bool accumulate, BackwardPart parts) override;
-    void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) override;
-    void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                        View<const float> grad_norm, View<const int> gate, core::CounterValue step,
-                        View<const float> lr, const core::AdamConstants& c, const SoftTarget& target) override;
 
 private:
     /// A product's operand of n floats: x itself, or in bf16 its values rounded to BF16

@@ -1,11 +1,8 @@
 /// @file cuda_device.cpp
 /// @brief The CUDA backend's runtime: the device, its lanes (streams with their cuBLAS handles and
 ///        scratch), forks and joins (run_concurrently), CUDA Graphs (run_sequence), memory from the
-///        stream-ordered pool and the transfers, precision's library modes, and the core ops that
-///        are one kernel each (core_vector, the global norm, Adam), all on the current lane's
-///        stream. The linear layers (products, their GEMM choices and precision): cuda_linear.cpp.
-///        Device:: (src/device/device.cpp) checked sizes and that outputs are distinct from every
-///        other operand before these run.
+///        stream-ordered pool and the transfers, and precision's library modes. The linear layers
+///        (products, their GEMM choices and precision): cuda_linear.cpp.
 
 #include "device/cuda_device.hpp"
 
@@ -21,8 +18,6 @@
 #include <cstdint>
 
 namespace fh::ops {
-
-using cuda::LaunchDims;
 
 namespace {
 constexpr std::uint64_t kPoolKeepBytes = std::uint64_t{64} << 20;
@@ -260,88 +255,6 @@ void CudaDevice::copy_bytes(void* dst, const void* src, std::size_t bytes) {
     if (cuda::op_filtered(label, stream())) return;  // bench --ablate
     const cuda::TimedRegion timed(label, stream());
     FH_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
-}
-
-void CudaDevice::fill_impl(View<float> y, float value) {
-    kernels().fill_f32_kernel(stream(), LaunchDims::linear(y.size()), y.data(), value, static_cast<int>(y.size()));
-}
-
-void CudaDevice::copy_impl(View<float> dst, View<const float> src) {
-    // Distinct buffers: Device::copy refused overlap before calling here.
-    kernels().copy_f32_kernel(stream(), LaunchDims::linear(dst.size()), dst.data(), src.data(),
-                              static_cast<int>(dst.size()));
-}
-
-void CudaDevice::copy_group_impl(std::span<const CopyPair> copies) {
-    // One launch, a grid row (grid.y) per non-empty copy; Device::copy_group checked the overlaps.
-    abi::CopyGroupArgs args{};
-    unsigned count = 0;
-    std::size_t longest = 0;
-    for (const CopyPair& c : copies) {
-        if (c.dst.empty()) continue;
-        args.dst[count] = c.dst.data();
-        args.src[count] = c.src.data();
-        args.bytes[count] = static_cast<long long>(c.width);
-        args.rows[count] = static_cast<long long>(c.rows);
-        args.dst_pitch[count] = static_cast<long long>(c.dst_pitch);
-        args.src_pitch[count] = static_cast<long long>(c.src_pitch);
-        longest = std::max(longest, c.width * c.rows);
-        ++count;
-    }
-    if (count == 0) return;
-    LaunchDims dims = LaunchDims::linear((longest + 3) / 4);
-    dims.grid.y = count;
-    kernels().copy_group_kernel(stream(), dims, args);
-}
-
-void CudaDevice::saxpy_impl(View<float> y, float a, View<const float> x) {
-    // Distinct buffers: Device::saxpy refused overlap before calling here.
-    kernels().saxpy_f32_kernel(stream(), LaunchDims::linear(y.size()), y.data(), x.data(), a,
-                               static_cast<int>(y.size()));
-}
-
-void CudaDevice::scale_impl(View<float> y, float alpha) {
-    kernels().scale_f32_kernel(stream(), LaunchDims::linear(y.size()), y.data(), alpha, static_cast<int>(y.size()));
-}
-
-void CudaDevice::mean_impl(View<float> out, View<const float> x) {
-    kernels().mean_f32_kernel(stream(), LaunchDims{dim3(static_cast<unsigned>(out.size())), dim3(abi::kMeanThreads), 0},
-                              out.data(), x.data(), static_cast<int>(x.size() / out.size()));
-}
-
-void CudaDevice::increment_impl(View<long long> counter) {
-    kernels().increment_i64_kernel(stream(), LaunchDims{dim3(1), dim3(1), 0}, counter.data());
-}
-
-void CudaDevice::copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter,
-                                 long long period) {
-    kernels().copy_every_f32_kernel(stream(), LaunchDims::linear(dst.size()), dst.data(), src.data(), counter.data(),
-                                    period, static_cast<int>(dst.size()));
-}
-
-void CudaDevice::global_norm_impl(View<float> out, View<const float> x, View<float> scratch) {
-    // A fixed grid (abi::kNormBlocks x kNormThreads, whatever the device): a fixed summation
-    // order, so the norm is the same on every run. out, x and scratch are distinct.
-    const LaunchDims partial_dims{dim3(abi::kNormBlocks), dim3(abi::kNormThreads), 0};
-    const LaunchDims finish_dims{dim3(1), dim3(abi::kNormThreads), 0};
-    kernels().network_norm_partials_kernel(stream(), partial_dims, scratch.data(), x.data(),
-                                           static_cast<int>(x.size()));
-    kernels().network_norm_finish_kernel(stream(), finish_dims, out.data(), scratch.data(), abi::kNormBlocks);
-}
-
-void CudaDevice::adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                                View<const float> grad_norm, View<const int> gate, core::CounterValue step,
-                                View<const float> lr, const core::AdamConstants& c, const SoftTarget& target) {
-    // params, m, v, grads and grad_norm are distinct; gate overlaps none of the written buffers.
-    float* const t = target.target.empty() ? nullptr : target.target.data();
-    const bool by4 =
-        abi::adam_vectorized(params.data(), m.data(), v.data(), grads.data(), t, static_cast<long long>(params.size()));
-    const auto blocks = abi::adam_blocks(static_cast<long long>(params.size()), by4);  // a thread per unit
-    const LaunchDims dims{dim3(static_cast<unsigned>(blocks)), dim3(abi::kAdamThreads), 0};
-    auto& launch = by4 ? kernels().network_adam_by4_kernel : kernels().network_adam_kernel;
-    launch(stream(), dims, params.data(), m.data(), v.data(), grads.data(),
-           grad_norm.empty() ? nullptr : grad_norm.data(), gate.empty() ? nullptr : gate.data(), step,
-           lr.empty() ? nullptr : lr.data(), c, t, target.tau, target.keep, static_cast<int>(params.size()));
 }
 
 }  // namespace fh::ops

@@ -1,9 +1,8 @@
 /// @file cuda_device.hpp
 /// @brief The CUDA backend: the device, its stream, the embedded kernels (typed handles) and
 ///        cuBLAS. Every op is asynchronous on the stream; downloads synchronise. The ops' launch
-///        rules (cuda/abi/<module>.h; the nn family's ops::cuda_twin) launch
-///        through kernels() on stream(). Defined in cuda_device.cpp (the runtime: lanes, graphs,
-///        memory, the one-kernel core ops) and cuda_linear.cpp (the linear layers: products, their
+///        rules (cuda/abi/<module>.h) launch through kernels() on stream(). Defined in
+///        cuda_device.cpp (the runtime: lanes, graphs, memory) and cuda_linear.cpp (the linear layers: products, their
 ///        GEMM choices and precision); the lanes in cuda_lane.hpp.
 #pragma once
 
@@ -75,15 +74,6 @@ protected:
     void download_bytes(void* dst, const void* src, std::size_t bytes) override;
     void copy_bytes(void* dst, const void* src, std::size_t bytes) override;
 
-    void fill_impl(View<float> y, float value) override;
-    void copy_impl(View<float> dst, View<const float> src) override;
-    void copy_group_impl(std::span<const CopyPair> copies) override;
-    void saxpy_impl(View<float> y, float a, View<const float> x) override;
-    void scale_impl(View<float> y, float alpha) override;
-    void mean_impl(View<float> out, View<const float> x) override;
-    void increment_impl(View<long long> counter) override;
-    void copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter,
-                         long long period) override;
     void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch,
                              int in, int out, Activation act) override;
     void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride, View<const float> params,
@@ -103,10 +93,6 @@ protected:
     void linear_backward_impl(View<float> dX, View<float> dW, View<float> db, View<float> dY, View<const float> Y,
                               View<const float> X, View<const float> W, int batch, int in, int out, Activation act,
                               bool accumulate, BackwardPart parts) override;
-    void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) override;
-    void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                        View<const float> grad_norm, View<const int> gate, core::CounterValue step,
-                        View<const float> lr, const core::AdamConstants& c, const SoftTarget& target) override;
 
 private:
     /// Y = tanh(X W^T + b) for layers of at most abi::kLinearNarrowMaxIn inputs: product, bias and

@@ -1,5 +1,6 @@
 /// @file device.cpp
-/// @brief The core ops' argument checks, run once for both backends before their implementations.
+/// @brief The linear layers' argument checks, run once for both backends before their
+///        implementations; gpu.precision's names; counter_value.
 #include "device/device.hpp"
 
 #include <fmt/format.h>
@@ -46,73 +47,6 @@ std::size_t layer_end(std::size_t w_offset, std::ptrdiff_t b_offset, int in, int
 }
 
 }  // namespace
-
-void Device::fill(View<float> y, float value) {
-    detail::checked_int_size(y.size(), "fill");
-    if (!y.empty()) fill_impl(y, value);
-}
-
-void Device::copy(View<float> dst, View<const float> src) {
-    detail::require_same_size(dst.size(), src.size(), "copy");
-    detail::checked_int_size(dst.size(), "copy");
-    if (overlaps(dst, View<const float>(src)))
-        throw std::invalid_argument(
-            "ops::copy: dst and src overlap; the copy kernel's pointers are "
-            "__restrict__ and must refer to distinct buffers");
-    if (!dst.empty()) copy_impl(dst, src);
-}
-
-void Device::copy_group(std::span<const CopyPair> copies) {
-    if (copies.size() > static_cast<std::size_t>(abi::kCopyGroupMax))
-        throw std::invalid_argument(
-            fmt::format("ops::copy_group: {} copies, at most {} in one group", copies.size(), abi::kCopyGroupMax));
-    for (std::size_t i = 0; i < copies.size(); ++i) {
-        const CopyPair& c = copies[i];
-        if (c.rows == 1 && c.elements != c.src_elements)
-            throw std::invalid_argument(
-                fmt::format("ops::copy_group: copy {} has {} elements to {} from", i, c.elements, c.src_elements));
-        if (c.rows != 1 && (c.rows == 0 || c.dst_pitch < c.width || c.src_pitch < c.width ||
-                            (c.rows - 1) * c.dst_pitch + c.width > c.dst.size() ||
-                            (c.rows - 1) * c.src_pitch + c.width > c.src.size()))
-            throw std::invalid_argument(fmt::format(
-                "ops::copy_group: copy {}'s {} rows of {} bytes exceed its buffers or pitches", i, c.rows, c.width));
-        for (std::size_t j = 0; j < copies.size(); ++j) {
-            if (overlaps(c.dst, copies[j].src))
-                throw std::invalid_argument(fmt::format("ops::copy_group: copy {}'s dst overlaps copy {}'s src", i, j));
-            if (j != i && overlaps(c.dst, copies[j].dst))
-                throw std::invalid_argument(
-                    fmt::format("ops::copy_group: copies {} and {} write the same bytes", i, j));
-        }
-    }
-    copy_group_impl(copies);
-}
-
-void Device::saxpy(View<float> y, float a, View<const float> x) {
-    detail::require_same_size(y.size(), x.size(), "saxpy");
-    detail::checked_int_size(y.size(), "saxpy");
-    if (overlaps(y, x))
-        throw std::invalid_argument(
-            "ops::saxpy: y and x overlap. The saxpy kernel's pointers are __restrict__, so an "
-            "aliased call is undefined behaviour (an aliased saxpy can produce NaNs). To scale "
-            "a buffer in place use ops::scale (scale_f32_kernel).");
-    if (!y.empty()) saxpy_impl(y, a, x);
-}
-
-void Device::scale(View<float> y, float alpha) {
-    detail::checked_int_size(y.size(), "scale");
-    if (!y.empty()) scale_impl(y, alpha);
-}
-
-void Device::mean(View<float> out, View<const float> x) {
-    if (out.empty() || x.empty()) throw std::invalid_argument("ops::mean: empty input or output");
-    if (x.size() % out.size() != 0)
-        throw std::invalid_argument("ops::mean: " + std::to_string(x.size()) + " inputs do not split into " +
-                                    std::to_string(out.size()) + " equal segments");
-    detail::checked_int_size(x.size(), "mean");
-    detail::checked_int_size(out.size(), "mean");
-    detail::require_distinct("mean", {detail::range("out", out), detail::range("x", x)});
-    mean_impl(out, x);
-}
 
 void Device::linear_forward(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch,
                             int in, int out, Activation act) {
@@ -285,85 +219,6 @@ void Device::linear_backward_each(View<float> dX, View<float> grads, View<float>
     }
 }
 
-void Device::global_norm(View<float> out, View<const float> x, View<float> scratch) {
-    const char* op = "global_norm";
-    detail::require_size(out.size(), 1, op, "out");
-    if (scratch.size() < global_norm_scratch_size())
-        throw std::invalid_argument(
-            fmt::format("ops::global_norm: scratch has {} floats, needs {} "
-                        "(Device::global_norm_scratch_size())",
-                        scratch.size(), global_norm_scratch_size()));
-    detail::checked_int_size(x.size(), op);
-    detail::require_distinct(op, {detail::range("out", out), detail::range("x", x), detail::range("scratch", scratch)});
-    global_norm_impl(out, x, scratch.subview(0, global_norm_scratch_size()));
-}
-
-void Device::check_adam(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                        View<const float> grad_norm, View<const int> gate, const AdamParams& p) {
-    const char* op = "adam_step";
-    const std::size_t n = params.size();
-    detail::require_size(m.size(), n, op, "m");
-    detail::require_size(v.size(), n, op, "v");
-    detail::require_size(grads.size(), n, op, "grads");
-    detail::checked_int_size(n, op);
-    if (p.clip_norm > 0.f) detail::require_size(grad_norm.size(), 1, op, "grad_norm (clip_norm > 0)");
-    if (!gate.empty()) detail::require_size(gate.size(), 1, op, "gate");
-    if (!(p.lr >= 0.f) || !(p.beta1 >= 0.f && p.beta1 < 1.f) || !(p.beta2 >= 0.f && p.beta2 < 1.f) || !(p.eps > 0.f) ||
-        !(p.weight_decay >= 0.f) || std::isnan(p.clip_norm))
-        throw std::invalid_argument(
-            fmt::format("ops::adam_step: invalid hyper-parameters (lr {}, beta1 {}, beta2 {}, eps {}, "
-                        "weight_decay {}, clip_norm {}): need lr >= 0, betas in [0, 1), eps > 0, "
-                        "weight_decay >= 0",
-                        p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.clip_norm));
-    const View<const int> gate_c = gate;
-    const bool gate_overlaps = overlaps(params, gate_c) || overlaps(m, gate_c) || overlaps(v, gate_c);
-    if (gate_overlaps) throw std::invalid_argument("ops::adam_step: gate overlaps an updated buffer");
-    const View<const float> norm = p.clip_norm > 0.f ? grad_norm : View<const float>();
-    detail::require_distinct(
-        op, {detail::range("params", params), detail::range("m", m), detail::range("v", v),
-             detail::range("grads", grads), detail::range("grad_norm", norm), detail::range("gate", gate)});
-}
-
-void Device::adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                       View<const float> grad_norm, View<const int> gate, const AdamParams& p) {
-    if (p.step < 1)
-        throw std::invalid_argument(fmt::format("ops::adam_step: step must be >= 1 (1-based), got {}", p.step));
-    check_adam(params, m, v, grads, grad_norm, gate, p);
-    if (params.empty()) return;
-    adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, CounterValue(), {},
-                   core::at_step(core::constants_of(p), p.step), SoftTarget{});
-}
-
-void Device::adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                       View<const float> grad_norm, View<const int> gate, CounterValue step, const AdamParams& p,
-                       View<const float> lr, SoftTarget target) {
-    check_adam(params, m, v, grads, grad_norm, gate, p);
-    if (!target.target.empty()) {
-        const char* op = "adam_step";
-        detail::require_size(target.target.size(), params.size(), op, "target");
-        if (!(target.tau > 0.f && target.tau <= 1.f))
-            throw std::invalid_argument(
-                fmt::format("ops::adam_step: target tau must be in (0, 1], got {}", target.tau));
-        detail::require_distinct(
-            op, {detail::range("target", target.target), detail::range("params", params), detail::range("m", m),
-                 detail::range("v", v), detail::range("grads", grads), detail::range("grad_norm", grad_norm),
-                 detail::range("gate", gate), detail::range("lr", lr)});
-    }
-    if (!lr.empty()) {
-        detail::require_size(lr.size(), 1, "adam_step", "lr");
-        if (overlaps(params, lr) || overlaps(m, lr) || overlaps(v, lr))
-            throw std::invalid_argument("ops::adam_step: lr overlaps an updated buffer");
-    }
-    if (step.counter == nullptr && step.offset < 1)
-        throw std::invalid_argument(fmt::format("ops::adam_step: step must be >= 1 (1-based), got {}", step.offset));
-    if (params.empty()) return;
-    core::AdamConstants c = core::constants_of(p);
-    if (step.counter == nullptr)
-        c = core::at_step(c, step.offset);  // a host value: the corrections here
-                                            // (else the kernel computes them)
-    adam_step_impl(params, m, v, grads, p.clip_norm > 0.f ? grad_norm : View<const float>(), gate, step, lr, c, target);
-}
-
 std::string_view precision_name(Precision p) noexcept {
     switch (p) {
         case Precision::tf32:
@@ -406,22 +261,6 @@ std::string precision_effect(Precision p, Backend b) {
 CounterValue counter_value(View<const long long> counter, long long scale, long long offset) {
     detail::require_size(counter.size(), 1, "counter_value", "counter");
     return CounterValue(counter.data(), scale, offset);
-}
-
-void Device::increment(View<long long> counter) {
-    detail::require_size(counter.size(), 1, "increment", "counter");
-    increment_impl(counter);
-}
-
-void Device::copy_every(View<float> dst, View<const float> src, View<const long long> counter, long long period) {
-    const char* op = "copy_every";
-    detail::require_same_size(dst.size(), src.size(), op);
-    detail::require_size(counter.size(), 1, op, "counter");
-    detail::checked_int_size(dst.size(), op);
-    if (period < 1) throw std::invalid_argument(fmt::format("ops::copy_every: period must be >= 1, got {}", period));
-    if (overlaps(dst, src)) throw std::invalid_argument("ops::copy_every: dst and src overlap");
-    if (overlaps(dst, counter)) throw std::invalid_argument("ops::copy_every: dst overlaps the counter");
-    if (!dst.empty()) copy_every_impl(dst, src, counter, period);
 }
 
 }  // namespace fh::ops

@@ -1,20 +1,18 @@
 /// @file device.hpp
 /// @brief The device core every layer is written against: memory (Buffer, upload, download),
-///        synchronisation, and the generic numeric ops (fill, copy, scale, saxpy, mean, the linear
-///        layer and its backward, the global norm, Adam). Two implementations: CpuDevice (plain
-///        loops, the reference; src/device/cpu_device.*) and CudaDevice (embedded kernels and
-///        cuBLAS on one stream; src/device/cuda_device.*, its linear layers in
-///        src/device/cuda_linear.cpp).
+///        synchronisation, streams and graphs, and the linear layers (their products are the
+///        runtime's GEMM choices: cuBLAS / cuBLASLt algorithms, split-K, precision). Two
+///        implementations: CpuDevice (plain loops, the reference; src/device/cpu_device.*) and
+///        CudaDevice (embedded kernels and cuBLAS on one stream; src/device/cuda_device.*, its
+///        linear layers in src/device/cuda_linear.cpp).
 ///
 /// Everything else is an op: an argument struct declared in cuda/abi/<module>.h, run by
-/// ops::run (src/ops/op.hpp), or, in the nn family, not yet converted,
-/// a function in src/ops/<family>/ops.hpp. docs/architecture.md shows how to add an op.
+/// ops::run (src/ops/op.hpp). docs/architecture.md shows how to add an op.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -25,7 +23,6 @@
 #include <vector>
 
 #include "abi/core_network.h"
-#include "abi/core_vector.h"
 #include "math/core.h"
 #include "device/checks.hpp"
 #include "abi/view.h"
@@ -55,40 +52,10 @@ using CounterValue = core::CounterValue;
 
 class CudaDevice;
 
-/// One copy of Device::copy_group: dst = src, element for element, for any trivially copyable
-/// element type (the sizes must match: checked); or, made by strided(), `rows` rows of `width`
-/// elements, row r from src + r src_pitch to dst + r dst_pitch (e.g. a step's (agents, n) values
-/// into row t of every agent's (T, n) rollout).
-struct CopyPair {
-    template <class T>
-    requires std::is_trivially_copyable_v<T> &&
-        (!std::is_const_v<T>)CopyPair(View<T> dst, std::type_identity_t<View<const T>> src)
-        : dst(reinterpret_cast<std::byte*>(dst.data()), dst.size() * sizeof(T)),
-          src(reinterpret_cast<const std::byte*>(src.data()), src.size() * sizeof(T)),
-          elements(dst.size()),
-          src_elements(src.size()),
-          width(dst.size() * sizeof(T)) {}
-    template <class T>
-    requires std::is_trivially_copyable_v<T> &&(!std::is_const_v<T>)static CopyPair
-        strided(View<T> dst, std::size_t dst_pitch, std::type_identity_t<View<const T>> src, std::size_t src_pitch,
-                std::size_t width, std::size_t rows) {
-        CopyPair c(dst, src);
-        c.rows = rows;
-        c.width = width * sizeof(T);
-        c.dst_pitch = dst_pitch * sizeof(T);
-        c.src_pitch = src_pitch * sizeof(T);
-        return c;
-    }
-    View<std::byte> dst;
-    View<const std::byte> src;
-    std::size_t elements, src_elements;
-    std::size_t rows = 1, width = 0, dst_pitch = 0, src_pitch = 0;  ///< bytes; one row: width = dst's bytes
-};
-
 class Device;
 
 /// Owns `count` elements in the memory of the Device that allocated it. Move-only (copies are
-/// explicit ops::copy calls); must not outlive its Device.
+/// explicit ops::Copy runs); must not outlive its Device.
 template <class T>
 class Buffer {
 public:
@@ -134,18 +101,6 @@ struct OpSequence {
     };
     std::unique_ptr<Captured> captured;
     void reset() noexcept { captured.reset(); }
-};
-
-/// A target network that follows the parameters softly, updated in the same pass as Adam
-/// (Device::adam_step): after the step, target[i] = saxpy_element(target[i] * keep, tau,
-/// params[i]), the values of scale(target, keep) then saxpy(target, tau, params). It moves when the
-/// training guard skips the update too (towards the unchanged parameters). Empty target: none.
-struct SoftTarget {
-    View<float> target;
-    float tau = 0.f, keep = 1.f;  ///< keep = float(1 - tau), computed in double as callers did
-    static SoftTarget of(View<float> target, double tau) {
-        return {target, static_cast<float>(tau), static_cast<float>(1.0 - tau)};
-    }
 };
 
 /// The parts of Device::linear_backward, in the order `all` runs them: the activation's backward
@@ -260,35 +215,12 @@ public:
     std::size_t bytes_in_use() const noexcept { return bytes_in_use_; }
     std::size_t peak_bytes() const noexcept { return peak_bytes_; }
 
-    // ---- vector ops (cuda/kernels/core_vector.cu) -------------------------------------------
-    /// y[i] = value
-    void fill(View<float> y, float value);
-    /// dst[i] = src[i]; dst and src must not overlap.
-    void copy(View<float> dst, View<const float> src);
-    /// Several copies in one launch on CUDA (a rollout step's stores): each pair's dst = src, as
-    /// copy_raw, or its strided rows (CopyPair::strided); at most abi::kCopyGroupMax pairs. No dst
-    /// may overlap any src or another dst (checked); empty pairs are skipped.
-    void copy_group(std::span<const CopyPair> copies);
-    void copy_group(std::initializer_list<CopyPair> copies) { copy_group(std::span<const CopyPair>(copies)); }
-    /// y[i] += a * x[i] (fused); x and y must be the same size and must not overlap. To scale a
-    /// buffer in place use scale(), never saxpy(y, alpha - 1, y).
-    void saxpy(View<float> y, float a, View<const float> x);
-    /// y[i] *= alpha, in place.
-    void scale(View<float> y, float alpha);
-    /// out[s] = mean of segment s of x, x split into out.size() equal segments of n >= 1 (one
-    /// output: the mean of x), each in a fixed order; distinct buffers.
-    void mean(View<float> out, View<const float> x);
-    /// counter[0] += 1: an update number kept in device memory, which the ops of a captured
-    /// sequence read (adam_step's `step`, copy_every) instead of taking it from the host.
-    void increment(View<long long> counter);
-    /// dst = src when counter[0] % period == 0 (period >= 1), else nothing: decided on the
-    /// device. dst and src distinct, the same size; counter (1).
-    void copy_every(View<float> dst, View<const float> src, View<const long long> counter, long long period);
-
-    // ---- network ops: linear layers, gradient norm, Adam (cuda/kernels/core_network.cu + cuBLAS)
-    // Row-major matrices; shapes beside each view. Every size must be >= 1. Outputs must not
-    // overlap any other operand (checked: the kernels' pointers are __restrict__ and cuBLAS
-    // forbids C overlapping A or B). CPU twins: src/device/cpu_device.cpp (src/device/linear_reference.hpp).
+    // ---- the linear layers (cuda/kernels/core_network.cu + cuBLAS / cuBLASLt) -----------------
+    // They stay the device's, not ops: their products are the runtime's GEMM choices (cuBLAS or
+    // cuBLASLt, the algorithm chosen once per shape, split-K, the precision's math mode and BF16
+    // scratch, each lane's handle and workspace). Row-major matrices; shapes beside each view. Every size must be >= 1.
+    // Outputs must not overlap any other operand (checked: the kernels' pointers are __restrict__ and cuBLAS forbids C
+    // overlapping A or B). CPU twins: src/device/cpu_device.cpp (src/device/linear_reference.hpp).
     /// Y = act(X W^T + b). Y (batch, out), X (batch, in), W (out, in), b (out) or empty (no bias).
     void linear_forward(View<float> Y, View<const float> X, View<const float> W, View<const float> b, int batch, int in,
                         int out, Activation act);
@@ -353,27 +285,6 @@ public:
     /// layers with linear_forward, which gives the same values within float rounding (another
     /// summation order; the [gpu] test compares them).
     bool mlp_infer(View<float> Y, View<const float> X, View<const float> params, abi::MlpInferLayers layers, int batch);
-    /// Floats of scratch that global_norm needs (one partial sum per block of its fixed grid).
-    static constexpr std::size_t global_norm_scratch_size() noexcept {
-        return static_cast<std::size_t>(abi::kNormBlocks);
-    }
-    /// out[0] = sqrt(sum_i x[i]^2), deterministic (a fixed reduction order on each backend).
-    /// out (1), x (n >= 0), scratch (>= global_norm_scratch_size()); all distinct.
-    void global_norm(View<float> out, View<const float> x, View<float> scratch);
-    /// One Adam update with global-norm clipping (core::adam_element, core::clip_scale):
-    /// params, m, v, grads (n), all distinct. grad_norm (1): read when p.clip_norm > 0 (may be
-    /// empty otherwise). gate (1) or empty: when gate[0] == 0 nothing at all is written (the
-    /// training guard's skip, decided on the device). p.step >= 1 is this update's number.
-    void adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                   View<const float> grad_norm, View<const int> gate, const AdamParams& p);
-    /// adam_step at update number `step` (>= 1 when the op runs; p.step is not used), typically
-    /// read from device memory (counter_value), with the bias corrections of core::at_step;
-    /// lr (1) or empty: the learning rate read from device memory instead of p.lr. target: a
-    /// soft target network updated in the same pass (SoftTarget; params-sized, distinct from every
-    /// other buffer, 0 < tau <= 1). What a captured update calls.
-    void adam_step(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                   View<const float> grad_norm, View<const int> gate, CounterValue step, const AdamParams& p,
-                   View<const float> lr = {}, SoftTarget target = {});
 
 protected:
     /// What set_precision changes in the backend (CUDA: cuBLAS's math mode, BF16 scratch).
@@ -391,16 +302,7 @@ protected:
     virtual void download_bytes(void* dst, const void* src, std::size_t bytes) = 0;
     virtual void copy_bytes(void* dst, const void* src, std::size_t bytes) = 0;
 
-    // The core ops' implementations; the public functions above checked the arguments.
-    virtual void fill_impl(View<float> y, float value) = 0;
-    virtual void copy_impl(View<float> dst, View<const float> src) = 0;
-    virtual void copy_group_impl(std::span<const CopyPair> copies) = 0;
-    virtual void saxpy_impl(View<float> y, float a, View<const float> x) = 0;
-    virtual void scale_impl(View<float> y, float alpha) = 0;
-    virtual void mean_impl(View<float> out, View<const float> x) = 0;
-    virtual void increment_impl(View<long long> counter) = 0;
-    virtual void copy_every_impl(View<float> dst, View<const float> src, View<const long long> counter,
-                                 long long period) = 0;
+    // The linear layers' implementations; the public functions above checked the arguments.
     virtual void linear_forward_impl(View<float> Y, View<const float> X, View<const float> W, View<const float> b,
                                      int batch, int in, int out, Activation act) = 0;
     virtual void linear_forward_batched_impl(View<float> Y, View<const float> X, std::size_t x_stride,
@@ -424,16 +326,8 @@ protected:
                                 const abi::MlpInferLayers& /*layers*/, int /*batch*/) {
         return false;
     }
-    virtual void global_norm_impl(View<float> out, View<const float> x, View<float> scratch) = 0;
-    /// step.counter: null (c's bias corrections) or the update number in device memory; lr:
-    /// empty (c.lr) or the learning rate in device memory; target: checked (or empty).
-    virtual void adam_step_impl(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                                View<const float> grad_norm, View<const int> gate, core::CounterValue step,
-                                View<const float> lr, const core::AdamConstants& c, const SoftTarget& target) = 0;
 
 private:
-    void check_adam(View<float> params, View<float> m, View<float> v, View<const float> grads,
-                    View<const float> grad_norm, View<const int> gate, const AdamParams& p);
     std::size_t bytes_in_use_ = 0;
     std::size_t peak_bytes_ = 0;
     Precision precision_ = Precision::fp32;

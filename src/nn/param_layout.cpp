@@ -1,6 +1,7 @@
 /// @file param_layout.cpp
 /// @brief ParamLayout: slice bookkeeping and the zeroed allocation of parameter-shaped buffers.
 #include "nn/param_layout.hpp"
+#include "abi/core_vector.h"
 
 #include <fmt/format.h>
 
@@ -54,7 +55,7 @@ void ParamLayout::check_buffer(std::size_t size) const {
 
 ops::Buffer<float> alloc_zeroed(ops::Device& ops, const ParamLayout& layout) {
     ops::Buffer<float> b = ops.alloc<float>(layout.total());
-    ops.fill(b.view(), 0.f);
+    ops::run(ops, ops::Fill{b.view(), 0.f});
     return b;
 }
 

@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "util/errors.hpp"
+#include "abi/core_optim.h"
+#include "abi/core_vector.h"
 
 namespace fh::trainers {
 
@@ -14,7 +16,7 @@ AdamState::AdamState(ops::Device& device, const nn::ParamLayout& layout)
       step_ticket_(device.from_host<unsigned>(std::vector<unsigned>{0u})) {}
 
 void AdamState::advance_device_step(ops::Device& device) {
-    device.increment(device_step_.view());
+    ops::run(device, ops::Increment{device_step_.view()});
 }
 
 void AdamState::update_at_device_step(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
@@ -26,7 +28,7 @@ void AdamState::update_at_device_step(ops::Device& device, ops::View<float> para
 void AdamState::update_at(ops::Device& device, ops::View<float> params, ops::View<const float> grads,
                           ops::View<const float> grad_norm, ops::View<const int> gate, ops::AdamParams hyper,
                           ops::CounterValue step, ops::View<const float> lr, ops::SoftTarget target) {
-    device.adam_step(params, m_.view(), v_.view(), grads, grad_norm, gate, step, hyper, lr, target);
+    ops::run(device, ops::AdamStep{params, m_.view(), v_.view(), grads, grad_norm, gate, step, hyper, lr, target});
 }
 
 void AdamState::restore_steps(ops::Device& device, long long steps) {

@@ -1,7 +1,7 @@
 /// @file adam_state.hpp
 /// @brief AdamState: one Adam optimizer over a flat parameter buffer (nn::ParamLayout): its two
 ///        moments in the device's memory, its step count (on the host, and mirrored in device
-///        memory for captured updates), one update (Device::adam_step, gated by the training
+///        memory for captured updates), one update (ops::AdamStep, gated by the training
 ///        guard) and its checkpoint tensors. Every trainer's optimizer is one.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include "nn/param_layout.hpp"
 #include "device/device.hpp"
 #include "trainers/state_tensor.hpp"
+#include "abi/core_optim.h"
 
 namespace fh::trainers {
 

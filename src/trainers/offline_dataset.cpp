@@ -11,6 +11,7 @@
 #include "trainers/iql/engine.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
+#include "abi/core_vector.h"
 
 namespace fh::trainers {
 namespace {
@@ -29,10 +30,10 @@ OfflineDataset collect_behaviour(ops::Device& ops, const config::Profile& profil
     for (int step = 0; step < steps; ++step) {
         const auto slot = ds.ring.next_slot();
         ops::run(ops, ops::BehaviourActions{slot.actions, venv.states(), bp, static_cast<std::uint64_t>(step)});
-        ops.copy(slot.states, venv.states());
+        ops::run(ops, ops::Copy{slot.states, venv.states()});
         venv.step(slot.actions);
-        ops.copy(slot.rewards, venv.rewards());
-        ops.copy(slot.next_states, venv.next_states());
+        ops::run(ops, ops::Copy{slot.rewards, venv.rewards()});
+        ops::run(ops, ops::Copy{slot.next_states, venv.next_states()});
         ops.copy_raw(slot.done, venv.done());
         ds.ring.commit_slot();
     }

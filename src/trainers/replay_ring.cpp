@@ -6,6 +6,7 @@
 
 #include "abi/replay_nstep.h"
 #include "util/errors.hpp"
+#include "abi/core_vector.h"
 
 namespace fh::trainers {
 
@@ -27,9 +28,9 @@ ReplayRing::ReplayRing(ops::Device& device, int n_envs, int capacity_steps, int 
     done_ = device.alloc<std::uint8_t>(rows);
     // Rows not yet pushed are zeros, not whatever the memory held: a checkpoint taken before the
     // ring is full has the same bytes in every process (a population's agent and its single run).
-    device.fill(states_.view(), 0.0f);
-    device.fill(next_states_.view(), 0.0f);
-    device.fill(rewards_.view(), 0.0f);
+    ops::run(device, ops::Fill{states_.view(), 0.0f});
+    ops::run(device, ops::Fill{next_states_.view(), 0.0f});
+    ops::run(device, ops::Fill{rewards_.view(), 0.0f});
     device.upload<int>(actions_.view(), std::vector<int>(rows, 0));
     device.upload<std::uint8_t>(done_.view(), std::vector<std::uint8_t>(rows, 0));
 }

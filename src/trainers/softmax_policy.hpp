@@ -7,7 +7,7 @@
 
 #include "nn/mlp.hpp"
 #include "trainers/trainer.hpp"
-#include "ops/nn/ops.hpp"
+#include "abi/nn_select.h"
 
 namespace fh::trainers {
 
@@ -25,7 +25,7 @@ public:
             ws_owner_ = &ops;
         }
         const auto logits = policy_.forward(ops, weights, states, n, ws_);
-        fh::ops::epsilon_greedy(ops, actions, logits, policy_.out_dim(), 0.0f, 0, 0);
+        ops::run(ops, ops::EpsilonGreedy{actions, logits, policy_.out_dim(), 0.0f, 0, 0});
     }
 
 private:

@@ -6,9 +6,10 @@
 #include <algorithm>
 #include <chrono>
 
-#include "ops/nn/ops.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
+#include "abi/core_optim.h"
+#include "abi/core_vector.h"
 
 namespace fh::trainers {
 
@@ -83,9 +84,9 @@ UpdateCountedTrainer::UpdateMonitor::UpdateMonitor(ops::Device& ops, int stats)
       norm_scratch(ops.alloc<float>(ops::norm_guard_scratch_size())),
       gate(ops.alloc<int>(1)),
       guard(ops.from_host<nn::GuardState>(std::vector<nn::GuardState>{{0, 0, -1, 0, 0}})) {
-    ops.fill(current.view(), 0.0f);
-    ops.fill(accum.view(), 0.0f);
-    ops.fill(norm_scratch.view(), 0.0f);  // ops::norm_and_guard's ticket starts at zero
+    ops::run(ops, ops::Fill{current.view(), 0.0f});
+    ops::run(ops, ops::Fill{accum.view(), 0.0f});
+    ops::run(ops, ops::Fill{norm_scratch.view(), 0.0f});  // ops::norm_and_guard's ticket starts at zero
 }
 
 std::vector<StateTensor> UpdateCountedTrainer::UpdateMonitor::state_tensors() {
@@ -107,7 +108,7 @@ UpdateCountedTrainer::Interval UpdateCountedTrainer::read_interval(ops::Device& 
                                                                    ops::View<const nn::GuardState> guard,
                                                                    double seconds) {
     Interval r{ops.to_host(ops::View<const float>(accumulators)), ops.to_host(guard)[0], 0, 0};
-    ops.fill(accumulators, 0.0f);
+    ops::run(ops, ops::Fill{accumulators, 0.0f});
     r.updates = static_cast<double>(std::max<long long>(1, updates_ - updates_at_log_));
     r.updates_per_s = static_cast<double>(updates_ - updates_at_log_) / std::max(1e-9, seconds);
     updates_at_log_ = updates_;

@@ -8,6 +8,7 @@
 #include "device/cuda/kernel_table.hpp"
 #include "device/cuda_device.hpp"
 #include "support/gpu.hpp"
+#include "abi/core_vector.h"
 
 TEST_CASE("CUDA devices of one process share one kernel registry, whose kernels run on each", "[gpu]") {
     auto& first = fh::test::gpu_ops();
@@ -17,7 +18,7 @@ TEST_CASE("CUDA devices of one process share one kernel registry, whose kernels 
     CHECK(fh::cuda::KernelRegistry::shared().get() == fh::cuda::KernelRegistry::shared().get());
     for (fh::ops::CudaDevice* d : {&second, &third}) {
         auto y = d->alloc<float>(1000);
-        d->fill(y.view(), 2.5f);
+        fh::ops::run(*d, fh::ops::Fill{y.view(), 2.5f});
         CHECK(d->to_host(y.cview()) == std::vector<float>(1000, 2.5f));
     }
 }

@@ -1,6 +1,7 @@
 /// @file test_nn_ops.cpp
-/// @brief The network ops on the CPU backend: Adam against a hand-computed two-step case,
-///        clipping, the gate, the global norm against a direct sum, argument and aliasing checks.
+/// @brief The network ops on the CPU backend: ops::AdamStep against a hand-computed two-step
+///        case, clipping, the gate, ops::GlobalNorm against a direct sum, the linear layers'
+///        backward parts, argument and aliasing checks.
 ///        (Linear layers: tests/nn/test_reference_grad.cpp; GPU vs CPU: test_nn_ops_gpu.cpp.)
 #include <catch2/catch.hpp>
 
@@ -10,6 +11,7 @@
 #include "device/cpu_device.hpp"
 #include "support/adam_target.hpp"
 #include "support/compare.hpp"
+#include "abi/core_optim.h"
 
 using fh::ops::Activation;
 using fh::ops::AdamParams;
@@ -37,15 +39,48 @@ TEST_CASE("Adam with a soft target equals Adam, then scale and saxpy on the targ
     AdamParams hp;
     const auto v = a.view();
     const auto at = fh::ops::counter_value(step.cview());
-    CHECK_NOTHROW(ops.adam_step(v.subview(0, 8), v.subview(8, 8), v.subview(16, 8), v.subview(24, 8), {}, {}, at, hp,
-                                {}, fh::ops::SoftTarget::of(v.subview(32, 8), 0.1)));
-    CHECK_THROWS_WITH(ops.adam_step(v.subview(0, 8), v.subview(8, 8), v.subview(16, 8), v.subview(24, 8), {}, {}, at,
-                                    hp, {}, fh::ops::SoftTarget::of(v.subview(32, 7), 0.1)),
+    CHECK_NOTHROW(fh::ops::run(ops, fh::ops::AdamStep{v.subview(0, 8),
+                                                      v.subview(8, 8),
+                                                      v.subview(16, 8),
+                                                      v.subview(24, 8),
+                                                      {},
+                                                      {},
+                                                      at,
+                                                      hp,
+                                                      {},
+                                                      fh::ops::SoftTarget::of(v.subview(32, 8), 0.1)}));
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::AdamStep{v.subview(0, 8),
+                                                          v.subview(8, 8),
+                                                          v.subview(16, 8),
+                                                          v.subview(24, 8),
+                                                          {},
+                                                          {},
+                                                          at,
+                                                          hp,
+                                                          {},
+                                                          fh::ops::SoftTarget::of(v.subview(32, 7), 0.1)}),
                       Catch::Contains("target"));
-    CHECK_THROWS(ops.adam_step(v.subview(0, 8), v.subview(8, 8), v.subview(16, 8), v.subview(24, 8), {}, {}, at, hp, {},
-                               fh::ops::SoftTarget::of(v.subview(4, 8), 0.1)));  // overlaps params
-    CHECK_THROWS_WITH(ops.adam_step(v.subview(0, 8), v.subview(8, 8), v.subview(16, 8), v.subview(24, 8), {}, {}, at,
-                                    hp, {}, fh::ops::SoftTarget::of(v.subview(32, 8), 0.0)),
+    CHECK_THROWS(
+        fh::ops::run(ops, fh::ops::AdamStep{v.subview(0, 8),
+                                            v.subview(8, 8),
+                                            v.subview(16, 8),
+                                            v.subview(24, 8),
+                                            {},
+                                            {},
+                                            at,
+                                            hp,
+                                            {},
+                                            fh::ops::SoftTarget::of(v.subview(4, 8), 0.1)}));  // overlaps params
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::AdamStep{v.subview(0, 8),
+                                                          v.subview(8, 8),
+                                                          v.subview(16, 8),
+                                                          v.subview(24, 8),
+                                                          {},
+                                                          {},
+                                                          at,
+                                                          hp,
+                                                          {},
+                                                          fh::ops::SoftTarget::of(v.subview(32, 8), 0.0)}),
                       Catch::Contains("tau"));
 }
 
@@ -87,7 +122,7 @@ TEST_CASE("Adam: two steps by hand", "[nn]") {
     AdamParams hp;
     hp.lr = 0.1f;
     hp.step = 1;
-    ops.adam_step(p.view(), m.view(), v.view(), g.cview(), {}, {}, hp);
+    fh::ops::run(ops, fh::ops::AdamStep{p.view(), m.view(), v.view(), g.cview(), {}, {}, hp.step, hp});
     // Step 1: mhat = g, vhat = g^2, so p -= lr * sign(g) (up to eps).
     auto ph = ops.to_host(p.cview());
     CHECK(ph[0] == Approx(0.9).epsilon(1e-6));
@@ -101,7 +136,7 @@ TEST_CASE("Adam: two steps by hand", "[nn]") {
 
     ops.upload<float>(g.view(), std::vector<float>{-0.25f, 2.f});
     hp.step = 2;
-    ops.adam_step(p.view(), m.view(), v.view(), g.cview(), {}, {}, hp);
+    fh::ops::run(ops, fh::ops::AdamStep{p.view(), m.view(), v.view(), g.cview(), {}, {}, hp.step, hp});
     // Step 2: m = (0.02, 0.11), v = (0.00031225, 0.004999), bias corrections 0.19 and 0.001999:
     // p0 = 0.9 - 0.1 * (0.02 / 0.19) / sqrt(0.00031225 / 0.001999) = 0.8733663
     // p1 = -1.9 - 0.1 * (0.11 / 0.19) / sqrt(0.004999 / 0.001999) = -1.9366104
@@ -125,7 +160,7 @@ TEST_CASE("Adam: decoupled weight decay", "[nn]") {
     AdamParams hp;
     hp.lr = 0.01f;
     hp.weight_decay = 0.5f;
-    ops.adam_step(p.view(), m.view(), v.view(), g.cview(), {}, {}, hp);
+    fh::ops::run(ops, fh::ops::AdamStep{p.view(), m.view(), v.view(), g.cview(), {}, {}, hp.step, hp});
     // p = 2 - 0.01 * (1 + 0.5 * 2) = 1.98
     CHECK(ops.to_host(p.cview())[0] == Approx(1.98).epsilon(1e-6));
 }
@@ -149,8 +184,8 @@ AdamState run_adam(CpuDevice& ops, const std::vector<float>& grads, float clip, 
     hp.lr = 0.01f;
     hp.clip_norm = clip;
     hp.step = 3;
-    ops.adam_step(p.view(), m.view(), v.view(), g.cview(), nb.cview(), with_gate ? gate.cview() : View<const int>(),
-                  hp);
+    fh::ops::run(ops, fh::ops::AdamStep{p.view(), m.view(), v.view(), g.cview(), nb.cview(),
+                                        with_gate ? gate.cview() : View<const int>(), hp.step, hp});
     return {ops.to_host(p.cview()), ops.to_host(m.cview()), ops.to_host(v.cview())};
 }
 
@@ -202,14 +237,14 @@ TEST_CASE("Adam: gate = 0 leaves params and moments untouched", "[nn]") {
 
 TEST_CASE("global_norm equals a direct sum", "[nn]") {
     CpuDevice ops;
-    auto scratch = ops.alloc<float>(Device::global_norm_scratch_size());
+    auto scratch = ops.alloc<float>(fh::ops::global_norm_scratch_size());
     auto out = ops.alloc<float>(1);
     for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{65}, std::size_t{4099},
                           (std::size_t{1} << 20) + 3}) {
         INFO("n = " << n);
         const auto x = random_floats(n, n + 5);
         auto xb = ops.from_host<float>(x);
-        ops.global_norm(out.view(), xb.cview(), scratch.view());
+        fh::ops::run(ops, fh::ops::GlobalNorm{out.view(), xb.cview(), scratch.view()});
         double sq = 0;
         for (float e : x) sq += static_cast<double>(e) * e;
         CHECK(ops.to_host(out.cview())[0] == Approx(std::sqrt(sq)).epsilon(1e-6).margin(1e-30));
@@ -270,20 +305,24 @@ TEST_CASE("network ops check sizes and refuse aliased outputs", "[nn][aliasing]"
     }
     // global_norm
     auto out = a.subview(100, 1), scratch = a.subview(0, 0);
-    auto sbuf = ops.alloc<float>(Device::global_norm_scratch_size());
-    CHECK_THROWS_WITH(ops.global_norm(out, X, scratch), Catch::Contains("global_norm_scratch_size"));
-    CHECK_THROWS(ops.global_norm(a.subview(8, 1), X, sbuf.view()));
-    CHECK_NOTHROW(ops.global_norm(out, X, sbuf.view()));
+    auto sbuf = ops.alloc<float>(fh::ops::global_norm_scratch_size());
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::GlobalNorm{out, X, scratch}),
+                      Catch::Contains("global_norm_scratch_size"));
+    CHECK_THROWS(fh::ops::run(ops, fh::ops::GlobalNorm{a.subview(8, 1), X, sbuf.view()}));
+    CHECK_NOTHROW(fh::ops::run(ops, fh::ops::GlobalNorm{out, X, sbuf.view()}));
     // adam_step
     const auto p = a.subview(120, 10), m = a.subview(130, 10), v = a.subview(140, 10), g = a.subview(150, 10);
     AdamParams hp;
-    CHECK_NOTHROW(ops.adam_step(p, m, v, g, {}, {}, hp));
-    CHECK_THROWS(ops.adam_step(p, a.subview(125, 10), v, g, {}, {}, hp));
-    CHECK_THROWS(ops.adam_step(p, m, v, a.subview(145, 10), {}, {}, hp));
+    CHECK_NOTHROW(fh::ops::run(ops, fh::ops::AdamStep{p, m, v, g, {}, {}, hp.step, hp}));
+    CHECK_THROWS(fh::ops::run(ops, fh::ops::AdamStep{p, a.subview(125, 10), v, g, {}, {}, hp.step, hp}));
+    CHECK_THROWS(fh::ops::run(ops, fh::ops::AdamStep{p, m, v, a.subview(145, 10), {}, {}, hp.step, hp}));
     hp.clip_norm = 1.f;
-    CHECK_THROWS_WITH(ops.adam_step(p, m, v, g, {}, {}, hp), Catch::Contains("grad_norm"));
-    CHECK_THROWS(ops.adam_step(p, m, v, g, a.subview(121, 1), {}, hp));  // norm inside params
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::AdamStep{p, m, v, g, {}, {}, hp.step, hp}),
+                      Catch::Contains("grad_norm"));
+    CHECK_THROWS(
+        fh::ops::run(ops, fh::ops::AdamStep{p, m, v, g, a.subview(121, 1), {}, hp.step, hp}));  // norm inside params
     hp.clip_norm = 0.f;
     hp.step = 0;
-    CHECK_THROWS_WITH(ops.adam_step(p, m, v, g, {}, {}, hp), Catch::Contains("1-based"));
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::AdamStep{p, m, v, g, {}, {}, hp.step, hp}),
+                      Catch::Contains("1-based"));
 }

@@ -1,5 +1,5 @@
 /// @file test_nn_ops_gpu.cpp
-/// @brief [gpu] The CUDA network ops (cuBLAS SGEMMs + cuda/kernels/core_network.cu) against their CPU
+/// @brief [gpu] The CUDA network ops (cuBLAS SGEMMs + cuda/kernels/core_network.cu, core_optim.cu) against their CPU
 ///        twins on seeded random inputs (never zeros) over odd sizes. Each bound comes from the
 ///        error models of support/error_model.hpp, computed from the test's inputs: cuBLAS sums
 ///        in another order than the CPU loops (the reordered-sum model, per element from |X| |W|),
@@ -14,11 +14,13 @@
 
 #include "device/cuda/kernel_timing.hpp"
 #include "device/cpu_device.hpp"
-#include "ops/nn/ops.hpp"
 #include "support/adam_target.hpp"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
+#include "abi/core_optim.h"
+#include "abi/core_vector.h"
+#include "abi/nn_guard.h"
 
 using fh::ops::Activation;
 using fh::ops::AdamParams;
@@ -916,8 +918,8 @@ TEST_CASE("CUDA linear_forward without bias and activation is the bare SGEMM", "
 TEST_CASE("CUDA global_norm equals the CPU twin and is run-to-run exact", "[gpu][nn]") {
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();
-    auto scratch = gpu.alloc<float>(Device::global_norm_scratch_size());
-    auto cscratch = cpu.alloc<float>(Device::global_norm_scratch_size());
+    auto scratch = gpu.alloc<float>(fh::ops::global_norm_scratch_size());
+    auto cscratch = cpu.alloc<float>(fh::ops::global_norm_scratch_size());
     auto out = gpu.alloc<float>(1);
     auto cout_ = cpu.alloc<float>(1);
     for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{65}, std::size_t{4099},
@@ -926,11 +928,11 @@ TEST_CASE("CUDA global_norm equals the CPU twin and is run-to-run exact", "[gpu]
         const auto x = random_floats(n, n + 11);
         auto xg = gpu.from_host<float>(x);
         auto xc = cpu.from_host<float>(x);
-        gpu.global_norm(out.view(), xg.cview(), scratch.view());
+        fh::ops::run(gpu, fh::ops::GlobalNorm{out.view(), xg.cview(), scratch.view()});
         const float first = gpu.to_host(out.cview())[0];
-        gpu.global_norm(out.view(), xg.cview(), scratch.view());
+        fh::ops::run(gpu, fh::ops::GlobalNorm{out.view(), xg.cview(), scratch.view()});
         const float second = gpu.to_host(out.cview())[0];
-        cpu.global_norm(cout_.view(), xc.cview(), cscratch.view());
+        fh::ops::run(cpu, fh::ops::GlobalNorm{cout_.view(), xc.cview(), cscratch.view()});
         const float ref = cpu.to_host(cout_.cview())[0];
         CHECK(first == second);
         // Both sum the squares in double; the GPU rounds its block partials to float (u of the
@@ -956,11 +958,11 @@ TEST_CASE("CUDA norm_and_guard equals global_norm, training_guard and saxpy, bit
         Side d{ops.alloc<float>(4), ops.from_host<float>(std::vector<float>{0.5f, -1.f, 2.f, 0.25f}),
                ops.alloc<float>(fh::ops::norm_guard_scratch_size()), ops.alloc<int>(1),
                ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>{{0, 0, -1, 0, 0}})};
-        ops.fill(d.scratch.view(), 0.f);
+        fh::ops::run(ops, fh::ops::Fill{d.scratch.view(), 0.f});
         return d;
     };
     Side fused = side(gpu), apart = side(gpu), host = side(cpu);
-    auto apart_scratch = gpu.alloc<float>(Device::global_norm_scratch_size());
+    auto apart_scratch = gpu.alloc<float>(fh::ops::global_norm_scratch_size());
     long long update = 0;
     for (std::size_t n : {std::size_t{1}, std::size_t{4099}, (std::size_t{1} << 20) + 3})
         for (int bad : {0, 1, 2}) {  // finite; a NaN loss; a NaN gradient
@@ -975,15 +977,17 @@ TEST_CASE("CUDA norm_and_guard equals global_norm, training_guard and saxpy, bit
             cpu.upload<float>(host.stats.view(), stats);
             auto run_fused = [&](Device& ops, Side& d, View<const float> xs) {
                 const auto st = d.stats.cview();
-                fh::ops::norm_and_guard(ops, d.stats.view().subview(2, 1), d.scratch.view(), xs, d.gate.view(),
-                                        d.state.view(), st.subview(0, 2), update, d.accum.view(), st);
+                fh::ops::run(ops,
+                             fh::ops::NormAndGuard{d.stats.view().subview(2, 1), d.scratch.view(), xs, d.gate.view(),
+                                                   d.state.view(), st.subview(0, 2), update, d.accum.view(), st});
             };
             run_fused(gpu, fused, xg.cview());
             run_fused(cpu, host, xc.cview());
-            gpu.global_norm(apart.stats.view().subview(2, 1), xg.cview(), apart_scratch.view());
-            fh::ops::training_guard(gpu, apart.gate.view(), apart.state.view(), apart.stats.cview().subview(0, 2),
-                                    apart.stats.cview().subview(2, 1), update);
-            gpu.saxpy(apart.accum.view(), 1.0f, apart.stats.cview());
+            fh::ops::run(gpu, fh::ops::GlobalNorm{apart.stats.view().subview(2, 1), xg.cview(), apart_scratch.view()});
+            fh::ops::run(
+                gpu, fh::ops::TrainingGuard{apart.gate.view(), apart.state.view(), apart.stats.cview().subview(0, 2),
+                                            apart.stats.cview().subview(2, 1), update});
+            fh::ops::run(gpu, fh::ops::Saxpy{apart.accum.view(), 1.0f, apart.stats.cview()});
             const auto fs = gpu.to_host(fused.stats.cview()), as = gpu.to_host(apart.stats.cview());
             const auto hs = cpu.to_host(host.stats.cview());
             CHECK(std::memcmp(fs.data(), as.data(), fs.size() * sizeof(float)) == 0);  // NaN norms too
@@ -1043,11 +1047,12 @@ TEST_CASE("CUDA Adam equals the CPU twin bit for bit; clipping and the gate on t
                         hp.weight_decay = 0.01f;
                         hp.step = 5;
                         if (from_device)
-                            ops.adam_step(P.view(), M.view(), V.view(), G.cview(), norm.cview(), gate.cview(),
-                                          fh::ops::counter_value(step.cview()), hp, lr.cview(),
-                                          fh::ops::SoftTarget::of(T.view(), 0.01));
+                            fh::ops::run(ops, fh::ops::AdamStep{P.view(), M.view(), V.view(), G.cview(), norm.cview(),
+                                                                gate.cview(), fh::ops::counter_value(step.cview()), hp,
+                                                                lr.cview(), fh::ops::SoftTarget::of(T.view(), 0.01)});
                         else
-                            ops.adam_step(P.view(), M.view(), V.view(), G.cview(), norm.cview(), gate.cview(), hp);
+                            fh::ops::run(ops, fh::ops::AdamStep{P.view(), M.view(), V.view(), G.cview(), norm.cview(),
+                                                                gate.cview(), hp.step, hp});
                         out[k][0] = ops.to_host(P.cview());
                         out[k][1] = ops.to_host(M.cview());
                         out[k][2] = ops.to_host(V.cview());
@@ -1093,8 +1098,17 @@ TEST_CASE("CUDA Adam four elements a thread (aligned arrays) equals one at a tim
                 hp.lr = 3e-3f;
                 hp.clip_norm = 1.f;
                 hp.weight_decay = 0.01f;
-                gpu.adam_step(part(P), part(M), part(V), part(G), norm.cview(), {}, fh::ops::CounterValue(5), hp, {},
-                              with_target ? fh::ops::SoftTarget::of(part(T), 0.05) : fh::ops::SoftTarget{});
+                fh::ops::run(gpu, fh::ops::AdamStep{
+                                      part(P),
+                                      part(M),
+                                      part(V),
+                                      part(G),
+                                      norm.cview(),
+                                      {},
+                                      fh::ops::CounterValue(5),
+                                      hp,
+                                      {},
+                                      with_target ? fh::ops::SoftTarget::of(part(T), 0.05) : fh::ops::SoftTarget{}});
                 const std::size_t k = offset;
                 out[k][0] = gpu.to_host(View<const float>(part(P)));
                 out[k][1] = gpu.to_host(View<const float>(part(M)));

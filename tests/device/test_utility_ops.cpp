@@ -1,6 +1,8 @@
 /// @file test_utility_ops.cpp
-/// @brief The utility ops (cuda/kernels/core_vector.cu): the CPU reference against the math,
-///        the aliasing guard, and [gpu] the CUDA ops against the CPU twins.
+/// @brief The core vector ops (cuda/abi/core_vector.h, CPU twins in src/ops/core/cpu.cpp) and
+///        Adam at a device step: the CPU twins against the math, the aliasing checks, and [gpu]
+///        the CUDA launches against the CPU twins; then the device runtime's host reads and
+///        stream-ordered memory.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -14,6 +16,8 @@
 #include "support/gpu.hpp"
 #include "abi/dqn_step.h"
 #include "device/host_read.hpp"
+#include "abi/core_optim.h"
+#include "abi/core_vector.h"
 
 using fh::ops::CpuDevice;
 using fh::ops::Device;
@@ -36,18 +40,18 @@ Results run_all(Device& ops, std::size_t n, std::uint64_t seed) {
     auto a = ops.alloc<float>(n);
     auto b = ops.from_host<float>(x);
 
-    ops.fill(a.view(), 0.37f);
+    fh::ops::run(ops, fh::ops::Fill{a.view(), 0.37f});
     r.fill = ops.to_host(a.cview());
 
-    ops.copy(a.view(), b.cview());
+    fh::ops::run(ops, fh::ops::Copy{a.view(), b.cview()});
     r.copy = ops.to_host(a.cview());
 
     ops.upload<float>(a.view(), y);
-    ops.saxpy(a.view(), -1.3f, b.cview());
+    fh::ops::run(ops, fh::ops::Saxpy{a.view(), -1.3f, b.cview()});
     r.saxpy = ops.to_host(a.cview());
 
     ops.upload<float>(a.view(), y);
-    ops.scale(a.view(), 0.7f);
+    fh::ops::run(ops, fh::ops::Scale{a.view(), 0.7f});
     r.scale = ops.to_host(a.cview());
 
     return r;
@@ -76,15 +80,15 @@ TEST_CASE("saxpy and copy refuse overlapping buffers", "[ops][aliasing]") {
     auto buf = ops.from_host<float>(random_floats(64, 5));
     const auto v = buf.view();
     // The aliased form of in-place scaling, y *= alpha written as saxpy(y, alpha - 1, y): refused,
-    // with the error naming ops::scale.
-    CHECK_THROWS_WITH(ops.saxpy(v, -0.5f, buf.cview()), Catch::Contains("ops::scale"));
-    CHECK_THROWS_AS(ops.saxpy(v.subview(0, 32), 1.f, v.subview(16, 32)), std::invalid_argument);
-    CHECK_THROWS_AS(ops.copy(v.subview(8, 16), v.subview(0, 16)), std::invalid_argument);
+    // with the error naming ops::Scale.
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::Saxpy{v, -0.5f, buf.cview()}), Catch::Contains("ops::Scale"));
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::Saxpy{v.subview(0, 32), 1.f, v.subview(16, 32)}), std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::Copy{v.subview(8, 16), v.subview(0, 16)}), std::invalid_argument);
     // Disjoint halves of one allocation are distinct buffers and are fine.
-    CHECK_NOTHROW(ops.saxpy(v.subview(0, 32), 1.f, v.subview(32, 32)));
-    CHECK_NOTHROW(ops.copy(v.subview(0, 32), v.subview(32, 32)));
+    CHECK_NOTHROW(fh::ops::run(ops, fh::ops::Saxpy{v.subview(0, 32), 1.f, v.subview(32, 32)}));
+    CHECK_NOTHROW(fh::ops::run(ops, fh::ops::Copy{v.subview(0, 32), v.subview(32, 32)}));
     // Size mismatches are errors too.
-    CHECK_THROWS_AS(ops.saxpy(v.subview(0, 10), 1.f, v.subview(32, 11)), std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::Saxpy{v.subview(0, 10), 1.f, v.subview(32, 11)}), std::invalid_argument);
 }
 
 TEST_CASE("CUDA utility ops equal the CPU twins bit for bit", "[gpu][ops]") {
@@ -125,10 +129,10 @@ GroupResults run_copy_group(Device& ops, std::size_t n, std::uint64_t seed) {
     auto df = ops.from_host<float>(std::vector<float>(n + 2, -9.f));
     auto db = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(n + 2, 0xAB));
     auto di = ops.from_host<int>(std::vector<int>(n, 5));
-    ops.copy_group({{df.view().subview(1, n), sf.cview()},
-                    {db.view().subview(2, n), sb.cview().subview(1, n)},
-                    {di.view().subview(0, 0), si.cview().subview(0, 0)},
-                    {di.view(), si.cview()}});
+    fh::ops::run(ops, fh::ops::CopyGroup{{{df.view().subview(1, n), sf.cview()},
+                                          {db.view().subview(2, n), sb.cview().subview(1, n)},
+                                          {di.view().subview(0, 0), si.cview().subview(0, 0)},
+                                          {di.view(), si.cview()}}});
     return {ops.to_host(df.cview()), ops.to_host(db.cview()), ops.to_host(di.cview())};
 }
 
@@ -157,17 +161,21 @@ TEST_CASE("copy_group refuses overlaps, size mismatches and too many pairs", "[o
     const auto v = buf.view();
     const auto c = buf.cview();
     // A dst overlapping its own src, another pair's src, or another pair's dst.
-    CHECK_THROWS_WITH(ops.copy_group({{v.subview(0, 8), c.subview(4, 8)}}),
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::CopyGroup{{{v.subview(0, 8), c.subview(4, 8)}}}),
                       Catch::Contains("copy 0's dst overlaps copy 0's src"));
-    CHECK_THROWS_WITH(ops.copy_group({{v.subview(0, 8), c.subview(16, 8)}, {v.subview(32, 8), c.subview(2, 8)}}),
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::CopyGroup{{{v.subview(0, 8), c.subview(16, 8)},
+                                                            {v.subview(32, 8), c.subview(2, 8)}}}),
                       Catch::Contains("copy 0's dst overlaps copy 1's src"));
-    CHECK_THROWS_WITH(ops.copy_group({{v.subview(0, 8), c.subview(16, 8)}, {v.subview(4, 8), c.subview(32, 8)}}),
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::CopyGroup{{{v.subview(0, 8), c.subview(16, 8)},
+                                                            {v.subview(4, 8), c.subview(32, 8)}}}),
                       Catch::Contains("write the same bytes"));
     // Reading one source twice is fine.
-    CHECK_NOTHROW(ops.copy_group({{v.subview(0, 8), c.subview(16, 8)}, {v.subview(8, 8), c.subview(16, 8)}}));
-    CHECK_THROWS_WITH(ops.copy_group({{v.subview(0, 8), c.subview(16, 9)}}), Catch::Contains("8 elements to 9 from"));
+    CHECK_NOTHROW(fh::ops::run(
+        ops, fh::ops::CopyGroup{{{v.subview(0, 8), c.subview(16, 8)}, {v.subview(8, 8), c.subview(16, 8)}}}));
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::CopyGroup{{{v.subview(0, 8), c.subview(16, 9)}}}),
+                      Catch::Contains("8 elements to 9 from"));
     const fh::ops::CopyPair p{v.subview(0, 1), c.subview(40, 1)};
-    CHECK_THROWS_WITH(ops.copy_group({p, p, p, p, p, p, p, p, p}), Catch::Contains("at most 8"));
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::CopyGroup{{p, p, p, p, p, p, p, p, p}}), Catch::Contains("at most 8"));
 }
 
 TEST_CASE("CUDA copy_group equals the CPU twin", "[gpu][ops]") {
@@ -192,9 +200,10 @@ namespace {
 std::vector<float> segment_means(Device& ops, const std::vector<float>& x, std::size_t segments) {
     auto in = ops.from_host<float>(x);
     auto all = ops.alloc<float>(segments), one = ops.alloc<float>(segments);
-    ops.mean(all.view(), in.cview());
+    fh::ops::run(ops, fh::ops::Mean{all.view(), in.cview()});
     const std::size_t n = x.size() / segments;
-    for (std::size_t s = 0; s < segments; ++s) ops.mean(one.view().subview(s, 1), in.cview().subview(s * n, n));
+    for (std::size_t s = 0; s < segments; ++s)
+        fh::ops::run(ops, fh::ops::Mean{one.view().subview(s, 1), in.cview().subview(s * n, n)});
     auto out = ops.to_host(all.cview());
     for (float v : ops.to_host(one.cview())) out.push_back(v);
     return out;
@@ -216,8 +225,9 @@ TEST_CASE("mean: each of equal segments, as its own call would; sizes that do no
     }
     auto x = ops.from_host<float>(random_floats(10, 3));
     auto out = ops.alloc<float>(3);
-    CHECK_THROWS_WITH(ops.mean(out.view(), x.cview()), Catch::Contains("do not split into 3 equal segments"));
-    CHECK_THROWS_AS(ops.mean(out.view().subview(0, 0), x.cview()), std::invalid_argument);
+    CHECK_THROWS_WITH(fh::ops::run(ops, fh::ops::Mean{out.view(), x.cview()}),
+                      Catch::Contains("do not split into 3 equal segments"));
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::Mean{out.view().subview(0, 0), x.cview()}), std::invalid_argument);
 }
 
 TEST_CASE("CUDA mean of equal segments: each as its own launch would, bit for bit; near the CPU twin", "[gpu][ops]") {
@@ -245,13 +255,14 @@ namespace {
 /// increment three times, then copy_every at periods 3 (copies) and 2 (does not).
 std::vector<float> counted_ops(Device& ops, std::size_t n, std::vector<long long>& counter_after) {
     auto counter = ops.from_host<long long>(std::vector<long long>{0});
-    for (int i = 0; i < 3; ++i) ops.increment(counter.view());
+    for (int i = 0; i < 3; ++i) fh::ops::run(ops, fh::ops::Increment{counter.view()});
     counter_after = ops.to_host(counter.cview());
     auto dst = ops.from_host<float>(random_floats(n, 31));
     auto src = ops.from_host<float>(random_floats(n, 32));
     auto other = ops.from_host<float>(random_floats(n, 33));
-    ops.copy_every(dst.view(), src.cview(), counter.cview(), 3);
-    ops.copy_every(dst.view().subview(0, n / 2), other.cview().subview(0, n / 2), counter.cview(), 2);
+    fh::ops::run(ops, fh::ops::CopyEvery{dst.view(), src.cview(), counter.cview(), 3});
+    fh::ops::run(ops,
+                 fh::ops::CopyEvery{dst.view().subview(0, n / 2), other.cview().subview(0, n / 2), counter.cview(), 2});
     return ops.to_host(dst.cview());
 }
 
@@ -269,9 +280,15 @@ std::vector<float> adam_at_device_step(Device& ops, std::size_t n, long long ste
     hp.lr = lr_from ? 1.f : 3e-3f;  // with lr_from, device memory's 3e-3 wins
     hp.clip_norm = 1.f;
     hp.step = 999;  // not used: the step comes from device memory
-    ops.adam_step(P.view(), M.view(), V.view(), G.cview(), norm.cview(), {},
-                  fh::ops::counter_value(s.cview(), 10, step % 10), hp,
-                  lr_from ? lr.cview() : fh::ops::View<const float>());
+    fh::ops::run(ops, fh::ops::AdamStep{P.view(),
+                                        M.view(),
+                                        V.view(),
+                                        G.cview(),
+                                        norm.cview(),
+                                        {},
+                                        fh::ops::counter_value(s.cview(), 10, step % 10),
+                                        hp,
+                                        lr_from ? lr.cview() : fh::ops::View<const float>()});
     auto out = ops.to_host(P.cview());
     for (float x : ops.to_host(M.cview())) out.push_back(x);
     for (float x : ops.to_host(V.cview())) out.push_back(x);
@@ -291,12 +308,14 @@ TEST_CASE("increment and copy_every: an update number in device memory decides t
     }
     auto buf = ops.from_host<float>(random_floats(64, 5));
     auto counter = ops.from_host<long long>(std::vector<long long>{4});
-    CHECK_THROWS_AS(ops.copy_every(buf.view().subview(0, 32), buf.cview().subview(16, 32), counter.cview(), 2),
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::CopyEvery{buf.view().subview(0, 32), buf.cview().subview(16, 32),
+                                                         counter.cview(), 2}),
                     std::invalid_argument);
-    CHECK_THROWS_AS(ops.copy_every(buf.view().subview(0, 32), buf.cview().subview(32, 32), counter.cview(), 0),
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::CopyEvery{buf.view().subview(0, 32), buf.cview().subview(32, 32),
+                                                         counter.cview(), 0}),
                     std::invalid_argument);
-    CHECK_THROWS_AS(ops.increment(fh::ops::View<long long>()), std::invalid_argument);
-    ops.copy_every(buf.view().subview(0, 32), buf.cview().subview(32, 32), counter.cview(), 2);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::Increment{fh::ops::View<long long>()}), std::invalid_argument);
+    fh::ops::run(ops, fh::ops::CopyEvery{buf.view().subview(0, 32), buf.cview().subview(32, 32), counter.cview(), 2});
     const auto after = ops.to_host(buf.cview());
     CHECK(std::vector<float>(after.begin(), after.begin() + 32) == std::vector<float>(after.begin() + 32, after.end()));
 }
@@ -349,8 +368,8 @@ TEST_CASE("CUDA increment, copy_every and Adam at a device step equal the CPU tw
 TEST_CASE("CUDA saxpy refuses aliased buffers too", "[gpu][ops][aliasing]") {
     auto& gpu = fh::test::gpu_ops();
     auto buf = gpu.from_host<float>(random_floats(300, 9));
-    CHECK_THROWS_AS(gpu.saxpy(buf.view(), -0.5f, buf.cview()), std::invalid_argument);
-    CHECK_NOTHROW(gpu.scale(buf.view(), 0.5f));
+    CHECK_THROWS_AS(fh::ops::run(gpu, fh::ops::Saxpy{buf.view(), -0.5f, buf.cview()}), std::invalid_argument);
+    CHECK_NOTHROW(fh::ops::run(gpu, fh::ops::Scale{buf.view(), 0.5f}));
     gpu.synchronize();
 }
 
@@ -362,7 +381,7 @@ static void check_host_read(fh::ops::Device& ops) {
     CHECK_THROWS_AS(read.wait(), std::logic_error);  // nothing started
     CHECK_THROWS_AS(read.start(src.cview().subview(0, 2)), std::invalid_argument);
     read.start(src.cview());
-    ops.fill(src.view(), 7.f);
+    fh::ops::run(ops, fh::ops::Fill{src.view(), 7.f});
     CHECK(read.wait() == std::vector<float>{1.5f, -2.f, 3.f});
     read.start(src.cview());
     CHECK(read.wait() == std::vector<float>{7.f, 7.f, 7.f});
@@ -388,9 +407,9 @@ TEST_CASE("CUDA memory is freed in stream order and refused inside a captured se
     const auto x = random_floats(4099, 31);
     auto big = a.from_host<float>(x);
     for (int round = 0; round < 20; ++round) {
-        for (int k = 0; k < 8; ++k) a.scale(big.view(), 1.0f);  // work queued on a
+        for (int k = 0; k < 8; ++k) fh::ops::run(a, fh::ops::Scale{big.view(), 1.0f});  // work queued on a
         auto t = b.from_host<float>(random_floats(1000 + round, 40 + round));
-        b.scale(t.view(), 2.0f);
+        fh::ops::run(b, fh::ops::Scale{t.view(), 2.0f});
         const auto expected = random_floats(1000 + round, 40 + round);
         const auto got = b.to_host(t.cview());
         for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == expected[i] * 2.0f);
@@ -402,15 +421,17 @@ TEST_CASE("CUDA memory is freed in stream order and refused inside a captured se
     a.run_concurrently(
         [&] {
             made_in_branch = a.alloc<float>(300);
-            a.fill(made_in_branch->view(), 1.5f);
+            fh::ops::run(a, fh::ops::Fill{made_in_branch->view(), 1.5f});
         },
-        [&] { a.fill(other.view(), -2.f); });
+        [&] {
+            fh::ops::run(a, fh::ops::Fill{other.view(), -2.f});
+        });
     CHECK(a.to_host(made_in_branch->cview()) == std::vector<float>(300, 1.5f));
     CHECK(a.to_host(other.cview()) == std::vector<float>(300, -2.f));
 
     fh::ops::OpSequence seq;
     CHECK_THROWS_AS(a.run_sequence(seq, [&] { (void)a.alloc<float>(16); }), std::logic_error);
     auto after = a.alloc<float>(16);
-    a.fill(after.view(), 3.f);
+    fh::ops::run(a, fh::ops::Fill{after.view(), 3.f});
     CHECK(a.to_host(after.cview()) == std::vector<float>(16, 3.f));
 }

@@ -14,11 +14,12 @@
 #include "data/features.hpp"
 #include "math/attention.h"
 #include "device/cpu_device.hpp"
-#include "ops/nn/ops.hpp"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
 #include "trainers/dqn/network.hpp"
+#include "abi/core_vector.h"
+#include "abi/nn_attention.h"
 
 using fh::test::random_floats;
 
@@ -134,7 +135,8 @@ TEST_CASE("feature attention ops equal the row math; one X under several network
     auto x = ops.from_host<float>(xh);
     auto scores = ops.from_host<float>(sh);
     auto out = ops.alloc<float>(rows * D), alpha = ops.alloc<float>(rows * G);
-    fh::ops::group_attention_forward(ops, out.view(), alpha.view(), x.cview(), scores.cview(), g, rows, x_rows);
+    fh::ops::run(ops,
+                 fh::ops::GroupAttentionForward{out.view(), alpha.view(), x.cview(), scores.cview(), g, rows, x_rows});
     const auto oh = ops.to_host(out.cview()), ah = ops.to_host(alpha.cview());
     for (int r = 0; r < rows; ++r) {
         std::vector<float> o(D), a(G);
@@ -145,8 +147,8 @@ TEST_CASE("feature attention ops equal the row math; one X under several network
     // Backward on the first x_rows rows (network 0).
     auto dout = ops.from_host<float>(std::vector<float>(dh.begin(), dh.begin() + x_rows * D));
     auto ds = ops.alloc<float>(x_rows * G);
-    fh::ops::group_attention_backward(ops, ds.view(), dout.cview(), x.cview(), alpha.cview().subview(0, x_rows * G), g,
-                                      x_rows);
+    fh::ops::run(ops, fh::ops::GroupAttentionBackward{ds.view(), dout.cview(), x.cview(),
+                                                      alpha.cview().subview(0, x_rows * G), g, x_rows});
     const auto dsh = ops.to_host(ds.cview());
     for (int r = 0; r < x_rows; ++r) {
         std::vector<float> want(G);
@@ -157,9 +159,9 @@ TEST_CASE("feature attention ops equal the row math; one X under several network
     auto bad = g;
     bad.begin[2] = 2;
     bad.begin[1] = 3;
-    CHECK_THROWS_AS(
-        fh::ops::group_attention_forward(ops, out.view(), alpha.view(), x.cview(), scores.cview(), bad, rows, x_rows),
-        std::invalid_argument);
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::GroupAttentionForward{out.view(), alpha.view(), x.cview(),
+                                                                     scores.cview(), bad, rows, x_rows}),
+                    std::invalid_argument);
 }
 
 TEST_CASE("QNetwork with attention: zero attention weights give the plain network's outputs, bit for bit",
@@ -204,7 +206,7 @@ TEST_CASE("QNetwork with attention: gradients of the attention and trunk weights
     auto params = ops.from_host<float>(params_h);
     net.forward(ops, params.cview(), X.cview(), B, ws);
     auto grads = ops.alloc<float>(P);
-    ops.fill(grads.view(), 0.0f);
+    fh::ops::run(ops, fh::ops::Fill{grads.view(), 0.0f});
     auto d_head = ops.from_host<float>(c);
     net.backward(ops, params.cview(), grads.view(), d_head.view(), B, ws);
     const auto g = ops.to_host(grads.cview());
@@ -240,11 +242,12 @@ TEST_CASE("feature attention: the CPU twin is within half of attention_model's b
     auto x = cpu.from_host<float>(xh);
     auto scores = cpu.from_host<float>(sh);
     auto out = cpu.alloc<float>(rows * D), alpha = cpu.alloc<float>(rows * G);
-    fh::ops::group_attention_forward(cpu, out.view(), alpha.view(), x.cview(), scores.cview(), g, rows, x_rows);
+    fh::ops::run(cpu,
+                 fh::ops::GroupAttentionForward{out.view(), alpha.view(), x.cview(), scores.cview(), g, rows, x_rows});
     auto dout = cpu.from_host<float>(dh);
     auto ds = cpu.alloc<float>(x_rows * G);
-    fh::ops::group_attention_backward(cpu, ds.view(), dout.cview(), x.cview(), alpha.cview().subview(0, x_rows * G), g,
-                                      x_rows);
+    fh::ops::run(cpu, fh::ops::GroupAttentionBackward{ds.view(), dout.cview(), x.cview(),
+                                                      alpha.cview().subview(0, x_rows * G), g, x_rows});
     std::vector<double> eo, ea, ed;
     for (int r = 0; r < rows; ++r) {
         const std::vector<double> xr(xh.begin() + (r % x_rows) * D, xh.begin() + (r % x_rows + 1) * D),
@@ -274,11 +277,12 @@ TEST_CASE("feature attention kernels and the attended network equal the CPU", "[
         auto x = ops.from_host<float>(xh);
         auto scores = ops.from_host<float>(sh);
         auto out = ops.alloc<float>(rows * D), alpha = ops.alloc<float>(rows * G);
-        fh::ops::group_attention_forward(ops, out.view(), alpha.view(), x.cview(), scores.cview(), g, rows, x_rows);
+        fh::ops::run(
+            ops, fh::ops::GroupAttentionForward{out.view(), alpha.view(), x.cview(), scores.cview(), g, rows, x_rows});
         auto dout = ops.from_host<float>(dh);
         auto ds = ops.alloc<float>(x_rows * G);
-        fh::ops::group_attention_backward(ops, ds.view(), dout.cview(), x.cview(), alpha.cview().subview(0, x_rows * G),
-                                          g, x_rows);
+        fh::ops::run(ops, fh::ops::GroupAttentionBackward{ds.view(), dout.cview(), x.cview(),
+                                                          alpha.cview().subview(0, x_rows * G), g, x_rows});
         return std::tuple{ops.to_host(out.cview()), ops.to_host(alpha.cview()), ops.to_host(ds.cview())};
     };
     const auto [oc, ac, dc] = run(cpu);
@@ -302,7 +306,7 @@ TEST_CASE("feature attention kernels and the attended network equal the CPU", "[
         auto ws = net.make_workspace(ops, 2 * B);
         const auto heads = ops.to_host(net.forward_batched(ops, params.cview(), 2, X.cview(), B, ws));
         auto grads = ops.alloc<float>(P);
-        ops.fill(grads.view(), 0.0f);
+        fh::ops::run(ops, fh::ops::Fill{grads.view(), 0.0f});
         auto d = ops.from_host<float>(dhead);
         net.backward(ops, params.cview().subview(0, P), grads.view(), d.view(), B, ws);
         return std::pair{heads, ops.to_host(grads.cview())};

@@ -19,6 +19,7 @@
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
 #include "support/market_fixture.hpp"
+#include "abi/core_vector.h"
 
 using fh::ops::View;
 using fh::test::random_floats;
@@ -345,7 +346,7 @@ HerRun run_her(fh::ops::Device& ops) {
     auto ra = ops.alloc<int>(N * rows);
     auto rd = ops.alloc<std::uint8_t>(N * rows);
     auto goals = ops.alloc<float>(N * rows);
-    ops.fill(goals.view(), 0.0f);
+    fh::ops::run(ops, fh::ops::Fill{goals.view(), 0.0f});
     const fh::ops::DqnRing one{rs.view().subview(0, rows * D),
                                rn.view().subview(0, rows * D),
                                ra.view().subview(0, rows),
@@ -374,7 +375,7 @@ HerRun run_her(fh::ops::Device& ops) {
     }
     // The second agent's ring: a copy at another push count, with goals of its own.
     for (auto [buf, size] : {std::pair{rs.view(), rows * D}, {rn.view(), rows * D}, {rr.view(), rows}})
-        ops.copy(buf.subview(size, size), View<const float>(buf.subview(0, size)));
+        fh::ops::run(ops, fh::ops::Copy{buf.subview(size, size), View<const float>(buf.subview(0, size))});
     ops.copy_raw(ra.view().subview(rows, rows), View<const int>(ra.view().subview(0, rows)));
     ops.copy_raw(rd.view().subview(rows, rows), View<const std::uint8_t>(rd.view().subview(0, rows)));
     const auto other_goals = random_floats(rows, 77, -1.5f, 2.5f);
@@ -385,7 +386,7 @@ HerRun run_her(fh::ops::Device& ops) {
     for (int g = 0; g < N; ++g) {
         auto pers = env.persistent();
         ops.copy_raw(state2.view().subview(g * n, n), View<const fh::env::EnvState>(pers.state));
-        ops.copy(states2.view().subview(g * n * D, n * D), env.states());
+        fh::ops::run(ops, fh::ops::Copy{states2.view().subview(g * n * D, n * D), env.states()});
     }
     auto counters2 = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{200, 6, 200}, {193, 2, 193}});
     auto obs2 = ops.alloc<float>(N * n * DG);

@@ -15,8 +15,11 @@
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
 #include "abi/dqn_step.h"
-#include "ops/nn/ops.hpp"
 #include "abi/replay_nstep.h"
+#include "abi/core_optim.h"
+#include "abi/core_vector.h"
+#include "abi/nn_guard.h"
+#include "abi/nn_select.h"
 
 using fh::dqn::HeadParams;
 using fh::test::random_floats;
@@ -182,7 +185,7 @@ TEST_CASE("the training guard skips non-finite updates and names the first bad q
     auto run = [&](float l0, float l1, float n, long long update) {
         ops.upload<float>(losses.view(), std::vector<float>{l0, l1});
         ops.upload<float>(norm.view(), std::vector<float>{n});
-        fh::ops::training_guard(ops, gate.view(), state.view(), losses.cview(), norm.cview(), update);
+        fh::ops::run(ops, fh::ops::TrainingGuard{gate.view(), state.view(), losses.cview(), norm.cview(), update});
         return ops.to_host(gate.cview())[0];
     };
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
@@ -206,23 +209,24 @@ TEST_CASE("norm_and_guard is global_norm, training_guard and saxpy in turn; it c
     auto stats = ops.from_host<float>(std::vector<float>{1.f, 2.f, 0.f});  // losses, then the norm
     auto accum = ops.from_host<float>(std::vector<float>{10.f, 20.f, 30.f});
     auto scratch = ops.alloc<float>(fh::ops::norm_guard_scratch_size());
-    ops.fill(scratch.view(), 0.f);
+    fh::ops::run(ops, fh::ops::Fill{scratch.view(), 0.f});
     auto gate = ops.alloc<int>(1);
     auto state = ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>{{0, 0, -1, 0, 0}});
     const auto st = stats.cview();
-    fh::ops::norm_and_guard(ops, stats.view().subview(2, 1), scratch.view(), x.cview(), gate.view(), state.view(),
-                            st.subview(0, 2), 1, accum.view(), st);
+    fh::ops::run(ops, fh::ops::NormAndGuard{stats.view().subview(2, 1), scratch.view(), x.cview(), gate.view(),
+                                            state.view(), st.subview(0, 2), 1, accum.view(), st});
     CHECK(ops.to_host(stats.cview()) == std::vector<float>{1.f, 2.f, 13.f});
     CHECK(ops.to_host(accum.cview()) == std::vector<float>{11.f, 22.f, 43.f});
     CHECK(ops.to_host(gate.cview())[0] == 1);
     CHECK(ops.to_host(state.cview())[0].applied_updates == 1);
     auto small = ops.alloc<float>(fh::ops::norm_guard_scratch_size() - 1);
-    CHECK_THROWS_AS(fh::ops::norm_and_guard(ops, stats.view().subview(2, 1), small.view(), x.cview(), gate.view(),
-                                            state.view(), st.subview(0, 2), 2),
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::NormAndGuard{stats.view().subview(2, 1), small.view(), x.cview(),
+                                                            gate.view(), state.view(), st.subview(0, 2), 2}),
                     std::invalid_argument);
-    CHECK_THROWS_AS(fh::ops::norm_and_guard(ops, stats.view().subview(2, 1), scratch.view(), x.cview(), gate.view(),
-                                            state.view(), st.subview(0, 2), 2, accum.view().subview(0, 2), st),
-                    std::invalid_argument);  // accum and stats of different sizes
+    CHECK_THROWS_AS(
+        fh::ops::run(ops, fh::ops::NormAndGuard{stats.view().subview(2, 1), scratch.view(), x.cview(), gate.view(),
+                                                state.view(), st.subview(0, 2), 2, accum.view().subview(0, 2), st}),
+        std::invalid_argument);  // accum and stats of different sizes
 }
 
 TEST_CASE("epsilon-greedy: greedy at 0, uniform at 1, ties to the lowest action", "[dqn]") {
@@ -233,10 +237,10 @@ TEST_CASE("epsilon-greedy: greedy at 0, uniform at 1, ties to the lowest action"
         for (int a = 0; a < A; ++a) qh[e * A + a] = (a == (e % A) || a == (e % A + 3) % A) ? 1.f : 0.f;
     auto q = ops.from_host<float>(qh);
     auto actions = ops.alloc<int>(n);
-    fh::ops::epsilon_greedy(ops, actions.view(), q.cview(), A, 0.f, 3, 7);
+    fh::ops::run(ops, fh::ops::EpsilonGreedy{actions.view(), q.cview(), A, 0.f, 3, 7});
     auto a0 = ops.to_host(actions.cview());
     for (int e = 0; e < n; ++e) REQUIRE(a0[e] == std::min(e % A, (e % A + 3) % A));
-    fh::ops::epsilon_greedy(ops, actions.view(), q.cview(), A, 1.f, 3, 7);
+    fh::ops::run(ops, fh::ops::EpsilonGreedy{actions.view(), q.cview(), A, 1.f, 3, 7});
     std::vector<int> hist(A, 0);
     for (int v : ops.to_host(actions.cview())) ++hist[v];
     for (int h : hist) CHECK(h > 250);  // ~333 each
@@ -377,11 +381,11 @@ TEST_CASE("GPU replay sampling, epsilon-greedy, guard, monitoring and mean equal
                                                    fh::replay::SampleParams{42, 9, 50, 30, 3, 0.97f}, B});
             auto qb = ops.from_host<float>(q);
             auto ea = ops.alloc<int>(4099);
-            fh::ops::epsilon_greedy(ops, ea.view(), qb.cview(), 9, 0.3f, 5, 11);
+            fh::ops::run(ops, fh::ops::EpsilonGreedy{ea.view(), qb.cview(), 9, 0.3f, 5, 11});
             auto m = ops.alloc<float>(1);
-            ops.mean(m.view(), br.cview());
+            fh::ops::run(ops, fh::ops::Mean{m.view(), br.cview()});
             auto hist = ops.from_host<unsigned long long>(std::vector<unsigned long long>(9, 0));
-            fh::ops::action_histogram(ops, hist.view(), ea.cview(), 9);
+            fh::ops::run(ops, fh::ops::ActionHistogram{hist.view(), ea.cview(), 9});
             return std::tuple{ops.to_host(bs.cview()), ops.to_host(bn.cview()),  ops.to_host(ba.cview()),
                               ops.to_host(br.cview()), ops.to_host(bd.cview()),  ops.to_host(ea.cview()),
                               ops.to_host(m.cview()),  ops.to_host(hist.cview())};

@@ -23,6 +23,8 @@
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
 #include "support/market_fixture.hpp"
+#include "abi/core_optim.h"
+#include "abi/core_vector.h"
 
 using fh::dqn::HeadParams;
 using fh::ops::View;
@@ -288,7 +290,7 @@ TEST_CASE("the DQN update's finish: norm, losses, guard, monitor, Adam constants
     auto monitor = ops.from_host<fh::dqn::MonitorStats>(std::vector<fh::dqn::MonitorStats>{{}});
     auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>{{5, 0, 5}});
     auto partials = ops.alloc<float>(fh::ops::dqn_finish_scratch_size());
-    ops.fill(partials.view(), 0.f);
+    fh::ops::run(ops, fh::ops::Fill{partials.view(), 0.f});
     auto finish = [&](bool inject) {
         fh::ops::run(
             ops, fh::ops::DqnUpdateFinish{step.view(), guard.view(), monitor.view(), counters.view(), partials.view(),
@@ -322,7 +324,7 @@ TEST_CASE("the DQN update's finish: norm, losses, guard, monitor, Adam constants
     CHECK(ops.to_host(counters.cview())[0].updates == 3);
 }
 
-TEST_CASE("DQN Adam + target equals Device::adam_step then the soft target update", "[dqn][ops]") {
+TEST_CASE("DQN Adam + target equals ops::AdamStep then the soft target update", "[dqn][ops]") {
     fh::ops::CpuDevice ops;
     const int P = 1000;
     const auto p0 = random_floats(P, 1), t0 = random_floats(P, 2), g = random_floats(P, 3);
@@ -356,12 +358,13 @@ TEST_CASE("DQN Adam + target equals Device::adam_step then the soft target updat
         hp.lr = a.lr;
         hp.clip_norm = a.clip_norm;
         hp.step = 4;
-        ops.adam_step(p2.view(), m2.view(), v2.view(), grads.cview(), norm.cview(), {}, hp);
+        fh::ops::run(ops,
+                     fh::ops::AdamStep{p2.view(), m2.view(), v2.view(), grads.cview(), norm.cview(), {}, hp.step, hp});
         if (tau > 0.f) {
-            ops.scale(t2.view(), a.one_minus_tau);
-            ops.saxpy(t2.view(), a.tau, p2.cview());
+            fh::ops::run(ops, fh::ops::Scale{t2.view(), a.one_minus_tau});
+            fh::ops::run(ops, fh::ops::Saxpy{t2.view(), a.tau, p2.cview()});
         } else {
-            ops.copy(t2.view(), p2.cview());
+            fh::ops::run(ops, fh::ops::Copy{t2.view(), p2.cview()});
         }
         CHECK(ops.to_host(params.cview()) == ops.to_host(p2.cview()));
         CHECK(ops.to_host(m.cview()) == ops.to_host(m2.cview()));
@@ -644,7 +647,7 @@ TEST_CASE("the DQN finish, Adam + target, collection and sampling kernels equal 
             ops.from_host<fh::dqn::MonitorStats>(std::vector<fh::dqn::MonitorStats>(N, fh::dqn::MonitorStats{}));
         auto counters = ops.from_host<fh::dqn::Counters>(std::vector<fh::dqn::Counters>(N, {9, 1, 9}));
         auto partials = ops.alloc<float>(N * fh::ops::dqn_finish_scratch_size());
-        ops.fill(partials.view(), 0.f);
+        fh::ops::run(ops, fh::ops::Fill{partials.view(), 0.f});
         std::vector<float> steps;
         std::vector<double> monitors;
         for (int round = 0; round < 2; ++round) {

@@ -16,12 +16,13 @@
 #include "math/iql.h"
 #include "device/cpu_device.hpp"
 #include "abi/iql_awr.h"
-#include "ops/nn/ops.hpp"
 #include "abi/replay_nstep.h"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/iql_model.hpp"
 #include "support/gpu.hpp"
+#include "abi/core_optim.h"
+#include "abi/core_vector.h"
 
 using fh::ops::Buffer;
 using fh::ops::CpuDevice;
@@ -88,7 +89,7 @@ Sampled sample_both_ways(Device& ops, int n_step) {
     const std::size_t xs = 2u * B * D, N = kAgents;
     auto agents_d = ops.from_host<fh::abi::SampleAgent>(agents);
     auto x = ops.alloc<float>(N * xs);
-    ops.fill(x.view(), 0.f);
+    fh::ops::run(ops, fh::ops::Fill{x.view(), 0.f});
     auto actions = ops.alloc<int>(N * B);
     auto returns = ops.alloc<float>(N * B), discounts = ops.alloc<float>(N * B);
     auto counter = ops.from_host<long long>(std::vector<long long>{41});
@@ -191,8 +192,8 @@ std::vector<float> losses_both_ways(Device& ops) {
     return all;
 }
 
-/// norm_and_guard_agents then adam_step_agents over three agents (agent 1's loss NaN at the
-/// second call: its gate closes), against norm_and_guard and Device::adam_step on each agent's
+/// ops::NormAndGuardAgents then ops::AdamStepAgents over three agents (agent 1's loss NaN at the
+/// second call: its gate closes), against ops::NormAndGuard and ops::AdamStep on each agent's
 /// slices; `soft`: with soft targets. Returns the population's parameters, moments, target,
 /// statistics and sums after two updates.
 /// The error model of losses_both_ways's results (its inputs again): the value loss exact (a
@@ -249,13 +250,13 @@ std::vector<float> tail_both_ways(Device& ops, std::size_t P, bool soft) {
     auto params = ops.from_host<float>(random_floats(N * P, 11)), m = ops.alloc<float>(N * P),
          v = ops.alloc<float>(N * P);
     auto target = ops.from_host<float>(random_floats(N * P, 12));
-    ops.fill(m.view(), 0.f);
-    ops.fill(v.view(), 0.f);
+    fh::ops::run(ops, fh::ops::Fill{m.view(), 0.f});
+    fh::ops::run(ops, fh::ops::Fill{v.view(), 0.f});
     auto lr_d = ops.from_host<float>(lr), tk = ops.from_host<float>(tau_keep);
     auto stats = ops.alloc<float>(N * S), accum = ops.alloc<float>(N * S),
          scratch = ops.alloc<float>(N * fh::ops::norm_guard_scratch_size());
-    ops.fill(accum.view(), 0.f);
-    ops.fill(scratch.view(), 0.f);
+    fh::ops::run(ops, fh::ops::Fill{accum.view(), 0.f});
+    fh::ops::run(ops, fh::ops::Fill{scratch.view(), 0.f});
     auto gate = ops.alloc<int>(N);
     auto state = ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>(N, {0, 0, -1, 0, 0}));
     auto step = ops.from_host<long long>(std::vector<long long>{0});
@@ -279,7 +280,7 @@ std::vector<float> tail_both_ways(Device& ops, std::size_t P, bool soft) {
               ops.alloc<float>(fh::ops::norm_guard_scratch_size()),
               ops.alloc<int>(1),
               ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>{{0, 0, -1, 0, 0}})};
-        for (auto* b : {&o.m, &o.v, &o.accum, &o.scratch}) ops.fill(b->view(), 0.f);
+        for (auto* b : {&o.m, &o.v, &o.accum, &o.scratch}) fh::ops::run(ops, fh::ops::Fill{b->view(), 0.f});
         alone.push_back(std::move(o));
     }
     for (int u = 1; u <= 2; ++u) {
@@ -295,23 +296,33 @@ std::vector<float> tail_both_ways(Device& ops, std::size_t P, bool soft) {
         ops.upload<float>(stats.view(), st);
         ops.upload<long long>(step.view(), std::vector<long long>{u});
         const auto counter = fh::ops::counter_value(step.cview());
-        fh::ops::norm_and_guard_agents(ops, kAgents, g.cview(), scratch.view(), gate.view(), state.view(), stats.view(),
-                                       kLosses, kNorm, counter, accum.view());
-        fh::ops::adam_step_agents(ops, kAgents, params.view(), m.view(), v.view(), g.cview(),
-                                  stats.cview().subview(kNorm * N, N), gate.cview(), counter, adam, lr_d.cview(),
-                                  soft ? target.view() : View<float>(), soft ? tk.cview() : View<const float>());
+        fh::ops::run(ops, fh::ops::NormAndGuardAgents{kAgents, g.cview(), scratch.view(), gate.view(), state.view(),
+                                                      stats.view(), kLosses, kNorm, counter, accum.view()});
+        fh::ops::run(ops, fh::ops::AdamStepAgents{kAgents, params.view(), m.view(), v.view(), g.cview(),
+                                                  stats.cview().subview(kNorm * N, N), gate.cview(), counter, adam,
+                                                  lr_d.cview(), soft ? target.view() : View<float>(),
+                                                  soft ? tk.cview() : View<const float>()});
         for (std::size_t k = 0; k < N; ++k) {
             One& o = alone[k];
             const auto gk = g.cview().subview(k * P, P);
             const auto s = o.stats.cview();
-            fh::ops::norm_and_guard(ops, o.stats.view().subview(kNorm, 1), o.scratch.view(), gk, o.gate.view(),
-                                    o.state.view(), s.subview(0, kLosses), counter, o.accum.view(), s);
+            fh::ops::run(ops,
+                         fh::ops::NormAndGuard{o.stats.view().subview(kNorm, 1), o.scratch.view(), gk, o.gate.view(),
+                                               o.state.view(), s.subview(0, kLosses), counter, o.accum.view(), s});
             fh::ops::AdamParams own = adam;
             own.lr = lr[k];
-            ops.adam_step(o.params.view(), o.m.view(), o.v.view(), gk, s.subview(kNorm, 1), o.gate.cview(), counter,
-                          own, {},
-                          soft ? fh::ops::SoftTarget{o.target.view(), tau_keep[2 * k], tau_keep[2 * k + 1]}
-                               : fh::ops::SoftTarget{});
+            fh::ops::run(
+                ops, fh::ops::AdamStep{o.params.view(),
+                                       o.m.view(),
+                                       o.v.view(),
+                                       gk,
+                                       s.subview(kNorm, 1),
+                                       o.gate.cview(),
+                                       counter,
+                                       own,
+                                       {},
+                                       soft ? fh::ops::SoftTarget{o.target.view(), tau_keep[2 * k], tau_keep[2 * k + 1]}
+                                            : fh::ops::SoftTarget{}});
         }
     }
     const auto part = [&](const std::vector<float>& h, std::size_t k, std::size_t n) {

@@ -19,12 +19,14 @@
 #include "math/ppo.h"
 #include "device/cpu_device.hpp"
 #include "abi/env.h"
-#include "ops/nn/ops.hpp"
 #include "ops/ppo/ops.hpp"
 #include "support/compare.hpp"
 #include "support/error_model.hpp"
 #include "support/gpu.hpp"
 #include "trainers/setup.hpp"
+#include "abi/core_optim.h"
+#include "abi/core_vector.h"
+#include "abi/nn_select.h"
 
 using fh::ops::Buffer;
 using fh::ops::CpuDevice;
@@ -130,7 +132,7 @@ void ppo_ops(Device& ops, Outputs& out) {
     fh::ops::run(ops, fh::ops::PpoSample{actions.view(), logp.view(), logits.cview(), static_cast<int>(A), 0, step,
                                          d_seeds.cview()});
     auto hist = ops.from_host<unsigned long long>(std::vector<unsigned long long>(N * A, 1));
-    fh::ops::action_histogram(ops, hist.view(), actions.cview(), static_cast<int>(A), static_cast<int>(N));
+    fh::ops::run(ops, fh::ops::ActionHistogram{hist.view(), actions.cview(), static_cast<int>(A), static_cast<int>(N)});
     const auto ha = ops.to_host(actions.cview());
     const auto hl = ops.to_host(logp.cview());
     const auto hh = ops.to_host(hist.cview());
@@ -143,7 +145,7 @@ void ppo_ops(Device& ops, Outputs& out) {
         CHECK(ops.to_host(a1.cview()) == part(ha, k, n));
         CHECK(same_bits(ops.to_host(l1.cview()), part(hl, k, n)));
         auto h1 = ops.from_host<unsigned long long>(std::vector<unsigned long long>(A, 1));
-        fh::ops::action_histogram(ops, h1.view(), a1.cview(), static_cast<int>(A));
+        fh::ops::run(ops, fh::ops::ActionHistogram{h1.view(), a1.cview(), static_cast<int>(A)});
         CHECK(ops.to_host(h1.cview()) == part(hh, k, A));
     }
     out.actions = ha;
@@ -163,7 +165,7 @@ void ppo_ops(Device& ops, Outputs& out) {
     auto pf = ops.alloc<float>(N * M * PD);
     auto count = ops.from_host<int>(std::vector<int>(N, 0));
     for (auto* b : {&rows, &bars}) ops.upload<int>(b->view(), std::vector<int>(N * M, -1));
-    ops.fill(pf.view(), 0.0f);
+    fh::ops::run(ops, fh::ops::Fill{pf.view(), 0.0f});
     for (int t = 0; t < 2; ++t)
         fh::ops::run(ops, fh::ops::PpoCollectTruncated{rows.view(), bars.view(), pf.view(), count.view(), next.cview(),
                                                        d_info.cview(), d_done.cview(), static_cast<int>(MD),
@@ -173,7 +175,7 @@ void ppo_ops(Device& ops, Outputs& out) {
         INFO("agent " << k);
         auto r1 = ops.from_host<int>(std::vector<int>(M, -1)), b1 = ops.from_host<int>(std::vector<int>(M, -1));
         auto p1 = ops.alloc<float>(M * PD);
-        ops.fill(p1.view(), 0.0f);
+        fh::ops::run(ops, fh::ops::Fill{p1.view(), 0.0f});
         auto c1 = ops.from_host<int>(std::vector<int>{0});
         for (int t = 0; t < 2; ++t)
             fh::ops::run(ops, fh::ops::PpoCollectTruncated{
@@ -291,17 +293,18 @@ void ppo_ops(Device& ops, Outputs& out) {
         for (std::size_t i = 0; i < n; ++i) hd[k * M + 2 * n + i] = hsrc[k * n + i];
     {
         auto dst2 = ops.alloc<float>(N * M);
-        ops.fill(dst2.view(), -1.0f);
+        fh::ops::run(ops, fh::ops::Fill{dst2.view(), -1.0f});
         std::vector<std::uint8_t> flags(N * n);
         for (std::size_t i = 0; i < flags.size(); ++i) flags[i] = static_cast<std::uint8_t>(i * 37 % 251);
         const auto d_flags = ops.from_host<std::uint8_t>(flags);
         auto r_flags = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(N * M, 0));
         auto plain = ops.alloc<float>(N * n);
-        ops.copy_group(
-            {fh::ops::CopyPair::strided<float>(dst2.view().subview(2 * n, (N - 1) * M + n), M, src.cview(), n, n, N),
-             fh::ops::CopyPair::strided<std::uint8_t>(r_flags.view().subview(3 * n - 1, (N - 1) * M + n), M,
-                                                      d_flags.cview(), n, n, N),
-             fh::ops::CopyPair(plain.view(), src.cview())});
+        fh::ops::run(ops, fh::ops::CopyGroup{
+                              {fh::ops::CopyPair::strided<float>(dst2.view().subview(2 * n, (N - 1) * M + n), M,
+                                                                 src.cview(), n, n, N),
+                               fh::ops::CopyPair::strided<std::uint8_t>(
+                                   r_flags.view().subview(3 * n - 1, (N - 1) * M + n), M, d_flags.cview(), n, n, N),
+                               fh::ops::CopyPair(plain.view(), src.cview())}});
         CHECK(same_bits(ops.to_host(dst2.cview()), hd));
         CHECK(same_bits(ops.to_host(plain.cview()), hsrc));
         const auto hf = ops.to_host(r_flags.cview());
@@ -310,8 +313,10 @@ void ppo_ops(Device& ops, Outputs& out) {
                 const bool copied = i + 1 >= 3 * n && i + 1 < 4 * n;  // row 3, one byte early: unaligned
                 CHECK(hf[k * M + i] == (copied ? flags[k * n + i + 1 - 3 * n] : 0));
             }
-        CHECK_THROWS_AS(ops.copy_group({fh::ops::CopyPair::strided<float>(dst2.view(), M, src.cview(), n, n, N + 1)}),
-                        std::invalid_argument);
+        CHECK_THROWS_AS(
+            fh::ops::run(
+                ops, fh::ops::CopyGroup{{fh::ops::CopyPair::strided<float>(dst2.view(), M, src.cview(), n, n, N + 1)}}),
+            std::invalid_argument);
         const auto b = bytes_of(hf);
         out.copies.insert(out.copies.end(), b.begin(), b.end());
     }
@@ -324,14 +329,15 @@ void ppo_ops(Device& ops, Outputs& out) {
     auto st = ops.from_host<float>(random_floats(S * N, 16, 0.f, 1.f));
     auto accum = ops.from_host<float>(random_floats(N * W, 17));
     auto scratch = ops.alloc<float>(N * fh::ops::norm_guard_scratch_size());
-    ops.fill(scratch.view(), 0.0f);
+    fh::ops::run(ops, fh::ops::Fill{scratch.view(), 0.0f});
     auto gate = ops.alloc<int>(N);
     auto guard =
         ops.from_host<fh::nn::GuardState>(std::vector<fh::nn::GuardState>(N, fh::nn::GuardState{0, 0, -1, 0, 0}));
     const auto before = ops.to_host(accum.cview());
     const auto update = fh::ops::CounterValue{1};
-    fh::ops::norm_and_guard_agents(ops, static_cast<int>(N), grads.cview(), scratch.view(), gate.view(), guard.view(),
-                                   st.view(), 3, 5, update, accum.view(), static_cast<int>(W));
+    fh::ops::run(
+        ops, fh::ops::NormAndGuardAgents{static_cast<int>(N), grads.cview(), scratch.view(), gate.view(), guard.view(),
+                                         st.view(), 3, 5, update, accum.view(), static_cast<int>(W)});
     const auto after = ops.to_host(accum.cview()), hst = ops.to_host(st.cview());
     for (std::size_t k = 0; k < N; ++k)
         for (std::size_t j = 0; j < W; ++j) {

@@ -1,6 +1,6 @@
 /// @file adam_target.hpp
-/// @brief One Adam step with a soft target on any device, fused (Device::adam_step with an
-///        ops::SoftTarget) or as the separate ops it replaces (adam_step, then scale and saxpy on
+/// @brief One Adam step with a soft target on any device, fused (ops::AdamStep with an
+///        ops::SoftTarget) or as the separate ops it replaces (AdamStep, then Scale and Saxpy on
 ///        the target), for the tests that compare the two on each backend.
 #pragma once
 
@@ -8,6 +8,8 @@
 
 #include "device/device.hpp"
 #include "support/compare.hpp"
+#include "abi/core_optim.h"
+#include "abi/core_vector.h"
 
 namespace fh::test {
 
@@ -32,12 +34,21 @@ inline AdamTargetResult adam_with_target(ops::Device& ops, std::size_t n, int ga
     const double tau = 0.05;
     const auto counter = ops::counter_value(step.cview());
     if (fused) {
-        ops.adam_step(P.view(), M.view(), V.view(), G.cview(), norm.cview(), gate.cview(), counter, hp, {},
-                      ops::SoftTarget::of(T.view(), tau));
+        fh::ops::run(ops, fh::ops::AdamStep{P.view(),
+                                            M.view(),
+                                            V.view(),
+                                            G.cview(),
+                                            norm.cview(),
+                                            gate.cview(),
+                                            counter,
+                                            hp,
+                                            {},
+                                            ops::SoftTarget::of(T.view(), tau)});
     } else {
-        ops.adam_step(P.view(), M.view(), V.view(), G.cview(), norm.cview(), gate.cview(), counter, hp);
-        ops.scale(T.view(), static_cast<float>(1.0 - tau));
-        ops.saxpy(T.view(), static_cast<float>(tau), P.cview());
+        fh::ops::run(
+            ops, fh::ops::AdamStep{P.view(), M.view(), V.view(), G.cview(), norm.cview(), gate.cview(), counter, hp});
+        fh::ops::run(ops, fh::ops::Scale{T.view(), static_cast<float>(1.0 - tau)});
+        fh::ops::run(ops, fh::ops::Saxpy{T.view(), static_cast<float>(tau), P.cview()});
     }
     return {ops.to_host(P.cview()), ops.to_host(M.cview()), ops.to_host(V.cview()), ops.to_host(T.cview())};
 }

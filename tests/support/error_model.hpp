@@ -87,7 +87,7 @@ Bounds block_bounds(const std::vector<T>& ref, std::size_t block, double k) {
     return b;
 }
 
-/// The mean of x's n floats on two sides (Device::mean: the CPU sums in double, the kernel in
+/// The mean of x's n floats on two sides (ops::Mean: the CPU sums in double, the kernel in
 /// float in a tree): the float sum's reordered-sum bound, sum_ulps(n) u sum |x| / n, and the
 /// division's and the final rounding's u of |mean| on each side.
 template <class T>

@@ -24,6 +24,7 @@
 #include "trainers/dqn/engine.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
+#include "abi/core_vector.h"
 
 using namespace fh;
 using fh::test::movement_fraction;
@@ -307,8 +308,8 @@ TEST_CASE("the batched population's GPU products against one network's: where th
     const std::size_t P = net.layout().total(), Bs = B, Ds = static_cast<std::size_t>(D),
                       Ws = static_cast<std::size_t>(W);
     auto params = ops.alloc<float>(N * P), targets = ops.alloc<float>(N * P);
-    ops.fill(params.view(), 0.f);
-    ops.fill(targets.view(), 0.f);
+    fh::ops::run(ops, fh::ops::Fill{params.view(), 0.f});
+    fh::ops::run(ops, fh::ops::Fill{targets.view(), 0.f});
     for (int i = 0; i < N; ++i) {
         nn::init_params(ops, params.view().subview(i * P, P), net.layout(), 100 + i);
         nn::init_params(ops, targets.view().subview(i * P, P), net.layout(), 200 + i);
@@ -326,9 +327,9 @@ TEST_CASE("the batched population's GPU products against one network's: where th
     const auto t_all =
         ops.to_host(net.forward_agents(ops, targets.cview(), P, x.cview().subview(Bs * Ds, span), xs, B, N, ws_t));
     auto grads_all = ops.alloc<float>(N * P);
-    ops.fill(grads_all.view(), 0.f);
+    fh::ops::run(ops, fh::ops::Fill{grads_all.view(), 0.f});
     auto d_all = ops.alloc<float>(N * Bs * Ws);
-    ops.copy(d_all.view(), d_head.cview());
+    fh::ops::run(ops, fh::ops::Copy{d_all.view(), d_head.cview()});
     net.backward_agents(ops, params.cview(), grads_all.view(), d_all.view(), ws_s);
     const auto g_all = ops.to_host(grads_all.cview());
     // One network at a time, as a single run computes them.
@@ -350,8 +351,8 @@ TEST_CASE("the batched population's GPU products against one network's: where th
             net.forward(ops, params.cview().subview(k * P, P), obs.cview().subview(k * n * Ds, n * Ds), n, ws1));
         act = std::max(
             act, worst(a1, std::vector<float>(act_all.begin() + k * n * Ws, act_all.begin() + (k + 1) * n * Ws), 3));
-        ops.copy(pair.view().subview(0, P), params.cview().subview(k * P, P));
-        ops.copy(pair.view().subview(P, P), targets.cview().subview(k * P, P));
+        fh::ops::run(ops, fh::ops::Copy{pair.view().subview(0, P), params.cview().subview(k * P, P)});
+        fh::ops::run(ops, fh::ops::Copy{pair.view().subview(P, P), targets.cview().subview(k * P, P)});
         const auto heads =
             ops.to_host(net.forward_batched(ops, pair.cview(), 2, x.cview().subview(k * xs, xs), 2 * B, ws_pair));
         online = std::max(online,
@@ -360,8 +361,8 @@ TEST_CASE("the batched population's GPU products against one network's: where th
         target = std::max(target,
                           worst(std::vector<float>(heads.begin() + 3 * Bs * Ws, heads.begin() + 4 * Bs * Ws),
                                 std::vector<float>(t_all.begin() + k * Bs * Ws, t_all.begin() + (k + 1) * Bs * Ws), 3));
-        ops.fill(g1.view(), 0.f);
-        ops.copy(d1.view(), d_head.cview().subview(k * Bs * Ws, Bs * Ws));
+        fh::ops::run(ops, fh::ops::Fill{g1.view(), 0.f});
+        fh::ops::run(ops, fh::ops::Copy{d1.view(), d_head.cview().subview(k * Bs * Ws, Bs * Ws)});
         net.backward(ops, pair.cview(), g1.view(), d1.view(), B, ws_pair);
         grads = std::max(grads, worst(ops.to_host(g1.cview()),
                                       std::vector<float>(g_all.begin() + k * P, g_all.begin() + (k + 1) * P), 4));

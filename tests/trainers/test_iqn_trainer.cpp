@@ -35,6 +35,7 @@
 #include "trainers/dqn/engine.hpp"
 #include "trainers/dqn/network.hpp"
 #include "trainers/setup.hpp"
+#include "abi/core_vector.h"
 
 using namespace fh;
 using fh::core::Activation;
@@ -196,7 +197,7 @@ TEST_CASE("QNetwork's IQN forward and backward on the CPU equal the double gradi
     const int W = net.output_width();
     const Net o(W);
     auto params = ops.alloc<float>(L.total());
-    ops.fill(params.view(), 0.f);
+    fh::ops::run(ops, fh::ops::Fill{params.view(), 0.f});
     nn::init_params(ops, params.view(), L, 11);
     const auto ph = ops.to_host(params.cview());
     // The double network from the layout's slices (which also pins their names and order).
@@ -247,7 +248,7 @@ TEST_CASE("QNetwork's IQN forward and backward on the CPU equal the double gradi
     ops::run(ops, ops::IqnLoss{d_head.view(), stats.view(), rows, sel.cview(), tgt.cview(), taus.cview(), act.cview(),
                                ret.cview(), disc.cview(), agent.cview(), cfg.head, N, B});
     auto grads = ops.alloc<float>(L.total());
-    ops.fill(grads.view(), 0.f);
+    fh::ops::run(ops, fh::ops::Fill{grads.view(), 0.f});
     net.backward(ops, params.cview(), grads.view(), d_head.view(), B, ws);
     const auto st = ops.to_host(stats.cview());
     double loss_f = 0;

@@ -44,7 +44,7 @@ KernelRegistry::KernelRegistry() {
                             0);
     }
     set_stand_in(this, [fill = table_.fill_f32_kernel](cudaStream_t stream) {
-        fill(stream, LaunchDims{dim3(1), dim3(32), 0}, nullptr, 0.f, 0);
+        fill(stream, LaunchDims{dim3(1), dim3(32), 0}, fh::ops::Fill{});
     });
 }
 

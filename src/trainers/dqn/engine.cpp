@@ -17,6 +17,7 @@
 #include "abi/dqn_iqn.h"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
+#include "abi/core_vector.h"
 
 namespace fh::trainers {
 
@@ -199,15 +200,15 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
 
     // Parameters, agent by agent from its seed (the padding zero); the targets start as copies.
     nets_ = ops.alloc<float>(2 * N * P);
-    ops.fill(nets_.view(), 0.0f);
+    ops::run(ops, ops::Fill{nets_.view(), 0.0f});
     online_ = nets_.view().subview(0, N * P);
     target_ = nets_.view().subview(N * P, N * P);
     for (std::size_t i = 0; i < N; ++i)
         nn::init_params(ops, online_.subview(i * P, P), net_.layout(), static_cast<std::uint64_t>(agents[i].run.seed));
-    ops.copy(target_, ops::View<const float>(online_));
+    ops::run(ops, ops::Copy{target_, ops::View<const float>(online_)});
     for (auto* b : {&grads_, &m_, &v_}) {
         *b = ops.alloc<float>(N * P);
-        ops.fill(b->view(), 0.0f);
+        ops::run(ops, ops::Fill{b->view(), 0.0f});
     }
 
     // Each agent's environments start as its own (its seed, its market).
@@ -226,9 +227,9 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     ring_states_ = ops.alloc<float>(rows * D);
     ring_next_states_ = ops.alloc<float>(rows * D);
     ring_rewards_ = ops.alloc<float>(rows);
-    ops.fill(ring_states_.view(), 0.0f);
-    ops.fill(ring_next_states_.view(), 0.0f);
-    ops.fill(ring_rewards_.view(), 0.0f);
+    ops::run(ops, ops::Fill{ring_states_.view(), 0.0f});
+    ops::run(ops, ops::Fill{ring_next_states_.view(), 0.0f});
+    ops::run(ops, ops::Fill{ring_rewards_.view(), 0.0f});
     ring_actions_ = ops.from_host<int>(std::vector<int>(rows, 0));
     ring_done_ = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(rows, 0));
 
@@ -243,7 +244,7 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     step_ = ops.from_host<dqn::UpdateStep>(std::vector<dqn::UpdateStep>(N, dqn::UpdateStep{}));
     if (first.dqn.her) {
         her_goals_ = ops.alloc<float>(rows);
-        ops.fill(her_goals_.view(), 0.0f);
+        ops::run(ops, ops::Fill{her_goals_.view(), 0.0f});
         her_obs_ = ops.alloc<float>(N * n * DX);
     }
     // With the IQN head, every sample has `quantiles` fractions: its update's head rows are B * quantiles.
@@ -265,7 +266,7 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         iqn_taus_ = ops.alloc<float>(N * fractions);
     }
     norm_partials_ = ops.alloc<float>(N * ops::dqn_finish_scratch_size());
-    ops.fill(norm_partials_.view(), 0.f);  // the finish's tickets start at zero
+    ops::run(ops, ops::Fill{norm_partials_.view(), 0.f});  // the finish's tickets start at zero
     guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>(N, nn::GuardState{0, 0, -1, 0, 0}));
     stats_ = ops.from_host<dqn::MonitorStats>(std::vector<dqn::MonitorStats>(N, dqn::MonitorStats{}));
     histogram_ = ops.from_host<unsigned long long>(std::vector<unsigned long long>(N * A, 0));
@@ -295,9 +296,9 @@ abi::EnvAgent DqnEngine::start_environments(std::size_t i, const config::Profile
     venv.reset_all();
     auto start = venv.persistent();
     ops_.copy_raw(env_state_.view().subview(i * n, n), ops::View<const env::EnvState>(start.state));
-    ops_.copy(env_portfolio_.view().subview(i * n * env::PORTFOLIO_STRIDE, n * env::PORTFOLIO_STRIDE),
-              ops::View<const float>(start.portfolio));
-    ops_.copy(env_states_.view().subview(i * n * D, n * D), ops::View<const float>(start.states));
+    ops::run(ops_, ops::Copy{env_portfolio_.view().subview(i * n * env::PORTFOLIO_STRIDE, n * env::PORTFOLIO_STRIDE),
+                             ops::View<const float>(start.portfolio)});
+    ops::run(ops_, ops::Copy{env_states_.view().subview(i * n * D, n * D), ops::View<const float>(start.states)});
     const abi::EnvAgent agent{venv.market(), static_cast<std::uint64_t>(profile.run.seed)};
     ops_.synchronize();  // the copies are done before venv's buffers go
     return agent;
@@ -314,23 +315,24 @@ void DqnEngine::reset_agent(int agent, const config::Profile& p, const env::Devi
     const auto a = static_cast<std::size_t>(agent);
     profiles_[a] = p;
     // The weights from its seed (the padding zero), the target a copy; gradients and Adam's moments zero.
-    ops_.fill(online(agent), 0.0f);
+    ops::run(ops_, ops::Fill{online(agent), 0.0f});
     nn::init_params(ops_, online(agent), net_.layout(), static_cast<std::uint64_t>(p.run.seed));
-    ops_.copy(target(agent), ops::View<const float>(online(agent)));
-    for (auto* b : {&grads_, &m_, &v_}) ops_.fill(slice(*b, agent), 0.0f);
+    ops::run(ops_, ops::Copy{target(agent), ops::View<const float>(online(agent))});
+    for (auto* b : {&grads_, &m_, &v_}) ops::run(ops_, ops::Fill{slice(*b, agent), 0.0f});
     // Its environments from its seed on its market; its ring empty.
     ops_.upload<abi::EnvAgent>(slice(collect_agents_, agent),
                                std::vector<abi::EnvAgent>{start_environments(a, p, market)});
-    for (auto* b : {&ring_states_, &ring_next_states_, &ring_rewards_}) ops_.fill(slice(*b, agent), 0.0f);
+    for (auto* b : {&ring_states_, &ring_next_states_, &ring_rewards_})
+        ops::run(ops_, ops::Fill{slice(*b, agent), 0.0f});
     ops_.upload<int>(slice(ring_actions_, agent), std::vector<int>(slice(ring_actions_, agent).size(), 0));
     ops_.upload<std::uint8_t>(slice(ring_done_, agent), std::vector<std::uint8_t>(slice(ring_done_, agent).size(), 0));
-    if (her_goals_.size() > 0) ops_.fill(slice(her_goals_, agent), 0.0f);
+    if (her_goals_.size() > 0) ops::run(ops_, ops::Fill{slice(her_goals_, agent), 0.0f});
     // Its constants, counters, update step, guard and monitoring as the constructor sets them.
     ops_.upload<dqn::AgentParams>(slice(agent_, agent), std::vector<dqn::AgentParams>{dqn_agent_params(p)});
     ops_.upload<dqn::Counters>(slice(counters_, agent), std::vector<dqn::Counters>{dqn::Counters{}});
     ops_.upload<unsigned>(slice(collect_tickets_, agent), std::vector<unsigned>{0u});
     ops_.upload<dqn::UpdateStep>(slice(step_, agent), std::vector<dqn::UpdateStep>{dqn::UpdateStep{}});
-    ops_.fill(slice(norm_partials_, agent), 0.0f);
+    ops::run(ops_, ops::Fill{slice(norm_partials_, agent), 0.0f});
     ops_.upload<nn::GuardState>(slice(guard_, agent), std::vector<nn::GuardState>{nn::GuardState{0, 0, -1, 0, 0}});
     ops_.upload<dqn::MonitorStats>(slice(stats_, agent), std::vector<dqn::MonitorStats>{dqn::MonitorStats{}});
     ops_.upload<unsigned long long>(slice(histogram_, agent),

@@ -5,7 +5,7 @@
 
 #include "abi/dqn_step.h"
 #include "abi/dqn_iqn.h"
-#include "ops/nn/ops.hpp"
+#include "abi/nn_attention.h"
 
 namespace fh::trainers {
 namespace {
@@ -117,8 +117,9 @@ ops::View<const float> QNetwork::attend(ops::Device& ops, ops::View<const float>
                                         int rows, int x_rows, Workspace& ws) const {
     const auto R = static_cast<std::size_t>(rows);
     const auto attended = ws.attended.view().subview(0, R * static_cast<std::size_t>(config_.state_dim));
-    ops::group_attention_forward(ops, attended, ws.alpha.view().subview(0, R * static_cast<std::size_t>(groups_.count)),
-                                 X, scores, groups_, rows, x_rows);
+    ops::run(ops, ops::GroupAttentionForward{attended,
+                                             ws.alpha.view().subview(0, R * static_cast<std::size_t>(groups_.count)), X,
+                                             scores, groups_, rows, x_rows});
     ws.input = X;
     ws.rows = rows;
     return attended;
@@ -226,8 +227,8 @@ void QNetwork::backward(ops::Device& ops, ops::View<const float> params, ops::Vi
     const auto d_attended = ws.d_attended.view().subview(0, B * D);
     net_.backward(ops, params, grads, d_head, d_attended, batch, ws.mlp, false);
     const auto d_scores = ws.d_scores.view().subview(0, B * G);
-    ops::group_attention_backward(ops, d_scores, d_attended, ws.input.subview(0, B * D),
-                                  ws.alpha.cview().subview(0, B * G), groups_, batch);
+    ops::run(ops, ops::GroupAttentionBackward{d_scores, d_attended, ws.input.subview(0, B * D),
+                                              ws.alpha.cview().subview(0, B * G), groups_, batch});
     attention_->backward(ops, params, grads, d_scores, {}, batch, ws.attention, false);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "math/env.h"
+#include "abi/core_vector.h"
 
 namespace fh::trainers {
 namespace {
@@ -146,8 +147,8 @@ ops::View<const float> DtNetwork::forward(ops::Device& ops, ops::View<const floa
         ops::run(ops, ops::DtAttention{a.attn.view(), a.P.view(), a.qkv.cview(), attention_shape(B)});
         ops.linear_forward(a.proj.view(), a.attn.cview(), slice(params, s.proj_w), slice(params, s.proj_b), R, D, D,
                            Activation::none);
-        ops.copy(a.h.view(), x);
-        ops.saxpy(a.h.view(), 1.0f, a.proj.cview());
+        ops::run(ops, ops::Copy{a.h.view(), x});
+        ops::run(ops, ops::Saxpy{a.h.view(), 1.0f, a.proj.cview()});
         // MLP branch: x' = h + fc2(gelu(fc1(ln2(h)))).
         ops::run(ops, ops::DtLayerNorm{a.ln2.view(), a.ln2_stats.view(), a.h.cview(), slice(params, s.ln2_gain),
                                        slice(params, s.ln2_bias), D});
@@ -157,8 +158,8 @@ ops::View<const float> DtNetwork::forward(ops::Device& ops, ops::View<const floa
         ops.linear_forward(a.fc2.view(), a.fc1_a.cview(), slice(params, s.fc2_w), slice(params, s.fc2_b), R, F, D,
                            Activation::none);
         const auto next = ws.x[static_cast<std::size_t>(l) + 1].view();
-        ops.copy(next, a.h.cview());
-        ops.saxpy(next, 1.0f, a.fc2.cview());
+        ops::run(ops, ops::Copy{next, a.h.cview()});
+        ops::run(ops, ops::Saxpy{next, 1.0f, a.fc2.cview()});
     }
     ops::run(ops, ops::DtLayerNorm{ws.lnf.view(), ws.lnf_stats.view(), ws.x.back().cview(), slice(params, lnf_gain_),
                                    slice(params, lnf_bias_), D});
@@ -224,7 +225,7 @@ DtNetwork::ActWorkspace DtNetwork::make_act_workspace(ops::Device& ops, int n) c
     ws.history = ops.from_host<dt::History>(std::vector<dt::History>(sz(n), dt::History{0, 0}));
     for (int l = 0; l < shape_.layers; ++l) {
         ws.cache.push_back(ops.alloc<float>(sz(n) * sz(dt::cache_slots(shape_.context)) * 2 * D));
-        ops.fill(ws.cache.back().view(), 0.0f);
+        ops::run(ops, ops::Fill{ws.cache.back().view(), 0.0f});
     }
     ws.states = ops.alloc<float>(sz(n) * sz(shape_.state_dim));
     ws.s_proj = ops.alloc<float>(sz(n) * D);
@@ -260,7 +261,7 @@ void DtNetwork::act(ops::Device& ops, ops::View<const float> params, ops::View<c
                                             ws.qkv.cview(), ws.history.cview(), ap});
         ops.linear_forward(ws.proj.view(), ws.attn.cview(), slice(params, s.proj_w), slice(params, s.proj_b), rows, D,
                            D, Activation::none);
-        ops.saxpy(ws.x.view(), 1.0f, ws.proj.cview());
+        ops::run(ops, ops::Saxpy{ws.x.view(), 1.0f, ws.proj.cview()});
         ops::run(ops, ops::DtLayerNorm{ws.ln.view(), ws.stats.view(), ws.x.cview(), slice(params, s.ln2_gain),
                                        slice(params, s.ln2_bias), D});
         ops.linear_forward(ws.fc1_z.view(), ws.ln.cview(), slice(params, s.fc1_w), slice(params, s.fc1_b), rows, D, F,
@@ -268,7 +269,7 @@ void DtNetwork::act(ops::Device& ops, ops::View<const float> params, ops::View<c
         ops::run(ops, ops::DtGelu{ws.fc1_a.view(), ws.fc1_z.cview()});
         ops.linear_forward(ws.fc2.view(), ws.fc1_a.cview(), slice(params, s.fc2_w), slice(params, s.fc2_b), rows, F, D,
                            Activation::none);
-        ops.saxpy(ws.x.view(), 1.0f, ws.fc2.cview());
+        ops::run(ops, ops::Saxpy{ws.x.view(), 1.0f, ws.fc2.cview()});
     }
     ops::run(ops, ops::DtLayerNorm{ws.ln.view(), ws.stats.view(), ws.x.cview(), slice(params, lnf_gain_),
                                    slice(params, lnf_bias_), D});

@@ -14,11 +14,12 @@
 
 #include "io/json.hpp"
 #include "nn/init.hpp"
-#include "ops/nn/ops.hpp"
 #include "trainers/offline_dataset.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
+#include "abi/core_optim.h"
+#include "abi/core_vector.h"
 
 namespace fh::trainers {
 namespace {
@@ -129,7 +130,7 @@ DtTrainer::DtTrainer(ops::Device& ops, const config::Profile& profile, const env
 
     // The weights: the parameters, then the calibration (math/dt.h).
     weights_ = ops.alloc<float>(param_floats_ + dt::kCalibrationFloats);
-    ops.fill(weights_.view(), 0.0f);
+    ops::run(ops, ops::Fill{weights_.view(), 0.0f});
     nn::init_params(ops, params(), policy_.network().layout(), static_cast<std::uint64_t>(profile.run.seed));
     const std::vector<float> calibration{calibration_.target_token(), static_cast<float>(calibration_.scale),
                                          static_cast<float>(calibration_.target_rate)};
@@ -137,7 +138,7 @@ DtTrainer::DtTrainer(ops::Device& ops, const config::Profile& profile, const env
     grads_ = nn::alloc_zeroed(ops, policy_.network().layout());
     adam_ = AdamState(ops, policy_.network().layout());
     lr_ = ops.alloc<float>(1);
-    ops.fill(lr_.view(), 0.0f);
+    ops::run(ops, ops::Fill{lr_.view(), 0.0f});
 
     const std::size_t B = static_cast<std::size_t>(batch_), K = static_cast<std::size_t>(shape_.context);
     ws_ = policy_.network().make_workspace(ops, batch_);
@@ -189,18 +190,18 @@ void DtTrainer::update_ops(bool inject_nan) {
                                      b_lengths_.cview(), shape_.context, shape_.num_actions});
     policy_.network().backward(ops_, params(), grads_.view(), d_logits_.view(), in, ws_);
     // The windows' terms sum to the batch means: their mean times B.
-    ops_.mean(cur.subview(kLoss, 1), loss_.cview());
-    ops_.scale(cur.subview(kLoss, 1), static_cast<float>(batch_));
-    ops_.mean(cur.subview(kAccuracy, 1), correct_.cview());
-    ops_.scale(cur.subview(kAccuracy, 1), static_cast<float>(batch_));
-    ops_.copy(cur.subview(kLearningRate, 1), lr_.cview());
-    if (inject_nan) ops_.fill(cur.subview(kLoss, 1), std::numeric_limits<float>::quiet_NaN());
+    ops::run(ops_, ops::Mean{cur.subview(kLoss, 1), loss_.cview()});
+    ops::run(ops_, ops::Scale{cur.subview(kLoss, 1), static_cast<float>(batch_)});
+    ops::run(ops_, ops::Mean{cur.subview(kAccuracy, 1), correct_.cview()});
+    ops::run(ops_, ops::Scale{cur.subview(kAccuracy, 1), static_cast<float>(batch_)});
+    ops::run(ops_, ops::Copy{cur.subview(kLearningRate, 1), lr_.cview()});
+    if (inject_nan) ops::run(ops_, ops::Fill{cur.subview(kLoss, 1), std::numeric_limits<float>::quiet_NaN()});
 
     // 3. Norm, guard and the log's sums (one op), Adam at the warmed-up learning rate.
     const auto stats = monitor_.current.cview();
-    fh::ops::norm_and_guard(ops_, cur.subview(kGradNorm, 1), monitor_.norm_scratch.view(), grads_.cview(),
-                            monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses), update,
-                            monitor_.accum.view(), stats);
+    ops::run(ops_, ops::NormAndGuard{cur.subview(kGradNorm, 1), monitor_.norm_scratch.view(), grads_.cview(),
+                                     monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
+                                     update, monitor_.accum.view(), stats});
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);

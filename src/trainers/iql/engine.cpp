@@ -15,11 +15,12 @@
 #include "io/json.hpp"
 #include "nn/init.hpp"
 #include "abi/iql_awr.h"
-#include "ops/nn/ops.hpp"
 #include "abi/replay_nstep.h"
 #include "trainers/offline_dataset.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
+#include "abi/core_optim.h"
+#include "abi/core_vector.h"
 
 namespace fh::trainers {
 
@@ -114,15 +115,15 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
 
     // Each agent's parameters from its seed (the padding zero), the target a copy.
     online_ = ops.alloc<float>(N * P);
-    ops.fill(online_.view(), 0.0f);
+    ops::run(ops, ops::Fill{online_.view(), 0.0f});
     for (std::size_t i = 0; i < N; ++i)
         nn::init_params(ops, online_.view().subview(i * P, P), net_.layout,
                         static_cast<std::uint64_t>(agents[i].run.seed));
     target_ = ops.alloc<float>(N * P);
-    ops.copy(target_.view(), online_.cview());
+    ops::run(ops, ops::Copy{target_.view(), online_.cview()});
     for (auto* b : {&grads_, &m_, &v_}) {
         *b = ops.alloc<float>(N * P);
-        ops.fill(b->view(), 0.0f);
+        ops::run(ops, ops::Fill{b->view(), 0.0f});
     }
     twin_stride_ = net_.q2.layers().front().weight.offset - net_.q1.layers().front().weight.offset;
     for (std::size_t l = 0; l < net_.q1.layers().size(); ++l) {
@@ -155,7 +156,8 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     current_ = ops.alloc<float>(N * kCount);
     accum_ = ops.alloc<float>(N * kCount);
     norm_scratch_ = ops.alloc<float>(N * ops::norm_guard_scratch_size());
-    for (auto* b : {&current_, &accum_, &norm_scratch_}) ops.fill(b->view(), 0.0f);  // the norm's tickets start at zero
+    for (auto* b : {&current_, &accum_, &norm_scratch_})
+        ops::run(ops, ops::Fill{b->view(), 0.0f});  // the norm's tickets start at zero
     gate_ = ops.from_host<int>(std::vector<int>(N, 0));
     guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>(N, nn::GuardState{0, 0, -1, 0, 0}));
 
@@ -260,12 +262,14 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
                 net_.v.backward(ops_, online, grads, d_v_.view(), {}, B, ws_v_, false);
             else
                 net_.v.backward_batched(ops_, online, grads, d_v_.view(), {}, ws_v_, false);
-            ops_.mean(stat(kValueLoss), loss_v_.cview());
-            ops_.mean(stat(kV), v);
+            ops::run(ops_, ops::Mean{stat(kValueLoss), loss_v_.cview()});
+            ops::run(ops_, ops::Mean{stat(kV), v});
             for (int a = 0; a < N && a < 32; ++a)
                 if (inject_nan & (1u << a))
-                    ops_.fill(cur.subview(static_cast<std::size_t>(kValueLoss) * Ns + static_cast<std::size_t>(a), 1),
-                              std::numeric_limits<float>::quiet_NaN());
+                    ops::run(ops_,
+                             ops::Fill{cur.subview(
+                                           static_cast<std::size_t>(kValueLoss) * Ns + static_cast<std::size_t>(a), 1),
+                                       std::numeric_limits<float>::quiet_NaN()});
         },
         [&] {
             fh::ops::run(ops_, fh::ops::IqlQLoss{loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, actions_.cview(),
@@ -278,7 +282,7 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
                 ops_.run_concurrently(
                     [&] { net_.q1.backward_batched(ops_, online, grads, d_q1_.view(), {}, ws_q1_, false); },
                     [&] { net_.q1.backward_batched(ops_, online_q2, grads_q2, d_q2_.view(), {}, ws_q2_, false); });
-            ops_.mean(stat(kQLoss), loss_q_.cview());
+            ops::run(ops_, ops::Mean{stat(kQLoss), loss_q_.cview()});
         },
         [&] {
             fh::ops::run(
@@ -289,25 +293,25 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
                 net_.policy.backward(ops_, online, grads, d_logits_.view(), {}, B, ws_policy_, false);
             else
                 net_.policy.backward_batched(ops_, online, grads, d_logits_.view(), {}, ws_policy_, false);
-            ops_.mean(stat(kPolicyLoss), loss_pi_.cview());
-            ops_.mean(stat(kWeight), awr_weights_.cview());
+            ops::run(ops_, ops::Mean{stat(kPolicyLoss), loss_pi_.cview()});
+            ops::run(ops_, ops::Mean{stat(kWeight), awr_weights_.cview()});
         });
 
     // 6. Norm, guard and the log's sums per agent (one launch), Adam per agent with its learning
     //    rate; with tau > 0 the soft target copy (target += tau (online - target)) in Adam's pass,
     //    else the periodic copy after it (every agent at one update number). Only the Q slices of
     //    the target are read; updating the whole buffer keeps one operation.
-    fh::ops::norm_and_guard_agents(ops_, N, grads_.cview(), norm_scratch_.view(), gate_.view(), guard_.view(), cur,
-                                   kGuardLosses, kGradNorm, ops::counter_value(update), accum_.view());
+    ops::run(ops_, ops::NormAndGuardAgents{N, grads_.cview(), norm_scratch_.view(), gate_.view(), guard_.view(), cur,
+                                           kGuardLosses, kGradNorm, ops::counter_value(update), accum_.view()});
     const auto& t = profiles_.front().training;
     ops::AdamParams adam;
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
     const bool soft = t.tau > 0;
-    fh::ops::adam_step_agents(ops_, N, online_.view(), m_.view(), v_.view(), grads_.cview(), stat(kGradNorm),
-                              gate_.cview(), ops::counter_value(update), adam, lr_.cview(),
-                              soft ? target_.view() : ops::View<float>(),
-                              soft ? tau_keep_.cview() : ops::View<const float>());
-    if (!soft) ops_.copy_every(target_.view(), online_.cview(), update, t.target_update_period);
+    ops::run(ops_, ops::AdamStepAgents{N, online_.view(), m_.view(), v_.view(), grads_.cview(), stat(kGradNorm),
+                                       gate_.cview(), ops::counter_value(update), adam, lr_.cview(),
+                                       soft ? target_.view() : ops::View<float>(),
+                                       soft ? tau_keep_.cview() : ops::View<const float>()});
+    if (!soft) ops::run(ops_, ops::CopyEvery{target_.view(), online_.cview(), update, t.target_update_period});
 }
 
 void IqlEngine::iterate() {

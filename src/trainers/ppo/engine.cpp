@@ -16,10 +16,12 @@
 
 #include "io/json.hpp"
 #include "nn/init.hpp"
-#include "ops/nn/ops.hpp"
 #include "ops/ppo/ops.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
+#include "abi/core_optim.h"
+#include "abi/core_vector.h"
+#include "abi/nn_select.h"
 
 namespace fh::trainers {
 
@@ -164,25 +166,25 @@ PpoEngine::PpoEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     for (const auto& p : agents) diversity.push_back(static_cast<float>(p.ppo.diversity_coef));
     diversity_coef_ = ops.from_host<float>(diversity);
     lr_ = ops.alloc<float>(N);
-    ops.fill(lr_.view(), 0.0f);
+    ops::run(ops, ops::Fill{lr_.view(), 0.0f});
 
     // Each agent's parameters from its seed (the padding zero).
     params_ = ops.alloc<float>(N * P);
-    ops.fill(params_.view(), 0.0f);
+    ops::run(ops, ops::Fill{params_.view(), 0.0f});
     for (std::size_t i = 0; i < N; ++i)
         nn::init_params(ops, params_.view().subview(i * P, P), net_.layout,
                         static_cast<std::uint64_t>(agents[i].run.seed));
     for (auto* b : {&grads_, &m_, &v_}) {
         *b = ops.alloc<float>(N * P);
-        ops.fill(b->view(), 0.0f);
+        ops::run(ops, ops::Fill{b->view(), 0.0f});
     }
 
     r_states_ = ops.alloc<float>(N * M * D);
     for (auto* b : {&r_logp_, &r_values_, &r_next_values_, &r_rewards_, &r_adv_, &r_returns_, &r_penalty_})
         *b = ops.alloc<float>(N * M);
-    ops.fill(r_penalty_.view(), 0.0f);
+    ops::run(ops, ops::Fill{r_penalty_.view(), 0.0f});
     r_curiosity_ = ops.alloc<float>(N * M);
-    ops.fill(r_curiosity_.view(), 0.0f);
+    ops::run(ops, ops::Fill{r_curiosity_.view(), 0.0f});
     if (agents.front().ppo.curiosity) {
         curiosity_.reserve(N);
         for (const auto& p : agents)
@@ -201,7 +203,7 @@ PpoEngine::PpoEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     trunc_portfolio_ = ops.alloc<float>(N * M * portfolio_dim);
     trunc_count_ = ops.from_host<int>(std::vector<int>(N, 0));
     trunc_states_ = ops.alloc<float>(n * D);
-    ops.fill(trunc_states_.view(), 0.0f);  // the critic's padded passes read rows past the count
+    ops::run(ops, ops::Fill{trunc_states_.view(), 0.0f});  // the critic's padded passes read rows past the count
 
     div_window_ = ops.from_host<int>(std::vector<int>(N * n * W, 0));
     div_counts_ = ops.from_host<int>(std::vector<int>(N * n * A, 0));
@@ -217,7 +219,8 @@ PpoEngine::PpoEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     rollout_current_ = ops.alloc<float>(static_cast<std::size_t>(kRolloutGroup) * N);
     accum_ = ops.alloc<float>(static_cast<std::size_t>(kAccSize) * N);
     norm_scratch_ = ops.alloc<float>(N * ops::norm_guard_scratch_size());
-    for (auto* b : {&current_, &rollout_current_, &accum_, &norm_scratch_}) ops.fill(b->view(), 0.0f);  // tickets zero
+    for (auto* b : {&current_, &rollout_current_, &accum_, &norm_scratch_})
+        ops::run(ops, ops::Fill{b->view(), 0.0f});  // tickets zero
     normalize_scratch_ = ops.alloc<float>(ops::normalize_scratch_size());
     gate_ = ops.from_host<int>(std::vector<int>(N, 0));
     guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>(N, nn::GuardState{0, 0, -1, 0, 0}));
@@ -282,8 +285,8 @@ void PpoEngine::rollout_ops() {
     ops_.run_concurrently(
         [&] {
             const auto v = step_forward(net_.critic, env_.states(), ws_critic_step_);
-            ops_.copy_group({step_row(r_values_, 0, v),
-                             step_row(r_states_, 0, env_.states(), static_cast<std::size_t>(state_dim_))});
+            ops::run(ops_, ops::CopyGroup{{step_row(r_values_, 0, v), step_row(r_states_, 0, env_.states(),
+                                                                               static_cast<std::size_t>(state_dim_))}});
         },
         [&] { sample_actions(0); });
     for (int t = 0; t < horizon_; ++t) rollout_step(t);
@@ -300,9 +303,9 @@ void PpoEngine::sample_actions(int t) {
     fh::ops::run(ops_, fh::ops::PpoSample{actions, logp, logits, num_actions_,
                                           static_cast<std::uint64_t>(profiles_.front().run.seed), collection_step(t),
                                           seeds_.cview()});
-    fh::ops::action_histogram(ops_, histogram_.view(), actions, num_actions_, agents_);
-    ops_.copy_group(
-        {step_row(r_actions_, t, ops::View<const int>(actions)), step_row(r_logp_, t, ops::View<const float>(logp))});
+    ops::run(ops_, ops::ActionHistogram{histogram_.view(), actions, num_actions_, agents_});
+    ops::run(ops_, ops::CopyGroup{{step_row(r_actions_, t, ops::View<const int>(actions)),
+                                   step_row(r_logp_, t, ops::View<const float>(logp))}});
 }
 
 // Step t of the rollout (its actions are sampled): the environments' step, then branches (streams
@@ -325,9 +328,9 @@ void PpoEngine::rollout_step(int t) {
     const auto critic = [&] {
         const auto v = step_forward(net_.critic, last ? env_.next_states() : env_.states(), ws_critic_step_);
         if (last)
-            ops_.copy_group({step_row(r_next_values_, t, v)});
+            ops::run(ops_, ops::CopyGroup{{step_row(r_next_values_, t, v)}});
         else
-            ops_.copy_group({step_row(r_next_values_, t, v), step_row(r_values_, t + 1, v)});
+            ops::run(ops_, ops::CopyGroup{{step_row(r_next_values_, t, v), step_row(r_values_, t + 1, v)}});
     };
     // Step t's done flags and reward less the diversity penalty, the penalty, and s_{t+1}: one
     // launch of strided stores; then the curiosity bonus, added to the stored reward.
@@ -339,14 +342,14 @@ void PpoEngine::rollout_step(int t) {
                          fh::ops::PpoDiversity{div_window_.view(), div_counts_.view(), step_penalty_.view(), actions,
                                                num_actions_, window_, static_cast<float>(first.diversity_coef),
                                                collection_step(t), diversity_coef_.cview()});
-            ops_.copy(step_rewards_.view(), env_.rewards());
-            ops_.saxpy(step_rewards_.view(), -1.0f, step_penalty_.cview());
+            ops::run(ops_, ops::Copy{step_rewards_.view(), env_.rewards()});
+            ops::run(ops_, ops::Saxpy{step_rewards_.view(), -1.0f, step_penalty_.cview()});
             stores.push_back(step_row(r_rewards_, t, step_rewards_.cview()));
             stores.push_back(step_row(r_penalty_, t, step_penalty_.cview()));
         } else {
             stores.push_back(step_row(r_rewards_, t, env_.rewards()));
         }
-        ops_.copy_group(stores);
+        ops::run(ops_, ops::CopyGroup{stores});
         if (!curiosity_.empty()) curiosity_step(t);
     };
     if (last) return ops_.run_concurrently(critic, reward_terms);
@@ -375,7 +378,7 @@ void PpoEngine::curiosity_step(int t) {
                                                    r_actions_.cview().subview(row, n), num_actions_});
         curiosity_[g].train_step(ops_, error, env_.next_states().subview(g * n * D, n * D), state_dim_,
                                  static_cast<float>(p.training.learning_rate));
-        ops_.saxpy(r_rewards_.view().subview(row, n), static_cast<float>(p.ppo.curiosity_coef), error);
+        ops::run(ops_, ops::Saxpy{r_rewards_.view().subview(row, n), static_cast<float>(p.ppo.curiosity_coef), error});
     }
 }
 
@@ -432,12 +435,12 @@ void PpoEngine::advantage_ops() {
         const auto acc = rollout_current_.view().subview(g * R, R);
         const auto at = [&](int k) { return acc.subview(static_cast<std::size_t>(k - kAccReward), 1); };
         const auto own = [&](ops::Buffer<float>& b) { return b.view().subview(g * M, M); };
-        ops_.mean(at(kAccReward), own(r_rewards_));
-        ops_.mean(at(kAccPenalty), own(r_penalty_));
-        ops_.mean(at(kAccCuriosity), own(r_curiosity_));
-        ops_.mean(at(kAccValueMean), own(r_values_));
-        ops_.mean(at(kAccReturn), own(r_returns_));
-        ops_.saxpy(accum_.view().subview(g * S + static_cast<std::size_t>(kAccReward), R), 1.0f, acc);
+        ops::run(ops_, ops::Mean{at(kAccReward), own(r_rewards_)});
+        ops::run(ops_, ops::Mean{at(kAccPenalty), own(r_penalty_)});
+        ops::run(ops_, ops::Mean{at(kAccCuriosity), own(r_curiosity_)});
+        ops::run(ops_, ops::Mean{at(kAccValueMean), own(r_values_)});
+        ops::run(ops_, ops::Mean{at(kAccReturn), own(r_returns_)});
+        ops::run(ops_, ops::Saxpy{accum_.view().subview(g * S + static_cast<std::size_t>(kAccReward), R), 1.0f, acc});
         fh::ops::run(ops_, fh::ops::Normalize{own(r_adv_), normalize_scratch_.view()});
     }
 }
@@ -463,7 +466,7 @@ void PpoEngine::update_ops(std::uint32_t inject_nan) {
     }
     for (int e = 0; e < static_cast<int>(epochs_); ++e)
         for (int k = 0; k < static_cast<int>(minibatches_); ++k) minibatch_update(e, k, inject_nan);
-    ops_.increment(rollouts_dev_.view());
+    ops::run(ops_, ops::Increment{rollouts_dev_.view()});
 }
 
 // Minibatch k of epoch e of every agent: rows [k B, (k + 1) B) of agent a's rollout shuffled by the
@@ -505,14 +508,17 @@ void PpoEngine::minibatch_update(int epoch, int minibatch, std::uint32_t inject_
     const long long u = rollouts_ * updates_per_rollout() + index;
     ops_.run_concurrently(
         [&] {
-            ops_.mean(cur.subview(0, static_cast<std::size_t>(ppo::kPpoLossStats) * Ns), mb_stats_.cview());
+            ops::run(ops_,
+                     ops::Mean{cur.subview(0, static_cast<std::size_t>(ppo::kPpoLossStats) * Ns), mb_stats_.cview()});
             if (inject_nan != 0) {
                 const std::uint32_t mask = members_.nan_mask(u);
                 for (int a = 0; a < N && a < 32; ++a)
                     if (mask & (1u << a))
-                        ops_.fill(
-                            cur.subview(static_cast<std::size_t>(kAccPolicy) * Ns + static_cast<std::size_t>(a), 1),
-                            std::numeric_limits<float>::quiet_NaN());
+                        ops::run(
+                            ops_,
+                            ops::Fill{
+                                cur.subview(static_cast<std::size_t>(kAccPolicy) * Ns + static_cast<std::size_t>(a), 1),
+                                std::numeric_limits<float>::quiet_NaN()});
             }
             net_.critic.backward_batched(ops_, params_.cview(), grads_.view(), mb_d_values_.view(), {}, ws_critic_mb_,
                                          false);
@@ -521,13 +527,13 @@ void PpoEngine::minibatch_update(int epoch, int minibatch, std::uint32_t inject_
             net_.actor.backward_batched(ops_, params_.cview(), grads_.view(), mb_d_logits_.view(), {}, ws_actor_mb_,
                                         false);
         });
-    fh::ops::norm_and_guard_agents(ops_, N, grads_.cview(), norm_scratch_.view(), gate_.view(), guard_.view(), cur,
-                                   kGuardLosses, kAccGradNorm, update, accum_.view(), kAccSize);
+    ops::run(ops_, ops::NormAndGuardAgents{N, grads_.cview(), norm_scratch_.view(), gate_.view(), guard_.view(), cur,
+                                           kGuardLosses, kAccGradNorm, update, accum_.view(), kAccSize});
     ops::AdamParams adam;
     adam.clip_norm = static_cast<float>(profiles_.front().training.grad_clip_norm);
-    fh::ops::adam_step_agents(ops_, N, params_.view(), m_.view(), v_.view(), grads_.cview(),
-                              current_.cview().subview(static_cast<std::size_t>(kAccGradNorm) * Ns, Ns), gate_.cview(),
-                              update, adam, lr_.cview());
+    ops::run(ops_, ops::AdamStepAgents{N, params_.view(), m_.view(), v_.view(), grads_.cview(),
+                                       current_.cview().subview(static_cast<std::size_t>(kAccGradNorm) * Ns, Ns),
+                                       gate_.cview(), update, adam, lr_.cview()});
 }
 
 void PpoEngine::restore_rollouts(long long rollouts) {
@@ -619,7 +625,7 @@ LogLine PpoAgent::read_log(double seconds) {
     const auto acc = ops.to_host(ops::View<const float>(state_.accumulators));  // synchronises
     const nn::GuardState g = ops.to_host(ops::View<const nn::GuardState>(state_.guard))[0];
     const auto hist = ops.to_host(ops::View<const unsigned long long>(state_.histogram));
-    ops.fill(state_.accumulators, 0.0f);
+    ops::run(ops, ops::Fill{state_.accumulators, 0.0f});
     ops.upload<unsigned long long>(state_.histogram, std::vector<unsigned long long>(hist.size(), 0));
     const PpoLogMarks now{rollouts_, rollouts_ * population_->horizon(), updates()};
     return ppo_log_line(population_->profile(agent_), acc, g, hist, now, population_->n_envs(), seconds, log_marks_);

@@ -38,6 +38,7 @@
 #include "trainers/population.hpp"
 #include "trainers/softmax_policy.hpp"
 #include "trainers/trainer.hpp"
+#include "abi/core_vector.h"
 
 namespace fh::trainers {
 
@@ -178,7 +179,7 @@ private:
     void minibatch_update(int epoch, int minibatch, std::uint32_t inject_nan);
     ops::CounterValue collection_step(int t) const;
     /// The copy of the (agents, n) `step` values (width elements each) into row t of every agent's
-    /// (T, n) rollout buffer `rollout`: strided, for Device::copy_group.
+    /// (T, n) rollout buffer `rollout`: strided, for ops::CopyGroup.
     template <class T>
     ops::CopyPair step_row(ops::Buffer<T>& rollout, int t, ops::View<const T> step, std::size_t width = 1);
     std::size_t params() const noexcept { return net_.layout.total(); }

@@ -16,11 +16,12 @@
 #include "config/memory_estimate.hpp"
 #include "io/json.hpp"
 #include "nn/init.hpp"
-#include "ops/nn/ops.hpp"
 #include "abi/supervised_signal.h"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
+#include "abi/core_optim.h"
+#include "abi/core_vector.h"
 
 namespace fh::trainers {
 namespace {
@@ -173,7 +174,7 @@ SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& pr
     calibration[2] = static_cast<float>(label_scale_);
     calibration[3] = static_cast<float>(horizon);
     weights_ = ops.alloc<float>(param_floats_ + supervised::kCalibrationFloats);
-    ops.fill(weights_.view(), 0.0f);
+    ops::run(ops, ops::Fill{weights_.view(), 0.0f});
     nn::init_params(ops, params(), net_.layout, static_cast<std::uint64_t>(profile.run.seed));
     ops.upload<float>(weights_.view().subview(param_floats_, supervised::kCalibrationFloats), calibration);
     grads_ = nn::alloc_zeroed(ops, net_.layout);
@@ -228,16 +229,16 @@ void SupervisedTrainer::update_ops(bool inject_nan) {
     ops::run(ops_, ops::SupervisedLoss{loss_.view(), d_pred_.view(), pred, y_.cview(), target_});
     net_.net.backward(ops_, params(), grads_.view(), d_pred_.view(), {}, batch_, ws_, false);
     const auto cur = monitor_.current.view();
-    ops_.mean(cur.subview(kLoss, 1), loss_.cview());
-    ops_.mean(cur.subview(kPrediction, 1), pred);
-    ops_.mean(cur.subview(kLabel, 1), y_.cview());
-    if (inject_nan) ops_.fill(cur.subview(kLoss, 1), std::numeric_limits<float>::quiet_NaN());
+    ops::run(ops_, ops::Mean{cur.subview(kLoss, 1), loss_.cview()});
+    ops::run(ops_, ops::Mean{cur.subview(kPrediction, 1), pred});
+    ops::run(ops_, ops::Mean{cur.subview(kLabel, 1), y_.cview()});
+    if (inject_nan) ops::run(ops_, ops::Fill{cur.subview(kLoss, 1), std::numeric_limits<float>::quiet_NaN()});
 
     // 3. Norm, guard and the log's sums (one op), Adam.
     const auto stats = monitor_.current.cview();
-    fh::ops::norm_and_guard(ops_, cur.subview(kGradNorm, 1), monitor_.norm_scratch.view(), grads_.cview(),
-                            monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
-                            ops::counter_value(update), monitor_.accum.view(), stats);
+    ops::run(ops_, ops::NormAndGuard{cur.subview(kGradNorm, 1), monitor_.norm_scratch.view(), grads_.cview(),
+                                     monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
+                                     ops::counter_value(update), monitor_.accum.view(), stats});
     ops::AdamParams adam;
     adam.lr = static_cast<float>(t.learning_rate);
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
@@ -259,7 +260,7 @@ std::optional<double> SupervisedTrainer::validation_loss() {
         const auto pred = net_.net.forward(ops_, params(), x, static_cast<int>(c), ws_val_);
         ops::run(ops_, ops::SupervisedLoss{val_loss_rows_.view().subview(first, c), {}, pred, y, target_});
     }
-    ops_.mean(val_mean_.view(), val_loss_rows_.cview());
+    ops::run(ops_, ops::Mean{val_mean_.view(), val_loss_rows_.cview()});
     return static_cast<double>(ops_.to_host(val_mean_.cview())[0]);
 }
 
