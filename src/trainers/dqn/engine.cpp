@@ -15,6 +15,7 @@
 #include "io/json.hpp"
 #include "nn/init.hpp"
 #include "abi/dqn_iqn.h"
+#include "trainers/memory_plan.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 
@@ -165,6 +166,101 @@ std::string DqnEngine::unsupported(const config::Profile& p, const config::Profi
     return "";
 }
 
+MemoryPlan DqnEngine::plan(const config::Profile& first, int agents, const PlanInputs& in) {
+    const auto state_dim = trainers::env_params(first, in.market_dim).state_dim;
+    const QNetwork net(network_config(first, state_dim));
+    const int n_envs = static_cast<int>(first.experience.gpu_n_episodes),
+              batch = static_cast<int>(first.replay_buffer.batch_size), quantiles = net.iqn_params().quantiles;
+    const std::uint64_t N = static_cast<std::uint64_t>(agents), P = net.layout().total(),
+                        n = static_cast<std::uint64_t>(n_envs), B = static_cast<std::uint64_t>(batch),
+                        D = static_cast<std::uint64_t>(state_dim), DX = static_cast<std::uint64_t>(net.state_dim()),
+                        W = static_cast<std::uint64_t>(net.output_width()),
+                        K = static_cast<std::uint64_t>(net.head().ensemble),
+                        A = static_cast<std::uint64_t>(first.num_actions()),
+                        Q = static_cast<std::uint64_t>(std::max(1, quantiles)),
+                        M = static_cast<std::uint64_t>(in.market_dim);
+    const std::uint64_t rows = N * static_cast<std::uint64_t>(dqn_replay_steps(first).capacity) * n;
+    const std::uint64_t row_bytes = 2 * D * 4 + 4 + 4 + 1;
+    MemoryPlan plan;
+    plan.consumer(fmt::format("networks ({} parameters, with target, gradients and Adam moments)", N * P),
+                  "dqn.hidden");
+    plan.add<float>("networks and targets", 2 * N * P);
+    plan.add<float>("gradients and Adam moments", N * P, 3);
+    plan.consumer(fmt::format("environments ({} agents x {})", N, n), "experience.gpu_n_episodes");
+    plan.add<env::EnvState>("environment states", N * n);
+    plan.add<float>("portfolios", N * n * env::PORTFOLIO_STRIDE);
+    plan.add<float>("observations", N * n * D);
+    plan.add<abi::EnvAgent>("markets and seeds", N);
+    plan.consumer(fmt::format("replay buffer ({} transitions x {} B)", rows, row_bytes), "replay_buffer.buffer_size");
+    plan.add<float>("replay states", rows * D, 2);
+    plan.add<float>("replay rewards", rows);
+    plan.add<int>("replay actions", rows);
+    plan.add<std::uint8_t>("replay done flags", rows);
+    if (first.dqn.her) {
+        plan.consumer(fmt::format("HER goals ({} transitions x 4 B)", rows), "dqn.her");
+        plan.add<float>("HER goals", rows);
+        plan.add<float>("HER acting rows", N * n * DX);
+    }
+    plan.consumer(fmt::format("batch and workspaces ({} rows, {} environments)", B, n), "replay_buffer.batch_size");
+    plan.add<dqn::AgentParams>("agent constants", N);
+    plan.add<dqn::Counters>("counters", N);
+    plan.add<unsigned>("collection tickets", N);
+    plan.add<dqn::UpdateStep>("update steps", N);
+    plan.add<float>("batch states", N * 2 * B * DX);
+    plan.add<float>("batch returns and discounts", N * B, 2);
+    plan.add<int>("batch actions", N * B);
+    plan.add<int>("acting actions", N * n);
+    plan.add<float>("head gradients", N * B * Q * W);
+    plan.add<float>("sample statistics", N * dqn::kSampleStats * B * K);
+    if (K > 1) plan.add<int>("ensemble target actions", N * B);
+    if (K > 1 && first.dqn.ensemble_bootstrap < 1.0) plan.add<float>("bootstrap masks", N * B * K);
+    if (quantiles > 0) {
+        plan.add<float>("IQN fraction features", N * 2 * B * Q * static_cast<std::uint64_t>(net.iqn_params().n_cos));
+        plan.add<float>("IQN fractions", N * 2 * B * Q);
+    }
+    plan.add<float>("norm partials", N * ops::dqn_finish_scratch_size());
+    plan.add<nn::GuardState>("guards", N);
+    plan.add<dqn::MonitorStats>("monitor sums", N);
+    plan.add<unsigned long long>("action histograms", N * A);
+    // Acting: one workspace of every agent's environments, or one per agent; the update's (make_update_workspaces).
+    const bool batched = agents > 1 && net.attention_groups().empty() && quantiles == 0;
+    if (batched)
+        plan.add("acting workspace", net.workspace_size(agents * n_envs));
+    else
+        plan.add("acting workspace", net.workspace_size(n_envs), N);
+    if (batched)
+        plan.add("update workspaces", net.workspace_size(agents * batch), 3);
+    else if (agents == 1 && quantiles == 0 && batch <= kPairedForwardMaxRows)
+        plan.add("update workspaces", net.workspace_size(4 * batch));
+    else if (agents == 1 && quantiles > 0)
+        plan.add("update workspaces", net.workspace_size(4 * batch, quantiles));
+    else
+        plan.add("update workspaces", net.workspace_size(2 * batch, quantiles) + net.workspace_size(batch, quantiles));
+    if (first.dqn.curiosity) {
+        plan.consumer(fmt::format("curiosity model ({} rows per step)", n), "dqn.curiosity");
+        CuriosityModel::plan(plan, state_dim, static_cast<int>(A), static_cast<int>(first.dqn.hidden.front()),
+                             in.market_dim, n_envs, N);
+        plan.add<float>("curiosity next features", N * n * M);
+        plan.add<float>("curiosity errors", N * n);
+        plan.add<dqn::CuriosityStats>("curiosity sums", N);
+    }
+    // Each agent's greedy policy in backtests (DqnGreedyPolicy): a workspace of eval.segments rows
+    // (with HER, their goal rows and the goal).
+    const auto segments = static_cast<int>(first.eval.segments);
+    plan.consumer(fmt::format("the backtests' policy ({} segments)", segments), "eval.segments");
+    plan.add("policy workspace", net.workspace_size(segments), N);
+    if (first.dqn.her) plan.add<float>("policy goal rows", static_cast<std::uint64_t>(segments) * DX + 1, N);
+    // A checkpoint's host copy: weights, target, Adam, the environments (and the replay unless
+    // checkpoint.keep_replay = false), the curiosity model's weights and moments.
+    const std::uint64_t curiosity =
+        first.dqn.curiosity ? plan.bytes("curiosity parameters, gradients and Adam moments") / 4 * 3 : 0;
+    const std::uint64_t replay = first.checkpoint.keep_replay ? rows * row_bytes : 0;
+    plan.host("the host copy a checkpoint is written from",
+              (4 * P * 4 + replay + curiosity) + n * (sizeof(env::EnvState) + env::PORTFOLIO_STRIDE * 4 + D * 4),
+              first.checkpoint.keep_replay ? "replay_buffer.buffer_size" : "dqn.hidden");
+    return plan;
+}
+
 DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
                      const std::vector<const env::DeviceMarket*>& markets)
     : ops_(ops),
@@ -188,17 +284,17 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     const int quantiles = net_.iqn_params().quantiles;
     batched_net_ = agents_ > 1 && net_.attention_groups().empty() && quantiles == 0;
     const std::size_t N = agents.size(), P = params(), n = static_cast<std::size_t>(n_envs_),
-                      B = static_cast<std::size_t>(batch_), D = static_cast<std::size_t>(env_params_.state_dim),
-                      DX = static_cast<std::size_t>(net_.state_dim()),
-                      W = static_cast<std::size_t>(net_.output_width()),
-                      K = static_cast<std::size_t>(net_.head().ensemble), A = static_cast<std::size_t>(num_actions_);
+                      D = static_cast<std::size_t>(env_params_.state_dim);
     const DqnReplaySteps replay = dqn_replay_steps(first);
     capacity_steps_ = replay.capacity;
     min_steps_ = replay.before_updates;
     updates_per_iteration_ = first.training.updates_per_iteration;
+    PlanInputs inputs;
+    inputs.market_dim = env_params_.market_dim;
+    MemoryPlan plan = DqnEngine::plan(first, agents_, inputs);
 
     // Parameters, agent by agent from its seed (the padding zero); the targets start as copies.
-    nets_ = ops.alloc<float>(2 * N * P);
+    nets_ = plan.alloc<float>(ops, "networks and targets");
     ops.fill(nets_.view(), 0.0f);
     online_ = nets_.view().subview(0, N * P);
     target_ = nets_.view().subview(N * P, N * P);
@@ -206,14 +302,14 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         nn::init_params(ops, online_.subview(i * P, P), net_.layout(), static_cast<std::uint64_t>(agents[i].run.seed));
     ops.copy(target_, ops::View<const float>(online_));
     for (auto* b : {&grads_, &m_, &v_}) {
-        *b = ops.alloc<float>(N * P);
+        *b = plan.alloc<float>(ops, "gradients and Adam moments");
         ops.fill(b->view(), 0.0f);
     }
 
     // Each agent's environments start as its own (its seed, its market).
-    env_state_ = ops.alloc<env::EnvState>(N * n);
-    env_portfolio_ = ops.alloc<float>(N * n * env::PORTFOLIO_STRIDE);
-    env_states_ = ops.alloc<float>(N * n * D);
+    env_state_ = plan.alloc<env::EnvState>(ops, "environment states");
+    env_portfolio_ = plan.alloc<float>(ops, "portfolios");
+    env_states_ = plan.alloc<float>(ops, "observations");
     std::vector<abi::EnvAgent> collect_agents(N);
     for (std::size_t i = 0; i < N; ++i) {
         env::VecEnv venv(ops, *markets[i], env::Split::train, trainers::env_params(agents[i], env_params_.market_dim),
@@ -228,62 +324,57 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         if (i == 0) market0_ = venv.market();
         ops.synchronize();  // the copies are done before venv's buffers go
     }
-    collect_agents_ = ops.from_host<abi::EnvAgent>(collect_agents);
+    collect_agents_ = plan.from_host<abi::EnvAgent>(ops, "markets and seeds", collect_agents);
 
     // The rings, zeroed.
-    const std::size_t rows = N * static_cast<std::size_t>(capacity_steps_) * n;
-    ring_states_ = ops.alloc<float>(rows * D);
-    ring_next_states_ = ops.alloc<float>(rows * D);
-    ring_rewards_ = ops.alloc<float>(rows);
+    ring_states_ = plan.alloc<float>(ops, "replay states");
+    ring_next_states_ = plan.alloc<float>(ops, "replay states");
+    ring_rewards_ = plan.alloc<float>(ops, "replay rewards");
     ops.fill(ring_states_.view(), 0.0f);
     ops.fill(ring_next_states_.view(), 0.0f);
     ops.fill(ring_rewards_.view(), 0.0f);
-    ring_actions_ = ops.from_host<int>(std::vector<int>(rows, 0));
-    ring_done_ = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(rows, 0));
+    ring_actions_ = plan.filled<int>(ops, "replay actions", 0);
+    ring_done_ = plan.filled<std::uint8_t>(ops, "replay done flags", 0);
 
     std::vector<dqn::AgentParams> params_host;
     for (const auto& p : agents) params_host.push_back(dqn_agent_params(p));
-    agent_ = ops.from_host<dqn::AgentParams>(params_host);
-    counters_ = ops.from_host<dqn::Counters>(std::vector<dqn::Counters>(N, dqn::Counters{}));
-    collect_tickets_ = ops.from_host<unsigned>(std::vector<unsigned>(N, 0u));
-    step_ = ops.from_host<dqn::UpdateStep>(std::vector<dqn::UpdateStep>(N, dqn::UpdateStep{}));
+    agent_ = plan.from_host<dqn::AgentParams>(ops, "agent constants", params_host);
+    counters_ = plan.filled<dqn::Counters>(ops, "counters", {});
+    collect_tickets_ = plan.filled<unsigned>(ops, "collection tickets", 0u);
+    step_ = plan.filled<dqn::UpdateStep>(ops, "update steps", {});
     if (first.dqn.her) {
-        her_goals_ = ops.alloc<float>(rows);
+        her_goals_ = plan.alloc<float>(ops, "HER goals");
         ops.fill(her_goals_.view(), 0.0f);
-        her_obs_ = ops.alloc<float>(N * n * DX);
+        her_obs_ = plan.alloc<float>(ops, "HER acting rows");
     }
-    // With the IQN head, every sample has `quantiles` fractions: its update's head rows are B * quantiles.
-    const std::size_t head_rows = B * static_cast<std::size_t>(std::max(1, quantiles));
-    x_ = ops.alloc<float>(N * 2 * B * DX);
-    returns_ = ops.alloc<float>(N * B);
-    discounts_ = ops.alloc<float>(N * B);
-    batch_actions_ = ops.alloc<int>(N * B);
-    actions_ = ops.alloc<int>(N * n);
-    d_head_ = ops.alloc<float>(N * head_rows * W);
-    sample_stats_ = ops.alloc<float>(N * dqn::kSampleStats * B * K);
-    if (K > 1) {
-        target_actions_ = ops.alloc<int>(N * B);
-        if (first.dqn.ensemble_bootstrap < 1.0) masks_ = ops.alloc<float>(N * B * K);
+    x_ = plan.alloc<float>(ops, "batch states");
+    returns_ = plan.alloc<float>(ops, "batch returns and discounts");
+    discounts_ = plan.alloc<float>(ops, "batch returns and discounts");
+    batch_actions_ = plan.alloc<int>(ops, "batch actions");
+    actions_ = plan.alloc<int>(ops, "acting actions");
+    d_head_ = plan.alloc<float>(ops, "head gradients");
+    sample_stats_ = plan.alloc<float>(ops, "sample statistics");
+    if (net_.head().ensemble > 1) {
+        target_actions_ = plan.alloc<int>(ops, "ensemble target actions");
+        if (first.dqn.ensemble_bootstrap < 1.0) masks_ = plan.alloc<float>(ops, "bootstrap masks");
     }
-    if (quantiles > 0) {
-        const std::size_t fractions = 2 * head_rows;  // the rows of [s; s'], `quantiles` each
-        iqn_features_ = ops.alloc<float>(N * fractions * static_cast<std::size_t>(net_.iqn_params().n_cos));
-        iqn_taus_ = ops.alloc<float>(N * fractions);
+    if (quantiles > 0) {  // the rows of [s; s'], `quantiles` each
+        iqn_features_ = plan.alloc<float>(ops, "IQN fraction features");
+        iqn_taus_ = plan.alloc<float>(ops, "IQN fractions");
     }
-    norm_partials_ = ops.alloc<float>(N * ops::dqn_finish_scratch_size());
+    norm_partials_ = plan.alloc<float>(ops, "norm partials");
     ops.fill(norm_partials_.view(), 0.f);  // the finish's tickets start at zero
-    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>(N, nn::GuardState{0, 0, -1, 0, 0}));
-    stats_ = ops.from_host<dqn::MonitorStats>(std::vector<dqn::MonitorStats>(N, dqn::MonitorStats{}));
-    histogram_ = ops.from_host<unsigned long long>(std::vector<unsigned long long>(N * A, 0));
+    guard_ = plan.filled<nn::GuardState>(ops, "guards", {0, 0, -1, 0, 0});
+    stats_ = plan.filled<dqn::MonitorStats>(ops, "monitor sums", {});
+    histogram_ = plan.filled<unsigned long long>(ops, "action histograms", 0);
     if (first.dqn.curiosity) {
-        const std::size_t M = static_cast<std::size_t>(env_params_.market_dim);
         curiosity_.reserve(N);
         for (const auto& p : agents)
             curiosity_.emplace_back(ops, env_params_.state_dim, num_actions_, static_cast<int>(p.dqn.hidden.front()),
                                     env_params_.market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed));
-        cur_next_market_ = ops.alloc<float>(N * n * M);
-        cur_error_ = ops.alloc<float>(N * n);
-        cur_stats_ = ops.from_host<dqn::CuriosityStats>(std::vector<dqn::CuriosityStats>(N, dqn::CuriosityStats{}));
+        cur_next_market_ = plan.alloc<float>(ops, "curiosity next features");
+        cur_error_ = plan.alloc<float>(ops, "curiosity errors");
+        cur_stats_ = plan.filled<dqn::CuriosityStats>(ops, "curiosity sums", {});
     }
 
     if (batched_net_)

@@ -101,6 +101,44 @@ void DtPolicy::act(ops::Device& ops, ops::View<const float> weights, ops::View<i
              states.subview(0, static_cast<std::size_t>(n) * static_cast<std::size_t>(net_.shape().state_dim)), ws_);
 }
 
+MemoryPlan DtTrainer::plan(const config::Profile& profile, int, const PlanInputs& in) {
+    const DtShape shape = dt_shape(profile, trainers::env_params(profile, in.market_dim).state_dim);
+    const DtNetwork net(shape);
+    const std::uint64_t P = net.layout().total(), B = static_cast<std::uint64_t>(profile.dt.batch_size),
+                        K = static_cast<std::uint64_t>(shape.context), S = static_cast<std::uint64_t>(shape.state_dim);
+    MemoryPlan plan;
+    // The dataset as IQL's (a replay ring, freed once read back), then its steps in order.
+    const std::uint64_t rows = plan_offline_dataset(plan, profile, shape.state_dim, profile.dt.dataset,
+                                                    profile.dt.dataset_size, "dt", in, 1, true);
+    const std::string key = profile.dt.dataset == "behaviour" ? "dt.dataset_size" : "dt.dataset";
+    plan.consumer(fmt::format("the dataset's episodes ({} steps x {} B)", rows, S * 4 + 12), key);
+    plan.add<float>("episode states", rows * S);
+    plan.add<float>("episode returns to go", rows);
+    plan.add<int>("episode actions and starts", rows, 2);
+    // The host: the ring read back (and a dump read), its episodes (states, action, start, reward, rate).
+    plan.host("the dataset read back and rebuilt into episodes",
+              rows * (2 * S * 4 + 9) * (profile.dt.dataset == "behaviour" ? 1 : 2) + rows * (S * 4 + 24), key);
+    plan.consumer(fmt::format("transformer ({} parameters, with gradients and Adam moments)", P), "dt.embedding");
+    plan.add<float>("weights", P + dt::kCalibrationFloats);
+    plan.add<float>("gradients", P);
+    AdamState::plan(plan, "", P);
+    plan.add<float>("learning rate", 1);
+    plan.consumer(fmt::format("batch and workspaces ({} windows of {} tokens)", B, shape.tokens()), "dt.batch_size");
+    plan.add("workspace", net.workspace_size(static_cast<int>(B)));
+    plan.add<float>("batch states", B * K * S);
+    plan.add<float>("batch returns to go", B * K);
+    plan.add<int>("batch actions", B * K);
+    plan.add<int>("batch lengths", B);
+    plan.add<float>("losses and accuracies", B, 2);
+    plan.add<float>("logit gradients", B * static_cast<std::uint64_t>(shape.tokens() * shape.num_actions));
+    UpdateMonitor::plan(plan, kStats);
+    const auto segments = static_cast<int>(profile.eval.segments);
+    plan.consumer(fmt::format("acting workspace and KV cache ({} segments)", segments), "eval.segments");
+    plan.add("acting workspace", net.act_workspace_size(segments));
+    plan.host("the host copy a checkpoint is written from", 3 * P * 4, "dt.embedding");
+    return plan;
+}
+
 DtTrainer::DtTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market)
     : ops_(ops),
       profile_((require_greedy_evaluation(profile), profile)),
@@ -122,33 +160,36 @@ DtTrainer::DtTrainer(ops::Device& ops, const config::Profile& profile, const env
     calibration_ = dt_calibration(episodes, profile.dt.target_quantile);
     std::vector<float> rtg(episodes.rate.size());
     for (std::size_t n = 0; n < rtg.size(); ++n) rtg[n] = static_cast<float>(episodes.rate[n] / calibration_.scale);
-    ds_states_ = ops.from_host<float>(episodes.states);
-    ds_rtg_ = ops.from_host<float>(rtg);
-    ds_actions_ = ops.from_host<int>(episodes.actions);
-    ds_episode_start_ = ops.from_host<int>(episodes.episode_start);
+    PlanInputs inputs;
+    inputs.market_dim = market.market_dim();
+    inputs.dump_rows = static_cast<std::uint64_t>(dataset_steps_);
+    MemoryPlan plan = DtTrainer::plan(profile, 1, inputs);
+    ds_states_ = plan.from_host<float>(ops, "episode states", episodes.states);
+    ds_rtg_ = plan.from_host<float>(ops, "episode returns to go", rtg);
+    ds_actions_ = plan.from_host<int>(ops, "episode actions and starts", episodes.actions);
+    ds_episode_start_ = plan.from_host<int>(ops, "episode actions and starts", episodes.episode_start);
 
     // The weights: the parameters, then the calibration (math/dt.h).
-    weights_ = ops.alloc<float>(param_floats_ + dt::kCalibrationFloats);
+    weights_ = plan.alloc<float>(ops, "weights");
     ops.fill(weights_.view(), 0.0f);
     nn::init_params(ops, params(), policy_.network().layout(), static_cast<std::uint64_t>(profile.run.seed));
     const std::vector<float> calibration{calibration_.target_token(), static_cast<float>(calibration_.scale),
                                          static_cast<float>(calibration_.target_rate)};
     ops.upload<float>(weights_.view().subview(param_floats_, dt::kCalibrationFloats), calibration);
-    grads_ = nn::alloc_zeroed(ops, policy_.network().layout());
+    grads_ = plan.alloc<float>(ops, "gradients");
+    ops.fill(grads_.view(), 0.0f);
     adam_ = AdamState(ops, policy_.network().layout());
-    lr_ = ops.alloc<float>(1);
+    lr_ = plan.alloc<float>(ops, "learning rate");
     ops.fill(lr_.view(), 0.0f);
 
-    const std::size_t B = static_cast<std::size_t>(batch_), K = static_cast<std::size_t>(shape_.context);
     ws_ = policy_.network().make_workspace(ops, batch_);
-    b_states_ = ops.alloc<float>(B * K * static_cast<std::size_t>(shape_.state_dim));
-    b_rtg_ = ops.alloc<float>(B * K);
-    b_actions_ = ops.alloc<int>(B * K);
-    b_lengths_ = ops.alloc<int>(B);
-    loss_ = ops.alloc<float>(B);
-    correct_ = ops.alloc<float>(B);
-    d_logits_ =
-        ops.alloc<float>(B * static_cast<std::size_t>(shape_.tokens()) * static_cast<std::size_t>(shape_.num_actions));
+    b_states_ = plan.alloc<float>(ops, "batch states");
+    b_rtg_ = plan.alloc<float>(ops, "batch returns to go");
+    b_actions_ = plan.alloc<int>(ops, "batch actions");
+    b_lengths_ = plan.alloc<int>(ops, "batch lengths");
+    loss_ = plan.alloc<float>(ops, "losses and accuracies");
+    correct_ = plan.alloc<float>(ops, "losses and accuracies");
+    d_logits_ = plan.alloc<float>(ops, "logit gradients");
     monitor_ = UpdateMonitor(ops, kStats);
     log::info(
         "dt dataset: {} steps in {} finished episodes; return-to-go scale {:.3g} per step, target {:.3g} per "

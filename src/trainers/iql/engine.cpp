@@ -75,6 +75,44 @@ std::string IqlEngine::unsupported(const config::Profile& p, const config::Profi
     return "";
 }
 
+MemoryPlan IqlEngine::plan(const config::Profile& first, int agents, const PlanInputs& in) {
+    const int state_dim = trainers::env_params(first, in.market_dim).state_dim,
+              batch = static_cast<int>(first.replay_buffer.batch_size);
+    const IqlNetworks net(first, state_dim, static_cast<int>(first.num_actions()));
+    const std::uint64_t N = static_cast<std::uint64_t>(agents), P = net.layout.total(),
+                        B = static_cast<std::uint64_t>(batch), D = static_cast<std::uint64_t>(state_dim),
+                        A = static_cast<std::uint64_t>(first.num_actions());
+    MemoryPlan plan;
+    plan_offline_dataset(plan, first, state_dim, first.iql.dataset, first.iql.dataset_size, "iql", in, N, false);
+    plan.consumer(fmt::format("networks ({} parameters, with gradients, Adam moments, target)", N * P), "iql.hidden");
+    plan.add<float>("parameters, target, gradients and Adam moments", N * P, 5);
+    plan.add<abi::SampleAgent>("sampling constants", N);
+    plan.add<long long>("update step", 1);
+    plan.add<unsigned>("update ticket", 1);
+    plan.add<float>("learning rates", N);
+    plan.add<float>("target rates", 2 * N);
+    plan.add<iql::LossScalars>("loss constants", N);
+    plan.consumer(fmt::format("batch and workspaces ({} rows)", B), "replay_buffer.batch_size");
+    plan.add<float>("batch states", N * 2 * B * D);
+    plan.add<float>("batch scalars", N * B, 7);
+    plan.add<int>("batch actions", N * B);
+    plan.add<float>("batch logit gradients", N * B * A, 3);
+    plan.add<float>("monitor sums", N * iql_stats::kCount, 2);
+    plan.add<float>("norm scratch", N * ops::norm_guard_scratch_size());
+    plan.add<int>("gates", N);
+    plan.add<nn::GuardState>("guards", N);
+    // An engine of one: the twins' pairs and V on [s; s'] (2B rows each); else N x B rows each (and the twins' own).
+    const int rows = agents == 1 ? 2 * batch : agents * batch;
+    plan.add("Q workspaces", net.q1.workspace_size(rows), agents == 1 ? 2 : 4);
+    plan.add("V workspaces", net.v.workspace_size(rows), agents == 1 ? 1 : 2);
+    plan.add("policy update workspace", net.policy.workspace_size(agents * batch));
+    const auto segments = static_cast<int>(first.eval.segments);
+    plan.consumer(fmt::format("the backtests' policy ({} segments)", segments), "eval.segments");
+    plan.add("policy workspace", net.policy.workspace_size(segments), N);
+    plan.host("the host copy a checkpoint is written from", 4 * P * 4, "iql.hidden");
+    return plan;
+}
+
 IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
                      const std::vector<const env::DeviceMarket*>& markets)
     : ops_(ops),
@@ -95,8 +133,10 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         require_greedy_evaluation(agents[i]);
         env_params_.push_back(trainers::env_params(agents[i], markets[i]->market_dim()));
     }
-    const std::size_t N = agents.size(), P = params(), B = static_cast<std::size_t>(batch_),
-                      D = static_cast<std::size_t>(state_dim_), A = static_cast<std::size_t>(num_actions_);
+    const std::size_t N = agents.size(), P = params();
+    PlanInputs inputs;
+    inputs.market_dim = env_params_.front().market_dim;
+    MemoryPlan plan = IqlEngine::plan(first, agents_, inputs);
 
     // Each agent's dataset as its single run builds it (its seed's behaviour data on its market).
     std::vector<abi::SampleAgent> sample_agents;
@@ -110,18 +150,18 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         transitions_.push_back(ds.transitions);
         collection_seconds_.push_back(ds.collection_seconds);
     }
-    sample_agents_ = ops.from_host<abi::SampleAgent>(sample_agents);
+    sample_agents_ = plan.from_host<abi::SampleAgent>(ops, "sampling constants", sample_agents);
 
     // Each agent's parameters from its seed (the padding zero), the target a copy.
-    online_ = ops.alloc<float>(N * P);
+    online_ = plan.alloc<float>(ops, "parameters, target, gradients and Adam moments");
     ops.fill(online_.view(), 0.0f);
     for (std::size_t i = 0; i < N; ++i)
         nn::init_params(ops, online_.view().subview(i * P, P), net_.layout,
                         static_cast<std::uint64_t>(agents[i].run.seed));
-    target_ = ops.alloc<float>(N * P);
+    target_ = plan.alloc<float>(ops, "parameters, target, gradients and Adam moments");
     ops.copy(target_.view(), online_.cview());
     for (auto* b : {&grads_, &m_, &v_}) {
-        *b = ops.alloc<float>(N * P);
+        *b = plan.alloc<float>(ops, "parameters, target, gradients and Adam moments");
         ops.fill(b->view(), 0.0f);
     }
     twin_stride_ = net_.q2.layers().front().weight.offset - net_.q1.layers().front().weight.offset;
@@ -130,8 +170,8 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         if (b.weight.offset != a.weight.offset + twin_stride_ || b.bias.offset != a.bias.offset + twin_stride_)
             throw std::logic_error("IqlEngine: the twin Q networks are not laid out at one stride");
     }
-    step_ = ops.from_host<long long>(std::vector<long long>{0});
-    step_ticket_ = ops.from_host<unsigned>(std::vector<unsigned>{0u});
+    step_ = plan.filled<long long>(ops, "update step", 0);
+    step_ticket_ = plan.filled<unsigned>(ops, "update ticket", 0u);
 
     std::vector<float> lr, tau_keep;
     std::vector<iql::LossScalars> scalars;
@@ -143,21 +183,21 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         scalars.push_back(iql::LossScalars{static_cast<float>(p.iql.expectile), static_cast<float>(p.iql.beta),
                                            static_cast<float>(p.iql.max_weight)});
     }
-    lr_ = ops.from_host<float>(lr);
-    tau_keep_ = ops.from_host<float>(tau_keep);
-    scalars_ = ops.from_host<iql::LossScalars>(scalars);
+    lr_ = plan.from_host<float>(ops, "learning rates", lr);
+    tau_keep_ = plan.from_host<float>(ops, "target rates", tau_keep);
+    scalars_ = plan.from_host<iql::LossScalars>(ops, "loss constants", scalars);
 
-    x_ = ops.alloc<float>(N * 2 * B * D);
+    x_ = plan.alloc<float>(ops, "batch states");
     for (auto* b : {&rewards_, &discounts_, &loss_v_, &loss_q_, &loss_pi_, &awr_weights_, &d_v_})
-        *b = ops.alloc<float>(N * B);
-    actions_ = ops.alloc<int>(N * B);
-    for (auto* b : {&d_q1_, &d_q2_, &d_logits_}) *b = ops.alloc<float>(N * B * A);
-    current_ = ops.alloc<float>(N * kCount);
-    accum_ = ops.alloc<float>(N * kCount);
-    norm_scratch_ = ops.alloc<float>(N * ops::norm_guard_scratch_size());
+        *b = plan.alloc<float>(ops, "batch scalars");
+    actions_ = plan.alloc<int>(ops, "batch actions");
+    for (auto* b : {&d_q1_, &d_q2_, &d_logits_}) *b = plan.alloc<float>(ops, "batch logit gradients");
+    current_ = plan.alloc<float>(ops, "monitor sums");
+    accum_ = plan.alloc<float>(ops, "monitor sums");
+    norm_scratch_ = plan.alloc<float>(ops, "norm scratch");
     for (auto* b : {&current_, &accum_, &norm_scratch_}) ops.fill(b->view(), 0.0f);  // the norm's tickets start at zero
-    gate_ = ops.from_host<int>(std::vector<int>(N, 0));
-    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>(N, nn::GuardState{0, 0, -1, 0, 0}));
+    gate_ = plan.filled<int>(ops, "gates", 0);
+    guard_ = plan.filled<nn::GuardState>(ops, "guards", {0, 0, -1, 0, 0});
 
     // An engine of one: the twins' pairs and V on [s; s'] (2B rows each); else N x B rows each.
     const int rows = alone() ? 2 * batch_ : agents_ * batch_;
