@@ -11,55 +11,10 @@
 
 namespace fh::trainers {
 
-void MemoryPlan::consumer(std::string label, std::string key, bool transient) {
-    consumers_.push_back({std::move(label), 0, std::move(key)});
-    transient_.push_back(transient);
-}
-
-void MemoryPlan::declare(std::string name, std::uint64_t count, std::uint64_t element, std::uint64_t copies,
-                         std::uint64_t largest) {
-    for (const Entry& e : entries_)
-        if (e.name == name) throw std::logic_error("MemoryPlan: buffer '" + name + "' declared twice");
-    entries_.push_back({std::move(name), count, element, copies, largest, 0, consumers_.size() - 1});
-}
-
-std::size_t MemoryPlan::take(std::string_view name, std::size_t element) {
-    for (Entry& e : entries_)
-        if (e.name == name && e.element == element && e.taken < e.copies) {
-            ++e.taken;
-            return static_cast<std::size_t>(e.count);
-        }
-    throw std::logic_error(
-        fmt::format("MemoryPlan: the engine allocates a buffer '{}' of {}-byte elements that its "
-                    "plan does not declare (or not that many times)",
-                    name, element));
-}
-
-void MemoryPlan::mismatch(std::string_view name, std::size_t values) {
-    throw std::logic_error(fmt::format("MemoryPlan: {} values for buffer '{}', not as many as declared", values, name));
-}
-
-void MemoryPlan::host(std::string label, std::uint64_t bytes, std::string key) {
-    host_.push_back({std::move(label), bytes, std::move(key)});
-}
-
-std::uint64_t MemoryPlan::bytes() const {
+std::uint64_t MemoryPlan::bytes(bool held) const {
     std::uint64_t total = 0;
-    for (const Entry& e : entries_) total += e.count * e.element * e.copies;
+    for (const Entry& e : entries_) total += held && e.transient ? 0 : e.count * e.element * e.copies;
     return total;
-}
-
-std::uint64_t MemoryPlan::held_bytes() const {
-    std::uint64_t total = 0;
-    for (const Entry& e : entries_)
-        if (!transient_[e.consumer]) total += e.count * e.element * e.copies;
-    return total;
-}
-
-std::uint64_t MemoryPlan::bytes(std::string_view name) const {
-    for (const Entry& e : entries_)
-        if (e.name == name) return e.count * e.element * e.copies;
-    throw std::logic_error(fmt::format("MemoryPlan: no buffer '{}'", name));
 }
 
 std::vector<config::MemoryItem> MemoryPlan::device_items() const {
@@ -71,10 +26,9 @@ std::vector<config::MemoryItem> MemoryPlan::device_items() const {
 
 std::vector<config::ArrayExtent> MemoryPlan::arrays() const {
     std::vector<config::ArrayExtent> out;
-    for (const Entry& e : entries_) {
-        const config::MemoryItem& c = consumers_[e.consumer];
-        out.push_back({fmt::format("{}: {} ({} x {} B)", c.consumer, e.name, e.largest, e.element), e.largest, c.key});
-    }
+    for (const Entry& e : entries_)
+        out.push_back({fmt::format("{}: {} ({} x {} B)", consumers_[e.consumer].consumer, e.name, e.largest, e.element),
+                       e.largest, consumers_[e.consumer].key});
     return out;
 }
 
@@ -92,13 +46,9 @@ PlanInputs estimate_inputs(const config::Profile& p, const config::SizeInputs& i
     return out;
 }
 
-namespace {
-
-void by_size(std::vector<config::MemoryItem>& items) {
+static void by_size(std::vector<config::MemoryItem>& items) {
     std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
 }
-
-}  // namespace
 
 std::vector<config::MemoryItem> estimate_device_memory(const config::Profile& p, const config::SizeInputs& in,
                                                        int agents) {
@@ -110,9 +60,7 @@ std::vector<config::MemoryItem> estimate_device_memory(const config::Profile& p,
 
 std::vector<config::MemoryItem> estimate_host_memory(const config::Profile& p, const config::SizeInputs& in) {
     std::vector<config::MemoryItem> items{config::market_host_memory(p, in)};
-    const MemoryPlan plan = memory_plan(p, 1, estimate_inputs(p, in));
-    // The host copies are not held at once: the largest counts.
-    const auto& host = plan.host_items();
+    const auto host = memory_plan(p, 1, estimate_inputs(p, in)).host_items();  // not held at once: the largest
     if (!host.empty())
         items.push_back(*std::max_element(host.begin(), host.end(),
                                           [](const auto& a, const auto& b) { return a.bytes < b.bytes; }));

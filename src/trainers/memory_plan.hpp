@@ -2,17 +2,21 @@
 /// @brief What a trainer allocates, declared once: its memory plan (TrainerKind::plan) lists every
 ///        device buffer by name, element count and size, grouped into the consumers `check`
 ///        prints with the profile key that sizes each, and the host copies a run makes. The
-///        engine's constructor allocates its buffers from the plan by name (MemoryPlan::alloc),
-///        so the estimate cannot drift from the allocation; the parts it owns (networks'
-///        workspaces, optimizers, environments) are declared by their own size functions, and
-///        tests/trainers/test_memory_estimate.cpp compares every plan with the bytes really held.
-///        The estimates `check` and `train` compare with the memory available are the data's
-///        sizes (config/memory_estimate.hpp) and the plan.
+///        engine's own buffers are declared as its members and its constructor allocates them
+///        from the plan (MemoryPlan::allocate): the estimate is the allocation. The parts it owns
+///        (networks' workspaces, optimizers, environments) are declared by their own size
+///        functions; tests/trainers/test_memory_estimate.cpp compares every plan with the bytes
+///        really held. `check`'s and `train`'s estimates are the data's sizes
+///        (config/memory_estimate.hpp) and the plan.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
 #include <string>
-#include <string_view>
+#include <type_traits>
+#include <typeinfo>
 #include <vector>
 
 #include "config/memory_estimate.hpp"
@@ -34,42 +38,49 @@ class MemoryPlan {
 public:
     /// The buffers declared next belong to `label` (as `check` prints it), whose size `key` sets;
     /// `transient`: freed before the engine's constructor returns (they count for the peak).
-    void consumer(std::string label, std::string key, bool transient = false);
-    /// Declares `copies` buffers `name` of `count` Ts each (`largest`: of the element counts of
-    /// several arrays, the largest; 0: one array).
+    void consumer(std::string label, std::string key, bool transient = false) {
+        consumers_.push_back({std::move(label), 0, std::move(key)});
+        transient_ = transient;
+    }
+    /// Declares `copies` buffers of `count` Ts that a part of the engine allocates (`largest`: the
+    /// largest array's elements when they are several; 0: one array).
     template <class T>
     void add(std::string name, std::uint64_t count, std::uint64_t copies = 1, std::uint64_t largest = 0) {
-        declare(std::move(name), count, sizeof(T), copies, largest > 0 ? largest : count);
+        entries_.push_back({std::move(name), count, sizeof(T), copies, largest > 0 ? largest : count,
+                            consumers_.size() - 1, transient_});
     }
-    /// Declares `copies` workspaces (or other parts of the engine) of this size.
     void add(std::string name, const nn::WorkspaceSize& size, std::uint64_t copies = 1) {
         add<float>(std::move(name), size.floats, copies, size.largest);
     }
-    /// One of the buffers `name`, exactly as declared; std::logic_error when the plan declares no
-    /// further buffer of that name and element size.
-    template <class T>
-    ops::Buffer<T> alloc(ops::Device& ops, std::string_view name) {
-        return ops.alloc<T>(take(name, sizeof(T)));
+    /// Declares the engine's buffers `members` of `count` Ts each, which allocate() allocates
+    /// (with `init`: every element that value).
+    template <class E, class T>
+    void add(std::string name, std::initializer_list<ops::Buffer<T> E::*> members, std::uint64_t count,
+             std::optional<std::type_identity_t<T>> init = std::nullopt) {
+        add<T>(std::move(name), count, members.size());
+        for (auto m : members)
+            allocations_.push_back([m, count, init](void* engine, ops::Device& ops) {
+                auto& b = static_cast<E*>(engine)->*m;
+                b = ops.alloc<T>(count);
+                if constexpr (std::is_same_v<T, float>) {
+                    if (init) ops.fill(b.view(), *init);
+                } else if (init) {
+                    ops.upload<T>(b.view(), std::vector<T>(count, *init));
+                }
+            });
+        engine_ = &typeid(E);
     }
-    /// The same, uploaded from `values` (as many as declared).
-    template <class T>
-    ops::Buffer<T> from_host(ops::Device& ops, std::string_view name, const std::vector<T>& values) {
-        if (take(name, sizeof(T)) != values.size()) mismatch(name, values.size());
-        return ops.from_host<T>(values);
-    }
-    /// The same, every element `value`.
-    template <class T>
-    ops::Buffer<T> filled(ops::Device& ops, std::string_view name, const T& value) {
-        return ops.from_host<T>(std::vector<T>(take(name, sizeof(T)), value));
+    /// Allocates every buffer declared as a member of `engine`.
+    template <class E>
+    void allocate(ops::Device& ops, E& engine) const {
+        if (engine_ != nullptr && *engine_ != typeid(E)) throw std::logic_error("MemoryPlan: another engine's plan");
+        for (const auto& a : allocations_) a(&engine, ops);
     }
     /// A host copy the run makes (a checkpoint's, a replay dump read): the host estimate lists it.
-    void host(std::string label, std::uint64_t bytes, std::string key);
+    void host(std::string label, std::uint64_t bytes, std::string key) { host_.push_back({label, bytes, key}); }
 
-    /// Every buffer's bytes (the peak), those held once the engine is built, or those of the
-    /// buffers `name` (all copies).
-    std::uint64_t bytes() const;
-    std::uint64_t held_bytes() const;
-    std::uint64_t bytes(std::string_view name) const;
+    /// Every buffer's bytes (the peak), or those held once the engine is built.
+    std::uint64_t bytes(bool held = false) const;
     /// By consumer, in declaration order.
     std::vector<config::MemoryItem> device_items() const;
     const std::vector<config::MemoryItem>& host_items() const noexcept { return host_; }
@@ -79,17 +90,15 @@ public:
 private:
     struct Entry {
         std::string name;
-        std::uint64_t count, element, copies, largest, taken = 0;
+        std::uint64_t count, element, copies, largest;
         std::size_t consumer;
+        bool transient;
     };
-    void declare(std::string name, std::uint64_t count, std::uint64_t element, std::uint64_t copies,
-                 std::uint64_t largest);
-    std::size_t take(std::string_view name, std::size_t element);
-    [[noreturn]] static void mismatch(std::string_view name, std::size_t values);
-
     std::vector<Entry> entries_;
     std::vector<config::MemoryItem> consumers_{{"", 0, ""}}, host_;
-    std::vector<bool> transient_{false};
+    bool transient_ = false;
+    std::vector<std::function<void(void*, ops::Device&)>> allocations_;
+    const std::type_info* engine_ = nullptr;
 };
 
 /// The plan of `agents` agents of `first`'s trainer in one engine (registry.hpp: TrainerKind::plan).

@@ -84,7 +84,7 @@ Measured measure(const Case& c) {
         m.peak = ops.peak_bytes();
     }
     const trainers::MemoryPlan plan = trainers::memory_plan(p, c.agents, in);
-    m.planned = plan.held_bytes();
+    m.planned = plan.bytes(true);
     m.planned_peak = plan.bytes();
     config::SizeInputs size;
     size.bars = market.bars.size();
@@ -139,24 +139,34 @@ TEST_CASE("every trainer's memory plan is what its engine allocates, and check's
     }
 }
 
-TEST_CASE("a memory plan allocates only what it declares", "[memory][trainers]") {
+namespace {
+struct Engine {
+    ops::Buffer<float> a, b;
+    ops::Buffer<int> c;
+};
+}  // namespace
+
+TEST_CASE("a memory plan allocates the members it declares, initialised where asked", "[memory][trainers]") {
     ops::CpuDevice ops;
     trainers::MemoryPlan plan;
     plan.consumer("things", "some.key");
-    plan.add<float>("a", 10, 2);
-    plan.add<int>("b", 3);
-    CHECK(plan.bytes() == 2 * 40 + 12);
-    CHECK(plan.alloc<float>(ops, "a").size() == 10);
-    CHECK(plan.alloc<float>(ops, "a").size() == 10);
-    CHECK_THROWS_AS(plan.alloc<float>(ops, "a"), std::logic_error);   // a third: not declared
-    CHECK_THROWS_AS(plan.alloc<double>(ops, "b"), std::logic_error);  // another element size
-    CHECK_THROWS_AS(plan.alloc<float>(ops, "c"), std::logic_error);   // no such buffer
-    CHECK_THROWS_AS(plan.from_host<int>(ops, "b", {1, 2}), std::logic_error);
+    plan.add("a and b", {&Engine::a, &Engine::b}, 10, 1.5f);
+    plan.add("c", {&Engine::c}, 3);
+    plan.add<double>("a part's", 4);  // allocated by a part of the engine
+    CHECK(plan.bytes() == 2 * 40 + 12 + 32);
+    Engine e;
+    plan.allocate(ops, e);
+    CHECK(ops.bytes_in_use() == 2 * 40 + 12);
+    CHECK(ops.to_host(e.b.cview()) == std::vector<float>(10, 1.5f));
+    CHECK(e.c.size() == 3);
+    struct Other {};
+    Other other;
+    CHECK_THROWS_AS(plan.allocate(ops, other), std::logic_error);  // another engine's plan
     const auto items = plan.device_items();
     REQUIRE(items.size() == 1);
     CHECK(items[0].consumer == "things");
     CHECK(items[0].key == "some.key");
-    CHECK(items[0].bytes == 92);
+    CHECK(items[0].bytes == 124);
 }
 
 TEST_CASE("memory estimate: consumers, keys and napkin sizes", "[memory][trainers]") {

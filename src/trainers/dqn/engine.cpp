@@ -181,47 +181,49 @@ MemoryPlan DqnEngine::plan(const config::Profile& first, int agents, const PlanI
                         M = static_cast<std::uint64_t>(in.market_dim);
     const std::uint64_t rows = N * static_cast<std::uint64_t>(dqn_replay_steps(first).capacity) * n;
     const std::uint64_t row_bytes = 2 * D * 4 + 4 + 4 + 1;
+    using E = DqnEngine;  // its buffers, zeroed where a kernel reads them before it writes them
     MemoryPlan plan;
     plan.consumer(fmt::format("networks ({} parameters, with target, gradients and Adam moments)", N * P),
                   "dqn.hidden");
-    plan.add<float>("networks and targets", 2 * N * P);
-    plan.add<float>("gradients and Adam moments", N * P, 3);
+    plan.add("networks and targets", {&E::nets_}, 2 * N * P, 0.0f);
+    plan.add("gradients and Adam moments", {&E::grads_, &E::m_, &E::v_}, N * P, 0.0f);
     plan.consumer(fmt::format("environments ({} agents x {})", N, n), "experience.gpu_n_episodes");
-    plan.add<env::EnvState>("environment states", N * n);
-    plan.add<float>("portfolios", N * n * env::PORTFOLIO_STRIDE);
-    plan.add<float>("observations", N * n * D);
-    plan.add<abi::EnvAgent>("markets and seeds", N);
+    plan.add("environment states", {&E::env_state_}, N * n);
+    plan.add("portfolios", {&E::env_portfolio_}, N * n * env::PORTFOLIO_STRIDE);
+    plan.add("observations", {&E::env_states_}, N * n * D);
+    plan.add("markets and seeds", {&E::collect_agents_}, N);
     plan.consumer(fmt::format("replay buffer ({} transitions x {} B)", rows, row_bytes), "replay_buffer.buffer_size");
-    plan.add<float>("replay states", rows * D, 2);
-    plan.add<float>("replay rewards", rows);
-    plan.add<int>("replay actions", rows);
-    plan.add<std::uint8_t>("replay done flags", rows);
+    plan.add("replay states", {&E::ring_states_, &E::ring_next_states_}, rows * D, 0.0f);
+    plan.add("replay rewards", {&E::ring_rewards_}, rows, 0.0f);
+    plan.add("replay actions", {&E::ring_actions_}, rows, 0);
+    plan.add("replay done flags", {&E::ring_done_}, rows, std::uint8_t{0});
     if (first.dqn.her) {
         plan.consumer(fmt::format("HER goals ({} transitions x 4 B)", rows), "dqn.her");
-        plan.add<float>("HER goals", rows);
-        plan.add<float>("HER acting rows", N * n * DX);
+        plan.add("HER goals", {&E::her_goals_}, rows, 0.0f);
+        plan.add("HER acting rows", {&E::her_obs_}, N * n * DX);
     }
     plan.consumer(fmt::format("batch and workspaces ({} rows, {} environments)", B, n), "replay_buffer.batch_size");
-    plan.add<dqn::AgentParams>("agent constants", N);
-    plan.add<dqn::Counters>("counters", N);
-    plan.add<unsigned>("collection tickets", N);
-    plan.add<dqn::UpdateStep>("update steps", N);
-    plan.add<float>("batch states", N * 2 * B * DX);
-    plan.add<float>("batch returns and discounts", N * B, 2);
-    plan.add<int>("batch actions", N * B);
-    plan.add<int>("acting actions", N * n);
-    plan.add<float>("head gradients", N * B * Q * W);
-    plan.add<float>("sample statistics", N * dqn::kSampleStats * B * K);
-    if (K > 1) plan.add<int>("ensemble target actions", N * B);
-    if (K > 1 && first.dqn.ensemble_bootstrap < 1.0) plan.add<float>("bootstrap masks", N * B * K);
+    plan.add("agent constants", {&E::agent_}, N);
+    plan.add("counters", {&E::counters_}, N, dqn::Counters{});
+    plan.add("collection tickets", {&E::collect_tickets_}, N, 0u);
+    plan.add("update steps", {&E::step_}, N, dqn::UpdateStep{});
+    plan.add("batch states", {&E::x_}, N * 2 * B * DX);
+    plan.add("batch returns and discounts", {&E::returns_, &E::discounts_}, N * B);
+    plan.add("batch actions", {&E::batch_actions_}, N * B);
+    plan.add("acting actions", {&E::actions_}, N * n);
+    plan.add("head gradients", {&E::d_head_}, N * B * Q * W);
+    plan.add("sample statistics", {&E::sample_stats_}, N * dqn::kSampleStats * B * K);
+    if (K > 1) plan.add("ensemble target actions", {&E::target_actions_}, N * B);
+    if (K > 1 && first.dqn.ensemble_bootstrap < 1.0) plan.add("bootstrap masks", {&E::masks_}, N * B * K);
     if (quantiles > 0) {
-        plan.add<float>("IQN fraction features", N * 2 * B * Q * static_cast<std::uint64_t>(net.iqn_params().n_cos));
-        plan.add<float>("IQN fractions", N * 2 * B * Q);
+        plan.add("IQN fraction features", {&E::iqn_features_},
+                 N * 2 * B * Q * static_cast<std::uint64_t>(net.iqn_params().n_cos));
+        plan.add("IQN fractions", {&E::iqn_taus_}, N * 2 * B * Q);
     }
-    plan.add<float>("norm partials", N * ops::dqn_finish_scratch_size());
-    plan.add<nn::GuardState>("guards", N);
-    plan.add<dqn::MonitorStats>("monitor sums", N);
-    plan.add<unsigned long long>("action histograms", N * A);
+    plan.add("norm partials", {&E::norm_partials_}, N * ops::dqn_finish_scratch_size(), 0.0f);
+    plan.add("guards", {&E::guard_}, N, nn::GuardState{0, 0, -1, 0, 0});
+    plan.add("monitor sums", {&E::stats_}, N, dqn::MonitorStats{});
+    plan.add("action histograms", {&E::histogram_}, N * A, 0ull);
     // Acting: one workspace of every agent's environments, or one per agent; the update's (make_update_workspaces).
     const bool batched = agents > 1 && net.attention_groups().empty() && quantiles == 0;
     if (batched)
@@ -236,13 +238,15 @@ MemoryPlan DqnEngine::plan(const config::Profile& first, int agents, const PlanI
         plan.add("update workspaces", net.workspace_size(4 * batch, quantiles));
     else
         plan.add("update workspaces", net.workspace_size(2 * batch, quantiles) + net.workspace_size(batch, quantiles));
+    std::uint64_t curiosity = 0;  // the model's weights and Adam moments, in a checkpoint
     if (first.dqn.curiosity) {
         plan.consumer(fmt::format("curiosity model ({} rows per step)", n), "dqn.curiosity");
-        CuriosityModel::plan(plan, state_dim, static_cast<int>(A), static_cast<int>(first.dqn.hidden.front()),
-                             in.market_dim, n_envs, N);
-        plan.add<float>("curiosity next features", N * n * M);
-        plan.add<float>("curiosity errors", N * n);
-        plan.add<dqn::CuriosityStats>("curiosity sums", N);
+        curiosity = 3 * 4 *
+                    CuriosityModel::plan(plan, state_dim, static_cast<int>(A),
+                                         static_cast<int>(first.dqn.hidden.front()), in.market_dim, n_envs, N);
+        plan.add("curiosity next features", {&E::cur_next_market_}, N * n * M);
+        plan.add("curiosity errors", {&E::cur_error_}, N * n);
+        plan.add("curiosity sums", {&E::cur_stats_}, N, dqn::CuriosityStats{});
     }
     // Each agent's greedy policy in backtests (DqnGreedyPolicy): a workspace of eval.segments rows
     // (with HER, their goal rows and the goal).
@@ -252,8 +256,6 @@ MemoryPlan DqnEngine::plan(const config::Profile& first, int agents, const PlanI
     if (first.dqn.her) plan.add<float>("policy goal rows", static_cast<std::uint64_t>(segments) * DX + 1, N);
     // A checkpoint's host copy: weights, target, Adam, the environments (and the replay unless
     // checkpoint.keep_replay = false), the curiosity model's weights and moments.
-    const std::uint64_t curiosity =
-        first.dqn.curiosity ? plan.bytes("curiosity parameters, gradients and Adam moments") / 4 * 3 : 0;
     const std::uint64_t replay = first.checkpoint.keep_replay ? rows * row_bytes : 0;
     plan.host("the host copy a checkpoint is written from",
               (4 * P * 4 + replay + curiosity) + n * (sizeof(env::EnvState) + env::PORTFOLIO_STRIDE * 4 + D * 4),
@@ -291,25 +293,16 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     updates_per_iteration_ = first.training.updates_per_iteration;
     PlanInputs inputs;
     inputs.market_dim = env_params_.market_dim;
-    MemoryPlan plan = DqnEngine::plan(first, agents_, inputs);
+    DqnEngine::plan(first, agents_, inputs).allocate(ops, *this);
 
     // Parameters, agent by agent from its seed (the padding zero); the targets start as copies.
-    nets_ = plan.alloc<float>(ops, "networks and targets");
-    ops.fill(nets_.view(), 0.0f);
     online_ = nets_.view().subview(0, N * P);
     target_ = nets_.view().subview(N * P, N * P);
     for (std::size_t i = 0; i < N; ++i)
         nn::init_params(ops, online_.subview(i * P, P), net_.layout(), static_cast<std::uint64_t>(agents[i].run.seed));
     ops.copy(target_, ops::View<const float>(online_));
-    for (auto* b : {&grads_, &m_, &v_}) {
-        *b = plan.alloc<float>(ops, "gradients and Adam moments");
-        ops.fill(b->view(), 0.0f);
-    }
 
     // Each agent's environments start as its own (its seed, its market).
-    env_state_ = plan.alloc<env::EnvState>(ops, "environment states");
-    env_portfolio_ = plan.alloc<float>(ops, "portfolios");
-    env_states_ = plan.alloc<float>(ops, "observations");
     std::vector<abi::EnvAgent> collect_agents(N);
     for (std::size_t i = 0; i < N; ++i) {
         env::VecEnv venv(ops, *markets[i], env::Split::train, trainers::env_params(agents[i], env_params_.market_dim),
@@ -324,57 +317,16 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         if (i == 0) market0_ = venv.market();
         ops.synchronize();  // the copies are done before venv's buffers go
     }
-    collect_agents_ = plan.from_host<abi::EnvAgent>(ops, "markets and seeds", collect_agents);
-
-    // The rings, zeroed.
-    ring_states_ = plan.alloc<float>(ops, "replay states");
-    ring_next_states_ = plan.alloc<float>(ops, "replay states");
-    ring_rewards_ = plan.alloc<float>(ops, "replay rewards");
-    ops.fill(ring_states_.view(), 0.0f);
-    ops.fill(ring_next_states_.view(), 0.0f);
-    ops.fill(ring_rewards_.view(), 0.0f);
-    ring_actions_ = plan.filled<int>(ops, "replay actions", 0);
-    ring_done_ = plan.filled<std::uint8_t>(ops, "replay done flags", 0);
+    ops.upload<abi::EnvAgent>(collect_agents_.view(), collect_agents);
 
     std::vector<dqn::AgentParams> params_host;
     for (const auto& p : agents) params_host.push_back(dqn_agent_params(p));
-    agent_ = plan.from_host<dqn::AgentParams>(ops, "agent constants", params_host);
-    counters_ = plan.filled<dqn::Counters>(ops, "counters", {});
-    collect_tickets_ = plan.filled<unsigned>(ops, "collection tickets", 0u);
-    step_ = plan.filled<dqn::UpdateStep>(ops, "update steps", {});
-    if (first.dqn.her) {
-        her_goals_ = plan.alloc<float>(ops, "HER goals");
-        ops.fill(her_goals_.view(), 0.0f);
-        her_obs_ = plan.alloc<float>(ops, "HER acting rows");
-    }
-    x_ = plan.alloc<float>(ops, "batch states");
-    returns_ = plan.alloc<float>(ops, "batch returns and discounts");
-    discounts_ = plan.alloc<float>(ops, "batch returns and discounts");
-    batch_actions_ = plan.alloc<int>(ops, "batch actions");
-    actions_ = plan.alloc<int>(ops, "acting actions");
-    d_head_ = plan.alloc<float>(ops, "head gradients");
-    sample_stats_ = plan.alloc<float>(ops, "sample statistics");
-    if (net_.head().ensemble > 1) {
-        target_actions_ = plan.alloc<int>(ops, "ensemble target actions");
-        if (first.dqn.ensemble_bootstrap < 1.0) masks_ = plan.alloc<float>(ops, "bootstrap masks");
-    }
-    if (quantiles > 0) {  // the rows of [s; s'], `quantiles` each
-        iqn_features_ = plan.alloc<float>(ops, "IQN fraction features");
-        iqn_taus_ = plan.alloc<float>(ops, "IQN fractions");
-    }
-    norm_partials_ = plan.alloc<float>(ops, "norm partials");
-    ops.fill(norm_partials_.view(), 0.f);  // the finish's tickets start at zero
-    guard_ = plan.filled<nn::GuardState>(ops, "guards", {0, 0, -1, 0, 0});
-    stats_ = plan.filled<dqn::MonitorStats>(ops, "monitor sums", {});
-    histogram_ = plan.filled<unsigned long long>(ops, "action histograms", 0);
+    ops.upload<dqn::AgentParams>(agent_.view(), params_host);
     if (first.dqn.curiosity) {
         curiosity_.reserve(N);
         for (const auto& p : agents)
             curiosity_.emplace_back(ops, env_params_.state_dim, num_actions_, static_cast<int>(p.dqn.hidden.front()),
                                     env_params_.market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed));
-        cur_next_market_ = plan.alloc<float>(ops, "curiosity next features");
-        cur_error_ = plan.alloc<float>(ops, "curiosity errors");
-        cur_stats_ = plan.filled<dqn::CuriosityStats>(ops, "curiosity sums", {});
     }
 
     if (batched_net_)

@@ -106,31 +106,32 @@ MemoryPlan DtTrainer::plan(const config::Profile& profile, int, const PlanInputs
     const DtNetwork net(shape);
     const std::uint64_t P = net.layout().total(), B = static_cast<std::uint64_t>(profile.dt.batch_size),
                         K = static_cast<std::uint64_t>(shape.context), S = static_cast<std::uint64_t>(shape.state_dim);
+    using E = DtTrainer;
     MemoryPlan plan;
     // The dataset as IQL's (a replay ring, freed once read back), then its steps in order.
     const std::uint64_t rows = plan_offline_dataset(plan, profile, shape.state_dim, profile.dt.dataset,
                                                     profile.dt.dataset_size, "dt", in, 1, true);
     const std::string key = profile.dt.dataset == "behaviour" ? "dt.dataset_size" : "dt.dataset";
     plan.consumer(fmt::format("the dataset's episodes ({} steps x {} B)", rows, S * 4 + 12), key);
-    plan.add<float>("episode states", rows * S);
-    plan.add<float>("episode returns to go", rows);
-    plan.add<int>("episode actions and starts", rows, 2);
+    plan.add("episode states", {&E::ds_states_}, rows * S);
+    plan.add("episode returns to go", {&E::ds_rtg_}, rows);
+    plan.add("episode actions and starts", {&E::ds_actions_, &E::ds_episode_start_}, rows);
     // The host: the ring read back (and a dump read), its episodes (states, action, start, reward, rate).
     plan.host("the dataset read back and rebuilt into episodes",
               rows * (2 * S * 4 + 9) * (profile.dt.dataset == "behaviour" ? 1 : 2) + rows * (S * 4 + 24), key);
     plan.consumer(fmt::format("transformer ({} parameters, with gradients and Adam moments)", P), "dt.embedding");
-    plan.add<float>("weights", P + dt::kCalibrationFloats);
-    plan.add<float>("gradients", P);
+    plan.add("weights", {&E::weights_}, P + dt::kCalibrationFloats, 0.0f);
+    plan.add("gradients", {&E::grads_}, P, 0.0f);
     AdamState::plan(plan, "", P);
-    plan.add<float>("learning rate", 1);
+    plan.add("learning rate", {&E::lr_}, 1, 0.0f);
     plan.consumer(fmt::format("batch and workspaces ({} windows of {} tokens)", B, shape.tokens()), "dt.batch_size");
     plan.add("workspace", net.workspace_size(static_cast<int>(B)));
-    plan.add<float>("batch states", B * K * S);
-    plan.add<float>("batch returns to go", B * K);
-    plan.add<int>("batch actions", B * K);
-    plan.add<int>("batch lengths", B);
-    plan.add<float>("losses and accuracies", B, 2);
-    plan.add<float>("logit gradients", B * static_cast<std::uint64_t>(shape.tokens() * shape.num_actions));
+    plan.add("batch states", {&E::b_states_}, B * K * S);
+    plan.add("batch returns to go", {&E::b_rtg_}, B * K);
+    plan.add("batch actions", {&E::b_actions_}, B * K);
+    plan.add("batch lengths", {&E::b_lengths_}, B);
+    plan.add("losses and accuracies", {&E::loss_, &E::correct_}, B);
+    plan.add("logit gradients", {&E::d_logits_}, B * static_cast<std::uint64_t>(shape.tokens() * shape.num_actions));
     UpdateMonitor::plan(plan, kStats);
     const auto segments = static_cast<int>(profile.eval.segments);
     plan.consumer(fmt::format("acting workspace and KV cache ({} segments)", segments), "eval.segments");
@@ -163,33 +164,20 @@ DtTrainer::DtTrainer(ops::Device& ops, const config::Profile& profile, const env
     PlanInputs inputs;
     inputs.market_dim = market.market_dim();
     inputs.dump_rows = static_cast<std::uint64_t>(dataset_steps_);
-    MemoryPlan plan = DtTrainer::plan(profile, 1, inputs);
-    ds_states_ = plan.from_host<float>(ops, "episode states", episodes.states);
-    ds_rtg_ = plan.from_host<float>(ops, "episode returns to go", rtg);
-    ds_actions_ = plan.from_host<int>(ops, "episode actions and starts", episodes.actions);
-    ds_episode_start_ = plan.from_host<int>(ops, "episode actions and starts", episodes.episode_start);
+    DtTrainer::plan(profile, 1, inputs).allocate(ops, *this);
+    ops.upload<float>(ds_states_.view(), episodes.states);
+    ops.upload<float>(ds_rtg_.view(), rtg);
+    ops.upload<int>(ds_actions_.view(), episodes.actions);
+    ops.upload<int>(ds_episode_start_.view(), episodes.episode_start);
 
     // The weights: the parameters, then the calibration (math/dt.h).
-    weights_ = plan.alloc<float>(ops, "weights");
-    ops.fill(weights_.view(), 0.0f);
     nn::init_params(ops, params(), policy_.network().layout(), static_cast<std::uint64_t>(profile.run.seed));
     const std::vector<float> calibration{calibration_.target_token(), static_cast<float>(calibration_.scale),
                                          static_cast<float>(calibration_.target_rate)};
     ops.upload<float>(weights_.view().subview(param_floats_, dt::kCalibrationFloats), calibration);
-    grads_ = plan.alloc<float>(ops, "gradients");
-    ops.fill(grads_.view(), 0.0f);
     adam_ = AdamState(ops, policy_.network().layout());
-    lr_ = plan.alloc<float>(ops, "learning rate");
-    ops.fill(lr_.view(), 0.0f);
 
     ws_ = policy_.network().make_workspace(ops, batch_);
-    b_states_ = plan.alloc<float>(ops, "batch states");
-    b_rtg_ = plan.alloc<float>(ops, "batch returns to go");
-    b_actions_ = plan.alloc<int>(ops, "batch actions");
-    b_lengths_ = plan.alloc<int>(ops, "batch lengths");
-    loss_ = plan.alloc<float>(ops, "losses and accuracies");
-    correct_ = plan.alloc<float>(ops, "losses and accuracies");
-    d_logits_ = plan.alloc<float>(ops, "logit gradients");
     monitor_ = UpdateMonitor(ops, kStats);
     log::info(
         "dt dataset: {} steps in {} finished episodes; return-to-go scale {:.3g} per step, target {:.3g} per "

@@ -84,23 +84,26 @@ MemoryPlan IqlEngine::plan(const config::Profile& first, int agents, const PlanI
                         A = static_cast<std::uint64_t>(first.num_actions());
     MemoryPlan plan;
     plan_offline_dataset(plan, first, state_dim, first.iql.dataset, first.iql.dataset_size, "iql", in, N, false);
+    using E = IqlEngine;  // its buffers, zeroed where a kernel reads them before it writes them
     plan.consumer(fmt::format("networks ({} parameters, with gradients, Adam moments, target)", N * P), "iql.hidden");
-    plan.add<float>("parameters, target, gradients and Adam moments", N * P, 5);
-    plan.add<abi::SampleAgent>("sampling constants", N);
-    plan.add<long long>("update step", 1);
-    plan.add<unsigned>("update ticket", 1);
-    plan.add<float>("learning rates", N);
-    plan.add<float>("target rates", 2 * N);
-    plan.add<iql::LossScalars>("loss constants", N);
+    plan.add("parameters, gradients and Adam moments", {&E::online_, &E::grads_, &E::m_, &E::v_}, N * P, 0.0f);
+    plan.add("targets", {&E::target_}, N * P);
+    plan.add("sampling constants", {&E::sample_agents_}, N);
+    plan.add("update step", {&E::step_}, 1, 0ll);
+    plan.add("update ticket", {&E::step_ticket_}, 1, 0u);
+    plan.add("learning rates", {&E::lr_}, N);
+    plan.add("target rates", {&E::tau_keep_}, 2 * N);
+    plan.add("loss constants", {&E::scalars_}, N);
     plan.consumer(fmt::format("batch and workspaces ({} rows)", B), "replay_buffer.batch_size");
-    plan.add<float>("batch states", N * 2 * B * D);
-    plan.add<float>("batch scalars", N * B, 7);
-    plan.add<int>("batch actions", N * B);
-    plan.add<float>("batch logit gradients", N * B * A, 3);
-    plan.add<float>("monitor sums", N * iql_stats::kCount, 2);
-    plan.add<float>("norm scratch", N * ops::norm_guard_scratch_size());
-    plan.add<int>("gates", N);
-    plan.add<nn::GuardState>("guards", N);
+    plan.add("batch states", {&E::x_}, N * 2 * B * D);
+    plan.add("batch scalars",
+             {&E::rewards_, &E::discounts_, &E::loss_v_, &E::loss_q_, &E::loss_pi_, &E::awr_weights_, &E::d_v_}, N * B);
+    plan.add("batch actions", {&E::actions_}, N * B);
+    plan.add("batch logit gradients", {&E::d_q1_, &E::d_q2_, &E::d_logits_}, N * B * A);
+    plan.add("monitor sums", {&E::current_, &E::accum_}, N * iql_stats::kCount, 0.0f);
+    plan.add("norm scratch", {&E::norm_scratch_}, N * ops::norm_guard_scratch_size(), 0.0f);  // tickets zero
+    plan.add("gates", {&E::gate_}, N, 0);
+    plan.add("guards", {&E::guard_}, N, nn::GuardState{0, 0, -1, 0, 0});
     // An engine of one: the twins' pairs and V on [s; s'] (2B rows each); else N x B rows each (and the twins' own).
     const int rows = agents == 1 ? 2 * batch : agents * batch;
     plan.add("Q workspaces", net.q1.workspace_size(rows), agents == 1 ? 2 : 4);
@@ -136,7 +139,7 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     const std::size_t N = agents.size(), P = params();
     PlanInputs inputs;
     inputs.market_dim = env_params_.front().market_dim;
-    MemoryPlan plan = IqlEngine::plan(first, agents_, inputs);
+    IqlEngine::plan(first, agents_, inputs).allocate(ops, *this);
 
     // Each agent's dataset as its single run builds it (its seed's behaviour data on its market).
     std::vector<abi::SampleAgent> sample_agents;
@@ -150,28 +153,19 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         transitions_.push_back(ds.transitions);
         collection_seconds_.push_back(ds.collection_seconds);
     }
-    sample_agents_ = plan.from_host<abi::SampleAgent>(ops, "sampling constants", sample_agents);
+    ops.upload<abi::SampleAgent>(sample_agents_.view(), sample_agents);
 
     // Each agent's parameters from its seed (the padding zero), the target a copy.
-    online_ = plan.alloc<float>(ops, "parameters, target, gradients and Adam moments");
-    ops.fill(online_.view(), 0.0f);
     for (std::size_t i = 0; i < N; ++i)
         nn::init_params(ops, online_.view().subview(i * P, P), net_.layout,
                         static_cast<std::uint64_t>(agents[i].run.seed));
-    target_ = plan.alloc<float>(ops, "parameters, target, gradients and Adam moments");
     ops.copy(target_.view(), online_.cview());
-    for (auto* b : {&grads_, &m_, &v_}) {
-        *b = plan.alloc<float>(ops, "parameters, target, gradients and Adam moments");
-        ops.fill(b->view(), 0.0f);
-    }
     twin_stride_ = net_.q2.layers().front().weight.offset - net_.q1.layers().front().weight.offset;
     for (std::size_t l = 0; l < net_.q1.layers().size(); ++l) {
         const auto &a = net_.q1.layers()[l], &b = net_.q2.layers()[l];
         if (b.weight.offset != a.weight.offset + twin_stride_ || b.bias.offset != a.bias.offset + twin_stride_)
             throw std::logic_error("IqlEngine: the twin Q networks are not laid out at one stride");
     }
-    step_ = plan.filled<long long>(ops, "update step", 0);
-    step_ticket_ = plan.filled<unsigned>(ops, "update ticket", 0u);
 
     std::vector<float> lr, tau_keep;
     std::vector<iql::LossScalars> scalars;
@@ -183,21 +177,9 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         scalars.push_back(iql::LossScalars{static_cast<float>(p.iql.expectile), static_cast<float>(p.iql.beta),
                                            static_cast<float>(p.iql.max_weight)});
     }
-    lr_ = plan.from_host<float>(ops, "learning rates", lr);
-    tau_keep_ = plan.from_host<float>(ops, "target rates", tau_keep);
-    scalars_ = plan.from_host<iql::LossScalars>(ops, "loss constants", scalars);
-
-    x_ = plan.alloc<float>(ops, "batch states");
-    for (auto* b : {&rewards_, &discounts_, &loss_v_, &loss_q_, &loss_pi_, &awr_weights_, &d_v_})
-        *b = plan.alloc<float>(ops, "batch scalars");
-    actions_ = plan.alloc<int>(ops, "batch actions");
-    for (auto* b : {&d_q1_, &d_q2_, &d_logits_}) *b = plan.alloc<float>(ops, "batch logit gradients");
-    current_ = plan.alloc<float>(ops, "monitor sums");
-    accum_ = plan.alloc<float>(ops, "monitor sums");
-    norm_scratch_ = plan.alloc<float>(ops, "norm scratch");
-    for (auto* b : {&current_, &accum_, &norm_scratch_}) ops.fill(b->view(), 0.0f);  // the norm's tickets start at zero
-    gate_ = plan.filled<int>(ops, "gates", 0);
-    guard_ = plan.filled<nn::GuardState>(ops, "guards", {0, 0, -1, 0, 0});
+    ops.upload<float>(lr_.view(), lr);
+    ops.upload<float>(tau_keep_.view(), tau_keep);
+    ops.upload<iql::LossScalars>(scalars_.view(), scalars);
 
     // An engine of one: the twins' pairs and V on [s; s'] (2B rows each); else N x B rows each.
     const int rows = alone() ? 2 * batch_ : agents_ * batch_;

@@ -132,55 +132,59 @@ MemoryPlan PpoEngine::plan(const config::Profile& first, int agents, const PlanI
                         B = M / static_cast<std::uint64_t>(std::max<std::int64_t>(1, first.ppo.minibatches)),
                         portfolio_dim = D - static_cast<std::uint64_t>(in.market_dim);
     const int batch = static_cast<int>(B);
+    using E = PpoEngine;  // its buffers, zeroed where a kernel reads them before it writes them
     MemoryPlan plan;
     plan.consumer(fmt::format("networks ({} parameters, with gradients and Adam moments)", N * P), "ppo.hidden");
-    plan.add<float>("parameters, gradients and Adam moments", N * P, 4);
-    plan.add<std::uint64_t>("seeds", N);
-    plan.add<ppo::LossParams>("loss coefficients", N);
-    plan.add<float>("gamma and lambda", 2 * N);
-    plan.add<float>("diversity coefficients and learning rates", N, 2);
+    plan.add("parameters, gradients and Adam moments", {&E::params_, &E::grads_, &E::m_, &E::v_}, N * P, 0.0f);
+    plan.add("seeds", {&E::seeds_}, N);
+    plan.add("loss coefficients", {&E::loss_params_}, N);
+    plan.add("gamma and lambda", {&E::gamma_lambda_}, 2 * N);
+    plan.add("diversity coefficients and learning rates", {&E::diversity_coef_, &E::lr_}, N, 0.0f);
     plan.consumer(fmt::format("environments ({} agents x {})", N, n), "experience.gpu_n_episodes");
     plan.add<std::uint8_t>("environments", env::VecEnv::device_bytes(agents, n_envs, state_dim), 1, 2 * N * n * D);
     plan.consumer(fmt::format("rollout buffer ({} agents x {} steps)", N, M), "experience.gpu_timesteps_per_episode");
-    plan.add<float>("the rollout's observations", N * M * D);
-    plan.add<float>("rollout scalars", N * M,
-                    8);  // log-prob, value, next value, reward, advantage, return, penalty, curiosity
-    plan.add<int>("rollout actions", N * M);
-    plan.add<std::uint8_t>("rollout done flags", N * M);
-    plan.add<int>("step actions", 2 * N * n);
-    plan.add<float>("step log-probabilities", 2 * N * n);
-    plan.add<float>("step rewards and penalties", N * n, 2);
+    plan.add("the rollout's observations", {&E::r_states_}, N * M * D);
+    plan.add("rollout scalars",
+             {&E::r_logp_, &E::r_values_, &E::r_next_values_, &E::r_rewards_, &E::r_adv_, &E::r_returns_}, N * M);
+    plan.add("rollout penalties and curiosity", {&E::r_penalty_, &E::r_curiosity_}, N * M, 0.0f);
+    plan.add("rollout actions", {&E::r_actions_}, N * M);
+    plan.add("rollout done flags", {&E::r_done_}, N * M);
+    plan.add("step actions", {&E::step_actions_}, 2 * N * n);
+    plan.add("step log-probabilities", {&E::step_logp_}, 2 * N * n);
+    plan.add("step rewards and penalties", {&E::step_rewards_, &E::step_penalty_}, N * n);
     plan.consumer(fmt::format("truncated episodes (up to {})", N * M), "experience.gpu_timesteps_per_episode");
-    plan.add<int>("truncated rows and bars", N * M, 2);
-    plan.add<float>("truncated portfolios", N * M * portfolio_dim);
-    plan.add<int>("truncated counts", N);
-    plan.add<float>("truncated observations", n * D);
+    plan.add("truncated rows and bars", {&E::trunc_rows_, &E::trunc_bars_}, N * M);
+    plan.add("truncated portfolios", {&E::trunc_portfolio_}, N * M * portfolio_dim);
+    plan.add("truncated counts", {&E::trunc_count_}, N, 0);
+    plan.add("truncated observations", {&E::trunc_states_}, n * D, 0.0f);  // the critic's padded passes read them
     plan.consumer("action-diversity windows", "ppo.diversity_window");
-    plan.add<int>("diversity windows", N * n * W);
-    plan.add<int>("diversity counts", N * n * A);
+    plan.add("diversity windows", {&E::div_window_}, N * n * W, 0);
+    plan.add("diversity counts", {&E::div_counts_}, N * n * A, 0);
     plan.consumer(fmt::format("minibatch and workspaces ({} rows per minibatch)", B), "ppo.minibatches");
-    plan.add<float>("minibatch states", N * B * D);
-    plan.add<float>("minibatch scalars", N * B, 5);
-    plan.add<float>("minibatch loss statistics", static_cast<std::uint64_t>(ppo::kPpoLossStats) * N * B);
-    plan.add<float>("minibatch logit gradients", N * B * A);
-    plan.add<int>("minibatch actions", N * B);
-    plan.add<float>("update sums", static_cast<std::uint64_t>(kUpdateGroup) * N);
-    plan.add<float>("rollout sums", static_cast<std::uint64_t>(kRolloutGroup) * N);
-    plan.add<float>("monitor sums", static_cast<std::uint64_t>(kAccSize) * N);
-    plan.add<float>("norm scratch", N * ops::norm_guard_scratch_size());
-    plan.add<float>("normalisation scratch", ops::normalize_scratch_size());
-    plan.add<int>("gates", N);
-    plan.add<nn::GuardState>("guards", N);
-    plan.add<unsigned long long>("action histograms", N * A);
-    plan.add<long long>("rollout count", 1);
+    plan.add("minibatch states", {&E::mb_states_}, N * B * D);
+    plan.add("minibatch scalars",
+             {&E::mb_old_logp_, &E::mb_adv_, &E::mb_returns_, &E::mb_old_values_, &E::mb_d_values_}, N * B);
+    plan.add("minibatch loss statistics", {&E::mb_stats_}, static_cast<std::uint64_t>(ppo::kPpoLossStats) * N * B);
+    plan.add("minibatch logit gradients", {&E::mb_d_logits_}, N * B * A);
+    plan.add("minibatch actions", {&E::mb_actions_}, N * B);
+    plan.add("update sums", {&E::current_}, static_cast<std::uint64_t>(kUpdateGroup) * N, 0.0f);  // tickets zero
+    plan.add("rollout sums", {&E::rollout_current_}, static_cast<std::uint64_t>(kRolloutGroup) * N, 0.0f);
+    plan.add("monitor sums", {&E::accum_}, static_cast<std::uint64_t>(kAccSize) * N, 0.0f);
+    plan.add("norm scratch", {&E::norm_scratch_}, N * ops::norm_guard_scratch_size(), 0.0f);
+    plan.add("normalisation scratch", {&E::normalize_scratch_}, ops::normalize_scratch_size());
+    plan.add("gates", {&E::gate_}, N, 0);
+    plan.add("guards", {&E::guard_}, N, nn::GuardState{0, 0, -1, 0, 0});
+    plan.add("action histograms", {&E::histogram_}, N * A, 0ull);
+    plan.add("rollout count", {&E::rollouts_dev_}, 1, 0ll);
     plan.add("workspaces", net.actor.workspace_size(agents * n_envs) + net.critic.workspace_size(agents * n_envs) +
                                net.critic.workspace_size(n_envs) + net.actor.workspace_size(agents * batch) +
                                net.critic.workspace_size(agents * batch));
     std::uint64_t curiosity = 0;
     if (first.ppo.curiosity) {
         plan.consumer(fmt::format("curiosity model ({} rows per step)", n), "ppo.curiosity");
-        CuriosityModel::plan(plan, state_dim, A_, static_cast<int>(first.ppo.hidden.front()), in.market_dim, n_envs, N);
-        curiosity = plan.bytes("curiosity parameters, gradients and Adam moments") / 4 * 3;
+        curiosity = 3 * 4 *
+                    CuriosityModel::plan(plan, state_dim, A_, static_cast<int>(first.ppo.hidden.front()), in.market_dim,
+                                         n_envs, N);
     }
     const auto segments = static_cast<int>(first.eval.segments);
     plan.consumer(fmt::format("the backtests' policy ({} segments)", segments), "eval.segments");
@@ -216,84 +220,35 @@ PpoEngine::PpoEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     const std::size_t N = agents.size(), P = params();
     PlanInputs inputs;
     inputs.market_dim = env_params_.front().market_dim;
-    MemoryPlan plan = PpoEngine::plan(agents.front(), agents_, inputs);
+    PpoEngine::plan(agents.front(), agents_, inputs).allocate(ops, *this);
 
     // Per agent: seeds, loss coefficients (its learning rate: ppo_learning_rate, every rollout).
-    seeds_ = plan.from_host<std::uint64_t>(ops, "seeds", seeds_of(agents));
+    ops.upload<std::uint64_t>(seeds_.view(), seeds_of(agents));
     std::vector<ppo::LossParams> loss;
     for (const auto& p : agents)
         loss.push_back(ppo::LossParams{static_cast<float>(p.ppo.clip), static_cast<float>(p.ppo.value_coef),
                                        static_cast<float>(p.ppo.entropy_coef), p.ppo.clip_value ? 1 : 0});
-    loss_params_ = plan.from_host<ppo::LossParams>(ops, "loss coefficients", loss);
+    ops.upload<ppo::LossParams>(loss_params_.view(), loss);
     std::vector<float> gamma_lambda;
     for (const auto& p : agents) {
         gamma_lambda.push_back(static_cast<float>(p.training.gamma));
         gamma_lambda.push_back(static_cast<float>(p.ppo.gae_lambda));
     }
-    gamma_lambda_ = plan.from_host<float>(ops, "gamma and lambda", gamma_lambda);
+    ops.upload<float>(gamma_lambda_.view(), gamma_lambda);
     std::vector<float> diversity;
     for (const auto& p : agents) diversity.push_back(static_cast<float>(p.ppo.diversity_coef));
-    diversity_coef_ = plan.from_host<float>(ops, "diversity coefficients and learning rates", diversity);
-    lr_ = plan.alloc<float>(ops, "diversity coefficients and learning rates");
-    ops.fill(lr_.view(), 0.0f);
+    ops.upload<float>(diversity_coef_.view(), diversity);
 
     // Each agent's parameters from its seed (the padding zero).
-    params_ = plan.alloc<float>(ops, "parameters, gradients and Adam moments");
-    ops.fill(params_.view(), 0.0f);
     for (std::size_t i = 0; i < N; ++i)
         nn::init_params(ops, params_.view().subview(i * P, P), net_.layout,
                         static_cast<std::uint64_t>(agents[i].run.seed));
-    for (auto* b : {&grads_, &m_, &v_}) {
-        *b = plan.alloc<float>(ops, "parameters, gradients and Adam moments");
-        ops.fill(b->view(), 0.0f);
-    }
-
-    r_states_ = plan.alloc<float>(ops, "the rollout's observations");
-    for (auto* b : {&r_logp_, &r_values_, &r_next_values_, &r_rewards_, &r_adv_, &r_returns_, &r_penalty_})
-        *b = plan.alloc<float>(ops, "rollout scalars");
-    ops.fill(r_penalty_.view(), 0.0f);
-    r_curiosity_ = plan.alloc<float>(ops, "rollout scalars");
-    ops.fill(r_curiosity_.view(), 0.0f);
     if (agents.front().ppo.curiosity) {
         curiosity_.reserve(N);
         for (const auto& p : agents)
             curiosity_.emplace_back(ops, state_dim_, num_actions_, static_cast<int>(p.ppo.hidden.front()),
                                     env_params_.front().market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed));
     }
-    r_actions_ = plan.alloc<int>(ops, "rollout actions");
-    r_done_ = plan.alloc<std::uint8_t>(ops, "rollout done flags");
-    step_actions_ = plan.alloc<int>(ops, "step actions");
-    step_logp_ = plan.alloc<float>(ops, "step log-probabilities");
-    step_rewards_ = plan.alloc<float>(ops, "step rewards and penalties");
-    step_penalty_ = plan.alloc<float>(ops, "step rewards and penalties");
-    // Truncated episodes: at most one per rollout row of each agent.
-    trunc_rows_ = plan.alloc<int>(ops, "truncated rows and bars");
-    trunc_bars_ = plan.alloc<int>(ops, "truncated rows and bars");
-    trunc_portfolio_ = plan.alloc<float>(ops, "truncated portfolios");
-    trunc_count_ = plan.filled<int>(ops, "truncated counts", 0);
-    trunc_states_ = plan.alloc<float>(ops, "truncated observations");
-    ops.fill(trunc_states_.view(), 0.0f);  // the critic's padded passes read rows past the count
-
-    div_window_ = plan.filled<int>(ops, "diversity windows", 0);
-    div_counts_ = plan.filled<int>(ops, "diversity counts", 0);
-
-    mb_states_ = plan.alloc<float>(ops, "minibatch states");
-    for (auto* b : {&mb_old_logp_, &mb_adv_, &mb_returns_, &mb_old_values_, &mb_d_values_})
-        *b = plan.alloc<float>(ops, "minibatch scalars");
-    mb_stats_ = plan.alloc<float>(ops, "minibatch loss statistics");
-    mb_d_logits_ = plan.alloc<float>(ops, "minibatch logit gradients");
-    mb_actions_ = plan.alloc<int>(ops, "minibatch actions");
-
-    current_ = plan.alloc<float>(ops, "update sums");
-    rollout_current_ = plan.alloc<float>(ops, "rollout sums");
-    accum_ = plan.alloc<float>(ops, "monitor sums");
-    norm_scratch_ = plan.alloc<float>(ops, "norm scratch");
-    for (auto* b : {&current_, &rollout_current_, &accum_, &norm_scratch_}) ops.fill(b->view(), 0.0f);  // tickets zero
-    normalize_scratch_ = plan.alloc<float>(ops, "normalisation scratch");
-    gate_ = plan.filled<int>(ops, "gates", 0);
-    guard_ = plan.filled<nn::GuardState>(ops, "guards", {0, 0, -1, 0, 0});
-    histogram_ = plan.filled<unsigned long long>(ops, "action histograms", 0);
-    rollouts_dev_ = plan.filled<long long>(ops, "rollout count", 0);
 
     ws_actor_step_ = net_.actor.make_workspace(ops, agents_ * n_envs_);
     ws_critic_step_ = net_.critic.make_workspace(ops, agents_ * n_envs_);

@@ -126,30 +126,31 @@ MemoryPlan SupervisedTrainer::plan(const config::Profile& profile, int, const Pl
     const std::uint64_t P = net.layout.total(), B = static_cast<std::uint64_t>(batch),
                         M = static_cast<std::uint64_t>(in.market_dim);
     const std::uint64_t chunk = std::min<std::uint64_t>(in.val_samples, kValidationChunk);
+    using E = SupervisedTrainer;
     MemoryPlan plan;
     plan.consumer(
         fmt::format("training and validation samples ({} and {} bars x 8 B)", in.train_samples, in.val_samples),
         profile.data.path.empty() ? "data.synthetic_bars" : "data.path");
-    plan.add<int>("training bars", in.train_samples);
-    plan.add<float>("training labels", in.train_samples);
+    plan.add("training bars", {&E::train_index_}, in.train_samples);
+    plan.add("training labels", {&E::train_labels_}, in.train_samples);
     if (in.val_samples > 0) {
-        plan.add<int>("validation bars", in.val_samples);
-        plan.add<float>("validation labels and losses", in.val_samples, 2);
+        plan.add("validation bars", {&E::val_index_}, in.val_samples);
+        plan.add("validation labels and losses", {&E::val_labels_, &E::val_loss_rows_}, in.val_samples);
     }
     plan.consumer(fmt::format("forecaster ({} parameters, with gradients and Adam moments)", P), "supervised.hidden");
-    plan.add<float>("weights", P + supervised::kCalibrationFloats);
-    plan.add<float>("gradients", P);
+    plan.add("weights", {&E::weights_}, P + supervised::kCalibrationFloats, 0.0f);
+    plan.add("gradients", {&E::grads_}, P, 0.0f);
     AdamState::plan(plan, "", P);
     plan.consumer(fmt::format("batch and workspaces ({} rows, validation chunks of {})", B, chunk),
                   "supervised.batch_size");
     plan.add("batch workspace", net.net.workspace_size(batch));
-    plan.add<float>("batch features", B * M);
-    plan.add<float>("batch labels, losses and gradients", B, 3);
+    plan.add("batch features", {&E::x_}, B * M);
+    plan.add("batch labels, losses and gradients", {&E::y_, &E::loss_, &E::d_pred_}, B);
     if (in.val_samples > 0) {
         plan.add("validation workspace", net.net.workspace_size(static_cast<int>(chunk)));
-        plan.add<float>("validation features", chunk * M);
-        plan.add<float>("validation chunk labels", chunk);
-        plan.add<float>("validation mean", 1);
+        plan.add("validation features", {&E::val_x_}, chunk * M);
+        plan.add("validation chunk labels", {&E::val_y_}, chunk);
+        plan.add("validation mean", {&E::val_mean_}, 1);
     }
     UpdateMonitor::plan(plan, kStats);
     plan.consumer(fmt::format("the backtests' policy ({} segments)", segments), "eval.segments");
@@ -184,7 +185,7 @@ SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& pr
     inputs.market_dim = market_dim_;
     inputs.train_samples = n_train_;
     inputs.val_samples = n_val_;
-    MemoryPlan plan = SupervisedTrainer::plan(profile, 1, inputs);
+    SupervisedTrainer::plan(profile, 1, inputs).allocate(ops, *this);
     double sq = 0;
     for (double r : train.returns) sq += r * r;
     label_scale_ = std::sqrt(sq / static_cast<double>(n_train_));
@@ -193,13 +194,11 @@ SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& pr
     features_ =
         ops::View<const float>(market.view(env::Split::train).features,
                                static_cast<std::size_t>(market.n_bars()) * static_cast<std::size_t>(market_dim_));
-    train_index_ = plan.from_host<int>(ops, "training bars", train.bars);
-    train_labels_ =
-        plan.from_host<float>(ops, "training labels", supervised_labels(train.returns, target_, label_scale_));
+    ops.upload<int>(train_index_.view(), train.bars);
+    ops.upload<float>(train_labels_.view(), supervised_labels(train.returns, target_, label_scale_));
     if (n_val_ > 0) {
-        val_index_ = plan.from_host<int>(ops, "validation bars", val.bars);
-        val_labels_ = plan.from_host<float>(ops, "validation labels and losses",
-                                            supervised_labels(val.returns, target_, label_scale_));
+        ops.upload<int>(val_index_.view(), val.bars);
+        ops.upload<float>(val_labels_.view(), supervised_labels(val.returns, target_, label_scale_));
     }
 
     // The weights: the parameters, then the adapter's calibration (math/supervised.h).
@@ -218,25 +217,12 @@ SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& pr
     }
     calibration[2] = static_cast<float>(label_scale_);
     calibration[3] = static_cast<float>(horizon);
-    weights_ = plan.alloc<float>(ops, "weights");
-    ops.fill(weights_.view(), 0.0f);
     nn::init_params(ops, params(), net_.layout, static_cast<std::uint64_t>(profile.run.seed));
     ops.upload<float>(weights_.view().subview(param_floats_, supervised::kCalibrationFloats), calibration);
-    grads_ = plan.alloc<float>(ops, "gradients");
-    ops.fill(grads_.view(), 0.0f);
     adam_ = AdamState(ops, net_.layout);
 
     ws_ = net_.net.make_workspace(ops, batch_);
-    x_ = plan.alloc<float>(ops, "batch features");
-    for (auto* b : {&y_, &loss_, &d_pred_}) *b = plan.alloc<float>(ops, "batch labels, losses and gradients");
-    if (n_val_ > 0) {
-        const std::size_t chunk = std::min(n_val_, kValidationChunk);
-        ws_val_ = net_.net.make_workspace(ops, static_cast<int>(chunk));
-        val_x_ = plan.alloc<float>(ops, "validation features");
-        val_y_ = plan.alloc<float>(ops, "validation chunk labels");
-        val_loss_rows_ = plan.alloc<float>(ops, "validation labels and losses");
-        val_mean_ = plan.alloc<float>(ops, "validation mean");
-    }
+    if (n_val_ > 0) ws_val_ = net_.net.make_workspace(ops, static_cast<int>(std::min(n_val_, kValidationChunk)));
     monitor_ = UpdateMonitor(ops, kStats);
     log::info("supervised samples: {} training, {} validation bars (horizon {}, target {}, label RMS {:.3g})", n_train_,
               n_val_, horizon, profile.supervised.target, label_scale_);
