@@ -7,7 +7,6 @@
 ///        memory beyond what is available a device error naming the biggest consumers (exit 4).
 #pragma once
 
-#include "math/env.h"
 #include "data/features.hpp"
 
 #include <cstdint>
@@ -27,15 +26,12 @@ struct MemoryItem {
 
 /// The largest single array of a consumer, in elements: the kernels index with int.
 struct ArrayExtent {
-    std::string what;  ///< e.g. "the replay buffer's states (999424 x 50 floats)"
+    std::string what;  ///< e.g. "replay buffer (999424 transitions x 409 B): replay states (49971200 x 4 B)"
     std::uint64_t elements = 0;
     std::string key;  ///< the key that sets its size
 };
 
-/// Sizes the estimate assumes (from the environment's observation layout).
-inline constexpr std::int64_t kMarketDim = data::kCore42Dim;            ///< core42 features per bar
-inline constexpr std::int64_t kPortfolioDim = env::kPortfolioFeatures;  ///< portfolio features per observation
-inline constexpr std::int64_t kStateDim = kMarketDim + kPortfolioDim;
+inline constexpr std::int64_t kMarketDim = data::kCore42Dim;  ///< the features per bar the estimate assumes
 /// The kernels' index type is int: no array may hold more elements.
 inline constexpr std::uint64_t kMaxArrayElements = 2147483647;
 
