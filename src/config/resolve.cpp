@@ -11,7 +11,6 @@
 #include <set>
 
 #include "abi/dqn_step.h"
-#include "config/memory_estimate.hpp"
 #include "config/profile.hpp"
 #include "config/schema.hpp"
 #include "config/toml_reader.hpp"
@@ -605,14 +604,6 @@ private:
                        "trainer "
                        "evaluates its greedy / most likely action; set eval.deterministic = true";
             });
-        // Arrays past the kernels' int index range (the data's real size is checked again once
-        // it is loaded; a CSV's bar count is not known here).
-        if (bad.empty() && !p.run.trainer.empty()) {
-            SizeInputs in;
-            in.bars_known = p.data.path.empty();
-            in.dump_rows = 1;  // a replay dump's size is checked once its header is read
-            for (const auto& ip : index_range_problems(p, in)) problem(where_of_any({ip.key}), ip.message);
-        }
         rule(
             {"early_stopping.metric", "run.trainer"},
             [&] { return p.early_stopping.metric == "val_loss" && p.run.trainer != "supervised"; },

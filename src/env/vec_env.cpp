@@ -88,6 +88,13 @@ MarketView DeviceMarket::view(Split split) const {
                       n_bars_};
 }
 
+std::size_t VecEnv::device_bytes(int agents, int n_envs_per_agent, int state_dim) {
+    const auto n = static_cast<std::size_t>(agents) * static_cast<std::size_t>(n_envs_per_agent);
+    return (agents > 1 ? static_cast<std::size_t>(agents) * sizeof(abi::EnvAgent) : 0) +
+           n * (sizeof(EnvState) + PORTFOLIO_STRIDE * sizeof(float) + 2 * static_cast<std::size_t>(state_dim) * 4 +
+                sizeof(float) + 1 + sizeof(StepInfo));
+}
+
 VecEnv::VecEnv(ops::Device& ops, const DeviceMarket& market, Split split, const EnvParams& params, int n_envs)
     : VecEnv(ops, std::vector<const DeviceMarket*>{&market}, {params.seed}, split, params, n_envs) {}
 

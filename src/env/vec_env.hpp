@@ -79,6 +79,8 @@ public:
     /// (params.seed aside, params are every agent's): what agent a's own VecEnv computes.
     VecEnv(ops::Device& ops, const std::vector<const DeviceMarket*>& markets, const std::vector<std::uint64_t>& seeds,
            Split split, const EnvParams& params, int n_envs_per_agent);
+    /// The bytes the constructor allocates (a memory plan's count).
+    static std::size_t device_bytes(int agents, int n_envs_per_agent, int state_dim);
 
     /// Starts a fresh episode in every environment and gathers the first states.
     void reset_all();

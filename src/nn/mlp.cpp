@@ -55,6 +55,13 @@ Mlp::Workspace Mlp::make_workspace(ops::Device& ops, int max_batch) const {
     return ws;
 }
 
+WorkspaceSize Mlp::workspace_size(int max_batch) const {
+    WorkspaceSize size;
+    for (std::size_t l = 0; l < layers_.size(); ++l)
+        size.add(static_cast<std::size_t>(max_batch) * layers_[l].out, l + 1 < layers_.size() ? 2 : 1);
+    return size;
+}
+
 View<const float> Mlp::forward(ops::Device& ops, View<const float> params, View<const float> X, int batch,
                                Workspace& ws) const {
     if (batch < 1 || batch > ws.max_batch_)

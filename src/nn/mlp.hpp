@@ -34,6 +34,24 @@ struct MlpConfig {
     }
 };
 
+/// The floats a workspace holds in all and in its largest array (a memory plan's count, and the
+/// bound of its arrays against the kernels' int index range).
+struct WorkspaceSize {
+    std::size_t floats = 0, largest = 0;
+    /// `count` arrays of `array` floats more.
+    WorkspaceSize& add(std::size_t array, std::size_t count = 1) {
+        floats += array * count;
+        largest = array > largest ? array : largest;
+        return *this;
+    }
+    WorkspaceSize& operator+=(const WorkspaceSize& o) {
+        floats += o.floats;
+        largest = o.largest > largest ? o.largest : largest;
+        return *this;
+    }
+    friend WorkspaceSize operator+(WorkspaceSize a, const WorkspaceSize& b) { return a += b; }
+};
+
 class Mlp {
 public:
     /// One linear layer: Y (batch, out) = act(X (batch, in) W^T + b); W (out, in) and b (out)
@@ -76,6 +94,8 @@ public:
     int out_dim() const noexcept { return layers_.back().out; }
 
     Workspace make_workspace(ops::Device& ops, int max_batch) const;
+    /// What make_workspace(ops, max_batch) allocates.
+    WorkspaceSize workspace_size(int max_batch) const;
 
     /// Runs the network on X (batch, in_dim) with the weights in `params` (the layout's buffer);
     /// returns the output (batch, out_dim), a view into `ws`.

@@ -15,6 +15,12 @@ AdamState::AdamState(ops::Device& device, const nn::ParamLayout& layout)
       device_step_(device.from_host<long long>(std::vector<long long>{0})),
       step_ticket_(device.from_host<unsigned>(std::vector<unsigned>{0u})) {}
 
+void AdamState::plan(MemoryPlan& plan, const std::string& prefix, std::uint64_t params) {
+    plan.add<float>(prefix + "Adam moments", params, 2);
+    plan.add<long long>(prefix + "Adam step", 1);
+    plan.add<unsigned>(prefix + "Adam ticket", 1);
+}
+
 void AdamState::advance_device_step(ops::Device& device) {
     ops::run(device, ops::Increment{device_step_.view()});
 }

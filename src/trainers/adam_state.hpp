@@ -10,6 +10,7 @@
 
 #include "nn/param_layout.hpp"
 #include "device/device.hpp"
+#include "trainers/memory_plan.hpp"
 #include "trainers/state_tensor.hpp"
 #include "abi/core_optim.h"
 
@@ -20,6 +21,8 @@ public:
     AdamState() = default;
     /// Zeroed moments shaped like `layout` (its padding stays zero), step 0.
     AdamState(ops::Device& device, const nn::ParamLayout& layout);
+    /// Declares what the constructor allocates for `params` floats, its names prefixed by `prefix`.
+    static void plan(MemoryPlan& plan, const std::string& prefix, std::uint64_t params);
 
     /// One update of `params` with `grads` (both layout-shaped) at the step in device memory, so
     /// that it can be captured (ops::OpSequence): per update the host calls count_step() outside

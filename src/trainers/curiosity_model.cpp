@@ -24,6 +24,21 @@ CuriosityModel::CuriosityModel(ops::Device& ops, int state_dim, int num_actions,
     ws_ = net_.make_workspace(ops, rows);
 }
 
+std::uint64_t CuriosityModel::plan(MemoryPlan& plan, int state_dim, int num_actions, int hidden, int market_dim,
+                                   int rows, std::uint64_t copies) {
+    nn::ParamLayout layout;
+    const nn::Mlp net(layout, "curiosity",
+                      nn::MlpConfig::stack(state_dim + num_actions, {hidden}, market_dim, ops::Activation::tanh));
+    const auto n = static_cast<std::uint64_t>(rows);
+    plan.add<float>("curiosity parameters, gradients and Adam moments", layout.total(), 4 * copies);
+    plan.add<long long>("curiosity Adam step", copies);
+    plan.add<unsigned>("curiosity Adam ticket", copies);
+    plan.add<float>("curiosity input", n * static_cast<std::uint64_t>(state_dim + num_actions), copies);
+    plan.add<float>("curiosity prediction gradient", n * static_cast<std::uint64_t>(market_dim), copies);
+    plan.add("curiosity workspace", net.workspace_size(rows), copies);
+    return layout.total();
+}
+
 void CuriosityModel::train_step(ops::Device& ops, ops::View<float> error, ops::View<const float> next, int next_width,
                                 float lr) {
     const auto pred = net_.forward(ops, params_.cview(), input_.cview(), rows_, ws_);

@@ -23,6 +23,9 @@ public:
     /// `hidden`, output market_dim; weights drawn from run.seed (a stream of its own).
     CuriosityModel(ops::Device& ops, int state_dim, int num_actions, int hidden, int market_dim, int rows,
                    std::uint64_t run_seed);
+    /// Declares what `copies` models of these shapes allocate; returns a model's parameters.
+    static std::uint64_t plan(MemoryPlan& plan, int state_dim, int num_actions, int hidden, int market_dim, int rows,
+                              std::uint64_t copies);
 
     /// The step's input rows (rows, state_dim + num_actions), for the trainer to fill
     /// (ops::curiosity_input or the DQN ring's gather).

@@ -68,6 +68,30 @@ OfflineDataset load_dump(ops::Device& ops, const env::EnvParams& params, const s
 
 }  // namespace
 
+std::uint64_t plan_offline_dataset(MemoryPlan& plan, const config::Profile& profile, int state_dim,
+                                   const std::string& source, long long size, const char* key, const PlanInputs& in,
+                                   std::uint64_t copies, bool transient) {
+    const std::string table(key);
+    std::uint64_t rows = in.dump_rows;
+    if (source == "behaviour") {
+        const int n_envs = static_cast<int>(std::min<long long>(profile.experience.gpu_n_episodes, size));
+        rows = static_cast<std::uint64_t>((size + n_envs - 1) / n_envs) * static_cast<std::uint64_t>(n_envs);
+        plan.consumer(fmt::format("behaviour-policy environments ({})", n_envs), "experience.gpu_n_episodes", true);
+        plan.add<std::uint8_t>(table + " behaviour environments", env::VecEnv::device_bytes(1, n_envs, state_dim), 1,
+                               2 * static_cast<std::uint64_t>(n_envs) * static_cast<std::uint64_t>(state_dim));
+    } else {
+        plan.host("the replay dump, read before it is uploaded", rows * (2 * state_dim * 4 + 9), table + ".dataset");
+    }
+    const auto D = static_cast<std::uint64_t>(state_dim);
+    plan.consumer(fmt::format("offline dataset ({} transitions x {} B)", rows, 2 * D * 4 + 9),
+                  table + (source == "behaviour" ? ".dataset_size" : ".dataset"), transient);
+    plan.add<float>(table + " dataset states", rows * D, 2 * copies);
+    plan.add<float>(table + " dataset rewards", rows, copies);
+    plan.add<int>(table + " dataset actions", rows, copies);
+    plan.add<std::uint8_t>(table + " dataset done flags", rows, copies);
+    return rows;
+}
+
 OfflineDataset build_offline_dataset(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market,
                                      const env::EnvParams& params, const std::string& source, long long size,
                                      const char* key) {

@@ -10,6 +10,7 @@
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
 #include "device/device.hpp"
+#include "trainers/memory_plan.hpp"
 #include "trainers/replay_ring.hpp"
 
 namespace fh::trainers {
@@ -28,5 +29,13 @@ struct OfflineDataset {
 OfflineDataset build_offline_dataset(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market,
                                      const env::EnvParams& params, const std::string& source, long long size,
                                      const char* key);
+
+/// Declares what `copies` datasets of these (build_offline_dataset's) arguments allocate, as the
+/// consumer "offline dataset" (`transient`: freed once read back) and, with a behaviour
+/// collection, its environments (freed once collected); a dump's rows are in.dump_rows. Returns
+/// the dataset's rows.
+std::uint64_t plan_offline_dataset(MemoryPlan& plan, const config::Profile& profile, int state_dim,
+                                   const std::string& source, long long size, const char* key, const PlanInputs& in,
+                                   std::uint64_t copies, bool transient);
 
 }  // namespace fh::trainers

@@ -30,6 +30,7 @@ const TrainerKind kDqn{
     },
     [](const config::Profile& p, int state_dim) { return QNetwork(network_config(p, state_dim)).layout(); },
     [](const config::Profile& p) -> std::string { return p.dqn.head == "iqn" ? kIqnNetworkLayout : kQNetworkLayout; },
+    &DqnEngine::plan,
     &DqnEngine::unsupported,
     [](ops::Device& ops, const std::vector<config::Profile>& agents,
        const std::vector<const env::DeviceMarket*>& markets) -> std::shared_ptr<BatchedPopulation> {
@@ -53,6 +54,7 @@ const TrainerKind kPpo{
         return ActorCritic(p, state_dim, static_cast<int>(p.num_actions())).layout;
     },
     [](const config::Profile&) -> std::string { return "ppo/1"; },
+    &PpoEngine::plan,
     &PpoEngine::unsupported,
     [](ops::Device& ops, const std::vector<config::Profile>& agents,
        const std::vector<const env::DeviceMarket*>& markets) -> std::shared_ptr<BatchedPopulation> {
@@ -74,6 +76,7 @@ const TrainerKind kIql{
         return IqlNetworks(p, state_dim, static_cast<int>(p.num_actions())).layout;
     },
     [](const config::Profile&) -> std::string { return "iql/1"; },
+    &IqlEngine::plan,
     &IqlEngine::unsupported,
     [](ops::Device& ops, const std::vector<config::Profile>& agents,
        const std::vector<const env::DeviceMarket*>& markets) -> std::shared_ptr<BatchedPopulation> {
@@ -101,6 +104,7 @@ const TrainerKind kSupervised{
         return SupervisedNetwork(p, state_dim - env::kPortfolioFeatures).layout;
     },
     [](const config::Profile&) -> std::string { return "supervised/1"; },
+    &SupervisedTrainer::plan,
 };
 
 const TrainerKind kDt{
@@ -114,6 +118,7 @@ const TrainerKind kDt{
     // The transformer's slices; the return-to-go calibration follows them (docs/dt.md).
     [](const config::Profile& p, int state_dim) { return DtNetwork(dt_shape(p, state_dim)).layout(); },
     [](const config::Profile&) -> std::string { return "dt/1"; },
+    &DtTrainer::plan,
     nullptr,
     nullptr,
     nullptr,

@@ -16,6 +16,7 @@
 #include "env/vec_env.hpp"
 #include "nn/param_layout.hpp"
 #include "device/device.hpp"
+#include "trainers/memory_plan.hpp"
 #include "trainers/population.hpp"
 #include "trainers/trainer.hpp"
 
@@ -41,6 +42,9 @@ struct TrainerKind {
     /// The name of that layout in this version ("dqn/2", "ppo/1", ...), stored in checkpoints so that
     /// one written by a version with another layout is refused by name.
     std::string (*layout_version)(const config::Profile& profile);
+    /// What `agents` agents of `first`'s shape allocate in one engine (memory_plan.hpp); the
+    /// engine allocates from it, `check` and the run's memory checks estimate from it.
+    MemoryPlan (*plan)(const config::Profile& first, int agents, const PlanInputs& in);
     /// Why `agent` cannot train in one batched engine with `first` ("" when it can); null: the
     /// trainer has no batched engine.
     std::string (*batched_unsupported)(const config::Profile& agent, const config::Profile& first) = nullptr;

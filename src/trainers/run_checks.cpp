@@ -180,7 +180,7 @@ void check_data_size(const config::Profile& p, const RunCheckOptions& o) {
     in.bars = std::max<std::uint64_t>(1, bytes / 40);
     in.bars_known = false;
     in.host_backend = o.host_backend;
-    auto items = config::estimate_host_memory(p, in);
+    auto items = estimate_host_memory(p, in);
     items.push_back({fmt::format("the CSV text while it is parsed ({} bytes)", bytes), bytes, "data.path"});
     std::stable_sort(items.begin(), items.end(),
                      [](const config::MemoryItem& a, const config::MemoryItem& b) { return a.bytes > b.bytes; });
@@ -205,7 +205,7 @@ RunSizes check_run(const config::Profile& p, const data::MarketData& md, const R
 
     // The kernels' int index range with the real sizes (resolution checked what it could).
     std::string index;
-    for (const auto& ip : config::index_range_problems(p, sizes.inputs)) index += "\n  " + ip.message;
+    for (const auto& ip : index_range_problems(p, sizes.inputs)) index += "\n  " + ip.message;
     if (!index.empty()) throw UsageError("the run's arrays do not fit the kernels' int index range:" + index);
 
     const auto fit = instrument_fit(p, md.bars);
@@ -221,8 +221,8 @@ RunSizes check_run(const config::Profile& p, const data::MarketData& md, const R
         log::warn("instrument: --force: training although the instrument does not fit the prices:{}", list);
     }
 
-    sizes.device = config::estimate_device_memory(p, sizes.inputs);
-    sizes.host = config::estimate_host_memory(p, sizes.inputs);
+    sizes.device = estimate_device_memory(p, sizes.inputs);
+    sizes.host = estimate_host_memory(p, sizes.inputs);
     if (o.check_host_memory) {
         sizes.host_available = o.host_memory > 0 ? o.host_memory : config::available_host_memory();
         if (sizes.host_available > 0)

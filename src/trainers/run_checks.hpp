@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/memory_estimate.hpp"
+#include "trainers/memory_plan.hpp"
 #include "config/profile.hpp"
 #include "data/market_data.hpp"
 

@@ -89,6 +89,13 @@ UpdateCountedTrainer::UpdateMonitor::UpdateMonitor(ops::Device& ops, int stats)
     ops::run(ops, ops::Fill{norm_scratch.view(), 0.0f});  // ops::norm_and_guard's ticket starts at zero
 }
 
+void UpdateCountedTrainer::UpdateMonitor::plan(MemoryPlan& plan, int stats) {
+    plan.add<float>("monitor statistics", static_cast<std::uint64_t>(stats), 2);
+    plan.add<float>("monitor norm scratch", ops::norm_guard_scratch_size());
+    plan.add<int>("monitor gate", 1);
+    plan.add<nn::GuardState>("monitor guard", 1);
+}
+
 std::vector<StateTensor> UpdateCountedTrainer::UpdateMonitor::state_tensors() {
     return {state_tensor("guard/state", "U8", {static_cast<std::int64_t>(sizeof(nn::GuardState))}, guard.view()),
             state_tensor("monitor/accumulators", "F32", {static_cast<std::int64_t>(accum.size())}, accum.view())};

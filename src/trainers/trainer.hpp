@@ -169,6 +169,8 @@ protected:
     struct UpdateMonitor {
         UpdateMonitor() = default;
         UpdateMonitor(ops::Device& ops, int stats);
+        /// Declares what the constructor allocates.
+        static void plan(MemoryPlan& plan, int stats);
         ops::Buffer<float> current, accum, norm_scratch;
         ops::Buffer<int> gate;
         ops::Buffer<nn::GuardState> guard;

@@ -10,6 +10,7 @@
 #include "build_config.hpp"
 #include "config/memory_estimate.hpp"
 #include "config/schema.hpp"
+#include "trainers/memory_plan.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;
@@ -44,7 +45,7 @@ TEST_CASE("every shipped profile parses, validates and round-trips", "[config]")
         CHECK(again.profile == p);
         CHECK(fh::config::to_toml(again.profile) == text);
         // memory estimate: every consumer named, the total within an H100's 80 GB
-        const auto items = fh::config::estimate_device_memory(p);
+        const auto items = fh::trainers::estimate_device_memory(p, {});
         CHECK(items.size() >= 5);
         CHECK(fh::config::total_bytes(items) < (80ull << 30));
     }
@@ -204,66 +205,4 @@ TEST_CASE("the emitter writes every key and its text resolves to the same profil
     REQUIRE(again.ok);
     CHECK(again.profile == o.profile);
     CHECK(again.profile.run.name == "a \"quoted\" \\ name");
-}
-
-TEST_CASE("memory estimate: consumers, keys and napkin sizes", "[config]") {
-    auto o = resolve(fh::test::kMinimal + "[replay_buffer]\nbuffer_size = 1000000\n");
-    REQUIRE(o.ok);
-    const auto items = fh::config::estimate_device_memory(o.profile, 100000);
-    REQUIRE(!items.empty());
-    const auto find = [&](const std::string& key) -> const fh::config::MemoryItem* {
-        for (const auto& i : items)
-            if (i.key == key) return &i;
-        return nullptr;
-    };
-    // The ring the DQN trainer allocates: whole steps of the 1024 environments, 976 of them
-    // (999,424 transitions), each a state and a next state (50 floats), reward, action (4 B)
-    // and done flag (1 B): 409 bytes.
-    REQUIRE(find("replay_buffer.buffer_size") != nullptr);
-    CHECK(fh::config::dqn_replay_rows(o.profile) == 976ull * 1024);
-    CHECK(find("replay_buffer.buffer_size")->bytes == 976ull * 1024 * 409);
-    REQUIRE(find("data.synthetic_bars") != nullptr);
-    // open, high, low, close, ATR (doubles), 42 features (floats), an episode start and end (ints)
-    CHECK(find("data.synthetic_bars")->bytes == 100000ull * (5 * 8 + 42 * 4 + 2 * 4));
-    CHECK(find("dqn.hidden") != nullptr);
-    CHECK(find("experience.gpu_n_episodes") != nullptr);
-    CHECK(find("replay_buffer.batch_size") != nullptr);
-    for (std::size_t i = 1; i < items.size(); ++i) CHECK(items[i - 1].bytes >= items[i].bytes);
-    // doubling the buffer doubles its line
-    o = resolve(fh::test::kMinimal, {"replay_buffer.buffer_size=2000000"});
-    REQUIRE(o.ok);
-    for (const auto& i : fh::config::estimate_device_memory(o.profile, 100000))
-        if (i.key == "replay_buffer.buffer_size") CHECK(i.bytes == 1953ull * 1024 * 409);
-    // The IQN head: its update rows (batch_size x iqn_quantiles per network) grow with N, and its
-    // embedding's parameters are counted; the C51 logits are not.
-    const auto iqn_rows = [&](long long quantiles) {
-        auto r = resolve(fh::test::kMinimal, {"dqn.head=\"iqn\"", "dqn.iqn_quantiles=" + std::to_string(quantiles)});
-        REQUIRE(r.ok);
-        std::uint64_t bytes = 0;
-        bool embedding = false;
-        for (const auto& i : fh::config::estimate_device_memory(r.profile, 100000)) {
-            if (i.key == "dqn.iqn_quantiles") bytes += i.bytes;
-            embedding |= i.key == "dqn.iqn_embedding" && i.bytes == 5 * 4 * (64ull * 256 + 256);
-        }
-        CHECK(embedding);
-        return bytes;
-    };
-    const auto rows8 = iqn_rows(8), rows16 = iqn_rows(16), rows24 = iqn_rows(24);
-    CHECK(rows16 > rows8);
-    CHECK(rows24 - rows16 == rows16 - rows8);           // linear in N: the update's rows
-    CHECK(rows16 - rows8 >= 4ull * 8 * 256 * 3 * 256);  // at least B x 8 more rows of three H-wide arrays
-    // PPO and IQL name their own consumers
-    o = resolve("[run]\ntrainer = \"ppo\"\n");
-    REQUIRE(o.ok);
-    bool rollout = false;
-    for (const auto& i : fh::config::estimate_device_memory(o.profile))
-        rollout |= i.consumer.rfind("rollout buffer", 0) == 0;
-    CHECK(rollout);
-    o = resolve("[run]\ntrainer = \"iql\"\n");
-    REQUIRE(o.ok);
-    bool dataset = false;
-    for (const auto& i : fh::config::estimate_device_memory(o.profile)) dataset |= i.key == "iql.dataset_size";
-    CHECK(dataset);
-    CHECK(fh::config::format_bytes(512) == "512 B");
-    CHECK(fh::config::format_bytes(3u << 20) == "3.0 MiB");
 }

@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "config/memory_estimate.hpp"
 #include "config/profile.hpp"
 #include "data/load.hpp"
 #include "data/synthetic_market.hpp"
@@ -197,33 +196,6 @@ TEST_CASE("dt smoke run on the CPU: behaviour dataset, finite metrics, warm-up, 
     CHECK(log[1].json.find("charts/learning_rate")->as_double() == Approx(f.p.training.learning_rate));
     // The loss falls below log(A) (uniform) as it learns the behaviour's actions.
     CHECK(log[1].loss < std::log(static_cast<double>(f.p.num_actions())));
-}
-
-TEST_CASE("dt memory estimate covers what the trainer and its acting allocate", "[trainers][dt]") {
-    ops::CpuDevice ops;
-    for (const auto& overrides :
-         {std::vector<std::string>{},
-          std::vector<std::string>{"dt.layers=3", "dt.context=12", "dt.batch_size=40", "eval.segments=4"}}) {
-        Fixture f(ops, dt_profile(overrides));
-        const std::size_t before = ops.bytes_in_use();
-        std::size_t peak = 0;
-        {
-            trainers::DtTrainer trainer(ops, f.p, f.dm);
-            trainer.iterate();
-            env::VecEnv venv(ops, f.dm, env::Split::val, trainer.env_params(), static_cast<int>(f.p.eval.segments));
-            venv.reset_all();
-            auto a = ops.alloc<int>(static_cast<std::size_t>(f.p.eval.segments));
-            trainer.act(ops, a.view(), venv.states(), static_cast<int>(f.p.eval.segments));
-            peak = ops.peak_bytes() - before;  // the trainer's peak is the device's (after the market)
-        }
-        std::uint64_t estimate = 0;
-        for (const auto& item : config::estimate_device_memory(f.p, f.market.bars.size()))
-            if (item.key.rfind("dt.", 0) == 0 || item.key == "eval.segments" || item.key == "experience.gpu_n_episodes")
-                estimate += item.bytes;
-        INFO("allocated " << peak << " B, estimated " << estimate << " B");
-        CHECK(estimate >= peak);
-        CHECK(estimate <= 3 * peak);  // the ring and the episodes are counted together: they never coexist
-    }
 }
 
 TEST_CASE("dt resumed from its saved state equals an uninterrupted run (CPU, exact)", "[trainers][dt][resume]") {

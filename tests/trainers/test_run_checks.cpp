@@ -22,6 +22,8 @@
 #include "data/load.hpp"
 #include "io/replay_dump.hpp"
 #include "support/shell.hpp"
+#include "trainers/dqn/engine.hpp"
+#include "trainers/memory_plan.hpp"
 #include "trainers/registry.hpp"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
@@ -113,7 +115,7 @@ TEST_CASE("run checks: check and train refuse the same profiles with the same ex
         {"a network past the int index range",
          "--set "
          "dqn.hidden=[16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384,16384]",
-         2, "the Q network's parameters: 4035969568 elements in one array"},
+         2, "networks and targets (8071939068 x 4 B): 8071939068 elements in one array"},
         {"too many evaluation segments", "--set eval.segments=4096", 2,
          "eval.segments = 4096 is more than half of the validation split's"},
         {"a test split with nothing to trade", "--set data.test_fraction=0.0002", 3, "the test split"},
@@ -265,35 +267,33 @@ TEST_CASE("run checks: the int index range with the real number of bars, and the
     const auto p = profile({});
     fh::config::SizeInputs in;
     in.bars = 60'000'000;  // 60M bars x 42 features > 2^31 - 1
-    auto problems = fh::config::index_range_problems(p, in);
+    auto problems = fh::trainers::index_range_problems(p, in);
     REQUIRE(problems.size() == 1);
     CHECK(problems[0].key == "data.synthetic_bars");
     CHECK_THAT(problems[0].message,
                Catch::Contains("the market features (60000000 bars x 42 floats): 2520000000 elements"));
     in.bars_known = false;  // a CSV before it is read: not judged
-    CHECK(fh::config::index_range_problems(p, in).empty());
+    CHECK(fh::trainers::index_range_problems(p, in).empty());
     // PPO rollouts: gpu_n_episodes x gpu_timesteps_per_episode x 50 floats
     fh::config::Profile ppo;
     ppo.run.trainer = "ppo";
     ppo.experience.gpu_n_episodes = 65536;
     ppo.experience.gpu_timesteps_per_episode = 1000;
-    problems = fh::config::index_range_problems(ppo, {});
-    REQUIRE(!problems.empty());
+    problems = fh::trainers::index_range_problems(ppo, {});
+    REQUIRE(problems.size() == 2);  // the rollout's observations, a minibatch's activations
     CHECK(problems[0].key == "experience.gpu_timesteps_per_episode");
-    // ... and resolution refuses it at the keys' places, before any data is read
+    CHECK_THAT(problems[0].message, Catch::Contains("rollout buffer (1 agents x 65536000 steps): the rollout's "
+                                                    "observations (3276800000 x 4 B): 3276800000 elements"));
+    CHECK(problems[1].key == "ppo.minibatches");
+    // ... and check_run refuses it before anything is allocated (exit 2)
     std::string m;
-    CHECK(code_of(
-              [] {
-                  fh::config::resolve_profile_text(
-                      "[run]\ntrainer = \"ppo\"\n[experience]\ngpu_n_episodes = 65536\n"
-                      "gpu_timesteps_per_episode = 1000\n",
-                      "p.toml");
-              },
-              &m) == 2);
-    CHECK_THAT(m, Catch::Contains("p.toml:5:29: the rollout's observations (65536 envs x 1000 steps x 50 floats): "
-                                  "3276800000 elements"));
+    ppo = profile(
+        {"run.trainer=\"ppo\"", "experience.gpu_n_episodes=65536", "experience.gpu_timesteps_per_episode=1000"});
+    CHECK(code_of([&] { check_run(ppo, fh::data::load_market(fh::trainers::data_options(ppo)), {}); }, &m) == 2);
+    CHECK_THAT(m, Catch::Contains("the run's arrays do not fit the kernels' int index range"));
+    CHECK_THAT(m, Catch::Contains("lower experience.gpu_timesteps_per_episode"));
     // memory beyond what is available: a DeviceError (exit 4) naming the consumers and keys
-    const auto items = fh::config::estimate_host_memory(p, {});
+    const auto items = fh::trainers::estimate_host_memory(p, {});
     CHECK(code_of([&] { fh::config::require_memory(items, 1000, "host memory", "test"); }, &m) == 4);
     CHECK_THAT(m, Catch::Contains("of host memory but 1000 B is available (test); the biggest consumers:"));
     CHECK_THAT(m, Catch::Contains("(change data.synthetic_bars)"));
@@ -301,7 +301,7 @@ TEST_CASE("run checks: the int index range with the real number of bars, and the
     // the CPU backend counts the "device" buffers in host memory too
     in = {};
     in.host_backend = true;
-    CHECK(fh::config::total_bytes(fh::config::estimate_host_memory(p, in)) > fh::config::total_bytes(items));
+    CHECK(fh::config::total_bytes(fh::trainers::estimate_host_memory(p, in)) > fh::config::total_bytes(items));
     CHECK(fh::config::available_host_memory() > 0);  // /proc/meminfo is readable here
 }
 
@@ -331,7 +331,7 @@ TEST_CASE("run checks: checkpoint.keep_replay = false takes the replay out of th
     const auto copy = [](const std::string& keep) {
         const auto p = fh::config::resolve_profile_file(fh::config::locate_profile("dqn-full"),
                                                         {"checkpoint.keep_replay=" + keep});
-        for (const auto& item : fh::config::estimate_host_memory(p, {}))
+        for (const auto& item : fh::trainers::estimate_host_memory(p, {}))
             if (item.consumer == "the host copy a checkpoint is written from") return item;
         FAIL("no checkpoint item");
         return fh::config::MemoryItem{};
@@ -339,8 +339,10 @@ TEST_CASE("run checks: checkpoint.keep_replay = false takes the replay out of th
     const auto kept = copy("true"), lean = copy("false");
     CHECK(kept.bytes > (780ull << 20));  // 2 million transitions of 409 B
     CHECK(lean.bytes < (12ull << 20));   // weights, target, Adam, environments
+    const auto full = fh::config::resolve_profile_file(fh::config::locate_profile("dqn-full"));
     CHECK(kept.bytes - lean.bytes ==
-          fh::config::dqn_replay_rows(fh::config::resolve_profile_file(fh::config::locate_profile("dqn-full"))) * 409);
+          static_cast<std::uint64_t>(fh::trainers::dqn_replay_steps(full).capacity * full.experience.gpu_n_episodes) *
+              409);
     CHECK(kept.key == "replay_buffer.buffer_size");
     CHECK(lean.key == "dqn.hidden");
 }

@@ -15,6 +15,7 @@
 #include "io/json.hpp"
 #include "nn/init.hpp"
 #include "abi/dqn_iqn.h"
+#include "trainers/memory_plan.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "abi/core_vector.h"
@@ -166,6 +167,103 @@ std::string DqnEngine::unsupported(const config::Profile& p, const config::Profi
     return "";
 }
 
+MemoryPlan DqnEngine::plan(const config::Profile& first, int agents, const PlanInputs& in) {
+    const auto state_dim = trainers::env_params(first, in.market_dim).state_dim;
+    const QNetwork net(network_config(first, state_dim));
+    const int n_envs = static_cast<int>(first.experience.gpu_n_episodes),
+              batch = static_cast<int>(first.replay_buffer.batch_size), quantiles = net.iqn_params().quantiles;
+    const std::uint64_t N = static_cast<std::uint64_t>(agents), P = net.layout().total(),
+                        n = static_cast<std::uint64_t>(n_envs), B = static_cast<std::uint64_t>(batch),
+                        D = static_cast<std::uint64_t>(state_dim), DX = static_cast<std::uint64_t>(net.state_dim()),
+                        W = static_cast<std::uint64_t>(net.output_width()),
+                        K = static_cast<std::uint64_t>(net.head().ensemble),
+                        A = static_cast<std::uint64_t>(first.num_actions()),
+                        Q = static_cast<std::uint64_t>(std::max(1, quantiles)),
+                        M = static_cast<std::uint64_t>(in.market_dim);
+    const std::uint64_t rows = N * static_cast<std::uint64_t>(dqn_replay_steps(first).capacity) * n;
+    const std::uint64_t row_bytes = 2 * D * 4 + 4 + 4 + 1;
+    using E = DqnEngine;  // its buffers, zeroed where a kernel reads them before it writes them
+    MemoryPlan plan;
+    plan.consumer(fmt::format("networks ({} parameters, with target, gradients and Adam moments)", N * P),
+                  "dqn.hidden");
+    plan.add("networks and targets", {&E::nets_}, 2 * N * P, 0.0f);
+    plan.add("gradients and Adam moments", {&E::grads_, &E::m_, &E::v_}, N * P, 0.0f);
+    plan.consumer(fmt::format("environments ({} agents x {})", N, n), "experience.gpu_n_episodes");
+    plan.add("environment states", {&E::env_state_}, N * n);
+    plan.add("portfolios", {&E::env_portfolio_}, N * n * env::PORTFOLIO_STRIDE);
+    plan.add("observations", {&E::env_states_}, N * n * D);
+    plan.add("markets and seeds", {&E::collect_agents_}, N);
+    plan.consumer(fmt::format("replay buffer ({} transitions x {} B)", rows, row_bytes), "replay_buffer.buffer_size");
+    plan.add("replay states", {&E::ring_states_, &E::ring_next_states_}, rows * D, 0.0f);
+    plan.add("replay rewards", {&E::ring_rewards_}, rows, 0.0f);
+    plan.add("replay actions", {&E::ring_actions_}, rows, 0);
+    plan.add("replay done flags", {&E::ring_done_}, rows, std::uint8_t{0});
+    if (first.dqn.her) {
+        plan.consumer(fmt::format("HER goals ({} transitions x 4 B)", rows), "dqn.her");
+        plan.add("HER goals", {&E::her_goals_}, rows, 0.0f);
+        plan.add("HER acting rows", {&E::her_obs_}, N * n * DX);
+    }
+    plan.consumer(fmt::format("batch and workspaces ({} rows, {} environments)", B, n), "replay_buffer.batch_size");
+    plan.add("agent constants", {&E::agent_}, N);
+    plan.add("counters", {&E::counters_}, N, dqn::Counters{});
+    plan.add("collection tickets", {&E::collect_tickets_}, N, 0u);
+    plan.add("update steps", {&E::step_}, N, dqn::UpdateStep{});
+    plan.add("batch states", {&E::x_}, N * 2 * B * DX);
+    plan.add("batch returns and discounts", {&E::returns_, &E::discounts_}, N * B);
+    plan.add("batch actions", {&E::batch_actions_}, N * B);
+    plan.add("acting actions", {&E::actions_}, N * n);
+    plan.add("head gradients", {&E::d_head_}, N * B * Q * W);
+    plan.add("sample statistics", {&E::sample_stats_}, N * dqn::kSampleStats * B * K);
+    if (K > 1) plan.add("ensemble target actions", {&E::target_actions_}, N * B);
+    if (K > 1 && first.dqn.ensemble_bootstrap < 1.0) plan.add("bootstrap masks", {&E::masks_}, N * B * K);
+    if (quantiles > 0) {
+        plan.add("IQN fraction features", {&E::iqn_features_},
+                 N * 2 * B * Q * static_cast<std::uint64_t>(net.iqn_params().n_cos));
+        plan.add("IQN fractions", {&E::iqn_taus_}, N * 2 * B * Q);
+    }
+    plan.add("norm partials", {&E::norm_partials_}, N * ops::dqn_finish_scratch_size(), 0.0f);
+    plan.add("guards", {&E::guard_}, N, nn::GuardState{0, 0, -1, 0, 0});
+    plan.add("monitor sums", {&E::stats_}, N, dqn::MonitorStats{});
+    plan.add("action histograms", {&E::histogram_}, N * A, 0ull);
+    // Acting: one workspace of every agent's environments, or one per agent; the update's (make_update_workspaces).
+    const bool batched = agents > 1 && net.attention_groups().empty() && quantiles == 0;
+    if (batched)
+        plan.add("acting workspace", net.workspace_size(agents * n_envs));
+    else
+        plan.add("acting workspace", net.workspace_size(n_envs), N);
+    if (batched)
+        plan.add("update workspaces", net.workspace_size(agents * batch), 3);
+    else if (agents == 1 && quantiles == 0 && batch <= kPairedForwardMaxRows)
+        plan.add("update workspaces", net.workspace_size(4 * batch));
+    else if (agents == 1 && quantiles > 0)
+        plan.add("update workspaces", net.workspace_size(4 * batch, quantiles));
+    else
+        plan.add("update workspaces", net.workspace_size(2 * batch, quantiles) + net.workspace_size(batch, quantiles));
+    std::uint64_t curiosity = 0;  // the model's weights and Adam moments, in a checkpoint
+    if (first.dqn.curiosity) {
+        plan.consumer(fmt::format("curiosity model ({} rows per step)", n), "dqn.curiosity");
+        curiosity = 3 * 4 *
+                    CuriosityModel::plan(plan, state_dim, static_cast<int>(A),
+                                         static_cast<int>(first.dqn.hidden.front()), in.market_dim, n_envs, N);
+        plan.add("curiosity next features", {&E::cur_next_market_}, N * n * M);
+        plan.add("curiosity errors", {&E::cur_error_}, N * n);
+        plan.add("curiosity sums", {&E::cur_stats_}, N, dqn::CuriosityStats{});
+    }
+    // Each agent's greedy policy in backtests (DqnGreedyPolicy): a workspace of eval.segments rows
+    // (with HER, their goal rows and the goal).
+    const auto segments = static_cast<int>(first.eval.segments);
+    plan.consumer(fmt::format("the backtests' policy ({} segments)", segments), "eval.segments");
+    plan.add("policy workspace", net.workspace_size(segments), N);
+    if (first.dqn.her) plan.add<float>("policy goal rows", static_cast<std::uint64_t>(segments) * DX + 1, N);
+    // A checkpoint's host copy: weights, target, Adam, the environments (and the replay unless
+    // checkpoint.keep_replay = false), the curiosity model's weights and moments.
+    const std::uint64_t replay = first.checkpoint.keep_replay ? rows * row_bytes : 0;
+    plan.host("the host copy a checkpoint is written from",
+              (4 * P * 4 + replay + curiosity) + n * (sizeof(env::EnvState) + env::PORTFOLIO_STRIDE * 4 + D * 4),
+              first.checkpoint.keep_replay ? "replay_buffer.buffer_size" : "dqn.hidden");
+    return plan;
+}
+
 DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
                      const std::vector<const env::DeviceMarket*>& markets)
     : ops_(ops),
@@ -188,97 +286,41 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     }
     const int quantiles = net_.iqn_params().quantiles;
     batched_net_ = agents_ > 1 && net_.attention_groups().empty() && quantiles == 0;
-    const std::size_t N = agents.size(), P = params(), n = static_cast<std::size_t>(n_envs_),
-                      B = static_cast<std::size_t>(batch_), D = static_cast<std::size_t>(env_params_.state_dim),
-                      DX = static_cast<std::size_t>(net_.state_dim()),
-                      W = static_cast<std::size_t>(net_.output_width()),
-                      K = static_cast<std::size_t>(net_.head().ensemble), A = static_cast<std::size_t>(num_actions_);
+    const std::size_t N = agents.size(), P = params();
     const DqnReplaySteps replay = dqn_replay_steps(first);
     capacity_steps_ = replay.capacity;
     min_steps_ = replay.before_updates;
     updates_per_iteration_ = first.training.updates_per_iteration;
+    PlanInputs inputs;
+    inputs.market_dim = env_params_.market_dim;
+    DqnEngine::plan(first, agents_, inputs).allocate(ops, *this);
 
     // Parameters, agent by agent from its seed (the padding zero); the targets start as copies.
-    nets_ = ops.alloc<float>(2 * N * P);
-    ops::run(ops, ops::Fill{nets_.view(), 0.0f});
     online_ = nets_.view().subview(0, N * P);
     target_ = nets_.view().subview(N * P, N * P);
     for (std::size_t i = 0; i < N; ++i)
         nn::init_params(ops, online_.subview(i * P, P), net_.layout(), static_cast<std::uint64_t>(agents[i].run.seed));
     ops::run(ops, ops::Copy{target_, ops::View<const float>(online_)});
-    for (auto* b : {&grads_, &m_, &v_}) {
-        *b = ops.alloc<float>(N * P);
-        ops::run(ops, ops::Fill{b->view(), 0.0f});
-    }
 
     // Each agent's environments start as its own (its seed, its market).
-    env_state_ = ops.alloc<env::EnvState>(N * n);
-    env_portfolio_ = ops.alloc<float>(N * n * env::PORTFOLIO_STRIDE);
-    env_states_ = ops.alloc<float>(N * n * D);
     std::vector<abi::EnvAgent> collect_agents(N);
     for (std::size_t i = 0; i < N; ++i) {
         collect_agents[i] = start_environments(i, agents[i], *markets[i]);
         if (i == 0) market0_ = collect_agents[i].market;
     }
-    collect_agents_ = ops.from_host<abi::EnvAgent>(collect_agents);
-
-    // The rings, zeroed.
-    const std::size_t rows = N * static_cast<std::size_t>(capacity_steps_) * n;
-    ring_states_ = ops.alloc<float>(rows * D);
-    ring_next_states_ = ops.alloc<float>(rows * D);
-    ring_rewards_ = ops.alloc<float>(rows);
-    ops::run(ops, ops::Fill{ring_states_.view(), 0.0f});
-    ops::run(ops, ops::Fill{ring_next_states_.view(), 0.0f});
-    ops::run(ops, ops::Fill{ring_rewards_.view(), 0.0f});
-    ring_actions_ = ops.from_host<int>(std::vector<int>(rows, 0));
-    ring_done_ = ops.from_host<std::uint8_t>(std::vector<std::uint8_t>(rows, 0));
+    ops.upload<abi::EnvAgent>(collect_agents_.view(), collect_agents);
 
     std::vector<dqn::AgentParams> params_host;
     for (const auto& p : agents) params_host.push_back(dqn_agent_params(p));
-    agent_ = ops.from_host<dqn::AgentParams>(params_host);
-    counters_ = ops.from_host<dqn::Counters>(std::vector<dqn::Counters>(N, dqn::Counters{}));
+    ops.upload<dqn::AgentParams>(agent_.view(), params_host);
     steps_.assign(N, 0);
     updates_.assign(N, 0);
     pushed_.assign(N, 0);
-    collect_tickets_ = ops.from_host<unsigned>(std::vector<unsigned>(N, 0u));
-    step_ = ops.from_host<dqn::UpdateStep>(std::vector<dqn::UpdateStep>(N, dqn::UpdateStep{}));
-    if (first.dqn.her) {
-        her_goals_ = ops.alloc<float>(rows);
-        ops::run(ops, ops::Fill{her_goals_.view(), 0.0f});
-        her_obs_ = ops.alloc<float>(N * n * DX);
-    }
-    // With the IQN head, every sample has `quantiles` fractions: its update's head rows are B * quantiles.
-    const std::size_t head_rows = B * static_cast<std::size_t>(std::max(1, quantiles));
-    x_ = ops.alloc<float>(N * 2 * B * DX);
-    returns_ = ops.alloc<float>(N * B);
-    discounts_ = ops.alloc<float>(N * B);
-    batch_actions_ = ops.alloc<int>(N * B);
-    actions_ = ops.alloc<int>(N * n);
-    d_head_ = ops.alloc<float>(N * head_rows * W);
-    sample_stats_ = ops.alloc<float>(N * dqn::kSampleStats * B * K);
-    if (K > 1) {
-        target_actions_ = ops.alloc<int>(N * B);
-        if (first.dqn.ensemble_bootstrap < 1.0) masks_ = ops.alloc<float>(N * B * K);
-    }
-    if (quantiles > 0) {
-        const std::size_t fractions = 2 * head_rows;  // the rows of [s; s'], `quantiles` each
-        iqn_features_ = ops.alloc<float>(N * fractions * static_cast<std::size_t>(net_.iqn_params().n_cos));
-        iqn_taus_ = ops.alloc<float>(N * fractions);
-    }
-    norm_partials_ = ops.alloc<float>(N * ops::dqn_finish_scratch_size());
-    ops::run(ops, ops::Fill{norm_partials_.view(), 0.f});  // the finish's tickets start at zero
-    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>(N, nn::GuardState{0, 0, -1, 0, 0}));
-    stats_ = ops.from_host<dqn::MonitorStats>(std::vector<dqn::MonitorStats>(N, dqn::MonitorStats{}));
-    histogram_ = ops.from_host<unsigned long long>(std::vector<unsigned long long>(N * A, 0));
     if (first.dqn.curiosity) {
-        const std::size_t M = static_cast<std::size_t>(env_params_.market_dim);
         curiosity_.reserve(N);
         for (const auto& p : agents)
             curiosity_.emplace_back(ops, env_params_.state_dim, num_actions_, static_cast<int>(p.dqn.hidden.front()),
                                     env_params_.market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed));
-        cur_next_market_ = ops.alloc<float>(N * n * M);
-        cur_error_ = ops.alloc<float>(N * n);
-        cur_stats_ = ops.from_host<dqn::CuriosityStats>(std::vector<dqn::CuriosityStats>(N, dqn::CuriosityStats{}));
     }
 
     if (batched_net_)

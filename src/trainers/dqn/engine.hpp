@@ -23,6 +23,7 @@
 #include "device/device.hpp"
 #include "abi/dqn_step.h"
 #include "trainers/curiosity_model.hpp"
+#include "trainers/memory_plan.hpp"
 #include "trainers/population.hpp"
 #include "trainers/dqn/network.hpp"
 #include "trainers/trainer.hpp"
@@ -99,6 +100,9 @@ public:
     /// With run.population_batching = "auto": why agents of `first`'s shape run faster on their own
     /// launches ("" when they batch; TrainerKind::auto_batching_declined).
     static std::string auto_batching_declined(const config::Profile& first);
+    /// What an engine of `agents` agents of `first`'s shape allocates (TrainerKind::plan); the
+    /// constructor allocates its buffers from it.
+    static MemoryPlan plan(const config::Profile& first, int agents, const PlanInputs& in);
 
     /// `agents[i]` trains on `markets[i]`'s training split (agents with different seeds may have
     /// different synthetic markets; the same market may serve several). Throws UsageError when an

@@ -76,6 +76,29 @@ QNetwork::QNetwork(const QNetworkConfig& c) : config_(c), layout_(), net_(layout
     }
 }
 
+nn::WorkspaceSize QNetwork::workspace_size(int max_batch, int quantiles) const {
+    const auto rows = static_cast<std::size_t>(max_batch);
+    nn::WorkspaceSize size = net_.workspace_size(max_batch);
+    if (iqn_head_) {
+        const int K = config_.iqn.act_quantiles;
+        const auto q_rows = rows * static_cast<std::size_t>(quantiles > 0 ? quantiles : 1);
+        const auto H = static_cast<std::size_t>(config_.hidden.back());
+        size += iqn_embed_->workspace_size(quantiles > 0 ? static_cast<int>(q_rows) : K) +
+                iqn_head_->workspace_size(static_cast<int>(q_rows));
+        size.add(q_rows * H, quantiles > 0 ? 3 : 1);  // x (and dx, d psi)
+        if (quantiles > 0)
+            size.add(rows * H);  // d phi
+        else
+            size.add(H).add(static_cast<std::size_t>(K) * static_cast<std::size_t>(config_.iqn.n_cos)).add(K);
+    }
+    if (attention_) {
+        size += attention_->workspace_size(max_batch);
+        size.add(rows * static_cast<std::size_t>(config_.state_dim), 2)
+            .add(rows * static_cast<std::size_t>(groups_.count), 2);
+    }
+    return size;
+}
+
 QNetwork::Workspace QNetwork::make_workspace(ops::Device& ops, int max_batch, int quantiles) const {
     Workspace ws{net_.make_workspace(ops, max_batch), max_batch, {}, {}, {}, {}, {}, {}, 0, {}};
     if (iqn_head_) {

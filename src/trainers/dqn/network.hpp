@@ -76,6 +76,8 @@ public:
     /// With the IQN head, `quantiles` (> 0) sizes the workspace for forward_quantiles with that
     /// many fractions per sample; 0: for forward (acting's K fractions).
     Workspace make_workspace(ops::Device& ops, int max_batch, int quantiles = 0) const;
+    /// What make_workspace(ops, max_batch, quantiles) allocates.
+    nn::WorkspaceSize workspace_size(int max_batch, int quantiles = 0) const;
     /// The IQN head's sizes (quantiles 0: another head).
     const iqn::Params& iqn_params() const noexcept { return config_.iqn; }
 

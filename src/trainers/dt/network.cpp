@@ -88,6 +88,25 @@ dt::AttentionShape DtNetwork::attention_shape(int batch) const {
     return dt::AttentionShape{batch, shape_.tokens(), shape_.dim, shape_.heads, shape_.context};
 }
 
+nn::WorkspaceSize DtNetwork::workspace_size(int batch) const {
+    const std::size_t R = sz(batch) * sz(shape_.tokens()), D = sz(shape_.dim), F = sz(shape_.hidden()),
+                      L = sz(shape_.layers), steps = sz(batch) * sz(shape_.context),
+                      P = sz(batch) * sz(shape_.heads) * sz(shape_.tokens()) * sz(shape_.tokens());
+    nn::WorkspaceSize size;
+    size.add(steps * sz(shape_.state_dim)).add(steps * D, 2).add(R * sz(shape_.num_actions)).add(2 * R, 1 + 2 * L);
+    size.add(P, L + 1).add(R * F, 2 * L + 2).add(R * D, 7 * L + 4).add(3 * R * D, L + 1);
+    return size;
+}
+
+nn::WorkspaceSize DtNetwork::act_workspace_size(int n) const {
+    static_assert(sizeof(dt::History) == 2 * sizeof(float));
+    const std::size_t rows = sz(n) * dt::kTokensPerStep, D = sz(shape_.dim), F = sz(shape_.hidden());
+    nn::WorkspaceSize size;
+    size.add(2 * sz(n)).add(sz(n) * sz(dt::cache_slots(shape_.context)) * 2 * D, sz(shape_.layers));
+    size.add(sz(n) * sz(shape_.state_dim)).add(sz(n) * D).add(rows * D, 5).add(2 * rows).add(3 * rows * D);
+    return size.add(rows * F, 2).add(rows * sz(shape_.num_actions));
+}
+
 DtNetwork::Workspace DtNetwork::make_workspace(ops::Device& ops, int batch) const {
     if (batch < 1) throw std::invalid_argument("DtNetwork::make_workspace: batch must be >= 1");
     const std::size_t R = sz(batch) * sz(shape_.tokens()), D = sz(shape_.dim), F = sz(shape_.hidden());

@@ -11,6 +11,7 @@
 
 #include "config/profile.hpp"
 #include "math/dt.h"
+#include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
 #include "device/device.hpp"
 #include "abi/dt_act.h"
@@ -52,6 +53,8 @@ public:
         ops::Buffer<float> d_res, d_tmp, d_qkv, d_scores, d_fc1_a, d_fc1_z, d_s_proj;
     };
     Workspace make_workspace(ops::Device& ops, int batch) const;
+    /// What make_workspace(ops, batch) allocates.
+    nn::WorkspaceSize workspace_size(int batch) const;
     /// Logits (B 3 K, num_actions) of every token row (the loss reads the state tokens' rows).
     ops::View<const float> forward(ops::Device& ops, ops::View<const float> params, const DtBatch& in,
                                    Workspace& ws) const;
@@ -68,6 +71,8 @@ public:
     };
     /// Histories start empty.
     ActWorkspace make_act_workspace(ops::Device& ops, int n) const;
+    /// What make_act_workspace(ops, n) allocates (its histories count as two floats each).
+    nn::WorkspaceSize act_workspace_size(int n) const;
     /// One timestep for n = ws.n environments: actions (n) from states (n, state_dim), conditioned
     /// on target_token (1, device memory).
     void act(ops::Device& ops, ops::View<const float> params, ops::View<const float> target_token,

@@ -102,6 +102,45 @@ void DtPolicy::act(ops::Device& ops, ops::View<const float> weights, ops::View<i
              states.subview(0, static_cast<std::size_t>(n) * static_cast<std::size_t>(net_.shape().state_dim)), ws_);
 }
 
+MemoryPlan DtTrainer::plan(const config::Profile& profile, int, const PlanInputs& in) {
+    const DtShape shape = dt_shape(profile, trainers::env_params(profile, in.market_dim).state_dim);
+    const DtNetwork net(shape);
+    const std::uint64_t P = net.layout().total(), B = static_cast<std::uint64_t>(profile.dt.batch_size),
+                        K = static_cast<std::uint64_t>(shape.context), S = static_cast<std::uint64_t>(shape.state_dim);
+    using E = DtTrainer;
+    MemoryPlan plan;
+    // The dataset as IQL's (a replay ring, freed once read back), then its steps in order.
+    const std::uint64_t rows = plan_offline_dataset(plan, profile, shape.state_dim, profile.dt.dataset,
+                                                    profile.dt.dataset_size, "dt", in, 1, true);
+    const std::string key = profile.dt.dataset == "behaviour" ? "dt.dataset_size" : "dt.dataset";
+    plan.consumer(fmt::format("the dataset's episodes ({} steps x {} B)", rows, S * 4 + 12), key);
+    plan.add("episode states", {&E::ds_states_}, rows * S);
+    plan.add("episode returns to go", {&E::ds_rtg_}, rows);
+    plan.add("episode actions and starts", {&E::ds_actions_, &E::ds_episode_start_}, rows);
+    // The host: the ring read back (and a dump read), its episodes (states, action, start, reward, rate).
+    plan.host("the dataset read back and rebuilt into episodes",
+              rows * (2 * S * 4 + 9) * (profile.dt.dataset == "behaviour" ? 1 : 2) + rows * (S * 4 + 24), key);
+    plan.consumer(fmt::format("transformer ({} parameters, with gradients and Adam moments)", P), "dt.embedding");
+    plan.add("weights", {&E::weights_}, P + dt::kCalibrationFloats, 0.0f);
+    plan.add("gradients", {&E::grads_}, P, 0.0f);
+    AdamState::plan(plan, "", P);
+    plan.add("learning rate", {&E::lr_}, 1, 0.0f);
+    plan.consumer(fmt::format("batch and workspaces ({} windows of {} tokens)", B, shape.tokens()), "dt.batch_size");
+    plan.add("workspace", net.workspace_size(static_cast<int>(B)));
+    plan.add("batch states", {&E::b_states_}, B * K * S);
+    plan.add("batch returns to go", {&E::b_rtg_}, B * K);
+    plan.add("batch actions", {&E::b_actions_}, B * K);
+    plan.add("batch lengths", {&E::b_lengths_}, B);
+    plan.add("losses and accuracies", {&E::loss_, &E::correct_}, B);
+    plan.add("logit gradients", {&E::d_logits_}, B * static_cast<std::uint64_t>(shape.tokens() * shape.num_actions));
+    UpdateMonitor::plan(plan, kStats);
+    const auto segments = static_cast<int>(profile.eval.segments);
+    plan.consumer(fmt::format("acting workspace and KV cache ({} segments)", segments), "eval.segments");
+    plan.add("acting workspace", net.act_workspace_size(segments));
+    plan.host("the host copy a checkpoint is written from", 3 * P * 4, "dt.embedding");
+    return plan;
+}
+
 DtTrainer::DtTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market)
     : ops_(ops),
       profile_((require_greedy_evaluation(profile), profile)),
@@ -123,33 +162,23 @@ DtTrainer::DtTrainer(ops::Device& ops, const config::Profile& profile, const env
     calibration_ = dt_calibration(episodes, profile.dt.target_quantile);
     std::vector<float> rtg(episodes.rate.size());
     for (std::size_t n = 0; n < rtg.size(); ++n) rtg[n] = static_cast<float>(episodes.rate[n] / calibration_.scale);
-    ds_states_ = ops.from_host<float>(episodes.states);
-    ds_rtg_ = ops.from_host<float>(rtg);
-    ds_actions_ = ops.from_host<int>(episodes.actions);
-    ds_episode_start_ = ops.from_host<int>(episodes.episode_start);
+    PlanInputs inputs;
+    inputs.market_dim = market.market_dim();
+    inputs.dump_rows = static_cast<std::uint64_t>(dataset_steps_);
+    DtTrainer::plan(profile, 1, inputs).allocate(ops, *this);
+    ops.upload<float>(ds_states_.view(), episodes.states);
+    ops.upload<float>(ds_rtg_.view(), rtg);
+    ops.upload<int>(ds_actions_.view(), episodes.actions);
+    ops.upload<int>(ds_episode_start_.view(), episodes.episode_start);
 
     // The weights: the parameters, then the calibration (math/dt.h).
-    weights_ = ops.alloc<float>(param_floats_ + dt::kCalibrationFloats);
-    ops::run(ops, ops::Fill{weights_.view(), 0.0f});
     nn::init_params(ops, params(), policy_.network().layout(), static_cast<std::uint64_t>(profile.run.seed));
     const std::vector<float> calibration{calibration_.target_token(), static_cast<float>(calibration_.scale),
                                          static_cast<float>(calibration_.target_rate)};
     ops.upload<float>(weights_.view().subview(param_floats_, dt::kCalibrationFloats), calibration);
-    grads_ = nn::alloc_zeroed(ops, policy_.network().layout());
     adam_ = AdamState(ops, policy_.network().layout());
-    lr_ = ops.alloc<float>(1);
-    ops::run(ops, ops::Fill{lr_.view(), 0.0f});
 
-    const std::size_t B = static_cast<std::size_t>(batch_), K = static_cast<std::size_t>(shape_.context);
     ws_ = policy_.network().make_workspace(ops, batch_);
-    b_states_ = ops.alloc<float>(B * K * static_cast<std::size_t>(shape_.state_dim));
-    b_rtg_ = ops.alloc<float>(B * K);
-    b_actions_ = ops.alloc<int>(B * K);
-    b_lengths_ = ops.alloc<int>(B);
-    loss_ = ops.alloc<float>(B);
-    correct_ = ops.alloc<float>(B);
-    d_logits_ =
-        ops.alloc<float>(B * static_cast<std::size_t>(shape_.tokens()) * static_cast<std::size_t>(shape_.num_actions));
     monitor_ = UpdateMonitor(ops, kStats);
     log::info(
         "dt dataset: {} steps in {} finished episodes; return-to-go scale {:.3g} per step, target {:.3g} per "

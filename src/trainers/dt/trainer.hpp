@@ -19,6 +19,7 @@
 #include "abi/dt_train.h"
 #include "trainers/adam_state.hpp"
 #include "trainers/dt/network.hpp"
+#include "trainers/memory_plan.hpp"
 #include "trainers/trainer.hpp"
 
 namespace fh::trainers {
@@ -68,6 +69,8 @@ private:
 
 class DtTrainer final : public UpdateCountedTrainer {
 public:
+    /// What the trainer allocates (TrainerKind::plan; one agent); the constructor allocates from it.
+    static MemoryPlan plan(const config::Profile& profile, int agents, const PlanInputs& in);
     /// Builds the dataset (build_offline_dataset), its episodes and calibration, the network.
     DtTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
 

@@ -76,6 +76,47 @@ std::string IqlEngine::unsupported(const config::Profile& p, const config::Profi
     return "";
 }
 
+MemoryPlan IqlEngine::plan(const config::Profile& first, int agents, const PlanInputs& in) {
+    const int state_dim = trainers::env_params(first, in.market_dim).state_dim,
+              batch = static_cast<int>(first.replay_buffer.batch_size);
+    const IqlNetworks net(first, state_dim, static_cast<int>(first.num_actions()));
+    const std::uint64_t N = static_cast<std::uint64_t>(agents), P = net.layout.total(),
+                        B = static_cast<std::uint64_t>(batch), D = static_cast<std::uint64_t>(state_dim),
+                        A = static_cast<std::uint64_t>(first.num_actions());
+    MemoryPlan plan;
+    plan_offline_dataset(plan, first, state_dim, first.iql.dataset, first.iql.dataset_size, "iql", in, N, false);
+    using E = IqlEngine;  // its buffers, zeroed where a kernel reads them before it writes them
+    plan.consumer(fmt::format("networks ({} parameters, with gradients, Adam moments, target)", N * P), "iql.hidden");
+    plan.add("parameters, gradients and Adam moments", {&E::online_, &E::grads_, &E::m_, &E::v_}, N * P, 0.0f);
+    plan.add("targets", {&E::target_}, N * P);
+    plan.add("sampling constants", {&E::sample_agents_}, N);
+    plan.add("update step", {&E::step_}, 1, 0ll);
+    plan.add("update ticket", {&E::step_ticket_}, 1, 0u);
+    plan.add("learning rates", {&E::lr_}, N);
+    plan.add("target rates", {&E::tau_keep_}, 2 * N);
+    plan.add("loss constants", {&E::scalars_}, N);
+    plan.consumer(fmt::format("batch and workspaces ({} rows)", B), "replay_buffer.batch_size");
+    plan.add("batch states", {&E::x_}, N * 2 * B * D);
+    plan.add("batch scalars",
+             {&E::rewards_, &E::discounts_, &E::loss_v_, &E::loss_q_, &E::loss_pi_, &E::awr_weights_, &E::d_v_}, N * B);
+    plan.add("batch actions", {&E::actions_}, N * B);
+    plan.add("batch logit gradients", {&E::d_q1_, &E::d_q2_, &E::d_logits_}, N * B * A);
+    plan.add("monitor sums", {&E::current_, &E::accum_}, N * iql_stats::kCount, 0.0f);
+    plan.add("norm scratch", {&E::norm_scratch_}, N * ops::norm_guard_scratch_size(), 0.0f);  // tickets zero
+    plan.add("gates", {&E::gate_}, N, 0);
+    plan.add("guards", {&E::guard_}, N, nn::GuardState{0, 0, -1, 0, 0});
+    // An engine of one: the twins' pairs and V on [s; s'] (2B rows each); else N x B rows each (and the twins' own).
+    const int rows = agents == 1 ? 2 * batch : agents * batch;
+    plan.add("Q workspaces", net.q1.workspace_size(rows), agents == 1 ? 2 : 4);
+    plan.add("V workspaces", net.v.workspace_size(rows), agents == 1 ? 1 : 2);
+    plan.add("policy update workspace", net.policy.workspace_size(agents * batch));
+    const auto segments = static_cast<int>(first.eval.segments);
+    plan.consumer(fmt::format("the backtests' policy ({} segments)", segments), "eval.segments");
+    plan.add("policy workspace", net.policy.workspace_size(segments), N);
+    plan.host("the host copy a checkpoint is written from", 4 * P * 4, "iql.hidden");
+    return plan;
+}
+
 IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
                      const std::vector<const env::DeviceMarket*>& markets)
     : ops_(ops),
@@ -96,8 +137,10 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         require_greedy_evaluation(agents[i]);
         env_params_.push_back(trainers::env_params(agents[i], markets[i]->market_dim()));
     }
-    const std::size_t N = agents.size(), P = params(), B = static_cast<std::size_t>(batch_),
-                      D = static_cast<std::size_t>(state_dim_), A = static_cast<std::size_t>(num_actions_);
+    const std::size_t N = agents.size(), P = params();
+    PlanInputs inputs;
+    inputs.market_dim = env_params_.front().market_dim;
+    IqlEngine::plan(first, agents_, inputs).allocate(ops, *this);
 
     // Each agent's dataset as its single run builds it (its seed's behaviour data on its market).
     std::vector<abi::SampleAgent> sample_agents;
@@ -111,28 +154,19 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         transitions_.push_back(ds.transitions);
         collection_seconds_.push_back(ds.collection_seconds);
     }
-    sample_agents_ = ops.from_host<abi::SampleAgent>(sample_agents);
+    ops.upload<abi::SampleAgent>(sample_agents_.view(), sample_agents);
 
     // Each agent's parameters from its seed (the padding zero), the target a copy.
-    online_ = ops.alloc<float>(N * P);
-    ops::run(ops, ops::Fill{online_.view(), 0.0f});
     for (std::size_t i = 0; i < N; ++i)
         nn::init_params(ops, online_.view().subview(i * P, P), net_.layout,
                         static_cast<std::uint64_t>(agents[i].run.seed));
-    target_ = ops.alloc<float>(N * P);
     ops::run(ops, ops::Copy{target_.view(), online_.cview()});
-    for (auto* b : {&grads_, &m_, &v_}) {
-        *b = ops.alloc<float>(N * P);
-        ops::run(ops, ops::Fill{b->view(), 0.0f});
-    }
     twin_stride_ = net_.q2.layers().front().weight.offset - net_.q1.layers().front().weight.offset;
     for (std::size_t l = 0; l < net_.q1.layers().size(); ++l) {
         const auto &a = net_.q1.layers()[l], &b = net_.q2.layers()[l];
         if (b.weight.offset != a.weight.offset + twin_stride_ || b.bias.offset != a.bias.offset + twin_stride_)
             throw std::logic_error("IqlEngine: the twin Q networks are not laid out at one stride");
     }
-    step_ = ops.from_host<long long>(std::vector<long long>{0});
-    step_ticket_ = ops.from_host<unsigned>(std::vector<unsigned>{0u});
 
     std::vector<float> lr, tau_keep;
     std::vector<iql::LossScalars> scalars;
@@ -144,22 +178,9 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         scalars.push_back(iql::LossScalars{static_cast<float>(p.iql.expectile), static_cast<float>(p.iql.beta),
                                            static_cast<float>(p.iql.max_weight)});
     }
-    lr_ = ops.from_host<float>(lr);
-    tau_keep_ = ops.from_host<float>(tau_keep);
-    scalars_ = ops.from_host<iql::LossScalars>(scalars);
-
-    x_ = ops.alloc<float>(N * 2 * B * D);
-    for (auto* b : {&rewards_, &discounts_, &loss_v_, &loss_q_, &loss_pi_, &awr_weights_, &d_v_})
-        *b = ops.alloc<float>(N * B);
-    actions_ = ops.alloc<int>(N * B);
-    for (auto* b : {&d_q1_, &d_q2_, &d_logits_}) *b = ops.alloc<float>(N * B * A);
-    current_ = ops.alloc<float>(N * kCount);
-    accum_ = ops.alloc<float>(N * kCount);
-    norm_scratch_ = ops.alloc<float>(N * ops::norm_guard_scratch_size());
-    for (auto* b : {&current_, &accum_, &norm_scratch_})
-        ops::run(ops, ops::Fill{b->view(), 0.0f});  // the norm's tickets start at zero
-    gate_ = ops.from_host<int>(std::vector<int>(N, 0));
-    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>(N, nn::GuardState{0, 0, -1, 0, 0}));
+    ops.upload<float>(lr_.view(), lr);
+    ops.upload<float>(tau_keep_.view(), tau_keep);
+    ops.upload<iql::LossScalars>(scalars_.view(), scalars);
 
     // An engine of one: the twins' pairs and V on [s; s'] (2B rows each); else N x B rows each.
     const int rows = alone() ? 2 * batch_ : agents_ * batch_;

@@ -27,6 +27,7 @@
 #include "nn/mlp.hpp"
 #include "nn/param_layout.hpp"
 #include "device/device.hpp"
+#include "trainers/memory_plan.hpp"
 #include "trainers/population.hpp"
 #include "trainers/replay_ring.hpp"
 #include "trainers/softmax_policy.hpp"
@@ -72,6 +73,9 @@ public:
     /// run.seed (dataset, initial weights, sampling), training.learning_rate, gamma, tau, iql.expectile, beta,
     /// max_weight, max_bad_updates.
     static std::string unsupported(const config::Profile& agent, const config::Profile& first);
+    /// What an engine of `agents` agents of `first`'s shape allocates (TrainerKind::plan); the
+    /// constructor allocates its buffers from it.
+    static MemoryPlan plan(const config::Profile& first, int agents, const PlanInputs& in);
 
     /// Builds each agent's dataset (agent i on markets[i]: its seed's behaviour data, or the replay
     /// dump iql.dataset names) and initialises its networks from its seed. Throws UsageError when

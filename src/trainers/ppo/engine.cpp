@@ -122,6 +122,82 @@ std::vector<std::uint64_t> seeds_of(const std::vector<config::Profile>& agents) 
 
 }  // namespace
 
+MemoryPlan PpoEngine::plan(const config::Profile& first, int agents, const PlanInputs& in) {
+    const int state_dim = trainers::env_params(first, in.market_dim).state_dim,
+              A_ = static_cast<int>(first.num_actions()), n_envs = static_cast<int>(first.experience.gpu_n_episodes);
+    const ActorCritic net(first, state_dim, A_);
+    const std::uint64_t N = static_cast<std::uint64_t>(agents), n = static_cast<std::uint64_t>(n_envs),
+                        P = net.layout.total(),
+                        M = n * static_cast<std::uint64_t>(first.experience.gpu_timesteps_per_episode),
+                        D = static_cast<std::uint64_t>(state_dim), A = static_cast<std::uint64_t>(A_),
+                        W = static_cast<std::uint64_t>(first.ppo.diversity_window),
+                        B = M / static_cast<std::uint64_t>(std::max<std::int64_t>(1, first.ppo.minibatches)),
+                        portfolio_dim = D - static_cast<std::uint64_t>(in.market_dim);
+    const int batch = static_cast<int>(B);
+    using E = PpoEngine;  // its buffers, zeroed where a kernel reads them before it writes them
+    MemoryPlan plan;
+    plan.consumer(fmt::format("networks ({} parameters, with gradients and Adam moments)", N * P), "ppo.hidden");
+    plan.add("parameters, gradients and Adam moments", {&E::params_, &E::grads_, &E::m_, &E::v_}, N * P, 0.0f);
+    plan.add("seeds", {&E::seeds_}, N);
+    plan.add("loss coefficients", {&E::loss_params_}, N);
+    plan.add("gamma and lambda", {&E::gamma_lambda_}, 2 * N);
+    plan.add("diversity coefficients and learning rates", {&E::diversity_coef_, &E::lr_}, N, 0.0f);
+    plan.consumer(fmt::format("environments ({} agents x {})", N, n), "experience.gpu_n_episodes");
+    plan.add<std::uint8_t>("environments", env::VecEnv::device_bytes(agents, n_envs, state_dim), 1, 2 * N * n * D);
+    plan.consumer(fmt::format("rollout buffer ({} agents x {} steps)", N, M), "experience.gpu_timesteps_per_episode");
+    plan.add("the rollout's observations", {&E::r_states_}, N * M * D);
+    plan.add("rollout scalars",
+             {&E::r_logp_, &E::r_values_, &E::r_next_values_, &E::r_rewards_, &E::r_adv_, &E::r_returns_}, N * M);
+    plan.add("rollout penalties and curiosity", {&E::r_penalty_, &E::r_curiosity_}, N * M, 0.0f);
+    plan.add("rollout actions", {&E::r_actions_}, N * M);
+    plan.add("rollout done flags", {&E::r_done_}, N * M);
+    plan.add("step actions", {&E::step_actions_}, 2 * N * n);
+    plan.add("step log-probabilities", {&E::step_logp_}, 2 * N * n);
+    plan.add("step rewards and penalties", {&E::step_rewards_, &E::step_penalty_}, N * n);
+    plan.consumer(fmt::format("truncated episodes (up to {})", N * M), "experience.gpu_timesteps_per_episode");
+    plan.add("truncated rows and bars", {&E::trunc_rows_, &E::trunc_bars_}, N * M);
+    plan.add("truncated portfolios", {&E::trunc_portfolio_}, N * M * portfolio_dim);
+    plan.add("truncated counts", {&E::trunc_count_}, N, 0);
+    plan.add("truncated observations", {&E::trunc_states_}, n * D, 0.0f);  // the critic's padded passes read them
+    plan.consumer("action-diversity windows", "ppo.diversity_window");
+    plan.add("diversity windows", {&E::div_window_}, N * n * W, 0);
+    plan.add("diversity counts", {&E::div_counts_}, N * n * A, 0);
+    plan.consumer(fmt::format("minibatch and workspaces ({} rows per minibatch)", B), "ppo.minibatches");
+    plan.add("minibatch states", {&E::mb_states_}, N * B * D);
+    plan.add("minibatch scalars",
+             {&E::mb_old_logp_, &E::mb_adv_, &E::mb_returns_, &E::mb_old_values_, &E::mb_d_values_}, N * B);
+    plan.add("minibatch loss statistics", {&E::mb_stats_}, static_cast<std::uint64_t>(ppo::kPpoLossStats) * N * B);
+    plan.add("minibatch logit gradients", {&E::mb_d_logits_}, N * B * A);
+    plan.add("minibatch actions", {&E::mb_actions_}, N * B);
+    plan.add("update sums", {&E::current_}, static_cast<std::uint64_t>(kUpdateGroup) * N, 0.0f);  // tickets zero
+    plan.add("rollout sums", {&E::rollout_current_}, static_cast<std::uint64_t>(kRolloutGroup) * N, 0.0f);
+    plan.add("monitor sums", {&E::accum_}, static_cast<std::uint64_t>(kAccSize) * N, 0.0f);
+    plan.add("norm scratch", {&E::norm_scratch_}, N * ops::norm_guard_scratch_size(), 0.0f);
+    plan.add("normalisation scratch", {&E::normalize_scratch_}, ops::normalize_scratch_size());
+    plan.add("gates", {&E::gate_}, N, 0);
+    plan.add("guards", {&E::guard_}, N, nn::GuardState{0, 0, -1, 0, 0});
+    plan.add("action histograms", {&E::histogram_}, N * A, 0ull);
+    plan.add("rollout count", {&E::rollouts_dev_}, 1, 0ll);
+    plan.add("workspaces", net.actor.workspace_size(agents * n_envs) + net.critic.workspace_size(agents * n_envs) +
+                               net.critic.workspace_size(n_envs) + net.actor.workspace_size(agents * batch) +
+                               net.critic.workspace_size(agents * batch));
+    std::uint64_t curiosity = 0;
+    if (first.ppo.curiosity) {
+        plan.consumer(fmt::format("curiosity model ({} rows per step)", n), "ppo.curiosity");
+        curiosity = 3 * 4 *
+                    CuriosityModel::plan(plan, state_dim, A_, static_cast<int>(first.ppo.hidden.front()), in.market_dim,
+                                         n_envs, N);
+    }
+    const auto segments = static_cast<int>(first.eval.segments);
+    plan.consumer(fmt::format("the backtests' policy ({} segments)", segments), "eval.segments");
+    plan.add("policy workspace", net.actor.workspace_size(segments), N);
+    // A checkpoint's host copy: weights and Adam, the environments and diversity windows, the curiosity model.
+    plan.host("the host copy a checkpoint is written from",
+              3 * P * 4 + curiosity + n * (sizeof(env::EnvState) + env::PORTFOLIO_STRIDE * 4 + D * 4 + 4 * (W + A)),
+              "ppo.hidden");
+    return plan;
+}
+
 PpoEngine::PpoEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
                      const std::vector<const env::DeviceMarket*>& markets)
     : ops_(ops),
@@ -143,89 +219,38 @@ PpoEngine::PpoEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     if (batch_ < 1) throw UsageError("ppo.minibatches exceeds the rollout's transitions");
     for (std::size_t i = 0; i < agents.size(); ++i)
         env_params_.push_back(trainers::env_params(agents[i], markets[i]->market_dim()));
-    const std::size_t N = agents.size(), n = static_cast<std::size_t>(n_envs_), P = params();
-    const std::size_t M = n * static_cast<std::size_t>(horizon_), D = static_cast<std::size_t>(state_dim_),
-                      A = static_cast<std::size_t>(num_actions_), B = static_cast<std::size_t>(batch_),
-                      W = static_cast<std::size_t>(window_);
-    const std::size_t portfolio_dim = D - static_cast<std::size_t>(env_params_.front().market_dim);
+    const std::size_t N = agents.size(), P = params();
+    PlanInputs inputs;
+    inputs.market_dim = env_params_.front().market_dim;
+    PpoEngine::plan(agents.front(), agents_, inputs).allocate(ops, *this);
 
     // Per agent: seeds, loss coefficients (its learning rate: ppo_learning_rate, every rollout).
-    seeds_ = ops.from_host<std::uint64_t>(seeds_of(agents));
+    ops.upload<std::uint64_t>(seeds_.view(), seeds_of(agents));
     std::vector<ppo::LossParams> loss;
     for (const auto& p : agents)
         loss.push_back(ppo::LossParams{static_cast<float>(p.ppo.clip), static_cast<float>(p.ppo.value_coef),
                                        static_cast<float>(p.ppo.entropy_coef), p.ppo.clip_value ? 1 : 0});
-    loss_params_ = ops.from_host<ppo::LossParams>(loss);
+    ops.upload<ppo::LossParams>(loss_params_.view(), loss);
     std::vector<float> gamma_lambda;
     for (const auto& p : agents) {
         gamma_lambda.push_back(static_cast<float>(p.training.gamma));
         gamma_lambda.push_back(static_cast<float>(p.ppo.gae_lambda));
     }
-    gamma_lambda_ = ops.from_host<float>(gamma_lambda);
+    ops.upload<float>(gamma_lambda_.view(), gamma_lambda);
     std::vector<float> diversity;
     for (const auto& p : agents) diversity.push_back(static_cast<float>(p.ppo.diversity_coef));
-    diversity_coef_ = ops.from_host<float>(diversity);
-    lr_ = ops.alloc<float>(N);
-    ops::run(ops, ops::Fill{lr_.view(), 0.0f});
+    ops.upload<float>(diversity_coef_.view(), diversity);
 
     // Each agent's parameters from its seed (the padding zero).
-    params_ = ops.alloc<float>(N * P);
-    ops::run(ops, ops::Fill{params_.view(), 0.0f});
     for (std::size_t i = 0; i < N; ++i)
         nn::init_params(ops, params_.view().subview(i * P, P), net_.layout,
                         static_cast<std::uint64_t>(agents[i].run.seed));
-    for (auto* b : {&grads_, &m_, &v_}) {
-        *b = ops.alloc<float>(N * P);
-        ops::run(ops, ops::Fill{b->view(), 0.0f});
-    }
-
-    r_states_ = ops.alloc<float>(N * M * D);
-    for (auto* b : {&r_logp_, &r_values_, &r_next_values_, &r_rewards_, &r_adv_, &r_returns_, &r_penalty_})
-        *b = ops.alloc<float>(N * M);
-    ops::run(ops, ops::Fill{r_penalty_.view(), 0.0f});
-    r_curiosity_ = ops.alloc<float>(N * M);
-    ops::run(ops, ops::Fill{r_curiosity_.view(), 0.0f});
     if (agents.front().ppo.curiosity) {
         curiosity_.reserve(N);
         for (const auto& p : agents)
             curiosity_.emplace_back(ops, state_dim_, num_actions_, static_cast<int>(p.ppo.hidden.front()),
                                     env_params_.front().market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed));
     }
-    r_actions_ = ops.alloc<int>(N * M);
-    r_done_ = ops.alloc<std::uint8_t>(N * M);
-    step_actions_ = ops.alloc<int>(2 * N * n);
-    step_logp_ = ops.alloc<float>(2 * N * n);
-    step_rewards_ = ops.alloc<float>(N * n);
-    step_penalty_ = ops.alloc<float>(N * n);
-    // Truncated episodes: at most one per rollout row of each agent.
-    trunc_rows_ = ops.alloc<int>(N * M);
-    trunc_bars_ = ops.alloc<int>(N * M);
-    trunc_portfolio_ = ops.alloc<float>(N * M * portfolio_dim);
-    trunc_count_ = ops.from_host<int>(std::vector<int>(N, 0));
-    trunc_states_ = ops.alloc<float>(n * D);
-    ops::run(ops, ops::Fill{trunc_states_.view(), 0.0f});  // the critic's padded passes read rows past the count
-
-    div_window_ = ops.from_host<int>(std::vector<int>(N * n * W, 0));
-    div_counts_ = ops.from_host<int>(std::vector<int>(N * n * A, 0));
-
-    mb_states_ = ops.alloc<float>(N * B * D);
-    for (auto* b : {&mb_old_logp_, &mb_adv_, &mb_returns_, &mb_old_values_, &mb_d_values_})
-        *b = ops.alloc<float>(N * B);
-    mb_stats_ = ops.alloc<float>(static_cast<std::size_t>(ppo::kPpoLossStats) * N * B);
-    mb_d_logits_ = ops.alloc<float>(N * B * A);
-    mb_actions_ = ops.alloc<int>(N * B);
-
-    current_ = ops.alloc<float>(static_cast<std::size_t>(kUpdateGroup) * N);
-    rollout_current_ = ops.alloc<float>(static_cast<std::size_t>(kRolloutGroup) * N);
-    accum_ = ops.alloc<float>(static_cast<std::size_t>(kAccSize) * N);
-    norm_scratch_ = ops.alloc<float>(N * ops::norm_guard_scratch_size());
-    for (auto* b : {&current_, &rollout_current_, &accum_, &norm_scratch_})
-        ops::run(ops, ops::Fill{b->view(), 0.0f});  // tickets zero
-    normalize_scratch_ = ops.alloc<float>(ops::normalize_scratch_size());
-    gate_ = ops.from_host<int>(std::vector<int>(N, 0));
-    guard_ = ops.from_host<nn::GuardState>(std::vector<nn::GuardState>(N, nn::GuardState{0, 0, -1, 0, 0}));
-    histogram_ = ops.from_host<unsigned long long>(std::vector<unsigned long long>(N * A, 0));
-    rollouts_dev_ = ops.from_host<long long>(std::vector<long long>{0});
 
     ws_actor_step_ = net_.actor.make_workspace(ops, agents_ * n_envs_);
     ws_critic_step_ = net_.critic.make_workspace(ops, agents_ * n_envs_);

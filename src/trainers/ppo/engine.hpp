@@ -34,6 +34,7 @@
 #include "nn/param_layout.hpp"
 #include "device/device.hpp"
 #include "device/host_read.hpp"
+#include "trainers/memory_plan.hpp"
 #include "trainers/curiosity_model.hpp"
 #include "trainers/population.hpp"
 #include "trainers/softmax_policy.hpp"
@@ -107,6 +108,9 @@ public:
     /// With run.population_batching = "auto": why agents of `first`'s shape run faster on their own
     /// launches ("" when they batch; TrainerKind::auto_batching_declined).
     static std::string auto_batching_declined(const config::Profile& first);
+    /// What an engine of `agents` agents of `first`'s shape allocates (TrainerKind::plan); the
+    /// constructor allocates its buffers from it.
+    static MemoryPlan plan(const config::Profile& first, int agents, const PlanInputs& in);
     /// Agent `agent` trains on with `profile`'s per-agent keys (its seed and every other key as
     /// before; else UsageError): its loss coefficients, gamma and lambda and diversity weight on
     /// the device are replaced (its learning rate follows at the next rollout) and the captured

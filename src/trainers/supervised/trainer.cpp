@@ -13,7 +13,6 @@
 #include <limits>
 #include <stdexcept>
 
-#include "config/memory_estimate.hpp"
 #include "io/json.hpp"
 #include "nn/init.hpp"
 #include "abi/supervised_signal.h"
@@ -121,6 +120,47 @@ ops::View<const float> SupervisedSignalPolicy::last_predictions() const {
     return ws_.output().subview(0, static_cast<std::size_t>(last_n_));
 }
 
+MemoryPlan SupervisedTrainer::plan(const config::Profile& profile, int, const PlanInputs& in) {
+    const SupervisedNetwork net(profile, in.market_dim);
+    const int batch = static_cast<int>(profile.supervised.batch_size),
+              segments = static_cast<int>(profile.eval.segments);
+    const std::uint64_t P = net.layout.total(), B = static_cast<std::uint64_t>(batch),
+                        M = static_cast<std::uint64_t>(in.market_dim);
+    const std::uint64_t chunk = std::min<std::uint64_t>(in.val_samples, kValidationChunk);
+    using E = SupervisedTrainer;
+    MemoryPlan plan;
+    plan.consumer(
+        fmt::format("training and validation samples ({} and {} bars x 8 B)", in.train_samples, in.val_samples),
+        profile.data.path.empty() ? "data.synthetic_bars" : "data.path");
+    plan.add("training bars", {&E::train_index_}, in.train_samples);
+    plan.add("training labels", {&E::train_labels_}, in.train_samples);
+    if (in.val_samples > 0) {
+        plan.add("validation bars", {&E::val_index_}, in.val_samples);
+        plan.add("validation labels and losses", {&E::val_labels_, &E::val_loss_rows_}, in.val_samples);
+    }
+    plan.consumer(fmt::format("forecaster ({} parameters, with gradients and Adam moments)", P), "supervised.hidden");
+    plan.add("weights", {&E::weights_}, P + supervised::kCalibrationFloats, 0.0f);
+    plan.add("gradients", {&E::grads_}, P, 0.0f);
+    AdamState::plan(plan, "", P);
+    plan.consumer(fmt::format("batch and workspaces ({} rows, validation chunks of {})", B, chunk),
+                  "supervised.batch_size");
+    plan.add("batch workspace", net.net.workspace_size(batch));
+    plan.add("batch features", {&E::x_}, B * M);
+    plan.add("batch labels, losses and gradients", {&E::y_, &E::loss_, &E::d_pred_}, B);
+    if (in.val_samples > 0) {
+        plan.add("validation workspace", net.net.workspace_size(static_cast<int>(chunk)));
+        plan.add("validation features", {&E::val_x_}, chunk * M);
+        plan.add("validation chunk labels", {&E::val_y_}, chunk);
+        plan.add("validation mean", {&E::val_mean_}, 1);
+    }
+    UpdateMonitor::plan(plan, kStats);
+    plan.consumer(fmt::format("the backtests' policy ({} segments)", segments), "eval.segments");
+    plan.add("policy workspace and features",
+             net.net.workspace_size(segments).add(static_cast<std::size_t>(segments) * M));
+    plan.host("the host copy a checkpoint is written from", 3 * P * 4, "supervised.hidden");
+    return plan;
+}
+
 SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market)
     : ops_(ops),
       profile_((require_greedy_evaluation(profile), profile)),
@@ -142,6 +182,11 @@ SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& pr
     const auto val = supervised_samples(close, market.host_starts(env::Split::val), horizon);
     n_train_ = train.bars.size();
     n_val_ = val.bars.size();
+    PlanInputs inputs;
+    inputs.market_dim = market_dim_;
+    inputs.train_samples = n_train_;
+    inputs.val_samples = n_val_;
+    SupervisedTrainer::plan(profile, 1, inputs).allocate(ops, *this);
     double sq = 0;
     for (double r : train.returns) sq += r * r;
     label_scale_ = std::sqrt(sq / static_cast<double>(n_train_));
@@ -150,11 +195,11 @@ SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& pr
     features_ =
         ops::View<const float>(market.view(env::Split::train).features,
                                static_cast<std::size_t>(market.n_bars()) * static_cast<std::size_t>(market_dim_));
-    train_index_ = ops.from_host<int>(train.bars);
-    train_labels_ = ops.from_host<float>(supervised_labels(train.returns, target_, label_scale_));
+    ops.upload<int>(train_index_.view(), train.bars);
+    ops.upload<float>(train_labels_.view(), supervised_labels(train.returns, target_, label_scale_));
     if (n_val_ > 0) {
-        val_index_ = ops.from_host<int>(val.bars);
-        val_labels_ = ops.from_host<float>(supervised_labels(val.returns, target_, label_scale_));
+        ops.upload<int>(val_index_.view(), val.bars);
+        ops.upload<float>(val_labels_.view(), supervised_labels(val.returns, target_, label_scale_));
     }
 
     // The weights: the parameters, then the adapter's calibration (math/supervised.h).
@@ -173,26 +218,12 @@ SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& pr
     }
     calibration[2] = static_cast<float>(label_scale_);
     calibration[3] = static_cast<float>(horizon);
-    weights_ = ops.alloc<float>(param_floats_ + supervised::kCalibrationFloats);
-    ops::run(ops, ops::Fill{weights_.view(), 0.0f});
     nn::init_params(ops, params(), net_.layout, static_cast<std::uint64_t>(profile.run.seed));
     ops.upload<float>(weights_.view().subview(param_floats_, supervised::kCalibrationFloats), calibration);
-    grads_ = nn::alloc_zeroed(ops, net_.layout);
     adam_ = AdamState(ops, net_.layout);
 
-    const std::size_t B = static_cast<std::size_t>(batch_), M = static_cast<std::size_t>(market_dim_);
     ws_ = net_.net.make_workspace(ops, batch_);
-    x_ = ops.alloc<float>(B * M);
-    for (auto* b : {&y_, &loss_, &d_pred_}) *b = ops.alloc<float>(B);
-    if (n_val_ > 0) {
-        const std::size_t chunk =
-            std::min<std::size_t>(n_val_, static_cast<std::size_t>(config::kSupervisedValidationChunk));
-        ws_val_ = net_.net.make_workspace(ops, static_cast<int>(chunk));
-        val_x_ = ops.alloc<float>(chunk * M);
-        val_y_ = ops.alloc<float>(chunk);
-        val_loss_rows_ = ops.alloc<float>(n_val_);
-        val_mean_ = ops.alloc<float>(1);
-    }
+    if (n_val_ > 0) ws_val_ = net_.net.make_workspace(ops, static_cast<int>(std::min(n_val_, kValidationChunk)));
     monitor_ = UpdateMonitor(ops, kStats);
     log::info("supervised samples: {} training, {} validation bars (horizon {}, target {}, label RMS {:.3g})", n_train_,
               n_val_, horizon, profile.supervised.target, label_scale_);

@@ -22,6 +22,7 @@
 #include "nn/param_layout.hpp"
 #include "abi/supervised_forecast.h"
 #include "device/device.hpp"
+#include "trainers/memory_plan.hpp"
 #include "trainers/adam_state.hpp"
 #include "trainers/trainer.hpp"
 
@@ -80,6 +81,11 @@ public:
     /// Builds the samples and labels of the training and validation splits (DataError, exit 3,
     /// when the training split has no bar with `horizon` bars after it).
     SupervisedTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
+    /// What the trainer allocates (TrainerKind::plan; one agent); the constructor allocates from it.
+    static MemoryPlan plan(const config::Profile& profile, int agents, const PlanInputs& in);
+    /// Rows of one validation chunk (the validation loss runs the forecaster on the validation
+    /// split in chunks of this many samples).
+    static constexpr std::size_t kValidationChunk = 4096;
 
     /// The training split's samples (the trainer steps no environment).
     long long env_steps() const noexcept override { return static_cast<long long>(n_train_); }
