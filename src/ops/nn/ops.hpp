@@ -149,7 +149,8 @@ inline void norm_and_guard(Device& device, View<float> grad_norm, View<float> sc
 /// log sums contiguous, as a single run's), accum row a += column a of stats; accum_stride (0:
 /// n_stats) spaces the rows where an agent keeps more sums than these (accum (agents,
 /// accum_stride), the first n_stats of each row). Each agent's norm, gate, state and sums are
-/// norm_and_guard's on its slices, bit for bit.
+/// norm_and_guard's on its slices, bit for bit; agent a's update number is update.agent(a)'s (its
+/// own counter where update.agent_stride > 0).
 inline void norm_and_guard_agents(Device& device, int agents, View<const float> x, View<float> scratch, View<int> gate,
                                   View<nn::GuardState> state, View<float> stats, int n_losses, int norm_index,
                                   CounterValue update, View<float> accum = {}, int accum_stride = 0) {
@@ -189,7 +190,7 @@ inline void norm_and_guard_agents(Device& device, int agents, View<const float> 
                            scratch.subview(a * norm_guard_scratch_size(), Device::global_norm_scratch_size()));
         for (std::size_t k = 0; k < losses.size(); ++k) losses[k] = stats.data()[k * N + a];
         training_guard(device, gate.subview(a, 1), state.subview(a, 1), View<const float>(losses.data(), losses.size()),
-                       norm, update);
+                       norm, update.agent(static_cast<long long>(a)));
         for (std::size_t k = 0; k < static_cast<std::size_t>(accum.empty() ? 0 : n_stats); ++k) {
             float& sum = accum.data()[a * static_cast<std::size_t>(accum_stride) + k];
             sum = core::saxpy_element(sum, 1.0f, stats.data()[k * N + a]);
@@ -202,7 +203,8 @@ inline void norm_and_guard_agents(Device& device, int agents, View<const float> 
 /// theirs (P = params.size() / agents); its gradient norm grad_norm[a] (read when p.clip_norm > 0),
 /// its gate[a] (or gate empty), its learning rate lr[a] (device memory; p.lr is not used) and,
 /// with a target, its soft target's tau and keep tau_keep[2 a], tau_keep[2 a + 1] (device memory,
-/// SoftTarget's; target empty: none). p's betas, eps, weight decay and clip are every agent's.
+/// SoftTarget's; target empty: none). p's betas, eps, weight decay and clip are every agent's;
+/// agent a's update number is step.agent(a)'s (its own counter where step.agent_stride > 0).
 /// Each agent's floats are adam_step's on its slices with its scalars.
 inline void adam_step_agents(Device& device, int agents, View<float> params, View<float> m, View<float> v,
                              View<const float> grads, View<const float> grad_norm, View<const int> gate,
@@ -244,7 +246,8 @@ inline void adam_step_agents(Device& device, int agents, View<float> params, Vie
                            : SoftTarget{target.subview(a * P, P), tau_keep.data()[2 * a], tau_keep.data()[2 * a + 1]};
         device.adam_step(params.subview(a * P, P), m.subview(a * P, P), v.subview(a * P, P), grads.subview(a * P, P),
                          p.clip_norm > 0.f ? grad_norm.subview(a, 1) : View<const float>(),
-                         gate.empty() ? View<const int>() : gate.subview(a, 1), step, own, lr.subview(a, 1), soft);
+                         gate.empty() ? View<const int>() : gate.subview(a, 1), step.agent(static_cast<long long>(a)),
+                         own, lr.subview(a, 1), soft);
     }
 }
 
