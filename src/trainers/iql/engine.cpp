@@ -336,7 +336,7 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
 
     // 6. Norm, guard and the log's sums per agent (one launch), Adam per agent with its learning
     //    rate; with tau > 0 the soft target copy (target += tau (online - target)) in Adam's pass,
-    //    else the periodic copy after it (every agent at one update number). Only the Q slices of
+    //    else the periodic copy after it (each agent at its own update number). Only the Q slices of
     //    the target are read; updating the whole buffer keeps one operation.
     fh::ops::norm_and_guard_agents(ops_, N, grads_.cview(), norm_scratch_.view(), gate_.view(), guard_.view(), cur,
                                    kGuardLosses, kGradNorm, own_update, accum_.view());
