@@ -67,6 +67,14 @@ struct CounterValue {
     FH_HD CounterValue(long long value) : offset(value) {}
     FH_HD CounterValue(const long long* c, long long s, long long o) : counter(c), scale(s), offset(o) {}
     FH_HD long long value() const { return counter != nullptr ? *counter * scale + offset : offset; }
+    /// Agent a's number in a population's op (the *_agents ops): counter[a * agent_stride] *
+    /// scale + offset; agent_stride 0 (the default): one counter for every agent.
+    long long agent_stride = 0;
+    FH_HD CounterValue agent(long long a) const {
+        CounterValue v = *this;
+        if (counter != nullptr) v.counter += a * agent_stride;
+        return v;
+    }
 };
 
 /// a * b, a + b and a - b each rounded on its own: on the device never contracted into a fused

@@ -169,7 +169,8 @@ struct NormAndGuard {
 /// log sums contiguous, as a single run's), accum row a += column a of stats; accum_stride (0:
 /// n_stats) spaces the rows where an agent keeps more sums than these (accum (agents,
 /// accum_stride), the first n_stats of each row). Each agent's norm, gate, state and sums are
-/// NormAndGuard's on its slices, bit for bit.
+/// NormAndGuard's on its slices, bit for bit; agent a's update number is update.agent(a)'s (its
+/// own counter where update.agent_stride > 0).
 struct NormAndGuardAgents {
     int agents;
     View<const float> x;
@@ -188,7 +189,8 @@ struct NormAndGuardAgents {
 /// its gradient norm grad_norm[a] (read when p.clip_norm > 0), its gate[a] (or gate empty), its
 /// learning rate lr[a] (device memory; p.lr is not used) and, with a target, its soft target's
 /// tau and keep tau_keep[2 a], tau_keep[2 a + 1] (device memory, SoftTarget's; target empty:
-/// none). p's betas, eps, weight decay and clip are every agent's. Each agent's floats are
+/// none). p's betas, eps, weight decay and clip are every agent's; agent a's update number is
+/// step.agent(a)'s (its own counter where step.agent_stride > 0). Each agent's floats are
 /// AdamStep's on its slices with its scalars.
 struct AdamStepAgents {
     int agents;

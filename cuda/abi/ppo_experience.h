@@ -15,7 +15,8 @@ namespace fh::ops {
 /// policy_sample, e, step).v[0]); actions[e] = policy::sample(row e, u); log_probs[e] =
 /// policy::log_prob(row e, actions[e]). Several agents' environments (agent_seeds, device memory):
 /// n splits evenly, environment e is agent g = e / (n / agents)'s environment e - g n / agents,
-/// drawn with agent_seeds[g] in place of seed.
+/// drawn with agent_seeds[g] in place of seed, at step.agent(g) (its own counter where
+/// step.agent_stride > 0).
 struct PpoSample {
     View<int> actions;
     View<float> log_probs;
@@ -32,7 +33,7 @@ struct PpoSample {
 /// step. Stores and counts actions (n) (uncounting the action W steps old), then penalty (n) =
 /// coef * max(0, (c - 0.5) / 0.5), c = the most frequent action's share of the window, once
 /// step + 1 >= W; 0 before. Actions must lie in [0, A). Several agents' environments (agent_coef,
-/// device memory): n splits evenly, agent g's with its coefficient agent_coef[g].
+/// device memory): n splits evenly, agent g's with its coefficient agent_coef[g] at step.agent(g).
 struct PpoDiversity {
     View<int> window;
     View<int> counts;

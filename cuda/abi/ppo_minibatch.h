@@ -16,7 +16,8 @@ namespace fh::ops {
 /// states (B, rollout.state_dim), the rest (B); 0 <= offset, offset + B <= rollout.rows. Several
 /// agents (agent_seeds, device memory): the rollout's buffers hold each agent's rollout.rows rows
 /// one after the other (ppo::agent_rollout), the outputs each agent's B rows; agent g's minibatch
-/// is drawn with agent_seeds[g] in place of seed.
+/// is drawn with agent_seeds[g] in place of seed, at epoch.agent(g) (its own counter where
+/// epoch.agent_stride > 0).
 struct PpoGather {
     View<float> states;
     View<int> actions;

@@ -26,15 +26,17 @@ struct SampleAgent {
     replay::SampleParams params;
 };
 /// nstep_sample_kernel for every agent of a population at once: agent a = blockIdx.y draws its
-/// batch from agents[a].ring with agents[a].params at the update number advance[0] + 1 (every
-/// agent's), into states + a * out_stride, next_states + a * out_stride (B, D each) and actions,
-/// returns, discounts + a * B; the last of all blocks leaves the number in advance[0] (ticket as
-/// nstep_sample_kernel's). Agent a's rows are nstep_sample_kernel's on its ring. Launch one warp
-/// per row in x (blocks of a multiple of 32 threads, any grid), gridDim.y = agents.
+/// batch from agents[a].ring with agents[a].params at the update number advance[a * advance_stride]
+/// + 1 (advance_stride 0: advance[0], every agent's; 1: each agent's own counter), into states + a *
+/// out_stride, next_states + a * out_stride (B, D each) and actions, returns, discounts + a * B; the
+/// last of all blocks leaves each number in its counter (ticket as nstep_sample_kernel's). Agent
+/// a's rows are nstep_sample_kernel's on its ring. Launch one warp per row in x (blocks of a
+/// multiple of 32 threads, any grid), gridDim.y = agents.
 using NstepSampleAgents = void(float* __restrict__ states, float* __restrict__ next_states, int* __restrict__ actions,
                                float* __restrict__ returns, float* __restrict__ discounts,
                                const SampleAgent* __restrict__ agents, long long out_stride,
-                               long long* __restrict__ advance, unsigned* __restrict__ ticket, int batch);
+                               long long* __restrict__ advance, int advance_stride, unsigned* __restrict__ ticket,
+                               int batch);
 
 }  // namespace fh::abi
 
@@ -60,13 +62,14 @@ struct NstepSample {
 
 /// nstep_sample for every agent of a population in one launch: agent a draws `batch` rows from
 /// agents[a].ring with agents[a].params (its seed, sampleable range, n, gamma) at the update
-/// number advance.counter[0] + 1, which the op then leaves in the counter (every agent's update
-/// number: they update together). Agent a's states go to states[a * out_stride, + B D) and its
-/// next states to next_states[a * out_stride, + B D) (e.g. one [s; s'] block of 2 B D floats an
-/// agent: next_states = states shifted by B D, out_stride = 2 B D); its actions, returns and
-/// discounts to [a B, (a + 1) B). Each agent's rows are nstep_sample's on its ring, bit for bit.
-/// The rings and the descriptors (device memory) are the caller's; agents' rings are not checked
-/// against the outputs beyond their descriptors' sizes here.
+/// number advance.counter[0] + 1 (advance.counter (1): every agent's update number, they update
+/// together) or advance.counter[a] + 1 (advance.counter (agents): each agent's own, e.g. a slot
+/// that started a new agent), which the op then leaves in the counter. Agent a's states go to
+/// states[a * out_stride, + B D) and its next states to next_states[a * out_stride, + B D) (e.g. one [s; s'] block of 2
+/// B D floats an agent: next_states = states shifted by B D, out_stride = 2 B D); its actions, returns and discounts to
+/// [a B, (a + 1) B). Each agent's rows are nstep_sample's on its ring, bit for bit. The rings and the descriptors
+/// (device memory) are the caller's; agents' rings are not checked against the outputs beyond their descriptors' sizes
+/// here.
 struct NstepSampleAgents {
     View<float> states;
     View<float> next_states;
@@ -129,9 +132,10 @@ inline void check(const NstepSampleAgents& a) {
     const char* op = "nstep_sample_agents";
     if (agents.empty() || batch < 1 || state_dim < 1)
         throw std::invalid_argument("ops::nstep_sample_agents: no agents, or an empty batch or state");
-    detail::require_size(advance.counter.size(), 1, op, "advance counter");
-    detail::require_size(advance.ticket.size(), 1, op, "advance ticket");
     const std::size_t N = agents.size(), B = static_cast<std::size_t>(batch), D = static_cast<std::size_t>(state_dim);
+    if (advance.counter.size() != 1)
+        detail::require_size(advance.counter.size(), N, op, "advance counter (1 or agents)");
+    detail::require_size(advance.ticket.size(), 1, op, "advance ticket");
     if (out_stride < B * D)
         throw std::invalid_argument(
             fmt::format("ops::{}: out_stride {} is below one agent's rows ({})", op, out_stride, B * D));
@@ -151,9 +155,10 @@ FH_LAUNCH(NstepSampleAgents) {
     const auto& [states, next_states, actions, returns, discounts, agents, out_stride, advance, batch, state_dim_] = a;
     LaunchDims dims = LaunchDims::linear(static_cast<std::size_t>(batch) * 32, 128);
     dims.grid.y = static_cast<unsigned>(agents.size());
-    gpu.kernels().nstep_sample_agents_kernel(
-        gpu.stream(), dims, states.data(), next_states.data(), actions.data(), returns.data(), discounts.data(),
-        agents.data(), static_cast<long long>(out_stride), advance.counter.data(), advance.ticket.data(), batch);
+    gpu.kernels().nstep_sample_agents_kernel(gpu.stream(), dims, states.data(), next_states.data(), actions.data(),
+                                             returns.data(), discounts.data(), agents.data(),
+                                             static_cast<long long>(out_stride), advance.counter.data(),
+                                             advance.counter.size() == 1 ? 0 : 1, advance.ticket.data(), batch);
 }
 
 #include "ops/op_end.hpp"

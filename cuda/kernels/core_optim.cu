@@ -117,7 +117,7 @@ extern "C" __global__ void network_norm_guard_agents_kernel(float* __restrict__ 
         float losses[fh::abi::kMaxAgentGuardLosses];
         for (int k = 0; k < n_losses; ++k) losses[k] = stats[static_cast<long long>(k) * agents + a];
         fh::nn::GuardState s = state[a];
-        gate[a] = fh::nn::guard_decide(s, losses, n_losses, norm, update.value());
+        gate[a] = fh::nn::guard_decide(s, losses, n_losses, norm, update.agent(a).value());
         state[a] = s;
         *ticket = 0;
     }
@@ -249,8 +249,9 @@ extern "C" __global__ void __launch_bounds__(fh::abi::kAdamThreads, 4)
                                const float* __restrict__ tau_keep, int n) {
     const long long a = blockIdx.y, at = a * n;
     adam_pass<1>(params + at, m + at, v + at, grads + at, grad_norm != nullptr ? grad_norm + a : nullptr,
-                 gate != nullptr ? gate + a : nullptr, step, lr + a, c, target != nullptr ? target + at : nullptr,
-                 target != nullptr ? tau_keep[2 * a] : 0.f, target != nullptr ? tau_keep[2 * a + 1] : 1.f, n);
+                 gate != nullptr ? gate + a : nullptr, step.agent(a), lr + a, c,
+                 target != nullptr ? target + at : nullptr, target != nullptr ? tau_keep[2 * a] : 0.f,
+                 target != nullptr ? tau_keep[2 * a + 1] : 1.f, n);
 }
 
 FH_KERNELS_core_optim(FH_CHECK_KERNEL_ABI)

@@ -32,10 +32,10 @@ extern "C" __global__ void ppo_sample_kernel(int* __restrict__ actions, float* _
                                              const float* __restrict__ logits, int num_actions, std::uint64_t seed,
                                              fh::core::CounterValue step_value, int n,
                                              const std::uint64_t* __restrict__ agent_seeds, int envs_per_agent) {
-    const auto step = static_cast<std::uint64_t>(step_value.value());
     for (long long e = global_thread_index(); e < n; e += grid_thread_count()) {
         float lp = 0.0f;
         const long long agent = agent_seeds == nullptr ? 0 : e / envs_per_agent;
+        const auto step = static_cast<std::uint64_t>(step_value.agent(agent).value());
         actions[e] = fh::ppo::sample_action(logits + e * num_actions, num_actions,
                                             agent_seeds == nullptr ? seed : agent_seeds[agent],
                                             static_cast<int>(e - agent * envs_per_agent), step, lp);
@@ -47,10 +47,12 @@ extern "C" __global__ void ppo_diversity_kernel(int* __restrict__ window, int* _
                                                 float* __restrict__ penalty, const int* __restrict__ actions,
                                                 int num_actions, int W, float coef, fh::core::CounterValue step_value,
                                                 int n, const float* __restrict__ agent_coef, int envs_per_agent) {
-    const auto step = static_cast<std::uint64_t>(step_value.value());
-    for (long long e = global_thread_index(); e < n; e += grid_thread_count())
+    for (long long e = global_thread_index(); e < n; e += grid_thread_count()) {
+        const long long agent = agent_coef == nullptr ? 0 : e / envs_per_agent;
+        const auto step = static_cast<std::uint64_t>(step_value.agent(agent).value());
         penalty[e] = fh::ppo::diversity_update(window + e * W, counts + e * num_actions, actions[e], num_actions, W,
-                                               agent_coef == nullptr ? coef : agent_coef[e / envs_per_agent], step);
+                                               agent_coef == nullptr ? coef : agent_coef[agent], step);
+    }
 }
 
 FH_KERNELS_ppo_experience(FH_CHECK_KERNEL_ABI)

@@ -32,9 +32,9 @@ extern "C" __global__ void ppo_gather_kernel(float* __restrict__ states, int* __
                                              fh::core::CounterValue epoch_value, int offset, int batch,
                                              int rows_per_warp, const std::uint64_t* __restrict__ agent_seeds) {
     constexpr int kWarp = 32;
-    const auto epoch = static_cast<std::uint64_t>(epoch_value.value());
     // Agent blockIdx.y's minibatch from its rollout (grid y 1 and agent_seeds null: one agent).
     const int agent = static_cast<int>(blockIdx.y);
+    const auto epoch = static_cast<std::uint64_t>(epoch_value.agent(agent).value());
     rollout = fh::ppo::agent_rollout(rollout, agent);
     if (agent_seeds != nullptr) seed = agent_seeds[agent];
     const long long out = static_cast<long long>(agent) * batch;

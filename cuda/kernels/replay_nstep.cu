@@ -60,10 +60,10 @@ extern "C" __global__ void nstep_sample_agents_kernel(float* __restrict__ states
                                                       float* __restrict__ discounts,
                                                       const fh::abi::SampleAgent* __restrict__ agents,
                                                       long long out_stride, long long* __restrict__ advance,
-                                                      unsigned* __restrict__ ticket, int batch) {
+                                                      int advance_stride, unsigned* __restrict__ ticket, int batch) {
     const fh::abi::SampleAgent agent = agents[blockIdx.y];
     fh::replay::SampleParams params = agent.params;
-    params.update = static_cast<std::uint64_t>(*advance + 1);
+    params.update = static_cast<std::uint64_t>(advance[blockIdx.y * advance_stride] + 1);
     states += blockIdx.y * out_stride;
     next_states += blockIdx.y * out_stride;
     const long long rows = static_cast<long long>(blockIdx.y) * batch;
@@ -80,7 +80,7 @@ extern "C" __global__ void nstep_sample_agents_kernel(float* __restrict__ states
         }
     }
     if (fh::device::last_block_to_arrive(ticket, gridDim.x * gridDim.y) && threadIdx.x == 0) {
-        *advance += 1;
+        for (unsigned a = 0; a < (advance_stride == 0 ? 1u : gridDim.y); ++a) advance[a] += 1;
         *ticket = 0;
     }
 }

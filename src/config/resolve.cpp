@@ -393,20 +393,6 @@ private:
                     p.search.interval, p.run.eval_interval, p.run.search == "pbt" ? "PBT" : "halving");
             });
         rule(
-            {"run.search", "run.population_batching"},
-            [&] {
-                return p.run.search == "halving" && p.run.population_batching == "on" &&
-                       (p.run.trainer == "iql" || p.run.trainer == "ppo");
-            },
-            [&] {
-                return fmt::format(
-                    "run.search = \"halving\" with run.population_batching = \"on\": the batched {} engine cannot "
-                    "start a new point in a stopped agent's slot (its agents share their step and update counts; "
-                    "the batched DQN engine can); set run.population_batching to \"auto\" or \"off\", which train "
-                    "each {} agent as its own engine (docs/sweeps.md)",
-                    p.run.trainer, p.run.trainer);
-            });
-        rule(
             {"data.format", "data.path"}, [&] { return p.data.format == "csv" && p.data.path.empty(); },
             [&] { return "data.format = \"csv\" but data.path is empty: give the CSV with data.path or --data"; });
         rule(

@@ -100,7 +100,7 @@ VecEnv::VecEnv(ops::Device& ops, const DeviceMarket& market, Split split, const 
 
 VecEnv::VecEnv(ops::Device& ops, const std::vector<const DeviceMarket*>& markets,
                const std::vector<std::uint64_t>& seeds, Split split, const EnvParams& params, int n_envs_per_agent)
-    : ops_(ops), params_(params), n_envs_(n_envs_per_agent) {
+    : ops_(ops), params_(params), split_(split), n_envs_(n_envs_per_agent) {
     if (n_envs_per_agent < 1) throw std::invalid_argument("VecEnv: n_envs must be >= 1");
     if (markets.empty() || seeds.size() != markets.size())
         throw std::invalid_argument("VecEnv: one market and one seed per agent");
@@ -135,6 +135,33 @@ void VecEnv::reset_all() {
     fh::ops::run(ops_, fh::ops::EnvReset{state_.view(), portfolio_.view(), {}, market_, params_, agents_.cview()});
     fh::ops::run(ops_, fh::ops::EnvGatherStates{states_view(), state_.cview(), portfolio_.cview(), market_, params_,
                                                 agents_.cview()});
+}
+
+void VecEnv::restart_agent(int a, const DeviceMarket& market, std::uint64_t seed) {
+    const std::size_t agents = std::max<std::size_t>(1, agents_.size());
+    if (a < 0 || static_cast<std::size_t>(a) >= agents) throw std::out_of_range("VecEnv::restart_agent: no such agent");
+    if (market.market_dim() != params_.market_dim)
+        throw std::invalid_argument(
+            fmt::format("VecEnv: params.market_dim {} != the market's {}", params_.market_dim, market.market_dim()));
+    const std::size_t n = static_cast<std::size_t>(n_envs_) / agents, i = static_cast<std::size_t>(a);
+    const std::size_t D = static_cast<std::size_t>(params_.state_dim);
+    EnvParams own = params_;
+    own.seed = seed;
+    VecEnv alone(ops_, market, split_, own, static_cast<int>(n));
+    alone.reset_all();
+    const Persistent from = alone.persistent(), to = persistent();
+    ops_.copy_raw(to.state.subview(i * n, n), ops::View<const EnvState>(from.state));
+    ops::run(ops_, ops::Copy{to.portfolio.subview(i * n * PORTFOLIO_STRIDE, n * PORTFOLIO_STRIDE),
+                             ops::View<const float>(from.portfolio)});
+    ops::run(ops_, ops::Copy{to.states.subview(i * n * D, n * D), ops::View<const float>(from.states)});
+    const abi::EnvAgent agent{market.view(split_), seed};
+    if (agents_.size() == 0) {
+        params_.seed = seed;
+    } else {
+        ops_.upload<abi::EnvAgent>(agents_.view().subview(i, 1), std::vector<abi::EnvAgent>{agent});
+    }
+    if (a == 0) market_ = agent.market;
+    ops_.synchronize();  // the copies are done before alone's buffers go
 }
 
 void VecEnv::step(ops::View<const int> actions) {

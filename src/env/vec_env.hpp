@@ -84,6 +84,9 @@ public:
 
     /// Starts a fresh episode in every environment and gathers the first states.
     void reset_all();
+    /// Agent a's environments (of a population's) start again on `market` with episode seed
+    /// `seed`, as a VecEnv of that agent alone starts them (reset_all); the others' untouched.
+    void restart_agent(int a, const DeviceMarket& market, std::uint64_t seed);
     /// Advances every environment one bar with actions (n_envs, in [0, num_actions)).
     void step(ops::View<const int> actions);
 
@@ -120,6 +123,7 @@ private:
     ops::Device& ops_;
     MarketView market_;
     EnvParams params_;
+    Split split_;
     int n_envs_;
     ops::Buffer<EnvState> state_;
     ops::Buffer<float> portfolio_, reward_;

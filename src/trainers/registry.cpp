@@ -61,6 +61,10 @@ const TrainerKind kPpo{
         return std::make_shared<PpoEngine>(ops, agents, markets);
     },
     &PpoEngine::auto_batching_declined,
+    nullptr,
+    [](const config::Profile& p) -> long long {  // an iteration: one rollout of every environment
+        return p.experience.gpu_n_episodes * p.experience.gpu_timesteps_per_episode;
+    },
 };
 
 const TrainerKind kIql{
@@ -86,6 +90,7 @@ const TrainerKind kIql{
     [](const config::Profile& p) {
         return OfflineDataset{"iql.dataset", p.iql.dataset, p.replay_buffer.batch_size, "replay_buffer.batch_size"};
     },
+    [](const config::Profile&) -> long long { return 1; },  // an iteration: one update
 };
 
 // The supervised baseline and the Decision Transformer: no batched engine (docs/architecture.md).
@@ -203,8 +208,7 @@ std::string batched_halving_unsupported(const config::Profile& first, long long 
     const TrainerKind& kind = trainer_kind(first.run.trainer);
     if (!kind.batched_refill_unit)
         return fmt::format(
-            "run.search = \"halving\": the batched {} engine cannot start a new point in a stopped agent's slot (its "
-            "agents share their step and update counts; the batched DQN engine can)",
+            "run.search = \"halving\": the batched {} engine cannot start a new point in a stopped agent's slot",
             first.run.trainer);
     if (const long long unit = kind.batched_refill_unit(first); unit > 0 && interval % unit != 0)
         return fmt::format(

@@ -951,6 +951,76 @@ TEST_CASE(
     fs::remove_all(dir);
 }
 
+namespace {
+
+/// A halving search of `profile` (`args`: its seeds and keys, `grid` its space) trained batched
+/// (run.population_batching = "on"): one batched engine; the same decisions and bits as the same
+/// command unbatched (points 4 and 5 start in the slots of agents stopped at round 1, `interval`
+/// per round in `unit`); crashed at `resume_fault` then --resume, and at `again_fault` then the
+/// command again, it trains batched to the same search.
+void check_batched_halving(const std::string& tag, const std::string& profile, const std::string& args,
+                           const std::string& grid, long long interval, const std::string& unit,
+                           const std::string& resume_fault, const std::string& again_fault) {
+    const auto dir = scratch(tag);
+    std::ofstream(dir / "grid.txt") << grid;
+    const std::string common = "--profile " + profile + " --device cpu " + args +
+                               " --set run.search=halving --set search.eta=2 --set search.max_points=6 "
+                               "--set data.seed=5 --population-grid '" +
+                               (dir / "grid.txt").string() + "'";
+    const auto search = [&](const std::string& out, const std::string& env, const std::string& extra = "") {
+        return fh::test::run_shell(env + " \"$EXE\" " + common + " --set run.population_batching=on" + extra +
+                                       " --output '" + (dir / out).string() + "'",
+                                   dir);
+    };
+    const std::string batched_log = "population: one batched engine for the ";
+    const auto a = search("a", "");
+    INFO(a.err);
+    REQUIRE(a.code == 0);
+    CHECK(a.err.find(batched_log + "4 agents") != std::string::npos);
+    const fs::path pa = last_line(a.out);
+    const auto u = fh::test::run_shell(
+        "\"$EXE\" " + common + " --set run.population_batching=off --output '" + (dir / "u").string() + "'", dir);
+    INFO(u.err);
+    REQUIRE(u.code == 0);
+    check_same_search(pa, last_line(u.out));
+    const auto pop = parse(slurp(pa / "population.json"));
+    const auto& agents = pop.find("agents")->as_array();
+    REQUIRE(agents.size() == 6);
+    for (std::size_t j : {4u, 5u}) CHECK(agents[j].find("start_round")->as_i64() == 1);
+    check_halving_decisions(pa, 2, interval, unit);
+    check_reproduced(dir, pa, profile, search, resume_fault, again_fault, batched_log);
+    fs::remove_all(dir);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "successive halving, batched IQL: a stopped agent's slot builds its new point's dataset and starts it from "
+    "scratch in the engine, the same decisions and bits as unbatched, and a resumed search the same bits",
+    "[search][iql]") {
+    // 4 agents x 30 updates a round: crashed in the third round, then in the second (points 4
+    // and 5 start again).
+    check_batched_halving("halving-batched-iql", "iql-smoketest",
+                          "--seeds 1,2,3,4 --set run.total_steps=120 --set run.eval_interval=30 --set "
+                          "run.checkpoint_interval=30 --set run.log_interval=30 --set iql.hidden=[32]",
+                          "training.learning_rate=loguniform(1e-4,1e-2) iql.expectile=uniform(0.5,0.9)\n", 30,
+                          "updates", "train-step:258", "train-step:150");
+}
+
+TEST_CASE(
+    "successive halving, batched PPO: a stopped agent's slot starts its new point's environments, rollout and "
+    "counts from scratch in the engine, the same decisions and bits as unbatched, and a resumed search the same bits",
+    "[search][ppo]") {
+    // 4 agents x 2 rollouts a round, one agent left in the third: crashed in the second round after
+    // the first agent's first rollout of it, then after every agent's (agents 0 and 3 resume from
+    // their checkpoints of round 1, points 4 and 5 start again: one iteration of the search).
+    check_batched_halving("halving-batched-ppo", "ppo-smoketest",
+                          "--seeds 1,2,3,4 --set run.total_steps=3200 --set run.eval_interval=800 --set "
+                          "run.checkpoint_interval=800 --set run.log_interval=800 --set ppo.hidden=[32]",
+                          "training.learning_rate=loguniform(1e-4,1e-2) ppo.entropy_coef=uniform(0,0.05)\n", 800,
+                          "env_steps", "train-step:10", "train-step:12");
+}
+
 TEST_CASE(
     "successive halving, bare: the search keys' defaults (interval = run.eval_interval, eta 3, eta x agents "
     "points), no search space",
@@ -981,7 +1051,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "successive halving is refused where it cannot run: a batched IQL or PPO engine asked for, too few points, "
+    "successive halving is refused where it cannot run: too few points, "
     "eta 1",
     "[search]") {
     const auto problems = [](const std::vector<std::string>& overrides) {
@@ -996,10 +1066,9 @@ TEST_CASE(
     };
     CHECK(problems({"run.search=halving"}).empty());
     CHECK(problems({"run.search=halving", "run.population_batching=on"}).empty());  // the batched DQN engine
-    for (const char* trainer : {"iql", "ppo"})
+    for (const char* trainer : {"iql", "ppo"})  // the batched IQL and PPO engines too
         CHECK(problems({"run.search=halving", "run.population_batching=on", std::string("run.trainer=") + trainer})
-                  .find(std::string("the batched ") + trainer + " engine cannot start a new point") !=
-              std::string::npos);
+                  .empty());
     CHECK(problems({"run.search=halving", "search.eta=1"}).find("search.eta") != std::string::npos);
     CHECK(problems({"run.search=halving", "run.trainer=dt"}).find("run.search = \"halving\" trains DQN, IQL and PPO") !=
           std::string::npos);
@@ -1013,14 +1082,6 @@ TEST_CASE(
         dir);
     CHECK(few.code == 2);
     CHECK(few.err.find("search.max_points = 2 is below the population's 3 agents") != std::string::npos);
-    const auto on = fh::test::run_shell(
-        "\"$EXE\" --profile ppo-smoketest --device cpu --seeds 1,2 --set run.search=halving --set "
-        "run.population_batching=on --output '" +
-            (dir / "runs").string() + "'",
-        dir);
-    CHECK(on.code == 2);
-    CHECK(on.err.find("the batched ppo engine cannot start a new point in a stopped agent's slot") !=
-          std::string::npos);
     CHECK(!fs::exists(dir / "runs"));
     fs::remove_all(dir);
 }
@@ -1065,6 +1126,14 @@ TEST_CASE("successive halving on the GPU: the same command twice gives the same 
             "training.learning_rate=loguniform(1e-4,1e-2) iql.expectile=uniform(0.5,0.9)\n", "halving-gpu-iql", 30,
             "updates");
     }
+    SECTION("IQL, batched") {
+        twice(
+            "--profile iql-smoketest --seeds 1,2,3,4 --set run.total_steps=120 --set run.eval_interval=30 --set "
+            "run.checkpoint_interval=30 --set run.log_interval=30 --set run.search=halving --set search.eta=2 --set "
+            "search.max_points=6 --set data.seed=5 --set run.population_batching=on",
+            "training.learning_rate=loguniform(1e-4,1e-2) iql.expectile=uniform(0.5,0.9)\n", "halving-gpu-iql-batched",
+            30, "updates", "population: one batched engine for the 4 agents");
+    }
     SECTION("PPO") {
         twice(
             "--profile ppo-smoketest --seeds 1,2,3,4 --set run.total_steps=1600 --set run.eval_interval=400 --set "
@@ -1072,6 +1141,14 @@ TEST_CASE("successive halving on the GPU: the same command twice gives the same 
             "--set search.max_points=6 --set data.seed=5",
             "training.learning_rate=loguniform(1e-4,1e-2) ppo.entropy_coef=uniform(0,0.05)\n", "halving-gpu-ppo", 400,
             "env_steps");
+    }
+    SECTION("PPO, batched") {
+        twice(
+            "--profile ppo-smoketest --seeds 1,2,3,4 --set run.total_steps=1600 --set run.eval_interval=400 --set "
+            "run.checkpoint_interval=400 --set run.log_interval=400 --set run.search=halving --set search.eta=2 "
+            "--set search.max_points=6 --set data.seed=5 --set run.population_batching=on",
+            "training.learning_rate=loguniform(1e-4,1e-2) ppo.entropy_coef=uniform(0,0.05)\n",
+            "halving-gpu-ppo-batched", 400, "env_steps", "population: one batched engine for the 4 agents");
     }
 }
 

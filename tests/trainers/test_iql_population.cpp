@@ -79,7 +79,7 @@ Parting population_against_single_runs(ops::Device& ops, const std::vector<confi
     members[1]->inject_nan_at_updates(nan_updates);
     for (int k = 0; k < updates; ++k)
         for (auto& m : members) m->iterate();
-    REQUIRE(population->updates() == updates);
+    REQUIRE(population->iterations() == updates);
     Parting worst;
     std::vector<float> first_online;
     for (std::size_t i = 0; i < agents.size(); ++i) {
@@ -177,19 +177,94 @@ TEST_CASE("A batched IQL population refuses what it does not batch, naming it", 
     dqn.run.trainer = "dqn";
     CHECK_THROWS_AS(trainers::IqlEngine(ops, {first, dqn}, {&market, &market}), UsageError);
     CHECK_THROWS_AS(trainers::IqlEngine(ops, {first}, {}), UsageError);
-    // A resume continues every agent from one update: the first sets it, another must match.
+    // A resume continues each agent from its own update.
     auto population =
         std::make_shared<trainers::IqlEngine>(ops, std::vector<config::Profile>{first, agent_profile({"run.seed=8"})},
                                               std::vector<const env::DeviceMarket*>{&market, &market});
     auto a = population->agent(0), b = population->agent(1);
     a->restore_counter_values(std::vector<std::int64_t>{5});
-    CHECK(population->updates() == 5);
-    CHECK_THROWS_AS(b->restore_counter_values(std::vector<std::int64_t>{6}), UsageError);
-    b->restore_counter_values(std::vector<std::int64_t>{5});
+    b->restore_counter_values(std::vector<std::int64_t>{6});
+    CHECK(population->updates(0) == 5);
     a->iterate();
     b->iterate();
-    CHECK(population->updates() == 6);
-    CHECK(b->updates() == 6);
+    CHECK(population->iterations() == 1);
+    CHECK(a->updates() == 6);
+    CHECK(b->updates() == 7);
+    CHECK(population->updates(1) == 7);
+    // A slot starts again only with an agent of the engine's shape.
+    b.reset();
+    CHECK_THROWS_AS(population->reset_agent(1, agent_profile({"iql.hidden=[32, 32]"}), market), UsageError);
+}
+
+namespace {
+
+bool same_state(ops::Device& ops, trainers::Trainer& a, trainers::Trainer& b) {
+    const auto ta = a.state_tensors(), tb = b.state_tensors();
+    bool same = ta.size() == tb.size() && a.counter_values() == b.counter_values() && a.env_steps() == b.env_steps();
+    for (std::size_t k = 0; same && k < ta.size(); ++k) {
+        INFO(ta[k].name);
+        same = ta[k].name == tb[k].name && ops.to_host<std::byte>(ta[k].bytes) == ops.to_host<std::byte>(tb[k].bytes);
+        CHECK(same);
+    }
+    return same;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "An IQL engine's slot started again (reset_agent) trains as a single run of its new agent, the others on "
+    "(CPU)",
+    "[trainers][iql][population][search]") {
+    ops::CpuDevice ops;
+    std::vector<std::string> shared;
+    SECTION("soft targets") {}
+    SECTION("periodic targets") {
+        shared = {"training.tau=0", "training.target_update_period=4"};
+    }
+    const auto agents = three_agents(shared);
+    auto fresh = shared;
+    // Its own seed (dataset, weights, sampling) and keys, and a market of its own.
+    for (const char* o : {"run.seed=21", "training.learning_rate=0.002", "iql.expectile=0.8", "data.seed=9"})
+        fresh.emplace_back(o);
+    const config::Profile point = agent_profile(fresh);
+    std::vector<std::unique_ptr<env::DeviceMarket>> markets;
+    std::vector<const env::DeviceMarket*> views;
+    for (const auto& p : agents) {
+        markets.push_back(std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(p))));
+        views.push_back(markets.back().get());
+    }
+    const env::DeviceMarket point_market(ops, data::load_market(trainers::data_options(point)));
+    const auto engine = std::make_shared<trainers::IqlEngine>(ops, agents, views);
+    std::vector<std::unique_ptr<trainers::Trainer>> members;
+    for (int i = 0; i < engine->agents(); ++i) members.push_back(engine->agent(i));
+    // 13 updates, then agent 1's slot starts the new point (a NaN loss at its update 3: the guard
+    // counts from its own start), 20 more.
+    constexpr int kBefore = 13, kAfter = 20;
+    for (int k = 0; k < kBefore; ++k)
+        for (auto& m : members) m->iterate();
+    members[1].reset();
+    engine->reset_agent(1, point, point_market);
+    members[1] = engine->agent(1);
+    members[1]->inject_nan_at_updates({3});
+    CHECK(members[1]->iterations() == 0);
+    CHECK(members[1]->updates() == 0);
+    for (int k = 0; k < kAfter; ++k)
+        for (auto& m : members) m->iterate();
+    CHECK(members[1]->updates() == kAfter);
+    CHECK(members[0]->updates() == kBefore + kAfter);
+    auto alone = trainers::make_iql_trainer(ops, point, point_market);
+    alone->inject_nan_at_updates({3});
+    for (int k = 0; k < kAfter; ++k) alone->iterate();
+    CHECK(same_state(ops, *members[1], *alone));
+    const auto got = members[1]->read_log(1.0), want = alone->read_log(1.0);
+    CHECK(std::memcmp(&got.loss, &want.loss, sizeof got.loss) == 0);
+    for (int i : {0, 2}) {  // the other agents train on as they would alone
+        INFO("agent " << i);
+        auto single =
+            trainers::make_iql_trainer(ops, agents[static_cast<std::size_t>(i)], *views[static_cast<std::size_t>(i)]);
+        for (int k = 0; k < kBefore + kAfter; ++k) single->iterate();
+        CHECK(same_state(ops, *members[static_cast<std::size_t>(i)], *single));
+    }
 }
 
 TEST_CASE("A batched IQL population's agents against their single runs on the GPU (N = 8)",

@@ -78,7 +78,7 @@ Parting population_against_single_runs(ops::Device& ops, const std::vector<confi
     members[1]->inject_nan_at_updates(nan_updates);
     for (int k = 0; k < rollouts; ++k)
         for (auto& m : members) m->iterate();
-    REQUIRE(population->rollouts() == rollouts);
+    REQUIRE(population->iterations() == rollouts);
     Parting worst;
     std::vector<float> first_params;
     for (std::size_t i = 0; i < agents.size(); ++i) {
@@ -187,7 +187,7 @@ TEST_CASE("A batched PPO population refuses what it does not batch, naming it", 
     iql.run.trainer = "iql";
     CHECK_THROWS_AS(trainers::PpoEngine(ops, {first, iql}, {&market, &market}), UsageError);
     CHECK_THROWS_AS(trainers::PpoEngine(ops, {first}, {}), UsageError);
-    // A resume continues every agent from one rollout: the first sets it, another must match.
+    // A resume continues each agent from its own rollout (consistent counters).
     auto population =
         std::make_shared<trainers::PpoEngine>(ops, std::vector<config::Profile>{first, agent_profile({"run.seed=8"})},
                                               std::vector<const env::DeviceMarket*>{&market, &market});
@@ -195,14 +195,87 @@ TEST_CASE("A batched PPO population refuses what it does not batch, naming it", 
     const long long per = first.ppo.epochs * first.ppo.minibatches;
     const long long T = first.experience.gpu_timesteps_per_episode;
     a->restore_counter_values(std::vector<std::int64_t>{2, 2 * T, 2 * per, 0});
-    CHECK(population->rollouts() == 2);
-    CHECK_THROWS_AS(b->restore_counter_values(std::vector<std::int64_t>{3, 3 * T, 3 * per, 0}), UsageError);
+    CHECK(population->rollouts(0) == 2);
     CHECK_THROWS_AS(b->restore_counter_values(std::vector<std::int64_t>{2, 2 * T, 2 * per + 1, 0}), UsageError);
-    b->restore_counter_values(std::vector<std::int64_t>{2, 2 * T, 2 * per, 0});
+    b->restore_counter_values(std::vector<std::int64_t>{3, 3 * T, 3 * per, 0});
     a->iterate();
     b->iterate();
-    CHECK(population->rollouts() == 3);
-    CHECK(b->updates() == 3 * per);
+    CHECK(population->iterations() == 1);
+    CHECK(a->updates() == 3 * per);
+    CHECK(b->updates() == 4 * per);
+    // A slot starts again only with an agent of the engine's shape.
+    b.reset();
+    CHECK_THROWS_AS(population->reset_agent(1, agent_profile({"ppo.hidden=[32, 32]"}), market), UsageError);
+}
+
+TEST_CASE(
+    "A PPO engine's slot started again (reset_agent) trains as a single run of its new agent, the others on "
+    "(CPU)",
+    "[trainers][ppo][population][search]") {
+    ops::CpuDevice ops;
+    std::vector<std::string> shared;
+    SECTION("the diversity penalty, a linear schedule, truncations") {
+        shared = {"env.bankruptcy_fraction=0.9995"};
+    }
+    SECTION("curiosity") {
+        shared = {"ppo.curiosity=true", "ppo.curiosity_coef=0.1"};
+    }
+    const auto agents = three_agents(shared);
+    auto fresh = shared;
+    // Its own seed (environments, weights, sampling, minibatches), keys and market.
+    for (const char* o : {"run.seed=21", "training.learning_rate=0.002", "ppo.entropy_coef=0.03", "data.seed=9"})
+        fresh.emplace_back(o);
+    const config::Profile point = agent_profile(fresh);
+    std::vector<std::unique_ptr<env::DeviceMarket>> markets;
+    std::vector<const env::DeviceMarket*> views;
+    for (const auto& p : agents) {
+        markets.push_back(std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(p))));
+        views.push_back(markets.back().get());
+    }
+    const env::DeviceMarket point_market(ops, data::load_market(trainers::data_options(point)));
+    const auto engine = std::make_shared<trainers::PpoEngine>(ops, agents, views);
+    std::vector<std::unique_ptr<trainers::Trainer>> members;
+    for (int i = 0; i < engine->agents(); ++i) members.push_back(engine->agent(i));
+    // 2 rollouts, then agent 1's slot starts the new point (a NaN loss at its update 4: the
+    // guard counts from its own start), 3 more; each round issued ahead as training does.
+    constexpr int kBefore = 2, kAfter = 3;
+    const auto round = [&] {
+        for (auto& m : members) m->prepare_iteration();
+        for (auto& m : members) m->iterate();
+    };
+    for (int k = 0; k < kBefore; ++k) round();
+    members[1].reset();
+    engine->reset_agent(1, point, point_market);
+    members[1] = engine->agent(1);
+    members[1]->inject_nan_at_updates({4});
+    CHECK(members[1]->iterations() == 0);
+    CHECK(members[1]->updates() == 0);
+    for (int k = 0; k < kAfter; ++k) round();
+    CHECK(members[1]->iterations() == kAfter);
+    CHECK(members[0]->iterations() == kBefore + kAfter);
+    const auto same = [&](trainers::Trainer& got, trainers::Trainer& want) {
+        CHECK(got.counter_values() == want.counter_values());
+        const auto a = want.state_tensors(), b = got.state_tensors();
+        REQUIRE(a.size() == b.size());
+        for (std::size_t k = 0; k < a.size(); ++k) {
+            INFO(a[k].name);
+            CHECK(a[k].name == b[k].name);
+            CHECK(ops.to_host<std::byte>(a[k].bytes) == ops.to_host<std::byte>(b[k].bytes));
+        }
+        const auto la = want.read_log(1.0), lb = got.read_log(1.0);
+        CHECK(io::json::serialize(la.json) == io::json::serialize(lb.json));
+    };
+    auto alone = trainers::make_ppo_trainer(ops, point, point_market);
+    alone->inject_nan_at_updates({4});
+    for (int k = 0; k < kAfter; ++k) alone->iterate();
+    same(*members[1], *alone);
+    for (int i : {0, 2}) {  // the other agents train on as they would alone
+        INFO("agent " << i);
+        auto single =
+            trainers::make_ppo_trainer(ops, agents[static_cast<std::size_t>(i)], *views[static_cast<std::size_t>(i)]);
+        for (int k = 0; k < kBefore + kAfter; ++k) single->iterate();
+        same(*members[static_cast<std::size_t>(i)], *single);
+    }
 }
 
 TEST_CASE("A batched PPO population's agents against their single runs on the GPU (N = 8)",

@@ -99,7 +99,7 @@ void cpu(const NormAndGuardAgents& a) {
                        a.scratch.subview(g * norm_guard_scratch_size(), global_norm_scratch_size())});
         for (std::size_t k = 0; k < losses.size(); ++k) losses[k] = a.stats.data()[k * N + g];
         cpu(TrainingGuard{a.gate.subview(g, 1), a.state.subview(g, 1), View<const float>(losses.data(), losses.size()),
-                          norm, a.update});
+                          norm, a.update.agent(static_cast<long long>(g))});
         for (std::size_t k = 0; k < (a.accum.empty() ? 0 : n_stats); ++k) {
             float& sum = a.accum.data()[g * stride + k];
             sum = core::saxpy_element(sum, 1.0f, a.stats.data()[k * N + g]);
@@ -118,7 +118,8 @@ void cpu(const AdamStepAgents& a) {
                                                               a.tau_keep.data()[2 * g + 1]};
         cpu(AdamStep{a.params.subview(g * P, P), a.m.subview(g * P, P), a.v.subview(g * P, P),
                      a.grads.subview(g * P, P), a.p.clip_norm > 0.f ? a.grad_norm.subview(g, 1) : View<const float>(),
-                     a.gate.empty() ? View<const int>() : a.gate.subview(g, 1), a.step, own, a.lr.subview(g, 1), soft});
+                     a.gate.empty() ? View<const int>() : a.gate.subview(g, 1), a.step.agent(static_cast<long long>(g)),
+                     own, a.lr.subview(g, 1), soft});
     }
 }
 

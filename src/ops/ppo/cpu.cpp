@@ -10,10 +10,10 @@ namespace fh::ops {
 
 void cpu(const PpoSample& a) {
     const auto& [actions, log_probs, logits, num_actions, seed, step_value, agent_seeds] = a;
-    const auto step = static_cast<std::uint64_t>(step_value.value());
     const std::size_t per = agent_seeds.empty() ? actions.size() : actions.size() / agent_seeds.size();
     for (std::size_t e = 0; e < actions.size(); ++e) {
         const std::size_t g = e / per;
+        const auto step = static_cast<std::uint64_t>(step_value.agent(static_cast<long long>(g)).value());
         actions.data()[e] = ppo::sample_action(logits.data() + e * num_actions, num_actions,
                                                agent_seeds.empty() ? seed : agent_seeds.data()[g],
                                                static_cast<int>(e - g * per), step, log_probs.data()[e]);
@@ -22,13 +22,14 @@ void cpu(const PpoSample& a) {
 
 void cpu(const PpoDiversity& a) {
     const auto& [window, counts, penalty, actions, num_actions, diversity_window, coef, step_value, agent_coef] = a;
-    const auto step = static_cast<std::uint64_t>(step_value.value());
     const std::size_t W = static_cast<std::size_t>(diversity_window), A = static_cast<std::size_t>(num_actions);
     const std::size_t per = agent_coef.empty() ? actions.size() : actions.size() / agent_coef.size();
-    for (std::size_t e = 0; e < actions.size(); ++e)
+    for (std::size_t e = 0; e < actions.size(); ++e) {
+        const auto step = static_cast<std::uint64_t>(step_value.agent(static_cast<long long>(e / per)).value());
         penalty.data()[e] =
             ppo::diversity_update(window.data() + e * W, counts.data() + e * A, actions.data()[e], num_actions,
                                   diversity_window, agent_coef.empty() ? coef : agent_coef.data()[e / per], step);
+    }
 }
 
 void cpu(const PpoGae& a) {
@@ -105,10 +106,10 @@ void cpu(const Normalize& a) {
 void cpu(const PpoGather& a) {
     const auto& [states, actions, old_log_probs, advantages, returns, old_values, rollout, seed, epoch_value, offset,
                  agent_seeds] = a;
-    const auto epoch = static_cast<std::uint64_t>(epoch_value.value());
     const std::size_t N = agent_seeds.empty() ? 1 : agent_seeds.size(), B = actions.size() / N;
     const std::size_t D = static_cast<std::size_t>(rollout.state_dim);
     for (std::size_t g = 0; g < N; ++g) {  // agent g's minibatch from its rollout, into its rows
+        const auto epoch = static_cast<std::uint64_t>(epoch_value.agent(static_cast<long long>(g)).value());
         const ppo::RolloutView own = ppo::agent_rollout(rollout, static_cast<int>(g));
         const std::uint64_t own_seed = agent_seeds.empty() ? seed : agent_seeds.data()[g];
         for (std::size_t i = 0; i < B; ++i)

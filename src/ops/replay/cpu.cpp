@@ -26,7 +26,7 @@ void cpu(const NstepSampleAgents& a) {
     for (std::size_t a = 0; a < agents.size(); ++a) {
         const abi::SampleAgent& agent = agents.data()[a];
         replay::SampleParams p = agent.params;
-        p.update = static_cast<std::uint64_t>(advance.counter.data()[0] + 1);
+        p.update = static_cast<std::uint64_t>(advance.counter.data()[advance.counter.size() == 1 ? 0 : a] + 1);
         const std::size_t D = static_cast<std::size_t>(agent.ring.state_dim);
         float* s = states.data() + a * out_stride;
         float* s_next = next_states.data() + a * out_stride;
@@ -34,7 +34,7 @@ void cpu(const NstepSampleAgents& a) {
             replay::sample_nstep(static_cast<int>(b), agent.ring, p, s + b * D, s_next + b * D,
                                  actions.data()[a * B + b], returns.data()[a * B + b], discounts.data()[a * B + b]);
     }
-    advance.counter.data()[0] += 1;
+    for (std::size_t c = 0; c < advance.counter.size(); ++c) advance.counter.data()[c] += 1;
 }
 
 }  // namespace fh::ops

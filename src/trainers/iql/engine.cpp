@@ -90,7 +90,7 @@ MemoryPlan IqlEngine::plan(const config::Profile& first, int agents, const PlanI
     plan.add("parameters, gradients and Adam moments", {&E::online_, &E::grads_, &E::m_, &E::v_}, N * P, 0.0f);
     plan.add("targets", {&E::target_}, N * P);
     plan.add("sampling constants", {&E::sample_agents_}, N);
-    plan.add("update step", {&E::step_}, 1, 0ll);
+    plan.add("update steps", {&E::step_}, N, 0ll);
     plan.add("update ticket", {&E::step_ticket_}, 1, 0u);
     plan.add("learning rates", {&E::lr_}, N);
     plan.add("target rates", {&E::tau_keep_}, 2 * N);
@@ -143,16 +143,15 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     IqlEngine::plan(first, agents_, inputs).allocate(ops, *this);
 
     // Each agent's dataset as its single run builds it (its seed's behaviour data on its market).
+    datasets_.resize(N);
+    transitions_.assign(N, 0);
+    collection_seconds_.assign(N, 0.0);
     std::vector<abi::SampleAgent> sample_agents;
     for (std::size_t i = 0; i < N; ++i) {
         const config::Profile& p = agents[i];
-        OfflineDataset ds =
-            build_offline_dataset(ops, p, *markets[i], env_params_[i], p.iql.dataset, p.iql.dataset_size, "iql");
+        build_dataset(i, p, *markets[i]);
         sample_agents.push_back(
-            ds.ring.sample_agent(static_cast<std::uint64_t>(p.run.seed), 1, static_cast<float>(p.training.gamma)));
-        datasets_.push_back(std::move(ds.ring));
-        transitions_.push_back(ds.transitions);
-        collection_seconds_.push_back(ds.collection_seconds);
+            datasets_[i].sample_agent(static_cast<std::uint64_t>(p.run.seed), 1, static_cast<float>(p.training.gamma)));
     }
     ops.upload<abi::SampleAgent>(sample_agents_.view(), sample_agents);
 
@@ -167,6 +166,7 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         if (b.weight.offset != a.weight.offset + twin_stride_ || b.bias.offset != a.bias.offset + twin_stride_)
             throw std::logic_error("IqlEngine: the twin Q networks are not laid out at one stride");
     }
+    updates_.assign(N, 0);
 
     std::vector<float> lr, tau_keep;
     std::vector<iql::LossScalars> scalars;
@@ -193,10 +193,51 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     }
 }
 
-// One update of every agent. Its number (sampling, the guard, Adam's bias corrections, the periodic
-// target copy) is read from the update counter in device memory, which the update's first launch
-// (the sampling) advances: no per-update value comes from the host, so the sequence is captured
-// once and replayed.
+void IqlEngine::build_dataset(std::size_t a, const config::Profile& p, const env::DeviceMarket& market) {
+    OfflineDataset ds =
+        build_offline_dataset(ops_, p, market, env_params_[a], p.iql.dataset, p.iql.dataset_size, "iql");
+    datasets_[a] = std::move(ds.ring);
+    transitions_[a] = ds.transitions;
+    collection_seconds_[a] = ds.collection_seconds;
+}
+
+void IqlEngine::reset_agent(int agent, const config::Profile& p, const env::DeviceMarket& market) {
+    if (agent < 0 || agent >= agents_) throw std::out_of_range("IqlEngine::reset_agent: no such agent");
+    require_greedy_evaluation(p);
+    if (const std::string why = unsupported(p, profiles_.front()); !why.empty())
+        throw UsageError(fmt::format("a new agent cannot train in slot {} of an IQL engine: {}", agent, why));
+    const auto a = static_cast<std::size_t>(agent), P = params();
+    const env::EnvParams env = trainers::env_params(p, market.market_dim());
+    if (env.market_dim != env_params_[a].market_dim)
+        throw UsageError(fmt::format("a new agent's market has {} features, the engine's {}", market.market_dim(),
+                                     env_params_[a].market_dim));
+    profiles_[a] = p;
+    env_params_[a] = env;
+    build_dataset(a, p, market);
+    // The weights from its seed (the padding zero), the target a copy; gradients and Adam's moments zero.
+    const auto online = online_.view().subview(a * P, P);
+    ops::run(ops_, ops::Fill{online, 0.0f});
+    nn::init_params(ops_, online, net_.layout, static_cast<std::uint64_t>(p.run.seed));
+    ops::run(ops_, ops::Copy{target_.view().subview(a * P, P), ops::View<const float>(online)});
+    for (auto* b : {&grads_, &m_, &v_}) ops::run(ops_, ops::Fill{b->view().subview(a * P, P), 0.0f});
+    // Its counter, gate, guard and monitor as the constructor sets them.
+    ops_.upload<long long>(step_.view().subview(a, 1), std::vector<long long>{0});
+    updates_[a] = 0;
+    ops_.upload<int>(gate_.view().subview(a, 1), std::vector<int>{0});
+    ops_.upload<nn::GuardState>(guard_.view().subview(a, 1),
+                                std::vector<nn::GuardState>{nn::GuardState{0, 0, -1, 0, 0}});
+    ops::run(ops_, ops::Fill{accum_.view().subview(a * kCount, kCount), 0.0f});
+    ops::run(ops_,
+             ops::Fill{norm_scratch_.view().subview(a * ops::norm_guard_scratch_size(), ops::norm_guard_scratch_size()),
+                       0.0f});
+    upload_keys(a, p);  // its keys and its dataset's sampling (the captured update captured again)
+    ops_.synchronize();
+}
+
+// One update of every agent. Each agent's number (sampling, the guard, Adam's bias corrections,
+// the periodic target copy) is read from its update counter in device memory, which the update's
+// first launch (the sampling) advances: no per-update value comes from the host, so the sequence
+// is captured once and replayed.
 void IqlEngine::update_ops(std::uint32_t inject_nan) {
     const int N = agents_, B = batch_;
     const std::size_t Ns = static_cast<std::size_t>(N), P = params(), Bs = static_cast<std::size_t>(B),
@@ -204,6 +245,8 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
     const std::size_t xs = 2 * Bs * D;  // one agent's [s; s']
     const std::size_t span = (Ns - 1) * xs + Bs * D;
     const auto update = step_.cview();
+    ops::CounterValue own_update = ops::counter_value(update.subview(0, 1));  // agent a's: update[a]
+    own_update.agent_stride = 1;
 
     // 1. Every agent's uniform batch of one-step transitions (s, a, r, gamma (1 - terminated), s')
     //    at the update number the sampling advances the counter to (no launch of its own).
@@ -320,43 +363,40 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
 
     // 6. Norm, guard and the log's sums per agent (one launch), Adam per agent with its learning
     //    rate; with tau > 0 the soft target copy (target += tau (online - target)) in Adam's pass,
-    //    else the periodic copy after it (every agent at one update number). Only the Q slices of
+    //    else the periodic copy after it (each agent at its own update number). Only the Q slices of
     //    the target are read; updating the whole buffer keeps one operation.
     ops::run(ops_, ops::NormAndGuardAgents{N, grads_.cview(), norm_scratch_.view(), gate_.view(), guard_.view(), cur,
-                                           kGuardLosses, kGradNorm, ops::counter_value(update), accum_.view()});
+                                           kGuardLosses, kGradNorm, own_update, accum_.view()});
     const auto& t = profiles_.front().training;
     ops::AdamParams adam;
     adam.clip_norm = static_cast<float>(t.grad_clip_norm);
     const bool soft = t.tau > 0;
     ops::run(ops_, ops::AdamStepAgents{N, online_.view(), m_.view(), v_.view(), grads_.cview(), stat(kGradNorm),
-                                       gate_.cview(), ops::counter_value(update), adam, lr_.cview(),
+                                       gate_.cview(), own_update, adam, lr_.cview(),
                                        soft ? target_.view() : ops::View<float>(),
                                        soft ? tau_keep_.cview() : ops::View<const float>()});
-    if (!soft) ops::run(ops_, ops::CopyEvery{target_.view(), online_.cview(), update, t.target_update_period});
+    if (!soft)  // each agent at its own update number
+        for (std::size_t a = 0; a < Ns; ++a)
+            ops::run(ops_, ops::CopyEvery{target_.view().subview(a * P, P), online_.cview().subview(a * P, P),
+                                          update.subview(a, 1), t.target_update_period});
 }
 
 void IqlEngine::iterate() {
-    const long long u = updates_ + 1;
-    const std::uint32_t nan = members_.nan_mask(u);
+    const std::uint32_t nan = members_.nan_mask([&](int a) { return updates_[static_cast<std::size_t>(a)] + 1; });
     if (nan != 0)
         update_ops(nan);  // tests: never captured
     else
         ops_.run_sequence(update_sequence_, [this] { update_ops(0); });
-    updates_ = u;
+    ++iterations_;
+    for (auto& u : updates_) ++u;
 }
 
-void IqlEngine::restore_updates(long long updates) {
-    if (!restored_) {
-        if (updates_ != 0) throw std::logic_error("IqlEngine::restore_updates after the population updated");
-        updates_ = updates;
-        restored_ = true;
-        ops_.upload<long long>(step_.view(), std::vector<long long>{updates});
-    } else if (updates != updates_) {
-        throw UsageError(
-            fmt::format("an agent of a batched population continues from update {}, another from update "
-                        "{}; resume with run.population_batching = \"off\"",
-                        updates, updates_));
-    }
+void IqlEngine::restore_updates(int agent, long long updates) {
+    if (agent < 0 || agent >= agents_) throw std::out_of_range("IqlEngine::restore_updates: no such agent");
+    if (iterations_ != 0) throw std::logic_error("IqlEngine::restore_updates after the engine updated");
+    const auto a = static_cast<std::size_t>(agent);
+    updates_[a] = updates;
+    ops_.upload<long long>(step_.view().subview(a, 1), std::vector<long long>{updates});
 }
 
 std::unique_ptr<Trainer> IqlEngine::agent(int i) {
@@ -390,7 +430,8 @@ IqlAgent::IqlAgent(std::shared_ptr<IqlEngine> population, int agent)
       agent_(agent),
       state_(population_->agent_state(agent)),
       env_params_(population_->env_params(agent)),
-      policy_(population_->networks().policy, population_->networks().layout.total()) {
+      policy_(population_->networks().policy, population_->networks().layout.total()),
+      start_(population_->iterations() - population_->updates(agent)) {
     population_->members_.join(this);
 }
 
@@ -399,7 +440,7 @@ IqlAgent::~IqlAgent() {
 }
 
 void IqlAgent::iterate() {
-    PopulationAgents<IqlAgent>::advance(*population_, population_->updates(), updates_);
+    PopulationAgents<IqlAgent>::advance(*population_, population_->iterations(), start_ + updates_);
     ++updates_;
 }
 
@@ -419,7 +460,10 @@ void IqlEngine::set_agent_keys(int a, const config::Profile& p) {
     if (const std::string why = unsupported(p, current); !why.empty())
         throw UsageError(fmt::format("agent {}: its keys cannot change while it trains: {}", a, why));
     current = p;
-    const auto i = static_cast<std::size_t>(a);
+    upload_keys(static_cast<std::size_t>(a), p);
+}
+
+void IqlEngine::upload_keys(std::size_t i, const config::Profile& p) {
     ops_.upload<float>(lr_.view().subview(i, 1), std::vector<float>{static_cast<float>(p.training.learning_rate)});
     const ops::SoftTarget soft = ops::SoftTarget::of({}, p.training.tau > 0 ? p.training.tau : 1.0);
     ops_.upload<float>(tau_keep_.view().subview(2 * i, 2), std::vector<float>{soft.tau, soft.keep});

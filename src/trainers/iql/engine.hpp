@@ -96,10 +96,20 @@ public:
     /// The sum of the agents' dataset collection rates.
     double dataset_collection_env_steps_per_s() const noexcept override;
 
-    long long updates() const noexcept { return updates_; }
-    /// Resume (before the first update): every agent continues from `updates` (the first call
-    /// sets the engine's update number; a later one that differs: UsageError).
-    void restore_updates(long long updates);
+    /// The engine's iterations (an update of every agent each); an agent's own updates count from
+    /// its own start (a slot reset_agent started again, or a resume).
+    long long iterations() const noexcept { return iterations_; }
+    long long updates(int agent) const { return updates_.at(static_cast<std::size_t>(agent)); }
+    /// Resume (before the first update): agent `agent` continues from its checkpoint's `updates`
+    /// (its sampling, guard, Adam step and target period count on from there).
+    void restore_updates(int agent, long long updates);
+    /// Slot `agent` starts a new agent of `profile` on `market` from scratch, as a single run of
+    /// that profile starts (its dataset built from its seed on `market`, its seed's weights, the
+    /// target a copy, Adam's moments zero, its update count zero: sampling, guard, Adam's bias
+    /// corrections and the target period from here); the other agents train on. Between
+    /// iterations; its Trainer (agent()) is made afterwards, the slot's old one gone. UsageError
+    /// when unsupported() names a problem against the first agent.
+    void reset_agent(int agent, const config::Profile& profile, const env::DeviceMarket& market) override;
     const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
     const env::EnvParams& env_params(int agent) const { return env_params_.at(static_cast<std::size_t>(agent)); }
     const IqlNetworks& networks() const noexcept { return net_; }
@@ -121,6 +131,11 @@ public:
 
 private:
     void update_ops(std::uint32_t inject_nan);
+    /// Agent a's dataset as its single run of `profile` builds it on `market` (datasets_[a] and its
+    /// counts; the vectors sized N).
+    void build_dataset(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
+    /// Agent a's per-agent keys on the device (learning rate, target rate, loss scalars, sampling).
+    void upload_keys(std::size_t a, const config::Profile& profile);
     std::size_t params() const noexcept { return net_.layout.total(); }
     bool alone() const noexcept { return agents_ == 1; }  ///< an engine of one (a single run)
 
@@ -130,15 +145,15 @@ private:
     int agents_, num_actions_, state_dim_, batch_;
     IqlNetworks net_;
     std::size_t twin_stride_ = 0;  ///< q2's parameters are q1's shifted by this inside an agent's slice
-    long long updates_ = 0;
-    bool restored_ = false;  ///< restore_updates set updates_
+    long long iterations_ = 0;
+    std::vector<long long> updates_;  ///< per agent: the device counter's mirror (step_)
 
     // Each agent's dataset (a ring of the replay layout, sampled with n = 1) and its sampling on the device.
     std::vector<ReplayRing> datasets_;
     std::vector<long long> transitions_;
     std::vector<double> collection_seconds_;
     ops::Buffer<abi::SampleAgent> sample_agents_;
-    // Parameters (N, P): online, target, gradients, Adam's moments; the shared update number.
+    // Parameters (N, P): online, target, gradients, Adam's moments; each agent's update number (N).
     ops::Buffer<float> online_, target_, grads_, m_, v_;
     ops::Buffer<long long> step_;
     ops::Buffer<unsigned> step_ticket_;
@@ -165,8 +180,8 @@ private:
 /// Agent i of an IqlEngine as a Trainer, with its own logs, evaluations, checkpoints and summary.
 /// The agents advance together (PopulationAgents): the first of a round to iterate runs the
 /// engine's update for every agent. Its checkpoint tensors and counters are the same whatever the
-/// engine's size: a checkpoint resumes alone, or inside an engine whose agents all continue from
-/// one update (IqlEngine::restore_updates).
+/// engine's size: a checkpoint resumes alone or inside an engine (each agent from its own update,
+/// IqlEngine::restore_updates).
 class IqlAgent final : public UpdateCountedTrainer {
 public:
     IqlAgent(std::shared_ptr<IqlEngine> population, int agent);
@@ -190,7 +205,10 @@ public:
     bool injects_nan_at(long long u) const noexcept { return nan_injected(u); }
 
 private:
-    void restore_optimizer_steps(long long steps) override { population_->restore_updates(steps); }
+    void restore_optimizer_steps(long long steps) override {
+        population_->restore_updates(agent_, steps);
+        start_ = population_->iterations() - steps;
+    }
     long long updates_at_last_log(long long updates) override {
         return last_log_point(population_->device(), state_.accumulators, population_->profile(agent_).run.log_interval,
                               updates);
@@ -201,6 +219,7 @@ private:
     IqlEngine::AgentState state_;
     env::EnvParams env_params_;
     SoftmaxGreedyPolicy policy_;
+    long long start_;  ///< the engine's iteration at which this agent's update 0 was (its updates count from there)
 };
 
 }  // namespace fh::trainers

@@ -177,7 +177,7 @@ MemoryPlan PpoEngine::plan(const config::Profile& first, int agents, const PlanI
     plan.add("gates", {&E::gate_}, N, 0);
     plan.add("guards", {&E::guard_}, N, nn::GuardState{0, 0, -1, 0, 0});
     plan.add("action histograms", {&E::histogram_}, N * A, 0ull);
-    plan.add("rollout count", {&E::rollouts_dev_}, 1, 0ll);
+    plan.add("rollout counts", {&E::rollouts_dev_}, N, 0ll);
     plan.add("workspaces", net.actor.workspace_size(agents * n_envs) + net.critic.workspace_size(agents * n_envs) +
                                net.critic.workspace_size(n_envs) + net.actor.workspace_size(agents * batch) +
                                net.critic.workspace_size(agents * batch));
@@ -251,6 +251,7 @@ PpoEngine::PpoEngine(ops::Device& ops, const std::vector<config::Profile>& agent
             curiosity_.emplace_back(ops, state_dim_, num_actions_, static_cast<int>(p.ppo.hidden.front()),
                                     env_params_.front().market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed));
     }
+    rollouts_.assign(N, 0);
 
     ws_actor_step_ = net_.actor.make_workspace(ops, agents_ * n_envs_);
     ws_critic_step_ = net_.critic.make_workspace(ops, agents_ * n_envs_);
@@ -268,15 +269,22 @@ ops::CopyPair PpoEngine::step_row(ops::Buffer<T>& rollout, int t, ops::View<cons
                                      n, n, N);
 }
 
+// Each agent's own: rollouts_dev_[a] * T + t.
 ops::CounterValue PpoEngine::collection_step(int t) const {
-    return ops::counter_value(rollouts_dev_.cview(), horizon_, t);
+    ops::CounterValue step = ops::counter_value(rollouts_dev_.cview().subview(0, 1), horizon_, t);
+    step.agent_stride = 1;
+    return step;
+}
+
+std::uint32_t PpoEngine::nan_mask_at(long long index) const {
+    return members_.nan_mask(
+        [&](int a) { return rollouts_[static_cast<std::size_t>(a)] * updates_per_rollout() + index; });
 }
 
 void PpoEngine::iterate() {
     collect_rollout();
-    const long long per = updates_per_rollout();
     std::uint32_t inject = 0;
-    for (long long i = 1; i <= per; ++i) inject |= members_.nan_mask(rollouts_ * per + i);
+    for (long long i = 1; i <= updates_per_rollout(); ++i) inject |= nan_mask_at(i);
     update_from_rollout(inject);
 }
 
@@ -477,21 +485,24 @@ void PpoEngine::update_from_rollout(std::uint32_t inject_nan) {
         update_ops(inject_nan);  // tests: never captured
     else
         ops_.run_sequence(update_sequence_, [this] { update_ops(0); });
-    ++rollouts_;
+    ++iterations_;
+    for (auto& r : rollouts_) ++r;
 }
 
-// Each agent's scheduled learning rate, the epochs of minibatch updates, then the rollout count
-// advances.
+// Each agent's scheduled learning rate, the epochs of minibatch updates, then each agent's rollout
+// count advances.
 void PpoEngine::update_ops(std::uint32_t inject_nan) {
     for (int g = 0; g < agents_; ++g) {
         const auto& p = profiles_[static_cast<std::size_t>(g)];
-        fh::ops::run(ops_, fh::ops::PpoLearningRate{lr_.view().subview(static_cast<std::size_t>(g), 1),
-                                                    p.training.learning_rate, p.ppo.lr_schedule == "linear",
-                                                    ppo_total_rollouts(p), ops::counter_value(rollouts_dev_.cview())});
+        fh::ops::run(ops_, fh::ops::PpoLearningRate{
+                               lr_.view().subview(static_cast<std::size_t>(g), 1), p.training.learning_rate,
+                               p.ppo.lr_schedule == "linear", ppo_total_rollouts(p),
+                               ops::counter_value(rollouts_dev_.cview().subview(static_cast<std::size_t>(g), 1))});
     }
     for (int e = 0; e < static_cast<int>(epochs_); ++e)
         for (int k = 0; k < static_cast<int>(minibatches_); ++k) minibatch_update(e, k, inject_nan);
-    ops::run(ops_, ops::Increment{rollouts_dev_.view()});
+    for (std::size_t g = 0; g < static_cast<std::size_t>(agents_); ++g)
+        ops::run(ops_, ops::Increment{rollouts_dev_.view().subview(g, 1)});
 }
 
 // Minibatch k of epoch e of every agent: rows [k B, (k + 1) B) of agent a's rollout shuffled by the
@@ -499,7 +510,11 @@ void PpoEngine::update_ops(std::uint32_t inject_nan) {
 // step. It is update number rollouts * epochs * minibatches + e * minibatches + k + 1.
 void PpoEngine::minibatch_update(int epoch, int minibatch, std::uint32_t inject_nan) {
     const long long index = epoch * minibatches_ + minibatch + 1;  // 1-based, within the rollout
-    const auto update = ops::counter_value(rollouts_dev_.cview(), updates_per_rollout(), index);
+    // Agent a's numbers from its own rollout count (rollouts_dev_[a]).
+    ops::CounterValue update = ops::counter_value(rollouts_dev_.cview().subview(0, 1), updates_per_rollout(), index);
+    update.agent_stride = 1;
+    ops::CounterValue epoch_key = ops::counter_value(rollouts_dev_.cview().subview(0, 1), epochs_, epoch);
+    epoch_key.agent_stride = 1;
     const int N = agents_, B = batch_;
     const std::size_t Ns = static_cast<std::size_t>(N), P = params(), Bs = static_cast<std::size_t>(B);
     const std::size_t D = static_cast<std::size_t>(state_dim_);
@@ -508,9 +523,8 @@ void PpoEngine::minibatch_update(int epoch, int minibatch, std::uint32_t inject_
         r_returns_.cview().data(), r_values_.cview().data(),  n_envs_ * horizon_,     state_dim_};
     fh::ops::run(ops_, fh::ops::PpoGather{mb_states_.view(), mb_actions_.view(), mb_old_logp_.view(), mb_adv_.view(),
                                           mb_returns_.view(), mb_old_values_.view(), rollout,
-                                          static_cast<std::uint64_t>(profiles_.front().run.seed),
-                                          ops::counter_value(rollouts_dev_.cview(), epochs_, epoch), minibatch * B,
-                                          seeds_.cview()});
+                                          static_cast<std::uint64_t>(profiles_.front().run.seed), epoch_key,
+                                          minibatch * B, seeds_.cview()});
     ops::View<const float> logits, values;
     ops_.run_concurrently(
         [&] {
@@ -530,13 +544,12 @@ void PpoEngine::minibatch_update(int epoch, int minibatch, std::uint32_t inject_
                                         loss_params_.cview()});
     // The statistics stat-major: stat k of agent a at k N + a (one mean launch for all).
     const auto cur = current_.view();
-    const long long u = rollouts_ * updates_per_rollout() + index;
     ops_.run_concurrently(
         [&] {
             ops::run(ops_,
                      ops::Mean{cur.subview(0, static_cast<std::size_t>(ppo::kPpoLossStats) * Ns), mb_stats_.cview()});
             if (inject_nan != 0) {
-                const std::uint32_t mask = members_.nan_mask(u);
+                const std::uint32_t mask = nan_mask_at(index);
                 for (int a = 0; a < N && a < 32; ++a)
                     if (mask & (1u << a))
                         ops::run(
@@ -561,18 +574,61 @@ void PpoEngine::minibatch_update(int epoch, int minibatch, std::uint32_t inject_
                                        gate_.cview(), update, adam, lr_.cview()});
 }
 
-void PpoEngine::restore_rollouts(long long rollouts) {
-    if (!restored_) {
-        if (rollouts_ != 0) throw std::logic_error("PpoEngine::restore_rollouts after the population trained");
-        rollouts_ = rollouts;
-        restored_ = true;
-        ops_.upload<long long>(rollouts_dev_.view(), std::vector<long long>{rollouts});
-    } else if (rollouts != rollouts_) {
-        throw UsageError(
-            fmt::format("an agent of a batched population continues from rollout {}, another from rollout "
-                        "{}; resume with run.population_batching = \"off\"",
-                        rollouts, rollouts_));
-    }
+void PpoEngine::restore_rollouts(int agent, long long rollouts) {
+    if (agent < 0 || agent >= agents_) throw std::out_of_range("PpoEngine::restore_rollouts: no such agent");
+    if (iterations_ != 0) throw std::logic_error("PpoEngine::restore_rollouts after the population trained");
+    const auto a = static_cast<std::size_t>(agent);
+    rollouts_[a] = rollouts;
+    ops_.upload<long long>(rollouts_dev_.view().subview(a, 1), std::vector<long long>{rollouts});
+}
+
+void PpoEngine::reset_agent(int agent, const config::Profile& p, const env::DeviceMarket& market) {
+    if (agent < 0 || agent >= agents_) throw std::out_of_range("PpoEngine::reset_agent: no such agent");
+    if (rollout_issued_) throw std::logic_error("PpoEngine::reset_agent while a rollout is issued");
+    require_greedy_evaluation(p);
+    if (const std::string why = unsupported(p, profiles_.front()); !why.empty())
+        throw UsageError(fmt::format("a new agent cannot train in slot {} of a PPO engine: {}", agent, why));
+    if (market.market_dim() != env_params_.front().market_dim)
+        throw UsageError(fmt::format("a new agent's market has {} features, the engine's {}", market.market_dim(),
+                                     env_params_.front().market_dim));
+    const auto a = static_cast<std::size_t>(agent), P = params(), n = static_cast<std::size_t>(n_envs_);
+    const std::size_t A = static_cast<std::size_t>(num_actions_), W = static_cast<std::size_t>(window_),
+                      S = static_cast<std::size_t>(kAccSize);
+    profiles_[a] = p;
+    markets_[a] = &market;
+    env_params_[a] = trainers::env_params(p, market.market_dim());
+    // Its seed, keys and learning rate (written at each rollout) as the constructor sets them.
+    ops_.upload<std::uint64_t>(seeds_.view().subview(a, 1),
+                               std::vector<std::uint64_t>{static_cast<std::uint64_t>(p.run.seed)});
+    upload_keys(a, p);
+    ops::run(ops_, ops::Fill{lr_.view().subview(a, 1), 0.0f});
+    // The weights from its seed (the padding zero); gradients and Adam's moments zero.
+    const auto own = params_.view().subview(a * P, P);
+    ops::run(ops_, ops::Fill{own, 0.0f});
+    nn::init_params(ops_, own, net_.layout, static_cast<std::uint64_t>(p.run.seed));
+    for (auto* b : {&grads_, &m_, &v_}) ops::run(ops_, ops::Fill{b->view().subview(a * P, P), 0.0f});
+    // Its environments from its seed on its market; diversity windows, monitor, guard, curiosity new.
+    env_.restart_agent(agent, market, static_cast<std::uint64_t>(p.run.seed));
+    ops_.upload<int>(div_window_.view().subview(a * n * W, n * W), std::vector<int>(n * W, 0));
+    ops_.upload<int>(div_counts_.view().subview(a * n * A, n * A), std::vector<int>(n * A, 0));
+    ops::run(ops_, ops::Fill{accum_.view().subview(a * S, S), 0.0f});
+    ops::run(ops_,
+             ops::Fill{norm_scratch_.view().subview(a * ops::norm_guard_scratch_size(), ops::norm_guard_scratch_size()),
+                       0.0f});
+    ops_.upload<int>(gate_.view().subview(a, 1), std::vector<int>{0});
+    ops_.upload<nn::GuardState>(guard_.view().subview(a, 1),
+                                std::vector<nn::GuardState>{nn::GuardState{0, 0, -1, 0, 0}});
+    ops_.upload<unsigned long long>(histogram_.view().subview(a * A, A), std::vector<unsigned long long>(A, 0));
+    if (!curiosity_.empty())
+        curiosity_[a] = CuriosityModel(ops_, state_dim_, num_actions_, static_cast<int>(p.ppo.hidden.front()),
+                                       env_params_.front().market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed));
+    ops_.upload<long long>(rollouts_dev_.view().subview(a, 1), std::vector<long long>{0});
+    rollouts_[a] = 0;
+    // The curiosity model's buffers and the learning rates are the captured sequences' arguments.
+    rollout_sequence_.reset();
+    advantage_sequence_.reset();
+    update_sequence_.reset();
+    ops_.synchronize();
 }
 
 void PpoEngine::set_agent_keys(int a, const config::Profile& p) {
@@ -583,7 +639,14 @@ void PpoEngine::set_agent_keys(int a, const config::Profile& p) {
     if (const std::string why = unsupported(p, current); !why.empty())
         throw UsageError(fmt::format("agent {}: its keys cannot change while it trains: {}", a, why));
     current = p;
-    const auto i = static_cast<std::size_t>(a);
+    upload_keys(static_cast<std::size_t>(a), p);
+    // The learning rate (ppo_learning_rate) and the curiosity weight are arguments of the sequences.
+    rollout_sequence_.reset();
+    advantage_sequence_.reset();
+    update_sequence_.reset();
+}
+
+void PpoEngine::upload_keys(std::size_t i, const config::Profile& p) {
     ops_.upload<ppo::LossParams>(loss_params_.view().subview(i, 1),
                                  std::vector<ppo::LossParams>{ppo::LossParams{
                                      static_cast<float>(p.ppo.clip), static_cast<float>(p.ppo.value_coef),
@@ -592,10 +655,6 @@ void PpoEngine::set_agent_keys(int a, const config::Profile& p) {
                        std::vector<float>{static_cast<float>(p.training.gamma), static_cast<float>(p.ppo.gae_lambda)});
     ops_.upload<float>(diversity_coef_.view().subview(i, 1),
                        std::vector<float>{static_cast<float>(p.ppo.diversity_coef)});
-    // The learning rate (ppo_learning_rate) and the curiosity weight are arguments of the sequences.
-    rollout_sequence_.reset();
-    advantage_sequence_.reset();
-    update_sequence_.reset();
 }
 
 std::unique_ptr<Trainer> PpoEngine::agent(int i) {
@@ -632,7 +691,9 @@ PpoAgent::PpoAgent(std::shared_ptr<PpoEngine> population, int agent)
       agent_(agent),
       state_(population_->agent_state(agent)),
       env_params_(population_->env_params(agent)),
-      policy_(population_->network().actor, population_->network().layout.total()) {
+      policy_(population_->network().actor, population_->network().layout.total()),
+      rollouts_(population_->rollouts(agent)),
+      start_(population_->iterations() - rollouts_) {
     population_->members_.join(this);
 }
 
@@ -641,7 +702,7 @@ PpoAgent::~PpoAgent() {
 }
 
 void PpoAgent::iterate() {
-    PopulationAgents<PpoAgent>::advance(*population_, population_->rollouts(), rollouts_);
+    PopulationAgents<PpoAgent>::advance(*population_, population_->iterations(), start_ + rollouts_);
     ++rollouts_;
 }
 
@@ -681,19 +742,19 @@ std::vector<StateTensor> PpoAgent::state_tensors() {
     return t;
 }
 
-// The engine's rollout count is shared by every agent.
 void PpoAgent::restore_counter_values(std::span<const std::int64_t> v) {
     const long long per = population_->updates_per_rollout();
     if (v.size() != 4 || v[0] < 0 || v[1] != v[0] * population_->horizon() || v[2] != v[0] * per || v[3] < 0)
         throw UsageError("checkpoint counters are inconsistent (rollouts, steps, updates, curiosity updates)");
-    population_->restore_rollouts(v[0]);
+    population_->restore_rollouts(agent_, v[0]);
     if (state_.curiosity) state_.curiosity->restore_steps(population_->device(), v[3]);
     rollouts_ = v[0];
+    start_ = population_->iterations() - rollouts_;
     log_marks_ = PpoLogMarks{v[0], v[1], v[2]};
 }
 
 void PpoAgent::prepare_iteration() {
-    if (population_->rollouts() == rollouts_) population_->issue_ahead();
+    if (population_->iterations() == start_ + rollouts_) population_->issue_ahead();
 }
 
 float PpoAgent::learning_rate() const noexcept {

@@ -143,11 +143,22 @@ public:
 
     int n_envs() const noexcept { return n_envs_; }
     int horizon() const noexcept { return horizon_; }
-    long long rollouts() const noexcept { return rollouts_; }
+    /// The engine's iterations (a rollout and its updates of every agent each); an agent's own
+    /// rollouts count from its own start (a slot reset_agent started again, or a resume).
+    long long iterations() const noexcept { return iterations_; }
+    long long rollouts(int agent) const { return rollouts_.at(static_cast<std::size_t>(agent)); }
     long long updates_per_rollout() const noexcept { return epochs_ * minibatches_; }
-    /// Resume (before the first rollout): every agent continues from `rollouts` (the first call
-    /// sets the engine's; a later one that differs: UsageError).
-    void restore_rollouts(long long rollouts);
+    /// Resume (before the first rollout): agent `agent` continues from its checkpoint's
+    /// `rollouts` (its sampling, minibatches, learning rate, guard and Adam step count on from there).
+    void restore_rollouts(int agent, long long rollouts);
+    /// Slot `agent` starts a new agent of `profile` on `market` from scratch, as a single run of
+    /// that profile starts (its seed's weights and environments, Adam's moments zero, its
+    /// diversity windows, guard, monitor and curiosity model new, its rollout count zero: the
+    /// sampling, minibatches, learning-rate schedule and Adam's bias corrections from here); the
+    /// other agents train on. Between iterations (no rollout issued ahead); its Trainer (agent())
+    /// is made afterwards, the slot's old one gone. UsageError when unsupported() names a problem
+    /// against the first agent.
+    void reset_agent(int agent, const config::Profile& profile, const env::DeviceMarket& market) override;
     const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
     const env::EnvParams& env_params(int agent) const { return env_params_.at(static_cast<std::size_t>(agent)); }
     const ActorCritic& network() const noexcept { return net_; }
@@ -187,6 +198,10 @@ private:
     template <class T>
     ops::CopyPair step_row(ops::Buffer<T>& rollout, int t, ops::View<const T> step, std::size_t width = 1);
     std::size_t params() const noexcept { return net_.layout.total(); }
+    /// Agent a's per-agent keys on the device (loss coefficients, GAE's gamma and lambda, diversity weight).
+    void upload_keys(std::size_t a, const config::Profile& profile);
+    /// Each agent's update number at minibatch update `index` (1-based) of this rollout, for the NaN tests.
+    std::uint32_t nan_mask_at(long long index) const;
 
     ops::Device& ops_;
     std::vector<config::Profile> profiles_;
@@ -196,8 +211,8 @@ private:
     long long epochs_, minibatches_;
     ActorCritic net_;
     env::VecEnv env_;  ///< every agent's n_envs environments, agent-major
-    long long rollouts_ = 0;
-    bool restored_ = false;        ///< restore_rollouts set rollouts_
+    long long iterations_ = 0;
+    std::vector<long long> rollouts_;  ///< per agent: the device counters' mirror (rollouts_dev_)
     bool rollout_issued_ = false;  ///< issue_rollout ran; collect_rollout completes the rollout
 
     // Per agent on the device: run.seed (sampling, minibatches), loss coefficients, GAE's gamma and
@@ -236,7 +251,7 @@ private:
     ops::Buffer<int> gate_;
     ops::Buffer<nn::GuardState> guard_;
     ops::Buffer<unsigned long long> histogram_;
-    ops::Buffer<long long> rollouts_dev_;
+    ops::Buffer<long long> rollouts_dev_;  ///< each agent's rollouts (N)
     // Workspaces: a step's actor and critic (N x n rows), the bootstrap's critic (n rows), a
     // minibatch's actor and critic (N x B rows).
     nn::Mlp::Workspace ws_actor_step_, ws_critic_step_, ws_critic_trunc_, ws_actor_mb_, ws_critic_mb_;
@@ -249,8 +264,8 @@ private:
 /// Agent i of a PpoEngine as a Trainer, with its own logs, evaluations, checkpoints and summary.
 /// The agents advance together (PopulationAgents): the first of a round to iterate runs the
 /// engine's iteration for every agent. Its checkpoint tensors and counters are the same whatever
-/// the engine's size: a checkpoint resumes alone, or inside an engine whose agents all continue
-/// from one rollout (PpoEngine::restore_rollouts).
+/// the engine's size: a checkpoint resumes alone or inside an engine (each agent from its own
+/// rollout, PpoEngine::restore_rollouts).
 class PpoAgent final : public Trainer {
 public:
     PpoAgent(std::shared_ptr<PpoEngine> population, int agent);
@@ -301,6 +316,7 @@ private:
     env::EnvParams env_params_;
     SoftmaxGreedyPolicy policy_;
     long long rollouts_ = 0;
+    long long start_;  ///< the engine's iteration at which this agent's rollout 0 was (its rollouts count from there)
     PpoLogMarks log_marks_;
 };
 
