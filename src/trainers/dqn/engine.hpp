@@ -209,7 +209,7 @@ private:
     long long min_steps_ = 0, updates_per_iteration_ = 0;
     env::EnvParams env_params_;  // agent 0's; every agent's but for the seed
     QNetwork net_;
-    bool batched_net_ = false;                        ///< more than one agent and a network forward_agents runs
+    bool batched_net_ = false;  ///< more than one agent and a network forward_agents runs
     long long iterations_ = 0;
     std::vector<long long> steps_, updates_, pushed_;  // per agent: the device counters' mirror (dqn::Counters)
 

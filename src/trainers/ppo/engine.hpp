@@ -213,7 +213,7 @@ private:
     env::VecEnv env_;  ///< every agent's n_envs environments, agent-major
     long long iterations_ = 0;
     std::vector<long long> rollouts_;  ///< per agent: the device counters' mirror (rollouts_dev_)
-    bool rollout_issued_ = false;  ///< issue_rollout ran; collect_rollout completes the rollout
+    bool rollout_issued_ = false;      ///< issue_rollout ran; collect_rollout completes the rollout
 
     // Per agent on the device: run.seed (sampling, minibatches), loss coefficients, GAE's gamma and
     // lambda (pairs), diversity coefficient, learning rate.
