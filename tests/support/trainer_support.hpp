@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstddef>
+#include <memory>
 #include <utility>
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,19 @@
 #include "trainers/trainer.hpp"
 
 namespace fh::test {
+
+/// Each agent's market on the device, loaded from its own profile (as the population driver
+/// does): the engines take `views`.
+struct AgentMarkets {
+    std::vector<std::unique_ptr<env::DeviceMarket>> owned;
+    std::vector<const env::DeviceMarket*> views;
+    AgentMarkets(ops::Device& ops, const std::vector<config::Profile>& agents) {
+        for (const auto& p : agents) {
+            owned.push_back(std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(p))));
+            views.push_back(owned.back().get());
+        }
+    }
+};
 
 /// A small DQN profile (8 environments of 40 steps on 3,000 synthetic bars, a 256-row replay,
 /// two 32-wide layers): the agents of the population and search tests.

@@ -53,13 +53,8 @@ struct Parting {
 
 /// Trains the agents as one population and each alone for `iterations`.
 Parting population_against_single_runs(ops::Device& ops, const std::vector<config::Profile>& agents, int iterations) {
-    std::vector<std::unique_ptr<env::DeviceMarket>> markets;
-    std::vector<const env::DeviceMarket*> views;
-    for (const auto& p : agents) {
-        markets.push_back(std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(p))));
-        views.push_back(markets.back().get());
-    }
-    const auto population = std::make_shared<trainers::DqnEngine>(ops, agents, views);
+    const test::AgentMarkets markets(ops, agents);
+    const auto population = std::make_shared<trainers::DqnEngine>(ops, agents, markets.views);
     std::vector<std::unique_ptr<trainers::Trainer>> members;
     for (int i = 0; i < population->agents(); ++i) members.push_back(population->agent(i));
     for (int k = 0; k < iterations; ++k) population->iterate();
@@ -68,7 +63,7 @@ Parting population_against_single_runs(ops::Device& ops, const std::vector<confi
     std::vector<float> first_online;
     for (std::size_t i = 0; i < agents.size(); ++i) {
         INFO("agent " << i);
-        auto single_engine = trainers::make_dqn_trainer(ops, agents[i], *markets[i]);
+        auto single_engine = trainers::make_dqn_trainer(ops, agents[i], *markets.views[i]);
         auto& single = *single_engine;
         const auto start = tensor(ops, single, "params/online");  // the target starts as a copy
         for (int k = 0; k < iterations; ++k) single.iterate();
@@ -191,14 +186,9 @@ TEST_CASE(
     for (const char* o : {"run.seed=21", "training.learning_rate=0.002", "training.epsilon_decay_steps=200"})
         fresh.emplace_back(o);
     const config::Profile point = test::small_dqn_profile(fresh);
-    std::vector<std::unique_ptr<env::DeviceMarket>> markets;
-    std::vector<const env::DeviceMarket*> views;
-    for (const auto& p : agents) {
-        markets.push_back(std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(p))));
-        views.push_back(markets.back().get());
-    }
+    const test::AgentMarkets markets(ops, agents);
     const env::DeviceMarket point_market(ops, data::load_market(trainers::data_options(point)));
-    const auto engine = std::make_shared<trainers::DqnEngine>(ops, agents, views);
+    const auto engine = std::make_shared<trainers::DqnEngine>(ops, agents, markets.views);
     std::vector<std::unique_ptr<trainers::Trainer>> members;
     for (int i = 0; i < engine->agents(); ++i) members.push_back(engine->agent(i));
     // 20 iterations (every agent updating since its 8th), then agent 1's slot starts the new point,
@@ -220,8 +210,8 @@ TEST_CASE(
     CHECK(same_state(ops, *members[1], *alone));
     for (int i : {0, 2}) {  // the other agents train on as they would alone
         INFO("agent " << i);
-        auto single =
-            trainers::make_dqn_trainer(ops, agents[static_cast<std::size_t>(i)], *views[static_cast<std::size_t>(i)]);
+        auto single = trainers::make_dqn_trainer(ops, agents[static_cast<std::size_t>(i)],
+                                                 *markets.views[static_cast<std::size_t>(i)]);
         for (int k = 0; k < kBefore + kAfter; ++k) single->iterate();
         CHECK(same_state(ops, *members[static_cast<std::size_t>(i)], *single));
     }

@@ -67,13 +67,8 @@ struct Parting {
 /// compared bit for bit when `exact` (the CPU), else within 1e-3.
 Parting population_against_single_runs(ops::Device& ops, const std::vector<config::Profile>& agents, int updates,
                                        const std::vector<long long>& nan_updates = {}, bool exact = true) {
-    std::vector<std::unique_ptr<env::DeviceMarket>> markets;
-    std::vector<const env::DeviceMarket*> views;
-    for (const auto& p : agents) {
-        markets.push_back(std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(p))));
-        views.push_back(markets.back().get());
-    }
-    auto population = std::make_shared<trainers::IqlEngine>(ops, agents, views);
+    const test::AgentMarkets markets(ops, agents);
+    auto population = std::make_shared<trainers::IqlEngine>(ops, agents, markets.views);
     std::vector<std::unique_ptr<trainers::Trainer>> members;
     for (std::size_t i = 0; i < agents.size(); ++i) members.push_back(population->agent(static_cast<int>(i)));
     members[1]->inject_nan_at_updates(nan_updates);
@@ -84,7 +79,7 @@ Parting population_against_single_runs(ops::Device& ops, const std::vector<confi
     std::vector<float> first_online;
     for (std::size_t i = 0; i < agents.size(); ++i) {
         INFO("agent " << i);
-        const auto alone = trainers::make_iql_trainer(ops, agents[i], *markets[i]);
+        const auto alone = trainers::make_iql_trainer(ops, agents[i], *markets.views[i]);
         trainers::Trainer& single = *alone;
         if (i == 1) single.inject_nan_at_updates(nan_updates);
         const auto start_online = as_floats(tensor_bytes(ops, single, "params/online")),
@@ -227,14 +222,9 @@ TEST_CASE(
     for (const char* o : {"run.seed=21", "training.learning_rate=0.002", "iql.expectile=0.8", "data.seed=9"})
         fresh.emplace_back(o);
     const config::Profile point = agent_profile(fresh);
-    std::vector<std::unique_ptr<env::DeviceMarket>> markets;
-    std::vector<const env::DeviceMarket*> views;
-    for (const auto& p : agents) {
-        markets.push_back(std::make_unique<env::DeviceMarket>(ops, data::load_market(trainers::data_options(p))));
-        views.push_back(markets.back().get());
-    }
+    const test::AgentMarkets markets(ops, agents);
     const env::DeviceMarket point_market(ops, data::load_market(trainers::data_options(point)));
-    const auto engine = std::make_shared<trainers::IqlEngine>(ops, agents, views);
+    const auto engine = std::make_shared<trainers::IqlEngine>(ops, agents, markets.views);
     std::vector<std::unique_ptr<trainers::Trainer>> members;
     for (int i = 0; i < engine->agents(); ++i) members.push_back(engine->agent(i));
     // 13 updates, then agent 1's slot starts the new point (a NaN loss at its update 3: the guard
@@ -260,8 +250,8 @@ TEST_CASE(
     CHECK(std::memcmp(&got.loss, &want.loss, sizeof got.loss) == 0);
     for (int i : {0, 2}) {  // the other agents train on as they would alone
         INFO("agent " << i);
-        auto single =
-            trainers::make_iql_trainer(ops, agents[static_cast<std::size_t>(i)], *views[static_cast<std::size_t>(i)]);
+        auto single = trainers::make_iql_trainer(ops, agents[static_cast<std::size_t>(i)],
+                                                 *markets.views[static_cast<std::size_t>(i)]);
         for (int k = 0; k < kBefore + kAfter; ++k) single->iterate();
         CHECK(same_state(ops, *members[static_cast<std::size_t>(i)], *single));
     }
