@@ -42,13 +42,15 @@ struct Mean {
     View<const float> x;
 };
 inline constexpr int kMeanThreads = 256;
-/// counter[0] += 1: an update number kept in device memory, which the ops of a captured sequence
-/// read (AdamStep's `step`, CopyEvery) instead of taking it from the host. counter (1).
+/// counter[i] += 1 for every i: update numbers kept in device memory, which the ops of a captured
+/// sequence read (AdamStep's `step`, CopyEvery) instead of taking them from the host. counter (N
+/// >= 1: one per agent of a population, all advanced by one launch).
 struct Increment {
     View<long long> counter;
 };
-/// dst = src when counter[0] % period == 0 (period >= 1), else nothing: a periodic copy (a target
-/// network's) decided on the device. dst and src distinct, the same size; counter (1).
+/// A periodic copy (a target network's) decided on the device: dst and src are N equal slices (one
+/// per agent) and slice a is copied when counter[a] % period == 0 (period >= 1), each agent at its
+/// own update number. dst and src distinct, the same size, a multiple of counter's N >= 1.
 struct CopyEvery {
     View<float> dst;
     View<const float> src;
@@ -230,16 +232,18 @@ FH_LAUNCH(Mean) {
 }
 
 inline void check(const Increment& a) {
-    detail::require_size(a.counter.size(), 1, "increment", "counter");
+    detail::require(!a.counter.empty(), "increment", "counter is empty");
+    detail::checked_int_size(a.counter.size(), "increment");
 }
 FH_LAUNCH(Increment) {
-    gpu.kernels().increment_i64_kernel(gpu.stream(), LaunchDims{dim3(1), dim3(1), 0}, a);
+    gpu.kernels().increment_i64_kernel(gpu.stream(), LaunchDims::linear(a.counter.size(), 32), a);
 }
 
 inline bool check(const CopyEvery& a) {
     const char* op = "copy_every";
     detail::require_same_size(a.dst.size(), a.src.size(), op);
-    detail::require_size(a.counter.size(), 1, op, "counter");
+    detail::require(!a.counter.empty() && a.dst.size() % a.counter.size() == 0, op,
+                    "dst's size is not a multiple of the counters' (one slice per agent)");
     detail::checked_int_size(a.dst.size(), op);
     if (a.period < 1)
         throw std::invalid_argument(fmt::format("ops::copy_every: period must be >= 1, got {}", a.period));
@@ -248,7 +252,10 @@ inline bool check(const CopyEvery& a) {
     return !a.dst.empty();
 }
 FH_LAUNCH(CopyEvery) {
-    gpu.kernels().copy_every_f32_kernel(gpu.stream(), LaunchDims::linear(a.dst.size()), a);
+    // One row of blocks per agent (grid.y), each skipped as a whole when its agent does not copy.
+    LaunchDims dims = LaunchDims::linear(a.dst.size() / a.counter.size());
+    dims.grid.y = static_cast<unsigned>(a.counter.size());
+    gpu.kernels().copy_every_f32_kernel(gpu.stream(), dims, a);
 }
 
 #include "ops/op_end.hpp"

@@ -93,14 +93,16 @@ extern "C" __global__ void mean_f32_kernel(fh::ops::Mean a) {
 }
 
 extern "C" __global__ void increment_i64_kernel(fh::ops::Increment a) {
-    if (global_thread_index() == 0) a.counter.data()[0] += 1;
+    const long long n = static_cast<long long>(a.counter.size());
+    for (long long i = global_thread_index(); i < n; i += grid_thread_count()) a.counter.data()[i] += 1;
 }
 
 extern "C" __global__ void copy_every_f32_kernel(fh::ops::CopyEvery a) {
-    if (a.counter.data()[0] % a.period != 0) return;
-    const long long n = static_cast<long long>(a.dst.size());
-    float* __restrict__ dst = a.dst;
-    const float* __restrict__ src = a.src;
+    const unsigned agent = blockIdx.y;  // one row of blocks per agent's slice
+    if (a.counter.data()[agent] % a.period != 0) return;
+    const long long n = static_cast<long long>(a.dst.size() / a.counter.size());
+    float* __restrict__ dst = a.dst.data() + agent * n;
+    const float* __restrict__ src = a.src.data() + agent * n;
     for (long long i = global_thread_index(); i < n; i += grid_thread_count()) dst[i] = src[i];
 }
 

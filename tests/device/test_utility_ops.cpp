@@ -252,17 +252,21 @@ TEST_CASE("CUDA mean of equal segments: each as its own launch would, bit for bi
 
 namespace {
 
-/// increment three times, then copy_every at periods 3 (copies) and 2 (does not).
-std::vector<float> counted_ops(Device& ops, std::size_t n, std::vector<long long>& counter_after) {
-    auto counter = ops.from_host<long long>(std::vector<long long>{0});
+/// `agents` counters starting at 0, 1, 2, ... each incremented three times (one launch each), then
+/// copy_every of agents slices of n floats at periods 3 and 2: agent a's slice is copied from src
+/// when 3 + a is a multiple of 3, then from `other` when it is even.
+std::vector<float> counted_ops(Device& ops, std::size_t n, std::vector<long long>& counter_after,
+                               std::size_t agents = 1) {
+    std::vector<long long> start(agents);
+    for (std::size_t a = 0; a < agents; ++a) start[a] = static_cast<long long>(a);
+    auto counter = ops.from_host<long long>(start);
     for (int i = 0; i < 3; ++i) fh::ops::run(ops, fh::ops::Increment{counter.view()});
     counter_after = ops.to_host(counter.cview());
-    auto dst = ops.from_host<float>(random_floats(n, 31));
-    auto src = ops.from_host<float>(random_floats(n, 32));
-    auto other = ops.from_host<float>(random_floats(n, 33));
+    auto dst = ops.from_host<float>(random_floats(agents * n, 31));
+    auto src = ops.from_host<float>(random_floats(agents * n, 32));
+    auto other = ops.from_host<float>(random_floats(agents * n, 33));
     fh::ops::run(ops, fh::ops::CopyEvery{dst.view(), src.cview(), counter.cview(), 3});
-    fh::ops::run(ops,
-                 fh::ops::CopyEvery{dst.view().subview(0, n / 2), other.cview().subview(0, n / 2), counter.cview(), 2});
+    fh::ops::run(ops, fh::ops::CopyEvery{dst.view(), other.cview(), counter.cview(), 2});
     return ops.to_host(dst.cview());
 }
 
@@ -305,6 +309,16 @@ TEST_CASE("increment and copy_every: an update number in device memory decides t
         const auto dst = counted_ops(ops, n, counter);
         CHECK(counter == std::vector<long long>{3});
         CHECK(dst == random_floats(n, 32));  // period 3 copied at 3; period 2 did not
+        // Three agents at 3, 4, 5: agent 0 copies src, agent 1 `other`, agent 2 neither.
+        const auto three = counted_ops(ops, n, counter, 3);
+        CHECK(counter == std::vector<long long>{3, 4, 5});
+        const auto slice = [n](const std::vector<float>& v, std::size_t a) {
+            return std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(a * n),
+                                      v.begin() + static_cast<std::ptrdiff_t>((a + 1) * n));
+        };
+        CHECK(slice(three, 0) == slice(random_floats(3 * n, 32), 0));
+        CHECK(slice(three, 1) == slice(random_floats(3 * n, 33), 1));
+        CHECK(slice(three, 2) == slice(random_floats(3 * n, 31), 2));
     }
     auto buf = ops.from_host<float>(random_floats(64, 5));
     auto counter = ops.from_host<long long>(std::vector<long long>{4});
@@ -315,6 +329,10 @@ TEST_CASE("increment and copy_every: an update number in device memory decides t
                                                          counter.cview(), 0}),
                     std::invalid_argument);
     CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::Increment{fh::ops::View<long long>()}), std::invalid_argument);
+    auto counters = ops.from_host<long long>(std::vector<long long>{0, 0, 0});  // 32 floats are no 3 slices
+    CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::CopyEvery{buf.view().subview(0, 32), buf.cview().subview(32, 32),
+                                                         counters.cview(), 2}),
+                    std::invalid_argument);
     fh::ops::run(ops, fh::ops::CopyEvery{buf.view().subview(0, 32), buf.cview().subview(32, 32), counter.cview(), 2});
     const auto after = ops.to_host(buf.cview());
     CHECK(std::vector<float>(after.begin(), after.begin() + 32) == std::vector<float>(after.begin() + 32, after.end()));
@@ -355,6 +373,13 @@ TEST_CASE("CUDA increment, copy_every and Adam at a device step equal the CPU tw
         const auto g = counted_ops(gpu, n, gc);
         CHECK(gc == cc);
         FH_REQUIRE_CLOSE(g, c, 0.0, 0.0);
+        for (std::size_t agents : {3u, 70u}) {
+            INFO(agents << " agents");
+            const auto c3 = counted_ops(cpu, n, cc, agents);
+            const auto g3 = counted_ops(gpu, n, gc, agents);
+            CHECK(gc == cc);
+            FH_REQUIRE_CLOSE(g3, c3, 0.0, 0.0);
+        }
         for (long long step : {1LL, 37LL, 100000LL}) {
             INFO("step " << step);
             // Exact: the bias corrections by repeated squaring in double (core::power, the same

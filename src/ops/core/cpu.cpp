@@ -44,12 +44,14 @@ void cpu(const Mean& a) {
 }
 
 void cpu(const Increment& a) {
-    a.counter.data()[0] += 1;
+    for (std::size_t i = 0; i < a.counter.size(); ++i) a.counter.data()[i] += 1;
 }
 
 void cpu(const CopyEvery& a) {
-    if (a.counter.data()[0] % a.period != 0) return;
-    std::copy(a.src.data(), a.src.data() + a.src.size(), a.dst.data());
+    const std::size_t n = a.dst.size() / a.counter.size();
+    for (std::size_t g = 0; g < a.counter.size(); ++g)
+        if (a.counter.data()[g] % a.period == 0)
+            std::copy(a.src.data() + g * n, a.src.data() + (g + 1) * n, a.dst.data() + g * n);
 }
 
 void cpu(const GlobalNorm& a) {

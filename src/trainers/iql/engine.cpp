@@ -376,9 +376,7 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
                                        soft ? target_.view() : ops::View<float>(),
                                        soft ? tau_keep_.cview() : ops::View<const float>()});
     if (!soft)  // each agent at its own update number
-        for (std::size_t a = 0; a < Ns; ++a)
-            ops::run(ops_, ops::CopyEvery{target_.view().subview(a * P, P), online_.cview().subview(a * P, P),
-                                          update.subview(a, 1), t.target_update_period});
+        ops::run(ops_, ops::CopyEvery{target_.view(), online_.cview(), update, t.target_update_period});
 }
 
 void IqlEngine::iterate() {

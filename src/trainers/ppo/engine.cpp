@@ -501,8 +501,7 @@ void PpoEngine::update_ops(std::uint32_t inject_nan) {
     }
     for (int e = 0; e < static_cast<int>(epochs_); ++e)
         for (int k = 0; k < static_cast<int>(minibatches_); ++k) minibatch_update(e, k, inject_nan);
-    for (std::size_t g = 0; g < static_cast<std::size_t>(agents_); ++g)
-        ops::run(ops_, ops::Increment{rollouts_dev_.view().subview(g, 1)});
+    ops::run(ops_, ops::Increment{rollouts_dev_.view()});
 }
 
 // Minibatch k of epoch e of every agent: rows [k B, (k + 1) B) of agent a's rollout shuffled by the
