@@ -112,12 +112,12 @@ const TrainerKind kSupervised{
     },
     [](const config::Profile&) -> std::string { return "supervised/1"; },
     &SupervisedTrainer::plan,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
+    nullptr,  // batched_unsupported
+    nullptr,  // make_batched
+    nullptr,  // auto_batching_declined
+    nullptr,  // offline_dataset: it learns from the bars themselves
+    nullptr,  // batched_refill_unit
+    nullptr,  // eval_goal
     &SupervisedTrainer::check_data,
 };
 
