@@ -4,16 +4,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
 
-#include "abi/dqn_step.h"
 #include "config/profile.hpp"
 #include "config/schema.hpp"
 #include "config/toml_reader.hpp"
+#include "config/trainer_profiles.hpp"
 #include "util/regular_file.hpp"
 
 namespace fh::config {
@@ -59,6 +60,23 @@ std::string list(const std::vector<std::string>& items, std::string_view before 
     std::string s;
     for (const auto& i : items) s += fmt::format("{}{}{}{}", s.empty() ? "" : ", ", before, i, after);
     return s;
+}
+
+/// "a", "a and b", "a, b and c" (`last` = "and"; "or" likewise).
+std::string words(const std::vector<std::string>& items, std::string_view last) {
+    std::string s;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) s += i + 1 == items.size() ? fmt::format(" {} ", last) : ", ";
+        s += items[i];
+    }
+    return s;
+}
+
+/// The trainers with `capability` as run.trainer's values: "\"dqn\"", "\"dqn\" or \"iql\"", ...
+std::string quoted_trainers_with(bool TrainerProfile::*capability) {
+    std::vector<std::string> names;
+    for (const auto name : trainers_with(capability)) names.push_back(toml_quote(name));
+    return words(names, "or");
 }
 
 class Resolver {
@@ -337,11 +355,15 @@ private:
         // and range check: a key out of range is reported once, at the key, and a rule never
         // computes with it (dt.embedding % dt.heads with heads = 0 would trap). The condition and
         // the message are evaluated only then.
-        const auto rule = [&](std::initializer_list<std::string> keys, const auto& violated, const auto& message) {
+        const CrossKeyRule rule = [&](std::initializer_list<std::string> keys, const std::function<bool()>& violated,
+                                      const std::function<std::string()>& message) {
             for (const auto& k : keys)
                 if (bad.count(k)) return;  // already reported; a second message would be noise
             if (violated()) problem(where_of_any(keys), message());
         };
+        // run.trainer's entry (config/trainer_profiles.hpp); none while run.trainer is missing or unknown.
+        const TrainerProfile* kind = find_trainer_profile(p.run.trainer);
+        const auto can = [&](bool TrainerProfile::*capability) { return kind != nullptr && kind->*capability; };
         const double sum = p.data.train_fraction + p.data.val_fraction + p.data.test_fraction;
         rule(
             {"data.train_fraction", "data.val_fraction", "data.test_fraction"}, [&] { return sum > 1.0 + 1e-9; },
@@ -362,14 +384,16 @@ private:
                                    p.walk_forward.folds - 1);
             });
         rule(
-            {"run.search", "run.trainer"},
+            {"run.search", "run.trainer"}, [&] { return p.run.search != "none" && !can(&TrainerProfile::searches); },
             [&] {
-                return p.run.search != "none" && p.run.trainer != "dqn" && p.run.trainer != "iql" &&
-                       p.run.trainer != "ppo";
-            },
-            [&] {
-                return fmt::format("run.search = \"{}\" trains DQN, IQL and PPO populations, not {}", p.run.search,
-                                   p.run.trainer);
+                std::vector<std::string> names;
+                for (const auto name : trainers_with(&TrainerProfile::searches)) {
+                    names.emplace_back(name);
+                    for (auto& c : names.back()) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+                }
+                std::sort(names.begin(), names.end());
+                return fmt::format("run.search = \"{}\" trains {} populations, not {}", p.run.search,
+                                   words(names, "and"), p.run.trainer);
             });
         rule(
             {"run.search", "run.eval_interval", "data.val_fraction"},
@@ -419,15 +443,6 @@ private:
                                    p.replay_buffer.buffer_size);
             });
         rule(
-            {"replay_buffer.batch_size", "replay_buffer.min_replay_size", "run.trainer"},
-            [&] { return p.run.trainer == "dqn" && p.replay_buffer.batch_size > p.replay_buffer.min_replay_size; },
-            [&] {
-                return fmt::format(
-                    "replay_buffer.batch_size = {} exceeds min_replay_size = {}: the first "
-                    "updates would sample the same few transitions many times",
-                    p.replay_buffer.batch_size, p.replay_buffer.min_replay_size);
-            });
-        rule(
             {"experience.n_step", "experience.gpu_timesteps_per_episode"},
             [&] { return p.experience.n_step >= p.experience.gpu_timesteps_per_episode; },
             [&] {
@@ -452,23 +467,6 @@ private:
                 return fmt::format("training.epsilon_end = {} exceeds epsilon_start = {}", p.training.epsilon_end,
                                    p.training.epsilon_start);
             });
-        const auto rollout = [&] { return p.experience.gpu_n_episodes * p.experience.gpu_timesteps_per_episode; };
-        rule(
-            {"ppo.minibatches", "experience.gpu_n_episodes", "experience.gpu_timesteps_per_episode", "run.trainer"},
-            [&] { return p.run.trainer == "ppo" && p.ppo.minibatches > rollout(); },
-            [&] {
-                return fmt::format(
-                    "ppo.minibatches = {} exceeds the rollout's {} transitions "
-                    "(gpu_n_episodes * gpu_timesteps_per_episode)",
-                    p.ppo.minibatches, rollout());
-            });
-        rule(
-            {"replay_buffer.batch_size", "iql.dataset_size", "run.trainer"},
-            [&] { return p.run.trainer == "iql" && p.replay_buffer.batch_size > p.iql.dataset_size; },
-            [&] {
-                return fmt::format("replay_buffer.batch_size = {} exceeds iql.dataset_size = {}",
-                                   p.replay_buffer.batch_size, p.iql.dataset_size);
-            });
         rule(
             {"iql.dataset"}, [&] { return p.iql.dataset.empty(); },
             [&] { return "iql.dataset is empty: use \"behaviour\" or the path of a replay dump"; });
@@ -487,102 +485,8 @@ private:
                 return "data.test_fraction = 0 leaves no test split, but every run ends with a backtest on it "
                        "(backtest/, summary.json): give it a share, e.g. data.test_fraction = 0.15";
             });
-        // Options in the schema that no trainer acts on yet: refused here, so that `check` and
-        // `train` agree and nothing runs for hours before saying so.
-        if (p.run.trainer == "dqn") {
-            // The IQN head (docs/dqn.md): one agent, one network; its loss kernel keeps 2A + N floats
-            // per sample in shared memory.
-            rule(
-                {"dqn.head", "dqn.ensemble_size"}, [&] { return p.dqn.head == "iqn" && p.dqn.ensemble_size > 1; },
-                [&] {
-                    return fmt::format(
-                        "dqn.head = \"iqn\" with dqn.ensemble_size = {}: the ensemble has C51 and scalar heads "
-                        "only; set dqn.ensemble_size = 1 or dqn.head = \"c51\" / \"mse\"",
-                        p.dqn.ensemble_size);
-                });
-            rule(
-                {"dqn.head", "dqn.iqn_quantiles", "env.position_levels", "env.urgency_levels"},
-                [&] { return p.dqn.head == "iqn" && 2 * p.num_actions() + p.dqn.iqn_quantiles > 384; },
-                [&] {
-                    return fmt::format(
-                        "dqn.head = \"iqn\": 2 * actions ({}) + dqn.iqn_quantiles ({}) = {} exceeds 384, the "
-                        "floats per sample the IQN loss kernel keeps in shared memory; use fewer fractions or "
-                        "fewer position / urgency levels",
-                        p.num_actions(), p.dqn.iqn_quantiles, 2 * p.num_actions() + p.dqn.iqn_quantiles);
-                });
-            // Hindsight experience replay (docs/dqn.md): the goals the network trains on and the one it is
-            // evaluated with.
-            rule(
-                {"dqn.her", "dqn.her_goal_min", "dqn.her_goal_max"},
-                [&] { return p.dqn.her && p.dqn.her_goal_min > p.dqn.her_goal_max; },
-                [&] {
-                    return fmt::format(
-                        "dqn.her_goal_min = {} exceeds dqn.her_goal_max = {}: the episode goals are drawn from "
-                        "[her_goal_min, her_goal_max]",
-                        p.dqn.her_goal_min, p.dqn.her_goal_max);
-                });
-            rule(
-                {"dqn.her", "dqn.her_eval_goal", "dqn.her_goal_min", "dqn.her_goal_max"},
-                [&] {
-                    return p.dqn.her && p.dqn.her_goal_min <= p.dqn.her_goal_max &&
-                           (p.dqn.her_eval_goal < p.dqn.her_goal_min || p.dqn.her_eval_goal > p.dqn.her_goal_max);
-                },
-                [&] {
-                    return fmt::format(
-                        "dqn.her_eval_goal = {} lies outside the training goals [{}, {}] (dqn.her_goal_min, "
-                        "dqn.her_goal_max): the backtests would ask the network for a goal no episode had, an "
-                        "extrapolation of the goal features; widen the range or pick a goal inside it",
-                        p.dqn.her_eval_goal, p.dqn.her_goal_min, p.dqn.her_goal_max);
-                });
-            rule(
-                {"dqn.her", "dqn.her_reward", "dqn.v_min", "dqn.v_max", "training.gamma", "dqn.head"},
-                [&] {
-                    return p.dqn.her && p.dqn.head == "c51" && p.training.gamma < 1 &&
-                           p.dqn.her_reward / (1 - p.training.gamma) > p.dqn.v_max - p.dqn.v_min;
-                },
-                [&] {
-                    return fmt::format(
-                        "dqn.her_reward = {} can add up to her_reward / (1 - training.gamma) = {:.4g} to a "
-                        "value, more than the whole C51 support [dqn.v_min, dqn.v_max] = [{}, {}] spans: the "
-                        "goal's values would pile up on the support's edge; lower her_reward or widen the support",
-                        p.dqn.her_reward, p.dqn.her_reward / (1 - p.training.gamma), p.dqn.v_min, p.dqn.v_max);
-                });
-            // The per-sample DQN kernels keep a row's atoms, Q and (ensemble) every head's Q in 48 KB
-            // of shared memory per block of up to four warps (abi::dqn_step_smem_bytes).
-            {
-                const auto head = [&] {
-                    dqn::HeadParams h{};
-                    h.num_actions = static_cast<int>(p.num_actions());
-                    h.num_atoms = static_cast<int>(p.dqn.num_atoms);
-                    h.ensemble = static_cast<int>(p.dqn.ensemble_size);
-                    return h;
-                };
-                rule(
-                    {"dqn.num_atoms", "dqn.ensemble_size", "env.position_levels", "env.urgency_levels"},
-                    [&] { return abi::dqn_step_smem_bytes(head()) > abi::kDqnMaxSmemBytes; },
-                    [&] {
-                        return fmt::format(
-                            "dqn.num_atoms = {}, {} actions and dqn.ensemble_size = {} need {} bytes of the "
-                            "DQN kernels' shared memory per block, more than 48 KB: use fewer atoms, actions "
-                            "or heads",
-                            p.dqn.num_atoms, head().num_actions, head().ensemble, abi::dqn_step_smem_bytes(head()));
-                    });
-            }
-            // The replay ring holds whole steps of every environment, at least n_step + 1 of them.
-            const auto need = [&] { return p.experience.gpu_n_episodes * (p.experience.n_step + 1); };
-            rule(
-                {"replay_buffer.buffer_size", "training.buffer_size", "experience.gpu_n_episodes", "experience.n_step"},
-                [&] { return p.replay_buffer.buffer_size < need(); },
-                [&] {
-                    return fmt::format(
-                        "replay_buffer.buffer_size = {} is smaller than one step of every environment for "
-                        "n_step + 1 steps (experience.gpu_n_episodes * (experience.n_step + 1) = {} * {} = {}): "
-                        "the replay would silently grow to {} transitions; raise buffer_size to at least {} or "
-                        "lower gpu_n_episodes",
-                        p.replay_buffer.buffer_size, p.experience.gpu_n_episodes, p.experience.n_step + 1, need(),
-                        need(), need());
-                });
-        }
+        // The rules that hold for run.trainer's trainer alone (config/trainer_profiles.cpp).
+        if (kind != nullptr && kind->rules != nullptr) kind->rules(p, rule);
         rule(
             {"eval.deterministic"}, [&] { return !p.eval.deterministic; },
             [&] {
@@ -592,12 +496,12 @@ private:
             });
         rule(
             {"early_stopping.metric", "run.trainer"},
-            [&] { return p.early_stopping.metric == "val_loss" && p.run.trainer != "supervised"; },
+            [&] { return p.early_stopping.metric == "val_loss" && !can(&TrainerProfile::validation_loss); },
             [&] {
                 return fmt::format(
-                    "early_stopping.metric = \"val_loss\" needs run.trainer = \"supervised\" (the {} trainer has no "
+                    "early_stopping.metric = \"val_loss\" needs run.trainer = {} (the {} trainer has no "
                     "validation loss); use val_sharpe, val_return or val_sortino",
-                    p.run.trainer);
+                    quoted_trainers_with(&TrainerProfile::validation_loss), p.run.trainer);
             });
         rule(
             {"supervised.exit_threshold", "supervised.entry_threshold"},
@@ -608,20 +512,6 @@ private:
                     "closed at a score that opens it",
                     p.supervised.exit_threshold, p.supervised.entry_threshold);
             });
-        {
-            const std::int64_t urgency = p.supervised.order_type == "far_limit"       ? 2
-                                         : p.supervised.order_type == "passive_limit" ? 1
-                                                                                      : 0;
-            rule(
-                {"supervised.order_type", "env.urgency_levels", "run.trainer"},
-                [&] { return p.run.trainer == "supervised" && urgency >= p.env.urgency_levels; },
-                [&] {
-                    return fmt::format(
-                        "supervised.order_type = {} needs env.urgency_levels >= {} (it is {}): the environment's "
-                        "actions have no such order type",
-                        toml_quote(p.supervised.order_type), urgency + 1, p.env.urgency_levels);
-                });
-        }
         rule(
             {"dt.embedding", "dt.heads"}, [&] { return p.dt.embedding % p.dt.heads != 0; },
             [&] {
@@ -638,23 +528,15 @@ private:
                                    p.dt.embedding / std::max<std::int64_t>(1, p.dt.heads));
             });
         rule(
-            {"dt.batch_size", "dt.dataset_size", "run.trainer"},
-            [&] { return p.run.trainer == "dt" && p.dt.dataset == "behaviour" && p.dt.batch_size > p.dt.dataset_size; },
-            [&] {
-                return fmt::format("dt.batch_size = {} exceeds dt.dataset_size = {}", p.dt.batch_size,
-                                   p.dt.dataset_size);
-            });
-        rule(
             {"dt.dataset"}, [&] { return p.dt.dataset.empty(); },
             [&] { return "dt.dataset is empty: use \"behaviour\" or the path of a replay dump"; });
         rule(
             {"replay_buffer.save_dump", "run.trainer"},
-            [&] { return p.replay_buffer.save_dump && p.run.trainer != "dqn"; },
+            [&] { return p.replay_buffer.save_dump && !can(&TrainerProfile::replay_memory); },
             [&] {
                 return fmt::format(
-                    "replay_buffer.save_dump = true needs run.trainer = \"dqn\" (the {} trainer has no replay "
-                    "memory)",
-                    p.run.trainer);
+                    "replay_buffer.save_dump = true needs run.trainer = {} (the {} trainer has no replay memory)",
+                    quoted_trainers_with(&TrainerProfile::replay_memory), p.run.trainer);
             });
     }
 

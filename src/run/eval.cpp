@@ -21,6 +21,7 @@
 #include "run/run.hpp"
 #include "run/session.hpp"
 #include "trainers/checkpoint.hpp"
+#include "trainers/registry.hpp"
 #include "trainers/run_checks.hpp"
 #include "trainers/setup.hpp"
 #include "trainers/trainer.hpp"
@@ -99,8 +100,9 @@ config::Profile checkpoint_profile(const std::string& checkpoint, const std::vec
                             "(docs/sweeps.md, \"eval\")",
                             command, o, command, fmt::join(honoured, ", ")));
     auto p = config::resolve_profile_text(trainers::checkpoint_profile_toml(checkpoint), checkpoint, overrides);
+    const auto eval_goal = trainers::trainer_kind(p.run.trainer).eval_goal;
     for (const auto& o : overrides)
-        if (override_key(o) == "dqn.her_eval_goal" && !(p.run.trainer == "dqn" && p.dqn.her))
+        if (override_key(o) == "dqn.her_eval_goal" && !(eval_goal && eval_goal(p)))
             throw UsageError(
                 fmt::format("{} --set {}: the checkpoint's policy was not trained with hindsight "
                             "experience replay (dqn.her = true), so it has no goal to set",

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <stdexcept>
 
 #include "trainers/checkpoint.hpp"
 #include "trainers/dqn/engine.hpp"
@@ -39,6 +40,7 @@ const TrainerKind kDqn{
     &DqnEngine::auto_batching_declined,
     nullptr,
     [](const config::Profile& p) -> long long { return p.experience.gpu_n_episodes; },
+    &eval_goal,
 };
 
 const TrainerKind kPpo{
@@ -110,6 +112,13 @@ const TrainerKind kSupervised{
     },
     [](const config::Profile&) -> std::string { return "supervised/1"; },
     &SupervisedTrainer::plan,
+    nullptr,  // batched_unsupported
+    nullptr,  // make_batched
+    nullptr,  // auto_batching_declined
+    nullptr,  // offline_dataset: it learns from the bars themselves
+    nullptr,  // batched_refill_unit
+    nullptr,  // eval_goal
+    &SupervisedTrainer::check_data,
 };
 
 const TrainerKind kDt{
@@ -135,6 +144,11 @@ const TrainerKind kDt{
 const std::array<TrainerKind, 5> kTrainers{kDqn, kPpo, kIql, kSupervised, kDt};
 
 }  // namespace
+
+const config::TrainerProfile& TrainerKind::profile() const {
+    if (const config::TrainerProfile* p = config::find_trainer_profile(name)) return *p;
+    throw std::logic_error(fmt::format("trainer '{}' has no entry in config/trainer_profiles.cpp", name));
+}
 
 std::span<const TrainerKind> trainer_kinds() {
     return kTrainers;

@@ -2,7 +2,8 @@
 /// @brief The trainers by name (run.trainer): one entry per algorithm says how to build its run,
 ///        its greedy policy and its parameter layout, and whether and how its agents train as one
 ///        batched engine. Nothing outside this table branches on the trainer's name to reach an
-///        engine (src/trainers/registry.cpp holds the table).
+///        engine (src/trainers/registry.cpp holds the table); the profile's side of each trainer
+///        (its section, capabilities and rules) is its entry in config/trainer_profiles.hpp.
 #pragma once
 
 #include <memory>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include "config/profile.hpp"
+#include "config/trainer_profiles.hpp"
+#include "data/market_data.hpp"
 #include "env/vec_env.hpp"
 #include "nn/param_layout.hpp"
 #include "device/device.hpp"
@@ -33,6 +36,9 @@ struct OfflineDataset {
 
 struct TrainerKind {
     std::string_view name;
+    /// Its entry in the profile's table (config/trainer_profiles.hpp): its schema section, what it
+    /// can do that other keys ask for, and its own rules between keys.
+    const config::TrainerProfile& profile() const;
     /// A single run on `market`'s training split.
     std::unique_ptr<Trainer> (*make)(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
     /// The greedy policy of the trainer's network for observations of state_dim floats (all `eval` needs).
@@ -60,6 +66,12 @@ struct TrainerKind {
     /// BatchedPopulation::reset_agent starts a new agent in a slot while the others train
     /// (successive halving's new points); null: its agents share counters, no slot starts again.
     long long (*batched_refill_unit)(const config::Profile& profile) = nullptr;
+    /// The goal its greedy policy is evaluated with (`eval --set dqn.her_eval_goal=` changes it),
+    /// none where the profile trains without goals; null: its policy takes no goal.
+    std::optional<float> (*eval_goal)(const config::Profile& profile) = nullptr;
+    /// The rules of its profile that need the data, shared by `check` and `train` (run_checks.hpp):
+    /// DataError (exit 3); null: none.
+    void (*check_data)(const config::Profile& profile, const data::MarketData& market) = nullptr;
 };
 
 /// A gpu.precision refused for a trainer: it failed the learning parity of docs/learning.md

@@ -13,7 +13,6 @@
 #include "backtest/bootstrap.hpp"
 #include "io/replay_dump.hpp"
 #include "trainers/registry.hpp"
-#include "trainers/supervised/trainer.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
 
@@ -58,16 +57,8 @@ void check_splits(const config::Profile& p, const data::MarketData& md) {
             md.source, name, r.begin, r.end, r.size(), md.warmup_bars, key));
     };
     if (tradable_bars(md, md.test) == 0) throw none("test", md.test, "data.test_fraction");
-    // The supervised forecaster's training samples: a bar with supervised.horizon bars after it
-    // inside its segment of the training split.
-    if (p.run.trainer == "supervised" &&
-        supervised_samples(md.bars.close, env::episode_starts(md.bars, md.warmup_bars, md.train),
-                           static_cast<int>(p.supervised.horizon))
-            .bars.empty())
-        throw DataError(
-            fmt::format("{}: the training split [{}, {}) has no bar with supervised.horizon = {} bars "
-                        "after it inside the split (lower supervised.horizon or give more data)",
-                        md.source, md.train.begin, md.train.end, p.supervised.horizon));
+    // The trainer's own rules that need the data (the supervised forecaster's training samples).
+    if (const auto check = trainer_kind(p.run.trainer).check_data) check(p, md);
     // The bootstrap's fixed block against the returns of the test and validation backtests
     // (each segment's bars but its first).
     for (const auto* split : {&md.test, &md.val}) {

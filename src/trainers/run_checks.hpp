@@ -3,9 +3,10 @@
 ///        that both accept and refuse the same runs, and a run is refused before anything is
 ///        allocated or trained: the splits backtests need, eval.segments, an IQL replay dump's
 ///        shape and size, the instrument against the prices, the kernels' int index range with
-///        the real number of bars, and the host memory. (Profile-only rules are in the profile
-///        resolution, src/config/resolve.cpp; the device memory needs the device: the pipeline
-///        and `check` on a GPU machine compare it.)
+///        the real number of bars, the trainer's own rules that need the data
+///        (TrainerKind::check_data) and the host memory. (Profile-only rules are in the profile
+///        resolution, src/config/resolve.cpp and config/trainer_profiles.cpp; the device memory
+///        needs the device: the pipeline and `check` on a GPU machine compare it.)
 #pragma once
 
 #include <cstdint>

@@ -120,6 +120,16 @@ ops::View<const float> SupervisedSignalPolicy::last_predictions() const {
     return ws_.output().subview(0, static_cast<std::size_t>(last_n_));
 }
 
+void SupervisedTrainer::check_data(const config::Profile& p, const data::MarketData& md) {
+    if (supervised_samples(md.bars.close, env::episode_starts(md.bars, md.warmup_bars, md.train),
+                           static_cast<int>(p.supervised.horizon))
+            .bars.empty())
+        throw DataError(
+            fmt::format("{}: the training split [{}, {}) has no bar with supervised.horizon = {} bars "
+                        "after it inside the split (lower supervised.horizon or give more data)",
+                        md.source, md.train.begin, md.train.end, p.supervised.horizon));
+}
+
 MemoryPlan SupervisedTrainer::plan(const config::Profile& profile, int, const PlanInputs& in) {
     const SupervisedNetwork net(profile, in.market_dim);
     const int batch = static_cast<int>(profile.supervised.batch_size),

@@ -16,6 +16,7 @@
 
 #include "abi/nn_guard.h"
 #include "config/profile.hpp"
+#include "data/market_data.hpp"
 #include "env/vec_env.hpp"
 #include "math/supervised.h"
 #include "nn/mlp.hpp"
@@ -83,6 +84,10 @@ public:
     SupervisedTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
     /// What the trainer allocates (TrainerKind::plan; one agent); the constructor allocates from it.
     static MemoryPlan plan(const config::Profile& profile, int agents, const PlanInputs& in);
+    /// Its rule that needs the data (TrainerKind::check_data), checked before anything is allocated:
+    /// DataError (exit 3) when the training split has no sample (a bar with supervised.horizon bars
+    /// after it inside its segment).
+    static void check_data(const config::Profile& profile, const data::MarketData& market);
     /// Rows of one validation chunk (the validation loss runs the forecaster on the validation
     /// split in chunks of this many samples).
     static constexpr std::size_t kValidationChunk = 4096;
