@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 namespace fh::io::json {
@@ -110,23 +111,10 @@ const Value* Value::find(std::string_view key) const {
 }
 
 const char* kind_name(Value::Kind k) noexcept {
-    switch (k) {
-        case Value::Kind::null:
-            return "null";
-        case Value::Kind::boolean:
-            return "boolean";
-        case Value::Kind::integer:
-            return "integer";
-        case Value::Kind::number:
-            return "number";
-        case Value::Kind::string:
-            return "string";
-        case Value::Kind::array:
-            return "array";
-        case Value::Kind::object:
-            return "object";
-    }
-    return "?";
+    static constexpr const char* kNames[] = {"null", "boolean", "integer", "number", "string", "array", "object"};
+    static_assert(std::size(kNames) == static_cast<std::size_t>(Value::Kind::object) + 1, "a name per Kind, in order");
+    const auto i = static_cast<std::size_t>(k);
+    return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 namespace {
