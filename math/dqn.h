@@ -515,6 +515,12 @@ FH_HD float bootstrap_mask(std::uint64_t seed, int env, long long step, int k, f
                                    static_cast<std::uint64_t>(step) * 8u + static_cast<std::uint64_t>(k / 4));
     return rng::unit_float(u.v[k % 4]) < p ? 1.0f : 0.0f;
 }
+/// masks[k] = bootstrap_mask(seed, env, step, k, p) for k = first, first + stride, ... < K: one
+/// sample's K heads' masks, or a lane's share of them (the CPU twins: first 0, stride 1).
+FH_HD void bootstrap_masks(float* masks, int K, std::uint64_t seed, int env, long long step, float p, int first = 0,
+                           int stride = 1) {
+    for (int k = first; k < K; k += stride) masks[k] = bootstrap_mask(seed, env, step, k, p);
+}
 inline constexpr int kMaxEnsemble = 32;
 
 // ---- monitoring ------------------------------------------------------------------------

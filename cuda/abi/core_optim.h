@@ -317,9 +317,7 @@ FH_LAUNCH(NormAndGuard) {
 
 inline void check(const NormAndGuardAgents& a) {
     const char* op = "norm_and_guard_agents";
-    if (a.agents < 1 || a.x.empty() || a.x.size() % static_cast<std::size_t>(a.agents) != 0)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: {} gradients do not split into {} agents", op, a.x.size(), a.agents));
+    detail::per_agent(a.x.size(), a.agents, op, "gradients");
     const std::size_t N = static_cast<std::size_t>(a.agents);
     if (a.stats.empty() || a.stats.size() % N != 0)
         throw std::invalid_argument(
@@ -356,9 +354,7 @@ FH_LAUNCH(NormAndGuardAgents) {
 
 inline void check(const AdamStepAgents& a) {
     const char* op = "adam_step_agents";
-    if (a.agents < 1 || a.params.empty() || a.params.size() % static_cast<std::size_t>(a.agents) != 0)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: {} parameters do not split into {} agents", op, a.params.size(), a.agents));
+    detail::per_agent(a.params.size(), a.agents, op, "parameters");
     const std::size_t N = static_cast<std::size_t>(a.agents);
     for (auto [size, name] : {std::pair{a.m.size(), "m"}, {a.v.size(), "v"}, {a.grads.size(), "grads"}})
         detail::require_size(size, a.params.size(), op, name);

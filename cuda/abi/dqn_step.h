@@ -105,6 +105,14 @@ struct DqnRing {
     int capacity_steps = 0, n_envs = 0, state_dim = 0;
 };
 
+/// Agent `agent`'s view of the ring and its sampling parameters (dqn::agent_sampling): where
+/// DqnSample and DqnHerSample, kernels and CPU twins, start.
+FH_HD dqn::AgentSampling ring_sampling(const DqnRing& r, long long agent, const dqn::Counters& c,
+                                       const dqn::AgentParams& p) {
+    return dqn::agent_sampling(r.states.data(), r.next_states.data(), r.actions.data(), r.rewards.data(), r.done.data(),
+                               r.capacity_steps, r.n_envs, r.state_dim, agent, c, p);
+}
+
 /// A collection step that also advances its agents' counters (dqn_advance's increments, once
 /// every environment has stepped): counters is the step's own counters, tickets (N) a zeroed
 /// scratch of the CUDA kernel (each agent's last block advances). Empty: no advance.

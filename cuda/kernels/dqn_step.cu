@@ -964,34 +964,42 @@ extern "C" __global__ void __launch_bounds__(32 * fh::abi::kDqnCollectWarps, fh:
     collect_step<true>(a);
 }
 
-extern "C" __global__ void dqn_sample_kernel(fh::ops::DqnSample a) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int agent = blockIdx.y;
-    const long long b = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + warp;
-    if (b >= a.batch) return;
-    const fh::ops::DqnRing& r = a.ring;
-    const Counters c = a.counters[agent];
-    const AgentParams& p = a.agent[agent];
-    const AgentSampling sampling = agent_sampling(r.states, r.next_states, r.actions, r.rewards, r.done,
-                                                  r.capacity_steps, r.n_envs, r.state_dim, agent, c, p);
-    const fh::replay::ReplayView& view = sampling.view;
-    const fh::replay::SampleParams& sp = sampling.params;
-    const int D = r.state_dim;
-    float* x = a.x + static_cast<long long>(agent) * 2 * a.batch * D;
-    const fh::replay::NstepDraw draw =
-        fh::replay::warp_sample_nstep(static_cast<int>(b), view, sp, lane, x + b * D, x + (a.batch + b) * D);
-    if (lane == 0) {
-        const long long v = static_cast<long long>(agent) * a.batch + b;
+/// A warp's row of the per-row kernels with a grid row per agent: warp w of block (x, agent) takes
+/// row b = x * warps + w of the agent's rows (a sample, an environment).
+struct WarpRow {
+    int lane, agent;
+    long long b;
+};
+__device__ __forceinline__ WarpRow warp_row(unsigned warps) {
+    return WarpRow{static_cast<int>(threadIdx.x & 31), static_cast<int>(blockIdx.y),
+                   static_cast<long long>(blockIdx.x) * warps + (threadIdx.x >> 5)};
+}
+
+/// The samplers' finish: sample b's action, return and discount (lane 0's draw) and each head's
+/// bootstrap mask of its first transition (env, step: the warp's).
+template <class Sample>
+__device__ __forceinline__ void write_sample(const Sample& a, const WarpRow& w, const fh::replay::NstepDraw& draw,
+                                             int env, long long step, const AgentParams& p) {
+    const long long v = static_cast<long long>(w.agent) * a.batch + w.b;
+    if (w.lane == 0) {
         a.actions[v] = draw.action;
         a.returns[v] = draw.ret;
         a.discounts[v] = draw.discount;
     }
-    if (a.masks != nullptr) {  // each head's bootstrap mask of the first transition
-        const long long step = draw.step;
-        const int env = draw.env;
-        float* masks = a.masks + (static_cast<long long>(agent) * a.batch + b) * a.ensemble;
-        for (int k = lane; k < a.ensemble; k += 32) masks[k] = bootstrap_mask(p.seed, env, step, k, p.bootstrap_prob);
-    }
+    if (a.masks != nullptr)
+        bootstrap_masks(a.masks + v * a.ensemble, a.ensemble, p.seed, env, step, p.bootstrap_prob, w.lane, 32);
+}
+
+extern "C" __global__ void dqn_sample_kernel(fh::ops::DqnSample a) {
+    const WarpRow w = warp_row(blockDim.x / 32);
+    if (w.b >= a.batch) return;
+    const AgentParams& p = a.agent[w.agent];
+    const auto [view, sp] = fh::ops::ring_sampling(a.ring, w.agent, a.counters[w.agent], p);
+    const int D = a.ring.state_dim;
+    float* x = a.x + static_cast<long long>(w.agent) * 2 * a.batch * D;
+    const fh::replay::NstepDraw draw =
+        fh::replay::warp_sample_nstep(static_cast<int>(w.b), view, sp, w.lane, x + w.b * D, x + (a.batch + w.b) * D);
+    write_sample(a, w, draw, draw.env, draw.step, p);
 }
 
 extern "C" __global__ void dqn_curiosity_gather_kernel(fh::ops::DqnCuriosityGather a) {
@@ -1032,52 +1040,45 @@ extern "C" __global__ void dqn_curiosity_bonus_kernel(fh::ops::DqnCuriosityBonus
     }
 }
 
+/// her::goal_state_row over a warp: the lanes copy the state's D columns, lane 0 adds the goal's.
+__device__ __forceinline__ void warp_goal_state_row(float* obs, const float* state, int D, float goal, int lane) {
+    for (int c = lane; c < D; c += 32) obs[c] = state[c];
+    if (lane == 0) fh::her::goal_features(goal, state[fh::her::achieved_column(D)], obs + D);
+}
+
 extern "C" __global__ void dqn_her_observe_kernel(fh::ops::DqnHerObserve a) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int agent = blockIdx.y;
-    const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
+    const WarpRow w = warp_row(fh::abi::kDqnWarpsPerBlock);
+    const long long e = w.b;
     if (e >= a.n) return;
-    const int D = a.state_dim, DG = D + fh::her::kGoalFeatures;
-    const long long k = static_cast<long long>(agent) * a.n + e;
-    const AgentParams& p = a.agent[agent];
+    const int D = a.state_dim;
+    const long long k = static_cast<long long>(w.agent) * a.n + e;
+    const AgentParams& p = a.agent[w.agent];
     const float goal =
         fh::her::episode_goal(p.seed, static_cast<int>(e), a.state[k].episode, p.her_goal_min, p.her_goal_max);
-    const float* state = a.states + k * D;
-    float* obs = a.obs + k * DG;
-    for (int c = lane; c < D; c += 32) obs[c] = state[c];
-    if (lane == 0) {
-        fh::her::goal_features(goal, state[fh::her::achieved_column(D)], obs + D);
+    warp_goal_state_row(a.obs + k * (D + fh::her::kGoalFeatures), a.states + k * D, D, goal, w.lane);
+    if (w.lane == 0) {
         const long long ring_rows = static_cast<long long>(a.capacity_steps) * a.n;
-        a.goals[static_cast<long long>(agent) * ring_rows + (a.counters[agent].pushed % a.capacity_steps) * a.n + e] =
-            goal;
+        a.goals[w.agent * ring_rows + (a.counters[w.agent].pushed % a.capacity_steps) * a.n + e] = goal;
     }
 }
 
 extern "C" __global__ void dqn_goal_states_kernel(fh::ops::DqnGoalStates a) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int agent = blockIdx.y;
-    const long long e = static_cast<long long>(blockIdx.x) * fh::abi::kDqnWarpsPerBlock + warp;
-    if (e >= a.n) return;
-    const int D = a.state_dim, DG = D + fh::her::kGoalFeatures;
-    const long long k = static_cast<long long>(agent) * a.n + e;
-    const float* state = a.states + k * D;
-    float* obs = a.obs + k * DG;
-    for (int c = lane; c < D; c += 32) obs[c] = state[c];
-    if (lane == 0) fh::her::goal_features(a.goal[agent], state[fh::her::achieved_column(D)], obs + D);
+    const WarpRow w = warp_row(fh::abi::kDqnWarpsPerBlock);
+    if (w.b >= a.n) return;
+    const int D = a.state_dim;
+    const long long k = static_cast<long long>(w.agent) * a.n + w.b;
+    warp_goal_state_row(a.obs + k * (D + fh::her::kGoalFeatures), a.states + k * D, D, a.goal[w.agent], w.lane);
 }
 
 extern "C" __global__ void dqn_her_sample_kernel(fh::ops::DqnHerSample a) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int agent = blockIdx.y;
-    const long long b = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + warp;
+    const WarpRow w = warp_row(blockDim.x / 32);
+    const int lane = w.lane, agent = w.agent;
+    const long long b = w.b;
     if (b >= a.batch) return;
     const fh::ops::DqnRing& r = a.ring;
     const Counters c = a.counters[agent];
     const AgentParams& p = a.agent[agent];
-    const AgentSampling sampling = agent_sampling(r.states, r.next_states, r.actions, r.rewards, r.done,
-                                                  r.capacity_steps, r.n_envs, r.state_dim, agent, c, p);
-    const fh::replay::ReplayView& view = sampling.view;
-    const fh::replay::SampleParams& sp = sampling.params;
+    const auto [view, sp] = fh::ops::ring_sampling(r, agent, c, p);
     const long long base = static_cast<long long>(agent) * r.capacity_steps * r.n_envs;  // this agent's goal column
     const int D = r.state_dim, DG = D + fh::her::kGoalFeatures, col = fh::her::achieved_column(D);
     const fh::her::RelabelParams hp{p.her_ratio, p.her_reward, p.her_horizon, col, c.pushed - 1};
@@ -1123,18 +1124,11 @@ extern "C" __global__ void dqn_her_sample_kernel(fh::ops::DqnHerSample a) {
     if (lane == 0) {
         fh::her::goal_features(goal, view.states[first * D + col], x + b * DG + D);
         fh::her::goal_features(goal, view.next_states[last * D + col], x + (a.batch + b) * DG + D);
-        const long long v = static_cast<long long>(agent) * a.batch + b;
-        a.actions[v] = gd.draw.action;
-        a.returns[v] = gd.draw.ret;
-        a.discounts[v] = gd.draw.discount;
-        if (a.goals_out != nullptr) a.goals_out[v] = goal;
+        if (a.goals_out != nullptr) a.goals_out[static_cast<long long>(agent) * a.batch + b] = goal;
     }
-    if (a.masks != nullptr) {  // each head's bootstrap mask of the first transition
-        const long long step = __shfl_sync(kFullMask, gd.draw.step, 0);
-        const int env = __shfl_sync(kFullMask, gd.draw.env, 0);
-        float* masks = a.masks + (static_cast<long long>(agent) * a.batch + b) * a.ensemble;
-        for (int k = lane; k < a.ensemble; k += 32) masks[k] = bootstrap_mask(p.seed, env, step, k, p.bootstrap_prob);
-    }
+    const int env = __shfl_sync(kFullMask, gd.draw.env, 0);
+    const long long step = __shfl_sync(kFullMask, gd.draw.step, 0);
+    write_sample(a, w, gd.draw, env, step, p);
 }
 
 FH_KERNELS_dqn_step(FH_CHECK_KERNEL_ABI)

@@ -103,22 +103,20 @@ extern "C" __global__ void dt_gelu_backward_kernel(float* __restrict__ dz, const
 }
 
 namespace {
-// (b, h, i) of a flat thread index over batch x heads x tokens.
-__device__ __forceinline__ void split_bhi(long long t, const fh::dt::AttentionShape& s, int& b, int& h, int& i) {
-    i = static_cast<int>(t % s.tokens);
-    h = static_cast<int>((t / s.tokens) % s.heads);
-    b = static_cast<int>(t / (static_cast<long long>(s.tokens) * s.heads));
+// f(b, h, i) for every batch row b, head h and token i of `s`: a grid-stride loop over their flat
+// index (i fastest).
+template <class F>
+__device__ __forceinline__ void for_each_bhi(const fh::dt::AttentionShape& s, F f) {
+    const long long n = static_cast<long long>(s.batch) * s.heads * s.tokens;
+    for (long long t = global_thread_index(); t < n; t += grid_thread_count())
+        f(static_cast<int>(t / (static_cast<long long>(s.tokens) * s.heads)),
+          static_cast<int>((t / s.tokens) % s.heads), static_cast<int>(t % s.tokens));
 }
 }  // namespace
 
 extern "C" __global__ void dt_attention_kernel(float* __restrict__ out, float* __restrict__ P,
                                                const float* __restrict__ qkv, fh::dt::AttentionShape shape) {
-    const long long n = static_cast<long long>(shape.batch) * shape.heads * shape.tokens;
-    for (long long t = global_thread_index(); t < n; t += grid_thread_count()) {
-        int b, h, i;
-        split_bhi(t, shape, b, h, i);
-        fh::dt::attention_query(b, h, i, out, P, qkv, shape);
-    }
+    for_each_bhi(shape, [=](int b, int h, int i) { fh::dt::attention_query(b, h, i, out, P, qkv, shape); });
 }
 
 extern "C" __global__ void dt_attention_backward_query_kernel(float* __restrict__ dqkv, float* __restrict__ dS,
@@ -126,24 +124,16 @@ extern "C" __global__ void dt_attention_backward_query_kernel(float* __restrict_
                                                               const float* __restrict__ qkv,
                                                               const float* __restrict__ P,
                                                               fh::dt::AttentionShape shape) {
-    const long long n = static_cast<long long>(shape.batch) * shape.heads * shape.tokens;
-    for (long long t = global_thread_index(); t < n; t += grid_thread_count()) {
-        int b, h, i;
-        split_bhi(t, shape, b, h, i);
-        fh::dt::attention_backward_query(b, h, i, dqkv, dS, d_out, qkv, P, shape);
-    }
+    for_each_bhi(
+        shape, [=](int b, int h, int i) { fh::dt::attention_backward_query(b, h, i, dqkv, dS, d_out, qkv, P, shape); });
 }
 
 extern "C" __global__ void dt_attention_backward_key_kernel(float* __restrict__ dqkv, const float* __restrict__ dS,
                                                             const float* __restrict__ d_out,
                                                             const float* __restrict__ qkv, const float* __restrict__ P,
                                                             fh::dt::AttentionShape shape) {
-    const long long n = static_cast<long long>(shape.batch) * shape.heads * shape.tokens;
-    for (long long t = global_thread_index(); t < n; t += grid_thread_count()) {
-        int b, h, j;
-        split_bhi(t, shape, b, h, j);
-        fh::dt::attention_backward_key(b, h, j, dqkv, dS, d_out, qkv, P, shape);
-    }
+    for_each_bhi(shape,
+                 [=](int b, int h, int j) { fh::dt::attention_backward_key(b, h, j, dqkv, dS, d_out, qkv, P, shape); });
 }
 
 FH_KERNELS_dt_model(FH_CHECK_KERNEL_ABI)

@@ -136,19 +136,6 @@ std::string iso_time(std::int64_t unix_seconds) {
                        tm.tm_min, tm.tm_sec);
 }
 
-const char* order_type_name(int type) {
-    switch (type) {
-        case env::kMarket:
-            return "market";
-        case env::kPassiveLimit:
-            return "passive_limit";
-        case env::kFarLimit:
-            return "far_limit";
-        default:
-            return "none";
-    }
-}
-
 }  // namespace
 
 std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, data::SplitRange split, int segments) {
@@ -299,6 +286,11 @@ void write_trades_csv(const std::string& path, const BacktestReport& r, const da
         }
     }
     io::write_file_atomically(path, out);
+}
+
+const char* order_type_name(int type) noexcept {
+    static constexpr const char* kNames[] = {"market", "passive_limit", "far_limit"};  // index: env::OrderType
+    return type >= env::kMarket && type <= env::kFarLimit ? kNames[type] : "none";
 }
 
 io::json::Value metrics_value(const Metrics& m) {

@@ -77,6 +77,8 @@ Metrics curve_metrics(const std::vector<double>& equity, double bars_per_year);
 void write_equity_csv(const std::string& path, const BacktestReport& report, const data::MarketData& md);
 /// backtest/trades.csv: segment,bar,time,side,contracts,price,order_type,commission per fill.
 void write_trades_csv(const std::string& path, const BacktestReport& report, const data::MarketData& md);
+/// trades.csv's name of an order type (env::OrderType): market, passive_limit or far_limit; none.
+const char* order_type_name(int type) noexcept;
 /// Every metric as one JSON object (NaN/infinity as null), and its text.
 io::json::Value metrics_value(const Metrics& m);
 std::string metrics_json(const Metrics& m);

@@ -48,4 +48,10 @@ std::size_t columns(std::size_t size, std::size_t rows, const char* op, const ch
     return size / rows;
 }
 
+std::size_t per_agent(std::size_t n, int agents, const char* op, const char* what) {
+    if (agents < 1 || n == 0 || n % static_cast<std::size_t>(agents) != 0)
+        throw std::invalid_argument(fmt::format("ops::{}: {} {} do not split into {} agents", op, n, what, agents));
+    return n / static_cast<std::size_t>(agents);
+}
+
 }  // namespace fh::ops::detail

@@ -42,11 +42,19 @@ void require_size(std::size_t got, std::size_t want, const char* op, const char*
 void require_same_size(std::size_t a, std::size_t b, const char* op);
 /// Kernels index with int: refuses sizes they cannot address.
 int checked_int_size(std::size_t n, const char* op);
+/// checked_int_size of each size, in order.
+template <class... N>
+void require_int_sizes(const char* op, N... n) {
+    (checked_int_size(n, op), ...);
+}
 /// Throws `ops::<op>: <what>` unless `ok`.
 void require(bool ok, const char* op, const std::string& what);
 /// Throws unless v >= 1.
 void require_positive(long long v, const char* op, const char* what);
 /// The columns of a (rows, cols) buffer: its size must be a non-zero multiple of rows.
 std::size_t columns(std::size_t size, std::size_t rows, const char* op, const char* what);
+/// Each agent's share of n elements (`what`, e.g. "gradients"): agents >= 1 and n a non-zero
+/// multiple of it, else `ops::<op>: <n> <what> do not split into <agents> agents`.
+std::size_t per_agent(std::size_t n, int agents, const char* op, const char* what);
 
 }  // namespace fh::ops::detail

@@ -56,9 +56,7 @@ void Device::linear_forward(View<float> Y, View<const float> X, View<const float
     detail::require_size(X.size(), mul(batch, in), op, "X (batch, in)");
     detail::require_size(W.size(), mul(out, in), op, "W (out, in)");
     if (!b.empty()) detail::require_size(b.size(), static_cast<std::size_t>(out), op, "b (out)");
-    detail::checked_int_size(Y.size(), op);
-    detail::checked_int_size(X.size(), op);
-    detail::checked_int_size(W.size(), op);
+    detail::require_int_sizes(op, Y.size(), X.size(), W.size());
     detail::require_distinct(
         op, {detail::range("Y", Y), detail::range("X", X), detail::range("W", W), detail::range("b", b)});
     linear_forward_impl(Y, X, W, b, batch, in, out, act);
@@ -110,9 +108,7 @@ void Device::linear_forward_batched(View<float> Y, View<const float> X, std::siz
     detail::require(param_stride >= 1 || n == 1, op, "param_stride must be >= 1 for several networks");
     detail::require(params.size() >= (n - 1) * param_stride + end, op,
                     "params must hold every network's W and b ((count - 1) * param_stride + the layer's end)");
-    detail::checked_int_size(Y.size(), op);
-    detail::checked_int_size(X.size(), op);
-    detail::checked_int_size(params.size(), op);
+    detail::require_int_sizes(op, Y.size(), X.size(), params.size());
     detail::require_distinct(op, {detail::range("Y", Y), detail::range("X", X), detail::range("params", params)});
     linear_forward_batched_impl(Y, X, x_stride, params, param_stride, w_offset, b_offset, count, batch, in, out, act);
 }
@@ -130,9 +126,7 @@ void Device::linear_backward(View<float> dX, View<float> dW, View<float> db, Vie
     detail::require_size(Y.size(), mul(batch, out), op, "Y (batch, out)");
     detail::require_size(X.size(), mul(batch, in), op, "X (batch, in)");
     detail::require_size(W.size(), mul(out, in), op, "W (out, in)");
-    detail::checked_int_size(dY.size(), op);
-    detail::checked_int_size(X.size(), op);
-    detail::checked_int_size(W.size(), op);
+    detail::require_int_sizes(op, dY.size(), X.size(), W.size());
     // Every written buffer (dX, dW, db, dY) is distinct from every other operand.
     detail::require_distinct(
         op, {detail::range("dX", dX), detail::range("dW", dW), detail::range("db", db), detail::range("dY", dY),
@@ -162,10 +156,7 @@ void Device::linear_backward_batched(View<float> dX, View<float> grads, View<flo
                     "params must hold every network's W and b ((count - 1) * param_stride + the layer's end)");
     detail::require(grads.size() >= (n - 1) * param_stride + end, op,
                     "grads must hold every network's dW and db ((count - 1) * param_stride + the layer's end)");
-    detail::checked_int_size(dY.size(), op);
-    detail::checked_int_size(X.size(), op);
-    detail::checked_int_size(params.size(), op);
-    detail::checked_int_size(grads.size(), op);
+    detail::require_int_sizes(op, dY.size(), X.size(), params.size(), grads.size());
     // Every written buffer (dX, grads, dY) is distinct from every other operand.
     detail::require_distinct(op, {detail::range("dX", dX), detail::range("grads", grads), detail::range("dY", dY),
                                   detail::range("Y", Y), detail::range("X", X), detail::range("params", params)});
@@ -194,9 +185,7 @@ void Device::head_backward(View<float> dZ, View<float> grads, View<const float> 
                     "params must hold every network's head ((count - 1) * param_stride + its end)");
     detail::require(grads.size() >= (n - 1) * param_stride + end, op,
                     "grads must hold every network's gradients ((count - 1) * param_stride + their end)");
-    detail::checked_int_size(dZ.size(), op);
-    detail::checked_int_size(params.size(), op);
-    detail::checked_int_size(grads.size(), op);
+    detail::require_int_sizes(op, dZ.size(), params.size(), grads.size());
     detail::require_distinct(op, {detail::range("dZ", dZ), detail::range("grads", grads), detail::range("dOut", dOut),
                                   detail::range("X", X), detail::range("params", params)});
     head_backward_impl(dZ, grads, dOut, X, params, param_stride, head_w_offset, head_b_offset, hidden_b_offset, count,

@@ -28,17 +28,7 @@ EpisodeStarts episode_starts(const data::BarSeries& bars, std::size_t warmup, da
 }
 
 namespace {
-const char* split_name(Split s) {
-    switch (s) {
-        case Split::train:
-            return "train";
-        case Split::val:
-            return "validation";
-        case Split::test:
-            return "test";
-    }
-    return "?";
-}
+constexpr const char* kSplitNames[] = {"train", "validation", "test"};  // index: Split, as splits_
 }  // namespace
 
 DeviceMarket::DeviceMarket(ops::Device& ops, const data::MarketData& m) {
@@ -75,7 +65,7 @@ MarketView DeviceMarket::view(Split split) const {
             fmt::format("the {} split has no bar where an episode can start (it needs "
                         "bars after the feature warm-up with a following bar): use more "
                         "data or change the split fractions",
-                        split_name(split)));
+                        kSplitNames[static_cast<int>(split)]));
     return MarketView{open_.view().data(),
                       high_.view().data(),
                       low_.view().data(),

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 namespace fh::io::json {
@@ -110,23 +111,10 @@ const Value* Value::find(std::string_view key) const {
 }
 
 const char* kind_name(Value::Kind k) noexcept {
-    switch (k) {
-        case Value::Kind::null:
-            return "null";
-        case Value::Kind::boolean:
-            return "boolean";
-        case Value::Kind::integer:
-            return "integer";
-        case Value::Kind::number:
-            return "number";
-        case Value::Kind::string:
-            return "string";
-        case Value::Kind::array:
-            return "array";
-        case Value::Kind::object:
-            return "object";
-    }
-    return "?";
+    static constexpr const char* kNames[] = {"null", "boolean", "integer", "number", "string", "array", "object"};
+    static_assert(std::size(kNames) == static_cast<std::size_t>(Value::Kind::object) + 1, "a name per Kind, in order");
+    const auto i = static_cast<std::size_t>(k);
+    return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 namespace {
@@ -204,10 +192,7 @@ private:
         Object members;
         std::vector<std::size_t> key_at;  // each member's key offset, for the duplicate message
         skip_ws();
-        if (!at_end() && peek() == '}') {
-            ++pos_;
-            return Value::object(std::move(members));
-        }
+        if (consume('}')) return Value::object(std::move(members));
         for (;;) {
             skip_ws();
             if (at_end() || peek() != '"') fail(pos_, "expected a string key in the object");
@@ -219,19 +204,28 @@ private:
             skip_ws();
             Value v = value(depth);
             members.emplace_back(std::move(key), std::move(v));
-            skip_ws();
-            if (at_end()) fail(pos_, "unexpected end of input inside an object");
-            if (peek() == ',') {
-                ++pos_;
-                continue;
-            }
-            if (peek() == '}') {
-                ++pos_;
+            if (closed('}', "object")) {
                 check_unique_keys(members, key_at);
                 return Value::object(std::move(members));
             }
-            fail(pos_, fmt::format("unexpected {}, expected ',' or '}}' in the object", describe(peek())));
         }
+    }
+
+    /// Skips `c` when it is next.
+    bool consume(char c) {
+        if (at_end() || peek() != c) return false;
+        ++pos_;
+        return true;
+    }
+
+    /// After a member of the `what` (object, array): true past its `close`, false past the ','
+    /// before another; anything else fails.
+    bool closed(char close, const char* what) {
+        skip_ws();
+        if (at_end()) fail(pos_, fmt::format("unexpected end of input inside an {}", what));
+        if (consume(',')) return false;
+        if (consume(close)) return true;
+        fail(pos_, fmt::format("unexpected {}, expected ',' or '{}' in the {}", describe(peek()), close, what));
     }
 
     /// Refuses a repeated key, naming the first repetition in document order. Sorting makes
@@ -256,24 +250,11 @@ private:
         ++pos_;  // '['
         Array items;
         skip_ws();
-        if (!at_end() && peek() == ']') {
-            ++pos_;
-            return Value::array(std::move(items));
-        }
+        if (consume(']')) return Value::array(std::move(items));
         for (;;) {
             skip_ws();
             items.push_back(value(depth));
-            skip_ws();
-            if (at_end()) fail(pos_, "unexpected end of input inside an array");
-            if (peek() == ',') {
-                ++pos_;
-                continue;
-            }
-            if (peek() == ']') {
-                ++pos_;
-                return Value::array(std::move(items));
-            }
-            fail(pos_, fmt::format("unexpected {}, expected ',' or ']' in the array", describe(peek())));
+            if (closed(']', "array")) return Value::array(std::move(items));
         }
     }
 

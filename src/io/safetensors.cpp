@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 
 #include "data/fxcache.hpp"
@@ -24,27 +25,33 @@ namespace fh::io {
 
 namespace {
 
-constexpr Dtype kAllDtypes[] = {Dtype::F32, Dtype::F64, Dtype::I32, Dtype::I64, Dtype::U8, Dtype::U64};
-
+// Each dtype's name, element size and place in the write order, in the enum's order (facts()).
 // safetensors writes wider dtypes first (its Dtype enum order, descending): U64, I64, F64,
 // F32, I32, U8; then by name. Keeping that order makes our files byte-identical to Python's
 // for the same tensors and metadata, and aligns every tensor to its element size.
+struct DtypeFacts {
+    Dtype dtype;
+    std::string_view name;
+    std::size_t size;
+    int write_rank;
+};
+constexpr DtypeFacts kDtypes[] = {{Dtype::F32, "F32", 4, 3}, {Dtype::F64, "F64", 8, 2}, {Dtype::I32, "I32", 4, 4},
+                                  {Dtype::I64, "I64", 8, 1}, {Dtype::U8, "U8", 1, 5},   {Dtype::U64, "U64", 8, 0}};
+static_assert([] {
+    for (std::size_t i = 0; i < std::size(kDtypes); ++i)
+        if (kDtypes[i].dtype != static_cast<Dtype>(i)) return false;
+    return true;
+}());
+
+/// d's facts; null for a value outside the enum.
+const DtypeFacts* facts(Dtype d) noexcept {
+    const auto i = static_cast<std::size_t>(d);
+    return i < std::size(kDtypes) ? &kDtypes[i] : nullptr;
+}
+
 int write_rank(Dtype d) {
-    switch (d) {
-        case Dtype::U64:
-            return 0;
-        case Dtype::I64:
-            return 1;
-        case Dtype::F64:
-            return 2;
-        case Dtype::F32:
-            return 3;
-        case Dtype::I32:
-            return 4;
-        case Dtype::U8:
-            return 5;
-    }
-    return 6;
+    const DtypeFacts* f = facts(d);
+    return f != nullptr ? f->write_rank : static_cast<int>(std::size(kDtypes));
 }
 
 bool is_reserved_key(std::string_view k) {
@@ -79,42 +86,19 @@ std::string hex16(std::uint64_t v) {
 // dtypes
 
 std::string_view dtype_name(Dtype d) noexcept {
-    switch (d) {
-        case Dtype::F32:
-            return "F32";
-        case Dtype::F64:
-            return "F64";
-        case Dtype::I32:
-            return "I32";
-        case Dtype::I64:
-            return "I64";
-        case Dtype::U8:
-            return "U8";
-        case Dtype::U64:
-            return "U64";
-    }
-    return "?";
+    const DtypeFacts* f = facts(d);
+    return f != nullptr ? f->name : "?";
 }
 
 std::optional<Dtype> dtype_from_name(std::string_view name) noexcept {
-    for (const Dtype d : kAllDtypes)
-        if (dtype_name(d) == name) return d;
+    for (const DtypeFacts& f : kDtypes)
+        if (f.name == name) return f.dtype;
     return std::nullopt;
 }
 
 std::size_t dtype_size(Dtype d) noexcept {
-    switch (d) {
-        case Dtype::U8:
-            return 1;
-        case Dtype::F32:
-        case Dtype::I32:
-            return 4;
-        case Dtype::F64:
-        case Dtype::I64:
-        case Dtype::U64:
-            return 8;
-    }
-    return 0;
+    const DtypeFacts* f = facts(d);
+    return f != nullptr ? f->size : 0;
 }
 
 std::string shape_string(const Shape& s) {

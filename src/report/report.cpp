@@ -12,6 +12,7 @@
 #include <map>
 #include <string_view>
 
+#include "backtest/backtest.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "report/inference.hpp"
@@ -321,7 +322,6 @@ std::vector<std::string> action_labels(const std::map<std::string, std::string>&
         return it == s.end() ? 0 : std::atoll(it->second.c_str());
     };
     const long long L = get("env.position_levels"), U = get("env.urgency_levels"), M = get("instrument.max_contracts");
-    static const char* urgency[] = {"market", "passive_limit", "far_limit"};  // trades.csv's order_type names
     for (std::size_t a = 0; a < n; ++a) {
         if (L < 3 || U < 1 || U > 3 || static_cast<long long>(n) != L * U || M < 1) {
             out.push_back(fmt::format("a{}", a));
@@ -331,7 +331,8 @@ std::vector<std::string> action_labels(const std::map<std::string, std::string>&
         const long long half = (L - 1) / 2, k = i - half;
         const long long target =
             static_cast<long long>(std::llround(static_cast<double>(k * M) / static_cast<double>(half)));
-        out.push_back(fmt::format("{}{} {}", target > 0 ? "+" : "", target, urgency[u]));
+        out.push_back(
+            fmt::format("{}{} {}", target > 0 ? "+" : "", target, backtest::order_type_name(static_cast<int>(u))));
     }
     return out;
 }
@@ -824,6 +825,14 @@ std::string url_path(const std::string& path) {
     return out;
 }
 
+/// The URL of the report of the run directory `run` relative to `from` (`run` itself where it has
+/// no path relative to it).
+std::string report_url(const std::string& run, const fs::path& from) {
+    const std::string rel =
+        fs::absolute(run).lexically_normal().lexically_relative(fs::absolute(from).lexically_normal()).generic_string();
+    return url_path((rel.empty() ? run : rel) + "/report.html");
+}
+
 /// Text with a line-break opportunity (<wbr/>) after each of `after`'s characters: tables wrap
 /// a run's name at its commas and a column's name at its dots, never inside a token.
 std::string breakable(const std::string& text, std::string_view after) {
@@ -839,13 +848,7 @@ std::string breakable(const std::string& text, std::string_view after) {
 /// links each seed's run after the setting. A number's sd goes under it (narrow columns);
 /// the columns in `greyed` (annualised from a short split) are grey.
 std::string html_table(const Table& t, const fs::path& base, const std::vector<std::string>& greyed = {}) {
-    const auto href = [&](const std::string& p) {
-        const std::string rel = fs::absolute(p)
-                                    .lexically_normal()
-                                    .lexically_relative(fs::absolute(base).lexically_normal())
-                                    .generic_string();
-        return url_path((rel.empty() ? p : rel) + "/report.html");
-    };
+    const auto href = [&](const std::string& run) { return report_url(run, base); };
     const auto runs_col = std::find(t.columns.begin(), t.columns.end(), "runs") - t.columns.begin();
     std::string out = "<table class=\"runs\"><tr>";
     for (std::size_t j = 0; j < t.columns.size(); ++j) {
@@ -1106,13 +1109,7 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     const fs::path base(dir);
     const fs::path link_base = links_from.empty() ? base : fs::path(links_from);
     const bool population = is_file(base / "population.json");
-    const auto href = [&](const std::string& p) {
-        const std::string rel = fs::absolute(p)
-                                    .lexically_normal()
-                                    .lexically_relative(fs::absolute(link_base).lexically_normal())
-                                    .generic_string();
-        return url_path((rel.empty() ? p : rel) + "/report.html");
-    };
+    const auto href = [&](const std::string& run) { return report_url(run, link_base); };
     std::map<std::string, const RunRecord*> by_path;
     for (const auto& r : runs) by_path[r.path] = &r;
     const auto col_of = [&](const Table& t, const std::string& c) {

@@ -48,4 +48,13 @@ std::vector<StateTensor> AdamState::state_tensors(const std::string& prefix) {
     return {state_tensor(prefix + "m", "F32", {n}, m_.view()), state_tensor(prefix + "v", "F32", {n}, v_.view())};
 }
 
+std::vector<StateTensor> online_params_tensors(ops::View<float> params, AdamState& adam,
+                                               std::vector<StateTensor> more) {
+    std::vector<StateTensor> t{
+        state_tensor("params/online", "F32", {static_cast<std::int64_t>(params.size())}, params)};
+    for (auto& a : adam.state_tensors("adam/")) t.push_back(std::move(a));
+    for (auto& m : more) t.push_back(std::move(m));
+    return t;
+}
+
 }  // namespace fh::trainers

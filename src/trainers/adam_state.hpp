@@ -69,4 +69,8 @@ private:
     long long steps_ = 0;
 };
 
+/// The checkpoint tensors of a trainer with one flat parameter buffer and one optimizer:
+/// params/online (`params`), the optimizer's adam/m and adam/v, then `more` (e.g. its monitor's).
+std::vector<StateTensor> online_params_tensors(ops::View<float> params, AdamState& adam, std::vector<StateTensor> more);
+
 }  // namespace fh::trainers

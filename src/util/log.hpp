@@ -20,21 +20,18 @@ Format current_format() noexcept;
 /// True when messages of `level` are shown (false for info under --quiet).
 bool shows(Level level) noexcept;
 
-template <class... A>
-void debug(fmt::format_string<A...> f, A&&... a) {
-    emit(Level::debug, fmt::format(f, std::forward<A>(a)...));
-}
-template <class... A>
-void info(fmt::format_string<A...> f, A&&... a) {
-    emit(Level::info, fmt::format(f, std::forward<A>(a)...));
-}
-template <class... A>
-void warn(fmt::format_string<A...> f, A&&... a) {
-    emit(Level::warn, fmt::format(f, std::forward<A>(a)...));
-}
-template <class... A>
-void error(fmt::format_string<A...> f, A&&... a) {
-    emit(Level::error, fmt::format(f, std::forward<A>(a)...));
-}
+/// log::debug, log::info, log::warn, log::error: `(format, args...)` formats a message (fmt,
+/// checked at compile time) and emits it at that level.
+template <Level L>
+struct Emitter {
+    template <class... A>
+    void operator()(fmt::format_string<A...> f, A&&... a) const {
+        emit(L, fmt::format(f, std::forward<A>(a)...));
+    }
+};
+inline constexpr Emitter<Level::debug> debug;
+inline constexpr Emitter<Level::info> info;
+inline constexpr Emitter<Level::warn> warn;
+inline constexpr Emitter<Level::error> error;
 
 }  // namespace fh::log

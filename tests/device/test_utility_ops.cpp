@@ -230,6 +230,29 @@ TEST_CASE("mean: each of equal segments, as its own call would; sizes that do no
     CHECK_THROWS_AS(fh::ops::run(ops, fh::ops::Mean{out.view().subview(0, 0), x.cview()}), std::invalid_argument);
 }
 
+TEST_CASE("the agents' norm and Adam refuse buffers that do not split into their agents", "[ops]") {
+    CpuDevice ops;
+    auto x = ops.alloc<float>(10);
+    const auto guard = [&](int agents, fh::ops::View<const float> g) {
+        return fh::ops::NormAndGuardAgents{agents, g, {}, {}, {}, {}, 1, 1, {}};
+    };
+    const auto adam = [&](int agents, fh::ops::View<float> p) {
+        return fh::ops::AdamStepAgents{agents, p, {}, {}, {}, {}, {}, {}, {}, {}};
+    };
+    CHECK_THROWS_WITH(fh::ops::run(ops, guard(3, x.cview())),
+                      "ops::norm_and_guard_agents: 10 gradients do not split into 3 agents");
+    CHECK_THROWS_WITH(fh::ops::run(ops, guard(0, x.cview())),
+                      "ops::norm_and_guard_agents: 10 gradients do not split into 0 agents");
+    CHECK_THROWS_WITH(fh::ops::run(ops, guard(2, x.cview().subview(0, 0))),
+                      "ops::norm_and_guard_agents: 0 gradients do not split into 2 agents");
+    CHECK_THROWS_WITH(fh::ops::run(ops, adam(4, x.view())),
+                      "ops::adam_step_agents: 10 parameters do not split into 4 agents");
+    CHECK_THROWS_WITH(fh::ops::run(ops, adam(-1, x.view())),
+                      "ops::adam_step_agents: 10 parameters do not split into -1 agents");
+    // A size that splits passes this check and fails a later one (the empty scratch).
+    CHECK_THROWS_WITH(fh::ops::run(ops, guard(2, x.cview())), !Catch::Contains("do not split"));
+}
+
 TEST_CASE("CUDA mean of equal segments: each as its own launch would, bit for bit; near the CPU twin", "[gpu][ops]") {
     CpuDevice cpu;
     auto& gpu = fh::test::gpu_ops();

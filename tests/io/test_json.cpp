@@ -47,6 +47,12 @@ TEST_CASE("json: values of every kind", "[io][json]") {
     CHECK(v.find("zz") == nullptr);
     CHECK_THROWS_AS(a[6].as_u64(), std::logic_error);
     CHECK(json::parse("\t\r\n 7 \n").as_u64() == 7);
+    // Each kind's name, as the errors give it.
+    const json::Value number(1.5);  // the writer's (the parser reads integers only)
+    const std::pair<const json::Value*, std::string> named[] = {
+        {&a[5], "null"},   {&a[3], "boolean"},     {&a[0], "integer"},     {&number, "number"},
+        {&a[6], "string"}, {v.find("c"), "array"}, {v.find("b"), "object"}};
+    for (const auto& [value, name] : named) CHECK(json::kind_name(value->kind()) == name);
 }
 
 TEST_CASE("json: integer range and forms", "[io][json]") {

@@ -45,14 +45,6 @@ double tree_sum(std::vector<double> s) {
     return s[0];
 }
 
-/// Agent g's view of the ring and its sampling parameters (the samplers' shared start).
-dqn::AgentSampling ring_sampling(const DqnRing& ring, std::size_t g, const dqn::Counters& c,
-                                 const dqn::AgentParams& p) {
-    return dqn::agent_sampling(ring.states.data(), ring.next_states.data(), ring.actions.data(), ring.rewards.data(),
-                               ring.done.data(), ring.capacity_steps, ring.n_envs, ring.state_dim,
-                               static_cast<long long>(g), c, p);
-}
-
 }  // namespace
 
 void cpu(const DqnAct& a) {
@@ -341,20 +333,16 @@ void cpu(const DqnSample& a) {
     const auto& [x, actions, returns, discounts, ring, counters, agent, batch, masks, ensemble] = a;
     const std::size_t D = static_cast<std::size_t>(ring.state_dim), B = static_cast<std::size_t>(batch);
     for (std::size_t g = 0; g < agent.size(); ++g) {
-        const dqn::Counters c = counters.data()[g];
         const dqn::AgentParams& p = agent.data()[g];
-        const dqn::AgentSampling sampling = ring_sampling(ring, g, c, p);
-        const replay::ReplayView& view = sampling.view;
-        const replay::SampleParams& sp = sampling.params;
+        const auto [view, sp] = ring_sampling(ring, static_cast<long long>(g), counters.data()[g], p);
         float* xg = x.data() + g * 2 * B * D;
         for (std::size_t b = 0; b < B; ++b) {
             const replay::NstepDraw draw =
                 replay::sample_nstep(static_cast<int>(b), view, sp, xg + b * D, xg + (B + b) * D,
                                      actions.data()[g * B + b], returns.data()[g * B + b], discounts.data()[g * B + b]);
-            if (masks.empty()) continue;
-            float* mk = masks.data() + (g * B + b) * static_cast<std::size_t>(ensemble);
-            for (int k = 0; k < ensemble; ++k)
-                mk[k] = dqn::bootstrap_mask(p.seed, draw.env, draw.step, k, p.bootstrap_prob);
+            if (!masks.empty())
+                dqn::bootstrap_masks(masks.data() + (g * B + b) * static_cast<std::size_t>(ensemble), ensemble, p.seed,
+                                     draw.env, draw.step, p.bootstrap_prob);
         }
     }
 }
@@ -433,9 +421,7 @@ void cpu(const DqnHerSample& a) {
     for (std::size_t g = 0; g < agent.size(); ++g) {
         const dqn::Counters c = counters.data()[g];
         const dqn::AgentParams& p = agent.data()[g];
-        const dqn::AgentSampling sampling = ring_sampling(ring, g, c, p);
-        const replay::ReplayView& view = sampling.view;
-        const replay::SampleParams& sp = sampling.params;
+        const auto [view, sp] = ring_sampling(ring, static_cast<long long>(g), c, p);
         const std::size_t base = g * ring_rows;  // this agent's goal column
         const her::RelabelParams hp{p.her_ratio, p.her_reward, p.her_horizon, col, c.pushed - 1};
         float* xg = x.data() + g * 2 * B * DG;
@@ -448,10 +434,9 @@ void cpu(const DqnHerSample& a) {
             returns.data()[g * B + b] = gd.draw.ret;
             discounts.data()[g * B + b] = gd.draw.discount;
             if (!goals_out.empty()) goals_out.data()[g * B + b] = gd.goal;
-            if (masks.empty()) continue;
-            float* mk = masks.data() + (g * B + b) * static_cast<std::size_t>(ensemble);
-            for (int k = 0; k < ensemble; ++k)
-                mk[k] = dqn::bootstrap_mask(p.seed, gd.draw.env, gd.draw.step, k, p.bootstrap_prob);
+            if (!masks.empty())
+                dqn::bootstrap_masks(masks.data() + (g * B + b) * static_cast<std::size_t>(ensemble), ensemble, p.seed,
+                                     gd.draw.env, gd.draw.step, p.bootstrap_prob);
         }
     }
 }

@@ -146,9 +146,19 @@ DtNetwork::Workspace DtNetwork::make_workspace(ops::Device& ops, int batch) cons
     return ws;
 }
 
+void DtNetwork::mlp_branch(ops::Device& ops, ops::View<const float> params, const LayerSlices& s,
+                           ops::View<const float> h, ops::View<float> ln, ops::View<float> stats, ops::View<float> z,
+                           ops::View<float> act, ops::View<float> out, int rows) const {
+    const int D = shape_.dim, F = shape_.hidden();
+    ops::run(ops, ops::DtLayerNorm{ln, stats, h, slice(params, s.ln2_gain), slice(params, s.ln2_bias), D});
+    ops.linear_forward(z, ln, slice(params, s.fc1_w), slice(params, s.fc1_b), rows, D, F, Activation::none);
+    ops::run(ops, ops::DtGelu{act, z});
+    ops.linear_forward(out, act, slice(params, s.fc2_w), slice(params, s.fc2_b), rows, F, D, Activation::none);
+}
+
 ops::View<const float> DtNetwork::forward(ops::Device& ops, ops::View<const float> params, const DtBatch& in,
                                           Workspace& ws) const {
-    const int B = ws.batch, D = shape_.dim, F = shape_.hidden(), A = shape_.num_actions;
+    const int B = ws.batch, D = shape_.dim, A = shape_.num_actions;
     const int R = B * shape_.tokens(), steps = B * shape_.context;
     ops::run(ops, ops::DtStateInput{ws.states.view(), in.states, shape_.state_dim, market_dim()});
     ops.linear_forward(ws.s_proj.view(), ws.states.cview(), slice(params, state_w_), slice(params, state_b_), steps,
@@ -169,13 +179,8 @@ ops::View<const float> DtNetwork::forward(ops::Device& ops, ops::View<const floa
         ops::run(ops, ops::Copy{a.h.view(), x});
         ops::run(ops, ops::Saxpy{a.h.view(), 1.0f, a.proj.cview()});
         // MLP branch: x' = h + fc2(gelu(fc1(ln2(h)))).
-        ops::run(ops, ops::DtLayerNorm{a.ln2.view(), a.ln2_stats.view(), a.h.cview(), slice(params, s.ln2_gain),
-                                       slice(params, s.ln2_bias), D});
-        ops.linear_forward(a.fc1_z.view(), a.ln2.cview(), slice(params, s.fc1_w), slice(params, s.fc1_b), R, D, F,
-                           Activation::none);
-        ops::run(ops, ops::DtGelu{a.fc1_a.view(), a.fc1_z.cview()});
-        ops.linear_forward(a.fc2.view(), a.fc1_a.cview(), slice(params, s.fc2_w), slice(params, s.fc2_b), R, F, D,
-                           Activation::none);
+        mlp_branch(ops, params, s, a.h.cview(), a.ln2.view(), a.ln2_stats.view(), a.fc1_z.view(), a.fc1_a.view(),
+                   a.fc2.view(), R);
         const auto next = ws.x[static_cast<std::size_t>(l) + 1].view();
         ops::run(ops, ops::Copy{next, a.h.cview()});
         ops::run(ops, ops::Saxpy{next, 1.0f, a.fc2.cview()});
@@ -263,7 +268,7 @@ DtNetwork::ActWorkspace DtNetwork::make_act_workspace(ops::Device& ops, int n) c
 
 void DtNetwork::act(ops::Device& ops, ops::View<const float> params, ops::View<const float> target_token,
                     ops::View<int> actions, ops::View<const float> states, ActWorkspace& ws) const {
-    const int n = ws.n, rows = n * dt::kTokensPerStep, D = shape_.dim, F = shape_.hidden();
+    const int n = ws.n, rows = n * dt::kTokensPerStep, D = shape_.dim;
     if (target_token.size() != 1) throw std::invalid_argument("DtNetwork::act: one target token");
     const auto ap = act_params(target_token);
     ops::run(ops, ops::DtStateInput{ws.states.view(), states, shape_.state_dim, market_dim()});
@@ -281,13 +286,8 @@ void DtNetwork::act(ops::Device& ops, ops::View<const float> params, ops::View<c
         ops.linear_forward(ws.proj.view(), ws.attn.cview(), slice(params, s.proj_w), slice(params, s.proj_b), rows, D,
                            D, Activation::none);
         ops::run(ops, ops::Saxpy{ws.x.view(), 1.0f, ws.proj.cview()});
-        ops::run(ops, ops::DtLayerNorm{ws.ln.view(), ws.stats.view(), ws.x.cview(), slice(params, s.ln2_gain),
-                                       slice(params, s.ln2_bias), D});
-        ops.linear_forward(ws.fc1_z.view(), ws.ln.cview(), slice(params, s.fc1_w), slice(params, s.fc1_b), rows, D, F,
-                           Activation::none);
-        ops::run(ops, ops::DtGelu{ws.fc1_a.view(), ws.fc1_z.cview()});
-        ops.linear_forward(ws.fc2.view(), ws.fc1_a.cview(), slice(params, s.fc2_w), slice(params, s.fc2_b), rows, F, D,
-                           Activation::none);
+        mlp_branch(ops, params, s, ws.x.cview(), ws.ln.view(), ws.stats.view(), ws.fc1_z.view(), ws.fc1_a.view(),
+                   ws.fc2.view(), rows);
         ops::run(ops, ops::Saxpy{ws.x.view(), 1.0f, ws.fc2.cview()});
     }
     ops::run(ops, ops::DtLayerNorm{ws.ln.view(), ws.stats.view(), ws.x.cview(), slice(params, lnf_gain_),

@@ -87,6 +87,11 @@ private:
         return layout_.view(buffer, index);
     }
     ops::DtEmbedViews embed_views(ops::View<const float> params) const;
+    /// Layer s's MLP branch over `rows` rows: ln = its second LayerNorm of h (statistics in
+    /// stats), z = fc1(ln), act = GELU(z), out = fc2(act). forward keeps each for the backward.
+    void mlp_branch(ops::Device& ops, ops::View<const float> params, const LayerSlices& s, ops::View<const float> h,
+                    ops::View<float> ln, ops::View<float> stats, ops::View<float> z, ops::View<float> act,
+                    ops::View<float> out, int rows) const;
     dt::AttentionShape attention_shape(int batch) const;
     dt::ActParams act_params(ops::View<const float> target_token) const;
     int market_dim() const noexcept;

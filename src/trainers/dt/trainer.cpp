@@ -239,11 +239,7 @@ void DtTrainer::update_ops(bool inject_nan) {
 }
 
 std::vector<StateTensor> DtTrainer::state_tensors() {
-    const auto W = static_cast<std::int64_t>(weights_.size());
-    std::vector<StateTensor> t{state_tensor("params/online", "F32", {W}, weights_.view())};
-    for (auto& a : adam_.state_tensors("adam/")) t.push_back(std::move(a));
-    for (auto& m : monitor_.state_tensors()) t.push_back(std::move(m));
-    return t;
+    return online_params_tensors(weights_.view(), adam_, monitor_.state_tensors());
 }
 
 LogLine DtTrainer::read_log(double seconds) {

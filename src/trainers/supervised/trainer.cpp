@@ -306,11 +306,7 @@ std::optional<double> SupervisedTrainer::validation_loss() {
 }
 
 std::vector<StateTensor> SupervisedTrainer::state_tensors() {
-    const auto W = static_cast<std::int64_t>(weights_.size());
-    std::vector<StateTensor> t{state_tensor("params/online", "F32", {W}, weights_.view())};
-    for (auto& a : adam_.state_tensors("adam/")) t.push_back(std::move(a));
-    for (auto& m : monitor_.state_tensors()) t.push_back(std::move(m));
-    return t;
+    return online_params_tensors(weights_.view(), adam_, monitor_.state_tensors());
 }
 
 LogLine SupervisedTrainer::read_log(double seconds) {
