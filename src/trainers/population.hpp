@@ -91,6 +91,18 @@ private:
     std::vector<const Agent*> live_;
 };
 
+/// Agent a's entry of an engine's per-agent vector of parts (e.g. curiosity models): appended
+/// while the constructor starts its agents in order, replaced when reset_agent starts a slot again.
+template <class T>
+void put_agent(std::vector<T>& parts, std::size_t a, T&& part) {
+    if (a < parts.size())
+        parts[a] = std::move(part);
+    else if (a == parts.size())
+        parts.push_back(std::move(part));
+    else
+        throw std::logic_error("put_agent: the agents start in order");
+}
+
 /// The first agent's profile, once there is one and a market for each agent (else UsageError,
 /// naming the `trainer`'s engine).
 inline const config::Profile& first_agent(const std::vector<config::Profile>& agents,

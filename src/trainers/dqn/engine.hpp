@@ -103,6 +103,11 @@ public:
     /// What an engine of `agents` agents of `first`'s shape allocates (TrainerKind::plan); the
     /// constructor allocates its buffers from it.
     static MemoryPlan plan(const config::Profile& first, int agents, const PlanInputs& in);
+    /// Whether an engine of `first`'s shape keeps bootstrap masks (an ensemble whose heads see
+    /// each transition with dqn.ensemble_bootstrap < 1): its plan declares them, its ops read them.
+    static bool bootstrap_masks(const config::Profile& first) {
+        return first.dqn.ensemble_size > 1 && first.dqn.ensemble_bootstrap < 1.0;
+    }
 
     /// `agents[i]` trains on `markets[i]`'s training split (agents with different seeds may have
     /// different synthetic markets; the same market may serve several). Throws UsageError when an
@@ -176,6 +181,11 @@ private:
     bool any_ready_to_update() const noexcept;
     /// Agent a's environments started from its seed on `market` (its slices of the environment
     /// buffers); returns its collection's market and seed.
+    /// Agent a's starting state of `profile` on `market` beside the plan's starting values (which
+    /// the constructor's allocation and reset_agent write): its weights from its seed, the target a
+    /// copy, its environments, constants, counters and curiosity model. The constructor starts
+    /// each agent with it, reset_agent a slot.
+    void start_agent(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
     abi::EnvAgent start_environments(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
     void collect_ops(bool advance);  // acting and the environment step into the replay slot (and dqn_advance)
     void curiosity_ops();            // the bonus into the slot just written, one step of each model
@@ -193,6 +203,8 @@ private:
     /// The ring of every agent, or of agent a alone.
     ops::DqnRing ring();
     ops::DqnRing ring(int a);
+    /// With bootstrap_masks(): the masks of every agent (a < 0) or of agent a; else none (empty).
+    ops::View<float> masks(int a = -1);
     template <class T>
     ops::View<T> slice(ops::Buffer<T>& b, int a) {
         const std::size_t per = b.size() / static_cast<std::size_t>(agents_);
@@ -205,6 +217,7 @@ private:
 
     ops::Device& ops_;
     std::vector<config::Profile> profiles_;
+    MemoryPlan plan_;  ///< the buffers below, their starting values
     int agents_, n_envs_, batch_, num_actions_, capacity_steps_ = 0;
     long long min_steps_ = 0, updates_per_iteration_ = 0;
     env::EnvParams env_params_;  // agent 0's; every agent's but for the seed

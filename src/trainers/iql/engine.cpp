@@ -83,28 +83,33 @@ MemoryPlan IqlEngine::plan(const config::Profile& first, int agents, const PlanI
     const std::uint64_t N = static_cast<std::uint64_t>(agents), P = net.layout.total(),
                         B = static_cast<std::uint64_t>(batch), D = static_cast<std::uint64_t>(state_dim),
                         A = static_cast<std::uint64_t>(first.num_actions());
-    MemoryPlan plan;
+    MemoryPlan plan(agents);
     plan_offline_dataset(plan, first, state_dim, first.iql.dataset, first.iql.dataset_size, "iql", in, N, false);
-    using E = IqlEngine;  // its buffers, zeroed where a kernel reads them before it writes them
+    // Its buffers, [agents][...] (PerAgent) but for the update ticket, set to their starting value
+    // where a kernel reads them before it writes them (reset_agent sets a slot's again).
+    using E = IqlEngine;
+    using PerAgent = MemoryPlan::PerAgent;
     plan.consumer(fmt::format("networks ({} parameters, with gradients, Adam moments, target)", N * P), "iql.hidden");
-    plan.add("parameters, gradients and Adam moments", {&E::online_, &E::grads_, &E::m_, &E::v_}, N * P, 0.0f);
-    plan.add("targets", {&E::target_}, N * P);
-    plan.add("sampling constants", {&E::sample_agents_}, N);
-    plan.add("update steps", {&E::step_}, N, 0ll);
+    plan.add("parameters, gradients and Adam moments", {&E::online_, &E::grads_, &E::m_, &E::v_}, PerAgent{P}, 0.0f);
+    plan.add("targets", {&E::target_}, PerAgent{P});
+    plan.add("sampling constants", {&E::sample_agents_}, PerAgent{1});
+    plan.add("update steps", {&E::step_}, PerAgent{1}, 0ll);
     plan.add("update ticket", {&E::step_ticket_}, 1, 0u);
-    plan.add("learning rates", {&E::lr_}, N);
-    plan.add("target rates", {&E::tau_keep_}, 2 * N);
-    plan.add("loss constants", {&E::scalars_}, N);
+    plan.add("learning rates", {&E::lr_}, PerAgent{1});
+    plan.add("target rates", {&E::tau_keep_}, PerAgent{2});
+    plan.add("loss constants", {&E::scalars_}, PerAgent{1});
     plan.consumer(fmt::format("batch and workspaces ({} rows)", B), "replay_buffer.batch_size");
-    plan.add("batch states", {&E::x_}, N * 2 * B * D);
+    plan.add("batch states", {&E::x_}, PerAgent{2 * B * D});
     plan.add("batch scalars",
-             {&E::rewards_, &E::discounts_, &E::loss_v_, &E::loss_q_, &E::loss_pi_, &E::awr_weights_, &E::d_v_}, N * B);
-    plan.add("batch actions", {&E::actions_}, N * B);
-    plan.add("batch logit gradients", {&E::d_q1_, &E::d_q2_, &E::d_logits_}, N * B * A);
-    plan.add("monitor sums", {&E::current_, &E::accum_}, N * iql_stats::kCount, 0.0f);
-    plan.add("norm scratch", {&E::norm_scratch_}, N * ops::norm_guard_scratch_size(), 0.0f);  // tickets zero
-    plan.add("gates", {&E::gate_}, N, 0);
-    plan.add("guards", {&E::guard_}, N, nn::GuardState{0, 0, -1, 0, 0});
+             {&E::rewards_, &E::discounts_, &E::loss_v_, &E::loss_q_, &E::loss_pi_, &E::awr_weights_, &E::d_v_},
+             PerAgent{B});
+    plan.add("batch actions", {&E::actions_}, PerAgent{B});
+    plan.add("batch logit gradients", {&E::d_q1_, &E::d_q2_, &E::d_logits_}, PerAgent{B * A});
+    plan.add("update statistics", {&E::current_}, PerAgent{1, iql_stats::kCount}, 0.0f);  // stat-major
+    plan.add("monitor sums", {&E::accum_}, PerAgent{iql_stats::kCount}, 0.0f);
+    plan.add("norm scratch", {&E::norm_scratch_}, PerAgent{ops::norm_guard_scratch_size()}, 0.0f);  // tickets zero
+    plan.add("gates", {&E::gate_}, PerAgent{1}, 0);
+    plan.add("guards", {&E::guard_}, PerAgent{1}, nn::GuardState{0, 0, -1, 0, 0});
     // An engine of one: the twins' pairs and V on [s; s'] (2B rows each); else N x B rows each (and the twins' own).
     const int rows = agents == 1 ? 2 * batch : agents * batch;
     plan.add("Q workspaces", net.q1.workspace_size(rows), agents == 1 ? 2 : 4);
@@ -137,50 +142,22 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         require_greedy_evaluation(agents[i]);
         env_params_.push_back(trainers::env_params(agents[i], markets[i]->market_dim()));
     }
-    const std::size_t N = agents.size(), P = params();
+    const std::size_t N = agents.size();
     PlanInputs inputs;
     inputs.market_dim = env_params_.front().market_dim;
-    IqlEngine::plan(first, agents_, inputs).allocate(ops, *this);
-
-    // Each agent's dataset as its single run builds it (its seed's behaviour data on its market).
-    datasets_.resize(N);
-    transitions_.assign(N, 0);
-    collection_seconds_.assign(N, 0.0);
-    std::vector<abi::SampleAgent> sample_agents;
-    for (std::size_t i = 0; i < N; ++i) {
-        const config::Profile& p = agents[i];
-        build_dataset(i, p, *markets[i]);
-        sample_agents.push_back(
-            datasets_[i].sample_agent(static_cast<std::uint64_t>(p.run.seed), 1, static_cast<float>(p.training.gamma)));
-    }
-    ops.upload<abi::SampleAgent>(sample_agents_.view(), sample_agents);
-
-    // Each agent's parameters from its seed (the padding zero), the target a copy.
-    for (std::size_t i = 0; i < N; ++i)
-        nn::init_params(ops, online_.view().subview(i * P, P), net_.layout,
-                        static_cast<std::uint64_t>(agents[i].run.seed));
-    ops::run(ops, ops::Copy{target_.view(), online_.cview()});
+    plan_ = IqlEngine::plan(first, agents_, inputs);
+    plan_.allocate(ops, *this);
     twin_stride_ = net_.q2.layers().front().weight.offset - net_.q1.layers().front().weight.offset;
     for (std::size_t l = 0; l < net_.q1.layers().size(); ++l) {
         const auto &a = net_.q1.layers()[l], &b = net_.q2.layers()[l];
         if (b.weight.offset != a.weight.offset + twin_stride_ || b.bias.offset != a.bias.offset + twin_stride_)
             throw std::logic_error("IqlEngine: the twin Q networks are not laid out at one stride");
     }
+    datasets_.resize(N);
+    transitions_.assign(N, 0);
+    collection_seconds_.assign(N, 0.0);
     updates_.assign(N, 0);
-
-    std::vector<float> lr, tau_keep;
-    std::vector<iql::LossScalars> scalars;
-    for (const auto& p : agents) {
-        lr.push_back(static_cast<float>(p.training.learning_rate));
-        const ops::SoftTarget soft = ops::SoftTarget::of({}, p.training.tau > 0 ? p.training.tau : 1.0);
-        tau_keep.push_back(soft.tau);
-        tau_keep.push_back(soft.keep);
-        scalars.push_back(iql::LossScalars{static_cast<float>(p.iql.expectile), static_cast<float>(p.iql.beta),
-                                           static_cast<float>(p.iql.max_weight)});
-    }
-    ops.upload<float>(lr_.view(), lr);
-    ops.upload<float>(tau_keep_.view(), tau_keep);
-    ops.upload<iql::LossScalars>(scalars_.view(), scalars);
+    for (std::size_t i = 0; i < N; ++i) start_agent(i, agents[i], *markets[i]);
 
     // An engine of one: the twins' pairs and V on [s; s'] (2B rows each); else N x B rows each.
     const int rows = alone() ? 2 * batch_ : agents_ * batch_;
@@ -201,36 +178,31 @@ void IqlEngine::build_dataset(std::size_t a, const config::Profile& p, const env
     collection_seconds_[a] = ds.collection_seconds;
 }
 
+void IqlEngine::start_agent(std::size_t a, const config::Profile& p, const env::DeviceMarket& market) {
+    const std::size_t P = params();
+    profiles_[a] = p;
+    env_params_[a] = trainers::env_params(p, market.market_dim());
+    // Its dataset as its single run builds it (its seed's behaviour data on its market).
+    build_dataset(a, p, market);
+    // The weights from its seed (the padding zero), the target a copy.
+    const auto online = online_.view().subview(a * P, P);
+    nn::init_params(ops_, online, net_.layout, static_cast<std::uint64_t>(p.run.seed));
+    ops::run(ops_, ops::Copy{target_.view().subview(a * P, P), ops::View<const float>(online)});
+    upload_keys(a, p);  // its keys and its dataset's sampling
+    updates_[a] = 0;
+}
+
 void IqlEngine::reset_agent(int agent, const config::Profile& p, const env::DeviceMarket& market) {
     if (agent < 0 || agent >= agents_) throw std::out_of_range("IqlEngine::reset_agent: no such agent");
     require_greedy_evaluation(p);
     if (const std::string why = unsupported(p, profiles_.front()); !why.empty())
         throw UsageError(fmt::format("a new agent cannot train in slot {} of an IQL engine: {}", agent, why));
-    const auto a = static_cast<std::size_t>(agent), P = params();
-    const env::EnvParams env = trainers::env_params(p, market.market_dim());
-    if (env.market_dim != env_params_[a].market_dim)
+    const auto a = static_cast<std::size_t>(agent);
+    if (market.market_dim() != env_params_[a].market_dim)
         throw UsageError(fmt::format("a new agent's market has {} features, the engine's {}", market.market_dim(),
                                      env_params_[a].market_dim));
-    profiles_[a] = p;
-    env_params_[a] = env;
-    build_dataset(a, p, market);
-    // The weights from its seed (the padding zero), the target a copy; gradients and Adam's moments zero.
-    const auto online = online_.view().subview(a * P, P);
-    ops::run(ops_, ops::Fill{online, 0.0f});
-    nn::init_params(ops_, online, net_.layout, static_cast<std::uint64_t>(p.run.seed));
-    ops::run(ops_, ops::Copy{target_.view().subview(a * P, P), ops::View<const float>(online)});
-    for (auto* b : {&grads_, &m_, &v_}) ops::run(ops_, ops::Fill{b->view().subview(a * P, P), 0.0f});
-    // Its counter, gate, guard and monitor as the constructor sets them.
-    ops_.upload<long long>(step_.view().subview(a, 1), std::vector<long long>{0});
-    updates_[a] = 0;
-    ops_.upload<int>(gate_.view().subview(a, 1), std::vector<int>{0});
-    ops_.upload<nn::GuardState>(guard_.view().subview(a, 1),
-                                std::vector<nn::GuardState>{nn::GuardState{0, 0, -1, 0, 0}});
-    ops::run(ops_, ops::Fill{accum_.view().subview(a * kCount, kCount), 0.0f});
-    ops::run(ops_,
-             ops::Fill{norm_scratch_.view().subview(a * ops::norm_guard_scratch_size(), ops::norm_guard_scratch_size()),
-                       0.0f});
-    upload_keys(a, p);  // its keys and its dataset's sampling (the captured update captured again)
+    plan_.reset_agent(ops_, *this, agent);
+    start_agent(a, p, market);  // its keys and sampling: the captured update captured again
     ops_.synchronize();
 }
 

@@ -134,6 +134,11 @@ private:
     /// Agent a's dataset as its single run of `profile` builds it on `market` (datasets_[a] and its
     /// counts; the vectors sized N).
     void build_dataset(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
+    /// Agent a's starting state of `profile` on `market` beside the plan's starting values (which
+    /// the constructor's allocation and reset_agent write): its dataset, weights from its seed,
+    /// the target a copy, its keys and update count. The constructor starts each agent with it,
+    /// reset_agent a slot.
+    void start_agent(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
     /// Agent a's per-agent keys on the device (learning rate, target rate, loss scalars, sampling).
     void upload_keys(std::size_t a, const config::Profile& profile);
     std::size_t params() const noexcept { return net_.layout.total(); }
@@ -141,6 +146,7 @@ private:
 
     ops::Device& ops_;
     std::vector<config::Profile> profiles_;
+    MemoryPlan plan_;  ///< the buffers below, their starting values
     std::vector<env::EnvParams> env_params_;
     int agents_, num_actions_, state_dim_, batch_;
     IqlNetworks net_;

@@ -198,6 +198,11 @@ private:
     template <class T>
     ops::CopyPair step_row(ops::Buffer<T>& rollout, int t, ops::View<const T> step, std::size_t width = 1);
     std::size_t params() const noexcept { return net_.layout.total(); }
+    /// Agent a's starting state of `profile` on `market` beside the plan's starting values (which
+    /// the constructor's allocation and reset_agent write) and its environments (VecEnv's): its
+    /// seed, keys, weights from its seed, curiosity model and rollout count. The constructor starts
+    /// each agent with it, reset_agent a slot.
+    void start_agent(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
     /// Agent a's per-agent keys on the device (loss coefficients, GAE's gamma and lambda, diversity weight).
     void upload_keys(std::size_t a, const config::Profile& profile);
     /// Each agent's update number at minibatch update `index` (1-based) of this rollout, for the NaN tests.
@@ -205,6 +210,7 @@ private:
 
     ops::Device& ops_;
     std::vector<config::Profile> profiles_;
+    MemoryPlan plan_;  ///< the buffers below, their starting values
     std::vector<env::EnvParams> env_params_;
     std::vector<const env::DeviceMarket*> markets_;
     int agents_, n_envs_, horizon_, num_actions_, state_dim_, batch_, window_;
