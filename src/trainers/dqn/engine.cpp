@@ -116,9 +116,7 @@ LogLine dqn_log_line(const config::Profile& profile, const dqn::MonitorStats& s,
 
 std::unique_ptr<DqnAgent> make_dqn_trainer(ops::Device& ops, const config::Profile& profile,
                                            const env::DeviceMarket& market) {
-    return std::make_unique<DqnAgent>(std::make_shared<DqnEngine>(ops, std::vector<config::Profile>{profile},
-                                                                  std::vector<const env::DeviceMarket*>{&market}),
-                                      0);
+    return single_run<DqnAgent, DqnEngine>(ops, profile, market);
 }
 
 /// run.population_batching = "auto" batches DQN agents whose replay_buffer.batch_size times widest
@@ -411,6 +409,10 @@ ops::DqnRing DqnEngine::ring(int a) {
                         capacity_steps_,
                         n_envs_,
                         env_params_.state_dim};
+}
+
+env::EnvParams DqnEngine::env_params(int agent) const {
+    return trainers::env_params(profile(agent), env_params_.market_dim);
 }
 
 ops::View<float> DqnEngine::masks(int a) {
@@ -843,21 +845,12 @@ io::ReplayDump DqnEngine::replay_dump(int a) {
 }
 
 DqnAgent::DqnAgent(std::shared_ptr<DqnEngine> engine, int agent)
-    : engine_(std::move(engine)),
-      agent_(agent),
-      env_params_(trainers::env_params(engine_->profile(agent), engine_->env_params().market_dim)),
+    : EngineAgent(engine, agent, engine->steps(agent)),
       policy_(network_config(engine_->profile(agent), env_params_.state_dim), eval_goal(engine_->profile(agent))),
-      steps_(engine_->steps(agent)),
-      start_(engine_->iterations() - steps_) {
-    engine_->members_.join(this);
-}
-
-DqnAgent::~DqnAgent() {
-    engine_->members_.leave(this);
-}
+      steps_(engine_->steps(agent)) {}
 
 void DqnAgent::iterate() {
-    PopulationAgents<DqnAgent>::advance(*engine_, engine_->iterations(), start_ + steps_);
+    advance(steps_);
     ++steps_;
 }
 
@@ -866,7 +859,7 @@ void DqnAgent::restore_counter_values(std::span<const std::int64_t> v) {
         throw UsageError("checkpoint counters are inconsistent (steps, updates, pushed steps)");
     engine_->restore_counters(agent_, v[0], v[1], v[2]);
     steps_ = v[0];
-    start_ = engine_->iterations() - steps_;
+    restart_at(steps_);
     log_marks_ = DqnLogMarks{v[1], v[0] * engine_->n_envs()};
 }
 
@@ -876,27 +869,21 @@ std::vector<std::int64_t> DqnAgent::counters_without_replay(std::span<const std:
     return out;
 }
 
-void DqnAgent::require_alone(const char* what) const {
-    if (engine_->agents() != 1)
-        throw std::logic_error(
-            fmt::format("DqnAgent::{}: bench the engine (bench_population), not one of its agents", what));
-}
-
 void DqnAgent::bench_prepare() {
-    require_alone("bench_prepare");
+    require_alone();
     engine_->prepare();
     steps_ = engine_->steps(agent_);
 }
 
 long long DqnAgent::bench_collect() {
-    require_alone("bench_collect");
+    require_alone();
     engine_->collect();
     ++steps_;
     return engine_->n_envs();
 }
 
 long long DqnAgent::bench_update() {
-    require_alone("bench_update");
+    require_alone();
     engine_->update();
     return 1;
 }

@@ -145,6 +145,8 @@ public:
 
     const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
     const env::EnvParams& env_params() const noexcept { return env_params_; }
+    /// Agent `agent`'s own (its seed).
+    env::EnvParams env_params(int agent) const;
     ops::Device& device() noexcept { return ops_; }
     int capacity_steps() const noexcept { return capacity_steps_; }
 
@@ -283,21 +285,16 @@ private:
     // The captured sequences (CUDA Graphs on the GPU): a collection step alone (until the replay
     // is ready), a whole iteration, and an update alone (bench).
     ops::OpSequence collect_sequence_, iteration_sequence_, update_sequence_;
-    friend class DqnAgent;
-    PopulationAgents<DqnAgent> members_;
+    friend class EngineAgent<DqnEngine>;
+    PopulationAgents<EngineAgent<DqnEngine>> members_;
 };
 
-/// Agent i of a DqnEngine as a Trainer, with its own logs, evaluations, checkpoints and summary.
-/// The agents advance together (PopulationAgents): the first of a round to iterate runs the
-/// engine's iteration for every agent. Its checkpoint tensors and counters are the same whatever
-/// the engine's size: a checkpoint resumes alone, or inside an engine whose agents all continue
-/// from one iteration (DqnEngine::restore_counters).
-class DqnAgent final : public Trainer {
+/// Agent i of a DqnEngine as a Trainer (EngineAgent). Its checkpoint tensors and counters are the
+/// same whatever the engine's size: a checkpoint resumes alone, or inside an engine whose agents
+/// all continue from one iteration (DqnEngine::restore_counters).
+class DqnAgent final : public EngineAgent<DqnEngine> {
 public:
     DqnAgent(std::shared_ptr<DqnEngine> engine, int agent);
-    ~DqnAgent() override;
-    DqnAgent(const DqnAgent&) = delete;
-    DqnAgent& operator=(const DqnAgent&) = delete;
 
     long long progress_per_iteration() const noexcept override { return engine_->n_envs(); }
     long long iterations() const noexcept override { return steps_; }
@@ -315,30 +312,16 @@ public:
     std::vector<std::int64_t> counters_without_replay(std::span<const std::int64_t> values) const override;
     ops::View<float> policy_weights() noexcept override { return engine_->online(agent_); }
     GreedyPolicy& policy() noexcept override { return policy_; }
-    const env::EnvParams& env_params() const noexcept override { return env_params_; }
     io::ReplayDump replay_dump() override { return engine_->replay_dump(agent_); }
-    void set_agent_keys(const config::Profile& profile) override { engine_->set_agent_keys(agent_, profile); }
 
     /// Bench of an engine of one (a population is benched as one, bench_population).
     void bench_prepare() override;
     long long bench_collect() override;
     long long bench_update() override;
-    long long batch_rows() const noexcept override { return engine_->batch_rows(); }
-
-    int agent() const noexcept { return agent_; }
-    DqnEngine& engine() noexcept { return *engine_; }
-    /// Whether a test asked for a NaN loss at update u of this agent.
-    bool injects_nan_at(long long u) const noexcept { return nan_injected(u); }
 
 private:
-    void require_alone(const char* what) const;
-
-    std::shared_ptr<DqnEngine> engine_;
-    int agent_;
-    env::EnvParams env_params_;
     DqnGreedyPolicy policy_;
     long long steps_ = 0;
-    long long start_;  ///< the engine's iteration at which this agent's step 0 was (its steps count from there)
     DqnLogMarks log_marks_;
 };
 

@@ -50,9 +50,7 @@ iql::BehaviourParams behaviour_params(const env::EnvParams& e, std::uint64_t see
 
 std::unique_ptr<IqlAgent> make_iql_trainer(ops::Device& ops, const config::Profile& profile,
                                            const env::DeviceMarket& market) {
-    return std::make_unique<IqlAgent>(std::make_shared<IqlEngine>(ops, std::vector<config::Profile>{profile},
-                                                                  std::vector<const env::DeviceMarket*>{&market}),
-                                      0);
+    return single_run<IqlAgent, IqlEngine>(ops, profile, market);
 }
 
 std::string IqlEngine::unsupported(const config::Profile& p, const config::Profile& first) {
@@ -240,17 +238,20 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
     // products (the same rows).
     ops::View<const float> q1_target, q2_target, v, v_next, q1, q2, logits;
     const std::size_t BA = Bs * static_cast<std::size_t>(num_actions_);
+    // The twins of `params` (q2's: `params_q2`) on s, into q1_out and q2_out.
+    const auto twins = [&](ops::View<const float> params, ops::View<const float> params_q2, nn::Mlp::Workspace& ws1,
+                           nn::Mlp::Workspace& ws2, ops::View<const float>& q1_out, ops::View<const float>& q2_out) {
+        if (alone()) {
+            const auto pair = net_.q1.forward_batched(ops_, params, twin_stride_, states, 0, B, 2, ws1);
+            q1_out = pair.subview(0, BA);
+            q2_out = pair.subview(BA, BA);
+        } else {
+            q1_out = net_.q1.forward_batched(ops_, params, P, states, xs, B, N, ws1);
+            q2_out = net_.q1.forward_batched(ops_, params_q2, P, states, xs, B, N, ws2);
+        }
+    };
     ops_.run_concurrently(
-        [&] {
-            if (alone()) {
-                const auto pair = net_.q1.forward_batched(ops_, target, twin_stride_, states, 0, B, 2, ws_q1_target_);
-                q1_target = pair.subview(0, BA);
-                q2_target = pair.subview(BA, BA);
-                return;
-            }
-            q1_target = net_.q1.forward_batched(ops_, target, P, states, xs, B, N, ws_q1_target_);
-            q2_target = net_.q1.forward_batched(ops_, target_q2, P, states, xs, B, N, ws_q2_target_);
-        },
+        [&] { twins(target, target_q2, ws_q1_target_, ws_q2_target_, q1_target, q2_target); },
         [&] {
             if (alone()) {
                 const auto pair = net_.v.forward(ops_, online, x_.cview(), 2 * B, ws_v_);
@@ -261,16 +262,7 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
             v = net_.v.forward_batched(ops_, online, P, states, xs, B, N, ws_v_);
             v_next = net_.v.forward_batched(ops_, online, P, next, xs, B, N, ws_v_next_);
         },
-        [&] {
-            if (alone()) {
-                const auto pair = net_.q1.forward_batched(ops_, online, twin_stride_, states, 0, B, 2, ws_q1_);
-                q1 = pair.subview(0, BA);
-                q2 = pair.subview(BA, BA);
-                return;
-            }
-            q1 = net_.q1.forward_batched(ops_, online, P, states, xs, B, N, ws_q1_);
-            q2 = net_.q1.forward_batched(ops_, online_q2, P, states, xs, B, N, ws_q2_);
-        },
+        [&] { twins(online, online_q2, ws_q1_, ws_q2_, q1, q2); },
         [&] {
             logits = alone() ? net_.policy.forward(ops_, online, states, B, ws_policy_)
                              : net_.policy.forward_batched(ops_, online, P, states, xs, B, N, ws_policy_);
@@ -398,27 +390,18 @@ IqlEngine::AgentState IqlEngine::agent_state(int agent) {
 }
 
 IqlAgent::IqlAgent(std::shared_ptr<IqlEngine> population, int agent)
-    : population_(std::move(population)),
-      agent_(agent),
-      state_(population_->agent_state(agent)),
-      env_params_(population_->env_params(agent)),
-      policy_(population_->networks().policy, population_->networks().layout.total()),
-      start_(population_->iterations() - population_->updates(agent)) {
-    population_->members_.join(this);
-}
-
-IqlAgent::~IqlAgent() {
-    population_->members_.leave(this);
-}
+    : EngineAgent(population, agent, population->updates(agent)),
+      state_(engine_->agent_state(agent)),
+      policy_(engine_->networks().policy, engine_->networks().layout.total()) {}
 
 void IqlAgent::iterate() {
-    PopulationAgents<IqlAgent>::advance(*population_, population_->iterations(), start_ + updates_);
+    advance(updates_);
     ++updates_;
 }
 
 LogLine IqlAgent::read_log(double seconds) {
-    const Interval r = read_interval(population_->device(), state_.accumulators, state_.guard, seconds);
-    return iql_log_line(population_->profile(agent_), r.sums, r.guard, r.updates, r.updates_per_s, updates_,
+    const Interval r = read_interval(engine_->device(), state_.accumulators, state_.guard, seconds);
+    return iql_log_line(engine_->profile(agent_), r.sums, r.guard, r.updates, r.updates_per_s, updates_,
                         state_.dataset_transitions);
 }
 
@@ -462,8 +445,7 @@ std::vector<StateTensor> IqlAgent::state_tensors() {
 }
 
 long long IqlAgent::bench_update() {
-    if (population_->agents() != 1)
-        throw std::logic_error("IqlAgent: bench the engine (bench_population), not one of its agents");
+    require_alone();
     iterate();
     return 1;
 }

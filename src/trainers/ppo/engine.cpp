@@ -45,9 +45,7 @@ ActorCritic::ActorCritic(const config::Profile& p, int state_dim, int num_action
 
 std::unique_ptr<PpoAgent> make_ppo_trainer(ops::Device& ops, const config::Profile& profile,
                                            const env::DeviceMarket& market) {
-    return std::make_unique<PpoAgent>(std::make_shared<PpoEngine>(ops, std::vector<config::Profile>{profile},
-                                                                  std::vector<const env::DeviceMarket*>{&market}),
-                                      0);
+    return single_run<PpoAgent, PpoEngine>(ops, profile, market);
 }
 
 /// run.population_batching = "auto" batches PPO agents whose widest ppo.hidden layer is at most
@@ -652,34 +650,25 @@ PpoEngine::AgentState PpoEngine::agent_state(int agent) {
 }
 
 PpoAgent::PpoAgent(std::shared_ptr<PpoEngine> population, int agent)
-    : population_(std::move(population)),
-      agent_(agent),
-      state_(population_->agent_state(agent)),
-      env_params_(population_->env_params(agent)),
-      policy_(population_->network().actor, population_->network().layout.total()),
-      rollouts_(population_->rollouts(agent)),
-      start_(population_->iterations() - rollouts_) {
-    population_->members_.join(this);
-}
-
-PpoAgent::~PpoAgent() {
-    population_->members_.leave(this);
-}
+    : EngineAgent(population, agent, population->rollouts(agent)),
+      state_(engine_->agent_state(agent)),
+      policy_(engine_->network().actor, engine_->network().layout.total()),
+      rollouts_(engine_->rollouts(agent)) {}
 
 void PpoAgent::iterate() {
-    PopulationAgents<PpoAgent>::advance(*population_, population_->iterations(), start_ + rollouts_);
+    advance(rollouts_);
     ++rollouts_;
 }
 
 LogLine PpoAgent::read_log(double seconds) {
-    ops::Device& ops = population_->device();
+    ops::Device& ops = engine_->device();
     const auto acc = ops.to_host(ops::View<const float>(state_.accumulators));  // synchronises
     const nn::GuardState g = ops.to_host(ops::View<const nn::GuardState>(state_.guard))[0];
     const auto hist = ops.to_host(ops::View<const unsigned long long>(state_.histogram));
     ops::run(ops, ops::Fill{state_.accumulators, 0.0f});
     ops.upload<unsigned long long>(state_.histogram, std::vector<unsigned long long>(hist.size(), 0));
-    const PpoLogMarks now{rollouts_, rollouts_ * population_->horizon(), updates()};
-    return ppo_log_line(population_->profile(agent_), acc, g, hist, now, population_->n_envs(), seconds, log_marks_);
+    const PpoLogMarks now{rollouts_, rollouts_ * engine_->horizon(), updates()};
+    return ppo_log_line(engine_->profile(agent_), acc, g, hist, now, engine_->n_envs(), seconds, log_marks_);
 }
 
 // The checkpoint's tensors (their names, shapes and order are those of checkpoints written by
@@ -687,7 +676,7 @@ LogLine PpoAgent::read_log(double seconds) {
 std::vector<StateTensor> PpoAgent::state_tensors() {
     const auto P = static_cast<std::int64_t>(state_.params.size());
     const auto D = static_cast<std::int64_t>(env_params_.state_dim);
-    const auto n = static_cast<std::int64_t>(population_->n_envs());
+    const auto n = static_cast<std::int64_t>(engine_->n_envs());
     const auto A = static_cast<std::int64_t>(state_.histogram.size());
     std::vector<StateTensor> t{
         state_tensor("params/online", "F32", {P}, state_.params),
@@ -708,38 +697,36 @@ std::vector<StateTensor> PpoAgent::state_tensors() {
 }
 
 void PpoAgent::restore_counter_values(std::span<const std::int64_t> v) {
-    const long long per = population_->updates_per_rollout();
-    if (v.size() != 4 || v[0] < 0 || v[1] != v[0] * population_->horizon() || v[2] != v[0] * per || v[3] < 0)
+    const long long per = engine_->updates_per_rollout();
+    if (v.size() != 4 || v[0] < 0 || v[1] != v[0] * engine_->horizon() || v[2] != v[0] * per || v[3] < 0)
         throw UsageError("checkpoint counters are inconsistent (rollouts, steps, updates, curiosity updates)");
-    population_->restore_rollouts(agent_, v[0]);
-    if (state_.curiosity) state_.curiosity->restore_steps(population_->device(), v[3]);
+    engine_->restore_rollouts(agent_, v[0]);
+    if (state_.curiosity) state_.curiosity->restore_steps(engine_->device(), v[3]);
     rollouts_ = v[0];
-    start_ = population_->iterations() - rollouts_;
+    restart_at(rollouts_);
     log_marks_ = PpoLogMarks{v[0], v[1], v[2]};
 }
 
 void PpoAgent::prepare_iteration() {
-    if (population_->iterations() == start_ + rollouts_) population_->issue_ahead();
+    if (first_of_round(rollouts_)) engine_->issue_ahead();
 }
 
 float PpoAgent::learning_rate() const noexcept {
-    return ppo_scheduled_learning_rate(population_->profile(agent_), rollouts_);
+    return ppo_scheduled_learning_rate(engine_->profile(agent_), rollouts_);
 }
 
 long long PpoAgent::bench_collect() {
-    if (population_->agents() != 1)
-        throw std::logic_error("PpoAgent: bench the engine (bench_population), not one of its agents");
-    population_->collect();
+    require_alone();
+    engine_->collect();
     return progress_per_iteration();
 }
 
 // The rollout's updates, which also count the rollout (on the host as on the device).
 long long PpoAgent::bench_update() {
-    if (population_->agents() != 1)
-        throw std::logic_error("PpoAgent: bench the engine (bench_population), not one of its agents");
-    population_->update();
+    require_alone();
+    engine_->update();
     ++rollouts_;
-    return population_->updates_per_rollout();
+    return engine_->updates_per_rollout();
 }
 
 LogLine ppo_log_line(const config::Profile& profile, std::span<const float> acc, const nn::GuardState& g,
