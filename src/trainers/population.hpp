@@ -152,6 +152,38 @@ std::unique_ptr<Agent> single_run(ops::Device& ops, const config::Profile& profi
                                    0);
 }
 
+/// The checks of an engine's reset_agent: slot `agent` of `profiles` (the first agent's first)
+/// can start `next` on `market` (std::out_of_range, or UsageError naming what
+/// `unsupported(next, first)`, the engine's, finds, or a market of other features than
+/// `market_dim`). `engine` names it ("a DQN engine").
+template <class Unsupported>
+void check_new_agent(const std::vector<config::Profile>& profiles, int agent, const config::Profile& next,
+                     const env::DeviceMarket& market, int market_dim, Unsupported&& unsupported, const char* engine) {
+    if (agent < 0 || static_cast<std::size_t>(agent) >= profiles.size())
+        throw std::out_of_range("reset_agent: no such agent");
+    if (const std::string why = unsupported(next, profiles.front()); !why.empty())
+        throw UsageError("a new agent cannot train in slot " + std::to_string(agent) + " of " + engine + ": " + why);
+    if (market.market_dim() != market_dim)
+        throw UsageError("a new agent's market has " + std::to_string(market.market_dim()) +
+                         " features, the engine's " + std::to_string(market_dim));
+}
+
+/// The checks of an engine's set_agent_keys: agent `agent`'s profile in `profiles` becomes `next`
+/// where its run.seed is the same (else UsageError `keeps_seed`) and `unsupported(next, current)`,
+/// the engine's, names no problem (else UsageError). Returns the agent's index.
+template <class Unsupported>
+std::size_t replace_agent_keys(std::vector<config::Profile>& profiles, int agent, const config::Profile& next,
+                               Unsupported&& unsupported, const char* keeps_seed) {
+    if (agent < 0 || static_cast<std::size_t>(agent) >= profiles.size())
+        throw std::out_of_range("set_agent_keys: no such agent");
+    auto& current = profiles[static_cast<std::size_t>(agent)];
+    if (next.run.seed != current.run.seed) throw UsageError(keeps_seed);
+    if (const std::string why = unsupported(next, current); !why.empty())
+        throw UsageError("agent " + std::to_string(agent) + ": its keys cannot change while it trains: " + why);
+    current = next;
+    return static_cast<std::size_t>(agent);
+}
+
 /// Agent a's entry of an engine's per-agent vector of parts (e.g. curiosity models): appended
 /// while the constructor starts its agents in order, replaced when reset_agent starts a slot again.
 template <class T>

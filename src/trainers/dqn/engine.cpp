@@ -348,13 +348,8 @@ abi::EnvAgent DqnEngine::start_environments(std::size_t i, const config::Profile
 }
 
 void DqnEngine::reset_agent(int agent, const config::Profile& p, const env::DeviceMarket& market) {
-    if (agent < 0 || agent >= agents_) throw std::out_of_range("DqnEngine::reset_agent: no such agent");
     require_supported(p);
-    if (const std::string why = unsupported(p, profiles_.front()); !why.empty())
-        throw UsageError(fmt::format("a new agent cannot train in slot {} of a DQN engine: {}", agent, why));
-    if (market.market_dim() != env_params_.market_dim)
-        throw UsageError(fmt::format("a new agent's market has {} features, the engine's {}", market.market_dim(),
-                                     env_params_.market_dim));
+    check_new_agent(profiles_, agent, p, market, env_params_.market_dim, unsupported, "a DQN engine");
     plan_.reset_agent(ops_, *this, agent);
     start_agent(static_cast<std::size_t>(agent), p, market);
     // The curiosity model's buffers and learning rate are the captured sequences' arguments.
@@ -815,13 +810,8 @@ std::vector<StateTensor> DqnEngine::state_tensors(int a) {
 }
 
 void DqnEngine::set_agent_keys(int a, const config::Profile& p) {
-    if (a < 0 || a >= agents_) throw std::out_of_range("DqnEngine::set_agent_keys: no such agent");
-    auto& current = profiles_[static_cast<std::size_t>(a)];
-    if (p.run.seed != current.run.seed)
-        throw UsageError("a DQN agent keeps its run.seed while it trains (its exploration and replay draws)");
-    if (const std::string why = unsupported(p, current); !why.empty())
-        throw UsageError(fmt::format("agent {}: its keys cannot change while it trains: {}", a, why));
-    current = p;
+    replace_agent_keys(profiles_, a, p, unsupported,
+                       "a DQN agent keeps its run.seed while it trains (its exploration and replay draws)");
     ops_.upload<dqn::AgentParams>(slice(agent_, a), std::vector<dqn::AgentParams>{dqn_agent_params(p)});
     // The curiosity models' learning rate is an argument of the captured sequences.
     collect_sequence_.reset();

@@ -191,16 +191,11 @@ void IqlEngine::start_agent(std::size_t a, const config::Profile& p, const env::
 }
 
 void IqlEngine::reset_agent(int agent, const config::Profile& p, const env::DeviceMarket& market) {
-    if (agent < 0 || agent >= agents_) throw std::out_of_range("IqlEngine::reset_agent: no such agent");
     require_greedy_evaluation(p);
-    if (const std::string why = unsupported(p, profiles_.front()); !why.empty())
-        throw UsageError(fmt::format("a new agent cannot train in slot {} of an IQL engine: {}", agent, why));
-    const auto a = static_cast<std::size_t>(agent);
-    if (market.market_dim() != env_params_[a].market_dim)
-        throw UsageError(fmt::format("a new agent's market has {} features, the engine's {}", market.market_dim(),
-                                     env_params_[a].market_dim));
+    check_new_agent(profiles_, agent, p, market, env_params_.front().market_dim, unsupported, "an IQL engine");
     plan_.reset_agent(ops_, *this, agent);
-    start_agent(a, p, market);  // its keys and sampling: the captured update captured again
+    start_agent(static_cast<std::size_t>(agent), p,
+                market);  // its keys and sampling: the captured update captured again
     ops_.synchronize();
 }
 
@@ -405,17 +400,10 @@ LogLine IqlAgent::read_log(double seconds) {
                         state_.dataset_transitions);
 }
 
-// The checkpoint's tensors (their names, shapes and order are those of checkpoints written by
-// earlier versions' single runs, which therefore resume).
 void IqlEngine::set_agent_keys(int a, const config::Profile& p) {
-    if (a < 0 || a >= agents_) throw std::out_of_range("IqlEngine::set_agent_keys: no such agent");
-    auto& current = profiles_[static_cast<std::size_t>(a)];
-    if (p.run.seed != current.run.seed)
-        throw UsageError("an IQL agent keeps its run.seed while it trains (its dataset and sampling)");
-    if (const std::string why = unsupported(p, current); !why.empty())
-        throw UsageError(fmt::format("agent {}: its keys cannot change while it trains: {}", a, why));
-    current = p;
-    upload_keys(static_cast<std::size_t>(a), p);
+    upload_keys(replace_agent_keys(profiles_, a, p, unsupported,
+                                   "an IQL agent keeps its run.seed while it trains (its dataset and sampling)"),
+                p);
 }
 
 void IqlEngine::upload_keys(std::size_t i, const config::Profile& p) {
@@ -433,6 +421,8 @@ void IqlEngine::upload_keys(std::size_t i, const config::Profile& p) {
     update_sequence_.reset();
 }
 
+// The checkpoint's tensors (their names, shapes and order are those of checkpoints written by
+// earlier versions' single runs, which therefore resume).
 std::vector<StateTensor> IqlAgent::state_tensors() {
     const auto P = static_cast<std::int64_t>(state_.online.size());
     return {state_tensor("params/online", "F32", {P}, state_.online),

@@ -576,14 +576,9 @@ void PpoEngine::restore_rollouts(int agent, long long rollouts) {
 }
 
 void PpoEngine::reset_agent(int agent, const config::Profile& p, const env::DeviceMarket& market) {
-    if (agent < 0 || agent >= agents_) throw std::out_of_range("PpoEngine::reset_agent: no such agent");
     if (rollout_issued_) throw std::logic_error("PpoEngine::reset_agent while a rollout is issued");
     require_greedy_evaluation(p);
-    if (const std::string why = unsupported(p, profiles_.front()); !why.empty())
-        throw UsageError(fmt::format("a new agent cannot train in slot {} of a PPO engine: {}", agent, why));
-    if (market.market_dim() != env_params_.front().market_dim)
-        throw UsageError(fmt::format("a new agent's market has {} features, the engine's {}", market.market_dim(),
-                                     env_params_.front().market_dim));
+    check_new_agent(profiles_, agent, p, market, env_params_.front().market_dim, unsupported, "a PPO engine");
     plan_.reset_agent(ops_, *this, agent);
     env_.restart_agent(agent, market, static_cast<std::uint64_t>(p.run.seed));
     start_agent(static_cast<std::size_t>(agent), p, market);
@@ -595,14 +590,9 @@ void PpoEngine::reset_agent(int agent, const config::Profile& p, const env::Devi
 }
 
 void PpoEngine::set_agent_keys(int a, const config::Profile& p) {
-    if (a < 0 || a >= agents_) throw std::out_of_range("PpoEngine::set_agent_keys: no such agent");
-    auto& current = profiles_[static_cast<std::size_t>(a)];
-    if (p.run.seed != current.run.seed)
-        throw UsageError("a PPO agent keeps its run.seed while it trains (its environments and sampling)");
-    if (const std::string why = unsupported(p, current); !why.empty())
-        throw UsageError(fmt::format("agent {}: its keys cannot change while it trains: {}", a, why));
-    current = p;
-    upload_keys(static_cast<std::size_t>(a), p);
+    upload_keys(replace_agent_keys(profiles_, a, p, unsupported,
+                                   "a PPO agent keeps its run.seed while it trains (its environments and sampling)"),
+                p);
     // The learning rate (ppo_learning_rate) and the curiosity weight are arguments of the sequences.
     rollout_sequence_.reset();
     advantage_sequence_.reset();
