@@ -276,15 +276,19 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
     const auto grads = grads_.view();
     const auto grads_q2 = grads.subview(twin_stride_, Ns * P - twin_stride_);
     const auto& first = profiles_.front().iql;
+    // The backward of one of the networks (V, the policy) from its outputs' gradient `d`.
+    const auto backward = [&](const nn::Mlp& net, ops::View<float> d, nn::Mlp::Workspace& ws) {
+        if (alone())
+            net.backward(ops_, online, grads, d, {}, B, ws, false);
+        else
+            net.backward_batched(ops_, online, grads, d, {}, ws, false);
+    };
     ops_.run_concurrently(
         [&] {
             fh::ops::run(ops_,
                          fh::ops::IqlValueLoss{loss_v_.view(), d_v_.view(), v, q1_target, q2_target, actions_.cview(),
                                                static_cast<float>(first.expectile), scalars_.cview()});
-            if (alone())
-                net_.v.backward(ops_, online, grads, d_v_.view(), {}, B, ws_v_, false);
-            else
-                net_.v.backward_batched(ops_, online, grads, d_v_.view(), {}, ws_v_, false);
+            backward(net_.v, d_v_.view(), ws_v_);
             ops::run(ops_, ops::Mean{stat(kValueLoss), loss_v_.cview()});
             ops::run(ops_, ops::Mean{stat(kV), v});
             for (int a = 0; a < N && a < 32; ++a)
@@ -312,10 +316,7 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
                 ops_, fh::ops::AwrPolicyLoss{loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target,
                                              q2_target, v, actions_.cview(), static_cast<float>(first.beta),
                                              static_cast<float>(first.max_weight), scalars_.cview()});
-            if (alone())
-                net_.policy.backward(ops_, online, grads, d_logits_.view(), {}, B, ws_policy_, false);
-            else
-                net_.policy.backward_batched(ops_, online, grads, d_logits_.view(), {}, ws_policy_, false);
+            backward(net_.policy, d_logits_.view(), ws_policy_);
             ops::run(ops_, ops::Mean{stat(kPolicyLoss), loss_pi_.cview()});
             ops::run(ops_, ops::Mean{stat(kWeight), awr_weights_.cview()});
         });
