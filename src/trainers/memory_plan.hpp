@@ -2,8 +2,10 @@
 /// @brief What a trainer allocates, declared once: its memory plan (TrainerKind::plan) lists every
 ///        device buffer by name, element count and size, grouped into the consumers `check`
 ///        prints with the profile key that sizes each, and the host copies a run makes. The
-///        engine's own buffers are declared as its members and its constructor allocates them
-///        from the plan (MemoryPlan::allocate): the estimate is the allocation. The parts it owns
+///        engine's own buffers are declared as its members, with their layout over the agents and
+///        their starting value, and its constructor allocates them from the plan
+///        (MemoryPlan::allocate): the estimate is the allocation, and a slot that starts a new
+///        agent sets its slices back to the declared values (MemoryPlan::reset_agent). The parts it owns
 ///        (networks' workspaces, optimizers, environments) are declared by their own size
 ///        functions; tests/trainers/test_memory_estimate.cpp compares every plan with the bytes
 ///        really held. `check`'s and `train`'s estimates are the data's sizes
@@ -53,29 +55,47 @@ public:
     void add(std::string name, const nn::WorkspaceSize& size, std::uint64_t copies = 1) {
         add<float>(std::move(name), size.floats, copies, size.largest);
     }
+    /// What one engine buffer of a plan of several agents holds per agent: `per` elements of each
+    /// agent, laid out [groups][agents][per] (groups 1: agent-major, [agents][per]; e.g. statistics
+    /// stat-major, [stats][agents], are `stats` groups of 1).
+    struct PerAgent {
+        std::uint64_t per;
+        std::uint64_t groups = 1;
+    };
+
+    /// A plan of an engine of `agents` agents (PerAgent's buffers hold that many slices).
+    explicit MemoryPlan(int agents = 1) : agents_(static_cast<std::uint64_t>(agents)) {}
+
     /// Declares the engine's buffers `members` of `count` Ts each, which allocate() allocates
-    /// (with `init`: every element that value).
+    /// (with `init`: every element that value); the engine's as a whole (reset_agent leaves them).
     template <class E, class T>
     void add(std::string name, std::initializer_list<ops::Buffer<T> E::*> members, std::uint64_t count,
              std::optional<std::type_identity_t<T>> init = std::nullopt) {
-        add<T>(std::move(name), count, members.size());
-        for (auto m : members)
-            allocations_.push_back([m, count, init](void* engine, ops::Device& ops) {
-                auto& b = static_cast<E*>(engine)->*m;
-                b = ops.alloc<T>(count);
-                if constexpr (std::is_same_v<T, float>) {
-                    if (init) ops::run(ops, ops::Fill{b.view(), *init});
-                } else if (init) {
-                    ops.upload<T>(b.view(), std::vector<T>(count, *init));
-                }
-            });
-        engine_ = &typeid(E);
+        add_members<E, T>(std::move(name), members, count, std::nullopt, init);
     }
-    /// Allocates every buffer declared as a member of `engine`.
+    /// The same for buffers of a slice per agent: with `init`, reset_agent sets an agent's slices
+    /// to it again.
+    template <class E, class T>
+    void add(std::string name, std::initializer_list<ops::Buffer<T> E::*> members, PerAgent extent,
+             std::optional<std::type_identity_t<T>> init = std::nullopt) {
+        add_members<E, T>(std::move(name), members, extent.groups * agents_ * extent.per, extent, init);
+    }
+    /// Allocates every buffer declared as a member of `engine`, each set to its starting value.
     template <class E>
     void allocate(ops::Device& ops, E& engine) const {
-        if (engine_ != nullptr && *engine_ != typeid(E)) throw std::logic_error("MemoryPlan: another engine's plan");
-        for (const auto& a : allocations_) a(&engine, ops);
+        check_engine<E>();
+        for (const auto& m : members_) m.allocate(&engine, ops);
+    }
+    /// Agent `agent`'s slices of the PerAgent buffers that have a starting value, set to it again
+    /// (a slot that starts a new agent): the engine's starting state as allocate() writes it,
+    /// written once, here.
+    template <class E>
+    void reset_agent(ops::Device& ops, E& engine, int agent) const {
+        check_engine<E>();
+        if (agent < 0 || static_cast<std::uint64_t>(agent) >= agents_)
+            throw std::out_of_range("MemoryPlan::reset_agent: no such agent");
+        for (const auto& m : members_)
+            if (m.reset) m.reset(&engine, ops, static_cast<std::uint64_t>(agent));
     }
     /// A host copy the run makes (a checkpoint's, a replay dump read): the host estimate lists it.
     void host(std::string label, std::uint64_t bytes, std::string key) { host_.push_back({label, bytes, key}); }
@@ -98,8 +118,47 @@ private:
     std::vector<Entry> entries_;
     std::vector<config::MemoryItem> consumers_{{"", 0, ""}}, host_;
     bool transient_ = false;
-    std::vector<std::function<void(void*, ops::Device&)>> allocations_;
+    std::uint64_t agents_;
+    struct Member {
+        std::function<void(void*, ops::Device&)> allocate;
+        std::function<void(void*, ops::Device&, std::uint64_t agent)> reset;  ///< PerAgent with a starting value
+    };
+    std::vector<Member> members_;
     const std::type_info* engine_ = nullptr;
+
+    template <class T>
+    static void fill(ops::Device& ops, ops::View<T> view, T value) {
+        if constexpr (std::is_same_v<T, float>)
+            ops::run(ops, ops::Fill{view, value});
+        else
+            ops.upload<T>(view, std::vector<T>(view.size(), value));
+    }
+    template <class E, class T>
+    void add_members(std::string name, std::initializer_list<ops::Buffer<T> E::*> members, std::uint64_t count,
+                     std::optional<PerAgent> extent, std::optional<T> init) {
+        add<T>(std::move(name), count, members.size());
+        for (auto m : members) {
+            Member member;
+            member.allocate = [m, count, init](void* engine, ops::Device& ops) {
+                auto& b = static_cast<E*>(engine)->*m;
+                b = ops.alloc<T>(count);
+                if (init) fill(ops, b.view(), *init);
+            };
+            if (extent && init)
+                member.reset = [m, e = *extent, agents = agents_, value = *init](void* engine, ops::Device& ops,
+                                                                                 std::uint64_t a) {
+                    auto& b = static_cast<E*>(engine)->*m;
+                    for (std::uint64_t g = 0; g < e.groups; ++g)
+                        fill(ops, b.view().subview((g * agents + a) * e.per, e.per), value);
+                };
+            members_.push_back(std::move(member));
+        }
+        engine_ = &typeid(E);
+    }
+    template <class E>
+    void check_engine() const {
+        if (engine_ != nullptr && *engine_ != typeid(E)) throw std::logic_error("MemoryPlan: another engine's plan");
+    }
 };
 
 /// The plan of `agents` agents of `first`'s trainer in one engine (registry.hpp: TrainerKind::plan).

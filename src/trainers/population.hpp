@@ -91,6 +91,111 @@ private:
     std::vector<const Agent*> live_;
 };
 
+/// Agent `agent` of a batched engine (DqnEngine, PpoEngine, IqlEngine) as a Trainer (`Base`:
+/// Trainer, or UpdateCountedTrainer for an offline trainer), with its own logs, evaluations,
+/// checkpoints and summary. The agents advance together (PopulationAgents, the engine's members_):
+/// the first of a round to iterate runs the engine's iteration for every agent. What every
+/// engine's agent shares: its engine and index, its environment, its place in the engine's rounds
+/// and what it forwards to the engine; the trainer's own counters and state are the derived class's.
+template <class Engine, class Base = Trainer>
+class EngineAgent : public Base {
+public:
+    EngineAgent(const EngineAgent&) = delete;
+    EngineAgent& operator=(const EngineAgent&) = delete;
+    ~EngineAgent() override { engine_->members_.leave(this); }
+
+    const env::EnvParams& env_params() const noexcept override { return env_params_; }
+    void set_agent_keys(const config::Profile& profile) override { engine_->set_agent_keys(agent_, profile); }
+    long long batch_rows() const noexcept override { return engine_->batch_rows(); }
+    int agent() const noexcept { return agent_; }
+    Engine& engine() noexcept { return *engine_; }
+    /// Whether a test asked for a NaN loss at update u of this agent.
+    bool injects_nan_at(long long u) const noexcept { return this->nan_injected(u); }
+
+protected:
+    /// Agent `agent` of `engine`, at `own` iterations of its own.
+    EngineAgent(std::shared_ptr<Engine> engine, int agent, long long own)
+        : engine_(std::move(engine)),
+          agent_(agent),
+          env_params_(engine_->env_params(agent)),
+          start_(engine_->iterations() - own) {
+        engine_->members_.join(this);
+    }
+    /// This agent's iteration after `own` of its own: the first agent of a round runs the engine's.
+    void advance(long long own) {
+        PopulationAgents<EngineAgent>::advance(*engine_, engine_->iterations(), start_ + own);
+    }
+    /// Whether this agent, after `own` iterations of its own, is the first of its round (its
+    /// iterate() runs the engine's iteration).
+    bool first_of_round(long long own) const { return engine_->iterations() == start_ + own; }
+    /// A resume: the agent goes on from `own` iterations of its own.
+    void restart_at(long long own) { start_ = engine_->iterations() - own; }
+    /// Bench runs an engine of one through its agent (a population is benched as one, bench_population).
+    void require_alone() const {
+        if (engine_->agents() != 1)
+            throw std::logic_error("bench the engine (bench_population), not one of its agents");
+    }
+
+    std::shared_ptr<Engine> engine_;
+    int agent_;
+    env::EnvParams env_params_;
+
+private:
+    long long start_;  ///< the engine's iteration at which this agent's first was (its own count from there)
+};
+
+/// A single run of `profile` on `market`'s training split: agent 0 of an Engine of one.
+template <class Agent, class Engine>
+std::unique_ptr<Agent> single_run(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market) {
+    return std::make_unique<Agent>(std::make_shared<Engine>(ops, std::vector<config::Profile>{profile},
+                                                            std::vector<const env::DeviceMarket*>{&market}),
+                                   0);
+}
+
+/// The checks of an engine's reset_agent: slot `agent` of `profiles` (the first agent's first)
+/// can start `next` on `market` (std::out_of_range, or UsageError naming what
+/// `unsupported(next, first)`, the engine's, finds, or a market of other features than
+/// `market_dim`). `engine` names it ("a DQN engine").
+template <class Unsupported>
+void check_new_agent(const std::vector<config::Profile>& profiles, int agent, const config::Profile& next,
+                     const env::DeviceMarket& market, int market_dim, Unsupported&& unsupported, const char* engine) {
+    if (agent < 0 || static_cast<std::size_t>(agent) >= profiles.size())
+        throw std::out_of_range("reset_agent: no such agent");
+    if (const std::string why = unsupported(next, profiles.front()); !why.empty())
+        throw UsageError("a new agent cannot train in slot " + std::to_string(agent) + " of " + engine + ": " + why);
+    if (market.market_dim() != market_dim)
+        throw UsageError("a new agent's market has " + std::to_string(market.market_dim()) +
+                         " features, the engine's " + std::to_string(market_dim));
+}
+
+/// The checks of an engine's set_agent_keys: agent `agent`'s profile in `profiles` becomes `next`
+/// where its run.seed is the same (else UsageError `keeps_seed`) and `unsupported(next, current)`,
+/// the engine's, names no problem (else UsageError). Returns the agent's index.
+template <class Unsupported>
+std::size_t replace_agent_keys(std::vector<config::Profile>& profiles, int agent, const config::Profile& next,
+                               Unsupported&& unsupported, const char* keeps_seed) {
+    if (agent < 0 || static_cast<std::size_t>(agent) >= profiles.size())
+        throw std::out_of_range("set_agent_keys: no such agent");
+    auto& current = profiles[static_cast<std::size_t>(agent)];
+    if (next.run.seed != current.run.seed) throw UsageError(keeps_seed);
+    if (const std::string why = unsupported(next, current); !why.empty())
+        throw UsageError("agent " + std::to_string(agent) + ": its keys cannot change while it trains: " + why);
+    current = next;
+    return static_cast<std::size_t>(agent);
+}
+
+/// Agent a's entry of an engine's per-agent vector of parts (e.g. curiosity models): appended
+/// while the constructor starts its agents in order, replaced when reset_agent starts a slot again.
+template <class T>
+void put_agent(std::vector<T>& parts, std::size_t a, T&& part) {
+    if (a < parts.size())
+        parts[a] = std::move(part);
+    else if (a == parts.size())
+        parts.push_back(std::move(part));
+    else
+        throw std::logic_error("put_agent: the agents start in order");
+}
+
 /// The first agent's profile, once there is one and a market for each agent (else UsageError,
 /// naming the `trainer`'s engine).
 inline const config::Profile& first_agent(const std::vector<config::Profile>& agents,

@@ -169,6 +169,42 @@ TEST_CASE("a memory plan allocates the members it declares, initialised where as
     CHECK(items[0].bytes == 124);
 }
 
+namespace {
+struct Agents {
+    ops::Buffer<float> weights, stats, scratch;
+    ops::Buffer<int> counts, shared;
+};
+}  // namespace
+
+TEST_CASE("a memory plan sets one agent's slices back to their starting values", "[memory][trainers]") {
+    ops::CpuDevice ops;
+    trainers::MemoryPlan plan(3);
+    using PerAgent = trainers::MemoryPlan::PerAgent;
+    plan.add("weights", {&Agents::weights}, PerAgent{2}, 0.5f);  // [agents][2]
+    plan.add("stats", {&Agents::stats}, PerAgent{1, 2}, 0.0f);   // [2][agents]
+    plan.add("scratch", {&Agents::scratch}, PerAgent{2});        // no starting value
+    plan.add("counts", {&Agents::counts}, PerAgent{1}, 7);       // not float: uploaded
+    plan.add("shared", {&Agents::shared}, 2, 0);                 // the engine's, not an agent's
+    CHECK(plan.bytes() == (6 + 6 + 6 + 3 + 2) * 4);
+    Agents e;
+    plan.allocate(ops, e);
+    CHECK(e.weights.size() == 6);
+    CHECK(e.stats.size() == 6);
+    CHECK(ops.to_host(e.counts.cview()) == std::vector<int>{7, 7, 7});
+    ops.upload<float>(e.weights.view(), std::vector<float>{1, 2, 3, 4, 5, 6});
+    ops.upload<float>(e.stats.view(), std::vector<float>{1, 2, 3, 4, 5, 6});
+    ops.upload<float>(e.scratch.view(), std::vector<float>{1, 2, 3, 4, 5, 6});
+    ops.upload<int>(e.counts.view(), std::vector<int>{1, 2, 3});
+    ops.upload<int>(e.shared.view(), std::vector<int>{1, 2});
+    plan.reset_agent(ops, e, 1);
+    CHECK(ops.to_host(e.weights.cview()) == std::vector<float>{1, 2, 0.5f, 0.5f, 5, 6});
+    CHECK(ops.to_host(e.stats.cview()) == std::vector<float>{1, 0, 3, 4, 0, 6});
+    CHECK(ops.to_host(e.scratch.cview()) == std::vector<float>{1, 2, 3, 4, 5, 6});
+    CHECK(ops.to_host(e.counts.cview()) == std::vector<int>{1, 7, 3});
+    CHECK(ops.to_host(e.shared.cview()) == std::vector<int>{1, 2});
+    CHECK_THROWS_AS(plan.reset_agent(ops, e, 3), std::out_of_range);
+}
+
 TEST_CASE("memory estimate: consumers, keys and napkin sizes", "[memory][trainers]") {
     auto o = test::resolve(test::kMinimal + "[replay_buffer]\nbuffer_size = 1000000\n");
     REQUIRE(o.ok);

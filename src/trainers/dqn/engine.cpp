@@ -116,9 +116,7 @@ LogLine dqn_log_line(const config::Profile& profile, const dqn::MonitorStats& s,
 
 std::unique_ptr<DqnAgent> make_dqn_trainer(ops::Device& ops, const config::Profile& profile,
                                            const env::DeviceMarket& market) {
-    return std::make_unique<DqnAgent>(std::make_shared<DqnEngine>(ops, std::vector<config::Profile>{profile},
-                                                                  std::vector<const env::DeviceMarket*>{&market}),
-                                      0);
+    return single_run<DqnAgent, DqnEngine>(ops, profile, market);
 }
 
 /// run.population_batching = "auto" batches DQN agents whose replay_buffer.batch_size times widest
@@ -180,51 +178,54 @@ MemoryPlan DqnEngine::plan(const config::Profile& first, int agents, const PlanI
                         A = static_cast<std::uint64_t>(first.num_actions()),
                         Q = static_cast<std::uint64_t>(std::max(1, quantiles)),
                         M = static_cast<std::uint64_t>(in.market_dim);
-    const std::uint64_t rows = N * static_cast<std::uint64_t>(dqn_replay_steps(first).capacity) * n;
-    const std::uint64_t row_bytes = 2 * D * 4 + 4 + 4 + 1;
-    using E = DqnEngine;  // its buffers, zeroed where a kernel reads them before it writes them
-    MemoryPlan plan;
+    const std::uint64_t R = static_cast<std::uint64_t>(dqn_replay_steps(first).capacity) * n;  // an agent's ring
+    const std::uint64_t rows = N * R, row_bytes = 2 * D * 4 + 4 + 4 + 1;
+    // Its buffers, [agents][...] (PerAgent), set to their starting value where a kernel reads them
+    // before it writes them (reset_agent sets a slot's again).
+    using E = DqnEngine;
+    using PerAgent = MemoryPlan::PerAgent;
+    MemoryPlan plan(agents);
     plan.consumer(fmt::format("networks ({} parameters, with target, gradients and Adam moments)", N * P),
                   "dqn.hidden");
-    plan.add("networks and targets", {&E::nets_}, 2 * N * P, 0.0f);
-    plan.add("gradients and Adam moments", {&E::grads_, &E::m_, &E::v_}, N * P, 0.0f);
+    plan.add("networks and targets", {&E::nets_}, PerAgent{P, 2}, 0.0f);
+    plan.add("gradients and Adam moments", {&E::grads_, &E::m_, &E::v_}, PerAgent{P}, 0.0f);
     plan.consumer(fmt::format("environments ({} agents x {})", N, n), "experience.gpu_n_episodes");
-    plan.add("environment states", {&E::env_state_}, N * n);
-    plan.add("portfolios", {&E::env_portfolio_}, N * n * env::PORTFOLIO_STRIDE);
-    plan.add("observations", {&E::env_states_}, N * n * D);
-    plan.add("markets and seeds", {&E::collect_agents_}, N);
+    plan.add("environment states", {&E::env_state_}, PerAgent{n});
+    plan.add("portfolios", {&E::env_portfolio_}, PerAgent{n * env::PORTFOLIO_STRIDE});
+    plan.add("observations", {&E::env_states_}, PerAgent{n * D});
+    plan.add("markets and seeds", {&E::collect_agents_}, PerAgent{1});
     plan.consumer(fmt::format("replay buffer ({} transitions x {} B)", rows, row_bytes), "replay_buffer.buffer_size");
-    plan.add("replay states", {&E::ring_states_, &E::ring_next_states_}, rows * D, 0.0f);
-    plan.add("replay rewards", {&E::ring_rewards_}, rows, 0.0f);
-    plan.add("replay actions", {&E::ring_actions_}, rows, 0);
-    plan.add("replay done flags", {&E::ring_done_}, rows, std::uint8_t{0});
+    plan.add("replay states", {&E::ring_states_, &E::ring_next_states_}, PerAgent{R * D}, 0.0f);
+    plan.add("replay rewards", {&E::ring_rewards_}, PerAgent{R}, 0.0f);
+    plan.add("replay actions", {&E::ring_actions_}, PerAgent{R}, 0);
+    plan.add("replay done flags", {&E::ring_done_}, PerAgent{R}, std::uint8_t{0});
     if (first.dqn.her) {
         plan.consumer(fmt::format("HER goals ({} transitions x 4 B)", rows), "dqn.her");
-        plan.add("HER goals", {&E::her_goals_}, rows, 0.0f);
-        plan.add("HER acting rows", {&E::her_obs_}, N * n * DX);
+        plan.add("HER goals", {&E::her_goals_}, PerAgent{R}, 0.0f);
+        plan.add("HER acting rows", {&E::her_obs_}, PerAgent{n * DX});
     }
     plan.consumer(fmt::format("batch and workspaces ({} rows, {} environments)", B, n), "replay_buffer.batch_size");
-    plan.add("agent constants", {&E::agent_}, N);
-    plan.add("counters", {&E::counters_}, N, dqn::Counters{});
-    plan.add("collection tickets", {&E::collect_tickets_}, N, 0u);
-    plan.add("update steps", {&E::step_}, N, dqn::UpdateStep{});
-    plan.add("batch states", {&E::x_}, N * 2 * B * DX);
-    plan.add("batch returns and discounts", {&E::returns_, &E::discounts_}, N * B);
-    plan.add("batch actions", {&E::batch_actions_}, N * B);
-    plan.add("acting actions", {&E::actions_}, N * n);
-    plan.add("head gradients", {&E::d_head_}, N * B * Q * W);
-    plan.add("sample statistics", {&E::sample_stats_}, N * dqn::kSampleStats * B * K);
-    if (K > 1) plan.add("ensemble target actions", {&E::target_actions_}, N * B);
-    if (K > 1 && first.dqn.ensemble_bootstrap < 1.0) plan.add("bootstrap masks", {&E::masks_}, N * B * K);
+    plan.add("agent constants", {&E::agent_}, PerAgent{1});
+    plan.add("counters", {&E::counters_}, PerAgent{1}, dqn::Counters{});
+    plan.add("collection tickets", {&E::collect_tickets_}, PerAgent{1}, 0u);
+    plan.add("update steps", {&E::step_}, PerAgent{1}, dqn::UpdateStep{});
+    plan.add("batch states", {&E::x_}, PerAgent{2 * B * DX});
+    plan.add("batch returns and discounts", {&E::returns_, &E::discounts_}, PerAgent{B});
+    plan.add("batch actions", {&E::batch_actions_}, PerAgent{B});
+    plan.add("acting actions", {&E::actions_}, PerAgent{n});
+    plan.add("head gradients", {&E::d_head_}, PerAgent{B * Q * W});
+    plan.add("sample statistics", {&E::sample_stats_}, PerAgent{dqn::kSampleStats * B * K});
+    if (K > 1) plan.add("ensemble target actions", {&E::target_actions_}, PerAgent{B});
+    if (bootstrap_masks(first)) plan.add("bootstrap masks", {&E::masks_}, PerAgent{B * K});
     if (quantiles > 0) {
         plan.add("IQN fraction features", {&E::iqn_features_},
-                 N * 2 * B * Q * static_cast<std::uint64_t>(net.iqn_params().n_cos));
-        plan.add("IQN fractions", {&E::iqn_taus_}, N * 2 * B * Q);
+                 PerAgent{2 * B * Q * static_cast<std::uint64_t>(net.iqn_params().n_cos)});
+        plan.add("IQN fractions", {&E::iqn_taus_}, PerAgent{2 * B * Q});
     }
-    plan.add("norm partials", {&E::norm_partials_}, N * ops::dqn_finish_scratch_size(), 0.0f);
-    plan.add("guards", {&E::guard_}, N, nn::GuardState{0, 0, -1, 0, 0});
-    plan.add("monitor sums", {&E::stats_}, N, dqn::MonitorStats{});
-    plan.add("action histograms", {&E::histogram_}, N * A, 0ull);
+    plan.add("norm partials", {&E::norm_partials_}, PerAgent{ops::dqn_finish_scratch_size()}, 0.0f);
+    plan.add("guards", {&E::guard_}, PerAgent{1}, nn::GuardState{0, 0, -1, 0, 0});
+    plan.add("monitor sums", {&E::stats_}, PerAgent{1}, dqn::MonitorStats{});
+    plan.add("action histograms", {&E::histogram_}, PerAgent{A}, 0ull);
     // Acting: one workspace of every agent's environments, or one per agent; the update's (make_update_workspaces).
     const bool batched = agents > 1 && net.attention_groups().empty() && quantiles == 0;
     if (batched)
@@ -245,9 +246,9 @@ MemoryPlan DqnEngine::plan(const config::Profile& first, int agents, const PlanI
         curiosity = 3 * 4 *
                     CuriosityModel::plan(plan, state_dim, static_cast<int>(A),
                                          static_cast<int>(first.dqn.hidden.front()), in.market_dim, n_envs, N);
-        plan.add("curiosity next features", {&E::cur_next_market_}, N * n * M);
-        plan.add("curiosity errors", {&E::cur_error_}, N * n);
-        plan.add("curiosity sums", {&E::cur_stats_}, N, dqn::CuriosityStats{});
+        plan.add("curiosity next features", {&E::cur_next_market_}, PerAgent{n * M});
+        plan.add("curiosity errors", {&E::cur_error_}, PerAgent{n});
+        plan.add("curiosity sums", {&E::cur_stats_}, PerAgent{1}, dqn::CuriosityStats{});
     }
     // Each agent's greedy policy in backtests (DqnGreedyPolicy): a workspace of eval.segments rows
     // (with HER, their goal rows and the goal).
@@ -293,35 +294,15 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     updates_per_iteration_ = first.training.updates_per_iteration;
     PlanInputs inputs;
     inputs.market_dim = env_params_.market_dim;
-    DqnEngine::plan(first, agents_, inputs).allocate(ops, *this);
-
-    // Parameters, agent by agent from its seed (the padding zero); the targets start as copies.
+    plan_ = DqnEngine::plan(first, agents_, inputs);
+    plan_.allocate(ops, *this);
     online_ = nets_.view().subview(0, N * P);
     target_ = nets_.view().subview(N * P, N * P);
-    for (std::size_t i = 0; i < N; ++i)
-        nn::init_params(ops, online_.subview(i * P, P), net_.layout(), static_cast<std::uint64_t>(agents[i].run.seed));
-    ops::run(ops, ops::Copy{target_, ops::View<const float>(online_)});
-
-    // Each agent's environments start as its own (its seed, its market).
-    std::vector<abi::EnvAgent> collect_agents(N);
-    for (std::size_t i = 0; i < N; ++i) {
-        collect_agents[i] = start_environments(i, agents[i], *markets[i]);
-        if (i == 0) market0_ = collect_agents[i].market;
-    }
-    ops.upload<abi::EnvAgent>(collect_agents_.view(), collect_agents);
-
-    std::vector<dqn::AgentParams> params_host;
-    for (const auto& p : agents) params_host.push_back(dqn_agent_params(p));
-    ops.upload<dqn::AgentParams>(agent_.view(), params_host);
     steps_.assign(N, 0);
     updates_.assign(N, 0);
     pushed_.assign(N, 0);
-    if (first.dqn.curiosity) {
-        curiosity_.reserve(N);
-        for (const auto& p : agents)
-            curiosity_.emplace_back(ops, env_params_.state_dim, num_actions_, static_cast<int>(p.dqn.hidden.front()),
-                                    env_params_.market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed));
-    }
+    if (first.dqn.curiosity) curiosity_.reserve(N);
+    for (std::size_t i = 0; i < N; ++i) start_agent(i, agents[i], *markets[i]);
 
     if (batched_net_)
         ws_act_.push_back(net_.make_workspace(ops, agents_ * n_envs_));
@@ -329,6 +310,26 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         for (int a = 0; a < agents_; ++a) ws_act_.push_back(net_.make_workspace(ops, n_envs_));
     act_outputs_.resize(N);
     make_update_workspaces();
+}
+
+void DqnEngine::start_agent(std::size_t a, const config::Profile& p, const env::DeviceMarket& market) {
+    const int agent = static_cast<int>(a);
+    profiles_[a] = p;
+    // The weights from its seed (the padding zero), the target a copy.
+    nn::init_params(ops_, online(agent), net_.layout(), static_cast<std::uint64_t>(p.run.seed));
+    ops::run(ops_, ops::Copy{target(agent), ops::View<const float>(online(agent))});
+    // Its environments from its seed on its market; its constants and counters.
+    const abi::EnvAgent env = start_environments(a, p, market);
+    if (a == 0) market0_ = env.market;
+    ops_.upload<abi::EnvAgent>(slice(collect_agents_, agent), std::vector<abi::EnvAgent>{env});
+    ops_.upload<dqn::AgentParams>(slice(agent_, agent), std::vector<dqn::AgentParams>{dqn_agent_params(p)});
+    steps_[a] = 0;
+    updates_[a] = 0;
+    pushed_[a] = 0;
+    if (p.dqn.curiosity)
+        put_agent(curiosity_, a,
+                  CuriosityModel(ops_, env_params_.state_dim, num_actions_, static_cast<int>(p.dqn.hidden.front()),
+                                 env_params_.market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed)));
 }
 
 abi::EnvAgent DqnEngine::start_environments(std::size_t i, const config::Profile& profile,
@@ -347,48 +348,10 @@ abi::EnvAgent DqnEngine::start_environments(std::size_t i, const config::Profile
 }
 
 void DqnEngine::reset_agent(int agent, const config::Profile& p, const env::DeviceMarket& market) {
-    if (agent < 0 || agent >= agents_) throw std::out_of_range("DqnEngine::reset_agent: no such agent");
     require_supported(p);
-    if (const std::string why = unsupported(p, profiles_.front()); !why.empty())
-        throw UsageError(fmt::format("a new agent cannot train in slot {} of a DQN engine: {}", agent, why));
-    if (market.market_dim() != env_params_.market_dim)
-        throw UsageError(fmt::format("a new agent's market has {} features, the engine's {}", market.market_dim(),
-                                     env_params_.market_dim));
-    const auto a = static_cast<std::size_t>(agent);
-    profiles_[a] = p;
-    // The weights from its seed (the padding zero), the target a copy; gradients and Adam's moments zero.
-    ops::run(ops_, ops::Fill{online(agent), 0.0f});
-    nn::init_params(ops_, online(agent), net_.layout(), static_cast<std::uint64_t>(p.run.seed));
-    ops::run(ops_, ops::Copy{target(agent), ops::View<const float>(online(agent))});
-    for (auto* b : {&grads_, &m_, &v_}) ops::run(ops_, ops::Fill{slice(*b, agent), 0.0f});
-    // Its environments from its seed on its market; its ring empty.
-    ops_.upload<abi::EnvAgent>(slice(collect_agents_, agent),
-                               std::vector<abi::EnvAgent>{start_environments(a, p, market)});
-    for (auto* b : {&ring_states_, &ring_next_states_, &ring_rewards_})
-        ops::run(ops_, ops::Fill{slice(*b, agent), 0.0f});
-    ops_.upload<int>(slice(ring_actions_, agent), std::vector<int>(slice(ring_actions_, agent).size(), 0));
-    ops_.upload<std::uint8_t>(slice(ring_done_, agent), std::vector<std::uint8_t>(slice(ring_done_, agent).size(), 0));
-    if (her_goals_.size() > 0) ops::run(ops_, ops::Fill{slice(her_goals_, agent), 0.0f});
-    // Its constants, counters, update step, guard and monitoring as the constructor sets them.
-    ops_.upload<dqn::AgentParams>(slice(agent_, agent), std::vector<dqn::AgentParams>{dqn_agent_params(p)});
-    ops_.upload<dqn::Counters>(slice(counters_, agent), std::vector<dqn::Counters>{dqn::Counters{}});
-    ops_.upload<unsigned>(slice(collect_tickets_, agent), std::vector<unsigned>{0u});
-    ops_.upload<dqn::UpdateStep>(slice(step_, agent), std::vector<dqn::UpdateStep>{dqn::UpdateStep{}});
-    ops::run(ops_, ops::Fill{slice(norm_partials_, agent), 0.0f});
-    ops_.upload<nn::GuardState>(slice(guard_, agent), std::vector<nn::GuardState>{nn::GuardState{0, 0, -1, 0, 0}});
-    ops_.upload<dqn::MonitorStats>(slice(stats_, agent), std::vector<dqn::MonitorStats>{dqn::MonitorStats{}});
-    ops_.upload<unsigned long long>(slice(histogram_, agent),
-                                    std::vector<unsigned long long>(static_cast<std::size_t>(num_actions_), 0));
-    if (!curiosity_.empty()) {
-        curiosity_[a] =
-            CuriosityModel(ops_, env_params_.state_dim, num_actions_, static_cast<int>(p.dqn.hidden.front()),
-                           env_params_.market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed));
-        ops_.upload<dqn::CuriosityStats>(slice(cur_stats_, agent),
-                                         std::vector<dqn::CuriosityStats>{dqn::CuriosityStats{}});
-    }
-    steps_[a] = 0;
-    updates_[a] = 0;
-    pushed_[a] = 0;
+    check_new_agent(profiles_, agent, p, market, env_params_.market_dim, unsupported, "a DQN engine");
+    plan_.reset_agent(ops_, *this, agent);
+    start_agent(static_cast<std::size_t>(agent), p, market);
     // The curiosity model's buffers and learning rate are the captured sequences' arguments.
     collect_sequence_.reset();
     iteration_sequence_.reset();
@@ -441,6 +404,16 @@ ops::DqnRing DqnEngine::ring(int a) {
                         capacity_steps_,
                         n_envs_,
                         env_params_.state_dim};
+}
+
+env::EnvParams DqnEngine::env_params(int agent) const {
+    return trainers::env_params(profile(agent), env_params_.market_dim);
+}
+
+ops::View<float> DqnEngine::masks(int a) {
+    if (!bootstrap_masks(profiles_.front())) return {};
+    if (masks_.size() == 0) throw std::logic_error("DqnEngine: its plan declares no bootstrap masks");
+    return a < 0 ? masks_.view() : slice(masks_, a);
 }
 
 ops::View<float> DqnEngine::online(int agent) {
@@ -541,10 +514,10 @@ void DqnEngine::gradient_ops(std::uint32_t inject_nan) {
     const int B = batch_, K = net_.head().ensemble;
     if (profiles_.front().dqn.her)  // relabelled goals, goal-conditioned returns, rows with goal features
         ops::run(ops_, ops::DqnHerSample{x_.view(), batch_actions_.view(), returns_.view(), discounts_.view(), ring(),
-                                         her_goals_.cview(), counters_.cview(), agent_.cview(), B, masks_.view(), K});
+                                         her_goals_.cview(), counters_.cview(), agent_.cview(), B, masks(), K});
     else
         ops::run(ops_, ops::DqnSample{x_.view(), batch_actions_.view(), returns_.view(), discounts_.view(), ring(),
-                                      counters_.cview(), agent_.cview(), B, masks_.view(), K});
+                                      counters_.cview(), agent_.cview(), B, masks(), K});
     if (batched_net_) {
         // Every agent's online network on s (differentiated) and s', its target on s' (three batched
         // forwards side by side; rows being independent, each agent's are its own engine's).
@@ -574,7 +547,7 @@ void DqnEngine::gradient_ops(std::uint32_t inject_nan) {
                                        false});
         ops::run(ops_, ops::DqnLoss{d_head_.view(), sample_stats_.view(), head_s, head_select, head_target,
                                     batch_actions_.cview(), returns_.cview(), discounts_.cview(), agent_.cview(),
-                                    net_.head(), B, target_actions_.cview(), masks_.cview()});
+                                    net_.head(), B, target_actions_.cview(), masks()});
         net_.backward_agents(ops_, online, grads_.view(), d_head_.view(), ws_pair_);
     } else {
         for (int a = 0; a < agents_; ++a) agent_gradient_ops(a);
@@ -623,8 +596,7 @@ void DqnEngine::agent_gradient_ops(int a) {
         ops::run(ops_,
                  ops::DqnLoss{slice(d_head_, a), slice(sample_stats_, a), head_s, head_select, head_target,
                               cslice(batch_actions_, a), cslice(returns_, a), cslice(discounts_, a), cslice(agent_, a),
-                              net_.head(), B, K > 1 ? cslice(target_actions_, a) : ops::View<const int>{},
-                              masks_.size() > 0 ? cslice(masks_, a) : ops::View<const float>{}});
+                              net_.head(), B, K > 1 ? cslice(target_actions_, a) : ops::View<const int>{}, masks(a)});
     }
     net_.backward(ops_, online(a), slice(grads_, a), slice(d_head_, a), B, ws_pair_);
 }
@@ -838,13 +810,8 @@ std::vector<StateTensor> DqnEngine::state_tensors(int a) {
 }
 
 void DqnEngine::set_agent_keys(int a, const config::Profile& p) {
-    if (a < 0 || a >= agents_) throw std::out_of_range("DqnEngine::set_agent_keys: no such agent");
-    auto& current = profiles_[static_cast<std::size_t>(a)];
-    if (p.run.seed != current.run.seed)
-        throw UsageError("a DQN agent keeps its run.seed while it trains (its exploration and replay draws)");
-    if (const std::string why = unsupported(p, current); !why.empty())
-        throw UsageError(fmt::format("agent {}: its keys cannot change while it trains: {}", a, why));
-    current = p;
+    replace_agent_keys(profiles_, a, p, unsupported,
+                       "a DQN agent keeps its run.seed while it trains (its exploration and replay draws)");
     ops_.upload<dqn::AgentParams>(slice(agent_, a), std::vector<dqn::AgentParams>{dqn_agent_params(p)});
     // The curiosity models' learning rate is an argument of the captured sequences.
     collect_sequence_.reset();
@@ -868,21 +835,12 @@ io::ReplayDump DqnEngine::replay_dump(int a) {
 }
 
 DqnAgent::DqnAgent(std::shared_ptr<DqnEngine> engine, int agent)
-    : engine_(std::move(engine)),
-      agent_(agent),
-      env_params_(trainers::env_params(engine_->profile(agent), engine_->env_params().market_dim)),
+    : EngineAgent(engine, agent, engine->steps(agent)),
       policy_(network_config(engine_->profile(agent), env_params_.state_dim), eval_goal(engine_->profile(agent))),
-      steps_(engine_->steps(agent)),
-      start_(engine_->iterations() - steps_) {
-    engine_->members_.join(this);
-}
-
-DqnAgent::~DqnAgent() {
-    engine_->members_.leave(this);
-}
+      steps_(engine_->steps(agent)) {}
 
 void DqnAgent::iterate() {
-    PopulationAgents<DqnAgent>::advance(*engine_, engine_->iterations(), start_ + steps_);
+    advance(steps_);
     ++steps_;
 }
 
@@ -891,7 +849,7 @@ void DqnAgent::restore_counter_values(std::span<const std::int64_t> v) {
         throw UsageError("checkpoint counters are inconsistent (steps, updates, pushed steps)");
     engine_->restore_counters(agent_, v[0], v[1], v[2]);
     steps_ = v[0];
-    start_ = engine_->iterations() - steps_;
+    restart_at(steps_);
     log_marks_ = DqnLogMarks{v[1], v[0] * engine_->n_envs()};
 }
 
@@ -901,27 +859,21 @@ std::vector<std::int64_t> DqnAgent::counters_without_replay(std::span<const std:
     return out;
 }
 
-void DqnAgent::require_alone(const char* what) const {
-    if (engine_->agents() != 1)
-        throw std::logic_error(
-            fmt::format("DqnAgent::{}: bench the engine (bench_population), not one of its agents", what));
-}
-
 void DqnAgent::bench_prepare() {
-    require_alone("bench_prepare");
+    require_alone();
     engine_->prepare();
     steps_ = engine_->steps(agent_);
 }
 
 long long DqnAgent::bench_collect() {
-    require_alone("bench_collect");
+    require_alone();
     engine_->collect();
     ++steps_;
     return engine_->n_envs();
 }
 
 long long DqnAgent::bench_update() {
-    require_alone("bench_update");
+    require_alone();
     engine_->update();
     return 1;
 }

@@ -103,6 +103,11 @@ public:
     /// What an engine of `agents` agents of `first`'s shape allocates (TrainerKind::plan); the
     /// constructor allocates its buffers from it.
     static MemoryPlan plan(const config::Profile& first, int agents, const PlanInputs& in);
+    /// Whether an engine of `first`'s shape keeps bootstrap masks (an ensemble whose heads see
+    /// each transition with dqn.ensemble_bootstrap < 1): its plan declares them, its ops read them.
+    static bool bootstrap_masks(const config::Profile& first) {
+        return first.dqn.ensemble_size > 1 && first.dqn.ensemble_bootstrap < 1.0;
+    }
 
     /// `agents[i]` trains on `markets[i]`'s training split (agents with different seeds may have
     /// different synthetic markets; the same market may serve several). Throws UsageError when an
@@ -140,6 +145,8 @@ public:
 
     const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
     const env::EnvParams& env_params() const noexcept { return env_params_; }
+    /// Agent `agent`'s own (its seed).
+    env::EnvParams env_params(int agent) const;
     ops::Device& device() noexcept { return ops_; }
     int capacity_steps() const noexcept { return capacity_steps_; }
 
@@ -176,6 +183,11 @@ private:
     bool any_ready_to_update() const noexcept;
     /// Agent a's environments started from its seed on `market` (its slices of the environment
     /// buffers); returns its collection's market and seed.
+    /// Agent a's starting state of `profile` on `market` beside the plan's starting values (which
+    /// the constructor's allocation and reset_agent write): its weights from its seed, the target a
+    /// copy, its environments, constants, counters and curiosity model. The constructor starts
+    /// each agent with it, reset_agent a slot.
+    void start_agent(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
     abi::EnvAgent start_environments(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
     void collect_ops(bool advance);  // acting and the environment step into the replay slot (and dqn_advance)
     void curiosity_ops();            // the bonus into the slot just written, one step of each model
@@ -193,6 +205,8 @@ private:
     /// The ring of every agent, or of agent a alone.
     ops::DqnRing ring();
     ops::DqnRing ring(int a);
+    /// With bootstrap_masks(): the masks of every agent (a < 0) or of agent a; else none (empty).
+    ops::View<float> masks(int a = -1);
     template <class T>
     ops::View<T> slice(ops::Buffer<T>& b, int a) {
         const std::size_t per = b.size() / static_cast<std::size_t>(agents_);
@@ -205,6 +219,7 @@ private:
 
     ops::Device& ops_;
     std::vector<config::Profile> profiles_;
+    MemoryPlan plan_;  ///< the buffers below, their starting values
     int agents_, n_envs_, batch_, num_actions_, capacity_steps_ = 0;
     long long min_steps_ = 0, updates_per_iteration_ = 0;
     env::EnvParams env_params_;  // agent 0's; every agent's but for the seed
@@ -270,21 +285,16 @@ private:
     // The captured sequences (CUDA Graphs on the GPU): a collection step alone (until the replay
     // is ready), a whole iteration, and an update alone (bench).
     ops::OpSequence collect_sequence_, iteration_sequence_, update_sequence_;
-    friend class DqnAgent;
-    PopulationAgents<DqnAgent> members_;
+    friend class EngineAgent<DqnEngine>;
+    PopulationAgents<EngineAgent<DqnEngine>> members_;
 };
 
-/// Agent i of a DqnEngine as a Trainer, with its own logs, evaluations, checkpoints and summary.
-/// The agents advance together (PopulationAgents): the first of a round to iterate runs the
-/// engine's iteration for every agent. Its checkpoint tensors and counters are the same whatever
-/// the engine's size: a checkpoint resumes alone, or inside an engine whose agents all continue
-/// from one iteration (DqnEngine::restore_counters).
-class DqnAgent final : public Trainer {
+/// Agent i of a DqnEngine as a Trainer (EngineAgent). Its checkpoint tensors and counters are the
+/// same whatever the engine's size: a checkpoint resumes alone, or inside an engine whose agents
+/// all continue from one iteration (DqnEngine::restore_counters).
+class DqnAgent final : public EngineAgent<DqnEngine> {
 public:
     DqnAgent(std::shared_ptr<DqnEngine> engine, int agent);
-    ~DqnAgent() override;
-    DqnAgent(const DqnAgent&) = delete;
-    DqnAgent& operator=(const DqnAgent&) = delete;
 
     long long progress_per_iteration() const noexcept override { return engine_->n_envs(); }
     long long iterations() const noexcept override { return steps_; }
@@ -302,30 +312,16 @@ public:
     std::vector<std::int64_t> counters_without_replay(std::span<const std::int64_t> values) const override;
     ops::View<float> policy_weights() noexcept override { return engine_->online(agent_); }
     GreedyPolicy& policy() noexcept override { return policy_; }
-    const env::EnvParams& env_params() const noexcept override { return env_params_; }
     io::ReplayDump replay_dump() override { return engine_->replay_dump(agent_); }
-    void set_agent_keys(const config::Profile& profile) override { engine_->set_agent_keys(agent_, profile); }
 
     /// Bench of an engine of one (a population is benched as one, bench_population).
     void bench_prepare() override;
     long long bench_collect() override;
     long long bench_update() override;
-    long long batch_rows() const noexcept override { return engine_->batch_rows(); }
-
-    int agent() const noexcept { return agent_; }
-    DqnEngine& engine() noexcept { return *engine_; }
-    /// Whether a test asked for a NaN loss at update u of this agent.
-    bool injects_nan_at(long long u) const noexcept { return nan_injected(u); }
 
 private:
-    void require_alone(const char* what) const;
-
-    std::shared_ptr<DqnEngine> engine_;
-    int agent_;
-    env::EnvParams env_params_;
     DqnGreedyPolicy policy_;
     long long steps_ = 0;
-    long long start_;  ///< the engine's iteration at which this agent's step 0 was (its steps count from there)
     DqnLogMarks log_marks_;
 };
 

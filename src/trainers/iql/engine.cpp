@@ -50,9 +50,7 @@ iql::BehaviourParams behaviour_params(const env::EnvParams& e, std::uint64_t see
 
 std::unique_ptr<IqlAgent> make_iql_trainer(ops::Device& ops, const config::Profile& profile,
                                            const env::DeviceMarket& market) {
-    return std::make_unique<IqlAgent>(std::make_shared<IqlEngine>(ops, std::vector<config::Profile>{profile},
-                                                                  std::vector<const env::DeviceMarket*>{&market}),
-                                      0);
+    return single_run<IqlAgent, IqlEngine>(ops, profile, market);
 }
 
 std::string IqlEngine::unsupported(const config::Profile& p, const config::Profile& first) {
@@ -83,28 +81,33 @@ MemoryPlan IqlEngine::plan(const config::Profile& first, int agents, const PlanI
     const std::uint64_t N = static_cast<std::uint64_t>(agents), P = net.layout.total(),
                         B = static_cast<std::uint64_t>(batch), D = static_cast<std::uint64_t>(state_dim),
                         A = static_cast<std::uint64_t>(first.num_actions());
-    MemoryPlan plan;
+    MemoryPlan plan(agents);
     plan_offline_dataset(plan, first, state_dim, first.iql.dataset, first.iql.dataset_size, "iql", in, N, false);
-    using E = IqlEngine;  // its buffers, zeroed where a kernel reads them before it writes them
+    // Its buffers, [agents][...] (PerAgent) but for the update ticket, set to their starting value
+    // where a kernel reads them before it writes them (reset_agent sets a slot's again).
+    using E = IqlEngine;
+    using PerAgent = MemoryPlan::PerAgent;
     plan.consumer(fmt::format("networks ({} parameters, with gradients, Adam moments, target)", N * P), "iql.hidden");
-    plan.add("parameters, gradients and Adam moments", {&E::online_, &E::grads_, &E::m_, &E::v_}, N * P, 0.0f);
-    plan.add("targets", {&E::target_}, N * P);
-    plan.add("sampling constants", {&E::sample_agents_}, N);
-    plan.add("update steps", {&E::step_}, N, 0ll);
+    plan.add("parameters, gradients and Adam moments", {&E::online_, &E::grads_, &E::m_, &E::v_}, PerAgent{P}, 0.0f);
+    plan.add("targets", {&E::target_}, PerAgent{P});
+    plan.add("sampling constants", {&E::sample_agents_}, PerAgent{1});
+    plan.add("update steps", {&E::step_}, PerAgent{1}, 0ll);
     plan.add("update ticket", {&E::step_ticket_}, 1, 0u);
-    plan.add("learning rates", {&E::lr_}, N);
-    plan.add("target rates", {&E::tau_keep_}, 2 * N);
-    plan.add("loss constants", {&E::scalars_}, N);
+    plan.add("learning rates", {&E::lr_}, PerAgent{1});
+    plan.add("target rates", {&E::tau_keep_}, PerAgent{2});
+    plan.add("loss constants", {&E::scalars_}, PerAgent{1});
     plan.consumer(fmt::format("batch and workspaces ({} rows)", B), "replay_buffer.batch_size");
-    plan.add("batch states", {&E::x_}, N * 2 * B * D);
+    plan.add("batch states", {&E::x_}, PerAgent{2 * B * D});
     plan.add("batch scalars",
-             {&E::rewards_, &E::discounts_, &E::loss_v_, &E::loss_q_, &E::loss_pi_, &E::awr_weights_, &E::d_v_}, N * B);
-    plan.add("batch actions", {&E::actions_}, N * B);
-    plan.add("batch logit gradients", {&E::d_q1_, &E::d_q2_, &E::d_logits_}, N * B * A);
-    plan.add("monitor sums", {&E::current_, &E::accum_}, N * iql_stats::kCount, 0.0f);
-    plan.add("norm scratch", {&E::norm_scratch_}, N * ops::norm_guard_scratch_size(), 0.0f);  // tickets zero
-    plan.add("gates", {&E::gate_}, N, 0);
-    plan.add("guards", {&E::guard_}, N, nn::GuardState{0, 0, -1, 0, 0});
+             {&E::rewards_, &E::discounts_, &E::loss_v_, &E::loss_q_, &E::loss_pi_, &E::awr_weights_, &E::d_v_},
+             PerAgent{B});
+    plan.add("batch actions", {&E::actions_}, PerAgent{B});
+    plan.add("batch logit gradients", {&E::d_q1_, &E::d_q2_, &E::d_logits_}, PerAgent{B * A});
+    plan.add("update statistics", {&E::current_}, PerAgent{1, iql_stats::kCount}, 0.0f);  // stat-major
+    plan.add("monitor sums", {&E::accum_}, PerAgent{iql_stats::kCount}, 0.0f);
+    plan.add("norm scratch", {&E::norm_scratch_}, PerAgent{ops::norm_guard_scratch_size()}, 0.0f);  // tickets zero
+    plan.add("gates", {&E::gate_}, PerAgent{1}, 0);
+    plan.add("guards", {&E::guard_}, PerAgent{1}, nn::GuardState{0, 0, -1, 0, 0});
     // An engine of one: the twins' pairs and V on [s; s'] (2B rows each); else N x B rows each (and the twins' own).
     const int rows = agents == 1 ? 2 * batch : agents * batch;
     plan.add("Q workspaces", net.q1.workspace_size(rows), agents == 1 ? 2 : 4);
@@ -137,50 +140,22 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
         require_greedy_evaluation(agents[i]);
         env_params_.push_back(trainers::env_params(agents[i], markets[i]->market_dim()));
     }
-    const std::size_t N = agents.size(), P = params();
+    const std::size_t N = agents.size();
     PlanInputs inputs;
     inputs.market_dim = env_params_.front().market_dim;
-    IqlEngine::plan(first, agents_, inputs).allocate(ops, *this);
-
-    // Each agent's dataset as its single run builds it (its seed's behaviour data on its market).
-    datasets_.resize(N);
-    transitions_.assign(N, 0);
-    collection_seconds_.assign(N, 0.0);
-    std::vector<abi::SampleAgent> sample_agents;
-    for (std::size_t i = 0; i < N; ++i) {
-        const config::Profile& p = agents[i];
-        build_dataset(i, p, *markets[i]);
-        sample_agents.push_back(
-            datasets_[i].sample_agent(static_cast<std::uint64_t>(p.run.seed), 1, static_cast<float>(p.training.gamma)));
-    }
-    ops.upload<abi::SampleAgent>(sample_agents_.view(), sample_agents);
-
-    // Each agent's parameters from its seed (the padding zero), the target a copy.
-    for (std::size_t i = 0; i < N; ++i)
-        nn::init_params(ops, online_.view().subview(i * P, P), net_.layout,
-                        static_cast<std::uint64_t>(agents[i].run.seed));
-    ops::run(ops, ops::Copy{target_.view(), online_.cview()});
+    plan_ = IqlEngine::plan(first, agents_, inputs);
+    plan_.allocate(ops, *this);
     twin_stride_ = net_.q2.layers().front().weight.offset - net_.q1.layers().front().weight.offset;
     for (std::size_t l = 0; l < net_.q1.layers().size(); ++l) {
         const auto &a = net_.q1.layers()[l], &b = net_.q2.layers()[l];
         if (b.weight.offset != a.weight.offset + twin_stride_ || b.bias.offset != a.bias.offset + twin_stride_)
             throw std::logic_error("IqlEngine: the twin Q networks are not laid out at one stride");
     }
+    datasets_.resize(N);
+    transitions_.assign(N, 0);
+    collection_seconds_.assign(N, 0.0);
     updates_.assign(N, 0);
-
-    std::vector<float> lr, tau_keep;
-    std::vector<iql::LossScalars> scalars;
-    for (const auto& p : agents) {
-        lr.push_back(static_cast<float>(p.training.learning_rate));
-        const ops::SoftTarget soft = ops::SoftTarget::of({}, p.training.tau > 0 ? p.training.tau : 1.0);
-        tau_keep.push_back(soft.tau);
-        tau_keep.push_back(soft.keep);
-        scalars.push_back(iql::LossScalars{static_cast<float>(p.iql.expectile), static_cast<float>(p.iql.beta),
-                                           static_cast<float>(p.iql.max_weight)});
-    }
-    ops.upload<float>(lr_.view(), lr);
-    ops.upload<float>(tau_keep_.view(), tau_keep);
-    ops.upload<iql::LossScalars>(scalars_.view(), scalars);
+    for (std::size_t i = 0; i < N; ++i) start_agent(i, agents[i], *markets[i]);
 
     // An engine of one: the twins' pairs and V on [s; s'] (2B rows each); else N x B rows each.
     const int rows = alone() ? 2 * batch_ : agents_ * batch_;
@@ -201,36 +176,26 @@ void IqlEngine::build_dataset(std::size_t a, const config::Profile& p, const env
     collection_seconds_[a] = ds.collection_seconds;
 }
 
-void IqlEngine::reset_agent(int agent, const config::Profile& p, const env::DeviceMarket& market) {
-    if (agent < 0 || agent >= agents_) throw std::out_of_range("IqlEngine::reset_agent: no such agent");
-    require_greedy_evaluation(p);
-    if (const std::string why = unsupported(p, profiles_.front()); !why.empty())
-        throw UsageError(fmt::format("a new agent cannot train in slot {} of an IQL engine: {}", agent, why));
-    const auto a = static_cast<std::size_t>(agent), P = params();
-    const env::EnvParams env = trainers::env_params(p, market.market_dim());
-    if (env.market_dim != env_params_[a].market_dim)
-        throw UsageError(fmt::format("a new agent's market has {} features, the engine's {}", market.market_dim(),
-                                     env_params_[a].market_dim));
+void IqlEngine::start_agent(std::size_t a, const config::Profile& p, const env::DeviceMarket& market) {
+    const std::size_t P = params();
     profiles_[a] = p;
-    env_params_[a] = env;
+    env_params_[a] = trainers::env_params(p, market.market_dim());
+    // Its dataset as its single run builds it (its seed's behaviour data on its market).
     build_dataset(a, p, market);
-    // The weights from its seed (the padding zero), the target a copy; gradients and Adam's moments zero.
+    // The weights from its seed (the padding zero), the target a copy.
     const auto online = online_.view().subview(a * P, P);
-    ops::run(ops_, ops::Fill{online, 0.0f});
     nn::init_params(ops_, online, net_.layout, static_cast<std::uint64_t>(p.run.seed));
     ops::run(ops_, ops::Copy{target_.view().subview(a * P, P), ops::View<const float>(online)});
-    for (auto* b : {&grads_, &m_, &v_}) ops::run(ops_, ops::Fill{b->view().subview(a * P, P), 0.0f});
-    // Its counter, gate, guard and monitor as the constructor sets them.
-    ops_.upload<long long>(step_.view().subview(a, 1), std::vector<long long>{0});
+    upload_keys(a, p);  // its keys and its dataset's sampling
     updates_[a] = 0;
-    ops_.upload<int>(gate_.view().subview(a, 1), std::vector<int>{0});
-    ops_.upload<nn::GuardState>(guard_.view().subview(a, 1),
-                                std::vector<nn::GuardState>{nn::GuardState{0, 0, -1, 0, 0}});
-    ops::run(ops_, ops::Fill{accum_.view().subview(a * kCount, kCount), 0.0f});
-    ops::run(ops_,
-             ops::Fill{norm_scratch_.view().subview(a * ops::norm_guard_scratch_size(), ops::norm_guard_scratch_size()),
-                       0.0f});
-    upload_keys(a, p);  // its keys and its dataset's sampling (the captured update captured again)
+}
+
+void IqlEngine::reset_agent(int agent, const config::Profile& p, const env::DeviceMarket& market) {
+    require_greedy_evaluation(p);
+    check_new_agent(profiles_, agent, p, market, env_params_.front().market_dim, unsupported, "an IQL engine");
+    plan_.reset_agent(ops_, *this, agent);
+    start_agent(static_cast<std::size_t>(agent), p,
+                market);  // its keys and sampling: the captured update captured again
     ops_.synchronize();
 }
 
@@ -268,17 +233,20 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
     // products (the same rows).
     ops::View<const float> q1_target, q2_target, v, v_next, q1, q2, logits;
     const std::size_t BA = Bs * static_cast<std::size_t>(num_actions_);
+    // The twins of `params` (q2's: `params_q2`) on s, into q1_out and q2_out.
+    const auto twins = [&](ops::View<const float> params, ops::View<const float> params_q2, nn::Mlp::Workspace& ws1,
+                           nn::Mlp::Workspace& ws2, ops::View<const float>& q1_out, ops::View<const float>& q2_out) {
+        if (alone()) {
+            const auto pair = net_.q1.forward_batched(ops_, params, twin_stride_, states, 0, B, 2, ws1);
+            q1_out = pair.subview(0, BA);
+            q2_out = pair.subview(BA, BA);
+        } else {
+            q1_out = net_.q1.forward_batched(ops_, params, P, states, xs, B, N, ws1);
+            q2_out = net_.q1.forward_batched(ops_, params_q2, P, states, xs, B, N, ws2);
+        }
+    };
     ops_.run_concurrently(
-        [&] {
-            if (alone()) {
-                const auto pair = net_.q1.forward_batched(ops_, target, twin_stride_, states, 0, B, 2, ws_q1_target_);
-                q1_target = pair.subview(0, BA);
-                q2_target = pair.subview(BA, BA);
-                return;
-            }
-            q1_target = net_.q1.forward_batched(ops_, target, P, states, xs, B, N, ws_q1_target_);
-            q2_target = net_.q1.forward_batched(ops_, target_q2, P, states, xs, B, N, ws_q2_target_);
-        },
+        [&] { twins(target, target_q2, ws_q1_target_, ws_q2_target_, q1_target, q2_target); },
         [&] {
             if (alone()) {
                 const auto pair = net_.v.forward(ops_, online, x_.cview(), 2 * B, ws_v_);
@@ -289,16 +257,7 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
             v = net_.v.forward_batched(ops_, online, P, states, xs, B, N, ws_v_);
             v_next = net_.v.forward_batched(ops_, online, P, next, xs, B, N, ws_v_next_);
         },
-        [&] {
-            if (alone()) {
-                const auto pair = net_.q1.forward_batched(ops_, online, twin_stride_, states, 0, B, 2, ws_q1_);
-                q1 = pair.subview(0, BA);
-                q2 = pair.subview(BA, BA);
-                return;
-            }
-            q1 = net_.q1.forward_batched(ops_, online, P, states, xs, B, N, ws_q1_);
-            q2 = net_.q1.forward_batched(ops_, online_q2, P, states, xs, B, N, ws_q2_);
-        },
+        [&] { twins(online, online_q2, ws_q1_, ws_q2_, q1, q2); },
         [&] {
             logits = alone() ? net_.policy.forward(ops_, online, states, B, ws_policy_)
                              : net_.policy.forward_batched(ops_, online, P, states, xs, B, N, ws_policy_);
@@ -317,15 +276,19 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
     const auto grads = grads_.view();
     const auto grads_q2 = grads.subview(twin_stride_, Ns * P - twin_stride_);
     const auto& first = profiles_.front().iql;
+    // The backward of one of the networks (V, the policy) from its outputs' gradient `d`.
+    const auto backward = [&](const nn::Mlp& net, ops::View<float> d, nn::Mlp::Workspace& ws) {
+        if (alone())
+            net.backward(ops_, online, grads, d, {}, B, ws, false);
+        else
+            net.backward_batched(ops_, online, grads, d, {}, ws, false);
+    };
     ops_.run_concurrently(
         [&] {
             fh::ops::run(ops_,
                          fh::ops::IqlValueLoss{loss_v_.view(), d_v_.view(), v, q1_target, q2_target, actions_.cview(),
                                                static_cast<float>(first.expectile), scalars_.cview()});
-            if (alone())
-                net_.v.backward(ops_, online, grads, d_v_.view(), {}, B, ws_v_, false);
-            else
-                net_.v.backward_batched(ops_, online, grads, d_v_.view(), {}, ws_v_, false);
+            backward(net_.v, d_v_.view(), ws_v_);
             ops::run(ops_, ops::Mean{stat(kValueLoss), loss_v_.cview()});
             ops::run(ops_, ops::Mean{stat(kV), v});
             for (int a = 0; a < N && a < 32; ++a)
@@ -353,10 +316,7 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
                 ops_, fh::ops::AwrPolicyLoss{loss_pi_.view(), awr_weights_.view(), d_logits_.view(), logits, q1_target,
                                              q2_target, v, actions_.cview(), static_cast<float>(first.beta),
                                              static_cast<float>(first.max_weight), scalars_.cview()});
-            if (alone())
-                net_.policy.backward(ops_, online, grads, d_logits_.view(), {}, B, ws_policy_, false);
-            else
-                net_.policy.backward_batched(ops_, online, grads, d_logits_.view(), {}, ws_policy_, false);
+            backward(net_.policy, d_logits_.view(), ws_policy_);
             ops::run(ops_, ops::Mean{stat(kPolicyLoss), loss_pi_.cview()});
             ops::run(ops_, ops::Mean{stat(kWeight), awr_weights_.cview()});
         });
@@ -424,41 +384,25 @@ IqlEngine::AgentState IqlEngine::agent_state(int agent) {
 }
 
 IqlAgent::IqlAgent(std::shared_ptr<IqlEngine> population, int agent)
-    : population_(std::move(population)),
-      agent_(agent),
-      state_(population_->agent_state(agent)),
-      env_params_(population_->env_params(agent)),
-      policy_(population_->networks().policy, population_->networks().layout.total()),
-      start_(population_->iterations() - population_->updates(agent)) {
-    population_->members_.join(this);
-}
-
-IqlAgent::~IqlAgent() {
-    population_->members_.leave(this);
-}
+    : EngineAgent(population, agent, population->updates(agent)),
+      state_(engine_->agent_state(agent)),
+      policy_(engine_->networks().policy, engine_->networks().layout.total()) {}
 
 void IqlAgent::iterate() {
-    PopulationAgents<IqlAgent>::advance(*population_, population_->iterations(), start_ + updates_);
+    advance(updates_);
     ++updates_;
 }
 
 LogLine IqlAgent::read_log(double seconds) {
-    const Interval r = read_interval(population_->device(), state_.accumulators, state_.guard, seconds);
-    return iql_log_line(population_->profile(agent_), r.sums, r.guard, r.updates, r.updates_per_s, updates_,
+    const Interval r = read_interval(engine_->device(), state_.accumulators, state_.guard, seconds);
+    return iql_log_line(engine_->profile(agent_), r.sums, r.guard, r.updates, r.updates_per_s, updates_,
                         state_.dataset_transitions);
 }
 
-// The checkpoint's tensors (their names, shapes and order are those of checkpoints written by
-// earlier versions' single runs, which therefore resume).
 void IqlEngine::set_agent_keys(int a, const config::Profile& p) {
-    if (a < 0 || a >= agents_) throw std::out_of_range("IqlEngine::set_agent_keys: no such agent");
-    auto& current = profiles_[static_cast<std::size_t>(a)];
-    if (p.run.seed != current.run.seed)
-        throw UsageError("an IQL agent keeps its run.seed while it trains (its dataset and sampling)");
-    if (const std::string why = unsupported(p, current); !why.empty())
-        throw UsageError(fmt::format("agent {}: its keys cannot change while it trains: {}", a, why));
-    current = p;
-    upload_keys(static_cast<std::size_t>(a), p);
+    upload_keys(replace_agent_keys(profiles_, a, p, unsupported,
+                                   "an IQL agent keeps its run.seed while it trains (its dataset and sampling)"),
+                p);
 }
 
 void IqlEngine::upload_keys(std::size_t i, const config::Profile& p) {
@@ -476,6 +420,8 @@ void IqlEngine::upload_keys(std::size_t i, const config::Profile& p) {
     update_sequence_.reset();
 }
 
+// The checkpoint's tensors (their names, shapes and order are those of checkpoints written by
+// earlier versions' single runs, which therefore resume).
 std::vector<StateTensor> IqlAgent::state_tensors() {
     const auto P = static_cast<std::int64_t>(state_.online.size());
     return {state_tensor("params/online", "F32", {P}, state_.online),
@@ -488,8 +434,7 @@ std::vector<StateTensor> IqlAgent::state_tensors() {
 }
 
 long long IqlAgent::bench_update() {
-    if (population_->agents() != 1)
-        throw std::logic_error("IqlAgent: bench the engine (bench_population), not one of its agents");
+    require_alone();
     iterate();
     return 1;
 }

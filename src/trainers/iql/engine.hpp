@@ -134,6 +134,11 @@ private:
     /// Agent a's dataset as its single run of `profile` builds it on `market` (datasets_[a] and its
     /// counts; the vectors sized N).
     void build_dataset(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
+    /// Agent a's starting state of `profile` on `market` beside the plan's starting values (which
+    /// the constructor's allocation and reset_agent write): its dataset, weights from its seed,
+    /// the target a copy, its keys and update count. The constructor starts each agent with it,
+    /// reset_agent a slot.
+    void start_agent(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
     /// Agent a's per-agent keys on the device (learning rate, target rate, loss scalars, sampling).
     void upload_keys(std::size_t a, const config::Profile& profile);
     std::size_t params() const noexcept { return net_.layout.total(); }
@@ -141,6 +146,7 @@ private:
 
     ops::Device& ops_;
     std::vector<config::Profile> profiles_;
+    MemoryPlan plan_;  ///< the buffers below, their starting values
     std::vector<env::EnvParams> env_params_;
     int agents_, num_actions_, state_dim_, batch_;
     IqlNetworks net_;
@@ -173,53 +179,39 @@ private:
     nn::Mlp::Workspace ws_q1_target_, ws_q2_target_, ws_v_, ws_v_next_, ws_q1_, ws_q2_, ws_policy_;
     ops::OpSequence update_sequence_;
 
-    friend class IqlAgent;
-    PopulationAgents<class IqlAgent> members_;
+    friend class EngineAgent<IqlEngine, UpdateCountedTrainer>;
+    PopulationAgents<EngineAgent<IqlEngine, UpdateCountedTrainer>> members_;
 };
 
-/// Agent i of an IqlEngine as a Trainer, with its own logs, evaluations, checkpoints and summary.
-/// The agents advance together (PopulationAgents): the first of a round to iterate runs the
-/// engine's update for every agent. Its checkpoint tensors and counters are the same whatever the
-/// engine's size: a checkpoint resumes alone or inside an engine (each agent from its own update,
-/// IqlEngine::restore_updates).
-class IqlAgent final : public UpdateCountedTrainer {
+/// Agent i of an IqlEngine as a Trainer (EngineAgent; an iteration is an update). Its checkpoint
+/// tensors and counters are the same whatever the engine's size: a checkpoint resumes alone or
+/// inside an engine (each agent from its own update, IqlEngine::restore_updates).
+class IqlAgent final : public EngineAgent<IqlEngine, UpdateCountedTrainer> {
 public:
     IqlAgent(std::shared_ptr<IqlEngine> population, int agent);
-    ~IqlAgent() override;
-    IqlAgent(const IqlAgent&) = delete;
-    IqlAgent& operator=(const IqlAgent&) = delete;
 
     long long env_steps() const noexcept override { return state_.dataset_transitions; }
     void iterate() override;
     LogLine read_log(double seconds) override;
     std::vector<StateTensor> state_tensors() override;
-    void set_agent_keys(const config::Profile& profile) override { population_->set_agent_keys(agent_, profile); }
     ops::View<float> policy_weights() noexcept override { return state_.online; }
     GreedyPolicy& policy() noexcept override { return policy_; }
-    const env::EnvParams& env_params() const noexcept override { return env_params_; }
     /// Bench of a single run (an engine of one agent): one update.
     long long bench_update() override;
-    long long batch_rows() const noexcept override { return population_->batch_rows(); }
     double dataset_collection_env_steps_per_s() const noexcept override { return state_.dataset_env_steps_per_s; }
-    int agent() const noexcept { return agent_; }
-    bool injects_nan_at(long long u) const noexcept { return nan_injected(u); }
 
 private:
     void restore_optimizer_steps(long long steps) override {
-        population_->restore_updates(agent_, steps);
-        start_ = population_->iterations() - steps;
+        engine_->restore_updates(agent_, steps);
+        restart_at(steps);
     }
     long long updates_at_last_log(long long updates) override {
-        return last_log_point(population_->device(), state_.accumulators, population_->profile(agent_).run.log_interval,
+        return last_log_point(engine_->device(), state_.accumulators, engine_->profile(agent_).run.log_interval,
                               updates);
     }
 
-    std::shared_ptr<IqlEngine> population_;
-    int agent_;
     IqlEngine::AgentState state_;
-    env::EnvParams env_params_;
     SoftmaxGreedyPolicy policy_;
-    long long start_;  ///< the engine's iteration at which this agent's update 0 was (its updates count from there)
 };
 
 }  // namespace fh::trainers

@@ -45,9 +45,7 @@ ActorCritic::ActorCritic(const config::Profile& p, int state_dim, int num_action
 
 std::unique_ptr<PpoAgent> make_ppo_trainer(ops::Device& ops, const config::Profile& profile,
                                            const env::DeviceMarket& market) {
-    return std::make_unique<PpoAgent>(std::make_shared<PpoEngine>(ops, std::vector<config::Profile>{profile},
-                                                                  std::vector<const env::DeviceMarket*>{&market}),
-                                      0);
+    return single_run<PpoAgent, PpoEngine>(ops, profile, market);
 }
 
 /// run.population_batching = "auto" batches PPO agents whose widest ppo.hidden layer is at most
@@ -134,50 +132,53 @@ MemoryPlan PpoEngine::plan(const config::Profile& first, int agents, const PlanI
                         B = M / static_cast<std::uint64_t>(std::max<std::int64_t>(1, first.ppo.minibatches)),
                         portfolio_dim = D - static_cast<std::uint64_t>(in.market_dim);
     const int batch = static_cast<int>(B);
-    using E = PpoEngine;  // its buffers, zeroed where a kernel reads them before it writes them
-    MemoryPlan plan;
+    // Its buffers, [agents][...] (PerAgent) but for the few the agents share, set to their starting
+    // value where a kernel reads them before it writes them (reset_agent sets a slot's again).
+    using E = PpoEngine;
+    using PerAgent = MemoryPlan::PerAgent;
+    MemoryPlan plan(agents);
     plan.consumer(fmt::format("networks ({} parameters, with gradients and Adam moments)", N * P), "ppo.hidden");
-    plan.add("parameters, gradients and Adam moments", {&E::params_, &E::grads_, &E::m_, &E::v_}, N * P, 0.0f);
-    plan.add("seeds", {&E::seeds_}, N);
-    plan.add("loss coefficients", {&E::loss_params_}, N);
-    plan.add("gamma and lambda", {&E::gamma_lambda_}, 2 * N);
-    plan.add("diversity coefficients and learning rates", {&E::diversity_coef_, &E::lr_}, N, 0.0f);
+    plan.add("parameters, gradients and Adam moments", {&E::params_, &E::grads_, &E::m_, &E::v_}, PerAgent{P}, 0.0f);
+    plan.add("seeds", {&E::seeds_}, PerAgent{1});
+    plan.add("loss coefficients", {&E::loss_params_}, PerAgent{1});
+    plan.add("gamma and lambda", {&E::gamma_lambda_}, PerAgent{2});
+    plan.add("diversity coefficients and learning rates", {&E::diversity_coef_, &E::lr_}, PerAgent{1}, 0.0f);
     plan.consumer(fmt::format("environments ({} agents x {})", N, n), "experience.gpu_n_episodes");
     plan.add<std::uint8_t>("environments", env::VecEnv::device_bytes(agents, n_envs, state_dim), 1, 2 * N * n * D);
     plan.consumer(fmt::format("rollout buffer ({} agents x {} steps)", N, M), "experience.gpu_timesteps_per_episode");
-    plan.add("the rollout's observations", {&E::r_states_}, N * M * D);
+    plan.add("the rollout's observations", {&E::r_states_}, PerAgent{M * D});
     plan.add("rollout scalars",
-             {&E::r_logp_, &E::r_values_, &E::r_next_values_, &E::r_rewards_, &E::r_adv_, &E::r_returns_}, N * M);
-    plan.add("rollout penalties and curiosity", {&E::r_penalty_, &E::r_curiosity_}, N * M, 0.0f);
-    plan.add("rollout actions", {&E::r_actions_}, N * M);
-    plan.add("rollout done flags", {&E::r_done_}, N * M);
-    plan.add("step actions", {&E::step_actions_}, 2 * N * n);
-    plan.add("step log-probabilities", {&E::step_logp_}, 2 * N * n);
-    plan.add("step rewards and penalties", {&E::step_rewards_, &E::step_penalty_}, N * n);
+             {&E::r_logp_, &E::r_values_, &E::r_next_values_, &E::r_rewards_, &E::r_adv_, &E::r_returns_}, PerAgent{M});
+    plan.add("rollout penalties and curiosity", {&E::r_penalty_, &E::r_curiosity_}, PerAgent{M}, 0.0f);
+    plan.add("rollout actions", {&E::r_actions_}, PerAgent{M});
+    plan.add("rollout done flags", {&E::r_done_}, PerAgent{M});
+    plan.add("step actions", {&E::step_actions_}, PerAgent{n, 2});  // two sets (sample_actions)
+    plan.add("step log-probabilities", {&E::step_logp_}, PerAgent{n, 2});
+    plan.add("step rewards and penalties", {&E::step_rewards_, &E::step_penalty_}, PerAgent{n});
     plan.consumer(fmt::format("truncated episodes (up to {})", N * M), "experience.gpu_timesteps_per_episode");
-    plan.add("truncated rows and bars", {&E::trunc_rows_, &E::trunc_bars_}, N * M);
-    plan.add("truncated portfolios", {&E::trunc_portfolio_}, N * M * portfolio_dim);
-    plan.add("truncated counts", {&E::trunc_count_}, N, 0);
+    plan.add("truncated rows and bars", {&E::trunc_rows_, &E::trunc_bars_}, PerAgent{M});
+    plan.add("truncated portfolios", {&E::trunc_portfolio_}, PerAgent{M * portfolio_dim});
+    plan.add("truncated counts", {&E::trunc_count_}, PerAgent{1}, 0);
     plan.add("truncated observations", {&E::trunc_states_}, n * D, 0.0f);  // the critic's padded passes read them
     plan.consumer("action-diversity windows", "ppo.diversity_window");
-    plan.add("diversity windows", {&E::div_window_}, N * n * W, 0);
-    plan.add("diversity counts", {&E::div_counts_}, N * n * A, 0);
+    plan.add("diversity windows", {&E::div_window_}, PerAgent{n * W}, 0);
+    plan.add("diversity counts", {&E::div_counts_}, PerAgent{n * A}, 0);
     plan.consumer(fmt::format("minibatch and workspaces ({} rows per minibatch)", B), "ppo.minibatches");
-    plan.add("minibatch states", {&E::mb_states_}, N * B * D);
+    plan.add("minibatch states", {&E::mb_states_}, PerAgent{B * D});
     plan.add("minibatch scalars",
-             {&E::mb_old_logp_, &E::mb_adv_, &E::mb_returns_, &E::mb_old_values_, &E::mb_d_values_}, N * B);
-    plan.add("minibatch loss statistics", {&E::mb_stats_}, static_cast<std::uint64_t>(ppo::kPpoLossStats) * N * B);
-    plan.add("minibatch logit gradients", {&E::mb_d_logits_}, N * B * A);
-    plan.add("minibatch actions", {&E::mb_actions_}, N * B);
-    plan.add("update sums", {&E::current_}, static_cast<std::uint64_t>(kUpdateGroup) * N, 0.0f);  // tickets zero
-    plan.add("rollout sums", {&E::rollout_current_}, static_cast<std::uint64_t>(kRolloutGroup) * N, 0.0f);
-    plan.add("monitor sums", {&E::accum_}, static_cast<std::uint64_t>(kAccSize) * N, 0.0f);
-    plan.add("norm scratch", {&E::norm_scratch_}, N * ops::norm_guard_scratch_size(), 0.0f);
+             {&E::mb_old_logp_, &E::mb_adv_, &E::mb_returns_, &E::mb_old_values_, &E::mb_d_values_}, PerAgent{B});
+    plan.add("minibatch loss statistics", {&E::mb_stats_}, PerAgent{B, ppo::kPpoLossStats});  // stat-major
+    plan.add("minibatch logit gradients", {&E::mb_d_logits_}, PerAgent{B * A});
+    plan.add("minibatch actions", {&E::mb_actions_}, PerAgent{B});
+    plan.add("update sums", {&E::current_}, PerAgent{1, kUpdateGroup}, 0.0f);  // stat-major; tickets zero
+    plan.add("rollout sums", {&E::rollout_current_}, PerAgent{kRolloutGroup}, 0.0f);
+    plan.add("monitor sums", {&E::accum_}, PerAgent{kAccSize}, 0.0f);
+    plan.add("norm scratch", {&E::norm_scratch_}, PerAgent{ops::norm_guard_scratch_size()}, 0.0f);
     plan.add("normalisation scratch", {&E::normalize_scratch_}, ops::normalize_scratch_size());
-    plan.add("gates", {&E::gate_}, N, 0);
-    plan.add("guards", {&E::guard_}, N, nn::GuardState{0, 0, -1, 0, 0});
-    plan.add("action histograms", {&E::histogram_}, N * A, 0ull);
-    plan.add("rollout counts", {&E::rollouts_dev_}, N, 0ll);
+    plan.add("gates", {&E::gate_}, PerAgent{1}, 0);
+    plan.add("guards", {&E::guard_}, PerAgent{1}, nn::GuardState{0, 0, -1, 0, 0});
+    plan.add("action histograms", {&E::histogram_}, PerAgent{A}, 0ull);
+    plan.add("rollout counts", {&E::rollouts_dev_}, PerAgent{1}, 0ll);
     plan.add("workspaces", net.actor.workspace_size(agents * n_envs) + net.critic.workspace_size(agents * n_envs) +
                                net.critic.workspace_size(n_envs) + net.actor.workspace_size(agents * batch) +
                                net.critic.workspace_size(agents * batch));
@@ -217,48 +218,40 @@ PpoEngine::PpoEngine(ops::Device& ops, const std::vector<config::Profile>& agent
            trainers::env_params(agents.front(), markets.front()->market_dim()), n_envs_),
       trunc_read_(ops, agents.size()) {
     if (batch_ < 1) throw UsageError("ppo.minibatches exceeds the rollout's transitions");
-    for (std::size_t i = 0; i < agents.size(); ++i)
-        env_params_.push_back(trainers::env_params(agents[i], markets[i]->market_dim()));
-    const std::size_t N = agents.size(), P = params();
-    PlanInputs inputs;
-    inputs.market_dim = env_params_.front().market_dim;
-    PpoEngine::plan(agents.front(), agents_, inputs).allocate(ops, *this);
-
-    // Per agent: seeds, loss coefficients (its learning rate: ppo_learning_rate, every rollout).
-    ops.upload<std::uint64_t>(seeds_.view(), seeds_of(agents));
-    std::vector<ppo::LossParams> loss;
-    for (const auto& p : agents)
-        loss.push_back(ppo::LossParams{static_cast<float>(p.ppo.clip), static_cast<float>(p.ppo.value_coef),
-                                       static_cast<float>(p.ppo.entropy_coef), p.ppo.clip_value ? 1 : 0});
-    ops.upload<ppo::LossParams>(loss_params_.view(), loss);
-    std::vector<float> gamma_lambda;
-    for (const auto& p : agents) {
-        gamma_lambda.push_back(static_cast<float>(p.training.gamma));
-        gamma_lambda.push_back(static_cast<float>(p.ppo.gae_lambda));
-    }
-    ops.upload<float>(gamma_lambda_.view(), gamma_lambda);
-    std::vector<float> diversity;
-    for (const auto& p : agents) diversity.push_back(static_cast<float>(p.ppo.diversity_coef));
-    ops.upload<float>(diversity_coef_.view(), diversity);
-
-    // Each agent's parameters from its seed (the padding zero).
-    for (std::size_t i = 0; i < N; ++i)
-        nn::init_params(ops, params_.view().subview(i * P, P), net_.layout,
-                        static_cast<std::uint64_t>(agents[i].run.seed));
-    if (agents.front().ppo.curiosity) {
-        curiosity_.reserve(N);
-        for (const auto& p : agents)
-            curiosity_.emplace_back(ops, state_dim_, num_actions_, static_cast<int>(p.ppo.hidden.front()),
-                                    env_params_.front().market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed));
-    }
+    const std::size_t N = agents.size();
+    env_params_.resize(N);
     rollouts_.assign(N, 0);
+    PlanInputs inputs;
+    inputs.market_dim = markets.front()->market_dim();
+    plan_ = PpoEngine::plan(agents.front(), agents_, inputs);
+    plan_.allocate(ops, *this);
+    if (agents.front().ppo.curiosity) curiosity_.reserve(N);
+    for (std::size_t i = 0; i < N; ++i) start_agent(i, agents[i], *markets[i]);
 
     ws_actor_step_ = net_.actor.make_workspace(ops, agents_ * n_envs_);
     ws_critic_step_ = net_.critic.make_workspace(ops, agents_ * n_envs_);
     ws_critic_trunc_ = net_.critic.make_workspace(ops, n_envs_);
     ws_actor_mb_ = net_.actor.make_workspace(ops, agents_ * batch_);
     ws_critic_mb_ = net_.critic.make_workspace(ops, agents_ * batch_);
-    env_.reset_all();
+    env_.reset_all();  // every agent's environments from its seed on its market (reset_agent: restart_agent)
+}
+
+void PpoEngine::start_agent(std::size_t a, const config::Profile& p, const env::DeviceMarket& market) {
+    const std::size_t P = params();
+    const auto seed = static_cast<std::uint64_t>(p.run.seed);
+    profiles_[a] = p;
+    markets_[a] = &market;
+    env_params_[a] = trainers::env_params(p, market.market_dim());
+    // Its seed and keys (its learning rate: ppo_learning_rate, every rollout).
+    ops_.upload<std::uint64_t>(seeds_.view().subview(a, 1), std::vector<std::uint64_t>{seed});
+    upload_keys(a, p);
+    // The weights from its seed (the padding zero).
+    nn::init_params(ops_, params_.view().subview(a * P, P), net_.layout, seed);
+    if (p.ppo.curiosity)
+        put_agent(curiosity_, a,
+                  CuriosityModel(ops_, state_dim_, num_actions_, static_cast<int>(p.ppo.hidden.front()),
+                                 env_params_.front().market_dim, n_envs_, seed));
+    rollouts_[a] = 0;
 }
 
 template <class T>
@@ -582,47 +575,12 @@ void PpoEngine::restore_rollouts(int agent, long long rollouts) {
 }
 
 void PpoEngine::reset_agent(int agent, const config::Profile& p, const env::DeviceMarket& market) {
-    if (agent < 0 || agent >= agents_) throw std::out_of_range("PpoEngine::reset_agent: no such agent");
     if (rollout_issued_) throw std::logic_error("PpoEngine::reset_agent while a rollout is issued");
     require_greedy_evaluation(p);
-    if (const std::string why = unsupported(p, profiles_.front()); !why.empty())
-        throw UsageError(fmt::format("a new agent cannot train in slot {} of a PPO engine: {}", agent, why));
-    if (market.market_dim() != env_params_.front().market_dim)
-        throw UsageError(fmt::format("a new agent's market has {} features, the engine's {}", market.market_dim(),
-                                     env_params_.front().market_dim));
-    const auto a = static_cast<std::size_t>(agent), P = params(), n = static_cast<std::size_t>(n_envs_);
-    const std::size_t A = static_cast<std::size_t>(num_actions_), W = static_cast<std::size_t>(window_),
-                      S = static_cast<std::size_t>(kAccSize);
-    profiles_[a] = p;
-    markets_[a] = &market;
-    env_params_[a] = trainers::env_params(p, market.market_dim());
-    // Its seed, keys and learning rate (written at each rollout) as the constructor sets them.
-    ops_.upload<std::uint64_t>(seeds_.view().subview(a, 1),
-                               std::vector<std::uint64_t>{static_cast<std::uint64_t>(p.run.seed)});
-    upload_keys(a, p);
-    ops::run(ops_, ops::Fill{lr_.view().subview(a, 1), 0.0f});
-    // The weights from its seed (the padding zero); gradients and Adam's moments zero.
-    const auto own = params_.view().subview(a * P, P);
-    ops::run(ops_, ops::Fill{own, 0.0f});
-    nn::init_params(ops_, own, net_.layout, static_cast<std::uint64_t>(p.run.seed));
-    for (auto* b : {&grads_, &m_, &v_}) ops::run(ops_, ops::Fill{b->view().subview(a * P, P), 0.0f});
-    // Its environments from its seed on its market; diversity windows, monitor, guard, curiosity new.
+    check_new_agent(profiles_, agent, p, market, env_params_.front().market_dim, unsupported, "a PPO engine");
+    plan_.reset_agent(ops_, *this, agent);
     env_.restart_agent(agent, market, static_cast<std::uint64_t>(p.run.seed));
-    ops_.upload<int>(div_window_.view().subview(a * n * W, n * W), std::vector<int>(n * W, 0));
-    ops_.upload<int>(div_counts_.view().subview(a * n * A, n * A), std::vector<int>(n * A, 0));
-    ops::run(ops_, ops::Fill{accum_.view().subview(a * S, S), 0.0f});
-    ops::run(ops_,
-             ops::Fill{norm_scratch_.view().subview(a * ops::norm_guard_scratch_size(), ops::norm_guard_scratch_size()),
-                       0.0f});
-    ops_.upload<int>(gate_.view().subview(a, 1), std::vector<int>{0});
-    ops_.upload<nn::GuardState>(guard_.view().subview(a, 1),
-                                std::vector<nn::GuardState>{nn::GuardState{0, 0, -1, 0, 0}});
-    ops_.upload<unsigned long long>(histogram_.view().subview(a * A, A), std::vector<unsigned long long>(A, 0));
-    if (!curiosity_.empty())
-        curiosity_[a] = CuriosityModel(ops_, state_dim_, num_actions_, static_cast<int>(p.ppo.hidden.front()),
-                                       env_params_.front().market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed));
-    ops_.upload<long long>(rollouts_dev_.view().subview(a, 1), std::vector<long long>{0});
-    rollouts_[a] = 0;
+    start_agent(static_cast<std::size_t>(agent), p, market);
     // The curiosity model's buffers and the learning rates are the captured sequences' arguments.
     rollout_sequence_.reset();
     advantage_sequence_.reset();
@@ -631,14 +589,9 @@ void PpoEngine::reset_agent(int agent, const config::Profile& p, const env::Devi
 }
 
 void PpoEngine::set_agent_keys(int a, const config::Profile& p) {
-    if (a < 0 || a >= agents_) throw std::out_of_range("PpoEngine::set_agent_keys: no such agent");
-    auto& current = profiles_[static_cast<std::size_t>(a)];
-    if (p.run.seed != current.run.seed)
-        throw UsageError("a PPO agent keeps its run.seed while it trains (its environments and sampling)");
-    if (const std::string why = unsupported(p, current); !why.empty())
-        throw UsageError(fmt::format("agent {}: its keys cannot change while it trains: {}", a, why));
-    current = p;
-    upload_keys(static_cast<std::size_t>(a), p);
+    upload_keys(replace_agent_keys(profiles_, a, p, unsupported,
+                                   "a PPO agent keeps its run.seed while it trains (its environments and sampling)"),
+                p);
     // The learning rate (ppo_learning_rate) and the curiosity weight are arguments of the sequences.
     rollout_sequence_.reset();
     advantage_sequence_.reset();
@@ -686,34 +639,25 @@ PpoEngine::AgentState PpoEngine::agent_state(int agent) {
 }
 
 PpoAgent::PpoAgent(std::shared_ptr<PpoEngine> population, int agent)
-    : population_(std::move(population)),
-      agent_(agent),
-      state_(population_->agent_state(agent)),
-      env_params_(population_->env_params(agent)),
-      policy_(population_->network().actor, population_->network().layout.total()),
-      rollouts_(population_->rollouts(agent)),
-      start_(population_->iterations() - rollouts_) {
-    population_->members_.join(this);
-}
-
-PpoAgent::~PpoAgent() {
-    population_->members_.leave(this);
-}
+    : EngineAgent(population, agent, population->rollouts(agent)),
+      state_(engine_->agent_state(agent)),
+      policy_(engine_->network().actor, engine_->network().layout.total()),
+      rollouts_(engine_->rollouts(agent)) {}
 
 void PpoAgent::iterate() {
-    PopulationAgents<PpoAgent>::advance(*population_, population_->iterations(), start_ + rollouts_);
+    advance(rollouts_);
     ++rollouts_;
 }
 
 LogLine PpoAgent::read_log(double seconds) {
-    ops::Device& ops = population_->device();
+    ops::Device& ops = engine_->device();
     const auto acc = ops.to_host(ops::View<const float>(state_.accumulators));  // synchronises
     const nn::GuardState g = ops.to_host(ops::View<const nn::GuardState>(state_.guard))[0];
     const auto hist = ops.to_host(ops::View<const unsigned long long>(state_.histogram));
     ops::run(ops, ops::Fill{state_.accumulators, 0.0f});
     ops.upload<unsigned long long>(state_.histogram, std::vector<unsigned long long>(hist.size(), 0));
-    const PpoLogMarks now{rollouts_, rollouts_ * population_->horizon(), updates()};
-    return ppo_log_line(population_->profile(agent_), acc, g, hist, now, population_->n_envs(), seconds, log_marks_);
+    const PpoLogMarks now{rollouts_, rollouts_ * engine_->horizon(), updates()};
+    return ppo_log_line(engine_->profile(agent_), acc, g, hist, now, engine_->n_envs(), seconds, log_marks_);
 }
 
 // The checkpoint's tensors (their names, shapes and order are those of checkpoints written by
@@ -721,7 +665,7 @@ LogLine PpoAgent::read_log(double seconds) {
 std::vector<StateTensor> PpoAgent::state_tensors() {
     const auto P = static_cast<std::int64_t>(state_.params.size());
     const auto D = static_cast<std::int64_t>(env_params_.state_dim);
-    const auto n = static_cast<std::int64_t>(population_->n_envs());
+    const auto n = static_cast<std::int64_t>(engine_->n_envs());
     const auto A = static_cast<std::int64_t>(state_.histogram.size());
     std::vector<StateTensor> t{
         state_tensor("params/online", "F32", {P}, state_.params),
@@ -742,38 +686,36 @@ std::vector<StateTensor> PpoAgent::state_tensors() {
 }
 
 void PpoAgent::restore_counter_values(std::span<const std::int64_t> v) {
-    const long long per = population_->updates_per_rollout();
-    if (v.size() != 4 || v[0] < 0 || v[1] != v[0] * population_->horizon() || v[2] != v[0] * per || v[3] < 0)
+    const long long per = engine_->updates_per_rollout();
+    if (v.size() != 4 || v[0] < 0 || v[1] != v[0] * engine_->horizon() || v[2] != v[0] * per || v[3] < 0)
         throw UsageError("checkpoint counters are inconsistent (rollouts, steps, updates, curiosity updates)");
-    population_->restore_rollouts(agent_, v[0]);
-    if (state_.curiosity) state_.curiosity->restore_steps(population_->device(), v[3]);
+    engine_->restore_rollouts(agent_, v[0]);
+    if (state_.curiosity) state_.curiosity->restore_steps(engine_->device(), v[3]);
     rollouts_ = v[0];
-    start_ = population_->iterations() - rollouts_;
+    restart_at(rollouts_);
     log_marks_ = PpoLogMarks{v[0], v[1], v[2]};
 }
 
 void PpoAgent::prepare_iteration() {
-    if (population_->iterations() == start_ + rollouts_) population_->issue_ahead();
+    if (first_of_round(rollouts_)) engine_->issue_ahead();
 }
 
 float PpoAgent::learning_rate() const noexcept {
-    return ppo_scheduled_learning_rate(population_->profile(agent_), rollouts_);
+    return ppo_scheduled_learning_rate(engine_->profile(agent_), rollouts_);
 }
 
 long long PpoAgent::bench_collect() {
-    if (population_->agents() != 1)
-        throw std::logic_error("PpoAgent: bench the engine (bench_population), not one of its agents");
-    population_->collect();
+    require_alone();
+    engine_->collect();
     return progress_per_iteration();
 }
 
 // The rollout's updates, which also count the rollout (on the host as on the device).
 long long PpoAgent::bench_update() {
-    if (population_->agents() != 1)
-        throw std::logic_error("PpoAgent: bench the engine (bench_population), not one of its agents");
-    population_->update();
+    require_alone();
+    engine_->update();
     ++rollouts_;
-    return population_->updates_per_rollout();
+    return engine_->updates_per_rollout();
 }
 
 LogLine ppo_log_line(const config::Profile& profile, std::span<const float> acc, const nn::GuardState& g,

@@ -198,6 +198,11 @@ private:
     template <class T>
     ops::CopyPair step_row(ops::Buffer<T>& rollout, int t, ops::View<const T> step, std::size_t width = 1);
     std::size_t params() const noexcept { return net_.layout.total(); }
+    /// Agent a's starting state of `profile` on `market` beside the plan's starting values (which
+    /// the constructor's allocation and reset_agent write) and its environments (VecEnv's): its
+    /// seed, keys, weights from its seed, curiosity model and rollout count. The constructor starts
+    /// each agent with it, reset_agent a slot.
+    void start_agent(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
     /// Agent a's per-agent keys on the device (loss coefficients, GAE's gamma and lambda, diversity weight).
     void upload_keys(std::size_t a, const config::Profile& profile);
     /// Each agent's update number at minibatch update `index` (1-based) of this rollout, for the NaN tests.
@@ -205,6 +210,7 @@ private:
 
     ops::Device& ops_;
     std::vector<config::Profile> profiles_;
+    MemoryPlan plan_;  ///< the buffers below, their starting values
     std::vector<env::EnvParams> env_params_;
     std::vector<const env::DeviceMarket*> markets_;
     int agents_, n_envs_, horizon_, num_actions_, state_dim_, batch_, window_;
@@ -257,46 +263,37 @@ private:
     nn::Mlp::Workspace ws_actor_step_, ws_critic_step_, ws_critic_trunc_, ws_actor_mb_, ws_critic_mb_;
     ops::OpSequence rollout_sequence_, advantage_sequence_, update_sequence_;
 
-    friend class PpoAgent;
-    PopulationAgents<PpoAgent> members_;
+    friend class EngineAgent<PpoEngine>;
+    PopulationAgents<EngineAgent<PpoEngine>> members_;
 };
 
-/// Agent i of a PpoEngine as a Trainer, with its own logs, evaluations, checkpoints and summary.
-/// The agents advance together (PopulationAgents): the first of a round to iterate runs the
-/// engine's iteration for every agent. Its checkpoint tensors and counters are the same whatever
-/// the engine's size: a checkpoint resumes alone or inside an engine (each agent from its own
-/// rollout, PpoEngine::restore_rollouts).
-class PpoAgent final : public Trainer {
+/// Agent i of a PpoEngine as a Trainer (EngineAgent). Its checkpoint tensors and counters are the
+/// same whatever the engine's size: a checkpoint resumes alone or inside an engine (each agent
+/// from its own rollout, PpoEngine::restore_rollouts).
+class PpoAgent final : public EngineAgent<PpoEngine> {
 public:
     PpoAgent(std::shared_ptr<PpoEngine> population, int agent);
-    ~PpoAgent() override;
-    PpoAgent(const PpoAgent&) = delete;
-    PpoAgent& operator=(const PpoAgent&) = delete;
 
-    long long progress_per_iteration() const noexcept override { return population_->env_steps_per_iteration(); }
+    long long progress_per_iteration() const noexcept override { return engine_->env_steps_per_iteration(); }
     long long iterations() const noexcept override { return rollouts_; }
-    long long env_steps() const noexcept override { return rollouts_ * population_->env_steps_per_iteration(); }
-    long long updates() const noexcept override { return rollouts_ * population_->updates_per_rollout(); }
+    long long env_steps() const noexcept override { return rollouts_ * engine_->env_steps_per_iteration(); }
+    long long updates() const noexcept override { return rollouts_ * engine_->updates_per_rollout(); }
     void iterate() override;
     /// The first agent of a round issues the engine's next rollout ahead (PpoEngine::issue_ahead).
     void prepare_iteration() override;
     LogLine read_log(double seconds) override;
     std::vector<StateTensor> state_tensors() override;
-    void set_agent_keys(const config::Profile& profile) override { population_->set_agent_keys(agent_, profile); }
     /// Rollouts, steps, updates, curiosity updates.
     std::vector<std::int64_t> counter_values() const override {
-        return {rollouts_, rollouts_ * population_->horizon(), updates(),
-                state_.curiosity ? state_.curiosity->steps() : 0};
+        return {rollouts_, rollouts_ * engine_->horizon(), updates(), state_.curiosity ? state_.curiosity->steps() : 0};
     }
     void restore_counter_values(std::span<const std::int64_t> values) override;
     ops::View<float> policy_weights() noexcept override { return state_.params; }
     GreedyPolicy& policy() noexcept override { return policy_; }
-    const env::EnvParams& env_params() const noexcept override { return env_params_; }
     /// Bench of a single run (an engine of one agent): one rollout; its updates.
     long long bench_collect() override;
     long long bench_update() override;
-    long long batch_rows() const noexcept override { return population_->batch_rows(); }
-    const ActorCritic& network() const noexcept { return population_->network(); }
+    const ActorCritic& network() const noexcept { return engine_->network(); }
     /// The learning rate of the next update (the schedule).
     float learning_rate() const noexcept;
     /// The last rollout (T rows of n environments), for tests. next_values: V of the observation
@@ -306,17 +303,11 @@ public:
     ops::View<const float> rollout_values() const noexcept { return state_.rollout_values; }
     ops::View<const float> rollout_next_values() const noexcept { return state_.rollout_next_values; }
     ops::View<const std::uint8_t> rollout_done() const noexcept { return state_.rollout_done; }
-    int agent() const noexcept { return agent_; }
-    bool injects_nan_at(long long u) const noexcept { return nan_injected(u); }
 
 private:
-    std::shared_ptr<PpoEngine> population_;
-    int agent_;
     PpoEngine::AgentState state_;
-    env::EnvParams env_params_;
     SoftmaxGreedyPolicy policy_;
     long long rollouts_ = 0;
-    long long start_;  ///< the engine's iteration at which this agent's rollout 0 was (its rollouts count from there)
     PpoLogMarks log_marks_;
 };
 
