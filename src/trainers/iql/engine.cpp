@@ -245,23 +245,23 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
             q2_out = net_.q1.forward_batched(ops_, params_q2, P, states, xs, B, N, ws2);
         }
     };
-    ops_.run_concurrently(
-        [&] { twins(target, target_q2, ws_q1_target_, ws_q2_target_, q1_target, q2_target); },
-        [&] {
-            if (alone()) {
-                const auto pair = net_.v.forward(ops_, online, x_.cview(), 2 * B, ws_v_);
-                v = pair.subview(0, Bs);
-                v_next = pair.subview(Bs, Bs);
-                return;
-            }
-            v = net_.v.forward_batched(ops_, online, P, states, xs, B, N, ws_v_);
-            v_next = net_.v.forward_batched(ops_, online, P, next, xs, B, N, ws_v_next_);
-        },
-        [&] { twins(online, online_q2, ws_q1_, ws_q2_, q1, q2); },
-        [&] {
-            logits = alone() ? net_.policy.forward(ops_, online, states, B, ws_policy_)
-                             : net_.policy.forward_batched(ops_, online, P, states, xs, B, N, ws_policy_);
-        });
+    ops_.run_concurrently([&] { twins(target, target_q2, ws_q1_target_, ws_q2_target_, q1_target, q2_target); },
+                          [&] {
+                              if (alone()) {
+                                  const auto pair = net_.v.forward(ops_, online, x_.cview(), 2 * B, ws_v_);
+                                  v = pair.subview(0, Bs);
+                                  v_next = pair.subview(Bs, Bs);
+                                  return;
+                              }
+                              v = net_.v.forward_batched(ops_, online, P, states, xs, B, N, ws_v_);
+                              v_next = net_.v.forward_batched(ops_, online, P, next, xs, B, N, ws_v_next_);
+                          },
+                          [&] { twins(online, online_q2, ws_q1_, ws_q2_, q1, q2); },
+                          [&] {
+                              logits = alone()
+                                           ? net_.policy.forward(ops_, online, states, B, ws_policy_)
+                                           : net_.policy.forward_batched(ops_, online, P, states, xs, B, N, ws_policy_);
+                          });
 
     // 2-5. Three branches, each a loss, its networks' backward and its statistics (every branch
     //    writes only its own loss, gradient buffers, workspace rows, gradient slices and
