@@ -20,6 +20,7 @@
 #include "nn/init.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
+#include "support/engine_agents.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/dqn/engine.hpp"
 #include "trainers/setup.hpp"
@@ -188,32 +189,26 @@ TEST_CASE(
     const config::Profile point = test::small_dqn_profile(fresh);
     const test::AgentMarkets markets(ops, agents);
     const env::DeviceMarket point_market(ops, data::load_market(trainers::data_options(point)));
-    const auto engine = std::make_shared<trainers::DqnEngine>(ops, agents, markets.views);
-    std::vector<std::unique_ptr<trainers::Trainer>> members;
-    for (int i = 0; i < engine->agents(); ++i) members.push_back(engine->agent(i));
+    test::EngineAgents members(std::make_shared<trainers::DqnEngine>(ops, agents, markets.views));
     // 20 iterations (every agent updating since its 8th), then agent 1's slot starts the new point,
     // which waits 8 collection steps for its replay while the others update, then updates too.
     constexpr int kBefore = 20, kAfter = 30;
-    for (int k = 0; k < kBefore; ++k)
-        for (auto& m : members) m->iterate();
-    members[1].reset();
-    engine->reset_agent(1, point, point_market);
-    members[1] = engine->agent(1);
-    CHECK(members[1]->iterations() == 0);
-    CHECK(members[1]->updates() == 0);
-    for (int k = 0; k < kAfter; ++k)
-        for (auto& m : members) m->iterate();
-    CHECK(members[1]->updates() > 0);
-    CHECK(members[0]->updates() > members[1]->updates());
+    members.rounds(kBefore);
+    members.restart(1, point, point_market);
+    CHECK(members[1].iterations() == 0);
+    CHECK(members[1].updates() == 0);
+    members.rounds(kAfter);
+    CHECK(members[1].updates() > 0);
+    CHECK(members[0].updates() > members[1].updates());
     auto alone = trainers::make_dqn_trainer(ops, point, point_market);
     for (int k = 0; k < kAfter; ++k) alone->iterate();
-    CHECK(same_state(ops, *members[1], *alone));
+    CHECK(same_state(ops, members[1], *alone));
     for (int i : {0, 2}) {  // the other agents train on as they would alone
         INFO("agent " << i);
         auto single = trainers::make_dqn_trainer(ops, agents[static_cast<std::size_t>(i)],
                                                  *markets.views[static_cast<std::size_t>(i)]);
         for (int k = 0; k < kBefore + kAfter; ++k) single->iterate();
-        CHECK(same_state(ops, *members[static_cast<std::size_t>(i)], *single));
+        CHECK(same_state(ops, members[static_cast<std::size_t>(i)], *single));
     }
 }
 

@@ -19,6 +19,7 @@
 #include "device/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
+#include "support/engine_agents.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/iql/engine.hpp"
 #include "trainers/setup.hpp"
@@ -224,36 +225,29 @@ TEST_CASE(
     const config::Profile point = agent_profile(fresh);
     const test::AgentMarkets markets(ops, agents);
     const env::DeviceMarket point_market(ops, data::load_market(trainers::data_options(point)));
-    const auto engine = std::make_shared<trainers::IqlEngine>(ops, agents, markets.views);
-    std::vector<std::unique_ptr<trainers::Trainer>> members;
-    for (int i = 0; i < engine->agents(); ++i) members.push_back(engine->agent(i));
+    test::EngineAgents members(std::make_shared<trainers::IqlEngine>(ops, agents, markets.views));
     // 13 updates, then agent 1's slot starts the new point (a NaN loss at its update 3: the guard
     // counts from its own start), 20 more.
     constexpr int kBefore = 13, kAfter = 20;
-    for (int k = 0; k < kBefore; ++k)
-        for (auto& m : members) m->iterate();
-    members[1].reset();
-    engine->reset_agent(1, point, point_market);
-    members[1] = engine->agent(1);
-    members[1]->inject_nan_at_updates({3});
-    CHECK(members[1]->iterations() == 0);
-    CHECK(members[1]->updates() == 0);
-    for (int k = 0; k < kAfter; ++k)
-        for (auto& m : members) m->iterate();
-    CHECK(members[1]->updates() == kAfter);
-    CHECK(members[0]->updates() == kBefore + kAfter);
+    members.rounds(kBefore);
+    members.restart(1, point, point_market).inject_nan_at_updates({3});
+    CHECK(members[1].iterations() == 0);
+    CHECK(members[1].updates() == 0);
+    members.rounds(kAfter);
+    CHECK(members[1].updates() == kAfter);
+    CHECK(members[0].updates() == kBefore + kAfter);
     auto alone = trainers::make_iql_trainer(ops, point, point_market);
     alone->inject_nan_at_updates({3});
     for (int k = 0; k < kAfter; ++k) alone->iterate();
-    CHECK(same_state(ops, *members[1], *alone));
-    const auto got = members[1]->read_log(1.0), want = alone->read_log(1.0);
+    CHECK(same_state(ops, members[1], *alone));
+    const auto got = members[1].read_log(1.0), want = alone->read_log(1.0);
     CHECK(std::memcmp(&got.loss, &want.loss, sizeof got.loss) == 0);
     for (int i : {0, 2}) {  // the other agents train on as they would alone
         INFO("agent " << i);
         auto single = trainers::make_iql_trainer(ops, agents[static_cast<std::size_t>(i)],
                                                  *markets.views[static_cast<std::size_t>(i)]);
         for (int k = 0; k < kBefore + kAfter; ++k) single->iterate();
-        CHECK(same_state(ops, *members[static_cast<std::size_t>(i)], *single));
+        CHECK(same_state(ops, members[static_cast<std::size_t>(i)], *single));
     }
 }
 

@@ -20,6 +20,7 @@
 #include "device/cpu_device.hpp"
 #include "support/compare.hpp"
 #include "support/gpu.hpp"
+#include "support/engine_agents.hpp"
 #include "support/trainer_support.hpp"
 #include "trainers/ppo/engine.hpp"
 #include "trainers/setup.hpp"
@@ -223,26 +224,17 @@ TEST_CASE(
     const config::Profile point = agent_profile(fresh);
     const test::AgentMarkets markets(ops, agents);
     const env::DeviceMarket point_market(ops, data::load_market(trainers::data_options(point)));
-    const auto engine = std::make_shared<trainers::PpoEngine>(ops, agents, markets.views);
-    std::vector<std::unique_ptr<trainers::Trainer>> members;
-    for (int i = 0; i < engine->agents(); ++i) members.push_back(engine->agent(i));
+    test::EngineAgents members(std::make_shared<trainers::PpoEngine>(ops, agents, markets.views));
     // 2 rollouts, then agent 1's slot starts the new point (a NaN loss at its update 4: the
     // guard counts from its own start), 3 more; each round issued ahead as training does.
     constexpr int kBefore = 2, kAfter = 3;
-    const auto round = [&] {
-        for (auto& m : members) m->prepare_iteration();
-        for (auto& m : members) m->iterate();
-    };
-    for (int k = 0; k < kBefore; ++k) round();
-    members[1].reset();
-    engine->reset_agent(1, point, point_market);
-    members[1] = engine->agent(1);
-    members[1]->inject_nan_at_updates({4});
-    CHECK(members[1]->iterations() == 0);
-    CHECK(members[1]->updates() == 0);
-    for (int k = 0; k < kAfter; ++k) round();
-    CHECK(members[1]->iterations() == kAfter);
-    CHECK(members[0]->iterations() == kBefore + kAfter);
+    members.rounds(kBefore);
+    members.restart(1, point, point_market).inject_nan_at_updates({4});
+    CHECK(members[1].iterations() == 0);
+    CHECK(members[1].updates() == 0);
+    members.rounds(kAfter);
+    CHECK(members[1].iterations() == kAfter);
+    CHECK(members[0].iterations() == kBefore + kAfter);
     const auto same = [&](trainers::Trainer& got, trainers::Trainer& want) {
         CHECK(got.counter_values() == want.counter_values());
         const auto a = want.state_tensors(), b = got.state_tensors();
@@ -258,13 +250,13 @@ TEST_CASE(
     auto alone = trainers::make_ppo_trainer(ops, point, point_market);
     alone->inject_nan_at_updates({4});
     for (int k = 0; k < kAfter; ++k) alone->iterate();
-    same(*members[1], *alone);
+    same(members[1], *alone);
     for (int i : {0, 2}) {  // the other agents train on as they would alone
         INFO("agent " << i);
         auto single = trainers::make_ppo_trainer(ops, agents[static_cast<std::size_t>(i)],
                                                  *markets.views[static_cast<std::size_t>(i)]);
         for (int k = 0; k < kBefore + kAfter; ++k) single->iterate();
-        same(*members[static_cast<std::size_t>(i)], *single);
+        same(members[static_cast<std::size_t>(i)], *single);
     }
 }
 
