@@ -17,9 +17,6 @@
 namespace fh::cli {
 
 int run_audit(const GlobalOptions& g, const AuditCommand& a) {
-    if (!g.resume.empty() || g.auto_name || !g.seeds.empty() || !g.population_grid.empty() ||
-        !g.population_record.empty() || !g.output.empty())
-        throw UsageError("audit: --resume, --auto-name, --seeds, --population-* and --output do not apply");
     if (a.source.empty() == g.profile.empty())
         throw UsageError(
             "audit: give a run directory or checkpoint (audit RUN_DIR), or a profile (audit --profile P), "

@@ -3,8 +3,6 @@
 ///        backtest as JSON): the two subcommands that report without training.
 #include <fmt/format.h>
 
-#include <cstdio>
-
 #include "cli/commands.hpp"
 #include "config/schema.hpp"
 #include "device/cuda/device_info.hpp"
@@ -17,8 +15,6 @@ namespace fh::cli {
 
 int run_bench(const GlobalOptions& g) {
     const config::Profile profile = resolve_from_options(g);
-    if (!g.seeds.empty() || !g.population_grid.empty() || !g.population_record.empty())
-        throw UsageError("bench: --seeds and --population-grid do not apply; --set run.population=N times N agents");
     if (g.ablate) {  // a diagnostic of CUDA's captured steps: refused where there are none, not ignored
         const auto spec = ops::parse_device_spec(profile.run.device);
         if (spec.kind == ops::DeviceSpec::Kind::cpu ||
@@ -28,25 +24,11 @@ int run_bench(const GlobalOptions& g) {
                             "captured steps to leave ops out of; --ablate is a CUDA diagnostic",
                             profile.run.device));
     }
-    fmt::print("{}\n", profile.run.population > 1 ? run::bench_population(profile, g.force, g.ablate, g.kernel_times)
-                                                  : run::bench(profile, g.kernel_times, g.force, g.ablate));
-    std::fflush(stdout);
-    return 0;
+    return print_result(profile.run.population > 1 ? run::bench_population(profile, g.force, g.ablate, g.kernel_times)
+                                                   : run::bench(profile, g.kernel_times, g.force, g.ablate));
 }
 
 int run_eval(const GlobalOptions& g, const std::string& checkpoint, const std::string& split) {
-    if (!g.profile.empty())
-        throw UsageError(
-            "eval uses the profile stored in the checkpoint; --profile does not apply (--set honours the "
-            "data, cost and segment keys: docs/sweeps.md)");
-    if (!g.resume.empty() || g.auto_name || !g.seeds.empty() || !g.population_grid.empty() ||
-        !g.population_record.empty())
-        throw UsageError(
-            "eval: --resume, --auto-name, --seeds, --population-grid and --population-record do not apply");
-    if (g.seed)
-        throw UsageError(
-            "eval: --seed does not apply (the backtest is deterministic; the checkpoint's seed makes its "
-            "synthetic market)");
     run::EvalRequest r;
     r.checkpoint = checkpoint;
     r.split = split;
@@ -55,9 +37,7 @@ int run_eval(const GlobalOptions& g, const std::string& checkpoint, const std::s
     if (!g.device.empty()) r.overrides.push_back("run.device=" + config::toml_quote(g.device));
     r.output_dir = g.output;
     r.force = g.force;
-    fmt::print("{}\n", run::evaluate(r));
-    std::fflush(stdout);
-    return 0;
+    return print_result(run::evaluate(r));
 }
 
 }  // namespace fh::cli

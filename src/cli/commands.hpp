@@ -11,7 +11,8 @@
 
 namespace fh::cli {
 
-/// Options every subcommand accepts.
+/// The options of every subcommand. A subcommand's parser (main.cpp) refuses the options it does not
+/// take (exit 2), so each run_* checks only combinations of those it takes.
 struct GlobalOptions {
     std::string profile;                 ///< --profile PATH|NAME
     std::vector<std::string> overrides;  ///< --set section.key=value, in order
@@ -41,6 +42,9 @@ std::vector<std::int64_t> parse_seeds(const std::string& text);
 /// The overrides in precedence order: --set values, then the dedicated options (--data,
 /// --seed, --device, --output), which win over a --set of the same key.
 std::vector<std::string> all_overrides(const GlobalOptions& options);
+
+/// Prints `line` (a path, a JSON object) as the last line of stdout, flushed; returns 0.
+int print_result(const std::string& line);
 
 /// The profile the options name, resolved (defaults < profile < command line). With --resume
 /// and no --profile, the run directory's config.toml. Throws UsageError (exit 2).

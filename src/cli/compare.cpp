@@ -8,15 +8,11 @@
 #include "cli/commands.hpp"
 #include "report/inference.hpp"
 #include "report/runs.hpp"
-#include "util/errors.hpp"
 #include "util/log.hpp"
 
 namespace fh::cli {
 
-int run_compare(const GlobalOptions& g, const CompareOptions& c) {
-    if (!g.profile.empty() || !g.overrides.empty() || !g.resume.empty() || g.auto_name || !g.seeds.empty() ||
-        !g.population_grid.empty() || !g.population_record.empty())
-        throw UsageError("compare reads run directories only: --profile, --set, --resume and --auto-name do not apply");
+int run_compare(const GlobalOptions&, const CompareOptions& c) {
     const auto runs = report::collect_runs(c.paths);
     const report::Table t = c.group_by_seed ? report::seed_table(runs) : report::run_table(runs);
     const auto deflated = report::deflated_best(runs);  // docs/metrics.md "Deflated Sharpe ratio"

@@ -2,6 +2,7 @@
 /// @brief From the global command-line options to a resolved profile.
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "cli/commands.hpp"
@@ -18,6 +19,12 @@ std::vector<std::string> all_overrides(const GlobalOptions& g) {
     if (!g.device.empty()) o.push_back("run.device=" + config::toml_quote(g.device));
     if (!g.output.empty()) o.push_back("run.output_dir=" + config::toml_quote(g.output));
     return o;
+}
+
+int print_result(const std::string& line) {
+    fmt::print("{}\n", line);
+    std::fflush(stdout);
+    return 0;
 }
 
 config::Profile resolve_from_options(const GlobalOptions& g, std::string* path) {

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <cstdio>
 
 #include "cli/commands.hpp"
 #include "run/naming.hpp"
@@ -49,10 +48,7 @@ int train_population(const GlobalOptions& g) {
                 fmt::format("--resume {}: a population resumes each agent with its own config.toml; "
                             "--profile, --seeds and --population-grid do not apply",
                             g.resume));
-        const std::string dir = run::resume_population(g.resume, all_overrides(g), g.force);
-        fmt::print("{}\n", dir);
-        std::fflush(stdout);
-        return 0;
+        return print_result(run::resume_population(g.resume, all_overrides(g), g.force));
     }
     std::string path;
     const config::Profile profile = resolve_from_options(g, &path);
@@ -66,10 +62,7 @@ int train_population(const GlobalOptions& g) {
     plan.record = g.population_record;
     log::info("profile {}: trainer {}, device {}, {} env steps, {} agents", path, profile.run.trainer,
               profile.run.device, profile.run.total_steps, plan.agents.size());
-    const std::string dir = run::train_population(plan, g.force);
-    fmt::print("{}\n", dir);
-    std::fflush(stdout);
-    return 0;
+    return print_result(run::train_population(plan, g.force));
 }
 
 }  // namespace
@@ -95,19 +88,12 @@ int run_train(const GlobalOptions& g) {
     if (resume.empty()) {
         const run::Placement placement = run::place_run(profile);
         if (!placement.reason.empty()) log::info("{}", placement.reason);
-        if (placement.action == run::Placement::Action::skip) {
-            fmt::print("{}\n", placement.path);
-            std::fflush(stdout);
-            return 0;
-        }
+        if (placement.action == run::Placement::Action::skip) return print_result(placement.path);
         if (placement.action == run::Placement::Action::resume) resume = placement.path;
     }
     log::info("profile {}: trainer {}, device {}, {} env steps, seed {}", path, profile.run.trainer, profile.run.device,
               profile.run.total_steps, profile.run.seed);
-    const std::string dir = run::train(profile, resume, overrides, g.force);
-    fmt::print("{}\n", dir);
-    std::fflush(stdout);
-    return 0;
+    return print_result(run::train(profile, resume, overrides, g.force));
 }
 
 }  // namespace fh::cli

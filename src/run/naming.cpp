@@ -136,16 +136,19 @@ std::vector<std::string> agent_run_names(const std::vector<config::Profile>& age
 }
 
 std::string summary_status(const std::string& run_dir) {
-    std::ifstream in(fs::path(run_dir) / "summary.json", std::ios::binary);
-    if (!in) return "";
+    const json::Value v = read_json_or_null((fs::path(run_dir) / "summary.json").string());
+    const auto* s = v.is_object() ? v.find("status") : nullptr;
+    return s != nullptr && s->is_string() ? s->as_string() : "";
+}
+
+json::Value read_json_or_null(const std::string& path, std::size_t max_bytes) {
+    std::ifstream in(path, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
     try {
-        const auto v = json::parse(ss.str(), json::Limits{16u << 20, 64, true});
-        const auto* s = v.is_object() ? v.find("status") : nullptr;
-        return s != nullptr && s->is_string() ? s->as_string() : "";
-    } catch (const json::ParseError&) {
-        return "";
+        return json::parse(ss.str(), json::Limits{max_bytes, 64, true});
+    } catch (const std::exception&) {
+        return {};
     }
 }
 

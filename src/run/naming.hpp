@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/profile.hpp"
+#include "io/json.hpp"
 
 namespace fh::run {
 
@@ -59,5 +60,9 @@ Placement place_run(const config::Profile& resolved);
 
 /// The status field of `run_dir/summary.json`; "" when there is no readable summary.
 std::string summary_status(const std::string& run_dir);
+
+/// The JSON value in file `path`; null when the file is missing or unreadable, or does not parse
+/// (within `max_bytes`).
+io::json::Value read_json_or_null(const std::string& path, std::size_t max_bytes = 16u << 20);
 
 }  // namespace fh::run

@@ -108,6 +108,12 @@ std::string market_key(const config::Profile& p) {
     return p.data.path.empty() ? fmt::format("synthetic:{}", config::data_seed(p)) : std::string("data");
 }
 
+/// The device `d` is on (every agent's device is the first agent's).
+ops::DeviceSpec spec_of(ops::Device& d) {
+    if (auto* c = d.cuda()) return {ops::DeviceSpec::Kind::cuda, c->device().ordinal};
+    return {ops::DeviceSpec::Kind::cpu, 0};
+}
+
 std::unique_ptr<ops::Device> agent_device(const ops::DeviceSpec& spec, const config::Profile& p, int agents) {
     auto d = ops::make_device(spec, ops::CudaDevice::kAgentSideLanes);
     if (auto* cuda = d->cuda()) cuda->set_gpu_sharers(agents);  // launch shapes only: the same results
@@ -130,11 +136,7 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
     trainers::check_data_size(first, o);
     const int agents = static_cast<int>(training.size());
     auto device0 = agent_device(ops::parse_device_spec(first.run.device), first, agents);
-    ops::DeviceSpec spec;
-    if (auto* c = device0->cuda())
-        spec = {ops::DeviceSpec::Kind::cuda, c->device().ordinal};
-    else
-        spec = {ops::DeviceSpec::Kind::cpu, 0};
+    const ops::DeviceSpec spec = spec_of(*device0);
     log::info("device: {} ({} agents, each with its own streams)", device0->description(), training.size());
     o.host_backend = device0->cuda() == nullptr;
     s.devices.push_back(std::move(device0));
@@ -176,14 +178,21 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
     }
 }
 
+/// The per-agent keys but run.seed (each agent keeps its own): those a search's agent takes from another profile.
+std::vector<const config::KeyDescriptor*> carried_keys() {
+    std::vector<const config::KeyDescriptor*> out;
+    for (const auto& k : agent_keys())
+        if (k != "run.seed") out.push_back(find_dotted_key(k));
+    return out;
+}
+
 /// The keys a search follows in an agent's lineage: those its grid line sets (drawn or not), run.seed aside.
 json::Value searched_keys(const Member& m) {
     json::Object keys;
     for (const auto& g : m.plan.grid) {
         const std::string k = override_key(g);
         if (k == "run.seed") continue;
-        const auto dot = k.find('.');
-        const auto* d = config::find_key(k.substr(0, dot), k.substr(dot + 1));
+        const auto* d = find_dotted_key(k);
         if (d == nullptr) continue;
         const config::KeyValue v = config::get_value(m.plan.profile, *d);
         if (const auto* i = std::get_if<std::int64_t>(&v))
@@ -217,8 +226,7 @@ void record_round(const std::vector<Member*>& training, long long round, const s
         if (!m.live) continue;
         if (no_checkpoint.empty() || !no_checkpoint[i]) m.run->save_checkpoint();
         trainers::Trainer& t = m.run->trainer();
-        json::Object line{{t.progress_unit(), t.progress()}, {"round", round}};
-        line.emplace_back("metric", std::isnan(metric[i]) ? json::Value() : json::Value(metric[i]));
+        json::Object line{{t.progress_unit(), t.progress()}, {"round", round}, {"metric", metric[i]}};
         for (auto& kv : extra[i]) line.emplace_back(std::move(kv.first), std::move(kv.second));
         line.emplace_back("keys", searched_keys(m));
         m.run->append_lineage(json::serialize(json::Value::object(std::move(line))));
@@ -249,13 +257,8 @@ void pbt_round(const config::Profile& base, std::int64_t seed, const std::vector
                                               src.run->trainer(), base.search.copy_replay);
         // The copied agent's per-agent keys (the seed is the agent's own), then its space explored.
         std::vector<std::string> keys;
-        for (const auto& k : agent_keys()) {
-            if (k == "run.seed") continue;
-            const auto dot = k.find('.');
-            keys.push_back(k + "=" +
-                           config::toml_value_text(config::get_value(
-                               src.plan.profile, *config::find_key(k.substr(0, dot), k.substr(dot + 1)))));
-        }
+        for (const auto* d : carried_keys())
+            keys.push_back(d->full_name() + "=" + config::toml_value_text(config::get_value(src.plan.profile, *d)));
         for (auto& k : explore_keys(dst.plan.space, src.plan.profile, base.search, static_cast<std::uint64_t>(seed),
                                     static_cast<std::uint64_t>(round), dst.plan.index))
             keys.push_back(std::move(k));
@@ -275,13 +278,6 @@ void pbt_round(const config::Profile& base, std::int64_t seed, const std::vector
                   metric[static_cast<std::size_t>(e.agent)], json::serialize(searched_keys(dst)));
     }
     record_round(training, round, metric, extra, {});
-}
-
-/// Another agent's device like `first` (a halving search's slot beyond those it started with).
-std::unique_ptr<ops::Device> same_device(ops::Device& first, const config::Profile& p, std::size_t agents) {
-    ops::DeviceSpec spec{ops::DeviceSpec::Kind::cpu, 0};
-    if (auto* c = first.cuda()) spec = {ops::DeviceSpec::Kind::cuda, c->device().ordinal};
-    return agent_device(spec, p, static_cast<int>(agents));
 }
 
 /// The market of agent `p` (set_up loads the first agents'; a halving search's new point may draw
@@ -311,7 +307,7 @@ json::Value halving_end(const config::Profile& base, Member& m) {
     if (m.run->status() == "completed") {
         o.emplace_back("rung",
                        halving_top_rung(base.search.eta, search_interval(base), m.plan.profile.run.total_steps));
-        o.emplace_back("metric", m.run->last_validation() ? json::Value(*m.run->last_validation()) : json::Value());
+        o.emplace_back("metric", m.run->last_validation());
         return json::Value::object(std::move(o));
     }
     json::Value rung(std::int64_t{-1}), metric;
@@ -410,10 +406,7 @@ void halving_round(const Where& where, const config::Profile& base, std::vector<
         Member* m = training[arriving[a]];
         if (on[a]) continue;
         m->run->set_search_result(json::object(
-            {{"method", "halving"},
-             {"rung", arrivals[a].rung},
-             {"metric", std::isnan(metric[arriving[a]]) ? json::Value() : json::Value(metric[arriving[a]])},
-             {"round", round}}));
+            {{"method", "halving"}, {"rung", arrivals[a].rung}, {"metric", metric[arriving[a]]}, {"round", round}}));
         m->run->stop();
         end(m);
     }
@@ -551,12 +544,7 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
             if (m->action != AgentAction::resume) continue;
             const config::Profile saved =
                 config::resolve_profile_file((fs::path(dir) / m->plan.name / "config.toml").string());
-            for (const auto& k : agent_keys()) {
-                if (k == "run.seed") continue;
-                const auto dot = k.find('.');
-                const auto* d = config::find_key(k.substr(0, dot), k.substr(dot + 1));
-                config::set_value(m->plan.profile, *d, config::get_value(saved, *d));
-            }
+            for (const auto* d : carried_keys()) config::set_value(m->plan.profile, *d, config::get_value(saved, *d));
         }
     write_population_json(where, base, members);  // first: a population stopped while it starts resumes too
     PopulationSetup setup;
@@ -593,7 +581,8 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
         const config::Profile& p = m.plan.profile;
         if (i == training.size()) training.push_back(&m);
         training[i] = &m;
-        if (setup.devices.size() <= i) setup.devices.push_back(same_device(*setup.devices.front(), p, i + 1));
+        if (setup.devices.size() <= i)  // a halving search's slot beyond those it started with
+            setup.devices.push_back(agent_device(spec_of(*setup.devices.front()), p, static_cast<int>(i + 1)));
         ops::Device& dev = batched ? *setup.devices.front() : *setup.devices[i];
         const auto& shared = point_market(setup, p, dev, force);
         if (batched && engine_started) batched->reset_agent(static_cast<int>(i), p, *shared.device_market);

@@ -99,21 +99,12 @@ std::vector<GridLine> read_grid_lines(const std::string& file) {
     return lines;
 }
 
-std::string agent_keys_text() {
-    std::string out;
-    for (const auto& k : agent_keys()) out += (out.empty() ? "" : ", ") + k;
-    return out;
-}
-
 /// The problem with one grid token ("" when none): KEY=VALUE, a known key, an agent key.
 std::string token_problem(const GridToken& t) {
     const auto eq = t.text.find('=');
     if (eq == std::string::npos || eq == 0) return fmt::format("'{}' is not KEY=VALUE", t.text);
     const std::string key = override_key(t.text);
-    const auto dot = key.find('.');
-    const config::KeyDescriptor* k =
-        dot == std::string::npos ? nullptr : config::find_key(key.substr(0, dot), key.substr(dot + 1));
-    if (k == nullptr) {
+    if (find_dotted_key(key) == nullptr) {
         std::vector<std::string> names;
         for (const auto& d : config::schema()) names.push_back(d.full_name());
         const auto near = config::closest(key, names);
@@ -130,7 +121,7 @@ std::string token_problem(const GridToken& t) {
             shape ? "changes a shape"
                   : "changes a shape or what the agents share (the data, the budget, the device, the "
                     "environment)",
-            agent_keys_text());
+            fmt::join(agent_keys(), ", "));
     }
     return "";
 }

@@ -12,6 +12,7 @@
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "report/runs.hpp"
+#include "run/naming.hpp"
 #include "run/halving.hpp"
 #include "run/search.hpp"
 #include "util/errors.hpp"
@@ -23,23 +24,6 @@ namespace fs = std::filesystem;
 namespace json = io::json;
 
 namespace {
-
-std::string read_text(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-json::Value read_summary(const fs::path& dir) {
-    try {
-        const std::string text = read_text(dir / "summary.json");
-        if (text.empty()) return {};
-        return json::parse(text, json::Limits{16u << 20, 64, true});
-    } catch (const std::exception&) {
-        return {};
-    }
-}
 
 /// An agent population.json records (`a`, after `members`): its plan from its config.toml (with
 /// `overrides`) and the record; `what` opens each problem (exit 2).
@@ -119,7 +103,7 @@ void write_population_json(const Where& where, const config::Profile& base, cons
             for (const auto& d : m.plan.space) space.emplace_back(d.key + "=" + d.text);
             a.emplace_back("space", json::Value::array(std::move(space)));
         }
-        const json::Value s = read_summary(fs::path(dir) / m.plan.name);
+        const json::Value s = read_json_or_null((fs::path(dir) / m.plan.name / "summary.json").string());
         if (base.run.search != "none") {  // the agent's lineage.jsonl: whom it copied when, its keys now
             json::Array copies;
             json::Value keys;
@@ -142,7 +126,7 @@ void write_population_json(const Where& where, const config::Profile& base, cons
                         rung = {m.plan.index, static_cast<int>(k->as_i64()), number_or_nan(r->find("metric"))};
                 a.emplace_back("start_round", m.start_round);
                 a.emplace_back("rung", rung.rung);
-                a.emplace_back("rung_metric", std::isnan(rung.metric) ? json::Value() : json::Value(rung.metric));
+                a.emplace_back("rung_metric", rung.metric);
                 rungs.push_back(rung);
             }
         }
@@ -155,15 +139,13 @@ void write_population_json(const Where& where, const config::Profile& base, cons
     json::Object top{{"population", static_cast<std::int64_t>(members.size())}, {"trainer", base.run.trainer}};
     if (where.flat) top.emplace_back("directory", dir);
     if (base.run.search == "pbt")
-        top.emplace_back(
-            "search",
-            json::object({{"method", base.run.search},
-                          {"interval", base.search.interval > 0 ? base.search.interval : base.run.eval_interval},
-                          {"fraction", base.search.fraction},
-                          {"perturb_down", base.search.perturb_down},
-                          {"perturb_up", base.search.perturb_up},
-                          {"resample_probability", base.search.resample_probability},
-                          {"copy_replay", base.search.copy_replay}}));
+        top.emplace_back("search", json::object({{"method", base.run.search},
+                                                 {"interval", search_interval(base)},
+                                                 {"fraction", base.search.fraction},
+                                                 {"perturb_down", base.search.perturb_down},
+                                                 {"perturb_up", base.search.perturb_up},
+                                                 {"resample_probability", base.search.resample_probability},
+                                                 {"copy_replay", base.search.copy_replay}}));
     if (base.run.search == "halving") {
         std::size_t population = 0;  // the first agents: those that started at round 0
         for (const auto& m : members) population += m.start_round == 0;
@@ -172,7 +154,7 @@ void write_population_json(const Where& where, const config::Profile& base, cons
             ranking.push_back(json::object({{"index", r.index},
                                             {"run", members[static_cast<std::size_t>(r.index)].plan.name},
                                             {"rung", r.rung},
-                                            {"metric", std::isnan(r.metric) ? json::Value() : json::Value(r.metric)}}));
+                                            {"metric", r.metric}}));
         top.emplace_back("search", json::object({{"method", base.run.search},
                                                  {"interval", search_interval(base)},
                                                  {"eta", base.search.eta},
@@ -186,14 +168,9 @@ void write_population_json(const Where& where, const config::Profile& base, cons
 }
 
 void adopt_recorded_names(const std::string& dir, std::vector<Member>& members) {
-    json::Value v;
-    try {
-        v = json::parse(read_text(fs::path(dir) / "population.json"), json::Limits{64u << 20, 64, true});
-    } catch (const std::exception&) {
-        return;  // unreadable: the planned names
-    }
+    const json::Value v = read_json_or_null((fs::path(dir) / "population.json").string(), 64u << 20);
     const auto* agents = v.is_object() ? v.find("agents") : nullptr;
-    if (agents == nullptr || !agents->is_array()) return;
+    if (agents == nullptr || !agents->is_array()) return;  // unreadable: the planned names
     for (const auto& a : agents->as_array()) {
         const auto* index = a.is_object() ? a.find("index") : nullptr;
         const auto* run = a.is_object() ? a.find("run") : nullptr;
@@ -219,10 +196,12 @@ void adopt_recorded_names(const std::string& dir, std::vector<Member>& members) 
 }
 
 std::vector<Member> read_population_json(const std::string& dir, const std::vector<std::string>& overrides) {
-    const std::string text = read_text(fs::path(dir) / "population.json");
+    std::ifstream in(fs::path(dir) / "population.json", std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
     json::Value v;
     try {
-        v = json::parse(text, json::Limits{64u << 20, 64, true});
+        v = json::parse(text.str(), json::Limits{64u << 20, 64, true});
     } catch (const json::ParseError& e) {
         throw UsageError(fmt::format("--resume {}: population.json is unreadable: {}", dir, e.what()));
     }
@@ -236,14 +215,9 @@ std::vector<Member> read_population_json(const std::string& dir, const std::vect
 }
 
 void adopt_recorded_points(const Where& where, std::vector<Member>& members) {
-    json::Value v;
-    try {
-        v = json::parse(read_text(where.record), json::Limits{64u << 20, 64, true});
-    } catch (const std::exception&) {
-        return;  // none recorded (or unreadable: the planned agents start again as place_members says)
-    }
+    const json::Value v = read_json_or_null(where.record, 64u << 20);
     const auto* agents = v.is_object() ? v.find("agents") : nullptr;
-    if (agents == nullptr || !agents->is_array()) return;
+    if (agents == nullptr || !agents->is_array()) return;  // none (or unreadable: place_members starts them again)
     for (const auto& a : agents->as_array()) {
         const auto* index = a.is_object() ? a.find("index") : nullptr;
         if (index == nullptr || !index->is_integer() || index->as_i64() < static_cast<std::int64_t>(members.size()))

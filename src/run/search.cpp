@@ -11,7 +11,6 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "config/schema.hpp"
 #include "math/rng.h"
 #include "trainers/state_tensor.hpp"
 
@@ -33,9 +32,7 @@ std::optional<double> number(std::string_view text) {
 }
 
 const config::KeyDescriptor& descriptor(const std::string& key) {
-    const auto dot = key.find('.');
-    const config::KeyDescriptor* k =
-        dot == std::string::npos ? nullptr : config::find_key(key.substr(0, dot), key.substr(dot + 1));
+    const config::KeyDescriptor* k = find_dotted_key(key);
     if (k == nullptr) throw std::invalid_argument("search: unknown key " + key);
     return *k;
 }
@@ -181,6 +178,11 @@ std::string perturb_value(const Distribution& d, double current, double down, do
         return value_text(d, d.choices[at]);
     }
     return value_text(d, std::clamp(current * (go_up ? up : down), d.low, d.high));
+}
+
+const config::KeyDescriptor* find_dotted_key(std::string_view key) {
+    const auto dot = key.find('.');
+    return dot == std::string_view::npos ? nullptr : config::find_key(key.substr(0, dot), key.substr(dot + 1));
 }
 
 double key_number(const config::Profile& profile, const std::string& key) {

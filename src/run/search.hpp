@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config/profile.hpp"
+#include "config/schema.hpp"
 #include "device/device.hpp"
 #include "trainers/trainer.hpp"
 
@@ -64,6 +65,9 @@ using SearchSpace = std::vector<Distribution>;
 
 /// The value of a numeric `key` in `profile`.
 double key_number(const config::Profile& profile, const std::string& key);
+
+/// The schema's key named "section.key", or nullptr.
+const config::KeyDescriptor* find_dotted_key(std::string_view key);
 
 /// PBT's exploit: copies into `dst` the state `src` would continue from (its networks' weights,
 /// the target network, Adam's moments; with `replay` its replay memory), leaving `dst`'s
