@@ -16,13 +16,39 @@ namespace fh::run {
 namespace json = io::json;
 using clock = std::chrono::steady_clock;
 
-namespace {
-
 double seconds_since(clock::time_point t) {
     return std::chrono::duration<double>(clock::now() - t).count();
 }
 
-}  // namespace
+long long bench_phase_iterations(long long total_steps, long long per) {
+    const long long cap = std::clamp<long long>(5'000'000 / per, 3, 500);
+    return std::clamp<long long>(total_steps / per, std::min<long long>(20, cap), cap);
+}
+
+PhaseTimes time_phases(const BenchPhases& b, long long phase) {
+    PhaseTimes r;
+    auto t = clock::now();
+    if (b.collects) {
+        r.collected = b.collect(phase);
+        b.synchronize();
+        r.collect_s = seconds_since(t);
+    }
+    t = clock::now();
+    r.updates = b.update(phase);
+    b.synchronize();
+    r.update_s = seconds_since(t);
+    if (r.collected > 0) {
+        if (b.warm_iterate) {
+            (void)b.iterate(1);
+            b.synchronize();
+        }
+        t = clock::now();
+        r.e2e_steps = b.iterate(phase);
+        b.synchronize();
+        r.e2e_s = seconds_since(t);
+    }
+    return r;
+}
 
 json::Value kernel_table(std::vector<cuda::KernelTime> times, double phases) {
     std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.total_us > b.total_us; });
@@ -80,52 +106,37 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force, bool 
     auto trainer = trainers::make_trainer(*ops, p, *session.device_market);
     ops->synchronize();
     const double first_kernel_s = seconds_since(t_start);
-    const long long per = trainer->progress_per_iteration();
-    // Iterations per timed phase: the run's length, at most 500 and at most ~5M progress units
-    // (a PPO iteration is a whole rollout), at least 20 (fewer when that cap is lower).
-    const long long cap = std::clamp<long long>(5'000'000 / per, 3, 500);
-    const long long phase = std::clamp<long long>(p.run.total_steps / per, std::min<long long>(20, cap), cap);
+    const long long phase = bench_phase_iterations(p.run.total_steps, trainer->progress_per_iteration());
     const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
-    // k collection calls (their env steps) and k update calls (their updates): what every timed
-    // phase and diagnostic below runs.
-    const auto collect = [&](long long k) {
+    // k collection calls (their env steps), k update calls (their updates) and k iterations: what
+    // every timed phase and diagnostic below runs.
+    BenchPhases phases;
+    const auto& collect = phases.collect = [&](long long k) {
         long long steps = 0;
         for (long long i = 0; i < k; ++i) steps += trainer->bench_collect();
         return steps;
     };
-    const auto update = [&](long long k) {
+    const auto& update = phases.update = [&](long long k) {
         long long n = 0;
         for (long long i = 0; i < k; ++i) n += trainer->bench_update();
         return n;
     };
+    phases.iterate = [&](long long k) {
+        const long long before = trainer->env_steps();
+        for (long long i = 0; i < k; ++i) trainer->iterate();
+        return trainer->env_steps() - before;
+    };
+    phases.synchronize = [&] { ops->synchronize(); };
+    phases.warm_iterate = true;
 
-    // Each phase alone, then whole iterations as in training; a synchronisation around each.
-    // One untimed collection phase and update phase first: they capture the sequences (CUDA
-    // Graphs) and load the kernels the timed phases run.
+    // Each phase alone, then whole iterations as in training. One untimed collection phase and
+    // update phase first: they capture the sequences (CUDA Graphs) and load the kernels the timed
+    // phases run.
     trainer->bench_prepare();
     (void)collect(1);
     (void)update(1);
     ops->synchronize();
-    auto t = clock::now();
-    const long long collected = collect(phase);
-    ops->synchronize();
-    const double collect_s = seconds_since(t);
-    t = clock::now();
-    const long long updates = update(phase);
-    ops->synchronize();
-    const double update_s = seconds_since(t);
-    double e2e_s = 0;
-    long long e2e_steps = 0;
-    if (collected > 0) {
-        trainer->iterate();  // untimed: captures the whole iteration's sequence
-        ops->synchronize();
-        const long long before = trainer->env_steps();
-        t = clock::now();
-        for (long long i = 0; i < phase; ++i) trainer->iterate();
-        ops->synchronize();
-        e2e_s = seconds_since(t);
-        e2e_steps = trainer->env_steps() - before;
-    }
+    const auto [collected, updates, e2e_steps, collect_s, update_s, e2e_s] = time_phases(phases, phase);
     (void)trainer->read_log(1.0);  // surfaces a diverged guard as exit 5 (before the diagnostics)
     // The diagnostics: every op of a phase timed on its own (CUDA events around each launch), and
     // each op left out of the captured phase in turn.
@@ -139,19 +150,17 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force, bool 
         const long long timed_updates = update(kRuns);
         auto update_times = cuda::collect_kernel_times();
         cuda::set_kernel_timing(false);
-        if (ablate) {
-            const long long runs = phase;  // as many steps as each timed phase
+        if (ablate) {  // as many steps as each timed phase
             json::Object parts;
-            const auto synchronize = [&] { ops->synchronize(); };
             if (collected > 0)  // per collection step of every environment
                 parts.emplace_back("collection",
                                    ablation_table(
-                                       synchronize, collect_times,
-                                       [&](long long k) { return static_cast<double>(collect(k)) / n_envs; }, runs));
+                                       phases.synchronize, collect_times,
+                                       [&](long long k) { return static_cast<double>(collect(k)) / n_envs; }, phase));
             if (updates > 0)  // per update
                 parts.emplace_back("update", ablation_table(
-                                                 synchronize, update_times,
-                                                 [&](long long k) { return static_cast<double>(update(k)); }, runs));
+                                                 phases.synchronize, update_times,
+                                                 [&](long long k) { return static_cast<double>(update(k)); }, phase));
             ablation = json::Value::object(std::move(parts));
         }
         if (kernel_times)

@@ -1,9 +1,9 @@
 /// @file bench_ablation.hpp
-/// @brief `bench --kernel-times`' and `bench --ablate`'s tables, shared by one agent's bench (bench.cpp) and a
-/// population's
-///        (population.cpp).
+/// @brief What one agent's bench (bench.cpp) and a population's (population.cpp) share: the timed
+///        phases, and `bench --kernel-times`' and `bench --ablate`'s tables.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <vector>
 
@@ -11,6 +11,31 @@
 #include "io/json.hpp"
 
 namespace fh::run {
+
+/// Seconds from `t` to now.
+double seconds_since(std::chrono::steady_clock::time_point t);
+
+/// Iterations per timed phase: the run's length (`total_steps` progress units, `per` an
+/// iteration's), at most 500 and at most ~5M progress units (a PPO iteration is a whole rollout),
+/// at least 20 (fewer when that cap is lower).
+long long bench_phase_iterations(long long total_steps, long long per);
+
+/// What a bench times: `collect(k)`, `update(k)` and `iterate(k)` run k collection steps, updates
+/// and whole iterations and return what they did (env steps, updates, env steps) on the devices
+/// `synchronize` waits for.
+struct BenchPhases {
+    std::function<long long(long long)> collect, update, iterate;
+    std::function<void()> synchronize;
+    bool collects = true;       ///< false: the collection phase is not timed (an offline trainer's)
+    bool warm_iterate = false;  ///< one untimed iteration before the timed ones (captures its sequence)
+};
+struct PhaseTimes {
+    long long collected = 0, updates = 0, e2e_steps = 0;
+    double collect_s = 0, update_s = 0, e2e_s = 0;
+};
+/// `phase` calls of each phase timed, a synchronisation around each: collection alone, updates
+/// alone, then (when the collection did env steps) whole iterations.
+PhaseTimes time_phases(const BenchPhases& phases, long long phase);
 
 /// `bench --kernel-times`' table: each op's launches and microseconds per unit of a phase
 /// (`phases` units: collection steps, updates), slowest first, and their sum.

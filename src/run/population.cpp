@@ -991,8 +991,9 @@ namespace {
 /// What bench_population measured (counts over all agents).
 struct PopulationBench {
     std::string device;
-    long long batch_rows = 0, phase = 0, collected = 0, updates = 0, e2e_steps = 0;
-    double collect_s = 0, update_s = 0, e2e_s = 0, first_kernel_s = 0, dataset_rate = 0;
+    long long batch_rows = 0, phase = 0;
+    PhaseTimes t;
+    double first_kernel_s = 0, dataset_rate = 0;
     std::size_t peak = 0;
     bool batched = false;  ///< one trainers::BatchedPopulation for all agents
 };
@@ -1000,10 +1001,11 @@ struct PopulationBench {
 json::Object population_bench_json(const config::Profile& p, std::size_t n, const PopulationBench& b) {
     const double agents = static_cast<double>(n);
     const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
-    const double collection_steps = static_cast<double>(b.collected) / n_envs / agents;  // one agent's steps
-    const double collection_rate = b.collected > 0 ? static_cast<double>(b.collected) / b.collect_s : b.dataset_rate;
-    const double updates_rate = static_cast<double>(b.updates) / b.update_s;
-    const double e2e_rate = b.e2e_s > 0 ? static_cast<double>(b.e2e_steps) / b.e2e_s : 0.0;
+    const double collection_steps = static_cast<double>(b.t.collected) / n_envs / agents;  // one agent's steps
+    const double collection_rate =
+        b.t.collected > 0 ? static_cast<double>(b.t.collected) / b.t.collect_s : b.dataset_rate;
+    const double updates_rate = static_cast<double>(b.t.updates) / b.t.update_s;
+    const double e2e_rate = b.t.e2e_s > 0 ? static_cast<double>(b.t.e2e_steps) / b.t.e2e_s : 0.0;
     return json::Object{
         {"trainer", p.run.trainer},
         {"device", b.device},
@@ -1020,8 +1022,8 @@ json::Object population_bench_json(const config::Profile& p, std::size_t n, cons
         {"updates_per_s_per_agent", updates_rate / agents},
         {"collection_env_steps_per_s_per_agent", collection_rate / agents},
         {"end_to_end_env_steps_per_s_per_agent", e2e_rate / agents},
-        {"us_per_collection_step", collection_steps > 0 ? 1e6 * b.collect_s / collection_steps : 0.0},
-        {"us_per_update", b.updates > 0 ? 1e6 * b.update_s / static_cast<double>(b.updates) : 0.0},
+        {"us_per_collection_step", collection_steps > 0 ? 1e6 * b.t.collect_s / collection_steps : 0.0},
+        {"us_per_update", b.t.updates > 0 ? 1e6 * b.t.update_s / static_cast<double>(b.t.updates) : 0.0},
         {"time_to_first_kernel_s", b.first_kernel_s},
         {"peak_device_memory_bytes", b.peak},
     };
@@ -1034,75 +1036,63 @@ json::Object population_bench_json(const config::Profile& p, std::size_t n, cons
 std::string bench_batched_population(const config::Profile& p, PopulationSetup& setup,
                                      const std::vector<Member*>& training, clock::time_point t_start, bool ablate,
                                      bool kernel_times) {
-    const auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
     ops::Device& dev = *setup.devices.front();
     auto population = make_population_engine(setup, training);
     dev.synchronize();
     PopulationBench b;
     b.batched = true;
     b.device = dev.description();
-    b.first_kernel_s = since(t_start);
+    b.first_kernel_s = seconds_since(t_start);
     const long long per = population->env_steps_per_iteration();
     // Phases of one agent's progress units (env steps; an offline trainer's updates), as bench_population's.
-    const long long unit = per > 0 ? per : 1;
-    const long long cap = std::clamp<long long>(5'000'000 / unit, 3, 500);
-    b.phase = std::clamp<long long>(p.run.total_steps / unit, std::min<long long>(20, cap), cap);
+    b.phase = bench_phase_iterations(p.run.total_steps, per > 0 ? per : 1);
     b.batch_rows = population->batch_rows();
     b.dataset_rate = population->dataset_collection_env_steps_per_s();
     const long long agents = population->agents();
+    BenchPhases phases;
+    phases.collect = [&](long long k) {
+        for (long long i = 0; i < k; ++i) population->collect();
+        return k * per * agents;
+    };
+    phases.update = [&](long long k) {
+        for (long long i = 0; i < k; ++i) population->update();
+        return k * agents * population->updates_per_update();
+    };
+    phases.iterate = [&](long long k) {
+        for (long long i = 0; i < k; ++i) population->iterate();
+        return k * per * agents;
+    };
+    phases.synchronize = [&] { dev.synchronize(); };
+    phases.collects = per > 0;
     population->prepare();
     population->collect();
     population->update();
     population->iterate();
     dev.synchronize();
-    auto t = clock::now();
-    if (per > 0) {
-        for (long long k = 0; k < b.phase; ++k) population->collect();
-        dev.synchronize();
-        b.collect_s = since(t);
-        b.collected = b.phase * per * agents;
-    }
-    t = clock::now();
-    for (long long k = 0; k < b.phase; ++k) population->update();
-    dev.synchronize();
-    b.update_s = since(t);
-    b.updates = b.phase * agents * population->updates_per_update();
-    if (per > 0) {
-        t = clock::now();
-        for (long long k = 0; k < b.phase; ++k) population->iterate();
-        dev.synchronize();
-        b.e2e_s = since(t);
-        b.e2e_steps = b.phase * per * agents;
-    }
+    b.t = time_phases(phases, b.phase);
     for (auto& d : setup.devices) b.peak += d->peak_bytes();
     json::Object out = population_bench_json(p, training.size(), b);
     // The diagnostics, as one agent's bench: each op of a batched collection step and update timed
     // alone (per batched step: every agent's work), and left out of the captured phases (per agent).
     if ((kernel_times || ablate) && dev.cuda()) {
         constexpr long long kRuns = 20;
-        const auto collect = [&](long long k) {
-            for (long long i = 0; i < k; ++i) population->collect();
-            return static_cast<double>(k * agents);
-        };
-        const auto update = [&](long long k) {
-            for (long long i = 0; i < k; ++i) population->update();
-            return static_cast<double>(k * agents * population->updates_per_update());
-        };
+        const auto collect = [&](long long k) { return static_cast<double>(phases.collect(k) / per); };
+        const auto update = [&](long long k) { return static_cast<double>(phases.update(k)); };
         cuda::set_kernel_timing(true);
         (void)cuda::collect_kernel_times();
-        (void)collect(kRuns);
+        (void)phases.collect(kRuns);
         auto collect_ops = cuda::collect_kernel_times();
-        (void)update(kRuns);
+        (void)phases.update(kRuns);
         auto update_ops = cuda::collect_kernel_times();
         cuda::set_kernel_timing(false);
-        const auto sync = [&] { dev.synchronize(); };
         json::Object ablation, times;  // an offline trainer's collection has no ops
         if (per > 0) {
-            if (ablate) ablation.emplace_back("collection", ablation_table(sync, collect_ops, collect, b.phase));
+            if (ablate)
+                ablation.emplace_back("collection", ablation_table(phases.synchronize, collect_ops, collect, b.phase));
             if (kernel_times) times.emplace_back("collection", kernel_table(std::move(collect_ops), kRuns));
         }
         if (ablate) {
-            ablation.emplace_back("update", ablation_table(sync, update_ops, update, b.phase));
+            ablation.emplace_back("update", ablation_table(phases.synchronize, update_ops, update, b.phase));
             out.emplace_back("ablation", json::Value::object(std::move(ablation)));
         }
         if (kernel_times) {
@@ -1132,7 +1122,6 @@ std::string unbatched_reason(const std::vector<const config::Profile*>& agents) 
 
 std::string bench_population(const config::Profile& p, bool force, bool ablate, bool kernel_times) {
     const auto t_start = clock::now();
-    const auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
     const auto n = static_cast<std::size_t>(p.run.population);
     std::vector<Member> members(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -1156,15 +1145,15 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
         trainers_.push_back(
             trainers::make_trainer(*setup.devices[i], training[i]->plan.profile,
                                    *setup.markets.at(market_key(training[i]->plan.profile))->device_market));
-    const auto sync_all = [&] {
+    BenchPhases phases;
+    phases.synchronize = [&] {
         for (auto& d : setup.devices) d->synchronize();
     };
-    sync_all();
-    const double first_kernel_s = since(t_start);
+    phases.synchronize();
+    PopulationBench b;
+    b.first_kernel_s = seconds_since(t_start);
     trainers::Trainer& t0 = *trainers_.front();
-    const long long per = t0.progress_per_iteration();
-    const long long cap = std::clamp<long long>(5'000'000 / per, 3, 500);
-    const long long phase = std::clamp<long long>(p.run.total_steps / per, std::min<long long>(20, cap), cap);
+    b.phase = bench_phase_iterations(p.run.total_steps, t0.progress_per_iteration());
 
     // Every phase on the agents' workers (as in training), each agent's work in turn; the
     // untimed warm-up captures the sequences and loads the kernels, as for one agent.
@@ -1181,10 +1170,27 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
                 for (std::size_t a = w; a < n; a += workers) counts[w] += f(*trainers_[a]);
             }
         });
-        sync_all();
         long long total = 0;
         for (long long c : counts) total += c;
         return total;
+    };
+    phases.collect = [&](long long k) {
+        return each_agent(
+            k, [](trainers::Trainer& tr) { return tr.bench_collect(); }, true);
+    };
+    phases.update = [&](long long k) { return each_agent(k, [](trainers::Trainer& tr) { return tr.bench_update(); }); };
+    phases.iterate = [&](long long k) {
+        long long steps = 0;
+        for (auto& tr : trainers_) steps -= tr->env_steps();
+        (void)each_agent(
+            k,
+            [](trainers::Trainer& tr) {
+                tr.iterate();
+                return 0LL;
+            },
+            true);
+        for (auto& tr : trainers_) steps += tr->env_steps();
+        return steps;
     };
     (void)each_agent(1, [](trainers::Trainer& tr) {
         tr.bench_prepare();
@@ -1193,30 +1199,8 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
         tr.iterate();
         return 0LL;
     });
-    auto t = clock::now();
-    const long long collected = each_agent(
-        phase, [](trainers::Trainer& tr) { return tr.bench_collect(); }, true);
-    const double collect_s = since(t);
-    t = clock::now();
-    const long long updates = each_agent(phase, [](trainers::Trainer& tr) { return tr.bench_update(); });
-    const double update_s = since(t);
-    double e2e_s = 0;
-    long long e2e_steps = 0;
-    if (collected > 0) {
-        long long before = 0;
-        for (auto& tr : trainers_) before += tr->env_steps();
-        t = clock::now();
-        (void)each_agent(
-            phase,
-            [](trainers::Trainer& tr) {
-                tr.iterate();
-                return 0LL;
-            },
-            true);
-        e2e_s = since(t);
-        for (auto& tr : trainers_) e2e_steps += tr->env_steps();
-        e2e_steps -= before;
-    }
+    phases.synchronize();
+    b.t = time_phases(phases, b.phase);
     for (auto& tr : trainers_) (void)tr->read_log(1.0);  // surfaces a diverged guard as exit 5
 
     // --ablate: each op left out of every agent's captured phase in turn, the phases on the
@@ -1234,38 +1218,22 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
         cuda::set_kernel_timing(false);
         const double env_rows = static_cast<double>(p.experience.gpu_n_episodes);
         json::Object parts;
-        if (collected > 0)
-            parts.emplace_back("collection",
+        if (b.t.collected > 0)
+            parts.emplace_back(
+                "collection",
+                ablation_table(
+                    phases.synchronize, collect_ops,
+                    [&](long long k) { return static_cast<double>(phases.collect(k)) / env_rows; }, b.phase));
+        if (b.t.updates > 0)
+            parts.emplace_back("update",
                                ablation_table(
-                                   sync_all, collect_ops,
-                                   [&](long long k) {
-                                       return static_cast<double>(each_agent(
-                                                  k, [](trainers::Trainer& tr) { return tr.bench_collect(); }, true)) /
-                                              env_rows;
-                                   },
-                                   phase));
-        if (updates > 0)
-            parts.emplace_back("update", ablation_table(
-                                             sync_all, update_ops,
-                                             [&](long long k) {
-                                                 return static_cast<double>(each_agent(
-                                                     k, [](trainers::Trainer& tr) { return tr.bench_update(); }));
-                                             },
-                                             phase));
+                                   phases.synchronize, update_ops,
+                                   [&](long long k) { return static_cast<double>(phases.update(k)); }, b.phase));
         ablation = json::Value::object(std::move(parts));
     }
 
-    PopulationBench b;
     b.device = setup.devices.front()->description();
     b.batch_rows = t0.batch_rows();
-    b.phase = phase;
-    b.collected = collected;
-    b.updates = updates;
-    b.e2e_steps = e2e_steps;
-    b.collect_s = collect_s;
-    b.update_s = update_s;
-    b.e2e_s = e2e_s;
-    b.first_kernel_s = first_kernel_s;
     for (auto& tr : trainers_) b.dataset_rate += tr->dataset_collection_env_steps_per_s();
     for (auto& d : setup.devices) b.peak += d->peak_bytes();  // every agent's
     json::Object out = population_bench_json(p, n, b);
