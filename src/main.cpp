@@ -74,6 +74,11 @@ void configure_logging(const fh::cli::GlobalOptions& g) {
     fh::cuda::set_sync_debug(g.cuda_sync_debug);
 }
 
+constexpr const char* kSetHelp =
+    "Override one profile key, repeatable; the value is TOML, e.g. --set dqn.hidden=[512,512] --set "
+    "run.trainer=ppo. Unknown keys are errors";
+constexpr const char* kDataHelp = "Bar data (CSV file or directory); overrides data.path";
+
 /// Options shared by several subcommands, each added to every subcommand that accepts it (bound to
 /// the same variables), so that a subcommand's --help lists exactly what it accepts and the parser
 /// refuses the rest (exit 2).
@@ -97,16 +102,10 @@ struct Shared {
                       "Profile: a TOML file, or the name of a shipped profile (e.g. dqn-smoketest)")
             ->type_name("PATH|NAME");
     }
-    void set(CLI::App* a, const std::string& description) const {
+    void set(CLI::App* a, const std::string& description = kSetHelp) const {
         a->add_option("--set", g.overrides, description)->type_name("SECTION.KEY=VALUE")->allow_extra_args(false);
     }
-    void set(CLI::App* a) const {
-        set(a,
-            "Override one profile key, repeatable; the value is TOML, e.g. --set dqn.hidden=[512,512] "
-            "--set run.trainer=ppo. Unknown keys are errors");
-    }
-    void data(CLI::App* a,
-              const std::string& description = "Bar data (CSV file or directory); overrides data.path") const {
+    void data(CLI::App* a, const std::string& description = kDataHelp) const {
         a->add_option("--data", g.data, description)->type_name("PATH");
     }
     CLI::Option* seed_option(CLI::App* a) const {
@@ -155,22 +154,33 @@ struct Shared {
                     "Run although the instrument does not fit the prices (a tick over 5% of the price, costs over 10 "
                     "bar ranges); without it such a profile is refused");
     }
-    /// What `foxhunt-train [train]` accepts: the top level's options and the train subcommand's.
-    std::vector<CLI::Option*> train(CLI::App* a) const {
+    /// --profile, --set, --data, --seed and --device: what a subcommand that resolves a profile
+    /// takes first. Returns its --seed.
+    CLI::Option* profile_inputs(CLI::App* a, const std::string& set_description = kSetHelp,
+                                const std::string& data_description = kDataHelp) const {
         profile(a);
-        set(a);
-        data(a);
+        set(a, set_description);
+        data(a, data_description);
         auto* s = seed_option(a);
         device(a);
+        return s;
+    }
+    /// --force, --cuda-sync-debug and the logging options: the last options of most subcommands.
+    void last(CLI::App* a) const {
+        force(a);
+        cuda_sync_debug(a);
+        logging(a);
+    }
+    /// What `foxhunt-train [train]` accepts: the top level's options and the train subcommand's.
+    std::vector<CLI::Option*> train(CLI::App* a) const {
+        auto* s = profile_inputs(a);
         output(a);
         resume(a,
                "Continue the run in RUN_DIR from its last checkpoint (its config.toml is the profile unless "
                "--profile is given)");
         auto_name(a);
         population(a, true);
-        force(a);
-        cuda_sync_debug(a);
-        logging(a);
+        last(a);
         return {s};
     }
 };
@@ -241,11 +251,7 @@ int main(int argc, char** argv) {
                            "Validate a profile and print it resolved (as TOML) with the estimated device memory; "
                            "no GPU needed");
     check->add_option("PROFILE", check_profile, "Profile file or shipped profile name")->type_name("PATH|NAME");
-    shared.profile(check);
-    shared.set(check);
-    shared.data(check);
-    seed_options.push_back(shared.seed_option(check));
-    shared.device(check);
+    seed_options.push_back(shared.profile_inputs(check));
     shared.output(check);
     shared.resume(check, "Check the profile of the run in RUN_DIR (its config.toml, unless --profile is given)");
     shared.auto_name(check);
@@ -308,25 +314,15 @@ int main(int argc, char** argv) {
         "Train the profile's walk_forward.folds folds in time order (each on the bars before its test "
         "block) and stitch their test blocks into one out-of-sample curve with intervals and "
         "buy-and-hold (docs/walk-forward.md)");
-    shared.profile(walk_forward);
-    shared.set(walk_forward);
-    shared.data(walk_forward);
-    seed_options.push_back(shared.seed_option(walk_forward));
-    shared.device(walk_forward);
+    seed_options.push_back(shared.profile_inputs(walk_forward));
     shared.output(walk_forward);
-    shared.force(walk_forward);
-    shared.cuda_sync_debug(walk_forward);
-    shared.logging(walk_forward);
+    shared.last(walk_forward);
     auto* bench = app.add_subcommand("bench",
                                      "Measure the profile's throughput and print it as JSON (collection env steps/s, "
                                      "updates/s, end-to-end env steps/s, time to first kernel, peak device memory)");
-    shared.profile(bench);
-    shared.set(bench,
-               "Override one profile key, repeatable; the value is TOML (--set run.population=N times N "
-               "agents together)");
-    shared.data(bench);
-    seed_options.push_back(shared.seed_option(bench));
-    shared.device(bench);
+    seed_options.push_back(shared.profile_inputs(
+        bench,
+        "Override one profile key, repeatable; the value is TOML (--set run.population=N times N agents together)"));
     bench->add_flag("--kernel-times", g.kernel_times,
                     "Also time every kernel and matrix product of the phases with CUDA events (a diagnostic: the "
                     "phases then run op by op, without CUDA Graphs) and add a per-kernel table to the JSON");
@@ -334,9 +330,7 @@ int main(int argc, char** argv) {
                     "Also time the captured collection step and update again with each op left out in turn (a "
                     "diagnostic, CUDA only: what each op costs inside the graph, overlap included) and add the "
                     "table to the JSON");
-    shared.force(bench);
-    shared.cuda_sync_debug(bench);
-    shared.logging(bench);
+    shared.last(bench);
     std::string export_source, export_output;
     auto* exporter = app.add_subcommand(
         "export",
@@ -358,13 +352,11 @@ int main(int argc, char** argv) {
         ->add_option("SOURCE", audit_command.source,
                      "Run directory (its best checkpoint, else its last) or checkpoint file; or give --profile")
         ->type_name("RUN_DIR|CHECKPOINT");
-    shared.profile(audit);
-    shared.set(audit,
-               "Override one key, repeatable; the value is TOML. With RUN_DIR only the keys eval honours (the data "
-               "keys, e.g. --set data.seed=3)");
-    shared.data(audit, "Audit on these bars (CSV file or directory); overrides data.path");
-    seed_options.push_back(shared.seed_option(audit));
-    shared.device(audit);
+    seed_options.push_back(shared.profile_inputs(
+        audit,
+        "Override one key, repeatable; the value is TOML. With RUN_DIR only the keys eval honours (the data keys, "
+        "e.g. --set data.seed=3)",
+        "Audit on these bars (CSV file or directory); overrides data.path"));
     audit->add_option("--cuts", audit_command.cuts, "Random cuts besides the split and contract boundaries")
         ->type_name("N")
         ->check(Shared::non_negative())
@@ -373,9 +365,7 @@ int main(int argc, char** argv) {
         ->type_name("N")
         ->capture_default_str();
     audit->add_option("--json", audit_command.json, "Also write the findings to FILE as JSON")->type_name("FILE");
-    shared.force(audit);
-    shared.cuda_sync_debug(audit);
-    shared.logging(audit);
+    shared.last(audit);
     audit->footer(
         std::string(kProfilesHelp) +
         "\n\nWith RUN_DIR the policy is the run's (checkpoints/best.safetensors, else last), normalised with its "
