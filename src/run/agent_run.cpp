@@ -47,13 +47,12 @@ AgentRun::AgentRun(const config::Profile& p, ops::Device& ops, const data::Marke
         record_ = std::move(resumed.record);
         best_weights_ = std::move(resumed.best_weights);
         // The validation of the checkpoint's step, if it had one (a search ranks the agents on it).
-        if (const auto eval = dir_.read_file("eval.jsonl"); eval && !eval->empty()) {
-            const std::size_t end = eval->back() == '\n' ? eval->size() - 1 : eval->size();
-            const std::size_t begin = eval->rfind('\n', end == 0 ? 0 : end - 1);
+        if (const auto eval = dir_.read_file("eval.jsonl")) {
+            std::string_view last = *eval;  // its last line
+            if (last.ends_with('\n')) last.remove_suffix(1);
+            last.remove_prefix(last.rfind('\n') == std::string_view::npos ? 0 : last.rfind('\n') + 1);
             try {
-                const json::Value v = json::parse(eval->substr(begin == std::string::npos ? 0 : begin + 1,
-                                                               end - (begin == std::string::npos ? 0 : begin + 1)),
-                                                  json::Limits{16u << 20, 64, true});
+                const json::Value v = json::parse(last, json::Limits{16u << 20, 64, true});
                 const auto* at = v.find(trainer_->progress_unit());
                 const auto* value = v.find("value");
                 if (at != nullptr && value != nullptr && at->is_integer() && value->is_number() &&
@@ -227,8 +226,7 @@ bool AgentRun::step() {
         progress_.finish();
         status_ = "diverged";
         error_ = e.what();
-        summary_ = json::object({{"status", "diverged"}, {"trainer", p_.run.trainer}, {"error", e.what()}});
-        dir_.write_file("summary.json", json::serialize(summary_) + "\n");
+        write_summary({{"status", "diverged"}, {"trainer", p_.run.trainer}, {"error", e.what()}});
         return false;
     }
 }

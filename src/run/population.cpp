@@ -798,30 +798,25 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
     if (seeds.empty())
         for (std::int64_t i = 0; i < base.run.population; ++i) seeds.push_back(base.run.seed + i);
 
-    std::vector<GridLine> lines;
-    if (!r.grid_file.empty()) {
-        lines = read_grid(r.grid_file, profile_file, shared);
-    } else {
-        lines.push_back(GridLine{0, {}});
-    }
+    const std::vector<GridLine> lines =
+        r.grid_file.empty() ? std::vector<GridLine>{GridLine{0, {}}} : read_grid(r.grid_file, profile_file, shared);
+    // Each line's seeds: every seed, or none of them (nullopt) for a line that sets run.seed.
+    std::vector<std::vector<std::optional<std::int64_t>>> line_seeds;
     std::size_t count = 0;
     for (const auto& line : lines) {
         const bool own_seed = std::any_of(line.tokens.begin(), line.tokens.end(),
                                           [](const GridToken& t) { return override_key(t.text) == "run.seed"; });
-        count += own_seed ? 1 : seeds.size();
+        line_seeds.push_back(own_seed ? std::vector<std::optional<std::int64_t>>{std::nullopt}
+                                      : std::vector<std::optional<std::int64_t>>(seeds.begin(), seeds.end()));
+        count += line_seeds.back().size();
     }
     if (count > kMaxAgents)
         throw UsageError(fmt::format(
             "the population has {} agents (seeds x grid lines); at most {} train in one process", count, kMaxAgents));
 
-    std::map<std::string, int> names;
-    for (const auto& line : lines) {
-        const bool own_seed = std::any_of(line.tokens.begin(), line.tokens.end(),
-                                          [](const GridToken& t) { return override_key(t.text) == "run.seed"; });
-        const std::vector<std::optional<std::int64_t>> line_seeds =
-            own_seed ? std::vector<std::optional<std::int64_t>>{std::nullopt}
-                     : std::vector<std::optional<std::int64_t>>(seeds.begin(), seeds.end());
-        for (const auto& seed : line_seeds) {
+    for (std::size_t l = 0; l < lines.size(); ++l) {
+        const GridLine& line = lines[l];
+        for (const auto& seed : line_seeds[l]) {
             AgentPlan a;
             a.index = static_cast<int>(plan.agents.size());
             a.overrides = shared;
@@ -877,6 +872,7 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
     std::vector<config::Profile> profiles;
     for (const auto& a : plan.agents) profiles.push_back(a.profile);
     const std::vector<std::string> agent_names = agent_run_names(profiles);
+    std::map<std::string, int> names;
     for (auto& a : plan.agents) {
         a.name = r.flat ? derived_run_name(a.profile, a.overrides) : agent_names[static_cast<std::size_t>(a.index)];
         a.profile.run.name = a.name;

@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <filesystem>
 #include <optional>
 #include <string>
 
+#include "data/csv_bars.hpp"
 #include "data/load.hpp"
 #include "data/walk_forward.hpp"
 #include "backtest/backtest.hpp"
@@ -34,19 +34,12 @@ namespace {
 
 const json::Limits kLimits{64u << 20, 64, true};
 
-std::string iso(const data::BarSeries& b, std::size_t bar) {
-    const std::time_t t = static_cast<std::time_t>(b.time.at(bar));
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                       tm.tm_min, tm.tm_sec);
-}
-
 json::Value range_value(const data::SplitRange& r, const data::BarSeries& b) {
-    return json::object({{"begin", r.begin},
-                         {"end", r.end},
-                         {"first_time", r.size() > 0 ? json::Value(iso(b, r.begin)) : json::Value()},
-                         {"last_time", r.size() > 0 ? json::Value(iso(b, r.end - 1)) : json::Value()}});
+    return json::object(
+        {{"begin", r.begin},
+         {"end", r.end},
+         {"first_time", r.size() > 0 ? json::Value(data::format_time(b.time.at(r.begin))) : json::Value()},
+         {"last_time", r.size() > 0 ? json::Value(data::format_time(b.time.at(r.end - 1))) : json::Value()}});
 }
 
 std::string fold_name(std::size_t k) {
@@ -105,11 +98,12 @@ std::string stitch_walk_forward(const std::string& dir, const config::Profile& p
         bool first_row_of_fold = true;
         for (const auto& row : eq.rows) {
             if (row.size() <= static_cast<std::size_t>(std::max({cs, cb, ct, cc, ca, cp, ce, ch}))) continue;
-            const double e = std::stod(row[static_cast<std::size_t>(ce)]);
-            const std::string& hs = row[static_cast<std::size_t>(ch)];
-            const bool new_segment = row[static_cast<std::size_t>(cs)] != seg;
+            const auto at = [&row](int c) -> const std::string& { return row[static_cast<std::size_t>(c)]; };
+            const double e = std::stod(at(ce));
+            const std::string& hs = at(ch);
+            const bool new_segment = at(cs) != seg;
             if (new_segment) {
-                seg = row[static_cast<std::size_t>(cs)];
+                seg = at(cs);
                 seg_strategy.emplace_back();
                 seg_hold.emplace_back();
             }
@@ -125,10 +119,8 @@ std::string stitch_walk_forward(const std::string& dir, const config::Profile& p
             // written, so that the stitched curve is one line.
             if (new_segment && !(k == 0 && first_row_of_fold)) continue;
             first_row_of_fold = false;
-            csv += fmt::format("{},0,{},{},{},{},{},{},{}\n", k, row[static_cast<std::size_t>(cb)],
-                               row[static_cast<std::size_t>(ct)], row[static_cast<std::size_t>(cc)],
-                               row[static_cast<std::size_t>(ca)], row[static_cast<std::size_t>(cp)], initial_equity * g,
-                               hs.empty() ? std::string() : fmt::format("{}", initial_equity * h));
+            csv += fmt::format("{},0,{},{},{},{},{},{},{}\n", k, at(cb), at(ct), at(cc), at(ca), at(cp),
+                               initial_equity * g, hs.empty() ? std::string() : fmt::format("{}", initial_equity * h));
         }
         json::Object fv = folds.as_array()[k].as_object();
         fv.emplace_back("run_dir", fold_name(k));
