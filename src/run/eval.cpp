@@ -161,8 +161,6 @@ std::string evaluate(const EvalRequest& r) {
     const auto report = backtest::backtest(*ops, dm, market, split, params, act, segments, true,
                                            policy->capture_safe());  // records: the inference's returns
     const data::SplitRange scored = split == env::Split::val ? market.val : market.test;
-    json::Array overrides;
-    for (const auto& o : r.overrides) overrides.emplace_back(o);
     const std::string text = json::serialize(json::object(
         {{"checkpoint", r.checkpoint},
          {"split", r.split},
@@ -174,7 +172,7 @@ std::string evaluate(const EvalRequest& r) {
          {"bars_per_year", market.bars_per_year},
          {"bars_per_year_inferred", market.bars_per_year_inferred},
          {"segments", segments},
-         {"overrides", json::Value::array(std::move(overrides))},
+         {"overrides", json::array_of<std::string>(r.overrides)},
          {"strategy", backtest::metrics_value(report.strategy)},
          {"buy_and_hold", backtest::metrics_value(report.buy_and_hold)},
          {"inference", backtest::inference_value(backtest::backtest_returns(report), report.bars_per_year,

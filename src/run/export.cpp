@@ -36,13 +36,6 @@ std::string export_name(const std::string& slice) {
     return n;
 }
 
-/// JSON array of floats (shortest round-trip text).
-std::string float_array(const std::vector<float>& v) {
-    io::json::Array a;
-    for (float x : v) a.emplace_back(static_cast<double>(x));
-    return io::json::serialize(io::json::Value::array(std::move(a)));
-}
-
 }  // namespace
 
 std::string policy_checkpoint(const std::string& source) {
@@ -91,10 +84,8 @@ std::string export_policy(const std::string& source, const std::string& output, 
         }
         const std::string name = export_name(s.name);
         w.add<float>(name, shape, std::span<const float>(weights.data() + s.offset, s.size));
-        io::json::Array dims;
-        for (auto d : shape) dims.emplace_back(static_cast<std::int64_t>(d));
         tensors.push_back(
-            io::json::object({{"name", name}, {"slice", s.name}, {"shape", io::json::Value::array(std::move(dims))}}));
+            io::json::object({{"name", name}, {"slice", s.name}, {"shape", io::json::array_of<std::uint64_t>(shape)}}));
     }
     if (weights.size() > layout.total()) {  // the supervised adapter's and the Decision Transformer's calibration
         const std::size_t n = weights.size() - layout.total();
@@ -110,8 +101,8 @@ std::string export_policy(const std::string& source, const std::string& output, 
     w.set_metadata("state_dim", fmt::format("{}", state_dim));
     w.set_metadata("market_dim", fmt::format("{}", market_dim));
     w.set_metadata("num_actions", fmt::format("{}", p.num_actions()));
-    w.set_metadata("norm_mean", float_array(norm.mean));
-    w.set_metadata("norm_stddev", float_array(norm.stddev));
+    w.set_metadata("norm_mean", io::json::serialize(io::json::array_of<float>(norm.mean)));
+    w.set_metadata("norm_stddev", io::json::serialize(io::json::array_of<float>(norm.stddev)));
     w.set_metadata("norm_clip", fmt::format("{}", norm.clip));
     w.set_metadata("feature_set", p.data.feature_set);
     for (const char* key : {"step", "progress_unit", "bars_per_year", "data_source"})

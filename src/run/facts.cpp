@@ -4,9 +4,8 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "run/naming.hpp"
 #include "util/xxh64.hpp"
 
 namespace fh::run {
@@ -22,17 +21,9 @@ std::uint64_t mix(std::uint64_t h, const std::vector<T>& v) {
 
 /// The "overrides" array of an earlier summary.json in `dir`, or null.
 json::Value earlier_overrides(const std::string& dir) {
-    std::ifstream in(std::filesystem::path(dir) / "summary.json", std::ios::binary);
-    if (!in) return {};
-    std::stringstream ss;
-    ss << in.rdbuf();
-    try {
-        const auto v = json::parse(ss.str(), json::Limits{16u << 20, 64, true});
-        const auto* o = v.is_object() ? v.find("overrides") : nullptr;
-        if (o != nullptr && o->is_array()) return *o;
-    } catch (const json::ParseError&) {
-    }
-    return {};
+    const json::Value v = read_json_or_null((std::filesystem::path(dir) / "summary.json").string());
+    const auto* o = v.is_object() ? v.find("overrides") : nullptr;
+    return o != nullptr && o->is_array() ? *o : json::Value();
 }
 
 }  // namespace
@@ -52,11 +43,7 @@ std::string bars_hash(const data::BarSeries& b) {
 json::Object run_facts(const config::Profile& p, const data::MarketData& market,
                        const std::vector<std::string>& overrides, const std::string& resume_dir) {
     json::Value recorded = resume_dir.empty() ? json::Value() : earlier_overrides(resume_dir);
-    if (recorded.is_null()) {
-        json::Array a;
-        for (const auto& o : overrides) a.emplace_back(o);
-        recorded = json::Value::array(std::move(a));
-    }
+    if (recorded.is_null()) recorded = json::array_of<std::string>(overrides);
     const bool synthetic = p.data.path.empty();
     return json::Object{{"seed", p.run.seed},
                         {"overrides", recorded},

@@ -7,14 +7,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "run/population_grid.hpp"
+
 namespace fh::run {
 
 namespace {
-
-/// "section.key" of a token "section.key=value".
-std::string token_key(const std::string& token) {
-    return token.substr(0, token.find('='));
-}
 
 /// a before b: the better metric (NaN last), then the earlier round, then the lower index.
 bool better(double ma, long long ra, int ia, double mb, long long rb, int ib) {
@@ -70,7 +67,7 @@ std::vector<std::string> halving_point_line(const std::vector<std::string>& line
                                             std::int64_t seed) {
     std::vector<std::string> out;
     for (const auto& token : line) {
-        const std::string key = token_key(token);
+        const std::string key = override_key(token);
         const auto d = std::find_if(space.begin(), space.end(), [&](const Distribution& x) { return x.key == key; });
         if (d != space.end())
             out.push_back(key + "=" + draw_value(*d, static_cast<std::uint64_t>(seed), key_stream(key), 0));

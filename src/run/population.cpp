@@ -266,13 +266,11 @@ void pbt_round(const config::Profile& base, std::int64_t seed, const std::vector
                                                          (fs::path(dst.run->path()) / "config.toml").string(), keys);
         dst.run->set_agent_keys(p);
         dst.plan.profile = dst.run->profile();
-        json::Array names;
-        for (const auto& t : tensors) names.emplace_back(t);
         auto& x = extra[static_cast<std::size_t>(e.agent)];
         x.emplace_back("copied", src.plan.index);
         x.emplace_back("copied_run", src.plan.name);
         x.emplace_back("copied_metric", metric[static_cast<std::size_t>(e.source)]);
-        x.emplace_back("tensors", json::Value::array(std::move(names)));
+        x.emplace_back("tensors", json::array_of<std::string>(tensors));
         log::info("agent {}: PBT round {}: copies agent {} ({} {:.4f} against {:.4f}), explores {}", dst.plan.index,
                   round, src.plan.index, base.early_stopping.metric, metric[static_cast<std::size_t>(e.source)],
                   metric[static_cast<std::size_t>(e.agent)], json::serialize(searched_keys(dst)));

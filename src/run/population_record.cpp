@@ -90,11 +90,9 @@ void write_population_json(const Where& where, const config::Profile& base, cons
     json::Array agents;
     std::vector<RungResult> rungs;
     for (const auto& m : members) {
-        json::Array grid;
-        for (const auto& g : m.plan.grid) grid.emplace_back(g);
         json::Object a{{"index", m.plan.index},
                        {"seed", m.plan.seed},
-                       {"overrides", json::Value::array(std::move(grid))},
+                       {"overrides", json::array_of<std::string>(m.plan.grid)},
                        {"run", m.plan.name},
                        {"status", m.status.empty() ? std::string("pending") : m.status}};
         if (!m.done_by.empty()) a.emplace_back("action", m.done_by);
