@@ -36,6 +36,19 @@ std::string trim(std::string_view s) {
     return std::string(s.substr(b, e - b + 1));
 }
 
+/// `<byte>` -> itself when in [A-Za-z0-9._+-], else %XX (upper-case hex).
+std::string name_escape(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (unsigned char c : text) {
+        if (safe_byte(c))
+            out += static_cast<char>(c);
+        else
+            out += fmt::format("%{:02X}", c);
+    }
+    return out;
+}
+
 /// A value as it appears in a name (before escaping).
 std::string name_value(const config::KeyValue& v) {
     struct Visitor {
@@ -77,18 +90,6 @@ bool is_run_file(const std::string& name) {
 }
 
 }  // namespace
-
-std::string name_escape(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    for (unsigned char c : text) {
-        if (safe_byte(c))
-            out += static_cast<char>(c);
-        else
-            out += fmt::format("%{:02X}", c);
-    }
-    return out;
-}
 
 std::string derived_run_name(const config::Profile& p, const std::vector<std::string>& overrides) {
     std::map<std::string, const config::KeyDescriptor*> keys;  // sorted, each key once

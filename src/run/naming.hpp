@@ -35,9 +35,6 @@ std::string derived_run_name(const config::Profile& resolved, const std::vector<
 /// share is in each agent's config.toml and in the population directory's name.
 std::vector<std::string> agent_run_names(const std::vector<config::Profile>& agents);
 
-/// `<byte>` -> itself when in [A-Za-z0-9._+-], else %XX (upper-case hex).
-std::string name_escape(std::string_view text);
-
 /// What a run does with its directory (run.on_exists, when run.name is set).
 struct Placement {
     enum class Action { create, resume, skip };

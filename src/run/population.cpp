@@ -609,11 +609,9 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
                                            std::move(rd), resuming, std::move(o), t0);
         m.status = "running";
         m.live = true;
-        if (interval > 0 && m.action == AgentAction::create) {  // a search's first record: the keys at the start
-            json::Object line{{m.run->trainer().progress_unit(), 0}, {"round", m.start_round}};
-            line.emplace_back("keys", searched_keys(m));
-            m.run->append_lineage(json::serialize(json::Value::object(std::move(line))));
-        }
+        if (interval > 0 && m.action == AgentAction::create)  // a search's first record: the keys at the start
+            m.run->append_lineage(json::serialize(json::object(
+                {{m.run->trainer().progress_unit(), 0}, {"round", m.start_round}, {"keys", searched_keys(m)}})));
     };
     for (std::size_t i = 0; i < training.size(); ++i) start(i, *training[i]);
     engine_started = true;
@@ -697,7 +695,6 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
         const std::lock_guard lock(record);
         write_population_json(where, base, members);
     }
-    for (auto& m : members) m.run.reset();
 }
 
 std::string outcome(const Where& where, const std::vector<Member>& members) {

@@ -43,6 +43,14 @@ std::string value_text(const Distribution& d, double v) {
     return config::toml_value_text(v);
 }
 
+/// The value of a numeric `key` in `profile`.
+double key_number(const config::Profile& profile, const std::string& key) {
+    const config::KeyValue v = config::get_value(profile, descriptor(key));
+    if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+    if (const auto* x = std::get_if<double>(&v)) return *x;
+    throw std::invalid_argument("search: " + key + " is not a number");
+}
+
 double unit(const rng::U32x4& w, int pair) {
     return rng::unit_double(w.v[2 * pair], w.v[2 * pair + 1]);
 }
@@ -183,13 +191,6 @@ std::string perturb_value(const Distribution& d, double current, double down, do
 const config::KeyDescriptor* find_dotted_key(std::string_view key) {
     const auto dot = key.find('.');
     return dot == std::string_view::npos ? nullptr : config::find_key(key.substr(0, dot), key.substr(dot + 1));
-}
-
-double key_number(const config::Profile& profile, const std::string& key) {
-    const config::KeyValue v = config::get_value(profile, descriptor(key));
-    if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
-    if (const auto* x = std::get_if<double>(&v)) return *x;
-    throw std::invalid_argument("search: " + key + " is not a number");
 }
 
 std::vector<std::string> copy_agent_state(ops::Device& dst_ops, trainers::Trainer& dst, ops::Device& src_ops,

@@ -63,9 +63,6 @@ std::uint32_t key_stream(std::string_view key);
 /// One agent's search space: a distribution per searched key.
 using SearchSpace = std::vector<Distribution>;
 
-/// The value of a numeric `key` in `profile`.
-double key_number(const config::Profile& profile, const std::string& key);
-
 /// The schema's key named "section.key", or nullptr.
 const config::KeyDescriptor* find_dotted_key(std::string_view key);
 
