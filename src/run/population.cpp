@@ -482,9 +482,6 @@ std::string unbatched_because(const std::vector<Member*>& training, const std::s
     }
     return "";
 }
-bool batched_population(const std::vector<Member*>& training) {
-    return unbatched_because(training).empty();
-}
 
 /// The batched engine of the members, on the first agent's device, each agent on its market.
 std::shared_ptr<trainers::BatchedPopulation> make_population_engine(PopulationSetup& setup,
@@ -1125,7 +1122,7 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
     for (auto& m : members) training.push_back(&m);
     PopulationSetup setup;
     set_up(setup, training, force);
-    if (batched_population(training))
+    if (unbatched_because(training).empty())
         return bench_batched_population(p, setup, training, t_start, ablate, kernel_times);
     if (kernel_times)
         throw UsageError(
