@@ -92,9 +92,8 @@ int run_check(const GlobalOptions& g) {
     }
 
     fmt::print("# foxhunt-train check: {} is valid", path);
-    if (!all_overrides(g).empty())
-        fmt::print(" (with {} command-line override{})", all_overrides(g).size(),
-                   all_overrides(g).size() == 1 ? "" : "s");
+    if (const std::size_t n = all_overrides(g).size(); n > 0)
+        fmt::print(" (with {} command-line override{})", n, n == 1 ? "" : "s");
     fmt::print("\n{}", config::to_toml(profile));
     fmt::print("\n# Precision: {}\n",
                ops::precision_effect(run::profile_precision(profile),

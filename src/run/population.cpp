@@ -891,10 +891,9 @@ bool is_population_directory(const std::string& dir) {
     return fs::is_regular_file(fs::path(dir) / "population.json", ec);
 }
 
-std::string train_population(const PopulationPlan& plan, bool force, bool* skipped) {
+std::string train_population(const PopulationPlan& plan, bool force) {
     const auto t0 = clock::now();
     const config::Profile& base = plan.base;
-    if (skipped != nullptr) *skipped = false;
     std::vector<Member> members;
     for (const auto& a : plan.agents) members.push_back(Member{a, AgentAction::create, "", "", nullptr, false});
     const std::string& mode = base.run.on_exists;
@@ -925,7 +924,6 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
                                 wanted.string()));
             if (mode == "skip") {
                 log::info("population directory {} exists: skipped (run.on_exists = \"skip\")", wanted.string());
-                if (skipped != nullptr) *skipped = true;
                 return wanted.string();
             }
             // resume
@@ -952,12 +950,10 @@ std::string train_population(const PopulationPlan& plan, bool force, bool* skipp
         log::info("population: {} agents of {} in {}", members.size(), base.run.trainer, where.agents);
         for (auto& m : members) m.plan.profile.run.output_dir = where.agents;
     }
-    if (std::all_of(members.begin(), members.end(), [](const Member& m) { return m.action == AgentAction::done; })) {
+    if (std::all_of(members.begin(), members.end(), [](const Member& m) { return m.action == AgentAction::done; }))
         write_population_json(where, base, members);
-        if (skipped != nullptr) *skipped = true;
-        return outcome(where, members);
-    }
-    run_members(where, base, members, force, t0, {});
+    else
+        run_members(where, base, members, force, t0, {});
     return outcome(where, members);
 }
 

@@ -81,8 +81,7 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
 /// to it) and returns that directory (flat, plan.record set: run.output_dir). A diverged agent stops alone (its
 /// summary.json says so); after the others finish the population exits with DivergedError (5). SIGINT/SIGTERM: every
 /// live agent writes its checkpoint and summary ("interrupted"), then InterruptedError (130).
-/// `skipped`: set when run.on_exists = "skip" left an existing population as it is.
-std::string train_population(const PopulationPlan& plan, bool force, bool* skipped = nullptr);
+std::string train_population(const PopulationPlan& plan, bool force);
 
 /// Why a population of these agents (resolved profiles, the first's settings deciding) would not
 /// train as one batched engine, trainers::BatchedPopulation ("" when it would): run.population_batching,
