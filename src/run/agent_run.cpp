@@ -200,8 +200,7 @@ bool AgentRun::after_iteration(long long iterations) {
             return false;
         }
     }
-    if (crossed(iterations, p_.run.checkpoint_interval))
-        trainers::save_checkpoint(last_ckpt_, ops_, *trainer_, p_, market_, early_, run_record());
+    if (crossed(iterations, p_.run.checkpoint_interval)) save_checkpoint();
     return true;
 }
 
@@ -282,7 +281,7 @@ void AgentRun::finish() {
     ops_.synchronize();
     const double train_s = std::chrono::duration<double>(clock::now() - t_train_).count();
     progress_.finish();
-    trainers::save_checkpoint(last_ckpt_, ops_, *trainer_, p_, market_, early_, run_record());
+    save_checkpoint();
     // wall_seconds: every process of the run (the time before the checkpoint a resume continued
     // from, then this one); the rates: this process's training loop.
     const double wall = run_record().wall_seconds;
