@@ -67,8 +67,9 @@ json::Value curve_value(const std::vector<double>& returns, double initial_equit
                          {"bars", returns.size()}});
 }
 
-}  // namespace
-
+/// Stitches the folds of a walk-forward directory (fold-0 .. fold-{K-1}, each finished) into
+/// walk_forward.json and stitched_equity.csv; returns walk_forward.json's text. `folds_json`: one
+/// object per fold with its bar ranges (from walk_forward()).
 std::string stitch_walk_forward(const std::string& dir, const config::Profile& p, const std::string& folds_text) {
     const json::Value folds = json::parse(folds_text, kLimits);
     const std::size_t K = folds.as_array().size();
@@ -152,6 +153,8 @@ std::string stitch_walk_forward(const std::string& dir, const config::Profile& p
     io::write_file_atomically((fs::path(dir) / "walk_forward.json").string(), text);
     return text;
 }
+
+}  // namespace
 
 std::string walk_forward(const config::Profile& profile, const std::vector<std::string>& overrides, bool force) {
     const auto K = static_cast<std::size_t>(profile.walk_forward.folds);

@@ -18,9 +18,4 @@ namespace fh::run {
 /// Throws UsageError (exit 2) for walk_forward.folds < 2 and folds too short (data/walk_forward.hpp).
 std::string walk_forward(const config::Profile& profile, const std::vector<std::string>& overrides, bool force);
 
-/// Stitches the folds of a walk-forward directory (fold-0 .. fold-{K-1}, each finished) into
-/// walk_forward.json and stitched_equity.csv; returns walk_forward.json's text. `folds_json`: one
-/// object per fold with its bar ranges (from walk_forward()).
-std::string stitch_walk_forward(const std::string& dir, const config::Profile& profile, const std::string& folds_json);
-
 }  // namespace fh::run
