@@ -63,11 +63,9 @@ int run_info(const GlobalOptions&) {
         fmt::print("Devices:\n");
         for (int i = 0; i < n; ++i) {
             const auto d = cuda::query_device(i);
-            fmt::print(
-                "  cuda:{}  {}  compute {}.{} (sm_{}), {} SMs, {} total / {} free, driver {}, "
-                "runtime {}\n",
-                i, d.name, d.cc_major, d.cc_minor, d.arch(), d.sm_count, gib(d.total_memory), gib(d.free_memory),
-                cuda::cuda_version_string(d.driver_version), cuda::cuda_version_string(d.runtime_version));
+            fmt::print("  cuda:{}  {}  compute {}.{} (sm_{}), {} SMs, {} total / {} free, driver {}, runtime {}\n", i,
+                       d.name, d.cc_major, d.cc_minor, d.arch(), d.sm_count, gib(d.total_memory), gib(d.free_memory),
+                       cuda::cuda_version_string(d.driver_version), cuda::cuda_version_string(d.runtime_version));
             const unsigned serving = cuda::cubin_arch_for(d.cc_major, d.cc_minor, archs);
             if (serving == 0) {
                 fmt::print(

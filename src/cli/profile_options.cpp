@@ -33,10 +33,7 @@ config::Profile resolve_from_options(const GlobalOptions& g, std::string* path) 
         name = (std::filesystem::path(g.resume) / "config.toml").string();
         std::error_code ec;
         if (!std::filesystem::is_regular_file(name, ec))
-            throw UsageError(
-                fmt::format("--resume {}: no config.toml there; is it a run "
-                            "directory?",
-                            g.resume));
+            throw UsageError(fmt::format("--resume {}: no config.toml there; is it a run directory?", g.resume));
     }
     if (name.empty())
         throw UsageError(

@@ -243,8 +243,7 @@ void AgentRun::watch_collapse(long long at, const ActionSpread& spread) {
                               {"evaluations", collapsed_evaluations_}});
     log::warn(
         "{}collapse: the greedy policy has taken action {} on {:.1f}% of the validation bars in {} validations "
-        "in a row, up to {} {}: it no longer depends on the state (summary.json "
-        "\"collapse\")",
+        "in a row, up to {} {}: it no longer depends on the state (summary.json \"collapse\")",
         o_.log_prefix, spread.top_action, 100 * spread.top_share, collapsed_evaluations_, at, unit_);
 }
 

@@ -702,16 +702,13 @@ std::string outcome(const Where& where, const std::vector<Member>& members) {
         if (m.status == "interrupted") interrupted.push_back(std::to_string(m.plan.index));
     }
     if (!interrupted.empty())
-        throw InterruptedError(
-            fmt::format("population interrupted: agents {} wrote their checkpoints; continue with "
-                        "{}",
-                        fmt::join(interrupted, ","),
-                        where.flat ? "the same command (run.on_exists = \"resume\")" : "--resume " + dir));
+        throw InterruptedError(fmt::format(
+            "population interrupted: agents {} wrote their checkpoints; continue with {}", fmt::join(interrupted, ","),
+            where.flat ? "the same command (run.on_exists = \"resume\")" : "--resume " + dir));
     if (!diverged.empty())
         throw DivergedError(
-            fmt::format("population {}: agent(s) {} diverged (their summary.json says why); the others "
-                        "finished",
-                        dir, fmt::join(diverged, ",")));
+            fmt::format("population {}: agent(s) {} diverged (their summary.json says why); the others finished", dir,
+                        fmt::join(diverged, ",")));
     log::info("population done: {} agents in {}", members.size(), where.agents);
     return where.flat ? where.agents : dir;
 }

@@ -61,8 +61,7 @@ std::vector<GridLine> read_grid_lines(const std::string& file) {
             const auto c = static_cast<unsigned char>(text[i]);
             if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
                 throw UsageError(
-                    fmt::format("{}:{}:{}: a control character (byte 0x{:02X}): a grid is text of "
-                                "KEY=VALUE tokens",
+                    fmt::format("{}:{}:{}: a control character (byte 0x{:02X}): a grid is text of KEY=VALUE tokens",
                                 file, number, i + 1, c));
         }
         GridLine line{number, {}};
@@ -119,8 +118,7 @@ std::string token_problem(const GridToken& t) {
             "processes (scripts/sweep.sh runs them). Keys an agent may set: {}",
             key,
             shape ? "changes a shape"
-                  : "changes a shape or what the agents share (the data, the budget, the device, the "
-                    "environment)",
+                  : "changes a shape or what the agents share (the data, the budget, the device, the environment)",
             fmt::join(agent_keys(), ", "));
     }
     return "";

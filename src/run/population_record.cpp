@@ -40,9 +40,8 @@ Member recorded_member(const std::string& dir, const json::Value& a, const std::
     for (const auto& other : members)
         if (other.plan.name == m.plan.name || other.plan.index == m.plan.index)
             throw UsageError(
-                fmt::format("{}: population.json lists agent {} ({}) twice; the file was "
-                            "edited: each agent once",
-                            what, m.plan.index, m.plan.name));
+                fmt::format("{}: population.json lists agent {} ({}) twice; the file was edited: each agent once", what,
+                            m.plan.index, m.plan.name));
     const fs::path config_file = fs::path(dir) / m.plan.name / "config.toml";
     if (!fs::is_regular_file(config_file))
         throw UsageError(
