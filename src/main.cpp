@@ -371,8 +371,7 @@ int main(int argc, char** argv) {
         "\n\nWith RUN_DIR the policy is the run's (checkpoints/best.safetensors, else last), normalised with its "
         "checkpoint's statistics; with --profile it is the trainer's initial policy on the profile's data. It "
         "exits with 0 when clean, 6 when a look-ahead is found (2: a usage or profile error, 3: a data "
-        "error).\n\nExample: foxhunt-train audit "
-        "runs/dqn-smoketest --json audit.json");
+        "error).\n\nExample: foxhunt-train audit runs/dqn-smoketest --json audit.json");
     // Footers after the subcommands exist (each would inherit the top level's): the examples and
     // exit codes once, at the top; the profile notes with the subcommands that take a profile.
     app.footer(std::string(kProfilesHelp) + "\n\n" + kExamplesHelp);

@@ -19,8 +19,7 @@ namespace fh::cli {
 int run_audit(const GlobalOptions& g, const AuditCommand& a) {
     if (a.source.empty() == g.profile.empty())
         throw UsageError(
-            "audit: give a run directory or checkpoint (audit RUN_DIR), or a profile (audit --profile P), "
-            "one of them");
+            "audit: give a run directory or checkpoint (audit RUN_DIR), or a profile (audit --profile P), one of them");
     if (a.cuts < 0 || a.cuts > 1000) throw UsageError(fmt::format("audit --cuts {}: expected 0 to 1000", a.cuts));
     run::AuditOptions options;
     options.random_cuts = a.cuts;

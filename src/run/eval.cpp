@@ -75,8 +75,7 @@ std::optional<data::SplitRange> bar_range(const std::string& split) {
         if (number(std::string_view(split).substr(colon + 1), &r.end) && r.end > r.begin) return r;
     }
     throw UsageError(
-        "eval --split: expected val, test, all or FROM:TO (bar numbers, TO exclusive, empty for the last "
-        "bar), got '" +
+        "eval --split: expected val, test, all or FROM:TO (bar numbers, TO exclusive, empty for the last bar), got '" +
         split + "'");
 }
 

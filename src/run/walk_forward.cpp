@@ -83,8 +83,7 @@ std::string stitch_walk_forward(const std::string& dir, const config::Profile& p
         const report::RunRecord rec = report::read_run(run.string());
         if (rec.status != "completed" && rec.status != "early_stopped")
             throw UsageError(
-                fmt::format("walk-forward: {} is not finished (status: {}); run the walk-forward again to "
-                            "continue it",
+                fmt::format("walk-forward: {} is not finished (status: {}); run the walk-forward again to continue it",
                             run.string(), rec.status));
         if (const auto bpy = report::number_at(rec.summary, "bars_per_year")) bars_per_year = *bpy;
         trades += rec.test_trades.value_or(0);
