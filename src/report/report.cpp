@@ -82,13 +82,6 @@ a{color:var(--blue)}
 footer{margin-top:32px;color:var(--muted);font-size:12px}
 )";
 
-Series make_series(std::string label, std::string color) {
-    Series s;
-    s.label = std::move(label);
-    s.color = std::move(color);
-    return s;
-}
-
 std::string page(const std::string& title, const std::string& body) {
     return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
@@ -97,11 +90,6 @@ std::string page(const std::string& title, const std::string& body) {
            xml_escape(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n<main>\n" + body +
            "<footer>foxhunt-train report: one self-contained file (inline SVG, no scripts, nothing loaded from the "
            "network).</footer>\n</main>\n</body>\n</html>\n";
-}
-
-bool is_file(const fs::path& p) {
-    std::error_code ec;
-    return fs::is_regular_file(p, ec);
 }
 
 double parse_time(const std::string& iso) {
@@ -139,26 +127,6 @@ const json::Value& member_or_null(const json::Value& v, const char* key) {
     static const json::Value null;
     const json::Value* m = v.is_object() ? v.find(key) : nullptr;
     return m != nullptr ? *m : null;
-}
-
-std::string panel(const std::string& inner) {
-    return "<div class=\"panel\">" + inner + "</div>\n";
-}
-std::string note(const std::string& text) {
-    return "<p class=\"note\">" + xml_escape(text) + "</p>\n";
-}
-
-/// The member at a dotted path ("test.strategy.action_histogram"), or nullptr.
-const json::Value* member_at(const json::Value& v, const std::string& dotted) {
-    const json::Value* cur = &v;
-    for (std::size_t b = 0; cur != nullptr;) {
-        if (!cur->is_object()) return nullptr;
-        const auto dot = dotted.find('.', b);
-        cur = cur->find(std::string_view(dotted).substr(b, dot == std::string::npos ? std::string::npos : dot - b));
-        if (dot == std::string::npos) break;
-        b = dot + 1;
-    }
-    return cur;
 }
 
 /// The metrics scaled to a year by `bars_per_year` (docs/metrics.md).
@@ -229,12 +197,10 @@ std::string equity_section(const fs::path& csv_path, const std::string& split) {
     // x: the bar index (trading bars, so nights, weekends and holidays take no room), each tick
     // with its bar's date; the time itself for a file without a bar column.
     std::map<double, double> time_of_bar;
-    Series eq = make_series("strategy", kStrategyColor);
-    Series hold = make_series("buy-and-hold", kHoldColor);
-    Series dd = make_series("strategy", kStrategyColor);
-    Series hdd = make_series("buy-and-hold", kHoldColor);
+    Series eq{.label = "strategy", .color = kStrategyColor}, hold{.label = "buy-and-hold", .color = kHoldColor};
+    hold.dashed = true;
+    Series dd = eq, hdd = hold;
     dd.fill_to_zero = true;
-    hold.dashed = hdd.dashed = true;
     std::string segment;
     double peak = 0, hpeak = 0;
     for (const auto& row : csv.rows) {
@@ -247,28 +213,22 @@ std::string equity_section(const fs::path& csv_path, const std::string& split) {
         const std::string seg = cs >= 0 ? row[static_cast<std::size_t>(cs)] : "0";
         if (seg != segment) {  // a new segment starts flat: break the lines
             if (!segment.empty())
-                for (Series* s : {&eq, &hold, &dd, &hdd}) {
-                    s->x.push_back(t);
-                    s->y.push_back(kNaN);
-                }
+                for (Series* s : {&eq, &hold, &dd, &hdd}) s->add(t, kNaN);
             segment = seg;
             peak = e;
             hpeak = h;
         }
         peak = std::max(peak, e);
         if (std::isfinite(h)) hpeak = std::isfinite(hpeak) ? std::max(hpeak, h) : h;
-        eq.x.push_back(t);
-        eq.y.push_back(e);
-        hold.x.push_back(t);
-        hold.y.push_back(h);
-        dd.x.push_back(t);
-        dd.y.push_back(peak > 0 ? -(peak - e) / peak : kNaN);
-        hdd.x.push_back(t);
-        hdd.y.push_back(std::isfinite(h) && hpeak > 0 ? -(hpeak - h) / hpeak : kNaN);
+        eq.add(t, e);
+        hold.add(t, h);
+        dd.add(t, peak > 0 ? -(peak - e) / peak : kNaN);
+        hdd.add(t, std::isfinite(h) && hpeak > 0 ? -(hpeak - h) / hpeak : kNaN);
     }
-    ChartOptions o;
-    o.title = fmt::format("{} split: equity", split);
-    o.x_axis = cb >= 0 ? Axis::number : Axis::time;
+    ChartOptions o{.title = fmt::format("{} split: equity", split),
+                   .y_label = "equity",
+                   .x_axis = cb >= 0 ? Axis::number : Axis::time,
+                   .height = cb >= 0 ? 290 : 260};
     if (cb >= 0) {
         const bool days =
             !time_of_bar.empty() && time_of_bar.rbegin()->second - time_of_bar.begin()->second > 2 * 86400.0;
@@ -287,17 +247,12 @@ std::string equity_section(const fs::path& csv_path, const std::string& split) {
             return buf;
         };
     }
-    o.y_label = "equity";
-    o.height = cb >= 0 ? 290 : 260;
     std::string out = panel(line_chart({eq, hold}, o));
-    ChartOptions d;
-    d.title = fmt::format("{} split: drawdown from the running peak", split);
-    d.x_axis = o.x_axis;
-    d.x_tick_sub = o.x_tick_sub;
-    d.x_label = o.x_label;
-    d.y_axis = Axis::percent;
-    d.height = cb >= 0 ? 230 : 200;
-    out += panel(line_chart({dd, hdd}, d));
+    o.title = fmt::format("{} split: drawdown from the running peak", split);
+    o.y_label = "";
+    o.y_axis = Axis::percent;
+    o.height = cb >= 0 ? 230 : 200;
+    out += panel(line_chart({dd, hdd}, o));
     if (ch < 0) out += note(csv_path.string() + " has no buy_and_hold_equity column (written by an older version).");
     return out;
 }
@@ -453,9 +408,8 @@ std::string validation_chart(const fs::path& eval_jsonl, const std::string& metr
     if (lines.empty()) return note("No validation backtests (eval.jsonl is missing or empty; run.eval_interval = 0?).");
     const std::string field =
         metric.substr(metric.find('_') + 1) == "return" ? "total_return" : metric.substr(metric.find('_') + 1);
-    Series s = make_series(metric, kStrategyColor);
-    Series h = make_series("buy-and-hold " + field, kHoldColor);
-    h.dashed = true;
+    Series s{.label = metric, .color = kStrategyColor};
+    Series h{.label = "buy-and-hold " + field, .color = kHoldColor, .dashed = true};
     std::string unit = "env steps";
     double best = -std::numeric_limits<double>::infinity();
     std::size_t best_i = 0;
@@ -467,22 +421,17 @@ std::string validation_chart(const fs::path& eval_jsonl, const std::string& metr
         }
         const auto v = number_at(l, "value");
         if (!x) continue;
-        s.x.push_back(*x);
-        s.y.push_back(v ? *v : kNaN);
-        h.x.push_back(*x);
-        const auto hv = number_at(l, "buy_and_hold." + field);
-        h.y.push_back(hv ? *hv : kNaN);
+        s.add(*x, v.value_or(kNaN));
+        h.add(*x, number_at(l, "buy_and_hold." + field).value_or(kNaN));
         if (v && *v > best) {
             best = *v;
             best_i = s.x.size() - 1;
         }
     }
     if (std::isfinite(best)) s.markers.push_back(best_i);
-    ChartOptions o;
-    o.title = fmt::format("validation {} over training (dot: best)", field);
-    o.x_label = unit;
-    o.zero_line = true;
-    return panel(line_chart({s, h}, o));
+    return panel(line_chart(
+        {s, h},
+        {.title = fmt::format("validation {} over training (dot: best)", field), .x_label = unit, .zero_line = true}));
 }
 
 /// Small multiples of metrics.jsonl: q/* together, every other numeric field alone. Left out,
@@ -526,13 +475,11 @@ std::string training_charts(const fs::path& metrics_jsonl, const std::map<std::s
     std::vector<std::pair<std::string, std::vector<Series>>> charts;  // title, series
     std::vector<Series> q;
     for (const auto& f : fields) {
-        Series s = make_series(f.substr(f.find('/') + 1), palette[0]);
+        Series s{.label = f.substr(f.find('/') + 1), .color = palette[0]};
         for (const auto& l : lines) {
             const auto x = number_at(l, xkey);
             const json::Value* v = l.is_object() ? l.find(f) : nullptr;
-            if (!x) continue;
-            s.x.push_back(*x);
-            s.y.push_back(v != nullptr && v->is_number() ? v->as_double() : kNaN);
+            if (x) s.add(*x, v != nullptr && v->is_number() ? v->as_double() : kNaN);
         }
         if (f.rfind("q/", 0) == 0) {
             s.color = palette[q.size() % std::size(palette)];
@@ -544,13 +491,10 @@ std::string training_charts(const fs::path& metrics_jsonl, const std::map<std::s
     if (!q.empty()) charts.insert(charts.begin(), {"q (mean, min, max)", std::move(q)});
     std::string out = "<div class=\"grid2\">";
     for (auto& [title, series] : charts) {
-        ChartOptions o;
-        o.title = title;
-        o.width = 440;
-        o.height = 210;
-        o.x_label = xkey == "env_steps" ? "env steps" : "updates";
         if (series.size() == 1) series[0].label = "";
-        out += panel(line_chart(series, o));
+        out += panel(line_chart(
+            series,
+            {.title = title, .x_label = xkey == "env_steps" ? "env steps" : "updates", .width = 440, .height = 210}));
     }
     out += "</div>\n";
     if (!off.empty() || !zero.empty())
@@ -931,21 +875,12 @@ Series validation_mean(const std::vector<const RunRecord*>& runs, std::string la
             const auto v = number_at(l, "value");
             if (x && v) at[*x].push_back(*v);
         }
-    Series s = make_series(std::move(label), std::move(color));
+    Series s{.label = std::move(label), .color = std::move(color)};
     for (const auto& [x, vs] : at) {
-        double m = 0;
-        for (double v : vs) m += v;
-        m /= static_cast<double>(vs.size());
-        double sd = kNaN;
-        if (vs.size() >= 2) {
-            double q = 0;
-            for (double v : vs) q += (v - m) * (v - m);
-            sd = std::sqrt(q / static_cast<double>(vs.size() - 1));
-        }
-        s.x.push_back(x);
-        s.y.push_back(m);
-        s.band_lo.push_back(m - sd);
-        s.band_hi.push_back(m + sd);
+        const Stat st = stat(vs);
+        s.add(x, *st.mean);
+        s.band_lo.push_back(*st.mean - st.sd.value_or(kNaN));
+        s.band_hi.push_back(*st.mean + st.sd.value_or(kNaN));
     }
     return s;
 }
@@ -1397,9 +1332,8 @@ std::string walk_forward_report_html(const std::string& dir) {
         const Csv csv = read_csv(csv_path.string());
         const int ct = csv.column("time"), ce = csv.column("equity"), ch = csv.column("buy_and_hold_equity"),
                   cf = csv.column("fold");
-        Series eq = make_series("strategy", kStrategyColor);
-        Series hold = make_series("buy-and-hold", kHoldColor);
-        hold.dashed = true;
+        Series eq{.label = "strategy", .color = kStrategyColor};
+        Series hold{.label = "buy-and-hold", .color = kHoldColor, .dashed = true};
         std::string fold;
         for (const auto& row : csv.rows) {
             if (ct < 0 || ce < 0 || ch < 0 || cf < 0 || static_cast<int>(row.size()) <= std::max({ct, ce, ch, cf}))
@@ -1408,16 +1342,12 @@ std::string walk_forward_report_html(const std::string& dir) {
                 fold = row[static_cast<std::size_t>(cf)];
                 eq.markers.push_back(eq.x.size());
             }
-            eq.x.push_back(parse_time(row[static_cast<std::size_t>(ct)]));
-            eq.y.push_back(to_number(row[static_cast<std::size_t>(ce)]));
-            hold.x.push_back(eq.x.back());
-            hold.y.push_back(to_number(row[static_cast<std::size_t>(ch)]));
+            eq.add(parse_time(row[static_cast<std::size_t>(ct)]), to_number(row[static_cast<std::size_t>(ce)]));
+            hold.add(eq.x.back(), to_number(row[static_cast<std::size_t>(ch)]));
         }
-        ChartOptions o;
-        o.title = "stitched test blocks: equity (dots: fold starts)";
-        o.x_axis = Axis::time;
-        o.y_label = "equity";
-        b += panel(line_chart({eq, hold}, o));
+        b += panel(line_chart(
+            {eq, hold},
+            {.title = "stitched test blocks: equity (dots: fold starts)", .y_label = "equity", .x_axis = Axis::time}));
     } else {
         b += note("stitched_equity.csv is missing.");
     }
