@@ -129,6 +129,12 @@ const json::Value& member_or_null(const json::Value& v, const char* key) {
     return m != nullptr ? *m : null;
 }
 
+/// The backtest metric a validation metric is ("val_sharpe": "sharpe", "val_return": "total_return").
+std::string metric_field(const std::string& metric) {
+    const std::string field = metric.substr(metric.find('_') + 1);
+    return field == "return" ? "total_return" : field;
+}
+
 /// The metrics scaled to a year by `bars_per_year` (docs/metrics.md).
 bool is_annualised(std::string_view metric) {
     return metric == "annual_return" || metric == "sharpe" || metric == "sortino" || metric == "calmar" ||
@@ -149,11 +155,8 @@ struct Span {
 /// `instrument.bars_per_year` when set (0 = inferred, unknown here).
 std::optional<double> bars_per_year_of(const json::Value& summary, const std::map<std::string, std::string>& settings) {
     if (const auto v = number_at(summary, "bars_per_year"); v && *v > 0) return v;
-    if (const auto it = settings.find("instrument.bars_per_year"); it != settings.end()) {
-        char* end = nullptr;
-        const double v = std::strtod(it->second.c_str(), &end);
-        if (end != it->second.c_str() && *end == '\0' && v > 0) return v;
-    }
+    if (const auto it = settings.find("instrument.bars_per_year"); it != settings.end() && to_number(it->second) > 0)
+        return to_number(it->second);
     return std::nullopt;
 }
 
@@ -170,20 +173,20 @@ Span span_of(const json::Value& summary, const std::string& prefix, std::optiona
     return sp;
 }
 
-/// The note under greyed annualised figures of the short splits `splits` (their spans).
-std::string short_split_note(const std::vector<std::string>& splits, const std::vector<Span>& spans) {
+/// The note under greyed annualised figures of the short splits (their names and spans).
+std::string short_split_note(const std::vector<std::pair<std::string, Span>>& splits) {
     std::string which;
     for (std::size_t i = 0; i < splits.size(); ++i)
         which += fmt::format("{}{} split ({} bars)",
                              i == 0                   ? ""
                              : i + 1 == splits.size() ? " and the "
                                                       : ", the ",
-                             splits[i], std::llround(spans[i].bars.value_or(0)));
-    return note(
-        fmt::format("Greyed: the annualised figures (annual return, Sharpe, Sortino, Calmar, turnover) of the {}. "
-                    "{} under a quarter of the {} bars per year they are scaled to: a short sample extrapolated "
-                    "to a year, not an estimate of a year's result.",
-                    which, splits.size() == 1 ? "It is" : "Each is", short_number(spans[0].per_year.value_or(0))));
+                             splits[i].first, std::llround(splits[i].second.bars.value_or(0)));
+    return note(fmt::format(
+        "Greyed: the annualised figures (annual return, Sharpe, Sortino, Calmar, turnover) of the {}. "
+        "{} under a quarter of the {} bars per year they are scaled to: a short sample extrapolated "
+        "to a year, not an estimate of a year's result.",
+        which, splits.size() == 1 ? "It is" : "Each is", short_number(splits[0].second.per_year.value_or(0))));
 }
 
 /// The equity and drawdown charts of one equity.csv (strategy and buy-and-hold).
@@ -302,20 +305,13 @@ std::string histogram_chart(const json::Value* hist, const std::vector<std::stri
     for (std::size_t i = 0; i < a.size(); ++i) {
         const double count = a[i].is_number() ? a[i].as_double() : 0;
         const std::string label = i < labels_from.size() ? labels_from[i] : fmt::format("a{}", i);
-        bars.push_back(Bar{label,
-                           total > 0 ? count / total : 0,
-                           std::nullopt,
-                           kStrategyColor,
-                           fmt::format("action {} ({}): {} bars, {:.1f}%", i, label, std::llround(count),
-                                       total > 0 ? 100 * count / total : 0.0),
-                           {},
-                           std::nullopt});
+        bars.push_back({.label = label,
+                        .value = total > 0 ? count / total : 0,
+                        .color = kStrategyColor,
+                        .title = fmt::format("action {} ({}): {} bars, {:.1f}%", i, label, std::llround(count),
+                                             total > 0 ? 100 * count / total : 0.0)});
     }
-    ChartOptions o;
-    o.title = title;
-    o.y_axis = Axis::percent;
-    o.height = 230;
-    return panel(bar_chart(bars, o));
+    return panel(bar_chart(bars, {.title = title, .y_axis = Axis::percent, .height = 230}));
 }
 
 /// A column of the trade statistics: its heading, the dotted prefix of its metrics
@@ -361,14 +357,12 @@ std::string metrics_table(const json::Value& summary_like, const std::vector<Met
         out += "</tr>";
     }
     out += "</table>\n";
-    std::vector<std::string> seen;  // one note for the short splits
-    std::vector<Span> spans;
-    for (const auto& c : columns) {
-        if (!c.span.is_short() || std::find(seen.begin(), seen.end(), c.split) != seen.end()) continue;
-        seen.push_back(c.split);
-        spans.push_back(c.span);
-    }
-    if (!seen.empty()) out += short_split_note(seen, spans);
+    std::vector<std::pair<std::string, Span>> shorts;  // one note for the short splits
+    for (const auto& c : columns)
+        if (c.span.is_short() &&
+            std::none_of(shorts.begin(), shorts.end(), [&](auto& s) { return s.first == c.split; }))
+            shorts.emplace_back(c.split, c.span);
+    if (!shorts.empty()) out += short_split_note(shorts);
     return out;
 }
 
@@ -406,8 +400,7 @@ std::string fills_table(const fs::path& trades_csv) {
 std::string validation_chart(const fs::path& eval_jsonl, const std::string& metric) {
     const auto lines = read_jsonl(eval_jsonl.string());
     if (lines.empty()) return note("No validation backtests (eval.jsonl is missing or empty; run.eval_interval = 0?).");
-    const std::string field =
-        metric.substr(metric.find('_') + 1) == "return" ? "total_return" : metric.substr(metric.find('_') + 1);
+    const std::string field = metric_field(metric);
     Series s{.label = metric, .color = kStrategyColor};
     Series h{.label = "buy-and-hold " + field, .color = kHoldColor, .dashed = true};
     std::string unit = "env steps";
@@ -690,7 +683,7 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
         const auto best = number_at(summary, "best.value");
         const auto step = number_at(summary, "best.env_steps") ? number_at(summary, "best.env_steps")
                                                                : number_at(summary, "best.updates");
-        const bool annualised = is_annualised(metric.substr(metric.find('_') + 1)) && val_span.is_short();
+        const bool annualised = is_annualised(metric_field(metric)) && val_span.is_short();
         b += card("best " + metric, num(best, 3),
                   (step ? "at step " + short_number(*step) : std::string("no validation")) +
                       (annualised ? ", annualised from a short split" : ""),
@@ -711,7 +704,7 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
         b += inference_html(member_or_null(summary, "validation"), "validation");
         b += "<h2>Validation over training</h2>\n";
         b += validation_chart(dir / "eval.jsonl", metric);
-        if (is_annualised(metric.substr(metric.find('_') + 1)) && val_span.is_short())
+        if (is_annualised(metric_field(metric)) && val_span.is_short())
             b +=
                 note(fmt::format("{} is annualised from a validation split of {} bars, under a quarter of the {} bars "
                                  "per year: compare its values with each other, not with a year's figures.",
@@ -853,11 +846,11 @@ constexpr const char* kPalette[] = {"#2563eb", "#dc2626", "#059669", "#7c3aed", 
 /// A bar of the sweep page: a setting (every seed's run) or, where the runs differ by their seed
 /// alone (a population of seeds), one run.
 struct SweepBar {
-    std::string label;  ///< "#2 learning_rate=0.001" (the rank, then the setting)
-    std::vector<const RunRecord*> runs;
-    std::optional<double> metric, metric_sd, test_sharpe, test_sharpe_sd;
+    std::string label{};  ///< "#2 learning_rate=0.001" (the rank, then the setting)
+    std::vector<const RunRecord*> runs{};
+    std::optional<double> metric{}, metric_sd{}, test_sharpe{}, test_sharpe_sd{};
     bool best = false;
-    std::string color;
+    std::string color{};
 };
 
 /// The validation metric over training of `runs` (eval.jsonl): the mean over the runs at each
@@ -1112,13 +1105,11 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
                 static_cast<std::size_t>(std::find_if(all.row_runs.begin(), all.row_runs.end(),
                                                       [&](const auto& p) { return p.at(0) == r->path; }) -
                                          all.row_runs.begin());
-            SweepBar s;
-            s.label = fmt::format("#{} seed={}", rank + 1, r->seed);
-            s.runs = {r};
-            s.metric = r->best_val;
-            s.test_sharpe = r->test_sharpe;
-            s.best = static_cast<int>(rank) == all.best_row;
-            items.push_back(std::move(s));
+            items.push_back({.label = fmt::format("#{} seed={}", rank + 1, r->seed),
+                             .runs = {r},
+                             .metric = r->best_val,
+                             .test_sharpe = r->test_sharpe,
+                             .best = static_cast<int>(rank) == all.best_row});
         }
     } else {
         std::vector<std::size_t> order(grouped.rows.size());
@@ -1133,8 +1124,13 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
         const std::size_t mcol = col_of(grouped, grouped.metric), scol = col_of(grouped, "test_sharpe");
         for (const std::size_t i : order) {
             const auto& row = grouped.rows[i];
-            SweepBar s;
-            s.label = fmt::format("#{}", i + 1);
+            const Cell m = mcol < row.size() ? row[mcol] : Cell{}, sh = scol < row.size() ? row[scol] : Cell{};
+            SweepBar s{.label = fmt::format("#{}", i + 1),
+                       .metric = m.number,
+                       .metric_sd = m.sd,
+                       .test_sharpe = sh.number,
+                       .test_sharpe_sd = sh.sd,
+                       .best = static_cast<int>(i) == grouped.best_row};
             for (std::size_t k = first_key; k < last_key; ++k) {
                 const std::string& col = grouped.columns[k];
                 s.label += ' ' + col.substr(col.find('.') + 1) + '=' + row[k].text;
@@ -1142,15 +1138,6 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
             if (last_key == first_key) s.label += " all runs";
             for (const auto& p : grouped.row_runs[i])
                 if (const auto it = by_path.find(p); it != by_path.end()) s.runs.push_back(it->second);
-            if (mcol < row.size()) {
-                s.metric = row[mcol].number;
-                s.metric_sd = row[mcol].sd;
-            }
-            if (scol < row.size()) {
-                s.test_sharpe = row[scol].number;
-                s.test_sharpe_sd = row[scol].sd;
-            }
-            s.best = static_cast<int>(i) == grouped.best_row;
             items.push_back(std::move(s));
         }
     }
@@ -1158,71 +1145,46 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     for (std::size_t i = 0; i < items.size(); ++i) {
         auto& s = items[i];
         s.color = kPalette[i % std::size(kPalette)];
-        const std::string color = s.best ? "#059669" : kStrategyColor;
         std::vector<double> vals, sharpes, holds, val_holds;
         for (const auto* r : s.runs) {
             if (r->best_val) vals.push_back(*r->best_val);
             if (r->test_sharpe) sharpes.push_back(*r->test_sharpe);
             if (r->hold_sharpe) holds.push_back(*r->hold_sharpe);
-            if (const auto h = number_at(
-                    r->summary, "validation.buy_and_hold." + (field == "return" ? std::string("total_return") : field)))
+            if (const auto h = number_at(r->summary, "validation.buy_and_hold." + metric_field(grouped.metric)))
                 val_holds.push_back(*h);
         }
-        const auto mean = [](const std::vector<double>& xs) -> std::optional<double> {
-            if (xs.empty()) return std::nullopt;
-            double m = 0;
-            for (double x : xs) m += x;
-            return m / static_cast<double>(xs.size());
-        };
         // One bar: the mean over the setting's runs, each run a point when there are several.
-        const auto bar_of = [&](double value, std::optional<double> sd, const std::vector<double>& points) {
-            Bar bar{s.label,
-                    value,
-                    sd,
-                    color,
-                    fmt::format("{}: mean {:.3f} over {} run(s)", s.label, value, points.size()),
-                    {},
-                    std::nullopt};
-            if (s.runs.size() > 1) bar.points = points;
-            return bar;
+        const auto bar_of = [&](double value, std::optional<double> sd, const std::vector<double>& points,
+                                std::optional<double> reference) {
+            return Bar{.label = s.label,
+                       .value = value,
+                       .error = sd,
+                       .color = s.best ? "#059669" : kStrategyColor,
+                       .title = fmt::format("{}: mean {:.3f} over {} run(s)", s.label, value, points.size()),
+                       .points = s.runs.size() > 1 ? points : std::vector<double>{},
+                       .reference = reference};
         };
-        if (s.metric) {
-            Bar bar = bar_of(*s.metric, s.metric_sd, vals);
-            if (grouped.metric != "val_loss") bar.reference = mean(val_holds);
-            bars.push_back(std::move(bar));
-        }
-        if (s.test_sharpe) {
-            Bar bar = bar_of(*s.test_sharpe, s.test_sharpe_sd, sharpes);
-            bar.reference = mean(holds);
-            test_bars.push_back(std::move(bar));
-        }
+        if (s.metric)
+            bars.push_back(bar_of(*s.metric, s.metric_sd, vals,
+                                  grouped.metric != "val_loss" ? stat(val_holds).mean : std::nullopt));
+        if (s.test_sharpe) test_bars.push_back(bar_of(*s.test_sharpe, s.test_sharpe_sd, sharpes, stat(holds).mean));
     }
     const std::string over = per_run ? "per agent (#: rank)" : "mean ± sd over seeds, dots: the seeds (#: rank)";
     b += "<h2>" +
          xml_escape(per_run ? (population ? "Each agent's " : "Each run's ") + grouped.metric
                             : "Settings by mean " + grouped.metric + " over seeds") +
          "</h2>\n";
-    ChartOptions o;
-    o.title = fmt::format("{}: {} (green: best)", grouped.metric, over);
-    o.points_label = per_run ? "" : "seeds";
-    o.reference_label = grouped.metric == "val_loss" ? "" : "buy-and-hold";
+    ChartOptions o{.title = fmt::format("{}: {} (green: best)", grouped.metric, over),
+                   .reference_label = grouped.metric == "val_loss" ? "" : "buy-and-hold",
+                   .points_label = per_run ? "" : "seeds"};
     b += panel(bar_chart(bars, o));
     o.title = fmt::format("test Sharpe: {}", over);
     o.reference_label = "buy-and-hold";
     b += panel(bar_chart(test_bars, o));
-    if (short_test || metric_greyed) {
-        std::vector<std::string> splits;
-        std::vector<Span> spans;
-        if (metric_greyed) {
-            splits.emplace_back("validation");
-            spans.push_back(*short_val);
-        }
-        if (short_test) {
-            splits.emplace_back("test");
-            spans.push_back(*short_test);
-        }
-        b += short_split_note(splits, spans);
-    }
+    std::vector<std::pair<std::string, Span>> shorts;
+    if (metric_greyed) shorts.emplace_back("validation", *short_val);
+    if (short_test) shorts.emplace_back("test", *short_test);
+    if (!shorts.empty()) b += short_split_note(shorts);
 
     // The validation curves of every setting (or run) on one chart.
     {
@@ -1240,13 +1202,12 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
         if (curves.empty()) {
             b += note("No validation backtests (no run has an eval.jsonl).");
         } else {
-            ChartOptions v;
-            v.title = fmt::format("validation {} over training: {}", field,
-                                  per_run ? "each run" : "mean over seeds, band: ± sd");
-            v.x_label = unit;
-            v.zero_line = true;
-            v.height = 300;
-            b += panel(line_chart(curves, v) + "<div class=\"keys\">" + legend + "</div>");
+            b += panel(line_chart(curves, {.title = fmt::format("validation {} over training: {}", field,
+                                                                per_run ? "each run" : "mean over seeds, band: ± sd"),
+                                           .x_label = unit,
+                                           .height = 300,
+                                           .zero_line = true}) +
+                       "<div class=\"keys\">" + legend + "</div>");
         }
     }
 
