@@ -129,6 +129,15 @@ const json::Value& member_or_null(const json::Value& v, const char* key) {
     return m != nullptr ? *m : null;
 }
 
+/// The strings of the JSON array `a` joined with `sep` ("" when it is no array).
+std::string joined(const json::Value* a, const char* sep) {
+    std::string out;
+    if (a != nullptr && a->is_array())
+        for (const auto& x : a->as_array())
+            if (x.is_string()) out += (out.empty() ? "" : sep) + x.as_string();
+    return out;
+}
+
 /// The backtest metric a validation metric is ("val_sharpe": "sharpe", "val_return": "total_return").
 std::string metric_field(const std::string& metric) {
     const std::string field = metric.substr(metric.find('_') + 1);
@@ -507,12 +516,12 @@ std::optional<PopulationAgent> population_agent(const fs::path& dir, const std::
     const fs::path record = fs::absolute(dir).lexically_normal().parent_path() / "population.json";
     if (!is_file(record)) return std::nullopt;
     try {
-        const auto v = json::parse(read_text(record.string(), 16u << 20), json::Limits{16u << 20, 64, true});
-        const auto* agents = v.is_object() ? v.find("agents") : nullptr;
+        const auto v = read_json(record.string(), 16u << 20, 16u << 20);
+        const auto* agents = member_at(v, "agents");
         if (agents == nullptr || !agents->is_array()) return std::nullopt;
         const auto& a = agents->as_array();
         for (std::size_t i = 0; i < a.size(); ++i) {
-            const auto* run = a[i].is_object() ? a[i].find("run") : nullptr;
+            const auto* run = member_at(a[i], "run");
             if (run == nullptr || !run->is_string() || run->as_string() != name) continue;
             const auto index = number_at(a[i], "index");
             return PopulationAgent{index ? std::llround(*index) : static_cast<long long>(i), a.size(), record.string()};
@@ -553,14 +562,10 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
     rows.emplace_back("trainer", or_setting(text_at("trainer"), "run.trainer"));
     rows.emplace_back("device", text_at("device"));
     rows.emplace_back("seed", or_setting(text_at("seed"), "run.seed"));
-    std::string overrides = "-";
-    if (const auto* o = s.is_object() ? s.find("overrides") : nullptr;
-        o != nullptr && o->is_array() && !o->as_array().empty()) {
-        overrides.clear();
-        for (const auto& v : o->as_array())
-            if (v.is_string()) overrides += (overrides.empty() ? "" : "  ") + v.as_string();
-    }
-    rows.emplace_back("overrides", overrides);
+    const auto* overrides = member_at(s, "overrides");
+    rows.emplace_back("overrides", overrides != nullptr && overrides->is_array() && !overrides->as_array().empty()
+                                       ? joined(overrides, "  ")
+                                       : "-");
     if (const auto* d = s.is_object() ? s.find("data") : nullptr; d != nullptr && d->is_object()) {
         const auto* src = d->find("source");
         const auto* h = d->find("xxh64");
@@ -878,63 +883,16 @@ Series validation_mean(const std::vector<const RunRecord*>& runs, std::string la
     return s;
 }
 
-/// The agents of a population directory's population.json as a table (index, seed, run linked
-/// to its report, status, overrides); "" when `dir` holds none.
-std::string population_agents(const fs::path& dir, const std::function<std::string(const std::string&)>& href) {
-    const fs::path record = dir / "population.json";
-    if (!is_file(record)) return "";
-    json::Value v;
-    try {
-        v = json::parse(read_text(record.string(), 16u << 20), json::Limits{16u << 20, 64, true});
-    } catch (const std::exception& e) {
-        log::warn("report: {}: {}; its agents are not listed", record.string(), e.what());
-        return note(fmt::format("{} does not parse: {}", record.string(), e.what()));
-    }
-    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
-    if (agents == nullptr || !agents->is_array()) return note(record.string() + " lists no agents.");
-    std::string out =
-        "<table class=\"runs\"><tr><th>agent</th><th>seed</th><th>run</th><th>status</th><th>its overrides</th>"
-        "<th>best</th><th>test return</th><th>test Sharpe</th></tr>";
-    for (const auto& a : agents->as_array()) {
-        if (!a.is_object()) continue;
-        const auto text = [&](const char* k) {
-            const auto* x = a.find(k);
-            return x != nullptr && x->is_string() ? x->as_string() : std::string();
-        };
-        std::string overrides;
-        if (const auto* o = a.find("overrides"); o != nullptr && o->is_array())
-            for (const auto& x : o->as_array())
-                if (x.is_string()) overrides += (overrides.empty() ? "" : ", ") + x.as_string();
-        const std::string run = text("run");
-        const bool has_run = !run.empty() && is_run_directory((dir / run).string());
-        out += fmt::format(
-            "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"name\">{}</td><td>{}</td>"
-            "<td class=\"name\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-            integer(number_at(a, "index")), integer(number_at(a, "seed")),
-            has_run ? "<a href=\"" + xml_escape(href((dir / run).string())) + "\">" + breakable(run, ",") + "</a>"
-                    : breakable(run, ","),
-            xml_escape(text("status")), breakable(overrides, ","), num(number_at(a, "best.value"), 3),
-            pct(number_at(a, "test.strategy.total_return")), num(number_at(a, "test.strategy.sharpe"), 3));
-    }
-    return out + "</table>\n";
-}
-
-/// A search's record (run.search, docs/sweeps.md "Searching"): the lineage (each agent a line at
-/// its index, each copy a dashed line from the agent copied, at its step) and each searched key's
-/// trajectory per agent, from the agents' lineage.jsonl; "" when population.json records no search.
-std::string search_section(const fs::path& dir) {
-    json::Value v;
-    try {
-        v = json::parse(read_text((dir / "population.json").string(), 16u << 20), json::Limits{16u << 20, 64, true});
-    } catch (const std::exception&) {
-        return "";  // population_agents says so
-    }
-    const auto* search = v.is_object() ? v.find("search") : nullptr;
-    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
+/// A search's record (run.search, docs/sweeps.md "Searching") in population.json `v`: the lineage
+/// (each agent a line at its index, each copy a dashed line from the agent copied, at its step) and
+/// each searched key's trajectory per agent, from the agents' lineage.jsonl; "" when it records no search.
+std::string search_section(const fs::path& dir, const json::Value& v) {
+    const auto* search = member_at(v, "search");
+    const auto* agents = member_at(v, "agents");
     if (search == nullptr || !search->is_object() || agents == nullptr || !agents->is_array()) return "";
-    const auto* method = search->find("method");
+    const std::string method = string_at(*search, "method", "?");
     std::string out = "<h2>Search</h2>\n";
-    if (method != nullptr && method->is_string() && method->as_string() == "halving")
+    if (method == "halving")
         out += note(fmt::format(
             "run.search = \"halving\": rungs at {} x {}^k progress units of each agent's own training; at each the "
             "agents that rank below the top 1/{} of all that reached it stop and their slots start new points, "
@@ -947,37 +905,28 @@ std::string search_section(const fs::path& dir) {
             "run.search = \"{}\": every {} progress units the bottom {} of the agents ranked on their validation "
             "metric copy an agent of the top as many, then perturb or draw again the keys of their search space "
             "(each agent's lineage.jsonl).",
-            method != nullptr && method->is_string() ? method->as_string() : "?",
-            integer(number_at(*search, "interval")), pct(number_at(*search, "fraction"))));
+            method, integer(number_at(*search, "interval")), pct(number_at(*search, "fraction"))));
     std::vector<Series> lineage;
     std::map<std::string, std::vector<Series>> keys;  // key -> one series per agent
     std::string copies;
     std::string unit = "env_steps";
     std::size_t i = 0;
     for (const auto& a : agents->as_array()) {
-        const auto* run = a.is_object() ? a.find("run") : nullptr;
+        const auto* run = member_at(a, "run");
         const auto index = number_at(a, "index");
         if (run == nullptr || !run->is_string() || !index) continue;
         const std::string color = kPalette[i++ % std::size(kPalette)];
-        Series line;
-        line.label = fmt::format("agent {}", *index);
-        line.color = color;
+        Series line{.label = fmt::format("agent {}", *index), .color = color};
         std::map<std::string, Series> own;
         for (const auto& l : read_jsonl((dir / run->as_string() / "lineage.jsonl").string())) {
             if (l.find("updates") != nullptr) unit = "updates";
             const auto at = number_at(l, unit);
             if (!at) continue;
-            line.x.push_back(*at);
-            line.y.push_back(*index);
+            line.add(*at, *index);
             if (const auto from = number_at(l, "copied")) {
                 line.markers.push_back(line.x.size() - 1);
-                Series c;
                 // No legend entry of its own (the table below lists the copies).
-                c.color = color;
-                c.dashed = true;
-                c.x = {*at, *at};
-                c.y = {*from, *index};
-                lineage.push_back(std::move(c));
+                lineage.push_back({.x = {*at, *at}, .y = {*from, *index}, .color = color, .dashed = true});
                 copies += fmt::format(
                     "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
                     "class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"name\">{}</td></tr>",
@@ -991,36 +940,61 @@ std::string search_section(const fs::path& dir) {
                     Series& s = own[name];
                     s.label = line.label;
                     s.color = color;
-                    // A step: the value holds until the next line.
-                    if (!s.x.empty()) {
-                        s.x.push_back(*at);
-                        s.y.push_back(s.y.back());
-                    }
-                    s.x.push_back(*at);
-                    s.y.push_back(value.as_double());
+                    if (!s.x.empty()) s.add(*at, s.y.back());  // a step: the value holds until the next line
+                    s.add(*at, value.as_double());
                 }
         }
         lineage.insert(lineage.begin(), std::move(line));
         for (auto& [name, s] : own) keys[name].push_back(std::move(s));
     }
-    ChartOptions o;
-    o.title = "Lineage: each agent at its index; a dashed line from the agent it copied, a dot where it did";
-    o.x_label = unit;
-    o.y_label = "agent";
-    out += panel(line_chart(lineage, o));
-    for (auto& [name, series] : keys) {
-        ChartOptions k;
-        k.title = name + " of each agent over training";
-        k.x_label = unit;
-        k.y_label = name;
-        out += panel(line_chart(series, k));
-    }
+    out += panel(line_chart(
+        lineage,
+        {.title = "Lineage: each agent at its index; a dashed line from the agent it copied, a dot where it did",
+         .x_label = unit,
+         .y_label = "agent"}));
+    for (auto& [name, series] : keys)
+        out += panel(
+            line_chart(series, {.title = name + " of each agent over training", .x_label = unit, .y_label = name}));
     if (!copies.empty())
         out += panel("<table class=\"runs\"><tr><th>" + unit +
                      "</th><th>agent</th><th>copied</th><th>its metric</th><th>copied's metric</th><th>its keys "
                      "after</th></tr>" +
                      copies + "</table>\n");
     return out;
+}
+
+/// The agents of a population directory's population.json as a table (index, seed, run linked
+/// to its report, status, overrides), then its search (search_section).
+std::string population_section(const fs::path& dir, const std::function<std::string(const std::string&)>& href) {
+    const fs::path record = dir / "population.json";
+    const std::string heading = "<h2>Agents</h2>\n";
+    json::Value v;
+    try {
+        v = read_json(record.string(), 16u << 20, 16u << 20);
+    } catch (const std::exception& e) {
+        log::warn("report: {}: {}; its agents are not listed", record.string(), e.what());
+        return heading + panel(note(fmt::format("{} does not parse: {}", record.string(), e.what())));
+    }
+    const auto* agents = member_at(v, "agents");
+    if (agents == nullptr || !agents->is_array()) return heading + panel(note(record.string() + " lists no agents."));
+    std::string out =
+        "<table class=\"runs\"><tr><th>agent</th><th>seed</th><th>run</th><th>status</th><th>its overrides</th>"
+        "<th>best</th><th>test return</th><th>test Sharpe</th></tr>";
+    for (const auto& a : agents->as_array()) {
+        if (!a.is_object()) continue;
+        const std::string run = string_at(a, "run");
+        const bool has_run = !run.empty() && is_run_directory((dir / run).string());
+        out += fmt::format(
+            "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"name\">{}</td><td>{}</td>"
+            "<td class=\"name\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            integer(number_at(a, "index")), integer(number_at(a, "seed")),
+            has_run ? "<a href=\"" + xml_escape(href((dir / run).string())) + "\">" + breakable(run, ",") + "</a>"
+                    : breakable(run, ","),
+            xml_escape(string_at(a, "status")), breakable(joined(a.find("overrides"), ", "), ","),
+            num(number_at(a, "best.value"), 3), pct(number_at(a, "test.strategy.total_return")),
+            num(number_at(a, "test.strategy.sharpe"), 3));
+    }
+    return heading + panel(out + "</table>\n") + search_section(dir, v);
 }
 
 }  // namespace
@@ -1217,11 +1191,7 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
         "The best validation setting is not always the best on the test split: read the spread over seeds. "
         "bh_*: buy-and-hold on the same test split.");
     if (const auto deflated = deflated_best(runs)) b += note(deflated->text);  // docs/metrics.md
-    if (population) {
-        b += "<h2>Agents</h2>\n";
-        b += panel(population_agents(base, href));
-        b += search_section(base);
-    }
+    if (population) b += population_section(base, href);
     b += population ? "<h2>Every agent, ranked</h2>\n" : "<h2>Every run</h2>\n";
     b += panel(html_table(all, link_base, greyed));
     return page((name.empty() ? dir : name) +
