@@ -129,6 +129,27 @@ const json::Value& member_or_null(const json::Value& v, const char* key) {
     return m != nullptr ? *m : null;
 }
 
+/// `p` absolute, without `.` and `..`.
+fs::path normal(const fs::path& p) {
+    return fs::absolute(p).lexically_normal();
+}
+
+/// A page's heading: its name, then a badge (`badge_class`: its extra classes, " "-led), what it
+/// is (HTML) and where.
+std::string heading(const std::string& name, const std::string& badge, const std::string& badge_class,
+                    const std::string& what, const fs::path& where) {
+    return "<h1>" + xml_escape(name) + "</h1>\n" +
+           fmt::format("<p class=\"sub\"><span class=\"badge{}\">{}</span> &#160; {} &#160;·&#160; {}</p>\n",
+                       badge_class, badge, what, xml_escape(normal(where).string()));
+}
+
+/// A setting of the run's config.toml ("section.key"), `otherwise` when it has none.
+std::string setting_or(const std::map<std::string, std::string>& settings, const std::string& key,
+                       const std::string& otherwise = "") {
+    const auto it = settings.find(key);
+    return it == settings.end() ? otherwise : it->second;
+}
+
 /// The strings of the JSON array `a` joined with `sep` ("" when it is no array).
 std::string joined(const json::Value* a, const char* sep) {
     std::string out;
@@ -538,7 +559,7 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
                         const std::map<std::string, std::string>& settings, bool eval_layout) {
     std::vector<std::pair<std::string, std::string>> rows;
     auto text_at = [&](const char* k) -> std::string {
-        const json::Value* v = s.is_object() ? s.find(k) : nullptr;
+        const json::Value* v = member_at(s, k);
         if (v == nullptr || v->is_null()) return "-";
         if (v->is_string()) return v->as_string();
         if (v->is_integer()) return fmt::format("{}", v->as_i64());
@@ -546,8 +567,7 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
         return json::serialize(*v);
     };
     const auto or_setting = [&](std::string v, const char* key) {
-        const auto it = settings.find(key);
-        return v == "-" && eval_layout && it != settings.end() ? it->second : v;
+        return v == "-" && eval_layout ? setting_or(settings, key, v) : v;
     };
     rows.reserve(14);
     if (eval_layout) {  // eval.json: the policy and what it scored
@@ -566,17 +586,12 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
     rows.emplace_back("overrides", overrides != nullptr && overrides->is_array() && !overrides->as_array().empty()
                                        ? joined(overrides, "  ")
                                        : "-");
-    if (const auto* d = s.is_object() ? s.find("data") : nullptr; d != nullptr && d->is_object()) {
-        const auto* src = d->find("source");
-        const auto* h = d->find("xxh64");
-        const auto bars = number_at(*d, "bars");
-        rows.emplace_back("data",
-                          fmt::format("{} ({} bars, xxh64 {})", src && src->is_string() ? src->as_string() : "-",
-                                      integer(bars), h && h->is_string() ? h->as_string() : "-"));
-    } else if (const auto* d2 = s.is_object() ? s.find("data") : nullptr; d2 != nullptr && d2->is_string()) {
-        rows.emplace_back("data", d2->as_string());
-    }
-    const json::Value* inferred = s.is_object() ? s.find("bars_per_year_inferred") : nullptr;
+    if (const auto* d = member_at(s, "data"); d != nullptr && d->is_object())
+        rows.emplace_back("data", fmt::format("{} ({} bars, xxh64 {})", string_at(*d, "source", "-"),
+                                              integer(number_at(*d, "bars")), string_at(*d, "xxh64", "-")));
+    else if (d != nullptr && d->is_string())
+        rows.emplace_back("data", d->as_string());
+    const json::Value* inferred = member_at(s, "bars_per_year_inferred");
     const bool known = inferred != nullptr && inferred->kind() == json::Value::Kind::boolean;
     rows.emplace_back("bars per year", text_at("bars_per_year") + (!known                ? ""
                                                                    : inferred->as_bool() ? " (inferred from the data)"
@@ -619,15 +634,15 @@ std::map<std::string, std::string> settings_of(const fs::path& dir) {
 }
 
 std::string run_page(const fs::path& dir, bool eval_layout) {
-    const std::string name = fs::absolute(dir).lexically_normal().filename().string().empty()
-                                 ? fs::absolute(dir).lexically_normal().parent_path().filename().string()
-                                 : fs::absolute(dir).lexically_normal().filename().string();
+    const fs::path full = normal(dir);
+    const std::string name =
+        full.filename().empty() ? full.parent_path().filename().string() : full.filename().string();
     const fs::path summary_path = dir / (eval_layout ? "eval.json" : "summary.json");
     json::Value summary;
     std::string problem;
     if (is_file(summary_path)) {
         try {
-            summary = json::parse(read_text(summary_path.string()), json::Limits{16u << 20, 64, true});
+            summary = read_json(summary_path.string(), 16u << 20);
         } catch (const std::exception& e) {
             problem = fmt::format("{} does not parse: {}", summary_path.string(), e.what());
         }
@@ -635,44 +650,35 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
         problem = summary_path.filename().string() + " is missing (the run is still going, or was killed).";
     }
     const auto settings = settings_of(dir);
-    const auto setting = [&](const char* k) {
-        const auto it = settings.find(k);
-        return it == settings.end() ? std::string() : it->second;
-    };
-    const std::string metric =
-        setting("early_stopping.metric").empty() ? "val_sharpe" : setting("early_stopping.metric");
+    const std::string trainer = setting_or(settings, "run.trainer");
+    const std::string metric = setting_or(settings, "early_stopping.metric").empty()
+                                   ? "val_sharpe"
+                                   : setting_or(settings, "early_stopping.metric");
     // eval.json has {strategy, buy_and_hold} at the top; summary.json under "test".
     const std::string test = eval_layout ? "" : "test.";
-    std::string status = eval_layout ? "eval" : "unknown";
-    if (const auto* s = summary.is_object() ? summary.find("status") : nullptr; s != nullptr && s->is_string())
-        status = s->as_string();
-    std::string split = "test";
-    if (const auto* s = summary.is_object() ? summary.find("split") : nullptr; s != nullptr && s->is_string())
-        split = s->as_string() == "val" ? "validation" : s->as_string() == "test" ? "test" : "evaluated";
+    const std::string status = string_at(summary, "status", eval_layout ? "eval" : "unknown");
+    const std::string split_key = string_at(summary, "split", "test");
+    const std::string split = split_key == "val" ? "validation" : split_key == "test" ? "test" : "evaluated";
     const auto per_year = bars_per_year_of(summary, settings);
     const Span test_span = span_of(summary, test + "strategy", per_year);
     const Span val_span = span_of(summary, "validation.strategy", per_year);
     const auto population = eval_layout ? std::nullopt : population_agent(dir, name);
 
-    std::string b;
-    b += "<h1>" + xml_escape(name) + "</h1>\n";
-    b += fmt::format("<p class=\"sub\"><span class=\"badge {}\">{}</span> &#160; {}{} &#160;·&#160; {}</p>\n",
-                     xml_escape(status), xml_escape(status),
-                     xml_escape(eval_layout                      ? "eval of a checkpoint"
-                                : setting("run.trainer").empty() ? "run"
-                                                                 : setting("run.trainer")),
-                     population ? xml_escape(fmt::format(", agent {} of a population of {} (agents 0-{})",
-                                                         population->index, population->agents, population->agents - 1))
-                                : "",
-                     xml_escape(fs::absolute(dir).lexically_normal().string()));
+    std::string b =
+        heading(name, xml_escape(status), " " + xml_escape(status),
+                xml_escape((eval_layout       ? "eval of a checkpoint"
+                            : trainer.empty() ? "run"
+                                              : trainer) +
+                           (population ? fmt::format(", agent {} of a population of {} (agents 0-{})",
+                                                     population->index, population->agents, population->agents - 1)
+                                       : "")),
+                dir);
     if (!problem.empty()) b += note(problem);
 
-    const auto ret = number_at(summary, test + "strategy.total_return");
-    const auto hret = number_at(summary, test + "buy_and_hold.total_return");
-    const auto sh = number_at(summary, test + "strategy.sharpe");
-    const auto hsh = number_at(summary, test + "buy_and_hold.sharpe");
-    const auto dd = number_at(summary, test + "strategy.max_drawdown");
-    const auto hdd = number_at(summary, test + "buy_and_hold.max_drawdown");
+    const auto at = [&](const char* k) { return number_at(summary, test + k); };
+    const auto ret = at("strategy.total_return"), hret = at("buy_and_hold.total_return");
+    const auto sh = at("strategy.sharpe"), hsh = at("buy_and_hold.sharpe");
+    const auto dd = at("strategy.max_drawdown"), hdd = at("buy_and_hold.max_drawdown");
     b += "<div class=\"cards\">";
     b += card(split + " return", pct(ret), "buy-and-hold " + pct(hret), good_bad(ret, hret));
     b += test_span.is_short()
@@ -682,8 +688,7 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
                     "ann")
              : card(split + " Sharpe", num(sh, 2), "buy-and-hold " + num(hsh, 2), good_bad(sh, hsh));
     b += card("max drawdown", pct(dd), "buy-and-hold " + pct(hdd), good_bad(hdd, dd));
-    b += card("trades", integer(number_at(summary, test + "strategy.trades")),
-              "win rate " + pct(number_at(summary, test + "strategy.win_rate"), 0));
+    b += card("trades", integer(at("strategy.trades")), "win rate " + pct(at("strategy.win_rate"), 0));
     if (!eval_layout) {
         const auto best = number_at(summary, "best.value");
         const auto step = number_at(summary, "best.env_steps") ? number_at(summary, "best.env_steps")
@@ -727,8 +732,7 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
     std::vector<MetricsColumn> cols{
         {split + ": strategy", eval_layout ? "strategy" : "test.strategy", split, test_span},
         {split + ": buy-and-hold", eval_layout ? "buy_and_hold" : "test.buy_and_hold", split, test_span}};
-    if (!eval_layout && summary.is_object() && summary.find("validation") != nullptr &&
-        !summary.find("validation")->is_null()) {
+    if (!eval_layout && !member_or_null(summary, "validation").is_null()) {
         cols.push_back({"validation (best): strategy", "validation.strategy", "validation", val_span});
         cols.push_back({"validation: buy-and-hold", "validation.buy_and_hold", "validation", val_span});
     }
@@ -1021,13 +1025,11 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     const std::size_t first_key = 1, last_key = col_of(grouped, "runs");
     const bool per_run = last_key == first_key && runs.size() > 1;  // only the seed differs: a bar per run
 
-    std::string b;
-    const std::string name = fs::absolute(base).lexically_normal().filename().string();
-    b += "<h1>" + xml_escape(name.empty() ? dir : name) + "</h1>\n";
-    b += fmt::format(
-        "<p class=\"sub\"><span class=\"badge\">{}</span> &#160; {} {}, {} setting{} &#160;·&#160; {}</p>\n",
-        population ? "population" : "sweep", runs.size(), population ? "agents" : "runs", grouped.rows.size(),
-        grouped.rows.size() == 1 ? "" : "s", xml_escape(fs::absolute(base).lexically_normal().string()));
+    const std::string name = normal(base).filename().string();
+    std::string b = heading(name.empty() ? dir : name, population ? "population" : "sweep", "",
+                            fmt::format("{} {}, {} setting{}", runs.size(), population ? "agents" : "runs",
+                                        grouped.rows.size(), grouped.rows.size() == 1 ? "" : "s"),
+                            base);
     // Annualised figures of short splits (any run's) are greyed, with a note.
     std::optional<Span> short_test, short_val;
     for (const auto& r : runs) {
@@ -1201,25 +1203,19 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
 
 std::string walk_forward_report_html(const std::string& dir) {
     const fs::path base(dir);
-    const std::string name = fs::absolute(base).lexically_normal().filename().string();
+    const std::string name = normal(base).filename().string();
     json::Value wf;
     try {
-        wf = json::parse(read_text((base / "walk_forward.json").string()), json::Limits{64u << 20, 64, true});
+        wf = read_json((base / "walk_forward.json").string(), 64u << 20);
     } catch (const std::exception& e) {
         return page(name, note(fmt::format("walk_forward.json does not parse: {}", e.what())));
     }
     const json::Value& stitched = member_or_null(wf, "stitched");
-    std::string b;
-    b += "<h1>" + xml_escape(name) + "</h1>\n";
     const auto folds = number_at(wf, "folds");
-    const json::Value* window = wf.find("window");
-    const json::Value* trainer = wf.find("trainer");
-    b += fmt::format(
-        "<p class=\"sub\"><span class=\"badge\">walk-forward</span> &#160; {} folds, {} window, {} "
-        "&#160;·&#160; {}</p>\n",
-        folds ? std::llround(*folds) : 0, window != nullptr && window->is_string() ? window->as_string() : "?",
-        trainer != nullptr && trainer->is_string() ? xml_escape(trainer->as_string()) : "?",
-        xml_escape(fs::absolute(base).lexically_normal().string()));
+    std::string b = heading(name, "walk-forward", "",
+                            fmt::format("{} folds, {} window, {}", folds ? std::llround(*folds) : 0,
+                                        string_at(wf, "window", "?"), xml_escape(string_at(wf, "trainer", "?"))),
+                            base);
     const auto ret = number_at(stitched, "strategy.total_return"),
                hret = number_at(stitched, "buy_and_hold.total_return");
     const auto sh = number_at(stitched, "strategy.sharpe"), hsh = number_at(stitched, "buy_and_hold.sharpe");
