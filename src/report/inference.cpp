@@ -35,12 +35,9 @@ std::optional<DeflatedBest> deflated_best(const std::vector<RunRecord>& runs) {
     if (trials.size() < 2) return std::nullopt;
     const auto best = std::max_element(trials.begin(), trials.end(),
                                        [](const Trial& a, const Trial& b) { return a.m.sharpe < b.m.sharpe; });
-    double mean = 0;
-    for (const auto& t : trials) mean += t.m.sharpe;
-    mean /= static_cast<double>(trials.size());
-    double var = 0;
-    for (const auto& t : trials) var += (t.m.sharpe - mean) * (t.m.sharpe - mean);
-    var /= static_cast<double>(trials.size() - 1);
+    std::vector<double> sharpes;
+    for (const auto& t : trials) sharpes.push_back(t.m.sharpe);
+    const double var = *stat(sharpes).var;
     const auto d = backtest::deflated_sharpe(best->m, trials.size(), var);
     DeflatedBest out;
     out.trials = trials.size();
@@ -184,9 +181,8 @@ std::string inference_sentence(const json::Value& b) {
 
 std::string walk_forward_markdown(const std::string& dir) {
     const std::string path = (std::filesystem::path(dir) / "walk_forward.json").string();
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) return "";
-    const json::Value wf = json::parse(read_text(path), json::Limits{64u << 20, 64, true});
+    if (!is_file(path)) return "";
+    const json::Value wf = read_json(path, 64u << 20);
     const json::Value* st = wf.find("stitched");
     if (st == nullptr || !st->is_object()) return "";
     const auto v = [&](const char* k) {
@@ -204,10 +200,7 @@ std::string walk_forward_markdown(const std::string& dir) {
 std::string inference_html(const json::Value& b, const std::string& split_label) {
     const json::Value* inf = b.is_object() ? b.find("inference") : nullptr;
     if (inf == nullptr || !inf->is_object())
-        return "<p class=\"note\">" +
-               xml_escape("No confidence intervals for the " + split_label +
-                          " backtest (written by an older version).") +
-               "</p>\n";
+        return note("No confidence intervals for the " + split_label + " backtest (written by an older version).");
     const auto sh = number_at(b, "strategy.sharpe"), hsh = number_at(b, "buy_and_hold.sharpe");
     std::vector<Row> rows{
         {"Sharpe (annualised)", sh, number_at(*inf, "bootstrap.sharpe.lo"), number_at(*inf, "bootstrap.sharpe.hi"),

@@ -185,8 +185,7 @@ struct Span {
 /// `instrument.bars_per_year` when set (0 = inferred, unknown here).
 std::optional<double> bars_per_year_of(const json::Value& summary, const std::map<std::string, std::string>& settings) {
     if (const auto v = number_at(summary, "bars_per_year"); v && *v > 0) return v;
-    if (const auto it = settings.find("instrument.bars_per_year"); it != settings.end() && to_number(it->second) > 0)
-        return to_number(it->second);
+    if (const double v = to_number(setting_or(settings, "instrument.bars_per_year")); v > 0) return v;
     return std::nullopt;
 }
 
@@ -272,12 +271,7 @@ std::string equity_section(const fs::path& csv_path, const std::string& split) {
                 if (time_of_bar.empty()) return "";
                 it = std::prev(it);
             }
-            const std::time_t tt = static_cast<std::time_t>(it->second);
-            std::tm tm{};
-            gmtime_r(&tt, &tm);
-            char buf[32];
-            std::strftime(buf, sizeof buf, days ? "%Y-%m-%d" : "%m-%d %H:%M", &tm);
-            return buf;
+            return utc_time(it->second, days ? "%Y-%m-%d" : "%m-%d %H:%M");
         };
     }
     std::string out = panel(line_chart({eq, hold}, o));
@@ -468,12 +462,6 @@ std::string training_charts(const fs::path& metrics_jsonl, const std::map<std::s
                                      *number_at(lines.back(), "env_steps") > 0
                                  ? "env_steps"
                                  : "updates";
-    const auto off_by_profile = [&](const std::string& field) -> std::string {
-        const auto it = settings.find("dqn.cql_alpha");
-        if (field == "losses/cql" && it != settings.end() && to_number(it->second) == 0)
-            return "CQL off (dqn.cql_alpha = 0)";
-        return "";
-    };
     std::vector<std::string> fields;
     for (const auto& l : lines)
         for (const auto& [k, v] : l.as_object()) {
@@ -483,8 +471,8 @@ std::string training_charts(const fs::path& metrics_jsonl, const std::map<std::s
         }
     std::vector<std::string> zero, off;
     std::erase_if(fields, [&](const std::string& f) {
-        if (const std::string why = off_by_profile(f); !why.empty()) {
-            off.push_back(f + ": " + why);
+        if (f == "losses/cql" && to_number(setting_or(settings, "dqn.cql_alpha")) == 0) {
+            off.push_back(f + ": CQL off (dqn.cql_alpha = 0)");
             return true;
         }
         const bool all_zero = std::all_of(lines.begin(), lines.end(), [&](const json::Value& l) {
@@ -1292,9 +1280,7 @@ std::string walk_forward_report_html(const std::string& dir) {
                 const auto b0 = number_at(f, std::string(k) + ".begin"), e0 = number_at(f, std::string(k) + ".end");
                 return b0 && e0 ? fmt::format("[{}, {})", std::llround(*b0), std::llround(*e0)) : std::string("-");
             };
-            const json::Value* rd = f.find("run_dir");
-            const std::string dir_name = rd != nullptr && rd->is_string() ? rd->as_string() : "";
-            const json::Value* st = f.find("status");
+            const std::string dir_name = string_at(f, "run_dir");
             const auto flo = number_at(f, "test_backtest.inference.bootstrap.sharpe.lo"),
                        fhi = number_at(f, "test_backtest.inference.bootstrap.sharpe.hi");
             t += fmt::format(
@@ -1306,13 +1292,12 @@ std::string walk_forward_report_html(const std::string& dir) {
                 num(number_at(f, "test_backtest.strategy.sharpe"), 3),
                 flo && fhi ? fmt::format("[{:.3f}, {:.3f}]", *flo, *fhi) : "-",
                 num(number_at(f, "test_backtest.buy_and_hold.sharpe"), 3),
-                num(number_at(f, "test_backtest.inference.psr_zero"), 3),
-                st != nullptr && st->is_string() ? xml_escape(st->as_string()) : "");
+                num(number_at(f, "test_backtest.inference.psr_zero"), 3), xml_escape(string_at(f, "status")));
         }
     }
     b += panel(t + "</table>\n");
-    if (const auto* d = wf.find("deflated_sharpe"); d != nullptr && d->is_object())
-        if (const auto* text = d->find("text"); text != nullptr && text->is_string()) b += note(text->as_string());
+    if (const auto* text = member_at(wf, "deflated_sharpe.text"); text != nullptr && text->is_string())
+        b += note(text->as_string());
     return page((name.empty() ? dir : name) + " — foxhunt-train walk-forward report", b);
 }
 

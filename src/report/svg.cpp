@@ -38,17 +38,8 @@ std::string fmt_coord(double v) {
     return fmt::format("{:.1f}", v);
 }
 
-std::string time_label(double t, double step) {
-    const std::time_t tt = static_cast<std::time_t>(t);
-    std::tm tm{};
-    gmtime_r(&tt, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, step < 86400 ? "%m-%d %H:%M" : "%Y-%m-%d", &tm);
-    return buf;
-}
-
 std::string tick_label(double v, Axis axis, double step) {
-    if (axis == Axis::time) return time_label(v, step);
+    if (axis == Axis::time) return utc_time(v, step < 86400 ? "%m-%d %H:%M" : "%Y-%m-%d");
     if (axis == Axis::percent) {
         const double p = std::abs(v) < std::abs(step) * 1e-6 ? 0.0 : v * 100;  // never "-0%"
         return std::abs(step * 100) >= 1 ? fmt::format("{:.0f}%", p) : fmt::format("{:.1f}%", p);
@@ -188,6 +179,15 @@ std::string note(const std::string& text) {
 
 std::string panel(const std::string& inner) {
     return "<div class=\"panel\">" + inner + "</div>\n";
+}
+
+std::string utc_time(double t, const char* format) {
+    const std::time_t tt = static_cast<std::time_t>(t);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, format, &tm);
+    return buf;
 }
 
 std::string short_number(double v) {

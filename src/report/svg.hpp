@@ -71,6 +71,9 @@ struct Bar {
 /// reference line (adjacent equal references join into one line) inside the y range.
 std::string bar_chart(const std::vector<Bar>& bars, const ChartOptions& options);
 
+/// Unix seconds `t` as UTC by strftime's `format`.
+std::string utc_time(double t, const char* format);
+
 /// "1.5k", "2.0M", or the number with up to 4 significant digits.
 std::string short_number(double v);
 
