@@ -299,10 +299,7 @@ std::string good_bad(std::optional<double> a, std::optional<double> b) {
 /// Action labels from the profile: "+1 market" (target contracts, order type as trades.csv names it).
 std::vector<std::string> action_labels(const std::map<std::string, std::string>& s, std::size_t n) {
     std::vector<std::string> out;
-    const auto get = [&](const char* k) -> long long {
-        const auto it = s.find(k);
-        return it == s.end() ? 0 : std::atoll(it->second.c_str());
-    };
+    const auto get = [&](const char* k) { return std::atoll(setting_or(s, k, "0").c_str()); };
     const long long L = get("env.position_levels"), U = get("env.urgency_levels"), M = get("instrument.max_contracts");
     for (std::size_t a = 0; a < n; ++a) {
         if (L < 3 || U < 1 || U > 3 || static_cast<long long>(n) != L * U || M < 1) {
@@ -1217,16 +1214,14 @@ std::string walk_forward_report_html(const std::string& dir) {
               lo && hi ? fmt::format("interval [{:.2f}, {:.2f}]; buy-and-hold {}", *lo, *hi, num(hsh, 2))
                        : "buy-and-hold " + num(hsh, 2),
               good_bad(sh, hsh));
-    b += card("beat buy-and-hold?",
-              dlo && dhi ? (*dlo > 0   ? "yes"
-                            : *dhi < 0 ? "no: it lost"
-                                       : "not distinguishable")
-                         : "-",
-              dlo && dhi ? fmt::format("Sharpe difference [{:.2f}, {:.2f}]", *dlo, *dhi) : "no interval",
-              dlo && dhi ? (*dlo > 0   ? "good"
-                            : *dhi < 0 ? "bad"
-                                       : "")
-                         : "");
+    if (!dlo || !dhi)
+        b += card("beat buy-and-hold?", "-", "no interval");
+    else if (*dlo > 0 || *dhi < 0)
+        b += card("beat buy-and-hold?", *dlo > 0 ? "yes" : "no: it lost",
+                  fmt::format("Sharpe difference [{:.2f}, {:.2f}]", *dlo, *dhi), *dlo > 0 ? "good" : "bad");
+    else
+        b += card("beat buy-and-hold?", "not distinguishable",
+                  fmt::format("Sharpe difference [{:.2f}, {:.2f}]", *dlo, *dhi));
     b += card("PSR against 0", num(number_at(stitched, "inference.psr_zero"), 3),
               "against buy-and-hold " + num(number_at(stitched, "inference.psr_buy_and_hold"), 3));
     if (const auto* d = wf.find("deflated_sharpe"); d != nullptr && d->is_object()) {

@@ -525,42 +525,32 @@ std::string cell_text(const Cell& c, int decimals) {
 }
 
 std::string to_markdown(const Table& t) {
-    auto escape = [](std::string s) {
-        std::string out;
-        for (char c : s) {
-            if (c == '|') out += '\\';
-            out += c;
+    // A row: `first`, then each cell with its '|' escaped.
+    const auto row = [](std::string first, const auto& cells, const auto& text) {
+        for (const auto& c : cells) {
+            for (const char ch : text(c)) first += ch == '|' ? std::string("\\|") : std::string(1, ch);
+            first += " | ";
         }
-        return out;
+        first.pop_back();
+        return first + "\n";
     };
-    std::string out = "| best | ";
-    for (const auto& c : t.columns) out += escape(c) + " | ";
-    out.pop_back();
-    out += "\n|---|";
-    for (const auto& c : t.columns) {
-        (void)c;
-        out += "---|";
-    }
+    std::string out = row("| best | ", t.columns, [](const std::string& c) { return c; }) + "|---|";
+    for (std::size_t j = 0; j < t.columns.size(); ++j) out += "---|";
     out += "\n";
-    for (std::size_t i = 0; i < t.rows.size(); ++i) {
-        out += static_cast<int>(i) == t.best_row ? "| * | " : "|   | ";
-        for (const auto& c : t.rows[i]) out += escape(cell_text(c)) + " | ";
-        out.pop_back();
-        out += "\n";
-    }
-    out += t.grouped ? fmt::format(
-                           "\n{} settings ranked by the mean {} over seeds (mean ± sd; runs = finished/all); "
-                           "* = best.\n",
-                           t.rows.size(), t.metric)
-           : std::find(t.columns.begin(), t.columns.end(), "rung") != t.columns.end()
-               ? fmt::format(
-                     "\n{} runs ranked by the last rung of successive halving they reached, then the {} "
-                     "there (rung_metric); * = best; test_* and bh_* (buy-and-hold) on the test split.\n",
-                     t.rows.size(), t.metric)
-               : fmt::format(
-                     "\n{} runs ranked by the best {}; * = best; test_* and bh_* (buy-and-hold) on the "
-                     "test split.\n",
-                     t.rows.size(), t.metric);
+    for (std::size_t i = 0; i < t.rows.size(); ++i)
+        out += row(static_cast<int>(i) == t.best_row ? "| * | " : "|   | ", t.rows[i],
+                   [](const Cell& c) { return cell_text(c); });
+    if (t.grouped)
+        out +=
+            fmt::format("\n{} settings ranked by the mean {} over seeds (mean ± sd; runs = finished/all); * = best.\n",
+                        t.rows.size(), t.metric);
+    else
+        out += fmt::format(
+            "\n{} runs ranked by {}; * = best; test_* and bh_* (buy-and-hold) on the test split.\n", t.rows.size(),
+            std::find(t.columns.begin(), t.columns.end(), "rung") != t.columns.end()
+                ? fmt::format("the last rung of successive halving they reached, then the {} there (rung_metric)",
+                              t.metric)
+                : "the best " + t.metric);
     for (const auto& d : t.duplicates) out += duplicate_sentence(d) + "\n";
     if (const std::string s = seed_spread_sentence(t.seed_spread); !s.empty()) out += s + "\n";
     return out;
