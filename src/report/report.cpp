@@ -775,6 +775,11 @@ std::string breakable(const std::string& text, std::string_view after) {
     return out;
 }
 
+/// A link to `href` from a run's name (breakable at its commas).
+std::string name_link(const std::string& href, const std::string& name) {
+    return "<a href=\"" + xml_escape(href) + "\">" + breakable(name, ",") + "</a>";
+}
+
 /// A table as HTML: an ungrouped table links each run's name to its report; a grouped one
 /// links each seed's run after the setting. A number's sd goes under it (narrow columns);
 /// the columns in `greyed` (annualised from a short split) are grey.
@@ -792,16 +797,15 @@ std::string html_table(const Table& t, const fs::path& base, const std::vector<s
         for (std::size_t j = 0; j < t.rows[i].size(); ++j) {
             const Cell& c = t.rows[i][j];
             if (t.grouped && static_cast<long>(j) == runs_col) {
-                std::string links;
+                out += "<td>";
                 for (std::size_t k = 0; k < t.row_runs[i].size(); ++k) {
-                    if (k > 0) links += ' ';
-                    links += link(href(t.row_runs[i][k]), fmt::format("#{}", k + 1));
+                    if (k > 0) out += ' ';
+                    out += link(href(t.row_runs[i][k]), fmt::format("#{}", k + 1));
                 }
-                out += "<td>" + links + "</td>";
+                out += "</td>";
             }
             if (!t.grouped && t.columns[j] == "run") {
-                out += "<td class=\"name\"><a href=\"" + xml_escape(href(t.row_runs[i].at(0))) + "\">" +
-                       breakable(c.text, ",") + "</a></td>";
+                out += "<td class=\"name\">" + name_link(href(t.row_runs[i].at(0)), c.text) + "</td>";
                 continue;
             }
             if (!c.is_number) {
@@ -977,8 +981,7 @@ std::string population_section(const fs::path& dir, const std::function<std::str
             "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"name\">{}</td><td>{}</td>"
             "<td class=\"name\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             integer(number_at(a, "index")), integer(number_at(a, "seed")),
-            has_run ? "<a href=\"" + xml_escape(href((dir / run).string())) + "\">" + breakable(run, ",") + "</a>"
-                    : breakable(run, ","),
+            has_run ? name_link(href((dir / run).string()), run) : breakable(run, ","),
             xml_escape(string_at(a, "status")), breakable(joined(a.find("overrides"), ", "), ","),
             num(number_at(a, "best.value"), 3), pct(number_at(a, "test.strategy.total_return")),
             num(number_at(a, "test.strategy.sharpe"), 3));
