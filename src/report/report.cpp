@@ -455,10 +455,9 @@ std::string validation_chart(const fs::path& eval_jsonl, const std::string& metr
 std::string training_charts(const fs::path& metrics_jsonl, const std::map<std::string, std::string>& settings) {
     const auto lines = read_jsonl(metrics_jsonl.string());  // objects only
     if (lines.empty()) return note("No training metrics (metrics.jsonl is missing or empty).");
-    const std::string xkey = number_at(lines.front(), "env_steps") && number_at(lines.back(), "env_steps") &&
-                                     *number_at(lines.back(), "env_steps") > 0
-                                 ? "env_steps"
-                                 : "updates";
+    const auto last_steps = number_at(lines.back(), "env_steps");
+    const std::string xkey =
+        number_at(lines.front(), "env_steps") && last_steps && *last_steps > 0 ? "env_steps" : "updates";
     std::vector<std::string> fields;
     for (const auto& l : lines)
         for (const auto& [k, v] : l.as_object()) {

@@ -557,18 +557,12 @@ std::string to_markdown(const Table& t) {
 }
 
 std::string to_csv(const Table& t) {
-    std::vector<std::string> header{"best"};
+    std::string out = "best";
     for (std::size_t j = 0; j < t.columns.size(); ++j) {
         const bool spread = t.grouped && !t.rows.empty() && t.rows[0][j].is_number && j > 0;
-        if (spread) {
-            header.push_back(t.columns[j] + "_mean");
-            header.push_back(t.columns[j] + "_sd");
-        } else {
-            header.push_back(t.columns[j]);
-        }
+        out += "," + (spread ? csv_field(t.columns[j] + "_mean") + "," + csv_field(t.columns[j] + "_sd")
+                             : csv_field(t.columns[j]));
     }
-    std::string out;
-    for (std::size_t j = 0; j < header.size(); ++j) out += (j ? "," : "") + csv_field(header[j]);
     out += "\n";
     for (std::size_t i = 0; i < t.rows.size(); ++i) {
         out += static_cast<int>(i) == t.best_row ? "1" : "0";
