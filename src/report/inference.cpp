@@ -154,7 +154,7 @@ std::string interval_text(const char* what, std::optional<double> lo, std::optio
 }  // namespace
 
 std::string inference_sentence(const json::Value& b) {
-    const json::Value* inf = b.is_object() ? b.find("inference") : nullptr;
+    const json::Value* inf = member_at(b, "inference");
     if (inf == nullptr || !inf->is_object()) return "";
     const auto conf = number_at(*inf, "bootstrap.confidence");
     const std::string pct = conf ? fmt::format("{:g}%", 100 * *conf) : std::string("-");
@@ -183,7 +183,7 @@ std::string walk_forward_markdown(const std::string& dir) {
     const std::string path = (std::filesystem::path(dir) / "walk_forward.json").string();
     if (!is_file(path)) return "";
     const json::Value wf = read_json(path, 64u << 20);
-    const json::Value* st = wf.find("stitched");
+    const json::Value* st = member_at(wf, "stitched");
     if (st == nullptr || !st->is_object()) return "";
     const auto v = [&](const char* k) {
         const auto x = number_at(*st, k);
@@ -198,7 +198,7 @@ std::string walk_forward_markdown(const std::string& dir) {
 }
 
 std::string inference_html(const json::Value& b, const std::string& split_label) {
-    const json::Value* inf = b.is_object() ? b.find("inference") : nullptr;
+    const json::Value* inf = member_at(b, "inference");
     if (inf == nullptr || !inf->is_object())
         return note("No confidence intervals for the " + split_label + " backtest (written by an older version).");
     const auto sh = number_at(b, "strategy.sharpe"), hsh = number_at(b, "buy_and_hold.sharpe");
@@ -211,14 +211,12 @@ std::string inference_html(const json::Value& b, const std::string& split_label)
          number_at(*inf, "bootstrap.total_return.hi"), true}};
     std::string method;
     if (const auto* bo = inf->find("bootstrap"); bo != nullptr && bo->is_object()) {
-        const auto rs = number_at(*bo, "resamples"), bl = number_at(*bo, "block_length"), sd = number_at(*bo, "seed");
-        const json::Value* rule = bo->find("block_rule");
+        const auto count = [](std::optional<double> v) { return v ? std::llround(*v) : 0; };
         method = fmt::format(
             "Stationary block bootstrap of {} per-bar returns: {} resamples, mean block length {} ({}), "
             "seed {}; percentile intervals (docs/metrics.md).",
-            number_at(*inf, "bars") ? std::llround(*number_at(*inf, "bars")) : 0, rs ? std::llround(*rs) : 0,
-            bl ? std::llround(*bl) : 0, rule != nullptr && rule->is_string() ? rule->as_string() : "?",
-            sd ? std::llround(*sd) : 0);
+            count(number_at(*inf, "bars")), count(number_at(*bo, "resamples")), count(number_at(*bo, "block_length")),
+            string_at(*bo, "block_rule", "?"), count(number_at(*bo, "seed")));
     } else {
         method = "Too few returns for a bootstrap.";
     }
