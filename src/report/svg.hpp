@@ -1,7 +1,8 @@
 /// @file svg.hpp
 /// @brief Inline SVG charts for the HTML reports: line charts (several series, time or numeric
 ///        x axis, "nice" 1-2-5 ticks, legend, optional markers and a zero line) and bar charts
-///        (optionally with error bars). Output is well-formed XML; text is escaped.
+///        (optionally with error bars), and the HTML pieces the pages share (escaping, notes,
+///        panels). Output is well-formed XML; text is escaped.
 #pragma once
 
 #include <functional>
@@ -19,8 +20,8 @@ std::string xml_escape(std::string_view text);
 std::string note(const std::string& text);
 std::string panel(const std::string& inner);
 
-// Every member has a default, so that pages name only the members they set
-// (`Series{.label = "strategy", .dashed = true}`).
+// Every member of Series, ChartOptions and Bar has a default, so that the pages name only those
+// they set (`Series{.label = "strategy", .dashed = true}`).
 struct Series {
     std::string label{};
     std::vector<double> x{}, y{};  ///< same length; non-finite y values break the line
