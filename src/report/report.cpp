@@ -189,16 +189,20 @@ std::optional<double> bars_per_year_of(const json::Value& summary, const std::ma
     return std::nullopt;
 }
 
+/// The sum of the numbers of a JSON array (an action histogram).
+double sum(const json::Value& a) {
+    double n = 0;
+    for (const auto& c : a.as_array())
+        if (c.is_number()) n += c.as_double();
+    return n;
+}
+
 /// The span of the backtest whose metrics are at `prefix` ("test.strategy", "strategy").
 Span span_of(const json::Value& summary, const std::string& prefix, std::optional<double> per_year) {
     Span sp;
     sp.per_year = per_year;
-    if (const auto* h = member_at(summary, prefix + ".action_histogram"); h != nullptr && h->is_array()) {
-        double n = 0;
-        for (const auto& c : h->as_array())
-            if (c.is_number()) n += c.as_double();
-        sp.bars = n;
-    }
+    if (const auto* h = member_at(summary, prefix + ".action_histogram"); h != nullptr && h->is_array())
+        sp.bars = sum(*h);
     return sp;
 }
 
@@ -320,8 +324,7 @@ std::string histogram_chart(const json::Value* hist, const std::vector<std::stri
                             const std::string& title) {
     if (hist == nullptr || !hist->is_array() || hist->as_array().empty()) return note("No action histogram.");
     std::vector<Bar> bars;
-    double total = 0;
-    for (const auto& v : hist->as_array()) total += v.is_number() ? v.as_double() : 0;
+    const double total = sum(*hist);
     const auto& a = hist->as_array();
     for (std::size_t i = 0; i < a.size(); ++i) {
         const double count = a[i].is_number() ? a[i].as_double() : 0;
