@@ -183,7 +183,7 @@ std::string walk_forward_markdown(const std::string& dir) {
     const std::string path = (std::filesystem::path(dir) / "walk_forward.json").string();
     if (!is_file(path)) return "";
     const json::Value wf = read_json(path, 64u << 20);
-    const json::Value* st = member_at(wf, "stitched");
+    const json::Value* st = wf.find("stitched");
     if (st == nullptr || !st->is_object()) return "";
     const auto v = [&](const char* k) {
         const auto x = number_at(*st, k);
