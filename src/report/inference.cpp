@@ -35,12 +35,9 @@ std::optional<DeflatedBest> deflated_best(const std::vector<RunRecord>& runs) {
     if (trials.size() < 2) return std::nullopt;
     const auto best = std::max_element(trials.begin(), trials.end(),
                                        [](const Trial& a, const Trial& b) { return a.m.sharpe < b.m.sharpe; });
-    double mean = 0;
-    for (const auto& t : trials) mean += t.m.sharpe;
-    mean /= static_cast<double>(trials.size());
-    double var = 0;
-    for (const auto& t : trials) var += (t.m.sharpe - mean) * (t.m.sharpe - mean);
-    var /= static_cast<double>(trials.size() - 1);
+    std::vector<double> sharpes;
+    for (const auto& t : trials) sharpes.push_back(t.m.sharpe);
+    const double var = *stat(sharpes).var;
     const auto d = backtest::deflated_sharpe(best->m, trials.size(), var);
     DeflatedBest out;
     out.trials = trials.size();
@@ -157,7 +154,7 @@ std::string interval_text(const char* what, std::optional<double> lo, std::optio
 }  // namespace
 
 std::string inference_sentence(const json::Value& b) {
-    const json::Value* inf = b.is_object() ? b.find("inference") : nullptr;
+    const json::Value* inf = member_at(b, "inference");
     if (inf == nullptr || !inf->is_object()) return "";
     const auto conf = number_at(*inf, "bootstrap.confidence");
     const std::string pct = conf ? fmt::format("{:g}%", 100 * *conf) : std::string("-");
@@ -184,9 +181,8 @@ std::string inference_sentence(const json::Value& b) {
 
 std::string walk_forward_markdown(const std::string& dir) {
     const std::string path = (std::filesystem::path(dir) / "walk_forward.json").string();
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) return "";
-    const json::Value wf = json::parse(read_text(path), json::Limits{64u << 20, 64, true});
+    if (!is_file(path)) return "";
+    const json::Value wf = read_json(path, 64u << 20);
     const json::Value* st = wf.find("stitched");
     if (st == nullptr || !st->is_object()) return "";
     const auto v = [&](const char* k) {
@@ -202,12 +198,9 @@ std::string walk_forward_markdown(const std::string& dir) {
 }
 
 std::string inference_html(const json::Value& b, const std::string& split_label) {
-    const json::Value* inf = b.is_object() ? b.find("inference") : nullptr;
+    const json::Value* inf = member_at(b, "inference");
     if (inf == nullptr || !inf->is_object())
-        return "<p class=\"note\">" +
-               xml_escape("No confidence intervals for the " + split_label +
-                          " backtest (written by an older version).") +
-               "</p>\n";
+        return note("No confidence intervals for the " + split_label + " backtest (written by an older version).");
     const auto sh = number_at(b, "strategy.sharpe"), hsh = number_at(b, "buy_and_hold.sharpe");
     std::vector<Row> rows{
         {"Sharpe (annualised)", sh, number_at(*inf, "bootstrap.sharpe.lo"), number_at(*inf, "bootstrap.sharpe.hi"),
@@ -218,14 +211,12 @@ std::string inference_html(const json::Value& b, const std::string& split_label)
          number_at(*inf, "bootstrap.total_return.hi"), true}};
     std::string method;
     if (const auto* bo = inf->find("bootstrap"); bo != nullptr && bo->is_object()) {
-        const auto rs = number_at(*bo, "resamples"), bl = number_at(*bo, "block_length"), sd = number_at(*bo, "seed");
-        const json::Value* rule = bo->find("block_rule");
+        const auto count = [](std::optional<double> v) { return v ? std::llround(*v) : 0; };
         method = fmt::format(
             "Stationary block bootstrap of {} per-bar returns: {} resamples, mean block length {} ({}), "
             "seed {}; percentile intervals (docs/metrics.md).",
-            number_at(*inf, "bars") ? std::llround(*number_at(*inf, "bars")) : 0, rs ? std::llround(*rs) : 0,
-            bl ? std::llround(*bl) : 0, rule != nullptr && rule->is_string() ? rule->as_string() : "?",
-            sd ? std::llround(*sd) : 0);
+            count(number_at(*inf, "bars")), count(number_at(*bo, "resamples")), count(number_at(*bo, "block_length")),
+            string_at(*bo, "block_rule", "?"), count(number_at(*bo, "seed")));
     } else {
         method = "Too few returns for a bootstrap.";
     }

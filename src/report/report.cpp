@@ -82,13 +82,6 @@ a{color:var(--blue)}
 footer{margin-top:32px;color:var(--muted);font-size:12px}
 )";
 
-Series make_series(std::string label, std::string color) {
-    Series s;
-    s.label = std::move(label);
-    s.color = std::move(color);
-    return s;
-}
-
 std::string page(const std::string& title, const std::string& body) {
     return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
@@ -97,11 +90,6 @@ std::string page(const std::string& title, const std::string& body) {
            xml_escape(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n<main>\n" + body +
            "<footer>foxhunt-train report: one self-contained file (inline SVG, no scripts, nothing loaded from the "
            "network).</footer>\n</main>\n</body>\n</html>\n";
-}
-
-bool is_file(const fs::path& p) {
-    std::error_code ec;
-    return fs::is_regular_file(p, ec);
 }
 
 double parse_time(const std::string& iso) {
@@ -141,24 +129,40 @@ const json::Value& member_or_null(const json::Value& v, const char* key) {
     return m != nullptr ? *m : null;
 }
 
-std::string panel(const std::string& inner) {
-    return "<div class=\"panel\">" + inner + "</div>\n";
-}
-std::string note(const std::string& text) {
-    return "<p class=\"note\">" + xml_escape(text) + "</p>\n";
+/// `p` absolute, without `.` and `..`.
+fs::path normal(const fs::path& p) {
+    return fs::absolute(p).lexically_normal();
 }
 
-/// The member at a dotted path ("test.strategy.action_histogram"), or nullptr.
-const json::Value* member_at(const json::Value& v, const std::string& dotted) {
-    const json::Value* cur = &v;
-    for (std::size_t b = 0; cur != nullptr;) {
-        if (!cur->is_object()) return nullptr;
-        const auto dot = dotted.find('.', b);
-        cur = cur->find(std::string_view(dotted).substr(b, dot == std::string::npos ? std::string::npos : dot - b));
-        if (dot == std::string::npos) break;
-        b = dot + 1;
-    }
-    return cur;
+/// A page's heading: its name, then a badge (`badge_class`: its extra classes, " "-led), what it
+/// is (HTML) and where.
+std::string heading(const std::string& name, const std::string& badge, const std::string& badge_class,
+                    const std::string& what, const fs::path& where) {
+    return "<h1>" + xml_escape(name) + "</h1>\n" +
+           fmt::format("<p class=\"sub\"><span class=\"badge{}\">{}</span> &#160; {} &#160;·&#160; {}</p>\n",
+                       badge_class, badge, what, xml_escape(normal(where).string()));
+}
+
+/// A setting of the run's config.toml ("section.key"), `otherwise` when it has none.
+std::string setting_or(const std::map<std::string, std::string>& settings, const std::string& key,
+                       const std::string& otherwise = "") {
+    const auto it = settings.find(key);
+    return it == settings.end() ? otherwise : it->second;
+}
+
+/// The strings of the JSON array `a` joined with `sep` ("" when it is no array).
+std::string joined(const json::Value* a, const char* sep) {
+    std::string out;
+    if (a != nullptr && a->is_array())
+        for (const auto& x : a->as_array())
+            if (x.is_string()) out += (out.empty() ? "" : sep) + x.as_string();
+    return out;
+}
+
+/// The backtest metric a validation metric is ("val_sharpe": "sharpe", "val_return": "total_return").
+std::string metric_field(const std::string& metric) {
+    const std::string field = metric.substr(metric.find('_') + 1);
+    return field == "return" ? "total_return" : field;
 }
 
 /// The metrics scaled to a year by `bars_per_year` (docs/metrics.md).
@@ -181,41 +185,41 @@ struct Span {
 /// `instrument.bars_per_year` when set (0 = inferred, unknown here).
 std::optional<double> bars_per_year_of(const json::Value& summary, const std::map<std::string, std::string>& settings) {
     if (const auto v = number_at(summary, "bars_per_year"); v && *v > 0) return v;
-    if (const auto it = settings.find("instrument.bars_per_year"); it != settings.end()) {
-        char* end = nullptr;
-        const double v = std::strtod(it->second.c_str(), &end);
-        if (end != it->second.c_str() && *end == '\0' && v > 0) return v;
-    }
+    if (const double v = to_number(setting_or(settings, "instrument.bars_per_year")); v > 0) return v;
     return std::nullopt;
+}
+
+/// The sum of the numbers of a JSON array (an action histogram).
+double sum(const json::Value& a) {
+    double n = 0;
+    for (const auto& c : a.as_array())
+        if (c.is_number()) n += c.as_double();
+    return n;
 }
 
 /// The span of the backtest whose metrics are at `prefix` ("test.strategy", "strategy").
 Span span_of(const json::Value& summary, const std::string& prefix, std::optional<double> per_year) {
     Span sp;
     sp.per_year = per_year;
-    if (const auto* h = member_at(summary, prefix + ".action_histogram"); h != nullptr && h->is_array()) {
-        double n = 0;
-        for (const auto& c : h->as_array())
-            if (c.is_number()) n += c.as_double();
-        sp.bars = n;
-    }
+    if (const auto* h = member_at(summary, prefix + ".action_histogram"); h != nullptr && h->is_array())
+        sp.bars = sum(*h);
     return sp;
 }
 
-/// The note under greyed annualised figures of the short splits `splits` (their spans).
-std::string short_split_note(const std::vector<std::string>& splits, const std::vector<Span>& spans) {
+/// The note under greyed annualised figures of the short splits (their names and spans).
+std::string short_split_note(const std::vector<std::pair<std::string, Span>>& splits) {
     std::string which;
     for (std::size_t i = 0; i < splits.size(); ++i)
         which += fmt::format("{}{} split ({} bars)",
                              i == 0                   ? ""
                              : i + 1 == splits.size() ? " and the "
                                                       : ", the ",
-                             splits[i], std::llround(spans[i].bars.value_or(0)));
-    return note(
-        fmt::format("Greyed: the annualised figures (annual return, Sharpe, Sortino, Calmar, turnover) of the {}. "
-                    "{} under a quarter of the {} bars per year they are scaled to: a short sample extrapolated "
-                    "to a year, not an estimate of a year's result.",
-                    which, splits.size() == 1 ? "It is" : "Each is", short_number(spans[0].per_year.value_or(0))));
+                             splits[i].first, std::llround(splits[i].second.bars.value_or(0)));
+    return note(fmt::format(
+        "Greyed: the annualised figures (annual return, Sharpe, Sortino, Calmar, turnover) of the {}. "
+        "{} under a quarter of the {} bars per year they are scaled to: a short sample extrapolated "
+        "to a year, not an estimate of a year's result.",
+        which, splits.size() == 1 ? "It is" : "Each is", short_number(splits[0].second.per_year.value_or(0))));
 }
 
 /// The equity and drawdown charts of one equity.csv (strategy and buy-and-hold).
@@ -229,12 +233,10 @@ std::string equity_section(const fs::path& csv_path, const std::string& split) {
     // x: the bar index (trading bars, so nights, weekends and holidays take no room), each tick
     // with its bar's date; the time itself for a file without a bar column.
     std::map<double, double> time_of_bar;
-    Series eq = make_series("strategy", kStrategyColor);
-    Series hold = make_series("buy-and-hold", kHoldColor);
-    Series dd = make_series("strategy", kStrategyColor);
-    Series hdd = make_series("buy-and-hold", kHoldColor);
+    Series eq{.label = "strategy", .color = kStrategyColor}, hold{.label = "buy-and-hold", .color = kHoldColor};
+    hold.dashed = true;
+    Series dd = eq, hdd = hold;
     dd.fill_to_zero = true;
-    hold.dashed = hdd.dashed = true;
     std::string segment;
     double peak = 0, hpeak = 0;
     for (const auto& row : csv.rows) {
@@ -247,28 +249,22 @@ std::string equity_section(const fs::path& csv_path, const std::string& split) {
         const std::string seg = cs >= 0 ? row[static_cast<std::size_t>(cs)] : "0";
         if (seg != segment) {  // a new segment starts flat: break the lines
             if (!segment.empty())
-                for (Series* s : {&eq, &hold, &dd, &hdd}) {
-                    s->x.push_back(t);
-                    s->y.push_back(kNaN);
-                }
+                for (Series* s : {&eq, &hold, &dd, &hdd}) s->add(t, kNaN);
             segment = seg;
             peak = e;
             hpeak = h;
         }
         peak = std::max(peak, e);
         if (std::isfinite(h)) hpeak = std::isfinite(hpeak) ? std::max(hpeak, h) : h;
-        eq.x.push_back(t);
-        eq.y.push_back(e);
-        hold.x.push_back(t);
-        hold.y.push_back(h);
-        dd.x.push_back(t);
-        dd.y.push_back(peak > 0 ? -(peak - e) / peak : kNaN);
-        hdd.x.push_back(t);
-        hdd.y.push_back(std::isfinite(h) && hpeak > 0 ? -(hpeak - h) / hpeak : kNaN);
+        eq.add(t, e);
+        hold.add(t, h);
+        dd.add(t, peak > 0 ? -(peak - e) / peak : kNaN);
+        hdd.add(t, std::isfinite(h) && hpeak > 0 ? -(hpeak - h) / hpeak : kNaN);
     }
-    ChartOptions o;
-    o.title = fmt::format("{} split: equity", split);
-    o.x_axis = cb >= 0 ? Axis::number : Axis::time;
+    ChartOptions o{.title = fmt::format("{} split: equity", split),
+                   .y_label = "equity",
+                   .x_axis = cb >= 0 ? Axis::number : Axis::time,
+                   .height = cb >= 0 ? 290 : 260};
     if (cb >= 0) {
         const bool days =
             !time_of_bar.empty() && time_of_bar.rbegin()->second - time_of_bar.begin()->second > 2 * 86400.0;
@@ -279,25 +275,15 @@ std::string equity_section(const fs::path& csv_path, const std::string& split) {
                 if (time_of_bar.empty()) return "";
                 it = std::prev(it);
             }
-            const std::time_t tt = static_cast<std::time_t>(it->second);
-            std::tm tm{};
-            gmtime_r(&tt, &tm);
-            char buf[32];
-            std::strftime(buf, sizeof buf, days ? "%Y-%m-%d" : "%m-%d %H:%M", &tm);
-            return buf;
+            return utc_time(it->second, days ? "%Y-%m-%d" : "%m-%d %H:%M");
         };
     }
-    o.y_label = "equity";
-    o.height = cb >= 0 ? 290 : 260;
     std::string out = panel(line_chart({eq, hold}, o));
-    ChartOptions d;
-    d.title = fmt::format("{} split: drawdown from the running peak", split);
-    d.x_axis = o.x_axis;
-    d.x_tick_sub = o.x_tick_sub;
-    d.x_label = o.x_label;
-    d.y_axis = Axis::percent;
-    d.height = cb >= 0 ? 230 : 200;
-    out += panel(line_chart({dd, hdd}, d));
+    o.title = fmt::format("{} split: drawdown from the running peak", split);
+    o.y_label = "";
+    o.y_axis = Axis::percent;
+    o.height = cb >= 0 ? 230 : 200;
+    out += panel(line_chart({dd, hdd}, o));
     if (ch < 0) out += note(csv_path.string() + " has no buy_and_hold_equity column (written by an older version).");
     return out;
 }
@@ -317,10 +303,7 @@ std::string good_bad(std::optional<double> a, std::optional<double> b) {
 /// Action labels from the profile: "+1 market" (target contracts, order type as trades.csv names it).
 std::vector<std::string> action_labels(const std::map<std::string, std::string>& s, std::size_t n) {
     std::vector<std::string> out;
-    const auto get = [&](const char* k) -> long long {
-        const auto it = s.find(k);
-        return it == s.end() ? 0 : std::atoll(it->second.c_str());
-    };
+    const auto get = [&](const char* k) { return std::atoll(setting_or(s, k, "0").c_str()); };
     const long long L = get("env.position_levels"), U = get("env.urgency_levels"), M = get("instrument.max_contracts");
     for (std::size_t a = 0; a < n; ++a) {
         if (L < 3 || U < 1 || U > 3 || static_cast<long long>(n) != L * U || M < 1) {
@@ -341,26 +324,18 @@ std::string histogram_chart(const json::Value* hist, const std::vector<std::stri
                             const std::string& title) {
     if (hist == nullptr || !hist->is_array() || hist->as_array().empty()) return note("No action histogram.");
     std::vector<Bar> bars;
-    double total = 0;
-    for (const auto& v : hist->as_array()) total += v.is_number() ? v.as_double() : 0;
+    const double total = sum(*hist);
     const auto& a = hist->as_array();
     for (std::size_t i = 0; i < a.size(); ++i) {
         const double count = a[i].is_number() ? a[i].as_double() : 0;
         const std::string label = i < labels_from.size() ? labels_from[i] : fmt::format("a{}", i);
-        bars.push_back(Bar{label,
-                           total > 0 ? count / total : 0,
-                           std::nullopt,
-                           kStrategyColor,
-                           fmt::format("action {} ({}): {} bars, {:.1f}%", i, label, std::llround(count),
-                                       total > 0 ? 100 * count / total : 0.0),
-                           {},
-                           std::nullopt});
+        bars.push_back({.label = label,
+                        .value = total > 0 ? count / total : 0,
+                        .color = kStrategyColor,
+                        .title = fmt::format("action {} ({}): {} bars, {:.1f}%", i, label, std::llround(count),
+                                             total > 0 ? 100 * count / total : 0.0)});
     }
-    ChartOptions o;
-    o.title = title;
-    o.y_axis = Axis::percent;
-    o.height = 230;
-    return panel(bar_chart(bars, o));
+    return panel(bar_chart(bars, {.title = title, .y_axis = Axis::percent, .height = 230}));
 }
 
 /// A column of the trade statistics: its heading, the dotted prefix of its metrics
@@ -406,14 +381,12 @@ std::string metrics_table(const json::Value& summary_like, const std::vector<Met
         out += "</tr>";
     }
     out += "</table>\n";
-    std::vector<std::string> seen;  // one note for the short splits
-    std::vector<Span> spans;
-    for (const auto& c : columns) {
-        if (!c.span.is_short() || std::find(seen.begin(), seen.end(), c.split) != seen.end()) continue;
-        seen.push_back(c.split);
-        spans.push_back(c.span);
-    }
-    if (!seen.empty()) out += short_split_note(seen, spans);
+    std::vector<std::pair<std::string, Span>> shorts;  // one note for the short splits
+    for (const auto& c : columns)
+        if (c.span.is_short() &&
+            std::none_of(shorts.begin(), shorts.end(), [&](auto& s) { return s.first == c.split; }))
+            shorts.emplace_back(c.split, c.span);
+    if (!shorts.empty()) out += short_split_note(shorts);
     return out;
 }
 
@@ -451,11 +424,9 @@ std::string fills_table(const fs::path& trades_csv) {
 std::string validation_chart(const fs::path& eval_jsonl, const std::string& metric) {
     const auto lines = read_jsonl(eval_jsonl.string());
     if (lines.empty()) return note("No validation backtests (eval.jsonl is missing or empty; run.eval_interval = 0?).");
-    const std::string field =
-        metric.substr(metric.find('_') + 1) == "return" ? "total_return" : metric.substr(metric.find('_') + 1);
-    Series s = make_series(metric, kStrategyColor);
-    Series h = make_series("buy-and-hold " + field, kHoldColor);
-    h.dashed = true;
+    const std::string field = metric_field(metric);
+    Series s{.label = metric, .color = kStrategyColor};
+    Series h{.label = "buy-and-hold " + field, .color = kHoldColor, .dashed = true};
     std::string unit = "env steps";
     double best = -std::numeric_limits<double>::infinity();
     std::size_t best_i = 0;
@@ -467,22 +438,17 @@ std::string validation_chart(const fs::path& eval_jsonl, const std::string& metr
         }
         const auto v = number_at(l, "value");
         if (!x) continue;
-        s.x.push_back(*x);
-        s.y.push_back(v ? *v : kNaN);
-        h.x.push_back(*x);
-        const auto hv = number_at(l, "buy_and_hold." + field);
-        h.y.push_back(hv ? *hv : kNaN);
+        s.add(*x, v.value_or(kNaN));
+        h.add(*x, number_at(l, "buy_and_hold." + field).value_or(kNaN));
         if (v && *v > best) {
             best = *v;
             best_i = s.x.size() - 1;
         }
     }
     if (std::isfinite(best)) s.markers.push_back(best_i);
-    ChartOptions o;
-    o.title = fmt::format("validation {} over training (dot: best)", field);
-    o.x_label = unit;
-    o.zero_line = true;
-    return panel(line_chart({s, h}, o));
+    return panel(line_chart(
+        {s, h},
+        {.title = fmt::format("validation {} over training (dot: best)", field), .x_label = unit, .zero_line = true}));
 }
 
 /// Small multiples of metrics.jsonl: q/* together, every other numeric field alone. Left out,
@@ -492,16 +458,9 @@ std::string validation_chart(const fs::path& eval_jsonl, const std::string& metr
 std::string training_charts(const fs::path& metrics_jsonl, const std::map<std::string, std::string>& settings) {
     const auto lines = read_jsonl(metrics_jsonl.string());  // objects only
     if (lines.empty()) return note("No training metrics (metrics.jsonl is missing or empty).");
-    const std::string xkey = number_at(lines.front(), "env_steps") && number_at(lines.back(), "env_steps") &&
-                                     *number_at(lines.back(), "env_steps") > 0
-                                 ? "env_steps"
-                                 : "updates";
-    const auto off_by_profile = [&](const std::string& field) -> std::string {
-        const auto it = settings.find("dqn.cql_alpha");
-        if (field == "losses/cql" && it != settings.end() && to_number(it->second) == 0)
-            return "CQL off (dqn.cql_alpha = 0)";
-        return "";
-    };
+    const auto last_steps = number_at(lines.back(), "env_steps");
+    const std::string xkey =
+        number_at(lines.front(), "env_steps") && last_steps && *last_steps > 0 ? "env_steps" : "updates";
     std::vector<std::string> fields;
     for (const auto& l : lines)
         for (const auto& [k, v] : l.as_object()) {
@@ -511,8 +470,8 @@ std::string training_charts(const fs::path& metrics_jsonl, const std::map<std::s
         }
     std::vector<std::string> zero, off;
     std::erase_if(fields, [&](const std::string& f) {
-        if (const std::string why = off_by_profile(f); !why.empty()) {
-            off.push_back(f + ": " + why);
+        if (f == "losses/cql" && to_number(setting_or(settings, "dqn.cql_alpha")) == 0) {
+            off.push_back(f + ": CQL off (dqn.cql_alpha = 0)");
             return true;
         }
         const bool all_zero = std::all_of(lines.begin(), lines.end(), [&](const json::Value& l) {
@@ -526,13 +485,11 @@ std::string training_charts(const fs::path& metrics_jsonl, const std::map<std::s
     std::vector<std::pair<std::string, std::vector<Series>>> charts;  // title, series
     std::vector<Series> q;
     for (const auto& f : fields) {
-        Series s = make_series(f.substr(f.find('/') + 1), palette[0]);
+        Series s{.label = f.substr(f.find('/') + 1), .color = palette[0]};
         for (const auto& l : lines) {
             const auto x = number_at(l, xkey);
             const json::Value* v = l.is_object() ? l.find(f) : nullptr;
-            if (!x) continue;
-            s.x.push_back(*x);
-            s.y.push_back(v != nullptr && v->is_number() ? v->as_double() : kNaN);
+            if (x) s.add(*x, v != nullptr && v->is_number() ? v->as_double() : kNaN);
         }
         if (f.rfind("q/", 0) == 0) {
             s.color = palette[q.size() % std::size(palette)];
@@ -544,13 +501,10 @@ std::string training_charts(const fs::path& metrics_jsonl, const std::map<std::s
     if (!q.empty()) charts.insert(charts.begin(), {"q (mean, min, max)", std::move(q)});
     std::string out = "<div class=\"grid2\">";
     for (auto& [title, series] : charts) {
-        ChartOptions o;
-        o.title = title;
-        o.width = 440;
-        o.height = 210;
-        o.x_label = xkey == "env_steps" ? "env steps" : "updates";
         if (series.size() == 1) series[0].label = "";
-        out += panel(line_chart(series, o));
+        out += panel(line_chart(
+            series,
+            {.title = title, .x_label = xkey == "env_steps" ? "env steps" : "updates", .width = 440, .height = 210}));
     }
     out += "</div>\n";
     if (!off.empty() || !zero.empty())
@@ -570,12 +524,12 @@ std::optional<PopulationAgent> population_agent(const fs::path& dir, const std::
     const fs::path record = fs::absolute(dir).lexically_normal().parent_path() / "population.json";
     if (!is_file(record)) return std::nullopt;
     try {
-        const auto v = json::parse(read_text(record.string(), 16u << 20), json::Limits{16u << 20, 64, true});
-        const auto* agents = v.is_object() ? v.find("agents") : nullptr;
+        const auto v = read_json(record.string(), 16u << 20, 16u << 20);
+        const auto* agents = member_at(v, "agents");
         if (agents == nullptr || !agents->is_array()) return std::nullopt;
         const auto& a = agents->as_array();
         for (std::size_t i = 0; i < a.size(); ++i) {
-            const auto* run = a[i].is_object() ? a[i].find("run") : nullptr;
+            const auto* run = member_at(a[i], "run");
             if (run == nullptr || !run->is_string() || run->as_string() != name) continue;
             const auto index = number_at(a[i], "index");
             return PopulationAgent{index ? std::llround(*index) : static_cast<long long>(i), a.size(), record.string()};
@@ -592,7 +546,7 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
                         const std::map<std::string, std::string>& settings, bool eval_layout) {
     std::vector<std::pair<std::string, std::string>> rows;
     auto text_at = [&](const char* k) -> std::string {
-        const json::Value* v = s.is_object() ? s.find(k) : nullptr;
+        const json::Value* v = member_at(s, k);
         if (v == nullptr || v->is_null()) return "-";
         if (v->is_string()) return v->as_string();
         if (v->is_integer()) return fmt::format("{}", v->as_i64());
@@ -600,8 +554,7 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
         return json::serialize(*v);
     };
     const auto or_setting = [&](std::string v, const char* key) {
-        const auto it = settings.find(key);
-        return v == "-" && eval_layout && it != settings.end() ? it->second : v;
+        return v == "-" && eval_layout ? setting_or(settings, key, v) : v;
     };
     rows.reserve(14);
     if (eval_layout) {  // eval.json: the policy and what it scored
@@ -616,25 +569,16 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
     rows.emplace_back("trainer", or_setting(text_at("trainer"), "run.trainer"));
     rows.emplace_back("device", text_at("device"));
     rows.emplace_back("seed", or_setting(text_at("seed"), "run.seed"));
-    std::string overrides = "-";
-    if (const auto* o = s.is_object() ? s.find("overrides") : nullptr;
-        o != nullptr && o->is_array() && !o->as_array().empty()) {
-        overrides.clear();
-        for (const auto& v : o->as_array())
-            if (v.is_string()) overrides += (overrides.empty() ? "" : "  ") + v.as_string();
-    }
-    rows.emplace_back("overrides", overrides);
-    if (const auto* d = s.is_object() ? s.find("data") : nullptr; d != nullptr && d->is_object()) {
-        const auto* src = d->find("source");
-        const auto* h = d->find("xxh64");
-        const auto bars = number_at(*d, "bars");
-        rows.emplace_back("data",
-                          fmt::format("{} ({} bars, xxh64 {})", src && src->is_string() ? src->as_string() : "-",
-                                      integer(bars), h && h->is_string() ? h->as_string() : "-"));
-    } else if (const auto* d2 = s.is_object() ? s.find("data") : nullptr; d2 != nullptr && d2->is_string()) {
-        rows.emplace_back("data", d2->as_string());
-    }
-    const json::Value* inferred = s.is_object() ? s.find("bars_per_year_inferred") : nullptr;
+    const auto* overrides = member_at(s, "overrides");
+    rows.emplace_back("overrides", overrides != nullptr && overrides->is_array() && !overrides->as_array().empty()
+                                       ? joined(overrides, "  ")
+                                       : "-");
+    if (const auto* d = member_at(s, "data"); d != nullptr && d->is_object())
+        rows.emplace_back("data", fmt::format("{} ({} bars, xxh64 {})", string_at(*d, "source", "-"),
+                                              integer(number_at(*d, "bars")), string_at(*d, "xxh64", "-")));
+    else if (d != nullptr && d->is_string())
+        rows.emplace_back("data", d->as_string());
+    const json::Value* inferred = member_at(s, "bars_per_year_inferred");
     const bool known = inferred != nullptr && inferred->kind() == json::Value::Kind::boolean;
     rows.emplace_back("bars per year", text_at("bars_per_year") + (!known                ? ""
                                                                    : inferred->as_bool() ? " (inferred from the data)"
@@ -677,15 +621,15 @@ std::map<std::string, std::string> settings_of(const fs::path& dir) {
 }
 
 std::string run_page(const fs::path& dir, bool eval_layout) {
-    const std::string name = fs::absolute(dir).lexically_normal().filename().string().empty()
-                                 ? fs::absolute(dir).lexically_normal().parent_path().filename().string()
-                                 : fs::absolute(dir).lexically_normal().filename().string();
+    const fs::path full = normal(dir);
+    const std::string name =
+        full.filename().empty() ? full.parent_path().filename().string() : full.filename().string();
     const fs::path summary_path = dir / (eval_layout ? "eval.json" : "summary.json");
     json::Value summary;
     std::string problem;
     if (is_file(summary_path)) {
         try {
-            summary = json::parse(read_text(summary_path.string()), json::Limits{16u << 20, 64, true});
+            summary = read_json(summary_path.string(), 16u << 20);
         } catch (const std::exception& e) {
             problem = fmt::format("{} does not parse: {}", summary_path.string(), e.what());
         }
@@ -693,44 +637,35 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
         problem = summary_path.filename().string() + " is missing (the run is still going, or was killed).";
     }
     const auto settings = settings_of(dir);
-    const auto setting = [&](const char* k) {
-        const auto it = settings.find(k);
-        return it == settings.end() ? std::string() : it->second;
-    };
-    const std::string metric =
-        setting("early_stopping.metric").empty() ? "val_sharpe" : setting("early_stopping.metric");
+    const std::string trainer = setting_or(settings, "run.trainer");
+    const std::string metric = setting_or(settings, "early_stopping.metric").empty()
+                                   ? "val_sharpe"
+                                   : setting_or(settings, "early_stopping.metric");
     // eval.json has {strategy, buy_and_hold} at the top; summary.json under "test".
     const std::string test = eval_layout ? "" : "test.";
-    std::string status = eval_layout ? "eval" : "unknown";
-    if (const auto* s = summary.is_object() ? summary.find("status") : nullptr; s != nullptr && s->is_string())
-        status = s->as_string();
-    std::string split = "test";
-    if (const auto* s = summary.is_object() ? summary.find("split") : nullptr; s != nullptr && s->is_string())
-        split = s->as_string() == "val" ? "validation" : s->as_string() == "test" ? "test" : "evaluated";
+    const std::string status = string_at(summary, "status", eval_layout ? "eval" : "unknown");
+    const std::string split_key = string_at(summary, "split", "test");
+    const std::string split = split_key == "val" ? "validation" : split_key == "test" ? "test" : "evaluated";
     const auto per_year = bars_per_year_of(summary, settings);
     const Span test_span = span_of(summary, test + "strategy", per_year);
     const Span val_span = span_of(summary, "validation.strategy", per_year);
     const auto population = eval_layout ? std::nullopt : population_agent(dir, name);
 
-    std::string b;
-    b += "<h1>" + xml_escape(name) + "</h1>\n";
-    b += fmt::format("<p class=\"sub\"><span class=\"badge {}\">{}</span> &#160; {}{} &#160;·&#160; {}</p>\n",
-                     xml_escape(status), xml_escape(status),
-                     xml_escape(eval_layout                      ? "eval of a checkpoint"
-                                : setting("run.trainer").empty() ? "run"
-                                                                 : setting("run.trainer")),
-                     population ? xml_escape(fmt::format(", agent {} of a population of {} (agents 0-{})",
-                                                         population->index, population->agents, population->agents - 1))
-                                : "",
-                     xml_escape(fs::absolute(dir).lexically_normal().string()));
+    std::string b =
+        heading(name, xml_escape(status), " " + xml_escape(status),
+                xml_escape((eval_layout       ? "eval of a checkpoint"
+                            : trainer.empty() ? "run"
+                                              : trainer) +
+                           (population ? fmt::format(", agent {} of a population of {} (agents 0-{})",
+                                                     population->index, population->agents, population->agents - 1)
+                                       : "")),
+                dir);
     if (!problem.empty()) b += note(problem);
 
-    const auto ret = number_at(summary, test + "strategy.total_return");
-    const auto hret = number_at(summary, test + "buy_and_hold.total_return");
-    const auto sh = number_at(summary, test + "strategy.sharpe");
-    const auto hsh = number_at(summary, test + "buy_and_hold.sharpe");
-    const auto dd = number_at(summary, test + "strategy.max_drawdown");
-    const auto hdd = number_at(summary, test + "buy_and_hold.max_drawdown");
+    const auto at = [&](const char* k) { return number_at(summary, test + k); };
+    const auto ret = at("strategy.total_return"), hret = at("buy_and_hold.total_return");
+    const auto sh = at("strategy.sharpe"), hsh = at("buy_and_hold.sharpe");
+    const auto dd = at("strategy.max_drawdown"), hdd = at("buy_and_hold.max_drawdown");
     b += "<div class=\"cards\">";
     b += card(split + " return", pct(ret), "buy-and-hold " + pct(hret), good_bad(ret, hret));
     b += test_span.is_short()
@@ -740,13 +675,12 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
                     "ann")
              : card(split + " Sharpe", num(sh, 2), "buy-and-hold " + num(hsh, 2), good_bad(sh, hsh));
     b += card("max drawdown", pct(dd), "buy-and-hold " + pct(hdd), good_bad(hdd, dd));
-    b += card("trades", integer(number_at(summary, test + "strategy.trades")),
-              "win rate " + pct(number_at(summary, test + "strategy.win_rate"), 0));
+    b += card("trades", integer(at("strategy.trades")), "win rate " + pct(at("strategy.win_rate"), 0));
     if (!eval_layout) {
         const auto best = number_at(summary, "best.value");
         const auto step = number_at(summary, "best.env_steps") ? number_at(summary, "best.env_steps")
                                                                : number_at(summary, "best.updates");
-        const bool annualised = is_annualised(metric.substr(metric.find('_') + 1)) && val_span.is_short();
+        const bool annualised = is_annualised(metric_field(metric)) && val_span.is_short();
         b += card("best " + metric, num(best, 3),
                   (step ? "at step " + short_number(*step) : std::string("no validation")) +
                       (annualised ? ", annualised from a short split" : ""),
@@ -767,7 +701,7 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
         b += inference_html(member_or_null(summary, "validation"), "validation");
         b += "<h2>Validation over training</h2>\n";
         b += validation_chart(dir / "eval.jsonl", metric);
-        if (is_annualised(metric.substr(metric.find('_') + 1)) && val_span.is_short())
+        if (is_annualised(metric_field(metric)) && val_span.is_short())
             b +=
                 note(fmt::format("{} is annualised from a validation split of {} bars, under a quarter of the {} bars "
                                  "per year: compare its values with each other, not with a year's figures.",
@@ -785,8 +719,7 @@ std::string run_page(const fs::path& dir, bool eval_layout) {
     std::vector<MetricsColumn> cols{
         {split + ": strategy", eval_layout ? "strategy" : "test.strategy", split, test_span},
         {split + ": buy-and-hold", eval_layout ? "buy_and_hold" : "test.buy_and_hold", split, test_span}};
-    if (!eval_layout && summary.is_object() && summary.find("validation") != nullptr &&
-        !summary.find("validation")->is_null()) {
+    if (!eval_layout && !member_or_null(summary, "validation").is_null()) {
         cols.push_back({"validation (best): strategy", "validation.strategy", "validation", val_span});
         cols.push_back({"validation: buy-and-hold", "validation.buy_and_hold", "validation", val_span});
     }
@@ -844,6 +777,11 @@ std::string breakable(const std::string& text, std::string_view after) {
     return out;
 }
 
+/// A link to `href` from a run's name (breakable at its commas).
+std::string name_link(const std::string& href, const std::string& name) {
+    return "<a href=\"" + xml_escape(href) + "\">" + breakable(name, ",") + "</a>";
+}
+
 /// A table as HTML: an ungrouped table links each run's name to its report; a grouped one
 /// links each seed's run after the setting. A number's sd goes under it (narrow columns);
 /// the columns in `greyed` (annualised from a short split) are grey.
@@ -861,16 +799,15 @@ std::string html_table(const Table& t, const fs::path& base, const std::vector<s
         for (std::size_t j = 0; j < t.rows[i].size(); ++j) {
             const Cell& c = t.rows[i][j];
             if (t.grouped && static_cast<long>(j) == runs_col) {
-                std::string links;
+                out += "<td>";
                 for (std::size_t k = 0; k < t.row_runs[i].size(); ++k) {
-                    if (k > 0) links += ' ';
-                    links += link(href(t.row_runs[i][k]), fmt::format("#{}", k + 1));
+                    if (k > 0) out += ' ';
+                    out += link(href(t.row_runs[i][k]), fmt::format("#{}", k + 1));
                 }
-                out += "<td>" + links + "</td>";
+                out += "</td>";
             }
             if (!t.grouped && t.columns[j] == "run") {
-                out += "<td class=\"name\"><a href=\"" + xml_escape(href(t.row_runs[i].at(0))) + "\">" +
-                       breakable(c.text, ",") + "</a></td>";
+                out += "<td class=\"name\">" + name_link(href(t.row_runs[i].at(0)), c.text) + "</td>";
                 continue;
             }
             if (!c.is_number) {
@@ -909,11 +846,11 @@ constexpr const char* kPalette[] = {"#2563eb", "#dc2626", "#059669", "#7c3aed", 
 /// A bar of the sweep page: a setting (every seed's run) or, where the runs differ by their seed
 /// alone (a population of seeds), one run.
 struct SweepBar {
-    std::string label;  ///< "#2 learning_rate=0.001" (the rank, then the setting)
-    std::vector<const RunRecord*> runs;
-    std::optional<double> metric, metric_sd, test_sharpe, test_sharpe_sd;
+    std::string label{};  ///< "#2 learning_rate=0.001" (the rank, then the setting)
+    std::vector<const RunRecord*> runs{};
+    std::optional<double> metric{}, metric_sd{}, test_sharpe{}, test_sharpe_sd{};
     bool best = false;
-    std::string color;
+    std::string color{};
 };
 
 /// The validation metric over training of `runs` (eval.jsonl): the mean over the runs at each
@@ -931,82 +868,26 @@ Series validation_mean(const std::vector<const RunRecord*>& runs, std::string la
             const auto v = number_at(l, "value");
             if (x && v) at[*x].push_back(*v);
         }
-    Series s = make_series(std::move(label), std::move(color));
+    Series s{.label = std::move(label), .color = std::move(color)};
     for (const auto& [x, vs] : at) {
-        double m = 0;
-        for (double v : vs) m += v;
-        m /= static_cast<double>(vs.size());
-        double sd = kNaN;
-        if (vs.size() >= 2) {
-            double q = 0;
-            for (double v : vs) q += (v - m) * (v - m);
-            sd = std::sqrt(q / static_cast<double>(vs.size() - 1));
-        }
-        s.x.push_back(x);
-        s.y.push_back(m);
-        s.band_lo.push_back(m - sd);
-        s.band_hi.push_back(m + sd);
+        const Stat st = stat(vs);
+        s.add(x, *st.mean);
+        s.band_lo.push_back(*st.mean - st.sd.value_or(kNaN));
+        s.band_hi.push_back(*st.mean + st.sd.value_or(kNaN));
     }
     return s;
 }
 
-/// The agents of a population directory's population.json as a table (index, seed, run linked
-/// to its report, status, overrides); "" when `dir` holds none.
-std::string population_agents(const fs::path& dir, const std::function<std::string(const std::string&)>& href) {
-    const fs::path record = dir / "population.json";
-    if (!is_file(record)) return "";
-    json::Value v;
-    try {
-        v = json::parse(read_text(record.string(), 16u << 20), json::Limits{16u << 20, 64, true});
-    } catch (const std::exception& e) {
-        log::warn("report: {}: {}; its agents are not listed", record.string(), e.what());
-        return note(fmt::format("{} does not parse: {}", record.string(), e.what()));
-    }
-    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
-    if (agents == nullptr || !agents->is_array()) return note(record.string() + " lists no agents.");
-    std::string out =
-        "<table class=\"runs\"><tr><th>agent</th><th>seed</th><th>run</th><th>status</th><th>its overrides</th>"
-        "<th>best</th><th>test return</th><th>test Sharpe</th></tr>";
-    for (const auto& a : agents->as_array()) {
-        if (!a.is_object()) continue;
-        const auto text = [&](const char* k) {
-            const auto* x = a.find(k);
-            return x != nullptr && x->is_string() ? x->as_string() : std::string();
-        };
-        std::string overrides;
-        if (const auto* o = a.find("overrides"); o != nullptr && o->is_array())
-            for (const auto& x : o->as_array())
-                if (x.is_string()) overrides += (overrides.empty() ? "" : ", ") + x.as_string();
-        const std::string run = text("run");
-        const bool has_run = !run.empty() && is_run_directory((dir / run).string());
-        out += fmt::format(
-            "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"name\">{}</td><td>{}</td>"
-            "<td class=\"name\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-            integer(number_at(a, "index")), integer(number_at(a, "seed")),
-            has_run ? "<a href=\"" + xml_escape(href((dir / run).string())) + "\">" + breakable(run, ",") + "</a>"
-                    : breakable(run, ","),
-            xml_escape(text("status")), breakable(overrides, ","), num(number_at(a, "best.value"), 3),
-            pct(number_at(a, "test.strategy.total_return")), num(number_at(a, "test.strategy.sharpe"), 3));
-    }
-    return out + "</table>\n";
-}
-
-/// A search's record (run.search, docs/sweeps.md "Searching"): the lineage (each agent a line at
-/// its index, each copy a dashed line from the agent copied, at its step) and each searched key's
-/// trajectory per agent, from the agents' lineage.jsonl; "" when population.json records no search.
-std::string search_section(const fs::path& dir) {
-    json::Value v;
-    try {
-        v = json::parse(read_text((dir / "population.json").string(), 16u << 20), json::Limits{16u << 20, 64, true});
-    } catch (const std::exception&) {
-        return "";  // population_agents says so
-    }
-    const auto* search = v.is_object() ? v.find("search") : nullptr;
-    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
+/// A search's record (run.search, docs/sweeps.md "Searching") in population.json `v`: the lineage
+/// (each agent a line at its index, each copy a dashed line from the agent copied, at its step) and
+/// each searched key's trajectory per agent, from the agents' lineage.jsonl; "" when it records no search.
+std::string search_section(const fs::path& dir, const json::Value& v) {
+    const auto* search = member_at(v, "search");
+    const auto* agents = member_at(v, "agents");
     if (search == nullptr || !search->is_object() || agents == nullptr || !agents->is_array()) return "";
-    const auto* method = search->find("method");
+    const std::string method = string_at(*search, "method", "?");
     std::string out = "<h2>Search</h2>\n";
-    if (method != nullptr && method->is_string() && method->as_string() == "halving")
+    if (method == "halving")
         out += note(fmt::format(
             "run.search = \"halving\": rungs at {} x {}^k progress units of each agent's own training; at each the "
             "agents that rank below the top 1/{} of all that reached it stop and their slots start new points, "
@@ -1019,37 +900,28 @@ std::string search_section(const fs::path& dir) {
             "run.search = \"{}\": every {} progress units the bottom {} of the agents ranked on their validation "
             "metric copy an agent of the top as many, then perturb or draw again the keys of their search space "
             "(each agent's lineage.jsonl).",
-            method != nullptr && method->is_string() ? method->as_string() : "?",
-            integer(number_at(*search, "interval")), pct(number_at(*search, "fraction"))));
+            method, integer(number_at(*search, "interval")), pct(number_at(*search, "fraction"))));
     std::vector<Series> lineage;
     std::map<std::string, std::vector<Series>> keys;  // key -> one series per agent
     std::string copies;
     std::string unit = "env_steps";
     std::size_t i = 0;
     for (const auto& a : agents->as_array()) {
-        const auto* run = a.is_object() ? a.find("run") : nullptr;
+        const auto* run = member_at(a, "run");
         const auto index = number_at(a, "index");
         if (run == nullptr || !run->is_string() || !index) continue;
         const std::string color = kPalette[i++ % std::size(kPalette)];
-        Series line;
-        line.label = fmt::format("agent {}", *index);
-        line.color = color;
+        Series line{.label = fmt::format("agent {}", *index), .color = color};
         std::map<std::string, Series> own;
         for (const auto& l : read_jsonl((dir / run->as_string() / "lineage.jsonl").string())) {
             if (l.find("updates") != nullptr) unit = "updates";
             const auto at = number_at(l, unit);
             if (!at) continue;
-            line.x.push_back(*at);
-            line.y.push_back(*index);
+            line.add(*at, *index);
             if (const auto from = number_at(l, "copied")) {
                 line.markers.push_back(line.x.size() - 1);
-                Series c;
                 // No legend entry of its own (the table below lists the copies).
-                c.color = color;
-                c.dashed = true;
-                c.x = {*at, *at};
-                c.y = {*from, *index};
-                lineage.push_back(std::move(c));
+                lineage.push_back({.x = {*at, *at}, .y = {*from, *index}, .color = color, .dashed = true});
                 copies += fmt::format(
                     "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
                     "class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"name\">{}</td></tr>",
@@ -1063,36 +935,60 @@ std::string search_section(const fs::path& dir) {
                     Series& s = own[name];
                     s.label = line.label;
                     s.color = color;
-                    // A step: the value holds until the next line.
-                    if (!s.x.empty()) {
-                        s.x.push_back(*at);
-                        s.y.push_back(s.y.back());
-                    }
-                    s.x.push_back(*at);
-                    s.y.push_back(value.as_double());
+                    if (!s.x.empty()) s.add(*at, s.y.back());  // a step: the value holds until the next line
+                    s.add(*at, value.as_double());
                 }
         }
         lineage.insert(lineage.begin(), std::move(line));
         for (auto& [name, s] : own) keys[name].push_back(std::move(s));
     }
-    ChartOptions o;
-    o.title = "Lineage: each agent at its index; a dashed line from the agent it copied, a dot where it did";
-    o.x_label = unit;
-    o.y_label = "agent";
-    out += panel(line_chart(lineage, o));
-    for (auto& [name, series] : keys) {
-        ChartOptions k;
-        k.title = name + " of each agent over training";
-        k.x_label = unit;
-        k.y_label = name;
-        out += panel(line_chart(series, k));
-    }
+    out += panel(line_chart(
+        lineage,
+        {.title = "Lineage: each agent at its index; a dashed line from the agent it copied, a dot where it did",
+         .x_label = unit,
+         .y_label = "agent"}));
+    for (auto& [name, series] : keys)
+        out += panel(
+            line_chart(series, {.title = name + " of each agent over training", .x_label = unit, .y_label = name}));
     if (!copies.empty())
         out += panel("<table class=\"runs\"><tr><th>" + unit +
                      "</th><th>agent</th><th>copied</th><th>its metric</th><th>copied's metric</th><th>its keys "
                      "after</th></tr>" +
                      copies + "</table>\n");
     return out;
+}
+
+/// The agents of a population directory's population.json as a table (index, seed, run linked
+/// to its report, status, overrides), then its search (search_section).
+std::string population_section(const fs::path& dir, const std::function<std::string(const std::string&)>& href) {
+    const fs::path record = dir / "population.json";
+    const std::string heading = "<h2>Agents</h2>\n";
+    json::Value v;
+    try {
+        v = read_json(record.string(), 16u << 20, 16u << 20);
+    } catch (const std::exception& e) {
+        log::warn("report: {}: {}; its agents are not listed", record.string(), e.what());
+        return heading + panel(note(fmt::format("{} does not parse: {}", record.string(), e.what())));
+    }
+    const auto* agents = member_at(v, "agents");
+    if (agents == nullptr || !agents->is_array()) return heading + panel(note(record.string() + " lists no agents."));
+    std::string out =
+        "<table class=\"runs\"><tr><th>agent</th><th>seed</th><th>run</th><th>status</th><th>its overrides</th>"
+        "<th>best</th><th>test return</th><th>test Sharpe</th></tr>";
+    for (const auto& a : agents->as_array()) {
+        if (!a.is_object()) continue;
+        const std::string run = string_at(a, "run");
+        const bool has_run = !run.empty() && is_run_directory((dir / run).string());
+        out += fmt::format(
+            "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"name\">{}</td><td>{}</td>"
+            "<td class=\"name\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            integer(number_at(a, "index")), integer(number_at(a, "seed")),
+            has_run ? name_link(href((dir / run).string()), run) : breakable(run, ","),
+            xml_escape(string_at(a, "status")), breakable(joined(a.find("overrides"), ", "), ","),
+            num(number_at(a, "best.value"), 3), pct(number_at(a, "test.strategy.total_return")),
+            num(number_at(a, "test.strategy.sharpe"), 3));
+    }
+    return heading + panel(out + "</table>\n") + search_section(dir, v);
 }
 
 }  // namespace
@@ -1119,13 +1015,11 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     const std::size_t first_key = 1, last_key = col_of(grouped, "runs");
     const bool per_run = last_key == first_key && runs.size() > 1;  // only the seed differs: a bar per run
 
-    std::string b;
-    const std::string name = fs::absolute(base).lexically_normal().filename().string();
-    b += "<h1>" + xml_escape(name.empty() ? dir : name) + "</h1>\n";
-    b += fmt::format(
-        "<p class=\"sub\"><span class=\"badge\">{}</span> &#160; {} {}, {} setting{} &#160;·&#160; {}</p>\n",
-        population ? "population" : "sweep", runs.size(), population ? "agents" : "runs", grouped.rows.size(),
-        grouped.rows.size() == 1 ? "" : "s", xml_escape(fs::absolute(base).lexically_normal().string()));
+    const std::string name = normal(base).filename().string();
+    std::string b = heading(name.empty() ? dir : name, population ? "population" : "sweep", "",
+                            fmt::format("{} {}, {} setting{}", runs.size(), population ? "agents" : "runs",
+                                        grouped.rows.size(), grouped.rows.size() == 1 ? "" : "s"),
+                            base);
     // Annualised figures of short splits (any run's) are greyed, with a note.
     std::optional<Span> short_test, short_val;
     for (const auto& r : runs) {
@@ -1177,13 +1071,11 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
                 static_cast<std::size_t>(std::find_if(all.row_runs.begin(), all.row_runs.end(),
                                                       [&](const auto& p) { return p.at(0) == r->path; }) -
                                          all.row_runs.begin());
-            SweepBar s;
-            s.label = fmt::format("#{} seed={}", rank + 1, r->seed);
-            s.runs = {r};
-            s.metric = r->best_val;
-            s.test_sharpe = r->test_sharpe;
-            s.best = static_cast<int>(rank) == all.best_row;
-            items.push_back(std::move(s));
+            items.push_back({.label = fmt::format("#{} seed={}", rank + 1, r->seed),
+                             .runs = {r},
+                             .metric = r->best_val,
+                             .test_sharpe = r->test_sharpe,
+                             .best = static_cast<int>(rank) == all.best_row});
         }
     } else {
         std::vector<std::size_t> order(grouped.rows.size());
@@ -1198,8 +1090,13 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
         const std::size_t mcol = col_of(grouped, grouped.metric), scol = col_of(grouped, "test_sharpe");
         for (const std::size_t i : order) {
             const auto& row = grouped.rows[i];
-            SweepBar s;
-            s.label = fmt::format("#{}", i + 1);
+            const Cell m = mcol < row.size() ? row[mcol] : Cell{}, sh = scol < row.size() ? row[scol] : Cell{};
+            SweepBar s{.label = fmt::format("#{}", i + 1),
+                       .metric = m.number,
+                       .metric_sd = m.sd,
+                       .test_sharpe = sh.number,
+                       .test_sharpe_sd = sh.sd,
+                       .best = static_cast<int>(i) == grouped.best_row};
             for (std::size_t k = first_key; k < last_key; ++k) {
                 const std::string& col = grouped.columns[k];
                 s.label += ' ' + col.substr(col.find('.') + 1) + '=' + row[k].text;
@@ -1207,15 +1104,6 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
             if (last_key == first_key) s.label += " all runs";
             for (const auto& p : grouped.row_runs[i])
                 if (const auto it = by_path.find(p); it != by_path.end()) s.runs.push_back(it->second);
-            if (mcol < row.size()) {
-                s.metric = row[mcol].number;
-                s.metric_sd = row[mcol].sd;
-            }
-            if (scol < row.size()) {
-                s.test_sharpe = row[scol].number;
-                s.test_sharpe_sd = row[scol].sd;
-            }
-            s.best = static_cast<int>(i) == grouped.best_row;
             items.push_back(std::move(s));
         }
     }
@@ -1223,71 +1111,46 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     for (std::size_t i = 0; i < items.size(); ++i) {
         auto& s = items[i];
         s.color = kPalette[i % std::size(kPalette)];
-        const std::string color = s.best ? "#059669" : kStrategyColor;
         std::vector<double> vals, sharpes, holds, val_holds;
         for (const auto* r : s.runs) {
             if (r->best_val) vals.push_back(*r->best_val);
             if (r->test_sharpe) sharpes.push_back(*r->test_sharpe);
             if (r->hold_sharpe) holds.push_back(*r->hold_sharpe);
-            if (const auto h = number_at(
-                    r->summary, "validation.buy_and_hold." + (field == "return" ? std::string("total_return") : field)))
+            if (const auto h = number_at(r->summary, "validation.buy_and_hold." + metric_field(grouped.metric)))
                 val_holds.push_back(*h);
         }
-        const auto mean = [](const std::vector<double>& xs) -> std::optional<double> {
-            if (xs.empty()) return std::nullopt;
-            double m = 0;
-            for (double x : xs) m += x;
-            return m / static_cast<double>(xs.size());
-        };
         // One bar: the mean over the setting's runs, each run a point when there are several.
-        const auto bar_of = [&](double value, std::optional<double> sd, const std::vector<double>& points) {
-            Bar bar{s.label,
-                    value,
-                    sd,
-                    color,
-                    fmt::format("{}: mean {:.3f} over {} run(s)", s.label, value, points.size()),
-                    {},
-                    std::nullopt};
-            if (s.runs.size() > 1) bar.points = points;
-            return bar;
+        const auto bar_of = [&](double value, std::optional<double> sd, const std::vector<double>& points,
+                                std::optional<double> reference) {
+            return Bar{.label = s.label,
+                       .value = value,
+                       .error = sd,
+                       .color = s.best ? "#059669" : kStrategyColor,
+                       .title = fmt::format("{}: mean {:.3f} over {} run(s)", s.label, value, points.size()),
+                       .points = s.runs.size() > 1 ? points : std::vector<double>{},
+                       .reference = reference};
         };
-        if (s.metric) {
-            Bar bar = bar_of(*s.metric, s.metric_sd, vals);
-            if (grouped.metric != "val_loss") bar.reference = mean(val_holds);
-            bars.push_back(std::move(bar));
-        }
-        if (s.test_sharpe) {
-            Bar bar = bar_of(*s.test_sharpe, s.test_sharpe_sd, sharpes);
-            bar.reference = mean(holds);
-            test_bars.push_back(std::move(bar));
-        }
+        if (s.metric)
+            bars.push_back(bar_of(*s.metric, s.metric_sd, vals,
+                                  grouped.metric != "val_loss" ? stat(val_holds).mean : std::nullopt));
+        if (s.test_sharpe) test_bars.push_back(bar_of(*s.test_sharpe, s.test_sharpe_sd, sharpes, stat(holds).mean));
     }
     const std::string over = per_run ? "per agent (#: rank)" : "mean ± sd over seeds, dots: the seeds (#: rank)";
     b += "<h2>" +
          xml_escape(per_run ? (population ? "Each agent's " : "Each run's ") + grouped.metric
                             : "Settings by mean " + grouped.metric + " over seeds") +
          "</h2>\n";
-    ChartOptions o;
-    o.title = fmt::format("{}: {} (green: best)", grouped.metric, over);
-    o.points_label = per_run ? "" : "seeds";
-    o.reference_label = grouped.metric == "val_loss" ? "" : "buy-and-hold";
+    ChartOptions o{.title = fmt::format("{}: {} (green: best)", grouped.metric, over),
+                   .reference_label = grouped.metric == "val_loss" ? "" : "buy-and-hold",
+                   .points_label = per_run ? "" : "seeds"};
     b += panel(bar_chart(bars, o));
     o.title = fmt::format("test Sharpe: {}", over);
     o.reference_label = "buy-and-hold";
     b += panel(bar_chart(test_bars, o));
-    if (short_test || metric_greyed) {
-        std::vector<std::string> splits;
-        std::vector<Span> spans;
-        if (metric_greyed) {
-            splits.emplace_back("validation");
-            spans.push_back(*short_val);
-        }
-        if (short_test) {
-            splits.emplace_back("test");
-            spans.push_back(*short_test);
-        }
-        b += short_split_note(splits, spans);
-    }
+    std::vector<std::pair<std::string, Span>> shorts;
+    if (metric_greyed) shorts.emplace_back("validation", *short_val);
+    if (short_test) shorts.emplace_back("test", *short_test);
+    if (!shorts.empty()) b += short_split_note(shorts);
 
     // The validation curves of every setting (or run) on one chart.
     {
@@ -1305,13 +1168,12 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
         if (curves.empty()) {
             b += note("No validation backtests (no run has an eval.jsonl).");
         } else {
-            ChartOptions v;
-            v.title = fmt::format("validation {} over training: {}", field,
-                                  per_run ? "each run" : "mean over seeds, band: ± sd");
-            v.x_label = unit;
-            v.zero_line = true;
-            v.height = 300;
-            b += panel(line_chart(curves, v) + "<div class=\"keys\">" + legend + "</div>");
+            b += panel(line_chart(curves, {.title = fmt::format("validation {} over training: {}", field,
+                                                                per_run ? "each run" : "mean over seeds, band: ± sd"),
+                                           .x_label = unit,
+                                           .height = 300,
+                                           .zero_line = true}) +
+                       "<div class=\"keys\">" + legend + "</div>");
         }
     }
 
@@ -1321,11 +1183,7 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
         "The best validation setting is not always the best on the test split: read the spread over seeds. "
         "bh_*: buy-and-hold on the same test split.");
     if (const auto deflated = deflated_best(runs)) b += note(deflated->text);  // docs/metrics.md
-    if (population) {
-        b += "<h2>Agents</h2>\n";
-        b += panel(population_agents(base, href));
-        b += search_section(base);
-    }
+    if (population) b += population_section(base, href);
     b += population ? "<h2>Every agent, ranked</h2>\n" : "<h2>Every run</h2>\n";
     b += panel(html_table(all, link_base, greyed));
     return page((name.empty() ? dir : name) +
@@ -1335,25 +1193,19 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
 
 std::string walk_forward_report_html(const std::string& dir) {
     const fs::path base(dir);
-    const std::string name = fs::absolute(base).lexically_normal().filename().string();
+    const std::string name = normal(base).filename().string();
     json::Value wf;
     try {
-        wf = json::parse(read_text((base / "walk_forward.json").string()), json::Limits{64u << 20, 64, true});
+        wf = read_json((base / "walk_forward.json").string(), 64u << 20);
     } catch (const std::exception& e) {
         return page(name, note(fmt::format("walk_forward.json does not parse: {}", e.what())));
     }
     const json::Value& stitched = member_or_null(wf, "stitched");
-    std::string b;
-    b += "<h1>" + xml_escape(name) + "</h1>\n";
     const auto folds = number_at(wf, "folds");
-    const json::Value* window = wf.find("window");
-    const json::Value* trainer = wf.find("trainer");
-    b += fmt::format(
-        "<p class=\"sub\"><span class=\"badge\">walk-forward</span> &#160; {} folds, {} window, {} "
-        "&#160;·&#160; {}</p>\n",
-        folds ? std::llround(*folds) : 0, window != nullptr && window->is_string() ? window->as_string() : "?",
-        trainer != nullptr && trainer->is_string() ? xml_escape(trainer->as_string()) : "?",
-        xml_escape(fs::absolute(base).lexically_normal().string()));
+    std::string b = heading(name, "walk-forward", "",
+                            fmt::format("{} folds, {} window, {}", folds ? std::llround(*folds) : 0,
+                                        string_at(wf, "window", "?"), xml_escape(string_at(wf, "trainer", "?"))),
+                            base);
     const auto ret = number_at(stitched, "strategy.total_return"),
                hret = number_at(stitched, "buy_and_hold.total_return");
     const auto sh = number_at(stitched, "strategy.sharpe"), hsh = number_at(stitched, "buy_and_hold.sharpe");
@@ -1367,16 +1219,14 @@ std::string walk_forward_report_html(const std::string& dir) {
               lo && hi ? fmt::format("interval [{:.2f}, {:.2f}]; buy-and-hold {}", *lo, *hi, num(hsh, 2))
                        : "buy-and-hold " + num(hsh, 2),
               good_bad(sh, hsh));
-    b += card("beat buy-and-hold?",
-              dlo && dhi ? (*dlo > 0   ? "yes"
-                            : *dhi < 0 ? "no: it lost"
-                                       : "not distinguishable")
-                         : "-",
-              dlo && dhi ? fmt::format("Sharpe difference [{:.2f}, {:.2f}]", *dlo, *dhi) : "no interval",
-              dlo && dhi ? (*dlo > 0   ? "good"
-                            : *dhi < 0 ? "bad"
-                                       : "")
-                         : "");
+    if (!dlo || !dhi)
+        b += card("beat buy-and-hold?", "-", "no interval");
+    else if (*dlo > 0 || *dhi < 0)
+        b += card("beat buy-and-hold?", *dlo > 0 ? "yes" : "no: it lost",
+                  fmt::format("Sharpe difference [{:.2f}, {:.2f}]", *dlo, *dhi), *dlo > 0 ? "good" : "bad");
+    else
+        b += card("beat buy-and-hold?", "not distinguishable",
+                  fmt::format("Sharpe difference [{:.2f}, {:.2f}]", *dlo, *dhi));
     b += card("PSR against 0", num(number_at(stitched, "inference.psr_zero"), 3),
               "against buy-and-hold " + num(number_at(stitched, "inference.psr_buy_and_hold"), 3));
     if (const auto* d = wf.find("deflated_sharpe"); d != nullptr && d->is_object()) {
@@ -1397,9 +1247,8 @@ std::string walk_forward_report_html(const std::string& dir) {
         const Csv csv = read_csv(csv_path.string());
         const int ct = csv.column("time"), ce = csv.column("equity"), ch = csv.column("buy_and_hold_equity"),
                   cf = csv.column("fold");
-        Series eq = make_series("strategy", kStrategyColor);
-        Series hold = make_series("buy-and-hold", kHoldColor);
-        hold.dashed = true;
+        Series eq{.label = "strategy", .color = kStrategyColor};
+        Series hold{.label = "buy-and-hold", .color = kHoldColor, .dashed = true};
         std::string fold;
         for (const auto& row : csv.rows) {
             if (ct < 0 || ce < 0 || ch < 0 || cf < 0 || static_cast<int>(row.size()) <= std::max({ct, ce, ch, cf}))
@@ -1408,16 +1257,12 @@ std::string walk_forward_report_html(const std::string& dir) {
                 fold = row[static_cast<std::size_t>(cf)];
                 eq.markers.push_back(eq.x.size());
             }
-            eq.x.push_back(parse_time(row[static_cast<std::size_t>(ct)]));
-            eq.y.push_back(to_number(row[static_cast<std::size_t>(ce)]));
-            hold.x.push_back(eq.x.back());
-            hold.y.push_back(to_number(row[static_cast<std::size_t>(ch)]));
+            eq.add(parse_time(row[static_cast<std::size_t>(ct)]), to_number(row[static_cast<std::size_t>(ce)]));
+            hold.add(eq.x.back(), to_number(row[static_cast<std::size_t>(ch)]));
         }
-        ChartOptions o;
-        o.title = "stitched test blocks: equity (dots: fold starts)";
-        o.x_axis = Axis::time;
-        o.y_label = "equity";
-        b += panel(line_chart({eq, hold}, o));
+        b += panel(line_chart(
+            {eq, hold},
+            {.title = "stitched test blocks: equity (dots: fold starts)", .y_label = "equity", .x_axis = Axis::time}));
     } else {
         b += note("stitched_equity.csv is missing.");
     }
@@ -1435,9 +1280,7 @@ std::string walk_forward_report_html(const std::string& dir) {
                 const auto b0 = number_at(f, std::string(k) + ".begin"), e0 = number_at(f, std::string(k) + ".end");
                 return b0 && e0 ? fmt::format("[{}, {})", std::llround(*b0), std::llround(*e0)) : std::string("-");
             };
-            const json::Value* rd = f.find("run_dir");
-            const std::string dir_name = rd != nullptr && rd->is_string() ? rd->as_string() : "";
-            const json::Value* st = f.find("status");
+            const std::string dir_name = string_at(f, "run_dir");
             const auto flo = number_at(f, "test_backtest.inference.bootstrap.sharpe.lo"),
                        fhi = number_at(f, "test_backtest.inference.bootstrap.sharpe.hi");
             t += fmt::format(
@@ -1449,13 +1292,12 @@ std::string walk_forward_report_html(const std::string& dir) {
                 num(number_at(f, "test_backtest.strategy.sharpe"), 3),
                 flo && fhi ? fmt::format("[{:.3f}, {:.3f}]", *flo, *fhi) : "-",
                 num(number_at(f, "test_backtest.buy_and_hold.sharpe"), 3),
-                num(number_at(f, "test_backtest.inference.psr_zero"), 3),
-                st != nullptr && st->is_string() ? xml_escape(st->as_string()) : "");
+                num(number_at(f, "test_backtest.inference.psr_zero"), 3), xml_escape(string_at(f, "status")));
         }
     }
     b += panel(t + "</table>\n");
-    if (const auto* d = wf.find("deflated_sharpe"); d != nullptr && d->is_object())
-        if (const auto* text = d->find("text"); text != nullptr && text->is_string()) b += note(text->as_string());
+    if (const auto* text = member_at(wf, "deflated_sharpe.text"); text != nullptr && text->is_string())
+        b += note(text->as_string());
     return page((name.empty() ? dir : name) + " — foxhunt-train walk-forward report", b);
 }
 

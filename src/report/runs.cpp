@@ -52,22 +52,32 @@ Cell number_cell(std::optional<double> v, bool integer = false) {
     return c;
 }
 
-struct Stat {
-    std::optional<double> mean, sd;
+/// A number column of the tables (after the validation metric's, Table::metric's, whose `name` is
+/// null): each run's value, or per setting the mean and sd over seeds where `per_seed`. A null
+/// `value` is the run's test Sharpe interval, as text.
+struct Column {
+    const char* name;
+    std::optional<double> RunRecord::*value;
+    bool integer = false, per_seed = true;
 };
-Stat stat(const std::vector<double>& xs) {
-    Stat s;
-    if (xs.empty()) return s;
-    double m = 0;
-    for (double x : xs) m += x;
-    m /= static_cast<double>(xs.size());
-    s.mean = m;
-    if (xs.size() >= 2) {
-        double v = 0;
-        for (double x : xs) v += (x - m) * (x - m);
-        s.sd = std::sqrt(v / static_cast<double>(xs.size() - 1));
+constexpr Column kColumns[] = {{nullptr, &RunRecord::best_val},
+                               {"test_return", &RunRecord::test_return},
+                               {"test_sharpe", &RunRecord::test_sharpe},
+                               {"test_sharpe [lo, hi]", nullptr, false, false},
+                               {"test_psr", &RunRecord::test_psr, false, false},
+                               {"test_max_drawdown", &RunRecord::test_max_drawdown},
+                               {"test_trades", &RunRecord::test_trades, true},
+                               {"bh_return", &RunRecord::hold_return},
+                               {"bh_sharpe", &RunRecord::hold_sharpe}};
+
+/// The values of `keys` in a run's settings ("?" where it has none).
+std::vector<std::string> values_of(const RunRecord& r, const std::vector<std::string>& keys) {
+    std::vector<std::string> values;
+    for (const auto& k : keys) {
+        const auto it = r.settings.find(k);
+        values.push_back(it == r.settings.end() ? "?" : it->second);
     }
-    return s;
+    return values;
 }
 
 std::string metric_of(const std::vector<RunRecord>& runs) {
@@ -87,9 +97,19 @@ std::string csv_field(const std::string& s) {
     return out + "\"";
 }
 
-std::string number_text(double v, bool integer) {
-    if (integer) return fmt::format("{}", static_cast<long long>(std::llround(v)));
-    return fmt::format("{:.4f}", v);
+std::string integer_text(double v) {
+    return fmt::format("{}", static_cast<long long>(std::llround(v)));
+}
+
+/// Calls `line` with each line of `text` (without its '\n') and its 1-based number.
+template <class Line>
+void for_each_line(const std::string& text, Line line) {
+    for (std::size_t pos = 0, number = 1; pos < text.size(); ++number) {
+        auto end = text.find('\n', pos);
+        if (end == std::string::npos) end = text.size();
+        line(std::string_view(text.data() + pos, end - pos), number);
+        pos = end + 1;
+    }
 }
 
 }  // namespace
@@ -114,16 +134,10 @@ int Csv::column(const std::string& name) const {
 
 Csv read_csv(const std::string& path) {
     Csv csv;
-    const std::string text = read_text(path);
-    std::size_t pos = 0;
     bool first = true;
-    while (pos < text.size()) {
-        auto end = text.find('\n', pos);
-        if (end == std::string::npos) end = text.size();
-        std::string_view line(text.data() + pos, end - pos);
+    for_each_line(read_text(path), [&](std::string_view line, std::size_t) {
         if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-        pos = end + 1;
-        if (line.empty()) continue;
+        if (line.empty()) return;
         std::vector<std::string> fields;
         std::size_t b = 0;
         while (true) {
@@ -137,22 +151,15 @@ Csv read_csv(const std::string& path) {
         else
             csv.rows.push_back(std::move(fields));
         first = false;
-    }
+    });
     return csv;
 }
 
 std::vector<json::Value> read_jsonl(const std::string& path) {
     std::vector<json::Value> out;
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) return out;
-    const std::string text = read_text(path);
-    std::size_t pos = 0;
-    for (std::size_t number = 1; pos < text.size(); ++number) {
-        auto end = text.find('\n', pos);
-        if (end == std::string::npos) end = text.size();
-        const std::string_view line(text.data() + pos, end - pos);
-        pos = end + 1;
-        if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    if (!is_file(path)) return out;
+    for_each_line(read_text(path), [&](std::string_view line, std::size_t number) {
+        if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
         try {
             json::Value v = json::parse(line, kSummaryLimits);
             if (v.is_object())
@@ -162,28 +169,61 @@ std::vector<json::Value> read_jsonl(const std::string& path) {
         } catch (const json::ParseError&) {
             // a line cut by a crash: skipped
         }
-    }
+    });
     return out;
 }
 
-std::optional<double> number_at(const json::Value& v, const std::string& dotted) {
+bool is_file(const fs::path& p) {
+    std::error_code ec;
+    return fs::is_regular_file(p, ec);
+}
+
+json::Value read_json(const std::string& path, std::size_t limit, std::size_t max_bytes) {
+    return json::parse(read_text(path, max_bytes), json::Limits{limit, 64, true});
+}
+
+const json::Value* member_at(const json::Value& v, const std::string& dotted) {
     const json::Value* cur = &v;
-    std::size_t b = 0;
-    while (cur != nullptr) {
-        if (!cur->is_object()) return std::nullopt;
+    for (std::size_t b = 0; cur != nullptr;) {
+        if (!cur->is_object()) return nullptr;
         const auto dot = dotted.find('.', b);
         cur = cur->find(std::string_view(dotted).substr(b, dot == std::string::npos ? std::string::npos : dot - b));
         if (dot == std::string::npos) break;
         b = dot + 1;
     }
-    if (cur == nullptr || !cur->is_number()) return std::nullopt;
-    const double d = cur->as_double();
+    return cur;
+}
+
+std::optional<double> number_at(const json::Value& v, const std::string& dotted) {
+    const json::Value* m = member_at(v, dotted);
+    if (m == nullptr || !m->is_number()) return std::nullopt;
+    const double d = m->as_double();
     return std::isfinite(d) ? std::optional<double>(d) : std::nullopt;
 }
 
+std::string string_at(const json::Value& v, const std::string& dotted, const std::string& otherwise) {
+    const json::Value* m = member_at(v, dotted);
+    return m != nullptr && m->is_string() ? m->as_string() : otherwise;
+}
+
+Stat stat(const std::vector<double>& xs) {
+    Stat s;
+    if (xs.empty()) return s;
+    double m = 0;
+    for (double x : xs) m += x;
+    m /= static_cast<double>(xs.size());
+    s.mean = m;
+    if (xs.size() >= 2) {
+        double v = 0;
+        for (double x : xs) v += (x - m) * (x - m);
+        s.var = v / static_cast<double>(xs.size() - 1);
+        s.sd = std::sqrt(*s.var);
+    }
+    return s;
+}
+
 bool is_run_directory(const std::string& path) {
-    std::error_code ec;
-    return fs::is_regular_file(fs::path(path) / "config.toml", ec);
+    return is_file(fs::path(path) / "config.toml");
 }
 
 RunRecord read_run(const std::string& path) {
@@ -208,15 +248,13 @@ RunRecord read_run(const std::string& path) {
         log::warn("{}: config.toml does not resolve ({}); its settings are left out", path, e.what());
     }
     const fs::path summary = fs::path(path) / "summary.json";
-    std::error_code ec;
-    if (!fs::is_regular_file(summary, ec)) {
+    if (!is_file(summary)) {
         r.status = "no summary";
         return r;
     }
     try {
-        r.summary = json::parse(read_text(summary.string()), kSummaryLimits);
-        const auto* s = r.summary.is_object() ? r.summary.find("status") : nullptr;
-        r.status = s != nullptr && s->is_string() ? s->as_string() : "unreadable summary";
+        r.summary = read_json(summary.string(), kSummaryLimits.max_bytes);
+        r.status = string_at(r.summary, "status", "unreadable summary");
     } catch (const std::exception& e) {
         log::warn("{}: {}", summary.string(), e.what());
         r.status = "unreadable summary";
@@ -236,8 +274,7 @@ RunRecord read_run(const std::string& path) {
     r.test_sharpe_hi = number_at(r.summary, "test.inference.bootstrap.sharpe.hi");
     r.test_psr = number_at(r.summary, "test.inference.psr_zero");
     if (const auto seed = number_at(r.summary, "seed")) r.seed = static_cast<std::int64_t>(*seed);
-    if (const auto* d = r.summary.is_object() ? r.summary.find("data") : nullptr; d != nullptr && d->is_object())
-        if (const auto* h = d->find("xxh64"); h != nullptr && h->is_string()) r.data_hash = h->as_string();
+    r.data_hash = string_at(r.summary, "data.xxh64");
     return r;
 }
 
@@ -272,12 +309,7 @@ std::string seed_spread(const std::vector<RunRecord>& runs, const std::vector<st
     std::map<std::vector<std::string>, std::vector<const RunRecord*>> groups;
     for (const auto& r : runs) {
         if (!r.best_val && !r.test_return) continue;
-        std::vector<std::string> values;
-        for (const auto& k : keys) {
-            const auto it = r.settings.find(k);
-            values.push_back(it == r.settings.end() ? "?" : it->second);
-        }
-        groups[values].push_back(&r);
+        groups[values_of(r, keys)].push_back(&r);
     }
     bool varies = false, fixed = false;
     for (const auto& [values, members] : groups) {
@@ -386,34 +418,23 @@ Table run_table(const std::vector<RunRecord>& input) {
     for (const char* c : {"seed", "status"}) t.columns.emplace_back(c);
     if (rungs)
         for (const char* c : {"rung", "rung_metric"}) t.columns.emplace_back(c);
-    t.columns.push_back(t.metric);
-    for (const char* c : {"test_return", "test_sharpe", "test_sharpe [lo, hi]", "test_psr", "test_max_drawdown",
-                          "test_trades", "bh_return", "bh_sharpe"})
-        t.columns.emplace_back(c);
+    for (const Column& c : kColumns) t.columns.emplace_back(c.name != nullptr ? c.name : t.metric);
     for (std::size_t i = 0; i < runs.size(); ++i) {
         const auto& r = runs[i];
         std::vector<Cell> row{number_cell(static_cast<double>(i + 1), true), text_cell(r.name)};
-        for (const auto& k : keys) {
-            const auto it = r.settings.find(k);
-            row.push_back(text_cell(it == r.settings.end() ? "?" : it->second));
-        }
+        for (auto& v : values_of(r, keys)) row.push_back(text_cell(std::move(v)));
         row.push_back(number_cell(static_cast<double>(r.seed), true));
         row.push_back(text_cell(r.status));
         if (rungs) {
             row.push_back(number_cell(r.rung, true));
             row.push_back(number_cell(r.rung_metric));
         }
-        row.push_back(number_cell(r.best_val));
-        row.push_back(number_cell(r.test_return));
-        row.push_back(number_cell(r.test_sharpe));
-        row.push_back(text_cell(r.test_sharpe_lo && r.test_sharpe_hi
-                                    ? fmt::format("[{:.4f}, {:.4f}]", *r.test_sharpe_lo, *r.test_sharpe_hi)
-                                    : "-"));
-        row.push_back(number_cell(r.test_psr));
-        row.push_back(number_cell(r.test_max_drawdown));
-        row.push_back(number_cell(r.test_trades, true));
-        row.push_back(number_cell(r.hold_return));
-        row.push_back(number_cell(r.hold_sharpe));
+        for (const Column& c : kColumns)
+            row.push_back(c.value != nullptr
+                              ? number_cell(r.*c.value, c.integer)
+                              : text_cell(r.test_sharpe_lo && r.test_sharpe_hi
+                                              ? fmt::format("[{:.4f}, {:.4f}]", *r.test_sharpe_lo, *r.test_sharpe_hi)
+                                              : "-"));
         t.rows.push_back(std::move(row));
         t.row_runs.push_back({r.path});
     }
@@ -428,51 +449,36 @@ Table seed_table(const std::vector<RunRecord>& input) {
     struct Group {
         std::vector<std::string> values;
         std::vector<const RunRecord*> runs;
-        Stat val, ret, sharpe, dd, trades, hold_ret, hold_sharpe;
+        std::vector<Stat> stats;  // kColumns' per_seed columns, over the finished runs
         std::size_t finished = 0;
     };
     std::vector<Group> groups;
     for (const auto& r : runs) {
-        std::vector<std::string> values;
-        for (const auto& k : keys) {
-            const auto it = r.settings.find(k);
-            values.push_back(it == r.settings.end() ? "?" : it->second);
-        }
+        std::vector<std::string> values = values_of(r, keys);
         auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.values == values; });
         if (g == groups.end()) {
-            groups.push_back(Group{values, {}, {}, {}, {}, {}, {}, {}, {}, 0});
+            groups.push_back(Group{values, {}, {}, 0});
             g = groups.end() - 1;
         }
         g->runs.push_back(&r);
     }
+    const auto finished = [](const RunRecord* r) { return r->best_val || r->test_return; };  // else not averaged
     for (auto& g : groups) {
-        std::vector<double> val, ret, sharpe, dd, trades, hret, hsharpe;
-        auto add = [](std::vector<double>& xs, const std::optional<double>& x) {
-            if (x) xs.push_back(*x);
-        };
-        for (const auto* r : g.runs) {
-            if (!r->best_val && !r->test_return) continue;  // unfinished: counted, not averaged
-            g.finished += 1;
-            add(val, r->best_val);
-            add(ret, r->test_return);
-            add(sharpe, r->test_sharpe);
-            add(dd, r->test_max_drawdown);
-            add(trades, r->test_trades);
-            add(hret, r->hold_return);
-            add(hsharpe, r->hold_sharpe);
+        g.finished = static_cast<std::size_t>(std::count_if(g.runs.begin(), g.runs.end(), finished));
+        for (const Column& c : kColumns) {
+            if (!c.per_seed) continue;
+            std::vector<double> xs;
+            for (const auto* r : g.runs)
+                if (finished(r) && r->*c.value) xs.push_back(*(r->*c.value));
+            g.stats.push_back(stat(xs));
         }
-        g.val = stat(val);
-        g.ret = stat(ret);
-        g.sharpe = stat(sharpe);
-        g.dd = stat(dd);
-        g.trades = stat(trades);
-        g.hold_ret = stat(hret);
-        g.hold_sharpe = stat(hsharpe);
     }
     const double sign = metric_of(runs) == "val_loss" ? -1.0 : 1.0;  // lower is better for a loss
     rank(
         groups,
-        [sign](const Group& g) { return g.val.mean ? std::optional<double>(sign * *g.val.mean) : std::nullopt; },
+        [sign](const Group& g) {
+            return g.stats[0].mean ? std::optional<double>(sign * *g.stats[0].mean) : std::nullopt;
+        },
         [](const Group& g) { return fmt::format("{}", fmt::join(g.values, "\x1f")); });
     Table t;
     t.grouped = true;
@@ -482,14 +488,8 @@ Table seed_table(const std::vector<RunRecord>& input) {
     t.columns = {"rank"};
     for (const auto& k : keys) t.columns.push_back(k);
     for (const char* c : {"runs", "seeds"}) t.columns.emplace_back(c);
-    t.columns.push_back(t.metric);
-    for (const char* c : {"test_return", "test_sharpe", "test_max_drawdown", "test_trades", "bh_return", "bh_sharpe"})
-        t.columns.emplace_back(c);
-    auto mean_sd = [](const Stat& s) {
-        Cell c = number_cell(s.mean);
-        c.sd = s.sd;
-        return c;
-    };
+    for (const Column& c : kColumns)
+        if (c.per_seed) t.columns.emplace_back(c.name != nullptr ? c.name : t.metric);
     for (std::size_t i = 0; i < groups.size(); ++i) {
         const auto& g = groups[i];
         std::vector<Cell> row{number_cell(static_cast<double>(i + 1), true)};
@@ -499,16 +499,18 @@ Table seed_table(const std::vector<RunRecord>& input) {
         for (const auto* r : g.runs) seeds.push_back(r->seed);
         std::sort(seeds.begin(), seeds.end());
         row.push_back(text_cell(fmt::format("{}", fmt::join(seeds, " "))));
-        for (const Stat* s : {&g.val, &g.ret, &g.sharpe, &g.dd, &g.trades, &g.hold_ret, &g.hold_sharpe}) {
-            row.push_back(mean_sd(*s));
-            row.back().is_integer = s == &g.trades;
+        std::size_t k = 0;
+        for (const Column& c : kColumns) {
+            if (!c.per_seed) continue;
+            row.push_back(number_cell(g.stats[k].mean, c.integer));
+            row.back().sd = g.stats[k++].sd;
         }
         t.rows.push_back(std::move(row));
         std::vector<std::string> paths;
         for (const auto* r : g.runs) paths.push_back(r->path);
         t.row_runs.push_back(std::move(paths));
     }
-    if (!groups.empty() && groups[0].val.mean) t.best_row = 0;
+    if (!groups.empty() && groups[0].stats[0].mean) t.best_row = 0;
     return t;
 }
 
@@ -516,67 +518,51 @@ std::string cell_text(const Cell& c, int decimals) {
     if (!c.is_number) return c.text;
     if (!c.number) return "-";
     if (c.is_integer && c.sd) return fmt::format("{:.1f} ± {:.1f}", *c.number, *c.sd);  // counts over seeds
-    if (c.is_integer) return number_text(*c.number, true);
+    if (c.is_integer) return integer_text(*c.number);
     std::string s = fmt::format("{:.{}f}", *c.number, decimals);
     if (c.sd) s += fmt::format(" ± {:.{}f}", *c.sd, decimals);
     return s;
 }
 
 std::string to_markdown(const Table& t) {
-    auto escape = [](std::string s) {
-        std::string out;
-        for (char c : s) {
-            if (c == '|') out += '\\';
-            out += c;
+    // A row: `first`, then each cell with its '|' escaped.
+    const auto row = [](std::string first, const auto& cells, const auto& text) {
+        for (const auto& c : cells) {
+            for (const char ch : text(c)) first += ch == '|' ? std::string("\\|") : std::string(1, ch);
+            first += " | ";
         }
-        return out;
+        first.pop_back();
+        return first + "\n";
     };
-    std::string out = "| best | ";
-    for (const auto& c : t.columns) out += escape(c) + " | ";
-    out.pop_back();
-    out += "\n|---|";
-    for (const auto& c : t.columns) {
-        (void)c;
-        out += "---|";
-    }
+    std::string out = row("| best | ", t.columns, [](const std::string& c) { return c; }) + "|---|";
+    for (std::size_t j = 0; j < t.columns.size(); ++j) out += "---|";
     out += "\n";
-    for (std::size_t i = 0; i < t.rows.size(); ++i) {
-        out += static_cast<int>(i) == t.best_row ? "| * | " : "|   | ";
-        for (const auto& c : t.rows[i]) out += escape(cell_text(c)) + " | ";
-        out.pop_back();
-        out += "\n";
-    }
-    out += t.grouped ? fmt::format(
-                           "\n{} settings ranked by the mean {} over seeds (mean ± sd; runs = finished/all); "
-                           "* = best.\n",
-                           t.rows.size(), t.metric)
-           : std::find(t.columns.begin(), t.columns.end(), "rung") != t.columns.end()
-               ? fmt::format(
-                     "\n{} runs ranked by the last rung of successive halving they reached, then the {} "
-                     "there (rung_metric); * = best; test_* and bh_* (buy-and-hold) on the test split.\n",
-                     t.rows.size(), t.metric)
-               : fmt::format(
-                     "\n{} runs ranked by the best {}; * = best; test_* and bh_* (buy-and-hold) on the "
-                     "test split.\n",
-                     t.rows.size(), t.metric);
+    for (std::size_t i = 0; i < t.rows.size(); ++i)
+        out += row(static_cast<int>(i) == t.best_row ? "| * | " : "|   | ", t.rows[i],
+                   [](const Cell& c) { return cell_text(c); });
+    if (t.grouped)
+        out +=
+            fmt::format("\n{} settings ranked by the mean {} over seeds (mean ± sd; runs = finished/all); * = best.\n",
+                        t.rows.size(), t.metric);
+    else
+        out += fmt::format(
+            "\n{} runs ranked by {}; * = best; test_* and bh_* (buy-and-hold) on the test split.\n", t.rows.size(),
+            std::find(t.columns.begin(), t.columns.end(), "rung") != t.columns.end()
+                ? fmt::format("the last rung of successive halving they reached, then the {} there (rung_metric)",
+                              t.metric)
+                : "the best " + t.metric);
     for (const auto& d : t.duplicates) out += duplicate_sentence(d) + "\n";
     if (const std::string s = seed_spread_sentence(t.seed_spread); !s.empty()) out += s + "\n";
     return out;
 }
 
 std::string to_csv(const Table& t) {
-    std::vector<std::string> header{"best"};
+    std::string out = "best";
     for (std::size_t j = 0; j < t.columns.size(); ++j) {
         const bool spread = t.grouped && !t.rows.empty() && t.rows[0][j].is_number && j > 0;
-        if (spread) {
-            header.push_back(t.columns[j] + "_mean");
-            header.push_back(t.columns[j] + "_sd");
-        } else {
-            header.push_back(t.columns[j]);
-        }
+        out += "," + (spread ? csv_field(t.columns[j] + "_mean") + "," + csv_field(t.columns[j] + "_sd")
+                             : csv_field(t.columns[j]));
     }
-    std::string out;
-    for (std::size_t j = 0; j < header.size(); ++j) out += (j ? "," : "") + csv_field(header[j]);
     out += "\n";
     for (std::size_t i = 0; i < t.rows.size(); ++i) {
         out += static_cast<int>(i) == t.best_row ? "1" : "0";
@@ -588,8 +574,7 @@ std::string to_csv(const Table& t) {
                 continue;
             }
             if (c.number)
-                out +=
-                    c.is_integer && !(t.grouped && j > 0) ? number_text(*c.number, true) : fmt::format("{}", *c.number);
+                out += c.is_integer && !(t.grouped && j > 0) ? integer_text(*c.number) : fmt::format("{}", *c.number);
             if (t.grouped && j > 0) {
                 out += ",";
                 if (c.sd) out += fmt::format("{}", *c.sd);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -132,7 +133,24 @@ Csv read_csv(const std::string& path);
 /// that parse to something else are skipped with a warning naming the file and line).
 std::vector<io::json::Value> read_jsonl(const std::string& path);
 
-/// A member path of a JSON value ("test.strategy.sharpe") as a number, when present.
+/// Whether `p` is a regular file (false for anything unreadable).
+bool is_file(const std::filesystem::path& p);
+
+/// A JSON file of at most `max_bytes`, parsed with at most `limit` bytes (read_text's errors,
+/// io::json::ParseError).
+io::json::Value read_json(const std::string& path, std::size_t limit, std::size_t max_bytes = 256u << 20);
+
+/// The member at a dotted path of a JSON value ("test.strategy.sharpe"), or nullptr.
+const io::json::Value* member_at(const io::json::Value& v, const std::string& dotted);
+/// The member at a dotted path as a finite number, when present.
 std::optional<double> number_at(const io::json::Value& v, const std::string& dotted);
+/// The member at a dotted path as a string; `otherwise` when absent or not a string.
+std::string string_at(const io::json::Value& v, const std::string& dotted, const std::string& otherwise = "");
+
+/// The mean of `xs`, and with two or more values their sample variance and sd.
+struct Stat {
+    std::optional<double> mean, var, sd;
+};
+Stat stat(const std::vector<double>& xs);
 
 }  // namespace fh::report

@@ -38,17 +38,8 @@ std::string fmt_coord(double v) {
     return fmt::format("{:.1f}", v);
 }
 
-std::string time_label(double t, double step) {
-    const std::time_t tt = static_cast<std::time_t>(t);
-    std::tm tm{};
-    gmtime_r(&tt, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, step < 86400 ? "%m-%d %H:%M" : "%Y-%m-%d", &tm);
-    return buf;
-}
-
 std::string tick_label(double v, Axis axis, double step) {
-    if (axis == Axis::time) return time_label(v, step);
+    if (axis == Axis::time) return utc_time(v, step < 86400 ? "%m-%d %H:%M" : "%Y-%m-%d");
     if (axis == Axis::percent) {
         const double p = std::abs(v) < std::abs(step) * 1e-6 ? 0.0 : v * 100;  // never "-0%"
         return std::abs(step * 100) >= 1 ? fmt::format("{:.0f}%", p) : fmt::format("{:.1f}%", p);
@@ -127,37 +118,76 @@ std::string empty_note(const ChartOptions& o) {
                                        o.width / 2, o.height / 2);
 }
 
+/// The y axis' grid lines and tick labels across a plot `pw` wide (`Y` maps a value to pixels).
+template <class MapY>
+std::string y_grid(const Range& yr, double pw, Axis axis, MapY Y) {
+    std::string svg;
+    const Ticks yt = number_ticks(yr.lo, yr.hi, 5);
+    for (double v : yt.at) {
+        svg += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(v)),
+                           kLeft + pw, fmt_coord(Y(v)));
+        svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>)", kLeft - 6,
+                           fmt_coord(Y(v) + 4), xml_escape(tick_label(v, axis, yt.step)));
+    }
+    return svg;
+}
+
+std::string zero_line(double y, double pw) {
+    return fmt::format(R"(<line class="zero" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(y), kLeft + pw,
+                       fmt_coord(y));
+}
+
+std::string y_label(const ChartOptions& o, double ph) {
+    if (o.y_label.empty()) return "";
+    return fmt::format(
+        R"~(<text class="axis" x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)~",
+        fmt_coord(kTop + ph / 2), fmt_coord(kTop + ph / 2), xml_escape(o.y_label));
+}
+
+std::string legend_text(double x, const std::string& label) {
+    return fmt::format(R"(<text class="legend" x="{}" y="26">{}</text>)", fmt_coord(x), xml_escape(label));
+}
+
+/// A line's key in a legend whose next key ends at `lx`; moves `lx` to its start.
+std::string legend_line(double& lx, const std::string& label, const std::string& color, bool dashed) {
+    lx -= 34 + 7.2 * static_cast<double>(label.size());
+    return fmt::format(R"(<line x1="{}" y1="22" x2="{}" y2="22" stroke="{}" stroke-width="2.5"{}/>)", fmt_coord(lx),
+                       fmt_coord(lx + 16), color, dashed ? R"( stroke-dasharray="5 3")" : "") +
+           legend_text(lx + 20, label);
+}
+
 }  // namespace
 
 std::string xml_escape(std::string_view s) {
     std::string out;
     out.reserve(s.size());
+    static constexpr std::string_view specials = "&<>\"'", entities[] = {"&amp;", "&lt;", "&gt;", "&quot;", "&#39;"};
     for (char c : s) {
-        switch (c) {
-            case '&':
-                out += "&amp;";
-                break;
-            case '<':
-                out += "&lt;";
-                break;
-            case '>':
-                out += "&gt;";
-                break;
-            case '"':
-                out += "&quot;";
-                break;
-            case '\'':
-                out += "&#39;";
-                break;
-            default:
-                // XML 1.0 allows no control characters but tab, LF and CR.
-                if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r')
-                    out += ' ';
-                else
-                    out += c;
-        }
+        if (const auto k = specials.find(c); k != std::string_view::npos)
+            out += entities[k];
+        else if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r')
+            out += ' ';  // XML 1.0 allows no control characters but tab, LF and CR
+        else
+            out += c;
     }
     return out;
+}
+
+std::string note(const std::string& text) {
+    return "<p class=\"note\">" + xml_escape(text) + "</p>\n";
+}
+
+std::string panel(const std::string& inner) {
+    return "<div class=\"panel\">" + inner + "</div>\n";
+}
+
+std::string utc_time(double t, const char* format) {
+    const std::time_t tt = static_cast<std::time_t>(t);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, format, &tm);
+    return buf;
 }
 
 std::string short_number(double v) {
@@ -201,16 +231,7 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
     auto X = [&](double x) { return kLeft + (x - xr.lo) / (xr.hi - xr.lo) * pw; };
     auto Y = [&](double y) { return kTop + (yr.hi - y) / (yr.hi - yr.lo) * ph; };
 
-    std::string svg = frame_open(o);
-    // Grid and ticks.
-    const Ticks yt = number_ticks(yr.lo, yr.hi, 5);
-    for (double v : yt.at) {
-        const double py = Y(v);
-        svg += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(py), kLeft + pw,
-                           fmt_coord(py));
-        svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>)", kLeft - 6,
-                           fmt_coord(py + 4), xml_escape(tick_label(v, o.y_axis, yt.step)));
-    }
+    std::string svg = frame_open(o) + y_grid(yr, pw, o.y_axis, Y);
     const Ticks xt = o.x_axis == Axis::time ? time_ticks(xr.lo, xr.hi) : number_ticks(xr.lo, xr.hi, 6);
     for (double v : xt.at) {
         const double px = X(v);
@@ -223,16 +244,11 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
                                kTop + ph + 29, xml_escape(o.x_tick_sub(v)));
     }
     svg += fmt::format(R"(<rect class="plot" x="{}" y="{}" width="{}" height="{}"/>)", kLeft, kTop, pw, ph);
-    if (o.zero_line && yr.lo < 0 && yr.hi > 0)
-        svg += fmt::format(R"(<line class="zero" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(0)),
-                           kLeft + pw, fmt_coord(Y(0)));
+    if (o.zero_line && yr.lo < 0 && yr.hi > 0) svg += zero_line(Y(0), pw);
     if (!o.x_label.empty())
         svg += fmt::format(R"(<text class="axis" x="{}" y="{}" text-anchor="middle">{}</text>)", kLeft + pw / 2,
                            o.height - 6, xml_escape(o.x_label));
-    if (!o.y_label.empty())
-        svg += fmt::format(
-            R"~(<text class="axis" x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)~",
-            fmt_coord(kTop + ph / 2), fmt_coord(kTop + ph / 2), xml_escape(o.y_label));
+    svg += y_label(o, ph);
 
     // Bands first (under every line): one polygon per run of finite bounds.
     for (const auto& s : series) {
@@ -295,15 +311,8 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
     }
     // Legend, right-aligned above the plot.
     double lx = kLeft + pw;
-    for (auto it = series.rbegin(); it != series.rend(); ++it) {
-        if (it->label.empty()) continue;
-        const double w = 34 + 7.2 * static_cast<double>(it->label.size());
-        lx -= w;
-        svg += fmt::format(R"(<line x1="{}" y1="22" x2="{}" y2="22" stroke="{}" stroke-width="2.5"{}/>)", fmt_coord(lx),
-                           fmt_coord(lx + 16), it->color, it->dashed ? R"( stroke-dasharray="5 3")" : "");
-        svg +=
-            fmt::format(R"(<text class="legend" x="{}" y="26">{}</text>)", fmt_coord(lx + 20), xml_escape(it->label));
-    }
+    for (auto it = series.rbegin(); it != series.rend(); ++it)
+        if (!it->label.empty()) svg += legend_line(lx, it->label, it->color, it->dashed);
     return svg + "</svg>";
 }
 
@@ -331,14 +340,7 @@ std::string bar_chart(const std::vector<Bar>& bars, const ChartOptions& o) {
     auto Y = [&](double y) { return kTop + (yr.hi - y) / (yr.hi - yr.lo) * ph; };
     ChartOptions frame = o;
     frame.height = height;
-    std::string svg = frame_open(frame);
-    const Ticks yt = number_ticks(yr.lo, yr.hi, 5);
-    for (double v : yt.at) {
-        svg += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(v)),
-                           kLeft + pw, fmt_coord(Y(v)));
-        svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>)", kLeft - 6,
-                           fmt_coord(Y(v) + 4), xml_escape(tick_label(v, o.y_axis, yt.step)));
-    }
+    std::string svg = frame_open(frame) + y_grid(yr, pw, o.y_axis, Y);
     svg += fmt::format(R"(<rect class="plot" x="{}" y="{}" width="{}" height="{}"/>)", kLeft, kTop, pw, ph);
     const double slot = pw / static_cast<double>(bars.size());
     const double bw = std::max(2.0, std::min(48.0, slot * 0.7));
@@ -379,28 +381,15 @@ std::string bar_chart(const std::vector<Bar>& bars, const ChartOptions& o) {
             svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>)", fmt_coord(cx),
                                fmt_coord(ty), xml_escape(b.label));
     }
-    if (yr.lo < 0)
-        svg += fmt::format(R"(<line class="zero" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(0)),
-                           kLeft + pw, fmt_coord(Y(0)));
-    if (!o.y_label.empty())
-        svg += fmt::format(
-            R"~(<text class="axis" x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)~",
-            fmt_coord(kTop + ph / 2), fmt_coord(kTop + ph / 2), xml_escape(o.y_label));
+    if (yr.lo < 0) svg += zero_line(Y(0), pw);
+    svg += y_label(o, ph);
     // Legend of the points and reference lines, right-aligned above the plot.
     double lx = kLeft + pw;
-    if (!o.reference_label.empty()) {
-        lx -= 34 + 7.2 * static_cast<double>(o.reference_label.size());
-        svg += fmt::format(
-            R"(<line x1="{}" y1="22" x2="{}" y2="22" stroke="#d97706" stroke-width="2.5" stroke-dasharray="5 3"/>)",
-            fmt_coord(lx), fmt_coord(lx + 16));
-        svg += fmt::format(R"(<text class="legend" x="{}" y="26">{}</text>)", fmt_coord(lx + 20),
-                           xml_escape(o.reference_label));
-    }
+    if (!o.reference_label.empty()) svg += legend_line(lx, o.reference_label, "#d97706", true);
     if (!o.points_label.empty()) {
         lx -= 26 + 7.2 * static_cast<double>(o.points_label.size());
         svg += fmt::format(R"(<circle cx="{}" cy="22" r="3" fill="#111827" fill-opacity="0.75"/>)", fmt_coord(lx + 6));
-        svg += fmt::format(R"(<text class="legend" x="{}" y="26">{}</text>)", fmt_coord(lx + 14),
-                           xml_escape(o.points_label));
+        svg += legend_text(lx + 14, o.points_label);
     }
     return svg + "</svg>";
 }
