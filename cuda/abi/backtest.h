@@ -8,24 +8,15 @@
 
 namespace fh::abi {
 
-/// Starts every segment flat at its first bar and writes its first record (backtest::reset_segment).
-/// state (n_segments), records (sum of segment lengths), segments (n_segments).
+/// The kernels of the ops below (ops::BacktestReset, ...), one thread per segment (metrics: one
+/// thread), on their operands' pointers and n_segments.
 using BacktestReset = void(backtest::SegmentState* __restrict__ state, backtest::BarRecord* __restrict__ records,
                            const backtest::Segment* __restrict__ segments, env::EnvParams params, int n_segments);
-
-/// One lock-step of every running segment with actions[s] (backtest::step_segment); finished
-/// segments idle. state, segments, actions (n_segments); records (sum of segment lengths).
 using BacktestStep = void(backtest::SegmentState* __restrict__ state, backtest::BarRecord* __restrict__ records,
                           const backtest::Segment* __restrict__ segments, const int* __restrict__ actions,
                           env::MarketView market, env::EnvParams params, int n_segments);
-
-/// states[s] = [features of bar t_s (market_dim) | env::portfolio_features of segment s].
-/// states (n_segments, state_dim), state (n_segments).
 using BacktestGather = void(float* __restrict__ states, const backtest::SegmentState* __restrict__ state,
                             env::MarketView market, env::EnvParams params, int n_segments);
-
-/// out[0] and histogram (num_actions) = backtest::compute_metrics (one thread, fixed order).
-/// records (sum of segment lengths), state and segments (n_segments), close (n_bars).
 using BacktestMetrics = void(backtest::MetricsOut* __restrict__ out, long long* __restrict__ histogram,
                              const backtest::BarRecord* __restrict__ records,
                              const backtest::SegmentState* __restrict__ state,
@@ -36,7 +27,8 @@ using BacktestMetrics = void(backtest::MetricsOut* __restrict__ out, long long* 
 
 namespace fh::ops {
 
-/// Starts every segment flat at its first bar and writes its first record.
+/// Starts every segment flat at its first bar and writes its first record
+/// (backtest::reset_segment). state, segments (n_segments); records (sum of segment lengths).
 struct BacktestReset {
     View<backtest::SegmentState> state;
     View<backtest::BarRecord> records;
@@ -44,7 +36,8 @@ struct BacktestReset {
     env::EnvParams params;
 };
 
-/// One step of every running segment with actions (n_segments); finished ones idle.
+/// One lock-step of every running segment with actions[s] (backtest::step_segment); finished
+/// segments idle. state, segments, actions (n_segments); records (sum of segment lengths).
 struct BacktestStep {
     View<backtest::SegmentState> state;
     View<backtest::BarRecord> records;
@@ -54,7 +47,8 @@ struct BacktestStep {
     env::EnvParams params;
 };
 
-/// states (n_segments * state_dim) = [features of bar t | portfolio features] per segment.
+/// states (n_segments, state_dim) row s = [features of bar t_s (market_dim) |
+/// env::portfolio_features of segment s]; state (n_segments).
 struct BacktestGather {
     View<float> states;
     View<const backtest::SegmentState> state;
@@ -62,7 +56,9 @@ struct BacktestGather {
     env::EnvParams params;
 };
 
-/// out (1) and histogram (num_actions) = the metrics of the records (fixed order, double).
+/// out (1) and histogram (num_actions) = backtest::compute_metrics of the records (one thread,
+/// fixed order, double). records (sum of segment lengths), state and segments (n_segments),
+/// market.close (n_bars).
 struct BacktestMetrics {
     View<backtest::MetricsOut> out;
     View<long long> histogram;
@@ -101,8 +97,7 @@ inline bool check(const BacktestReset& a) {
     detail::require_same_size(segments.size(), state.size(), "backtest_reset (segments)");
     detail::checked_int_size(state.size(), "backtest_reset");
     detail::checked_int_size(records.size(), "backtest_reset (records)");
-    detail::require_distinct("backtest_reset", {detail::range("state", state), detail::range("records", records),
-                                                detail::range("segments", segments)});
+    detail::require_distinct("backtest_reset", {FH_RANGES(state, records, segments)});
     return !state.empty();
 }
 FH_LAUNCH(BacktestReset) {
@@ -117,8 +112,7 @@ inline bool check(const BacktestStep& a) {
     detail::require_same_size(segments.size(), state.size(), "backtest_step (segments)");
     detail::require_same_size(actions.size(), state.size(), "backtest_step (actions)");
     detail::checked_int_size(state.size(), "backtest_step");
-    detail::require_distinct("backtest_step", {detail::range("state", state), detail::range("records", records),
-                                               detail::range("segments", segments), detail::range("actions", actions)});
+    detail::require_distinct("backtest_step", {FH_RANGES(state, records, segments, actions)});
     if (market.n_bars < 2) throw std::invalid_argument("ops::backtest_step: the market has < 2 bars");
     return !state.empty();
 }
@@ -135,7 +129,7 @@ inline bool check(const BacktestGather& a) {
     detail::require_same_size(states.size(), state.size() * static_cast<std::size_t>(params.state_dim),
                               "backtest_gather");
     detail::checked_int_size(states.size(), "backtest_gather");
-    detail::require_distinct("backtest_gather", {detail::range("states", states), detail::range("state", state)});
+    detail::require_distinct("backtest_gather", {FH_RANGES(states, state)});
     return !state.empty();
 }
 FH_LAUNCH(BacktestGather) {
@@ -157,9 +151,7 @@ inline void check(const BacktestMetrics& a) {
             fmt::format("ops::backtest_metrics: num_actions ({}), initial_equity "
                         "and bars_per_year ({}) must be positive",
                         params.num_actions, params.bars_per_year));
-    detail::require_distinct("backtest_metrics", {detail::range("out", out), detail::range("histogram", histogram),
-                                                  detail::range("records", records), detail::range("state", state),
-                                                  detail::range("segments", segments)});
+    detail::require_distinct("backtest_metrics", {FH_RANGES(out, histogram, records, state, segments)});
 }
 FH_LAUNCH(BacktestMetrics) {
     const auto& [out, histogram, records, state, segments, market, params] = a;

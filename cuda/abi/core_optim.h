@@ -92,7 +92,6 @@ using NetworkAdamAgents = void(float* __restrict__ params, float* __restrict__ m
 
 #ifndef __CUDACC__
 #include <cmath>
-#include <utility>
 
 #include "ops/op_begin.hpp"
 
@@ -206,16 +205,15 @@ struct AdamStepAgents {
 
 namespace detail {
 inline void check_adam_params(const AdamParams& p, const char* op) {
-    if (!(p.lr >= 0.f) || !(p.beta1 >= 0.f && p.beta1 < 1.f) || !(p.beta2 >= 0.f && p.beta2 < 1.f) || !(p.eps > 0.f) ||
-        !(p.weight_decay >= 0.f) || std::isnan(p.clip_norm))
-        throw std::invalid_argument(
-            fmt::format("ops::{}: invalid hyper-parameters (lr {}, beta1 {}, beta2 {}, eps {}, weight_decay {}, "
-                        "clip_norm {}): need lr >= 0, betas in [0, 1), eps > 0, weight_decay >= 0",
-                        op, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.clip_norm));
+    require(p.lr >= 0.f && p.beta1 >= 0.f && p.beta1 < 1.f && p.beta2 >= 0.f && p.beta2 < 1.f && p.eps > 0.f &&
+                p.weight_decay >= 0.f && !std::isnan(p.clip_norm),
+            op,
+            "invalid hyper-parameters (lr {}, beta1 {}, beta2 {}, eps {}, weight_decay {}, clip_norm {}): need lr >= "
+            "0, betas in [0, 1), eps > 0, weight_decay >= 0",
+            p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.clip_norm);
 }
 inline void check_adam_step(CounterValue step, const char* op) {
-    if (step.counter == nullptr && step.offset < 1)
-        throw std::invalid_argument(fmt::format("ops::{}: step must be >= 1 (1-based), got {}", op, step.offset));
+    require(step.counter != nullptr || step.offset >= 1, op, "step must be >= 1 (1-based), got {}", step.offset);
 }
 /// The launch's Adam constants: p's, with a host step's bias corrections (a step in device
 /// memory: the kernel or the CPU twin computes them).
@@ -228,13 +226,11 @@ inline core::AdamConstants adam_constants(const AdamParams& p, CounterValue step
 inline void check(const GlobalNorm& a) {
     const char* op = "global_norm";
     detail::require_size(a.out.size(), 1, op, "out");
-    if (a.scratch.size() < global_norm_scratch_size())
-        throw std::invalid_argument(
-            fmt::format("ops::global_norm: scratch has {} floats, needs {} (ops::global_norm_scratch_size())",
-                        a.scratch.size(), global_norm_scratch_size()));
+    detail::require(a.scratch.size() >= global_norm_scratch_size(), op,
+                    "scratch has {} floats, needs {} (ops::global_norm_scratch_size())", a.scratch.size(),
+                    global_norm_scratch_size());
     detail::checked_int_size(a.x.size(), op);
-    detail::require_distinct(
-        op, {detail::range("out", a.out), detail::range("x", a.x), detail::range("scratch", a.scratch)});
+    detail::require_distinct(op, {FH_RANGES_OF(a, out, x, scratch)});
 }
 FH_LAUNCH(GlobalNorm) {
     // A fixed grid (abi::kNormBlocks x kNormThreads, whatever the device): a fixed summation order.
@@ -248,9 +244,7 @@ FH_LAUNCH(GlobalNorm) {
 inline bool check(const AdamStep& a) {
     const char* op = "adam_step";
     const std::size_t n = a.params.size();
-    detail::require_size(a.m.size(), n, op, "m");
-    detail::require_size(a.v.size(), n, op, "v");
-    detail::require_size(a.grads.size(), n, op, "grads");
+    detail::require_sizes(n, op, {FH_SIZES_OF(a, m, v, grads)});
     detail::checked_int_size(n, op);
     if (a.p.clip_norm > 0.f) detail::require_size(a.grad_norm.size(), 1, op, "grad_norm (clip_norm > 0)");
     if (!a.gate.empty()) detail::require_size(a.gate.size(), 1, op, "gate");
@@ -259,17 +253,13 @@ inline bool check(const AdamStep& a) {
         throw std::invalid_argument("ops::adam_step: gate overlaps an updated buffer");
     const View<const float> norm = a.p.clip_norm > 0.f ? a.grad_norm : View<const float>();
     detail::require_distinct(
-        op, {detail::range("params", a.params), detail::range("m", a.m), detail::range("v", a.v),
-             detail::range("grads", a.grads), detail::range("grad_norm", norm), detail::range("gate", a.gate)});
+        op, {FH_RANGES_OF(a, params, m, v, grads), detail::range("grad_norm", norm), FH_RANGES_OF(a, gate)});
     if (!a.target.target.empty()) {
         detail::require_size(a.target.target.size(), n, op, "target");
-        if (!(a.target.tau > 0.f && a.target.tau <= 1.f))
-            throw std::invalid_argument(
-                fmt::format("ops::adam_step: target tau must be in (0, 1], got {}", a.target.tau));
+        detail::require(a.target.tau > 0.f && a.target.tau <= 1.f, op, "target tau must be in (0, 1], got {}",
+                        a.target.tau);
         detail::require_distinct(
-            op, {detail::range("target", a.target.target), detail::range("params", a.params), detail::range("m", a.m),
-                 detail::range("v", a.v), detail::range("grads", a.grads), detail::range("grad_norm", a.grad_norm),
-                 detail::range("gate", a.gate), detail::range("lr", a.lr)});
+            op, {detail::range("target", a.target.target), FH_RANGES_OF(a, params, m, v, grads, grad_norm, gate, lr)});
     }
     if (!a.lr.empty()) {
         detail::require_size(a.lr.size(), 1, op, "lr");
@@ -294,17 +284,12 @@ inline void check(const NormAndGuard& a) {
     const char* op = "norm_and_guard";
     detail::require_size(a.scratch.size(), norm_guard_scratch_size(), op, "scratch");
     detail::require_size(a.stats.size(), a.accum.size(), op, "stats");
-    detail::require_size(a.grad_norm.size(), 1, op, "grad_norm");
-    detail::require_size(a.gate.size(), 1, op, "gate");
-    detail::require_size(a.state.size(), 1, op, "state");
+    detail::require_sizes(1, op, {FH_SIZES_OF(a, grad_norm, gate, state)});
     if (a.losses.empty()) throw std::invalid_argument("ops::norm_and_guard: no losses");
     detail::checked_int_size(a.x.size(), op);
     detail::checked_int_size(a.accum.size(), op);
-    detail::require_distinct(
-        op, {detail::range("grad_norm", a.grad_norm), detail::range("scratch", a.scratch), detail::range("x", a.x),
-             detail::range("gate", a.gate), detail::range("state", a.state), detail::range("losses", a.losses),
-             detail::range("accum", a.accum)});
-    detail::require_distinct(op, {detail::range("accum", a.accum), detail::range("stats", a.stats)});
+    detail::require_distinct(op, {FH_RANGES_OF(a, grad_norm, scratch, x, gate, state, losses, accum)});
+    detail::require_distinct(op, {FH_RANGES_OF(a, accum, stats)});
 }
 FH_LAUNCH(NormAndGuard) {
     // The fixed grid of GlobalNorm (its partials' order), the last block finishing.
@@ -319,28 +304,23 @@ inline void check(const NormAndGuardAgents& a) {
     const char* op = "norm_and_guard_agents";
     detail::per_agent(a.x.size(), a.agents, op, "gradients");
     const std::size_t N = static_cast<std::size_t>(a.agents);
-    if (a.stats.empty() || a.stats.size() % N != 0)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: stats ({}) is not (n_stats, {} agents)", op, a.stats.size(), a.agents));
+    detail::require(!a.stats.empty() && a.stats.size() % N == 0, op, "stats ({}) is not (n_stats, {} agents)",
+                    a.stats.size(), a.agents);
     const int n_stats = static_cast<int>(a.stats.size() / N);
-    if (a.n_losses < 1 || a.n_losses > abi::kMaxAgentGuardLosses || a.norm_index < 0 || a.norm_index >= n_stats)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: need 1 <= n_losses <= {} and a norm index below {} (got {}, {})", op,
-                        abi::kMaxAgentGuardLosses, n_stats, a.n_losses, a.norm_index));
+    detail::require(
+        a.n_losses >= 1 && a.n_losses <= abi::kMaxAgentGuardLosses && a.norm_index >= 0 && a.norm_index < n_stats, op,
+        "need 1 <= n_losses <= {} and a norm index below {} (got {}, {})", abi::kMaxAgentGuardLosses, n_stats,
+        a.n_losses, a.norm_index);
     detail::require_size(a.scratch.size(), N * norm_guard_scratch_size(), op, "scratch");
-    detail::require_size(a.gate.size(), N, op, "gate");
-    detail::require_size(a.state.size(), N, op, "state");
-    if (a.accum_stride != 0 && a.accum_stride < n_stats)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: accum_stride {} < {} statistics", op, a.accum_stride, n_stats));
+    detail::require_sizes(N, op, {FH_SIZES_OF(a, gate, state)});
+    detail::require(a.accum_stride == 0 || a.accum_stride >= n_stats, op, "accum_stride {} < {} statistics",
+                    a.accum_stride, n_stats);
     if (!a.accum.empty())
         detail::require_size(a.accum.size(), N * static_cast<std::size_t>(a.accum_stride ? a.accum_stride : n_stats),
                              op, "accum");
     detail::checked_int_size(a.x.size() / N, op);
     detail::checked_int_size(a.stats.size(), op);
-    detail::require_distinct(
-        op, {detail::range("x", a.x), detail::range("scratch", a.scratch), detail::range("gate", a.gate),
-             detail::range("state", a.state), detail::range("stats", a.stats), detail::range("accum", a.accum)});
+    detail::require_distinct(op, {FH_RANGES_OF(a, x, scratch, gate, state, stats, accum)});
 }
 FH_LAUNCH(NormAndGuardAgents) {
     const std::size_t N = static_cast<std::size_t>(a.agents);
@@ -356,8 +336,7 @@ inline void check(const AdamStepAgents& a) {
     const char* op = "adam_step_agents";
     detail::per_agent(a.params.size(), a.agents, op, "parameters");
     const std::size_t N = static_cast<std::size_t>(a.agents);
-    for (auto [size, name] : {std::pair{a.m.size(), "m"}, {a.v.size(), "v"}, {a.grads.size(), "grads"}})
-        detail::require_size(size, a.params.size(), op, name);
+    detail::require_sizes(a.params.size(), op, {FH_SIZES_OF(a, m, v, grads)});
     if (a.p.clip_norm > 0.f) detail::require_size(a.grad_norm.size(), N, op, "grad_norm (clip_norm > 0)");
     if (!a.gate.empty()) detail::require_size(a.gate.size(), N, op, "gate");
     detail::require_size(a.lr.size(), N, op, "lr");
@@ -367,10 +346,7 @@ inline void check(const AdamStepAgents& a) {
     }
     detail::check_adam_step(a.step, op);
     detail::checked_int_size(a.params.size() / N, op);
-    detail::require_distinct(
-        op, {detail::range("params", a.params), detail::range("m", a.m), detail::range("v", a.v),
-             detail::range("grads", a.grads), detail::range("grad_norm", a.grad_norm), detail::range("gate", a.gate),
-             detail::range("lr", a.lr), detail::range("target", a.target), detail::range("tau_keep", a.tau_keep)});
+    detail::require_distinct(op, {FH_RANGES_OF(a, params, m, v, grads, grad_norm, gate, lr, target, tau_keep)});
 }
 FH_LAUNCH(AdamStepAgents) {
     const long long P = static_cast<long long>(a.params.size() / static_cast<std::size_t>(a.agents));

@@ -132,9 +132,7 @@ inline bool check(const Fill& a) {
     detail::checked_int_size(a.y.size(), "fill");
     return !a.y.empty();
 }
-FH_LAUNCH(Fill) {
-    gpu.kernels().fill_f32_kernel(gpu.stream(), LaunchDims::linear(a.y.size()), a);
-}
+FH_LAUNCH_KERNEL(Fill, fill_f32_kernel, LaunchDims::linear(a.y.size()));
 
 inline bool check(const Copy& a) {
     detail::require_same_size(a.dst.size(), a.src.size(), "copy");
@@ -145,9 +143,7 @@ inline bool check(const Copy& a) {
             "buffers");
     return !a.dst.empty();
 }
-FH_LAUNCH(Copy) {
-    gpu.kernels().copy_f32_kernel(gpu.stream(), LaunchDims::linear(a.dst.size()), a);
-}
+FH_LAUNCH_KERNEL(Copy, copy_f32_kernel, LaunchDims::linear(a.dst.size()));
 
 inline void check(const CopyGroup& a) {
     const auto& copies = a.copies;
@@ -205,17 +201,13 @@ inline bool check(const Saxpy& a) {
             "(scale_f32_kernel).");
     return !a.y.empty();
 }
-FH_LAUNCH(Saxpy) {
-    gpu.kernels().saxpy_f32_kernel(gpu.stream(), LaunchDims::linear(a.y.size()), a);
-}
+FH_LAUNCH_KERNEL(Saxpy, saxpy_f32_kernel, LaunchDims::linear(a.y.size()));
 
 inline bool check(const Scale& a) {
     detail::checked_int_size(a.y.size(), "scale");
     return !a.y.empty();
 }
-FH_LAUNCH(Scale) {
-    gpu.kernels().scale_f32_kernel(gpu.stream(), LaunchDims::linear(a.y.size()), a);
-}
+FH_LAUNCH_KERNEL(Scale, scale_f32_kernel, LaunchDims::linear(a.y.size()));
 
 inline void check(const Mean& a) {
     if (a.out.empty() || a.x.empty()) throw std::invalid_argument("ops::mean: empty input or output");
@@ -224,20 +216,15 @@ inline void check(const Mean& a) {
             fmt::format("ops::mean: {} inputs do not split into {} equal segments", a.x.size(), a.out.size()));
     detail::checked_int_size(a.x.size(), "mean");
     detail::checked_int_size(a.out.size(), "mean");
-    detail::require_distinct("mean", {detail::range("out", a.out), detail::range("x", a.x)});
+    detail::require_distinct("mean", {FH_RANGES_OF(a, out, x)});
 }
-FH_LAUNCH(Mean) {
-    gpu.kernels().mean_f32_kernel(gpu.stream(),
-                                  LaunchDims{dim3(static_cast<unsigned>(a.out.size())), dim3(kMeanThreads), 0}, a);
-}
+FH_LAUNCH_KERNEL(Mean, mean_f32_kernel, LaunchDims{dim3(static_cast<unsigned>(a.out.size())), dim3(kMeanThreads), 0});
 
 inline void check(const Increment& a) {
     detail::require(!a.counter.empty(), "increment", "counter is empty");
     detail::checked_int_size(a.counter.size(), "increment");
 }
-FH_LAUNCH(Increment) {
-    gpu.kernels().increment_i64_kernel(gpu.stream(), LaunchDims::linear(a.counter.size(), 32), a);
-}
+FH_LAUNCH_KERNEL(Increment, increment_i64_kernel, LaunchDims::linear(a.counter.size(), 32));
 
 inline bool check(const CopyEvery& a) {
     const char* op = "copy_every";
@@ -245,8 +232,7 @@ inline bool check(const CopyEvery& a) {
     detail::require(!a.counter.empty() && a.dst.size() % a.counter.size() == 0, op,
                     "dst's size is not a multiple of the counters' (one slice per agent)");
     detail::checked_int_size(a.dst.size(), op);
-    if (a.period < 1)
-        throw std::invalid_argument(fmt::format("ops::copy_every: period must be >= 1, got {}", a.period));
+    detail::require(a.period >= 1, op, "period must be >= 1, got {}", a.period);
     if (overlaps(a.dst, a.src)) throw std::invalid_argument("ops::copy_every: dst and src overlap");
     if (overlaps(a.dst, a.counter)) throw std::invalid_argument("ops::copy_every: dst overlaps the counter");
     return !a.dst.empty();

@@ -54,13 +54,10 @@ inline void check(const ColumnMoments& a) {
     detail::require(a.D >= 1, op, "D must be >= 1");
     detail::require(!a.rows.empty(), op, "no rows");
     detail::require(a.values.size() % static_cast<std::size_t>(a.D) == 0, op,
-                    fmt::format("values ({}) is not a whole number of rows of {}", a.values.size(), a.D));
-    detail::require_size(a.mean.size(), static_cast<std::size_t>(a.D), op, "mean");
-    detail::require_size(a.m2.size(), static_cast<std::size_t>(a.D), op, "m2");
+                    "values ({}) is not a whole number of rows of {}", a.values.size(), a.D);
+    detail::require_sizes(static_cast<std::size_t>(a.D), op, {FH_SIZES_OF(a, mean, m2)});
     detail::require_size(a.scratch.size(), column_moments_scratch_size(a.rows.size(), a.D), op, "scratch");
-    detail::require_distinct(
-        op, {detail::range("mean", a.mean), detail::range("m2", a.m2), detail::range("scratch", a.scratch),
-             detail::range("values", a.values), detail::range("rows", a.rows)});
+    detail::require_distinct(op, {FH_RANGES_OF(a, mean, m2, scratch, values, rows)});
 }
 /// The chunk sums (a block per chunk, threads over the columns), then the totals (a thread per
 /// column): the mean, then the squared deviations from it.

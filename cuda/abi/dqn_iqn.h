@@ -12,9 +12,7 @@
 
 namespace fh::abi {
 
-/// The fractions of `rows` rows, `quantiles` each, and their features, one thread per
-/// (row, fraction): with agent and counters, iqn::sample_tau(seed, row, counters.updates + 1, k)
-/// (an update's rows [s; s']); without, iqn::midpoint_tau(k, quantiles) (acting; rows = 1).
+/// ops::IqnTaus' kernel arguments, one thread per (row, fraction).
 struct IqnTausArgs {
     float* features;                ///< (rows * quantiles, n_cos) out: iqn::cos_feature(tau, i)
     float* taus;                    ///< (rows * quantiles) out
@@ -26,22 +24,17 @@ struct IqnTausArgs {
 };
 using IqnTaus = void(IqnTausArgs args);
 
-/// x[c][r * N + k][h] = phi[c][r][h] * psi[c][(r * N + k) % psi_rows][h] for `count` networks
-/// (phi (count, rows, H), psi (count, psi_rows, H), x (count, rows * N, H)); psi_rows = rows * N
-/// (an update: a fraction per row) or N (acting: the same fractions for every row). Grid-stride.
+/// ops::IqnHadamard's, grid-stride.
 using IqnHadamard = void(float* __restrict__ x, const float* __restrict__ phi, const float* __restrict__ psi, int count,
                          int rows, int quantiles, int psi_rows, int width);
 
-/// The backward of network 0's first `batch` samples: d_psi[r][h] = dx[r][h] phi[r / N][h];
-/// d_phi[b][h] = iqn::phi_gradient (sum over the sample's N rows in order). One thread per (b, h).
+/// ops::IqnHadamardBackward's, one thread per (b, h).
 using IqnHadamardBackward = void(float* __restrict__ d_phi, float* __restrict__ d_psi, const float* __restrict__ dx,
                                  const float* __restrict__ phi, const float* __restrict__ psi, int batch, int quantiles,
                                  int width);
 
-/// The loss of one update, one thread per sample (iqn::sample_loss, its scratch in dynamic
-/// shared memory: kIqnLossThreads * iqn::loss_scratch floats per block): head rows (B * N, W) of
-/// the online network at s, of the selecting and of the target network at s' (sample b's rows
-/// b * N .. b * N + N - 1).
+/// ops::IqnLoss' kernel arguments, one thread per sample, its scratch in dynamic shared memory:
+/// kIqnLossThreads * iqn::loss_scratch floats per block.
 struct IqnLossArgs {
     float* d_head;  ///< (B * N, W) out
     float* stats;   ///< (kSampleStats, B) out
@@ -59,8 +52,7 @@ struct IqnLossArgs {
 };
 using IqnLoss = void(IqnLossArgs args);
 
-/// The mean of each group of K rows: out[e][w] = iqn::mean_row_element over rows e * K .. e * K + K - 1
-/// (acting: the mean embedding of its K midpoints, n = 1). One thread per (e, w).
+/// ops::IqnMeanRows', one thread per (e, w) (iqn::mean_row_element).
 using IqnMeanRows = void(float* __restrict__ out, const float* __restrict__ head, int n, int quantiles, int width);
 
 /// Threads per block of iqn_loss_kernel.
@@ -70,10 +62,11 @@ inline constexpr int kIqnLossThreads = 32;
 
 namespace fh::ops {
 
-/// The fractions and their features: with agent and counters (one entry each), `rows` rows of
-/// `quantiles` fractions iqn::sample_tau(seed, row, counters.updates + 1, k) (an update, its rows
-/// [s; s']); with both empty, the `quantiles` midpoints (k + 1/2) / quantiles (acting; rows must
-/// be 1). features (rows * quantiles, n_cos) = cos(pi i tau); taus (rows * quantiles).
+/// The fractions and their features, one thread per (row, fraction): with agent and counters (one
+/// entry each), `rows` rows of `quantiles` fractions iqn::sample_tau(seed, row, counters.updates +
+/// 1, k) (an update, its rows [s; s']); with both empty, the `quantiles` midpoints (k + 1/2) /
+/// quantiles (iqn::midpoint_tau: acting; rows must be 1). features (rows * quantiles, n_cos) =
+/// cos(pi i tau) (iqn::cos_feature); taus (rows * quantiles).
 struct IqnTaus {
     View<float> features;
     View<float> taus;
@@ -100,8 +93,8 @@ struct IqnHadamard {
 
 /// The Hadamard product's backward for `batch` samples (network 0's first rows): dx (batch *
 /// quantiles, width) = dL/dx; d_psi (same shape) = dx * phi of the row's sample; d_phi (batch,
-/// width) = the sum over the sample's rows of dx * psi, in order. phi (>= batch rows), psi
-/// (>= batch * quantiles rows).
+/// width) = the sum over the sample's rows of dx * psi, in order (iqn::phi_gradient). phi (>= batch
+/// rows), psi (>= batch * quantiles rows).
 struct IqnHadamardBackward {
     View<float> d_phi;
     View<float> d_psi;
@@ -161,9 +154,8 @@ struct IqnMeanRows {
 
 namespace detail {
 inline void check_quantiles(int quantiles, const char* op) {
-    if (quantiles < 1 || quantiles > iqn::kMaxQuantiles)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: quantiles must be in [1, {}] (got {})", op, iqn::kMaxQuantiles, quantiles));
+    require(quantiles >= 1 && quantiles <= iqn::kMaxQuantiles, op, "quantiles must be in [1, {}] (got {})",
+            iqn::kMaxQuantiles, quantiles);
 }
 }  // namespace detail
 
@@ -188,8 +180,7 @@ inline void check(const IqnTaus& a) {
     detail::require_size(taus.size(), n, op, "taus");
     detail::require_size(features.size(), n * static_cast<std::size_t>(n_cos), op, "features");
     detail::checked_int_size(features.size(), op);
-    detail::require_distinct(op, {detail::range("features", features), detail::range("taus", taus),
-                                  detail::range("agent", agent), detail::range("counters", counters)});
+    detail::require_distinct(op, {FH_RANGES(features, taus, agent, counters)});
 }
 FH_LAUNCH(IqnTaus) {
     const auto& [features, taus, agent, counters, rows, quantiles, n_cos] = a;
@@ -211,7 +202,7 @@ inline void check(const IqnHadamard& a) {
     detail::require_size(psi.size(), C * static_cast<std::size_t>(psi_rows) * H, op, "psi");
     detail::require_size(x.size(), C * R * static_cast<std::size_t>(quantiles) * H, op, "x");
     detail::checked_int_size(x.size(), op);
-    detail::require_distinct(op, {detail::range("x", x), detail::range("phi", phi), detail::range("psi", psi)});
+    detail::require_distinct(op, {FH_RANGES(x, phi, psi)});
 }
 FH_LAUNCH(IqnHadamard) {
     const auto& [x, phi, psi, count, rows, quantiles, psi_rows, width] = a;
@@ -227,14 +218,12 @@ inline void check(const IqnHadamardBackward& a) {
     const std::size_t B = static_cast<std::size_t>(batch), H = static_cast<std::size_t>(width),
                       N = static_cast<std::size_t>(quantiles);
     detail::require_size(d_phi.size(), B * H, op, "d_phi");
-    detail::require_size(d_psi.size(), B * N * H, op, "d_psi");
-    detail::require_size(dx.size(), B * N * H, op, "dx");
+    detail::require_sizes(B * N * H, op, {FH_SIZES(d_psi, dx)});
     detail::require(phi.size() >= B * H, op, "phi holds fewer than batch rows");
     detail::require(psi.size() >= B * N * H, op, "psi holds fewer than batch * quantiles rows");
     detail::checked_int_size(d_psi.size(), op);
-    detail::require_distinct(
-        op, {detail::range("d_phi", d_phi), detail::range("d_psi", d_psi), detail::range("dx", dx),
-             detail::range("phi", phi.subview(0, B * H)), detail::range("psi", psi.subview(0, B * N * H))});
+    detail::require_distinct(op, {FH_RANGES(d_phi, d_psi, dx), detail::range("phi", phi.subview(0, B * H)),
+                                  detail::range("psi", psi.subview(0, B * N * H))});
 }
 FH_LAUNCH(IqnHadamardBackward) {
     const auto& [d_phi, d_psi, dx, phi, psi, batch, quantiles, width] = a;
@@ -252,25 +241,18 @@ inline void check(const IqnLoss& a) {
     detail::require(agent.size() == 1, op, "one agent");
     detail::require(batch >= 1, op, "batch must be >= 1");
     detail::require(iqn_loss_fits(h.num_actions, quantiles), op,
-                    fmt::format("2 * num_actions + quantiles = {} exceeds the loss kernel's shared memory ({} floats "
-                                "per thread)",
-                                2 * h.num_actions + quantiles, kIqnLossMaxSharedFloats / abi::kIqnLossThreads));
+                    "2 * num_actions + quantiles = {} exceeds the loss kernel's shared memory ({} floats "
+                    "per thread)",
+                    2 * h.num_actions + quantiles, kIqnLossMaxSharedFloats / abi::kIqnLossThreads);
     const std::size_t B = static_cast<std::size_t>(batch), N = static_cast<std::size_t>(quantiles),
                       W = static_cast<std::size_t>(dqn::head_width(h));
-    for (auto [v, name] : {std::pair{head_s, "head_s"}, {head_select, "head_select"}, {head_target, "head_target"}})
-        detail::require_size(v.size(), B * N * W, op, name);
-    detail::require_size(d_head.size(), B * N * W, op, "d_head");
+    detail::require_sizes(B * N * W, op, {FH_SIZES(head_s, head_select, head_target, d_head)});
     detail::require_size(stats.size(), B * dqn::kSampleStats, op, "stats");
     detail::require_size(taus.size(), B * N, op, "taus");
-    detail::require_size(actions.size(), B, op, "actions");
-    detail::require_size(returns.size(), B, op, "returns");
-    detail::require_size(discounts.size(), B, op, "discounts");
+    detail::require_sizes(B, op, {FH_SIZES(actions, returns, discounts)});
     detail::checked_int_size(B * N * W, op);
     detail::require_distinct(
-        op, {detail::range("d_head", d_head), detail::range("stats", stats), detail::range("head_s", head_s),
-             detail::range("head_select", head_select), detail::range("head_target", head_target),
-             detail::range("taus", taus), detail::range("actions", actions), detail::range("returns", returns),
-             detail::range("discounts", discounts), detail::range("agent", agent)});
+        op, {FH_RANGES(d_head, stats, head_s, head_select, head_target, taus, actions, returns, discounts, agent)});
 }
 FH_LAUNCH(IqnLoss) {
     const auto& [d_head, stats, head_s, head_select, head_target, taus, actions, returns, discounts, agent, h,
@@ -279,20 +261,10 @@ FH_LAUNCH(IqnLoss) {
     const LaunchDims dims{
         dim3(static_cast<unsigned>((batch + T - 1) / T)), dim3(T),
         sizeof(float) * static_cast<std::size_t>(T) * static_cast<std::size_t>(iqn::loss_scratch(h, quantiles))};
-    abi::IqnLossArgs k{d_head.data(),
-                       stats.data(),
-                       head_s.data(),
-                       head_select.data(),
-                       head_target.data(),
-                       taus.data(),
-                       actions.data(),
-                       returns.data(),
-                       discounts.data(),
-                       agent.data(),
-                       h,
-                       quantiles,
-                       batch};
-    gpu.kernels().iqn_loss_kernel(gpu.stream(), dims, k);
+    gpu.kernels().iqn_loss_kernel(gpu.stream(), dims,
+                                  abi::IqnLossArgs{d_head.data(), stats.data(), head_s.data(), head_select.data(),
+                                                   head_target.data(), taus.data(), actions.data(), returns.data(),
+                                                   discounts.data(), agent.data(), h, quantiles, batch});
 }
 
 inline void check(const IqnMeanRows& a) {
@@ -304,7 +276,7 @@ inline void check(const IqnMeanRows& a) {
     detail::require_size(out.size(), rows * W, op, "out");
     detail::require_size(head.size(), rows * static_cast<std::size_t>(quantiles) * W, op, "head");
     detail::checked_int_size(head.size(), op);
-    detail::require_distinct(op, {detail::range("out", out), detail::range("head", head)});
+    detail::require_distinct(op, {FH_RANGES(out, head)});
 }
 FH_LAUNCH(IqnMeanRows) {
     const auto& [out, head, n, quantiles, width] = a;

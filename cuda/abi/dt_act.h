@@ -89,8 +89,7 @@ inline void check(const DtActTokens& a) {
     detail::require_size(states.size(), n * static_cast<std::size_t>(p.state_dim), op, "states");
     detail::require_size(s_proj.size(), n * D, op, "s_proj");
     detail::checked_int_size(x.size(), op);
-    detail::require_distinct(op, {detail::range("x", x), detail::range("hist", hist), detail::range("states", states),
-                                  detail::range("s_proj", s_proj)});
+    detail::require_distinct(op, {FH_RANGES(x, hist, states, s_proj)});
 }
 FH_LAUNCH(DtActTokens) {
     const auto n = static_cast<int>(a.hist.size());
@@ -108,8 +107,7 @@ inline void check(const DtCacheAttention& a) {
     detail::require_size(qkv.size(), n * dt::kTokensPerStep * 3 * D, op, "qkv");
     detail::require_size(cache.size(), n * static_cast<std::size_t>(dt::cache_slots(p.span)) * 2 * D, op, "cache");
     detail::checked_int_size(cache.size(), op);
-    detail::require_distinct(op, {detail::range("out", out), detail::range("cache", cache), detail::range("qkv", qkv),
-                                  detail::range("hist", hist)});
+    detail::require_distinct(op, {FH_RANGES(out, cache, qkv, hist)});
 }
 /// The write (a thread per (environment, new token)), then the attention (per (environment, head,
 /// new token)).
@@ -130,8 +128,7 @@ inline void check(const DtActSelect& a) {
     detail::require_size(actions.size(), n, op, "actions");
     detail::require_size(logits.size(), n * dt::kTokensPerStep * static_cast<std::size_t>(num_actions), op, "logits");
     detail::checked_int_size(logits.size(), op);
-    detail::require_distinct(
-        op, {detail::range("actions", actions), detail::range("hist", hist), detail::range("logits", logits)});
+    detail::require_distinct(op, {FH_RANGES(actions, hist, logits)});
 }
 FH_LAUNCH(DtActSelect) {
     const auto n = static_cast<int>(a.hist.size());

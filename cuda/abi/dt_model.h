@@ -163,23 +163,22 @@ inline dt::EmbedParams embed_params(const DtEmbedViews& w) {
 namespace detail {
 inline void check_embed(const DtEmbedViews& w, const char* op) {
     require(w.dim >= 1 && w.num_actions >= 1, op, "need dim >= 1 and num_actions >= 1");
-    require_size(w.return_w.size(), static_cast<std::size_t>(w.dim), op, "return_w");
-    require_size(w.return_b.size(), static_cast<std::size_t>(w.dim), op, "return_b");
+    require_sizes(static_cast<std::size_t>(w.dim), op, {FH_SIZES_OF(w, return_w, return_b)});
     require_size(w.action_table.size(), static_cast<std::size_t>(w.num_actions) * w.dim, op, "action_table");
 }
 inline void check_shape(const dt::AttentionShape& s, const char* op) {
     require(s.batch >= 1 && s.tokens >= 1 && s.heads >= 1 && s.dim >= s.heads && s.dim % s.heads == 0 &&
                 s.dim / s.heads <= dt::kMaxHeadDim && s.span >= 1,
             op,
-            fmt::format("bad shape (batch {}, tokens {}, dim {}, heads {}, span {}): need dim a multiple of "
-                        "heads, head width <= {}",
-                        s.batch, s.tokens, s.dim, s.heads, s.span, dt::kMaxHeadDim));
+            "bad shape (batch {}, tokens {}, dim {}, heads {}, span {}): need dim a multiple of "
+            "heads, head width <= {}",
+            s.batch, s.tokens, s.dim, s.heads, s.span, dt::kMaxHeadDim);
     checked_int_size(static_cast<std::size_t>(s.batch) * s.heads * s.tokens * s.tokens, op);
 }
 /// Rows of `dim` features: x a positive multiple of dim, within int range.
 inline std::size_t check_rows(std::size_t x, int dim, const char* op) {
     require(dim >= 1 && x != 0 && x % static_cast<std::size_t>(dim) == 0, op,
-            fmt::format("x has {} floats, not a positive multiple of dim = {}", x, dim));
+            "x has {} floats, not a positive multiple of dim = {}", x, dim);
     checked_int_size(x, op);
     return x / static_cast<std::size_t>(dim);
 }
@@ -190,12 +189,11 @@ inline void check(const DtStateInput& a) {
     const char* op = "dt_state_input";
     detail::require(state_dim >= 1 && market_dim >= 0 && market_dim < state_dim && !states.empty() &&
                         states.size() % static_cast<std::size_t>(state_dim) == 0,
-                    op,
-                    fmt::format("states has {} floats, not rows of state_dim = {} (market_dim {})", states.size(),
-                                state_dim, market_dim));
+                    op, "states has {} floats, not rows of state_dim = {} (market_dim {})", states.size(), state_dim,
+                    market_dim);
     detail::require_size(out.size(), states.size(), op, "out");
     detail::checked_int_size(states.size(), op);
-    detail::require_distinct(op, {detail::range("out", out), detail::range("states", states)});
+    detail::require_distinct(op, {FH_RANGES(out, states)});
 }
 FH_LAUNCH(DtStateInput) {
     const auto n = static_cast<long long>(a.states.size());
@@ -213,9 +211,7 @@ inline void check(const DtEmbed& a) {
     detail::require_size(s_proj.size(), steps * D, op, "s_proj");
     detail::require_size(actions.size(), steps, op, "actions");
     detail::checked_int_size(x.size(), op);
-    detail::require_distinct(op, {detail::range("x", x), detail::range("rtg", rtg), detail::range("s_proj", s_proj),
-                                  detail::range("actions", actions), detail::range("return_w", w.return_w),
-                                  detail::range("action_table", w.action_table)});
+    detail::require_distinct(op, {FH_RANGES(x, rtg, s_proj, actions), FH_RANGES_OF(w, return_w, action_table)});
 }
 FH_LAUNCH(DtEmbed) {
     const auto steps = static_cast<long long>(a.rtg.size());
@@ -228,17 +224,13 @@ inline void check(const DtEmbedBackward& a) {
     const char* op = "dt_embed_backward";
     const std::size_t steps = rtg.size(), D = static_cast<std::size_t>(dim);
     detail::require(steps >= 1 && dim >= 1 && num_actions >= 1, op, "empty shape");
-    detail::require_size(d_return_w.size(), D, op, "d_return_w");
-    detail::require_size(d_return_b.size(), D, op, "d_return_b");
+    detail::require_sizes(D, op, {FH_SIZES(d_return_w, d_return_b)});
     detail::require_size(d_action_table.size(), D * static_cast<std::size_t>(num_actions), op, "d_action_table");
     detail::require_size(d_s_proj.size(), steps * D, op, "d_s_proj");
     detail::require_size(dx.size(), steps * D * dt::kTokensPerStep, op, "dx");
     detail::require_size(actions.size(), steps, op, "actions");
     detail::checked_int_size(dx.size(), op);
-    detail::require_distinct(op,
-                             {detail::range("d_return_w", d_return_w), detail::range("d_return_b", d_return_b),
-                              detail::range("d_action_table", d_action_table), detail::range("d_s_proj", d_s_proj),
-                              detail::range("dx", dx), detail::range("rtg", rtg), detail::range("actions", actions)});
+    detail::require_distinct(op, {FH_RANGES(d_return_w, d_return_b, d_action_table, d_s_proj, dx, rtg, actions)});
 }
 FH_LAUNCH(DtEmbedBackward) {
     const auto steps = static_cast<long long>(a.rtg.size());
@@ -254,10 +246,8 @@ inline void check(const DtLayerNorm& a) {
     const std::size_t rows = detail::check_rows(x.size(), dim, op);
     detail::require_size(y.size(), x.size(), op, "y");
     detail::require_size(stats.size(), 2 * rows, op, "stats");
-    detail::require_size(gain.size(), static_cast<std::size_t>(dim), op, "gain");
-    detail::require_size(bias.size(), static_cast<std::size_t>(dim), op, "bias");
-    detail::require_distinct(op, {detail::range("y", y), detail::range("stats", stats), detail::range("x", x),
-                                  detail::range("gain", gain), detail::range("bias", bias)});
+    detail::require_sizes(static_cast<std::size_t>(dim), op, {FH_SIZES(gain, bias)});
+    detail::require_distinct(op, {FH_RANGES(y, stats, x, gain, bias)});
 }
 FH_LAUNCH(DtLayerNorm) {
     const auto rows = static_cast<long long>(a.x.size() / static_cast<std::size_t>(a.dim));
@@ -269,15 +259,10 @@ inline void check(const DtLayerNormBackward& a) {
     const auto& [dx, d_gain, d_bias, dy, x, stats, gain, dim, accumulate] = a;
     const char* op = "dt_layer_norm_backward";
     const std::size_t rows = detail::check_rows(x.size(), dim, op);
-    for (auto [v, name] : {std::pair{dx.size(), "dx"}, std::pair{dy.size(), "dy"}})
-        detail::require_size(v, x.size(), op, name);
+    detail::require_sizes(x.size(), op, {FH_SIZES(dx, dy)});
     detail::require_size(stats.size(), 2 * rows, op, "stats");
-    for (auto [v, name] :
-         {std::pair{gain.size(), "gain"}, std::pair{d_gain.size(), "d_gain"}, std::pair{d_bias.size(), "d_bias"}})
-        detail::require_size(v, static_cast<std::size_t>(dim), op, name);
-    detail::require_distinct(op, {detail::range("dx", dx), detail::range("d_gain", d_gain),
-                                  detail::range("d_bias", d_bias), detail::range("dy", dy), detail::range("x", x),
-                                  detail::range("stats", stats), detail::range("gain", gain)});
+    detail::require_sizes(static_cast<std::size_t>(dim), op, {FH_SIZES(gain, d_gain, d_bias)});
+    detail::require_distinct(op, {FH_RANGES(dx, d_gain, d_bias, dy, x, stats, gain)});
 }
 /// Per row (dx), then a block per feature (d_gain, d_bias: dt::kParamGradThreads partials each).
 FH_LAUNCH(DtLayerNormBackward) {
@@ -293,7 +278,7 @@ inline bool check(const DtGelu& a) {
     const char* op = "dt_gelu";
     detail::require_size(a.y.size(), a.z.size(), op, "y");
     detail::checked_int_size(a.z.size(), op);
-    detail::require_distinct(op, {detail::range("y", a.y), detail::range("z", a.z)});
+    detail::require_distinct(op, {FH_RANGES_OF(a, y, z)});
     return !a.z.empty();
 }
 FH_LAUNCH(DtGelu) {
@@ -303,10 +288,9 @@ FH_LAUNCH(DtGelu) {
 
 inline bool check(const DtGeluBackward& a) {
     const char* op = "dt_gelu_backward";
-    detail::require_size(a.dz.size(), a.z.size(), op, "dz");
-    detail::require_size(a.dy.size(), a.z.size(), op, "dy");
+    detail::require_sizes(a.z.size(), op, {FH_SIZES_OF(a, dz, dy)});
     detail::checked_int_size(a.z.size(), op);
-    detail::require_distinct(op, {detail::range("dz", a.dz), detail::range("dy", a.dy), detail::range("z", a.z)});
+    detail::require_distinct(op, {FH_RANGES_OF(a, dz, dy, z)});
     return !a.z.empty();
 }
 FH_LAUNCH(DtGeluBackward) {
@@ -323,7 +307,7 @@ inline void check(const DtAttention& a) {
     detail::require_size(qkv.size(), rows * 3 * D, op, "qkv");
     detail::require_size(P.size(), static_cast<std::size_t>(s.batch) * s.heads * s.tokens * s.tokens, op, "P");
     detail::checked_int_size(qkv.size(), op);
-    detail::require_distinct(op, {detail::range("out", out), detail::range("P", P), detail::range("qkv", qkv)});
+    detail::require_distinct(op, {FH_RANGES(out, P, qkv)});
 }
 /// One thread per (b, h, i).
 FH_LAUNCH(DtAttention) {
@@ -338,14 +322,11 @@ inline void check(const DtAttentionBackward& a) {
     detail::check_shape(s, op);
     const std::size_t rows = static_cast<std::size_t>(s.batch) * s.tokens, D = static_cast<std::size_t>(s.dim);
     const std::size_t pn = static_cast<std::size_t>(s.batch) * s.heads * s.tokens * s.tokens;
-    detail::require_size(dqkv.size(), rows * 3 * D, op, "dqkv");
-    detail::require_size(qkv.size(), rows * 3 * D, op, "qkv");
+    detail::require_sizes(rows * 3 * D, op, {FH_SIZES(dqkv, qkv)});
     detail::require_size(d_out.size(), rows * D, op, "d_out");
-    detail::require_size(P.size(), pn, op, "P");
-    detail::require_size(dS.size(), pn, op, "dS");
+    detail::require_sizes(pn, op, {FH_SIZES(P, dS)});
     detail::checked_int_size(qkv.size(), op);
-    detail::require_distinct(op, {detail::range("dqkv", dqkv), detail::range("dS", dS), detail::range("d_out", d_out),
-                                  detail::range("qkv", qkv), detail::range("P", P)});
+    detail::require_distinct(op, {FH_RANGES(dqkv, dS, d_out, qkv, P)});
 }
 /// The query pass, then the key pass, which reads every query's dS row (stream order).
 FH_LAUNCH(DtAttentionBackward) {

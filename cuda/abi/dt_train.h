@@ -87,18 +87,15 @@ inline void check(const DtGather& a) {
     detail::require_size(d.actions.size(), steps, op, "dataset actions");
     detail::require_size(d.episode_start.size(), steps, op, "dataset episode_start");
     detail::require_size(states.size(), batch * K * static_cast<std::size_t>(d.state_dim), op, "states");
-    detail::require_size(rtg.size(), batch * K, op, "rtg");
-    detail::require_size(actions.size(), batch * K, op, "actions");
+    detail::require_sizes(batch * K, op, {FH_SIZES(rtg, actions)});
     detail::checked_int_size(states.size(), op);
     if (!w.random)
         detail::require(w.first >= 0 && static_cast<std::size_t>(w.first) + batch <= steps, op,
-                        fmt::format("sequential windows [{}, {}) exceed the {} steps", w.first,
-                                    w.first + static_cast<long long>(batch), steps));
-    detail::require_distinct(
-        op, {detail::range("states", states), detail::range("rtg", rtg), detail::range("actions", actions),
-             detail::range("lengths", lengths), detail::range("dataset states", d.states),
-             detail::range("dataset rtg", d.rtg), detail::range("dataset actions", d.actions),
-             detail::range("episode_start", d.episode_start)});
+                        "sequential windows [{}, {}) exceed the {} steps", w.first,
+                        w.first + static_cast<long long>(batch), steps);
+    detail::require_distinct(op, {FH_RANGES(states, rtg, actions, lengths), detail::range("dataset states", d.states),
+                                  detail::range("dataset rtg", d.rtg), detail::range("dataset actions", d.actions),
+                                  FH_RANGES_OF(d, episode_start)});
 }
 FH_LAUNCH(DtGather) {
     const auto batch = static_cast<int>(a.lengths.size());
@@ -113,15 +110,12 @@ inline void check(const DtActionLoss& a) {
     const std::size_t batch = lengths.size();
     detail::require(batch >= 1 && context >= 1 && num_actions >= 1, op, "empty shape");
     const std::size_t rows = batch * static_cast<std::size_t>(context) * dt::kTokensPerStep;
-    detail::require_size(loss.size(), batch, op, "loss");
-    detail::require_size(correct.size(), batch, op, "correct");
+    detail::require_sizes(batch, op, {FH_SIZES(loss, correct)});
     detail::require_size(logits.size(), rows * static_cast<std::size_t>(num_actions), op, "logits");
     if (!d_logits.empty()) detail::require_size(d_logits.size(), logits.size(), op, "d_logits");
     detail::require_size(actions.size(), batch * static_cast<std::size_t>(context), op, "actions");
     detail::checked_int_size(logits.size(), op);
-    detail::require_distinct(
-        op, {detail::range("loss", loss), detail::range("correct", correct), detail::range("d_logits", d_logits),
-             detail::range("logits", logits), detail::range("actions", actions), detail::range("lengths", lengths)});
+    detail::require_distinct(op, {FH_RANGES(loss, correct, d_logits, logits, actions, lengths)});
 }
 FH_LAUNCH(DtActionLoss) {
     const auto batch = static_cast<int>(a.lengths.size());

@@ -19,40 +19,30 @@ struct EnvAgent {
     std::uint64_t seed;
 };
 
-/// Resets the environments whose reset_mask entry is non-zero (all when reset_mask is null):
-/// new start bar from the counter RNG, flat, initial equity; rewrites their portfolio rows.
-/// state (n_envs), portfolio (n_envs, PORTFOLIO_STRIDE), reset_mask (n_envs) or null.
-/// agents null: every environment on `market` with params.seed; else (n_envs / envs_per_agent)
-/// EnvAgents (the three kernels below alike).
+/// The kernels of the ops below (ops::EnvReset, ...), one thread per environment, on their
+/// operands' pointers (an empty View: null) and n_envs. agents null: every environment on `market`
+/// with params.seed; else environment e is agent e / envs_per_agent's.
 using EnvReset = void(env::EnvState* __restrict__ state, float* __restrict__ portfolio,
                       const std::uint8_t* __restrict__ reset_mask, env::MarketView market, env::EnvParams params,
                       int n_envs, const EnvAgent* __restrict__ agents, int envs_per_agent);
-
-/// One step of every environment with actions[e] (env::step_env).
-/// state (n_envs), portfolio (n_envs, PORTFOLIO_STRIDE), reward (n_envs), done (n_envs),
-/// info (n_envs), actions (n_envs): all distinct buffers.
 using EnvStep = void(env::EnvState* __restrict__ state, float* __restrict__ portfolio, float* __restrict__ reward,
                      std::uint8_t* __restrict__ done, env::StepInfo* __restrict__ info, const int* __restrict__ actions,
                      env::MarketView market, env::EnvParams params, int n_envs, const EnvAgent* __restrict__ agents,
                      int envs_per_agent);
-
-/// states[e] = [features of bar t_e (market_dim) | portfolio row e (kPortfolioFeatures)].
-/// states (n_envs, state_dim), state (n_envs), portfolio (n_envs, PORTFOLIO_STRIDE).
 using EnvGatherStates = void(float* __restrict__ states, const env::EnvState* __restrict__ state,
                              const float* __restrict__ portfolio, env::MarketView market, env::EnvParams params,
                              int n_envs, const EnvAgent* __restrict__ agents, int envs_per_agent);
-
-/// actions[e] = env::random_action(seed, e, step, num_actions).
 using EnvRandomActions = void(int* actions, std::uint64_t seed, std::uint64_t step, int num_actions, int n_envs);
 
 }  // namespace fh::abi
 
 namespace fh::ops {
 
-/// Resets the environments whose mask entry is non-zero; an empty mask resets all.
-/// portfolio (n_envs * PORTFOLIO_STRIDE), mask (n_envs) or empty. With `agents` (device memory,
-/// abi::EnvAgent; env_step and env_gather_states alike) the environments are several agents'
-/// (n_envs / agents each), each on its agent's market and seed; `market` is then the first agent's.
+/// Resets the environments whose mask entry is non-zero (an empty mask resets all): a new start bar
+/// from the counter RNG, flat, initial equity; their portfolio rows rewritten. state, mask
+/// (n_envs), portfolio (n_envs, PORTFOLIO_STRIDE). With `agents` (abi::EnvAgent; env_step and
+/// env_gather_states alike) the environments are several agents' (n_envs / agents each), each on
+/// its agent's market and seed; `market` is then the first agent's.
 struct EnvReset {
     View<env::EnvState> state;
     View<float> portfolio;
@@ -62,8 +52,9 @@ struct EnvReset {
     View<const abi::EnvAgent> agents{};
 };
 
-/// Steps every environment; actions must lie in [0, position_levels * urgency_levels).
-/// reward, done, info, actions (n_envs); all buffers distinct.
+/// One step of every environment with actions[e] (env::step_env); actions must lie in [0,
+/// position_levels * urgency_levels). state, reward, done, info, actions (n_envs), portfolio
+/// (n_envs, PORTFOLIO_STRIDE); all buffers distinct.
 struct EnvStep {
     View<env::EnvState> state;
     View<float> portfolio;
@@ -76,7 +67,8 @@ struct EnvStep {
     View<const abi::EnvAgent> agents{};
 };
 
-/// states (n_envs * state_dim) = [features of bar t | portfolio features] per environment.
+/// states (n_envs, state_dim) row e = [features of bar t_e (market_dim) | portfolio row e
+/// (kPortfolioFeatures)]; state (n_envs), portfolio (n_envs, PORTFOLIO_STRIDE).
 struct EnvGatherStates {
     View<float> states;
     View<const env::EnvState> state;
@@ -86,7 +78,8 @@ struct EnvGatherStates {
     View<const abi::EnvAgent> agents{};
 };
 
-/// actions[e] uniformly random in [0, num_actions), a function of (seed, e, step) only.
+/// actions[e] = env::random_action(seed, e, step, num_actions): uniformly random in [0,
+/// num_actions), a function of (seed, e, step) only.
 struct EnvRandomActions {
     View<int> actions;
     std::uint64_t seed;
@@ -122,9 +115,8 @@ inline void check_env_params(const env::EnvParams& p, const env::MarketView& m) 
 }
 /// With `agents` (a population's environments, abi::EnvAgent): n environments split evenly.
 inline void check_env_agents(std::size_t n, View<const abi::EnvAgent> agents, const char* op) {
-    if (!agents.empty() && (n % agents.size() != 0 || n == 0))
-        throw std::invalid_argument(
-            fmt::format("ops::{}: {} environments do not split into {} agents", op, n, agents.size()));
+    require(agents.empty() || (n % agents.size() == 0 && n != 0), op, "{} environments do not split into {} agents", n,
+            agents.size());
 }
 /// Environments per agent (all of them without agents).
 inline int per_agent(std::size_t n, View<const abi::EnvAgent> agents) {
@@ -140,8 +132,7 @@ inline bool check(const EnvReset& a) {
     detail::checked_int_size(n, "env_reset");
     detail::require_same_size(portfolio.size(), n * env::PORTFOLIO_STRIDE, "env_reset (portfolio)");
     if (!mask.empty()) detail::require_same_size(mask.size(), n, "env_reset (mask)");
-    detail::require_distinct("env_reset", {detail::range("state", state), detail::range("portfolio", portfolio),
-                                           detail::range("mask", mask)});
+    detail::require_distinct("env_reset", {FH_RANGES(state, portfolio, mask)});
     return n > 0;
 }
 FH_LAUNCH(EnvReset) {
@@ -162,9 +153,7 @@ inline bool check(const EnvStep& a) {
     detail::require_same_size(done.size(), n, "env_step (done)");
     detail::require_same_size(info.size(), n, "env_step (info)");
     detail::require_same_size(actions.size(), n, "env_step (actions)");
-    detail::require_distinct("env_step", {detail::range("state", state), detail::range("portfolio", portfolio),
-                                          detail::range("reward", reward), detail::range("done", done),
-                                          detail::range("info", info), detail::range("actions", actions)});
+    detail::require_distinct("env_step", {FH_RANGES(state, portfolio, reward, done, info, actions)});
     return n > 0;
 }
 FH_LAUNCH(EnvStep) {
@@ -183,8 +172,7 @@ inline bool check(const EnvGatherStates& a) {
     detail::require_same_size(states.size(), n * static_cast<std::size_t>(params.state_dim), "env_gather_states");
     detail::require_same_size(portfolio.size(), n * env::PORTFOLIO_STRIDE, "env_gather_states (portfolio)");
     detail::checked_int_size(states.size(), "env_gather_states");
-    detail::require_distinct("env_gather_states", {detail::range("states", states), detail::range("state", state),
-                                                   detail::range("portfolio", portfolio)});
+    detail::require_distinct("env_gather_states", {FH_RANGES(states, state, portfolio)});
     return n > 0;
 }
 FH_LAUNCH(EnvGatherStates) {

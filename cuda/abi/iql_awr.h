@@ -38,24 +38,16 @@ inline void check(const AwrPolicyLoss& a) {
     const auto& [loss, weights, d_logits, logits, q1, q2, v, actions, beta, max_weight, scalars] = a;
     const char* op = "awr_policy_loss";
     detail::check_iql_rows(v.size(), logits.size(), scalars.empty() ? 1 : scalars.size(), op, "v", "logits");
-    if (scalars.empty() && !(std::isfinite(beta) && beta >= 0.0f))
-        throw std::invalid_argument(fmt::format("ops::{}: beta {} must be finite and >= 0", op, beta));
-    if (scalars.empty() && !(std::isfinite(max_weight) && max_weight > 0.0f))
-        throw std::invalid_argument(fmt::format("ops::{}: max_weight {} must be finite and > 0", op, max_weight));
-    detail::require_size(loss.size(), v.size(), op, "loss");
-    detail::require_size(weights.size(), v.size(), op, "weights");
-    detail::require_size(d_logits.size(), logits.size(), op, "d_logits");
-    detail::require_size(q1.size(), logits.size(), op, "q1");
-    detail::require_size(q2.size(), logits.size(), op, "q2");
+    detail::require(!scalars.empty() || (std::isfinite(beta) && beta >= 0.0f), op, "beta {} must be finite and >= 0",
+                    beta);
+    detail::require(!scalars.empty() || (std::isfinite(max_weight) && max_weight > 0.0f), op,
+                    "max_weight {} must be finite and > 0", max_weight);
+    detail::require_sizes(v.size(), op, {FH_SIZES(loss, weights)});
+    detail::require_sizes(logits.size(), op, {FH_SIZES(d_logits, q1, q2)});
     detail::require_size(actions.size(), v.size(), op, "actions");
-    detail::require_distinct(
-        op, {detail::range("loss", loss), detail::range("weights", weights), detail::range("d_logits", d_logits),
-             detail::range("logits", logits), detail::range("q1", q1), detail::range("q2", q2), detail::range("v", v),
-             detail::range("actions", actions), detail::range("scalars", scalars)});
+    detail::require_distinct(op, {FH_RANGES(loss, weights, d_logits, logits, q1, q2, v, actions, scalars)});
 }
-FH_LAUNCH(AwrPolicyLoss) {
-    gpu.kernels().awr_policy_loss_kernel(gpu.stream(), LaunchDims::linear(a.v.size(), 128), a);
-}
+FH_LAUNCH_KERNEL(AwrPolicyLoss, awr_policy_loss_kernel, LaunchDims::linear(a.v.size(), 128));
 
 #include "ops/op_end.hpp"
 #endif

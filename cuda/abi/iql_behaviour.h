@@ -34,23 +34,18 @@ inline void check(const BehaviourActions& a) {
     const char* op = "behaviour_actions";
     if (actions.empty()) throw std::invalid_argument("ops::behaviour_actions: no environments (actions is empty)");
     detail::checked_int_size(actions.size(), op);
-    if (p.position_levels < 1 || p.urgency_levels < 1 ||
-        static_cast<long long>(p.position_levels) * p.urgency_levels > std::numeric_limits<int>::max())
-        throw std::invalid_argument(
-            fmt::format("ops::{}: need position_levels >= 1 and urgency_levels >= 1 (got {}, {})", op,
-                        p.position_levels, p.urgency_levels));
-    if (p.market_dim < 1 || p.state_dim < p.market_dim)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: need 1 <= market_dim <= state_dim (got market_dim {}, state_dim {})", op,
-                        p.market_dim, p.state_dim));
-    if (!(p.random_fraction >= 0.0f && p.random_fraction <= 1.0f))
-        throw std::invalid_argument(fmt::format("ops::{}: random_fraction {} is not in [0, 1]", op, p.random_fraction));
+    detail::require(p.position_levels >= 1 && p.urgency_levels >= 1 &&
+                        static_cast<long long>(p.position_levels) * p.urgency_levels <= std::numeric_limits<int>::max(),
+                    op, "need position_levels >= 1 and urgency_levels >= 1 (got {}, {})", p.position_levels,
+                    p.urgency_levels);
+    detail::require(p.market_dim >= 1 && p.state_dim >= p.market_dim, op,
+                    "need 1 <= market_dim <= state_dim (got market_dim {}, state_dim {})", p.market_dim, p.state_dim);
+    detail::require(p.random_fraction >= 0.0f && p.random_fraction <= 1.0f, op, "random_fraction {} is not in [0, 1]",
+                    p.random_fraction);
     detail::require_size(states.size(), actions.size() * static_cast<std::size_t>(p.state_dim), op, "states");
-    detail::require_distinct(op, {detail::range("actions", actions), detail::range("states", states)});
+    detail::require_distinct(op, {FH_RANGES(actions, states)});
 }
-FH_LAUNCH(BehaviourActions) {
-    gpu.kernels().iql_behaviour_kernel(gpu.stream(), LaunchDims::linear(a.actions.size(), 128), a);
-}
+FH_LAUNCH_KERNEL(BehaviourActions, iql_behaviour_kernel, LaunchDims::linear(a.actions.size(), 128));
 
 #include "ops/op_end.hpp"
 #endif

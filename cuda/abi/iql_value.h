@@ -63,15 +63,13 @@ namespace detail {
 /// `agents` batches: rows >= 1, A >= 1, within int range, the rows split evenly.
 inline void check_iql_rows(std::size_t rows, std::size_t matrix, std::size_t agents, const char* op,
                            const char* batch_name, const char* matrix_name) {
-    if (rows == 0) throw std::invalid_argument(fmt::format("ops::{}: empty batch ({} is empty)", op, batch_name));
-    if (matrix == 0 || matrix % rows != 0)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: {} has {} elements, not a positive multiple of the batch {} (the (B, A) layout)", op,
-                        matrix_name, matrix, rows));
+    require(rows != 0, op, "empty batch ({} is empty)", batch_name);
+    require(matrix != 0 && matrix % rows == 0, op,
+            "{} has {} elements, not a positive multiple of the batch {} (the (B, A) layout)", matrix_name, matrix,
+            rows);
     checked_int_size(matrix, op);
-    if (agents < 1 || rows % agents != 0)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: {} rows do not split into {} agents' batches of one size", op, rows, agents));
+    require(agents >= 1 && rows % agents == 0, op, "{} rows do not split into {} agents' batches of one size", rows,
+            agents);
 }
 }  // namespace detail
 
@@ -79,19 +77,14 @@ inline void check(const IqlValueLoss& a) {
     const auto& [loss, d_v, v, q1, q2, actions, expectile, scalars] = a;
     const char* op = "iql_value_loss";
     detail::check_iql_rows(v.size(), q1.size(), scalars.empty() ? 1 : scalars.size(), op, "v", "q1");
-    if (scalars.empty() && !(expectile > 0.0f && expectile < 1.0f))
-        throw std::invalid_argument(fmt::format("ops::{}: expectile {} is not in (0, 1)", op, expectile));
-    detail::require_size(loss.size(), v.size(), op, "loss");
-    detail::require_size(d_v.size(), v.size(), op, "d_v");
+    detail::require(!scalars.empty() || (expectile > 0.0f && expectile < 1.0f), op, "expectile {} is not in (0, 1)",
+                    expectile);
+    detail::require_sizes(v.size(), op, {FH_SIZES(loss, d_v)});
     detail::require_size(q2.size(), q1.size(), op, "q2");
     detail::require_size(actions.size(), v.size(), op, "actions");
-    detail::require_distinct(
-        op, {detail::range("loss", loss), detail::range("d_v", d_v), detail::range("v", v), detail::range("q1", q1),
-             detail::range("q2", q2), detail::range("actions", actions), detail::range("scalars", scalars)});
+    detail::require_distinct(op, {FH_RANGES(loss, d_v, v, q1, q2, actions, scalars)});
 }
-FH_LAUNCH(IqlValueLoss) {
-    gpu.kernels().iql_value_loss_kernel(gpu.stream(), LaunchDims::linear(a.v.size(), 128), a);
-}
+FH_LAUNCH_KERNEL(IqlValueLoss, iql_value_loss_kernel, LaunchDims::linear(a.v.size(), 128));
 
 inline void check(const IqlQLoss& a) {
     const auto& [loss, d_q1, d_q2, q1, q2, actions, rewards, discounts, v_next, agents] = a;
@@ -100,20 +93,11 @@ inline void check(const IqlQLoss& a) {
     detail::check_iql_rows(actions.size(), q1.size(), static_cast<std::size_t>(agents), op, "actions", "q1");
     const std::size_t b = actions.size();
     detail::require_size(loss.size(), b, op, "loss");
-    detail::require_size(d_q1.size(), q1.size(), op, "d_q1");
-    detail::require_size(d_q2.size(), q1.size(), op, "d_q2");
-    detail::require_size(q2.size(), q1.size(), op, "q2");
-    detail::require_size(rewards.size(), b, op, "rewards");
-    detail::require_size(discounts.size(), b, op, "discounts");
-    detail::require_size(v_next.size(), b, op, "v_next");
-    detail::require_distinct(op, {detail::range("loss", loss), detail::range("d_q1", d_q1), detail::range("d_q2", d_q2),
-                                  detail::range("q1", q1), detail::range("q2", q2), detail::range("actions", actions),
-                                  detail::range("rewards", rewards), detail::range("discounts", discounts),
-                                  detail::range("v_next", v_next)});
+    detail::require_sizes(q1.size(), op, {FH_SIZES(d_q1, d_q2, q2)});
+    detail::require_sizes(b, op, {FH_SIZES(rewards, discounts, v_next)});
+    detail::require_distinct(op, {FH_RANGES(loss, d_q1, d_q2, q1, q2, actions, rewards, discounts, v_next)});
 }
-FH_LAUNCH(IqlQLoss) {
-    gpu.kernels().iql_q_loss_kernel(gpu.stream(), LaunchDims::linear(a.actions.size(), 128), a);
-}
+FH_LAUNCH_KERNEL(IqlQLoss, iql_q_loss_kernel, LaunchDims::linear(a.actions.size(), 128));
 
 #include "ops/op_end.hpp"
 #endif

@@ -42,8 +42,8 @@ namespace detail {
 /// The width D of the rows the groups cover: 1..kMaxGroups contiguous, non-empty groups from
 /// column 0, in order (checked); D = the last group's end.
 inline int group_row_width(const attention::Groups& g, const char* op) {
-    require(g.count >= 1 && g.count <= attention::kMaxGroups, op,
-            fmt::format("need 1..{} groups (got {})", attention::kMaxGroups, g.count));
+    require(g.count >= 1 && g.count <= attention::kMaxGroups, op, "need 1..{} groups (got {})", attention::kMaxGroups,
+            g.count);
     require(g.begin[0] == 0, op, "the groups must start at column 0");
     for (int k = 0; k < g.count; ++k) require(g.begin[k] < g.begin[k + 1], op, "every group needs a column, in order");
     return g.begin[g.count];
@@ -57,17 +57,13 @@ inline void check(const GroupAttentionForward& a) {
                     "need rows >= 1 and x_rows dividing rows");
     const auto G = static_cast<std::size_t>(a.groups.count), R = static_cast<std::size_t>(a.rows);
     detail::require_size(a.x_out.size(), R * static_cast<std::size_t>(D), op, "x_out");
-    detail::require_size(a.alpha.size(), R * G, op, "alpha");
-    detail::require_size(a.scores.size(), R * G, op, "scores");
+    detail::require_sizes(R * G, op, {FH_SIZES_OF(a, alpha, scores)});
     detail::require_size(a.x.size(), static_cast<std::size_t>(a.x_rows) * static_cast<std::size_t>(D), op, "x");
     detail::checked_int_size(a.x_out.size(), op);
-    detail::require_distinct(op, {detail::range("x_out", a.x_out), detail::range("alpha", a.alpha),
-                                  detail::range("x", a.x), detail::range("scores", a.scores)});
+    detail::require_distinct(op, {FH_RANGES_OF(a, x_out, alpha, x, scores)});
 }
-FH_LAUNCH(GroupAttentionForward) {
-    gpu.kernels().group_attention_forward_kernel(gpu.stream(),
-                                                 LaunchDims::linear(static_cast<std::size_t>(a.rows), 128), a);
-}
+FH_LAUNCH_KERNEL(GroupAttentionForward, group_attention_forward_kernel,
+                 LaunchDims::linear(static_cast<std::size_t>(a.rows), 128));
 
 inline void check(const GroupAttentionBackward& a) {
     const char* op = "group_attention_backward";
@@ -75,17 +71,13 @@ inline void check(const GroupAttentionBackward& a) {
     detail::require(a.rows >= 1, op, "need rows >= 1");
     const auto G = static_cast<std::size_t>(a.groups.count), R = static_cast<std::size_t>(a.rows);
     detail::require_size(a.d_scores.size(), R * G, op, "d_scores");
-    detail::require_size(a.d_x_out.size(), R * static_cast<std::size_t>(D), op, "d_x_out");
-    detail::require_size(a.x.size(), R * static_cast<std::size_t>(D), op, "x");
+    detail::require_sizes(R * static_cast<std::size_t>(D), op, {FH_SIZES_OF(a, d_x_out, x)});
     detail::require_size(a.alpha.size(), R * G, op, "alpha");
     detail::checked_int_size(a.d_x_out.size(), op);
-    detail::require_distinct(op, {detail::range("d_scores", a.d_scores), detail::range("d_x_out", a.d_x_out),
-                                  detail::range("x", a.x), detail::range("alpha", a.alpha)});
+    detail::require_distinct(op, {FH_RANGES_OF(a, d_scores, d_x_out, x, alpha)});
 }
-FH_LAUNCH(GroupAttentionBackward) {
-    gpu.kernels().group_attention_backward_kernel(gpu.stream(),
-                                                  LaunchDims::linear(static_cast<std::size_t>(a.rows), 128), a);
-}
+FH_LAUNCH_KERNEL(GroupAttentionBackward, group_attention_backward_kernel,
+                 LaunchDims::linear(static_cast<std::size_t>(a.rows), 128));
 
 #include "ops/op_end.hpp"
 #endif

@@ -28,17 +28,11 @@ struct TrainingGuard {
 #include "ops/op_begin.hpp"
 
 inline void check(const TrainingGuard& a) {
-    detail::require_size(a.gate.size(), 1, "training_guard", "gate");
-    detail::require_size(a.state.size(), 1, "training_guard", "state");
-    detail::require_size(a.grad_norm.size(), 1, "training_guard", "grad_norm");
+    detail::require_sizes(1, "training_guard", {FH_SIZES_OF(a, gate, state, grad_norm)});
     if (a.losses.empty()) throw std::invalid_argument("ops::training_guard: no losses");
-    detail::require_distinct("training_guard",
-                             {detail::range("gate", a.gate), detail::range("state", a.state),
-                              detail::range("losses", a.losses), detail::range("grad_norm", a.grad_norm)});
+    detail::require_distinct("training_guard", {FH_RANGES_OF(a, gate, state, losses, grad_norm)});
 }
-FH_LAUNCH(TrainingGuard) {
-    gpu.kernels().training_guard_kernel(gpu.stream(), LaunchDims{dim3(1), dim3(32), 0}, a);
-}
+FH_LAUNCH_KERNEL(TrainingGuard, training_guard_kernel, LaunchDims{dim3(1), dim3(32), 0});
 
 #include "ops/op_end.hpp"
 #endif

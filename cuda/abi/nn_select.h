@@ -44,11 +44,9 @@ inline void check(const EpsilonGreedy& a) {
     if (a.num_actions < 1 || a.actions.empty()) throw std::invalid_argument("ops::epsilon_greedy: empty");
     detail::require_size(a.q.size(), a.actions.size() * static_cast<std::size_t>(a.num_actions), "epsilon_greedy", "q");
     detail::checked_int_size(a.q.size(), "epsilon_greedy");
-    detail::require_distinct("epsilon_greedy", {detail::range("actions", a.actions), detail::range("q", a.q)});
+    detail::require_distinct("epsilon_greedy", {FH_RANGES_OF(a, actions, q)});
 }
-FH_LAUNCH(EpsilonGreedy) {
-    gpu.kernels().epsilon_greedy_kernel(gpu.stream(), LaunchDims::linear(a.actions.size(), 128), a);
-}
+FH_LAUNCH_KERNEL(EpsilonGreedy, epsilon_greedy_kernel, LaunchDims::linear(a.actions.size(), 128));
 
 inline bool check(const ActionHistogram& a) {
     if (a.agents < 1 || a.actions.size() % static_cast<std::size_t>(a.agents) != 0)
@@ -58,13 +56,10 @@ inline bool check(const ActionHistogram& a) {
                          static_cast<std::size_t>(a.num_actions) * static_cast<std::size_t>(a.agents),
                          "action_histogram", "histogram");
     detail::checked_int_size(a.actions.size(), "action_histogram");
-    detail::require_distinct("action_histogram",
-                             {detail::range("histogram", a.histogram), detail::range("actions", a.actions)});
+    detail::require_distinct("action_histogram", {FH_RANGES_OF(a, histogram, actions)});
     return !a.actions.empty();
 }
-FH_LAUNCH(ActionHistogram) {
-    gpu.kernels().action_histogram_kernel(gpu.stream(), LaunchDims::linear(a.actions.size(), 256), a);
-}
+FH_LAUNCH_KERNEL(ActionHistogram, action_histogram_kernel, LaunchDims::linear(a.actions.size(), 256));
 
 #include "ops/op_end.hpp"
 #endif

@@ -33,12 +33,10 @@ struct CuriosityError {
 
 namespace fh::abi {
 
-/// For e < n: input row e (D + num_actions) = ppo::curiosity_input_row(states row e, actions[e]);
-/// states (n, D). Buffers distinct.
+/// ops::CuriosityInput's (ppo::curiosity_input_row), a thread per row.
 using CuriosityInput = void(float* __restrict__ input, const float* __restrict__ states,
                             const int* __restrict__ actions, int D, int num_actions, int n);
-/// For e < n: error[e] = ppo::curiosity_error_row(d_pred row e, pred row e, next_states row e,
-/// P, n); pred, d_pred (n, P), next_states (n, state_dim), P <= state_dim. Buffers distinct.
+/// ops::CuriosityError's (ppo::curiosity_error_row), a thread per row.
 using CuriosityError = void(float* __restrict__ error, float* __restrict__ d_pred, const float* __restrict__ pred,
                             const float* __restrict__ next_states, int P, int state_dim, int n);
 
@@ -60,8 +58,7 @@ inline void check(const CuriosityInput& a) {
     const std::size_t D = detail::columns(states.size(), n, op, "states");
     detail::require_size(input.size(), n * (D + static_cast<std::size_t>(num_actions)), op, "input");
     detail::checked_int_size(input.size(), op);
-    detail::require_distinct(
-        op, {detail::range("input", input), detail::range("states", states), detail::range("actions", actions)});
+    detail::require_distinct(op, {FH_RANGES(input, states, actions)});
 }
 FH_LAUNCH(CuriosityInput) {
     const auto& [input, states, actions, num_actions] = a;
@@ -78,14 +75,12 @@ inline void check(const CuriosityError& a) {
     detail::require_positive(state_dim, op, "state_dim");
     const std::size_t n = error.size();
     const std::size_t P = detail::columns(pred.size(), n, op, "pred");
-    if (P > static_cast<std::size_t>(state_dim))
-        throw std::invalid_argument(
-            fmt::format("ops::curiosity_error: the prediction has {} columns, more than the state's {}", P, state_dim));
+    detail::require(P <= static_cast<std::size_t>(state_dim), op,
+                    "the prediction has {} columns, more than the state's {}", P, state_dim);
     detail::require_size(d_pred.size(), pred.size(), op, "d_pred");
     detail::require_size(next_states.size(), n * static_cast<std::size_t>(state_dim), op, "next_states");
     detail::checked_int_size(next_states.size(), op);
-    detail::require_distinct(op, {detail::range("error", error), detail::range("d_pred", d_pred),
-                                  detail::range("pred", pred), detail::range("next_states", next_states)});
+    detail::require_distinct(op, {FH_RANGES(error, d_pred, pred, next_states)});
 }
 FH_LAUNCH(CuriosityError) {
     const auto& [error, d_pred, pred, next_states, state_dim] = a;

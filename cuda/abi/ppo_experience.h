@@ -50,15 +50,13 @@ struct PpoDiversity {
 
 namespace fh::abi {
 
-/// For e < n: actions[e] = ppo::sample_action(logits + e * num_actions, ..., log_probs[e]);
-/// logits (n, num_actions). All buffers distinct. agent_seeds null: `seed` and index e; else
-/// several agents' environments: agent_seeds[e / envs_per_agent] and index e % envs_per_agent.
+/// ops::PpoSample's (ppo::sample_action), a thread per environment; agent_seeds null: `seed` for
+/// every environment.
 using PpoSample = void(int* __restrict__ actions, float* __restrict__ log_probs, const float* __restrict__ logits,
                        int num_actions, std::uint64_t seed, core::CounterValue step, int n,
                        const std::uint64_t* __restrict__ agent_seeds, int envs_per_agent);
-/// For e < n: penalty[e] = ppo::diversity_update(window + e * W, counts + e * num_actions,
-/// actions[e], ...); window (n, W), counts (n, num_actions). All buffers distinct. agent_coef null:
-/// `coef`; else agent_coef[e / envs_per_agent] (several agents' environments).
+/// ops::PpoDiversity's (ppo::diversity_update), a thread per environment; agent_coef null: `coef`
+/// for every environment.
 using PpoDiversity = void(int* __restrict__ window, int* __restrict__ counts, float* __restrict__ penalty,
                           const int* __restrict__ actions, int num_actions, int W, float coef, core::CounterValue step,
                           int n, const float* __restrict__ agent_coef, int envs_per_agent);
@@ -77,14 +75,13 @@ inline void check(const PpoSample& a) {
     const char* op = "ppo_sample";
     detail::require_positive(static_cast<long long>(actions.size()), op, "the number of environments");
     detail::require(agent_seeds.empty() || actions.size() % agent_seeds.size() == 0, op,
-                    fmt::format("{} environments do not split into {} agents", actions.size(), agent_seeds.size()));
+                    "{} environments do not split into {} agents", actions.size(), agent_seeds.size());
     detail::require_positive(num_actions, op, "num_actions");
     const std::size_t n = actions.size();
     detail::require_size(log_probs.size(), n, op, "log_probs");
     detail::require_size(logits.size(), n * static_cast<std::size_t>(num_actions), op, "logits");
     detail::checked_int_size(logits.size(), op);
-    detail::require_distinct(op, {detail::range("actions", actions), detail::range("log_probs", log_probs),
-                                  detail::range("logits", logits)});
+    detail::require_distinct(op, {FH_RANGES(actions, log_probs, logits)});
 }
 FH_LAUNCH(PpoSample) {
     const auto& [actions, log_probs, logits, num_actions, seed, step, agent_seeds] = a;
@@ -99,7 +96,7 @@ inline void check(const PpoDiversity& a) {
     const char* op = "ppo_diversity";
     detail::require_positive(static_cast<long long>(actions.size()), op, "the number of environments");
     detail::require(agent_coef.empty() || actions.size() % agent_coef.size() == 0, op,
-                    fmt::format("{} environments do not split into {} agents", actions.size(), agent_coef.size()));
+                    "{} environments do not split into {} agents", actions.size(), agent_coef.size());
     detail::require_positive(num_actions, op, "num_actions");
     detail::require_positive(diversity_window, op, "diversity_window");
     if (!std::isfinite(coef)) throw std::invalid_argument("ops::ppo_diversity: coef is not finite");
@@ -109,8 +106,7 @@ inline void check(const PpoDiversity& a) {
     detail::require_size(penalty.size(), n, op, "penalty");
     detail::checked_int_size(window.size(), op);
     detail::checked_int_size(counts.size(), op);
-    detail::require_distinct(op, {detail::range("window", window), detail::range("counts", counts),
-                                  detail::range("penalty", penalty), detail::range("actions", actions)});
+    detail::require_distinct(op, {FH_RANGES(window, counts, penalty, actions)});
 }
 FH_LAUNCH(PpoDiversity) {
     const auto& [window, counts, penalty, actions, num_actions, diversity_window, coef, step, agent_coef] = a;

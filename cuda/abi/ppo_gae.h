@@ -16,10 +16,11 @@ constexpr std::size_t normalize_scratch_size() noexcept {
     return static_cast<std::size_t>(ppo::kNormalizeScratch);
 }
 
-/// GAE (ppo::gae_env) over a (T, n) rollout, n = rewards.size() / T: advantages, returns,
-/// rewards, values (V(s_t)), next_values (V of the observation after step t: the terminal
-/// one when done, V(s_T) at t = T-1), done (env::DoneFlag) all (T, n). A termination does not
-/// bootstrap; a truncation bootstraps from next_values but ends the episode (gae restarts).
+/// GAE (ppo::gae_env) over a (T, n) rollout, n = rewards.size() / T: advantages, returns, rewards,
+/// values (V(s_t)), next_values (V of the observation after step t: the terminal one when done,
+/// V(s_T) at t = T-1), done (env::DoneFlag) all (T, n), row t * n + e. A termination does not
+/// bootstrap; a truncation bootstraps from next_values but ends the episode (gae restarts). Outputs
+/// distinct from each other and from the inputs (values and next_values may share: read-only).
 /// Bit-identical on both backends. Several agents' rollouts (agent_gamma_lambda, device memory, a
 /// (gamma, lambda) pair per agent): every buffer (agents, T, n), agent g's block with its pair.
 struct PpoGae {
@@ -91,10 +92,8 @@ struct Normalize {
 
 namespace fh::abi {
 
-/// For e < n: ppo::gae_env(e, n, T, ...); every buffer (T, n), row t * n + e. Several agents
-/// (agents > 1): each buffer (agents, T, n), agent g's block as one agent's with its gamma and
-/// lambda agent_gamma_lambda[2 g], [2 g + 1] (null: gamma and lambda for every agent). Outputs distinct
-/// from each other and from the inputs (values and next_values may share: read-only).
+/// ops::PpoGae's, a thread per (agent, environment); agent_gamma_lambda null: gamma and lambda for
+/// every agent.
 using PpoGae = void(float* __restrict__ advantages, float* __restrict__ returns, const float* __restrict__ rewards,
                     const float* __restrict__ values, const float* __restrict__ next_values,
                     const std::uint8_t* __restrict__ done, float gamma, float lambda, int T, int n,
@@ -106,26 +105,17 @@ using PpoNormalizePartials = void(float* __restrict__ partials, const float* __r
 /// Any 1-D grid of kNormalizeThreads-thread blocks: every block reduces the partials in the same
 /// fixed order (identical moments in every block), then x[i] = ppo::normalize_element(x[i], ...).
 using PpoNormalizeApply = void(float* __restrict__ x, const float* __restrict__ partials, int n);
-/// Launch one block of ppo::kCollectThreads per agent (one: a single run); block b works on agent
-/// b's n environments (next_states, info, done at b n..), count[b] and lists (capacity entries
-/// from b capacity), as one block on those alone. The environments with done[e] ==
-/// env::kTruncated, in environment order, are appended at entries *count, *count + 1, ... (from 0
-/// when restart != 0): rows[k] = row_base + e, bars[k] = info[e].bar (the bar of the observation
-/// after the step), portfolio[k] (state_dim - market_dim floats) = columns market_dim.. of
-/// next_states[e] (n, state_dim); *count grows by their number. Entries at or past the capacity
-/// are counted but not written. All buffers distinct.
+/// ops::PpoCollectTruncated's: one block of ppo::kCollectThreads per agent, block b on agent b's n
+/// environments, count[b] and capacity entries; restart != 0: count from 0.
 using PpoCollectTruncated = void(int* __restrict__ rows, int* __restrict__ bars, float* __restrict__ portfolio,
                                  int* __restrict__ count, const float* __restrict__ next_states,
                                  const fh::env::StepInfo* __restrict__ info, const std::uint8_t* __restrict__ done,
                                  int n, int state_dim, int market_dim, int row_base, int capacity, int restart);
-/// For r < rows, c < state_dim: observations[r * state_dim + c] =
-/// ppo::terminal_observation_value(features, n_bars, bars[r], market_dim, portfolio + r *
-/// (state_dim - market_dim), c); features (n_bars, market_dim). Any 1-D grid. All buffers distinct.
+/// ops::PpoTerminalObservations', a thread per element of observations (any 1-D grid).
 using PpoTerminalObservations = void(float* __restrict__ observations, const int* __restrict__ bars,
                                      const float* __restrict__ portfolio, const float* __restrict__ features,
                                      int n_bars, int rows, int state_dim, int market_dim);
-/// For i < count: dst[rows[i]] = values[i] where 0 <= rows[i] < size (other rows skipped); rows
-/// distinct. Any 1-D grid.
+/// ops::PpoScatterValues', any 1-D grid.
 using PpoScatterValues = void(float* __restrict__ dst, const float* __restrict__ values, const int* __restrict__ rows,
                               int count, int size);
 
@@ -151,15 +141,9 @@ inline void check(const PpoGae& a) {
                     "agent_gamma_lambda holds a (gamma, lambda) pair per agent");
     const std::size_t agents = std::max<std::size_t>(1, agent_gamma_lambda.size() / 2);
     detail::columns(size, static_cast<std::size_t>(T) * agents, op, "rewards");  // n = size / (agents T) >= 1
-    detail::require_size(advantages.size(), size, op, "advantages");
-    detail::require_size(returns.size(), size, op, "returns");
-    detail::require_size(values.size(), size, op, "values");
-    detail::require_size(next_values.size(), size, op, "next_values");
-    detail::require_size(done.size(), size, op, "done");
+    detail::require_sizes(size, op, {FH_SIZES(advantages, returns, values, next_values, done)});
     detail::checked_int_size(size, op);
-    detail::require_distinct(op, {detail::range("advantages", advantages), detail::range("returns", returns),
-                                  detail::range("rewards", rewards), detail::range("values", values),
-                                  detail::range("next_values", next_values), detail::range("done", done)});
+    detail::require_distinct(op, {FH_RANGES(advantages, returns, rewards, values, next_values, done)});
 }
 FH_LAUNCH(PpoGae) {
     const auto& [advantages, returns, rewards, values, next_values, done, gamma, lambda, T, agent_gamma_lambda] = a;
@@ -175,13 +159,13 @@ inline void check(const PpoCollectTruncated& a) {
     const auto& [rows, bars, portfolio, count, next_states, info, done, market_dim, row_base, restart, agents] = a;
     const char* op = "ppo_collect_truncated";
     detail::require(agents >= 1 && done.size() % static_cast<std::size_t>(agents) == 0, op,
-                    fmt::format("{} environments do not split into {} agents", done.size(), agents));
+                    "{} environments do not split into {} agents", done.size(), agents);
     const std::size_t N = static_cast<std::size_t>(agents);
     const std::size_t n = done.size() / N;  // each agent's
     detail::require_positive(static_cast<long long>(n), op, "the number of environments");
     const std::size_t state_dim = detail::columns(next_states.size(), n * N, op, "next_states");
     detail::require(market_dim >= 0 && static_cast<std::size_t>(market_dim) <= state_dim, op,
-                    fmt::format("market_dim {} must be in [0, state_dim {}]", market_dim, state_dim));
+                    "market_dim {} must be in [0, state_dim {}]", market_dim, state_dim);
     detail::require(rows.size() % N == 0, op, "rows must hold the same capacity for every agent");
     const std::size_t capacity = rows.size() / N;  // each agent's
     detail::require_positive(static_cast<long long>(capacity), op, "the capacity (rows)");
@@ -192,13 +176,10 @@ inline void check(const PpoCollectTruncated& a) {
     detail::require_size(count.size(), N, op, "count");
     detail::require(row_base >= 0 &&
                         static_cast<long long>(row_base) + static_cast<long long>(n) <= std::numeric_limits<int>::max(),
-                    op, fmt::format("row_base {} + {} rows must fit an int", row_base, n));
+                    op, "row_base {} + {} rows must fit an int", row_base, n);
     detail::checked_int_size(portfolio.size(), op);
     detail::checked_int_size(next_states.size(), op);
-    detail::require_distinct(
-        op, {detail::range("rows", rows), detail::range("bars", bars), detail::range("portfolio", portfolio),
-             detail::range("count", count), detail::range("next_states", next_states), detail::range("info", info),
-             detail::range("done", done)});
+    detail::require_distinct(op, {FH_RANGES(rows, bars, portfolio, count, next_states, info, done)});
 }
 FH_LAUNCH(PpoCollectTruncated) {
     const auto& [rows, bars, portfolio, count, next_states, info, done, market_dim, row_base, restart, agents] = a;
@@ -217,14 +198,13 @@ inline void check(const PpoTerminalObservations& a) {
     detail::require_positive(static_cast<long long>(r), op, "the number of rows");
     detail::require_positive(market_dim, op, "market_dim");
     const std::size_t state_dim = detail::columns(observations.size(), r, op, "observations");
-    detail::require(static_cast<std::size_t>(market_dim) <= state_dim, op,
-                    fmt::format("market_dim {} exceeds state_dim {}", market_dim, state_dim));
+    detail::require(static_cast<std::size_t>(market_dim) <= state_dim, op, "market_dim {} exceeds state_dim {}",
+                    market_dim, state_dim);
     detail::require_size(portfolio.size(), r * (state_dim - static_cast<std::size_t>(market_dim)), op, "portfolio");
     detail::columns(features.size(), static_cast<std::size_t>(market_dim), op, "features");
     detail::checked_int_size(observations.size(), op);
     detail::checked_int_size(features.size(), op);
-    detail::require_distinct(op, {detail::range("observations", observations), detail::range("bars", bars),
-                                  detail::range("portfolio", portfolio), detail::range("features", features)});
+    detail::require_distinct(op, {FH_RANGES(observations, bars, portfolio, features)});
 }
 FH_LAUNCH(PpoTerminalObservations) {
     const auto& [observations, bars, portfolio, features, market_dim] = a;
@@ -241,8 +221,7 @@ inline bool check(const PpoScatterValues& a) {
     detail::require_size(rows.size(), values.size(), op, "rows");
     detail::checked_int_size(dst.size(), op);
     detail::checked_int_size(values.size(), op);
-    detail::require_distinct(op,
-                             {detail::range("dst", dst), detail::range("values", values), detail::range("rows", rows)});
+    detail::require_distinct(op, {FH_RANGES(dst, values, rows)});
     if (values.empty()) return false;
     return true;
 }
@@ -257,13 +236,11 @@ inline void check(const Normalize& a) {
     const auto& [x, scratch] = a;
     const char* op = "normalize";
     if (x.empty()) throw std::invalid_argument("ops::normalize: empty input");
-    if (scratch.size() < normalize_scratch_size())
-        throw std::invalid_argument(
-            fmt::format("ops::normalize: scratch has {} floats, needs {} "
-                        "(ops::normalize_scratch_size())",
-                        scratch.size(), normalize_scratch_size()));
+    detail::require(scratch.size() >= normalize_scratch_size(), op,
+                    "scratch has {} floats, needs {} (ops::normalize_scratch_size())", scratch.size(),
+                    normalize_scratch_size());
     detail::checked_int_size(x.size(), op);
-    detail::require_distinct(op, {detail::range("x", x), detail::range("scratch", scratch)});
+    detail::require_distinct(op, {FH_RANGES(x, scratch)});
 }
 FH_LAUNCH(Normalize) {
     const auto& [x, scratch] = a;

@@ -35,11 +35,9 @@ struct PpoLoss {
 
 namespace fh::abi {
 
-/// For i < batch: ppo::loss_sample(i, batch, rows_per_agent, num_actions, ...) with row i's
-/// agent_params[i / rows_per_agent] (agent_params null: params, rows_per_agent = batch), with each row's sums over
-/// kPpoLossLanes lanes: stats (kPpoLossStats, batch), d_logits and logits (batch, num_actions), the
-/// rest (batch). Outputs distinct from each other and from the inputs. Launch: blocks of
-/// kPpoLossThreads threads, kPpoLossLanes lanes per sample (grid-stride over the groups).
+/// ops::PpoLoss' (ppo::loss_sample): blocks of kPpoLossThreads threads, kPpoLossLanes lanes per
+/// sample (grid-stride over the groups) sharing its row's sums; agent_params null: params,
+/// rows_per_agent = batch.
 using PpoLoss = void(float* __restrict__ stats, float* __restrict__ d_logits, float* __restrict__ d_values,
                      const float* __restrict__ logits, const float* __restrict__ values,
                      const int* __restrict__ actions, const float* __restrict__ old_log_probs,
@@ -65,28 +63,19 @@ inline void check(const PpoLoss& a) {
     detail::require_positive(static_cast<long long>(actions.size()), op, "the minibatch size");
     const std::size_t B = actions.size();
     detail::require(agent_params.empty() || B % agent_params.size() == 0, op,
-                    fmt::format("{} minibatch rows do not split into {} agents", B, agent_params.size()));
+                    "{} minibatch rows do not split into {} agents", B, agent_params.size());
     const std::size_t A = detail::columns(logits.size(), B, op, "logits");
-    if (!(p.clip >= 0.f) || !std::isfinite(p.clip) || !std::isfinite(p.value_coef) || !std::isfinite(p.entropy_coef))
-        throw std::invalid_argument(
-            fmt::format("ops::ppo_loss: need a finite clip >= 0 and finite coefficients (got clip {}, value_coef {}, "
-                        "entropy_coef {})",
-                        p.clip, p.value_coef, p.entropy_coef));
+    detail::require(
+        p.clip >= 0.f && std::isfinite(p.clip) && std::isfinite(p.value_coef) && std::isfinite(p.entropy_coef), op,
+        "need a finite clip >= 0 and finite coefficients (got clip {}, value_coef {}, entropy_coef {})", p.clip,
+        p.value_coef, p.entropy_coef);
     detail::require_size(stats.size(), static_cast<std::size_t>(ppo::kPpoLossStats) * B, op, "stats");
     detail::require_size(d_logits.size(), B * A, op, "d_logits");
-    detail::require_size(d_values.size(), B, op, "d_values");
-    detail::require_size(values.size(), B, op, "values");
-    detail::require_size(old_log_probs.size(), B, op, "old_log_probs");
-    detail::require_size(advantages.size(), B, op, "advantages");
-    detail::require_size(returns.size(), B, op, "returns");
-    detail::require_size(old_values.size(), B, op, "old_values");
+    detail::require_sizes(B, op, {FH_SIZES(d_values, values, old_log_probs, advantages, returns, old_values)});
     detail::checked_int_size(B * A, op);
     detail::checked_int_size(stats.size(), op);
-    detail::require_distinct(
-        op, {detail::range("stats", stats), detail::range("d_logits", d_logits), detail::range("d_values", d_values),
-             detail::range("logits", logits), detail::range("values", values), detail::range("actions", actions),
-             detail::range("old_log_probs", old_log_probs), detail::range("advantages", advantages),
-             detail::range("returns", returns), detail::range("old_values", old_values)});
+    detail::require_distinct(op, {FH_RANGES(stats, d_logits, d_values, logits, values, actions, old_log_probs,
+                                            advantages, returns, old_values)});
 }
 FH_LAUNCH(PpoLoss) {
     const auto& [stats, d_logits, d_values, logits, values, actions, old_log_probs, advantages, returns, old_values, p,

@@ -10,14 +10,14 @@
 
 namespace fh::ops {
 
-/// A shuffled minibatch of B = actions.size() rows: output row i = rollout row
-/// ppo::permute(offset + i, rollout.rows, seed, epoch) (a bijection of the rollout rows keyed
-/// by (seed, epoch), so offsets 0, B, 2B, ... of one epoch never repeat a row).
-/// states (B, rollout.state_dim), the rest (B); 0 <= offset, offset + B <= rollout.rows. Several
-/// agents (agent_seeds, device memory): the rollout's buffers hold each agent's rollout.rows rows
-/// one after the other (ppo::agent_rollout), the outputs each agent's B rows; agent g's minibatch
-/// is drawn with agent_seeds[g] in place of seed, at epoch.agent(g) (its own counter where
-/// epoch.agent_stride > 0).
+/// A shuffled minibatch of B = actions.size() rows: output row i = rollout row ppo::permute(offset
+/// + i, rollout.rows, seed, epoch) (a bijection of the rollout rows keyed by (seed, epoch), so
+/// offsets 0, B, 2B, ... of one epoch never repeat a row). states (B, rollout.state_dim), the rest
+/// (B); 0 <= offset, offset + B <= rollout.rows; outputs distinct from each other and from the
+/// rollout. Several agents (agent_seeds, device memory): the rollout's buffers hold each agent's
+/// rollout.rows rows one after the other (ppo::agent_rollout), the outputs each agent's B rows;
+/// agent g's minibatch is drawn with agent_seeds[g] in place of seed, at epoch.agent(g) (its own
+/// counter where epoch.agent_stride > 0).
 struct PpoGather {
     View<float> states;
     View<int> actions;
@@ -51,18 +51,15 @@ namespace fh::abi {
 /// against 1 and 8 (docs/performance-log.md, "Batched PPO populations"), fastest for one agent and for 16.
 inline constexpr int kPpoGatherRowsPerWarp = 4;
 
-/// For i < batch: ppo::gather_row(i, rollout, seed, epoch, offset, ...): states (batch,
-/// state_dim), the rest (batch). Outputs distinct from each other and from the rollout.
-/// Launch: a warp per rows_per_warp (1 to 32) rows, blocks of whole warps, any grid in x. Several
-/// agents: grid y = agents, agent y's minibatch (rows y batch..) from its rollout
-/// (ppo::agent_rollout(rollout, y)) with agent_seeds[y] (null: `seed`).
+/// ops::PpoGather's (ppo::gather_row): a warp per rows_per_warp (1 to 32) rows, blocks of whole
+/// warps, any grid in x; grid y = agents, agent y's minibatch (rows y batch..) from
+/// ppo::agent_rollout(rollout, y) with agent_seeds[y] (null: `seed`).
 using PpoGather = void(float* __restrict__ states, int* __restrict__ actions, float* __restrict__ old_log_probs,
                        float* __restrict__ advantages, float* __restrict__ returns, float* __restrict__ old_values,
                        ppo::RolloutView rollout, std::uint64_t seed, core::CounterValue epoch, int offset, int batch,
                        int rows_per_warp, const std::uint64_t* __restrict__ agent_seeds);
 
-/// lr[0] = ppo::scheduled_learning_rate(base_lr, linear, total_rollouts, rollouts.value()):
-/// this rollout's learning rate, which Adam then reads from device memory. One thread.
+/// ops::PpoLearningRate's, one thread.
 using PpoLearningRate = void(float* __restrict__ lr, double base_lr, int linear, double total_rollouts,
                              core::CounterValue rollouts);
 
@@ -81,8 +78,7 @@ inline void check(const PpoGather& a) {
     const char* op = "ppo_gather";
     const std::size_t N = agent_seeds.empty() ? 1 : agent_seeds.size();
     detail::require_positive(static_cast<long long>(actions.size()), op, "the minibatch size");
-    detail::require(actions.size() % N == 0, op,
-                    fmt::format("{} minibatch rows do not split into {} agents", actions.size(), N));
+    detail::require(actions.size() % N == 0, op, "{} minibatch rows do not split into {} agents", actions.size(), N);
     detail::require_positive(r.rows, op, "rollout.rows");
     detail::require_positive(r.state_dim, op, "rollout.state_dim");
     if (!r.states || !r.actions || !r.log_probs || !r.advantages || !r.returns || !r.values)
@@ -90,27 +86,21 @@ inline void check(const PpoGather& a) {
     // B, M: each agent's minibatch and rollout rows; the buffers hold N of each.
     const std::size_t B = actions.size() / N, D = static_cast<std::size_t>(r.state_dim),
                       M = static_cast<std::size_t>(r.rows);
-    if (offset < 0 || static_cast<std::size_t>(offset) + B > M)
-        throw std::invalid_argument(fmt::format("ops::ppo_gather: rows [{}, {}) lie outside the rollout's {} rows",
-                                                offset, static_cast<long long>(offset) + static_cast<long long>(B), M));
+    detail::require(offset >= 0 && static_cast<std::size_t>(offset) + B <= M, op,
+                    "rows [{}, {}) lie outside the rollout's {} rows", offset,
+                    static_cast<long long>(offset) + static_cast<long long>(B), M);
     detail::require_size(states.size(), N * B * D, op, "states");
-    detail::require_size(old_log_probs.size(), N * B, op, "old_log_probs");
-    detail::require_size(advantages.size(), N * B, op, "advantages");
-    detail::require_size(returns.size(), N * B, op, "returns");
-    detail::require_size(old_values.size(), N * B, op, "old_values");
+    detail::require_sizes(N * B, op, {FH_SIZES(old_log_probs, advantages, returns, old_values)});
     detail::checked_int_size(N * B * D, op);
     detail::checked_int_size(N * M * D, op);
     const std::size_t NM = N * M;
-    detail::require_distinct(op,
-                             {detail::range("states", states), detail::range("actions", actions),
-                              detail::range("old_log_probs", old_log_probs), detail::range("advantages", advantages),
-                              detail::range("returns", returns), detail::range("old_values", old_values),
-                              detail::range("rollout.states", View<const float>(r.states, NM * D)),
-                              detail::range("rollout.actions", View<const int>(r.actions, NM)),
-                              detail::range("rollout.log_probs", View<const float>(r.log_probs, NM)),
-                              detail::range("rollout.advantages", View<const float>(r.advantages, NM)),
-                              detail::range("rollout.returns", View<const float>(r.returns, NM)),
-                              detail::range("rollout.values", View<const float>(r.values, NM))});
+    detail::require_distinct(op, {FH_RANGES(states, actions, old_log_probs, advantages, returns, old_values),
+                                  detail::range("rollout.states", View<const float>(r.states, NM * D)),
+                                  detail::range("rollout.actions", View<const int>(r.actions, NM)),
+                                  detail::range("rollout.log_probs", View<const float>(r.log_probs, NM)),
+                                  detail::range("rollout.advantages", View<const float>(r.advantages, NM)),
+                                  detail::range("rollout.returns", View<const float>(r.returns, NM)),
+                                  detail::range("rollout.values", View<const float>(r.values, NM))});
 }
 FH_LAUNCH(PpoGather) {
     const auto& [states, actions, old_log_probs, advantages, returns, old_values, rollout, seed, epoch, offset,

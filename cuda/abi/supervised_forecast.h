@@ -60,25 +60,21 @@ struct SupervisedLoss {
 inline void check(const SupervisedGather& a) {
     const auto& [x, y, s, params] = a;
     const char* op = "supervised_gather";
-    if (s.stride < 1 || s.cols < 1 || s.cols > s.stride)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: need 1 <= cols <= stride (got cols {}, stride {})", op, s.cols, s.stride));
-    if (x.empty() || x.size() % static_cast<std::size_t>(s.cols) != 0)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: x has {} floats, not a positive multiple of cols = {}", op, x.size(), s.cols));
-    if (s.rows.empty() || s.rows.size() % static_cast<std::size_t>(s.stride) != 0)
-        throw std::invalid_argument(fmt::format("ops::{}: rows has {} floats, not a positive multiple of stride = {}",
-                                                op, s.rows.size(), s.stride));
+    detail::require(s.stride >= 1 && s.cols >= 1 && s.cols <= s.stride, op,
+                    "need 1 <= cols <= stride (got cols {}, stride {})", s.cols, s.stride);
+    detail::require(!x.empty() && x.size() % static_cast<std::size_t>(s.cols) == 0, op,
+                    "x has {} floats, not a positive multiple of cols = {}", x.size(), s.cols);
+    detail::require(!s.rows.empty() && s.rows.size() % static_cast<std::size_t>(s.stride) == 0, op,
+                    "rows has {} floats, not a positive multiple of stride = {}", s.rows.size(), s.stride);
     const std::size_t batch = x.size() / static_cast<std::size_t>(s.cols);
     detail::checked_int_size(x.size(), op);
     const std::size_t n_samples = static_cast<std::size_t>(row_source(s).n_samples);
     if (!y.empty()) detail::require_size(y.size(), batch, op, "y");
     if (!y.empty() || !s.labels.empty()) detail::require_size(s.labels.size(), n_samples, op, "labels");
-    if (!params.random && (params.first < 0 || static_cast<std::size_t>(params.first) + batch > n_samples))
-        throw std::invalid_argument(fmt::format("ops::{}: sequential samples [{}, {}) exceed the {} samples", op,
-                                                params.first, params.first + static_cast<long long>(batch), n_samples));
-    detail::require_distinct(op, {detail::range("x", x), detail::range("y", y), detail::range("rows", s.rows),
-                                  detail::range("index", s.index), detail::range("labels", s.labels)});
+    detail::require(params.random || (params.first >= 0 && static_cast<std::size_t>(params.first) + batch <= n_samples),
+                    op, "sequential samples [{}, {}) exceed the {} samples", params.first,
+                    params.first + static_cast<long long>(batch), n_samples);
+    detail::require_distinct(op, {FH_RANGES(x, y), FH_RANGES_OF(s, rows, index, labels)});
 }
 FH_LAUNCH(SupervisedGather) {
     gpu.kernels().supervised_gather_kernel(
@@ -89,18 +85,14 @@ inline void check(const SupervisedLoss& a) {
     const auto& [loss, d_pred, pred, labels, target] = a;
     const char* op = "supervised_loss";
     detail::require(!pred.empty(), op, "empty batch (pred is empty)");
-    if (target != supervised::kReturn && target != supervised::kDirection)
-        throw std::invalid_argument(fmt::format("ops::{}: unknown target {}", op, target));
+    detail::require(target == supervised::kReturn || target == supervised::kDirection, op, "unknown target {}", target);
     detail::checked_int_size(pred.size(), op);
     detail::require_size(loss.size(), pred.size(), op, "loss");
     if (!d_pred.empty()) detail::require_size(d_pred.size(), pred.size(), op, "d_pred");
     detail::require_size(labels.size(), pred.size(), op, "labels");
-    detail::require_distinct(op, {detail::range("loss", loss), detail::range("d_pred", d_pred),
-                                  detail::range("pred", pred), detail::range("labels", labels)});
+    detail::require_distinct(op, {FH_RANGES(loss, d_pred, pred, labels)});
 }
-FH_LAUNCH(SupervisedLoss) {
-    gpu.kernels().supervised_loss_kernel(gpu.stream(), LaunchDims::linear(a.pred.size(), 128), a);
-}
+FH_LAUNCH_KERNEL(SupervisedLoss, supervised_loss_kernel, LaunchDims::linear(a.pred.size(), 128));
 
 #include "ops/op_end.hpp"
 #endif

@@ -29,18 +29,15 @@ inline void check(const SupervisedSignal& a) {
     const char* op = "supervised_signal";
     detail::require(!actions.empty(), op, "no rows (actions is empty)");
     detail::checked_int_size(actions.size(), op);
-    if (p.position_levels < 3 || p.position_levels % 2 != 1)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: position_levels {} must be odd and >= 3", op, p.position_levels));
-    if (p.urgency_levels < 1 || p.urgency < 0 || p.urgency >= p.urgency_levels)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: urgency {} must be in [0, urgency_levels = {})", op, p.urgency, p.urgency_levels));
+    detail::require(p.position_levels >= 3 && p.position_levels % 2 == 1, op, "position_levels {} must be odd and >= 3",
+                    p.position_levels);
+    detail::require(p.urgency_levels >= 1 && p.urgency >= 0 && p.urgency < p.urgency_levels, op,
+                    "urgency {} must be in [0, urgency_levels = {})", p.urgency, p.urgency_levels);
     detail::require(p.max_contracts >= 1, op, "max_contracts must be >= 1");
-    if (p.market_dim < 1 || p.state_dim <= p.market_dim)
-        throw std::invalid_argument(
-            fmt::format("ops::{}: need 1 <= market_dim < state_dim (got {}, {})", op, p.market_dim, p.state_dim));
-    if (p.vol_feature < 0 || p.vol_feature >= p.market_dim)
-        throw std::invalid_argument(fmt::format("ops::{}: vol_feature {} is not a market column", op, p.vol_feature));
+    detail::require(p.market_dim >= 1 && p.state_dim > p.market_dim, op,
+                    "need 1 <= market_dim < state_dim (got {}, {})", p.market_dim, p.state_dim);
+    detail::require(p.vol_feature >= 0 && p.vol_feature < p.market_dim, op, "vol_feature {} is not a market column",
+                    p.vol_feature);
     detail::require(p.target == supervised::kReturn || p.target == supervised::kDirection, op, "unknown target");
     detail::require(p.sizing == supervised::kFixed || p.sizing == supervised::kMagnitude, op, "unknown sizing");
     detail::require(p.full_score > 0.0f && p.volatility_floor > 0.0f && p.exit_threshold <= p.entry_threshold &&
@@ -51,12 +48,9 @@ inline void check(const SupervisedSignal& a) {
     detail::require_size(predictions.size(), n, op, "predictions");
     detail::require_size(states.size(), n * D, op, "states");
     detail::require_size(calibration.size(), supervised::kCalibrationFloats, op, "calibration");
-    detail::require_distinct(op, {detail::range("actions", actions), detail::range("predictions", predictions),
-                                  detail::range("states", states), detail::range("calibration", calibration)});
+    detail::require_distinct(op, {FH_RANGES(actions, predictions, states, calibration)});
 }
-FH_LAUNCH(SupervisedSignal) {
-    gpu.kernels().supervised_signal_kernel(gpu.stream(), LaunchDims::linear(a.actions.size(), 128), a);
-}
+FH_LAUNCH_KERNEL(SupervisedSignal, supervised_signal_kernel, LaunchDims::linear(a.actions.size(), 128));
 
 #include "ops/op_end.hpp"
 #endif

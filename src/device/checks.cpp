@@ -23,6 +23,10 @@ void require_size(std::size_t got, std::size_t want, const char* op, const char*
         throw std::invalid_argument(fmt::format("ops::{}: {} has {} elements, expected {}", op, what, got, want));
 }
 
+void require_sizes(std::size_t want, const char* op, std::initializer_list<Sized> sizes) {
+    for (const Sized& s : sizes) require_size(s.size, want, op, s.name);
+}
+
 void require_same_size(std::size_t a, std::size_t b, const char* op) {
     if (a != b) throw std::invalid_argument(fmt::format("ops::{}: size mismatch ({} vs {} elements)", op, a, b));
 }

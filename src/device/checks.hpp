@@ -6,11 +6,14 @@
 ///        the operand (a programming error: the profile checks keep users from reaching it).
 #pragma once
 
+#include <fmt/core.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "abi/view.h"
 
@@ -34,10 +37,51 @@ Range range(const char* name, View<const T> v) {
     return Range{name, reinterpret_cast<std::uintptr_t>(v.data()), v.size() * sizeof(T), false};
 }
 
+/// A buffer the op only reads, though its View is writable (e.g. a ring that sampling reads).
+template <class T>
+Range read_range(const char* name, View<T> v) {
+    return range(name, View<const T>(v));
+}
+
+/// The ranges of a require_distinct list, each named as written: FH_RANGES(x, y) is
+/// `detail::range("x", x), detail::range("y", y)`; FH_RANGES_OF(a, x, y) names a's members
+/// (`detail::range("x", a.x), ...`). Up to 20 names.
+#define FH_RANGES(...) FH_FOR_EACH_(FH_RANGE_, , __VA_ARGS__)
+#define FH_RANGES_OF(object, ...) FH_FOR_EACH_(FH_RANGE_, object., __VA_ARGS__)
+#define FH_RANGE_(prefix, x) ::fh::ops::detail::range(#x, prefix x)
+/// The sizes of a require_sizes list, named the same way: FH_SIZES(x, y) is
+/// `detail::Sized{x.size(), "x"}, ...`; FH_SIZES_OF(a, x, y) `detail::Sized{a.x.size(), "x"}, ...`.
+#define FH_SIZES(...) FH_FOR_EACH_(FH_SIZE_, , __VA_ARGS__)
+#define FH_SIZES_OF(object, ...) FH_FOR_EACH_(FH_SIZE_, object., __VA_ARGS__)
+#define FH_SIZE_(prefix, x)    \
+    ::fh::ops::detail::Sized { \
+        (prefix x).size(), #x  \
+    }
+// step(fixed, x) for each x of __VA_ARGS__, comma-separated: each step leaves the next one to the
+// following rescan, and FH_FOR_EACH_RESCAN_ rescans 16 times and more (a longer list fails to
+// compile).
+#define FH_FOR_EACH_(step, fixed, ...) __VA_OPT__(FH_FOR_EACH_RESCAN_(FH_FOR_EACH_STEP_(step, fixed, __VA_ARGS__)))
+#define FH_FOR_EACH_STEP_(step, fixed, x, ...) \
+    step(fixed, x) __VA_OPT__(, FH_FOR_EACH_NEXT_ FH_FOR_EACH_PARENS_(step, fixed, __VA_ARGS__))
+#define FH_FOR_EACH_NEXT_() FH_FOR_EACH_STEP_
+#define FH_FOR_EACH_PARENS_ ()
+#define FH_FOR_EACH_RESCAN_(...) \
+    FH_FOR_EACH_RESCAN4_(FH_FOR_EACH_RESCAN4_(FH_FOR_EACH_RESCAN4_(FH_FOR_EACH_RESCAN4_(__VA_ARGS__))))
+#define FH_FOR_EACH_RESCAN4_(...) \
+    FH_FOR_EACH_RESCAN1_(FH_FOR_EACH_RESCAN1_(FH_FOR_EACH_RESCAN1_(FH_FOR_EACH_RESCAN1_(__VA_ARGS__))))
+#define FH_FOR_EACH_RESCAN1_(...) __VA_ARGS__
+
 /// Throws when an output shares a byte with any other non-empty range.
 void require_distinct(const char* op, std::initializer_list<Range> ranges);
 /// Throws unless a buffer has exactly the elements the op needs.
 void require_size(std::size_t got, std::size_t want, const char* op, const char* what);
+/// A buffer's size and name (FH_SIZES).
+struct Sized {
+    std::size_t size;
+    const char* name;
+};
+/// require_size of each buffer, in order.
+void require_sizes(std::size_t want, const char* op, std::initializer_list<Sized> sizes);
 /// Throws unless two sizes agree (memory transfers).
 void require_same_size(std::size_t a, std::size_t b, const char* op);
 /// Kernels index with int: refuses sizes they cannot address.
@@ -49,6 +93,11 @@ void require_int_sizes(const char* op, N... n) {
 }
 /// Throws `ops::<op>: <what>` unless `ok`.
 void require(bool ok, const char* op, const std::string& what);
+/// require with `what` formatted from `args`, only when it fails.
+template <class... A>
+void require(bool ok, const char* op, fmt::format_string<A...> what, A&&... args) {
+    if (!ok) require(false, op, fmt::format(what, std::forward<A>(args)...));
+}
 /// Throws unless v >= 1.
 void require_positive(long long v, const char* op, const char* what);
 /// The columns of a (rows, cols) buffer: its size must be a non-zero multiple of rows.

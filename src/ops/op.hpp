@@ -25,6 +25,15 @@ using cuda::LaunchDims;
     template <class Gpu>   \
     void launch(Gpu& gpu, const Op& a)
 
+/// The launch rule of an op whose one kernel receives the struct itself: `kernel` on the op's
+/// stream with the LaunchDims that follow (an expression of the argument struct `a`). The
+/// static_assert takes the invocation's semicolon.
+#define FH_LAUNCH_KERNEL(Op, kernel, ...)                   \
+    FH_LAUNCH(Op) {                                         \
+        gpu.kernels().kernel(gpu.stream(), __VA_ARGS__, a); \
+    }                                                       \
+    static_assert(true)
+
 /// Checks the op's arguments, then runs its CUDA launch rule on a CUDA device or its CPU twin.
 /// check, launch and cpu are found by overload on the argument struct's type. A check that
 /// returns bool says whether there is work (false: nothing to do, e.g. no rows).
