@@ -611,18 +611,18 @@ void DqnEngine::adam_ops(bool end_step) {
                                       agent_.cview(), end_step ? counters_.view() : ops::View<dqn::Counters>{}});
 }
 
-// The first update's gradient beside the collection step; its Adam step only after the
-// collection's forward has read the weights (the join), so collection acts with the weights of the
-// iteration's start without a copy of them. The last Adam step also advances the counters.
 bool DqnEngine::any_ready_to_update() const noexcept {
     for (std::size_t a = 0; a < pushed_.size(); ++a)
         if (ready_to_update(a)) return true;
     return false;
 }
 
-// The agents whose rings are not ready yet (a slot that started a new point while the others
-// train) collect in the iteration as the others do; their updates are discarded on the device
-// (dqn::finish_update), so each agent trains as a single run of it does.
+// The first update's gradient beside the collection step; its Adam step only after the
+// collection's forward has read the weights (the join), so collection acts with the weights of the
+// iteration's start without a copy of them. The last Adam step also advances the counters. The
+// agents whose rings are not ready yet (a slot that started a new point while the others train)
+// collect as the others do; their updates are discarded on the device (dqn::finish_update), so
+// each agent trains as a single run of it does.
 void DqnEngine::iterate() {
     if (!any_ready_to_update()) return collect();
     const long long n = updates_per_iteration_;
@@ -743,8 +743,6 @@ LogLine DqnEngine::read_log(int a, double seconds, DqnLogMarks& marks) {
     return line;
 }
 
-// The names, shapes and order of a single run's checkpoint (also those of checkpoints written by
-// earlier versions, which therefore resume).
 std::vector<StateTensor> DqnEngine::state_tensors(int a) {
     const auto P = static_cast<std::int64_t>(params());
     const auto D = static_cast<std::int64_t>(env_params_.state_dim);

@@ -155,8 +155,8 @@ public:
     /// after a resume from a checkpoint without the replay memory, checkpoint.keep_replay =
     /// false, whose ring refills from empty), and its device counters follow.
     void restore_counters(int agent, long long steps, long long updates, long long pushed);
-    /// Agent i's checkpoint tensors (a single run's names, shapes and order, so that a checkpoint
-    /// resumes alone or in a population), its log line, its replay as a dump.
+    /// Agent i's checkpoint tensors (a single run's names, shapes and order, those of earlier
+    /// versions' too: a checkpoint resumes alone or in a population), its log line, its replay as a dump.
     std::vector<StateTensor> state_tensors(int agent);
     LogLine read_log(int agent, double seconds, DqnLogMarks& marks);
     io::ReplayDump replay_dump(int agent);
