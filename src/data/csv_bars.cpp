@@ -24,6 +24,7 @@ namespace {
 enum class Role : std::uint8_t { ignore, time, open, high, low, close, volume };
 
 constexpr std::string_view kTimeNames[] = {"timestamp", "date", "datetime", "time"};
+constexpr std::string_view kColumnNames[] = {"open", "high", "low", "close", "volume"};  // Role::open on
 constexpr std::string_view kFormatHint =
     "a header with a time column (timestamp, date, datetime or time) and open, high, low, close "
     "(volume optional), comma-separated";
@@ -54,6 +55,19 @@ std::string show(std::string_view s) {
     }
     if (s.size() > 40) out += "...";
     return out + "'";
+}
+
+/// The role of a header's column named `n` (lower case).
+Role role_of(std::string_view n) {
+    if (std::find(std::begin(kTimeNames), std::end(kTimeNames), n) != std::end(kTimeNames)) return Role::time;
+    const auto it = std::find(std::begin(kColumnNames), std::end(kColumnNames), n);
+    if (it == std::end(kColumnNames)) return Role::ignore;
+    return static_cast<Role>(static_cast<int>(Role::open) + (it - std::begin(kColumnNames)));
+}
+
+/// Whether a line or field is separated by ';' or tabs.
+bool other_delimiter(std::string_view s) noexcept {
+    return s.find(';') != std::string_view::npos || s.find('\t') != std::string_view::npos;
 }
 
 [[noreturn]] void fail(const std::string& name, std::size_t line, const std::string& what) {
@@ -185,8 +199,7 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
     std::vector<Role> roles;
     std::vector<std::string> col_names;
     {
-        if (header.find(',') == std::string_view::npos &&
-            (header.find(';') != std::string_view::npos || header.find('\t') != std::string_view::npos))
+        if (header.find(',') == std::string_view::npos && other_delimiter(header))
             fail(name, 1,
                  fmt::format("wrong delimiter: the header {} is separated by '{}'; expected {}", show(header),
                              header.find(';') != std::string_view::npos ? ";" : "\\t", kFormatHint));
@@ -197,19 +210,7 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
             const std::string_view raw =
                 header.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
             const std::string n = lower(trim(raw));
-            Role r = Role::ignore;
-            if (std::find(std::begin(kTimeNames), std::end(kTimeNames), n) != std::end(kTimeNames))
-                r = Role::time;
-            else if (n == "open")
-                r = Role::open;
-            else if (n == "high")
-                r = Role::high;
-            else if (n == "low")
-                r = Role::low;
-            else if (n == "close")
-                r = Role::close;
-            else if (n == "volume")
-                r = Role::volume;
+            const Role r = role_of(n);
             if (r != Role::ignore) {
                 auto& s = seen[static_cast<std::size_t>(r)];
                 if (s != 0)
@@ -224,13 +225,10 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
             if (comma == std::string_view::npos) break;
             start = comma + 1;
         }
-        const char* missing = seen[1] == 0   ? "a time column (timestamp, date, datetime or time)"
-                              : seen[2] == 0 ? "'open'"
-                              : seen[3] == 0 ? "'high'"
-                              : seen[4] == 0 ? "'low'"
-                              : seen[5] == 0 ? "'close'"
-                                             : nullptr;
-        if (missing)
+        std::string missing = seen[1] == 0 ? "a time column (timestamp, date, datetime or time)" : "";
+        for (std::size_t r = 2; r <= 5 && missing.empty(); ++r)
+            if (seen[r] == 0) missing = fmt::format("'{}'", kColumnNames[r - 2]);
+        if (!missing.empty())
             fail(name, 1,
                  fmt::format("missing column {} in the header {}; expected {}", missing, show(header), kFormatHint));
     }
@@ -257,8 +255,7 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
             fail(name, line_no,
                  "empty line; expected a data row (blank lines are allowed only at the end of the file)");
         }
-        if (ncols > 1 && line.find(',') == std::string_view::npos &&
-            (line.find(';') != std::string_view::npos || line.find('\t') != std::string_view::npos))
+        if (ncols > 1 && line.find(',') == std::string_view::npos && other_delimiter(line))
             fail(name, line_no,
                  fmt::format("wrong delimiter: no comma in {}; expected {} comma-separated fields as in the header",
                              show(line), ncols));
@@ -284,9 +281,7 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
                 if (f.empty() || res.ec != std::errc() || res.ptr != f.data() + f.size())
                     fail(name, line_no,
                          fmt::format("{} {} is not a number{}", col_names[k], show(f),
-                                     (f.find(';') != std::string_view::npos || f.find('\t') != std::string_view::npos)
-                                         ? " (wrong delimiter? fields are separated by commas)"
-                                         : ""));
+                                     other_delimiter(f) ? " (wrong delimiter? fields are separated by commas)" : ""));
                 if (!std::isfinite(x))
                     fail(name, line_no, fmt::format("{} is {}; expected a finite number", col_names[k], show(f)));
                 if (r == Role::volume ? x < 0 : x <= 0)
@@ -307,10 +302,7 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
         if (k + 1 < ncols)
             fail(name, line_no,
                  fmt::format("truncated line: {} field{}, expected {} as in the header{}", k + 1, k == 0 ? "" : "s",
-                             ncols,
-                             (line.find(';') != std::string_view::npos || line.find('\t') != std::string_view::npos)
-                                 ? " (wrong delimiter? fields are separated by commas)"
-                                 : ""));
+                             ncols, other_delimiter(line) ? " (wrong delimiter? fields are separated by commas)" : ""));
         const double o = v[2], h = v[3], l = v[4], c = v[5];
         if (h < l) fail(name, line_no, fmt::format("high {} < low {}; expected high >= low", h, l));
         if (l > std::min(o, c))
@@ -370,6 +362,8 @@ std::vector<std::string> list_csv_files(const std::string& dir) {
         if (regular) files.push_back(it->path().string());
     }
     if (ec) throw DataError(fmt::format("{}: cannot list the directory: {}", dir, ec.message()));
+    if (files.empty())
+        throw DataError(fmt::format("{}: no *.csv files in the directory; expected one CSV file per contract", dir));
     std::sort(files.begin(), files.end());
     return files;
 }
@@ -391,11 +385,8 @@ void append_segment(BarSeries& into, BarSeries&& next) {
                         into.segment_names.back()));
     const std::size_t offset = into.size();
     into.time.insert(into.time.end(), next.time.begin(), next.time.end());
-    into.open.insert(into.open.end(), next.open.begin(), next.open.end());
-    into.high.insert(into.high.end(), next.high.begin(), next.high.end());
-    into.low.insert(into.low.end(), next.low.begin(), next.low.end());
-    into.close.insert(into.close.end(), next.close.begin(), next.close.end());
-    into.volume.insert(into.volume.end(), next.volume.begin(), next.volume.end());
+    for (auto column : {&BarSeries::open, &BarSeries::high, &BarSeries::low, &BarSeries::close, &BarSeries::volume})
+        (into.*column).insert((into.*column).end(), (next.*column).begin(), (next.*column).end());
     for (auto s : next.segment_starts) into.segment_starts.push_back(s + offset);
     for (auto& n : next.segment_names) into.segment_names.push_back(std::move(n));
 }
@@ -410,8 +401,6 @@ BarSeries join_contracts(std::vector<BarSeries> parts) {
 
 BarSeries read_csv_directory(const std::string& dir) {
     const auto files = list_csv_files(dir);
-    if (files.empty())
-        throw DataError(fmt::format("{}: no *.csv files in the directory; expected one CSV file per contract", dir));
     std::vector<BarSeries> parts;
     parts.reserve(files.size());
     for (const auto& f : files) parts.push_back(read_csv_file(f));

@@ -32,7 +32,8 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name);
 /// Reads and parses one CSV file.
 BarSeries read_csv_file(const std::string& path);
 
-/// The *.csv files of a directory (case-insensitive extension), sorted by name.
+/// The *.csv files of a directory (case-insensitive extension), sorted by name (DataError when
+/// there is none).
 std::vector<std::string> list_csv_files(const std::string& dir);
 
 /// Appends `next` as a new segment of `into`. `next` must start strictly after `into` ends

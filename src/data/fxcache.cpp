@@ -88,11 +88,7 @@ std::string encode_fxcache(const CacheKey& key, const CachePayload& pl) {
         out.append(name);
     }
     w.put_array(b.time);
-    w.put_array(b.open);
-    w.put_array(b.high);
-    w.put_array(b.low);
-    w.put_array(b.close);
-    w.put_array(b.volume);
+    for (const auto* v : {&b.open, &b.high, &b.low, &b.close, &b.volume}) w.put_array(*v);
     w.put_array(pl.raw.atr);
     w.put_array(pl.raw.values);
 
@@ -162,11 +158,7 @@ bool decode_fxcache(std::string_view bytes, const CacheKey& expected, CachePaylo
     }
     const auto N = static_cast<std::size_t>(n);
     p.get_array(&pl.bars.time, N);
-    p.get_array(&pl.bars.open, N);
-    p.get_array(&pl.bars.high, N);
-    p.get_array(&pl.bars.low, N);
-    p.get_array(&pl.bars.close, N);
-    p.get_array(&pl.bars.volume, N);
+    for (auto* v : {&pl.bars.open, &pl.bars.high, &pl.bars.low, &pl.bars.close, &pl.bars.volume}) p.get_array(v, N);
     p.get_array(&pl.raw.atr, N);
     p.get_array(&pl.raw.values, N * dim);
     pl.raw.dim = static_cast<int>(dim);

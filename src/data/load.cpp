@@ -68,9 +68,6 @@ std::vector<SourceFile> read_sources(const std::string& path) {
     std::vector<SourceFile> files;
     if (is_directory(path)) {
         for (auto& f : list_csv_files(path)) files.push_back({f, read_file_bytes(f)});
-        if (files.empty())
-            throw DataError(
-                fmt::format("{}: no *.csv files in the directory; expected one CSV file per contract", path));
     } else {
         files.push_back({path, read_file_bytes(path)});
     }

@@ -133,25 +133,31 @@ void VecEnv::restart_agent(int a, const DeviceMarket& market, std::uint64_t seed
     if (market.market_dim() != params_.market_dim)
         throw std::invalid_argument(
             fmt::format("VecEnv: params.market_dim {} != the market's {}", params_.market_dim, market.market_dim()));
-    const std::size_t n = static_cast<std::size_t>(n_envs_) / agents, i = static_cast<std::size_t>(a);
-    const std::size_t D = static_cast<std::size_t>(params_.state_dim);
+    const std::size_t i = static_cast<std::size_t>(a);
     EnvParams own = params_;
     own.seed = seed;
-    VecEnv alone(ops_, market, split_, own, static_cast<int>(n));
-    alone.reset_all();
-    const Persistent from = alone.persistent(), to = persistent();
-    ops_.copy_raw(to.state.subview(i * n, n), ops::View<const EnvState>(from.state));
-    ops::run(ops_, ops::Copy{to.portfolio.subview(i * n * PORTFOLIO_STRIDE, n * PORTFOLIO_STRIDE),
-                             ops::View<const float>(from.portfolio)});
-    ops::run(ops_, ops::Copy{to.states.subview(i * n * D, n * D), ops::View<const float>(from.states)});
-    const abi::EnvAgent agent{market.view(split_), seed};
+    const abi::EnvAgent agent =
+        start_into(ops_, persistent(), i, market, split_, own, n_envs_ / static_cast<int>(agents));
     if (agents_.size() == 0) {
         params_.seed = seed;
     } else {
         ops_.upload<abi::EnvAgent>(agents_.view().subview(i, 1), std::vector<abi::EnvAgent>{agent});
     }
     if (a == 0) market_ = agent.market;
-    ops_.synchronize();  // the copies are done before alone's buffers go
+}
+
+abi::EnvAgent VecEnv::start_into(ops::Device& ops, const Persistent& to, std::size_t i, const DeviceMarket& market,
+                                 Split split, const EnvParams& params, int n_envs) {
+    const std::size_t n = static_cast<std::size_t>(n_envs), D = static_cast<std::size_t>(params.state_dim);
+    VecEnv alone(ops, market, split, params, n_envs);
+    alone.reset_all();
+    const Persistent from = alone.persistent();
+    ops.copy_raw(to.state.subview(i * n, n), ops::View<const EnvState>(from.state));
+    ops::run(ops, ops::Copy{to.portfolio.subview(i * n * PORTFOLIO_STRIDE, n * PORTFOLIO_STRIDE),
+                            ops::View<const float>(from.portfolio)});
+    ops::run(ops, ops::Copy{to.states.subview(i * n * D, n * D), ops::View<const float>(from.states)});
+    ops.synchronize();  // the copies are done before alone's buffers go
+    return abi::EnvAgent{alone.market(), params.seed};
 }
 
 void VecEnv::step(ops::View<const int> actions) {

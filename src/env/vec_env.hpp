@@ -118,6 +118,11 @@ public:
         ops::View<float> states;     ///< (n_envs, state_dim)
     };
     Persistent persistent() noexcept { return {state_.view(), portfolio_.view(), states_view()}; }
+    /// Rows [i n, (i + 1) n) of `to` (n = n_envs) become n environments of `params` (its seed)
+    /// on `market`'s `split` started as a VecEnv of them alone starts them (reset_all); returns
+    /// their market and seed. Synchronises (the copies are done before the temporary VecEnv goes).
+    static abi::EnvAgent start_into(ops::Device& ops, const Persistent& to, std::size_t i, const DeviceMarket& market,
+                                    Split split, const EnvParams& params, int n_envs);
 
 private:
     ops::Device& ops_;

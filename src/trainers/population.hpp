@@ -144,9 +144,9 @@ private:
     long long start_;  ///< the engine's iteration at which this agent's first was (its own count from there)
 };
 
-/// A single run of `profile` on `market`'s training split: agent 0 of an Engine of one.
-template <class Agent, class Engine>
-std::unique_ptr<Agent> single_run(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market) {
+/// A single run of `profile` on `market`'s training split: agent 0 of an Engine of one (as a `Result`).
+template <class Result, class Agent, class Engine>
+std::unique_ptr<Result> single_run(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market) {
     return std::make_unique<Agent>(std::make_shared<Engine>(ops, std::vector<config::Profile>{profile},
                                                             std::vector<const env::DeviceMarket*>{&market}),
                                    0);
@@ -205,6 +205,23 @@ inline const config::Profile& first_agent(const std::vector<config::Profile>& ag
         throw UsageError(std::string("a batched ") + trainer +
                          " population needs at least one agent and a market for each");
     return agents.front();
+}
+
+/// The checks of an engine's constructor, agent by agent: `require(agent)` (the trainer's own
+/// rules), then UsageError "agent i cannot train in `engine`: why" where `unsupported(agent,
+/// first)` names a problem, or where its market has other features than the first agent's.
+template <class Unsupported, class Require>
+void check_agents(const std::vector<config::Profile>& agents, const std::vector<const env::DeviceMarket*>& markets,
+                  const char* engine, Unsupported&& unsupported, Require&& require) {
+    for (std::size_t i = 0; i < agents.size(); ++i) {
+        require(agents[i]);
+        if (const std::string why = unsupported(agents[i], agents.front()); !why.empty())
+            throw UsageError("agent " + std::to_string(i) + " cannot train in " + engine + ": " + why);
+        if (markets[i]->market_dim() != markets.front()->market_dim())
+            throw UsageError("agent " + std::to_string(i) + "'s market has " +
+                             std::to_string(markets[i]->market_dim()) + " features, the first agent's " +
+                             std::to_string(markets.front()->market_dim()));
+    }
 }
 
 /// Why `agent` cannot train in a batched population whose first agent is `first` ("" when it can):

@@ -20,12 +20,23 @@
 namespace fh::trainers {
 namespace {
 
+/// TrainerKind::make of a trainer constructed from (ops, profile, market): a single run.
+template <class T>
+std::unique_ptr<Trainer> make_run(ops::Device& ops, const config::Profile& p, const env::DeviceMarket& m) {
+    return std::make_unique<T>(ops, p, m);
+}
+
+/// TrainerKind::make_batched of an engine.
+template <class Engine>
+std::shared_ptr<BatchedPopulation> make_engine(ops::Device& ops, const std::vector<config::Profile>& agents,
+                                               const std::vector<const env::DeviceMarket*>& markets) {
+    return std::make_shared<Engine>(ops, agents, markets);
+}
+
 // DQN, PPO and IQL: one engine each; a single run is an engine of one agent.
 const TrainerKind kDqn{
     "dqn",
-    [](ops::Device& ops, const config::Profile& p, const env::DeviceMarket& m) -> std::unique_ptr<Trainer> {
-        return make_dqn_trainer(ops, p, m);
-    },
+    &single_run<Trainer, DqnAgent, DqnEngine>,
     [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
         return std::make_unique<DqnGreedyPolicy>(network_config(p, state_dim), eval_goal(p));
     },
@@ -33,10 +44,7 @@ const TrainerKind kDqn{
     [](const config::Profile& p) -> std::string { return p.dqn.head == "iqn" ? kIqnNetworkLayout : kQNetworkLayout; },
     &DqnEngine::plan,
     &DqnEngine::unsupported,
-    [](ops::Device& ops, const std::vector<config::Profile>& agents,
-       const std::vector<const env::DeviceMarket*>& markets) -> std::shared_ptr<BatchedPopulation> {
-        return std::make_shared<DqnEngine>(ops, agents, markets);
-    },
+    &make_engine<DqnEngine>,
     &DqnEngine::auto_batching_declined,
     nullptr,
     [](const config::Profile& p) -> long long { return p.experience.gpu_n_episodes; },
@@ -45,9 +53,7 @@ const TrainerKind kDqn{
 
 const TrainerKind kPpo{
     "ppo",
-    [](ops::Device& ops, const config::Profile& p, const env::DeviceMarket& m) -> std::unique_ptr<Trainer> {
-        return make_ppo_trainer(ops, p, m);
-    },
+    &single_run<Trainer, PpoAgent, PpoEngine>,
     [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
         const ActorCritic net(p, state_dim, static_cast<int>(p.num_actions()));
         return std::make_unique<SoftmaxGreedyPolicy>(net.actor, net.layout.total());
@@ -58,10 +64,7 @@ const TrainerKind kPpo{
     [](const config::Profile&) -> std::string { return "ppo/1"; },
     &PpoEngine::plan,
     &PpoEngine::unsupported,
-    [](ops::Device& ops, const std::vector<config::Profile>& agents,
-       const std::vector<const env::DeviceMarket*>& markets) -> std::shared_ptr<BatchedPopulation> {
-        return std::make_shared<PpoEngine>(ops, agents, markets);
-    },
+    &make_engine<PpoEngine>,
     &PpoEngine::auto_batching_declined,
     nullptr,
     [](const config::Profile& p) -> long long {  // an iteration: one rollout of every environment
@@ -71,9 +74,7 @@ const TrainerKind kPpo{
 
 const TrainerKind kIql{
     "iql",
-    [](ops::Device& ops, const config::Profile& p, const env::DeviceMarket& m) -> std::unique_ptr<Trainer> {
-        return make_iql_trainer(ops, p, m);
-    },
+    &single_run<Trainer, IqlAgent, IqlEngine>,
     [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
         const IqlNetworks net(p, state_dim, static_cast<int>(p.num_actions()));
         return std::make_unique<SoftmaxGreedyPolicy>(net.policy, net.layout.total());
@@ -84,10 +85,7 @@ const TrainerKind kIql{
     [](const config::Profile&) -> std::string { return "iql/1"; },
     &IqlEngine::plan,
     &IqlEngine::unsupported,
-    [](ops::Device& ops, const std::vector<config::Profile>& agents,
-       const std::vector<const env::DeviceMarket*>& markets) -> std::shared_ptr<BatchedPopulation> {
-        return std::make_shared<IqlEngine>(ops, agents, markets);
-    },
+    &make_engine<IqlEngine>,
     nullptr,  // measured faster batched at every size
     [](const config::Profile& p) {
         return OfflineDataset{"iql.dataset", p.iql.dataset, p.replay_buffer.batch_size, "replay_buffer.batch_size"};
@@ -98,9 +96,7 @@ const TrainerKind kIql{
 // The supervised baseline and the Decision Transformer: no batched engine (docs/architecture.md).
 const TrainerKind kSupervised{
     "supervised",
-    [](ops::Device& ops, const config::Profile& p, const env::DeviceMarket& m) -> std::unique_ptr<Trainer> {
-        return std::make_unique<SupervisedTrainer>(ops, p, m);
-    },
+    &make_run<SupervisedTrainer>,
     [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
         const int market_dim = state_dim - env::kPortfolioFeatures;
         const SupervisedNetwork net(p, market_dim);
@@ -123,9 +119,7 @@ const TrainerKind kSupervised{
 
 const TrainerKind kDt{
     "dt",
-    [](ops::Device& ops, const config::Profile& p, const env::DeviceMarket& m) -> std::unique_ptr<Trainer> {
-        return std::make_unique<DtTrainer>(ops, p, m);
-    },
+    &make_run<DtTrainer>,
     [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
         return std::make_unique<DtPolicy>(dt_shape(p, state_dim));
     },

@@ -5,17 +5,9 @@
 #include <vector>
 
 #include "abi/replay_nstep.h"
-#include "util/errors.hpp"
 #include "abi/core_vector.h"
 
 namespace fh::trainers {
-
-ReplayBatch::ReplayBatch(ops::Device& device, int b, int state_dim)
-    : batch(b),
-      state_pairs(device.alloc<float>(2 * static_cast<std::size_t>(b) * static_cast<std::size_t>(state_dim))),
-      returns(device.alloc<float>(static_cast<std::size_t>(b))),
-      discounts(device.alloc<float>(static_cast<std::size_t>(b))),
-      actions(device.alloc<int>(static_cast<std::size_t>(b))) {}
 
 ReplayRing::ReplayRing(ops::Device& device, int n_envs, int capacity_steps, int state_dim)
     : n_envs_(n_envs), capacity_steps_(capacity_steps), state_dim_(state_dim) {
@@ -55,11 +47,6 @@ ReplayRing::Slot ReplayRing::next_slot() {
                 rewards_.view().subview(row, n), actions_.view().subview(row, n), done_.view().subview(row, n)};
 }
 
-ops::DqnRing ReplayRing::views() {
-    return ops::DqnRing{states_.view(), next_states_.view(), actions_.view(), rewards_.view(),
-                        done_.view(),   capacity_steps_,     n_envs_,         state_dim_};
-}
-
 long long ReplayRing::sampleable_steps(int n_step) const noexcept {
     const long long oldest = std::max<long long>(0, pushed_ - capacity_steps_);
     return std::max<long long>(0, pushed_ - (n_step - 1) - oldest);
@@ -79,31 +66,6 @@ replay::ReplayView ReplayRing::view() const {
 abi::SampleAgent ReplayRing::sample_agent(std::uint64_t seed, int n_step, float gamma) const {
     const long long oldest = std::max<long long>(0, pushed_ - capacity_steps_);
     return abi::SampleAgent{view(), replay::SampleParams{seed, 0, oldest, sampleable_steps(n_step), n_step, gamma}};
-}
-
-void ReplayRing::sample(ops::Device& device, ReplayBatch& out, std::uint64_t seed, std::uint64_t update, int n_step,
-                        float gamma, ops::View<const long long> update_from, const ops::CounterAdvance& advance) const {
-    abi::SampleAgent at = sample_agent(seed, n_step, gamma);
-    at.params.update = update;
-    ops::run(device, ops::NstepSample{out.states(), out.next_states(), out.actions.view(), out.returns.view(),
-                                      out.discounts.view(), at.ring, at.params, out.batch, update_from, advance});
-}
-
-std::vector<StateTensor> ReplayRing::state_tensors(const std::string& prefix) {
-    const auto rows = static_cast<std::int64_t>(capacity_steps_) * n_envs_;
-    const auto D = static_cast<std::int64_t>(state_dim_);
-    return {
-        state_tensor(prefix + "states", "F32", {rows, D}, states_.view()),
-        state_tensor(prefix + "next_states", "F32", {rows, D}, next_states_.view()),
-        state_tensor(prefix + "rewards", "F32", {rows}, rewards_.view()),
-        state_tensor(prefix + "actions", "I32", {rows}, actions_.view()),
-        state_tensor(prefix + "done", "U8", {rows}, done_.view()),
-    };
-}
-
-void ReplayRing::restore_pushed_steps(long long pushed) {
-    if (pushed < 0) throw UsageError("checkpoint: a negative replay push count");
-    pushed_ = pushed;
 }
 
 io::ReplayDump ReplayRing::dump(ops::Device& device, int num_actions) const {

@@ -18,23 +18,6 @@
 
 namespace fh::trainers {
 
-/// One batch of n-step transitions: states, next_states (B, state_dim); actions, returns,
-/// discounts (B) (discount = gamma^k to bootstrap from next_states, 0 after a termination).
-struct ReplayBatch {
-    ReplayBatch() = default;
-    ReplayBatch(ops::Device& device, int batch, int state_dim);
-    int batch = 0;
-    /// [states; next_states] (2 batch, state_dim) in one buffer, so that a network can run on both
-    /// in one pass (IQL's V on s and s').
-    ops::Buffer<float> state_pairs;
-    ops::Buffer<float> returns, discounts;
-    ops::Buffer<int> actions;
-    ops::View<float> states() noexcept { return state_pairs.view().subview(0, state_pairs.size() / 2); }
-    ops::View<float> next_states() noexcept {
-        return state_pairs.view().subview(state_pairs.size() / 2, state_pairs.size() / 2);
-    }
-};
-
 class ReplayRing {
 public:
     ReplayRing() = default;
@@ -59,28 +42,14 @@ public:
     Slot next_slot();
     /// Marks the slot returned by next_slot() as written.
     void commit_slot() noexcept { ++pushed_; }
-    /// The arrays, for the device steps that write and sample the ring themselves (the slot from
-    /// a device counter); they keep pushed_steps() in step with commit_slot().
-    ops::DqnRing views();
 
     /// Steps that can start an n-step transition (n - 1 successors held).
     long long sampleable_steps(int n_step) const noexcept;
-    /// A uniform batch of n-step transitions; the draw is Philox(seed, replay_sample, row, update),
-    /// with the update number `update`, or update_from[0] in device memory when given (a
-    /// captured update's counter), or the counter advance advances in the launch (its value + 1:
-    /// ops::CounterAdvance).
-    void sample(ops::Device& device, ReplayBatch& out, std::uint64_t seed, std::uint64_t update, int n_step,
-                float gamma, ops::View<const long long> update_from = {},
-                const ops::CounterAdvance& advance = {}) const;
-
-    /// What sample() draws from, for a population's one draw over many rings
-    /// (ops::nstep_sample_agents): the ring and the sampling of sample(seed, _, n_step, gamma).
+    /// The ring and its uniform sampling of n-step transitions (the draw Philox(seed,
+    /// replay_sample, row, update)), as one agent of a population's one draw over many rings
+    /// (ops::nstep_sample_agents).
     abi::SampleAgent sample_agent(std::uint64_t seed, int n_step, float gamma) const;
 
-    /// The ring's arrays as checkpoint tensors "<prefix>states", ... (e.g. "replay/").
-    std::vector<StateTensor> state_tensors(const std::string& prefix);
-    /// Continues from a checkpoint's push count (after the tensors were restored).
-    void restore_pushed_steps(long long pushed);
     /// The ring as a replay dump (docs/replay-dump.md).
     io::ReplayDump dump(ops::Device& device, int num_actions) const;
 

@@ -1,8 +1,6 @@
 /// @file setup.cpp
 #include "trainers/setup.hpp"
 
-#include <numeric>
-
 #include "util/errors.hpp"
 
 namespace fh::trainers {
@@ -55,21 +53,6 @@ env::EnvParams env_params(const config::Profile& p, int market_dim) {
     e.market_dim = market_dim;
     e.state_dim = market_dim + env::kPortfolioFeatures;
     return e;
-}
-
-double mean_step_reward(ops::Device& ops, const env::DeviceMarket& market, env::Split split,
-                        const env::EnvParams& params, int n_envs, int steps, const Policy& policy) {
-    env::VecEnv venv(ops, market, split, params, n_envs);
-    venv.reset_all();
-    auto actions = ops.alloc<int>(static_cast<std::size_t>(n_envs));
-    double total = 0.0;
-    for (int s = 0; s < steps; ++s) {
-        policy(actions.view(), venv.states(), n_envs);
-        venv.step(actions.cview());
-        const auto r = ops.to_host(venv.rewards());
-        total += std::accumulate(r.begin(), r.end(), 0.0);
-    }
-    return total / (static_cast<double>(steps) * n_envs);
 }
 
 }  // namespace fh::trainers

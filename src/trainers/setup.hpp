@@ -35,10 +35,4 @@ void require_greedy_evaluation(const config::Profile& profile);
 /// A policy for evaluation: writes actions (n_envs) for states (n_envs, state_dim).
 using Policy = std::function<void(ops::View<int> actions, ops::View<const float> states, int n_envs)>;
 
-/// Mean reward per environment step of `policy` over `steps` steps of `n_envs` environments on
-/// `split`. The episode starts depend only on the seed in `params`, so policies evaluated with
-/// the same arguments see the same episodes (a fair comparison).
-double mean_step_reward(ops::Device& ops, const env::DeviceMarket& market, env::Split split,
-                        const env::EnvParams& params, int n_envs, int steps, const Policy& policy);
-
 }  // namespace fh::trainers

@@ -116,7 +116,7 @@ LogLine dqn_log_line(const config::Profile& profile, const dqn::MonitorStats& s,
 
 std::unique_ptr<DqnAgent> make_dqn_trainer(ops::Device& ops, const config::Profile& profile,
                                            const env::DeviceMarket& market) {
-    return single_run<DqnAgent, DqnEngine>(ops, profile, market);
+    return single_run<DqnAgent, DqnAgent, DqnEngine>(ops, profile, market);
 }
 
 /// run.population_batching = "auto" batches DQN agents whose replay_buffer.batch_size times widest
@@ -276,15 +276,7 @@ DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agent
       env_params_(trainers::env_params(agents.front(), markets.front()->market_dim())),
       net_((require_supported(agents.front()), network_config(agents.front(), env_params_.state_dim))) {
     const config::Profile& first = agents.front();
-    for (std::size_t i = 0; i < agents.size(); ++i) {
-        require_supported(agents[i]);
-        const std::string why = unsupported(agents[i], first);
-        if (!why.empty())
-            throw UsageError(fmt::format("agent {} cannot train in one DQN engine with agent 0: {}", i, why));
-        if (markets[i]->market_dim() != env_params_.market_dim)
-            throw UsageError(fmt::format("agent {}'s market has {} features, the first agent's {}", i,
-                                         markets[i]->market_dim(), env_params_.market_dim));
-    }
+    check_agents(agents, markets, "one DQN engine with agent 0", unsupported, require_supported);
     const int quantiles = net_.iqn_params().quantiles;
     batched_net_ = agents_ > 1 && net_.attention_groups().empty() && quantiles == 0;
     const std::size_t N = agents.size(), P = params();
@@ -319,7 +311,9 @@ void DqnEngine::start_agent(std::size_t a, const config::Profile& p, const env::
     nn::init_params(ops_, online(agent), net_.layout(), static_cast<std::uint64_t>(p.run.seed));
     ops::run(ops_, ops::Copy{target(agent), ops::View<const float>(online(agent))});
     // Its environments from its seed on its market; its constants and counters.
-    const abi::EnvAgent env = start_environments(a, p, market);
+    const abi::EnvAgent env =
+        env::VecEnv::start_into(ops_, {env_state_.view(), env_portfolio_.view(), env_states_.view()}, a, market,
+                                env::Split::train, trainers::env_params(p, env_params_.market_dim), n_envs_);
     if (a == 0) market0_ = env.market;
     ops_.upload<abi::EnvAgent>(slice(collect_agents_, agent), std::vector<abi::EnvAgent>{env});
     ops_.upload<dqn::AgentParams>(slice(agent_, agent), std::vector<dqn::AgentParams>{dqn_agent_params(p)});
@@ -330,21 +324,6 @@ void DqnEngine::start_agent(std::size_t a, const config::Profile& p, const env::
         put_agent(curiosity_, a,
                   CuriosityModel(ops_, env_params_.state_dim, num_actions_, static_cast<int>(p.dqn.hidden.front()),
                                  env_params_.market_dim, n_envs_, static_cast<std::uint64_t>(p.run.seed)));
-}
-
-abi::EnvAgent DqnEngine::start_environments(std::size_t i, const config::Profile& profile,
-                                            const env::DeviceMarket& market) {
-    const std::size_t n = static_cast<std::size_t>(n_envs_), D = static_cast<std::size_t>(env_params_.state_dim);
-    env::VecEnv venv(ops_, market, env::Split::train, trainers::env_params(profile, env_params_.market_dim), n_envs_);
-    venv.reset_all();
-    auto start = venv.persistent();
-    ops_.copy_raw(env_state_.view().subview(i * n, n), ops::View<const env::EnvState>(start.state));
-    ops::run(ops_, ops::Copy{env_portfolio_.view().subview(i * n * env::PORTFOLIO_STRIDE, n * env::PORTFOLIO_STRIDE),
-                             ops::View<const float>(start.portfolio)});
-    ops::run(ops_, ops::Copy{env_states_.view().subview(i * n * D, n * D), ops::View<const float>(start.states)});
-    const abi::EnvAgent agent{venv.market(), static_cast<std::uint64_t>(profile.run.seed)};
-    ops_.synchronize();  // the copies are done before venv's buffers go
-    return agent;
 }
 
 void DqnEngine::reset_agent(int agent, const config::Profile& p, const env::DeviceMarket& market) {
@@ -384,23 +363,13 @@ void DqnEngine::set_paired_forward_max_rows(int rows) {
     iteration_sequence_.reset();
 }
 
-ops::DqnRing DqnEngine::ring() {
-    return ops::DqnRing{ring_states_.view(),
-                        ring_next_states_.view(),
-                        ring_actions_.view(),
-                        ring_rewards_.view(),
-                        ring_done_.view(),
-                        capacity_steps_,
-                        n_envs_,
-                        env_params_.state_dim};
-}
-
 ops::DqnRing DqnEngine::ring(int a) {
-    return ops::DqnRing{slice(ring_states_, a),
-                        slice(ring_next_states_, a),
-                        slice(ring_actions_, a),
-                        slice(ring_rewards_, a),
-                        slice(ring_done_, a),
+    const auto part = [&](auto& b) { return a < 0 ? b.view() : slice(b, a); };
+    return ops::DqnRing{part(ring_states_),
+                        part(ring_next_states_),
+                        part(ring_actions_),
+                        part(ring_rewards_),
+                        part(ring_done_),
                         capacity_steps_,
                         n_envs_,
                         env_params_.state_dim};
@@ -642,18 +611,18 @@ void DqnEngine::adam_ops(bool end_step) {
                                       agent_.cview(), end_step ? counters_.view() : ops::View<dqn::Counters>{}});
 }
 
-// The first update's gradient beside the collection step; its Adam step only after the
-// collection's forward has read the weights (the join), so collection acts with the weights of the
-// iteration's start without a copy of them. The last Adam step also advances the counters.
 bool DqnEngine::any_ready_to_update() const noexcept {
     for (std::size_t a = 0; a < pushed_.size(); ++a)
         if (ready_to_update(a)) return true;
     return false;
 }
 
-// The agents whose rings are not ready yet (a slot that started a new point while the others
-// train) collect in the iteration as the others do; their updates are discarded on the device
-// (dqn::finish_update), so each agent trains as a single run of it does.
+// The first update's gradient beside the collection step; its Adam step only after the
+// collection's forward has read the weights (the join), so collection acts with the weights of the
+// iteration's start without a copy of them. The last Adam step also advances the counters. The
+// agents whose rings are not ready yet (a slot that started a new point while the others train)
+// collect as the others do; their updates are discarded on the device (dqn::finish_update), so
+// each agent trains as a single run of it does.
 void DqnEngine::iterate() {
     if (!any_ready_to_update()) return collect();
     const long long n = updates_per_iteration_;
@@ -774,8 +743,6 @@ LogLine DqnEngine::read_log(int a, double seconds, DqnLogMarks& marks) {
     return line;
 }
 
-// The names, shapes and order of a single run's checkpoint (also those of checkpoints written by
-// earlier versions, which therefore resume).
 std::vector<StateTensor> DqnEngine::state_tensors(int a) {
     const auto P = static_cast<std::int64_t>(params());
     const auto D = static_cast<std::int64_t>(env_params_.state_dim);

@@ -155,8 +155,8 @@ public:
     /// after a resume from a checkpoint without the replay memory, checkpoint.keep_replay =
     /// false, whose ring refills from empty), and its device counters follow.
     void restore_counters(int agent, long long steps, long long updates, long long pushed);
-    /// Agent i's checkpoint tensors (a single run's names, shapes and order, so that a checkpoint
-    /// resumes alone or in a population), its log line, its replay as a dump.
+    /// Agent i's checkpoint tensors (a single run's names, shapes and order, those of earlier
+    /// versions' too: a checkpoint resumes alone or in a population), its log line, its replay as a dump.
     std::vector<StateTensor> state_tensors(int agent);
     LogLine read_log(int agent, double seconds, DqnLogMarks& marks);
     io::ReplayDump replay_dump(int agent);
@@ -181,14 +181,11 @@ private:
     /// refills it); an agent whose ring is not ready waits on the device (AgentParams::min_pushed).
     bool ready_to_update(std::size_t a) const noexcept { return pushed_[a] >= min_steps_; }
     bool any_ready_to_update() const noexcept;
-    /// Agent a's environments started from its seed on `market` (its slices of the environment
-    /// buffers); returns its collection's market and seed.
     /// Agent a's starting state of `profile` on `market` beside the plan's starting values (which
     /// the constructor's allocation and reset_agent write): its weights from its seed, the target a
     /// copy, its environments, constants, counters and curiosity model. The constructor starts
     /// each agent with it, reset_agent a slot.
     void start_agent(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
-    abi::EnvAgent start_environments(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
     void collect_ops(bool advance);  // acting and the environment step into the replay slot (and dqn_advance)
     void curiosity_ops();            // the bonus into the slot just written, one step of each model
     void gradient_ops(std::uint32_t inject_nan);  // one update's ops up to its Adam step
@@ -202,9 +199,8 @@ private:
         return agents_ == 1 && batch_ <= paired_forward_max_rows_ && net_.iqn_params().quantiles == 0;
     }
     std::size_t params() const noexcept { return net_.layout().total(); }
-    /// The ring of every agent, or of agent a alone.
-    ops::DqnRing ring();
-    ops::DqnRing ring(int a);
+    /// The ring of every agent (a < 0), or of agent a alone.
+    ops::DqnRing ring(int a = -1);
     /// With bootstrap_masks(): the masks of every agent (a < 0) or of agent a; else none (empty).
     ops::View<float> masks(int a = -1);
     template <class T>

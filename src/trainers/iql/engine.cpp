@@ -50,7 +50,7 @@ iql::BehaviourParams behaviour_params(const env::EnvParams& e, std::uint64_t see
 
 std::unique_ptr<IqlAgent> make_iql_trainer(ops::Device& ops, const config::Profile& profile,
                                            const env::DeviceMarket& market) {
-    return single_run<IqlAgent, IqlEngine>(ops, profile, market);
+    return single_run<IqlAgent, IqlAgent, IqlEngine>(ops, profile, market);
 }
 
 std::string IqlEngine::unsupported(const config::Profile& p, const config::Profile& first) {
@@ -130,19 +130,11 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
       batch_(static_cast<int>(agents.front().replay_buffer.batch_size)),
       net_(agents.front(), state_dim_, num_actions_) {
     const config::Profile& first = agents.front();
-    for (std::size_t i = 0; i < agents.size(); ++i) {
-        const std::string why = unsupported(agents[i], first);
-        if (!why.empty())
-            throw UsageError(fmt::format("agent {} cannot train in a batched IQL population: {}", i, why));
-        if (markets[i]->market_dim() != markets.front()->market_dim())
-            throw UsageError(fmt::format("agent {}'s market has {} features, the first agent's {}", i,
-                                         markets[i]->market_dim(), markets.front()->market_dim()));
-        require_greedy_evaluation(agents[i]);
-        env_params_.push_back(trainers::env_params(agents[i], markets[i]->market_dim()));
-    }
+    check_agents(agents, markets, "a batched IQL population", unsupported, [](const auto&) {});
     const std::size_t N = agents.size();
+    env_params_.resize(N);
     PlanInputs inputs;
-    inputs.market_dim = env_params_.front().market_dim;
+    inputs.market_dim = markets.front()->market_dim();
     plan_ = IqlEngine::plan(first, agents_, inputs);
     plan_.allocate(ops, *this);
     twin_stride_ = net_.q2.layers().front().weight.offset - net_.q1.layers().front().weight.offset;
@@ -168,20 +160,16 @@ IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agent
     }
 }
 
-void IqlEngine::build_dataset(std::size_t a, const config::Profile& p, const env::DeviceMarket& market) {
-    OfflineDataset ds =
-        build_offline_dataset(ops_, p, market, env_params_[a], p.iql.dataset, p.iql.dataset_size, "iql");
-    datasets_[a] = std::move(ds.ring);
-    transitions_[a] = ds.transitions;
-    collection_seconds_[a] = ds.collection_seconds;
-}
-
 void IqlEngine::start_agent(std::size_t a, const config::Profile& p, const env::DeviceMarket& market) {
     const std::size_t P = params();
     profiles_[a] = p;
     env_params_[a] = trainers::env_params(p, market.market_dim());
     // Its dataset as its single run builds it (its seed's behaviour data on its market).
-    build_dataset(a, p, market);
+    OfflineDataset ds =
+        build_offline_dataset(ops_, p, market, env_params_[a], p.iql.dataset, p.iql.dataset_size, "iql");
+    datasets_[a] = std::move(ds.ring);
+    transitions_[a] = ds.transitions;
+    collection_seconds_[a] = ds.collection_seconds;
     // The weights from its seed (the padding zero), the target a copy.
     const auto online = online_.view().subview(a * P, P);
     nn::init_params(ops_, online, net_.layout, static_cast<std::uint64_t>(p.run.seed));

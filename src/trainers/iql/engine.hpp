@@ -131,9 +131,6 @@ public:
 
 private:
     void update_ops(std::uint32_t inject_nan);
-    /// Agent a's dataset as its single run of `profile` builds it on `market` (datasets_[a] and its
-    /// counts; the vectors sized N).
-    void build_dataset(std::size_t a, const config::Profile& profile, const env::DeviceMarket& market);
     /// Agent a's starting state of `profile` on `market` beside the plan's starting values (which
     /// the constructor's allocation and reset_agent write): its dataset, weights from its seed,
     /// the target a copy, its keys and update count. The constructor starts each agent with it,

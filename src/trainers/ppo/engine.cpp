@@ -45,7 +45,7 @@ ActorCritic::ActorCritic(const config::Profile& p, int state_dim, int num_action
 
 std::unique_ptr<PpoAgent> make_ppo_trainer(ops::Device& ops, const config::Profile& profile,
                                            const env::DeviceMarket& market) {
-    return single_run<PpoAgent, PpoEngine>(ops, profile, market);
+    return single_run<PpoAgent, PpoAgent, PpoEngine>(ops, profile, market);
 }
 
 /// run.population_batching = "auto" batches PPO agents whose widest ppo.hidden layer is at most
@@ -94,23 +94,6 @@ std::string PpoEngine::unsupported(const config::Profile& p, const config::Profi
 }
 
 namespace {
-
-// The first agent's environment parameters once every agent is checked (the population's
-// environments share them but for the seed, which abi::EnvAgent carries).
-env::EnvParams checked_env_params(const std::vector<config::Profile>& agents,
-                                  const std::vector<const env::DeviceMarket*>& markets) {
-    const config::Profile& first = first_agent(agents, markets, "PPO");
-    for (std::size_t i = 0; i < agents.size(); ++i) {
-        const std::string why = PpoEngine::unsupported(agents[i], first);
-        if (!why.empty())
-            throw UsageError(fmt::format("agent {} cannot train in a batched PPO population: {}", i, why));
-        if (markets[i]->market_dim() != markets.front()->market_dim())
-            throw UsageError(fmt::format("agent {}'s market has {} features, the first agent's {}", i,
-                                         markets[i]->market_dim(), markets.front()->market_dim()));
-        require_greedy_evaluation(agents[i]);
-    }
-    return trainers::env_params(first, markets.front()->market_dim());
-}
 
 std::vector<std::uint64_t> seeds_of(const std::vector<config::Profile>& agents) {
     std::vector<std::uint64_t> seeds;
@@ -208,7 +191,8 @@ PpoEngine::PpoEngine(ops::Device& ops, const std::vector<config::Profile>& agent
       n_envs_(static_cast<int>(agents.front().experience.gpu_n_episodes)),
       horizon_(static_cast<int>(agents.front().experience.gpu_timesteps_per_episode)),
       num_actions_(static_cast<int>(agents.front().num_actions())),
-      state_dim_(checked_env_params(agents, markets).state_dim),
+      state_dim_((check_agents(agents, markets, "a batched PPO population", unsupported, [](const auto&) {}),
+                  trainers::env_params(agents.front(), markets.front()->market_dim()).state_dim)),
       batch_(static_cast<int>(static_cast<long long>(n_envs_) * horizon_ / agents.front().ppo.minibatches)),
       window_(static_cast<int>(agents.front().ppo.diversity_window)),
       epochs_(agents.front().ppo.epochs),

@@ -113,11 +113,6 @@ void SupervisedSignalPolicy::act(ops::Device& ops, ops::View<const float> weight
     const auto pred = net_.forward(ops, weights.subview(0, param_floats_), x, n, ws_);
     ops::run(ops, ops::SupervisedSignal{actions.subview(0, rows), pred, src.rows,
                                         weights.subview(param_floats_, supervised::kCalibrationFloats), params_});
-    last_n_ = n;
-}
-
-ops::View<const float> SupervisedSignalPolicy::last_predictions() const {
-    return ws_.output().subview(0, static_cast<std::size_t>(last_n_));
 }
 
 void SupervisedTrainer::check_data(const config::Profile& p, const data::MarketData& md) {

@@ -64,8 +64,6 @@ public:
     std::size_t weights_size() const override { return param_floats_ + supervised::kCalibrationFloats; }
     void act(ops::Device& ops, ops::View<const float> weights, ops::View<int> actions, ops::View<const float> states,
              int n) override;
-    /// The network's predictions of the last act() (n).
-    ops::View<const float> last_predictions() const;
 
 private:
     nn::Mlp net_;
@@ -74,7 +72,6 @@ private:
     nn::Mlp::Workspace ws_;
     ops::Buffer<float> x_;
     ops::Device* owner_ = nullptr;
-    int last_n_ = 0;
 };
 
 class SupervisedTrainer final : public UpdateCountedTrainer {
