@@ -126,8 +126,8 @@ private:
     };
     void add_entry(Entry e);
     std::vector<const Entry*> ordered() const;
-    std::string header(const std::vector<const Entry*>& order, std::uint64_t checksum) const;
-    std::uint64_t checksum(const std::vector<const Entry*>& order) const;
+    /// The header's length (u64 little-endian) and the header, for the tensors in `order`.
+    std::string head(const std::vector<const Entry*>& order) const;
 
     std::vector<Entry> entries_;
     std::map<std::string, std::string> metadata_;
