@@ -299,17 +299,16 @@ private:
         for (const auto& d : schema()) {
             if (!d.required || set_at_.count(d.full_name())) continue;
             const std::string fix = d.choices.empty() ? std::string() : fmt::format(" ({})", d.range_text());
+            const auto example = d.choices.substr(0, d.choices.find('|'));
             if (run_header_.line > 0 && d.section == "run")
                 problem(run_header_,
-                        fmt::format("[{}] has no '{}', which is required{}: add e.g. "
-                                    "{} = \"{}\" under this header",
-                                    d.section, d.key, fix, d.key, d.choices.substr(0, d.choices.find('|'))));
+                        fmt::format("[{}] has no '{}', which is required{}: add e.g. {} = \"{}\" under this header",
+                                    d.section, d.key, fix, d.key, example));
             else
                 problem(Location{origin_, 1, 1},
-                        fmt::format("missing required key {}{}: add a [{}] section with e.g. "
-                                    "{} = \"{}\", or pass --set {}={}",
-                                    d.full_name(), fix, d.section, d.key, d.choices.substr(0, d.choices.find('|')),
-                                    d.full_name(), d.choices.substr(0, d.choices.find('|'))));
+                        fmt::format(
+                            "missing required key {}{}: add a [{}] section with e.g. {} = \"{}\", or pass --set {}={}",
+                            d.full_name(), fix, d.section, d.key, example, d.full_name(), example));
         }
     }
 
@@ -555,10 +554,6 @@ Profile resolve_profile_file(const std::string& path, const std::vector<std::str
                          path, kMaxProfileBytes)});
     return resolve_profile_text(text, path, overrides);
 }
-
-}  // namespace fh::config
-
-namespace fh::config {
 
 std::int64_t data_seed(const Profile& profile) {
     return profile.data.seed < 0 ? profile.run.seed : profile.data.seed;

@@ -444,19 +444,10 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::string_view type_name(KeyType t) {
-    switch (t) {
-        case KeyType::integer:
-            return "integer";
-        case KeyType::number:
-            return "float";
-        case KeyType::boolean:
-            return "bool";
-        case KeyType::string:
-            return "string";
-        case KeyType::int_array:
-            return "array of integers";
-    }
-    return "?";
+    static constexpr std::string_view kNames[] = {"integer", "float", "bool", "string", "array of integers"};
+    static_assert(std::size(kNames) == static_cast<std::size_t>(KeyType::int_array) + 1, "one per KeyType");
+    const auto i = static_cast<std::size_t>(t);
+    return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 std::string KeyDescriptor::full_name() const {

@@ -388,23 +388,11 @@ std::string Location::text() const {
 }
 
 std::string_view kind_phrase(TomlValue::Kind k) {
-    switch (k) {
-        case TomlValue::Kind::integer:
-            return "an integer";
-        case TomlValue::Kind::floating:
-            return "a float";
-        case TomlValue::Kind::boolean:
-            return "a bool";
-        case TomlValue::Kind::string:
-            return "a string";
-        case TomlValue::Kind::array:
-            return "an array";
-        case TomlValue::Kind::table:
-            return "a table";
-        case TomlValue::Kind::date_time:
-            return "a date/time";
-    }
-    return "a value";
+    static constexpr std::string_view kPhrases[] = {"an integer", "a float", "a bool",     "a string",
+                                                    "an array",   "a table", "a date/time"};
+    static_assert(std::size(kPhrases) == static_cast<std::size_t>(TomlValue::Kind::date_time) + 1, "one per Kind");
+    const auto i = static_cast<std::size_t>(k);
+    return i < std::size(kPhrases) ? kPhrases[i] : "a value";
 }
 
 TomlValue parse_toml(std::string_view text, std::string_view origin) {

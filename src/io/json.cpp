@@ -56,31 +56,18 @@ Value Value::object(Object o) {
     return v;
 }
 
-namespace {
-[[noreturn]] void wrong_kind(Value::Kind want, Value::Kind have) {
-    throw std::logic_error(fmt::format("json: expected {}, have {}", kind_name(want), kind_name(have)));
+const Value& Value::expect(Kind want) const {
+    if (kind_ != want)
+        throw std::logic_error(fmt::format("json: expected {}, have {}", kind_name(want), kind_name(kind_)));
+    return *this;
 }
-}  // namespace
 
-bool Value::as_bool() const {
-    if (kind_ != Kind::boolean) wrong_kind(Kind::boolean, kind_);
-    return bool_;
-}
-bool Value::is_negative() const {
-    if (kind_ != Kind::integer) wrong_kind(Kind::integer, kind_);
-    return negative_;
-}
-std::uint64_t Value::magnitude() const {
-    if (kind_ != Kind::integer) wrong_kind(Kind::integer, kind_);
-    return magnitude_;
-}
 std::uint64_t Value::as_u64() const {
-    if (kind_ != Kind::integer) wrong_kind(Kind::integer, kind_);
-    if (negative_) throw std::logic_error("json: negative integer read as unsigned");
+    if (expect(Kind::integer).negative_) throw std::logic_error("json: negative integer read as unsigned");
     return magnitude_;
 }
 std::int64_t Value::as_i64() const {
-    if (kind_ != Kind::integer) wrong_kind(Kind::integer, kind_);
+    expect(Kind::integer);
     constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
     if (!negative_) {
         if (magnitude_ > max) throw std::logic_error("json: integer above int64 range");
@@ -91,21 +78,9 @@ std::int64_t Value::as_i64() const {
 }
 double Value::as_double() const {
     if (kind_ == Kind::number) return number_;
-    if (kind_ != Kind::integer) wrong_kind(Kind::number, kind_);
+    if (kind_ != Kind::integer) expect(Kind::number);
     const double m = static_cast<double>(magnitude_);
     return negative_ ? -m : m;
-}
-const std::string& Value::as_string() const {
-    if (kind_ != Kind::string) wrong_kind(Kind::string, kind_);
-    return string_;
-}
-const Array& Value::as_array() const {
-    if (kind_ != Kind::array) wrong_kind(Kind::array, kind_);
-    return *array_;
-}
-const Object& Value::as_object() const {
-    if (kind_ != Kind::object) wrong_kind(Kind::object, kind_);
-    return *object_;
 }
 const Value* Value::find(std::string_view key) const {
     for (const auto& [k, v] : as_object())

@@ -2,6 +2,7 @@
 #include "io/progress.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -63,11 +64,7 @@ std::string format_progress_line(const ProgressState& st, int width) {
         fields.push_back(
             fmt::format("val {} {:.4g}", st.metric_name.empty() ? "metric" : st.metric_name, *st.last_val_metric));
 
-    std::string text;
-    for (std::size_t i = 0; i < fields.size(); ++i) {
-        if (i) text += " | ";
-        text += fields[i];
-    }
+    const std::string text = fmt::format("{}", fmt::join(fields, " | "));
 
     // Bar of 10..30 cells when there is room, none otherwise; then cut to the width.
     const int room = width - 1 - static_cast<int>(text.size()) - 3;  // "[" + "] "

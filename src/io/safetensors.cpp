@@ -217,38 +217,8 @@ void TensorFileWriter::write(const std::string& path) const {
 // ---------------------------------------------------------------------------------------------
 // TensorFile
 
-TensorFile::TensorFile(TensorFile&& o) noexcept {
-    *this = std::move(o);
-}
-
-TensorFile& TensorFile::operator=(TensorFile&& o) noexcept {
-    if (this == &o) return *this;
-    release();
-    path_ = std::move(o.path_);
-    base_ = o.base_;
-    size_ = o.size_;
-    mapping_ = o.mapping_;
-    // Moving a vector keeps its buffer, so views into memory_ stay valid.
-    memory_ = std::move(o.memory_);
-    data_begin_ = o.data_begin_;
-    metadata_ = std::move(o.metadata_);
-    tensors_ = std::move(o.tensors_);
-    order_ = std::move(o.order_);
-    format_version_ = o.format_version_;
-    o.base_ = nullptr;
-    o.size_ = 0;
-    o.mapping_ = nullptr;
-    o.tensors_.clear();
-    return *this;
-}
-
-TensorFile::~TensorFile() {
-    release();
-}
-
-void TensorFile::release() noexcept {
-    if (mapping_) ::munmap(mapping_, size_);
-    mapping_ = nullptr;
+void TensorFile::Unmap::operator()(void* mapping) const noexcept {
+    ::munmap(mapping, size);
 }
 
 void TensorFile::fail(const std::string& what) const {
@@ -264,7 +234,7 @@ TensorFile TensorFile::read(const std::string& path, const ReadOptions& options)
     if (f.size_ > 0) {
         void* m = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
         if (m == MAP_FAILED) f.fail(fmt::format("cannot map: {}", std::strerror(errno)));
-        f.mapping_ = m;
+        f.mapping_ = std::unique_ptr<void, Unmap>(m, Unmap{f.size_});
         f.base_ = static_cast<const std::byte*>(m);
     }
     f.validate(options);
