@@ -41,19 +41,20 @@ std::vector<std::string> section_names() {
     return out;
 }
 
-std::vector<std::string> keys_of(std::string_view section) {
-    std::vector<std::string> out;
+/// The `out` of every schema key whose `by` is `value`: the keys of a section, the sections that
+/// have a key of a name.
+std::vector<std::string> schema_names(std::string_view KeyDescriptor::*by, std::string_view value,
+                                      std::string_view KeyDescriptor::*out) {
+    std::vector<std::string> names;
     for (const auto& k : schema())
-        if (k.section == section) out.emplace_back(k.key);
-    return out;
+        if (k.*by == value) names.emplace_back(k.*out);
+    return names;
 }
-
-/// Sections that have a key of this name.
+std::vector<std::string> keys_of(std::string_view section) {
+    return schema_names(&KeyDescriptor::section, section, &KeyDescriptor::key);
+}
 std::vector<std::string> owners_of(std::string_view key) {
-    std::vector<std::string> out;
-    for (const auto& k : schema())
-        if (k.key == key) out.emplace_back(k.section);
-    return out;
+    return schema_names(&KeyDescriptor::key, key, &KeyDescriptor::section);
 }
 
 std::string list(const std::vector<std::string>& items, std::string_view before = "", std::string_view after = "") {
@@ -163,8 +164,6 @@ public:
         if (!problems_.empty()) throw ProfileError(problems_);
         return profile_;
     }
-
-    std::vector<std::string>& problems() { return problems_; }
 
 private:
     static const KeyDescriptor* find_key_by_name(const std::string& full) {

@@ -143,35 +143,28 @@ void write_replay_dump(const std::string& path, const ReplayDump& d) {
 
 namespace {
 
-class FdReader {
-public:
-    FdReader(int fd, const std::string& path) : fd_(fd), path_(path) {}
-    ~FdReader() { ::close(fd_); }
-    FdReader(const FdReader&) = delete;
-    FdReader& operator=(const FdReader&) = delete;
+/// Reads a file that stays open meanwhile, hashing what it reads.
+struct FdReader {
+    int fd;
+    const std::string& path;
+    util::Xxh64Stream hash;
 
     /// Reads exactly `size` bytes (hashed unless `hashed` is false).
     void read(void* data, std::size_t size, bool hashed = true) {
         auto* p = static_cast<char*>(data);
         std::size_t left = size;
         while (left > 0) {
-            const ssize_t n = ::read(fd_, p, std::min<std::size_t>(left, std::size_t{1} << 30));
+            const ssize_t n = ::read(fd, p, std::min<std::size_t>(left, std::size_t{1} << 30));
             if (n < 0) {
                 if (errno == EINTR) continue;
-                io_fail(path_, fmt::format("cannot read: {}", std::strerror(errno)));
+                io_fail(path, fmt::format("cannot read: {}", std::strerror(errno)));
             }
-            if (n == 0) io_fail(path_, "unexpected end of file (the file was truncated while it was read)");
+            if (n == 0) io_fail(path, "unexpected end of file (the file was truncated while it was read)");
             p += n;
             left -= static_cast<std::size_t>(n);
         }
-        if (hashed) hash_.update(data, size);
+        if (hashed) hash.update(data, size);
     }
-    std::uint64_t digest() const { return hash_.digest(); }
-
-private:
-    int fd_;
-    const std::string& path_;
-    util::Xxh64Stream hash_;
 };
 
 }  // namespace
@@ -186,7 +179,7 @@ ReplayDumpInfo scan_replay_dump(const std::string& path, bool header_only, Repla
     util::RegularFile file(path);  // a FIFO or a device is refused, never opened blocking
     if (!file.ok()) io_fail(path, file.error());
     const std::uint64_t file_bytes = file.size();
-    FdReader in(file.release(), path);  // closes the descriptor
+    FdReader in{file.fd(), path, util::Xxh64Stream()};  // `file` closes the descriptor
     if (file_bytes == 0) io_fail(path, "the file is empty (not a replay dump)");
     if (file_bytes < kReplayDumpHeaderBytes + kChecksumBytes)
         io_fail(path, fmt::format("too short: {} bytes (a replay dump has a {}-byte header and an {}-byte "
@@ -281,7 +274,7 @@ ReplayDumpInfo scan_replay_dump(const std::string& path, bool header_only, Repla
             if (v[i] > 2 && bad_value.empty())
                 note(fmt::format("done flag {} at row {} is not 0, 1 or 2", v[i], first + i));
     });
-    const std::uint64_t actual = in.digest();
+    const std::uint64_t actual = in.hash.digest();
     std::uint64_t sum = 0;
     in.read(&sum, sizeof sum, /*hashed=*/false);
     if (sum != actual)
