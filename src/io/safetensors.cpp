@@ -297,19 +297,10 @@ void TensorFile::validate(const ReadOptions& options) {
         }
         if (name.empty()) fail("invalid header: a tensor has an empty name");
         if (!v.is_object()) fail(fmt::format("invalid header: tensor {} is not an object", name));
-        const json::Value* dt = nullptr;
-        const json::Value* sh = nullptr;
-        const json::Value* off = nullptr;
-        for (const auto& [k, fv] : v.as_object()) {
-            if (k == "dtype")
-                dt = &fv;
-            else if (k == "shape")
-                sh = &fv;
-            else if (k == "data_offsets")
-                off = &fv;
-            else
-                fail(fmt::format("invalid header: tensor {} has an unknown field {}", name, k));
-        }
+        for (const auto& field : v.as_object())
+            if (field.first != "dtype" && field.first != "shape" && field.first != "data_offsets")
+                fail(fmt::format("invalid header: tensor {} has an unknown field {}", name, field.first));
+        const json::Value *dt = v.find("dtype"), *sh = v.find("shape"), *off = v.find("data_offsets");
         if (!dt || !sh || !off)
             fail(fmt::format("invalid header: tensor {} lacks {}", name,
                              !dt   ? "dtype"
