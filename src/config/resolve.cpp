@@ -41,19 +41,20 @@ std::vector<std::string> section_names() {
     return out;
 }
 
-std::vector<std::string> keys_of(std::string_view section) {
-    std::vector<std::string> out;
+/// The `out` of every schema key whose `by` is `value`: the keys of a section, the sections that
+/// have a key of a name.
+std::vector<std::string> schema_names(std::string_view KeyDescriptor::*by, std::string_view value,
+                                      std::string_view KeyDescriptor::*out) {
+    std::vector<std::string> names;
     for (const auto& k : schema())
-        if (k.section == section) out.emplace_back(k.key);
-    return out;
+        if (k.*by == value) names.emplace_back(k.*out);
+    return names;
 }
-
-/// Sections that have a key of this name.
+std::vector<std::string> keys_of(std::string_view section) {
+    return schema_names(&KeyDescriptor::section, section, &KeyDescriptor::key);
+}
 std::vector<std::string> owners_of(std::string_view key) {
-    std::vector<std::string> out;
-    for (const auto& k : schema())
-        if (k.key == key) out.emplace_back(k.section);
-    return out;
+    return schema_names(&KeyDescriptor::key, key, &KeyDescriptor::section);
 }
 
 std::string list(const std::vector<std::string>& items, std::string_view before = "", std::string_view after = "") {
@@ -163,8 +164,6 @@ public:
         if (!problems_.empty()) throw ProfileError(problems_);
         return profile_;
     }
-
-    std::vector<std::string>& problems() { return problems_; }
 
 private:
     static const KeyDescriptor* find_key_by_name(const std::string& full) {
@@ -299,17 +298,16 @@ private:
         for (const auto& d : schema()) {
             if (!d.required || set_at_.count(d.full_name())) continue;
             const std::string fix = d.choices.empty() ? std::string() : fmt::format(" ({})", d.range_text());
+            const auto example = d.choices.substr(0, d.choices.find('|'));
             if (run_header_.line > 0 && d.section == "run")
                 problem(run_header_,
-                        fmt::format("[{}] has no '{}', which is required{}: add e.g. "
-                                    "{} = \"{}\" under this header",
-                                    d.section, d.key, fix, d.key, d.choices.substr(0, d.choices.find('|'))));
+                        fmt::format("[{}] has no '{}', which is required{}: add e.g. {} = \"{}\" under this header",
+                                    d.section, d.key, fix, d.key, example));
             else
                 problem(Location{origin_, 1, 1},
-                        fmt::format("missing required key {}{}: add a [{}] section with e.g. "
-                                    "{} = \"{}\", or pass --set {}={}",
-                                    d.full_name(), fix, d.section, d.key, d.choices.substr(0, d.choices.find('|')),
-                                    d.full_name(), d.choices.substr(0, d.choices.find('|'))));
+                        fmt::format(
+                            "missing required key {}{}: add a [{}] section with e.g. {} = \"{}\", or pass --set {}={}",
+                            d.full_name(), fix, d.section, d.key, example, d.full_name(), example));
         }
     }
 
@@ -353,191 +351,171 @@ private:
         const auto& p = profile_;
         // A rule names every key it reads. It runs only when each of them passed its own type
         // and range check: a key out of range is reported once, at the key, and a rule never
-        // computes with it (dt.embedding % dt.heads with heads = 0 would trap). The condition and
-        // the message are evaluated only then.
-        const CrossKeyRule rule = [&](std::initializer_list<std::string> keys, const std::function<bool()>& violated,
-                                      const std::function<std::string()>& message) {
+        // computes with it (dt.embedding % dt.heads with heads = 0 would trap).
+        const CrossKeyRule rule = [&](std::initializer_list<std::string> keys,
+                                      const std::function<std::string()>& check) {
             for (const auto& k : keys)
                 if (bad.count(k)) return;  // already reported; a second message would be noise
-            if (violated()) problem(where_of_any(keys), message());
+            if (const auto message = check(); !message.empty()) problem(where_of_any(keys), message);
         };
         // run.trainer's entry (config/trainer_profiles.hpp); none while run.trainer is missing or unknown.
         const TrainerProfile* kind = find_trainer_profile(p.run.trainer);
         const auto can = [&](bool TrainerProfile::*capability) { return kind != nullptr && kind->*capability; };
-        const double sum = p.data.train_fraction + p.data.val_fraction + p.data.test_fraction;
-        rule(
-            {"data.train_fraction", "data.val_fraction", "data.test_fraction"}, [&] { return sum > 1.0 + 1e-9; },
-            [&] {
-                return fmt::format(
-                    "data.train_fraction + val_fraction + test_fraction = {} + {} + {} = {} "
-                    "exceeds 1",
-                    p.data.train_fraction, p.data.val_fraction, p.data.test_fraction, sum);
-            });
-        rule(
-            {"walk_forward.folds"}, [&] { return p.walk_forward.folds == 1; },
-            [&] { return "walk_forward.folds = 1: a walk-forward needs at least 2 folds (0 = an ordinary run)"; });
-        rule(
-            {"walk_forward.fold", "walk_forward.folds"},
-            [&] { return p.walk_forward.folds >= 2 && p.walk_forward.fold >= p.walk_forward.folds; },
-            [&] {
-                return fmt::format("walk_forward.fold = {} does not exist: the folds are 0 .. {}", p.walk_forward.fold,
-                                   p.walk_forward.folds - 1);
-            });
-        rule(
-            {"run.search", "run.trainer"}, [&] { return p.run.search != "none" && !can(&TrainerProfile::searches); },
-            [&] {
-                std::vector<std::string> names;
-                for (const auto name : trainers_with(&TrainerProfile::searches)) {
-                    names.emplace_back(name);
-                    for (auto& c : names.back()) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-                }
-                std::sort(names.begin(), names.end());
-                return fmt::format("run.search = \"{}\" trains {} populations, not {}", p.run.search,
-                                   words(names, "and"), p.run.trainer);
-            });
-        rule(
-            {"run.search", "run.eval_interval", "data.val_fraction"},
-            [&] { return p.run.search != "none" && (p.run.eval_interval == 0 || p.data.val_fraction == 0); },
-            [&] {
-                return fmt::format(
-                    "run.search = \"{}\" ranks the agents on their validation metric: it needs "
-                    "run.eval_interval > 0 and data.val_fraction > 0",
-                    p.run.search);
-            });
-        rule(
-            {"run.search", "search.interval", "run.eval_interval"},
-            [&] {
-                return p.run.search != "none" && p.run.eval_interval > 0 &&
-                       p.search.interval % p.run.eval_interval != 0;
-            },
-            [&] {
-                return fmt::format(
-                    "search.interval = {} is not a multiple of run.eval_interval = {}: a {} round ranks the agents "
-                    "on the validation of the same step",
-                    p.search.interval, p.run.eval_interval, p.run.search == "pbt" ? "PBT" : "halving");
-            });
-        rule(
-            {"data.format", "data.path"}, [&] { return p.data.format == "csv" && p.data.path.empty(); },
-            [&] { return "data.format = \"csv\" but data.path is empty: give the CSV with data.path or --data"; });
-        rule(
-            {"data.val_fraction", "early_stopping.patience"},
-            [&] { return p.data.val_fraction == 0 && p.early_stopping.patience > 0; },
-            [&] {
-                return "early stopping (early_stopping.patience > 0) needs a validation split: set "
-                       "data.val_fraction > 0, or early_stopping.patience = 0";
-            });
-        rule(
-            {"replay_buffer.min_replay_size", "replay_buffer.buffer_size", "training.buffer_size"},
-            [&] { return p.replay_buffer.min_replay_size > p.replay_buffer.buffer_size; },
-            [&] {
-                return fmt::format(
-                    "replay_buffer.min_replay_size = {} exceeds buffer_size = {}: training "
-                    "would never start",
-                    p.replay_buffer.min_replay_size, p.replay_buffer.buffer_size);
-            });
-        rule(
-            {"replay_buffer.batch_size", "replay_buffer.buffer_size", "training.buffer_size"},
-            [&] { return p.replay_buffer.batch_size > p.replay_buffer.buffer_size; },
-            [&] {
-                return fmt::format("replay_buffer.batch_size = {} exceeds buffer_size = {}", p.replay_buffer.batch_size,
-                                   p.replay_buffer.buffer_size);
-            });
-        rule(
-            {"experience.n_step", "experience.gpu_timesteps_per_episode"},
-            [&] { return p.experience.n_step >= p.experience.gpu_timesteps_per_episode; },
-            [&] {
-                return fmt::format(
-                    "experience.n_step = {} must be shorter than an episode "
-                    "(gpu_timesteps_per_episode = {})",
-                    p.experience.n_step, p.experience.gpu_timesteps_per_episode);
-            });
-        rule(
-            {"dqn.v_min", "dqn.v_max"},
-            [&] { return !(static_cast<float>(p.dqn.v_min) < static_cast<float>(p.dqn.v_max)); },
-            [&] {
-                return fmt::format(
-                    "dqn.v_min = {} must be below dqn.v_max = {} (also as the 32-bit floats the kernels "
-                    "use: {} and {})",
-                    p.dqn.v_min, p.dqn.v_max, static_cast<float>(p.dqn.v_min), static_cast<float>(p.dqn.v_max));
-            });
-        rule(
-            {"training.epsilon_start", "training.epsilon_end"},
-            [&] { return p.training.epsilon_end > p.training.epsilon_start; },
-            [&] {
-                return fmt::format("training.epsilon_end = {} exceeds epsilon_start = {}", p.training.epsilon_end,
-                                   p.training.epsilon_start);
-            });
-        rule(
-            {"iql.dataset"}, [&] { return p.iql.dataset.empty(); },
-            [&] { return "iql.dataset is empty: use \"behaviour\" or the path of a replay dump"; });
-        rule(
-            {"run.eval_interval", "data.val_fraction"},
-            [&] { return p.run.eval_interval > 0 && p.data.val_fraction == 0; },
-            [&] {
-                return fmt::format(
-                    "run.eval_interval = {} asks for validation backtests but data.val_fraction = 0 leaves no "
-                    "validation split: set data.val_fraction > 0 (e.g. 0.15), or run.eval_interval = 0",
-                    p.run.eval_interval);
-            });
-        rule(
-            {"data.test_fraction"}, [&] { return p.data.test_fraction == 0; },
-            [&] {
-                return "data.test_fraction = 0 leaves no test split, but every run ends with a backtest on it "
-                       "(backtest/, summary.json): give it a share, e.g. data.test_fraction = 0.15";
-            });
+        rule({"data.train_fraction", "data.val_fraction", "data.test_fraction"}, [&] {
+            const double sum = p.data.train_fraction + p.data.val_fraction + p.data.test_fraction;
+            return sum > 1.0 + 1e-9
+                       ? fmt::format("data.train_fraction + val_fraction + test_fraction = {} + {} + {} = {} exceeds 1",
+                                     p.data.train_fraction, p.data.val_fraction, p.data.test_fraction, sum)
+                       : "";
+        });
+        rule({"walk_forward.folds"}, [&] {
+            return p.walk_forward.folds == 1
+                       ? "walk_forward.folds = 1: a walk-forward needs at least 2 folds (0 = an ordinary run)"
+                       : "";
+        });
+        rule({"walk_forward.fold", "walk_forward.folds"}, [&] {
+            return p.walk_forward.folds >= 2 && p.walk_forward.fold >= p.walk_forward.folds
+                       ? fmt::format("walk_forward.fold = {} does not exist: the folds are 0 .. {}",
+                                     p.walk_forward.fold, p.walk_forward.folds - 1)
+                       : "";
+        });
+        rule({"run.search", "run.trainer"}, [&]() -> std::string {
+            if (p.run.search == "none" || can(&TrainerProfile::searches)) return "";
+            std::vector<std::string> names;
+            for (const auto name : trainers_with(&TrainerProfile::searches)) {
+                names.emplace_back(name);
+                for (auto& c : names.back()) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+            }
+            std::sort(names.begin(), names.end());
+            return fmt::format("run.search = \"{}\" trains {} populations, not {}", p.run.search, words(names, "and"),
+                               p.run.trainer);
+        });
+        rule({"run.search", "run.eval_interval", "data.val_fraction"}, [&] {
+            return p.run.search != "none" && (p.run.eval_interval == 0 || p.data.val_fraction == 0)
+                       ? fmt::format(
+                             "run.search = \"{}\" ranks the agents on their validation metric: it needs "
+                             "run.eval_interval > 0 and data.val_fraction > 0",
+                             p.run.search)
+                       : "";
+        });
+        rule({"run.search", "search.interval", "run.eval_interval"}, [&] {
+            return p.run.search != "none" && p.run.eval_interval > 0 && p.search.interval % p.run.eval_interval != 0
+                       ? fmt::format(
+                             "search.interval = {} is not a multiple of run.eval_interval = {}: a {} round ranks the "
+                             "agents on the validation of the same step",
+                             p.search.interval, p.run.eval_interval, p.run.search == "pbt" ? "PBT" : "halving")
+                       : "";
+        });
+        rule({"data.format", "data.path"}, [&] {
+            return p.data.format == "csv" && p.data.path.empty()
+                       ? "data.format = \"csv\" but data.path is empty: give the CSV with data.path or --data"
+                       : "";
+        });
+        rule({"data.val_fraction", "early_stopping.patience"}, [&] {
+            return p.data.val_fraction == 0 && p.early_stopping.patience > 0
+                       ? "early stopping (early_stopping.patience > 0) needs a validation split: set data.val_fraction "
+                         "> 0, or early_stopping.patience = 0"
+                       : "";
+        });
+        rule({"replay_buffer.min_replay_size", "replay_buffer.buffer_size", "training.buffer_size"}, [&] {
+            return p.replay_buffer.min_replay_size > p.replay_buffer.buffer_size
+                       ? fmt::format(
+                             "replay_buffer.min_replay_size = {} exceeds buffer_size = {}: training would never start",
+                             p.replay_buffer.min_replay_size, p.replay_buffer.buffer_size)
+                       : "";
+        });
+        rule({"replay_buffer.batch_size", "replay_buffer.buffer_size", "training.buffer_size"}, [&] {
+            return p.replay_buffer.batch_size > p.replay_buffer.buffer_size
+                       ? fmt::format("replay_buffer.batch_size = {} exceeds buffer_size = {}",
+                                     p.replay_buffer.batch_size, p.replay_buffer.buffer_size)
+                       : "";
+        });
+        rule({"experience.n_step", "experience.gpu_timesteps_per_episode"}, [&] {
+            return p.experience.n_step >= p.experience.gpu_timesteps_per_episode
+                       ? fmt::format(
+                             "experience.n_step = {} must be shorter than an episode (gpu_timesteps_per_episode = {})",
+                             p.experience.n_step, p.experience.gpu_timesteps_per_episode)
+                       : "";
+        });
+        rule({"dqn.v_min", "dqn.v_max"}, [&] {
+            return !(static_cast<float>(p.dqn.v_min) < static_cast<float>(p.dqn.v_max))
+                       ? fmt::format(
+                             "dqn.v_min = {} must be below dqn.v_max = {} (also as the 32-bit floats the kernels use: "
+                             "{} and {})",
+                             p.dqn.v_min, p.dqn.v_max, static_cast<float>(p.dqn.v_min), static_cast<float>(p.dqn.v_max))
+                       : "";
+        });
+        rule({"training.epsilon_start", "training.epsilon_end"}, [&] {
+            return p.training.epsilon_end > p.training.epsilon_start
+                       ? fmt::format("training.epsilon_end = {} exceeds epsilon_start = {}", p.training.epsilon_end,
+                                     p.training.epsilon_start)
+                       : "";
+        });
+        rule({"iql.dataset"}, [&] {
+            return p.iql.dataset.empty() ? "iql.dataset is empty: use \"behaviour\" or the path of a replay dump" : "";
+        });
+        rule({"run.eval_interval", "data.val_fraction"}, [&] {
+            return p.run.eval_interval > 0 && p.data.val_fraction == 0
+                       ? fmt::format(
+                             "run.eval_interval = {} asks for validation backtests but data.val_fraction = 0 leaves no "
+                             "validation split: set data.val_fraction > 0 (e.g. 0.15), or run.eval_interval = 0",
+                             p.run.eval_interval)
+                       : "";
+        });
+        rule({"data.test_fraction"}, [&] {
+            return p.data.test_fraction == 0
+                       ? "data.test_fraction = 0 leaves no test split, but every run ends with a backtest on it "
+                         "(backtest/, summary.json): give it a share, e.g. data.test_fraction = 0.15"
+                       : "";
+        });
         // The rules that hold for run.trainer's trainer alone (config/trainer_profiles.cpp).
         if (kind != nullptr && kind->rules != nullptr) kind->rules(p, rule);
-        rule(
-            {"eval.deterministic"}, [&] { return !p.eval.deterministic; },
-            [&] {
-                return "eval.deterministic = false (sampled actions in backtests) is not implemented yet: every "
-                       "trainer "
-                       "evaluates its greedy / most likely action; set eval.deterministic = true";
-            });
-        rule(
-            {"early_stopping.metric", "run.trainer"},
-            [&] { return p.early_stopping.metric == "val_loss" && !can(&TrainerProfile::validation_loss); },
-            [&] {
-                return fmt::format(
-                    "early_stopping.metric = \"val_loss\" needs run.trainer = {} (the {} trainer has no "
-                    "validation loss); use val_sharpe, val_return or val_sortino",
-                    quoted_trainers_with(&TrainerProfile::validation_loss), p.run.trainer);
-            });
-        rule(
-            {"supervised.exit_threshold", "supervised.entry_threshold"},
-            [&] { return p.supervised.exit_threshold > p.supervised.entry_threshold; },
-            [&] {
-                return fmt::format(
-                    "supervised.exit_threshold = {} exceeds supervised.entry_threshold = {}: a position would be "
-                    "closed at a score that opens it",
-                    p.supervised.exit_threshold, p.supervised.entry_threshold);
-            });
-        rule(
-            {"dt.embedding", "dt.heads"}, [&] { return p.dt.embedding % p.dt.heads != 0; },
-            [&] {
-                return fmt::format(
-                    "dt.embedding = {} is not a multiple of dt.heads = {}: every head gets embedding / heads "
-                    "features",
-                    p.dt.embedding, p.dt.heads);
-            });
-        rule(
-            {"dt.embedding", "dt.heads"},
-            [&] { return p.dt.embedding % p.dt.heads == 0 && p.dt.embedding / p.dt.heads > 128; },
-            [&] {
-                return fmt::format("dt.embedding / dt.heads = {} features per head exceeds 128: use more heads",
-                                   p.dt.embedding / std::max<std::int64_t>(1, p.dt.heads));
-            });
-        rule(
-            {"dt.dataset"}, [&] { return p.dt.dataset.empty(); },
-            [&] { return "dt.dataset is empty: use \"behaviour\" or the path of a replay dump"; });
-        rule(
-            {"replay_buffer.save_dump", "run.trainer"},
-            [&] { return p.replay_buffer.save_dump && !can(&TrainerProfile::replay_memory); },
-            [&] {
-                return fmt::format(
-                    "replay_buffer.save_dump = true needs run.trainer = {} (the {} trainer has no replay memory)",
-                    quoted_trainers_with(&TrainerProfile::replay_memory), p.run.trainer);
-            });
+        rule({"eval.deterministic"}, [&] {
+            return !p.eval.deterministic
+                       ? "eval.deterministic = false (sampled actions in backtests) is not implemented yet: every "
+                         "trainer evaluates its greedy / most likely action; set eval.deterministic = true"
+                       : "";
+        });
+        rule({"early_stopping.metric", "run.trainer"}, [&] {
+            return p.early_stopping.metric == "val_loss" && !can(&TrainerProfile::validation_loss)
+                       ? fmt::format(
+                             "early_stopping.metric = \"val_loss\" needs run.trainer = {} (the {} trainer has no "
+                             "validation loss); use val_sharpe, val_return or val_sortino",
+                             quoted_trainers_with(&TrainerProfile::validation_loss), p.run.trainer)
+                       : "";
+        });
+        rule({"supervised.exit_threshold", "supervised.entry_threshold"}, [&] {
+            return p.supervised.exit_threshold > p.supervised.entry_threshold
+                       ? fmt::format(
+                             "supervised.exit_threshold = {} exceeds supervised.entry_threshold = {}: a position would "
+                             "be closed at a score that opens it",
+                             p.supervised.exit_threshold, p.supervised.entry_threshold)
+                       : "";
+        });
+        rule({"dt.embedding", "dt.heads"}, [&] {
+            return p.dt.embedding % p.dt.heads != 0 ? fmt::format(
+                                                          "dt.embedding = {} is not a multiple of dt.heads = {}: every "
+                                                          "head gets embedding / heads features",
+                                                          p.dt.embedding, p.dt.heads)
+                                                    : "";
+        });
+        rule({"dt.embedding", "dt.heads"}, [&] {
+            return p.dt.embedding % p.dt.heads == 0 && p.dt.embedding / p.dt.heads > 128
+                       ? fmt::format("dt.embedding / dt.heads = {} features per head exceeds 128: use more heads",
+                                     p.dt.embedding / p.dt.heads)
+                       : "";
+        });
+        rule({"dt.dataset"}, [&] {
+            return p.dt.dataset.empty() ? "dt.dataset is empty: use \"behaviour\" or the path of a replay dump" : "";
+        });
+        rule({"replay_buffer.save_dump", "run.trainer"}, [&] {
+            return p.replay_buffer.save_dump && !can(&TrainerProfile::replay_memory)
+                       ? fmt::format(
+                             "replay_buffer.save_dump = true needs run.trainer = {} (the {} trainer has no replay "
+                             "memory)",
+                             quoted_trainers_with(&TrainerProfile::replay_memory), p.run.trainer)
+                       : "";
+        });
     }
 
     std::string origin_;
@@ -575,10 +553,6 @@ Profile resolve_profile_file(const std::string& path, const std::vector<std::str
                          path, kMaxProfileBytes)});
     return resolve_profile_text(text, path, overrides);
 }
-
-}  // namespace fh::config
-
-namespace fh::config {
 
 std::int64_t data_seed(const Profile& profile) {
     return profile.data.seed < 0 ? profile.run.seed : profile.data.seed;

@@ -13,9 +13,13 @@
 namespace fh::config {
 namespace {
 
-#define FH_FIELD(member) [](Profile& p) -> FieldPtr { return &p.member; }
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
+/// A key's section, name and Profile field, all from one spelling: FH_KEY(training, gamma) is
+/// training.gamma, bound to Profile::training.gamma.
+struct Key {
+    std::string_view section, key;
+    FieldPtr (*field)(Profile&);
+};
+#define FH_KEY(s, k) Key(#s, #k, [](Profile& p) -> FieldPtr { return &p.s.k; })
 
 Bounds any() {
     return {};
@@ -33,22 +37,20 @@ Bounds closed_open(double lo, double hi) {
     return {lo, hi, false, true};
 }
 
-KeyDescriptor integer(std::string_view s, std::string_view k, Bounds b, std::string_view doc, FieldPtr (*f)(Profile&),
-                      Rule rule = Rule::none) {
-    return {s, k, KeyType::integer, b, "", rule, 0, 0, false, doc, f};
+KeyDescriptor integer(Key k, Bounds b, std::string_view doc, Rule rule = Rule::none) {
+    return {k.section, k.key, KeyType::integer, b, "", rule, 0, 0, false, doc, k.field};
 }
-KeyDescriptor number(std::string_view s, std::string_view k, Bounds b, std::string_view doc, FieldPtr (*f)(Profile&)) {
-    return {s, k, KeyType::number, b, "", Rule::none, 0, 0, false, doc, f};
+KeyDescriptor number(Key k, Bounds b, std::string_view doc) {
+    return {k.section, k.key, KeyType::number, b, "", Rule::none, 0, 0, false, doc, k.field};
 }
-KeyDescriptor boolean(std::string_view s, std::string_view k, std::string_view doc, FieldPtr (*f)(Profile&)) {
-    return {s, k, KeyType::boolean, any(), "", Rule::none, 0, 0, false, doc, f};
+KeyDescriptor boolean(Key k, std::string_view doc) {
+    return {k.section, k.key, KeyType::boolean, any(), "", Rule::none, 0, 0, false, doc, k.field};
 }
-KeyDescriptor text(std::string_view s, std::string_view k, std::string_view choices, std::string_view doc,
-                   FieldPtr (*f)(Profile&), Rule rule = Rule::no_newline) {
-    return {s, k, KeyType::string, any(), choices, rule, 0, 0, false, doc, f};
+KeyDescriptor text(Key k, std::string_view choices, std::string_view doc, Rule rule = Rule::no_newline) {
+    return {k.section, k.key, KeyType::string, any(), choices, rule, 0, 0, false, doc, k.field};
 }
-KeyDescriptor layers(std::string_view s, std::string_view doc, FieldPtr (*f)(Profile&)) {
-    return {s, "hidden", KeyType::int_array, closed(1, 16384), "", Rule::none, 1, 16, false, doc, f};
+KeyDescriptor layers(Key k, std::string_view doc) {
+    return {k.section, k.key, KeyType::int_array, closed(1, 16384), "", Rule::none, 1, 16, false, doc, k.field};
 }
 KeyDescriptor required(KeyDescriptor k) {
     k.required = true;
@@ -64,420 +66,320 @@ constexpr double kMaxRows = 40'000'000;
 std::vector<KeyDescriptor> build_schema() {
     return {
         // [run]
-        text("run", "name", "", "run name: the run directory's name under output_dir; \"\" = TRAINER-DATE-TIME",
-             FH_FIELD(run.name), Rule::run_name),
-        required(text("run", "trainer", "dqn|ppo|iql|supervised|dt", "the trainer (required)", FH_FIELD(run.trainer))),
-        integer("run", "seed", closed(0, kMaxCount),
-                "master seed: same profile, seed and device give identical results", FH_FIELD(run.seed)),
-        integer("run", "population", closed(1, 256),
+        text(FH_KEY(run, name), "", "run name: the run directory's name under output_dir; \"\" = TRAINER-DATE-TIME",
+             Rule::run_name),
+        required(text(FH_KEY(run, trainer), "dqn|ppo|iql|supervised|dt", "the trainer (required)")),
+        integer(FH_KEY(run, seed), closed(0, kMaxCount),
+                "master seed: same profile, seed and device give identical results"),
+        integer(FH_KEY(run, population), closed(1, 256),
                 "agents trained together in one process, agent i with seed run.seed + i, each in its own run directory "
-                "under the population's (docs/sweeps.md); 1 = a single run",
-                FH_FIELD(run.population)),
-        text("run", "population_batching", "auto|on|off",
+                "under the population's (docs/sweeps.md); 1 = a single run"),
+        text(FH_KEY(run, population_batching), "auto|on|off",
              "a DQN, IQL or PPO population as one batched engine (every op one launch for all agents) where its agents "
              "allow it: auto for IQL always, for PPO when the widest ppo.hidden layer <= 256 and a rollout "
              "(experience.gpu_n_episodes x gpu_timesteps_per_episode) >= 1024 transitions, for DQN when "
              "replay_buffer.batch_size x the widest dqn.hidden layer >= 32768 (smaller agents run faster with their "
-             "own launches), on always, off never (docs/sweeps.md)",
-             FH_FIELD(run.population_batching)),
-        text("run", "device", "", "compute device: auto (GPU if present, else CPU with a warning), cpu, cuda, cuda:N",
-             FH_FIELD(run.device), Rule::device),
-        text("run", "output_dir", "", "root directory of run directories", FH_FIELD(run.output_dir)),
-        integer("run", "total_steps", closed(1, kMaxCount),
-                "training budget: environment steps (DQN, PPO) or gradient updates (IQL, supervised, dt)",
-                FH_FIELD(run.total_steps)),
-        integer("run", "log_interval", closed(1, kMaxCount),
-                "env steps (IQL, supervised, dt: updates) between metrics.jsonl lines", FH_FIELD(run.log_interval)),
-        integer("run", "eval_interval", closed(0, kMaxCount),
+             "own launches), on always, off never (docs/sweeps.md)"),
+        text(FH_KEY(run, device), "",
+             "compute device: auto (GPU if present, else CPU with a warning), cpu, cuda, cuda:N", Rule::device),
+        text(FH_KEY(run, output_dir), "", "root directory of run directories"),
+        integer(FH_KEY(run, total_steps), closed(1, kMaxCount),
+                "training budget: environment steps (DQN, PPO) or gradient updates (IQL, supervised, dt)"),
+        integer(FH_KEY(run, log_interval), closed(1, kMaxCount),
+                "env steps (IQL, supervised, dt: updates) between metrics.jsonl lines"),
+        integer(FH_KEY(run, eval_interval), closed(0, kMaxCount),
                 "env steps (IQL, supervised, dt: updates) between validation backtests; 0 = none (the test backtest at "
-                "the end uses the last weights)",
-                FH_FIELD(run.eval_interval)),
-        integer("run", "checkpoint_interval", closed(0, kMaxCount),
-                "env steps (IQL, supervised, dt: updates) between checkpoints; 0 = only at the end",
-                FH_FIELD(run.checkpoint_interval)),
-        text("run", "on_exists", "new|skip|resume|error",
+                "the end uses the last weights)"),
+        integer(FH_KEY(run, checkpoint_interval), closed(0, kMaxCount),
+                "env steps (IQL, supervised, dt: updates) between checkpoints; 0 = only at the end"),
+        text(FH_KEY(run, on_exists), "new|skip|resume|error",
              "when the run directory exists: new makes NAME-2; skip does nothing; resume continues an unfinished run "
-             "and skips a finished one; error stops (docs/sweeps.md)",
-             FH_FIELD(run.on_exists)),
-        text("run", "search", "none|pbt|halving",
-             "a search inside a population (docs/sweeps.md): pbt = population-based training, the bottom agents "
-             "copying the top ones every search.interval and perturbing their keys; halving = successive halving "
-             "(ASHA), the worst agents at each rung stopped and their slots given new points; none = each agent "
-             "trains alone",
-             FH_FIELD(run.search)),
+             "and skips a finished one; error stops (docs/sweeps.md)"),
+        text(
+            FH_KEY(run, search), "none|pbt|halving",
+            "a search inside a population (docs/sweeps.md): pbt = population-based training, the bottom agents copying "
+            "the top ones every search.interval and perturbing their keys; halving = successive halving (ASHA), the "
+            "worst agents at each rung stopped and their slots given new points; none = each agent trains alone"),
         // [data]
-        text("data", "path", "", "CSV file or directory of bars; \"\" = the embedded synthetic market",
-             FH_FIELD(data.path)),
-        text("data", "format", "auto|csv", "format of data.path; auto = from the file name", FH_FIELD(data.format)),
-        number("data", "train_fraction", open_closed(0, 1), "leading share of the bars used for training",
-               FH_FIELD(data.train_fraction)),
-        number("data", "val_fraction", closed_open(0, 1), "following share used for validation (early stopping)",
-               FH_FIELD(data.val_fraction)),
-        number("data", "test_fraction", closed_open(0, 1),
-               "following share used for the final test; the three sum to at most 1", FH_FIELD(data.test_fraction)),
-        text("data", "feature_set", "core42", "market features per bar (docs/features.md)", FH_FIELD(data.feature_set)),
-        text("data", "cache_dir", "",
-             "fxcache directory for computed features; \"\" = next to the data (the synthetic market is not cached)",
-             FH_FIELD(data.cache_dir)),
-        integer("data", "synthetic_bars", closed(1000, 1'000'000),
+        text(FH_KEY(data, path), "", "CSV file or directory of bars; \"\" = the embedded synthetic market"),
+        text(FH_KEY(data, format), "auto|csv", "format of data.path; auto = from the file name"),
+        number(FH_KEY(data, train_fraction), open_closed(0, 1), "leading share of the bars used for training"),
+        number(FH_KEY(data, val_fraction), closed_open(0, 1), "following share used for validation (early stopping)"),
+        number(FH_KEY(data, test_fraction), closed_open(0, 1),
+               "following share used for the final test; the three sum to at most 1"),
+        text(FH_KEY(data, feature_set), "core42", "market features per bar (docs/features.md)"),
+        text(FH_KEY(data, cache_dir), "",
+             "fxcache directory for computed features; \"\" = next to the data (the synthetic market is not cached)"),
+        integer(FH_KEY(data, synthetic_bars), closed(1000, 1'000'000),
                 "bars of the synthetic market (when data.path is \"\"); more would drift its price far from the "
-                "instrument's scale",
-                FH_FIELD(data.synthetic_bars)),
-        number("data", "planted_signal", closed_open(0, 1),
-               "strength of the synthetic market's planted predictable component; 0 = none",
-               FH_FIELD(data.planted_signal)),
-        integer("data", "seed", closed(-1, kMaxCount),
+                "instrument's scale"),
+        number(FH_KEY(data, planted_signal), closed_open(0, 1),
+               "strength of the synthetic market's planted predictable component; 0 = none"),
+        integer(FH_KEY(data, seed), closed(-1, kMaxCount),
                 "seed of the synthetic market (when data.path is \"\"); -1 = run.seed, so each seed draws its own "
-                "market; set it to hold the market fixed across seeds (docs/data.md)",
-                FH_FIELD(data.seed)),
+                "market; set it to hold the market fixed across seeds (docs/data.md)"),
         // [instrument]
-        number("instrument", "multiplier", open_closed(0, 1e9), "currency per point per contract",
-               FH_FIELD(instrument.multiplier)),
-        number("instrument", "tick_size", open_closed(0, 1e9), "minimum price increment, in points",
-               FH_FIELD(instrument.tick_size)),
-        number("instrument", "commission", closed(0, 1e9), "commission per contract per side, currency",
-               FH_FIELD(instrument.commission)),
-        number("instrument", "slippage_ticks", closed(0, 1e6), "ticks against the trader on every market-order fill",
-               FH_FIELD(instrument.slippage_ticks)),
-        number("instrument", "initial_equity", closed(1, 1e15),
-               "starting account equity, currency (at least 1: rewards divide by it, and a smaller one overflows them)",
-               FH_FIELD(instrument.initial_equity)),
-        integer("instrument", "max_contracts", closed(1, 100000), "contracts held at the extreme position level",
-                FH_FIELD(instrument.max_contracts)),
-        number("instrument", "bars_per_year", closed(0, 1e8),
-               "bars per year for annualised metrics; 0 = infer from timestamps", FH_FIELD(instrument.bars_per_year)),
+        number(FH_KEY(instrument, multiplier), open_closed(0, 1e9), "currency per point per contract"),
+        number(FH_KEY(instrument, tick_size), open_closed(0, 1e9), "minimum price increment, in points"),
+        number(FH_KEY(instrument, commission), closed(0, 1e9), "commission per contract per side, currency"),
+        number(FH_KEY(instrument, slippage_ticks), closed(0, 1e6),
+               "ticks against the trader on every market-order fill"),
+        number(
+            FH_KEY(instrument, initial_equity), closed(1, 1e15),
+            "starting account equity, currency (at least 1: rewards divide by it, and a smaller one overflows them)"),
+        integer(FH_KEY(instrument, max_contracts), closed(1, 100000), "contracts held at the extreme position level"),
+        number(FH_KEY(instrument, bars_per_year), closed(0, 1e8),
+               "bars per year for annualised metrics; 0 = infer from timestamps"),
         // [env]
-        integer("env", "position_levels", closed(3, 101),
-                "target position levels -(L-1)/2 .. (L-1)/2, scaled to max_contracts", FH_FIELD(env.position_levels),
-                Rule::odd),
-        integer("env", "urgency_levels", closed(1, 3), "order types: market, + passive limit, + far limit",
-                FH_FIELD(env.urgency_levels)),
-        number("env", "reward_scale", open_closed(0, 1e6), "reward = equity change / initial_equity * reward_scale",
-               FH_FIELD(env.reward_scale)),
-        number("env", "drawdown_penalty", closed(0, 1e6),
-               "weight of the increase in drawdown subtracted from the reward", FH_FIELD(env.drawdown_penalty)),
-        number("env", "bankruptcy_fraction", closed_open(0, 1), "an episode ends when equity < this * initial_equity",
-               FH_FIELD(env.bankruptcy_fraction)),
-        number("env", "limit_offset_ticks", closed(0, 1e6), "passive limit order distance from the close, in ticks",
-               FH_FIELD(env.limit_offset_ticks)),
-        number("env", "limit_atr_mult", closed(0, 1e6),
-               "far limit order distance from the close, in multiples of ATR(14)", FH_FIELD(env.limit_atr_mult)),
+        integer(FH_KEY(env, position_levels), closed(3, 101),
+                "target position levels -(L-1)/2 .. (L-1)/2, scaled to max_contracts", Rule::odd),
+        integer(FH_KEY(env, urgency_levels), closed(1, 3), "order types: market, + passive limit, + far limit"),
+        number(FH_KEY(env, reward_scale), open_closed(0, 1e6),
+               "reward = equity change / initial_equity * reward_scale"),
+        number(FH_KEY(env, drawdown_penalty), closed(0, 1e6),
+               "weight of the increase in drawdown subtracted from the reward"),
+        number(FH_KEY(env, bankruptcy_fraction), closed_open(0, 1),
+               "an episode ends when equity < this * initial_equity"),
+        number(FH_KEY(env, limit_offset_ticks), closed(0, 1e6),
+               "passive limit order distance from the close, in ticks"),
+        number(FH_KEY(env, limit_atr_mult), closed(0, 1e6),
+               "far limit order distance from the close, in multiples of ATR(14)"),
         // [experience]
-        integer("experience", "gpu_n_episodes", closed(1, 1 << 20), "environments stepped in parallel",
-                FH_FIELD(experience.gpu_n_episodes)),
-        integer("experience", "gpu_timesteps_per_episode", closed(1, 10'000'000),
-                "bars per episode (shorter at the data end or on bankruptcy)",
-                FH_FIELD(experience.gpu_timesteps_per_episode)),
-        integer("experience", "n_step", closed(1, 64), "n of the n-step return", FH_FIELD(experience.n_step)),
+        integer(FH_KEY(experience, gpu_n_episodes), closed(1, 1 << 20), "environments stepped in parallel"),
+        integer(FH_KEY(experience, gpu_timesteps_per_episode), closed(1, 10'000'000),
+                "bars per episode (shorter at the data end or on bankruptcy)"),
+        integer(FH_KEY(experience, n_step), closed(1, 64), "n of the n-step return"),
         // [replay_buffer]
-        integer("replay_buffer", "buffer_size", closed(1, kMaxRows), "transitions kept in the device replay buffer",
-                FH_FIELD(replay_buffer.buffer_size)),
-        integer("replay_buffer", "min_replay_size", closed(1, kMaxRows),
-                "transitions collected before the first update", FH_FIELD(replay_buffer.min_replay_size)),
-        integer("replay_buffer", "batch_size", closed(1, 1 << 20), "transitions per gradient update",
-                FH_FIELD(replay_buffer.batch_size)),
-        boolean("replay_buffer", "save_dump",
-                "DQN: write the replay memory to replay.fhreplay in the run directory at the end (an iql.dataset)",
-                FH_FIELD(replay_buffer.save_dump)),
+        integer(FH_KEY(replay_buffer, buffer_size), closed(1, kMaxRows),
+                "transitions kept in the device replay buffer"),
+        integer(FH_KEY(replay_buffer, min_replay_size), closed(1, kMaxRows),
+                "transitions collected before the first update"),
+        integer(FH_KEY(replay_buffer, batch_size), closed(1, 1 << 20), "transitions per gradient update"),
+        boolean(FH_KEY(replay_buffer, save_dump),
+                "DQN: write the replay memory to replay.fhreplay in the run directory at the end (an iql.dataset)"),
         // [training]
-        number("training", "learning_rate", open_closed(0, 1), "Adam step size", FH_FIELD(training.learning_rate)),
-        number("training", "gamma", closed(0, 1), "discount factor per bar", FH_FIELD(training.gamma)),
-        number("training", "grad_clip_norm", closed(0, 1e6), "global gradient-norm clip; 0 = off",
-               FH_FIELD(training.grad_clip_norm)),
-        integer("training", "updates_per_iteration", closed(1, 1024), "gradient updates per collection step",
-                FH_FIELD(training.updates_per_iteration)),
-        integer("training", "buffer_size", closed(0, kMaxRows),
-                "alias of replay_buffer.buffer_size (both set and different = error); 0 = unset",
-                FH_FIELD(training.buffer_size)),
-        number("training", "tau", closed(0, 1),
-               "soft target update rate per update; 0 = copy every target_update_period updates",
-               FH_FIELD(training.tau)),
-        integer("training", "target_update_period", closed(1, kMaxCount),
-                "updates between target-network copies when tau = 0", FH_FIELD(training.target_update_period)),
-        number("training", "epsilon_start", closed(0, 1), "initial epsilon-greedy exploration rate",
-               FH_FIELD(training.epsilon_start)),
-        number("training", "epsilon_end", closed(0, 1), "final exploration rate (at most epsilon_start)",
-               FH_FIELD(training.epsilon_end)),
-        integer("training", "epsilon_decay_steps", closed(0, kMaxCount),
-                "environment steps of the linear decay; 0 = epsilon_end from the start",
-                FH_FIELD(training.epsilon_decay_steps)),
-        integer("training", "max_bad_updates", closed(1, kMaxCount),
-                "training guard: skipped non-finite updates before the run stops (exit 5)",
-                FH_FIELD(training.max_bad_updates)),
+        number(FH_KEY(training, learning_rate), open_closed(0, 1), "Adam step size"),
+        number(FH_KEY(training, gamma), closed(0, 1), "discount factor per bar"),
+        number(FH_KEY(training, grad_clip_norm), closed(0, 1e6), "global gradient-norm clip; 0 = off"),
+        integer(FH_KEY(training, updates_per_iteration), closed(1, 1024), "gradient updates per collection step"),
+        integer(FH_KEY(training, buffer_size), closed(0, kMaxRows),
+                "alias of replay_buffer.buffer_size (both set and different = error); 0 = unset"),
+        number(FH_KEY(training, tau), closed(0, 1),
+               "soft target update rate per update; 0 = copy every target_update_period updates"),
+        integer(FH_KEY(training, target_update_period), closed(1, kMaxCount),
+                "updates between target-network copies when tau = 0"),
+        number(FH_KEY(training, epsilon_start), closed(0, 1), "initial epsilon-greedy exploration rate"),
+        number(FH_KEY(training, epsilon_end), closed(0, 1), "final exploration rate (at most epsilon_start)"),
+        integer(FH_KEY(training, epsilon_decay_steps), closed(0, kMaxCount),
+                "environment steps of the linear decay; 0 = epsilon_end from the start"),
+        integer(FH_KEY(training, max_bad_updates), closed(1, kMaxCount),
+                "training guard: skipped non-finite updates before the run stops (exit 5)"),
         // [dqn]
-        layers("dqn", "widths of the MLP trunk's hidden layers", FH_FIELD(dqn.hidden)),
-        boolean("dqn", "dueling", "separate value and advantage heads", FH_FIELD(dqn.dueling)),
-        integer("dqn", "num_atoms", closed(2, 1001), "atoms of the C51 support (51 or 101 typical)",
-                FH_FIELD(dqn.num_atoms)),
-        number("dqn", "v_min", closed(-1e6, 1e6), "lowest value of the C51 support (below v_max)", FH_FIELD(dqn.v_min)),
-        number("dqn", "v_max", closed(-1e6, 1e6), "highest value of the C51 support", FH_FIELD(dqn.v_max)),
-        number("dqn", "mse_blend_alpha", closed(0, 1),
-               "weight of the C51 loss; the MSE loss on the expected Q gets 1 - alpha", FH_FIELD(dqn.mse_blend_alpha)),
-        boolean("dqn", "double_dqn", "double-DQN targets: the online net selects, the target net evaluates",
-                FH_FIELD(dqn.double_dqn)),
-        number("dqn", "cql_alpha", closed(0, 1e6),
-               "weight of the CQL term (logsumexp of Q over actions minus Q of the taken action, docs/dqn.md); "
-               "0 = off",
-               FH_FIELD(dqn.cql_alpha)),
-        integer("dqn", "ensemble_size", closed(1, 32),
-                "Q heads on the shared trunk (bootstrapped DQN, docs/dqn.md); 1 = one head. The heads' mean Q "
-                "acts and picks the target action; q/ensemble_spread logs their disagreement",
-                FH_FIELD(dqn.ensemble_size)),
-        number("dqn", "ensemble_bootstrap", open_closed(0, 1),
+        layers(FH_KEY(dqn, hidden), "widths of the MLP trunk's hidden layers"),
+        boolean(FH_KEY(dqn, dueling), "separate value and advantage heads"),
+        integer(FH_KEY(dqn, num_atoms), closed(2, 1001), "atoms of the C51 support (51 or 101 typical)"),
+        number(FH_KEY(dqn, v_min), closed(-1e6, 1e6), "lowest value of the C51 support (below v_max)"),
+        number(FH_KEY(dqn, v_max), closed(-1e6, 1e6), "highest value of the C51 support"),
+        number(FH_KEY(dqn, mse_blend_alpha), closed(0, 1),
+               "weight of the C51 loss; the MSE loss on the expected Q gets 1 - alpha"),
+        boolean(FH_KEY(dqn, double_dqn), "double-DQN targets: the online net selects, the target net evaluates"),
+        number(
+            FH_KEY(dqn, cql_alpha), closed(0, 1e6),
+            "weight of the CQL term (logsumexp of Q over actions minus Q of the taken action, docs/dqn.md); 0 = off"),
+        integer(FH_KEY(dqn, ensemble_size), closed(1, 32),
+                "Q heads on the shared trunk (bootstrapped DQN, docs/dqn.md); 1 = one head. The heads' mean Q acts and "
+                "picks the target action; q/ensemble_spread logs their disagreement"),
+        number(FH_KEY(dqn, ensemble_bootstrap), open_closed(0, 1),
                "ensemble: probability that a head trains on a replayed transition (its bootstrap mask, fixed per "
-               "transition); 1 = every head on every transition",
-               FH_FIELD(dqn.ensemble_bootstrap)),
-        number("dqn", "ensemble_ucb", closed(0, 1e6),
+               "transition); 1 = every head on every transition"),
+        number(FH_KEY(dqn, ensemble_ucb), closed(0, 1e6),
                "ensemble: collection acts on the heads' mean Q plus this times their spread (a UCB bonus); 0 = the "
-               "mean. Evaluation always uses the mean",
-               FH_FIELD(dqn.ensemble_ucb)),
-        text("dqn", "head", "c51|iqn|mse",
+               "mean. Evaluation always uses the mean"),
+        text(FH_KEY(dqn, head), "c51|iqn|mse",
              "output head: c51 = C51 distribution; mse = one Q per action regressed by the MSE (num_atoms, v_min, "
              "v_max, mse_blend_alpha unused); iqn = implicit quantile network, the quantile Huber loss over sampled "
              "fractions, acting on the mean of iqn_act_quantiles fixed midpoints (num_atoms, v_min, v_max, "
-             "mse_blend_alpha unused; docs/dqn.md)",
-             FH_FIELD(dqn.head)),
-        integer("dqn", "iqn_quantiles", closed(1, 64),
+             "mse_blend_alpha unused; docs/dqn.md)"),
+        integer(FH_KEY(dqn, iqn_quantiles), closed(1, 64),
                 "head = iqn: quantile fractions sampled per transition at s and at s' (N = N'); the loss sums N x N "
-                "pairs and the update's head rows are batch_size x N",
-                FH_FIELD(dqn.iqn_quantiles)),
-        integer("dqn", "iqn_act_quantiles", closed(1, 256),
-                "head = iqn: acting's Q is the mean over this many fixed fractions (k + 1/2) / K (deterministic)",
-                FH_FIELD(dqn.iqn_act_quantiles)),
-        integer("dqn", "iqn_embedding", closed(1, 1024),
-                "head = iqn: cosine features cos(pi i tau), i < iqn_embedding, of the fraction embedding",
-                FH_FIELD(dqn.iqn_embedding)),
-        boolean("dqn", "attention",
-                "feature-group attention before the trunk: a per-sample softmax over the state's feature groups "
-                "scales each group (weights logged as attention/<group>, docs/dqn.md)",
-                FH_FIELD(dqn.attention)),
-        boolean("dqn", "curiosity",
+                "pairs and the update's head rows are batch_size x N"),
+        integer(FH_KEY(dqn, iqn_act_quantiles), closed(1, 256),
+                "head = iqn: acting's Q is the mean over this many fixed fractions (k + 1/2) / K (deterministic)"),
+        integer(FH_KEY(dqn, iqn_embedding), closed(1, 1024),
+                "head = iqn: cosine features cos(pi i tau), i < iqn_embedding, of the fraction embedding"),
+        boolean(FH_KEY(dqn, attention),
+                "feature-group attention before the trunk: a per-sample softmax over the state's feature groups scales "
+                "each group (weights logged as attention/<group>, docs/dqn.md)"),
+        boolean(FH_KEY(dqn, curiosity),
                 "curiosity bonus: a forward model's prediction error of the next bar's features, added to each "
-                "collected transition's reward (docs/dqn.md)",
-                FH_FIELD(dqn.curiosity)),
-        number("dqn", "curiosity_coef", closed(0, 1e6), "weight of the curiosity bonus in the stored reward",
-               FH_FIELD(dqn.curiosity_coef)),
-        boolean("dqn", "her",
-                "hindsight experience replay: every episode gets a goal, a target return, as two more state "
-                "features; the reward adds her_reward at each step at or above it; replayed transitions are "
-                "relabelled with returns their episode achieved later (docs/dqn.md)",
-                FH_FIELD(dqn.her)),
-        number("dqn", "her_ratio", closed(0, 1),
-               "her: share of replayed transitions whose goal is replaced by a return the same episode achieved "
-               "later (the \"future\" strategy); 0 = the episodes' own goals only",
-               FH_FIELD(dqn.her_ratio)),
-        number("dqn", "her_reward", open_closed(0, 1e6),
-               "her: reward added at every step whose episode return (percent of initial equity) is at or above "
-               "the goal; keep her_reward / (1 - gamma) within the value support",
-               FH_FIELD(dqn.her_reward)),
-        number("dqn", "her_goal_min", closed(-100, 1e4),
+                "collected transition's reward (docs/dqn.md)"),
+        number(FH_KEY(dqn, curiosity_coef), closed(0, 1e6), "weight of the curiosity bonus in the stored reward"),
+        boolean(FH_KEY(dqn, her),
+                "hindsight experience replay: every episode gets a goal, a target return, as two more state features; "
+                "the reward adds her_reward at each step at or above it; replayed transitions are relabelled with "
+                "returns their episode achieved later (docs/dqn.md)"),
+        number(FH_KEY(dqn, her_ratio), closed(0, 1),
+               "her: share of replayed transitions whose goal is replaced by a return the same episode achieved later "
+               "(the \"future\" strategy); 0 = the episodes' own goals only"),
+        number(FH_KEY(dqn, her_reward), open_closed(0, 1e6),
+               "her: reward added at every step whose episode return (percent of initial equity) is at or above the "
+               "goal; keep her_reward / (1 - gamma) within the value support"),
+        number(FH_KEY(dqn, her_goal_min), closed(-100, 1e4),
                "her: lowest episode goal, a target return in percent of instrument.initial_equity (negative: a loss "
-               "budget)",
-               FH_FIELD(dqn.her_goal_min)),
-        number("dqn", "her_goal_max", closed(-100, 1e4),
-               "her: highest episode goal, percent; each episode's goal is uniform in [her_goal_min, her_goal_max]",
-               FH_FIELD(dqn.her_goal_max)),
-        number("dqn", "her_eval_goal", closed(-100, 1e4),
+               "budget)"),
+        number(FH_KEY(dqn, her_goal_max), closed(-100, 1e4),
+               "her: highest episode goal, percent; each episode's goal is uniform in [her_goal_min, her_goal_max]"),
+        number(FH_KEY(dqn, her_eval_goal), closed(-100, 1e4),
                "her: the target return (percent) evaluation and the backtests condition the policy on; within "
-               "[her_goal_min, her_goal_max]",
-               FH_FIELD(dqn.her_eval_goal)),
+               "[her_goal_min, her_goal_max]"),
         // [ppo]
-        layers("ppo", "widths of the actor's and critic's hidden layers", FH_FIELD(ppo.hidden)),
-        number("ppo", "clip", open_closed(0, 1), "clip range of the surrogate objective", FH_FIELD(ppo.clip)),
-        number("ppo", "gae_lambda", closed(0, 1), "lambda of GAE", FH_FIELD(ppo.gae_lambda)),
-        integer("ppo", "epochs", closed(1, 100), "passes over each rollout", FH_FIELD(ppo.epochs)),
-        integer("ppo", "minibatches", closed(1, 1 << 20), "minibatches per epoch", FH_FIELD(ppo.minibatches)),
-        number("ppo", "entropy_coef", closed(0, 1e6), "weight of the entropy bonus", FH_FIELD(ppo.entropy_coef)),
-        number("ppo", "value_coef", closed(0, 1e6), "weight of the value loss", FH_FIELD(ppo.value_coef)),
-        integer("ppo", "diversity_window", closed(1, 1'000'000), "steps over which action diversity is measured",
-                FH_FIELD(ppo.diversity_window)),
-        number("ppo", "diversity_coef", closed(0, 1e6), "weight of the low-action-diversity penalty; 0 = off",
-               FH_FIELD(ppo.diversity_coef)),
-        boolean("ppo", "clip_value", "clip the value loss around the rollout's values by ppo.clip",
-                FH_FIELD(ppo.clip_value)),
-        text("ppo", "lr_schedule", "linear|constant",
-             "learning-rate schedule: linear decay to 0 over the run, or constant", FH_FIELD(ppo.lr_schedule)),
-        boolean("ppo", "curiosity", "curiosity bonus: a forward model's prediction error of the next bar's features",
-                FH_FIELD(ppo.curiosity)),
-        number("ppo", "curiosity_coef", closed(0, 1e6), "weight of the curiosity bonus in the reward",
-               FH_FIELD(ppo.curiosity_coef)),
+        layers(FH_KEY(ppo, hidden), "widths of the actor's and critic's hidden layers"),
+        number(FH_KEY(ppo, clip), open_closed(0, 1), "clip range of the surrogate objective"),
+        number(FH_KEY(ppo, gae_lambda), closed(0, 1), "lambda of GAE"),
+        integer(FH_KEY(ppo, epochs), closed(1, 100), "passes over each rollout"),
+        integer(FH_KEY(ppo, minibatches), closed(1, 1 << 20), "minibatches per epoch"),
+        number(FH_KEY(ppo, entropy_coef), closed(0, 1e6), "weight of the entropy bonus"),
+        number(FH_KEY(ppo, value_coef), closed(0, 1e6), "weight of the value loss"),
+        integer(FH_KEY(ppo, diversity_window), closed(1, 1'000'000), "steps over which action diversity is measured"),
+        number(FH_KEY(ppo, diversity_coef), closed(0, 1e6), "weight of the low-action-diversity penalty; 0 = off"),
+        boolean(FH_KEY(ppo, clip_value), "clip the value loss around the rollout's values by ppo.clip"),
+        text(FH_KEY(ppo, lr_schedule), "linear|constant",
+             "learning-rate schedule: linear decay to 0 over the run, or constant"),
+        boolean(FH_KEY(ppo, curiosity),
+                "curiosity bonus: a forward model's prediction error of the next bar's features"),
+        number(FH_KEY(ppo, curiosity_coef), closed(0, 1e6), "weight of the curiosity bonus in the reward"),
         // [iql]
-        layers("iql", "widths of the Q, V and policy networks' hidden layers", FH_FIELD(iql.hidden)),
-        number("iql", "expectile", open(0, 1), "expectile of the V regression (0.5 = mean)", FH_FIELD(iql.expectile)),
-        number("iql", "beta", open_closed(0, 1e6), "inverse temperature of the advantage-weighted policy extraction",
-               FH_FIELD(iql.beta)),
-        text("iql", "dataset", "",
-             "\"behaviour\" (collect with a behaviour policy on the training split) or the path of a replay dump",
-             FH_FIELD(iql.dataset)),
-        integer("iql", "dataset_size", closed(1, kMaxRows), "transitions in the offline dataset",
-                FH_FIELD(iql.dataset_size)),
-        number("iql", "max_weight", open_closed(0, 1e6), "cap of the advantage weights exp(beta * advantage)",
-               FH_FIELD(iql.max_weight)),
+        layers(FH_KEY(iql, hidden), "widths of the Q, V and policy networks' hidden layers"),
+        number(FH_KEY(iql, expectile), open(0, 1), "expectile of the V regression (0.5 = mean)"),
+        number(FH_KEY(iql, beta), open_closed(0, 1e6),
+               "inverse temperature of the advantage-weighted policy extraction"),
+        text(FH_KEY(iql, dataset), "",
+             "\"behaviour\" (collect with a behaviour policy on the training split) or the path of a replay dump"),
+        integer(FH_KEY(iql, dataset_size), closed(1, kMaxRows), "transitions in the offline dataset"),
+        number(FH_KEY(iql, max_weight), open_closed(0, 1e6), "cap of the advantage weights exp(beta * advantage)"),
         // [supervised]
-        layers("supervised", "widths of the forecaster's hidden layers", FH_FIELD(supervised.hidden)),
-        text("supervised", "target", "return|direction",
+        layers(FH_KEY(supervised, hidden), "widths of the forecaster's hidden layers"),
+        text(FH_KEY(supervised, target), "return|direction",
              "what the forecaster predicts: return = the next horizon bars' log return (regression, squared error on "
              "the return over the training labels' RMS); direction = whether it is positive (classification, binary "
-             "cross-entropy)",
-             FH_FIELD(supervised.target)),
-        integer("supervised", "horizon", closed(1, 10000),
-                "bars ahead of the forecast: the label of bar t is ln(close[t + horizon] / close[t])",
-                FH_FIELD(supervised.horizon)),
-        integer("supervised", "batch_size", closed(1, 1'000'000), "samples of the training split per gradient update",
-                FH_FIELD(supervised.batch_size)),
-        number("supervised", "entry_threshold", closed(0, 1e6),
+             "cross-entropy)"),
+        integer(FH_KEY(supervised, horizon), closed(1, 10000),
+                "bars ahead of the forecast: the label of bar t is ln(close[t + horizon] / close[t])"),
+        integer(FH_KEY(supervised, batch_size), closed(1, 1'000'000),
+                "samples of the training split per gradient update"),
+        number(FH_KEY(supervised, entry_threshold), closed(0, 1e6),
                "signal adapter: the score magnitude that opens, resizes or reverses a position (score: the forecast "
-               "return in units of the labels' RMS, or P(up) - P(down))",
-               FH_FIELD(supervised.entry_threshold)),
-        number("supervised", "exit_threshold", closed(0, 1e6),
+               "return in units of the labels' RMS, or P(up) - P(down))"),
+        number(FH_KEY(supervised, exit_threshold), closed(0, 1e6),
                "signal adapter: below entry_threshold, a position of the score's sign is kept while the score "
-               "magnitude is at least this, else closed; at most entry_threshold",
-               FH_FIELD(supervised.exit_threshold)),
-        text("supervised", "sizing", "fixed|magnitude",
+               "magnitude is at least this, else closed; at most entry_threshold"),
+        text(FH_KEY(supervised, sizing), "fixed|magnitude",
              "signal adapter: fixed = the full position (max_contracts); magnitude = min(1, abs(score) / full_score) "
-             "of it, rounded to a position level",
-             FH_FIELD(supervised.sizing)),
-        number("supervised", "full_score", open_closed(0, 1e6),
-               "signal adapter, magnitude sizing: the score magnitude that takes the full position",
-               FH_FIELD(supervised.full_score)),
-        boolean("supervised", "volatility_sizing",
+             "of it, rounded to a position level"),
+        number(FH_KEY(supervised, full_score), open_closed(0, 1e6),
+               "signal adapter, magnitude sizing: the score magnitude that takes the full position"),
+        boolean(FH_KEY(supervised, volatility_sizing),
                 "signal adapter: divide the size by the volatility ratio (rv_32 over its training mean; capped at the "
-                "full position)",
-                FH_FIELD(supervised.volatility_sizing)),
-        number("supervised", "volatility_floor", open_closed(0, 1e6),
-               "signal adapter: the volatility ratio is at least this (limits the size in very quiet markets)",
-               FH_FIELD(supervised.volatility_floor)),
-        text("supervised", "order_type", "market|passive_limit|far_limit",
-             "signal adapter: the order type of every order (urgency 0, 1, 2; needs env.urgency_levels above it)",
-             FH_FIELD(supervised.order_type)),
+                "full position)"),
+        number(FH_KEY(supervised, volatility_floor), open_closed(0, 1e6),
+               "signal adapter: the volatility ratio is at least this (limits the size in very quiet markets)"),
+        text(FH_KEY(supervised, order_type), "market|passive_limit|far_limit",
+             "signal adapter: the order type of every order (urgency 0, 1, 2; needs env.urgency_levels above it)"),
         // [dt]
-        integer("dt", "context", closed(1, 256),
+        integer(FH_KEY(dt, context), closed(1, 256),
                 "K: timesteps of a training window (3 K tokens: return-to-go, state, action) and of the acting KV "
-                "cache; each token attends over the last K timesteps",
-                FH_FIELD(dt.context)),
-        integer("dt", "layers", closed(1, 16),
-                "transformer blocks (pre-norm: attention, then a GELU MLP of 4 x embedding)", FH_FIELD(dt.layers)),
-        integer("dt", "heads", closed(1, 64), "attention heads; embedding / heads per head (at most 128)",
-                FH_FIELD(dt.heads)),
-        integer("dt", "embedding", closed(4, 1024), "token width (a multiple of dt.heads)", FH_FIELD(dt.embedding)),
-        integer("dt", "batch_size", closed(1, 65536), "windows of dt.context timesteps per gradient update",
-                FH_FIELD(dt.batch_size)),
-        integer("dt", "warmup_updates", closed(0, kMaxCount),
-                "the learning rate rises linearly from 0 to training.learning_rate over this many updates; 0 = none",
-                FH_FIELD(dt.warmup_updates)),
-        number("dt", "target_quantile", closed(0, 1),
+                "cache; each token attends over the last K timesteps"),
+        integer(FH_KEY(dt, layers), closed(1, 16),
+                "transformer blocks (pre-norm: attention, then a GELU MLP of 4 x embedding)"),
+        integer(FH_KEY(dt, heads), closed(1, 64), "attention heads; embedding / heads per head (at most 128)"),
+        integer(FH_KEY(dt, embedding), closed(4, 1024), "token width (a multiple of dt.heads)"),
+        integer(FH_KEY(dt, batch_size), closed(1, 65536), "windows of dt.context timesteps per gradient update"),
+        integer(FH_KEY(dt, warmup_updates), closed(0, kMaxCount),
+                "the learning rate rises linearly from 0 to training.learning_rate over this many updates; 0 = none"),
+        number(FH_KEY(dt, target_quantile), closed(0, 1),
                "the target return the policy acts with: this quantile of the dataset's episodes' mean reward per step "
-               "(0.9: a good episode of the data, not an unseen one)",
-               FH_FIELD(dt.target_quantile)),
-        text("dt", "dataset", "",
-             "\"behaviour\" (collect with IQL's behaviour policy on the training split) or the path of a replay dump",
-             FH_FIELD(dt.dataset)),
-        integer("dt", "dataset_size", closed(1, kMaxRows), "transitions in a behaviour dataset",
-                FH_FIELD(dt.dataset_size)),
+               "(0.9: a good episode of the data, not an unseen one)"),
+        text(FH_KEY(dt, dataset), "",
+             "\"behaviour\" (collect with IQL's behaviour policy on the training split) or the path of a replay dump"),
+        integer(FH_KEY(dt, dataset_size), closed(1, kMaxRows), "transitions in a behaviour dataset"),
         // [eval]
-        integer("eval", "segments", closed(1, 4096), "equal parts of the split backtested in parallel",
-                FH_FIELD(eval.segments)),
-        boolean("eval", "deterministic", "greedy actions in backtests (false is not implemented yet: refused)",
-                FH_FIELD(eval.deterministic)),
-        integer("eval", "bootstrap_resamples", closed(100, 1'000'000),
+        integer(FH_KEY(eval, segments), closed(1, 4096), "equal parts of the split backtested in parallel"),
+        boolean(FH_KEY(eval, deterministic), "greedy actions in backtests (false is not implemented yet: refused)"),
+        integer(FH_KEY(eval, bootstrap_resamples), closed(100, 1'000'000),
                 "resamples of the stationary block bootstrap behind every backtest's confidence intervals "
-                "(docs/metrics.md)",
-                FH_FIELD(eval.bootstrap_resamples)),
-        integer("eval", "bootstrap_block", closed(0, kMaxCount),
+                "(docs/metrics.md)"),
+        integer(FH_KEY(eval, bootstrap_block), closed(0, kMaxCount),
                 "mean block length (bars) of the block bootstrap; 0 = ceil(n^(1/3)) of the backtest's n returns; "
-                "longer than the series: refused",
-                FH_FIELD(eval.bootstrap_block)),
-        integer("eval", "bootstrap_seed", closed(0, kMaxCount),
-                "seed of the block bootstrap (Philox): the same seed gives the same resamples",
-                FH_FIELD(eval.bootstrap_seed)),
-        number("eval", "confidence", open(0.5, 1), "coverage of the bootstrap's percentile intervals",
-               FH_FIELD(eval.confidence)),
-        integer("eval", "collapse_window", closed(1, 1'000'000),
+                "longer than the series: refused"),
+        integer(FH_KEY(eval, bootstrap_seed), closed(0, kMaxCount),
+                "seed of the block bootstrap (Philox): the same seed gives the same resamples"),
+        number(FH_KEY(eval, confidence), open(0.5, 1), "coverage of the bootstrap's percentile intervals"),
+        integer(FH_KEY(eval, collapse_window), closed(1, 1'000'000),
                 "the collapse monitor (docs/metrics.md): validations in a row whose greedy policy takes one action on "
-                "at least 99% of the bars before the run warns and records it in summary.json",
-                FH_FIELD(eval.collapse_window)),
+                "at least 99% of the bars before the run warns and records it in summary.json"),
         // [walk_forward]
-        integer("walk_forward", "folds", closed(0, 1000),
+        integer(FH_KEY(walk_forward, folds), closed(0, 1000),
                 "K folds of a walk-forward (docs/walk-forward.md): the span of data.test_fraction cut into K test "
-                "blocks, each fold trained on the bars before its block; 0 = an ordinary run; 1 is refused",
-                FH_FIELD(walk_forward.folds)),
-        integer("walk_forward", "fold", closed(0, 999),
-                "the fold this run trains (0 = the earliest); the walk-forward command sets it for each fold",
-                FH_FIELD(walk_forward.fold)),
-        text("walk_forward", "window", "expanding|sliding",
+                "blocks, each fold trained on the bars before its block; 0 = an ordinary run; 1 is refused"),
+        integer(FH_KEY(walk_forward, fold), closed(0, 999),
+                "the fold this run trains (0 = the earliest); the walk-forward command sets it for each fold"),
+        text(FH_KEY(walk_forward, window), "expanding|sliding",
              "a fold's training window: expanding (every bar from the first to its validation block) or sliding (the "
-             "first fold's training length, moved forward)",
-             FH_FIELD(walk_forward.window)),
+             "first fold's training length, moved forward)"),
         // [search]
-        integer("search", "interval", closed(0, kMaxCount),
+        integer(FH_KEY(search, interval), closed(0, kMaxCount),
                 "run.search: progress units (env steps; updates for IQL) between rounds, a multiple of "
-                "run.eval_interval; 0 = run.eval_interval (docs/sweeps.md); halving: the first rung's budget",
-                FH_FIELD(search.interval)),
-        integer("search", "eta", closed(2, 100),
+                "run.eval_interval; 0 = run.eval_interval (docs/sweeps.md); halving: the first rung's budget"),
+        integer(FH_KEY(search, eta), closed(2, 100),
                 "halving: the rungs stand at search.interval x eta^k progress units of each agent's own training, and "
-                "at each one the worst (1 - 1/eta) of the agents that reached it stop",
-                FH_FIELD(search.eta)),
-        integer("search", "max_points", closed(0, 4096),
+                "at each one the worst (1 - 1/eta) of the agents that reached it stop"),
+        integer(FH_KEY(search, max_points), closed(0, 4096),
                 "halving: the points the search trains in all, the population's first agents included (a stopped "
-                "agent's slot starts a new point while any are left); 0 = eta x the population's agents",
-                FH_FIELD(search.max_points)),
-        number("search", "fraction", closed(0.01, 0.5),
+                "agent's slot starts a new point while any are left); 0 = eta x the population's agents"),
+        number(FH_KEY(search, fraction), closed(0.01, 0.5),
                "PBT: the share of the ranked agents (at least one) that copies an agent drawn from the same share at "
-               "the top",
-               FH_FIELD(search.fraction)),
-        number("search", "perturb_down", open_closed(0, 1),
-               "PBT: a perturbed key is multiplied by perturb_down or perturb_up (a seeded coin decides)",
-               FH_FIELD(search.perturb_down)),
-        number("search", "perturb_up", closed(1, 100), "PBT: see perturb_down", FH_FIELD(search.perturb_up)),
-        number("search", "resample_probability", closed(0, 1),
-               "PBT: the probability that a key of an exploiting agent is drawn again from its distribution instead "
-               "of perturbed",
-               FH_FIELD(search.resample_probability)),
-        boolean("search", "copy_replay",
+               "the top"),
+        number(FH_KEY(search, perturb_down), open_closed(0, 1),
+               "PBT: a perturbed key is multiplied by perturb_down or perturb_up (a seeded coin decides)"),
+        number(FH_KEY(search, perturb_up), closed(1, 100), "PBT: see perturb_down"),
+        number(FH_KEY(search, resample_probability), closed(0, 1),
+               "PBT: the probability that a key of an exploiting agent is drawn again from its distribution instead of "
+               "perturbed"),
+        boolean(FH_KEY(search, copy_replay),
                 "PBT, DQN: the exploiting agent copies the replay memory of the agent it copies besides its weights, "
-                "target network and Adam state; false: it keeps its own",
-                FH_FIELD(search.copy_replay)),
+                "target network and Adam state; false: it keeps its own"),
         // [early_stopping]
-        text("early_stopping", "metric", "val_sharpe|val_return|val_sortino|val_loss",
+        text(FH_KEY(early_stopping, metric), "val_sharpe|val_return|val_sortino|val_loss",
              "validation metric that decides the best checkpoint (val_loss: the supervised forecaster's loss on the "
-             "validation split, lower is better)",
-             FH_FIELD(early_stopping.metric)),
-        integer("early_stopping", "patience", closed(0, 1'000'000),
-                "evaluations without improvement before stopping; 0 = never stop early",
-                FH_FIELD(early_stopping.patience)),
-        number("early_stopping", "min_delta", closed(0, 1e6), "smallest improvement of the metric that counts",
-               FH_FIELD(early_stopping.min_delta)),
-        integer("early_stopping", "min_steps", closed(0, kMaxCount), "no early stop before this many steps",
-                FH_FIELD(early_stopping.min_steps)),
+             "validation split, lower is better)"),
+        integer(FH_KEY(early_stopping, patience), closed(0, 1'000'000),
+                "evaluations without improvement before stopping; 0 = never stop early"),
+        number(FH_KEY(early_stopping, min_delta), closed(0, 1e6), "smallest improvement of the metric that counts"),
+        integer(FH_KEY(early_stopping, min_steps), closed(0, kMaxCount), "no early stop before this many steps"),
         // [checkpoint]
-        boolean("checkpoint", "keep_replay",
+        boolean(FH_KEY(checkpoint, keep_replay),
                 "DQN: write the replay memory into checkpoints/last.safetensors and best.safetensors (an exact "
                 "resume); false: checkpoints without it (dqn-full's replay is about 780 of its 790 MiB), a resume "
                 "refills the replay from empty, which is not exact (docs/checkpoints.md); no effect for PPO, IQL, "
-                "supervised and dt, which keep no replay in their checkpoints",
-                FH_FIELD(checkpoint.keep_replay)),
+                "supervised and dt, which keep no replay in their checkpoints"),
         // [gpu]
-        text("gpu", "profile", "",
+        text(FH_KEY(gpu, profile), "",
              "\"auto\" (read the device) or a named device class such as rtx3050, a100, h100 (classes are not "
              "implemented yet: warned, the device is read)",
-             FH_FIELD(gpu.profile), Rule::device_class),
-        boolean("gpu", "cuda_graphs",
+             Rule::device_class),
+        boolean(FH_KEY(gpu, cuda_graphs),
                 "capture the repeated steps in CUDA Graphs: each DQN iteration (the collection step beside its "
                 "updates), each IQL update, each PPO rollout and each rollout's minibatch updates (false: the same "
-                "kernels launch one by one, still on several streams, same results)",
-                FH_FIELD(gpu.cuda_graphs)),
-        text(
-            "gpu", "precision", "fp32|tf32|bf16",
-            "the arithmetic of the linear layers' matrix products: fp32 (FP32 operands and sums), tf32 (TF32 "
-            "tensor cores, FP32 sums; the CPU backend computes FP32), bf16 (operands rounded to BF16 on both backends, "
-            "FP32 sums); weights, Adam, losses, environment and returns stay FP32 (docs/performance.md, Precision)",
-            FH_FIELD(gpu.precision)),
-        number("gpu", "memory_fraction", open_closed(0, 1), "share of device memory the run may use",
-               FH_FIELD(gpu.memory_fraction)),
+                "kernels launch one by one, still on several streams, same results)"),
+        text(FH_KEY(gpu, precision), "fp32|tf32|bf16",
+             "the arithmetic of the linear layers' matrix products: fp32 (FP32 operands and sums), tf32 (TF32 tensor "
+             "cores, FP32 sums; the CPU backend computes FP32), bf16 (operands rounded to BF16 on both backends, FP32 "
+             "sums); weights, Adam, losses, environment and returns stay FP32 (docs/performance.md, Precision)"),
+        number(FH_KEY(gpu, memory_fraction), open_closed(0, 1), "share of device memory the run may use"),
     };
 }
 
-#undef FH_FIELD
+#undef FH_KEY
 
 std::string number_text(double x, bool integral) {
     if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
@@ -542,19 +444,10 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::string_view type_name(KeyType t) {
-    switch (t) {
-        case KeyType::integer:
-            return "integer";
-        case KeyType::number:
-            return "float";
-        case KeyType::boolean:
-            return "bool";
-        case KeyType::string:
-            return "string";
-        case KeyType::int_array:
-            return "array of integers";
-    }
-    return "?";
+    static constexpr std::string_view kNames[] = {"integer", "float", "bool", "string", "array of integers"};
+    static_assert(std::size(kNames) == static_cast<std::size_t>(KeyType::int_array) + 1, "one per KeyType");
+    const auto i = static_cast<std::size_t>(t);
+    return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 std::string KeyDescriptor::full_name() const {

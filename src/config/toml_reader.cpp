@@ -30,9 +30,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
+#include <optional>
 
 #include "config/profile.hpp"
+#include "io/utf8.hpp"
 #include "util/regular_file.hpp"
 
 namespace fh::config {
@@ -75,7 +76,7 @@ TomlValue convert_table(const toml::table& t, std::string_view origin, int depth
     return out;
 }
 
-/// depth: of `node` (the root table is 0). Bounded by kMaxNesting: find_too_deep checks the text
+/// depth: of `node` (the root table is 0). Bounded by kMaxNesting: too_deep_at checks the text
 /// first; this is the backstop that keeps the recursion bounded whatever toml++ built.
 TomlValue convert(const toml::node& node, std::string_view origin, int depth) {
     TomlValue out;
@@ -123,124 +124,53 @@ bool is_bare_key(std::string_view s) {
     });
 }
 
-/// toml++'s descriptions are single sentences without a trailing period; keep them, but drop
-/// the internal "Error while parsing X: " prefix noise where present.
-std::string describe(const toml::parse_error& e) {
-    std::string d(e.description());
-    return d;
-}
-
-}  // namespace
-
-std::string Location::text() const {
-    if (line > 0 && column > 0) return fmt::format("{}:{}:{}", origin, line, column);
-    if (line > 0) return fmt::format("{}:{}", origin, line);
-    return origin;
-}
-
-std::string_view kind_phrase(TomlValue::Kind k) {
-    switch (k) {
-        case TomlValue::Kind::integer:
-            return "an integer";
-        case TomlValue::Kind::floating:
-            return "a float";
-        case TomlValue::Kind::boolean:
-            return "a bool";
-        case TomlValue::Kind::string:
-            return "a string";
-        case TomlValue::Kind::array:
-            return "an array";
-        case TomlValue::Kind::table:
-            return "a table";
-        case TomlValue::Kind::date_time:
-            return "a date/time";
-    }
-    return "a value";
-}
-
-bool validate_utf8(std::string_view text, int& line, int& column) {
-    line = 1;
-    column = 1;
-    const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-    const std::size_t n = text.size();
-    std::size_t i = 0;
-    while (i < n) {
-        const unsigned char c = s[i];
-        std::size_t len = 0;
-        std::uint32_t cp = 0;
-        if (c < 0x80) {
-            len = 1;
-            cp = c;
-        } else if ((c & 0xE0) == 0xC0) {
-            len = 2;
-            cp = c & 0x1F;
-        } else if ((c & 0xF0) == 0xE0) {
-            len = 3;
-            cp = c & 0x0F;
-        } else if ((c & 0xF8) == 0xF0) {
-            len = 4;
-            cp = c & 0x07;
-        } else {
-            return false;  // continuation byte without a lead, or 0xF8..0xFF
-        }
-        if (i + len > n) return false;
-        for (std::size_t j = 1; j < len; ++j) {
-            if ((s[i + j] & 0xC0) != 0x80) return false;
-            cp = (cp << 6) | (s[i + j] & 0x3F);
-        }
-        // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are invalid.
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-            return false;
-        if (c == '\n') {
-            ++line;
-            column = 1;
-        } else {
-            ++column;
-        }
-        i += len;
-    }
-    return true;
-}
-
-namespace {
-
-/// Finds non-ASCII characters where TOML 1.0 allows none (outside strings and comments) and
-/// non-ASCII after a backslash in a basic string (never a valid escape), for a clear message
-/// with line:col before toml++ runs. A tiny lexer of strings and comments: exact for valid TOML;
-/// on a definite syntax error (a line break in a single-line string) it stops, since toml++
-/// stops there too.
-bool find_tomlpp_hazard(std::string_view text, int& line, int& column, std::string& why) {
-    enum class S { normal, comment, basic, literal, ml_basic, ml_literal } state = S::normal;
-    const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-    const std::size_t n = text.size();
-    std::size_t i = 0;
-    line = 1;
-    column = 1;
-    const auto decode = [&](std::size_t at, std::size_t& len) -> std::uint32_t {
-        const unsigned char c = s[at];
-        if (c < 0x80) {
-            len = 1;
-            return c;
-        }
-        len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
-        std::uint32_t cp = c & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
-        for (std::size_t j = 1; j < len && at + j < n; ++j) cp = (cp << 6) | (s[at + j] & 0x3F);
-        return cp;
-    };
-    const auto advance = [&](std::size_t len, std::uint32_t cp) {
-        i += len;
+/// A 1-based line and column (in characters) of a scan through the text.
+struct Position {
+    int line = 1, column = 1;
+    void pass(std::uint32_t cp) {
         if (cp == '\n') {
             ++line;
             column = 1;
         } else {
             ++column;
         }
+    }
+};
+
+/// The first invalid UTF-8 sequence, if any.
+std::optional<Position> invalid_utf8_at(std::string_view text) {
+    Position at;
+    std::uint32_t cp = 0;
+    for (std::size_t i = 0, len = 0; i < text.size(); i += len) {
+        if (io::decode_utf8(text.substr(i), cp, len) != io::Utf8::ok) return at;
+        at.pass(cp);
+    }
+    return std::nullopt;
+}
+
+/// Finds non-ASCII characters where TOML 1.0 allows none (outside strings and comments) and
+/// non-ASCII after a backslash in a basic string (never a valid escape), for a clear message
+/// with line:col before toml++ runs. A tiny lexer of strings and comments: exact for valid TOML;
+/// on a definite syntax error (a line break in a single-line string) it stops, since toml++
+/// stops there too. `text` is valid UTF-8.
+std::optional<Position> tomlpp_hazard_at(std::string_view text, std::string& why) {
+    enum class S { normal, comment, basic, literal, ml_basic, ml_literal } state = S::normal;
+    const std::size_t n = text.size();
+    std::size_t i = 0;
+    Position at;
+    const auto decode = [&](std::size_t& len) {
+        std::uint32_t cp = 0;
+        io::decode_utf8(text.substr(i), cp, len);
+        return cp;
     };
-    const auto starts = [&](const char* three) { return i + 3 <= n && std::memcmp(s + i, three, 3) == 0; };
+    const auto advance = [&](std::size_t len, std::uint32_t cp) {
+        i += len;
+        at.pass(cp);
+    };
+    const auto starts = [&](std::string_view three) { return text.substr(i, 3) == three; };
     while (i < n) {
         std::size_t len = 0;
-        const std::uint32_t cp = decode(i, len);
+        const std::uint32_t cp = decode(len);
         switch (state) {
             case S::normal:
                 if (cp == '#')
@@ -261,7 +191,7 @@ bool find_tomlpp_hazard(std::string_view text, int& line, int& column, std::stri
                     why =
                         "non-ASCII character outside a string or comment (keys are ASCII; put "
                         "text in quotes)";
-                    return true;
+                    return at;
                 }
                 advance(len, cp);
                 break;
@@ -270,14 +200,14 @@ bool find_tomlpp_hazard(std::string_view text, int& line, int& column, std::stri
                 advance(len, cp);
                 break;
             case S::literal:
-                if (cp == '\n') return false;
+                if (cp == '\n') return std::nullopt;
                 if (cp == '\'') state = S::normal;
                 advance(len, cp);
                 break;
             case S::ml_literal:
                 if (starts("'''")) {
                     for (int k = 0; k < 3; ++k) advance(1, '\'');
-                    for (int k = 0; k < 2 && i < n && s[i] == '\''; ++k) advance(1, '\'');
+                    for (int k = 0; k < 2 && i < n && text[i] == '\''; ++k) advance(1, '\'');
                     state = S::normal;
                     continue;
                 }
@@ -285,10 +215,10 @@ bool find_tomlpp_hazard(std::string_view text, int& line, int& column, std::stri
                 break;
             case S::basic:
             case S::ml_basic: {
-                if (cp == '\n' && state == S::basic) return false;
+                if (cp == '\n' && state == S::basic) return std::nullopt;
                 if (state == S::ml_basic && starts("\"\"\"")) {
                     for (int k = 0; k < 3; ++k) advance(1, '"');
-                    for (int k = 0; k < 2 && i < n && s[i] == '"'; ++k) advance(1, '"');
+                    for (int k = 0; k < 2 && i < n && text[i] == '"'; ++k) advance(1, '"');
                     state = S::normal;
                     continue;
                 }
@@ -302,21 +232,21 @@ bool find_tomlpp_hazard(std::string_view text, int& line, int& column, std::stri
                     continue;
                 }
                 advance(len, cp);  // the backslash
-                if (i >= n) return false;
+                if (i >= n) return std::nullopt;
                 std::size_t len2 = 0;
-                const std::uint32_t next = decode(i, len2);
+                const std::uint32_t next = decode(len2);
                 if (next >= 0x80) {
                     why =
                         "a backslash in a string must start an escape such as \\n, \\t, "
                         "\\\", \\\\ or \\uXXXX";
-                    return true;
+                    return at;
                 }
                 advance(len2, next);  // the escaped character
                 break;
             }
         }
     }
-    return false;
+    return std::nullopt;
 }
 
 /// The nesting depth of every key and value, found before toml++ builds anything: toml++ 3.3.0
@@ -326,8 +256,8 @@ bool find_tomlpp_hazard(std::string_view text, int& line, int& column, std::stri
 /// inline table's keys count from the table's depth, an array's elements are one deeper than the
 /// array. Strings and comments are skipped. On a syntax error the scan may stop early or
 /// miscount, which is harmless: toml++ reports the error, and convert() checks depth again.
-/// Returns true with line/column (1-based) of the first place deeper than `max_depth`.
-bool find_too_deep(std::string_view text, int max_depth, int& line, int& column) {
+/// Returns the first place deeper than `max_depth`, if any.
+std::optional<Position> too_deep_at(std::string_view text, int max_depth) {
     struct Open {
         char kind;  // '[' array, '{' inline table
         int depth;  // an array: depth of its elements; an inline table: its own depth
@@ -336,23 +266,16 @@ bool find_too_deep(std::string_view text, int max_depth, int& line, int& column)
     const auto* s = reinterpret_cast<const unsigned char*>(text.data());
     const std::size_t n = text.size();
     std::size_t i = 0;
-    line = 1;
-    column = 1;
-    bool line_start = true;       // top level, before the first token of a line
-    bool in_key = false;          // reading a key (or a header's key)
-    bool in_header = false;       // that key is a [table] or [[array]] header
-    int header_depth = 0;         // parts of the current table header
-    int key_base = 0, parts = 0;  // depth before the key, parts of the key so far
-    int value_depth = 0;          // depth of the value being read
-    const auto step = [&](std::size_t k) {
-        for (std::size_t j = 0; j < k && i < n; ++j, ++i) {
-            if (s[i] == '\n') {
-                ++line;
-                column = 1;
-            } else if ((s[i] & 0xC0) != 0x80) {
-                ++column;
-            }
-        }
+    Position at;
+    bool line_start = true;                 // top level, before the first token of a line
+    bool in_key = false;                    // reading a key (or a header's key)
+    bool in_header = false;                 // that key is a [table] or [[array]] header
+    int header_depth = 0;                   // parts of the current table header
+    int key_base = 0, parts = 0;            // depth before the key, parts of the key so far
+    int value_depth = 0;                    // depth of the value being read
+    const auto step = [&](std::size_t k) {  // past k bytes; a column is a character
+        for (std::size_t j = 0; j < k && i < n; ++j, ++i)
+            if ((s[i] & 0xC0) != 0x80) at.pass(s[i]);
     };
     const auto skip_string = [&]() {  // at a quote; leaves i after the closing quote
         const unsigned char q = s[i];
@@ -400,11 +323,11 @@ bool find_too_deep(std::string_view text, int max_depth, int& line, int& column)
             if (c == '[') {  // a table header: its key starts after the brackets
                 step(1);
                 if (i < n && s[i] == '[') step(1);
-                if (start_key(0)) return true;
+                if (start_key(0)) return at;
                 in_header = true;
                 continue;
             }
-            if (start_key(header_depth)) return true;
+            if (start_key(header_depth)) return at;
         }
         if (c == '"' || c == '\'') {
             skip_string();
@@ -414,7 +337,7 @@ bool find_too_deep(std::string_view text, int max_depth, int& line, int& column)
         if (in_key) {
             if (c == '.') {
                 ++parts;
-                if (key_base + parts > max_depth) return true;
+                if (key_base + parts > max_depth) return at;
             } else if (c == '=' && !in_header) {
                 in_key = false;
                 value_depth = key_base + parts;
@@ -427,13 +350,13 @@ bool find_too_deep(std::string_view text, int max_depth, int& line, int& column)
         }
         // In a value.
         if (c == '[') {
-            if (value_depth + 1 > max_depth) return true;
+            if (value_depth + 1 > max_depth) return at;
             open.push_back({'[', value_depth + 1});
             value_depth += 1;
         } else if (c == '{') {
             open.push_back({'{', value_depth});
             step(1);
-            if (start_key(value_depth)) return true;
+            if (start_key(value_depth)) return at;
             continue;
         } else if ((c == ']' || c == '}') && !open.empty()) {
             open.pop_back();
@@ -441,45 +364,59 @@ bool find_too_deep(std::string_view text, int max_depth, int& line, int& column)
         } else if (c == ',' && !open.empty()) {
             if (open.back().kind == '{') {
                 step(1);
-                if (start_key(open.back().depth)) return true;
+                if (start_key(open.back().depth)) return at;
                 continue;
             }
             value_depth = open.back().depth;
         }
         step(1);
     }
-    return false;
+    return std::nullopt;
+}
+
+/// `origin:line:col: message` at `at`.
+ProfileError error_at(std::string_view origin, const Position& at, std::string_view message) {
+    return ProfileError({fmt::format("{}:{}:{}: {}", origin, at.line, at.column, message)});
 }
 
 }  // namespace
+
+std::string Location::text() const {
+    if (line > 0 && column > 0) return fmt::format("{}:{}:{}", origin, line, column);
+    if (line > 0) return fmt::format("{}:{}", origin, line);
+    return origin;
+}
+
+std::string_view kind_phrase(TomlValue::Kind k) {
+    static constexpr std::string_view kPhrases[] = {"an integer", "a float", "a bool",     "a string",
+                                                    "an array",   "a table", "a date/time"};
+    static_assert(std::size(kPhrases) == static_cast<std::size_t>(TomlValue::Kind::date_time) + 1, "one per Kind");
+    const auto i = static_cast<std::size_t>(k);
+    return i < std::size(kPhrases) ? kPhrases[i] : "a value";
+}
 
 TomlValue parse_toml(std::string_view text, std::string_view origin) {
     // A UTF-8 byte order mark (some Windows editors write one) is not part of the text; columns
     // on line 1 count from the character after it, as editors show them.
     text = util::without_bom(text);
     if (text.size() > kMaxProfileBytes)
-        throw ProfileError(
-            {fmt::format("{}:1:1: the profile is {} bytes; the limit is {} (1 MiB): is "
-                         "this really a profile?",
-                         origin, text.size(), kMaxProfileBytes)});
-    int line = 0, column = 0;
-    if (!validate_utf8(text, line, column))
-        throw ProfileError(
-            {fmt::format("{}:{}:{}: invalid UTF-8 (a profile is UTF-8 text; is this "
-                         "a binary file or in another encoding?)",
-                         origin, line, column)});
+        throw error_at(origin, {},
+                       fmt::format("the profile is {} bytes; the limit is {} (1 MiB): is this really a profile?",
+                                   text.size(), kMaxProfileBytes));
+    if (const auto at = invalid_utf8_at(text))
+        throw error_at(origin, *at,
+                       "invalid UTF-8 (a profile is UTF-8 text; is this a binary file or in another encoding?)");
     std::string why;
-    if (find_tomlpp_hazard(text, line, column, why))
-        throw ProfileError({fmt::format("{}:{}:{}: TOML syntax error: {}", origin, line, column, why)});
-    if (find_too_deep(text, kMaxNesting, line, column))
-        throw ProfileError({too_deep(Location{std::string(origin), line, column})});
+    if (const auto at = tomlpp_hazard_at(text, why)) throw error_at(origin, *at, "TOML syntax error: " + why);
+    if (const auto at = too_deep_at(text, kMaxNesting))
+        throw ProfileError({too_deep(Location{std::string(origin), at->line, at->column})});
     try {
         const toml::table t = toml::parse(text, origin);
         return convert_table(t, origin, 0);
     } catch (const toml::parse_error& e) {
         const auto& b = e.source().begin;
-        throw ProfileError({fmt::format("{}:{}:{}: TOML syntax error: {}", origin, std::max<std::uint32_t>(b.line, 1),
-                                        std::max<std::uint32_t>(b.column, 1), describe(e))});
+        const Position at{std::max(static_cast<int>(b.line), 1), std::max(static_cast<int>(b.column), 1)};
+        throw error_at(origin, at, fmt::format("TOML syntax error: {}", e.description()));
     }
 }
 
@@ -489,8 +426,7 @@ Override parse_override(std::string_view text, bool (*is_string_key)(std::string
     const auto fail = [&](const std::string& m) -> ProfileError {
         return ProfileError({fmt::format("{}: {}", o.where.origin, m)});
     };
-    int line = 0, column = 0;
-    if (!validate_utf8(text, line, column)) throw fail("invalid UTF-8");
+    if (invalid_utf8_at(text)) throw fail("invalid UTF-8");
     if (text.size() > 64 * 1024) throw fail("the override is longer than 64 KiB");
     const auto eq = text.find('=');
     if (eq == std::string_view::npos) throw fail("expected section.key=value (e.g. --set training.learning_rate=3e-4)");
@@ -504,15 +440,18 @@ Override parse_override(std::string_view text, bool (*is_string_key)(std::string
     if (value.find_first_of("\r\n") != std::string_view::npos) throw fail("the value must be on one line");
 
     const std::string doc = fmt::format("v = {}\n", value);
-    if (std::string why; find_tomlpp_hazard(doc, line, column, why)) {
-        if (is_string_key != nullptr && is_string_key(o.section, o.key) &&
-            value.find_first_of("\"'[]{}=#\\") == std::string_view::npos) {
-            o.value.kind = TomlValue::Kind::string;  // a bare non-ASCII word: --set run.name=Zürich
-            o.value.string = std::string(value);
-            o.value.where = o.where;
-            return o;
-        }
-        throw fail(fmt::format("the value is not valid TOML ({})", why));
+    // A bare word (no quotes) is a string where the key is a string key: --set run.trainer=dqn.
+    const auto bare_word = [&](std::string_view specials) {
+        if (is_string_key == nullptr || !is_string_key(o.section, o.key)) return false;
+        if (value.find_first_of(specials) != std::string_view::npos) return false;
+        o.value.kind = TomlValue::Kind::string;
+        o.value.string = std::string(value);
+        return true;
+    };
+    if (std::string why; tomlpp_hazard_at(doc, why)) {
+        if (!bare_word("\"'[]{}=#\\")) throw fail(fmt::format("the value is not valid TOML ({})", why));
+        o.value.where = o.where;  // a bare non-ASCII word: --set run.name=Zürich
+        return o;
     }
     try {
         const toml::table t = toml::parse(std::string_view(doc), std::string_view("--set"));
@@ -520,11 +459,7 @@ Override parse_override(std::string_view text, bool (*is_string_key)(std::string
         if (t.size() != 1 || v == nullptr) throw fail("the value must be a single TOML value");
         o.value = convert(*v, o.where.origin, 1);
     } catch (const toml::parse_error& e) {
-        if (is_string_key != nullptr && is_string_key(o.section, o.key) &&
-            value.find_first_of("\"'[]{}=#") == std::string_view::npos) {
-            o.value.kind = TomlValue::Kind::string;  // a bare word: --set run.trainer=dqn
-            o.value.string = std::string(value);
-        } else {
+        if (!bare_word("\"'[]{}=#")) {
             const auto col = static_cast<int>(e.source().begin.column) - 4;  // after "v = "
             throw fail(
                 fmt::format("the value is not valid TOML ({}{}); strings need quotes, "

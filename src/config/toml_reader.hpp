@@ -59,7 +59,4 @@ struct Override {
 /// @throws ProfileError with one message on malformed text.
 Override parse_override(std::string_view text, bool (*is_string_key)(std::string_view section, std::string_view key));
 
-/// First invalid UTF-8 sequence: returns false and sets line/column (1-based, in characters).
-bool validate_utf8(std::string_view text, int& line, int& column);
-
 }  // namespace fh::config

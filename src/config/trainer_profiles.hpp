@@ -19,11 +19,11 @@
 namespace fh::config {
 
 /// A rule over several keys, as profile resolution checks it: `keys` names every key the rule
-/// reads; when each of them passed its own type and range check and `violated()` holds,
-/// `message()` is reported (exit 2) at the most relevant of them: a command-line value, else the
-/// last one set in the file, else the top of the file.
-using CrossKeyRule = std::function<void(std::initializer_list<std::string> keys, const std::function<bool()>& violated,
-                                        const std::function<std::string()>& message)>;
+/// reads; when each of them passed its own type and range check, `check()` runs, and the problem it
+/// returns ("" when the rule holds) is reported (exit 2) at the most relevant of them: a
+/// command-line value, else the last one set in the file, else the top of the file.
+using CrossKeyRule =
+    std::function<void(std::initializer_list<std::string> keys, const std::function<std::string()>& check)>;
 
 struct TrainerProfile {
     std::string_view name;         ///< run.trainer's value

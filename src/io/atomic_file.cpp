@@ -65,8 +65,7 @@ void AtomicFile::commit() {
     if (dfd < 0 || ::fsync(dfd) != 0) {
         const int e = errno;
         if (dfd >= 0) ::close(dfd);
-        fail_(fmt::format("cannot fsync directory {}: {}", dir.string(), std::strerror(e)));
-        throw std::runtime_error("cannot fsync directory " + dir.string());
+        raise(fmt::format("cannot fsync directory {}: {}", dir.string(), std::strerror(e)));
     }
     ::close(dfd);
 }

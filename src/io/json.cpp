@@ -1,6 +1,8 @@
 /// @file json.cpp
 #include "io/json.hpp"
 
+#include "io/utf8.hpp"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -8,6 +10,7 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
+#include <utility>
 
 namespace fh::io::json {
 
@@ -53,31 +56,18 @@ Value Value::object(Object o) {
     return v;
 }
 
-namespace {
-[[noreturn]] void wrong_kind(Value::Kind want, Value::Kind have) {
-    throw std::logic_error(fmt::format("json: expected {}, have {}", kind_name(want), kind_name(have)));
+const Value& Value::expect(Kind want) const {
+    if (kind_ != want)
+        throw std::logic_error(fmt::format("json: expected {}, have {}", kind_name(want), kind_name(kind_)));
+    return *this;
 }
-}  // namespace
 
-bool Value::as_bool() const {
-    if (kind_ != Kind::boolean) wrong_kind(Kind::boolean, kind_);
-    return bool_;
-}
-bool Value::is_negative() const {
-    if (kind_ != Kind::integer) wrong_kind(Kind::integer, kind_);
-    return negative_;
-}
-std::uint64_t Value::magnitude() const {
-    if (kind_ != Kind::integer) wrong_kind(Kind::integer, kind_);
-    return magnitude_;
-}
 std::uint64_t Value::as_u64() const {
-    if (kind_ != Kind::integer) wrong_kind(Kind::integer, kind_);
-    if (negative_) throw std::logic_error("json: negative integer read as unsigned");
+    if (expect(Kind::integer).negative_) throw std::logic_error("json: negative integer read as unsigned");
     return magnitude_;
 }
 std::int64_t Value::as_i64() const {
-    if (kind_ != Kind::integer) wrong_kind(Kind::integer, kind_);
+    expect(Kind::integer);
     constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
     if (!negative_) {
         if (magnitude_ > max) throw std::logic_error("json: integer above int64 range");
@@ -88,21 +78,9 @@ std::int64_t Value::as_i64() const {
 }
 double Value::as_double() const {
     if (kind_ == Kind::number) return number_;
-    if (kind_ != Kind::integer) wrong_kind(Kind::number, kind_);
+    if (kind_ != Kind::integer) expect(Kind::number);
     const double m = static_cast<double>(magnitude_);
     return negative_ ? -m : m;
-}
-const std::string& Value::as_string() const {
-    if (kind_ != Kind::string) wrong_kind(Kind::string, kind_);
-    return string_;
-}
-const Array& Value::as_array() const {
-    if (kind_ != Kind::array) wrong_kind(Kind::array, kind_);
-    return *array_;
-}
-const Object& Value::as_object() const {
-    if (kind_ != Kind::object) wrong_kind(Kind::object, kind_);
-    return *object_;
 }
 const Value* Value::find(std::string_view key) const {
     for (const auto& [k, v] : as_object())
@@ -310,19 +288,12 @@ private:
     unsigned hex4() {
         if (s_.size() - pos_ < 4) fail(pos_, "truncated \\u escape");
         unsigned v = 0;
-        for (int i = 0; i < 4; ++i) {
+        for (int i = 0; i < 4; ++i, ++pos_) {
             const unsigned char c = peek();
-            unsigned d;
-            if (c >= '0' && c <= '9')
-                d = c - '0';
-            else if (c >= 'a' && c <= 'f')
-                d = c - 'a' + 10;
-            else if (c >= 'A' && c <= 'F')
-                d = c - 'A' + 10;
-            else
+            const auto d = std::string_view("0123456789abcdefABCDEF").find(static_cast<char>(c));
+            if (d == std::string_view::npos)
                 fail(pos_, fmt::format("invalid hex digit {} in a \\u escape", describe(c)));
-            v = v * 16 + d;
-            ++pos_;
+            v = v * 16 + static_cast<unsigned>(d < 16 ? d : d - 6);
         }
         return v;
     }
@@ -345,32 +316,14 @@ private:
         }
     }
 
-    // One raw UTF-8 sequence starting at pos_ (first byte >= 0x80), validated (no overlongs,
-    // no surrogates, <= U+10FFFF) and copied.
+    // One raw UTF-8 sequence starting at pos_ (first byte >= 0x80), validated and copied.
     void utf8_sequence(std::string& out) {
-        const std::size_t at = pos_;
-        const unsigned char c = peek();
-        int extra;
-        std::uint32_t cp;
-        if (c >= 0xC2 && c <= 0xDF)
-            extra = 1, cp = c & 0x1F;
-        else if (c >= 0xE0 && c <= 0xEF)
-            extra = 2, cp = c & 0x0F;
-        else if (c >= 0xF0 && c <= 0xF4)
-            extra = 3, cp = c & 0x07;
-        else
-            fail(at, "invalid UTF-8");
-        if (s_.size() - pos_ < static_cast<std::size_t>(extra) + 1) fail(at, "truncated UTF-8 sequence");
-        for (int i = 1; i <= extra; ++i) {
-            const unsigned char cc = static_cast<unsigned char>(s_[pos_ + i]);
-            if ((cc & 0xC0) != 0x80) fail(at, "invalid UTF-8");
-            cp = (cp << 6) | (cc & 0x3F);
-        }
-        if ((extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            fail(at, "invalid UTF-8");
-        out.append(s_.substr(pos_, extra + 1));
-        pos_ += extra + 1;
+        std::uint32_t cp = 0;
+        std::size_t len = 0;
+        const Utf8 r = decode_utf8(s_.substr(pos_), cp, len);
+        if (r != Utf8::ok) fail(pos_, r == Utf8::truncated ? "truncated UTF-8 sequence" : "invalid UTF-8");
+        out.append(s_.substr(pos_, len));
+        pos_ += len;
     }
 
     std::string string() {
@@ -399,47 +352,22 @@ private:
             if (at_end()) fail(esc, "unterminated escape");
             const unsigned char e = peek();
             ++pos_;
-            switch (e) {
-                case '"':
-                    out += '"';
-                    break;
-                case '\\':
-                    out += '\\';
-                    break;
-                case '/':
-                    out += '/';
-                    break;
-                case 'b':
-                    out += '\b';
-                    break;
-                case 'f':
-                    out += '\f';
-                    break;
-                case 'n':
-                    out += '\n';
-                    break;
-                case 'r':
-                    out += '\r';
-                    break;
-                case 't':
-                    out += '\t';
-                    break;
-                case 'u': {
-                    std::uint32_t cp = hex4();
-                    if (cp >= 0xDC00 && cp <= 0xDFFF) fail(esc, "lone low surrogate in a \\u escape");
-                    if (cp >= 0xD800 && cp <= 0xDBFF) {
-                        if (s_.substr(pos_, 2) != "\\u") fail(esc, "high surrogate without its low surrogate");
-                        pos_ += 2;
-                        const std::uint32_t lo = hex4();
-                        if (lo < 0xDC00 || lo > 0xDFFF) fail(esc, "high surrogate without its low surrogate");
-                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    }
-                    append_utf8(out, cp);
-                    break;
-                }
-                default:
-                    fail(esc, fmt::format("invalid escape \\{}", describe(e)));
+            static constexpr std::string_view kEscaped = "\"\\/bfnrt", kMeaning = "\"\\/\b\f\n\r\t";
+            if (const auto k = kEscaped.find(static_cast<char>(e)); k != std::string_view::npos) {
+                out += kMeaning[k];
+                continue;
             }
+            if (e != 'u') fail(esc, fmt::format("invalid escape \\{}", describe(e)));
+            std::uint32_t cp = hex4();
+            if (cp >= 0xDC00 && cp <= 0xDFFF) fail(esc, "lone low surrogate in a \\u escape");
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (s_.substr(pos_, 2) != "\\u") fail(esc, "high surrogate without its low surrogate");
+                pos_ += 2;
+                const std::uint32_t lo = hex4();
+                if (lo < 0xDC00 || lo > 0xDFFF) fail(esc, "high surrogate without its low surrogate");
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            append_utf8(out, cp);
         }
     }
 };
@@ -464,10 +392,9 @@ void serialize_to(std::string& out, const Value& v) {
             return;
         case Value::Kind::array: {
             out += '[';
-            bool first = true;
+            const char* separator = "";
             for (const auto& item : v.as_array()) {
-                if (!first) out += ',';
-                first = false;
+                out += std::exchange(separator, ",");
                 serialize_to(out, item);
             }
             out += ']';
@@ -475,10 +402,9 @@ void serialize_to(std::string& out, const Value& v) {
         }
         case Value::Kind::object: {
             out += '{';
-            bool first = true;
+            const char* separator = "";
             for (const auto& [k, item] : v.as_object()) {
-                if (!first) out += ',';
-                first = false;
+                out += std::exchange(separator, ",");
                 out += util::json_quote(k);
                 out += ':';
                 serialize_to(out, item);

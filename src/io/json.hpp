@@ -91,19 +91,22 @@ public:
     bool is_object() const noexcept { return kind_ == Kind::object; }
 
     /// Accessors throw std::logic_error on the wrong kind (callers check kind() first).
-    bool as_bool() const;
-    bool is_negative() const;         ///< integer only
-    std::uint64_t magnitude() const;  ///< integer: |value|
-    std::uint64_t as_u64() const;     ///< integer >= 0
-    std::int64_t as_i64() const;      ///< integer within int64 (logic_error otherwise)
-    double as_double() const;         ///< integer or number
-    const std::string& as_string() const;
-    const Array& as_array() const;
-    const Object& as_object() const;
+    bool as_bool() const { return expect(Kind::boolean).bool_; }
+    bool is_negative() const { return expect(Kind::integer).negative_; }          ///< integer only
+    std::uint64_t magnitude() const { return expect(Kind::integer).magnitude_; }  ///< integer: |value|
+    std::uint64_t as_u64() const;                                                 ///< integer >= 0
+    std::int64_t as_i64() const;  ///< integer within int64 (logic_error otherwise)
+    double as_double() const;     ///< integer or number
+    const std::string& as_string() const { return expect(Kind::string).string_; }
+    const Array& as_array() const { return *expect(Kind::array).array_; }
+    const Object& as_object() const { return *expect(Kind::object).object_; }
     /// Object member by key, or nullptr.
     const Value* find(std::string_view key) const;
 
 private:
+    /// *this, or std::logic_error when it is not of kind `k`.
+    const Value& expect(Kind k) const;
+
     Kind kind_ = Kind::null;
     bool bool_ = false;
     bool negative_ = false;

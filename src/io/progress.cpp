@@ -2,6 +2,7 @@
 #include "io/progress.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -63,11 +64,7 @@ std::string format_progress_line(const ProgressState& st, int width) {
         fields.push_back(
             fmt::format("val {} {:.4g}", st.metric_name.empty() ? "metric" : st.metric_name, *st.last_val_metric));
 
-    std::string text;
-    for (std::size_t i = 0; i < fields.size(); ++i) {
-        if (i) text += " | ";
-        text += fields[i];
-    }
+    const std::string text = fmt::format("{}", fmt::join(fields, " | "));
 
     // Bar of 10..30 cells when there is room, none otherwise; then cut to the width.
     const int room = width - 1 - static_cast<int>(text.size()) - 3;  // "[" + "] "
@@ -98,12 +95,7 @@ Progress::~Progress() {
 void Progress::update(std::uint64_t env_steps, double env_steps_per_s, double updates_per_s, double loss,
                       std::optional<double> last_val_metric, const std::string& metric_name) {
     if (!enabled_ || finished_) return;
-    state_.env_steps = env_steps;
-    state_.env_steps_per_s = env_steps_per_s;
-    state_.updates_per_s = updates_per_s;
-    state_.loss = loss;
-    state_.last_val_metric = last_val_metric;
-    state_.metric_name = metric_name;
+    state_ = {env_steps, state_.total_env_steps, env_steps_per_s, updates_per_s, loss, last_val_metric, metric_name};
     has_state_ = true;
     const auto now = std::chrono::steady_clock::now();
     if (drawn_ && now - last_draw_ < kMinRedraw && env_steps < state_.total_env_steps) return;

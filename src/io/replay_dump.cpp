@@ -4,9 +4,7 @@
 
 #include "io/atomic_file.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,9 +13,8 @@
 #include <span>
 #include <type_traits>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
+#include <cstddef>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -35,35 +32,18 @@ static_assert(sizeof(float) == 4 && sizeof(int) == 4, "replay dumps store 4-byte
 namespace {
 
 // ---- header layout (docs/replay-dump.md) ----------------------------------------------------
-constexpr std::size_t kOffMagic = 0;        // 8 bytes "FHREPLAY"
-constexpr std::size_t kOffVersion = 8;      // u32
-constexpr std::size_t kOffHeaderSize = 12;  // u32
-constexpr std::size_t kOffStateDim = 16;    // i32
-constexpr std::size_t kOffEnvs = 20;        // i32
-constexpr std::size_t kOffCapacity = 24;    // i32
-constexpr std::size_t kOffActions = 28;     // i32
-constexpr std::size_t kOffPushed = 32;      // i64
-constexpr std::size_t kOffReserved = 40;    // zeros up to kReplayDumpHeaderBytes
+// The header as the file holds it (the host is little-endian): the magic, u32 version, u32 header
+// size, the dimensions (i32 state_dim, n_envs, capacity_steps, num_actions, i64 pushed_steps) and
+// zeros up to kReplayDumpHeaderBytes.
+struct Header {
+    char magic[8];
+    std::uint32_t version, header_bytes;
+    ReplayDumpInfo dims;
+    unsigned char reserved[24];
+};
+static_assert(sizeof(ReplayDumpInfo) == 24 && offsetof(Header, dims) == 16 && sizeof(Header) == kReplayDumpHeaderBytes,
+              "the header's layout is the file's");
 constexpr std::size_t kChecksumBytes = 8;
-
-using Header = unsigned char[kReplayDumpHeaderBytes];
-
-void put_u32(unsigned char* p, std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>((v >> (8 * i)) & 0xFF);
-}
-void put_u64(unsigned char* p, std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>((v >> (8 * i)) & 0xFF);
-}
-std::uint32_t get_u32(const unsigned char* p) {
-    std::uint32_t v = 0;
-    for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-    return v;
-}
-std::uint64_t get_u64(const unsigned char* p) {
-    std::uint64_t v = 0;
-    for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-    return v;
-}
 
 /// a * b, or nullopt on overflow.
 std::optional<std::uint64_t> mul(std::uint64_t a, std::uint64_t b) {
@@ -83,19 +63,18 @@ struct Sizes {
 };
 
 /// What is wrong with the dimensions, or an empty string. Also computes the sizes.
-std::string check_dimensions(int state_dim, int n_envs, int capacity_steps, int num_actions, long long pushed,
-                             Sizes& sizes) {
+std::string check_dimensions(const ReplayDumpInfo& d, Sizes& sizes) {
     auto range = [](const char* name, long long v, long long hi) {
         return v < 1 || v > hi ? fmt::format("{} is {}, expected 1..{}", name, v, hi) : std::string();
     };
     for (const std::string& s :
-         {range("state_dim", state_dim, kReplayDumpMaxStateDim), range("n_envs", n_envs, kReplayDumpMaxEnvs),
-          range("capacity_steps", capacity_steps, std::numeric_limits<int>::max()),
-          range("num_actions", num_actions, kReplayDumpMaxActions)})
+         {range("state_dim", d.state_dim, kReplayDumpMaxStateDim), range("n_envs", d.n_envs, kReplayDumpMaxEnvs),
+          range("capacity_steps", d.capacity_steps, std::numeric_limits<int>::max()),
+          range("num_actions", d.num_actions, kReplayDumpMaxActions)})
         if (!s.empty()) return s;
-    if (pushed < 0) return fmt::format("pushed_steps is {}, expected >= 0", pushed);
-    const std::uint64_t rows = static_cast<std::uint64_t>(capacity_steps) * static_cast<std::uint64_t>(n_envs);
-    const auto floats = mul(rows, static_cast<std::uint64_t>(state_dim));
+    if (d.pushed_steps < 0) return fmt::format("pushed_steps is {}, expected >= 0", d.pushed_steps);
+    const std::uint64_t rows = static_cast<std::uint64_t>(d.capacity_steps) * static_cast<std::uint64_t>(d.n_envs);
+    const auto floats = mul(rows, static_cast<std::uint64_t>(d.state_dim));
     // header + 2 state arrays (4 bytes a float) + rewards, actions (4 bytes) + done (1) + checksum
     const auto bytes = add(add(std::optional<std::uint64_t>(kReplayDumpHeaderBytes + kChecksumBytes),
                                floats ? mul(*floats, 8) : std::nullopt),
@@ -115,8 +94,7 @@ std::string check_dimensions(int state_dim, int n_envs, int capacity_steps, int 
 
 void write_replay_dump(const std::string& path, const ReplayDump& d) {
     Sizes sz;
-    const std::string problem =
-        check_dimensions(d.state_dim, d.n_envs, d.capacity_steps, d.num_actions, d.pushed_steps, sz);
+    const std::string problem = check_dimensions(d, sz);
     if (!problem.empty()) throw std::invalid_argument(fmt::format("write_replay_dump {}: {}", path, problem));
     auto require = [&](std::size_t got, std::uint64_t want, const char* what) {
         if (got != want)
@@ -138,14 +116,10 @@ void write_replay_dump(const std::string& path, const ReplayDump& d) {
                 fmt::format("write_replay_dump {}: done flag {} at row {} is not 0, 1 or 2", path, d.done[i], i));
 
     Header h{};
-    std::memcpy(h + kOffMagic, kReplayDumpMagic, sizeof kReplayDumpMagic);
-    put_u32(h + kOffVersion, kReplayDumpVersion);
-    put_u32(h + kOffHeaderSize, kReplayDumpHeaderBytes);
-    put_u32(h + kOffStateDim, static_cast<std::uint32_t>(d.state_dim));
-    put_u32(h + kOffEnvs, static_cast<std::uint32_t>(d.n_envs));
-    put_u32(h + kOffCapacity, static_cast<std::uint32_t>(d.capacity_steps));
-    put_u32(h + kOffActions, static_cast<std::uint32_t>(d.num_actions));
-    put_u64(h + kOffPushed, static_cast<std::uint64_t>(d.pushed_steps));
+    std::memcpy(h.magic, kReplayDumpMagic, sizeof h.magic);
+    h.version = kReplayDumpVersion;
+    h.header_bytes = kReplayDumpHeaderBytes;
+    h.dims = d;
 
     // Atomically (io::AtomicFile), with the checksum computed while writing.
     AtomicFile file(path, [&](const std::string& m) { io_fail(path, m); });
@@ -154,15 +128,14 @@ void write_replay_dump(const std::string& path, const ReplayDump& d) {
         hash.update(data, size);
         file.write(data, size);
     };
-    put(h, sizeof h);
+    put(&h, sizeof h);
     put(d.states.data(), d.states.size() * sizeof(float));
     put(d.next_states.data(), d.next_states.size() * sizeof(float));
     put(d.rewards.data(), d.rewards.size() * sizeof(float));
     put(d.actions.data(), d.actions.size() * sizeof(int));
     put(d.done.data(), d.done.size());
-    unsigned char sum[kChecksumBytes];
-    put_u64(sum, hash.digest());
-    file.write(sum, sizeof sum);
+    const std::uint64_t sum = hash.digest();
+    file.write(&sum, sizeof sum);
     file.commit();
 }
 
@@ -170,35 +143,28 @@ void write_replay_dump(const std::string& path, const ReplayDump& d) {
 
 namespace {
 
-class FdReader {
-public:
-    FdReader(int fd, const std::string& path) : fd_(fd), path_(path) {}
-    ~FdReader() { ::close(fd_); }
-    FdReader(const FdReader&) = delete;
-    FdReader& operator=(const FdReader&) = delete;
+/// Reads a file that stays open meanwhile, hashing what it reads.
+struct FdReader {
+    int fd;
+    const std::string& path;
+    util::Xxh64Stream hash;
 
     /// Reads exactly `size` bytes (hashed unless `hashed` is false).
     void read(void* data, std::size_t size, bool hashed = true) {
         auto* p = static_cast<char*>(data);
         std::size_t left = size;
         while (left > 0) {
-            const ssize_t n = ::read(fd_, p, std::min<std::size_t>(left, std::size_t{1} << 30));
+            const ssize_t n = ::read(fd, p, std::min<std::size_t>(left, std::size_t{1} << 30));
             if (n < 0) {
                 if (errno == EINTR) continue;
-                io_fail(path_, fmt::format("cannot read: {}", std::strerror(errno)));
+                io_fail(path, fmt::format("cannot read: {}", std::strerror(errno)));
             }
-            if (n == 0) io_fail(path_, "unexpected end of file (the file was truncated while it was read)");
+            if (n == 0) io_fail(path, "unexpected end of file (the file was truncated while it was read)");
             p += n;
             left -= static_cast<std::size_t>(n);
         }
-        if (hashed) hash_.update(data, size);
+        if (hashed) hash.update(data, size);
     }
-    std::uint64_t digest() const { return hash_.digest(); }
-
-private:
-    int fd_;
-    const std::string& path_;
-    util::Xxh64Stream hash_;
 };
 
 }  // namespace
@@ -213,7 +179,7 @@ ReplayDumpInfo scan_replay_dump(const std::string& path, bool header_only, Repla
     util::RegularFile file(path);  // a FIFO or a device is refused, never opened blocking
     if (!file.ok()) io_fail(path, file.error());
     const std::uint64_t file_bytes = file.size();
-    FdReader in(file.release(), path);  // closes the descriptor
+    FdReader in{file.fd(), path, util::Xxh64Stream()};  // `file` closes the descriptor
     if (file_bytes == 0) io_fail(path, "the file is empty (not a replay dump)");
     if (file_bytes < kReplayDumpHeaderBytes + kChecksumBytes)
         io_fail(path, fmt::format("too short: {} bytes (a replay dump has a {}-byte header and an {}-byte "
@@ -221,29 +187,23 @@ ReplayDumpInfo scan_replay_dump(const std::string& path, bool header_only, Repla
                                   file_bytes, kReplayDumpHeaderBytes, kChecksumBytes));
 
     Header h;
-    in.read(h, sizeof h);
-    if (std::memcmp(h + kOffMagic, kReplayDumpMagic, sizeof kReplayDumpMagic) != 0)
+    in.read(&h, sizeof h);
+    if (std::memcmp(h.magic, kReplayDumpMagic, sizeof h.magic) != 0)
         io_fail(path, "not a replay dump: the file does not start with the magic \"FHREPLAY\"");
-    const std::uint32_t version = get_u32(h + kOffVersion);
-    if (version != kReplayDumpVersion)
-        io_fail(path, fmt::format("format version {} is not supported (this build reads version {})", version,
+    if (h.version != kReplayDumpVersion)
+        io_fail(path, fmt::format("format version {} is not supported (this build reads version {})", h.version,
                                   kReplayDumpVersion));
-    const std::uint32_t header_bytes = get_u32(h + kOffHeaderSize);
-    if (header_bytes != kReplayDumpHeaderBytes)
-        io_fail(path, fmt::format("invalid header: header size {}, expected {} for version {}", header_bytes,
+    if (h.header_bytes != kReplayDumpHeaderBytes)
+        io_fail(path, fmt::format("invalid header: header size {}, expected {} for version {}", h.header_bytes,
                                   kReplayDumpHeaderBytes, kReplayDumpVersion));
-    for (std::size_t i = kOffReserved; i < kReplayDumpHeaderBytes; ++i)
-        if (h[i] != 0) io_fail(path, fmt::format("invalid header: reserved byte {} is {}, expected 0", i, h[i]));
+    for (std::size_t i = 0; i < sizeof h.reserved; ++i)
+        if (h.reserved[i] != 0)
+            io_fail(path, fmt::format("invalid header: reserved byte {} is {}, expected 0",
+                                      offsetof(Header, reserved) + i, h.reserved[i]));
 
-    ReplayDumpInfo info;
-    info.state_dim = static_cast<std::int32_t>(get_u32(h + kOffStateDim));
-    info.n_envs = static_cast<std::int32_t>(get_u32(h + kOffEnvs));
-    info.capacity_steps = static_cast<std::int32_t>(get_u32(h + kOffCapacity));
-    info.num_actions = static_cast<std::int32_t>(get_u32(h + kOffActions));
-    info.pushed_steps = static_cast<std::int64_t>(get_u64(h + kOffPushed));
+    const ReplayDumpInfo info = h.dims;
     Sizes sz;
-    const std::string problem =
-        check_dimensions(info.state_dim, info.n_envs, info.capacity_steps, info.num_actions, info.pushed_steps, sz);
+    const std::string problem = check_dimensions(info, sz);
     if (!problem.empty()) io_fail(path, "invalid header: " + problem);
     if (sz.file_bytes != file_bytes)
         io_fail(path, fmt::format("the file has {} bytes but its header (state_dim {}, n_envs {}, capacity_steps {}) "
@@ -257,13 +217,7 @@ ReplayDumpInfo scan_replay_dump(const std::string& path, bool header_only, Repla
     const std::uint64_t written = info.transitions();
     const std::uint64_t D = static_cast<std::uint64_t>(info.state_dim);
     // Sizes are bounded by the file's real length: allocating them is safe.
-    if (keep) {
-        keep->state_dim = info.state_dim;
-        keep->n_envs = info.n_envs;
-        keep->capacity_steps = info.capacity_steps;
-        keep->num_actions = info.num_actions;
-        keep->pushed_steps = info.pushed_steps;
-    }
+    if (keep) static_cast<ReplayDumpInfo&>(*keep) = info;
     // The first bad value is reported after the checksum: a corrupt file says "checksum
     // mismatch" (the file is damaged), a well-formed one with bad values names the value.
     std::string bad_value;
@@ -320,13 +274,13 @@ ReplayDumpInfo scan_replay_dump(const std::string& path, bool header_only, Repla
             if (v[i] > 2 && bad_value.empty())
                 note(fmt::format("done flag {} at row {} is not 0, 1 or 2", v[i], first + i));
     });
-    const std::uint64_t actual = in.digest();
-    unsigned char sum[kChecksumBytes];
-    in.read(sum, sizeof sum, /*hashed=*/false);
-    if (get_u64(sum) != actual)
+    const std::uint64_t actual = in.hash.digest();
+    std::uint64_t sum = 0;
+    in.read(&sum, sizeof sum, /*hashed=*/false);
+    if (sum != actual)
         io_fail(path, fmt::format("checksum mismatch: the content hashes to {:016x} but the file says {:016x}; the "
                                   "file is corrupt",
-                                  actual, get_u64(sum)));
+                                  actual, sum));
     if (!bad_value.empty()) io_fail(path, bad_value);
     return info;
 }

@@ -17,11 +17,17 @@
 
 namespace fh::io {
 
-/// The replay ring of a DQN run. rows = capacity_steps * n_envs; row (s % capacity_steps) *
-/// n_envs + e holds environment e's transition of step s (replay::ReplayView's layout).
-struct ReplayDump {
+/// A dump's dimensions.
+struct ReplayDumpInfo {
     int state_dim = 0, n_envs = 0, capacity_steps = 0, num_actions = 0;
     long long pushed_steps = 0;  ///< steps ever pushed (rows of steps >= min(pushed, capacity) are unwritten)
+    /// Transitions written: min(pushed_steps, capacity_steps) * n_envs.
+    std::uint64_t transitions() const noexcept;
+};
+
+/// The replay ring of a DQN run. rows = capacity_steps * n_envs; row (s % capacity_steps) *
+/// n_envs + e holds environment e's transition of step s (replay::ReplayView's layout).
+struct ReplayDump : ReplayDumpInfo {
     std::vector<float> states, next_states, rewards;  ///< (rows, state_dim), (rows, state_dim), (rows)
     std::vector<int> actions;                         ///< (rows), in [0, num_actions)
     std::vector<std::uint8_t> done;                   ///< (rows), env::DoneFlag: 0, 1 or 2
@@ -48,14 +54,6 @@ void write_replay_dump(const std::string& path, const ReplayDump& dump);
 /// says: every state, next state and reward of a written row (steps < min(pushed_steps,
 /// capacity_steps)) must be finite. Throws fh::DataError.
 ReplayDump read_replay_dump(const std::string& path);
-
-/// A dump's dimensions.
-struct ReplayDumpInfo {
-    int state_dim = 0, n_envs = 0, capacity_steps = 0, num_actions = 0;
-    long long pushed_steps = 0;
-    /// Transitions written: min(pushed_steps, capacity_steps) * n_envs.
-    std::uint64_t transitions() const noexcept;
-};
 
 /// The header alone, checked (magic, version, dimensions, the file's length); the arrays are
 /// not read. Throws fh::DataError.

@@ -54,6 +54,14 @@ long long progress_of(const std::string& line, const std::string& key) {
     return ec == std::errc() && ptr != first ? v : -1;
 }
 
+/// Opens `file` to append to it (created when missing); a symbolic link is refused.
+int open_to_append(const std::string& file) {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ELOOP) symlink_refused(file);
+    if (fd < 0) throw UsageError(fmt::format("cannot write {}: {}", file, std::strerror(errno)));
+    return fd;
+}
+
 /// Opens the directory `path` and takes its lock (flock, exclusive, not waiting); UsageError
 /// naming `what` and the directory's `kind` when another process holds it or it cannot be opened.
 int lock_directory(const std::string& path, const std::string& what, const std::string& kind = "run directory") {
@@ -125,9 +133,7 @@ DirectoryLock::~DirectoryLock() {
 
 void RunDirectory::append_eval(const std::string& json_object) const {
     const std::string file = (fs::path(path_) / "eval.jsonl").string();
-    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == ELOOP) symlink_refused(file);
-    if (fd < 0) throw UsageError(fmt::format("cannot write {}: {}", file, std::strerror(errno)));
+    const int fd = open_to_append(file);
     const std::string line = json_object + "\n";
     const ssize_t n = ::write(fd, line.data(), line.size());  // one write: a line is whole or absent
     const int e = errno;
@@ -196,11 +202,10 @@ std::optional<std::string> RunDirectory::read_file(const std::string& file) cons
 void RunDirectory::append_metrics(const std::string& json_object) {
     if (!metrics_) {  // opened on the first line: a refused resume writes nothing
         const std::string file = (fs::path(path_) / "metrics.jsonl").string();
-        const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd < 0 && errno == ELOOP) symlink_refused(file);
-        if (fd < 0 || (metrics_ = ::fdopen(fd, "a")) == nullptr) {
+        const int fd = open_to_append(file);
+        if ((metrics_ = ::fdopen(fd, "a")) == nullptr) {
             const int e = errno;
-            if (fd >= 0) ::close(fd);
+            ::close(fd);
             throw UsageError(fmt::format("cannot write {}: {}", file, std::strerror(e)));
         }
     }

@@ -3,17 +3,13 @@
 
 #include "io/atomic_file.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <iterator>
 #include <limits>
 
@@ -66,14 +62,16 @@ void put_text(std::string& out, std::string_view s) {
     out.append(s);
 }
 
-// Element count of `shape`, or nullopt on overflow.
-std::optional<std::uint64_t> element_count(const Shape& shape) {
+// Bytes of a `dtype` tensor of `shape`, or nullopt on overflow.
+std::optional<std::uint64_t> byte_count(const Shape& shape, Dtype dtype) {
+    constexpr auto kMax = std::numeric_limits<std::uint64_t>::max();
     std::uint64_t n = 1;
     for (const std::uint64_t d : shape) {
-        if (d != 0 && n > std::numeric_limits<std::uint64_t>::max() / d) return std::nullopt;
+        if (d != 0 && n > kMax / d) return std::nullopt;
         n *= d;
     }
-    return n;
+    if (n > kMax / dtype_size(dtype)) return std::nullopt;
+    return n * dtype_size(dtype);
 }
 
 std::string hex16(std::uint64_t v) {
@@ -133,13 +131,11 @@ void TensorFileWriter::add_entry(Entry e) {
         throw CheckpointError("checkpoint tensor: the name __metadata__ is reserved by safetensors");
     for (const auto& x : entries_)
         if (x.name == e.name) throw CheckpointError(fmt::format("checkpoint tensor {}: added twice", e.name));
-    const auto n = element_count(e.shape);
-    if (!n || *n > std::numeric_limits<std::uint64_t>::max() / dtype_size(e.dtype) ||
-        *n * dtype_size(e.dtype) != e.bytes.size())
-        throw CheckpointError(
-            fmt::format("checkpoint tensor {}: {} bytes given, shape {} of {} needs {}", e.name, e.bytes.size(),
-                        shape_string(e.shape), dtype_name(e.dtype),
-                        n ? fmt::format("{}", *n * dtype_size(e.dtype)) : std::string("more than 2^64")));
+    const auto need = byte_count(e.shape, e.dtype);
+    if (need != e.bytes.size())
+        throw CheckpointError(fmt::format("checkpoint tensor {}: {} bytes given, shape {} of {} needs {}", e.name,
+                                          e.bytes.size(), shape_string(e.shape), dtype_name(e.dtype),
+                                          need ? fmt::format("{}", *need) : std::string("more than 2^64")));
     entries_.push_back(std::move(e));
 }
 
@@ -170,17 +166,13 @@ std::vector<const TensorFileWriter::Entry*> TensorFileWriter::ordered() const {
     return order;
 }
 
-std::uint64_t TensorFileWriter::checksum(const std::vector<const Entry*>& order) const {
-    Xxh64Stream h;
-    for (const Entry* e : order) h.update(e->bytes.data(), e->bytes.size());
-    return h.digest();
-}
-
-std::string TensorFileWriter::header(const std::vector<const Entry*>& order, std::uint64_t sum) const {
+std::string TensorFileWriter::head(const std::vector<const Entry*>& order) const {
+    Xxh64Stream data;
+    for (const Entry* e : order) data.update(e->bytes.data(), e->bytes.size());
     std::map<std::string, std::string> meta = metadata_;
     meta[std::string(kMetaFormat)] = std::string(kFormatMarker);
     meta[std::string(kMetaVersion)] = fmt::format("{}", kFormatVersion);
-    meta[std::string(kMetaChecksum)] = hex16(sum);
+    meta[std::string(kMetaChecksum)] = hex16(data.digest());
     std::vector<TableEntry> table;
     std::uint64_t at = 0;
     for (const Entry* e : order) {
@@ -189,55 +181,34 @@ std::string TensorFileWriter::header(const std::vector<const Entry*>& order, std
     }
     meta[std::string(kMetaHeaderChecksum)] = hex16(fh::data::xxh64(header_checksum_input(meta, table)));
 
-    std::string h = "{\"__metadata__\":{";
-    bool first = true;
-    for (const auto& [k, v] : meta) {
-        if (!first) h += ',';
-        first = false;
-        h += util::json_quote(k);
-        h += ':';
-        h += util::json_quote(v);
-    }
-    h += '}';
-    std::uint64_t offset = 0;
-    for (const Entry* e : order) {
-        h += ',';
-        h += util::json_quote(e->name);
-        h += fmt::format(":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}", dtype_name(e->dtype),
-                         fmt::join(e->shape, ","), offset, offset + e->bytes.size());
-        offset += e->bytes.size();
-    }
-    h += '}';
+    json::Object root, metadata;
+    for (const auto& [k, v] : meta) metadata.emplace_back(k, v);
+    root.emplace_back("__metadata__", json::Value::object(std::move(metadata)));
+    for (const auto& t : table)
+        root.emplace_back(t.name, json::object({{"dtype", dtype_name(t.dtype)},
+                                                {"shape", json::array_of(std::span<const std::uint64_t>(t.shape))},
+                                                {"data_offsets", json::Value::array({t.begin, t.end})}}));
+    std::string h = json::serialize(json::Value::object(std::move(root)));
     h.append((8 - h.size() % 8) % 8, ' ');
-    return h;
+    std::string out;
+    put_u64(out, h.size());
+    return out + h;
 }
 
 std::vector<std::byte> TensorFileWriter::serialize() const {
     const auto order = ordered();
-    const std::string h = header(order, checksum(order));
-    std::size_t total = 8 + h.size();
-    for (const Entry* e : order) total += e->bytes.size();
-    std::vector<std::byte> out(total);
-    const std::uint64_t n = h.size();
-    for (std::size_t i = 0; i < 8; ++i) out[i] = static_cast<std::byte>((n >> (8 * i)) & 0xFF);
-    std::memcpy(out.data() + 8, h.data(), h.size());
-    std::size_t at = 8 + h.size();
-    for (const Entry* e : order) {
-        if (!e->bytes.empty()) std::memcpy(out.data() + at, e->bytes.data(), e->bytes.size());
-        at += e->bytes.size();
-    }
+    const std::string h = head(order);
+    const auto* p = reinterpret_cast<const std::byte*>(h.data());
+    std::vector<std::byte> out(p, p + h.size());
+    for (const Entry* e : order) out.insert(out.end(), e->bytes.begin(), e->bytes.end());
     return out;
 }
 
 void TensorFileWriter::write(const std::string& path) const {
     const auto order = ordered();
-    const std::string h = header(order, checksum(order));
-    unsigned char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((h.size() >> (8 * i)) & 0xFF);
-
+    const std::string h = head(order);
     AtomicFile file(path,
                     [&](const std::string& m) { throw CheckpointError(fmt::format("checkpoint {}: {}", path, m)); });
-    file.write(len, sizeof len);
     file.write(h.data(), h.size());
     for (const Entry* e : order) file.write(e->bytes.data(), e->bytes.size());
     file.commit();
@@ -246,38 +217,8 @@ void TensorFileWriter::write(const std::string& path) const {
 // ---------------------------------------------------------------------------------------------
 // TensorFile
 
-TensorFile::TensorFile(TensorFile&& o) noexcept {
-    *this = std::move(o);
-}
-
-TensorFile& TensorFile::operator=(TensorFile&& o) noexcept {
-    if (this == &o) return *this;
-    release();
-    path_ = std::move(o.path_);
-    base_ = o.base_;
-    size_ = o.size_;
-    mapping_ = o.mapping_;
-    // Moving a vector keeps its buffer, so views into memory_ stay valid.
-    memory_ = std::move(o.memory_);
-    data_begin_ = o.data_begin_;
-    metadata_ = std::move(o.metadata_);
-    tensors_ = std::move(o.tensors_);
-    order_ = std::move(o.order_);
-    format_version_ = o.format_version_;
-    o.base_ = nullptr;
-    o.size_ = 0;
-    o.mapping_ = nullptr;
-    o.tensors_.clear();
-    return *this;
-}
-
-TensorFile::~TensorFile() {
-    release();
-}
-
-void TensorFile::release() noexcept {
-    if (mapping_) ::munmap(mapping_, size_);
-    mapping_ = nullptr;
+void TensorFile::Unmap::operator()(void* mapping) const noexcept {
+    ::munmap(mapping, size);
 }
 
 void TensorFile::fail(const std::string& what) const {
@@ -287,27 +228,15 @@ void TensorFile::fail(const std::string& what) const {
 TensorFile TensorFile::read(const std::string& path, const ReadOptions& options) {
     TensorFile f;
     f.path_ = path;
-    util::RegularFile file(path);  // a FIFO or a device is refused, never opened blocking
+    util::RegularFile file(path);  // a FIFO or a device is refused, never opened blocking; closed on return
     if (!file.ok()) f.fail(file.error());
-    const int fd = file.release();
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        const int e = errno;
-        ::close(fd);
-        f.fail(fmt::format("cannot stat: {}", std::strerror(e)));
-    }
-    f.size_ = static_cast<std::size_t>(st.st_size);
+    f.size_ = static_cast<std::size_t>(file.size());
     if (f.size_ > 0) {
-        void* m = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            const int e = errno;
-            ::close(fd);
-            f.fail(fmt::format("cannot map: {}", std::strerror(e)));
-        }
-        f.mapping_ = m;
+        void* m = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+        if (m == MAP_FAILED) f.fail(fmt::format("cannot map: {}", std::strerror(errno)));
+        f.mapping_ = std::unique_ptr<void, Unmap>(m, Unmap{f.size_});
         f.base_ = static_cast<const std::byte*>(m);
     }
-    ::close(fd);
     f.validate(options);
     return f;
 }
@@ -368,19 +297,10 @@ void TensorFile::validate(const ReadOptions& options) {
         }
         if (name.empty()) fail("invalid header: a tensor has an empty name");
         if (!v.is_object()) fail(fmt::format("invalid header: tensor {} is not an object", name));
-        const json::Value* dt = nullptr;
-        const json::Value* sh = nullptr;
-        const json::Value* off = nullptr;
-        for (const auto& [k, fv] : v.as_object()) {
-            if (k == "dtype")
-                dt = &fv;
-            else if (k == "shape")
-                sh = &fv;
-            else if (k == "data_offsets")
-                off = &fv;
-            else
-                fail(fmt::format("invalid header: tensor {} has an unknown field {}", name, k));
-        }
+        for (const auto& field : v.as_object())
+            if (field.first != "dtype" && field.first != "shape" && field.first != "data_offsets")
+                fail(fmt::format("invalid header: tensor {} has an unknown field {}", name, field.first));
+        const json::Value *dt = v.find("dtype"), *sh = v.find("shape"), *off = v.find("data_offsets");
         if (!dt || !sh || !off)
             fail(fmt::format("invalid header: tensor {} lacks {}", name,
                              !dt   ? "dtype"
@@ -405,9 +325,7 @@ void TensorFile::validate(const ReadOptions& options) {
         if (b > e || e > data_size)
             fail(fmt::format("tensor {}: data_offsets [{}, {}] lie outside the data section of {} bytes", name, b, e,
                              data_size));
-        const auto count = element_count(shape);
-        if (!count || *count > std::numeric_limits<std::uint64_t>::max() / dtype_size(*dtype) ||
-            *count * dtype_size(*dtype) != e - b)
+        if (byte_count(shape, *dtype) != e - b)
             fail(fmt::format("tensor {}: size {} bytes does not match shape {} of {} ({} bytes per element)", name,
                              e - b, shape_string(shape), dtype_name(*dtype), dtype_size(*dtype)));
         tensors_[name] = TensorView{

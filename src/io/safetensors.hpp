@@ -126,8 +126,8 @@ private:
     };
     void add_entry(Entry e);
     std::vector<const Entry*> ordered() const;
-    std::string header(const std::vector<const Entry*>& order, std::uint64_t checksum) const;
-    std::uint64_t checksum(const std::vector<const Entry*>& order) const;
+    /// The header's length (u64 little-endian) and the header, for the tensors in `order`.
+    std::string head(const std::vector<const Entry*>& order) const;
 
     std::vector<Entry> entries_;
     std::map<std::string, std::string> metadata_;
@@ -154,12 +154,6 @@ public:
     /// Validates bytes held in memory; `label` stands for the path in messages.
     static TensorFile from_bytes(std::vector<std::byte> bytes, const std::string& label,
                                  const ReadOptions& options = {});
-
-    TensorFile(TensorFile&&) noexcept;
-    TensorFile& operator=(TensorFile&&) noexcept;
-    TensorFile(const TensorFile&) = delete;
-    TensorFile& operator=(const TensorFile&) = delete;
-    ~TensorFile();
 
     const std::string& path() const noexcept { return path_; }
     /// The foxhunt format version read (1 or 2); 0 when the file was read without
@@ -189,14 +183,17 @@ private:
     TensorFile() = default;
     void validate(const ReadOptions& options);
     [[noreturn]] void fail(const std::string& what) const;
-    void release() noexcept;
 
+    struct Unmap {
+        std::size_t size;  // no initializer: the enclosing class needs it default-constructible
+        void operator()(void* mapping) const noexcept;
+    };
     std::string path_;
     const std::byte* base_ = nullptr;  // the whole file
     std::size_t size_ = 0;
-    void* mapping_ = nullptr;        // mmap address, or null
-    std::vector<std::byte> memory_;  // from_bytes storage
-    std::size_t data_begin_ = 0;     // 8 + N
+    std::unique_ptr<void, Unmap> mapping_;  // the file's mmap (read()); moving keeps it
+    std::vector<std::byte> memory_;         // from_bytes storage; moving a vector keeps its buffer
+    std::size_t data_begin_ = 0;            // 8 + N
     std::map<std::string, std::string> metadata_;
     std::map<std::string, TensorView> tensors_;
     std::vector<std::string> order_;
