@@ -269,8 +269,7 @@ void AgentRun::prepare() {
 }
 
 void AgentRun::write_summary(json::Object o) {
-    summary_ = json::Value::object(std::move(o));
-    dir_.write_file("summary.json", json::serialize(summary_) + "\n");
+    dir_.write_file("summary.json", json::serialize(json::Value::object(std::move(o))) + "\n");
 }
 
 void AgentRun::finish() {

@@ -101,8 +101,6 @@ public:
     void save_checkpoint();
     /// Appends one line to the run's lineage.jsonl (a search's record of the agent).
     void append_lineage(const std::string& json_object);
-    /// summary.json as written last (null before finish(), or for a diverged run its object).
-    const io::json::Value& summary() const noexcept { return summary_; }
 
 private:
     double select_metric(const backtest::Metrics& m) const;
@@ -141,7 +139,6 @@ private:
     io::json::Value collapse_;  ///< summary.json's "collapse" (null: none)
     io::json::Value search_;    ///< summary.json's "search" (null: none)
     long long collapsed_evaluations_ = 0;
-    io::json::Value summary_;
     long long env_steps_at_start_ = 0, updates_at_start_ = 0;
     long long hold_interrupt_at_ = -1;
     clock::time_point t_train_;
