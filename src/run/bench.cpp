@@ -50,6 +50,43 @@ PhaseTimes time_phases(const BenchPhases& b, long long phase) {
     return r;
 }
 
+json::Object bench_json(const config::Profile& p, const BenchFigures& b, std::size_t population) {
+    const double agents = static_cast<double>(std::max<std::size_t>(population, 1));
+    const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
+    const double collection_steps = static_cast<double>(b.t.collected) / n_envs / agents;  // one agent's steps
+    const double collection_rate =
+        b.t.collected > 0 ? static_cast<double>(b.t.collected) / b.t.collect_s : b.dataset_rate;
+    const double updates_rate = static_cast<double>(b.t.updates) / b.t.update_s;
+    const double e2e_rate = b.t.e2e_s > 0 ? static_cast<double>(b.t.e2e_steps) / b.t.e2e_s : 0.0;
+    json::Object out{
+        {"trainer", p.run.trainer},
+        {"device", b.device},
+        {"precision", p.gpu.precision},
+        {"population", static_cast<std::int64_t>(population)},
+        {"batched", b.batched},
+        {"n_envs", p.experience.gpu_n_episodes},
+        {"batch_size", b.batch_rows},
+        {"iterations_per_phase", b.phase},
+        {"collection_env_steps_per_s", collection_rate},
+        {"updates_per_s", updates_rate},
+        {"end_to_end_env_steps_per_s", e2e_rate},
+        {"agent_updates_per_s", updates_rate},
+        {"updates_per_s_per_agent", updates_rate / agents},
+        {"collection_env_steps_per_s_per_agent", collection_rate / agents},
+        {"end_to_end_env_steps_per_s_per_agent", e2e_rate / agents},
+        {"us_per_collection_step", collection_steps > 0 ? 1e6 * b.t.collect_s / collection_steps : 0.0},
+        {"us_per_update", b.t.updates > 0 ? 1e6 * b.t.update_s / static_cast<double>(b.t.updates) : 0.0},
+        {"time_to_first_kernel_s", b.first_kernel_s},
+        {"peak_device_memory_bytes", b.peak},
+    };
+    if (population == 0)  // one agent's bench: none of the population's keys
+        std::erase_if(out, [](const json::Member& m) {
+            return m.first == "population" || m.first == "batched" || m.first.starts_with("agent_") ||
+                   m.first.ends_with("_per_agent");
+        });
+    return out;
+}
+
 json::Value kernel_table(std::vector<cuda::KernelTime> times, double phases) {
     std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.total_us > b.total_us; });
     json::Array rows;
@@ -99,14 +136,31 @@ json::Value ablation_table(const std::function<void()>& synchronize, const std::
         {{"us_captured", whole}, {"us_skeleton", skeleton}, {"ops", json::Value::array(std::move(rows))}});
 }
 
+json::Value ablation_tables(const BenchPhases& phases, const PhaseTimes& t,
+                            const std::vector<cuda::KernelTime>& collect_ops,
+                            const std::vector<cuda::KernelTime>& update_ops, double per_step, long long runs) {
+    json::Object parts;
+    if (t.collected > 0)
+        parts.emplace_back("collection",
+                           ablation_table(
+                               phases.synchronize, collect_ops,
+                               [&](long long k) { return static_cast<double>(phases.collect(k)) / per_step; }, runs));
+    if (t.updates > 0)
+        parts.emplace_back("update", ablation_table(
+                                         phases.synchronize, update_ops,
+                                         [&](long long k) { return static_cast<double>(phases.update(k)); }, runs));
+    return json::Value::object(std::move(parts));
+}
+
 std::string bench(const config::Profile& p, bool kernel_times, bool force, bool ablate) {
     const auto t_start = clock::now();
     Session session(p, force);
     auto& ops = session.ops;
     auto trainer = trainers::make_trainer(*ops, p, *session.device_market);
     ops->synchronize();
-    const double first_kernel_s = seconds_since(t_start);
-    const long long phase = bench_phase_iterations(p.run.total_steps, trainer->progress_per_iteration());
+    BenchFigures b;
+    b.first_kernel_s = seconds_since(t_start);
+    b.phase = bench_phase_iterations(p.run.total_steps, trainer->progress_per_iteration());
     const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
     // k collection calls (their env steps), k update calls (their updates) and k iterations: what
     // every timed phase and diagnostic below runs.
@@ -136,7 +190,7 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force, bool 
     (void)collect(1);
     (void)update(1);
     ops->synchronize();
-    const auto [collected, updates, e2e_steps, collect_s, update_s, e2e_s] = time_phases(phases, phase);
+    b.t = time_phases(phases, b.phase);
     (void)trainer->read_log(1.0);  // surfaces a diverged guard as exit 5 (before the diagnostics)
     // The diagnostics: every op of a phase timed on its own (CUDA events around each launch), and
     // each op left out of the captured phase in turn.
@@ -150,19 +204,8 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force, bool 
         const long long timed_updates = update(kRuns);
         auto update_times = cuda::collect_kernel_times();
         cuda::set_kernel_timing(false);
-        if (ablate) {  // as many steps as each timed phase
-            json::Object parts;
-            if (collected > 0)  // per collection step of every environment
-                parts.emplace_back("collection",
-                                   ablation_table(
-                                       phases.synchronize, collect_times,
-                                       [&](long long k) { return static_cast<double>(collect(k)) / n_envs; }, phase));
-            if (updates > 0)  // per update
-                parts.emplace_back("update", ablation_table(
-                                                 phases.synchronize, update_times,
-                                                 [&](long long k) { return static_cast<double>(update(k)); }, phase));
-            ablation = json::Value::object(std::move(parts));
-        }
+        if (ablate)  // as many steps as each timed phase, per collection step of every environment
+            ablation = ablation_tables(phases, b.t, collect_times, update_times, n_envs, b.phase);
         if (kernel_times)
             times =
                 json::object({{"collection", kernel_table(std::move(collect_times), std::max(1.0, timed_steps))},
@@ -170,24 +213,11 @@ std::string bench(const config::Profile& p, bool kernel_times, bool force, bool 
                                                       static_cast<double>(std::max<long long>(1, timed_updates)))}});
     }
 
-    const double collection_steps = static_cast<double>(collected) / n_envs;  // steps of all environments
-    const double collection_rate =
-        collected > 0 ? static_cast<double>(collected) / collect_s : trainer->dataset_collection_env_steps_per_s();
-    json::Object out{
-        {"trainer", p.run.trainer},
-        {"device", ops->description()},
-        {"precision", p.gpu.precision},
-        {"n_envs", p.experience.gpu_n_episodes},
-        {"batch_size", trainer->batch_rows()},
-        {"iterations_per_phase", phase},
-        {"collection_env_steps_per_s", collection_rate},
-        {"updates_per_s", static_cast<double>(updates) / update_s},
-        {"end_to_end_env_steps_per_s", e2e_s > 0 ? static_cast<double>(e2e_steps) / e2e_s : 0.0},
-        {"us_per_collection_step", collection_steps > 0 ? 1e6 * collect_s / collection_steps : 0.0},
-        {"us_per_update", updates > 0 ? 1e6 * update_s / static_cast<double>(updates) : 0.0},
-        {"time_to_first_kernel_s", first_kernel_s},
-        {"peak_device_memory_bytes", ops->peak_bytes()},
-    };
+    b.device = ops->description();
+    b.batch_rows = trainer->batch_rows();
+    b.dataset_rate = trainer->dataset_collection_env_steps_per_s();
+    b.peak = ops->peak_bytes();
+    json::Object out = bench_json(p, b);
     if (!times.is_null()) out.emplace_back("kernel_times", std::move(times));    // only with --kernel-times on CUDA
     if (!ablation.is_null()) out.emplace_back("ablation", std::move(ablation));  // only with --ablate on CUDA
     return json::serialize(json::Value::object(std::move(out)));

@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "config/profile.hpp"
 #include "device/cuda/kernel_timing.hpp"
 #include "io/json.hpp"
 
@@ -37,6 +39,20 @@ struct PhaseTimes {
 /// alone, then (when the collection did env steps) whole iterations.
 PhaseTimes time_phases(const BenchPhases& phases, long long phase);
 
+/// What a bench measured (counts over all agents).
+struct BenchFigures {
+    std::string device;
+    long long batch_rows = 0, phase = 0;
+    PhaseTimes t;
+    double first_kernel_s = 0, dataset_rate = 0;  ///< dataset_rate: an offline trainer's collection rate
+    std::size_t peak = 0;
+    bool batched = false;  ///< one trainers::BatchedPopulation for all agents
+};
+
+/// bench's JSON object of `b` (before its diagnostics); a population's (`population` agents, > 0)
+/// also has the population's size, whether it is batched and the rates per agent.
+io::json::Object bench_json(const config::Profile& p, const BenchFigures& b, std::size_t population = 0);
+
 /// `bench --kernel-times`' table: each op's launches and microseconds per unit of a phase
 /// (`phases` units: collection steps, updates), slowest first, and their sum.
 io::json::Value kernel_table(std::vector<cuda::KernelTime> times, double phases);
@@ -53,5 +69,12 @@ io::json::Value kernel_table(std::vector<cuda::KernelTime> times, double phases)
 /// phase uses.
 io::json::Value ablation_table(const std::function<void()>& synchronize, const std::vector<cuda::KernelTime>& op_names,
                                const std::function<double(long long)>& run_phase, long long runs);
+
+/// bench --ablate's tables of the timed phases `t` ran (ablation_table, `runs` each): "collection",
+/// each op of `collect_ops` left out, in microseconds per `per_step` of phases.collect's count, and
+/// "update", each op of `update_ops` left out, per update.
+io::json::Value ablation_tables(const BenchPhases& phases, const PhaseTimes& t,
+                                const std::vector<cuda::KernelTime>& collect_ops,
+                                const std::vector<cuda::KernelTime>& update_ops, double per_step, long long runs);
 
 }  // namespace fh::run

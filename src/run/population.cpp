@@ -969,47 +969,6 @@ std::string resume_population(const std::string& dir, const std::vector<std::str
 
 namespace {
 
-/// What bench_population measured (counts over all agents).
-struct PopulationBench {
-    std::string device;
-    long long batch_rows = 0, phase = 0;
-    PhaseTimes t;
-    double first_kernel_s = 0, dataset_rate = 0;
-    std::size_t peak = 0;
-    bool batched = false;  ///< one trainers::BatchedPopulation for all agents
-};
-
-json::Object population_bench_json(const config::Profile& p, std::size_t n, const PopulationBench& b) {
-    const double agents = static_cast<double>(n);
-    const double n_envs = static_cast<double>(p.experience.gpu_n_episodes);
-    const double collection_steps = static_cast<double>(b.t.collected) / n_envs / agents;  // one agent's steps
-    const double collection_rate =
-        b.t.collected > 0 ? static_cast<double>(b.t.collected) / b.t.collect_s : b.dataset_rate;
-    const double updates_rate = static_cast<double>(b.t.updates) / b.t.update_s;
-    const double e2e_rate = b.t.e2e_s > 0 ? static_cast<double>(b.t.e2e_steps) / b.t.e2e_s : 0.0;
-    return json::Object{
-        {"trainer", p.run.trainer},
-        {"device", b.device},
-        {"precision", p.gpu.precision},
-        {"population", static_cast<std::int64_t>(n)},
-        {"batched", b.batched},
-        {"n_envs", p.experience.gpu_n_episodes},
-        {"batch_size", b.batch_rows},
-        {"iterations_per_phase", b.phase},
-        {"collection_env_steps_per_s", collection_rate},
-        {"updates_per_s", updates_rate},
-        {"end_to_end_env_steps_per_s", e2e_rate},
-        {"agent_updates_per_s", updates_rate},
-        {"updates_per_s_per_agent", updates_rate / agents},
-        {"collection_env_steps_per_s_per_agent", collection_rate / agents},
-        {"end_to_end_env_steps_per_s_per_agent", e2e_rate / agents},
-        {"us_per_collection_step", collection_steps > 0 ? 1e6 * b.t.collect_s / collection_steps : 0.0},
-        {"us_per_update", b.t.updates > 0 ? 1e6 * b.t.update_s / static_cast<double>(b.t.updates) : 0.0},
-        {"time_to_first_kernel_s", b.first_kernel_s},
-        {"peak_device_memory_bytes", b.peak},
-    };
-}
-
 /// bench_population for agents that train as one trainers::BatchedPopulation: the same phases (the
 /// untimed warm-up, collection steps alone, updates alone, whole iterations; an offline trainer's
 /// collection and whole iterations are not timed, as for one agent), each a call of the engine for
@@ -1020,7 +979,7 @@ std::string bench_batched_population(const config::Profile& p, PopulationSetup& 
     ops::Device& dev = *setup.devices.front();
     auto population = make_population_engine(setup, training);
     dev.synchronize();
-    PopulationBench b;
+    BenchFigures b;
     b.batched = true;
     b.device = dev.description();
     b.first_kernel_s = seconds_since(t_start);
@@ -1052,13 +1011,11 @@ std::string bench_batched_population(const config::Profile& p, PopulationSetup& 
     dev.synchronize();
     b.t = time_phases(phases, b.phase);
     for (auto& d : setup.devices) b.peak += d->peak_bytes();
-    json::Object out = population_bench_json(p, training.size(), b);
+    json::Object out = bench_json(p, b, training.size());
     // The diagnostics, as one agent's bench: each op of a batched collection step and update timed
     // alone (per batched step: every agent's work), and left out of the captured phases (per agent).
     if ((kernel_times || ablate) && dev.cuda()) {
         constexpr long long kRuns = 20;
-        const auto collect = [&](long long k) { return static_cast<double>(phases.collect(k) / per); };
-        const auto update = [&](long long k) { return static_cast<double>(phases.update(k)); };
         cuda::set_kernel_timing(true);
         (void)cuda::collect_kernel_times();
         (void)phases.collect(kRuns);
@@ -1066,17 +1023,13 @@ std::string bench_batched_population(const config::Profile& p, PopulationSetup& 
         (void)phases.update(kRuns);
         auto update_ops = cuda::collect_kernel_times();
         cuda::set_kernel_timing(false);
-        json::Object ablation, times;  // an offline trainer's collection has no ops
-        if (per > 0) {
-            if (ablate)
-                ablation.emplace_back("collection", ablation_table(phases.synchronize, collect_ops, collect, b.phase));
-            if (kernel_times) times.emplace_back("collection", kernel_table(std::move(collect_ops), kRuns));
-        }
-        if (ablate) {
-            ablation.emplace_back("update", ablation_table(phases.synchronize, update_ops, update, b.phase));
-            out.emplace_back("ablation", json::Value::object(std::move(ablation)));
-        }
+        // (An offline trainer's collection has no ops: per = 0.)
+        if (ablate)
+            out.emplace_back("ablation",
+                             ablation_tables(phases, b.t, collect_ops, update_ops, static_cast<double>(per), b.phase));
         if (kernel_times) {
+            json::Object times;
+            if (per > 0) times.emplace_back("collection", kernel_table(std::move(collect_ops), kRuns));
             times.emplace_back("update", kernel_table(std::move(update_ops), kRuns));
             out.emplace_back("kernel_times", json::Value::object(std::move(times)));
         }
@@ -1131,7 +1084,7 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
         for (auto& d : setup.devices) d->synchronize();
     };
     phases.synchronize();
-    PopulationBench b;
+    BenchFigures b;
     b.first_kernel_s = seconds_since(t_start);
     trainers::Trainer& t0 = *trainers_.front();
     b.phase = bench_phase_iterations(p.run.total_steps, t0.progress_per_iteration());
@@ -1197,27 +1150,15 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
         (void)t0.bench_update();
         const auto update_ops = cuda::collect_kernel_times();
         cuda::set_kernel_timing(false);
-        const double env_rows = static_cast<double>(p.experience.gpu_n_episodes);
-        json::Object parts;
-        if (b.t.collected > 0)
-            parts.emplace_back(
-                "collection",
-                ablation_table(
-                    phases.synchronize, collect_ops,
-                    [&](long long k) { return static_cast<double>(phases.collect(k)) / env_rows; }, b.phase));
-        if (b.t.updates > 0)
-            parts.emplace_back("update",
-                               ablation_table(
-                                   phases.synchronize, update_ops,
-                                   [&](long long k) { return static_cast<double>(phases.update(k)); }, b.phase));
-        ablation = json::Value::object(std::move(parts));
+        ablation = ablation_tables(phases, b.t, collect_ops, update_ops,
+                                   static_cast<double>(p.experience.gpu_n_episodes), b.phase);
     }
 
     b.device = setup.devices.front()->description();
     b.batch_rows = t0.batch_rows();
     for (auto& tr : trainers_) b.dataset_rate += tr->dataset_collection_env_steps_per_s();
     for (auto& d : setup.devices) b.peak += d->peak_bytes();  // every agent's
-    json::Object out = population_bench_json(p, n, b);
+    json::Object out = bench_json(p, b, n);
     if (!ablation.is_null()) out.emplace_back("ablation", std::move(ablation));  // only with --ablate on CUDA
     return json::serialize(json::Value::object(std::move(out)));
 }
