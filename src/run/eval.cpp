@@ -18,6 +18,7 @@
 #include "io/run_directory.hpp"
 #include "io/safetensors.hpp"
 #include "report/report.hpp"
+#include "run/naming.hpp"
 #include "run/run.hpp"
 #include "run/session.hpp"
 #include "trainers/checkpoint.hpp"
@@ -81,10 +82,7 @@ std::optional<data::SplitRange> bar_range(const std::string& split) {
 
 /// The key of a "section.key=value" override, trimmed.
 std::string override_key(const std::string& o) {
-    std::string key = o.substr(0, o.find('='));
-    key.erase(0, key.find_first_not_of(" \t"));
-    key.erase(key.find_last_not_of(" \t") + 1);
-    return key;
+    return trim(std::string_view(o).substr(0, o.find('=')));
 }
 
 }  // namespace

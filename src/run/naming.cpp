@@ -5,15 +5,14 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <system_error>
 
 #include "config/schema.hpp"
 #include "io/json.hpp"
 #include "io/run_directory.hpp"
+#include "report/runs.hpp"
 #include "util/errors.hpp"
 #include "util/xxh64.hpp"
 
@@ -27,13 +26,6 @@ namespace {
 bool safe_byte(unsigned char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
            c == '+' || c == '-';
-}
-
-std::string trim(std::string_view s) {
-    const auto b = s.find_first_not_of(" \t");
-    if (b == std::string_view::npos) return "";
-    const auto e = s.find_last_not_of(" \t");
-    return std::string(s.substr(b, e - b + 1));
 }
 
 /// `<byte>` -> itself when in [A-Za-z0-9._+-], else %XX (upper-case hex).
@@ -91,6 +83,13 @@ bool is_run_file(const std::string& name) {
 
 }  // namespace
 
+std::string trim(std::string_view s, std::string_view blanks) {
+    const auto b = s.find_first_not_of(blanks);
+    if (b == std::string_view::npos) return "";
+    const auto e = s.find_last_not_of(blanks);
+    return std::string(s.substr(b, e - b + 1));
+}
+
 std::string derived_run_name(const config::Profile& p, const std::vector<std::string>& overrides) {
     std::map<std::string, const config::KeyDescriptor*> keys;  // sorted, each key once
     for (const auto& o : overrides) {
@@ -143,11 +142,8 @@ std::string summary_status(const std::string& run_dir) {
 }
 
 json::Value read_json_or_null(const std::string& path, std::size_t max_bytes) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
     try {
-        return json::parse(ss.str(), json::Limits{max_bytes, 64, true});
+        return report::read_json(path, max_bytes);
     } catch (const std::exception&) {
         return {};
     }

@@ -55,6 +55,9 @@ struct Placement {
 /// run.name empty (a timestamped name) or no such directory: Action::create.
 Placement place_run(const config::Profile& resolved);
 
+/// `s` without the `blanks` it begins and ends with.
+std::string trim(std::string_view s, std::string_view blanks = " \t");
+
 /// The status field of `run_dir/summary.json`; "" when there is no readable summary.
 std::string summary_status(const std::string& run_dir);
 

@@ -9,25 +9,15 @@
 #include <string_view>
 
 #include "config/schema.hpp"
+#include "run/naming.hpp"
 #include "run/population.hpp"
 #include "util/errors.hpp"
 #include "util/regular_file.hpp"
 
 namespace fh::run {
 
-namespace {
-
-std::string trim(std::string_view s) {
-    const auto b = s.find_first_not_of(" \t\r");
-    if (b == std::string_view::npos) return "";
-    const auto e = s.find_last_not_of(" \t\r");
-    return std::string(s.substr(b, e - b + 1));
-}
-
-}  // namespace
-
 std::string override_key(const std::string& o) {
-    return trim(std::string_view(o).substr(0, o.find('=')));
+    return trim(std::string_view(o).substr(0, o.find('=')), " \t\r");
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "math/rng.h"
+#include "run/naming.hpp"
 #include "trainers/state_tensor.hpp"
 
 namespace fh::run {
@@ -20,9 +21,7 @@ namespace {
 
 /// A number (a bound or a choice; spaces around it allowed), or nullopt.
 std::optional<double> number(std::string_view text) {
-    const auto b = text.find_first_not_of(" \t");
-    const auto e = text.find_last_not_of(" \t");
-    const std::string s(b == std::string_view::npos ? std::string_view() : text.substr(b, e - b + 1));
+    const std::string s = trim(text);
     if (s.empty() || s.find_first_of(" \t") != std::string::npos) return std::nullopt;
     errno = 0;
     char* end = nullptr;
