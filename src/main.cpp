@@ -172,7 +172,8 @@ struct Shared {
         logging(a);
     }
     /// What `foxhunt-train [train]` accepts: the top level's options and the train subcommand's.
-    std::vector<CLI::Option*> train(CLI::App* a) const {
+    /// Returns its --seed.
+    CLI::Option* train(CLI::App* a) const {
         auto* s = profile_inputs(a);
         output(a);
         resume(a,
@@ -181,7 +182,7 @@ struct Shared {
         auto_name(a);
         population(a, true);
         last(a);
-        return {s};
+        return s;
     }
 };
 
@@ -241,11 +242,11 @@ int main(int argc, char** argv) {
 
     const Shared shared{g, seed};
     // The top level trains (the default subcommand): its options are train's.
-    std::vector<CLI::Option*> seed_options = shared.train(&app);
+    std::vector<CLI::Option*> seed_options{shared.train(&app)};
 
     auto* train =
         app.add_subcommand("train", "Train an agent from the profile (the default when no subcommand is given)");
-    for (auto* o : shared.train(train)) seed_options.push_back(o);
+    seed_options.push_back(shared.train(train));
     auto* check =
         app.add_subcommand("check",
                            "Validate a profile and print it resolved (as TOML) with the estimated device memory; "

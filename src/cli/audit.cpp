@@ -7,7 +7,6 @@
 #include <cstdio>
 
 #include "cli/commands.hpp"
-#include "config/schema.hpp"
 #include "io/run_directory.hpp"
 #include "io/json.hpp"
 #include "run/audit.hpp"
@@ -31,10 +30,7 @@ int run_audit(const GlobalOptions& g, const AuditCommand& a) {
                 "audit RUN_DIR: --seed does not apply (the policy is the run's; --set data.seed changes a "
                 "synthetic market)");
         if (g.force) throw UsageError("audit RUN_DIR: --force applies to audit --profile only");
-        std::vector<std::string> overrides = g.overrides;
-        if (!g.data.empty()) overrides.push_back("data.path=" + config::toml_quote(g.data));
-        if (!g.device.empty()) overrides.push_back("run.device=" + config::toml_quote(g.device));
-        report = run::audit_checkpoint(a.source, overrides, options);
+        report = run::audit_checkpoint(a.source, all_overrides(g), options);  // no --seed, no --output
     } else {
         const config::Profile profile = resolve_from_options(g);
         report = run::audit_profile(profile, g.profile, g.force, options);

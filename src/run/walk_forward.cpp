@@ -68,11 +68,10 @@ json::Value curve_value(const std::vector<double>& returns, double initial_equit
 }
 
 /// Stitches the folds of a walk-forward directory (fold-0 .. fold-{K-1}, each finished) into
-/// walk_forward.json and stitched_equity.csv; returns walk_forward.json's text. `folds_json`: one
+/// walk_forward.json and stitched_equity.csv; returns walk_forward.json's text. `folds`: one
 /// object per fold with its bar ranges (from walk_forward()).
-std::string stitch_walk_forward(const std::string& dir, const config::Profile& p, const std::string& folds_text) {
-    const json::Value folds = json::parse(folds_text, kLimits);
-    const std::size_t K = folds.as_array().size();
+std::string stitch_walk_forward(const std::string& dir, const config::Profile& p, const json::Array& folds) {
+    const std::size_t K = folds.size();
     std::vector<std::vector<double>> seg_strategy, seg_hold;  // every fold's segments, in order
     std::string csv = "fold,segment,bar,time,close,action,position,equity,buy_and_hold_equity\n";
     double g = 1, h = 1;  // the stitched compounded curves
@@ -122,7 +121,7 @@ std::string stitch_walk_forward(const std::string& dir, const config::Profile& p
             csv += fmt::format("{},0,{},{},{},{},{},{},{}\n", k, at(cb), at(ct), at(cc), at(ca), at(cp),
                                initial_equity * g, hs.empty() ? std::string() : fmt::format("{}", initial_equity * h));
         }
-        json::Object fv = folds.as_array()[k].as_object();
+        json::Object fv = folds[k].as_object();
         fv.emplace_back("run_dir", fold_name(k));
         fv.emplace_back("status", rec.status);
         const json::Value* test = rec.summary.find("test");
@@ -216,7 +215,7 @@ std::string walk_forward(const config::Profile& profile, const std::vector<std::
                   folds[k].test.end);
         train(fp, placement.action == Placement::Action::resume ? placement.path : "", fold_overrides, force);
     }
-    const std::string text = stitch_walk_forward(dir.string(), profile, json::serialize(json::Value::array(fold_json)));
+    const std::string text = stitch_walk_forward(dir.string(), profile, fold_json);
     const json::Value wf = json::parse(text, kLimits);
     log::info("walk-forward: stitched test blocks: {}", report::inference_sentence(*wf.find("stitched")));
     const std::string page = report::write_report(dir.string(), "");
