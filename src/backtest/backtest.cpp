@@ -4,11 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <ctime>
 #include <functional>
 #include <stdexcept>
 #include <utility>
 
+#include "data/csv_bars.hpp"
 #include "io/run_directory.hpp"
 #include "util/errors.hpp"
 #include "abi/backtest.h"
@@ -31,17 +31,7 @@ data::SplitRange split_range(const data::MarketData& md, env::Split split) {
 
 Metrics to_metrics(const backtest::MetricsOut& m, std::vector<long long> histogram) {
     Metrics out;
-    out.total_return = m.total_return;
-    out.annual_return = m.annual_return;
-    out.sharpe = m.sharpe;
-    out.sortino = m.sortino;
-    out.max_drawdown = m.max_drawdown;
-    out.calmar = m.calmar;
-    out.trades = m.trades;
-    out.win_rate = m.win_rate;
-    out.profit_factor = m.profit_factor;
-    out.exposure = m.exposure;
-    out.turnover = m.turnover;
+    static_cast<backtest::MetricsOut&>(out) = m;
     out.action_histogram = std::move(histogram);
     return out;
 }
@@ -126,14 +116,6 @@ Metrics device_metrics(ops::Device& ops, const Run& run, ops::View<const backtes
                                                segments, market, mp});
     const auto m = ops.to_host(out.cview());
     return to_metrics(m[0], ops.to_host(histogram.cview()));
-}
-
-std::string iso_time(std::int64_t unix_seconds) {
-    const std::time_t t = static_cast<std::time_t>(unix_seconds);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                       tm.tm_min, tm.tm_sec);
 }
 
 }  // namespace
@@ -262,7 +244,7 @@ void write_equity_csv(const std::string& path, const BacktestReport& r, const da
             const auto& rec = r.records.at(static_cast<std::size_t>(seg.offset + i));
             const auto bar = static_cast<std::size_t>(seg.start + i);
             peak = i == 0 ? rec.equity : std::max(peak, rec.equity);
-            out += fmt::format("{},{},{},{},{},{},{},{},", s, bar, iso_time(md.bars.time.at(bar)),
+            out += fmt::format("{},{},{},{},{},{},{},{},", s, bar, data::format_time(md.bars.time.at(bar)),
                                md.bars.close.at(bar), rec.action, rec.position, rec.equity, (peak - rec.equity) / peak);
             if (have_hold && i < r.buy_and_hold_segment_bars[s])
                 out += fmt::format("{}", r.buy_and_hold_records.at(static_cast<std::size_t>(seg.offset + i)).equity);
@@ -280,7 +262,7 @@ void write_trades_csv(const std::string& path, const BacktestReport& r, const da
             const auto& rec = r.records.at(static_cast<std::size_t>(seg.offset + i));
             if (rec.filled_contracts == 0) continue;
             const auto bar = static_cast<std::size_t>(seg.start + i);
-            out += fmt::format("{},{},{},{},{},{},{},{}\n", s, bar, iso_time(md.bars.time.at(bar)),
+            out += fmt::format("{},{},{},{},{},{},{},{}\n", s, bar, data::format_time(md.bars.time.at(bar)),
                                rec.filled_contracts > 0 ? "buy" : "sell", std::abs(rec.filled_contracts),
                                rec.fill_price, order_type_name(rec.order_type), rec.commission);
         }
