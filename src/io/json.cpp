@@ -301,19 +301,11 @@ private:
     static void append_utf8(std::string& out, std::uint32_t cp) {
         if (cp < 0x80) {
             out += static_cast<char>(cp);
-        } else if (cp < 0x800) {
-            out += static_cast<char>(0xC0 | (cp >> 6));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            out += static_cast<char>(0xE0 | (cp >> 12));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else {
-            out += static_cast<char>(0xF0 | (cp >> 18));
-            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
+            return;
         }
+        const int n = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;  // bytes; the lead byte is 0xC0, 0xE0 or 0xF0
+        out += static_cast<char>(((0xFF00u >> n) & 0xFFu) | (cp >> (6 * (n - 1))));
+        for (int k = n - 2; k >= 0; --k) out += static_cast<char>(0x80 | ((cp >> (6 * k)) & 0x3F));
     }
 
     // One raw UTF-8 sequence starting at pos_ (first byte >= 0x80), validated and copied.
