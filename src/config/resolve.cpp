@@ -236,17 +236,13 @@ private:
 
     static std::optional<KeyValue> convert(const KeyDescriptor& d, const TomlValue& v, std::string& error) {
         using K = TomlValue::Kind;
-        const auto got = [&](const TomlValue& x) {
-            switch (x.kind) {
-                case K::string:
-                    return fmt::format("{} ({})", kind_phrase(x.kind), toml_quote(x.string.substr(0, 40)));
-                case K::integer:
-                    return fmt::format("{} ({})", kind_phrase(x.kind), x.integer);
-                case K::floating:
-                    return fmt::format("{} ({})", kind_phrase(x.kind), x.floating);
-                default:
-                    return std::string(kind_phrase(x.kind));
-            }
+        const auto got = [&](const TomlValue& x) {  // "a string (\"abc\")", "an integer (3)", "an array"
+            const std::string value = x.kind == K::string     ? toml_quote(x.string.substr(0, 40))
+                                      : x.kind == K::integer  ? fmt::format("{}", x.integer)
+                                      : x.kind == K::floating ? fmt::format("{}", x.floating)
+                                                              : "";
+            return value.empty() ? std::string(kind_phrase(x.kind))
+                                 : fmt::format("{} ({})", kind_phrase(x.kind), value);
         };
         const auto fail = [&](std::string_view must, const std::string& hint = "") -> std::optional<KeyValue> {
             error = fmt::format("{} must be {}, got {}{}", d.full_name(), must, got(v), hint);
