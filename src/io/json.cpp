@@ -18,40 +18,34 @@ ParseError::ParseError(std::size_t offset, const std::string& message)
     : std::runtime_error(fmt::format("at byte {}: {}", offset, message)), offset_(offset), reason_(message) {}
 
 Value Value::boolean(bool b) {
-    Value v;
-    v.kind_ = Kind::boolean;
+    Value v(Kind::boolean);
     v.bool_ = b;
     return v;
 }
 Value Value::integer(bool negative, std::uint64_t magnitude) {
-    Value v;
-    v.kind_ = Kind::integer;
+    Value v(Kind::integer);
     v.negative_ = negative && magnitude != 0;
     v.magnitude_ = magnitude;
     return v;
 }
 Value Value::number(double d) {
     if (!std::isfinite(d)) return Value();
-    Value v;
-    v.kind_ = Kind::number;
+    Value v(Kind::number);
     v.number_ = d;
     return v;
 }
 Value Value::string(std::string s) {
-    Value v;
-    v.kind_ = Kind::string;
+    Value v(Kind::string);
     v.string_ = std::move(s);
     return v;
 }
 Value Value::array(Array a) {
-    Value v;
-    v.kind_ = Kind::array;
+    Value v(Kind::array);
     v.array_ = std::make_shared<const Array>(std::move(a));
     return v;
 }
 Value Value::object(Object o) {
-    Value v;
-    v.kind_ = Kind::object;
+    Value v(Kind::object);
     v.object_ = std::make_shared<const Object>(std::move(o));
     return v;
 }
