@@ -18,15 +18,7 @@ namespace fh::backtest {
 namespace {
 
 data::SplitRange split_range(const data::MarketData& md, env::Split split) {
-    switch (split) {
-        case env::Split::train:
-            return md.train;
-        case env::Split::val:
-            return md.val;
-        case env::Split::test:
-            return md.test;
-    }
-    return md.test;
+    return split == env::Split::train ? md.train : split == env::Split::val ? md.val : md.test;
 }
 
 Metrics to_metrics(const backtest::MetricsOut& m, std::vector<long long> histogram) {
@@ -181,21 +173,17 @@ BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const
                       : std::pair<Run, Run>{
                             run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy, false),
                             run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, buy_and_hold, true)};
-    {
-        const Run& run = runs.first;
-        report.strategy = device_metrics(ops, run, dev_segs.cview(), view, mp);
-        const auto st = ops.to_host(run.state.cview());
-        for (const auto& s : st) report.segment_bars.push_back(s.bars);
-        if (keep_records) report.records = ops.to_host(run.records.cview());
-    }
-    {
-        const Run& run = runs.second;
-        report.buy_and_hold = device_metrics(ops, run, dev_segs.cview(), view, mp);
-        if (keep_records) {
-            for (const auto& s : ops.to_host(run.state.cview())) report.buy_and_hold_segment_bars.push_back(s.bars);
-            report.buy_and_hold_records = ops.to_host(run.records.cview());
-        }
-    }
+    // A pass's metrics, then its bars per segment (when `bars`) and its records (keep_records).
+    const auto collect = [&](const Run& run, Metrics& metrics, std::vector<int>& segment_bars, bool bars,
+                             std::vector<backtest::BarRecord>& records) {
+        metrics = device_metrics(ops, run, dev_segs.cview(), view, mp);
+        if (bars)
+            for (const auto& s : ops.to_host(run.state.cview())) segment_bars.push_back(s.bars);
+        if (keep_records) records = ops.to_host(run.records.cview());
+    };
+    collect(runs.first, report.strategy, report.segment_bars, true, report.records);
+    collect(runs.second, report.buy_and_hold, report.buy_and_hold_segment_bars, keep_records,
+            report.buy_and_hold_records);
     return report;
 }
 
