@@ -4,11 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <ctime>
 #include <functional>
 #include <stdexcept>
 #include <utility>
 
+#include "data/csv_bars.hpp"
 #include "io/run_directory.hpp"
 #include "util/errors.hpp"
 #include "abi/backtest.h"
@@ -18,30 +18,12 @@ namespace fh::backtest {
 namespace {
 
 data::SplitRange split_range(const data::MarketData& md, env::Split split) {
-    switch (split) {
-        case env::Split::train:
-            return md.train;
-        case env::Split::val:
-            return md.val;
-        case env::Split::test:
-            return md.test;
-    }
-    return md.test;
+    return split == env::Split::train ? md.train : split == env::Split::val ? md.val : md.test;
 }
 
 Metrics to_metrics(const backtest::MetricsOut& m, std::vector<long long> histogram) {
     Metrics out;
-    out.total_return = m.total_return;
-    out.annual_return = m.annual_return;
-    out.sharpe = m.sharpe;
-    out.sortino = m.sortino;
-    out.max_drawdown = m.max_drawdown;
-    out.calmar = m.calmar;
-    out.trades = m.trades;
-    out.win_rate = m.win_rate;
-    out.profit_factor = m.profit_factor;
-    out.exposure = m.exposure;
-    out.turnover = m.turnover;
+    static_cast<backtest::MetricsOut&>(out) = m;
     out.action_histogram = std::move(histogram);
     return out;
 }
@@ -128,14 +110,6 @@ Metrics device_metrics(ops::Device& ops, const Run& run, ops::View<const backtes
     return to_metrics(m[0], ops.to_host(histogram.cview()));
 }
 
-std::string iso_time(std::int64_t unix_seconds) {
-    const std::time_t t = static_cast<std::time_t>(unix_seconds);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                       tm.tm_min, tm.tm_sec);
-}
-
 }  // namespace
 
 std::vector<backtest::Segment> backtest_segments(const data::MarketData& md, data::SplitRange split, int segments) {
@@ -199,21 +173,17 @@ BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const
                       : std::pair<Run, Run>{
                             run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy, false),
                             run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, buy_and_hold, true)};
-    {
-        const Run& run = runs.first;
-        report.strategy = device_metrics(ops, run, dev_segs.cview(), view, mp);
-        const auto st = ops.to_host(run.state.cview());
-        for (const auto& s : st) report.segment_bars.push_back(s.bars);
-        if (keep_records) report.records = ops.to_host(run.records.cview());
-    }
-    {
-        const Run& run = runs.second;
-        report.buy_and_hold = device_metrics(ops, run, dev_segs.cview(), view, mp);
-        if (keep_records) {
-            for (const auto& s : ops.to_host(run.state.cview())) report.buy_and_hold_segment_bars.push_back(s.bars);
-            report.buy_and_hold_records = ops.to_host(run.records.cview());
-        }
-    }
+    // A pass's metrics, then its bars per segment (when `bars`) and its records (keep_records).
+    const auto collect = [&](const Run& run, Metrics& metrics, std::vector<int>& segment_bars, bool bars,
+                             std::vector<backtest::BarRecord>& records) {
+        metrics = device_metrics(ops, run, dev_segs.cview(), view, mp);
+        if (bars)
+            for (const auto& s : ops.to_host(run.state.cview())) segment_bars.push_back(s.bars);
+        if (keep_records) records = ops.to_host(run.records.cview());
+    };
+    collect(runs.first, report.strategy, report.segment_bars, true, report.records);
+    collect(runs.second, report.buy_and_hold, report.buy_and_hold_segment_bars, keep_records,
+            report.buy_and_hold_records);
     return report;
 }
 
@@ -262,7 +232,7 @@ void write_equity_csv(const std::string& path, const BacktestReport& r, const da
             const auto& rec = r.records.at(static_cast<std::size_t>(seg.offset + i));
             const auto bar = static_cast<std::size_t>(seg.start + i);
             peak = i == 0 ? rec.equity : std::max(peak, rec.equity);
-            out += fmt::format("{},{},{},{},{},{},{},{},", s, bar, iso_time(md.bars.time.at(bar)),
+            out += fmt::format("{},{},{},{},{},{},{},{},", s, bar, data::format_time(md.bars.time.at(bar)),
                                md.bars.close.at(bar), rec.action, rec.position, rec.equity, (peak - rec.equity) / peak);
             if (have_hold && i < r.buy_and_hold_segment_bars[s])
                 out += fmt::format("{}", r.buy_and_hold_records.at(static_cast<std::size_t>(seg.offset + i)).equity);
@@ -280,7 +250,7 @@ void write_trades_csv(const std::string& path, const BacktestReport& r, const da
             const auto& rec = r.records.at(static_cast<std::size_t>(seg.offset + i));
             if (rec.filled_contracts == 0) continue;
             const auto bar = static_cast<std::size_t>(seg.start + i);
-            out += fmt::format("{},{},{},{},{},{},{},{}\n", s, bar, iso_time(md.bars.time.at(bar)),
+            out += fmt::format("{},{},{},{},{},{},{},{}\n", s, bar, data::format_time(md.bars.time.at(bar)),
                                rec.filled_contracts > 0 ? "buy" : "sell", std::abs(rec.filled_contracts),
                                rec.fill_price, order_type_name(rec.order_type), rec.commission);
         }

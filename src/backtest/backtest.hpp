@@ -17,11 +17,9 @@
 
 namespace fh::backtest {
 
-/// The metrics of docs/metrics.md.
-struct Metrics {
-    double total_return = 0, annual_return = 0, sharpe = 0, sortino = 0, max_drawdown = 0, calmar = 0;
-    long long trades = 0;
-    double win_rate = 0, profit_factor = 0, exposure = 0, turnover = 0;
+/// The metrics of docs/metrics.md: the metrics kernel's (zero until computed) and the action counts.
+struct Metrics : backtest::MetricsOut {
+    Metrics() : MetricsOut{} {}
     std::vector<long long> action_histogram;  ///< num_actions counts of the actions taken
 };
 

@@ -32,14 +32,10 @@ double normal_quantile(double p) {
         const double q = std::sqrt(-2 * std::log(p));
         x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
             ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
-    } else if (p <= 1 - low) {
+    } else {  // the central region up to 0.5 (Acklam's upper tail is never reached)
         const double q = p - 0.5, r = q * q;
         x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
             (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
-    } else {
-        const double q = std::sqrt(-2 * std::log1p(-p));
-        x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
-            ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
     }
     const double e = normal_cdf(x) - p;
     const double u = e * std::sqrt(2 * std::numbers::pi) * std::exp(x * x / 2);

@@ -236,42 +236,34 @@ private:
 
     static std::optional<KeyValue> convert(const KeyDescriptor& d, const TomlValue& v, std::string& error) {
         using K = TomlValue::Kind;
-        const auto got = [&](const TomlValue& x) {
-            switch (x.kind) {
-                case K::string:
-                    return fmt::format("{} ({})", kind_phrase(x.kind), toml_quote(x.string.substr(0, 40)));
-                case K::integer:
-                    return fmt::format("{} ({})", kind_phrase(x.kind), x.integer);
-                case K::floating:
-                    return fmt::format("{} ({})", kind_phrase(x.kind), x.floating);
-                default:
-                    return std::string(kind_phrase(x.kind));
-            }
+        const auto got = [&](const TomlValue& x) {  // "a string (\"abc\")", "an integer (3)", "an array"
+            const std::string value = x.kind == K::string     ? toml_quote(x.string.substr(0, 40))
+                                      : x.kind == K::integer  ? fmt::format("{}", x.integer)
+                                      : x.kind == K::floating ? fmt::format("{}", x.floating)
+                                                              : "";
+            return value.empty() ? std::string(kind_phrase(x.kind))
+                                 : fmt::format("{} ({})", kind_phrase(x.kind), value);
+        };
+        const auto fail = [&](std::string_view must, const std::string& hint = "") -> std::optional<KeyValue> {
+            error = fmt::format("{} must be {}, got {}{}", d.full_name(), must, got(v), hint);
+            return std::nullopt;
         };
         switch (d.type) {
             case KeyType::integer:
                 if (v.kind == K::integer) return KeyValue{v.integer};
-                error = fmt::format("{} must be an integer, got {}{}", d.full_name(), got(v), integer_hint(v));
-                return std::nullopt;
+                return fail("an integer", integer_hint(v));
             case KeyType::number:
                 if (v.kind == K::floating) return KeyValue{v.floating};
                 if (v.kind == K::integer) return KeyValue{static_cast<double>(v.integer)};
-                error = fmt::format("{} must be a number, got {}", d.full_name(), got(v));
-                return std::nullopt;
+                return fail("a number");
             case KeyType::boolean:
                 if (v.kind == K::boolean) return KeyValue{v.boolean};
-                error = fmt::format("{} must be true or false, got {}", d.full_name(), got(v));
-                return std::nullopt;
+                return fail("true or false");
             case KeyType::string:
                 if (v.kind == K::string) return KeyValue{v.string};
-                error = fmt::format("{} must be a string (in quotes), got {}", d.full_name(), got(v));
-                return std::nullopt;
+                return fail("a string (in quotes)");
             case KeyType::int_array: {
-                if (v.kind != K::array) {
-                    error =
-                        fmt::format("{} must be an array of integers like [256, 256], got {}", d.full_name(), got(v));
-                    return std::nullopt;
-                }
+                if (v.kind != K::array) return fail("an array of integers like [256, 256]");
                 std::vector<std::int64_t> out;
                 for (std::size_t i = 0; i < v.items.size(); ++i) {
                     if (v.items[i].kind != K::integer) {

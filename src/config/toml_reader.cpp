@@ -167,7 +167,15 @@ std::optional<Position> tomlpp_hazard_at(std::string_view text, std::string& why
         i += len;
         at.pass(cp);
     };
-    const auto starts = [&](std::string_view three) { return text.substr(i, 3) == three; };
+    const auto starts = [&](char q) { return text.substr(i, 3) == std::string(3, q); };  // `q q q` here
+    // Past a multi-line string's closing `q q q` (and up to two quotes before it that end its content).
+    const auto closes = [&](char q) {
+        if (!starts(q)) return false;
+        for (int k = 0; k < 3; ++k) advance(1, static_cast<unsigned char>(q));
+        for (int k = 0; k < 2 && i < n && text[i] == q; ++k) advance(1, static_cast<unsigned char>(q));
+        state = S::normal;
+        return true;
+    };
     while (i < n) {
         std::size_t len = 0;
         const std::uint32_t cp = decode(len);
@@ -175,19 +183,14 @@ std::optional<Position> tomlpp_hazard_at(std::string_view text, std::string& why
             case S::normal:
                 if (cp == '#')
                     state = S::comment;
-                else if (starts("\"\"\"")) {
-                    advance(1, cp);
-                    advance(1, cp);
-                    state = S::ml_basic;
-                } else if (cp == '"')
-                    state = S::basic;
-                else if (starts("'''")) {
-                    advance(1, cp);
-                    advance(1, cp);
-                    state = S::ml_literal;
-                } else if (cp == '\'')
-                    state = S::literal;
-                else if (cp >= 0x80) {
+                else if (cp == '"' || cp == '\'') {
+                    const bool multi = starts(static_cast<char>(cp));
+                    if (multi) {
+                        advance(1, cp);
+                        advance(1, cp);
+                    }
+                    state = cp == '"' ? (multi ? S::ml_basic : S::basic) : (multi ? S::ml_literal : S::literal);
+                } else if (cp >= 0x80) {
                     why =
                         "non-ASCII character outside a string or comment (keys are ASCII; put "
                         "text in quotes)";
@@ -205,23 +208,13 @@ std::optional<Position> tomlpp_hazard_at(std::string_view text, std::string& why
                 advance(len, cp);
                 break;
             case S::ml_literal:
-                if (starts("'''")) {
-                    for (int k = 0; k < 3; ++k) advance(1, '\'');
-                    for (int k = 0; k < 2 && i < n && text[i] == '\''; ++k) advance(1, '\'');
-                    state = S::normal;
-                    continue;
-                }
+                if (closes('\'')) continue;
                 advance(len, cp);
                 break;
             case S::basic:
             case S::ml_basic: {
                 if (cp == '\n' && state == S::basic) return std::nullopt;
-                if (state == S::ml_basic && starts("\"\"\"")) {
-                    for (int k = 0; k < 3; ++k) advance(1, '"');
-                    for (int k = 0; k < 2 && i < n && text[i] == '"'; ++k) advance(1, '"');
-                    state = S::normal;
-                    continue;
-                }
+                if (state == S::ml_basic && closes('"')) continue;
                 if (cp == '"' && state == S::basic) {
                     state = S::normal;
                     advance(len, cp);

@@ -177,9 +177,7 @@ std::optional<std::int64_t> parse_time(std::string_view s, std::string* why) {
 }
 
 BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
-    if (text.size() >= 3 && static_cast<unsigned char>(text[0]) == 0xEF &&
-        static_cast<unsigned char>(text[1]) == 0xBB && static_cast<unsigned char>(text[2]) == 0xBF)
-        text.remove_prefix(3);
+    text = util::without_bom(text);
     if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
         fail(name, 1, fmt::format("empty file; expected {} and one row per bar", kFormatHint));
 

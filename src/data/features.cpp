@@ -132,14 +132,11 @@ RawFeatures compute_core42(const BarSeries& b, const FeatureConfig& config) {
             f[12] = std::log((rv8 + 1e-12) / (rv128 + 1e-12));
             f[13] = std::sqrt(mean(pk, lo(32), t) / (4.0 * std::numbers::ln2));
             // Trend.
-            auto sma_close = [&](std::size_t k, std::size_t at) {
-                const std::size_t a = at + 1 >= s + k ? at + 1 - k : s;
-                return mean(b.close, a, at);
-            };
-            f[14] = std::log(c / sma_close(8, t));
-            sma32[t] = sma_close(32, t);
+            auto sma_close = [&](std::size_t k) { return mean(b.close, lo(k), t); };
+            f[14] = std::log(c / sma_close(8));
+            sma32[t] = sma_close(32);
             f[15] = std::log(c / sma32[t]);
-            f[16] = std::log(c / sma_close(128, t));
+            f[16] = std::log(c / sma_close(128));
             f[17] = std::log(sma32[t] / sma32[lag(8)]);
             if (t == s) {
                 ema12 = ema26 = c;
@@ -152,11 +149,15 @@ RawFeatures compute_core42(const BarSeries& b, const FeatureConfig& config) {
             if (t > s) signal += (2.0 / 10.0) * (macd - signal);
             f[18] = macd;
             f[19] = signal;
-            const double hh32 = *std::max_element(b.high.begin() + static_cast<std::ptrdiff_t>(lo(32)),
-                                                  b.high.begin() + static_cast<std::ptrdiff_t>(t) + 1);
-            const double ll32 = *std::min_element(b.low.begin() + static_cast<std::ptrdiff_t>(lo(32)),
-                                                  b.low.begin() + static_cast<std::ptrdiff_t>(t) + 1);
-            f[20] = 2.0 * safe_div(c - ll32, hh32 - ll32) - 1.0;
+            // The close's place in the high-low channel of the last k bars, in [-1, 1].
+            auto channel = [&](std::size_t k) {
+                const double hh = *std::max_element(b.high.begin() + static_cast<std::ptrdiff_t>(lo(k)),
+                                                    b.high.begin() + static_cast<std::ptrdiff_t>(t) + 1);
+                const double ll = *std::min_element(b.low.begin() + static_cast<std::ptrdiff_t>(lo(k)),
+                                                    b.low.begin() + static_cast<std::ptrdiff_t>(t) + 1);
+                return 2.0 * safe_div(c - ll, hh - ll) - 1.0;
+            };
+            f[20] = channel(32);
             double path = 0;
             for (std::size_t j = rlo(32); j <= t && t > s; ++j) path += std::abs(b.close[j] - b.close[j - 1]);
             f[21] = safe_div(c - b.close[lag(32)], path);
@@ -167,11 +168,7 @@ RawFeatures compute_core42(const BarSeries& b, const FeatureConfig& config) {
                 (d > 0 ? gain : loss) += std::abs(d);
             }
             f[22] = safe_div(gain - loss, gain + loss);
-            const double hh14 = *std::max_element(b.high.begin() + static_cast<std::ptrdiff_t>(lo(14)),
-                                                  b.high.begin() + static_cast<std::ptrdiff_t>(t) + 1);
-            const double ll14 = *std::min_element(b.low.begin() + static_cast<std::ptrdiff_t>(lo(14)),
-                                                  b.low.begin() + static_cast<std::ptrdiff_t>(t) + 1);
-            f[23] = 2.0 * safe_div(c - ll14, hh14 - ll14) - 1.0;
+            f[23] = channel(14);
             const double tp_sma = mean(tp, lo(20), t);
             double md = 0;
             for (std::size_t j = lo(20); j <= t; ++j) md += std::abs(tp[j] - tp_sma);

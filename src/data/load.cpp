@@ -35,11 +35,6 @@ struct SourceFile {
     std::string bytes;
 };
 
-bool is_directory(const std::string& path) {
-    std::error_code ec;
-    return fs::is_directory(path, ec);
-}
-
 std::string synthetic_descriptor(const DataOptions& o) {
     return fmt::format("synthetic;bars={};seed={};planted={:a};generator={}", o.synthetic_bars, o.seed,
                        o.planted_signal, kSyntheticVersion);
@@ -66,7 +61,7 @@ std::vector<SourceFile> read_sources(const std::string& path) {
                         "of CSV files (or be empty for the synthetic market)",
                         path, ec ? ec.message() : std::string("no such file or directory")));
     std::vector<SourceFile> files;
-    if (is_directory(path)) {
+    if (fs::is_directory(path, ec)) {
         for (auto& f : list_csv_files(path)) files.push_back({f, read_file_bytes(f)});
     } else {
         files.push_back({path, read_file_bytes(path)});
@@ -89,10 +84,6 @@ BarSeries parse_sources(const std::vector<SourceFile>& files) {
     parts.reserve(files.size());
     for (const auto& f : files) parts.push_back(parse_csv_bars(f.bytes, f.name));
     return join_contracts(std::move(parts));
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 /// FH_PLANT_LOOKAHEAD (util/fault.hpp, tests only): the feature `name` of every bar takes the
@@ -282,8 +273,8 @@ MarketData load_market(const DataOptions& o) {
     }
     md.features = std::move(payload.raw.values);
     normalize_in_place(md.features, md.norm);
-    log::info("data: {} bars from {} in {:.3f} s (fxcache {})", md.bars.size(), md.source, seconds_since(t0),
-              md.cache_status);
+    log::info("data: {} bars from {} in {:.3f} s (fxcache {})", md.bars.size(), md.source,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), md.cache_status);
     written.path.clear();  // loaded: the cache stays
     return md;
 }

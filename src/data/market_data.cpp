@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "data/csv_bars.hpp"
+#include "data/splits.hpp"
 
 namespace fh::data {
 
@@ -68,15 +69,7 @@ std::vector<std::string> sanity_warnings(const BarSeries& b) {
     std::vector<std::string> out;
     const std::size_t n = b.size();
     if (n < 2) return out;
-    std::vector<std::int64_t> gaps;
-    for (std::size_t i = 1; i < n; ++i)
-        if (b.segment_begin(i) != i) gaps.push_back(b.time[i] - b.time[i - 1]);
-    std::int64_t median = 0;
-    if (!gaps.empty()) {
-        auto mid = gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2);
-        std::nth_element(gaps.begin(), mid, gaps.end());
-        median = *mid;
-    }
+    const std::int64_t median = median_spacing(b);
     std::size_t widest = 0, jump = 0;
     std::int64_t widest_gap = 0;
     double jump_ratio = 1;

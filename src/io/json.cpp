@@ -18,40 +18,34 @@ ParseError::ParseError(std::size_t offset, const std::string& message)
     : std::runtime_error(fmt::format("at byte {}: {}", offset, message)), offset_(offset), reason_(message) {}
 
 Value Value::boolean(bool b) {
-    Value v;
-    v.kind_ = Kind::boolean;
+    Value v(Kind::boolean);
     v.bool_ = b;
     return v;
 }
 Value Value::integer(bool negative, std::uint64_t magnitude) {
-    Value v;
-    v.kind_ = Kind::integer;
+    Value v(Kind::integer);
     v.negative_ = negative && magnitude != 0;
     v.magnitude_ = magnitude;
     return v;
 }
 Value Value::number(double d) {
     if (!std::isfinite(d)) return Value();
-    Value v;
-    v.kind_ = Kind::number;
+    Value v(Kind::number);
     v.number_ = d;
     return v;
 }
 Value Value::string(std::string s) {
-    Value v;
-    v.kind_ = Kind::string;
+    Value v(Kind::string);
     v.string_ = std::move(s);
     return v;
 }
 Value Value::array(Array a) {
-    Value v;
-    v.kind_ = Kind::array;
+    Value v(Kind::array);
     v.array_ = std::make_shared<const Array>(std::move(a));
     return v;
 }
 Value Value::object(Object o) {
-    Value v;
-    v.kind_ = Kind::object;
+    Value v(Kind::object);
     v.object_ = std::make_shared<const Object>(std::move(o));
     return v;
 }
@@ -301,19 +295,11 @@ private:
     static void append_utf8(std::string& out, std::uint32_t cp) {
         if (cp < 0x80) {
             out += static_cast<char>(cp);
-        } else if (cp < 0x800) {
-            out += static_cast<char>(0xC0 | (cp >> 6));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            out += static_cast<char>(0xE0 | (cp >> 12));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else {
-            out += static_cast<char>(0xF0 | (cp >> 18));
-            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
+            return;
         }
+        const int n = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;  // bytes; the lead byte is 0xC0, 0xE0 or 0xF0
+        out += static_cast<char>(((0xFF00u >> n) & 0xFFu) | (cp >> (6 * (n - 1))));
+        for (int k = n - 2; k >= 0; --k) out += static_cast<char>(0x80 | ((cp >> (6 * k)) & 0x3F));
     }
 
     // One raw UTF-8 sequence starting at pos_ (first byte >= 0x80), validated and copied.

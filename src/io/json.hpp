@@ -104,6 +104,7 @@ public:
     const Value* find(std::string_view key) const;
 
 private:
+    explicit Value(Kind k) : kind_(k) {}
     /// *this, or std::logic_error when it is not of kind `k`.
     const Value& expect(Kind k) const;
 

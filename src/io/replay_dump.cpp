@@ -167,10 +167,6 @@ struct FdReader {
     }
 };
 
-}  // namespace
-
-namespace {
-
 /// Reads and checks a whole dump: the header, then every array in order, hashed as it is read
 /// and validated (finite states and rewards in the written rows, actions and done flags in
 /// range), then the checksum. With `keep` the arrays are stored in *keep; without, they are read

@@ -5,6 +5,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <iterator>
 #include <mutex>
 
 #include "util/json_string.hpp"
@@ -16,26 +17,20 @@ std::mutex g_mutex;
 std::shared_ptr<spdlog::logger> g_logger;
 Format g_format = Format::text;
 
-spdlog::level::level_enum to_spdlog(Level l) {
-    switch (l) {
-        case Level::debug:
-            return spdlog::level::debug;
-        case Level::info:
-            return spdlog::level::info;
-        case Level::warn:
-            return spdlog::level::warn;
-        case Level::error:
-            return spdlog::level::err;
-        case Level::off:
-            return spdlog::level::off;
-    }
-    return spdlog::level::info;
-}
+constexpr auto kTextPattern = "%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v";
 
+spdlog::level::level_enum to_spdlog(Level l) {
+    static constexpr spdlog::level::level_enum kLevels[] = {spdlog::level::debug, spdlog::level::info,
+                                                            spdlog::level::warn, spdlog::level::err,
+                                                            spdlog::level::off};  // index: Level
+    static_assert(std::size(kLevels) == static_cast<std::size_t>(Level::off) + 1, "one per Level");
+    const auto i = static_cast<std::size_t>(l);
+    return i < std::size(kLevels) ? kLevels[i] : spdlog::level::info;
+}
 spdlog::logger& logger() {
     if (!g_logger) {
         g_logger = spdlog::stderr_color_mt("foxhunt");
-        g_logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v");
+        g_logger->set_pattern(kTextPattern);
     }
     return *g_logger;
 }
@@ -50,7 +45,7 @@ void configure(Level level, Format format) {
     if (format == Format::json)
         l.set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e","level":"%l",%v})");
     else
-        l.set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v");
+        l.set_pattern(kTextPattern);
 }
 
 Format current_format() noexcept {

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
-#include <cstring>
+#include <string_view>
 
 namespace fh::signals {
 namespace {
@@ -21,18 +21,20 @@ bool g_installed = false;
 struct sigaction g_old_int {};
 struct sigaction g_old_term {};
 
-constexpr char kFirst[] =
+constexpr std::string_view kFirst =
     "\nfoxhunt-train: interrupt received: finishing the current step, then saving a checkpoint "
     "and the summary (interrupt again to quit at once)\n";
-constexpr char kSecond[] = "\nfoxhunt-train: second interrupt: exiting now (exit code 130)\n";
-constexpr char kFirstJson[] =
+constexpr std::string_view kSecond = "\nfoxhunt-train: second interrupt: exiting now (exit code 130)\n";
+constexpr std::string_view kFirstJson =
     "{\"level\":\"warning\",\"message\":\"interrupt received: finishing the current step, then saving a "
     "checkpoint and the summary (interrupt again to quit at once)\"}\n";
-constexpr char kSecondJson[] =
+constexpr std::string_view kSecondJson =
     "{\"level\":\"warning\",\"message\":\"second interrupt: exiting now (exit code 130)\"}\n";
 std::atomic<bool> g_json{false};
 
-void write_stderr(const char* s, std::size_t n) noexcept {
+void write_stderr(std::string_view text) noexcept {
+    const char* s = text.data();
+    std::size_t n = text.size();
     while (n > 0) {
         const ssize_t w = ::write(STDERR_FILENO, s, n);
         if (w < 0 && errno == EINTR) continue;
@@ -47,15 +49,9 @@ extern "C" void on_interrupt(int sig) {
     const bool json = g_json.load(std::memory_order_relaxed);
     if (g_count.fetch_add(1) == 0) {
         g_signal.store(sig);
-        if (json)
-            write_stderr(kFirstJson, sizeof kFirstJson - 1);
-        else
-            write_stderr(kFirst, sizeof kFirst - 1);
+        write_stderr(json ? kFirstJson : kFirst);
     } else {
-        if (json)
-            write_stderr(kSecondJson, sizeof kSecondJson - 1);
-        else
-            write_stderr(kSecond, sizeof kSecond - 1);
+        write_stderr(json ? kSecondJson : kSecond);
         ::_exit(130);
     }
     errno = saved_errno;
@@ -85,13 +81,6 @@ void uninstall_interrupt_handlers() {
 
 void set_json_messages(bool json) noexcept {
     g_json.store(json);
-}
-
-const char* first_signal_message() noexcept {
-    return g_json.load() ? kFirstJson : kFirst;
-}
-const char* second_signal_message() noexcept {
-    return g_json.load() ? kSecondJson : kSecond;
 }
 
 bool interrupt_requested() noexcept {

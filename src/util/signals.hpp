@@ -24,9 +24,6 @@ int interrupt_signal() noexcept;
 /// With --log-format json the two fixed lines are JSON objects ({"level":...,"message":...}),
 /// like every other line on stderr. Call before install_interrupt_handlers().
 void set_json_messages(bool json) noexcept;
-/// The line the first and the second signal write (for tests).
-const char* first_signal_message() noexcept;
-const char* second_signal_message() noexcept;
 /// Clears the flag and the signal count (tests only: a real run never un-requests a stop).
 void reset_interrupt_for_tests() noexcept;
 
