@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "abi/core_vector.h"
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
 #include "device/device.hpp"
@@ -194,6 +196,27 @@ void put_agent(std::vector<T>& parts, std::size_t a, T&& part) {
         parts.push_back(std::move(part));
     else
         throw std::logic_error("put_agent: the agents start in order");
+}
+
+/// Agent a's slice of an engine buffer laid out [agents][values.size()] set to `values`.
+template <class T>
+void upload_agent(ops::Device& ops, ops::Buffer<T>& buffer, std::size_t a, const std::vector<T>& values) {
+    ops.upload<T>(buffer.view().subview(a * values.size(), values.size()), values);
+}
+
+/// Issues `issue` as the captured `sequence`, or uncaptured where a test injects a NaN loss.
+template <class Issue>
+void run_unless_injected(ops::Device& ops, ops::OpSequence& sequence, bool inject, Issue&& issue) {
+    if (inject)
+        issue();  // tests: never captured
+    else
+        ops.run_sequence(sequence, issue);
+}
+
+/// Tests: the statistic `stat` (one float an agent) of each agent a < 32 of `mask` (bit a) set to NaN.
+inline void inject_nan_at(ops::Device& ops, ops::View<float> stat, std::uint32_t mask) {
+    for (std::size_t a = 0; a < stat.size() && a < 32; ++a)
+        if (mask & (1u << a)) ops::run(ops, ops::Fill{stat.subview(a, 1), std::numeric_limits<float>::quiet_NaN()});
 }
 
 /// The first agent's profile, once there is one and a market for each agent (else UsageError,

@@ -10,6 +10,7 @@
 ///        products' rounding: a batch of N networks may take other cuBLAS algorithms).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -191,8 +192,22 @@ private:
     void gradient_ops(std::uint32_t inject_nan);  // one update's ops up to its Adam step
     void agent_gradient_ops(int a);               // agent a's forward, loss and backward (the unbatched networks)
     void iqn_loss_ops(int a);                     // dqn.head = "iqn": fractions, both networks' quantiles, the loss
-    void adam_ops(bool end_step);                 // one update's Adam step and target update (and dqn_advance)
+    void loss_ops(int a, ops::View<const float> head_s, ops::View<const float> head_select,
+                  ops::View<const float> head_target);
+    void adam_ops(bool end_step);  // one update's Adam step and target update (and dqn_advance)
     void after_collect();
+    /// Whether an engine of `agents` runs `net` as a strided batch over them (more than one
+    /// agent, neither attention nor the IQN head).
+    static bool batched_net(const QNetwork& net, int agents) {
+        return agents > 1 && net.attention_groups().empty() && net.iqn_params().quantiles == 0;
+    }
+    /// The rows and fractions of the update's workspaces ws_pair_, ws_next_, ws_target_ (rows 0:
+    /// none) of an engine of `agents` (plan, make_update_workspaces).
+    struct WorkspaceShape {
+        int rows = 0, quantiles = 0;
+    };
+    static std::array<WorkspaceShape, 3> update_workspaces(const QNetwork& net, int agents, int batch,
+                                                           int paired_forward_max_rows);
     void make_update_workspaces();
     /// The paired forward of an engine of one (online and target contiguous in nets_).
     bool paired_forward() const noexcept {

@@ -94,8 +94,6 @@ class PpoAgent;
 std::unique_ptr<PpoAgent> make_ppo_trainer(ops::Device& ops, const config::Profile& profile,
                                            const env::DeviceMarket& market);
 
-class PpoAgent;
-
 class PpoEngine final : public BatchedPopulation, public std::enable_shared_from_this<PpoEngine> {
 public:
     /// Why `agent` cannot train in one engine with `first` ("" when it can): a PPO profile whose
