@@ -262,10 +262,8 @@ MemoryPlan DqnEngine::plan(const config::Profile& first, int agents, const PlanI
 
 DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
                      const std::vector<const env::DeviceMarket*>& markets)
-    : ops_(ops),
-      profiles_(agents),
-      agents_(static_cast<int>(agents.size())),
-      n_envs_(static_cast<int>(first_agent(agents, markets, "DQN").experience.gpu_n_episodes)),
+    : BatchedEngine(ops, agents, markets, "DQN"),
+      n_envs_(static_cast<int>(agents.front().experience.gpu_n_episodes)),
       batch_(static_cast<int>(agents.front().replay_buffer.batch_size)),
       num_actions_(static_cast<int>(agents.front().num_actions())),
       env_params_(trainers::env_params(agents.front(), markets.front()->market_dim())),
@@ -659,10 +657,6 @@ void DqnEngine::update() {
     run_unless_injected(ops_, update_sequence_, mask != 0, issue);
     for (std::size_t a = 0; a < updates_.size(); ++a)
         if (ready_to_update(a)) ++updates_[a];
-}
-
-std::unique_ptr<Trainer> DqnEngine::agent(int i) {
-    return std::make_unique<DqnAgent>(shared_from_this(), i);
 }
 
 LogLine DqnEngine::read_log(int a, double seconds, DqnLogMarks& marks) {

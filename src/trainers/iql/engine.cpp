@@ -121,9 +121,7 @@ MemoryPlan IqlEngine::plan(const config::Profile& first, int agents, const PlanI
 
 IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
                      const std::vector<const env::DeviceMarket*>& markets)
-    : ops_(ops),
-      profiles_(agents),
-      agents_((first_agent(agents, markets, "IQL"), static_cast<int>(agents.size()))),
+    : BatchedEngine(ops, agents, markets, "IQL"),
       num_actions_(static_cast<int>(agents.front().num_actions())),
       state_dim_(trainers::env_params(agents.front(), markets.front()->market_dim()).state_dim),
       batch_(static_cast<int>(agents.front().replay_buffer.batch_size)),
@@ -197,8 +195,7 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
     const std::size_t xs = 2 * Bs * D;  // one agent's [s; s']
     const std::size_t span = (Ns - 1) * xs + Bs * D;
     const auto update = step_.cview();
-    ops::CounterValue own_update = ops::counter_value(update.subview(0, 1));  // agent a's: update[a]
-    own_update.agent_stride = 1;
+    const ops::CounterValue own_update = agent_counter(update);  // agent a's: update[a]
 
     // 1. Every agent's uniform batch of one-step transitions (s, a, r, gamma (1 - terminated), s')
     //    at the update number the sampling advances the counter to (no launch of its own).
@@ -334,10 +331,6 @@ void IqlEngine::restore_updates(int agent, long long updates) {
     const auto a = static_cast<std::size_t>(agent);
     updates_[a] = updates;
     upload_agent(ops_, step_, a, {updates});
-}
-
-std::unique_ptr<Trainer> IqlEngine::agent(int i) {
-    return std::make_unique<IqlAgent>(shared_from_this(), i);
 }
 
 // The sum of the agents' rates, as an unbatched population's bench reports it.

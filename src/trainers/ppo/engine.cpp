@@ -183,10 +183,8 @@ MemoryPlan PpoEngine::plan(const config::Profile& first, int agents, const PlanI
 
 PpoEngine::PpoEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
                      const std::vector<const env::DeviceMarket*>& markets)
-    : ops_(ops),
-      profiles_(agents),
+    : BatchedEngine(ops, agents, markets, "PPO"),
       markets_(markets),
-      agents_((first_agent(agents, markets, "PPO"), static_cast<int>(agents.size()))),
       n_envs_(static_cast<int>(agents.front().experience.gpu_n_episodes)),
       horizon_(static_cast<int>(agents.front().experience.gpu_timesteps_per_episode)),
       num_actions_(static_cast<int>(agents.front().num_actions())),
@@ -243,13 +241,6 @@ ops::CopyPair PpoEngine::step_row(ops::Buffer<T>& rollout, int t, ops::View<cons
     const std::size_t M = n * static_cast<std::size_t>(horizon_);  // an agent's rollout, in elements
     return ops::CopyPair::strided<T>(rollout.view().subview(static_cast<std::size_t>(t) * n, (N - 1) * M + n), M, step,
                                      n, n, N);
-}
-
-// Each agent's own: rollouts_dev_[a] * T + t.
-ops::CounterValue PpoEngine::collection_step(int t) const {
-    ops::CounterValue step = ops::counter_value(rollouts_dev_.cview().subview(0, 1), horizon_, t);
-    step.agent_stride = 1;
-    return step;
 }
 
 std::uint32_t PpoEngine::nan_mask_at(long long index) const {
@@ -483,10 +474,8 @@ void PpoEngine::update_ops(std::uint32_t inject_nan) {
 void PpoEngine::minibatch_update(int epoch, int minibatch, std::uint32_t inject_nan) {
     const long long index = epoch * minibatches_ + minibatch + 1;  // 1-based, within the rollout
     // Agent a's numbers from its own rollout count (rollouts_dev_[a]).
-    ops::CounterValue update = ops::counter_value(rollouts_dev_.cview().subview(0, 1), updates_per_rollout(), index);
-    update.agent_stride = 1;
-    ops::CounterValue epoch_key = ops::counter_value(rollouts_dev_.cview().subview(0, 1), epochs_, epoch);
-    epoch_key.agent_stride = 1;
+    const ops::CounterValue update = agent_counter(rollouts_dev_.cview(), updates_per_rollout(), index);
+    const ops::CounterValue epoch_key = agent_counter(rollouts_dev_.cview(), epochs_, epoch);
     const int N = agents_, B = batch_;
     const std::size_t Ns = static_cast<std::size_t>(N), P = params(), Bs = static_cast<std::size_t>(B);
     const std::size_t D = static_cast<std::size_t>(state_dim_);
@@ -572,10 +561,6 @@ void PpoEngine::upload_keys(std::size_t i, const config::Profile& p) {
                                   static_cast<float>(p.ppo.entropy_coef), p.ppo.clip_value ? 1 : 0}});
     upload_agent(ops_, gamma_lambda_, i, {static_cast<float>(p.training.gamma), static_cast<float>(p.ppo.gae_lambda)});
     upload_agent(ops_, diversity_coef_, i, {static_cast<float>(p.ppo.diversity_coef)});
-}
-
-std::unique_ptr<Trainer> PpoEngine::agent(int i) {
-    return std::make_unique<PpoAgent>(shared_from_this(), i);
 }
 
 PpoEngine::AgentState PpoEngine::agent_state(int agent) {
