@@ -8,14 +8,17 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "abi/core_vector.h"
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
 #include "device/device.hpp"
+#include "trainers/memory_plan.hpp"
 #include "trainers/trainer.hpp"
 #include "util/errors.hpp"
 
@@ -196,6 +199,34 @@ void put_agent(std::vector<T>& parts, std::size_t a, T&& part) {
         throw std::logic_error("put_agent: the agents start in order");
 }
 
+/// Agent a's slice of an engine buffer laid out [agents][values.size()] set to `values`.
+template <class T>
+void upload_agent(ops::Device& ops, ops::Buffer<T>& buffer, std::size_t a, const std::vector<T>& values) {
+    ops.upload<T>(buffer.view().subview(a * values.size(), values.size()), values);
+}
+
+/// Issues `issue` as the captured `sequence`, or uncaptured where a test injects a NaN loss.
+template <class Issue>
+void run_unless_injected(ops::Device& ops, ops::OpSequence& sequence, bool inject, Issue&& issue) {
+    if (inject)
+        issue();  // tests: never captured
+    else
+        ops.run_sequence(sequence, issue);
+}
+
+/// The ops::counter_value of each agent's own counter: counters[a] * scale + offset (one counter an agent).
+inline ops::CounterValue agent_counter(ops::View<const long long> counters, long long scale = 1, long long offset = 0) {
+    ops::CounterValue value = ops::counter_value(counters.subview(0, 1), scale, offset);
+    value.agent_stride = 1;
+    return value;
+}
+
+/// Tests: the statistic `stat` (one float an agent) of each agent a < 32 of `mask` (bit a) set to NaN.
+inline void inject_nan_at(ops::Device& ops, ops::View<float> stat, std::uint32_t mask) {
+    for (std::size_t a = 0; a < stat.size() && a < 32; ++a)
+        if (mask & (1u << a)) ops::run(ops, ops::Fill{stat.subview(a, 1), std::numeric_limits<float>::quiet_NaN()});
+}
+
 /// The first agent's profile, once there is one and a market for each agent (else UsageError,
 /// naming the `trainer`'s engine).
 inline const config::Profile& first_agent(const std::vector<config::Profile>& agents,
@@ -223,6 +254,38 @@ void check_agents(const std::vector<config::Profile>& agents, const std::vector<
                              std::to_string(markets.front()->market_dim()));
     }
 }
+
+/// What every batched engine (DqnEngine, PpoEngine, IqlEngine) keeps: its device, its agents'
+/// profiles, the plan its buffers are allocated from (MemoryPlan::allocate), its iterations, and
+/// its agents as Trainers (`Agent`, an EngineAgent<Engine, AgentBase>) that advance together.
+template <class Engine, class Agent, class AgentBase = Trainer>
+class BatchedEngine : public BatchedPopulation, public std::enable_shared_from_this<Engine> {
+public:
+    int agents() const noexcept override { return agents_; }
+    std::unique_ptr<Trainer> agent(int i) override { return std::make_unique<Agent>(this->shared_from_this(), i); }
+    /// The engine's iterations (an iteration of every agent each); an agent's own counters count
+    /// from its own start (a slot reset_agent started again, or a resume).
+    long long iterations() const noexcept { return iterations_; }
+    const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
+    ops::Device& device() noexcept { return ops_; }
+
+protected:
+    /// An engine of `agents`, agent i on markets[i] (UsageError where first_agent finds none,
+    /// naming the `trainer`).
+    BatchedEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
+                  const std::vector<const env::DeviceMarket*>& markets, const char* trainer)
+        : ops_(ops),
+          profiles_(agents),
+          agents_((first_agent(agents, markets, trainer), static_cast<int>(agents.size()))) {}
+
+    ops::Device& ops_;
+    std::vector<config::Profile> profiles_;
+    MemoryPlan plan_;  ///< the engine's buffers, their starting values
+    int agents_;
+    long long iterations_ = 0;
+    friend class EngineAgent<Engine, AgentBase>;
+    PopulationAgents<EngineAgent<Engine, AgentBase>> members_;
+};
 
 /// Why `agent` cannot train in a batched population whose first agent is `first` ("" when it can):
 /// the conditions of the trainer's engine (its TrainerKind, registry.hpp), or a trainer without a

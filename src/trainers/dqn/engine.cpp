@@ -227,19 +227,14 @@ MemoryPlan DqnEngine::plan(const config::Profile& first, int agents, const PlanI
     plan.add("monitor sums", {&E::stats_}, PerAgent{1}, dqn::MonitorStats{});
     plan.add("action histograms", {&E::histogram_}, PerAgent{A}, 0ull);
     // Acting: one workspace of every agent's environments, or one per agent; the update's (make_update_workspaces).
-    const bool batched = agents > 1 && net.attention_groups().empty() && quantiles == 0;
-    if (batched)
+    if (batched_net(net, agents))
         plan.add("acting workspace", net.workspace_size(agents * n_envs));
     else
         plan.add("acting workspace", net.workspace_size(n_envs), N);
-    if (batched)
-        plan.add("update workspaces", net.workspace_size(agents * batch), 3);
-    else if (agents == 1 && quantiles == 0 && batch <= kPairedForwardMaxRows)
-        plan.add("update workspaces", net.workspace_size(4 * batch));
-    else if (agents == 1 && quantiles > 0)
-        plan.add("update workspaces", net.workspace_size(4 * batch, quantiles));
-    else
-        plan.add("update workspaces", net.workspace_size(2 * batch, quantiles) + net.workspace_size(batch, quantiles));
+    nn::WorkspaceSize update;
+    for (const auto& w : update_workspaces(net, agents, batch, kPairedForwardMaxRows))
+        if (w.rows > 0) update += net.workspace_size(w.rows, w.quantiles);
+    plan.add("update workspaces", update);
     std::uint64_t curiosity = 0;  // the model's weights and Adam moments, in a checkpoint
     if (first.dqn.curiosity) {
         plan.consumer(fmt::format("curiosity model ({} rows per step)", n), "dqn.curiosity");
@@ -267,18 +262,15 @@ MemoryPlan DqnEngine::plan(const config::Profile& first, int agents, const PlanI
 
 DqnEngine::DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
                      const std::vector<const env::DeviceMarket*>& markets)
-    : ops_(ops),
-      profiles_(agents),
-      agents_(static_cast<int>(agents.size())),
-      n_envs_(static_cast<int>(first_agent(agents, markets, "DQN").experience.gpu_n_episodes)),
+    : BatchedEngine(ops, agents, markets, "DQN"),
+      n_envs_(static_cast<int>(agents.front().experience.gpu_n_episodes)),
       batch_(static_cast<int>(agents.front().replay_buffer.batch_size)),
       num_actions_(static_cast<int>(agents.front().num_actions())),
       env_params_(trainers::env_params(agents.front(), markets.front()->market_dim())),
       net_((require_supported(agents.front()), network_config(agents.front(), env_params_.state_dim))) {
     const config::Profile& first = agents.front();
     check_agents(agents, markets, "one DQN engine with agent 0", unsupported, require_supported);
-    const int quantiles = net_.iqn_params().quantiles;
-    batched_net_ = agents_ > 1 && net_.attention_groups().empty() && quantiles == 0;
+    batched_net_ = batched_net(net_, agents_);
     const std::size_t N = agents.size(), P = params();
     const DqnReplaySteps replay = dqn_replay_steps(first);
     capacity_steps_ = replay.capacity;
@@ -315,8 +307,8 @@ void DqnEngine::start_agent(std::size_t a, const config::Profile& p, const env::
         env::VecEnv::start_into(ops_, {env_state_.view(), env_portfolio_.view(), env_states_.view()}, a, market,
                                 env::Split::train, trainers::env_params(p, env_params_.market_dim), n_envs_);
     if (a == 0) market0_ = env.market;
-    ops_.upload<abi::EnvAgent>(slice(collect_agents_, agent), std::vector<abi::EnvAgent>{env});
-    ops_.upload<dqn::AgentParams>(slice(agent_, agent), std::vector<dqn::AgentParams>{dqn_agent_params(p)});
+    upload_agent(ops_, collect_agents_, a, {env});
+    upload_agent(ops_, agent_, a, {dqn_agent_params(p)});
     steps_[a] = 0;
     updates_[a] = 0;
     pushed_[a] = 0;
@@ -332,28 +324,28 @@ void DqnEngine::reset_agent(int agent, const config::Profile& p, const env::Devi
     plan_.reset_agent(ops_, *this, agent);
     start_agent(static_cast<std::size_t>(agent), p, market);
     // The curiosity model's buffers and learning rate are the captured sequences' arguments.
-    collect_sequence_.reset();
-    iteration_sequence_.reset();
-    update_sequence_.reset();
+    for (auto* sequence : {&collect_sequence_, &iteration_sequence_, &update_sequence_}) sequence->reset();
     ops_.synchronize();
 }
 
+std::array<DqnEngine::WorkspaceShape, 3> DqnEngine::update_workspaces(const QNetwork& net, int agents, int batch,
+                                                                      int paired_forward_max_rows) {
+    const int quantiles = net.iqn_params().quantiles;
+    if (batched_net(net, agents))  // three forwards of every agent's B rows
+        return {{{agents * batch, 0}, {agents * batch, 0}, {agents * batch, 0}}};
+    if (agents == 1 && quantiles == 0 && batch <= paired_forward_max_rows)  // both networks on [s; s']
+        return {{{4 * batch, 0}, {}, {}}};
+    if (agents == 1 && quantiles > 0)  // both networks' quantiles on [s; s'], one pass
+        return {{{4 * batch, quantiles}, {}, {}}};
+    return {{{2 * batch, quantiles}, {}, {batch, quantiles}}};  // the online network on [s; s'] beside the target on s'
+}
+
 void DqnEngine::make_update_workspaces() {
-    const int quantiles = net_.iqn_params().quantiles;
-    ws_next_ = QNetwork::Workspace{};
-    ws_target_ = QNetwork::Workspace{};
-    if (batched_net_) {  // three forwards of every agent's B rows
-        ws_pair_ = net_.make_workspace(ops_, agents_ * batch_);
-        ws_next_ = net_.make_workspace(ops_, agents_ * batch_);
-        ws_target_ = net_.make_workspace(ops_, agents_ * batch_);
-    } else if (paired_forward()) {  // both networks on [s; s']
-        ws_pair_ = net_.make_workspace(ops_, 4 * batch_);
-    } else if (agents_ == 1 && quantiles > 0) {  // both networks' quantiles on [s; s'], one pass
-        ws_pair_ = net_.make_workspace(ops_, 4 * batch_, quantiles);
-    } else {  // the online network on [s; s'] beside the target on s'
-        ws_pair_ = net_.make_workspace(ops_, 2 * batch_, quantiles);
-        ws_target_ = net_.make_workspace(ops_, batch_, quantiles);
-    }
+    const auto shapes = update_workspaces(net_, agents_, batch_, paired_forward_max_rows_);
+    QNetwork::Workspace* workspaces[] = {&ws_pair_, &ws_next_, &ws_target_};
+    for (auto* ws : workspaces) *ws = QNetwork::Workspace{};
+    for (std::size_t k = 0; k < shapes.size(); ++k)
+        if (shapes[k].rows > 0) *workspaces[k] = net_.make_workspace(ops_, shapes[k].rows, shapes[k].quantiles);
 }
 
 void DqnEngine::set_paired_forward_max_rows(int rows) {
@@ -402,9 +394,8 @@ void DqnEngine::restore_counters(int agent, long long steps, long long updates, 
     updates_[a] = updates;
     pushed_[a] = pushed;
     // One curiosity model step per collection step.
-    if (!curiosity_.empty()) curiosity_[static_cast<std::size_t>(agent)].restore_steps(ops_, steps);
-    ops_.upload<dqn::Counters>(counters_.view().subview(static_cast<std::size_t>(agent), 1),
-                               std::vector<dqn::Counters>{dqn::Counters{steps, updates, pushed}});
+    if (!curiosity_.empty()) curiosity_[a].restore_steps(ops_, steps);
+    upload_agent(ops_, counters_, a, {dqn::Counters{steps, updates, pushed}});
 }
 
 // One collection step of every agent: each acts epsilon-greedily on its online network's Q and
@@ -504,19 +495,7 @@ void DqnEngine::gradient_ops(std::uint32_t inject_nan) {
                 if (double_dqn) head_next = net_.forward_agents(ops_, online, params(), next, xs, B, agents_, ws_next_);
             },
             [&] { head_target = net_.forward_agents(ops_, target, params(), next, xs, B, agents_, ws_target_); });
-        const auto head_select = double_dqn ? head_next : head_target;
-        if (K > 1)  // the ensemble's a*: the heads' mean Q of the select network at s'
-            ops::run(ops_, ops::DqnAct{target_actions_.view(),
-                                       {},
-                                       {},
-                                       head_select,
-                                       net_.head(),
-                                       agent_.cview(),
-                                       counters_.cview(),
-                                       false});
-        ops::run(ops_, ops::DqnLoss{d_head_.view(), sample_stats_.view(), head_s, head_select, head_target,
-                                    batch_actions_.cview(), returns_.cview(), discounts_.cview(), agent_.cview(),
-                                    net_.head(), B, target_actions_.cview(), masks()});
+        loss_ops(-1, head_s, double_dqn ? head_next : head_target, head_target);
         net_.backward_agents(ops_, online, grads_.view(), d_head_.view(), ws_pair_);
     } else {
         for (int a = 0; a < agents_; ++a) agent_gradient_ops(a);
@@ -530,7 +509,7 @@ void DqnEngine::gradient_ops(std::uint32_t inject_nan) {
 // one, else the online network on [s; s'] beside the target on s' (large batches: a quarter of the
 // forward's products fewer; the GPU is full either way).
 void DqnEngine::agent_gradient_ops(int a) {
-    const int B = batch_, K = net_.head().ensemble;
+    const int B = batch_;
     const std::size_t Bs = static_cast<std::size_t>(B), W = static_cast<std::size_t>(net_.output_width()),
                       DX = static_cast<std::size_t>(net_.state_dim());
     const auto x = cslice(x_, a);
@@ -552,20 +531,7 @@ void DqnEngine::agent_gradient_ops(int a) {
             head_s = online_heads.subview(0, Bs * W);
             head_online_next = online_heads.subview(Bs * W, Bs * W);
         }
-        const auto head_select = profile(a).dqn.double_dqn ? head_online_next : head_target;
-        if (K > 1)  // the ensemble's a*: the heads' mean Q of the select network at s'
-            ops::run(ops_, ops::DqnAct{slice(target_actions_, a),
-                                       {},
-                                       {},
-                                       head_select,
-                                       net_.head(),
-                                       cslice(agent_, a),
-                                       cslice(counters_, a),
-                                       false});
-        ops::run(ops_,
-                 ops::DqnLoss{slice(d_head_, a), slice(sample_stats_, a), head_s, head_select, head_target,
-                              cslice(batch_actions_, a), cslice(returns_, a), cslice(discounts_, a), cslice(agent_, a),
-                              net_.head(), B, K > 1 ? cslice(target_actions_, a) : ops::View<const int>{}, masks(a)});
+        loss_ops(a, head_s, profile(a).dqn.double_dqn ? head_online_next : head_target, head_target);
     }
     net_.backward(ops_, online(a), slice(grads_, a), slice(d_head_, a), B, ws_pair_);
 }
@@ -606,6 +572,23 @@ void DqnEngine::iqn_loss_ops(int a) {
                                 cslice(discounts_, a), cslice(agent_, a), net_.head(), N, B});
 }
 
+// The fused loss and the head's gradient (d_head) of every agent (a < 0) or of agent a, from the
+// online network's heads at s, the select network's at s' (double DQN: the online network's) and
+// the target's at s'.
+void DqnEngine::loss_ops(int a, ops::View<const float> head_s, ops::View<const float> head_select,
+                         ops::View<const float> head_target) {
+    const auto part = [&](auto& b) { return a < 0 ? b.view() : slice(b, a); };
+    const auto cpart = [&](auto& b) { return a < 0 ? b.cview() : cslice(b, a); };
+    const int K = net_.head().ensemble;
+    if (K > 1)  // the ensemble's a*: the heads' mean Q of the select network at s'
+        ops::run(ops_,
+                 ops::DqnAct{
+                     part(target_actions_), {}, {}, head_select, net_.head(), cpart(agent_), cpart(counters_), false});
+    ops::run(ops_, ops::DqnLoss{part(d_head_), part(sample_stats_), head_s, head_select, head_target,
+                                cpart(batch_actions_), cpart(returns_), cpart(discounts_), cpart(agent_), net_.head(),
+                                batch_, K > 1 ? cpart(target_actions_) : ops::View<const int>{}, masks(a)});
+}
+
 void DqnEngine::adam_ops(bool end_step) {
     ops::run(ops_, ops::DqnAdamTarget{online_, m_.view(), v_.view(), target_, grads_.cview(), step_.cview(),
                                       agent_.cview(), end_step ? counters_.view() : ops::View<dqn::Counters>{}});
@@ -643,10 +626,7 @@ void DqnEngine::iterate() {
             adam_ops(k == n);
         }
     };
-    if (inject)
-        issue();  // tests: never captured
-    else
-        ops_.run_sequence(iteration_sequence_, issue);
+    run_unless_injected(ops_, iteration_sequence_, inject, issue);
     for (std::size_t a = 0; a < updates_.size(); ++a)
         if (ready_to_update(a)) updates_[a] += n;
     after_collect();
@@ -674,30 +654,24 @@ void DqnEngine::update() {
         gradient_ops(mask);
         adam_ops(false);
     };
-    if (mask != 0)
-        issue();  // tests: never captured
-    else
-        ops_.run_sequence(update_sequence_, issue);
+    run_unless_injected(ops_, update_sequence_, mask != 0, issue);
     for (std::size_t a = 0; a < updates_.size(); ++a)
         if (ready_to_update(a)) ++updates_[a];
 }
 
-std::unique_ptr<Trainer> DqnEngine::agent(int i) {
-    return std::make_unique<DqnAgent>(shared_from_this(), i);
-}
-
 LogLine DqnEngine::read_log(int a, double seconds, DqnLogMarks& marks) {
     const config::Profile& p = profile(a);
+    const auto i = static_cast<std::size_t>(a);
     const dqn::MonitorStats s = ops_.to_host(cslice(stats_, a))[0];  // synchronises: once per log interval
     const nn::GuardState g = ops_.to_host(cslice(guard_, a))[0];
     const auto histogram = ops_.to_host(cslice(histogram_, a));
     // Start the next interval from zero.
-    ops_.upload<dqn::MonitorStats>(slice(stats_, a), std::vector<dqn::MonitorStats>{dqn::MonitorStats{}});
-    ops_.upload<unsigned long long>(slice(histogram_, a), std::vector<unsigned long long>(histogram.size(), 0));
+    upload_agent(ops_, stats_, i, {dqn::MonitorStats{}});
+    upload_agent(ops_, histogram_, i, std::vector<unsigned long long>(histogram.size(), 0));
     dqn::CuriosityStats curiosity{};
     if (!curiosity_.empty()) {
         curiosity = ops_.to_host(cslice(cur_stats_, a))[0];
-        ops_.upload<dqn::CuriosityStats>(slice(cur_stats_, a), std::vector<dqn::CuriosityStats>{dqn::CuriosityStats{}});
+        upload_agent(ops_, cur_stats_, i, {dqn::CuriosityStats{}});
     }
     // With attention: the weights of the last collection step's environments, mean per group.
     std::vector<double> attention_mean(net_.attention_groups().size(), 0.0);
@@ -722,7 +696,6 @@ LogLine DqnEngine::read_log(int a, double seconds, DqnLogMarks& marks) {
     // With HER: the share of the environments whose return is at or above their episode's goal at
     // the log interval's last collection step (the acting rows' distance feature g - achieved <= 0).
     double goal_reached = 0.0;
-    const auto i = static_cast<std::size_t>(a);
     if (p.dqn.her && steps_[i] > 0) {
         const auto rows = ops_.to_host(cslice(her_obs_, a));
         const std::size_t DX = static_cast<std::size_t>(net_.state_dim());
@@ -779,11 +752,9 @@ std::vector<StateTensor> DqnEngine::state_tensors(int a) {
 void DqnEngine::set_agent_keys(int a, const config::Profile& p) {
     replace_agent_keys(profiles_, a, p, unsupported,
                        "a DQN agent keeps its run.seed while it trains (its exploration and replay draws)");
-    ops_.upload<dqn::AgentParams>(slice(agent_, a), std::vector<dqn::AgentParams>{dqn_agent_params(p)});
+    upload_agent(ops_, agent_, static_cast<std::size_t>(a), {dqn_agent_params(p)});
     // The curiosity models' learning rate is an argument of the captured sequences.
-    collect_sequence_.reset();
-    iteration_sequence_.reset();
-    update_sequence_.reset();
+    for (auto* sequence : {&collect_sequence_, &iteration_sequence_, &update_sequence_}) sequence->reset();
 }
 
 io::ReplayDump DqnEngine::replay_dump(int a) {

@@ -10,6 +10,7 @@
 ///        products' rounding: a batch of N networks may take other cuBLAS algorithms).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -89,7 +90,7 @@ std::unique_ptr<DqnAgent> make_dqn_trainer(ops::Device& ops, const config::Profi
 /// Every op takes all agents in one launch, except the networks of an engine whose network cannot
 /// run as a strided batch over agents (dqn.attention or the IQN head with more than one agent):
 /// there each agent's forward, loss and backward run one after the other in the same sequence.
-class DqnEngine final : public BatchedPopulation, public std::enable_shared_from_this<DqnEngine> {
+class DqnEngine final : public BatchedEngine<DqnEngine, DqnAgent> {
 public:
     /// Why `agent` cannot train in one engine with `first` ("" when it can): a DQN profile whose
     /// network, options, batch, replay, schedule shape and environment (run.seed aside) are the
@@ -115,15 +116,11 @@ public:
     DqnEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
               const std::vector<const env::DeviceMarket*>& markets);
 
-    int agents() const noexcept override { return agents_; }
     int n_envs() const noexcept { return n_envs_; }
     long long batch_rows() const noexcept override { return batch_; }
     long long env_steps_per_iteration() const noexcept override { return n_envs_; }
-    std::unique_ptr<Trainer> agent(int i) override;
-    /// The engine's iterations (every agent's collection step each); an agent's own steps,
-    /// updates and steps in its ring since it was (re)filled count from its own start (a slot
-    /// reset_agent started again, or a resume).
-    long long iterations() const noexcept { return iterations_; }
+    /// An agent's own steps (collection steps: the engine's iterations), updates and steps in
+    /// its ring since it was (re)filled.
     long long steps(int agent) const { return steps_.at(static_cast<std::size_t>(agent)); }
     long long updates(int agent) const { return updates_.at(static_cast<std::size_t>(agent)); }
     long long pushed(int agent) const { return pushed_.at(static_cast<std::size_t>(agent)); }
@@ -143,11 +140,9 @@ public:
     void collect() override;
     void update() override;
 
-    const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
     const env::EnvParams& env_params() const noexcept { return env_params_; }
     /// Agent `agent`'s own (its seed).
     env::EnvParams env_params(int agent) const;
-    ops::Device& device() noexcept { return ops_; }
     int capacity_steps() const noexcept { return capacity_steps_; }
 
     /// Resume (before the first iteration): agent `agent` continues from its checkpoint's steps,
@@ -191,8 +186,22 @@ private:
     void gradient_ops(std::uint32_t inject_nan);  // one update's ops up to its Adam step
     void agent_gradient_ops(int a);               // agent a's forward, loss and backward (the unbatched networks)
     void iqn_loss_ops(int a);                     // dqn.head = "iqn": fractions, both networks' quantiles, the loss
-    void adam_ops(bool end_step);                 // one update's Adam step and target update (and dqn_advance)
+    void loss_ops(int a, ops::View<const float> head_s, ops::View<const float> head_select,
+                  ops::View<const float> head_target);
+    void adam_ops(bool end_step);  // one update's Adam step and target update (and dqn_advance)
     void after_collect();
+    /// Whether an engine of `agents` runs `net` as a strided batch over them (more than one
+    /// agent, neither attention nor the IQN head).
+    static bool batched_net(const QNetwork& net, int agents) {
+        return agents > 1 && net.attention_groups().empty() && net.iqn_params().quantiles == 0;
+    }
+    /// The rows and fractions of the update's workspaces ws_pair_, ws_next_, ws_target_ (rows 0:
+    /// none) of an engine of `agents` (plan, make_update_workspaces).
+    struct WorkspaceShape {
+        int rows = 0, quantiles = 0;
+    };
+    static std::array<WorkspaceShape, 3> update_workspaces(const QNetwork& net, int agents, int batch,
+                                                           int paired_forward_max_rows);
     void make_update_workspaces();
     /// The paired forward of an engine of one (online and target contiguous in nets_).
     bool paired_forward() const noexcept {
@@ -213,15 +222,11 @@ private:
         return ops::View<const T>(slice(b, a));
     }
 
-    ops::Device& ops_;
-    std::vector<config::Profile> profiles_;
-    MemoryPlan plan_;  ///< the buffers below, their starting values
-    int agents_, n_envs_, batch_, num_actions_, capacity_steps_ = 0;
+    int n_envs_, batch_, num_actions_, capacity_steps_ = 0;
     long long min_steps_ = 0, updates_per_iteration_ = 0;
     env::EnvParams env_params_;  // agent 0's; every agent's but for the seed
     QNetwork net_;
-    bool batched_net_ = false;  ///< more than one agent and a network forward_agents runs
-    long long iterations_ = 0;
+    bool batched_net_ = false;                         ///< more than one agent and a network forward_agents runs
     std::vector<long long> steps_, updates_, pushed_;  // per agent: the device counters' mirror (dqn::Counters)
 
     // Parameters: the online networks (N, P) then the targets (N, P) in one buffer (an engine of
@@ -281,8 +286,6 @@ private:
     // The captured sequences (CUDA Graphs on the GPU): a collection step alone (until the replay
     // is ready), a whole iteration, and an update alone (bench).
     ops::OpSequence collect_sequence_, iteration_sequence_, update_sequence_;
-    friend class EngineAgent<DqnEngine>;
-    PopulationAgents<EngineAgent<DqnEngine>> members_;
 };
 
 /// Agent i of a DqnEngine as a Trainer (EngineAgent). Its checkpoint tensors and counters are the

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
 #include <stdexcept>
 #include <tuple>
 
@@ -122,9 +121,7 @@ MemoryPlan IqlEngine::plan(const config::Profile& first, int agents, const PlanI
 
 IqlEngine::IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
                      const std::vector<const env::DeviceMarket*>& markets)
-    : ops_(ops),
-      profiles_(agents),
-      agents_((first_agent(agents, markets, "IQL"), static_cast<int>(agents.size()))),
+    : BatchedEngine(ops, agents, markets, "IQL"),
       num_actions_(static_cast<int>(agents.front().num_actions())),
       state_dim_(trainers::env_params(agents.front(), markets.front()->market_dim()).state_dim),
       batch_(static_cast<int>(agents.front().replay_buffer.batch_size)),
@@ -198,8 +195,7 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
     const std::size_t xs = 2 * Bs * D;  // one agent's [s; s']
     const std::size_t span = (Ns - 1) * xs + Bs * D;
     const auto update = step_.cview();
-    ops::CounterValue own_update = ops::counter_value(update.subview(0, 1));  // agent a's: update[a]
-    own_update.agent_stride = 1;
+    const ops::CounterValue own_update = agent_counter(update);  // agent a's: update[a]
 
     // 1. Every agent's uniform batch of one-step transitions (s, a, r, gamma (1 - terminated), s')
     //    at the update number the sampling advances the counter to (no launch of its own).
@@ -279,12 +275,7 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
             backward(net_.v, d_v_.view(), ws_v_);
             ops::run(ops_, ops::Mean{stat(kValueLoss), loss_v_.cview()});
             ops::run(ops_, ops::Mean{stat(kV), v});
-            for (int a = 0; a < N && a < 32; ++a)
-                if (inject_nan & (1u << a))
-                    ops::run(ops_,
-                             ops::Fill{cur.subview(
-                                           static_cast<std::size_t>(kValueLoss) * Ns + static_cast<std::size_t>(a), 1),
-                                       std::numeric_limits<float>::quiet_NaN()});
+            inject_nan_at(ops_, stat(kValueLoss), inject_nan);
         },
         [&] {
             fh::ops::run(ops_, fh::ops::IqlQLoss{loss_q_.view(), d_q1_.view(), d_q2_.view(), q1, q2, actions_.cview(),
@@ -329,10 +320,7 @@ void IqlEngine::update_ops(std::uint32_t inject_nan) {
 
 void IqlEngine::iterate() {
     const std::uint32_t nan = members_.nan_mask([&](int a) { return updates_[static_cast<std::size_t>(a)] + 1; });
-    if (nan != 0)
-        update_ops(nan);  // tests: never captured
-    else
-        ops_.run_sequence(update_sequence_, [this] { update_ops(0); });
+    run_unless_injected(ops_, update_sequence_, nan != 0, [&] { update_ops(nan); });
     ++iterations_;
     for (auto& u : updates_) ++u;
 }
@@ -342,11 +330,7 @@ void IqlEngine::restore_updates(int agent, long long updates) {
     if (iterations_ != 0) throw std::logic_error("IqlEngine::restore_updates after the engine updated");
     const auto a = static_cast<std::size_t>(agent);
     updates_[a] = updates;
-    ops_.upload<long long>(step_.view().subview(a, 1), std::vector<long long>{updates});
-}
-
-std::unique_ptr<Trainer> IqlEngine::agent(int i) {
-    return std::make_unique<IqlAgent>(shared_from_this(), i);
+    upload_agent(ops_, step_, a, {updates});
 }
 
 // The sum of the agents' rates, as an unbatched population's bench reports it.
@@ -394,17 +378,15 @@ void IqlEngine::set_agent_keys(int a, const config::Profile& p) {
 }
 
 void IqlEngine::upload_keys(std::size_t i, const config::Profile& p) {
-    ops_.upload<float>(lr_.view().subview(i, 1), std::vector<float>{static_cast<float>(p.training.learning_rate)});
+    upload_agent(ops_, lr_, i, {static_cast<float>(p.training.learning_rate)});
     const ops::SoftTarget soft = ops::SoftTarget::of({}, p.training.tau > 0 ? p.training.tau : 1.0);
-    ops_.upload<float>(tau_keep_.view().subview(2 * i, 2), std::vector<float>{soft.tau, soft.keep});
-    ops_.upload<iql::LossScalars>(scalars_.view().subview(i, 1),
-                                  std::vector<iql::LossScalars>{iql::LossScalars{
-                                      static_cast<float>(p.iql.expectile), static_cast<float>(p.iql.beta),
-                                      static_cast<float>(p.iql.max_weight)}});
-    ops_.upload<abi::SampleAgent>(
-        sample_agents_.view().subview(i, 1),
-        std::vector<abi::SampleAgent>{datasets_[i].sample_agent(static_cast<std::uint64_t>(p.run.seed), 1,
-                                                                static_cast<float>(p.training.gamma))});
+    upload_agent(ops_, tau_keep_, i, {soft.tau, soft.keep});
+    upload_agent(ops_, scalars_, i,
+                 {iql::LossScalars{static_cast<float>(p.iql.expectile), static_cast<float>(p.iql.beta),
+                                   static_cast<float>(p.iql.max_weight)}});
+    upload_agent(
+        ops_, sample_agents_, i,
+        {datasets_[i].sample_agent(static_cast<std::uint64_t>(p.run.seed), 1, static_cast<float>(p.training.gamma))});
     update_sequence_.reset();
 }
 

@@ -66,7 +66,7 @@ class IqlAgent;
 std::unique_ptr<IqlAgent> make_iql_trainer(ops::Device& ops, const config::Profile& profile,
                                            const env::DeviceMarket& market);
 
-class IqlEngine final : public BatchedPopulation, public std::enable_shared_from_this<IqlEngine> {
+class IqlEngine final : public BatchedEngine<IqlEngine, IqlAgent, UpdateCountedTrainer> {
 public:
     /// Why `agent` cannot train in one engine with `first` ("" when it can): an IQL profile whose network, batch,
     /// dataset, clipping, target mode and period and environment (run.seed aside) are the first agent's. Its own:
@@ -83,7 +83,6 @@ public:
     IqlEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
               const std::vector<const env::DeviceMarket*>& markets);
 
-    int agents() const noexcept override { return agents_; }
     long long batch_rows() const noexcept override { return batch_; }
     long long env_steps_per_iteration() const noexcept override { return 0; }
     /// One update of every agent. Tests: an update at which an agent's Trainer asked for a NaN
@@ -92,13 +91,10 @@ public:
     void prepare() override {}
     void collect() override {}
     void update() override { iterate(); }
-    std::unique_ptr<Trainer> agent(int i) override;
     /// The sum of the agents' dataset collection rates.
     double dataset_collection_env_steps_per_s() const noexcept override;
 
-    /// The engine's iterations (an update of every agent each); an agent's own updates count from
-    /// its own start (a slot reset_agent started again, or a resume).
-    long long iterations() const noexcept { return iterations_; }
+    /// An agent's own updates (an iteration: an update).
     long long updates(int agent) const { return updates_.at(static_cast<std::size_t>(agent)); }
     /// Resume (before the first update): agent `agent` continues from its checkpoint's `updates`
     /// (its sampling, guard, Adam step and target period count on from there).
@@ -110,10 +106,8 @@ public:
     /// iterations; its Trainer (agent()) is made afterwards, the slot's old one gone. UsageError
     /// when unsupported() names a problem against the first agent.
     void reset_agent(int agent, const config::Profile& profile, const env::DeviceMarket& market) override;
-    const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
     const env::EnvParams& env_params(int agent) const { return env_params_.at(static_cast<std::size_t>(agent)); }
     const IqlNetworks& networks() const noexcept { return net_; }
-    ops::Device& device() noexcept { return ops_; }
 
     /// Agent `agent` trains on with `profile`'s per-agent keys (its seed and every other key as
     /// before; else UsageError): its learning rate, target rate, loss scalars and sampling's gamma
@@ -141,14 +135,10 @@ private:
     std::size_t params() const noexcept { return net_.layout.total(); }
     bool alone() const noexcept { return agents_ == 1; }  ///< an engine of one (a single run)
 
-    ops::Device& ops_;
-    std::vector<config::Profile> profiles_;
-    MemoryPlan plan_;  ///< the buffers below, their starting values
     std::vector<env::EnvParams> env_params_;
-    int agents_, num_actions_, state_dim_, batch_;
+    int num_actions_, state_dim_, batch_;
     IqlNetworks net_;
-    std::size_t twin_stride_ = 0;  ///< q2's parameters are q1's shifted by this inside an agent's slice
-    long long iterations_ = 0;
+    std::size_t twin_stride_ = 0;     ///< q2's parameters are q1's shifted by this inside an agent's slice
     std::vector<long long> updates_;  ///< per agent: the device counter's mirror (step_)
 
     // Each agent's dataset (a ring of the replay layout, sampled with n = 1) and its sampling on the device.
@@ -175,9 +165,6 @@ private:
     // Workspaces (N x B rows each): the target twins on s, V on s and on s', the online twins, the policy.
     nn::Mlp::Workspace ws_q1_target_, ws_q2_target_, ws_v_, ws_v_next_, ws_q1_, ws_q2_, ws_policy_;
     ops::OpSequence update_sequence_;
-
-    friend class EngineAgent<IqlEngine, UpdateCountedTrainer>;
-    PopulationAgents<EngineAgent<IqlEngine, UpdateCountedTrainer>> members_;
 };
 
 /// Agent i of an IqlEngine as a Trainer (EngineAgent; an iteration is an update). Its checkpoint

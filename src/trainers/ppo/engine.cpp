@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <limits>
 #include <stdexcept>
 #include <tuple>
 
@@ -184,10 +183,8 @@ MemoryPlan PpoEngine::plan(const config::Profile& first, int agents, const PlanI
 
 PpoEngine::PpoEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
                      const std::vector<const env::DeviceMarket*>& markets)
-    : ops_(ops),
-      profiles_(agents),
+    : BatchedEngine(ops, agents, markets, "PPO"),
       markets_(markets),
-      agents_((first_agent(agents, markets, "PPO"), static_cast<int>(agents.size()))),
       n_envs_(static_cast<int>(agents.front().experience.gpu_n_episodes)),
       horizon_(static_cast<int>(agents.front().experience.gpu_timesteps_per_episode)),
       num_actions_(static_cast<int>(agents.front().num_actions())),
@@ -227,7 +224,7 @@ void PpoEngine::start_agent(std::size_t a, const config::Profile& p, const env::
     markets_[a] = &market;
     env_params_[a] = trainers::env_params(p, market.market_dim());
     // Its seed and keys (its learning rate: ppo_learning_rate, every rollout).
-    ops_.upload<std::uint64_t>(seeds_.view().subview(a, 1), std::vector<std::uint64_t>{seed});
+    upload_agent(ops_, seeds_, a, {seed});
     upload_keys(a, p);
     // The weights from its seed (the padding zero).
     nn::init_params(ops_, params_.view().subview(a * P, P), net_.layout, seed);
@@ -244,13 +241,6 @@ ops::CopyPair PpoEngine::step_row(ops::Buffer<T>& rollout, int t, ops::View<cons
     const std::size_t M = n * static_cast<std::size_t>(horizon_);  // an agent's rollout, in elements
     return ops::CopyPair::strided<T>(rollout.view().subview(static_cast<std::size_t>(t) * n, (N - 1) * M + n), M, step,
                                      n, n, N);
-}
-
-// Each agent's own: rollouts_dev_[a] * T + t.
-ops::CounterValue PpoEngine::collection_step(int t) const {
-    ops::CounterValue step = ops::counter_value(rollouts_dev_.cview().subview(0, 1), horizon_, t);
-    step.agent_stride = 1;
-    return step;
 }
 
 std::uint32_t PpoEngine::nan_mask_at(long long index) const {
@@ -458,10 +448,7 @@ void PpoEngine::advantage_ops() {
 void PpoEngine::update_from_rollout(std::uint32_t inject_nan) {
     if (rollout_issued_)
         throw std::logic_error("PPO population: an update while a rollout is issued but not completed");
-    if (inject_nan != 0)
-        update_ops(inject_nan);  // tests: never captured
-    else
-        ops_.run_sequence(update_sequence_, [this] { update_ops(0); });
+    run_unless_injected(ops_, update_sequence_, inject_nan != 0, [&] { update_ops(inject_nan); });
     ++iterations_;
     for (auto& r : rollouts_) ++r;
 }
@@ -487,10 +474,8 @@ void PpoEngine::update_ops(std::uint32_t inject_nan) {
 void PpoEngine::minibatch_update(int epoch, int minibatch, std::uint32_t inject_nan) {
     const long long index = epoch * minibatches_ + minibatch + 1;  // 1-based, within the rollout
     // Agent a's numbers from its own rollout count (rollouts_dev_[a]).
-    ops::CounterValue update = ops::counter_value(rollouts_dev_.cview().subview(0, 1), updates_per_rollout(), index);
-    update.agent_stride = 1;
-    ops::CounterValue epoch_key = ops::counter_value(rollouts_dev_.cview().subview(0, 1), epochs_, epoch);
-    epoch_key.agent_stride = 1;
+    const ops::CounterValue update = agent_counter(rollouts_dev_.cview(), updates_per_rollout(), index);
+    const ops::CounterValue epoch_key = agent_counter(rollouts_dev_.cview(), epochs_, epoch);
     const int N = agents_, B = batch_;
     const std::size_t Ns = static_cast<std::size_t>(N), P = params(), Bs = static_cast<std::size_t>(B);
     const std::size_t D = static_cast<std::size_t>(state_dim_);
@@ -524,16 +509,8 @@ void PpoEngine::minibatch_update(int epoch, int minibatch, std::uint32_t inject_
         [&] {
             ops::run(ops_,
                      ops::Mean{cur.subview(0, static_cast<std::size_t>(ppo::kPpoLossStats) * Ns), mb_stats_.cview()});
-            if (inject_nan != 0) {
-                const std::uint32_t mask = nan_mask_at(index);
-                for (int a = 0; a < N && a < 32; ++a)
-                    if (mask & (1u << a))
-                        ops::run(
-                            ops_,
-                            ops::Fill{
-                                cur.subview(static_cast<std::size_t>(kAccPolicy) * Ns + static_cast<std::size_t>(a), 1),
-                                std::numeric_limits<float>::quiet_NaN()});
-            }
+            if (inject_nan != 0)
+                inject_nan_at(ops_, cur.subview(static_cast<std::size_t>(kAccPolicy) * Ns, Ns), nan_mask_at(index));
             net_.critic.backward_batched(ops_, params_.cview(), grads_.view(), mb_d_values_.view(), {}, ws_critic_mb_,
                                          false);
         },
@@ -555,7 +532,7 @@ void PpoEngine::restore_rollouts(int agent, long long rollouts) {
     if (iterations_ != 0) throw std::logic_error("PpoEngine::restore_rollouts after the population trained");
     const auto a = static_cast<std::size_t>(agent);
     rollouts_[a] = rollouts;
-    ops_.upload<long long>(rollouts_dev_.view().subview(a, 1), std::vector<long long>{rollouts});
+    upload_agent(ops_, rollouts_dev_, a, {rollouts});
 }
 
 void PpoEngine::reset_agent(int agent, const config::Profile& p, const env::DeviceMarket& market) {
@@ -566,9 +543,7 @@ void PpoEngine::reset_agent(int agent, const config::Profile& p, const env::Devi
     env_.restart_agent(agent, market, static_cast<std::uint64_t>(p.run.seed));
     start_agent(static_cast<std::size_t>(agent), p, market);
     // The curiosity model's buffers and the learning rates are the captured sequences' arguments.
-    rollout_sequence_.reset();
-    advantage_sequence_.reset();
-    update_sequence_.reset();
+    for (auto* sequence : {&rollout_sequence_, &advantage_sequence_, &update_sequence_}) sequence->reset();
     ops_.synchronize();
 }
 
@@ -577,24 +552,15 @@ void PpoEngine::set_agent_keys(int a, const config::Profile& p) {
                                    "a PPO agent keeps its run.seed while it trains (its environments and sampling)"),
                 p);
     // The learning rate (ppo_learning_rate) and the curiosity weight are arguments of the sequences.
-    rollout_sequence_.reset();
-    advantage_sequence_.reset();
-    update_sequence_.reset();
+    for (auto* sequence : {&rollout_sequence_, &advantage_sequence_, &update_sequence_}) sequence->reset();
 }
 
 void PpoEngine::upload_keys(std::size_t i, const config::Profile& p) {
-    ops_.upload<ppo::LossParams>(loss_params_.view().subview(i, 1),
-                                 std::vector<ppo::LossParams>{ppo::LossParams{
-                                     static_cast<float>(p.ppo.clip), static_cast<float>(p.ppo.value_coef),
-                                     static_cast<float>(p.ppo.entropy_coef), p.ppo.clip_value ? 1 : 0}});
-    ops_.upload<float>(gamma_lambda_.view().subview(2 * i, 2),
-                       std::vector<float>{static_cast<float>(p.training.gamma), static_cast<float>(p.ppo.gae_lambda)});
-    ops_.upload<float>(diversity_coef_.view().subview(i, 1),
-                       std::vector<float>{static_cast<float>(p.ppo.diversity_coef)});
-}
-
-std::unique_ptr<Trainer> PpoEngine::agent(int i) {
-    return std::make_unique<PpoAgent>(shared_from_this(), i);
+    upload_agent(ops_, loss_params_, i,
+                 {ppo::LossParams{static_cast<float>(p.ppo.clip), static_cast<float>(p.ppo.value_coef),
+                                  static_cast<float>(p.ppo.entropy_coef), p.ppo.clip_value ? 1 : 0}});
+    upload_agent(ops_, gamma_lambda_, i, {static_cast<float>(p.training.gamma), static_cast<float>(p.ppo.gae_lambda)});
+    upload_agent(ops_, diversity_coef_, i, {static_cast<float>(p.ppo.diversity_coef)});
 }
 
 PpoEngine::AgentState PpoEngine::agent_state(int agent) {

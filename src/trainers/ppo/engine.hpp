@@ -94,9 +94,7 @@ class PpoAgent;
 std::unique_ptr<PpoAgent> make_ppo_trainer(ops::Device& ops, const config::Profile& profile,
                                            const env::DeviceMarket& market);
 
-class PpoAgent;
-
-class PpoEngine final : public BatchedPopulation, public std::enable_shared_from_this<PpoEngine> {
+class PpoEngine final : public BatchedEngine<PpoEngine, PpoAgent> {
 public:
     /// Why `agent` cannot train in one engine with `first` ("" when it can): a PPO profile whose
     /// networks, rollout (environments, horizon), epochs, minibatches, clip_value, diversity window,
@@ -122,7 +120,6 @@ public:
     PpoEngine(ops::Device& ops, const std::vector<config::Profile>& agents,
               const std::vector<const env::DeviceMarket*>& markets);
 
-    int agents() const noexcept override { return agents_; }
     long long batch_rows() const noexcept override { return batch_; }
     long long env_steps_per_iteration() const noexcept override { return static_cast<long long>(n_envs_) * horizon_; }
     long long updates_per_update() const noexcept override { return updates_per_rollout(); }
@@ -139,13 +136,10 @@ public:
     /// Bench: one rollout of every agent; its updates (which also count the rollout).
     void collect() override { collect_rollout(); }
     void update() override { update_from_rollout(0); }
-    std::unique_ptr<Trainer> agent(int i) override;
 
     int n_envs() const noexcept { return n_envs_; }
     int horizon() const noexcept { return horizon_; }
-    /// The engine's iterations (a rollout and its updates of every agent each); an agent's own
-    /// rollouts count from its own start (a slot reset_agent started again, or a resume).
-    long long iterations() const noexcept { return iterations_; }
+    /// An agent's own rollouts (an iteration: a rollout and its updates).
     long long rollouts(int agent) const { return rollouts_.at(static_cast<std::size_t>(agent)); }
     long long updates_per_rollout() const noexcept { return epochs_ * minibatches_; }
     /// Resume (before the first rollout): agent `agent` continues from its checkpoint's
@@ -159,10 +153,8 @@ public:
     /// is made afterwards, the slot's old one gone. UsageError when unsupported() names a problem
     /// against the first agent.
     void reset_agent(int agent, const config::Profile& profile, const env::DeviceMarket& market) override;
-    const config::Profile& profile(int agent) const { return profiles_.at(static_cast<std::size_t>(agent)); }
     const env::EnvParams& env_params(int agent) const { return env_params_.at(static_cast<std::size_t>(agent)); }
     const ActorCritic& network() const noexcept { return net_; }
-    ops::Device& device() noexcept { return ops_; }
 
     /// Agent i's slices of the engine's buffers; its rollout (T rows of n environments).
     struct AgentState {
@@ -192,7 +184,8 @@ private:
     void advantage_ops();
     void update_ops(std::uint32_t inject_nan);
     void minibatch_update(int epoch, int minibatch, std::uint32_t inject_nan);
-    ops::CounterValue collection_step(int t) const;
+    /// Each agent's own collection step: rollouts_dev_[a] * T + t.
+    ops::CounterValue collection_step(int t) const { return agent_counter(rollouts_dev_.cview(), horizon_, t); }
     /// The copy of the (agents, n) `step` values (width elements each) into row t of every agent's
     /// (T, n) rollout buffer `rollout`: strided, for ops::CopyGroup.
     template <class T>
@@ -208,16 +201,12 @@ private:
     /// Each agent's update number at minibatch update `index` (1-based) of this rollout, for the NaN tests.
     std::uint32_t nan_mask_at(long long index) const;
 
-    ops::Device& ops_;
-    std::vector<config::Profile> profiles_;
-    MemoryPlan plan_;  ///< the buffers below, their starting values
     std::vector<env::EnvParams> env_params_;
     std::vector<const env::DeviceMarket*> markets_;
-    int agents_, n_envs_, horizon_, num_actions_, state_dim_, batch_, window_;
+    int n_envs_, horizon_, num_actions_, state_dim_, batch_, window_;
     long long epochs_, minibatches_;
     ActorCritic net_;
-    env::VecEnv env_;  ///< every agent's n_envs environments, agent-major
-    long long iterations_ = 0;
+    env::VecEnv env_;                  ///< every agent's n_envs environments, agent-major
     std::vector<long long> rollouts_;  ///< per agent: the device counters' mirror (rollouts_dev_)
     bool rollout_issued_ = false;      ///< issue_rollout ran; collect_rollout completes the rollout
 
@@ -262,9 +251,6 @@ private:
     // minibatch's actor and critic (N x B rows).
     nn::Mlp::Workspace ws_actor_step_, ws_critic_step_, ws_critic_trunc_, ws_actor_mb_, ws_critic_mb_;
     ops::OpSequence rollout_sequence_, advantage_sequence_, update_sequence_;
-
-    friend class EngineAgent<PpoEngine>;
-    PopulationAgents<EngineAgent<PpoEngine>> members_;
 };
 
 /// Agent i of a PpoEngine as a Trainer (EngineAgent). Its checkpoint tensors and counters are the
