@@ -103,16 +103,6 @@ std::vector<StateTensor> UpdateCountedTrainer::UpdateMonitor::state_tensors() {
             state_tensor("monitor/accumulators", "F32", {static_cast<std::int64_t>(accum.size())}, accum.view())};
 }
 
-void UpdateCountedTrainer::run_update(ops::Device& ops, AdamState& adam, ops::OpSequence& seq,
-                                      const std::function<void(bool inject_nan)>& update_ops) {
-    const long long u = ++updates_;
-    adam.count_step();
-    if (nan_injected(u))
-        update_ops(true);  // never captured
-    else
-        ops.run_sequence(seq, [&] { update_ops(false); });
-}
-
 UpdateCountedTrainer::Interval UpdateCountedTrainer::read_interval(ops::Device& ops, ops::View<float> accumulators,
                                                                    ops::View<const nn::GuardState> guard,
                                                                    double seconds) {
@@ -142,10 +132,11 @@ void NetworkTrainer::init_network(const nn::ParamLayout& layout, const std::vect
 }
 
 // One update, its number (sampling, warm-up, the guard, Adam's bias corrections) read from the
-// optimizer's step counter in device memory, which the update advances first: captured once,
-// replayed. After the trainer's ops: norm, guard and the log's sums (one op), then Adam.
+// optimizer's step counter in device memory, which the update advances first: captured once and
+// replayed, or issued op by op when a NaN is injected at it (tests). After the trainer's ops:
+// norm, guard and the log's sums (one op), then Adam.
 void NetworkTrainer::iterate() {
-    run_update(ops_, adam_, update_sequence_, [this](bool inject_nan) {
+    const auto issue = [this](bool inject_nan) {
         adam_.advance_device_step(ops_);
         const auto update = ops::counter_value(adam_.device_step());
         update_ops(update);
@@ -160,7 +151,12 @@ void NetworkTrainer::iterate() {
         adam.clip_norm = static_cast<float>(profile_.training.grad_clip_norm);
         adam_.update_at(ops_, params(), grads_.cview(), stats.subview(kGradNorm, 1), monitor_.gate.cview(), adam,
                         update, learning_rate());
-    });
+    };
+    adam_.count_step();
+    if (nan_injected(++updates_))
+        issue(true);  // never captured
+    else
+        ops_.run_sequence(update_sequence_, [&] { issue(false); });
 }
 
 std::vector<StateTensor> NetworkTrainer::state_tensors() {

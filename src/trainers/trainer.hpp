@@ -178,11 +178,6 @@ protected:
         std::vector<StateTensor> state_tensors();
     };
 
-    /// One update: counts it (and `adam`'s step), then issues update_ops(false) as the captured
-    /// sequence `seq`, or update_ops(true) op by op when a NaN is injected at it (tests).
-    void run_update(ops::Device& ops, AdamState& adam, ops::OpSequence& seq,
-                    const std::function<void(bool inject_nan)>& update_ops);
-
     /// One log interval: the accumulated statistics (then zeroed on the device), the guard, the
     /// updates since the last read (at least 1: a divisor) and their rate.
     struct Interval {
