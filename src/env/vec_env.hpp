@@ -103,12 +103,6 @@ public:
     ops::View<const StepInfo> info() const noexcept { return info_.view(); }      ///< (n_envs)
     ops::View<const EnvState> state() const noexcept { return state_.view(); }    ///< (n_envs)
     const MarketView& market() const noexcept { return market_; }                 ///< the first agent's
-    /// The market features of every bar (n_bars, market_dim): the first market_dim columns of an
-    /// observation at bar t are row t.
-    ops::View<const float> market_features() const noexcept {
-        return {market_.features,
-                static_cast<std::size_t>(market_.n_bars) * static_cast<std::size_t>(params_.market_dim)};
-    }
 
     /// The buffers that carry the environments from one step to the next (checkpoints save and
     /// restore them; everything else is rewritten by every step).

@@ -95,44 +95,37 @@ const TrainerKind kIql{
 
 // The supervised baseline and the Decision Transformer: no batched engine (docs/architecture.md).
 const TrainerKind kSupervised{
-    "supervised",
-    &make_run<SupervisedTrainer>,
-    [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
+    .name = "supervised",
+    .make = &make_run<SupervisedTrainer>,
+    .greedy_policy = [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
         const int market_dim = state_dim - env::kPortfolioFeatures;
         const SupervisedNetwork net(p, market_dim);
         return std::make_unique<SupervisedSignalPolicy>(net.net, net.layout.total(), signal_params(p, market_dim));
     },
     // The forecaster's slices; the adapter's calibration follows them (docs/supervised.md).
-    [](const config::Profile& p, int state_dim) {
-        return SupervisedNetwork(p, state_dim - env::kPortfolioFeatures).layout;
-    },
-    [](const config::Profile&) -> std::string { return "supervised/1"; },
-    &SupervisedTrainer::plan,
-    nullptr,  // batched_unsupported
-    nullptr,  // make_batched
-    nullptr,  // auto_batching_declined
-    nullptr,  // offline_dataset: it learns from the bars themselves
-    nullptr,  // batched_refill_unit
-    nullptr,  // eval_goal
-    &SupervisedTrainer::check_data,
+    .weights_layout = [](const config::Profile& p,
+                         int state_dim) { return SupervisedNetwork(p, state_dim - env::kPortfolioFeatures).layout; },
+    .layout_version = [](const config::Profile&) -> std::string { return "supervised/1"; },
+    .plan = &SupervisedTrainer::plan,
+    // No offline_dataset: it learns from the bars themselves.
+    .check_data = &SupervisedTrainer::check_data,
 };
 
 const TrainerKind kDt{
-    "dt",
-    &make_run<DtTrainer>,
-    [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
+    .name = "dt",
+    .make = &make_run<DtTrainer>,
+    .greedy_policy = [](const config::Profile& p, int state_dim) -> std::unique_ptr<GreedyPolicy> {
         return std::make_unique<DtPolicy>(dt_shape(p, state_dim));
     },
     // The transformer's slices; the return-to-go calibration follows them (docs/dt.md).
-    [](const config::Profile& p, int state_dim) { return DtNetwork(dt_shape(p, state_dim)).layout(); },
-    [](const config::Profile&) -> std::string { return "dt/1"; },
-    &DtTrainer::plan,
-    nullptr,
-    nullptr,
-    nullptr,
-    [](const config::Profile& p) {
-        return OfflineDataset{"dt.dataset", p.dt.dataset, p.dt.batch_size, "dt.batch_size"};
-    },
+    .weights_layout = [](const config::Profile& p,
+                         int state_dim) { return DtNetwork(dt_shape(p, state_dim)).layout(); },
+    .layout_version = [](const config::Profile&) -> std::string { return "dt/1"; },
+    .plan = &DtTrainer::plan,
+    .offline_dataset =
+        [](const config::Profile& p) {
+            return OfflineDataset{"dt.dataset", p.dt.dataset, p.dt.batch_size, "dt.batch_size"};
+        },
 };
 
 const std::array<TrainerKind, 5> kTrainers{kDqn, kPpo, kIql, kSupervised, kDt};

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
+#include "nn/init.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "abi/core_optim.h"
@@ -101,16 +103,6 @@ std::vector<StateTensor> UpdateCountedTrainer::UpdateMonitor::state_tensors() {
             state_tensor("monitor/accumulators", "F32", {static_cast<std::int64_t>(accum.size())}, accum.view())};
 }
 
-void UpdateCountedTrainer::run_update(ops::Device& ops, AdamState& adam, ops::OpSequence& seq,
-                                      const std::function<void(bool inject_nan)>& update_ops) {
-    const long long u = ++updates_;
-    adam.count_step();
-    if (nan_injected(u))
-        update_ops(true);  // never captured
-    else
-        ops.run_sequence(seq, [&] { update_ops(false); });
-}
-
 UpdateCountedTrainer::Interval UpdateCountedTrainer::read_interval(ops::Device& ops, ops::View<float> accumulators,
                                                                    ops::View<const nn::GuardState> guard,
                                                                    double seconds) {
@@ -120,6 +112,76 @@ UpdateCountedTrainer::Interval UpdateCountedTrainer::read_interval(ops::Device& 
     r.updates_per_s = static_cast<double>(updates_ - updates_at_log_) / std::max(1e-9, seconds);
     updates_at_log_ = updates_;
     return r;
+}
+
+NetworkTrainer::NetworkTrainer(ops::Device& ops, const config::Profile& profile, int market_dim, int batch,
+                               const char* guard_loss, const char* advice)
+    : ops_(ops),
+      profile_((require_greedy_evaluation(profile), profile)),
+      env_params_(trainers::env_params(profile, market_dim)),
+      batch_(batch),
+      guard_loss_(guard_loss),
+      advice_(advice) {}
+
+void NetworkTrainer::init_network(const nn::ParamLayout& layout, const std::vector<float>& calibration, int stats) {
+    param_floats_ = layout.total();
+    nn::init_params(ops_, params(), layout, static_cast<std::uint64_t>(profile_.run.seed));
+    ops_.upload<float>(weights_.view().subview(param_floats_, calibration.size()), calibration);
+    adam_ = AdamState(ops_, layout);
+    monitor_ = UpdateMonitor(ops_, stats);
+}
+
+// One update, its number (sampling, warm-up, the guard, Adam's bias corrections) read from the
+// optimizer's step counter in device memory, which the update advances first: captured once and
+// replayed, or issued op by op when a NaN is injected at it (tests). After the trainer's ops:
+// norm, guard and the log's sums (one op), then Adam.
+void NetworkTrainer::iterate() {
+    const auto issue = [this](bool inject_nan) {
+        adam_.advance_device_step(ops_);
+        const auto update = ops::counter_value(adam_.device_step());
+        update_ops(update);
+        const auto cur = monitor_.current.view();
+        if (inject_nan) ops::run(ops_, ops::Fill{cur.subview(kLoss, 1), std::numeric_limits<float>::quiet_NaN()});
+        const auto stats = monitor_.current.cview();
+        ops::run(ops_, ops::NormAndGuard{cur.subview(kGradNorm, 1), monitor_.norm_scratch.view(), grads_.cview(),
+                                         monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGradNorm),
+                                         update, monitor_.accum.view(), stats});
+        ops::AdamParams adam;
+        adam.lr = static_cast<float>(profile_.training.learning_rate);
+        adam.clip_norm = static_cast<float>(profile_.training.grad_clip_norm);
+        adam_.update_at(ops_, params(), grads_.cview(), stats.subview(kGradNorm, 1), monitor_.gate.cview(), adam,
+                        update, learning_rate());
+    };
+    adam_.count_step();
+    if (nan_injected(++updates_))
+        issue(true);  // never captured
+    else
+        ops_.run_sequence(update_sequence_, [&] { issue(false); });
+}
+
+std::vector<StateTensor> NetworkTrainer::state_tensors() {
+    return online_params_tensors(weights_.view(), adam_, monitor_.state_tensors());
+}
+
+LogLine NetworkTrainer::read_log(double seconds) {
+    const Interval r = read_interval(ops_, monitor_.accum.view(), monitor_.guard.cview(), seconds);
+    std::vector<double> mean;
+    for (const float sum : r.sums) mean.push_back(sum / r.updates);
+    LogValues v = log_values(mean);
+    io::json::Object json{{"updates", updates_}, std::move(v.count), {"losses/loss", mean[kLoss]}};
+    for (auto& m : v.json) json.push_back(std::move(m));
+    json.push_back({"charts/grad_norm", mean[kGradNorm]});
+    json.push_back({"charts/skipped_updates", r.guard.bad_total});
+    json.push_back({"perf/updates_per_s", r.updates_per_s});
+    LogLine line;
+    line.json = io::json::Value::object(std::move(json));
+    line.text = fmt::format("update {:>8} | loss {:.5f} | {} | grad norm {:.3g} | {:.3g} updates/s", updates_,
+                            mean[kLoss], v.text, mean[kGradNorm], r.updates_per_s);
+    line.loss = mean[kLoss];
+    line.updates_per_s = r.updates_per_s;
+    const char* const losses[] = {guard_loss_};
+    throw_if_diverged(r.guard, profile_.training.max_bad_updates, losses, advice_);
+    return line;
 }
 
 }  // namespace fh::trainers

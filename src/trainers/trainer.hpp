@@ -178,11 +178,6 @@ protected:
         std::vector<StateTensor> state_tensors();
     };
 
-    /// One update: counts it (and `adam`'s step), then issues update_ops(false) as the captured
-    /// sequence `seq`, or update_ops(true) op by op when a NaN is injected at it (tests).
-    void run_update(ops::Device& ops, AdamState& adam, ops::OpSequence& seq,
-                    const std::function<void(bool inject_nan)>& update_ops);
-
     /// One log interval: the accumulated statistics (then zeroed on the device), the guard, the
     /// updates since the last read (at least 1: a divisor) and their rate.
     struct Interval {
@@ -201,6 +196,71 @@ protected:
                            double seconds);
 
     long long updates_ = 0, updates_at_log_ = 0;
+};
+
+/// What the offline trainers of one network (supervised, dt) share: one flat buffer of weights
+/// (the parameters, then the calibration their policy reads), its gradients, one Adam, the
+/// monitor (statistic kLoss: the loss the guard reads; kGradNorm: the gradient norm) and the
+/// captured update, whose number comes from Adam's step counter in device memory.
+class NetworkTrainer : public UpdateCountedTrainer {
+public:
+    void iterate() override;
+    LogLine read_log(double seconds) override;
+    std::vector<StateTensor> state_tensors() override;
+    ops::View<float> policy_weights() noexcept override { return weights_.view(); }
+    const env::EnvParams& env_params() const noexcept override { return env_params_; }
+    long long batch_rows() const noexcept override { return batch_; }
+
+protected:
+    static constexpr int kLoss = 0, kGradNorm = 1;
+    /// `guard_loss` names the loss in the divergence message (throw_if_diverged), `advice` ends it.
+    NetworkTrainer(ops::Device& ops, const config::Profile& profile, int market_dim, int batch, const char* guard_loss,
+                   const char* advice);
+
+    /// Declares trainer E's weights (`params` floats, then `calibration`), gradients and Adam.
+    template <class E>
+    static void plan_network(MemoryPlan& plan, std::uint64_t params, std::uint64_t calibration) {
+        plan.add<E, float>("weights", {&E::weights_}, params + calibration, 0.0f);
+        plan.add<E, float>("gradients", {&E::grads_}, params, 0.0f);
+        AdamState::plan(plan, "", params);
+    }
+    /// Once the plan is allocated: the parameters of `layout` initialised from run.seed, the
+    /// calibration after them, Adam, and the monitor of `stats` statistics.
+    void init_network(const nn::ParamLayout& layout, const std::vector<float>& calibration, int stats);
+
+    /// The trainer's ops of update `update` before the guard: its batch, forward, backward, the
+    /// statistics of the monitor's current row but kGradNorm.
+    virtual void update_ops(ops::CounterValue update) = 0;
+    /// The learning rate Adam reads from device memory, or none (training.learning_rate).
+    virtual ops::View<const float> learning_rate() const { return {}; }
+    /// The trainer's part of a metrics line from the interval's means of the statistics: the count
+    /// after "updates", the keys after the loss and their text before the gradient norm.
+    struct LogValues {
+        io::json::Member count;
+        io::json::Object json;
+        std::string text;
+    };
+    virtual LogValues log_values(const std::vector<double>& mean) const = 0;
+
+    ops::View<float> params() noexcept { return weights_.view().subview(0, param_floats_); }
+
+    ops::Device& ops_;
+    config::Profile profile_;
+    env::EnvParams env_params_;
+    int batch_;
+    std::size_t param_floats_ = 0;
+    ops::Buffer<float> weights_, grads_;  ///< weights_: parameters, then the calibration
+    AdamState adam_;
+    UpdateMonitor monitor_;
+
+private:
+    void restore_optimizer_steps(long long steps) override { adam_.restore_steps(ops_, steps); }
+    long long updates_at_last_log(long long updates) override {
+        return last_log_point(ops_, monitor_.accum.cview(), profile_.run.log_interval, updates);
+    }
+
+    const char *guard_loss_, *advice_;
+    ops::OpSequence update_sequence_;
 };
 
 /// Throws DivergedError (exit 5) once the guard has skipped `max_bad_updates` updates, naming

@@ -79,13 +79,30 @@ public:
              ops::View<int> actions, ops::View<const float> states, ActWorkspace& ws) const;
 
 private:
+    /// A linear layer's weight and bias slices, or a layer norm's gain and bias.
+    struct Affine {
+        std::size_t w, b;
+    };
     struct LayerSlices {
-        std::size_t ln1_gain, ln1_bias, qkv_w, qkv_b, proj_w, proj_b, ln2_gain, ln2_bias, fc1_w, fc1_b, fc2_w, fc2_b;
+        Affine ln1, qkv, proj, ln2, fc1, fc2;
     };
     template <class T>
     ops::View<T> slice(ops::View<T> buffer, std::size_t index) const {
         return layout_.view(buffer, index);
     }
+    /// y (rows, out) = x (rows, in) W^T + b of the linear layer `l` (no activation).
+    void linear(ops::Device& ops, ops::View<const float> params, Affine l, ops::View<float> y, ops::View<const float> x,
+                int rows, int in, int out) const;
+    /// Its backward from dy (overwritten): dW and db set, dx (or none) written.
+    void linear_backward(ops::Device& ops, ops::View<const float> params, ops::View<float> grads, Affine l,
+                         ops::View<float> dx, ops::View<float> dy, ops::View<const float> y, ops::View<const float> x,
+                         int rows, int in, int out) const;
+    /// f(buffer, floats) for every buffer of a workspace (its vectors sized first): what
+    /// make_workspace allocates and workspace_size counts, written once (the same for acting).
+    template <class F>
+    void each_buffer(Workspace& ws, F&& f) const;
+    template <class F>
+    void each_buffer(ActWorkspace& ws, F&& f) const;
     ops::DtEmbedViews embed_views(ops::View<const float> params) const;
     /// Layer s's MLP branch over `rows` rows: ln = its second LayerNorm of h (statistics in
     /// stats), z = fc1(ln), act = GELU(z), out = fc2(act). forward keeps each for the backward.
@@ -98,7 +115,8 @@ private:
 
     DtShape shape_;
     nn::ParamLayout layout_;
-    std::size_t state_w_, state_b_, return_w_, return_b_, action_table_, lnf_gain_, lnf_bias_, head_w_, head_b_;
+    Affine state_, return_, lnf_, head_;
+    std::size_t action_table_;
     std::vector<LayerSlices> layers_;
 };
 

@@ -9,26 +9,20 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 
-#include "io/json.hpp"
-#include "nn/init.hpp"
 #include "trainers/offline_dataset.hpp"
 #include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
-#include "abi/core_optim.h"
 #include "abi/core_vector.h"
 
 namespace fh::trainers {
 namespace {
 
-// The monitor's statistics (monitor_.current: this update's; monitor_.accum: their sums over the log interval).
-constexpr int kLoss = 0, kGradNorm = 1, kAccuracy = 2, kLearningRate = 3, kStats = 4;
-constexpr const char* kGuardLossNames[] = {"the action loss (cross-entropy)"};
-constexpr int kGuardLosses = static_cast<int>(std::size(kGuardLossNames));
-static_assert(kGuardLosses == kGradNorm, "the guard reads the statistics [0, kGuardLosses), then the norm");
+// The monitor's statistics after NetworkTrainer's kLoss and kGradNorm (monitor_.current: this
+// update's; monitor_.accum: their sums over the log interval).
+constexpr int kAccuracy = 2, kLearningRate = 3, kStats = 4;
 
 }  // namespace
 
@@ -121,9 +115,7 @@ MemoryPlan DtTrainer::plan(const config::Profile& profile, int, const PlanInputs
     plan.host("the dataset read back and rebuilt into episodes",
               rows * (2 * S * 4 + 9) * (profile.dt.dataset == "behaviour" ? 1 : 2) + rows * (S * 4 + 24), key);
     plan.consumer(fmt::format("transformer ({} parameters, with gradients and Adam moments)", P), "dt.embedding");
-    plan.add("weights", {&E::weights_}, P + dt::kCalibrationFloats, 0.0f);
-    plan.add("gradients", {&E::grads_}, P, 0.0f);
-    AdamState::plan(plan, "", P);
+    plan_network<E>(plan, P, dt::kCalibrationFloats);
     plan.add("learning rate", {&E::lr_}, 1, 0.0f);
     plan.consumer(fmt::format("batch and workspaces ({} windows of {} tokens)", B, shape.tokens()), "dt.batch_size");
     plan.add("workspace", net.workspace_size(static_cast<int>(B)));
@@ -142,13 +134,10 @@ MemoryPlan DtTrainer::plan(const config::Profile& profile, int, const PlanInputs
 }
 
 DtTrainer::DtTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market)
-    : ops_(ops),
-      profile_((require_greedy_evaluation(profile), profile)),
-      env_params_(trainers::env_params(profile, market.market_dim())),
+    : NetworkTrainer(ops, profile, market.market_dim(), static_cast<int>(profile.dt.batch_size),
+                     "the action loss (cross-entropy)", "Lower training.learning_rate or raise dt.warmup_updates."),
       shape_(dt_shape(profile, env_params_.state_dim)),
-      batch_(static_cast<int>(profile.dt.batch_size)),
-      policy_(shape_),
-      param_floats_(policy_.network().layout().total()) {
+      policy_(shape_) {
     DtEpisodes episodes;
     {
         OfflineDataset ds =
@@ -172,14 +161,11 @@ DtTrainer::DtTrainer(ops::Device& ops, const config::Profile& profile, const env
     ops.upload<int>(ds_episode_start_.view(), episodes.episode_start);
 
     // The weights: the parameters, then the calibration (math/dt.h).
-    nn::init_params(ops, params(), policy_.network().layout(), static_cast<std::uint64_t>(profile.run.seed));
-    const std::vector<float> calibration{calibration_.target_token(), static_cast<float>(calibration_.scale),
-                                         static_cast<float>(calibration_.target_rate)};
-    ops.upload<float>(weights_.view().subview(param_floats_, dt::kCalibrationFloats), calibration);
-    adam_ = AdamState(ops, policy_.network().layout());
-
+    init_network(policy_.network().layout(),
+                 {calibration_.target_token(), static_cast<float>(calibration_.scale),
+                  static_cast<float>(calibration_.target_rate)},
+                 kStats);
     ws_ = policy_.network().make_workspace(ops, batch_);
-    monitor_ = UpdateMonitor(ops, kStats);
     log::info(
         "dt dataset: {} steps in {} finished episodes; return-to-go scale {:.3g} per step, target {:.3g} per "
         "step (quantile {} of the {}), token {:.3f}; {} parameters",
@@ -192,21 +178,12 @@ double DtTrainer::dataset_collection_env_steps_per_s() const noexcept {
     return collection_seconds_ > 0 ? static_cast<double>(dataset_transitions_) / collection_seconds_ : 0;
 }
 
-void DtTrainer::iterate() {
-    run_update(ops_, adam_, update_sequence_, [this](bool inject_nan) { update_ops(inject_nan); });
-}
-
-// One update, its number (sampling, warm-up, the guard, Adam's bias corrections) read from the
-// optimizer's step counter in device memory, which the update advances first: captured once,
-// replayed.
-void DtTrainer::update_ops(bool inject_nan) {
-    const auto& t = profile_.training;
-    adam_.advance_device_step(ops_);
-    const auto update = ops::counter_value(adam_.device_step());
+void DtTrainer::update_ops(ops::CounterValue update) {
     const auto cur = monitor_.current.view();
 
     // 1. The learning rate of this update, and a batch of windows (each ends at a uniform step).
-    ops::run(ops_, ops::DtLearningRate{lr_.view(), t.learning_rate, profile_.dt.warmup_updates, update});
+    ops::run(ops_,
+             ops::DtLearningRate{lr_.view(), profile_.training.learning_rate, profile_.dt.warmup_updates, update});
     ops::run(ops_, ops::DtGather{
                        b_states_.view(), b_rtg_.view(), b_actions_.view(), b_lengths_.view(),
                        ops::DtDatasetViews{ds_states_.cview(), ds_rtg_.cview(), ds_actions_.cview(),
@@ -224,49 +201,12 @@ void DtTrainer::update_ops(bool inject_nan) {
     ops::run(ops_, ops::Mean{cur.subview(kAccuracy, 1), correct_.cview()});
     ops::run(ops_, ops::Scale{cur.subview(kAccuracy, 1), static_cast<float>(batch_)});
     ops::run(ops_, ops::Copy{cur.subview(kLearningRate, 1), lr_.cview()});
-    if (inject_nan) ops::run(ops_, ops::Fill{cur.subview(kLoss, 1), std::numeric_limits<float>::quiet_NaN()});
-
-    // 3. Norm, guard and the log's sums (one op), Adam at the warmed-up learning rate.
-    const auto stats = monitor_.current.cview();
-    ops::run(ops_, ops::NormAndGuard{cur.subview(kGradNorm, 1), monitor_.norm_scratch.view(), grads_.cview(),
-                                     monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
-                                     update, monitor_.accum.view(), stats});
-    ops::AdamParams adam;
-    adam.lr = static_cast<float>(t.learning_rate);
-    adam.clip_norm = static_cast<float>(t.grad_clip_norm);
-    adam_.update_at(ops_, params(), grads_.cview(), stats.subview(kGradNorm, 1), monitor_.gate.cview(), adam, update,
-                    lr_.cview());
 }
 
-std::vector<StateTensor> DtTrainer::state_tensors() {
-    return online_params_tensors(weights_.view(), adam_, monitor_.state_tensors());
-}
-
-LogLine DtTrainer::read_log(double seconds) {
-    const Interval r = read_interval(ops_, monitor_.accum.view(), monitor_.guard.cview(), seconds);
-    const auto& acc = r.sums;
-    const double n = r.updates;
-    const double loss = acc[kLoss] / n;
-    LogLine line;
-    line.json = io::json::object({
-        {"updates", updates_},
-        {"dataset_transitions", dataset_transitions_},
-        {"losses/loss", loss},
-        {"charts/accuracy", acc[kAccuracy] / n},
-        {"charts/learning_rate", acc[kLearningRate] / n},
-        {"charts/grad_norm", acc[kGradNorm] / n},
-        {"charts/skipped_updates", r.guard.bad_total},
-        {"perf/updates_per_s", r.updates_per_s},
-    });
-    line.text = fmt::format(
-        "update {:>8} | loss {:.5f} | accuracy {:.3f} | lr {:.3g} | grad norm {:.3g} | "
-        "{:.3g} updates/s",
-        updates_, loss, acc[kAccuracy] / n, acc[kLearningRate] / n, acc[kGradNorm] / n, r.updates_per_s);
-    line.loss = loss;
-    line.updates_per_s = r.updates_per_s;
-    throw_if_diverged(r.guard, profile_.training.max_bad_updates, kGuardLossNames,
-                      "Lower training.learning_rate or raise dt.warmup_updates.");
-    return line;
+NetworkTrainer::LogValues DtTrainer::log_values(const std::vector<double>& mean) const {
+    return {{"dataset_transitions", dataset_transitions_},
+            {{"charts/accuracy", mean[kAccuracy]}, {"charts/learning_rate", mean[kLearningRate]}},
+            fmt::format("accuracy {:.3f} | lr {:.3g}", mean[kAccuracy], mean[kLearningRate])};
 }
 
 }  // namespace fh::trainers

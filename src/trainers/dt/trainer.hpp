@@ -11,13 +11,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "abi/nn_guard.h"
 #include "config/profile.hpp"
 #include "env/vec_env.hpp"
 #include "io/replay_dump.hpp"
 #include "device/device.hpp"
 #include "abi/dt_train.h"
-#include "trainers/adam_state.hpp"
 #include "trainers/dt/network.hpp"
 #include "trainers/memory_plan.hpp"
 #include "trainers/trainer.hpp"
@@ -67,7 +65,7 @@ private:
     ops::Device* owner_ = nullptr;
 };
 
-class DtTrainer final : public UpdateCountedTrainer {
+class DtTrainer final : public NetworkTrainer {
 public:
     /// What the trainer allocates (TrainerKind::plan; one agent); the constructor allocates from it.
     static MemoryPlan plan(const config::Profile& profile, int agents, const PlanInputs& in);
@@ -75,13 +73,7 @@ public:
     DtTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market);
 
     long long env_steps() const noexcept override { return dataset_transitions_; }
-    void iterate() override;
-    LogLine read_log(double seconds) override;
-    std::vector<StateTensor> state_tensors() override;
-    ops::View<float> policy_weights() noexcept override { return weights_.view(); }
     GreedyPolicy& policy() noexcept override { return policy_; }
-    const env::EnvParams& env_params() const noexcept override { return env_params_; }
-    long long batch_rows() const noexcept override { return batch_; }
     double dataset_collection_env_steps_per_s() const noexcept override;
 
     const DtNetwork& network() const noexcept { return policy_.network(); }
@@ -89,20 +81,12 @@ public:
     long long dataset_steps() const noexcept { return dataset_steps_; }
 
 private:
-    void update_ops(bool inject_nan);
-    void restore_optimizer_steps(long long steps) override { adam_.restore_steps(ops_, steps); }
-    long long updates_at_last_log(long long updates) override {
-        return last_log_point(ops_, monitor_.accum.cview(), profile_.run.log_interval, updates);
-    }
-    ops::View<float> params() noexcept { return weights_.view().subview(0, param_floats_); }
+    void update_ops(ops::CounterValue update) override;
+    ops::View<const float> learning_rate() const override { return lr_.cview(); }
+    LogValues log_values(const std::vector<double>& mean) const override;
 
-    ops::Device& ops_;
-    config::Profile profile_;
-    env::EnvParams env_params_;
     DtShape shape_;
-    int batch_;
     DtPolicy policy_;
-    std::size_t param_floats_;
     long long dataset_transitions_ = 0, dataset_steps_ = 0;
     double collection_seconds_ = 0;
     DtCalibration calibration_;
@@ -111,14 +95,10 @@ private:
     ops::Buffer<float> ds_states_, ds_rtg_;
     ops::Buffer<int> ds_actions_, ds_episode_start_;
 
-    ops::Buffer<float> weights_, grads_, lr_;  ///< weights_: parameters, then the calibration
-    AdamState adam_;
+    ops::Buffer<float> lr_;
     DtNetwork::Workspace ws_;
     ops::Buffer<float> b_states_, b_rtg_, loss_, correct_, d_logits_;
     ops::Buffer<int> b_actions_, b_lengths_;
-
-    UpdateMonitor monitor_;
-    ops::OpSequence update_sequence_;
 };
 
 }  // namespace fh::trainers

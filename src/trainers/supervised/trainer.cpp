@@ -10,26 +10,19 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 
-#include "io/json.hpp"
-#include "nn/init.hpp"
 #include "abi/supervised_signal.h"
-#include "trainers/setup.hpp"
 #include "util/errors.hpp"
 #include "util/log.hpp"
-#include "abi/core_optim.h"
 #include "abi/core_vector.h"
 
 namespace fh::trainers {
 namespace {
 
-// The monitor's statistics (monitor_.current: this update's; monitor_.accum: their sums over the log interval).
-constexpr int kLoss = 0, kGradNorm = 1, kPrediction = 2, kLabel = 3, kStats = 4;
-constexpr const char* kGuardLossNames[] = {"the forecaster's loss"};
-constexpr int kGuardLosses = static_cast<int>(std::size(kGuardLossNames));
-static_assert(kGuardLosses == kGradNorm, "the guard reads the statistics [0, kGuardLosses), then the norm");
+// The monitor's statistics after NetworkTrainer's kLoss and kGradNorm (monitor_.current: this
+// update's; monitor_.accum: their sums over the log interval).
+constexpr int kPrediction = 2, kLabel = 3, kStats = 4;
 
 int target_code(const config::Profile& p) {
     return p.supervised.target == "direction" ? supervised::kDirection : supervised::kReturn;
@@ -144,9 +137,7 @@ MemoryPlan SupervisedTrainer::plan(const config::Profile& profile, int, const Pl
         plan.add("validation labels and losses", {&E::val_labels_, &E::val_loss_rows_}, in.val_samples);
     }
     plan.consumer(fmt::format("forecaster ({} parameters, with gradients and Adam moments)", P), "supervised.hidden");
-    plan.add("weights", {&E::weights_}, P + supervised::kCalibrationFloats, 0.0f);
-    plan.add("gradients", {&E::grads_}, P, 0.0f);
-    AdamState::plan(plan, "", P);
+    plan_network<E>(plan, P, supervised::kCalibrationFloats);
     plan.consumer(fmt::format("batch and workspaces ({} rows, validation chunks of {})", B, chunk),
                   "supervised.batch_size");
     plan.add("batch workspace", net.net.workspace_size(batch));
@@ -167,15 +158,12 @@ MemoryPlan SupervisedTrainer::plan(const config::Profile& profile, int, const Pl
 }
 
 SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& profile, const env::DeviceMarket& market)
-    : ops_(ops),
-      profile_((require_greedy_evaluation(profile), profile)),
-      env_params_(trainers::env_params(profile, market.market_dim())),
+    : NetworkTrainer(ops, profile, market.market_dim(), static_cast<int>(profile.supervised.batch_size),
+                     "the forecaster's loss", "Lower training.learning_rate, or check the data for extreme returns."),
       market_dim_(market.market_dim()),
-      batch_(static_cast<int>(profile.supervised.batch_size)),
       target_(target_code(profile)),
       net_(profile, market_dim_),
-      param_floats_(net_.layout.total()),
-      policy_(net_.net, param_floats_, signal_params(profile, market_dim_)) {
+      policy_(net_.net, net_.layout.total(), signal_params(profile, market_dim_)) {
     const int horizon = static_cast<int>(profile.supervised.horizon);
     const auto& close = market.host_close();
     const auto train = supervised_samples(close, market.host_starts(env::Split::train), horizon);
@@ -223,19 +211,11 @@ SupervisedTrainer::SupervisedTrainer(ops::Device& ops, const config::Profile& pr
     }
     calibration[2] = static_cast<float>(label_scale_);
     calibration[3] = static_cast<float>(horizon);
-    nn::init_params(ops, params(), net_.layout, static_cast<std::uint64_t>(profile.run.seed));
-    ops.upload<float>(weights_.view().subview(param_floats_, supervised::kCalibrationFloats), calibration);
-    adam_ = AdamState(ops, net_.layout);
-
+    init_network(net_.layout, calibration, kStats);
     ws_ = net_.net.make_workspace(ops, batch_);
     if (n_val_ > 0) ws_val_ = net_.net.make_workspace(ops, static_cast<int>(std::min(n_val_, kValidationChunk)));
-    monitor_ = UpdateMonitor(ops, kStats);
     log::info("supervised samples: {} training, {} validation bars (horizon {}, target {}, label RMS {:.3g})", n_train_,
               n_val_, horizon, profile.supervised.target, label_scale_);
-}
-
-void SupervisedTrainer::iterate() {
-    run_update(ops_, adam_, update_sequence_, [this](bool inject_nan) { update_ops(inject_nan); });
 }
 
 // A split's samples: the rows of the market's features at its bars, and their labels.
@@ -249,17 +229,11 @@ ops::GatherSource SupervisedTrainer::samples(const ops::Buffer<int>& index, cons
     return src;
 }
 
-// One update, its number (sampling, the guard, Adam's bias corrections) read from the optimizer's
-// step counter in device memory, which the update advances first: captured once, replayed.
-void SupervisedTrainer::update_ops(bool inject_nan) {
-    const auto& t = profile_.training;
-    adam_.advance_device_step(ops_);
-    const auto update = adam_.device_step();
-
+void SupervisedTrainer::update_ops(ops::CounterValue update) {
     // 1. A uniform batch of training bars: their features and labels.
-    ops::run(ops_, ops::SupervisedGather{x_.view(), y_.view(), samples(train_index_, train_labels_),
-                                         supervised::GatherParams{static_cast<std::uint64_t>(profile_.run.seed),
-                                                                  ops::counter_value(update), 0, 1}});
+    ops::run(ops_, ops::SupervisedGather{
+                       x_.view(), y_.view(), samples(train_index_, train_labels_),
+                       supervised::GatherParams{static_cast<std::uint64_t>(profile_.run.seed), update, 0, 1}});
     // 2. Forward, loss, backward.
     const auto pred = net_.net.forward(ops_, params(), x_.cview(), batch_, ws_);
     ops::run(ops_, ops::SupervisedLoss{loss_.view(), d_pred_.view(), pred, y_.cview(), target_});
@@ -268,18 +242,6 @@ void SupervisedTrainer::update_ops(bool inject_nan) {
     ops::run(ops_, ops::Mean{cur.subview(kLoss, 1), loss_.cview()});
     ops::run(ops_, ops::Mean{cur.subview(kPrediction, 1), pred});
     ops::run(ops_, ops::Mean{cur.subview(kLabel, 1), y_.cview()});
-    if (inject_nan) ops::run(ops_, ops::Fill{cur.subview(kLoss, 1), std::numeric_limits<float>::quiet_NaN()});
-
-    // 3. Norm, guard and the log's sums (one op), Adam.
-    const auto stats = monitor_.current.cview();
-    ops::run(ops_, ops::NormAndGuard{cur.subview(kGradNorm, 1), monitor_.norm_scratch.view(), grads_.cview(),
-                                     monitor_.gate.view(), monitor_.guard.view(), stats.subview(0, kGuardLosses),
-                                     ops::counter_value(update), monitor_.accum.view(), stats});
-    ops::AdamParams adam;
-    adam.lr = static_cast<float>(t.learning_rate);
-    adam.clip_norm = static_cast<float>(t.grad_clip_norm);
-    adam_.update_at_device_step(ops_, params(), grads_.cview(), stats.subview(kGradNorm, 1), monitor_.gate.cview(),
-                                adam);
 }
 
 std::optional<double> SupervisedTrainer::validation_loss() {
@@ -300,36 +262,10 @@ std::optional<double> SupervisedTrainer::validation_loss() {
     return static_cast<double>(ops_.to_host(val_mean_.cview())[0]);
 }
 
-std::vector<StateTensor> SupervisedTrainer::state_tensors() {
-    return online_params_tensors(weights_.view(), adam_, monitor_.state_tensors());
-}
-
-LogLine SupervisedTrainer::read_log(double seconds) {
-    const Interval r = read_interval(ops_, monitor_.accum.view(), monitor_.guard.cview(), seconds);
-    const auto& acc = r.sums;
-    const nn::GuardState& g = r.guard;
-    const double n = r.updates, updates_per_s = r.updates_per_s;
-    const double loss = acc[kLoss] / n;
-    LogLine line;
-    line.json = io::json::object({
-        {"updates", updates_},
-        {"training_samples", static_cast<long long>(n_train_)},
-        {"losses/loss", loss},
-        {"values/prediction", acc[kPrediction] / n},
-        {"values/label", acc[kLabel] / n},
-        {"charts/grad_norm", acc[kGradNorm] / n},
-        {"charts/skipped_updates", g.bad_total},
-        {"perf/updates_per_s", updates_per_s},
-    });
-    line.text = fmt::format(
-        "update {:>8} | loss {:.5f} | prediction {:+.4f} (label {:+.4f}) | grad norm {:.3g} | "
-        "{:.3g} updates/s",
-        updates_, loss, acc[kPrediction] / n, acc[kLabel] / n, acc[kGradNorm] / n, updates_per_s);
-    line.loss = loss;
-    line.updates_per_s = updates_per_s;
-    throw_if_diverged(g, profile_.training.max_bad_updates, kGuardLossNames,
-                      "Lower training.learning_rate, or check the data for extreme returns.");
-    return line;
+NetworkTrainer::LogValues SupervisedTrainer::log_values(const std::vector<double>& mean) const {
+    return {{"training_samples", static_cast<long long>(n_train_)},
+            {{"values/prediction", mean[kPrediction]}, {"values/label", mean[kLabel]}},
+            fmt::format("prediction {:+.4f} (label {:+.4f})", mean[kPrediction], mean[kLabel])};
 }
 
 }  // namespace fh::trainers

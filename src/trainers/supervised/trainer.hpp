@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "abi/nn_guard.h"
 #include "config/profile.hpp"
 #include "data/market_data.hpp"
 #include "env/vec_env.hpp"
@@ -24,7 +23,6 @@
 #include "abi/supervised_forecast.h"
 #include "device/device.hpp"
 #include "trainers/memory_plan.hpp"
-#include "trainers/adam_state.hpp"
 #include "trainers/trainer.hpp"
 
 namespace fh::trainers {
@@ -74,7 +72,7 @@ private:
     ops::Device* owner_ = nullptr;
 };
 
-class SupervisedTrainer final : public UpdateCountedTrainer {
+class SupervisedTrainer final : public NetworkTrainer {
 public:
     /// Builds the samples and labels of the training and validation splits (DataError, exit 3,
     /// when the training split has no bar with `horizon` bars after it).
@@ -91,13 +89,7 @@ public:
 
     /// The training split's samples (the trainer steps no environment).
     long long env_steps() const noexcept override { return static_cast<long long>(n_train_); }
-    void iterate() override;
-    LogLine read_log(double seconds) override;
-    std::vector<StateTensor> state_tensors() override;
-    ops::View<float> policy_weights() noexcept override { return weights_.view(); }
     GreedyPolicy& policy() noexcept override { return policy_; }
-    const env::EnvParams& env_params() const noexcept override { return env_params_; }
-    long long batch_rows() const noexcept override { return batch_; }
     std::optional<double> validation_loss() override;
 
     std::size_t training_samples() const noexcept { return n_train_; }
@@ -106,20 +98,12 @@ public:
     const SupervisedNetwork& network() const noexcept { return net_; }
 
 private:
-    void update_ops(bool inject_nan);
-    void restore_optimizer_steps(long long steps) override { adam_.restore_steps(ops_, steps); }
-    long long updates_at_last_log(long long updates) override {
-        return last_log_point(ops_, monitor_.accum.cview(), profile_.run.log_interval, updates);
-    }
+    void update_ops(ops::CounterValue update) override;
+    LogValues log_values(const std::vector<double>& mean) const override;
     ops::GatherSource samples(const ops::Buffer<int>& index, const ops::Buffer<float>& labels) const;
-    ops::View<float> params() noexcept { return weights_.view().subview(0, param_floats_); }
 
-    ops::Device& ops_;
-    config::Profile profile_;
-    env::EnvParams env_params_;
-    int market_dim_, batch_, target_;
+    int market_dim_, target_;
     SupervisedNetwork net_;
-    std::size_t param_floats_;
     SupervisedSignalPolicy policy_;
     double label_scale_ = 1.0;
 
@@ -128,14 +112,9 @@ private:
     ops::Buffer<int> train_index_, val_index_;
     ops::Buffer<float> train_labels_, val_labels_;
 
-    ops::Buffer<float> weights_, grads_;  ///< weights_: parameters, then the calibration
-    AdamState adam_;
     nn::Mlp::Workspace ws_, ws_val_;
     ops::Buffer<float> x_, y_, loss_, d_pred_;
     ops::Buffer<float> val_x_, val_y_, val_loss_rows_, val_mean_;
-
-    UpdateMonitor monitor_;
-    ops::OpSequence update_sequence_;
 };
 
 }  // namespace fh::trainers
