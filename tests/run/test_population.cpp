@@ -498,14 +498,14 @@ TEST_CASE("population: SIGINT stops a batched population's agents at one iterati
         updates.push_back(member(popdir / (name + std::to_string(seed)) / "summary.json", "updates"));
     CHECK(updates[1] == updates[0]);
     CHECK(updates[2] == updates[0]);
-    REQUIRE(std::stoll(updates[0]) < 3000);
-    const auto resumed = sh("\"$EXE\" --resume '" + popdir.string() + "' --device cpu --set run.total_steps=3000", dir);
+    REQUIRE(std::stoll(updates[0]) < 1000);
+    const auto resumed = sh("\"$EXE\" --resume '" + popdir.string() + "' --device cpu --set run.total_steps=1000", dir);
     INFO(resumed.err);
     REQUIRE(resumed.code == 0);
     CHECK(resumed.err.find("one batched engine for the 3 agents") != std::string::npos);
     for (const int seed : {1, 3}) {
         const auto single = sh("\"$EXE\" --profile iql-smoketest --device cpu --output '" + (dir / "single").string() +
-                                   "' --set run.total_steps=3000 --set run.log_interval=50 --seed " +
+                                   "' --set run.total_steps=1000 --set run.log_interval=50 --seed " +
                                    std::to_string(seed) + " --auto-name",
                                dir);
         INFO(single.err);
