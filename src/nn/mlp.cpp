@@ -37,11 +37,6 @@ Mlp::Mlp(ParamLayout& layout, std::string name, MlpConfig config) : name_(std::m
     }
 }
 
-View<const float> Mlp::Workspace::output() const {
-    if (batch_ == 0) throw std::logic_error("nn::Mlp::Workspace::output: no forward yet");
-    return act_.back().cview().subview(0, static_cast<std::size_t>(batch_) * widths_.back());
-}
-
 Mlp::Workspace Mlp::make_workspace(ops::Device& ops, int max_batch) const {
     if (max_batch < 1) throw std::invalid_argument("nn::Mlp::make_workspace: max_batch must be >= 1");
     Workspace ws;

@@ -69,8 +69,6 @@ public:
     public:
         int max_batch() const noexcept { return max_batch_; }
         int batch() const noexcept { return batch_; }
-        /// The output of the last forward, (batch, out).
-        ops::View<const float> output() const;
 
     private:
         friend class Mlp;
