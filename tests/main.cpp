@@ -4,12 +4,6 @@
 ///        `--shard I/N` runs every N-th of the selected test cases from the I-th (0-based), so
 ///        that `meson test` can run the `unit` suite as N processes side by side.
 #define CATCH_CONFIG_RUNNER
-// GCC 12 with -fsanitize=address,undefined warns of a maybe-uninitialized std::function inside the
-// std::regex that Catch2's implementation instantiates here (a false positive of -Werror sanitizer
-// builds, not of this file's code).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include <catch2/catch.hpp>
 
 #include <algorithm>
