@@ -7,9 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -29,45 +27,48 @@ std::string exact_spec(const std::string& name) {
 }
 
 /// Replaces the session's filters by the names of the shard's test cases (every count-th of those
-/// the filters select, in Catch2's run order, from index). Returns false, after saying why, when
-/// the shard is malformed or the names would not select exactly that shard; sets *empty when the
-/// shard has no test case.
-bool select_shard(Catch::Session& session, const std::string& shard, bool* empty) {
-    // Digits only on either side of one '/' (std::from_chars, unlike sscanf's %u, refuses "-1").
-    unsigned index = 0, count = 0;
-    const char* const end = shard.data() + shard.size();
+/// the filters select, in Catch2's run order, from index). Returns -1 to run them, else the exit
+/// code: 0 for a shard with no test case, 2 (after saying why) for a malformed shard or names that
+/// would not select exactly the shard.
+int select_shard(Catch::Session& session, const std::string& shard) {
     const auto slash = shard.find('/');
-    const auto [i_end, i_err] = std::from_chars(shard.data(), shard.data() + std::min(slash, shard.size()), index);
-    const auto [n_end, n_err] = slash == std::string::npos ? std::from_chars_result{end, std::errc::invalid_argument}
-                                                           : std::from_chars(shard.data() + slash + 1, end, count);
-    if (i_err != std::errc() || n_err != std::errc() || i_end != shard.data() + slash || n_end != end || count == 0 ||
-        index >= count) {
+    const auto number = [](const std::string& s) {  // digits only: "-1", "+1", " 1" are refused
+        return !s.empty() && s.size() <= 9 &&
+               std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    const bool numbers =
+        slash != std::string::npos && number(shard.substr(0, slash)) && number(shard.substr(slash + 1));
+    const std::size_t index = numbers ? std::stoul(shard.substr(0, slash)) : 0;
+    const std::size_t count = numbers ? std::stoul(shard.substr(slash + 1)) : 0;
+    if (index >= count) {  // also every malformed shard: count 0
         std::fprintf(stderr, "--shard %s: expected INDEX/COUNT with 0 <= INDEX < COUNT (e.g. 0/4)\n", shard.c_str());
-        return false;
+        return 2;
     }
-    const Catch::Config& config = session.config();
-    const auto selected = Catch::filterTests(Catch::getAllTestCasesSorted(config), config.testSpec(), config);
+    const auto names_of = [](const Catch::Config& config) {
+        std::vector<std::string> names;
+        for (const auto& t : Catch::filterTests(Catch::getAllTestCasesSorted(config), config.testSpec(), config))
+            names.push_back(t.name);
+        return names;
+    };
+    const auto selected = names_of(session.config());
     std::vector<std::string> names;
-    for (std::size_t i = index; i < selected.size(); i += count) names.push_back(selected[i].name);
-    *empty = names.empty();
-    if (names.empty()) return true;
-    auto& data = session.configData();
+    for (std::size_t i = index; i < selected.size(); i += count) names.push_back(selected[i]);
+    if (names.empty()) {
+        std::printf("--shard %s: no test case in this shard\n", shard.c_str());
+        return 0;
+    }
     std::string spec;  // one argument: Catch2 ANDs separate ones, ',' ORs within one
     for (const auto& n : names) spec += (spec.empty() ? "" : ",") + exact_spec(n);
-    data.testsOrTags = {spec};
-    session.useConfigData(data);
-    // The escaped names must select exactly the shard: a name the parser reads otherwise fails
-    // here rather than running a test twice or never.
-    const Catch::Config& sharded = session.config();
-    const auto got = Catch::filterTests(Catch::getAllTestCasesSorted(sharded), sharded.testSpec(), sharded);
-    std::set<std::string> want(names.begin(), names.end()), have;
-    for (const auto& t : got) have.insert(t.name);
-    if (have != want || got.size() != names.size()) {
-        std::fprintf(stderr, "--shard %s: the test names of the shard select %zu test cases, not %zu\n", shard.c_str(),
-                     got.size(), names.size());
-        return false;
+    session.configData().testsOrTags = {spec};
+    session.useConfigData(session.configData());
+    // The escaped names must select exactly the shard, in the same order: a name the parser reads
+    // otherwise fails here rather than running a test twice or never.
+    if (const auto got = names_of(session.config()); got != names) {
+        std::fprintf(stderr, "--shard %s: the test names of the shard select %zu test cases, not these %zu\n",
+                     shard.c_str(), got.size(), names.size());
+        return 2;
     }
-    return true;
+    return -1;
 }
 
 }  // namespace
@@ -104,13 +105,7 @@ int main(int argc, char** argv) {
         }
         session.useConfigData(session.configData());
     }
-    if (!shard.empty()) {
-        bool empty = false;
-        if (!select_shard(session, shard, &empty)) return 2;
-        if (empty) {
-            std::printf("--shard %s: no test case in this shard\n", shard.c_str());
-            return 0;
-        }
-    }
+    if (!shard.empty())
+        if (const int rc = select_shard(session, shard); rc >= 0) return rc;
     return session.run();
 }

@@ -35,7 +35,7 @@ std::vector<std::string> listed(const std::string& args, const fs::path& dir, in
 
 TEST_CASE("--shard I/N: the shards of a selection partition it; a malformed shard exits 2", "[support]") {
     const auto dir = fh::test::scratch_dir("fh-shard", "list");
-    // A selection whose names hold the test-spec parser's special characters (',' '[' '|' '*').
+    // Selections whose names hold the test-spec parser's special characters (',' '[' ']' '*').
     for (const std::string filter : {"'~[.]~[gpu]'", "'[config]'"}) {
         INFO(filter);
         const auto all = listed(filter, dir);
