@@ -620,122 +620,6 @@ std::map<std::string, std::string> settings_of(const fs::path& dir) {
     }
 }
 
-std::string run_page(const fs::path& dir, bool eval_layout) {
-    const fs::path full = normal(dir);
-    const std::string name =
-        full.filename().empty() ? full.parent_path().filename().string() : full.filename().string();
-    const fs::path summary_path = dir / (eval_layout ? "eval.json" : "summary.json");
-    json::Value summary;
-    std::string problem;
-    if (is_file(summary_path)) {
-        try {
-            summary = read_json(summary_path.string(), 16u << 20);
-        } catch (const std::exception& e) {
-            problem = fmt::format("{} does not parse: {}", summary_path.string(), e.what());
-        }
-    } else {
-        problem = summary_path.filename().string() + " is missing (the run is still going, or was killed).";
-    }
-    const auto settings = settings_of(dir);
-    const std::string trainer = setting_or(settings, "run.trainer");
-    const std::string metric = setting_or(settings, "early_stopping.metric").empty()
-                                   ? "val_sharpe"
-                                   : setting_or(settings, "early_stopping.metric");
-    // eval.json has {strategy, buy_and_hold} at the top; summary.json under "test".
-    const std::string test = eval_layout ? "" : "test.";
-    const std::string status = string_at(summary, "status", eval_layout ? "eval" : "unknown");
-    const std::string split_key = string_at(summary, "split", "test");
-    const std::string split = split_key == "val" ? "validation" : split_key == "test" ? "test" : "evaluated";
-    const auto per_year = bars_per_year_of(summary, settings);
-    const Span test_span = span_of(summary, test + "strategy", per_year);
-    const Span val_span = span_of(summary, "validation.strategy", per_year);
-    const auto population = eval_layout ? std::nullopt : population_agent(dir, name);
-
-    std::string b =
-        heading(name, xml_escape(status), " " + xml_escape(status),
-                xml_escape((eval_layout       ? "eval of a checkpoint"
-                            : trainer.empty() ? "run"
-                                              : trainer) +
-                           (population ? fmt::format(", agent {} of a population of {} (agents 0-{})",
-                                                     population->index, population->agents, population->agents - 1)
-                                       : "")),
-                dir);
-    if (!problem.empty()) b += note(problem);
-
-    const auto at = [&](const char* k) { return number_at(summary, test + k); };
-    const auto ret = at("strategy.total_return"), hret = at("buy_and_hold.total_return");
-    const auto sh = at("strategy.sharpe"), hsh = at("buy_and_hold.sharpe");
-    const auto dd = at("strategy.max_drawdown"), hdd = at("buy_and_hold.max_drawdown");
-    b += "<div class=\"cards\">";
-    b += card(split + " return", pct(ret), "buy-and-hold " + pct(hret), good_bad(ret, hret));
-    b += test_span.is_short()
-             ? card(split + " Sharpe (annualised)", num(sh, 2),
-                    fmt::format("from {} bars only, greyed (see the trade statistics); buy-and-hold {}",
-                                std::llround(*test_span.bars), num(hsh, 2)),
-                    "ann")
-             : card(split + " Sharpe", num(sh, 2), "buy-and-hold " + num(hsh, 2), good_bad(sh, hsh));
-    b += card("max drawdown", pct(dd), "buy-and-hold " + pct(hdd), good_bad(hdd, dd));
-    b += card("trades", integer(at("strategy.trades")), "win rate " + pct(at("strategy.win_rate"), 0));
-    if (!eval_layout) {
-        const auto best = number_at(summary, "best.value");
-        const auto step = number_at(summary, "best.env_steps") ? number_at(summary, "best.env_steps")
-                                                               : number_at(summary, "best.updates");
-        const bool annualised = is_annualised(metric_field(metric)) && val_span.is_short();
-        b += card("best " + metric, num(best, 3),
-                  (step ? "at step " + short_number(*step) : std::string("no validation")) +
-                      (annualised ? ", annualised from a short split" : ""),
-                  annualised ? "ann" : "");
-    }
-    b += "</div>\n";
-
-    const char* heading = split == "test"         ? "Test split"
-                          : split == "validation" ? "Validation split"
-                                                  : "Evaluated bars";
-    b += "<h2>" + xml_escape(heading) + "</h2>\n";
-    b += equity_section(dir / (eval_layout ? "equity.csv" : "backtest/equity.csv"), split);
-    b += inference_html(eval_layout ? summary : member_or_null(summary, "test"), split);  // intervals, PSRs
-    if (!eval_layout) {
-        b += "<h2>Validation split</h2>\n";
-        b += note("The same weights as the test backtest (the best validation weights), one sequential pass.");
-        b += equity_section(dir / "backtest/val_equity.csv", "validation");
-        b += inference_html(member_or_null(summary, "validation"), "validation");
-        b += "<h2>Validation over training</h2>\n";
-        b += validation_chart(dir / "eval.jsonl", metric);
-        if (is_annualised(metric_field(metric)) && val_span.is_short())
-            b +=
-                note(fmt::format("{} is annualised from a validation split of {} bars, under a quarter of the {} bars "
-                                 "per year: compare its values with each other, not with a year's figures.",
-                                 metric, std::llround(*val_span.bars), short_number(*val_span.per_year)));
-        b += "<h2>Training</h2>\n";
-        b += training_charts(dir / "metrics.jsonl", settings);
-    }
-    b += "<h2>Actions</h2>\n";
-    const json::Value* hist = member_at(summary, test + "strategy.action_histogram");
-    const std::size_t n_actions = hist != nullptr && hist->is_array() ? hist->as_array().size() : 0;
-    b += histogram_chart(hist, action_labels(settings, n_actions),
-                         fmt::format("actions taken on the {} split (target contracts, order type)", split));
-
-    b += "<h2>Trade statistics</h2>\n";
-    std::vector<MetricsColumn> cols{
-        {split + ": strategy", eval_layout ? "strategy" : "test.strategy", split, test_span},
-        {split + ": buy-and-hold", eval_layout ? "buy_and_hold" : "test.buy_and_hold", split, test_span}};
-    if (!eval_layout && !member_or_null(summary, "validation").is_null()) {
-        cols.push_back({"validation (best): strategy", "validation.strategy", "validation", val_span});
-        cols.push_back({"validation: buy-and-hold", "validation.buy_and_hold", "validation", val_span});
-    }
-    b += panel(metrics_table(summary, cols));
-    b += panel(fills_table(dir / (eval_layout ? "trades.csv" : "backtest/trades.csv")));
-
-    b += "<h2>Run</h2>\n";
-    b += panel(facts_table(summary, population, settings, eval_layout));
-    b += "<h2>Resolved profile</h2>\n";
-    if (is_file(dir / "config.toml"))
-        b += "<pre>" + xml_escape(read_text((dir / "config.toml").string())) + "</pre>\n";
-    else
-        b += note("config.toml is missing.");
-    return page(name + " — foxhunt-train report", b);
-}
-
 std::string link(const std::string& href, const std::string& text) {
     return "<a href=\"" + xml_escape(href) + "\">" + xml_escape(text) + "</a>";
 }
@@ -993,9 +877,122 @@ std::string population_section(const fs::path& dir, const std::function<std::str
 
 }  // namespace
 
-std::string run_report_html(const std::string& dir) {
-    const bool eval_layout = is_file(fs::path(dir) / "eval.json");
-    return run_page(dir, eval_layout);
+std::string run_report_html(const std::string& dir_text) {
+    const fs::path dir(dir_text);
+    const bool eval_layout = is_file(dir / "eval.json");
+    const fs::path full = normal(dir);
+    const std::string name =
+        full.filename().empty() ? full.parent_path().filename().string() : full.filename().string();
+    const fs::path summary_path = dir / (eval_layout ? "eval.json" : "summary.json");
+    json::Value summary;
+    std::string problem;
+    if (is_file(summary_path)) {
+        try {
+            summary = read_json(summary_path.string(), 16u << 20);
+        } catch (const std::exception& e) {
+            problem = fmt::format("{} does not parse: {}", summary_path.string(), e.what());
+        }
+    } else {
+        problem = summary_path.filename().string() + " is missing (the run is still going, or was killed).";
+    }
+    const auto settings = settings_of(dir);
+    const std::string trainer = setting_or(settings, "run.trainer");
+    std::string metric = setting_or(settings, "early_stopping.metric");
+    if (metric.empty()) metric = "val_sharpe";
+    // eval.json has {strategy, buy_and_hold} at the top and its CSVs beside it; summary.json
+    // under "test", the CSVs in backtest/.
+    const std::string test = eval_layout ? "" : "test.";
+    const fs::path backtest = eval_layout ? dir : dir / "backtest";
+    const std::string status = string_at(summary, "status", eval_layout ? "eval" : "unknown");
+    const std::string split_key = string_at(summary, "split", "test");
+    const std::string split = split_key == "val" ? "validation" : split_key == "test" ? "test" : "evaluated";
+    const auto per_year = bars_per_year_of(summary, settings);
+    const Span test_span = span_of(summary, test + "strategy", per_year);
+    const Span val_span = span_of(summary, "validation.strategy", per_year);
+    const bool metric_greyed = is_annualised(metric_field(metric)) && val_span.is_short();
+    const auto population = eval_layout ? std::nullopt : population_agent(dir, name);
+
+    std::string b =
+        heading(name, xml_escape(status), " " + xml_escape(status),
+                xml_escape((eval_layout       ? "eval of a checkpoint"
+                            : trainer.empty() ? "run"
+                                              : trainer) +
+                           (population ? fmt::format(", agent {} of a population of {} (agents 0-{})",
+                                                     population->index, population->agents, population->agents - 1)
+                                       : "")),
+                dir);
+    if (!problem.empty()) b += note(problem);
+
+    const auto at = [&](const char* k) { return number_at(summary, test + k); };
+    const auto ret = at("strategy.total_return"), hret = at("buy_and_hold.total_return");
+    const auto sh = at("strategy.sharpe"), hsh = at("buy_and_hold.sharpe");
+    const auto dd = at("strategy.max_drawdown"), hdd = at("buy_and_hold.max_drawdown");
+    b += "<div class=\"cards\">";
+    b += card(split + " return", pct(ret), "buy-and-hold " + pct(hret), good_bad(ret, hret));
+    b += test_span.is_short()
+             ? card(split + " Sharpe (annualised)", num(sh, 2),
+                    fmt::format("from {} bars only, greyed (see the trade statistics); buy-and-hold {}",
+                                std::llround(*test_span.bars), num(hsh, 2)),
+                    "ann")
+             : card(split + " Sharpe", num(sh, 2), "buy-and-hold " + num(hsh, 2), good_bad(sh, hsh));
+    b += card("max drawdown", pct(dd), "buy-and-hold " + pct(hdd), good_bad(hdd, dd));
+    b += card("trades", integer(at("strategy.trades")), "win rate " + pct(at("strategy.win_rate"), 0));
+    if (!eval_layout) {
+        const auto best = number_at(summary, "best.value");
+        const auto step = number_at(summary, "best.env_steps") ? number_at(summary, "best.env_steps")
+                                                               : number_at(summary, "best.updates");
+        b += card("best " + metric, num(best, 3),
+                  (step ? "at step " + short_number(*step) : std::string("no validation")) +
+                      (metric_greyed ? ", annualised from a short split" : ""),
+                  metric_greyed ? "ann" : "");
+    }
+    b += "</div>\n";
+
+    const char* heading = split == "test"         ? "Test split"
+                          : split == "validation" ? "Validation split"
+                                                  : "Evaluated bars";
+    b += "<h2>" + xml_escape(heading) + "</h2>\n";
+    b += equity_section(backtest / "equity.csv", split);
+    b += inference_html(eval_layout ? summary : member_or_null(summary, "test"), split);  // intervals, PSRs
+    if (!eval_layout) {
+        b += "<h2>Validation split</h2>\n";
+        b += note("The same weights as the test backtest (the best validation weights), one sequential pass.");
+        b += equity_section(backtest / "val_equity.csv", "validation");
+        b += inference_html(member_or_null(summary, "validation"), "validation");
+        b += "<h2>Validation over training</h2>\n";
+        b += validation_chart(dir / "eval.jsonl", metric);
+        if (metric_greyed)
+            b +=
+                note(fmt::format("{} is annualised from a validation split of {} bars, under a quarter of the {} bars "
+                                 "per year: compare its values with each other, not with a year's figures.",
+                                 metric, std::llround(*val_span.bars), short_number(*val_span.per_year)));
+        b += "<h2>Training</h2>\n";
+        b += training_charts(dir / "metrics.jsonl", settings);
+    }
+    b += "<h2>Actions</h2>\n";
+    const json::Value* hist = member_at(summary, test + "strategy.action_histogram");
+    const std::size_t n_actions = hist != nullptr && hist->is_array() ? hist->as_array().size() : 0;
+    b += histogram_chart(hist, action_labels(settings, n_actions),
+                         fmt::format("actions taken on the {} split (target contracts, order type)", split));
+
+    b += "<h2>Trade statistics</h2>\n";
+    std::vector<MetricsColumn> cols{{split + ": strategy", test + "strategy", split, test_span},
+                                    {split + ": buy-and-hold", test + "buy_and_hold", split, test_span}};
+    if (!eval_layout && !member_or_null(summary, "validation").is_null()) {
+        cols.push_back({"validation (best): strategy", "validation.strategy", "validation", val_span});
+        cols.push_back({"validation: buy-and-hold", "validation.buy_and_hold", "validation", val_span});
+    }
+    b += panel(metrics_table(summary, cols));
+    b += panel(fills_table(backtest / "trades.csv"));
+
+    b += "<h2>Run</h2>\n";
+    b += panel(facts_table(summary, population, settings, eval_layout));
+    b += "<h2>Resolved profile</h2>\n";
+    if (is_file(dir / "config.toml"))
+        b += "<pre>" + xml_escape(read_text((dir / "config.toml").string())) + "</pre>\n";
+    else
+        b += note("config.toml is missing.");
+    return page(name + " — foxhunt-train report", b);
 }
 
 std::string sweep_report_html(const std::string& dir, const std::string& links_from) {

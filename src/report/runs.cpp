@@ -42,14 +42,10 @@ void rank(std::vector<T>& items, Key key, Name name) {
 }
 
 Cell text_cell(std::string s) {
-    return Cell{std::move(s), std::nullopt, std::nullopt, false, false};
+    return Cell{.text = std::move(s)};
 }
 Cell number_cell(std::optional<double> v, bool integer = false) {
-    Cell c;
-    c.number = v;
-    c.is_number = true;
-    c.is_integer = integer;
-    return c;
+    return Cell{.number = v, .is_number = true, .is_integer = integer};
 }
 
 /// A number column of the tables (after the validation metric's, Table::metric's, whose `name` is
@@ -283,14 +279,12 @@ std::vector<Duplicate> drop_duplicates(std::vector<RunRecord>& runs) {
     std::map<std::string, std::string> seen;  // identity -> the run counted
     std::vector<RunRecord> kept;
     for (auto& r : runs) {
-        if (r.profile_hash.empty()) {
-            kept.push_back(std::move(r));
-            continue;
-        }
-        const std::string id = fmt::format("{} {} {}", r.profile_hash, r.seed, r.data_hash);
-        if (const auto [it, fresh] = seen.emplace(id, r.path); !fresh) {
-            dropped.push_back(Duplicate{r.path, it->second});
-            continue;
+        if (!r.profile_hash.empty()) {
+            const std::string id = fmt::format("{} {} {}", r.profile_hash, r.seed, r.data_hash);
+            if (const auto [it, fresh] = seen.emplace(id, r.path); !fresh) {
+                dropped.push_back(Duplicate{r.path, it->second});
+                continue;
+            }
         }
         kept.push_back(std::move(r));
     }
@@ -456,10 +450,7 @@ Table seed_table(const std::vector<RunRecord>& input) {
     for (const auto& r : runs) {
         std::vector<std::string> values = values_of(r, keys);
         auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.values == values; });
-        if (g == groups.end()) {
-            groups.push_back(Group{values, {}, {}, 0});
-            g = groups.end() - 1;
-        }
+        if (g == groups.end()) g = groups.insert(groups.end(), Group{values, {}, {}, 0});
         g->runs.push_back(&r);
     }
     const auto finished = [](const RunRecord* r) { return r->best_val || r->test_return; };  // else not averaged
@@ -506,9 +497,8 @@ Table seed_table(const std::vector<RunRecord>& input) {
             row.back().sd = g.stats[k++].sd;
         }
         t.rows.push_back(std::move(row));
-        std::vector<std::string> paths;
-        for (const auto* r : g.runs) paths.push_back(r->path);
-        t.row_runs.push_back(std::move(paths));
+        t.row_runs.emplace_back();
+        for (const auto* r : g.runs) t.row_runs.back().push_back(r->path);
     }
     if (!groups.empty() && groups[0].stats[0].mean) t.best_row = 0;
     return t;

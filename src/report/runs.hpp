@@ -77,9 +77,9 @@ std::vector<std::string> differing_keys(const std::vector<RunRecord>& runs);
 
 /// A table cell: text, or a number (null when absent), optionally with its sd.
 struct Cell {
-    std::string text;
-    std::optional<double> number;
-    std::optional<double> sd;  ///< grouped tables: the sample sd over seeds (n >= 2)
+    std::string text{};
+    std::optional<double> number{};
+    std::optional<double> sd{};  ///< grouped tables: the sample sd over seeds (n >= 2)
     bool is_number = false;
     bool is_integer = false;  ///< written without decimals
 };
