@@ -25,12 +25,11 @@ std::optional<DeflatedBest> deflated_best(const std::vector<RunRecord>& runs) {
         const auto sr = number_at(r.summary, "test.inference.sharpe_per_bar");
         const auto n = number_at(r.summary, "test.inference.bars");
         if (!sr || !n) continue;
-        backtest::SharpeMoments m;
-        m.n = static_cast<std::size_t>(*n);
-        m.sharpe = *sr;
-        m.skewness = number_at(r.summary, "test.inference.skewness").value_or(0.0);
-        m.kurtosis = number_at(r.summary, "test.inference.kurtosis").value_or(3.0);
-        trials.push_back(Trial{&r, m});
+        trials.push_back({&r,
+                          {.n = static_cast<std::size_t>(*n),
+                           .sharpe = *sr,
+                           .skewness = number_at(r.summary, "test.inference.skewness").value_or(0.0),
+                           .kurtosis = number_at(r.summary, "test.inference.kurtosis").value_or(3.0)}});
     }
     if (trials.size() < 2) return std::nullopt;
     const auto best = std::max_element(trials.begin(), trials.end(),
@@ -55,11 +54,8 @@ std::optional<DeflatedBest> deflated_best(const std::vector<RunRecord>& runs) {
         "ratios have sd {:.4f}, so the best of {} tries of noise reaches {:.4f}): DSR = {}. {}",
         out.trials, best->run->name, out.best_sharpe_per_bar, out.trials, out.sd_sharpe_per_bar, out.trials, out.sr0,
         d.dsr ? fmt::format("{:.3f}", *d.dsr) : std::string("undefined"),
-        out.distinguishable
-            ? fmt::format("The best run is distinguishable from the best of {} tries of noise (DSR >= {}).", out.trials,
-                          out.threshold)
-            : fmt::format("The best run is NOT distinguishable from the best of {} tries of noise (DSR < {}).",
-                          out.trials, out.threshold));
+        fmt::format("The best run is {}distinguishable from the best of {} tries of noise (DSR {} {}).",
+                    out.distinguishable ? "" : "NOT ", out.trials, out.distinguishable ? ">=" : "<", out.threshold));
     return out;
 }
 
@@ -98,16 +94,16 @@ std::string fmt_value(double v, bool percent) {
 std::string interval_svg(const std::vector<Row>& rows) {
     const int width = 860, row_h = 46, left = 230, right = 40;
     std::string out = fmt::format(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\">",
-        width, row_h * static_cast<int>(rows.size()) + 10, width, row_h * static_cast<int>(rows.size()) + 10);
+        R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img">)", width,
+        row_h * static_cast<int>(rows.size()) + 10);
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const Row& r = rows[i];
         const double y = 20.0 + static_cast<double>(i) * row_h;
-        out += fmt::format("<text x=\"4\" y=\"{:.1f}\" font-size=\"12\" fill=\"#1f2937\">{}</text>", y + 4,
+        out += fmt::format(R"(<text x="4" y="{:.1f}" font-size="12" fill="#1f2937">{}</text>)", y + 4,
                            xml_escape(r.label));
         if (!r.lo || !r.hi) {
-            out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\" fill=\"#6b7280\">no interval</text>", left,
-                               y + 4);
+            out +=
+                fmt::format(R"(<text x="{}" y="{:.1f}" font-size="12" fill="#6b7280">no interval</text>)", left, y + 4);
             continue;
         }
         double lo = std::min({*r.lo, 0.0, r.point.value_or(0.0)}), hi = std::max({*r.hi, 0.0, r.point.value_or(0.0)});
@@ -116,36 +112,32 @@ std::string interval_svg(const std::vector<Row>& rows) {
         lo -= pad;
         hi += pad;
         const auto x = [&](double v) { return left + (v - lo) / (hi - lo) * (width - left - right); };
-        const bool excludes = *r.lo > 0 || *r.hi < 0;
-        const char* color = excludes ? (*r.lo > 0 ? "#059669" : "#dc2626") : "#6b7280";
+        const char* color = *r.lo > 0 ? "#059669" : *r.hi < 0 ? "#dc2626" : "#6b7280";  // excludes zero: green, red
+        out += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1:.1f}" y2="{2:.1f}" stroke="#9ca3af" )"
+                           R"(stroke-dasharray="3 3"/>)",
+                           x(0), y - 12, y + 12);
+        out += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" fill="#6b7280" text-anchor="middle">0</text>)",
+                           x(0), y + 22);
         out += fmt::format(
-            "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#9ca3af\" stroke-dasharray=\"3 "
-            "3\"/>",
-            x(0), x(0), y - 12, y + 12);
-        out += fmt::format(
-            "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" fill=\"#6b7280\" text-anchor=\"middle\">0</text>", x(0),
-            y + 22);
-        out += fmt::format(
-            "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"8\" fill=\"{}\" "
-            "opacity=\"0.35\"><title>{}</title></rect>",
+            R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="8" fill="{}" opacity="0.35"><title>{}</title></rect>)",
             x(*r.lo), y - 4, std::max(1.0, x(*r.hi) - x(*r.lo)), color,
             xml_escape(fmt::format("{}: [{}, {}]", r.label, fmt_value(*r.lo, r.percent), fmt_value(*r.hi, r.percent))));
         for (double v : {*r.lo, *r.hi})
             out += fmt::format(
-                "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" fill=\"#1f2937\" text-anchor=\"middle\">{}</text>",
-                x(v), y - 8, xml_escape(fmt_value(v, r.percent)));
+                R"(<text x="{:.1f}" y="{:.1f}" font-size="10" fill="#1f2937" text-anchor="middle">{}</text>)", x(v),
+                y - 8, xml_escape(fmt_value(v, r.percent)));
         if (r.point)
-            out += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}</title></circle>",
+            out += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="4" fill="{}"><title>{}</title></circle>)",
                                x(*r.point), y, color,
                                xml_escape(fmt::format("point estimate {}", fmt_value(*r.point, r.percent))));
     }
     return out + "</svg>";
 }
 
-std::string interval_text(const char* what, std::optional<double> lo, std::optional<double> hi, bool percent,
+std::string interval_text(const std::string& what, std::optional<double> lo, std::optional<double> hi,
                           const char* above, const char* below, const char* neither) {
     if (!lo || !hi) return "";
-    return fmt::format("{} [{}, {}]: {}.", what, fmt_value(*lo, percent), fmt_value(*hi, percent),
+    return fmt::format("{} [{}, {}]: {}.", what, fmt_value(*lo, false), fmt_value(*hi, false),
                        *lo > 0   ? above
                        : *hi < 0 ? below
                                  : neither);
@@ -164,13 +156,13 @@ std::string inference_sentence(const json::Value& b) {
         if (!s.empty()) s += ' ';
         s += t;
     };
-    add(interval_text(fmt::format("The {} interval of the annualised Sharpe ratio is", pct).c_str(),
-                      number_at(*inf, "bootstrap.sharpe.lo"), number_at(*inf, "bootstrap.sharpe.hi"), false,
+    add(interval_text(fmt::format("The {} interval of the annualised Sharpe ratio is", pct),
+                      number_at(*inf, "bootstrap.sharpe.lo"), number_at(*inf, "bootstrap.sharpe.hi"),
                       "it excludes zero (positive)", "it excludes zero (negative)",
                       "it includes zero: not distinguishable from no edge"));
-    add(interval_text(fmt::format("Of the Sharpe difference against buy-and-hold").c_str(),
+    add(interval_text("Of the Sharpe difference against buy-and-hold",
                       number_at(*inf, "bootstrap.sharpe_difference.lo"),
-                      number_at(*inf, "bootstrap.sharpe_difference.hi"), false, "the strategy beat buy-and-hold",
+                      number_at(*inf, "bootstrap.sharpe_difference.hi"), "the strategy beat buy-and-hold",
                       "buy-and-hold beat the strategy", "it includes zero: not distinguishable from buy-and-hold"));
     const auto pz = number_at(*inf, "psr_zero"), ph = number_at(*inf, "psr_buy_and_hold");
     if (pz || ph)
@@ -220,8 +212,8 @@ std::string inference_html(const json::Value& b, const std::string& split_label)
     } else {
         method = "Too few returns for a bootstrap.";
     }
-    return "<div class=\"panel\">" + interval_svg(rows) + "<p class=\"note\">" + xml_escape(inference_sentence(b)) +
-           "</p><p class=\"note\">" + xml_escape(method) + "</p></div>\n";
+    return panel(interval_svg(rows) + "<p class=\"note\">" + xml_escape(inference_sentence(b)) +
+                 "</p><p class=\"note\">" + xml_escape(method) + "</p>");
 }
 
 }  // namespace fh::report
