@@ -96,10 +96,7 @@ std::vector<std::size_t> thin(const std::vector<double>& y, std::size_t buckets)
             if (!std::isfinite(y[mn]) || y[i] < y[mn]) mn = i;
             if (!std::isfinite(y[mx]) || y[i] > y[mx]) mx = i;
         }
-        keep.push_back(s);
-        keep.push_back(mn);
-        keep.push_back(mx);
-        keep.push_back(e - 1);
+        keep.insert(keep.end(), {s, mn, mx, e - 1});
     }
     std::sort(keep.begin(), keep.end());
     keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
@@ -118,16 +115,22 @@ std::string empty_note(const ChartOptions& o) {
                                        o.width / 2, o.height / 2);
 }
 
+/// A tick's label at (x, y) (numbers or their text), anchored "middle" or "end".
+template <class Y>
+std::string tick_text(const std::string& x, const Y& y, const char* anchor, const std::string& label) {
+    return fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="{}">{}</text>)", x, y, anchor,
+                       xml_escape(label));
+}
+
 /// The y axis' grid lines and tick labels across a plot `pw` wide (`Y` maps a value to pixels).
 template <class MapY>
 std::string y_grid(const Range& yr, double pw, Axis axis, MapY Y) {
     std::string svg;
     const Ticks yt = number_ticks(yr.lo, yr.hi, 5);
     for (double v : yt.at) {
-        svg += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", kLeft, fmt_coord(Y(v)),
-                           kLeft + pw, fmt_coord(Y(v)));
-        svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>)", kLeft - 6,
-                           fmt_coord(Y(v) + 4), xml_escape(tick_label(v, axis, yt.step)));
+        svg += fmt::format(R"(<line class="grid" x1="{0}" y1="{1}" x2="{2}" y2="{1}"/>)", kLeft, fmt_coord(Y(v)),
+                           kLeft + pw);
+        svg += tick_text(std::to_string(kLeft - 6), fmt_coord(Y(v) + 4), "end", tick_label(v, axis, yt.step));
     }
     return svg;
 }
@@ -234,14 +237,10 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
     std::string svg = frame_open(o) + y_grid(yr, pw, o.y_axis, Y);
     const Ticks xt = o.x_axis == Axis::time ? time_ticks(xr.lo, xr.hi) : number_ticks(xr.lo, xr.hi, 6);
     for (double v : xt.at) {
-        const double px = X(v);
-        svg += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", fmt_coord(px), kTop,
-                           fmt_coord(px), kTop + ph);
-        svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>)", fmt_coord(px),
-                           kTop + ph + 16, xml_escape(tick_label(v, o.x_axis, xt.step)));
-        if (sub_ticks)
-            svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>)", fmt_coord(px),
-                               kTop + ph + 29, xml_escape(o.x_tick_sub(v)));
+        const std::string px = fmt_coord(X(v));
+        svg += fmt::format(R"(<line class="grid" x1="{0}" y1="{1}" x2="{0}" y2="{2}"/>)", px, kTop, kTop + ph);
+        svg += tick_text(px, kTop + ph + 16, "middle", tick_label(v, o.x_axis, xt.step));
+        if (sub_ticks) svg += tick_text(px, kTop + ph + 29, "middle", o.x_tick_sub(v));
     }
     svg += fmt::format(R"(<rect class="plot" x="{}" y="{}" width="{}" height="{}"/>)", kLeft, kTop, pw, ph);
     if (o.zero_line && yr.lo < 0 && yr.hi > 0) svg += zero_line(Y(0), pw);
@@ -378,8 +377,7 @@ std::string bar_chart(const std::vector<Bar>& bars, const ChartOptions& o) {
                 R"~(<text class="tick" x="{x}" y="{y}" text-anchor="end" transform="rotate(-40 {x} {y})">{t}</text>)~",
                 fmt::arg("x", fmt_coord(cx)), fmt::arg("y", fmt_coord(ty)), fmt::arg("t", xml_escape(b.label)));
         else
-            svg += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>)", fmt_coord(cx),
-                               fmt_coord(ty), xml_escape(b.label));
+            svg += tick_text(fmt_coord(cx), fmt_coord(ty), "middle", b.label);
     }
     if (yr.lo < 0) svg += zero_line(Y(0), pw);
     svg += y_label(o, ph);
