@@ -199,11 +199,8 @@ double sum(const json::Value& a) {
 
 /// The span of the backtest whose metrics are at `prefix` ("test.strategy", "strategy").
 Span span_of(const json::Value& summary, const std::string& prefix, std::optional<double> per_year) {
-    Span sp;
-    sp.per_year = per_year;
-    if (const auto* h = member_at(summary, prefix + ".action_histogram"); h != nullptr && h->is_array())
-        sp.bars = sum(*h);
-    return sp;
+    const auto* h = member_at(summary, prefix + ".action_histogram");
+    return {h != nullptr && h->is_array() ? std::optional<double>(sum(*h)) : std::nullopt, per_year};
 }
 
 /// The note under greyed annualised figures of the short splits (their names and spans).
@@ -233,8 +230,8 @@ std::string equity_section(const fs::path& csv_path, const std::string& split) {
     // x: the bar index (trading bars, so nights, weekends and holidays take no room), each tick
     // with its bar's date; the time itself for a file without a bar column.
     std::map<double, double> time_of_bar;
-    Series eq{.label = "strategy", .color = kStrategyColor}, hold{.label = "buy-and-hold", .color = kHoldColor};
-    hold.dashed = true;
+    Series eq{.label = "strategy", .color = kStrategyColor};
+    Series hold{.label = "buy-and-hold", .color = kHoldColor, .dashed = true};
     Series dd = eq, hdd = hold;
     dd.fill_to_zero = true;
     std::string segment;
@@ -556,7 +553,6 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
     const auto or_setting = [&](std::string v, const char* key) {
         return v == "-" && eval_layout ? setting_or(settings, key, v) : v;
     };
-    rows.reserve(14);
     if (eval_layout) {  // eval.json: the policy and what it scored
         rows.emplace_back("checkpoint", text_at("checkpoint"));
         if (const auto* bars = s.find("bars"); bars != nullptr && bars->is_object())
@@ -611,17 +607,9 @@ std::string facts_table(const json::Value& s, const std::optional<PopulationAgen
     return out + "</table>\n";
 }
 
-std::map<std::string, std::string> settings_of(const fs::path& dir) {
-    if (!is_file(dir / "config.toml")) return {};
-    try {
-        return read_run(dir.string()).settings;
-    } catch (const Error&) {
-        return {};
-    }
-}
-
-std::string link(const std::string& href, const std::string& text) {
-    return "<a href=\"" + xml_escape(href) + "\">" + xml_escape(text) + "</a>";
+/// A link to `href` around `html` (escaped text, or markup).
+std::string link(const std::string& href, const std::string& html) {
+    return "<a href=\"" + xml_escape(href) + "\">" + html + "</a>";
 }
 
 /// A relative path as a URL path: each segment percent-encoded (RFC 3986) but for the
@@ -661,11 +649,6 @@ std::string breakable(const std::string& text, std::string_view after) {
     return out;
 }
 
-/// A link to `href` from a run's name (breakable at its commas).
-std::string name_link(const std::string& href, const std::string& name) {
-    return "<a href=\"" + xml_escape(href) + "\">" + breakable(name, ",") + "</a>";
-}
-
 /// A table as HTML: an ungrouped table links each run's name to its report; a grouped one
 /// links each seed's run after the setting. A number's sd goes under it (narrow columns);
 /// the columns in `greyed` (annualised from a short split) are grey.
@@ -691,7 +674,7 @@ std::string html_table(const Table& t, const fs::path& base, const std::vector<s
                 out += "</td>";
             }
             if (!t.grouped && t.columns[j] == "run") {
-                out += "<td class=\"name\">" + name_link(href(t.row_runs[i].at(0)), c.text) + "</td>";
+                out += "<td class=\"name\">" + link(href(t.row_runs[i].at(0)), breakable(c.text, ",")) + "</td>";
                 continue;
             }
             if (!c.is_number) {
@@ -867,7 +850,7 @@ std::string population_section(const fs::path& dir, const std::function<std::str
             "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"name\">{}</td><td>{}</td>"
             "<td class=\"name\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             integer(number_at(a, "index")), integer(number_at(a, "seed")),
-            has_run ? name_link(href((dir / run).string()), run) : breakable(run, ","),
+            has_run ? link(href((dir / run).string()), breakable(run, ",")) : breakable(run, ","),
             xml_escape(string_at(a, "status")), breakable(joined(a.find("overrides"), ", "), ","),
             num(number_at(a, "best.value"), 3), pct(number_at(a, "test.strategy.total_return")),
             num(number_at(a, "test.strategy.sharpe"), 3));
@@ -895,7 +878,8 @@ std::string run_report_html(const std::string& dir_text) {
     } else {
         problem = summary_path.filename().string() + " is missing (the run is still going, or was killed).";
     }
-    const auto settings = settings_of(dir);
+    const auto settings =
+        is_run_directory(dir_text) ? read_run(dir_text).settings : std::map<std::string, std::string>{};
     const std::string trainer = setting_or(settings, "run.trainer");
     std::string metric = setting_or(settings, "early_stopping.metric");
     if (metric.empty()) metric = "val_sharpe";
@@ -1284,8 +1268,8 @@ std::string walk_forward_report_html(const std::string& dir) {
                 "<tr><td class=\"name\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td "
                 "class=\"n\">{}</td>"
                 "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
-                link(dir_name + "/report.html", dir_name), range("train"), range("validation"), range("test"),
-                pct(number_at(f, "test_backtest.strategy.total_return")),
+                link(dir_name + "/report.html", xml_escape(dir_name)), range("train"), range("validation"),
+                range("test"), pct(number_at(f, "test_backtest.strategy.total_return")),
                 num(number_at(f, "test_backtest.strategy.sharpe"), 3),
                 flo && fhi ? fmt::format("[{:.3f}, {:.3f}]", *flo, *fhi) : "-",
                 num(number_at(f, "test_backtest.buy_and_hold.sharpe"), 3),
