@@ -8,8 +8,8 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
-#include <functional>
 #include <map>
+#include <numeric>
 #include <string_view>
 
 #include "backtest/backtest.hpp"
@@ -673,12 +673,10 @@ std::string html_table(const Table& t, const fs::path& base, const std::vector<s
                 }
                 out += "</td>";
             }
-            if (!t.grouped && t.columns[j] == "run") {
-                out += "<td class=\"name\">" + link(href(t.row_runs[i].at(0)), breakable(c.text, ",")) + "</td>";
-                continue;
-            }
             if (!c.is_number) {
-                out += "<td class=\"name\">" + breakable(c.text, ",") + "</td>";
+                const std::string text = breakable(c.text, ",");
+                out += "<td class=\"name\">" +
+                       (!t.grouped && t.columns[j] == "run" ? link(href(t.row_runs[i].at(0)), text) : text) + "</td>";
                 continue;
             }
             const bool grey = std::find(greyed.begin(), greyed.end(), t.columns[j]) != greyed.end();
@@ -688,9 +686,7 @@ std::string html_table(const Table& t, const fs::path& base, const std::vector<s
                 c.number && c.sd && c.is_integer ? fmt::format("{:.1f}", *c.number) : cell_text(mean, 3);
             out += std::string(grey ? "<td class=\"n ann\">" : "<td class=\"n\">") + xml_escape(text);
             if (c.number && c.sd)
-                out += "<span class=\"sd\">± " +
-                       xml_escape(c.is_integer ? fmt::format("{:.1f}", *c.sd) : fmt::format("{:.3f}", *c.sd)) +
-                       "</span>";
+                out += fmt::format("<span class=\"sd\">± {:.{}f}</span>", *c.sd, c.is_integer ? 1 : 3);
             out += "</td>";
         }
         out += "</tr>";
@@ -722,8 +718,7 @@ struct SweepBar {
 
 /// The validation metric over training of `runs` (eval.jsonl): the mean over the runs at each
 /// step some run evaluated at, with mean +- sd as the band where two or more runs have it.
-Series validation_mean(const std::vector<const RunRecord*>& runs, std::string label, std::string color,
-                       std::string& unit) {
+Series validation_mean(const std::vector<const RunRecord*>& runs, std::string color, std::string& unit) {
     std::map<double, std::vector<double>> at;
     for (const auto* r : runs)
         for (const auto& l : read_jsonl((fs::path(r->path) / "eval.jsonl").string())) {
@@ -735,7 +730,7 @@ Series validation_mean(const std::vector<const RunRecord*>& runs, std::string la
             const auto v = number_at(l, "value");
             if (x && v) at[*x].push_back(*v);
         }
-    Series s{.label = std::move(label), .color = std::move(color)};
+    Series s{.color = std::move(color)};
     for (const auto& [x, vs] : at) {
         const Stat st = stat(vs);
         s.add(x, *st.mean);
@@ -827,7 +822,7 @@ std::string search_section(const fs::path& dir, const json::Value& v) {
 
 /// The agents of a population directory's population.json as a table (index, seed, run linked
 /// to its report, status, overrides), then its search (search_section).
-std::string population_section(const fs::path& dir, const std::function<std::string(const std::string&)>& href) {
+std::string population_section(const fs::path& dir, const fs::path& link_base) {
     const fs::path record = dir / "population.json";
     const std::string heading = "<h2>Agents</h2>\n";
     json::Value v;
@@ -850,7 +845,7 @@ std::string population_section(const fs::path& dir, const std::function<std::str
             "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"name\">{}</td><td>{}</td>"
             "<td class=\"name\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             integer(number_at(a, "index")), integer(number_at(a, "seed")),
-            has_run ? link(href((dir / run).string()), breakable(run, ",")) : breakable(run, ","),
+            has_run ? link(report_url((dir / run).string(), link_base), breakable(run, ",")) : breakable(run, ","),
             xml_escape(string_at(a, "status")), breakable(joined(a.find("overrides"), ", "), ","),
             num(number_at(a, "best.value"), 3), pct(number_at(a, "test.strategy.total_return")),
             num(number_at(a, "test.strategy.sharpe"), 3));
@@ -986,15 +981,16 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     const fs::path base(dir);
     const fs::path link_base = links_from.empty() ? base : fs::path(links_from);
     const bool population = is_file(base / "population.json");
-    const auto href = [&](const std::string& run) { return report_url(run, link_base); };
     std::map<std::string, const RunRecord*> by_path;
     for (const auto& r : runs) by_path[r.path] = &r;
-    const auto col_of = [&](const Table& t, const std::string& c) {
-        return static_cast<std::size_t>(std::find(t.columns.begin(), t.columns.end(), c) - t.columns.begin());
+    const auto col_of = [&](const std::string& c) {  // a column of the grouped table
+        return static_cast<std::size_t>(std::find(grouped.columns.begin(), grouped.columns.end(), c) -
+                                        grouped.columns.begin());
     };
     // The swept keys: the grouped table's columns between its rank and "runs".
-    const std::size_t first_key = 1, last_key = col_of(grouped, "runs");
-    const bool per_run = last_key == first_key && runs.size() > 1;  // only the seed differs: a bar per run
+    const std::size_t first_key = 1, last_key = col_of("runs");
+    const bool swept = last_key > first_key;
+    const bool per_run = !swept && runs.size() > 1;  // only the seed differs: a bar per run
 
     const std::string name = normal(base).filename().string();
     std::string b = heading(name.empty() ? dir : name, population ? "population" : "sweep", "",
@@ -1018,18 +1014,12 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     b += "<div class=\"cards\">";
     b += card(population ? "agents finished" : "runs finished", fmt::format("{}/{}", finished, runs.size()),
               "completed, early stopped or stopped by a search");
-    if (grouped.best_row >= 0) {
+    if (grouped.best_row >= 0) {  // seed_table's columns include the metric's and test_sharpe
         const auto& best = grouped.rows[static_cast<std::size_t>(grouped.best_row)];
-        const auto col = [&](const std::string& c) -> const Cell* {
-            const std::size_t j = col_of(grouped, c);
-            return j == grouped.columns.size() ? nullptr : &best[j];
-        };
-        const std::string what = per_run || last_key == first_key ? "mean " : "best mean ";
-        if (const Cell* v = col(grouped.metric))
-            b += card(what + grouped.metric, cell_text(*v, 2), "± sd over seeds", metric_greyed ? "ann" : "");
-        if (const Cell* v = col("test_sharpe"))
-            b += card(last_key == first_key ? "test Sharpe" : "its test Sharpe", cell_text(*v, 2),
-                      "mean ± sd over seeds", short_test ? "ann" : "");
+        b += card((swept ? "best mean " : "mean ") + grouped.metric, cell_text(best[col_of(grouped.metric)], 2),
+                  "± sd over seeds", metric_greyed ? "ann" : "");
+        b += card(swept ? "its test Sharpe" : "test Sharpe", cell_text(best[col_of("test_sharpe")], 2),
+                  "mean ± sd over seeds", short_test ? "ann" : "");
     }
     b += "</div>\n";
     if (const std::string s = seed_spread_sentence(grouped.seed_spread); !s.empty()) b += note(s);
@@ -1060,7 +1050,7 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
         }
     } else {
         std::vector<std::size_t> order(grouped.rows.size());
-        for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::iota(order.begin(), order.end(), std::size_t{0});
         std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
             for (std::size_t k = first_key; k < last_key; ++k) {
                 const std::string &a = grouped.rows[x][k].text, &c = grouped.rows[y][k].text;
@@ -1068,10 +1058,10 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
             }
             return false;
         });
-        const std::size_t mcol = col_of(grouped, grouped.metric), scol = col_of(grouped, "test_sharpe");
+        const std::size_t mcol = col_of(grouped.metric), scol = col_of("test_sharpe");
         for (const std::size_t i : order) {
             const auto& row = grouped.rows[i];
-            const Cell m = mcol < row.size() ? row[mcol] : Cell{}, sh = scol < row.size() ? row[scol] : Cell{};
+            const Cell &m = row[mcol], &sh = row[scol];
             SweepBar s{.label = fmt::format("#{}", i + 1),
                        .metric = m.number,
                        .metric_sd = m.sd,
@@ -1082,7 +1072,7 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
                 const std::string& col = grouped.columns[k];
                 s.label += ' ' + col.substr(col.find('.') + 1) + '=' + row[k].text;
             }
-            if (last_key == first_key) s.label += " all runs";
+            if (!swept) s.label += " all runs";
             for (const auto& p : grouped.row_runs[i])
                 if (const auto it = by_path.find(p); it != by_path.end()) s.runs.push_back(it->second);
             items.push_back(std::move(s));
@@ -1134,28 +1124,26 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
     if (!shorts.empty()) b += short_split_note(shorts);
 
     // The validation curves of every setting (or run) on one chart.
-    {
-        std::vector<Series> curves;
-        std::string unit = "env steps";
-        std::string legend;
-        for (const auto& s : items) {
-            Series c = validation_mean(s.runs, "", s.color, unit);
-            if (c.x.empty()) continue;
-            legend += fmt::format("<span class=\"key\"><span class=\"sw\" style=\"background:{}\"></span>{}</span> ",
-                                  s.color, xml_escape(s.label));
-            curves.push_back(std::move(c));
-        }
-        b += "<h2>Validation over training</h2>\n";
-        if (curves.empty()) {
-            b += note("No validation backtests (no run has an eval.jsonl).");
-        } else {
-            b += panel(line_chart(curves, {.title = fmt::format("validation {} over training: {}", field,
-                                                                per_run ? "each run" : "mean over seeds, band: ± sd"),
-                                           .x_label = unit,
-                                           .height = 300,
-                                           .zero_line = true}) +
-                       "<div class=\"keys\">" + legend + "</div>");
-        }
+    std::vector<Series> curves;
+    std::string unit = "env steps";
+    std::string legend;
+    for (const auto& s : items) {
+        Series c = validation_mean(s.runs, s.color, unit);
+        if (c.x.empty()) continue;
+        legend += fmt::format("<span class=\"key\"><span class=\"sw\" style=\"background:{}\"></span>{}</span> ",
+                              s.color, xml_escape(s.label));
+        curves.push_back(std::move(c));
+    }
+    b += "<h2>Validation over training</h2>\n";
+    if (curves.empty()) {
+        b += note("No validation backtests (no run has an eval.jsonl).");
+    } else {
+        b += panel(line_chart(curves, {.title = fmt::format("validation {} over training: {}", field,
+                                                            per_run ? "each run" : "mean over seeds, band: ± sd"),
+                                       .x_label = unit,
+                                       .height = 300,
+                                       .zero_line = true}) +
+                   "<div class=\"keys\">" + legend + "</div>");
     }
 
     b += "<h2>Table</h2>\n";
@@ -1164,7 +1152,7 @@ std::string sweep_report_html(const std::string& dir, const std::string& links_f
         "The best validation setting is not always the best on the test split: read the spread over seeds. "
         "bh_*: buy-and-hold on the same test split.");
     if (const auto deflated = deflated_best(runs)) b += note(deflated->text);  // docs/metrics.md
-    if (population) b += population_section(base, href);
+    if (population) b += population_section(base, link_base);
     b += population ? "<h2>Every agent, ranked</h2>\n" : "<h2>Every run</h2>\n";
     b += panel(html_table(all, link_base, greyed));
     return page((name.empty() ? dir : name) +
