@@ -119,7 +119,8 @@ std::string interval_svg(const std::vector<Row>& rows) {
         out += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" fill="#6b7280" text-anchor="middle">0</text>)",
                            x(0), y + 22);
         out += fmt::format(
-            R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="8" fill="{}" opacity="0.35"><title>{}</title></rect>)",
+            R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="8" fill="{}" opacity="0.35">)"
+            R"(<title>{}</title></rect>)",
             x(*r.lo), y - 4, std::max(1.0, x(*r.hi) - x(*r.lo)), color,
             xml_escape(fmt::format("{}: [{}, {}]", r.label, fmt_value(*r.lo, r.percent), fmt_value(*r.hi, r.percent))));
         for (double v : {*r.lo, *r.hi})

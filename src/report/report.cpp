@@ -408,10 +408,10 @@ std::string fills_table(const fs::path& trades_csv) {
     std::string out =
         "<table><tr><th>fills</th><th>buys</th><th>sells</th><th>contracts traded</th><th>commission</th>";
     for (const auto& [t, n] : by_type) out += "<th>" + xml_escape(t) + " fills</th>";
-    out += fmt::format(
-        "</tr><tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
-        "<td class=\"n\">{:.2f}</td>",
-        buys + sells, buys, sells, qty, fees);
+    out +=
+        fmt::format(R"(</tr><tr><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td>)"
+                    R"(<td class="n">{:.2f}</td>)",
+                    buys + sells, buys, sells, qty, fees);
     for (const auto& [t, n] : by_type) out += fmt::format("<td class=\"n\">{}</td>", n);
     return out + "</tr></table>\n";
 }
@@ -785,8 +785,8 @@ std::string search_section(const fs::path& dir, const json::Value& v) {
                 // No legend entry of its own (the table below lists the copies).
                 lineage.push_back({.x = {*at, *at}, .y = {*from, *index}, .color = color, .dashed = true});
                 copies += fmt::format(
-                    "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
-                    "class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"name\">{}</td></tr>",
+                    R"(<tr><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td>)"
+                    R"(<td class="n">{}</td><td class="name">{}</td></tr>)",
                     integer(at), integer(index), integer(from), num(number_at(l, "metric"), 3),
                     num(number_at(l, "copied_metric"), 3),
                     xml_escape(l.find("keys") ? json::serialize(*l.find("keys")) : ""));
@@ -842,8 +842,8 @@ std::string population_section(const fs::path& dir, const fs::path& link_base) {
         const std::string run = string_at(a, "run");
         const bool has_run = !run.empty() && is_run_directory((dir / run).string());
         out += fmt::format(
-            "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"name\">{}</td><td>{}</td>"
-            "<td class=\"name\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            R"(<tr><td class="n">{}</td><td class="n">{}</td><td class="name">{}</td><td>{}</td>)"
+            R"(<td class="name">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>)",
             integer(number_at(a, "index")), integer(number_at(a, "seed")),
             has_run ? link(report_url((dir / run).string(), link_base), breakable(run, ",")) : breakable(run, ","),
             xml_escape(string_at(a, "status")), breakable(joined(a.find("overrides"), ", "), ","),
@@ -1199,10 +1199,9 @@ std::string walk_forward_report_html(const std::string& dir) {
     b += card("PSR against 0", num(number_at(stitched, "inference.psr_zero"), 3),
               "against buy-and-hold " + num(number_at(stitched, "inference.psr_buy_and_hold"), 3));
     if (const auto* d = wf.find("deflated_sharpe"); d != nullptr && d->is_object()) {
-        const auto dsr = number_at(*d, "dsr");
         const json::Value* yes = d->find("distinguishable");
         const bool dist = yes != nullptr && yes->kind() == json::Value::Kind::boolean && yes->as_bool();
-        b += card("best fold vs luck (DSR)", num(dsr, 3),
+        b += card("best fold vs luck (DSR)", num(number_at(*d, "dsr"), 3),
                   dist ? "distinguishable from noise" : "NOT distinguishable from noise", dist ? "good" : "bad");
     }
     b += "</div>\n";
@@ -1253,9 +1252,8 @@ std::string walk_forward_report_html(const std::string& dir) {
             const auto flo = number_at(f, "test_backtest.inference.bootstrap.sharpe.lo"),
                        fhi = number_at(f, "test_backtest.inference.bootstrap.sharpe.hi");
             t += fmt::format(
-                "<tr><td class=\"name\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td "
-                "class=\"n\">{}</td>"
-                "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                R"(<tr><td class="name">{}</td><td>{}</td><td>{}</td><td>{}</td><td class="n">{}</td>)"
+                R"(<td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td>{}</td></tr>)",
                 link(dir_name + "/report.html", xml_escape(dir_name)), range("train"), range("validation"),
                 range("test"), pct(number_at(f, "test_backtest.strategy.total_return")),
                 num(number_at(f, "test_backtest.strategy.sharpe"), 3),
