@@ -31,6 +31,8 @@ namespace {
 constexpr const char* kStrategyColor = "#2563eb";
 constexpr const char* kHoldColor = "#d97706";
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr const char* kPalette[] = {"#2563eb", "#dc2626", "#059669", "#7c3aed", "#d97706",
+                                    "#0891b2", "#db2777", "#65a30d", "#4b5563", "#9333ea"};
 
 constexpr const char* kCss = R"(
 :root{--fg:#1f2937;--muted:#6b7280;--line:#e5e7eb;--bg:#f8fafc;--card:#fff;--blue:#2563eb;--amber:#d97706}
@@ -478,18 +480,17 @@ std::string training_charts(const fs::path& metrics_jsonl, const std::map<std::s
         if (all_zero) zero.push_back(f);
         return all_zero;
     });
-    static const char* palette[] = {"#2563eb", "#dc2626", "#059669", "#7c3aed", "#d97706", "#0891b2"};
     std::vector<std::pair<std::string, std::vector<Series>>> charts;  // title, series
     std::vector<Series> q;
     for (const auto& f : fields) {
-        Series s{.label = f.substr(f.find('/') + 1), .color = palette[0]};
+        Series s{.label = f.substr(f.find('/') + 1), .color = kPalette[0]};
         for (const auto& l : lines) {
             const auto x = number_at(l, xkey);
             const json::Value* v = l.is_object() ? l.find(f) : nullptr;
             if (x) s.add(*x, v != nullptr && v->is_number() ? v->as_double() : kNaN);
         }
         if (f.rfind("q/", 0) == 0) {
-            s.color = palette[q.size() % std::size(palette)];
+            s.color = kPalette[q.size() % std::size(kPalette)];
             q.push_back(std::move(s));
         } else {
             charts.push_back({f, {std::move(s)}});
@@ -702,9 +703,6 @@ bool value_less(const std::string& a, const std::string& b) {
     if (std::isfinite(x) != std::isfinite(y)) return std::isfinite(x);  // numbers first
     return a < b;
 }
-
-constexpr const char* kPalette[] = {"#2563eb", "#dc2626", "#059669", "#7c3aed", "#d97706",
-                                    "#0891b2", "#db2777", "#65a30d", "#4b5563", "#9333ea"};
 
 /// A bar of the sweep page: a setting (every seed's run) or, where the runs differ by their seed
 /// alone (a population of seeds), one run.

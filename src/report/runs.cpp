@@ -130,7 +130,6 @@ int Csv::column(const std::string& name) const {
 
 Csv read_csv(const std::string& path) {
     Csv csv;
-    bool first = true;
     for_each_line(read_text(path), [&](std::string_view line, std::size_t) {
         if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
         if (line.empty()) return;
@@ -142,11 +141,10 @@ Csv read_csv(const std::string& path) {
             if (c == std::string_view::npos) break;
             b = c + 1;
         }
-        if (first)
+        if (csv.header.empty())  // the first line (a line has at least one field)
             csv.header = std::move(fields);
         else
             csv.rows.push_back(std::move(fields));
-        first = false;
     });
     return csv;
 }

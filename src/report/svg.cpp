@@ -23,6 +23,10 @@ struct Range {
         hi = std::max(hi, v);
     }
     bool empty() const { return !(lo <= hi); }
+    void widen(double pad) {
+        lo -= pad;
+        hi += pad;
+    }
 };
 
 double nice_step(double span, int target) {
@@ -216,15 +220,8 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
         }
     if (xr.empty() || yr.empty()) return empty_note(o);
     if (o.zero_line) yr.add(0);
-    if (xr.hi == xr.lo) {
-        xr.lo -= 1;
-        xr.hi += 1;
-    }
-    if (yr.hi == yr.lo) {
-        const double pad = yr.hi == 0 ? 1 : std::abs(yr.hi) * 0.05;
-        yr.lo -= pad;
-        yr.hi += pad;
-    }
+    if (xr.hi == xr.lo) xr.widen(1);
+    if (yr.hi == yr.lo) yr.widen(yr.hi == 0 ? 1 : std::abs(yr.hi) * 0.05);
     const double ypad = (yr.hi - yr.lo) * 0.06;
     const bool from_zero = yr.lo == 0 || yr.hi == 0;  // drawdown-like: keep 0 on the edge
     if (!(from_zero && yr.hi == 0)) yr.hi += ypad;
