@@ -107,16 +107,18 @@ std::vector<std::size_t> thin(const std::vector<double>& y, std::size_t buckets)
     return keep;
 }
 
-std::string frame_open(const ChartOptions& o) {
+/// The chart's <svg> (`height` tall: a bar chart's grows with rotated labels) and its title.
+std::string frame_open(const ChartOptions& o, int height) {
     return fmt::format(
         R"(<svg class="chart" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{t}">)"
         R"(<text class="ct" x="{l}" y="18">{t}</text>)",
-        fmt::arg("w", o.width), fmt::arg("h", o.height), fmt::arg("t", xml_escape(o.title)), fmt::arg("l", kLeft));
+        fmt::arg("w", o.width), fmt::arg("h", height), fmt::arg("t", xml_escape(o.title)), fmt::arg("l", kLeft));
 }
 
 std::string empty_note(const ChartOptions& o) {
-    return frame_open(o) + fmt::format(R"(<text class="note" x="{}" y="{}" text-anchor="middle">no data</text></svg>)",
-                                       o.width / 2, o.height / 2);
+    return frame_open(o, o.height) +
+           fmt::format(R"(<text class="note" x="{}" y="{}" text-anchor="middle">no data</text></svg>)", o.width / 2,
+                       o.height / 2);
 }
 
 /// A tick's label at (x, y) (numbers or their text), anchored "middle" or "end".
@@ -231,7 +233,7 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
     auto X = [&](double x) { return kLeft + (x - xr.lo) / (xr.hi - xr.lo) * pw; };
     auto Y = [&](double y) { return kTop + (yr.hi - y) / (yr.hi - yr.lo) * ph; };
 
-    std::string svg = frame_open(o) + y_grid(yr, pw, o.y_axis, Y);
+    std::string svg = frame_open(o, o.height) + y_grid(yr, pw, o.y_axis, Y);
     const Ticks xt = o.x_axis == Axis::time ? time_ticks(xr.lo, xr.hi) : number_ticks(xr.lo, xr.hi, 6);
     for (double v : xt.at) {
         const std::string px = fmt_coord(X(v));
@@ -334,9 +336,7 @@ std::string bar_chart(const std::vector<Bar>& bars, const ChartOptions& o) {
     const int height = o.height + (rotate ? bottom - kBottom : 0);
     const double pw = o.width - kLeft - kRight, ph = height - kTop - bottom;
     auto Y = [&](double y) { return kTop + (yr.hi - y) / (yr.hi - yr.lo) * ph; };
-    ChartOptions frame = o;
-    frame.height = height;
-    std::string svg = frame_open(frame) + y_grid(yr, pw, o.y_axis, Y);
+    std::string svg = frame_open(o, height) + y_grid(yr, pw, o.y_axis, Y);
     svg += fmt::format(R"(<rect class="plot" x="{}" y="{}" width="{}" height="{}"/>)", kLeft, kTop, pw, ph);
     const double slot = pw / static_cast<double>(bars.size());
     const double bw = std::max(2.0, std::min(48.0, slot * 0.7));
