@@ -49,22 +49,23 @@ Cell number_cell(std::optional<double> v, bool integer = false) {
 }
 
 /// A number column of the tables (after the validation metric's, Table::metric's, whose `name` is
-/// null): each run's value, or per setting the mean and sd over seeds where `per_seed`. A null
-/// `value` is the run's test Sharpe interval, as text.
+/// null): each run's value (read_run reads it from summary.json's member `at`), or per setting the
+/// mean and sd over seeds where `per_seed`. A null `value` is the run's test Sharpe interval, as text.
 struct Column {
     const char* name;
     std::optional<double> RunRecord::*value;
+    const char* at;
     bool integer = false, per_seed = true;
 };
-constexpr Column kColumns[] = {{nullptr, &RunRecord::best_val},
-                               {"test_return", &RunRecord::test_return},
-                               {"test_sharpe", &RunRecord::test_sharpe},
-                               {"test_sharpe [lo, hi]", nullptr, false, false},
-                               {"test_psr", &RunRecord::test_psr, false, false},
-                               {"test_max_drawdown", &RunRecord::test_max_drawdown},
-                               {"test_trades", &RunRecord::test_trades, true},
-                               {"bh_return", &RunRecord::hold_return},
-                               {"bh_sharpe", &RunRecord::hold_sharpe}};
+constexpr Column kColumns[] = {{nullptr, &RunRecord::best_val, "best.value"},
+                               {"test_return", &RunRecord::test_return, "test.strategy.total_return"},
+                               {"test_sharpe", &RunRecord::test_sharpe, "test.strategy.sharpe"},
+                               {"test_sharpe [lo, hi]", nullptr, nullptr, false, false},
+                               {"test_psr", &RunRecord::test_psr, "test.inference.psr_zero", false, false},
+                               {"test_max_drawdown", &RunRecord::test_max_drawdown, "test.strategy.max_drawdown"},
+                               {"test_trades", &RunRecord::test_trades, "test.strategy.trades", true},
+                               {"bh_return", &RunRecord::hold_return, "test.buy_and_hold.total_return"},
+                               {"bh_sharpe", &RunRecord::hold_sharpe, "test.buy_and_hold.sharpe"}};
 
 /// The values of `keys` in a run's settings ("?" where it has none).
 std::vector<std::string> values_of(const RunRecord& r, const std::vector<std::string>& keys) {
@@ -255,18 +256,12 @@ RunRecord read_run(const std::string& path) {
         r.summary = json::Value();
         return r;
     }
-    r.best_val = number_at(r.summary, "best.value");
+    for (const Column& c : kColumns)
+        if (c.value != nullptr) r.*c.value = number_at(r.summary, c.at);
     r.rung = number_at(r.summary, "search.rung");
     r.rung_metric = number_at(r.summary, "search.metric");
-    r.test_return = number_at(r.summary, "test.strategy.total_return");
-    r.test_sharpe = number_at(r.summary, "test.strategy.sharpe");
-    r.test_max_drawdown = number_at(r.summary, "test.strategy.max_drawdown");
-    r.test_trades = number_at(r.summary, "test.strategy.trades");
-    r.hold_return = number_at(r.summary, "test.buy_and_hold.total_return");
-    r.hold_sharpe = number_at(r.summary, "test.buy_and_hold.sharpe");
     r.test_sharpe_lo = number_at(r.summary, "test.inference.bootstrap.sharpe.lo");
     r.test_sharpe_hi = number_at(r.summary, "test.inference.bootstrap.sharpe.hi");
-    r.test_psr = number_at(r.summary, "test.inference.psr_zero");
     if (const auto seed = number_at(r.summary, "seed")) r.seed = static_cast<std::int64_t>(*seed);
     r.data_hash = string_at(r.summary, "data.xxh64");
     return r;
