@@ -299,16 +299,14 @@ std::string good_bad(std::optional<double> a, std::optional<double> b) {
     return *a > *b ? "good" : *a < *b ? "bad" : "";
 }
 
-/// Action labels from the profile: "+1 market" (target contracts, order type as trades.csv names it).
+/// Action labels from the profile: "+1 market" (target contracts, order type as trades.csv names it);
+/// none where the profile does not describe `n` actions.
 std::vector<std::string> action_labels(const std::map<std::string, std::string>& s, std::size_t n) {
     std::vector<std::string> out;
     const auto get = [&](const char* k) { return std::atoll(setting_or(s, k, "0").c_str()); };
     const long long L = get("env.position_levels"), U = get("env.urgency_levels"), M = get("instrument.max_contracts");
+    if (L < 3 || U < 1 || U > 3 || static_cast<long long>(n) != L * U || M < 1) return out;
     for (std::size_t a = 0; a < n; ++a) {
-        if (L < 3 || U < 1 || U > 3 || static_cast<long long>(n) != L * U || M < 1) {
-            out.push_back(fmt::format("a{}", a));
-            continue;
-        }
         const long long i = static_cast<long long>(a) / U, u = static_cast<long long>(a) % U;
         const long long half = (L - 1) / 2, k = i - half;
         const long long target =
@@ -1277,19 +1275,15 @@ std::string write_report(const std::string& path, const std::string& output) {
         fs::create_directories(parent, ec);
         if (ec) fail(fmt::format("cannot create {}: {}", parent.string(), ec.message()));
     }
-    if (single) {
-        io::write_file_atomically(out, run_report_html(path), fail);
-        return out;
-    }
-    const auto runs = collect_runs({path});  // UsageError when it holds no run directory
-    for (const auto& r : runs)
-        io::write_file_atomically((fs::path(r.path) / "report.html").string(), run_report_html(r.path), fail);
-    if (is_file(dir / "walk_forward.json")) {  // a walk-forward directory (docs/walk-forward.md)
-        io::write_file_atomically(out, walk_forward_report_html(path), fail);
-        return out;
-    }
-    const fs::path out_dir = fs::absolute(out).parent_path();
-    io::write_file_atomically(out, sweep_report_html(path, out_dir.string()), fail);
+    // A sweep or walk-forward directory: every run's report too (UsageError when it holds no run directory).
+    if (!single)
+        for (const auto& r : collect_runs({path}))
+            io::write_file_atomically((fs::path(r.path) / "report.html").string(), run_report_html(r.path), fail);
+    const std::string html = single ? run_report_html(path)
+                             : is_file(dir / "walk_forward.json")  // a walk-forward directory (docs/walk-forward.md)
+                                 ? walk_forward_report_html(path)
+                                 : sweep_report_html(path, fs::absolute(out).parent_path().string());
+    io::write_file_atomically(out, html, fail);
     return out;
 }
 
