@@ -7,8 +7,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <numeric>
 #include <set>
-#include <sstream>
 
 #include "config/profile.hpp"
 #include "config/schema.hpp"
@@ -119,9 +120,7 @@ std::string read_text(const std::string& path, std::size_t max_bytes) {
         throw UsageError(fmt::format("{} is too large ({} bytes, at most {})", path, size, max_bytes));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw UsageError(fmt::format("cannot read {}", path));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 int Csv::column(const std::string& name) const {
@@ -204,9 +203,7 @@ std::string string_at(const json::Value& v, const std::string& dotted, const std
 Stat stat(const std::vector<double>& xs) {
     Stat s;
     if (xs.empty()) return s;
-    double m = 0;
-    for (double x : xs) m += x;
-    m /= static_cast<double>(xs.size());
+    const double m = std::accumulate(xs.begin(), xs.end(), 0.0) / static_cast<double>(xs.size());
     s.mean = m;
     if (xs.size() >= 2) {
         double v = 0;

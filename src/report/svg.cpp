@@ -67,13 +67,8 @@ Ticks time_ticks(double lo, double hi) {
     static const double steps[] = {60,         300,         900,         3600,        3 * 3600,     6 * 3600,
                                    12 * 3600,  86400,       2 * 86400,   7 * 86400,   14 * 86400,   30 * 86400,
                                    91 * 86400, 182 * 86400, 365 * 86400, 730 * 86400, 1825 * 86400, 3650 * 86400};
-    Ticks t;
-    t.step = steps[std::size(steps) - 1];
-    for (double s : steps)
-        if ((hi - lo) / s <= 6) {
-            t.step = s;
-            break;
-        }
+    Ticks t;  // the first step giving at most 6 ticks, else the largest
+    t.step = *std::find_if(std::begin(steps), std::end(steps) - 1, [&](double s) { return (hi - lo) / s <= 6; });
     for (double v = std::ceil(lo / t.step) * t.step; v <= hi; v += t.step) t.at.push_back(v);
     return t;
 }
