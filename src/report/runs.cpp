@@ -376,9 +376,10 @@ std::vector<std::string> differing_keys(const std::vector<RunRecord>& runs) {
 
 Table run_table(const std::vector<RunRecord>& input) {
     std::vector<RunRecord> runs = input;
-    std::vector<Duplicate> duplicates = drop_duplicates(runs);
+    Table t{.duplicates = drop_duplicates(runs)};
+    t.metric = metric_of(runs);
     // Higher is better, but for a loss (val_loss): ranked by the negated value.
-    const double sign = metric_of(runs) == "val_loss" ? -1.0 : 1.0;
+    const double sign = t.metric == "val_loss" ? -1.0 : 1.0;
     rank(
         runs,
         [sign](const RunRecord& r) { return r.best_val ? std::optional<double>(sign * *r.best_val) : std::nullopt; },
@@ -393,10 +394,7 @@ Table run_table(const std::vector<RunRecord>& input) {
         });
     }
     const auto keys = differing_keys(runs);
-    Table t;
-    t.duplicates = std::move(duplicates);
     t.seed_spread = seed_spread(runs, keys);
-    t.metric = metric_of(runs);
     t.columns = {"rank", "run"};
     for (const auto& k : keys) t.columns.push_back(k);
     for (const char* c : {"seed", "status"}) t.columns.emplace_back(c);
@@ -428,12 +426,14 @@ Table run_table(const std::vector<RunRecord>& input) {
 
 Table seed_table(const std::vector<RunRecord>& input) {
     std::vector<RunRecord> runs = input;
-    std::vector<Duplicate> duplicates = drop_duplicates(runs);
+    Table t{.grouped = true, .duplicates = drop_duplicates(runs)};
+    t.metric = metric_of(runs);
     const auto keys = differing_keys(runs);
+    t.seed_spread = seed_spread(runs, keys);
     struct Group {
         std::vector<std::string> values;
         std::vector<const RunRecord*> runs;
-        std::vector<Stat> stats;  // kColumns' per_seed columns, over the finished runs
+        std::vector<Cell> cells;  // kColumns' per_seed columns: mean and sd over the finished runs
         std::size_t finished = 0;
     };
     std::vector<Group> groups;
@@ -451,21 +451,17 @@ Table seed_table(const std::vector<RunRecord>& input) {
             std::vector<double> xs;
             for (const auto* r : g.runs)
                 if (finished(r) && r->*c.value) xs.push_back(*(r->*c.value));
-            g.stats.push_back(stat(xs));
+            const Stat st = stat(xs);
+            g.cells.push_back({.number = st.mean, .sd = st.sd, .is_number = true, .is_integer = c.integer});
         }
     }
-    const double sign = metric_of(runs) == "val_loss" ? -1.0 : 1.0;  // lower is better for a loss
+    const double sign = t.metric == "val_loss" ? -1.0 : 1.0;  // lower is better for a loss
     rank(
         groups,
         [sign](const Group& g) {
-            return g.stats[0].mean ? std::optional<double>(sign * *g.stats[0].mean) : std::nullopt;
+            return g.cells[0].number ? std::optional<double>(sign * *g.cells[0].number) : std::nullopt;
         },
         [](const Group& g) { return fmt::format("{}", fmt::join(g.values, "\x1f")); });
-    Table t;
-    t.grouped = true;
-    t.duplicates = std::move(duplicates);
-    t.seed_spread = seed_spread(runs, keys);
-    t.metric = metric_of(runs);
     t.columns = {"rank"};
     for (const auto& k : keys) t.columns.push_back(k);
     for (const char* c : {"runs", "seeds"}) t.columns.emplace_back(c);
@@ -480,17 +476,12 @@ Table seed_table(const std::vector<RunRecord>& input) {
         for (const auto* r : g.runs) seeds.push_back(r->seed);
         std::sort(seeds.begin(), seeds.end());
         row.push_back(text_cell(fmt::format("{}", fmt::join(seeds, " "))));
-        std::size_t k = 0;
-        for (const Column& c : kColumns) {
-            if (!c.per_seed) continue;
-            row.push_back(number_cell(g.stats[k].mean, c.integer));
-            row.back().sd = g.stats[k++].sd;
-        }
+        row.insert(row.end(), g.cells.begin(), g.cells.end());
         t.rows.push_back(std::move(row));
         t.row_runs.emplace_back();
         for (const auto* r : g.runs) t.row_runs.back().push_back(r->path);
     }
-    if (!groups.empty() && groups[0].stats[0].mean) t.best_row = 0;
+    if (!groups.empty() && groups[0].cells[0].number) t.best_row = 0;
     return t;
 }
 

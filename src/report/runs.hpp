@@ -86,14 +86,14 @@ struct Cell {
 
 /// One comparison table; `best_row` is marked (-1: none).
 struct Table {
-    std::vector<std::string> columns;
-    std::vector<std::vector<Cell>> rows;
-    std::vector<std::vector<std::string>> row_runs;  ///< the run paths behind each row (links)
+    std::vector<std::string> columns{};
+    std::vector<std::vector<Cell>> rows{};
+    std::vector<std::vector<std::string>> row_runs{};  ///< the run paths behind each row (links)
     int best_row = -1;
-    std::string metric;  ///< the validation metric the rows are ranked by
+    std::string metric{};  ///< the validation metric the rows are ranked by
     bool grouped = false;
-    std::vector<Duplicate> duplicates;  ///< runs given twice, counted once (drop_duplicates)
-    std::string seed_spread;            ///< seed_spread() of the runs counted
+    std::vector<Duplicate> duplicates{};  ///< runs given twice, counted once (drop_duplicates)
+    std::string seed_spread{};            ///< seed_spread() of the runs counted
 };
 
 /// One row per run, ranked by the best validation metric (descending; runs without one last); the
