@@ -2,6 +2,7 @@
 #include "report/runs.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -328,6 +329,28 @@ std::string seed_spread_sentence(const std::string& spread) {
     return "";
 }
 
+namespace {
+
+/// The run directories directly inside `dir`, sorted; an entry that cannot be examined (a symlink
+/// loop, a dangling link) is skipped with a warning when `warn`.
+std::vector<std::string> runs_inside(const fs::path& dir, bool warn) {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        std::error_code entry;
+        const bool is_dir = e.is_directory(entry);
+        if (entry) {  // not a run; the others still count
+            if (warn) log::warn("{}: skipped: {}", e.path().string(), entry.message());
+            continue;
+        }
+        if (is_dir && is_run_directory(e.path().string())) found.push_back(e.path().string());
+    }
+    std::sort(found.begin(), found.end());
+    return found;
+}
+
+}  // namespace
+
 std::vector<RunRecord> collect_runs(const std::vector<std::string>& paths) {
     if (paths.empty()) throw UsageError("name at least one run directory or sweep directory");
     std::vector<RunRecord> runs;
@@ -338,22 +361,23 @@ std::vector<RunRecord> collect_runs(const std::vector<std::string>& paths) {
             runs.push_back(read_run(path));
             continue;
         }
-        std::vector<std::string> found;
-        for (const auto& e : fs::directory_iterator(path, ec)) {
-            std::error_code entry;
-            const bool dir = e.is_directory(entry);
-            if (entry) {  // a symlink loop, a dangling link: not a run; the others still count
-                log::warn("{}: skipped: {}", e.path().string(), entry.message());
-                continue;
+        const auto found = runs_inside(path, true);
+        if (found.empty()) {
+            // `--seeds ... --output pops` writes pops/NAME/seed=S: name the folders one level down
+            // that are sweep or population directories, the usual reason for this mistake.
+            std::vector<std::string> sweeps;
+            for (const auto& e : fs::directory_iterator(path, ec)) {
+                std::error_code entry;
+                if (e.is_directory(entry) && !runs_inside(e.path(), false).empty()) sweeps.push_back(e.path().string());
             }
-            if (dir && is_run_directory(e.path().string())) found.push_back(e.path().string());
+            std::sort(sweeps.begin(), sweeps.end());
+            throw UsageError(fmt::format(
+                "{} is neither a run directory (no config.toml) nor a sweep directory (no run directory inside){}",
+                path,
+                sweeps.empty()
+                    ? std::string()
+                    : fmt::format("; the sweep or population directories inside it: {}", fmt::join(sweeps, ", "))));
         }
-        if (found.empty())
-            throw UsageError(
-                fmt::format("{} is neither a run directory (no config.toml) nor a sweep directory (no run "
-                            "directory inside)",
-                            path));
-        std::sort(found.begin(), found.end());
         for (const auto& f : found) runs.push_back(read_run(f));
     }
     return runs;

@@ -270,6 +270,12 @@ TEST_CASE("compare: runs ranked by validation metric, settings by their mean ove
 
     CHECK_THROWS_AS(fh::report::collect_runs({(dir / "sweep-logs").string()}), fh::UsageError);
     CHECK_THROWS_AS(fh::report::collect_runs({(dir / "nothing").string()}), fh::UsageError);
+    // A folder that holds a sweep (as --seeds ... --output pops holds pops/NAME/seed=S): refused,
+    // naming the sweep inside it.
+    make_run(dir / "outer" / "pop" / "seed=1", 1e-3, 1, 1.0, 1.0);
+    CHECK_THROWS_WITH(
+        fh::report::collect_runs({(dir / "outer").string()}),
+        Catch::Contains("the sweep or population directories inside it: " + (dir / "outer" / "pop").string()));
     fs::remove_all(dir);
 }
 
