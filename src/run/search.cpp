@@ -65,7 +65,9 @@ bool is_distribution(std::string_view value) {
 }
 
 ParsedDistribution parse_distribution(const std::string& key, std::string_view value) {
-    ParsedDistribution r;
+    const auto fail = [](std::string problem, std::size_t offset = 0) {
+        return ParsedDistribution{std::nullopt, std::move(problem), offset};
+    };
     const auto open = value.find('(');
     const std::string name(value.substr(0, open));
     Distribution d;
@@ -77,64 +79,45 @@ ParsedDistribution parse_distribution(const std::string& key, std::string_view v
         d.kind = Distribution::Kind::uniform;
     else if (name == "choice")
         d.kind = Distribution::Kind::choice;
-    else {
-        r.problem = fmt::format(
-            "unknown distribution '{}': a search space is loguniform(a,b), uniform(a,b) or choice(v1,v2,...)", name);
-        return r;
-    }
-    if (value.back() != ')' || value.find(')') != value.size() - 1) {
-        r.problem = fmt::format("{}(...) must end with its ')' (and hold no other parenthesis)", name);
-        r.offset = value.find(')') == std::string_view::npos ? value.size() : value.find(')');
-        return r;
-    }
-    // The arguments, split at commas.
-    std::vector<std::pair<std::string, std::size_t>> args;
-    std::size_t at = open + 1;
-    const std::size_t close = value.size() - 1;
-    while (true) {
+    else
+        return fail(fmt::format(
+            "unknown distribution '{}': a search space is loguniform(a,b), uniform(a,b) or choice(v1,v2,...)", name));
+    if (value.back() != ')' || value.find(')') != value.size() - 1)
+        return fail(fmt::format("{}(...) must end with its ')' (and hold no other parenthesis)", name),
+                    std::min(value.find(')'), value.size()));
+    // The arguments, split at commas, each a number.
+    std::vector<std::string> args;
+    std::vector<double> numbers;
+    for (std::size_t at = open + 1, close = value.size() - 1;;) {
         const std::size_t comma = std::min(value.find(',', at), close);
-        args.emplace_back(std::string(value.substr(at, comma - at)), at);
+        args.emplace_back(value.substr(at, comma - at));
+        const auto v = number(args.back());
+        if (!v)
+            return fail(args.back().find_first_not_of(" \t") == std::string::npos
+                            ? fmt::format("{}(...): an empty argument", name)
+                            : fmt::format("{}(...): '{}' is not a number", name, args.back()),
+                        at);
+        numbers.push_back(*v);
         if (comma == close) break;
         at = comma + 1;
-    }
-    std::vector<double> numbers;
-    for (const auto& [text, where] : args) {
-        const auto v = number(text);
-        if (!v) {
-            r.problem = text.find_first_not_of(" \t") == std::string::npos
-                            ? fmt::format("{}(...): an empty argument", name)
-                            : fmt::format("{}(...): '{}' is not a number", name, text);
-            r.offset = where;
-            return r;
-        }
-        numbers.push_back(*v);
     }
     d.integer = descriptor(key).type == config::KeyType::integer;
     if (d.kind == Distribution::Kind::choice) {
         d.choices = numbers;
     } else {
-        if (numbers.size() != 2) {
-            r.problem = fmt::format("{}(a,b) takes two numbers, not {}", name, numbers.size());
-            r.offset = open + 1;
-            return r;
-        }
+        if (numbers.size() != 2)
+            return fail(fmt::format("{}(a,b) takes two numbers, not {}", name, numbers.size()), open + 1);
         d.low = numbers[0];
         d.high = numbers[1];
-        if (!(d.low < d.high)) {
-            r.problem =
-                fmt::format("{}({},{}): the first bound must be below the second", name, args[0].first, args[1].first);
-            r.offset = open + 1;
-            return r;
-        }
-        if (d.kind == Distribution::Kind::loguniform && d.low <= 0) {
-            r.problem = fmt::format("loguniform({},{}): the bounds must be > 0 (it draws their logarithm uniformly)",
-                                    args[0].first, args[1].first);
-            r.offset = open + 1;
-            return r;
-        }
+        if (!(d.low < d.high))
+            return fail(fmt::format("{}({},{}): the first bound must be below the second", name, args[0], args[1]),
+                        open + 1);
+        if (d.kind == Distribution::Kind::loguniform && d.low <= 0)
+            return fail(fmt::format("loguniform({},{}): the bounds must be > 0 (it draws their logarithm uniformly)",
+                                    args[0], args[1]),
+                        open + 1);
     }
-    r.distribution = std::move(d);
-    return r;
+    return {std::move(d), "", 0};
 }
 
 std::vector<std::string> bound_values(const Distribution& d) {
