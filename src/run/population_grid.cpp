@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <sstream>
 #include <string_view>
 
 #include "config/schema.hpp"
@@ -39,12 +40,9 @@ std::vector<GridLine> read_grid_lines(const std::string& file) {
                                      config::kMaxProfileBytes));
     const std::string_view body = util::without_bom(whole);
     std::vector<GridLine> lines;
+    std::istringstream stream{std::string(body)};
     int number = 0;
-    for (std::size_t at = 0; at < body.size();) {
-        std::size_t end = body.find('\n', at);
-        if (end == std::string_view::npos) end = body.size();
-        std::string text(body.substr(at, end - at));
-        at = end + 1;
+    for (std::string text; std::getline(stream, text);) {
         ++number;
         if (const auto hash = text.find('#'); hash != std::string::npos) text.resize(hash);
         for (std::size_t i = 0; i < text.size(); ++i) {
@@ -55,14 +53,13 @@ std::vector<GridLine> read_grid_lines(const std::string& file) {
                                 file, number, i + 1, c));
         }
         GridLine line{number, {}};
-        std::size_t i = 0;
-        while (i < text.size()) {
-            while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r')) ++i;
-            if (i >= text.size()) break;
+        constexpr std::string_view kBlanks = " \t\r";
+        for (std::size_t i = text.find_first_not_of(kBlanks); i != std::string::npos;
+             i = text.find_first_not_of(kBlanks, i)) {
             const std::size_t start = i;
             // A search space's arguments may be spaced: "choice(0.9, 0.99)" is one token.
             int depth = 0;
-            while (i < text.size() && (depth > 0 || (text[i] != ' ' && text[i] != '\t' && text[i] != '\r'))) {
+            while (i < text.size() && (depth > 0 || kBlanks.find(text[i]) == std::string_view::npos)) {
                 if (text[i] == '(') ++depth;
                 if (text[i] == ')') --depth;
                 ++i;
