@@ -80,9 +80,6 @@ void on_threads(std::size_t threads, const std::function<void(std::size_t)>& bod
 
 /// The devices, markets and trainers of the agents that train in this process.
 struct PopulationSetup {
-    PopulationSetup() = default;
-    PopulationSetup(const PopulationSetup&) = delete;
-    PopulationSetup& operator=(const PopulationSetup&) = delete;
     /// Every agent's work done before the markets it reads go (memory is freed in the order of the
     /// stream of the device that holds it, not of the agents' own streams).
     ~PopulationSetup() {
@@ -157,15 +154,12 @@ void set_up(PopulationSetup& s, std::vector<Member*>& training, bool force) {
     for (std::size_t i = 0; i < training.size(); ++i) {
         const config::Profile& p = training[i]->plan.profile;
         if (i > 0) s.devices.push_back(agent_device(spec, p, agents));
-        const auto it = s.markets.find(market_key(p));
-        const trainers::RunSizes sizes = trainers::check_run(p, it->second->market, o);
-        if (i == 0)
-            for (const auto& item : sizes.device) {
-                config::MemoryItem scaled = item;
-                scaled.consumer = fmt::format("{} (x {} agents)", item.consumer, training.size());
-                scaled.bytes = item.bytes * training.size();
-                total.push_back(scaled);
-            }
+        const trainers::RunSizes sizes = trainers::check_run(p, s.markets.at(market_key(p))->market, o);
+        if (i == 0) total = sizes.device;
+    }
+    for (auto& item : total) {  // the first agent's, for every agent
+        item.consumer = fmt::format("{} (x {} agents)", item.consumer, training.size());
+        item.bytes *= training.size();
     }
     check_device_memory(*s.devices.front(), first, total);
     // Each market on the device of the first agent that uses it, complete before any other reads it.
@@ -191,9 +185,8 @@ json::Value searched_keys(const Member& m) {
     json::Object keys;
     for (const auto& g : m.plan.grid) {
         const std::string k = override_key(g);
-        if (k == "run.seed") continue;
         const auto* d = find_dotted_key(k);
-        if (d == nullptr) continue;
+        if (k == "run.seed" || d == nullptr) continue;
         const config::KeyValue v = config::get_value(m.plan.profile, *d);
         if (const auto* i = std::get_if<std::int64_t>(&v))
             keys.emplace_back(k, *i);
@@ -210,8 +203,7 @@ long long rounds_done(const std::vector<Member*>& training) {
     for (const Member* m : training) {
         if (!m->run) continue;
         for (const auto& line : report::read_jsonl((fs::path(m->run->path()) / "lineage.jsonl").string()))
-            if (const auto* r = line.is_object() ? line.find("round") : nullptr; r != nullptr && r->is_integer())
-                done = std::max<long long>(done, r->as_i64());
+            if (const auto r = integer_field(line, "round")) done = std::max<long long>(done, *r);
     }
     return done;
 }
@@ -251,8 +243,9 @@ void pbt_round(const config::Profile& base, std::int64_t seed, const std::vector
                                         static_cast<std::uint64_t>(round));
     std::vector<json::Object> extra(n);
     for (const auto& e : exploits) {
-        Member& dst = *training[static_cast<std::size_t>(e.agent)];
-        const Member& src = *training[static_cast<std::size_t>(e.source)];
+        const auto a = static_cast<std::size_t>(e.agent), s = static_cast<std::size_t>(e.source);
+        Member& dst = *training[a];
+        const Member& src = *training[s];
         const auto tensors = copy_agent_state(dst.run->device(), dst.run->trainer(), src.run->device(),
                                               src.run->trainer(), base.search.copy_replay);
         // The copied agent's per-agent keys (the seed is the agent's own), then its space explored.
@@ -262,18 +255,16 @@ void pbt_round(const config::Profile& base, std::int64_t seed, const std::vector
         for (auto& k : explore_keys(dst.plan.space, src.plan.profile, base.search, static_cast<std::uint64_t>(seed),
                                     static_cast<std::uint64_t>(round), dst.plan.index))
             keys.push_back(std::move(k));
-        config::Profile p = config::resolve_profile_text(config::to_toml(dst.plan.profile),
-                                                         (fs::path(dst.run->path()) / "config.toml").string(), keys);
-        dst.run->set_agent_keys(p);
+        dst.run->set_agent_keys(config::resolve_profile_text(
+            config::to_toml(dst.plan.profile), (fs::path(dst.run->path()) / "config.toml").string(), keys));
         dst.plan.profile = dst.run->profile();
-        auto& x = extra[static_cast<std::size_t>(e.agent)];
-        x.emplace_back("copied", src.plan.index);
-        x.emplace_back("copied_run", src.plan.name);
-        x.emplace_back("copied_metric", metric[static_cast<std::size_t>(e.source)]);
-        x.emplace_back("tensors", json::array_of<std::string>(tensors));
+        extra[a] = json::Object{{"copied", src.plan.index},
+                                {"copied_run", src.plan.name},
+                                {"copied_metric", metric[s]},
+                                {"tensors", json::array_of<std::string>(tensors)}};
         log::info("agent {}: PBT round {}: copies agent {} ({} {:.4f} against {:.4f}), explores {}", dst.plan.index,
-                  round, src.plan.index, base.early_stopping.metric, metric[static_cast<std::size_t>(e.source)],
-                  metric[static_cast<std::size_t>(e.agent)], json::serialize(searched_keys(dst)));
+                  round, src.plan.index, base.early_stopping.metric, metric[s], metric[a],
+                  json::serialize(searched_keys(dst)));
     }
     record_round(training, round, metric, extra, {});
 }
@@ -301,22 +292,18 @@ const PopulationSetup::SharedMarket& point_market(PopulationSetup& s, const conf
 /// full budget reached the top rung (halving_top_rung) with its last validation; one that stopped
 /// early (early stopping) the last rung its lineage.jsonl records.
 json::Value halving_end(const config::Profile& base, Member& m) {
-    json::Object o{{"method", "halving"}};
-    if (m.run->status() == "completed") {
-        o.emplace_back("rung",
-                       halving_top_rung(base.search.eta, search_interval(base), m.plan.profile.run.total_steps));
-        o.emplace_back("metric", m.run->last_validation());
-        return json::Value::object(std::move(o));
-    }
     json::Value rung(std::int64_t{-1}), metric;
-    for (const auto& line : report::read_jsonl((fs::path(m.run->path()) / "lineage.jsonl").string()))
-        if (const auto* k = line.is_object() ? line.find("rung") : nullptr; k != nullptr && k->is_integer()) {
-            rung = *k;
-            metric = line.find("metric") != nullptr ? *line.find("metric") : json::Value();
-        }
-    o.emplace_back("rung", rung);
-    o.emplace_back("metric", metric);
-    return json::Value::object(std::move(o));
+    if (m.run->status() == "completed") {
+        rung = halving_top_rung(base.search.eta, search_interval(base), m.plan.profile.run.total_steps);
+        metric = m.run->last_validation();
+    } else {
+        for (const auto& line : report::read_jsonl((fs::path(m.run->path()) / "lineage.jsonl").string()))
+            if (const auto* k = field(line, "rung"); k != nullptr && k->is_integer()) {
+                rung = *k;
+                metric = line.find("metric") != nullptr ? *line.find("metric") : json::Value();
+            }
+    }
+    return json::object({{"method", "halving"}, {"rung", rung}, {"metric", metric}});
 }
 
 /// Successive halving's next point (docs/sweeps.md, "Successive halving"): point j =
@@ -382,11 +369,9 @@ void halving_round(const Where& where, const config::Profile& base, std::vector<
     std::vector<RungEntry> history;  // the rungs of earlier rounds, every point's
     for (const auto& m : members)
         for (const auto& line : report::read_jsonl((fs::path(where.agents) / m.plan.name / "lineage.jsonl").string())) {
-            const auto* k = line.is_object() ? line.find("rung") : nullptr;
-            const auto* r = line.is_object() ? line.find("round") : nullptr;
-            if (k != nullptr && k->is_integer() && r != nullptr && r->is_integer() && r->as_i64() < round)
-                history.push_back(
-                    {static_cast<int>(k->as_i64()), number_or_nan(line.find("metric")), r->as_i64(), m.plan.index});
+            const auto k = integer_field(line, "rung"), r = integer_field(line, "round");
+            if (k && r && *r < round)
+                history.push_back({static_cast<int>(*k), number_or_nan(line.find("metric")), *r, m.plan.index});
         }
     const std::vector<bool> on = halving_decisions(history, arrivals, base.search.eta);
     std::vector<json::Object> extra(n);
@@ -426,6 +411,11 @@ void halving_round(const Where& where, const config::Profile& base, std::vector<
     }
 }
 
+/// The counters of member `m`'s last checkpoint in `dir` (trainers::checkpoint_counters).
+std::vector<std::int64_t> last_checkpoint_counters(const std::string& dir, const Member& m) {
+    return trainers::checkpoint_counters((fs::path(dir) / m.plan.name / "checkpoints" / "last.safetensors").string());
+}
+
 /// A resumed halving search's members in one batched engine (each agent with its own counters):
 /// every point, resumed or started again, must stand at one iteration of the search (its start
 /// round's plus its checkpoint's own iterations, the checkpoint's first counter: DQN's collection
@@ -439,11 +429,8 @@ std::string halving_resume_unbatched(const std::vector<Member*>& training, const
     std::optional<long long> at;
     for (const Member* m : training) {
         long long own = 0;
-        if (m->action == AgentAction::resume) {
-            const auto c = trainers::checkpoint_counters(
-                (fs::path(dir) / m->plan.name / "checkpoints" / "last.safetensors").string());
-            own = c.empty() ? 0 : c.front();
-        }
+        if (m->action == AgentAction::resume)
+            if (const auto c = last_checkpoint_counters(dir, *m); !c.empty()) own = c.front();
         const long long it = m->start_round * per_round + own;
         if (at && *at != it)
             return "its points resume from checkpoints of different iterations of the search (a checkpoint "
@@ -470,16 +457,11 @@ std::string unbatched_because(const std::vector<Member*>& training, const std::s
     if (training.front()->plan.profile.run.search == "halving")
         return halving_resume_unbatched(training, dir, slots, members);
     if (resuming < training.size()) return "some of its agents resume from checkpoints and others start";
-    std::vector<std::int64_t> first;
-    for (const Member* m : training) {
-        const auto c =
-            trainers::checkpoint_counters((fs::path(dir) / m->plan.name / "checkpoints" / "last.safetensors").string());
-        if (m == training.front())
-            first = c;
-        else if (c != first)
+    const std::vector<std::int64_t> first = last_checkpoint_counters(dir, *training.front());
+    for (std::size_t i = 1; i < training.size(); ++i)
+        if (last_checkpoint_counters(dir, *training[i]) != first)
             return "its agents resume from checkpoints of different iterations (or, DQN, with replay memories of "
                    "different fills: a checkpoint written with checkpoint.keep_replay = false holds none)";
-    }
     return "";
 }
 
@@ -673,13 +655,12 @@ void run_members(const Where& where, const config::Profile& base, std::vector<Me
         const bool interrupted =
             signals::interrupt_requested() ||
             std::any_of(training.begin(), training.end(), [](const Member* m) { return m->status == "interrupted"; });
-        for (auto* m : training) {
-            if (!m->live) continue;
-            if (interrupted) {
-                m->run->interrupt();
-                end_member(m);
-            }
-        }
+        if (interrupted)
+            for (auto* m : training)
+                if (m->live) {
+                    m->run->interrupt();
+                    end_member(m);
+                }
         // (A halving search whose agents all ended between rounds starts its next points at the round.)
         if (interrupted || (base.run.search != "halving" &&
                             !std::any_of(training.begin(), training.end(), [](const Member* m) { return m->live; })))
@@ -713,10 +694,6 @@ std::string outcome(const Where& where, const std::vector<Member>& members) {
     return where.flat ? where.agents : dir;
 }
 
-bool finished_status(const std::string& s) {
-    return s == "completed" || s == "early_stopped" || s == "diverged" || s == "stopped";
-}
-
 /// Decides each member's action from its directory (a resumed population, run.on_exists = resume;
 /// a flat population applies run.on_exists to each agent's directory as a single run would).
 void place_members(const std::string& dir, std::vector<Member>& members, const std::string& mode = "resume") {
@@ -733,7 +710,9 @@ void place_members(const std::string& dir, std::vector<Member>& members, const s
                 fmt::format("run directory {} exists ({}) and run.on_exists = \"error\"; remove it, rename "
                             "the run or set run.on_exists to new, skip or resume",
                             agent.string(), status.empty() ? "no summary.json" : "status " + status));
-        if (mode == "skip" || finished_status(status)) {
+        const bool finished =
+            status == "completed" || status == "early_stopped" || status == "diverged" || status == "stopped";
+        if (mode == "skip" || finished) {
             m.action = AgentAction::done;
             m.status = status.empty() ? "unfinished" : status;
             m.done_by = "skipped";
@@ -809,7 +788,6 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
             AgentPlan a;
             a.index = static_cast<int>(plan.agents.size());
             a.overrides = shared;
-            std::vector<std::string> drawn;  // the line with its search spaces drawn
             try {
                 // The agent's seed first (its line's values and seed), then its search spaces drawn
                 // from that seed: the same agent draws the same point in any population.
@@ -818,20 +796,17 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
                     if (!token_distribution(r.grid_file, t)) fixed.push_back(t.text);
                 if (seed) fixed.push_back(fmt::format("run.seed={}", *seed));
                 const config::Profile seeded = config::resolve_profile_file(profile_file, fixed);
-                for (const auto& t : line.tokens) {
+                for (const auto& t : line.tokens) {  // the line with its search spaces drawn
                     if (auto d = token_distribution(r.grid_file, t)) {
-                        drawn.push_back(
+                        a.grid.push_back(
                             d->key + "=" +
                             draw_value(*d, static_cast<std::uint64_t>(seeded.run.seed), key_stream(d->key), 0));
                         a.space.push_back(std::move(*d));
                     } else {
-                        drawn.push_back(t.text);
+                        a.grid.push_back(t.text);
                     }
                 }
-                for (const auto& t : drawn) {
-                    a.grid.push_back(t);
-                    a.overrides.push_back(t);
-                }
+                a.overrides.insert(a.overrides.end(), a.grid.begin(), a.grid.end());
                 if (seed) a.overrides.push_back(fmt::format("run.seed={}", *seed));
                 a.profile = config::resolve_profile_file(profile_file, a.overrides);
             } catch (const config::ProfileError& e) {
@@ -871,7 +846,6 @@ PopulationPlan plan_population(const std::string& profile_file, const config::Pr
                             "or other overrides",
                             it->second, a.index, a.name));
     }
-    // The population's directory name.
     if (auto_name) {
         std::string name = derived_run_name(base, shared);
         const auto cut = name.rfind(",seed=");
@@ -923,7 +897,6 @@ std::string train_population(const PopulationPlan& plan, bool force) {
                 log::info("population directory {} exists: skipped (run.on_exists = \"skip\")", wanted.string());
                 return wanted.string();
             }
-            // resume
             if (!is_population_directory(wanted.string()))
                 throw UsageError(
                     fmt::format("{} exists and holds no population.json: it is not a population this "

@@ -25,17 +25,36 @@ namespace json = io::json;
 
 namespace {
 
+/// A run directory's name as population.json records it: one directory name, not hidden.
+bool valid_run_name(const std::string& name) {
+    return !name.empty() && name[0] != '.' && name.find('/') == std::string::npos;
+}
+
+/// The strings of JSON array `v`.
+std::vector<std::string> strings_of(const json::Value& v) {
+    std::vector<std::string> out;
+    for (const auto& s : v.as_array())
+        if (s.is_string()) out.push_back(s.as_string());
+    return out;
+}
+
+/// The agents population.json `file` lists; none when it is unreadable.
+json::Array recorded_agents(const std::string& file) {
+    const json::Value v = read_json_or_null(file, 64u << 20);
+    const auto* agents = field(v, "agents");
+    return agents != nullptr && agents->is_array() ? agents->as_array() : json::Array{};
+}
+
 /// An agent population.json records (`a`, after `members`): its plan from its config.toml (with
 /// `overrides`) and the record; `what` opens each problem (exit 2).
 Member recorded_member(const std::string& dir, const json::Value& a, const std::vector<Member>& members,
                        const std::vector<std::string>& overrides, const std::string& what) {
-    const auto* run = a.is_object() ? a.find("run") : nullptr;
-    const auto* index = a.is_object() ? a.find("index") : nullptr;
-    if (run == nullptr || !run->is_string() || index == nullptr || !index->is_integer() ||
-        run->as_string().find('/') != std::string::npos || run->as_string().empty() || run->as_string()[0] == '.')
+    const auto* run = field(a, "run");
+    const auto index = integer_field(a, "index");
+    if (run == nullptr || !run->is_string() || !index || !valid_run_name(run->as_string()))
         throw UsageError(fmt::format("{}: population.json: an agent without a valid run directory name", what));
     Member m;
-    m.plan.index = static_cast<int>(index->as_i64());
+    m.plan.index = static_cast<int>(*index);
     m.plan.name = run->as_string();
     for (const auto& other : members)
         if (other.plan.name == m.plan.name || other.plan.index == m.plan.index)
@@ -54,10 +73,8 @@ Member recorded_member(const std::string& dir, const json::Value& a, const std::
     m.plan.profile.run.output_dir = dir;
     m.plan.profile.run.name = m.plan.name;
     m.plan.seed = m.plan.profile.run.seed;
-    if (const auto* r = a.find("start_round"); r != nullptr && r->is_integer()) m.start_round = r->as_i64();
-    if (const auto* g = a.find("overrides"); g != nullptr && g->is_array())
-        for (const auto& o : g->as_array())
-            if (o.is_string()) m.plan.grid.push_back(o.as_string());
+    if (const auto r = integer_field(a, "start_round")) m.start_round = *r;
+    if (const auto* g = a.find("overrides"); g != nullptr && g->is_array()) m.plan.grid = strings_of(*g);
     if (const auto* sp = a.find("space"); sp != nullptr && sp->is_array())
         for (const auto& o : sp->as_array()) {
             const std::string text = o.is_string() ? o.as_string() : "";
@@ -84,6 +101,16 @@ double number_or_nan(const json::Value* v) {
     return v != nullptr && v->is_number() ? v->as_double() : std::nan("");
 }
 
+const json::Value* field(const json::Value& v, std::string_view key) {
+    return v.is_object() ? v.find(key) : nullptr;
+}
+
+std::optional<std::int64_t> integer_field(const json::Value& v, std::string_view key) {
+    const json::Value* f = field(v, key);
+    if (f == nullptr || !f->is_integer()) return std::nullopt;
+    return f->as_i64();
+}
+
 void write_population_json(const Where& where, const config::Profile& base, const std::vector<Member>& members) {
     const std::string& dir = where.agents;
     json::Array agents;
@@ -107,8 +134,8 @@ void write_population_json(const Where& where, const config::Profile& base, cons
             RungResult rung{m.plan.index, -1, std::nan("")};
             for (auto& line : report::read_jsonl((fs::path(dir) / m.plan.name / "lineage.jsonl").string())) {
                 if (const auto* k = line.find("keys")) keys = *k;
-                if (const auto* r = line.find("rung"); r != nullptr && r->is_integer())
-                    rung = {m.plan.index, static_cast<int>(r->as_i64()), number_or_nan(line.find("metric"))};
+                if (const auto r = integer_field(line, "rung"))
+                    rung = {m.plan.index, static_cast<int>(*r), number_or_nan(line.find("metric"))};
                 if (line.find("copied") == nullptr) continue;
                 json::Object c;
                 for (const auto& [k, v] : line.as_object())
@@ -118,19 +145,17 @@ void write_population_json(const Where& where, const config::Profile& base, cons
             if (!keys.is_null()) a.emplace_back("keys", std::move(keys));
             a.emplace_back("lineage", json::Value::array(std::move(copies)));
             if (base.run.search == "halving") {  // its last rung: summary.json's once it ended, else its lineage's
-                if (const auto* r = s.is_object() ? s.find("search") : nullptr; r != nullptr && r->is_object())
-                    if (const auto* k = r->find("rung"); k != nullptr && k->is_integer())
-                        rung = {m.plan.index, static_cast<int>(k->as_i64()), number_or_nan(r->find("metric"))};
+                if (const auto* r = field(s, "search"))
+                    if (const auto k = integer_field(*r, "rung"))
+                        rung = {m.plan.index, static_cast<int>(*k), number_or_nan(r->find("metric"))};
                 a.emplace_back("start_round", m.start_round);
                 a.emplace_back("rung", rung.rung);
                 a.emplace_back("rung_metric", rung.metric);
                 rungs.push_back(rung);
             }
         }
-        if (s.is_object()) {
-            for (const char* key : {"best", "test", "error"})
-                if (const auto* v = s.find(key)) a.emplace_back(key, *v);
-        }
+        for (const char* key : {"best", "test", "error"})
+            if (const auto* v = field(s, key)) a.emplace_back(key, *v);
         agents.push_back(json::Value::object(std::move(a)));
     }
     json::Object top{{"population", static_cast<std::int64_t>(members.size())}, {"trainer", base.run.trainer}};
@@ -165,27 +190,17 @@ void write_population_json(const Where& where, const config::Profile& base, cons
 }
 
 void adopt_recorded_names(const std::string& dir, std::vector<Member>& members) {
-    const json::Value v = read_json_or_null((fs::path(dir) / "population.json").string(), 64u << 20);
-    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
-    if (agents == nullptr || !agents->is_array()) return;  // unreadable: the planned names
-    for (const auto& a : agents->as_array()) {
-        const auto* index = a.is_object() ? a.find("index") : nullptr;
-        const auto* run = a.is_object() ? a.find("run") : nullptr;
-        const auto* seed = a.is_object() ? a.find("seed") : nullptr;
-        const auto* grid = a.is_object() ? a.find("overrides") : nullptr;
-        if (index == nullptr || !index->is_integer() || run == nullptr || !run->is_string() || seed == nullptr ||
-            !seed->is_integer() || grid == nullptr || !grid->is_array())
-            continue;
-        const std::int64_t i = index->as_i64();
+    // (An unreadable record lists none: the planned names.)
+    for (const auto& a : recorded_agents((fs::path(dir) / "population.json").string())) {
+        const auto index = integer_field(a, "index");
+        const auto seed = integer_field(a, "seed");
+        const auto* run = field(a, "run");
+        const auto* grid = field(a, "overrides");
+        if (!index || !seed || run == nullptr || !run->is_string() || grid == nullptr || !grid->is_array()) continue;
         const std::string& name = run->as_string();
-        if (i < 0 || static_cast<std::size_t>(i) >= members.size() || name.empty() || name[0] == '.' ||
-            name.find('/') != std::string::npos)
-            continue;
-        Member& m = members[static_cast<std::size_t>(i)];
-        std::vector<std::string> recorded;
-        for (const auto& g : grid->as_array())
-            if (g.is_string()) recorded.push_back(g.as_string());
-        if (seed->as_i64() != m.plan.seed || recorded != m.plan.grid || name == m.plan.name) continue;
+        if (*index < 0 || static_cast<std::size_t>(*index) >= members.size() || !valid_run_name(name)) continue;
+        Member& m = members[static_cast<std::size_t>(*index)];
+        if (*seed != m.plan.seed || strings_of(*grid) != m.plan.grid || name == m.plan.name) continue;
         log::info("agent {}: its run directory is {} (population.json)", m.plan.index, name);
         m.plan.name = name;
         m.plan.profile.run.name = name;
@@ -202,7 +217,7 @@ std::vector<Member> read_population_json(const std::string& dir, const std::vect
     } catch (const json::ParseError& e) {
         throw UsageError(fmt::format("--resume {}: population.json is unreadable: {}", dir, e.what()));
     }
-    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
+    const auto* agents = field(v, "agents");
     if (agents == nullptr || !agents->is_array() || agents->as_array().empty())
         throw UsageError(fmt::format("--resume {}: population.json lists no agents", dir));
     std::vector<Member> members;
@@ -212,16 +227,13 @@ std::vector<Member> read_population_json(const std::string& dir, const std::vect
 }
 
 void adopt_recorded_points(const Where& where, std::vector<Member>& members) {
-    const json::Value v = read_json_or_null(where.record, 64u << 20);
-    const auto* agents = v.is_object() ? v.find("agents") : nullptr;
-    if (agents == nullptr || !agents->is_array()) return;  // none (or unreadable: place_members starts them again)
-    for (const auto& a : agents->as_array()) {
-        const auto* index = a.is_object() ? a.find("index") : nullptr;
-        if (index == nullptr || !index->is_integer() || index->as_i64() < static_cast<std::int64_t>(members.size()))
-            continue;
-        if (index->as_i64() != static_cast<std::int64_t>(members.size()))
-            throw UsageError(fmt::format("{}: agent {} follows agent {}: the file was edited", where.record,
-                                         index->as_i64(), members.size() - 1));
+    // (An unreadable record lists none: place_members starts the points again.)
+    for (const auto& a : recorded_agents(where.record)) {
+        const auto index = integer_field(a, "index");
+        if (!index || *index < static_cast<std::int64_t>(members.size())) continue;
+        if (*index != static_cast<std::int64_t>(members.size()))
+            throw UsageError(fmt::format("{}: agent {} follows agent {}: the file was edited", where.record, *index,
+                                         members.size() - 1));
         members.push_back(recorded_member(where.agents, a, members, {}, where.record));
         log::info("agent {}: a point of the search, {} (population.json)", members.back().plan.index,
                   members.back().plan.name);

@@ -4,8 +4,11 @@
 ///        a population its command continues (run.on_exists = resume).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/profile.hpp"
@@ -34,6 +37,12 @@ long long search_interval(const config::Profile& p);
 
 /// A JSON number, or NaN (null, absent).
 double number_or_nan(const io::json::Value* v);
+
+/// `v`'s member `key`; nullptr when `v` is not an object or has none.
+const io::json::Value* field(const io::json::Value& v, std::string_view key);
+
+/// `v`'s member `key` when it is an integer (a record's or a lineage line's), else nullopt.
+std::optional<std::int64_t> integer_field(const io::json::Value& v, std::string_view key);
 
 /// Where the agents' run directories are and where population.json goes: the population's directory
 /// for both, or (flat) run.output_dir and a file the command line names.
