@@ -27,25 +27,20 @@ long long bench_phase_iterations(long long total_steps, long long per) {
 
 PhaseTimes time_phases(const BenchPhases& b, long long phase) {
     PhaseTimes r;
-    auto t = clock::now();
-    if (b.collects) {
-        r.collected = b.collect(phase);
+    const auto timed = [&](const std::function<long long(long long)>& run, long long& done, double& seconds) {
+        const auto t = clock::now();
+        done = run(phase);
         b.synchronize();
-        r.collect_s = seconds_since(t);
-    }
-    t = clock::now();
-    r.updates = b.update(phase);
-    b.synchronize();
-    r.update_s = seconds_since(t);
+        seconds = seconds_since(t);
+    };
+    if (b.collects) timed(b.collect, r.collected, r.collect_s);
+    timed(b.update, r.updates, r.update_s);
     if (r.collected > 0) {
         if (b.warm_iterate) {
             (void)b.iterate(1);
             b.synchronize();
         }
-        t = clock::now();
-        r.e2e_steps = b.iterate(phase);
-        b.synchronize();
-        r.e2e_s = seconds_since(t);
+        timed(b.iterate, r.e2e_steps, r.e2e_s);
     }
     return r;
 }

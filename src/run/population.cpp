@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <thread>
 
@@ -1031,14 +1032,14 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
     const auto t_start = clock::now();
     const auto n = static_cast<std::size_t>(p.run.population);
     std::vector<Member> members(n);
+    std::vector<Member*> training;
     for (std::size_t i = 0; i < n; ++i) {
         members[i].plan.index = static_cast<int>(i);
         members[i].plan.profile = p;
         members[i].plan.profile.run.population = 1;
         members[i].plan.profile.run.seed = p.run.seed + static_cast<std::int64_t>(i);
+        training.push_back(&members[i]);
     }
-    std::vector<Member*> training;
-    for (auto& m : members) training.push_back(&m);
     PopulationSetup setup;
     set_up(setup, training, force);
     if (unbatched_because(training).empty())
@@ -1077,9 +1078,7 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
                 for (std::size_t a = w; a < n; a += workers) counts[w] += f(*trainers_[a]);
             }
         });
-        long long total = 0;
-        for (long long c : counts) total += c;
-        return total;
+        return std::accumulate(counts.begin(), counts.end(), 0LL);
     };
     phases.collect = [&](long long k) {
         return each_agent(
@@ -1087,17 +1086,14 @@ std::string bench_population(const config::Profile& p, bool force, bool ablate, 
     };
     phases.update = [&](long long k) { return each_agent(k, [](trainers::Trainer& tr) { return tr.bench_update(); }); };
     phases.iterate = [&](long long k) {
-        long long steps = 0;
-        for (auto& tr : trainers_) steps -= tr->env_steps();
-        (void)each_agent(
+        return each_agent(
             k,
             [](trainers::Trainer& tr) {
+                const long long before = tr.env_steps();
                 tr.iterate();
-                return 0LL;
+                return tr.env_steps() - before;
             },
             true);
-        for (auto& tr : trainers_) steps += tr->env_steps();
-        return steps;
     };
     (void)each_agent(1, [](trainers::Trainer& tr) {
         tr.bench_prepare();
