@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <numeric>
 #include <stdexcept>
 
 #include "math/rng.h"
