@@ -57,12 +57,6 @@ std::vector<std::string> owners_of(std::string_view key) {
     return schema_names(&KeyDescriptor::key, key, &KeyDescriptor::section);
 }
 
-std::string list(const std::vector<std::string>& items, std::string_view before = "", std::string_view after = "") {
-    std::string s;
-    for (const auto& i : items) s += fmt::format("{}{}{}{}", s.empty() ? "" : ", ", before, i, after);
-    return s;
-}
-
 /// "a", "a and b", "a, b and c" (`last` = "and"; "or" likewise).
 std::string words(const std::vector<std::string>& items, std::string_view last) {
     std::string s;
@@ -130,15 +124,11 @@ public:
                 continue;
             }
             // The alias pair: a command-line value of one replaces a profile value of the other.
-            static const std::map<std::string, std::string> partner = {
-                {"replay_buffer.buffer_size", "training.buffer_size"},
-                {"training.buffer_size", "replay_buffer.buffer_size"}};
-            if (const auto it = partner.find(o.section + "." + o.key); it != partner.end()) {
-                const auto s = set_at_.find(it->second);
-                if (s != set_at_.end() && !from_cli_.count(it->second)) {
-                    const auto* other = find_key_by_name(it->second);
+            if (o.key == "buffer_size" && (o.section == "replay_buffer" || o.section == "training")) {
+                const auto* other = find_key(o.section == "training" ? "replay_buffer" : "training", o.key);
+                if (set_at_.count(other->full_name()) && !from_cli_.count(other->full_name())) {
                     set_value(profile_, *other, get_value(Profile{}, *other));
-                    set_at_.erase(s);
+                    set_at_.erase(other->full_name());
                 }
             }
             apply_value(o.section, o.key, o.value, o.where, true);
@@ -156,7 +146,7 @@ public:
             if (d.full_name() == "training.buffer_size" && !set_at_.count(d.full_name())) continue;
             const auto msg = d.check(get_value(profile_, d));
             if (!msg.empty()) {
-                problem(where_of(d.full_name()), msg);
+                problem(where_of({d.full_name()}), msg);
                 bad.insert(d.full_name());
             }
         }
@@ -166,11 +156,6 @@ public:
     }
 
 private:
-    static const KeyDescriptor* find_key_by_name(const std::string& full) {
-        const auto dot = full.find('.');
-        return find_key(std::string_view(full).substr(0, dot), std::string_view(full).substr(dot + 1));
-    }
-
     void problem(const Location& where, const std::string& message) {
         problems_.push_back(fmt::format("{}: {}", where.text(), message));
     }
@@ -179,7 +164,7 @@ private:
         if (const auto g = closest(name, section_names())) return fmt::format("; did you mean [{}]?", *g);
         const auto owners = owners_of(name);
         if (!owners.empty()) return fmt::format("; '{}' is a key of [{}], not a section", name, owners.front());
-        return fmt::format("; the sections are {}", list(section_names(), "[", "]"));
+        return fmt::format("; the sections are [{}]", fmt::join(section_names(), "], ["));
     }
 
     void apply_value(const std::string& section, const std::string& key, const TomlValue& value,
@@ -204,9 +189,9 @@ private:
             if (const auto g = closest(key, keys_of(section)))
                 hint = fmt::format("; did you mean '{}'?", *g);
             else if (const auto owners = owners_of(key); !owners.empty())
-                hint = fmt::format("; '{}' is a key of [{}]", key, list(owners));
+                hint = fmt::format("; '{}' is a key of [{}]", key, fmt::join(owners, ", "));
             else
-                hint = fmt::format("; the keys of [{}] are {}", section, list(keys_of(section)));
+                hint = fmt::format("; the keys of [{}] are {}", section, fmt::join(keys_of(section), ", "));
             problem(key_where, fmt::format("unknown key '{}' in [{}]{}", key, section, hint));
             return;
         }
@@ -281,11 +266,6 @@ private:
         return std::nullopt;
     }
 
-    Location where_of(const std::string& name) const {
-        if (const auto it = set_at_.find(name); it != set_at_.end()) return it->second;
-        return Location{origin_, 1, 1};
-    }
-
     void check_required() {
         for (const auto& d : schema()) {
             if (!d.required || set_at_.count(d.full_name())) continue;
@@ -308,23 +288,23 @@ private:
         const bool alias_set = set_at_.count("training.buffer_size") && p.training.buffer_size != 0;
         if (alias_set) {
             if (set_at_.count("replay_buffer.buffer_size") && p.replay_buffer.buffer_size != p.training.buffer_size) {
-                problem(where_of("training.buffer_size"),
+                problem(where_of({"training.buffer_size"}),
                         fmt::format("training.buffer_size = {} contradicts replay_buffer.buffer_size "
                                     "= {} (set at {}); they are the same setting: keep one",
                                     p.training.buffer_size, p.replay_buffer.buffer_size,
-                                    where_of("replay_buffer.buffer_size").text()));
+                                    where_of({"replay_buffer.buffer_size"}).text()));
             } else {
                 p.replay_buffer.buffer_size = p.training.buffer_size;
-                set_at_["replay_buffer.buffer_size"] = where_of("training.buffer_size");
+                set_at_["replay_buffer.buffer_size"] = where_of({"training.buffer_size"});
             }
         }
         // The resolved profile shows the alias with the value in force.
         if (!alias_set) p.training.buffer_size = p.replay_buffer.buffer_size;
     }
 
-    /// The most relevant place for a rule over several keys: a command-line value, else the
-    /// last one set in the file, else the top of the file.
-    Location where_of_any(std::initializer_list<std::string> names) const {
+    /// Where a key's value came from, or the most relevant place for a rule over several keys: a
+    /// command-line value, else the last one set in the file, else the top of the file.
+    Location where_of(std::initializer_list<std::string> names) const {
         std::optional<Location> best;
         bool best_cli = false;
         for (const auto& n : names) {
@@ -348,7 +328,7 @@ private:
                                       const std::function<std::string()>& check) {
             for (const auto& k : keys)
                 if (bad.count(k)) return;  // already reported; a second message would be noise
-            if (const auto message = check(); !message.empty()) problem(where_of_any(keys), message);
+            if (const auto message = check(); !message.empty()) problem(where_of(keys), message);
         };
         // run.trainer's entry (config/trainer_profiles.hpp); none while run.trainer is missing or unknown.
         const TrainerProfile* kind = find_trainer_profile(p.run.trainer);
@@ -410,17 +390,12 @@ private:
                        : "";
         });
         rule({"replay_buffer.min_replay_size", "replay_buffer.buffer_size", "training.buffer_size"}, [&] {
-            return p.replay_buffer.min_replay_size > p.replay_buffer.buffer_size
-                       ? fmt::format(
-                             "replay_buffer.min_replay_size = {} exceeds buffer_size = {}: training would never start",
-                             p.replay_buffer.min_replay_size, p.replay_buffer.buffer_size)
-                       : "";
+            return exceeds("replay_buffer.min_replay_size", p.replay_buffer.min_replay_size, "buffer_size",
+                           p.replay_buffer.buffer_size, ": training would never start");
         });
         rule({"replay_buffer.batch_size", "replay_buffer.buffer_size", "training.buffer_size"}, [&] {
-            return p.replay_buffer.batch_size > p.replay_buffer.buffer_size
-                       ? fmt::format("replay_buffer.batch_size = {} exceeds buffer_size = {}",
-                                     p.replay_buffer.batch_size, p.replay_buffer.buffer_size)
-                       : "";
+            return exceeds("replay_buffer.batch_size", p.replay_buffer.batch_size, "buffer_size",
+                           p.replay_buffer.buffer_size);
         });
         rule({"experience.n_step", "experience.gpu_timesteps_per_episode"}, [&] {
             return p.experience.n_step >= p.experience.gpu_timesteps_per_episode
@@ -438,10 +413,7 @@ private:
                        : "";
         });
         rule({"training.epsilon_start", "training.epsilon_end"}, [&] {
-            return p.training.epsilon_end > p.training.epsilon_start
-                       ? fmt::format("training.epsilon_end = {} exceeds epsilon_start = {}", p.training.epsilon_end,
-                                     p.training.epsilon_start)
-                       : "";
+            return exceeds("training.epsilon_end", p.training.epsilon_end, "epsilon_start", p.training.epsilon_start);
         });
         rule({"iql.dataset"}, [&] {
             return p.iql.dataset.empty() ? "iql.dataset is empty: use \"behaviour\" or the path of a replay dump" : "";
@@ -477,12 +449,8 @@ private:
                        : "";
         });
         rule({"supervised.exit_threshold", "supervised.entry_threshold"}, [&] {
-            return p.supervised.exit_threshold > p.supervised.entry_threshold
-                       ? fmt::format(
-                             "supervised.exit_threshold = {} exceeds supervised.entry_threshold = {}: a position would "
-                             "be closed at a score that opens it",
-                             p.supervised.exit_threshold, p.supervised.entry_threshold)
-                       : "";
+            return exceeds("supervised.exit_threshold", p.supervised.exit_threshold, "supervised.entry_threshold",
+                           p.supervised.entry_threshold, ": a position would be closed at a score that opens it");
         });
         rule({"dt.embedding", "dt.heads"}, [&] {
             return p.dt.embedding % p.dt.heads != 0 ? fmt::format(

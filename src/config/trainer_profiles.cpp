@@ -17,12 +17,9 @@ namespace {
 
 void dqn_rules(const Profile& p, const CrossKeyRule& rule) {
     rule({"replay_buffer.batch_size", "replay_buffer.min_replay_size", "run.trainer"}, [&] {
-        return p.replay_buffer.batch_size > p.replay_buffer.min_replay_size
-                   ? fmt::format(
-                         "replay_buffer.batch_size = {} exceeds min_replay_size = {}: the first updates would sample "
-                         "the same few transitions many times",
-                         p.replay_buffer.batch_size, p.replay_buffer.min_replay_size)
-                   : "";
+        return exceeds("replay_buffer.batch_size", p.replay_buffer.batch_size, "min_replay_size",
+                       p.replay_buffer.min_replay_size,
+                       ": the first updates would sample the same few transitions many times");
     });
     // Options the DQN kernels cannot run as set: refused here, so that `check` and `train` agree
     // and nothing runs for hours before saying so.
@@ -49,12 +46,9 @@ void dqn_rules(const Profile& p, const CrossKeyRule& rule) {
     // Hindsight experience replay (docs/dqn.md): the goals the network trains on and the one it is
     // evaluated with.
     rule({"dqn.her", "dqn.her_goal_min", "dqn.her_goal_max"}, [&] {
-        return p.dqn.her && p.dqn.her_goal_min > p.dqn.her_goal_max
-                   ? fmt::format(
-                         "dqn.her_goal_min = {} exceeds dqn.her_goal_max = {}: the episode goals are drawn from "
-                         "[her_goal_min, her_goal_max]",
-                         p.dqn.her_goal_min, p.dqn.her_goal_max)
-                   : "";
+        return p.dqn.her ? exceeds("dqn.her_goal_min", p.dqn.her_goal_min, "dqn.her_goal_max", p.dqn.her_goal_max,
+                                   ": the episode goals are drawn from [her_goal_min, her_goal_max]")
+                         : "";
     });
     rule({"dqn.her", "dqn.her_eval_goal", "dqn.her_goal_min", "dqn.her_goal_max"}, [&] {
         return p.dqn.her && p.dqn.her_goal_min <= p.dqn.her_goal_max &&
@@ -118,10 +112,7 @@ void ppo_rules(const Profile& p, const CrossKeyRule& rule) {
 
 void iql_rules(const Profile& p, const CrossKeyRule& rule) {
     rule({"replay_buffer.batch_size", "iql.dataset_size", "run.trainer"}, [&] {
-        return p.replay_buffer.batch_size > p.iql.dataset_size
-                   ? fmt::format("replay_buffer.batch_size = {} exceeds iql.dataset_size = {}",
-                                 p.replay_buffer.batch_size, p.iql.dataset_size)
-                   : "";
+        return exceeds("replay_buffer.batch_size", p.replay_buffer.batch_size, "iql.dataset_size", p.iql.dataset_size);
     });
 }
 
@@ -141,8 +132,8 @@ void supervised_rules(const Profile& p, const CrossKeyRule& rule) {
 
 void dt_rules(const Profile& p, const CrossKeyRule& rule) {
     rule({"dt.batch_size", "dt.dataset_size", "run.trainer"}, [&] {
-        return p.dt.dataset == "behaviour" && p.dt.batch_size > p.dt.dataset_size
-                   ? fmt::format("dt.batch_size = {} exceeds dt.dataset_size = {}", p.dt.batch_size, p.dt.dataset_size)
+        return p.dt.dataset == "behaviour"
+                   ? exceeds("dt.batch_size", p.dt.batch_size, "dt.dataset_size", p.dt.dataset_size)
                    : "";
     });
 }

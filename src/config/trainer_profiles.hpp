@@ -7,6 +7,8 @@
 ///        refers to the same entries (TrainerKind::profile()).
 #pragma once
 
+#include <fmt/format.h>
+
 #include <functional>
 #include <initializer_list>
 #include <span>
@@ -24,6 +26,12 @@ namespace fh::config {
 /// command-line value, else the last one set in the file, else the top of the file.
 using CrossKeyRule =
     std::function<void(std::initializer_list<std::string> keys, const std::function<std::string()>& check)>;
+
+/// A rule's problem when value `a` of key `a_name` exceeds `b`: "A = a exceeds B = b<why>"; else "".
+template <class T>
+std::string exceeds(std::string_view a_name, T a, std::string_view b_name, T b, std::string_view why = "") {
+    return a > b ? fmt::format("{} = {} exceeds {} = {}{}", a_name, a, b_name, b, why) : std::string();
+}
 
 struct TrainerProfile {
     std::string_view name;         ///< run.trainer's value
