@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <sstream>
 
 #include "cli/commands.hpp"
 #include "config/memory_estimate.hpp"
@@ -24,16 +25,6 @@
 
 namespace fh::cli {
 namespace {
-
-void print_comment_block(const std::string& text) {
-    std::size_t start = 0;
-    while (start < text.size()) {
-        std::size_t end = text.find('\n', start);
-        if (end == std::string::npos) end = text.size();
-        fmt::print("#   {}\n", std::string_view(text).substr(start, end - start));
-        start = end + 1;
-    }
-}
 
 void print_items(const std::vector<config::MemoryItem>& items, const std::string& limit) {
     std::size_t width = 5;
@@ -100,7 +91,8 @@ int run_check(const GlobalOptions& g) {
                                      options.host_backend ? ops::Backend::cpu : ops::Backend::cuda));
 
     fmt::print("\n# Data:\n");
-    print_comment_block(data::describe(market));
+    std::istringstream summary(data::describe(market));
+    for (std::string line; std::getline(summary, line);) fmt::print("#   {}\n", line);
     if (!sizes.dump_key.empty())
         fmt::print("#   {:<16}{} (verified: {} rows allocated)\n", sizes.dump_key + ":", sizes.dump_path,
                    sizes.inputs.dump_rows);

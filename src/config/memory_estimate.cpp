@@ -18,8 +18,9 @@ namespace {
 
 constexpr std::uint64_t kF32 = 4;
 
-std::uint64_t u(std::int64_t v) {
-    return v < 0 ? 0 : static_cast<std::uint64_t>(v);
+/// The bars of market data: the known count, else data.synthetic_bars.
+std::uint64_t bars_of(const Profile& p, const SizeInputs& in) {
+    return in.bars > 0 ? in.bars : static_cast<std::uint64_t>(std::max<std::int64_t>(p.data.synthetic_bars, 0));
 }
 
 /// a * b saturating at the largest uint64 (products of profile values cannot wrap).
@@ -38,7 +39,7 @@ std::string data_key(const Profile& p) {
 }  // namespace
 
 std::vector<MemoryItem> data_device_memory(const Profile& p, const SizeInputs& in) {
-    const std::uint64_t bars = in.bars > 0 ? in.bars : u(p.data.synthetic_bars);
+    const std::uint64_t bars = bars_of(p, in);
     // The market on the device: open, high, low, close, ATR (doubles), the features (floats) and
     // the splits' episode starts and ends (ints, at most one pair per bar).
     const std::uint64_t per_bar = 5 * 8 + kMarketDim * kF32 + 2 * 4;
@@ -62,13 +63,13 @@ std::vector<MemoryItem> data_device_memory(const Profile& p, const SizeInputs& i
 
 std::vector<ArrayExtent> data_arrays(const Profile& p, const SizeInputs& in) {
     if (!in.bars_known) return {};
-    const std::uint64_t bars = in.bars > 0 ? in.bars : u(p.data.synthetic_bars);
+    const std::uint64_t bars = bars_of(p, in);
     return {{fmt::format("the market features ({} bars x {} floats)", bars, kMarketDim), mul(bars, kMarketDim),
              data_key(p)}};
 }
 
 MemoryItem market_host_memory(const Profile& p, const SizeInputs& in) {
-    const std::uint64_t bars = in.bars > 0 ? in.bars : u(p.data.synthetic_bars);
+    const std::uint64_t bars = bars_of(p, in);
     // The bars (time, OHLCV, ATR) and their features (224 B a bar); as much again for the fxcache
     // image while it is written (CSV data, or a synthetic market with a cache_dir); about 64 B a
     // bar of CSV text while it is parsed.
@@ -139,21 +140,12 @@ std::uint64_t available_host_memory() {
             if (line.rfind("0::", 0) == 0) group = line.substr(3);
     }
     const std::string base = "/sys/fs/cgroup" + (group == "/" ? std::string() : group);
-    std::string max_text;
-    std::uint64_t current = 0;
-    if (std::ifstream mx(base + "/memory.max"); mx) mx >> max_text;
+    std::uint64_t limit = 0, current = 0;
+    if (std::ifstream mx(base + "/memory.max"); mx) mx >> limit;  // "max" (no limit) reads as 0
     if (std::ifstream cur(base + "/memory.current"); cur) cur >> current;
-    if (!max_text.empty() && max_text != "max") {
-        std::uint64_t limit = 0;
-        try {
-            limit = std::stoull(max_text);
-        } catch (const std::exception&) {
-            limit = 0;
-        }
-        if (limit > 0) {
-            const std::uint64_t left = limit > current ? limit - current : 0;
-            avail = avail == 0 ? left : std::min(avail, left);
-        }
+    if (limit > 0) {
+        const std::uint64_t left = limit > current ? limit - current : 0;
+        avail = avail == 0 ? left : std::min(avail, left);
     }
     return avail;
 }
