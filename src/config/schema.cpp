@@ -21,9 +21,6 @@ struct Key {
 };
 #define FH_KEY(s, k) Key(#s, #k, [](Profile& p) -> FieldPtr { return &p.s.k; })
 
-Bounds any() {
-    return {};
-}
 Bounds closed(double lo, double hi) {
     return {lo, hi, false, false};
 }
@@ -44,10 +41,10 @@ KeyDescriptor number(Key k, Bounds b, std::string_view doc) {
     return {k.section, k.key, KeyType::number, b, "", Rule::none, 0, 0, false, doc, k.field};
 }
 KeyDescriptor boolean(Key k, std::string_view doc) {
-    return {k.section, k.key, KeyType::boolean, any(), "", Rule::none, 0, 0, false, doc, k.field};
+    return {k.section, k.key, KeyType::boolean, {}, "", Rule::none, 0, 0, false, doc, k.field};
 }
 KeyDescriptor text(Key k, std::string_view choices, std::string_view doc, Rule rule = Rule::no_newline) {
-    return {k.section, k.key, KeyType::string, any(), choices, rule, 0, 0, false, doc, k.field};
+    return {k.section, k.key, KeyType::string, {}, choices, rule, 0, 0, false, doc, k.field};
 }
 KeyDescriptor layers(Key k, std::string_view doc) {
     return {k.section, k.key, KeyType::int_array, closed(1, 16384), "", Rule::none, 1, 16, false, doc, k.field};
@@ -471,10 +468,7 @@ std::string KeyDescriptor::range_text() const {
             if (rule == Rule::device) return "auto, cpu, cuda, cuda:N";
             if (rule == Rule::run_name) return "a directory name (no /, not . or ..)";
             if (rule == Rule::device_class) return "auto, or a name of a-z 0-9 _ -";
-            if (choices.empty()) return "any text";
-            std::string s;
-            for (auto c : split_choices(choices)) s += fmt::format("{}{}", s.empty() ? "" : ", ", c);
-            return s;
+            return choices.empty() ? "any text" : fmt::format("{}", fmt::join(split_choices(choices), ", "));
         }
     }
     return "";
@@ -601,9 +595,7 @@ const KeyDescriptor* find_key(std::string_view section, std::string_view key) {
 }
 
 bool is_section(std::string_view section) {
-    for (const auto& s : sections())
-        if (s.name == section) return true;
-    return false;
+    return std::any_of(sections().begin(), sections().end(), [&](const auto& s) { return s.name == section; });
 }
 
 KeyValue get_value(const Profile& p, const KeyDescriptor& k) {
@@ -645,9 +637,7 @@ std::string toml_value_text(const KeyValue& v) {
         std::string operator()(bool x) const { return x ? "true" : "false"; }
         std::string operator()(const std::string& x) const { return toml_quote(x); }
         std::string operator()(const std::vector<std::int64_t>& x) const {
-            std::string s = "[";
-            for (std::size_t i = 0; i < x.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", x[i]);
-            return s + "]";
+            return fmt::format("[{}]", fmt::join(x, ", "));
         }
     };
     return std::visit(Visitor{}, v);
