@@ -86,8 +86,4 @@ std::string locate_profile(const std::string& path_or_name) {
                     looks_like_path ? std::string() : "\nLooked in:" + where));
 }
 
-Profile resolve_profile(const ProfileSource& source) {
-    return resolve_profile_file(locate_profile(source.path_or_name), source.overrides);
-}
-
 }  // namespace fh::config

@@ -322,15 +322,6 @@ std::string locate_profile(const std::string& path_or_name);
 /// The names of the shipped profiles found (sorted, without `.toml`).
 std::vector<std::string> shipped_profile_names();
 
-/// What the CLI passes: a profile path or name plus overrides (see resolve_profile_text).
-struct ProfileSource {
-    std::string path_or_name;            ///< for locate_profile
-    std::vector<std::string> overrides;  ///< "section.key=value", in order
-};
-
-/// The one entry point for the rest of the program: locate_profile + resolve_profile_file.
-Profile resolve_profile(const ProfileSource& source);
-
 /// The seed the synthetic market is drawn from: data.seed, or run.seed when data.seed is -1.
 std::int64_t data_seed(const Profile& profile);
 

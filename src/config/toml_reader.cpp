@@ -215,17 +215,10 @@ std::optional<Position> tomlpp_hazard_at(std::string_view text, std::string& why
             case S::ml_basic: {
                 if (cp == '\n' && state == S::basic) return std::nullopt;
                 if (state == S::ml_basic && closes('"')) continue;
-                if (cp == '"' && state == S::basic) {
-                    state = S::normal;
-                    advance(len, cp);
-                    continue;
-                }
-                if (cp != '\\') {
-                    advance(len, cp);
-                    continue;
-                }
-                advance(len, cp);  // the backslash
-                if (i >= n) return std::nullopt;
+                if (cp == '"' && state == S::basic) state = S::normal;
+                advance(len, cp);
+                if (cp != '\\' || i >= n) continue;
+                // After a backslash: the escaped character.
                 std::size_t len2 = 0;
                 const std::uint32_t next = decode(len2);
                 if (next >= 0x80) {
@@ -234,7 +227,7 @@ std::optional<Position> tomlpp_hazard_at(std::string_view text, std::string& why
                         "\\\", \\\\ or \\uXXXX";
                     return at;
                 }
-                advance(len2, next);  // the escaped character
+                advance(len2, next);
                 break;
             }
         }

@@ -58,7 +58,10 @@ TEST_CASE("every shipped profile parses, validates and round-trips", "[config]")
 }
 
 TEST_CASE("smoketest profiles are small", "[config]") {
-    const auto dqn = fh::config::resolve_profile(fh::config::ProfileSource{"dqn-smoketest", {}});
+    const auto shipped = [](const std::string& name) {
+        return fh::config::resolve_profile_file(fh::config::locate_profile(name));
+    };
+    const auto dqn = shipped("dqn-smoketest");
     CHECK(dqn.run.trainer == "dqn");
     CHECK(dqn.replay_buffer.buffer_size == 256);
     CHECK(dqn.training.buffer_size == 256);  // the alias shows the value in force
@@ -67,25 +70,25 @@ TEST_CASE("smoketest profiles are small", "[config]") {
     CHECK(dqn.experience.gpu_n_episodes == 4);
     CHECK(dqn.data.path.empty());
 
-    const auto ppo = fh::config::resolve_profile(fh::config::ProfileSource{"ppo-smoketest.toml", {}});
+    const auto ppo = shipped("ppo-smoketest.toml");
     CHECK(ppo.run.trainer == "ppo");
     CHECK(ppo.env.position_levels == 15);
     CHECK(ppo.num_actions() == 45);
     CHECK(ppo.ppo.diversity_window == 100);
 
-    const auto iql = fh::config::resolve_profile(fh::config::ProfileSource{"iql-smoketest", {}});
+    const auto iql = shipped("iql-smoketest");
     CHECK(iql.run.trainer == "iql");
     CHECK(iql.iql.dataset == "behaviour");
     CHECK(iql.iql.dataset_size <= 10000);
 
-    const auto sup = fh::config::resolve_profile(fh::config::ProfileSource{"supervised-smoketest", {}});
+    const auto sup = shipped("supervised-smoketest");
     CHECK(sup.run.trainer == "supervised");
     CHECK(sup.early_stopping.metric == "val_loss");
 
     CHECK(sup.run.total_steps <= 10000);  // no environments while it trains
     CHECK(sup.data.synthetic_bars <= 20000);
 
-    const auto dt = fh::config::resolve_profile(fh::config::ProfileSource{"dt-smoketest", {}});
+    const auto dt = shipped("dt-smoketest");
     CHECK(dt.run.trainer == "dt");
     CHECK(dt.dt.dataset == "behaviour");
     CHECK(dt.dt.dataset_size <= 10000);
@@ -96,7 +99,7 @@ TEST_CASE("smoketest profiles are small", "[config]") {
         CHECK(p->experience.gpu_n_episodes <= 16);
         CHECK(p->data.synthetic_bars <= 20000);
     }
-    const auto full = fh::config::resolve_profile(fh::config::ProfileSource{"ppo-full", {}});
+    const auto full = shipped("ppo-full");
     CHECK(full.env.position_levels == 15);
     CHECK(full.experience.gpu_n_episodes >= 1024);
 }
