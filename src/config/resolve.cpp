@@ -91,9 +91,8 @@ public:
                                                "(put it after a [{}] line)",
                                                name, owners.front(), owners.front()));
                 else if (is_section(name))
-                    problem(where, fmt::format("[{}] must be a table (a [{}] header followed by "
-                                               "keys), not {}",
-                                               name, name, kind_phrase(value.kind)));
+                    problem(where, fmt::format("[{}] must be a table (a [{}] header followed by keys), not {}", name,
+                                               name, kind_phrase(value.kind)));
                 else
                     problem(where,
                             fmt::format("unknown key '{}' outside any section{}", name, suggestion_for_section(name)));
@@ -252,10 +251,8 @@ private:
                 std::vector<std::int64_t> out;
                 for (std::size_t i = 0; i < v.items.size(); ++i) {
                     if (v.items[i].kind != K::integer) {
-                        error = fmt::format(
-                            "{} must be an array of integers like [256, 256]; "
-                            "element {} is {}",
-                            d.full_name(), i, got(v.items[i]));
+                        error = fmt::format("{} must be an array of integers like [256, 256]; element {} is {}",
+                                            d.full_name(), i, got(v.items[i]));
                         return std::nullopt;
                     }
                     out.push_back(v.items[i].integer);
@@ -507,10 +504,8 @@ Profile resolve_profile_file(const std::string& path, const std::vector<std::str
     bool too_big = false;
     if (!file.read_all(text, kMaxProfileBytes, &too_big)) throw UsageError(fmt::format("{}: {}", path, file.error()));
     if (too_big)
-        throw ProfileError(
-            {fmt::format("{}:1:1: the profile is larger than {} bytes (1 MiB): is this "
-                         "really a profile?",
-                         path, kMaxProfileBytes)});
+        throw ProfileError({fmt::format(
+            "{}:1:1: the profile is larger than {} bytes (1 MiB): is this really a profile?", path, kMaxProfileBytes)});
     return resolve_profile_text(text, path, overrides);
 }
 

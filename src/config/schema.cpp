@@ -524,14 +524,12 @@ std::string KeyDescriptor::check(const KeyValue& value) const {
             if (rule == Rule::run_name && !s.empty()) {
                 if (s == "." || s == ".." || s.find('/') != std::string::npos)
                     return fmt::format(
-                        "{} = {} is not a directory name: it must not be \".\" or \"..\" or "
-                        "contain '/' (the run directory is output_dir/name; set run.output_dir or "
-                        "--output for another place)",
+                        "{} = {} is not a directory name: it must not be \".\" or \"..\" or contain '/' (the run "
+                        "directory is output_dir/name; set run.output_dir or --output for another place)",
                         full_name(), toml_quote(s));
                 if (s.size() > 200)
                     return fmt::format(
-                        "{} is {} bytes long; at most 200 (a directory name, with room for a "
-                        "\"-2\" suffix)",
+                        "{} is {} bytes long; at most 200 (a directory name, with room for a \"-2\" suffix)",
                         full_name(), s.size());
             }
             if (rule == Rule::device_class) {
@@ -539,10 +537,8 @@ std::string KeyDescriptor::check(const KeyValue& value) const {
                     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
                 });
                 if (!ok)
-                    return fmt::format(
-                        "{} must be \"auto\" or a device class name of a-z 0-9 _ -; "
-                        "got {}",
-                        full_name(), toml_quote(s));
+                    return fmt::format("{} must be \"auto\" or a device class name of a-z 0-9 _ -; got {}", full_name(),
+                                       toml_quote(s));
             }
             if (!choices.empty()) {
                 const auto options = split_choices(choices);

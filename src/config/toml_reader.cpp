@@ -191,9 +191,7 @@ std::optional<Position> tomlpp_hazard_at(std::string_view text, std::string& why
                     }
                     state = cp == '"' ? (multi ? S::ml_basic : S::basic) : (multi ? S::ml_literal : S::literal);
                 } else if (cp >= 0x80) {
-                    why =
-                        "non-ASCII character outside a string or comment (keys are ASCII; put "
-                        "text in quotes)";
+                    why = "non-ASCII character outside a string or comment (keys are ASCII; put text in quotes)";
                     return at;
                 }
                 advance(len, cp);
@@ -222,9 +220,7 @@ std::optional<Position> tomlpp_hazard_at(std::string_view text, std::string& why
                 std::size_t len2 = 0;
                 const std::uint32_t next = decode(len2);
                 if (next >= 0x80) {
-                    why =
-                        "a backslash in a string must start an escape such as \\n, \\t, "
-                        "\\\", \\\\ or \\uXXXX";
+                    why = "a backslash in a string must start an escape such as \\n, \\t, \\\", \\\\ or \\uXXXX";
                     return at;
                 }
                 advance(len2, next);
@@ -447,10 +443,9 @@ Override parse_override(std::string_view text, bool (*is_string_key)(std::string
     } catch (const toml::parse_error& e) {
         if (!bare_word("\"'[]{}=#")) {
             const auto col = static_cast<int>(e.source().begin.column) - 4;  // after "v = "
-            throw fail(
-                fmt::format("the value is not valid TOML ({}{}); strings need quotes, "
-                            "arrays brackets: --set dqn.hidden=[256,256]",
-                            e.description(), col > 0 ? fmt::format(" at character {} of the value", col) : ""));
+            throw fail(fmt::format(
+                "the value is not valid TOML ({}{}); strings need quotes, arrays brackets: --set dqn.hidden=[256,256]",
+                e.description(), col > 0 ? fmt::format(" at character {} of the value", col) : ""));
         }
     }
     // Every value position is the override itself.
