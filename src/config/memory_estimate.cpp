@@ -120,25 +120,15 @@ void require_memory(const std::vector<MemoryItem>& items, std::uint64_t availabl
 
 std::uint64_t available_host_memory() {
     std::uint64_t avail = 0;
-    if (std::ifstream in("/proc/meminfo"); in) {
-        std::string key;
-        std::uint64_t kb = 0;
-        std::string unit;
-        while (in >> key >> kb) {
-            std::getline(in, unit);
-            if (key == "MemAvailable:") {
-                avail = kb * 1024;
-                break;
-            }
-        }
-    }
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key, unit;
+    for (std::uint64_t kb = 0; meminfo >> key >> kb && std::getline(meminfo, unit);)
+        if (key == "MemAvailable:") avail = kb * 1024;
     // cgroup v2: the limit of this process's group, less what it uses already.
     std::string group;
-    if (std::ifstream cg("/proc/self/cgroup"); cg) {
-        std::string line;
-        while (std::getline(cg, line))
-            if (line.rfind("0::", 0) == 0) group = line.substr(3);
-    }
+    std::ifstream cgroup("/proc/self/cgroup");
+    for (std::string line; std::getline(cgroup, line);)
+        if (line.rfind("0::", 0) == 0) group = line.substr(3);
     const std::string base = "/sys/fs/cgroup" + (group == "/" ? std::string() : group);
     std::uint64_t limit = 0, current = 0;
     if (std::ifstream mx(base + "/memory.max"); mx) mx >> limit;  // "max" (no limit) reads as 0

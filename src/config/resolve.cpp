@@ -449,18 +449,15 @@ private:
             return exceeds("supervised.exit_threshold", p.supervised.exit_threshold, "supervised.entry_threshold",
                            p.supervised.entry_threshold, ": a position would be closed at a score that opens it");
         });
-        rule({"dt.embedding", "dt.heads"}, [&] {
-            return p.dt.embedding % p.dt.heads != 0 ? fmt::format(
-                                                          "dt.embedding = {} is not a multiple of dt.heads = {}: every "
-                                                          "head gets embedding / heads features",
-                                                          p.dt.embedding, p.dt.heads)
-                                                    : "";
-        });
-        rule({"dt.embedding", "dt.heads"}, [&] {
-            return p.dt.embedding % p.dt.heads == 0 && p.dt.embedding / p.dt.heads > 128
-                       ? fmt::format("dt.embedding / dt.heads = {} features per head exceeds 128: use more heads",
-                                     p.dt.embedding / p.dt.heads)
-                       : "";
+        rule({"dt.embedding", "dt.heads"}, [&]() -> std::string {
+            if (p.dt.embedding % p.dt.heads != 0)
+                return fmt::format(
+                    "dt.embedding = {} is not a multiple of dt.heads = {}: every head gets embedding / heads features",
+                    p.dt.embedding, p.dt.heads);
+            if (p.dt.embedding / p.dt.heads > 128)
+                return fmt::format("dt.embedding / dt.heads = {} features per head exceeds 128: use more heads",
+                                   p.dt.embedding / p.dt.heads);
+            return "";
         });
         rule({"dt.dataset"}, [&] {
             return p.dt.dataset.empty() ? "dt.dataset is empty: use \"behaviour\" or the path of a replay dump" : "";

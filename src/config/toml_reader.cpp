@@ -290,13 +290,11 @@ std::optional<Position> too_deep_at(std::string_view text, int max_depth) {
             while (i < n && s[i] != '\n') step(1);
             continue;
         }
-        if (c == '\n' && open.empty()) {
-            line_start = true;
-            in_key = false;
-            step(1);
-            continue;
-        }
         if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+            if (c == '\n' && open.empty()) {
+                line_start = true;
+                in_key = false;
+            }
             step(1);
             continue;
         }
