@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "build_config.hpp"
 #include "config/profile.hpp"
@@ -45,17 +46,13 @@ bool is_file(const fs::path& p) {
 }  // namespace
 
 std::vector<std::string> shipped_profile_names() {
-    std::vector<std::string> names;
+    std::set<std::string> names;  // sorted, each once
     for (const auto& dir : profile_dirs()) {
         std::error_code ec;
-        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-            if (it->path().extension() != ".toml") continue;
-            auto n = it->path().stem().string();
-            if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-        }
+        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+            if (it->path().extension() == ".toml") names.insert(it->path().stem().string());
     }
-    std::sort(names.begin(), names.end());
-    return names;
+    return {names.begin(), names.end()};
 }
 
 std::string locate_profile(const std::string& path_or_name) {

@@ -453,23 +453,19 @@ std::string KeyDescriptor::full_name() const {
 
 std::string KeyDescriptor::range_text() const {
     switch (type) {
-        case KeyType::integer: {
-            std::string s = bounds_text(bounds, true);
-            if (rule == Rule::odd) s = "odd, " + s;
-            return s;
-        }
+        case KeyType::integer:
+            return (rule == Rule::odd ? "odd, " : "") + bounds_text(bounds, true);
         case KeyType::number:
             return bounds_text(bounds, false) + ", finite";
         case KeyType::boolean:
             return "true, false";
         case KeyType::int_array:
             return fmt::format("{} to {} values, each {}", min_items, max_items, bounds_text(bounds, true));
-        case KeyType::string: {
+        case KeyType::string:
             if (rule == Rule::device) return "auto, cpu, cuda, cuda:N";
             if (rule == Rule::run_name) return "a directory name (no /, not . or ..)";
             if (rule == Rule::device_class) return "auto, or a name of a-z 0-9 _ -";
             return choices.empty() ? "any text" : fmt::format("{}", fmt::join(split_choices(choices), ", "));
-        }
     }
     return "";
 }

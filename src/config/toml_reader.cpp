@@ -56,22 +56,15 @@ TomlValue convert_table(const toml::table& t, std::string_view origin, int depth
     TomlValue out;
     out.kind = TomlValue::Kind::table;
     out.where = location_of(t.source(), origin);
-    struct Entry {
-        const toml::key* key;
-        const toml::node* node;
-    };
-    std::vector<Entry> entries;
-    for (auto&& [k, v] : t) entries.push_back({&k, &v});
-    // toml::table is ordered by key; report in document order instead.
-    std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-        const auto& pa = a.key->source().begin;
-        const auto& pb = b.key->source().begin;
-        return pa.line != pb.line ? pa.line < pb.line : pa.column < pb.column;
-    });
-    for (const auto& e : entries) {
-        out.keys.emplace_back(e.key->str());
-        out.key_where.push_back(location_of(e.key->source(), origin));
-        out.items.push_back(convert(*e.node, origin, depth + 1));
+    std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+    for (auto&& [k, v] : t) entries.emplace_back(&k, &v);
+    // toml::table is ordered by key; report in document order (line, then column) instead.
+    std::stable_sort(entries.begin(), entries.end(),
+                     [](const auto& a, const auto& b) { return a.first->source().begin < b.first->source().begin; });
+    for (const auto& [key, node] : entries) {
+        out.keys.emplace_back(key->str());
+        out.key_where.push_back(location_of(key->source(), origin));
+        out.items.push_back(convert(*node, origin, depth + 1));
     }
     return out;
 }
