@@ -58,12 +58,8 @@ std::vector<std::string> owners_of(std::string_view key) {
 
 /// "a", "a and b", "a, b and c" (`last` = "and"; "or" likewise).
 std::string words(const std::vector<std::string>& items, std::string_view last) {
-    std::string s;
-    for (std::size_t i = 0; i < items.size(); ++i) {
-        if (i > 0) s += i + 1 == items.size() ? fmt::format(" {} ", last) : ", ";
-        s += items[i];
-    }
-    return s;
+    if (items.size() < 2) return items.empty() ? "" : items.front();
+    return fmt::format("{} {} {}", fmt::join(items.begin(), items.end() - 1, ", "), last, items.back());
 }
 
 /// The trainers with `capability` as run.trainer's values: "\"dqn\"", "\"dqn\" or \"iql\"", ...

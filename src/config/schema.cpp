@@ -379,7 +379,6 @@ std::vector<KeyDescriptor> build_schema() {
 #undef FH_KEY
 
 std::string number_text(double x, bool integral) {
-    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
     if (integral) return fmt::format("{}", static_cast<std::int64_t>(x));
     return fmt::format("{}", x);
 }
@@ -405,11 +404,9 @@ std::string bounds_text(const Bounds& b, bool integral) {
     return "any";
 }
 
+/// Whether x lies within b (NaN never does: every comparison with it is false).
 bool in_bounds(const Bounds& b, double x) {
-    if (std::isnan(x)) return false;
-    if (b.lo_open ? !(x > b.lo) : !(x >= b.lo)) return false;
-    if (b.hi_open ? !(x < b.hi) : !(x <= b.hi)) return false;
-    return true;
+    return (b.lo_open ? x > b.lo : x >= b.lo) && (b.hi_open ? x < b.hi : x <= b.hi);
 }
 
 bool valid_device(std::string_view s) {

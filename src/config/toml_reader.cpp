@@ -347,6 +347,13 @@ std::optional<Position> too_deep_at(std::string_view text, int max_depth) {
     return std::nullopt;
 }
 
+/// Sets the position of `v`, of its elements and of its keys to `where`.
+void place_at(TomlValue& v, const Location& where) {
+    v.where = where;
+    for (auto& item : v.items) place_at(item, where);
+    for (auto& k : v.key_where) k = where;
+}
+
 /// `origin:line:col: message` at `at`.
 ProfileError error_at(std::string_view origin, const Position& at, std::string_view message) {
     return ProfileError({fmt::format("{}:{}:{}: {}", origin, at.line, at.column, message)});
@@ -439,16 +446,7 @@ Override parse_override(std::string_view text, bool (*is_string_key)(std::string
                 e.description(), col > 0 ? fmt::format(" at character {} of the value", col) : ""));
         }
     }
-    // Every value position is the override itself.
-    struct Fix {
-        const Location& where;
-        void operator()(TomlValue& v) const {
-            v.where = where;
-            for (auto& i : v.items) (*this)(i);
-            for (auto& k : v.key_where) k = where;
-        }
-    };
-    Fix{o.where}(o.value);
+    place_at(o.value, o.where);  // every value position is the override itself
     return o;
 }
 
