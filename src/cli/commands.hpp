@@ -70,7 +70,6 @@ int run_bench(const GlobalOptions& options);
 /// --resume, --seed and --set keys it does not honour (exit 2).
 int run_eval(const GlobalOptions& options, const std::string& checkpoint, const std::string& split);
 
-/// Options of `compare`.
 struct CompareOptions {
     std::vector<std::string> paths;   ///< run directories and sweep directories
     std::string format = "markdown";  ///< markdown | csv | json
@@ -89,7 +88,6 @@ int run_info(const GlobalOptions& options);
 /// `export SOURCE -o FILE`: the policy of a checkpoint or run directory as named tensors
 /// (run::export_policy).
 int run_export(const GlobalOptions& options, const std::string& source, const std::string& output);
-/// Options of `audit`.
 struct AuditCommand {
     std::string source;          ///< RUN_DIR or CHECKPOINT ("" with --profile)
     int cuts = 5;                ///< --cuts: random cuts

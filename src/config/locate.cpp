@@ -57,8 +57,8 @@ std::vector<std::string> shipped_profile_names() {
 
 std::string locate_profile(const std::string& path_or_name) {
     if (path_or_name.empty())
-        throw UsageError("no profile given: pass --profile PATH|NAME (shipped: " +
-                         fmt::format("{}", fmt::join(shipped_profile_names(), ", ")) + ")");
+        throw UsageError(fmt::format("no profile given: pass --profile PATH|NAME (shipped: {})",
+                                     fmt::join(shipped_profile_names(), ", ")));
     if (is_file(path_or_name)) return path_or_name;
     if (const auto kind = util::non_regular_kind(path_or_name); !kind.empty())
         throw UsageError(

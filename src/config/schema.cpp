@@ -383,11 +383,11 @@ std::string number_text(double x, bool integral) {
     return fmt::format("{}", x);
 }
 
-std::vector<std::string_view> split_choices(std::string_view s) {
-    std::vector<std::string_view> out;
+std::vector<std::string> split_choices(std::string_view s) {
+    std::vector<std::string> out;
     while (!s.empty()) {
         const auto bar = s.find('|');
-        out.push_back(s.substr(0, bar));
+        out.emplace_back(s.substr(0, bar));
         if (bar == std::string_view::npos) break;
         s.remove_prefix(bar + 1);
     }
@@ -536,8 +536,7 @@ std::string KeyDescriptor::check(const KeyValue& value) const {
             if (!choices.empty()) {
                 const auto options = split_choices(choices);
                 if (std::find(options.begin(), options.end(), s) == options.end()) {
-                    std::vector<std::string> names(options.begin(), options.end());
-                    const auto guess = closest(s, names);
+                    const auto guess = closest(s, options);
                     return fmt::format("{} must be one of {}; got {}{}", full_name(), range_text(), toml_quote(s),
                                        guess ? fmt::format(" (did you mean \"{}\"?)", *guess) : "");
                 }
