@@ -14,7 +14,7 @@ flags=(-std=c++20 -g -O1 -fno-omit-frame-pointer
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -DFMT_HEADER_ONLY -DTOML_HEADER_ONLY=1
        -I"$root/src" -I"$root" -I"$root/cuda")
-srcs=(config/schema.cpp config/toml_reader.cpp config/resolve.cpp config/emit.cpp config/memory_estimate.cpp util/regular_file.cpp)
+srcs=(config/schema.cpp config/toml_reader.cpp config/resolve.cpp config/memory_estimate.cpp util/regular_file.cpp)
 objs=()
 for s in "${srcs[@]}"; do
   o="$out/$(basename "${s%.cpp}").o"

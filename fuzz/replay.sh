@@ -11,7 +11,7 @@ CXX="${CXX:-g++}"
 flags=(-std=c++20 -g -O0 -fsanitize=address,undefined -fno-sanitize-recover=undefined
        -DFMT_HEADER_ONLY -DTOML_HEADER_ONLY=1 -I"$root/src" -I"$root" -I"$root/cuda")
 objs=()
-for s in config/schema.cpp config/toml_reader.cpp config/resolve.cpp config/emit.cpp config/memory_estimate.cpp util/regular_file.cpp; do
+for s in config/schema.cpp config/toml_reader.cpp config/resolve.cpp config/memory_estimate.cpp util/regular_file.cpp; do
   o="$out/$(basename "${s%.cpp}").o"
   "$CXX" "${flags[@]}" -c "$root/src/$s" -o "$o"
   objs+=("$o")

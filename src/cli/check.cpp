@@ -57,8 +57,7 @@ int run_check(const GlobalOptions& g) {
     trainers::RunCheckOptions options;
     options.force = g.force;
     options.verify_dataset = true;
-    options.host_backend =
-        spec.kind == ops::DeviceSpec::Kind::cpu || (spec.kind == ops::DeviceSpec::Kind::automatic && gpus == 0);
+    options.host_backend = spec.kind != ops::DeviceSpec::Kind::cuda && gpus == 0;  // cpu, or auto without a GPU
     trainers::check_data_size(profile, options);
     const auto market = data::load_market(trainers::data_options(profile));
     const auto sizes = trainers::check_run(profile, market, options);

@@ -1,5 +1,6 @@
 /// @file schema.cpp
-/// @brief The schema table (every profile key) and the helpers built on it.
+/// @brief The schema table (every profile key) and the helpers built on it, the resolved
+///        profile's TOML text (to_toml) among them.
 #include "config/schema.hpp"
 
 #include <fmt/format.h>
@@ -629,6 +630,24 @@ std::string toml_value_text(const KeyValue& v) {
         }
     };
     return std::visit(Visitor{}, v);
+}
+
+// The resolved profile as TOML is written by hand: toml++ 3.3.0's printer prints floats with 17
+// digits and has undefined behaviour on long arrays of small numbers.
+std::string to_toml(const Profile& profile) {
+    std::string out = std::string(kResolvedProfileHeader) + "# Every key is listed; docs/profiles.md explains each.\n";
+    for (const auto& section : sections()) {
+        out += fmt::format("\n[{}]  # {}\n", section.name, section.doc);
+        std::size_t width = 0;
+        std::vector<std::pair<std::string, const KeyDescriptor*>> lines;
+        for (const auto& k : schema()) {
+            if (k.section != section.name) continue;
+            lines.emplace_back(fmt::format("{} = {}", k.key, toml_value_text(get_value(profile, k))), &k);
+            width = std::max(width, lines.back().first.size());
+        }
+        for (const auto& [line, k] : lines) out += fmt::format("{:<{}}  # {}\n", line, width, k->doc);
+    }
+    return out;
 }
 
 std::optional<std::string> closest(std::string_view word, const std::vector<std::string>& candidates) {

@@ -7,7 +7,7 @@
 // in builds without NDEBUG; upstream later removed those asserts. They guard nothing we rely on:
 // the parser reports such inputs as ordinary syntax errors once the asserts are gone.
 #define TOML_ASSERT(expr) static_cast<void>(0)
-#define TOML_ENABLE_FORMATTERS 0           // we never use toml++'s printer (see emit.cpp)
+#define TOML_ENABLE_FORMATTERS 0           // we never use toml++'s printer (see to_toml in schema.cpp)
 #define TOML_ENABLE_UNRELEASED_FEATURES 0  // no unicode bare keys
 // toml++ 3.3.0's generated `impl::is_non_ascii_horizontal_whitespace` reaches
 // TOML_UNREACHABLE (__builtin_unreachable: undefined behaviour) for most code points in
