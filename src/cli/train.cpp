@@ -21,10 +21,9 @@ std::vector<std::int64_t> parse_seeds(const std::string& text) {
     while (start <= text.size()) {
         const std::size_t end = std::min(text.find(',', start), text.size());
         std::int64_t v = -1;
-        const char* first = text.data() + start;
         const char* last = text.data() + end;
-        const auto [ptr, ec] = std::from_chars(first, last, v);
-        if (first == last || ec != std::errc() || ptr != last || v < 0 || v > 9'000'000'000'000'000LL)
+        const auto [ptr, ec] = std::from_chars(text.data() + start, last, v);  // an empty field is an error too
+        if (ec != std::errc() || ptr != last || v < 0 || v > 9'000'000'000'000'000LL)
             throw UsageError(
                 fmt::format("--seeds takes non-negative integers separated by commas (1,2,5), got '{}'", text));
         seeds.push_back(v);

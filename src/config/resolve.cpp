@@ -134,10 +134,9 @@ public:
         resolve_alias();
         std::set<std::string> bad;
         for (const auto& d : schema()) {
-            if (d.required && !set_at_.count(d.full_name())) continue;
-            // The alias shows replay_buffer.buffer_size's value unless it was set itself: that
-            // value is checked (and reported) once, at replay_buffer.buffer_size.
-            if (d.full_name() == "training.buffer_size" && !set_at_.count(d.full_name())) continue;
+            // Unchecked while unset: a required key (check_required reports it) and the alias, which shows
+            // replay_buffer.buffer_size's value: that value is checked (and reported) once, there.
+            if ((d.required || d.full_name() == "training.buffer_size") && !set_at_.count(d.full_name())) continue;
             const auto msg = d.check(get_value(profile_, d));
             if (!msg.empty()) {
                 problem(where_of({d.full_name()}), msg);

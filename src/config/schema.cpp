@@ -589,8 +589,7 @@ bool is_section(std::string_view section) {
 
 KeyValue get_value(const Profile& p, const KeyDescriptor& k) {
     // The binding needs a mutable Profile; reading through it does not modify anything.
-    const FieldPtr f = k.field(const_cast<Profile&>(p));
-    return std::visit([](auto* ptr) -> KeyValue { return *ptr; }, f);
+    return std::visit([](auto* ptr) -> KeyValue { return *ptr; }, k.field(const_cast<Profile&>(p)));
 }
 
 void set_value(Profile& p, const KeyDescriptor& k, const KeyValue& v) {
