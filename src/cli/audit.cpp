@@ -20,9 +20,7 @@ int run_audit(const GlobalOptions& g, const AuditCommand& a) {
         throw UsageError(
             "audit: give a run directory or checkpoint (audit RUN_DIR), or a profile (audit --profile P), one of them");
     if (a.cuts < 0 || a.cuts > 1000) throw UsageError(fmt::format("audit --cuts {}: expected 0 to 1000", a.cuts));
-    run::AuditOptions options;
-    options.random_cuts = a.cuts;
-    options.cut_seed = a.cut_seed;
+    const run::AuditOptions options{.random_cuts = a.cuts, .cut_seed = a.cut_seed};
     run::AuditReport report;
     if (!a.source.empty()) {
         if (g.seed)

@@ -29,14 +29,10 @@ int run_bench(const GlobalOptions& g) {
 }
 
 int run_eval(const GlobalOptions& g, const std::string& checkpoint, const std::string& split) {
-    run::EvalRequest r;
-    r.checkpoint = checkpoint;
-    r.split = split;
-    r.overrides = g.overrides;
+    run::EvalRequest r{
+        .checkpoint = checkpoint, .split = split, .overrides = g.overrides, .output_dir = g.output, .force = g.force};
     if (!g.data.empty()) r.overrides.push_back("data.path=" + config::toml_quote(g.data));
     if (!g.device.empty()) r.overrides.push_back("run.device=" + config::toml_quote(g.device));
-    r.output_dir = g.output;
-    r.force = g.force;
     return print_result(run::evaluate(r));
 }
 
