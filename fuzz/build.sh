@@ -13,8 +13,13 @@ CXX="${CXX:-clang++-14}"
 flags=(-std=c++20 -g -O1 -fno-omit-frame-pointer
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -DFMT_HEADER_ONLY -DTOML_HEADER_ONLY=1
-       -I"$root/src" -I"$root" -I"$root/cuda")
-srcs=(config/schema.cpp config/toml_reader.cpp config/resolve.cpp config/memory_estimate.cpp util/regular_file.cpp)
+       -I"$root/src" -I"$root" -I"$root/cuda" -I"${CUDA_HOME:-/usr/local/cuda}/include")
+srcs=(config/schema.cpp config/toml_reader.cpp config/resolve.cpp config/memory_estimate.cpp config/trainer_profiles.cpp util/regular_file.cpp util/json_string.cpp)
+# The op headers' host parts include all_kernels.h, which cuda/meson.build generates at configure
+# time from its module list: configure a Meson build once for it (nothing is compiled there).
+gen="$root/fuzz/build/meson"
+[ -f "$gen/cuda/all_kernels.h" ] || meson setup "$gen" "$root" >/dev/null
+flags+=(-I"$gen/cuda")
 objs=()
 for s in "${srcs[@]}"; do
   o="$out/$(basename "${s%.cpp}").o"

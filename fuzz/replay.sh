@@ -9,9 +9,14 @@ out="$here/build/replay"
 mkdir -p "$out"
 CXX="${CXX:-g++}"
 flags=(-std=c++20 -g -O0 -fsanitize=address,undefined -fno-sanitize-recover=undefined
-       -DFMT_HEADER_ONLY -DTOML_HEADER_ONLY=1 -I"$root/src" -I"$root" -I"$root/cuda")
+       -DFMT_HEADER_ONLY -DTOML_HEADER_ONLY=1 -I"$root/src" -I"$root" -I"$root/cuda" -I"${CUDA_HOME:-/usr/local/cuda}/include")
+# The op headers' host parts include all_kernels.h, which cuda/meson.build generates at configure
+# time from its module list: configure a Meson build once for it (nothing is compiled there).
+gen="$root/fuzz/build/meson"
+[ -f "$gen/cuda/all_kernels.h" ] || meson setup "$gen" "$root" >/dev/null
+flags+=(-I"$gen/cuda")
 objs=()
-for s in config/schema.cpp config/toml_reader.cpp config/resolve.cpp config/memory_estimate.cpp util/regular_file.cpp; do
+for s in config/schema.cpp config/toml_reader.cpp config/resolve.cpp config/memory_estimate.cpp config/trainer_profiles.cpp util/regular_file.cpp util/json_string.cpp; do
   o="$out/$(basename "${s%.cpp}").o"
   "$CXX" "${flags[@]}" -c "$root/src/$s" -o "$o"
   objs+=("$o")
