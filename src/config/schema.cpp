@@ -20,7 +20,10 @@ struct Key {
     std::string_view section, key;
     FieldPtr (*field)(Profile&);
 };
-#define FH_KEY(s, k) Key{#s, #k, [](Profile& p) -> FieldPtr { return &p.s.k; }}
+#define FH_KEY(s, k)                                           \
+    Key {                                                      \
+#s, #k, [](Profile & p) -> FieldPtr { return &p.s.k; } \
+    }
 
 Bounds closed(double lo, double hi) {
     return {lo, hi, false, false};
