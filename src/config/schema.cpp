@@ -17,13 +17,13 @@ namespace {
 /// A key's section, name and Profile field, all from one spelling: FH_KEY(training, gamma) is
 /// training.gamma, bound to Profile::training.gamma.
 struct Key {
+    // A constructor, not aggregate initialisation: FH_KEY's parentheses would need C++20's
+    // parenthesised aggregates, which clang 14 (the fuzzer's compiler) lacks.
+    Key(std::string_view s, std::string_view k, FieldPtr (*f)(Profile&)) : section(s), key(k), field(f) {}
     std::string_view section, key;
     FieldPtr (*field)(Profile&);
 };
-#define FH_KEY(s, k)                                           \
-    Key {                                                      \
-#s, #k, [](Profile & p) -> FieldPtr { return &p.s.k; } \
-    }
+#define FH_KEY(s, k) Key(#s, #k, [](Profile& p) -> FieldPtr { return &p.s.k; })
 
 Bounds closed(double lo, double hi) {
     return {lo, hi, false, false};
