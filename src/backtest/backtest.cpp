@@ -28,31 +28,27 @@ Metrics to_metrics(const backtest::MetricsOut& m, std::vector<long long> histogr
     return out;
 }
 
-/// The bars of segment s of one run, and the metrics, on the backend.
-struct Run {
-    ops::Buffer<backtest::SegmentState> state;
-    ops::Buffer<backtest::BarRecord> records;
-};
-
 /// One policy's pass over the segments: its state, records and per-bar buffers.
 struct PolicyRun {
     PolicyRun(ops::Device& ops, const env::EnvParams& params, ops::View<const backtest::Segment> segments,
               std::size_t total_bars, const Policy& policy)
-        : run{ops.alloc<backtest::SegmentState>(segments.size()), ops.alloc<backtest::BarRecord>(total_bars)},
+        : state(ops.alloc<backtest::SegmentState>(segments.size())),
+          records(ops.alloc<backtest::BarRecord>(total_bars)),
           states(ops.alloc<float>(segments.size() * static_cast<std::size_t>(params.state_dim))),
           actions(ops.alloc<int>(segments.size())),
           policy(policy) {
-        fh::ops::run(ops, fh::ops::BacktestReset{run.state.view(), run.records.view(), segments, params});
+        fh::ops::run(ops, fh::ops::BacktestReset{state.view(), records.view(), segments, params});
     }
     /// One bar: the observations, the policy's actions, the step.
     void bar(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,
              ops::View<const backtest::Segment> segments) {
-        fh::ops::run(ops, fh::ops::BacktestGather{states.view(), run.state.cview(), market, params});
+        fh::ops::run(ops, fh::ops::BacktestGather{states.view(), state.cview(), market, params});
         policy(actions.view(), states.cview(), static_cast<int>(segments.size()));
-        fh::ops::run(ops, fh::ops::BacktestStep{run.state.view(), run.records.view(), segments, actions.cview(), market,
-                                                params});
+        fh::ops::run(ops,
+                     fh::ops::BacktestStep{state.view(), records.view(), segments, actions.cview(), market, params});
     }
-    Run run;
+    ops::Buffer<backtest::SegmentState> state;
+    ops::Buffer<backtest::BarRecord> records;  // the bars of segment s from Segment::offset
     ops::Buffer<float> states;
     ops::Buffer<int> actions;
     const Policy& policy;
@@ -78,29 +74,30 @@ void run_bars(ops::Device& ops, int max_steps, bool capture_steps, const std::fu
     ops.synchronize();  // the sequences' last launches finish before they are released
 }
 
-Run run_policy(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,
-               ops::View<const backtest::Segment> segments, std::size_t total_bars, int max_steps, const Policy& policy,
-               bool capture_steps) {
+PolicyRun run_policy(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,
+                     ops::View<const backtest::Segment> segments, std::size_t total_bars, int max_steps,
+                     const Policy& policy, bool capture_steps) {
     PolicyRun p(ops, params, segments, total_bars, policy);
     run_bars(ops, max_steps, capture_steps, [&] { p.bar(ops, market, params, segments); });
-    return std::move(p.run);
+    return p;
 }
 
 /// Two policies' passes side by side, bar by bar: each bar's two chains are branches of a
 /// captured sequence (Device::run_concurrently: two streams on the GPU, which overlap; nothing is
 /// shared between the passes, so each gives what it gives alone). Both policies capture-safe.
-std::pair<Run, Run> run_policies(ops::Device& ops, const env::MarketView& market, const env::EnvParams& params,
-                                 ops::View<const backtest::Segment> segments, std::size_t total_bars, int max_steps,
-                                 const Policy& first, const Policy& second) {
+std::pair<PolicyRun, PolicyRun> run_policies(ops::Device& ops, const env::MarketView& market,
+                                             const env::EnvParams& params, ops::View<const backtest::Segment> segments,
+                                             std::size_t total_bars, int max_steps, const Policy& first,
+                                             const Policy& second) {
     PolicyRun a(ops, params, segments, total_bars, first), b(ops, params, segments, total_bars, second);
     run_bars(ops, max_steps, true, [&] {
         ops.run_concurrently([&] { a.bar(ops, market, params, segments); },
                              [&] { b.bar(ops, market, params, segments); });
     });
-    return {std::move(a.run), std::move(b.run)};
+    return {std::move(a), std::move(b)};
 }
 
-Metrics device_metrics(ops::Device& ops, const Run& run, ops::View<const backtest::Segment> segments,
+Metrics device_metrics(ops::Device& ops, const PolicyRun& run, ops::View<const backtest::Segment> segments,
                        const env::MarketView& market, const backtest::MetricsParams& mp) {
     auto out = ops.alloc<backtest::MetricsOut>(1);
     auto histogram = ops.alloc<long long>(static_cast<std::size_t>(mp.num_actions));
@@ -168,13 +165,13 @@ BacktestReport backtest(ops::Device& ops, const env::DeviceMarket& market, const
     const Policy buy_and_hold = [&](ops::View<int> actions, ops::View<const float>, int) {
         ops.copy_raw(actions, hold_actions.cview());
     };
-    std::pair<Run, Run> runs =
+    std::pair<PolicyRun, PolicyRun> runs =
         capture_steps ? run_policies(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy, buy_and_hold)
-                      : std::pair<Run, Run>{
+                      : std::pair<PolicyRun, PolicyRun>{
                             run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, policy, false),
                             run_policy(ops, view, params, dev_segs.cview(), total_bars, max_steps, buy_and_hold, true)};
     // A pass's metrics, then its bars per segment (when `bars`) and its records (keep_records).
-    const auto collect = [&](const Run& run, Metrics& metrics, std::vector<int>& segment_bars, bool bars,
+    const auto collect = [&](const PolicyRun& run, Metrics& metrics, std::vector<int>& segment_bars, bool bars,
                              std::vector<backtest::BarRecord>& records) {
         metrics = device_metrics(ops, run, dev_segs.cview(), view, mp);
         if (bars)
@@ -209,13 +206,11 @@ Metrics compute_metrics(const std::vector<backtest::BarRecord>& records, const s
 
 Metrics curve_metrics(const std::vector<double>& equity, double bars_per_year) {
     if (equity.empty()) throw std::invalid_argument("curve_metrics: empty curve");
-    std::vector<backtest::BarRecord> records(equity.size());
-    for (std::size_t i = 0; i < equity.size(); ++i) {
-        records[i] = backtest::BarRecord{};
-        records[i].equity = equity[i];
-        records[i].order_type = env::kNoOrder;
-        records[i].action = -1;
-    }
+    backtest::BarRecord flat{};
+    flat.order_type = env::kNoOrder;
+    flat.action = -1;
+    std::vector<backtest::BarRecord> records(equity.size(), flat);
+    for (std::size_t i = 0; i < equity.size(); ++i) records[i].equity = equity[i];
     const int n = static_cast<int>(equity.size());
     const std::vector<backtest::Segment> segs{{0, n, 0}};
     const std::vector<double> close(equity.size(), 0.0);

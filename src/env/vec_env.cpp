@@ -29,6 +29,12 @@ EpisodeStarts episode_starts(const data::BarSeries& bars, std::size_t warmup, da
 
 namespace {
 constexpr const char* kSplitNames[] = {"train", "validation", "test"};  // index: Split, as splits_
+
+void require_market_dim(const EnvParams& params, const DeviceMarket& market) {
+    if (params.market_dim != market.market_dim())
+        throw std::invalid_argument(
+            fmt::format("VecEnv: params.market_dim {} != the market's {}", params.market_dim, market.market_dim()));
+}
 }  // namespace
 
 DeviceMarket::DeviceMarket(ops::Device& ops, const data::MarketData& m) {
@@ -96,9 +102,7 @@ VecEnv::VecEnv(ops::Device& ops, const std::vector<const DeviceMarket*>& markets
         throw std::invalid_argument("VecEnv: one market and one seed per agent");
     std::vector<abi::EnvAgent> agents;
     for (std::size_t a = 0; a < markets.size(); ++a) {
-        if (params.market_dim != markets[a]->market_dim())
-            throw std::invalid_argument(fmt::format("VecEnv: params.market_dim {} != the market's {}",
-                                                    params.market_dim, markets[a]->market_dim()));
+        require_market_dim(params, *markets[a]);
         agents.push_back(abi::EnvAgent{markets[a]->view(split), seeds[a]});
     }
     market_ = agents.front().market;
@@ -130,9 +134,7 @@ void VecEnv::reset_all() {
 void VecEnv::restart_agent(int a, const DeviceMarket& market, std::uint64_t seed) {
     const std::size_t agents = std::max<std::size_t>(1, agents_.size());
     if (a < 0 || static_cast<std::size_t>(a) >= agents) throw std::out_of_range("VecEnv::restart_agent: no such agent");
-    if (market.market_dim() != params_.market_dim)
-        throw std::invalid_argument(
-            fmt::format("VecEnv: params.market_dim {} != the market's {}", params_.market_dim, market.market_dim()));
+    require_market_dim(params_, market);
     const std::size_t i = static_cast<std::size_t>(a);
     EnvParams own = params_;
     own.seed = seed;

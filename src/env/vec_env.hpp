@@ -92,12 +92,9 @@ public:
 
     int n_envs() const noexcept { return n_envs_; }  ///< every agent's together
     const EnvParams& params() const noexcept { return params_; }
-    ops::View<const float> states() const noexcept {
-        return observations_.cview().subview(half(), half());
-    }  ///< (n_envs, state_dim)
-    ops::View<const float> next_states() const noexcept {
-        return observations_.cview().subview(0, half());
-    }                                                                             ///< (n_envs, state_dim)
+    /// (n_envs, state_dim) each.
+    ops::View<const float> states() const noexcept { return observations_.cview().subview(half(), half()); }
+    ops::View<const float> next_states() const noexcept { return observations_.cview().subview(0, half()); }
     ops::View<const float> rewards() const noexcept { return reward_.view(); }    ///< (n_envs)
     ops::View<const std::uint8_t> done() const noexcept { return done_.view(); }  ///< (n_envs) DoneFlag
     ops::View<const StepInfo> info() const noexcept { return info_.view(); }      ///< (n_envs)

@@ -28,7 +28,6 @@ struct MlpConfig {
         for (auto h : hidden) c.sizes.push_back(static_cast<int>(h));
         c.sizes.push_back(out);
         c.hidden = act;
-        c.output = ops::Activation::none;
         c.output_init_scale = output_init_scale;
         return c;
     }

@@ -153,7 +153,6 @@ std::string evaluate(const EvalRequest& r) {
     const auto weights = checkpoint_policy_weights(r.checkpoint, p, policy->weights_size());
     const auto online = ops->from_host<float>(weights);
     auto act = [&](ops::View<int> a, ops::View<const float> s, int n) { policy->act(*ops, online.cview(), a, s, n); };
-    const bool keep = !r.output_dir.empty();
     const env::Split split = r.split == "val" ? env::Split::val : env::Split::test;  // all, FROM:TO: md.test
     const auto report = backtest::backtest(*ops, dm, market, split, params, act, segments, true,
                                            policy->capture_safe());  // records: the inference's returns
@@ -174,7 +173,7 @@ std::string evaluate(const EvalRequest& r) {
          {"buy_and_hold", backtest::metrics_value(report.buy_and_hold)},
          {"inference", backtest::inference_value(backtest::backtest_returns(report), report.bars_per_year,
                                                  backtest::bootstrap_options(p.eval))}}));
-    if (keep) {
+    if (!r.output_dir.empty()) {
         std::error_code ec;
         fs::create_directories(r.output_dir, ec);
         if (ec) throw UsageError(fmt::format("eval --output {}: {}", r.output_dir, ec.message()));
