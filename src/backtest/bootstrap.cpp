@@ -51,11 +51,6 @@ void for_each_index(std::size_t n, std::int64_t block, std::uint64_t seed, std::
     }
 }
 
-double sharpe_of(double mean, double var, double bars_per_year) {
-    if (!(var > 0)) return 0.0;
-    return mean / std::sqrt(var) * std::sqrt(bars_per_year);
-}
-
 }  // namespace
 
 std::vector<std::size_t> bootstrap_indices(std::size_t n, std::int64_t block, std::uint64_t seed, int resample) {
@@ -82,7 +77,8 @@ double annualised_sharpe(const std::vector<double>& r, double bars_per_year) {
     mean /= static_cast<double>(r.size());
     double ss = 0;
     for (double x : r) ss += (x - mean) * (x - mean);
-    return sharpe_of(mean, ss / static_cast<double>(r.size() - 1), bars_per_year);
+    const double var = ss / static_cast<double>(r.size() - 1);
+    return var > 0 ? mean / std::sqrt(var) * std::sqrt(bars_per_year) : 0.0;
 }
 
 BootstrapResult block_bootstrap(const std::vector<double>& strategy, const std::vector<double>& strategy_paired,

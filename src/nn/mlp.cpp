@@ -27,12 +27,10 @@ Mlp::Mlp(ParamLayout& layout, std::string name, MlpConfig config) : name_(std::m
         layer.act = last ? config.output : config.hidden;
         InitSpec w_init{InitSpec::Kind::uniform_fan_in, layer.in,
                         init_gain(layer.act) * (last ? config.output_init_scale : 1.f)};
-        const std::size_t w =
-            layout.add(fmt::format("{}.l{}.w", name_, l), static_cast<std::size_t>(layer.out) * layer.in, w_init);
-        const std::size_t b =
-            layout.add(fmt::format("{}.l{}.b", name_, l), static_cast<std::size_t>(layer.out), InitSpec{});
-        layer.weight = layout.slice(w);
-        layer.bias = layout.slice(b);
+        layer.weight = layout.slice(
+            layout.add(fmt::format("{}.l{}.w", name_, l), static_cast<std::size_t>(layer.out) * layer.in, w_init));
+        layer.bias = layout.slice(
+            layout.add(fmt::format("{}.l{}.b", name_, l), static_cast<std::size_t>(layer.out), InitSpec{}));
         layers_.push_back(std::move(layer));
     }
 }

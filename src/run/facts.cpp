@@ -31,11 +31,7 @@ json::Value earlier_overrides(const std::string& dir) {
 std::string bars_hash(const data::BarSeries& b) {
     std::uint64_t h = 0;
     h = mix(h, b.time);
-    h = mix(h, b.open);
-    h = mix(h, b.high);
-    h = mix(h, b.low);
-    h = mix(h, b.close);
-    h = mix(h, b.volume);
+    for (const auto* prices : {&b.open, &b.high, &b.low, &b.close, &b.volume}) h = mix(h, *prices);
     h = mix(h, b.segment_starts);
     return fmt::format("{:016x}", h);
 }

@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -113,20 +112,17 @@ std::string derived_run_name(const config::Profile& p, const std::vector<std::st
 }
 
 std::vector<std::string> agent_run_names(const std::vector<config::Profile>& agents) {
-    std::vector<const config::KeyDescriptor*> differing;
+    std::map<std::string, const config::KeyDescriptor*> differing;  // sorted by full name
     for (const auto& k : config::schema()) {
         if (config::is_placement_key(k.full_name())) continue;
         std::set<std::string> values;
         for (const auto& a : agents) values.insert(name_value(config::get_value(a, k)));
-        if (values.size() > 1) differing.push_back(&k);
+        if (values.size() > 1) differing[k.full_name()] = &k;
     }
-    std::sort(differing.begin(), differing.end(), [](const config::KeyDescriptor* a, const config::KeyDescriptor* b) {
-        return a->full_name() < b->full_name();
-    });
     std::vector<std::string> names;
     for (const auto& a : agents) {
         std::string name;
-        for (const auto* k : differing) {
+        for (const auto& [full, k] : differing) {
             name += setting_in_name(a, *k);
             name += ',';
         }
