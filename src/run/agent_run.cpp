@@ -95,8 +95,14 @@ void AgentRun::set_agent_keys(const config::Profile& profile) {
     dir_.write_file("config.toml", config::to_toml(p_));
 }
 
-void AgentRun::save_checkpoint() {
-    trainers::save_checkpoint(last_ckpt_, ops_, *trainer_, p_, market_, early_, run_record());
+void AgentRun::save_checkpoint(const std::string& path) {
+    trainers::save_checkpoint(path, ops_, *trainer_, p_, market_, early_, run_record());
+}
+
+backtest::BacktestReport AgentRun::greedy_backtest(env::Split split, int segments, bool keep_records) {
+    auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer_->act(ops_, a, s, n); };
+    return backtest::backtest(ops_, dm_, market_, split, trainer_->env_params(), greedy, segments, keep_records,
+                              trainer_->policy().capture_safe());
 }
 
 void AgentRun::append_lineage(const std::string& json_object) {
@@ -160,11 +166,8 @@ bool AgentRun::after_iteration(long long iterations) {
         return false;
     }
     const long long at = iterations * per_;
-    auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer_->act(ops_, a, s, n); };
     if (crossed(iterations, p_.run.eval_interval)) {
-        const auto report =
-            backtest::backtest(ops_, dm_, market_, env::Split::val, trainer_->env_params(), greedy,
-                               static_cast<int>(p_.eval.segments), false, trainer_->policy().capture_safe());
+        const auto report = greedy_backtest(env::Split::val, static_cast<int>(p_.eval.segments), false);
         const std::optional<double> val_loss = trainer_->validation_loss();  // supervised only
         const double metric = by_loss_ ? val_loss.value_or(std::nan("")) : select_metric(report.strategy);
         last_val_ = metric;
@@ -190,7 +193,7 @@ bool AgentRun::after_iteration(long long iterations) {
         if (decision.improved) {
             best_weights_ = ops_.to_host(ops::View<const float>(trainer_->policy_weights()));
             record_.best_validation = json::serialize(backtest::report_value(report));
-            trainers::save_checkpoint(best_ckpt_, ops_, *trainer_, p_, market_, early_, run_record());
+            save_checkpoint(best_ckpt_);
         }
         if (decision.stop) {
             status_ = "early_stopped";
@@ -321,11 +324,8 @@ void AgentRun::finish() {
 
     // The final test backtest: one exact sequential pass with the best weights (the last ones
     // when no validation ran).
-    auto greedy = [&](ops::View<int> a, ops::View<const float> s, int n) { trainer.act(ops_, a, s, n); };
     if (!best_weights_.empty()) ops_.upload<float>(trainer.policy_weights(), best_weights_);
-    const bool capture = trainer.policy().capture_safe();
-    const auto test =
-        backtest::backtest(ops_, dm_, market_, env::Split::test, trainer.env_params(), greedy, 1, true, capture);
+    const auto test = greedy_backtest(env::Split::test, 1, true);
     backtest::write_equity_csv(dir_.file_path("backtest/equity.csv"), test, market_);
     backtest::write_trades_csv(dir_.file_path("backtest/trades.csv"), test, market_);
     // backtest/val_equity.csv: the validation split with the same weights, one exact sequential
@@ -334,11 +334,10 @@ void AgentRun::finish() {
     // run.eval_interval = 0.)
     std::optional<backtest::BacktestReport> val_pass;
     if (trainers::has_validation_backtest(market_)) {
-        val_pass =
-            backtest::backtest(ops_, dm_, market_, env::Split::val, trainer.env_params(), greedy, 1, true, capture);
+        val_pass = greedy_backtest(env::Split::val, 1, true);
         backtest::write_equity_csv(dir_.file_path("backtest/val_equity.csv"), *val_pass, market_);
     }
-    if (best_weights_.empty()) trainers::save_checkpoint(best_ckpt_, ops_, trainer, p_, market_, early_, run_record());
+    if (best_weights_.empty()) save_checkpoint(best_ckpt_);
     log::info(
         "{}test backtest: return {:.4f}, Sharpe {:.3f}, max drawdown {:.4f}, {} trades (buy-and-hold: return "
         "{:.4f}, Sharpe {:.3f})",

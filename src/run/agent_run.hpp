@@ -98,12 +98,15 @@ public:
     /// summary.json's "search" (a search's result for the agent: its rung and the metric there).
     void set_search_result(io::json::Value search) { search_ = std::move(search); }
     /// Writes checkpoints/last.safetensors now (a search round, so that a resume continues after it).
-    void save_checkpoint();
+    void save_checkpoint() { save_checkpoint(last_ckpt_); }
     /// Appends one line to the run's lineage.jsonl (a search's record of the agent).
     void append_lineage(const std::string& json_object);
 
 private:
     double select_metric(const backtest::Metrics& m) const;
+    void save_checkpoint(const std::string& path);
+    /// The trainer's greedy policy over `split` (captured where its policy allows).
+    backtest::BacktestReport greedy_backtest(env::Split split, int segments, bool keep_records);
     bool after_iteration(long long iterations);
     void log_line(double seconds);
     trainers::RunRecord run_record();
