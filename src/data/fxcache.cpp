@@ -183,20 +183,15 @@ bool decode_fxcache(std::string_view bytes, const CacheKey& expected, CachePaylo
 }
 
 bool read_fxcache(const std::string& path, const CacheKey& expected, CachePayload* out, std::string* why) {
-    util::RegularFile file(path);  // a FIFO or a device is refused, never opened blocking
+    util::RegularFile file(path);  // a FIFO or a device is refused, never opened blocking; closed on return
     if (!file.ok()) {
         if (why) *why = file.missing() ? std::string("no cache file") : file.error();
         return false;
     }
     const auto size = static_cast<std::size_t>(file.size());
-    const int fd = file.release();
-    if (size == 0) {
-        ::close(fd);
-        return decode_fxcache(std::string_view(), expected, out, why);
-    }
+    if (size == 0) return decode_fxcache(std::string_view(), expected, out, why);
     // Mapped read: the payload is copied once, straight into the result's vectors.
-    void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    ::close(fd);
+    void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, file.fd(), 0);
     if (map == MAP_FAILED) {
         if (why) *why = fmt::format("cannot map: {}", std::strerror(errno));
         return false;

@@ -279,11 +279,7 @@ void TensorFile::validate(const ReadOptions& options) {
     if (!root.is_object())
         fail(fmt::format("invalid header: the JSON is {}, expected an object", json::kind_name(root.kind())));
 
-    struct Info {
-        std::string name;
-        std::uint64_t begin, end;
-    };
-    std::vector<Info> infos;
+    std::vector<TableEntry> table;  // the tensors, in data order once sorted below
     for (const auto& [name, v] : root.as_object()) {
         if (name == "__metadata__") {
             if (!v.is_object()) fail("invalid header: __metadata__ is not an object");
@@ -330,18 +326,18 @@ void TensorFile::validate(const ReadOptions& options) {
                              e - b, shape_string(shape), dtype_name(*dtype), dtype_size(*dtype)));
         tensors_[name] = TensorView{
             *dtype, shape, std::span<const std::byte>(base_ + data_begin_ + b, static_cast<std::size_t>(e - b))};
-        infos.push_back(Info{name, b, e});
+        table.push_back({name, *dtype, shape, b, e});
     }
 
     // Tensors must tile the data section exactly, as safetensors requires.
-    std::stable_sort(infos.begin(), infos.end(), [](const Info& a, const Info& b) {
+    std::stable_sort(table.begin(), table.end(), [](const TableEntry& a, const TableEntry& b) {
         return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
     });
     std::uint64_t at = 0;
-    for (std::size_t i = 0; i < infos.size(); ++i) {
-        const Info& t = infos[i];
+    for (std::size_t i = 0; i < table.size(); ++i) {
+        const TableEntry& t = table[i];
         if (t.begin < at)
-            fail(fmt::format("tensors {} and {} overlap (data_offsets must be sorted and disjoint)", infos[i - 1].name,
+            fail(fmt::format("tensors {} and {} overlap (data_offsets must be sorted and disjoint)", table[i - 1].name,
                              t.name));
         if (t.begin > at)
             fail(fmt::format("gap in the data before tensor {} (bytes {}..{} belong to no tensor)", t.name, at,
@@ -375,12 +371,6 @@ void TensorFile::validate(const ReadOptions& options) {
         // tensor table are covered too, so a same-length edit of either is caught.
         const auto header_sum = metadata(std::string(kMetaHeaderChecksum));
         if (!header_sum) fail(fmt::format("metadata {} (the header checksum) is missing", kMetaHeaderChecksum));
-        std::vector<TableEntry> table;
-        for (const auto& name : order_) {
-            const TensorView& v = tensors_.at(name);
-            const auto begin = static_cast<std::uint64_t>(v.bytes.data() - (base_ + data_begin_));
-            table.push_back({name, v.dtype, v.shape, begin, begin + v.bytes.size()});
-        }
         const std::string actual_header = hex16(fh::data::xxh64(header_checksum_input(metadata_, table)));
         if (*header_sum != actual_header)
             fail(

@@ -7,36 +7,18 @@
 namespace fh::util {
 
 std::string json_quote(std::string_view s) {
+    // The characters with a short escape, and the letter each one takes after the backslash.
+    static constexpr std::string_view kShort = "\"\\\b\f\n\r\t", kLetter = "\"\\bfnrt";
     std::string out = "\"";
     for (const char ch : s) {
         const auto c = static_cast<unsigned char>(ch);
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\b':
-                out += "\\b";
-                break;
-            case '\f':
-                out += "\\f";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (c < 0x20)
-                    out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-                else
-                    out += ch;
+        if (const auto k = kShort.find(ch); k != std::string_view::npos) {
+            out += '\\';
+            out += kLetter[k];
+        } else if (c < 0x20) {
+            out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+            out += ch;
         }
     }
     return out + "\"";

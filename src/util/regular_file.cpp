@@ -50,12 +50,6 @@ RegularFile::~RegularFile() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-int RegularFile::release() noexcept {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-}
-
 bool RegularFile::read_all(std::string& out, std::uint64_t max_bytes, bool* too_big) {
     out.clear();
     if (too_big) *too_big = false;

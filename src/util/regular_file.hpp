@@ -30,8 +30,6 @@ public:
     const std::string& error() const noexcept { return error_; }
     /// True when the file does not exist (ENOENT), as opposed to any other problem.
     bool missing() const noexcept { return missing_; }
-    /// Gives up ownership of the descriptor (the caller closes it).
-    int release() noexcept;
 
     /// Reads the whole file, at most `max_bytes`: a file whose size is larger sets *too_big
     /// before a byte is read (out empty); one that grows past it while read sets it too (out
