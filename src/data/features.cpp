@@ -42,32 +42,20 @@ double stddev(const std::vector<double>& x, std::size_t lo, std::size_t hi) noex
 
 const std::vector<std::string>& core42_names() {
     static const std::vector<std::string> names = {
-        "ret_1",         "ret_2",
-        "ret_4",         "ret_8",
-        "ret_16",        "ret_32",
-        "ret_64",                // 0-6
-        "ret_oc",        "gap",  // 7-8
-        "rv_8",          "rv_32",
-        "rv_128",        "vol_ratio_8_128",
-        "parkinson_32",  // 9-13
-        "sma_dev_8",     "sma_dev_32",
-        "sma_dev_128",   "sma_slope_32",
-        "macd",  // 14-18
-        "macd_signal",   "donchian_32",
-        "er_32",  // 19-21
-        "rsi_14",        "stoch_k_14",
-        "cci_20",        "boll_z_20",
-        "ret_z_32",  // 22-26
-        "atr_14_rel",    "atr_ratio_14_64",
-        "range_rel",     "range_atr",
-        "body",  // 27-31
-        "upper_wick",    "lower_wick",
-        "close_pos",  // 32-34
-        "logvol_z_32",   "vol_ratio_8_32",
-        "signed_vol_32",  // 35-37
-        "cal_cycle_sin", "cal_cycle_cos",
-        "dow_sin",       "dow_cos",  // 38-41
-    };
+        // returns 0-8
+        "ret_1", "ret_2", "ret_4", "ret_8", "ret_16", "ret_32", "ret_64", "ret_oc", "gap",
+        // volatility 9-13
+        "rv_8", "rv_32", "rv_128", "vol_ratio_8_128", "parkinson_32",
+        // trend 14-21
+        "sma_dev_8", "sma_dev_32", "sma_dev_128", "sma_slope_32", "macd", "macd_signal", "donchian_32", "er_32",
+        // oscillators 22-26
+        "rsi_14", "stoch_k_14", "cci_20", "boll_z_20", "ret_z_32",
+        // range 27-34
+        "atr_14_rel", "atr_ratio_14_64", "range_rel", "range_atr", "body", "upper_wick", "lower_wick", "close_pos",
+        // volume 35-37
+        "logvol_z_32", "vol_ratio_8_32", "signed_vol_32",
+        // calendar 38-41
+        "cal_cycle_sin", "cal_cycle_cos", "dow_sin", "dow_cos"};
     return names;
 }
 

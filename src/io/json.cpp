@@ -171,8 +171,7 @@ private:
             key_at.push_back(pos_);
             std::string key = string();
             skip_ws();
-            if (at_end() || peek() != ':') fail(pos_, "expected ':' after the object key");
-            ++pos_;
+            if (!consume(':')) fail(pos_, "expected ':' after the object key");
             skip_ws();
             Value v = value(depth);
             members.emplace_back(std::move(key), std::move(v));

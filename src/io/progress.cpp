@@ -53,13 +53,13 @@ std::string format_progress_line(const ProgressState& st, int width) {
         st.total_env_steps > st.env_steps ? static_cast<double>(st.total_env_steps - st.env_steps) : 0.0;
     const double eta = remaining == 0 ? 0.0 : st.env_steps_per_s > 0 ? remaining / st.env_steps_per_s : -1.0;
 
-    std::vector<std::string> fields;
-    fields.push_back(fmt::format("{:5.1f}% ETA {}", 100.0 * frac, format_eta(eta)));
-    fields.push_back(fmt::format("{}/{} steps", format_count(static_cast<double>(st.env_steps)),
-                                 format_count(static_cast<double>(st.total_env_steps))));
-    fields.push_back(fmt::format("{} env/s", format_count(st.env_steps_per_s)));
-    fields.push_back(fmt::format("{} upd/s", format_count(st.updates_per_s)));
-    fields.push_back(std::isfinite(st.loss) ? fmt::format("loss {:.4g}", st.loss) : std::string("loss nan"));
+    std::vector<std::string> fields = {
+        fmt::format("{:5.1f}% ETA {}", 100.0 * frac, format_eta(eta)),
+        fmt::format("{}/{} steps", format_count(static_cast<double>(st.env_steps)),
+                    format_count(static_cast<double>(st.total_env_steps))),
+        fmt::format("{} env/s", format_count(st.env_steps_per_s)),
+        fmt::format("{} upd/s", format_count(st.updates_per_s)),
+        std::isfinite(st.loss) ? fmt::format("loss {:.4g}", st.loss) : std::string("loss nan")};
     if (st.last_val_metric)
         fields.push_back(
             fmt::format("val {} {:.4g}", st.metric_name.empty() ? "metric" : st.metric_name, *st.last_val_metric));

@@ -255,11 +255,12 @@ RunDirectory::ResumeCleanup RunDirectory::prepare_resume(long long progress, con
 
 std::string RunDirectory::last_metrics_line() const {
     const auto text = read_file("metrics.jsonl");
-    if (!text || text->empty()) return "";
-    const std::size_t end = text->back() == '\n' ? text->size() - 1 : text->rfind('\n');
+    if (!text) return "";
+    const std::size_t end = text->rfind('\n');  // what follows the last newline is a partial line
     if (end == std::string::npos || end == 0) return "";
-    const auto begin = text->rfind('\n', end - 1);
-    return text->substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1));
+    const auto before = text->rfind('\n', end - 1);
+    const std::size_t begin = before == std::string::npos ? 0 : before + 1;
+    return text->substr(begin, end - begin);
 }
 
 std::string summary_status(const std::string& summary) {

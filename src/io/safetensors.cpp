@@ -50,10 +50,6 @@ int write_rank(Dtype d) {
     return f != nullptr ? f->write_rank : static_cast<int>(std::size(kDtypes));
 }
 
-bool is_reserved_key(std::string_view k) {
-    return k == kMetaFormat || k == kMetaVersion || k == kMetaChecksum || k == kMetaHeaderChecksum;
-}
-
 void put_u64(std::string& out, std::uint64_t v) {
     for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
 }
@@ -151,7 +147,7 @@ void TensorFileWriter::add_borrowed(const std::string& name, Dtype dtype, const 
 }
 
 void TensorFileWriter::set_metadata(const std::string& key, const std::string& value) {
-    if (is_reserved_key(key))
+    if (key == kMetaFormat || key == kMetaVersion || key == kMetaChecksum || key == kMetaHeaderChecksum)
         throw CheckpointError(fmt::format("checkpoint metadata: the key {} is written by the format itself", key));
     metadata_[key] = value;
 }

@@ -32,13 +32,11 @@ RegularFile::RegularFile(const std::string& path) {
         return;
     }
     struct stat st {};
-    if (::fstat(fd, &st) != 0) {
+    if (::fstat(fd, &st) != 0)
         error_ = fmt::format("cannot stat: {}", std::strerror(errno));
-        ::close(fd);
-        return;
-    }
-    if (!S_ISREG(st.st_mode)) {
+    else if (!S_ISREG(st.st_mode))
         error_ = fmt::format("is {}, not a regular file", kind_of(st.st_mode));
+    if (!error_.empty()) {
         ::close(fd);
         return;
     }
