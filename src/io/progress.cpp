@@ -106,9 +106,7 @@ void Progress::update(std::uint64_t env_steps, double env_steps_per_s, double up
 void Progress::draw() {
     const std::string line = format_progress_line(state_, terminal_width(out_));
     // '\r' to the line start, the line, then erase what a longer previous line left.
-    std::fputc('\r', out_);
-    std::fputs(line.c_str(), out_);
-    std::fputs("\x1b[K", out_);
+    std::fprintf(out_, "\r%s\x1b[K", line.c_str());
     std::fflush(out_);
     drawn_ = true;
 }

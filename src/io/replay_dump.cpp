@@ -16,7 +16,6 @@
 #include <cstring>
 #include <cstddef>
 #include <limits>
-#include <optional>
 #include <stdexcept>
 
 #include "util/errors.hpp"
@@ -45,16 +44,6 @@ static_assert(sizeof(ReplayDumpInfo) == 24 && offsetof(Header, dims) == 16 && si
               "the header's layout is the file's");
 constexpr std::size_t kChecksumBytes = 8;
 
-/// a * b, or nullopt on overflow.
-std::optional<std::uint64_t> mul(std::uint64_t a, std::uint64_t b) {
-    if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) return std::nullopt;
-    return a * b;
-}
-std::optional<std::uint64_t> add(std::optional<std::uint64_t> a, std::optional<std::uint64_t> b) {
-    if (!a || !b || *b > std::numeric_limits<std::uint64_t>::max() - *a) return std::nullopt;
-    return *a + *b;
-}
-
 /// The sizes a header describes.
 struct Sizes {
     std::uint64_t rows = 0;          ///< capacity_steps * n_envs
@@ -74,13 +63,14 @@ std::string check_dimensions(const ReplayDumpInfo& d, Sizes& sizes) {
         if (!s.empty()) return s;
     if (d.pushed_steps < 0) return fmt::format("pushed_steps is {}, expected >= 0", d.pushed_steps);
     const std::uint64_t rows = static_cast<std::uint64_t>(d.capacity_steps) * static_cast<std::uint64_t>(d.n_envs);
-    const auto floats = mul(rows, static_cast<std::uint64_t>(d.state_dim));
     // header + 2 state arrays (4 bytes a float) + rewards, actions (4 bytes) + done (1) + checksum
-    const auto bytes = add(add(std::optional<std::uint64_t>(kReplayDumpHeaderBytes + kChecksumBytes),
-                               floats ? mul(*floats, 8) : std::nullopt),
-                           mul(rows, 9));
-    if (!bytes) return "the dimensions describe more than 2^64 bytes";
-    sizes = Sizes{rows, *floats, *bytes};
+    std::uint64_t floats = 0, state_bytes = 0, row_bytes = 0, bytes = 0;
+    if (__builtin_mul_overflow(rows, static_cast<std::uint64_t>(d.state_dim), &floats) ||
+        __builtin_mul_overflow(floats, 8, &state_bytes) || __builtin_mul_overflow(rows, 9, &row_bytes) ||
+        __builtin_add_overflow(state_bytes, row_bytes, &bytes) ||
+        __builtin_add_overflow(bytes, kReplayDumpHeaderBytes + kChecksumBytes, &bytes))
+        return "the dimensions describe more than 2^64 bytes";
+    sizes = Sizes{rows, floats, bytes};
     return {};
 }
 

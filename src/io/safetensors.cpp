@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <iterator>
-#include <limits>
 
 #include "data/fxcache.hpp"
 #include "io/json.hpp"
@@ -60,14 +59,11 @@ void put_text(std::string& out, std::string_view s) {
 
 // Bytes of a `dtype` tensor of `shape`, or nullopt on overflow.
 std::optional<std::uint64_t> byte_count(const Shape& shape, Dtype dtype) {
-    constexpr auto kMax = std::numeric_limits<std::uint64_t>::max();
     std::uint64_t n = 1;
-    for (const std::uint64_t d : shape) {
-        if (d != 0 && n > kMax / d) return std::nullopt;
-        n *= d;
-    }
-    if (n > kMax / dtype_size(dtype)) return std::nullopt;
-    return n * dtype_size(dtype);
+    for (const std::uint64_t d : shape)
+        if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
+    if (__builtin_mul_overflow(n, dtype_size(dtype), &n)) return std::nullopt;
+    return n;
 }
 
 std::string hex16(std::uint64_t v) {

@@ -42,10 +42,7 @@ void configure(Level level, Format format) {
     auto& l = logger();
     l.set_level(to_spdlog(level));
     g_format = format;
-    if (format == Format::json)
-        l.set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e","level":"%l",%v})");
-    else
-        l.set_pattern(kTextPattern);
+    l.set_pattern(format == Format::json ? R"({"time":"%Y-%m-%dT%H:%M:%S.%e","level":"%l",%v})" : kTextPattern);
 }
 
 Format current_format() noexcept {
