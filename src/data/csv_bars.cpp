@@ -194,47 +194,42 @@ BarSeries parse_csv_bars(std::string_view text, const std::string& name) {
     // Header.
     std::string_view header;
     next_line(&header);
+    if (header.find(',') == std::string_view::npos && other_delimiter(header))
+        fail(name, 1,
+             fmt::format("wrong delimiter: the header {} is separated by '{}'; expected {}", show(header),
+                         header.find(';') != std::string_view::npos ? ";" : "\\t", kFormatHint));
     std::vector<Role> roles;
     std::vector<std::string> col_names;
-    {
-        if (header.find(',') == std::string_view::npos && other_delimiter(header))
-            fail(name, 1,
-                 fmt::format("wrong delimiter: the header {} is separated by '{}'; expected {}", show(header),
-                             header.find(';') != std::string_view::npos ? ";" : "\\t", kFormatHint));
-        std::array<int, 7> seen{};  // first column of each role, +1
-        std::size_t start = 0;
-        for (;;) {
-            const std::size_t comma = header.find(',', start);
-            const std::string_view raw =
-                header.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-            const std::string n = lower(trim(raw));
-            const Role r = role_of(n);
-            if (r != Role::ignore) {
-                auto& s = seen[static_cast<std::size_t>(r)];
-                if (s != 0)
-                    fail(name, 1,
-                         fmt::format("column {} repeats column {} ({}); expected exactly one {} column",
-                                     show(trim(raw)), s, r == Role::time ? "two time columns" : "same name",
-                                     r == Role::time ? "time" : n));
-                s = static_cast<int>(roles.size()) + 1;
-            }
-            roles.push_back(r);
-            col_names.emplace_back(trim(raw));
-            if (comma == std::string_view::npos) break;
-            start = comma + 1;
+    std::array<int, 7> seen{};  // first column of each role, +1
+    for (std::size_t start = 0;;) {
+        const std::size_t comma = header.find(',', start);
+        const std::string_view raw =
+            header.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+        const std::string n = lower(trim(raw));
+        const Role r = role_of(n);
+        if (r != Role::ignore) {
+            auto& s = seen[static_cast<std::size_t>(r)];
+            if (s != 0)
+                fail(name, 1,
+                     fmt::format("column {} repeats column {} ({}); expected exactly one {} column", show(trim(raw)), s,
+                                 r == Role::time ? "two time columns" : "same name", r == Role::time ? "time" : n));
+            s = static_cast<int>(roles.size()) + 1;
         }
-        std::string missing = seen[1] == 0 ? "a time column (timestamp, date, datetime or time)" : "";
-        for (std::size_t r = 2; r <= 5 && missing.empty(); ++r)
-            if (seen[r] == 0) missing = fmt::format("'{}'", kColumnNames[r - 2]);
-        if (!missing.empty())
-            fail(name, 1,
-                 fmt::format("missing column {} in the header {}; expected {}", missing, show(header), kFormatHint));
+        roles.push_back(r);
+        col_names.emplace_back(trim(raw));
+        if (comma == std::string_view::npos) break;
+        start = comma + 1;
     }
-    const bool has_volume = std::find(roles.begin(), roles.end(), Role::volume) != roles.end();
+    std::string missing = seen[1] == 0 ? "a time column (timestamp, date, datetime or time)" : "";
+    for (std::size_t r = 2; r <= 5 && missing.empty(); ++r)
+        if (seen[r] == 0) missing = fmt::format("'{}'", kColumnNames[r - 2]);
+    if (!missing.empty())
+        fail(name, 1,
+             fmt::format("missing column {} in the header {}; expected {}", missing, show(header), kFormatHint));
     const std::size_t ncols = roles.size();
 
     BarSeries bars;
-    bars.has_volume = has_volume;
+    bars.has_volume = seen[static_cast<std::size_t>(Role::volume)] != 0;
     bars.segment_names = {name};
     const auto rows_guess = static_cast<std::size_t>(std::count(p, end, '\n')) + 1;
     for (auto* v : {&bars.open, &bars.high, &bars.low, &bars.close, &bars.volume}) v->reserve(rows_guess);

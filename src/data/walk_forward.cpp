@@ -18,13 +18,10 @@ std::vector<Fold> walk_forward_folds(std::size_t n, const SplitFractions& f, int
     const std::size_t val = b - a, span = c - b;
     std::vector<Fold> out;
     for (int k = 0; k < folds; ++k) {
-        Fold fold;
         const std::size_t begin = b + span * static_cast<std::size_t>(k) / static_cast<std::size_t>(folds);
         const std::size_t end = b + span * static_cast<std::size_t>(k + 1) / static_cast<std::size_t>(folds);
-        fold.test = {begin, end};
-        fold.val = {begin - val, begin};
-        fold.train = {sliding ? begin - val - a : 0, begin - val};
-        out.push_back(fold);
+        out.push_back(Fold{
+            .train = {sliding ? begin - val - a : 0, begin - val}, .val = {begin - val, begin}, .test = {begin, end}});
     }
     return out;
 }
