@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -15,8 +14,6 @@
 #include <filesystem>
 #include <system_error>
 
-#include "data/csv_bars.hpp"
-#include "util/errors.hpp"
 #include "util/regular_file.hpp"
 
 namespace fh::data {

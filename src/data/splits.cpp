@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
 
 #include "math/statistics.h"
 #include "util/errors.hpp"

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <numbers>
 
-#include "data/csv_bars.hpp"
 #include "util/errors.hpp"
 
 namespace fh::data {

@@ -14,7 +14,6 @@
 #include <cerrno>
 #include <iterator>
 #include <charconv>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
