@@ -120,9 +120,7 @@ bool decode_fxcache(std::string_view bytes, const CacheKey& expected, CachePaylo
     const auto header_bytes = r.get<std::uint32_t>();
     if (version != kFxcacheVersion || header_bytes != kFxcacheHeaderBytes)
         return bad(fmt::format("format version {}, expected {}", version, kFxcacheVersion));
-    CacheKey key;
-    key.source_hash = r.get<std::uint64_t>();
-    key.config_hash = r.get<std::uint64_t>();
+    const CacheKey key{r.get<std::uint64_t>(), r.get<std::uint64_t>()};  // source, config: read in order
     const auto payload_bytes = r.get<std::uint64_t>();
     const auto checksum = r.get<std::uint64_t>();
     const auto n = r.get<std::uint64_t>();

@@ -98,10 +98,7 @@ NormalizationStats training_stats(const RawFeatures& raw, const BarSeries& bars,
         computed_on = (moments ? moments : ColumnMoments(host_column_moments))(raw.values, raw.dim, rows, mean, m2);
     if (where) *where = StatisticsSource{rows.size(), computed_on};
     const double m = std::max<double>(1.0, static_cast<double>(rows.size()));
-    NormalizationStats st;
-    st.clip = clip;
-    st.mean.resize(D);
-    st.stddev.resize(D);
+    NormalizationStats st{.mean = std::vector<float>(D), .stddev = std::vector<float>(D), .clip = clip};
     for (std::size_t k = 0; k < D; ++k) {
         const double sd = std::sqrt(m2[k] / m);
         st.mean[k] = static_cast<float>(mean[k]);

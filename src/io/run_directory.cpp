@@ -208,8 +208,7 @@ void RunDirectory::append_metrics(const std::string& json_object) {
             throw UsageError(fmt::format("cannot write {}: {}", file, std::strerror(e)));
         }
     }
-    std::fputs(json_object.c_str(), metrics_);
-    std::fputc('\n', metrics_);
+    std::fprintf(metrics_, "%s\n", json_object.c_str());
     std::fflush(metrics_);
 }
 

@@ -272,6 +272,7 @@ void TensorFile::validate(const ReadOptions& options) {
         fail(fmt::format("invalid header: the JSON is {}, expected an object", json::kind_name(root.kind())));
 
     std::vector<TableEntry> table;  // the tensors, in data order once sorted below
+    const auto natural = [](const json::Value& v) { return v.is_integer() && !v.is_negative(); };
     for (const auto& [name, v] : root.as_object()) {
         if (name == "__metadata__") {
             if (!v.is_object()) fail("invalid header: __metadata__ is not an object");
@@ -302,12 +303,11 @@ void TensorFile::validate(const ReadOptions& options) {
         if (!sh->is_array()) fail(fmt::format("invalid header: tensor {}: shape is not an array", name));
         Shape shape;
         for (const auto& d : sh->as_array()) {
-            if (!d.is_integer() || d.is_negative())
-                fail(fmt::format("invalid header: tensor {}: shape entries must be integers >= 0", name));
+            if (!natural(d)) fail(fmt::format("invalid header: tensor {}: shape entries must be integers >= 0", name));
             shape.push_back(d.as_u64());
         }
-        if (!off->is_array() || off->as_array().size() != 2 || !off->as_array()[0].is_integer() ||
-            !off->as_array()[1].is_integer() || off->as_array()[0].is_negative() || off->as_array()[1].is_negative())
+        if (!off->is_array() || off->as_array().size() != 2 || !natural(off->as_array()[0]) ||
+            !natural(off->as_array()[1]))
             fail(fmt::format("invalid header: tensor {}: data_offsets must be [begin, end], integers >= 0", name));
         const std::uint64_t b = off->as_array()[0].as_u64(), e = off->as_array()[1].as_u64();
         if (b > e || e > data_size)

@@ -28,20 +28,15 @@ private:
     ExitCode code_;
 };
 
-struct UsageError : Error {
-    explicit UsageError(const std::string& m) : Error(ExitCode::usage, m) {}
+/// The error of one exit code (a type of its own per code, so each can be caught alone).
+template <ExitCode C>
+struct CodedError : Error {
+    explicit CodedError(const std::string& m) : Error(C, m) {}
 };
-struct DataError : Error {
-    explicit DataError(const std::string& m) : Error(ExitCode::data, m) {}
-};
-struct DeviceError : Error {
-    explicit DeviceError(const std::string& m) : Error(ExitCode::device, m) {}
-};
-struct InterruptedError : Error {
-    explicit InterruptedError(const std::string& m) : Error(ExitCode::interrupted, m) {}
-};
-struct DivergedError : Error {
-    explicit DivergedError(const std::string& m) : Error(ExitCode::diverged, m) {}
-};
+using UsageError = CodedError<ExitCode::usage>;
+using DataError = CodedError<ExitCode::data>;
+using DeviceError = CodedError<ExitCode::device>;
+using InterruptedError = CodedError<ExitCode::interrupted>;
+using DivergedError = CodedError<ExitCode::diverged>;
 
 }  // namespace fh
