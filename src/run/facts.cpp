@@ -31,7 +31,7 @@ json::Value earlier_overrides(const std::string& dir) {
 std::string bars_hash(const data::BarSeries& b) {
     std::uint64_t h = 0;
     h = mix(h, b.time);
-    for (const auto* prices : {&b.open, &b.high, &b.low, &b.close, &b.volume}) h = mix(h, *prices);
+    for (const auto* column : {&b.open, &b.high, &b.low, &b.close, &b.volume}) h = mix(h, *column);
     h = mix(h, b.segment_starts);
     return fmt::format("{:016x}", h);
 }
